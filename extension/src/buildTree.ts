@@ -1,0 +1,319 @@
+// Model of the "TensorRT Builds" tree, fed by the server's `trtls/buildTree` notification.
+// Pure TypeScript (no vscode import) so it is unit-tested without VS Code.
+import { formatSeconds } from './format';
+
+export type BuildStatus = 'running' | 'built' | 'cancelled' | 'failed' | 'forced' | 'killed';
+export type PhaseStatus = 'running' | 'done' | 'cancelled' | 'failed';
+
+export interface PhasePayload {
+  id: string;
+  parentId: string | null;
+  name: string;
+  numSteps: number;
+  step: number | null;
+  status: PhaseStatus;
+  elapsedS: number;
+  baselineS: number | null;
+  quietForS: number | null;
+}
+
+export interface BuildTreePayload {
+  buildId: string;
+  engine: string;
+  uri: string;
+  status: BuildStatus;
+  cancelSource: string | null;
+  outcomeMessage: string | null;
+  elapsedS: number;
+  evidencePath: string | null;
+  phases: PhasePayload[];
+}
+
+export const BUILD_TREE_NOTIFICATION = 'trtls/buildTree';
+
+const BUILD_STATUSES: readonly string[] = ['running', 'built', 'cancelled', 'failed', 'forced', 'killed'];
+const PHASE_STATUSES: readonly string[] = ['running', 'done', 'cancelled', 'failed'];
+
+function isObj(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+function num(v: unknown, dflt: number): number {
+  return typeof v === 'number' && Number.isFinite(v) ? v : dflt;
+}
+function numOrNull(v: unknown): number | null {
+  return typeof v === 'number' && Number.isFinite(v) ? v : null;
+}
+function strOrNull(v: unknown): string | null {
+  return typeof v === 'string' ? v : null;
+}
+
+/** Validates and normalises one notification payload; returns undefined if it is unusable. */
+export function parseBuildTree(raw: unknown): BuildTreePayload | undefined {
+  if (!isObj(raw) || typeof raw.buildId !== 'string' || raw.buildId === '') {
+    return undefined;
+  }
+  const status = typeof raw.status === 'string' && BUILD_STATUSES.includes(raw.status) ? (raw.status as BuildStatus) : 'running';
+  const phases: PhasePayload[] = [];
+  if (Array.isArray(raw.phases)) {
+    for (const p of raw.phases) {
+      if (!isObj(p) || typeof p.id !== 'string') {
+        continue;
+      }
+      phases.push({
+        id: p.id,
+        parentId: strOrNull(p.parentId),
+        name: typeof p.name === 'string' ? p.name : p.id,
+        numSteps: num(p.numSteps, 0),
+        step: numOrNull(p.step),
+        status: typeof p.status === 'string' && PHASE_STATUSES.includes(p.status) ? (p.status as PhaseStatus) : 'running',
+        elapsedS: num(p.elapsedS, 0),
+        baselineS: numOrNull(p.baselineS),
+        quietForS: numOrNull(p.quietForS),
+      });
+    }
+  }
+  return {
+    buildId: raw.buildId,
+    engine: typeof raw.engine === 'string' ? raw.engine : '?',
+    uri: typeof raw.uri === 'string' ? raw.uri : '',
+    status,
+    cancelSource: strOrNull(raw.cancelSource),
+    outcomeMessage: strOrNull(raw.outcomeMessage),
+    elapsedS: num(raw.elapsedS, 0),
+    evidencePath: strOrNull(raw.evidencePath),
+    phases,
+  };
+}
+
+/** Compares dotted phase ids numerically ("0.10" after "0.9"). */
+export function comparePhaseIds(a: string, b: string): number {
+  const pa = a.split('.').map(Number);
+  const pb = b.split('.').map(Number);
+  for (let i = 0; i < Math.max(pa.length, pb.length); i++) {
+    const x = pa[i];
+    const y = pb[i];
+    if (x === undefined) return -1;
+    if (y === undefined) return 1;
+    if (x !== y) return (Number.isNaN(x) || Number.isNaN(y)) ? String(x).localeCompare(String(y)) : x - y;
+  }
+  return 0;
+}
+
+/** The parent of a phase: its parentId, else derived from the dotted id. */
+function parentOf(p: PhasePayload): string | null {
+  if (p.parentId !== null) {
+    return p.parentId;
+  }
+  const dot = p.id.lastIndexOf('.');
+  return dot < 0 ? null : p.id.slice(0, dot);
+}
+
+export type TreeElement =
+  | { kind: 'build'; buildId: string }
+  | { kind: 'phase'; buildId: string; phaseId: string };
+
+export type IconKind = 'running' | 'ok' | 'cancelled' | 'error' | 'warning' | 'pending';
+
+export interface ElementView {
+  label: string;
+  description: string;
+  tooltip: string;
+  icon: IconKind;
+  contextValue: string;
+  collapsible: boolean;
+  /** Command to run when the element is clicked (finished builds open their evidence). */
+  openEvidence: boolean;
+}
+
+export function isFinished(status: BuildStatus): boolean {
+  return status !== 'running';
+}
+
+export class BuildTreeModel {
+  /** Insertion order = start order. */
+  private readonly builds = new Map<string, BuildTreePayload>();
+  private readonly maxBuilds: number;
+
+  constructor(maxBuilds = 20) {
+    this.maxBuilds = maxBuilds;
+  }
+
+  /** Applies a notification; returns the build it changed, or undefined if it was rejected. */
+  update(raw: unknown): BuildTreePayload | undefined {
+    const p = parseBuildTree(raw);
+    if (p === undefined) {
+      return undefined;
+    }
+    const prev = this.builds.get(p.buildId);
+    // A late "running" update must not bring a finished build back to life.
+    if (prev !== undefined && isFinished(prev.status) && p.status === 'running') {
+      return prev;
+    }
+    this.builds.set(p.buildId, p);
+    this.prune();
+    return p;
+  }
+
+  /** Marks a build as started before its first notification (the server answered `started`). */
+  noteStarted(buildId: string, engine: string, uri: string): void {
+    if (!this.builds.has(buildId)) {
+      this.builds.set(buildId, {
+        buildId, engine, uri, status: 'running', cancelSource: null, outcomeMessage: null,
+        elapsedS: 0, evidencePath: null, phases: [],
+      });
+      this.prune();
+    }
+  }
+
+  private prune(): void {
+    while (this.builds.size > this.maxBuilds) {
+      const oldestFinished = [...this.builds.values()].find((b) => isFinished(b.status));
+      if (oldestFinished === undefined) {
+        break;
+      }
+      this.builds.delete(oldestFinished.buildId);
+    }
+  }
+
+  clear(): void {
+    this.builds.clear();
+  }
+
+  get(buildId: string): BuildTreePayload | undefined {
+    return this.builds.get(buildId);
+  }
+
+  /** Newest first. */
+  all(): BuildTreePayload[] {
+    return [...this.builds.values()].reverse();
+  }
+
+  running(): BuildTreePayload[] {
+    return this.all().filter((b) => b.status === 'running');
+  }
+
+  phase(buildId: string, phaseId: string): PhasePayload | undefined {
+    return this.builds.get(buildId)?.phases.find((p) => p.id === phaseId);
+  }
+
+  children(el: TreeElement | undefined): TreeElement[] {
+    if (el === undefined) {
+      return this.all().map((b) => ({ kind: 'build', buildId: b.buildId }));
+    }
+    const b = this.builds.get(el.buildId);
+    if (b === undefined) {
+      return [];
+    }
+    const parentId = el.kind === 'build' ? null : el.phaseId;
+    return b.phases
+      .filter((p) => parentOf(p) === parentId)
+      .sort((x, y) => comparePhaseIds(x.id, y.id))
+      .map((p) => ({ kind: 'phase', buildId: b.buildId, phaseId: p.id }));
+  }
+
+  view(el: TreeElement): ElementView | undefined {
+    const b = this.builds.get(el.buildId);
+    if (b === undefined) {
+      return undefined;
+    }
+    if (el.kind === 'build') {
+      return describeBuild(b);
+    }
+    const p = b.phases.find((x) => x.id === el.phaseId);
+    if (p === undefined) {
+      return undefined;
+    }
+    const hasChildren = b.phases.some((x) => parentOf(x) === p.id);
+    return describePhase(p, hasChildren);
+  }
+}
+
+const STATUS_TEXT: Record<BuildStatus, string> = {
+  running: 'building',
+  built: 'built',
+  cancelled: 'cancelled',
+  failed: 'failed',
+  forced: 'forced',
+  killed: 'killed',
+};
+
+export function describeBuild(b: BuildTreePayload): ElementView {
+  let status = STATUS_TEXT[b.status];
+  if (b.status === 'cancelled' && b.cancelSource) {
+    status = `cancelled by ${b.cancelSource}`;
+  }
+  const icon: IconKind =
+    b.status === 'running' ? 'running'
+      : b.status === 'built' ? 'ok'
+        : b.status === 'cancelled' ? 'cancelled'
+          : b.status === 'failed' ? 'error'
+            : 'warning';
+  const lines = [`${b.engine}: ${status}`, `elapsed ${formatSeconds(b.elapsedS)}`];
+  if (b.outcomeMessage) lines.push(b.outcomeMessage);
+  if (b.evidencePath) lines.push(`evidence: ${b.evidencePath}`);
+  lines.push(`build ${b.buildId}`);
+  return {
+    label: b.engine,
+    description: `${status} · ${formatSeconds(b.elapsedS)}`,
+    tooltip: lines.join('\n'),
+    icon,
+    contextValue: b.status === 'running' ? 'trtls.build.running' : b.evidencePath ? 'trtls.build.finished' : 'trtls.build.done',
+    collapsible: b.phases.length > 0,
+    openEvidence: b.status !== 'running' && b.evidencePath !== null,
+  };
+}
+
+/** A running phase is "quiet" when the server says it has been silent (longer than usual). */
+export function isQuiet(p: PhasePayload): boolean {
+  return p.status === 'running' && p.quietForS !== null && p.quietForS > 0;
+}
+
+export function describePhase(p: PhasePayload, hasChildren: boolean): ElementView {
+  const parts: string[] = [];
+  if (p.numSteps > 0) {
+    const step = p.step ?? (p.status === 'done' ? p.numSteps : 0);
+    parts.push(`${step}/${p.numSteps}`);
+  }
+  parts.push(formatSeconds(p.elapsedS));
+  if (p.baselineS !== null) {
+    parts.push(`usual ${formatSeconds(p.baselineS)}`);
+  }
+  const quiet = isQuiet(p);
+  if (quiet) {
+    parts.push(`quiet for ${formatSeconds(p.quietForS)}`);
+  }
+  if (p.status === 'cancelled' || p.status === 'failed') {
+    parts.push(p.status);
+  }
+  const icon: IconKind = quiet ? 'warning'
+    : p.status === 'running' ? 'running'
+      : p.status === 'done' ? 'ok'
+        : p.status === 'cancelled' ? 'cancelled'
+          : 'error';
+  const tooltip = [
+    `${p.name} (${p.status})`,
+    ...(quiet ? [`⚠ no progress for ${formatSeconds(p.quietForS)}${p.baselineS !== null ? `; this phase usually takes ${formatSeconds(p.baselineS)}` : ''}`] : []),
+    `phase ${p.id}`,
+  ].join('\n');
+  return {
+    label: p.name,
+    description: parts.join(' · '),
+    tooltip,
+    icon,
+    contextValue: quiet ? 'trtls.phase.quiet' : 'trtls.phase',
+    collapsible: hasChildren,
+    openEvidence: false,
+  };
+}
+
+/** Short status-bar text for the running builds, or undefined when none runs. */
+export function statusBarText(running: BuildTreePayload[]): string | undefined {
+  if (running.length === 0) {
+    return undefined;
+  }
+  if (running.length === 1) {
+    const b = running[0]!;
+    return `$(sync~spin) TensorRT: building ${b.engine} · ${formatSeconds(b.elapsedS)}`;
+  }
+  return `$(sync~spin) TensorRT: ${running.length} builds (${running.map((b) => b.engine).join(', ')})`;
+}

@@ -1,0 +1,421 @@
+// trtls VS Code client: starts `<python> -m trtls serve`, shows and forwards. All logic is in the server.
+import * as path from 'path';
+import * as vscode from 'vscode';
+import {
+  ExecuteCommandRequest, LanguageClient, LanguageClientOptions, RevealOutputChannelOn, ServerOptions, State,
+  TransportKind,
+} from 'vscode-languageclient/node';
+import { BUILD_TREE_NOTIFICATION, BuildTreeModel, statusBarText, TreeElement } from './buildTree';
+import { classifyEnd } from './progress';
+import { ToastProgressFeature } from './progressUi';
+import { checkServerVersion, initializationOptions, needsRestart, readSettings, resolvePython, TrtlsSettings } from './settings';
+import { BuildTreeProvider } from './treeView';
+
+const RECIPE_GLOB = '**/trtls.toml';
+
+interface ListTargetsResult { engines: string[]; routes: string[] }
+interface BuildResult { buildId: string; engine: string; status: 'started' | 'already_building' | string }
+interface CancelResult { buildId: string; accepted: boolean }
+interface ListBuildsResult { builds: { buildId: string; engine: string; uri: string; status: string; evidencePath: string | null }[] }
+interface EvidenceResult { buildId: string; path: string | null; summary?: unknown }
+interface GatesResult { route: string; decision: 'supported' | 'hold' | 'reject' | string; [k: string]: unknown }
+
+interface PythonExtensionApi {
+  environments?: {
+    getActiveEnvironmentPath(resource?: vscode.Uri): { path: string };
+    resolveEnvironment(env: { path: string } | string): Promise<{ executable: { uri?: vscode.Uri } } | undefined>;
+    onDidChangeActiveEnvironmentPath: vscode.Event<unknown>;
+  };
+}
+
+let ctx: vscode.ExtensionContext;
+let log: vscode.LogOutputChannel;
+let client: LanguageClient | undefined;
+let clientSubs: vscode.Disposable[] = [];
+let lifecycle: Promise<void> = Promise.resolve();
+const model = new BuildTreeModel();
+let tree: BuildTreeProvider;
+let statusItem: vscode.StatusBarItem;
+let serverDescription = '';
+
+export async function activate(context: vscode.ExtensionContext): Promise<void> {
+  ctx = context;
+  log = vscode.window.createOutputChannel('TensorRT Language Server', { log: true });
+  context.subscriptions.push(log);
+  tree = new BuildTreeProvider(model);
+  const view = vscode.window.createTreeView('trtls.builds', { treeDataProvider: tree, showCollapseAll: true });
+  statusItem = vscode.window.createStatusBarItem('trtls.builds', vscode.StatusBarAlignment.Left, 50);
+  statusItem.name = 'TensorRT builds';
+  statusItem.command = 'trtls.ui.stopBuild';
+  statusItem.tooltip = 'TensorRT build running — click to stop';
+  context.subscriptions.push(view, statusItem);
+  void vscode.commands.executeCommand('setContext', 'trtls.isBuilding', false);
+
+  const reg = (id: string, fn: (...args: any[]) => unknown): void => {
+    context.subscriptions.push(vscode.commands.registerCommand(id, async (...args: unknown[]) => {
+      try {
+        await fn(...args);
+      } catch (e) {
+        const msg = e instanceof Error ? e.message : String(e);
+        log.error(`${id} failed: ${msg}`);
+        void vscode.window.showErrorMessage(`TensorRT: ${msg}`);
+      }
+    }));
+  };
+  reg('trtls.ui.buildEngine', buildEngine);
+  reg('trtls.ui.stopBuild', stopBuild);
+  reg('trtls.ui.runGates', runGates);
+  reg('trtls.ui.showEvidence', showEvidence);
+  reg('trtls.ui.restartServer', () => restart('command'));
+  reg('trtls.ui.printDebugInformation', printDebugInformation);
+
+  context.subscriptions.push(vscode.languages.registerCodeLensProvider({ scheme: 'file', pattern: RECIPE_GLOB }, new RecipeCodeLens()));
+  context.subscriptions.push(vscode.workspace.onDidChangeConfiguration((e) => {
+    if (needsRestart((s) => e.affectsConfiguration(s))) {
+      log.info('trtls settings changed, restarting the server');
+      void restart('settings changed');
+    }
+  }));
+  await watchPythonExtension(context);
+  await restart('activation');
+}
+
+export async function deactivate(): Promise<void> {
+  await stopClient();
+}
+
+// ---------------------------------------------------------------- client lifecycle
+
+function currentSettings(): TrtlsSettings {
+  const cfg = vscode.workspace.getConfiguration('trtls');
+  const { settings, problems } = readSettings((k) => cfg.get(k));
+  for (const p of problems) {
+    log.warn(p);
+    void vscode.window.showWarningMessage(`TensorRT: ${p}`);
+  }
+  return settings;
+}
+
+async function pythonExtensionApi(): Promise<PythonExtensionApi | undefined> {
+  const ext = vscode.extensions.getExtension<PythonExtensionApi>('ms-python.python');
+  if (ext === undefined) return undefined;
+  try {
+    return ext.isActive ? ext.exports : await ext.activate();
+  } catch (e) {
+    log.warn(`ms-python.python did not activate: ${String(e)}`);
+    return undefined;
+  }
+}
+
+async function interpreterFromPythonExtension(): Promise<string | undefined> {
+  const api = await pythonExtensionApi();
+  if (api?.environments === undefined) return undefined;
+  try {
+    const resource = vscode.workspace.workspaceFolders?.[0]?.uri;
+    const active = api.environments.getActiveEnvironmentPath(resource);
+    const env = await api.environments.resolveEnvironment(active);
+    return env?.executable.uri?.fsPath ?? active.path;
+  } catch (e) {
+    log.warn(`could not read the Python extension's interpreter: ${String(e)}`);
+    return undefined;
+  }
+}
+
+async function watchPythonExtension(context: vscode.ExtensionContext): Promise<void> {
+  const api = await pythonExtensionApi();
+  if (api?.environments !== undefined) {
+    context.subscriptions.push(api.environments.onDidChangeActiveEnvironmentPath(() => {
+      if (currentSettings().python === '') {
+        log.info('Python interpreter changed, restarting the server');
+        void restart('interpreter changed');
+      }
+    }));
+  }
+}
+
+/** Serialises start/stop so settings changes in quick succession do not race. */
+function restart(reason: string): Promise<void> {
+  lifecycle = lifecycle.then(async () => {
+    await stopClient();
+    await startClient(reason);
+  }).catch((e) => {
+    log.error(`server start failed: ${String(e)}`);
+    void vscode.window.showErrorMessage(`TensorRT: the trtls server did not start: ${e instanceof Error ? e.message : String(e)}. Check the setting trtls.python and that trtls is installed (pip install trtls).`, 'Show Log')
+      .then((a) => { if (a) log.show(); });
+  });
+  return lifecycle;
+}
+
+async function stopClient(): Promise<void> {
+  const c = client;
+  client = undefined;
+  for (const d of clientSubs) d.dispose();
+  clientSubs = [];
+  if (c !== undefined) {
+    try {
+      await c.stop(8000);
+    } catch (e) {
+      log.warn(`stopping the server: ${String(e)}`);
+    }
+    await c.dispose().catch(() => undefined);
+  }
+  model.clear();
+  refreshBuildState();
+}
+
+async function startClient(reason: string): Promise<void> {
+  const settings = currentSettings();
+  const { python, source } = resolvePython(settings.python, settings.python === '' ? await interpreterFromPythonExtension() : undefined);
+  const cwd = vscode.workspace.workspaceFolders?.[0]?.uri.fsPath;
+  log.info(`starting trtls server (${reason}): ${python} -m trtls serve  [interpreter from ${source}]`);
+  const serverOptions: ServerOptions = {
+    command: python,
+    args: ['-m', 'trtls', 'serve'],
+    transport: TransportKind.stdio,
+    options: { cwd, env: { ...process.env, PYTHONUNBUFFERED: '1' } },
+  };
+  const clientOptions: LanguageClientOptions = {
+    documentSelector: [{ scheme: 'file', pattern: RECIPE_GLOB }],
+    synchronize: { fileEvents: vscode.workspace.createFileSystemWatcher(RECIPE_GLOB) },
+    outputChannel: log,
+    traceOutputChannel: log,
+    revealOutputChannelOn: RevealOutputChannelOn.Never,
+    initializationOptions: initializationOptions(settings),
+  };
+  const c = new LanguageClient('trtls', 'TensorRT Language Server', serverOptions, clientOptions);
+  c.registerFeature(new ToastProgressFeature(c, log, onProgressEnd));
+  clientSubs.push(c.onNotification(BUILD_TREE_NOTIFICATION, (params: unknown) => {
+    const b = model.update(params);
+    if (b === undefined) {
+      log.warn(`ignored malformed ${BUILD_TREE_NOTIFICATION}: ${JSON.stringify(params)}`);
+    }
+    refreshBuildState();
+  }));
+  clientSubs.push(c.onDidChangeState((e) => {
+    if (e.newState === State.Stopped) {
+      model.clear();
+      refreshBuildState();
+    }
+  }));
+  client = c;
+  await c.start();
+  const info = c.initializeResult?.serverInfo;
+  serverDescription = `${info?.name ?? '?'} ${info?.version ?? '?'} (${python})`;
+  log.info(`server started: ${serverDescription}`);
+  const expected = String((ctx.extension.packageJSON as { version?: string }).version ?? '0.0.0');
+  const check = checkServerVersion(expected, info);
+  if (!check.ok) {
+    log.warn(check.message);
+    void vscode.window.showWarningMessage(`TensorRT: ${check.message}`);
+  }
+}
+
+function onProgressEnd(title: string, message: string | undefined): void {
+  const text = `${title}: ${message ?? 'done'}`;
+  log.info(`progress end — ${text}`);
+  const kind = classifyEnd(message);
+  if (kind === 'failed') {
+    void vscode.window.showWarningMessage(`TensorRT: ${text}`);
+  } else {
+    vscode.window.setStatusBarMessage(`${kind === 'ok' ? '$(check)' : kind === 'cancelled' ? '$(circle-slash)' : '$(info)'} ${text}`, 8000);
+  }
+}
+
+function refreshBuildState(): void {
+  tree?.refresh();
+  const running = model.running();
+  void vscode.commands.executeCommand('setContext', 'trtls.isBuilding', running.length > 0);
+  const text = statusBarText(running);
+  if (text === undefined) {
+    statusItem?.hide();
+  } else if (statusItem !== undefined) {
+    statusItem.text = text;
+    statusItem.show();
+  }
+}
+
+// ---------------------------------------------------------------- server commands
+
+async function serverCommand<T>(command: string, arg: object): Promise<T> {
+  await lifecycle;
+  const c = client;
+  if (c === undefined || !c.isRunning()) {
+    throw new Error('the trtls server is not running (TensorRT: Restart Server, and see the output "TensorRT Language Server")');
+  }
+  log.info(`→ ${command} ${JSON.stringify(arg)}`);
+  const res = await c.sendRequest(ExecuteCommandRequest.type, { command, arguments: [arg] });
+  log.info(`← ${command} ${JSON.stringify(res)}`);
+  return res as T;
+}
+
+async function findRecipe(arg: unknown): Promise<vscode.Uri | undefined> {
+  if (arg instanceof vscode.Uri) return arg;
+  const active = vscode.window.activeTextEditor?.document.uri;
+  if (active !== undefined && path.basename(active.fsPath) === 'trtls.toml') return active;
+  const visible = vscode.window.visibleTextEditors.map((e) => e.document.uri).find((u) => path.basename(u.fsPath) === 'trtls.toml');
+  if (visible !== undefined) return visible;
+  const found = await vscode.workspace.findFiles(RECIPE_GLOB, '**/node_modules/**', 50);
+  found.sort((a, b) => a.fsPath.localeCompare(b.fsPath));
+  if (found.length === 0) {
+    void vscode.window.showWarningMessage('TensorRT: no trtls.toml in this workspace.');
+    return undefined;
+  }
+  return found[0];
+}
+
+/** Arguments from a code lens: {uri, engine} / {uri, route}. */
+function targetArg(arg: unknown, key: 'engine' | 'route'): { uri: string; name: string } | undefined {
+  if (typeof arg === 'object' && arg !== null && !(arg instanceof vscode.Uri)) {
+    const o = arg as Record<string, unknown>;
+    if (typeof o.uri === 'string' && typeof o[key] === 'string') return { uri: o.uri, name: o[key] as string };
+  }
+  return undefined;
+}
+
+async function pickTarget(arg: unknown, key: 'engine' | 'route'): Promise<{ uri: string; name: string } | undefined> {
+  const direct = targetArg(arg, key);
+  if (direct !== undefined) return direct;
+  const recipe = await findRecipe(arg);
+  if (recipe === undefined) return undefined;
+  const uri = recipe.toString();
+  const targets = await serverCommand<ListTargetsResult>('trtls.listTargets', { uri });
+  const names = key === 'engine' ? targets.engines : targets.routes;
+  if (!names || names.length === 0) {
+    void vscode.window.showWarningMessage(`TensorRT: ${vscode.workspace.asRelativePath(recipe)} has no ${key === 'engine' ? 'engines' : 'routes'}.`);
+    return undefined;
+  }
+  const picked = names.length === 1 ? names[0] : await vscode.window.showQuickPick(names, {
+    title: key === 'engine' ? 'TensorRT: Build Engine' : 'TensorRT: Run Gates',
+    placeHolder: `${key === 'engine' ? 'Engine' : 'Route'} from ${vscode.workspace.asRelativePath(recipe)}`,
+  });
+  return picked === undefined ? undefined : { uri, name: picked };
+}
+
+async function buildEngine(arg?: unknown): Promise<void> {
+  const t = await pickTarget(arg, 'engine');
+  if (t === undefined) return;
+  const res = await serverCommand<BuildResult>('trtls.buildEngine', { uri: t.uri, engine: t.name });
+  if (res.status === 'already_building') {
+    void vscode.window.showInformationMessage(`TensorRT: ${t.name} is already building.`);
+  }
+  if (res.buildId) {
+    model.noteStarted(res.buildId, res.engine ?? t.name, t.uri);
+    refreshBuildState();
+  }
+  if (vscode.workspace.getConfiguration('trtls').get<boolean>('showBuildsViewOnBuild', true)) {
+    void vscode.commands.executeCommand('trtls.builds.focus').then(undefined, () => undefined);
+  }
+}
+
+function buildIdOf(arg: unknown): string | undefined {
+  if (typeof arg !== 'object' || arg === null) return undefined;
+  const o = arg as Partial<TreeElement> & { buildId?: unknown };
+  return typeof o.buildId === 'string' ? o.buildId : undefined;
+}
+
+async function stopBuild(arg?: unknown): Promise<void> {
+  let buildId = buildIdOf(arg);
+  if (buildId === undefined) {
+    let running = model.running().map((b) => ({ buildId: b.buildId, engine: b.engine }));
+    if (running.length === 0) {
+      const listed = await serverCommand<ListBuildsResult>('trtls.listBuilds', {});
+      running = listed.builds.filter((b) => b.status === 'running');
+    }
+    if (running.length === 0) {
+      void vscode.window.showInformationMessage('TensorRT: no build is running.');
+      return;
+    }
+    if (running.length === 1) {
+      buildId = running[0]!.buildId;
+    } else {
+      const p = await vscode.window.showQuickPick(running.map((b) => ({ label: b.engine, description: b.buildId, buildId: b.buildId })), { title: 'TensorRT: Stop Build' });
+      buildId = p?.buildId;
+    }
+  }
+  if (buildId === undefined) return;
+  const res = await serverCommand<CancelResult>('trtls.cancelBuild', { buildId });
+  if (!res.accepted) {
+    void vscode.window.showInformationMessage('TensorRT: that build is no longer running.');
+  }
+}
+
+async function runGates(arg?: unknown): Promise<void> {
+  const t = await pickTarget(arg, 'route');
+  if (t === undefined) return;
+  const res = await serverCommand<GatesResult>('trtls.runGates', { uri: t.uri, route: t.name });
+  const msg = `TensorRT: route ${res.route ?? t.name}: ${res.decision}`;
+  if (res.decision === 'supported') {
+    void vscode.window.showInformationMessage(msg);
+  } else {
+    void vscode.window.showWarningMessage(`${msg} — see Problems`, 'Show Problems').then((a) => {
+      if (a) void vscode.commands.executeCommand('workbench.actions.view.problems');
+    });
+  }
+}
+
+async function showEvidence(arg?: unknown): Promise<void> {
+  let buildId = buildIdOf(arg);
+  if (buildId === undefined) {
+    const listed = await serverCommand<ListBuildsResult>('trtls.listBuilds', {});
+    const done = listed.builds.filter((b) => b.status !== 'running');
+    if (done.length === 0) {
+      void vscode.window.showInformationMessage('TensorRT: no finished build yet.');
+      return;
+    }
+    const p = await vscode.window.showQuickPick(
+      done.map((b) => ({ label: b.engine, description: `${b.status} · ${b.buildId}`, buildId: b.buildId })),
+      { title: 'TensorRT: Show Build Evidence' });
+    buildId = p?.buildId;
+  }
+  if (buildId === undefined) return;
+  let file = model.get(buildId)?.evidencePath ?? null;
+  if (file === null) {
+    const res = await serverCommand<EvidenceResult>('trtls.showEvidence', { buildId });
+    file = res.path;
+  }
+  if (!file) {
+    void vscode.window.showInformationMessage('TensorRT: this build has no evidence.');
+    return;
+  }
+  const uri = file.includes('://') ? vscode.Uri.parse(file) : vscode.Uri.file(file);
+  await vscode.window.showTextDocument(uri, { preview: true });
+}
+
+async function printDebugInformation(): Promise<void> {
+  const res = await serverCommand<{ text: string }>('trtls.printDebugInformation', {});
+  const ext = (ctx.extension.packageJSON as { version?: string }).version;
+  const text = `trtls extension ${ext}, VS Code ${vscode.version}\nserver: ${serverDescription}\n\n${res.text}`;
+  log.info(text);
+  log.show(true);
+}
+
+// ---------------------------------------------------------------- code lenses on [engines.X] / [routes.X]
+
+class RecipeCodeLens implements vscode.CodeLensProvider {
+  private readonly emitter = new vscode.EventEmitter<void>();
+  readonly onDidChangeCodeLenses = this.emitter.event;
+
+  provideCodeLenses(doc: vscode.TextDocument): vscode.CodeLens[] {
+    const lenses: vscode.CodeLens[] = [];
+    const uri = doc.uri.toString();
+    for (let i = 0; i < doc.lineCount; i++) {
+      const m = /^\s*\[\s*(engines|routes)\.("?)([A-Za-z0-9_\-]+)\2\s*\]/.exec(doc.lineAt(i).text);
+      if (m === null) continue;
+      const range = new vscode.Range(i, 0, i, 0);
+      const name = m[3]!;
+      if (m[1] === 'engines') {
+        const running = model.running().find((b) => b.engine === name && b.uri === uri);
+        lenses.push(running
+          ? new vscode.CodeLens(range, { title: `$(debug-stop) Stop ${name}`, command: 'trtls.ui.stopBuild', arguments: [{ buildId: running.buildId }] })
+          : new vscode.CodeLens(range, { title: `$(play) Build ${name}`, command: 'trtls.ui.buildEngine', arguments: [{ uri, engine: name }] }));
+      } else {
+        lenses.push(new vscode.CodeLens(range, { title: `$(checklist) Run gates ${name}`, command: 'trtls.ui.runGates', arguments: [{ uri, route: name }] }));
+      }
+    }
+    return lenses;
+  }
+
+  refresh(): void {
+    this.emitter.fire();
+  }
+}

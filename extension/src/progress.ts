@@ -1,0 +1,68 @@
+// Progress state for one server-created work-done token, shown as a toast (no vscode import).
+
+export interface ProgressBegin { kind: 'begin'; title: string; cancellable?: boolean; message?: string; percentage?: number }
+export interface ProgressReport { kind: 'report'; cancellable?: boolean; message?: string; percentage?: number }
+export interface ProgressEnd { kind: 'end'; message?: string }
+export type ProgressValue = ProgressBegin | ProgressReport | ProgressEnd;
+
+/** Toast message: "42% · Building engine › Timing tactics 2/3 · 4.1 s". */
+export function formatProgressMessage(message: string | undefined, percentage: number | undefined): string {
+  const pct = percentage === undefined || !Number.isFinite(percentage) ? undefined : Math.max(0, Math.min(100, Math.round(percentage)));
+  const msg = (message ?? '').trim();
+  if (pct === undefined) {
+    return msg;
+  }
+  return msg === '' ? `${pct}%` : `${pct}% · ${msg}`;
+}
+
+/** Outcome of an end message, to pick how to tell the user. */
+export type EndKind = 'ok' | 'cancelled' | 'failed' | 'other';
+export function classifyEnd(message: string | undefined): EndKind {
+  const m = (message ?? '').toLowerCase();
+  if (m.startsWith('built') || m.startsWith('done') || m.startsWith('supported')) return 'ok';
+  if (m.startsWith('cancelled')) return 'cancelled';
+  if (m.startsWith('failed') || m.startsWith('killed') || m.startsWith('forced') || m.startsWith('reject') || m.startsWith('hold')) return 'failed';
+  return 'other';
+}
+
+/**
+ * Tracks one token: the last message and percentage (message persists when a report leaves it unset),
+ * and turns absolute percentages into the increments `vscode.Progress.report` wants, never going back.
+ */
+export class ProgressTracker {
+  title = '';
+  message: string | undefined;
+  percentage: number | undefined;
+  cancellable = false;
+  ended = false;
+  endMessage: string | undefined;
+  private shown = 0;
+
+  apply(v: ProgressValue): { message: string; increment: number | undefined } | undefined {
+    if (this.ended) {
+      return undefined;
+    }
+    if (v.kind === 'end') {
+      this.ended = true;
+      this.endMessage = v.message;
+      return undefined;
+    }
+    if (v.kind === 'begin') {
+      this.title = v.title;
+      this.cancellable = v.cancellable ?? false;
+    } else if (v.cancellable !== undefined) {
+      this.cancellable = v.cancellable;
+    }
+    if (v.message !== undefined) this.message = v.message;
+    if (v.percentage !== undefined && Number.isFinite(v.percentage)) this.percentage = v.percentage;
+    let increment: number | undefined;
+    if (this.percentage !== undefined) {
+      const target = Math.max(0, Math.min(100, this.percentage));
+      if (target > this.shown) {
+        increment = target - this.shown;
+        this.shown = target;
+      }
+    }
+    return { message: formatProgressMessage(this.message, this.percentage), increment };
+  }
+}

@@ -1,0 +1,73 @@
+// Typed settings and what the server receives as initializationOptions (no vscode import).
+
+export type BuilderModule = 'auto' | 'tensorrt' | 'tensorrt_rtx';
+const BUILDER_MODULES: readonly BuilderModule[] = ['auto', 'tensorrt', 'tensorrt_rtx'];
+
+export interface TrtlsSettings {
+  python: string;
+  builderModule: BuilderModule;
+  cancelGraceS: number | null;
+}
+
+export interface InitializationOptions {
+  buildTree: true;
+  settings: { builderModule: BuilderModule; cancelGraceS: number | null };
+}
+
+/** Reads the settings through a getter (vscode's WorkspaceConfiguration.get fits), fixing bad values. */
+export function readSettings(get: (key: string) => unknown): { settings: TrtlsSettings; problems: string[] } {
+  const problems: string[] = [];
+  const pyRaw = get('python');
+  const python = typeof pyRaw === 'string' ? pyRaw.trim() : '';
+  if (pyRaw !== undefined && pyRaw !== null && typeof pyRaw !== 'string') problems.push('trtls.python must be a string');
+  const bmRaw = get('builderModule');
+  let builderModule: BuilderModule = 'auto';
+  if (typeof bmRaw === 'string' && (BUILDER_MODULES as readonly string[]).includes(bmRaw)) {
+    builderModule = bmRaw as BuilderModule;
+  } else if (bmRaw !== undefined && bmRaw !== null) {
+    problems.push(`trtls.builderModule: ${JSON.stringify(bmRaw)} is not one of ${BUILDER_MODULES.join(', ')}; using auto`);
+  }
+  const cgRaw = get('cancelGraceS');
+  let cancelGraceS: number | null = null;
+  if (typeof cgRaw === 'number' && Number.isFinite(cgRaw) && cgRaw >= 0) {
+    cancelGraceS = cgRaw;
+  } else if (cgRaw !== undefined && cgRaw !== null) {
+    problems.push(`trtls.cancelGraceS: ${JSON.stringify(cgRaw)} is not a number ≥ 0; using the server default`);
+  }
+  return { settings: { python, builderModule, cancelGraceS }, problems };
+}
+
+export function initializationOptions(s: TrtlsSettings): InitializationOptions {
+  return { buildTree: true, settings: { builderModule: s.builderModule, cancelGraceS: s.cancelGraceS } };
+}
+
+/** The settings whose change needs a server restart (trace level does not). */
+export const RESTART_KEYS = ['trtls.python', 'trtls.builderModule', 'trtls.cancelGraceS'] as const;
+
+export function needsRestart(affects: (section: string) => boolean): boolean {
+  return RESTART_KEYS.some((k) => affects(k));
+}
+
+/** Picks the interpreter: explicit setting, then the Python extension's, then python3. */
+export function resolvePython(setting: string, fromPythonExtension: string | undefined): { python: string; source: string } {
+  if (setting !== '') return { python: setting, source: 'setting trtls.python' };
+  if (fromPythonExtension) return { python: fromPythonExtension, source: 'Python extension interpreter' };
+  return { python: 'python3', source: 'default' };
+}
+
+/** "warn" when the server's major.minor differs from the extension's. */
+export function checkServerVersion(expected: string, serverInfo: { name?: string; version?: string } | undefined):
+  { ok: true } | { ok: false; message: string } {
+  const want = /^(\d+)\.(\d+)/.exec(expected);
+  const got = serverInfo?.version !== undefined ? /^(\d+)\.(\d+)/.exec(serverInfo.version) : null;
+  if (serverInfo === undefined || serverInfo.version === undefined) {
+    return { ok: false, message: `The trtls server did not report its version; this extension expects ${expected}.` };
+  }
+  if (want === null || got === null || want[1] !== got[1] || want[2] !== got[2]) {
+    return {
+      ok: false,
+      message: `trtls server ${serverInfo.version} does not match this extension (${expected}); update one of them (pip install -U trtls, or the extension).`,
+    };
+  }
+  return { ok: true };
+}

@@ -1,0 +1,132 @@
+import { strict as assert } from 'node:assert';
+import { test } from 'node:test';
+import { BuildTreeModel, comparePhaseIds, describeBuild, describePhase, parseBuildTree, PhasePayload, statusBarText } from '../src/buildTree';
+import { formatSeconds } from '../src/format';
+
+function phase(over: Partial<PhasePayload> & { id: string }): PhasePayload {
+  return { parentId: null, name: `phase ${over.id}`, numSteps: 0, step: null, status: 'running', elapsedS: 1, baselineS: null, quietForS: null, ...over };
+}
+
+function payload(over: Record<string, unknown> = {}): Record<string, unknown> {
+  return {
+    buildId: 'b1', engine: 'large', uri: 'file:///w/trtls.toml', status: 'running', cancelSource: null, outcomeMessage: null,
+    elapsedS: 4.12, evidencePath: null,
+    phases: [
+      phase({ id: '0', name: 'Building engine', numSteps: 3, step: 1 }),
+      phase({ id: '0.1', parentId: '0', name: 'Timing tactics', numSteps: 3, step: 2, elapsedS: 4.1, baselineS: 30 }),
+      phase({ id: '0.0', parentId: '0', name: 'Parsing', numSteps: 1, step: 1, status: 'done', elapsedS: 0.2 }),
+      phase({ id: '0.10', parentId: '0', name: 'Later', numSteps: 0 }),
+      phase({ id: '0.2', parentId: '0', name: 'Quiet one', quietForS: 45, baselineS: 30, elapsedS: 75 }),
+    ],
+    ...over,
+  };
+}
+
+test('formatSeconds', () => {
+  assert.equal(formatSeconds(0.04), '0.0 s');
+  assert.equal(formatSeconds(4.12), '4.1 s');
+  assert.equal(formatSeconds(30), '30 s');
+  assert.equal(formatSeconds(65), '1 min 05 s');
+  assert.equal(formatSeconds(7380), '2 h 03 min');
+  assert.equal(formatSeconds(null), '–');
+  assert.equal(formatSeconds(-1), '–');
+});
+
+test('comparePhaseIds orders dotted paths numerically', () => {
+  const ids = ['0.10', '1', '0.2', '0', '0.1.3', '0.1'];
+  assert.deepEqual([...ids].sort(comparePhaseIds), ['0', '0.1', '0.1.3', '0.2', '0.10', '1']);
+});
+
+test('parseBuildTree rejects garbage and normalises fields', () => {
+  assert.equal(parseBuildTree(null), undefined);
+  assert.equal(parseBuildTree({ engine: 'x' }), undefined);
+  const p = parseBuildTree({ buildId: 'x', status: 'weird', phases: [{ id: '0', numSteps: 'no' }, 5] })!;
+  assert.equal(p.status, 'running');
+  assert.equal(p.phases.length, 1);
+  assert.equal(p.phases[0]!.numSteps, 0);
+  assert.equal(p.phases[0]!.name, '0');
+});
+
+test('model nests phases under their parents in id order', () => {
+  const m = new BuildTreeModel();
+  m.update(payload());
+  const roots = m.children(undefined);
+  assert.deepEqual(roots, [{ kind: 'build', buildId: 'b1' }]);
+  const top = m.children(roots[0]);
+  assert.deepEqual(top.map((e) => (e.kind === 'phase' ? e.phaseId : '')), ['0']);
+  const kids = m.children(top[0]);
+  assert.deepEqual(kids.map((e) => (e.kind === 'phase' ? e.phaseId : '')), ['0.0', '0.1', '0.2', '0.10']);
+  assert.equal(m.view(top[0]!)!.collapsible, true);
+  assert.equal(m.view(kids[0]!)!.collapsible, false);
+});
+
+test('phase parent falls back to the dotted id when parentId is missing', () => {
+  const m = new BuildTreeModel();
+  m.update(payload({ phases: [phase({ id: '0' }), phase({ id: '0.0' })] }));
+  const top = m.children({ kind: 'build', buildId: 'b1' });
+  assert.equal(top.length, 1);
+  assert.equal(m.children(top[0]).length, 1);
+});
+
+test('running build view: description, stop context, status bar', () => {
+  const m = new BuildTreeModel();
+  m.update(payload());
+  const v = m.view({ kind: 'build', buildId: 'b1' })!;
+  assert.equal(v.label, 'large');
+  assert.equal(v.description, 'building · 4.1 s');
+  assert.equal(v.contextValue, 'trtls.build.running');
+  assert.equal(v.icon, 'running');
+  assert.equal(v.openEvidence, false);
+  assert.equal(m.running().length, 1);
+  assert.equal(statusBarText(m.running()), '$(sync~spin) TensorRT: building large · 4.1 s');
+});
+
+test('phase view shows steps, elapsed, usual duration and the quiet warning', () => {
+  const p = describePhase(phase({ id: '0.1', name: 'Timing tactics', numSteps: 3, step: 2, elapsedS: 4.1, baselineS: 30 }), false);
+  assert.equal(p.description, '2/3 · 4.1 s · usual 30 s');
+  assert.equal(p.icon, 'running');
+  const q = describePhase(phase({ id: '0.2', quietForS: 45, baselineS: 30, elapsedS: 75 }), false);
+  assert.equal(q.description, '1 min 15 s · usual 30 s · quiet for 45 s');
+  assert.equal(q.icon, 'warning');
+  assert.match(q.tooltip, /no progress for 45 s; this phase usually takes 30 s/);
+  const done = describePhase(phase({ id: '0.0', numSteps: 4, step: null, status: 'done', elapsedS: 2 }), false);
+  assert.equal(done.description, '4/4 · 2.0 s');
+  assert.equal(done.icon, 'ok');
+  const quietButDone = describePhase(phase({ id: '0.3', status: 'done', quietForS: 99 }), false);
+  assert.equal(quietButDone.icon, 'ok');
+});
+
+test('finished builds: cancelled by ide_stop, built with evidence', () => {
+  const m = new BuildTreeModel();
+  m.update(payload({ status: 'cancelled', cancelSource: 'ide_stop', outcomeMessage: 'cancelled by ide_stop', evidencePath: '/w/.trtls/b1/summary.json' }));
+  const v = m.view({ kind: 'build', buildId: 'b1' })!;
+  assert.equal(v.description, 'cancelled by ide_stop · 4.1 s');
+  assert.equal(v.icon, 'cancelled');
+  assert.equal(v.contextValue, 'trtls.build.finished');
+  assert.equal(v.openEvidence, true);
+  assert.equal(m.running().length, 0);
+  assert.equal(statusBarText(m.running()), undefined);
+  const built = describeBuild(parseBuildTree(payload({ buildId: 'b2', status: 'built', elapsedS: 3.2 }))!);
+  assert.equal(built.description, 'built · 3.2 s');
+  assert.equal(built.icon, 'ok');
+  assert.equal(built.contextValue, 'trtls.build.done');
+});
+
+test('a late running update does not revive a finished build', () => {
+  const m = new BuildTreeModel();
+  m.update(payload({ status: 'cancelled', cancelSource: 'ide_stop' }));
+  m.update(payload({ status: 'running' }));
+  assert.equal(m.get('b1')!.status, 'cancelled');
+});
+
+test('newest build first, noteStarted placeholder, pruning keeps running builds', () => {
+  const m = new BuildTreeModel(2);
+  m.noteStarted('a', 'demo', 'u');
+  m.update(payload({ buildId: 'a', engine: 'demo', status: 'built' }));
+  m.update(payload({ buildId: 'b', status: 'running' }));
+  m.noteStarted('c', 'large', 'u');
+  assert.deepEqual(m.all().map((b) => b.buildId), ['c', 'b']);
+  m.noteStarted('c', 'other', 'u'); // already known: unchanged
+  assert.equal(m.get('c')!.engine, 'large');
+  assert.match(statusBarText(m.running())!, /2 builds \(large, large\)/);
+});
