@@ -1,0 +1,3 @@
+"""trtls: the TensorRT build panel for the editor."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,68 @@
+"""One cancel state per build, shared by every source that can stop it.
+
+IDE Stop, Ctrl-C, a CI timeout, service shutdown, an API call and asyncio cancellation all call
+`request(source)` on the same token. The first request wins and is the build's cancelSource; later
+ones are kept for the record. The progress monitor only ever reads `is_set` (one attribute read,
+cheap on a builder thread), which avoids the bug in NVIDIA's sample where a Ctrl-C caught in
+`phase_start` set a local variable and was lost.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+from .events import CANCEL_SOURCES
+
+
+@dataclass
+class CancelToken:
+    source: str | None = None
+    t_request_ns: int | None = None
+    t_ack_ns: int | None = None  # builder returned after the request
+    t_cleanup_ns: int | None = None  # partial files removed or quarantined
+    forced: bool = False  # cooperative cancel did not finish within the grace: SIGTERM/SIGKILL
+    after_complete: bool = False  # the request came while the finished engine was being committed
+    later_requests: list[tuple[str, int]] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _listeners: list[Callable[[str], None]] = field(default_factory=list, repr=False)
+
+    @property
+    def is_set(self) -> bool:
+        return self.source is not None
+
+    def request(self, source: str, t_ns: int | None = None) -> bool:
+        """Ask the build to stop. Thread-safe; returns True for the request that decided the source."""
+        if source not in CANCEL_SOURCES:
+            raise ValueError(f"unknown cancel source {source!r}; expected one of {', '.join(CANCEL_SOURCES)}")
+        t_ns = time.monotonic_ns() if t_ns is None else t_ns
+        with self._lock:
+            if self.source is not None:
+                self.later_requests.append((source, t_ns))
+                return False
+            self.t_request_ns = t_ns
+            self.source = source
+            listeners = list(self._listeners)
+        for listener in listeners:
+            listener(source)
+        return True
+
+    def on_request(self, listener: Callable[[str], None]) -> None:
+        """Call `listener(source)` once a request arrives (at once if one already has)."""
+        with self._lock:
+            fire = self.source
+            if fire is None:
+                self._listeners.append(listener)
+        if fire is not None:
+            listener(fire)
+
+    def latencies_ms(self) -> dict[str, float | None]:
+        def ms(a: int | None, b: int | None) -> float | None:
+            return None if a is None or b is None else round((b - a) / 1e6, 3)
+
+        return {
+            "cancelLatencyMs": ms(self.t_request_ns, self.t_ack_ns),
+            "cleanupLatencyMs": ms(self.t_ack_ns, self.t_cleanup_ns),
+        }

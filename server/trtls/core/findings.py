@@ -1,0 +1,46 @@
+"""A finding: one located problem, whatever found it (recipe parser, build, cache policy, a gate).
+
+Faces render findings: the LSP layer as diagnostics, the CLI as `file:line:col`, SARIF/JUnit for CI.
+The location is a path of TOML keys, turned into a range by the recipe's SourceMap, so a finding made
+far from the parser still lands on the exact key that caused it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+DOCS_BASE = "https://github.com/trtls/trtls/blob/main/docs/diagnostics.md"
+
+TomlPath = tuple[str | int, ...]
+
+
+class Severity(str, Enum):
+    error = "error"
+    warning = "warning"
+    information = "information"
+    hint = "hint"
+
+
+class Origin(str, Enum):
+    """Which producer owns a finding; diagnostics of one origin never wipe another's."""
+
+    recipe = "recipe"
+    build = "build"
+    gates = "gates"
+
+
+@dataclass(frozen=True)
+class Finding:
+    code: str  # stable, e.g. "TRT101"
+    severity: Severity
+    message: str
+    path: TomlPath = ()  # TOML key path inside the recipe; () = whole file
+    origin: Origin = Origin.recipe
+    on_value: bool = False  # point at the value rather than the key
+    data: dict[str, Any] = field(default_factory=dict)  # machine-readable extras (quick fixes, figures)
+
+    @property
+    def doc_url(self) -> str:
+        return f"{DOCS_BASE}#{self.code.lower()}"

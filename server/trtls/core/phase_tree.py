@@ -1,0 +1,206 @@
+"""The builder's nested phases, as a tree with stable ids.
+
+TensorRT names phases in English text, reuses a name once its phase ends, changes names between
+versions, and identifies the parent of a new phase only by its name. So:
+
+- `OpenPhases` (used by the progress monitor in the worker) turns the name-based callbacks into ids.
+  An id is the phase's position: the dotted path of sibling indexes ("0", "0.1", "0.3.2"). It never
+  depends on a name, and the same network + settings give the same ids, so history can give a
+  running phase its usual duration (`baseline`).
+- `PhaseTree` (used by the supervisor) folds id-based events into phases with status and times.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+PhaseStatus = Literal["running", "done", "cancelled", "failed"]
+NS = 1_000_000_000
+
+
+class OpenPhases:
+    """Name → id for the phases open right now. Not thread-safe by itself: the monitor holds a lock."""
+
+    def __init__(self) -> None:
+        self._open: dict[str, str] = {}  # name → id; TensorRT keeps open names unique
+        self._children: dict[str | None, int] = {}  # parent id → children started so far
+
+    def start(self, name: str, parent_name: str | None) -> tuple[str, str | None]:
+        parent_id = self._open.get(parent_name) if parent_name is not None else None
+        index = self._children.get(parent_id, 0)
+        self._children[parent_id] = index + 1
+        phase_id = str(index) if parent_id is None else f"{parent_id}.{index}"
+        self._open[name] = phase_id
+        return phase_id, parent_id
+
+    def id_of(self, name: str) -> str | None:
+        return self._open.get(name)
+
+    def finish(self, name: str) -> str | None:
+        return self._open.pop(name, None)
+
+    def open_ids(self) -> list[str]:
+        return list(self._open.values())
+
+
+@dataclass
+class Phase:
+    id: str
+    parent_id: str | None
+    name: str
+    num_steps: int
+    t_start_ns: int
+    step: int | None = None  # last completed step index
+    status: PhaseStatus = "running"
+    t_finish_ns: int | None = None
+    t_last_ns: int = 0  # last callback that touched this phase
+    children: list[str] = field(default_factory=list)
+
+    def elapsed_s(self, now_ns: int) -> float:
+        return ((self.t_finish_ns or now_ns) - self.t_start_ns) / NS
+
+    def fraction(self) -> float:
+        return 1.0 if self.status == "done" else min(((self.step + 1) if self.step is not None else 0) / self.num_steps, 1.0)
+
+
+class PhaseTree:
+    def __init__(self) -> None:
+        self.phases: dict[str, Phase] = {}
+        self.roots: list[str] = []
+        self.t_last_callback_ns: int | None = None
+
+    # -- folding events ------------------------------------------------------------------------
+    def start(self, phase_id: str, parent_id: str | None, name: str, num_steps: int, t_ns: int) -> Phase:
+        phase = Phase(phase_id, parent_id, name, max(num_steps, 1), t_ns, t_last_ns=t_ns)
+        self.phases[phase_id] = phase
+        siblings = self.phases[parent_id].children if parent_id in self.phases else self.roots
+        siblings.append(phase_id)
+        self.t_last_callback_ns = t_ns
+        return phase
+
+    def step(self, phase_id: str, step: int, t_ns: int) -> None:
+        phase = self.phases.get(phase_id)
+        if phase is not None:
+            phase.step = step if phase.step is None else max(phase.step, step)
+            phase.t_last_ns = t_ns
+        self.t_last_callback_ns = t_ns
+
+    def finish(self, phase_id: str, t_ns: int, status: PhaseStatus = "done") -> None:
+        """A phase may finish before its last step (TensorRT does that); `done` is still done."""
+        phase = self.phases.get(phase_id)
+        if phase is not None and phase.status == "running":
+            phase.status = status
+            phase.t_finish_ns = t_ns
+            phase.t_last_ns = t_ns
+        self.t_last_callback_ns = t_ns
+
+    def close_open(self, status: PhaseStatus, t_ns: int) -> None:
+        """A worker that died never sent phase_finish: close what was open, innermost first."""
+        for phase in sorted(self.running(), key=lambda p: -p.id.count(".")):
+            self.finish(phase.id, t_ns, status)
+
+    def apply(self, ev: Any) -> None:
+        """Fold a `core.events` phase event (phase_start, step, phase_finish); ignores the rest."""
+        kind = ev.type
+        if kind == "phase_start":
+            self.start(ev.phase_id, ev.parent_id, ev.name, ev.num_steps, ev.t_ns)
+        elif kind == "step":
+            self.step(ev.phase_id, ev.step, ev.t_ns)
+        elif kind == "phase_finish":
+            self.finish(ev.phase_id, ev.t_ns, getattr(ev, "status", None) or "done")
+
+    # -- reading -------------------------------------------------------------------------------
+    def running(self) -> list[Phase]:
+        return [p for p in self.phases.values() if p.status == "running"]
+
+    def deepest_running_path(self) -> list[Phase]:
+        """Root → deepest running phase, following the most recently started running child."""
+        path: list[Phase] = []
+        level = self.roots
+        while True:
+            running = [self.phases[i] for i in level if self.phases[i].status == "running"]
+            if not running:
+                return path
+            path.append(running[-1])
+            level = running[-1].children
+
+    def fraction_done(self) -> float:
+        """Progress of the top-level phase, including the share of its running child. Not monotonic by
+        itself (a child's step count is only known once it starts); consumers keep the maximum."""
+        if not self.roots:
+            return 0.0
+        root = self.phases[self.roots[-1]]
+        if root.status != "running":
+            return 1.0 if root.status == "done" else root.fraction()
+        done = (root.step + 1) if root.step is not None else 0
+        running_children = [self.phases[c] for c in root.children if self.phases[c].status == "running"]
+        partial = running_children[-1].fraction() if running_children else 0.0
+        return min((done + partial) / root.num_steps, 0.999)
+
+    def quiet_for_s(self, now_ns: int) -> float | None:
+        return None if self.t_last_callback_ns is None else (now_ns - self.t_last_callback_ns) / NS
+
+    def durations(self) -> dict[str, float]:
+        """Seconds per finished-as-done phase id: the history a later build compares against."""
+        return {p.id: (p.t_finish_ns - p.t_start_ns) / NS for p in self.phases.values() if p.status == "done" and p.t_finish_ns}
+
+    def snapshot(self, now_ns: int, baselines: dict[str, float] | None = None) -> list[dict[str, Any]]:
+        baselines = baselines or {}
+        quiet = self.quiet_for_s(now_ns)
+        out = []
+        for p in self.phases.values():
+            out.append(
+                {
+                    "id": p.id,
+                    "parentId": p.parent_id,
+                    "name": p.name,
+                    "numSteps": p.num_steps,
+                    "step": p.step,
+                    "status": p.status,
+                    "elapsedS": round(p.elapsed_s(now_ns), 3),
+                    "baselineS": baselines.get(p.id),
+                    # silence is a property of the build, shown on the phases that are waiting on it
+                    "quietForS": round(quiet, 3) if p.status == "running" and quiet is not None else None,
+                }
+            )
+        return out
+
+    def render_lines(self, now_ns: int, baselines: dict[str, float] | None = None) -> list[str]:
+        """Plain-text tree (CLI without a TTY, logs, tests)."""
+        baselines = baselines or {}
+        lines: list[str] = []
+
+        def walk(ids: list[str], depth: int) -> None:
+            for pid in ids:
+                p = self.phases[pid]
+                step = f"{(p.step + 1) if p.step is not None else 0}/{p.num_steps}"
+                usual = f" · usual {baselines[pid]:.1f} s" if pid in baselines else ""
+                lines.append(f"{'  ' * depth}{p.name} [{step}] {p.status} {p.elapsed_s(now_ns):.2f} s{usual}")
+                walk(p.children, depth + 1)
+
+        walk(self.roots, 0)
+        return lines
+
+
+def tree_from_callbacks(records: list[dict[str, Any]]) -> PhaseTree:
+    """Rebuild a tree from raw monitor callbacks (`phase_start`/`step_complete`/`phase_finish` with names),
+    the format of the recorded fixture traces; this is the same path the worker's monitor takes."""
+    names = OpenPhases()
+    tree = PhaseTree()
+    cancelled = False
+    for r in records:
+        ev, t = r.get("ev"), r.get("t_ns", 0)
+        if ev == "phase_start":
+            pid, parent = names.start(r["phase"], r.get("parent"))
+            tree.start(pid, parent, r["phase"], r["num_steps"], t)
+        elif ev == "step_complete":
+            pid = names.id_of(r["phase"])
+            if pid is not None:
+                tree.step(pid, r["step"], t)
+            cancelled = cancelled or r.get("ret") is False
+        elif ev == "phase_finish":
+            pid = names.finish(r["phase"])
+            if pid is not None:
+                tree.finish(pid, t, "cancelled" if cancelled else "done")
+    return tree

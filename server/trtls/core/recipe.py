@@ -1,0 +1,287 @@
+"""The engine recipe (`trtls.toml`): typed models, and a loader whose every error has a location.
+
+Loading never raises for bad input: it returns the findings (TRT1xx) with TOML paths that the
+SourceMap turns into exact ranges, and `recipe` is None when any error was found, so no build
+can start from a recipe that is wrong anywhere.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from .findings import Finding, Origin, Severity, TomlPath
+from .tomlpos import SourceMap, TomlSyntaxError, parse
+
+ENGINE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
+ComputeCapability = Literal["SM75", "SM80", "SM86", "SM89", "SM120", "CURRENT"]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class MemoryPoolLimits(_Model):
+    workspace_mib: int | None = Field(None, ge=1, description="Builder workspace pool limit, MiB.")
+    tactic_shared_memory_mib: int | None = Field(None, ge=1, description="Tactic shared memory pool limit, MiB.")
+
+
+class BuilderSettings(_Model):
+    """Builder knobs; the ones that change tactic choice are part of the timing-cache identity."""
+
+    optimization_level: int = Field(
+        3, ge=0, le=5, description="builder_optimization_level: 0 (fast build, ignores timing caches) to 5 (deepest tactic search)."
+    )
+    max_aux_streams: int | None = Field(None, ge=0, description="Maximum auxiliary streams per engine.")
+    tiling_level: Literal["none", "fast", "moderate", "full"] | None = Field(
+        None, description="tiling_optimization_level: how hard the builder searches tiling strategies."
+    )
+    max_num_tactics: int | None = Field(None, ge=1, description="Cap on tactics timed per layer (fewer = faster build).")
+    avg_timing_iterations: int | None = Field(None, ge=1, description="Timing iterations averaged per tactic.")
+    hardware_compatibility_level: Literal["none", "ampere_plus", "same_compute_capability"] | None = Field(
+        None, description="Engines that run on more GPUs than the one they were built on."
+    )
+    compute_capabilities: list[ComputeCapability] | None = Field(
+        None, description="TensorRT-RTX only: GPU targets to build for (e.g. [\"SM89\", \"SM120\"])."
+    )
+    memory_pool_limits: MemoryPoolLimits = Field(default_factory=MemoryPoolLimits, description="Memory pool limits.")
+
+
+class OptimizationProfile(_Model):
+    input: str = Field(description="Network input name.")
+    min: list[int] = Field(description="Smallest shape the engine accepts.")
+    opt: list[int] = Field(description="Shape the tactics are tuned for.")
+    max: list[int] = Field(description="Largest shape the engine accepts.")
+
+
+class TimingCache(_Model):
+    path: str = Field(description="Timing cache file, relative to this recipe.")
+    mode: Literal["off", "read", "read_write"] = Field(
+        "read_write",
+        description="off: never read or write; read: reuse a valid cache, never write; read_write: reuse and merge the new timings back after a successful build.",
+    )
+
+
+class EngineRecipe(_Model):
+    onnx: str = Field(description="ONNX model to build, relative to this recipe.")
+    output: str = Field(description="Engine file to write (atomically), relative to this recipe.")
+    timing_cache: TimingCache | None = Field(None, description="Timing cache path and mode.")
+    builder: BuilderSettings = Field(default_factory=BuilderSettings, description="Builder settings.")
+    profiles: list[OptimizationProfile] = Field(default_factory=list, description="Optimization profiles, one per dynamic input.")
+    cancel_grace_s: float = Field(
+        10.0, gt=0, le=3600, description="Seconds a cooperative cancel may take before the worker is terminated (forced)."
+    )
+    keep_evidence: bool = Field(
+        False, description="Move partial engines and suspect caches to .trtls/quarantine/ instead of deleting them."
+    )
+    builder_module: Literal["auto", "tensorrt", "tensorrt_rtx"] = Field(
+        "auto", description="Which TensorRT module the worker imports: auto tries tensorrt, then tensorrt_rtx."
+    )
+    worker: list[str] | None = Field(
+        None, description="External worker command speaking trtls.events/1 (e.g. a C++ builder); default: the built-in worker."
+    )
+
+
+class RecipeFile(_Model):
+    """The whole `trtls.toml`. Routes are validated by `core.route` with the same located-error rules."""
+
+    version: Literal[1] = Field(1, description="Recipe format version.")
+    engines: dict[str, EngineRecipe] = Field(default_factory=dict, description="One table per engine.")
+    routes: dict[str, dict[str, Any]] = Field(default_factory=dict, description="Checkpoint → bundle routes (see route gates).")
+
+
+@dataclass
+class LoadedRecipe:
+    path: Path
+    text: str
+    source_map: SourceMap
+    findings: list[Finding]
+    recipe: RecipeFile | None  # None when any error was found
+    data: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def base_dir(self) -> Path:
+        return self.path.parent
+
+    @property
+    def errors(self) -> list[Finding]:
+        return [f for f in self.findings if f.severity == Severity.error]
+
+    def resolve(self, relative: str) -> Path:
+        return (self.base_dir / relative).resolve()
+
+    def engine(self, name: str) -> EngineRecipe:
+        assert self.recipe is not None
+        return self.recipe.engines[name]
+
+    def location(self, finding: Finding) -> str:
+        """`file:line:col` for a CLI message."""
+        return f"{self.path}:{self.source_map.range(finding.path, finding.on_value).human()}"
+
+
+def _finding(code: str, message: str, path: TomlPath, on_value: bool = False, **data: Any) -> Finding:
+    return Finding(code, Severity.error, message, tuple(path), Origin.recipe, on_value, data)
+
+
+def findings_from_validation(exc: ValidationError, prefix: TomlPath, root: Any) -> list[Finding]:
+    """Turn pydantic errors into located findings (shared by engine and route models)."""
+    out: list[Finding] = []
+    for err in exc.errors():
+        loc = prefix + tuple(err["loc"])
+        kind = err["type"]
+        name = loc[-1] if loc else ""
+        if kind == "extra_forbidden":
+            table = loc[:-1]
+            allowed = _allowed_keys(table[len(prefix):], root)
+            hint = difflib.get_close_matches(str(name), allowed, n=1)
+            msg = f"unknown key '{name}'" + (f"; did you mean '{hint[0]}'?" if hint else "")
+            out.append(_finding("TRT101", msg, loc, key=str(name), suggestion=hint[0] if hint else None))
+        elif kind == "missing":
+            out.append(_finding("TRT103", f"missing required key '{name}'", loc, key=str(name)))
+        elif kind in ("literal_error", "enum"):
+            expected = err.get("ctx", {}).get("expected", "")
+            options = re.findall(r"'([^']*)'", expected)
+            hint = difflib.get_close_matches(str(err.get("input")), options, n=1)
+            msg = f"'{name}' must be one of {expected}, not {err.get('input')!r}"
+            out.append(_finding("TRT106", msg, loc, True, options=options, suggestion=hint[0] if hint else None))
+        else:
+            msg = f"'{name}': {err['msg']} (got {err.get('input')!r})" if name != "" else err["msg"]
+            out.append(_finding("TRT102", msg, loc, True))
+    return out
+
+
+def _allowed_keys(table: TomlPath, root: Any) -> list[str]:
+    """Field names of the model that owns `table`, for 'did you mean' hints."""
+    model: Any = root
+    skip_next = False  # the key after a dict/list field is a name or an index, not a field
+    for part in table:
+        if skip_next:
+            skip_next = False
+            continue
+        fields = getattr(model, "model_fields", {})
+        if part not in fields:
+            return []
+        ann = fields[part].annotation
+        skip_next = getattr(ann, "__origin__", None) in (dict, list) or "dict[" in str(ann) or "list[" in str(ann)
+        model = _model_in(ann)
+        if model is None:
+            return []
+    return list(getattr(model, "model_fields", {}).keys())
+
+
+def _model_in(annotation: Any) -> Any:
+    """The BaseModel class inside `X | None` or `list[X]`, if any."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in getattr(annotation, "__args__", ()) or ():
+        found = _model_in(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def load_recipe(path: Path | str, text: str | None = None) -> LoadedRecipe:
+    path = Path(path).resolve()
+    if text is None:
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError as exc:
+            f = _finding("TRT104", f"cannot read recipe: {exc.strerror}", ())
+            return LoadedRecipe(path, "", SourceMap(), [f], None)
+    try:
+        data, smap = parse(text)
+    except TomlSyntaxError as exc:
+        from .tomlpos import Range, Span
+
+        smap = SourceMap()
+        smap.spans[("__syntax__",)] = Span(Range(exc.line, exc.col, exc.line, exc.col + 1))
+        f = _finding("TRT100", f"TOML syntax error: {exc.message}", ("__syntax__",))
+        return LoadedRecipe(path, text, smap, [f], None)
+
+    findings: list[Finding] = []
+    recipe: RecipeFile | None = None
+    try:
+        recipe = RecipeFile.model_validate(data)
+    except ValidationError as exc:
+        findings.extend(findings_from_validation(exc, (), RecipeFile))
+    loaded = LoadedRecipe(path, text, smap, findings, None, data)
+    if recipe is not None:
+        findings.extend(_semantic_checks(loaded, recipe))
+        from .route import validate_routes  # routes share the located-error rules
+
+        findings.extend(validate_routes(loaded, recipe))
+    if not any(f.severity == Severity.error for f in findings):
+        loaded.recipe = recipe
+    return loaded
+
+
+def _semantic_checks(loaded: LoadedRecipe, recipe: RecipeFile) -> list[Finding]:
+    """What a schema cannot say: names, files on disk, shapes, clashes between engines."""
+    out: list[Finding] = []
+    outputs: dict[Path, str] = {}
+    for name, eng in recipe.engines.items():
+        base: TomlPath = ("engines", name)
+        if not ENGINE_NAME.match(name):
+            out.append(_finding("TRT108", f"engine name '{name}' must be letters, digits, '_', '-', '.'", base))
+        onnx = loaded.resolve(eng.onnx)
+        if eng.worker is None and not onnx.is_file():
+            out.append(_finding("TRT104", f"ONNX file not found: {onnx}", base + ("onnx",), True, resolved=str(onnx)))
+        output = loaded.resolve(eng.output)
+        if output == onnx:
+            out.append(_finding("TRT109", "output would overwrite the ONNX model", base + ("output",), True))
+        if output in outputs:
+            out.append(_finding("TRT109", f"output is also written by engine '{outputs[output]}'", base + ("output",), True))
+        outputs[output] = name
+        if output.exists() and output.is_dir():
+            out.append(_finding("TRT109", f"output is a directory: {output}", base + ("output",), True))
+        if eng.timing_cache is not None and loaded.resolve(eng.timing_cache.path) in (output, onnx):
+            out.append(_finding("TRT109", "timing cache path clashes with the engine or ONNX", base + ("timing_cache", "path"), True))
+        seen_inputs: set[str] = set()
+        for i, prof in enumerate(eng.profiles):
+            ppath = base + ("profiles", i)
+            if prof.input in seen_inputs:
+                out.append(_finding("TRT105", f"input '{prof.input}' has two profiles", ppath + ("input",), True))
+            seen_inputs.add(prof.input)
+            out.extend(_shape_checks(prof, ppath))
+    return out
+
+
+def _shape_checks(prof: OptimizationProfile, ppath: TomlPath) -> list[Finding]:
+    out: list[Finding] = []
+    shapes = {"min": prof.min, "opt": prof.opt, "max": prof.max}
+    for key, shape in shapes.items():
+        if not shape:
+            out.append(_finding("TRT105", f"'{key}' shape is empty", ppath + (key,), True))
+        for j, dim in enumerate(shape):
+            if dim <= 0:
+                out.append(_finding("TRT105", f"'{key}' dimension {j} must be ≥ 1, got {dim}", ppath + (key, j), True))
+    if len({len(s) for s in shapes.values()}) > 1:
+        ranks = ", ".join(f"{k}={len(v)}" for k, v in shapes.items())
+        out.append(_finding("TRT105", f"min/opt/max must have the same rank ({ranks})", ppath, False))
+        return out
+    for j, (lo, mid, hi) in enumerate(zip(prof.min, prof.opt, prof.max)):
+        if not lo <= mid <= hi:
+            out.append(_finding("TRT105", f"dimension {j}: need min ≤ opt ≤ max, got {lo}, {mid}, {hi}", ppath + ("opt", j), True))
+    return out
+
+
+def recipe_json_schema() -> dict[str, Any]:
+    schema = RecipeFile.model_json_schema()
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "trtls.toml"
+    return schema
+
+
+def stable_json(obj: Any) -> str:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str)
+
+
+def settings_digest(obj: Any) -> str:
+    return hashlib.sha256(stable_json(obj).encode()).hexdigest()
