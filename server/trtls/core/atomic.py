@@ -16,6 +16,14 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
+TEMP_MARK = ".trtls-tmp-"  # engine temp files carry this mark; orphan scans look for it
+
+
+def temp_path_for(target: Path, tag: str) -> Path:
+    """The temp file a build writes beside `target` before renaming it over (tag = build id)."""
+    return target.with_name(f"{target.name}{TEMP_MARK}{tag}")
+
+
 # mkstemp creates 0600 files; published artifacts should be readable like any file the user writes.
 DEFAULT_MODE = 0o644
 

@@ -84,7 +84,8 @@ class BuilderReturned(_Event):
 class CancelAcknowledged(_Event):
     type: Literal["cancel_acknowledged"]
     source: CancelSource
-    t_request_ns: int | None = None  # when the worker read the control message
+    t_request_ns: int | None = None  # when the cancel was requested (the requester's clock = CLOCK_MONOTONIC)
+    t_seen_ns: int | None = None  # when a step_complete callback saw it and returned False
     after_complete: bool = False  # the engine was already complete: the cancel is applied after the commit
 
 

@@ -1,0 +1,78 @@
+"""Builds whose supervisor died (server killed mid-build): find them, stop them, clean up, record.
+
+Every build writes `.trtls/runs/<id>/running.json` when it starts and removes it when its summary
+is written. A `running.json` whose supervisor process is gone is an orphan: its worker (which
+cancels itself when its stdin closes) is killed if still alive, its temp files are removed or
+quarantined, and a summary with outcome `killed` is written so the evidence is never missing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+from ..core.atomic import atomic_write_text
+from .artifacts import remove_or_quarantine, temp_files_near
+
+
+def _alive(pid: int | None) -> bool:
+    if not pid:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # a zombie is not alive for our purposes
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return True
+
+
+def recover_orphans(trtls_dir: Path, own_pid: int | None = None) -> list[dict[str, Any]]:
+    own_pid = own_pid or os.getpid()
+    recovered: list[dict[str, Any]] = []
+    for running in sorted((trtls_dir / "runs").glob("*/running.json")):
+        try:
+            state = json.loads(running.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        sup = state.get("supervisorPid")
+        if sup == own_pid or _alive(sup):
+            continue  # a live supervisor owns it
+        worker = state.get("workerPid")
+        if _alive(worker):
+            try:
+                os.killpg(worker, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        job = state.get("job", {})
+        output = Path(state.get("output", job.get("output", "")))
+        qdir = trtls_dir / "quarantine" if job.get("keep_evidence") else None
+        inventory, status = remove_or_quarantine(temp_files_near(output, state["buildId"]), qdir, f"orphan of build {state['buildId']}")
+        n = len(inventory)
+        message = f"{'quarantined' if status == 'quarantined' else 'removed'} {n} orphaned temp file(s)" if n else "no temp files were left"
+        summary = {
+            "framework": "trtls",
+            "buildId": state["buildId"],
+            "engine": state.get("engine"),
+            "outcome": "killed",
+            "error": "the supervising server process died during the build",
+            "cleanupStatus": status,
+            "artifacts": inventory,
+            "notes": [f"recovered at {time.strftime('%Y-%m-%d %H:%M:%S')} by process {own_pid}: {message}"],
+            "validationStatus": "not_applicable",
+            "retryPolicy": "retry_cold",
+            "retryRule": "the previous build was interrupted by a server crash; nothing it did is trusted",
+        }
+        atomic_write_text(running.with_name("summary.json"), json.dumps(summary, indent=2))
+        running.unlink(missing_ok=True)
+        recovered.append({"buildId": state["buildId"], "engine": state.get("engine"), "message": message, "cleanupStatus": status, "artifacts": inventory})
+    return recovered

@@ -1,0 +1,104 @@
+"""Relay one build to the client: workDoneProgress (or log lines), `trtls/buildTree`, and Stop.
+
+Throttled: at most 5 updates a second per build, only when something changed, and the last state
+always goes out before `end` (slow clients have been flooded by chatty servers: rust-analyzer#7590).
+The percentage never falls, even though a phase's step count is only known once it starts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Any, Callable
+
+from lsprotocol import types as lsp
+
+from ..build.supervisor import Build
+
+MIN_INTERVAL_S = 0.2  # ≤ 5 reports per second
+
+
+class BuildRelay:
+    def __init__(self, ls: Any, build: Build, uri: str, send_tree: bool, has_progress: bool, on_done: Callable[[Build], None]):
+        self.ls = ls
+        self.build = build
+        self.uri = uri
+        self.send_tree = send_tree
+        self.has_progress = has_progress
+        self.on_done = on_done
+        self.token: str | None = None
+        self.percentage = 0
+        self.last_sent: tuple[str, int] | None = None
+        self.last_tree: Any = None
+        self.dirty = asyncio.Event()
+        self.reports_sent = 0
+
+    async def start(self) -> None:
+        b = self.build
+        if self.has_progress:
+            self.token = f"trtls-build-{uuid.uuid4()}"  # a fresh token per build: pygls never frees one
+            try:
+                await self.ls.work_done_progress.create_async(self.token)
+            except Exception:  # noqa: BLE001 - a client that refuses: fall back to log lines
+                self.token = None
+        if self.token is not None:
+            self.ls.work_done_progress.begin(
+                self.token, lsp.WorkDoneProgressBegin(title=f"Building {b.engine}", cancellable=True, message="starting worker", percentage=0)
+            )
+            future = self.ls.work_done_progress.tokens.get(self.token)
+            if future is not None:  # the client's Cancel on this progress is the Stop button
+                future.add_done_callback(lambda f: b.cancel("ide_stop") if f.cancelled() else None)
+        else:
+            self._log(f"trtls: building {b.engine} ({b.id})")
+        b.listeners.append(self._on_event)
+        asyncio.get_running_loop().create_task(self._pump())
+
+    def _on_event(self, build: Build, ev: Any) -> None:
+        self.dirty.set()
+
+    async def _pump(self) -> None:
+        """Send the current state at most every MIN_INTERVAL_S while the build runs, then finish."""
+        b = self.build
+        while b.running:
+            try:
+                await asyncio.wait_for(self.dirty.wait(), timeout=1.0)  # also tick for elapsed/quiet time
+            except asyncio.TimeoutError:
+                pass
+            self.dirty.clear()
+            if not b.running:
+                break
+            self._send_state()
+            await asyncio.sleep(MIN_INTERVAL_S)
+        self._send_state()  # the last state before end
+        self._end()
+
+    def _send_state(self) -> None:
+        b = self.build
+        self.percentage = max(self.percentage, min(int(b.tree.fraction_done() * 100), 99 if b.running else 100))
+        message = b.progress_message() if b.running else b.outcome_message()
+        state = (message, self.percentage)
+        if state != self.last_sent:
+            self.last_sent = state
+            self.reports_sent += 1
+            if self.token is not None:
+                self.ls.work_done_progress.report(self.token, lsp.WorkDoneProgressReport(message=message, percentage=self.percentage))
+            else:
+                self._log(f"trtls: {b.engine}: {message} ({self.percentage}%)")
+        if self.send_tree:
+            tree = {"uri": self.uri, **b.snapshot()}
+            if tree != self.last_tree:
+                self.last_tree = tree
+                self.ls.protocol.notify("trtls/buildTree", tree)
+
+    def _end(self) -> None:
+        b = self.build
+        if self.send_tree:
+            self.ls.protocol.notify("trtls/buildTree", {"uri": self.uri, **b.snapshot()})
+        if self.token is not None:
+            self.ls.work_done_progress.end(self.token, lsp.WorkDoneProgressEnd(message=b.outcome_message()))
+        else:
+            self._log(f"trtls: {b.engine}: {b.outcome_message()}")
+        self.on_done(b)
+
+    def _log(self, text: str) -> None:
+        self.ls.window_log_message(lsp.LogMessageParams(type=lsp.MessageType.Info, message=text))

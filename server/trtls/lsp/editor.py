@@ -1,0 +1,202 @@
+"""Editor features over the recipe schema: code lens, hover, completion, quick fixes.
+
+Everything here is derived from the pydantic models (descriptions, enum values, field names), so a
+new recipe key gets hover and completion without touching this file. Completion works on raw text
+(a half-typed line is not valid TOML, so it cannot rely on the parser).
+"""
+
+from __future__ import annotations
+
+import re
+import typing
+from typing import Any
+
+from lsprotocol import types as lsp
+from pydantic import BaseModel
+
+from ..core.recipe import LoadedRecipe, RecipeFile, _model_in
+
+HEADER = re.compile(r"^\s*(\[\[?)\s*([^\]]+?)\s*\]\]?")
+KEY_BEFORE_EQ = re.compile(r"^\s*([A-Za-z0-9_.\"'-]+)\s*=\s*(.*)$")
+
+
+def _route_model() -> type[BaseModel] | None:
+    try:
+        from ..core import route
+    except ImportError:
+        return None
+    return getattr(route, "RouteModel", None) or getattr(route, "Route", None)
+
+
+def model_for_table(table: tuple) -> type[BaseModel] | None:
+    """The model whose fields are the keys of `table` (e.g. ('engines','demo','builder') → BuilderSettings)."""
+    if len(table) >= 2 and table[0] == "routes":
+        model = _route_model()
+        rest = table[2:]
+    else:
+        model, rest = RecipeFile, table
+        if len(table) >= 2 and table[0] == "engines":
+            from ..core.recipe import EngineRecipe
+
+            model, rest = EngineRecipe, table[2:]
+    for part in rest:
+        if model is None or isinstance(part, int):
+            continue
+        fields = model.model_fields
+        if part not in fields:
+            return None
+        model = _model_in(fields[part].annotation)
+    return model
+
+
+def _enum_values(annotation: Any) -> list[str]:
+    if typing.get_origin(annotation) is typing.Literal:
+        return [str(a) for a in typing.get_args(annotation)]
+    out: list[str] = []
+    for arg in typing.get_args(annotation):
+        out.extend(_enum_values(arg))
+    return out
+
+
+def _type_name(annotation: Any) -> str:
+    return str(annotation).replace("typing.", "").replace("<class '", "").replace("'>", "")
+
+
+def table_at_text(lines: list[str], line: int) -> tuple:
+    counts: dict[tuple, int] = {}
+    current: tuple = ()
+    for i, text in enumerate(lines[: line + 1]):
+        m = HEADER.match(text)
+        if not m:
+            continue
+        path = tuple(p.strip().strip('"') for p in m.group(2).split("."))
+        if m.group(1) == "[[":
+            idx = counts.get(path, 0)
+            if i < line or i == line:
+                counts[path] = idx + 1
+            current = path + (idx,)
+        else:
+            current = path
+    return current
+
+
+# -- code lens ---------------------------------------------------------------------------------
+def code_lenses(loaded: LoadedRecipe, uri: str, running: dict[str, str], last: dict[str, str]) -> list[lsp.CodeLens]:
+    """▶ Build Engine (■ Stop while it builds, Evidence after) over each engine; ▶ Run Gates over routes."""
+    out: list[lsp.CodeLens] = []
+    for line, path in loaded.source_map.tables:
+        rng = lsp.Range(lsp.Position(line, 0), lsp.Position(line, 0))
+        if len(path) == 2 and path[0] == "engines":
+            engine = str(path[1])
+            if engine in running:
+                out.append(lsp.CodeLens(rng, lsp.Command("■ Stop", "trtls.cancelBuild", [{"buildId": running[engine]}])))
+            else:
+                out.append(lsp.CodeLens(rng, lsp.Command("▶ Build Engine", "trtls.buildEngine", [{"uri": uri, "engine": engine}])))
+            if engine in last:
+                out.append(lsp.CodeLens(rng, lsp.Command("Evidence", "trtls.showEvidence", [{"buildId": last[engine]}])))
+        elif len(path) == 2 and path[0] == "routes":
+            out.append(lsp.CodeLens(rng, lsp.Command("▶ Run Gates", "trtls.runGates", [{"uri": uri, "route": str(path[1])}])))
+    return out
+
+
+# -- hover -------------------------------------------------------------------------------------
+def hover(loaded: LoadedRecipe, line: int, col: int) -> str | None:
+    hit = loaded.source_map.path_at(line, col)
+    if hit is None:
+        return None
+    path, is_value = hit
+    keys = [p for p in path if not isinstance(p, int)]
+    if not keys:
+        return None
+    model = model_for_table(tuple(path[:-1]) if not isinstance(path[-1], int) else tuple(path[:-2]))
+    key = str(keys[-1])
+    if model is None or key not in model.model_fields:
+        if len(path) == 2 and path[0] == "engines":
+            return f"**engine `{path[1]}`** — built by `trtls build --engine {path[1]}` or the Build Engine lens."
+        return None
+    info = model.model_fields[key]
+    text = f"**{key}** · `{_type_name(info.annotation)}`\n\n{info.description or ''}"
+    values = _enum_values(info.annotation)
+    if values:
+        text += "\n\nOne of: " + ", ".join(f"`{v}`" for v in values)
+    if info.default is not None and not callable(info.default) and str(info.default) != "PydanticUndefined":
+        text += f"\n\nDefault: `{info.default}`"
+    return text
+
+
+# -- completion --------------------------------------------------------------------------------
+def completions(text: str, line: int, col: int) -> list[lsp.CompletionItem]:
+    lines = text.splitlines() or [""]
+    current = lines[line][:col] if line < len(lines) else ""
+    table = table_at_text(lines, line)
+    if current.lstrip().startswith("["):
+        return [lsp.CompletionItem(label=t, kind=lsp.CompletionItemKind.Module) for t in ("engines.", "routes.")]
+    model = model_for_table(table)
+    if model is None:
+        return []
+    m = KEY_BEFORE_EQ.match(current)
+    if m:  # value position: enum values of that key
+        info = model.model_fields.get(m.group(1).strip())
+        if info is None:
+            return []
+        return [lsp.CompletionItem(label=f'"{v}"', kind=lsp.CompletionItemKind.EnumMember, documentation=info.description) for v in _enum_values(info.annotation)]
+    present = set()
+    start = max((i for i in range(line + 1) if HEADER.match(lines[i])), default=-1)
+    for other in lines[start + 1 :]:
+        if HEADER.match(other):
+            break
+        km = KEY_BEFORE_EQ.match(other)
+        if km:
+            present.add(km.group(1).strip())
+    items = []
+    for name, info in model.model_fields.items():
+        if name in present:
+            continue
+        items.append(
+            lsp.CompletionItem(
+                label=name,
+                kind=lsp.CompletionItemKind.Property,
+                detail=_type_name(info.annotation),
+                documentation=info.description,
+                insert_text=f"{name} = ",
+            )
+        )
+    return items
+
+
+# -- quick fixes -------------------------------------------------------------------------------
+def code_actions(uri: str, text: str, diagnostics: list[lsp.Diagnostic]) -> list[lsp.CodeAction]:
+    out: list[lsp.CodeAction] = []
+    lines = text.splitlines()
+    for d in diagnostics:
+        data = d.data if isinstance(d.data, dict) else {}
+        code = str(d.code)
+        if code == "TRT101":  # unknown key: rename to the close match, or remove the line
+            if data.get("suggestion"):
+                out.append(_edit(f"Rename to '{data['suggestion']}'", uri, d, d.range, data["suggestion"], preferred=True))
+            line = d.range.start.line
+            if line < len(lines) and "=" in lines[line] and not lines[line].lstrip().startswith("["):
+                whole = lsp.Range(lsp.Position(line, 0), lsp.Position(line + 1, 0))
+                out.append(_edit(f"Remove unknown key '{data.get('key')}'", uri, d, whole, ""))
+        elif code == "TRT106" and data.get("suggestion"):
+            out.append(_edit(f"Replace with \"{data['suggestion']}\"", uri, d, d.range, f"\"{data['suggestion']}\"", preferred=True))
+        elif code == "TRT205":
+            engine = data.get("engine")
+            for title, retry in (("Retry cold", "cold"), ("Retry with the timing cache", "with_cache"), ("Retry with a reduced tactic search (diagnosis)", "reduced_tactics")):
+                cmd = lsp.Command(title, "trtls.buildEngine", [{"uri": uri, "engine": engine, "retry": retry}])
+                preferred = (retry == "cold" and data.get("retryPolicy") == "retry_cold") or (retry == "with_cache" and data.get("retryPolicy") == "retry_with_cache") or (retry == "reduced_tactics" and data.get("retryPolicy") == "investigate")
+                out.append(lsp.CodeAction(title=title, kind=lsp.CodeActionKind.QuickFix, diagnostics=[d], command=cmd, is_preferred=preferred))
+        elif data.get("fix"):  # gates: a mechanical fix carried by the finding (e.g. pin the revision)
+            fix = data["fix"]
+            out.append(_edit(fix.get("title", "Apply fix"), uri, d, d.range, fix["replacement"], preferred=True))
+    return out
+
+
+def _edit(title: str, uri: str, d: lsp.Diagnostic, rng: lsp.Range, new_text: str, preferred: bool = False) -> lsp.CodeAction:
+    return lsp.CodeAction(
+        title=title,
+        kind=lsp.CodeActionKind.QuickFix,
+        diagnostics=[d],
+        edit=lsp.WorkspaceEdit(changes={uri: [lsp.TextEdit(rng, new_text)]}),
+        is_preferred=preferred,
+    )

@@ -1,0 +1,367 @@
+"""The trtls language server: a thin LSP layer over the build core and the gates.
+
+Its documents are `trtls.toml` recipes. It never imports TensorRT (builds run in worker processes),
+so initialize stays fast. Commands (workspace/executeCommand, one argument object each):
+
+    trtls.buildEngine {uri, engine, retry?}  → {buildId, engine, status: "started" | "already_building"}
+    trtls.cancelBuild {buildId}              → {buildId, accepted}           (cancel source: api)
+    trtls.listBuilds {}                      → {builds: [...]}
+    trtls.showEvidence {buildId}             → {buildId, path, summary}
+    trtls.listTargets {uri}                  → {engines, routes}
+    trtls.runGates {uri, route}              → {route, decision, checks, summaryPath}
+    trtls.printDebugInformation {}           → {text, ...}
+
+A second Build of an engine that is already building does not start another build: it answers
+`already_building` with the running build's id (the progress and tree already show it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import platform
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Literal
+
+from lsprotocol import types as lsp
+from pydantic import BaseModel, ConfigDict, ValidationError
+from pygls.exceptions import JsonRpcInvalidParams
+from pygls.lsp.server import LanguageServer
+from pygls.uris import from_fs_path, to_fs_path
+
+from .. import __version__
+from ..build.orphans import recover_orphans
+from ..build.outcome_findings import build_findings, orphan_finding
+from ..build.supervisor import Build, Supervisor
+from ..core.findings import Origin
+from ..core.recipe import LoadedRecipe, load_recipe
+from . import editor
+from .build_relay import BuildRelay
+from .diagnostics import DiagnosticStore
+from .settings import InitOptions, parse_init_options
+
+DEBOUNCE_S = 0.15
+log = logging.getLogger("trtls")
+
+
+class _Args(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class BuildEngineArgs(_Args):
+    uri: str
+    engine: str
+    retry: Literal["cold", "with_cache", "reduced_tactics"] | None = None
+
+
+class BuildIdArgs(_Args):
+    buildId: str
+
+
+class UriArgs(_Args):
+    uri: str
+
+
+class RunGatesArgs(_Args):
+    uri: str
+    route: str
+    gates: list[int] | None = None
+
+
+class EmptyArgs(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+def parse_args(model: type[BaseModel], raw: Any) -> Any:
+    """One typed argument object per command; a wrong one is InvalidParams saying what was expected."""
+    try:
+        return model.model_validate(raw if raw is not None else {})
+    except ValidationError as exc:
+        fields = ", ".join(f"{k}: {v.annotation.__name__ if hasattr(v.annotation, '__name__') else v.annotation}" for k, v in model.model_fields.items())
+        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'argument'}: {e['msg']}" for e in exc.errors())
+        raise JsonRpcInvalidParams(f"expected one argument object {{{fields}}}; {problems}") from None
+
+
+class TrtlsServer(LanguageServer):
+    def __init__(self) -> None:
+        super().__init__("trtls", __version__)
+        self.supervisor = Supervisor()
+        self.store = DiagnosticStore()
+        self.options = InitOptions()
+        self.recipes: dict[str, LoadedRecipe] = {}
+        self.build_uri: dict[str, str] = {}  # build id → recipe uri
+        self.last_build: dict[tuple[str, str], str] = {}  # (uri, engine) → last finished build id
+        self.relays: dict[str, BuildRelay] = {}
+        self._debounce: dict[str, asyncio.TimerHandle] = {}
+        self._probe: dict[str, Any] | None = None
+        self.recovered: list[dict[str, Any]] = []
+
+    # -- recipes -------------------------------------------------------------------------------
+    def recipe(self, uri: str) -> LoadedRecipe:
+        doc = self.workspace.text_documents.get(uri)
+        path = Path(to_fs_path(uri) or uri)
+        loaded = load_recipe(path, doc.source if doc is not None else None)
+        self.recipes[uri] = loaded
+        return loaded
+
+    def publish(self, uri: str) -> None:
+        loaded = self.recipes.get(uri) or self.recipe(uri)
+        self.text_document_publish_diagnostics(lsp.PublishDiagnosticsParams(uri=uri, diagnostics=self.store.diagnostics(uri, loaded.source_map)))
+
+    def validate(self, uri: str) -> None:
+        loaded = self.recipe(uri)
+        self.store.set(uri, Origin.recipe, "", loaded.findings)
+        self.publish(uri)
+
+    def validate_later(self, uri: str) -> None:
+        handle = self._debounce.pop(uri, None)
+        if handle is not None:
+            handle.cancel()
+        self._debounce[uri] = asyncio.get_running_loop().call_later(DEBOUNCE_S, self.validate, uri)
+
+    def refresh_lenses(self) -> None:
+        caps = self.client_capabilities.workspace
+        if caps and caps.code_lens and caps.code_lens.refresh_support:
+            self.workspace_code_lens_refresh(None)
+
+    # -- builds --------------------------------------------------------------------------------
+    def running_build(self, uri: str, engine: str) -> Build | None:
+        for b in self.supervisor.running():
+            if b.engine == engine and self.build_uri.get(b.id) == uri:
+                return b
+        return None
+
+    async def start_build(self, args: BuildEngineArgs) -> dict[str, Any]:
+        loaded = self.recipe(args.uri)
+        self.store.set(args.uri, Origin.recipe, "", loaded.findings)
+        if loaded.recipe is None:
+            self.publish(args.uri)
+            errors = [f"{loaded.location(f)}: {f.code} {f.message}" for f in loaded.errors]
+            return {"buildId": None, "engine": args.engine, "status": "invalid_recipe", "errors": errors}
+        if args.engine not in loaded.recipe.engines:
+            raise JsonRpcInvalidParams(f"no engine '{args.engine}' in {loaded.path.name} (engines: {', '.join(loaded.recipe.engines) or 'none'})")
+        existing = self.running_build(args.uri, args.engine)
+        if existing is not None:
+            return {"buildId": existing.id, "engine": args.engine, "status": "already_building"}
+        overrides: dict[str, Any] = {}
+        settings = self.options.settings
+        if settings.builder_module:
+            overrides["builder_module"] = settings.builder_module
+        if args.retry == "cold":
+            overrides["cache_mode"] = "off"
+        elif args.retry == "reduced_tactics":
+            level = loaded.engine(args.engine).builder.optimization_level
+            overrides["settings"] = {"optimization_level": min(level, 1), "max_num_tactics": 4}
+        build = self.supervisor.start(loaded, args.engine, overrides=overrides)
+        if settings.cancel_grace_s:
+            build.grace_s = settings.cancel_grace_s
+        if args.retry:
+            previous = self.last_build.get((args.uri, args.engine))
+            build.notes.append(f"retry ({args.retry}) of build {previous}; its logs and settings stay in its evidence folder")
+        self.build_uri[build.id] = args.uri
+        has_progress = bool(self.client_capabilities.window and self.client_capabilities.window.work_done_progress)
+        relay = BuildRelay(self, build, args.uri, self.options.build_tree, has_progress, self.build_done)
+        self.relays[build.id] = relay
+        await relay.start()
+        self.refresh_lenses()
+        return {"buildId": build.id, "engine": args.engine, "status": "started"}
+
+    def build_done(self, build: Build) -> None:
+        uri = self.build_uri.get(build.id, "")
+        self.last_build[(uri, build.engine)] = build.id
+        if build.summary is not None:
+            self.store.set(uri, Origin.build, build.engine, build_findings(build.summary))
+        self.publish(uri)
+        self.refresh_lenses()
+
+    def recover(self, folder: Path) -> None:
+        """Builds interrupted by a crashed server: clean up, record, and tell the user once."""
+        trtls_dir = folder / ".trtls"
+        if not trtls_dir.is_dir():
+            return
+        found = recover_orphans(trtls_dir)
+        if not found:
+            return
+        self.recovered.extend(found)
+        uri = from_fs_path(str(folder / "trtls.toml"))
+        if uri:
+            for r in found:
+                self.store.set(uri, Origin.build, r["engine"], [orphan_finding(r["engine"], r)])
+        text = "; ".join(f"{r['engine']} ({r['buildId']}): {r['message']}" for r in found)
+        self.window_show_message(lsp.ShowMessageParams(type=lsp.MessageType.Warning, message=f"trtls: builds interrupted by a server crash were cleaned up: {text}"))
+
+    def probe_builder(self) -> dict[str, Any]:
+        """The builder module the worker finds (asked in a child process: this one never imports TensorRT)."""
+        if self._probe is None:
+            try:
+                out = subprocess.run([sys.executable, "-m", "trtls.build.worker", "--probe"], capture_output=True, text=True, timeout=60)
+                self._probe = json.loads(out.stdout.strip().splitlines()[-1]) if out.stdout.strip() else {"error": out.stderr.strip()[-500:]}
+            except (subprocess.SubprocessError, ValueError, OSError) as exc:
+                self._probe = {"error": str(exc)}
+        return self._probe
+
+
+server = TrtlsServer()
+
+
+@server.feature(lsp.INITIALIZE)
+def on_initialize(ls: TrtlsServer, params: lsp.InitializeParams) -> None:
+    ls.options, problem = parse_init_options(params.initialization_options)
+    if problem:
+        log.warning(problem)
+
+
+@server.feature(lsp.INITIALIZED)
+def on_initialized(ls: TrtlsServer, params: lsp.InitializedParams) -> None:
+    for folder in ls.workspace.folders.values():
+        root = Path(to_fs_path(folder.uri) or "")
+        for candidate in [root, *root.glob("*"), *root.glob("*/*")]:
+            if candidate.is_dir() and (candidate / ".trtls").is_dir():
+                ls.recover(candidate)
+
+
+@server.feature(lsp.SHUTDOWN)
+async def on_shutdown(ls: TrtlsServer, params: Any) -> None:
+    # pygls 2.1.1 (#606): stop our builds before its own shutdown code iterates the request futures.
+    await ls.supervisor.shutdown("service_shutdown")
+    await asyncio.sleep(0)
+
+
+@server.feature(lsp.TEXT_DOCUMENT_DID_OPEN)
+def did_open(ls: TrtlsServer, params: lsp.DidOpenTextDocumentParams) -> None:
+    path = Path(to_fs_path(params.text_document.uri) or "")
+    ls.recover(path.parent)
+    ls.validate(params.text_document.uri)
+
+
+@server.feature(lsp.TEXT_DOCUMENT_DID_CHANGE)
+def did_change(ls: TrtlsServer, params: lsp.DidChangeTextDocumentParams) -> None:
+    ls.validate_later(params.text_document.uri)
+
+
+@server.feature(lsp.TEXT_DOCUMENT_DID_SAVE)
+def did_save(ls: TrtlsServer, params: lsp.DidSaveTextDocumentParams) -> None:
+    ls.validate(params.text_document.uri)
+
+
+@server.feature(lsp.TEXT_DOCUMENT_CODE_LENS)
+def code_lens(ls: TrtlsServer, params: lsp.CodeLensParams) -> list[lsp.CodeLens]:
+    uri = params.text_document.uri
+    loaded = ls.recipes.get(uri) or ls.recipe(uri)
+    running = {b.engine: b.id for b in ls.supervisor.running() if ls.build_uri.get(b.id) == uri}
+    last = {engine: bid for (u, engine), bid in ls.last_build.items() if u == uri}
+    return editor.code_lenses(loaded, uri, running, last)
+
+
+@server.feature(lsp.TEXT_DOCUMENT_HOVER)
+def hover(ls: TrtlsServer, params: lsp.HoverParams) -> lsp.Hover | None:
+    loaded = ls.recipes.get(params.text_document.uri) or ls.recipe(params.text_document.uri)
+    text = editor.hover(loaded, params.position.line, params.position.character)
+    return lsp.Hover(contents=lsp.MarkupContent(kind=lsp.MarkupKind.Markdown, value=text)) if text else None
+
+
+@server.feature(lsp.TEXT_DOCUMENT_COMPLETION, lsp.CompletionOptions(trigger_characters=["=", " ", "["]))
+def completion(ls: TrtlsServer, params: lsp.CompletionParams) -> lsp.CompletionList:
+    doc = ls.workspace.get_text_document(params.text_document.uri)
+    items = editor.completions(doc.source, params.position.line, params.position.character)
+    return lsp.CompletionList(is_incomplete=False, items=items)
+
+
+@server.feature(lsp.TEXT_DOCUMENT_CODE_ACTION, lsp.CodeActionOptions(code_action_kinds=[lsp.CodeActionKind.QuickFix]))
+def code_action(ls: TrtlsServer, params: lsp.CodeActionParams) -> list[lsp.CodeAction]:
+    doc = ls.workspace.get_text_document(params.text_document.uri)
+    return editor.code_actions(params.text_document.uri, doc.source, list(params.context.diagnostics))
+
+
+# -- commands ------------------------------------------------------------------------------------
+@server.command("trtls.buildEngine")
+async def build_engine(ls: TrtlsServer, args: Any = None) -> dict[str, Any]:
+    return await ls.start_build(parse_args(BuildEngineArgs, args))
+
+
+@server.command("trtls.cancelBuild")
+def cancel_build(ls: TrtlsServer, args: Any = None) -> dict[str, Any]:
+    a = parse_args(BuildIdArgs, args)
+    build = ls.supervisor.builds.get(a.buildId)
+    if build is None:
+        raise JsonRpcInvalidParams(f"no build with id '{a.buildId}' (see trtls.listBuilds)")
+    accepted = build.running and build.cancel("api")
+    return {"buildId": a.buildId, "accepted": bool(accepted), "status": build.status}
+
+
+@server.command("trtls.listBuilds")
+def list_builds(ls: TrtlsServer, args: Any = None) -> dict[str, Any]:
+    builds = []
+    for b in ls.supervisor.builds.values():
+        builds.append(
+            {
+                "buildId": b.id,
+                "engine": b.engine,
+                "uri": ls.build_uri.get(b.id),
+                "status": b.status,
+                "cancelSource": b.token.source,
+                "elapsedS": round(b.elapsed_s(), 3) if b.running else (b.summary or {}).get("durationS"),
+                "evidencePath": str(b.evidence_dir / "summary.json") if b.summary else None,
+            }
+        )
+    return {"builds": builds}
+
+
+@server.command("trtls.showEvidence")
+def show_evidence(ls: TrtlsServer, args: Any = None) -> dict[str, Any]:
+    a = parse_args(BuildIdArgs, args)
+    build = ls.supervisor.builds.get(a.buildId)
+    if build is None or build.summary is None:
+        state = "still running" if build is not None else "unknown"
+        raise JsonRpcInvalidParams(f"build '{a.buildId}' is {state}; evidence exists once a build has finished")
+    return {"buildId": a.buildId, "path": str(build.evidence_dir / "summary.json"), "summary": build.summary}
+
+
+@server.command("trtls.listTargets")
+def list_targets(ls: TrtlsServer, args: Any = None) -> dict[str, Any]:
+    a = parse_args(UriArgs, args)
+    loaded = ls.recipe(a.uri)
+    data = loaded.data or {}
+    return {"engines": list((data.get("engines") or {}).keys()), "routes": list((data.get("routes") or {}).keys())}
+
+
+@server.command("trtls.runGates")
+async def run_gates(ls: TrtlsServer, args: Any = None) -> dict[str, Any]:
+    a = parse_args(RunGatesArgs, args)
+    from .gates_command import run_gates_command
+
+    return await run_gates_command(ls, a)
+
+
+@server.command("trtls.printDebugInformation")
+def print_debug_information(ls: TrtlsServer, args: Any = None) -> dict[str, Any]:
+    import lsprotocol
+    import pygls
+
+    from importlib.metadata import version
+
+    info = {
+        "trtls": __version__,
+        "pygls": version("pygls"),
+        "lsprotocol": version("lsprotocol"),
+        "python": f"{platform.python_version()} ({sys.executable})",
+        "platform": platform.platform(),
+        "builder": ls.probe_builder(),
+        "settings": ls.options.model_dump(by_alias=True),
+        "runningBuilds": [b.id for b in ls.supervisor.running()],
+        "serverPid": os.getpid(),
+    }
+    _ = (lsprotocol, pygls)
+    text = "\n".join(f"{k}: {json.dumps(v) if isinstance(v, (dict, list)) else v}" for k, v in info.items())
+    ls.window_log_message(lsp.LogMessageParams(type=lsp.MessageType.Info, message=text))
+    return {"text": text, **info}
+
+
+def serve() -> None:
+    logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
+    logging.getLogger("pygls").setLevel(logging.WARNING)  # pygls logs every message it sends at INFO
+    server.start_io()

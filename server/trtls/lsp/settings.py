@@ -1,0 +1,29 @@
+"""Typed settings from `initializationOptions` (the extension forwards them; any client may)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+
+class Settings(BaseModel):
+    model_config = ConfigDict(extra="ignore", populate_by_name=True)
+    builder_module: Literal["auto", "tensorrt", "tensorrt_rtx"] | None = Field(None, alias="builderModule")
+    cancel_grace_s: float | None = Field(None, alias="cancelGraceS", gt=0)
+
+
+class InitOptions(BaseModel):
+    model_config = ConfigDict(extra="ignore", populate_by_name=True)
+    build_tree: bool = Field(False, alias="buildTree")  # opt in to trtls/buildTree notifications
+    settings: Settings = Field(default_factory=Settings)
+
+
+def parse_init_options(raw: object) -> tuple[InitOptions, str | None]:
+    """Invalid options fall back to defaults with a message, as jedi-language-server does."""
+    if not isinstance(raw, dict):
+        return InitOptions(), None
+    try:
+        return InitOptions.model_validate(raw), None
+    except ValidationError as exc:
+        return InitOptions(), f"trtls: invalid initializationOptions, using defaults: {exc.errors()[0]['msg']}"
