@@ -1,0 +1,29 @@
+"""Shared test helpers. Real TensorRT-RTX builds, real processes; nothing here fakes the builder."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+DATA = Path(__file__).parent / "data"
+QUICKSTART = REPO / "samples" / "quickstart"
+
+
+@pytest.fixture(scope="session")
+def quickstart_models() -> Path:
+    """The quickstart ONNX models, generated once per session by the sample's own script."""
+    subprocess.run([sys.executable, str(QUICKSTART / "make_models.py")], check=True, capture_output=True)
+    return QUICKSTART / "models"
+
+
+@pytest.fixture
+def workspace(tmp_path: Path, quickstart_models: Path) -> Path:
+    """A throwaway copy of the quickstart sample (models included), so tests never touch the repo."""
+    ws = tmp_path / "ws"
+    shutil.copytree(QUICKSTART, ws, ignore=shutil.ignore_patterns(".trtls", "build"))
+    return ws
