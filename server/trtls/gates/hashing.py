@@ -1,0 +1,166 @@
+"""sha256 of many files, fast, with a stat-keyed digest cache.
+
+Speed: hashlib releases the GIL while it hashes a buffer larger than 2 KiB, so a thread pool hashes
+several files at once on several cores. Each file is read with `readinto` into one reused buffer
+per thread (no per-chunk allocation; 1 MiB stays in L2); files are handed out largest first so the pool stays balanced.
+sha256 of one file is sequential by nature: the speed-up comes from hashing several files at once.
+
+Cache: `.trtls/digests.json` maps a file's absolute path to (size, mtime_ns, inode, sha256). A file whose
+size, mtime_ns and inode are unchanged is not read again. A file modified within `RACY_NS` of the moment it
+was hashed is not cached (its mtime may not change on the next write within the same clock tick). The
+cache trusts the file system's mtime: someone who rewrites a file *and* resets its mtime on purpose defeats
+it, which is why callers can pass `cache=None` (`trtls gates --no-digest-cache`) to hash everything.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import threading
+import time
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from trtls.core.atomic import atomic_write_text
+
+BUF = 1024 * 1024  # fits L2: the copy out of the page cache stays hot for the hash (8 MiB measured ~35% slower)
+CACHE_FORMAT = "trtls.digests/1"
+RACY_NS = 2_000_000_000
+
+_local = threading.local()
+
+
+class HashCancelled(Exception):
+    pass
+
+
+@dataclass(frozen=True)
+class FileDigest:
+    path: Path
+    size: int
+    sha256: str
+    cached: bool  # True when the digest came from the cache
+
+
+def _buffer() -> memoryview:
+    buf = getattr(_local, "buf", None)
+    if buf is None:
+        buf = memoryview(bytearray(BUF))
+        _local.buf = buf
+    return buf
+
+
+def sha256_file(path: str | os.PathLike[str], cancel: Callable[[], bool] | None = None) -> tuple[str, os.stat_result]:
+    """(hex digest, the stat of the opened file). Reads through one open descriptor (no TOCTOU on the path)."""
+    buf = _buffer()
+    h = hashlib.sha256()
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_BINARY", 0) | getattr(os, "O_NOFOLLOW", 0))
+    try:
+        st = os.fstat(fd)
+        with os.fdopen(fd, "rb", buffering=0, closefd=False) as f:
+            while True:
+                n = f.readinto(buf)
+                if not n:
+                    break
+                h.update(buf[:n])
+                if cancel is not None and cancel():
+                    raise HashCancelled(str(path))
+    finally:
+        os.close(fd)
+    return h.hexdigest(), st
+
+
+class DigestCache:
+    """Digests keyed by (absolute path, size, mtime_ns, inode); loaded from and saved to a JSON file atomically."""
+
+    def __init__(self, path: str | os.PathLike[str] | None):
+        self.path = Path(path) if path is not None else None
+        self.entries: dict[str, dict[str, Any]] = {}
+        self.dirty = False
+        self._lock = threading.Lock()
+        if self.path is not None:
+            self._load()
+
+    def _load(self) -> None:
+        assert self.path is not None
+        try:
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return  # a missing or damaged cache is just an empty one
+        if isinstance(data, dict) and data.get("format") == CACHE_FORMAT and isinstance(data.get("files"), dict):
+            self.entries = {k: v for k, v in data["files"].items() if isinstance(v, dict)}
+
+    @staticmethod
+    def _key(st: os.stat_result) -> list[int]:
+        return [st.st_size, st.st_mtime_ns, st.st_ino]
+
+    def get(self, path: Path, st: os.stat_result) -> str | None:
+        entry = self.entries.get(str(path))
+        if entry is None or entry.get("key") != self._key(st):
+            return None
+        sha = entry.get("sha256")
+        return sha if isinstance(sha, str) and len(sha) == 64 else None
+
+    def put(self, path: Path, st: os.stat_result, sha: str) -> None:
+        if time.time_ns() - st.st_mtime_ns < RACY_NS:
+            return
+        with self._lock:
+            self.entries[str(path)] = {"key": self._key(st), "sha256": sha}
+            self.dirty = True
+
+    def save(self) -> None:
+        if self.path is None or not self.dirty:
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(self.path, json.dumps({"format": CACHE_FORMAT, "files": self.entries}, sort_keys=True) + "\n")
+        self.dirty = False
+
+
+def default_cache_path(recipe_dir: str | os.PathLike[str]) -> Path:
+    return Path(recipe_dir) / ".trtls" / "digests.json"
+
+
+def hash_files(
+    paths: Iterable[str | os.PathLike[str]],
+    cache: DigestCache | None = None,
+    workers: int | None = None,
+    cancel: Callable[[], bool] | None = None,
+) -> dict[Path, FileDigest]:
+    """sha256 of every path (absolute paths as keys). Uses and updates `cache`; saves it at the end."""
+    items: list[tuple[Path, os.stat_result]] = []
+    for p in paths:
+        path = Path(p).absolute()
+        items.append((path, os.stat(path, follow_symlinks=False)))
+    out: dict[Path, FileDigest] = {}
+    todo: list[tuple[Path, os.stat_result]] = []
+    for path, st in items:
+        sha = cache.get(path, st) if cache is not None else None
+        if sha is not None:
+            out[path] = FileDigest(path, st.st_size, sha, True)
+        else:
+            todo.append((path, st))
+    todo.sort(key=lambda item: item[1].st_size, reverse=True)
+
+    def work(item: tuple[Path, os.stat_result]) -> FileDigest:
+        path, _ = item
+        sha, st = sha256_file(path, cancel)
+        if cache is not None:
+            cache.put(path, st, sha)
+        return FileDigest(path, st.st_size, sha, False)
+
+    if todo:
+        n = max(1, min(workers or os.cpu_count() or 1, len(todo)))
+        if n == 1:
+            results = [work(item) for item in todo]
+        else:
+            with ThreadPoolExecutor(max_workers=n, thread_name_prefix="trtls-hash") as pool:
+                results = list(pool.map(work, todo))
+        for d in results:
+            out[d.path] = d
+    if cache is not None:
+        cache.save()
+    return out
