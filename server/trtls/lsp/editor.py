@@ -89,13 +89,13 @@ def code_lenses(loaded: LoadedRecipe, uri: str, running: dict[str, str], last: d
         if len(path) == 2 and path[0] == "engines":
             engine = str(path[1])
             if engine in running:
-                out.append(lsp.CodeLens(rng, lsp.Command("■ Stop", "trtls.cancelBuild", [{"buildId": running[engine]}])))
+                out.append(lsp.CodeLens(rng, lsp.Command("■ Stop", "trtls.cancelBuild", arguments=[{"buildId": running[engine]}])))
             else:
-                out.append(lsp.CodeLens(rng, lsp.Command("▶ Build Engine", "trtls.buildEngine", [{"uri": uri, "engine": engine}])))
+                out.append(lsp.CodeLens(rng, lsp.Command("▶ Build Engine", "trtls.buildEngine", arguments=[{"uri": uri, "engine": engine}])))
             if engine in last:
-                out.append(lsp.CodeLens(rng, lsp.Command("Evidence", "trtls.showEvidence", [{"buildId": last[engine]}])))
+                out.append(lsp.CodeLens(rng, lsp.Command("Evidence", "trtls.showEvidence", arguments=[{"buildId": last[engine]}])))
         elif len(path) == 2 and path[0] == "routes":
-            out.append(lsp.CodeLens(rng, lsp.Command("▶ Run Gates", "trtls.runGates", [{"uri": uri, "route": str(path[1])}])))
+            out.append(lsp.CodeLens(rng, lsp.Command("▶ Run Gates", "trtls.runGates", arguments=[{"uri": uri, "route": str(path[1])}])))
     return out
 
 
@@ -183,7 +183,7 @@ def code_actions(uri: str, text: str, diagnostics: list[lsp.Diagnostic]) -> list
         elif code == "TRT205":
             engine = data.get("engine")
             for title, retry in (("Retry cold", "cold"), ("Retry with the timing cache", "with_cache"), ("Retry with a reduced tactic search (diagnosis)", "reduced_tactics")):
-                cmd = lsp.Command(title, "trtls.buildEngine", [{"uri": uri, "engine": engine, "retry": retry}])
+                cmd = lsp.Command(title, "trtls.buildEngine", arguments=[{"uri": uri, "engine": engine, "retry": retry}])
                 preferred = (retry == "cold" and data.get("retryPolicy") == "retry_cold") or (retry == "with_cache" and data.get("retryPolicy") == "retry_with_cache") or (retry == "reduced_tactics" and data.get("retryPolicy") == "investigate")
                 out.append(lsp.CodeAction(title=title, kind=lsp.CodeActionKind.QuickFix, diagnostics=[d], command=cmd, is_preferred=preferred))
         elif data.get("fix"):  # gates: a mechanical fix carried by the finding (e.g. pin the revision)

@@ -1,0 +1,36 @@
+"""pytest-lsp: the real server over stdio, as any editor would start it."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest_lsp
+from lsprotocol import types as lsp
+from pytest_lsp import ClientServerConfig, LanguageClient
+
+SERVER = [sys.executable, "-m", "trtls", "serve"]
+
+
+def caps(progress: bool = True) -> lsp.ClientCapabilities:
+    return lsp.ClientCapabilities(
+        window=lsp.WindowClientCapabilities(work_done_progress=progress),
+        workspace=lsp.WorkspaceClientCapabilities(code_lens=lsp.CodeLensWorkspaceClientCapabilities(refresh_support=True)),
+        text_document=lsp.TextDocumentClientCapabilities(
+            publish_diagnostics=lsp.PublishDiagnosticsClientCapabilities(code_description_support=True, data_support=True)
+        ),
+    )
+
+
+@pytest_lsp.fixture(config=ClientServerConfig(server_command=SERVER))
+async def client(lsp_client: LanguageClient):
+    await lsp_client.initialize_session(lsp.InitializeParams(capabilities=caps(), initialization_options={"buildTree": True}))
+    yield
+    await lsp_client.shutdown_session()
+
+
+@pytest_lsp.fixture(config=ClientServerConfig(server_command=SERVER))
+async def plain_client(lsp_client: LanguageClient):
+    """A client without window.workDoneProgress: it gets window/logMessage lines instead."""
+    await lsp_client.initialize_session(lsp.InitializeParams(capabilities=caps(progress=False)))
+    yield
+    await lsp_client.shutdown_session()
