@@ -83,6 +83,11 @@ class RouteModel(_Model):
     bundle: str = Field(description="The `.bundle` this route promotes, relative to this recipe.")
     runtime: str = Field("onnxruntime", min_length=1, description="Runtime under test (gate 4).")
     reference: str = Field("onnx.reference", min_length=1, description="Reference runtime (gate 4).")
+    runtime_options: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Options for the runtime under test, passed to gate 4's runtime_spec (e.g. threads, timeout_s, command; "
+        "perturb > 0 is FAULT INJECTION, for the failing sample only, and always holds the route).",
+    )
     reference_inputs: str | None = Field(None, description="Reference inputs (.npz), relative to this recipe.")
     canary_inputs: str | None = Field(None, description="Canary inputs (.npz), relative to this recipe (gate 5).")
     tolerances: dict[str, Tolerance] = Field(default_factory=dict, description="Tolerances per output name; `*` applies to outputs not named.")
