@@ -1,0 +1,298 @@
+"""Gate 2 — environment and recipe.
+
+The environment is found without importing TensorRT in this process: the builder's version comes from
+installed distribution metadata (`importlib.metadata`) and from the `environment` the linked build
+recorded; Python from this interpreter; the NVIDIA driver from /proc/driver/nvidia/version; the GPU from
+`nvidia-smi` when it exists (or the build evidence). Each pin in `[routes.NAME.environment]` is compared
+with every source that knows the value; a mismatch or an unknown value for a pin is a hold naming both.
+
+Checks (codes in docs/diagnostics-gates.md):
+  TRT601 a builder is found and matches builder_module         hold
+  TRT602 builder version matches builder_version                hold (both values)
+  TRT603 Python matches the pin                                 hold
+  TRT604 CUDA runtime / driver match their pins                 hold (also when not discoverable)
+  TRT605 GPU name / compute capability match their pins         hold (also when no GPU is found)
+  TRT606 the engine recipe exists; effective settings recorded  reject when the engine is missing
+  TRT607 a successful build of this engine is linked and current: buildConfigHash, timing-cache decision,
+         engine file unchanged                                  hold
+"""
+
+from __future__ import annotations
+
+import importlib.metadata as md
+import json
+import platform
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from trtls.core.gate_result import GateCheck
+from trtls.core.recipe import settings_digest
+from trtls.core.route import RouteModel
+
+# (distribution, module) in the order they are looked up
+BUILDER_DISTS = (
+    ("tensorrt_rtx", "tensorrt_rtx"),
+    ("tensorrt-rtx-cu13", "tensorrt_rtx"),
+    ("tensorrt-rtx-cu12", "tensorrt_rtx"),
+    ("tensorrt", "tensorrt"),
+    ("tensorrt-cu13", "tensorrt"),
+    ("tensorrt-cu12", "tensorrt"),
+    ("tensorrt-cu11", "tensorrt"),
+)
+CUDA_RUNTIME_DISTS = ("nvidia-cuda-runtime-cu13", "nvidia-cuda-runtime-cu12", "nvidia-cuda-runtime")
+
+
+@dataclass
+class Gate2Result:
+    checks: list[GateCheck]
+    environment: dict[str, Any]
+    evidence: dict[str, Any] | None  # the linked build summary (selected fields)
+    record: dict[str, Any] = field(default_factory=dict)
+
+
+def installed_builders() -> list[dict[str, str]]:
+    out: list[dict[str, str]] = []
+    seen: set[str] = set()
+    for dist, module in BUILDER_DISTS:
+        try:
+            version = md.version(dist)
+        except md.PackageNotFoundError:
+            continue
+        if module in seen:
+            continue
+        seen.add(module)
+        out.append({"module": module, "version": version, "distribution": dist})
+    return out
+
+
+def _driver_version() -> str | None:
+    try:
+        text = Path("/proc/driver/nvidia/version").read_text(errors="replace")
+    except OSError:
+        return None
+    m = re.search(r"Kernel Module(?: for [^ ]+)?\s+([0-9][0-9.]+)", text)
+    return m.group(1) if m else None
+
+
+def _nvidia_smi() -> dict[str, str]:
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        return {}
+    try:
+        res = subprocess.run(
+            [exe, "--query-gpu=name,compute_cap,driver_version", "--format=csv,noheader"],
+            capture_output=True, text=True, timeout=10, check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return {}
+    line = res.stdout.strip().splitlines()[0] if res.returncode == 0 and res.stdout.strip() else ""
+    parts = [p.strip() for p in line.split(",")]
+    if len(parts) < 3:
+        return {}
+    return {"gpu_name": parts[0], "compute_capability": parts[1], "cuda_driver": parts[2]}
+
+
+def discover_environment() -> dict[str, Any]:
+    """What this machine has, found without importing TensorRT."""
+    env: dict[str, Any] = {"python": platform.python_version(), "builders": installed_builders()}
+    for dist in CUDA_RUNTIME_DISTS:
+        try:
+            env["cuda_runtime"] = md.version(dist)
+            break
+        except md.PackageNotFoundError:
+            continue
+    smi = _nvidia_smi()
+    env["cuda_driver"] = smi.get("cuda_driver") or _driver_version()
+    env["gpu_name"] = smi.get("gpu_name")
+    env["compute_capability"] = smi.get("compute_capability")
+    return env
+
+
+def version_matches(pin: str, found: str) -> bool:
+    """Dotted-prefix match: pin 10.3 matches 10.3.0.26, not 10.30."""
+    p, f = pin.strip().split("."), str(found).strip().split(".")
+    return f[: len(p)] == p
+
+
+def _cc(value: str | None) -> str | None:
+    if value is None:
+        return None
+    v = str(value).strip().upper()
+    if v.startswith("SM"):
+        digits = v[2:]
+        return f"{digits[:-1]}.{digits[-1]}" if len(digits) >= 2 else digits
+    return v
+
+
+def latest_successful_build(recipe_dir: Path, engine: str) -> tuple[Path, dict[str, Any]] | None:
+    runs = recipe_dir / ".trtls" / "runs"
+    best: tuple[float, Path, dict[str, Any]] | None = None
+    if not runs.is_dir():
+        return None
+    for summary in runs.glob("*/summary.json"):
+        try:
+            data = json.loads(summary.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if not isinstance(data, dict) or data.get("engine") != engine or data.get("outcome") != "built":
+            continue
+        started = data.get("startedAt") if isinstance(data.get("startedAt"), (int, float)) else summary.stat().st_mtime
+        if best is None or started > best[0]:
+            best = (started, summary, data)
+    return (best[1], best[2]) if best else None
+
+
+def effective_settings(loaded: Any, engine: str) -> dict[str, Any]:
+    eng = loaded.engine(engine)
+    settings = eng.builder.model_dump(exclude={"memory_pool_limits"})
+    settings.update(eng.builder.memory_pool_limits.model_dump())
+    return {
+        "onnx": eng.onnx,
+        "output": eng.output,
+        "builder_module": eng.builder_module,
+        "settings": settings,
+        "profiles": [p.model_dump() for p in eng.profiles],
+        "timing_cache": eng.timing_cache.model_dump() if eng.timing_cache else None,
+    }
+
+
+def check_environment(loaded: Any, route_name: str, route: RouteModel, environment: dict[str, Any] | None = None) -> Gate2Result:
+    checks: list[GateCheck] = []
+    env = dict(environment) if environment is not None else discover_environment()
+    pins = route.environment
+    base = ("routes", route_name, "environment")
+
+    def add(name: str, status: str, message: str, code: str, path: tuple, on_value: bool = True, **evidence: Any) -> None:
+        checks.append(GateCheck(2, name, status, message, code, path, on_value, evidence))  # type: ignore[arg-type]
+
+    # -- build evidence first: its recorded environment is a source for the builder pins
+    linked = latest_successful_build(Path(loaded.base_dir), route.engine)
+    ev_env: dict[str, Any] = {}
+    evidence: dict[str, Any] | None = None
+    if linked is not None:
+        path, summary = linked
+        ev_env = summary.get("environment") if isinstance(summary.get("environment"), dict) else {}
+        evidence = {
+            "path": str(path),
+            "buildId": summary.get("buildId"),
+            "buildConfigHash": summary.get("buildConfigHash"),
+            "timingCacheMode": summary.get("timingCacheMode"),
+            "timingCache": summary.get("timingCache"),
+            "tensorrtVersion": summary.get("tensorrtVersion"),
+            "builderModule": summary.get("builderModule"),
+            "engineArtifact": summary.get("engineArtifact"),
+            "environment": ev_env,
+        }
+
+    # -- builder
+    builders = env.get("builders") or []
+    sources: list[tuple[str, str, str | None]] = [(f"installed ({b['distribution']})", b["module"], b["version"]) for b in builders]
+    if ev_env.get("module"):
+        sources.append(("build evidence", str(ev_env.get("module")), str(ev_env.get("version")) if ev_env.get("version") else None))
+    if pins.builder_module is not None:
+        relevant = [s for s in sources if s[1] == pins.builder_module]
+    else:
+        relevant = sources
+    if not sources:
+        add("builder", "hold", "no TensorRT builder found (no tensorrt / tensorrt_rtx distribution installed, no build evidence)", "TRT601", base + ("builder_module",), pins.builder_module is not None)
+    elif pins.builder_module is not None and not relevant:
+        found = ", ".join(f"{m} {v} ({src})" for src, m, v in sources)
+        add("builder", "hold", f"builder_module pinned to {pins.builder_module}, found {found}", "TRT601", base + ("builder_module",), pinned=pins.builder_module, found=found)
+    else:
+        found = ", ".join(f"{m} {v} ({src})" for src, m, v in relevant)
+        add("builder", "pass", f"builder: {found}", "TRT601", base + ("builder_module",), found=[{"source": s, "module": m, "version": v} for s, m, v in relevant])
+    if pins.builder_version is not None:
+        bad = [(src, m, v) for src, m, v in relevant if v is None or not version_matches(pins.builder_version, v)]
+        if not relevant:
+            add("builder_version", "hold", f"builder_version pinned to {pins.builder_version}; no matching builder found to compare", "TRT602", base + ("builder_version",), pinned=pins.builder_version)
+        elif bad:
+            found = ", ".join(f"{m} {v} ({src})" for src, m, v in bad)
+            add("builder_version", "hold", f"builder_version pinned to {pins.builder_version}, found {found}", "TRT602", base + ("builder_version",), pinned=pins.builder_version, found=found)
+        else:
+            add("builder_version", "pass", f"builder version matches {pins.builder_version}", "TRT602", base + ("builder_version",))
+
+    # -- python, cuda, gpu: each pin against this machine (and the evidence when it recorded the value)
+    def compare(key: str, code: str, pin: str | None, found: list[tuple[str, str | None]], match: Any) -> None:
+        if pin is None:
+            return
+        known = [(src, v) for src, v in found if v]
+        if not known:
+            add(key, "hold", f"{key} pinned to {pin} but could not be discovered here", code, base + (key,), pinned=pin)
+            return
+        bad = [(src, v) for src, v in known if not match(pin, v)]
+        if bad:
+            add(key, "hold", f"{key} pinned to {pin}, found " + ", ".join(f"{v} ({src})" for src, v in bad), code, base + (key,), pinned=pin, found=[v for _, v in bad])
+        else:
+            add(key, "pass", f"{key} {known[0][1]} matches {pin}", code, base + (key,))
+
+    compare("python", "TRT603", pins.python, [("this interpreter", env.get("python"))], version_matches)
+    compare("cuda_runtime", "TRT604", pins.cuda_runtime, [("installed", env.get("cuda_runtime")), ("build evidence", ev_env.get("cuda_runtime"))], version_matches)
+    compare("cuda_driver", "TRT604", pins.cuda_driver, [("driver", env.get("cuda_driver")), ("build evidence", ev_env.get("cuda_driver"))], version_matches)
+    compare("gpu_name", "TRT605", pins.gpu_name, [("nvidia-smi", env.get("gpu_name")), ("build evidence", ev_env.get("device_name"))], lambda p, v: p.casefold() == str(v).casefold())
+    compare("compute_capability", "TRT605", pins.compute_capability, [("nvidia-smi", env.get("compute_capability")), ("build evidence", ev_env.get("compute_capability"))], lambda p, v: _cc(p) == _cc(v))
+
+    # -- recipe
+    record: dict[str, Any] = {}
+    recipe = getattr(loaded, "recipe", None)
+    if recipe is None or route.engine not in recipe.engines:
+        add("recipe", "reject", f"engine '{route.engine}' is not defined", "TRT606", ("routes", route_name, "engine"))
+        return Gate2Result(checks, env, evidence, record)
+    eff = effective_settings(loaded, route.engine)
+    record["effective_settings"] = eff
+    record["settings_digest"] = settings_digest(eff)
+    add("recipe", "pass", f"engine '{route.engine}': optimization level {eff['settings'].get('optimization_level')}, builder_module {eff['builder_module']}", "TRT606", ("routes", route_name, "engine"), settings_digest=record["settings_digest"])
+
+    # -- build evidence
+    epath = ("routes", route_name, "engine")
+    if evidence is None:
+        add("build_evidence", "hold", f"no successful build of engine '{route.engine}' in .trtls/runs: run `trtls build --engine {route.engine}`", "TRT607", epath)
+        return Gate2Result(checks, env, evidence, record)
+    problems = _stale(loaded, route.engine, summary)
+    if problems:
+        add("build_evidence", "hold", f"build {evidence['buildId']} is not current: " + "; ".join(problems), "TRT607", epath, **_brief(evidence))
+    else:
+        tc = evidence.get("timingCache") or {}
+        add(
+            "build_evidence",
+            "pass",
+            f"build {evidence['buildId']}: buildConfigHash {str(evidence['buildConfigHash'])[:12]}…, timing cache {evidence.get('timingCacheMode')}" + (f" ({tc.get('reason')})" if tc.get("reason") else ""),
+            "TRT607",
+            epath,
+            **_brief(evidence),
+        )
+    return Gate2Result(checks, env, evidence, record)
+
+
+def _brief(evidence: dict[str, Any]) -> dict[str, Any]:
+    return {k: evidence.get(k) for k in ("path", "buildId", "buildConfigHash", "timingCacheMode")}
+
+
+def _stale(loaded: Any, engine: str, summary: dict[str, Any]) -> list[str]:
+    """Why a successful build no longer describes the recipe and the engine on disk."""
+    from trtls.build.worker import build_config_hash
+
+    from .hashing import sha256_file
+
+    problems: list[str] = []
+    eng = loaded.engine(engine)
+    onnx = loaded.resolve(eng.onnx)
+    recorded = summary.get("buildConfigHash")
+    if not recorded:
+        problems.append("it recorded no buildConfigHash")
+    elif onnx.is_file():
+        now = build_config_hash(onnx, summary.get("effectiveSettings") or {}, [p.model_dump() for p in eng.profiles], summary.get("environment") or {})
+        if now != recorded:
+            problems.append("the ONNX model or the profiles changed since (buildConfigHash differs)")
+    else:
+        problems.append(f"the ONNX model {onnx} is gone")
+    art = summary.get("engineArtifact") or {}
+    out = loaded.resolve(eng.output)
+    if not out.is_file():
+        problems.append(f"the engine {out} is missing")
+    elif art.get("sha256") and sha256_file(out)[0] != art["sha256"]:
+        problems.append("the engine file changed since it was built")
+    return problems

@@ -1,0 +1,258 @@
+"""Run a route's gates in order and turn their checks into one decision and its evidence.
+
+`run_gates` is what the CLI (`trtls gates`) and the language server (`trtls.runGates`, in a thread) call.
+Gates 1 and 2 live here (`checkpoint`, `environment`); gates 3–5 are looked up by module and function name
+(`GATE_HOOKS`) and called as `hook(ctx: GateContext) -> list[GateCheck]` (or an object with `.checks`).
+A gate whose module is not installed yields one `hold` check "gate N not implemented", and a gate that
+raises yields a `hold` naming the exception: a gate that did not run is never a pass.
+
+Evidence: `.trtls/routes/<route>/summary.json` (atomic) with route_name, checkpoint_revision,
+bundle_digest, runtime_target, validation_status, canary_status, rollback_status, the decision and every
+check of every gate; beside it `report.sarif` (SARIF 2.1.0) and `junit.xml` when `gates.reports` exists.
+Gates 3–5 share results through `ctx.record` (e.g. `bundle_digest`, `validation_status`, `canary_status`,
+`rollback_status`), which the summary picks up.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from trtls.core.atomic import atomic_write_text
+from trtls.core.findings import Finding
+from trtls.core.gate_result import GATE_NAMES, Decision, GateCheck, decide
+from trtls.core.route import RouteModel, route_model
+
+from .checkpoint import Gate1Result, check_checkpoint
+from .environment import Gate2Result, check_environment
+
+SUMMARY_FORMAT = "trtls.route-summary/1"
+ALL_GATES = (1, 2, 3, 4, 5)
+# gate → candidate (module, function) pairs, tried in order
+GATE_HOOKS: dict[int, tuple[tuple[str, str], ...]] = {
+    3: (("trtls.gates.manifest", "run_gate"), ("trtls.gates.bundle_gate", "run_gate"), ("trtls.gates.bundle", "run_gate3")),
+    4: (("trtls.gates.parity", "run_gate"), ("trtls.gates.parity", "run_gate4")),
+    5: (("trtls.gates.release", "run_gate"), ("trtls.gates.release", "run_gate5")),
+}
+GATE_CODES = {1: "TRT500", 2: "TRT600", 3: "TRT700", 4: "TRT800", 5: "TRT900"}
+
+
+@dataclass
+class GateContext:
+    """What gates 3–5 get: the recipe, the route, what earlier gates found, and a shared record."""
+
+    loaded: Any  # core.recipe.LoadedRecipe
+    route_name: str
+    route: RouteModel
+    checks: list[GateCheck]  # every check so far, earlier gates first
+    gate1: Gate1Result | None = None
+    gate2: Gate2Result | None = None
+    record: dict[str, Any] = field(default_factory=dict)  # gates write bundle_digest, validation_status, … here
+    cancel: Callable[[], bool] | None = None
+    progress: Callable[[int, str], None] | None = None
+
+    @property
+    def recipe_dir(self) -> Path:
+        return Path(self.loaded.base_dir)
+
+    def resolve(self, relative: str) -> Path:
+        return self.loaded.resolve(relative)
+
+
+@dataclass
+class RouteResult:
+    route_name: str
+    checks: list[GateCheck]
+    decision: Decision  # of the route: supported only when all five gates ran and passed
+    gates_decision: Decision  # of the gates that ran (what `trtls gates --gate N` exits with)
+    summary: dict[str, Any]
+    findings: list[Finding]
+    summary_path: Path | None = None
+    cancelled: bool = False
+
+    def gate_status(self, gate: int) -> str | None:
+        mine = [c for c in self.checks if c.gate == gate]
+        return decide(mine) if mine else None
+
+
+def _hook(gate: int) -> Callable[[GateContext], Any] | None:
+    for module, attr in GATE_HOOKS.get(gate, ()):
+        try:
+            mod = importlib.import_module(module)
+        except ImportError:
+            continue
+        fn = getattr(mod, attr, None)
+        if callable(fn):
+            return fn
+    return None
+
+
+def _not_run(gate: int, message: str) -> GateCheck:
+    return GateCheck(gate, "not_implemented" if "not implemented" in message else "not_run", "hold", message, GATE_CODES[gate], (), False)
+
+
+def run_gates(
+    loaded: Any,
+    route_name: str,
+    gates: list[int] | tuple[int, ...] | None = None,
+    progress: Callable[[int, str], None] | None = None,
+    cancel: Callable[[], bool] | None = None,
+    *,
+    update_lock: bool = False,
+    use_digest_cache: bool = True,
+    environment: dict[str, Any] | None = None,
+    write_evidence: bool = True,
+) -> RouteResult:
+    """Run `gates` (default all five, in order) for `route_name` of a loaded, error-free recipe."""
+    route = route_model(loaded, route_name)
+    selected = sorted(set(gates or ALL_GATES))
+    ctx = GateContext(loaded, route_name, route, [], cancel=cancel, progress=progress)
+    cancelled = False
+    for gate in selected:
+        if cancel is not None and cancel():
+            cancelled = True
+            break
+        if progress is not None:
+            progress(gate, f"gate {gate}: {GATE_NAMES[gate]}")
+        t0 = time.monotonic()
+        try:
+            if gate == 1:
+                ctx.gate1 = check_checkpoint(loaded, route_name, route, update_lock=update_lock, use_digest_cache=use_digest_cache, cancel=cancel)
+                new = ctx.gate1.checks
+            elif gate == 2:
+                ctx.gate2 = check_environment(loaded, route_name, route, environment)
+                new = ctx.gate2.checks
+            else:
+                hook = _hook(gate)
+                if hook is None:
+                    new = [_not_run(gate, f"gate {gate} ({GATE_NAMES[gate]}) not implemented in this installation")]
+                else:
+                    out = hook(ctx)
+                    new = list(getattr(out, "checks", out) or [])
+                    if not new:
+                        new = [_not_run(gate, f"gate {gate} returned no checks")]
+        except Exception as exc:  # noqa: BLE001 - a crashed gate is a hold with its reason, never a pass
+            from .hashing import HashCancelled
+
+            if isinstance(exc, HashCancelled):
+                cancelled = True
+                break
+            new = [_not_run(gate, f"gate {gate} could not run: {type(exc).__name__}: {exc}")]
+        for c in new:
+            c.evidence.setdefault("duration_s", round(time.monotonic() - t0, 3))
+        ctx.checks.extend(new)
+    checks = ctx.checks
+    gates_decision = decide(checks)
+    complete = not cancelled and selected == list(ALL_GATES)
+    decision: Decision = gates_decision if (complete or gates_decision == "reject") else "hold"
+    summary = _summary(ctx, selected, decision, gates_decision, cancelled)
+    findings = [f for f in (c.finding() for c in checks) if f is not None]
+    result = RouteResult(route_name, checks, decision, gates_decision, summary, findings, None, cancelled)
+    if write_evidence:
+        result.summary_path = write_route_evidence(loaded, result)
+    return result
+
+
+def _status_of(checks: list[GateCheck], gate: int) -> str:
+    mine = [c for c in checks if c.gate == gate]
+    return "not_run" if not mine else {"supported": "pass", "hold": "hold", "reject": "reject"}[decide(mine)]
+
+
+def _summary(ctx: GateContext, selected: list[int], decision: Decision, gates_decision: Decision, cancelled: bool) -> dict[str, Any]:
+    r = ctx.record
+    g1 = ctx.gate1.record if ctx.gate1 else {}
+    revision = g1.get("commit") or ctx.route.checkpoint.revision
+    gates: dict[str, Any] = {}
+    for gate in ALL_GATES:
+        gates[str(gate)] = {
+            "name": GATE_NAMES[gate],
+            "status": _status_of(ctx.checks, gate),
+            "checks": [
+                {"name": c.name, "status": c.status, "code": c.code, "message": c.message, "path": list(c.path), "evidence": c.evidence}
+                for c in ctx.checks
+                if c.gate == gate
+            ],
+        }
+    validation = r.get("validation_status") or {"pass": "pass", "reject": "reject"}.get(gates["4"]["status"], "hold")
+    return {
+        "format": SUMMARY_FORMAT,
+        "route_name": ctx.route_name,
+        "decision": decision,
+        "gates_decision": gates_decision,
+        "gates_run": selected,
+        "cancelled": cancelled,
+        "checkpoint_id": ctx.route.checkpoint.id,
+        "checkpoint_revision": revision,
+        "checkpoint_revision_pinned": ctx.route.revision_pinned,
+        "bundle_path": str(ctx.resolve(ctx.route.bundle)),
+        "bundle_digest": r.get("bundle_digest"),
+        "runtime_target": r.get("runtime_target") or ctx.route.runtime,
+        "reference_runtime": ctx.route.reference,
+        "validation_status": validation,
+        "canary_status": r.get("canary_status", "not_started"),
+        "rollback_status": r.get("rollback_status", "blocked"),
+        "license": g1.get("license"),
+        "intended_use": ctx.route.intended_use,
+        "checkpoint": g1,
+        "environment": ctx.gate2.environment if ctx.gate2 else None,
+        "build_evidence": ctx.gate2.evidence if ctx.gate2 else None,
+        "engine_settings": ctx.gate2.record if ctx.gate2 else None,
+        "record": {k: v for k, v in r.items()},
+        "gates": gates,
+        "recipe": str(ctx.loaded.path),
+        "generatedAt": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+
+
+def route_dir(loaded: Any, route_name: str) -> Path:
+    return Path(loaded.base_dir) / ".trtls" / "routes" / route_name
+
+
+def junit_checks(result: RouteResult) -> list[dict[str, Any]]:
+    return [
+        {"suite": f"gate{c.gate}.{GATE_NAMES[c.gate].replace(' ', '_')}", "name": c.name, "status": c.status, "message": c.message, "duration_s": float(c.evidence.get("duration_s", 0.0) or 0.0)}
+        for c in result.checks
+    ]
+
+
+def sarif_of(loaded: Any, result: RouteResult) -> dict[str, Any] | None:
+    try:
+        from . import reports
+    except ImportError:
+        return None
+    from trtls import __version__
+
+    def locate(path: Any) -> Any:
+        if not path:
+            return None
+        rng = loaded.source_map.range(path, True)
+        return (rng.start_line + 1, rng.start_col + 1, rng.end_line + 1, rng.end_col + 1)
+
+    return reports.to_sarif(result.findings, locate, loaded.path, __version__)
+
+
+def junit_of(result: RouteResult) -> str | None:
+    try:
+        from . import reports
+    except ImportError:
+        return None
+    return reports.to_junit(junit_checks(result), name=f"trtls route {result.route_name}")
+
+
+def write_route_evidence(loaded: Any, result: RouteResult) -> Path:
+    folder = route_dir(loaded, result.route_name)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "summary.json"
+    atomic_write_text(path, json.dumps(result.summary, indent=2, default=str) + "\n")
+    sarif = sarif_of(loaded, result)
+    if sarif is not None:
+        atomic_write_text(folder / "report.sarif", json.dumps(sarif, indent=2, default=str) + "\n")
+    junit = junit_of(result)
+    if junit is not None:
+        atomic_write_text(folder / "junit.xml", junit)
+    return path
