@@ -73,7 +73,12 @@ class RichView:
 
 
 class PlainView:
-    """One line per phase start/finish, indented by depth; a stall line when the builder goes quiet."""
+    """Phase starts and finishes, indented by depth; a stall line when the builder goes quiet.
+
+    Deep phases come by the hundred (one per reformat), so below depth 2 only the slow ones are printed."""
+
+    SHOW_DEPTH = 2
+    SLOW_S = 0.5
 
     def __init__(self, build: Build, out: TextIO = sys.stdout):
         self.build = build
@@ -87,10 +92,12 @@ class PlainView:
         if ev is None:
             return
         now = time.monotonic_ns()
-        if ev.type == "phase_start":
+        if ev.type == "phase_start" and ev.phase_id.count(".") <= self.SHOW_DEPTH:
             self._line(f"{'  ' * ev.phase_id.count('.')}▶ {ev.name} ({ev.num_steps} steps)")
         elif ev.type == "phase_finish":
-            self._line(f"{'  ' * ev.phase_id.count('.')}{_phase_label(build, ev.phase_id, now)}")
+            phase = build.tree.phases.get(ev.phase_id)
+            if phase is not None and (ev.phase_id.count(".") <= self.SHOW_DEPTH or phase.elapsed_s(now) >= self.SLOW_S):
+                self._line(f"{'  ' * ev.phase_id.count('.')}{_phase_label(build, ev.phase_id, now)}")
         elif ev.type == "log" and ev.severity in ("ERROR", "INTERNAL_ERROR", "WARNING"):
             self._line(f"[{ev.severity}] {ev.msg}")
         elif ev.type == "cache_decision":

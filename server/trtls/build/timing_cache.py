@@ -14,6 +14,7 @@ Decisions: cold, reused, updated, discarded, quarantined, not_applicable.
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import json
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -23,6 +24,7 @@ from typing import Any, Callable, Iterator
 from ..core.atomic import atomic_write_bytes, atomic_write_text
 from .artifacts import quarantine
 
+NO_DEVICE_MARKER = "Cuda Runtime"
 CORRUPTION_MARKERS = ("Failed to deserialize timing cache", "The timing cache will not be used")
 TACTIC_SETTINGS = (
     "optimization_level",
@@ -62,7 +64,11 @@ class CachePlan:
 
 
 def plan_cache(path: Path | None, mode: str, identity: dict[str, Any], supported: bool, optimization_level: int, quarantine_dir: Path) -> CachePlan:
-    """Before the build: decide whether the file on disk may be read."""
+    """Before the build: decide whether the file on disk may be read.
+
+    trtls records the sha256 of every cache it writes beside it, so a cache that changed on disk
+    (truncated, flipped bytes, replaced) is caught here, before TensorRT — which would only log it,
+    or not notice at all."""
     if path is None or mode == "off":
         return CachePlan(path, mode, "cold", "no timing cache configured" if path is None else "timing cache mode is off", identity=identity)
     if optimization_level == 0 and supported:
@@ -70,12 +76,18 @@ def plan_cache(path: Path | None, mode: str, identity: dict[str, Any], supported
     if not path.is_file():
         decision = "cold" if supported else "not_applicable"
         return CachePlan(path, mode, decision, "no cache file yet" if supported else RTX_REASON, identity=identity)
-    stored = _read_identity(path)
-    if supported and stored is not None and stored != identity:
-        changed = sorted(k for k in identity if stored.get(k) != identity.get(k))
-        dest = _quarantine_pair(path, quarantine_dir, f"cache identity changed: {', '.join(changed)}")
-        return CachePlan(path, mode, "quarantined", f"cache was made for another build identity ({', '.join(changed)}); this build ran cold", quarantined_to=dest, identity=identity)
     data = path.read_bytes()
+    meta = _read_meta(path)
+    if meta is not None and meta.get("sha256") != hashlib.sha256(data).hexdigest():
+        why = f"cache bytes changed since trtls wrote them (sha256 mismatch, {len(data)} bytes on disk, {meta.get('size')} written)"
+        dest = _quarantine_pair(path, quarantine_dir, why)
+        return CachePlan(path, mode, "quarantined", f"timing cache quarantined: {why}; this build ran cold", quarantined_to=dest, identity=identity)
+    if supported and meta is not None and meta.get("identity") != identity:
+        stored = meta.get("identity") or {}
+        changed = sorted(k for k in identity if stored.get(k) != identity.get(k))
+        why = f"cache identity changed: {', '.join(changed)}"
+        dest = _quarantine_pair(path, quarantine_dir, why)
+        return CachePlan(path, mode, "quarantined", f"timing cache quarantined: made for another build identity ({', '.join(changed)}); this build ran cold", quarantined_to=dest, identity=identity)
     decision = "reused" if supported else "not_applicable"
     return CachePlan(path, mode, decision, "valid cache loaded" if supported else RTX_REASON, data=data, identity=identity)
 
@@ -84,6 +96,10 @@ def after_load(plan: CachePlan, logged: list[str], set_ok: bool, quarantine_dir:
     """After handing the bytes to TensorRT: the logger, not an exception, says whether they were bad."""
     bad = [m for m in logged if any(marker in m for marker in CORRUPTION_MARKERS)]
     if plan.data is None or (not bad and set_ok):
+        return plan
+    if any(NO_DEVICE_MARKER in m for m in logged):
+        # Without a CUDA device TensorRT cannot deserialise any cache, good or bad: inconclusive, not suspect.
+        plan.reason += "; its content could not be checked here (TensorRT needs a CUDA device to deserialise a cache)"
         return plan
     why = bad[0] if bad else "set_timing_cache returned False"
     plan.quarantined_to = _quarantine_pair(plan.path, quarantine_dir, why)  # type: ignore[arg-type]
@@ -122,17 +138,23 @@ def save_merged(path: Path, new: bytes, identity: dict[str, Any], combine: Calla
     """Merge `new` into the file under an exclusive lock; a failed combine keeps the new timings alone."""
     with cache_lock(path):
         merged = new
-        if path.is_file() and _read_identity(path) == identity:
-            merged = combine(path.read_bytes(), new) or new
+        meta = _read_meta(path)
+        if path.is_file() and meta is not None and meta.get("identity") == identity:
+            old = path.read_bytes()
+            if hashlib.sha256(old).hexdigest() == meta.get("sha256"):  # never merge from a damaged file
+                merged = combine(old, new) or new
         atomic_write_bytes(path, merged)
-        atomic_write_text(identity_path(path), json.dumps(identity, sort_keys=True))
+        meta = {"identity": identity, "sha256": hashlib.sha256(merged).hexdigest(), "size": len(merged)}
+        atomic_write_text(identity_path(path), json.dumps(meta, sort_keys=True))
 
 
-def _read_identity(path: Path) -> dict[str, Any] | None:
+def _read_meta(path: Path) -> dict[str, Any] | None:
+    """The sidecar trtls writes with every cache: its identity and the sha256 of its bytes."""
     try:
-        return json.loads(identity_path(path).read_text(encoding="utf-8"))
+        meta = json.loads(identity_path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
+    return meta if isinstance(meta, dict) else None
 
 
 def _quarantine_pair(path: Path, quarantine_dir: Path, reason: str) -> str:

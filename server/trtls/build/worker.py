@@ -45,8 +45,8 @@ class EventWriter:
         self.out = os.fdopen(out_fd, "w", buffering=1 << 16)
         self.lock = threading.Lock()
 
-    def emit(self, kind: str, t_ns: int | None = None, **fields: Any) -> None:
-        record = {"v": PROTOCOL_VERSION, "type": kind, "t_ns": t_ns or time.monotonic_ns(), **fields}
+    def emit(self, event_type: str, t_ns: int | None = None, **fields: Any) -> None:
+        record = {"v": PROTOCOL_VERSION, "type": event_type, "t_ns": t_ns or time.monotonic_ns(), **fields}
         line = json.dumps(record, default=str) + "\n"
         with self.lock:
             self.out.write(line)
@@ -160,7 +160,7 @@ class Worker:
 
         bm = adapter.load_builder_module(job.get("builder_module", "auto"))
         logger = adapter.make_logger(bm, self.on_log)
-        builder, network, config = adapter.create_builder(bm, logger)
+        builder, network, config = _create_builder(bm, logger)
         errors = adapter.parse_onnx(bm, builder, network, logger, job["onnx"])
         environment = adapter.environment_record(bm)
         if errors:
@@ -181,7 +181,7 @@ class Worker:
 
         plan_cache = self._prepare_cache(bm, adapter, config, environment, effective)
 
-        monitor_cls = make_monitor_class(adapter.progress_monitor_base(bm))
+        monitor_cls = make_monitor_class(adapter.make_progress_monitor_base(bm))
         self.monitor = None
         if not job.get("no_monitor"):  # benchmarks compare against a build with no monitor attached
             self.monitor = monitor_cls(self.queue, self.cancel, faults.get("stall"))
@@ -288,6 +288,17 @@ class Worker:
         self._emit_cache(cache_plan, written)
         self.writer.emit("build_finished", outcome="built", engine_bytes=size, engine_sha256=digest, cleanup_status="not_needed", t_cleanup_ns=time.monotonic_ns(), notes=notes)
         return 0
+
+
+def _create_builder(bm: Any, logger: Any) -> tuple[Any, Any, Any]:
+    """Builder, explicit-batch network and config from the module the adapter loaded."""
+    trt = bm.trt
+    builder = trt.Builder(logger)
+    flags = 0
+    if hasattr(trt.NetworkDefinitionCreationFlag, "EXPLICIT_BATCH"):  # the default (and deprecated) since TRT 10
+        flags = 1 << int(trt.NetworkDefinitionCreationFlag.EXPLICIT_BATCH)
+    network = builder.create_network(flags)
+    return builder, network, builder.create_builder_config()
 
 
 def _no_combine(old: bytes, new: bytes) -> None:

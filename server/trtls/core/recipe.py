@@ -30,7 +30,6 @@ class _Model(BaseModel):
 
 class MemoryPoolLimits(_Model):
     workspace_mib: int | None = Field(None, ge=1, description="Builder workspace pool limit, MiB.")
-    tactic_shared_memory_mib: int | None = Field(None, ge=1, description="Tactic shared memory pool limit, MiB.")
 
 
 class BuilderSettings(_Model):

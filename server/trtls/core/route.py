@@ -78,7 +78,7 @@ class RouteModel(_Model):
     engine: str = Field(description="Name of the `[engines.X]` table that builds this route's engine.")
     intended_use: str = Field(min_length=1, description="What the model will be used for (recorded with the licence review).")
     allowed_licenses: list[str] = Field(min_length=1, description="Licence ids (model card `license:`) this use allows, e.g. [\"apache-2.0\", \"mit\"].")
-    allow_pickle: bool = Field(False, description="Accept pickle weights (.bin/.pt/.pkl/.pth). They are never unpickled either way.")
+    allow_pickle: bool = Field(False, strict=True, description="Accept pickle weights (.bin/.pt/.pkl/.pth). They are never unpickled either way.")
     environment: EnvironmentPins = Field(default_factory=EnvironmentPins, description="Environment pins (gate 2).")
     bundle: str = Field(description="The `.bundle` this route promotes, relative to this recipe.")
     runtime: str = Field("onnxruntime", min_length=1, description="Runtime under test (gate 4).")

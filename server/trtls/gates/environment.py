@@ -268,7 +268,7 @@ def check_environment(loaded: Any, route_name: str, route: RouteModel, environme
 
 
 def _brief(evidence: dict[str, Any]) -> dict[str, Any]:
-    return {k: evidence.get(k) for k in ("path", "buildId", "buildConfigHash", "timingCacheMode")}
+    return {"evidence_path": evidence.get("path"), **{k: evidence.get(k) for k in ("buildId", "buildConfigHash", "timingCacheMode")}}
 
 
 def _stale(loaded: Any, engine: str, summary: dict[str, Any]) -> list[str]:
