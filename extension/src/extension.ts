@@ -181,6 +181,8 @@ async function startClient(reason: string): Promise<void> {
     traceOutputChannel: log,
     revealOutputChannelOn: RevealOutputChannelOn.Never,
     initializationOptions: initializationOptions(settings),
+    // A server that cannot start (wrong interpreter, trtls not installed) is reported once, not retried 5 times.
+    initializationFailedHandler: () => false,
   };
   const c = new LanguageClient('trtls', 'TensorRT Language Server', serverOptions, clientOptions);
   c.registerFeature(new ToastProgressFeature(c, log, onProgressEnd));

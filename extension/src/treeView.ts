@@ -31,14 +31,16 @@ export class BuildTreeProvider implements vscode.TreeDataProvider<TreeElement> {
       return new vscode.TreeItem('?');
     }
     const running = el.kind === 'build' && this.model.get(el.buildId)?.status === 'running';
+    // Running builds are always expanded (phases arrive after the first notification); finished ones collapse.
     const item = new vscode.TreeItem(
       v.label,
-      !v.collapsible ? vscode.TreeItemCollapsibleState.None
-        : (el.kind === 'build' && running) || el.kind === 'phase' ? vscode.TreeItemCollapsibleState.Expanded
-          : vscode.TreeItemCollapsibleState.Collapsed,
+      running ? vscode.TreeItemCollapsibleState.Expanded
+        : !v.collapsible ? vscode.TreeItemCollapsibleState.None
+          : el.kind === 'phase' ? vscode.TreeItemCollapsibleState.Expanded
+            : vscode.TreeItemCollapsibleState.Collapsed,
     );
     // The id includes the status so a build that finishes is re-created (collapsed) instead of keeping its state.
-    item.id = el.kind === 'build' ? `build:${el.buildId}:${running ? 'r' : 'f'}` : `phase:${el.buildId}:${el.phaseId}:${running}`;
+    item.id = el.kind === 'build' ? `build:${el.buildId}:${running ? 'r' : 'f'}` : `phase:${el.buildId}:${el.phaseId}:${v.collapsible ? 'c' : 'l'}`;
     item.description = v.description;
     item.tooltip = v.tooltip;
     item.iconPath = ICONS[v.icon];

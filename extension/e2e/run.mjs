@@ -1,0 +1,308 @@
+// End-to-end test of the trtls extension in a real VS Code (code-server) driven by playwright-core + Chromium.
+// Usage: node e2e/run.mjs --code-server BIN --vsix FILE --python PY --workspace DIR [--artifacts DIR] [--only a,b]
+// The workspace must already hold the sample with its models. Exits non-zero if any check fails.
+import { spawn, execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { chromium } from 'playwright-core';
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const args = Object.fromEntries(process.argv.slice(2).reduce((acc, a, i, all) => {
+  if (a.startsWith('--')) acc.push([a.slice(2), all[i + 1] && !all[i + 1].startsWith('--') ? all[i + 1] : '1']);
+  return acc;
+}, []));
+const CODE_SERVER = args['code-server'];
+const VSIX = args.vsix;
+const PY = args.python;
+const WS = path.resolve(args.workspace);
+const ART = path.resolve(args.artifacts ?? path.join(here, 'artifacts'));
+const GATES_WS = args['gates-workspace'] ? path.resolve(args['gates-workspace']) : undefined;
+const CHROMIUM = args.chromium ?? '/usr/bin/chromium';
+const only = args.only ? new Set(args.only.split(',')) : undefined;
+for (const [k, v] of Object.entries({ 'code-server': CODE_SERVER, vsix: VSIX, python: PY, workspace: args.workspace })) {
+  if (!v) { console.error(`missing --${k}`); process.exit(2); }
+}
+fs.mkdirSync(ART, { recursive: true });
+for (const f of fs.readdirSync(ART)) if (f.endsWith('.png') || f.endsWith('.log')) fs.rmSync(path.join(ART, f));
+
+const t0 = Date.now();
+const stamp = () => `${((Date.now() - t0) / 1000).toFixed(1).padStart(6)}s`;
+const say = (m) => console.log(`[e2e ${stamp()}] ${m}`);
+const results = [];
+let page;
+
+async function shot(name) {
+  if (!page) return;
+  try { await page.screenshot({ path: path.join(ART, `${name}.png`) }); } catch (e) { say(`screenshot ${name} failed: ${e.message}`); }
+}
+
+/** One named check; a failure is recorded (with a screenshot) and the run goes on. */
+async function check(name, fn) {
+  say(`… ${name}`);
+  try {
+    await fn();
+    results.push({ name, ok: true });
+    say(`ok ${name}`);
+  } catch (e) {
+    results.push({ name, ok: false, error: e.message });
+    say(`FAIL ${name}: ${e.message.split('\n')[0]}`);
+    await shot(`FAIL-${name.replace(/[^a-z0-9]+/gi, '-')}`);
+  }
+}
+
+function assert(cond, msg) { if (!cond) throw new Error(msg); }
+
+async function until(what, fn, timeoutMs = 20000, everyMs = 250) {
+  const end = Date.now() + timeoutMs;
+  let last;
+  while (Date.now() < end) {
+    try { last = await fn(); if (last) return last; } catch (e) { last = e; }
+    await new Promise((r) => setTimeout(r, everyMs));
+  }
+  throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${last instanceof Error ? ` (${last.message})` : ''}`);
+}
+
+function freePort() {
+  return new Promise((resolve, reject) => {
+    const s = net.createServer();
+    s.listen(0, '127.0.0.1', () => { const { port } = s.address(); s.close(() => resolve(port)); });
+    s.on('error', reject);
+  });
+}
+
+// ------------------------------------------------------------------ VS Code setup
+const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'trtls-e2e-'));
+const ud = path.join(tmp, 'user-data');
+const exts = path.join(tmp, 'extensions');
+const env = { ...process.env, CODE_SERVER_CONFIG: path.join(tmp, 'code-server.yaml'), XDG_DATA_HOME: path.join(tmp, 'xdg-data') };
+fs.mkdirSync(path.join(ud, 'User'), { recursive: true });
+fs.mkdirSync(path.join(ud, 'Machine'), { recursive: true });
+// trtls.python is machine-overridable: in code-server (a remote) it is read from the Machine settings.
+fs.writeFileSync(path.join(ud, 'Machine', 'settings.json'), JSON.stringify({ 'trtls.python': PY }, null, 2));
+fs.writeFileSync(path.join(ud, 'User', 'settings.json'), JSON.stringify({
+  'workbench.startupEditor': 'none',
+  'security.workspace.trust.enabled': false,
+  'telemetry.telemetryLevel': 'off',
+  'update.mode': 'none',
+  'extensions.autoUpdate': false,
+  'extensions.autoCheckUpdates': false,
+  'chat.disableAIFeatures': true,
+  'workbench.secondarySideBar.defaultVisibility': 'hidden',
+  'workbench.tips.enabled': false,
+  'editor.minimap.enabled': false,
+  'window.commandCenter': false,
+  'trtls.python': PY,
+  'trtls.trace.server': 'messages',
+}, null, 2));
+
+say(`installing ${VSIX}`);
+execFileSync(CODE_SERVER, ['--user-data-dir', ud, '--extensions-dir', exts, '--install-extension', VSIX, '--force'], { env, stdio: 'inherit' });
+
+const port = await freePort();
+const csLog = fs.openSync(path.join(ART, 'code-server.log'), 'w');
+say(`starting code-server on 127.0.0.1:${port} for ${WS}`);
+const cs = spawn(CODE_SERVER, ['--bind-addr', `127.0.0.1:${port}`, '--auth', 'none', '--disable-telemetry', '--disable-update-check',
+  '--disable-workspace-trust', '--reconnection-grace-time', '5', '--user-data-dir', ud, '--extensions-dir', exts, WS],
+{ env, detached: true, stdio: ['ignore', csLog, csLog] });
+let browser;
+async function cleanup() {
+  try { await browser?.close(); } catch { /* already gone */ }
+  try { process.kill(-cs.pid, 'SIGTERM'); } catch { /* already gone */ }
+  await new Promise((r) => setTimeout(r, 500));
+  try { process.kill(-cs.pid, 'SIGKILL'); } catch { /* already gone */ }
+  // Keep the extension host logs (the server's output channel) with the screenshots.
+  try {
+    const logs = path.join(ud, 'logs');
+    for (const f of execFileSync('find', [logs, '-name', '*.log'], { encoding: 'utf8' }).split('\n').filter(Boolean)) {
+      if (/TensorRT|exthost|remoteexthost/i.test(f)) fs.copyFileSync(f, path.join(ART, `vscode-${path.basename(path.dirname(f))}-${path.basename(f)}`.replace(/\s+/g, '_')));
+    }
+  } catch { /* no logs */ }
+  fs.rmSync(tmp, { recursive: true, force: true });
+}
+process.on('SIGINT', async () => { await cleanup(); process.exit(130); });
+const deadline = setTimeout(async () => { say('overall deadline (8 min) hit'); await shot('FAIL-deadline'); await cleanup(); process.exit(3); }, 8 * 60 * 1000);
+
+await until('code-server to listen', async () => {
+  const r = await fetch(`http://127.0.0.1:${port}/healthz`).catch(() => undefined);
+  return r?.ok;
+}, 30000, 300);
+
+const ctxDir = path.join(tmp, 'chromium');
+browser = await chromium.launchPersistentContext(ctxDir, {
+  executablePath: CHROMIUM, headless: true, viewport: { width: 1500, height: 900 },
+  args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
+    '--disable-component-update', '--disable-sync'],
+});
+page = browser.pages()[0] ?? await browser.newPage();
+page.on('pageerror', (e) => say(`page error: ${e.message}`));
+
+// ------------------------------------------------------------------ UI helpers
+const toasts = () => page.locator('.notifications-toasts .notification-toast');
+const toastWith = (text) => toasts().filter({ hasText: text });
+
+async function palette(command, { pick } = {}) {
+  await until(`palette entry "${command}"`, async () => {
+    await page.keyboard.press('Escape');
+    await page.keyboard.press('F1');
+    const input = page.locator('.quick-input-widget input[type="text"]');
+    await input.waitFor({ state: 'visible', timeout: 5000 });
+    await input.fill(`>${command}`);
+    const row = page.locator('.quick-input-list .monaco-list-row').filter({
+      has: page.locator('.label-name', { hasText: new RegExp(`^${command.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}$`) }),
+    }).first();
+    try {
+      await row.waitFor({ state: 'visible', timeout: 2000 });
+    } catch {
+      await page.keyboard.press('Escape');
+      return false;
+    }
+    await row.click();
+    return true;
+  }, 40000, 500);
+  if (pick !== undefined) {
+    const row = page.locator('.quick-input-widget .quick-input-list .monaco-list-row').filter({
+      has: page.locator('.label-name', { hasText: new RegExp(`^${pick}$`) }),
+    }).first();
+    await row.waitFor({ state: 'visible', timeout: 15000 });
+    await shot(`pick-${pick}`);
+    await row.click();
+  }
+}
+
+const buildsPane = () => page.locator('[id="workbench.view.extension.trtls"]');
+const treeRows = () => buildsPane().locator('.monaco-list-row');
+async function rowTexts() {
+  return (await treeRows().allInnerTexts()).map((t) => t.replace(/\s+/g, ' ').trim());
+}
+async function buildRow(engine) {
+  // Build rows are the top level of the tree (aria-level 1).
+  return buildsPane().locator('.monaco-list-row[aria-level="1"]').filter({ has: page.locator('.label-name', { hasText: new RegExp(`^${engine}$`) }) }).first();
+}
+
+async function problems() {
+  await page.keyboard.press('Escape');
+  await page.keyboard.press('Control+Shift+M');
+  await page.locator('.markers-panel').first().waitFor({ state: 'visible', timeout: 10000 });
+  return page.locator('.markers-panel .monaco-list-row');
+}
+
+function enginesOnDisk() {
+  const out = [];
+  const walk = (d) => {
+    for (const e of fs.readdirSync(d, { withFileTypes: true })) {
+      const p = path.join(d, e.name);
+      if (e.isDirectory()) walk(p);
+      else if (/\.(engine|plan|trt)$/i.test(e.name)) out.push(path.relative(WS, p));
+    }
+  };
+  walk(WS);
+  return out;
+}
+
+const want = (step) => !only || only.has(step);
+
+// ------------------------------------------------------------------ the steps
+try {
+  await check('workbench loads', async () => {
+    await page.goto(`http://127.0.0.1:${port}/?folder=${encodeURIComponent(WS)}`);
+    await page.locator('.monaco-workbench').waitFor({ state: 'visible', timeout: 60000 });
+    await until('explorer to show trtls.toml', () => page.locator('.explorer-folders-view .monaco-list-row', { hasText: 'trtls.toml' }).first().isVisible(), 30000);
+    await shot('01-workbench');
+  });
+
+  await check('open trtls.toml', async () => {
+    await page.locator('.explorer-folders-view .monaco-list-row', { hasText: 'trtls.toml' }).first().click();
+    await page.locator('.tabs-container .tab', { hasText: 'trtls.toml' }).first().waitFor({ state: 'visible', timeout: 15000 });
+    await page.locator('.monaco-editor .view-lines').first().waitFor({ state: 'visible' });
+    // code lenses come from the extension once it is active: proves activation and the document selector
+    await until('Build code lens', () => page.locator('.contentWidgets .codelens-decoration', { hasText: 'Build large' }).first().isVisible(), 30000);
+    await shot('02-recipe-open');
+  });
+
+  const largeStart = enginesOnDisk();
+  if (want('cancel')) {
+    await check('build large from the palette shows a toast with phase path, percentage and Cancel', async () => {
+      await palette('TensorRT: Build Engine', { pick: 'large' });
+      const toast = toastWith('Building large');
+      await toast.first().waitFor({ state: 'visible', timeout: 30000 });
+      await until('a progress message with a percentage and a phase path', async () => {
+        const t = await toast.first().innerText();
+        return /\d+%/.test(t) && /›/.test(t) ? t : false;
+      }, 30000);
+      assert(await toast.first().getByRole('button', { name: 'Cancel' }).isVisible(), 'no Cancel button on the toast');
+      await shot('03-build-toast');
+    });
+
+    await check('tree view shows the running build with phases, Stop button, status bar', async () => {
+      await buildsPane().first().waitFor({ state: 'visible', timeout: 10000 });
+      const row = await buildRow('large');
+      await until('running large node', async () => /building/.test(await row.innerText()), 20000);
+      await until('phase rows under large', async () => (await treeRows().count()) >= 3, 30000);
+      const texts = await rowTexts();
+      say(`tree: ${JSON.stringify(texts)}`);
+      assert(texts.some((t) => /\d+\/\d+/.test(t)), 'no phase with a step count');
+      await row.hover();
+      assert(await row.locator('.actions .action-label[aria-label*="Stop Build"]').first().isVisible(), 'no inline Stop button on the running build');
+      assert(await page.locator('.statusbar-item', { hasText: /TensorRT: building large/ }).first().isVisible(), 'no status bar item for the running build');
+      assert(await page.locator('.editor-actions .action-label[aria-label*="Stop Build"]').first().isVisible(), 'no Stop button in the editor title while building');
+      await shot('04-tree-running');
+    });
+
+    await check('Cancel on the toast stops the build: cancelled by ide_stop', async () => {
+      const toast = toastWith('Building large').first();
+      await toast.hover();
+      await toast.getByRole('button', { name: 'Cancel' }).click();
+      await until('toast to go away', async () => (await toastWith('Building large').count()) === 0, 60000);
+      const row = await buildRow('large');
+      await until('large node cancelled by ide_stop', async () => /cancelled by ide_stop/.test(await row.innerText()), 60000);
+      await until('Build button back in the editor title', () => page.locator('.editor-actions .action-label[aria-label*="Build Engine"]').first().isVisible(), 10000);
+      await shot('05-cancelled');
+      const now = enginesOnDisk().filter((f) => !largeStart.includes(f));
+      assert(now.length === 0, `engine file(s) written by a cancelled build: ${now.join(', ')}`);
+    });
+
+    await check('Problems shows a build/cache/cleanup diagnostic with its code', async () => {
+      const rows = await problems();
+      await until('a TRT2xx/3xx/4xx problem', async () => (await rows.allInnerTexts()).some((t) => /TRT[234]\d\d/.test(t)), 30000);
+      say(`problems: ${JSON.stringify((await rows.allInnerTexts()).map((t) => t.replace(/\s+/g, ' ')))}`);
+      await shot('06-problems-after-cancel');
+    });
+  }
+
+  if (want('demo')) {
+    await check('build demo to completion', async () => {
+      await page.locator('.tabs-container .tab', { hasText: 'trtls.toml' }).first().click();
+      await palette('TensorRT: Build Engine', { pick: 'demo' });
+      await toastWith('Building demo').first().waitFor({ state: 'visible', timeout: 30000 }).catch(() => say('demo toast not seen (maybe too fast)'));
+      await shot('07-demo-building');
+      const row = await buildRow('demo');
+      await until('demo node built', async () => /built/.test(await row.innerText()), 180000, 500);
+      await until('demo toast gone', async () => (await toastWith('Building demo').count()) === 0, 20000);
+      await shot('08-demo-built');
+    });
+
+    await check('evidence opens from the finished build node', async () => {
+      const row = await buildRow('demo');
+      await row.click();
+      await page.locator('.tabs-container .tab', { hasText: 'summary.json' }).first().waitFor({ state: 'visible', timeout: 15000 });
+      await shot('09-evidence');
+    });
+  }
+
+  if (want('gates') && GATES_WS) {
+    // see the gates step in .ci/e2e: a second workspace with a failing route
+  }
+} finally {
+  clearTimeout(deadline);
+  await shot('99-final');
+  await cleanup();
+}
+
+const failed = results.filter((r) => !r.ok);
+for (const r of results) console.log(`${r.ok ? 'ok  ' : 'FAIL'} ${r.name}${r.ok ? '' : ` — ${r.error}`}`);
+console.log(`e2e: ${results.length - failed.length} passed, ${failed.length} failed`);
+console.log(`screenshots: ${ART}`);
+process.exit(failed.length === 0 && results.length > 0 ? 0 : 1);
