@@ -1,0 +1,68 @@
+from __future__ import annotations
+
+import pytest
+
+from trtls.core.recipe import load_recipe
+from trtls.core.route import RouteModel, route_model
+
+from _route_helpers import route_table, write_recipe
+
+
+def _findings(tmp_path, route: str):
+    (tmp_path / "ck").mkdir(exist_ok=True)
+    loaded = load_recipe(write_recipe(tmp_path, route))
+    return loaded, {(f.code, f.path): f for f in loaded.findings}
+
+
+def test_valid_route_is_typed(tmp_path):
+    loaded, found = _findings(tmp_path, route_table("ck", "a" * 40, extra='tolerances = { logits = { atol = 0.001 } }\n'))
+    assert found == {}
+    r = route_model(loaded, "r")
+    assert isinstance(r, RouteModel)
+    assert r.revision_pinned and r.allow_pickle is False
+    assert r.tolerances["logits"].atol == 0.001 and r.tolerances["logits"].rtol == 1e-5
+    with pytest.raises(KeyError):
+        route_model(loaded, "nope")
+
+
+def test_unknown_key_has_a_hint_and_exact_location(tmp_path):
+    route = route_table("ck", "main").replace("allowed_licenses", "allowed_licences")
+    loaded, found = _findings(tmp_path, route)
+    f = found[("TRT101", ("routes", "r", "allowed_licences"))]
+    assert "did you mean 'allowed_licenses'" in f.message
+    line = loaded.text.splitlines().index('allowed_licences = ["apache-2.0"]') + 1
+    assert loaded.location(f).endswith(f":{line}:1")
+    assert ("TRT103", ("routes", "r", "allowed_licenses")) in found
+    assert loaded.recipe is None
+
+
+def test_wrong_type_and_literal_are_located_on_the_value(tmp_path):
+    extra = 'allow_pickle = "yes"\nenvironment = { builder_module = "tensorrt_rt" }\n'
+    loaded, found = _findings(tmp_path, route_table("ck", "a" * 40, extra=extra))
+    f = found[("TRT102", ("routes", "r", "allow_pickle"))]
+    assert f.on_value
+    lit = found[("TRT106", ("routes", "r", "environment", "builder_module"))]
+    assert lit.data["suggestion"] == "tensorrt_rtx"
+
+
+def test_undefined_engine_and_missing_files(tmp_path):
+    route = route_table("missing", "a" * 40, extra='reference_inputs = "nope.npz"\n').replace('engine = "e"', 'engine = "ee"')
+    loaded, found = _findings(tmp_path, route)
+    eng = found[("TRT107", ("routes", "r", "engine"))]
+    assert "engine 'ee' not defined" in eng.message and eng.data["suggestion"] == "e"
+    line = loaded.text.splitlines().index('engine = "ee"')
+    assert loaded.source_map.range(eng.path, eng.on_value).start_line == line
+    assert ("TRT104", ("routes", "r", "checkpoint", "path")) in found
+    assert ("TRT104", ("routes", "r", "reference_inputs")) in found
+
+
+def test_undefined_engine_reported_even_when_schema_fails(tmp_path):
+    route = route_table("ck", "a" * 40).replace('engine = "e"', 'engine = "x"') + "bogus = 1\n"
+    _, found = _findings(tmp_path, route)
+    assert ("TRT101", ("routes", "r", "bogus")) in found
+    assert ("TRT107", ("routes", "r", "engine")) in found
+
+
+def test_previous_bundle_cannot_be_the_bundle(tmp_path):
+    _, found = _findings(tmp_path, route_table("ck", "a" * 40, extra='previous_bundle = "out/r.bundle"\n'))
+    assert ("TRT109", ("routes", "r", "previous_bundle")) in found
