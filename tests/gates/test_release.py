@@ -223,3 +223,45 @@ def test_full_gate5_supported_path(tmp_path, bundles, spec):
     second = G.check_release(spec, [feed()], **kw)
     assert decide(second) == "supported", [(c.name, c.message) for c in second if c.status != "pass"]
     assert G.record_of(second) == {"canary_status": "pass", "rollback_status": "tested"}
+
+
+# ------------------------------------------------------------------------------- through the orchestrator
+
+
+def test_gates_4_and_5_through_run_gates(tmp_path):
+    from trtls.core.recipe import load_recipe
+    from trtls.gates.run import run_gates
+    from trtls.gates.runtimes import save_npz
+
+    tiny_model(tmp_path / "m.onnx")
+    (tmp_path / "ckpt").mkdir()
+    (tmp_path / "ckpt" / "config.json").write_text("{}")
+    (tmp_path / "out").mkdir()
+    write_bundle(tmp_path / "out" / "r.bundle", HEADER, {"model.onnx": tmp_path / "m.onnx"})
+    write_bundle(tmp_path / "out" / "prev.bundle", HEADER, {"model.onnx": tiny_model(tmp_path / "old.onnx", scale=0.5)})
+    save_npz(tmp_path / "ref.npz", feed(1))
+    save_npz(tmp_path / "canary.npz", feed(2))
+    (tmp_path / "trtls.toml").write_text(
+        '[engines.e]\nonnx = "m.onnx"\noutput = "out/e.engine"\n\n'
+        "[routes.r]\n"
+        'engine = "e"\n'
+        f'checkpoint = {{ path = "ckpt", revision = "{"a" * 40}" }}\n'
+        'intended_use = "tests"\nallowed_licenses = ["apache-2.0"]\n'
+        'bundle = "out/r.bundle"\nprevious_bundle = "out/prev.bundle"\n'
+        'runtime = "onnxruntime"\nreference = "onnx.reference"\n'
+        'reference_inputs = "ref.npz"\ncanary_inputs = "canary.npz"\n'
+        "runtime_options = { perturb = 0.001, concurrency = 2 }\n"
+        "[routes.r.thresholds]\nlatency_p99_ms = 60000\nmemory_mib = 100000\nwarmup = 1\niterations = 3\n"
+    )
+    loaded = load_recipe(tmp_path / "trtls.toml")
+    assert loaded.recipe is not None, [f.message for f in loaded.findings]
+    res = run_gates(loaded, "r", gates=[4, 5], write_evidence=False)
+    checks = {(c.gate, c.name): c for c in res.checks}
+    tol = checks[(4, "parity.tolerance:y")]
+    assert tol.status == "reject" and "elemwise check failed" in tol.message and tol.path == ("routes", "r", "tolerances")
+    assert checks[(4, "parity.fault_injection")].path == ("routes", "r", "runtime")
+    assert checks[(5, "release.rollback")].status == "pass"
+    assert checks[(5, "release.baseline")].status == "hold"
+    assert checks[(5, "release.latency")].path == ("routes", "r", "thresholds", "latency_p99_ms")
+    assert res.summary["validation_status"] == "reject"
+    assert res.summary["canary_status"] == "pass" and res.summary["rollback_status"] == "tested"

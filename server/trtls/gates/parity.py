@@ -511,3 +511,73 @@ def _check_concurrency(spec: RuntimeSpec, feed: dict[str, np.ndarray], serial: d
     if diffs:
         return _check("parity.concurrency", "reject", f"{len(diffs)} of {n} concurrent outputs differ from serial ({mode}): " + "; ".join(diffs[:3]), "TRT808", path, {"n": n, "exact": exact})
     return _check("parity.concurrency", "pass", f"{n} concurrent requests gave the serial outputs ({mode})", "TRT808", path, {"n": n, "exact": exact})
+
+
+# ------------------------------------------------------------------------------ orchestrator hook (run.py)
+
+RUNTIME_OPTIONS = ("threads", "timeout_s", "command", "perturb", "perturb_seed", "max_input_bytes", "model", "concurrency", "malformed", "concurrency_exact")
+
+
+def route_runtimes(ctx: Any) -> tuple[RuntimeSpec | None, RuntimeSpec | None, dict[str, Any], list[GateCheck]]:
+    """(runtime under test, reference, gate-4 options, config checks) from a `run.GateContext` (duck-typed).
+
+    Models: onnxruntime / onnx.reference run the route engine's ONNX model; tensorrt / tensorrt_rtx run the
+    engine file the recipe writes (`engines.X.output`); `trtmc` / `command` run `runtime_options.command`
+    (argv list or a shell-style string, run from the recipe folder). `runtime_options.model` overrides the model.
+    """
+    import shlex
+
+    route = ctx.route
+    base: TomlPath = ("routes", ctx.route_name)
+    opts = dict(getattr(route, "runtime_options", None) or {})
+    problems: list[GateCheck] = []
+    for key in opts:
+        if key not in RUNTIME_OPTIONS:
+            problems.append(_check("parity.config", "hold", f"unknown runtime option {key!r} (known: {', '.join(RUNTIME_OPTIONS)})", "TRT810", base + ("runtime_options", key)))
+    eng = ctx.loaded.engine(route.engine)
+    onnx_path, engine_path = ctx.resolve(eng.onnx), ctx.resolve(eng.output)
+
+    def spec_for(name: str, options: dict[str, Any], key: str) -> RuntimeSpec | None:
+        kind = RUNTIME_ALIASES.get(name)
+        if kind is None:
+            problems.append(_check("parity.config", "hold", f"runtime {name!r} is not one gate 4 can run (known: {', '.join(RUNTIME_ALIASES)})", "TRT810", base + (key,)))
+            return None
+        model = options.get("model")
+        model_path = ctx.resolve(model) if model else (engine_path if kind == "tensorrt" else onnx_path if kind != "command" else None)
+        command = options.get("command")
+        if isinstance(command, str):
+            command = shlex.split(command)
+        kw = {k: options[k] for k in ("threads", "timeout_s", "perturb", "perturb_seed", "max_input_bytes") if k in options}
+        try:
+            return RuntimeSpec(kind, model=str(model_path) if model_path else None, command=list(command) if command else None, cwd=str(ctx.recipe_dir), **kw)
+        except TypeError as exc:
+            problems.append(_check("parity.config", "hold", f"runtime options: {exc}", "TRT810", base + ("runtime_options",)))
+            return None
+
+    under_test = spec_for(route.runtime, opts, "runtime")
+    reference = spec_for(route.reference, {}, "reference")
+    return under_test, reference, opts, problems
+
+
+def run_gate(ctx: Any) -> list[GateCheck]:
+    """Gate 4 for `trtls.gates.run` (`hook(ctx) -> list[GateCheck]`); writes validation_status/runtime_target."""
+    from trtls.core.gate_result import decide
+
+    base: TomlPath = ("routes", ctx.route_name)
+    under_test, reference, opts, checks = route_runtimes(ctx)
+    if under_test is not None and reference is not None and not checks:
+        ref_inputs = getattr(ctx.route, "reference_inputs", None)
+        inputs = [ctx.resolve(ref_inputs)] if ref_inputs else []
+        checks = check_parity(
+            reference,
+            under_test,
+            inputs,
+            tolerances=dict(getattr(ctx.route, "tolerances", None) or {}),
+            concurrency=int(opts.get("concurrency", 4)),
+            concurrency_exact=bool(opts.get("concurrency_exact", True)),
+            malformed=bool(opts.get("malformed", True)),
+            paths={"route": base},
+        )
+        ctx.record["runtime_target"] = under_test.label
+    ctx.record["validation_status"] = {"supported": "pass", "reject": "reject"}.get(decide(checks), "hold")
+    return checks

@@ -494,3 +494,49 @@ def record_of(checks: Sequence[GateCheck]) -> dict[str, str]:
     canary = {"pass": "pass", "reject": "failed"}.get(by.get("release.canary", ""), "not_started")
     rollback = {"pass": "tested", "reject": "failed"}.get(by.get("release.rollback", ""), "blocked")
     return {"canary_status": canary, "rollback_status": rollback}
+
+
+# ------------------------------------------------------------------------------ orchestrator hook (run.py)
+
+
+def _build_summary(ctx: Any) -> Path | None:
+    ev = getattr(getattr(ctx, "gate2", None), "evidence", None)
+    if isinstance(ev, dict) and ev.get("path"):
+        return Path(ev["path"])
+    try:
+        from .environment import latest_successful_build
+    except ImportError:  # pragma: no cover
+        return None
+    linked = latest_successful_build(Path(ctx.recipe_dir), ctx.route.engine)
+    return linked[0] if linked else None
+
+
+def run_gate(ctx: Any) -> list[GateCheck]:
+    """Gate 5 for `trtls.gates.run`: measures the route's runtime under test on its reference inputs,
+    canary on `canary_inputs`, rollback drill from `bundle` (active) to `previous_bundle`.
+    Never writes the baseline (use `write_baseline` / a CLI flag to record one deliberately)."""
+    from .parity import route_runtimes
+
+    route = ctx.route
+    base: TomlPath = ("routes", ctx.route_name)
+    spec, _, _, problems = route_runtimes(ctx)
+    if spec is None or problems:
+        checks = problems or [_check("release.measure", "hold", "no runtime to measure", "TRT909", base + ("runtime",))]
+    else:
+        ref_inputs = [ctx.resolve(route.reference_inputs)] if getattr(route, "reference_inputs", None) else []
+        canary = [ctx.resolve(route.canary_inputs)] if getattr(route, "canary_inputs", None) else []
+        previous = ctx.resolve(route.previous_bundle) if getattr(route, "previous_bundle", None) else None
+        checks = check_release(
+            spec,
+            ref_inputs,
+            root=ctx.recipe_dir,
+            route=ctx.route_name,
+            thresholds=getattr(route, "thresholds", None),
+            canary_inputs=canary,
+            build_summary=_build_summary(ctx),
+            active_bundle=ctx.resolve(route.bundle),
+            previous_bundle=previous,
+            paths={"route": base, "build": ("engines", route.engine)},
+        )
+    ctx.record.update(record_of(checks))
+    return checks
