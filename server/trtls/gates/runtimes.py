@@ -56,7 +56,6 @@ STDERR_TAIL = 2000
 # child exit codes (python adapters)
 _EXIT_OK, _EXIT_ERROR, _EXIT_UNAVAILABLE = 0, 3, 4
 
-InputSource = "str | os.PathLike[str] | Mapping[str, np.ndarray]"
 
 
 @dataclass
