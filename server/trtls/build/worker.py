@@ -54,21 +54,24 @@ class EventWriter:
 
 
 class Emitter(threading.Thread):
-    """Drains the monitor's queue. Coalesces steps, never drops starts/finishes, keeps order per phase."""
+    """Drains the monitor's queue: at most one step event per phase every 50 ms (the latest step wins);
+    phase starts and finishes are never dropped, and a finish carries the phase's last step."""
 
     def __init__(self, queue: SimpleQueue, writer: EventWriter):
         super().__init__(name="trtls-emitter", daemon=True)
         self.queue = queue
         self.writer = writer
         self.pending: dict[str, tuple[int, int]] = {}  # phase id → (t_ns, step) not yet sent
-        self.last_sent: dict[str, int] = {}
+        self.last_sent: dict[str, int] = {}  # phase id → when its last step event was written
+        self.last_step: dict[str, int] = {}
         self.stop_flag = threading.Event()
 
-    def flush_steps(self) -> None:
-        for phase_id, (t, step) in self.pending.items():
+    def flush_due(self) -> None:
+        now = time.monotonic_ns()
+        for phase_id in [p for p in self.pending if now - self.last_sent.get(p, 0) >= STEP_INTERVAL_NS]:
+            t, step = self.pending.pop(phase_id)
             self.writer.emit("step", t, phase_id=phase_id, step=step)
-            self.last_sent[phase_id] = t
-        self.pending.clear()
+            self.last_sent[phase_id] = now
 
     def handle(self, rec: tuple) -> None:
         kind = rec[0]
@@ -76,28 +79,24 @@ class Emitter(threading.Thread):
             _, t, phase_id, step = rec
             if phase_id is None:
                 return
-            if t - self.last_sent.get(phase_id, 0) >= STEP_INTERVAL_NS:
-                self.pending.pop(phase_id, None)
-                self.writer.emit("step", t, phase_id=phase_id, step=step)
-                self.last_sent[phase_id] = t
-            else:
-                self.pending[phase_id] = (t, step)
-            return
-        self.flush_steps()  # order: a phase's last step always precedes its finish
-        if kind == "phase_start":
+            self.last_step[phase_id] = step
+            self.pending[phase_id] = (t, step)
+            self.flush_due()
+        elif kind == "phase_start":
             _, t, tid, phase_id, parent_id, name, num_steps = rec
             self.writer.emit("phase_start", t, phase_id=phase_id, parent_id=parent_id, name=name, num_steps=num_steps, tid=tid)
         elif kind == "phase_finish":
             _, t, phase_id, status = rec
             if phase_id is not None:
-                self.writer.emit("phase_finish", t, phase_id=phase_id, status=status)
+                self.pending.pop(phase_id, None)  # the finish carries the last step instead
+                self.writer.emit("phase_finish", t, phase_id=phase_id, status=status, step=self.last_step.get(phase_id))
 
     def run(self) -> None:
         while True:
             try:
                 rec = self.queue.get(timeout=STEP_INTERVAL_NS / 1e9)
             except Empty:
-                self.flush_steps()
+                self.flush_due()
                 if self.stop_flag.is_set():
                     return
                 continue
@@ -105,12 +104,16 @@ class Emitter(threading.Thread):
 
     def drain(self) -> None:
         """Called once the builder has returned: send everything still queued, in order."""
+        self.stop_flag.set()
+        self.join(timeout=1.0)
         while True:
             try:
                 self.handle(self.queue.get_nowait())
             except Empty:
                 break
-        self.flush_steps()
+        for phase_id, (t, step) in self.pending.items():
+            self.writer.emit("step", t, phase_id=phase_id, step=step)
+        self.pending.clear()
 
 
 class Worker:
@@ -154,9 +157,6 @@ class Worker:
 
         job = self.job
         faults = job.get("faults") or {}
-        if "fsize_limit_bytes" in faults:  # fault injection: a disk that fills while the engine is written
-            signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-            resource.setrlimit(resource.RLIMIT_FSIZE, (faults["fsize_limit_bytes"], faults["fsize_limit_bytes"]))
 
         bm = adapter.load_builder_module(job.get("builder_module", "auto"))
         logger = adapter.make_logger(bm, self.on_log)
@@ -192,8 +192,8 @@ class Worker:
         if not self.cancel.is_set:
             plan = builder.build_serialized_network(network, config)
         t_return = time.monotonic_ns()
-        self.emitter.drain()
-        self.emitter.stop_flag.set()
+        if self.emitter.is_alive():
+            self.emitter.drain()
         self.writer.emit("builder_returned", t_return, ok=plan is not None)
 
         if self.cancel.is_set:
@@ -264,6 +264,7 @@ class Worker:
         """No-cancel zone: a cancel arriving now is recorded and applied after the engine is safely written."""
         self.in_commit = True
         notes: list[str] = []
+        time.sleep((self.job.get("faults") or {}).get("commit_delay_s", 0))  # fault injection: a slow disk
         try:
             size, digest = write_engine(self.output, self.build_id, memoryview(plan))
         except OSError as exc:
@@ -337,6 +338,10 @@ def main() -> int:
     if not line:
         return 2
     job = json.loads(line)
+    limit = (job.get("faults") or {}).get("fsize_limit_bytes")
+    if limit:  # fault injection: a disk that fills up while the engine is written (EFBIG, not a signal)
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
     worker = Worker(job, writer)
 
     def on_sigterm(signum: int, frame: Any) -> None:

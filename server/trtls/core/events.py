@@ -56,6 +56,7 @@ class PhaseFinish(_Event):
     type: Literal["phase_finish"]
     phase_id: str
     status: Literal["done", "cancelled"] = "done"  # cancelled: finished while the builder unwound a cancel
+    step: int | None = None  # the phase's last step (steps are coalesced; the finish is never dropped)
 
 
 class Log(_Event):

@@ -108,6 +108,8 @@ class PhaseTree:
         elif kind == "step":
             self.step(ev.phase_id, ev.step, ev.t_ns)
         elif kind == "phase_finish":
+            if getattr(ev, "step", None) is not None:
+                self.step(ev.phase_id, ev.step, ev.t_ns)
             self.finish(ev.phase_id, ev.t_ns, getattr(ev, "status", None) or "done")
 
     # -- reading -------------------------------------------------------------------------------
