@@ -46,10 +46,12 @@ async function check(name, fn) {
     await fn();
     results.push({ name, ok: true });
     say(`ok ${name}`);
+    return true;
   } catch (e) {
     results.push({ name, ok: false, error: e.message });
     say(`FAIL ${name}: ${e.message.split('\n')[0]}`);
     await shot(`FAIL-${name.replace(/[^a-z0-9]+/gi, '-')}`);
+    return false;
   }
 }
 
@@ -213,15 +215,16 @@ try {
     await shot('01-workbench');
   });
 
-  await check('open trtls.toml', async () => {
+  const opened = await check('open trtls.toml (the server answers with code lenses)', async () => {
     await page.locator('.explorer-folders-view .monaco-list-row', { hasText: 'trtls.toml' }).first().click();
     await page.locator('.tabs-container .tab', { hasText: 'trtls.toml' }).first().waitFor({ state: 'visible', timeout: 15000 });
     await page.locator('.monaco-editor .view-lines').first().waitFor({ state: 'visible' });
     // code lenses come from the extension once it is active: proves activation and the document selector
-    await until('Build code lens', () => page.locator('.contentWidgets .codelens-decoration', { hasText: 'Build large' }).first().isVisible(), 30000);
+    await until('Build code lens', () => page.locator('.contentWidgets .codelens-decoration', { hasText: 'Build' }).first().isVisible(), 30000);
     await shot('02-recipe-open');
   });
 
+  if (!opened) throw new Error('the extension or the server did not come up: see the TensorRT log in the artifacts');
   const largeStart = enginesOnDisk();
   if (want('cancel')) {
     await check('build large from the palette shows a toast with phase path, percentage and Cancel', async () => {

@@ -3,7 +3,6 @@ import * as path from 'path';
 import * as vscode from 'vscode';
 import {
   ExecuteCommandRequest, LanguageClient, LanguageClientOptions, RevealOutputChannelOn, ServerOptions, State,
-  TransportKind,
 } from 'vscode-languageclient/node';
 import { BUILD_TREE_NOTIFICATION, BuildTreeModel, statusBarText, TreeElement } from './buildTree';
 import { classifyEnd } from './progress';
@@ -69,7 +68,6 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   reg('trtls.ui.restartServer', () => restart('command'));
   reg('trtls.ui.printDebugInformation', printDebugInformation);
 
-  context.subscriptions.push(vscode.languages.registerCodeLensProvider({ scheme: 'file', pattern: RECIPE_GLOB }, new RecipeCodeLens()));
   context.subscriptions.push(vscode.workspace.onDidChangeConfiguration((e) => {
     if (needsRestart((s) => e.affectsConfiguration(s))) {
       log.info('trtls settings changed, restarting the server');
@@ -171,7 +169,7 @@ async function startClient(reason: string): Promise<void> {
   const serverOptions: ServerOptions = {
     command: python,
     args: ['-m', 'trtls', 'serve'],
-    transport: TransportKind.stdio,
+    // No `transport`: TransportKind.stdio would append `--stdio` to the arguments.
     options: { cwd, env: { ...process.env, PYTHONUNBUFFERED: '1' } },
   };
   const clientOptions: LanguageClientOptions = {
@@ -183,6 +181,14 @@ async function startClient(reason: string): Promise<void> {
     initializationOptions: initializationOptions(settings),
     // A server that cannot start (wrong interpreter, trtls not installed) is reported once, not retried 5 times.
     initializationFailedHandler: () => false,
+    middleware: {
+      // Server commands run from the server's code lenses and quick fixes come back here: show their results.
+      executeCommand: async (command, args, next) => {
+        const res: unknown = await next(command, args);
+        await showCommandResult(command, args[0], res);
+        return res;
+      },
+    },
   };
   const c = new LanguageClient('trtls', 'TensorRT Language Server', serverOptions, clientOptions);
   c.registerFeature(new ToastProgressFeature(c, log, onProgressEnd));
@@ -296,17 +302,66 @@ async function pickTarget(arg: unknown, key: 'engine' | 'route'): Promise<{ uri:
 async function buildEngine(arg?: unknown): Promise<void> {
   const t = await pickTarget(arg, 'engine');
   if (t === undefined) return;
-  const res = await serverCommand<BuildResult>('trtls.buildEngine', { uri: t.uri, engine: t.name });
-  if (res.status === 'already_building') {
-    void vscode.window.showInformationMessage(`TensorRT: ${t.name} is already building.`);
+  const a = { uri: t.uri, engine: t.name };
+  await showCommandResult('trtls.buildEngine', a, await serverCommand<BuildResult>('trtls.buildEngine', a));
+}
+
+/** What the user sees after a server command, whether it ran from our UI or from a server code lens / quick fix. */
+async function showCommandResult(command: string, arg: unknown, res: unknown): Promise<void> {
+  if (typeof res !== 'object' || res === null) return;
+  const a = (typeof arg === 'object' && arg !== null ? arg : {}) as Record<string, unknown>;
+  switch (command) {
+    case 'trtls.buildEngine': {
+      const r = res as BuildResult;
+      const engine = r.engine ?? String(a.engine ?? '?');
+      if (r.status === 'already_building') {
+        void vscode.window.showInformationMessage(`TensorRT: ${engine} is already building.`);
+      }
+      if (r.buildId) {
+        model.noteStarted(r.buildId, engine, String(a.uri ?? ''));
+        refreshBuildState();
+      }
+      if (vscode.workspace.getConfiguration('trtls').get<boolean>('showBuildsViewOnBuild', true)) {
+        void vscode.commands.executeCommand('trtls.builds.focus').then(undefined, () => undefined);
+      }
+      break;
+    }
+    case 'trtls.cancelBuild':
+      if ((res as CancelResult).accepted === false) {
+        void vscode.window.showInformationMessage('TensorRT: that build is no longer running.');
+      }
+      break;
+    case 'trtls.showEvidence':
+      await openEvidence((res as EvidenceResult).path);
+      break;
+    case 'trtls.runGates': {
+      const r = res as GatesResult;
+      const msg = `TensorRT: route ${r.route ?? String(a.route ?? '?')}: ${r.decision}`;
+      if (r.decision === 'supported') {
+        void vscode.window.showInformationMessage(msg);
+      } else {
+        void vscode.window.showWarningMessage(`${msg} — see Problems`, 'Show Problems').then((x) => {
+          if (x) void vscode.commands.executeCommand('workbench.actions.view.problems');
+        });
+      }
+      break;
+    }
+    case 'trtls.printDebugInformation':
+      log.info(String((res as { text?: unknown }).text ?? JSON.stringify(res)));
+      log.show(true);
+      break;
+    default:
+      break;
   }
-  if (res.buildId) {
-    model.noteStarted(res.buildId, res.engine ?? t.name, t.uri);
-    refreshBuildState();
+}
+
+async function openEvidence(file: string | null | undefined): Promise<void> {
+  if (!file) {
+    void vscode.window.showInformationMessage('TensorRT: this build has no evidence.');
+    return;
   }
-  if (vscode.workspace.getConfiguration('trtls').get<boolean>('showBuildsViewOnBuild', true)) {
-    void vscode.commands.executeCommand('trtls.builds.focus').then(undefined, () => undefined);
-  }
+  const uri = file.includes('://') ? vscode.Uri.parse(file) : vscode.Uri.file(file);
+  await vscode.window.showTextDocument(uri, { preview: true });
 }
 
 function buildIdOf(arg: unknown): string | undefined {
@@ -335,24 +390,14 @@ async function stopBuild(arg?: unknown): Promise<void> {
     }
   }
   if (buildId === undefined) return;
-  const res = await serverCommand<CancelResult>('trtls.cancelBuild', { buildId });
-  if (!res.accepted) {
-    void vscode.window.showInformationMessage('TensorRT: that build is no longer running.');
-  }
+  await showCommandResult('trtls.cancelBuild', { buildId }, await serverCommand<CancelResult>('trtls.cancelBuild', { buildId }));
 }
 
 async function runGates(arg?: unknown): Promise<void> {
   const t = await pickTarget(arg, 'route');
   if (t === undefined) return;
-  const res = await serverCommand<GatesResult>('trtls.runGates', { uri: t.uri, route: t.name });
-  const msg = `TensorRT: route ${res.route ?? t.name}: ${res.decision}`;
-  if (res.decision === 'supported') {
-    void vscode.window.showInformationMessage(msg);
-  } else {
-    void vscode.window.showWarningMessage(`${msg} — see Problems`, 'Show Problems').then((a) => {
-      if (a) void vscode.commands.executeCommand('workbench.actions.view.problems');
-    });
-  }
+  const a = { uri: t.uri, route: t.name };
+  await showCommandResult('trtls.runGates', a, await serverCommand<GatesResult>('trtls.runGates', a));
 }
 
 async function showEvidence(arg?: unknown): Promise<void> {
@@ -372,15 +417,9 @@ async function showEvidence(arg?: unknown): Promise<void> {
   if (buildId === undefined) return;
   let file = model.get(buildId)?.evidencePath ?? null;
   if (file === null) {
-    const res = await serverCommand<EvidenceResult>('trtls.showEvidence', { buildId });
-    file = res.path;
+    file = (await serverCommand<EvidenceResult>('trtls.showEvidence', { buildId })).path;
   }
-  if (!file) {
-    void vscode.window.showInformationMessage('TensorRT: this build has no evidence.');
-    return;
-  }
-  const uri = file.includes('://') ? vscode.Uri.parse(file) : vscode.Uri.file(file);
-  await vscode.window.showTextDocument(uri, { preview: true });
+  await openEvidence(file);
 }
 
 async function printDebugInformation(): Promise<void> {
@@ -389,35 +428,4 @@ async function printDebugInformation(): Promise<void> {
   const text = `trtls extension ${ext}, VS Code ${vscode.version}\nserver: ${serverDescription}\n\n${res.text}`;
   log.info(text);
   log.show(true);
-}
-
-// ---------------------------------------------------------------- code lenses on [engines.X] / [routes.X]
-
-class RecipeCodeLens implements vscode.CodeLensProvider {
-  private readonly emitter = new vscode.EventEmitter<void>();
-  readonly onDidChangeCodeLenses = this.emitter.event;
-
-  provideCodeLenses(doc: vscode.TextDocument): vscode.CodeLens[] {
-    const lenses: vscode.CodeLens[] = [];
-    const uri = doc.uri.toString();
-    for (let i = 0; i < doc.lineCount; i++) {
-      const m = /^\s*\[\s*(engines|routes)\.("?)([A-Za-z0-9_\-]+)\2\s*\]/.exec(doc.lineAt(i).text);
-      if (m === null) continue;
-      const range = new vscode.Range(i, 0, i, 0);
-      const name = m[3]!;
-      if (m[1] === 'engines') {
-        const running = model.running().find((b) => b.engine === name && b.uri === uri);
-        lenses.push(running
-          ? new vscode.CodeLens(range, { title: `$(debug-stop) Stop ${name}`, command: 'trtls.ui.stopBuild', arguments: [{ buildId: running.buildId }] })
-          : new vscode.CodeLens(range, { title: `$(play) Build ${name}`, command: 'trtls.ui.buildEngine', arguments: [{ uri, engine: name }] }));
-      } else {
-        lenses.push(new vscode.CodeLens(range, { title: `$(checklist) Run gates ${name}`, command: 'trtls.ui.runGates', arguments: [{ uri, route: name }] }));
-      }
-    }
-    return lenses;
-  }
-
-  refresh(): void {
-    this.emitter.fire();
-  }
 }
