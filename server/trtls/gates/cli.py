@@ -35,6 +35,10 @@ def register(subparsers: Any) -> None:
     i.add_argument("--json", action="store_true")
     i.set_defaults(func=cmd_bundle_inspect)
 
+    from .route_build import register_route  # `trtls route build` (route_build.py)
+
+    register_route(subparsers)
+
 
 def cmd_gates(args: argparse.Namespace) -> int:
     from trtls.cli import load_or_report
