@@ -345,8 +345,12 @@ async def build_route(
     on_build: Callable[[Any], None] | None = None,
     overrides: dict[str, Any] | None = None,
     use_digest_cache: bool = True,
+    faults: dict[str, Any] | None = None,
 ) -> RouteBuildResult:
-    """Build the route's bundle (see the module docstring). Raises RouteBuildError for bad input before any build."""
+    """Build the route's bundle (see the module docstring). Raises RouteBuildError for bad input before any build.
+
+    `faults` is passed to the build worker for the acceptance tests only (see docs/protocol.md); never from a recipe.
+    """
     from trtls import __version__
     from trtls.build.supervisor import Supervisor
 
@@ -390,7 +394,7 @@ async def build_route(
 
     # 3. engine, through the build core
     sup = Supervisor()
-    build = sup.start(loaded, route.engine, overrides=overrides)
+    build = sup.start(loaded, route.engine, overrides=overrides, faults=faults)
     result.build_id = build.id
     if on_build is not None:
         on_build(build)
