@@ -262,6 +262,8 @@ try {
       const row = await buildRow('large');
       await until('large node cancelled by ide_stop', async () => /cancelled by ide_stop/.test(await row.innerText()), 60000);
       await until('Build button back in the editor title', () => page.locator('.editor-actions .action-label[aria-label*="Build Engine"]').first().isVisible(), 10000);
+      await until('the server code lens over [engines.large] back to Build', async () =>
+        (await page.locator('.contentWidgets .codelens-decoration', { hasText: 'Stop' }).count()) === 0, 15000);
       await shot('05-cancelled');
       const now = enginesOnDisk().filter((f) => !largeStart.includes(f));
       assert(now.length === 0, `engine file(s) written by a cancelled build: ${now.join(', ')}`);
@@ -296,7 +298,33 @@ try {
   }
 
   if (want('gates') && GATES_WS) {
-    // see the gates step in .ci/e2e: a second workspace with a failing route
+    // A second workspace (a new page load = a new extension host and server): the route sample, whose
+    // `license` route is rejected by gate 1 (TRT507) at its `allowed_licenses` line.
+    const route = 'license';
+    const toml = fs.readFileSync(path.join(GATES_WS, 'trtls.toml'), 'utf8').split('\n');
+    const header = toml.findIndex((l) => l.trim() === `[routes.${route}]`);
+    const keyLine = toml.findIndex((l, i) => i > header && /^allowed_licenses\s*=/.test(l)) + 1; // 1-based, as Problems shows
+    await check(`gates on the failing route '${route}' put TRT507 in Problems at line ${keyLine}`, async () => {
+      assert(header >= 0 && keyLine > header, `no [routes.${route}] with allowed_licenses in the route sample`);
+      await page.goto(`http://127.0.0.1:${port}/?folder=${encodeURIComponent(GATES_WS)}`);
+      await page.locator('.monaco-workbench').waitFor({ state: 'visible', timeout: 60000 });
+      const entry = page.locator('.explorer-folders-view .monaco-list-row', { hasText: 'trtls.toml' }).first();
+      await until('explorer to show trtls.toml', () => entry.isVisible(), 30000);
+      await entry.click();
+      await until('Run Gates code lens', () => page.locator('.contentWidgets .codelens-decoration', { hasText: 'Run Gates' }).first().isVisible(), 30000);
+      await shot('10-route-open');
+      await palette('TensorRT: Run Gates', { pick: route });
+      await until('the gates decision message', () => page.locator('.notifications-toasts .notification-toast', { hasText: `route ${route}: reject` }).first().isVisible(), 120000, 500);
+      await shot('11-gates-decision');
+      const rows = await problems();
+      const row = rows.filter({ hasText: 'TRT507' }).first();
+      await until('TRT507 in Problems', () => row.isVisible(), 20000);
+      const text = (await row.innerText()).replace(/\s+/g, ' ');
+      say(`problem: ${text}`);
+      assert(new RegExp(`\\[Ln ${keyLine}, Col \\d+\\]`).test(text), `TRT507 is not at line ${keyLine}: ${text}`);
+      assert(/licen[cs]e/i.test(text), `TRT507 message does not mention the licence: ${text}`);
+      await shot('12-gates-problems');
+    });
   }
 } finally {
   clearTimeout(deadline);

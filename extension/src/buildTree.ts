@@ -263,23 +263,40 @@ export function describeBuild(b: BuildTreePayload): ElementView {
   };
 }
 
-/** A running phase is "quiet" when the server says it has been silent (longer than usual). */
+/** Silence shorter than this is normal between two TensorRT callbacks and is not shown. */
+export const QUIET_SHOW_S = 2;
+/** Without history, silence this long is worth a warning. */
+export const QUIET_WARN_NO_BASELINE_S = 30;
+
+/** The server sends quietForS (time since the build's last callback) on every running phase. */
+export function quietText(p: PhasePayload): boolean {
+  return p.status === 'running' && p.quietForS !== null && p.quietForS >= QUIET_SHOW_S;
+}
+
+/** Warn when a running phase has been silent longer than the phase usually takes (or 30 s without history). */
 export function isQuiet(p: PhasePayload): boolean {
-  return p.status === 'running' && p.quietForS !== null && p.quietForS > 0;
+  if (!quietText(p)) return false;
+  const quiet = p.quietForS as number;
+  return p.baselineS !== null ? quiet > Math.max(p.baselineS, QUIET_SHOW_S) : quiet >= QUIET_WARN_NO_BASELINE_S;
+}
+
+/** The server's step is TensorRT's 0-based index of the last completed step: show it 1-based. */
+export function stepsDone(p: PhasePayload): number {
+  if (p.step !== null) return Math.min(p.step + 1, Math.max(p.numSteps, p.step + 1));
+  return p.status === 'done' ? p.numSteps : 0;
 }
 
 export function describePhase(p: PhasePayload, hasChildren: boolean): ElementView {
   const parts: string[] = [];
   if (p.numSteps > 0) {
-    const step = p.step ?? (p.status === 'done' ? p.numSteps : 0);
-    parts.push(`${step}/${p.numSteps}`);
+    parts.push(`${stepsDone(p)}/${p.numSteps}`);
   }
   parts.push(formatSeconds(p.elapsedS));
   if (p.baselineS !== null) {
     parts.push(`usual ${formatSeconds(p.baselineS)}`);
   }
   const quiet = isQuiet(p);
-  if (quiet) {
+  if (quietText(p)) {
     parts.push(`quiet for ${formatSeconds(p.quietForS)}`);
   }
   if (p.status === 'cancelled' || p.status === 'failed') {

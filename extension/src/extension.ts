@@ -2,7 +2,7 @@
 import * as path from 'path';
 import * as vscode from 'vscode';
 import {
-  ExecuteCommandRequest, LanguageClient, LanguageClientOptions, RevealOutputChannelOn, ServerOptions, State,
+  CodeLensRequest, ExecuteCommandRequest, LanguageClient, LanguageClientOptions, RevealOutputChannelOn, ServerOptions, State,
 } from 'vscode-languageclient/node';
 import { BUILD_TREE_NOTIFICATION, BuildTreeModel, statusBarText, TreeElement } from './buildTree';
 import { classifyEnd } from './progress';
@@ -193,11 +193,15 @@ async function startClient(reason: string): Promise<void> {
   const c = new LanguageClient('trtls', 'TensorRT Language Server', serverOptions, clientOptions);
   c.registerFeature(new ToastProgressFeature(c, log, onProgressEnd));
   clientSubs.push(c.onNotification(BUILD_TREE_NOTIFICATION, (params: unknown) => {
+    const before = model.get(String((params as { buildId?: unknown })?.buildId))?.status;
     const b = model.update(params);
     if (b === undefined) {
       log.warn(`ignored malformed ${BUILD_TREE_NOTIFICATION}: ${JSON.stringify(params)}`);
     }
     refreshBuildState();
+    if (b !== undefined && before !== b.status) {
+      refreshServerCodeLenses(c);  // the server's lenses switch between ▶ Build and ■ Stop
+    }
   }));
   clientSubs.push(c.onDidChangeState((e) => {
     if (e.newState === State.Stopped) {
@@ -226,6 +230,18 @@ function onProgressEnd(title: string, message: string | undefined): void {
     void vscode.window.showWarningMessage(`TensorRT: ${text}`);
   } else {
     vscode.window.setStatusBarMessage(`${kind === 'ok' ? '$(check)' : kind === 'cancelled' ? '$(circle-slash)' : '$(info)'} ${text}`, 8000);
+  }
+}
+
+/** Asks VS Code to re-query the server's code lenses (as a workspace/codeLens/refresh from the server would). */
+function refreshServerCodeLenses(c: LanguageClient): void {
+  try {
+    const feature = c.getFeature(CodeLensRequest.method);
+    for (const doc of vscode.workspace.textDocuments) {
+      if (path.basename(doc.uri.fsPath) === 'trtls.toml') feature.getProvider(doc)?.onDidChangeCodeLensEmitter.fire();
+    }
+  } catch (e) {
+    log.debug(`code lens refresh: ${String(e)}`);
   }
 }
 

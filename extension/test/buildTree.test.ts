@@ -12,7 +12,7 @@ function payload(over: Record<string, unknown> = {}): Record<string, unknown> {
     buildId: 'b1', engine: 'large', uri: 'file:///w/trtls.toml', status: 'running', cancelSource: null, outcomeMessage: null,
     elapsedS: 4.12, evidencePath: null,
     phases: [
-      phase({ id: '0', name: 'Building engine', numSteps: 3, step: 1 }),
+      phase({ id: '0', name: 'Building engine', numSteps: 3, step: 0 }),
       phase({ id: '0.1', parentId: '0', name: 'Timing tactics', numSteps: 3, step: 2, elapsedS: 4.1, baselineS: 30 }),
       phase({ id: '0.0', parentId: '0', name: 'Parsing', numSteps: 1, step: 1, status: 'done', elapsedS: 0.2 }),
       phase({ id: '0.10', parentId: '0', name: 'Later', numSteps: 0 }),
@@ -82,9 +82,17 @@ test('running build view: description, stop context, status bar', () => {
 });
 
 test('phase view shows steps, elapsed, usual duration and the quiet warning', () => {
-  const p = describePhase(phase({ id: '0.1', name: 'Timing tactics', numSteps: 3, step: 2, elapsedS: 4.1, baselineS: 30 }), false);
+  // step is TensorRT's 0-based index of the last completed step
+  const p = describePhase(phase({ id: '0.1', name: 'Timing tactics', numSteps: 3, step: 1, elapsedS: 4.1, baselineS: 30, quietForS: 0.3 }), false);
   assert.equal(p.description, '2/3 · 4.1 s · usual 30 s');
   assert.equal(p.icon, 'running');
+  // silent, but not longer than usual: the text shows, no warning
+  const silent = describePhase(phase({ id: '0.1', numSteps: 3, step: 0, elapsedS: 12, baselineS: 30, quietForS: 12 }), false);
+  assert.equal(silent.description, '1/3 · 12 s · usual 30 s · quiet for 12 s');
+  assert.equal(silent.icon, 'running');
+  // no history: warn only after a long silence
+  assert.equal(describePhase(phase({ id: '1', quietForS: 29 }), false).icon, 'running');
+  assert.equal(describePhase(phase({ id: '1', quietForS: 31 }), false).icon, 'warning');
   const q = describePhase(phase({ id: '0.2', quietForS: 45, baselineS: 30, elapsedS: 75 }), false);
   assert.equal(q.description, '1 min 15 s · usual 30 s · quiet for 45 s');
   assert.equal(q.icon, 'warning');
