@@ -505,22 +505,10 @@ def sc_concurrent_cache(ctx: Context) -> Observation:
         for tag in ("writer-a", "writer-b")
     ]
     codes = [p.wait(timeout=300) for p in procs]
-    data = cache.read_bytes()
-    meta = json.loads(identity_path(cache).read_text())
-    import hashlib
-
     want = {f"{tag}:{i:05d}".encode() for tag in ("writer-a", "writer-b") for i in range(n)}
-    lines = set(data.splitlines())
-    problems = []
+    problems = cache_consistency(cache, identity, want)
     if codes != [0, 0]:
         problems.append(f"writer exit codes {codes}")
-    if meta.get("sha256") != hashlib.sha256(data).hexdigest() or meta.get("size") != len(data):
-        problems.append("the sidecar digest does not match the file")
-    if meta.get("identity") != identity:
-        problems.append("the sidecar identity changed")
-    lost = want - lines
-    if lost:
-        problems.append(f"{len(lost)} of {len(want)} merged records lost")
     rec.obs.extra["cache_consistent"] = not problems
     rec.obs.extra["cache_problem"] = "; ".join(problems)
     rec.obs.extra["cache_note"] = f"2 processes × {n} save_merged calls at once: sidecar sha256 matches, all {len(want)} records kept"
@@ -529,6 +517,26 @@ def sc_concurrent_cache(ctx: Context) -> Observation:
     rec.after(summary, extra, pids=[p.pid for p in procs])
     rec.retry()
     return rec.finish()
+
+
+def cache_consistency(cache: Path, identity: dict, records: set[bytes]) -> list[str]:
+    """Problems with a cache after concurrent merged saves: digest/size/identity vs the sidecar, lost records."""
+    import hashlib
+
+    data = cache.read_bytes()
+    try:
+        meta = json.loads(identity_path(cache).read_text())
+    except (OSError, ValueError) as exc:
+        return [f"no readable sidecar: {exc}"]
+    problems = []
+    if meta.get("sha256") != hashlib.sha256(data).hexdigest() or meta.get("size") != len(data):
+        problems.append("the sidecar digest does not match the file")
+    if meta.get("identity") != identity:
+        problems.append("the sidecar identity changed")
+    lost = records - set(data.splitlines())
+    if lost:
+        problems.append(f"{len(lost)} of {len(records)} merged records lost")
+    return problems
 
 
 # -- faces: the CLI and the language server ------------------------------------------------------------------
