@@ -1,0 +1,93 @@
+"""Shared helpers for the trtls benchmarks: sample workspaces, percentiles, result output.
+
+Every benchmark prints its figures and, with `--json PATH`, writes them as one JSON object that
+`run_all.py` folds into docs/performance.md. Each result has `figures`: a list of
+{name, value, unit, target, pass, detail}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any, Iterable
+
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLE = ROOT / "samples" / "quickstart"
+
+
+def ensure_models() -> None:
+    models = SAMPLE / "models"
+    if not (models / "demo.onnx").is_file() or not (models / "large.onnx").is_file():
+        subprocess.run([sys.executable, str(SAMPLE / "make_models.py")], check=True)
+
+
+def workspace(parent: Path | None = None, name: str = "ws") -> Path:
+    """A fresh copy of the quickstart sample (recipe + models; no build outputs, no .trtls)."""
+    ensure_models()
+    parent = parent or Path(tempfile.mkdtemp(prefix="trtls-bench-"))
+    ws = parent / name
+    shutil.copytree(SAMPLE, ws, ignore=shutil.ignore_patterns(".trtls", "build", "__pycache__", "make_models.py"))
+    return ws
+
+
+def percentile(values: Iterable[float], p: float) -> float | None:
+    """Nearest-rank percentile (p in 0..100): the value at or above which (100-p)% of samples lie."""
+    v = sorted(values)
+    if not v:
+        return None
+    k = max(0, min(len(v) - 1, math.ceil(p / 100 * len(v)) - 1))
+    return v[k]
+
+
+def dist(values: list[float]) -> dict[str, Any]:
+    if not values:
+        return {"n": 0}
+    return {
+        "n": len(values),
+        "p50": round(statistics.median(values), 3),
+        "p95": round(percentile(values, 95), 3),
+        "p99": round(percentile(values, 99), 3),
+        "max": round(max(values), 3),
+        "min": round(min(values), 3),
+    }
+
+
+def fmt_dist(d: dict[str, Any], unit: str = "ms") -> str:
+    if not d.get("n"):
+        return "no samples"
+    return f"p50 {d['p50']:g} · p95 {d['p95']:g} · p99 {d['p99']:g} · max {d['max']:g} {unit} (n={d['n']})"
+
+
+def figure(name: str, value: Any, unit: str = "", target: str | None = None, ok: bool | None = None, detail: str = "") -> dict[str, Any]:
+    return {"name": name, "value": value, "unit": unit, "target": target, "pass": ok, "detail": detail}
+
+
+def parser(doc: str | None) -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(description=(doc or "").strip().splitlines()[0] if doc else None)
+    ap.add_argument("--json", type=Path, help="also write the result as JSON to this file")
+    ap.add_argument("--quick", action="store_true", help="fewer samples (a smoke run, not a measurement)")
+    return ap
+
+
+def emit(result: dict[str, Any], json_path: Path | None) -> None:
+    print(f"\n== {result['title']} ==")
+    for f in result["figures"]:
+        verdict = "" if f["pass"] is None else ("PASS" if f["pass"] else "MISS")
+        target = f"  target {f['target']}" if f.get("target") else ""
+        value = f["value"]
+        if isinstance(value, float):
+            value = f"{value:g}"
+        print(f"  {f['name']}: {value} {f['unit']}{target}  {verdict}".rstrip())
+        if f.get("detail"):
+            print(f"      {f['detail']}")
+    for note in result.get("notes", []):
+        print(f"  note: {note}")
+    if json_path:
+        json_path.write_text(json.dumps(result, indent=2, default=str))
