@@ -174,6 +174,22 @@ async function palette(command, { pick } = {}) {
   }
 }
 
+/** Opens a workspace file through Quick Open (works whatever the side bar shows). */
+async function openFile(name) {
+  await until(`quick open ${name}`, async () => {
+    await page.keyboard.press('Escape');
+    await page.keyboard.press('F1');
+    const input = page.locator('.quick-input-widget input[type="text"]');
+    await input.waitFor({ state: 'visible', timeout: 5000 });
+    await input.fill(name);
+    const row = page.locator('.quick-input-list .monaco-list-row').filter({ has: page.locator('.label-name', { hasText: new RegExp(`^${name}$`) }) }).first();
+    try { await row.waitFor({ state: 'visible', timeout: 3000 }); } catch { return false; }
+    await row.click();
+    return true;
+  }, 30000, 500);
+  await page.locator('.tabs-container .tab', { hasText: name }).first().waitFor({ state: 'visible', timeout: 10000 });
+}
+
 const buildsPane = () => page.locator('[id="workbench.view.extension.trtls"]');
 const treeRows = () => buildsPane().locator('.monaco-list-row');
 async function rowTexts() {
@@ -279,7 +295,7 @@ try {
 
   if (want('demo')) {
     await check('build demo to completion', async () => {
-      await page.locator('.tabs-container .tab', { hasText: 'trtls.toml' }).first().click();
+      await openFile('trtls.toml');
       await palette('TensorRT: Build Engine', { pick: 'demo' });
       await toastWith('Building demo').first().waitFor({ state: 'visible', timeout: 30000 }).catch(() => say('demo toast not seen (maybe too fast)'));
       await shot('07-demo-building');
@@ -294,6 +310,36 @@ try {
       await row.click();
       await page.locator('.tabs-container .tab', { hasText: 'summary.json' }).first().waitFor({ state: 'visible', timeout: 15000 });
       await shot('09-evidence');
+    });
+  }
+
+  if (want('stop')) {
+    await check('the inline Stop on a running build node stops it', async () => {
+      await openFile('trtls.toml');
+      await palette('TensorRT: Build Engine', { pick: 'large' });
+      // the newest build is the first row
+      const row = buildsPane().locator('.monaco-list-row[aria-level="1"]').first();
+      await until('a running large node', async () => /^large/.test(await row.innerText()) && /building/.test(await row.innerText()), 30000);
+      await row.hover();
+      await row.locator('.actions .action-label[aria-label*="Stop Build"]').first().click();
+      await until('large node cancelled', async () => /cancelled/.test(await row.innerText()), 60000);
+      await until('its toast to go', async () => (await toastWith('Building large').count()) === 0, 20000);
+      say(`tree: ${JSON.stringify(await rowTexts())}`);
+      await shot('10-stopped-from-tree');
+    });
+  }
+
+  if (want('debug')) {
+    await check('Print Debug Information and Restart Server', async () => {
+      await palette('TensorRT: Print Debug Information');
+      const out = page.locator('.part.panel .monaco-editor .view-lines');
+      await until('debug text in the output channel', async () => /pygls/.test(await out.first().innerText()), 20000);
+      await shot('11-debug-information');
+      await openFile('trtls.toml');
+      await palette('TensorRT: Restart Server');
+      // the tree is cleared with the old server; the new server answers again with code lenses
+      await until('tree emptied by the restart', async () => (await treeRows().count()) === 0, 20000);
+      await until('code lenses from the new server', () => page.locator('.contentWidgets .codelens-decoration', { hasText: 'Build Engine' }).first().isVisible(), 30000);
     });
   }
 
@@ -312,10 +358,10 @@ try {
       await until('explorer to show trtls.toml', () => entry.isVisible(), 30000);
       await entry.click();
       await until('Run Gates code lens', () => page.locator('.contentWidgets .codelens-decoration', { hasText: 'Run Gates' }).first().isVisible(), 30000);
-      await shot('10-route-open');
+      await shot('12-route-open');
       await palette('TensorRT: Run Gates', { pick: route });
       await until('the gates decision message', () => page.locator('.notifications-toasts .notification-toast', { hasText: `route ${route}: reject` }).first().isVisible(), 120000, 500);
-      await shot('11-gates-decision');
+      await shot('13-gates-decision');
       const rows = await problems();
       const row = rows.filter({ hasText: 'TRT507' }).first();
       await until('TRT507 in Problems', () => row.isVisible(), 20000);
@@ -323,7 +369,7 @@ try {
       say(`problem: ${text}`);
       assert(new RegExp(`\\[Ln ${keyLine}, Col \\d+\\]`).test(text), `TRT507 is not at line ${keyLine}: ${text}`);
       assert(/licen[cs]e/i.test(text), `TRT507 message does not mention the licence: ${text}`);
-      await shot('12-gates-problems');
+      await shot('14-gates-problems');
     });
   }
 } finally {
