@@ -142,6 +142,9 @@ def render(results: list[dict], meta: dict, quick: bool, cmdline: str) -> str:
                            f"{g(b, ('p50', 'p99', 'max'))} (n={b.get('n', 0)}) | {g(c, ('p50', 'p99', 'max'))} |")
         for note in r.get("notes", []):
             out.append(f"\n- {note}")
+    findings = HERE / "findings.md"
+    if findings.is_file():  # where the time goes, for figures far from their target (written by hand after a run)
+        out += ["", findings.read_text().rstrip()]
     out += [
         "",
         "## How to reproduce",
