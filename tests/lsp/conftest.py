@@ -21,8 +21,14 @@ def caps(progress: bool = True) -> lsp.ClientCapabilities:
     )
 
 
+def accept_refresh(client: LanguageClient) -> None:
+    """We announce codeLens refresh support, so answer the server's refresh requests like an editor."""
+    client.feature(lsp.WORKSPACE_CODE_LENS_REFRESH)(lambda params: None)
+
+
 @pytest_lsp.fixture(config=ClientServerConfig(server_command=SERVER))
 async def client(lsp_client: LanguageClient):
+    accept_refresh(lsp_client)
     await lsp_client.initialize_session(lsp.InitializeParams(capabilities=caps(), initialization_options={"buildTree": True}))
     yield
     await lsp_client.shutdown_session()
@@ -31,6 +37,7 @@ async def client(lsp_client: LanguageClient):
 @pytest_lsp.fixture(config=ClientServerConfig(server_command=SERVER))
 async def plain_client(lsp_client: LanguageClient):
     """A client without window.workDoneProgress: it gets window/logMessage lines instead."""
+    accept_refresh(lsp_client)
     await lsp_client.initialize_session(lsp.InitializeParams(capabilities=caps(progress=False)))
     yield
     await lsp_client.shutdown_session()

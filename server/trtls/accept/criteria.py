@@ -55,6 +55,7 @@ class Observation:
     alive_pids: list[int] = field(default_factory=list)
     locks: dict[str, bool] = field(default_factory=dict)  # lock file → a non-blocking flock succeeded
     extra: dict[str, Any] = field(default_factory=dict)
+    quarantined_exists: bool | None = None  # the quarantined cache file was there when the run ended
     skipped: str | None = None  # the scenario could not run here, and why
     error: str | None = None  # the scenario itself broke (harness error)
 
@@ -219,7 +220,8 @@ def c5_cache(obs: Observation) -> Verdict:
         problems.append(f"a {s.get('outcome')} build wrote its cache back")
     if decision == "quarantined":
         q = cache.get("quarantined_to")
-        if not q or not os.path.exists(q):
+        there = obs.quarantined_exists if obs.quarantined_exists is not None else bool(q) and os.path.exists(q)
+        if not q or not there:
             problems.append("quarantined, but the quarantined file is not there")
         if obs.cache_sha_after is not None and obs.cache_sha_after == obs.cache_sha_before:
             problems.append("the suspect cache is still at its path")

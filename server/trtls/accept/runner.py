@@ -285,6 +285,8 @@ class Recorder:
             time.sleep(0.05)
         o.leftovers = sorted(set(o.leftovers) | set(leftovers(self.ws)))
         o.locks = lock_probe(self.ws)
+        q = ((o.summary or {}).get("timingCache") or {}).get("quarantined_to")
+        o.quarantined_exists = bool(q) and os.path.exists(q)  # judged after the scratch folder is gone
         return o
 
 
@@ -575,14 +577,18 @@ def sc_ctrl_c(ctx: Context) -> Observation:
 
 
 def sc_ide_stop(ctx: Context) -> Observation:
-    return asyncio.run(_lsp_scenario(ctx, "ide_stop", kill_server=False))
+    rec = asyncio.run(_lsp_scenario(ctx, "ide_stop", kill_server=False))
+    rec.retry()  # outside the client's event loop: a retry runs its own
+    return rec.finish()
 
 
 def sc_server_killed(ctx: Context) -> Observation:
-    return asyncio.run(_lsp_scenario(ctx, "server_killed", kill_server=True))
+    rec = asyncio.run(_lsp_scenario(ctx, "server_killed", kill_server=True))
+    rec.retry()
+    return rec.finish()
 
 
-async def _lsp_scenario(ctx: Context, name: str, kill_server: bool) -> Observation:
+async def _lsp_scenario(ctx: Context, name: str, kill_server: bool) -> Recorder:
     ws = workspace(ctx, name)
     expect = {"killed": True, "user_told": True} if kill_server else {"cancel_source": "ide_stop"}
     rec = Recorder(ctx, name, ws, expect)
@@ -629,5 +635,4 @@ async def _lsp_scenario(ctx: Context, name: str, kill_server: bool) -> Observati
             await second.close()
         await client.close()
     rec.after(summary, {"live": live, "history_had_baselines": had}, pids=pids)
-    rec.retry()
-    return rec.finish()
+    return rec

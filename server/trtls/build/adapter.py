@@ -144,6 +144,9 @@ def parse_onnx(bm: BuilderModule, builder: Any, network: Any, logger: Any, onnx_
     errors = [_describe_parser_error(parser.get_error(i)) for i in range(parser.num_errors)]
     if not ok and not errors:
         errors = [f"the ONNX parser rejected {onnx_path} without saying why"]
+    if ok and not errors and network.num_outputs == 0:
+        # Measured: a file of random bytes parses "successfully" into an empty model (IR version 0).
+        errors = [f"{onnx_path} holds no graph outputs (is it an ONNX model?)"]
     return errors
 
 
@@ -287,7 +290,11 @@ def make_progress_monitor_base(bm: BuilderModule) -> type:
 
 
 def timing_cache_supported(bm: BuilderModule) -> bool:
-    """TensorRT-RTX keeps the calls but they do nothing (it has a runtime cache instead)."""
+    """TensorRT-RTX keeps the calls but they do nothing (it has a runtime cache instead).
+
+    Measured on TRT-RTX 1.7: create_timing_cache works silently; set/serialize/combine/reset warn;
+    config.get_timing_cache() returns None; set_timing_cache returns True.
+    """
     return not bm.is_rtx
 
 
@@ -312,12 +319,17 @@ def set_timing_cache(config: Any, cache: Any, ignore_mismatch: bool) -> bool:
 
 
 def serialize_timing_cache(cache: Any) -> bytes:
+    """b"" for no cache (TRT-RTX's config.get_timing_cache() returns None)."""
+    if cache is None:
+        return b""
     with _no_rtx_timing_cache_warning():
         return bytes(cache.serialize())
 
 
 def combine_timing_cache(a: Any, b: Any, ignore_mismatch: bool = False) -> bool:
     """Merge ``b`` into ``a``; False when TensorRT refuses (different TensorRT version or device)."""
+    if a is b:
+        return True  # measured: cache.combine(cache) never returns on TRT-RTX 1.7 (self-deadlock)
     with _no_rtx_timing_cache_warning():
         return bool(a.combine(b, ignore_mismatch))
 

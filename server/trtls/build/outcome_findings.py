@@ -20,8 +20,8 @@ def build_findings(summary: dict[str, Any]) -> list[Finding]:
     engine = summary["engine"]
     table = ("engines", engine)
     outcome = summary.get("outcome")
-    if outcome == "built":
-        return []
+    if outcome == "built":  # only a quarantined cache is worth a word after a good build
+        return [f for f in _cache_findings(summary, engine) if f.code == "TRT301"]
     out: list[Finding] = []
     where = _stopped_in(summary)
     if outcome == "cancelled":

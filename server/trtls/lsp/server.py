@@ -126,7 +126,9 @@ class TrtlsServer(LanguageServer):
     def refresh_lenses(self) -> None:
         caps = self.client_capabilities.workspace
         if caps and caps.code_lens and caps.code_lens.refresh_support:
-            self.workspace_code_lens_refresh(None)
+            future = self.workspace_code_lens_refresh(None)
+            if future is not None:  # a client that refuses costs nothing but a stale lens
+                future.add_done_callback(lambda f: f.exception() if not f.cancelled() else None)
 
     # -- builds --------------------------------------------------------------------------------
     def running_build(self, uri: str, engine: str) -> Build | None:

@@ -1,0 +1,252 @@
+"""Builds through the real language server over stdio, with real TensorRT-RTX builds on the CPU."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from lsprotocol import types as lsp
+from pytest_lsp import LanguageClient, make_test_lsp_client
+
+from .conftest import accept_refresh, caps
+
+TIMEOUT = 120
+
+
+def open_recipe(client: LanguageClient, ws: Path) -> str:
+    path = ws / "trtls.toml"
+    uri = path.as_uri()
+    client.text_document_did_open(lsp.DidOpenTextDocumentParams(lsp.TextDocumentItem(uri=uri, language_id="toml", version=1, text=path.read_text())))
+    return uri
+
+
+async def execute(client: LanguageClient, command: str, arg: dict[str, Any]) -> Any:
+    return await client.workspace_execute_command_async(lsp.ExecuteCommandParams(command=command, arguments=[arg]))
+
+
+async def until(predicate, timeout: float = TIMEOUT) -> None:
+    loop = asyncio.get_running_loop()
+    end = loop.time() + timeout
+    while not predicate():
+        assert loop.time() < end, "condition not met in time"
+        await asyncio.sleep(0.05)
+
+
+def build_token(client: LanguageClient, engine: str) -> str | None:
+    for token, reports in client.progress_reports.items():
+        if reports and isinstance(reports[0], lsp.WorkDoneProgressBegin) and reports[0].title == f"Building {engine}":
+            return str(token)
+    return None
+
+
+def ended(client: LanguageClient, token: str) -> bool:
+    return any(isinstance(r, lsp.WorkDoneProgressEnd) for r in client.progress_reports.get(token, []))
+
+
+def record_trees(client: LanguageClient) -> list[dict]:
+    trees: list[dict] = []
+
+    @client.feature("trtls/buildTree")
+    def on_tree(params: Any) -> None:
+        trees.append(json.loads(json.dumps(params, default=lambda o: o.__dict__)) if not isinstance(params, dict) else params)
+
+    return trees
+
+
+def _plain(obj: Any) -> Any:
+    """pygls hands custom notification params over as namedtuple-like objects: make them dicts."""
+    if hasattr(obj, "_asdict"):
+        return {k: _plain(v) for k, v in obj._asdict().items()}
+    if isinstance(obj, (list, tuple)):
+        return [_plain(v) for v in obj]
+    return obj
+
+
+async def test_build_progress_tree_and_evidence(client: LanguageClient, workspace: Path) -> None:
+    trees: list[Any] = []
+    client.feature("trtls/buildTree")(lambda params: trees.append(_plain(params)))
+    uri = open_recipe(client, workspace)
+    res = await execute(client, "trtls.buildEngine", {"uri": uri, "engine": "demo"})
+    assert res["status"] == "started" and res["buildId"].startswith("demo-")
+    again = await execute(client, "trtls.buildEngine", {"uri": uri, "engine": "demo"})
+    assert again == {"buildId": res["buildId"], "engine": "demo", "status": "already_building"}
+    await until(lambda: build_token(client, "demo") is not None)
+    token = build_token(client, "demo")
+    await until(lambda: ended(client, token))
+    reports = client.progress_reports[token]
+    begin, end = reports[0], reports[-1]
+    assert begin.cancellable is True and begin.title == "Building demo"
+    assert end.message.startswith("built in ")
+    percents = [r.percentage for r in reports if getattr(r, "percentage", None) is not None]
+    assert percents == sorted(percents) and percents[-1] == 100, "percentage never falls and ends at 100"
+    middle = [r.message for r in reports[1:-1]]
+    assert any("›" in m for m in middle), "reports carry the path of the deepest running phase"
+    evidence = await execute(client, "trtls.showEvidence", {"buildId": res["buildId"]})
+    summary = evidence["summary"]
+    assert summary["outcome"] == "built" and Path(evidence["path"]).is_file()
+    await until(lambda: any(t.get("status") == "built" for t in trees))
+    final = [t for t in trees if t["buildId"] == res["buildId"]][-1]
+    assert final["status"] == "built" and final["uri"] == uri
+    ids = [(p["id"], p["parentId"], p["name"], p["status"]) for p in final["phases"]]
+    assert ids == [(p["id"], p["parentId"], p["name"], p["status"]) for p in summary["phaseTree"]]
+    listed = await execute(client, "trtls.listBuilds", {})
+    assert [b["status"] for b in listed["builds"] if b["buildId"] == res["buildId"]] == ["built"]
+    lenses = await client.text_document_code_lens_async(lsp.CodeLensParams(lsp.TextDocumentIdentifier(uri)))
+    assert "Evidence" in {lens.command.title for lens in lenses}
+
+
+async def test_cancel_through_progress_token_is_ide_stop(client: LanguageClient, workspace: Path) -> None:
+    uri = open_recipe(client, workspace)
+    res = await execute(client, "trtls.buildEngine", {"uri": uri, "engine": "large"})
+    await until(lambda: build_token(client, "large") is not None)
+    token = build_token(client, "large")
+    await until(lambda: any("›" in (getattr(r, "message", "") or "") for r in client.progress_reports[token]))
+    lenses = await client.text_document_code_lens_async(lsp.CodeLensParams(lsp.TextDocumentIdentifier(uri)))
+    assert any(lens.command.title == "■ Stop" for lens in lenses), "the lens turns into Stop while building"
+    client.window_work_done_progress_cancel(lsp.WorkDoneProgressCancelParams(token=token))
+    await until(lambda: ended(client, token))
+    assert client.progress_reports[token][-1].message == "cancelled by ide_stop"
+    assert not (workspace / "build" / "large.engine").exists()
+    await until(lambda: any(d.code == "TRT201" for d in client.diagnostics.get(uri, [])))
+    diags = {d.code: d for d in client.diagnostics[uri]}
+    cancelled = diags["TRT201"]
+    assert cancelled.range.start.line == 19 and "ide_stop" in cancelled.message  # the [engines.large] header
+    assert cancelled.severity == lsp.DiagnosticSeverity.Warning
+    assert "TRT205" in diags and diags["TRT205"].severity == lsp.DiagnosticSeverity.Information
+    assert "TRT401" in diags, "the cleanup result is shown"
+    summary = (await execute(client, "trtls.showEvidence", {"buildId": res["buildId"]}))["summary"]
+    assert summary["cancelSource"] == "ide_stop" and summary["cancelLatencyMs"] is not None
+    # retry advice is one click away
+    actions = await client.text_document_code_action_async(
+        lsp.CodeActionParams(lsp.TextDocumentIdentifier(uri), diags["TRT205"].range, lsp.CodeActionContext(diagnostics=[diags["TRT205"]]))
+    )
+    assert {a.title for a in actions} >= {"Retry cold", "Retry with the timing cache", "Retry with a reduced tactic search (diagnosis)"}
+    cold = next(a for a in actions if a.title == "Retry cold")
+    # pygls' client decodes a command-only CodeAction through the Command|CodeAction union as a Command
+    # whose `command` is the stringified inner command; the wire JSON is a proper CodeAction.
+    inner = cold.command if isinstance(cold.command, lsp.Command) else None
+    if inner is not None:
+        assert inner.command == "trtls.buildEngine" and inner.arguments[0]["retry"] == "cold"
+    else:
+        assert "'command': 'trtls.buildEngine'" in str(cold.command) and "'retry': 'cold'" in str(cold.command)
+
+
+async def test_cancel_build_command_is_api_and_success_clears(client: LanguageClient, workspace: Path) -> None:
+    uri = open_recipe(client, workspace)
+    res = await execute(client, "trtls.buildEngine", {"uri": uri, "engine": "demo"})
+    await until(lambda: build_token(client, "demo") is not None)
+    token = build_token(client, "demo")
+    await until(lambda: len(client.progress_reports[token]) > 2)
+    ack = await execute(client, "trtls.cancelBuild", {"buildId": res["buildId"]})
+    assert ack["accepted"] is True
+    await until(lambda: ended(client, token))
+    assert client.progress_reports[token][-1].message == "cancelled by api"
+    await until(lambda: any(d.code == "TRT201" for d in client.diagnostics.get(uri, [])))
+    # a successful rebuild clears this engine's build findings
+    res2 = await execute(client, "trtls.buildEngine", {"uri": uri, "engine": "demo", "retry": "with_cache"})
+    assert res2["status"] == "started"
+    await until(lambda: not any(str(d.code).startswith("TRT2") for d in client.diagnostics.get(uri, [])))
+    summary = (await execute(client, "trtls.showEvidence", {"buildId": res2["buildId"]}))["summary"]
+    assert summary["outcome"] == "built" and any("retry (with_cache)" in n for n in summary["notes"])
+
+
+async def test_corrupted_cache_warning_at_timing_cache_key(client: LanguageClient, workspace: Path) -> None:
+    from trtls.build.timing_cache import save_merged
+
+    cache = workspace / "build" / "demo.timing-cache"
+    save_merged(cache, b"ptrtd" + bytes(range(200)), {"any": "identity"}, lambda a, b: None)
+    data = bytearray(cache.read_bytes())
+    data[10] ^= 0xFF  # one flipped byte
+    cache.write_bytes(bytes(data))
+    uri = open_recipe(client, workspace)
+    res = await execute(client, "trtls.buildEngine", {"uri": uri, "engine": "demo"})
+    await until(lambda: any(d.code == "TRT301" for d in client.diagnostics.get(uri, [])))
+    warning = next(d for d in client.diagnostics[uri] if d.code == "TRT301")
+    assert warning.severity == lsp.DiagnosticSeverity.Warning
+    assert (warning.range.start.line, warning.range.start.character, warning.range.end.character) == (7, 0, 12)
+    assert warning.message.startswith("timing cache quarantined") and "this build ran cold" in warning.message
+    assert not cache.exists() and list((workspace / ".trtls" / "quarantine").iterdir())
+    summary = (await execute(client, "trtls.showEvidence", {"buildId": res["buildId"]}))["summary"]
+    assert summary["timingCacheMode"] == "quarantined" and summary["outcome"] == "built"
+
+
+async def test_client_without_progress_gets_log_lines(plain_client: LanguageClient, workspace: Path) -> None:
+    uri = open_recipe(plain_client, workspace)
+    res = await execute(plain_client, "trtls.buildEngine", {"uri": uri, "engine": "demo"})
+    await until(lambda: any("built in" in m.message for m in plain_client.log_messages))
+    assert plain_client.progress_reports == {}
+    lines = [m.message for m in plain_client.log_messages if "demo" in m.message]
+    assert lines[0] == f"trtls: building demo ({res['buildId']})" and any("%)" in line for line in lines)
+
+
+async def _start_server(cwd: Path | None = None) -> LanguageClient:
+    client = make_test_lsp_client()
+    accept_refresh(client)
+    await client.start_io(sys.executable, "-m", "trtls", "serve")
+    await client.initialize_session(lsp.InitializeParams(capabilities=caps(), initialization_options={"buildTree": True}))
+    return client
+
+
+async def test_shutdown_during_two_builds(workspace: Path) -> None:
+    client = await _start_server()
+    uri = open_recipe(client, workspace)
+    a = await execute(client, "trtls.buildEngine", {"uri": uri, "engine": "demo"})
+    b = await execute(client, "trtls.buildEngine", {"uri": uri, "engine": "large"})
+    await until(lambda: build_token(client, "demo") and build_token(client, "large"))
+    await until(lambda: len(client.progress_reports[build_token(client, "large")]) > 1)
+    await client.shutdown_session()  # must answer cleanly (pygls #606) after stopping both builds
+    for build_id in (a["buildId"], b["buildId"]):
+        summary = json.loads((workspace / ".trtls" / "runs" / build_id / "summary.json").read_text())
+        assert summary["cancelSource"] == "service_shutdown" and summary["outcome"] in ("cancelled", "built")
+    assert not (workspace / "build" / "large.engine").exists()
+    assert not [p for p in workspace.rglob("*") if ".trtls-tmp-" in p.name]
+
+
+async def test_server_killed_mid_build_orphans_recovered_on_restart(workspace: Path) -> None:
+    client = await _start_server()
+    uri = open_recipe(client, workspace)
+    res = await execute(client, "trtls.buildEngine", {"uri": uri, "engine": "large"})
+    await until(lambda: build_token(client, "large") is not None)
+    running = workspace / ".trtls" / "runs" / res["buildId"] / "running.json"
+    await until(lambda: running.exists() and "workerPid" in running.read_text())
+    worker_pid = json.loads(running.read_text())["workerPid"]
+    # leave an orphaned temp engine the way a crash mid-commit would
+    orphan = workspace / "build" / f"large.engine.trtls-tmp-{res['buildId']}"
+    orphan.parent.mkdir(parents=True, exist_ok=True)
+    orphan.write_bytes(b"half an engine")
+    os.kill(client._server.pid, signal.SIGKILL)
+    await client._server.wait()
+    client2 = await _start_server()
+    try:
+        open_recipe(client2, workspace)
+        await until(lambda: any("interrupted by a server crash" in m.message for m in client2.messages))
+        await until(lambda: any(d.code == "TRT404" for d in client2.diagnostics.get(uri, [])))
+        summary = json.loads((workspace / ".trtls" / "runs" / res["buildId"] / "summary.json").read_text())
+        assert summary["outcome"] == "killed" and not running.exists()
+        assert not orphan.exists() and not (workspace / "build" / "large.engine").exists()
+        await until(lambda: _gone(worker_pid), timeout=30)
+    finally:
+        await client2.shutdown_session()
+
+
+def _gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    with open(f"/proc/{pid}/stat") as fh:
+        return fh.read().split(")")[-1].split()[0] == "Z"
+
+
+@pytest.mark.parametrize("arg", [{"uri": "file:///nowhere/trtls.toml"}, {"engine": "demo"}, {"uri": 1, "engine": "demo", "x": 1}])
+async def test_build_engine_bad_arguments(client: LanguageClient, arg: dict) -> None:
+    from pygls.exceptions import JsonRpcInvalidParams
+
+    with pytest.raises(JsonRpcInvalidParams, match=r"expected one argument object \{uri: str, engine: str"):
+        await execute(client, "trtls.buildEngine", arg)
