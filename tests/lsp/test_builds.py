@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import signal
@@ -15,27 +14,7 @@ from lsprotocol import types as lsp
 from pytest_lsp import LanguageClient, make_test_lsp_client
 
 from .conftest import accept_refresh, caps
-
-TIMEOUT = 120
-
-
-def open_recipe(client: LanguageClient, ws: Path) -> str:
-    path = ws / "trtls.toml"
-    uri = path.as_uri()
-    client.text_document_did_open(lsp.DidOpenTextDocumentParams(lsp.TextDocumentItem(uri=uri, language_id="toml", version=1, text=path.read_text())))
-    return uri
-
-
-async def execute(client: LanguageClient, command: str, arg: dict[str, Any]) -> Any:
-    return await client.workspace_execute_command_async(lsp.ExecuteCommandParams(command=command, arguments=[arg]))
-
-
-async def until(predicate, timeout: float = TIMEOUT) -> None:
-    loop = asyncio.get_running_loop()
-    end = loop.time() + timeout
-    while not predicate():
-        assert loop.time() < end, "condition not met in time"
-        await asyncio.sleep(0.05)
+from .lsp_helpers import command_of, execute, open_recipe, until
 
 
 def build_token(client: LanguageClient, engine: str) -> str | None:
@@ -47,16 +26,6 @@ def build_token(client: LanguageClient, engine: str) -> str | None:
 
 def ended(client: LanguageClient, token: str) -> bool:
     return any(isinstance(r, lsp.WorkDoneProgressEnd) for r in client.progress_reports.get(token, []))
-
-
-def record_trees(client: LanguageClient) -> list[dict]:
-    trees: list[dict] = []
-
-    @client.feature("trtls/buildTree")
-    def on_tree(params: Any) -> None:
-        trees.append(json.loads(json.dumps(params, default=lambda o: o.__dict__)) if not isinstance(params, dict) else params)
-
-    return trees
 
 
 def _plain(obj: Any) -> Any:
@@ -128,13 +97,8 @@ async def test_cancel_through_progress_token_is_ide_stop(client: LanguageClient,
     )
     assert {a.title for a in actions} >= {"Retry cold", "Retry with the timing cache", "Retry with a reduced tactic search (diagnosis)"}
     cold = next(a for a in actions if a.title == "Retry cold")
-    # pygls' client decodes a command-only CodeAction through the Command|CodeAction union as a Command
-    # whose `command` is the stringified inner command; the wire JSON is a proper CodeAction.
-    inner = cold.command if isinstance(cold.command, lsp.Command) else None
-    if inner is not None:
-        assert inner.command == "trtls.buildEngine" and inner.arguments[0]["retry"] == "cold"
-    else:
-        assert "'command': 'trtls.buildEngine'" in str(cold.command) and "'retry': 'cold'" in str(cold.command)
+    name, arguments = command_of(cold)
+    assert name == "trtls.buildEngine" and arguments[0]["retry"] == "cold"
 
 
 async def test_cancel_build_command_is_api_and_success_clears(client: LanguageClient, workspace: Path) -> None:

@@ -578,13 +578,12 @@ class _TensorRTAdapter(_Adapter):
         engine_path = Path(spec.model or "")
         if not engine_path.is_file():
             raise FileNotFoundError(f"engine not found: {engine_path}")
+        from ..build.adapter import BuilderUnavailable, load_builder_module  # the one module that imports TensorRT
+
         try:
-            import tensorrt as trt  # type: ignore[import-not-found]
-        except ImportError:
-            try:
-                import tensorrt_rtx as trt  # type: ignore[import-not-found,no-redef]
-            except ImportError:
-                raise Unavailable("no TensorRT Python module (tensorrt or tensorrt_rtx) is installed") from None
+            trt = load_builder_module("auto").trt
+        except BuilderUnavailable as exc:
+            raise Unavailable(str(exc)) from None
         try:
             from cuda.bindings import runtime as cudart  # type: ignore[import-not-found]  # cuda-python >= 12.6
         except ImportError:

@@ -186,10 +186,21 @@ def code_actions(uri: str, text: str, diagnostics: list[lsp.Diagnostic]) -> list
                 cmd = lsp.Command(title, "trtls.buildEngine", arguments=[{"uri": uri, "engine": engine, "retry": retry}])
                 preferred = (retry == "cold" and data.get("retryPolicy") == "retry_cold") or (retry == "with_cache" and data.get("retryPolicy") == "retry_with_cache") or (retry == "reduced_tactics" and data.get("retryPolicy") == "investigate")
                 out.append(lsp.CodeAction(title=title, kind=lsp.CodeActionKind.QuickFix, diagnostics=[d], command=cmd, is_preferred=preferred))
-        elif data.get("fix"):  # gates: a mechanical fix carried by the finding (e.g. pin the revision)
-            fix = data["fix"]
-            out.append(_edit(fix.get("title", "Apply fix"), uri, d, d.range, fix["replacement"], preferred=True))
+        elif code == "TRT501" and isinstance(data.get("quick_fix"), dict):  # pin the revision to the snapshot's commit
+            fix = data["quick_fix"]
+            out.append(_edit(fix["title"], uri, d, d.range, f'"{fix["replace_value"]}"', preferred=True))
+        elif code == "TRT507" and data.get("license") and _route(data):  # asks for confirmation before editing
+            cmd = lsp.Command(f"Allow licence '{data['license']}' for this route…", "trtls.allowLicense", arguments=[{"uri": uri, "route": _route(data), "license": data["license"]}])
+            out.append(lsp.CodeAction(title=cmd.title, kind=lsp.CodeActionKind.QuickFix, diagnostics=[d], command=cmd))
+        elif code == "TRT512" and _route(data) and (data.get("changed") or data.get("added") or data.get("removed") or data.get("now")):
+            cmd = lsp.Command("Accept the new checkpoint digests (re-lock after an intended change)…", "trtls.runGates", arguments=[{"uri": uri, "route": _route(data), "updateLock": True}])
+            out.append(lsp.CodeAction(title=cmd.title, kind=lsp.CodeActionKind.QuickFix, diagnostics=[d], command=cmd))
     return out
+
+
+def _route(data: dict) -> str | None:
+    path = data.get("path") or []
+    return str(path[1]) if len(path) >= 2 and path[0] == "routes" else None
 
 
 def _edit(title: str, uri: str, d: lsp.Diagnostic, rng: lsp.Range, new_text: str, preferred: bool = False) -> lsp.CodeAction:

@@ -25,6 +25,14 @@ async def run_gates_command(ls: Any, args: Any) -> dict[str, Any]:
 
         raise JsonRpcInvalidParams(f"no route '{args.route}' in {loaded.path.name} (routes: {', '.join(loaded.recipe.routes) or 'none'})")
 
+    if args.updateLock:  # re-locking accepts whatever is on disk now: ask first
+        yes = lsp.MessageActionItem(title="Accept new digests")
+        answer = await ls.window_show_message_request_async(
+            lsp.ShowMessageRequestParams(type=lsp.MessageType.Warning, message=f"Record the checkpoint files of route '{args.route}' as they are now in trtls.lock.json?", actions=[yes, lsp.MessageActionItem(title="Cancel")])
+        )
+        if answer is None or answer.title != yes.title:
+            return {"route": args.route, "decision": None, "status": "not_confirmed"}
+
     token = f"trtls-gates-{uuid.uuid4()}"
     has_progress = bool(ls.client_capabilities.window and ls.client_capabilities.window.work_done_progress)
     stop = threading.Event()
@@ -40,7 +48,7 @@ async def run_gates_command(ls: Any, args: Any) -> dict[str, Any]:
         if has_progress:
             loop.call_soon_threadsafe(ls.work_done_progress.report, token, lsp.WorkDoneProgressReport(message=f"gate {gate}: {text}", percentage=min(100, (gate - 1) * 20)))
 
-    result = await asyncio.to_thread(run_gates, loaded, args.route, gates=args.gates, progress=progress, cancel=stop.is_set)
+    result = await asyncio.to_thread(run_gates, loaded, args.route, gates=args.gates, progress=progress, cancel=stop.is_set, update_lock=args.updateLock)
     findings = [f for f in (c.finding() for c in result.checks) if f is not None]
     ls.store.set(args.uri, Origin.gates, args.route, findings)
     ls.publish(args.uri)

@@ -70,6 +70,13 @@ class RunGatesArgs(_Args):
     uri: str
     route: str
     gates: list[int] | None = None
+    updateLock: bool = False  # accept new checkpoint digests after an intended change (asks first)
+
+
+class AllowLicenseArgs(_Args):
+    uri: str
+    route: str
+    license: str
 
 
 class EmptyArgs(BaseModel):
@@ -337,6 +344,37 @@ async def run_gates(ls: TrtlsServer, args: Any = None) -> dict[str, Any]:
     from .gates_command import run_gates_command
 
     return await run_gates_command(ls, a)
+
+
+@server.command("trtls.allowLicense")
+async def allow_license(ls: TrtlsServer, args: Any = None) -> dict[str, Any]:
+    """Add a licence to a route's allow list — only after the user confirms, since it widens what ships."""
+    a = parse_args(AllowLicenseArgs, args)
+    loaded = ls.recipe(a.uri)
+    route = (loaded.data.get("routes") or {}).get(a.route)
+    if route is None:
+        raise JsonRpcInvalidParams(f"no route '{a.route}' in {loaded.path.name}")
+    allow = lsp.MessageActionItem(title="Allow")
+    answer = await ls.window_show_message_request_async(
+        lsp.ShowMessageRequestParams(
+            type=lsp.MessageType.Warning,
+            message=f"Allow licence '{a.license}' for route '{a.route}' (intended use: {route.get('intended_use', 'not stated')})?",
+            actions=[allow, lsp.MessageActionItem(title="Cancel")],
+        )
+    )
+    if answer is None or answer.title != allow.title:
+        return {"applied": False}
+    current = [str(x) for x in route.get("allowed_licenses", [])]
+    text = "[" + ", ".join(f'"{x}"' for x in [*current, a.license]) + "]"
+    span = loaded.source_map.span(("routes", a.route, "allowed_licenses"))
+    if span is not None and span.value is not None:
+        r = span.value
+        edit = lsp.TextEdit(lsp.Range(lsp.Position(r.start_line, r.start_col), lsp.Position(r.end_line, r.end_col)), text)
+    else:  # no allow list yet: add one under the route's header
+        header = loaded.source_map.range(("routes", a.route))
+        edit = lsp.TextEdit(lsp.Range(lsp.Position(header.start_line + 1, 0), lsp.Position(header.start_line + 1, 0)), f"allowed_licenses = {text}\n")
+    result = await ls.workspace_apply_edit_async(lsp.ApplyWorkspaceEditParams(edit=lsp.WorkspaceEdit(changes={a.uri: [edit]}), label="trtls: allow licence"))
+    return {"applied": bool(result.applied)}
 
 
 @server.command("trtls.printDebugInformation")

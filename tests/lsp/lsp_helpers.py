@@ -1,0 +1,45 @@
+"""Shared helpers for the LSP tests (a real server over stdio)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+from lsprotocol import types as lsp
+from pytest_lsp import LanguageClient
+
+TIMEOUT = 120
+
+
+def open_recipe(client: LanguageClient, ws: Path) -> str:
+    path = ws / "trtls.toml"
+    uri = path.as_uri()
+    client.text_document_did_open(lsp.DidOpenTextDocumentParams(lsp.TextDocumentItem(uri=uri, language_id="toml", version=1, text=path.read_text())))
+    return uri
+
+
+async def execute(client: LanguageClient, command: str, arg: dict[str, Any]) -> Any:
+    return await client.workspace_execute_command_async(lsp.ExecuteCommandParams(command=command, arguments=[arg]))
+
+
+async def until(predicate, timeout: float = TIMEOUT) -> None:
+    loop = asyncio.get_running_loop()
+    end = loop.time() + timeout
+    while not predicate():
+        assert loop.time() < end, "condition not met in time"
+        await asyncio.sleep(0.05)
+
+
+def command_of(action) -> tuple[str, list]:
+    """pygls' client decodes a command-only CodeAction through the Command|CodeAction union as a Command
+    whose `command` field is the stringified inner command (the wire JSON is a proper CodeAction)."""
+    import ast
+
+    inner = action.command
+    if isinstance(inner, lsp.Command):
+        return inner.command, list(inner.arguments or [])
+    parsed = ast.literal_eval(inner)
+    return parsed["command"], parsed["arguments"]
+
+

@@ -1,0 +1,85 @@
+"""trtls.runGates over real LSP: findings land at the exact key, with quick fixes (sample route variants)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from lsprotocol import types as lsp
+from pytest_lsp import LanguageClient
+
+from .lsp_helpers import command_of, execute, open_recipe
+
+ROUTE = Path(__file__).resolve().parents[2] / "samples" / "route"
+
+
+@pytest.fixture(scope="module")
+def route_sample(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    ws = tmp_path_factory.mktemp("route") / "ws"
+    shutil.copytree(ROUTE, ws, ignore=shutil.ignore_patterns(".trtls", "build", "checkpoints", "inputs", "model.onnx", "trtls.lock.json"))
+    subprocess.run([sys.executable, str(ws / "make_checkpoint.py")], cwd=ws, check=True, capture_output=True)
+    return ws
+
+
+def line_of(ws: Path, needle: str, after: str) -> int:
+    lines = (ws / "trtls.toml").read_text().splitlines()
+    start = next(i for i, line in enumerate(lines) if line.strip() == after)
+    return next(i for i, line in enumerate(lines) if i > start and needle in line)
+
+
+async def test_unpinned_revision_hold_at_value_with_pin_fix(client: LanguageClient, route_sample: Path) -> None:
+    uri = open_recipe(client, route_sample)
+    res = await execute(client, "trtls.runGates", {"uri": uri, "route": "unpinned", "gates": [1]})
+    assert res["decision"] == "hold"
+    diag = next(d for d in client.diagnostics[uri] if d.code == "TRT501")
+    line = line_of(route_sample, 'revision = "main"', "[routes.unpinned]")
+    text = (route_sample / "trtls.toml").read_text().splitlines()[line]
+    assert diag.range.start.line == line and text[diag.range.start.character : diag.range.end.character] == '"main"'
+    assert diag.severity == lsp.DiagnosticSeverity.Warning and "not a pinned commit" in diag.message
+    actions = await client.text_document_code_action_async(lsp.CodeActionParams(lsp.TextDocumentIdentifier(uri), diag.range, lsp.CodeActionContext(diagnostics=[diag])))
+    pin = next(a for a in actions if a.title.startswith("Pin the revision to "))
+    commit = pin.title.rsplit(" ", 1)[-1]
+    assert len(commit) == 40 and pin.edit.changes[uri][0].new_text == f'"{commit}"'
+
+
+async def test_licence_reject_on_allow_list_and_confirmed_fix(client: LanguageClient, route_sample: Path) -> None:
+    asked: list[str] = []
+
+    @client.feature(lsp.WINDOW_SHOW_MESSAGE_REQUEST)
+    def confirm(params: lsp.ShowMessageRequestParams) -> lsp.MessageActionItem:
+        asked.append(params.message)
+        return lsp.MessageActionItem(title="Allow")
+
+    applied: list[lsp.ApplyWorkspaceEditParams] = []
+
+    @client.feature(lsp.WORKSPACE_APPLY_EDIT)
+    def apply(params: lsp.ApplyWorkspaceEditParams) -> lsp.ApplyWorkspaceEditResult:
+        applied.append(params)
+        return lsp.ApplyWorkspaceEditResult(applied=True)
+
+    uri = open_recipe(client, route_sample)
+    res = await execute(client, "trtls.runGates", {"uri": uri, "route": "license", "gates": [1]})
+    assert res["decision"] == "reject"
+    diag = next(d for d in client.diagnostics[uri] if d.code == "TRT507")
+    assert diag.severity == lsp.DiagnosticSeverity.Error
+    assert diag.range.start.line == line_of(route_sample, "allowed_licenses", "[routes.license]")
+    actions = await client.text_document_code_action_async(lsp.CodeActionParams(lsp.TextDocumentIdentifier(uri), diag.range, lsp.CodeActionContext(diagnostics=[diag])))
+    allow = next(a for a in actions if a.title.startswith("Allow licence 'apache-2.0'"))
+    name, arguments = command_of(allow)
+    assert name == "trtls.allowLicense"
+    out = await execute(client, "trtls.allowLicense", arguments[0])
+    assert out == {"applied": True} and "route 'license'" in asked[0]
+    assert applied[0].edit.changes[uri][0].new_text == '["mit", "apache-2.0"]'
+
+
+async def test_gate_diagnostics_do_not_wipe_recipe_or_other_routes(client: LanguageClient, route_sample: Path) -> None:
+    uri = open_recipe(client, route_sample)
+    await execute(client, "trtls.runGates", {"uri": uri, "route": "unpinned", "gates": [1]})
+    await execute(client, "trtls.runGates", {"uri": uri, "route": "pickle", "gates": [1]})
+    codes = {d.code for d in client.diagnostics[uri]}
+    assert {"TRT501", "TRT509"} <= codes, "each route keeps its own findings"
+    lenses = await client.text_document_code_lens_async(lsp.CodeLensParams(lsp.TextDocumentIdentifier(uri)))
+    assert sum(1 for lens in lenses if lens.command.title == "▶ Run Gates") == 6

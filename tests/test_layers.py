@@ -1,0 +1,49 @@
+"""The layer rules of docs/architecture.md, checked on the real import graph."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+PKG = Path(__file__).resolve().parents[1] / "server" / "trtls"
+FORBIDDEN = {
+    "core": ("trtls.build", "trtls.gates", "trtls.lsp", "trtls.accept", "trtls.cli", "pygls", "lsprotocol", "tensorrt", "tensorrt_rtx"),
+    "build": ("trtls.gates", "trtls.lsp", "trtls.accept", "trtls.cli", "pygls", "lsprotocol"),
+    "gates": ("trtls.lsp", "trtls.accept", "pygls", "lsprotocol"),
+}
+
+
+def imported_modules(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    package = "trtls." + ".".join(path.relative_to(PKG).with_suffix("").parts[:-1])
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:  # resolve relative imports against the module's package
+                base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                out.add(".".join(base + ([node.module] if node.module else [])))
+            elif node.module:
+                out.add(node.module)
+    return out
+
+
+@pytest.mark.parametrize("layer", sorted(FORBIDDEN))
+def test_layer_imports(layer: str) -> None:
+    bad = []
+    for path in sorted((PKG / layer).rglob("*.py")):
+        for mod in imported_modules(path):
+            if any(mod == f or mod.startswith(f + ".") for f in FORBIDDEN[layer]):
+                bad.append(f"{path.relative_to(PKG)} imports {mod}")
+    assert bad == []
+
+
+def test_server_process_never_imports_tensorrt() -> None:
+    code = "import sys, trtls.lsp.server, trtls.cli; print(sorted(m for m in sys.modules if m.startswith('tensorrt')))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert out == "[]"
