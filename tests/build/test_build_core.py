@@ -251,3 +251,22 @@ async def test_quiet_for_and_elapsed_are_live(workspace: Path) -> None:
     assert "›" in build.progress_message() or build.progress_message()
     build.cancel("api")
     await build.wait()
+
+
+@pytest.mark.parametrize("damage", ["truncated", "flipped", "random"])
+async def test_damaged_timing_cache_is_quarantined_and_the_build_runs_cold(workspace: Path, damage: str) -> None:
+    from trtls.build.timing_cache import save_merged
+
+    cache = workspace / "build" / "demo.timing-cache"
+    save_merged(cache, b"ptrtd" + bytes(range(256)) * 2, {"written": "by an earlier build"}, lambda a, b: None)
+    data = bytearray(cache.read_bytes())
+    data = data[:40] if damage == "truncated" else (bytearray(os.urandom(len(data))) if damage == "random" else data)
+    if damage == "flipped":
+        data[7] ^= 0x80
+    cache.write_bytes(bytes(data))
+    sup, build = await run_build(workspace)
+    s = await build.wait()
+    assert s["outcome"] == "built" and s["timingCacheMode"] == "quarantined"
+    assert "ran cold" in s["timingCache"]["reason"] and not cache.exists()
+    quarantined = Path(s["timingCache"]["quarantined_to"])
+    assert quarantined.read_bytes() == bytes(data), "the suspect file is kept as evidence, byte for byte"
