@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -214,3 +215,26 @@ async def test_build_engine_bad_arguments(client: LanguageClient, arg: dict) -> 
 
     with pytest.raises(JsonRpcInvalidParams, match=r"expected one argument object \{uri: str, engine: str"):
         await execute(client, "trtls.buildEngine", arg)
+
+
+async def test_exit_without_shutdown_leaves_nothing_half_written(workspace: Path) -> None:
+    client = await _start_server()
+    uri = open_recipe(client, workspace)
+    res = await execute(client, "trtls.buildEngine", {"uri": uri, "engine": "large"})
+    running = workspace / ".trtls" / "runs" / res["buildId"] / "running.json"
+    await until(lambda: running.exists() and "workerPid" in running.read_text())
+    worker_pid = json.loads(running.read_text())["workerPid"]
+    await until(lambda: len(client.progress_reports.get(build_token(client, "large") or "", [])) > 1)
+    client.protocol.notify(lsp.EXIT, None)  # an editor that just goes away
+    await asyncio.wait_for(client._server.wait(), 30)
+    # the worker sees its stdin close, cancels itself (service_shutdown) and removes what it started
+    await until(lambda: _gone(worker_pid), timeout=60)
+    assert not (workspace / "build" / "large.engine").exists()
+    assert not [p for p in workspace.rglob("*") if ".trtls-tmp-" in p.name]
+    client2 = await _start_server()
+    try:
+        open_recipe(client2, workspace)
+        await until(lambda: (running.parent / "summary.json").exists())
+        assert json.loads((running.parent / "summary.json").read_text())["outcome"] == "killed"
+    finally:
+        await client2.shutdown_session()

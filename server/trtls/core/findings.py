@@ -11,7 +11,23 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-DOCS_BASE = "https://github.com/trtls/trtls/blob/main/docs/diagnostics.md"
+from pathlib import Path
+
+
+def _docs_base() -> str:
+    """Where code links point: the docs beside this checkout when present (editable installs, CI),
+    else the published copy."""
+    local = Path(__file__).resolve().parents[3] / "docs"
+    if (local / "diagnostics.md").is_file():
+        return local.as_uri()
+    return "https://github.com/trtls/trtls/blob/main/docs"
+
+
+DOCS_BASE = _docs_base()
+# Which page documents which code range (each page has one `## TRTnnn` section per code).
+DOC_PAGES = {"1": "diagnostics.md", "2": "diagnostics.md", "3": "diagnostics.md", "4": "diagnostics.md",
+             "5": "diagnostics-gates.md", "6": "diagnostics-gates.md", "7": "diagnostics-gate3.md",
+             "8": "diagnostics-gates45.md", "9": "diagnostics-gates45.md"}
 
 TomlPath = tuple[str | int, ...]
 
@@ -43,4 +59,6 @@ class Finding:
 
     @property
     def doc_url(self) -> str:
-        return f"{DOCS_BASE}#{self.code.lower()}"
+        # TRTn00 (gate n could not run) lives with the orchestrator's codes
+        page = "diagnostics-gates.md" if self.code.endswith("00") and self.code[3] in "56789" else DOC_PAGES.get(self.code[3:4], "diagnostics.md")
+        return f"{DOCS_BASE}/{page}#{self.code.lower()}"
