@@ -19,7 +19,7 @@ EXIT_PASS, EXIT_FAIL, EXIT_BAD_INPUT = 0, 1, 2
 def register(sub: Any) -> None:
     a = sub.add_parser("accept", help="stuck-build acceptance test: fault-injection scenarios with real builds, eight criteria each")
     a.add_argument("recipe", nargs="?", help="trtls.toml or its folder (default: .)")
-    a.add_argument("--engine", required=True, help="engine table to exercise")
+    a.add_argument("--engine", help="engine table to exercise (required unless --list)")
     a.add_argument("--scenarios", default="fast", help="fast (default), all, or a comma-separated list of scenario names")
     a.add_argument("--format", choices=("text", "json", "junit"), default="text")
     a.add_argument("--output", "-o", help="write the report here (default: stdout)")
@@ -67,6 +67,9 @@ def cmd_accept(args: argparse.Namespace) -> int:
         for s in SCENARIOS:
             print(f"{s.name:18} {'fast' if s.fast else '    '}  {s.proves}")
         return EXIT_PASS
+    if not args.engine:
+        print("trtls accept: --engine NAME is required", file=sys.stderr)
+        return EXIT_BAD_INPUT
     try:
         select(args.scenarios)
     except ValueError as exc:
