@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 import time
 from typing import Any, TextIO
@@ -10,6 +11,7 @@ from typing import Any, TextIO
 from .build.supervisor import Build
 from .core.phase_tree import NS
 
+FOLD_BELOW_S = 0.2
 STATUS_MARK = {"running": "…", "done": "✓", "cancelled": "■", "failed": "✗"}
 
 
@@ -49,10 +51,18 @@ class RichView:
         root = Tree(head)
 
         def walk(node: Any, ids: list[str]) -> None:
+            # Fast finished phases come by the dozen (one per reformat): fold them into one line per name.
+            folded: dict[str, list[float]] = {}
             for pid in ids:
                 p = b.tree.phases[pid]
+                if p.status == "done" and p.elapsed_s(now) < FOLD_BELOW_S and not p.children:
+                    folded.setdefault(p.name, []).append(p.elapsed_s(now))
+                    continue
                 style = {"running": "cyan", "done": "green", "cancelled": "yellow", "failed": "red"}[p.status]
                 walk(node.add(f"[{style}]{_phase_label(b, pid, now)}[/]"), p.children)
+            for name, times in folded.items():
+                count = f" ×{len(times)}" if len(times) > 1 else ""
+                node.add(f"[green]✓ {name}{count} {sum(times):.2f} s[/]")
 
         walk(root, b.tree.roots)
         return root
@@ -84,6 +94,7 @@ class PlainView:
         self.build = build
         self.out = out
         self.last_quiet_report = 0.0
+        self.seen_logs: dict[str, int] = {}  # TensorRT repeats warnings per tensor; print each text once
 
     def __enter__(self) -> "PlainView":
         return self
@@ -99,7 +110,10 @@ class PlainView:
             if phase is not None and (ev.phase_id.count(".") <= self.SHOW_DEPTH or phase.elapsed_s(now) >= self.SLOW_S):
                 self._line(f"{'  ' * ev.phase_id.count('.')}{_phase_label(build, ev.phase_id, now)}")
         elif ev.type == "log" and ev.severity in ("ERROR", "INTERNAL_ERROR", "WARNING"):
-            self._line(f"[{ev.severity}] {ev.msg}")
+            key = re.sub(r"\b\w*\d+\w*\b", "#", ev.msg)  # "... tensor cast_429" ≈ "... tensor cast_536"
+            self.seen_logs[key] = self.seen_logs.get(key, 0) + 1
+            if self.seen_logs[key] == 1:
+                self._line(f"[{ev.severity}] {ev.msg}")
         elif ev.type == "cache_decision":
             self._line(f"timing cache: {ev.decision} — {ev.reason}")
 
@@ -115,7 +129,9 @@ class PlainView:
         print(text, file=self.out, flush=True)
 
     def __exit__(self, *exc: Any) -> None:
-        pass
+        repeated = {k: n for k, n in self.seen_logs.items() if n > 1}
+        for key, n in repeated.items():
+            self._line(f"  (a warning like \"{key[:80]}\" was repeated {n} times)")
 
 
 class JsonView:
