@@ -202,7 +202,9 @@ async function buildRow(engine) {
 
 async function problems() {
   await page.keyboard.press('Escape');
-  await page.keyboard.press('Control+Shift+M');
+  if (!(await page.locator('.markers-panel').first().isVisible())) {
+    await page.keyboard.press('Control+Shift+M'); // toggles: only when not shown
+  }
   await page.locator('.markers-panel').first().waitFor({ state: 'visible', timeout: 10000 });
   return page.locator('.markers-panel .monaco-list-row');
 }
@@ -293,6 +295,25 @@ try {
     });
   }
 
+  if (want('cancel') && want('quickfix')) {
+    await check('quick fix "Retry cold" (Ctrl+.) on TRT205 rebuilds; TensorRT: Stop Build stops it', async () => {
+      // cursor on the [engines.large] header, where TRT201/TRT205 sit, then Ctrl+. (Quick Fix)
+      await page.locator('.monaco-editor .view-line', { hasText: '[engines.large]' }).first().click();
+      await page.keyboard.press('Control+Period');
+      const fix = page.locator('.action-widget .monaco-list-row', { hasText: 'Retry cold' }).first();
+      await fix.waitFor({ state: 'visible', timeout: 10000 });
+      await shot('07-quick-fix');
+      await fix.click();
+      const top = buildsPane().locator('.monaco-list-row[aria-level="1"]').first();
+      await until('a new running large build', async () => { const t = await top.innerText(); return /^large/.test(t) && /building/.test(t); }, 30000);
+      await toastWith('Building large').first().waitFor({ state: 'visible', timeout: 20000 });
+      await palette('TensorRT: Stop Build');
+      await until('the retried build cancelled', async () => /cancelled/.test(await top.innerText()), 60000);
+      await until('its toast to go', async () => (await toastWith('Building large').count()) === 0, 20000);
+      say(`tree: ${JSON.stringify(await rowTexts())}`);
+    });
+  }
+
   if (want('demo')) {
     await check('build demo to completion', async () => {
       await openFile('trtls.toml');
@@ -330,10 +351,17 @@ try {
   }
 
   if (want('debug')) {
-    await check('Print Debug Information and Restart Server', async () => {
-      await palette('TensorRT: Print Debug Information');
+    await check('a settings change restarts the server with the new initializationOptions; Print Debug Information; Restart Server', async () => {
+      // A settings change restarts the server, which gets the new value in its initializationOptions.
+      fs.mkdirSync(path.join(WS, '.vscode'), { recursive: true });
+      fs.writeFileSync(path.join(WS, '.vscode', 'settings.json'), JSON.stringify({ 'trtls.builderModule': 'tensorrt_rtx', 'trtls.cancelGraceS': 7 }, null, 2));
       const out = page.locator('.part.panel .monaco-editor .view-lines');
-      await until('debug text in the output channel', async () => /pygls/.test(await out.first().innerText()), 20000);
+      await until('the restarted server reporting the new settings', async () => {
+        await palette('TensorRT: Print Debug Information');
+        await page.waitForTimeout(1500);
+        const t = (await out.first().innerText()).replace(/\s+/g, ' ');
+        return /"builderModule": "tensorrt_rtx", "cancelGraceS": 7/.test(t);
+      }, 40000, 500);
       await shot('11-debug-information');
       await openFile('trtls.toml');
       await palette('TensorRT: Restart Server');
