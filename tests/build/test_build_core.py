@@ -270,3 +270,16 @@ async def test_damaged_timing_cache_is_quarantined_and_the_build_runs_cold(works
     assert "ran cold" in s["timingCache"]["reason"] and not cache.exists()
     quarantined = Path(s["timingCache"]["quarantined_to"])
     assert quarantined.read_bytes() == bytes(data), "the suspect file is kept as evidence, byte for byte"
+
+
+async def test_second_interrupt_forces_without_waiting_for_grace(workspace: Path) -> None:
+    sup, build = await run_build(workspace, faults={"stall": {"at_phase": 3, "seconds": 60}})
+    build.grace_s = 600.0  # the grace would never expire within this test: only force() can end it
+
+    def first_then_second(b) -> None:
+        b.cancel("ctrl_c")
+        b.force()
+
+    cancel_at_phase(build, 2, first_then_second)
+    s = await asyncio.wait_for(build.wait(), 60)
+    assert s["outcome"] == "forced" and s["cancelSource"] == "ctrl_c" and leftovers(workspace) == []

@@ -113,6 +113,7 @@ class Build:
     _loop: asyncio.AbstractEventLoop | None = None
     _done: asyncio.Future | None = None
     _events_file: Any = None
+    _force: Callable[[], Any] | None = None
 
     @property
     def evidence_dir(self) -> Path:
@@ -133,8 +134,8 @@ class Build:
 
     def force(self) -> None:
         """Skip the grace (a second Ctrl-C): terminate the worker now."""
-        if self._loop is not None:
-            self._loop.call_soon_threadsafe(lambda: asyncio.ensure_future(self._escalate(0.0)))
+        if self._force is not None and self._loop is not None:
+            self._loop.call_soon_threadsafe(self._force)
 
     async def wait(self) -> dict[str, Any]:
         """The summary once the build is over. Cancelling the awaiting task stops the build (event_loop)."""
@@ -226,6 +227,7 @@ class Supervisor:
         build._done = loop.create_future()
         self.builds[build_id] = build
         build.token.on_request(lambda source: loop.call_soon_threadsafe(self._on_cancel, build))
+        build._force = lambda: asyncio.ensure_future(self._escalate(0.0, build))
         loop.create_task(self._run(build), name=f"trtls-build-{build_id}")
         return build
 
@@ -345,10 +347,7 @@ class Supervisor:
         except (BrokenPipeError, ConnectionResetError):
             pass
 
-    async def _escalate(self, grace_s: float, build: Build | None = None) -> None:
-        build = build or next(iter(self.running()), None)  # force() without a build: the one running
-        if build is None:
-            return
+    async def _escalate(self, grace_s: float, build: Build) -> None:
         await asyncio.sleep(grace_s)
         proc = build._proc
         if proc is None or proc.returncode is not None or build.builder_returned_ns is not None:
