@@ -326,6 +326,25 @@ try {
       await shot('08-demo-built');
     });
 
+    await check('a second demo build shows the usual duration from history on its phases', async () => {
+      const tops = buildsPane().locator('.monaco-list-row[aria-level="1"]');
+      const before = await tops.count();
+      await openFile('trtls.toml');
+      await palette('TensorRT: Build Engine', { pick: 'demo' });
+      const top = tops.first();
+      await until('the second demo build in the tree', async () => (await tops.count()) > before && /building/.test(await top.innerText()), 30000, 200);
+      let seen = '';
+      await until('a phase with "usual"', async () => {
+        const texts = await rowTexts();
+        seen = texts.find((t) => /usual \d/.test(t)) ?? '';
+        if (seen) await shot('08b-demo-usual');
+        return seen !== '' || /built/.test(await top.innerText());
+      }, 180000, 300);
+      assert(seen !== '', 'no phase row showed "usual …" during the second build');
+      say(`phase with history: ${seen}`);
+      await until('second demo built', async () => /^demo/.test(await top.innerText()) && /built/.test(await top.innerText()), 180000, 500);
+    });
+
     await check('evidence opens from the finished build node', async () => {
       const row = await buildRow('demo');
       await row.click();
