@@ -56,9 +56,9 @@ def set_previous_bundle(root: Path, rel: str = "releases/tiny-1.bundle") -> Path
     """Add `previous_bundle` to the [routes.tiny] table of the copy's trtls.toml."""
     path = root / "trtls.toml"
     text = path.read_text()
-    anchor = 'environment = { builder_module = "tensorrt_rtx", builder_version = "1.7", python = "3.11" }\n'
+    anchor = 'previous_bundle = "releases/tiny-previous.bundle"'  # the sample sets one; point it at `rel`
     assert text.count(anchor) == 1
-    path.write_text(text.replace(anchor, anchor + f'previous_bundle = "{rel}"\n'))
+    path.write_text(text.replace(anchor, f'previous_bundle = "{rel}"'))
     return root / rel
 
 

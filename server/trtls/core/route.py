@@ -93,6 +93,13 @@ class RouteModel(_Model):
     tolerances: dict[str, Tolerance] = Field(default_factory=dict, description="Tolerances per output name; `*` applies to outputs not named.")
     thresholds: Thresholds = Field(default_factory=Thresholds, description="Latency and memory thresholds (gate 5).")
     previous_bundle: str | None = Field(None, description="The bundle to roll back to (gate 5), relative to this recipe.")
+    tokenizer_texts: list[str] | None = Field(
+        None,
+        min_length=1,
+        description="Texts for gate 4's tokenizer parity (TRT806): each is tokenized with the checkpoint's tokenizer.json "
+        "(reference) and with the copy the bundle carries (what the runtime gets); the token ids must be identical. "
+        "Unset: no tokenizer check.",
+    )
 
     @property
     def revision_pinned(self) -> bool:

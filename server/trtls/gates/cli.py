@@ -3,6 +3,9 @@
 Exit codes of `trtls gates`: 0 supported, 3 hold, 4 reject, 2 bad input (recipe errors are printed as
 `file:line:col: CODE severity: message`). With `--gate N`, the exit code is the decision of the selected
 gates; the route summary still says hold, since a route is supported only when all five gates pass.
+
+`--record-baseline` (a person's decision, after review; never done by a normal run) writes this run's gate-5
+measurement to `.trtls/routes/<route>/baseline.json`, unless the gates reject (see `run.run_gates`).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ def register(subparsers: Any) -> None:
     g.add_argument("--output", "-o", help="write the report here (atomically) instead of stdout")
     g.add_argument("--update-lock", action="store_true", help="re-lock the checkpoint's file digests after review")
     g.add_argument("--no-digest-cache", action="store_true", help="hash every checkpoint file, ignoring .trtls/digests.json")
+    g.add_argument("--record-baseline", action="store_true", help="after review: record this run's gate-5 measurement as the route's performance baseline (not when the gates reject)")
     g.set_defaults(func=cmd_gates)
 
     b = subparsers.add_parser("bundle", help="work with .bundle files")
@@ -57,13 +61,24 @@ def cmd_gates(args: argparse.Namespace) -> int:
     if name not in names:
         print(f"{loaded.path}: TRT107 no route named {name} (routes: {', '.join(names) or 'none'})", file=sys.stderr)
         return EXIT_BAD_INPUT
+    if args.record_baseline and args.gate and 5 not in args.gate:
+        print("trtls gates: --record-baseline needs gate 5 (it records gate 5's measurement)", file=sys.stderr)
+        return EXIT_BAD_INPUT
     from .run import junit_of, run_gates, sarif_of
 
     def progress(gate: int, text: str) -> None:
         if args.format == "text" and args.output is None:
             print(f"… {text}", file=sys.stderr, flush=True)
 
-    result = run_gates(loaded, name, args.gate, progress, update_lock=args.update_lock, use_digest_cache=not args.no_digest_cache)
+    result = run_gates(loaded, name, args.gate, progress, update_lock=args.update_lock, use_digest_cache=not args.no_digest_cache, record_baseline=args.record_baseline)
+    if result.baseline is not None:
+        b = result.baseline
+        if b["recorded"]:
+            m = b["measurement"]
+            rss = "n/a" if m.get("peak_rss_mib") is None else f"{m['peak_rss_mib']:.1f} MiB"
+            print(f"baseline recorded: {b['path']} (p95 {m['p95_ms']:.4f} ms, peak RSS {rss}); the next run compares against it", file=sys.stderr)
+        else:
+            print(f"baseline not recorded: {b['reason']}", file=sys.stderr)
     if args.format == "json":
         text = json.dumps(result.summary, indent=2, default=str) + "\n"
     elif args.format == "sarif":
@@ -106,6 +121,8 @@ def render_text(loaded: Any, result: Any) -> str:
         + f" · revision {s['checkpoint_revision']} · runtime {s['runtime_target']} · validation {s['validation_status']}"
         + f" · canary {s['canary_status']} · rollback {s['rollback_status']}"
     )
+    if s.get("runtime_note"):
+        lines.append(f"note: {s['runtime_note']}")
     if result.summary_path:
         lines.append(f"evidence: {result.summary_path}")
     return "\n".join(lines) + "\n"

@@ -559,25 +559,65 @@ def route_runtimes(ctx: Any) -> tuple[RuntimeSpec | None, RuntimeSpec | None, di
     return under_test, reference, opts, problems
 
 
+def route_tokenizer(ctx: Any, texts: Sequence[str], folder: Path) -> tuple[TokenizerParity | None, str | None]:
+    """The route's tokenizer parity: the checkpoint's tokenizer.json (reference) against the copy the bundle
+    carries (its `tokenizer.json` section, written to `folder`). (parity, None), or (None, why it cannot run)."""
+    from .checkpoint import resolve_layout
+
+    route = ctx.route
+    layout = resolve_layout(ctx.resolve(route.checkpoint.path), route.checkpoint.revision, route.checkpoint.id)
+    snapshot = layout.files_dir
+    if layout.problem or snapshot is None:
+        return None, f"the checkpoint's files cannot be located ({layout.problem or 'no snapshot for the pinned revision'})"
+    ref = snapshot / "tokenizer.json"
+    if not ref.is_file():
+        return None, "the checkpoint has no tokenizer.json"
+    if not ref.resolve().is_relative_to(layout.root):  # gate 1's rule: never follow a path out of the checkpoint
+        return None, "the checkpoint's tokenizer.json resolves outside the checkpoint"
+    try:
+        from .bundle import BundleError, read_bundle
+
+        bundle = read_bundle(ctx.resolve(route.bundle))
+        if "tokenizer.json" not in bundle.sections:
+            return None, f"the bundle {Path(route.bundle).name} carries no tokenizer.json section"
+        section = bundle.read_section("tokenizer.json")
+    except ImportError:  # pragma: no cover - bundle.py ships with trtls
+        return None, "trtls.gates.bundle is not installed"
+    except (BundleError, OSError) as exc:
+        return None, f"the bundle's tokenizer.json (what the runtime gets) cannot be read: {exc}"
+    carried = folder / "bundle-tokenizer.json"
+    carried.write_bytes(section)
+    return TokenizerParity(reference=ref, texts=list(texts), under_test=carried), None
+
+
 def run_gate(ctx: Any) -> list[GateCheck]:
     """Gate 4 for `trtls.gates.run` (`hook(ctx) -> list[GateCheck]`); writes validation_status/runtime_target."""
     from trtls.core.gate_result import decide
+
+    import tempfile
 
     base: TomlPath = ("routes", ctx.route_name)
     under_test, reference, opts, checks = route_runtimes(ctx)
     if under_test is not None and reference is not None and not checks:
         ref_inputs = getattr(ctx.route, "reference_inputs", None)
         inputs = [ctx.resolve(ref_inputs)] if ref_inputs else []
-        checks = check_parity(
-            reference,
-            under_test,
-            inputs,
-            tolerances=dict(getattr(ctx.route, "tolerances", None) or {}),
-            concurrency=int(opts.get("concurrency", 4)),
-            concurrency_exact=bool(opts.get("concurrency_exact", True)),
-            malformed=bool(opts.get("malformed", True)),
-            paths={"route": base},
-        )
+        texts = getattr(ctx.route, "tokenizer_texts", None)
+        p_tok = base + ("tokenizer_texts",)
+        with tempfile.TemporaryDirectory(prefix="trtls-tokenizer-") as tmp:
+            tokenizer, why_not = route_tokenizer(ctx, texts, Path(tmp)) if texts else (None, None)
+            checks = check_parity(
+                reference,
+                under_test,
+                inputs,
+                tolerances=dict(getattr(ctx.route, "tolerances", None) or {}),
+                concurrency=int(opts.get("concurrency", 4)),
+                concurrency_exact=bool(opts.get("concurrency_exact", True)),
+                malformed=bool(opts.get("malformed", True)),
+                tokenizer=tokenizer,
+                paths={"route": base, "tokenizer": p_tok},
+            )
+        if why_not is not None:
+            checks.insert(0, _check("parity.tokenizer", "hold", f"tokenizer parity unproven: {why_not}", "TRT806", p_tok))
         ctx.record["runtime_target"] = under_test.label
     ctx.record["validation_status"] = {"supported": "pass", "reject": "reject"}.get(decide(checks), "hold")
     return checks

@@ -11,6 +11,13 @@ bundle_digest, runtime_target, validation_status, canary_status, rollback_status
 check of every gate; beside it `report.sarif` (SARIF 2.1.0) and `junit.xml` when `gates.reports` exists.
 Gates 3–5 share results through `ctx.record` (e.g. `bundle_digest`, `validation_status`, `canary_status`,
 `rollback_status`), which the summary picks up.
+
+Baseline: a normal run never writes gate 5's performance baseline. `record_baseline=True` (`trtls gates
+--record-baseline`, run by a person after review) writes this run's gate-5 measurement to
+`.trtls/routes/<route>/baseline.json` (`release.write_baseline`) — unless the run was cancelled, gate 5 did not
+measure, or the gates rejected: a rejected route's numbers are never a baseline. This run's TRT906 still
+says there was no baseline; the next run compares against the recorded one. The summary's `baseline` says
+what happened.
 """
 
 from __future__ import annotations
@@ -74,6 +81,7 @@ class RouteResult:
     findings: list[Finding]
     summary_path: Path | None = None
     cancelled: bool = False
+    baseline: dict[str, Any] | None = None  # with record_baseline: {"recorded": bool, "path"|"reason", …}
 
     def gate_status(self, gate: int) -> str | None:
         mine = [c for c in self.checks if c.gate == gate]
@@ -107,6 +115,7 @@ def run_gates(
     use_digest_cache: bool = True,
     environment: dict[str, Any] | None = None,
     write_evidence: bool = True,
+    record_baseline: bool = False,
 ) -> RouteResult:
     """Run `gates` (default all five, in order) for `route_name` of a loaded, error-free recipe."""
     route = route_model(loaded, route_name)
@@ -151,11 +160,36 @@ def run_gates(
     complete = not cancelled and selected == list(ALL_GATES)
     decision: Decision = gates_decision if (complete or gates_decision == "reject") else "hold"
     summary = _summary(ctx, selected, decision, gates_decision, cancelled)
+    baseline = _record_baseline(ctx, gates_decision, cancelled) if record_baseline else None
+    if baseline is not None:
+        summary["baseline"] = baseline
     findings = [f for f in (c.finding() for c in checks) if f is not None]
-    result = RouteResult(route_name, checks, decision, gates_decision, summary, findings, None, cancelled)
+    result = RouteResult(route_name, checks, decision, gates_decision, summary, findings, None, cancelled, baseline)
     if write_evidence:
         result.summary_path = write_route_evidence(loaded, result)
     return result
+
+
+def _record_baseline(ctx: GateContext, gates_decision: Decision, cancelled: bool) -> dict[str, Any]:
+    """Write this run's gate-5 measurement as the route's baseline, or say why not (see the module doc)."""
+    measured = next((c for c in ctx.checks if c.gate == 5 and c.name == "release.measure" and c.status == "pass"), None)
+    if cancelled:
+        return {"recorded": False, "reason": "the run was cancelled"}
+    if measured is None:
+        return {"recorded": False, "reason": "gate 5 did not measure the runtime in this run"}
+    if gates_decision == "reject":
+        return {"recorded": False, "reason": "the gates rejected the route: a rejected route's numbers are never a baseline"}
+    try:
+        from dataclasses import fields
+
+        from .release import Measurement, sha256_of, write_baseline
+    except ImportError as exc:
+        return {"recorded": False, "reason": f"gate 5 is not installed ({exc})"}
+    m = Measurement(**{f.name: measured.evidence.get(f.name) for f in fields(Measurement)})
+    bundle = ctx.resolve(ctx.route.bundle)
+    sha = sha256_of(bundle) if bundle.is_file() else None
+    path = write_baseline(ctx.recipe_dir, ctx.route_name, m, bundle_sha256=sha)
+    return {"recorded": True, "path": str(path), "bundle_sha256": sha, "measurement": m.as_dict()}
 
 
 def _status_of(checks: list[GateCheck], gate: int) -> str:
@@ -193,6 +227,7 @@ def _summary(ctx: GateContext, selected: list[int], decision: Decision, gates_de
         "bundle_digest": r.get("bundle_digest"),
         "runtime_target": r.get("runtime_target") or ctx.route.runtime,
         "reference_runtime": ctx.route.reference,
+        **_engine_note(ctx, gates),
         "validation_status": validation,
         "canary_status": r.get("canary_status", "not_started"),
         "rollback_status": r.get("rollback_status", "blocked"),
@@ -206,6 +241,28 @@ def _summary(ctx: GateContext, selected: list[int], decision: Decision, gates_de
         "gates": gates,
         "recipe": str(ctx.loaded.path),
         "generatedAt": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+
+
+TENSORRT_RUNTIMES = ("tensorrt", "tensorrt_rtx")
+
+
+def _engine_note(ctx: GateContext, gates: dict[str, Any]) -> dict[str, Any]:
+    """`engine_executed` and `runtime_note`: whether the TensorRT engine itself ran, said plainly."""
+    route = ctx.route
+    env = ctx.gate2.environment if ctx.gate2 else {}
+    if route.runtime in TENSORRT_RUNTIMES:
+        ran = any(c.name == "parity.runtime_available" and c.status == "pass" for c in ctx.checks if c.gate == 4)
+        note = "gate 4 ran the TensorRT engine" if ran else "the TensorRT engine was not executed: gate 4 could not run it here"
+        return {"engine_executed": ran, "runtime_note": note}
+    bundled = "was built and bundled (gate 3 verified the bundle)" if gates["3"]["status"] == "pass" else "is not verified as bundled (gate 3 did not pass)"
+    why = "no GPU TensorRT accepts on this machine" if not (env or {}).get("gpu_name") else f"the route's runtime under test is {route.runtime}"
+    return {
+        "engine_executed": False,
+        "runtime_note": (
+            f"the TensorRT engine {bundled} but not executed ({why}): gate 4 compared {route.runtime} with {route.reference} "
+            "on the engine's ONNX model, which gate 3 checks is byte-identical to the bundle's model.onnx section"
+        ),
     }
 
 
