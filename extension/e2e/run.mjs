@@ -390,6 +390,30 @@ try {
     });
   }
 
+  if (want('edit')) {
+    await check('typing an unknown key gives TRT101 (didOpen/didChange reach the server); its quick fix renames it', async () => {
+      await openFile('trtls.toml');
+      await page.locator('.monaco-editor .view-line', { hasText: 'cancel_grace_s = 10' }).first().click();
+      await page.keyboard.press('End');
+      await page.keyboard.press('Enter');
+      await page.keyboard.type('keep_evidnce = true', { delay: 20 });
+      await page.keyboard.press('Escape');
+      const rows = await problems();
+      const row = rows.filter({ hasText: 'TRT101' }).first();
+      await until('TRT101 in Problems', () => row.isVisible(), 20000);
+      say(`problem: ${(await row.innerText()).replace(/\s+/g, ' ')}`);
+      await page.locator('.monaco-editor .view-line', { hasText: 'keep_evidnce' }).first().click();
+      await page.keyboard.press('Control+Period');
+      const fix = page.locator('.action-widget .monaco-list-row', { hasText: "keep_evidence" }).first();
+      await fix.waitFor({ state: 'visible', timeout: 10000 });
+      await shot('12-recipe-quick-fix');
+      await fix.click();
+      await until('the line renamed', () => page.locator('.monaco-editor .view-line', { hasText: 'keep_evidence = true' }).first().isVisible(), 10000);
+      await until('TRT101 gone', async () => (await rows.filter({ hasText: 'TRT101' }).count()) === 0, 20000);
+      await page.keyboard.press('Control+S');
+    });
+  }
+
   if (want('gates') && GATES_WS) {
     // A second workspace (a new page load = a new extension host and server): the route sample, whose
     // `license` route is rejected by gate 1 (TRT507) at its `allowed_licenses` line.
@@ -405,10 +429,10 @@ try {
       await until('explorer to show trtls.toml', () => entry.isVisible(), 30000);
       await entry.click();
       await until('Run Gates code lens', () => page.locator('.contentWidgets .codelens-decoration', { hasText: 'Run Gates' }).first().isVisible(), 30000);
-      await shot('12-route-open');
+      await shot('13-route-open');
       await palette('TensorRT: Run Gates', { pick: route });
       await until('the gates decision message', () => page.locator('.notifications-toasts .notification-toast', { hasText: `route ${route}: reject` }).first().isVisible(), 120000, 500);
-      await shot('13-gates-decision');
+      await shot('14-gates-decision');
       const rows = await problems();
       const row = rows.filter({ hasText: 'TRT507' }).first();
       await until('TRT507 in Problems', () => row.isVisible(), 20000);
@@ -416,7 +440,7 @@ try {
       say(`problem: ${text}`);
       assert(new RegExp(`\\[Ln ${keyLine}, Col \\d+\\]`).test(text), `TRT507 is not at line ${keyLine}: ${text}`);
       assert(/licen[cs]e/i.test(text), `TRT507 message does not mention the licence: ${text}`);
-      await shot('14-gates-problems');
+      await shot('15-gates-problems');
     });
   }
 } finally {

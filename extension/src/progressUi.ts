@@ -52,7 +52,7 @@ export class ToastProgressFeature implements StaticFeature {
     };
     const show = (): void => {
       void vscode.window.withProgress(
-        { location: vscode.ProgressLocation.Notification, title: tracker.title, cancellable: true },
+        { location: vscode.ProgressLocation.Notification, title: tracker.title, cancellable: tracker.cancellable },
         async (progress, cancel) => {
           report = (v) => progress.report(v);
           cancel.onCancellationRequested(() => {
@@ -79,6 +79,7 @@ export class ToastProgressFeature implements StaticFeature {
       const v = value as ProgressValue;
       if (v.kind === 'begin' && report === undefined) {
         tracker.title = v.title;
+        tracker.cancellable = v.cancellable ?? false;
         pending.push(v);
         show();
         return;
