@@ -118,12 +118,17 @@ def mutated_seed(draw) -> str:
     return text
 
 
+_fired: list[bool] = []
+
+
 def _alarm(signum, frame):
+    _fired.append(True)  # recorded too: an alarm that lands in a gc callback is swallowed by Python
     raise TimeoutError(f"load_recipe took more than {HANG_S} s")
 
 
 def check(folder: Path, text: str) -> list[Finding]:
     """Parse; never raise, never hang; every finding located inside the document."""
+    _fired.clear()
     old = signal.signal(signal.SIGALRM, _alarm)
     signal.alarm(HANG_S)
     try:
@@ -131,6 +136,7 @@ def check(folder: Path, text: str) -> list[Finding]:
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, old)
+    assert not _fired, f"load_recipe took more than {HANG_S} s on {text[:200]!r}"
     lines = text.split("\n")
     for f in loaded.findings:
         assert isinstance(f, Finding) and f.code.startswith("TRT") and f.message
