@@ -1,4 +1,5 @@
 // trtls VS Code client: starts `<python> -m trtls serve`, shows and forwards. All logic is in the server.
+import * as os from 'os';
 import * as path from 'path';
 import * as vscode from 'vscode';
 import {
@@ -7,7 +8,7 @@ import {
 import { BUILD_TREE_NOTIFICATION, BuildTreeModel, statusBarText, TreeElement } from './buildTree';
 import { classifyEnd } from './progress';
 import { ToastProgressFeature } from './progressUi';
-import { checkServerVersion, initializationOptions, needsRestart, readSettings, resolvePython, TrtlsSettings } from './settings';
+import { checkServerVersion, expandPath, initializationOptions, needsRestart, readSettings, resolvePython, TrtlsSettings } from './settings';
 import { BuildTreeProvider } from './treeView';
 
 const RECIPE_GLOB = '**/trtls.toml';
@@ -163,8 +164,9 @@ async function stopClient(): Promise<void> {
 
 async function startClient(reason: string): Promise<void> {
   const settings = currentSettings();
-  const { python, source } = resolvePython(settings.python, settings.python === '' ? await interpreterFromPythonExtension() : undefined);
   const cwd = vscode.workspace.workspaceFolders?.[0]?.uri.fsPath;
+  const configured = expandPath(settings.python, { workspaceFolder: cwd, home: os.homedir(), env: process.env });
+  const { python, source } = resolvePython(configured, configured === '' ? await interpreterFromPythonExtension() : undefined);
   log.info(`starting trtls server (${reason}): ${python} -m trtls serve  [interpreter from ${source}]`);
   const serverOptions: ServerOptions = {
     command: python,

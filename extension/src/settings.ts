@@ -48,6 +48,16 @@ export function needsRestart(affects: (section: string) => boolean): boolean {
   return RESTART_KEYS.some((k) => affects(k));
 }
 
+/** Expands `${workspaceFolder}`, `${userHome}` / a leading `~`, and `${env:NAME}` in a path setting. */
+export function expandPath(value: string, vars: { workspaceFolder?: string; home?: string; env?: Record<string, string | undefined> }): string {
+  let out = value.replace(/\$\{workspaceFolder\}/g, vars.workspaceFolder ?? '${workspaceFolder}');
+  if (vars.home !== undefined) {
+    out = out.replace(/\$\{userHome\}/g, vars.home).replace(/^~(?=$|\/)/, vars.home);
+  }
+  out = out.replace(/\$\{env:([A-Za-z_][A-Za-z0-9_]*)\}/g, (_m, name: string) => vars.env?.[name] ?? '');
+  return out;
+}
+
 /** Picks the interpreter: explicit setting, then the Python extension's, then python3. */
 export function resolvePython(setting: string, fromPythonExtension: string | undefined): { python: string; source: string } {
   if (setting !== '') return { python: setting, source: 'setting trtls.python' };

@@ -1,6 +1,6 @@
 import { strict as assert } from 'node:assert';
 import { test } from 'node:test';
-import { checkServerVersion, initializationOptions, needsRestart, readSettings, resolvePython } from '../src/settings';
+import { checkServerVersion, expandPath, initializationOptions, needsRestart, readSettings, resolvePython } from '../src/settings';
 
 test('readSettings: defaults', () => {
   const { settings, problems } = readSettings(() => undefined);
@@ -39,4 +39,14 @@ test('checkServerVersion compares major.minor', () => {
   assert.equal(checkServerVersion('0.1.0', { name: 'trtls', version: '0.2.0' }).ok, false);
   assert.equal(checkServerVersion('0.1.0', { name: 'trtls' }).ok, false);
   assert.equal(checkServerVersion('0.1.0', undefined).ok, false);
+});
+
+test('expandPath expands workspaceFolder, home and env', () => {
+  const vars = { workspaceFolder: '/w', home: '/h', env: { VENV: '/v' } };
+  assert.equal(expandPath('${workspaceFolder}/.venv/bin/python', vars), '/w/.venv/bin/python');
+  assert.equal(expandPath('~/py/bin/python', vars), '/h/py/bin/python');
+  assert.equal(expandPath('${userHome}/x', vars), '/h/x');
+  assert.equal(expandPath('${env:VENV}/bin/python', vars), '/v/bin/python');
+  assert.equal(expandPath('/usr/bin/python3', vars), '/usr/bin/python3');
+  assert.equal(expandPath('a~b', vars), 'a~b');
 });
