@@ -181,6 +181,7 @@ async def test_server_killed_mid_build_orphans_recovered_on_restart(workspace: P
     running = workspace / ".trtls" / "runs" / res["buildId"] / "running.json"
     await until(lambda: running.exists() and "workerPid" in running.read_text())
     worker_pid = json.loads(running.read_text())["workerPid"]
+    await until(lambda: any("›" in (getattr(r, "message", "") or "") for r in client.progress_reports[build_token(client, "large")]))
     # leave an orphaned temp engine the way a crash mid-commit would
     orphan = workspace / "build" / f"large.engine.trtls-tmp-{res['buildId']}"
     orphan.parent.mkdir(parents=True, exist_ok=True)
@@ -194,6 +195,10 @@ async def test_server_killed_mid_build_orphans_recovered_on_restart(workspace: P
         await until(lambda: any(d.code == "TRT404" for d in client2.diagnostics.get(uri, [])))
         summary = json.loads((workspace / ".trtls" / "runs" / res["buildId"] / "summary.json").read_text())
         assert summary["outcome"] == "killed" and not running.exists()
+        from trtls.core.evidence import missing_seed_fields
+
+        assert missing_seed_fields(summary) == [] and summary["buildConfigHash"] and summary["timingCacheMode"] == "discarded"
+        assert summary["phaseTree"] and all(p["status"] != "running" for p in summary["phaseTree"])
         assert not orphan.exists() and not (workspace / "build" / "large.engine").exists()
         await until(lambda: _gone(worker_pid), timeout=30)
     finally:

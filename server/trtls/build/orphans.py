@@ -36,6 +36,60 @@ def _alive(pid: int | None) -> bool:
         return True
 
 
+def _orphan_summary(run_dir: Path, state: dict[str, Any], job: dict[str, Any], cleanup: str, inventory: list, note: str) -> dict[str, Any]:
+    """As complete as the supervisor's summary, rebuilt from the events the dead server had recorded."""
+    from ..core.events import ProtocolError, parse_event
+    from ..core.phase_tree import PhaseTree
+
+    tree, started, cache = PhaseTree(), None, None
+    try:
+        lines = (run_dir / "events.jsonl").read_bytes().splitlines()
+    except OSError:
+        lines = []
+    for line in lines:
+        try:
+            ev = parse_event(line)
+        except ProtocolError:
+            continue  # the last line may be cut where the server died
+        tree.apply(ev)
+        if ev.type == "build_started":
+            started = ev
+        elif ev.type == "cache_decision":
+            cache = ev.model_dump(exclude={"v", "type", "t_ns"})
+    end = tree.t_last_callback_ns or 0
+    tree.close_open("failed", end)
+    env = started.environment if started is not None else {}
+    if cache is None:
+        configured = job.get("timing_cache")
+        cache = {"decision": "discarded" if configured else "cold", "reason": "the build was interrupted before deciding; the cache on disk was not written" if configured else "no timing cache configured", "path": (configured or {}).get("path")}
+    return {
+        "framework": "trtls",
+        "buildId": state["buildId"],
+        "engine": state.get("engine"),
+        "outcome": "killed",
+        "error": "the supervising server process died during the build",
+        "tensorrtVersion": env.get("version"),
+        "builderModule": env.get("module"),
+        "language": env.get("language", "python"),
+        "buildConfigHash": started.build_config_hash if started is not None else None,
+        "gpuSku": env.get("device_name") or "none (CPU-only ahead-of-time build)",
+        "timingCacheMode": cache["decision"],
+        "timingCache": cache,
+        "cancelSource": None,
+        "cancelLatencyMs": None,
+        "cleanupLatencyMs": None,
+        "cleanupStatus": cleanup,
+        "forced": False,
+        "artifacts": inventory,
+        "notes": [note],
+        "retryPolicy": "retry_cold",
+        "retryRule": "the previous build was interrupted by a server crash; nothing it did is trusted",
+        "validationStatus": "not_applicable",
+        "phaseTree": tree.snapshot(end),
+        "events": "events.jsonl",
+    }
+
+
 def recover_orphans(trtls_dir: Path, own_pid: int | None = None) -> list[dict[str, Any]]:
     own_pid = own_pid or os.getpid()
     recovered: list[dict[str, Any]] = []
@@ -59,19 +113,7 @@ def recover_orphans(trtls_dir: Path, own_pid: int | None = None) -> list[dict[st
         inventory, status = remove_or_quarantine(temp_files_near(output, state["buildId"]), qdir, f"orphan of build {state['buildId']}")
         n = len(inventory)
         message = f"{'quarantined' if status == 'quarantined' else 'removed'} {n} orphaned temp file(s)" if n else "no temp files were left"
-        summary = {
-            "framework": "trtls",
-            "buildId": state["buildId"],
-            "engine": state.get("engine"),
-            "outcome": "killed",
-            "error": "the supervising server process died during the build",
-            "cleanupStatus": status,
-            "artifacts": inventory,
-            "notes": [f"recovered at {time.strftime('%Y-%m-%d %H:%M:%S')} by process {own_pid}: {message}"],
-            "validationStatus": "not_applicable",
-            "retryPolicy": "retry_cold",
-            "retryRule": "the previous build was interrupted by a server crash; nothing it did is trusted",
-        }
+        summary = _orphan_summary(running.parent, state, job, status, inventory, f"recovered at {time.strftime('%Y-%m-%d %H:%M:%S')} by process {own_pid}: {message}")
         atomic_write_text(running.with_name("summary.json"), json.dumps(summary, indent=2))
         running.unlink(missing_ok=True)
         recovered.append({"buildId": state["buildId"], "engine": state.get("engine"), "message": message, "cleanupStatus": status, "artifacts": inventory})

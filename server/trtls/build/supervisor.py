@@ -248,7 +248,8 @@ class Supervisor:
             build.evidence_dir / "running.json",
             json.dumps({"buildId": build.id, "engine": build.engine, "output": str(build.output), "supervisorPid": os.getpid(), "job": build.job}),
         )
-        build._events_file = open(build.evidence_dir / "events.jsonl", "wb")
+        # unbuffered: if this process dies, the next one rebuilds the evidence from what is on disk
+        build._events_file = open(build.evidence_dir / "events.jsonl", "wb", buffering=0)
         try:
             proc = await asyncio.create_subprocess_exec(
                 *build.command,

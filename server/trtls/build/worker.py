@@ -64,7 +64,6 @@ class Emitter(threading.Thread):
         self.pending: dict[str, tuple[int, int]] = {}  # phase id → (t_ns, step) not yet sent
         self.last_sent: dict[str, int] = {}  # phase id → when its last step event was written
         self.last_step: dict[str, int] = {}
-        self.stop_flag = threading.Event()
 
     def flush_due(self) -> None:
         now = time.monotonic_ns()
@@ -97,14 +96,14 @@ class Emitter(threading.Thread):
                 rec = self.queue.get(timeout=STEP_INTERVAL_NS / 1e9)
             except Empty:
                 self.flush_due()
-                if self.stop_flag.is_set():
-                    return
                 continue
+            if rec[0] == "stop":  # a marker, not a flag: waking on it costs nothing, a timeout costs 50 ms
+                return
             self.handle(rec)
 
     def drain(self) -> None:
         """Called once the builder has returned: send everything still queued, in order."""
-        self.stop_flag.set()
+        self.queue.put(("stop",))
         self.join(timeout=1.0)
         while True:
             try:
