@@ -345,11 +345,16 @@ try {
       await until('second demo built', async () => /^demo/.test(await top.innerText()) && /built/.test(await top.innerText()), 180000, 500);
     });
 
-    await check('evidence opens from the finished build node', async () => {
+    await check('evidence opens from the finished build node and from Show Build Evidence', async () => {
       const row = await buildRow('demo');
       await row.click();
       await page.locator('.tabs-container .tab', { hasText: 'summary.json' }).first().waitFor({ state: 'visible', timeout: 15000 });
       await shot('09-evidence');
+      // and from the palette: a pick of finished builds (trtls.listBuilds)
+      await page.locator('.tabs-container .tab', { hasText: 'summary.json' }).first().locator('.codicon-close, .action-label').last().click().catch(() => undefined);
+      await until('summary.json closed', async () => (await page.locator('.tabs-container .tab', { hasText: 'summary.json' }).count()) === 0, 5000).catch(() => undefined);
+      await palette('TensorRT: Show Build Evidence', { pick: 'demo' });
+      await page.locator('.tabs-container .tab', { hasText: 'summary.json' }).first().waitFor({ state: 'visible', timeout: 15000 });
     });
   }
 

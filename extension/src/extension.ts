@@ -422,9 +422,10 @@ async function showEvidence(arg?: unknown): Promise<void> {
   let buildId = buildIdOf(arg);
   if (buildId === undefined) {
     const listed = await serverCommand<ListBuildsResult>('trtls.listBuilds', {});
-    const done = listed.builds.filter((b) => b.status !== 'running');
+    // newest first; only builds that kept their evidence (keep_evidence = false drops it)
+    const done = listed.builds.filter((b) => b.status !== 'running' && b.evidencePath).reverse();
     if (done.length === 0) {
-      void vscode.window.showInformationMessage('TensorRT: no finished build yet.');
+      void vscode.window.showInformationMessage('TensorRT: no finished build with evidence yet.');
       return;
     }
     const p = await vscode.window.showQuickPick(
