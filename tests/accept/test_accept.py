@@ -9,8 +9,6 @@ criterion checks, and the criterion must fail for that reason.
 from __future__ import annotations
 
 import copy
-import fcntl
-import json
 import shutil
 import subprocess
 import sys
@@ -229,7 +227,7 @@ def test_held_lock_and_live_process_fail_criterion_8(fast_run, tmp_path: Path) -
     finally:
         holder.kill()
         holder.wait()
-    assert runner.lock_probe(tmp_path) == {".trtls/history.json.lock": True} and not runner.alive(holder.pid)
+    assert runner.lock_probe(tmp_path) == {".trtls/history.json.lock": True} and not runner.process_alive(holder.pid)
 
 
 # -- LSP, skipped scenarios, report plumbing --------------------------------------------------------------------

@@ -13,7 +13,6 @@ from onnx import TensorProto, helper
 
 from trtls.core.gate_result import decide
 from trtls.gates import parity as P
-from trtls.gates.runtimes import RuntimeSpec
 
 ROUTE = ("routes", "tiny")
 PATHS = {"route": ROUTE, "tolerances": ROUTE + ("tolerances",)}

@@ -15,6 +15,7 @@ from lsprotocol import types as lsp
 from pytest_lsp import LanguageClient, make_test_lsp_client
 
 from .conftest import accept_refresh, caps
+from ..build.helpers import process_gone
 from .lsp_helpers import command_of, execute, open_recipe, until
 
 
@@ -200,18 +201,9 @@ async def test_server_killed_mid_build_orphans_recovered_on_restart(workspace: P
         assert missing_seed_fields(summary) == [] and summary["buildConfigHash"] and summary["timingCacheMode"] == "discarded"
         assert summary["phaseTree"] and all(p["status"] != "running" for p in summary["phaseTree"])
         assert not orphan.exists() and not (workspace / "build" / "large.engine").exists()
-        await until(lambda: _gone(worker_pid), timeout=30)
+        await until(lambda: process_gone(worker_pid), timeout=30)
     finally:
         await client2.shutdown_session()
-
-
-def _gone(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    with open(f"/proc/{pid}/stat") as fh:
-        return fh.read().split(")")[-1].split()[0] == "Z"
 
 
 @pytest.mark.parametrize("arg", [{"uri": "file:///nowhere/trtls.toml"}, {"engine": "demo"}, {"uri": 1, "engine": "demo", "x": 1}])
@@ -233,7 +225,7 @@ async def test_exit_without_shutdown_leaves_nothing_half_written(workspace: Path
     client.protocol.notify(lsp.EXIT, None)  # an editor that just goes away
     await asyncio.wait_for(client._server.wait(), 30)
     # the worker sees its stdin close, cancels itself (service_shutdown) and removes what it started
-    await until(lambda: _gone(worker_pid), timeout=60)
+    await until(lambda: process_gone(worker_pid), timeout=60)
     assert not (workspace / "build" / "large.engine").exists()
     assert not [p for p in workspace.rglob("*") if ".trtls-tmp-" in p.name]
     client2 = await _start_server()

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from ..build.orphans import process_alive
 from ..build.artifacts import sha256_file
 from ..build.history import History
 from ..build.supervisor import Build, Supervisor
@@ -181,22 +182,6 @@ def leftovers(ws: Path) -> list[str]:
     return sorted(str(p) for p in ws.rglob("*") if (TEMP_MARK in p.name or p.name.endswith(".tmp")) and quarantine not in p.parents)
 
 
-def alive(pid: int | None) -> bool:
-    if not pid:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().split(")")[-1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
 def lock_probe(ws: Path) -> dict[str, bool]:
     """Every lock file in the workspace: can we take it at once (nobody holds it)?"""
     out = {}
@@ -279,7 +264,7 @@ class Recorder:
         o.pids = sorted({p for p in o.pids if p})
         deadline = time.monotonic() + 5.0  # a process that exits is reaped within moments
         while True:
-            o.alive_pids = [p for p in o.pids if alive(p)]
+            o.alive_pids = [p for p in o.pids if process_alive(p)]
             if not o.alive_pids or time.monotonic() > deadline:
                 break
             time.sleep(0.05)
@@ -436,7 +421,6 @@ def sc_network_change(ctx: Context) -> Observation:
 
 def _change_network(onnx_path: Path) -> None:
     """The same graph with different weights: another network for the builder, valid ONNX."""
-    import numpy as np
     import onnx
     from onnx import numpy_helper
 

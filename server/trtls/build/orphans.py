@@ -19,7 +19,8 @@ from ..core.atomic import atomic_write_text
 from .artifacts import remove_or_quarantine, temp_files_near
 
 
-def _alive(pid: int | None) -> bool:
+def process_alive(pid: int | None) -> bool:
+    """True for a live process (a zombie is not alive for our purposes)."""
     if not pid:
         return False
     try:
@@ -28,7 +29,6 @@ def _alive(pid: int | None) -> bool:
         return False
     except PermissionError:
         return True
-    # a zombie is not alive for our purposes
     try:
         with open(f"/proc/{pid}/stat") as fh:
             return fh.read().split(")")[-1].split()[0] != "Z"
@@ -99,10 +99,10 @@ def recover_orphans(trtls_dir: Path, own_pid: int | None = None) -> list[dict[st
         except (OSError, ValueError):
             continue
         sup = state.get("supervisorPid")
-        if sup == own_pid or _alive(sup):
+        if sup == own_pid or process_alive(sup):
             continue  # a live supervisor owns it
         worker = state.get("workerPid")
-        if _alive(worker):
+        if process_alive(worker):
             try:
                 os.killpg(worker, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):

@@ -48,7 +48,7 @@ from trtls.core.findings import TomlPath
 from trtls.core.gate_result import CheckStatus, GateCheck
 
 from .parity import toml_path
-from .runtimes import RunResult, RuntimeSpec, benchmark, load_npz, run_inputs
+from .runtimes import RunResult, RuntimeSpec, benchmark, run_inputs
 
 GATE = 5
 BASELINE_FORMAT = "trtls.release-baseline/1"

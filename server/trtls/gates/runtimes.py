@@ -535,7 +535,7 @@ class _ReferenceAdapter(_Adapter):
     def __init__(self, spec: RuntimeSpec):
         import onnx
         from onnx import helper
-        from onnx.reference import ReferenceEvaluator
+        from onnx.reference import ReferenceEvaluator  # noqa: F401 - fail here, not per request, when it is missing
 
         model = onnx.load(spec.model)
         initializers = {t.name for t in model.graph.initializer}
