@@ -291,6 +291,10 @@ try {
       const rows = await problems();
       await until('a TRT2xx/3xx/4xx problem', async () => (await rows.allInnerTexts()).some((t) => /TRT[234]\d\d/.test(t)), 30000);
       say(`problems: ${JSON.stringify((await rows.allInnerTexts()).map((t) => t.replace(/\s+/g, ' ')))}`);
+      // codeDescription.href makes the code a link
+      const links = page.locator('.markers-panel .monaco-list-row a', { hasText: /^TRT\d{3}$/ });
+      assert((await links.count()) > 0, 'the diagnostic codes are not links (codeDescription lost?)');
+      say(`code link: ${await links.first().getAttribute('href') ?? await links.first().getAttribute('title')}`);
       await shot('06-problems-after-cancel');
     });
   }
