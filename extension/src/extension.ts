@@ -37,6 +37,7 @@ const model = new BuildTreeModel();
 let tree: BuildTreeProvider;
 let statusItem: vscode.StatusBarItem;
 let serverDescription = '';
+let lastPython = 'python3';
 
 export async function activate(context: vscode.ExtensionContext): Promise<void> {
   ctx = context;
@@ -139,8 +140,13 @@ function restart(reason: string): Promise<void> {
     await startClient(reason);
   }).catch((e) => {
     log.error(`server start failed: ${String(e)}`);
-    void vscode.window.showErrorMessage(`TensorRT: the trtls server did not start: ${e instanceof Error ? e.message : String(e)}. Check the setting trtls.python and that trtls is installed (pip install trtls).`, 'Show Log')
-      .then((a) => { if (a) log.show(); });
+    void vscode.window.showErrorMessage(
+      `TensorRT: the trtls server did not start with ${lastPython} (${e instanceof Error ? e.message : String(e)}). ` +
+      'Set trtls.python to a Python where trtls is installed (pip install trtls).', 'Show Log', 'Open Settings')
+      .then((a) => {
+        if (a === 'Show Log') log.show();
+        if (a === 'Open Settings') void vscode.commands.executeCommand('workbench.action.openSettings', 'trtls.python');
+      });
   });
   return lifecycle;
 }
@@ -167,6 +173,7 @@ async function startClient(reason: string): Promise<void> {
   const cwd = vscode.workspace.workspaceFolders?.[0]?.uri.fsPath;
   const configured = expandPath(settings.python, { workspaceFolder: cwd, home: os.homedir(), env: process.env });
   const { python, source } = resolvePython(configured, configured === '' ? await interpreterFromPythonExtension() : undefined);
+  lastPython = python;
   log.info(`starting trtls server (${reason}): ${python} -m trtls serve  [interpreter from ${source}]`);
   const serverOptions: ServerOptions = {
     command: python,
