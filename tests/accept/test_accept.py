@@ -221,7 +221,7 @@ def test_held_lock_and_live_process_fail_criterion_8(fast_run, tmp_path: Path) -
         holder.stdout.readline()
         obs.locks = runner.lock_probe(tmp_path)
         assert obs.locks == {".trtls/history.json.lock": False}
-        obs.alive_pids = [p for p in [holder.pid] if runner.alive(p)]
+        obs.alive_pids = [p for p in [holder.pid] if runner.process_alive(p)]
         v = verdict(obs, "8")
         assert v.status == "fail" and "locks still held" in v.message and str(holder.pid) in v.message
     finally:
