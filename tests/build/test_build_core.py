@@ -40,6 +40,8 @@ def check_evidence(build, ws: Path) -> dict:
     assert summary == json.loads(json.dumps(build.summary, default=str))
     assert missing_seed_fields(summary) == []
     assert (build.evidence_dir / "events.jsonl").stat().st_size > 0
+    assert json.loads((build.evidence_dir / "tree.json").read_text()) == summary["phaseTree"]
+    assert json.loads((build.evidence_dir / "environment.json").read_text()) == summary["environment"]
     assert not (build.evidence_dir / "running.json").exists()
     assert leftovers(ws) == [], "no temp file may be left"
     assert process_gone(build.pid), "the worker process is gone"

@@ -113,3 +113,10 @@ def test_cli_reports_file_line_col_and_exit_2(folder: Path, capsys: pytest.Captu
     err = capsys.readouterr().err
     assert f"{folder / 'trtls.toml'}:7:22: TRT102" in err
     assert not (folder / ".trtls").exists(), "no worker was started"
+
+
+def test_shipped_schema_is_current() -> None:
+    """server/trtls/schema/trtls.schema.json is what editors load (e.g. Even Better TOML): regenerate it with
+    `trtls schema -o server/trtls/schema/trtls.schema.json` when the models change."""
+    shipped = Path(__file__).parents[2] / "server" / "trtls" / "schema" / "trtls.schema.json"
+    assert json.loads(shipped.read_text()) == json.loads(json.dumps(recipe_json_schema()))

@@ -404,6 +404,8 @@ class Supervisor:
         build.summary = self._summary(build, t_end, history)
         build.evidence_dir.mkdir(parents=True, exist_ok=True)
         atomic_write_text(build.evidence_dir / "summary.json", json.dumps(build.summary, indent=2, default=str))
+        atomic_write_text(build.evidence_dir / "tree.json", json.dumps(build.summary["phaseTree"], indent=1))
+        atomic_write_text(build.evidence_dir / "environment.json", json.dumps(build.environment, indent=2, default=str))
         (build.evidence_dir / "running.json").unlink(missing_ok=True)
         if build._events_file is not None:
             build._events_file.close()
