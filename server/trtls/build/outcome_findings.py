@@ -25,7 +25,7 @@ def build_findings(summary: dict[str, Any]) -> list[Finding]:
     out: list[Finding] = []
     where = _stopped_in(summary)
     if outcome == "cancelled":
-        msg = f"build cancelled by {summary.get('cancelSource')}{where}; builder returned {summary.get('cancelLatencyMs')} ms after the request; no engine written"
+        msg = f"build cancelled by {summary.get('cancelSource')}{where}; builder returned {_ms(summary.get('cancelLatencyMs'))} after the request; no engine written"
         out.append(_f("TRT201", Severity.warning, msg, table, buildId=summary["buildId"]))
     elif outcome == "failed":
         out.append(_f("TRT202", Severity.error, f"build failed: {summary.get('error')}", table, buildId=summary["buildId"]))
@@ -48,6 +48,12 @@ def build_findings(summary: dict[str, Any]) -> list[Finding]:
     out.extend(_cache_findings(summary, engine))
     out.extend(_cleanup_findings(summary, engine))
     return out
+
+
+def _ms(value: float | None) -> str:
+    if value is None:
+        return "an unknown time"
+    return f"{value:.1f} ms" if value < 10 else f"{value:.0f} ms"
 
 
 def _stopped_in(summary: dict[str, Any]) -> str:
