@@ -152,14 +152,11 @@ def test_ctrl_c_through_the_cli(workspace: Path, demo_phase_count: int, where: s
     assert not (workspace / "build" / "demo.engine").exists() and leftovers(workspace) == []
 
 
-@pytest.mark.parametrize("seconds", [0.5, 2.0, 3.5])
+@pytest.mark.parametrize("seconds", [0.3, 1.5, 2.5])  # all well inside a demo build (≈ 1 s to start + 3 s CPU)
 def test_ci_timeout_through_the_cli(workspace: Path, seconds: float) -> None:
     proc = _cli(workspace, "--timeout", str(seconds))
     out, _ = proc.communicate(timeout=120)
     s = _summary_line(out)
-    if s["outcome"] == "built":  # a fast machine can finish before the timeout: then nothing was cancelled
-        assert proc.returncode == 0 and s["cancelSource"] in (None, "ci_timeout")
-        return
     assert proc.returncode == 124
     assert s["outcome"] == "cancelled" and s["cancelSource"] == "ci_timeout"
     assert not (workspace / "build" / "demo.engine").exists() and leftovers(workspace) == []
@@ -250,7 +247,7 @@ async def test_quiet_for_and_elapsed_are_live(workspace: Path) -> None:
     snap = build.snapshot()
     running = [p for p in snap["phases"] if p["status"] == "running"]
     assert running and all(p["elapsedS"] >= 0 and p["quietForS"] is not None for p in running)
-    assert "›" in build.progress_message() or build.progress_message()
+    assert "›" in build.progress_message() and build.progress_message().startswith(build.tree.phases["0"].name)
     build.cancel("api")
     await build.wait()
 
