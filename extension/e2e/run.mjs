@@ -378,7 +378,7 @@ try {
       await until('a running large node', async () => /^large/.test(await row.innerText()) && /building/.test(await row.innerText()), 30000);
       await row.hover();
       await row.locator('.actions .action-label[aria-label*="Stop Build"]').first().click();
-      await until('large node cancelled', async () => /cancelled/.test(await row.innerText()), 60000);
+      await until('large node cancelled by ide_stop (an editor button is an IDE stop)', async () => /cancelled by ide_stop/.test(await row.innerText()), 60000);
       await until('its toast to go', async () => (await toastWith('Building large').count()) === 0, 20000);
       say(`tree: ${JSON.stringify(await rowTexts())}`);
       await shot('10-stopped-from-tree');

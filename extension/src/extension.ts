@@ -415,7 +415,7 @@ async function stopBuild(arg?: unknown): Promise<void> {
     }
   }
   if (buildId === undefined) return;
-  await showCommandResult('trtls.cancelBuild', { buildId }, await serverCommand<CancelResult>('trtls.cancelBuild', { buildId }));
+  await showCommandResult('trtls.cancelBuild', { buildId }, await serverCommand<CancelResult>('trtls.cancelBuild', { buildId, source: 'ide_stop' }));
 }
 
 async function runGates(arg?: unknown): Promise<void> {

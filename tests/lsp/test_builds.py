@@ -235,3 +235,15 @@ async def test_exit_without_shutdown_leaves_nothing_half_written(workspace: Path
         assert json.loads((running.parent / "summary.json").read_text())["outcome"] == "killed"
     finally:
         await client2.shutdown_session()
+
+
+async def test_stop_button_cancel_is_ide_stop(client: LanguageClient, workspace: Path) -> None:
+    uri = open_recipe(client, workspace)
+    res = await execute(client, "trtls.buildEngine", {"uri": uri, "engine": "large"})
+    lenses = await client.text_document_code_lens_async(lsp.CodeLensParams(lsp.TextDocumentIdentifier(uri)))
+    stop = next(lens for lens in lenses if lens.command.title == "■ Stop")
+    assert stop.command.command == "trtls.cancelBuild" and stop.command.arguments[0] == {"buildId": res["buildId"], "source": "ide_stop"}
+    ack = await execute(client, "trtls.cancelBuild", stop.command.arguments[0])
+    assert ack["accepted"] is True
+    await until(lambda: build_token(client, "large") is not None and ended(client, build_token(client, "large")))
+    assert client.progress_reports[build_token(client, "large")][-1].message == "cancelled by ide_stop"

@@ -89,7 +89,7 @@ def code_lenses(loaded: LoadedRecipe, uri: str, running: dict[str, str], last: d
         if len(path) == 2 and path[0] == "engines":
             engine = str(path[1])
             if engine in running:
-                out.append(lsp.CodeLens(rng, lsp.Command("■ Stop", "trtls.cancelBuild", arguments=[{"buildId": running[engine]}])))
+                out.append(lsp.CodeLens(rng, lsp.Command("■ Stop", "trtls.cancelBuild", arguments=[{"buildId": running[engine], "source": "ide_stop"}])))
             else:
                 out.append(lsp.CodeLens(rng, lsp.Command("▶ Build Engine", "trtls.buildEngine", arguments=[{"uri": uri, "engine": engine}])))
             if engine in last:

@@ -4,7 +4,7 @@ Its documents are `trtls.toml` recipes. It never imports TensorRT (builds run in
 so initialize stays fast. Commands (workspace/executeCommand, one argument object each):
 
     trtls.buildEngine {uri, engine, retry?}  → {buildId, engine, status: "started" | "already_building"}
-    trtls.cancelBuild {buildId}              → {buildId, accepted}           (cancel source: api)
+    trtls.cancelBuild {buildId, source?}     → {buildId, accepted}           (source: api, or ide_stop from an editor button)
     trtls.listBuilds {}                      → {builds: [...]}
     trtls.showEvidence {buildId}             → {buildId, path, summary}
     trtls.listTargets {uri}                  → {engines, routes}
@@ -60,6 +60,12 @@ class BuildEngineArgs(_Args):
 
 class BuildIdArgs(_Args):
     buildId: str
+
+
+class CancelBuildArgs(_Args):
+    buildId: str
+    # an editor's Stop button (tree, title bar, lens) is an IDE stop; a script calling the command is `api`
+    source: Literal["api", "ide_stop"] = "api"
 
 
 class UriArgs(_Args):
@@ -294,11 +300,11 @@ async def build_engine(ls: TrtlsServer, args: Any = None) -> dict[str, Any]:
 
 @server.command("trtls.cancelBuild")
 def cancel_build(ls: TrtlsServer, args: Any = None) -> dict[str, Any]:
-    a = parse_args(BuildIdArgs, args)
+    a = parse_args(CancelBuildArgs, args)
     build = ls.supervisor.builds.get(a.buildId)
     if build is None:
         raise JsonRpcInvalidParams(f"no build with id '{a.buildId}' (see trtls.listBuilds)")
-    accepted = build.running and build.cancel("api")
+    accepted = build.running and build.cancel(a.source)
     return {"buildId": a.buildId, "accepted": bool(accepted), "status": build.status}
 
 
