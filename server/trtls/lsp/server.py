@@ -25,86 +25,47 @@ import platform
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
+
+import threading
+from typing import TYPE_CHECKING
 
 from lsprotocol import types as lsp
-from pydantic import BaseModel, ConfigDict, ValidationError
 from pygls.exceptions import JsonRpcInvalidParams
 from pygls.lsp.server import LanguageServer
 from pygls.uris import from_fs_path, to_fs_path
 
 from .. import __version__
-from ..build.orphans import recover_orphans
-from ..build.outcome_findings import build_findings, orphan_finding
-from ..build.supervisor import Build, Supervisor
-from ..core.findings import Origin
-from ..core.recipe import LoadedRecipe, load_recipe
-from . import editor
-from .build_relay import BuildRelay
-from .diagnostics import DiagnosticStore
-from .settings import InitOptions, parse_init_options
+
+if TYPE_CHECKING:
+    from ..build.supervisor import Build
+    from ..core.recipe import LoadedRecipe
+    from .build_relay import BuildRelay
+
+# Only pygls, lsprotocol and the standard library are imported before `initialize` is answered:
+# the build core, the recipe models and pydantic (≈ 0.2 s together) load on first use, and a
+# background thread warms them up right after `initialized` (see `warm_up`).
+WARM_UP = ("trtls.core.recipe", "trtls.build.supervisor", "trtls.build.orphans", "trtls.build.outcome_findings",
+           "trtls.lsp.editor", "trtls.lsp.build_relay", "trtls.lsp.diagnostics", "trtls.lsp.settings", "trtls.lsp.command_args")
+
+
+def warm_up() -> None:
+    import importlib
+
+    for name in WARM_UP:
+        importlib.import_module(name)
 
 DEBOUNCE_S = 0.15
 log = logging.getLogger("trtls")
 
 
-class _Args(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class BuildEngineArgs(_Args):
-    uri: str
-    engine: str
-    retry: Literal["cold", "with_cache", "reduced_tactics"] | None = None
-
-
-class BuildIdArgs(_Args):
-    buildId: str
-
-
-class CancelBuildArgs(_Args):
-    buildId: str
-    # an editor's Stop button (tree, title bar, lens) is an IDE stop; a script calling the command is `api`
-    source: Literal["api", "ide_stop"] = "api"
-
-
-class UriArgs(_Args):
-    uri: str
-
-
-class RunGatesArgs(_Args):
-    uri: str
-    route: str
-    gates: list[int] | None = None
-    updateLock: bool = False  # accept new checkpoint digests after an intended change (asks first)
-
-
-class AllowLicenseArgs(_Args):
-    uri: str
-    route: str
-    license: str
-
-
-class EmptyArgs(BaseModel):
-    model_config = ConfigDict(extra="allow")
-
-
-def parse_args(model: type[BaseModel], raw: Any) -> Any:
-    """One typed argument object per command; a wrong one is InvalidParams saying what was expected."""
-    try:
-        return model.model_validate(raw if raw is not None else {})
-    except ValidationError as exc:
-        fields = ", ".join(f"{k}: {v.annotation.__name__ if hasattr(v.annotation, '__name__') else v.annotation}" for k, v in model.model_fields.items())
-        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'argument'}: {e['msg']}" for e in exc.errors())
-        raise JsonRpcInvalidParams(f"expected one argument object {{{fields}}}; {problems}") from None
-
-
 class TrtlsServer(LanguageServer):
     def __init__(self) -> None:
         super().__init__("trtls", __version__)
-        self.supervisor = Supervisor()
-        self.store = DiagnosticStore()
-        self.options = InitOptions()
+        self._supervisor: Any = None
+        self._store: Any = None
+        self._options: Any = None
+        self.raw_init_options: Any = None
         self.recipes: dict[str, LoadedRecipe] = {}
         self.build_uri: dict[str, str] = {}  # build id → recipe uri
         self.last_build: dict[tuple[str, str], str] = {}  # (uri, engine) → last finished build id
@@ -113,8 +74,37 @@ class TrtlsServer(LanguageServer):
         self._probe: dict[str, Any] | None = None
         self.recovered: list[dict[str, Any]] = []
 
+    @property
+    def supervisor(self) -> Any:
+        if self._supervisor is None:
+            from ..build.supervisor import Supervisor
+
+            self._supervisor = Supervisor()
+        return self._supervisor
+
+    @property
+    def store(self) -> Any:
+        if self._store is None:
+            from .diagnostics import DiagnosticStore
+
+            self._store = DiagnosticStore()
+        return self._store
+
+    @property
+    def options(self) -> Any:
+        """Typed settings from initializationOptions; invalid ones fall back to defaults with a warning."""
+        if self._options is None:
+            from .settings import parse_init_options
+
+            self._options, problem = parse_init_options(self.raw_init_options)
+            if problem:
+                log.warning(problem)
+        return self._options
+
     # -- recipes -------------------------------------------------------------------------------
     def recipe(self, uri: str) -> LoadedRecipe:
+        from ..core.recipe import load_recipe
+
         doc = self.workspace.text_documents.get(uri)
         path = Path(to_fs_path(uri) or uri)
         loaded = load_recipe(path, doc.source if doc is not None else None)
@@ -126,6 +116,8 @@ class TrtlsServer(LanguageServer):
         self.text_document_publish_diagnostics(lsp.PublishDiagnosticsParams(uri=uri, diagnostics=self.store.diagnostics(uri, loaded.source_map)))
 
     def validate(self, uri: str) -> None:
+        from ..core.findings import Origin
+
         loaded = self.recipe(uri)
         self.store.set(uri, Origin.recipe, "", loaded.findings)
         self.publish(uri)
@@ -150,7 +142,10 @@ class TrtlsServer(LanguageServer):
                 return b
         return None
 
-    async def start_build(self, args: BuildEngineArgs) -> dict[str, Any]:
+    async def start_build(self, args: Any) -> dict[str, Any]:
+        from ..core.findings import Origin
+        from .build_relay import BuildRelay
+
         loaded = self.recipe(args.uri)
         self.store.set(args.uri, Origin.recipe, "", loaded.findings)
         if loaded.recipe is None:
@@ -186,6 +181,9 @@ class TrtlsServer(LanguageServer):
         return {"buildId": build.id, "engine": args.engine, "status": "started"}
 
     def build_done(self, build: Build) -> None:
+        from ..build.outcome_findings import build_findings
+        from ..core.findings import Origin
+
         uri = self.build_uri.get(build.id, "")
         self.last_build[(uri, build.engine)] = build.id
         if build.summary is not None:
@@ -198,6 +196,10 @@ class TrtlsServer(LanguageServer):
         trtls_dir = folder / ".trtls"
         if not trtls_dir.is_dir():
             return
+        from ..build.orphans import recover_orphans
+        from ..build.outcome_findings import orphan_finding
+        from ..core.findings import Origin
+
         found = recover_orphans(trtls_dir)
         if not found:
             return
@@ -223,15 +225,22 @@ class TrtlsServer(LanguageServer):
 server = TrtlsServer()
 
 
+def _args(model: str, raw: Any) -> Any:
+    """Validate a command's one argument object (models in command_args, loaded on first use)."""
+    from . import command_args
+
+    return command_args.parse_args(getattr(command_args, model), raw)
+
+
 @server.feature(lsp.INITIALIZE)
 def on_initialize(ls: TrtlsServer, params: lsp.InitializeParams) -> None:
-    ls.options, problem = parse_init_options(params.initialization_options)
-    if problem:
-        log.warning(problem)
+    ls.raw_init_options = params.initialization_options  # parsed on first use, after the answer
 
 
 @server.feature(lsp.INITIALIZED)
 def on_initialized(ls: TrtlsServer, params: lsp.InitializedParams) -> None:
+    threading.Thread(target=warm_up, name="trtls-warm-up", daemon=True).start()
+    _ = ls.options  # report invalid settings now rather than at the first build
     for folder in ls.workspace.folders.values():
         root = Path(to_fs_path(folder.uri) or "")
         for candidate in [root, *root.glob("*"), *root.glob("*/*")]:
@@ -265,6 +274,8 @@ def did_save(ls: TrtlsServer, params: lsp.DidSaveTextDocumentParams) -> None:
 
 @server.feature(lsp.TEXT_DOCUMENT_CODE_LENS)
 def code_lens(ls: TrtlsServer, params: lsp.CodeLensParams) -> list[lsp.CodeLens]:
+    from . import editor
+
     uri = params.text_document.uri
     loaded = ls.recipes.get(uri) or ls.recipe(uri)
     running = {b.engine: b.id for b in ls.supervisor.running() if ls.build_uri.get(b.id) == uri}
@@ -274,6 +285,8 @@ def code_lens(ls: TrtlsServer, params: lsp.CodeLensParams) -> list[lsp.CodeLens]
 
 @server.feature(lsp.TEXT_DOCUMENT_HOVER)
 def hover(ls: TrtlsServer, params: lsp.HoverParams) -> lsp.Hover | None:
+    from . import editor
+
     loaded = ls.recipes.get(params.text_document.uri) or ls.recipe(params.text_document.uri)
     text = editor.hover(loaded, params.position.line, params.position.character)
     return lsp.Hover(contents=lsp.MarkupContent(kind=lsp.MarkupKind.Markdown, value=text)) if text else None
@@ -281,6 +294,8 @@ def hover(ls: TrtlsServer, params: lsp.HoverParams) -> lsp.Hover | None:
 
 @server.feature(lsp.TEXT_DOCUMENT_COMPLETION, lsp.CompletionOptions(trigger_characters=["=", " ", "["]))
 def completion(ls: TrtlsServer, params: lsp.CompletionParams) -> lsp.CompletionList:
+    from . import editor
+
     doc = ls.workspace.get_text_document(params.text_document.uri)
     items = editor.completions(doc.source, params.position.line, params.position.character)
     return lsp.CompletionList(is_incomplete=False, items=items)
@@ -288,6 +303,8 @@ def completion(ls: TrtlsServer, params: lsp.CompletionParams) -> lsp.CompletionL
 
 @server.feature(lsp.TEXT_DOCUMENT_CODE_ACTION, lsp.CodeActionOptions(code_action_kinds=[lsp.CodeActionKind.QuickFix]))
 def code_action(ls: TrtlsServer, params: lsp.CodeActionParams) -> list[lsp.CodeAction]:
+    from . import editor
+
     doc = ls.workspace.get_text_document(params.text_document.uri)
     return editor.code_actions(params.text_document.uri, doc.source, list(params.context.diagnostics))
 
@@ -295,12 +312,12 @@ def code_action(ls: TrtlsServer, params: lsp.CodeActionParams) -> list[lsp.CodeA
 # -- commands ------------------------------------------------------------------------------------
 @server.command("trtls.buildEngine")
 async def build_engine(ls: TrtlsServer, args: Any = None) -> dict[str, Any]:
-    return await ls.start_build(parse_args(BuildEngineArgs, args))
+    return await ls.start_build(_args("BuildEngineArgs", args))
 
 
 @server.command("trtls.cancelBuild")
 def cancel_build(ls: TrtlsServer, args: Any = None) -> dict[str, Any]:
-    a = parse_args(CancelBuildArgs, args)
+    a = _args("CancelBuildArgs", args)
     build = ls.supervisor.builds.get(a.buildId)
     if build is None:
         raise JsonRpcInvalidParams(f"no build with id '{a.buildId}' (see trtls.listBuilds)")
@@ -328,7 +345,7 @@ def list_builds(ls: TrtlsServer, args: Any = None) -> dict[str, Any]:
 
 @server.command("trtls.showEvidence")
 def show_evidence(ls: TrtlsServer, args: Any = None) -> dict[str, Any]:
-    a = parse_args(BuildIdArgs, args)
+    a = _args("BuildIdArgs", args)
     build = ls.supervisor.builds.get(a.buildId)
     if build is None or build.summary is None:
         state = "still running" if build is not None else "unknown"
@@ -338,7 +355,7 @@ def show_evidence(ls: TrtlsServer, args: Any = None) -> dict[str, Any]:
 
 @server.command("trtls.listTargets")
 def list_targets(ls: TrtlsServer, args: Any = None) -> dict[str, Any]:
-    a = parse_args(UriArgs, args)
+    a = _args("UriArgs", args)
     loaded = ls.recipe(a.uri)
     data = loaded.data or {}
     return {"engines": list((data.get("engines") or {}).keys()), "routes": list((data.get("routes") or {}).keys())}
@@ -346,7 +363,7 @@ def list_targets(ls: TrtlsServer, args: Any = None) -> dict[str, Any]:
 
 @server.command("trtls.runGates")
 async def run_gates(ls: TrtlsServer, args: Any = None) -> dict[str, Any]:
-    a = parse_args(RunGatesArgs, args)
+    a = _args("RunGatesArgs", args)
     from .gates_command import run_gates_command
 
     return await run_gates_command(ls, a)
@@ -355,7 +372,7 @@ async def run_gates(ls: TrtlsServer, args: Any = None) -> dict[str, Any]:
 @server.command("trtls.allowLicense")
 async def allow_license(ls: TrtlsServer, args: Any = None) -> dict[str, Any]:
     """Add a licence to a route's allow list — only after the user confirms, since it widens what ships."""
-    a = parse_args(AllowLicenseArgs, args)
+    a = _args("AllowLicenseArgs", args)
     loaded = ls.recipe(a.uri)
     route = (loaded.data.get("routes") or {}).get(a.route)
     if route is None:

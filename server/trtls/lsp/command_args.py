@@ -1,0 +1,59 @@
+"""Typed argument objects of the server's commands (one object per command), validated at the boundary."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+from pygls.exceptions import JsonRpcInvalidParams
+
+
+class _Args(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class BuildEngineArgs(_Args):
+    uri: str
+    engine: str
+    retry: Literal["cold", "with_cache", "reduced_tactics"] | None = None
+
+
+class BuildIdArgs(_Args):
+    buildId: str
+
+
+class CancelBuildArgs(_Args):
+    buildId: str
+    # an editor's Stop button (tree, title bar, lens) is an IDE stop; a script calling the command is `api`
+    source: Literal["api", "ide_stop"] = "api"
+
+
+class UriArgs(_Args):
+    uri: str
+
+
+class RunGatesArgs(_Args):
+    uri: str
+    route: str
+    gates: list[int] | None = None
+    updateLock: bool = False  # accept new checkpoint digests after an intended change (asks first)
+
+
+class AllowLicenseArgs(_Args):
+    uri: str
+    route: str
+    license: str
+
+
+class EmptyArgs(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+def parse_args(model: type[BaseModel], raw: Any) -> Any:
+    """One typed argument object per command; a wrong one is InvalidParams saying what was expected."""
+    try:
+        return model.model_validate(raw if raw is not None else {})
+    except ValidationError as exc:
+        fields = ", ".join(f"{k}: {v.annotation.__name__ if hasattr(v.annotation, '__name__') else v.annotation}" for k, v in model.model_fields.items())
+        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'argument'}: {e['msg']}" for e in exc.errors())
+        raise JsonRpcInvalidParams(f"expected one argument object {{{fields}}}; {problems}") from None
