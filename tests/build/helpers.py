@@ -44,8 +44,9 @@ async def run_build(ws: Path, engine: str = "demo", **start_kwargs: Any) -> tupl
 
 
 def leftovers(ws: Path) -> list[Path]:
-    """Temp files a build may have left anywhere under the workspace."""
-    return [p for p in ws.rglob("*") if ".trtls-tmp-" in p.name or p.name.endswith(".tmp")]
+    """Temp files a build may have left anywhere under the workspace (quarantined evidence is not left over)."""
+    quarantine = ws / ".trtls" / "quarantine"
+    return [p for p in ws.rglob("*") if (".trtls-tmp-" in p.name or p.name.endswith(".tmp")) and quarantine not in p.parents]
 
 
 def process_gone(pid: int | None) -> bool:

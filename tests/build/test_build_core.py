@@ -282,3 +282,25 @@ async def test_second_interrupt_forces_without_waiting_for_grace(workspace: Path
     cancel_at_phase(build, 2, first_then_second)
     s = await asyncio.wait_for(build.wait(), 60)
     assert s["outcome"] == "forced" and s["cancelSource"] == "ctrl_c" and leftovers(workspace) == []
+
+
+async def test_keep_evidence_quarantines_partial_files_of_a_dead_worker(workspace: Path) -> None:
+    rec = loaded(workspace, {"keep_evidence = false": "keep_evidence = true"})
+    from trtls.build.supervisor import Supervisor
+
+    build = Supervisor().start(rec, "large")
+
+    def crash_mid_write(b) -> None:
+        # what a worker killed while writing its engine leaves: a partial temp file beside the output
+        partial = workspace / "build" / f"large.engine.trtls-tmp-{b.id}"
+        partial.parent.mkdir(parents=True, exist_ok=True)
+        partial.write_bytes(b"half an engine")
+        os.kill(b.pid, signal.SIGKILL)
+
+    cancel_at_phase(build, 3, crash_mid_write)
+    s = await build.wait()
+    assert s["outcome"] == "killed" and s["cleanupStatus"] == "quarantined"
+    moved = [a for a in s["artifacts"] if a["action"] == "quarantined"]
+    assert len(moved) == 1 and Path(moved[0]["moved_to"]).read_bytes() == b"half an engine"
+    assert Path(moved[0]["moved_to"]).parent == workspace / ".trtls" / "quarantine"
+    assert leftovers(workspace) == [] and not (workspace / "build" / "large.engine").exists()
