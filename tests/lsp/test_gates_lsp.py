@@ -83,3 +83,34 @@ async def test_gate_diagnostics_do_not_wipe_recipe_or_other_routes(client: Langu
     assert {"TRT501", "TRT509"} <= codes, "each route keeps its own findings"
     lenses = await client.text_document_code_lens_async(lsp.CodeLensParams(lsp.TextDocumentIdentifier(uri)))
     assert sum(1 for lens in lenses if lens.command.title == "▶ Run Gates") == 6
+
+
+async def test_new_checkpoint_file_holds_until_relocked_after_confirmation(client: LanguageClient, route_sample: Path, tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    shutil.copytree(route_sample, ws, symlinks=True)
+    asked: list[str] = []
+
+    @client.feature(lsp.WINDOW_SHOW_MESSAGE_REQUEST)
+    def confirm(params: lsp.ShowMessageRequestParams) -> lsp.MessageActionItem:
+        asked.append(params.message)
+        return lsp.MessageActionItem(title="Accept new digests")
+
+    uri = open_recipe(client, ws)
+    def lock_status(result: dict) -> str:
+        return next(c["status"] for c in result["checks"] if c["name"] == "lock")
+
+    first = await execute(client, "trtls.runGates", {"uri": uri, "route": "tiny", "gates": [1]})
+    assert lock_status(first) == "pass"  # gate 1 locks the checkpoint's files on first use
+    snapshot = next((ws / "checkpoints" / "models--trtls--tiny-mlp" / "snapshots").iterdir())
+    (snapshot / "NOTICE.txt").write_text("an intended addition\n")
+    res = await execute(client, "trtls.runGates", {"uri": uri, "route": "tiny", "gates": [1]})
+    assert lock_status(res) == "hold"
+    drift = next(d for d in client.diagnostics[uri] if d.code == "TRT512")
+    assert "NOTICE.txt" in drift.message
+    actions = await client.text_document_code_action_async(lsp.CodeActionParams(lsp.TextDocumentIdentifier(uri), drift.range, lsp.CodeActionContext(diagnostics=[drift])))
+    accept = next(a for a in actions if a.title.startswith("Accept the new checkpoint digests"))
+    name, arguments = command_of(accept)
+    assert name == "trtls.runGates" and arguments[0]["updateLock"] is True
+    relocked = await execute(client, "trtls.runGates", {**arguments[0], "gates": [1]})
+    assert lock_status(relocked) == "pass" and "trtls.lock.json" in asked[0]
+    assert not any(d.code == "TRT512" for d in client.diagnostics[uri]), "the drift finding is gone once accepted"
