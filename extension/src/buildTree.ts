@@ -110,7 +110,11 @@ function parentOf(p: PhasePayload): string | null {
 
 export type TreeElement =
   | { kind: 'build'; buildId: string }
-  | { kind: 'phase'; buildId: string; phaseId: string };
+  | { kind: 'phase'; buildId: string; phaseId: string; foldedIds?: string[] };
+
+/** Finished leaf siblings of one name, this many or more, show as one row (TensorRT starts dozens of
+ *  "Computing reformatting costs" phases that each take milliseconds). */
+export const FOLD_AT = 3;
 
 export type IconKind = 'running' | 'ok' | 'cancelled' | 'error' | 'warning' | 'pending';
 
@@ -205,10 +209,26 @@ export class BuildTreeModel {
       return [];
     }
     const parentId = el.kind === 'build' ? null : el.phaseId;
-    return b.phases
-      .filter((p) => parentOf(p) === parentId)
-      .sort((x, y) => comparePhaseIds(x.id, y.id))
-      .map((p) => ({ kind: 'phase', buildId: b.buildId, phaseId: p.id }));
+    const kids = b.phases.filter((p) => parentOf(p) === parentId).sort((x, y) => comparePhaseIds(x.id, y.id));
+    const isLeaf = (p: PhasePayload): boolean => !b.phases.some((x) => parentOf(x) === p.id);
+    const foldable = new Map<string, string[]>();
+    for (const p of kids) {
+      if (p.status === 'done' && isLeaf(p)) {
+        foldable.set(p.name, [...(foldable.get(p.name) ?? []), p.id]);
+      }
+    }
+    const out: TreeElement[] = [];
+    for (const p of kids) {
+      const group = foldable.get(p.name);
+      if (group !== undefined && group.length >= FOLD_AT && group.includes(p.id)) {
+        if (group[0] === p.id) {
+          out.push({ kind: 'phase', buildId: b.buildId, phaseId: p.id, foldedIds: group });
+        }
+        continue;
+      }
+      out.push({ kind: 'phase', buildId: b.buildId, phaseId: p.id });
+    }
+    return out;
   }
 
   view(el: TreeElement): ElementView | undefined {
@@ -222,6 +242,19 @@ export class BuildTreeModel {
     const p = b.phases.find((x) => x.id === el.phaseId);
     if (p === undefined) {
       return undefined;
+    }
+    if (el.foldedIds !== undefined) {
+      const group = b.phases.filter((x) => el.foldedIds!.includes(x.id));
+      const total = group.reduce((sum, x) => sum + x.elapsedS, 0);
+      return {
+        label: `${p.name} ×${group.length}`,
+        description: `${formatSeconds(total)} in all`,
+        tooltip: `${group.length} phases named "${p.name}", all done (phases ${el.foldedIds.join(', ')})`,
+        icon: 'ok',
+        contextValue: 'trtls.phase',
+        collapsible: false,
+        openEvidence: false,
+      };
     }
     const hasChildren = b.phases.some((x) => parentOf(x) === p.id);
     return describePhase(p, hasChildren);

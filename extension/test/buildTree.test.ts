@@ -138,3 +138,33 @@ test('newest build first, noteStarted placeholder, pruning keeps running builds'
   assert.equal(m.get('c')!.engine, 'large');
   assert.match(statusBarText(m.running())!, /2 builds \(large, large\)/);
 });
+
+test('finished leaf siblings of one name fold into one row; running or different ones stay', () => {
+  const m = new BuildTreeModel();
+  const reformat = (i: number, status: 'done' | 'running' = 'done') =>
+    phase({ id: `0.${i}`, parentId: '0', name: 'Computing reformatting costs', status, elapsedS: 0.01 });
+  m.update(payload({ phases: [
+    phase({ id: '0', name: 'Timing tensor reformats', numSteps: 47, step: 10 }),
+    reformat(0), reformat(1), reformat(2), reformat(3),
+    phase({ id: '0.4', parentId: '0', name: 'Other', status: 'done' }),
+    reformat(5, 'running'),
+  ] }));
+  const top = m.children(m.children(undefined)[0]);
+  const kids = m.children(top[0]);
+  assert.deepEqual(kids.map((e) => (e.kind === 'phase' ? [e.phaseId, e.foldedIds?.length ?? 0] : [])), [['0.0', 4], ['0.4', 0], ['0.5', 0]]);
+  const folded = m.view(kids[0]!)!;
+  assert.equal(folded.label, 'Computing reformatting costs ×4');
+  assert.equal(folded.description, `${formatSeconds(0.04)} in all`);
+  assert.equal(m.view(kids[2]!)!.label, 'Computing reformatting costs');  // the running one is its own row
+});
+
+test('two finished siblings of one name are not folded', () => {
+  const m = new BuildTreeModel();
+  m.update(payload({ phases: [
+    phase({ id: '0', name: 'root' }),
+    phase({ id: '0.0', parentId: '0', name: 'x', status: 'done' }),
+    phase({ id: '0.1', parentId: '0', name: 'x', status: 'done' }),
+  ] }));
+  const kids = m.children(m.children(m.children(undefined)[0])[0]);
+  assert.equal(kids.length, 2);
+});
