@@ -100,3 +100,12 @@ def test_fraction_counts_running_child() -> None:
     tree.start("0.1", "0", "child", 10, 2)
     tree.step("0.1", 4, 3)
     assert tree.fraction_done() == pytest.approx((1 + 0.5) / 4)
+
+
+def test_fraction_descends_into_running_grandchildren() -> None:
+    tree = PhaseTree()
+    tree.start("0", None, "root", 2, 0)
+    tree.start("0.0", "0", "child", 1, 1)
+    tree.start("0.0.0", "0.0", "grandchild", 4, 2)
+    tree.step("0.0.0", 1, 3)  # 2 of 4 grandchild steps → half of the child's one step → a quarter of the root
+    assert tree.fraction_done() == pytest.approx(0.25)

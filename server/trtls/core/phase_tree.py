@@ -128,17 +128,21 @@ class PhaseTree:
             level = running[-1].children
 
     def fraction_done(self) -> float:
-        """Progress of the top-level phase, including the share of its running child. Not monotonic by
-        itself (a child's step count is only known once it starts); consumers keep the maximum."""
+        """Progress of the top-level phase: its finished steps plus the share of its running child,
+        recursively (so a long child with many steps moves the bar). Not monotonic by itself (a phase's
+        step count is only known once it starts); consumers keep the maximum."""
         if not self.roots:
             return 0.0
         root = self.phases[self.roots[-1]]
         if root.status != "running":
             return 1.0 if root.status == "done" else root.fraction()
-        done = (root.step + 1) if root.step is not None else 0
-        running_children = [self.phases[c] for c in root.children if self.phases[c].status == "running"]
-        partial = running_children[-1].fraction() if running_children else 0.0
-        return min((done + partial) / root.num_steps, 0.999)
+        return min(self._progress(root), 0.999)
+
+    def _progress(self, phase: Phase) -> float:
+        done = (phase.step + 1) if phase.step is not None else 0
+        running = [self.phases[c] for c in phase.children if self.phases[c].status == "running"]
+        partial = self._progress(running[-1]) if running else 0.0
+        return min((done + partial) / phase.num_steps, 1.0)
 
     def quiet_for_s(self, now_ns: int) -> float | None:
         return None if self.t_last_callback_ns is None else (now_ns - self.t_last_callback_ns) / NS
