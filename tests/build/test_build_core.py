@@ -304,3 +304,28 @@ async def test_keep_evidence_quarantines_partial_files_of_a_dead_worker(workspac
     assert len(moved) == 1 and Path(moved[0]["moved_to"]).read_bytes() == b"half an engine"
     assert Path(moved[0]["moved_to"]).parent == workspace / ".trtls" / "quarantine"
     assert leftovers(workspace) == [] and not (workspace / "build" / "large.engine").exists()
+
+
+@pytest.mark.parametrize("damage", ["history_is_a_list", "trtls_is_a_file"])
+async def test_a_damaged_state_folder_never_leaves_a_build_running(workspace: Path, damage: str) -> None:
+    if damage == "history_is_a_list":  # history is advice: a damaged file is ignored, the build succeeds
+        (workspace / ".trtls").mkdir()
+        (workspace / ".trtls" / "history.json").write_text("[]")
+    else:  # the evidence folder cannot exist: the build ends failed with the reason, it does not hang
+        (workspace / ".trtls").write_text("not a folder")
+    sup, build = await run_build(workspace)
+    s = await asyncio.wait_for(build.wait(), 120)
+    assert not build.running
+    if damage == "history_is_a_list":
+        assert s["outcome"] == "built"
+    else:
+        assert s["outcome"] == "failed" and "NotADirectoryError" in s["error"]
+        assert process_gone(build.pid)
+
+
+async def test_a_finished_build_cannot_be_cancelled_after_the_fact(workspace: Path) -> None:
+    sup, build = await run_build(workspace)
+    s = await build.wait()
+    assert s["outcome"] == "built"
+    assert build.cancel("ide_stop") is False and build.token.source is None
+    assert build.snapshot()["cancelSource"] is None

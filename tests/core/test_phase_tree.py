@@ -109,3 +109,12 @@ def test_fraction_descends_into_running_grandchildren() -> None:
     tree.start("0.0.0", "0.0", "grandchild", 4, 2)
     tree.step("0.0.0", 1, 3)  # 2 of 4 grandchild steps → half of the child's one step → a quarter of the root
     assert tree.fraction_done() == pytest.approx(0.25)
+
+
+def test_a_worker_cannot_make_the_tree_a_cycle() -> None:
+    tree = PhaseTree()
+    tree.start("0", None, "root", 1, 0)
+    assert tree.start("0", "0", "again", 1, 1) is None, "a repeated id is refused"
+    assert tree.start("0.5", "9", "orphan", 1, 2) is None, "an unknown parent is refused"
+    assert tree.rejected == 2 and [p.id for p in tree.deepest_running_path()] == ["0"]
+    assert tree.render_lines(3) == ["root [0/1] running 0.00 s"]

@@ -120,3 +120,12 @@ def test_shipped_schema_is_current() -> None:
     `trtls schema -o server/trtls/schema/trtls.schema.json` when the models change."""
     shipped = Path(__file__).parents[2] / "server" / "trtls" / "schema" / "trtls.schema.json"
     assert json.loads(shipped.read_text()) == json.loads(json.dumps(recipe_json_schema()))
+
+
+def test_nested_arrays_of_tables_get_their_own_positions() -> None:
+    from trtls.core.tomlpos import parse
+
+    data, sm = parse("[[a]]\nx = 1\n[[a.b]]\ny = 2\n[[a]]\nx = 3\n[[a.b]]\ny = 4\n[a.c]\nz = 5\n")
+    assert data["a"][1]["b"][0]["y"] == 4
+    assert sm.range(("a", 1, "b", 0, "y")).human() == "8:1" and sm.range(("a", 0, "b", 0, "y")).human() == "4:1"
+    assert sm.range(("a", 1, "c", "z")).human() == "10:1"

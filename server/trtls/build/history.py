@@ -24,10 +24,14 @@ class History:
         self.path = path
 
     def _load(self) -> dict[str, Any]:
+        """The history file, or {} when it is missing or damaged (history is advice, never a reason to fail)."""
         try:
-            return json.loads(self.path.read_text(encoding="utf-8"))
+            data = json.loads(self.path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             return {}
+        if not isinstance(data, dict):
+            return {}
+        return {k: v for k, v in data.items() if isinstance(v, dict) and isinstance(v.get("phases", {}), dict) and isinstance(v.get("stops", []), list)}
 
     def baselines(self, config_hash: str) -> dict[str, float]:
         entry = self._load().get(config_hash, {})

@@ -114,6 +114,7 @@ class Build:
     _done: asyncio.Future | None = None
     _events_file: Any = None
     _force: Callable[[], Any] | None = None
+    _force_pending: bool = False
 
     @property
     def evidence_dir(self) -> Path:
@@ -129,7 +130,10 @@ class Build:
 
     # -- control -------------------------------------------------------------------------------
     def cancel(self, source: str) -> bool:
-        """Cooperative stop from any source and any thread; escalates after the grace period."""
+        """Cooperative stop from any source and any thread; escalates after the grace period.
+        A build that has ended cannot be cancelled (a stale Stop must not rewrite its evidence)."""
+        if self.outcome is not None:
+            return False
         return self.token.request(source)
 
     def force(self) -> None:
@@ -241,6 +245,33 @@ class Supervisor:
 
     # -- the build's life ----------------------------------------------------------------------
     async def _run(self, build: Build) -> None:
+        """The build's task. Whatever goes wrong in here (a damaged .trtls folder, a listener, a bug), the
+        build still ends: the worker is stopped and `wait()` gets an answer — never a build that runs forever."""
+        try:
+            await self._run_unguarded(build)
+        except asyncio.CancelledError:
+            # The event loop is going away with this process (e.g. `exit` without `shutdown`): the worker
+            # sees its stdin close and cancels itself; the next supervisor completes the evidence from
+            # running.json and events.jsonl (orphan recovery).
+            raise
+        except Exception as exc:  # noqa: BLE001 - whatever it is, the build must still end
+            build.error = f"supervisor error: {type(exc).__name__}: {exc}"
+            proc = build._proc
+            if proc is not None and proc.returncode is None:
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            if build.outcome is None:
+                try:
+                    await self._finish(build, "failed")
+                except BaseException as again:  # noqa: BLE001 - the evidence could not be written either
+                    build.outcome = build.status = "failed"
+                    build.error += f"; evidence not written: {type(again).__name__}: {again}"
+            if build._done is not None and not build._done.done():
+                build._done.set_result(build.summary or {"buildId": build.id, "engine": build.engine, "outcome": "failed", "error": build.error})
+
+    async def _run_unguarded(self, build: Build) -> None:
         build.evidence_dir.mkdir(parents=True, exist_ok=True)
         if build.output.is_file():
             build.previous_engine_sha = sha256_file(build.output)
@@ -269,6 +300,8 @@ class Supervisor:
         proc.stdin.write((json.dumps(build.job) + "\n").encode())
         if build.token.is_set:  # cancelled before the worker existed
             self._send_control(build)
+            if build._force_pending:  # and forced before it existed: the grace is already over
+                asyncio.ensure_future(self._escalate(0.0, build))
         await asyncio.gather(self._read_events(build), self._read_stderr(build))
         build.exit_code = await proc.wait()
         if build.finished is not None and not build.token.forced:
@@ -351,6 +384,9 @@ class Supervisor:
     async def _escalate(self, grace_s: float, build: Build) -> None:
         await asyncio.sleep(grace_s)
         proc = build._proc
+        if proc is None and build.running:  # not spawned yet: escalate as soon as it is
+            build._force_pending = True
+            return
         if proc is None or proc.returncode is not None or build.builder_returned_ns is not None:
             return  # the builder returned in time: the stop was cooperative
         build.token.forced = True

@@ -26,7 +26,7 @@ from queue import Empty, SimpleQueue
 from typing import Any
 
 from ..core.cancel import CancelToken
-from ..core.events import PROTOCOL_VERSION
+from ..core.events import CANCEL_SOURCES, PROTOCOL_VERSION
 from ..core.recipe import stable_json
 from . import timing_cache as tc
 from .artifacts import engine_temp_path, inventory_entry, remove_or_quarantine, write_engine
@@ -361,7 +361,8 @@ def main() -> int:
             except ValueError:
                 continue
             if msg.get("type") == "cancel":
-                worker.request_cancel(msg.get("source", "api"), msg.get("t_request_ns"))
+                source = msg.get("source")
+                worker.request_cancel(source if source in CANCEL_SOURCES else "api", msg.get("t_request_ns"))
         # EOF: the supervisor is gone or closed our input; nobody wants this build any more.
         worker.request_cancel("service_shutdown", None)
 

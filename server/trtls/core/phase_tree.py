@@ -69,14 +69,19 @@ class PhaseTree:
         self.phases: dict[str, Phase] = {}
         self.roots: list[str] = []
         self.t_last_callback_ns: int | None = None
+        self.rejected = 0  # phase_start events that would have broken the tree
 
     # -- folding events ------------------------------------------------------------------------
-    def start(self, phase_id: str, parent_id: str | None, name: str, num_steps: int, t_ns: int) -> Phase:
+    def start(self, phase_id: str, parent_id: str | None, name: str, num_steps: int, t_ns: int) -> Phase | None:
+        """Add a phase. A worker that repeats an id or names an unknown parent is ignored for that event:
+        the tree must stay a tree (a cycle would hang every walk over it)."""
+        self.t_last_callback_ns = t_ns
+        if phase_id in self.phases or (parent_id is not None and parent_id not in self.phases):
+            self.rejected += 1
+            return None
         phase = Phase(phase_id, parent_id, name, max(num_steps, 1), t_ns, t_last_ns=t_ns)
         self.phases[phase_id] = phase
-        siblings = self.phases[parent_id].children if parent_id in self.phases else self.roots
-        siblings.append(phase_id)
-        self.t_last_callback_ns = t_ns
+        (self.phases[parent_id].children if parent_id is not None else self.roots).append(phase_id)
         return phase
 
     def step(self, phase_id: str, step: int, t_ns: int) -> None:

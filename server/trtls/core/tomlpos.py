@@ -174,6 +174,16 @@ class _Scanner:
                 continue
             return parts
 
+    def resolve(self, keys: TomlPath) -> TomlPath:
+        """A header's keys as a data path: a prefix that names an array of tables points into its latest
+        element (`[[a.b]]` after the second `[[a]]` is under a[1], not a[0])."""
+        out: TomlPath = ()
+        for n, key in enumerate(keys):
+            out = out + (key,)
+            if n < len(keys) - 1 and out in self.aot_count:
+                out = out + (self.aot_count[out] - 1,)
+        return out
+
     # -- grammar -------------------------------------------------------------------------------
     def scan(self) -> SourceMap:
         table: TomlPath = ()
@@ -184,7 +194,7 @@ class _Scanner:
             start = self.i
             if self.peek(2) == "[[":
                 self.i += 2
-                base = tuple(self.key())
+                base = self.resolve(tuple(self.key()))
                 self.i += 2  # ]]
                 index = self.aot_count.get(base, 0)
                 self.aot_count[base] = index + 1
@@ -195,7 +205,7 @@ class _Scanner:
                 self.map.tables.append((header.start_line, table))
             elif self.peek() == "[":
                 self.i += 1
-                table = tuple(self.key())
+                table = self.resolve(tuple(self.key()))
                 self.i += 1  # ]
                 header = self.rng(start, self.i)
                 self.map.spans[table] = Span(header)

@@ -175,7 +175,8 @@ def code_actions(uri: str, text: str, diagnostics: list[lsp.Diagnostic]) -> list
             if data.get("suggestion"):
                 out.append(_edit(f"Rename to '{data['suggestion']}'", uri, d, d.range, data["suggestion"], preferred=True))
             line = d.range.start.line
-            if line < len(lines) and "=" in lines[line] and not lines[line].lstrip().startswith("["):
+            own_line = line < len(lines) and lines[line][: d.range.start.character].strip() == ""
+            if own_line and "=" in lines[line] and not lines[line].lstrip().startswith("["):  # never inside an inline table
                 whole = lsp.Range(lsp.Position(line, 0), lsp.Position(line + 1, 0))
                 out.append(_edit(f"Remove unknown key '{data.get('key')}'", uri, d, whole, ""))
         elif code == "TRT106" and data.get("suggestion"):
