@@ -9,7 +9,6 @@ import time
 from typing import Any, TextIO
 
 from .build.supervisor import Build
-from .core.phase_tree import NS
 
 FOLD_BELOW_S = 0.2
 STATUS_MARK = {"running": "…", "done": "✓", "cancelled": "■", "failed": "✗"}
@@ -170,4 +169,3 @@ def print_outcome(build: Build, out: TextIO = sys.stdout) -> None:
     print(f"  retry: {s.get('retryPolicy')} — {s.get('retryRule')}", file=out)
     print(f"  validation: {s.get('validationStatus')} ({s.get('validationNote')})", file=out)
     print(f"  evidence: {build.evidence_dir / 'summary.json'}", file=out)
-    _ = NS

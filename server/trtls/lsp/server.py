@@ -402,9 +402,6 @@ async def allow_license(ls: TrtlsServer, args: Any = None) -> dict[str, Any]:
 
 @server.command("trtls.printDebugInformation")
 def print_debug_information(ls: TrtlsServer, args: Any = None) -> dict[str, Any]:
-    import lsprotocol
-    import pygls
-
     from importlib.metadata import version
 
     info = {
@@ -418,7 +415,6 @@ def print_debug_information(ls: TrtlsServer, args: Any = None) -> dict[str, Any]
         "runningBuilds": [b.id for b in ls.supervisor.running()],
         "serverPid": os.getpid(),
     }
-    _ = (lsprotocol, pygls)
     text = "\n".join(f"{k}: {json.dumps(v) if isinstance(v, (dict, list)) else v}" for k, v in info.items())
     ls.window_log_message(lsp.LogMessageParams(type=lsp.MessageType.Info, message=text))
     return {"text": text, **info}
