@@ -122,6 +122,24 @@ def test_shipped_schema_is_current() -> None:
     assert json.loads(shipped.read_text()) == json.loads(json.dumps(recipe_json_schema()))
 
 
+def test_schema_accepts_the_samples_and_types_route_keys() -> None:
+    """Editors validate with the schema alone: both samples must pass it, and a route's mistakes must show
+    (a misspelt threshold, a string where a number goes), not only an engine's."""
+    import tomllib
+
+    jsonschema = pytest.importorskip("jsonschema")
+    root = Path(__file__).parents[2]
+    validator = jsonschema.Draft202012Validator(recipe_json_schema())
+    for sample in ("samples/quickstart/trtls.toml", "samples/route/trtls.toml"):
+        data = tomllib.loads((root / sample).read_text())
+        assert [e.message for e in validator.iter_errors(data)] == [], sample
+    data = tomllib.loads((root / "samples/route/trtls.toml").read_text())
+    data["routes"]["tiny"]["thresholds"]["latency_p99"] = 5
+    data["routes"]["tiny"]["thresholds"]["regression_floor_ms"] = "0.1"
+    errors = sorted(e.message for e in validator.iter_errors(data))
+    assert any("latency_p99" in m for m in errors) and any("'0.1' is not of type 'number'" in m for m in errors), errors
+
+
 def test_nested_arrays_of_tables_get_their_own_positions() -> None:
     from trtls.core.tomlpos import parse
 

@@ -176,8 +176,26 @@ def test_baseline_missing_holds_then_recorded_atomically_then_compared(tmp_path,
     base = G.load_baseline(tmp_path, "tiny")
     assert base is not None and G.check_baseline(m, base, G.Thresholds()).status == "pass"
     slower = G.Measurement(**{**m.as_dict(), "p95_ms": m.p95_ms * 3})
-    reg = G.check_baseline(slower, base, G.Thresholds(max_regression=0.25))
+    reg = G.check_baseline(slower, base, G.Thresholds(max_regression=0.25, regression_floor_ms=0))
     assert reg.status == "reject" and "p95 latency" in reg.message
+
+
+def test_baseline_rise_under_the_noise_floor_is_not_a_regression(tmp_path, spec):
+    """CI once rejected a good route: its p95 went 6.6 µs → 9.3 µs (+42 %) between two runs. A rise must clear
+    both the relative rule and the absolute floor; over the floor the same percentage still rejects."""
+    m = G.measure(spec, [feed()], warmup=1, iterations=5)
+    base = {"measurement": {**m.as_dict(), "p95_ms": 0.0066, "peak_rss_mib": 100.0}}
+    noisy = G.Measurement(**{**m.as_dict(), "p95_ms": 0.0093, "peak_rss_mib": 110.0})
+    ok = G.check_baseline(noisy, base, G.Thresholds(max_regression=0.25))
+    assert ok.status == "pass" and "under the 0.1 ms noise floor" in ok.message, ok.message
+    assert ok.evidence["under_noise_floor"] and ok.evidence["compared"]["p95_ms"]["floor"] == 0.1
+    real = G.Measurement(**{**m.as_dict(), "p95_ms": 0.0066 + 0.2, "peak_rss_mib": 100.0 + 40})
+    bad = G.check_baseline(real, base, G.Thresholds(max_regression=0.25))
+    assert bad.status == "reject" and "p95 latency" in bad.message and "peak memory" in bad.message
+    # floors come from the recipe's thresholds table like every other threshold
+    t = G.Thresholds.of({"regression_floor_ms": 0.001, "regression_floor_mib": 200})
+    mixed = G.check_baseline(noisy, base, t)
+    assert mixed.status == "reject" and "p95 latency" in mixed.message and "peak memory" not in mixed.message
 
 
 def test_build_time_from_summary(tmp_path):

@@ -272,7 +272,15 @@ def _shape_checks(prof: OptimizationProfile, ppath: TomlPath) -> list[Finding]:
 
 
 def recipe_json_schema() -> dict[str, Any]:
+    from .route import RouteModel  # route imports this module; routes are validated in a second pass
+
     schema = RecipeFile.model_json_schema()
+    # `routes` is typed `dict[str, Any]` so one bad route never hides the engines' findings; editors still get
+    # the route model's keys, types and descriptions for completion.
+    route_schema = RouteModel.model_json_schema(ref_template="#/$defs/{model}")
+    schema.setdefault("$defs", {}).update(route_schema.pop("$defs", {}))
+    schema["$defs"]["RouteModel"] = route_schema
+    schema["properties"]["routes"]["additionalProperties"] = {"$ref": "#/$defs/RouteModel"}
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["title"] = "trtls.toml"
     return schema

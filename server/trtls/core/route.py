@@ -69,6 +69,18 @@ class Thresholds(_Model):
     latency_p95_ms: float | None = Field(None, gt=0, description="Largest accepted p95 latency, ms.")
     latency_p99_ms: float | None = Field(None, gt=0, description="Largest accepted p99 latency, ms.")
     memory_mib: float | None = Field(None, gt=0, description="Largest accepted peak memory of the runtime, MiB.")
+    gpu_memory_mib: float | None = Field(None, gt=0, description="Largest accepted GPU memory of the runtime, MiB (measured only where a GPU runs it).")
+    min_throughput_rps: float | None = Field(None, gt=0, description="Smallest accepted serial throughput, requests per second.")
+    max_warmup_s: float | None = Field(None, gt=0, description="Largest accepted warm-up cost (load + first request), seconds.")
+    max_build_s: float | None = Field(None, gt=0, description="Largest accepted cold build time (the build's summary.json durationS), seconds.")
+    max_regression: float = Field(0.25, ge=0, description="Largest accepted rise over the recorded baseline (p95 latency, peak memory), as a fraction: 0.25 = 25 %.")
+    regression_floor_ms: float = Field(
+        0.1,
+        ge=0,
+        description="A p95 rise smaller than this many ms is measurement noise, never a regression, whatever its percentage "
+        "(microsecond latencies vary by tens of percent run to run).",
+    )
+    regression_floor_mib: float = Field(16.0, ge=0, description="A peak-memory rise smaller than this many MiB is never a regression.")
     warmup: int = Field(5, ge=0, description="Warm-up runs before timing.")
     iterations: int = Field(50, ge=1, description="Timed runs.")
 

@@ -68,6 +68,9 @@ class Thresholds:
     max_warmup_s: float | None = None  # load + first request
     max_build_s: float | None = None  # cold build (summary.json durationS)
     max_regression: float = 0.25  # vs baseline: p95 latency and peak memory
+    # A rise must also exceed these absolute floors to count: a p95 of 6 µs → 9 µs is +42 % and pure noise.
+    regression_floor_ms: float = 0.1
+    regression_floor_mib: float = 16.0
     warmup: int = 5
     iterations: int = 50
 
@@ -239,21 +242,28 @@ def check_baseline(m: Measurement, baseline: Mapping[str, Any] | None, t: Thresh
     if baseline is None:
         return _check("release.baseline", "hold", "no stored baseline for this route: regressions cannot be judged (record one with update_baseline)", "TRT906", path, {"measurement": m.as_dict()})
     b = baseline.get("measurement", {})
-    regressions = []
+    regressions, under_floor = [], []
     compared = {}
-    for key, label in (("p95_ms", "p95 latency"), ("peak_rss_mib", "peak memory")):
+    for key, label, unit, floor in (("p95_ms", "p95 latency", "ms", t.regression_floor_ms), ("peak_rss_mib", "peak memory", "MiB", t.regression_floor_mib)):
         old, new = b.get(key), getattr(m, key)
         if isinstance(old, (int, float)) and old > 0 and new is not None:
             change = new / old - 1.0
-            compared[key] = {"baseline": old, "now": new, "change": change}
+            compared[key] = {"baseline": old, "now": new, "change": change, "floor": floor}
             if change > t.max_regression:
-                regressions.append(f"{label} {new:.3f} vs baseline {old:.3f} (+{change * 100:.0f} % > {t.max_regression * 100:.0f} %)")
-    ev = {"compared": compared, "baseline_recorded_at": baseline.get("recorded_at")}
+                if new - old > floor:
+                    regressions.append(f"{label} {new:.3f} {unit} vs baseline {old:.3f} {unit} (+{change * 100:.0f} % > {t.max_regression * 100:.0f} %)")
+                else:
+                    under_floor.append(f"{label} +{change * 100:.0f} % is only +{new - old:.3g} {unit}, under the {floor:g} {unit} noise floor")
+    ev = {"compared": compared, "baseline_recorded_at": baseline.get("recorded_at"), "under_noise_floor": under_floor}
     if regressions:
         return _check("release.baseline", "reject", "regression against the baseline: " + "; ".join(regressions), "TRT906", path, ev)
     if not compared:
         return _check("release.baseline", "hold", "the stored baseline has nothing comparable", "TRT906", path, ev)
-    return _check("release.baseline", "pass", "within " + f"{t.max_regression * 100:.0f} % of the baseline (" + ", ".join(f"{k} {v['change'] * 100:+.0f} %" for k, v in compared.items()) + ")", "TRT906", path, ev)
+    changes = ", ".join(f"{k} {v['change'] * 100:+.0f} %" for k, v in compared.items())
+    within = f"no regression over {t.max_regression * 100:.0f} % against the baseline ({changes})"
+    if under_floor:
+        within += "; " + "; ".join(under_floor)
+    return _check("release.baseline", "pass", within, "TRT906", path, ev)
 
 
 def check_canary(spec: RuntimeSpec, canary_inputs: Sequence[Any], t: Thresholds, path: TomlPath = ()) -> GateCheck:
