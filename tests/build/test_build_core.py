@@ -329,3 +329,42 @@ async def test_a_finished_build_cannot_be_cancelled_after_the_fact(workspace: Pa
     assert s["outcome"] == "built"
     assert build.cancel("ide_stop") is False and build.token.source is None
     assert build.snapshot()["cancelSource"] is None
+
+
+async def test_a_force_before_the_worker_exists_is_applied_once_it_does(workspace: Path) -> None:
+    """A second Ctrl-C can land before the worker is spawned; it must not be lost (the worker needs ~1 s to
+    import TensorRT, so without the pending force this build would end as a cooperative `cancelled`)."""
+    sup, build = await run_build(workspace, engine="large")
+    build.grace_s = 600.0  # only the force can make this build end as forced within the test
+    assert build._proc is None, "start() returns before the worker is spawned"
+    assert build.cancel("ctrl_c") is True
+    build.force()
+    s = await asyncio.wait_for(build.wait(), 60)
+    assert s["outcome"] == "forced" and s["forced"] is True and s["cancelSource"] == "ctrl_c", s
+    assert process_gone(build.pid) and leftovers(workspace) == []
+    assert not (workspace / "build" / "large.engine").exists()
+
+
+def test_a_control_line_with_an_unknown_source_still_cancels_as_api(workspace: Path) -> None:
+    """The protocol's control side (docs/protocol.md) from a foreign supervisor: an unknown source must not be
+    ignored (that would let the build run on) nor echoed into the evidence; it is recorded as `api`."""
+    from trtls.build.supervisor import worker_job
+
+    job = worker_job(loaded(workspace), "large", "unknown-source-test")
+    proc = subprocess.Popen([sys.executable, "-m", "trtls.build.worker"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write(json.dumps(job) + "\n")
+    proc.stdin.flush()
+    events = []
+    for line in proc.stdout:
+        events.append(json.loads(line))
+        if events[-1]["type"] == "phase_start":
+            break
+    proc.stdin.write(json.dumps({"v": 1, "type": "cancel", "source": "a-pager-bot"}) + "\n")
+    proc.stdin.flush()
+    events += [json.loads(line) for line in proc.stdout]
+    assert proc.wait(timeout=60) == 3, "exit code 3: cancelled"
+    acks = [e for e in events if e["type"] == "cancel_acknowledged"]
+    assert [a["source"] for a in acks] == ["api"]
+    assert events[-1]["type"] == "build_finished" and events[-1]["outcome"] == "cancelled"
+    assert not Path(job["output"]).exists() and leftovers(workspace) == []
