@@ -10,7 +10,7 @@ from test_route_build import COMMIT, change_weights, copy_sample, fresh_sample, 
 
 from trtls.core.gate_result import decide
 from trtls.core.recipe import load_recipe
-from trtls.gates.bundle import MAGIC, promote_foreign, read_bundle, sidecar_path
+from trtls.gates.bundle import MAGIC, read_bundle, sidecar_path
 from trtls.gates.route_build import sbom_path
 from trtls.gates.run import run_gates
 
@@ -135,11 +135,32 @@ def test_foreign_bundle_holds_until_promoted(root):
     bundle.write_bytes(MAGIC + struct.pack("<Q", len(header)) + header + b"onnx")
     sidecar_path(bundle).unlink()
     _, checks = gate3(root, gates=(3,))
-    assert checks["bundle.origin"].status == "hold" and "promote_foreign" in checks["bundle.origin"].message
-    promote_foreign(bundle)
+    assert checks["bundle.origin"].status == "hold" and "trtls bundle promote" in checks["bundle.origin"].message
+    r = trtls("bundle", "promote", str(bundle), cwd=root)  # what the TRT704 message tells the user to run
+    assert r.returncode == 0 and "foreign bundle" in r.stdout and str(sidecar_path(bundle)) in r.stdout, r.stdout + r.stderr
     _, checks = gate3(root, gates=(3,))
     assert checks["bundle.origin"].status == "pass" and checks["bundle.digests"].status == "pass"
     assert checks["bundle.provenance.checkpoint"].status == "hold"  # a foreign bundle cannot prove what it was built from
+    # changed after promotion: gate 3 rejects, a plain promote refuses (and says how), --replace re-records
+    bundle.write_bytes(bundle.read_bytes()[:-4] + b"ONNX")
+    recorded = sidecar_path(bundle).read_bytes()
+    r = trtls("bundle", "promote", str(bundle), cwd=root)
+    assert r.returncode == 4 and "bundle.file_digest" in r.stderr and "--replace" in r.stderr, r.stderr
+    assert sidecar_path(bundle).read_bytes() == recorded, "a refused promotion writes nothing"
+    assert trtls("bundle", "promote", str(bundle), "--replace", cwd=root).returncode == 0
+    _, checks = gate3(root, gates=(3,))
+    assert checks["bundle.digests"].status == "pass"
+
+
+def test_promote_refuses_a_malformed_bundle_with_its_problem(root, tmp_path):
+    bad = tmp_path / "bad.bundle"
+    header = json.dumps({"model_id": "x/y", "model_type": "mlp", "trt_version": "10.3", "sections": {"w": {"offset": 0, "size": 99}}}).encode()
+    bad.write_bytes(MAGIC + struct.pack("<Q", len(header)) + header + b"w")
+    r = trtls("bundle", "promote", str(bad), cwd=root)
+    assert r.returncode == 4 and f"{bad}: not promoted" in r.stderr and "bundle.section_bounds" in r.stderr, r.stderr
+    assert not sidecar_path(bad).exists()
+    r = trtls("bundle", "promote", str(tmp_path / "missing.bundle"), cwd=root)
+    assert r.returncode == 2 and "missing.bundle" in r.stderr and "No such file" in r.stderr
 
 
 def test_end_to_end_through_the_cli(root):

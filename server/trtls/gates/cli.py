@@ -1,4 +1,5 @@
-"""`trtls gates` (run a route's gates) and `trtls bundle inspect` (show a .bundle), registered by trtls.cli.
+"""`trtls gates` (run a route's gates), `trtls bundle inspect` (show a .bundle) and `trtls bundle promote`
+(record a foreign bundle's digests), registered by trtls.cli.
 
 Exit codes of `trtls gates`: 0 supported, 3 hold, 4 reject, 2 bad input (recipe errors are printed as
 `file:line:col: CODE severity: message`). With `--gate N`, the exit code is the decision of the selected
@@ -38,6 +39,13 @@ def register(subparsers: Any) -> None:
     i.add_argument("file")
     i.add_argument("--json", action="store_true")
     i.set_defaults(func=cmd_bundle_inspect)
+    pr = bsub.add_parser(
+        "promote",
+        help="verify a bundle trtls did not write (e.g. native `trtmc build` output) and record its digests in a sidecar",
+    )
+    pr.add_argument("file")
+    pr.add_argument("--replace", action="store_true", help="re-record after an intended change (the bundle no longer matches its sidecar)")
+    pr.set_defaults(func=cmd_bundle_promote)
 
     from .route_build import register_route  # `trtls route build` (route_build.py)
 
@@ -145,4 +153,27 @@ def cmd_bundle_inspect(args: argparse.Namespace) -> int:
     except OSError as exc:
         print(f"{args.file}: {exc.strerror or exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    return 0
+
+
+def cmd_bundle_promote(args: argparse.Namespace) -> int:
+    """Exit 0 recorded, 4 the bundle fails verification (nothing written), 2 missing or unreadable file."""
+    from . import bundle
+
+    try:
+        record = bundle.promote_foreign(args.file, replace=args.replace)
+    except bundle.BundleError as exc:
+        print(f"{args.file}: not promoted: {exc}", file=sys.stderr)
+        if all(p.check == bundle.CHECK_IO for p in exc.problems):
+            return EXIT_BAD_INPUT  # missing or unreadable: bad input, not a bundle that failed verification
+        digest_checks = (bundle.CHECK_FILE_DIGEST, bundle.CHECK_SECTION_DIGEST, bundle.CHECK_SIDECAR)
+        if not args.replace and any(p.check in digest_checks for p in exc.problems):
+            print("  if the change was intended, re-record with --replace", file=sys.stderr)
+        return EXIT_REJECT
+    except OSError as exc:
+        print(f"{args.file}: {exc.strerror or exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    sidecar = bundle.sidecar_path(args.file)
+    print(f"{args.file}: {record['origin']} bundle, {record['size']} bytes, sha256 {record['file_sha256']}")
+    print(f"  {len(record['section_sha256'])} section digests recorded in {sidecar}; gate 3 verifies against them from now on")
     return 0

@@ -10,7 +10,7 @@ Checks (docs/diagnostics-gate3.md):
   TRT701 bundle.present        the bundle file exists                                      hold
   TRT702 bundle.<problem>      container and header sound (one check per problem category) reject
   TRT703 bundle.<problem>      recorded digests (header trtls record, sidecar) match       reject; no sidecar → hold
-  TRT704 bundle.origin         foreign bundle (no trtls record) promoted with its digests  hold until promote_foreign
+  TRT704 bundle.origin         foreign bundle (no trtls record) promoted with its digests  hold until `trtls bundle promote`
   TRT705 bundle.provenance.checkpoint  provenance = gate 1's commit + files digest          hold (stale: rebuild)
   TRT706 bundle.provenance.build       provenance = latest successful build's buildConfigHash + builder version  hold
   TRT707 bundle.artifacts      the bundle's model.onnx / engine sections are the files gates 4–5 test    hold
@@ -87,7 +87,7 @@ def run_gate(ctx: Any) -> list[GateCheck]:
     # -- TRT703 (recorded) and TRT704 (origin)
     if trtls_block is None:
         if sidecar is None:
-            checks.append(_check("bundle.origin", "hold", "foreign bundle (no trtls record in its header) and no digests recorded: verify it, then record them with `trtls.gates.bundle.promote_foreign(path)`", "TRT704", bpath))
+            checks.append(_check("bundle.origin", "hold", "foreign bundle (no trtls record in its header) and no digests recorded: verify it, then record them with `trtls bundle promote FILE`", "TRT704", bpath))
         else:
             checks.append(_check("bundle.origin", "pass", f"foreign bundle promoted: digests recorded in {sidecar_path(bundle).name} ({sidecar.get('recorded_at')})", "TRT704", bpath, {"origin": sidecar.get("origin")}))
     else:
