@@ -10,6 +10,10 @@ from typing import Any
 from lsprotocol import types as lsp
 from pytest_lsp import LanguageClient, make_test_lsp_client
 
+# The LSP tests' helpers, so a benchmark drives the server exactly as the tests do.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "lsp"))
+from lsp_helpers import execute, open_recipe  # noqa: E402,F401 - re-exported for the benchmarks
+
 SERVER = [sys.executable, "-m", "trtls", "serve"]
 
 
@@ -41,17 +45,6 @@ async def start_server(build_tree: bool = True) -> tuple[LanguageClient, list[di
     await client.start_io(*SERVER)
     await client.initialize_session(lsp.InitializeParams(capabilities=caps(), initialization_options={"buildTree": build_tree}))
     return client, trees
-
-
-def open_recipe(client: LanguageClient, ws: Path) -> str:
-    path = ws / "trtls.toml"
-    uri = path.as_uri()
-    client.text_document_did_open(lsp.DidOpenTextDocumentParams(lsp.TextDocumentItem(uri=uri, language_id="toml", version=1, text=path.read_text())))
-    return uri
-
-
-async def execute(client: LanguageClient, command: str, arg: dict[str, Any]) -> Any:
-    return await client.workspace_execute_command_async(lsp.ExecuteCommandParams(command=command, arguments=[arg]))
 
 
 async def until(predicate, timeout: float = 180.0, step: float = 0.01) -> None:
