@@ -118,9 +118,9 @@ async def test_cancel_in_process_sources(workspace: Path, demo_phase_count: int,
     assert s["retryPolicy"] in ("retry_cold", "retry_with_cache", "investigate")
 
 
-def _cli(ws: Path, *extra: str) -> subprocess.Popen:
+def _cli(ws: Path, *extra: str, engine: str = "demo") -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, "-m", "trtls", "build", str(ws), "--engine", "demo", "--json", *extra],
+        [sys.executable, "-m", "trtls", "build", str(ws), "--engine", engine, "--json", *extra],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -152,14 +152,16 @@ def test_ctrl_c_through_the_cli(workspace: Path, demo_phase_count: int, where: s
     assert not (workspace / "build" / "demo.engine").exists() and leftovers(workspace) == []
 
 
-@pytest.mark.parametrize("seconds", [0.3, 1.5, 2.5])  # all well inside a demo build (≈ 1 s to start + 3 s CPU)
+# Before the worker starts building, during the ONNX parse, and inside the build. `large` takes ≈ 30 s, so
+# every point is inside it on any machine like ours (demo, ≈ 3 s, left a faster machine a race to lose).
+@pytest.mark.parametrize("seconds", [0.3, 1.5, 4.0])
 def test_ci_timeout_through_the_cli(workspace: Path, seconds: float) -> None:
-    proc = _cli(workspace, "--timeout", str(seconds))
+    proc = _cli(workspace, "--timeout", str(seconds), engine="large")
     out, _ = proc.communicate(timeout=120)
     s = _summary_line(out)
     assert proc.returncode == 124
     assert s["outcome"] == "cancelled" and s["cancelSource"] == "ci_timeout"
-    assert not (workspace / "build" / "demo.engine").exists() and leftovers(workspace) == []
+    assert not (workspace / "build" / "large.engine").exists() and leftovers(workspace) == []
 
 
 async def test_silent_builder_is_forced_after_grace(workspace: Path) -> None:

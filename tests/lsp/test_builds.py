@@ -160,17 +160,22 @@ async def _start_server(cwd: Path | None = None) -> LanguageClient:
 
 
 async def test_shutdown_during_two_builds(workspace: Path) -> None:
+    # Two long builds (a second `large` under another name), so neither can finish before the shutdown lands.
+    recipe = workspace / "trtls.toml"
+    text = recipe.read_text()
+    large = text[text.index("[engines.large]") :]
+    recipe.write_text(text + "\n" + large.replace("engines.large", "engines.large_b").replace("build/large.", "build/large_b."))
     client = await _start_server()
     uri = open_recipe(client, workspace)
-    a = await execute(client, "trtls.buildEngine", {"uri": uri, "engine": "demo"})
+    a = await execute(client, "trtls.buildEngine", {"uri": uri, "engine": "large_b"})
     b = await execute(client, "trtls.buildEngine", {"uri": uri, "engine": "large"})
-    await until(lambda: build_token(client, "demo") and build_token(client, "large"))
-    await until(lambda: len(client.progress_reports[build_token(client, "large")]) > 1)
+    await until(lambda: build_token(client, "large_b") and build_token(client, "large"))
+    await until(lambda: all(len(client.progress_reports[build_token(client, e)]) > 1 for e in ("large", "large_b")))
     await client.shutdown_session()  # must answer cleanly (pygls #606) after stopping both builds
     for build_id in (a["buildId"], b["buildId"]):
         summary = json.loads((workspace / ".trtls" / "runs" / build_id / "summary.json").read_text())
-        assert summary["cancelSource"] == "service_shutdown" and summary["outcome"] in ("cancelled", "built")
-    assert not (workspace / "build" / "large.engine").exists()
+        assert summary["cancelSource"] == "service_shutdown" and summary["outcome"] == "cancelled", summary["outcome"]
+    assert not (workspace / "build" / "large.engine").exists() and not (workspace / "build" / "large_b.engine").exists()
     assert not [p for p in workspace.rglob("*") if ".trtls-tmp-" in p.name]
 
 
