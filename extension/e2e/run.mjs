@@ -100,6 +100,30 @@ fs.writeFileSync(path.join(ud, 'User', 'settings.json'), JSON.stringify({
   'trtls.trace.server': 'messages',
 }, null, 2));
 
+// The gates workspace gets one more route (its own temp copy): a checkpoint with a 1 TiB sparse file, so gate 1's
+// hashing runs for ~30 min and a Cancel always lands while it runs. Appended: the lines above keep their numbers.
+const SLOW_ROUTE = 'slow';
+if (GATES_WS && (!only || only.has('gates'))) {
+  const ck = path.join(GATES_WS, 'checkpoints', 'e2e-slow');
+  fs.mkdirSync(ck, { recursive: true });
+  fs.writeFileSync(path.join(ck, 'config.json'), '{"model_type": "mlp"}\n');
+  fs.writeFileSync(path.join(ck, 'README.md'), '---\nlicense: apache-2.0\n---\n# e2e: a checkpoint that takes long to hash\n');
+  const fd = fs.openSync(path.join(ck, 'huge.dat'), 'w');
+  fs.ftruncateSync(fd, 2 ** 40);
+  fs.closeSync(fd);
+  const toml = path.join(GATES_WS, 'trtls.toml');
+  if (!fs.readFileSync(toml, 'utf8').includes(`[routes.${SLOW_ROUTE}]`)) {
+    fs.appendFileSync(toml, `\n# e2e only: gate 1 hashes a 1 TiB sparse file (~30 min), so this run ends early only when cancelled.
+[routes.${SLOW_ROUTE}]
+engine = "tiny"
+checkpoint = { path = "checkpoints/e2e-slow", id = "trtls/e2e-slow", revision = "0000000000000000000000000000000000000001" }
+intended_use = "e2e: a gates run to cancel"
+allowed_licenses = ["apache-2.0"]
+bundle = "build/${SLOW_ROUTE}.bundle"
+`);
+  }
+}
+
 say(`installing ${VSIX}`);
 execFileSync(CODE_SERVER, ['--user-data-dir', ud, '--extensions-dir', exts, '--install-extension', VSIX, '--force'], { env, stdio: 'inherit' });
 
@@ -220,6 +244,51 @@ function enginesOnDisk() {
   };
   walk(WS);
   return out;
+}
+
+/** Live (non-zombie) descendants of a process, from /proc. */
+function descendants(root) {
+  const kids = new Map();
+  for (const d of fs.readdirSync('/proc')) {
+    if (!/^\d+$/.test(d)) continue;
+    let stat;
+    try { stat = fs.readFileSync(`/proc/${d}/stat`, 'utf8'); } catch { continue; }
+    const [state, ppid] = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    if (state === 'Z') continue;
+    if (!kids.has(Number(ppid))) kids.set(Number(ppid), []);
+    kids.get(Number(ppid)).push(Number(d));
+  }
+  const out = [];
+  const todo = [root];
+  while (todo.length > 0) {
+    for (const k of kids.get(todo.pop()) ?? []) { out.push(k); todo.push(k); }
+  }
+  return out;
+}
+
+/** The `<python> -m trtls serve` processes started by *this* code-server (never anyone else's). */
+function serverPids() {
+  return descendants(cs.pid).filter((pid) => {
+    let argv;
+    try { argv = fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0'); } catch { return false; }
+    const i = argv.indexOf('-m');
+    return i >= 0 && argv[i + 1] === 'trtls' && argv[i + 2] === 'serve';
+  });
+}
+
+/** The one running server's pid (waits for it). */
+async function theServerPid(what = 'one trtls server process') {
+  return until(what, async () => { const p = serverPids(); return p.length === 1 ? p[0] : false; }, 30000);
+}
+
+/** Print Debug Information answers with this server pid: the UI talks to that process. */
+async function uiServerPidIs(pid) {
+  const out = page.locator('.part.panel .monaco-editor .view-lines');
+  await until(`Print Debug Information to show serverPid ${pid}`, async () => {
+    await palette('TensorRT: Print Debug Information');
+    await page.waitForTimeout(1000);
+    return new RegExp(`serverPid: ${pid}\\b`).test((await out.first().innerText()).replace(/\s+/g, ' '));
+  }, 40000, 500);
 }
 
 const want = (step) => !only || only.has(step);
@@ -430,6 +499,70 @@ try {
     });
   }
 
+  if (want('crash')) {
+    await check('a server killed (SIGKILL) during a build restarts: the build node ends lost, no spinner, lenses back, demo builds', async () => {
+      await openFile('trtls.toml');
+      await until('Build Engine code lens', () => page.locator('.contentWidgets .codelens-decoration', { hasText: 'Build Engine' }).first().isVisible(), 30000);
+      const old = await theServerPid();
+      await palette('TensorRT: Build Engine', { pick: 'large' });
+      const top = buildsPane().locator('.monaco-list-row[aria-level="1"]').first();
+      await until('a running large node', async () => /^large/.test(await top.innerText()) && /building/.test(await top.innerText()), 30000);
+      await toastWith('Building large').first().waitFor({ state: 'visible', timeout: 20000 });
+      // killed mid-build: phases are in the tree (and spinning) when the server dies
+      await until('phase rows under the running large', async () => (await buildsPane().locator('.monaco-list-row[aria-level="2"]').count()) >= 1, 30000);
+      assert((await buildsPane().locator('.codicon-modifier-spin, .codicon-sync\\~spin').count()) > 0, 'no spinner in the builds view while building (the check below would prove nothing)');
+      await shot('16-before-kill');
+      say(`SIGKILL trtls server pid ${old}`);
+      process.kill(old, 'SIGKILL');
+      const fresh = await until('a new trtls server process', async () => { const p = serverPids(); return p.length === 1 && p[0] !== old ? p[0] : false; }, 30000);
+      say(`new server pid ${fresh}`);
+      await until('the large node to end (not building)', async () => !/building/.test(await top.innerText()), 20000);
+      const text = (await top.innerText()).replace(/\s+/g, ' ');
+      say(`tree after the crash: ${JSON.stringify(await rowTexts())}`);
+      assert(/^large/.test(text) && /lost/.test(text), `the interrupted build is not shown as lost: ${text}`);
+      assert((await buildsPane().locator('.codicon-modifier-spin, .codicon-sync\\~spin').count()) === 0, 'a spinner is still turning in the builds view');
+      await until('the building status bar item to go', async () => (await page.locator('.statusbar-item', { hasText: /TensorRT: building/ }).count()) === 0, 10000);
+      await until('the build toast to go', async () => (await toastWith('Building large').count()) === 0, 10000);
+      await until('Build Engine back in the editor title', () => page.locator('.editor-actions .action-label[aria-label*="Build Engine"]').first().isVisible(), 10000);
+      // the new server's orphan recovery cleans the dead build's files up and says so
+      await until('the recovery message of the new server', () => toastWith('interrupted by a server crash').first().isVisible(), 30000);
+      await until('code lenses from the new server', () => page.locator('.contentWidgets .codelens-decoration', { hasText: 'Build Engine' }).first().isVisible(), 30000);
+      await uiServerPidIs(fresh);
+      await shot('17-after-crash-restart');
+      await openFile('trtls.toml');
+      await palette('TensorRT: Build Engine', { pick: 'demo' });
+      await until('demo built by the restarted server', async () => /^demo/.test(await top.innerText()) && /built/.test(await top.innerText()), 180000, 500);
+      await shot('18-demo-after-restart');
+    });
+
+    await check('a server that keeps crashing is given up with a Restart Server button, which brings it back', async () => {
+      const giveUp = () => toasts().filter({ hasText: /crashed/ }).filter({ has: page.getByRole('button', { name: 'Restart Server' }) }).first();
+      let pid = await theServerPid();
+      let kills = 0;
+      // The client restarts a crashed server a few times, then stops: kill until it gives up (at most 8 kills).
+      while (!(await giveUp().isVisible())) {
+        assert(kills < 8, `still restarting after ${kills} kills`);
+        await uiServerPidIs(pid); // the server answers before it is killed again (not killed mid-start)
+        process.kill(pid, 'SIGKILL');
+        kills += 1;
+        const prev = pid;
+        pid = await until('a restarted server or the give-up message', async () => {
+          if (await giveUp().isVisible()) return -1;
+          const p = serverPids();
+          return p.length === 1 && p[0] !== prev ? p[0] : false;
+        }, 30000);
+        if (pid === -1) break;
+      }
+      say(`given up after ${kills} kills: ${(await giveUp().innerText()).replace(/\s+/g, ' ')}`);
+      assert(serverPids().length === 0, `a server is running although the client gave up: ${serverPids()}`);
+      await shot('19-crash-give-up');
+      await giveUp().getByRole('button', { name: 'Restart Server' }).click();
+      const back = await theServerPid('the server started by Restart Server');
+      await until('code lenses from the restarted server', () => page.locator('.contentWidgets .codelens-decoration', { hasText: 'Build Engine' }).first().isVisible(), 30000);
+      await uiServerPidIs(back);
+    });
+  }
+
   if (want('gates') && GATES_WS) {
     // A second workspace (a new page load = a new extension host and server): the route sample, whose
     // `license` route is rejected by gate 1 (TRT507) at its `allowed_licenses` line.
@@ -457,6 +590,33 @@ try {
       assert(new RegExp(`\\[Ln ${keyLine}, Col \\d+\\]`).test(text), `TRT507 is not at line ${keyLine}: ${text}`);
       assert(/licen[cs]e/i.test(text), `TRT507 message does not mention the licence: ${text}`);
       await shot('15-gates-problems');
+    });
+
+    // Gate 1 hashes every checkpoint file: a route whose checkpoint holds a 1 TiB sparse file hashes for about
+    // half an hour, so this run can only end early through its Cancel (no race with a fast machine).
+    const evidence = path.join(GATES_WS, '.trtls', 'routes', SLOW_ROUTE, 'summary.json');
+    await check(`Cancel on the gates toast ends the run of route '${SLOW_ROUTE}' as cancelled`, async () => {
+      fs.rmSync(evidence, { force: true });
+      await openFile('trtls.toml');
+      await palette('TensorRT: Run Gates', { pick: SLOW_ROUTE });
+      const toast = toastWith(`Gates ${SLOW_ROUTE}`).first();
+      await toast.waitFor({ state: 'visible', timeout: 30000 });
+      await until('gate 1 in the progress message', async () => /gate 1/.test(await toast.innerText()), 20000);
+      assert(!fs.existsSync(evidence), 'the slow gates run finished before Cancel');
+      await shot('20-gates-running');
+      await toast.hover();
+      await toast.getByRole('button', { name: 'Cancel' }).click();
+      await until('the gates toast to go', async () => (await toastWith(`Gates ${SLOW_ROUTE}`).count()) === 0, 60000);
+      const msg = toasts().filter({ hasText: `route ${SLOW_ROUTE}` }).first();
+      await until('the route message', () => msg.isVisible(), 20000);
+      const text = (await msg.innerText()).replace(/\s+/g, ' ');
+      say(`message: ${text}`);
+      assert(/cancelled/.test(text), `the message does not say the gates run was cancelled: ${text}`);
+      assert(!/see Problems/.test(text), `a cancelled run is reported as a decision: ${text}`);
+      // the server stopped the run: its evidence says cancelled
+      const summary = JSON.parse(fs.readFileSync(evidence, 'utf8'));
+      assert(summary.cancelled === true, `route evidence does not record the cancel: cancelled = ${summary.cancelled}`);
+      await shot('21-gates-cancelled');
     });
   }
 } finally {

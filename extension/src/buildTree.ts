@@ -2,7 +2,8 @@
 // Pure TypeScript (no vscode import) so it is unit-tested without VS Code.
 import { formatSeconds } from './format';
 
-export type BuildStatus = 'running' | 'built' | 'cancelled' | 'failed' | 'forced' | 'killed';
+/** `lost` is the client's own: the build was running when the server process died (never sent by the server). */
+export type BuildStatus = 'running' | 'built' | 'cancelled' | 'failed' | 'forced' | 'killed' | 'lost';
 export type PhaseStatus = 'running' | 'done' | 'cancelled' | 'failed';
 
 export interface PhasePayload {
@@ -183,6 +184,23 @@ export class BuildTreeModel {
     this.builds.clear();
   }
 
+  /**
+   * The server died (crash, kill): its running builds will never send their end. They end here as `lost`, their
+   * running phases as failed (as the server's orphan recovery records them), so nothing spins forever.
+   * Finished builds stay. Returns the builds it ended.
+   */
+  markLost(message: string): BuildTreePayload[] {
+    const lost: BuildTreePayload[] = [];
+    for (const b of this.builds.values()) {
+      if (b.status !== 'running') continue;
+      b.status = 'lost';
+      b.outcomeMessage = message;
+      b.phases = b.phases.map((p) => (p.status === 'running' ? { ...p, status: 'failed', quietForS: null } : p));
+      lost.push(b);
+    }
+    return lost;
+  }
+
   get(buildId: string): BuildTreePayload | undefined {
     return this.builds.get(buildId);
   }
@@ -268,6 +286,7 @@ const STATUS_TEXT: Record<BuildStatus, string> = {
   failed: 'failed',
   forced: 'forced',
   killed: 'killed',
+  lost: 'lost (server stopped)',
 };
 
 export function describeBuild(b: BuildTreePayload): ElementView {

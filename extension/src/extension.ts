@@ -3,10 +3,11 @@ import * as os from 'os';
 import * as path from 'path';
 import * as vscode from 'vscode';
 import {
-  CodeLensRequest, ExecuteCommandRequest, LanguageClient, LanguageClientOptions, RevealOutputChannelOn, ServerOptions, State,
+  CloseAction, CloseHandlerResult, CodeLensRequest, ErrorHandler, ExecuteCommandRequest, LanguageClient, LanguageClientOptions,
+  RevealOutputChannelOn, ServerOptions, State,
 } from 'vscode-languageclient/node';
 import { BUILD_TREE_NOTIFICATION, BuildTreeModel, statusBarText, TreeElement } from './buildTree';
-import { classifyEnd } from './progress';
+import { classifyEnd, gatesOutcome } from './progress';
 import { ToastProgressFeature } from './progressUi';
 import { checkServerVersion, expandPath, initializationOptions, needsRestart, readSettings, resolvePython, TrtlsSettings } from './settings';
 import { BuildTreeProvider } from './treeView';
@@ -18,7 +19,10 @@ interface BuildResult { buildId: string; engine: string; status: 'started' | 'al
 interface CancelResult { buildId: string; accepted: boolean }
 interface ListBuildsResult { builds: { buildId: string; engine: string; uri: string; status: string; evidencePath: string | null }[] }
 interface EvidenceResult { buildId: string; path: string | null; summary?: unknown }
-interface GatesResult { route: string; decision: 'supported' | 'hold' | 'reject' | string; [k: string]: unknown }
+interface GatesResult { route: string; decision: 'supported' | 'hold' | 'reject' | string | null; stopped?: boolean; status?: string; [k: string]: unknown }
+
+/** Crashes the language client restarts before it gives up (its default; 5 crashes within 3 minutes stop it). */
+const MAX_RESTARTS = 4;
 
 interface PythonExtensionApi {
   environments?: {
@@ -181,6 +185,7 @@ async function startClient(reason: string): Promise<void> {
     // No `transport`: TransportKind.stdio would append `--stdio` to the arguments.
     options: { cwd, env: { ...process.env, PYTHONUNBUFFERED: '1' } },
   };
+  let stock: ErrorHandler | undefined;  // the client's default handler, made once the client exists
   const clientOptions: LanguageClientOptions = {
     documentSelector: [{ scheme: 'file', pattern: RECIPE_GLOB }],
     synchronize: { fileEvents: vscode.workspace.createFileSystemWatcher(RECIPE_GLOB) },
@@ -190,6 +195,19 @@ async function startClient(reason: string): Promise<void> {
     initializationOptions: initializationOptions(settings),
     // A server that cannot start (wrong interpreter, trtls not installed) is reported once, not retried 5 times.
     initializationFailedHandler: () => false,
+    // A crashed server is restarted by the client (its default handler); when it gives up, offer the way back.
+    errorHandler: {
+      error: (error, message, count) => stock!.error(error, message, count),
+      closed: async (): Promise<CloseHandlerResult> => {
+        const r = await stock!.closed();
+        if (r.action === CloseAction.DoNotRestart) {
+          offerRestartAfterCrashes(r.message);
+          return { ...r, handled: true };  // our message replaces the stock one (which only offers the log)
+        }
+        log.warn('the trtls server process stopped unexpectedly; the client restarts it');
+        return r;
+      },
+    },
     middleware: {
       // Server commands run from the server's code lenses and quick fixes come back here: show their results.
       executeCommand: async (command, args, next) => {
@@ -200,6 +218,7 @@ async function startClient(reason: string): Promise<void> {
     },
   };
   const c = new LanguageClient('trtls', 'TensorRT Language Server', serverOptions, clientOptions);
+  stock = c.createDefaultErrorHandler(MAX_RESTARTS);
   c.registerFeature(new ToastProgressFeature(c, log, onProgressEnd));
   clientSubs.push(c.onNotification(BUILD_TREE_NOTIFICATION, (params: unknown) => {
     const before = model.get(String((params as { buildId?: unknown })?.buildId))?.status;
@@ -213,10 +232,16 @@ async function startClient(reason: string): Promise<void> {
     }
   }));
   clientSubs.push(c.onDidChangeState((e) => {
-    if (e.newState === State.Stopped) {
+    if (e.newState !== State.Stopped) return;
+    if (client === c) {
+      // Not stopped by us (stopClient forgets the client first): the server process died. Its running builds
+      // will never report their end; the restarted server's orphan recovery cleans their files up.
+      const lost = model.markLost('the trtls server stopped during this build; the next server cleans up after it and records it as killed');
+      if (lost.length > 0) log.warn(`server stopped during ${lost.map((b) => `${b.engine} (${b.buildId})`).join(', ')}: marked lost`);
+    } else {
       model.clear();
-      refreshBuildState();
     }
+    refreshBuildState();
   }));
   client = c;
   await c.start();
@@ -229,6 +254,17 @@ async function startClient(reason: string): Promise<void> {
     log.warn(check.message);
     void vscode.window.showWarningMessage(`TensorRT: ${check.message}`);
   }
+}
+
+function offerRestartAfterCrashes(detail: string | undefined): void {
+  log.error(detail ?? 'the trtls server crashed repeatedly and is not restarted');
+  void vscode.window.showErrorMessage(
+    `TensorRT: the trtls server crashed ${MAX_RESTARTS + 1} times in the last 3 minutes and was not restarted again. ` +
+    'See the output "TensorRT Language Server" for why.', 'Restart Server', 'Show Log')
+    .then((a) => {
+      if (a === 'Restart Server') void restart('restart after crashes');
+      if (a === 'Show Log') log.show();
+    });
 }
 
 function onProgressEnd(title: string, message: string | undefined): void {
@@ -360,12 +396,12 @@ async function showCommandResult(command: string, arg: unknown, res: unknown): P
       await openEvidence((res as EvidenceResult).path);
       break;
     case 'trtls.runGates': {
-      const r = res as GatesResult;
-      const msg = `TensorRT: route ${r.route ?? String(a.route ?? '?')}: ${r.decision}`;
-      if (r.decision === 'supported') {
-        void vscode.window.showInformationMessage(msg);
+      const o = gatesOutcome(res as GatesResult, String(a.route ?? '?'));
+      log.info(`gates: ${o.text}`);
+      if (o.level === 'info') {
+        void vscode.window.showInformationMessage(`TensorRT: ${o.text}`);
       } else {
-        void vscode.window.showWarningMessage(`${msg} — see Problems`, 'Show Problems').then((x) => {
+        void vscode.window.showWarningMessage(`TensorRT: ${o.text}`, ...(o.showProblems ? ['Show Problems'] : [])).then((x) => {
           if (x) void vscode.commands.executeCommand('workbench.actions.view.problems');
         });
       }

@@ -168,3 +168,31 @@ test('two finished siblings of one name are not folded', () => {
   const kids = m.children(m.children(m.children(undefined)[0])[0]);
   assert.equal(kids.length, 2);
 });
+
+test('markLost ends running builds as lost (phases failed, no spinner), keeps finished ones, and a late update cannot revive them', () => {
+  const m = new BuildTreeModel();
+  m.update(payload({ buildId: 'done', engine: 'demo', status: 'built', phases: [] }));
+  m.update(payload());
+  const lost = m.markLost('the server stopped');
+  assert.deepEqual(lost.map((b) => b.buildId), ['b1']);
+  assert.equal(m.running().length, 0);
+  assert.equal(statusBarText(m.running()), undefined);
+  assert.equal(m.get('done')?.status, 'built');
+  const b = m.get('b1')!;
+  assert.equal(b.status, 'lost');
+  assert.equal(b.outcomeMessage, 'the server stopped');
+  assert.ok(b.phases.every((p) => p.status !== 'running' && (p.quietForS === null || p.status === 'done')));
+  assert.equal(b.phases.find((p) => p.id === '0.0')?.status, 'done');  // finished phases keep their status
+  const v = describeBuild(b);
+  assert.equal(v.icon, 'warning');
+  assert.match(v.description, /^lost \(server stopped\) · 4\.1 s$/);
+  assert.equal(v.contextValue, 'trtls.build.done');  // no inline Stop on a lost build
+  for (const el of m.children({ kind: 'build', buildId: 'b1' })) assert.notEqual(m.view(el)?.icon, 'running');
+  m.update(payload());  // a stray late notification of the dead server
+  assert.equal(m.get('b1')?.status, 'lost');
+  assert.deepEqual(m.markLost('again'), []);
+});
+
+test('the server never sets lost', () => {
+  assert.equal(parseBuildTree(payload({ status: 'lost' }))?.status, 'running');
+});
