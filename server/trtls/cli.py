@@ -14,6 +14,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from . import __version__
+
 EXIT_BUILT, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_TIMEOUT, EXIT_CTRL_C, EXIT_KILLED = 0, 1, 2, 124, 130, 137
 
 
@@ -107,6 +109,15 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_info(args: argparse.Namespace) -> int:
+    """Exit 0 when a builder module was found, 1 when not (the text says why)."""
+    from .debug_info import as_text, debug_information
+
+    info = debug_information()
+    print(json.dumps(info, indent=2) if args.json else as_text(info))
+    return 1 if "error" in info["builder"] else 0
+
+
 def cmd_schema(args: argparse.Namespace) -> int:
     from .core.recipe import recipe_json_schema
 
@@ -122,6 +133,7 @@ def cmd_schema(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="trtls", description="TensorRT builds you can watch, stop and trust.")
+    parser.add_argument("--version", action="version", version=f"trtls {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     b = sub.add_parser("build", help="build engines from a trtls.toml with a live phase tree")
@@ -135,6 +147,10 @@ def main(argv: list[str] | None = None) -> int:
 
     s = sub.add_parser("serve", help="run the language server on stdio")
     s.set_defaults(func=cmd_serve)
+
+    i = sub.add_parser("info", help="versions and the builder module a build would use (paste into bug reports)")
+    i.add_argument("--json", action="store_true")
+    i.set_defaults(func=cmd_info)
 
     sc = sub.add_parser("schema", help="print (or write) the JSON Schema of trtls.toml")
     sc.add_argument("-o", "--output")

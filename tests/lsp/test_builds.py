@@ -252,3 +252,13 @@ async def test_stop_button_cancel_is_ide_stop(client: LanguageClient, workspace:
     assert ack["accepted"] is True
     await until(lambda: build_token(client, "large") is not None and ended(client, build_token(client, "large")))
     assert client.progress_reports[build_token(client, "large")][-1].message == "cancelled by ide_stop"
+
+
+async def test_print_debug_information_names_the_worker_builder(client: LanguageClient, workspace: Path) -> None:
+    """The same block as `trtls info`, plus the server's own state; the builder is probed in a worker process
+    (the server never imports TensorRT)."""
+    info = await execute(client, "trtls.printDebugInformation", {})
+    assert info["builder"]["module"] == "tensorrt_rtx" and info["pygls"] == "2.1.1"
+    assert isinstance(info["serverPid"], int) and info["runningBuilds"] == []
+    assert "builder: {" in info["text"] and "serverPid: " in info["text"]
+    assert any("trtls: " in m.message for m in client.log_messages), "also logged to the client's output"

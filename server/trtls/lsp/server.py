@@ -18,11 +18,8 @@ A second Build of an engine that is already building does not start another buil
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
-import platform
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -212,13 +209,11 @@ class TrtlsServer(LanguageServer):
         self.window_show_message(lsp.ShowMessageParams(type=lsp.MessageType.Warning, message=f"trtls: builds interrupted by a server crash were cleaned up: {text}"))
 
     def probe_builder(self) -> dict[str, Any]:
-        """The builder module the worker finds (asked in a child process: this one never imports TensorRT)."""
+        """The builder module the worker finds (asked once, in a child process: this one never imports TensorRT)."""
         if self._probe is None:
-            try:
-                out = subprocess.run([sys.executable, "-m", "trtls.build.worker", "--probe"], capture_output=True, text=True, timeout=60)
-                self._probe = json.loads(out.stdout.strip().splitlines()[-1]) if out.stdout.strip() else {"error": out.stderr.strip()[-500:]}
-            except (subprocess.SubprocessError, ValueError, OSError) as exc:
-                self._probe = {"error": str(exc)}
+            from ..debug_info import probe_builder
+
+            self._probe = probe_builder()
         return self._probe
 
 
@@ -402,20 +397,15 @@ async def allow_license(ls: TrtlsServer, args: Any = None) -> dict[str, Any]:
 
 @server.command("trtls.printDebugInformation")
 def print_debug_information(ls: TrtlsServer, args: Any = None) -> dict[str, Any]:
-    from importlib.metadata import version
+    from ..debug_info import as_text, debug_information
 
     info = {
-        "trtls": __version__,
-        "pygls": version("pygls"),
-        "lsprotocol": version("lsprotocol"),
-        "python": f"{platform.python_version()} ({sys.executable})",
-        "platform": platform.platform(),
-        "builder": ls.probe_builder(),
+        **debug_information(ls.probe_builder()),
         "settings": ls.options.model_dump(by_alias=True),
         "runningBuilds": [b.id for b in ls.supervisor.running()],
         "serverPid": os.getpid(),
     }
-    text = "\n".join(f"{k}: {json.dumps(v) if isinstance(v, (dict, list)) else v}" for k, v in info.items())
+    text = as_text(info)
     ls.window_log_message(lsp.LogMessageParams(type=lsp.MessageType.Info, message=text))
     return {"text": text, **info}
 
