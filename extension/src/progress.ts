@@ -19,7 +19,7 @@ export function formatProgressMessage(message: string | undefined, percentage: n
 export type EndKind = 'ok' | 'cancelled' | 'failed' | 'other';
 export function classifyEnd(message: string | undefined): EndKind {
   const m = (message ?? '').toLowerCase();
-  // gates end with "<route>: <decision>", and " (stopped)" when the run was cancelled
+  // gates end with "<route>: <decision>", or "<route>: no decision (cancelled)" when the run was cancelled
   if (/\((stopped|cancelled)\)\s*$/.test(m)) return 'cancelled';
   if (m.startsWith('built') || m.startsWith('done') || m.startsWith('supported')) return 'ok';
   if (m.startsWith('cancelled')) return 'cancelled';

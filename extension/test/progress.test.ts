@@ -33,8 +33,8 @@ test('classifyEnd', () => {
   assert.equal(classifyEnd('forced after 5 s'), 'failed');
   assert.equal(classifyEnd('killed'), 'failed');
   assert.equal(classifyEnd(undefined), 'other');
-  // gates: "<route>: <decision>", " (stopped)" after a Cancel
-  assert.equal(classifyEnd('slow: hold (stopped)'), 'cancelled');
+  // gates: "<route>: <decision>", "<route>: no decision (cancelled)" after a Cancel
+  assert.equal(classifyEnd('slow: no decision (cancelled)'), 'cancelled');
   assert.equal(classifyEnd('license: reject'), 'other');
 });
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
 import shutil
 import subprocess
 import sys
@@ -11,7 +13,7 @@ import pytest
 from lsprotocol import types as lsp
 from pytest_lsp import LanguageClient
 
-from .lsp_helpers import command_of, execute, open_recipe
+from .lsp_helpers import command_of, execute, open_recipe, until
 
 ROUTE = Path(__file__).resolve().parents[2] / "samples" / "route"
 
@@ -114,3 +116,41 @@ async def test_new_checkpoint_file_holds_until_relocked_after_confirmation(clien
     relocked = await execute(client, "trtls.runGates", {**arguments[0], "gates": [1]})
     assert lock_status(relocked) == "pass" and "trtls.lock.json" in asked[0]
     assert not any(d.code == "TRT512" for d in client.diagnostics[uri]), "the drift finding is gone once accepted"
+
+
+async def test_cancel_of_the_gates_progress_stops_the_run_without_a_decision(client: LanguageClient, route_sample: Path, tmp_path: Path) -> None:
+    """Stop on the gates toast: a checkpoint with a 1 TiB sparse file keeps gate 1 hashing for ~30 min, so
+    the run can only end early through the cancel (no timing race)."""
+    ws = tmp_path / "ws"
+    shutil.copytree(route_sample, ws)
+    ck = ws / "checkpoints" / "slow"
+    ck.mkdir(parents=True)
+    (ck / "config.json").write_text('{"model_type": "mlp"}\n')
+    (ck / "README.md").write_text("---\nlicense: apache-2.0\n---\n# a checkpoint that takes long to hash\n")
+    with open(ck / "huge.dat", "wb") as fh:
+        fh.truncate(2**40)
+    with open(ws / "trtls.toml", "a") as fh:
+        fh.write(
+            '\n[routes.slow]\nengine = "tiny"\n'
+            'checkpoint = { path = "checkpoints/slow", id = "trtls/slow", revision = "0000000000000000000000000000000000000001" }\n'
+            'intended_use = "a gates run to cancel"\nallowed_licenses = ["apache-2.0"]\nbundle = "build/slow.bundle"\n'
+        )
+    uri = open_recipe(client, ws)
+    run = asyncio.ensure_future(execute(client, "trtls.runGates", {"uri": uri, "route": "slow"}))
+
+    def gates_token() -> str | None:
+        for token, reports in client.progress_reports.items():
+            if reports and isinstance(reports[0], lsp.WorkDoneProgressBegin) and reports[0].title == "Gates slow":
+                return str(token)
+        return None
+
+    await until(lambda: gates_token() is not None and any("gate 1" in (getattr(r, "message", "") or "") for r in client.progress_reports[gates_token()]))
+    token = gates_token()
+    assert client.progress_reports[token][0].cancellable is True
+    client.window_work_done_progress_cancel(lsp.WorkDoneProgressCancelParams(token=token))
+    res = await asyncio.wait_for(run, 120)
+    assert res["stopped"] is True
+    end = client.progress_reports[token][-1]
+    assert isinstance(end, lsp.WorkDoneProgressEnd) and end.message == "slow: no decision (cancelled)"
+    summary = json.loads((ws / ".trtls" / "routes" / "slow" / "summary.json").read_text())
+    assert summary["cancelled"] is True

@@ -54,7 +54,9 @@ async def run_gates_command(ls: Any, args: Any) -> dict[str, Any]:
     ls.publish(args.uri)
     decision = result.decision
     if has_progress:
-        ls.work_done_progress.end(token, lsp.WorkDoneProgressEnd(message=f"{args.route}: {decision}" + (" (stopped)" if stop.is_set() else "")))
+        # a cancelled run made no decision: never end it with one ("hold (stopped)" read like a verdict)
+        ended = f"{args.route}: no decision (cancelled)" if stop.is_set() else f"{args.route}: {decision}"
+        ls.work_done_progress.end(token, lsp.WorkDoneProgressEnd(message=ended))
     return {
         "route": args.route,
         "decision": decision,
