@@ -13,6 +13,7 @@ import argparse
 import datetime as dt
 import json
 import os
+import re
 import platform
 import subprocess
 import sys
@@ -52,6 +53,32 @@ def versions() -> dict[str, str]:
             "pygls": v("pygls"), "lsprotocol": v("lsprotocol"), "pydantic": v("pydantic")}
 
 
+SETTLE_LOAD, SETTLE_MAX_S = 1.0, 150.0
+
+
+def settle() -> float:
+    """Wait (bounded) until the previous benchmark's processes have gone and the 1-minute load average is
+    below 1 on this 2-core machine: a benchmark started right after 16 streaming builds measured their tail."""
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < SETTLE_MAX_S and os.getloadavg()[0] >= SETTLE_LOAD:
+        time.sleep(2.0)
+    return round(time.monotonic() - t0, 1)
+
+
+def hashing_figures(text: str) -> list[dict]:
+    """The issue's two hashing targets, read from bench_hashing.py's lines `first run: … GB/s` and `ratio …%`."""
+    out = []
+    rate = re.search(r"first run:\s+[\d.]+ s\s+([\d.]+) GB/s", text)
+    ceiling = re.search(r"ceiling[^:]*:.*?([\d.]+) GB/s", text)
+    if rate:
+        detail = f"in-memory sha256 ceiling at that moment: {ceiling.group(1)} GB/s" if ceiling else ""
+        out.append({"name": "first run over page-cached files", "value": float(rate.group(1)), "unit": "GB/s", "target": "≥ 2.5 GB/s", "pass": float(rate.group(1)) >= 2.5, "detail": detail})
+    ratio = re.search(r"ratio\s+([\d.]+)% of the first run", text)
+    if ratio:
+        out.append({"name": "re-run over unchanged files / first run", "value": float(ratio.group(1)), "unit": "%", "target": "≤ 5 %", "pass": float(ratio.group(1)) <= 5.0})
+    return out
+
+
 def run_one(name: str, extra: list[str], quick: bool, out_dir: Path) -> dict:
     out = out_dir / f"{name}.json"
     cmd = [sys.executable, str(HERE / f"{name}.py"), *extra]
@@ -60,15 +87,16 @@ def run_one(name: str, extra: list[str], quick: bool, out_dir: Path) -> dict:
     else:
         cmd += [*(["--quick"] if quick else []), "--json", str(out)]
     print(f"\n### {name}: {' '.join(cmd[1:])}", flush=True)
+    settled = settle()
     load0 = os.getloadavg()[0]
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     took = time.perf_counter() - t0
     print(proc.stdout, flush=True)
-    base = {"bench": name, "seconds": round(took, 1), "loadavg": [round(load0, 2), round(os.getloadavg()[0], 2)], "returncode": proc.returncode}
-    if name == "bench_hashing":  # another author's script: it prints its figures; we keep them verbatim
+    base = {"bench": name, "seconds": round(took, 1), "loadavg": [round(load0, 2), round(os.getloadavg()[0], 2)], "settled_s": settled, "returncode": proc.returncode}
+    if name == "bench_hashing":  # its own output format: keep it verbatim and read the two targeted figures from it
         lines = [x for x in proc.stdout.splitlines() if x.strip()]
-        return {**base, "title": "Hashing throughput (trtls.gates.hashing)", "figures": [], "verbatim": lines[-20:],
+        return {**base, "title": "Hashing throughput (trtls.gates.hashing)", "figures": hashing_figures(proc.stdout), "verbatim": lines[-20:],
                 "method": "see benchmarks/bench_hashing.py (its own output, verbatim)"}
     if proc.returncode != 0 or not out.is_file():
         return {**base, "title": name, "figures": [], "error": proc.stdout[-3000:]}
@@ -121,7 +149,8 @@ def render(results: list[dict], meta: dict, quick: bool, cmdline: str) -> str:
             if f.get("target"):
                 out.append(f"| {r['title']} | {f['name']} | {value(f)} | {f['target']} | {verdict(f)} |")
     for r in results:
-        out += ["", f"## {r['title']}", "", f"`python benchmarks/{r['bench']}.py` — {r['seconds']} s, load average {r['loadavg'][0]} → {r['loadavg'][1]}.", ""]
+        waited = f" (after waiting {r['settled_s']} s for the machine to settle)" if r.get("settled_s") else ""
+        out += ["", f"## {r['title']}", "", f"`python benchmarks/{r['bench']}.py` — {r['seconds']} s, load average {r['loadavg'][0]} → {r['loadavg'][1]}{waited}.", ""]
         if r.get("method"):
             out += [f"Method: {r['method']}.", ""]
         if r.get("error"):
@@ -144,7 +173,7 @@ def render(results: list[dict], meta: dict, quick: bool, cmdline: str) -> str:
             out.append(f"\n- {note}")
     findings = HERE / "findings.md"
     if findings.is_file():  # where the time goes, for figures far from their target (written by hand after a run)
-        out += ["", findings.read_text().rstrip()]
+        out += ["", "## Where the time goes (figures far from their target)", "", findings.read_text().rstrip()]
     out += [
         "",
         "## How to reproduce",
