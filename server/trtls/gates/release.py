@@ -36,7 +36,7 @@ import os
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -46,6 +46,7 @@ import numpy as np
 from trtls.core.atomic import atomic_write_bytes, atomic_write_text, atomic_writer
 from trtls.core.findings import TomlPath
 from trtls.core.gate_result import CheckStatus, GateCheck
+from trtls.core.route import Thresholds as RouteThresholds
 
 from .parity import toml_path
 from .runtimes import RunResult, RuntimeSpec, benchmark, run_inputs
@@ -57,37 +58,18 @@ MODEL_SECTIONS = ("model.onnx", "onnx", "model")  # ONNX sections a smoke run ca
 ENGINE_SECTIONS = ("engine", "model.engine", "engine.plan")  # engine sections (tensorrt: needs a GPU)
 
 
-@dataclass(frozen=True)
-class Thresholds:
-    latency_p50_ms: float | None = None
-    latency_p95_ms: float | None = None
-    latency_p99_ms: float | None = None
-    memory_mib: float | None = None  # peak RSS of the runtime child
-    gpu_memory_mib: float | None = None
-    min_throughput_rps: float | None = None
-    max_warmup_s: float | None = None  # load + first request
-    max_build_s: float | None = None  # cold build (summary.json durationS)
-    max_regression: float = 0.25  # vs baseline: p95 latency and peak memory
-    # A rise must also exceed these absolute floors to count: a p95 of 6 µs → 9 µs is +42 % and pure noise.
-    regression_floor_ms: float = 0.1
-    regression_floor_mib: float = 16.0
-    warmup: int = 5
-    iterations: int = 50
+class Thresholds(RouteThresholds):
+    """Gate 5's thresholds: the recipe's `[routes.NAME.thresholds]` model itself, so a key exists once (its
+    description, default and bounds live in trtls.core.route)."""
 
     @classmethod
     def of(cls, value: Any) -> "Thresholds":
-        """From Thresholds, core.route.Thresholds (same attribute names) or a dict; unknown names ignored."""
+        """From the recipe model, a dict (validated: a misspelt key is an error, not ignored) or None."""
         if value is None:
             return cls()
-        if isinstance(value, Thresholds):
-            return value
-        get = value.get if isinstance(value, Mapping) else (lambda k, d=None: getattr(value, k, d))
-        kw = {}
-        for f in fields(cls):
-            v = get(f.name, None)
-            if v is not None:
-                kw[f.name] = v
-        return cls(**kw)
+        if isinstance(value, RouteThresholds):
+            return cls.model_validate(value.model_dump())
+        return cls.model_validate(dict(value))
 
 
 @dataclass
