@@ -106,7 +106,7 @@ def callback_cost_ns(n: int = 200_000) -> dict[str, float]:
     return out
 
 
-async def one(ws: Path, no_monitor: bool) -> tuple[float, float, float]:
+async def one(ws: Path, no_monitor: bool) -> tuple[float, float, float, Path]:
     loaded = load_recipe(ws / "trtls.toml")
     r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
@@ -122,13 +122,7 @@ async def one(ws: Path, no_monitor: bool) -> tuple[float, float, float]:
         e = json.loads(line)
         if e["type"] in ("build_started", "builder_returned"):
             ev[e["type"]] = e["t_ns"]
-    global LAST_MONITORED_EVENTS
-    if not no_monitor:
-        LAST_MONITORED_EVENTS = build.evidence_dir / "events.jsonl"
-    return wall, (ev["builder_returned"] - ev["build_started"]) / 1e9, cpu
-
-
-LAST_MONITORED_EVENTS: Path | None = None
+    return wall, (ev["builder_returned"] - ev["build_started"]) / 1e9, cpu, build.evidence_dir / "events.jsonl"
 
 
 async def run(pairs: int, net: str) -> dict:
@@ -141,6 +135,7 @@ async def run(pairs: int, net: str) -> dict:
         for no_mon in order:
             got[no_mon] = await one(ws, no_mon)
         mon, bare = got[False], got[True]
+        monitored_events = mon[3]  # the callbacks of a real monitored build, for the direct-cost figure
         rows.append({"monitored_wall": mon[0], "bare_wall": bare[0], "monitored_builder": mon[1], "bare_builder": bare[1],
                      "monitored_cpu": mon[2], "bare_cpu": bare[2], "loadavg": os.getloadavg()[0],
                      "first": "monitored" if not order[0] else "bare"})
@@ -154,7 +149,7 @@ async def run(pairs: int, net: str) -> dict:
     loads = [r["loadavg"] for r in rows]
     # The paired ratio cannot resolve 2 % when the same build varies by ±25 % run to run (it does on some hosts,
     # in CPU time too), so also bound the monitor's cost directly: callbacks × their measured cost / build time.
-    counts = callback_counts(LAST_MONITORED_EVENTS) if LAST_MONITORED_EVENTS else {}
+    counts = callback_counts(monitored_events)
     cost = callback_cost_ns()
     spent_s = sum(counts.get(k, 0) * cost[k] for k in cost) / 1e9
     share = spent_s / statistics.median(r["bare_builder"] for r in rows)

@@ -33,12 +33,10 @@ Where the code lives (this module is the public face; each sibling is read in on
 * `runtime_process`  — one child process: process group, deadline, cut, reap, exit classification;
 * `runtime_adapters` — the onnxruntime, onnx_reference and tensorrt adapters (they run in the child only);
 * `runtime_child`    — the child's entry point: `python -m trtls.gates.runtime_child REQUEST.json` (internal).
-  `python -m trtls.gates.runtimes REQUEST.json`, the entry point before the split, still works.
 """
 
 from __future__ import annotations
 
-import sys
 
 from .runtime_adapters import Unavailable
 from .runtime_calls import benchmark, probe, run_concurrent, run_inputs
@@ -74,9 +72,3 @@ __all__ = [
     "save_npz",
     "validate_feed",
 ]
-
-
-if __name__ == "__main__":  # pragma: no cover - the entry point before the split; runtime_calls now starts runtime_child
-    from .runtime_child import _child_main
-
-    sys.exit(_child_main(sys.argv[1]))
