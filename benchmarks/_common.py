@@ -15,8 +15,9 @@ import statistics
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "samples" / "quickstart"
@@ -65,7 +66,9 @@ def fmt_dist(d: dict[str, Any], unit: str = "ms") -> str:
     return f"p50 {d['p50']:g} · p95 {d['p95']:g} · p99 {d['p99']:g} · max {d['max']:g} {unit} (n={d['n']})"
 
 
-def figure(name: str, value: Any, unit: str = "", target: str | None = None, ok: bool | None = None, detail: str = "") -> dict[str, Any]:
+def figure(
+    name: str, value: Any, unit: str = "", target: str | None = None, ok: bool | None = None, detail: str = ""
+) -> dict[str, Any]:
     return {"name": name, "value": value, "unit": unit, "target": target, "pass": ok, "detail": detail}
 
 

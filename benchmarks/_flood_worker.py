@@ -28,8 +28,17 @@ def main() -> int:
     def line(kind: str, **f) -> bytes:
         return (json.dumps({"v": 1, "type": kind, "t_ns": now(), **f}) + "\n").encode()
 
-    out.write(line("build_started", build_id=job["build_id"], engine=job["engine"], pid=os.getpid(),
-                   environment={"module": "synthetic", "version": "0", "is_rtx": False}, build_config_hash="0" * 64, effective_settings={}))
+    out.write(
+        line(
+            "build_started",
+            build_id=job["build_id"],
+            engine=job["engine"],
+            pid=os.getpid(),
+            environment={"module": "synthetic", "version": "0", "is_rtx": False},
+            build_config_hash="0" * 64,
+            effective_settings={},
+        )
+    )
     out.write(line("phase_start", phase_id="0", parent_id=None, name="Flood", num_steps=1, tid=0))
     sent, k, t0 = 2, 0, time.perf_counter()
     chunk: list[bytes] = []
@@ -54,7 +63,11 @@ def main() -> int:
     out.write(line("build_finished", outcome="built", cleanup_status="not_needed", t_cleanup_ns=now()))
     out.flush()
     dt = time.perf_counter() - t0
-    print(json.dumps({"flood_events": sent + 3, "flood_seconds": dt, "flood_rate": (sent + 3) / dt}), file=sys.stderr, flush=True)
+    print(
+        json.dumps({"flood_events": sent + 3, "flood_seconds": dt, "flood_rate": (sent + 3) / dt}),
+        file=sys.stderr,
+        flush=True,
+    )
     return 0
 
 

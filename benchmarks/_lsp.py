@@ -12,7 +12,7 @@ from pytest_lsp import LanguageClient, make_test_lsp_client
 
 # The LSP tests' helpers, so a benchmark drives the server exactly as the tests do.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "lsp"))
-from lsp_helpers import execute, open_recipe  # noqa: E402,F401 - re-exported for the benchmarks
+from lsp_helpers import execute, open_recipe  # noqa: F401 - re-exported for the benchmarks
 
 SERVER = [sys.executable, "-m", "trtls", "serve"]
 
@@ -20,7 +20,9 @@ SERVER = [sys.executable, "-m", "trtls", "serve"]
 def caps() -> lsp.ClientCapabilities:
     return lsp.ClientCapabilities(
         window=lsp.WindowClientCapabilities(work_done_progress=True),
-        workspace=lsp.WorkspaceClientCapabilities(code_lens=lsp.CodeLensWorkspaceClientCapabilities(refresh_support=True)),
+        workspace=lsp.WorkspaceClientCapabilities(
+            code_lens=lsp.CodeLensWorkspaceClientCapabilities(refresh_support=True)
+        ),
     )
 
 
@@ -43,7 +45,9 @@ async def start_server(build_tree: bool = True) -> tuple[LanguageClient, list[di
 
     client.feature("trtls/buildTree")(lambda params: trees.append(plain(params)))
     await client.start_io(*SERVER)
-    await client.initialize_session(lsp.InitializeParams(capabilities=caps(), initialization_options={"buildTree": build_tree}))
+    await client.initialize_session(
+        lsp.InitializeParams(capabilities=caps(), initialization_options={"buildTree": build_tree})
+    )
     return client, trees
 
 

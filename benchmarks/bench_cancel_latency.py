@@ -27,10 +27,9 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import dist, emit, figure, fmt_dist, parser, workspace  # noqa: E402
-
-from trtls.build.supervisor import Supervisor  # noqa: E402
-from trtls.core.recipe import load_recipe  # noqa: E402
+from _common import dist, emit, figure, fmt_dist, parser, workspace
+from trtls.builds.supervisor import Supervisor
+from trtls.core.recipe import load_recipe
 
 GRACE_S = 1.0
 rng = random.Random(20261129)
@@ -54,7 +53,10 @@ async def calibrate(ws: Path) -> dict[str, float]:
     first = _started_future(build)
     s = await build.wait()
     assert s["outcome"] == "built", s.get("error")
-    ev = {json.loads(x)["type"]: json.loads(x)["t_ns"] for x in (build.evidence_dir / "events.jsonl").read_text().splitlines()}
+    ev = {
+        json.loads(x)["type"]: json.loads(x)["t_ns"]
+        for x in (build.evidence_dir / "events.jsonl").read_text().splitlines()
+    }
     builder_s = (ev["builder_returned"] - ev["build_started"]) / 1e9
     return {"to_first_phase_s": first.result() - t0, "builder_s": builder_s}
 
@@ -96,7 +98,9 @@ async def ide_stop_runs(ws: Path, n: int, window_s: float) -> list[dict[str, Any
             await until(lambda: any(t.get("buildId") == bid and t.get("phases") for t in trees))
             await asyncio.sleep(rng.uniform(0, window_s))
             client.window_work_done_progress_cancel(lsp.WorkDoneProgressCancelParams(token=token))
-            await until(lambda: any(isinstance(r, lsp.WorkDoneProgressEnd) for r in client.progress_reports.get(token, [])))
+            await until(
+                lambda: any(isinstance(r, lsp.WorkDoneProgressEnd) for r in client.progress_reports.get(token, []))
+            )
             out.append((await execute(client, "trtls.showEvidence", {"buildId": bid}))["summary"])
     finally:
         await client.shutdown_session()
@@ -106,8 +110,18 @@ async def ide_stop_runs(ws: Path, n: int, window_s: float) -> list[dict[str, Any
 async def cli_run(ws: Path, source: str, window_s: float, to_first_s: float) -> dict[str, Any]:
     extra = ["--timeout", f"{to_first_s + rng.uniform(0, window_s):.3f}"] if source == "ci_timeout" else []
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "trtls", "build", str(ws), "--engine", "demo", "--json", *extra,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL, limit=1 << 24,
+        sys.executable,
+        "-m",
+        "trtls",
+        "build",
+        str(ws),
+        "--engine",
+        "demo",
+        "--json",
+        *extra,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.DEVNULL,
+        limit=1 << 24,
     )
     lines: list[bytes] = []
     sent = False
@@ -117,7 +131,9 @@ async def cli_run(ws: Path, source: str, window_s: float, to_first_s: float) -> 
         if source == "ctrl_c" and not sent and b'"phase_start"' in line:
             sent = True
             delay = rng.uniform(0, window_s)
-            asyncio.get_running_loop().call_later(delay, lambda: proc.returncode is None and proc.send_signal(signal.SIGINT))
+            asyncio.get_running_loop().call_later(
+                delay, lambda: proc.returncode is None and proc.send_signal(signal.SIGINT)
+            )
     await proc.wait()
     last = [json.loads(x) for x in lines if x.startswith(b"{")][-1]
     return last["summary"]
@@ -167,7 +183,9 @@ def collect(summaries: list[dict[str, Any]]) -> dict[str, Any]:
         "built_before_cancel": sum(1 for s in summaries if s["outcome"] == "built"),
         "other": sorted({s["outcome"] for s in summaries} - {"cancelled", "built"}),
         "cancelLatencyMs": [s["cancelLatencyMs"] for s in coop if s.get("cancelLatencyMs") is not None],
-        "cancelReturnAfterSeenMs": [s["cancelReturnAfterSeenMs"] for s in coop if s.get("cancelReturnAfterSeenMs") is not None],
+        "cancelReturnAfterSeenMs": [
+            s["cancelReturnAfterSeenMs"] for s in coop if s.get("cancelReturnAfterSeenMs") is not None
+        ],
         "cleanupLatencyMs": [s["cleanupLatencyMs"] for s in coop if s.get("cleanupLatencyMs") is not None],
         "cleanupStatus": sorted({s.get("cleanupStatus") for s in coop}),
     }
@@ -177,8 +195,11 @@ async def run(n: int, n_cli: int, n_forced: int) -> dict[str, Any]:
     ws = workspace(Path(tempfile.mkdtemp(prefix="trtls-bench-cancel-")))
     cal = await calibrate(ws)
     window = cal["builder_s"] * 0.95
-    print(f"  calibration: first phase after {cal['to_first_phase_s']:.2f} s, builder runs {cal['builder_s']:.2f} s; "
-          f"cancels at uniform random points in the first {window:.2f} s after the first phase", flush=True)
+    print(
+        f"  calibration: first phase after {cal['to_first_phase_s']:.2f} s, builder runs {cal['builder_s']:.2f} s; "
+        f"cancels at uniform random points in the first {window:.2f} s after the first phase",
+        flush=True,
+    )
     per: dict[str, dict[str, Any]] = {}
     for source in ("api", "service_shutdown", "event_loop"):
         runs = []
@@ -198,38 +219,91 @@ async def run(n: int, n_cli: int, n_forced: int) -> dict[str, Any]:
     polled_ms = [s["_polledGoneMs"] for s in forced_ok]
     print(f"  forced: {len(forced_ok)}/{n_forced} forced", flush=True)
 
-    pooled = {k: [v for p in per.values() for v in p[k]] for k in ("cancelLatencyMs", "cancelReturnAfterSeenMs", "cleanupLatencyMs")}
-    d_seen, d_clean, d_forced = dist(pooled["cancelReturnAfterSeenMs"]), dist(pooled["cleanupLatencyMs"]), dist(forced_ms)
+    pooled = {
+        k: [v for p in per.values() for v in p[k]]
+        for k in ("cancelLatencyMs", "cancelReturnAfterSeenMs", "cleanupLatencyMs")
+    }
+    d_seen, d_clean, d_forced = (
+        dist(pooled["cancelReturnAfterSeenMs"]),
+        dist(pooled["cleanupLatencyMs"]),
+        dist(forced_ms),
+    )
     limit_ms = GRACE_S * 1000 + 200
     figures = [
-        figure("cancelReturnAfterSeenMs, all sources", d_seen.get("p99"), "ms p99", "≤ 5 ms p99", d_seen.get("p99") is not None and d_seen["p99"] <= 5, fmt_dist(d_seen)),
-        figure("cleanupLatencyMs, all sources", d_clean.get("p99"), "ms p99", "≤ 100 ms p99", d_clean.get("p99") is not None and d_clean["p99"] <= 100, fmt_dist(d_clean)),
-        figure("forced: request → worker gone (grace 1.0 s)", d_forced.get("p99"), "ms p99", f"≤ {limit_ms:g} ms", d_forced.get("max") is not None and d_forced["max"] <= limit_ms,
-               fmt_dist(d_forced) + f"; independent pid poll: {fmt_dist(dist(polled_ms))}"),
-        figure("cancelLatencyMs (request → builder return), all sources", dist(pooled["cancelLatencyMs"]).get("p50"), "ms p50", None, None,
-               fmt_dist(dist(pooled["cancelLatencyMs"])) + " — dominated by the wait for the next callback (no target)"),
+        figure(
+            "cancelReturnAfterSeenMs, all sources",
+            d_seen.get("p99"),
+            "ms p99",
+            "≤ 5 ms p99",
+            d_seen.get("p99") is not None and d_seen["p99"] <= 5,
+            fmt_dist(d_seen),
+        ),
+        figure(
+            "cleanupLatencyMs, all sources",
+            d_clean.get("p99"),
+            "ms p99",
+            "≤ 100 ms p99",
+            d_clean.get("p99") is not None and d_clean["p99"] <= 100,
+            fmt_dist(d_clean),
+        ),
+        figure(
+            "forced: request → worker gone (grace 1.0 s)",
+            d_forced.get("p99"),
+            "ms p99",
+            f"≤ {limit_ms:g} ms",
+            d_forced.get("max") is not None and d_forced["max"] <= limit_ms,
+            fmt_dist(d_forced) + f"; independent pid poll: {fmt_dist(dist(polled_ms))}",
+        ),
+        figure(
+            "cancelLatencyMs (request → builder return), all sources",
+            dist(pooled["cancelLatencyMs"]).get("p50"),
+            "ms p50",
+            None,
+            None,
+            fmt_dist(dist(pooled["cancelLatencyMs"])) + " — dominated by the wait for the next callback (no target)",
+        ),
     ]
     table = []
     for source, p in per.items():
-        row = {"source": source, "runs": p["runs"], "cancelled": p["cancelled"], "builtBeforeCancel": p["built_before_cancel"], "other": p["other"],
-               "cleanupStatus": p["cleanupStatus"]}
+        row = {
+            "source": source,
+            "runs": p["runs"],
+            "cancelled": p["cancelled"],
+            "builtBeforeCancel": p["built_before_cancel"],
+            "other": p["other"],
+            "cleanupStatus": p["cleanupStatus"],
+        }
         for k in ("cancelLatencyMs", "cancelReturnAfterSeenMs", "cleanupLatencyMs"):
             row[k] = dist(p[k])
         table.append(row)
-        figures.append(figure(f"{source}: cancelReturnAfterSeenMs", row["cancelReturnAfterSeenMs"].get("p99"), "ms p99", "≤ 5 ms p99",
-                              row["cancelReturnAfterSeenMs"].get("p99") is not None and row["cancelReturnAfterSeenMs"]["p99"] <= 5,
-                              f"{p['cancelled']}/{p['runs']} cancelled; request→return {fmt_dist(row['cancelLatencyMs'])}; "
-                              f"seen→return {fmt_dist(row['cancelReturnAfterSeenMs'])}; cleanup {fmt_dist(row['cleanupLatencyMs'])}"))
+        figures.append(
+            figure(
+                f"{source}: cancelReturnAfterSeenMs",
+                row["cancelReturnAfterSeenMs"].get("p99"),
+                "ms p99",
+                "≤ 5 ms p99",
+                row["cancelReturnAfterSeenMs"].get("p99") is not None and row["cancelReturnAfterSeenMs"]["p99"] <= 5,
+                f"{p['cancelled']}/{p['runs']} cancelled; request→return {fmt_dist(row['cancelLatencyMs'])}; "
+                f"seen→return {fmt_dist(row['cancelReturnAfterSeenMs'])}; cleanup {fmt_dist(row['cleanupLatencyMs'])}",
+            )
+        )
     return {
         "title": "Cancel latency",
         "bench": "bench_cancel_latency",
         "method": f"`demo` builds cancelled at uniform random points within {window:.2f} s after the first phase; {n} per in-process/LSP source, {n_cli} per CLI source, {n_forced} forced",
         "figures": figures,
         "table": table,
-        "forced": {"runs": n_forced, "forced": len(forced_ok), "requestToGoneMs": d_forced, "polledGoneMs": dist(polled_ms)},
+        "forced": {
+            "runs": n_forced,
+            "forced": len(forced_ok),
+            "requestToGoneMs": d_forced,
+            "polledGoneMs": dist(polled_ms),
+        },
         "calibration": cal,
-        "notes": ["builds that finished before their cancel arrived (outcome built) are counted but excluded from the latencies",
-                  "a cancel seen before the builder started (no callback saw it) has no cancelReturnAfterSeenMs"],
+        "notes": [
+            "builds that finished before their cancel arrived (outcome built) are counted but excluded from the latencies",
+            "a cancel seen before the builder started (no callback saw it) has no cancelReturnAfterSeenMs",
+        ],
     }
 
 

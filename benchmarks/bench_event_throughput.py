@@ -19,10 +19,9 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import emit, figure, parser  # noqa: E402
-
-from trtls.build.supervisor import Supervisor  # noqa: E402
-from trtls.core.recipe import load_recipe  # noqa: E402
+from _common import emit, figure, parser
+from trtls.builds.supervisor import Supervisor
+from trtls.core.recipe import load_recipe
 
 FLOOD = Path(__file__).resolve().parent / "_flood_worker.py"
 
@@ -56,8 +55,14 @@ async def supervisor_only(events: int) -> dict:
     n = len(times)
     folded = sum((p.get("step") or 0) + 1 for p in s["phaseTree"] if p["id"] != "0")
     flood = next((json.loads(x) for x in s["stderrTail"] if x.startswith("{")), {})
-    return {"events": n, "seconds": times[-1] - times[0], "rate": n / (times[-1] - times[0]), "phases": len(s["phaseTree"]),
-            "stepsFolded": folded, "workerWriteRate": flood.get("flood_rate")}
+    return {
+        "events": n,
+        "seconds": times[-1] - times[0],
+        "rate": n / (times[-1] - times[0]),
+        "phases": len(s["phaseTree"]),
+        "stepsFolded": folded,
+        "workerWriteRate": flood.get("flood_rate"),
+    }
 
 
 async def through_server(events: int, seconds: float) -> dict:
@@ -74,7 +79,9 @@ async def through_server(events: int, seconds: float) -> dict:
         res = await execute(client, "trtls.buildEngine", {"uri": uri, "engine": "flood"})
         await until(lambda: set(client.progress_reports) - known, timeout=60)
         token = next(iter(set(client.progress_reports) - known))
-        await until(lambda: any(isinstance(r, lsp.WorkDoneProgressEnd) for r in client.progress_reports[token]), timeout=600)
+        await until(
+            lambda: any(isinstance(r, lsp.WorkDoneProgressEnd) for r in client.progress_reports[token]), timeout=600
+        )
         client_s = time.perf_counter() - t0
         summary = (await execute(client, "trtls.showEvidence", {"buildId": res["buildId"]}))["summary"]
     finally:
@@ -83,35 +90,74 @@ async def through_server(events: int, seconds: float) -> dict:
     reports = client.progress_reports[token]
     n_trees = sum(1 for t in trees if t.get("buildId") == res["buildId"])
     duration = summary["durationS"]
-    return {"events": n, "serverFoldSeconds": duration, "serverFoldRate": n / duration, "workerSpanSeconds": span,
-            "progressMessages": len(reports), "buildTreeMessages": n_trees, "clientSeconds": client_s,
-            "outputRate": (len(reports) + n_trees) / duration,
-            "reportsPerSecond": sum(1 for r in reports if isinstance(r, lsp.WorkDoneProgressReport)) / duration}
+    return {
+        "events": n,
+        "serverFoldSeconds": duration,
+        "serverFoldRate": n / duration,
+        "workerSpanSeconds": span,
+        "progressMessages": len(reports),
+        "buildTreeMessages": n_trees,
+        "clientSeconds": client_s,
+        "outputRate": (len(reports) + n_trees) / duration,
+        "reportsPerSecond": sum(1 for r in reports if isinstance(r, lsp.WorkDoneProgressReport)) / duration,
+    }
 
 
 async def run(events: int, seconds: float) -> dict:
     a = await supervisor_only(events)
-    print(f"  (a) supervisor: {a['events']} events in {a['seconds']:.2f} s = {a['rate']:,.0f} events/s "
-          f"(worker writes {a['workerWriteRate'] or 0:,.0f}/s); {a['phases']} phases, {a['stepsFolded']} steps in the tree", flush=True)
+    print(
+        f"  (a) supervisor: {a['events']} events in {a['seconds']:.2f} s = {a['rate']:,.0f} events/s "
+        f"(worker writes {a['workerWriteRate'] or 0:,.0f}/s); {a['phases']} phases, {a['stepsFolded']} steps in the tree",
+        flush=True,
+    )
     b = await through_server(events, seconds)
-    print(f"  (b) server: {b['events']} events folded in {b['serverFoldSeconds']:.2f} s = {b['serverFoldRate']:,.0f} events/s; "
-          f"client got {b['progressMessages']} $/progress + {b['buildTreeMessages']} buildTree = {b['outputRate']:.1f} msg/s", flush=True)
+    print(
+        f"  (b) server: {b['events']} events folded in {b['serverFoldSeconds']:.2f} s = {b['serverFoldRate']:,.0f} events/s; "
+        f"client got {b['progressMessages']} $/progress + {b['buildTreeMessages']} buildTree = {b['outputRate']:.1f} msg/s",
+        flush=True,
+    )
     return {
         "title": "Event throughput",
         "bench": "bench_event_throughput",
         "method": f"synthetic external worker (benchmarks/_flood_worker.py, recipe `worker = [...]`) writing events (steps in phases of 1000) as fast as it can: {events:,} events for (a), a {seconds:g} s flood for (b)",
         "figures": [
-            figure("(a) worker → Supervisor, events folded per second", round(a["rate"]), "events/s", None, None,
-                   f"{a['events']:,} events in {a['seconds']:.2f} s; the flood worker alone writes {a['workerWriteRate'] or 0:,.0f}/s"),
-            figure("(b) worker → language server, events folded per second", round(b["serverFoldRate"]), "events/s", None, None,
-                   f"{b['events']:,} events flooded for {seconds:g} s, build {b['serverFoldSeconds']:.2f} s (evidence durationS)"),
-            figure("(b) messages to the client (buildTree + $/progress)", b["progressMessages"] + b["buildTreeMessages"], "messages", None, None,
-                   f"{b['buildTreeMessages']} buildTree + {b['progressMessages']} $/progress (begin/report/end) = {b['outputRate']:.1f} msg/s for {b['events']:,} events"),
-            figure("(b) progress reports per second per build", round(b["reportsPerSecond"], 2), "reports/s", "≤ 5 /s (throttle)", b["reportsPerSecond"] <= 5.0),
+            figure(
+                "(a) worker → Supervisor, events folded per second",
+                round(a["rate"]),
+                "events/s",
+                None,
+                None,
+                f"{a['events']:,} events in {a['seconds']:.2f} s; the flood worker alone writes {a['workerWriteRate'] or 0:,.0f}/s",
+            ),
+            figure(
+                "(b) worker → language server, events folded per second",
+                round(b["serverFoldRate"]),
+                "events/s",
+                None,
+                None,
+                f"{b['events']:,} events flooded for {seconds:g} s, build {b['serverFoldSeconds']:.2f} s (evidence durationS)",
+            ),
+            figure(
+                "(b) messages to the client (buildTree + $/progress)",
+                b["progressMessages"] + b["buildTreeMessages"],
+                "messages",
+                None,
+                None,
+                f"{b['buildTreeMessages']} buildTree + {b['progressMessages']} $/progress (begin/report/end) = {b['outputRate']:.1f} msg/s for {b['events']:,} events",
+            ),
+            figure(
+                "(b) progress reports per second per build",
+                round(b["reportsPerSecond"], 2),
+                "reports/s",
+                "≤ 5 /s (throttle)",
+                b["reportsPerSecond"] <= 5.0,
+            ),
         ],
         "supervisor": a,
         "server": b,
-        "notes": ["the built-in worker coalesces steps to ≤ 1 per phase per 50 ms, so real builds send far fewer events than this flood"],
+        "notes": [
+            "the built-in worker coalesces steps to ≤ 1 per phase per 50 ms, so real builds send far fewer events than this flood"
+        ],
     }
 
 

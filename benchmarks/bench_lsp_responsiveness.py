@@ -11,18 +11,17 @@ Usage: python benchmarks/bench_lsp_responsiveness.py [--requests 200] [--builds 
 from __future__ import annotations
 
 import asyncio
-import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import dist, emit, figure, fmt_dist, parser, workspace  # noqa: E402
-from _lsp import SERVER, caps, execute, open_recipe, start_server, until  # noqa: E402
+from lsprotocol import types as lsp
+from pytest_lsp import make_test_lsp_client
 
-from lsprotocol import types as lsp  # noqa: E402
-from pytest_lsp import make_test_lsp_client  # noqa: E402
+from _common import dist, emit, figure, fmt_dist, parser, workspace
+from _lsp import SERVER, caps, execute, open_recipe, start_server, until
 
 TARGET_MS = 20.0
 INIT_TARGET_MS = 300.0
@@ -30,7 +29,9 @@ INIT_TARGET_MS = 300.0
 
 def positions(text: str) -> tuple[tuple[int, int], tuple[int, int]]:
     lines = text.splitlines()
-    hover = next((i, line.index("optimization_level") + 3) for i, line in enumerate(lines) if "optimization_level" in line)
+    hover = next(
+        (i, line.index("optimization_level") + 3) for i, line in enumerate(lines) if "optimization_level" in line
+    )
     comp = next((i, len(line)) for i, line in enumerate(lines) if line.startswith("cancel_grace_s"))
     return hover, comp
 
@@ -46,7 +47,11 @@ async def under_load(n_builds: int, requests: int) -> dict:
             res = await execute(client, "trtls.buildEngine", {"uri": uri, "engine": "large"})
             ids.append(res["buildId"])
         # every build streams (its tree has phases) before we measure
-        await until(lambda: all(any(t.get("buildId") == b and t.get("phases") for t in trees) for b in ids), timeout=300, step=0.1)
+        await until(
+            lambda: all(any(t.get("buildId") == b and t.get("phases") for t in trees) for b in ids),
+            timeout=300,
+            step=0.1,
+        )
         trees_before = len(trees)
         text = (spaces[0] / "trtls.toml").read_text()
         (hl, hc), (cl, cc) = positions(text)
@@ -68,11 +73,26 @@ async def under_load(n_builds: int, requests: int) -> dict:
         trees_during = len(trees) - trees_before
         for b in ids:
             await execute(client, "trtls.cancelBuild", {"buildId": b})
-        await until(lambda: all(any(t.get("buildId") == b and t.get("status") not in ("running", "starting") for t in trees) for b in ids), timeout=300, step=0.1)
+        await until(
+            lambda: all(
+                any(t.get("buildId") == b and t.get("status") not in ("running", "starting") for t in trees)
+                for b in ids
+            ),
+            timeout=300,
+            step=0.1,
+        )
     finally:
         await client.shutdown_session()
-    return {"builds": n_builds, "hover": dist(hover_ms), "completion": dist(comp_ms), "all": dist(hover_ms + comp_ms),
-            "runningAfter": running_after, "treesDuringWindow": trees_during, "windowS": round(window_s, 2), "completionItems": len(c.items) if c else 0}
+    return {
+        "builds": n_builds,
+        "hover": dist(hover_ms),
+        "completion": dist(comp_ms),
+        "all": dist(hover_ms + comp_ms),
+        "runningAfter": running_after,
+        "treesDuringWindow": trees_during,
+        "windowS": round(window_s, 2),
+        "completionItems": len(c.items) if c else 0,
+    }
 
 
 async def init_times(n: int) -> dict:
@@ -98,23 +118,55 @@ async def init_times(n: int) -> dict:
 
 async def run(requests: int, loads: list[int], n_init: int) -> dict:
     init = await init_times(n_init)
-    print(f"  initialize: request→response {fmt_dist(init['request_to_response'])}; spawn→response {fmt_dist(init['spawn_to_response'])}", flush=True)
+    print(
+        f"  initialize: request→response {fmt_dist(init['request_to_response'])}; spawn→response {fmt_dist(init['spawn_to_response'])}",
+        flush=True,
+    )
     results = []
     for n in loads:
         r = await under_load(n, requests)
         results.append(r)
-        print(f"  {n} builds: hover {fmt_dist(r['hover'])}; completion {fmt_dist(r['completion'])}; "
-              f"{r['treesDuringWindow']} buildTree notifications during the {r['windowS']} s window, {r['runningAfter']} builds still running after", flush=True)
+        print(
+            f"  {n} builds: hover {fmt_dist(r['hover'])}; completion {fmt_dist(r['completion'])}; "
+            f"{r['treesDuringWindow']} buildTree notifications during the {r['windowS']} s window, {r['runningAfter']} builds still running after",
+            flush=True,
+        )
     figures = []
     for r in results:
         target = TARGET_MS if r["builds"] == 4 else None
         for kind in ("hover", "completion"):
             d = r[kind]
-            figures.append(figure(f"{kind} round trip, {r['builds']} builds streaming", d["p99"], "ms p99",
-                                  f"≤ {TARGET_MS:g} ms p99" if target else "(no target; reported)", (d["p99"] <= target) if target else None, fmt_dist(d)))
+            figures.append(
+                figure(
+                    f"{kind} round trip, {r['builds']} builds streaming",
+                    d["p99"],
+                    "ms p99",
+                    f"≤ {TARGET_MS:g} ms p99" if target else "(no target; reported)",
+                    (d["p99"] <= target) if target else None,
+                    fmt_dist(d),
+                )
+            )
     a, b = init["request_to_response"], init["spawn_to_response"]
-    figures.append(figure("initialize, request → response (started server)", a["p50"], "ms p50", f"≤ {INIT_TARGET_MS:g} ms", a["max"] <= INIT_TARGET_MS, fmt_dist(a)))
-    figures.append(figure("initialize, process spawn → response", b["p50"], "ms p50", f"≤ {INIT_TARGET_MS:g} ms", b["max"] <= INIT_TARGET_MS, fmt_dist(b)))
+    figures.append(
+        figure(
+            "initialize, request → response (started server)",
+            a["p50"],
+            "ms p50",
+            f"≤ {INIT_TARGET_MS:g} ms",
+            a["max"] <= INIT_TARGET_MS,
+            fmt_dist(a),
+        )
+    )
+    figures.append(
+        figure(
+            "initialize, process spawn → response",
+            b["p50"],
+            "ms p50",
+            f"≤ {INIT_TARGET_MS:g} ms",
+            b["max"] <= INIT_TARGET_MS,
+            fmt_dist(b),
+        )
+    )
     return {
         "title": "LSP responsiveness",
         "bench": "bench_lsp_responsiveness",
@@ -122,7 +174,9 @@ async def run(requests: int, loads: list[int], n_init: int) -> dict:
         "figures": figures,
         "loads": results,
         "init": init,
-        "notes": ["round trips include the client's own JSON-RPC handling in this process (pygls client), so they are an upper bound on the server's time"],
+        "notes": [
+            "round trips include the client's own JSON-RPC handling in this process (pygls client), so they are an upper bound on the server's time"
+        ],
     }
 
 

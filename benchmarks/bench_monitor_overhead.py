@@ -23,10 +23,9 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import emit, figure, parser, workspace  # noqa: E402
-
-from trtls.build.supervisor import Supervisor  # noqa: E402
-from trtls.core.recipe import load_recipe  # noqa: E402
+from _common import emit, figure, parser, workspace
+from trtls.builds.supervisor import Supervisor
+from trtls.core.recipe import load_recipe
 
 TARGET = 1.02
 
@@ -45,8 +44,13 @@ def make_conv_chain(path: Path, n: int = 200) -> None:
         nodes.append(helper.make_node("Relu", [f"c{i}"], [f"r{i}"]))
         x, cin = f"r{i}", 16
     nodes.append(helper.make_node("Identity", [x], ["output"]))
-    g = helper.make_graph(nodes, "conv200", [helper.make_tensor_value_info("input", TensorProto.FLOAT, [-1, 3, 32, 32])],
-                          [helper.make_tensor_value_info("output", TensorProto.FLOAT, [-1, 16, 32, 32])], inits)
+    g = helper.make_graph(
+        nodes,
+        "conv200",
+        [helper.make_tensor_value_info("input", TensorProto.FLOAT, [-1, 3, 32, 32])],
+        [helper.make_tensor_value_info("output", TensorProto.FLOAT, [-1, 16, 32, 32])],
+        inits,
+    )
     save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(path))
 
 
@@ -77,8 +81,8 @@ def callback_cost_ns(n: int = 200_000) -> dict[str, float]:
     import threading
     from queue import SimpleQueue
 
-    from trtls.build import adapter
-    from trtls.build.monitor import make_monitor_class
+    from trtls.builds import adapter
+    from trtls.builds.monitor import make_monitor_class
     from trtls.core.cancel import CancelToken
 
     cls = make_monitor_class(adapter.make_progress_monitor_base(adapter.load_builder_module("auto")))
@@ -136,12 +140,24 @@ async def run(pairs: int, net: str) -> dict:
             got[no_mon] = await one(ws, no_mon)
         mon, bare = got[False], got[True]
         monitored_events = mon[3]  # the callbacks of a real monitored build, for the direct-cost figure
-        rows.append({"monitored_wall": mon[0], "bare_wall": bare[0], "monitored_builder": mon[1], "bare_builder": bare[1],
-                     "monitored_cpu": mon[2], "bare_cpu": bare[2], "loadavg": os.getloadavg()[0],
-                     "first": "monitored" if not order[0] else "bare"})
-        print(f"  pair {i + 1}/{pairs} ({rows[-1]['first']} first): pipeline {mon[0]:.2f}/{bare[0]:.2f} s = {mon[0] / bare[0]:.3f}, "
-              f"builder {mon[1]:.2f}/{bare[1]:.2f} s = {mon[1] / bare[1]:.3f}, "
-              f"worker CPU {mon[2]:.2f}/{bare[2]:.2f} s = {mon[2] / bare[2]:.3f}, load {os.getloadavg()[0]:.1f}", flush=True)
+        rows.append(
+            {
+                "monitored_wall": mon[0],
+                "bare_wall": bare[0],
+                "monitored_builder": mon[1],
+                "bare_builder": bare[1],
+                "monitored_cpu": mon[2],
+                "bare_cpu": bare[2],
+                "loadavg": os.getloadavg()[0],
+                "first": "monitored" if not order[0] else "bare",
+            }
+        )
+        print(
+            f"  pair {i + 1}/{pairs} ({rows[-1]['first']} first): pipeline {mon[0]:.2f}/{bare[0]:.2f} s = {mon[0] / bare[0]:.3f}, "
+            f"builder {mon[1]:.2f}/{bare[1]:.2f} s = {mon[1] / bare[1]:.3f}, "
+            f"worker CPU {mon[2]:.2f}/{bare[2]:.2f} s = {mon[2] / bare[2]:.3f}, load {os.getloadavg()[0]:.1f}",
+            flush=True,
+        )
     wall = [r["monitored_wall"] / r["bare_wall"] for r in rows]
     builder = [r["monitored_builder"] / r["bare_builder"] for r in rows]
     cpu = [r["monitored_cpu"] / r["bare_cpu"] for r in rows]
@@ -153,25 +169,62 @@ async def run(pairs: int, net: str) -> dict:
     cost = callback_cost_ns()
     spent_s = sum(counts.get(k, 0) * cost[k] for k in cost) / 1e9
     share = spent_s / statistics.median(r["bare_builder"] for r in rows)
-    cost_detail = (f"{counts.get('step_complete', 0):,} step_complete × {cost['step_complete']:.0f} ns + {counts.get('phase_start', 0):,} phase_start × "
-                   f"{cost['phase_start']:.0f} ns + as many phase_finish × {cost['phase_finish']:.0f} ns = {spent_s * 1e3:.2f} ms of a "
-                   f"{statistics.median(r['bare_builder'] for r in rows):.2f} s build (excludes pybind11's trampoline and an uncontended GIL acquire)")
-    q = lambda v: f"min {min(v):.3f}, max {max(v):.3f}, IQR {statistics.quantiles(v, n=4)[0]:.3f}–{statistics.quantiles(v, n=4)[2]:.3f}"  # noqa: E731
+    cost_detail = (
+        f"{counts.get('step_complete', 0):,} step_complete × {cost['step_complete']:.0f} ns + {counts.get('phase_start', 0):,} phase_start × "
+        f"{cost['phase_start']:.0f} ns + as many phase_finish × {cost['phase_finish']:.0f} ns = {spent_s * 1e3:.2f} ms of a "
+        f"{statistics.median(r['bare_builder'] for r in rows):.2f} s build (excludes pybind11's trampoline and an uncontended GIL acquire)"
+    )
+    q = lambda v: (
+        f"min {min(v):.3f}, max {max(v):.3f}, IQR {statistics.quantiles(v, n=4)[0]:.3f}–{statistics.quantiles(v, n=4)[2]:.3f}"
+    )
     return {
         "title": "Monitor overhead",
         "bench": "bench_monitor_overhead",
         "method": f"{pairs} interleaved pairs (order alternates), network `{net}`, Supervisor.start(..., overrides={{'no_monitor': True}}) vs default",
         "figures": [
-            figure("pipeline time ratio monitored/bare (median)", round(med_wall, 4), "×", f"≤ {TARGET}", med_wall <= TARGET, q(wall)),
-            figure("builder time ratio monitored/bare (median)", round(med_builder, 4), "×", f"≤ {TARGET}", med_builder <= TARGET, q(builder)),
-            figure("worker CPU time ratio monitored/bare (median)", round(med_cpu, 4), "×", f"≤ {TARGET}", med_cpu <= TARGET,
-                   q(cpu) + " — user+sys of the worker process, insensitive to other load on the machine"),
-            figure("monitor callbacks' share of builder time (direct cost)", round(share * 100, 4), "%", f"≤ {(TARGET - 1) * 100:.0f} %", share <= TARGET - 1, cost_detail),
+            figure(
+                "pipeline time ratio monitored/bare (median)",
+                round(med_wall, 4),
+                "×",
+                f"≤ {TARGET}",
+                med_wall <= TARGET,
+                q(wall),
+            ),
+            figure(
+                "builder time ratio monitored/bare (median)",
+                round(med_builder, 4),
+                "×",
+                f"≤ {TARGET}",
+                med_builder <= TARGET,
+                q(builder),
+            ),
+            figure(
+                "worker CPU time ratio monitored/bare (median)",
+                round(med_cpu, 4),
+                "×",
+                f"≤ {TARGET}",
+                med_cpu <= TARGET,
+                q(cpu) + " — user+sys of the worker process, insensitive to other load on the machine",
+            ),
+            figure(
+                "monitor callbacks' share of builder time (direct cost)",
+                round(share * 100, 4),
+                "%",
+                f"≤ {(TARGET - 1) * 100:.0f} %",
+                share <= TARGET - 1,
+                cost_detail,
+            ),
             figure("bare build, pipeline (median)", round(statistics.median(r["bare_wall"] for r in rows), 3), "s"),
         ],
         "raw": rows,
-        "notes": [f"1-min load average during the pairs: {min(loads):.1f}–{max(loads):.1f} on {os.cpu_count()} cores"
-                  + (" — other processes competed for the CPU; wall-clock ratios are noisy, the CPU-time ratio is the steadier figure" if max(loads) > (os.cpu_count() or 1) * 0.75 else "")],
+        "notes": [
+            f"1-min load average during the pairs: {min(loads):.1f}–{max(loads):.1f} on {os.cpu_count()} cores"
+            + (
+                " — other processes competed for the CPU; wall-clock ratios are noisy, the CPU-time ratio is the steadier figure"
+                if max(loads) > (os.cpu_count() or 1) * 0.75
+                else ""
+            )
+        ],
     }
 
 

@@ -13,8 +13,8 @@ import argparse
 import datetime as dt
 import json
 import os
-import re
 import platform
+import re
 import subprocess
 import sys
 import tempfile
@@ -35,9 +35,17 @@ BENCHES = [
 
 
 def machine() -> dict[str, str]:
-    cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")), platform.processor())
+    cpu = next(
+        (line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")),
+        platform.processor(),
+    )
     mem_kb = next(int(line.split()[1]) for line in open("/proc/meminfo") if line.startswith("MemTotal"))
-    return {"cpu": cpu, "cores": str(os.cpu_count()), "ram": f"{mem_kb / 1024 / 1024:.1f} GiB", "os": platform.platform()}
+    return {
+        "cpu": cpu,
+        "cores": str(os.cpu_count()),
+        "ram": f"{mem_kb / 1024 / 1024:.1f} GiB",
+        "os": platform.platform(),
+    }
 
 
 def versions() -> dict[str, str]:
@@ -49,8 +57,14 @@ def versions() -> dict[str, str]:
 
     import trtls
 
-    return {"python": platform.python_version(), "trtls": trtls.__version__, "tensorrt_rtx": v("tensorrt_rtx_cu13") if v("tensorrt_rtx_cu13") != "not installed" else v("tensorrt_rtx"),
-            "pygls": v("pygls"), "lsprotocol": v("lsprotocol"), "pydantic": v("pydantic")}
+    return {
+        "python": platform.python_version(),
+        "trtls": trtls.__version__,
+        "tensorrt_rtx": v("tensorrt_rtx_cu13") if v("tensorrt_rtx_cu13") != "not installed" else v("tensorrt_rtx"),
+        "pygls": v("pygls"),
+        "lsprotocol": v("lsprotocol"),
+        "pydantic": v("pydantic"),
+    }
 
 
 SETTLE_LOAD, SETTLE_MAX_S = 1.0, 150.0
@@ -72,10 +86,27 @@ def hashing_figures(text: str) -> list[dict]:
     ceiling = re.search(r"ceiling[^:]*:.*?([\d.]+) GB/s", text)
     if rate:
         detail = f"in-memory sha256 ceiling at that moment: {ceiling.group(1)} GB/s" if ceiling else ""
-        out.append({"name": "first run over page-cached files", "value": float(rate.group(1)), "unit": "GB/s", "target": "≥ 2.5 GB/s", "pass": float(rate.group(1)) >= 2.5, "detail": detail})
+        out.append(
+            {
+                "name": "first run over page-cached files",
+                "value": float(rate.group(1)),
+                "unit": "GB/s",
+                "target": "≥ 2.5 GB/s",
+                "pass": float(rate.group(1)) >= 2.5,
+                "detail": detail,
+            }
+        )
     ratio = re.search(r"ratio\s+([\d.]+)% of the first run", text)
     if ratio:
-        out.append({"name": "re-run over unchanged files / first run", "value": float(ratio.group(1)), "unit": "%", "target": "≤ 5 %", "pass": float(ratio.group(1)) <= 5.0})
+        out.append(
+            {
+                "name": "re-run over unchanged files / first run",
+                "value": float(ratio.group(1)),
+                "unit": "%",
+                "target": "≤ 5 %",
+                "pass": float(ratio.group(1)) <= 5.0,
+            }
+        )
     return out
 
 
@@ -93,11 +124,22 @@ def run_one(name: str, extra: list[str], quick: bool, out_dir: Path) -> dict:
     proc = subprocess.run(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     took = time.perf_counter() - t0
     print(proc.stdout, flush=True)
-    base = {"bench": name, "seconds": round(took, 1), "loadavg": [round(load0, 2), round(os.getloadavg()[0], 2)], "settled_s": settled, "returncode": proc.returncode}
+    base = {
+        "bench": name,
+        "seconds": round(took, 1),
+        "loadavg": [round(load0, 2), round(os.getloadavg()[0], 2)],
+        "settled_s": settled,
+        "returncode": proc.returncode,
+    }
     if name == "bench_hashing":  # its own output format: keep it verbatim and read the two targeted figures from it
         lines = [x for x in proc.stdout.splitlines() if x.strip()]
-        return {**base, "title": "Hashing throughput (trtls.gates.hashing)", "figures": hashing_figures(proc.stdout), "verbatim": lines[-20:],
-                "method": "see benchmarks/bench_hashing.py (its own output, verbatim)"}
+        return {
+            **base,
+            "title": "Hashing throughput (trtls.checkpoint.hashing)",
+            "figures": hashing_figures(proc.stdout),
+            "verbatim": lines[-20:],
+            "method": "see benchmarks/bench_hashing.py (its own output, verbatim)",
+        }
     if proc.returncode != 0 or not out.is_file():
         return {**base, "title": name, "figures": [], "error": proc.stdout[-3000:]}
     return {**base, **json.loads(out.read_text())}
@@ -150,7 +192,13 @@ def render(results: list[dict], meta: dict, quick: bool, cmdline: str) -> str:
                 out.append(f"| {r['title']} | {f['name']} | {value(f)} | {f['target']} | {verdict(f)} |")
     for r in results:
         waited = f" (after waiting {r['settled_s']} s for the machine to settle)" if r.get("settled_s") else ""
-        out += ["", f"## {r['title']}", "", f"`python benchmarks/{r['bench']}.py` — {r['seconds']} s, load average {r['loadavg'][0]} → {r['loadavg'][1]}{waited}.", ""]
+        out += [
+            "",
+            f"## {r['title']}",
+            "",
+            f"`python benchmarks/{r['bench']}.py` — {r['seconds']} s, load average {r['loadavg'][0]} → {r['loadavg'][1]}{waited}.",
+            "",
+        ]
         if r.get("method"):
             out += [f"Method: {r['method']}.", ""]
         if r.get("error"):
@@ -161,14 +209,22 @@ def render(results: list[dict], meta: dict, quick: bool, cmdline: str) -> str:
         if r.get("figures"):
             out += ["| figure | value | target | result | detail |", "|---|---|---|---|---|"]
             for f in r["figures"]:
-                out.append(f"| {f['name']} | {value(f)} | {f.get('target') or '—'} | {verdict(f) or '—'} | {f.get('detail') or ''} |")
+                out.append(
+                    f"| {f['name']} | {value(f)} | {f.get('target') or '—'} | {verdict(f) or '—'} | {f.get('detail') or ''} |"
+                )
         if r.get("table"):
-            out += ["", "| source | runs | cancelled | built first | request→return p50/p99 ms | seen→return p50/p99/max ms | cleanup p50/p99/max ms |", "|---|---|---|---|---|---|---|"]
+            out += [
+                "",
+                "| source | runs | cancelled | built first | request→return p50/p99 ms | seen→return p50/p99/max ms | cleanup p50/p99/max ms |",
+                "|---|---|---|---|---|---|---|",
+            ]
             for t in r["table"]:
                 a, b, c = t["cancelLatencyMs"], t["cancelReturnAfterSeenMs"], t["cleanupLatencyMs"]
                 g = lambda d, ks: " / ".join(f"{d[k]:g}" for k in ks) if d.get("n") else "n/a"  # noqa: E731
-                out.append(f"| {t['source']} | {t['runs']} | {t['cancelled']} | {t['builtBeforeCancel']} | {g(a, ('p50', 'p99'))} | "
-                           f"{g(b, ('p50', 'p99', 'max'))} (n={b.get('n', 0)}) | {g(c, ('p50', 'p99', 'max'))} |")
+                out.append(
+                    f"| {t['source']} | {t['runs']} | {t['cancelled']} | {t['builtBeforeCancel']} | {g(a, ('p50', 'p99'))} | "
+                    f"{g(b, ('p50', 'p99', 'max'))} (n={b.get('n', 0)}) | {g(c, ('p50', 'p99', 'max'))} |"
+                )
         for note in r.get("notes", []):
             out.append(f"\n- {note}")
     findings = HERE / "findings.md"
@@ -197,7 +253,11 @@ def main() -> None:
     ap.add_argument("--only", nargs="+", help="run only these benchmarks (names without .py)")
     ap.add_argument("--output", type=Path, default=ROOT / "docs" / "performance.md")
     args = ap.parse_args()
-    meta = {"machine": machine(), "versions": versions(), "date": dt.datetime.now().strftime("%Y-%m-%d %H:%M %Z").strip()}
+    meta = {
+        "machine": machine(),
+        "versions": versions(),
+        "date": dt.datetime.now().strftime("%Y-%m-%d %H:%M %Z").strip(),
+    }
     results = []
     with tempfile.TemporaryDirectory(prefix="trtls-bench-results-") as tmp:
         for name, extra in BENCHES:

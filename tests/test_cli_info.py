@@ -35,7 +35,9 @@ def test_info_names_the_builder_a_build_would_use() -> None:
 def test_info_says_why_when_the_forced_builder_is_missing() -> None:
     # full TensorRT is not installable here: forcing it must give the reason and exit 1, not a traceback
     env = {**os.environ, "TRTLS_BUILDER_MODULE": "tensorrt"}
-    r = subprocess.run([sys.executable, "-m", "trtls", "info", "--json"], capture_output=True, text=True, timeout=120, env=env)
+    r = subprocess.run(
+        [sys.executable, "-m", "trtls", "info", "--json"], capture_output=True, text=True, timeout=120, env=env
+    )
     assert r.returncode == 1, r.stdout + r.stderr
     error = json.loads(r.stdout)["builder"]["error"]
     assert "tensorrt" in error and "Traceback" not in error, error

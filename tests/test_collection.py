@@ -10,8 +10,15 @@ TESTS = Path(__file__).parent
 
 
 def test_every_test_file_is_collected() -> None:
-    out = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", str(TESTS)], capture_output=True, text=True, cwd=TESTS.parent)
+    out = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", str(TESTS)],
+        capture_output=True,
+        text=True,
+        cwd=TESTS.parent,
+    )
     collected = {line.split("::")[0] for line in out.stdout.splitlines() if "::" in line}
-    on_disk = {str(p.relative_to(TESTS.parent)) for p in TESTS.rglob("test_*.py") if "data" not in p.relative_to(TESTS).parts}
+    on_disk = {
+        str(p.relative_to(TESTS.parent)) for p in TESTS.rglob("test_*.py") if "data" not in p.relative_to(TESTS).parts
+    }
     assert on_disk - collected == set(), out.stdout[-2000:] + out.stderr[-2000:]
-    assert "tests/build/test_build_core.py" in collected
+    assert "tests/builds/test_build_core.py" in collected

@@ -13,7 +13,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def codes_in_code() -> set[str]:
     pattern = re.compile(r"[\"'](TRT\d{3})[\"']")
-    return {m for p in (ROOT / "server" / "trtls").rglob("*.py") for m in pattern.findall(p.read_text(encoding="utf-8"))}
+    return {
+        m for p in (ROOT / "server" / "trtls").rglob("*.py") for m in pattern.findall(p.read_text(encoding="utf-8"))
+    }
 
 
 def test_every_code_is_documented_where_its_link_points() -> None:

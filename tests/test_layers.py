@@ -11,8 +11,18 @@ import pytest
 
 PKG = Path(__file__).resolve().parents[1] / "server" / "trtls"
 FORBIDDEN = {
-    "core": ("trtls.build", "trtls.gates", "trtls.lsp", "trtls.accept", "trtls.cli", "pygls", "lsprotocol", "tensorrt", "tensorrt_rtx"),
-    "build": ("trtls.gates", "trtls.lsp", "trtls.accept", "trtls.cli", "pygls", "lsprotocol"),
+    "core": (
+        "trtls.builds",
+        "trtls.gates",
+        "trtls.lsp",
+        "trtls.accept",
+        "trtls.cli.main",
+        "pygls",
+        "lsprotocol",
+        "tensorrt",
+        "tensorrt_rtx",
+    ),
+    "builds": ("trtls.gates", "trtls.lsp", "trtls.accept", "trtls.cli.main", "pygls", "lsprotocol"),
     "gates": ("trtls.lsp", "trtls.accept", "pygls", "lsprotocol"),
 }
 
@@ -44,13 +54,13 @@ def test_layer_imports(layer: str) -> None:
 
 
 def test_server_process_never_imports_tensorrt() -> None:
-    code = "import sys, trtls.lsp.server, trtls.cli; print(sorted(m for m in sys.modules if m.startswith('tensorrt')))"
+    code = "import sys, trtls.lsp.server, trtls.cli.main; print(sorted(m for m in sys.modules if m.startswith('tensorrt')))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == "[]"
 
 
 def test_initialize_path_imports_neither_pydantic_nor_the_build_core() -> None:
     """Everything before `initialize` is answered is pygls, lsprotocol and the stdlib (the rest loads after)."""
-    code = "import sys, trtls.lsp.server; print(sorted(m for m in ('pydantic', 'trtls.core.recipe', 'trtls.build.supervisor', 'trtls.lsp.editor') if m in sys.modules))"
+    code = "import sys, trtls.lsp.server; print(sorted(m for m in ('pydantic', 'trtls.core.recipe', 'trtls.builds.supervisor', 'trtls.lsp.editor') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == "[]"

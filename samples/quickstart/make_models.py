@@ -89,8 +89,11 @@ def build_model(name: str, segments: int, norms: int, seed: int = SEED) -> onnx.
             bias = (0.1 * rng.standard_normal(SIZE)).astype(np.float32)
             x = node("LayerNormalization", [x, const(scale, "ln_scale"), const(bias, "ln_bias")], axis=-1)
         # The cut: a Reshape to Shape(x) + int64(max(x) * 0), i.e. to its own shape, computed from values.
-        zero = node("Cast", [node("Mul", [node("ReduceMax", [x], keepdims=0), const(np.array(0.0, np.float32), "zero")])],
-                    to=TensorProto.INT64)
+        zero = node(
+            "Cast",
+            [node("Mul", [node("ReduceMax", [x], keepdims=0), const(np.array(0.0, np.float32), "zero")])],
+            to=TensorProto.INT64,
+        )
         x = node("Reshape", [x, node("Add", [node("Shape", [x]), zero])])
     pooled = node("GlobalAveragePool", [x])
     nodes.append(helper.make_node("Flatten", [pooled], ["output"], name="flatten_output"))
@@ -102,19 +105,38 @@ def build_model(name: str, segments: int, norms: int, seed: int = SEED) -> onnx.
         [helper.make_tensor_value_info("output", TensorProto.FLOAT, [-1, CHANNELS])],
         inits,
     )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="trtls make_models.py")
+    model = helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="trtls make_models.py"
+    )
     model.ir_version = 8  # readable by every onnx >= 1.10 and by the TensorRT parsers
     model.doc_string = f"trtls quickstart model {name!r}: synthetic, random fixed weights (seed {seed})."
-    helper.set_model_props(model, {"generator": "trtls/samples/quickstart/make_models.py",
-                                   "generator_version": str(GENERATOR_VERSION), "seed": str(seed),
-                                   "segments": str(segments), "norms": str(norms)})
+    helper.set_model_props(
+        model,
+        {
+            "generator": "trtls/samples/quickstart/make_models.py",
+            "generator_version": str(GENERATOR_VERSION),
+            "seed": str(seed),
+            "segments": str(segments),
+            "norms": str(norms),
+        },
+    )
     onnx.checker.check_model(model)
     return model
 
 
 def spec_key(name: str) -> str:
-    return json.dumps({"name": name, "version": GENERATOR_VERSION, "seed": SEED, "channels": CHANNELS,
-                       "size": SIZE, "opset": OPSET, **MODELS[name]}, sort_keys=True)
+    return json.dumps(
+        {
+            "name": name,
+            "version": GENERATOR_VERSION,
+            "seed": SEED,
+            "channels": CHANNELS,
+            "size": SIZE,
+            "opset": OPSET,
+            **MODELS[name],
+        },
+        sort_keys=True,
+    )
 
 
 def sha256(path: Path) -> str:
@@ -144,8 +166,12 @@ def write_model(name: str, out: Path) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "models",
-                        help="directory for the .onnx files (default: models/ next to this script)")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=Path(__file__).resolve().parent / "models",
+        help="directory for the .onnx files (default: models/ next to this script)",
+    )
     parser.add_argument("--only", choices=sorted(MODELS), action="append", help="generate only this model")
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)

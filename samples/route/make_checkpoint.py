@@ -66,10 +66,28 @@ def tokenizer_json() -> bytes:
 def files(with_pickle: bool) -> dict[str, bytes]:
     w = weights()
     out = {
-        "config.json": (json.dumps({"model_type": "tiny-mlp", "architectures": ["TinyMLP"], "d_in": D_IN, "d_hidden": D_HIDDEN, "d_out": D_OUT, "torch_dtype": "float32"}, indent=2) + "\n").encode(),
+        "config.json": (
+            json.dumps(
+                {
+                    "model_type": "tiny-mlp",
+                    "architectures": ["TinyMLP"],
+                    "d_in": D_IN,
+                    "d_hidden": D_HIDDEN,
+                    "d_out": D_OUT,
+                    "torch_dtype": "float32",
+                },
+                indent=2,
+            )
+            + "\n"
+        ).encode(),
         "model.safetensors": save(w),
         "tokenizer.json": tokenizer_json(),
-        "tokenizer_config.json": (json.dumps({"tokenizer_class": "PreTrainedTokenizerFast", "unk_token": "[UNK]", "pad_token": "[PAD]"}, indent=2) + "\n").encode(),
+        "tokenizer_config.json": (
+            json.dumps(
+                {"tokenizer_class": "PreTrainedTokenizerFast", "unk_token": "[UNK]", "pad_token": "[PAD]"}, indent=2
+            )
+            + "\n"
+        ).encode(),
         "README.md": CARD.encode(),
     }
     if with_pickle:

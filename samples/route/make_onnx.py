@@ -20,7 +20,10 @@ OPSET = 17
 
 def build_onnx(weights: Path, out: Path) -> Path:
     w = load_file(str(weights))
-    inits = [numpy_helper.from_array(np.ascontiguousarray(w[k]), k) for k in ("fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias")]
+    inits = [
+        numpy_helper.from_array(np.ascontiguousarray(w[k]), k)
+        for k in ("fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias")
+    ]
     nodes = [
         helper.make_node("Gemm", ["input", "fc1.weight", "fc1.bias"], ["h"], transB=1, name="fc1"),
         helper.make_node("Relu", ["h"], ["h_relu"], name="relu"),
@@ -44,5 +47,9 @@ def build_onnx(weights: Path, out: Path) -> Path:
 
 if __name__ == "__main__":
     here = Path(__file__).resolve().parent
-    src = Path(sys.argv[1]) if len(sys.argv) > 1 else next((here / "checkpoints" / "models--trtls--tiny-mlp" / "snapshots").glob("*/model.safetensors"))
+    src = (
+        Path(sys.argv[1])
+        if len(sys.argv) > 1
+        else next((here / "checkpoints" / "models--trtls--tiny-mlp" / "snapshots").glob("*/model.safetensors"))
+    )
     print(build_onnx(src, here / "model.onnx"))

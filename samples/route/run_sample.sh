@@ -18,7 +18,7 @@ set -euo pipefail
 cd "$(dirname "$0")"
 repo_venv=../../.venv/bin/python
 PY=${PYTHON:-$([ -x "$repo_venv" ] && echo "$repo_venv" || echo python3)}
-trtls() { "$PY" -m trtls.cli "$@"; }
+trtls() { "$PY" -m trtls.cli.main "$@"; }
 
 "$PY" make_checkpoint.py
 trtls route build --route tiny
@@ -31,4 +31,4 @@ if [ "$rc" -ne 0 ] && [ "$rc" -ne 3 ]; then
     exit "$rc"
 fi
 
-exec "$PY" -m trtls.cli gates --route tiny
+exec "$PY" -m trtls.cli.main gates --route tiny

@@ -1,7 +1,7 @@
 """What a bug report needs: versions of trtls and its stack, and the builder module a worker would load.
 
 Shared by `trtls info` and the language server's `trtls.printDebugInformation`. The builder is asked in a
-child process (`python -m trtls.build.worker --probe`): neither the CLI's nor the server's process imports
+child process (`python -m trtls.builds.worker --probe`): neither the CLI's nor the server's process imports
 TensorRT.
 """
 
@@ -14,7 +14,7 @@ import sys
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
-from . import __version__
+from trtls import __version__
 
 
 def _version_of(distribution: str) -> str | None:
@@ -27,9 +27,13 @@ def _version_of(distribution: str) -> str | None:
 def probe_builder(timeout_s: float = 60.0) -> dict[str, Any]:
     """The worker's builder environment (module, version, CUDA, device), or {"error": why}."""
     try:
-        out = subprocess.run([sys.executable, "-m", "trtls.build.worker", "--probe"], capture_output=True, text=True, timeout=timeout_s)
+        out = subprocess.run(
+            [sys.executable, "-m", "trtls.builds.worker", "--probe"], capture_output=True, text=True, timeout=timeout_s
+        )
         lines = out.stdout.strip().splitlines()
-        return json.loads(lines[-1]) if lines else {"error": out.stderr.strip()[-500:] or f"probe exited {out.returncode}"}
+        return (
+            json.loads(lines[-1]) if lines else {"error": out.stderr.strip()[-500:] or f"probe exited {out.returncode}"}
+        )
     except (subprocess.SubprocessError, ValueError, OSError) as exc:
         return {"error": str(exc)}
 

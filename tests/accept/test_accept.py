@@ -19,11 +19,11 @@ import pytest
 
 from trtls.accept import criteria as C
 from trtls.accept import runner
-from trtls.accept.cli import run_accept
 from trtls.accept.report import build_report, junit, percentile, stats, to_text
 from trtls.accept.scenarios import GROUPS, select
-from trtls.build.artifacts import engine_temp_path
-from trtls.build.timing_cache import identity_path, save_merged
+from trtls.builds.artifacts import engine_temp_path
+from trtls.builds.timing_cache import identity_path, save_merged
+from trtls.cli.accept import run_accept
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +31,9 @@ def fast_run(tmp_path_factory: pytest.TempPathFactory, quickstart_models: Path):
     src = tmp_path_factory.mktemp("accept-src") / "quickstart"
     shutil.copytree(quickstart_models.parent, src, ignore=shutil.ignore_patterns(".trtls", "build"))
     before = sorted(p.name for p in src.rglob("*"))
-    report, observations = run_accept(src / "trtls.toml", "demo", "fast", scratch=tmp_path_factory.mktemp("accept-scratch"), log=lambda m: None)
+    report, observations = run_accept(
+        src / "trtls.toml", "demo", "fast", scratch=tmp_path_factory.mktemp("accept-scratch"), log=lambda m: None
+    )
     assert sorted(p.name for p in src.rglob("*")) == before, "the user's folder is never written"
     return report, {o.scenario: o for o in observations}
 
@@ -42,7 +44,12 @@ def verdict(obs: C.Observation, num: str) -> C.Verdict:
 
 def test_fast_subset_passes_every_criterion(fast_run) -> None:
     report, obs = fast_run
-    failing = [(s["scenario"], r["criterion"], r["message"]) for s in report["scenarios"] for r in s["criteria"] if r["status"] == "fail"]
+    failing = [
+        (s["scenario"], r["criterion"], r["message"])
+        for s in report["scenarios"]
+        for r in s["criteria"]
+        if r["status"] == "fail"
+    ]
     assert failing == [] and report["passed"]
     assert [s["scenario"] for s in report["scenarios"]] == GROUPS["fast"]
     by = {s["scenario"]: s for s in report["scenarios"]}
@@ -160,7 +167,12 @@ def test_concurrent_cache_check_catches_a_write_behind_trtls_back(tmp_path: Path
     cache, identity = tmp_path / "c.timing-cache", {"module": "x"}
     records = {b"a:1", b"b:1"}
     for r in sorted(records):
-        save_merged(cache, r + b"\n", identity, lambda old, new: b"\n".join(sorted(set(old.splitlines()) | set(new.splitlines()))) + b"\n")
+        save_merged(
+            cache,
+            r + b"\n",
+            identity,
+            lambda old, new: b"\n".join(sorted(set(old.splitlines()) | set(new.splitlines()))) + b"\n",
+        )
     assert runner.cache_consistency(cache, identity, records) == []
     cache.write_bytes(b"a:1\n")  # someone overwrote it in place (what trtexec does)
     problems = runner.cache_consistency(cache, identity, records)
@@ -216,7 +228,15 @@ def test_held_lock_and_live_process_fail_criterion_8(fast_run, tmp_path: Path) -
     lock.touch()
     obs = copy.deepcopy(fast_run[1]["api_cancel"])
     assert verdict(obs, "8").status == "pass"
-    holder = subprocess.Popen([sys.executable, "-c", f"import fcntl,sys,time; f=open({str(lock)!r},'a+'); fcntl.flock(f, fcntl.LOCK_EX); print('x', flush=True); time.sleep(60)"], stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            f"import fcntl,sys,time; f=open({str(lock)!r},'a+'); fcntl.flock(f, fcntl.LOCK_EX); print('x', flush=True); time.sleep(60)",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         holder.stdout.readline()
         obs.locks = runner.lock_probe(tmp_path)
@@ -232,7 +252,9 @@ def test_held_lock_and_live_process_fail_criterion_8(fast_run, tmp_path: Path) -
 
 # -- LSP, skipped scenarios, report plumbing --------------------------------------------------------------------
 def test_server_killed_without_telling_the_user_fails() -> None:
-    obs = C.Observation("server_killed", expect={"killed": True, "user_told": True}, summary={"outcome": "killed", "cancelSource": None})
+    obs = C.Observation(
+        "server_killed", expect={"killed": True, "user_told": True}, summary={"outcome": "killed", "cancelSource": None}
+    )
     assert "not told" in C.c3_cancel(obs).message
     obs.extra["user_told"] = True
     assert C.c3_cancel(obs).status == "pass"
@@ -257,7 +279,7 @@ def test_percentiles_and_scenario_selection() -> None:
 
 
 def test_cli_bad_input_exits_2(tmp_path: Path) -> None:
-    from trtls.cli import main
+    from trtls.cli.main import main
 
     assert main(["accept", str(tmp_path), "--engine", "demo"]) == 2
     assert main(["accept", str(tmp_path), "--engine", "demo", "--scenarios", "nope"]) == 2

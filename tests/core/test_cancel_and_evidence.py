@@ -41,7 +41,10 @@ def test_two_tokens_never_share_state() -> None:
 def test_concurrent_requests_pick_exactly_one_source() -> None:
     token = CancelToken()
     winners: list[bool] = []
-    threads = [threading.Thread(target=lambda s=s: winners.append(token.request(s))) for s in ("api", "ctrl_c", "ide_stop", "ci_timeout") * 5]
+    threads = [
+        threading.Thread(target=lambda s=s: winners.append(token.request(s)))
+        for s in ("api", "ctrl_c", "ide_stop", "ci_timeout") * 5
+    ]
     for t in threads:
         t.start()
     for t in threads:

@@ -54,16 +54,31 @@ def _replace(old: str, new: str) -> str:
 # (description, recipe text, expected code, expected line:col of the finding)
 MALFORMED = [
     ("syntax error", GOOD + "\n[engines.demo\n", "TRT100", "15:14"),
-    ("unknown key in engine", _replace('output = "out/demo.engine"', 'output = "out/demo.engine"\ncolour = 1'), "TRT101", "4:1"),
+    (
+        "unknown key in engine",
+        _replace('output = "out/demo.engine"', 'output = "out/demo.engine"\ncolour = 1'),
+        "TRT101",
+        "4:1",
+    ),
     ("misspelt builder key", _replace("optimization_level = 3", "optimisation_level = 3"), "TRT101", "7:1"),
     ("unknown top-level table", "[engine.demo]\nonnx = 'm.onnx'\n", "TRT101", "1:1"),
     ("wrong type for level", _replace("optimization_level = 3", 'optimization_level = "high"'), "TRT102", "7:22"),
     ("level out of range", _replace("optimization_level = 3", "optimization_level = 9"), "TRT102", "7:22"),
-    ("negative grace", _replace('output = "out/demo.engine"', 'output = "out/demo.engine"\ncancel_grace_s = -1'), "TRT102", "4:18"),
+    (
+        "negative grace",
+        _replace('output = "out/demo.engine"', 'output = "out/demo.engine"\ncancel_grace_s = -1'),
+        "TRT102",
+        "4:18",
+    ),
     ("missing onnx key", _replace('onnx = "m.onnx"\n', ""), "TRT103", "1:1"),
     ("missing profile input", _replace('input = "input"\n', ""), "TRT103", "9:1"),
     ("bad cache mode", _replace('mode = "read_write"', 'mode = "rw"'), "TRT106", "4:50"),
-    ("bad builder module", _replace('output = "out/demo.engine"', 'output = "out/demo.engine"\nbuilder_module = "trt"'), "TRT106", "4:18"),
+    (
+        "bad builder module",
+        _replace('output = "out/demo.engine"', 'output = "out/demo.engine"\nbuilder_module = "trt"'),
+        "TRT106",
+        "4:18",
+    ),
     ("bad compute capability", _replace("optimization_level = 3", 'compute_capabilities = ["SM90"]'), "TRT106", "7:25"),
     ("missing ONNX file", _replace('onnx = "m.onnx"', 'onnx = "missing.onnx"'), "TRT104", "2:8"),
     ("zero dimension", _replace("min = [1, 3, 8, 8]", "min = [0, 3, 8, 8]"), "TRT105", "11:8"),
@@ -72,12 +87,19 @@ MALFORMED = [
     ("output overwrites onnx", _replace('output = "out/demo.engine"', 'output = "m.onnx"'), "TRT109", "3:10"),
     ("shape is not a list", _replace("min = [1, 3, 8, 8]", 'min = "1x3x8x8"'), "TRT102", "11:7"),
     ("bad engine name", GOOD.replace("engines.demo", 'engines."my engine"'), "TRT108", "1:1"),
-    ("duplicate profile input", GOOD + '\n[[engines.demo.profiles]]\ninput = "input"\nmin = [1]\nopt = [1]\nmax = [1]\n', "TRT105", "16:9"),
+    (
+        "duplicate profile input",
+        GOOD + '\n[[engines.demo.profiles]]\ninput = "input"\nmin = [1]\nopt = [1]\nmax = [1]\n',
+        "TRT105",
+        "16:9",
+    ),
 ]
 
 
 @pytest.mark.parametrize("desc,text,code,where", MALFORMED, ids=[m[0] for m in MALFORMED])
-def test_malformed_recipe_is_located_and_blocks_builds(folder: Path, desc: str, text: str, code: str, where: str) -> None:
+def test_malformed_recipe_is_located_and_blocks_builds(
+    folder: Path, desc: str, text: str, code: str, where: str
+) -> None:
     loaded = load(folder, text)
     assert loaded.recipe is None, "no build may start from a recipe with errors"
     located = {(f.code, loaded.source_map.range(f.path, f.on_value).human()) for f in loaded.errors}
@@ -94,7 +116,7 @@ def test_did_you_mean_suggestions(folder: Path) -> None:
 
 
 def test_json_schema_exports_every_engine_key(tmp_path: Path) -> None:
-    from trtls.cli import main
+    from trtls.cli.main import main
 
     out = tmp_path / "schema.json"
     assert main(["schema", "-o", str(out)]) == 0
@@ -106,7 +128,7 @@ def test_json_schema_exports_every_engine_key(tmp_path: Path) -> None:
 
 
 def test_cli_reports_file_line_col_and_exit_2(folder: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from trtls.cli import main
+    from trtls.cli.main import main
 
     (folder / "trtls.toml").write_text(_replace("optimization_level = 3", "optimization_level = 9"))
     assert main(["build", str(folder / "trtls.toml")]) == 2

@@ -20,24 +20,89 @@ from trtls.core.findings import Finding
 from trtls.core.recipe import load_recipe
 
 EXAMPLES = int(os.environ.get("TRTLS_FUZZ_EXAMPLES", "200"))
-FUZZ = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.function_scoped_fixture])
+FUZZ = settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.function_scoped_fixture],
+)
 HANG_S = 10  # one parse of a few KiB taking this long is a hang
 REPO = Path(__file__).resolve().parents[2]
-SEEDS = [(REPO / "samples" / "quickstart" / "trtls.toml").read_text(), (REPO / "samples" / "route" / "trtls.toml").read_text()]
+SEEDS = [
+    (REPO / "samples" / "quickstart" / "trtls.toml").read_text(),
+    (REPO / "samples" / "route" / "trtls.toml").read_text(),
+]
 
-ENGINE_KEYS = ["onnx", "output", "timing_cache", "builder", "profiles", "cancel_grace_s", "keep_evidence", "builder_module", "worker"]
-BUILDER_KEYS = ["optimization_level", "max_aux_streams", "tiling_level", "max_num_tactics", "avg_timing_iterations", "hardware_compatibility_level", "compute_capabilities", "memory_pool_limits"]
+ENGINE_KEYS = [
+    "onnx",
+    "output",
+    "timing_cache",
+    "builder",
+    "profiles",
+    "cancel_grace_s",
+    "keep_evidence",
+    "builder_module",
+    "worker",
+]
+BUILDER_KEYS = [
+    "optimization_level",
+    "max_aux_streams",
+    "tiling_level",
+    "max_num_tactics",
+    "avg_timing_iterations",
+    "hardware_compatibility_level",
+    "compute_capabilities",
+    "memory_pool_limits",
+]
 PROFILE_KEYS = ["input", "min", "opt", "max"]
 ROUTE_KEYS = [
-    "engine", "checkpoint", "intended_use", "allowed_licenses", "bundle", "runtime", "reference", "reference_inputs",
-    "canary_inputs", "tolerances", "thresholds", "environment", "runtime_options", "allow_pickle", "baseline",
+    "engine",
+    "checkpoint",
+    "intended_use",
+    "allowed_licenses",
+    "bundle",
+    "runtime",
+    "reference",
+    "reference_inputs",
+    "canary_inputs",
+    "tolerances",
+    "thresholds",
+    "environment",
+    "runtime_options",
+    "allow_pickle",
+    "baseline",
 ]
-NESTED_KEYS = ["path", "id", "revision", "mode", "atol", "rtol", "check_error_stat", "latency_p99_ms", "memory_mib", "builder_module", "builder_version", "python", "logits", "workspace_mib"]
-ALL_KEYS = ENGINE_KEYS + BUILDER_KEYS + PROFILE_KEYS + ROUTE_KEYS + NESTED_KEYS + ["version", "engines", "routes", "demo", "tiny", "x y", "ü", ""]
+NESTED_KEYS = [
+    "path",
+    "id",
+    "revision",
+    "mode",
+    "atol",
+    "rtol",
+    "check_error_stat",
+    "latency_p99_ms",
+    "memory_mib",
+    "builder_module",
+    "builder_version",
+    "python",
+    "logits",
+    "workspace_mib",
+]
+ALL_KEYS = (
+    ENGINE_KEYS
+    + BUILDER_KEYS
+    + PROFILE_KEYS
+    + ROUTE_KEYS
+    + NESTED_KEYS
+    + ["version", "engines", "routes", "demo", "tiny", "x y", "ü", ""]
+)
 
 
 def _quote(s: str) -> str:
-    return '"' + s.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\r", "\\r").replace("\t", "\\t") + '"'
+    return (
+        '"'
+        + s.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\r", "\\r").replace("\t", "\\t")
+        + '"'
+    )
 
 
 def _key(k: str) -> str:
@@ -49,7 +114,20 @@ scalars = st.one_of(
     st.floats(allow_nan=False, allow_infinity=False),
     st.booleans(),
     st.text(max_size=20).map(lambda s: s.replace("\x00", "")),
-    st.sampled_from(["models/demo.onnx", "build/x.engine", "read_write", "rw", "SM89", "SM90", "tensorrt_rtx", "../../etc/passwd", "main", "d065c296e0fef52b015f4755c02dda4b3064c1d2"]),
+    st.sampled_from(
+        [
+            "models/demo.onnx",
+            "build/x.engine",
+            "read_write",
+            "rw",
+            "SM89",
+            "SM90",
+            "tensorrt_rtx",
+            "../../etc/passwd",
+            "main",
+            "d065c296e0fef52b015f4755c02dda4b3064c1d2",
+        ]
+    ),
 )
 values = st.recursive(
     scalars,
@@ -86,17 +164,27 @@ def generated_recipe(draw) -> str:
         out += [f"{_key(k)} = {_inline(v)}" for k, v in draw(tables).items()]
         if draw(st.booleans()):
             out.append(f"[{kind}.{_key(name)}.builder]")
-            out += [f"{_key(k)} = {_inline(v)}" for k, v in draw(st.dictionaries(st.sampled_from(BUILDER_KEYS + ["colour"]), values, max_size=4)).items()]
+            out += [
+                f"{_key(k)} = {_inline(v)}"
+                for k, v in draw(
+                    st.dictionaries(st.sampled_from(BUILDER_KEYS + ["colour"]), values, max_size=4)
+                ).items()
+            ]
         for _ in range(draw(st.integers(0, 2))):
             out.append(f"[[{kind}.{_key(name)}.profiles]]")
-            out += [f"{_key(k)} = {_inline(v)}" for k, v in draw(st.dictionaries(st.sampled_from(PROFILE_KEYS), values, max_size=4)).items()]
+            out += [
+                f"{_key(k)} = {_inline(v)}"
+                for k, v in draw(st.dictionaries(st.sampled_from(PROFILE_KEYS), values, max_size=4)).items()
+            ]
     return "\n".join(out) + ("\n" if draw(st.booleans()) else "")
 
 
 @st.composite
 def mutated_seed(draw) -> str:
     text = draw(st.sampled_from(SEEDS))
-    alphabet = st.sampled_from(list("[]{}=\",.'#\n \t\\0123456789abcdefxyz_-+eE") + ["\r\n", '"""', "'''", "\x00", "ü", "\ufeff"])
+    alphabet = st.sampled_from(
+        list("[]{}=\",.'#\n \t\\0123456789abcdefxyz_-+eE") + ["\r\n", '"""', "'''", "\x00", "ü", "\ufeff"]
+    )
     for _ in range(draw(st.integers(1, 6))):
         op = draw(st.sampled_from(["delete", "insert", "replace", "dup_line", "drop_line", "swap_lines"]))
         n = len(text)

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
+import trtls.bundle as B
+from trtls.bundle import BundleError, promote_foreign, read_bundle, verify_bundle, write_bundle
 from trtls.core.atomic import atomic_write_bytes, atomic_writer
-from trtls.gates import bundle as B
-from trtls.gates.bundle import BundleError, promote_foreign, read_bundle, verify_bundle, write_bundle
 
 HEADER = {
     "model_id": "sshleifer/tiny-gpt2",
@@ -28,10 +28,16 @@ HEADER = {
     "runtime_strategy": "single_engine",
     "io_map": {"input_ids": "input_ids"},
 }
-PROVENANCE = {"checkpoint_revision": "5f91d94bd9cd7190a9f3216ff93cd1dd95f2c7be", "build_config_hash": "ab" * 32, "builder_version": "1.2.0"}
+PROVENANCE = {
+    "checkpoint_revision": "5f91d94bd9cd7190a9f3216ff93cd1dd95f2c7be",
+    "build_config_hash": "ab" * 32,
+    "builder_version": "1.2.0",
+}
 
 
-def raw_bundle(header: dict | bytes, payload: bytes = b"", *, magic: bytes = B.MAGIC, header_len: int | None = None) -> bytes:
+def raw_bundle(
+    header: dict | bytes, payload: bytes = b"", *, magic: bytes = B.MAGIC, header_len: int | None = None
+) -> bytes:
     """A bundle as another writer might produce it: no trtls record, no alignment, any lie we like."""
     body = header if isinstance(header, bytes) else json.dumps(header).encode()
     length = len(body) if header_len is None else header_len
@@ -49,7 +55,9 @@ def checks(problems: list[B.BundleProblem]) -> set[str]:
 @pytest.fixture
 def written(tmp_path: Path) -> tuple[Path, B.BundleDigests]:
     path = tmp_path / "model.bundle"
-    digests = write_bundle(path, HEADER, {"engine": b"E" * 1000, "tokenizer": b'{"vocab": {}}', "config": b"{}"}, provenance=PROVENANCE)
+    digests = write_bundle(
+        path, HEADER, {"engine": b"E" * 1000, "tokenizer": b'{"vocab": {}}', "config": b"{}"}, provenance=PROVENANCE
+    )
     return path, digests
 
 
@@ -105,7 +113,9 @@ def test_same_inputs_give_byte_identical_bundles(tmp_path):
 
 def test_foreign_bundle_without_checksums_verifies_and_promotes(tmp_path):
     path = tmp_path / "native.bundle"
-    path.write_bytes(raw_bundle(foreign_header({"weights": {"offset": 0, "size": 4}, "vocab": {"offset": 4, "size": 2}}), b"WWWWvv"))
+    path.write_bytes(
+        raw_bundle(foreign_header({"weights": {"offset": 0, "size": 4}, "vocab": {"offset": 4, "size": 2}}), b"WWWWvv")
+    )
     assert verify_bundle(path) == []
     record = promote_foreign(path)
     assert record["origin"] == "foreign" and record["provenance"] is None
@@ -144,30 +154,113 @@ GOOD_SECTIONS = {"a": {"offset": 0, "size": 16}, "b": {"offset": 16, "size": 16}
 
 # (id, file bytes, expected check, words the message must contain, expected byte offset or None)
 CONTAINER_CASES = [
-    ("bad magic", raw_bundle(foreign_header(GOOD_SECTIONS), PAYLOAD, magic=b"BUNDLE\x02\x00"), B.CHECK_MAGIC, "magic", 0),
+    (
+        "bad magic",
+        raw_bundle(foreign_header(GOOD_SECTIONS), PAYLOAD, magic=b"BUNDLE\x02\x00"),
+        B.CHECK_MAGIC,
+        "magic",
+        0,
+    ),
     ("zip magic", b"PK\x03\x04" + b"\x00" * 40, B.CHECK_MAGIC, "expected", 0),
-    ("header length past end", raw_bundle(foreign_header(GOOD_SECTIONS), PAYLOAD, header_len=10_000), B.CHECK_HEADER_LENGTH, "past the end", 8),
+    (
+        "header length past end",
+        raw_bundle(foreign_header(GOOD_SECTIONS), PAYLOAD, header_len=10_000),
+        B.CHECK_HEADER_LENGTH,
+        "past the end",
+        8,
+    ),
     ("header over the cap", raw_bundle(b"{}", header_len=B.MAX_HEADER + 1), B.CHECK_HEADER_CAP, "exceeds the cap", 8),
     ("header length 2**64-1", raw_bundle(b"{}", header_len=2**64 - 1), B.CHECK_HEADER_CAP, "exceeds the cap", 8),
     ("not JSON", raw_bundle(b"{model_id: nope}"), B.CHECK_HEADER_JSON, "not valid JSON", 16),
     ("not UTF-8", raw_bundle(b'{"model_id": "\xff\xfe"}'), B.CHECK_HEADER_JSON, "not UTF-8", 16),
-    ("duplicate key", raw_bundle(b'{"sections": {}, "sections": {"x": {"offset": 0, "size": 0}}}'), B.CHECK_HEADER_JSON, "duplicate key", 16),
+    (
+        "duplicate key",
+        raw_bundle(b'{"sections": {}, "sections": {"x": {"offset": 0, "size": 0}}}'),
+        B.CHECK_HEADER_JSON,
+        "duplicate key",
+        16,
+    ),
     ("NaN", raw_bundle(b'{"sections": {}, "x": NaN}'), B.CHECK_HEADER_JSON, "NaN", 16),
     ("absurd nesting", raw_bundle(b"[" * 200_000 + b"]" * 200_000), B.CHECK_HEADER_JSON, "nested too deeply", 16),
     ("JSON array", raw_bundle(b"[1, 2]"), B.CHECK_HEADER_OBJECT, "expected an object", 16),
     ("JSON string", raw_bundle(b'"sections"'), B.CHECK_HEADER_OBJECT, "expected an object", 16),
-    ("no sections table", raw_bundle({"model_id": "m", "model_type": "t", "trt_version": "10"}), B.CHECK_FIELD_MISSING, "'sections'", None),
+    (
+        "no sections table",
+        raw_bundle({"model_id": "m", "model_type": "t", "trt_version": "10"}),
+        B.CHECK_FIELD_MISSING,
+        "'sections'",
+        None,
+    ),
     ("sections is a list", raw_bundle(foreign_header([])), B.CHECK_FIELD_TYPE, "'sections'", None),
     ("entry not an object", raw_bundle(foreign_header({"a": [0, 16]}), PAYLOAD), B.CHECK_SECTIONS_TABLE, "'a'", None),
-    ("float offset", raw_bundle(foreign_header({"a": {"offset": 0.5, "size": 1}}), PAYLOAD), B.CHECK_SECTIONS_TABLE, "int", None),
-    ("bool size", raw_bundle(foreign_header({"a": {"offset": 0, "size": True}}), PAYLOAD), B.CHECK_SECTIONS_TABLE, "int", None),
-    ("overlapping sections", raw_bundle(foreign_header({"a": {"offset": 0, "size": 20}, "b": {"offset": 16, "size": 16}}), PAYLOAD), B.CHECK_SECTION_OVERLAP, "overlap", None),
-    ("overlap hidden behind an empty section", raw_bundle(foreign_header({"a": {"offset": 0, "size": 20}, "z": {"offset": 8, "size": 0}, "b": {"offset": 16, "size": 16}}), PAYLOAD), B.CHECK_SECTION_OVERLAP, "'b'", None),
-    ("section past end of file", raw_bundle(foreign_header({"a": {"offset": 0, "size": 16}, "b": {"offset": 16, "size": 17}}), PAYLOAD), B.CHECK_SECTION_BOUNDS, "past the end of the file", None),
-    ("negative offset", raw_bundle(foreign_header({"a": {"offset": -16, "size": 16}}), PAYLOAD), B.CHECK_SECTION_BOUNDS, "negative", None),
-    ("negative size", raw_bundle(foreign_header({"a": {"offset": 0, "size": -1}}), PAYLOAD), B.CHECK_SECTION_BOUNDS, "negative", None),
-    ("huge offset", raw_bundle(foreign_header({"a": {"offset": 2**70, "size": 1}}), PAYLOAD), B.CHECK_SECTION_BOUNDS, "past the end", None),
-    ("huge size", raw_bundle(foreign_header({"a": {"offset": 0, "size": 2**63}}), PAYLOAD), B.CHECK_SECTION_BOUNDS, "past the end", None),
+    (
+        "float offset",
+        raw_bundle(foreign_header({"a": {"offset": 0.5, "size": 1}}), PAYLOAD),
+        B.CHECK_SECTIONS_TABLE,
+        "int",
+        None,
+    ),
+    (
+        "bool size",
+        raw_bundle(foreign_header({"a": {"offset": 0, "size": True}}), PAYLOAD),
+        B.CHECK_SECTIONS_TABLE,
+        "int",
+        None,
+    ),
+    (
+        "overlapping sections",
+        raw_bundle(foreign_header({"a": {"offset": 0, "size": 20}, "b": {"offset": 16, "size": 16}}), PAYLOAD),
+        B.CHECK_SECTION_OVERLAP,
+        "overlap",
+        None,
+    ),
+    (
+        "overlap hidden behind an empty section",
+        raw_bundle(
+            foreign_header(
+                {"a": {"offset": 0, "size": 20}, "z": {"offset": 8, "size": 0}, "b": {"offset": 16, "size": 16}}
+            ),
+            PAYLOAD,
+        ),
+        B.CHECK_SECTION_OVERLAP,
+        "'b'",
+        None,
+    ),
+    (
+        "section past end of file",
+        raw_bundle(foreign_header({"a": {"offset": 0, "size": 16}, "b": {"offset": 16, "size": 17}}), PAYLOAD),
+        B.CHECK_SECTION_BOUNDS,
+        "past the end of the file",
+        None,
+    ),
+    (
+        "negative offset",
+        raw_bundle(foreign_header({"a": {"offset": -16, "size": 16}}), PAYLOAD),
+        B.CHECK_SECTION_BOUNDS,
+        "negative",
+        None,
+    ),
+    (
+        "negative size",
+        raw_bundle(foreign_header({"a": {"offset": 0, "size": -1}}), PAYLOAD),
+        B.CHECK_SECTION_BOUNDS,
+        "negative",
+        None,
+    ),
+    (
+        "huge offset",
+        raw_bundle(foreign_header({"a": {"offset": 2**70, "size": 1}}), PAYLOAD),
+        B.CHECK_SECTION_BOUNDS,
+        "past the end",
+        None,
+    ),
+    (
+        "huge size",
+        raw_bundle(foreign_header({"a": {"offset": 0, "size": 2**63}}), PAYLOAD),
+        B.CHECK_SECTION_BOUNDS,
+        "past the end",
+        None,
+    ),
     ("3-byte file", b"BUN", B.CHECK_TRUNCATED, "preamble", 3),
 ]
 
@@ -246,7 +339,11 @@ def test_truncation_is_caught_wherever_the_cut_falls(written):
     path, _ = written
     data = path.read_bytes()
     header_len = struct.unpack("<Q", data[8:16])[0]
-    for cut, expected in [(10, B.CHECK_TRUNCATED), (16 + header_len // 2, B.CHECK_HEADER_LENGTH), (len(data) - 1, B.CHECK_SECTION_BOUNDS)]:
+    for cut, expected in [
+        (10, B.CHECK_TRUNCATED),
+        (16 + header_len // 2, B.CHECK_HEADER_LENGTH),
+        (len(data) - 1, B.CHECK_SECTION_BOUNDS),
+    ]:
         path.write_bytes(data[:cut])
         found = checks(verify_bundle(path))
         assert expected in found, (cut, found)
@@ -269,7 +366,9 @@ def test_tampered_section_byte_fails_the_header_record_and_the_sidecar(written):
 
 def test_tampered_header_record_alone_is_caught_without_a_sidecar(tmp_path):
     digest = hashlib.sha256(b"WWWW").hexdigest()
-    header = foreign_header({"w": {"offset": 0, "size": 4}}) | {"trtls": {"format": B.TRTLS_BLOCK_FORMAT, "section_sha256": {"w": digest}}}
+    header = foreign_header({"w": {"offset": 0, "size": 4}}) | {
+        "trtls": {"format": B.TRTLS_BLOCK_FORMAT, "section_sha256": {"w": digest}}
+    }
     path = tmp_path / "ours.bundle"
     path.write_bytes(raw_bundle(header, b"WWWX"))
     (problem,) = verify_bundle(path)
@@ -327,7 +426,9 @@ def test_write_refuses_path_like_names_and_writes_nothing(tmp_path, name):
 
 def test_write_refuses_headers_missing_required_fields_or_owning_keys(tmp_path):
     with pytest.raises(BundleError) as err:
-        write_bundle(tmp_path / "x.bundle", {"model_type": "t", "trt_version": "10", "sections": {}}, {}, provenance=None)
+        write_bundle(
+            tmp_path / "x.bundle", {"model_type": "t", "trt_version": "10", "sections": {}}, {}, provenance=None
+        )
     assert {B.CHECK_FIELD_MISSING, B.CHECK_HEADER_OBJECT} <= checks(err.value.problems)
     with pytest.raises(BundleError) as err:
         write_bundle(tmp_path / "x.bundle", HEADER, {}, provenance={"when": object()})
@@ -399,7 +500,7 @@ def test_inspect_text_shows_fields_sections_digests_and_verdict(written):
     assert '"sshleifer/tiny-gpt2"' in text and "runtime_strategy" in text
     assert digests.file_sha256 in text and digests.section_sha256["engine"] in text
     assert PROVENANCE["checkpoint_revision"] in text
-    assert "origin \"trtls\"" in text
+    assert 'origin "trtls"' in text
     assert text.rstrip().endswith("verify   OK")
 
 

@@ -7,8 +7,8 @@ import time
 from _route_helpers import by_name, checkpoint_files, load, make_cache, make_folder, route_table, write_recipe
 
 from trtls.core.gate_result import decide
-from trtls.gates.checkpoint import LOCK_NAME, check_checkpoint, resolve_layout
 from trtls.core.route import route_model
+from trtls.gates.source import LOCK_NAME, check_checkpoint, resolve_layout
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 
@@ -75,7 +75,12 @@ def test_missing_model_card_holds(tmp_path):
 def test_remote_code_holds_naming_files_and_is_never_run(tmp_path):
     marker = tmp_path / "ran"
     code = f"open({str(marker)!r}, 'w').write('x')\n".encode()
-    files = checkpoint_files(extra={"modeling_tiny.py": code, "config.json": json.dumps({"auto_map": {"AutoModel": "modeling_tiny.Tiny"}}).encode()})
+    files = checkpoint_files(
+        extra={
+            "modeling_tiny.py": code,
+            "config.json": json.dumps({"auto_map": {"AutoModel": "modeling_tiny.Tiny"}}).encode(),
+        }
+    )
     make_folder(tmp_path / "ck", files)
     res = _run(tmp_path)
     c = by_name(res.checks, "remote_code")

@@ -6,10 +6,10 @@ import platform
 
 from _route_helpers import by_name, load, route_table, write_recipe
 
-from trtls.build.worker import build_config_hash
+from trtls.builds.worker import build_config_hash
 from trtls.core.gate_result import decide
 from trtls.core.route import route_model
-from trtls.gates.environment import check_environment, discover_environment, installed_builders, version_matches
+from trtls.gates.environment import check_environment, installed_builders, version_matches
 
 COMMIT = "a" * 40
 
@@ -39,7 +39,12 @@ def _record_build(loaded, build_id="b1", started=1.0, outcome="built", env=None)
         "timingCacheMode": "cold",
         "timingCache": {"decision": "cold", "reason": "no timing cache configured"},
         "environment": env,
-        "engineArtifact": {"action": "written", "kind": "engine", "path": str(out), "sha256": hashlib.sha256(b"engine-bytes").hexdigest()},
+        "engineArtifact": {
+            "action": "written",
+            "kind": "engine",
+            "path": str(out),
+            "sha256": hashlib.sha256(b"engine-bytes").hexdigest(),
+        },
     }
     d = loaded.base_dir / ".trtls" / "runs" / build_id
     d.mkdir(parents=True, exist_ok=True)
@@ -48,7 +53,11 @@ def _record_build(loaded, build_id="b1", started=1.0, outcome="built", env=None)
 
 
 def test_version_prefix_rule():
-    assert version_matches("10.3", "10.3.0.26") and not version_matches("10.3", "10.30.1") and not version_matches("9.9", "1.7.1")
+    assert (
+        version_matches("10.3", "10.3.0.26")
+        and not version_matches("10.3", "10.30.1")
+        and not version_matches("9.9", "1.7.1")
+    )
 
 
 def test_discovery_does_not_import_tensorrt():

@@ -8,11 +8,11 @@ import struct
 import pytest
 from test_route_build import COMMIT, change_weights, copy_sample, fresh_sample, leftovers, sha256, trtls
 
+from trtls.bundle import MAGIC, read_bundle, sidecar_path
 from trtls.core.gate_result import decide
 from trtls.core.recipe import load_recipe
-from trtls.gates.bundle import MAGIC, read_bundle, sidecar_path
-from trtls.gates.route_build import sbom_path
 from trtls.gates.run import run_gates
+from trtls.route.build import sbom_path
 
 
 @pytest.fixture(scope="module")
@@ -40,7 +40,16 @@ def test_gate3_passes_on_a_fresh_route_build(root):
     res, checks = gate3(root)
     bad = {n: (c.status, c.message) for n, c in checks.items() if c.status != "pass"}
     assert not bad
-    assert {"bundle.present", "bundle.container", "bundle.digests", "bundle.origin", "bundle.provenance.checkpoint", "bundle.provenance.build", "bundle.artifacts", "bundle.sbom"} <= set(checks)
+    assert {
+        "bundle.present",
+        "bundle.container",
+        "bundle.digests",
+        "bundle.origin",
+        "bundle.provenance.checkpoint",
+        "bundle.provenance.build",
+        "bundle.artifacts",
+        "bundle.sbom",
+    } <= set(checks)
     assert {c.code for c in checks.values()} == {f"TRT70{i}" for i in range(1, 9)}
     assert res.gate_status(3) == "supported" and res.gates_decision == "supported"
     assert res.summary["bundle_digest"] == f"sha256:{sha256(root / 'build' / 'tiny.bundle')}"
@@ -67,7 +76,9 @@ def test_tampered_engine_byte_rejects_with_the_digest_checks(root):
     assert f"(byte {engine.start})" in sec.message and "'engine'" in sec.message  # the section's offset in the file
     assert checks["bundle.file_digest"].status == "reject"
     assert "bundle.container" in checks and checks["bundle.container"].status == "pass"  # the container itself is sound
-    assert res.summary["bundle_digest"] == f"sha256:{sha256(bundle)}"  # the digest of what is there, not of what was recorded
+    assert (
+        res.summary["bundle_digest"] == f"sha256:{sha256(bundle)}"
+    )  # the digest of what is there, not of what was recorded
 
 
 def test_tampered_magic_rejects_as_container(root):
@@ -94,7 +105,9 @@ def test_weights_changed_after_the_build_hold_as_stale(root):
     r = trtls("route", "build", "--route", "tiny", cwd=root)
     assert r.returncode == 0, r.stdout + r.stderr
     _, checks = gate3(root)
-    assert all(c.status == "pass" for c in checks.values()), {n: c.message for n, c in checks.items() if c.status != "pass"}
+    assert all(c.status == "pass" for c in checks.values()), {
+        n: c.message for n, c in checks.items() if c.status != "pass"
+    }
 
 
 def test_engine_rebuilt_with_other_settings_holds_as_stale(root):
@@ -130,17 +143,28 @@ def test_missing_sbom_and_sbom_of_another_bundle_hold(root):
 
 
 def test_foreign_bundle_holds_until_promoted(root):
-    header = json.dumps({"model_id": "x/y", "model_type": "mlp", "trt_version": "10.3", "sections": {"model.onnx": {"offset": 0, "size": 4}}}).encode()
+    header = json.dumps(
+        {
+            "model_id": "x/y",
+            "model_type": "mlp",
+            "trt_version": "10.3",
+            "sections": {"model.onnx": {"offset": 0, "size": 4}},
+        }
+    ).encode()
     bundle = root / "build" / "tiny.bundle"
     bundle.write_bytes(MAGIC + struct.pack("<Q", len(header)) + header + b"onnx")
     sidecar_path(bundle).unlink()
     _, checks = gate3(root, gates=(3,))
     assert checks["bundle.origin"].status == "hold" and "trtls bundle promote" in checks["bundle.origin"].message
     r = trtls("bundle", "promote", str(bundle), cwd=root)  # what the TRT704 message tells the user to run
-    assert r.returncode == 0 and "foreign bundle" in r.stdout and str(sidecar_path(bundle)) in r.stdout, r.stdout + r.stderr
+    assert r.returncode == 0 and "foreign bundle" in r.stdout and str(sidecar_path(bundle)) in r.stdout, (
+        r.stdout + r.stderr
+    )
     _, checks = gate3(root, gates=(3,))
     assert checks["bundle.origin"].status == "pass" and checks["bundle.digests"].status == "pass"
-    assert checks["bundle.provenance.checkpoint"].status == "hold"  # a foreign bundle cannot prove what it was built from
+    assert (
+        checks["bundle.provenance.checkpoint"].status == "hold"
+    )  # a foreign bundle cannot prove what it was built from
     # changed after promotion: gate 3 rejects, a plain promote refuses (and says how), --replace re-records
     bundle.write_bytes(bundle.read_bytes()[:-4] + b"ONNX")
     recorded = sidecar_path(bundle).read_bytes()
@@ -154,7 +178,9 @@ def test_foreign_bundle_holds_until_promoted(root):
 
 def test_promote_refuses_a_malformed_bundle_with_its_problem(root, tmp_path):
     bad = tmp_path / "bad.bundle"
-    header = json.dumps({"model_id": "x/y", "model_type": "mlp", "trt_version": "10.3", "sections": {"w": {"offset": 0, "size": 99}}}).encode()
+    header = json.dumps(
+        {"model_id": "x/y", "model_type": "mlp", "trt_version": "10.3", "sections": {"w": {"offset": 0, "size": 99}}}
+    ).encode()
     bad.write_bytes(MAGIC + struct.pack("<Q", len(header)) + header + b"w")
     r = trtls("bundle", "promote", str(bad), cwd=root)
     assert r.returncode == 4 and f"{bad}: not promoted" in r.stderr and "bundle.section_bounds" in r.stderr, r.stderr

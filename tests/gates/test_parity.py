@@ -21,10 +21,17 @@ PATHS = {"route": ROUTE, "tolerances": ROUTE + ("tolerances",)}
 def tiny_model(path: Path) -> Path:
     w = (np.arange(16, dtype=np.float32).reshape(4, 4) / 16).ravel().tolist()
     graph = helper.make_graph(
-        [helper.make_node("MatMul", ["x", "w"], ["m"]), helper.make_node("Tanh", ["m"], ["y"]), helper.make_node("Relu", ["m"], ["r"])],
+        [
+            helper.make_node("MatMul", ["x", "w"], ["m"]),
+            helper.make_node("Tanh", ["m"], ["y"]),
+            helper.make_node("Relu", ["m"], ["r"]),
+        ],
         "tiny",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 4])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 4]), helper.make_tensor_value_info("r", TensorProto.FLOAT, ["batch", 4])],
+        [
+            helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 4]),
+            helper.make_tensor_value_info("r", TensorProto.FLOAT, ["batch", 4]),
+        ],
         [helper.make_tensor("w", TensorProto.FLOAT, [4, 4], w)],
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
@@ -53,9 +60,29 @@ def test_pass_path_onnxruntime_against_onnx_reference(model):
     checks = P.check_parity(ref, ut, inputs(), paths=PATHS)
     assert decide(checks) == "supported", [(c.name, c.status, c.message) for c in checks if c.status != "pass"]
     got = by_name(checks)
-    assert {"parity.runtime_available", "parity.run", "parity.signature", "parity.finite", "parity.tolerance:y", "parity.tolerance:r", "parity.malformed", "parity.concurrency"} <= set(got)
+    assert {
+        "parity.runtime_available",
+        "parity.run",
+        "parity.signature",
+        "parity.finite",
+        "parity.tolerance:y",
+        "parity.tolerance:r",
+        "parity.malformed",
+        "parity.concurrency",
+    } <= set(got)
     stats = got["parity.tolerance:y"].evidence["stats"]
-    assert {"max_abs", "mean_abs", "median_abs", "p95_abs", "p99_abs", "max_rel", "mean_rel", "median_rel", "p95_rel", "p99_rel"} <= set(stats)
+    assert {
+        "max_abs",
+        "mean_abs",
+        "median_abs",
+        "p95_abs",
+        "p99_abs",
+        "max_rel",
+        "mean_rel",
+        "median_rel",
+        "p95_rel",
+        "p99_rel",
+    } <= set(stats)
     assert stats["max_abs"] < 1e-5 and stats["elements"] == 24
     assert got["parity.tolerance:y"].path == ROUTE + ("tolerances",)
     assert got["parity.runtime_available"].path == ROUTE + ("runtime",)
@@ -64,7 +91,13 @@ def test_pass_path_onnxruntime_against_onnx_reference(model):
 
 @pytest.mark.parametrize(
     "stat, words",
-    [("mean", "mean abs error"), ("max", "max abs error"), ("median", "median abs error"), ("quantile", "quantile(0.9) abs error"), ("elemwise", "elemwise check failed")],
+    [
+        ("mean", "mean abs error"),
+        ("max", "max abs error"),
+        ("median", "median abs error"),
+        ("quantile", "quantile(0.9) abs error"),
+        ("elemwise", "elemwise check failed"),
+    ],
 )
 def test_perturbed_runtime_fails_with_the_statistic_named(model, stat, words):
     ref = P.runtime_spec("onnx.reference", model)
@@ -86,7 +119,15 @@ def test_perturbed_runtime_fails_with_the_statistic_named(model, stat, words):
 def test_loose_tolerance_passes_perturbed_outputs_but_fault_injection_still_holds(model):
     ref = P.runtime_spec("onnx.reference", model)
     ut = P.runtime_spec("onnxruntime", model, perturb=1e-3)
-    checks = P.check_parity(ref, ut, inputs(), tolerances={"y": {"atol": 0.1}, "r": {"atol": 0.1}}, malformed=False, concurrency=0, paths=PATHS)
+    checks = P.check_parity(
+        ref,
+        ut,
+        inputs(),
+        tolerances={"y": {"atol": 0.1}, "r": {"atol": 0.1}},
+        malformed=False,
+        concurrency=0,
+        paths=PATHS,
+    )
     got = by_name(checks)
     assert got["parity.tolerance:y"].status == "pass"
     assert got["parity.tolerance:y"].path == ROUTE + ("tolerances", "y")
@@ -210,7 +251,12 @@ def test_tokenizer_parity_identical_and_different(tmp_path):
     ok = P.check_tokenizer(P.TokenizerParity(ref, texts, under_test=same))
     assert ok.status == "pass" and ok.code == "TRT806"
     bad = P.check_tokenizer(P.TokenizerParity(ref, texts, under_test=drift), path=("routes", "t"))
-    assert bad.status == "reject" and "text 0" in bad.message and "position 1" in bad.message and bad.path == ("routes", "t")
+    assert (
+        bad.status == "reject"
+        and "text 0" in bad.message
+        and "position 1" in bad.message
+        and bad.path == ("routes", "t")
+    )
     ids = P.check_tokenizer(P.TokenizerParity(ref, texts, under_test_ids=[[1, 2], [3, 1]]))
     assert ids.status == "pass"
     assert P.check_tokenizer(P.TokenizerParity(ref, texts, under_test_ids=[[1, 2], [3, 0]])).status == "reject"

@@ -12,10 +12,10 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
+from trtls.bundle import write_bundle
 from trtls.core.gate_result import decide
 from trtls.gates import release as G
-from trtls.gates.bundle import write_bundle
-from trtls.gates.runtimes import RunResult, RuntimeSpec
+from trtls.runtimes import RunResult, RuntimeSpec
 
 ROUTE = ("routes", "tiny")
 PATHS = {"route": ROUTE}
@@ -23,7 +23,7 @@ HEADER = {"model_id": "trtls/tiny", "model_type": "mlp", "trt_version": "10.13.0
 
 
 def tiny_model(path: Path, scale: float = 1.0, nan: bool = False) -> Path:
-    w = (np.arange(16, dtype=np.float32).reshape(4, 4) / 16 * scale)
+    w = np.arange(16, dtype=np.float32).reshape(4, 4) / 16 * scale
     if nan:
         w[0, 0] = np.nan
     graph = helper.make_graph(
@@ -147,7 +147,9 @@ def test_measurement_is_real_and_within_generous_thresholds(spec):
     assert m.iterations == 10 and 0 < m.p50_ms <= m.p95_ms <= m.p99_ms
     assert m.throughput_rps > 0 and m.peak_rss_mib and m.peak_rss_mib > 1
     assert m.warmup_cost_s and m.warmup_cost_s >= m.first_run_s
-    checks = {c.name: c for c in G.check_performance(m, G.Thresholds(latency_p99_ms=60_000, memory_mib=1_000_000), PATHS)}
+    checks = {
+        c.name: c for c in G.check_performance(m, G.Thresholds(latency_p99_ms=60_000, memory_mib=1_000_000), PATHS)
+    }
     assert checks["release.latency"].status == "pass" and checks["release.memory"].status == "pass"
 
 
@@ -158,7 +160,10 @@ def test_exceeded_latency_and_memory_thresholds_reject_on_their_keys(spec):
     checks = {c.name: c for c in G.check_performance(m, t, PATHS)}
     assert checks["release.latency"].status == "reject" and "p95 latency" in checks["release.latency"].message
     assert checks["release.latency"].path == ROUTE + ("thresholds", "latency_p95_ms")
-    assert checks["release.memory"].status == "reject" and checks["release.memory"].path == ROUTE + ("thresholds", "memory_mib")
+    assert checks["release.memory"].status == "reject" and checks["release.memory"].path == ROUTE + (
+        "thresholds",
+        "memory_mib",
+    )
 
 
 def test_missing_thresholds_hold(spec):
@@ -222,7 +227,9 @@ def test_canary_pass_nan_and_latency(tmp_path, spec):
 def test_tensorrt_measurement_unavailable_holds(tmp_path):
     engine = tmp_path / "e.engine"
     engine.write_bytes(b"\x00" * 32)
-    checks = G.check_release(RuntimeSpec("tensorrt", model=str(engine)), [feed()], root=tmp_path, route="tiny", paths=PATHS)
+    checks = G.check_release(
+        RuntimeSpec("tensorrt", model=str(engine)), [feed()], root=tmp_path, route="tiny", paths=PATHS
+    )
     assert decide(checks) == "hold" and not any(c.status == "pass" and c.name == "release.measure" for c in checks)
     (m,) = [c for c in checks if c.name == "release.measure"]
     assert m.status == "hold" and m.code == "TRT909"
@@ -234,7 +241,16 @@ def test_full_gate5_supported_path(tmp_path, bundles, spec):
     summary.write_text(json.dumps({"durationS": 3.0}))
     # max_regression is wide on purpose: microsecond latencies of a tiny model vary run to run
     t = {"latency_p99_ms": 60_000, "memory_mib": 1_000_000, "warmup": 1, "iterations": 5, "max_regression": 100.0}
-    kw = dict(root=tmp_path, route="tiny", thresholds=t, canary_inputs=[feed(3)], build_summary=summary, active_bundle=active, previous_bundle=previous, paths=PATHS)
+    kw = dict(
+        root=tmp_path,
+        route="tiny",
+        thresholds=t,
+        canary_inputs=[feed(3)],
+        build_summary=summary,
+        active_bundle=active,
+        previous_bundle=previous,
+        paths=PATHS,
+    )
     first = G.check_release(spec, [feed()], update_baseline=True, **kw)
     assert decide(first) == "hold"  # no baseline yet
     assert [c.name for c in first if c.status != "pass"] == ["release.baseline"]
@@ -249,7 +265,7 @@ def test_full_gate5_supported_path(tmp_path, bundles, spec):
 def test_gates_4_and_5_through_run_gates(tmp_path):
     from trtls.core.recipe import load_recipe
     from trtls.gates.run import run_gates
-    from trtls.gates.runtimes import save_npz
+    from trtls.runtimes import save_npz
 
     tiny_model(tmp_path / "m.onnx")
     (tmp_path / "ckpt").mkdir()
@@ -276,7 +292,9 @@ def test_gates_4_and_5_through_run_gates(tmp_path):
     res = run_gates(loaded, "r", gates=[4, 5], write_evidence=False)
     checks = {(c.gate, c.name): c for c in res.checks}
     tol = checks[(4, "parity.tolerance:y")]
-    assert tol.status == "reject" and "elemwise check failed" in tol.message and tol.path == ("routes", "r", "tolerances")
+    assert (
+        tol.status == "reject" and "elemwise check failed" in tol.message and tol.path == ("routes", "r", "tolerances")
+    )
     assert checks[(4, "parity.fault_injection")].path == ("routes", "r", "runtime")
     assert checks[(5, "release.rollback")].status == "pass"
     assert checks[(5, "release.baseline")].status == "hold"

@@ -13,17 +13,17 @@ import hashlib
 import json
 import uuid
 import xml.etree.ElementTree as ET
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import jsonschema
 import pytest
 from referencing import Registry, Resource
 
+from trtls.bundle.sbom import FileDigest, make_sbom, write_sbom
 from trtls.core.findings import Finding, Origin, Severity
 from trtls.core.tomlpos import parse
 from trtls.gates.reports import Check, to_junit, to_sarif, write_junit, write_sarif
-from trtls.gates.sbom import FileDigest, make_sbom, write_sbom
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 
@@ -49,7 +49,10 @@ def sarif_validator() -> jsonschema.protocols.Validator:
 @pytest.fixture(scope="module")
 def cyclonedx_validator() -> jsonschema.protocols.Validator:
     folder = DATA / "cyclonedx"
-    schemas = {name: json.loads((folder / name).read_text()) for name in ("bom-1.5.schema.json", "spdx.schema.json", "jsf-0.82.schema.json")}
+    schemas = {
+        name: json.loads((folder / name).read_text())
+        for name in ("bom-1.5.schema.json", "spdx.schema.json", "jsf-0.82.schema.json")
+    }
     # The BOM schema refers to its neighbours by relative name; serve them under its base URI.
     registry = Registry().with_resources(
         (f"http://cyclonedx.org/schema/{name}", Resource.from_contents(schema)) for name, schema in schemas.items()
@@ -73,8 +76,21 @@ def recipe_locator():
 
 
 FINDINGS = [
-    Finding("TRT104", Severity.error, "precision 'fp8' is not supported by this builder", ("engines", "demo", "precision"), on_value=True),
-    Finding("TRT301", Severity.warning, "timing cache was built by another TensorRT version", ("engines", "demo", "timing_cache"), Origin.build, data={"when": datetime(2026, 1, 1)}),
+    Finding(
+        "TRT104",
+        Severity.error,
+        "precision 'fp8' is not supported by this builder",
+        ("engines", "demo", "precision"),
+        on_value=True,
+    ),
+    Finding(
+        "TRT301",
+        Severity.warning,
+        "timing cache was built by another TensorRT version",
+        ("engines", "demo", "timing_cache"),
+        Origin.build,
+        data={"when": datetime(2026, 1, 1)},
+    ),
     Finding("TRT104", Severity.error, "second finding with the same code", ("engines", "demo", "onnx")),
     Finding("TRT701", Severity.information, "bundle has no sidecar yet", (), Origin.gates),
     Finding("TRT702", Severity.hint, "consider pinning the revision", ("engines", "demo")),
@@ -108,7 +124,12 @@ def test_sarif_levels_and_regions_come_from_severity_and_the_source_map():
     assert [r["level"] for r in results] == ["error", "warning", "error", "note", "note"]
     precision = results[0]["locations"][0]["physicalLocation"]
     assert precision["artifactLocation"] == {"uri": "trtls.toml", "uriBaseId": "%SRCROOT%"}
-    assert precision["region"] == {"startLine": 3, "startColumn": 1, "endLine": 3, "endColumn": 10}  # the key `precision`
+    assert precision["region"] == {
+        "startLine": 3,
+        "startColumn": 1,
+        "endLine": 3,
+        "endColumn": 10,
+    }  # the key `precision`
     assert "region" not in results[3]["locations"][0]["physicalLocation"]  # whole-file finding
     assert results[1]["properties"]["tomlPath"] == ["engines", "demo", "timing_cache"]
     assert results[1]["properties"]["data"] == {"when": "2026-01-01 00:00:00"}
@@ -144,7 +165,13 @@ def test_schema_catches_a_broken_sarif_log(sarif_validator):
 
 CHECKS = [
     Check("gate1.source", "revision pinned", "pass", duration_s=0.01),
-    {"suite": "gate1.source", "name": "license reviewed", "status": "hold", "message": "model card license 'other' needs review", "duration_s": 0.5},
+    {
+        "suite": "gate1.source",
+        "name": "license reviewed",
+        "status": "hold",
+        "message": "model card license 'other' needs review",
+        "duration_s": 0.5,
+    },
     Check("gate3.bundle", "section digests", "fail", "section 'engine' sha256 differs\x00 from the sidecar"),
     Check("gate3.bundle", "sbom attached", "skip", "no SBOM requested"),
     Check("gate4.parity", "native C++ parity", "reject", "token agreement 0.91 < 0.99"),
@@ -186,7 +213,10 @@ def sample_sbom(**overrides):
         bundle=FileDigest("tiny.bundle", sha("bundle"), 4096),
         checkpoint_id="sshleifer/tiny-gpt2",
         checkpoint_revision="5f91d94bd9cd7190a9f3216ff93cd1dd95f2c7be",
-        checkpoint_files=[FileDigest("config.json", sha("config")), FileDigest("model.safetensors", sha("weights"), 2_000_000)],
+        checkpoint_files=[
+            FileDigest("config.json", sha("config")),
+            FileDigest("model.safetensors", sha("weights"), 2_000_000),
+        ],
         builder_name="tensorrt_rtx",
         builder_version="1.2.0.54",
         trtls_version="0.1.0",
@@ -195,7 +225,7 @@ def sample_sbom(**overrides):
         checkpoint_license="mit",
         checkpoint_url="https://huggingface.co/sshleifer/tiny-gpt2",
         properties={"build_config_hash": "ab" * 32},
-        timestamp=datetime(2026, 11, 29, 12, 0, tzinfo=timezone.utc),
+        timestamp=datetime(2026, 11, 29, 12, 0, tzinfo=UTC),
         serial_number=uuid.UUID("12345678-1234-5678-1234-567812345678"),
     )
     args.update(overrides)
@@ -205,7 +235,15 @@ def sample_sbom(**overrides):
 def test_sbom_validates_against_cyclonedx_1_5(cyclonedx_validator):
     sbom = sample_sbom()
     assert sorted(cyclonedx_validator.iter_errors(sbom), key=str) == []
-    minimal = sample_sbom(onnx=None, engine=None, checkpoint_license=None, checkpoint_url=None, properties=None, timestamp=None, serial_number=None)
+    minimal = sample_sbom(
+        onnx=None,
+        engine=None,
+        checkpoint_license=None,
+        checkpoint_url=None,
+        properties=None,
+        timestamp=None,
+        serial_number=None,
+    )
     assert list(cyclonedx_validator.iter_errors(minimal)) == []
 
 

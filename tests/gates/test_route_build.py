@@ -16,18 +16,29 @@ from pathlib import Path
 
 import pytest
 
+from trtls.bundle import read_bundle, sidecar_path, verify_bundle
 from trtls.core.recipe import load_recipe
-from trtls.gates.bundle import read_bundle, sidecar_path, verify_bundle
-from trtls.gates.checkpoint import check_checkpoint
 from trtls.core.route import route_model
-from trtls.gates.route_build import RouteBuildError, build_route, files_digest, sbom_path
+from trtls.gates.source import check_checkpoint
+from trtls.route.build import RouteBuildError, build_route, files_digest, sbom_path
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLE = REPO / "samples" / "route"
 COMMIT = "d065c296e0fef52b015f4755c02dda4b3064c1d2"
 SNAPSHOT = f"checkpoints/models--trtls--tiny-mlp/snapshots/{COMMIT}"
 GENERATED = ("checkpoints", "inputs", "build", "releases", ".trtls", "trtls.lock.json", "model.onnx", "__pycache__")
-HEADER_FIELDS = ("model_id", "model_type", "family", "trt_version", "trt_abi", "gpu_name", "created_at", "precision", "runtime_strategy", "io_map")
+HEADER_FIELDS = (
+    "model_id",
+    "model_type",
+    "family",
+    "trt_version",
+    "trt_abi",
+    "gpu_name",
+    "created_at",
+    "precision",
+    "runtime_strategy",
+    "io_map",
+)
 
 
 def fresh_sample(dest: Path) -> Path:
@@ -45,7 +56,9 @@ def copy_sample(src: Path, dest: Path) -> Path:
 
 
 def trtls(*args: str, cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "trtls.cli", *args], cwd=cwd, capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "trtls.cli.main", *args], cwd=cwd, capture_output=True, text=True, timeout=timeout
+    )
 
 
 def sha256(path: Path) -> str:
@@ -76,7 +89,9 @@ def change_weights(root: Path) -> str:
 
 def leftovers(root: Path) -> list[Path]:
     """Temp files an interrupted write could leave (engine temps, atomic-writer temps, rollback stashes)."""
-    return [p for p in root.rglob("*") if ".trtls-tmp-" in p.name or p.name.endswith(".tmp") or "trtls-rollback" in p.name]
+    return [
+        p for p in root.rglob("*") if ".trtls-tmp-" in p.name or p.name.endswith(".tmp") or "trtls-rollback" in p.name
+    ]
 
 
 def snapshot_files(folder: Path) -> dict[str, bytes]:
@@ -177,7 +192,9 @@ def test_cancelled_build_leaves_bundle_and_previous_untouched(sample, tmp_path):
         build.listeners.append(first_phase)
 
     # the worker holds its first phase (acceptance-test fault) so the cancel lands inside it, not after the build
-    result = asyncio.run(build_route(root / "trtls.toml", "tiny", on_build=on_build, faults={"stall": {"at_phase": 1, "seconds": 3}}))
+    result = asyncio.run(
+        build_route(root / "trtls.toml", "tiny", on_build=on_build, faults={"stall": {"at_phase": 1, "seconds": 3}})
+    )
     assert result.outcome == "cancelled" and result.cancel_source == "api", result.message
     assert result.bundle_digest is None and "not touched" in result.message
     assert snapshot_files(root / "build") == before  # bundle, sidecar, SBOM and engine byte-identical

@@ -1,11 +1,10 @@
 from __future__ import annotations
 
 import pytest
+from _route_helpers import route_table, write_recipe
 
 from trtls.core.recipe import load_recipe
 from trtls.core.route import RouteModel, route_model
-
-from _route_helpers import route_table, write_recipe
 
 
 def _findings(tmp_path, route: str):
@@ -15,7 +14,9 @@ def _findings(tmp_path, route: str):
 
 
 def test_valid_route_is_typed(tmp_path):
-    loaded, found = _findings(tmp_path, route_table("ck", "a" * 40, extra='tolerances = { logits = { atol = 0.001 } }\n'))
+    loaded, found = _findings(
+        tmp_path, route_table("ck", "a" * 40, extra="tolerances = { logits = { atol = 0.001 } }\n")
+    )
     assert found == {}
     r = route_model(loaded, "r")
     assert isinstance(r, RouteModel)
@@ -46,7 +47,9 @@ def test_wrong_type_and_literal_are_located_on_the_value(tmp_path):
 
 
 def test_undefined_engine_and_missing_files(tmp_path):
-    route = route_table("missing", "a" * 40, extra='reference_inputs = "nope.npz"\n').replace('engine = "e"', 'engine = "ee"')
+    route = route_table("missing", "a" * 40, extra='reference_inputs = "nope.npz"\n').replace(
+        'engine = "e"', 'engine = "ee"'
+    )
     loaded, found = _findings(tmp_path, route)
     eng = found[("TRT107", ("routes", "r", "engine"))]
     assert "engine 'ee' not defined" in eng.message and eng.data["suggestion"] == "e"

@@ -30,7 +30,15 @@ def test_gates_run_in_order_with_progress_and_never_pass_what_did_not_run(tmp_pa
     for gate in (3, 4, 5):
         assert res.gate_status(gate) in ("hold", "reject")
     s = json.loads((tmp_path / ".trtls" / "routes" / "r" / "summary.json").read_text())
-    for key in ("route_name", "checkpoint_revision", "bundle_digest", "runtime_target", "validation_status", "canary_status", "rollback_status"):
+    for key in (
+        "route_name",
+        "checkpoint_revision",
+        "bundle_digest",
+        "runtime_target",
+        "validation_status",
+        "canary_status",
+        "rollback_status",
+    ):
         assert key in s
     assert s["route_name"] == "r" and s["checkpoint_revision"] == COMMIT and s["decision"] == "hold"
     assert [c["name"] for c in s["gates"]["1"]["checks"]][0] == "revision_pinned"
@@ -67,13 +75,21 @@ def test_reports_written_beside_the_summary(tmp_path):
 
 
 def _trtls(*args, cwd):
-    return subprocess.run([sys.executable, "-m", "trtls.cli", *args], cwd=cwd, capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "trtls.cli.main", *args], cwd=cwd, capture_output=True, text=True, timeout=300
+    )
 
 
 @pytest.fixture(scope="module")
 def sample(tmp_path_factory):
     dest = tmp_path_factory.mktemp("sample") / "route"
-    shutil.copytree(SAMPLE, dest, ignore=shutil.ignore_patterns("checkpoints", "inputs", "build", ".trtls", "trtls.lock.json", "model.onnx", "__pycache__"))
+    shutil.copytree(
+        SAMPLE,
+        dest,
+        ignore=shutil.ignore_patterns(
+            "checkpoints", "inputs", "build", ".trtls", "trtls.lock.json", "model.onnx", "__pycache__"
+        ),
+    )
     r = subprocess.run([sys.executable, "make_checkpoint.py"], cwd=dest, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     assert "d065c296e0fef52b015f4755c02dda4b3064c1d2" in r.stdout  # deterministic: trtls.toml pins this commit
@@ -82,7 +98,12 @@ def sample(tmp_path_factory):
 
 @pytest.mark.parametrize(
     ("route", "gate", "code", "exit_code"),
-    [("unpinned", 1, "TRT501", 3), ("pickle", 1, "TRT509", 4), ("license", 1, "TRT507", 4), ("wrong_env", 2, "TRT602", 3)],
+    [
+        ("unpinned", 1, "TRT501", 3),
+        ("pickle", 1, "TRT509", 4),
+        ("license", 1, "TRT507", 4),
+        ("wrong_env", 2, "TRT602", 3),
+    ],
 )
 def test_sample_variants_through_the_cli(sample, route, gate, code, exit_code):
     r = _trtls("gates", "--route", route, "--format", "json", cwd=sample)
@@ -109,7 +130,10 @@ def test_sample_tampered_weights_are_rejected_through_the_cli(sample, tmp_path):
     dest = tmp_path / "route"
     shutil.copytree(sample, dest, symlinks=True)
     assert _trtls("gates", "--route", "tiny", "--gate", "1", cwd=dest).returncode == 0  # locks
-    blob = (dest / "checkpoints/models--trtls--tiny-mlp/snapshots/d065c296e0fef52b015f4755c02dda4b3064c1d2/model.safetensors").resolve()
+    blob = (
+        dest
+        / "checkpoints/models--trtls--tiny-mlp/snapshots/d065c296e0fef52b015f4755c02dda4b3064c1d2/model.safetensors"
+    ).resolve()
     data = bytearray(blob.read_bytes())
     data[-1] ^= 0x10
     blob.write_bytes(bytes(data))

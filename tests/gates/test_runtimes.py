@@ -11,7 +11,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from trtls.gates import runtimes as R
+import trtls.runtimes as R
 
 
 def tiny_model(path: Path, dim: int = 4) -> Path:
@@ -181,7 +181,9 @@ def test_benchmark_records_latencies_after_warmup(model):
     res = R.benchmark(R.RuntimeSpec("onnxruntime", model=str(model)), [feed()], warmup=2, iterations=7)
     assert res.ok
     assert len(res.latencies_s) == 7 and all(t > 0 for t in res.latencies_s)
-    assert res.first_run_s is not None and res.timed_wall_s is not None and res.timed_wall_s >= sum(res.latencies_s) * 0.5
+    assert (
+        res.first_run_s is not None and res.timed_wall_s is not None and res.timed_wall_s >= sum(res.latencies_s) * 0.5
+    )
 
 
 def test_perturb_is_fault_injection_and_changes_outputs(model):

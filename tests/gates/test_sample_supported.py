@@ -19,7 +19,15 @@ from pathlib import Path
 import pytest
 from test_route_build import COMMIT, SNAPSHOT, copy_sample, fresh_sample, sha256, trtls
 
-SUMMARY_FIELDS = ("route_name", "checkpoint_revision", "bundle_digest", "runtime_target", "validation_status", "canary_status", "rollback_status")
+SUMMARY_FIELDS = (
+    "route_name",
+    "checkpoint_revision",
+    "bundle_digest",
+    "runtime_target",
+    "validation_status",
+    "canary_status",
+    "rollback_status",
+)
 
 
 class Ran:
@@ -56,7 +64,13 @@ def test_sample_script_ends_supported_with_every_gate_passed(ran):
         assert [c for c in s["gates"][gate]["checks"] if c["status"] != "pass"] == [], gate
     names = {c["name"] for g in s["gates"].values() for c in g["checks"]}
     # the checks that used to hold on this machine, and the tokenizer parity the route now asks for
-    assert {"release.baseline", "release.rollback", "release.canary", "parity.tokenizer", "parity.tolerance:logits"} <= names
+    assert {
+        "release.baseline",
+        "release.rollback",
+        "release.canary",
+        "parity.tokenizer",
+        "parity.tolerance:logits",
+    } <= names
     assert out.rstrip().splitlines()[-2].startswith("note: the TensorRT engine was built and bundled")
     assert "decision: supported" in out
 
@@ -153,7 +167,9 @@ def test_tokenizer_parity_rejects_a_checkpoint_tokenizer_the_bundle_does_not_car
     vocab = tok["model"]["vocab"]
     vocab["engine"], vocab["model"] = vocab["model"], vocab["engine"]  # same words, two ids swapped
     data = (json.dumps(tok, indent=2) + "\n").encode()
-    blob = root / "checkpoints/models--trtls--tiny-mlp/blobs" / hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+    blob = (
+        root / "checkpoints/models--trtls--tiny-mlp/blobs" / hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+    )
     blob.write_bytes(data)
     link.unlink()
     os.symlink(Path("..") / ".." / "blobs" / blob.name, link)

@@ -14,9 +14,13 @@ SERVER = [sys.executable, "-m", "trtls", "serve"]
 def caps(progress: bool = True) -> lsp.ClientCapabilities:
     return lsp.ClientCapabilities(
         window=lsp.WindowClientCapabilities(work_done_progress=progress),
-        workspace=lsp.WorkspaceClientCapabilities(code_lens=lsp.CodeLensWorkspaceClientCapabilities(refresh_support=True)),
+        workspace=lsp.WorkspaceClientCapabilities(
+            code_lens=lsp.CodeLensWorkspaceClientCapabilities(refresh_support=True)
+        ),
         text_document=lsp.TextDocumentClientCapabilities(
-            publish_diagnostics=lsp.PublishDiagnosticsClientCapabilities(code_description_support=True, data_support=True)
+            publish_diagnostics=lsp.PublishDiagnosticsClientCapabilities(
+                code_description_support=True, data_support=True
+            )
         ),
     )
 
@@ -29,7 +33,9 @@ def accept_refresh(client: LanguageClient) -> None:
 @pytest_lsp.fixture(config=ClientServerConfig(server_command=SERVER))
 async def client(lsp_client: LanguageClient):
     accept_refresh(lsp_client)
-    await lsp_client.initialize_session(lsp.InitializeParams(capabilities=caps(), initialization_options={"buildTree": True}))
+    await lsp_client.initialize_session(
+        lsp.InitializeParams(capabilities=caps(), initialization_options={"buildTree": True})
+    )
     yield
     await lsp_client.shutdown_session()
 

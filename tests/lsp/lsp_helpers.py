@@ -15,7 +15,11 @@ TIMEOUT = 120
 def open_recipe(client: LanguageClient, ws: Path) -> str:
     path = ws / "trtls.toml"
     uri = path.as_uri()
-    client.text_document_did_open(lsp.DidOpenTextDocumentParams(lsp.TextDocumentItem(uri=uri, language_id="toml", version=1, text=path.read_text())))
+    client.text_document_did_open(
+        lsp.DidOpenTextDocumentParams(
+            lsp.TextDocumentItem(uri=uri, language_id="toml", version=1, text=path.read_text())
+        )
+    )
     return uri
 
 
@@ -41,5 +45,3 @@ def command_of(action) -> tuple[str, list]:
         return inner.command, list(inner.arguments or [])
     parsed = ast.literal_eval(inner)
     return parsed["command"], parsed["arguments"]
-
-

@@ -14,8 +14,8 @@ import pytest
 from lsprotocol import types as lsp
 from pytest_lsp import LanguageClient, make_test_lsp_client
 
+from ..builds.helpers import process_gone
 from .conftest import accept_refresh, caps
-from ..build.helpers import process_gone
 from .lsp_helpers import command_of, execute, open_recipe, until
 
 
@@ -95,9 +95,15 @@ async def test_cancel_through_progress_token_is_ide_stop(client: LanguageClient,
     assert summary["cancelSource"] == "ide_stop" and summary["cancelLatencyMs"] is not None
     # retry advice is one click away
     actions = await client.text_document_code_action_async(
-        lsp.CodeActionParams(lsp.TextDocumentIdentifier(uri), diags["TRT205"].range, lsp.CodeActionContext(diagnostics=[diags["TRT205"]]))
+        lsp.CodeActionParams(
+            lsp.TextDocumentIdentifier(uri), diags["TRT205"].range, lsp.CodeActionContext(diagnostics=[diags["TRT205"]])
+        )
     )
-    assert {a.title for a in actions} >= {"Retry cold", "Retry with the timing cache", "Retry with a reduced tactic search (diagnosis)"}
+    assert {a.title for a in actions} >= {
+        "Retry cold",
+        "Retry with the timing cache",
+        "Retry with a reduced tactic search (diagnosis)",
+    }
     cold = next(a for a in actions if a.title == "Retry cold")
     name, arguments = command_of(cold)
     assert name == "trtls.buildEngine" and arguments[0]["retry"] == "cold"
@@ -123,7 +129,7 @@ async def test_cancel_build_command_is_api_and_success_clears(client: LanguageCl
 
 
 async def test_corrupted_cache_warning_at_timing_cache_key(client: LanguageClient, workspace: Path) -> None:
-    from trtls.build.timing_cache import save_merged
+    from trtls.builds.timing_cache import save_merged
 
     cache = workspace / "build" / "demo.timing-cache"
     save_merged(cache, b"ptrtd" + bytes(range(200)), {"any": "identity"}, lambda a, b: None)
@@ -155,7 +161,9 @@ async def _start_server(cwd: Path | None = None) -> LanguageClient:
     client = make_test_lsp_client()
     accept_refresh(client)
     await client.start_io(sys.executable, "-m", "trtls", "serve")
-    await client.initialize_session(lsp.InitializeParams(capabilities=caps(), initialization_options={"buildTree": True}))
+    await client.initialize_session(
+        lsp.InitializeParams(capabilities=caps(), initialization_options={"buildTree": True})
+    )
     return client
 
 
@@ -164,7 +172,9 @@ async def test_shutdown_during_two_builds(workspace: Path) -> None:
     recipe = workspace / "trtls.toml"
     text = recipe.read_text()
     large = text[text.index("[engines.large]") :]
-    recipe.write_text(text + "\n" + large.replace("engines.large", "engines.large_b").replace("build/large.", "build/large_b."))
+    recipe.write_text(
+        text + "\n" + large.replace("engines.large", "engines.large_b").replace("build/large.", "build/large_b.")
+    )
     client = await _start_server()
     uri = open_recipe(client, workspace)
     a = await execute(client, "trtls.buildEngine", {"uri": uri, "engine": "large_b"})
@@ -187,7 +197,11 @@ async def test_server_killed_mid_build_orphans_recovered_on_restart(workspace: P
     running = workspace / ".trtls" / "runs" / res["buildId"] / "running.json"
     await until(lambda: running.exists() and "workerPid" in running.read_text())
     worker_pid = json.loads(running.read_text())["workerPid"]
-    await until(lambda: any("›" in (getattr(r, "message", "") or "") for r in client.progress_reports[build_token(client, "large")]))
+    await until(
+        lambda: any(
+            "›" in (getattr(r, "message", "") or "") for r in client.progress_reports[build_token(client, "large")]
+        )
+    )
     # leave an orphaned temp engine the way a crash mid-commit would
     orphan = workspace / "build" / f"large.engine.trtls-tmp-{res['buildId']}"
     orphan.parent.mkdir(parents=True, exist_ok=True)
@@ -203,7 +217,11 @@ async def test_server_killed_mid_build_orphans_recovered_on_restart(workspace: P
         assert summary["outcome"] == "killed" and not running.exists()
         from trtls.core.evidence import missing_seed_fields
 
-        assert missing_seed_fields(summary) == [] and summary["buildConfigHash"] and summary["timingCacheMode"] == "discarded"
+        assert (
+            missing_seed_fields(summary) == []
+            and summary["buildConfigHash"]
+            and summary["timingCacheMode"] == "discarded"
+        )
         assert summary["phaseTree"] and all(p["status"] != "running" for p in summary["phaseTree"])
         assert not orphan.exists() and not (workspace / "build" / "large.engine").exists()
         await until(lambda: process_gone(worker_pid), timeout=30)
@@ -211,7 +229,9 @@ async def test_server_killed_mid_build_orphans_recovered_on_restart(workspace: P
         await client2.shutdown_session()
 
 
-@pytest.mark.parametrize("arg", [{"uri": "file:///nowhere/trtls.toml"}, {"engine": "demo"}, {"uri": 1, "engine": "demo", "x": 1}])
+@pytest.mark.parametrize(
+    "arg", [{"uri": "file:///nowhere/trtls.toml"}, {"engine": "demo"}, {"uri": 1, "engine": "demo", "x": 1}]
+)
 async def test_build_engine_bad_arguments(client: LanguageClient, arg: dict) -> None:
     from pygls.exceptions import JsonRpcInvalidParams
 
@@ -247,7 +267,10 @@ async def test_stop_button_cancel_is_ide_stop(client: LanguageClient, workspace:
     res = await execute(client, "trtls.buildEngine", {"uri": uri, "engine": "large"})
     lenses = await client.text_document_code_lens_async(lsp.CodeLensParams(lsp.TextDocumentIdentifier(uri)))
     stop = next(lens for lens in lenses if lens.command.title == "■ Stop")
-    assert stop.command.command == "trtls.cancelBuild" and stop.command.arguments[0] == {"buildId": res["buildId"], "source": "ide_stop"}
+    assert stop.command.command == "trtls.cancelBuild" and stop.command.arguments[0] == {
+        "buildId": res["buildId"],
+        "source": "ide_stop",
+    }
     ack = await execute(client, "trtls.cancelBuild", stop.command.arguments[0])
     assert ack["accepted"] is True
     await until(lambda: build_token(client, "large") is not None and ended(client, build_token(client, "large")))

@@ -21,7 +21,11 @@ ROUTE = Path(__file__).resolve().parents[2] / "samples" / "route"
 @pytest.fixture(scope="module")
 def route_sample(tmp_path_factory: pytest.TempPathFactory) -> Path:
     ws = tmp_path_factory.mktemp("route") / "ws"
-    shutil.copytree(ROUTE, ws, ignore=shutil.ignore_patterns(".trtls", "build", "checkpoints", "inputs", "model.onnx", "trtls.lock.json"))
+    shutil.copytree(
+        ROUTE,
+        ws,
+        ignore=shutil.ignore_patterns(".trtls", "build", "checkpoints", "inputs", "model.onnx", "trtls.lock.json"),
+    )
     subprocess.run([sys.executable, str(ws / "make_checkpoint.py")], cwd=ws, check=True, capture_output=True)
     return ws
 
@@ -41,7 +45,9 @@ async def test_unpinned_revision_hold_at_value_with_pin_fix(client: LanguageClie
     text = (route_sample / "trtls.toml").read_text().splitlines()[line]
     assert diag.range.start.line == line and text[diag.range.start.character : diag.range.end.character] == '"main"'
     assert diag.severity == lsp.DiagnosticSeverity.Warning and "not a pinned commit" in diag.message
-    actions = await client.text_document_code_action_async(lsp.CodeActionParams(lsp.TextDocumentIdentifier(uri), diag.range, lsp.CodeActionContext(diagnostics=[diag])))
+    actions = await client.text_document_code_action_async(
+        lsp.CodeActionParams(lsp.TextDocumentIdentifier(uri), diag.range, lsp.CodeActionContext(diagnostics=[diag]))
+    )
     pin = next(a for a in actions if a.title.startswith("Pin the revision to "))
     commit = pin.title.rsplit(" ", 1)[-1]
     assert len(commit) == 40 and pin.edit.changes[uri][0].new_text == f'"{commit}"'
@@ -68,7 +74,9 @@ async def test_licence_reject_on_allow_list_and_confirmed_fix(client: LanguageCl
     diag = next(d for d in client.diagnostics[uri] if d.code == "TRT507")
     assert diag.severity == lsp.DiagnosticSeverity.Error
     assert diag.range.start.line == line_of(route_sample, "allowed_licenses", "[routes.license]")
-    actions = await client.text_document_code_action_async(lsp.CodeActionParams(lsp.TextDocumentIdentifier(uri), diag.range, lsp.CodeActionContext(diagnostics=[diag])))
+    actions = await client.text_document_code_action_async(
+        lsp.CodeActionParams(lsp.TextDocumentIdentifier(uri), diag.range, lsp.CodeActionContext(diagnostics=[diag]))
+    )
     allow = next(a for a in actions if a.title.startswith("Allow licence 'apache-2.0'"))
     name, arguments = command_of(allow)
     assert name == "trtls.allowLicense"
@@ -87,7 +95,9 @@ async def test_gate_diagnostics_do_not_wipe_recipe_or_other_routes(client: Langu
     assert sum(1 for lens in lenses if lens.command.title == "▶ Run Gates") == 6
 
 
-async def test_new_checkpoint_file_holds_until_relocked_after_confirmation(client: LanguageClient, route_sample: Path, tmp_path: Path) -> None:
+async def test_new_checkpoint_file_holds_until_relocked_after_confirmation(
+    client: LanguageClient, route_sample: Path, tmp_path: Path
+) -> None:
     ws = tmp_path / "ws"
     shutil.copytree(route_sample, ws, symlinks=True)
     asked: list[str] = []
@@ -98,6 +108,7 @@ async def test_new_checkpoint_file_holds_until_relocked_after_confirmation(clien
         return lsp.MessageActionItem(title="Accept new digests")
 
     uri = open_recipe(client, ws)
+
     def lock_status(result: dict) -> str:
         return next(c["status"] for c in result["checks"] if c["name"] == "lock")
 
@@ -109,7 +120,9 @@ async def test_new_checkpoint_file_holds_until_relocked_after_confirmation(clien
     assert lock_status(res) == "hold"
     drift = next(d for d in client.diagnostics[uri] if d.code == "TRT512")
     assert "NOTICE.txt" in drift.message
-    actions = await client.text_document_code_action_async(lsp.CodeActionParams(lsp.TextDocumentIdentifier(uri), drift.range, lsp.CodeActionContext(diagnostics=[drift])))
+    actions = await client.text_document_code_action_async(
+        lsp.CodeActionParams(lsp.TextDocumentIdentifier(uri), drift.range, lsp.CodeActionContext(diagnostics=[drift]))
+    )
     accept = next(a for a in actions if a.title.startswith("Accept the new checkpoint digests"))
     name, arguments = command_of(accept)
     assert name == "trtls.runGates" and arguments[0]["updateLock"] is True
@@ -118,7 +131,9 @@ async def test_new_checkpoint_file_holds_until_relocked_after_confirmation(clien
     assert not any(d.code == "TRT512" for d in client.diagnostics[uri]), "the drift finding is gone once accepted"
 
 
-async def test_cancel_of_the_gates_progress_stops_the_run_without_a_decision(client: LanguageClient, route_sample: Path, tmp_path: Path) -> None:
+async def test_cancel_of_the_gates_progress_stops_the_run_without_a_decision(
+    client: LanguageClient, route_sample: Path, tmp_path: Path
+) -> None:
     """Stop on the gates toast: a checkpoint with a 1 TiB sparse file keeps gate 1 hashing for ~30 min, so
     the run can only end early through the cancel (no timing race)."""
     ws = tmp_path / "ws"
@@ -144,7 +159,12 @@ async def test_cancel_of_the_gates_progress_stops_the_run_without_a_decision(cli
                 return str(token)
         return None
 
-    await until(lambda: gates_token() is not None and any("gate 1" in (getattr(r, "message", "") or "") for r in client.progress_reports[gates_token()]))
+    await until(
+        lambda: (
+            gates_token() is not None
+            and any("gate 1" in (getattr(r, "message", "") or "") for r in client.progress_reports[gates_token()])
+        )
+    )
     token = gates_token()
     assert client.progress_reports[token][0].cancellable is True
     client.window_work_done_progress_cancel(lsp.WorkDoneProgressCancelParams(token=token))

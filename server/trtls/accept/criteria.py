@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
-from ..core.evidence import missing_seed_fields
+from trtls.core.evidence import missing_seed_fields
 
 PASS, FAIL, NA = "pass", "fail", "n/a"
 CACHE_DECISIONS = ("cold", "reused", "updated", "discarded", "quarantined", "not_applicable")
@@ -68,7 +69,9 @@ def _outcome(obs: Observation) -> str | None:
 def c1_phase_tree(obs: Observation) -> Verdict:
     starts = [e for e in obs.events if e.get("type") == "phase_start"]
     source = "events"
-    phases: list[dict[str, Any]] = [{"id": e.get("phase_id"), "parent": e.get("parent_id"), "t": e.get("t_ns")} for e in starts]
+    phases: list[dict[str, Any]] = [
+        {"id": e.get("phase_id"), "parent": e.get("parent_id"), "t": e.get("t_ns")} for e in starts
+    ]
     if not phases and obs.live:
         source = "live snapshots"  # the events file died with its writer (server killed): the client's view
         seen: dict[str, dict[str, Any]] = {}
@@ -107,7 +110,9 @@ def c1_phase_tree(obs: Observation) -> Verdict:
     if problems:
         return Verdict(FAIL, "; ".join(problems[:4]))
     roots = sum(1 for p in phases if p["parent"] is None)
-    return Verdict(PASS, f"{len(phases)} phases from {source}, {roots} root(s), stable dotted ids, parents and timestamps")
+    return Verdict(
+        PASS, f"{len(phases)} phases from {source}, {roots} root(s), stable dotted ids, parents and timestamps"
+    )
 
 
 # -- (2) stall evidence -----------------------------------------------------------------------------
@@ -124,12 +129,16 @@ def c2_stall_evidence(obs: Observation) -> Verdict:
     with_baseline = [p for p in running if p.get("baselineS") is not None]
     if obs.history_had_baselines:
         if not with_baseline:
-            return Verdict(FAIL, "history held durations for this build config, but no running phase showed its usual duration")
+            return Verdict(
+                FAIL, "history held durations for this build config, but no running phase showed its usual duration"
+            )
         note = f"baseline shown on {len(with_baseline)} running-phase samples"
     else:
         note = "baseline n/a: first build of this config (no history yet)"
     quiet_max = max((p["quietForS"] for p in running if p.get("quietForS") is not None), default=0.0)
-    return Verdict(PASS, f"{len(running)} running-phase samples with elapsed and quiet_for (max quiet {quiet_max:.2f} s); {note}")
+    return Verdict(
+        PASS, f"{len(running)} running-phase samples with elapsed and quiet_for (max quiet {quiet_max:.2f} s); {note}"
+    )
 
 
 # -- (3) cancel acknowledged ------------------------------------------------------------------------
@@ -154,7 +163,11 @@ def c3_cancel(obs: Observation) -> Verdict:
         problems.append(f"cancel source {s.get('cancelSource')!r}, expected {want!r}")
     forced_expected = bool(obs.expect.get("forced"))
     if bool(s.get("forced")) != forced_expected:
-        problems.append("a forced stop was recorded as cooperative" if forced_expected else "a cooperative stop was recorded as forced")
+        problems.append(
+            "a forced stop was recorded as cooperative"
+            if forced_expected
+            else "a cooperative stop was recorded as forced"
+        )
     want_outcome = "forced" if forced_expected else "cancelled"
     if s.get("outcome") != want_outcome:
         problems.append(f"outcome {s.get('outcome')}, expected {want_outcome}")
@@ -191,7 +204,10 @@ def c4_artifacts(obs: Observation) -> Verdict:
         art = s.get("engineArtifact") or {}
         if obs.engine_sha_after is None or art.get("sha256") != obs.engine_sha_after:
             return Verdict(FAIL, "the built engine on disk does not match the engine the evidence records")
-        return Verdict(PASS, "no temp files; the new engine on disk matches its recorded sha256 (previous engine replaced atomically)")
+        return Verdict(
+            PASS,
+            "no temp files; the new engine on disk matches its recorded sha256 (previous engine replaced atomically)",
+        )
     if obs.previous_engine_sha is None:
         if obs.engine_sha_after is not None:
             return Verdict(FAIL, f"a {outcome} build left an engine at the output path")
@@ -200,7 +216,9 @@ def c4_artifacts(obs: Observation) -> Verdict:
         return Verdict(FAIL, "the previous good engine was changed or removed by a build that did not succeed")
     if s.get("previousEngineIntact") is False:
         return Verdict(FAIL, "the evidence says the previous engine is not intact, but it is byte-for-byte the same")
-    return Verdict(PASS, f"no temp files; the previous engine is byte-for-byte intact (sha256 {obs.previous_engine_sha[:12]}…)")
+    return Verdict(
+        PASS, f"no temp files; the previous engine is byte-for-byte intact (sha256 {obs.previous_engine_sha[:12]}…)"
+    )
 
 
 # -- (5) timing-cache decision ------------------------------------------------------------------------
@@ -257,14 +275,22 @@ def c6_retry(obs: Observation) -> Verdict:
         return Verdict(FAIL, "no retry was run after the stop")
     rs = r.get("summary") or {}
     if rs.get("outcome") != "built":
-        return Verdict(FAIL, f"the retry ({r.get('policy')}) did not build: {rs.get('outcome')} {rs.get('error') or ''}".strip())
+        return Verdict(
+            FAIL, f"the retry ({r.get('policy')}) did not build: {rs.get('outcome')} {rs.get('error') or ''}".strip()
+        )
     if rs.get("validationStatus") not in ("pending", "not_applicable"):
-        return Verdict(FAIL, f"a finished build claims validation {rs.get('validationStatus')!r}; it must stay pending until something runs it")
+        return Verdict(
+            FAIL,
+            f"a finished build claims validation {rs.get('validationStatus')!r}; it must stay pending until something runs it",
+        )
     des = r.get("deserializes")
     if des is False:
         return Verdict(FAIL, "the retried engine does not deserialise in the runtime")
     note = "deserialises in the runtime" if des else "not validated: no runtime that can load it here (no GPU)"
-    return Verdict(PASS, f"retry ({r.get('policy')}) built in {rs.get('durationS')} s; {note}; validationStatus {rs.get('validationStatus')}")
+    return Verdict(
+        PASS,
+        f"retry ({r.get('policy')}) built in {rs.get('durationS')} s; {note}; validationStatus {rs.get('validationStatus')}",
+    )
 
 
 # -- (7) evidence record complete --------------------------------------------------------------------
@@ -279,7 +305,10 @@ def c7_evidence(obs: Observation) -> Verdict:
         rmissing = missing_seed_fields(obs.retry.get("summary_on_disk") or {})
         if rmissing:
             return Verdict(FAIL, f"the retry's summary.json lacks {', '.join(rmissing)}")
-    return Verdict(PASS, "every runbook summary field present in summary.json" + (" (stopped build and retry)" if obs.retry else ""))
+    return Verdict(
+        PASS,
+        "every runbook summary field present in summary.json" + (" (stopped build and retry)" if obs.retry else ""),
+    )
 
 
 # -- (8) resources released ----------------------------------------------------------------------------
@@ -320,7 +349,7 @@ def judge(obs: Observation) -> list[tuple[str, str, Verdict]]:
         else:
             try:
                 v = fn(obs)
-            except Exception as exc:  # noqa: BLE001 - a criterion that cannot judge fails, visibly
+            except Exception as exc:
                 v = Verdict(FAIL, f"criterion could not judge: {type(exc).__name__}: {exc}")
         out.append((num, title, v))
     return out

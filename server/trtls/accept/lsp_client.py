@@ -10,8 +10,9 @@ import asyncio
 import itertools
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 
 class LspClient:
@@ -29,7 +30,14 @@ class LspClient:
         self.stderr_path = stderr_path
         self._stderr = open(stderr_path, "wb")
         self.proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "trtls", "serve", cwd=str(cwd), stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=self._stderr
+            sys.executable,
+            "-m",
+            "trtls",
+            "serve",
+            cwd=str(cwd),
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=self._stderr,
         )
         self._reader = asyncio.ensure_future(self._read())
 
@@ -110,7 +118,7 @@ class LspClient:
             self._changed.clear()
             try:
                 await asyncio.wait_for(self._changed.wait(), min(left, 0.5))
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
 
     def of(self, method: str) -> list[dict[str, Any]]:
@@ -124,7 +132,10 @@ class LspClient:
                 "processId": None,
                 "rootUri": uri,
                 "workspaceFolders": [{"uri": uri, "name": root.name}],
-                "capabilities": {"window": {"workDoneProgress": True}, "workspace": {"codeLens": {"refreshSupport": True}}},
+                "capabilities": {
+                    "window": {"workDoneProgress": True},
+                    "workspace": {"codeLens": {"refreshSupport": True}},
+                },
                 "initializationOptions": {"buildTree": True},
             },
         )
@@ -138,11 +149,11 @@ class LspClient:
             try:
                 await self.request("shutdown", None, timeout=timeout)
                 self.notify("exit", None)
-            except Exception:  # noqa: BLE001 - a dead or stuck server is killed below
+            except Exception:
                 pass
             try:
                 await asyncio.wait_for(self.proc.wait(), timeout)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 self.proc.kill()
                 await self.proc.wait()
         if self._reader is not None:

@@ -1,10 +1,10 @@
 """Child-process helpers for the acceptance run (TensorRT is only ever imported in a child process).
 
-    python -m trtls.accept.probe deserialize ENGINE      → {"deserializes": true | false | null, "module": ...}
-    python -m trtls.accept.probe cache-bytes            → {"hex": "..."} a real serialized timing cache
-    python -m trtls.accept.probe hammer CACHE IDENTITY_JSON TAG N
-        → N merged saves through trtls.build.timing_cache.save_merged (records are lines; the merge is
-          their union), so two of these at once show whether concurrent writers lose updates.
+python -m trtls.accept.probe deserialize ENGINE      → {"deserializes": true | false | null, "module": ...}
+python -m trtls.accept.probe cache-bytes            → {"hex": "..."} a real serialized timing cache
+python -m trtls.accept.probe hammer CACHE IDENTITY_JSON TAG N
+    → N merged saves through trtls.builds.timing_cache.save_merged (records are lines; the merge is
+      their union), so two of these at once show whether concurrent writers lose updates.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 
 
 def deserialize(engine: str) -> dict:
-    from ..build import adapter
+    from trtls.builds import adapter
 
     bm = adapter.load_builder_module("auto")
     result = adapter.engine_deserializes(bm, Path(engine).read_bytes())
@@ -23,7 +23,7 @@ def deserialize(engine: str) -> dict:
 
 
 def cache_bytes() -> dict:
-    from ..build import adapter
+    from trtls.builds import adapter
 
     bm = adapter.load_builder_module("auto")
     logger = adapter.make_logger(bm, lambda severity, msg: None)
@@ -38,7 +38,7 @@ def union(old: bytes, new: bytes) -> bytes:
 
 
 def hammer(cache: str, identity_json: str, tag: str, n: int) -> dict:
-    from ..build.timing_cache import save_merged
+    from trtls.builds.timing_cache import save_merged
 
     identity = json.loads(identity_json)
     for i in range(n):

@@ -9,8 +9,8 @@ import platform
 import time
 from typing import Any
 
-from ..gates.reports import Check, to_junit
-from .criteria import FAIL, NA, PASS, Observation, judge
+from trtls.accept.criteria import FAIL, NA, PASS, Observation, judge
+from trtls.gates.reports import Check, to_junit
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -23,7 +23,12 @@ def percentile(values: list[float], q: float) -> float:
 def stats(values: list[float]) -> dict[str, Any]:
     if not values:
         return {"n": 0, "p50": None, "p95": None, "max": None}
-    return {"n": len(values), "p50": round(percentile(values, 50), 3), "p95": round(percentile(values, 95), 3), "max": round(max(values), 3)}
+    return {
+        "n": len(values),
+        "p50": round(percentile(values, 50), 3),
+        "p95": round(percentile(values, 95), 3),
+        "max": round(max(values), 3),
+    }
 
 
 def latency_table(observations: list[Observation]) -> dict[str, dict[str, Any]]:
@@ -43,10 +48,14 @@ def latency_table(observations: list[Observation]) -> dict[str, dict[str, Any]]:
     return {k: {m: stats(v) for m, v in g.items()} for k, g in sorted(groups.items())}
 
 
-def build_report(observations: list[Observation], proves: dict[str, str], meta: dict[str, Any] | None = None) -> dict[str, Any]:
+def build_report(
+    observations: list[Observation], proves: dict[str, str], meta: dict[str, Any] | None = None
+) -> dict[str, Any]:
     scenarios = []
     for o in observations:
-        rows = [{"criterion": num, "title": title, "status": v.status, "message": v.message} for num, title, v in judge(o)]
+        rows = [
+            {"criterion": num, "title": title, "status": v.status, "message": v.message} for num, title, v in judge(o)
+        ]
         s = o.summary or {}
         scenarios.append(
             {
@@ -78,7 +87,9 @@ def build_report(observations: list[Observation], proves: dict[str, str], meta: 
 
 def to_text(report: dict[str, Any]) -> str:
     mark = {PASS: "pass", FAIL: "FAIL", NA: "n/a "}
-    lines = [f"trtls accept — {report.get('recipe', '')} engine {report.get('engine', '')}: {'PASSED' if report['passed'] else 'FAILED'}"]
+    lines = [
+        f"trtls accept — {report.get('recipe', '')} engine {report.get('engine', '')}: {'PASSED' if report['passed'] else 'FAILED'}"
+    ]
     for s in report["scenarios"]:
         head = f"\n{s['scenario']}: outcome {s['outcome']}"
         if s.get("cancelSource"):
@@ -105,7 +116,13 @@ def to_json(report: dict[str, Any]) -> str:
 def junit(report: dict[str, Any]) -> str:
     status = {PASS: "pass", FAIL: "fail", NA: "skip"}
     checks = [
-        Check(f"accept.{s['scenario']}", f"{r['criterion']} {r['title']}", status[r["status"]], r["message"], float(s.get("durationS") or 0.0) / max(1, len(s["criteria"])))
+        Check(
+            f"accept.{s['scenario']}",
+            f"{r['criterion']} {r['title']}",
+            status[r["status"]],
+            r["message"],
+            float(s.get("durationS") or 0.0) / max(1, len(s["criteria"])),
+        )
         for s in report["scenarios"]
         for r in s["criteria"]
     ]

@@ -19,21 +19,22 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-from ..build.orphans import process_alive
-from ..build.artifacts import sha256_file
-from ..build.history import History
-from ..build.supervisor import Build, Supervisor
-from ..build.timing_cache import identity_path, save_merged
-from ..core.atomic import TEMP_MARK
-from ..core.events import ProtocolError, parse_event
-from ..core.phase_tree import PhaseTree
-from ..core.recipe import LoadedRecipe, load_recipe
-from .criteria import Observation
-from .lsp_client import LspClient
+from trtls.accept.criteria import Observation
+from trtls.accept.lsp_client import LspClient
+from trtls.builds.artifacts import sha256_file
+from trtls.builds.history import History
+from trtls.builds.orphans import process_alive
+from trtls.builds.supervisor import Build, Supervisor
+from trtls.builds.timing_cache import identity_path, save_merged
+from trtls.core.atomic import TEMP_MARK
+from trtls.core.events import ProtocolError, parse_event
+from trtls.core.phase_tree import PhaseTree
+from trtls.core.recipe import LoadedRecipe, load_recipe
 
 TICK_S = 0.2  # live snapshots while a build runs (besides one per phase start/finish)
 
@@ -71,7 +72,9 @@ def prepare(recipe_path: Path, engine: str, scratch: Path | None, log: Callable[
     if loaded.recipe is None:
         raise AcceptError("; ".join(f"{loaded.location(f)}: {f.code} {f.message}" for f in loaded.errors))
     if engine not in loaded.recipe.engines:
-        raise AcceptError(f"{recipe_path}: TRT107 no engine named {engine} (engines: {', '.join(loaded.recipe.engines) or 'none'})")
+        raise AcceptError(
+            f"{recipe_path}: TRT107 no engine named {engine} (engines: {', '.join(loaded.recipe.engines) or 'none'})"
+        )
     folder = loaded.path.parent
     for what, p in _engine_paths(loaded, engine).items():
         if folder not in p.parents:
@@ -95,7 +98,9 @@ def prepare(recipe_path: Path, engine: str, scratch: Path | None, log: Callable[
     log(f"scratch folder {scratch}; template build of {engine}…")
     summary, _, _ = build_sync(template, engine)
     if summary.get("outcome") != "built":
-        raise AcceptError(f"the template build of {engine} did not succeed ({summary.get('outcome')}: {summary.get('error')}); nothing to accept")
+        raise AcceptError(
+            f"the template build of {engine} did not succeed ({summary.get('outcome')}: {summary.get('error')}); nothing to accept"
+        )
     ctx.baseline = summary
     ctx.phase_count = len(summary.get("phaseTree") or [])
     runs = template / ".trtls" / "runs"
@@ -121,7 +126,16 @@ def workspace(ctx: Context, name: str, fresh: bool = False) -> Path:
 Trigger = Callable[[Build, Supervisor, "asyncio.Future"], None]
 
 
-async def _build(ws: Path, engine: str, overrides: dict | None, faults: dict | None, grace: float | None, trigger: Trigger | None, at_phase: int | None, hist: dict) -> tuple[dict, Build, list]:
+async def _build(
+    ws: Path,
+    engine: str,
+    overrides: dict | None,
+    faults: dict | None,
+    grace: float | None,
+    trigger: Trigger | None,
+    at_phase: int | None,
+    hist: dict,
+) -> tuple[dict, Build, list]:
     sup = Supervisor()
     build = sup.start(load_recipe(ws / "trtls.toml"), engine, overrides=overrides, faults=faults)
     if grace is not None:
@@ -166,7 +180,16 @@ def _history(ws: Path) -> dict:
         return {}
 
 
-def build_sync(ws: Path, engine: str, *, overrides: dict | None = None, faults: dict | None = None, grace: float | None = None, trigger: Trigger | None = None, at_phase: int | None = None) -> tuple[dict, Build, dict]:
+def build_sync(
+    ws: Path,
+    engine: str,
+    *,
+    overrides: dict | None = None,
+    faults: dict | None = None,
+    grace: float | None = None,
+    trigger: Trigger | None = None,
+    at_phase: int | None = None,
+) -> tuple[dict, Build, dict]:
     hist = {"data": _history(ws), "had": False}
     summary, build, live = asyncio.run(_build(ws, engine, overrides, faults, grace, trigger, at_phase, hist))
     return summary, build, {"live": live, "history_had_baselines": hist["had"]}
@@ -179,7 +202,11 @@ def _sha(p: Path | None) -> str | None:
 
 def leftovers(ws: Path) -> list[str]:
     quarantine = ws / ".trtls" / "quarantine"
-    return sorted(str(p) for p in ws.rglob("*") if (TEMP_MARK in p.name or p.name.endswith(".tmp")) and quarantine not in p.parents)
+    return sorted(
+        str(p)
+        for p in ws.rglob("*")
+        if (TEMP_MARK in p.name or p.name.endswith(".tmp")) and quarantine not in p.parents
+    )
 
 
 def lock_probe(ws: Path) -> dict[str, bool]:
@@ -276,7 +303,12 @@ class Recorder:
 
 
 def deserializes(engine: Path) -> bool | None:
-    out = subprocess.run([sys.executable, "-m", "trtls.accept.probe", "deserialize", str(engine)], capture_output=True, text=True, timeout=300)
+    out = subprocess.run(
+        [sys.executable, "-m", "trtls.accept.probe", "deserialize", str(engine)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     try:
         return json.loads(out.stdout.strip().splitlines()[-1])["deserializes"]
     except (ValueError, IndexError, KeyError):
@@ -284,7 +316,9 @@ def deserializes(engine: Path) -> bool | None:
 
 
 def real_cache_bytes() -> bytes:
-    out = subprocess.run([sys.executable, "-m", "trtls.accept.probe", "cache-bytes"], capture_output=True, text=True, timeout=300)
+    out = subprocess.run(
+        [sys.executable, "-m", "trtls.accept.probe", "cache-bytes"], capture_output=True, text=True, timeout=300
+    )
     try:
         return bytes.fromhex(json.loads(out.stdout.strip().splitlines()[-1])["hex"])
     except (ValueError, IndexError, KeyError):
@@ -292,7 +326,19 @@ def real_cache_bytes() -> bytes:
 
 
 # -- scenario bodies -------------------------------------------------------------------------------------
-def in_process_stop(ctx: Context, name: str, source: str | None, *, overrides: dict | None = None, faults: dict | None = None, grace: float | None = None, action: Trigger | None = None, at_phase: int | None = None, expect: dict | None = None, fresh: bool = False) -> Observation:
+def in_process_stop(
+    ctx: Context,
+    name: str,
+    source: str | None,
+    *,
+    overrides: dict | None = None,
+    faults: dict | None = None,
+    grace: float | None = None,
+    action: Trigger | None = None,
+    at_phase: int | None = None,
+    expect: dict | None = None,
+    fresh: bool = False,
+) -> Observation:
     """The common shape: a build from the template, stopped (or faulted) at a phase, then a retry."""
     ws = workspace(ctx, name, fresh=fresh)
     exp = {"cancel_source": source, **(expect or {})}
@@ -300,7 +346,15 @@ def in_process_stop(ctx: Context, name: str, source: str | None, *, overrides: d
     rec.before()
     if action is None and source is not None:
         action = lambda b, sup, waiter: b.cancel(source)  # noqa: E731
-    summary, build, extra = build_sync(ws, ctx.engine, overrides=overrides, faults=faults, grace=grace, trigger=action, at_phase=ctx.middle if at_phase is None else at_phase)
+    summary, build, extra = build_sync(
+        ws,
+        ctx.engine,
+        overrides=overrides,
+        faults=faults,
+        grace=grace,
+        trigger=action,
+        at_phase=ctx.middle if at_phase is None else at_phase,
+    )
     rec.after(summary, extra)
     rec.retry(overrides)
     return rec.finish()
@@ -308,14 +362,21 @@ def in_process_stop(ctx: Context, name: str, source: str | None, *, overrides: d
 
 def sc_cold_cache(ctx: Context) -> Observation:
     ws = workspace(ctx, "cold_cache", fresh=True)
-    rec = Recorder(ctx, "cold_cache", ws, {"cancel_source": None, "outcome": "built", "cache_decisions": ["cold", "not_applicable"]})
+    rec = Recorder(
+        ctx,
+        "cold_cache",
+        ws,
+        {"cancel_source": None, "outcome": "built", "cache_decisions": ["cold", "not_applicable"]},
+    )
     rec.before()
     summary, build, extra = build_sync(ws, ctx.engine)
     rec.after(summary, extra)
     rec.retry()
     # the second build of the same config must show the usual durations the first one recorded
     rs = rec.obs.retry["summary"] if rec.obs.retry else {}
-    rec.obs.extra["note"] = f"second build baselines: {sum(1 for p in rs.get('phaseTree') or [] if p.get('baselineS') is not None)} phases"
+    rec.obs.extra["note"] = (
+        f"second build baselines: {sum(1 for p in rs.get('phaseTree') or [] if p.get('baselineS') is not None)} phases"
+    )
     return rec.finish()
 
 
@@ -328,11 +389,18 @@ def sc_deep_tactics(ctx: Context) -> Observation:
 
 
 def sc_slow_settings(ctx: Context) -> Observation:
-    return in_process_stop(ctx, "slow_settings", "ci_timeout", overrides={"settings": {"optimization_level": 4, "avg_timing_iterations": 16}})
+    return in_process_stop(
+        ctx,
+        "slow_settings",
+        "ci_timeout",
+        overrides={"settings": {"optimization_level": 4, "avg_timing_iterations": 16}},
+    )
 
 
 def sc_service_shutdown(ctx: Context) -> Observation:
-    return in_process_stop(ctx, "service_shutdown", "service_shutdown", action=lambda b, sup, w: asyncio.ensure_future(sup.shutdown()))
+    return in_process_stop(
+        ctx, "service_shutdown", "service_shutdown", action=lambda b, sup, w: asyncio.ensure_future(sup.shutdown())
+    )
 
 
 def sc_event_loop(ctx: Context) -> Observation:
@@ -340,13 +408,23 @@ def sc_event_loop(ctx: Context) -> Observation:
 
 
 def sc_worker_sigkill(ctx: Context) -> Observation:
-    return in_process_stop(ctx, "worker_sigkill", None, action=lambda b, sup, w: os.kill(b.pid, signal.SIGKILL), expect={"killed": True})
+    return in_process_stop(
+        ctx, "worker_sigkill", None, action=lambda b, sup, w: os.kill(b.pid, signal.SIGKILL), expect={"killed": True}
+    )
 
 
 def sc_silent_builder(ctx: Context) -> Observation:
     # The k-th phase_start blocks for 60 s (no callbacks): the cancel sent when it starts is never seen.
     k = ctx.middle
-    return in_process_stop(ctx, "silent_builder", "api", faults={"stall": {"at_phase": k, "seconds": 60}}, grace=1.0, at_phase=k - 1, expect={"forced": True})
+    return in_process_stop(
+        ctx,
+        "silent_builder",
+        "api",
+        faults={"stall": {"at_phase": k, "seconds": 60}},
+        grace=1.0,
+        at_phase=k - 1,
+        expect={"forced": True},
+    )
 
 
 def sc_disk_full(ctx: Context) -> Observation:
@@ -403,12 +481,19 @@ def _undo_readonly(folder: Path, how: str) -> None:
 
 def sc_network_change(ctx: Context) -> Observation:
     ws = workspace(ctx, "network_change")
-    rec = Recorder(ctx, "network_change", ws, {"cancel_source": None, "outcome": "built", "config_hash_differs_from": ctx.baseline.get("buildConfigHash")})
+    rec = Recorder(
+        ctx,
+        "network_change",
+        ws,
+        {"cancel_source": None, "outcome": "built", "config_hash_differs_from": ctx.baseline.get("buildConfigHash")},
+    )
     _change_network(rec.paths["onnx"])
     rec.before()
     summary, build, extra = build_sync(ws, ctx.engine)
     rec.after(summary, extra)
-    same_identity = (summary.get("timingCache") or {}).get("identity") == (ctx.baseline.get("timingCache") or {}).get("identity")
+    same_identity = (summary.get("timingCache") or {}).get("identity") == (ctx.baseline.get("timingCache") or {}).get(
+        "identity"
+    )
     rec.obs.extra["note"] = (
         "the cache identity does not include the network (TensorRT timing caches are per layer, shareable across networks), so it is unchanged; "
         "the buildConfigHash changed, so history baselines of the old network were not applied"
@@ -428,7 +513,9 @@ def _change_network(onnx_path: Path) -> None:
     for i, init in enumerate(model.graph.initializer):
         arr = numpy_helper.to_array(init)
         if arr.dtype.kind == "f" and arr.size:
-            model.graph.initializer[i].CopyFrom(numpy_helper.from_array((arr * 1.5 + 0.01).astype(arr.dtype), init.name))
+            model.graph.initializer[i].CopyFrom(
+                numpy_helper.from_array((arr * 1.5 + 0.01).astype(arr.dtype), init.name)
+            )
             break
     else:
         model.doc_string = (model.doc_string or "") + " trtls-accept network_change"
@@ -444,7 +531,17 @@ def sc_new_gpu_target(ctx: Context) -> Observation:
         obs = Observation("new_gpu_target", error=f"the SM89 build did not succeed: {first.get('error')}")
         return obs
     old_identity = (first.get("timingCache") or {}).get("identity") or {}
-    rec = Recorder(ctx, "new_gpu_target", ws, {"cancel_source": None, "outcome": "built", "identity_differs_from": old_identity, "cache_decisions": ["cold", "quarantined", "not_applicable"]})
+    rec = Recorder(
+        ctx,
+        "new_gpu_target",
+        ws,
+        {
+            "cancel_source": None,
+            "outcome": "built",
+            "identity_differs_from": old_identity,
+            "cache_decisions": ["cold", "quarantined", "not_applicable"],
+        },
+    )
     cache = rec.paths.get("timing_cache")
     if cache is not None:  # the cache an SM89 build would leave (TRT-RTX's builder writes none itself)
         save_merged(cache, real_cache_bytes(), old_identity, lambda o, n: None)
@@ -458,7 +555,9 @@ def sc_new_gpu_target(ctx: Context) -> Observation:
 
 def sc_corrupted_cache(ctx: Context) -> Observation:
     ws = workspace(ctx, "corrupted_cache")
-    rec = Recorder(ctx, "corrupted_cache", ws, {"cancel_source": None, "outcome": "built", "cache_decisions": ["quarantined"]})
+    rec = Recorder(
+        ctx, "corrupted_cache", ws, {"cancel_source": None, "outcome": "built", "cache_decisions": ["quarantined"]}
+    )
     cache = rec.paths.get("timing_cache")
     if cache is None:
         rec.obs.skipped = "the engine has no timing_cache in the recipe"
@@ -487,7 +586,11 @@ def sc_concurrent_cache(ctx: Context) -> Observation:
     save_merged(cache, real_cache_bytes(), identity, lambda o, n: None)
     n = 40
     procs = [
-        subprocess.Popen([sys.executable, "-m", "trtls.accept.probe", "hammer", str(cache), json.dumps(identity), tag, str(n)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        subprocess.Popen(
+            [sys.executable, "-m", "trtls.accept.probe", "hammer", str(cache), json.dumps(identity), tag, str(n)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
         for tag in ("writer-a", "writer-b")
     ]
     codes = [p.wait(timeout=300) for p in procs]
@@ -497,7 +600,9 @@ def sc_concurrent_cache(ctx: Context) -> Observation:
         problems.append(f"writer exit codes {codes}")
     rec.obs.extra["cache_consistent"] = not problems
     rec.obs.extra["cache_problem"] = "; ".join(problems)
-    rec.obs.extra["cache_note"] = f"2 processes × {n} save_merged calls at once: sidecar sha256 matches, all {len(want)} records kept"
+    rec.obs.extra["cache_note"] = (
+        f"2 processes × {n} save_merged calls at once: sidecar sha256 matches, all {len(want)} records kept"
+    )
     rec.before()
     summary, build, extra = build_sync(ws, ctx.engine)
     rec.after(summary, extra, pids=[p.pid for p in procs])
@@ -531,7 +636,12 @@ def sc_ctrl_c(ctx: Context) -> Observation:
     rec = Recorder(ctx, "ctrl_c", ws, {"cancel_source": "ctrl_c", "exit_code": 130})
     rec.before()
     hist = _history(ws)
-    proc = subprocess.Popen([sys.executable, "-m", "trtls", "build", str(ws), "--engine", ctx.engine, "--json"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "trtls", "build", str(ws), "--engine", ctx.engine, "--json"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
     tree, baselines, live, seen, had = PhaseTree(), {}, [], 0, False
     summary = None
     assert proc.stdout is not None
@@ -585,8 +695,14 @@ async def _lsp_scenario(ctx: Context, name: str, kill_server: bool) -> Recorder:
     try:
         await client.initialize(ws)
         uri = (ws / "trtls.toml").as_uri()
-        client.notify("textDocument/didOpen", {"textDocument": {"uri": uri, "languageId": "toml", "version": 1, "text": (ws / "trtls.toml").read_text()}})
-        result = await client.request("workspace/executeCommand", {"command": "trtls.buildEngine", "arguments": [{"uri": uri, "engine": ctx.engine}]})
+        client.notify(
+            "textDocument/didOpen",
+            {"textDocument": {"uri": uri, "languageId": "toml", "version": 1, "text": (ws / "trtls.toml").read_text()}},
+        )
+        result = await client.request(
+            "workspace/executeCommand",
+            {"command": "trtls.buildEngine", "arguments": [{"uri": uri, "engine": ctx.engine}]},
+        )
         build_id = result["buildId"]
 
         def trees() -> list[dict]:
@@ -603,17 +719,31 @@ async def _lsp_scenario(ctx: Context, name: str, kill_server: bool) -> Recorder:
             await second.start(ws, ctx.scratch / f"{name}-server2.log")
             pids.append(second.pid or 0)
             await second.initialize(ws)
-            told = await second.wait_for(lambda: [m for m in second.of("window/showMessage") if build_id in m.get("message", "")], timeout=120)
+            told = await second.wait_for(
+                lambda: [m for m in second.of("window/showMessage") if build_id in m.get("message", "")], timeout=120
+            )
             rec.obs.extra["user_told"] = bool(told)
             rec.obs.extra["note"] = told[0]["message"]
             summary = json.loads((ws / ".trtls" / "runs" / build_id / "summary.json").read_text())
         else:
-            token = next(r["params"]["token"] for r in client.server_requests if r.get("method") == "window/workDoneProgress/create")
+            token = next(
+                r["params"]["token"]
+                for r in client.server_requests
+                if r.get("method") == "window/workDoneProgress/create"
+            )
             client.notify("window/workDoneProgress/cancel", {"token": token})
-            await client.wait_for(lambda: any(p.get("token") == token and (p.get("value") or {}).get("kind") == "end" for p in client.of("$/progress")), timeout=300)
+            await client.wait_for(
+                lambda: any(
+                    p.get("token") == token and (p.get("value") or {}).get("kind") == "end"
+                    for p in client.of("$/progress")
+                ),
+                timeout=300,
+            )
             summary = json.loads((ws / ".trtls" / "runs" / build_id / "summary.json").read_text())
         live = [t.get("phases") or [] for t in trees()]
-        had = bool((hist.get(summary.get("buildConfigHash") or ctx.baseline.get("buildConfigHash")) or {}).get("phases"))
+        had = bool(
+            (hist.get(summary.get("buildConfigHash") or ctx.baseline.get("buildConfigHash")) or {}).get("phases")
+        )
     finally:
         if second is not None:
             await second.close()

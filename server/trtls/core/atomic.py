@@ -78,6 +78,8 @@ def atomic_write_bytes(
                 out.write(chunk)
 
 
-def atomic_write_text(path: str | os.PathLike[str], text: str, *, encoding: str = "utf-8", mode: int = DEFAULT_MODE) -> None:
+def atomic_write_text(
+    path: str | os.PathLike[str], text: str, *, encoding: str = "utf-8", mode: int = DEFAULT_MODE
+) -> None:
     """Write `text` to `path` atomically (no newline translation: what you pass is what lands)."""
     atomic_write_bytes(path, text.encode(encoding), mode=mode)

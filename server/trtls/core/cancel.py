@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
-from .events import CANCEL_SOURCES
+from trtls.core.events import CANCEL_SOURCES
 
 
 @dataclass

@@ -8,7 +8,7 @@ supervisor can subtract a worker's timestamp from its own.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
@@ -112,7 +112,7 @@ class BuildFinished(_Event):
 
 
 Event = Annotated[
-    Union[BuildStarted, PhaseStart, Step, PhaseFinish, Log, CacheDecisionEvent, BuilderReturned, CancelAcknowledged, Artifact, BuildFinished],
+    BuildStarted | PhaseStart | Step | PhaseFinish | Log | CacheDecisionEvent | BuilderReturned | CancelAcknowledged | Artifact | BuildFinished,
     Field(discriminator="type"),
 ]
 EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)

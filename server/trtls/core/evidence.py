@@ -43,7 +43,9 @@ def retry_advice(
     if outcome == "built":
         return RetryAdvice("not_needed", "the build succeeded")
     if outcome == "killed":
-        return RetryAdvice("investigate", "the worker died by itself (OOM killer or crash); the same build is likely to die again")
+        return RetryAdvice(
+            "investigate", "the worker died by itself (OOM killer or crash); the same build is likely to die again"
+        )
     if repeated_stop_phase is not None:
         return RetryAdvice(
             "investigate",
@@ -56,9 +58,13 @@ def retry_advice(
             return RetryAdvice("rollback", "the build failed and the previous good engine is intact: keep serving it")
         return RetryAdvice("investigate", "the build failed and there is no previous engine to fall back on")
     if outcome == "forced":
-        return RetryAdvice("retry_cold", "the builder ignored the cooperative cancel and was terminated; its state is not trusted")
+        return RetryAdvice(
+            "retry_cold", "the builder ignored the cooperative cancel and was terminated; its state is not trusted"
+        )
     if cache_decision in ("reused", "updated", "discarded"):
-        return RetryAdvice("retry_with_cache", "the cancelled build never wrote its cache back, so the existing cache is still trusted")
+        return RetryAdvice(
+            "retry_with_cache", "the cancelled build never wrote its cache back, so the existing cache is still trusted"
+        )
     return RetryAdvice("retry_cold", "there is no trusted timing cache to reuse")
 
 

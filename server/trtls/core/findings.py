@@ -9,9 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any
-
 from pathlib import Path
+from typing import Any
 
 
 def _docs_base() -> str:
@@ -25,9 +24,17 @@ def _docs_base() -> str:
 
 DOCS_BASE = _docs_base()
 # Which page documents which code range (each page has one `## TRTnnn` section per code).
-DOC_PAGES = {"1": "diagnostics.md", "2": "diagnostics.md", "3": "diagnostics.md", "4": "diagnostics.md",
-             "5": "diagnostics-gates.md", "6": "diagnostics-gates.md", "7": "diagnostics-gate3.md",
-             "8": "diagnostics-gates45.md", "9": "diagnostics-gates45.md"}
+DOC_PAGES = {
+    "1": "diagnostics.md",
+    "2": "diagnostics.md",
+    "3": "diagnostics.md",
+    "4": "diagnostics.md",
+    "5": "diagnostics-gates.md",
+    "6": "diagnostics-gates.md",
+    "7": "diagnostics-gate3.md",
+    "8": "diagnostics-gates45.md",
+    "9": "diagnostics-gates45.md",
+}
 
 TomlPath = tuple[str | int, ...]
 
@@ -60,5 +67,9 @@ class Finding:
     @property
     def doc_url(self) -> str:
         # TRTn00 (gate n could not run) lives with the orchestrator's codes
-        page = "diagnostics-gates.md" if self.code.endswith("00") and self.code[3] in "56789" else DOC_PAGES.get(self.code[3:4], "diagnostics.md")
+        page = (
+            "diagnostics-gates.md"
+            if self.code.endswith("00") and self.code[3] in "56789"
+            else DOC_PAGES.get(self.code[3:4], "diagnostics.md")
+        )
         return f"{DOCS_BASE}/{page}#{self.code.lower()}"

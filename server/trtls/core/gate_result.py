@@ -10,11 +10,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from .findings import Finding, Origin, Severity, TomlPath
+from trtls.core.findings import Finding, Origin, Severity, TomlPath
 
 CheckStatus = Literal["pass", "hold", "reject"]
 Decision = Literal["supported", "hold", "reject"]
-GATE_NAMES = {1: "source and checkpoint", 2: "environment and recipe", 3: "bundle and manifest", 4: "parity", 5: "release"}
+GATE_NAMES = {
+    1: "source and checkpoint",
+    2: "environment and recipe",
+    3: "bundle and manifest",
+    4: "parity",
+    5: "release",
+}
 
 
 @dataclass
@@ -32,7 +38,15 @@ class GateCheck:
         if self.status == "pass":
             return None
         severity = Severity.error if self.status == "reject" else Severity.warning
-        return Finding(self.code, severity, self.message, tuple(self.path), Origin.gates, self.on_value, {"gate": self.gate, "check": self.name, **self.evidence})
+        return Finding(
+            self.code,
+            severity,
+            self.message,
+            tuple(self.path),
+            Origin.gates,
+            self.on_value,
+            {"gate": self.gate, "check": self.name, **self.evidence},
+        )
 
 
 def decide(checks: list[GateCheck]) -> Decision:

@@ -61,7 +61,11 @@ class Phase:
         return ((self.t_finish_ns or now_ns) - self.t_start_ns) / NS
 
     def fraction(self) -> float:
-        return 1.0 if self.status == "done" else min(((self.step + 1) if self.step is not None else 0) / self.num_steps, 1.0)
+        return (
+            1.0
+            if self.status == "done"
+            else min(((self.step + 1) if self.step is not None else 0) / self.num_steps, 1.0)
+        )
 
 
 class PhaseTree:
@@ -154,7 +158,11 @@ class PhaseTree:
 
     def durations(self) -> dict[str, float]:
         """Seconds per finished-as-done phase id: the history a later build compares against."""
-        return {p.id: (p.t_finish_ns - p.t_start_ns) / NS for p in self.phases.values() if p.status == "done" and p.t_finish_ns}
+        return {
+            p.id: (p.t_finish_ns - p.t_start_ns) / NS
+            for p in self.phases.values()
+            if p.status == "done" and p.t_finish_ns
+        }
 
     def snapshot(self, now_ns: int, baselines: dict[str, float] | None = None) -> list[dict[str, Any]]:
         baselines = baselines or {}

@@ -17,8 +17,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from .findings import Finding, Origin, Severity, TomlPath
-from .tomlpos import SourceMap, TomlSyntaxError, parse
+from trtls.core.findings import Finding, Origin, Severity, TomlPath
+from trtls.core.tomlpos import SourceMap, TomlSyntaxError, parse
 
 ENGINE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
 ComputeCapability = Literal["SM75", "SM80", "SM86", "SM89", "SM120", "CURRENT"]
@@ -36,19 +36,24 @@ class BuilderSettings(_Model):
     """Builder knobs; the ones that change tactic choice are part of the timing-cache identity."""
 
     optimization_level: int = Field(
-        3, ge=0, le=5, description="builder_optimization_level: 0 (fast build, ignores timing caches) to 5 (deepest tactic search)."
+        3,
+        ge=0,
+        le=5,
+        description="builder_optimization_level: 0 (fast build, ignores timing caches) to 5 (deepest tactic search).",
     )
     max_aux_streams: int | None = Field(None, ge=0, description="Maximum auxiliary streams per engine.")
     tiling_level: Literal["none", "fast", "moderate", "full"] | None = Field(
         None, description="tiling_optimization_level: how hard the builder searches tiling strategies."
     )
-    max_num_tactics: int | None = Field(None, ge=1, description="Cap on tactics timed per layer (fewer = faster build).")
+    max_num_tactics: int | None = Field(
+        None, ge=1, description="Cap on tactics timed per layer (fewer = faster build)."
+    )
     avg_timing_iterations: int | None = Field(None, ge=1, description="Timing iterations averaged per tactic.")
     hardware_compatibility_level: Literal["none", "ampere_plus", "same_compute_capability"] | None = Field(
         None, description="Engines that run on more GPUs than the one they were built on."
     )
     compute_capabilities: list[ComputeCapability] | None = Field(
-        None, description="TensorRT-RTX only: GPU targets to build for (e.g. [\"SM89\", \"SM120\"])."
+        None, description='TensorRT-RTX only: GPU targets to build for (e.g. ["SM89", "SM120"]).'
     )
     memory_pool_limits: MemoryPoolLimits = Field(default_factory=MemoryPoolLimits, description="Memory pool limits.")
 
@@ -73,9 +78,14 @@ class EngineRecipe(_Model):
     output: str = Field(description="Engine file to write (atomically), relative to this recipe.")
     timing_cache: TimingCache | None = Field(None, description="Timing cache path and mode.")
     builder: BuilderSettings = Field(default_factory=BuilderSettings, description="Builder settings.")
-    profiles: list[OptimizationProfile] = Field(default_factory=list, description="Optimization profiles, one per dynamic input.")
+    profiles: list[OptimizationProfile] = Field(
+        default_factory=list, description="Optimization profiles, one per dynamic input."
+    )
     cancel_grace_s: float = Field(
-        10.0, gt=0, le=3600, description="Seconds a cooperative cancel may take before the worker is terminated (forced)."
+        10.0,
+        gt=0,
+        le=3600,
+        description="Seconds a cooperative cancel may take before the worker is terminated (forced).",
     )
     keep_evidence: bool = Field(
         False, description="Move partial engines and suspect caches to .trtls/quarantine/ instead of deleting them."
@@ -84,7 +94,8 @@ class EngineRecipe(_Model):
         "auto", description="Which TensorRT module the worker imports: auto tries tensorrt, then tensorrt_rtx."
     )
     worker: list[str] | None = Field(
-        None, description="External worker command speaking trtls.events/1 (e.g. a C++ builder); default: the built-in worker."
+        None,
+        description="External worker command speaking trtls.events/1 (e.g. a C++ builder); default: the built-in worker.",
     )
 
 
@@ -93,7 +104,9 @@ class RecipeFile(_Model):
 
     version: Literal[1] = Field(1, description="Recipe format version.")
     engines: dict[str, EngineRecipe] = Field(default_factory=dict, description="One table per engine.")
-    routes: dict[str, dict[str, Any]] = Field(default_factory=dict, description="Checkpoint → bundle routes (see route gates).")
+    routes: dict[str, dict[str, Any]] = Field(
+        default_factory=dict, description="Checkpoint → bundle routes (see route gates)."
+    )
 
 
 @dataclass
@@ -138,7 +151,7 @@ def findings_from_validation(exc: ValidationError, prefix: TomlPath, root: Any) 
         name = loc[-1] if loc else ""
         if kind == "extra_forbidden":
             table = loc[:-1]
-            allowed = _allowed_keys(table[len(prefix):], root)
+            allowed = _allowed_keys(table[len(prefix) :], root)
             hint = difflib.get_close_matches(str(name), allowed, n=1)
             msg = f"unknown key '{name}'" + (f"; did you mean '{hint[0]}'?" if hint else "")
             out.append(_finding("TRT101", msg, loc, key=str(name), suggestion=hint[0] if hint else None))
@@ -197,7 +210,7 @@ def load_recipe(path: Path | str, text: str | None = None) -> LoadedRecipe:
     try:
         data, smap = parse(text)
     except TomlSyntaxError as exc:
-        from .tomlpos import Range, Span
+        from trtls.core.tomlpos import Range, Span
 
         smap = SourceMap()
         smap.spans[("__syntax__",)] = Span(Range(exc.line, exc.col, exc.line, exc.col + 1))
@@ -213,7 +226,7 @@ def load_recipe(path: Path | str, text: str | None = None) -> LoadedRecipe:
     loaded = LoadedRecipe(path, text, smap, findings, None, data)
     if recipe is not None:
         findings.extend(_semantic_checks(loaded, recipe))
-        from .route import validate_routes  # routes share the located-error rules
+        from trtls.core.route import validate_routes  # routes share the located-error rules
 
         findings.extend(validate_routes(loaded, recipe))
     if not any(f.severity == Severity.error for f in findings):
@@ -236,12 +249,18 @@ def _semantic_checks(loaded: LoadedRecipe, recipe: RecipeFile) -> list[Finding]:
         if output == onnx:
             out.append(_finding("TRT109", "output would overwrite the ONNX model", base + ("output",), True))
         if output in outputs:
-            out.append(_finding("TRT109", f"output is also written by engine '{outputs[output]}'", base + ("output",), True))
+            out.append(
+                _finding("TRT109", f"output is also written by engine '{outputs[output]}'", base + ("output",), True)
+            )
         outputs[output] = name
         if output.exists() and output.is_dir():
             out.append(_finding("TRT109", f"output is a directory: {output}", base + ("output",), True))
         if eng.timing_cache is not None and loaded.resolve(eng.timing_cache.path) in (output, onnx):
-            out.append(_finding("TRT109", "timing cache path clashes with the engine or ONNX", base + ("timing_cache", "path"), True))
+            out.append(
+                _finding(
+                    "TRT109", "timing cache path clashes with the engine or ONNX", base + ("timing_cache", "path"), True
+                )
+            )
         seen_inputs: set[str] = set()
         for i, prof in enumerate(eng.profiles):
             ppath = base + ("profiles", i)
@@ -267,12 +286,16 @@ def _shape_checks(prof: OptimizationProfile, ppath: TomlPath) -> list[Finding]:
         return out
     for j, (lo, mid, hi) in enumerate(zip(prof.min, prof.opt, prof.max)):
         if not lo <= mid <= hi:
-            out.append(_finding("TRT105", f"dimension {j}: need min ≤ opt ≤ max, got {lo}, {mid}, {hi}", ppath + ("opt", j), True))
+            out.append(
+                _finding(
+                    "TRT105", f"dimension {j}: need min ≤ opt ≤ max, got {lo}, {mid}, {hi}", ppath + ("opt", j), True
+                )
+            )
     return out
 
 
 def recipe_json_schema() -> dict[str, Any]:
-    from .route import RouteModel  # route imports this module; routes are validated in a second pass
+    from trtls.core.route import RouteModel  # route imports this module; routes are validated in a second pass
 
     schema = RecipeFile.model_json_schema()
     # `routes` is typed `dict[str, Any]` so one bad route never hides the engines' findings; editors still get

@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from .findings import Finding, Origin, Severity, TomlPath
+from trtls.core.findings import Finding, Origin, Severity, TomlPath
 
 if TYPE_CHECKING:
-    from .recipe import LoadedRecipe, RecipeFile
+    from trtls.core.recipe import LoadedRecipe, RecipeFile
 
 ROUTE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
 COMMIT = re.compile(r"^[0-9a-f]{40}$")
@@ -37,14 +37,20 @@ class CheckpointRef(_Model):
         description="Checkpoint folder, relative to this recipe: a plain folder, a Hugging Face cache repo folder "
         "(`models--org--name`, holding refs/ and snapshots/), or one of its `snapshots/<commit>` folders."
     )
-    id: str | None = Field(None, description="Hub id, `org/name`; checked against the cache folder name when there is one.")
-    revision: str = Field(min_length=1, description="The exact commit (40 hex digits). A branch name such as `main` holds gate 1.")
+    id: str | None = Field(
+        None, description="Hub id, `org/name`; checked against the cache folder name when there is one."
+    )
+    revision: str = Field(
+        min_length=1, description="The exact commit (40 hex digits). A branch name such as `main` holds gate 1."
+    )
 
 
 class EnvironmentPins(_Model):
     """What the route was accepted on; gate 2 compares each pin with what it finds (unset = not pinned)."""
 
-    builder_module: Literal["tensorrt", "tensorrt_rtx"] | None = Field(None, description="TensorRT Python module that builds the engine.")
+    builder_module: Literal["tensorrt", "tensorrt_rtx"] | None = Field(
+        None, description="TensorRT Python module that builds the engine."
+    )
     builder_version: str | None = Field(None, description="Builder version; `10.3` matches 10.3.x (dotted prefix).")
     cuda_runtime: str | None = Field(None, description="CUDA runtime version (dotted prefix match).")
     cuda_driver: str | None = Field(None, description="NVIDIA driver version (dotted prefix match).")
@@ -69,18 +75,32 @@ class Thresholds(_Model):
     latency_p95_ms: float | None = Field(None, gt=0, description="Largest accepted p95 latency, ms.")
     latency_p99_ms: float | None = Field(None, gt=0, description="Largest accepted p99 latency, ms.")
     memory_mib: float | None = Field(None, gt=0, description="Largest accepted peak memory of the runtime, MiB.")
-    gpu_memory_mib: float | None = Field(None, gt=0, description="Largest accepted GPU memory of the runtime, MiB (measured only where a GPU runs it).")
-    min_throughput_rps: float | None = Field(None, gt=0, description="Smallest accepted serial throughput, requests per second.")
-    max_warmup_s: float | None = Field(None, gt=0, description="Largest accepted warm-up cost (load + first request), seconds.")
-    max_build_s: float | None = Field(None, gt=0, description="Largest accepted cold build time (the build's summary.json durationS), seconds.")
-    max_regression: float = Field(0.25, ge=0, description="Largest accepted rise over the recorded baseline (p95 latency, peak memory), as a fraction: 0.25 = 25 %.")
+    gpu_memory_mib: float | None = Field(
+        None, gt=0, description="Largest accepted GPU memory of the runtime, MiB (measured only where a GPU runs it)."
+    )
+    min_throughput_rps: float | None = Field(
+        None, gt=0, description="Smallest accepted serial throughput, requests per second."
+    )
+    max_warmup_s: float | None = Field(
+        None, gt=0, description="Largest accepted warm-up cost (load + first request), seconds."
+    )
+    max_build_s: float | None = Field(
+        None, gt=0, description="Largest accepted cold build time (the build's summary.json durationS), seconds."
+    )
+    max_regression: float = Field(
+        0.25,
+        ge=0,
+        description="Largest accepted rise over the recorded baseline (p95 latency, peak memory), as a fraction: 0.25 = 25 %.",
+    )
     regression_floor_ms: float = Field(
         0.1,
         ge=0,
         description="A p95 rise smaller than this many ms is measurement noise, never a regression, whatever its percentage "
         "(microsecond latencies vary by tens of percent run to run).",
     )
-    regression_floor_mib: float = Field(16.0, ge=0, description="A peak-memory rise smaller than this many MiB is never a regression.")
+    regression_floor_mib: float = Field(
+        16.0, ge=0, description="A peak-memory rise smaller than this many MiB is never a regression."
+    )
     warmup: int = Field(5, ge=0, description="Warm-up runs before timing.")
     iterations: int = Field(50, ge=1, description="Timed runs.")
 
@@ -88,9 +108,17 @@ class Thresholds(_Model):
 class RouteModel(_Model):
     checkpoint: CheckpointRef = Field(description="The checkpoint the route starts from.")
     engine: str = Field(description="Name of the `[engines.X]` table that builds this route's engine.")
-    intended_use: str = Field(min_length=1, description="What the model will be used for (recorded with the licence review).")
-    allowed_licenses: list[str] = Field(min_length=1, description="Licence ids (model card `license:`) this use allows, e.g. [\"apache-2.0\", \"mit\"].")
-    allow_pickle: bool = Field(False, strict=True, description="Accept pickle weights (.bin/.pt/.pkl/.pth). They are never unpickled either way.")
+    intended_use: str = Field(
+        min_length=1, description="What the model will be used for (recorded with the licence review)."
+    )
+    allowed_licenses: list[str] = Field(
+        min_length=1, description='Licence ids (model card `license:`) this use allows, e.g. ["apache-2.0", "mit"].'
+    )
+    allow_pickle: bool = Field(
+        False,
+        strict=True,
+        description="Accept pickle weights (.bin/.pt/.pkl/.pth). They are never unpickled either way.",
+    )
     environment: EnvironmentPins = Field(default_factory=EnvironmentPins, description="Environment pins (gate 2).")
     bundle: str = Field(description="The `.bundle` this route promotes, relative to this recipe.")
     runtime: str = Field("onnxruntime", min_length=1, description="Runtime under test (gate 4).")
@@ -102,9 +130,13 @@ class RouteModel(_Model):
     )
     reference_inputs: str | None = Field(None, description="Reference inputs (.npz), relative to this recipe.")
     canary_inputs: str | None = Field(None, description="Canary inputs (.npz), relative to this recipe (gate 5).")
-    tolerances: dict[str, Tolerance] = Field(default_factory=dict, description="Tolerances per output name; `*` applies to outputs not named.")
+    tolerances: dict[str, Tolerance] = Field(
+        default_factory=dict, description="Tolerances per output name; `*` applies to outputs not named."
+    )
     thresholds: Thresholds = Field(default_factory=Thresholds, description="Latency and memory thresholds (gate 5).")
-    previous_bundle: str | None = Field(None, description="The bundle to roll back to (gate 5), relative to this recipe.")
+    previous_bundle: str | None = Field(
+        None, description="The bundle to roll back to (gate 5), relative to this recipe."
+    )
     tokenizer_texts: list[str] | None = Field(
         None,
         min_length=1,
@@ -118,18 +150,20 @@ class RouteModel(_Model):
         return bool(COMMIT.match(self.checkpoint.revision))
 
 
-def _finding(code: str, message: str, path: TomlPath, on_value: bool = True, severity: Severity = Severity.error, **data: Any) -> Finding:
+def _finding(
+    code: str, message: str, path: TomlPath, on_value: bool = True, severity: Severity = Severity.error, **data: Any
+) -> Finding:
     return Finding(code, severity, message, tuple(path), Origin.recipe, on_value, data)
 
 
-def _raw_routes(loaded: "LoadedRecipe") -> dict[str, Any]:
+def _raw_routes(loaded: LoadedRecipe) -> dict[str, Any]:
     routes = loaded.data.get("routes", {}) if isinstance(loaded.data, dict) else {}
     return routes if isinstance(routes, dict) else {}
 
 
-def validate_routes(loaded: "LoadedRecipe", recipe: "RecipeFile") -> list[Finding]:
+def validate_routes(loaded: LoadedRecipe, recipe: RecipeFile) -> list[Finding]:
     """Located TRT1xx findings for every `[routes.NAME]` table (schema, then names and files)."""
-    from .recipe import findings_from_validation
+    from trtls.core.recipe import findings_from_validation
 
     out: list[Finding] = []
     for name, raw in recipe.routes.items():
@@ -148,16 +182,18 @@ def validate_routes(loaded: "LoadedRecipe", recipe: "RecipeFile") -> list[Findin
     return out
 
 
-def _engine_finding(recipe: "RecipeFile", base: TomlPath, engine: str) -> Finding:
+def _engine_finding(recipe: RecipeFile, base: TomlPath, engine: str) -> Finding:
     import difflib
 
     known = list(recipe.engines)
     hint = difflib.get_close_matches(engine, known, n=1)
-    msg = f"engine '{engine}' not defined" + (f"; did you mean '{hint[0]}'?" if hint else f" (engines: {', '.join(known) or 'none'})")
+    msg = f"engine '{engine}' not defined" + (
+        f"; did you mean '{hint[0]}'?" if hint else f" (engines: {', '.join(known) or 'none'})"
+    )
     return _finding("TRT107", msg, base + ("engine",), options=known, suggestion=hint[0] if hint else None)
 
 
-def _semantic(loaded: "LoadedRecipe", recipe: "RecipeFile", name: str, route: RouteModel) -> list[Finding]:
+def _semantic(loaded: LoadedRecipe, recipe: RecipeFile, name: str, route: RouteModel) -> list[Finding]:
     base: TomlPath = ("routes", name)
     out: list[Finding] = []
     if route.engine not in recipe.engines:
@@ -165,26 +201,53 @@ def _semantic(loaded: "LoadedRecipe", recipe: "RecipeFile", name: str, route: Ro
     ckpt = loaded.resolve(route.checkpoint.path)
     if not ckpt.is_dir():
         what = "is not a folder" if ckpt.exists() else "not found"
-        out.append(_finding("TRT104", f"checkpoint folder {what}: {ckpt}", base + ("checkpoint", "path"), resolved=str(ckpt)))
+        out.append(
+            _finding("TRT104", f"checkpoint folder {what}: {ckpt}", base + ("checkpoint", "path"), resolved=str(ckpt))
+        )
     for key in ("reference_inputs", "canary_inputs"):
         rel = getattr(route, key)
         if rel is not None and not loaded.resolve(rel).is_file():
-            out.append(_finding("TRT104", f"{key.replace('_', ' ')} file not found: {loaded.resolve(rel)}", base + (key,), resolved=str(loaded.resolve(rel))))
+            out.append(
+                _finding(
+                    "TRT104",
+                    f"{key.replace('_', ' ')} file not found: {loaded.resolve(rel)}",
+                    base + (key,),
+                    resolved=str(loaded.resolve(rel)),
+                )
+            )
     bundle = loaded.resolve(route.bundle)
     if bundle.is_dir():
         out.append(_finding("TRT109", f"bundle is a directory: {bundle}", base + ("bundle",)))
     if route.previous_bundle is not None and loaded.resolve(route.previous_bundle) == bundle:
-        out.append(_finding("TRT109", "previous_bundle is the bundle itself: rollback needs a different artifact", base + ("previous_bundle",)))
-    if route.checkpoint.id is not None and not re.match(r"^[A-Za-z0-9][A-Za-z0-9_.-]*(/[A-Za-z0-9][A-Za-z0-9_.-]*)?$", route.checkpoint.id):
-        out.append(_finding("TRT102", f"checkpoint id '{route.checkpoint.id}' is not `org/name`", base + ("checkpoint", "id")))
+        out.append(
+            _finding(
+                "TRT109",
+                "previous_bundle is the bundle itself: rollback needs a different artifact",
+                base + ("previous_bundle",),
+            )
+        )
+    if route.checkpoint.id is not None and not re.match(
+        r"^[A-Za-z0-9][A-Za-z0-9_.-]*(/[A-Za-z0-9][A-Za-z0-9_.-]*)?$", route.checkpoint.id
+    ):
+        out.append(
+            _finding("TRT102", f"checkpoint id '{route.checkpoint.id}' is not `org/name`", base + ("checkpoint", "id"))
+        )
     tol = route.tolerances
     for out_name, t in tol.items():
         if t.check_error_stat == "quantile" and t.quantile is None:
-            out.append(_finding("TRT103", "check_error_stat = \"quantile\" needs 'quantile'", base + ("tolerances", out_name), False, key="quantile"))
+            out.append(
+                _finding(
+                    "TRT103",
+                    "check_error_stat = \"quantile\" needs 'quantile'",
+                    base + ("tolerances", out_name),
+                    False,
+                    key="quantile",
+                )
+            )
     return out
 
 
-def route_model(loaded: "LoadedRecipe", name: str) -> RouteModel:
+def route_model(loaded: LoadedRecipe, name: str) -> RouteModel:
     """The typed route `name`. KeyError if there is no such table; ValueError if it does not validate."""
     raw = _raw_routes(loaded)
     if name not in raw:
@@ -195,9 +258,9 @@ def route_model(loaded: "LoadedRecipe", name: str) -> RouteModel:
         raise ValueError(f"route '{name}' is invalid: {exc.error_count()} error(s)") from exc
 
 
-def route_names(loaded: "LoadedRecipe") -> list[str]:
+def route_names(loaded: LoadedRecipe) -> list[str]:
     return list(_raw_routes(loaded))
 
 
-def resolve(loaded: "LoadedRecipe", relative: str) -> Path:
+def resolve(loaded: LoadedRecipe, relative: str) -> Path:
     return loaded.resolve(relative)

@@ -85,7 +85,10 @@ def _nvidia_smi() -> dict[str, str]:
     try:
         res = subprocess.run(
             [exe, "--query-gpu=name,compute_cap,driver_version", "--format=csv,noheader"],
-            capture_output=True, text=True, timeout=10, check=False,
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
         )
     except (OSError, subprocess.TimeoutExpired):
         return {}
@@ -160,13 +163,17 @@ def effective_settings(loaded: Any, engine: str) -> dict[str, Any]:
     }
 
 
-def check_environment(loaded: Any, route_name: str, route: RouteModel, environment: dict[str, Any] | None = None) -> Gate2Result:
+def check_environment(
+    loaded: Any, route_name: str, route: RouteModel, environment: dict[str, Any] | None = None
+) -> Gate2Result:
     checks: list[GateCheck] = []
     env = dict(environment) if environment is not None else discover_environment()
     pins = route.environment
     base = ("routes", route_name, "environment")
 
-    def add(name: str, status: str, message: str, code: str, path: tuple, on_value: bool = True, **evidence: Any) -> None:
+    def add(
+        name: str, status: str, message: str, code: str, path: tuple, on_value: bool = True, **evidence: Any
+    ) -> None:
         checks.append(GateCheck(2, name, status, message, code, path, on_value, evidence))  # type: ignore[arg-type]
 
     # -- build evidence first: its recorded environment is a source for the builder pins
@@ -190,30 +197,77 @@ def check_environment(loaded: Any, route_name: str, route: RouteModel, environme
 
     # -- builder
     builders = env.get("builders") or []
-    sources: list[tuple[str, str, str | None]] = [(f"installed ({b['distribution']})", b["module"], b["version"]) for b in builders]
+    sources: list[tuple[str, str, str | None]] = [
+        (f"installed ({b['distribution']})", b["module"], b["version"]) for b in builders
+    ]
     if ev_env.get("module"):
-        sources.append(("build evidence", str(ev_env.get("module")), str(ev_env.get("version")) if ev_env.get("version") else None))
+        sources.append(
+            ("build evidence", str(ev_env.get("module")), str(ev_env.get("version")) if ev_env.get("version") else None)
+        )
     if pins.builder_module is not None:
         relevant = [s for s in sources if s[1] == pins.builder_module]
     else:
         relevant = sources
     if not sources:
-        add("builder", "hold", "no TensorRT builder found (no tensorrt / tensorrt_rtx distribution installed, no build evidence)", "TRT601", base + ("builder_module",), pins.builder_module is not None)
+        add(
+            "builder",
+            "hold",
+            "no TensorRT builder found (no tensorrt / tensorrt_rtx distribution installed, no build evidence)",
+            "TRT601",
+            base + ("builder_module",),
+            pins.builder_module is not None,
+        )
     elif pins.builder_module is not None and not relevant:
         found = ", ".join(f"{m} {v} ({src})" for src, m, v in sources)
-        add("builder", "hold", f"builder_module pinned to {pins.builder_module}, found {found}", "TRT601", base + ("builder_module",), pinned=pins.builder_module, found=found)
+        add(
+            "builder",
+            "hold",
+            f"builder_module pinned to {pins.builder_module}, found {found}",
+            "TRT601",
+            base + ("builder_module",),
+            pinned=pins.builder_module,
+            found=found,
+        )
     else:
         found = ", ".join(f"{m} {v} ({src})" for src, m, v in relevant)
-        add("builder", "pass", f"builder: {found}", "TRT601", base + ("builder_module",), found=[{"source": s, "module": m, "version": v} for s, m, v in relevant])
+        add(
+            "builder",
+            "pass",
+            f"builder: {found}",
+            "TRT601",
+            base + ("builder_module",),
+            found=[{"source": s, "module": m, "version": v} for s, m, v in relevant],
+        )
     if pins.builder_version is not None:
         bad = [(src, m, v) for src, m, v in relevant if v is None or not version_matches(pins.builder_version, v)]
         if not relevant:
-            add("builder_version", "hold", f"builder_version pinned to {pins.builder_version}; no matching builder found to compare", "TRT602", base + ("builder_version",), pinned=pins.builder_version)
+            add(
+                "builder_version",
+                "hold",
+                f"builder_version pinned to {pins.builder_version}; no matching builder found to compare",
+                "TRT602",
+                base + ("builder_version",),
+                pinned=pins.builder_version,
+            )
         elif bad:
             found = ", ".join(f"{m} {v} ({src})" for src, m, v in bad)
-            add("builder_version", "hold", f"builder_version pinned to {pins.builder_version}, found {found}", "TRT602", base + ("builder_version",), pinned=pins.builder_version, found=found)
+            add(
+                "builder_version",
+                "hold",
+                f"builder_version pinned to {pins.builder_version}, found {found}",
+                "TRT602",
+                base + ("builder_version",),
+                pinned=pins.builder_version,
+                found=found,
+            )
         else:
-            add("builder_version", "pass", f"builder version matches {pins.builder_version}", "TRT602", base + ("builder_version",))
+            add(
+                "builder_version",
+                "pass",
+                f"builder version matches {pins.builder_version}",
+                "TRT602",
+                base + ("builder_version",),
+            )
 
     # -- python, cuda, gpu: each pin against this machine (and the evidence when it recorded the value)
     def compare(key: str, code: str, pin: str | None, found: list[tuple[str, str | None]], match: Any) -> None:
@@ -225,15 +279,47 @@ def check_environment(loaded: Any, route_name: str, route: RouteModel, environme
             return
         bad = [(src, v) for src, v in known if not match(pin, v)]
         if bad:
-            add(key, "hold", f"{key} pinned to {pin}, found " + ", ".join(f"{v} ({src})" for src, v in bad), code, base + (key,), pinned=pin, found=[v for _, v in bad])
+            add(
+                key,
+                "hold",
+                f"{key} pinned to {pin}, found " + ", ".join(f"{v} ({src})" for src, v in bad),
+                code,
+                base + (key,),
+                pinned=pin,
+                found=[v for _, v in bad],
+            )
         else:
             add(key, "pass", f"{key} {known[0][1]} matches {pin}", code, base + (key,))
 
     compare("python", "TRT603", pins.python, [("this interpreter", env.get("python"))], version_matches)
-    compare("cuda_runtime", "TRT604", pins.cuda_runtime, [("installed", env.get("cuda_runtime")), ("build evidence", ev_env.get("cuda_runtime"))], version_matches)
-    compare("cuda_driver", "TRT604", pins.cuda_driver, [("driver", env.get("cuda_driver")), ("build evidence", ev_env.get("cuda_driver"))], version_matches)
-    compare("gpu_name", "TRT605", pins.gpu_name, [("nvidia-smi", env.get("gpu_name")), ("build evidence", ev_env.get("device_name"))], lambda p, v: p.casefold() == str(v).casefold())
-    compare("compute_capability", "TRT605", pins.compute_capability, [("nvidia-smi", env.get("compute_capability")), ("build evidence", ev_env.get("compute_capability"))], lambda p, v: _cc(p) == _cc(v))
+    compare(
+        "cuda_runtime",
+        "TRT604",
+        pins.cuda_runtime,
+        [("installed", env.get("cuda_runtime")), ("build evidence", ev_env.get("cuda_runtime"))],
+        version_matches,
+    )
+    compare(
+        "cuda_driver",
+        "TRT604",
+        pins.cuda_driver,
+        [("driver", env.get("cuda_driver")), ("build evidence", ev_env.get("cuda_driver"))],
+        version_matches,
+    )
+    compare(
+        "gpu_name",
+        "TRT605",
+        pins.gpu_name,
+        [("nvidia-smi", env.get("gpu_name")), ("build evidence", ev_env.get("device_name"))],
+        lambda p, v: p.casefold() == str(v).casefold(),
+    )
+    compare(
+        "compute_capability",
+        "TRT605",
+        pins.compute_capability,
+        [("nvidia-smi", env.get("compute_capability")), ("build evidence", ev_env.get("compute_capability"))],
+        lambda p, v: _cc(p) == _cc(v),
+    )
 
     # -- recipe
     record: dict[str, Any] = {}
@@ -244,22 +330,43 @@ def check_environment(loaded: Any, route_name: str, route: RouteModel, environme
     eff = effective_settings(loaded, route.engine)
     record["effective_settings"] = eff
     record["settings_digest"] = settings_digest(eff)
-    add("recipe", "pass", f"engine '{route.engine}': optimization level {eff['settings'].get('optimization_level')}, builder_module {eff['builder_module']}", "TRT606", ("routes", route_name, "engine"), settings_digest=record["settings_digest"])
+    add(
+        "recipe",
+        "pass",
+        f"engine '{route.engine}': optimization level {eff['settings'].get('optimization_level')}, builder_module {eff['builder_module']}",
+        "TRT606",
+        ("routes", route_name, "engine"),
+        settings_digest=record["settings_digest"],
+    )
 
     # -- build evidence
     epath = ("routes", route_name, "engine")
     if evidence is None:
-        add("build_evidence", "hold", f"no successful build of engine '{route.engine}' in .trtls/runs: run `trtls build --engine {route.engine}`", "TRT607", epath)
+        add(
+            "build_evidence",
+            "hold",
+            f"no successful build of engine '{route.engine}' in .trtls/runs: run `trtls build --engine {route.engine}`",
+            "TRT607",
+            epath,
+        )
         return Gate2Result(checks, env, evidence, record)
     problems = _stale(loaded, route.engine, summary)
     if problems:
-        add("build_evidence", "hold", f"build {evidence['buildId']} is not current: " + "; ".join(problems), "TRT607", epath, **_brief(evidence))
+        add(
+            "build_evidence",
+            "hold",
+            f"build {evidence['buildId']} is not current: " + "; ".join(problems),
+            "TRT607",
+            epath,
+            **_brief(evidence),
+        )
     else:
         tc = evidence.get("timingCache") or {}
         add(
             "build_evidence",
             "pass",
-            f"build {evidence['buildId']}: buildConfigHash {str(evidence['buildConfigHash'])[:12]}…, timing cache {evidence.get('timingCacheMode')}" + (f" ({tc.get('reason')})" if tc.get("reason") else ""),
+            f"build {evidence['buildId']}: buildConfigHash {str(evidence['buildConfigHash'])[:12]}…, timing cache {evidence.get('timingCacheMode')}"
+            + (f" ({tc.get('reason')})" if tc.get("reason") else ""),
             "TRT607",
             epath,
             **_brief(evidence),
@@ -268,14 +375,16 @@ def check_environment(loaded: Any, route_name: str, route: RouteModel, environme
 
 
 def _brief(evidence: dict[str, Any]) -> dict[str, Any]:
-    return {"evidence_path": evidence.get("path"), **{k: evidence.get(k) for k in ("buildId", "buildConfigHash", "timingCacheMode")}}
+    return {
+        "evidence_path": evidence.get("path"),
+        **{k: evidence.get(k) for k in ("buildId", "buildConfigHash", "timingCacheMode")},
+    }
 
 
 def _stale(loaded: Any, engine: str, summary: dict[str, Any]) -> list[str]:
     """Why a successful build no longer describes the recipe and the engine on disk."""
-    from trtls.build.worker import build_config_hash
-
-    from .hashing import sha256_file
+    from trtls.builds.worker import build_config_hash
+    from trtls.checkpoint.hashing import sha256_file
 
     problems: list[str] = []
     eng = loaded.engine(engine)
@@ -284,7 +393,12 @@ def _stale(loaded: Any, engine: str, summary: dict[str, Any]) -> list[str]:
     if not recorded:
         problems.append("it recorded no buildConfigHash")
     elif onnx.is_file():
-        now = build_config_hash(onnx, summary.get("effectiveSettings") or {}, [p.model_dump() for p in eng.profiles], summary.get("environment") or {})
+        now = build_config_hash(
+            onnx,
+            summary.get("effectiveSettings") or {},
+            [p.model_dump() for p in eng.profiles],
+            summary.get("environment") or {},
+        )
         if now != recorded:
             problems.append("the ONNX model or the profiles changed since (buildConfigHash differs)")
     else:

@@ -40,8 +40,7 @@ import numpy as np
 
 from trtls.core.findings import TomlPath
 from trtls.core.gate_result import CheckStatus, GateCheck
-
-from .runtimes import RunResult, RuntimeSpec, load_npz, run_concurrent, run_inputs
+from trtls.runtimes import RunResult, RuntimeSpec, load_npz, run_concurrent, run_inputs
 
 GATE = 4
 ERROR_STATS = ("max", "mean", "median", "quantile", "elemwise")
@@ -62,13 +61,28 @@ RUNTIME_ALIASES = {
 }
 
 
-def runtime_spec(name: str, model: str | Path | None = None, *, command: Sequence[str] | None = None, perturb: float = 0.0, timeout_s: float = 60.0, **extra: Any) -> RuntimeSpec:
+def runtime_spec(
+    name: str,
+    model: str | Path | None = None,
+    *,
+    command: Sequence[str] | None = None,
+    perturb: float = 0.0,
+    timeout_s: float = 60.0,
+    **extra: Any,
+) -> RuntimeSpec:
     """A `RuntimeSpec` from a route's runtime name (`onnxruntime`, `onnx.reference`, `tensorrt`, `trtmc`, `command`).
 
     `perturb` is FAULT INJECTION (tests and the sample's failing variant only).
     """
     kind = RUNTIME_ALIASES.get(name, name)
-    return RuntimeSpec(kind, model=str(model) if model is not None else None, command=list(command) if command else None, perturb=perturb, timeout_s=timeout_s, **extra)
+    return RuntimeSpec(
+        kind,
+        model=str(model) if model is not None else None,
+        command=list(command) if command else None,
+        perturb=perturb,
+        timeout_s=timeout_s,
+        **extra,
+    )
 
 
 # ------------------------------------------------------------------------------------------ tolerances
@@ -82,7 +96,7 @@ class Tolerance:
     quantile: float | None = None  # Polygraphy: error_quantile
 
     @classmethod
-    def of(cls, value: Any) -> "Tolerance":
+    def of(cls, value: Any) -> Tolerance:
         """From a Tolerance, a core.route.Tolerance (any object with these attributes) or a dict."""
         if isinstance(value, Tolerance):
             return value
@@ -146,8 +160,16 @@ def error_stats(absdiff: np.ndarray, reldiff: np.ndarray) -> dict[str, float]:
         stats[f"max_{kind}"] = float(arr.max())
         stats[f"mean_{kind}"] = float(arr.mean()) if finite.size == arr.size else math.inf
         stats[f"median_{kind}"] = float(np.median(arr))
-        stats[f"p95_{kind}"] = float(np.quantile(arr, 0.95, method="linear")) if finite.size == arr.size else float(np.quantile(arr, 0.95, method="higher"))
-        stats[f"p99_{kind}"] = float(np.quantile(arr, 0.99, method="linear")) if finite.size == arr.size else float(np.quantile(arr, 0.99, method="higher"))
+        stats[f"p95_{kind}"] = (
+            float(np.quantile(arr, 0.95, method="linear"))
+            if finite.size == arr.size
+            else float(np.quantile(arr, 0.95, method="higher"))
+        )
+        stats[f"p99_{kind}"] = (
+            float(np.quantile(arr, 0.99, method="linear"))
+            if finite.size == arr.size
+            else float(np.quantile(arr, 0.99, method="higher"))
+        )
     return stats
 
 
@@ -173,7 +195,9 @@ class OutputComparison:
     stats: dict[str, float] = field(default_factory=dict)
 
 
-def compare_output(name: str, outs: Sequence[np.ndarray], refs: Sequence[np.ndarray], tol: Tolerance, tolerance_key: str | None = None) -> OutputComparison:
+def compare_output(
+    name: str, outs: Sequence[np.ndarray], refs: Sequence[np.ndarray], tol: Tolerance, tolerance_key: str | None = None
+) -> OutputComparison:
     """Compare one output over every reference input (`outs[i]` vs `refs[i]`, same shapes)."""
     parts = [error_arrays(o, r) for o, r in zip(outs, refs)]
     absdiff = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0)
@@ -186,10 +210,19 @@ def compare_output(name: str, outs: Sequence[np.ndarray], refs: Sequence[np.ndar
         bad = absdiff > tol.atol + tol.rtol * absref
         n_bad = int(bad.sum())
         if n_bad:
-            msg = (f"{where}: elemwise check failed: {n_bad} of {absdiff.size} elements outside atol {tol.atol:g} + rtol {tol.rtol:g} * |ref| "
-                   f"(max abs error {stats['max_abs']:.3g}, max rel error {stats['max_rel']:.3g})")
+            msg = (
+                f"{where}: elemwise check failed: {n_bad} of {absdiff.size} elements outside atol {tol.atol:g} + rtol {tol.rtol:g} * |ref| "
+                f"(max abs error {stats['max_abs']:.3g}, max rel error {stats['max_rel']:.3g})"
+            )
             return OutputComparison(name, False, msg, tol, tolerance_key, stats)
-        return OutputComparison(name, True, f"{where}: elemwise within atol {tol.atol:g} + rtol {tol.rtol:g} * |ref| (max abs error {stats['max_abs']:.3g})", tol, tolerance_key, stats)
+        return OutputComparison(
+            name,
+            True,
+            f"{where}: elemwise within atol {tol.atol:g} + rtol {tol.rtol:g} * |ref| (max abs error {stats['max_abs']:.3g})",
+            tol,
+            tolerance_key,
+            stats,
+        )
     q = tol.quantile if tol.quantile is not None else DEFAULT_QUANTILE
     label = f"quantile({q:g})" if stat == "quantile" else stat
     a, r = _stat(absdiff, stat, q), _stat(reldiff, stat, q)
@@ -197,7 +230,14 @@ def compare_output(name: str, outs: Sequence[np.ndarray], refs: Sequence[np.ndar
     if a > tol.atol and r > tol.rtol:
         msg = f"{where}: {label} abs error {a:.3g} > atol {tol.atol:g} and {label} rel error {r:.3g} > rtol {tol.rtol:g} (check_error_stat = {stat})"
         return OutputComparison(name, False, msg, tol, tolerance_key, stats)
-    return OutputComparison(name, True, f"{where}: {label} abs error {a:.3g} (atol {tol.atol:g}), {label} rel error {r:.3g} (rtol {tol.rtol:g})", tol, tolerance_key, stats)
+    return OutputComparison(
+        name,
+        True,
+        f"{where}: {label} abs error {a:.3g} (atol {tol.atol:g}), {label} rel error {r:.3g} (rtol {tol.rtol:g})",
+        tol,
+        tolerance_key,
+        stats,
+    )
 
 
 def signature_problems(test: Mapping[str, np.ndarray], ref: Mapping[str, np.ndarray]) -> list[str]:
@@ -233,14 +273,18 @@ def nonfinite_problems(test: Mapping[str, np.ndarray], ref: Mapping[str, np.ndar
         n = int((~tf & rf).sum())
         if n:
             n_nan = int((np.isnan(t.astype(np.float64)) & rf).sum())
-            bad_test.append(f"output {name!r}: {n} non-finite values ({n_nan} NaN, {n - n_nan} Inf) where the reference is finite")
+            bad_test.append(
+                f"output {name!r}: {n} non-finite values ({n_nan} NaN, {n - n_nan} Inf) where the reference is finite"
+            )
     return bad_test, bad_ref
 
 
 # ------------------------------------------------------------------------------------- malformed inputs
 
 
-def malformed_cases(feed: Mapping[str, np.ndarray], max_input_bytes: int) -> list[tuple[str, dict[str, np.ndarray] | None, str]]:
+def malformed_cases(
+    feed: Mapping[str, np.ndarray], max_input_bytes: int
+) -> list[tuple[str, dict[str, np.ndarray] | None, str]]:
     """(case, feed or None when not applicable, description). Each changes the first input only."""
     if not feed:
         return []
@@ -253,7 +297,9 @@ def malformed_cases(feed: Mapping[str, np.ndarray], max_input_bytes: int) -> lis
         out[name] = arr
         return out
 
-    cases.append(("wrong_shape", with_(base[..., np.newaxis]), f"{name!r} with an extra axis: shape {base.shape + (1,)}"))
+    cases.append(
+        ("wrong_shape", with_(base[..., np.newaxis]), f"{name!r} with an extra axis: shape {base.shape + (1,)}")
+    )
     other = np.int32 if base.dtype.kind == "f" else np.float32
     cases.append(("wrong_dtype", with_(base.astype(other)), f"{name!r} as {np.dtype(other)} instead of {base.dtype}"))
     if base.dtype.kind in "fc" and base.size:
@@ -267,7 +313,13 @@ def malformed_cases(feed: Mapping[str, np.ndarray], max_input_bytes: int) -> lis
     row = max(1, int(np.prod(base.shape[1:])) * base.dtype.itemsize) if base.ndim else base.dtype.itemsize
     rows = max_input_bytes // row + 1
     big_shape = (rows,) + base.shape[1:] if base.ndim else (rows,)
-    cases.append(("oversized", with_(np.zeros(big_shape, dtype=base.dtype)), f"{name!r} of {rows * row} bytes, over the {max_input_bytes}-byte cap"))
+    cases.append(
+        (
+            "oversized",
+            with_(np.zeros(big_shape, dtype=base.dtype)),
+            f"{name!r} of {rows * row} bytes, over the {max_input_bytes}-byte cap",
+        )
+    )
     return cases
 
 
@@ -308,12 +360,20 @@ def check_tokenizer(tok: TokenizerParity, path: TomlPath = ()) -> GateCheck:
     try:
         from tokenizers import Tokenizer
     except ImportError:
-        return _check(name, "hold", "the `tokenizers` library is not installed (pip install 'trtls[gates]'): tokenizer parity unproven", "TRT806", path)
+        return _check(
+            name,
+            "hold",
+            "the `tokenizers` library is not installed (pip install 'trtls[gates]'): tokenizer parity unproven",
+            "TRT806",
+            path,
+        )
     try:
         ref = Tokenizer.from_file(str(tok.reference))
         ref_ids = [ref.encode(t).ids for t in tok.texts]
-    except Exception as exc:  # noqa: BLE001 - a broken tokenizer file is a finding
-        return _check(name, "reject", f"reference tokenizer {Path(tok.reference).name} cannot be used: {exc}", "TRT806", path)
+    except Exception as exc:
+        return _check(
+            name, "reject", f"reference tokenizer {Path(tok.reference).name} cannot be used: {exc}", "TRT806", path
+        )
     if tok.under_test_ids is not None:
         test_ids = [list(ids) for ids in tok.under_test_ids]
         side = "ids reported by the runtime under test"
@@ -321,11 +381,23 @@ def check_tokenizer(tok: TokenizerParity, path: TomlPath = ()) -> GateCheck:
         try:
             test = Tokenizer.from_file(str(tok.under_test))
             test_ids = [test.encode(t).ids for t in tok.texts]
-        except Exception as exc:  # noqa: BLE001
-            return _check(name, "reject", f"the tokenizer under test {Path(tok.under_test).name} cannot be used: {exc}", "TRT806", path)
+        except Exception as exc:
+            return _check(
+                name,
+                "reject",
+                f"the tokenizer under test {Path(tok.under_test).name} cannot be used: {exc}",
+                "TRT806",
+                path,
+            )
         side = f"tokenizer {Path(tok.under_test).name}"
     else:
-        return _check(name, "hold", "no tokenizer or token ids from the side under test: tokenizer parity unproven", "TRT806", path)
+        return _check(
+            name,
+            "hold",
+            "no tokenizer or token ids from the side under test: tokenizer parity unproven",
+            "TRT806",
+            path,
+        )
     if not tok.texts:
         return _check(name, "hold", "no texts to tokenize: tokenizer parity unproven", "TRT806", path)
     if len(test_ids) != len(ref_ids):
@@ -333,19 +405,39 @@ def check_tokenizer(tok: TokenizerParity, path: TomlPath = ()) -> GateCheck:
     for i, (a, b) in enumerate(zip(ref_ids, test_ids)):
         if a != b:
             pos = next((k for k, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
-            return _check(name, "reject", f"text {i}: token ids differ at position {pos} (reference {a[pos:pos + 5]}, {side} {b[pos:pos + 5]}; lengths {len(a)} vs {len(b)})", "TRT806", path, {"text_index": i, "position": pos})
-    return _check(name, "pass", f"identical token ids for {len(ref_ids)} texts ({side})", "TRT806", path, {"texts": len(ref_ids)})
+            return _check(
+                name,
+                "reject",
+                f"text {i}: token ids differ at position {pos} (reference {a[pos : pos + 5]}, {side} {b[pos : pos + 5]}; lengths {len(a)} vs {len(b)})",
+                "TRT806",
+                path,
+                {"text_index": i, "position": pos},
+            )
+    return _check(
+        name, "pass", f"identical token ids for {len(ref_ids)} texts ({side})", "TRT806", path, {"texts": len(ref_ids)}
+    )
 
 
 # -------------------------------------------------------------------------------------------- the gate
 
 
-def _check(name: str, status: CheckStatus, message: str, code: str, path: TomlPath, evidence: dict[str, Any] | None = None) -> GateCheck:
+def _check(
+    name: str, status: CheckStatus, message: str, code: str, path: TomlPath, evidence: dict[str, Any] | None = None
+) -> GateCheck:
     return GateCheck(GATE, name, status, message, code, tuple(path), True, dict(evidence or {}))
 
 
 # keys of a `[routes.NAME]` table (core.route.RouteModel) a check may concern
-ROUTE_KEYS = ("runtime", "reference", "reference_inputs", "tolerances", "canary_inputs", "thresholds", "previous_bundle", "bundle")
+ROUTE_KEYS = (
+    "runtime",
+    "reference",
+    "reference_inputs",
+    "tolerances",
+    "canary_inputs",
+    "thresholds",
+    "previous_bundle",
+    "bundle",
+)
 
 
 def toml_path(paths: Mapping[str, TomlPath], key: str) -> TomlPath:
@@ -384,10 +476,24 @@ def check_parity(
     paths = dict(paths or {})
     tolerances = dict(tolerances or {})
     checks: list[GateCheck] = []
-    p_rt, p_ref, p_in, p_tol = _p(paths, "runtime"), _p(paths, "reference"), _p(paths, "reference_inputs"), _p(paths, "tolerances")
+    p_rt, p_ref, p_in, p_tol = (
+        _p(paths, "runtime"),
+        _p(paths, "reference"),
+        _p(paths, "reference_inputs"),
+        _p(paths, "tolerances"),
+    )
 
     if under_test.perturb:
-        checks.append(_check("parity.fault_injection", "hold", f"FAULT INJECTION enabled on the runtime under test (perturb = {under_test.perturb:g}): a route with it is never supported", "TRT809", p_rt, {"perturb": under_test.perturb}))
+        checks.append(
+            _check(
+                "parity.fault_injection",
+                "hold",
+                f"FAULT INJECTION enabled on the runtime under test (perturb = {under_test.perturb:g}): a route with it is never supported",
+                "TRT809",
+                p_rt,
+                {"perturb": under_test.perturb},
+            )
+        )
     if tokenizer is not None:
         checks.append(check_tokenizer(tokenizer, _p(paths, "tokenizer")))
 
@@ -414,17 +520,45 @@ def check_parity(
     test_res = run_inputs(under_test, feeds)
     for side, res, path in (("reference", ref_res, p_ref), ("runtime under test", test_res, p_rt)):
         if res.status == "unavailable":
-            checks.append(_check("parity.runtime_available" if side != "reference" else "parity.reference_available", "hold", f"{side} {reference.label if side == 'reference' else under_test.label} unavailable: {res.message}", "TRT801", path))
+            checks.append(
+                _check(
+                    "parity.runtime_available" if side != "reference" else "parity.reference_available",
+                    "hold",
+                    f"{side} {reference.label if side == 'reference' else under_test.label} unavailable: {res.message}",
+                    "TRT801",
+                    path,
+                )
+            )
     if ref_res.status == "unavailable" or test_res.status == "unavailable":
         return checks
-    checks.append(_check("parity.runtime_available", "pass", f"{under_test.kind} and {reference.kind} ran here", "TRT801", p_rt))
+    checks.append(
+        _check("parity.runtime_available", "pass", f"{under_test.kind} and {reference.kind} ran here", "TRT801", p_rt)
+    )
     if not ref_res.ok:
-        checks.append(_check("parity.run", "hold", f"the reference failed on the reference inputs ({ref_res.summary()}): parity unproven", "TRT802", p_ref))
+        checks.append(
+            _check(
+                "parity.run",
+                "hold",
+                f"the reference failed on the reference inputs ({ref_res.summary()}): parity unproven",
+                "TRT802",
+                p_ref,
+            )
+        )
     if not test_res.ok:
-        checks.append(_check("parity.run", "reject", f"the runtime under test failed on the reference inputs ({test_res.summary()})", "TRT802", p_rt))
+        checks.append(
+            _check(
+                "parity.run",
+                "reject",
+                f"the runtime under test failed on the reference inputs ({test_res.summary()})",
+                "TRT802",
+                p_rt,
+            )
+        )
     if not (ref_res.ok and test_res.ok):
         return checks
-    checks.append(_check("parity.run", "pass", f"both runtimes answered {len(feeds)} reference input(s)", "TRT802", p_rt))
+    checks.append(
+        _check("parity.run", "pass", f"both runtimes answered {len(feeds)} reference input(s)", "TRT802", p_rt)
+    )
 
     sig = sorted({p for t, r in zip(test_res.outputs, ref_res.outputs) for p in signature_problems(t, r)})
     if sig:
@@ -441,7 +575,15 @@ def check_parity(
     if bad_test:
         checks.append(_check("parity.finite", "reject", "; ".join(sorted(set(bad_test))[:5]), "TRT804", p_rt))
     elif bad_ref:
-        checks.append(_check("parity.finite", "hold", "; ".join(sorted(set(bad_ref))[:5]) + ": fix the reference inputs", "TRT804", p_in))
+        checks.append(
+            _check(
+                "parity.finite",
+                "hold",
+                "; ".join(sorted(set(bad_ref))[:5]) + ": fix the reference inputs",
+                "TRT804",
+                p_in,
+            )
+        )
     else:
         checks.append(_check("parity.finite", "pass", "no NaN/Inf the reference does not have", "TRT804", p_rt))
 
@@ -449,18 +591,39 @@ def check_parity(
     if not sig:
         for name in ref_res.outputs[0]:
             tol, key = tolerance_for(tolerances, name)
-            cmp = compare_output(name, [o[name] for o in test_res.outputs], [o[name] for o in ref_res.outputs], tol, key)
+            cmp = compare_output(
+                name, [o[name] for o in test_res.outputs], [o[name] for o in ref_res.outputs], tol, key
+            )
             stats_by_output[name] = cmp.stats
-            evidence = {"output": name, "stats": cmp.stats, "atol": tol.atol, "rtol": tol.rtol, "check_error_stat": tol.check_error_stat}
+            evidence = {
+                "output": name,
+                "stats": cmp.stats,
+                "atol": tol.atol,
+                "rtol": tol.rtol,
+                "check_error_stat": tol.check_error_stat,
+            }
             if tol.check_error_stat == "quantile":
                 evidence["quantile"] = tol.quantile if tol.quantile is not None else DEFAULT_QUANTILE
             path = p_tol + (key,) if key is not None and p_tol else p_tol
-            checks.append(_check(f"parity.tolerance:{name}", "pass" if cmp.passed else "reject", cmp.message, "TRT805", path, evidence))
+            checks.append(
+                _check(
+                    f"parity.tolerance:{name}",
+                    "pass" if cmp.passed else "reject",
+                    cmp.message,
+                    "TRT805",
+                    path,
+                    evidence,
+                )
+            )
 
     if malformed:
         checks.append(_check_malformed(under_test, feeds[0], p_rt))
     if concurrency and concurrency > 1 and not sig:
-        checks.append(_check_concurrency(under_test, feeds[0], test_res.outputs[0], concurrency, concurrency_exact, tolerances, p_rt))
+        checks.append(
+            _check_concurrency(
+                under_test, feeds[0], test_res.outputs[0], concurrency, concurrency_exact, tolerances, p_rt
+            )
+        )
     return checks
 
 
@@ -470,7 +633,9 @@ def _check_malformed(spec: RuntimeSpec, feed: dict[str, np.ndarray], path: TomlP
     # each case is its own child with its own timeout; run them side by side so a hanging runtime costs one timeout
     with ThreadPoolExecutor(max_workers=max(1, len(runnable))) as pool:
         results = list(pool.map(lambda c: run_inputs(spec, [c[1]]), runnable))
-    outcomes: dict[str, dict[str, str]] = {c: {"outcome": "not_applicable", "detail": d} for c, f, d in cases if f is None}
+    outcomes: dict[str, dict[str, str]] = {
+        c: {"outcome": "not_applicable", "detail": d} for c, f, d in cases if f is None
+    }
     for (case, _, desc), res in zip(runnable, results):
         outcome, detail = _malformed_outcome(case, res)
         outcomes[case] = {"outcome": outcome, "detail": detail[:300], "input": desc}
@@ -479,19 +644,50 @@ def _check_malformed(spec: RuntimeSpec, feed: dict[str, np.ndarray], path: TomlP
     evidence = {"cases": outcomes, "timeout_s": spec.timeout_s}
     if failing:
         parts = [f"{c}: {o['outcome']} ({o['detail'][:120]})" for c, o in failing.items()]
-        return _check("parity.malformed", "reject", "malformed inputs not refused cleanly: " + "; ".join(parts), "TRT807", path, evidence)
+        return _check(
+            "parity.malformed",
+            "reject",
+            "malformed inputs not refused cleanly: " + "; ".join(parts),
+            "TRT807",
+            path,
+            evidence,
+        )
     if unavailable:
-        return _check("parity.malformed", "hold", "malformed-input cases could not run: " + next(iter(unavailable.values()))["detail"], "TRT807", path, evidence)
+        return _check(
+            "parity.malformed",
+            "hold",
+            "malformed-input cases could not run: " + next(iter(unavailable.values()))["detail"],
+            "TRT807",
+            path,
+            evidence,
+        )
     clean = [c for c, o in outcomes.items() if o["outcome"] == "clean"]
-    return _check("parity.malformed", "pass", f"every malformed input got a clean error ({', '.join(clean)})", "TRT807", path, evidence)
+    return _check(
+        "parity.malformed",
+        "pass",
+        f"every malformed input got a clean error ({', '.join(clean)})",
+        "TRT807",
+        path,
+        evidence,
+    )
 
 
-def _check_concurrency(spec: RuntimeSpec, feed: dict[str, np.ndarray], serial: dict[str, np.ndarray], n: int, exact: bool, tolerances: Mapping[str, Any], path: TomlPath) -> GateCheck:
+def _check_concurrency(
+    spec: RuntimeSpec,
+    feed: dict[str, np.ndarray],
+    serial: dict[str, np.ndarray],
+    n: int,
+    exact: bool,
+    tolerances: Mapping[str, Any],
+    path: TomlPath,
+) -> GateCheck:
     res = run_concurrent(spec, feed, n)
     if res.status == "unavailable":
         return _check("parity.concurrency", "hold", f"concurrent run unavailable: {res.message}", "TRT808", path)
     if not res.ok:
-        return _check("parity.concurrency", "reject", f"{n} concurrent requests failed ({res.summary()})", "TRT808", path)
+        return _check(
+            "parity.concurrency", "reject", f"{n} concurrent requests failed ({res.summary()})", "TRT808", path
+        )
     diffs = []
     for k, out in enumerate(res.outputs):
         sig = signature_problems(out, serial)
@@ -501,7 +697,9 @@ def _check_concurrency(spec: RuntimeSpec, feed: dict[str, np.ndarray], serial: d
         for name in serial:
             if exact:
                 if not np.array_equal(out[name], serial[name], equal_nan=out[name].dtype.kind in "fc"):
-                    diffs.append(f"request {k}: output {name!r} differs from the serial run (max abs diff {float(np.max(np.abs(out[name].astype(np.float64) - serial[name].astype(np.float64)))):.3g})")
+                    diffs.append(
+                        f"request {k}: output {name!r} differs from the serial run (max abs diff {float(np.max(np.abs(out[name].astype(np.float64) - serial[name].astype(np.float64)))):.3g})"
+                    )
             else:
                 tol, _ = tolerance_for(tolerances, name)
                 cmp = compare_output(name, [out[name]], [serial[name]], tol)
@@ -509,13 +707,38 @@ def _check_concurrency(spec: RuntimeSpec, feed: dict[str, np.ndarray], serial: d
                     diffs.append(f"request {k}: {cmp.message}")
     mode = "bitwise" if exact else "within tolerance"
     if diffs:
-        return _check("parity.concurrency", "reject", f"{len(diffs)} of {n} concurrent outputs differ from serial ({mode}): " + "; ".join(diffs[:3]), "TRT808", path, {"n": n, "exact": exact})
-    return _check("parity.concurrency", "pass", f"{n} concurrent requests gave the serial outputs ({mode})", "TRT808", path, {"n": n, "exact": exact})
+        return _check(
+            "parity.concurrency",
+            "reject",
+            f"{len(diffs)} of {n} concurrent outputs differ from serial ({mode}): " + "; ".join(diffs[:3]),
+            "TRT808",
+            path,
+            {"n": n, "exact": exact},
+        )
+    return _check(
+        "parity.concurrency",
+        "pass",
+        f"{n} concurrent requests gave the serial outputs ({mode})",
+        "TRT808",
+        path,
+        {"n": n, "exact": exact},
+    )
 
 
 # ------------------------------------------------------------------------------ orchestrator hook (run.py)
 
-RUNTIME_OPTIONS = ("threads", "timeout_s", "command", "perturb", "perturb_seed", "max_input_bytes", "model", "concurrency", "malformed", "concurrency_exact")
+RUNTIME_OPTIONS = (
+    "threads",
+    "timeout_s",
+    "command",
+    "perturb",
+    "perturb_seed",
+    "max_input_bytes",
+    "model",
+    "concurrency",
+    "malformed",
+    "concurrency_exact",
+)
 
 
 def route_runtimes(ctx: Any) -> tuple[RuntimeSpec | None, RuntimeSpec | None, dict[str, Any], list[GateCheck]]:
@@ -533,25 +756,57 @@ def route_runtimes(ctx: Any) -> tuple[RuntimeSpec | None, RuntimeSpec | None, di
     problems: list[GateCheck] = []
     for key in opts:
         if key not in RUNTIME_OPTIONS:
-            problems.append(_check("parity.config", "hold", f"unknown runtime option {key!r} (known: {', '.join(RUNTIME_OPTIONS)})", "TRT810", base + ("runtime_options", key)))
+            problems.append(
+                _check(
+                    "parity.config",
+                    "hold",
+                    f"unknown runtime option {key!r} (known: {', '.join(RUNTIME_OPTIONS)})",
+                    "TRT810",
+                    base + ("runtime_options", key),
+                )
+            )
     eng = ctx.loaded.engine(route.engine)
     onnx_path, engine_path = ctx.resolve(eng.onnx), ctx.resolve(eng.output)
 
     def spec_for(name: str, options: dict[str, Any], key: str) -> RuntimeSpec | None:
         kind = RUNTIME_ALIASES.get(name)
         if kind is None:
-            problems.append(_check("parity.config", "hold", f"runtime {name!r} is not one gate 4 can run (known: {', '.join(RUNTIME_ALIASES)})", "TRT810", base + (key,)))
+            problems.append(
+                _check(
+                    "parity.config",
+                    "hold",
+                    f"runtime {name!r} is not one gate 4 can run (known: {', '.join(RUNTIME_ALIASES)})",
+                    "TRT810",
+                    base + (key,),
+                )
+            )
             return None
         model = options.get("model")
-        model_path = ctx.resolve(model) if model else (engine_path if kind == "tensorrt" else onnx_path if kind != "command" else None)
+        model_path = (
+            ctx.resolve(model)
+            if model
+            else (engine_path if kind == "tensorrt" else onnx_path if kind != "command" else None)
+        )
         command = options.get("command")
         if isinstance(command, str):
             command = shlex.split(command)
-        kw = {k: options[k] for k in ("threads", "timeout_s", "perturb", "perturb_seed", "max_input_bytes") if k in options}
+        kw = {
+            k: options[k]
+            for k in ("threads", "timeout_s", "perturb", "perturb_seed", "max_input_bytes")
+            if k in options
+        }
         try:
-            return RuntimeSpec(kind, model=str(model_path) if model_path else None, command=list(command) if command else None, cwd=str(ctx.recipe_dir), **kw)
+            return RuntimeSpec(
+                kind,
+                model=str(model_path) if model_path else None,
+                command=list(command) if command else None,
+                cwd=str(ctx.recipe_dir),
+                **kw,
+            )
         except TypeError as exc:
-            problems.append(_check("parity.config", "hold", f"runtime options: {exc}", "TRT810", base + ("runtime_options",)))
+            problems.append(
+                _check("parity.config", "hold", f"runtime options: {exc}", "TRT810", base + ("runtime_options",))
+            )
             return None
 
     under_test = spec_for(route.runtime, opts, "runtime")
@@ -562,27 +817,30 @@ def route_runtimes(ctx: Any) -> tuple[RuntimeSpec | None, RuntimeSpec | None, di
 def route_tokenizer(ctx: Any, texts: Sequence[str], folder: Path) -> tuple[TokenizerParity | None, str | None]:
     """The route's tokenizer parity: the checkpoint's tokenizer.json (reference) against the copy the bundle
     carries (its `tokenizer.json` section, written to `folder`). (parity, None), or (None, why it cannot run)."""
-    from .checkpoint import resolve_layout
+    from trtls.gates.source import resolve_layout
 
     route = ctx.route
     layout = resolve_layout(ctx.resolve(route.checkpoint.path), route.checkpoint.revision, route.checkpoint.id)
     snapshot = layout.files_dir
     if layout.problem or snapshot is None:
-        return None, f"the checkpoint's files cannot be located ({layout.problem or 'no snapshot for the pinned revision'})"
+        return (
+            None,
+            f"the checkpoint's files cannot be located ({layout.problem or 'no snapshot for the pinned revision'})",
+        )
     ref = snapshot / "tokenizer.json"
     if not ref.is_file():
         return None, "the checkpoint has no tokenizer.json"
     if not ref.resolve().is_relative_to(layout.root):  # gate 1's rule: never follow a path out of the checkpoint
         return None, "the checkpoint's tokenizer.json resolves outside the checkpoint"
     try:
-        from .bundle import BundleError, read_bundle
+        from trtls.bundle import BundleError, read_bundle
 
         bundle = read_bundle(ctx.resolve(route.bundle))
         if "tokenizer.json" not in bundle.sections:
             return None, f"the bundle {Path(route.bundle).name} carries no tokenizer.json section"
         section = bundle.read_section("tokenizer.json")
     except ImportError:  # pragma: no cover - bundle.py ships with trtls
-        return None, "trtls.gates.bundle is not installed"
+        return None, "trtls.bundle is not installed"
     except (BundleError, OSError) as exc:
         return None, f"the bundle's tokenizer.json (what the runtime gets) cannot be read: {exc}"
     carried = folder / "bundle-tokenizer.json"
@@ -592,9 +850,9 @@ def route_tokenizer(ctx: Any, texts: Sequence[str], folder: Path) -> tuple[Token
 
 def run_gate(ctx: Any) -> list[GateCheck]:
     """Gate 4 for `trtls.gates.run` (`hook(ctx) -> list[GateCheck]`); writes validation_status/runtime_target."""
-    from trtls.core.gate_result import decide
-
     import tempfile
+
+    from trtls.core.gate_result import decide
 
     base: TomlPath = ("routes", ctx.route_name)
     under_test, reference, opts, checks = route_runtimes(ctx)
@@ -617,7 +875,9 @@ def run_gate(ctx: Any) -> list[GateCheck]:
                 paths={"route": base, "tokenizer": p_tok},
             )
         if why_not is not None:
-            checks.insert(0, _check("parity.tokenizer", "hold", f"tokenizer parity unproven: {why_not}", "TRT806", p_tok))
+            checks.insert(
+                0, _check("parity.tokenizer", "hold", f"tokenizer parity unproven: {why_not}", "TRT806", p_tok)
+            )
         ctx.record["runtime_target"] = under_test.label
     ctx.record["validation_status"] = {"supported": "pass", "reject": "reject"}.get(decide(checks), "hold")
     return checks

@@ -106,7 +106,9 @@ def to_sarif(
         "version": "2.1.0",
         "runs": [
             {
-                "tool": {"driver": {"name": "trtls", "version": tool_version, "informationUri": TOOL_URI, "rules": rules}},
+                "tool": {
+                    "driver": {"name": "trtls", "version": tool_version, "informationUri": TOOL_URI, "rules": rules}
+                },
                 "columnKind": "unicodeCodePoints",
                 "artifacts": [{"location": dict(location), "roles": ["analysisTarget"]}],
                 "results": results,
@@ -142,7 +144,9 @@ def _as_check(item: Check | Mapping[str, Any] | Any) -> Check:
     elif isinstance(item, Mapping):
         check = Check(item["suite"], item["name"], item["status"], item.get("message", ""), item.get("duration_s", 0.0))
     else:
-        check = Check(item.suite, item.name, item.status, getattr(item, "message", ""), getattr(item, "duration_s", 0.0))
+        check = Check(
+            item.suite, item.name, item.status, getattr(item, "message", ""), getattr(item, "duration_s", 0.0)
+        )
     status = getattr(check.status, "value", check.status)  # accept str enums
     if status not in STATUSES:
         raise ValueError(f"check {check.suite}/{check.name}: status {status!r} is not one of {STATUSES}")
@@ -174,7 +178,11 @@ def to_junit(checks: Iterable[Check | Mapping[str, Any] | Any], *, name: str = "
     for suite_name, items in suites.items():
         suite = ET.SubElement(root, "testsuite", {"name": _xml_text(suite_name), **counts(items)})
         for c in items:
-            case = ET.SubElement(suite, "testcase", {"classname": _xml_text(c.suite), "name": _xml_text(c.name), "time": f"{c.duration_s:.3f}"})
+            case = ET.SubElement(
+                suite,
+                "testcase",
+                {"classname": _xml_text(c.suite), "name": _xml_text(c.name), "time": f"{c.duration_s:.3f}"},
+            )
             message = _xml_text(c.message)
             if c.status in _FAILURE_STATUSES:
                 failure = ET.SubElement(case, "failure", {"type": c.status, "message": message})

@@ -34,15 +34,14 @@ from trtls.core.atomic import atomic_write_text
 from trtls.core.findings import Finding
 from trtls.core.gate_result import GATE_NAMES, Decision, GateCheck, decide
 from trtls.core.route import RouteModel, route_model
-
-from .checkpoint import Gate1Result, check_checkpoint
-from .environment import Gate2Result, check_environment
+from trtls.gates.environment import Gate2Result, check_environment
+from trtls.gates.source import Gate1Result, check_checkpoint
 
 SUMMARY_FORMAT = "trtls.route-summary/1"
 ALL_GATES = (1, 2, 3, 4, 5)
 # gate → candidate (module, function) pairs, tried in order
 GATE_HOOKS: dict[int, tuple[tuple[str, str], ...]] = {
-    3: (("trtls.gates.manifest", "run_gate"), ("trtls.gates.bundle_gate", "run_gate"), ("trtls.gates.bundle", "run_gate3")),
+    3: (("trtls.gates.bundle", "run_gate"), ("trtls.gates.bundle_gate", "run_gate"), ("trtls.bundle", "run_gate3")),
     4: (("trtls.gates.parity", "run_gate"), ("trtls.gates.parity", "run_gate4")),
     5: (("trtls.gates.release", "run_gate"), ("trtls.gates.release", "run_gate5")),
 }
@@ -101,7 +100,15 @@ def _hook(gate: int) -> Callable[[GateContext], Any] | None:
 
 
 def _not_run(gate: int, message: str) -> GateCheck:
-    return GateCheck(gate, "not_implemented" if "not implemented" in message else "not_run", "hold", message, GATE_CODES[gate], (), False)
+    return GateCheck(
+        gate,
+        "not_implemented" if "not implemented" in message else "not_run",
+        "hold",
+        message,
+        GATE_CODES[gate],
+        (),
+        False,
+    )
 
 
 def run_gates(
@@ -131,7 +138,9 @@ def run_gates(
         t0 = time.monotonic()
         try:
             if gate == 1:
-                ctx.gate1 = check_checkpoint(loaded, route_name, route, update_lock=update_lock, use_digest_cache=use_digest_cache, cancel=cancel)
+                ctx.gate1 = check_checkpoint(
+                    loaded, route_name, route, update_lock=update_lock, use_digest_cache=use_digest_cache, cancel=cancel
+                )
                 new = ctx.gate1.checks
             elif gate == 2:
                 ctx.gate2 = check_environment(loaded, route_name, route, environment)
@@ -145,8 +154,8 @@ def run_gates(
                     new = list(getattr(out, "checks", out) or [])
                     if not new:
                         new = [_not_run(gate, f"gate {gate} returned no checks")]
-        except Exception as exc:  # noqa: BLE001 - a crashed gate is a hold with its reason, never a pass
-            from .hashing import HashCancelled
+        except Exception as exc:
+            from trtls.checkpoint.hashing import HashCancelled
 
             if isinstance(exc, HashCancelled):
                 cancelled = True
@@ -178,11 +187,14 @@ def _record_baseline(ctx: GateContext, gates_decision: Decision, cancelled: bool
     if measured is None:
         return {"recorded": False, "reason": "gate 5 did not measure the runtime in this run"}
     if gates_decision == "reject":
-        return {"recorded": False, "reason": "the gates rejected the route: a rejected route's numbers are never a baseline"}
+        return {
+            "recorded": False,
+            "reason": "the gates rejected the route: a rejected route's numbers are never a baseline",
+        }
     try:
         from dataclasses import fields
 
-        from .release import Measurement, sha256_of, write_baseline
+        from trtls.gates.release import Measurement, sha256_of, write_baseline
     except ImportError as exc:
         return {"recorded": False, "reason": f"gate 5 is not installed ({exc})"}
     m = Measurement(**{f.name: measured.evidence.get(f.name) for f in fields(Measurement)})
@@ -197,7 +209,9 @@ def _status_of(checks: list[GateCheck], gate: int) -> str:
     return "not_run" if not mine else {"supported": "pass", "hold": "hold", "reject": "reject"}[decide(mine)]
 
 
-def _summary(ctx: GateContext, selected: list[int], decision: Decision, gates_decision: Decision, cancelled: bool) -> dict[str, Any]:
+def _summary(
+    ctx: GateContext, selected: list[int], decision: Decision, gates_decision: Decision, cancelled: bool
+) -> dict[str, Any]:
     r = ctx.record
     g1 = ctx.gate1.record if ctx.gate1 else {}
     revision = g1.get("commit") or ctx.route.checkpoint.revision
@@ -207,7 +221,14 @@ def _summary(ctx: GateContext, selected: list[int], decision: Decision, gates_de
             "name": GATE_NAMES[gate],
             "status": _status_of(ctx.checks, gate),
             "checks": [
-                {"name": c.name, "status": c.status, "code": c.code, "message": c.message, "path": list(c.path), "evidence": c.evidence}
+                {
+                    "name": c.name,
+                    "status": c.status,
+                    "code": c.code,
+                    "message": c.message,
+                    "path": list(c.path),
+                    "evidence": c.evidence,
+                }
                 for c in ctx.checks
                 if c.gate == gate
             ],
@@ -253,10 +274,22 @@ def _engine_note(ctx: GateContext, gates: dict[str, Any]) -> dict[str, Any]:
     env = ctx.gate2.environment if ctx.gate2 else {}
     if route.runtime in TENSORRT_RUNTIMES:
         ran = any(c.name == "parity.runtime_available" and c.status == "pass" for c in ctx.checks if c.gate == 4)
-        note = "gate 4 ran the TensorRT engine" if ran else "the TensorRT engine was not executed: gate 4 could not run it here"
+        note = (
+            "gate 4 ran the TensorRT engine"
+            if ran
+            else "the TensorRT engine was not executed: gate 4 could not run it here"
+        )
         return {"engine_executed": ran, "runtime_note": note}
-    bundled = "was built and bundled (gate 3 verified the bundle)" if gates["3"]["status"] == "pass" else "is not verified as bundled (gate 3 did not pass)"
-    why = "no GPU TensorRT accepts on this machine" if not (env or {}).get("gpu_name") else f"the route's runtime under test is {route.runtime}"
+    bundled = (
+        "was built and bundled (gate 3 verified the bundle)"
+        if gates["3"]["status"] == "pass"
+        else "is not verified as bundled (gate 3 did not pass)"
+    )
+    why = (
+        "no GPU TensorRT accepts on this machine"
+        if not (env or {}).get("gpu_name")
+        else f"the route's runtime under test is {route.runtime}"
+    )
     return {
         "engine_executed": False,
         "runtime_note": (
@@ -272,14 +305,20 @@ def route_dir(loaded: Any, route_name: str) -> Path:
 
 def junit_checks(result: RouteResult) -> list[dict[str, Any]]:
     return [
-        {"suite": f"gate{c.gate}.{GATE_NAMES[c.gate].replace(' ', '_')}", "name": c.name, "status": c.status, "message": c.message, "duration_s": float(c.evidence.get("duration_s", 0.0) or 0.0)}
+        {
+            "suite": f"gate{c.gate}.{GATE_NAMES[c.gate].replace(' ', '_')}",
+            "name": c.name,
+            "status": c.status,
+            "message": c.message,
+            "duration_s": float(c.evidence.get("duration_s", 0.0) or 0.0),
+        }
         for c in result.checks
     ]
 
 
 def sarif_of(loaded: Any, result: RouteResult) -> dict[str, Any] | None:
     try:
-        from . import reports
+        from trtls.gates import reports
     except ImportError:
         return None
     from trtls import __version__
@@ -295,7 +334,7 @@ def sarif_of(loaded: Any, result: RouteResult) -> dict[str, Any] | None:
 
 def junit_of(result: RouteResult) -> str | None:
     try:
-        from . import reports
+        from trtls.gates import reports
     except ImportError:
         return None
     return reports.to_junit(junit_checks(result), name=f"trtls route {result.route_name}")

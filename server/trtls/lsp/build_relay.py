@@ -9,17 +9,20 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from lsprotocol import types as lsp
 
-from ..build.supervisor import Build
+from trtls.builds.supervisor import Build
 
 MIN_INTERVAL_S = 0.2  # ≤ 5 reports per second
 
 
 class BuildRelay:
-    def __init__(self, ls: Any, build: Build, uri: str, send_tree: bool, has_progress: bool, on_done: Callable[[Build], None]):
+    def __init__(
+        self, ls: Any, build: Build, uri: str, send_tree: bool, has_progress: bool, on_done: Callable[[Build], None]
+    ):
         self.ls = ls
         self.build = build
         self.uri = uri
@@ -39,11 +42,14 @@ class BuildRelay:
             self.token = f"trtls-build-{uuid.uuid4()}"  # a fresh token per build: pygls never frees one
             try:
                 await self.ls.work_done_progress.create_async(self.token)
-            except Exception:  # noqa: BLE001 - a client that refuses: fall back to log lines
+            except Exception:
                 self.token = None
         if self.token is not None:
             self.ls.work_done_progress.begin(
-                self.token, lsp.WorkDoneProgressBegin(title=f"Building {b.engine}", cancellable=True, message="starting worker", percentage=0)
+                self.token,
+                lsp.WorkDoneProgressBegin(
+                    title=f"Building {b.engine}", cancellable=True, message="starting worker", percentage=0
+                ),
             )
             future = self.ls.work_done_progress.tokens.get(self.token)
             if future is not None:  # the client's Cancel on this progress is the Stop button
@@ -62,7 +68,7 @@ class BuildRelay:
         while b.running:
             try:
                 await asyncio.wait_for(self.dirty.wait(), timeout=1.0)  # also tick for elapsed/quiet time
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
             self.dirty.clear()
             if not b.running:
@@ -81,7 +87,9 @@ class BuildRelay:
             self.last_sent = state
             self.reports_sent += 1
             if self.token is not None:
-                self.ls.work_done_progress.report(self.token, lsp.WorkDoneProgressReport(message=message, percentage=self.percentage))
+                self.ls.work_done_progress.report(
+                    self.token, lsp.WorkDoneProgressReport(message=message, percentage=self.percentage)
+                )
             else:
                 self._log(f"trtls: {b.engine}: {message} ({self.percentage}%)")
         if self.send_tree:

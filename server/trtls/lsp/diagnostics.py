@@ -11,8 +11,8 @@ from collections import defaultdict
 
 from lsprotocol import types as lsp
 
-from ..core.findings import Finding, Origin, Severity
-from ..core.tomlpos import SourceMap
+from trtls.core.findings import Finding, Origin, Severity
+from trtls.core.tomlpos import SourceMap
 
 SEVERITY = {
     Severity.error: lsp.DiagnosticSeverity.Error,

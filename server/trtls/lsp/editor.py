@@ -14,7 +14,7 @@ from typing import Any
 from lsprotocol import types as lsp
 from pydantic import BaseModel
 
-from ..core.recipe import LoadedRecipe, RecipeFile, _model_in
+from trtls.core.recipe import LoadedRecipe, RecipeFile, _model_in
 
 HEADER = re.compile(r"^\s*(\[\[?)\s*([^\]]+?)\s*\]\]?")
 KEY_BEFORE_EQ = re.compile(r"^\s*([A-Za-z0-9_.\"'-]+)\s*=\s*(.*)$")
@@ -22,7 +22,7 @@ KEY_BEFORE_EQ = re.compile(r"^\s*([A-Za-z0-9_.\"'-]+)\s*=\s*(.*)$")
 
 def _route_model() -> type[BaseModel] | None:
     try:
-        from ..core import route
+        from trtls.core import route
     except ImportError:
         return None
     return getattr(route, "RouteModel", None) or getattr(route, "Route", None)
@@ -36,7 +36,7 @@ def model_for_table(table: tuple) -> type[BaseModel] | None:
     else:
         model, rest = RecipeFile, table
         if len(table) >= 2 and table[0] == "engines":
-            from ..core.recipe import EngineRecipe
+            from trtls.core.recipe import EngineRecipe
 
             model, rest = EngineRecipe, table[2:]
     for part in rest:
@@ -89,13 +89,35 @@ def code_lenses(loaded: LoadedRecipe, uri: str, running: dict[str, str], last: d
         if len(path) == 2 and path[0] == "engines":
             engine = str(path[1])
             if engine in running:
-                out.append(lsp.CodeLens(rng, lsp.Command("■ Stop", "trtls.cancelBuild", arguments=[{"buildId": running[engine], "source": "ide_stop"}])))
+                out.append(
+                    lsp.CodeLens(
+                        rng,
+                        lsp.Command(
+                            "■ Stop",
+                            "trtls.cancelBuild",
+                            arguments=[{"buildId": running[engine], "source": "ide_stop"}],
+                        ),
+                    )
+                )
             else:
-                out.append(lsp.CodeLens(rng, lsp.Command("▶ Build Engine", "trtls.buildEngine", arguments=[{"uri": uri, "engine": engine}])))
+                out.append(
+                    lsp.CodeLens(
+                        rng,
+                        lsp.Command("▶ Build Engine", "trtls.buildEngine", arguments=[{"uri": uri, "engine": engine}]),
+                    )
+                )
             if engine in last:
-                out.append(lsp.CodeLens(rng, lsp.Command("Evidence", "trtls.showEvidence", arguments=[{"buildId": last[engine]}])))
+                out.append(
+                    lsp.CodeLens(
+                        rng, lsp.Command("Evidence", "trtls.showEvidence", arguments=[{"buildId": last[engine]}])
+                    )
+                )
         elif len(path) == 2 and path[0] == "routes":
-            out.append(lsp.CodeLens(rng, lsp.Command("▶ Run Gates", "trtls.runGates", arguments=[{"uri": uri, "route": str(path[1])}])))
+            out.append(
+                lsp.CodeLens(
+                    rng, lsp.Command("▶ Run Gates", "trtls.runGates", arguments=[{"uri": uri, "route": str(path[1])}])
+                )
+            )
     return out
 
 
@@ -139,7 +161,10 @@ def completions(text: str, line: int, col: int) -> list[lsp.CompletionItem]:
         info = model.model_fields.get(m.group(1).strip())
         if info is None:
             return []
-        return [lsp.CompletionItem(label=f'"{v}"', kind=lsp.CompletionItemKind.EnumMember, documentation=info.description) for v in _enum_values(info.annotation)]
+        return [
+            lsp.CompletionItem(label=f'"{v}"', kind=lsp.CompletionItemKind.EnumMember, documentation=info.description)
+            for v in _enum_values(info.annotation)
+        ]
     present = set()
     start = max((i for i in range(line + 1) if HEADER.match(lines[i])), default=-1)
     for other in lines[start + 1 :]:
@@ -173,28 +198,66 @@ def code_actions(uri: str, text: str, diagnostics: list[lsp.Diagnostic]) -> list
         code = str(d.code)
         if code == "TRT101":  # unknown key: rename to the close match, or remove the line
             if data.get("suggestion"):
-                out.append(_edit(f"Rename to '{data['suggestion']}'", uri, d, d.range, data["suggestion"], preferred=True))
+                out.append(
+                    _edit(f"Rename to '{data['suggestion']}'", uri, d, d.range, data["suggestion"], preferred=True)
+                )
             line = d.range.start.line
             own_line = line < len(lines) and lines[line][: d.range.start.character].strip() == ""
-            if own_line and "=" in lines[line] and not lines[line].lstrip().startswith("["):  # never inside an inline table
+            if (
+                own_line and "=" in lines[line] and not lines[line].lstrip().startswith("[")
+            ):  # never inside an inline table
                 whole = lsp.Range(lsp.Position(line, 0), lsp.Position(line + 1, 0))
                 out.append(_edit(f"Remove unknown key '{data.get('key')}'", uri, d, whole, ""))
         elif code == "TRT106" and data.get("suggestion"):
-            out.append(_edit(f"Replace with \"{data['suggestion']}\"", uri, d, d.range, f"\"{data['suggestion']}\"", preferred=True))
+            out.append(
+                _edit(
+                    f'Replace with "{data["suggestion"]}"', uri, d, d.range, f'"{data["suggestion"]}"', preferred=True
+                )
+            )
         elif code == "TRT205":
             engine = data.get("engine")
-            for title, retry in (("Retry cold", "cold"), ("Retry with the timing cache", "with_cache"), ("Retry with a reduced tactic search (diagnosis)", "reduced_tactics")):
-                cmd = lsp.Command(title, "trtls.buildEngine", arguments=[{"uri": uri, "engine": engine, "retry": retry}])
-                preferred = (retry == "cold" and data.get("retryPolicy") == "retry_cold") or (retry == "with_cache" and data.get("retryPolicy") == "retry_with_cache") or (retry == "reduced_tactics" and data.get("retryPolicy") == "investigate")
-                out.append(lsp.CodeAction(title=title, kind=lsp.CodeActionKind.QuickFix, diagnostics=[d], command=cmd, is_preferred=preferred))
+            for title, retry in (
+                ("Retry cold", "cold"),
+                ("Retry with the timing cache", "with_cache"),
+                ("Retry with a reduced tactic search (diagnosis)", "reduced_tactics"),
+            ):
+                cmd = lsp.Command(
+                    title, "trtls.buildEngine", arguments=[{"uri": uri, "engine": engine, "retry": retry}]
+                )
+                preferred = (
+                    (retry == "cold" and data.get("retryPolicy") == "retry_cold")
+                    or (retry == "with_cache" and data.get("retryPolicy") == "retry_with_cache")
+                    or (retry == "reduced_tactics" and data.get("retryPolicy") == "investigate")
+                )
+                out.append(
+                    lsp.CodeAction(
+                        title=title,
+                        kind=lsp.CodeActionKind.QuickFix,
+                        diagnostics=[d],
+                        command=cmd,
+                        is_preferred=preferred,
+                    )
+                )
         elif code == "TRT501" and isinstance(data.get("quick_fix"), dict):  # pin the revision to the snapshot's commit
             fix = data["quick_fix"]
             out.append(_edit(fix["title"], uri, d, d.range, f'"{fix["replace_value"]}"', preferred=True))
         elif code == "TRT507" and data.get("license") and _route(data):  # asks for confirmation before editing
-            cmd = lsp.Command(f"Allow licence '{data['license']}' for this route…", "trtls.allowLicense", arguments=[{"uri": uri, "route": _route(data), "license": data["license"]}])
+            cmd = lsp.Command(
+                f"Allow licence '{data['license']}' for this route…",
+                "trtls.allowLicense",
+                arguments=[{"uri": uri, "route": _route(data), "license": data["license"]}],
+            )
             out.append(lsp.CodeAction(title=cmd.title, kind=lsp.CodeActionKind.QuickFix, diagnostics=[d], command=cmd))
-        elif code == "TRT512" and _route(data) and (data.get("changed") or data.get("added") or data.get("removed") or data.get("now")):
-            cmd = lsp.Command("Accept the new checkpoint digests (re-lock after an intended change)…", "trtls.runGates", arguments=[{"uri": uri, "route": _route(data), "updateLock": True}])
+        elif (
+            code == "TRT512"
+            and _route(data)
+            and (data.get("changed") or data.get("added") or data.get("removed") or data.get("now"))
+        ):
+            cmd = lsp.Command(
+                "Accept the new checkpoint digests (re-lock after an intended change)…",
+                "trtls.runGates",
+                arguments=[{"uri": uri, "route": _route(data), "updateLock": True}],
+            )
             out.append(lsp.CodeAction(title=cmd.title, kind=lsp.CodeActionKind.QuickFix, diagnostics=[d], command=cmd))
     return out
 
@@ -204,7 +267,9 @@ def _route(data: dict) -> str | None:
     return str(path[1]) if len(path) >= 2 and path[0] == "routes" else None
 
 
-def _edit(title: str, uri: str, d: lsp.Diagnostic, rng: lsp.Range, new_text: str, preferred: bool = False) -> lsp.CodeAction:
+def _edit(
+    title: str, uri: str, d: lsp.Diagnostic, rng: lsp.Range, new_text: str, preferred: bool = False
+) -> lsp.CodeAction:
     return lsp.CodeAction(
         title=title,
         kind=lsp.CodeActionKind.QuickFix,

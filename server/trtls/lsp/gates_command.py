@@ -9,26 +9,37 @@ from typing import Any
 
 from lsprotocol import types as lsp
 
-from ..core.findings import Origin
+from trtls.core.findings import Origin
 
 
 async def run_gates_command(ls: Any, args: Any) -> dict[str, Any]:
-    from ..gates.run import run_gates
+    from trtls.gates.run import run_gates
 
     loaded = ls.recipe(args.uri)
     ls.store.set(args.uri, Origin.recipe, "", loaded.findings)
     if loaded.recipe is None:
         ls.publish(args.uri)
-        return {"route": args.route, "decision": None, "status": "invalid_recipe", "errors": [f"{loaded.location(f)}: {f.code} {f.message}" for f in loaded.errors]}
+        return {
+            "route": args.route,
+            "decision": None,
+            "status": "invalid_recipe",
+            "errors": [f"{loaded.location(f)}: {f.code} {f.message}" for f in loaded.errors],
+        }
     if args.route not in loaded.recipe.routes:
         from pygls.exceptions import JsonRpcInvalidParams
 
-        raise JsonRpcInvalidParams(f"no route '{args.route}' in {loaded.path.name} (routes: {', '.join(loaded.recipe.routes) or 'none'})")
+        raise JsonRpcInvalidParams(
+            f"no route '{args.route}' in {loaded.path.name} (routes: {', '.join(loaded.recipe.routes) or 'none'})"
+        )
 
     if args.updateLock:  # re-locking accepts whatever is on disk now: ask first
         yes = lsp.MessageActionItem(title="Accept new digests")
         answer = await ls.window_show_message_request_async(
-            lsp.ShowMessageRequestParams(type=lsp.MessageType.Warning, message=f"Record the checkpoint files of route '{args.route}' as they are now in trtls.lock.json?", actions=[yes, lsp.MessageActionItem(title="Cancel")])
+            lsp.ShowMessageRequestParams(
+                type=lsp.MessageType.Warning,
+                message=f"Record the checkpoint files of route '{args.route}' as they are now in trtls.lock.json?",
+                actions=[yes, lsp.MessageActionItem(title="Cancel")],
+            )
         )
         if answer is None or answer.title != yes.title:
             return {"route": args.route, "decision": None, "status": "not_confirmed"}
@@ -39,16 +50,30 @@ async def run_gates_command(ls: Any, args: Any) -> dict[str, Any]:
     loop = asyncio.get_running_loop()
     if has_progress:
         await ls.work_done_progress.create_async(token)
-        ls.work_done_progress.begin(token, lsp.WorkDoneProgressBegin(title=f"Gates {args.route}", cancellable=True, percentage=0))
+        ls.work_done_progress.begin(
+            token, lsp.WorkDoneProgressBegin(title=f"Gates {args.route}", cancellable=True, percentage=0)
+        )
         fut = ls.work_done_progress.tokens.get(token)
         if fut is not None:
             fut.add_done_callback(lambda f: stop.set() if f.cancelled() else None)
 
     def progress(gate: int, text: str) -> None:
         if has_progress:
-            loop.call_soon_threadsafe(ls.work_done_progress.report, token, lsp.WorkDoneProgressReport(message=f"gate {gate}: {text}", percentage=min(100, (gate - 1) * 20)))
+            loop.call_soon_threadsafe(
+                ls.work_done_progress.report,
+                token,
+                lsp.WorkDoneProgressReport(message=f"gate {gate}: {text}", percentage=min(100, (gate - 1) * 20)),
+            )
 
-    result = await asyncio.to_thread(run_gates, loaded, args.route, gates=args.gates, progress=progress, cancel=stop.is_set, update_lock=args.updateLock)
+    result = await asyncio.to_thread(
+        run_gates,
+        loaded,
+        args.route,
+        gates=args.gates,
+        progress=progress,
+        cancel=stop.is_set,
+        update_lock=args.updateLock,
+    )
     findings = [f for f in (c.finding() for c in result.checks) if f is not None]
     ls.store.set(args.uri, Origin.gates, args.route, findings)
     ls.publish(args.uri)
@@ -61,6 +86,9 @@ async def run_gates_command(ls: Any, args: Any) -> dict[str, Any]:
         "route": args.route,
         "decision": decision,
         "stopped": stop.is_set(),
-        "checks": [{"gate": c.gate, "name": c.name, "status": c.status, "code": c.code, "message": c.message} for c in result.checks],
+        "checks": [
+            {"gate": c.gate, "name": c.name, "status": c.status, "code": c.code, "message": c.message}
+            for c in result.checks
+        ],
         "summaryPath": str(getattr(result, "summary_path", "") or ""),
     }

@@ -21,29 +21,36 @@ import asyncio
 import logging
 import os
 import sys
-from pathlib import Path
-from typing import Any
-
 import threading
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types as lsp
 from pygls.exceptions import JsonRpcInvalidParams
 from pygls.lsp.server import LanguageServer
 from pygls.uris import from_fs_path, to_fs_path
 
-from .. import __version__
+from trtls import __version__
 
 if TYPE_CHECKING:
-    from ..build.supervisor import Build
-    from ..core.recipe import LoadedRecipe
-    from .build_relay import BuildRelay
+    from trtls.builds.supervisor import Build
+    from trtls.core.recipe import LoadedRecipe
+    from trtls.lsp.build_relay import BuildRelay
 
 # Only pygls, lsprotocol and the standard library are imported before `initialize` is answered:
 # the build core, the recipe models and pydantic (≈ 0.2 s together) load on first use, and a
 # background thread warms them up right after `initialized` (see `warm_up`).
-WARM_UP = ("trtls.core.recipe", "trtls.build.supervisor", "trtls.build.orphans", "trtls.build.outcome_findings",
-           "trtls.lsp.editor", "trtls.lsp.build_relay", "trtls.lsp.diagnostics", "trtls.lsp.settings", "trtls.lsp.command_args")
+WARM_UP = (
+    "trtls.core.recipe",
+    "trtls.builds.supervisor",
+    "trtls.builds.orphans",
+    "trtls.builds.outcome_findings",
+    "trtls.lsp.editor",
+    "trtls.lsp.build_relay",
+    "trtls.lsp.diagnostics",
+    "trtls.lsp.settings",
+    "trtls.lsp.command_args",
+)
 
 
 def warm_up() -> None:
@@ -51,6 +58,7 @@ def warm_up() -> None:
 
     for name in WARM_UP:
         importlib.import_module(name)
+
 
 DEBOUNCE_S = 0.15
 log = logging.getLogger("trtls")
@@ -74,7 +82,7 @@ class TrtlsServer(LanguageServer):
     @property
     def supervisor(self) -> Any:
         if self._supervisor is None:
-            from ..build.supervisor import Supervisor
+            from trtls.builds.supervisor import Supervisor
 
             self._supervisor = Supervisor()
         return self._supervisor
@@ -82,7 +90,7 @@ class TrtlsServer(LanguageServer):
     @property
     def store(self) -> Any:
         if self._store is None:
-            from .diagnostics import DiagnosticStore
+            from trtls.lsp.diagnostics import DiagnosticStore
 
             self._store = DiagnosticStore()
         return self._store
@@ -91,7 +99,7 @@ class TrtlsServer(LanguageServer):
     def options(self) -> Any:
         """Typed settings from initializationOptions; invalid ones fall back to defaults with a warning."""
         if self._options is None:
-            from .settings import parse_init_options
+            from trtls.lsp.settings import parse_init_options
 
             self._options, problem = parse_init_options(self.raw_init_options)
             if problem:
@@ -100,7 +108,7 @@ class TrtlsServer(LanguageServer):
 
     # -- recipes -------------------------------------------------------------------------------
     def recipe(self, uri: str) -> LoadedRecipe:
-        from ..core.recipe import load_recipe
+        from trtls.core.recipe import load_recipe
 
         doc = self.workspace.text_documents.get(uri)
         path = Path(to_fs_path(uri) or uri)
@@ -110,10 +118,12 @@ class TrtlsServer(LanguageServer):
 
     def publish(self, uri: str) -> None:
         loaded = self.recipes.get(uri) or self.recipe(uri)
-        self.text_document_publish_diagnostics(lsp.PublishDiagnosticsParams(uri=uri, diagnostics=self.store.diagnostics(uri, loaded.source_map)))
+        self.text_document_publish_diagnostics(
+            lsp.PublishDiagnosticsParams(uri=uri, diagnostics=self.store.diagnostics(uri, loaded.source_map))
+        )
 
     def validate(self, uri: str) -> None:
-        from ..core.findings import Origin
+        from trtls.core.findings import Origin
 
         loaded = self.recipe(uri)
         self.store.set(uri, Origin.recipe, "", loaded.findings)
@@ -140,8 +150,8 @@ class TrtlsServer(LanguageServer):
         return None
 
     async def start_build(self, args: Any) -> dict[str, Any]:
-        from ..core.findings import Origin
-        from .build_relay import BuildRelay
+        from trtls.core.findings import Origin
+        from trtls.lsp.build_relay import BuildRelay
 
         loaded = self.recipe(args.uri)
         self.store.set(args.uri, Origin.recipe, "", loaded.findings)
@@ -150,7 +160,9 @@ class TrtlsServer(LanguageServer):
             errors = [f"{loaded.location(f)}: {f.code} {f.message}" for f in loaded.errors]
             return {"buildId": None, "engine": args.engine, "status": "invalid_recipe", "errors": errors}
         if args.engine not in loaded.recipe.engines:
-            raise JsonRpcInvalidParams(f"no engine '{args.engine}' in {loaded.path.name} (engines: {', '.join(loaded.recipe.engines) or 'none'})")
+            raise JsonRpcInvalidParams(
+                f"no engine '{args.engine}' in {loaded.path.name} (engines: {', '.join(loaded.recipe.engines) or 'none'})"
+            )
         existing = self.running_build(args.uri, args.engine)
         if existing is not None:
             return {"buildId": existing.id, "engine": args.engine, "status": "already_building"}
@@ -168,7 +180,9 @@ class TrtlsServer(LanguageServer):
             build.grace_s = settings.cancel_grace_s
         if args.retry:
             previous = self.last_build.get((args.uri, args.engine))
-            build.notes.append(f"retry ({args.retry}) of build {previous}; its logs and settings stay in its evidence folder")
+            build.notes.append(
+                f"retry ({args.retry}) of build {previous}; its logs and settings stay in its evidence folder"
+            )
         self.build_uri[build.id] = args.uri
         has_progress = bool(self.client_capabilities.window and self.client_capabilities.window.work_done_progress)
         relay = BuildRelay(self, build, args.uri, self.options.build_tree, has_progress, self.build_done)
@@ -178,8 +192,8 @@ class TrtlsServer(LanguageServer):
         return {"buildId": build.id, "engine": args.engine, "status": "started"}
 
     def build_done(self, build: Build) -> None:
-        from ..build.outcome_findings import build_findings
-        from ..core.findings import Origin
+        from trtls.builds.outcome_findings import build_findings
+        from trtls.core.findings import Origin
 
         uri = self.build_uri.get(build.id, "")
         self.last_build[(uri, build.engine)] = build.id
@@ -193,9 +207,9 @@ class TrtlsServer(LanguageServer):
         trtls_dir = folder / ".trtls"
         if not trtls_dir.is_dir():
             return
-        from ..build.orphans import recover_orphans
-        from ..build.outcome_findings import orphan_finding
-        from ..core.findings import Origin
+        from trtls.builds.orphans import recover_orphans
+        from trtls.builds.outcome_findings import orphan_finding
+        from trtls.core.findings import Origin
 
         found = recover_orphans(trtls_dir)
         if not found:
@@ -206,12 +220,17 @@ class TrtlsServer(LanguageServer):
             for r in found:
                 self.store.set(uri, Origin.build, r["engine"], [orphan_finding(r["engine"], r)])
         text = "; ".join(f"{r['engine']} ({r['buildId']}): {r['message']}" for r in found)
-        self.window_show_message(lsp.ShowMessageParams(type=lsp.MessageType.Warning, message=f"trtls: builds interrupted by a server crash were cleaned up: {text}"))
+        self.window_show_message(
+            lsp.ShowMessageParams(
+                type=lsp.MessageType.Warning,
+                message=f"trtls: builds interrupted by a server crash were cleaned up: {text}",
+            )
+        )
 
     def probe_builder(self) -> dict[str, Any]:
         """The builder module the worker finds (asked once, in a child process: this one never imports TensorRT)."""
         if self._probe is None:
-            from ..debug_info import probe_builder
+            from trtls.debug_info import probe_builder
 
             self._probe = probe_builder()
         return self._probe
@@ -222,7 +241,7 @@ server = TrtlsServer()
 
 def _args(model: str, raw: Any) -> Any:
     """Validate a command's one argument object (models in command_args, loaded on first use)."""
-    from . import command_args
+    from trtls.lsp import command_args
 
     return command_args.parse_args(getattr(command_args, model), raw)
 
@@ -269,7 +288,7 @@ def did_save(ls: TrtlsServer, params: lsp.DidSaveTextDocumentParams) -> None:
 
 @server.feature(lsp.TEXT_DOCUMENT_CODE_LENS)
 def code_lens(ls: TrtlsServer, params: lsp.CodeLensParams) -> list[lsp.CodeLens]:
-    from . import editor
+    from trtls.lsp import editor
 
     uri = params.text_document.uri
     loaded = ls.recipes.get(uri) or ls.recipe(uri)
@@ -280,7 +299,7 @@ def code_lens(ls: TrtlsServer, params: lsp.CodeLensParams) -> list[lsp.CodeLens]
 
 @server.feature(lsp.TEXT_DOCUMENT_HOVER)
 def hover(ls: TrtlsServer, params: lsp.HoverParams) -> lsp.Hover | None:
-    from . import editor
+    from trtls.lsp import editor
 
     loaded = ls.recipes.get(params.text_document.uri) or ls.recipe(params.text_document.uri)
     text = editor.hover(loaded, params.position.line, params.position.character)
@@ -289,7 +308,7 @@ def hover(ls: TrtlsServer, params: lsp.HoverParams) -> lsp.Hover | None:
 
 @server.feature(lsp.TEXT_DOCUMENT_COMPLETION, lsp.CompletionOptions(trigger_characters=["=", " ", "["]))
 def completion(ls: TrtlsServer, params: lsp.CompletionParams) -> lsp.CompletionList:
-    from . import editor
+    from trtls.lsp import editor
 
     doc = ls.workspace.get_text_document(params.text_document.uri)
     items = editor.completions(doc.source, params.position.line, params.position.character)
@@ -298,7 +317,7 @@ def completion(ls: TrtlsServer, params: lsp.CompletionParams) -> lsp.CompletionL
 
 @server.feature(lsp.TEXT_DOCUMENT_CODE_ACTION, lsp.CodeActionOptions(code_action_kinds=[lsp.CodeActionKind.QuickFix]))
 def code_action(ls: TrtlsServer, params: lsp.CodeActionParams) -> list[lsp.CodeAction]:
-    from . import editor
+    from trtls.lsp import editor
 
     doc = ls.workspace.get_text_document(params.text_document.uri)
     return editor.code_actions(params.text_document.uri, doc.source, list(params.context.diagnostics))
@@ -359,7 +378,7 @@ def list_targets(ls: TrtlsServer, args: Any = None) -> dict[str, Any]:
 @server.command("trtls.runGates")
 async def run_gates(ls: TrtlsServer, args: Any = None) -> dict[str, Any]:
     a = _args("RunGatesArgs", args)
-    from .gates_command import run_gates_command
+    from trtls.lsp.gates_command import run_gates_command
 
     return await run_gates_command(ls, a)
 
@@ -387,17 +406,24 @@ async def allow_license(ls: TrtlsServer, args: Any = None) -> dict[str, Any]:
     span = loaded.source_map.span(("routes", a.route, "allowed_licenses"))
     if span is not None and span.value is not None:
         r = span.value
-        edit = lsp.TextEdit(lsp.Range(lsp.Position(r.start_line, r.start_col), lsp.Position(r.end_line, r.end_col)), text)
+        edit = lsp.TextEdit(
+            lsp.Range(lsp.Position(r.start_line, r.start_col), lsp.Position(r.end_line, r.end_col)), text
+        )
     else:  # no allow list yet: add one under the route's header
         header = loaded.source_map.range(("routes", a.route))
-        edit = lsp.TextEdit(lsp.Range(lsp.Position(header.start_line + 1, 0), lsp.Position(header.start_line + 1, 0)), f"allowed_licenses = {text}\n")
-    result = await ls.workspace_apply_edit_async(lsp.ApplyWorkspaceEditParams(edit=lsp.WorkspaceEdit(changes={a.uri: [edit]}), label="trtls: allow licence"))
+        edit = lsp.TextEdit(
+            lsp.Range(lsp.Position(header.start_line + 1, 0), lsp.Position(header.start_line + 1, 0)),
+            f"allowed_licenses = {text}\n",
+        )
+    result = await ls.workspace_apply_edit_async(
+        lsp.ApplyWorkspaceEditParams(edit=lsp.WorkspaceEdit(changes={a.uri: [edit]}), label="trtls: allow licence")
+    )
     return {"applied": bool(result.applied)}
 
 
 @server.command("trtls.printDebugInformation")
 def print_debug_information(ls: TrtlsServer, args: Any = None) -> dict[str, Any]:
-    from ..debug_info import as_text, debug_information
+    from trtls.debug_info import as_text, debug_information
 
     info = {
         **debug_information(ls.probe_builder()),

@@ -1,0 +1,457 @@
+"""The builder adapter: the only module in trtls that imports TensorRT.
+
+One adapter serves full TensorRT (``tensorrt`` >= 9) and TensorRT for RTX (``tensorrt_rtx``): their
+builder APIs match for everything trtls uses, and where they differ (compute capabilities, hardware
+compatibility, timing cache) the difference is decided here and nowhere else.  Every call below was
+checked against tensorrt_rtx 1.7.1 on a CPU-only machine (see tests/builds/test_adapter.py).
+
+The worker calls these helpers; nothing here spawns processes, keeps global state beyond the parser
+keep-alive table, or talks to the editor.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import ctypes.util
+import importlib
+import platform
+import sys
+import warnings
+import weakref
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+INSTALL_HINT = "pip install tensorrt-rtx-cu13"
+# IProgressMonitor (the reason trtls exists) arrived in TensorRT 9.0; every TensorRT-RTX has it.
+MIN_TENSORRT = (9, 0)
+PREFERENCES = ("auto", "tensorrt", "tensorrt_rtx")
+SEVERITY_NAMES = ("INTERNAL_ERROR", "ERROR", "WARNING", "INFO", "VERBOSE")
+TILING_LEVELS = ("none", "fast", "moderate", "full")
+HARDWARE_COMPATIBILITY_LEVELS = ("none", "ampere_plus", "same_compute_capability")
+
+
+class BuilderUnavailable(RuntimeError):
+    """No usable TensorRT builder: not installed, broken, or too old. The message says what to do."""
+
+
+@dataclass(frozen=True)
+class BuilderModule:
+    trt: Any  # the imported module: tensorrt or tensorrt_rtx
+    name: str  # "tensorrt" | "tensorrt_rtx"
+    version: str
+
+    @property
+    def is_rtx(self) -> bool:
+        return self.name == "tensorrt_rtx"
+
+    @property
+    def version_tuple(self) -> tuple[int, ...]:
+        return parse_version(self.version)
+
+
+# ---------------------------------------------------------------- finding a builder
+
+
+def parse_version(version: str) -> tuple[int, ...]:
+    """'10.8.0.43' -> (10, 8, 0, 43); stops at the first non-numeric part ('10.0.0b6' -> (10, 0))."""
+    parts: list[int] = []
+    for piece in str(version).split("."):
+        if not piece.isdigit():
+            break
+        parts.append(int(piece))
+    return tuple(parts)
+
+
+def check_version(name: str, version: str) -> None:
+    """Raise BuilderUnavailable when ``name`` at ``version`` cannot report build progress."""
+    if name == "tensorrt_rtx":
+        return  # TensorRT-RTX 1.0 already had IProgressMonitor; its versions restart at 1.
+    found = parse_version(version)
+    if not found or found < MIN_TENSORRT:
+        need = ".".join(map(str, MIN_TENSORRT))
+        raise BuilderUnavailable(
+            f"{name} {version} is too old: trtls needs TensorRT >= {need} (IProgressMonitor, "
+            f"which reports build phases and lets a build be stopped). Upgrade TensorRT, or install "
+            f"TensorRT for RTX: {INSTALL_HINT}"
+        )
+
+
+def _import_candidate(name: str) -> BuilderModule:
+    try:
+        module = importlib.import_module(name)
+    except Exception as exc:
+        raise BuilderUnavailable(f"{name}: cannot import ({type(exc).__name__}: {exc})") from exc
+    if not hasattr(module, "Builder"):
+        # An importable stub (or an unrelated package of that name) is not a builder.
+        raise BuilderUnavailable(f"{name}: imported, but it has no Builder (a stub or broken install)")
+    version = str(getattr(module, "__version__", "unknown"))
+    check_version(name, version)
+    if not hasattr(module, "IProgressMonitor"):
+        raise BuilderUnavailable(f"{name} {version}: has no IProgressMonitor; trtls needs it to report and stop builds")
+    return BuilderModule(trt=module, name=name, version=version)
+
+
+def load_builder_module(preference: str = "auto") -> BuilderModule:
+    """Import the builder. ``auto`` prefers full TensorRT (a user who has it wants it), then TensorRT-RTX."""
+    if preference not in PREFERENCES:
+        raise ValueError(f"builder preference must be one of {PREFERENCES}, not {preference!r}")
+    names = ("tensorrt", "tensorrt_rtx") if preference == "auto" else (preference,)
+    reasons: list[str] = []
+    for name in names:
+        try:
+            return _import_candidate(name)
+        except BuilderUnavailable as exc:
+            reasons.append(str(exc))
+    raise BuilderUnavailable("no usable TensorRT builder (" + "; ".join(reasons) + f"). Install one: {INSTALL_HINT}")
+
+
+# ---------------------------------------------------------------- logger, parser
+
+
+def make_logger(bm: BuilderModule, on_log: Callable[[str, str], None]) -> Any:
+    """An ILogger forwarding (severity name, message) to ``on_log``; TensorRT sends every severity."""
+    trt = bm.trt
+    names = {trt.ILogger.Severity.__members__[n]: n for n in SEVERITY_NAMES}
+
+    class _Logger(trt.ILogger):  # type: ignore[misc, name-defined]
+        def __init__(self) -> None:
+            trt.ILogger.__init__(self)
+
+        def log(self, severity: Any, msg: str) -> None:
+            try:
+                on_log(names.get(severity, str(severity)), msg)
+            except Exception:
+                pass
+
+    return _Logger()
+
+
+# TensorRT's parser owns the parsed weights: it must outlive the build. The network keeps its parser
+# alive here, so callers cannot drop it by accident (INetworkDefinition accepts weak references).
+_PARSERS: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+
+
+def parse_onnx(bm: BuilderModule, builder: Any, network: Any, logger: Any, onnx_path: str | Path) -> list[str]:
+    """Parse an ONNX file into ``network``; returns the parser's errors (empty on success)."""
+    del builder  # the same signature on every helper; the parser needs only network and logger
+    parser = bm.trt.OnnxParser(network, logger)
+    _PARSERS[network] = parser
+    ok = parser.parse_from_file(str(onnx_path))
+    errors = [_describe_parser_error(parser.get_error(i)) for i in range(parser.num_errors)]
+    if not ok and not errors:
+        errors = [f"the ONNX parser rejected {onnx_path} without saying why"]
+    if ok and not errors and network.num_outputs == 0:
+        # Measured: a file of random bytes parses "successfully" into an empty model (IR version 0).
+        errors = [f"{onnx_path} holds no graph outputs (is it an ONNX model?)"]
+    return errors
+
+
+def _describe_parser_error(err: Any) -> str:
+    where = []
+    if err.node() >= 0:
+        where.append(f"node {err.node()}")
+    if err.node_name():
+        where.append(repr(err.node_name()))
+    if err.node_operator():
+        where.append(f"({err.node_operator()})")
+    prefix = " ".join(where)
+    return f"{prefix}: {err.desc()}" if prefix else str(err.desc())
+
+
+# ---------------------------------------------------------------- builder settings and profiles
+
+
+def apply_builder_settings(bm: BuilderModule, builder: Any, config: Any, settings: dict[str, Any]) -> dict[str, Any]:
+    """Apply a plain dict of settings; return what the config holds afterwards (read back, not echoed).
+
+    Keys whose value is None are skipped. Settings this builder cannot apply are not set at all and
+    are listed under ``"not_applied": {key: reason}`` in the result. A value TensorRT silently
+    clamps (e.g. optimization_level 9 -> 5) shows up as the clamped value.
+    """
+    del builder
+    trt = bm.trt
+    wanted = {k: v for k, v in settings.items() if v is not None}
+    known = {
+        "optimization_level",
+        "max_aux_streams",
+        "tiling_level",
+        "max_num_tactics",
+        "avg_timing_iterations",
+        "workspace_mib",
+        "compute_capabilities",
+        "hardware_compatibility_level",
+    }
+    unknown = sorted(set(wanted) - known)
+    if unknown:
+        raise ValueError(f"unknown builder settings: {', '.join(unknown)} (known: {', '.join(sorted(known))})")
+    effective: dict[str, Any] = {}
+    not_applied: dict[str, str] = {}
+
+    plain = {
+        "optimization_level": "builder_optimization_level",
+        "max_aux_streams": "max_aux_streams",
+        "max_num_tactics": "max_num_tactics",
+        "avg_timing_iterations": "avg_timing_iterations",
+    }
+    for key, attr in plain.items():
+        if key in wanted:
+            if not hasattr(config, attr):
+                not_applied[key] = f"{bm.name} {bm.version} has no IBuilderConfig.{attr}"
+                continue
+            setattr(config, attr, int(wanted[key]))
+            effective[key] = int(getattr(config, attr))
+
+    if "tiling_level" in wanted:
+        level = str(wanted["tiling_level"]).lower()
+        if level not in TILING_LEVELS:
+            raise ValueError(f"tiling_level must be one of {TILING_LEVELS}, not {wanted['tiling_level']!r}")
+        if not hasattr(trt, "TilingOptimizationLevel"):  # added in TensorRT 10.8
+            not_applied["tiling_level"] = f"{bm.name} {bm.version} has no tiling optimization"
+        else:
+            config.tiling_optimization_level = trt.TilingOptimizationLevel.__members__[level.upper()]
+            effective["tiling_level"] = config.tiling_optimization_level.name.lower()
+
+    if "workspace_mib" in wanted:
+        pool = trt.MemoryPoolType.WORKSPACE
+        config.set_memory_pool_limit(pool, int(wanted["workspace_mib"]) << 20)
+        effective["workspace_mib"] = config.get_memory_pool_limit(pool) >> 20
+
+    if "compute_capabilities" in wanted:
+        ccs = [str(c).upper() for c in wanted["compute_capabilities"]]
+        if not bm.is_rtx:
+            # Full TensorRT builds for the GPU it runs on; target lists are a TensorRT-RTX feature.
+            not_applied["compute_capabilities"] = "full TensorRT builds for the current GPU only"
+        else:
+            valid = [n for n in trt.ComputeCapability.__members__ if n != "NONE"]
+            bad = [c for c in ccs if c not in valid]
+            if bad or not ccs:
+                raise ValueError(f"compute_capabilities must be a non-empty list of {valid}, got {ccs}")
+            if "CURRENT" in ccs and len(ccs) > 1:
+                raise ValueError("compute_capabilities: CURRENT must be the only entry")
+            config.num_compute_capabilities = len(ccs)
+            for index, name in enumerate(ccs):
+                if not config.set_compute_capability(trt.ComputeCapability.__members__[name], index):
+                    raise ValueError(f"{bm.name} refused compute capability {name} at index {index}")
+            effective["compute_capabilities"] = [
+                config.get_compute_capability(i).name for i in range(config.num_compute_capabilities)
+            ]
+
+    if "hardware_compatibility_level" in wanted:
+        level = str(wanted["hardware_compatibility_level"]).lower()
+        if level not in HARDWARE_COMPATIBILITY_LEVELS:
+            raise ValueError(
+                f"hardware_compatibility_level must be one of {HARDWARE_COMPATIBILITY_LEVELS}, not {level!r}"
+            )
+        if bm.is_rtx:
+            # TRT-RTX accepts the call but logs "setHardwareCompatibilityLevel() is unsupported" and keeps
+            # NONE; its engines are portable through compute_capabilities instead. So do not call it.
+            not_applied["hardware_compatibility_level"] = "unsupported in TensorRT-RTX (use compute_capabilities)"
+        else:
+            config.hardware_compatibility_level = trt.HardwareCompatibilityLevel.__members__[level.upper()]
+            effective["hardware_compatibility_level"] = config.hardware_compatibility_level.name.lower()
+
+    if not_applied:
+        effective["not_applied"] = not_applied
+    return effective
+
+
+def add_profiles(
+    bm: BuilderModule, builder: Any, config: Any, profiles: list[dict[str, Any]], network: Any = None
+) -> list[int]:
+    """Add optimization profiles; returns their indices.
+
+    Each item is one profile: ``{"input", "min", "opt", "max"}`` for one input, or
+    ``{"inputs": [{"input", "min", "opt", "max"}, ...]}`` for several. TensorRT accepts a profile
+    naming a tensor the network does not have and only fails at build time, so pass ``network`` to
+    have names checked here. A shape that breaks MIN <= OPT <= MAX raises ValueError.
+    """
+    del bm
+    names = {network.get_input(i).name for i in range(network.num_inputs)} if network is not None else None
+    indices: list[int] = []
+    for number, item in enumerate(profiles):
+        entries = item["inputs"] if "inputs" in item else [item]
+        profile = builder.create_optimization_profile()
+        for entry in entries:
+            name = entry["input"]
+            if names is not None and name not in names:
+                raise ValueError(f"profile {number}: the network has no input {name!r} (inputs: {sorted(names)})")
+            profile.set_shape(name, tuple(entry["min"]), tuple(entry["opt"]), tuple(entry["max"]))
+        index = config.add_optimization_profile(profile)
+        if index < 0:  # the builder logs "Invalid optimization profiles ... MIN<=OPT<=MAX"
+            raise ValueError(f"profile {number} is invalid (each dimension needs min <= opt <= max): {entries}")
+        indices.append(index)
+    return indices
+
+
+def make_progress_monitor_base(bm: BuilderModule) -> type:
+    """The class to subclass (call ``base.__init__(self)``); attach with ``config.progress_monitor = m``."""
+    return bm.trt.IProgressMonitor
+
+
+# ---------------------------------------------------------------- timing cache
+
+
+def timing_cache_supported(bm: BuilderModule) -> bool:
+    """TensorRT-RTX keeps the calls but they do nothing (it has a runtime cache instead).
+
+    Measured on TRT-RTX 1.7: create_timing_cache works silently; set/serialize/combine/reset warn;
+    config.get_timing_cache() returns None; set_timing_cache returns True.
+    """
+    return not bm.is_rtx
+
+
+@contextlib.contextmanager
+def _no_rtx_timing_cache_warning() -> Iterator[None]:
+    # TRT-RTX warns "... Timing cache operations are no-ops in TensorRT-RTX" (DeprecationWarning) on
+    # every call; callers ask timing_cache_supported() instead, so here the warning is only noise.
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", category=DeprecationWarning, message=".*[Tt]iming cache")
+        yield
+
+
+def create_timing_cache(config: Any, data: bytes = b"") -> Any:
+    with _no_rtx_timing_cache_warning():
+        return config.create_timing_cache(bytes(data))
+
+
+def set_timing_cache(config: Any, cache: Any, ignore_mismatch: bool) -> bool:
+    """True even for a corrupted cache (TensorRT logs an ERROR and builds cold): watch the logger."""
+    with _no_rtx_timing_cache_warning():
+        return bool(config.set_timing_cache(cache, ignore_mismatch))
+
+
+def serialize_timing_cache(cache: Any) -> bytes:
+    """b"" for no cache (TRT-RTX's config.get_timing_cache() returns None)."""
+    if cache is None:
+        return b""
+    with _no_rtx_timing_cache_warning():
+        return bytes(cache.serialize())
+
+
+def combine_timing_cache(a: Any, b: Any, ignore_mismatch: bool = False) -> bool:
+    """Merge ``b`` into ``a``; False when TensorRT refuses (different TensorRT version or device)."""
+    if a is b:
+        return True  # measured: cache.combine(cache) never returns on TRT-RTX 1.7 (self-deadlock)
+    with _no_rtx_timing_cache_warning():
+        return bool(a.combine(b, ignore_mismatch))
+
+
+# ---------------------------------------------------------------- environment and runtime
+
+
+def _load_first(*names: str) -> Any:
+    for name in names:
+        if not name:
+            continue
+        try:
+            return ctypes.CDLL(name)
+        except OSError:
+            continue
+    return None
+
+
+def _cuda_version_string(value: int) -> str:
+    return f"{value // 1000}.{(value % 1000) // 10}"
+
+
+def _cuda_driver() -> dict[str, Any]:
+    """Driver version and device 0 through libcuda, when there is one; never raises."""
+    found: dict[str, Any] = {"cuda_driver": None, "device_name": None, "compute_capability": None}
+    lib = _load_first("libcuda.so.1", ctypes.util.find_library("cuda") or "", "nvcuda.dll")
+    if lib is None:
+        return found
+    try:
+        version = ctypes.c_int(0)
+        if lib.cuDriverGetVersion(ctypes.byref(version)) == 0 and version.value:
+            found["cuda_driver"] = _cuda_version_string(version.value)
+        if lib.cuInit(0) != 0:
+            return found  # a driver without a usable device (or a container without /dev/nvidia*)
+        device = ctypes.c_int(0)
+        if lib.cuDeviceGet(ctypes.byref(device), 0) != 0:
+            return found
+        name = ctypes.create_string_buffer(256)
+        if lib.cuDeviceGetName(name, 256, device) == 0:
+            found["device_name"] = name.value.decode(errors="replace")
+        major, minor = ctypes.c_int(0), ctypes.c_int(0)
+        # CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75, _MINOR = 76
+        if (
+            lib.cuDeviceGetAttribute(ctypes.byref(major), 75, device) == 0
+            and lib.cuDeviceGetAttribute(ctypes.byref(minor), 76, device) == 0
+        ):
+            found["compute_capability"] = f"{major.value}.{minor.value}"
+    except (AttributeError, OSError):
+        pass
+    return found
+
+
+def _cuda_runtime() -> str | None:
+    """Version of the libcudart the loader finds (cudaRuntimeGetVersion needs no driver).
+
+    TensorRT-RTX links its CUDA runtime statically, so this is the system's runtime, not
+    necessarily the one inside the builder.
+    """
+    lib = _load_first(*(f"libcudart.so.{v}" for v in (13, 12, 11)), ctypes.util.find_library("cudart") or "")
+    if lib is None:
+        return None
+    try:
+        version = ctypes.c_int(0)
+        if lib.cudaRuntimeGetVersion(ctypes.byref(version)) == 0 and version.value:
+            return _cuda_version_string(version.value)
+    except (AttributeError, OSError):
+        pass
+    return None
+
+
+def gpu_available() -> bool:
+    """A CUDA driver with at least one device answered. False on this CPU-only machine."""
+    return _cuda_driver()["device_name"] is not None
+
+
+def environment_record(bm: BuilderModule) -> dict[str, Any]:
+    """What built the engine, for the evidence. Works without a GPU (device fields are then None)."""
+    trt = bm.trt
+    parser_version = None
+    if hasattr(trt, "get_nv_onnx_parser_version"):
+        try:
+            parser_version = int(trt.get_nv_onnx_parser_version())
+        except Exception:
+            parser_version = None
+    return {
+        "module": bm.name,
+        "version": bm.version,
+        "is_rtx": bm.is_rtx,
+        "onnx_parser_version": parser_version,
+        "python": platform.python_version(),
+        "python_implementation": platform.python_implementation(),
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+        "executable": sys.executable,
+        "cuda_runtime": _cuda_runtime(),
+        **_cuda_driver(),
+    }
+
+
+def engine_deserializes(bm: BuilderModule, engine_bytes: bytes) -> bool | None:
+    """Whether the runtime accepts the engine; None when that cannot be known here (no GPU).
+
+    Without a driver, trt.Runtime(logger) constructs fine, but deserialize_cuda_engine logs
+    "cudaError 35: CUDA driver version is insufficient" and returns None for every engine, good or
+    bad, so skip it. A CUDA error during deserialization on a GPU machine also means "unknown".
+    """
+    if not gpu_available():
+        return None
+    cuda_errors: list[str] = []
+
+    def on_log(severity: str, msg: str) -> None:
+        if severity in ("ERROR", "INTERNAL_ERROR") and ("cudaError" in msg or "Cuda Runtime" in msg):
+            cuda_errors.append(msg)
+
+    logger = make_logger(bm, on_log)
+    runtime = bm.trt.Runtime(logger)
+    engine = runtime.deserialize_cuda_engine(bytes(engine_bytes))
+    if engine is not None:
+        return True
+    return None if cuda_errors else False

@@ -1,0 +1,104 @@
+"""Files a build writes: the engine (temp → fsync → rename), quarantine, and the inventory.
+
+A previous good engine at the output path is only ever replaced by a complete, fsynced new one;
+a cancelled or failed build removes its temp file (or moves it to quarantine when the recipe keeps
+evidence) and never touches the output.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from trtls.core.atomic import TEMP_MARK, fsync_dir, temp_path_for
+
+
+def sha256_bytes(data: bytes | memoryview) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while block := fh.read(chunk):
+            h.update(block)
+    return h.hexdigest()
+
+
+def inventory_entry(action: str, kind: str, path: Path, moved_to: Path | None = None) -> dict[str, Any]:
+    existing = moved_to if moved_to is not None else path
+    entry: dict[str, Any] = {"action": action, "kind": kind, "path": str(path)}
+    if existing.is_file():
+        entry["size"] = existing.stat().st_size
+        entry["sha256"] = sha256_file(existing)
+    if moved_to is not None:
+        entry["moved_to"] = str(moved_to)
+    return entry
+
+
+def engine_temp_path(output: Path, build_id: str) -> Path:
+    return temp_path_for(output, build_id)
+
+
+def write_engine(output: Path, build_id: str, plan: memoryview | bytes) -> tuple[int, str]:
+    """Write the serialized engine atomically. Raises OSError (disk full, read-only) with the temp removed."""
+    output.parent.mkdir(parents=True, exist_ok=True)
+    tmp = engine_temp_path(output, build_id)
+    try:
+        with open(tmp, "wb") as fh:
+            fh.write(plan)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, output)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    fsync_dir(output.parent)
+    return len(plan), sha256_bytes(plan)
+
+
+def quarantine(path: Path, quarantine_dir: Path, reason: str) -> Path:
+    """Move a suspect file aside (never delete evidence someone may need), with a note of why."""
+    quarantine_dir.mkdir(parents=True, exist_ok=True)
+    dest = quarantine_dir / f"{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}-{path.name}"
+    shutil.move(str(path), dest)
+    dest.with_name(dest.name + ".reason.txt").write_text(reason + "\n", encoding="utf-8")
+    return dest
+
+
+def remove_or_quarantine(
+    paths: Iterable[Path], quarantine_dir: Path | None, reason: str
+) -> tuple[list[dict[str, Any]], str]:
+    """Clean up partial files; returns (inventory, cleanup status)."""
+    inventory: list[dict[str, Any]] = []
+    status = "cleaned"
+    for p in paths:
+        if not p.exists():
+            continue
+        try:
+            if quarantine_dir is not None:
+                dest = quarantine(p, quarantine_dir, reason)
+                inventory.append(inventory_entry("quarantined", "temp", p, dest))
+                status = "quarantined"
+            else:
+                entry = inventory_entry("removed", "temp", p)
+                p.unlink()
+                inventory.append(entry)
+        except OSError as exc:
+            inventory.append({"action": "kept", "kind": "temp", "path": str(p), "error": str(exc)})
+            status = "failed"
+    return inventory, status
+
+
+def temp_files_near(output: Path, build_id: str | None = None) -> list[Path]:
+    """Temp files a build may have left beside its output (all builds when build_id is None)."""
+    folder = output.parent
+    if not folder.is_dir():
+        return []
+    prefix = f"{output.name}{TEMP_MARK}" + (build_id or "")
+    return sorted(p for p in folder.iterdir() if p.name.startswith(prefix))

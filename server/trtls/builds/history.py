@@ -1,0 +1,67 @@
+"""Per build-config history: how long each phase usually takes, and where builds were stopped.
+
+Keyed by buildConfigHash (ONNX bytes + effective settings + builder version), so a baseline is only
+ever compared with builds of the very same network and settings. Phase ids are tree positions, the
+same across such builds. This is the stall evidence a person needs before pressing Stop:
+"quiet 42 s · usual 30 s".
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+from typing import Any
+
+from trtls.builds.timing_cache import cache_lock
+from trtls.core.atomic import atomic_write_text
+
+KEEP = 20  # durations kept per phase
+
+
+class History:
+    def __init__(self, path: Path):
+        self.path = path
+
+    def _load(self) -> dict[str, Any]:
+        """The history file, or {} when it is missing or damaged (history is advice, never a reason to fail)."""
+        try:
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}
+        if not isinstance(data, dict):
+            return {}
+        return {
+            k: v
+            for k, v in data.items()
+            if isinstance(v, dict) and isinstance(v.get("phases", {}), dict) and isinstance(v.get("stops", []), list)
+        }
+
+    def baselines(self, config_hash: str) -> dict[str, float]:
+        entry = self._load().get(config_hash, {})
+        return {pid: round(statistics.median(d), 3) for pid, d in entry.get("phases", {}).items() if d}
+
+    def stops(self, config_hash: str) -> list[str]:
+        return list(self._load().get(config_hash, {}).get("stops", []))
+
+    def record(
+        self, config_hash: str, durations: dict[str, float] | None = None, stop_phase: str | None = None
+    ) -> None:
+        """Add a successful build's phase durations, or the phase a stopped build was in."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with cache_lock(self.path):  # concurrent builds of one workspace share this file
+            data = self._load()
+            entry = data.setdefault(config_hash, {"phases": {}, "stops": []})
+            for pid, secs in (durations or {}).items():
+                entry["phases"].setdefault(pid, []).append(round(secs, 4))
+                entry["phases"][pid] = entry["phases"][pid][-KEEP:]
+            if stop_phase is not None:
+                entry["stops"] = (entry["stops"] + [stop_phase])[-KEEP:]
+            atomic_write_text(self.path, json.dumps(data, indent=1, sort_keys=True))
+
+    def repeated_stop_phase(self, config_hash: str, times: int = 2) -> str | None:
+        """The phase the last `times` stops all happened in, if they agree."""
+        stops = self.stops(config_hash)
+        if len(stops) >= times and len(set(stops[-times:])) == 1:
+            return stops[-1]
+        return None

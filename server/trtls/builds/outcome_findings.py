@@ -1,0 +1,134 @@
+"""What a finished build tells the recipe: its summary turned into located findings.
+
+TRT2xx build outcome and retry advice (on the `[engines.NAME]` table), TRT3xx timing cache (on the
+`timing_cache` key), TRT4xx cleanup and artifacts. A successful build has no findings, which is how
+the previous build's findings are cleared once their cause is gone.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from trtls.core.findings import Finding, Origin, Severity
+
+
+def _f(code: str, severity: Severity, message: str, path: tuple, **data: Any) -> Finding:
+    return Finding(code, severity, message, path, Origin.build, False, data)
+
+
+def build_findings(summary: dict[str, Any]) -> list[Finding]:
+    engine = summary["engine"]
+    table = ("engines", engine)
+    outcome = summary.get("outcome")
+    if outcome == "built":  # only a quarantined cache is worth a word after a good build
+        return [f for f in _cache_findings(summary, engine) if f.code == "TRT301"]
+    out: list[Finding] = []
+    where = _stopped_in(summary)
+    if outcome == "cancelled":
+        msg = f"build cancelled by {summary.get('cancelSource')}{where}; builder returned {_ms(summary.get('cancelLatencyMs'))} after the request; no engine written"
+        out.append(_f("TRT201", Severity.warning, msg, table, buildId=summary["buildId"]))
+    elif outcome == "failed":
+        out.append(
+            _f("TRT202", Severity.error, f"build failed: {summary.get('error')}", table, buildId=summary["buildId"])
+        )
+    elif outcome == "forced":
+        msg = f"the builder ignored the cancel from {summary.get('cancelSource')}{where} past the grace period and was terminated (forced)"
+        out.append(_f("TRT203", Severity.error, msg, table, buildId=summary["buildId"]))
+    elif outcome == "killed":
+        out.append(
+            _f(
+                "TRT204",
+                Severity.error,
+                f"the build worker died by itself ({summary.get('error')}); nothing was committed",
+                table,
+                buildId=summary["buildId"],
+            )
+        )
+    out.append(
+        _f(
+            "TRT205",
+            Severity.information,
+            f"retry advice: {summary.get('retryPolicy')} — {summary.get('retryRule')}",
+            table,
+            buildId=summary["buildId"],
+            engine=engine,
+            retryPolicy=summary.get("retryPolicy"),
+        )
+    )
+    out.extend(_cache_findings(summary, engine))
+    out.extend(_cleanup_findings(summary, engine))
+    return out
+
+
+def _ms(value: float | None) -> str:
+    if value is None:
+        return "an unknown time"
+    return f"{value:.1f} ms" if value < 10 else f"{value:.0f} ms"
+
+
+def _stopped_in(summary: dict[str, Any]) -> str:
+    stopped = [p for p in summary.get("phaseTree", []) if p.get("status") in ("cancelled", "failed")]
+    if not stopped:
+        return ""
+    deepest = max(stopped, key=lambda p: p["id"].count("."))
+    return f" in '{deepest['name']}'"
+
+
+def _cache_findings(summary: dict[str, Any], engine: str) -> list[Finding]:
+    cache = summary.get("timingCache") or {}
+    decision = cache.get("decision")
+    path = ("engines", engine, "timing_cache")
+    if decision == "quarantined":
+        return [
+            _f(
+                "TRT301",
+                Severity.warning,
+                cache.get("reason", "timing cache quarantined"),
+                path,
+                movedTo=cache.get("quarantined_to"),
+            )
+        ]
+    if decision == "discarded":
+        return [_f("TRT303", Severity.information, f"timing cache discarded: {cache.get('reason')}", path)]
+    if decision == "not_applicable" and cache.get("path"):
+        return [_f("TRT302", Severity.information, f"timing cache not applicable: {cache.get('reason')}", path)]
+    return []
+
+
+def _cleanup_findings(summary: dict[str, Any], engine: str) -> list[Finding]:
+    status = summary.get("cleanupStatus")
+    table = ("engines", engine)
+    removed = [a for a in summary.get("artifacts", []) if a.get("action") in ("removed", "quarantined")]
+    intact = summary.get("previousEngineIntact")
+    keep = " The previous engine is intact." if intact else ""
+    if status == "failed":
+        kept = [a["path"] for a in summary.get("artifacts", []) if a.get("action") == "kept"]
+        return [_f("TRT403", Severity.error, f"cleanup failed; left behind: {', '.join(kept)}", table)]
+    if status == "quarantined":
+        return [
+            _f(
+                "TRT402",
+                Severity.information,
+                f"partial files moved to quarantine: {', '.join(a.get('moved_to', '') for a in removed)}.{keep}",
+                ("engines", engine, "output"),
+            )
+        ]
+    n = len(removed)
+    return [
+        _f(
+            "TRT401",
+            Severity.information,
+            f"cleanup: {'removed ' + str(n) + ' partial file(s)' if n else 'no partial engine was left'}; the output was not touched.{keep}",
+            ("engines", engine, "output"),
+        )
+    ]
+
+
+def orphan_finding(engine: str, recovered: dict[str, Any]) -> Finding:
+    return _f(
+        "TRT404",
+        Severity.warning,
+        f"a build of '{engine}' was interrupted when the server died (build {recovered['buildId']}); {recovered['message']}",
+        ("engines", engine),
+        buildId=recovered["buildId"],
+    )

@@ -1,0 +1,203 @@
+"""Timing-cache policy: what this build does with its cache, decided explicitly and recorded.
+
+Decisions: cold, reused, updated, discarded, quarantined, not_applicable.
+- A cache is only reused when its identity (builder module and version, device, the settings that
+  change tactic choice) matches this build's; a mismatch or a corrupted file is moved to quarantine
+  and the build runs cold. Corruption never raises in TensorRT: it is seen in the logger.
+- A cancelled or failed build never writes its cache back ("discarded").
+- Saving merges with what is on disk under a file lock and replaces the file atomically: two builds
+  sharing a cache never lose each other's timings or leave a torn file (trtexec/Polygraphy overwrite in place).
+- TensorRT-RTX: timing-cache calls are no-ops, so the decision is not_applicable with that reason,
+  except that a corrupted file is still detected (the deserialisation path is real) and quarantined.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from trtls.builds.artifacts import quarantine
+from trtls.core.atomic import atomic_write_bytes, atomic_write_text
+
+NO_DEVICE_MARKER = "Cuda Runtime"
+CORRUPTION_MARKERS = ("Failed to deserialize timing cache", "The timing cache will not be used")
+TACTIC_SETTINGS = (
+    "optimization_level",
+    "max_num_tactics",
+    "avg_timing_iterations",
+    "tiling_level",
+    "hardware_compatibility_level",
+    "compute_capabilities",
+    "max_aux_streams",
+)
+RTX_REASON = "TensorRT-RTX ignores timing caches (its calls are no-ops; it keeps a runtime cache instead)"
+
+
+def cache_identity(environment: dict[str, Any], settings: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "module": environment.get("module"),
+        "version": environment.get("version"),
+        "device": environment.get("device_name"),
+        "compute_capability": environment.get("compute_capability"),
+        "settings": {k: settings.get(k) for k in TACTIC_SETTINGS},
+    }
+
+
+def identity_path(cache: Path) -> Path:
+    return cache.with_name(cache.name + ".identity.json")
+
+
+@dataclass
+class CachePlan:
+    path: Path | None
+    mode: str
+    decision: str
+    reason: str
+    data: bytes | None = None  # bytes to hand to the builder
+    quarantined_to: str | None = None
+    identity: dict[str, Any] = field(default_factory=dict)
+
+
+def plan_cache(
+    path: Path | None,
+    mode: str,
+    identity: dict[str, Any],
+    supported: bool,
+    optimization_level: int,
+    quarantine_dir: Path,
+) -> CachePlan:
+    """Before the build: decide whether the file on disk may be read.
+
+    trtls records the sha256 of every cache it writes beside it, so a cache that changed on disk
+    (truncated, flipped bytes, replaced) is caught here, before TensorRT — which would only log it,
+    or not notice at all."""
+    if path is None or mode == "off":
+        return CachePlan(
+            path,
+            mode,
+            "cold",
+            "no timing cache configured" if path is None else "timing cache mode is off",
+            identity=identity,
+        )
+    if optimization_level == 0 and supported:
+        return CachePlan(path, mode, "not_applicable", "optimization level 0 ignores timing caches", identity=identity)
+    if not path.is_file():
+        decision = "cold" if supported else "not_applicable"
+        return CachePlan(path, mode, decision, "no cache file yet" if supported else RTX_REASON, identity=identity)
+    data = path.read_bytes()
+    meta = _read_meta(path)
+    if meta is not None and meta.get("sha256") != hashlib.sha256(data).hexdigest():
+        why = f"cache bytes changed since trtls wrote them (sha256 mismatch, {len(data)} bytes on disk, {meta.get('size')} written)"
+        dest = _quarantine_pair(path, quarantine_dir, why)
+        return CachePlan(
+            path,
+            mode,
+            "quarantined",
+            f"timing cache quarantined: {why}; this build ran cold",
+            quarantined_to=dest,
+            identity=identity,
+        )
+    if supported and meta is not None and meta.get("identity") != identity:
+        stored = meta.get("identity") or {}
+        changed = sorted(k for k in identity if stored.get(k) != identity.get(k))
+        why = f"cache identity changed: {', '.join(changed)}"
+        dest = _quarantine_pair(path, quarantine_dir, why)
+        return CachePlan(
+            path,
+            mode,
+            "quarantined",
+            f"timing cache quarantined: made for another build identity ({', '.join(changed)}); this build ran cold",
+            quarantined_to=dest,
+            identity=identity,
+        )
+    decision = "reused" if supported else "not_applicable"
+    return CachePlan(
+        path, mode, decision, "valid cache loaded" if supported else RTX_REASON, data=data, identity=identity
+    )
+
+
+def after_load(plan: CachePlan, logged: list[str], set_ok: bool, quarantine_dir: Path) -> CachePlan:
+    """After handing the bytes to TensorRT: the logger, not an exception, says whether they were bad."""
+    bad = [m for m in logged if any(marker in m for marker in CORRUPTION_MARKERS)]
+    if plan.data is None or (not bad and set_ok):
+        return plan
+    if any(NO_DEVICE_MARKER in m for m in logged):
+        # Without a CUDA device TensorRT cannot deserialise any cache, good or bad: inconclusive, not suspect.
+        plan.reason += "; its content could not be checked here (TensorRT needs a CUDA device to deserialise a cache)"
+        return plan
+    why = bad[0] if bad else "set_timing_cache returned False"
+    plan.quarantined_to = _quarantine_pair(plan.path, quarantine_dir, why)  # type: ignore[arg-type]
+    plan.decision, plan.reason, plan.data = "quarantined", f"timing cache quarantined: {why}; this build ran cold", None
+    return plan
+
+
+def after_build(
+    plan: CachePlan,
+    outcome: str,
+    supported: bool,
+    new_bytes: Callable[[], bytes] | None,
+    combine: Callable[[bytes, bytes], bytes | None],
+) -> tuple[CachePlan, bool]:
+    """After the builder returned: write back only from a successful build in read_write mode."""
+    if plan.decision in ("quarantined", "not_applicable") or plan.path is None or plan.mode == "off":
+        return plan, False
+    if outcome != "built":
+        plan.decision = "discarded"
+        plan.reason = f"the {outcome} build's timings were discarded; the cache on disk is untouched"
+        return plan, False
+    if plan.mode != "read_write" or not supported or new_bytes is None:
+        return plan, False
+    save_merged(plan.path, new_bytes(), plan.identity, combine)
+    plan.decision, plan.reason = "updated", "new timings merged into the cache under a lock and written atomically"
+    return plan, True
+
+
+@contextmanager
+def cache_lock(path: Path) -> Iterator[None]:
+    lock = path.with_name(path.name + ".lock")
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock, "a+") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def save_merged(
+    path: Path, new: bytes, identity: dict[str, Any], combine: Callable[[bytes, bytes], bytes | None]
+) -> None:
+    """Merge `new` into the file under an exclusive lock; a failed combine keeps the new timings alone."""
+    with cache_lock(path):
+        merged = new
+        meta = _read_meta(path)
+        if path.is_file() and meta is not None and meta.get("identity") == identity:
+            old = path.read_bytes()
+            if hashlib.sha256(old).hexdigest() == meta.get("sha256"):  # never merge from a damaged file
+                merged = combine(old, new) or new
+        atomic_write_bytes(path, merged)
+        meta = {"identity": identity, "sha256": hashlib.sha256(merged).hexdigest(), "size": len(merged)}
+        atomic_write_text(identity_path(path), json.dumps(meta, sort_keys=True))
+
+
+def _read_meta(path: Path) -> dict[str, Any] | None:
+    """The sidecar trtls writes with every cache: its identity and the sha256 of its bytes."""
+    try:
+        meta = json.loads(identity_path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return meta if isinstance(meta, dict) else None
+
+
+def _quarantine_pair(path: Path, quarantine_dir: Path, reason: str) -> str:
+    dest = quarantine(path, quarantine_dir, reason)
+    ident = identity_path(path)
+    if ident.exists():
+        quarantine(ident, quarantine_dir, reason)
+    return str(dest)

@@ -1,0 +1,420 @@
+"""The build worker: one TensorRT build in a child process, speaking `trtls.events/1` (docs/protocol.md).
+
+Threads, and why:
+- the builder thread runs TensorRT, which can stay inside one C++ call (GIL released) for minutes;
+- the emitter thread turns the monitor's queue into JSON lines, coalescing steps (latest step per
+  phase at most every 50 ms; phase starts and finishes are never dropped);
+- the main thread reads control messages on stdin and owns the signal handlers, so SIGTERM is
+  handled even while the builder is silent. stdin closing (the supervisor died) is a cancel with
+  source service_shutdown: a worker never outlives its supervisor's interest in it.
+
+Job: the first stdin line, a JSON object (see `Job`). Then control lines: {"type":"cancel","source":...}.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import resource
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+from queue import Empty, SimpleQueue
+from typing import Any
+
+from trtls.builds import timing_cache as tc
+from trtls.builds.artifacts import engine_temp_path, inventory_entry, remove_or_quarantine, write_engine
+from trtls.builds.monitor import make_monitor_class
+from trtls.core.cancel import CancelToken
+from trtls.core.events import CANCEL_SOURCES, PROTOCOL_VERSION
+from trtls.core.recipe import stable_json
+
+STEP_INTERVAL_NS = 50_000_000
+
+
+class EventWriter:
+    """JSON lines on a private copy of stdout; fd 1 itself is pointed at stderr so that nothing TensorRT
+    or a library prints can corrupt the event stream."""
+
+    def __init__(self) -> None:
+        out_fd = os.dup(1)
+        os.dup2(2, 1)
+        self.out = os.fdopen(out_fd, "w", buffering=1 << 16)
+        self.lock = threading.Lock()
+
+    def emit(self, event_type: str, t_ns: int | None = None, **fields: Any) -> None:
+        record = {"v": PROTOCOL_VERSION, "type": event_type, "t_ns": t_ns or time.monotonic_ns(), **fields}
+        line = json.dumps(record, default=str) + "\n"
+        with self.lock:
+            self.out.write(line)
+            self.out.flush()
+
+
+class Emitter(threading.Thread):
+    """Drains the monitor's queue: at most one step event per phase every 50 ms (the latest step wins);
+    phase starts and finishes are never dropped, and a finish carries the phase's last step."""
+
+    def __init__(self, queue: SimpleQueue, writer: EventWriter):
+        super().__init__(name="trtls-emitter", daemon=True)
+        self.queue = queue
+        self.writer = writer
+        self.pending: dict[str, tuple[int, int]] = {}  # phase id → (t_ns, step) not yet sent
+        self.last_sent: dict[str, int] = {}  # phase id → when its last step event was written
+        self.last_step: dict[str, int] = {}
+
+    def flush_due(self) -> None:
+        now = time.monotonic_ns()
+        for phase_id in [p for p in self.pending if now - self.last_sent.get(p, 0) >= STEP_INTERVAL_NS]:
+            t, step = self.pending.pop(phase_id)
+            self.writer.emit("step", t, phase_id=phase_id, step=step)
+            self.last_sent[phase_id] = now
+
+    def handle(self, rec: tuple) -> None:
+        kind = rec[0]
+        if kind == "step":
+            _, t, phase_id, step = rec
+            if phase_id is None:
+                return
+            self.last_step[phase_id] = step
+            self.pending[phase_id] = (t, step)
+            self.flush_due()
+        elif kind == "phase_start":
+            _, t, tid, phase_id, parent_id, name, num_steps = rec
+            self.writer.emit(
+                "phase_start", t, phase_id=phase_id, parent_id=parent_id, name=name, num_steps=num_steps, tid=tid
+            )
+        elif kind == "phase_finish":
+            _, t, phase_id, status = rec
+            if phase_id is not None:
+                self.pending.pop(phase_id, None)  # the finish carries the last step instead
+                self.writer.emit("phase_finish", t, phase_id=phase_id, status=status, step=self.last_step.get(phase_id))
+
+    def run(self) -> None:
+        while True:
+            try:
+                rec = self.queue.get(timeout=STEP_INTERVAL_NS / 1e9)
+            except Empty:
+                self.flush_due()
+                continue
+            if rec[0] == "stop":  # a marker, not a flag: waking on it costs nothing, a timeout costs 50 ms
+                return
+            self.handle(rec)
+
+    def drain(self) -> None:
+        """Called once the builder has returned: send everything still queued, in order."""
+        self.queue.put(("stop",))
+        self.join(timeout=1.0)
+        while True:
+            try:
+                self.handle(self.queue.get_nowait())
+            except Empty:
+                break
+        for phase_id, (t, step) in self.pending.items():
+            self.writer.emit("step", t, phase_id=phase_id, step=step)
+        self.pending.clear()
+
+
+class Worker:
+    def __init__(self, job: dict[str, Any], writer: EventWriter):
+        self.job = job
+        self.writer = writer
+        self.cancel = CancelToken()
+        self.queue: SimpleQueue = SimpleQueue()
+        self.emitter = Emitter(self.queue, writer)
+        self.output = Path(job["output"])
+        self.build_id = job["build_id"]
+        self.quarantine_dir = Path(job["quarantine_dir"])
+        self.in_commit = False  # no-cancel zone: the finished engine is being written
+        self.logs: list[tuple[str, str]] = []
+        self.done = threading.Event()
+        self.exit_code = 1
+
+    # -- control -------------------------------------------------------------------------------
+    def request_cancel(self, source: str, t_request_ns: int | None) -> None:
+        if self.cancel.request(source, t_request_ns):
+            self.writer.emit("log", severity="INFO", msg=f"trtls: cancel requested by {source}")
+
+    def on_log(self, severity: str, msg: str) -> None:
+        """TensorRT logger callback (any thread): keep warnings and errors, forward them as events."""
+        if severity in ("INTERNAL_ERROR", "ERROR", "WARNING"):
+            self.logs.append((severity, msg))
+            self.writer.emit("log", severity=severity, msg=msg)
+
+    # -- the build -----------------------------------------------------------------------------
+    def run(self) -> None:
+        try:
+            self.exit_code = self._build()
+        except BaseException as exc:
+            self.writer.emit("build_finished", outcome="failed", error=f"worker error: {type(exc).__name__}: {exc}")
+            self.exit_code = 1
+        finally:
+            self.done.set()
+
+    def _build(self) -> int:
+        from trtls.builds import adapter  # the only module that imports TensorRT
+
+        job = self.job
+        faults = job.get("faults") or {}
+
+        bm = adapter.load_builder_module(job.get("builder_module", "auto"))
+        logger = adapter.make_logger(bm, self.on_log)
+        builder, network, config = _create_builder(bm, logger)
+        errors = adapter.parse_onnx(bm, builder, network, logger, job["onnx"])
+        environment = adapter.environment_record(bm)
+        if errors:
+            return self._finish_failed("ONNX parse failed: " + "; ".join(errors), environment)
+        effective = adapter.apply_builder_settings(bm, builder, config, job.get("settings") or {})
+        adapter.add_profiles(bm, builder, config, job.get("profiles") or [])
+        config_hash = build_config_hash(Path(job["onnx"]), effective, job.get("profiles") or [], environment)
+
+        self.writer.emit(
+            "build_started",
+            build_id=self.build_id,
+            engine=job["engine"],
+            pid=os.getpid(),
+            environment=environment,
+            build_config_hash=config_hash,
+            effective_settings=effective,
+        )
+
+        plan_cache = self._prepare_cache(bm, adapter, config, environment, effective)
+
+        monitor_cls = make_monitor_class(adapter.make_progress_monitor_base(bm))
+        self.monitor = None
+        if not job.get("no_monitor"):  # benchmarks compare against a build with no monitor attached
+            self.monitor = monitor_cls(self.queue, self.cancel, faults.get("stall"))
+            config.progress_monitor = self.monitor
+        self.emitter.start()
+
+        plan = None
+        if not self.cancel.is_set:
+            plan = builder.build_serialized_network(network, config)
+        t_return = time.monotonic_ns()
+        if self.emitter.is_alive():
+            self.emitter.drain()
+        self.writer.emit("builder_returned", t_return, ok=plan is not None)
+
+        if self.cancel.is_set:
+            return self._finish_cancelled(t_return, plan, plan_cache)
+        if plan is None:
+            error = next(
+                (m for s, m in reversed(self.logs) if s in ("ERROR", "INTERNAL_ERROR")), "builder returned no engine"
+            )
+            return self._finish_failed(error, environment, plan_cache)
+        return self._commit(bm, adapter, config, plan, plan_cache)
+
+    def _prepare_cache(self, bm: Any, adapter: Any, config: Any, environment: dict, effective: dict) -> tc.CachePlan:
+        spec = self.job.get("timing_cache")
+        supported = adapter.timing_cache_supported(bm)
+        identity = tc.cache_identity(environment, effective)
+        path = Path(spec["path"]) if spec else None
+        plan = tc.plan_cache(
+            path,
+            spec["mode"] if spec else "off",
+            identity,
+            supported,
+            effective.get("optimization_level", 3),
+            self.quarantine_dir,
+        )
+        if plan.data is not None:
+            before = len(self.logs)
+            # Corruption never raises: it is logged as an ERROR plus WARNINGs, so capture them all here.
+            cache = adapter.create_timing_cache(config, plan.data)
+            ok = adapter.set_timing_cache(config, cache, False)
+            logged = [m for _, m in self.logs[before:]]
+            plan = tc.after_load(plan, logged, ok, self.quarantine_dir)
+            if plan.decision == "quarantined":  # start again from an empty cache
+                adapter.set_timing_cache(config, adapter.create_timing_cache(config, b""), False)
+        return plan
+
+    def _emit_cache(self, plan: tc.CachePlan, written: bool) -> None:
+        self.writer.emit(
+            "cache_decision",
+            decision=plan.decision,
+            reason=plan.reason,
+            path=str(plan.path) if plan.path else None,
+            identity=plan.identity,
+            written_back=written,
+            quarantined_to=plan.quarantined_to,
+        )
+
+    def _cleanup(self, reason: str) -> tuple[str, int, list]:
+        qdir = self.quarantine_dir if self.job.get("keep_evidence") else None
+        inventory, status = ([], "cleaned")
+        if not (self.job.get("faults") or {}).get("skip_cleanup"):
+            inventory, status = remove_or_quarantine([engine_temp_path(self.output, self.build_id)], qdir, reason)
+        for entry in inventory:
+            self.writer.emit("artifact", **entry)
+        return status, time.monotonic_ns(), inventory
+
+    def _finish_cancelled(self, t_return: int, plan: Any, cache_plan: tc.CachePlan) -> int:
+        seen = self.monitor.cancel_seen_ns if self.monitor is not None else None
+        self.writer.emit(
+            "cancel_acknowledged",
+            t_return,
+            source=self.cancel.source,
+            t_request_ns=self.cancel.t_request_ns,
+            t_seen_ns=seen,
+        )
+        notes = []
+        if plan is not None:
+            notes.append(
+                "the builder returned a complete engine after the cancel request; it was discarded as requested"
+            )
+        cache_plan, _ = tc.after_build(cache_plan, "cancelled", False, None, _no_combine)
+        self._emit_cache(cache_plan, False)
+        status, t_clean, _ = self._cleanup(f"build {self.build_id} cancelled by {self.cancel.source}")
+        self.writer.emit(
+            "build_finished", outcome="cancelled", cleanup_status=status, t_cleanup_ns=t_clean, notes=notes
+        )
+        return 3
+
+    def _finish_failed(self, error: str, environment: dict, cache_plan: tc.CachePlan | None = None) -> int:
+        if cache_plan is not None:
+            cache_plan, _ = tc.after_build(cache_plan, "failed", False, None, _no_combine)
+            self._emit_cache(cache_plan, False)
+        status, t_clean, _ = self._cleanup(f"build {self.build_id} failed: {error}")
+        self.writer.emit("build_finished", outcome="failed", error=error, cleanup_status=status, t_cleanup_ns=t_clean)
+        return 1
+
+    def _commit(self, bm: Any, adapter: Any, config: Any, plan: Any, cache_plan: tc.CachePlan) -> int:
+        """No-cancel zone: a cancel arriving now is recorded and applied after the engine is safely written."""
+        self.in_commit = True
+        notes: list[str] = []
+        time.sleep((self.job.get("faults") or {}).get("commit_delay_s", 0))  # fault injection: a slow disk
+        try:
+            size, digest = write_engine(self.output, self.build_id, memoryview(plan))
+        except OSError as exc:
+            self.in_commit = False
+            return self._finish_failed(f"cannot write engine {self.output}: {exc.strerror or exc}", {}, cache_plan)
+        self.in_commit = False
+        self.writer.emit("artifact", **inventory_entry("written", "engine", self.output))
+        if self.cancel.is_set:
+            notes.append("cancel requested after the engine was complete; it was applied after the engine was written")
+            self.writer.emit(
+                "cancel_acknowledged",
+                source=self.cancel.source,
+                t_request_ns=self.cancel.t_request_ns,
+                after_complete=True,
+            )
+        supported = adapter.timing_cache_supported(bm)
+
+        def new_cache_bytes() -> bytes:
+            return adapter.serialize_timing_cache(config.get_timing_cache())
+
+        def combine(old: bytes, new: bytes) -> bytes | None:
+            a = adapter.create_timing_cache(config, old)
+            b = adapter.create_timing_cache(config, new)
+            return adapter.serialize_timing_cache(a) if adapter.combine_timing_cache(a, b) else None
+
+        cache_plan, written = tc.after_build(cache_plan, "built", supported, new_cache_bytes, combine)
+        self._emit_cache(cache_plan, written)
+        self.writer.emit(
+            "build_finished",
+            outcome="built",
+            engine_bytes=size,
+            engine_sha256=digest,
+            cleanup_status="not_needed",
+            t_cleanup_ns=time.monotonic_ns(),
+            notes=notes,
+        )
+        return 0
+
+
+def _create_builder(bm: Any, logger: Any) -> tuple[Any, Any, Any]:
+    """Builder, explicit-batch network and config from the module the adapter loaded."""
+    trt = bm.trt
+    builder = trt.Builder(logger)
+    flags = 0
+    if hasattr(trt.NetworkDefinitionCreationFlag, "EXPLICIT_BATCH"):  # the default (and deprecated) since TRT 10
+        flags = 1 << int(trt.NetworkDefinitionCreationFlag.EXPLICIT_BATCH)
+    network = builder.create_network(flags)
+    return builder, network, builder.create_builder_config()
+
+
+def _no_combine(old: bytes, new: bytes) -> None:
+    return None
+
+
+def build_config_hash(onnx: Path, effective: dict[str, Any], profiles: list, environment: dict[str, Any]) -> str:
+    """sha256 over the ONNX bytes, the effective builder settings and the builder module + version."""
+    h = hashlib.sha256()
+    with open(onnx, "rb") as fh:
+        while block := fh.read(1 << 20):
+            h.update(block)
+    h.update(
+        stable_json(
+            {
+                "settings": effective,
+                "profiles": profiles,
+                "module": environment.get("module"),
+                "version": environment.get("version"),
+            }
+        ).encode()
+    )
+    return h.hexdigest()
+
+
+def probe() -> int:
+    """`--probe`: print the builder environment this worker would use (for printDebugInformation)."""
+    from trtls.builds import adapter
+
+    try:
+        bm = adapter.load_builder_module(os.environ.get("TRTLS_BUILDER_MODULE", "auto"))
+        record = adapter.environment_record(bm)
+    except Exception as exc:
+        record = {"error": f"{type(exc).__name__}: {exc}"}
+    print(json.dumps(record, default=str))
+    return 0
+
+
+def main() -> int:
+    if "--probe" in sys.argv[1:]:
+        return probe()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C belongs to the supervisor, which sends a cancel
+    writer = EventWriter()
+    line = sys.stdin.readline()
+    if not line:
+        return 2
+    job = json.loads(line)
+    limit = (job.get("faults") or {}).get("fsize_limit_bytes")
+    if limit:  # fault injection: a disk that fills up while the engine is written (EFBIG, not a signal)
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+    worker = Worker(job, writer)
+
+    def on_sigterm(signum: int, frame: Any) -> None:
+        # The escalation path: the builder ignored the cooperative cancel. Remove what we may have
+        # started writing (only possible outside the commit zone's rename) and go.
+        if not worker.in_commit:
+            engine_temp_path(worker.output, worker.build_id).unlink(missing_ok=True)
+        os._exit(143)
+
+    signal.signal(signal.SIGTERM, on_sigterm)
+    builder_thread = threading.Thread(target=worker.run, name="trtls-builder", daemon=True)
+    builder_thread.start()
+
+    def read_control() -> None:
+        for raw in sys.stdin:
+            try:
+                msg = json.loads(raw)
+            except ValueError:
+                continue
+            if msg.get("type") == "cancel":
+                source = msg.get("source")
+                worker.request_cancel(source if source in CANCEL_SOURCES else "api", msg.get("t_request_ns"))
+        # EOF: the supervisor is gone or closed our input; nobody wants this build any more.
+        worker.request_cancel("service_shutdown", None)
+
+    threading.Thread(target=read_control, name="trtls-control", daemon=True).start()
+    while not worker.done.wait(0.1):  # wake regularly so signal handlers run on this thread
+        pass
+    writer.out.flush()
+    return worker.exit_code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,119 @@
+"""What `trtls bundle inspect` shows: the verification result as JSON, or as terminal-safe text.
+
+Separate because it is presentation: it adds no checks of its own, only reshapes `_verify`'s result
+and escapes whatever a hostile header could use to forge terminal output.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from trtls.bundle.format import MAX_HEADER, SIDECAR_SUFFIX, BundleProblem
+from trtls.bundle.verify import _verify
+
+
+def inspect_json(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Everything `trtls bundle inspect --json` shows; never raises for bad input (problems say why)."""
+    p = Path(path)
+    result = _verify(p, MAX_HEADER)
+    out: dict[str, Any] = {
+        "path": str(p),
+        "size": result.file_size,
+        "file_sha256": result.file_sha256,
+        "ok": not result.problems,
+        "problems": [asdict(pr) for pr in result.problems],
+        "header": None,
+        "sections": [],
+        "trtls": None,
+        "sidecar": result.sidecar,
+    }
+    if result.bundle is None:
+        return out
+    header = dict(result.bundle.header)
+    header.pop("sections", None)
+    out["trtls"] = header.pop("trtls", None)
+    out["header"] = header
+    out["payload_start"] = result.bundle.payload_start
+    out["sections"] = [
+        {
+            "name": s.name,
+            "offset": s.offset,
+            "size": s.size,
+            "start": s.start,
+            "sha256": result.section_sha256.get(s.name),
+        }
+        for s in result.bundle.sections.values()
+    ]
+    return out
+
+
+def _is_bidi_control(code: int) -> bool:
+    return 0x202A <= code <= 0x202E or 0x2066 <= code <= 0x2069 or code in (0x200E, 0x200F, 0x061C)
+
+
+def _terminal_safe(text: str) -> str:
+    """Escape what a header could use to forge terminal output (control characters, ANSI escapes,
+    bidi overrides) or to crash printing (lone surrogates); newlines we put in stay."""
+    out = []
+    for ch in text:
+        code = ord(ch)
+        if ch == "\n" or (
+            code >= 0x20
+            and code != 0x7F
+            and not 0x80 <= code < 0xA0
+            and not 0xD800 <= code <= 0xDFFF
+            and not _is_bidi_control(code)
+        ):
+            out.append(ch)
+        else:
+            out.append(f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
+    return "".join(out)
+
+
+def inspect_text(path: str | os.PathLike[str]) -> str:
+    """Human-readable report: header fields, sections, digests, provenance, verification verdict."""
+    info = inspect_json(path)
+    lines = [f"bundle   {info['path']}"]
+    if info["size"] is not None:
+        lines.append(f"size     {info['size']} bytes")
+    if info["file_sha256"]:
+        lines.append(f"sha256   {info['file_sha256']}")
+    if info["header"] is not None:
+        lines.append("header")
+        for key, value in info["header"].items():
+            lines.append(f"  {key:<17} {json.dumps(value, ensure_ascii=False)}")
+        lines.append(f"sections (payload starts at byte {info['payload_start']})")
+        if not info["sections"]:
+            lines.append("  (none)")
+        width = max((len(s["name"]) for s in info["sections"]), default=0)
+        for s in info["sections"]:
+            lines.append(
+                f"  {s['name']:<{width}}  offset {s['offset']:>12}  size {s['size']:>12}  sha256 {s['sha256']}"
+            )
+    trtls_block = info["trtls"]
+    if isinstance(trtls_block, dict):
+        lines.append("provenance (header trtls record)")
+        prov = trtls_block.get("provenance")
+        if isinstance(prov, dict) and prov:
+            lines += [f"  {k:<24} {json.dumps(v, ensure_ascii=False)}" for k, v in prov.items()]
+        else:
+            lines.append("  (none recorded)")
+    else:
+        lines.append("provenance: none in the header (not written by trtls)")
+    side = info["sidecar"]
+    if side:
+        lines.append(
+            f"sidecar  {Path(info['path']).name}{SIDECAR_SUFFIX}: origin {json.dumps(side.get('origin'))}, recorded {json.dumps(side.get('recorded_at'))}"
+        )
+    else:
+        lines.append("sidecar  none (digests not recorded; run promotion to record them)")
+    if info["ok"]:
+        lines.append("verify   OK")
+    else:
+        lines.append(f"verify   FAILED ({len(info['problems'])} problem(s))")
+        lines += [f"  {BundleProblem(**pr)}" for pr in info["problems"]]
+    return _terminal_safe("\n".join(lines) + "\n")

@@ -1,0 +1,3 @@
+from trtls.cli.main import main
+
+raise SystemExit(main())

@@ -1,0 +1,205 @@
+"""`trtls gates` (run a route's gates), `trtls bundle inspect` (show a .bundle) and `trtls bundle promote`
+(record a foreign bundle's digests), registered by trtls.cli.main.
+
+Exit codes of `trtls gates`: 0 supported, 3 hold, 4 reject, 2 bad input (recipe errors are printed as
+`file:line:col: CODE severity: message`). With `--gate N`, the exit code is the decision of the selected
+gates; the route summary still says hold, since a route is supported only when all five gates pass.
+
+`--record-baseline` (a person's decision, after review; never done by a normal run) writes this run's gate-5
+measurement to `.trtls/routes/<route>/baseline.json`, unless the gates reject (see `run.run_gates`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+EXIT_SUPPORTED, EXIT_BAD_INPUT, EXIT_HOLD, EXIT_REJECT = 0, 2, 3, 4
+_EXIT = {"supported": EXIT_SUPPORTED, "hold": EXIT_HOLD, "reject": EXIT_REJECT}
+_MARK = {"pass": "ok    ", "hold": "HOLD  ", "reject": "REJECT"}
+
+
+def register(subparsers: Any) -> None:
+    g = subparsers.add_parser("gates", help="run a route's acceptance gates (checkpoint → bundle)")
+    g.add_argument("recipe", nargs="?", help="trtls.toml or its folder (default: .)")
+    g.add_argument("--route", help="route table to check (default: the only route)")
+    g.add_argument("--gate", type=int, action="append", choices=range(1, 6), help="run only this gate (repeatable)")
+    g.add_argument("--format", choices=("text", "json", "sarif", "junit"), default="text")
+    g.add_argument("--output", "-o", help="write the report here (atomically) instead of stdout")
+    g.add_argument("--update-lock", action="store_true", help="re-lock the checkpoint's file digests after review")
+    g.add_argument(
+        "--no-digest-cache", action="store_true", help="hash every checkpoint file, ignoring .trtls/digests.json"
+    )
+    g.add_argument(
+        "--record-baseline",
+        action="store_true",
+        help="after review: record this run's gate-5 measurement as the route's performance baseline (not when the gates reject)",
+    )
+    g.set_defaults(func=cmd_gates)
+
+    b = subparsers.add_parser("bundle", help="work with .bundle files")
+    bsub = b.add_subparsers(dest="bundle_command", required=True)
+    i = bsub.add_parser("inspect", help="show a bundle's header, sections and digests")
+    i.add_argument("file")
+    i.add_argument("--json", action="store_true")
+    i.set_defaults(func=cmd_bundle_inspect)
+    pr = bsub.add_parser(
+        "promote",
+        help="verify a bundle trtls did not write (e.g. native `trtmc build` output) and record its digests in a sidecar",
+    )
+    pr.add_argument("file")
+    pr.add_argument(
+        "--replace",
+        action="store_true",
+        help="re-record after an intended change (the bundle no longer matches its sidecar)",
+    )
+    pr.set_defaults(func=cmd_bundle_promote)
+
+    from trtls.route.build import register_route  # `trtls route build` (route_build.py)
+
+    register_route(subparsers)
+
+
+def cmd_gates(args: argparse.Namespace) -> int:
+    from trtls.cli.main import load_or_report
+    from trtls.core.route import route_names
+
+    loaded = load_or_report(args.recipe)
+    if loaded is None:
+        return EXIT_BAD_INPUT
+    names = route_names(loaded)
+    name = args.route
+    if name is None:
+        if len(names) != 1:
+            print(
+                f"{loaded.path}: TRT107 choose a route with --route (routes: {', '.join(names) or 'none'})",
+                file=sys.stderr,
+            )
+            return EXIT_BAD_INPUT
+        name = names[0]
+    if name not in names:
+        print(f"{loaded.path}: TRT107 no route named {name} (routes: {', '.join(names) or 'none'})", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    if args.record_baseline and args.gate and 5 not in args.gate:
+        print("trtls gates: --record-baseline needs gate 5 (it records gate 5's measurement)", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    from trtls.gates.run import junit_of, run_gates, sarif_of
+
+    def progress(gate: int, text: str) -> None:
+        if args.format == "text" and args.output is None:
+            print(f"… {text}", file=sys.stderr, flush=True)
+
+    result = run_gates(
+        loaded,
+        name,
+        args.gate,
+        progress,
+        update_lock=args.update_lock,
+        use_digest_cache=not args.no_digest_cache,
+        record_baseline=args.record_baseline,
+    )
+    if result.baseline is not None:
+        b = result.baseline
+        if b["recorded"]:
+            m = b["measurement"]
+            rss = "n/a" if m.get("peak_rss_mib") is None else f"{m['peak_rss_mib']:.1f} MiB"
+            print(
+                f"baseline recorded: {b['path']} (p95 {m['p95_ms']:.4f} ms, peak RSS {rss}); the next run compares against it",
+                file=sys.stderr,
+            )
+        else:
+            print(f"baseline not recorded: {b['reason']}", file=sys.stderr)
+    if args.format == "json":
+        text = json.dumps(result.summary, indent=2, default=str) + "\n"
+    elif args.format == "sarif":
+        sarif = sarif_of(loaded, result)
+        if sarif is None:
+            print("trtls gates: SARIF needs trtls.gates.reports, which is not installed", file=sys.stderr)
+            return EXIT_BAD_INPUT
+        text = json.dumps(sarif, indent=2, default=str) + "\n"
+    elif args.format == "junit":
+        junit = junit_of(result)
+        if junit is None:
+            print("trtls gates: JUnit needs trtls.gates.reports, which is not installed", file=sys.stderr)
+            return EXIT_BAD_INPUT
+        text = junit
+    else:
+        text = render_text(loaded, result)
+    if args.output:
+        from trtls.core.atomic import atomic_write_text
+
+        atomic_write_text(args.output, text)
+        print(f"{result.decision}: report written to {args.output}", file=sys.stderr)
+    else:
+        sys.stdout.write(text)
+    return _EXIT[result.gates_decision if args.gate else result.decision]
+
+
+def render_text(loaded: Any, result: Any) -> str:
+    from trtls.core.gate_result import GATE_NAMES
+
+    lines = [f"route {result.route_name}"]
+    for gate in sorted({c.gate for c in result.checks}):
+        lines.append(f"gate {gate} — {GATE_NAMES[gate]}: {result.gate_status(gate)}")
+        for c in (c for c in result.checks if c.gate == gate):
+            where = f"  [{loaded.location(c.finding())}]" if c.status != "pass" and c.path else ""
+            lines.append(f"  {_MARK[c.status]} {c.code} {c.name}: {c.message}{where}")
+    s = result.summary
+    lines.append(
+        f"decision: {result.decision}"
+        + (f" (selected gates: {result.gates_decision})" if result.decision != result.gates_decision else "")
+        + f" · revision {s['checkpoint_revision']} · runtime {s['runtime_target']} · validation {s['validation_status']}"
+        + f" · canary {s['canary_status']} · rollback {s['rollback_status']}"
+    )
+    if s.get("runtime_note"):
+        lines.append(f"note: {s['runtime_note']}")
+    if result.summary_path:
+        lines.append(f"evidence: {result.summary_path}")
+    return "\n".join(lines) + "\n"
+
+
+def cmd_bundle_inspect(args: argparse.Namespace) -> int:
+    try:
+        import trtls.bundle as bundle
+    except ImportError:
+        print("trtls bundle: trtls.bundle is not installed", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    try:
+        if args.json:
+            print(json.dumps(bundle.inspect_json(args.file), indent=2, default=str))
+        else:
+            print(bundle.inspect_text(args.file))
+    except bundle.BundleError as exc:
+        print(f"{args.file}: {exc}", file=sys.stderr)
+        return EXIT_REJECT
+    except OSError as exc:
+        print(f"{args.file}: {exc.strerror or exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    return 0
+
+
+def cmd_bundle_promote(args: argparse.Namespace) -> int:
+    """Exit 0 recorded, 4 the bundle fails verification (nothing written), 2 missing or unreadable file."""
+    import trtls.bundle as bundle
+
+    try:
+        record = bundle.promote_foreign(args.file, replace=args.replace)
+    except bundle.BundleError as exc:
+        print(f"{args.file}: not promoted: {exc}", file=sys.stderr)
+        if all(p.check == bundle.CHECK_IO for p in exc.problems):
+            return EXIT_BAD_INPUT  # missing or unreadable: bad input, not a bundle that failed verification
+        digest_checks = (bundle.CHECK_FILE_DIGEST, bundle.CHECK_SECTION_DIGEST, bundle.CHECK_SIDECAR)
+        if not args.replace and any(p.check in digest_checks for p in exc.problems):
+            print("  if the change was intended, re-record with --replace", file=sys.stderr)
+        return EXIT_REJECT
+    except OSError as exc:
+        print(f"{args.file}: {exc.strerror or exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    sidecar = bundle.sidecar_path(args.file)
+    print(f"{args.file}: {record['origin']} bundle, {record['size']} bytes, sha256 {record['file_sha256']}")
+    print(
+        f"  {len(record['section_sha256'])} section digests recorded in {sidecar}; gate 3 verifies against them from now on"
+    )
+    return 0

@@ -1,0 +1,183 @@
+"""`trtls` command line: build, serve, schema, and (when present) gates, bundle, route, accept.
+
+Exit codes of `trtls build`: 0 built, 1 failed, 2 bad input, 124 cancelled by --timeout,
+130 cancelled by Ctrl-C, 137 forced or killed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+from trtls import __version__
+
+EXIT_BUILT, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_TIMEOUT, EXIT_CTRL_C, EXIT_KILLED = 0, 1, 2, 124, 130, 137
+
+
+def _find_recipe(arg: str | None) -> Path:
+    p = Path(arg or ".")
+    return p / "trtls.toml" if p.is_dir() else p
+
+
+def load_or_report(recipe_arg: str | None) -> Any:
+    """Load the recipe; print every error as `file:line:col: CODE message`. None when bad."""
+    from trtls.core.recipe import load_recipe
+
+    path = _find_recipe(recipe_arg)
+    if not path.is_file():
+        print(f"{path}: TRT104 recipe file not found", file=sys.stderr)
+        return None
+    loaded = load_recipe(path)
+    for f in loaded.findings:
+        print(f"{loaded.location(f)}: {f.code} {f.severity.value}: {f.message}", file=sys.stderr)
+    return loaded if loaded.recipe is not None else None
+
+
+def cmd_build(args: argparse.Namespace) -> int:
+    loaded = load_or_report(args.recipe)
+    if loaded is None:
+        return EXIT_BAD_INPUT
+    engines = [args.engine] if args.engine else list(loaded.recipe.engines)
+    unknown = [e for e in engines if e not in loaded.recipe.engines]
+    if unknown or not engines:
+        known = ", ".join(loaded.recipe.engines) or "none"
+        print(
+            f"{loaded.path}: TRT107 no engine named {unknown[0] if unknown else '(any)'} (engines: {known})",
+            file=sys.stderr,
+        )
+        return EXIT_BAD_INPUT
+    overrides: dict[str, Any] = {}
+    if args.cold:
+        overrides["cache_mode"] = "off"
+    if args.optimization_level is not None:
+        overrides["settings"] = {"optimization_level": args.optimization_level}
+    code = EXIT_BUILT
+    for engine in engines:
+        code = asyncio.run(_build_one(loaded, engine, args, overrides))
+        if code != EXIT_BUILT:
+            break
+    return code
+
+
+async def _build_one(loaded: Any, engine: str, args: argparse.Namespace, overrides: dict[str, Any]) -> int:
+    from trtls.builds.supervisor import Supervisor
+    from trtls.cli.terminal_view import JsonView, PlainView, RichView, print_outcome
+
+    sup = Supervisor()
+    build = sup.start(loaded, engine, overrides=overrides)
+    loop = asyncio.get_running_loop()
+    interrupts = 0
+
+    def on_sigint() -> None:
+        nonlocal interrupts
+        interrupts += 1
+        if interrupts == 1:
+            build.cancel("ctrl_c")
+            if not args.json:
+                print(f"\nstopping {engine} (cooperative; Ctrl-C again to force)…", file=sys.stderr, flush=True)
+        else:
+            build.force()
+
+    loop.add_signal_handler(signal.SIGINT, on_sigint)
+    loop.add_signal_handler(signal.SIGTERM, lambda: build.cancel("service_shutdown"))
+    if args.timeout:
+        loop.call_later(args.timeout, build.cancel, "ci_timeout")
+    view_cls = JsonView if args.json else (RichView if sys.stdout.isatty() else PlainView)
+    view = view_cls(build)
+    build.listeners.append(view.update)
+    with view:
+        while build.running:
+            await asyncio.sleep(0.125)
+            view.tick()
+        await build.wait()
+    if not args.json:
+        print_outcome(build)
+    return {
+        "built": EXIT_BUILT,
+        "failed": EXIT_FAILED,
+        "forced": EXIT_KILLED,
+        "killed": EXIT_KILLED,
+    }.get(build.outcome or "killed", EXIT_TIMEOUT if build.token.source == "ci_timeout" else EXIT_CTRL_C)
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from trtls.lsp.server import serve
+
+    serve()
+    return 0
+
+
+def cmd_info(args: argparse.Namespace) -> int:
+    """Exit 0 when a builder module was found, 1 when not (the text says why)."""
+    from trtls.debug_info import as_text, debug_information
+
+    info = debug_information()
+    print(json.dumps(info, indent=2) if args.json else as_text(info))
+    return 1 if "error" in info["builder"] else 0
+
+
+def cmd_schema(args: argparse.Namespace) -> int:
+    from trtls.core.recipe import recipe_json_schema
+
+    text = json.dumps(recipe_json_schema(), indent=2)
+    if args.output:
+        from trtls.core.atomic import atomic_write_text
+
+        atomic_write_text(args.output, text + "\n")
+    else:
+        print(text)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="trtls", description="TensorRT builds you can watch, stop and trust.")
+    parser.add_argument("--version", action="version", version=f"trtls {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    b = sub.add_parser("build", help="build engines from a trtls.toml with a live phase tree")
+    b.add_argument("recipe", nargs="?", help="trtls.toml or its folder (default: .)")
+    b.add_argument("--engine", help="engine table to build (default: all, in order)")
+    b.add_argument("--timeout", type=float, help="cancel with source ci_timeout after this many seconds")
+    b.add_argument("--json", action="store_true", help="stream events as JSON lines; the summary last")
+    b.add_argument("--cold", action="store_true", help="ignore the timing cache for this build (retry cold)")
+    b.add_argument(
+        "--optimization-level", type=int, choices=range(6), help="override the builder optimization level (diagnosis)"
+    )
+    b.set_defaults(func=cmd_build)
+
+    s = sub.add_parser("serve", help="run the language server on stdio")
+    s.set_defaults(func=cmd_serve)
+
+    i = sub.add_parser("info", help="versions and the builder module a build would use (paste into bug reports)")
+    i.add_argument("--json", action="store_true")
+    i.set_defaults(func=cmd_info)
+
+    sc = sub.add_parser("schema", help="print (or write) the JSON Schema of trtls.toml")
+    sc.add_argument("-o", "--output")
+    sc.set_defaults(func=cmd_schema)
+
+    for register in _optional_commands():
+        register(sub)
+    args = parser.parse_args(argv)
+    return args.func(args)
+
+
+def _optional_commands() -> list[Any]:
+    """Subcommands owned by other packages (gates, bundle, route, accept), registered when present."""
+    out = []
+    for module, attr in (("trtls.cli.gates", "register"), ("trtls.cli.accept", "register")):
+        try:
+            mod = __import__(module, fromlist=[attr])
+        except ImportError:
+            continue
+        out.append(getattr(mod, attr))
+    return out
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,70 @@
+"""Helpers for build-core tests: start real builds of the quickstart sample and stop them at a chosen phase."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+from typing import Any
+
+from trtls.builds.supervisor import Build, Supervisor
+from trtls.core.recipe import load_recipe
+
+
+def loaded(ws: Path, edit: dict[str, str] | None = None):
+    path = ws / "trtls.toml"
+    if edit:
+        text = path.read_text()
+        for old, new in edit.items():
+            assert old in text, old
+            text = text.replace(old, new)
+        path.write_text(text)
+    rec = load_recipe(path)
+    assert rec.recipe is not None, [f.message for f in rec.findings]
+    return rec
+
+
+def cancel_at_phase(build: Build, phase_index: int, action) -> None:
+    """Call `action(build)` when the `phase_index`-th phase (0-based, start order) starts."""
+    seen = {"n": 0}
+
+    def listener(b: Build, ev: Any) -> None:
+        if ev is not None and ev.type == "phase_start":
+            if seen["n"] == phase_index:
+                action(b)
+            seen["n"] += 1
+
+    build.listeners.append(listener)
+
+
+async def run_build(ws: Path, engine: str = "demo", **start_kwargs: Any) -> tuple[Supervisor, Build]:
+    sup = Supervisor()
+    build = sup.start(loaded(ws), engine, **start_kwargs)
+    return sup, build
+
+
+def leftovers(ws: Path) -> list[Path]:
+    """Temp files a build may have left anywhere under the workspace (quarantined evidence is not left over)."""
+    quarantine = ws / ".trtls" / "quarantine"
+    return [
+        p for p in ws.rglob("*") if (".trtls-tmp-" in p.name or p.name.endswith(".tmp")) and quarantine not in p.parents
+    ]
+
+
+def process_gone(pid: int | None) -> bool:
+    if pid is None:
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    with open(f"/proc/{pid}/stat") as fh:
+        return fh.read().split(")")[-1].split()[0] == "Z"
+
+
+async def wait_until(predicate, timeout: float = 60.0) -> None:
+    loop = asyncio.get_running_loop()
+    end = loop.time() + timeout
+    while not predicate():
+        assert loop.time() < end, "condition not met in time"
+        await asyncio.sleep(0.02)

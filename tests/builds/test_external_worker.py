@@ -1,0 +1,44 @@
+"""The protocol is enough to drive the supervisor: a worker named in the recipe (`worker = [...]`)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from trtls.builds.supervisor import Supervisor
+from trtls.core.recipe import load_recipe
+
+WORKER = Path(__file__).parents[1] / "data" / "external_worker.py"
+
+
+def recipe(tmp_path: Path) -> Path:
+    (tmp_path / "trtls.toml").write_text(
+        f'[engines.svc]\nonnx = "none.onnx"\noutput = "out/svc.engine"\nworker = ["{sys.executable}", "{WORKER}"]\n'
+    )
+    return tmp_path / "trtls.toml"
+
+
+async def test_external_worker_builds(tmp_path: Path) -> None:
+    loaded = load_recipe(recipe(tmp_path))
+    assert loaded.recipe is not None, loaded.findings
+    build = Supervisor().start(loaded, "svc")
+    s = await build.wait()
+    assert s["outcome"] == "built" and s["language"] == "cpp" and s["builderModule"] == "cpp-service"
+    assert (tmp_path / "out" / "svc.engine").read_bytes() == b"engine from an external worker"
+    assert s["phaseTree"][0]["status"] == "done" and s["phaseTree"][0]["step"] == 4
+
+
+async def test_external_worker_cancel(tmp_path: Path) -> None:
+    os.environ["STEPS"] = "200"
+    try:
+        loaded = load_recipe(recipe(tmp_path))
+        build = Supervisor().start(loaded, "svc")
+        build.listeners.append(
+            lambda b, ev: b.cancel("api") if ev is not None and ev.type == "step" and ev.step == 3 else None
+        )
+        s = await build.wait()
+    finally:
+        del os.environ["STEPS"]
+    assert s["outcome"] == "cancelled" and s["cancelSource"] == "api" and s["cancelLatencyMs"] is not None
+    assert not (tmp_path / "out" / "svc.engine").exists()
