@@ -88,12 +88,84 @@ MALFORMED = [
     ("shape is not a list", _replace("min = [1, 3, 8, 8]", 'min = "1x3x8x8"'), "TRT102", "11:7"),
     ("bad engine name", GOOD.replace("engines.demo", 'engines."my engine"'), "TRT108", "1:1"),
     (
-        "duplicate profile input",
-        GOOD + '\n[[engines.demo.profiles]]\ninput = "input"\nmin = [1]\nopt = [1]\nmax = [1]\n',
+        "shorthand key beside inputs",
+        GOOD + '\n[[engines.demo.profiles]]\ninput = "x"\ninputs.a = { min = [1], opt = [1], max = [1] }\n',
         "TRT105",
-        "16:9",
+        "16:1",
+    ),
+    (
+        "min > opt in an inputs table",
+        GOOD + "\n[[engines.demo.profiles]]\ninputs.ids = { min = [1, 8], opt = [1, 4], max = [2, 9] }\n",
+        "TRT105",
+        "16:40",
+    ),
+    (
+        "rank mismatch in a sub-table",
+        GOOD + "\n[[engines.demo.profiles]]\n[engines.demo.profiles.inputs.ids]\nmin = [1]\nopt = [1]\nmax = [1, 2]\n",
+        "TRT105",
+        "16:1",
+    ),
+    ("profile with nothing", GOOD + "\n[[engines.demo.profiles]]\n", "TRT103", "15:1"),
+    (
+        "inputs entry without max",
+        GOOD + "\n[[engines.demo.profiles]]\ninputs.ids = { min = [1], opt = [1] }\n",
+        "TRT103",
+        "16:1",
     ),
 ]
+
+TWO_INPUTS = """\
+[engines.enc]
+onnx = "m.onnx"
+output = "enc.engine"
+
+[[engines.enc.profiles]]
+inputs.input_ids = { min = [1, 1], opt = [1, 64], max = [4, 128] }
+inputs.attention_mask = { min = [1, 1], opt = [1, 64], max = [4, 128] }
+
+[[engines.enc.profiles]]
+[engines.enc.profiles.inputs.input_ids]
+min = [1, 128]
+opt = [8, 256]
+max = [16, 512]
+[engines.enc.profiles.inputs.attention_mask]
+min = [1, 128]
+opt = [8, 256]
+max = [16, 512]
+
+[[engines.enc.profiles]]
+input = "input_ids"
+min = [1, 1]
+opt = [1, 1]
+max = [1, 1]
+"""
+
+
+def test_profiles_give_every_input_and_become_one_tensorrt_profile_each(folder: Path) -> None:
+    """Inline tables, sub-tables and the one-input shorthand: one recipe entry = one TensorRT profile."""
+    loaded = load(folder, TWO_INPUTS)
+    assert loaded.findings == [] and loaded.recipe is not None
+    job = loaded.engine("enc").job_profiles()
+    assert len(job) == 3
+    assert job[0] == {
+        "inputs": [
+            {"input": "input_ids", "min": [1, 1], "opt": [1, 64], "max": [4, 128]},
+            {"input": "attention_mask", "min": [1, 1], "opt": [1, 64], "max": [4, 128]},
+        ]
+    }
+    assert [e["input"] for e in job[1]["inputs"]] == ["input_ids", "attention_mask"]
+    assert job[1]["inputs"][1]["max"] == [16, 512]
+    assert job[2] == {"inputs": [{"input": "input_ids", "min": [1, 1], "opt": [1, 1], "max": [1, 1]}]}
+
+
+def test_two_shorthand_profiles_for_one_input_are_two_profiles(folder: Path) -> None:
+    text = (
+        GOOD
+        + '\n[[engines.demo.profiles]]\ninput = "input"\nmin = [8, 3, 8, 8]\nopt = [16, 3, 8, 8]\nmax = [32, 3, 8, 8]\n'
+    )
+    loaded = load(folder, text)
+    assert loaded.findings == [] and loaded.recipe is not None
+    assert [p["inputs"][0]["max"][0] for p in loaded.engine("demo").job_profiles()] == [4, 32]
 
 
 @pytest.mark.parametrize("desc,text,code,where", MALFORMED, ids=[m[0] for m in MALFORMED])

@@ -28,7 +28,7 @@ def _record_build(loaded, build_id="b1", started=1.0, outcome="built", env=None)
     out.write_bytes(b"engine-bytes")
     env = env or {"module": "tensorrt_rtx", "version": "1.7.1.116", "device_name": None}
     effective = {"optimization_level": 3}
-    profiles = [p.model_dump() for p in eng.profiles]
+    profiles = eng.job_profiles()
     summary = {
         "buildId": build_id,
         "engine": "e",

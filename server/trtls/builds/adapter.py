@@ -259,14 +259,20 @@ def apply_builder_settings(bm: BuilderModule, builder: Any, config: Any, setting
 
 
 def add_profiles(
-    bm: BuilderModule, builder: Any, config: Any, profiles: list[dict[str, Any]], network: Any = None
+    bm: BuilderModule,
+    builder: Any,
+    config: Any,
+    profiles: list[dict[str, Any]],
+    network: Any = None,
+    record: list[dict[str, Any]] | None = None,
 ) -> list[int]:
     """Add optimization profiles; returns their indices.
 
-    Each item is one profile: ``{"input", "min", "opt", "max"}`` for one input, or
-    ``{"inputs": [{"input", "min", "opt", "max"}, ...]}`` for several. TensorRT accepts a profile
+    Each item is one profile: ``{"inputs": [{"input", "min", "opt", "max"}, ...]}`` with every dynamic
+    input, or the older ``{"input", "min", "opt", "max"}`` for one input. TensorRT accepts a profile
     naming a tensor the network does not have and only fails at build time, so pass ``network`` to
-    have names checked here. A shape that breaks MIN <= OPT <= MAX raises ValueError.
+    have names checked here. A shape that breaks MIN <= OPT <= MAX raises ValueError. With ``record``,
+    each added profile's shapes are appended as TensorRT holds them (read back, not echoed).
     """
     del bm
     names = {network.get_input(i).name for i in range(network.num_inputs)} if network is not None else None
@@ -283,6 +289,12 @@ def add_profiles(
         if index < 0:  # the builder logs "Invalid optimization profiles ... MIN<=OPT<=MAX"
             raise ValueError(f"profile {number} is invalid (each dimension needs min <= opt <= max): {entries}")
         indices.append(index)
+        if record is not None:
+            held = {}
+            for entry in entries:
+                lo, mid, hi = profile.get_shape(entry["input"])
+                held[entry["input"]] = {"min": list(lo), "opt": list(mid), "max": list(hi)}
+            record.append({"index": index, "inputs": held})
     return indices
 
 

@@ -78,7 +78,7 @@ def worker_job(
         "output": str(loaded.resolve(eng.output)),
         "timing_cache": cache,
         "settings": settings,
-        "profiles": [p.model_dump() for p in eng.profiles],
+        "profiles": eng.job_profiles(),
         "builder_module": overrides.get("builder_module", eng.builder_module),
         "keep_evidence": eng.keep_evidence,
         "quarantine_dir": str(state_dir(loaded.path) / "quarantine"),
@@ -103,6 +103,7 @@ class Build:
     error: str | None = None
     environment: dict[str, Any] = field(default_factory=dict)
     effective_settings: dict[str, Any] = field(default_factory=dict)
+    optimization_profiles: list[dict[str, Any]] = field(default_factory=list)
     config_hash: str | None = None
     baselines: dict[str, float] = field(default_factory=dict)
     cache: dict[str, Any] | None = None
@@ -388,6 +389,7 @@ class Supervisor:
                 ev.build_config_hash,
                 ev.effective_settings,
             )
+            build.optimization_profiles = ev.optimization_profiles
             build.baselines = self._history(build).baselines(ev.build_config_hash)
         elif kind == "log":
             build.logs.append({"severity": ev.severity, "msg": ev.msg})
@@ -540,6 +542,7 @@ class Supervisor:
             "gpuSku": env.get("device_name") or "none (CPU-only ahead-of-time build)",
             "computeCapability": env.get("compute_capability"),
             "effectiveSettings": build.effective_settings,
+            "optimizationProfiles": build.optimization_profiles,
             "timingCacheMode": cache.get("decision"),
             "timingCache": cache,
             "cancelSource": build.token.source,

@@ -167,7 +167,8 @@ class Worker:
         if errors:
             return self._finish_failed("ONNX parse failed: " + "; ".join(errors), environment)
         effective = adapter.apply_builder_settings(bm, builder, config, job.get("settings") or {})
-        adapter.add_profiles(bm, builder, config, job.get("profiles") or [])
+        profiles_held: list[dict[str, Any]] = []
+        adapter.add_profiles(bm, builder, config, job.get("profiles") or [], network, profiles_held)
         config_hash = build_config_hash(Path(job["onnx"]), effective, job.get("profiles") or [], environment)
 
         self.writer.emit(
@@ -178,6 +179,7 @@ class Worker:
             environment=environment,
             build_config_hash=config_hash,
             effective_settings=effective,
+            optimization_profiles=profiles_held,
         )
 
         plan_cache = self._prepare_cache(bm, adapter, config, environment, effective)

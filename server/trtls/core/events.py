@@ -35,6 +35,7 @@ class BuildStarted(_Event):
     environment: dict[str, Any]
     build_config_hash: str
     effective_settings: dict[str, Any] = {}
+    optimization_profiles: list[dict[str, Any]] = []  # as the builder config holds them: index, inputs{min,opt,max}
 
 
 class PhaseStart(_Event):
@@ -112,7 +113,16 @@ class BuildFinished(_Event):
 
 
 Event = Annotated[
-    BuildStarted | PhaseStart | Step | PhaseFinish | Log | CacheDecisionEvent | BuilderReturned | CancelAcknowledged | Artifact | BuildFinished,
+    BuildStarted
+    | PhaseStart
+    | Step
+    | PhaseFinish
+    | Log
+    | CacheDecisionEvent
+    | BuilderReturned
+    | CancelAcknowledged
+    | Artifact
+    | BuildFinished,
     Field(discriminator="type"),
 ]
 EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)

@@ -58,11 +58,55 @@ class BuilderSettings(_Model):
     memory_pool_limits: MemoryPoolLimits = Field(default_factory=MemoryPoolLimits, description="Memory pool limits.")
 
 
-class OptimizationProfile(_Model):
-    input: str = Field(description="Network input name.")
+class InputShapes(_Model):
+    """The shapes one input accepts within one optimization profile."""
+
     min: list[int] = Field(description="Smallest shape the engine accepts.")
     opt: list[int] = Field(description="Shape the tactics are tuned for.")
     max: list[int] = Field(description="Largest shape the engine accepts.")
+
+
+SHAPE_KEYS = ("min", "opt", "max")
+
+
+class OptimizationProfile(_Model):
+    """One TensorRT optimization profile: min/opt/max for every dynamic input of the network.
+
+    Written either as `inputs.NAME = { min = [...], opt = [...], max = [...] }` for each input (or a
+    `[engines.X.profiles.inputs.NAME]` sub-table), or — for a network with one dynamic input — with the
+    shorthand `input`, `min`, `opt`, `max`. Several `[[engines.X.profiles]]` entries give several
+    profiles (e.g. a small-batch and a large-batch one); the engine gets one TensorRT profile per entry.
+    """
+
+    inputs: dict[str, InputShapes] | None = Field(
+        None, description="min/opt/max for every dynamic input, keyed by the ONNX input name."
+    )
+    input: str | None = Field(None, description="Shorthand for a one-input profile: the network input name.")
+    min: list[int] | None = Field(None, description="Shorthand: smallest shape the engine accepts.")
+    opt: list[int] | None = Field(None, description="Shorthand: shape the tactics are tuned for.")
+    max: list[int] | None = Field(None, description="Shorthand: largest shape the engine accepts.")
+
+    @property
+    def is_shorthand(self) -> bool:
+        return self.inputs is None
+
+    def shapes(self) -> dict[str, InputShapes]:
+        """Every input of this profile with its shapes (the shorthand as a one-entry dict)."""
+        if self.inputs is not None:
+            return dict(self.inputs)
+        if self.input is None or self.min is None or self.opt is None or self.max is None:
+            return {}  # reported by the semantic checks; a loaded recipe never has this
+        return {self.input: InputShapes(min=self.min, opt=self.opt, max=self.max)}
+
+    def shape_path(self, index: int, name: str) -> TomlPath:
+        """The TOML path of the table holding `name`'s min/opt/max (for located findings)."""
+        if self.inputs is None:
+            return ("profiles", index)
+        return ("profiles", index, "inputs", name)
+
+    def job(self) -> dict[str, Any]:
+        """What the worker gets: one TensorRT profile with every input (docs/protocol.md)."""
+        return {"inputs": [{"input": name, **s.model_dump()} for name, s in self.shapes().items()]}
 
 
 class TimingCache(_Model):
@@ -79,7 +123,8 @@ class EngineRecipe(_Model):
     timing_cache: TimingCache | None = Field(None, description="Timing cache path and mode.")
     builder: BuilderSettings = Field(default_factory=BuilderSettings, description="Builder settings.")
     profiles: list[OptimizationProfile] = Field(
-        default_factory=list, description="Optimization profiles, one per dynamic input."
+        default_factory=list,
+        description="TensorRT optimization profiles; each gives min/opt/max for every dynamic input.",
     )
     cancel_grace_s: float = Field(
         10.0,
@@ -97,6 +142,10 @@ class EngineRecipe(_Model):
         None,
         description="External worker command speaking trtls.events/1 (e.g. a C++ builder); default: the built-in worker.",
     )
+
+    def job_profiles(self) -> list[dict[str, Any]]:
+        """The profiles as the worker protocol carries them (and as buildConfigHash covers them)."""
+        return [p.job() for p in self.profiles]
 
 
 class RecipeFile(_Model):
@@ -261,17 +310,33 @@ def _semantic_checks(loaded: LoadedRecipe, recipe: RecipeFile) -> list[Finding]:
                     "TRT109", "timing cache path clashes with the engine or ONNX", base + ("timing_cache", "path"), True
                 )
             )
-        seen_inputs: set[str] = set()
         for i, prof in enumerate(eng.profiles):
-            ppath = base + ("profiles", i)
-            if prof.input in seen_inputs:
-                out.append(_finding("TRT105", f"input '{prof.input}' has two profiles", ppath + ("input",), True))
-            seen_inputs.add(prof.input)
-            out.extend(_shape_checks(prof, ppath))
+            out.extend(_profile_checks(prof, base + ("profiles", i)))
     return out
 
 
-def _shape_checks(prof: OptimizationProfile, ppath: TomlPath) -> list[Finding]:
+def _profile_checks(prof: OptimizationProfile, ppath: TomlPath) -> list[Finding]:
+    """One profile is either `inputs.NAME = {min, opt, max}` or the one-input shorthand, never both."""
+    shorthand = {k: getattr(prof, k) for k in ("input", *SHAPE_KEYS) if getattr(prof, k) is not None}
+    if prof.inputs is not None:
+        out = [
+            _finding("TRT105", f"'{k}' belongs to the one-input shorthand; put it under inputs.NAME", ppath + (k,))
+            for k in shorthand
+        ]
+        if not prof.inputs:
+            out.append(_finding("TRT105", "profile has no inputs", ppath + ("inputs",), True))
+        for name, shapes in prof.inputs.items():
+            out.extend(_shape_checks(shapes, ppath + ("inputs", name)))
+        return out
+    missing = [k for k in ("input", *SHAPE_KEYS) if k not in shorthand]
+    if len(missing) == 4:
+        return [_finding("TRT103", "profile needs 'inputs' (or the shorthand 'input', 'min', 'opt', 'max')", ppath)]
+    if missing:
+        return [_finding("TRT103", f"missing required key '{k}'", ppath + (k,), key=k) for k in missing]
+    return _shape_checks(InputShapes(min=prof.min, opt=prof.opt, max=prof.max), ppath)  # type: ignore[arg-type]
+
+
+def _shape_checks(prof: InputShapes, ppath: TomlPath) -> list[Finding]:
     out: list[Finding] = []
     shapes = {"min": prof.min, "opt": prof.opt, "max": prof.max}
     for key, shape in shapes.items():

@@ -158,7 +158,7 @@ def effective_settings(loaded: Any, engine: str) -> dict[str, Any]:
         "output": eng.output,
         "builder_module": eng.builder_module,
         "settings": settings,
-        "profiles": [p.model_dump() for p in eng.profiles],
+        "profiles": eng.job_profiles(),
         "timing_cache": eng.timing_cache.model_dump() if eng.timing_cache else None,
     }
 
@@ -396,7 +396,7 @@ def _stale(loaded: Any, engine: str, summary: dict[str, Any]) -> list[str]:
         now = build_config_hash(
             onnx,
             summary.get("effectiveSettings") or {},
-            [p.model_dump() for p in eng.profiles],
+            eng.job_profiles(),
             summary.get("environment") or {},
         )
         if now != recorded:

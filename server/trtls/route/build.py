@@ -248,9 +248,15 @@ def _io_map(model_bytes: bytes, engine: EngineRecipe) -> tuple[dict[str, Any], s
         }
 
     init = {i.name for i in model.graph.initializer}
-    profiles = {p.input: {"min": p.min, "opt": p.opt, "max": p.max} for p in engine.profiles}
+    # Each input's shapes in every profile, in profile order; "profile" (the first) stays for older readers.
+    profiles: dict[str, list[dict[str, Any]]] = {}
+    for prof in engine.profiles:
+        for name, shapes in prof.shapes().items():
+            profiles.setdefault(name, []).append(shapes.model_dump())
     inputs = {
-        v.name: dict(value(v), **({"profile": profiles[v.name]} if v.name in profiles else {}))
+        v.name: dict(
+            value(v), **({"profile": profiles[v.name][0], "profiles": profiles[v.name]} if v.name in profiles else {})
+        )
         for v in model.graph.input
         if v.name not in init
     }
