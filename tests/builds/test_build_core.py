@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from trtls.builds.artifacts import sha256_file
+from trtls.builds.history import History
 from trtls.core.evidence import missing_seed_fields
 
 from .helpers import cancel_at_phase, leftovers, loaded, process_gone, run_build, wait_until
@@ -84,6 +85,14 @@ async def test_success_path_complete_evidence(workspace: Path) -> None:
     s2 = await build2.wait()
     assert s2["buildConfigHash"] == s["buildConfigHash"]
     assert any(p["baselineS"] is not None for p in s2["phaseTree"]), "history gives running phases a usual duration"
+    # tree.json can draw a timeline on its own: each phase starts at or after its parent, inside the build
+    tree = {p["id"]: p for p in json.loads((build2.evidence_dir / "tree.json").read_text())}
+    assert all(0 <= p["startS"] <= s2["durationS"] for p in tree.values())
+    assert all(p["startS"] >= tree[p["parentId"]]["startS"] for p in tree.values() if p["parentId"])
+    # history.json dates every successful build of this config (for the report's build time over time)
+    dated = History(workspace / ".trtls" / "history.json").builds(s["buildConfigHash"])
+    assert [b["buildId"] for b in dated] == [build.id, build2.id]
+    assert dated[0]["startedAt"] <= dated[1]["startedAt"] and all(b["durationS"] > 0 for b in dated)
 
 
 def _point(count: int, where: str) -> int:

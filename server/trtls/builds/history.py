@@ -17,6 +17,7 @@ from trtls.builds.timing_cache import cache_lock
 from trtls.core.atomic import atomic_write_text
 
 KEEP = 20  # durations kept per phase
+KEEP_BUILDS = 100  # dated whole-build durations kept per config (the report's "build time over time")
 
 
 class History:
@@ -41,13 +42,24 @@ class History:
         entry = self._load().get(config_hash, {})
         return {pid: round(statistics.median(d), 3) for pid, d in entry.get("phases", {}).items() if d}
 
+    def builds(self, config_hash: str) -> list[dict[str, Any]]:
+        """Successful builds of this config, oldest first: {buildId, startedAt (epoch s), durationS}.
+        Histories written before dates were kept have none (an empty list, never invented dates)."""
+        entry = self._load().get(config_hash, {})
+        return [b for b in entry.get("builds", []) if isinstance(b, dict) and "startedAt" in b and "durationS" in b]
+
     def stops(self, config_hash: str) -> list[str]:
         return list(self._load().get(config_hash, {}).get("stops", []))
 
     def record(
-        self, config_hash: str, durations: dict[str, float] | None = None, stop_phase: str | None = None
+        self,
+        config_hash: str,
+        durations: dict[str, float] | None = None,
+        stop_phase: str | None = None,
+        build: dict[str, Any] | None = None,
     ) -> None:
-        """Add a successful build's phase durations, or the phase a stopped build was in."""
+        """Add a successful build's phase durations (and, with `build`, its date and total duration), or the
+        phase a stopped build was in. The `builds` list is new; older readers ignore it."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with cache_lock(self.path):  # concurrent builds of one workspace share this file
             data = self._load()
@@ -55,6 +67,11 @@ class History:
             for pid, secs in (durations or {}).items():
                 entry["phases"].setdefault(pid, []).append(round(secs, 4))
                 entry["phases"][pid] = entry["phases"][pid][-KEEP:]
+            if build is not None:
+                dated = {"buildId": build.get("buildId"), "startedAt": round(float(build["startedAt"]), 3)}
+                dated["durationS"] = round(float(build["durationS"]), 3)
+                builds = entry.get("builds") if isinstance(entry.get("builds"), list) else []
+                entry["builds"] = (builds + [dated])[-KEEP_BUILDS:]
             if stop_phase is not None:
                 entry["stops"] = (entry["stops"] + [stop_phase])[-KEEP:]
             atomic_write_text(self.path, json.dumps(data, indent=1, sort_keys=True))

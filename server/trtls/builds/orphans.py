@@ -36,6 +36,29 @@ def process_alive(pid: int | None) -> bool:
         return True
 
 
+def process_start_id(pid: int | None) -> str | None:
+    """Who a PID is, not only that it exists: `<boot id>:<start time in clock ticks since boot>`.
+
+    A PID is reused after its process dies (and numbering starts again after a reboot), so a recorded
+    PID that is alive may be an unrelated process. The kernel's start time of the process, with the boot
+    it belongs to, names one process for ever. None when /proc cannot say (not Linux, process gone)."""
+    if not pid:
+        return None
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+        with open("/proc/sys/kernel/random/boot_id") as fh:
+            boot = fh.read().strip()
+    except (OSError, IndexError):
+        return None
+    return f"{boot}:{fields[19]}"  # field 22 of stat; fields[0] is field 3 (state)
+
+
+def same_process(pid: int | None, recorded_start: str | None) -> bool:
+    """True only when `pid` is alive and is the very process whose start id was recorded."""
+    return bool(recorded_start) and process_alive(pid) and process_start_id(pid) == recorded_start
+
+
 def _orphan_summary(
     run_dir: Path, state: dict[str, Any], job: dict[str, Any], cleanup: str, inventory: list, note: str
 ) -> dict[str, Any]:
@@ -107,14 +130,24 @@ def recover_orphans(trtls_dir: Path, own_pid: int | None = None) -> list[dict[st
         except (OSError, ValueError):
             continue
         sup = state.get("supervisorPid")
-        if sup == own_pid or process_alive(sup):
-            continue  # a live supervisor owns it
+        if sup == own_pid:
+            continue
+        if process_alive(sup) and (state.get("supervisorStart") is None or same_process(sup, state["supervisorStart"])):
+            continue  # a live supervisor owns it (an old record without a start id: assume it is that one)
         worker = state.get("workerPid")
-        if process_alive(worker):
+        worker_note = ""
+        if same_process(worker, state.get("workerStart")):
             try:
                 os.killpg(worker, signal.SIGKILL)
+                worker_note = f"; its worker (pid {worker}) was still running and was killed"
             except (ProcessLookupError, PermissionError):
                 pass
+        elif process_alive(worker):
+            # PID reuse (a reboot, or a long time since): the live process is someone else's. Never kill it.
+            worker_note = (
+                f"; pid {worker} is alive but is not the recorded worker (its start time differs or was not "
+                "recorded), so it was left alone"
+            )
         job = state.get("job", {})
         output = Path(state.get("output", job.get("output", "")))
         qdir = trtls_dir / "quarantine" if job.get("keep_evidence") else None
@@ -126,7 +159,7 @@ def recover_orphans(trtls_dir: Path, own_pid: int | None = None) -> list[dict[st
             f"{'quarantined' if status == 'quarantined' else 'removed'} {n} orphaned temp file(s)"
             if n
             else "no temp files were left"
-        )
+        ) + worker_note
         summary = _orphan_summary(
             running.parent,
             state,

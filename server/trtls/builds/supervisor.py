@@ -31,6 +31,7 @@ from typing import Any
 from trtls import __version__
 from trtls.builds.artifacts import remove_or_quarantine, sha256_file, temp_files_near
 from trtls.builds.history import History
+from trtls.builds.orphans import process_start_id
 from trtls.core.atomic import atomic_write_text
 from trtls.core.cancel import CancelToken
 from trtls.core.events import PROTOCOL_VERSION, CancelControl, ProtocolError, parse_event
@@ -178,7 +179,7 @@ class Build:
                 self.elapsed_s(now) if self.outcome is None else (self.summary or {}).get("durationS", 0.0), 3
             ),
             "evidencePath": str(self.evidence_dir / "summary.json") if self.summary else None,
-            "phases": self.tree.snapshot(now, self.baselines),
+            "phases": self.tree.snapshot(now, self.baselines, self.t_start_ns),
         }
 
     def progress_message(self) -> str:
@@ -299,6 +300,7 @@ class Supervisor:
                     "engine": build.engine,
                     "output": str(build.output),
                     "supervisorPid": os.getpid(),
+                    "supervisorStart": process_start_id(os.getpid()),
                     "job": build.job,
                 }
             ),
@@ -327,7 +329,9 @@ class Supervisor:
                     "engine": build.engine,
                     "output": str(build.output),
                     "workerPid": proc.pid,
+                    "workerStart": process_start_id(proc.pid),  # verified before orphan recovery kills it
                     "supervisorPid": os.getpid(),
+                    "supervisorStart": process_start_id(os.getpid()),
                     "job": build.job,
                 }
             ),
@@ -481,7 +485,11 @@ class Supervisor:
         history = self._history(build)
         if build.config_hash:
             if outcome == "built":
-                history.record(build.config_hash, durations=build.tree.durations())
+                history.record(
+                    build.config_hash,
+                    durations=build.tree.durations(),
+                    build={"buildId": build.id, "startedAt": build.started_at, "durationS": build.elapsed_s(t_end)},
+                )
             elif build.token.is_set and outcome in ("cancelled", "forced"):
                 running = [p for p in build.tree.phases.values() if p.status == "cancelled"]
                 deepest = max(running, key=lambda p: p.id.count("."), default=None)
@@ -568,6 +576,6 @@ class Supervisor:
             "stderrTail": list(build.stderr_tail)[-10:],
             "logs": build.logs[-50:],
             "environment": env,
-            "phaseTree": build.tree.snapshot(t_end, build.baselines),
+            "phaseTree": build.tree.snapshot(t_end, build.baselines, build.t_start_ns),
             "events": "events.jsonl",
         }

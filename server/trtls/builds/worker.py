@@ -29,8 +29,7 @@ from trtls.builds import timing_cache as tc
 from trtls.builds.artifacts import engine_temp_path, inventory_entry, remove_or_quarantine, write_engine
 from trtls.builds.monitor import make_monitor_class
 from trtls.core.cancel import CancelToken
-from trtls.core.events import CANCEL_SOURCES, PROTOCOL_VERSION
-from trtls.core.recipe import stable_json
+from trtls.core.protocol import CANCEL_SOURCES, PROTOCOL_VERSION, stable_json
 
 STEP_INTERVAL_NS = 50_000_000
 

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from trtls.core.events import CANCEL_SOURCES
+from trtls.core.protocol import CANCEL_SOURCES
 
 
 @dataclass

@@ -12,11 +12,12 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
-PROTOCOL = "trtls.events/1"
-PROTOCOL_VERSION = 1
+from trtls.core.protocol import CANCEL_SOURCES, PROTOCOL, PROTOCOL_VERSION
+
+__all__ = ["CANCEL_SOURCES", "PROTOCOL", "PROTOCOL_VERSION"]
 
 CancelSource = Literal["ide_stop", "ctrl_c", "ci_timeout", "service_shutdown", "api", "event_loop"]
-CANCEL_SOURCES: tuple[str, ...] = CancelSource.__args__  # type: ignore[attr-defined]
+assert CancelSource.__args__ == CANCEL_SOURCES  # type: ignore[attr-defined]  # one list, two spellings
 Outcome = Literal["built", "cancelled", "failed", "forced", "killed"]
 CacheDecision = Literal["cold", "reused", "updated", "discarded", "quarantined", "not_applicable"]
 

@@ -164,9 +164,15 @@ class PhaseTree:
             if p.status == "done" and p.t_finish_ns
         }
 
-    def snapshot(self, now_ns: int, baselines: dict[str, float] | None = None) -> list[dict[str, Any]]:
+    def snapshot(
+        self, now_ns: int, baselines: dict[str, float] | None = None, t0_ns: int | None = None
+    ) -> list[dict[str, Any]]:
+        """One dict per phase. `startS` is the phase's start in seconds after `t0_ns` (the build's start;
+        by default the first phase's), so a timeline can be drawn from tree.json alone."""
         baselines = baselines or {}
         quiet = self.quiet_for_s(now_ns)
+        if t0_ns is None:
+            t0_ns = min((p.t_start_ns for p in self.phases.values()), default=0)
         out = []
         for p in self.phases.values():
             out.append(
@@ -178,6 +184,7 @@ class PhaseTree:
                     "step": p.step,
                     "status": p.status,
                     "elapsedS": round(p.elapsed_s(now_ns), 3),
+                    "startS": round((p.t_start_ns - t0_ns) / NS, 4),
                     "baselineS": baselines.get(p.id),
                     # silence is a property of the build, shown on the phases that are waiting on it
                     "quietForS": round(quiet, 3) if p.status == "running" and quiet is not None else None,

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import difflib
 import hashlib
-import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,6 +17,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from trtls.core.findings import Finding, Origin, Severity, TomlPath
+from trtls.core.protocol import stable_json
 from trtls.core.tomlpos import SourceMap, TomlSyntaxError, parse
 
 ENGINE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
@@ -372,10 +372,6 @@ def recipe_json_schema() -> dict[str, Any]:
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["title"] = "trtls.toml"
     return schema
-
-
-def stable_json(obj: Any) -> str:
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str)
 
 
 def settings_digest(obj: Any) -> str:

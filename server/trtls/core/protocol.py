@@ -1,0 +1,20 @@
+"""The constants of `trtls.events/1` that a worker needs, with no import beyond the standard library.
+
+The build worker imports this, never `core.events`: pydantic and the event models cost the worker about
+0.2–0.6 s of start-up before TensorRT is even imported, paid on every build (issue 14's fixed cost).
+`core.events` (the validating side, in the supervisor) builds its types from these same names.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+PROTOCOL = "trtls.events/1"
+PROTOCOL_VERSION = 1
+CANCEL_SOURCES: tuple[str, ...] = ("ide_stop", "ctrl_c", "ci_timeout", "service_shutdown", "api", "event_loop")
+
+
+def stable_json(obj: Any) -> str:
+    """Canonical JSON (sorted keys, no spaces): the text that build-config and settings digests hash."""
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str)
