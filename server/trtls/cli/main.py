@@ -170,7 +170,11 @@ def main(argv: list[str] | None = None) -> int:
 def _optional_commands() -> list[Any]:
     """Subcommands owned by other packages (gates, bundle, route, accept), registered when present."""
     out = []
-    for module, attr in (("trtls.cli.gates", "register"), ("trtls.cli.accept", "register")):
+    for module, attr in (
+        ("trtls.cli.gates", "register"),
+        ("trtls.cli.accept", "register"),
+        ("trtls.cli.pictures", "register"),
+    ):
         try:
             mod = __import__(module, fromlist=[attr])
         except ImportError:

@@ -1,0 +1,98 @@
+"""`trtls trace` (a build as a Chrome trace / Perfetto JSON) and `trtls report` (a build or a route as one
+self-contained HTML page), registered by trtls.cli.main. Both only read evidence already on disk.
+
+Exit codes: 0 written, 2 bad input (no such build or route, unreadable evidence; the message names the path).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+EXIT_OK, EXIT_BAD_INPUT = 0, 2
+EPILOG = "exit codes: 0 written, 2 bad input (no such build or route, unreadable evidence)"
+TARGET_HELP = "a build id from .trtls/runs/, `latest` (default), or a run folder"
+RECIPE_HELP = "trtls.toml or its folder, whose .trtls/ holds the evidence (default: .)"
+
+
+def register(subparsers: Any) -> None:
+    t = subparsers.add_parser(
+        "trace",
+        help="write a build as a Chrome trace / Perfetto JSON (open in ui.perfetto.dev or chrome://tracing)",
+        description="Phases as nested slices, quiet gaps, cancel request/seen/return/cleanup as instant events, "
+        "steps as counters.",
+        epilog=EPILOG,
+    )
+    t.add_argument("build", nargs="?", default="latest", help=TARGET_HELP)
+    t.add_argument("--recipe", default=".", help=RECIPE_HELP)
+    t.add_argument("-o", "--output", help="write here (default: <run folder>/trace.json); `-` for stdout")
+    t.set_defaults(func=cmd_trace)
+
+    r = subparsers.add_parser(
+        "report",
+        help="write a build or a route's gates as one self-contained HTML page",
+        description="A build: phase timeline with quiet gaps and usual durations, build time over time, cancel "
+        "latency, artifacts. A route (--route): the five gates with every check, its status and figures. "
+        "The page loads nothing from the network.",
+        epilog=EPILOG,
+    )
+    r.add_argument("build", nargs="?", default="latest", help=TARGET_HELP)
+    r.add_argument("--route", help="report this route's last gates run instead of a build")
+    r.add_argument("--recipe", default=".", help=RECIPE_HELP)
+    r.add_argument("-o", "--output", help="write here (default: <run folder>/report.html, or the route's folder)")
+    r.set_defaults(func=cmd_report)
+
+
+def _write(text: str, output: str | None, default: Path) -> Path | None:
+    from trtls.core.atomic import atomic_write_text
+
+    if output == "-":
+        sys.stdout.write(text)
+        return None
+    target = Path(output) if output else default
+    atomic_write_text(target, text)
+    return target
+
+
+def cmd_trace(args: argparse.Namespace) -> int:
+    from trtls.report.evidence import EvidenceError, find_run, load_build
+    from trtls.report.trace import chrome_trace
+
+    try:
+        ev = load_build(find_run(args.build, Path(args.recipe)))
+    except EvidenceError as exc:
+        print(f"{exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    where = _write(json.dumps(chrome_trace(ev), indent=None) + "\n", args.output, ev.run_dir / "trace.json")
+    if where is not None:
+        print(f"{where}  (open in ui.perfetto.dev or chrome://tracing)")
+    return EXIT_OK
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from trtls.report.evidence import EvidenceError, find_run, load_build
+
+    try:
+        if args.route:
+            from trtls.report.route_page import load_route, route_report, route_summary_path
+
+            summary = load_route(Path(args.recipe), args.route)
+            text, default = (
+                route_report(summary),
+                route_summary_path(Path(args.recipe), args.route).with_name("report.html"),
+            )
+        else:
+            from trtls.report.build_page import build_report
+
+            ev = load_build(find_run(args.build, Path(args.recipe)))
+            text, default = build_report(ev), ev.run_dir / "report.html"
+    except EvidenceError as exc:
+        print(f"{exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    where = _write(text, args.output, default)
+    if where is not None:
+        print(where)
+    return EXIT_OK

@@ -1,0 +1,193 @@
+"""A finished build's evidence, read back from `.trtls/runs/<build-id>/` for pictures (trace, report).
+
+Everything here reads files a build already wrote — summary.json, events.jsonl, tree.json and
+`.trtls/history.json` — and never runs or imports a builder. A damaged or missing file is an
+`EvidenceError` with the path (the CLI prints it and exits 2), except history, which is advice: a
+missing history gives an empty one.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from trtls.builds.history import History
+from trtls.core.phase_tree import NS
+
+QUIET_GAP_S = 0.25  # a stretch with no builder callback at least this long is drawn as a quiet gap
+
+
+class EvidenceError(ValueError):
+    """The build cannot be found or its evidence cannot be read; the message names the path."""
+
+
+@dataclass
+class Span:
+    """One phase as drawn: times in seconds from the first event of the build."""
+
+    id: str
+    parent_id: str | None
+    name: str
+    start_s: float
+    end_s: float
+    status: str
+    steps: int | None
+    num_steps: int
+    usual_s: float | None
+    tid: int = 0
+
+    @property
+    def depth(self) -> int:
+        return self.id.count(".")
+
+
+@dataclass
+class BuildEvidence:
+    run_dir: Path
+    summary: dict[str, Any]
+    events: list[dict[str, Any]]
+    t0_ns: int  # the first event's CLOCK_MONOTONIC time: 0 s in every picture
+    spans: list[Span] = field(default_factory=list)
+    quiet_gaps: list[tuple[float, float]] = field(default_factory=list)
+    history: list[dict[str, Any]] = field(default_factory=list)  # dated builds of this config, oldest first
+
+    @property
+    def build_id(self) -> str:
+        return str(self.summary.get("buildId", self.run_dir.name))
+
+    def seconds(self, t_ns: int | None) -> float | None:
+        return None if t_ns is None else (t_ns - self.t0_ns) / NS
+
+    def cancel_marks(self) -> dict[str, float]:
+        """request / seen / return / cleanup, in seconds, for the ones the events recorded."""
+        marks: dict[str, float] = {}
+        for ev in self.events:
+            if ev.get("type") == "cancel_acknowledged" and not ev.get("after_complete"):
+                for key, t in (
+                    ("request", ev.get("t_request_ns")),
+                    ("seen", ev.get("t_seen_ns")),
+                    ("return", ev["t_ns"]),
+                ):
+                    if isinstance(t, int) and t > 0:
+                        marks[key] = self.seconds(t)  # type: ignore[assignment]
+            elif ev.get("type") == "build_finished" and ev.get("t_cleanup_ns") and self.summary.get("cancelSource"):
+                marks["cleanup"] = self.seconds(ev["t_cleanup_ns"])  # type: ignore[assignment]
+        return marks
+
+    def end_s(self) -> float:
+        return max([s.end_s for s in self.spans] + [self.seconds(e["t_ns"]) or 0.0 for e in self.events] + [0.0])
+
+
+def runs_dir(recipe: Path) -> Path:
+    folder = recipe if recipe.is_dir() else recipe.parent
+    return folder / ".trtls" / "runs"
+
+
+def find_run(target: str, recipe: Path) -> Path:
+    """`latest`, a build id under the recipe's .trtls/runs, or a run folder's path."""
+    direct = Path(target)
+    if direct.is_dir() and (direct / "summary.json").is_file():
+        return direct
+    runs = runs_dir(recipe)
+    if target == "latest":
+        done = [p.parent for p in runs.glob("*/summary.json")]
+        if not done:
+            raise EvidenceError(f"{runs}: no finished build to show (build one with `trtls build`)")
+        return max(done, key=lambda p: (p / "summary.json").stat().st_mtime)
+    if (runs / target / "summary.json").is_file():
+        return runs / target
+    known = sorted(p.parent.name for p in runs.glob("*/summary.json"))[-5:]
+    hint = f" (recent: {', '.join(known)})" if known else ""
+    raise EvidenceError(f"{runs / target}: no such finished build{hint}")
+
+
+def read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise EvidenceError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    except ValueError as exc:
+        raise EvidenceError(f"{path}: not valid JSON ({exc})") from None
+
+
+def load_build(run_dir: Path) -> BuildEvidence:
+    summary = read_json(run_dir / "summary.json")
+    if not isinstance(summary, dict):
+        raise EvidenceError(f"{run_dir / 'summary.json'}: not a build summary")
+    events: list[dict[str, Any]] = []
+    try:
+        raw = (run_dir / summary.get("events", "events.jsonl")).read_bytes().splitlines()
+    except OSError:
+        raw = []
+    for line in raw:
+        try:
+            ev = json.loads(line)
+        except ValueError:
+            continue  # a line cut where a process died; the rest still draws
+        if isinstance(ev, dict) and isinstance(ev.get("t_ns"), int) and isinstance(ev.get("type"), str):
+            events.append(ev)
+    t0 = min((e["t_ns"] for e in events), default=0)
+    evidence = BuildEvidence(run_dir, summary, events, t0)
+    evidence.spans = _spans(evidence)
+    evidence.quiet_gaps = _quiet_gaps(evidence)
+    evidence.history = _history(run_dir, summary)
+    return evidence
+
+
+def _spans(ev: BuildEvidence) -> list[Span]:
+    """Phases from the events (exact times); the summary's tree gives status and usual durations."""
+    tree = {p["id"]: p for p in ev.summary.get("phaseTree") or [] if isinstance(p, dict) and "id" in p}
+    starts: dict[str, dict[str, Any]] = {}
+    ends: dict[str, int] = {}
+    last_step: dict[str, int] = {}
+    for e in ev.events:
+        kind = e["type"]
+        if kind == "phase_start":
+            starts.setdefault(e["phase_id"], e)
+        elif kind == "phase_finish":
+            ends.setdefault(e["phase_id"], e["t_ns"])
+            if e.get("step") is not None:
+                last_step[e["phase_id"]] = e["step"]
+        elif kind == "step":
+            last_step[e["phase_id"]] = max(last_step.get(e["phase_id"], -1), e["step"])
+    end_of_build = max((e["t_ns"] for e in ev.events), default=ev.t0_ns)
+    spans = []
+    for pid, s in starts.items():
+        node = tree.get(pid, {})
+        step = last_step.get(pid)
+        spans.append(
+            Span(
+                id=pid,
+                parent_id=s.get("parent_id"),
+                name=str(s.get("name", pid)),
+                start_s=(s["t_ns"] - ev.t0_ns) / NS,
+                end_s=(ends.get(pid, end_of_build) - ev.t0_ns) / NS,
+                status=str(node.get("status", "done" if pid in ends else "failed")),
+                steps=None if step is None else step + 1,
+                num_steps=int(s.get("num_steps") or 1),
+                usual_s=node.get("baselineS"),
+                tid=int(s.get("tid") or 0),
+            )
+        )
+    return spans
+
+
+def _quiet_gaps(ev: BuildEvidence) -> list[tuple[float, float]]:
+    """Stretches of at least QUIET_GAP_S between builder callbacks (phase start/step/finish), while a phase ran.
+
+    Steps are coalesced to one per phase per 50 ms, so a gap may read up to 50 ms long; never shorter."""
+    times = sorted(e["t_ns"] for e in ev.events if e["type"] in ("phase_start", "step", "phase_finish"))
+    gaps = []
+    for a, b in zip(times, times[1:], strict=False):
+        if (b - a) / NS >= QUIET_GAP_S:
+            gaps.append(((a - ev.t0_ns) / NS, (b - ev.t0_ns) / NS))
+    return gaps
+
+
+def _history(run_dir: Path, summary: dict[str, Any]) -> list[dict[str, Any]]:
+    config = summary.get("buildConfigHash")
+    if not config:
+        return []
+    return History(run_dir.parent.parent / "history.json").builds(str(config))

@@ -1,0 +1,97 @@
+"""A route's last gates run as a page: the decision, then each of the five gates with every check.
+
+Read from `.trtls/routes/<route>/summary.json`, which `trtls gates` (and the editor's Run Gates) write
+after every run. A check's figures are its evidence, shown as they were recorded (nested values as
+compact JSON), so the page never claims more than the run measured.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from trtls.report.evidence import EvidenceError, read_json
+from trtls.report.page import badge, esc, facts, page
+
+GATE_ORDER = ("1", "2", "3", "4", "5")
+
+
+def route_summary_path(recipe: Path, route: str) -> Path:
+    folder = recipe if recipe.is_dir() else recipe.parent
+    return folder / ".trtls" / "routes" / route / "summary.json"
+
+
+def load_route(recipe: Path, route: str) -> dict[str, Any]:
+    path = route_summary_path(recipe, route)
+    if not path.is_file():
+        raise EvidenceError(f"{path}: no gates run recorded for route {route!r} (run `trtls gates --route {route}`)")
+    summary = read_json(path)
+    if not isinstance(summary, dict) or not isinstance(summary.get("gates"), dict):
+        raise EvidenceError(f"{path}: not a route summary")
+    return summary
+
+
+def _figure(value: Any) -> str:
+    if isinstance(value, dict | list):
+        text = json.dumps(value, default=str, separators=(", ", ": "))
+        return esc(text if len(text) <= 400 else text[:400] + " …")
+    return esc(value)
+
+
+def _evidence(evidence: Any) -> str:
+    if not isinstance(evidence, dict) or not evidence:
+        return '<span class="muted">—</span>'
+    items = "".join(
+        f"<div><span class='muted'>{esc(k)}</span> <span class='mono'>{_figure(v)}</span></div>"
+        for k, v in evidence.items()
+    )
+    return f'<div class="figures">{items}</div>'
+
+
+def _toml_path(path: Any) -> str:
+    return ".".join(map(str, path)) if isinstance(path, list) else ""
+
+
+def route_report(summary: dict[str, Any]) -> str:
+    name = summary.get("route_name")
+    body = [
+        f"<h1>route {esc(name)} {badge(summary.get('decision'))}</h1>",
+        facts(
+            [
+                ("checkpoint", esc(f"{summary.get('checkpoint_id')} @ {summary.get('checkpoint_revision')}")),
+                ("bundle", f"<code>{esc(summary.get('bundle_path'))}</code>"),
+                ("bundle digest", f"<code>{esc(str(summary.get('bundle_digest') or '—')[:24])}</code>"),
+                ("runtime", esc(summary.get("runtime_target"))),
+                ("engine executed", esc(summary.get("engine_executed"))),
+                ("runtime note", esc(summary.get("runtime_note"))),
+                ("validation", esc(summary.get("validation_status"))),
+                ("gates run", esc(", ".join(str(g) for g in summary.get("gates_run") or []))),
+                ("cancelled", esc(summary.get("cancelled"))),
+                ("generated", esc(summary.get("generatedAt"))),
+            ]
+        ),
+    ]
+    gates = summary["gates"]
+    for number in GATE_ORDER:
+        gate = gates.get(number) or {"name": f"gate {number}", "status": "not_run", "checks": []}
+        checks = [c for c in gate.get("checks") or [] if isinstance(c, dict)]
+        body.append(
+            f'<section class="gate" id="gate-{number}" data-status="{esc(gate.get("status"))}">'
+            f"<h2>Gate {number}: {esc(gate.get('name'))} {badge(gate.get('status'))}</h2>"
+        )
+        if not checks:
+            body.append('<p class="muted">No check of this gate ran.</p></section>')
+            continue
+        rows = "".join(
+            f'<tr class="check" data-status="{esc(c.get("status"))}"><td>{esc(c.get("name"))}</td>'
+            f"<td>{badge(c.get('status'))}</td><td class='mono'>{esc(c.get('code') or '')}</td>"
+            f"<td>{esc(c.get('message'))}<div class='muted mono'>{esc(_toml_path(c.get('path')))}</div></td>"
+            f"<td>{_evidence(c.get('evidence'))}</td></tr>"
+            for c in checks
+        )
+        body.append(
+            "<table><thead><tr><th>check</th><th>status</th><th>code</th><th>message</th><th>figures</th></tr></thead>"
+            f"<tbody>{rows}</tbody></table></section>"
+        )
+    return page(f"trtls route {name} — {summary.get('decision')}", "".join(body), "route")
