@@ -81,7 +81,29 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     }
   }));
   await watchPythonExtension(context);
-  await restart('activation');
+  if (await recipePresent()) {
+    await restart('activation');
+  } else {
+    // Activated by a TOML file that is not a recipe (onLanguage:toml, e.g. a lone Cargo.toml): start the server
+    // only when a trtls.toml is opened, so other TOML files never cost a Python process.
+    const waiting = vscode.workspace.onDidOpenTextDocument((doc) => {
+      if (isRecipe(doc)) {
+        waiting.dispose();
+        void restart('recipe opened');
+      }
+    });
+    context.subscriptions.push(waiting);
+  }
+}
+
+function isRecipe(doc: vscode.TextDocument): boolean {
+  return doc.uri.scheme === 'file' && path.basename(doc.uri.fsPath) === 'trtls.toml';
+}
+
+/** A trtls.toml is open (a lone file, no folder) or somewhere in the workspace. */
+async function recipePresent(): Promise<boolean> {
+  if (vscode.workspace.textDocuments.some(isRecipe)) return true;
+  return (await vscode.workspace.findFiles(RECIPE_GLOB, '**/node_modules/**', 1)).length > 0;
 }
 
 export async function deactivate(): Promise<void> {

@@ -150,7 +150,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     b.set_defaults(func=cmd_build)
 
-    s = sub.add_parser("serve", help="run the language server on stdio")
+    s = sub.add_parser("serve", help="run the language server (stdio)")
+    # Most LSP client configurations pass --stdio (vscode-languageclient, Neovim, Helix, Zed, eglot examples);
+    # stdio is the only transport, so the flag is accepted and means what serve does anyway.
+    s.add_argument("--stdio", action="store_true", help="talk LSP over stdin/stdout (the default and only transport)")
     s.set_defaults(func=cmd_serve)
 
     i = sub.add_parser("info", help="versions and the builder module a build would use (paste into bug reports)")

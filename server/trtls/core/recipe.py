@@ -359,6 +359,9 @@ def _shape_checks(prof: InputShapes, ppath: TomlPath) -> list[Finding]:
     return out
 
 
+SCHEMA_ID = "https://raw.githubusercontent.com/trtls/trtls/main/server/trtls/schema/trtls.schema.json"
+
+
 def recipe_json_schema() -> dict[str, Any]:
     from trtls.core.route import RouteModel  # route imports this module; routes are validated in a second pass
 
@@ -370,6 +373,8 @@ def recipe_json_schema() -> dict[str, Any]:
     schema["$defs"]["RouteModel"] = route_schema
     schema["properties"]["routes"]["additionalProperties"] = {"$ref": "#/$defs/RouteModel"}
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    # A stable address editors and TOML tools (Taplo, Tombi, Even Better TOML) can cache the schema under.
+    schema["$id"] = SCHEMA_ID
     schema["title"] = "trtls.toml"
     return schema
 

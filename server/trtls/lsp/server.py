@@ -22,7 +22,7 @@ import logging
 import os
 import sys
 import threading
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types as lsp
@@ -246,6 +246,15 @@ def _args(model: str, raw: Any) -> Any:
     return command_args.parse_args(getattr(command_args, model), raw)
 
 
+RECIPE_NAME = "trtls.toml"
+
+
+def is_recipe(uri: str) -> bool:
+    """Only files named trtls.toml are recipes. Clients that attach servers by file type (Neovim, Helix, Zed,
+    eglot) send every TOML file; a Cargo.toml or pyproject.toml must get no diagnostics, lenses or hovers."""
+    return PurePosixPath(uri.split("?", 1)[0]).name == RECIPE_NAME
+
+
 @server.feature(lsp.INITIALIZE)
 def on_initialize(ls: TrtlsServer, params: lsp.InitializeParams) -> None:
     ls.raw_init_options = params.initialization_options  # parsed on first use, after the answer
@@ -271,6 +280,8 @@ async def on_shutdown(ls: TrtlsServer, params: Any) -> None:
 
 @server.feature(lsp.TEXT_DOCUMENT_DID_OPEN)
 def did_open(ls: TrtlsServer, params: lsp.DidOpenTextDocumentParams) -> None:
+    if not is_recipe(params.text_document.uri):
+        return
     path = Path(to_fs_path(params.text_document.uri) or "")
     ls.recover(path.parent)
     ls.validate(params.text_document.uri)
@@ -278,16 +289,22 @@ def did_open(ls: TrtlsServer, params: lsp.DidOpenTextDocumentParams) -> None:
 
 @server.feature(lsp.TEXT_DOCUMENT_DID_CHANGE)
 def did_change(ls: TrtlsServer, params: lsp.DidChangeTextDocumentParams) -> None:
+    if not is_recipe(params.text_document.uri):
+        return
     ls.validate_later(params.text_document.uri)
 
 
 @server.feature(lsp.TEXT_DOCUMENT_DID_SAVE)
 def did_save(ls: TrtlsServer, params: lsp.DidSaveTextDocumentParams) -> None:
+    if not is_recipe(params.text_document.uri):
+        return
     ls.validate(params.text_document.uri)
 
 
 @server.feature(lsp.TEXT_DOCUMENT_CODE_LENS)
 def code_lens(ls: TrtlsServer, params: lsp.CodeLensParams) -> list[lsp.CodeLens]:
+    if not is_recipe(params.text_document.uri):
+        return []
     from trtls.lsp import editor
 
     uri = params.text_document.uri
@@ -299,6 +316,8 @@ def code_lens(ls: TrtlsServer, params: lsp.CodeLensParams) -> list[lsp.CodeLens]
 
 @server.feature(lsp.TEXT_DOCUMENT_HOVER)
 def hover(ls: TrtlsServer, params: lsp.HoverParams) -> lsp.Hover | None:
+    if not is_recipe(params.text_document.uri):
+        return None
     from trtls.lsp import editor
 
     loaded = ls.recipes.get(params.text_document.uri) or ls.recipe(params.text_document.uri)
@@ -308,6 +327,8 @@ def hover(ls: TrtlsServer, params: lsp.HoverParams) -> lsp.Hover | None:
 
 @server.feature(lsp.TEXT_DOCUMENT_COMPLETION, lsp.CompletionOptions(trigger_characters=["=", " ", "["]))
 def completion(ls: TrtlsServer, params: lsp.CompletionParams) -> lsp.CompletionList:
+    if not is_recipe(params.text_document.uri):
+        return lsp.CompletionList(is_incomplete=False, items=[])
     from trtls.lsp import editor
 
     doc = ls.workspace.get_text_document(params.text_document.uri)
@@ -317,6 +338,8 @@ def completion(ls: TrtlsServer, params: lsp.CompletionParams) -> lsp.CompletionL
 
 @server.feature(lsp.TEXT_DOCUMENT_CODE_ACTION, lsp.CodeActionOptions(code_action_kinds=[lsp.CodeActionKind.QuickFix]))
 def code_action(ls: TrtlsServer, params: lsp.CodeActionParams) -> list[lsp.CodeAction]:
+    if not is_recipe(params.text_document.uri):
+        return []
     from trtls.lsp import editor
 
     doc = ls.workspace.get_text_document(params.text_document.uri)
