@@ -28,9 +28,8 @@ def test_neovim_builtin_client_gets_located_diagnostics_and_runs_a_command(tmp_p
     out = tmp_path / "nvim.json"
     cargo = tmp_path / "Cargo.toml"
     cargo.write_text('[package]\nname = "not-a-recipe"\n[engines.x]\noptimization_level = 9\n')
-    env = dict(
-        os.environ, TRTLS_RECIPE=str(recipe), TRTLS_OUT=str(out), TRTLS_CMD=json.dumps(SERVER), TRTLS_OTHER_TOML=str(cargo)
-    )
+    env = dict(os.environ, TRTLS_RECIPE=str(recipe), TRTLS_OUT=str(out), TRTLS_CMD=json.dumps(SERVER))
+    env["TRTLS_OTHER_TOML"] = str(cargo)
     script = Path(__file__).with_name("nvim_client.lua")
     proc = subprocess.run(
         [nvim, "--headless", "-u", "NONE", "-i", "NONE", "-n", "-c", f"luafile {script}"],
