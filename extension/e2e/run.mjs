@@ -436,6 +436,43 @@ try {
       await palette('TensorRT: Show Build Evidence', { pick: 'demo' });
       await page.locator('.tabs-container .tab', { hasText: 'summary.json' }).first().waitFor({ state: 'visible', timeout: 15000 });
     });
+
+    await check('Show Build Timeline on the finished demo opens its report (timeline, history, artifacts) in a webview', async () => {
+      const row = await buildRow('demo');
+      await row.hover();
+      await row.locator('.actions .action-label[aria-label*="Show Build Timeline"]').first().click();
+      await page.locator('.tabs-container .tab', { hasText: 'Timeline: demo' }).first().waitFor({ state: 'visible', timeout: 20000 });
+      const report = page.frameLocator('iframe.webview.ready').frameLocator('#active-frame');
+      await until('phase bars in the webview', async () => (await report.locator('svg#timeline rect.phase-bar').count()) > 3, 20000);
+      const points = await report.locator('svg#history circle.history-point').count();
+      assert(points >= 2, `build time history shows ${points} point(s) after two demo builds`);
+      assert(await report.locator('table#artifacts tr.artifact').first().isVisible(), 'no artifact row in the report');
+      say(`timeline: ${await report.locator('svg#timeline rect.phase-bar').count()} phase bars, ${points} history points`);
+      await page.keyboard.press('Escape');
+      await shot('09b-build-timeline');
+    });
+  }
+
+  if (want('terminal')) {
+    await check('trtls build in the integrated terminal draws the live phase tree', async () => {
+      const runs = path.join(WS, '.trtls', 'runs');
+      const before = new Set(fs.existsSync(runs) ? fs.readdirSync(runs) : []);
+      await palette('Terminal: Create New Terminal');
+      const term = page.locator('.terminal-wrapper .xterm').first();
+      await term.waitFor({ state: 'visible', timeout: 20000 });
+      await page.waitForTimeout(1500); // the shell prompt
+      await term.click();
+      await page.keyboard.type(`clear; ${PY} -m trtls build . --engine demo\n`, { delay: 5 });
+      await until('a new demo build to finish on disk', () => {
+        const fresh = (fs.existsSync(runs) ? fs.readdirSync(runs) : []).filter((d) => !before.has(d));
+        return fresh.some((d) => fs.existsSync(path.join(runs, d, 'summary.json')));
+      }, 180000, 500);
+      await page.waitForTimeout(2500); // the outcome lines
+      await palette('View: Toggle Maximized Panel').catch(() => say('could not maximize the panel'));
+      await page.waitForTimeout(800);
+      await shot('09c-terminal-tree');
+      await palette('View: Toggle Maximized Panel').catch(() => undefined);
+    });
   }
 
   if (want('stop')) {

@@ -10,6 +10,7 @@ import { BUILD_TREE_NOTIFICATION, BuildTreeModel, statusBarText, TreeElement } f
 import { classifyEnd, gatesOutcome } from './progress';
 import { ToastProgressFeature } from './progressUi';
 import { checkServerVersion, expandPath, initializationOptions, needsRestart, readSettings, resolvePython, TrtlsSettings } from './settings';
+import { BuildReportResult, showBuildTimeline } from './timeline';
 import { BuildTreeProvider } from './treeView';
 
 const RECIPE_GLOB = '**/trtls.toml';
@@ -71,6 +72,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   reg('trtls.ui.stopBuild', stopBuild);
   reg('trtls.ui.runGates', runGates);
   reg('trtls.ui.showEvidence', showEvidence);
+  reg('trtls.ui.showBuildTimeline', showTimeline);
   reg('trtls.ui.restartServer', () => restart('command'));
   reg('trtls.ui.printDebugInformation', printDebugInformation);
 
@@ -483,21 +485,32 @@ async function runGates(arg?: unknown): Promise<void> {
   await showCommandResult('trtls.runGates', a, await serverCommand<GatesResult>('trtls.runGates', a));
 }
 
-async function showEvidence(arg?: unknown): Promise<void> {
-  let buildId = buildIdOf(arg);
-  if (buildId === undefined) {
-    const listed = await serverCommand<ListBuildsResult>('trtls.listBuilds', {});
-    // newest first; only builds that kept their evidence (keep_evidence = false drops it)
-    const done = listed.builds.filter((b) => b.status !== 'running' && b.evidencePath).reverse();
-    if (done.length === 0) {
-      void vscode.window.showInformationMessage('TensorRT: no finished build with evidence yet.');
-      return;
-    }
-    const p = await vscode.window.showQuickPick(
-      done.map((b) => ({ label: b.engine, description: `${b.status} · ${b.buildId}`, buildId: b.buildId })),
-      { title: 'TensorRT: Show Build Evidence' });
-    buildId = p?.buildId;
+/** The build a command acts on: the tree item it was run from, or one the user picks (newest first). */
+async function pickFinishedBuild(arg: unknown, title: string): Promise<{ buildId: string; engine: string } | undefined> {
+  const buildId = buildIdOf(arg);
+  if (buildId !== undefined) return { buildId, engine: model.get(buildId)?.engine ?? buildId };
+  const listed = await serverCommand<ListBuildsResult>('trtls.listBuilds', {});
+  // only builds that kept their evidence (keep_evidence = false drops it)
+  const done = listed.builds.filter((b) => b.status !== 'running' && b.evidencePath).reverse();
+  if (done.length === 0) {
+    void vscode.window.showInformationMessage('TensorRT: no finished build with evidence yet.');
+    return undefined;
   }
+  const p = await vscode.window.showQuickPick(
+    done.map((b) => ({ label: b.engine, description: `${b.status} · ${b.buildId}`, buildId: b.buildId })),
+    { title });
+  return p === undefined ? undefined : { buildId: p.buildId, engine: p.label };
+}
+
+async function showTimeline(arg?: unknown): Promise<void> {
+  const picked = await pickFinishedBuild(arg, 'TensorRT: Show Build Timeline');
+  if (picked === undefined) return;
+  const report = await serverCommand<BuildReportResult>('trtls.buildReport', { buildId: picked.buildId });
+  showBuildTimeline(report, picked.engine);
+}
+
+async function showEvidence(arg?: unknown): Promise<void> {
+  const buildId = (await pickFinishedBuild(arg, 'TensorRT: Show Build Evidence'))?.buildId;
   if (buildId === undefined) return;
   let file = model.get(buildId)?.evidencePath ?? null;
   if (file === null) {

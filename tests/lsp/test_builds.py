@@ -61,6 +61,9 @@ async def test_build_progress_tree_and_evidence(client: LanguageClient, workspac
     evidence = await execute(client, "trtls.showEvidence", {"buildId": res["buildId"]})
     summary = evidence["summary"]
     assert summary["outcome"] == "built" and Path(evidence["path"]).is_file()
+    report = await execute(client, "trtls.buildReport", {"buildId": res["buildId"]})
+    assert 'class="phase-bar" data-phase-id="0"' in report["html"]
+    assert Path(report["path"]).read_text() == report["html"]
     await until(lambda: any(t.get("status") == "built" for t in trees))
     final = [t for t in trees if t["buildId"] == res["buildId"]][-1]
     assert final["status"] == "built" and final["uri"] == uri

@@ -7,6 +7,7 @@ so initialize stays fast. Commands (workspace/executeCommand, one argument objec
     trtls.cancelBuild {buildId, source?}     → {buildId, accepted}           (source: api, or ide_stop from an editor button)
     trtls.listBuilds {}                      → {builds: [...]}
     trtls.showEvidence {buildId}             → {buildId, path, summary}
+    trtls.buildReport {buildId}              → {buildId, path, html}  (the `trtls report` page, for a webview)
     trtls.listTargets {uri}                  → {engines, routes}
     trtls.runGates {uri, route}              → {route, decision, checks, summaryPath}
     trtls.printDebugInformation {}           → {text, ...}
@@ -388,6 +389,24 @@ def show_evidence(ls: TrtlsServer, args: Any = None) -> dict[str, Any]:
         state = "still running" if build is not None else "unknown"
         raise JsonRpcInvalidParams(f"build '{a.buildId}' is {state}; evidence exists once a build has finished")
     return {"buildId": a.buildId, "path": str(build.evidence_dir / "summary.json"), "summary": build.summary}
+
+
+@server.command("trtls.buildReport")
+def build_report(ls: TrtlsServer, args: Any = None) -> dict[str, Any]:
+    """The finished build's HTML report (timeline, history, cancel, artifacts), also written as report.html."""
+    a = _args("BuildIdArgs", args)
+    build = ls.supervisor.builds.get(a.buildId)
+    if build is None or build.summary is None:
+        state = "still running" if build is not None else "unknown"
+        raise JsonRpcInvalidParams(f"build '{a.buildId}' is {state}; its timeline exists once it has finished")
+    from trtls.core.atomic import atomic_write_text
+    from trtls.report.build_page import build_report as render
+    from trtls.report.evidence import load_build
+
+    html = render(load_build(build.evidence_dir))
+    path = build.evidence_dir / "report.html"
+    atomic_write_text(path, html)
+    return {"buildId": a.buildId, "path": str(path), "html": html}
 
 
 @server.command("trtls.listTargets")

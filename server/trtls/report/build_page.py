@@ -133,7 +133,7 @@ def history_svg(ev: BuildEvidence) -> str:
             '<p id="history" class="muted">No dated successful build of this configuration is recorded yet '
             "(history.json keeps dates from this version on).</p>"
         )
-    w, h, pad = 820, 200, 44
+    w, h, pad = 820, 200, 60
     t_min, t_max = points[0]["startedAt"], points[-1]["startedAt"]
     d_max = max(b["durationS"] for b in points) * 1.15
     span = max(t_max - t_min, 1e-6)
