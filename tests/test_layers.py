@@ -23,6 +23,20 @@ FORBIDDEN = {
         "tensorrt_rtx",
     ),
     "builds": ("trtls.gates", "trtls.lsp", "trtls.accept", "trtls.cli.main", "pygls", "lsprotocol"),
+    # the model checks run on every keystroke: no builder, no editor types, and no `onnx` package (its parser
+    # loads every weight; trtls.models reads the wire format itself)
+    "models": (
+        "trtls.builds",
+        "trtls.gates",
+        "trtls.lsp",
+        "trtls.accept",
+        "trtls.cli",
+        "pygls",
+        "lsprotocol",
+        "tensorrt",
+        "tensorrt_rtx",
+        "onnx",
+    ),
     "gates": ("trtls.lsp", "trtls.accept", "pygls", "lsprotocol"),
     # pictures read evidence on disk: no builder, no faces
     "report": ("trtls.lsp", "trtls.accept", "trtls.cli", "pygls", "lsprotocol", "tensorrt", "tensorrt_rtx"),

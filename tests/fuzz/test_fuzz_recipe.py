@@ -1,6 +1,7 @@
 """Hostile TOML never crashes or hangs the recipe parser: only located findings, whatever the text.
 
-`trtls.core.recipe.load_recipe` gets generated recipes (engine and route tables built from the real key
+`trtls.models.profile_checks.check_recipe` (the recipe loader, then every engine against its ONNX model's
+inputs, with the quick fixes computed for each finding) gets generated recipes (engine and route tables built from the real key
 names with random values), mutated copies of the shipped samples (character and line edits) and random
 text. Every finding's range must lie inside the document. CI runs TRTLS_FUZZ_EXAMPLES examples per
 property (default 200); the long run sets 10000 (see docs/reliability.md).
@@ -17,7 +18,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from trtls.core.findings import Finding
-from trtls.core.recipe import load_recipe
+from trtls.models.onnx_reader import ModelInputsCache
+from trtls.models.profile_checks import check_recipe
 
 EXAMPLES = int(os.environ.get("TRTLS_FUZZ_EXAMPLES", "200"))
 FUZZ = settings(
@@ -207,6 +209,7 @@ def mutated_seed(draw) -> str:
 
 
 _fired: list[bool] = []
+_CACHE = ModelInputsCache()
 
 
 def _alarm(signum, frame):
@@ -220,7 +223,7 @@ def check(folder: Path, text: str) -> list[Finding]:
     old = signal.signal(signal.SIGALRM, _alarm)
     signal.alarm(HANG_S)
     try:
-        loaded = load_recipe(folder / "trtls.toml", text)
+        loaded = check_recipe(folder / "trtls.toml", text, cache=_CACHE)
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, old)
@@ -228,6 +231,9 @@ def check(folder: Path, text: str) -> list[Finding]:
     lines = text.split("\n")
     for f in loaded.findings:
         assert isinstance(f, Finding) and f.code.startswith("TRT") and f.message
+        for edit in (f.data.get("fix") or {}).get("edits", []):  # a quick fix never points outside the text
+            sl, sc, el, ec = edit["range"]
+            assert 0 <= sl <= el <= len(lines) and sc >= 0 and ec >= 0, (f.code, edit)
         r = loaded.source_map.range(f.path, f.on_value)
         where = f"{f.code} {f.message!r} at {r}"
         assert 0 <= r.start_line <= r.end_line < len(lines), where
@@ -241,10 +247,11 @@ def check(folder: Path, text: str) -> list[Finding]:
 
 
 @pytest.fixture(scope="module")
-def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def folder(tmp_path_factory: pytest.TempPathFactory, quickstart_models: Path) -> Path:
     d = tmp_path_factory.mktemp("fuzz-recipe")
     (d / "models").mkdir()
-    (d / "models" / "demo.onnx").write_bytes(b"not really onnx")
+    (d / "models" / "demo.onnx").write_bytes((quickstart_models / "demo.onnx").read_bytes())  # a real model
+    (d / "models" / "large.onnx").write_bytes(b"not really onnx")
     (d / "model.onnx").write_bytes(b"x")
     return d
 

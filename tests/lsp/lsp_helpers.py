@@ -45,3 +45,18 @@ def command_of(action) -> tuple[str, list]:
         return inner.command, list(inner.arguments or [])
     parsed = ast.literal_eval(inner)
     return parsed["command"], parsed["arguments"]
+
+
+def write_static_onnx(path: Path) -> Path:
+    """A real one-node ONNX model with a static input `x` [1, 4] (needs no optimization profile)."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["y"])],
+        "static",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])],
+    )
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return path

@@ -8,6 +8,8 @@ from pathlib import Path
 from lsprotocol import types as lsp
 from pytest_lsp import LanguageClient
 
+from tests.lsp.lsp_helpers import write_static_onnx
+
 RECIPE = """\
 [engines.demo]
 onnx = "m.onnx"
@@ -36,7 +38,7 @@ async def wait_for(predicate, timeout: float = 10.0) -> None:
 
 
 async def test_diagnostics_while_typing_at_exact_ranges(client: LanguageClient, tmp_path: Path) -> None:
-    (tmp_path / "m.onnx").write_bytes(b"x")
+    write_static_onnx(tmp_path / "m.onnx")
     uri = open_doc(client, tmp_path / "trtls.toml", RECIPE)
     await wait_for(lambda: uri in client.diagnostics)
     assert list(client.diagnostics[uri]) == []
@@ -70,7 +72,7 @@ async def test_diagnostics_while_typing_at_exact_ranges(client: LanguageClient, 
 
 
 async def test_code_lens_hover_completion(client: LanguageClient, tmp_path: Path) -> None:
-    (tmp_path / "m.onnx").write_bytes(b"x")
+    write_static_onnx(tmp_path / "m.onnx")
     uri = open_doc(client, tmp_path / "trtls.toml", RECIPE + '\n[routes.r]\nengine = "demo"\n')
     lenses = await client.text_document_code_lens_async(lsp.CodeLensParams(lsp.TextDocumentIdentifier(uri)))
     titles = {(lens.range.start.line, lens.command.title) for lens in lenses}
@@ -95,7 +97,7 @@ async def test_code_lens_hover_completion(client: LanguageClient, tmp_path: Path
 
 
 async def test_value_completion_offers_enum_values(client: LanguageClient, tmp_path: Path) -> None:
-    (tmp_path / "m.onnx").write_bytes(b"x")
+    write_static_onnx(tmp_path / "m.onnx")
     text = RECIPE + "tiling_level = "
     uri = open_doc(client, tmp_path / "trtls.toml", text)
     items = await client.text_document_completion_async(

@@ -25,14 +25,15 @@ def _find_recipe(arg: str | None) -> Path:
 
 
 def load_or_report(recipe_arg: str | None) -> Any:
-    """Load the recipe; print every error as `file:line:col: CODE message`. None when bad."""
-    from trtls.core.recipe import load_recipe
+    """Load the recipe and check it against its ONNX models; print every finding as `file:line:col: CODE message`.
+    None when anything is an error (so no build starts: exit 2)."""
+    from trtls.models.profile_checks import check_recipe
 
     path = _find_recipe(recipe_arg)
     if not path.is_file():
         print(f"{path}: TRT104 recipe file not found", file=sys.stderr)
         return None
-    loaded = load_recipe(path)
+    loaded = check_recipe(path)
     for f in loaded.findings:
         print(f"{loaded.location(f)}: {f.code} {f.severity.value}: {f.message}", file=sys.stderr)
     return loaded if loaded.recipe is not None else None
@@ -174,6 +175,7 @@ def _optional_commands() -> list[Any]:
     """Subcommands owned by other packages (gates, bundle, route, accept), registered when present."""
     out = []
     for module, attr in (
+        ("trtls.cli.check", "register"),
         ("trtls.cli.gates", "register"),
         ("trtls.cli.accept", "register"),
         ("trtls.cli.pictures", "register"),

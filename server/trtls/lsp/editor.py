@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import typing
+from collections.abc import Callable
 from typing import Any
 
 from lsprotocol import types as lsp
@@ -127,6 +128,11 @@ def hover(loaded: LoadedRecipe, line: int, col: int) -> str | None:
     if hit is None:
         return None
     path, is_value = hit
+    from trtls.models.assist import hover_text  # the model's declared inputs, when the cursor is on one
+
+    declared = hover_text(loaded, path, is_value)
+    if declared is not None:
+        return declared
     keys = [p for p in path if not isinstance(p, int)]
     if not keys:
         return None
@@ -147,9 +153,15 @@ def hover(loaded: LoadedRecipe, line: int, col: int) -> str | None:
 
 
 # -- completion --------------------------------------------------------------------------------
-def completions(text: str, line: int, col: int) -> list[lsp.CompletionItem]:
+def completions(
+    text: str, line: int, col: int, model_of: Callable[[str], Any] | None = None
+) -> list[lsp.CompletionItem]:
+    """`model_of(engine)` gives the engine's ModelInputs (or None): its input names are offered in profiles."""
     lines = text.splitlines() or [""]
     current = lines[line][:col] if line < len(lines) else ""
+    inputs = _input_items(lines, line, col, model_of) if model_of is not None else []
+    if re.match(r"^\s*inputs\.", current) or (re.match(r"^\s*input\s*=", current) and inputs):
+        return inputs  # after `inputs.` or as the shorthand's `input = ` value: only the model's names fit
     table = table_at_text(lines, line)
     if current.lstrip().startswith("["):
         return [lsp.CompletionItem(label=t, kind=lsp.CompletionItemKind.Module) for t in ("engines.", "routes.")]
@@ -173,7 +185,7 @@ def completions(text: str, line: int, col: int) -> list[lsp.CompletionItem]:
         km = KEY_BEFORE_EQ.match(other)
         if km:
             present.add(km.group(1).strip())
-    items = []
+    items = list(inputs)
     for name, info in model.model_fields.items():
         if name in present:
             continue
@@ -189,6 +201,26 @@ def completions(text: str, line: int, col: int) -> list[lsp.CompletionItem]:
     return items
 
 
+def _input_items(lines: list[str], line: int, col: int, model_of: Callable[[str], Any]) -> list[lsp.CompletionItem]:
+    from trtls.models.assist import input_completions, profile_at
+
+    where = profile_at(lines, line)
+    model = model_of(where[0]) if where is not None else None
+    if where is None or model is None:
+        return []
+    return [
+        lsp.CompletionItem(
+            label=c.label,
+            kind=lsp.CompletionItemKind.Field,
+            detail=c.detail,
+            documentation=c.documentation,
+            insert_text=c.insert_text,
+            sort_text="0" + c.label,  # the model's inputs before the schema's keys
+        )
+        for c in input_completions(model, lines, line, col, where[1])
+    ]
+
+
 # -- quick fixes -------------------------------------------------------------------------------
 def code_actions(uri: str, text: str, diagnostics: list[lsp.Diagnostic]) -> list[lsp.CodeAction]:
     out: list[lsp.CodeAction] = []
@@ -196,6 +228,25 @@ def code_actions(uri: str, text: str, diagnostics: list[lsp.Diagnostic]) -> list
     for d in diagnostics:
         data = d.data if isinstance(d.data, dict) else {}
         code = str(d.code)
+        fix = data.get("fix")
+        if isinstance(fix, dict) and isinstance(fix.get("edits"), list):  # text edits computed with the finding
+            edits = [
+                lsp.TextEdit(
+                    lsp.Range(lsp.Position(e["range"][0], e["range"][1]), lsp.Position(e["range"][2], e["range"][3])),
+                    e["newText"],
+                )
+                for e in fix["edits"]
+            ]
+            out.append(
+                lsp.CodeAction(
+                    title=str(fix.get("title", "Fix")),
+                    kind=lsp.CodeActionKind.QuickFix,
+                    diagnostics=[d],
+                    edit=lsp.WorkspaceEdit(changes={uri: edits}),
+                    is_preferred=True,
+                )
+            )
+            continue
         if code == "TRT101":  # unknown key: rename to the close match, or remove the line
             if data.get("suggestion"):
                 out.append(

@@ -43,6 +43,7 @@ if TYPE_CHECKING:
 # background thread warms them up right after `initialized` (see `warm_up`).
 WARM_UP = (
     "trtls.core.recipe",
+    "trtls.models.profile_checks",
     "trtls.builds.supervisor",
     "trtls.builds.orphans",
     "trtls.builds.outcome_findings",
@@ -109,11 +110,11 @@ class TrtlsServer(LanguageServer):
 
     # -- recipes -------------------------------------------------------------------------------
     def recipe(self, uri: str) -> LoadedRecipe:
-        from trtls.core.recipe import load_recipe
+        from trtls.models.profile_checks import check_recipe  # the recipe and its ONNX models' inputs
 
         doc = self.workspace.text_documents.get(uri)
         path = Path(to_fs_path(uri) or uri)
-        loaded = load_recipe(path, doc.source if doc is not None else None)
+        loaded = check_recipe(path, doc.source if doc is not None else None)
         self.recipes[uri] = loaded
         return loaded
 
@@ -332,8 +333,16 @@ def completion(ls: TrtlsServer, params: lsp.CompletionParams) -> lsp.CompletionL
         return lsp.CompletionList(is_incomplete=False, items=[])
     from trtls.lsp import editor
 
+    from trtls.models.assist import model_for_engine
+
     doc = ls.workspace.get_text_document(params.text_document.uri)
-    items = editor.completions(doc.source, params.position.line, params.position.character)
+    path = Path(to_fs_path(params.text_document.uri) or params.text_document.uri)
+    items = editor.completions(
+        doc.source,
+        params.position.line,
+        params.position.character,
+        lambda engine: model_for_engine(path, doc.source, engine),
+    )
     return lsp.CompletionList(is_incomplete=False, items=items)
 
 

@@ -1,0 +1,101 @@
+"""`trtls check [RECIPE] [--format text|json|sarif]`: everything the editor would flag, without building.
+
+The same findings as the editor's diagnostics (`trtls.models.profile_checks.check_recipe`: the recipe, and
+every engine against the inputs its ONNX model declares). Exit 0 when there is nothing to report, 2 when there
+is any error or warning (the documented bad-input code of `trtls build`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from trtls.core.findings import Finding, Severity
+
+EXIT_CLEAN, EXIT_PROBLEMS = 0, 2
+PROBLEM_SEVERITIES = (Severity.error, Severity.warning)
+
+
+def register(subparsers: Any) -> None:
+    c = subparsers.add_parser("check", help="report every problem the editor would flag in a recipe, without building")
+    c.add_argument("recipe", nargs="?", help="trtls.toml or its folder (default: .)")
+    c.add_argument("--format", choices=("text", "json", "sarif"), default="text")
+    c.add_argument("--output", "-o", help="write the report here (atomically) instead of stdout")
+    c.set_defaults(func=cmd_check)
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    from trtls.models.profile_checks import check_recipe
+
+    path = Path(args.recipe or ".")
+    path = path / "trtls.toml" if path.is_dir() else path
+    if not path.is_file():
+        print(f"{path}: TRT104 recipe file not found", file=sys.stderr)
+        return EXIT_PROBLEMS
+    loaded = check_recipe(path)
+    findings = loaded.findings
+    problems = [f for f in findings if f.severity in PROBLEM_SEVERITIES]
+    if args.format == "json":
+        text = json.dumps(as_json(loaded, findings, len(problems)), indent=2, default=str) + "\n"
+    elif args.format == "sarif":
+        text = json.dumps(as_sarif(loaded, findings), indent=2, default=str) + "\n"
+    else:
+        text = as_text(loaded, findings, len(problems))
+    if args.output:
+        from trtls.core.atomic import atomic_write_text
+
+        atomic_write_text(args.output, text)
+    else:
+        sys.stdout.write(text)
+    return EXIT_PROBLEMS if problems else EXIT_CLEAN
+
+
+def _region(loaded: Any, f: Finding) -> tuple[int, int, int, int]:
+    """1-based line/column, end exclusive (what SARIF and most CI annotations take)."""
+    r = loaded.source_map.range(f.path, f.on_value)
+    return r.start_line + 1, r.start_col + 1, r.end_line + 1, r.end_col + 1
+
+
+def as_text(loaded: Any, findings: list[Finding], problems: int) -> str:
+    lines = [f"{loaded.location(f)}: {f.code} {f.severity.value}: {f.message}" for f in findings]
+    lines.append(
+        f"{loaded.path}: {problems} problem{'s' if problems != 1 else ''}" if problems else f"{loaded.path}: ok"
+    )
+    return "\n".join(lines) + "\n"
+
+
+def as_json(loaded: Any, findings: list[Finding], problems: int) -> dict[str, Any]:
+    out = []
+    for f in findings:
+        line, col, end_line, end_col = _region(loaded, f)
+        out.append(
+            {
+                "code": f.code,
+                "severity": f.severity.value,
+                "message": f.message,
+                "path": list(f.path),
+                "line": line,
+                "column": col,
+                "endLine": end_line,
+                "endColumn": end_col,
+                "docUrl": f.doc_url,
+                "data": f.data,
+            }
+        )
+    return {"recipe": str(loaded.path), "problems": problems, "findings": out}
+
+
+def as_sarif(loaded: Any, findings: list[Finding]) -> dict[str, Any]:
+    from trtls import __version__
+    from trtls.gates.reports import to_sarif
+
+    by_path = {f.path: f for f in findings}
+
+    def locate(path: Any) -> Any:
+        f = by_path.get(tuple(path))
+        return _region(loaded, f) if f is not None else None
+
+    return to_sarif(findings, locate, loaded.path, __version__)
