@@ -67,6 +67,13 @@ def test_a_build_in_a_terminal_draws_the_live_tree_and_ends_built(workspace: Pat
     assert "demo running" in out and "├──" in out, "the live tree with its guides was drawn while the build ran"
     assert "✓" in out and "demo: built in" in out
     assert (workspace / "build" / "demo.engine").stat().st_size > 0
+    # a finished phase never shows a step count TensorRT left short ("✓ Building engine [5/6]")
+    assert not re.search(r"✓ [^\n\[]+\[\d+/\d+\]", out), "a finished phase reads as unfinished"
+    # the live view keeps TensorRT's warnings, as the plain output prints them (the demo net has some)
+    assert "[WARNING] " in out and "Was not able to infer kOPT" in out
+    # the summary speaks to people: no Python None, no raw byte count
+    assert "None" not in out.split("demo: built in")[1] and not re.search(r"\d{5,} bytes", out)
+    assert re.search(r"engine: .*demo\.engine \(\d+\.\d (KiB|MiB|GiB), sha256", out)
 
 
 def test_ctrl_c_keystroke_stops_the_large_build_cleanly(workspace: Path) -> None:
@@ -81,4 +88,5 @@ def test_ctrl_c_keystroke_stops_the_large_build_cleanly(workspace: Path) -> None
     assert "stopping large (cooperative; Ctrl-C again to force)" in out
     assert "large: cancelled by ctrl_c" in out and "forced=False" in out, out[-2000:]
     assert engine.read_bytes() == b"a previous good engine", "the previous engine is byte for byte intact"
+    assert "previous engine intact (byte for byte)" in out
     assert leftovers(workspace) == []

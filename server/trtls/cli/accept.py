@@ -18,14 +18,16 @@ EXIT_PASS, EXIT_FAIL, EXIT_BAD_INPUT = 0, 1, 2
 
 def register(sub: Any) -> None:
     a = sub.add_parser(
-        "accept", help="stuck-build acceptance test: fault-injection scenarios with real builds, eight criteria each"
+        "accept",
+        help="stuck-build acceptance test: fault-injection scenarios with real builds, eight criteria each",
+        epilog="exit codes: 0 every criterion passed, 1 a criterion failed, 2 bad input (recipe, engine, scenarios)",
     )
     a.add_argument("recipe", nargs="?", help="trtls.toml or its folder (default: .)")
     a.add_argument("--engine", help="engine table to exercise (required unless --list)")
     a.add_argument(
         "--scenarios", default="fast", help="fast (default), all, or a comma-separated list of scenario names"
     )
-    a.add_argument("--format", choices=("text", "json", "junit"), default="text")
+    a.add_argument("--format", choices=("text", "json", "junit"), default="text", help="report format (default: text)")
     a.add_argument("--output", "-o", help="write the report here (default: stdout)")
     a.add_argument("--scratch", help="parent folder for the scratch copies (default: the system temp folder)")
     a.add_argument("--keep", action="store_true", help="keep the scratch folder (evidence of every run) afterwards")

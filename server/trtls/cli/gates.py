@@ -22,11 +22,17 @@ _MARK = {"pass": "ok    ", "hold": "HOLD  ", "reject": "REJECT"}
 
 
 def register(subparsers: Any) -> None:
-    g = subparsers.add_parser("gates", help="run a route's acceptance gates (checkpoint → bundle)")
+    g = subparsers.add_parser(
+        "gates",
+        help="run a route's acceptance gates (checkpoint → bundle)",
+        epilog="exit codes: 0 supported, 2 bad input, 3 hold, 4 reject (with --gate: the selected gates' decision)",
+    )
     g.add_argument("recipe", nargs="?", help="trtls.toml or its folder (default: .)")
     g.add_argument("--route", help="route table to check (default: the only route)")
     g.add_argument("--gate", type=int, action="append", choices=range(1, 6), help="run only this gate (repeatable)")
-    g.add_argument("--format", choices=("text", "json", "sarif", "junit"), default="text")
+    g.add_argument(
+        "--format", choices=("text", "json", "sarif", "junit"), default="text", help="report format (default: text)"
+    )
     g.add_argument("--output", "-o", help="write the report here (atomically) instead of stdout")
     g.add_argument("--update-lock", action="store_true", help="re-lock the checkpoint's file digests after review")
     g.add_argument(
@@ -41,15 +47,20 @@ def register(subparsers: Any) -> None:
 
     b = subparsers.add_parser("bundle", help="work with .bundle files")
     bsub = b.add_subparsers(dest="bundle_command", required=True)
-    i = bsub.add_parser("inspect", help="show a bundle's header, sections and digests")
-    i.add_argument("file")
-    i.add_argument("--json", action="store_true")
+    i = bsub.add_parser(
+        "inspect",
+        help="show a bundle's header, sections and digests",
+        epilog="exit codes: 0 shown, 2 missing or unreadable file, 4 not a valid bundle",
+    )
+    i.add_argument("file", help="the .bundle file")
+    i.add_argument("--json", action="store_true", help="print the inspection as one JSON object")
     i.set_defaults(func=cmd_bundle_inspect)
     pr = bsub.add_parser(
         "promote",
         help="verify a bundle trtls did not write (e.g. native `trtmc build` output) and record its digests in a sidecar",
+        epilog="exit codes: 0 recorded, 2 missing or unreadable file, 4 fails verification (nothing written)",
     )
-    pr.add_argument("file")
+    pr.add_argument("file", help="the .bundle file to verify and record")
     pr.add_argument(
         "--replace",
         action="store_true",
@@ -57,9 +68,27 @@ def register(subparsers: Any) -> None:
     )
     pr.set_defaults(func=cmd_bundle_promote)
 
-    from trtls.route.build import register_route  # `trtls route build` (route_build.py)
+    # `trtls route build`: the parser is here and the route machinery is imported only when it runs, so every
+    # other command (a `trtls build` above all) does not pay for importing it (~0.3–1 s).
+    r = subparsers.add_parser("route", help="build a route's bundle (checkpoint → ONNX → engine → .bundle + SBOM)")
+    rsub = r.add_subparsers(dest="route_command", required=True)
+    rb = rsub.add_parser(
+        "build",
+        help="export ONNX, build the engine and write the bundle, sidecar and SBOM",
+        epilog="exit codes: 0 bundle written, 1 build failed, 2 bad input, 130 cancelled (Ctrl-C), 137 forced/killed",
+    )
+    rb.add_argument("recipe", nargs="?", help="trtls.toml or its folder (default: .)")
+    rb.add_argument("--route", help="route table to build (default: the only route)")
+    rb.add_argument(
+        "--no-digest-cache", action="store_true", help="hash every checkpoint file, ignoring .trtls/digests.json"
+    )
+    rb.set_defaults(func=cmd_route_build)
 
-    register_route(subparsers)
+
+def cmd_route_build(args: argparse.Namespace) -> int:
+    from trtls.route.build import cmd_route_build as run
+
+    return run(args)
 
 
 def cmd_gates(args: argparse.Namespace) -> int:

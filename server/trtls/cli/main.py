@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from trtls import __version__
+from trtls.cli.usage import TrtlsParser, emit_error, parse, positive_seconds
 
 EXIT_BUILT, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_TIMEOUT, EXIT_CTRL_C, EXIT_KILLED = 0, 1, 2, 124, 130, 137
 
@@ -24,33 +25,47 @@ def _find_recipe(arg: str | None) -> Path:
     return p / "trtls.toml" if p.is_dir() else p
 
 
+RECIPE_HINT = "trtls build takes a trtls.toml recipe or the folder that holds one"
+
+
 def load_or_report(recipe_arg: str | None) -> Any:
-    """Load the recipe and check it against its ONNX models; print every finding as `file:line:col: CODE message`.
+    """Load the recipe and check it against its ONNX models; print every finding as
+    `file:line:col: CODE severity: message`, in file order (and, with --json, as JSON lines on stdout).
     None when anything is an error (so no build starts: exit 2)."""
     from trtls.models.profile_checks import check_recipe
 
     path = _find_recipe(recipe_arg)
     if not path.is_file():
-        print(f"{path}: TRT104 recipe file not found", file=sys.stderr)
+        report_error("TRT104", f"recipe file not found ({RECIPE_HINT})", str(path))
         return None
     loaded = check_recipe(path)
-    for f in loaded.findings:
-        print(f"{loaded.location(f)}: {f.code} {f.severity.value}: {f.message}", file=sys.stderr)
+    hint = "" if path.suffix == ".toml" else f" ({RECIPE_HINT})"
+    located = [(loaded.source_map.range(f.path, f.on_value), f) for f in loaded.findings]
+    for rng, f in sorted(located, key=lambda item: (item[0].start_line, item[0].start_col)):
+        print(f"{loaded.path}:{rng.human()}: {f.code} {f.severity.value}: {f.message}{hint}", file=sys.stderr)
+        line, col = rng.start_line + 1, rng.start_col + 1
+        emit_error(f.code, f.message + hint, file=str(loaded.path), line=line, col=col, severity=f.severity.value)
     return loaded if loaded.recipe is not None else None
+
+
+def report_error(code: str, message: str, file: str) -> None:
+    """A CLI error that is not a recipe finding: text on stderr, and a JSON line in --json mode."""
+    print(f"{file}: {code} {message}", file=sys.stderr)
+    emit_error(code, message, file=file)
 
 
 def cmd_build(args: argparse.Namespace) -> int:
     loaded = load_or_report(args.recipe)
     if loaded is None:
         return EXIT_BAD_INPUT
+    if not loaded.recipe.engines:
+        report_error("TRT107", "no [engines.NAME] table: add one to build an engine (see the README)", str(loaded.path))
+        return EXIT_BAD_INPUT
     engines = [args.engine] if args.engine else list(loaded.recipe.engines)
     unknown = [e for e in engines if e not in loaded.recipe.engines]
-    if unknown or not engines:
-        known = ", ".join(loaded.recipe.engines) or "none"
-        print(
-            f"{loaded.path}: TRT107 no engine named {unknown[0] if unknown else '(any)'} (engines: {known})",
-            file=sys.stderr,
-        )
+    if unknown:
+        known = ", ".join(loaded.recipe.engines)
+        report_error("TRT107", f"no engine named {unknown[0]} (engines: {known})", str(loaded.path))
         return EXIT_BAD_INPUT
     overrides: dict[str, Any] = {}
     if args.cold:
@@ -86,7 +101,7 @@ async def _build_one(loaded: Any, engine: str, args: argparse.Namespace, overrid
 
     loop.add_signal_handler(signal.SIGINT, on_sigint)
     loop.add_signal_handler(signal.SIGTERM, lambda: build.cancel("service_shutdown"))
-    if args.timeout:
+    if args.timeout is not None:
         loop.call_later(args.timeout, build.cancel, "ci_timeout")
     view_cls = JsonView if args.json else (RichView if sys.stdout.isatty() else PlainView)
     view = view_cls(build)
@@ -135,39 +150,62 @@ def cmd_schema(args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="trtls", description="TensorRT builds you can watch, stop and trust.")
-    parser.add_argument("--version", action="version", version=f"trtls {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True)
+BUILD_EXITS = (
+    "exit codes: 0 built, 1 failed, 2 bad input, 124 cancelled by --timeout, 130 cancelled by Ctrl-C, "
+    "137 forced or killed"
+)
 
-    b = sub.add_parser("build", help="build engines from a trtls.toml with a live phase tree")
+
+def make_parser() -> argparse.ArgumentParser:
+    parser = TrtlsParser(prog="trtls", description="TensorRT builds you can watch, stop and trust.")
+    parser.add_argument("--version", action="version", version=f"trtls {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    b = sub.add_parser("build", help="build engines from a trtls.toml with a live phase tree", epilog=BUILD_EXITS)
     b.add_argument("recipe", nargs="?", help="trtls.toml or its folder (default: .)")
     b.add_argument("--engine", help="engine table to build (default: all, in order)")
-    b.add_argument("--timeout", type=float, help="cancel with source ci_timeout after this many seconds")
-    b.add_argument("--json", action="store_true", help="stream events as JSON lines; the summary last")
+    b.add_argument(
+        "--timeout",
+        type=positive_seconds,
+        metavar="SECONDS",
+        help="cancel with source ci_timeout after this many seconds (> 0; default: no timeout)",
+    )
+    b.add_argument(
+        "--json", action="store_true", help="stream events as JSON lines, the summary last; errors as JSON lines too"
+    )
     b.add_argument("--cold", action="store_true", help="ignore the timing cache for this build (retry cold)")
     b.add_argument(
         "--optimization-level", type=int, choices=range(6), help="override the builder optimization level (diagnosis)"
     )
     b.set_defaults(func=cmd_build)
 
-    s = sub.add_parser("serve", help="run the language server (stdio)")
+    s = sub.add_parser("serve", help="run the language server (stdio)", epilog="exit codes: 0 after the client's exit")
     # Most LSP client configurations pass --stdio (vscode-languageclient, Neovim, Helix, Zed, eglot examples);
     # stdio is the only transport, so the flag is accepted and means what serve does anyway.
     s.add_argument("--stdio", action="store_true", help="talk LSP over stdin/stdout (the default and only transport)")
     s.set_defaults(func=cmd_serve)
 
-    i = sub.add_parser("info", help="versions and the builder module a build would use (paste into bug reports)")
-    i.add_argument("--json", action="store_true")
+    i = sub.add_parser(
+        "info",
+        help="versions and the builder module a build would use (paste into bug reports)",
+        epilog="exit codes: 0 a builder module is usable, 1 none is (the text says why)",
+    )
+    i.add_argument("--json", action="store_true", help="print the same information as one JSON object")
     i.set_defaults(func=cmd_info)
 
-    sc = sub.add_parser("schema", help="print (or write) the JSON Schema of trtls.toml")
-    sc.add_argument("-o", "--output")
+    sc = sub.add_parser(
+        "schema", help="print (or write) the JSON Schema of trtls.toml", epilog="exit codes: 0 printed or written"
+    )
+    sc.add_argument("-o", "--output", help="write the schema to this file (atomically) instead of stdout")
     sc.set_defaults(func=cmd_schema)
 
     for register in _optional_commands():
         register(sub)
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse(make_parser(), argv)
     return args.func(args)
 
 

@@ -16,8 +16,10 @@ STATUS_MARK = {"running": "…", "done": "✓", "cancelled": "■", "failed": "�
 
 def _phase_label(build: Build, pid: str, now: int) -> str:
     p = build.tree.phases[pid]
-    steps = f"{(p.step + 1) if p.step is not None else 0}/{p.num_steps}"
-    text = f"{STATUS_MARK[p.status]} {p.name} [{steps}] {p.elapsed_s(now):.2f} s"
+    # A finished phase shows no step count: TensorRT often finishes a phase before its last announced step
+    # ("5/6" would read as unfinished). A running, cancelled or failed phase shows where it is or stopped.
+    steps = "" if p.status == "done" else f" [{(p.step + 1) if p.step is not None else 0}/{p.num_steps}]"
+    text = f"{STATUS_MARK[p.status]} {p.name}{steps} {p.elapsed_s(now):.2f} s"
     usual = build.baselines.get(pid)
     if usual is not None:
         text += f" · usual {usual:.2f} s"
@@ -28,18 +30,64 @@ def _phase_label(build: Build, pid: str, now: int) -> str:
     return text
 
 
+class LogDigest:
+    """TensorRT's warnings and errors, each text once (it repeats a warning per tensor: `cast_429`, `cast_536`)."""
+
+    SEVERITIES = ("ERROR", "INTERNAL_ERROR", "WARNING")
+
+    def __init__(self) -> None:
+        self.counts: dict[str, int] = {}
+        self.first: dict[str, str] = {}  # key → the first full line seen
+
+    def add(self, severity: str, msg: str) -> bool:
+        """True the first time a warning of this shape is seen."""
+        if severity not in self.SEVERITIES:
+            return False
+        key = re.sub(r"\b\w*\d+\w*\b", "#", msg)
+        self.counts[key] = self.counts.get(key, 0) + 1
+        if self.counts[key] == 1:
+            self.first[key] = f"[{severity}] {msg}"
+            return True
+        return False
+
+    def repeated(self) -> dict[str, int]:
+        return {k: n for k, n in self.counts.items() if n > 1}
+
+
 class RichView:
-    """Redraws the whole tree a few times a second; cheap next to a build."""
+    """Redraws the whole tree a few times a second; cheap next to a build. TensorRT's warnings are listed under
+    the tree, each once, as the plain output prints them."""
+
+    SHOW_LOGS = 6
 
     def __init__(self, build: Build):
         from rich.console import Console
         from rich.live import Live
 
         self.build = build
+        self.logs = LogDigest()
         self.console = Console(stderr=False)
         self.live = Live(self._render(), console=self.console, refresh_per_second=8, transient=False)
 
     def _render(self) -> Any:
+        from rich.console import Group
+        from rich.text import Text
+
+        tree = self._render_tree()
+        if not self.logs.first:
+            return tree
+        lines = list(self.logs.first.items())
+        shown = lines[-self.SHOW_LOGS :]
+        out = [tree]
+        if len(lines) > len(shown):
+            out.append(Text(f"  … {len(lines) - len(shown)} earlier warning(s)", style="dim"))
+        for key, line in shown:
+            n = self.logs.counts[key]
+            style = "red" if line.startswith("[ERROR") or line.startswith("[INTERNAL") else "yellow"
+            out.append(Text(f"  {line[:200]}" + (f"  (×{n})" if n > 1 else ""), style=style))
+        return Group(*out)
+
+    def _render_tree(self) -> Any:
         from rich.tree import Tree
 
         b = self.build
@@ -71,6 +119,8 @@ class RichView:
         return self
 
     def update(self, build: Build, ev: Any) -> None:
+        if ev is not None and ev.type == "log":
+            self.logs.add(ev.severity, ev.msg)
         self.live.update(self._render())
 
     def tick(self) -> None:
@@ -93,7 +143,7 @@ class PlainView:
         self.build = build
         self.out = out
         self.last_quiet_report = 0.0
-        self.seen_logs: dict[str, int] = {}  # TensorRT repeats warnings per tensor; print each text once
+        self.logs = LogDigest()
 
     def __enter__(self) -> PlainView:
         return self
@@ -108,11 +158,8 @@ class PlainView:
             phase = build.tree.phases.get(ev.phase_id)
             if phase is not None and (ev.phase_id.count(".") <= self.SHOW_DEPTH or phase.elapsed_s(now) >= self.SLOW_S):
                 self._line(f"{'  ' * ev.phase_id.count('.')}{_phase_label(build, ev.phase_id, now)}")
-        elif ev.type == "log" and ev.severity in ("ERROR", "INTERNAL_ERROR", "WARNING"):
-            key = re.sub(r"\b\w*\d+\w*\b", "#", ev.msg)  # "... tensor cast_429" ≈ "... tensor cast_536"
-            self.seen_logs[key] = self.seen_logs.get(key, 0) + 1
-            if self.seen_logs[key] == 1:
-                self._line(f"[{ev.severity}] {ev.msg}")
+        elif ev.type == "log" and self.logs.add(ev.severity, ev.msg):
+            self._line(f"[{ev.severity}] {ev.msg}")
         elif ev.type == "cache_decision":
             self._line(f"timing cache: {ev.decision} — {ev.reason}")
 
@@ -128,8 +175,7 @@ class PlainView:
         print(text, file=self.out, flush=True)
 
     def __exit__(self, *exc: Any) -> None:
-        repeated = {k: n for k, n in self.seen_logs.items() if n > 1}
-        for key, n in repeated.items():
+        for key, n in self.logs.repeated().items():
             self._line(f'  (a warning like "{key[:80]}" was repeated {n} times)')
 
 
@@ -165,10 +211,34 @@ def print_outcome(build: Build, out: TextIO = sys.stdout) -> None:
         )
     cache = s.get("timingCache") or {}
     print(f"  timing cache: {s.get('timingCacheMode')} — {cache.get('reason', '')}", file=out)
-    print(f"  cleanup: {s.get('cleanupStatus')}; previous engine intact: {s.get('previousEngineIntact')}", file=out)
+    print(f"  cleanup: {s.get('cleanupStatus')}{_previous_engine(s)}", file=out)
     if s.get("engineArtifact"):
         e = s["engineArtifact"]
-        print(f"  engine: {e['path']} ({e.get('size')} bytes, sha256 {str(e.get('sha256'))[:16]}…)", file=out)
+        print(f"  engine: {e['path']} ({human_size(e.get('size'))}, sha256 {str(e.get('sha256'))[:16]}…)", file=out)
     print(f"  retry: {s.get('retryPolicy')} — {s.get('retryRule')}", file=out)
     print(f"  validation: {s.get('validationStatus')} ({s.get('validationNote')})", file=out)
     print(f"  evidence: {build.evidence_dir / 'summary.json'}", file=out)
+
+
+def human_size(n: Any) -> str:
+    """`12.8 MiB`, never a raw byte count."""
+    if not isinstance(n, int):
+        return "size unknown"
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if size < 1024 or unit == "GiB":
+            return f"{n} B" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{size:.1f} GiB"
+
+
+def _previous_engine(s: dict[str, Any]) -> str:
+    """What became of the engine that was at the output before this build, in words (never `None`)."""
+    if s.get("outcome") == "built":
+        return ""  # replaced by the new engine, atomically
+    intact = s.get("previousEngineIntact")
+    if intact is True:
+        return "; previous engine intact (byte for byte)"
+    if intact is False:
+        return "; previous engine NOT intact"
+    return "; there was no previous engine at the output"

@@ -256,6 +256,9 @@ def load_recipe(path: Path | str, text: str | None = None) -> LoadedRecipe:
         except OSError as exc:
             f = _finding("TRT104", f"cannot read recipe: {exc.strerror}", ())
             return LoadedRecipe(path, "", SourceMap(), [f], None)
+        except UnicodeDecodeError as exc:  # a model, an engine, an archive: anything but a TOML recipe
+            f = _finding("TRT100", f"not a TOML recipe: the file is not UTF-8 text (byte {exc.start})", ())
+            return LoadedRecipe(path, "", SourceMap(), [f], None)
     try:
         data, smap = parse(text)
     except TomlSyntaxError as exc:

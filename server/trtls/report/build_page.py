@@ -79,8 +79,9 @@ def timeline_svg(ev: BuildEvidence) -> str:
     for i in range(0, 11):  # time grid
         t = total * i / 10
         parts.append(f'<line class="grid" x1="{x(t):.1f}" y1="0" x2="{x(t):.1f}" y2="{height - 22}"/>')
+        anchor = "end" if i == 10 else "middle"
         parts.append(
-            f'<text class="muted" x="{x(t):.1f}" y="{height - 8}" text-anchor="middle">{esc(seconds(t))}</text>'
+            f'<text class="muted" x="{x(t):.1f}" y="{height - 8}" text-anchor="{anchor}">{esc(seconds(t))}</text>'
         )
     for a, b in ev.quiet_gaps:
         parts.append(

@@ -573,18 +573,6 @@ def _record(folder: Path, result: RouteBuildResult) -> None:
 # -------------------------------------------------------------------------------------------------- CLI
 
 
-def register_route(subparsers: Any) -> None:
-    r = subparsers.add_parser("route", help="build a route's bundle (checkpoint → ONNX → engine → .bundle + SBOM)")
-    rsub = r.add_subparsers(dest="route_command", required=True)
-    b = rsub.add_parser("build", help="export ONNX, build the engine and write the bundle, sidecar and SBOM")
-    b.add_argument("recipe", nargs="?", help="trtls.toml or its folder (default: .)")
-    b.add_argument("--route", help="route table to build (default: the only route)")
-    b.add_argument(
-        "--no-digest-cache", action="store_true", help="hash every checkpoint file, ignoring .trtls/digests.json"
-    )
-    b.set_defaults(func=cmd_route_build)
-
-
 def cmd_route_build(args: Any) -> int:
     """Exit codes: 0 bundle written, 1 build failed, 2 bad input, 130 cancelled (Ctrl-C), 137 forced/killed."""
     import signal
