@@ -20,9 +20,13 @@ PROBLEM_SEVERITIES = (Severity.error, Severity.warning)
 
 
 def register(subparsers: Any) -> None:
-    c = subparsers.add_parser("check", help="report every problem the editor would flag in a recipe, without building")
+    c = subparsers.add_parser(
+        "check",
+        help="report every problem the editor would flag in a recipe, without building",
+        epilog="exit codes: 0 nothing to report, 2 any error or warning",
+    )
     c.add_argument("recipe", nargs="?", help="trtls.toml or its folder (default: .)")
-    c.add_argument("--format", choices=("text", "json", "sarif"), default="text")
+    c.add_argument("--format", choices=("text", "json", "sarif"), default="text", help="report format (default: text)")
     c.add_argument("--output", "-o", help="write the report here (atomically) instead of stdout")
     c.set_defaults(func=cmd_check)
 
