@@ -1,5 +1,7 @@
 // Model of the "TensorRT Builds" tree, fed by the server's `trtls/buildTree` notification.
-// Pure TypeScript (no vscode import) so it is unit-tested without VS Code.
+// Pure TypeScript (no vscode import) so it is unit-tested without VS Code. It renders what the server decided:
+// the stall rule (`quietS`, `stalled`), the folding rule (`foldedInto`) and the outcome (`outcomeKind`) are
+// computed once in Python (trtls.core.phase_tree, trtls.core.outcome) and never re-derived here.
 import { formatSeconds } from './format';
 
 /** `lost` is the client's own: the build was running when the server process died (never sent by the server). */
@@ -15,8 +17,18 @@ export interface PhasePayload {
   status: PhaseStatus;
   elapsedS: number;
   baselineS: number | null;
+  /** The builder's silence, measured, on every running phase. */
   quietForS: number | null;
+  /** The same silence when the server says it is worth showing, else null. */
+  quietS: number | null;
+  /** Silent longer than this phase usually takes (the server's stall rule). */
+  stalled: boolean;
+  /** Id of the first phase of the folded row this phase is shown in (the server's folding rule), else null. */
+  foldedInto: string | null;
 }
+
+/** How a finished build ended, as the server classifies it; `lost` is the client's own (see BuildStatus). */
+export type OutcomeKind = 'ok' | 'cancelled' | 'failed' | 'refused';
 
 export interface BuildTreePayload {
   buildId: string;
@@ -24,6 +36,8 @@ export interface BuildTreePayload {
   uri: string;
   status: BuildStatus;
   cancelSource: string | null;
+  outcome: string | null;
+  outcomeKind: OutcomeKind | null;
   outcomeMessage: string | null;
   elapsedS: number;
   evidencePath: string | null;
@@ -34,6 +48,11 @@ export const BUILD_TREE_NOTIFICATION = 'trtls/buildTree';
 
 const BUILD_STATUSES: readonly string[] = ['running', 'built', 'cancelled', 'failed', 'forced', 'killed'];
 const PHASE_STATUSES: readonly string[] = ['running', 'done', 'cancelled', 'failed'];
+const OUTCOME_KINDS: readonly string[] = ['ok', 'cancelled', 'failed', 'refused'];
+
+export function parseOutcomeKind(v: unknown): OutcomeKind | null {
+  return typeof v === 'string' && OUTCOME_KINDS.includes(v) ? (v as OutcomeKind) : null;
+}
 
 function isObj(v: unknown): v is Record<string, unknown> {
   return typeof v === 'object' && v !== null && !Array.isArray(v);
@@ -70,6 +89,9 @@ export function parseBuildTree(raw: unknown): BuildTreePayload | undefined {
         elapsedS: num(p.elapsedS, 0),
         baselineS: numOrNull(p.baselineS),
         quietForS: numOrNull(p.quietForS),
+        quietS: numOrNull(p.quietS),
+        stalled: p.stalled === true,
+        foldedInto: strOrNull(p.foldedInto),
       });
     }
   }
@@ -79,6 +101,8 @@ export function parseBuildTree(raw: unknown): BuildTreePayload | undefined {
     uri: typeof raw.uri === 'string' ? raw.uri : '',
     status,
     cancelSource: strOrNull(raw.cancelSource),
+    outcome: strOrNull(raw.outcome),
+    outcomeKind: parseOutcomeKind(raw.outcomeKind),
     outcomeMessage: strOrNull(raw.outcomeMessage),
     elapsedS: num(raw.elapsedS, 0),
     evidencePath: strOrNull(raw.evidencePath),
@@ -112,10 +136,6 @@ function parentOf(p: PhasePayload): string | null {
 export type TreeElement =
   | { kind: 'build'; buildId: string }
   | { kind: 'phase'; buildId: string; phaseId: string; foldedIds?: string[] };
-
-/** Finished leaf siblings of one name, this many or more, show as one row (TensorRT starts dozens of
- *  "Computing reformatting costs" phases that each take milliseconds). */
-export const FOLD_AT = 3;
 
 export type IconKind = 'running' | 'ok' | 'cancelled' | 'error' | 'warning' | 'pending';
 
@@ -163,7 +183,7 @@ export class BuildTreeModel {
   noteStarted(buildId: string, engine: string, uri: string): void {
     if (!this.builds.has(buildId)) {
       this.builds.set(buildId, {
-        buildId, engine, uri, status: 'running', cancelSource: null, outcomeMessage: null,
+        buildId, engine, uri, status: 'running', cancelSource: null, outcome: null, outcomeKind: null, outcomeMessage: null,
         elapsedS: 0, evidencePath: null, phases: [],
       });
       this.prune();
@@ -195,7 +215,7 @@ export class BuildTreeModel {
       if (b.status !== 'running') continue;
       b.status = 'lost';
       b.outcomeMessage = message;
-      b.phases = b.phases.map((p) => (p.status === 'running' ? { ...p, status: 'failed', quietForS: null } : p));
+      b.phases = b.phases.map((p) => (p.status === 'running' ? { ...p, status: 'failed', quietForS: null, quietS: null, stalled: false } : p));
       lost.push(b);
     }
     return lost;
@@ -228,23 +248,15 @@ export class BuildTreeModel {
     }
     const parentId = el.kind === 'build' ? null : el.phaseId;
     const kids = b.phases.filter((p) => parentOf(p) === parentId).sort((x, y) => comparePhaseIds(x.id, y.id));
-    const isLeaf = (p: PhasePayload): boolean => !b.phases.some((x) => parentOf(x) === p.id);
-    const foldable = new Map<string, string[]>();
-    for (const p of kids) {
-      if (p.status === 'done' && isLeaf(p)) {
-        foldable.set(p.name, [...(foldable.get(p.name) ?? []), p.id]);
-      }
-    }
+    // The server folds: phases with the same foldedInto are one row, shown where its first phase is.
     const out: TreeElement[] = [];
     for (const p of kids) {
-      const group = foldable.get(p.name);
-      if (group !== undefined && group.length >= FOLD_AT && group.includes(p.id)) {
-        if (group[0] === p.id) {
-          out.push({ kind: 'phase', buildId: b.buildId, phaseId: p.id, foldedIds: group });
-        }
-        continue;
+      if (p.foldedInto === null) {
+        out.push({ kind: 'phase', buildId: b.buildId, phaseId: p.id });
+      } else if (p.foldedInto === p.id) {
+        const foldedIds = kids.filter((x) => x.foldedInto === p.id).map((x) => x.id);
+        out.push({ kind: 'phase', buildId: b.buildId, phaseId: p.id, foldedIds });
       }
-      out.push({ kind: 'phase', buildId: b.buildId, phaseId: p.id });
     }
     return out;
   }
@@ -294,12 +306,7 @@ export function describeBuild(b: BuildTreePayload): ElementView {
   if (b.status === 'cancelled' && b.cancelSource) {
     status = `cancelled by ${b.cancelSource}`;
   }
-  const icon: IconKind =
-    b.status === 'running' ? 'running'
-      : b.status === 'built' ? 'ok'
-        : b.status === 'cancelled' ? 'cancelled'
-          : b.status === 'failed' ? 'error'
-            : 'warning';
+  const icon: IconKind = b.status === 'running' ? 'running' : outcomeIcon(b.outcomeKind);
   const lines = [`${b.engine}: ${status}`, `elapsed ${formatSeconds(b.elapsedS)}`];
   if (b.outcomeMessage) lines.push(b.outcomeMessage);
   if (b.evidencePath) lines.push(`evidence: ${b.evidencePath}`);
@@ -315,21 +322,15 @@ export function describeBuild(b: BuildTreePayload): ElementView {
   };
 }
 
-/** Silence shorter than this is normal between two TensorRT callbacks and is not shown. */
-export const QUIET_SHOW_S = 2;
-/** Without history, silence this long is worth a warning. */
-export const QUIET_WARN_NO_BASELINE_S = 30;
-
-/** The server sends quietForS (time since the build's last callback) on every running phase. */
-export function quietText(p: PhasePayload): boolean {
-  return p.status === 'running' && p.quietForS !== null && p.quietForS >= QUIET_SHOW_S;
-}
-
-/** Warn when a running phase has been silent longer than the phase usually takes (or 30 s without history). */
-export function isQuiet(p: PhasePayload): boolean {
-  if (!quietText(p)) return false;
-  const quiet = p.quietForS as number;
-  return p.baselineS !== null ? quiet > Math.max(p.baselineS, QUIET_SHOW_S) : quiet >= QUIET_WARN_NO_BASELINE_S;
+/** A finished build's icon from the server's outcomeKind; none (a build the client marked lost) is a warning. */
+function outcomeIcon(kind: OutcomeKind | null): IconKind {
+  switch (kind) {
+    case 'ok': return 'ok';
+    case 'cancelled': return 'cancelled';
+    case 'failed': return 'error';
+    case 'refused': return 'warning';
+    case null: return 'warning';
+  }
 }
 
 /** The server's step is TensorRT's 0-based index of the last completed step: show it 1-based. */
@@ -347,21 +348,21 @@ export function describePhase(p: PhasePayload, hasChildren: boolean): ElementVie
   if (p.baselineS !== null) {
     parts.push(`usual ${formatSeconds(p.baselineS)}`);
   }
-  const quiet = isQuiet(p);
-  if (quietText(p)) {
-    parts.push(`quiet for ${formatSeconds(p.quietForS)}`);
+  const stalled = p.stalled;
+  if (p.quietS !== null) {
+    parts.push(`quiet for ${formatSeconds(p.quietS)}`);
   }
   if (p.status === 'cancelled' || p.status === 'failed') {
     parts.push(p.status);
   }
-  const icon: IconKind = quiet ? 'warning'
+  const icon: IconKind = stalled ? 'warning'
     : p.status === 'running' ? 'running'
       : p.status === 'done' ? 'ok'
         : p.status === 'cancelled' ? 'cancelled'
           : 'error';
   const tooltip = [
     `${p.name} (${p.status})`,
-    ...(quiet ? [`⚠ no progress for ${formatSeconds(p.quietForS)}${p.baselineS !== null ? `; this phase usually takes ${formatSeconds(p.baselineS)}` : ''}`] : []),
+    ...(stalled ? [`⚠ no progress for ${formatSeconds(p.quietS)}${p.baselineS !== null ? `; this phase usually takes ${formatSeconds(p.baselineS)}` : ''}`] : []),
     `phase ${p.id}`,
   ].join('\n');
   return {
@@ -369,7 +370,7 @@ export function describePhase(p: PhasePayload, hasChildren: boolean): ElementVie
     description: parts.join(' · '),
     tooltip,
     icon,
-    contextValue: quiet ? 'trtls.phase.quiet' : 'trtls.phase',
+    contextValue: stalled ? 'trtls.phase.quiet' : 'trtls.phase',
     collapsible: hasChildren,
     openEvidence: false,
   };

@@ -7,7 +7,7 @@ import {
   RevealOutputChannelOn, ServerOptions, State,
 } from 'vscode-languageclient/node';
 import { BUILD_TREE_NOTIFICATION, BuildTreeModel, statusBarText, TreeElement } from './buildTree';
-import { classifyEnd, gatesOutcome } from './progress';
+import { EndKind, gatesOutcome } from './progress';
 import { ToastProgressFeature } from './progressUi';
 import { checkServerVersion, expandPath, initializationOptions, needsRestart, readSettings, resolvePython, TrtlsSettings } from './settings';
 import { BuildReportResult, showBuildTimeline } from './timeline';
@@ -291,14 +291,19 @@ function offerRestartAfterCrashes(detail: string | undefined): void {
     });
 }
 
-function onProgressEnd(title: string, message: string | undefined): void {
+const END_ICON: Record<EndKind, string> = {
+  ok: '$(check)', cancelled: '$(circle-slash)', failed: '$(warning)', refused: '$(warning)', other: '$(info)',
+};
+
+/** The end of a build's or a gates run's progress, told as the server classified it (its outcomeKind). A failure
+ *  raises a warning; a gates refusal (hold, reject) only the status bar: the command's reply already says so. */
+function onProgressEnd(title: string, message: string | undefined, kind: EndKind): void {
   const text = `${title}: ${message ?? 'done'}`;
-  log.info(`progress end — ${text}`);
-  const kind = classifyEnd(message);
+  log.info(`progress end (${kind}) — ${text}`);
   if (kind === 'failed') {
     void vscode.window.showWarningMessage(`TensorRT: ${text}`);
   } else {
-    vscode.window.setStatusBarMessage(`${kind === 'ok' ? '$(check)' : kind === 'cancelled' ? '$(circle-slash)' : '$(info)'} ${text}`, 8000);
+    vscode.window.setStatusBarMessage(`${END_ICON[kind]} ${text}`, 8000);
   }
 }
 

@@ -1,8 +1,10 @@
 // Progress state for one server-created work-done token, shown as a toast (no vscode import).
+import { OutcomeKind, parseOutcomeKind } from './buildTree';
 
 export interface ProgressBegin { kind: 'begin'; title: string; cancellable?: boolean; message?: string; percentage?: number }
 export interface ProgressReport { kind: 'report'; cancellable?: boolean; message?: string; percentage?: number }
-export interface ProgressEnd { kind: 'end'; message?: string }
+/** The server's end carries its outcome as data (trtls.core.outcome): never classified here from the message. */
+export interface ProgressEnd { kind: 'end'; message?: string; outcome?: string; outcomeKind?: string }
 export type ProgressValue = ProgressBegin | ProgressReport | ProgressEnd;
 
 /** Toast message: "42% · Building engine › Timing tactics 2/3 · 4.1 s". */
@@ -15,16 +17,11 @@ export function formatProgressMessage(message: string | undefined, percentage: n
   return msg === '' ? `${pct}%` : `${pct}% · ${msg}`;
 }
 
-/** Outcome of an end message, to pick how to tell the user. */
-export type EndKind = 'ok' | 'cancelled' | 'failed' | 'other';
-export function classifyEnd(message: string | undefined): EndKind {
-  const m = (message ?? '').toLowerCase();
-  // gates end with "<route>: <decision>", or "<route>: no decision (cancelled)" when the run was cancelled
-  if (/\((stopped|cancelled)\)\s*$/.test(m)) return 'cancelled';
-  if (m.startsWith('built') || m.startsWith('done') || m.startsWith('supported')) return 'ok';
-  if (m.startsWith('cancelled')) return 'cancelled';
-  if (m.startsWith('failed') || m.startsWith('killed') || m.startsWith('forced') || m.startsWith('reject') || m.startsWith('hold')) return 'failed';
-  return 'other';
+/** How to tell the user a progress ended: the server's outcomeKind; `other` when it sent none (another server's
+ *  progress, or an older trtls). */
+export type EndKind = OutcomeKind | 'other';
+export function endKind(v: ProgressEnd): EndKind {
+  return parseOutcomeKind(v.outcomeKind) ?? 'other';
 }
 
 /**
@@ -38,6 +35,7 @@ export class ProgressTracker {
   cancellable = false;
   ended = false;
   endMessage: string | undefined;
+  endKind: EndKind = 'other';
   private shown = 0;
 
   apply(v: ProgressValue): { message: string; increment: number | undefined } | undefined {
@@ -47,6 +45,7 @@ export class ProgressTracker {
     if (v.kind === 'end') {
       this.ended = true;
       this.endMessage = v.message;
+      this.endKind = endKind(v);
       return undefined;
     }
     if (v.kind === 'begin') {

@@ -6,7 +6,7 @@ import {
   BaseLanguageClient, ClientCapabilities, FeatureState, StaticFeature,
   WorkDoneProgress, WorkDoneProgressCancelNotification, WorkDoneProgressCreateParams, WorkDoneProgressCreateRequest,
 } from 'vscode-languageclient';
-import { classifyEnd, ProgressTracker, ProgressValue } from './progress';
+import { EndKind, ProgressTracker, ProgressValue } from './progress';
 
 export class ToastProgressFeature implements StaticFeature {
   private readonly active = new Map<string, { dispose(): void; finish(): void }>();
@@ -14,7 +14,7 @@ export class ToastProgressFeature implements StaticFeature {
   constructor(
     private readonly client: BaseLanguageClient,
     private readonly log: vscode.LogOutputChannel,
-    private readonly onEnd: (title: string, message: string | undefined) => void,
+    private readonly onEnd: (title: string, message: string | undefined, kind: EndKind) => void,
   ) {}
 
   getState(): FeatureState {
@@ -67,7 +67,7 @@ export class ToastProgressFeature implements StaticFeature {
     const handle = (v: ProgressValue): void => {
       const upd = tracker.apply(v);
       if (tracker.ended) {
-        this.onEnd(tracker.title, tracker.endMessage);
+        this.onEnd(tracker.title, tracker.endMessage, tracker.endKind);
         finish();
         return;
       }
@@ -92,8 +92,4 @@ export class ToastProgressFeature implements StaticFeature {
     });
     this.active.set(key, { dispose: () => sub?.dispose(), finish });
   }
-}
-
-export function endKindIsFailure(message: string | undefined): boolean {
-  return classifyEnd(message) === 'failed';
 }

@@ -4,7 +4,10 @@ import { BuildTreeModel, comparePhaseIds, describeBuild, describePhase, parseBui
 import { formatSeconds } from '../src/format';
 
 function phase(over: Partial<PhasePayload> & { id: string }): PhasePayload {
-  return { parentId: null, name: `phase ${over.id}`, numSteps: 0, step: null, status: 'running', elapsedS: 1, baselineS: null, quietForS: null, ...over };
+  return {
+    parentId: null, name: `phase ${over.id}`, numSteps: 0, step: null, status: 'running', elapsedS: 1, baselineS: null,
+    quietForS: null, quietS: null, stalled: false, foldedInto: null, ...over,
+  };
 }
 
 function payload(over: Record<string, unknown> = {}): Record<string, unknown> {
@@ -16,7 +19,7 @@ function payload(over: Record<string, unknown> = {}): Record<string, unknown> {
       phase({ id: '0.1', parentId: '0', name: 'Timing tactics', numSteps: 3, step: 2, elapsedS: 4.1, baselineS: 30 }),
       phase({ id: '0.0', parentId: '0', name: 'Parsing', numSteps: 1, step: 1, status: 'done', elapsedS: 0.2 }),
       phase({ id: '0.10', parentId: '0', name: 'Later', numSteps: 0 }),
-      phase({ id: '0.2', parentId: '0', name: 'Quiet one', quietForS: 45, baselineS: 30, elapsedS: 75 }),
+      phase({ id: '0.2', parentId: '0', name: 'Quiet one', quietForS: 45, quietS: 45, stalled: true, baselineS: 30, elapsedS: 75 }),
     ],
     ...over,
   };
@@ -45,6 +48,14 @@ test('parseBuildTree rejects garbage and normalises fields', () => {
   assert.equal(p.phases.length, 1);
   assert.equal(p.phases[0]!.numSteps, 0);
   assert.equal(p.phases[0]!.name, '0');
+  assert.equal(p.phases[0]!.stalled, false);
+  assert.equal(p.phases[0]!.foldedInto, null);
+  assert.equal(p.outcomeKind, null);
+  assert.equal(parseBuildTree({ buildId: 'x', outcomeKind: 'great' })!.outcomeKind, null, 'an unknown kind is not trusted');
+  const sent = parseBuildTree({ buildId: 'x', status: 'built', outcome: 'built', outcomeKind: 'ok',
+    phases: [{ id: '0', quietForS: 3, quietS: 3, stalled: true, foldedInto: '0' }] })!;
+  assert.deepEqual([sent.outcome, sent.outcomeKind], ['built', 'ok']);
+  assert.deepEqual([sent.phases[0]!.quietS, sent.phases[0]!.stalled, sent.phases[0]!.foldedInto], [3, true, '0']);
 });
 
 test('model nests phases under their parents in id order', () => {
@@ -81,32 +92,34 @@ test('running build view: description, stop context, status bar', () => {
   assert.equal(statusBarText(m.running()), '$(sync~spin) TensorRT: building large · 4.1 s');
 });
 
-test('phase view shows steps, elapsed, usual duration and the quiet warning', () => {
+test('phase view renders the server\'s stall rule: quiet text from quietS, the warning from stalled', () => {
   // step is TensorRT's 0-based index of the last completed step
   const p = describePhase(phase({ id: '0.1', name: 'Timing tactics', numSteps: 3, step: 1, elapsedS: 4.1, baselineS: 30, quietForS: 0.3 }), false);
   assert.equal(p.description, '2/3 · 4.1 s · usual 30 s');
   assert.equal(p.icon, 'running');
-  // silent, but not longer than usual: the text shows, no warning
-  const silent = describePhase(phase({ id: '0.1', numSteps: 3, step: 0, elapsedS: 12, baselineS: 30, quietForS: 12 }), false);
+  // the measured silence alone shows nothing: the server decides when it is worth showing (quietS)
+  assert.equal(describePhase(phase({ id: '1', quietForS: 45 }), false).description, '1.0 s');
+  // silent, not stalled: the text shows, no warning
+  const silent = describePhase(phase({ id: '0.1', numSteps: 3, step: 0, elapsedS: 12, baselineS: 30, quietForS: 12, quietS: 12 }), false);
   assert.equal(silent.description, '1/3 · 12 s · usual 30 s · quiet for 12 s');
   assert.equal(silent.icon, 'running');
-  // no history: warn only after a long silence
-  assert.equal(describePhase(phase({ id: '1', quietForS: 29 }), false).icon, 'running');
-  assert.equal(describePhase(phase({ id: '1', quietForS: 31 }), false).icon, 'warning');
-  const q = describePhase(phase({ id: '0.2', quietForS: 45, baselineS: 30, elapsedS: 75 }), false);
+  assert.equal(silent.contextValue, 'trtls.phase');
+  const q = describePhase(phase({ id: '0.2', quietForS: 45, quietS: 45, stalled: true, baselineS: 30, elapsedS: 75 }), false);
   assert.equal(q.description, '1 min 15 s · usual 30 s · quiet for 45 s');
   assert.equal(q.icon, 'warning');
+  assert.equal(q.contextValue, 'trtls.phase.quiet');
   assert.match(q.tooltip, /no progress for 45 s; this phase usually takes 30 s/);
   const done = describePhase(phase({ id: '0.0', numSteps: 4, step: null, status: 'done', elapsedS: 2 }), false);
   assert.equal(done.description, '4/4 · 2.0 s');
   assert.equal(done.icon, 'ok');
-  const quietButDone = describePhase(phase({ id: '0.3', status: 'done', quietForS: 99 }), false);
-  assert.equal(quietButDone.icon, 'ok');
 });
 
 test('finished builds: cancelled by ide_stop, built with evidence', () => {
   const m = new BuildTreeModel();
-  m.update(payload({ status: 'cancelled', cancelSource: 'ide_stop', outcomeMessage: 'cancelled by ide_stop', evidencePath: '/w/.trtls/b1/summary.json' }));
+  m.update(payload({
+    status: 'cancelled', cancelSource: 'ide_stop', outcome: 'cancelled', outcomeKind: 'cancelled', outcomeMessage: 'cancelled by ide_stop',
+    evidencePath: '/w/.trtls/b1/summary.json',
+  }));
   const v = m.view({ kind: 'build', buildId: 'b1' })!;
   assert.equal(v.description, 'cancelled by ide_stop · 4.1 s');
   assert.equal(v.icon, 'cancelled');
@@ -114,10 +127,21 @@ test('finished builds: cancelled by ide_stop, built with evidence', () => {
   assert.equal(v.openEvidence, true);
   assert.equal(m.running().length, 0);
   assert.equal(statusBarText(m.running()), undefined);
-  const built = describeBuild(parseBuildTree(payload({ buildId: 'b2', status: 'built', elapsedS: 3.2 }))!);
+  const built = describeBuild(parseBuildTree(payload({ buildId: 'b2', status: 'built', outcome: 'built', outcomeKind: 'ok', elapsedS: 3.2 }))!);
   assert.equal(built.description, 'built · 3.2 s');
   assert.equal(built.icon, 'ok');
   assert.equal(built.contextValue, 'trtls.build.done');
+});
+
+test('a finished build\'s icon is the server\'s outcomeKind, whatever its status text', () => {
+  const icon = (status: string, outcomeKind: string | null) =>
+    describeBuild(parseBuildTree(payload({ status, outcome: status, outcomeKind }))!).icon;
+  assert.equal(icon('forced', 'failed'), 'error');
+  assert.equal(icon('killed', 'failed'), 'error');
+  assert.equal(icon('failed', 'failed'), 'error');
+  assert.equal(icon('cancelled', 'cancelled'), 'cancelled');
+  assert.equal(icon('built', 'ok'), 'ok');
+  assert.equal(icon('built', null), 'warning', 'no outcomeKind: not shown as a success');
 });
 
 test('a late running update does not revive a finished build', () => {
@@ -139,34 +163,33 @@ test('newest build first, noteStarted placeholder, pruning keeps running builds'
   assert.match(statusBarText(m.running())!, /2 builds \(large, large\)/);
 });
 
-test('finished leaf siblings of one name fold into one row; running or different ones stay', () => {
+test('the server\'s folding: phases with one foldedInto are one row, at its first phase; the others stay', () => {
   const m = new BuildTreeModel();
-  const reformat = (i: number, status: 'done' | 'running' = 'done') =>
-    phase({ id: `0.${i}`, parentId: '0', name: 'Computing reformatting costs', status, elapsedS: 0.01 });
+  const reformat = (i: number, foldedInto: string | null, status: 'done' | 'running' = 'done') =>
+    phase({ id: `0.${i}`, parentId: '0', name: 'Computing reformatting costs', status, elapsedS: 0.01, foldedInto });
   m.update(payload({ phases: [
     phase({ id: '0', name: 'Timing tensor reformats', numSteps: 47, step: 10 }),
-    reformat(0), reformat(1), reformat(2), reformat(3),
-    phase({ id: '0.4', parentId: '0', name: 'Other', status: 'done' }),
-    reformat(5, 'running'),
+    reformat(0, '0.0'), reformat(1, '0.0'), reformat(2, '0.0'),
+    phase({ id: '0.3', parentId: '0', name: 'Other', status: 'done' }),
+    reformat(4, '0.0'),
+    reformat(5, null, 'running'),
   ] }));
   const top = m.children(m.children(undefined)[0]);
   const kids = m.children(top[0]);
-  assert.deepEqual(kids.map((e) => (e.kind === 'phase' ? [e.phaseId, e.foldedIds?.length ?? 0] : [])), [['0.0', 4], ['0.4', 0], ['0.5', 0]]);
+  assert.deepEqual(kids.map((e) => (e.kind === 'phase' ? [e.phaseId, e.foldedIds?.length ?? 0] : [])), [['0.0', 4], ['0.3', 0], ['0.5', 0]]);
   const folded = m.view(kids[0]!)!;
   assert.equal(folded.label, 'Computing reformatting costs ×4');
   assert.equal(folded.description, `${formatSeconds(0.04)} in all`);
+  assert.match(folded.tooltip, /phases 0\.0, 0\.1, 0\.2, 0\.4\)/);
   assert.equal(m.view(kids[2]!)!.label, 'Computing reformatting costs');  // the running one is its own row
 });
 
-test('two finished siblings of one name are not folded', () => {
+test('siblings the server did not fold are not folded, however alike', () => {
   const m = new BuildTreeModel();
-  m.update(payload({ phases: [
-    phase({ id: '0', name: 'root' }),
-    phase({ id: '0.0', parentId: '0', name: 'x', status: 'done' }),
-    phase({ id: '0.1', parentId: '0', name: 'x', status: 'done' }),
-  ] }));
+  const x = (i: number) => phase({ id: `0.${i}`, parentId: '0', name: 'x', status: 'done' });
+  m.update(payload({ phases: [phase({ id: '0', name: 'root' }), x(0), x(1), x(2), x(3)] }));
   const kids = m.children(m.children(m.children(undefined)[0])[0]);
-  assert.equal(kids.length, 2);
+  assert.equal(kids.length, 4);
 });
 
 test('markLost ends running builds as lost (phases failed, no spinner), keeps finished ones, and a late update cannot revive them', () => {

@@ -1,6 +1,6 @@
 import { strict as assert } from 'node:assert';
 import { test } from 'node:test';
-import { classifyEnd, formatProgressMessage, gatesOutcome, ProgressTracker } from '../src/progress';
+import { endKind, formatProgressMessage, gatesOutcome, ProgressTracker } from '../src/progress';
 
 test('formatProgressMessage puts the percentage before the phase path', () => {
   assert.equal(formatProgressMessage('Building engine › Timing tactics 2/3 · 4.1 s', 42.4), '42% · Building engine › Timing tactics 2/3 · 4.1 s');
@@ -20,22 +20,22 @@ test('tracker keeps the last message and reports monotonic increments', () => {
   // a falling percentage does not move the bar back
   assert.deepEqual(t.apply({ kind: 'report', message: 'm', percentage: 20 }), { message: '20% · m', increment: undefined });
   assert.deepEqual(t.apply({ kind: 'report', percentage: 30 }), { message: '30% · m', increment: 5 });
-  assert.equal(t.apply({ kind: 'end', message: 'cancelled by ide_stop' }), undefined);
+  assert.equal(t.apply({ kind: 'end', message: 'cancelled by ide_stop', outcome: 'cancelled', outcomeKind: 'cancelled' }), undefined);
   assert.equal(t.ended, true);
   assert.equal(t.endMessage, 'cancelled by ide_stop');
+  assert.equal(t.endKind, 'cancelled');
   assert.equal(t.apply({ kind: 'report', percentage: 90 }), undefined);
 });
 
-test('classifyEnd', () => {
-  assert.equal(classifyEnd('built in 3.2 s'), 'ok');
-  assert.equal(classifyEnd('cancelled by ide_stop'), 'cancelled');
-  assert.equal(classifyEnd('failed: out of memory'), 'failed');
-  assert.equal(classifyEnd('forced after 5 s'), 'failed');
-  assert.equal(classifyEnd('killed'), 'failed');
-  assert.equal(classifyEnd(undefined), 'other');
-  // gates: "<route>: <decision>", "<route>: no decision (cancelled)" after a Cancel
-  assert.equal(classifyEnd('slow: no decision (cancelled)'), 'cancelled');
-  assert.equal(classifyEnd('license: reject'), 'other');
+test('endKind is the server\'s outcomeKind, never read from the message', () => {
+  assert.equal(endKind({ kind: 'end', message: 'built in 3.2 s', outcome: 'built', outcomeKind: 'ok' }), 'ok');
+  assert.equal(endKind({ kind: 'end', message: 'forced: …', outcome: 'forced', outcomeKind: 'failed' }), 'failed');
+  assert.equal(endKind({ kind: 'end', message: 'license: reject', outcome: 'reject', outcomeKind: 'refused' }), 'refused');
+  assert.equal(endKind({ kind: 'end', message: 'slow: no decision (cancelled)', outcome: 'cancelled', outcomeKind: 'cancelled' }), 'cancelled');
+  // prose alone says nothing: another server's progress, or a kind this client does not know
+  assert.equal(endKind({ kind: 'end', message: 'built in 3.2 s' }), 'other');
+  assert.equal(endKind({ kind: 'end', message: 'failed: out of memory' }), 'other');
+  assert.equal(endKind({ kind: 'end', outcomeKind: 'splendid' }), 'other');
 });
 
 test('gatesOutcome: a cancelled run says cancelled, not a decision', () => {

@@ -35,6 +35,21 @@ async def until(predicate, timeout: float = TIMEOUT) -> None:
         await asyncio.sleep(0.05)
 
 
+def raw_progress_ends(client: LanguageClient) -> dict[str, dict[str, Any]]:
+    """The `$/progress` end values as sent (token → JSON). The test client types them as WorkDoneProgressEnd,
+    which has only `message`: the extra `outcome`/`outcomeKind` the server sends would be dropped."""
+    ends: dict[str, dict[str, Any]] = {}
+    typed = client.protocol.fm.features[lsp.PROGRESS]
+
+    def record(params: lsp.ProgressParams) -> None:
+        if isinstance(params.value, dict) and params.value.get("kind") == "end":
+            ends[str(params.token)] = dict(params.value)
+        typed(params)
+
+    client.protocol.fm.features[lsp.PROGRESS] = record
+    return ends
+
+
 def command_of(action) -> tuple[str, list]:
     """pygls' client decodes a command-only CodeAction through the Command|CodeAction union as a Command
     whose `command` field is the stringified inner command (the wire JSON is a proper CodeAction)."""

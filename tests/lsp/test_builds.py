@@ -16,7 +16,7 @@ from pytest_lsp import LanguageClient, make_test_lsp_client
 
 from ..builds.helpers import process_gone
 from .conftest import accept_refresh, caps
-from .lsp_helpers import command_of, execute, open_recipe, until
+from .lsp_helpers import command_of, execute, open_recipe, raw_progress_ends, until
 
 
 def build_token(client: LanguageClient, engine: str) -> str | None:
@@ -42,6 +42,7 @@ def _plain(obj: Any) -> Any:
 async def test_build_progress_tree_and_evidence(client: LanguageClient, workspace: Path) -> None:
     trees: list[Any] = []
     client.feature("trtls/buildTree")(lambda params: trees.append(_plain(params)))
+    ends = raw_progress_ends(client)
     uri = open_recipe(client, workspace)
     res = await execute(client, "trtls.buildEngine", {"uri": uri, "engine": "demo"})
     assert res["status"] == "started" and res["buildId"].startswith("demo-")
@@ -69,6 +70,13 @@ async def test_build_progress_tree_and_evidence(client: LanguageClient, workspac
     assert final["status"] == "built" and final["uri"] == uri
     ids = [(p["id"], p["parentId"], p["name"], p["status"]) for p in final["phases"]]
     assert ids == [(p["id"], p["parentId"], p["name"], p["status"]) for p in summary["phaseTree"]]
+    # the outcome, the stall rule and the folding are the server's data, sent to every face
+    assert (final["outcome"], final["outcomeKind"], final["outcomeMessage"]) == ("built", "ok", end.message)
+    assert ends[token] == {"kind": "end", "message": end.message, "outcome": "built", "outcomeKind": "ok"}
+    assert all({"quietS", "stalled", "foldedInto"} <= set(p) for t in trees for p in t["phases"])
+    running = [p for t in trees for p in t["phases"] if p["status"] == "running"]
+    assert running and all(p["quietForS"] is not None and isinstance(p["stalled"], bool) for p in running)
+    assert all(p["quietS"] is None and p["stalled"] is False for p in final["phases"]), "a finished build is not quiet"
     listed = await execute(client, "trtls.listBuilds", {})
     assert [b["status"] for b in listed["builds"] if b["buildId"] == res["buildId"]] == ["built"]
     lenses = await client.text_document_code_lens_async(lsp.CodeLensParams(lsp.TextDocumentIdentifier(uri)))

@@ -13,7 +13,7 @@ import pytest
 from lsprotocol import types as lsp
 from pytest_lsp import LanguageClient
 
-from .lsp_helpers import command_of, execute, open_recipe, until
+from .lsp_helpers import command_of, execute, open_recipe, raw_progress_ends, until
 
 ROUTE = Path(__file__).resolve().parents[2] / "samples" / "route"
 
@@ -68,9 +68,13 @@ async def test_licence_reject_on_allow_list_and_confirmed_fix(client: LanguageCl
         applied.append(params)
         return lsp.ApplyWorkspaceEditResult(applied=True)
 
+    ends = raw_progress_ends(client)
     uri = open_recipe(client, route_sample)
     res = await execute(client, "trtls.runGates", {"uri": uri, "route": "license", "gates": [1]})
     assert res["decision"] == "reject"
+    assert [(e["message"], e["outcome"], e["outcomeKind"]) for e in ends.values()] == [
+        ("license: reject", "reject", "refused")
+    ], "the progress end carries the decision as data"
     diag = next(d for d in client.diagnostics[uri] if d.code == "TRT507")
     assert diag.severity == lsp.DiagnosticSeverity.Error
     assert diag.range.start.line == line_of(route_sample, "allowed_licenses", "[routes.license]")
@@ -150,6 +154,7 @@ async def test_cancel_of_the_gates_progress_stops_the_run_without_a_decision(
             'checkpoint = { path = "checkpoints/slow", id = "trtls/slow", revision = "0000000000000000000000000000000000000001" }\n'
             'intended_use = "a gates run to cancel"\nallowed_licenses = ["apache-2.0"]\nbundle = "build/slow.bundle"\n'
         )
+    ends = raw_progress_ends(client)
     uri = open_recipe(client, ws)
     run = asyncio.ensure_future(execute(client, "trtls.runGates", {"uri": uri, "route": "slow"}))
 
@@ -172,5 +177,6 @@ async def test_cancel_of_the_gates_progress_stops_the_run_without_a_decision(
     assert res["stopped"] is True
     end = client.progress_reports[token][-1]
     assert isinstance(end, lsp.WorkDoneProgressEnd) and end.message == "slow: no decision (cancelled)"
+    assert (ends[token]["outcome"], ends[token]["outcomeKind"]) == ("cancelled", "cancelled")
     summary = json.loads((ws / ".trtls" / "routes" / "slow" / "summary.json").read_text())
     assert summary["cancelled"] is True

@@ -36,6 +36,7 @@ from trtls.core.atomic import atomic_write_text
 from trtls.core.cancel import CancelToken
 from trtls.core.events import PROTOCOL_VERSION, CancelControl, ProtocolError, parse_event
 from trtls.core.evidence import retry_advice, validation_status
+from trtls.core.outcome import build_outcome_kind
 from trtls.core.phase_tree import NS, PhaseTree
 from trtls.core.recipe import EngineRecipe, LoadedRecipe
 
@@ -174,6 +175,8 @@ class Build:
             "engine": self.engine,
             "status": self.status,
             "cancelSource": self.token.source,
+            "outcome": self.outcome,
+            "outcomeKind": build_outcome_kind(self.outcome),
             "outcomeMessage": self.outcome_message() if self.outcome else None,
             "elapsedS": round(
                 self.elapsed_s(now) if self.outcome is None else (self.summary or {}).get("durationS", 0.0), 3
@@ -183,20 +186,22 @@ class Build:
         }
 
     def progress_message(self) -> str:
-        """`Building engine › Timing tactics 2/3 · 4.1 s · quiet 42 s · usual 30 s`."""
+        """`Building engine › Timing tactics 2/3 · 4.1 s · quiet 42 s · usual 30 s` (`stalled` when the stall rule
+        says so)."""
         now = time.monotonic_ns()
         path = self.tree.deepest_running_path()
         if not path:
             return "starting worker" if self.status == "starting" else self.status
-        deepest = path[-1]
+        deepest = self.tree.deepest_running_view(now, self.baselines)
+        assert deepest is not None
         steps = f"{(deepest.step + 1) if deepest.step is not None else 0}/{deepest.num_steps}"
-        text = " › ".join(p.name for p in path) + f" {steps} · {deepest.elapsed_s(now):.1f} s"
-        quiet = self.tree.quiet_for_s(now)
-        usual = self.baselines.get(deepest.id)
-        if quiet is not None and quiet >= 5 or (usual is not None and deepest.elapsed_s(now) > usual):
-            text += f" · quiet {quiet:.0f} s"
-            if usual is not None:
-                text += f" · usual {usual:.0f} s"
+        text = " › ".join(p.name for p in path) + f" {steps} · {deepest.elapsed_s:.1f} s"
+        if deepest.quiet_s is not None:
+            text += f" · quiet {deepest.quiet_s:.0f} s"
+            if deepest.baseline_s is not None:
+                text += f" · usual {deepest.baseline_s:.0f} s"
+            if deepest.stalled:
+                text += " · stalled"
         if self.token.is_set:
             text += f" · stopping ({self.token.source})"
         return text

@@ -9,25 +9,46 @@ import time
 from typing import Any, TextIO
 
 from trtls.builds.supervisor import Build
+from trtls.core.phase_tree import PhaseView
 
-FOLD_BELOW_S = 0.2
 STATUS_MARK = {"running": "…", "done": "✓", "cancelled": "■", "failed": "✗"}
+STATUS_STYLE = {"running": "cyan", "done": "green", "cancelled": "yellow", "failed": "red"}
 
 
-def _phase_label(build: Build, pid: str, now: int) -> str:
-    p = build.tree.phases[pid]
+def _phase_label(p: PhaseView) -> str:
+    """One phase as the core's view gives it: the stall rule (quiet, stalled) is data, not decided here."""
     # A finished phase shows no step count: TensorRT often finishes a phase before its last announced step
     # ("5/6" would read as unfinished). A running, cancelled or failed phase shows where it is or stopped.
     steps = "" if p.status == "done" else f" [{(p.step + 1) if p.step is not None else 0}/{p.num_steps}]"
-    text = f"{STATUS_MARK[p.status]} {p.name}{steps} {p.elapsed_s(now):.2f} s"
-    usual = build.baselines.get(pid)
-    if usual is not None:
-        text += f" · usual {usual:.2f} s"
-    if p.status == "running":
-        quiet = build.tree.quiet_for_s(now)
-        if quiet is not None and quiet >= 2:
-            text += f" · quiet {quiet:.0f} s"
+    text = f"{STATUS_MARK[p.status]} {p.name}{steps} {p.elapsed_s:.2f} s"
+    if p.baseline_s is not None:
+        text += f" · usual {p.baseline_s:.2f} s"
+    if p.quiet_s is not None:
+        text += f" · quiet {p.quiet_s:.0f} s"
+    if p.stalled:
+        text += " · stalled"
     return text
+
+
+def _folded_label(group: list[PhaseView]) -> str:
+    return f"✓ {group[0].name} ×{len(group)} {sum(p.elapsed_s for p in group):.2f} s"
+
+
+def _rows(views: list[PhaseView], parent_id: str | None) -> list[PhaseView | list[PhaseView]]:
+    """The children of one phase in start order: a phase, or the group of phases the core folded into one row."""
+    rows: list[PhaseView | list[PhaseView]] = []
+    groups: dict[str, list[PhaseView]] = {}
+    for v in views:
+        if v.parent_id != parent_id:
+            continue
+        if v.folded_into is None:
+            rows.append(v)
+        elif v.folded_into in groups:
+            groups[v.folded_into].append(v)
+        else:
+            groups[v.folded_into] = [v]
+            rows.append(groups[v.folded_into])
+    return rows
 
 
 class LogDigest:
@@ -96,22 +117,17 @@ class RichView:
         if b.token.is_set and b.running:
             head += f" [yellow]stopping ({b.token.source})…[/]"
         root = Tree(head)
+        views = b.tree.view(now, b.baselines)
 
-        def walk(node: Any, ids: list[str]) -> None:
-            # Fast finished phases come by the dozen (one per reformat): fold them into one line per name.
-            folded: dict[str, list[float]] = {}
-            for pid in ids:
-                p = b.tree.phases[pid]
-                if p.status == "done" and p.elapsed_s(now) < FOLD_BELOW_S and not p.children:
-                    folded.setdefault(p.name, []).append(p.elapsed_s(now))
-                    continue
-                style = {"running": "cyan", "done": "green", "cancelled": "yellow", "failed": "red"}[p.status]
-                walk(node.add(f"[{style}]{_phase_label(b, pid, now)}[/]"), p.children)
-            for name, times in folded.items():
-                count = f" ×{len(times)}" if len(times) > 1 else ""
-                node.add(f"[green]✓ {name}{count} {sum(times):.2f} s[/]")
+        def walk(node: Any, parent_id: str | None) -> None:
+            for row in _rows(views, parent_id):
+                if isinstance(row, list):
+                    node.add(f"[green]{_folded_label(row)}[/]")
+                else:
+                    style = "yellow" if row.stalled else STATUS_STYLE[row.status]
+                    walk(node.add(f"[{style}]{_phase_label(row)}[/]"), row.id)
 
-        walk(root, b.tree.roots)
+        walk(root, None)
         return root
 
     def __enter__(self) -> RichView:
@@ -134,10 +150,12 @@ class RichView:
 class PlainView:
     """Phase starts and finishes, indented by depth; a stall line when the builder goes quiet.
 
-    Deep phases come by the hundred (one per reformat), so below depth 2 only the slow ones are printed."""
+    Deep phases come by the hundred (one per reformat) and a log cannot fold lines it already printed: below
+    SHOW_DEPTH no start is printed, and a finished leaf is printed when its parent finishes, once the core's
+    folding rule has grouped it with its siblings."""
 
     SHOW_DEPTH = 2
-    SLOW_S = 0.5
+    REMIND_EVERY_S = 5.0  # while the builder is quiet, repeat the progress line this often
 
     def __init__(self, build: Build, out: TextIO = sys.stdout):
         self.build = build
@@ -148,28 +166,39 @@ class PlainView:
     def __enter__(self) -> PlainView:
         return self
 
+    def _deep_leaf(self, p: PhaseView) -> bool:
+        return p.id.count(".") > self.SHOW_DEPTH and not self.build.tree.phases[p.id].children
+
     def update(self, build: Build, ev: Any) -> None:
         if ev is None:
             return
-        now = time.monotonic_ns()
         if ev.type == "phase_start" and ev.phase_id.count(".") <= self.SHOW_DEPTH:
             self._line(f"{'  ' * ev.phase_id.count('.')}▶ {ev.name} ({ev.num_steps} steps)")
-        elif ev.type == "phase_finish":
-            phase = build.tree.phases.get(ev.phase_id)
-            if phase is not None and (ev.phase_id.count(".") <= self.SHOW_DEPTH or phase.elapsed_s(now) >= self.SLOW_S):
-                self._line(f"{'  ' * ev.phase_id.count('.')}{_phase_label(build, ev.phase_id, now)}")
+        elif ev.type == "phase_finish" and ev.phase_id in build.tree.phases:
+            views = build.tree.view(time.monotonic_ns(), build.baselines)
+            indent = "  " * ev.phase_id.count(".")
+            for row in _rows(views, ev.phase_id):
+                if isinstance(row, list):
+                    self._line(f"{indent}  {_folded_label(row)}")
+                elif self._deep_leaf(row):
+                    self._line(f"{indent}  {_phase_label(row)}")
+            phase = next(v for v in views if v.id == ev.phase_id)
+            if phase.folded_into is None and not self._deep_leaf(phase):
+                self._line(f"{indent}{_phase_label(phase)}")
         elif ev.type == "log" and self.logs.add(ev.severity, ev.msg):
             self._line(f"[{ev.severity}] {ev.msg}")
         elif ev.type == "cache_decision":
             self._line(f"timing cache: {ev.decision} — {ev.reason}")
 
     def tick(self) -> None:
-        quiet = self.build.tree.quiet_for_s(time.monotonic_ns())
-        if quiet is not None and quiet >= 5 and quiet - self.last_quiet_report >= 5:
-            self.last_quiet_report = quiet
-            self._line(f"  … {self.build.progress_message()}")
-        elif quiet is not None and quiet < 5:
+        b = self.build
+        deepest = b.tree.deepest_running_view(time.monotonic_ns(), b.baselines)
+        quiet = deepest.quiet_s if deepest is not None else None
+        if quiet is None:
             self.last_quiet_report = 0.0
+        elif quiet - self.last_quiet_report >= self.REMIND_EVERY_S:
+            self.last_quiet_report = quiet
+            self._line(f"  … {b.progress_message()}")
 
     def _line(self, text: str) -> None:
         print(text, file=self.out, flush=True)

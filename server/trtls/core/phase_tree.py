@@ -8,6 +8,8 @@ versions, and identifies the parent of a new phase only by its name. So:
   depends on a name, and the same network + settings give the same ids, so history can give a
   running phase its usual duration (`baseline`).
 - `PhaseTree` (used by the supervisor) folds id-based events into phases with status and times.
+- `PhaseTree.view` is what every face shows of it (terminal, LSP `trtls/buildTree`, the VS Code tree, the
+  evidence): the stall rule and the folding rule are applied here, once, and the faces only render the result.
 """
 
 from __future__ import annotations
@@ -17,6 +19,31 @@ from typing import Any, Literal
 
 PhaseStatus = Literal["running", "done", "cancelled", "failed"]
 NS = 1_000_000_000
+
+# The stall rule. The builder's silence (time since its last callback) is a property of the build, shown on
+# the phases that are waiting on it.
+QUIET_SHOW_S = 2.0  # shorter silences are normal between two TensorRT callbacks: not shown
+STALL_WITHOUT_BASELINE_S = 30.0  # with no history for the phase, this much silence is a stall
+# The folding rule: TensorRT starts dozens of "Computing reformatting costs" phases under one parent, each a
+# few milliseconds long. Finished leaf siblings of one name, this many or more, are shown as one row.
+FOLD_AT = 3
+
+
+def is_stalled(quiet_s: float | None, baseline_s: float | None) -> bool:
+    """A running phase is stalled when the builder has been silent longer than the phase usually takes in all
+    (or STALL_WITHOUT_BASELINE_S without history) — the moment to wonder whether to press Stop."""
+    if quiet_s is None or quiet_s < QUIET_SHOW_S:
+        return False
+    return quiet_s > max(baseline_s, QUIET_SHOW_S) if baseline_s is not None else quiet_s >= STALL_WITHOUT_BASELINE_S
+
+
+def fold_groups(siblings: list[Phase]) -> dict[str, str]:
+    """Phase id → the id of the first phase of its folded group, for the siblings that fold (FOLD_AT)."""
+    by_name: dict[str, list[str]] = {}
+    for p in siblings:
+        if p.status == "done" and not p.children:
+            by_name.setdefault(p.name, []).append(p.id)
+    return {pid: ids[0] for ids in by_name.values() if len(ids) >= FOLD_AT for pid in ids}
 
 
 class OpenPhases:
@@ -66,6 +93,42 @@ class Phase:
             if self.status == "done"
             else min(((self.step + 1) if self.step is not None else 0) / self.num_steps, 1.0)
         )
+
+
+@dataclass(frozen=True)
+class PhaseView:
+    """One phase as every face shows it; `to_json` is its `trtls/buildTree` (and evidence) form."""
+
+    id: str
+    parent_id: str | None
+    name: str
+    num_steps: int
+    step: int | None
+    status: PhaseStatus
+    elapsed_s: float
+    start_s: float  # seconds after the build's start
+    baseline_s: float | None  # the usual duration from earlier builds of the same config
+    quiet_for_s: float | None  # the builder's silence, on running phases (measured, always sent)
+    quiet_s: float | None  # the same silence when it is worth showing (≥ QUIET_SHOW_S), else None
+    stalled: bool  # is_stalled: silent longer than the phase usually takes
+    folded_into: str | None  # id of the first phase of the folded row this phase is shown in (FOLD_AT)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "parentId": self.parent_id,
+            "name": self.name,
+            "numSteps": self.num_steps,
+            "step": self.step,
+            "status": self.status,
+            "elapsedS": self.elapsed_s,
+            "startS": self.start_s,
+            "baselineS": self.baseline_s,
+            "quietForS": self.quiet_for_s,
+            "quietS": self.quiet_s,
+            "stalled": self.stalled,
+            "foldedInto": self.folded_into,
+        }
 
 
 class PhaseTree:
@@ -164,33 +227,51 @@ class PhaseTree:
             if p.status == "done" and p.t_finish_ns
         }
 
-    def snapshot(
-        self, now_ns: int, baselines: dict[str, float] | None = None, t0_ns: int | None = None
-    ) -> list[dict[str, Any]]:
-        """One dict per phase. `startS` is the phase's start in seconds after `t0_ns` (the build's start;
-        by default the first phase's), so a timeline can be drawn from tree.json alone."""
+    def view(self, now_ns: int, baselines: dict[str, float] | None = None, t0_ns: int | None = None) -> list[PhaseView]:
+        """Every phase in start order, with the stall and folding rules applied. `start_s` is the phase's start in
+        seconds after `t0_ns` (the build's start; by default the first phase's), so a timeline can be drawn from
+        tree.json alone."""
         baselines = baselines or {}
         quiet = self.quiet_for_s(now_ns)
         if t0_ns is None:
             t0_ns = min((p.t_start_ns for p in self.phases.values()), default=0)
+        folded: dict[str, str] = fold_groups([self.phases[i] for i in self.roots])
+        for p in self.phases.values():
+            folded.update(fold_groups([self.phases[c] for c in p.children]))
         out = []
         for p in self.phases.values():
+            quiet_for = round(quiet, 3) if p.status == "running" and quiet is not None else None
+            baseline = baselines.get(p.id)
+            shown = quiet_for if quiet_for is not None and quiet_for >= QUIET_SHOW_S else None
             out.append(
-                {
-                    "id": p.id,
-                    "parentId": p.parent_id,
-                    "name": p.name,
-                    "numSteps": p.num_steps,
-                    "step": p.step,
-                    "status": p.status,
-                    "elapsedS": round(p.elapsed_s(now_ns), 3),
-                    "startS": round((p.t_start_ns - t0_ns) / NS, 4),
-                    "baselineS": baselines.get(p.id),
-                    # silence is a property of the build, shown on the phases that are waiting on it
-                    "quietForS": round(quiet, 3) if p.status == "running" and quiet is not None else None,
-                }
+                PhaseView(
+                    id=p.id,
+                    parent_id=p.parent_id,
+                    name=p.name,
+                    num_steps=p.num_steps,
+                    step=p.step,
+                    status=p.status,
+                    elapsed_s=round(p.elapsed_s(now_ns), 3),
+                    start_s=round((p.t_start_ns - t0_ns) / NS, 4),
+                    baseline_s=baseline,
+                    quiet_for_s=quiet_for,
+                    quiet_s=shown,
+                    stalled=is_stalled(shown, baseline),
+                    folded_into=folded.get(p.id),
+                )
             )
         return out
+
+    def deepest_running_view(self, now_ns: int, baselines: dict[str, float] | None = None) -> PhaseView | None:
+        """The phase the build is waiting on (the end of `deepest_running_path`), as `view` shows it."""
+        path = self.deepest_running_path()
+        return next(v for v in self.view(now_ns, baselines) if v.id == path[-1].id) if path else None
+
+    def snapshot(
+        self, now_ns: int, baselines: dict[str, float] | None = None, t0_ns: int | None = None
+    ) -> list[dict[str, Any]]:
+        """`view` as JSON: the `phases` of `trtls/buildTree` and the evidence's `phaseTree` (tree.json)."""
+        return [v.to_json() for v in self.view(now_ns, baselines, t0_ns)]
 
     def render_lines(self, now_ns: int, baselines: dict[str, float] | None = None) -> list[str]:
         """Plain-text tree (CLI without a TTY, logs, tests)."""

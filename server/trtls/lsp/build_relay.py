@@ -15,6 +15,8 @@ from typing import Any
 from lsprotocol import types as lsp
 
 from trtls.builds.supervisor import Build
+from trtls.core.outcome import build_outcome_kind
+from trtls.lsp.progress_end import end_progress
 
 MIN_INTERVAL_S = 0.2  # ≤ 5 reports per second
 
@@ -103,7 +105,8 @@ class BuildRelay:
         if self.send_tree:
             self.ls.protocol.notify("trtls/buildTree", {"uri": self.uri, **b.snapshot()})
         if self.token is not None:
-            self.ls.work_done_progress.end(self.token, lsp.WorkDoneProgressEnd(message=b.outcome_message()))
+            outcome = b.outcome or "killed"
+            end_progress(self.ls, self.token, b.outcome_message(), outcome, build_outcome_kind(outcome) or "failed")
         else:
             self._log(f"trtls: {b.engine}: {b.outcome_message()}")
         self.on_done(b)

@@ -10,6 +10,8 @@ from typing import Any
 from lsprotocol import types as lsp
 
 from trtls.core.findings import Origin
+from trtls.core.outcome import gates_outcome
+from trtls.lsp.progress_end import end_progress
 
 
 async def run_gates_command(ls: Any, args: Any) -> dict[str, Any]:
@@ -80,8 +82,9 @@ async def run_gates_command(ls: Any, args: Any) -> dict[str, Any]:
     decision = result.decision
     if has_progress:
         # a cancelled run made no decision: never end it with one ("hold (stopped)" read like a verdict)
-        ended = f"{args.route}: no decision (cancelled)" if stop.is_set() else f"{args.route}: {decision}"
-        ls.work_done_progress.end(token, lsp.WorkDoneProgressEnd(message=ended))
+        outcome, kind = gates_outcome(decision, stop.is_set())
+        ended = f"{args.route}: no decision (cancelled)" if kind == "cancelled" else f"{args.route}: {decision}"
+        end_progress(ls, token, ended, outcome, kind)
     return {
         "route": args.route,
         "decision": decision,

@@ -1,0 +1,49 @@
+"""How a finished run ended, in one word every face can act on without reading prose.
+
+`outcome` is what happened (a build: built, cancelled, failed, forced, killed; a gates run: supported, hold,
+reject, or cancelled when it stopped before a decision). `outcomeKind` is how a face should tell the user:
+
+- `ok`: the work is done and good (an engine was built; the route is supported);
+- `cancelled`: stopped on request, nothing decided or written;
+- `failed`: the work did not complete (the builder failed, ignored a cancel and was forced, or died);
+- `refused`: the work completed and the answer is no (a gate said hold or reject; the findings say why).
+
+The server sends both on the `trtls/buildTree` notification and on the end of a build's or a gates run's
+`$/progress`; the terminal, the LSP client and the VS Code extension render them and never re-derive them.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+OutcomeKind = Literal["ok", "cancelled", "failed", "refused"]
+
+BUILD_OUTCOME_KIND: dict[str, OutcomeKind] = {  # every `core.events.Outcome`
+    "built": "ok",
+    "cancelled": "cancelled",
+    "failed": "failed",
+    "forced": "failed",
+    "killed": "failed",
+}
+
+GATES_OUTCOME_KIND: dict[str, OutcomeKind] = {
+    "supported": "ok",
+    "hold": "refused",
+    "reject": "refused",
+    "cancelled": "cancelled",
+}
+
+
+def build_outcome_kind(outcome: str | None) -> OutcomeKind | None:
+    """None while the build runs; an unknown outcome is a failure (never reported as success)."""
+    return None if outcome is None else BUILD_OUTCOME_KIND.get(outcome, "failed")
+
+
+def gates_outcome(decision: str | None, cancelled: bool) -> tuple[str, OutcomeKind]:
+    """A cancelled run made no decision, whatever the gates before the cancel said; a run that ended without a
+    decision for another reason failed."""
+    if cancelled:
+        return "cancelled", "cancelled"
+    if decision is None:
+        return "no_decision", "failed"
+    return decision, GATES_OUTCOME_KIND.get(decision, "failed")

@@ -1,0 +1,148 @@
+"""The rules every face renders and none re-derives: the stall rule, folding, and the outcome kind.
+
+The terminal view, the `trtls/buildTree` notification, the progress end and the VS Code extension all show
+what these functions decide (extension/test checks that the extension only renders the fields)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import get_args
+
+import pytest
+
+from trtls.core.events import Outcome
+from trtls.core.outcome import BUILD_OUTCOME_KIND, build_outcome_kind, gates_outcome
+from trtls.core.phase_tree import (
+    FOLD_AT,
+    QUIET_SHOW_S,
+    STALL_WITHOUT_BASELINE_S,
+    PhaseTree,
+    is_stalled,
+    tree_from_callbacks,
+)
+
+S = 1_000_000_000
+TRACES = Path(__file__).parents[1] / "data" / "trt-rtx-traces"
+
+
+@pytest.mark.parametrize(
+    ("quiet", "baseline", "stalled"),
+    [
+        (None, None, False),
+        (QUIET_SHOW_S - 0.1, None, False),
+        (STALL_WITHOUT_BASELINE_S - 0.1, None, False),  # no history: only a long silence
+        (STALL_WITHOUT_BASELINE_S, None, True),
+        (30.0, 30.0, False),  # as long as the phase usually takes in all: not yet
+        (30.1, 30.0, True),
+        (1.0, 0.5, False),  # a fast phase: silences shorter than QUIET_SHOW_S are normal anyway
+        (QUIET_SHOW_S + 0.1, 0.5, True),
+    ],
+)
+def test_stall_rule(quiet: float | None, baseline: float | None, stalled: bool) -> None:
+    assert is_stalled(quiet, baseline) is stalled
+
+
+def running_tree() -> PhaseTree:
+    tree = PhaseTree()
+    tree.start("0", None, "Building engine", 4, 0)
+    tree.start("0.0", "0", "Timing", 2, 1 * S)
+    tree.step("0.0", 0, 2 * S)  # the builder's last callback
+    return tree
+
+
+def views(tree: PhaseTree, now_s: float, baselines: dict[str, float] | None = None) -> dict[str, dict]:
+    return {p["id"]: p for p in tree.snapshot(int(now_s * S), baselines)}
+
+
+def test_quiet_is_measured_always_and_shown_from_the_threshold() -> None:
+    tree = running_tree()
+    short = views(tree, 2 + QUIET_SHOW_S - 0.5)
+    assert short["0.0"]["quietForS"] == QUIET_SHOW_S - 0.5, "the measure is always sent on a running phase"
+    assert short["0.0"]["quietS"] is None and short["0.0"]["stalled"] is False
+    shown = views(tree, 2 + 12, {"0.0": 30.0})
+    assert shown["0.0"]["quietS"] == 12.0 and shown["0.0"]["stalled"] is False
+    stalled = views(tree, 2 + 45, {"0.0": 30.0})
+    assert stalled["0.0"]["quietS"] == 45.0 and stalled["0.0"]["stalled"] is True
+    assert stalled["0"]["stalled"] is True, "the parent waits on the same silence; without history: 45 s ≥ 30 s"
+
+
+def test_finished_phases_are_never_quiet_or_stalled() -> None:
+    tree = running_tree()
+    tree.finish("0.0", 3 * S)
+    tree.start("0.1", "0", "next", 1, 3 * S)
+    tree.close_open("failed", 4 * S)
+    later = views(tree, 500)
+    assert all(p["quietForS"] is None and p["quietS"] is None and not p["stalled"] for p in later.values())
+
+
+def test_progress_line_and_tree_use_one_view() -> None:
+    tree = running_tree()
+    deepest = tree.deepest_running_view(47 * S, {"0.0": 30.0})
+    assert deepest is not None and deepest.id == "0.0" and deepest.stalled and deepest.quiet_s == 45.0
+    assert views(tree, 47, {"0.0": 30.0})["0.0"] == deepest.to_json()
+
+
+def reformats(tree: PhaseTree, parent: str, first: int, count: int, name: str = "Computing reformatting costs") -> None:
+    for i in range(first, first + count):
+        pid = f"{parent}.{i}"
+        tree.start(pid, parent, name, 1, i)
+        tree.finish(pid, i + 1)
+
+
+def test_fold_needs_fold_at_finished_leaf_siblings_of_one_name() -> None:
+    tree = PhaseTree()
+    tree.start("0", None, "Timing tensor reformats", 400, 0)
+    reformats(tree, "0", 0, FOLD_AT - 1)
+    assert all(p["foldedInto"] is None for p in tree.snapshot(10)), "fewer than FOLD_AT: each its own row"
+    reformats(tree, "0", FOLD_AT - 1, 1)
+    snap = views(tree, 10)
+    assert [snap[f"0.{i}"]["foldedInto"] for i in range(FOLD_AT)] == ["0.0"] * FOLD_AT
+    assert snap["0"]["foldedInto"] is None
+
+
+def test_fold_leaves_running_parents_other_names_and_other_parents_apart() -> None:
+    tree = PhaseTree()
+    tree.start("0", None, "root", 9, 0)
+    tree.start("0.0", "0", "a", 1, 0)
+    reformats(tree, "0.0", 0, 3)
+    tree.finish("0.0", 5)
+    tree.start("0.1", "0", "a", 1, 5)  # same name as 0.0, but 0.0 has children: never folded
+    reformats(tree, "0.1", 0, 2)  # two more reformats, under another parent: not folded with the first three
+    tree.finish("0.1", 9)
+    tree.start("0.2", "0", "a", 1, 9)  # running
+    reformats(tree, "0", 3, 2, name="b")
+    snap = views(tree, 20)
+    assert [snap[f"0.0.{i}"]["foldedInto"] for i in range(3)] == ["0.0.0"] * 3
+    assert all(snap[i]["foldedInto"] is None for i in ("0.0", "0.1", "0.1.0", "0.1.1", "0.2", "0.3", "0.4"))
+
+
+def test_fold_on_a_real_trtrx_trace() -> None:
+    """The recorded TensorRT-RTX build has two 'Computing reformatting costs' under one parent: shown as two."""
+    records = [json.loads(line) for line in (TRACES / "trace_full.jsonl").read_text().splitlines()]
+    tree = tree_from_callbacks(records)
+    snap = tree.snapshot(max(r.get("t_ns", 0) for r in records))
+    reformat = [p for p in snap if p["name"] == "Computing reformatting costs"]
+    assert len(reformat) == 2 and all(p["foldedInto"] is None for p in reformat)
+    assert {"quietS", "stalled", "foldedInto"} <= set(snap[0])
+
+
+def test_every_build_outcome_has_a_kind() -> None:
+    assert set(BUILD_OUTCOME_KIND) == set(get_args(Outcome))
+    assert [build_outcome_kind(o) for o in ("built", "cancelled", "failed", "forced", "killed")] == [
+        "ok",
+        "cancelled",
+        "failed",
+        "failed",
+        "failed",
+    ]
+    assert build_outcome_kind(None) is None, "a running build has no outcome yet"
+    assert build_outcome_kind("exploded") == "failed", "an outcome this table does not know is never a success"
+
+
+def test_gates_outcome() -> None:
+    assert gates_outcome("supported", False) == ("supported", "ok")
+    assert gates_outcome("hold", False) == ("hold", "refused")
+    assert gates_outcome("reject", False) == ("reject", "refused")
+    assert gates_outcome("reject", True) == ("cancelled", "cancelled"), "a cancelled run made no decision"
+    assert gates_outcome(None, False) == ("no_decision", "failed")
