@@ -31,6 +31,7 @@ BENCHES = [
     ("bench_lsp_responsiveness", []),
     ("bench_event_throughput", []),
     ("bench_hashing", []),
+    ("bench_model_checks", []),
 ]
 
 

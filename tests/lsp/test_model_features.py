@@ -117,3 +117,22 @@ async def test_completion_offers_the_model_input_names(
         lsp.CompletionParams(lsp.TextDocumentIdentifier(uri), lsp.Position(5, 9))
     )
     assert {i.label for i in items.items} == {'"input_ids"', '"attention_mask"'}
+
+
+async def test_fast_typing_ends_with_the_last_text_diagnosed(
+    client: LanguageClient, tmp_path: Path, sample_models: Path
+) -> None:
+    """Checks are throttled while typing fast; the trailing check must diagnose the final text."""
+    import asyncio
+
+    ws = _ws(tmp_path, sample_models)
+    uri = open_doc(client, ws / "trtls.toml", RECIPE)
+    await wait_for(lambda: uri in client.diagnostics)
+    broken = RECIPE.replace("inputs.attention_mask", "inputs.attention_mas")
+    for version in range(2, 12):
+        _change(client, uri, version, broken if version % 2 == 0 else RECIPE)
+        await asyncio.sleep(0.01)
+    _change(client, uri, 12, broken)  # the last keystroke breaks the recipe
+    await wait_for(lambda: "TRT112" in [d.code for d in client.diagnostics.get(uri, [])])
+    await asyncio.sleep(0.5)  # nothing later may replace it with an older text's (empty) diagnostics
+    assert "TRT112" in [d.code for d in client.diagnostics[uri]]
