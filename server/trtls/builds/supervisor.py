@@ -64,7 +64,7 @@ def worker_job(
     settings = eng.builder.model_dump(exclude={"memory_pool_limits"})
     settings.update(eng.builder.memory_pool_limits.model_dump())
     overrides = overrides or {}
-    settings.update(overrides.get("settings", {}))
+    settings.update(overrides.get("settings", {}))  # a matrix cell replaces settings, profiles, onnx, output
     cache = None
     if eng.timing_cache is not None:
         cache = {
@@ -76,11 +76,11 @@ def worker_job(
         "type": "job",
         "build_id": build_id,
         "engine": engine,
-        "onnx": str(loaded.resolve(eng.onnx)),
-        "output": str(loaded.resolve(eng.output)),
+        "onnx": str(loaded.resolve(overrides.get("onnx", eng.onnx))),
+        "output": str(loaded.resolve(overrides.get("output", eng.output))),
         "timing_cache": cache,
         "settings": settings,
-        "profiles": eng.job_profiles(),
+        "profiles": overrides["profiles"] if "profiles" in overrides else eng.job_profiles(),
         "builder_module": overrides.get("builder_module", eng.builder_module),
         "keep_evidence": eng.keep_evidence,
         "quarantine_dir": str(state_dir(loaded.path) / "quarantine"),
@@ -128,6 +128,12 @@ class Build:
     _events_file: Any = None
     _force: Callable[[], Any] | None = None
     _force_pending: bool = False
+    # the build farm (docs/farm.md): a remote cell runs through trtls.builds.farm.remote_process
+    remote: Any = None  # trtls.builds.farm.run.RemoteSpec, or None for a local worker
+    cell: str | None = None  # the matrix cell's name
+    parent_id: str | None = None  # the matrix build this cell belongs to
+    placement: dict[str, Any] = field(default_factory=dict)  # node id, hostname, labels, accelerator, queue wait
+    queued_ns: int | None = None
 
     @property
     def evidence_dir(self) -> Path:
@@ -183,6 +189,24 @@ class Build:
             ),
             "evidencePath": str(self.evidence_dir / "summary.json") if self.summary else None,
             "phases": self.tree.snapshot(now, self.baselines, self.t_start_ns),
+            "cell": self.cell,
+            "parentId": self.parent_id,
+            "node": self.node_view(now) if self.remote is not None else None,
+        }
+
+    def node_view(self, now: int | None = None) -> dict[str, Any]:
+        """Where a remote cell is: waiting for a node (with how long), or the node that holds it."""
+        if not self.placement:
+            waited = ((now or time.monotonic_ns()) - self.queued_ns) / NS if self.queued_ns else 0.0
+            return {"waitingS": round(waited, 3)} if self.outcome is None else {}
+        p = self.placement
+        return {
+            "nodeId": p.get("node_id"),
+            "hostname": p.get("hostname"),
+            "labels": p.get("labels", {}),
+            "acceleratorType": p.get("accelerator_type"),
+            "gpuIds": p.get("gpu_ids", []),
+            "queueWaitS": p.get("queue_wait_s"),
         }
 
     def progress_message(self) -> str:
@@ -190,6 +214,8 @@ class Build:
         says so)."""
         now = time.monotonic_ns()
         path = self.tree.deepest_running_path()
+        if not path and self.status == "waiting for a node" and self.queued_ns:
+            return f"waiting for a node {(now - self.queued_ns) / NS:.1f} s"
         if not path:
             return "starting worker" if self.status == "starting" else self.status
         deepest = self.tree.deepest_running_view(now, self.baselines)
@@ -216,7 +242,21 @@ class Build:
             return f"failed: {self.error}"
         if self.outcome == "forced":
             return f"forced: the builder ignored the cancel from {self.token.source} for {self.grace_s:g} s and was terminated"
+        if self.remote is not None and self.error and self.error.startswith("node lost"):
+            return f"killed: {self.error}"
         return f"killed: the worker died ({self.error})"
+
+
+def signal_group(proc: Any, sig: int) -> bool:
+    """Signal a worker's process group: a local one by its pid, a remote one through its node (RemoteProcess)."""
+    if hasattr(proc, "signal_group"):
+        proc.signal_group(sig)
+        return True
+    try:
+        os.killpg(proc.pid, sig)
+        return True
+    except ProcessLookupError:
+        return False
 
 
 class Supervisor:
@@ -234,17 +274,24 @@ class Supervisor:
         overrides: dict[str, Any] | None = None,
         faults: dict[str, Any] | None = None,
         build_id: str | None = None,
+        remote: Any = None,
+        cell: str | None = None,
+        parent_id: str | None = None,
     ) -> Build:
-        """Start a build (needs a running loop). The recipe must have loaded without errors."""
+        """Start a build (needs a running loop). The recipe must have loaded without errors. `remote` (a
+        `trtls.builds.farm.run.RemoteSpec`) runs the same worker on a cluster node (docs/farm.md)."""
         if loaded.recipe is None:
             raise ValueError("the recipe has errors; no build starts")
         if engine not in loaded.recipe.engines:
             raise KeyError(engine)
-        build_id = build_id or new_build_id(engine)
+        build_id = build_id or new_build_id(engine if cell is None else f"{engine}.{cell}")
         job = worker_job(loaded, engine, build_id, overrides, faults)
+        if remote is not None and remote.shared_dir is not None:  # nodes write straight to shared storage
+            job["output"] = str(remote.shared_dir / Path(job["output"]).relative_to(loaded.base_dir))
         eng = loaded.engine(engine)
         command = list(eng.worker) if eng.worker else [sys.executable, "-m", "trtls.builds.worker"]
         build = Build(build_id, engine, loaded.path, job, eng.cancel_grace_s, command)
+        build.remote, build.cell, build.parent_id = remote, cell, parent_id
         loop = asyncio.get_running_loop()
         build._loop = loop
         build._done = loop.create_future()
@@ -277,10 +324,7 @@ class Supervisor:
             build.error = f"supervisor error: {type(exc).__name__}: {exc}"
             proc = build._proc
             if proc is not None and proc.returncode is None:
-                try:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
+                signal_group(proc, signal.SIGKILL)
             if build.outcome is None:
                 try:
                     await self._finish(build, "failed")
@@ -313,14 +357,19 @@ class Supervisor:
         # unbuffered: if this process dies, the next one rebuilds the evidence from what is on disk
         build._events_file = open(build.evidence_dir / "events.jsonl", "wb", buffering=0)
         try:
-            proc = await asyncio.create_subprocess_exec(
-                *build.command,
-                stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
-                start_new_session=True,  # Ctrl-C reaches the supervisor only; it decides what the worker gets
-                limit=1 << 24,
-            )
+            if build.remote is not None:
+                from trtls.builds.farm.remote_process import RemoteProcess  # Ray: only on the remote path
+
+                proc = await RemoteProcess.start(build.job, build.remote)
+            else:
+                proc = await asyncio.create_subprocess_exec(
+                    *build.command,
+                    stdin=asyncio.subprocess.PIPE,
+                    stdout=asyncio.subprocess.PIPE,
+                    stderr=asyncio.subprocess.PIPE,
+                    start_new_session=True,  # Ctrl-C reaches the supervisor only; it decides what the worker gets
+                    limit=1 << 24,
+                )
         except OSError as exc:
             build.error = f"cannot start worker {build.command[0]}: {exc}"
             await self._finish(build, "failed")
@@ -353,6 +402,9 @@ class Supervisor:
             outcome = build.finished["outcome"]
         elif build.token.forced:
             outcome = "forced"
+        elif getattr(proc, "lost", None):  # a remote cell whose node (or actor) died under it
+            outcome = "killed"
+            build.error = proc.lost
         else:
             outcome = "killed"
             sig = -build.exit_code if build.exit_code < 0 else None
@@ -392,7 +444,14 @@ class Supervisor:
         kind = ev.type
         if kind in ("phase_start", "step", "phase_finish"):
             build.tree.apply(ev)
+        elif kind == "queued":
+            build.status, build.queued_ns = "waiting for a node", ev.t_ns
+        elif kind == "placed":
+            build.placement = ev.model_dump(exclude={"v", "type", "t_ns"})
+            build.status = "running"
         elif kind == "build_started":
+            if build.remote is not None:
+                build.pid = ev.pid  # the worker's pid on its node (the evidence says which node)
             build.environment, build.config_hash, build.effective_settings = (
                 ev.environment,
                 ev.build_config_hash,
@@ -446,9 +505,7 @@ class Supervisor:
         build.token.forced = True
         build.notes.append(f"the builder did not return within {grace_s:g} s of the cancel: SIGTERM, then SIGKILL")
         for sig, wait in ((signal.SIGTERM, KILL_AFTER_TERM_S), (signal.SIGKILL, None)):
-            try:
-                os.killpg(proc.pid, sig)
-            except ProcessLookupError:
+            if not signal_group(proc, sig):
                 return
             if wait is None:
                 return
@@ -579,6 +636,9 @@ class Supervisor:
             "workerPid": build.pid,
             "workerExitCode": build.exit_code,
             "stderrTail": list(build.stderr_tail)[-10:],
+            "cell": build.cell,
+            "parentId": build.parent_id,
+            "node": build.node_view(t_end) if build.remote is not None else None,
             "logs": build.logs[-50:],
             "environment": env,
             "phaseTree": build.tree.snapshot(t_end, build.baselines, build.t_start_ns),

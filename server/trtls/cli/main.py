@@ -61,7 +61,7 @@ def cmd_build(args: argparse.Namespace) -> int:
     if not loaded.recipe.engines:
         report_error("TRT107", "no [engines.NAME] table: add one to build an engine (see the README)", str(loaded.path))
         return EXIT_BAD_INPUT
-    engines = [args.engine] if args.engine else list(loaded.recipe.engines)
+    engines = [args.engine] if args.engine and not args.all else list(loaded.recipe.engines)
     unknown = [e for e in engines if e not in loaded.recipe.engines]
     if unknown:
         known = ", ".join(loaded.recipe.engines)
@@ -72,6 +72,8 @@ def cmd_build(args: argparse.Namespace) -> int:
         overrides["cache_mode"] = "off"
     if args.optimization_level is not None:
         overrides["settings"] = {"optimization_level": args.optimization_level}
+    if args.all or args.matrix or args.cell or loaded.recipe.cluster is not None:
+        return asyncio.run(_build_matrix(loaded, engines, args, overrides))
     code = EXIT_BUILT
     for engine in engines:
         code = asyncio.run(_build_one(loaded, engine, args, overrides))
@@ -119,6 +121,67 @@ async def _build_one(loaded: Any, engine: str, args: argparse.Namespace, overrid
         "forced": EXIT_KILLED,
         "killed": EXIT_KILLED,
     }.get(build.outcome or "killed", EXIT_TIMEOUT if build.token.source == "ci_timeout" else EXIT_CTRL_C)
+
+
+async def _build_matrix(loaded: Any, engines: list[str], args: argparse.Namespace, overrides: dict[str, Any]) -> int:
+    """--all / --matrix / a recipe with [cluster]: one parent, one child per cell (docs/farm.md)."""
+    from trtls.builds.matrix import plan, start_matrix
+    from trtls.builds.supervisor import Supervisor
+    from trtls.cli.matrix_view import MatrixJsonView, MatrixPlainView, MatrixRichView, print_matrix_outcome
+
+    planned = plan(loaded, engines, args.matrix or bool(args.cell), overrides)
+    if args.cell:
+        planned = [p for p in planned if p.cell and p.cell.name == args.cell]
+        if not planned:
+            report_error("TRT177", f"no matrix cell named {args.cell}", str(loaded.path))
+            return EXIT_BAD_INPUT
+    remote_for = None
+    if loaded.recipe.cluster is not None:
+        from trtls.builds.farm.submit import prepare
+
+        if not args.json:
+            print(f"connecting to the Ray cluster ({loaded.recipe.cluster.address})…", file=sys.stderr, flush=True)
+        specs = await prepare(loaded, planned)
+        if isinstance(specs, list):  # no node can hold some cell: refused before anything was submitted
+            for f in specs:
+                rng = loaded.source_map.range(f.path, f.on_value)
+                print(f"{loaded.path}:{rng.human()}: {f.code} {f.severity.value}: {f.message}", file=sys.stderr)
+                emit_error(f.code, f.message, file=str(loaded.path), line=rng.start_line + 1, col=rng.start_col + 1)
+            return EXIT_BAD_INPUT
+        remote_for = lambda p: specs[p.key]  # noqa: E731
+    title = (args.engine or "all") + (" (matrix)" if args.matrix else "")
+    sup = Supervisor()
+    mb = start_matrix(sup, loaded, planned, title, remote_for)
+    loop = asyncio.get_running_loop()
+    interrupts = 0
+
+    def on_sigint() -> None:
+        nonlocal interrupts
+        interrupts += 1
+        if interrupts == 1:
+            mb.cancel("ctrl_c")
+            if not args.json:
+                print("\nstopping every cell (cooperative; Ctrl-C again to force)…", file=sys.stderr, flush=True)
+        else:
+            mb.force()
+
+    loop.add_signal_handler(signal.SIGINT, on_sigint)
+    loop.add_signal_handler(signal.SIGTERM, lambda: mb.cancel("service_shutdown"))
+    if args.timeout:
+        loop.call_later(args.timeout, mb.cancel, "ci_timeout")
+    view_cls = MatrixJsonView if args.json else (MatrixRichView if sys.stdout.isatty() else MatrixPlainView)
+    view = view_cls(mb)
+    mb.listeners.append(view.update)
+    with view:
+        while mb.running:
+            await asyncio.sleep(0.25)
+            view.tick()
+        await mb.wait()
+    if not args.json:
+        print_matrix_outcome(mb)
+    return {"built": EXIT_BUILT, "failed": EXIT_FAILED, "forced": EXIT_KILLED, "killed": EXIT_KILLED}.get(
+        mb.outcome or "killed", EXIT_TIMEOUT if mb.cancel_source == "ci_timeout" else EXIT_CTRL_C
+    )
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -177,6 +240,9 @@ def make_parser() -> argparse.ArgumentParser:
     b.add_argument(
         "--optimization-level", type=int, choices=range(6), help="override the builder optimization level (diagnosis)"
     )
+    b.add_argument("--all", action="store_true", help="every engine as one run (side by side on a [cluster])")
+    b.add_argument("--matrix", action="store_true", help="every cell of the engine's [engines.NAME.matrix]")
+    b.add_argument("--cell", help="one matrix cell by name (e.g. o0-SM89)")
     b.set_defaults(func=cmd_build)
 
     s = sub.add_parser("serve", help="run the language server (stdio)", epilog="exit codes: 0 after the client's exit")

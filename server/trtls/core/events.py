@@ -113,8 +113,32 @@ class BuildFinished(_Event):
     notes: list[str] = []
 
 
+class Queued(_Event):
+    """Remote transport only: the cell was submitted to the cluster and waits for a node that can hold it."""
+
+    type: Literal["queued"]
+    cell: str | None = None
+    labels: dict[str, str] = {}
+    num_gpus: float = 0
+    num_cpus: float = 1
+
+
+class Placed(_Event):
+    """Remote transport only: a node holds the cell; the worker starts there (docs/farm.md)."""
+
+    type: Literal["placed"]
+    node_id: str
+    hostname: str = ""
+    labels: dict[str, str] = {}
+    accelerator_type: str | None = None
+    gpu_ids: list[str] = []
+    queue_wait_s: float = 0.0
+
+
 Event = Annotated[
-    BuildStarted
+    Queued
+    | Placed
+    | BuildStarted
     | PhaseStart
     | Step
     | PhaseFinish

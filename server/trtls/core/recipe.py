@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from trtls.core.farm import ClusterTable, Matrix, RunOn
 from trtls.core.findings import Finding, Origin, Severity, TomlPath
 from trtls.core.protocol import stable_json
 from trtls.core.tomlpos import SourceMap, TomlSyntaxError, parse
@@ -142,6 +143,8 @@ class EngineRecipe(_Model):
         None,
         description="External worker command speaking trtls.events/1 (e.g. a C++ builder); default: the built-in worker.",
     )
+    run_on: RunOn | None = Field(None, description="Where the build runs in the [cluster]: node labels, GPUs, memory.")
+    matrix: Matrix | None = Field(None, description="Axes that expand this engine into cells (trtls build --matrix).")
 
     def job_profiles(self) -> list[dict[str, Any]]:
         """The profiles as the worker protocol carries them (and as buildConfigHash covers them)."""
@@ -152,6 +155,7 @@ class RecipeFile(_Model):
     """The whole `trtls.toml`. Routes are validated by `core.route` with the same located-error rules."""
 
     version: Literal[1] = Field(1, description="Recipe format version.")
+    cluster: ClusterTable | None = Field(None, description="A Ray cluster for remote and matrix builds (build farm).")
     engines: dict[str, EngineRecipe] = Field(default_factory=dict, description="One table per engine.")
     routes: dict[str, dict[str, Any]] = Field(
         default_factory=dict, description="Checkpoint → bundle routes (see route gates)."
@@ -278,6 +282,9 @@ def load_recipe(path: Path | str, text: str | None = None) -> LoadedRecipe:
     loaded = LoadedRecipe(path, text, smap, findings, None, data)
     if recipe is not None:
         findings.extend(_semantic_checks(loaded, recipe))
+        from trtls.core.farm_checks import farm_checks  # the farm tables: templates, axes, placement
+
+        findings.extend(farm_checks(loaded, recipe))
         from trtls.core.route import validate_routes  # routes share the located-error rules
 
         findings.extend(validate_routes(loaded, recipe))

@@ -1,0 +1,182 @@
+"""The node side of a remote build: a Ray actor that runs the ordinary worker (`python -m trtls.builds.worker`)
+in a process on its node and relays its protocol lines.
+
+- `run` is a streaming generator: the worker's stdout, batched as it arrives (one Ray object per batch, not per
+  line: the worker already coalesces steps to 50 ms, and a batch keeps Ray's per-object cost off the event path);
+- `control` (a concurrent method: the actor has threads) writes a control line on the worker's stdin — a cancel
+  travels exactly as it does locally; `close_stdin` is the protocol's service_shutdown;
+- `signal_group` is the supervisor's escalation (SIGTERM, then SIGKILL to the worker's process group);
+- if this actor dies (its driver died, it was killed), the worker's stdin closes: the worker cancels itself
+  (docs/protocol.md), so no build outlives the driver that wanted it;
+- the ONNX is cached on the node by sha256: it crosses the network once per content hash, not once per build;
+- `engine_chunks` sends the finished engine back in pieces (the driver writes it atomically and checks its
+  sha256), unless the recipe names a shared folder that the worker wrote to directly.
+
+Imported only on the remote path (a recipe with `[cluster]`): this module imports Ray.
+"""
+
+from __future__ import annotations
+
+import collections
+import hashlib
+import json
+import os
+import select
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import ray
+
+from trtls.core.atomic import atomic_write_bytes
+
+CHUNK = 8 << 20
+BATCH_WAIT_S = 0.005  # after a first line, wait this long for more to share one Ray object
+
+
+def node_scratch(node_id: str) -> Path:
+    """Per node (several test nodes share one /tmp): the ONNX cache and engines on their way back."""
+    return Path(tempfile.gettempdir()) / "trtls-farm" / node_id[:16]
+
+
+def log_line(msg: str, severity: str = "INFO") -> str:
+    return json.dumps({"v": 1, "type": "log", "t_ns": time.monotonic_ns(), "severity": severity, "msg": msg})
+
+
+@ray.remote(max_concurrency=4)
+class NodeWorker:
+    def __init__(self) -> None:
+        ctx = ray.get_runtime_context()
+        self.node_id = ctx.get_node_id()
+        self.scratch = node_scratch(self.node_id)
+        self.proc: subprocess.Popen | None = None
+        self.stderr_tail: collections.deque[str] = collections.deque(maxlen=40)
+        self.lock = threading.Lock()
+        self.job_dir: Path | None = None
+
+    def where(self) -> dict[str, Any]:
+        """Where this cell landed (for the evidence), answered once the actor is placed and constructed."""
+        ctx = ray.get_runtime_context()
+        labels = dict(ctx.get_node_labels() or {})
+        return {
+            "node_id": self.node_id,
+            "hostname": socket.gethostname(),
+            "labels": labels,
+            "accelerator_type": labels.get("ray.io/accelerator-type"),
+            "gpu_ids": [str(g) for g in ray.get_gpu_ids()],
+            "actor_pid": os.getpid(),
+        }
+
+    def _onnx(self, sha: str, box: list) -> tuple[Path, str]:
+        path = self.scratch / "onnx" / f"{sha}.onnx"
+        if path.is_file():
+            return path, f"trtls farm: ONNX {sha[:12]} already on this node (not sent again)"
+        data: bytes = ray.get(box[0])
+        got = hashlib.sha256(data).hexdigest()
+        if got != sha:
+            raise ValueError(f"the ONNX arrived damaged: sha256 {got[:12]} ≠ {sha[:12]}")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_bytes(path, data)
+        return path, f"trtls farm: ONNX {sha[:12]} received on this node ({len(data)} bytes)"
+
+    def run(self, job: dict[str, Any], onnx_sha: str, onnx_box: list, shared_output: bool):
+        """Stream the worker's event lines: {"lines": [...]} batches, then {"exit": code, "stderr": [...]}."""
+        onnx_path, note = self._onnx(onnx_sha, onnx_box)
+        yield {"lines": [log_line(note)]}
+        job = dict(job)
+        self.job_dir = self.scratch / "jobs" / job["build_id"]
+        self.job_dir.mkdir(parents=True, exist_ok=True)
+        job["onnx"] = str(onnx_path)
+        if not shared_output:
+            job["output"] = str(self.job_dir / Path(job["output"]).name)
+        job["quarantine_dir"] = str(self.scratch / "quarantine")
+        job["timing_cache"] = None  # a cache lives with the recipe; it is not shipped (TensorRT-RTX: a no-op)
+        with self.lock:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "trtls.builds.worker"],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,  # its own process group: escalation kills the group
+            )
+        threading.Thread(target=self._read_stderr, daemon=True).start()
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write((json.dumps(job) + "\n").encode())
+        self.proc.stdin.flush()
+        fd = self.proc.stdout.fileno()
+        pending = b""
+        while True:
+            select.select([fd], [], [])
+            chunk = os.read(fd, 1 << 16)
+            if chunk:
+                time.sleep(BATCH_WAIT_S)  # let a burst (phase finish + start) share one object
+                more = select.select([fd], [], [], 0)[0]
+                while more:
+                    extra = os.read(fd, 1 << 16)
+                    if not extra:
+                        break
+                    chunk += extra
+                    more = select.select([fd], [], [], 0)[0]
+            pending += chunk
+            *lines, pending = pending.split(b"\n")
+            if lines:
+                yield {"lines": [ln.decode() for ln in lines if ln]}
+            if not chunk:
+                break
+        code = self.proc.wait()
+        yield {"exit": code, "stderr": list(self.stderr_tail)}
+
+    def _read_stderr(self) -> None:
+        assert self.proc is not None and self.proc.stderr is not None
+        for raw in self.proc.stderr:
+            self.stderr_tail.append(raw.decode(errors="replace").rstrip())
+
+    def control(self, line: str) -> bool:
+        with self.lock:
+            proc = self.proc
+        if proc is None or proc.stdin is None or proc.poll() is not None:
+            return False
+        try:
+            proc.stdin.write(line.encode())
+            proc.stdin.flush()
+            return True
+        except (BrokenPipeError, ValueError):
+            return False
+
+    def close_stdin(self) -> None:
+        with self.lock:
+            proc = self.proc
+        if proc is not None and proc.stdin is not None:
+            try:
+                proc.stdin.close()
+            except OSError:
+                pass
+
+    def signal_group(self, signum: int) -> bool:
+        with self.lock:
+            proc = self.proc
+        if proc is None or proc.poll() is not None:
+            return False
+        try:
+            os.killpg(proc.pid, signal.Signals(signum))
+            return True
+        except ProcessLookupError:
+            return False
+
+    def engine_chunks(self, path: str):
+        """The built engine in pieces; the node's copy is removed once sent."""
+        with open(path, "rb") as fh:
+            while chunk := fh.read(CHUNK):
+                yield chunk
+        self.cleanup()
+
+    def cleanup(self) -> None:
+        if self.job_dir is not None:
+            shutil.rmtree(self.job_dir, ignore_errors=True)

@@ -1,0 +1,131 @@
+"""Honest scheduling: before anything is submitted, check that some node can hold each cell.
+
+Ray leaves a task whose label no node has pending forever, silently (measured: `../shared/notes/ray.md`), so
+a cell no node can satisfy is refused here, at once, with a finding on the recipe key that asked for it and the
+labels that do exist. Pure Python over the node inventory (`cluster.nodes()`): no Ray import.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from trtls.core.farm import RunOn
+from trtls.core.findings import Finding, Origin, Severity
+
+NOISY_LABELS = ("ray.io/node-id",)  # unique per node: naming them helps nobody
+
+
+@dataclass(frozen=True)
+class Node:
+    node_id: str
+    labels: dict[str, str]
+    resources: dict[str, float]  # totals: CPU, GPU, memory (bytes), …
+    hostname: str = ""
+
+    @property
+    def gpus(self) -> float:
+        return self.resources.get("GPU", 0.0)
+
+
+@dataclass(frozen=True)
+class Request:
+    """What one cell holds while it builds, and where it may run."""
+
+    engine: str
+    cell: str
+    labels: dict[str, str] = field(default_factory=dict)
+    num_cpus: float = 1.0
+    num_gpus: float | str = "auto"
+    memory_mib: int | None = None
+
+    @classmethod
+    def of(cls, engine: str, cell: str, run_on: RunOn | None, labels: dict[str, str]) -> Request:
+        r = run_on or RunOn()
+        return cls(engine, cell, labels, r.num_cpus, r.num_gpus, r.memory_mib)
+
+
+@dataclass(frozen=True)
+class Placement:
+    """A feasible request with `num_gpus` resolved (auto → 1 on GPU nodes: one build per GPU; 0 on CPU nodes)."""
+
+    request: Request
+    num_gpus: float
+    candidates: tuple[str, ...]  # node ids that could hold it
+
+    def ray_options(self) -> dict[str, Any]:
+        opts: dict[str, Any] = {"num_cpus": self.request.num_cpus, "num_gpus": self.num_gpus}
+        if self.request.memory_mib:
+            opts["memory"] = self.request.memory_mib * 1024 * 1024
+        if self.request.labels:
+            opts["label_selector"] = dict(self.request.labels)
+        return opts
+
+
+def labels_in(nodes: list[Node]) -> dict[str, list[str]]:
+    out: dict[str, set[str]] = {}
+    for n in nodes:
+        for k, v in n.labels.items():
+            if k not in NOISY_LABELS:
+                out.setdefault(k, set()).add(v)
+    return {k: sorted(v) for k, v in sorted(out.items())}
+
+
+def _describe(labels: dict[str, list[str]]) -> str:
+    if not labels:
+        return "no node has any label"
+    return "; ".join(f"{k}: {', '.join(v)}" for k, v in labels.items())
+
+
+def place(request: Request, nodes: list[Node]) -> Placement | Finding:
+    """A placement, or a finding located on the recipe key that cannot be satisfied."""
+    base = ("engines", request.engine, "run_on")
+    existing = labels_in(nodes)
+    matching = nodes
+    for key, value in request.labels.items():
+        matching = [n for n in matching if n.labels.get(key) == value]
+        if not matching:
+            what = f"no node has label {key}={value}" if key in existing else f"no node has a label {key}"
+            if key == "ray.io/accelerator-type" and key not in existing:
+                what += " (Ray sets it only on nodes with a GPU it recognises)"
+            return Finding(
+                "TRT230",
+                Severity.error,
+                f"cell {request.cell}: {what}; labels in this cluster — {_describe(existing)}",
+                (*base, "labels", key),
+                Origin.build,
+                True,
+                {"labels": existing, "cell": request.cell},
+            )
+    gpus = request.num_gpus
+    if gpus == "auto":
+        gpus = 1.0 if any(n.gpus >= 1 for n in matching) else 0.0
+    need = {"CPU": float(request.num_cpus), "GPU": float(gpus)}
+    if request.memory_mib:
+        need["memory"] = request.memory_mib * 1024 * 1024
+    fits = [n for n in matching if all(n.resources.get(k, 0.0) >= v for k, v in need.items() if v)]
+    if not fits:
+        short = next(k for k, v in need.items() if v and not any(n.resources.get(k, 0.0) >= v for n in matching))
+        key = {"CPU": "num_cpus", "GPU": "num_gpus", "memory": "memory_mib"}[short]
+        most = max((n.resources.get(short, 0.0) for n in matching), default=0.0)
+        unit = " MiB" if short == "memory" else ""
+        shown = (lambda x: f"{x / 1024 / 1024:.0f}") if short == "memory" else (lambda x: f"{x:g}")
+        return Finding(
+            "TRT236",
+            Severity.error,
+            f"cell {request.cell}: no node with the requested labels has {shown(need[short])}{unit} {short} "
+            f"(the most any has: {shown(most)}{unit})",
+            (*base, key),
+            Origin.build,
+            True,
+        )
+    return Placement(request, float(gpus), tuple(n.node_id for n in fits))
+
+
+def place_all(requests: list[Request], nodes: list[Node]) -> tuple[list[Placement], list[Finding]]:
+    placements: list[Placement] = []
+    findings: list[Finding] = []
+    for r in requests:
+        got = place(r, nodes)
+        (findings if isinstance(got, Finding) else placements).append(got)  # type: ignore[arg-type]
+    return placements, findings

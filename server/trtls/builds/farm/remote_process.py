@@ -1,0 +1,300 @@
+"""The driver side of a remote build: something the supervisor drives exactly like a local worker process.
+
+`RemoteProcess` has what the supervisor uses of `asyncio.subprocess.Process` — `stdin` (control lines),
+`stdout`/`stderr` (stream readers), `wait()`, `returncode`, `pid` — plus `signal_group(sig)` for the
+escalation. So the supervisor, the phase tree, the six cancel sources, escalation, evidence and the editor panel
+work unchanged on a remote cell. What this transport adds to the stream, as protocol events:
+
+- `queued` at submit and `placed` once a node holds the cell (node id, hostname, labels, accelerator type,
+  GPU ids, queue wait) — the tree shows "waiting for a node" in between, bounded by `queue_timeout_s`;
+- the engine: on the worker's `build_finished` (built), the node's engine is fetched, written atomically at the
+  requested output (`<output>.trtls-tmp-<build id>`, fsync, rename) and its sha256 checked against the worker's
+  before the worker's `artifact`/`build_finished` lines are passed on; a mismatch fails the build, and a
+  previous engine is never touched;
+- a lost node (or an actor that died) ends the stream with `lost` set: the supervisor records `killed (node lost)`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+from trtls.builds.artifacts import engine_temp_path
+from trtls.builds.farm import cluster
+from trtls.builds.farm.submit import RemoteSpec
+from trtls.core.atomic import fsync_dir
+from trtls.core.events import PROTOCOL_VERSION
+
+KILL_ACTOR_AFTER_S = 0.5  # after SIGKILL to the remote group: the actor too, so its slot is free again
+
+
+def _line(event_type: str, **fields: Any) -> bytes:
+    rec = {"v": PROTOCOL_VERSION, "type": event_type, "t_ns": time.monotonic_ns(), **fields}
+    return (json.dumps(rec, default=str) + "\n").encode()
+
+
+class _Control:
+    """`proc.stdin` for the supervisor: each written line is a control call on the actor (a concurrent method)."""
+
+    def __init__(self, owner: RemoteProcess):
+        self.owner = owner
+        self.closed = False
+
+    def write(self, data: bytes) -> None:
+        text = data.decode()
+        if not self.closed and '"type": "job"' not in text[:80]:  # the job itself travels with the submit
+            self.owner._control(text)
+
+    def is_closing(self) -> bool:
+        return self.closed
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            self.owner._close_stdin()
+
+
+class RemoteProcess:
+    def __init__(self, job: dict[str, Any], remote: RemoteSpec):
+        self.job = job
+        self.placement = remote.placement
+        self.queue_timeout_s = remote.queue_timeout_s
+        self.shared_output = remote.shared_dir is not None
+        self.stdin = _Control(self)
+        self.stdout = asyncio.StreamReader(limit=1 << 24)
+        self.stderr = asyncio.StreamReader()
+        self.returncode: int | None = None
+        self.pid: int | None = None
+        self.where: dict[str, Any] = {}
+        self.lost: str | None = None  # set when the node or the actor died under the build
+        self._actor: Any = None
+        self._exited = asyncio.Event()
+        self._cancel_line: str | None = None  # a cancel that arrived before the worker existed
+        self._task: asyncio.Task | None = None
+        self._worker_running = False
+
+    @classmethod
+    async def start(cls, job: dict[str, Any], remote: RemoteSpec) -> RemoteProcess:
+        self = cls(job, remote)
+        self._task = asyncio.ensure_future(self._drive())
+        return self
+
+    async def wait(self) -> int:
+        await self._exited.wait()
+        assert self.returncode is not None
+        return self.returncode
+
+    # -- supervisor → node ---------------------------------------------------------------------
+    def _control(self, line: str) -> None:
+        if self._worker_running and self._actor is not None:
+            self._actor.control.remote(line)
+        else:
+            self._cancel_line = line  # applied as soon as there is a worker (or ends the queue wait)
+
+    def _close_stdin(self) -> None:
+        if self._actor is not None and self.returncode is None:
+            self._actor.close_stdin.remote()
+
+    def signal_group(self, sig: int) -> None:
+        """Escalation: the signal goes to the remote worker's process group; SIGKILL then kills the actor too."""
+        if self.returncode is not None:
+            return
+        if self._actor is None or not self._worker_running:
+            self._end_without_worker(-sig, "stopped before it reached a node")
+            return
+        self._actor.signal_group.remote(int(sig))
+        if sig == signal.SIGKILL:
+            asyncio.get_running_loop().call_later(KILL_ACTOR_AFTER_S, self._kill_actor)
+
+    def _kill_actor(self) -> None:
+        import ray
+
+        if self._actor is not None:
+            try:
+                ray.kill(self._actor, no_restart=True)
+            except Exception:
+                pass
+
+    # -- node → supervisor ---------------------------------------------------------------------
+    def _feed(self, data: bytes) -> None:
+        if not self.stdout.at_eof():
+            self.stdout.feed_data(data)
+
+    def _end(self, code: int, stderr: list[str] = ()) -> None:  # type: ignore[assignment]
+        if self.returncode is not None:
+            return
+        for text in stderr:
+            self.stderr.feed_data((text + "\n").encode())
+        self.returncode = code
+        self.stdout.feed_eof()
+        self.stderr.feed_eof()
+        self._exited.set()
+
+    def _end_without_worker(self, code: int, why: str) -> None:
+        self._kill_actor()
+        if self._task is not None and not self._task.done():
+            self._task.cancel()
+        self._end(code, [why])
+
+    async def _drive(self) -> None:
+        from trtls.builds.farm.node_worker import NodeWorker
+
+        req = self.placement.request
+        t_submit = time.monotonic_ns()
+        self._feed(
+            _line("queued", cell=req.cell, labels=req.labels, num_gpus=self.placement.num_gpus, num_cpus=req.num_cpus)
+        )
+        try:
+            sha, ref = await asyncio.to_thread(cluster.onnx_ref, Path(self.job["onnx"]))
+            self._actor = NodeWorker.options(**self.placement.ray_options()).remote()
+            where = asyncio.ensure_future(_await(self._actor.where.remote()))
+            while True:  # wait for a node, bounded by the queue timeout; a cancel ends the wait at once
+                done, _ = await asyncio.wait([where], timeout=0.05)
+                if done:
+                    self.where = where.result()
+                    break
+                if self._cancel_line is not None:
+                    where.cancel()
+                    return self._cancelled_in_queue(t_submit)
+                if time.monotonic_ns() - t_submit > self.queue_timeout_s * 1e9:
+                    where.cancel()
+                    return self._queue_timeout()
+            wait_s = (time.monotonic_ns() - t_submit) / 1e9
+            self.where["queue_wait_s"] = round(wait_s, 3)
+            self._feed(_line("placed", **self.where))
+            await self._stream(sha, ref)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            await self._on_failure(exc)
+
+    def _cancelled_in_queue(self, t_submit: int) -> None:
+        self._kill_actor()
+        ctl = json.loads(self._cancel_line or "{}")
+        self._feed(_line("cancel_acknowledged", source=ctl.get("source", "api"), t_request_ns=ctl.get("t_request_ns")))
+        self._feed(
+            _line(
+                "build_finished",
+                outcome="cancelled",
+                cleanup_status="not_needed",
+                t_cleanup_ns=time.monotonic_ns(),
+                notes=[f"cancelled while waiting for a node ({(time.monotonic_ns() - t_submit) / 1e9:.1f} s)"],
+            )
+        )
+        self._end(0)
+
+    def _queue_timeout(self) -> None:
+        self._kill_actor()
+        msg = (
+            f"TRT231 no node was free for this cell within queue_timeout_s = {self.queue_timeout_s:g} s "
+            f"(it needs {self.placement.ray_options()})"
+        )
+        self._feed(_line("log", severity="ERROR", msg=msg))
+        self._feed(_line("build_finished", outcome="failed", error=msg, cleanup_status="not_needed"))
+        self._end(1)
+
+    async def _stream(self, sha: str, ref: Any) -> None:
+        assert self._actor is not None
+        gen = self._actor.run.remote(self.job, sha, [ref], self.shared_output)
+        self._worker_running = True
+        if self._cancel_line is not None:  # cancelled while the node was being chosen
+            self._actor.control.remote(self._cancel_line)
+        held: list[bytes] = []  # the node's engine `artifact` line waits for the engine to arrive here
+        async for item_ref in gen:
+            item = await item_ref
+            if "exit" in item:
+                self._end(item["exit"], item.get("stderr", []))
+                break
+            for text in item["lines"]:
+                raw = (text + "\n").encode()
+                if self.shared_output:
+                    self._feed(raw)
+                    continue
+                ev = _peek(text)
+                if ev.get("type") == "build_started":
+                    self.pid = ev.get("pid")
+                if ev.get("type") == "artifact" and ev.get("kind") == "engine" and ev.get("action") == "written":
+                    held.append(raw)
+                    continue
+                if ev.get("type") == "build_finished" and ev.get("outcome") == "built":
+                    for out in await self._bring_engine(ev, held):
+                        self._feed(out)
+                    continue
+                self._feed(raw)
+        try:
+            await self._actor.cleanup.remote()  # the node's copy of a cancelled or failed build's job folder
+        finally:
+            self._kill_actor()  # the slot is free for the next cell
+
+    async def _bring_engine(self, finished: dict[str, Any], held: list[bytes]) -> list[bytes]:
+        """Fetch the node's engine, write it atomically at the requested output, check its sha256 end to end."""
+        import hashlib
+
+        node_art = json.loads(held[0]) if held else {}
+        output = Path(self.job["output"])
+        tmp = engine_temp_path(output, self.job["build_id"])
+        output.parent.mkdir(parents=True, exist_ok=True)
+        digest = hashlib.sha256()
+        size = 0
+        try:
+            with open(tmp, "wb") as fh:
+                async for chunk_ref in self._actor.engine_chunks.remote(node_art.get("path", "")):
+                    chunk = await chunk_ref
+                    digest.update(chunk)
+                    size += len(chunk)
+                    fh.write(chunk)
+                fh.flush()
+                os.fsync(fh.fileno())
+            expected = finished.get("engine_sha256")
+            if digest.hexdigest() != expected:
+                raise ValueError(f"sha256 {digest.hexdigest()[:12]} of the received engine ≠ {str(expected)[:12]}")
+            os.replace(tmp, output)
+            fsync_dir(output.parent)
+        except BaseException as exc:
+            tmp.unlink(missing_ok=True)
+            if isinstance(exc, asyncio.CancelledError):
+                raise
+            err = f"TRT233 the engine did not arrive intact from node {self.where.get('hostname')}: {exc}"
+            finished = {**finished, "outcome": "failed", "error": err, "engine_sha256": None, "engine_bytes": None}
+            return [_line("log", severity="ERROR", msg=err), _encode(finished)]
+        art = {k: v for k, v in node_art.items() if k not in ("v", "type", "t_ns")}
+        art.update(path=str(output), size=size, sha256=digest.hexdigest(), node_path=node_art.get("path"))
+        notes = list(finished.get("notes") or []) + [
+            f"engine sent back from node {self.where.get('hostname')} ({self.where.get('node_id', '')[:12]}): "
+            f"{size} bytes, sha256 {digest.hexdigest()[:12]} checked end to end"
+        ]
+        return [_line("artifact", **art), _encode({**finished, "notes": notes})]
+
+    async def _on_failure(self, exc: Exception) -> None:
+        import ray
+
+        node = self.where.get("node_id")
+        died = isinstance(exc, (ray.exceptions.ActorDiedError, ray.exceptions.NodeDiedError, ray.exceptions.RayActorError))
+        if died and node and not await asyncio.to_thread(cluster.node_alive, node):
+            self.lost = f"node lost: {self.where.get('hostname')} ({node[:12]}) died during the build"
+        elif died:
+            self.lost = f"the build's actor died on {self.where.get('hostname', 'its node')}: {type(exc).__name__}"
+        else:
+            self.lost = f"remote transport error: {type(exc).__name__}: {exc}"
+        self._end(-int(signal.SIGKILL), [self.lost])
+
+
+async def _await(ref: Any) -> Any:
+    return await ref
+
+
+def _peek(text: str) -> dict[str, Any]:
+    try:
+        ev = json.loads(text)
+        return ev if isinstance(ev, dict) else {}
+    except ValueError:
+        return {}
+
+
+def _encode(ev: dict[str, Any]) -> bytes:
+    return (json.dumps(ev, default=str) + "\n").encode()

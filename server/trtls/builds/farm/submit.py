@@ -1,0 +1,50 @@
+"""Before a farm run: connect, look at the nodes, place every cell — or refuse the run with located findings."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from pathlib import Path
+
+from trtls.builds.farm.placement import Placement, Request, place_all
+from trtls.builds.matrix import PlannedCell
+from trtls.core.findings import Finding, Origin, Severity
+from trtls.core.recipe import LoadedRecipe
+
+
+@dataclass(frozen=True)
+class RemoteSpec:
+    """What the supervisor needs to run one cell remotely (Build.remote)."""
+
+    placement: Placement
+    queue_timeout_s: float
+    shared_dir: Path | None
+
+
+async def prepare(loaded: LoadedRecipe, planned: list[PlannedCell]) -> dict[str, RemoteSpec] | list[Finding]:
+    """cell key → RemoteSpec, or the findings that stop the run (nothing was submitted)."""
+    from trtls.builds.farm import cluster
+
+    assert loaded.recipe is not None and loaded.recipe.cluster is not None
+    table = loaded.recipe.cluster
+    try:
+        await asyncio.to_thread(cluster.connect, table)
+        nodes = await asyncio.to_thread(cluster.nodes)
+    except cluster.FarmUnavailable as exc:
+        return [Finding(exc.code, Severity.error, str(exc), ("cluster", "address"), Origin.build, True)]
+    requests = [
+        Request.of(p.engine, p.key, loaded.engine(p.engine).run_on, p.cell.labels if p.cell else _labels(loaded, p))
+        for p in planned
+    ]
+    placements, findings = place_all(requests, nodes)
+    if findings:
+        return findings
+    shared = loaded.resolve(table.shared_dir) if table.shared_dir else None
+    return {p.key: RemoteSpec(pl, table.queue_timeout_s, shared) for p, pl in zip(planned, placements, strict=False)}
+
+
+def _labels(loaded: LoadedRecipe, p: PlannedCell) -> dict[str, str]:
+    run_on = loaded.engine(p.engine).run_on
+    if run_on is None:
+        return {}
+    return {k: v.format_map({"engine": p.engine, "cell": p.engine}) for k, v in run_on.labels.items()}

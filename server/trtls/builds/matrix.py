@@ -1,0 +1,237 @@
+"""A matrix build: one parent over many cell builds (`trtls build --matrix`, `--all`; the editor's Build Matrix).
+
+Each cell is an ordinary `Build` (its own worker, phase tree, cancel token, escalation and evidence). The parent
+only fans out: Stop on the parent stops every cell, Stop on a cell stops that cell; its outcome is the cells'
+outcomes folded (built only when every cell built) and its evidence lists the cells with where they ran.
+
+Where cells run: on a `[cluster]` every cell is submitted at once and the cluster queues what does not fit
+("waiting for a node"); without one, cells run here one after another (two local builds side by side would
+spoil each other's timing and double the memory), and a stopped parent never starts the cells still waiting.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import secrets
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from trtls.builds.supervisor import Build, Supervisor
+from trtls.core.atomic import atomic_write_text
+from trtls.core.farm import Cell, expand
+from trtls.core.recipe import LoadedRecipe
+
+OUTCOME_ORDER = ("killed", "forced", "failed", "cancelled")  # the parent shows the worst outcome of its cells
+
+
+@dataclass
+class PlannedCell:
+    engine: str
+    cell: Cell | None  # None: the engine's own table (no matrix)
+    overrides: dict[str, Any]
+
+    @property
+    def key(self) -> str:
+        return self.cell.key if self.cell else self.engine
+
+
+def plan(loaded: LoadedRecipe, engines: list[str], matrix: bool, overrides: dict[str, Any]) -> list[PlannedCell]:
+    """The builds a run makes: each engine once, or each cell of its matrix when `matrix` is set."""
+    out: list[PlannedCell] = []
+    for name in engines:
+        eng = loaded.engine(name)
+        if matrix and eng.matrix is not None:
+            for cell in expand(name, eng.matrix, eng.run_on):
+                merged = dict(cell.overrides)
+                merged.update({k: v for k, v in overrides.items() if k != "settings"})
+                merged["settings"] = {**cell.overrides.get("settings", {}), **overrides.get("settings", {})}
+                out.append(PlannedCell(name, cell, merged))
+        else:
+            out.append(PlannedCell(name, None, overrides))
+    return out
+
+
+@dataclass
+class MatrixBuild:
+    id: str
+    title: str
+    recipe_path: Path
+    planned: list[PlannedCell]
+    cells: list[Build] = field(default_factory=list)
+    not_started: list[PlannedCell] = field(default_factory=list)
+    cancel_source: str | None = None
+    summary: dict[str, Any] | None = None
+    t_start_ns: int = field(default_factory=time.monotonic_ns)
+    started_at: float = field(default_factory=time.time)
+    listeners: list[Callable[[MatrixBuild, Build | None, Any], None]] = field(default_factory=list)
+    _done: asyncio.Future | None = None
+
+    @property
+    def running(self) -> bool:
+        return self.summary is None
+
+    @property
+    def evidence_dir(self) -> Path:
+        return self.recipe_path.parent / ".trtls" / "runs" / self.id
+
+    @property
+    def outcome(self) -> str | None:
+        return self.summary["outcome"] if self.summary else None
+
+    @property
+    def status(self) -> str:
+        if self.summary:
+            return self.summary["outcome"]
+        return "stopping" if self.cancel_source else "running"
+
+    def cell(self, build_id: str) -> Build | None:
+        return next((b for b in self.cells if b.id == build_id), None)
+
+    def cancel(self, source: str) -> bool:
+        """Stop every cell (and never start the ones still waiting here)."""
+        if self.summary is not None:
+            return False
+        self.cancel_source = self.cancel_source or source
+        hit = [b.cancel(source) for b in self.cells]
+        return any(hit) or bool(self.not_started)
+
+    def force(self) -> None:
+        for b in self.cells:
+            if b.running:
+                b.force()
+
+    async def wait(self) -> dict[str, Any]:
+        assert self._done is not None
+        try:
+            return await asyncio.shield(self._done)
+        except asyncio.CancelledError:
+            self.cancel("event_loop")
+            raise
+
+    def snapshot(self) -> dict[str, Any]:
+        """The parent row of the tree: its cells (each a build snapshot) under it."""
+        done = sum(1 for b in self.cells if not b.running)
+        return {
+            "buildId": self.id,
+            "engine": self.title,
+            "kind": "matrix",
+            "status": self.status,
+            "cancelSource": self.cancel_source,
+            "elapsedS": round((time.monotonic_ns() - self.t_start_ns) / 1e9, 3)
+            if self.summary is None
+            else self.summary["durationS"],
+            "progress": {"done": done, "total": len(self.planned)},
+            "outcomeMessage": self.outcome_message() if self.summary else None,
+            "evidencePath": str(self.evidence_dir / "summary.json") if self.summary else None,
+            "cells": [b.snapshot() for b in self.cells]
+            + [{"cell": p.key, "status": "not started", "buildId": None} for p in self.not_started],
+        }
+
+    def outcome_message(self) -> str:
+        counts: dict[str, int] = {}
+        for c in (self.summary or {}).get("cells", []):
+            counts[c["outcome"]] = counts.get(c["outcome"], 0) + 1
+        return ", ".join(f"{n} {k}" for k, n in counts.items()) or "no cell ran"
+
+    def _finish(self) -> None:
+        cells = []
+        for b in self.cells:
+            s = b.summary or {}
+            cells.append(
+                {
+                    "cell": b.cell or b.engine,
+                    "engine": b.engine,
+                    "buildId": b.id,
+                    "outcome": b.outcome,
+                    "output": str(b.output),
+                    "engineSha256": (s.get("engineArtifact") or {}).get("sha256"),
+                    "node": s.get("node"),
+                    "evidence": str(b.evidence_dir / "summary.json"),
+                }
+            )
+        cells += [{"cell": p.key, "engine": p.engine, "buildId": None, "outcome": "not_started"} for p in self.not_started]
+        outcomes = {c["outcome"] for c in cells}
+        outcome = "built" if outcomes == {"built"} else next((o for o in OUTCOME_ORDER if o in outcomes), "cancelled")
+        self.summary = {
+            "buildId": self.id,
+            "kind": "matrix",
+            "title": self.title,
+            "recipe": str(self.recipe_path),
+            "outcome": outcome,
+            "cancelSource": self.cancel_source,
+            "startedAt": self.started_at,
+            "durationS": round((time.monotonic_ns() - self.t_start_ns) / 1e9, 3),
+            "cells": cells,
+        }
+        self.evidence_dir.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(self.evidence_dir / "summary.json", json.dumps(self.summary, indent=2, default=str))
+        for listener in list(self.listeners):
+            try:
+                listener(self, None, None)
+            except Exception:
+                pass
+        if self._done is not None and not self._done.done():
+            self._done.set_result(self.summary)
+
+
+def new_matrix_id(title: str) -> str:
+    slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", title).strip("-")
+    return f"{slug}-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"
+
+
+def start_matrix(
+    sup: Supervisor,
+    loaded: LoadedRecipe,
+    planned: list[PlannedCell],
+    title: str,
+    remote_for: Callable[[PlannedCell], Any] | None = None,
+    parallel: int = 1,
+) -> MatrixBuild:
+    """Start the parent (needs a running loop). `remote_for(cell)` gives each cell its RemoteSpec on a cluster;
+    without it cells run locally, `parallel` at a time."""
+    loop = asyncio.get_running_loop()
+    mb = MatrixBuild(new_matrix_id(title), title, loaded.path, planned)
+    mb._done = loop.create_future()
+    mb.not_started = list(planned)
+
+    def relay(build: Build, ev: Any) -> None:
+        for listener in list(mb.listeners):
+            try:
+                listener(mb, build, ev)
+            except Exception:
+                pass
+
+    def launch(p: PlannedCell) -> Build:
+        mb.not_started.remove(p)
+        b = sup.start(
+            loaded,
+            p.engine,
+            overrides=p.overrides,
+            remote=remote_for(p) if remote_for else None,
+            cell=p.cell.name if p.cell else None,
+            parent_id=mb.id,
+        )
+        b.listeners.append(relay)
+        mb.cells.append(b)
+        return b
+
+    async def drive() -> None:
+        try:
+            limit = len(planned) if remote_for else max(1, parallel)
+            running: set[asyncio.Future] = set()
+            while mb.not_started and mb.cancel_source is None:
+                while mb.not_started and len(running) < limit and mb.cancel_source is None:
+                    running.add(asyncio.ensure_future(launch(mb.not_started[0]).wait()))
+                if running:
+                    _, running = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.gather(*(b.wait() for b in mb.cells), return_exceptions=True)
+        finally:
+            mb._finish()
+
+    loop.create_task(drive(), name=f"trtls-matrix-{mb.id}")
+    return mb

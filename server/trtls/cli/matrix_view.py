@@ -1,0 +1,148 @@
+"""A matrix (or farm) run in a terminal: one parent, one child per cell with its status, node, GPU and phases.
+
+Rich tree on a TTY (each cell shows where it is and its deepest running phase), plain lines otherwise (each
+line starts with the cell's name), JSON lines with `--json` (every event carries `cell` and `buildId`; the
+parent's summary is the last line).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from typing import Any, TextIO
+
+from trtls.builds.matrix import MatrixBuild
+from trtls.builds.supervisor import Build
+
+MARK = {"built": "✓", "cancelled": "■", "failed": "✗", "forced": "✗", "killed": "✗", "not started": "·"}
+
+
+def where(build: Build) -> str:
+    """`node host (1a2b3c4d5e6f) · GPU 0 · L4 · waited 2.1 s`, or `waiting for a node 4.0 s`."""
+    if build.remote is None:
+        return "local"
+    node = build.node_view()
+    if "nodeId" not in node:
+        return f"waiting for a node {node.get('waitingS', 0):.1f} s" if build.running else "never placed"
+    text = f"node {node['hostname']} ({str(node['nodeId'])[:12]})"
+    text += f" · GPU {','.join(node['gpuIds'])}" if node.get("gpuIds") else " · no GPU"
+    if node.get("acceleratorType"):
+        text += f" · {node['acceleratorType']}"
+    if node.get("queueWaitS"):
+        text += f" · waited {node['queueWaitS']:.1f} s"
+    return text
+
+
+def cell_line(build: Build) -> str:
+    name = build.cell or build.engine
+    if build.running:
+        return f"… {name} · {where(build)} · {build.progress_message()}"
+    return f"{MARK.get(build.outcome or '', '?')} {name} · {where(build)} · {build.outcome_message()}"
+
+
+class MatrixRichView:
+    def __init__(self, mb: MatrixBuild):
+        from rich.console import Console
+        from rich.live import Live
+
+        self.mb = mb
+        self.live = Live(self._render(), console=Console(), refresh_per_second=4, transient=False)
+
+    def _render(self) -> Any:
+        from rich.tree import Tree
+
+        mb = self.mb
+        snap = mb.snapshot()
+        head = f"[bold]{mb.title}[/] {snap['status']} · {snap['progress']['done']}/{snap['progress']['total']} cells"
+        root = Tree(head + f" · {snap['elapsedS']:.1f} s")
+        for b in mb.cells:
+            node = root.add(cell_line(b))
+            for pid in b.tree.roots:
+                p = b.tree.phases[pid]
+                node.add(f"{p.name} [{p.status}] {p.elapsed_s(time.monotonic_ns()):.1f} s")
+        for p in mb.not_started:
+            root.add(f"· {p.key} · not started")
+        return root
+
+    def __enter__(self) -> MatrixRichView:
+        self.live.__enter__()
+        return self
+
+    def update(self, mb: MatrixBuild, build: Build | None, ev: Any) -> None:
+        pass  # redrawn on tick: 32 streaming cells must not redraw per event
+
+    def tick(self) -> None:
+        self.live.update(self._render())
+
+    def __exit__(self, *exc: Any) -> None:
+        self.live.update(self._render())
+        self.live.__exit__(*exc)
+
+
+class MatrixPlainView:
+    def __init__(self, mb: MatrixBuild, out: TextIO = sys.stdout):
+        self.mb = mb
+        self.out = out
+
+    def __enter__(self) -> MatrixPlainView:
+        return self
+
+    def update(self, mb: MatrixBuild, build: Build | None, ev: Any) -> None:
+        if build is None:
+            return
+        name = build.cell or build.engine
+        if ev is None:
+            self._line(f"[{name}] {build.outcome_message()} · {where(build)}")
+        elif ev.type == "queued":
+            self._line(f"[{name}] waiting for a node (labels {ev.labels or 'any'}, {ev.num_gpus:g} GPU)")
+        elif ev.type == "placed":
+            self._line(f"[{name}] on {where(build)}")
+        elif ev.type == "phase_start" and ev.parent_id is None:
+            self._line(f"[{name}] ▶ {ev.name}")
+
+    def tick(self) -> None:
+        pass
+
+    def _line(self, text: str) -> None:
+        print(text, file=self.out, flush=True)
+
+    def __exit__(self, *exc: Any) -> None:
+        pass
+
+
+class MatrixJsonView:
+    def __init__(self, mb: MatrixBuild, out: TextIO = sys.stdout):
+        self.out = out
+
+    def __enter__(self) -> MatrixJsonView:
+        return self
+
+    def update(self, mb: MatrixBuild, build: Build | None, ev: Any) -> None:
+        if build is None:
+            rec: dict[str, Any] = {"type": "summary", "summary": mb.summary}
+        elif ev is None:
+            rec = {"type": "cell_summary", "cell": build.cell, "buildId": build.id, "summary": build.summary}
+        else:
+            rec = {**ev.model_dump(), "cell": build.cell or build.engine, "buildId": build.id}
+        print(json.dumps(rec, default=str), file=self.out, flush=True)
+
+    def tick(self) -> None:
+        pass
+
+    def __exit__(self, *exc: Any) -> None:
+        pass
+
+
+def print_matrix_outcome(mb: MatrixBuild, out: TextIO = sys.stdout) -> None:
+    s = mb.summary or {}
+    print(f"\n{mb.title}: {mb.outcome_message()} ({s.get('durationS', 0):.1f} s)", file=out)
+    for b in mb.cells:
+        print(f"  {cell_line(b)}", file=out)
+        art = (b.summary or {}).get("engineArtifact")
+        if art:
+            print(f"      engine: {art['path']} (sha256 {str(art.get('sha256'))[:16]}…)", file=out)
+        print(f"      evidence: {b.evidence_dir / 'summary.json'}", file=out)
+    for p in mb.not_started:
+        print(f"  · {p.key}: not started (the run was stopped first)", file=out)
+    print(f"  evidence: {mb.evidence_dir / 'summary.json'}", file=out)
