@@ -69,6 +69,20 @@ def test_layer_imports(layer: str) -> None:
     assert bad == []
 
 
+RAY_MODULES = {"builds/farm/node_worker.py", "builds/farm/remote_process.py", "builds/farm/cluster.py"}
+
+
+def test_only_the_farm_transport_imports_ray() -> None:
+    """Ray is an optional extra (`trtls[farm]`), reached only when a recipe has [cluster] (tests/farm)."""
+    bad = []
+    for path in sorted(PKG.rglob("*.py")):
+        rel = str(path.relative_to(PKG))
+        if rel in RAY_MODULES:
+            continue
+        bad += [f"{rel} imports {m}" for m in imported_modules(path) if m == "ray" or m.startswith("ray.")]
+    assert bad == []
+
+
 def test_server_process_never_imports_tensorrt() -> None:
     code = "import sys, trtls.lsp.server, trtls.cli.main; print(sorted(m for m in sys.modules if m.startswith('tensorrt')))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()

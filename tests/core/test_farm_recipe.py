@@ -63,7 +63,7 @@ def test_matrix_expands_to_cells_with_outputs_and_labels(folder: Path) -> None:
 
 def test_profile_and_precision_variants(folder: Path) -> None:
     text = BASE.replace(
-        'optimization_level = [0, 3]\n',
+        "optimization_level = [0, 3]\n",
         'precision = { fp32 = "m.onnx", fp16 = "m16.onnx" }\n'
         "[engines.demo.matrix.profiles]\n"
         'small = [{ input = "input", min = [1, 3, 8, 8], opt = [1, 3, 8, 8], max = [2, 3, 8, 8] }]\n'
@@ -91,13 +91,30 @@ BAD = [
     ("bad axis value", BASE.replace("[0, 3]", "[0, 9]"), "TRT172", "17:26", "optimization_level[1] = 9"),
     ("bad compute capability", BASE.replace('"SM120"]', '"SM99"]'), "TRT172", "16:33", "compute_capabilities[1]"),
     ("empty axis", BASE.replace("[0, 3]", "[]"), "TRT174", "17:22", "no values"),
-    ("unknown axis", BASE.replace("optimization_level = [0, 3]", "optimisation_level = [0]"), "TRT101", "17:1",
-     "did you mean 'optimization_level'"),  # fmt: skip
-    ("label placeholder not an axis", BASE.replace("{compute_capabilities}\" }", "{gpu}\" }"), "TRT176", "11:29",
-     "'{gpu}'"),  # fmt: skip
+    (
+        "unknown axis",
+        BASE.replace("optimization_level = [0, 3]", "optimisation_level = [0]"),
+        "TRT101",
+        "17:1",
+        "did you mean 'optimization_level'",
+    ),  # fmt: skip
+    (
+        "label placeholder not an axis",
+        BASE.replace('{compute_capabilities}" }', '{gpu}" }'),
+        "TRT176",
+        "11:29",
+        "'{gpu}'",
+    ),  # fmt: skip
     ("bad address", BASE.replace('address = "local"', 'address = "my cluster"'), "TRT102", "2:11", "ray://"),
-    ("missing precision onnx", BASE.replace("optimization_level = [0, 3]", 'precision = { fp16 = "nope.onnx" }')
-     .replace("{optimization_level}", "{precision}"), "TRT173", "17:22", "nope.onnx"),  # fmt: skip
+    (
+        "missing precision onnx",
+        BASE.replace("optimization_level = [0, 3]", 'precision = { fp16 = "nope.onnx" }').replace(
+            "{optimization_level}", "{precision}"
+        ),
+        "TRT173",
+        "17:22",
+        "nope.onnx",
+    ),  # fmt: skip
 ]
 
 

@@ -154,7 +154,9 @@ class MatrixBuild:
                     "evidence": str(b.evidence_dir / "summary.json"),
                 }
             )
-        cells += [{"cell": p.key, "engine": p.engine, "buildId": None, "outcome": "not_started"} for p in self.not_started]
+        cells += [
+            {"cell": p.key, "engine": p.engine, "buildId": None, "outcome": "not_started"} for p in self.not_started
+        ]
         outcomes = {c["outcome"] for c in cells}
         outcome = "built" if outcomes == {"built"} else next((o for o in OUTCOME_ORDER if o in outcomes), "cancelled")
         self.summary = {

@@ -23,17 +23,29 @@ def build_findings(summary: dict[str, Any]) -> list[Finding]:
     if outcome == "built":  # only a quarantined cache is worth a word after a good build
         return [f for f in _cache_findings(summary, engine) if f.code == "TRT301"]
     out: list[Finding] = []
-    where = _stopped_in(summary)
+    where = _stopped_in(summary) + (f" (cell {summary['cell']})" if summary.get("cell") else "")
     if outcome == "cancelled":
         msg = f"build cancelled by {summary.get('cancelSource')}{where}; builder returned {_ms(summary.get('cancelLatencyMs'))} after the request; no engine written"
         out.append(_f("TRT201", Severity.warning, msg, table, buildId=summary["buildId"]))
     elif outcome == "failed":
+        error = str(summary.get("error"))
+        code = next((c for c in ("TRT231", "TRT233") if error.startswith(c)), "TRT202")  # farm: queue, transfer
         out.append(
-            _f("TRT202", Severity.error, f"build failed: {summary.get('error')}", table, buildId=summary["buildId"])
+            _f(
+                code,
+                Severity.error,
+                f"build failed: {error.removeprefix(code + ' ')}",
+                table,
+                buildId=summary["buildId"],
+            )
         )
     elif outcome == "forced":
         msg = f"the builder ignored the cancel from {summary.get('cancelSource')}{where} past the grace period and was terminated (forced)"
         out.append(_f("TRT203", Severity.error, msg, table, buildId=summary["buildId"]))
+    elif outcome == "killed" and str(summary.get("error")).startswith("node lost"):
+        node = summary.get("node") or {}
+        msg = f"{summary.get('error')}; labels {node.get('labels')}; nothing was committed"
+        out.append(_f("TRT232", Severity.error, msg, table, buildId=summary["buildId"], node=node.get("nodeId")))
     elif outcome == "killed":
         out.append(
             _f(

@@ -108,7 +108,7 @@ class Matrix(_Model):
     )
     precision: dict[str, str] | None = Field(
         None,
-        description="Precision variants as ONNX files ({fp16 = \"models/m-fp16.onnx\", fp32 = …}): TensorRT-RTX "
+        description='Precision variants as ONNX files ({fp16 = "models/m-fp16.onnx", fp32 = …}): TensorRT-RTX '
         "networks are strongly typed, so a precision is a network, not a builder flag.",
     )
 

@@ -77,7 +77,12 @@ def nodes() -> list[Node]:
         if not n.get("Alive"):
             continue
         out.append(
-            Node(n["NodeID"], dict(n.get("Labels") or {}), dict(n.get("Resources") or {}), n.get("NodeManagerHostname", ""))
+            Node(
+                n["NodeID"],
+                dict(n.get("Labels") or {}),
+                dict(n.get("Resources") or {}),
+                n.get("NodeManagerHostname", ""),
+            )
         )
     return out
 

@@ -31,6 +31,7 @@ from trtls.core.atomic import fsync_dir
 from trtls.core.events import PROTOCOL_VERSION
 
 KILL_ACTOR_AFTER_S = 0.5  # after SIGKILL to the remote group: the actor too, so its slot is free again
+NODE_DEATH_NOTICE_S = 30.0  # how long a failed actor's node has to be declared dead before we call it a node loss
 
 
 def _line(event_type: str, **fields: Any) -> bytes:
@@ -274,14 +275,25 @@ class RemoteProcess:
         import ray
 
         node = self.where.get("node_id")
-        died = isinstance(exc, (ray.exceptions.ActorDiedError, ray.exceptions.NodeDiedError, ray.exceptions.RayActorError))
-        if died and node and not await asyncio.to_thread(cluster.node_alive, node):
+        died = isinstance(exc, ray.exceptions.RayError)  # ActorDied, ActorUnavailable, NodeDied, WorkerCrashed …
+        if died and node and await _node_gone(node):
             self.lost = f"node lost: {self.where.get('hostname')} ({node[:12]}) died during the build"
         elif died:
             self.lost = f"the build's actor died on {self.where.get('hostname', 'its node')}: {type(exc).__name__}"
         else:
             self.lost = f"remote transport error: {type(exc).__name__}: {exc}"
         self._end(-int(signal.SIGKILL), [self.lost])
+
+
+async def _node_gone(node_id: str, within_s: float = NODE_DEATH_NOTICE_S) -> bool:
+    """The actor failed: was it its node? The cluster may take a few seconds to declare a node dead."""
+    deadline = time.monotonic() + within_s
+    while True:
+        if not await asyncio.to_thread(cluster.node_alive, node_id):
+            return True
+        if time.monotonic() > deadline:
+            return False
+        await asyncio.sleep(0.25)
 
 
 async def _await(ref: Any) -> Any:

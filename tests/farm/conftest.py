@@ -1,0 +1,68 @@
+"""A real Ray cluster on this machine: a head that builds nothing and two labelled nodes of one CPU each.
+
+Session-scoped (a cluster takes ~6 s to start); every process it started is shut down at the end. Nodes are
+small on purpose: the machine has 2 cores shared with other work.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import QUICKSTART
+
+LABEL = "trtls/target"
+
+
+@pytest.fixture(scope="session")
+def ray_cluster():
+    pytest.importorskip("ray", reason="the farm extra is not installed: pip install -e '.[farm]'")
+    import ray
+    from ray.cluster_utils import Cluster
+
+    from trtls.builds.farm import cluster as farm_cluster
+
+    c = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "labels": {LABEL: "head"}})
+    nodes = {
+        "SM89": c.add_node(num_cpus=1, labels={LABEL: "SM89"}),
+        "SM120": c.add_node(num_cpus=1, labels={LABEL: "SM120"}),
+    }
+    c.wait_for_nodes()
+    ray.init(address=c.address, include_dashboard=False, log_to_driver=False)
+    c.nodes = nodes  # type: ignore[attr-defined]
+    try:
+        yield c
+    finally:
+        farm_cluster.disconnect()
+        c.shutdown()
+
+
+def farm_recipe(ws: Path, address: str, body: str) -> Path:
+    """A recipe beside a copy of the quickstart models, pointed at the test cluster."""
+    (ws / "models").mkdir(parents=True, exist_ok=True)
+    for m in ("demo.onnx", "large.onnx"):
+        if not (ws / "models" / m).exists():
+            shutil.copy(QUICKSTART / "models" / m, ws / "models" / m)
+    path = ws / "trtls.toml"
+    path.write_text(f'[cluster]\naddress = "{address}"\nqueue_timeout_s = 600\n\n' + body)
+    return path
+
+
+PROFILE = """
+[[engines.{name}.profiles]]
+input = "input"
+min = [1, 3, 32, 32]
+opt = [4, 3, 32, 32]
+max = [8, 3, 32, 32]
+"""
+
+
+def engine_table(name: str, model: str, labels: str, extra: str = "") -> str:
+    return (
+        f'[engines.{name}]\nonnx = "models/{model}.onnx"\noutput = "build/{name}.engine"\ncancel_grace_s = 30\n'
+        + PROFILE.format(name=name)
+        + f"\n[engines.{name}.run_on]\nlabels = {labels}\nnum_cpus = 1\n"
+        + extra
+    )
