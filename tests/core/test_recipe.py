@@ -224,7 +224,7 @@ def test_schema_accepts_the_samples_and_types_route_keys() -> None:
     jsonschema = pytest.importorskip("jsonschema")
     root = Path(__file__).parents[2]
     validator = jsonschema.Draft202012Validator(recipe_json_schema())
-    for sample in ("samples/quickstart/trtls.toml", "samples/route/trtls.toml"):
+    for sample in ("samples/quickstart/trtls.toml", "samples/route/trtls.toml", "samples/farm/trtls.toml"):
         data = tomllib.loads((root / sample).read_text())
         assert [e.message for e in validator.iter_errors(data)] == [], sample
     data = tomllib.loads((root / "samples/route/trtls.toml").read_text())

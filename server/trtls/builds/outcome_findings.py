@@ -23,7 +23,7 @@ def build_findings(summary: dict[str, Any]) -> list[Finding]:
     if outcome == "built":  # only a quarantined cache is worth a word after a good build
         return [f for f in _cache_findings(summary, engine) if f.code == "TRT301"]
     out: list[Finding] = []
-    where = _stopped_in(summary) + (f" (cell {summary['cell']})" if summary.get("cell") else "")
+    where = _stopped_in(summary)
     if outcome == "cancelled":
         msg = f"build cancelled by {summary.get('cancelSource')}{where}; builder returned {_ms(summary.get('cancelLatencyMs'))} after the request; no engine written"
         out.append(_f("TRT201", Severity.warning, msg, table, buildId=summary["buildId"]))
@@ -144,3 +144,34 @@ def orphan_finding(engine: str, recovered: dict[str, Any]) -> Finding:
         ("engines", engine),
         buildId=recovered["buildId"],
     )
+
+
+def matrix_findings(cell_summaries: list[dict[str, Any]]) -> dict[str, list[Finding]]:
+    """Per engine, the cells' build findings folded into one finding per code: "cells o0-SM89, o1-SM89: …".
+
+    32 cells that all failed the same way are one diagnostic on the engine table, not 32; the cells, their
+    build ids and each message stay in the finding's data."""
+    by_engine: dict[str, dict[str, list[tuple[str, Finding]]]] = {}
+    for s in cell_summaries:
+        cell = s.get("cell") or s["engine"]
+        for f in build_findings(s):
+            by_engine.setdefault(s["engine"], {}).setdefault(f.code, []).append((cell, f))
+    out: dict[str, list[Finding]] = {}
+    for engine, codes in by_engine.items():
+        merged: list[Finding] = []
+        for code, items in codes.items():
+            cells = [c for c, _ in items]
+            first = items[0][1]
+            if len(items) == 1:
+                message = f"cell {cells[0]}: {first.message}" if cells[0] != engine else first.message
+            else:
+                others = len({f.message for _, f in items}) - 1
+                message = f"cells {', '.join(cells)}: {first.message}" + (
+                    f" (and {others} other message{'s' if others > 1 else ''}: see each cell's evidence)"
+                    if others
+                    else ""
+                )
+            data = {**first.data, "cells": cells, "buildIds": [f.data.get("buildId") for _, f in items]}
+            merged.append(Finding(code, first.severity, message, first.path, first.origin, first.on_value, data))
+        out[engine] = merged
+    return out

@@ -18,6 +18,13 @@ class BuildEngineArgs(_Args):
     retry: Literal["cold", "with_cache", "reduced_tactics"] | None = None
 
 
+class BuildMatrixArgs(_Args):
+    uri: str
+    engine: str | None = None  # None: every engine of the recipe
+    cell: str | None = None  # one cell by name
+    matrix: bool = True  # False: each engine once (a farm run of the engines' own tables)
+
+
 class BuildIdArgs(_Args):
     buildId: str
 

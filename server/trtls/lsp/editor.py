@@ -107,6 +107,14 @@ def code_lenses(loaded: LoadedRecipe, uri: str, running: dict[str, str], last: d
                         lsp.Command("▶ Build Engine", "trtls.buildEngine", arguments=[{"uri": uri, "engine": engine}]),
                     )
                 )
+            eng = loaded.recipe.engines.get(engine) if loaded.recipe is not None else None
+            if eng is not None and eng.matrix is not None:
+                out.append(
+                    lsp.CodeLens(
+                        rng,
+                        lsp.Command("▶ Build Matrix", "trtls.buildMatrix", arguments=[{"uri": uri, "engine": engine}]),
+                    )
+                )
             if engine in last:
                 out.append(
                     lsp.CodeLens(

@@ -37,7 +37,6 @@ from trtls import __version__
 if TYPE_CHECKING:
     from trtls.builds.supervisor import Build
     from trtls.core.recipe import LoadedRecipe
-    from trtls.lsp.build_relay import BuildRelay
 
 # Only pygls, lsprotocol and the standard library are imported before `initialize` is answered:
 # the build core, the recipe models and pydantic (≈ 0.2 s together) load on first use, and a
@@ -77,7 +76,8 @@ class TrtlsServer(LanguageServer):
         self.recipes: dict[str, LoadedRecipe] = {}
         self.build_uri: dict[str, str] = {}  # build id → recipe uri
         self.last_build: dict[tuple[str, str], str] = {}  # (uri, engine) → last finished build id
-        self.relays: dict[str, BuildRelay] = {}
+        self.relays: dict[str, Any] = {}  # BuildRelay or MatrixRelay
+        self.matrices: dict[str, Any] = {}  # matrix id → trtls.builds.matrix.MatrixBuild
         self._debounce: dict[str, asyncio.TimerHandle] = {}
         self._validated_at: dict[str, float] = {}  # uri → time.monotonic() of its last check
         self._probe: dict[str, Any] | None = None
@@ -175,6 +175,10 @@ class TrtlsServer(LanguageServer):
             self.publish(args.uri)
             errors = [f"{loaded.location(f)}: {f.code} {f.message}" for f in loaded.errors]
             return {"buildId": None, "engine": args.engine, "status": "invalid_recipe", "errors": errors}
+        if loaded.recipe.cluster is not None and args.engine in loaded.recipe.engines:  # a farm run of one cell
+            from trtls.lsp.command_args import BuildMatrixArgs
+
+            return await self.start_matrix_build(BuildMatrixArgs(uri=args.uri, engine=args.engine, matrix=False))
         if args.engine not in loaded.recipe.engines:
             raise JsonRpcInvalidParams(
                 f"no engine '{args.engine}' in {loaded.path.name} (engines: {', '.join(loaded.recipe.engines) or 'none'})"
@@ -206,6 +210,67 @@ class TrtlsServer(LanguageServer):
         await relay.start()
         self.refresh_lenses()
         return {"buildId": build.id, "engine": args.engine, "status": "started"}
+
+    async def start_matrix_build(self, args: Any) -> dict[str, Any]:
+        """A matrix or farm run: one parent, one cell build each (docs/farm.md). Refused with located findings
+        when the recipe is bad or no node can hold some cell (nothing is submitted then)."""
+        from trtls.builds.matrix import plan, start_matrix
+        from trtls.core.findings import Origin
+        from trtls.lsp.matrix_relay import MatrixRelay
+
+        loaded = self.recipe(args.uri)
+        self.store.set(args.uri, Origin.recipe, "", loaded.findings)
+        if loaded.recipe is None:
+            self.publish(args.uri)
+            return {"buildId": None, "status": "invalid_recipe", "errors": [f.message for f in loaded.errors]}
+        engines = [args.engine] if args.engine else list(loaded.recipe.engines)
+        unknown = [e for e in engines if e not in loaded.recipe.engines]
+        if unknown:
+            raise JsonRpcInvalidParams(f"no engine '{unknown[0]}' in {loaded.path.name}")
+        planned = plan(loaded, engines, args.matrix, {})
+        if args.cell:
+            planned = [p for p in planned if p.cell and p.cell.name == args.cell]
+        if not planned:
+            raise JsonRpcInvalidParams(f"no matrix cell named '{args.cell}'")
+        remote_for = None
+        if loaded.recipe.cluster is not None:
+            from trtls.builds.farm.submit import prepare
+
+            specs = await prepare(loaded, planned)
+            if isinstance(specs, list):  # located on the recipe keys that no node can satisfy
+                for engine in {f.path[1] for f in specs if len(f.path) > 1} or set(engines):
+                    self.store.set(args.uri, Origin.build, engine, [f for f in specs if engine in f.path[:2]])
+                if any(len(f.path) < 2 for f in specs):
+                    self.store.set(args.uri, Origin.build, "[cluster]", [f for f in specs if len(f.path) < 2])
+                self.publish(args.uri)
+                return {"buildId": None, "status": "refused", "errors": [f"{f.code} {f.message}" for f in specs]}
+            remote_for = lambda p: specs[p.key]  # noqa: E731
+        title = (args.engine or loaded.path.parent.name) + (" matrix" if args.matrix else "")
+        mb = start_matrix(self.supervisor, loaded, planned, title, remote_for)
+        self.matrices[mb.id] = mb
+        self.build_uri[mb.id] = args.uri
+        for cell in mb.cells:
+            self.build_uri[cell.id] = args.uri
+        mb.listeners.append(lambda m, b, ev: self.build_uri.setdefault(b.id, args.uri) if b is not None else None)
+        has_progress = bool(self.client_capabilities.window and self.client_capabilities.window.work_done_progress)
+        relay = MatrixRelay(self, mb, args.uri, self.options.build_tree, has_progress, self.matrix_done)
+        self.relays[mb.id] = relay
+        await relay.start()
+        return {
+            "buildId": mb.id,
+            "status": "started",
+            "cells": [{"cell": p.key, "engine": p.engine} for p in planned],
+        }
+
+    def matrix_done(self, mb: Any) -> None:
+        from trtls.builds.outcome_findings import matrix_findings
+        from trtls.core.findings import Origin
+
+        uri = self.build_uri.get(mb.id, "")
+        for engine, findings in matrix_findings([b.summary for b in mb.cells if b.summary]).items():
+            self.store.set(uri, Origin.build, engine, findings)
+        self.publish(uri)
+        self.refresh_lenses()
 
     def build_done(self, build: Build) -> None:
         from trtls.builds.outcome_findings import build_findings
@@ -376,10 +441,15 @@ async def build_engine(ls: TrtlsServer, args: Any = None) -> dict[str, Any]:
     return await ls.start_build(_args("BuildEngineArgs", args))
 
 
+@server.command("trtls.buildMatrix")
+async def build_matrix(ls: TrtlsServer, args: Any = None) -> dict[str, Any]:
+    return await ls.start_matrix_build(_args("BuildMatrixArgs", args))
+
+
 @server.command("trtls.cancelBuild")
 def cancel_build(ls: TrtlsServer, args: Any = None) -> dict[str, Any]:
     a = _args("CancelBuildArgs", args)
-    build = ls.supervisor.builds.get(a.buildId)
+    build = ls.supervisor.builds.get(a.buildId) or ls.matrices.get(a.buildId)  # a cell, a build, or a whole matrix
     if build is None:
         raise JsonRpcInvalidParams(f"no build with id '{a.buildId}' (see trtls.listBuilds)")
     accepted = build.running and build.cancel(a.source)
@@ -399,8 +469,13 @@ def list_builds(ls: TrtlsServer, args: Any = None) -> dict[str, Any]:
                 "cancelSource": b.token.source,
                 "elapsedS": round(b.elapsed_s(), 3) if b.running else (b.summary or {}).get("durationS"),
                 "evidencePath": str(b.evidence_dir / "summary.json") if b.summary else None,
+                "parentId": b.parent_id,
+                "cell": b.cell,
             }
         )
+    for m in ls.matrices.values():
+        builds.append({"buildId": m.id, "engine": m.title, "kind": "matrix", "uri": ls.build_uri.get(m.id),
+                       "status": m.status, "cancelSource": m.cancel_source, "cells": [c.id for c in m.cells]})  # fmt: skip
     return {"builds": builds}
 
 

@@ -1,0 +1,126 @@
+"""Relay a matrix (or farm) run to the client: one workDoneProgress for the parent, `trtls/buildTree` for the
+parent and for each cell, Stop on the progress = Stop on every cell.
+
+Coalesced at the source: 32 cells each streaming events must not become 32 × 5 notifications a second on the
+server's one event loop (hover and completion share it). Events only mark their cell dirty; one pump sends the
+parent row and the cells that changed, at most every PUMP_INTERVAL_S, and each cell's phase tree at most every
+CELL_TREE_INTERVAL_S (its status line goes with the parent row every time).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from lsprotocol import types as lsp
+
+from trtls.builds.matrix import MatrixBuild
+from trtls.builds.supervisor import Build
+
+PUMP_INTERVAL_S = 0.25
+CELL_TREE_INTERVAL_S = 1.0
+
+
+def cell_row(b: Build) -> dict[str, Any]:
+    """A cell as the parent row carries it: no phase tree (that goes in the cell's own notification)."""
+    return {
+        "buildId": b.id,
+        "cell": b.cell or b.engine,
+        "engine": b.engine,
+        "status": b.status,
+        "message": b.progress_message() if b.running else b.outcome_message(),
+        "node": b.node_view() if b.remote is not None else None,
+        "cancelSource": b.token.source,
+    }
+
+
+def progress_text(mb: MatrixBuild) -> str:
+    counts: dict[str, int] = {}
+    for b in mb.cells:
+        key = b.status if b.running else (b.outcome or "?")
+        counts[key] = counts.get(key, 0) + 1
+    if mb.not_started:
+        counts["not started"] = len(mb.not_started)
+    text = ", ".join(f"{n} {k}" for k, n in counts.items())
+    return text + (f" · stopping ({mb.cancel_source})" if mb.cancel_source and mb.running else "")
+
+
+class MatrixRelay:
+    def __init__(self, ls: Any, mb: MatrixBuild, uri: str, send_tree: bool, has_progress: bool,
+                 on_done: Callable[[MatrixBuild], None]):  # fmt: skip
+        self.ls, self.mb, self.uri = ls, mb, uri
+        self.send_tree, self.has_progress, self.on_done = send_tree, has_progress, on_done
+        self.token: str | None = None
+        self.dirty: set[str] = set()
+        self.wake = asyncio.Event()
+        self.cell_sent_at: dict[str, float] = {}
+        self.notifications = 0
+
+    async def start(self) -> None:
+        if self.has_progress:
+            self.token = f"trtls-matrix-{uuid.uuid4()}"
+            try:
+                await self.ls.work_done_progress.create_async(self.token)
+            except Exception:
+                self.token = None
+        if self.token is not None:
+            self.ls.work_done_progress.begin(
+                self.token,
+                lsp.WorkDoneProgressBegin(title=f"Building {self.mb.title}", cancellable=True, message="submitting"),
+            )
+            future = self.ls.work_done_progress.tokens.get(self.token)
+            if future is not None:
+                future.add_done_callback(lambda f: self.mb.cancel("ide_stop") if f.cancelled() else None)
+        self.mb.listeners.append(self._on_event)
+        asyncio.get_running_loop().create_task(self._pump())
+
+    def _on_event(self, mb: MatrixBuild, build: Build | None, ev: Any) -> None:
+        if build is not None:
+            self.dirty.add(build.id)
+        self.wake.set()  # cheap: the pump decides what to send
+
+    async def _pump(self) -> None:
+        while self.mb.running:
+            try:
+                await asyncio.wait_for(self.wake.wait(), timeout=1.0)
+            except TimeoutError:
+                pass
+            self.wake.clear()
+            if not self.mb.running:
+                break
+            self._send(final=False)
+            await asyncio.sleep(PUMP_INTERVAL_S)
+        self._send(final=True)
+        if self.token is not None:
+            self.ls.work_done_progress.end(self.token, lsp.WorkDoneProgressEnd(message=self.mb.outcome_message()))
+        self.on_done(self.mb)
+
+    def _send(self, final: bool) -> None:
+        mb = self.mb
+        done = sum(1 for b in mb.cells if not b.running)
+        total = len(mb.planned) or 1
+        if self.token is not None and not final:
+            self.ls.work_done_progress.report(
+                self.token, lsp.WorkDoneProgressReport(message=progress_text(mb), percentage=int(100 * done / total))
+            )
+        if not self.send_tree:
+            return
+        now = time.monotonic()
+        for b in mb.cells:
+            due = now - self.cell_sent_at.get(b.id, 0.0) >= CELL_TREE_INTERVAL_S
+            if final or (b.id in self.dirty and (due or not b.running)):
+                self.dirty.discard(b.id)
+                self.cell_sent_at[b.id] = now
+                self._notify({"uri": self.uri, **b.snapshot()})
+        parent = {k: v for k, v in mb.snapshot().items() if k != "cells"}
+        parent["cells"] = [cell_row(b) for b in mb.cells] + [
+            {"buildId": None, "cell": p.key, "engine": p.engine, "status": "not started"} for p in mb.not_started
+        ]
+        self._notify({"uri": self.uri, **parent})
+
+    def _notify(self, payload: dict[str, Any]) -> None:
+        self.notifications += 1
+        self.ls.protocol.notify("trtls/buildTree", payload)
