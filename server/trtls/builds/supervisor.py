@@ -360,7 +360,8 @@ class Supervisor:
             if build.remote is not None:
                 from trtls.builds.farm.remote_process import RemoteProcess  # Ray: only on the remote path
 
-                proc = await RemoteProcess.start(build.job, build.remote)
+                own = build.command[-1] == "trtls.builds.worker"  # the node runs its own copy of ours
+                proc = await RemoteProcess.start(build.job, build.remote, None if own else build.command)
             else:
                 proc = await asyncio.create_subprocess_exec(
                     *build.command,

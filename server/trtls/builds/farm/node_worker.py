@@ -86,7 +86,7 @@ class NodeWorker:
         atomic_write_bytes(path, data)
         return path, f"trtls farm: ONNX {sha[:12]} received on this node ({len(data)} bytes)"
 
-    def run(self, job: dict[str, Any], onnx_sha: str, onnx_box: list, shared_output: bool):
+    def run(self, job: dict[str, Any], onnx_sha: str, onnx_box: list, shared_output: bool, command: list[str] | None):
         """Stream the worker's event lines: {"lines": [...]} batches, then {"exit": code, "stderr": [...]}."""
         onnx_path, note = self._onnx(onnx_sha, onnx_box)
         yield {"lines": [log_line(note)]}
@@ -100,7 +100,7 @@ class NodeWorker:
         job["timing_cache"] = None  # a cache lives with the recipe; it is not shipped (TensorRT-RTX: a no-op)
         with self.lock:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "trtls.builds.worker"],
+                command or [sys.executable, "-m", "trtls.builds.worker"],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,

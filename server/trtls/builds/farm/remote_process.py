@@ -61,8 +61,9 @@ class _Control:
 
 
 class RemoteProcess:
-    def __init__(self, job: dict[str, Any], remote: RemoteSpec):
+    def __init__(self, job: dict[str, Any], remote: RemoteSpec, command: list[str] | None = None):
         self.job = job
+        self.command = command  # an external worker (the recipe's `worker`), run on the node; None: ours
         self.placement = remote.placement
         self.queue_timeout_s = remote.queue_timeout_s
         self.shared_output = remote.shared_dir is not None
@@ -80,8 +81,8 @@ class RemoteProcess:
         self._worker_running = False
 
     @classmethod
-    async def start(cls, job: dict[str, Any], remote: RemoteSpec) -> RemoteProcess:
-        self = cls(job, remote)
+    async def start(cls, job: dict[str, Any], remote: RemoteSpec, command: list[str] | None = None) -> RemoteProcess:
+        self = cls(job, remote, command)
         self._task = asyncio.ensure_future(self._drive())
         return self
 
@@ -201,7 +202,7 @@ class RemoteProcess:
 
     async def _stream(self, sha: str, ref: Any) -> None:
         assert self._actor is not None
-        gen = self._actor.run.remote(self.job, sha, [ref], self.shared_output)
+        gen = self._actor.run.remote(self.job, sha, [ref], self.shared_output, self.command)
         self._worker_running = True
         if self._cancel_line is not None:  # cancelled while the node was being chosen
             self._actor.control.remote(self._cancel_line)
