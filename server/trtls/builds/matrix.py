@@ -24,6 +24,7 @@ from typing import Any
 from trtls.builds.supervisor import Build, Supervisor
 from trtls.core.atomic import atomic_write_text
 from trtls.core.farm import Cell, expand
+from trtls.core.outcome import build_outcome_kind
 from trtls.core.recipe import LoadedRecipe
 
 OUTCOME_ORDER = ("killed", "forced", "failed", "cancelled")  # the parent shows the worst outcome of its cells
@@ -121,6 +122,8 @@ class MatrixBuild:
             "engine": self.title,
             "kind": "matrix",
             "status": self.status,
+            "outcome": self.outcome,
+            "outcomeKind": build_outcome_kind(self.outcome),
             "cancelSource": self.cancel_source,
             "elapsedS": round((time.monotonic_ns() - self.t_start_ns) / 1e9, 3)
             if self.summary is None

@@ -56,6 +56,7 @@ def connect(cluster: ClusterTable) -> None:
         if cluster.runtime_env:
             kwargs["runtime_env"] = cluster.runtime_env
         if cluster.address == LOCAL:
+            kwargs["address"] = "local"  # always a new instance: never join someone else's `ray start` by accident
             kwargs["num_cpus"] = cluster.num_cpus or os.cpu_count() or 1
             if cluster.labels:
                 kwargs["labels"] = dict(cluster.labels)
