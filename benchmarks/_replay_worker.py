@@ -48,12 +48,21 @@ def main() -> int:
             delay = (ev["t_ns"] - t0_rec) - (time.monotonic_ns() - t0)
         if cancel:
             emit({"v": 1, "type": "builder_returned", "ok": False})
-            emit({"v": 1, "type": "cancel_acknowledged", "source": cancel["source"], "t_request_ns": cancel.get("t_request_ns")})
+            emit(
+                {
+                    "v": 1,
+                    "type": "cancel_acknowledged",
+                    "source": cancel["source"],
+                    "t_request_ns": cancel.get("t_request_ns"),
+                }
+            )
             emit({"v": 1, "type": "build_finished", "outcome": "cancelled", "cleanup_status": "not_needed"})
             return 0
         emit(ev)
     emit({"v": 1, "type": "builder_returned", "ok": False})
-    emit({"v": 1, "type": "build_finished", "outcome": "failed", "error": "replay ended", "cleanup_status": "not_needed"})
+    emit(
+        {"v": 1, "type": "build_finished", "outcome": "failed", "error": "replay ended", "cleanup_status": "not_needed"}
+    )
     return 0
 
 

@@ -27,7 +27,9 @@ from _lsp import execute, open_recipe, start_server, until
 
 HERE = Path(__file__).resolve().parent
 STREAMED = ("phase_start", "step", "phase_finish", "log", "build_started", "cache_decision", "builder_returned")
-PROFILE = '[[engines.{e}.profiles]]\ninput = "input"\nmin = [1, 3, 32, 32]\nopt = [4, 3, 32, 32]\nmax = [8, 3, 32, 32]\n'
+PROFILE = (
+    '[[engines.{e}.profiles]]\ninput = "input"\nmin = [1, 3, 32, 32]\nopt = [4, 3, 32, 32]\nmax = [8, 3, 32, 32]\n'
+)
 
 
 def recipe(ws: Path, slots: int, engines: list[str], model: str) -> Path:
@@ -171,10 +173,12 @@ async def lsp_under_farm(n_cells: int, requests: int, recording: Path) -> tuple[
         await client.shutdown_session()
     h, c = dist(hover_ms), dist(comp_ms)
     rate = round(during / window, 1)
-    print(f"  {n_cells} cells: hover {fmt_dist(h)}; completion {fmt_dist(c)}; {rate} buildTree/s; {still} streaming after")
+    print(
+        f"  {n_cells} cells: hover {fmt_dist(h)}; completion {fmt_dist(c)}; {rate} buildTree/s; {still} streaming after"
+    )
     figs = [
         figure(f"hover round trip, {n_cells} farm cells streaming", h["p99"], "ms p99", "≤ 20 ms p99", h["p99"] <= 20,
-               fmt_dist(h) + f"; {rate} trtls/buildTree notifications a second; {still} cells still streaming at the end"),
+               fmt_dist(h) + f"; {rate} trtls/buildTree notifications/s; {still} cells still streaming at the end"),
         figure(f"completion round trip, {n_cells} farm cells streaming", c["p99"], "ms p99", "≤ 20 ms p99",
                c["p99"] <= 20, fmt_dist(c)),
     ]  # fmt: skip
