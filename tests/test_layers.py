@@ -38,6 +38,18 @@ FORBIDDEN = {
         "onnx",
     ),
     "gates": ("trtls.lsp", "trtls.accept", "pygls", "lsprotocol"),
+    # importers turn other tools' command lines into recipe text: no builder, no faces
+    "importers": (
+        "trtls.builds",
+        "trtls.gates",
+        "trtls.lsp",
+        "trtls.accept",
+        "trtls.cli",
+        "pygls",
+        "lsprotocol",
+        "tensorrt",
+        "tensorrt_rtx",
+    ),
     # pictures read evidence on disk: no builder, no faces
     "report": ("trtls.lsp", "trtls.accept", "trtls.cli", "pygls", "lsprotocol", "tensorrt", "tensorrt_rtx"),
 }

@@ -27,11 +27,13 @@ from trtls.core.phase_tree import OpenPhases
 
 def make_monitor_class(base: type) -> type:
     class ProgressMonitor(base):  # type: ignore[misc, valid-type]
-        def __init__(self, queue: SimpleQueue, cancel: CancelToken, stall: dict[str, Any] | None = None):
+        def __init__(
+            self, queue: SimpleQueue, cancel: CancelToken, stall: dict[str, Any] | None = None, first_root: int = 0
+        ):
             base.__init__(self)
             self.queue = queue
             self.cancel = cancel
-            self.names = OpenPhases()
+            self.names = OpenPhases(first_root)
             self.lock = threading.Lock()  # phase starts/finishes may come from several builder threads
             self.returned_false = False  # after the first False, every phase that finishes was cancelled
             self.cancel_seen_ns: int | None = None

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from trtls.core.build_config import setting_path
+from trtls.core.builder_errors import describe
 from trtls.core.findings import Finding, Origin, Severity
 
 
@@ -20,9 +22,9 @@ def build_findings(summary: dict[str, Any]) -> list[Finding]:
     engine = summary["engine"]
     table = ("engines", engine)
     outcome = summary.get("outcome")
-    if outcome == "built":  # only a quarantined cache is worth a word after a good build
-        return [f for f in _cache_findings(summary, engine) if f.code == "TRT301"]
-    out: list[Finding] = []
+    if outcome == "built":  # a quarantined cache and the settings the module could not apply
+        return [f for f in _cache_findings(summary, engine) if f.code == "TRT301"] + _not_applied(summary, engine)
+    out: list[Finding] = _not_applied(summary, engine) + _failure_findings(summary, engine)
     where = _stopped_in(summary)
     if outcome == "cancelled":
         msg = f"build cancelled by {summary.get('cancelSource')}{where}; builder returned {_ms(summary.get('cancelLatencyMs'))} after the request; no engine written"
@@ -70,6 +72,49 @@ def build_findings(summary: dict[str, Any]) -> list[Finding]:
     out.extend(_cache_findings(summary, engine))
     out.extend(_cleanup_findings(summary, engine))
     return out
+
+
+def _not_applied(summary: dict[str, Any], engine: str) -> list[Finding]:
+    """TRT140 on each key the loaded module could not apply (the worker read every key back)."""
+    module = f"{summary.get('builderModule')} {summary.get('tensorrtVersion')}"
+    return [
+        _f(
+            "TRT140",
+            Severity.warning,
+            f"'{key}' not applied by {module}: {reason}",
+            setting_path(engine, key),
+            key=key,
+            buildId=summary["buildId"],
+        )
+        for key, reason in ((summary.get("effectiveSettings") or {}).get("not_applied") or {}).items()
+    ]
+
+
+def _failure_findings(summary: dict[str, Any], engine: str) -> list[Finding]:
+    failure = summary.get("failure") or {}
+    kind = failure.get("kind")
+    if kind == "internal_error":
+        return [
+            _f(
+                "TRT206",
+                Severity.error,
+                describe(failure) + ". A blind retry fails the same way (see the retry advice)",
+                ("engines", engine),
+                buildId=summary["buildId"],
+                layer=failure.get("layer"),
+            )
+        ]
+    if kind in ("setting", "plugin", "precision") and failure.get("code"):
+        return [
+            _f(
+                failure["code"],
+                Severity.error,
+                str(summary.get("error")),
+                setting_path(engine, failure.get("key", "")),
+                buildId=summary["buildId"],
+            )
+        ]
+    return []
 
 
 def _ms(value: float | None) -> str:

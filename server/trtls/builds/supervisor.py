@@ -33,6 +33,8 @@ from trtls.builds.artifacts import remove_or_quarantine, sha256_file, temp_files
 from trtls.builds.history import History
 from trtls.builds.orphans import process_start_id
 from trtls.core.atomic import atomic_write_text
+from trtls.core.build_config import flat_settings
+from trtls.core.builder_errors import internal_error
 from trtls.core.cancel import CancelToken
 from trtls.core.events import PROTOCOL_VERSION, CancelControl, ProtocolError, parse_event
 from trtls.core.evidence import retry_advice, validation_status
@@ -61,8 +63,7 @@ def worker_job(
     faults: dict | None = None,
 ) -> dict[str, Any]:
     eng: EngineRecipe = loaded.engine(engine)
-    settings = eng.builder.model_dump(exclude={"memory_pool_limits"})
-    settings.update(eng.builder.memory_pool_limits.model_dump())
+    settings = flat_settings(eng.builder)
     overrides = overrides or {}
     settings.update(overrides.get("settings", {}))  # a matrix cell replaces settings, profiles, onnx, output
     cache = None
@@ -81,6 +82,12 @@ def worker_job(
         "timing_cache": cache,
         "settings": settings,
         "profiles": overrides["profiles"] if "profiles" in overrides else eng.job_profiles(),
+        "precision": {**eng.precision.model_dump(), "cache_dir": str(state_dir(loaded.path) / "precision")},
+        "plugins": {
+            **eng.plugins.model_dump(),
+            "libraries": [str(loaded.resolve(p)) for p in eng.plugins.libraries],
+            "serialize": [str(loaded.resolve(p)) for p in eng.plugins.serialize],
+        },
         "builder_module": overrides.get("builder_module", eng.builder_module),
         "keep_evidence": eng.keep_evidence,
         "quarantine_dir": str(state_dir(loaded.path) / "quarantine"),
@@ -121,6 +128,8 @@ class Build:
     t_start_ns: int = field(default_factory=time.monotonic_ns)
     started_at: float = field(default_factory=time.time)
     previous_engine_sha: str | None = None
+    precision: dict[str, Any] | None = None
+    failure: dict[str, Any] | None = None
     stderr_tail: deque = field(default_factory=lambda: deque(maxlen=40))
     _proc: asyncio.subprocess.Process | None = None
     _loop: asyncio.AbstractEventLoop | None = None
@@ -472,9 +481,12 @@ class Supervisor:
             build.cancel_seen_ns = getattr(ev, "t_seen_ns", None)
         elif kind == "artifact":
             build.artifacts.append(ev.model_dump(exclude={"v", "type", "t_ns"}, exclude_none=True))
+        elif kind == "precision":
+            build.precision = ev.record
         elif kind == "build_finished":
             build.finished = ev.model_dump()
             build.error = ev.error
+            build.failure = ev.failure
             build.notes.extend(ev.notes)
             if ev.t_cleanup_ns and build.token.is_set:
                 build.token.t_cleanup_ns = ev.t_cleanup_ns
@@ -593,7 +605,10 @@ class Supervisor:
         )
         if repeated is not None and repeated in build.tree.phases:
             repeated = f"{build.tree.phases[repeated].name} ({repeated})"
-        advice = retry_advice(build.outcome or "killed", cache.get("decision"), bool(intact), repeated)
+        failure = build.failure
+        if failure is None and build.outcome == "failed":
+            failure = internal_error(build.logs)  # also for external workers, which only send the log
+        advice = retry_advice(build.outcome or "killed", cache.get("decision"), bool(intact), repeated, failure)
         lat = build.token.latencies_ms()
         seen = None
         if build.cancel_seen_ns and build.token.t_ack_ns:
@@ -614,6 +629,8 @@ class Supervisor:
             "computeCapability": env.get("compute_capability"),
             "effectiveSettings": build.effective_settings,
             "optimizationProfiles": build.optimization_profiles,
+            "precision": build.precision,
+            "failure": failure,
             "timingCacheMode": cache.get("decision"),
             "timingCache": cache,
             "cancelSource": build.token.source,

@@ -154,21 +154,60 @@ class Worker:
 
     def _build(self) -> int:
         from trtls.builds import adapter  # the only module that imports TensorRT
+        from trtls.builds import build_config_apply as bca
 
         job = self.job
         faults = job.get("faults") or {}
 
         bm = adapter.load_builder_module(job.get("builder_module", "auto"))
         logger = adapter.make_logger(bm, self.on_log)
-        builder, network, config = _create_builder(bm, logger)
-        errors = adapter.parse_onnx(bm, builder, network, logger, job["onnx"])
         environment = adapter.environment_record(bm)
+        onnx_path = Path(job["onnx"])
+        precision = job.get("precision") or {}
+        first_root = 0
+        if precision.get("convert"):
+            first_root = 1  # the precision step is phase "0"; TensorRT's root becomes "1"
+            converted = self._precision_phase(onnx_path, precision)
+            if isinstance(converted, int):
+                return converted  # cancelled or failed, already reported
+            onnx_path = converted
+        strongly_typed = precision.get("strongly_typed")
+        if strongly_typed is None and precision.get("convert"):
+            strongly_typed = True  # AutoCast output is meant for a strongly typed network
+        try:
+            plugin_record = bca.load_plugins(bm, job.get("plugins") or {})
+        except bca.SettingError as exc:
+            return self._finish_setting_error(exc, environment)
+        flags, _, net_not_applied = bca.network_creation_flags(bm, strongly_typed)
+        builder, network, config = _create_builder(bm, logger, flags)
+        errors = adapter.parse_onnx(bm, builder, network, logger, str(onnx_path))
         if errors:
             return self._finish_failed("ONNX parse failed: " + "; ".join(errors), environment)
-        effective = adapter.apply_builder_settings(bm, builder, config, job.get("settings") or {})
+        settings = job.get("settings") or {}
+        effective = adapter.apply_builder_settings(
+            bm, builder, config, {k: v for k, v in settings.items() if k not in bca.OWN_KEYS}
+        )
+        more, not_applied = bca.apply_build_config(bm, builder, config, settings, self.logs)
+        effective.update(more)
+        not_applied = {**effective.pop("not_applied", {}), **not_applied, **net_not_applied}
+        typed = bca.read_strongly_typed(bm, network)
+        if strongly_typed is not None or typed:
+            effective["strongly_typed"] = typed
+        try:
+            if precision.get("legacy_flags"):
+                effective["legacy_flags"] = bca.apply_legacy_flags(
+                    bm, config, list(precision["legacy_flags"]), bool(typed)
+                )
+            effective.update(plugin_record)
+            if (job.get("plugins") or {}).get("serialize"):
+                effective["serialize"] = bca.serialize_plugins(bm, config, job["plugins"]["serialize"])
+        except bca.SettingError as exc:
+            return self._finish_setting_error(exc, environment)
+        if not_applied:
+            effective["not_applied"] = not_applied
         profiles_held: list[dict[str, Any]] = []
         adapter.add_profiles(bm, builder, config, job.get("profiles") or [], network, profiles_held)
-        config_hash = build_config_hash(Path(job["onnx"]), effective, job.get("profiles") or [], environment)
+        config_hash = build_config_hash(onnx_path, effective, job.get("profiles") or [], environment)
 
         self.writer.emit(
             "build_started",
@@ -186,7 +225,7 @@ class Worker:
         monitor_cls = make_monitor_class(adapter.make_progress_monitor_base(bm))
         self.monitor = None
         if not job.get("no_monitor"):  # benchmarks compare against a build with no monitor attached
-            self.monitor = monitor_cls(self.queue, self.cancel, faults.get("stall"))
+            self.monitor = monitor_cls(self.queue, self.cancel, faults.get("stall"), first_root)
             config.progress_monitor = self.monitor
         self.emitter.start()
 
@@ -206,6 +245,45 @@ class Worker:
             )
             return self._finish_failed(error, environment, plan_cache)
         return self._commit(bm, adapter, config, plan, plan_cache)
+
+    def _precision_phase(self, onnx_path: Path, spec: dict[str, Any]) -> Path | int:
+        """Phase "0": ModelOpt AutoCast (or its cached result). Returns the model to build, or an exit code."""
+        from trtls.builds import precision as prec
+
+        name = f"Precision conversion (ModelOpt AutoCast {spec['convert']})"
+        self.writer.emit("phase_start", phase_id="0", parent_id=None, name=name, num_steps=3, tid=threading.get_ident())
+        last = {"step": None}
+
+        def on_step(n: int) -> None:
+            last["step"] = n
+            self.writer.emit("step", phase_id="0", step=n)
+
+        try:
+            result = prec.run_precision_step(onnx_path, spec, Path(spec["cache_dir"]), self.cancel, on_step)
+        except prec.PrecisionCancelled:
+            t = time.monotonic_ns()
+            self.writer.emit("phase_finish", t, phase_id="0", status="cancelled", step=last["step"])
+            self.writer.emit("cancel_acknowledged", t, source=self.cancel.source, t_request_ns=self.cancel.t_request_ns)
+            self.writer.emit(
+                "build_finished",
+                outcome="cancelled",
+                cleanup_status="cleaned",
+                t_cleanup_ns=time.monotonic_ns(),
+                notes=["stopped during the precision conversion; the AutoCast child was killed, nothing was cached"],
+            )
+            return 3
+        except prec.PrecisionFailed as exc:
+            self.writer.emit("phase_finish", phase_id="0", status="done", step=last["step"])
+            code = "TRT147" if exc.kind == "missing_modelopt" else "TRT148"
+            failure = {"kind": "precision", "code": code, "key": "convert", "reason": exc.kind}
+            return self._finish_failed(f"precision conversion failed: {exc}", {}, failure=failure)
+        self.writer.emit("phase_finish", phase_id="0", status="done", step=2)
+        self.writer.emit("precision", record=result.record)
+        return result.onnx
+
+    def _finish_setting_error(self, exc: Any, environment: dict) -> int:
+        failure = {"kind": "plugin" if exc.code == "TRT149" else "setting", "code": exc.code, "key": exc.key}
+        return self._finish_failed(str(exc), environment, failure=failure)
 
     def _prepare_cache(self, bm: Any, adapter: Any, config: Any, environment: dict, effective: dict) -> tc.CachePlan:
         spec = self.job.get("timing_cache")
@@ -273,12 +351,25 @@ class Worker:
         )
         return 3
 
-    def _finish_failed(self, error: str, environment: dict, cache_plan: tc.CachePlan | None = None) -> int:
+    def _finish_failed(
+        self,
+        error: str,
+        environment: dict,
+        cache_plan: tc.CachePlan | None = None,
+        failure: dict[str, Any] | None = None,
+    ) -> int:
         if cache_plan is not None:
             cache_plan, _ = tc.after_build(cache_plan, "failed", False, None, _no_combine)
             self._emit_cache(cache_plan, False)
         status, t_clean, _ = self._cleanup(f"build {self.build_id} failed: {error}")
-        self.writer.emit("build_finished", outcome="failed", error=error, cleanup_status=status, t_cleanup_ns=t_clean)
+        self.writer.emit(
+            "build_finished",
+            outcome="failed",
+            error=error,
+            cleanup_status=status,
+            t_cleanup_ns=t_clean,
+            failure=failure,
+        )
         return 1
 
     def _commit(self, bm: Any, adapter: Any, config: Any, plan: Any, cache_plan: tc.CachePlan) -> int:
@@ -325,13 +416,9 @@ class Worker:
         return 0
 
 
-def _create_builder(bm: Any, logger: Any) -> tuple[Any, Any, Any]:
-    """Builder, explicit-batch network and config from the module the adapter loaded."""
-    trt = bm.trt
-    builder = trt.Builder(logger)
-    flags = 0
-    if hasattr(trt.NetworkDefinitionCreationFlag, "EXPLICIT_BATCH"):  # the default (and deprecated) since TRT 10
-        flags = 1 << int(trt.NetworkDefinitionCreationFlag.EXPLICIT_BATCH)
+def _create_builder(bm: Any, logger: Any, flags: int) -> tuple[Any, Any, Any]:
+    """Builder, network (with the creation flags build_config_apply chose) and config."""
+    builder = bm.trt.Builder(logger)
     network = builder.create_network(flags)
     return builder, network, builder.create_builder_config()
 

@@ -280,6 +280,7 @@ def _optional_commands() -> list[Any]:
     out = []
     for module, attr in (
         ("trtls.cli.check", "register"),
+        ("trtls.cli.import_cmd", "register"),
         ("trtls.cli.gates", "register"),
         ("trtls.cli.accept", "register"),
         ("trtls.cli.pictures", "register"),

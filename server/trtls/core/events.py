@@ -102,10 +102,20 @@ class Artifact(_Event):
     moved_to: str | None = None
 
 
+class PrecisionRecord(_Event):
+    """The precision step's result (ModelOpt AutoCast): what was converted, how, from which cache entry."""
+
+    type: Literal["precision"]
+    record: dict[str, Any]
+
+
 class BuildFinished(_Event):
     type: Literal["build_finished"]
     outcome: Literal["built", "cancelled", "failed"]
     error: str | None = None
+    # why it failed, when the worker knows: {"kind": "setting"|"plugin"|"precision"|"internal_error", "code",
+    # "key" (a flat setting key), ...}; the supervisor also recognises internal errors in the logs itself
+    failure: dict[str, Any] | None = None
     cleanup_status: Literal["cleaned", "quarantined", "failed", "not_needed"] = "not_needed"
     t_cleanup_ns: int | None = None
     engine_bytes: int | None = None
@@ -147,6 +157,7 @@ Event = Annotated[
     | BuilderReturned
     | CancelAcknowledged
     | Artifact
+    | PrecisionRecord
     | BuildFinished,
     Field(discriminator="type"),
 ]

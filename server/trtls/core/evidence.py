@@ -38,10 +38,26 @@ def retry_advice(
     cache_decision: str | None,
     previous_engine_intact: bool,
     repeated_stop_phase: str | None = None,
+    failure: dict[str, Any] | None = None,
 ) -> RetryAdvice:
     """First matching rule wins; the rule text goes into the evidence so people can see why."""
     if outcome == "built":
         return RetryAdvice("not_needed", "the build succeeded")
+    kind = (failure or {}).get("kind")
+    if outcome == "failed" and kind == "internal_error":
+        layer = (failure or {}).get("layer")
+        at = f" at layer {layer}" if layer else ""
+        return RetryAdvice(
+            "investigate",
+            f"TensorRT hit an internal error{at}: a blind retry fails the same way. Change what the builder sees "
+            "(that layer or its opset, precision, memory pool limits, optimization level) or the TensorRT version, "
+            "and report it to NVIDIA with this evidence folder",
+        )
+    if outcome == "failed" and kind in ("setting", "plugin", "precision"):
+        return RetryAdvice(
+            "investigate",
+            f"the build configuration could not be applied ({kind}): fix the recipe; a retry fails the same way",
+        )
     if outcome == "killed":
         return RetryAdvice(
             "investigate", "the worker died by itself (OOM killer or crash); the same build is likely to die again"

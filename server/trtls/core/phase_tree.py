@@ -49,9 +49,11 @@ def fold_groups(siblings: list[Phase]) -> dict[str, str]:
 class OpenPhases:
     """Name → id for the phases open right now. Not thread-safe by itself: the monitor holds a lock."""
 
-    def __init__(self) -> None:
+    def __init__(self, first_root: int = 0) -> None:
         self._open: dict[str, str] = {}  # name → id; TensorRT keeps open names unique
-        self._children: dict[str | None, int] = {}  # parent id → children started so far
+        # parent id → children started so far; first_root > 0 when the worker's own phases (the precision
+        # step) come before TensorRT's, so TensorRT's root is "1" and ids stay positions in one tree
+        self._children: dict[str | None, int] = {None: first_root}
 
     def start(self, name: str, parent_name: str | None) -> tuple[str, str | None]:
         parent_id = self._open.get(parent_name) if parent_name is not None else None

@@ -16,47 +16,18 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from trtls.core.build_config import BuilderSettings, PluginSettings, PrecisionSettings
+from trtls.core.build_config_checks import build_config_checks
 from trtls.core.farm import ClusterTable, Matrix, RunOn
 from trtls.core.findings import Finding, Origin, Severity, TomlPath
 from trtls.core.protocol import stable_json
 from trtls.core.tomlpos import SourceMap, TomlSyntaxError, parse
 
 ENGINE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
-ComputeCapability = Literal["SM75", "SM80", "SM86", "SM89", "SM120", "CURRENT"]
 
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class MemoryPoolLimits(_Model):
-    workspace_mib: int | None = Field(None, ge=1, description="Builder workspace pool limit, MiB.")
-
-
-class BuilderSettings(_Model):
-    """Builder knobs; the ones that change tactic choice are part of the timing-cache identity."""
-
-    optimization_level: int = Field(
-        3,
-        ge=0,
-        le=5,
-        description="builder_optimization_level: 0 (fast build, ignores timing caches) to 5 (deepest tactic search).",
-    )
-    max_aux_streams: int | None = Field(None, ge=0, description="Maximum auxiliary streams per engine.")
-    tiling_level: Literal["none", "fast", "moderate", "full"] | None = Field(
-        None, description="tiling_optimization_level: how hard the builder searches tiling strategies."
-    )
-    max_num_tactics: int | None = Field(
-        None, ge=1, description="Cap on tactics timed per layer (fewer = faster build)."
-    )
-    avg_timing_iterations: int | None = Field(None, ge=1, description="Timing iterations averaged per tactic.")
-    hardware_compatibility_level: Literal["none", "ampere_plus", "same_compute_capability"] | None = Field(
-        None, description="Engines that run on more GPUs than the one they were built on."
-    )
-    compute_capabilities: list[ComputeCapability] | None = Field(
-        None, description='TensorRT-RTX only: GPU targets to build for (e.g. ["SM89", "SM120"]).'
-    )
-    memory_pool_limits: MemoryPoolLimits = Field(default_factory=MemoryPoolLimits, description="Memory pool limits.")
 
 
 class InputShapes(_Model):
@@ -123,6 +94,10 @@ class EngineRecipe(_Model):
     output: str = Field(description="Engine file to write (atomically), relative to this recipe.")
     timing_cache: TimingCache | None = Field(None, description="Timing cache path and mode.")
     builder: BuilderSettings = Field(default_factory=BuilderSettings, description="Builder settings.")
+    precision: PrecisionSettings = Field(
+        default_factory=PrecisionSettings, description="Precision: AutoCast conversion, strong typing, legacy flags."
+    )
+    plugins: PluginSettings = Field(default_factory=PluginSettings, description="Plugin libraries and creators.")
     profiles: list[OptimizationProfile] = Field(
         default_factory=list,
         description="TensorRT optimization profiles; each gives min/opt/max for every dynamic input.",
@@ -322,6 +297,7 @@ def _semantic_checks(loaded: LoadedRecipe, recipe: RecipeFile) -> list[Finding]:
             )
         for i, prof in enumerate(eng.profiles):
             out.extend(_profile_checks(prof, base + ("profiles", i)))
+        out.extend(build_config_checks(loaded.resolve, name, eng))
     return out
 
 

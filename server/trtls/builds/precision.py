@@ -1,0 +1,210 @@
+"""The precision step of a build (worker side): ModelOpt AutoCast before TensorRT sees the model.
+
+TensorRT 11 and TensorRT-RTX take precision from the graph (strongly typed networks), so FP16/BF16 is a
+conversion of the ONNX, not a builder flag. This step:
+- keys the result by content: sha256 of the ONNX file (and of every external-data file it names) plus the
+  conversion settings and the ModelOpt version; a second build with the same key reuses the converted model
+  without starting ModelOpt (`cache: hit`);
+- converts in a child process (`trtls.builds.autocast_child`) that a Stop kills at once;
+- publishes the result atomically: the child writes into a temp folder, which is renamed to
+  `<cache_dir>/<key>/` only when complete, so a cancelled or failed conversion never leaves a half model
+  where a later build would find it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from trtls.core.atomic import atomic_write_text
+from trtls.core.cancel import CancelToken
+from trtls.core.protocol import stable_json
+
+MODEL_NAME = "model.onnx"
+RECORD_NAME = "precision.json"
+
+
+class PrecisionFailed(RuntimeError):
+    def __init__(self, kind: str, message: str):
+        super().__init__(message)
+        self.kind = kind  # missing_modelopt | conversion_failed
+
+
+class PrecisionCancelled(RuntimeError):
+    pass
+
+
+@dataclass
+class PrecisionResult:
+    onnx: Path
+    record: dict[str, Any] = field(default_factory=dict)
+
+
+def modelopt_version() -> str | None:
+    try:
+        return metadata.version("nvidia-modelopt")
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def _external_data_files(onnx_path: Path) -> list[Path]:
+    """External-data files the model names (without loading them), so they are part of the key."""
+    try:
+        import onnx
+        from onnx.external_data_helper import _get_all_tensors, uses_external_data
+
+        model = onnx.load(str(onnx_path), load_external_data=False)
+    except Exception:
+        return []  # not loadable here: the child or the parser will say why
+    names = set()
+    for tensor in _get_all_tensors(model):
+        if uses_external_data(tensor):
+            for entry in tensor.external_data:
+                if entry.key == "location":
+                    names.add(entry.value)
+    return sorted(onnx_path.parent / n for n in names)
+
+
+def input_digest(onnx_path: Path) -> str:
+    h = hashlib.sha256()
+    for path in [onnx_path, *_external_data_files(onnx_path)]:
+        h.update(path.name.encode() + b"\0")
+        with open(path, "rb") as fh:
+            while block := fh.read(1 << 20):
+                h.update(block)
+    return h.hexdigest()
+
+
+def conversion_settings(spec: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "tool": "modelopt.onnx.autocast",
+        "low_precision_type": spec["convert"],
+        "keep_io_types": bool(spec.get("keep_io_types", True)),
+        "exclude_op_types": sorted(spec.get("exclude_op_types") or []),
+        "exclude_nodes": sorted(spec.get("exclude_nodes") or []),
+    }
+
+
+def cache_key(digest: str, settings: dict[str, Any], tool_version: str | None) -> str:
+    return hashlib.sha256(
+        stable_json({"input": digest, "settings": settings, "modelopt": tool_version}).encode()
+    ).hexdigest()
+
+
+def run_precision_step(
+    onnx_path: Path,
+    spec: dict[str, Any],
+    cache_dir: Path,
+    cancel: CancelToken,
+    on_step: Any = None,
+) -> PrecisionResult:
+    """Return the converted model (from the cache or a fresh conversion). Raises PrecisionCancelled when
+    the cancel token is set while converting, PrecisionFailed when ModelOpt is missing or fails."""
+    step = on_step or (lambda n: None)
+    tool_version = modelopt_version()
+    settings = conversion_settings(spec)
+    t0 = time.monotonic()
+    digest = input_digest(onnx_path)
+    step(0)
+    key = cache_key(digest, settings, tool_version)
+    entry = cache_dir / key
+    record_path = entry / RECORD_NAME
+    base = {"input": str(onnx_path), "input_sha256": digest, "key": key, **settings, "modelopt_version": tool_version}
+    if (entry / MODEL_NAME).is_file() and record_path.is_file():
+        try:
+            stored = json.loads(record_path.read_text())
+            if stored.get("output_sha256") == _sha256(entry / MODEL_NAME):
+                step(1)
+                step(2)
+                return PrecisionResult(entry / MODEL_NAME, {**stored, **base, "cache": "hit", "seconds": 0.0})
+        except (OSError, ValueError):
+            pass  # a damaged entry is converted again and replaced
+    if tool_version is None:
+        raise PrecisionFailed(
+            "missing_modelopt",
+            "precision.convert needs NVIDIA ModelOpt (package nvidia-modelopt, with its ONNX extras): "
+            "pip install 'trtls[precision]' (on a machine without a GPU, install a CPU build of torch first)",
+        )
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    tmp = cache_dir / f".{key}.tmp-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    try:
+        result = _convert_in_child(onnx_path, tmp / MODEL_NAME, settings, cancel)
+        step(1)
+        output_sha = _sha256(tmp / MODEL_NAME)
+        record = {
+            **base,
+            "output_sha256": output_sha,
+            "output_bytes": (tmp / MODEL_NAME).stat().st_size,
+            "nodes": result.get("nodes"),
+            "casts": result.get("casts"),
+            "initializers_low": result.get("initializers_low"),
+            "initializers": result.get("initializers"),
+        }
+        atomic_write_text(tmp / RECORD_NAME, json.dumps(record, indent=2))
+        shutil.rmtree(entry, ignore_errors=True)  # a damaged entry with this key
+        os.replace(tmp, entry)
+        step(2)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return PrecisionResult(entry / MODEL_NAME, {**record, "cache": "miss", "seconds": round(time.monotonic() - t0, 3)})
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while block := fh.read(1 << 20):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _convert_in_child(onnx_path: Path, output: Path, settings: dict[str, Any], cancel: CancelToken) -> dict:
+    job = {
+        "input": str(onnx_path),
+        "output": str(output),
+        "low_precision_type": settings["low_precision_type"],
+        "keep_io_types": settings["keep_io_types"],
+        "exclude_op_types": settings["exclude_op_types"],
+        "exclude_nodes": settings["exclude_nodes"],
+    }
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "trtls.builds.autocast_child"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,  # a Stop kills the child and whatever it started (ONNX Runtime threads)
+    )
+    assert proc.stdin is not None
+    proc.stdin.write((json.dumps(job) + "\n").encode())
+    proc.stdin.close()
+    while proc.poll() is None:
+        if cancel.is_set:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            proc.wait()
+            raise PrecisionCancelled(f"precision conversion stopped by {cancel.source}")
+        time.sleep(0.05)
+    out = proc.stdout.read().decode(errors="replace") if proc.stdout else ""
+    err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
+    lines = [ln for ln in out.splitlines() if ln.strip()]
+    try:
+        result = json.loads(lines[-1])
+    except (IndexError, ValueError):
+        tail = err.strip().splitlines()[-1:] or [f"exit code {proc.returncode}"]
+        raise PrecisionFailed("conversion_failed", f"AutoCast died without a result: {tail[0]}") from None
+    if not result.get("ok"):
+        raise PrecisionFailed(result.get("kind", "conversion_failed"), result.get("error", "AutoCast failed"))
+    return result

@@ -1,0 +1,150 @@
+"""`trtls import trtexec [--name N] [--write RECIPE [--replace]] [--legacy-precision] -- <trtexec arguments>`.
+
+Prints the `[engines.NAME]` table equivalent to a trtexec command line, or writes it into a recipe: atomically,
+keeping every other line of the file, and only when the result loads (a recipe the importer would break is never
+written). Exit 0 done, 2 bad input (no --onnx, a malformed shape, an engine of that name already in the recipe
+without --replace).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+EXIT_OK, EXIT_BAD_INPUT = 0, 2
+# a schema error in the table we wrote would be our bug: never write such a recipe
+REFUSE_CODES = {"TRT100", "TRT101", "TRT102", "TRT103", "TRT106", "TRT108"}
+
+
+def register(subparsers: Any) -> None:
+    imp = subparsers.add_parser(
+        "import",
+        help="turn another tool's build command into a recipe table",
+        epilog="exit codes: 0 done, 2 bad input",
+    )
+    tools = imp.add_subparsers(dest="tool", required=True)
+    t = tools.add_parser(
+        "trtexec",
+        help="the [engines.NAME] table equivalent to a trtexec command line (after --)",
+        epilog="example: trtls import trtexec -- --onnx=model.onnx --saveEngine=model.engine --fp16 "
+        "--minShapes=x:1x3x224x224 --optShapes=x:8x3x224x224 --maxShapes=x:32x3x224x224. "
+        "Exit codes: 0 done, 2 bad input.",
+    )
+    t.add_argument("--name", help="engine name (default: the ONNX file's stem)")
+    t.add_argument("--write", metavar="RECIPE", help="add the table to this trtls.toml (or folder) instead of stdout")
+    t.add_argument("--replace", action="store_true", help="with --write: replace an engine of the same name")
+    t.add_argument(
+        "--legacy-precision",
+        action="store_true",
+        help="keep --fp16/--bf16/--int8/--fp8 as TensorRT 10.x legacy_flags instead of the AutoCast step",
+    )
+    t.add_argument("trtexec_args", nargs=argparse.REMAINDER, help="trtexec's arguments, after --")
+    t.set_defaults(func=cmd_import_trtexec)
+
+
+def cmd_import_trtexec(args: argparse.Namespace) -> int:
+    from trtls.importers.trtexec import ImportError_, import_trtexec
+
+    argv = list(args.trtexec_args)
+    if argv[:1] == ["--"]:
+        argv = argv[1:]
+    if not argv:
+        print("trtls import trtexec: give trtexec's arguments after --", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    try:
+        imported = import_trtexec(argv, args.name, args.legacy_precision)
+    except ImportError_ as exc:
+        print(f"trtls import trtexec: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    if not args.write:
+        sys.stdout.write(imported.toml())
+        return EXIT_OK
+    return _write(imported, args)
+
+
+def _write(imported: Any, args: argparse.Namespace) -> int:
+    from trtls.core.atomic import atomic_write_text
+    from trtls.core.recipe import load_recipe
+
+    path = Path(args.write)
+    path = path / "trtls.toml" if path.is_dir() else path
+    _rebase_paths(imported, Path.cwd(), path.resolve().parent)
+    old = path.read_text(encoding="utf-8") if path.is_file() else ""
+    existing = load_recipe(path, old) if old else None
+    if existing is not None and any(f.code == "TRT100" for f in existing.findings):
+        print(f"{path}: the recipe has a TOML syntax error; fix it first (nothing written)", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    if existing is not None and imported.name in (existing.data.get("engines") or {}):
+        if not args.replace:
+            print(
+                f"{path}: engine '{imported.name}' already exists; use --replace or --name (nothing written)",
+                file=sys.stderr,
+            )
+            return EXIT_BAD_INPUT
+        removed = remove_engine_tables(old, imported.name)
+        if removed is None:
+            print(
+                f"{path}: engine '{imported.name}' is not written as its own [engines.{imported.name}] tables; "
+                "edit it by hand (nothing written)",
+                file=sys.stderr,
+            )
+            return EXIT_BAD_INPUT
+        old = removed
+    text = (old.rstrip("\n") + "\n\n" if old.strip() else "") + imported.toml()
+    result = load_recipe(path, text)
+    ours = [f for f in result.findings if f.path[:2] == ("engines", imported.name)]
+    broken = [f for f in ours if f.code in REFUSE_CODES]
+    if broken:
+        for f in broken:
+            print(f"{result.location(f)}: {f.code} {f.message} (nothing written)", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    atomic_write_text(path, text)
+    print(f"{path}: wrote [engines.{imported.name}]", file=sys.stderr)
+    for f in ours:  # e.g. the model is not there yet, a dynamic input with no profile: the user should know
+        print(f"{result.location(f)}: {f.code} {f.severity.value}: {f.message}", file=sys.stderr)
+    return EXIT_OK
+
+
+def _rebase_paths(imported: Any, cwd: Path, recipe_dir: Path) -> None:
+    """trtexec's paths are relative to where it ran; a recipe's are relative to the recipe."""
+
+    def rebase(p: str) -> str:
+        if os.path.isabs(p):
+            return p
+        return os.path.relpath(cwd / p, recipe_dir)
+
+    for key in ("onnx", "output", "timing_cache"):
+        if key in imported.engine:
+            imported.engine[key] = rebase(imported.engine[key])
+    for key, paths in imported.plugins.items():
+        imported.plugins[key] = [rebase(p) for p in paths]
+
+
+_HEADER = re.compile(r"^\s*\[\[?\s*(?P<name>[^\]]+?)\s*\]\]?\s*(#.*)?$")
+
+
+def remove_engine_tables(text: str, name: str) -> str | None:
+    """The recipe text without the `[engines.NAME]`, `[engines.NAME.*]` and `[[engines.NAME.*]]` tables (and the
+    comment lines right above them). None when the engine is not written as tables of its own."""
+    from trtls.importers.trtexec import _key
+
+    prefixes = {f"engines.{name}", f"engines.{_key(name)}"}
+    lines = text.splitlines(keepends=True)
+    keep: list[str] = []
+    inside = found = False
+    for line in lines:
+        m = _HEADER.match(line)
+        if m is not None:
+            header = re.sub(r"\s*\.\s*", ".", m.group("name"))
+            inside = any(header == p or header.startswith(p + ".") for p in prefixes)
+            if inside:
+                found = True
+                while keep and keep[-1].lstrip().startswith("#"):  # its leading comments go with it
+                    keep.pop()
+        if not inside:
+            keep.append(line)
+    return "".join(keep) if found else None

@@ -1,0 +1,359 @@
+"""`trtls import trtexec -- <trtexec arguments>`: the `[engines.NAME]` table equivalent to a trtexec command line.
+
+Pure text in, text out: no TensorRT, no files read. Every argument is either mapped to a recipe key, or named
+in a note (a TOML comment in the output) saying why it was skipped or how it was translated — inference-only
+flags (`--iterations`, `--warmUp`, `--loadEngine` …), flags trtls owns differently (`--verbose`), precision
+flags that TensorRT 11 and TensorRT-RTX no longer have (`--fp16` becomes the AutoCast precision step unless
+`legacy_precision` is asked for), and anything it does not know.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import PurePath
+from typing import Any
+
+INFERENCE_ONLY = {
+    "loadEngine", "iterations", "warmUp", "duration", "avgRuns", "percentile", "useSpinWait", "threads",
+    "useCudaGraph", "separateProfileRun", "dumpProfile", "dumpLayerInfo", "exportProfile", "exportTimes",
+    "exportOutput", "exportLayerInfo", "loadInputs", "streams", "noDataTransfers", "skipInference",
+    "infStreams", "exposeDMA", "useManagedMemory", "dumpOutput", "dumpRawBindingsToFile", "idleTime",
+    "sleepTime", "timeDeserialize", "timeRefit", "persistentCacheRatio", "profile", "useRuntime",
+    "leanDLLPath", "allocationStrategy", "saveDebugTensors", "getPlanVersionOnly", "weightStreamingBudget",
+    "dumpOptimizationProfile", "asyncFileReader", "markDebug", "markUnfusedTensorsAsDebugTensors",
+    "device", "useProfile",
+}  # fmt: skip
+LOGGING = {"verbose", "noBuilderCache", "help", "h"}
+POOLS = {  # trtexec pool name → (recipe key, bytes per unit)
+    "workspace": ("workspace_mib", 1 << 20),
+    "dlaSRAM": ("dla_managed_sram_mib", 1 << 20),
+    "dlaLocalDRAM": ("dla_local_dram_mib", 1 << 20),
+    "dlaGlobalDRAM": ("dla_global_dram_mib", 1 << 20),
+    "tacticSharedMem": ("tactic_shared_memory_kib", 1 << 10),
+    "tacticDram": ("tactic_dram_mib", 1 << 20),
+}
+UNITS = {"B": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+HARDWARE = {"none": "none", "ampere+": "ampere_plus", "samecomputecapability": "same_compute_capability"}
+TILING = {"0": "none", "1": "fast", "2": "moderate", "3": "full"}
+BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
+
+
+class ImportError_(ValueError):
+    """The command line cannot become a recipe (no --onnx, a malformed shape…): exit 2 with this message."""
+
+
+@dataclass
+class Imported:
+    name: str
+    engine: dict[str, Any] = field(default_factory=dict)  # onnx, output, timing_cache
+    builder: dict[str, Any] = field(default_factory=dict)
+    pools: dict[str, int] = field(default_factory=dict)
+    precision: dict[str, Any] = field(default_factory=dict)
+    plugins: dict[str, list[str]] = field(default_factory=dict)
+    profiles: list[dict[str, dict[str, list[int]]]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def toml(self) -> str:
+        return render(self)
+
+
+def split_args(argv: list[str]) -> list[tuple[str, str | None]]:
+    """`--flag=value`, `--flag value` (when the next token is not a flag) and `--flag` → (flag, value)."""
+    out: list[tuple[str, str | None]] = []
+    i = 0
+    while i < len(argv):
+        token = argv[i]
+        if not token.startswith("-") or token in ("-", "--"):
+            raise ImportError_(f"unexpected argument {token!r} (trtexec takes --flag or --flag=value)")
+        body = token.lstrip("-")
+        if "=" in body:
+            flag, value = body.split("=", 1)
+            out.append((flag, value))
+        elif i + 1 < len(argv) and not argv[i + 1].startswith("--") and body not in _BOOLEAN:
+            out.append((body, argv[i + 1]))
+            i += 1
+        else:
+            out.append((body, None))
+        i += 1
+    return out
+
+
+_BOOLEAN = {
+    "fp16", "bf16", "int8", "fp8", "int4", "fp4", "best", "stronglyTyped", "versionCompatible", "vc",
+    "excludeLeanRuntime", "refit", "stripWeights", "stripAllWeights", "noTF32", "weightStreaming",
+    "allowGPUFallback", "verbose", "skipInference", "separateProfileRun", "dumpProfile", "dumpLayerInfo",
+    "useCudaGraph", "useSpinWait", "noDataTransfers", "exposeDMA", "useManagedMemory", "dumpOutput",
+    "timeDeserialize", "timeRefit", "help", "h", "noBuilderCache", "directIO", "preferPrecisionConstraints",
+    "obeyPrecisionConstraints", "getPlanVersionOnly",
+}  # fmt: skip
+
+
+def parse_shapes(flag: str, value: str) -> dict[str, list[int]]:
+    """`input_ids:1x128,'x:0':1x3x224x224` → {name: dims}."""
+    shapes: dict[str, list[int]] = {}
+    for part in _split_outside_quotes(value):
+        if ":" not in part:
+            raise ImportError_(f"--{flag}: {part!r} is not NAME:DIMS (e.g. input:1x3x224x224)")
+        name, dims = part.rsplit(":", 1)
+        name = name.strip().strip("'\"")
+        try:
+            shapes[name] = [int(d) for d in dims.lower().split("x")] if dims else []
+        except ValueError:
+            raise ImportError_(f"--{flag}: dimensions of {name!r} must be integers joined by x, got {dims!r}") from None
+    return shapes
+
+
+def _split_outside_quotes(value: str) -> list[str]:
+    parts, current, quote = [], "", None
+    for ch in value:
+        if ch in "'\"" and quote in (None, ch):
+            quote = None if quote else ch
+        if ch == "," and quote is None:
+            parts.append(current)
+            current = ""
+        else:
+            current += ch
+    if current:
+        parts.append(current)
+    return [p for p in (s.strip() for s in parts) if p]
+
+
+def _size(flag: str, text: str, unit: int) -> tuple[int, bool]:
+    """trtexec sizes: a number with an optional B/K/M/G suffix (default MiB) → (value in `unit`, exact)."""
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([BKMG]?)\s*", text, re.I)
+    if m is None:
+        raise ImportError_(f"--{flag}: {text!r} is not a size (e.g. 1024, 512M, 4G, 48K)")
+    nbytes = float(m.group(1)) * UNITS[(m.group(2) or "M").upper()]
+    value = max(1, -(-int(nbytes) // unit))
+    return value, value * unit == nbytes
+
+
+def import_trtexec(argv: list[str], name: str | None = None, legacy_precision: bool = False) -> Imported:
+    args = split_args(argv)
+    flags = [f for f, _ in args]
+    onnx = next((v for f, v in args if f == "onnx"), None)
+    if not onnx:
+        other = [f for f in flags if f in ("uff", "deploy", "model", "loadEngine")]
+        why = f" (--{other[0]} is not an ONNX build)" if other else ""
+        raise ImportError_(f"no --onnx=MODEL: trtls builds engines from ONNX models{why}")
+    out = Imported(name or _engine_name(onnx))
+    out.engine["onnx"] = onnx
+    shape_sets: dict[str, list[dict[str, list[int]]]] = {"minShapes": [], "optShapes": [], "maxShapes": []}
+    precision_flags: list[str] = []
+    for flag, value in args:
+        handled = _map_one(out, flag, value, shape_sets, precision_flags)
+        if handled:
+            continue
+        if flag in INFERENCE_ONLY:
+            out.notes.append(f"--{flag}: inference only; skipped (trtls builds, it does not run engines)")
+        elif flag in LOGGING:
+            out.notes.append(f"--{flag}: skipped (the build's log and phase tree are always recorded in the evidence)")
+        else:
+            out.notes.append(f"--{flag}: not understood by trtls import; skipped")
+    if "output" not in out.engine:
+        out.engine["output"] = f"build/{out.name}.engine"
+        out.notes.append(f"no --saveEngine: output set to build/{out.name}.engine")
+    _precision(out, precision_flags, legacy_precision)
+    out.profiles = _profiles(out, shape_sets)
+    return out
+
+
+def _map_one(out: Imported, flag: str, value: str | None, shapes: dict, precision_flags: list[str]) -> bool:
+    b = out.builder
+    if flag == "onnx":
+        return True
+    if flag == "saveEngine":
+        out.engine["output"] = value
+    elif flag in shapes:
+        shapes[flag].append(parse_shapes(flag, value or ""))
+    elif flag == "shapes":
+        fixed = parse_shapes(flag, value or "")
+        for key in shapes:
+            shapes[key].append(fixed)
+        out.notes.append("--shapes: one profile with min = opt = max = these shapes")
+    elif flag in ("fp16", "bf16", "int8", "fp8", "best", "int4", "fp4"):
+        precision_flags.append(flag)
+    elif flag == "stronglyTyped":
+        out.precision["strongly_typed"] = True
+    elif flag == "timingCacheFile":
+        out.engine["timing_cache"] = value
+    elif flag == "builderOptimizationLevel":
+        b["optimization_level"] = _int(flag, value)
+    elif flag == "maxAuxStreams":
+        b["max_aux_streams"] = _int(flag, value)
+    elif flag == "maxTactics":
+        b["max_num_tactics"] = _int(flag, value)
+    elif flag == "avgTiming":
+        b["avg_timing_iterations"] = _int(flag, value)
+    elif flag == "tilingOptimizationLevel":
+        b["tiling_level"] = TILING.get(str(value), value)
+    elif flag == "l2LimitForTiling":
+        b["l2_limit_for_tiling"] = _int(flag, value)
+    elif flag == "memPoolSize":
+        _pools(out, value or "")
+    elif flag == "workspace":  # the pre-8.4 spelling, in MiB
+        out.pools["workspace_mib"] = _size(flag, value or "", 1 << 20)[0]
+        out.notes.append("--workspace: deprecated in trtexec; mapped to memory_pool_limits.workspace_mib")
+    elif flag in ("plugins", "staticPlugins", "dynamicPlugins"):
+        out.plugins.setdefault("libraries", []).extend(_split_outside_quotes(value or ""))
+    elif flag == "setPluginsToSerialize":
+        out.plugins.setdefault("serialize", []).extend(_split_outside_quotes(value or ""))
+    elif flag in ("versionCompatible", "vc"):
+        b["version_compatible"] = True
+    elif flag == "excludeLeanRuntime":
+        b["exclude_lean_runtime"] = True
+    elif flag == "refit":
+        b["refit"] = "all"
+    elif flag in ("stripWeights", "stripAllWeights"):
+        b["strip_weights"] = True
+        if flag == "stripAllWeights":
+            b["refit"] = "all"
+    elif flag == "sparsity":
+        mode = (value or "").lower()
+        if mode in ("enable", "force"):
+            b["sparse_weights"] = True
+            if mode == "force":
+                out.notes.append("--sparsity=force: mapped to sparse_weights = true; trtls does not prune weights")
+        elif mode != "disable":
+            raise ImportError_(f"--sparsity: expected disable, enable or force, got {value!r}")
+    elif flag == "tacticSources":
+        b["tactic_sources"] = [s.strip() for s in (value or "").split(",") if s.strip()]
+    elif flag == "profilingVerbosity":
+        b["profiling_verbosity"] = (value or "").lower()
+    elif flag == "useDLACore":
+        b["dla_core"] = _int(flag, value)
+    elif flag == "allowGPUFallback":
+        b["allow_gpu_fallback"] = True
+    elif flag == "hardwareCompatibilityLevel":
+        b["hardware_compatibility_level"] = HARDWARE.get((value or "").lower(), value)
+    elif flag == "runtimePlatform":
+        b["runtime_platform"] = {"sameasbuild": "same_as_build", "windowsamd64": "windows_amd64"}.get(
+            (value or "").lower(), value
+        )
+    elif flag == "noTF32":
+        b["tf32"] = False
+    elif flag == "weightStreaming":
+        b["weight_streaming"] = True
+    else:
+        return False
+    return True
+
+
+def _int(flag: str, value: str | None) -> int:
+    try:
+        return int(str(value))
+    except ValueError:
+        raise ImportError_(f"--{flag}: expected an integer, got {value!r}") from None
+
+
+def _pools(out: Imported, value: str) -> None:
+    for part in _split_outside_quotes(value):
+        pool, _, size = part.partition(":")
+        if pool not in POOLS:
+            raise ImportError_(f"--memPoolSize: unknown pool {pool!r} (known: {', '.join(POOLS)})")
+        key, unit = POOLS[pool]
+        amount, exact = _size("memPoolSize", size, unit)
+        out.pools[key] = amount
+        if not exact:
+            out.notes.append(f"--memPoolSize {pool}:{size}: rounded up to {amount} {'KiB' if unit == 1024 else 'MiB'}")
+
+
+def _precision(out: Imported, flags: list[str], legacy: bool) -> None:
+    if not flags:
+        return
+    wanted = set(flags)
+    if "best" in wanted:
+        wanted |= {"fp16", "int8", "fp8"}
+    for gone in sorted(wanted & {"int4", "fp4"}):
+        out.notes.append(f"--{gone}: no builder flag in any module trtls supports; quantize with ModelOpt (Q/DQ)")
+    wanted -= {"best", "int4", "fp4"}
+    if legacy:
+        out.precision["legacy_flags"] = [f for f in ("fp16", "bf16", "int8", "fp8") if f in wanted]
+        out.notes.append(
+            "precision flags kept as TensorRT 10.x legacy_flags; TensorRT 11 and TensorRT-RTX refuse them (TRT141)"
+        )
+        return
+    low = "fp16" if "fp16" in wanted else ("bf16" if "bf16" in wanted else None)
+    if low:
+        out.precision["convert"] = low
+        out.notes.append(
+            f"--{low}: TensorRT 11 and TensorRT-RTX have no {low.upper()} flag; mapped to precision.convert = "
+            f'"{low}" (ModelOpt AutoCast before the build). For TensorRT 10.x weak typing, import with '
+            "--legacy-precision"
+        )
+        if {"fp16", "bf16"} <= wanted:
+            out.notes.append("--bf16 as well: AutoCast converts to one type; fp16 chosen")
+    for q in ("int8", "fp8"):
+        if q in wanted:
+            out.notes.append(
+                f"--{q}: not mapped; INT8/FP8 need explicit Q/DQ nodes in the ONNX (python -m "
+                f"modelopt.onnx.quantization --quantize_mode {q}), or --legacy-precision for TensorRT 10.x"
+            )
+
+
+def _profiles(out: Imported, shapes: dict[str, list[dict[str, list[int]]]]) -> list[dict[str, dict[str, list[int]]]]:
+    count = max((len(v) for v in shapes.values()), default=0)
+    profiles = []
+    for i in range(count):
+        mins, opts, maxs = (shapes[k][i] if i < len(shapes[k]) else {} for k in ("minShapes", "optShapes", "maxShapes"))
+        names = list(dict.fromkeys([*mins, *opts, *maxs]))
+        profile: dict[str, dict[str, list[int]]] = {}
+        for n in names:
+            opt = opts.get(n) or maxs.get(n) or mins.get(n)
+            entry = {"min": mins.get(n) or opt, "opt": opt, "max": maxs.get(n) or opt}
+            missing = [k for k, src in (("min", mins), ("opt", opts), ("max", maxs)) if n not in src]
+            if missing:
+                out.notes.append(f"profile {i}, input {n}: no {'/'.join(missing)} shape given; used opt (or max)")
+            profile[n] = entry  # type: ignore[assignment]
+        profiles.append(profile)
+    return profiles
+
+
+def _engine_name(onnx: str) -> str:
+    stem = PurePath(onnx).stem or "engine"
+    name = re.sub(r"[^A-Za-z0-9_.-]", "_", stem)
+    return name if re.match(r"^[A-Za-z0-9_]", name) else f"e_{name}"
+
+
+# ---------------------------------------------------------------- TOML text
+
+
+def _key(name: str) -> str:
+    return name if BARE_KEY.match(name) else json.dumps(name)
+
+
+def _value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, list):
+        return "[" + ", ".join(_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f"{_key(k)} = {_value(v)}" for k, v in value.items()) + " }"
+    return json.dumps(str(value))
+
+
+def render(imp: Imported) -> str:
+    table = f"engines.{_key(imp.name)}"
+    lines = [f"# trtls import trtexec: {n}" for n in imp.notes]
+    lines.append(f"[{table}]")
+    lines.append(f"onnx = {_value(imp.engine['onnx'])}")
+    lines.append(f"output = {_value(imp.engine['output'])}")
+    if "timing_cache" in imp.engine:
+        lines.append(f'timing_cache = {{ path = {_value(imp.engine["timing_cache"])}, mode = "read_write" }}')
+    if imp.builder or imp.pools:
+        lines += ["", f"[{table}.builder]"]
+        lines += [f"{k} = {_value(v)}" for k, v in imp.builder.items()]
+        if imp.pools:
+            lines.append(f"memory_pool_limits = {_value(imp.pools)}")
+    if imp.precision:
+        lines += ["", f"[{table}.precision]"] + [f"{k} = {_value(v)}" for k, v in imp.precision.items()]
+    if imp.plugins:
+        lines += ["", f"[{table}.plugins]"] + [f"{k} = {_value(v)}" for k, v in imp.plugins.items()]
+    for profile in imp.profiles:
+        lines += ["", f"[[{table}.profiles]]"]
+        lines += [f"inputs.{_key(n)} = {_value(s)}" for n, s in profile.items()]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,159 @@
+"""`trtls import trtexec`: a trtexec command line becomes a recipe table that loads, keeps every setting (or
+names why not), writes into an existing recipe atomically without touching the rest, and builds for real."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from trtls.cli.main import main
+from trtls.core.recipe import load_recipe
+from trtls.importers.trtexec import import_trtexec
+
+ENCODER = [
+    "--onnx=models/encoder.onnx",
+    "--saveEngine=build/enc.engine",
+    "--fp16",
+    "--minShapes=input_ids:1x1,attention_mask:1x1",
+    "--optShapes=input_ids:1x64,attention_mask:1x64",
+    "--maxShapes=input_ids:4x128,attention_mask:4x128",
+    "--minShapes=input_ids:1x128,attention_mask:1x128",
+    "--optShapes=input_ids:8x256,attention_mask:8x256",
+    "--maxShapes=input_ids:16x512,attention_mask:16x512",
+    "--memPoolSize=workspace:1G,tacticSharedMem:48K,dlaSRAM:1.5M",
+    "--timingCacheFile=build/enc.cache",
+    "--builderOptimizationLevel=4",
+    "--tacticSources=-CUDNN,+CUBLAS",
+    "--stronglyTyped",
+    "--refit",
+    "--stripWeights",
+    "--sparsity=enable",
+    "--useDLACore=1",
+    "--allowGPUFallback",
+    "--hardwareCompatibilityLevel=ampere+",
+    "--staticPlugins=plugins/libnms.so",
+    "--setPluginsToSerialize=plugins/libnms.so",
+    "--versionCompatible",
+    "--excludeLeanRuntime",
+    "--maxAuxStreams=2",
+    "--profilingVerbosity=detailed",
+    "--noTF32",
+    "--int8",
+    "--iterations=100",
+    "--warmUp",
+    "500",
+    "--loadInputs=x:in.bin",
+    "--verbose",
+    "--frobnicate=1",
+]
+
+
+def recipe_from(folder: Path, text: str):
+    (folder / "models").mkdir(exist_ok=True)
+    path = folder / "trtls.toml"
+    path.write_text(text)
+    return load_recipe(path)
+
+
+def test_every_build_flag_lands_on_its_key(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["import", "trtexec", "--", *ENCODER]) == 0
+    text = capsys.readouterr().out
+    loaded = recipe_from(tmp_path, text)
+    assert [f.code for f in loaded.findings if f.code in ("TRT100", "TRT101", "TRT102", "TRT103", "TRT106")] == []
+    eng = loaded.data["engines"]["encoder"]
+    assert eng["onnx"] == "models/encoder.onnx" and eng["output"] == "build/enc.engine"
+    assert eng["timing_cache"] == {"path": "build/enc.cache", "mode": "read_write"}
+    b = eng["builder"]
+    assert b["optimization_level"] == 4 and b["tactic_sources"] == ["-CUDNN", "+CUBLAS"]
+    assert b["refit"] == "all" and b["strip_weights"] is True and b["sparse_weights"] is True
+    assert b["dla_core"] == 1 and b["allow_gpu_fallback"] is True and b["hardware_compatibility_level"] == "ampere_plus"
+    assert b["version_compatible"] is True and b["exclude_lean_runtime"] is True and b["max_aux_streams"] == 2
+    assert b["profiling_verbosity"] == "detailed" and b["tf32"] is False
+    assert b["memory_pool_limits"] == {"workspace_mib": 1024, "tactic_shared_memory_kib": 48, "dla_managed_sram_mib": 2}
+    assert eng["precision"] == {"convert": "fp16", "strongly_typed": True}
+    assert eng["plugins"] == {"libraries": ["plugins/libnms.so"], "serialize": ["plugins/libnms.so"]}
+    # two TensorRT profiles, each with both inputs (the multi-input profile format)
+    p0, p1 = eng["profiles"]
+    assert p0["inputs"]["attention_mask"] == {"min": [1, 1], "opt": [1, 64], "max": [4, 128]}
+    assert p1["inputs"]["input_ids"] == {"min": [1, 128], "opt": [8, 256], "max": [16, 512]}
+    # skipped flags are named, with why
+    notes = [ln for ln in text.splitlines() if ln.startswith("# trtls import trtexec:")]
+    for flag in ("--iterations", "--warmUp", "--loadInputs", "--verbose", "--frobnicate", "--int8", "--fp16"):
+        assert any(n.split(": ", 1)[1].startswith(flag) for n in notes), flag
+    assert any("rounded up to 2 MiB" in n for n in notes)
+    assert any("Q/DQ" in n for n in notes if "--int8" in n)
+
+
+def test_legacy_precision_and_shapes(tmp_path: Path) -> None:
+    imp = import_trtexec(["--onnx=m.onnx", "--best", "--shapes=x:2x3"], legacy_precision=True)
+    assert imp.precision == {"legacy_flags": ["fp16", "int8", "fp8"]}
+    assert imp.profiles == [{"x": {"min": [2, 3], "opt": [2, 3], "max": [2, 3]}}]
+    assert imp.engine["output"] == "build/m.engine" and any("no --saveEngine" in n for n in imp.notes)
+    quoted = import_trtexec(["--onnx=a b.onnx", "--optShapes='in:0':1x4"])
+    assert quoted.name == "a_b" and quoted.profiles[0]["in:0"]["min"] == [1, 4]
+    assert 'inputs."in:0" = { min = [1, 4]' in quoted.toml()
+    assert recipe_from(tmp_path, quoted.toml()).data["engines"]["a_b"]["profiles"][0]["inputs"]["in:0"]["max"] == [1, 4]
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--loadEngine=m.engine", "--iterations=10"], "no --onnx"),
+        (["--onnx=m.onnx", "--minShapes=x:1xa"], "must be integers"),
+        (["--onnx=m.onnx", "--memPoolSize=l3:1G"], "unknown pool 'l3'"),
+        (["--onnx=m.onnx", "--sparsity=maybe"], "--sparsity"),
+        (["--onnx=m.onnx", "stray"], "unexpected argument"),
+    ],
+)
+def test_bad_command_lines_exit_2(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["import", "trtexec", "--", *argv]) == 2
+    captured = capsys.readouterr()
+    assert message in captured.err and captured.out == ""
+
+
+def test_write_keeps_the_recipe_and_the_imported_engine_builds(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    recipe = workspace / "trtls.toml"
+    before = recipe.read_text()
+    monkeypatch.chdir(workspace.parent)  # trtexec's paths are relative to where it ran; the recipe's to the recipe
+    args = [
+        "--onnx=ws/models/demo.onnx",
+        "--saveEngine=ws/build/imported.engine",
+        "--minShapes=input:1x3x32x32",
+        "--optShapes=input:2x3x32x32",
+        "--maxShapes=input:4x3x32x32",
+        "--noTF32",
+        "--builderOptimizationLevel=1",
+        "--useDLACore=0",
+        "--iterations=10",
+    ]
+    assert main(["import", "trtexec", "--write", str(workspace), "--name", "imported", "--", *args]) == 0
+    after = recipe.read_text()
+    assert after.startswith(before.rstrip("\n")), "the rest of the recipe is kept as it was"
+    assert 'onnx = "models/demo.onnx"' in after and 'output = "build/imported.engine"' in after
+    # the same name again: refused, file unchanged
+    assert main(["import", "trtexec", "--write", str(workspace), "--name", "imported", "--", *args]) == 2
+    assert recipe.read_text() == after and "already exists" in capsys.readouterr().err
+    # --replace swaps only that engine's tables
+    args[6] = "--builderOptimizationLevel=2"
+    assert main(["import", "trtexec", "--write", str(workspace), "--name", "imported", "--replace", "--", *args]) == 0
+    replaced = recipe.read_text()
+    assert replaced.count("[engines.imported]") == 1 and "optimization_level = 2" in replaced
+    assert replaced.startswith(before.rstrip("\n"))
+    # and it builds for real: the imported settings reach TensorRT-RTX, the inapplicable one is reported
+    assert main(["build", str(workspace), "--engine", "imported"]) == 0
+    run = max((workspace / ".trtls" / "runs").iterdir(), key=lambda p: p.stat().st_mtime)
+    summary = json.loads((run / "summary.json").read_text())
+    eff = summary["effectiveSettings"]
+    assert eff["tf32"] is False and eff["optimization_level"] == 2 and "dla_core" in eff["not_applied"]
+    assert (workspace / "build" / "imported.engine").is_file()
+
+
+def test_write_refuses_a_broken_recipe(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    recipe = tmp_path / "trtls.toml"
+    recipe.write_text("[engines.a\nonnx = 1\n")
+    assert main(["import", "trtexec", "--write", str(recipe), "--", "--onnx=m.onnx"]) == 2
+    assert recipe.read_text() == "[engines.a\nonnx = 1\n" and "syntax error" in capsys.readouterr().err
