@@ -281,6 +281,8 @@ KEYS: tuple[KeyInfo, ...] = (
     KeyInfo("keep_evidence", "— (trtls: quarantine instead of delete)", _APPLIED, _APPLIED, _APPLIED),
     KeyInfo("builder_module", "— (trtls: which module the worker loads)", _APPLIED, _APPLIED, _APPLIED),
     KeyInfo("worker", "— (trtls: an external worker)", _APPLIED, _APPLIED, _APPLIED),
+    KeyInfo("run_on", "— (trtls build farm: where a build runs)", _APPLIED, _APPLIED, _APPLIED),
+    KeyInfo("matrix", "— (trtls build farm: one build per combination)", _APPLIED, _APPLIED, _APPLIED),
 )
 
 
