@@ -16,11 +16,11 @@ import { BuildTreeProvider } from './treeView';
 const RECIPE_GLOB = '**/trtls.toml';
 
 interface ListTargetsResult { engines: string[]; routes: string[] }
-interface BuildResult { buildId: string; engine: string; status: 'started' | 'already_building' | string }
+interface BuildResult { buildId: string; engine: string; status: string }  // status: started | already_building
 interface CancelResult { buildId: string; accepted: boolean }
 interface ListBuildsResult { builds: { buildId: string; engine: string; uri: string; status: string; evidencePath: string | null }[] }
 interface EvidenceResult { buildId: string; path: string | null; summary?: unknown }
-interface GatesResult { route: string; decision: 'supported' | 'hold' | 'reject' | string | null; stopped?: boolean; status?: string; [k: string]: unknown }
+interface GatesResult { route: string; decision: string | null; stopped?: boolean; status?: string; [k: string]: unknown }  // decision: supported | hold | reject
 
 /** Crashes the language client restarts before it gives up (its default; 5 crashes within 3 minutes stop it). */
 const MAX_RESTARTS = 4;
@@ -57,10 +57,12 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   context.subscriptions.push(view, statusItem);
   void vscode.commands.executeCommand('setContext', 'trtls.isBuilding', false);
 
-  const reg = (id: string, fn: (...args: any[]) => unknown): void => {
+  // VS Code passes a command whatever its caller gave (a tree element, a Uri, a code lens's argument, nothing):
+  // each handler checks its arguments itself.
+  const reg = <A extends unknown[]>(id: string, fn: (...args: A) => unknown): void => {
     context.subscriptions.push(vscode.commands.registerCommand(id, async (...args: unknown[]) => {
       try {
-        await fn(...args);
+        await fn(...(args as A));
       } catch (e) {
         const msg = e instanceof Error ? e.message : String(e);
         log.error(`${id} failed: ${msg}`);
@@ -341,7 +343,7 @@ async function serverCommand<T>(command: string, arg: object): Promise<T> {
     throw new Error('the trtls server is not running (TensorRT: Restart Server, and see the output "TensorRT Language Server")');
   }
   log.info(`→ ${command} ${JSON.stringify(arg)}`);
-  const res = await c.sendRequest(ExecuteCommandRequest.type, { command, arguments: [arg] });
+  const res: unknown = await c.sendRequest(ExecuteCommandRequest.type, { command, arguments: [arg] });
   log.info(`← ${command} ${JSON.stringify(res)}`);
   return res as T;
 }
@@ -361,11 +363,15 @@ async function findRecipe(arg: unknown): Promise<vscode.Uri | undefined> {
   return found[0];
 }
 
+function stringOr(v: unknown, fallback: string): string {
+  return typeof v === 'string' ? v : fallback;
+}
+
 /** Arguments from a code lens: {uri, engine} / {uri, route}. */
 function targetArg(arg: unknown, key: 'engine' | 'route'): { uri: string; name: string } | undefined {
   if (typeof arg === 'object' && arg !== null && !(arg instanceof vscode.Uri)) {
     const o = arg as Record<string, unknown>;
-    if (typeof o.uri === 'string' && typeof o[key] === 'string') return { uri: o.uri, name: o[key] as string };
+    if (typeof o.uri === 'string' && typeof o[key] === 'string') return { uri: o.uri, name: o[key] };
   }
   return undefined;
 }
@@ -403,12 +409,12 @@ async function showCommandResult(command: string, arg: unknown, res: unknown): P
   switch (command) {
     case 'trtls.buildEngine': {
       const r = res as BuildResult;
-      const engine = r.engine ?? String(a.engine ?? '?');
+      const engine = r.engine ?? stringOr(a.engine, '?');
       if (r.status === 'already_building') {
         void vscode.window.showInformationMessage(`TensorRT: ${engine} is already building.`);
       }
       if (r.buildId) {
-        model.noteStarted(r.buildId, engine, String(a.uri ?? ''));
+        model.noteStarted(r.buildId, engine, stringOr(a.uri, ''));
         refreshBuildState();
       }
       if (vscode.workspace.getConfiguration('trtls').get<boolean>('showBuildsViewOnBuild', true)) {
@@ -425,7 +431,7 @@ async function showCommandResult(command: string, arg: unknown, res: unknown): P
       await openEvidence((res as EvidenceResult).path);
       break;
     case 'trtls.runGates': {
-      const o = gatesOutcome(res as GatesResult, String(a.route ?? '?'));
+      const o = gatesOutcome(res, stringOr(a.route, '?'));
       log.info(`gates: ${o.text}`);
       if (o.level === 'info') {
         void vscode.window.showInformationMessage(`TensorRT: ${o.text}`);
@@ -437,7 +443,7 @@ async function showCommandResult(command: string, arg: unknown, res: unknown): P
       break;
     }
     case 'trtls.printDebugInformation':
-      log.info(String((res as { text?: unknown }).text ?? JSON.stringify(res)));
+      log.info(stringOr((res as { text?: unknown }).text, JSON.stringify(res)));
       log.show(true);
       break;
     default:

@@ -83,7 +83,7 @@ export function gatesOutcome(result: { route?: unknown; decision?: unknown; stop
   if (decision === null) {
     return result.status === 'invalid_recipe'
       ? { level: 'warning', text: `route ${route}: the recipe has errors — see Problems`, showProblems: true }
-      : { level: 'info', text: `route ${route}: gates not run (${String(result.status ?? 'no decision').replace(/_/g, ' ')})`, showProblems: false };
+      : { level: 'info', text: `route ${route}: gates not run (${(typeof result.status === 'string' ? result.status : 'no decision').replace(/_/g, ' ')})`, showProblems: false };
   }
   if (decision === 'supported') return { level: 'info', text: `route ${route}: supported`, showProblems: false };
   return { level: 'warning', text: `route ${route}: ${decision} — see Problems`, showProblems: true };

@@ -76,7 +76,7 @@ export class ToastProgressFeature implements StaticFeature {
       }
     };
     sub = this.client.onProgress(WorkDoneProgress.type, token, (value) => {
-      const v = value as ProgressValue;
+      const v: ProgressValue = value;  // an end from trtls also carries outcome and outcomeKind (see ProgressEnd)
       if (v.kind === 'begin' && report === undefined) {
         tracker.title = v.title;
         tracker.cancellable = v.cancellable ?? false;
@@ -90,6 +90,6 @@ export class ToastProgressFeature implements StaticFeature {
       }
       handle(v);
     });
-    this.active.set(key, { dispose: () => sub?.dispose(), finish });
+    this.active.set(key, { dispose: () => { sub.dispose(); }, finish });
   }
 }
