@@ -1,5 +1,6 @@
 // End-to-end test of the trtls extension in a real VS Code (code-server) driven by playwright-core + Chromium.
 // Usage: node e2e/run.mjs --code-server BIN --vsix FILE --python PY --workspace DIR [--artifacts DIR] [--only a,b]
+//        [--docs-img DIR]   (also copy the README's three screenshots there: panel, terminal tree, report)
 // The workspace must already hold the sample with its models. Exits non-zero if any check fails.
 import { spawn, execFileSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -660,6 +661,16 @@ try {
   clearTimeout(deadline);
   await shot('99-final');
   await cleanup();
+}
+
+// --docs-img DIR: the README's screenshots (docs/img), copied from this run's own.
+if (args['docs-img']) {
+  const docs = path.resolve(args['docs-img']);
+  fs.mkdirSync(docs, { recursive: true });
+  for (const [from, to] of [['04-tree-running', 'panel'], ['09c-terminal-tree', 'terminal-tree'], ['09b-build-timeline', 'report']]) {
+    const src = path.join(ART, `${from}.png`);
+    if (fs.existsSync(src)) { fs.copyFileSync(src, path.join(docs, `${to}.png`)); say(`docs image ${to}.png from ${from}.png`); }
+  }
 }
 
 const failed = results.filter((r) => !r.ok);

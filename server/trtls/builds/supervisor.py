@@ -32,6 +32,7 @@ from trtls import __version__
 from trtls.builds.artifacts import remove_or_quarantine, sha256_file, temp_files_near
 from trtls.builds.history import History
 from trtls.builds.orphans import process_start_id
+from trtls.builds.spawn import spawn_worker
 from trtls.core.atomic import atomic_write_text
 from trtls.core.build_config import flat_settings
 from trtls.core.builder_errors import internal_error
@@ -143,6 +144,8 @@ class Build:
     parent_id: str | None = None  # the matrix build this cell belongs to
     placement: dict[str, Any] = field(default_factory=dict)  # node id, hostname, labels, accelerator, queue wait
     queued_ns: int | None = None
+    _prespawned: asyncio.subprocess.Process | None = None
+    _previous_sha: asyncio.Future | None = None
 
     @property
     def evidence_dir(self) -> Path:
@@ -268,6 +271,27 @@ def signal_group(proc: Any, sig: int) -> bool:
         return False
 
 
+def running_json(build: Build, worker_pid: int | None, local: bool = True) -> None:
+    """`running.json`: the record orphan recovery finds if this process dies during the build."""
+    record: dict[str, Any] = {"buildId": build.id, "engine": build.engine, "output": str(build.output)}
+    if worker_pid is not None:
+        record["workerPid"] = worker_pid
+        # verified before orphan recovery kills it; a remote worker's pid names no process here
+        record["workerStart"] = process_start_id(worker_pid) if local else None
+    record.update(supervisorPid=os.getpid(), supervisorStart=process_start_id(os.getpid()), job=build.job)
+    atomic_write_text(build.evidence_dir / "running.json", json.dumps(record))
+
+
+def _sha256_and_close(fh: Any) -> str:
+    import hashlib
+
+    with fh:
+        h = hashlib.sha256()
+        while block := fh.read(1 << 20):
+            h.update(block)
+        return h.hexdigest()
+
+
 class Supervisor:
     def __init__(self) -> None:
         self.builds: dict[str, Build] = {}
@@ -286,9 +310,13 @@ class Supervisor:
         remote: Any = None,
         cell: str | None = None,
         parent_id: str | None = None,
+        worker: asyncio.subprocess.Process | None = None,
     ) -> Build:
         """Start a build (needs a running loop). The recipe must have loaded without errors. `remote` (a
-        `trtls.builds.farm.run.RemoteSpec`) runs the same worker on a cluster node (docs/farm.md)."""
+        `trtls.builds.farm.run.RemoteSpec`) runs the same worker on a cluster node (docs/farm.md).
+
+        `worker`: a built-in worker the caller started early (`builds.spawn`), already importing TensorRT while
+        the caller loaded the recipe; it gets this build's job. Ignored (and closed) for an external worker."""
         if loaded.recipe is None:
             raise ValueError("the recipe has errors; no build starts")
         if engine not in loaded.recipe.engines:
@@ -301,6 +329,10 @@ class Supervisor:
         command = list(eng.worker) if eng.worker else [sys.executable, "-m", "trtls.builds.worker"]
         build = Build(build_id, engine, loaded.path, job, eng.cancel_grace_s, command)
         build.remote, build.cell, build.parent_id = remote, cell, parent_id
+        if worker is not None and eng.worker:
+            worker.stdin.close()  # type: ignore[union-attr]  # an external worker was asked for: not ours to use
+        elif worker is not None:
+            build._prespawned = worker
         loop = asyncio.get_running_loop()
         build._loop = loop
         build._done = loop.create_future()
@@ -349,57 +381,29 @@ class Supervisor:
     async def _run_unguarded(self, build: Build) -> None:
         build.evidence_dir.mkdir(parents=True, exist_ok=True)
         if build.output.is_file():
-            build.previous_engine_sha = sha256_file(build.output)
-        atomic_write_text(
-            build.evidence_dir / "running.json",
-            json.dumps(
-                {
-                    "buildId": build.id,
-                    "engine": build.engine,
-                    "output": str(build.output),
-                    "supervisorPid": os.getpid(),
-                    "supervisorStart": process_start_id(os.getpid()),
-                    "job": build.job,
-                }
-            ),
-        )
+            # Hashed beside the build, not before it (10s of MB on the critical path of every build). The file is
+            # opened now: a build that replaces it later cannot change what is hashed.
+            fh = open(build.output, "rb")
+            build._previous_sha = asyncio.get_running_loop().run_in_executor(None, _sha256_and_close, fh)
+        proc = build._prespawned
         # unbuffered: if this process dies, the next one rebuilds the evidence from what is on disk
         build._events_file = open(build.evidence_dir / "events.jsonl", "wb", buffering=0)
-        try:
-            if build.remote is not None:
-                from trtls.builds.farm.remote_process import RemoteProcess  # Ray: only on the remote path
+        if proc is None:
+            running_json(build, None)  # before the spawn: a crash while spawning still leaves the record
+            try:
+                if build.remote is not None:
+                    from trtls.builds.farm.remote_process import RemoteProcess  # Ray: only on the remote path
 
-                own = build.command[-1] == "trtls.builds.worker"  # the node runs its own copy of ours
-                proc = await RemoteProcess.start(build.job, build.remote, None if own else build.command)
-            else:
-                proc = await asyncio.create_subprocess_exec(
-                    *build.command,
-                    stdin=asyncio.subprocess.PIPE,
-                    stdout=asyncio.subprocess.PIPE,
-                    stderr=asyncio.subprocess.PIPE,
-                    start_new_session=True,  # Ctrl-C reaches the supervisor only; it decides what the worker gets
-                    limit=1 << 24,
-                )
-        except OSError as exc:
-            build.error = f"cannot start worker {build.command[0]}: {exc}"
-            await self._finish(build, "failed")
-            return
+                    own = build.command[-1] == "trtls.builds.worker"  # the node runs its own copy of ours
+                    proc = await RemoteProcess.start(build.job, build.remote, None if own else build.command)
+                else:
+                    proc = await spawn_worker(build.command)
+            except OSError as exc:
+                build.error = f"cannot start worker {build.command[0]}: {exc}"
+                await self._finish(build, "failed")
+                return
         build._proc, build.pid, build.status = proc, proc.pid, "running"
-        atomic_write_text(
-            build.evidence_dir / "running.json",
-            json.dumps(
-                {
-                    "buildId": build.id,
-                    "engine": build.engine,
-                    "output": str(build.output),
-                    "workerPid": proc.pid,
-                    "workerStart": process_start_id(proc.pid),  # verified before orphan recovery kills it
-                    "supervisorPid": os.getpid(),
-                    "supervisorStart": process_start_id(os.getpid()),
-                    "job": build.job,
-                }
-            ),
-        )
+        running_json(build, proc.pid, local=build.remote is None)
         assert proc.stdin is not None
         proc.stdin.write((json.dumps(build.job) + "\n").encode())
         if build.token.is_set:  # cancelled before the worker existed
@@ -570,6 +574,8 @@ class Supervisor:
                 deepest = max(running, key=lambda p: p.id.count("."), default=None)
                 if deepest is not None:
                     history.record(build.config_hash, stop_phase=deepest.id)
+        if build._previous_sha is not None and not build._previous_sha.done():
+            await asyncio.wait([build._previous_sha])
         build.summary = self._summary(build, t_end, history)
         build.evidence_dir.mkdir(parents=True, exist_ok=True)
         atomic_write_text(build.evidence_dir / "summary.json", json.dumps(build.summary, indent=2, default=str))
@@ -597,6 +603,11 @@ class Supervisor:
             else "the build ended before a cache decision",
         }
         intact = None
+        if build._previous_sha is not None:
+            try:
+                build.previous_engine_sha = build._previous_sha.result()
+            except (OSError, asyncio.InvalidStateError):
+                build.previous_engine_sha = None
         if build.previous_engine_sha is not None and build.outcome != "built":
             intact = build.output.is_file() and sha256_file(build.output) == build.previous_engine_sha
         engine_written = [a for a in build.artifacts if a.get("kind") == "engine" and a.get("action") == "written"]

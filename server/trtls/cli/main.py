@@ -55,39 +55,59 @@ def report_error(code: str, message: str, file: str) -> None:
 
 
 def cmd_build(args: argparse.Namespace) -> int:
-    loaded = load_or_report(args.recipe)
-    if loaded is None:
-        return EXIT_BAD_INPUT
-    if not loaded.recipe.engines:
-        report_error("TRT107", "no [engines.NAME] table: add one to build an engine (see the README)", str(loaded.path))
-        return EXIT_BAD_INPUT
-    engines = [args.engine] if args.engine and not args.all else list(loaded.recipe.engines)
-    unknown = [e for e in engines if e not in loaded.recipe.engines]
-    if unknown:
-        known = ", ".join(loaded.recipe.engines)
-        report_error("TRT107", f"no engine named {unknown[0]} (engines: {known})", str(loaded.path))
-        return EXIT_BAD_INPUT
-    overrides: dict[str, Any] = {}
-    if args.cold:
-        overrides["cache_mode"] = "off"
-    if args.optimization_level is not None:
-        overrides["settings"] = {"optimization_level": args.optimization_level}
-    if args.all or args.matrix or args.cell or loaded.recipe.cluster is not None:
-        return asyncio.run(_build_matrix(loaded, engines, args, overrides))
-    code = EXIT_BUILT
-    for engine in engines:
-        code = asyncio.run(_build_one(loaded, engine, args, overrides))
-        if code != EXIT_BUILT:
-            break
-    return code
+    return asyncio.run(_build_all(args))
 
 
-async def _build_one(loaded: Any, engine: str, args: argparse.Namespace, overrides: dict[str, Any]) -> int:
+async def _build_all(args: argparse.Namespace) -> int:
+    from trtls.builds.spawn import discard, preload_for, spawn_worker
+
+    # The worker starts first and imports TensorRT while this process loads and checks the recipe (one local
+    # build; a matrix or a cluster places its own workers).
+    farm = args.all or args.matrix or args.cell
+    preload = None if farm else preload_for(_find_recipe(args.recipe), args.engine)
+    early = await spawn_worker(preload=preload) if preload is not None else None
+    try:
+        loaded = load_or_report(args.recipe)
+        if loaded is None:
+            return EXIT_BAD_INPUT
+        if not loaded.recipe.engines:
+            report_error(
+                "TRT107", "no [engines.NAME] table: add one to build an engine (see the README)", str(loaded.path)
+            )
+            return EXIT_BAD_INPUT
+        engines = [args.engine] if args.engine and not args.all else list(loaded.recipe.engines)
+        unknown = [e for e in engines if e not in loaded.recipe.engines]
+        if unknown:
+            known = ", ".join(loaded.recipe.engines)
+            report_error("TRT107", f"no engine named {unknown[0]} (engines: {known})", str(loaded.path))
+            return EXIT_BAD_INPUT
+        overrides: dict[str, Any] = {}
+        if args.cold:
+            overrides["cache_mode"] = "off"
+        if args.optimization_level is not None:
+            overrides["settings"] = {"optimization_level": args.optimization_level}
+        if farm or loaded.recipe.cluster is not None:
+            await discard(early)
+            return await _build_matrix(loaded, engines, args, overrides)
+        code = EXIT_BUILT
+        for engine in engines:
+            worker, early = early, None
+            code = await _build_one(loaded, engine, args, overrides, worker)
+            if code != EXIT_BUILT:
+                break
+        return code
+    finally:
+        await discard(early)
+
+
+async def _build_one(
+    loaded: Any, engine: str, args: argparse.Namespace, overrides: dict[str, Any], worker: Any = None
+) -> int:
     from trtls.builds.supervisor import Supervisor
     from trtls.cli.terminal_view import JsonView, PlainView, RichView, print_outcome
 
     sup = Supervisor()
-    build = sup.start(loaded, engine, overrides=overrides)
+    build = sup.start(loaded, engine, overrides=overrides, worker=worker)
     loop = asyncio.get_running_loop()
     interrupts = 0
 

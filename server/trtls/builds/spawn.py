@@ -1,0 +1,64 @@
+"""Starting a worker process, with nothing imported beyond the standard library.
+
+A CLI build starts its worker before it loads the recipe (pydantic, the event models, the ONNX checks), so
+the worker's own start-up — Python, then TensorRT's import, the largest fixed cost of a build — runs while
+the parent prepares the job, instead of after it (`early_worker`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import tomllib
+from pathlib import Path
+from typing import Any
+
+BUILTIN_WORKER = [sys.executable, "-m", "trtls.builds.worker"]
+PRELOADABLE = ("auto", "tensorrt", "tensorrt_rtx")
+
+
+async def spawn_worker(command: list[str] | None = None, preload: str | None = None) -> asyncio.subprocess.Process:
+    """Start a worker (the built-in one by default). `preload`: the builder module it imports at once, before
+    its job arrives (see worker.preload)."""
+    command = list(command or BUILTIN_WORKER)
+    if preload is not None:
+        command += ["--preload", preload]
+    return await asyncio.create_subprocess_exec(
+        *command,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        start_new_session=True,  # Ctrl-C reaches the supervisor only; it decides what the worker gets
+        limit=1 << 24,
+    )
+
+
+def preload_for(recipe: Path, engine: str | None) -> str | None:
+    """The builder module to preload for the first engine a build will start, read from the raw TOML; None when
+    an early worker would not be used (unreadable recipe, unknown engine, an external worker). The recipe is
+    validated properly afterwards; this only decides whether to start early."""
+    try:
+        data = tomllib.loads(recipe.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    engines = data.get("engines")
+    if "cluster" in data or not isinstance(engines, dict) or not engines:  # a cluster places its own workers
+        return None
+    table: Any = engines.get(engine) if engine else next(iter(engines.values()))
+    if not isinstance(table, dict) or "worker" in table:
+        return None
+    module = table.get("builder_module", "auto")
+    return module if module in PRELOADABLE else None
+
+
+async def discard(worker: asyncio.subprocess.Process | None) -> None:
+    """An early worker that gets no job: closing its input ends it (it exits without building)."""
+    if worker is None or worker.returncode is not None:
+        return
+    if worker.stdin is not None:
+        worker.stdin.close()
+    try:
+        await asyncio.wait_for(worker.wait(), 5.0)
+    except TimeoutError:
+        worker.kill()
+        await worker.wait()
