@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from trtls.accept import criteria as C
-from trtls.accept import runner
+from trtls.accept import artifact_scenarios, runner
 from trtls.accept.report import build_report, junit, percentile, stats, to_text
 from trtls.accept.scenarios import GROUPS, select
 from trtls.builds.artifacts import engine_temp_path
@@ -173,12 +173,12 @@ def test_concurrent_cache_check_catches_a_write_behind_trtls_back(tmp_path: Path
             identity,
             lambda old, new: b"\n".join(sorted(set(old.splitlines()) | set(new.splitlines()))) + b"\n",
         )
-    assert runner.cache_consistency(cache, identity, records) == []
+    assert artifact_scenarios.cache_consistency(cache, identity, records) == []
     cache.write_bytes(b"a:1\n")  # someone overwrote it in place (what trtexec does)
-    problems = runner.cache_consistency(cache, identity, records)
+    problems = artifact_scenarios.cache_consistency(cache, identity, records)
     assert "the sidecar digest does not match the file" in problems and "1 of 2 merged records lost" in problems
     identity_path(cache).unlink()
-    assert "no readable sidecar" in runner.cache_consistency(cache, identity, records)[0]
+    assert "no readable sidecar" in artifact_scenarios.cache_consistency(cache, identity, records)[0]
 
 
 # -- (1), (2), (6), (7) ---------------------------------------------------------------------------------------

@@ -9,10 +9,10 @@ import pytest
 from test_route_build import COMMIT, change_weights, copy_sample, fresh_sample, leftovers, sha256, trtls
 
 from trtls.bundle import MAGIC, read_bundle, sidecar_path
+from trtls.bundle.sbom import sbom_path
 from trtls.core.gate_result import decide
 from trtls.core.recipe import load_recipe
 from trtls.gates.run import run_gates
-from trtls.route.build import sbom_path
 
 
 @pytest.fixture(scope="module")

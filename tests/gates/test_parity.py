@@ -175,7 +175,7 @@ def test_runtime_that_accepts_malformed_input_fails_the_check(tmp_path, model):
         "np.savez(sys.argv[2], y=np.zeros((3, 4), np.float32), r=np.zeros((3, 4), np.float32))\n"
     )
     ut = P.runtime_spec("command", command=[sys.executable, str(runner)], max_input_bytes=4096)
-    check = P._check_malformed(ut, inputs()[0], ())
+    check = P.check_malformed(ut, inputs()[0], ())
     assert check.status == "reject" and "accepted" in check.message
 
 
@@ -183,7 +183,7 @@ def test_concurrency_mismatch_is_rejected(model):
     # fault injection draws fresh noise per request: concurrent outputs cannot equal the serial one
     ut = P.runtime_spec("onnxruntime", model, perturb=1e-3)
     serial = {"y": np.zeros((3, 4), np.float32), "r": np.zeros((3, 4), np.float32)}
-    check = P._check_concurrency(ut, inputs()[0], serial, 3, True, {}, ())
+    check = P.check_concurrency(ut, inputs()[0], serial, 3, True, {}, ())
     assert check.status == "reject" and check.code == "TRT808" and "differ from serial" in check.message
 
 

@@ -17,10 +17,11 @@ from pathlib import Path
 import pytest
 
 from trtls.bundle import read_bundle, sidecar_path, verify_bundle
+from trtls.bundle.sbom import sbom_path
 from trtls.core.recipe import load_recipe
 from trtls.core.route import route_model
 from trtls.gates.source import check_checkpoint
-from trtls.route.build import RouteBuildError, build_route, files_digest, sbom_path
+from trtls.route.build import RouteBuildError, build_route, files_digest
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLE = REPO / "samples" / "route"

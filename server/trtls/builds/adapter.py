@@ -12,8 +12,6 @@ keep-alive table, or talks to the editor.
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import ctypes.util
 import importlib
 import platform
 import sys
@@ -23,6 +21,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from trtls.builds.cuda import cuda_driver, cuda_runtime, gpu_available
 
 INSTALL_HINT = "pip install tensorrt-rtx-cu13"
 # IProgressMonitor (the reason trtls exists) arrived in TensorRT 9.0; every TensorRT-RTX has it.
@@ -354,74 +354,6 @@ def combine_timing_cache(a: Any, b: Any, ignore_mismatch: bool = False) -> bool:
 # ---------------------------------------------------------------- environment and runtime
 
 
-def _load_first(*names: str) -> Any:
-    for name in names:
-        if not name:
-            continue
-        try:
-            return ctypes.CDLL(name)
-        except OSError:
-            continue
-    return None
-
-
-def _cuda_version_string(value: int) -> str:
-    return f"{value // 1000}.{(value % 1000) // 10}"
-
-
-def _cuda_driver() -> dict[str, Any]:
-    """Driver version and device 0 through libcuda, when there is one; never raises."""
-    found: dict[str, Any] = {"cuda_driver": None, "device_name": None, "compute_capability": None}
-    lib = _load_first("libcuda.so.1", ctypes.util.find_library("cuda") or "", "nvcuda.dll")
-    if lib is None:
-        return found
-    try:
-        version = ctypes.c_int(0)
-        if lib.cuDriverGetVersion(ctypes.byref(version)) == 0 and version.value:
-            found["cuda_driver"] = _cuda_version_string(version.value)
-        if lib.cuInit(0) != 0:
-            return found  # a driver without a usable device (or a container without /dev/nvidia*)
-        device = ctypes.c_int(0)
-        if lib.cuDeviceGet(ctypes.byref(device), 0) != 0:
-            return found
-        name = ctypes.create_string_buffer(256)
-        if lib.cuDeviceGetName(name, 256, device) == 0:
-            found["device_name"] = name.value.decode(errors="replace")
-        major, minor = ctypes.c_int(0), ctypes.c_int(0)
-        # CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75, _MINOR = 76
-        if (
-            lib.cuDeviceGetAttribute(ctypes.byref(major), 75, device) == 0
-            and lib.cuDeviceGetAttribute(ctypes.byref(minor), 76, device) == 0
-        ):
-            found["compute_capability"] = f"{major.value}.{minor.value}"
-    except (AttributeError, OSError):
-        pass
-    return found
-
-
-def _cuda_runtime() -> str | None:
-    """Version of the libcudart the loader finds (cudaRuntimeGetVersion needs no driver).
-
-    TensorRT-RTX links its CUDA runtime statically, so this is the system's runtime, not
-    necessarily the one inside the builder.
-    """
-    lib = _load_first(*(f"libcudart.so.{v}" for v in (13, 12, 11)), ctypes.util.find_library("cudart") or "")
-    if lib is None:
-        return None
-    try:
-        version = ctypes.c_int(0)
-        if lib.cudaRuntimeGetVersion(ctypes.byref(version)) == 0 and version.value:
-            return _cuda_version_string(version.value)
-    except (AttributeError, OSError):
-        pass
-    return None
-
-
-def gpu_available() -> bool:
-    """A CUDA driver with at least one device answered. False on this CPU-only machine."""
-    return _cuda_driver()["device_name"] is not None
-
-
 def environment_record(bm: BuilderModule) -> dict[str, Any]:
     """What built the engine, for the evidence. Works without a GPU (device fields are then None)."""
     trt = bm.trt
@@ -441,8 +373,8 @@ def environment_record(bm: BuilderModule) -> dict[str, Any]:
         "platform": platform.platform(),
         "machine": platform.machine(),
         "executable": sys.executable,
-        "cuda_runtime": _cuda_runtime(),
-        **_cuda_driver(),
+        "cuda_runtime": cuda_runtime(),
+        **cuda_driver(),
     }
 
 

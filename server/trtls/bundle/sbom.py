@@ -21,11 +21,13 @@ import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from trtls.core.atomic import atomic_write_text
 
 SPEC_VERSION = "1.5"
+SBOM_SUFFIX = ".cdx.json"  # the SBOM sits beside its bundle: <bundle>.cdx.json
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 
 
@@ -132,3 +134,8 @@ def make_sbom(
 def write_sbom(path: str | os.PathLike[str], sbom: Mapping[str, Any]) -> None:
     """Write the SBOM atomically (by convention `<bundle>.cdx.json` beside the bundle)."""
     atomic_write_text(path, json.dumps(sbom, indent=2, ensure_ascii=False) + "\n")
+
+
+def sbom_path(bundle: str | os.PathLike[str]) -> Path:
+    p = Path(bundle)
+    return p.with_name(p.name + SBOM_SUFFIX)

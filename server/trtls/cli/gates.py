@@ -86,7 +86,7 @@ def register(subparsers: Any) -> None:
 
 
 def cmd_route_build(args: argparse.Namespace) -> int:
-    from trtls.route.build import cmd_route_build as run
+    from trtls.cli.route import cmd_route_build as run
 
     return run(args)
 

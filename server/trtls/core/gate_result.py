@@ -49,6 +49,20 @@ class GateCheck:
         )
 
 
+def gate_check(
+    gate: int,
+    name: str,
+    status: CheckStatus,
+    message: str,
+    code: str,
+    path: TomlPath,
+    evidence: dict[str, Any] | None = None,
+    on_value: bool = True,
+) -> GateCheck:
+    """The one way a gate makes a check (each gate binds its number: `partial(gate_check, GATE)`)."""
+    return GateCheck(gate, name, status, message, code, tuple(path), on_value, dict(evidence or {}))
+
+
 def decide(checks: list[GateCheck]) -> Decision:
     if any(c.status == "reject" for c in checks):
         return "reject"

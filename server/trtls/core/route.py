@@ -264,3 +264,8 @@ def route_names(loaded: LoadedRecipe) -> list[str]:
 
 def resolve(loaded: LoadedRecipe, relative: str) -> Path:
     return loaded.resolve(relative)
+
+
+def route_dir(loaded: Any, route_name: str) -> Path:
+    """Where a route's records live: `.trtls/routes/<route>/` beside the recipe."""
+    return Path(loaded.base_dir) / ".trtls" / "routes" / route_name

@@ -33,7 +33,7 @@ from typing import Any
 from trtls.core.atomic import atomic_write_text
 from trtls.core.findings import Finding
 from trtls.core.gate_result import GATE_NAMES, Decision, GateCheck, decide
-from trtls.core.route import RouteModel, route_model
+from trtls.core.route import RouteModel, route_dir, route_model
 from trtls.gates.environment import Gate2Result, check_environment
 from trtls.gates.source import Gate1Result, check_checkpoint
 
@@ -297,10 +297,6 @@ def _engine_note(ctx: GateContext, gates: dict[str, Any]) -> dict[str, Any]:
             "on the engine's ONNX model, which gate 3 checks is byte-identical to the bundle's model.onnx section"
         ),
     }
-
-
-def route_dir(loaded: Any, route_name: str) -> Path:
-    return Path(loaded.base_dir) / ".trtls" / "routes" / route_name
 
 
 def junit_checks(result: RouteResult) -> list[dict[str, Any]]:

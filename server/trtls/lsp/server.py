@@ -30,36 +30,35 @@ from typing import TYPE_CHECKING, Any
 from lsprotocol import types as lsp
 from pygls.exceptions import JsonRpcInvalidParams
 from pygls.lsp.server import LanguageServer
-from pygls.uris import from_fs_path, to_fs_path
+from pygls.uris import to_fs_path
 
 from trtls import __version__
 
 if TYPE_CHECKING:
-    from trtls.builds.supervisor import Build
     from trtls.core.recipe import LoadedRecipe
+
 
 # Only pygls, lsprotocol and the standard library are imported before `initialize` is answered:
 # the build core, the recipe models and pydantic (≈ 0.2 s together) load on first use, and a
 # background thread warms them up right after `initialized` (see `warm_up`).
-WARM_UP = (
-    "trtls.core.recipe",
-    "trtls.models.profile_checks",
-    "trtls.builds.supervisor",
-    "trtls.builds.orphans",
-    "trtls.builds.outcome_findings",
-    "trtls.lsp.editor",
-    "trtls.lsp.build_relay",
-    "trtls.lsp.diagnostics",
-    "trtls.lsp.settings",
-    "trtls.lsp.command_args",
-)
-
-
 def warm_up() -> None:
-    import importlib
+    """Import what the first request will need (plain imports: the import graph stays visible to tools)."""
+    import trtls.builds.orphans
+    import trtls.builds.outcome_findings
+    import trtls.builds.supervisor
+    import trtls.core.recipe
+    import trtls.lsp.build_commands
+    import trtls.lsp.command_args
+    import trtls.lsp.diagnostics
+    import trtls.lsp.editor
+    import trtls.lsp.settings
+    import trtls.models.profile_checks  # noqa: F401
 
-    for name in WARM_UP:
-        importlib.import_module(name)
+
+def recover_builds(ls: TrtlsServer, folder: Path) -> None:
+    from trtls.lsp.build_commands import recover
+
+    recover(ls, folder)
 
 
 DEBOUNCE_S = 0.15
@@ -158,156 +157,6 @@ class TrtlsServer(LanguageServer):
             if future is not None:  # a client that refuses costs nothing but a stale lens
                 future.add_done_callback(lambda f: f.exception() if not f.cancelled() else None)
 
-    # -- builds --------------------------------------------------------------------------------
-    def running_build(self, uri: str, engine: str) -> Build | None:
-        for b in self.supervisor.running():
-            if b.engine == engine and self.build_uri.get(b.id) == uri:
-                return b
-        return None
-
-    async def start_build(self, args: Any) -> dict[str, Any]:
-        from trtls.core.findings import Origin
-        from trtls.lsp.build_relay import BuildRelay
-
-        loaded = self.recipe(args.uri)
-        self.store.set(args.uri, Origin.recipe, "", loaded.findings)
-        if loaded.recipe is None:
-            self.publish(args.uri)
-            errors = [f"{loaded.location(f)}: {f.code} {f.message}" for f in loaded.errors]
-            return {"buildId": None, "engine": args.engine, "status": "invalid_recipe", "errors": errors}
-        if loaded.recipe.cluster is not None and args.engine in loaded.recipe.engines:  # a farm run of one cell
-            from trtls.lsp.command_args import BuildMatrixArgs
-
-            return await self.start_matrix_build(BuildMatrixArgs(uri=args.uri, engine=args.engine, matrix=False))
-        if args.engine not in loaded.recipe.engines:
-            raise JsonRpcInvalidParams(
-                f"no engine '{args.engine}' in {loaded.path.name} (engines: {', '.join(loaded.recipe.engines) or 'none'})"
-            )
-        existing = self.running_build(args.uri, args.engine)
-        if existing is not None:
-            return {"buildId": existing.id, "engine": args.engine, "status": "already_building"}
-        overrides: dict[str, Any] = {}
-        settings = self.options.settings
-        if settings.builder_module:
-            overrides["builder_module"] = settings.builder_module
-        if args.retry == "cold":
-            overrides["cache_mode"] = "off"
-        elif args.retry == "reduced_tactics":
-            level = loaded.engine(args.engine).builder.optimization_level
-            overrides["settings"] = {"optimization_level": min(level, 1), "max_num_tactics": 4}
-        build = self.supervisor.start(loaded, args.engine, overrides=overrides)
-        if settings.cancel_grace_s:
-            build.grace_s = settings.cancel_grace_s
-        if args.retry:
-            previous = self.last_build.get((args.uri, args.engine))
-            build.notes.append(
-                f"retry ({args.retry}) of build {previous}; its logs and settings stay in its evidence folder"
-            )
-        self.build_uri[build.id] = args.uri
-        has_progress = bool(self.client_capabilities.window and self.client_capabilities.window.work_done_progress)
-        relay = BuildRelay(self, build, args.uri, self.options.build_tree, has_progress, self.build_done)
-        self.relays[build.id] = relay
-        await relay.start()
-        self.refresh_lenses()
-        return {"buildId": build.id, "engine": args.engine, "status": "started"}
-
-    async def start_matrix_build(self, args: Any) -> dict[str, Any]:
-        """A matrix or farm run: one parent, one cell build each (docs/farm.md). Refused with located findings
-        when the recipe is bad or no node can hold some cell (nothing is submitted then)."""
-        from trtls.builds.matrix import plan, start_matrix
-        from trtls.core.findings import Origin
-        from trtls.lsp.matrix_relay import MatrixRelay
-
-        loaded = self.recipe(args.uri)
-        self.store.set(args.uri, Origin.recipe, "", loaded.findings)
-        if loaded.recipe is None:
-            self.publish(args.uri)
-            return {"buildId": None, "status": "invalid_recipe", "errors": [f.message for f in loaded.errors]}
-        engines = [args.engine] if args.engine else list(loaded.recipe.engines)
-        unknown = [e for e in engines if e not in loaded.recipe.engines]
-        if unknown:
-            raise JsonRpcInvalidParams(f"no engine '{unknown[0]}' in {loaded.path.name}")
-        planned = plan(loaded, engines, args.matrix, {})
-        if args.cell:
-            planned = [p for p in planned if p.cell and p.cell.name == args.cell]
-        if not planned:
-            raise JsonRpcInvalidParams(f"no matrix cell named '{args.cell}'")
-        remote_for = None
-        if loaded.recipe.cluster is not None:
-            from trtls.builds.farm.submit import prepare
-
-            specs = await prepare(loaded, planned)
-            if isinstance(specs, list):  # located on the recipe keys that no node can satisfy
-                for engine in {f.path[1] for f in specs if len(f.path) > 1} or set(engines):
-                    self.store.set(args.uri, Origin.build, engine, [f for f in specs if engine in f.path[:2]])
-                if any(len(f.path) < 2 for f in specs):
-                    self.store.set(args.uri, Origin.build, "[cluster]", [f for f in specs if len(f.path) < 2])
-                self.publish(args.uri)
-                return {"buildId": None, "status": "refused", "errors": [f"{f.code} {f.message}" for f in specs]}
-            remote_for = lambda p: specs[p.key]  # noqa: E731
-        title = (args.engine or loaded.path.parent.name) + (" matrix" if args.matrix else "")
-        mb = start_matrix(self.supervisor, loaded, planned, title, remote_for)
-        self.matrices[mb.id] = mb
-        self.build_uri[mb.id] = args.uri
-        for cell in mb.cells:
-            self.build_uri[cell.id] = args.uri
-        mb.listeners.append(lambda m, b, ev: self.build_uri.setdefault(b.id, args.uri) if b is not None else None)
-        has_progress = bool(self.client_capabilities.window and self.client_capabilities.window.work_done_progress)
-        relay = MatrixRelay(self, mb, args.uri, self.options.build_tree, has_progress, self.matrix_done)
-        self.relays[mb.id] = relay
-        await relay.start()
-        return {
-            "buildId": mb.id,
-            "status": "started",
-            "cells": [{"cell": p.key, "engine": p.engine} for p in planned],
-        }
-
-    def matrix_done(self, mb: Any) -> None:
-        from trtls.builds.outcome_findings import matrix_findings
-        from trtls.core.findings import Origin
-
-        uri = self.build_uri.get(mb.id, "")
-        for engine, findings in matrix_findings([b.summary for b in mb.cells if b.summary]).items():
-            self.store.set(uri, Origin.build, engine, findings)
-        self.publish(uri)
-        self.refresh_lenses()
-
-    def build_done(self, build: Build) -> None:
-        from trtls.builds.outcome_findings import build_findings
-        from trtls.core.findings import Origin
-
-        uri = self.build_uri.get(build.id, "")
-        self.last_build[(uri, build.engine)] = build.id
-        if build.summary is not None:
-            self.store.set(uri, Origin.build, build.engine, build_findings(build.summary))
-        self.publish(uri)
-        self.refresh_lenses()
-
-    def recover(self, folder: Path) -> None:
-        """Builds interrupted by a crashed server: clean up, record, and tell the user once."""
-        trtls_dir = folder / ".trtls"
-        if not trtls_dir.is_dir():
-            return
-        from trtls.builds.orphans import recover_orphans
-        from trtls.builds.outcome_findings import orphan_finding
-        from trtls.core.findings import Origin
-
-        found = recover_orphans(trtls_dir)
-        if not found:
-            return
-        self.recovered.extend(found)
-        uri = from_fs_path(str(folder / "trtls.toml"))
-        if uri:
-            for r in found:
-                self.store.set(uri, Origin.build, r["engine"], [orphan_finding(r["engine"], r)])
-        text = "; ".join(f"{r['engine']} ({r['buildId']}): {r['message']}" for r in found)
-        self.window_show_message(
-            lsp.ShowMessageParams(
-                type=lsp.MessageType.Warning,
-                message=f"trtls: builds interrupted by a server crash were cleaned up: {text}",
-            )
-        )
-
     def probe_builder(self) -> dict[str, Any]:
         """The builder module the worker finds (asked once, in a child process: this one never imports TensorRT)."""
         if self._probe is None:
@@ -349,7 +198,7 @@ def on_initialized(ls: TrtlsServer, params: lsp.InitializedParams) -> None:
         root = Path(to_fs_path(folder.uri) or "")
         for candidate in [root, *root.glob("*"), *root.glob("*/*")]:
             if candidate.is_dir() and (candidate / ".trtls").is_dir():
-                ls.recover(candidate)
+                recover_builds(ls, candidate)
 
 
 @server.feature(lsp.SHUTDOWN)
@@ -364,7 +213,7 @@ def did_open(ls: TrtlsServer, params: lsp.DidOpenTextDocumentParams) -> None:
     if not is_recipe(params.text_document.uri):
         return
     path = Path(to_fs_path(params.text_document.uri) or "")
-    ls.recover(path.parent)
+    recover_builds(ls, path.parent)
     ls.validate(params.text_document.uri)
 
 
@@ -411,7 +260,6 @@ def completion(ls: TrtlsServer, params: lsp.CompletionParams) -> lsp.CompletionL
     if not is_recipe(params.text_document.uri):
         return lsp.CompletionList(is_incomplete=False, items=[])
     from trtls.lsp import editor
-
     from trtls.models.assist import model_for_engine
 
     doc = ls.workspace.get_text_document(params.text_document.uri)
@@ -438,12 +286,16 @@ def code_action(ls: TrtlsServer, params: lsp.CodeActionParams) -> list[lsp.CodeA
 # -- commands ------------------------------------------------------------------------------------
 @server.command("trtls.buildEngine")
 async def build_engine(ls: TrtlsServer, args: Any = None) -> dict[str, Any]:
-    return await ls.start_build(_args("BuildEngineArgs", args))
+    from trtls.lsp.build_commands import start_build
+
+    return await start_build(ls, _args("BuildEngineArgs", args))
 
 
 @server.command("trtls.buildMatrix")
 async def build_matrix(ls: TrtlsServer, args: Any = None) -> dict[str, Any]:
-    return await ls.start_matrix_build(_args("BuildMatrixArgs", args))
+    from trtls.lsp.build_commands import start_matrix_build
+
+    return await start_matrix_build(ls, _args("BuildMatrixArgs", args))
 
 
 @server.command("trtls.cancelBuild")

@@ -1,7 +1,7 @@
 """`trtls route build`: a route's checkpoint → ONNX → engine (the build core) → `.bundle` + sidecar + SBOM.
 
     result = await build_route("samples/route/trtls.toml", "tiny", view=PlainView)   # library API
-    trtls route build [RECIPE] --route NAME                                          # CLI
+    trtls route build [RECIPE] --route NAME                                          # CLI (trtls.cli.route)
 
 Steps, in order; nothing is promoted unless every step succeeds:
 
@@ -42,236 +42,43 @@ import asyncio
 import hashlib
 import json
 import os
-import sys
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from trtls.bundle import CHECK_SECTION_DIGEST, BundleError, BundleProblem, sidecar_path, verify_bundle, write_bundle
-from trtls.checkpoint.hashing import DigestCache, default_cache_path, hash_files
+from trtls.bundle.sbom import SBOM_SUFFIX, sbom_path
 from trtls.core.atomic import atomic_write_bytes, atomic_write_text
 from trtls.core.recipe import EngineRecipe, LoadedRecipe, load_recipe
-from trtls.core.route import COMMIT, RouteModel, route_model
-from trtls.gates.source import Layout, list_files, resolve_layout
+from trtls.core.route import route_dir, route_model
+from trtls.route.checkpoint import (
+    MAX_EMBED,
+    CheckpointState,
+    checkpoint_licence,
+    files_digest,
+    read_checkpoint,
+    read_verified,
+)
+from trtls.route.errors import RouteBuildError
+from trtls.route.exporters import EXPORTERS, export_mlp, export_onnx, onnx_io_map
 
-MAX_EMBED = 64 * 1024 * 1024  # config.json / tokenizer.json read into memory at most this large
-MAX_WEIGHTS = 2 * 1024 * 1024 * 1024  # the in-memory exporters refuse larger weight sets
-SBOM_SUFFIX = ".cdx.json"
-EXIT_BUILT, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_CTRL_C, EXIT_KILLED = 0, 1, 2, 130, 137
-
-
-class RouteBuildError(Exception):
-    """The route cannot be built as asked (bad checkpoint, no exporter, …); nothing was promoted."""
-
-    def __init__(self, message: str, path: tuple[Any, ...] = ()):
-        super().__init__(message)
-        self.path = path
-
-
-def sbom_path(bundle: str | os.PathLike[str]) -> Path:
-    p = Path(bundle)
-    return p.with_name(p.name + SBOM_SUFFIX)
-
-
-# ------------------------------------------------------------------------------------------- checkpoint
-
-
-@dataclass
-class CheckpointState:
-    """What the checkpoint is right now: layout, per-file digests and gate 1's files digest."""
-
-    layout: Layout
-    commit: str | None  # what gate 1 records as `commit`
-    files: dict[str, dict[str, Any]]  # rel → {sha256, size}  (gate 1's `current`)
-    real: dict[str, Path]  # rel → resolved path inside the checkpoint
-    files_digest: str  # = gate 1 record["files_digest"]
-
-
-def files_digest(files: Mapping[str, Mapping[str, Any]]) -> str:
-    """The digest gate 1 records as `files_digest` (sha256 of the sorted {rel: {sha256, size}} JSON)."""
-    return hashlib.sha256(json.dumps(files, sort_keys=True).encode()).hexdigest()
-
-
-def read_checkpoint(loaded: LoadedRecipe, route: RouteModel, *, use_digest_cache: bool = True) -> CheckpointState:
-    """Hash the route's checkpoint the way gate 1 does; RouteBuildError when gate 1 could not accept its layout."""
-    ck = route.checkpoint
-    where = ("checkpoint", "path")
-    if not loaded.resolve(ck.path).is_dir():
-        raise RouteBuildError(f"checkpoint folder not found: {loaded.resolve(ck.path)}", where)
-    layout = resolve_layout(Path(loaded.base_dir) / ck.path, ck.revision, ck.id)
-    if layout.problem is not None or layout.files_dir is None:
-        raise RouteBuildError(f"checkpoint layout: {layout.problem or 'no files folder'}", ("checkpoint",))
-    files, refused = list_files(layout)
-    if refused:
-        raise RouteBuildError(
-            "checkpoint entries refused (never followed): " + "; ".join(f"{r}: {why}" for r, why in refused), where
-        )
-    cache = DigestCache(default_cache_path(loaded.base_dir)) if use_digest_cache else None
-    digests = hash_files([f.real for f in files], cache)
-    current = {f.rel: {"sha256": digests[f.real.absolute()].sha256, "size": f.size} for f in files}
-    commit = layout.commit or (ck.revision if COMMIT.match(ck.revision) else None)
-    return CheckpointState(layout, commit, current, {f.rel: f.real for f in files}, files_digest(current))
-
-
-def read_verified(state: CheckpointState, rel: str, limit: int) -> bytes:
-    """A checkpoint file's bytes, read through one descriptor that does not follow a symlink, matching its digest."""
-    path = state.real[rel]
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
-    with os.fdopen(fd, "rb") as f:
-        if os.fstat(f.fileno()).st_size > limit:
-            raise RouteBuildError(f"checkpoint file {rel} is larger than {limit} bytes")
-        data = f.read(limit + 1)
-    if hashlib.sha256(data).hexdigest() != state.files[rel]["sha256"]:
-        raise RouteBuildError(f"checkpoint file {rel} changed while the route was being built; run again")
-    return data
-
-
-# ----------------------------------------------------------------------------------------------- export
-
-
-def _load_weights(state: CheckpointState) -> dict[str, Any]:
-    from safetensors.numpy import load  # a data format: parses a JSON header and raw tensors, runs nothing
-
-    shards = sorted(r for r in state.files if r.endswith(".safetensors") and "/" not in r)
-    if not shards:
-        raise RouteBuildError(
-            "no top-level *.safetensors weights in the checkpoint (pickle weights are never loaded)",
-            ("checkpoint", "path"),
-        )
-    if sum(state.files[r]["size"] for r in shards) > MAX_WEIGHTS:
-        raise RouteBuildError(f"weights larger than {MAX_WEIGHTS} bytes: this exporter holds them in memory")
-    weights: dict[str, Any] = {}
-    for rel in shards:
-        for name, arr in load(read_verified(state, rel, MAX_WEIGHTS)).items():
-            if name in weights:
-                raise RouteBuildError(f"tensor {name!r} appears in two weight shards")
-            weights[name] = arr
-    return weights
-
-
-def export_mlp(weights: Mapping[str, Any], config: Mapping[str, Any]) -> Any:
-    """`input [batch, d_in] → fc1 → Relu → … → fcN → logits [batch, d_out]` (Gemm, transB=1), opset 17."""
-    import numpy as np
-    from onnx import TensorProto, checker, helper, numpy_helper
-
-    n = 0
-    while f"fc{n + 1}.weight" in weights:
-        n += 1
-    if n == 0:
-        raise RouteBuildError("mlp exporter: no fc1.weight tensor")
-    inits, nodes = [], []
-    x, width = "input", None
-    dtype = weights["fc1.weight"].dtype
-    onnx_type = {np.dtype("float32"): TensorProto.FLOAT, np.dtype("float16"): TensorProto.FLOAT16}.get(np.dtype(dtype))
-    if onnx_type is None:
-        raise RouteBuildError(f"mlp exporter: weights of dtype {dtype} are not supported (float32, float16)")
-    for i in range(1, n + 1):
-        w, b = weights[f"fc{i}.weight"], weights.get(f"fc{i}.bias")
-        if (
-            w.ndim != 2
-            or w.dtype != dtype
-            or (width is not None and w.shape[1] != width)
-            or (b is not None and b.shape != (w.shape[0],))
-        ):
-            raise RouteBuildError(
-                f"mlp exporter: fc{i} has shape {w.shape} (bias {None if b is None else b.shape}), which does not chain"
-            )
-        names = [x, f"fc{i}.weight"] + ([f"fc{i}.bias"] if b is not None else [])
-        inits += [numpy_helper.from_array(np.ascontiguousarray(w), f"fc{i}.weight")]
-        if b is not None:
-            inits.append(numpy_helper.from_array(np.ascontiguousarray(b), f"fc{i}.bias"))
-        out = "logits" if i == n else ("h" if i == 1 else f"h{i}")  # layer 1 named as samples/route/make_onnx.py
-        nodes.append(helper.make_node("Gemm", names, [out], transB=1, name=f"fc{i}"))
-        if i < n:
-            nodes.append(helper.make_node("Relu", [out], [f"{out}_relu"], name="relu" if i == 1 else f"relu{i}"))
-            out = f"{out}_relu"
-        x, width = out, w.shape[0]
-    d_in = weights["fc1.weight"].shape[1]
-    graph = helper.make_graph(
-        nodes,
-        str(config.get("model_type") or "mlp").replace("-", "_"),
-        [helper.make_tensor_value_info("input", onnx_type, ["batch", d_in])],
-        [helper.make_tensor_value_info("logits", onnx_type, ["batch", width])],
-        inits,
-    )
-    model = helper.make_model(
-        graph,
-        opset_imports=[helper.make_opsetid("", 17)],
-        producer_name="trtls-sample" if config.get("model_type") == "tiny-mlp" else "trtls",
-    )
-    model.ir_version = 8
-    checker.check_model(model)
-    return model
-
-
-# model_type (config.json) → exporter(weights, config) -> onnx.ModelProto
-EXPORTERS: dict[str, Callable[[Mapping[str, Any], Mapping[str, Any]], Any]] = {
-    "tiny-mlp": export_mlp,
-    "mlp": export_mlp,
-}
-
-
-def export_onnx(state: CheckpointState, config: Mapping[str, Any], out: Path) -> bytes:
-    """Export the checkpoint to ONNX at `out` (atomic; untouched when the bytes are the same). Returns the bytes."""
-    model_type = config.get("model_type")
-    exporter = EXPORTERS.get(str(model_type))
-    if exporter is None:
-        raise RouteBuildError(
-            f"no ONNX exporter for model_type {model_type!r} (known: {', '.join(EXPORTERS)})", ("checkpoint",)
-        )
-    data = exporter(_load_weights(state), config).SerializeToString()
-    try:
-        same = out.is_file() and out.read_bytes() == data
-    except OSError:
-        same = False
-    if not same:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_bytes(out, data)
-    return data
-
-
-def _io_map(model_bytes: bytes, engine: EngineRecipe) -> tuple[dict[str, Any], str]:
-    """Inputs/outputs (name, dtype, shape, profile) of the ONNX, and its precision (from the initializers)."""
-    import onnx
-    from onnx import helper
-
-    model = onnx.load_from_string(model_bytes)
-
-    def value(v: Any) -> dict[str, Any]:
-        t = v.type.tensor_type
-        return {
-            "dtype": helper.tensor_dtype_to_np_dtype(t.elem_type).name,
-            "shape": [d.dim_param or d.dim_value for d in t.shape.dim],
-        }
-
-    init = {i.name for i in model.graph.initializer}
-    # Each input's shapes in every profile, in profile order; "profile" (the first) stays for older readers.
-    profiles: dict[str, list[dict[str, Any]]] = {}
-    for prof in engine.profiles:
-        for name, shapes in prof.shapes().items():
-            profiles.setdefault(name, []).append(shapes.model_dump())
-    inputs = {
-        v.name: dict(
-            value(v), **({"profile": profiles[v.name][0], "profiles": profiles[v.name]} if v.name in profiles else {})
-        )
-        for v in model.graph.input
-        if v.name not in init
-    }
-    outputs = {v.name: value(v) for v in model.graph.output}
-    kinds = {helper.tensor_dtype_to_np_dtype(i.data_type).name for i in model.graph.initializer}
-    precision = (
-        "+".join(
-            sorted({"float32": "fp32", "float16": "fp16", "bfloat16": "bf16", "int8": "int8"}.get(k, k) for k in kinds)
-        )
-        or "fp32"
-    )
-    return {"inputs": inputs, "outputs": outputs}, precision
-
-
-# ------------------------------------------------------------------------------------------------ build
+__all__ = [
+    "EXPORTERS",
+    "SBOM_SUFFIX",
+    "CheckpointState",
+    "RouteBuildError",
+    "RouteBuildResult",
+    "build_route",
+    "export_mlp",
+    "export_onnx",
+    "files_digest",
+    "read_checkpoint",
+    "read_verified",
+    "sbom_path",
+]
 
 
 @dataclass
@@ -352,23 +159,7 @@ def _keep_previous(bundle: Path, previous: Path, notes: list[str]) -> bool:
     return True
 
 
-def _licence(state: CheckpointState) -> str | None:
-    card = next((r for r in ("README.md", "readme.md") if r in state.files), None)
-    if card is None:
-        return None
-    try:
-        from huggingface_hub import ModelCard
-
-        data = ModelCard(read_verified(state, card, MAX_EMBED).decode("utf-8")).data.to_dict()
-    except Exception:
-        return None
-    raw = data.get("license")
-    if isinstance(raw, list):
-        raw = ", ".join(map(str, raw))
-    return str(raw) if raw else None
-
-
-def _load(recipe: str | os.PathLike[str] | LoadedRecipe) -> LoadedRecipe:
+def load_route_recipe(recipe: str | os.PathLike[str] | LoadedRecipe) -> LoadedRecipe:
     if isinstance(recipe, LoadedRecipe):
         return recipe
     p = Path(recipe)
@@ -399,9 +190,8 @@ async def build_route(
     from trtls import __version__
     from trtls.builds.supervisor import Supervisor
     from trtls.bundle import sbom as sbom_mod
-    from trtls.gates.run import route_dir
 
-    loaded = _load(recipe)
+    loaded = load_route_recipe(recipe)
     try:
         route = route_model(loaded, route_name)
     except (KeyError, ValueError) as exc:
@@ -435,7 +225,7 @@ async def build_route(
     onnx_path = loaded.resolve(engine.onnx)
     onnx_bytes = export_onnx(state, config, onnx_path)
     result.onnx = str(onnx_path)
-    io_map, precision = _io_map(onnx_bytes, engine)
+    io_map, precision = onnx_io_map(onnx_bytes, engine)
     if loaded.recipe is None or not isinstance(recipe, LoadedRecipe):
         loaded = load_recipe(loaded.path)  # the ONNX exists now; validate again before building
         if loaded.recipe is None:
@@ -545,7 +335,7 @@ async def build_route(
         trtls_version=__version__,
         onnx=sbom_mod.FileDigest(onnx_path.name, onnx_sha, len(onnx_bytes)),
         engine=sbom_mod.FileDigest(Path(build.output).name, digests.section_sha256["engine"], sizes.get("engine")),
-        checkpoint_license=_licence(state),
+        checkpoint_license=checkpoint_licence(state),
         checkpoint_url=url,
         properties={
             "build_config_hash": str(summary.get("buildConfigHash")),
@@ -568,77 +358,3 @@ def _record(folder: Path, result: RouteBuildResult) -> None:
     data = asdict(result)
     data["recordedAt"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     atomic_write_text(folder / "route-build.json", json.dumps(data, indent=2, default=str) + "\n")
-
-
-# -------------------------------------------------------------------------------------------------- CLI
-
-
-def cmd_route_build(args: Any) -> int:
-    """Exit codes: 0 bundle written, 1 build failed, 2 bad input, 130 cancelled (Ctrl-C), 137 forced/killed."""
-    import signal
-
-    from trtls.cli.terminal_view import PlainView, RichView, print_outcome  # a face: imported by the CLI only
-    from trtls.core.route import route_names
-
-    loaded = _load(args.recipe or ".")
-    if not loaded.text:
-        print(f"{loaded.path}: TRT104 recipe file not found or unreadable", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    names = route_names(loaded)
-    name = args.route or (names[0] if len(names) == 1 else None)
-    if name is None or name not in names:
-        print(
-            f"{loaded.path}: TRT107 choose a route with --route (routes: {', '.join(names) or 'none'})", file=sys.stderr
-        )
-        return EXIT_BAD_INPUT
-    holder: dict[str, Any] = {}
-
-    def on_build(build: Any) -> None:
-        holder["build"] = build
-        loop = asyncio.get_running_loop()
-        presses = {"n": 0}
-
-        def on_sigint() -> None:
-            presses["n"] += 1
-            if presses["n"] == 1:
-                build.cancel("ctrl_c")
-                print(f"\nstopping {build.engine} (cooperative; Ctrl-C again to force)…", file=sys.stderr, flush=True)
-            else:
-                build.force()
-
-        loop.add_signal_handler(signal.SIGINT, on_sigint)
-        loop.add_signal_handler(signal.SIGTERM, lambda: build.cancel("service_shutdown"))
-
-    view_cls = RichView if sys.stdout.isatty() else PlainView
-    try:
-        result = asyncio.run(
-            build_route(loaded, name, view=view_cls, on_build=on_build, use_digest_cache=not args.no_digest_cache)
-        )
-    except RouteBuildError as exc:
-        where = ""
-        if exc.path and loaded.source_map is not None:
-            try:
-                where = f"{loaded.path}:{loaded.source_map.range(('routes', name) + tuple(exc.path), True).human()}: "
-            except Exception:
-                where = f"{loaded.path}: "
-        print(f"{where or str(loaded.path) + ': '}trtls route build: {exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    except BundleError as exc:
-        print(f"trtls route build: bundle not written: {exc}", file=sys.stderr)
-        return EXIT_FAILED
-    if "build" in holder:
-        print_outcome(holder["build"])
-    print(f"\nroute {name}: {result.message}")
-    if result.ok:
-        print(f"  sidecar: {sidecar_path(result.bundle)}\n  sbom: {result.sbom}")
-        if result.previous_bundle:
-            print(
-                f"  previous bundle: {result.previous_bundle} ({'kept from the replaced bundle' if result.previous_kept else 'unchanged'})"
-            )
-    for note in result.notes:
-        print(f"  note: {note}")
-    if result.ok:
-        return EXIT_BUILT
-    return {"failed": EXIT_FAILED, "forced": EXIT_KILLED, "killed": EXIT_KILLED}.get(
-        result.outcome, EXIT_CTRL_C if result.cancel_source == "ctrl_c" else EXIT_FAILED
-    )

@@ -1,0 +1,248 @@
+"""Acceptance scenarios about what a build leaves on disk: the cold cache, a full disk, a read-only output, a
+changed network or GPU target, a corrupted or concurrently written timing cache."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from trtls.accept.criteria import Observation
+from trtls.accept.runner import (  # the harness
+    Context,
+    Recorder,
+    build_sync,
+    in_process_stop,
+    real_cache_bytes,
+    workspace,
+)
+from trtls.builds.timing_cache import identity_path, save_merged
+
+
+def sc_cold_cache(ctx: Context) -> Observation:
+    ws = workspace(ctx, "cold_cache", fresh=True)
+    rec = Recorder(
+        ctx,
+        "cold_cache",
+        ws,
+        {"cancel_source": None, "outcome": "built", "cache_decisions": ["cold", "not_applicable"]},
+    )
+    rec.before()
+    summary, build, extra = build_sync(ws, ctx.engine)
+    rec.after(summary, extra)
+    rec.retry()
+    # the second build of the same config must show the usual durations the first one recorded
+    rs = rec.obs.retry["summary"] if rec.obs.retry else {}
+    rec.obs.extra["note"] = (
+        f"second build baselines: {sum(1 for p in rs.get('phaseTree') or [] if p.get('baselineS') is not None)} phases"
+    )
+    return rec.finish()
+
+
+def sc_disk_full(ctx: Context) -> Observation:
+    size = (ctx.baseline.get("engineArtifact") or {}).get("size") or (1 << 21)
+    limit = max(4096, min(1 << 20, size // 2))
+    obs = in_process_stop(ctx, "disk_full", None, faults={"fsize_limit_bytes": limit}, expect={"outcome": "failed"})
+    obs.extra["note"] = f"file size limit {limit} bytes for a {size}-byte engine: {(obs.summary or {}).get('error')}"
+    return obs
+
+
+def sc_readonly_output(ctx: Context) -> Observation:
+    ws = workspace(ctx, "readonly_output")
+    rec = Recorder(ctx, "readonly_output", ws, {"cancel_source": None, "outcome": "failed"})
+    folder = rec.paths["output"].parent
+    how = _make_readonly(folder)
+    if how is None:
+        rec.obs.skipped = "running as root and `chattr +i` is not available or not supported by this filesystem: nothing here makes a folder unwritable for root"
+        return rec.obs
+    try:
+        rec.before()
+        summary, build, extra = build_sync(ws, ctx.engine)
+    finally:
+        _undo_readonly(folder, how)
+    rec.after(summary, extra)
+    rec.obs.extra["note"] = f"output folder made unwritable with {how}: {(summary or {}).get('error')}"
+    rec.retry()
+    return rec.finish()
+
+
+def _make_readonly(folder: Path) -> str | None:
+    folder.mkdir(parents=True, exist_ok=True)
+    if shutil.which("chattr"):
+        r = subprocess.run(["chattr", "+i", str(folder)], capture_output=True)
+        if r.returncode == 0:
+            probe = folder / ".trtls-accept-probe"
+            try:
+                probe.write_bytes(b"x")
+                probe.unlink()
+                subprocess.run(["chattr", "-i", str(folder)], capture_output=True)
+            except OSError:
+                return "chattr +i"
+    if os.geteuid() != 0:
+        folder.chmod(0o555)
+        return "chmod 0555"
+    return None
+
+
+def _undo_readonly(folder: Path, how: str) -> None:
+    if how == "chattr +i":
+        subprocess.run(["chattr", "-i", str(folder)], capture_output=True)
+    else:
+        folder.chmod(0o755)
+
+
+def sc_network_change(ctx: Context) -> Observation:
+    ws = workspace(ctx, "network_change")
+    rec = Recorder(
+        ctx,
+        "network_change",
+        ws,
+        {"cancel_source": None, "outcome": "built", "config_hash_differs_from": ctx.baseline.get("buildConfigHash")},
+    )
+    _change_network(rec.paths["onnx"])
+    rec.before()
+    summary, build, extra = build_sync(ws, ctx.engine)
+    rec.after(summary, extra)
+    same_identity = (summary.get("timingCache") or {}).get("identity") == (ctx.baseline.get("timingCache") or {}).get(
+        "identity"
+    )
+    rec.obs.extra["note"] = (
+        "the cache identity does not include the network (TensorRT timing caches are per layer, shareable across networks), so it is unchanged; "
+        "the buildConfigHash changed, so history baselines of the old network were not applied"
+        if same_identity
+        else "the cache identity changed with the network"
+    )
+    rec.retry()
+    return rec.finish()
+
+
+def _change_network(onnx_path: Path) -> None:
+    """The same graph with different weights: another network for the builder, valid ONNX."""
+    import onnx
+    from onnx import numpy_helper
+
+    model = onnx.load(str(onnx_path))
+    for i, init in enumerate(model.graph.initializer):
+        arr = numpy_helper.to_array(init)
+        if arr.dtype.kind == "f" and arr.size:
+            model.graph.initializer[i].CopyFrom(
+                numpy_helper.from_array((arr * 1.5 + 0.01).astype(arr.dtype), init.name)
+            )
+            break
+    else:
+        model.doc_string = (model.doc_string or "") + " trtls-accept network_change"
+    onnx.save(model, str(onnx_path))
+
+
+def sc_new_gpu_target(ctx: Context) -> Observation:
+    ws = workspace(ctx, "new_gpu_target")
+    old = {"settings": {"compute_capabilities": ["SM89"]}}
+    new = {"settings": {"compute_capabilities": ["SM120"]}}
+    first, b1, _ = build_sync(ws, ctx.engine, overrides=old)
+    if first.get("outcome") != "built":
+        obs = Observation("new_gpu_target", error=f"the SM89 build did not succeed: {first.get('error')}")
+        return obs
+    old_identity = (first.get("timingCache") or {}).get("identity") or {}
+    rec = Recorder(
+        ctx,
+        "new_gpu_target",
+        ws,
+        {
+            "cancel_source": None,
+            "outcome": "built",
+            "identity_differs_from": old_identity,
+            "cache_decisions": ["cold", "quarantined", "not_applicable"],
+        },
+    )
+    cache = rec.paths.get("timing_cache")
+    if cache is not None:  # the cache an SM89 build would leave (TRT-RTX's builder writes none itself)
+        save_merged(cache, real_cache_bytes(), old_identity, lambda o, n: None)
+    rec.before()
+    summary, build, extra = build_sync(ws, ctx.engine, overrides=new)
+    rec.after(summary, extra, pids=[b1.pid or 0])
+    rec.obs.extra["note"] = f"SM89 → SM120: decision {summary.get('timingCacheMode')}"
+    rec.retry(new)
+    return rec.finish()
+
+
+def sc_corrupted_cache(ctx: Context) -> Observation:
+    ws = workspace(ctx, "corrupted_cache")
+    rec = Recorder(
+        ctx, "corrupted_cache", ws, {"cancel_source": None, "outcome": "built", "cache_decisions": ["quarantined"]}
+    )
+    cache = rec.paths.get("timing_cache")
+    if cache is None:
+        rec.obs.skipped = "the engine has no timing_cache in the recipe"
+        return rec.obs
+    identity = (ctx.baseline.get("timingCache") or {}).get("identity") or {}
+    good = real_cache_bytes()
+    save_merged(cache, good, identity, lambda o, n: None)
+    bad = bytearray(good[: max(1, len(good) // 2)])
+    bad[0] ^= 0xFF  # truncated and flipped
+    cache.write_bytes(bytes(bad))
+    rec.before()
+    summary, build, extra = build_sync(ws, ctx.engine)
+    rec.after(summary, extra)
+    rec.retry()
+    return rec.finish()
+
+
+def sc_concurrent_cache(ctx: Context) -> Observation:
+    ws = workspace(ctx, "concurrent_cache")
+    rec = Recorder(ctx, "concurrent_cache", ws, {"cancel_source": None, "outcome": "built", "cache_consistent": True})
+    cache = rec.paths.get("timing_cache")
+    if cache is None:
+        rec.obs.skipped = "the engine has no timing_cache in the recipe"
+        return rec.obs
+    identity = (ctx.baseline.get("timingCache") or {}).get("identity") or {}
+    save_merged(cache, real_cache_bytes(), identity, lambda o, n: None)
+    n = 40
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "trtls.accept.probe", "hammer", str(cache), json.dumps(identity), tag, str(n)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        for tag in ("writer-a", "writer-b")
+    ]
+    codes = [p.wait(timeout=300) for p in procs]
+    want = {f"{tag}:{i:05d}".encode() for tag in ("writer-a", "writer-b") for i in range(n)}
+    problems = cache_consistency(cache, identity, want)
+    if codes != [0, 0]:
+        problems.append(f"writer exit codes {codes}")
+    rec.obs.extra["cache_consistent"] = not problems
+    rec.obs.extra["cache_problem"] = "; ".join(problems)
+    rec.obs.extra["cache_note"] = (
+        f"2 processes × {n} save_merged calls at once: sidecar sha256 matches, all {len(want)} records kept"
+    )
+    rec.before()
+    summary, build, extra = build_sync(ws, ctx.engine)
+    rec.after(summary, extra, pids=[p.pid for p in procs])
+    rec.retry()
+    return rec.finish()
+
+
+def cache_consistency(cache: Path, identity: dict, records: set[bytes]) -> list[str]:
+    """Problems with a cache after concurrent merged saves: digest/size/identity vs the sidecar, lost records."""
+    import hashlib
+
+    data = cache.read_bytes()
+    try:
+        meta = json.loads(identity_path(cache).read_text())
+    except (OSError, ValueError) as exc:
+        return [f"no readable sidecar: {exc}"]
+    problems = []
+    if meta.get("sha256") != hashlib.sha256(data).hexdigest() or meta.get("size") != len(data):
+        problems.append("the sidecar digest does not match the file")
+    if meta.get("identity") != identity:
+        problems.append("the sidecar identity changed")
+    lost = records - set(data.splitlines())
+    if lost:
+        problems.append(f"{len(lost)} of {len(records)} merged records lost")
+    return problems
+
+
+# -- faces: the CLI and the language server ------------------------------------------------------------------

@@ -1,0 +1,193 @@
+"""Acceptance scenarios that stop a build: every cancel source, a builder that ignores the cancel, a worker or
+language server that dies mid-build."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from trtls.accept.criteria import Observation
+from trtls.accept.lsp_client import LspClient
+from trtls.accept.runner import (  # the harness
+    Context,
+    Recorder,
+    _history,
+    in_process_stop,
+    workspace,
+)
+from trtls.builds.history import History
+from trtls.core.events import ProtocolError, parse_event
+from trtls.core.phase_tree import PhaseTree
+
+
+def sc_api_cancel(ctx: Context) -> Observation:
+    return in_process_stop(ctx, "api_cancel", "api")
+
+
+def sc_deep_tactics(ctx: Context) -> Observation:
+    return in_process_stop(ctx, "deep_tactics", "api", overrides={"settings": {"optimization_level": 5}})
+
+
+def sc_slow_settings(ctx: Context) -> Observation:
+    return in_process_stop(
+        ctx,
+        "slow_settings",
+        "ci_timeout",
+        overrides={"settings": {"optimization_level": 4, "avg_timing_iterations": 16}},
+    )
+
+
+def sc_service_shutdown(ctx: Context) -> Observation:
+    return in_process_stop(
+        ctx, "service_shutdown", "service_shutdown", action=lambda b, sup, w: asyncio.ensure_future(sup.shutdown())
+    )
+
+
+def sc_event_loop(ctx: Context) -> Observation:
+    return in_process_stop(ctx, "event_loop", "event_loop", action=lambda b, sup, waiter: waiter.cancel())
+
+
+def sc_worker_sigkill(ctx: Context) -> Observation:
+    return in_process_stop(
+        ctx, "worker_sigkill", None, action=lambda b, sup, w: os.kill(b.pid, signal.SIGKILL), expect={"killed": True}
+    )
+
+
+def sc_silent_builder(ctx: Context) -> Observation:
+    # The k-th phase_start blocks for 60 s (no callbacks): the cancel sent when it starts is never seen.
+    k = ctx.middle
+    return in_process_stop(
+        ctx,
+        "silent_builder",
+        "api",
+        faults={"stall": {"at_phase": k, "seconds": 60}},
+        grace=1.0,
+        at_phase=k - 1,
+        expect={"forced": True},
+    )
+
+
+def sc_ctrl_c(ctx: Context) -> Observation:
+    ws = workspace(ctx, "ctrl_c")
+    rec = Recorder(ctx, "ctrl_c", ws, {"cancel_source": "ctrl_c", "exit_code": 130})
+    rec.before()
+    hist = _history(ws)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "trtls", "build", str(ws), "--engine", ctx.engine, "--json"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    tree, baselines, live, seen, had = PhaseTree(), {}, [], 0, False
+    summary = None
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if line.startswith('{"type": "summary"') or line.startswith('{"type":"summary"'):
+            summary = json.loads(line)["summary"]
+            continue
+        try:
+            ev = parse_event(line)
+        except ProtocolError:
+            continue
+        if ev.type == "build_started":
+            had = bool((hist.get(ev.build_config_hash) or {}).get("phases"))
+            baselines = History(ws / ".trtls" / "history.json").baselines(ev.build_config_hash)
+        if ev.type in ("phase_start", "step", "phase_finish"):
+            tree.apply(ev)
+            live.append(tree.snapshot(time.monotonic_ns(), baselines))
+        if ev.type == "phase_start":
+            if seen == ctx.middle:
+                proc.send_signal(signal.SIGINT)
+            seen += 1
+    code = proc.wait(timeout=300)
+    rec.after(summary, {"live": live, "history_had_baselines": had}, pids=[proc.pid])
+    rec.obs.extra["exit_code"] = code
+    rec.retry()
+    return rec.finish()
+
+
+def sc_ide_stop(ctx: Context) -> Observation:
+    rec = asyncio.run(_lsp_scenario(ctx, "ide_stop", kill_server=False))
+    rec.retry()  # outside the client's event loop: a retry runs its own
+    return rec.finish()
+
+
+def sc_server_killed(ctx: Context) -> Observation:
+    rec = asyncio.run(_lsp_scenario(ctx, "server_killed", kill_server=True))
+    rec.retry()
+    return rec.finish()
+
+
+async def _lsp_scenario(ctx: Context, name: str, kill_server: bool) -> Recorder:
+    ws = workspace(ctx, name)
+    expect = {"killed": True, "user_told": True} if kill_server else {"cancel_source": "ide_stop"}
+    rec = Recorder(ctx, name, ws, expect)
+    rec.before()
+    hist = _history(ws)
+    client = LspClient()
+    await client.start(ws, ctx.scratch / f"{name}-server.log")
+    pids = [client.pid or 0]
+    second: LspClient | None = None
+    try:
+        await client.initialize(ws)
+        uri = (ws / "trtls.toml").as_uri()
+        client.notify(
+            "textDocument/didOpen",
+            {"textDocument": {"uri": uri, "languageId": "toml", "version": 1, "text": (ws / "trtls.toml").read_text()}},
+        )
+        result = await client.request(
+            "workspace/executeCommand",
+            {"command": "trtls.buildEngine", "arguments": [{"uri": uri, "engine": ctx.engine}]},
+        )
+        build_id = result["buildId"]
+
+        def trees() -> list[dict]:
+            return [t for t in client.of("trtls/buildTree") if t.get("buildId") == build_id]
+
+        await client.wait_for(lambda: any(len(t.get("phases") or []) > ctx.middle for t in trees()), timeout=300)
+        running = ws / ".trtls" / "runs" / build_id / "running.json"
+        worker_pid = json.loads(running.read_text()).get("workerPid") if running.is_file() else None
+        pids.append(worker_pid or 0)
+        if kill_server:
+            os.kill(client.pid, signal.SIGKILL)  # type: ignore[arg-type]
+            await client.close()
+            second = LspClient()
+            await second.start(ws, ctx.scratch / f"{name}-server2.log")
+            pids.append(second.pid or 0)
+            await second.initialize(ws)
+            told = await second.wait_for(
+                lambda: [m for m in second.of("window/showMessage") if build_id in m.get("message", "")], timeout=120
+            )
+            rec.obs.extra["user_told"] = bool(told)
+            rec.obs.extra["note"] = told[0]["message"]
+            summary = json.loads((ws / ".trtls" / "runs" / build_id / "summary.json").read_text())
+        else:
+            token = next(
+                r["params"]["token"]
+                for r in client.server_requests
+                if r.get("method") == "window/workDoneProgress/create"
+            )
+            client.notify("window/workDoneProgress/cancel", {"token": token})
+            await client.wait_for(
+                lambda: any(
+                    p.get("token") == token and (p.get("value") or {}).get("kind") == "end"
+                    for p in client.of("$/progress")
+                ),
+                timeout=300,
+            )
+            summary = json.loads((ws / ".trtls" / "runs" / build_id / "summary.json").read_text())
+        live = [t.get("phases") or [] for t in trees()]
+        had = bool(
+            (hist.get(summary.get("buildConfigHash") or ctx.baseline.get("buildConfigHash")) or {}).get("phases")
+        )
+    finally:
+        if second is not None:
+            await second.close()
+        await client.close()
+    rec.after(summary, {"live": live, "history_had_baselines": had}, pids=pids)
+    return rec

@@ -1,0 +1,281 @@
+"""One build as the supervisor sees it: its job, its live state (phase tree, cancel token, what the worker
+reported), and the views every face renders (tree snapshot, progress line, outcome message)."""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from trtls.builds.history import History
+from trtls.core.build_config import flat_settings
+from trtls.core.cancel import CancelToken
+from trtls.core.events import PROTOCOL_VERSION
+from trtls.core.outcome import build_outcome_kind
+from trtls.core.phase_tree import NS, PhaseTree
+from trtls.core.recipe import EngineRecipe, LoadedRecipe
+
+Listener = Callable[["Build", Any], None]
+
+
+def state_dir(recipe_path: Path) -> Path:
+    return recipe_path.parent / ".trtls"
+
+
+def new_build_id(engine: str) -> str:
+    return f"{engine}-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"
+
+
+def worker_job(
+    loaded: LoadedRecipe,
+    engine: str,
+    build_id: str,
+    overrides: dict[str, Any] | None = None,
+    faults: dict | None = None,
+) -> dict[str, Any]:
+    eng: EngineRecipe = loaded.engine(engine)
+    settings = flat_settings(eng.builder)
+    overrides = overrides or {}
+    settings.update(overrides.get("settings", {}))  # a matrix cell replaces settings, profiles, onnx, output
+    cache = None
+    if eng.timing_cache is not None:
+        cache = {
+            "path": str(loaded.resolve(eng.timing_cache.path)),
+            "mode": overrides.get("cache_mode", eng.timing_cache.mode),
+        }
+    return {
+        "v": PROTOCOL_VERSION,
+        "type": "job",
+        "build_id": build_id,
+        "engine": engine,
+        "onnx": str(loaded.resolve(overrides.get("onnx", eng.onnx))),
+        "output": str(loaded.resolve(overrides.get("output", eng.output))),
+        "timing_cache": cache,
+        "settings": settings,
+        "profiles": overrides["profiles"] if "profiles" in overrides else eng.job_profiles(),
+        "precision": {**eng.precision.model_dump(), "cache_dir": str(state_dir(loaded.path) / "precision")},
+        "plugins": {
+            **eng.plugins.model_dump(),
+            "libraries": [str(loaded.resolve(p)) for p in eng.plugins.libraries],
+            "serialize": [str(loaded.resolve(p)) for p in eng.plugins.serialize],
+        },
+        "builder_module": overrides.get("builder_module", eng.builder_module),
+        "keep_evidence": eng.keep_evidence,
+        "quarantine_dir": str(state_dir(loaded.path) / "quarantine"),
+        "faults": faults or {},
+        "no_monitor": bool(overrides.get("no_monitor")),
+    }
+
+
+@dataclass
+class Build:
+    id: str
+    engine: str
+    recipe_path: Path
+    job: dict[str, Any]
+    grace_s: float
+    command: list[str]
+    token: CancelToken = field(default_factory=CancelToken)
+    tree: PhaseTree = field(default_factory=PhaseTree)
+    listeners: list[Listener] = field(default_factory=list)
+    status: str = "starting"  # starting, running, then the outcome
+    outcome: str | None = None
+    error: str | None = None
+    environment: dict[str, Any] = field(default_factory=dict)
+    effective_settings: dict[str, Any] = field(default_factory=dict)
+    optimization_profiles: list[dict[str, Any]] = field(default_factory=list)
+    config_hash: str | None = None
+    baselines: dict[str, float] = field(default_factory=dict)
+    cache: dict[str, Any] | None = None
+    artifacts: list[dict[str, Any]] = field(default_factory=list)
+    logs: list[dict[str, str]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    finished: dict[str, Any] | None = None
+    builder_returned_ns: int | None = None
+    cancel_seen_ns: int | None = None
+    pid: int | None = None
+    exit_code: int | None = None
+    summary: dict[str, Any] | None = None
+    t_start_ns: int = field(default_factory=time.monotonic_ns)
+    started_at: float = field(default_factory=time.time)
+    previous_engine_sha: str | None = None
+    precision: dict[str, Any] | None = None
+    failure: dict[str, Any] | None = None
+    stderr_tail: deque = field(default_factory=lambda: deque(maxlen=40))
+    _proc: asyncio.subprocess.Process | None = None
+    _loop: asyncio.AbstractEventLoop | None = None
+    _done: asyncio.Future | None = None
+    _events_file: Any = None
+    _force: Callable[[], Any] | None = None
+    _force_pending: bool = False
+    # the build farm (docs/farm.md): a remote cell runs through trtls.builds.farm.remote_process
+    remote: Any = None  # trtls.builds.farm.run.RemoteSpec, or None for a local worker
+    cell: str | None = None  # the matrix cell's name
+    parent_id: str | None = None  # the matrix build this cell belongs to
+    placement: dict[str, Any] = field(default_factory=dict)  # node id, hostname, labels, accelerator, queue wait
+    queued_ns: int | None = None
+    _prespawned: asyncio.subprocess.Process | None = None
+    _previous_sha: asyncio.Future | None = None
+
+    @property
+    def evidence_dir(self) -> Path:
+        return self.recipe_path.parent / ".trtls" / "runs" / self.id
+
+    @property
+    def output(self) -> Path:
+        return Path(self.job["output"])
+
+    @property
+    def running(self) -> bool:
+        return self.outcome is None
+
+    # -- control -------------------------------------------------------------------------------
+    def cancel(self, source: str) -> bool:
+        """Cooperative stop from any source and any thread; escalates after the grace period.
+        A build that has ended cannot be cancelled (a stale Stop must not rewrite its evidence)."""
+        if self.outcome is not None:
+            return False
+        return self.token.request(source)
+
+    def force(self) -> None:
+        """Skip the grace (a second Ctrl-C): terminate the worker now."""
+        if self._force is not None and self._loop is not None:
+            self._loop.call_soon_threadsafe(self._force)
+
+    async def wait(self) -> dict[str, Any]:
+        """The summary once the build is over. Cancelling the awaiting task stops the build (event_loop)."""
+        assert self._done is not None
+        try:
+            return await asyncio.shield(self._done)
+        except asyncio.CancelledError:
+            self.cancel("event_loop")
+            raise
+
+    # -- views ---------------------------------------------------------------------------------
+    def elapsed_s(self, now_ns: int | None = None) -> float:
+        return ((now_ns or time.monotonic_ns()) - self.t_start_ns) / NS
+
+    def snapshot(self) -> dict[str, Any]:
+        """The `trtls/buildTree` payload (the LSP layer adds the document uri)."""
+        now = time.monotonic_ns()
+        return {
+            "buildId": self.id,
+            "engine": self.engine,
+            "status": self.status,
+            "cancelSource": self.token.source,
+            "outcome": self.outcome,
+            "outcomeKind": build_outcome_kind(self.outcome),
+            "outcomeMessage": self.outcome_message() if self.outcome else None,
+            "elapsedS": round(
+                self.elapsed_s(now) if self.outcome is None else (self.summary or {}).get("durationS", 0.0), 3
+            ),
+            "evidencePath": str(self.evidence_dir / "summary.json") if self.summary else None,
+            "phases": self.tree.snapshot(now, self.baselines, self.t_start_ns),
+            "cell": self.cell,
+            "parentId": self.parent_id,
+            "node": self.node_view(now) if self.remote is not None else None,
+        }
+
+    def node_view(self, now: int | None = None) -> dict[str, Any]:
+        """Where a remote cell is: waiting for a node (with how long), or the node that holds it."""
+        if not self.placement:
+            waited = ((now or time.monotonic_ns()) - self.queued_ns) / NS if self.queued_ns else 0.0
+            return {"waitingS": round(waited, 3)} if self.outcome is None else {}
+        p = self.placement
+        return {
+            "nodeId": p.get("node_id"),
+            "hostname": p.get("hostname"),
+            "labels": p.get("labels", {}),
+            "acceleratorType": p.get("accelerator_type"),
+            "gpuIds": p.get("gpu_ids", []),
+            "queueWaitS": p.get("queue_wait_s"),
+        }
+
+    def progress_message(self) -> str:
+        """`Building engine › Timing tactics 2/3 · 4.1 s · quiet 42 s · usual 30 s` (`stalled` when the stall rule
+        says so)."""
+        now = time.monotonic_ns()
+        path = self.tree.deepest_running_path()
+        if not path and self.status == "waiting for a node" and self.queued_ns:
+            return f"waiting for a node {(now - self.queued_ns) / NS:.1f} s"
+        if not path:
+            return "starting worker" if self.status == "starting" else self.status
+        deepest = self.tree.deepest_running_view(now, self.baselines)
+        assert deepest is not None
+        steps = f"{(deepest.step + 1) if deepest.step is not None else 0}/{deepest.num_steps}"
+        text = " › ".join(p.name for p in path) + f" {steps} · {deepest.elapsed_s:.1f} s"
+        if deepest.quiet_s is not None:
+            text += f" · quiet {deepest.quiet_s:.0f} s"
+            if deepest.baseline_s is not None:
+                text += f" · usual {deepest.baseline_s:.0f} s"
+            if deepest.stalled:
+                text += " · stalled"
+        if self.token.is_set:
+            text += f" · stopping ({self.token.source})"
+        return text
+
+    def outcome_message(self) -> str:
+        s = self.summary or {}
+        if self.outcome == "built":
+            return f"built in {s.get('durationS', 0):.1f} s"
+        if self.outcome == "cancelled":
+            return f"cancelled by {self.token.source}"
+        if self.outcome == "failed":
+            return f"failed: {self.error}"
+        if self.outcome == "forced":
+            return f"forced: the builder ignored the cancel from {self.token.source} for {self.grace_s:g} s and was terminated"
+        if self.remote is not None and self.error and self.error.startswith("node lost"):
+            return f"killed: {self.error}"
+        return f"killed: the worker died ({self.error})"
+
+    def history(self) -> History:
+        return History(state_dir(self.recipe_path) / "history.json")
+
+    # -- the worker's events -------------------------------------------------------------------
+    def fold(self, ev: Any) -> None:
+        """Apply one worker event to this build's state."""
+        build = self
+        kind = ev.type
+        if kind in ("phase_start", "step", "phase_finish"):
+            build.tree.apply(ev)
+        elif kind == "queued":
+            build.status, build.queued_ns = "waiting for a node", ev.t_ns
+        elif kind == "placed":
+            build.placement = ev.model_dump(exclude={"v", "type", "t_ns"})
+            build.status = "running"
+        elif kind == "build_started":
+            if build.remote is not None:
+                build.pid = ev.pid  # the worker's pid on its node (the evidence says which node)
+            build.environment, build.config_hash, build.effective_settings = (
+                ev.environment,
+                ev.build_config_hash,
+                ev.effective_settings,
+            )
+            build.optimization_profiles = ev.optimization_profiles
+            build.baselines = build.history().baselines(ev.build_config_hash)
+        elif kind == "log":
+            build.logs.append({"severity": ev.severity, "msg": ev.msg})
+        elif kind == "cache_decision":
+            build.cache = ev.model_dump(exclude={"v", "type", "t_ns"})
+        elif kind == "builder_returned":
+            build.builder_returned_ns = ev.t_ns
+        elif kind == "cancel_acknowledged":
+            build.token.t_ack_ns = ev.t_ns
+            build.token.after_complete = ev.after_complete
+            build.cancel_seen_ns = getattr(ev, "t_seen_ns", None)
+        elif kind == "artifact":
+            build.artifacts.append(ev.model_dump(exclude={"v", "type", "t_ns"}, exclude_none=True))
+        elif kind == "precision":
+            build.precision = ev.record
+        elif kind == "build_finished":
+            build.finished = ev.model_dump()
+            build.error = ev.error
+            build.failure = ev.failure
+            build.notes.extend(ev.notes)
+            if ev.t_cleanup_ns and build.token.is_set:
+                build.token.t_cleanup_ns = ev.t_cleanup_ns

@@ -1,0 +1,76 @@
+"""The CUDA driver and runtime as the loader finds them, through ctypes (no TensorRT, no GPU needed): versions,
+device 0's name and compute capability, for the build evidence and for "can an engine run here"."""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+from typing import Any
+
+
+def _load_first(*names: str) -> Any:
+    for name in names:
+        if not name:
+            continue
+        try:
+            return ctypes.CDLL(name)
+        except OSError:
+            continue
+    return None
+
+
+def _cuda_version_string(value: int) -> str:
+    return f"{value // 1000}.{(value % 1000) // 10}"
+
+
+def cuda_driver() -> dict[str, Any]:
+    """Driver version and device 0 through libcuda, when there is one; never raises."""
+    found: dict[str, Any] = {"cuda_driver": None, "device_name": None, "compute_capability": None}
+    lib = _load_first("libcuda.so.1", ctypes.util.find_library("cuda") or "", "nvcuda.dll")
+    if lib is None:
+        return found
+    try:
+        version = ctypes.c_int(0)
+        if lib.cuDriverGetVersion(ctypes.byref(version)) == 0 and version.value:
+            found["cuda_driver"] = _cuda_version_string(version.value)
+        if lib.cuInit(0) != 0:
+            return found  # a driver without a usable device (or a container without /dev/nvidia*)
+        device = ctypes.c_int(0)
+        if lib.cuDeviceGet(ctypes.byref(device), 0) != 0:
+            return found
+        name = ctypes.create_string_buffer(256)
+        if lib.cuDeviceGetName(name, 256, device) == 0:
+            found["device_name"] = name.value.decode(errors="replace")
+        major, minor = ctypes.c_int(0), ctypes.c_int(0)
+        # CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75, _MINOR = 76
+        if (
+            lib.cuDeviceGetAttribute(ctypes.byref(major), 75, device) == 0
+            and lib.cuDeviceGetAttribute(ctypes.byref(minor), 76, device) == 0
+        ):
+            found["compute_capability"] = f"{major.value}.{minor.value}"
+    except (AttributeError, OSError):
+        pass
+    return found
+
+
+def cuda_runtime() -> str | None:
+    """Version of the libcudart the loader finds (cudaRuntimeGetVersion needs no driver).
+
+    TensorRT-RTX links its CUDA runtime statically, so this is the system's runtime, not
+    necessarily the one inside the builder.
+    """
+    lib = _load_first(*(f"libcudart.so.{v}" for v in (13, 12, 11)), ctypes.util.find_library("cudart") or "")
+    if lib is None:
+        return None
+    try:
+        version = ctypes.c_int(0)
+        if lib.cudaRuntimeGetVersion(ctypes.byref(version)) == 0 and version.value:
+            return _cuda_version_string(version.value)
+    except (AttributeError, OSError):
+        pass
+    return None
+
+
+def gpu_available() -> bool:
+    """A CUDA driver with at least one device answered. False on this CPU-only machine."""
+    return cuda_driver()["device_name"] is not None

@@ -1,0 +1,96 @@
+"""The evidence record of a finished build (`summary.json`): what was built, how it ended, how fast a cancel was
+honoured, what the cache decided, and what a retry should do."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from trtls import __version__
+from trtls.builds.artifacts import sha256_file
+from trtls.builds.build import Build
+from trtls.builds.history import History
+from trtls.core.builder_errors import internal_error
+from trtls.core.evidence import retry_advice, validation_status
+from trtls.core.phase_tree import NS
+
+
+def build_summary(build: Build, t_end: int, history: History) -> dict[str, Any]:
+    env = build.environment
+    cache = build.cache or {
+        "decision": "cold" if not build.job.get("timing_cache") else "discarded",
+        "reason": "no timing cache configured"
+        if not build.job.get("timing_cache")
+        else "the build ended before a cache decision",
+    }
+    intact = None
+    if build._previous_sha is not None:
+        try:
+            build.previous_engine_sha = build._previous_sha.result()
+        except (OSError, asyncio.InvalidStateError):
+            build.previous_engine_sha = None
+    if build.previous_engine_sha is not None and build.outcome != "built":
+        intact = build.output.is_file() and sha256_file(build.output) == build.previous_engine_sha
+    engine_written = [a for a in build.artifacts if a.get("kind") == "engine" and a.get("action") == "written"]
+    repeated = (
+        history.repeated_stop_phase(build.config_hash) if build.config_hash and build.outcome != "built" else None
+    )
+    if repeated is not None and repeated in build.tree.phases:
+        repeated = f"{build.tree.phases[repeated].name} ({repeated})"
+    failure = build.failure
+    if failure is None and build.outcome == "failed":
+        failure = internal_error(build.logs)  # also for external workers, which only send the log
+    advice = retry_advice(build.outcome or "killed", cache.get("decision"), bool(intact), repeated, failure)
+    lat = build.token.latencies_ms()
+    seen = None
+    if build.cancel_seen_ns and build.token.t_ack_ns:
+        seen = round((build.token.t_ack_ns - build.cancel_seen_ns) / 1e6, 3)
+    return {
+        "framework": "trtls",
+        "trtlsVersion": __version__,
+        "buildId": build.id,
+        "engine": build.engine,
+        "recipe": str(build.recipe_path),
+        "outcome": build.outcome,
+        "error": build.error,
+        "tensorrtVersion": env.get("version"),
+        "builderModule": env.get("module"),
+        "language": env.get("language", "python"),
+        "buildConfigHash": build.config_hash,
+        "gpuSku": env.get("device_name") or "none (CPU-only ahead-of-time build)",
+        "computeCapability": env.get("compute_capability"),
+        "effectiveSettings": build.effective_settings,
+        "optimizationProfiles": build.optimization_profiles,
+        "precision": build.precision,
+        "failure": failure,
+        "timingCacheMode": cache.get("decision"),
+        "timingCache": cache,
+        "cancelSource": build.token.source,
+        "cancelLatencyMs": lat["cancelLatencyMs"],
+        "cancelReturnAfterSeenMs": seen,  # builder return minus the callback that saw the cancel
+        "cleanupLatencyMs": lat["cleanupLatencyMs"],
+        "cleanupStatus": (build.finished or {}).get("cleanup_status", "not_needed"),
+        "forced": build.token.forced,
+        "cancelAfterComplete": build.token.after_complete,
+        "laterCancelRequests": [{"source": s, "tNs": t} for s, t in build.token.later_requests],
+        "retryPolicy": advice.policy,
+        "retryRule": advice.rule,
+        "validationStatus": validation_status(build.outcome or "killed"),
+        "validationNote": "a finished build does not prove the engine correct; parity is checked by the route gates",
+        "engineArtifact": engine_written[0] if engine_written else None,
+        "previousEngineIntact": intact,
+        "artifacts": build.artifacts,
+        "notes": build.notes,
+        "startedAt": build.started_at,
+        "durationS": round((t_end - build.t_start_ns) / NS, 3),
+        "workerPid": build.pid,
+        "workerExitCode": build.exit_code,
+        "stderrTail": list(build.stderr_tail)[-10:],
+        "cell": build.cell,
+        "parentId": build.parent_id,
+        "node": build.node_view(t_end) if build.remote is not None else None,
+        "logs": build.logs[-50:],
+        "environment": env,
+        "phaseTree": build.tree.snapshot(t_end, build.baselines, build.t_start_ns),
+        "events": "events.jsonl",
+    }

@@ -1,0 +1,95 @@
+"""What a checkpoint's files hold, read as data (never imported, executed or unpickled): which names are weights,
+pickles, tokenizer or processor files; a bounded JSON read; a safetensors header check; git blob hashes."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import struct
+from pathlib import Path
+from typing import Any
+
+PICKLE_SUFFIXES = (".bin", ".pt", ".pkl", ".pth", ".ckpt", ".pickle")
+WEIGHT_SUFFIXES = (".safetensors", ".gguf", ".onnx", ".msgpack", ".h5") + PICKLE_SUFFIXES
+TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer.model",
+    "tokenizer_config.json",
+    "vocab.json",
+    "vocab.txt",
+    "merges.txt",
+    "spiece.model",
+    "sentencepiece.bpe.model",
+)
+PROCESSOR_FILES = (
+    "preprocessor_config.json",
+    "processor_config.json",
+    "image_processor_config.json",
+    "feature_extractor_config.json",
+)
+MAX_JSON = 64 * 1024 * 1024
+MAX_SAFETENSORS_HEADER = 100 * 1024 * 1024
+GIT_BLOB_CHECK_MAX = 16 * 1024 * 1024
+
+
+def load_json(path: Path) -> Any:
+    if path.stat().st_size > MAX_JSON:
+        raise ValueError("larger than 64 MiB")
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def safetensors_problem(path: Path) -> str | None:
+    """Why a .safetensors file is malformed (header length, JSON, offsets vs file size), or None."""
+    try:
+        size = path.stat().st_size
+        with open(path, "rb") as f:
+            head = f.read(8)
+            if len(head) < 8:
+                return "shorter than the 8-byte header length"
+            (n,) = struct.unpack("<Q", head)
+            if n > MAX_SAFETENSORS_HEADER or 8 + n > size:
+                return f"header length {n} runs past the file ({size} bytes)"
+            header = json.loads(f.read(n).decode("utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        return f"unreadable header: {exc}"
+    if not isinstance(header, dict):
+        return "header is not a JSON object"
+    end = 0
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        offsets = info.get("data_offsets") if isinstance(info, dict) else None
+        if not (
+            isinstance(offsets, list)
+            and len(offsets) == 2
+            and all(isinstance(o, int) for o in offsets)
+            and 0 <= offsets[0] <= offsets[1]
+        ):
+            return f"tensor '{name}' has no valid data_offsets"
+        end = max(end, offsets[1])
+    if 8 + n + end != size:
+        return f"tensor data ends at byte {8 + n + end} but the file has {size} bytes"
+    return None
+
+
+def git_blob_sha1(path: Path) -> str:
+    data = path.read_bytes()
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+def read_model_card(path: Path) -> dict[str, Any]:
+    """The model card's front matter (raises when it does not parse). A local file: read, never downloaded."""
+    from huggingface_hub import ModelCard  # optional third-party (the `gates` extra)
+
+    card = ModelCard.load(path)
+    return card.data.to_dict() if card.data is not None else {}
+
+
+def card_licence(data: dict[str, Any]) -> str | None:
+    """The licence a model card declares: `license`, or `license_name` when that is `other`."""
+    raw = data.get("license")
+    if isinstance(raw, list):
+        raw = raw[0] if len(raw) == 1 else ", ".join(map(str, raw))
+    if raw == "other" and data.get("license_name"):
+        raw = str(data["license_name"])
+    return str(raw) if raw else None

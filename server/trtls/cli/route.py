@@ -1,0 +1,83 @@
+"""`trtls route build`: the terminal face of `trtls.route.build.build_route` (live tree, Ctrl-C, exit codes)."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from typing import Any
+
+from trtls.bundle import BundleError, sidecar_path
+from trtls.route.build import RouteBuildError, build_route, load_route_recipe
+
+EXIT_BUILT, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_CTRL_C, EXIT_KILLED = 0, 1, 2, 130, 137
+
+
+def cmd_route_build(args: Any) -> int:
+    """Exit codes: 0 bundle written, 1 build failed, 2 bad input, 130 cancelled (Ctrl-C), 137 forced/killed."""
+    import signal
+
+    from trtls.cli.terminal_view import PlainView, RichView, print_outcome
+    from trtls.core.route import route_names
+
+    loaded = load_route_recipe(args.recipe or ".")
+    if not loaded.text:
+        print(f"{loaded.path}: TRT104 recipe file not found or unreadable", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    names = route_names(loaded)
+    name = args.route or (names[0] if len(names) == 1 else None)
+    if name is None or name not in names:
+        print(
+            f"{loaded.path}: TRT107 choose a route with --route (routes: {', '.join(names) or 'none'})", file=sys.stderr
+        )
+        return EXIT_BAD_INPUT
+    holder: dict[str, Any] = {}
+
+    def on_build(build: Any) -> None:
+        holder["build"] = build
+        loop = asyncio.get_running_loop()
+        presses = {"n": 0}
+
+        def on_sigint() -> None:
+            presses["n"] += 1
+            if presses["n"] == 1:
+                build.cancel("ctrl_c")
+                print(f"\nstopping {build.engine} (cooperative; Ctrl-C again to force)…", file=sys.stderr, flush=True)
+            else:
+                build.force()
+
+        loop.add_signal_handler(signal.SIGINT, on_sigint)
+        loop.add_signal_handler(signal.SIGTERM, lambda: build.cancel("service_shutdown"))
+
+    view_cls = RichView if sys.stdout.isatty() else PlainView
+    try:
+        result = asyncio.run(
+            build_route(loaded, name, view=view_cls, on_build=on_build, use_digest_cache=not args.no_digest_cache)
+        )
+    except RouteBuildError as exc:
+        where = ""
+        if exc.path and loaded.source_map is not None:
+            try:
+                where = f"{loaded.path}:{loaded.source_map.range(('routes', name) + tuple(exc.path), True).human()}: "
+            except Exception:
+                where = f"{loaded.path}: "
+        print(f"{where or str(loaded.path) + ': '}trtls route build: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except BundleError as exc:
+        print(f"trtls route build: bundle not written: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    if "build" in holder:
+        print_outcome(holder["build"])
+    print(f"\nroute {name}: {result.message}")
+    if result.ok:
+        print(f"  sidecar: {sidecar_path(result.bundle)}\n  sbom: {result.sbom}")
+        if result.previous_bundle:
+            print(
+                f"  previous bundle: {result.previous_bundle} ({'kept from the replaced bundle' if result.previous_kept else 'unchanged'})"
+            )
+    for note in result.notes:
+        print(f"  note: {note}")
+    if result.ok:
+        return EXIT_BUILT
+    return {"failed": EXIT_FAILED, "forced": EXIT_KILLED, "killed": EXIT_KILLED}.get(
+        result.outcome, EXIT_CTRL_C if result.cancel_source == "ctrl_c" else EXIT_FAILED
+    )

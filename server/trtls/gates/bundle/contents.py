@@ -1,0 +1,187 @@
+"""Gate 3's content checks: the bundle's sections are the artifacts the later gates test (TRT707), and its SBOM
+names them with their digests (TRT708)."""
+
+from __future__ import annotations
+
+import json
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from trtls.bundle.sbom import SBOM_SUFFIX, sbom_path
+from trtls.core.gate_result import GateCheck, gate_check
+from trtls.gates.bundle.provenance import rebuild_advice
+
+GATE = 3
+_check = partial(gate_check, GATE)
+MAX_SBOM = 64 * 1024 * 1024
+ONNX_SECTIONS = ("model.onnx", "onnx", "model")
+ENGINE_SECTIONS = ("engine", "model.engine", "engine.plan")
+
+
+def _file_sha(path: Path) -> str | None:
+    from trtls.checkpoint.hashing import sha256_file
+
+    try:
+        return sha256_file(path)[0] if path.is_file() else None
+    except OSError:
+        return None
+
+
+def check_artifacts(ctx: Any, info: dict[str, Any]) -> GateCheck:
+    """The ONNX and engine the bundle carries are the files gates 4–5 run (the recipe's onnx / output)."""
+    path = ("routes", ctx.route_name, "engine")
+    eng = ctx.loaded.engine(ctx.route.engine)
+    sections = {s["name"]: s for s in info["sections"]}
+    onnx_name = next((n for n in ONNX_SECTIONS if n in sections), None)
+    engine_name = next((n for n in ENGINE_SECTIONS if n in sections), None)
+    if onnx_name is None and engine_name is None:
+        return _check(
+            "bundle.artifacts",
+            "hold",
+            f"the bundle has no model section ({', '.join(ONNX_SECTIONS + ENGINE_SECTIONS)}): what gates 4–5 test cannot be linked to it",
+            "TRT707",
+            path,
+        )
+    pairs = []
+    if onnx_name:
+        pairs.append((onnx_name, ctx.resolve(eng.onnx)))
+    if engine_name:
+        pairs.append((engine_name, ctx.resolve(eng.output)))
+    ev: dict[str, Any] = {}
+    problems = []
+    for section, file in pairs:
+        file_sha = _file_sha(file)
+        ev[section] = {"section_sha256": sections[section]["sha256"], "file": str(file), "file_sha256": file_sha}
+        if file_sha is None:
+            problems.append(f"{file.name} is missing, so section {section!r} cannot be matched to it")
+        elif file_sha != sections[section]["sha256"]:
+            problems.append(
+                f"section {section!r} (sha256 {str(sections[section]['sha256'])[:12]}…) is not {file.name} on disk ({file_sha[:12]}…)"
+            )
+    if problems:
+        return _check(
+            "bundle.artifacts",
+            "hold",
+            "bundle is stale: "
+            + "; ".join(problems)
+            + f" — gates 4–5 test the files on disk; rebuild ({rebuild_advice(ctx.route_name)})",
+            "TRT707",
+            path,
+            ev,
+        )
+    return _check(
+        "bundle.artifacts",
+        "pass",
+        "sections "
+        + ", ".join(repr(s) for s, _ in pairs)
+        + " are byte-identical to "
+        + ", ".join(f.name for _, f in pairs),
+        "TRT707",
+        path,
+        ev,
+    )
+
+
+# ---------------------------------------------------------------------------------------------- SBOM
+
+
+def check_sbom(ctx: Any, bundle: Path, info: dict[str, Any]) -> GateCheck:
+    path = ("routes", ctx.route_name, "bundle")
+    sp = sbom_path(bundle)
+    name = "bundle.sbom"
+    if not sp.is_file():
+        return _check(
+            name,
+            "hold",
+            f"no SBOM {sp.name} (`<bundle>{SBOM_SUFFIX}`); {rebuild_advice(ctx.route_name)}",
+            "TRT708",
+            path,
+            {"sbom": str(sp)},
+        )
+    try:
+        if sp.stat().st_size > MAX_SBOM:
+            raise ValueError(f"larger than {MAX_SBOM} bytes")
+        doc = json.loads(sp.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        return _check(name, "hold", f"SBOM {sp.name} does not parse: {exc}", "TRT708", path, {"sbom": str(sp)})
+    problems = sbom_problems(doc, info)
+    ev = {"sbom": str(sp), "problems": problems}
+    if problems:
+        return _check(
+            name,
+            "hold",
+            f"SBOM {sp.name} does not describe this bundle: "
+            + "; ".join(problems[:5])
+            + f"; {rebuild_advice(ctx.route_name)}",
+            "TRT708",
+            path,
+            ev,
+        )
+    n = len(doc.get("components") or [])
+    return _check(
+        name,
+        "pass",
+        f"SBOM {sp.name}: CycloneDX {doc.get('specVersion')}, {n} components (checkpoint files, ONNX, engine, builder) with matching sha256",
+        "TRT708",
+        path,
+        ev,
+    )
+
+
+def _sha_of(component: Any) -> str | None:
+    if not isinstance(component, dict):
+        return None
+    for h in component.get("hashes") or []:
+        if isinstance(h, dict) and h.get("alg") == "SHA-256":
+            return h.get("content")
+    return None
+
+
+def sbom_problems(doc: Any, info: dict[str, Any]) -> list[str]:
+    """Why a CycloneDX document does not describe the bundle `info` (from `inspect_json`); empty = it does."""
+    if not isinstance(doc, dict):
+        return ["not a JSON object"]
+    problems = []
+    if doc.get("bomFormat") != "CycloneDX" or doc.get("specVersion") != "1.5":
+        problems.append(
+            f"bomFormat/specVersion are {doc.get('bomFormat')!r}/{doc.get('specVersion')!r}, expected 'CycloneDX'/'1.5'"
+        )
+    meta = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
+    if _sha_of(meta.get("component")) != info.get("file_sha256"):
+        problems.append(
+            f"metadata.component sha256 {str(_sha_of(meta.get('component')))[:12]}… is not the bundle's {str(info.get('file_sha256'))[:12]}…"
+        )
+    comps = [c for c in (doc.get("components") or []) if isinstance(c, dict)]
+    by_ref = {c.get("bom-ref"): c for c in comps}
+    sections = {s["name"]: s.get("sha256") for s in info.get("sections") or []}
+    prov = ((info.get("trtls") or {}).get("provenance") or {}) if isinstance(info.get("trtls"), dict) else {}
+    ck = by_ref.get("checkpoint")
+    if ck is None or ck.get("type") != "machine-learning-model":
+        problems.append("no checkpoint component (machine-learning-model)")
+    else:
+        listed = {c.get("name"): _sha_of(c) for c in (ck.get("components") or []) if isinstance(c, dict)}
+        files = prov.get("checkpoint_files") if isinstance(prov.get("checkpoint_files"), dict) else None
+        if not listed:
+            problems.append("the checkpoint component lists no files")
+        elif files is not None and listed != files:
+            diff = sorted(set(listed) ^ set(files) | {k for k in listed if k in files and listed[k] != files[k]})
+            problems.append("checkpoint files differ from the bundle's provenance: " + ", ".join(diff[:10]))
+        if prov.get("checkpoint_commit") and ck.get("version") != prov.get("checkpoint_commit"):
+            problems.append(
+                f"checkpoint version {ck.get('version')!r} is not the bundle's commit {prov.get('checkpoint_commit')!r}"
+            )
+    for ref, names in (("onnx", ONNX_SECTIONS), ("engine", ENGINE_SECTIONS)):
+        section = next((n for n in names if n in sections), None)
+        if section is None:
+            continue
+        if ref not in by_ref:
+            problems.append(f"no {ref} component")
+        elif _sha_of(by_ref[ref]) != sections[section]:
+            problems.append(f"{ref} component sha256 is not section {section!r}'s")
+    builder = by_ref.get("builder")
+    if builder is None or not builder.get("version"):
+        problems.append("no builder component with a version")
+    elif prov.get("builder_version") and str(builder.get("version")) != str(prov.get("builder_version")):
+        problems.append(f"builder version {builder.get('version')} is not the bundle's {prov.get('builder_version')}")
+    return problems

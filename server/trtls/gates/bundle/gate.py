@@ -1,0 +1,174 @@
+"""Gate 3 on a route: the bundle is there, its container sound, its digests recorded, its origin known; then provenance,
+artifacts and SBOM (`run_gate`, the hook `trtls.gates.run` calls)."""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Any
+
+from trtls.bundle import (
+    CHECK_FILE_DIGEST,
+    CHECK_SECTION_DIGEST,
+    CHECK_SIDECAR,
+    CHECK_TRTLS_BLOCK,
+    inspect_json,
+    sidecar_path,
+)
+from trtls.core.gate_result import GateCheck, gate_check
+from trtls.gates.bundle.contents import check_artifacts, check_sbom
+from trtls.gates.bundle.provenance import check_build_provenance, check_checkpoint_provenance, rebuild_advice
+
+GATE = 3
+_check = partial(gate_check, GATE)
+DIGEST_CHECKS = (CHECK_TRTLS_BLOCK, CHECK_SECTION_DIGEST, CHECK_FILE_DIGEST, CHECK_SIDECAR)  # TRT703; the rest TRT702
+
+
+def run_gate(ctx: Any) -> list[GateCheck]:
+    route, name = ctx.route, ctx.route_name
+    base = ("routes", name)
+    bpath = base + ("bundle",)
+    bundle = ctx.resolve(route.bundle)
+    checks: list[GateCheck] = []
+    if not bundle.is_file():
+        what = "is not a regular file" if bundle.exists() else "not found"
+        return [
+            _check(
+                "bundle.present",
+                "hold",
+                f"bundle {what}: {bundle}; {rebuild_advice(name)}",
+                "TRT701",
+                bpath,
+                {"bundle": str(bundle)},
+            )
+        ]
+    info = inspect_json(bundle)
+    if info["file_sha256"]:
+        ctx.record["bundle_digest"] = f"sha256:{info['file_sha256']}"
+    checks.append(
+        _check(
+            "bundle.present",
+            "pass",
+            f"bundle {bundle.name}: {info['size']} bytes, sha256 {str(info['file_sha256'])[:12]}…",
+            "TRT701",
+            bpath,
+            {"bundle": str(bundle), "sha256": info["file_sha256"], "size": info["size"]},
+        )
+    )
+
+    # -- TRT702 / TRT703: verify_bundle's problems, one check per category
+    by_check: dict[str, list[dict[str, Any]]] = {}
+    for p in info["problems"]:
+        by_check.setdefault(p["check"], []).append(p)
+    for check_id, problems in by_check.items():
+        code = "TRT703" if check_id in DIGEST_CHECKS else "TRT702"
+        shown = "; ".join(
+            p["message"] + (f" (byte {p['offset']})" if p.get("offset") is not None else "") for p in problems[:5]
+        )
+        more = f" (+{len(problems) - 5} more)" if len(problems) > 5 else ""
+        checks.append(
+            _check(
+                check_id,
+                "reject",
+                shown + more,
+                code,
+                bpath,
+                {"problems": problems[:50], "offsets": [p.get("offset") for p in problems[:50]]},
+            )
+        )
+    container_bad = any(c not in DIGEST_CHECKS for c in by_check)
+    if not container_bad:
+        checks.append(
+            _check(
+                "bundle.container",
+                "pass",
+                f"container and header sound: {len(info['sections'])} sections, required fields present",
+                "TRT702",
+                bpath,
+                {"sections": [s["name"] for s in info["sections"]]},
+            )
+        )
+    if info["header"] is None:
+        return checks  # nothing more can be read from a container that did not parse
+
+    trtls_block = info["trtls"] if isinstance(info["trtls"], dict) else None
+    sidecar = info["sidecar"]
+    digests_bad = any(c in DIGEST_CHECKS for c in by_check)
+
+    # -- TRT703 (recorded) and TRT704 (origin)
+    if trtls_block is None:
+        if sidecar is None:
+            checks.append(
+                _check(
+                    "bundle.origin",
+                    "hold",
+                    "foreign bundle (no trtls record in its header) and no digests recorded: verify it, then record them with `trtls bundle promote FILE`",
+                    "TRT704",
+                    bpath,
+                )
+            )
+        else:
+            checks.append(
+                _check(
+                    "bundle.origin",
+                    "pass",
+                    f"foreign bundle promoted: digests recorded in {sidecar_path(bundle).name} ({sidecar.get('recorded_at')})",
+                    "TRT704",
+                    bpath,
+                    {"origin": sidecar.get("origin")},
+                )
+            )
+    else:
+        checks.append(
+            _check(
+                "bundle.origin",
+                "pass",
+                "written by trtls (header trtls record)",
+                "TRT704",
+                bpath,
+                {"format": trtls_block.get("format")},
+            )
+        )
+    if not digests_bad:
+        if sidecar is None:
+            if trtls_block is not None:
+                checks.append(
+                    _check(
+                        "bundle.digests",
+                        "hold",
+                        f"no sidecar {sidecar_path(bundle).name}: the whole-file digest is not recorded; {rebuild_advice(name)} or promote it",
+                        "TRT703",
+                        bpath,
+                    )
+                )
+        else:
+            recorded = "header trtls record and sidecar" if trtls_block is not None else "sidecar"
+            checks.append(
+                _check(
+                    "bundle.digests",
+                    "pass",
+                    f"every section and the whole file match the {recorded}",
+                    "TRT703",
+                    bpath,
+                    {"file_sha256": info["file_sha256"]},
+                )
+            )
+
+    # -- TRT705 / TRT706: provenance vs what the route has now
+    provenance = (trtls_block or {}).get("provenance") if trtls_block else (sidecar or {}).get("provenance")
+    if not isinstance(provenance, dict):
+        msg = "the bundle records no provenance (checkpoint revision, files digest, buildConfigHash, builder version): its link to this checkpoint and build cannot be proven"
+        checks.append(
+            _check("bundle.provenance.checkpoint", "hold", msg, "TRT705", base + ("checkpoint",), on_value=False)
+        )
+        checks.append(_check("bundle.provenance.build", "hold", msg, "TRT706", base + ("engine",)))
+    else:
+        checks.append(check_checkpoint_provenance(ctx, provenance))
+        checks.append(check_build_provenance(ctx, provenance))
+
+    # -- TRT707: the sections are the artifacts the later gates test
+    if not container_bad:
+        checks.append(check_artifacts(ctx, info))
+
+    # -- TRT708: SBOM
+    checks.append(check_sbom(ctx, bundle, info))
+    return checks

@@ -1,0 +1,165 @@
+"""Gate 3's provenance checks: the checkpoint and the build the bundle records are the ones the route has now."""
+
+from __future__ import annotations
+
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from trtls.core.gate_result import GateCheck, gate_check
+
+GATE = 3
+_check = partial(gate_check, GATE)
+
+
+def rebuild_advice(route_name: str) -> str:
+    return f"run `trtls route build --route {route_name}`"
+
+
+def _current_checkpoint(ctx: Any) -> tuple[str | None, str | None, str]:
+    """(commit, files digest, source) from gate 1 when it ran, else computed here the same way (read-only)."""
+    g1 = getattr(ctx, "gate1", None)
+    if g1 is not None:
+        return g1.record.get("commit"), g1.record.get("files_digest"), "gate 1"
+    from trtls.route.checkpoint import read_checkpoint
+    from trtls.route.errors import RouteBuildError
+
+    try:
+        state = read_checkpoint(ctx.loaded, ctx.route)
+    except (RouteBuildError, OSError) as exc:
+        return None, None, f"the checkpoint as found here ({exc})"
+    return state.commit, state.files_digest, "the checkpoint as found here (gate 1 did not run)"
+
+
+def check_checkpoint_provenance(ctx: Any, prov: dict[str, Any]) -> GateCheck:
+    path = ("routes", ctx.route_name, "checkpoint")
+    commit, digest, source = _current_checkpoint(ctx)
+    ev = {
+        "bundle_commit": prov.get("checkpoint_commit"),
+        "bundle_files_sha256": prov.get("checkpoint_files_sha256"),
+        "current_commit": commit,
+        "current_files_sha256": digest,
+        "source": source,
+    }
+    if digest is None:
+        return _check(
+            "bundle.provenance.checkpoint",
+            "hold",
+            f"the checkpoint's current files digest is unknown ({source}): provenance cannot be compared",
+            "TRT705",
+            path,
+            ev,
+            False,
+        )
+    problems = []
+    if prov.get("checkpoint_commit") != commit:
+        problems.append(f"built from commit {prov.get('checkpoint_commit')}, the route now resolves {commit}")
+    if prov.get("checkpoint_files_sha256") != digest:
+        changed = _changed_files(ctx, prov)
+        problems.append(
+            "checkpoint files changed since the build"
+            + (
+                f" ({', '.join(changed)})"
+                if changed
+                else f" (files digest {str(prov.get('checkpoint_files_sha256'))[:12]}… → {digest[:12]}…)"
+            )
+        )
+        ev["changed"] = changed
+    if problems:
+        return _check(
+            "bundle.provenance.checkpoint",
+            "hold",
+            "bundle is stale: " + "; ".join(problems) + f": rebuild ({rebuild_advice(ctx.route_name)})",
+            "TRT705",
+            path,
+            ev,
+            False,
+        )
+    return _check(
+        "bundle.provenance.checkpoint",
+        "pass",
+        f"built from commit {commit}, files digest {digest[:12]}… ({source})",
+        "TRT705",
+        path,
+        ev,
+        False,
+    )
+
+
+def _changed_files(ctx: Any, prov: dict[str, Any]) -> list[str]:
+    g1 = getattr(ctx, "gate1", None)
+    now = {rel: f.get("sha256") for rel, f in (g1.files if g1 is not None else {}).items()}
+    was = prov.get("checkpoint_files") if isinstance(prov.get("checkpoint_files"), dict) else {}
+    if not now or not was:
+        return []
+    return sorted({r for r in now if was.get(r) != now[r]} | {r for r in was if r not in now})
+
+
+def _current_build(ctx: Any) -> tuple[dict[str, Any] | None, str]:
+    g2 = getattr(ctx, "gate2", None)
+    if g2 is not None:
+        return g2.evidence, "gate 2"
+    from trtls.gates.environment import latest_successful_build
+
+    linked = latest_successful_build(Path(ctx.recipe_dir), ctx.route.engine)
+    if linked is None:
+        return None, "build evidence (gate 2 did not run)"
+    path, s = linked
+    return {
+        "path": str(path),
+        "buildId": s.get("buildId"),
+        "buildConfigHash": s.get("buildConfigHash"),
+        "tensorrtVersion": s.get("tensorrtVersion"),
+        "builderModule": s.get("builderModule"),
+    }, "build evidence (gate 2 did not run)"
+
+
+def check_build_provenance(ctx: Any, prov: dict[str, Any]) -> GateCheck:
+    path = ("routes", ctx.route_name, "engine")
+    ev_build, source = _current_build(ctx)
+    ev = {
+        "bundle_build_id": prov.get("build_id"),
+        "bundle_build_config_hash": prov.get("build_config_hash"),
+        "bundle_builder_version": prov.get("builder_version"),
+        "source": source,
+    }
+    if ev_build is None:
+        return _check(
+            "bundle.provenance.build",
+            "hold",
+            f"no successful build of engine '{ctx.route.engine}' to compare with ({source}); {rebuild_advice(ctx.route_name)}",
+            "TRT706",
+            path,
+            ev,
+        )
+    ev.update(
+        current_build_id=ev_build.get("buildId"),
+        current_build_config_hash=ev_build.get("buildConfigHash"),
+        current_builder_version=ev_build.get("tensorrtVersion"),
+    )
+    problems = []
+    if prov.get("build_config_hash") != ev_build.get("buildConfigHash"):
+        problems.append(
+            f"buildConfigHash {str(prov.get('build_config_hash'))[:12]}… differs from the latest successful build {ev_build.get('buildId')}'s {str(ev_build.get('buildConfigHash'))[:12]}…"
+        )
+    if str(prov.get("builder_version")) != str(ev_build.get("tensorrtVersion")):
+        problems.append(
+            f"built with {prov.get('builder')} {prov.get('builder_version')}, the latest build used {ev_build.get('builderModule')} {ev_build.get('tensorrtVersion')}"
+        )
+    if problems:
+        return _check(
+            "bundle.provenance.build",
+            "hold",
+            "bundle is stale: " + "; ".join(problems) + f": rebuild ({rebuild_advice(ctx.route_name)})",
+            "TRT706",
+            path,
+            ev,
+        )
+    return _check(
+        "bundle.provenance.build",
+        "pass",
+        f"buildConfigHash {str(prov.get('build_config_hash'))[:12]}… and {prov.get('builder')} {prov.get('builder_version')} match build {ev_build.get('buildId')}",
+        "TRT706",
+        path,
+        ev,
+    )

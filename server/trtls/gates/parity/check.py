@@ -1,0 +1,227 @@
+"""Gate 4's checks on given runtimes and inputs (`check_parity`), with no recipe in sight."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from trtls.core.findings import TomlPath
+from trtls.core.gate_result import GateCheck, gate_check
+from trtls.gates.parity.compare import (
+    DEFAULT_QUANTILE,
+    Tolerance,
+    compare_output,
+    nonfinite_problems,
+    signature_problems,
+    tolerance_for,
+)
+from trtls.gates.parity.robustness import check_concurrency, check_malformed
+from trtls.gates.parity.tokenizer import TokenizerParity, check_tokenizer
+from trtls.runtimes import RuntimeSpec, load_npz, run_inputs
+
+GATE = 4
+
+_check = partial(gate_check, GATE)
+
+
+ROUTE_KEYS = (
+    "runtime",
+    "reference",
+    "reference_inputs",
+    "tolerances",
+    "canary_inputs",
+    "thresholds",
+    "previous_bundle",
+    "bundle",
+)
+
+
+def toml_path(paths: Mapping[str, TomlPath], key: str) -> TomlPath:
+    """The TOML key a check concerns: `paths[key]`, else route + (key,) for a route field, else the route."""
+    if key in paths:
+        return tuple(paths[key])
+    route = tuple(paths.get("route", ()))
+    return route + (key,) if route and key in ROUTE_KEYS else route
+
+
+_p = toml_path
+
+
+def _feed_of(item: Any) -> dict[str, np.ndarray]:
+    return dict(item) if isinstance(item, Mapping) else load_npz(item)
+
+
+def check_parity(
+    reference: RuntimeSpec,
+    under_test: RuntimeSpec,
+    inputs: Sequence[str | Path | Mapping[str, np.ndarray]],
+    *,
+    tolerances: Mapping[str, Any] | None = None,
+    concurrency: int = 4,
+    concurrency_exact: bool = True,
+    malformed: bool = True,
+    tokenizer: TokenizerParity | None = None,
+    paths: Mapping[str, TomlPath] | None = None,
+) -> list[GateCheck]:
+    """Gate 4's checks. `inputs`: reference inputs (.npz paths or {name: array}), one request each.
+
+    `paths` maps what each check concerns to its TOML key: "runtime", "reference", "reference_inputs",
+    "tolerances" (a per-output check lands on tolerances.<output> or tolerances."*" when that key exists),
+    "tokenizer", "route" (fallback for anything not given).
+    """
+    paths = dict(paths or {})
+    tolerances = dict(tolerances or {})
+    checks: list[GateCheck] = []
+    p_rt, p_ref, p_in, p_tol = (
+        _p(paths, "runtime"),
+        _p(paths, "reference"),
+        _p(paths, "reference_inputs"),
+        _p(paths, "tolerances"),
+    )
+
+    if under_test.perturb:
+        checks.append(
+            _check(
+                "parity.fault_injection",
+                "hold",
+                f"FAULT INJECTION enabled on the runtime under test (perturb = {under_test.perturb:g}): a route with it is never supported",
+                "TRT809",
+                p_rt,
+                {"perturb": under_test.perturb},
+            )
+        )
+    if tokenizer is not None:
+        checks.append(check_tokenizer(tokenizer, _p(paths, "tokenizer")))
+
+    config = [f"runtime: {p}" for p in under_test.problems()] + [f"reference: {p}" for p in reference.problems()]
+    tol_problems = {key: Tolerance.of(v).problems() for key, v in tolerances.items()}
+    for key, probs in tol_problems.items():
+        for prob in probs:
+            checks.append(_check("parity.config", "hold", f"tolerances.{key}: {prob}", "TRT810", p_tol + (key,)))
+    if config:
+        checks.append(_check("parity.config", "hold", "; ".join(config), "TRT810", p_rt))
+        return checks
+    if any(tol_problems.values()):
+        return checks
+    if not inputs:
+        checks.append(_check("parity.run", "hold", "no reference inputs: parity unproven", "TRT802", p_in))
+        return checks
+    try:
+        feeds = [_feed_of(i) for i in inputs]
+    except (OSError, ValueError) as exc:
+        checks.append(_check("parity.run", "hold", f"reference inputs unreadable: {exc}", "TRT802", p_in))
+        return checks
+
+    ref_res = run_inputs(reference, feeds)
+    test_res = run_inputs(under_test, feeds)
+    for side, res, path in (("reference", ref_res, p_ref), ("runtime under test", test_res, p_rt)):
+        if res.status == "unavailable":
+            checks.append(
+                _check(
+                    "parity.runtime_available" if side != "reference" else "parity.reference_available",
+                    "hold",
+                    f"{side} {reference.label if side == 'reference' else under_test.label} unavailable: {res.message}",
+                    "TRT801",
+                    path,
+                )
+            )
+    if ref_res.status == "unavailable" or test_res.status == "unavailable":
+        return checks
+    checks.append(
+        _check("parity.runtime_available", "pass", f"{under_test.kind} and {reference.kind} ran here", "TRT801", p_rt)
+    )
+    if not ref_res.ok:
+        checks.append(
+            _check(
+                "parity.run",
+                "hold",
+                f"the reference failed on the reference inputs ({ref_res.summary()}): parity unproven",
+                "TRT802",
+                p_ref,
+            )
+        )
+    if not test_res.ok:
+        checks.append(
+            _check(
+                "parity.run",
+                "reject",
+                f"the runtime under test failed on the reference inputs ({test_res.summary()})",
+                "TRT802",
+                p_rt,
+            )
+        )
+    if not (ref_res.ok and test_res.ok):
+        return checks
+    checks.append(
+        _check("parity.run", "pass", f"both runtimes answered {len(feeds)} reference input(s)", "TRT802", p_rt)
+    )
+
+    sig = sorted({p for t, r in zip(test_res.outputs, ref_res.outputs) for p in signature_problems(t, r)})
+    if sig:
+        checks.append(_check("parity.signature", "reject", "; ".join(sig[:5]), "TRT803", p_rt, {"problems": sig}))
+    else:
+        checks.append(_check("parity.signature", "pass", "output names, shapes and dtypes match", "TRT803", p_rt))
+
+    bad_test: list[str] = []
+    bad_ref: list[str] = []
+    for t, r in zip(test_res.outputs, ref_res.outputs):
+        bt, br = nonfinite_problems(t, r)
+        bad_test += bt
+        bad_ref += br
+    if bad_test:
+        checks.append(_check("parity.finite", "reject", "; ".join(sorted(set(bad_test))[:5]), "TRT804", p_rt))
+    elif bad_ref:
+        checks.append(
+            _check(
+                "parity.finite",
+                "hold",
+                "; ".join(sorted(set(bad_ref))[:5]) + ": fix the reference inputs",
+                "TRT804",
+                p_in,
+            )
+        )
+    else:
+        checks.append(_check("parity.finite", "pass", "no NaN/Inf the reference does not have", "TRT804", p_rt))
+
+    stats_by_output: dict[str, dict[str, float]] = {}
+    if not sig:
+        for name in ref_res.outputs[0]:
+            tol, key = tolerance_for(tolerances, name)
+            cmp = compare_output(
+                name, [o[name] for o in test_res.outputs], [o[name] for o in ref_res.outputs], tol, key
+            )
+            stats_by_output[name] = cmp.stats
+            evidence = {
+                "output": name,
+                "stats": cmp.stats,
+                "atol": tol.atol,
+                "rtol": tol.rtol,
+                "check_error_stat": tol.check_error_stat,
+            }
+            if tol.check_error_stat == "quantile":
+                evidence["quantile"] = tol.quantile if tol.quantile is not None else DEFAULT_QUANTILE
+            path = p_tol + (key,) if key is not None and p_tol else p_tol
+            checks.append(
+                _check(
+                    f"parity.tolerance:{name}",
+                    "pass" if cmp.passed else "reject",
+                    cmp.message,
+                    "TRT805",
+                    path,
+                    evidence,
+                )
+            )
+
+    if malformed:
+        checks.append(check_malformed(under_test, feeds[0], p_rt))
+    if concurrency and concurrency > 1 and not sig:
+        checks.append(
+            check_concurrency(
+                under_test, feeds[0], test_res.outputs[0], concurrency, concurrency_exact, tolerances, p_rt
+            )
+        )
+    return checks

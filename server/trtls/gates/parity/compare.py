@@ -1,0 +1,209 @@
+"""Gate 4's numbers: per-output tolerances (Polygraphy semantics), error statistics, signature and NaN/Inf checks."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+ERROR_STATS = ("max", "mean", "median", "quantile", "elemwise")
+DEFAULT_ATOL = 1e-5
+DEFAULT_RTOL = 1e-5
+DEFAULT_QUANTILE = 0.99
+
+
+# ------------------------------------------------------------------------------------------ tolerances
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    atol: float = DEFAULT_ATOL
+    rtol: float = DEFAULT_RTOL
+    check_error_stat: str = "elemwise"
+    quantile: float | None = None  # Polygraphy: error_quantile
+
+    @classmethod
+    def of(cls, value: Any) -> Tolerance:
+        """From a Tolerance, a core.route.Tolerance (any object with these attributes) or a dict."""
+        if isinstance(value, Tolerance):
+            return value
+        get = value.get if isinstance(value, Mapping) else (lambda k, d=None: getattr(value, k, d))
+        q = get("quantile", None)
+        if q is None:
+            q = get("error_quantile", None)
+        return cls(
+            atol=float(get("atol", DEFAULT_ATOL) if get("atol", None) is not None else DEFAULT_ATOL),
+            rtol=float(get("rtol", DEFAULT_RTOL) if get("rtol", None) is not None else DEFAULT_RTOL),
+            check_error_stat=str(get("check_error_stat", "elemwise") or "elemwise"),
+            quantile=None if q is None else float(q),
+        )
+
+    def problems(self) -> list[str]:
+        out = []
+        if self.check_error_stat not in ERROR_STATS:
+            out.append(f"check_error_stat {self.check_error_stat!r} is not one of {', '.join(ERROR_STATS)}")
+        if not (self.atol >= 0 and self.rtol >= 0):
+            out.append("atol and rtol must be >= 0")
+        if self.quantile is not None and not (0 < self.quantile <= 1):
+            out.append(f"quantile {self.quantile} must be in (0, 1]")
+        return out
+
+
+def tolerance_for(tolerances: Mapping[str, Any], output: str) -> tuple[Tolerance, str | None]:
+    """The tolerance for `output` and the `tolerances` key it came from (None = defaults)."""
+    if output in tolerances:
+        return Tolerance.of(tolerances[output]), output
+    if "*" in tolerances:
+        return Tolerance.of(tolerances["*"]), "*"
+    return Tolerance(), None
+
+
+# ------------------------------------------------------------------------------------------ statistics
+
+
+def error_arrays(out: np.ndarray, ref: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(absdiff, reldiff, |ref|) in float64 over elements where both are finite; identical non-finite
+    values (NaN vs NaN, +Inf vs +Inf) count as equal and are left out."""
+    o = np.asarray(out, dtype=np.float64).ravel()
+    r = np.asarray(ref, dtype=np.float64).ravel()
+    both = np.isfinite(o) & np.isfinite(r)
+    o, r = o[both], r[both]
+    absdiff = np.abs(o - r)
+    absref = np.abs(r)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        reldiff = np.where(absref > 0, absdiff / np.where(absref > 0, absref, 1.0), np.where(absdiff > 0, np.inf, 0.0))
+    return absdiff, reldiff, absref
+
+
+def error_stats(absdiff: np.ndarray, reldiff: np.ndarray) -> dict[str, float]:
+    """max / mean / median / p95 / p99 of the absolute and relative error (0 for no elements)."""
+    stats: dict[str, float] = {"elements": float(absdiff.size)}
+    for kind, arr in (("abs", absdiff), ("rel", reldiff)):
+        if arr.size == 0:
+            for s in ("max", "mean", "median", "p95", "p99"):
+                stats[f"{s}_{kind}"] = 0.0
+            continue
+        finite = arr[np.isfinite(arr)]
+        stats[f"max_{kind}"] = float(arr.max())
+        stats[f"mean_{kind}"] = float(arr.mean()) if finite.size == arr.size else math.inf
+        stats[f"median_{kind}"] = float(np.median(arr))
+        stats[f"p95_{kind}"] = (
+            float(np.quantile(arr, 0.95, method="linear"))
+            if finite.size == arr.size
+            else float(np.quantile(arr, 0.95, method="higher"))
+        )
+        stats[f"p99_{kind}"] = (
+            float(np.quantile(arr, 0.99, method="linear"))
+            if finite.size == arr.size
+            else float(np.quantile(arr, 0.99, method="higher"))
+        )
+    return stats
+
+
+def _stat(arr: np.ndarray, which: str, q: float) -> float:
+    if arr.size == 0:
+        return 0.0
+    if which == "max":
+        return float(arr.max())
+    if which == "mean":
+        return float(arr.mean())
+    if which == "median":
+        return float(np.median(arr))
+    return float(np.quantile(arr, q, method="higher"))
+
+
+@dataclass
+class OutputComparison:
+    name: str
+    passed: bool
+    message: str
+    tolerance: Tolerance
+    tolerance_key: str | None
+    stats: dict[str, float] = field(default_factory=dict)
+
+
+def compare_output(
+    name: str, outs: Sequence[np.ndarray], refs: Sequence[np.ndarray], tol: Tolerance, tolerance_key: str | None = None
+) -> OutputComparison:
+    """Compare one output over every reference input (`outs[i]` vs `refs[i]`, same shapes)."""
+    parts = [error_arrays(o, r) for o, r in zip(outs, refs)]
+    absdiff = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0)
+    reldiff = np.concatenate([p[1] for p in parts]) if parts else np.zeros(0)
+    absref = np.concatenate([p[2] for p in parts]) if parts else np.zeros(0)
+    stats = error_stats(absdiff, reldiff)
+    stat = tol.check_error_stat
+    where = f"output {name!r}"
+    if stat == "elemwise":
+        bad = absdiff > tol.atol + tol.rtol * absref
+        n_bad = int(bad.sum())
+        if n_bad:
+            msg = (
+                f"{where}: elemwise check failed: {n_bad} of {absdiff.size} elements outside atol {tol.atol:g} + rtol {tol.rtol:g} * |ref| "
+                f"(max abs error {stats['max_abs']:.3g}, max rel error {stats['max_rel']:.3g})"
+            )
+            return OutputComparison(name, False, msg, tol, tolerance_key, stats)
+        return OutputComparison(
+            name,
+            True,
+            f"{where}: elemwise within atol {tol.atol:g} + rtol {tol.rtol:g} * |ref| (max abs error {stats['max_abs']:.3g})",
+            tol,
+            tolerance_key,
+            stats,
+        )
+    q = tol.quantile if tol.quantile is not None else DEFAULT_QUANTILE
+    label = f"quantile({q:g})" if stat == "quantile" else stat
+    a, r = _stat(absdiff, stat, q), _stat(reldiff, stat, q)
+    stats[f"checked_{stat}_abs"], stats[f"checked_{stat}_rel"] = a, r
+    if a > tol.atol and r > tol.rtol:
+        msg = f"{where}: {label} abs error {a:.3g} > atol {tol.atol:g} and {label} rel error {r:.3g} > rtol {tol.rtol:g} (check_error_stat = {stat})"
+        return OutputComparison(name, False, msg, tol, tolerance_key, stats)
+    return OutputComparison(
+        name,
+        True,
+        f"{where}: {label} abs error {a:.3g} (atol {tol.atol:g}), {label} rel error {r:.3g} (rtol {tol.rtol:g})",
+        tol,
+        tolerance_key,
+        stats,
+    )
+
+
+def signature_problems(test: Mapping[str, np.ndarray], ref: Mapping[str, np.ndarray]) -> list[str]:
+    problems = []
+    missing = sorted(set(ref) - set(test))
+    extra = sorted(set(test) - set(ref))
+    if missing:
+        problems.append(f"outputs missing from the runtime under test: {', '.join(missing)}")
+    if extra:
+        problems.append(f"outputs the reference does not have: {', '.join(extra)}")
+    for name in sorted(set(ref) & set(test)):
+        t, r = np.asarray(test[name]), np.asarray(ref[name])
+        if t.shape != r.shape:
+            problems.append(f"output {name!r}: shape {t.shape} but the reference gives {r.shape}")
+        if t.dtype != r.dtype:
+            problems.append(f"output {name!r}: dtype {t.dtype} but the reference gives {r.dtype}")
+    return problems
+
+
+def nonfinite_problems(test: Mapping[str, np.ndarray], ref: Mapping[str, np.ndarray]) -> tuple[list[str], list[str]]:
+    """(problems of the runtime under test, problems of the reference) — NaN/Inf the other side lacks."""
+    bad_test, bad_ref = [], []
+    for name in sorted(set(ref) & set(test)):
+        t, r = np.asarray(test[name]), np.asarray(ref[name])
+        if t.dtype.kind not in "fc" and r.dtype.kind not in "fc":
+            continue
+        if t.shape != r.shape:
+            continue
+        tf, rf = np.isfinite(t.astype(np.float64)), np.isfinite(r.astype(np.float64))
+        n_ref = int((~rf).sum())
+        if n_ref:
+            bad_ref.append(f"output {name!r}: the reference itself has {n_ref} NaN/Inf values")
+        n = int((~tf & rf).sum())
+        if n:
+            n_nan = int((np.isnan(t.astype(np.float64)) & rf).sum())
+            bad_test.append(
+                f"output {name!r}: {n} non-finite values ({n_nan} NaN, {n - n_nan} Inf) where the reference is finite"
+            )
+    return bad_test, bad_ref

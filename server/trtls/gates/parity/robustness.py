@@ -1,0 +1,175 @@
+"""Gate 4's robustness checks: malformed inputs must get a clean error; N concurrent requests give the serial outputs."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
+from typing import Any
+
+import numpy as np
+
+from trtls.core.findings import TomlPath
+from trtls.core.gate_result import GateCheck, gate_check
+from trtls.gates.parity.compare import compare_output, signature_problems, tolerance_for
+from trtls.runtimes import RunResult, RuntimeSpec, run_concurrent, run_inputs
+
+GATE = 4
+MALFORMED_CASES = ("wrong_shape", "wrong_dtype", "nan", "empty", "oversized")
+
+_check = partial(gate_check, GATE)
+
+
+# ------------------------------------------------------------------------------------- malformed inputs
+
+
+def malformed_cases(
+    feed: Mapping[str, np.ndarray], max_input_bytes: int
+) -> list[tuple[str, dict[str, np.ndarray] | None, str]]:
+    """(case, feed or None when not applicable, description). Each changes the first input only."""
+    if not feed:
+        return []
+    name = next(iter(feed))
+    base = np.asarray(feed[name])
+    cases: list[tuple[str, dict[str, np.ndarray] | None, str]] = []
+
+    def with_(arr: np.ndarray) -> dict[str, np.ndarray]:
+        out = dict(feed)
+        out[name] = arr
+        return out
+
+    cases.append(
+        ("wrong_shape", with_(base[..., np.newaxis]), f"{name!r} with an extra axis: shape {base.shape + (1,)}")
+    )
+    other = np.int32 if base.dtype.kind == "f" else np.float32
+    cases.append(("wrong_dtype", with_(base.astype(other)), f"{name!r} as {np.dtype(other)} instead of {base.dtype}"))
+    if base.dtype.kind in "fc" and base.size:
+        nan = base.copy()
+        nan.flat[0] = np.nan
+        cases.append(("nan", with_(nan), f"{name!r} with a NaN"))
+    else:
+        cases.append(("nan", None, f"{name!r} is {base.dtype}: NaN cannot be expressed (not applicable)"))
+    empty_shape = (0,) + base.shape[1:] if base.ndim else (0,)
+    cases.append(("empty", with_(np.zeros(empty_shape, dtype=base.dtype)), f"{name!r} empty: shape {empty_shape}"))
+    row = max(1, int(np.prod(base.shape[1:])) * base.dtype.itemsize) if base.ndim else base.dtype.itemsize
+    rows = max_input_bytes // row + 1
+    big_shape = (rows,) + base.shape[1:] if base.ndim else (rows,)
+    cases.append(
+        (
+            "oversized",
+            with_(np.zeros(big_shape, dtype=base.dtype)),
+            f"{name!r} of {rows * row} bytes, over the {max_input_bytes}-byte cap",
+        )
+    )
+    return cases
+
+
+def _malformed_outcome(case: str, result: RunResult) -> tuple[str, str]:
+    """('clean' | 'unavailable' | 'hang' | 'crash' | 'accepted', detail)."""
+    if result.status == "error":
+        return "clean", result.message
+    if result.status == "timeout":
+        return "hang", result.message
+    if result.status == "crash":
+        return "crash", result.message
+    if result.status == "unavailable":
+        return "unavailable", result.message
+    return "accepted", "the runtime returned outputs instead of refusing the input"
+
+
+def check_malformed(spec: RuntimeSpec, feed: dict[str, np.ndarray], path: TomlPath) -> GateCheck:
+    cases = malformed_cases(feed, spec.max_input_bytes)
+    runnable = [(c, f, d) for c, f, d in cases if f is not None]
+    # each case is its own child with its own timeout; run them side by side so a hanging runtime costs one timeout
+    with ThreadPoolExecutor(max_workers=max(1, len(runnable))) as pool:
+        results = list(pool.map(lambda c: run_inputs(spec, [c[1]]), runnable))
+    outcomes: dict[str, dict[str, str]] = {
+        c: {"outcome": "not_applicable", "detail": d} for c, f, d in cases if f is None
+    }
+    for (case, _, desc), res in zip(runnable, results):
+        outcome, detail = _malformed_outcome(case, res)
+        outcomes[case] = {"outcome": outcome, "detail": detail[:300], "input": desc}
+    failing = {c: o for c, o in outcomes.items() if o["outcome"] in ("hang", "crash", "accepted")}
+    unavailable = {c: o for c, o in outcomes.items() if o["outcome"] == "unavailable"}
+    evidence = {"cases": outcomes, "timeout_s": spec.timeout_s}
+    if failing:
+        parts = [f"{c}: {o['outcome']} ({o['detail'][:120]})" for c, o in failing.items()]
+        return _check(
+            "parity.malformed",
+            "reject",
+            "malformed inputs not refused cleanly: " + "; ".join(parts),
+            "TRT807",
+            path,
+            evidence,
+        )
+    if unavailable:
+        return _check(
+            "parity.malformed",
+            "hold",
+            "malformed-input cases could not run: " + next(iter(unavailable.values()))["detail"],
+            "TRT807",
+            path,
+            evidence,
+        )
+    clean = [c for c, o in outcomes.items() if o["outcome"] == "clean"]
+    return _check(
+        "parity.malformed",
+        "pass",
+        f"every malformed input got a clean error ({', '.join(clean)})",
+        "TRT807",
+        path,
+        evidence,
+    )
+
+
+def check_concurrency(
+    spec: RuntimeSpec,
+    feed: dict[str, np.ndarray],
+    serial: dict[str, np.ndarray],
+    n: int,
+    exact: bool,
+    tolerances: Mapping[str, Any],
+    path: TomlPath,
+) -> GateCheck:
+    res = run_concurrent(spec, feed, n)
+    if res.status == "unavailable":
+        return _check("parity.concurrency", "hold", f"concurrent run unavailable: {res.message}", "TRT808", path)
+    if not res.ok:
+        return _check(
+            "parity.concurrency", "reject", f"{n} concurrent requests failed ({res.summary()})", "TRT808", path
+        )
+    diffs = []
+    for k, out in enumerate(res.outputs):
+        sig = signature_problems(out, serial)
+        if sig:
+            diffs.append(f"request {k}: {sig[0]}")
+            continue
+        for name in serial:
+            if exact:
+                if not np.array_equal(out[name], serial[name], equal_nan=out[name].dtype.kind in "fc"):
+                    diffs.append(
+                        f"request {k}: output {name!r} differs from the serial run (max abs diff {float(np.max(np.abs(out[name].astype(np.float64) - serial[name].astype(np.float64)))):.3g})"
+                    )
+            else:
+                tol, _ = tolerance_for(tolerances, name)
+                cmp = compare_output(name, [out[name]], [serial[name]], tol)
+                if not cmp.passed:
+                    diffs.append(f"request {k}: {cmp.message}")
+    mode = "bitwise" if exact else "within tolerance"
+    if diffs:
+        return _check(
+            "parity.concurrency",
+            "reject",
+            f"{len(diffs)} of {n} concurrent outputs differ from serial ({mode}): " + "; ".join(diffs[:3]),
+            "TRT808",
+            path,
+            {"n": n, "exact": exact},
+        )
+    return _check(
+        "parity.concurrency",
+        "pass",
+        f"{n} concurrent requests gave the serial outputs ({mode})",
+        "TRT808",
+        path,
+        {"n": n, "exact": exact},
+    )

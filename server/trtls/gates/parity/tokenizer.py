@@ -1,0 +1,131 @@
+"""Gate 4's tokenizer parity: the token ids the runtime under test is fed equal the reference tokenizer's."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from trtls.checkpoint.layout import resolve_layout
+from trtls.core.findings import TomlPath
+from trtls.core.gate_result import GateCheck, gate_check
+
+GATE = 4
+
+_check = partial(gate_check, GATE)
+
+
+# ------------------------------------------------------------------------------------------ tokenizer
+
+
+@dataclass
+class TokenizerParity:
+    """Identical tokenizer output on both sides.
+
+    `reference` is the route's tokenizer.json (the checkpoint's). The side under test is either another
+    tokenizer.json — the copy the bundle carries to the native runtime — or the ids the native runner
+    reported for the same texts (`under_test_ids`). Both are tokenized with the `tokenizers` library;
+    the ids must be identical for every text (no tolerance: one differing id fails the check).
+    """
+
+    reference: str | Path
+    texts: Sequence[str]
+    under_test: str | Path | None = None
+    under_test_ids: Sequence[Sequence[int]] | None = None
+
+
+def check_tokenizer(tok: TokenizerParity, path: TomlPath = ()) -> GateCheck:
+    name = "parity.tokenizer"
+    try:
+        from tokenizers import Tokenizer
+    except ImportError:
+        return _check(
+            name,
+            "hold",
+            "the `tokenizers` library is not installed (pip install 'trtls[gates]'): tokenizer parity unproven",
+            "TRT806",
+            path,
+        )
+    try:
+        ref = Tokenizer.from_file(str(tok.reference))
+        ref_ids = [ref.encode(t).ids for t in tok.texts]
+    except Exception as exc:
+        return _check(
+            name, "reject", f"reference tokenizer {Path(tok.reference).name} cannot be used: {exc}", "TRT806", path
+        )
+    if tok.under_test_ids is not None:
+        test_ids = [list(ids) for ids in tok.under_test_ids]
+        side = "ids reported by the runtime under test"
+    elif tok.under_test is not None:
+        try:
+            test = Tokenizer.from_file(str(tok.under_test))
+            test_ids = [test.encode(t).ids for t in tok.texts]
+        except Exception as exc:
+            return _check(
+                name,
+                "reject",
+                f"the tokenizer under test {Path(tok.under_test).name} cannot be used: {exc}",
+                "TRT806",
+                path,
+            )
+        side = f"tokenizer {Path(tok.under_test).name}"
+    else:
+        return _check(
+            name,
+            "hold",
+            "no tokenizer or token ids from the side under test: tokenizer parity unproven",
+            "TRT806",
+            path,
+        )
+    if not tok.texts:
+        return _check(name, "hold", "no texts to tokenize: tokenizer parity unproven", "TRT806", path)
+    if len(test_ids) != len(ref_ids):
+        return _check(name, "reject", f"{side}: {len(test_ids)} id sequences for {len(ref_ids)} texts", "TRT806", path)
+    for i, (a, b) in enumerate(zip(ref_ids, test_ids)):
+        if a != b:
+            pos = next((k for k, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+            return _check(
+                name,
+                "reject",
+                f"text {i}: token ids differ at position {pos} (reference {a[pos : pos + 5]}, {side} {b[pos : pos + 5]}; lengths {len(a)} vs {len(b)})",
+                "TRT806",
+                path,
+                {"text_index": i, "position": pos},
+            )
+    return _check(
+        name, "pass", f"identical token ids for {len(ref_ids)} texts ({side})", "TRT806", path, {"texts": len(ref_ids)}
+    )
+
+
+def route_tokenizer(ctx: Any, texts: Sequence[str], folder: Path) -> tuple[TokenizerParity | None, str | None]:
+    """The route's tokenizer parity: the checkpoint's tokenizer.json (reference) against the copy the bundle
+    carries (its `tokenizer.json` section, written to `folder`). (parity, None), or (None, why it cannot run)."""
+    route = ctx.route
+    layout = resolve_layout(ctx.resolve(route.checkpoint.path), route.checkpoint.revision, route.checkpoint.id)
+    snapshot = layout.files_dir
+    if layout.problem or snapshot is None:
+        return (
+            None,
+            f"the checkpoint's files cannot be located ({layout.problem or 'no snapshot for the pinned revision'})",
+        )
+    ref = snapshot / "tokenizer.json"
+    if not ref.is_file():
+        return None, "the checkpoint has no tokenizer.json"
+    if not ref.resolve().is_relative_to(layout.root):  # gate 1's rule: never follow a path out of the checkpoint
+        return None, "the checkpoint's tokenizer.json resolves outside the checkpoint"
+    try:
+        from trtls.bundle import BundleError, read_bundle
+
+        bundle = read_bundle(ctx.resolve(route.bundle))
+        if "tokenizer.json" not in bundle.sections:
+            return None, f"the bundle {Path(route.bundle).name} carries no tokenizer.json section"
+        section = bundle.read_section("tokenizer.json")
+    except ImportError:  # pragma: no cover - bundle.py ships with trtls
+        return None, "trtls.bundle is not installed"
+    except (BundleError, OSError) as exc:
+        return None, f"the bundle's tokenizer.json (what the runtime gets) cannot be read: {exc}"
+    carried = folder / "bundle-tokenizer.json"
+    carried.write_bytes(section)
+    return TokenizerParity(reference=ref, texts=list(texts), under_test=carried), None

@@ -1,0 +1,57 @@
+"""Gate 5 — release, canary, rollback.
+
+What is measured (runtime under test, in its child process, `runtimes.benchmark`):
+latency p50/p95/p99 of `iterations` serial requests after `warmup` untimed ones, throughput (requests/s
+over the timed loop), peak memory (max RSS of the runtime child; device memory when the runtime reports
+it), warm-up cost (model load + first request), and the cold build time (`durationS` of the build
+evidence summary.json).
+
+How it is judged (decision rule, documented in docs/diagnostics-gates45.md):
+
+* a configured threshold that is exceeded → **reject** (latency, memory, throughput, warm-up, build time);
+* latency and memory must be bounded: no latency threshold, or no memory threshold → **hold**;
+  throughput, warm-up, GPU memory and build-time thresholds are optional (the value is recorded);
+* the stored baseline (`<root>/.trtls/routes/<route>/baseline.json`, written atomically) is missing →
+  **hold** (`update_baseline=True` records one for the next run); a regression over `max_regression`
+  (default 25 %) of p95 latency or peak memory → **reject**;
+* canary: the new bundle's model on the canary inputs — every request must answer, with no NaN/Inf, each
+  within `latency_p99_ms` when set; any failure → **reject**; no canary inputs → **hold**;
+* rollback is exercised, not assumed (`rollback_drill`): the previous bundle is restored over the active
+  one through `core.atomic`, its sha256 verified (and against its sidecar record when there is one), a
+  smoke run made on the restored bundle's model, then the new bundle is restored and its sha256 verified.
+  No previous bundle → **hold**; a digest mismatch or a failed smoke run → **reject**; the smoke run
+  cannot run here (engine-only bundle, no GPU) → **hold**.
+
+Codes: TRT901 latency · TRT902 throughput · TRT903 memory · TRT904 warm-up · TRT905 build time ·
+TRT906 baseline · TRT907 canary · TRT908 rollback · TRT909 measurement failed/unavailable.
+"""
+
+from trtls.gates.release.baseline import BASELINE_FORMAT, baseline_path, check_baseline, load_baseline, write_baseline
+from trtls.gates.release.gate import GATE, check_release, record_of, run_gate
+from trtls.gates.release.measure import Measurement, Thresholds, measure, measurement_of
+from trtls.gates.release.performance import check_build_time, check_canary, check_performance
+from trtls.gates.release.rollback import bundle_model, bundle_smoke, restore, rollback_drill, sha256_of
+
+__all__ = [
+    "BASELINE_FORMAT",
+    "GATE",
+    "Measurement",
+    "Thresholds",
+    "baseline_path",
+    "bundle_model",
+    "bundle_smoke",
+    "check_baseline",
+    "check_build_time",
+    "check_canary",
+    "check_performance",
+    "check_release",
+    "load_baseline",
+    "measure",
+    "measurement_of",
+    "record_of",
+    "run_gate",
+    "restore",
+    "rollback_drill",
+    "sha256_of",
+    "write_baseline",
+]

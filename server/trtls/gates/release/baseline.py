@@ -1,0 +1,104 @@
+"""Gate 5's baseline: the stored measurement a new release must not regress from (written atomically)."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from trtls.core.atomic import atomic_write_text
+from trtls.core.findings import TomlPath
+from trtls.core.gate_result import GateCheck, gate_check
+from trtls.gates.release.measure import Measurement, Thresholds
+
+GATE = 5
+_check = partial(gate_check, GATE)
+BASELINE_FORMAT = "trtls.release-baseline/1"
+
+
+def baseline_path(root: str | os.PathLike[str], route: str) -> Path:
+    return Path(root) / ".trtls" / "routes" / route / "baseline.json"
+
+
+def load_baseline(root: str | os.PathLike[str], route: str) -> dict[str, Any] | None:
+    try:
+        data = json.loads(baseline_path(root, route).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return (
+        data
+        if isinstance(data, dict)
+        and data.get("format") == BASELINE_FORMAT
+        and isinstance(data.get("measurement"), dict)
+        else None
+    )
+
+
+def write_baseline(
+    root: str | os.PathLike[str], route: str, m: Measurement, *, bundle_sha256: str | None = None
+) -> Path:
+    path = baseline_path(root, route)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    record = {
+        "format": BASELINE_FORMAT,
+        "route": route,
+        "recorded_at": datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z"),
+        "bundle_sha256": bundle_sha256,
+        "measurement": m.as_dict(),
+    }
+    atomic_write_text(path, json.dumps(record, indent=2) + "\n")
+    return path
+
+
+def check_baseline(m: Measurement, baseline: Mapping[str, Any] | None, t: Thresholds, path: TomlPath = ()) -> GateCheck:
+    """TRT906: compare with the stored baseline (p95 latency, peak memory)."""
+    if baseline is None:
+        return _check(
+            "release.baseline",
+            "hold",
+            "no stored baseline for this route: regressions cannot be judged (record one with update_baseline)",
+            "TRT906",
+            path,
+            {"measurement": m.as_dict()},
+        )
+    b = baseline.get("measurement", {})
+    regressions, under_floor = [], []
+    compared = {}
+    for key, label, unit, floor in (
+        ("p95_ms", "p95 latency", "ms", t.regression_floor_ms),
+        ("peak_rss_mib", "peak memory", "MiB", t.regression_floor_mib),
+    ):
+        old, new = b.get(key), getattr(m, key)
+        if isinstance(old, (int, float)) and old > 0 and new is not None:
+            change = new / old - 1.0
+            compared[key] = {"baseline": old, "now": new, "change": change, "floor": floor}
+            if change > t.max_regression:
+                if new - old > floor:
+                    regressions.append(
+                        f"{label} {new:.3f} {unit} vs baseline {old:.3f} {unit} (+{change * 100:.0f} % > {t.max_regression * 100:.0f} %)"
+                    )
+                else:
+                    under_floor.append(
+                        f"{label} +{change * 100:.0f} % is only +{new - old:.3g} {unit}, under the {floor:g} {unit} noise floor"
+                    )
+    ev = {"compared": compared, "baseline_recorded_at": baseline.get("recorded_at"), "under_noise_floor": under_floor}
+    if regressions:
+        return _check(
+            "release.baseline",
+            "reject",
+            "regression against the baseline: " + "; ".join(regressions),
+            "TRT906",
+            path,
+            ev,
+        )
+    if not compared:
+        return _check("release.baseline", "hold", "the stored baseline has nothing comparable", "TRT906", path, ev)
+    changes = ", ".join(f"{k} {v['change'] * 100:+.0f} %" for k, v in compared.items())
+    within = f"no regression over {t.max_regression * 100:.0f} % against the baseline ({changes})"
+    if under_floor:
+        within += "; " + "; ".join(under_floor)
+    return _check("release.baseline", "pass", within, "TRT906", path, ev)

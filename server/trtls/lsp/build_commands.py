@@ -1,0 +1,164 @@
+"""The build commands of the language server: start a build (with a retry's overrides) or a matrix/farm run, fold
+their end into diagnostics, and recover builds a crashed server left behind. Loaded on first use (after
+`initialize`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from lsprotocol import types as lsp
+from pygls.exceptions import JsonRpcInvalidParams
+from pygls.uris import from_fs_path
+
+from trtls.builds.retry import retry_overrides
+from trtls.builds.supervisor import Build
+from trtls.core.findings import Origin
+from trtls.lsp.build_relay import BuildRelay
+
+if TYPE_CHECKING:
+    from trtls.lsp.server import TrtlsServer
+
+
+def running_build(ls: TrtlsServer, uri: str, engine: str) -> Build | None:
+    for b in ls.supervisor.running():
+        if b.engine == engine and ls.build_uri.get(b.id) == uri:
+            return b
+    return None
+
+
+async def start_build(ls: TrtlsServer, args: Any) -> dict[str, Any]:
+
+    loaded = ls.recipe(args.uri)
+    ls.store.set(args.uri, Origin.recipe, "", loaded.findings)
+    if loaded.recipe is None:
+        ls.publish(args.uri)
+        errors = [f"{loaded.location(f)}: {f.code} {f.message}" for f in loaded.errors]
+        return {"buildId": None, "engine": args.engine, "status": "invalid_recipe", "errors": errors}
+    if loaded.recipe.cluster is not None and args.engine in loaded.recipe.engines:  # a farm run of one cell
+        from trtls.lsp.command_args import BuildMatrixArgs
+
+        return await start_matrix_build(ls, BuildMatrixArgs(uri=args.uri, engine=args.engine, matrix=False))
+    if args.engine not in loaded.recipe.engines:
+        raise JsonRpcInvalidParams(
+            f"no engine '{args.engine}' in {loaded.path.name} (engines: {', '.join(loaded.recipe.engines) or 'none'})"
+        )
+    existing = running_build(ls, args.uri, args.engine)
+    if existing is not None:
+        return {"buildId": existing.id, "engine": args.engine, "status": "already_building"}
+    overrides = retry_overrides(args.retry, loaded.engine(args.engine).builder.optimization_level)
+    settings = ls.options.settings
+    if settings.builder_module:
+        overrides["builder_module"] = settings.builder_module
+    build = ls.supervisor.start(loaded, args.engine, overrides=overrides)
+    if settings.cancel_grace_s:
+        build.grace_s = settings.cancel_grace_s
+    if args.retry:
+        previous = ls.last_build.get((args.uri, args.engine))
+        build.notes.append(
+            f"retry ({args.retry}) of build {previous}; its logs and settings stay in its evidence folder"
+        )
+    ls.build_uri[build.id] = args.uri
+    has_progress = bool(ls.client_capabilities.window and ls.client_capabilities.window.work_done_progress)
+    relay = BuildRelay(ls, build, args.uri, ls.options.build_tree, has_progress, lambda b: build_done(ls, b))
+    ls.relays[build.id] = relay
+    await relay.start()
+    ls.refresh_lenses()
+    return {"buildId": build.id, "engine": args.engine, "status": "started"}
+
+
+async def start_matrix_build(ls: TrtlsServer, args: Any) -> dict[str, Any]:
+    """A matrix or farm run: one parent, one cell build each (docs/farm.md). Refused with located findings
+    when the recipe is bad or no node can hold some cell (nothing is submitted then)."""
+    from trtls.builds.matrix import plan, start_matrix
+    from trtls.lsp.matrix_relay import MatrixRelay
+
+    loaded = ls.recipe(args.uri)
+    ls.store.set(args.uri, Origin.recipe, "", loaded.findings)
+    if loaded.recipe is None:
+        ls.publish(args.uri)
+        return {"buildId": None, "status": "invalid_recipe", "errors": [f.message for f in loaded.errors]}
+    engines = [args.engine] if args.engine else list(loaded.recipe.engines)
+    unknown = [e for e in engines if e not in loaded.recipe.engines]
+    if unknown:
+        raise JsonRpcInvalidParams(f"no engine '{unknown[0]}' in {loaded.path.name}")
+    planned = plan(loaded, engines, args.matrix, {})
+    if args.cell:
+        planned = [p for p in planned if p.cell and p.cell.name == args.cell]
+    if not planned:
+        raise JsonRpcInvalidParams(f"no matrix cell named '{args.cell}'")
+    remote_for = None
+    if loaded.recipe.cluster is not None:
+        from trtls.builds.farm.submit import prepare
+
+        specs = await prepare(loaded, planned)
+        if isinstance(specs, list):  # located on the recipe keys that no node can satisfy
+            for engine in {f.path[1] for f in specs if len(f.path) > 1} or set(engines):
+                ls.store.set(args.uri, Origin.build, engine, [f for f in specs if engine in f.path[:2]])
+            if any(len(f.path) < 2 for f in specs):
+                ls.store.set(args.uri, Origin.build, "[cluster]", [f for f in specs if len(f.path) < 2])
+            ls.publish(args.uri)
+            return {"buildId": None, "status": "refused", "errors": [f"{f.code} {f.message}" for f in specs]}
+        remote_for = lambda p: specs[p.key]  # noqa: E731
+    title = (args.engine or loaded.path.parent.name) + (" matrix" if args.matrix else "")
+    mb = start_matrix(ls.supervisor, loaded, planned, title, remote_for)
+    ls.matrices[mb.id] = mb
+    ls.build_uri[mb.id] = args.uri
+    for cell in mb.cells:
+        ls.build_uri[cell.id] = args.uri
+    mb.listeners.append(lambda m, b, ev: ls.build_uri.setdefault(b.id, args.uri) if b is not None else None)
+    has_progress = bool(ls.client_capabilities.window and ls.client_capabilities.window.work_done_progress)
+    relay = MatrixRelay(ls, mb, args.uri, ls.options.build_tree, has_progress, lambda m: matrix_done(ls, m))
+    ls.relays[mb.id] = relay
+    await relay.start()
+    return {
+        "buildId": mb.id,
+        "status": "started",
+        "cells": [{"cell": p.key, "engine": p.engine} for p in planned],
+    }
+
+
+def matrix_done(ls: TrtlsServer, mb: Any) -> None:
+    from trtls.builds.outcome_findings import matrix_findings
+
+    uri = ls.build_uri.get(mb.id, "")
+    for engine, findings in matrix_findings([b.summary for b in mb.cells if b.summary]).items():
+        ls.store.set(uri, Origin.build, engine, findings)
+    ls.publish(uri)
+    ls.refresh_lenses()
+
+
+def build_done(ls: TrtlsServer, build: Build) -> None:
+    from trtls.builds.outcome_findings import build_findings
+
+    uri = ls.build_uri.get(build.id, "")
+    ls.last_build[(uri, build.engine)] = build.id
+    if build.summary is not None:
+        ls.store.set(uri, Origin.build, build.engine, build_findings(build.summary))
+    ls.publish(uri)
+    ls.refresh_lenses()
+
+
+def recover(ls: TrtlsServer, folder: Path) -> None:
+    """Builds interrupted by a crashed server: clean up, record, and tell the user once."""
+    trtls_dir = folder / ".trtls"
+    if not trtls_dir.is_dir():
+        return
+    from trtls.builds.orphans import recover_orphans
+    from trtls.builds.outcome_findings import orphan_finding
+
+    found = recover_orphans(trtls_dir)
+    if not found:
+        return
+    ls.recovered.extend(found)
+    uri = from_fs_path(str(folder / "trtls.toml"))
+    if uri:
+        for r in found:
+            ls.store.set(uri, Origin.build, r["engine"], [orphan_finding(r["engine"], r)])
+    text = "; ".join(f"{r['engine']} ({r['buildId']}): {r['message']}" for r in found)
+    ls.window_show_message(
+        lsp.ShowMessageParams(
+            type=lsp.MessageType.Warning,
+            message=f"trtls: builds interrupted by a server crash were cleaned up: {text}",
+        )
+    )

@@ -1,0 +1,88 @@
+"""The route build's view of its checkpoint: every file hashed the way gate 1 hashes it, and the files the build
+reads taken through one `O_NOFOLLOW` descriptor whose bytes must match their recorded digest."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from trtls.checkpoint.hashing import DigestCache, default_cache_path, hash_files
+from trtls.checkpoint.layout import Layout, list_files, resolve_layout
+from trtls.core.recipe import LoadedRecipe
+from trtls.core.route import COMMIT, RouteModel
+from trtls.route.errors import RouteBuildError
+
+MAX_EMBED = 64 * 1024 * 1024  # config.json / tokenizer.json read into memory at most this large
+
+
+@dataclass
+class CheckpointState:
+    """What the checkpoint is right now: layout, per-file digests and gate 1's files digest."""
+
+    layout: Layout
+    commit: str | None  # what gate 1 records as `commit`
+    files: dict[str, dict[str, Any]]  # rel → {sha256, size}  (gate 1's `current`)
+    real: dict[str, Path]  # rel → resolved path inside the checkpoint
+    files_digest: str  # = gate 1 record["files_digest"]
+
+
+def files_digest(files: Mapping[str, Mapping[str, Any]]) -> str:
+    """The digest gate 1 records as `files_digest` (sha256 of the sorted {rel: {sha256, size}} JSON)."""
+    return hashlib.sha256(json.dumps(files, sort_keys=True).encode()).hexdigest()
+
+
+def read_checkpoint(loaded: LoadedRecipe, route: RouteModel, *, use_digest_cache: bool = True) -> CheckpointState:
+    """Hash the route's checkpoint the way gate 1 does; RouteBuildError when gate 1 could not accept its layout."""
+    ck = route.checkpoint
+    where = ("checkpoint", "path")
+    if not loaded.resolve(ck.path).is_dir():
+        raise RouteBuildError(f"checkpoint folder not found: {loaded.resolve(ck.path)}", where)
+    layout = resolve_layout(Path(loaded.base_dir) / ck.path, ck.revision, ck.id)
+    if layout.problem is not None or layout.files_dir is None:
+        raise RouteBuildError(f"checkpoint layout: {layout.problem or 'no files folder'}", ("checkpoint",))
+    files, refused = list_files(layout)
+    if refused:
+        raise RouteBuildError(
+            "checkpoint entries refused (never followed): " + "; ".join(f"{r}: {why}" for r, why in refused), where
+        )
+    cache = DigestCache(default_cache_path(loaded.base_dir)) if use_digest_cache else None
+    digests = hash_files([f.real for f in files], cache)
+    current = {f.rel: {"sha256": digests[f.real.absolute()].sha256, "size": f.size} for f in files}
+    commit = layout.commit or (ck.revision if COMMIT.match(ck.revision) else None)
+    return CheckpointState(layout, commit, current, {f.rel: f.real for f in files}, files_digest(current))
+
+
+def read_verified(state: CheckpointState, rel: str, limit: int) -> bytes:
+    """A checkpoint file's bytes, read through one descriptor that does not follow a symlink, matching its digest."""
+    path = state.real[rel]
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
+    with os.fdopen(fd, "rb") as f:
+        if os.fstat(f.fileno()).st_size > limit:
+            raise RouteBuildError(f"checkpoint file {rel} is larger than {limit} bytes")
+        data = f.read(limit + 1)
+    if hashlib.sha256(data).hexdigest() != state.files[rel]["sha256"]:
+        raise RouteBuildError(f"checkpoint file {rel} changed while the route was being built; run again")
+    return data
+
+
+def checkpoint_licence(state: CheckpointState) -> str | None:
+    """The licence the checkpoint's model card declares, for the SBOM (None when there is no card or it does not
+    parse: gate 1 judges the licence)."""
+    card = next((r for r in ("README.md", "readme.md") if r in state.files), None)
+    if card is None:
+        return None
+    try:
+        from huggingface_hub import ModelCard  # optional third-party (the `gates` extra)
+
+        data = ModelCard(read_verified(state, card, MAX_EMBED).decode("utf-8")).data.to_dict()
+    except Exception:
+        return None
+    raw = data.get("license")
+    if isinstance(raw, list):
+        raw = ", ".join(map(str, raw))
+    return str(raw) if raw else None

@@ -1,0 +1,154 @@
+"""Checkpoint → ONNX exporters, chosen by config.json `model_type`. They read safetensors weights (a data format:
+a JSON header and raw tensors; nothing runs) and write the ONNX atomically, only when its bytes change."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from trtls.core.atomic import atomic_write_bytes
+from trtls.core.recipe import EngineRecipe
+from trtls.route.checkpoint import CheckpointState, read_verified
+from trtls.route.errors import RouteBuildError
+
+MAX_WEIGHTS = 2 * 1024 * 1024 * 1024  # the in-memory exporters refuse larger weight sets
+
+
+def _load_weights(state: CheckpointState) -> dict[str, Any]:
+    from safetensors.numpy import load  # a data format: parses a JSON header and raw tensors, runs nothing
+
+    shards = sorted(r for r in state.files if r.endswith(".safetensors") and "/" not in r)
+    if not shards:
+        raise RouteBuildError(
+            "no top-level *.safetensors weights in the checkpoint (pickle weights are never loaded)",
+            ("checkpoint", "path"),
+        )
+    if sum(state.files[r]["size"] for r in shards) > MAX_WEIGHTS:
+        raise RouteBuildError(f"weights larger than {MAX_WEIGHTS} bytes: this exporter holds them in memory")
+    weights: dict[str, Any] = {}
+    for rel in shards:
+        for name, arr in load(read_verified(state, rel, MAX_WEIGHTS)).items():
+            if name in weights:
+                raise RouteBuildError(f"tensor {name!r} appears in two weight shards")
+            weights[name] = arr
+    return weights
+
+
+def export_mlp(weights: Mapping[str, Any], config: Mapping[str, Any]) -> Any:
+    """`input [batch, d_in] → fc1 → Relu → … → fcN → logits [batch, d_out]` (Gemm, transB=1), opset 17."""
+    import numpy as np
+    from onnx import TensorProto, checker, helper, numpy_helper
+
+    n = 0
+    while f"fc{n + 1}.weight" in weights:
+        n += 1
+    if n == 0:
+        raise RouteBuildError("mlp exporter: no fc1.weight tensor")
+    inits, nodes = [], []
+    x, width = "input", None
+    dtype = weights["fc1.weight"].dtype
+    onnx_type = {np.dtype("float32"): TensorProto.FLOAT, np.dtype("float16"): TensorProto.FLOAT16}.get(np.dtype(dtype))
+    if onnx_type is None:
+        raise RouteBuildError(f"mlp exporter: weights of dtype {dtype} are not supported (float32, float16)")
+    for i in range(1, n + 1):
+        w, b = weights[f"fc{i}.weight"], weights.get(f"fc{i}.bias")
+        if (
+            w.ndim != 2
+            or w.dtype != dtype
+            or (width is not None and w.shape[1] != width)
+            or (b is not None and b.shape != (w.shape[0],))
+        ):
+            raise RouteBuildError(
+                f"mlp exporter: fc{i} has shape {w.shape} (bias {None if b is None else b.shape}), which does not chain"
+            )
+        names = [x, f"fc{i}.weight"] + ([f"fc{i}.bias"] if b is not None else [])
+        inits += [numpy_helper.from_array(np.ascontiguousarray(w), f"fc{i}.weight")]
+        if b is not None:
+            inits.append(numpy_helper.from_array(np.ascontiguousarray(b), f"fc{i}.bias"))
+        out = "logits" if i == n else ("h" if i == 1 else f"h{i}")  # layer 1 named as samples/route/make_onnx.py
+        nodes.append(helper.make_node("Gemm", names, [out], transB=1, name=f"fc{i}"))
+        if i < n:
+            nodes.append(helper.make_node("Relu", [out], [f"{out}_relu"], name="relu" if i == 1 else f"relu{i}"))
+            out = f"{out}_relu"
+        x, width = out, w.shape[0]
+    d_in = weights["fc1.weight"].shape[1]
+    graph = helper.make_graph(
+        nodes,
+        str(config.get("model_type") or "mlp").replace("-", "_"),
+        [helper.make_tensor_value_info("input", onnx_type, ["batch", d_in])],
+        [helper.make_tensor_value_info("logits", onnx_type, ["batch", width])],
+        inits,
+    )
+    model = helper.make_model(
+        graph,
+        opset_imports=[helper.make_opsetid("", 17)],
+        producer_name="trtls-sample" if config.get("model_type") == "tiny-mlp" else "trtls",
+    )
+    model.ir_version = 8
+    checker.check_model(model)
+    return model
+
+
+# model_type (config.json) → exporter(weights, config) -> onnx.ModelProto
+EXPORTERS: dict[str, Callable[[Mapping[str, Any], Mapping[str, Any]], Any]] = {
+    "tiny-mlp": export_mlp,
+    "mlp": export_mlp,
+}
+
+
+def export_onnx(state: CheckpointState, config: Mapping[str, Any], out: Path) -> bytes:
+    """Export the checkpoint to ONNX at `out` (atomic; untouched when the bytes are the same). Returns the bytes."""
+    model_type = config.get("model_type")
+    exporter = EXPORTERS.get(str(model_type))
+    if exporter is None:
+        raise RouteBuildError(
+            f"no ONNX exporter for model_type {model_type!r} (known: {', '.join(EXPORTERS)})", ("checkpoint",)
+        )
+    data = exporter(_load_weights(state), config).SerializeToString()
+    try:
+        same = out.is_file() and out.read_bytes() == data
+    except OSError:
+        same = False
+    if not same:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_bytes(out, data)
+    return data
+
+
+def onnx_io_map(model_bytes: bytes, engine: EngineRecipe) -> tuple[dict[str, Any], str]:
+    """Inputs/outputs (name, dtype, shape, profile) of the ONNX, and its precision (from the initializers)."""
+    import onnx
+    from onnx import helper
+
+    model = onnx.load_from_string(model_bytes)
+
+    def value(v: Any) -> dict[str, Any]:
+        t = v.type.tensor_type
+        return {
+            "dtype": helper.tensor_dtype_to_np_dtype(t.elem_type).name,
+            "shape": [d.dim_param or d.dim_value for d in t.shape.dim],
+        }
+
+    init = {i.name for i in model.graph.initializer}
+    # Each input's shapes in every profile, in profile order; "profile" (the first) stays for older readers.
+    profiles: dict[str, list[dict[str, Any]]] = {}
+    for prof in engine.profiles:
+        for name, shapes in prof.shapes().items():
+            profiles.setdefault(name, []).append(shapes.model_dump())
+    inputs = {
+        v.name: dict(
+            value(v), **({"profile": profiles[v.name][0], "profiles": profiles[v.name]} if v.name in profiles else {})
+        )
+        for v in model.graph.input
+        if v.name not in init
+    }
+    outputs = {v.name: value(v) for v in model.graph.output}
+    kinds = {helper.tensor_dtype_to_np_dtype(i.data_type).name for i in model.graph.initializer}
+    precision = (
+        "+".join(
+            sorted({"float32": "fp32", "float16": "fp16", "bfloat16": "bf16", "int8": "int8"}.get(k, k) for k in kinds)
+        )
+        or "fp32"
+    )
+    return {"inputs": inputs, "outputs": outputs}, precision
