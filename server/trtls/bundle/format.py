@@ -63,7 +63,7 @@ OPTIONAL_FIELDS: dict[str, tuple[type, ...]] = {
     "trtls": (dict,),
 }
 
-# Stable check ids (tests, the gate-3 report and docs/diagnostics.md key on these).
+# Stable check ids (tests, the gate-3 report and docs/codes/gate-bundle.md key on these).
 CHECK_IO = "bundle.io"  # cannot open/read, or not a regular file
 CHECK_TRUNCATED = "bundle.truncated"  # shorter than the 16-byte preamble
 CHECK_MAGIC = "bundle.magic"

@@ -9,41 +9,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
-from pathlib import Path
 from typing import Any
 
+from trtls.core.codes import DOCS_BASE, Severity, doc_url
 
-def _docs_base() -> str:
-    """Where code links point: the docs beside this checkout when present (editable installs, CI),
-    else the published copy."""
-    local = Path(__file__).resolve().parents[3] / "docs"
-    if (local / "diagnostics.md").is_file():
-        return local.as_uri()
-    return "https://github.com/trtls/trtls/blob/main/docs"
+__all__ = ["DOCS_BASE", "Finding", "Origin", "Severity", "TomlPath"]
 
-
-DOCS_BASE = _docs_base()
-# Which page documents which code range (each page has one `## TRTnnn` section per code).
-DOC_PAGES = {
-    "1": "diagnostics.md",
-    "2": "diagnostics.md",
-    "3": "diagnostics.md",
-    "4": "diagnostics.md",
-    "5": "diagnostics-gates.md",
-    "6": "diagnostics-gates.md",
-    "7": "diagnostics-gate3.md",
-    "8": "diagnostics-gates45.md",
-    "9": "diagnostics-gates45.md",
-}
 
 TomlPath = tuple[str | int, ...]
-
-
-class Severity(str, Enum):
-    error = "error"
-    warning = "warning"
-    information = "information"
-    hint = "hint"
 
 
 class Origin(str, Enum):
@@ -66,10 +39,5 @@ class Finding:
 
     @property
     def doc_url(self) -> str:
-        # TRTn00 (gate n could not run) lives with the orchestrator's codes
-        page = (
-            "diagnostics-gates.md"
-            if self.code.endswith("00") and self.code[3] in "56789"
-            else DOC_PAGES.get(self.code[3:4], "diagnostics.md")
-        )
-        return f"{DOCS_BASE}/{page}#{self.code.lower()}"
+        """The code's section under docs/codes/ (from the registry, `core.codes`)."""
+        return doc_url(self.code)

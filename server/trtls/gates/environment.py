@@ -6,7 +6,7 @@ recorded; Python from this interpreter; the NVIDIA driver from /proc/driver/nvid
 `nvidia-smi` when it exists (or the build evidence). Each pin in `[routes.NAME.environment]` is compared
 with every source that knows the value; a mismatch or an unknown value for a pin is a hold naming both.
 
-Checks (codes in docs/diagnostics-gates.md):
+Checks (docs/codes/gate-environment.md):
   TRT601 a builder is found and matches builder_module         hold
   TRT602 builder version matches builder_version                hold (both values)
   TRT603 Python matches the pin                                 hold

@@ -1,6 +1,7 @@
 """CI reports: findings as SARIF 2.1.0 (code scanning annotates the recipe), gate checks as JUnit XML.
 
-SARIF: one rule per finding code (helpUri = the code's section of docs/diagnostics.md), one result per
+SARIF: one rule per finding code (helpUri = the code's section under docs/codes/, its description the registered
+title, `core.codes`), one result per
 finding, located in the recipe through `locate(path) -> (line, col, end_line, end_col)`, 1-based with an
 exclusive end column, or None (the result then points at the whole file). Columns count Unicode code
 points (what `core.tomlpos` produces), declared to consumers via `columnKind`.
@@ -30,6 +31,7 @@ from typing import Any
 from urllib.parse import quote
 
 from trtls.core.atomic import atomic_write_text
+from trtls.core.codes import CODES
 from trtls.core.findings import DOCS_BASE, Finding, Severity, TomlPath
 
 SARIF_SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
@@ -39,6 +41,11 @@ Region = tuple[int, int, int, int]  # start line, start column, end line, end co
 Locate = Callable[[TomlPath], Region | None]
 
 _LEVEL = {Severity.error: "error", Severity.warning: "warning", Severity.information: "note", Severity.hint: "note"}
+
+
+def _title(code: str) -> str:
+    entry = CODES.get(code)
+    return f"{code} {entry.title}" if entry is not None else f"trtls {code}"
 
 
 def _jsonable(value: Any) -> Any:
@@ -62,7 +69,8 @@ def to_sarif(
     *,
     rule_titles: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
-    """A SARIF 2.1.0 log with one run. `rule_titles` gives rules a one-line description (default: the code)."""
+    """A SARIF 2.1.0 log with one run. `rule_titles` overrides a rule's one-line description (default: the code's
+    registered title, `core.codes`)."""
     findings = list(findings)
     location = _artifact_location(recipe_path)
     codes = sorted({f.code for f in findings})
@@ -73,7 +81,7 @@ def to_sarif(
     rules = [
         {
             "id": code,
-            "shortDescription": {"text": (rule_titles or {}).get(code, f"trtls {code}")},
+            "shortDescription": {"text": (rule_titles or {}).get(code) or _title(code)},
             "helpUri": first[code].doc_url,
             "defaultConfiguration": {"level": _LEVEL[first[code].severity]},
         }

@@ -5,7 +5,7 @@ and no path is followed out of it (a symlink that resolves outside the checkpoin
 For a Hugging Face cache repo (`models--org--name/{refs,snapshots,blobs}`) the containment root is the
 repo folder (snapshot files are symlinks into its `blobs/`), and the revision is resolved from the layout.
 
-Checks (codes in docs/diagnostics-gates.md):
+Checks (docs/codes/gate-source.md):
   TRT501 revision pinned to a 40-hex commit            hold (quick fix data: the commit the snapshot holds)
   TRT502 layout and identity (cache folder, id, commit) hold when unresolvable, reject when contradicting
   TRT503 every file stays inside the checkpoint         reject

@@ -6,7 +6,7 @@ built from the checkpoint and build the route now has, and its SBOM describes it
 `<bundle>.cdx.json` (all written by `trtls route build`). Nothing is followed out of the bundle: section
 names are never used as paths, and the bundle is read with `bundle.inspect_json` (bounded, hostile-input safe).
 
-Checks (docs/diagnostics-gate3.md):
+Checks (docs/codes/gate-bundle.md):
   TRT701 bundle.present        the bundle file exists                                      hold
   TRT702 bundle.<problem>      container and header sound (one check per problem category) reject
   TRT703 bundle.<problem>      recorded digests (header trtls record, sidecar) match       reject; no sidecar → hold

@@ -6,7 +6,7 @@ over the timed loop), peak memory (max RSS of the runtime child; device memory w
 it), warm-up cost (model load + first request), and the cold build time (`durationS` of the build
 evidence summary.json).
 
-How it is judged (decision rule, documented in docs/diagnostics-gates45.md):
+How it is judged (decision rule, documented in docs/codes/gate-release.md):
 
 * a configured threshold that is exceeded → **reject** (latency, memory, throughput, warm-up, build time);
 * latency and memory must be bounded: no latency threshold, or no memory threshold → **hold**;

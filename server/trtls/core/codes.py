@@ -1,0 +1,206 @@
+"""Every diagnostic code trtls can produce, in one table: code → severity, title, documentation page and anchor.
+
+Like ruff's `codes.rs`: a code exists only if it is registered here, and `tests/test_codes.py` checks that every
+registered code has its section (`## TRTnnn`) on its page under `docs/codes/`, that every documented code is
+registered, and that every code literal in the source is registered. Faces read the table (the LSP's diagnostic
+`codeDescription`, SARIF `helpUri` and rule names, the CLI's `file:line:col: CODE`).
+
+Adding a code: one `Code(...)` line in its area's block (the comments mark each area's free range), and its
+`## TRTnnn` section on that page. Severity is the one a finding of the code has; a gate check's is `ERROR` when it
+can reject the route and `WARNING` when it can only hold it (`GateCheck.finding` maps each status).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+
+
+class Severity(str, Enum):
+    error = "error"
+    warning = "warning"
+    information = "information"
+    hint = "hint"
+
+
+ERROR, WARNING, INFO = Severity.error, Severity.warning, Severity.information
+
+
+@dataclass(frozen=True)
+class Code:
+    code: str  # TRTnnn
+    severity: Severity
+    page: str  # docs/codes/<page>.md
+    title: str
+
+    @property
+    def anchor(self) -> str:
+        return self.code.lower()
+
+    @property
+    def doc_path(self) -> str:
+        """The page and anchor, relative to the docs folder: `codes/recipe.md#trt101`."""
+        return f"codes/{self.page}.md#{self.anchor}"
+
+
+_TABLE: tuple[Code, ...] = (
+    # -- docs/codes/recipe.md ------------------------------------------------------------------------------------------
+    Code("TRT100", ERROR, "recipe", "TOML syntax error"),
+    Code("TRT101", ERROR, "recipe", "Unknown key"),
+    Code("TRT102", ERROR, "recipe", "Wrong type or value out of range"),
+    Code("TRT103", ERROR, "recipe", "Missing required key"),
+    Code("TRT104", ERROR, "recipe", "File not found"),
+    Code("TRT105", ERROR, "recipe", "Bad optimization profile"),
+    Code("TRT106", ERROR, "recipe", "Not one of the allowed values"),
+    Code("TRT107", ERROR, "recipe", "Unknown engine"),
+    Code("TRT108", ERROR, "recipe", "Bad engine name"),
+    Code("TRT109", ERROR, "recipe", "Output clash"),
+    # -- docs/codes/models.md ------------------------------------------------------------------------------------------
+    Code("TRT110", ERROR, "models", "Not a valid ONNX model"),
+    Code("TRT111", ERROR, "models", "External data file missing or short"),
+    Code("TRT112", ERROR, "models", "The model has no input of that name"),
+    Code("TRT113", ERROR, "models", "A dynamic input is missing from a profile"),
+    Code("TRT114", ERROR, "models", "Rank differs from the model's"),
+    Code("TRT115", ERROR, "models", "A static dimension changed"),
+    # TRT116–TRT139: free (one line per new code, here)
+    # -- docs/codes/build-config.md ------------------------------------------------------------------------------------
+    Code("TRT140", WARNING, "build-config", "Setting not applied by this builder module"),
+    Code("TRT141", ERROR, "build-config", "Legacy precision flag not in this module"),
+    Code("TRT142", ERROR, "build-config", "exclude_lean_runtime without version_compatible"),
+    Code("TRT143", ERROR, "build-config", "Plugin library serialized but not loaded"),
+    Code("TRT144", ERROR, "build-config", "Plugin library not found"),
+    Code("TRT145", ERROR, "build-config", "Legacy precision flags on a strongly typed network"),
+    Code("TRT147", ERROR, "build-config", "ModelOpt is not installed"),
+    Code("TRT148", ERROR, "build-config", "Precision conversion failed"),
+    Code("TRT149", ERROR, "build-config", "Plugin library or creator missing"),
+    Code("TRT150", WARNING, "build-config", "l2_limit_for_tiling without tiling"),
+    Code("TRT151", WARNING, "build-config", "Precision keys that do nothing together"),
+    # TRT146: free (one line per new code, here)
+    # TRT152–TRT169: free (one line per new code, here)
+    # -- docs/codes/farm.md --------------------------------------------------------------------------------------------
+    Code("TRT170", ERROR, "farm", "Bad matrix output template"),
+    Code("TRT171", ERROR, "farm", "Two cells, one file"),
+    Code("TRT172", ERROR, "farm", "Bad matrix value"),
+    Code("TRT173", ERROR, "farm", "Precision variant's ONNX file not found"),
+    Code("TRT174", ERROR, "farm", "Empty matrix or axis"),
+    Code("TRT175", WARNING, "farm", "`run_on` without `[cluster]`"),
+    Code("TRT176", ERROR, "farm", "Bad label placeholder"),
+    Code("TRT177", ERROR, "farm", "Unknown matrix cell"),
+    Code("TRT230", ERROR, "farm", "No node has the label"),
+    Code("TRT231", ERROR, "farm", "Waited too long for a node"),
+    Code("TRT232", ERROR, "farm", "Node lost"),
+    Code("TRT233", ERROR, "farm", "The engine did not arrive intact"),
+    Code("TRT234", ERROR, "farm", "Ray is not installed"),
+    Code("TRT235", ERROR, "farm", "Cannot reach the Ray cluster"),
+    Code("TRT236", ERROR, "farm", "No node is big enough"),
+    # TRT178–TRT199: free (one line per new code, here)
+    # TRT237–TRT259: free (one line per new code, here)
+    # -- docs/codes/build.md -------------------------------------------------------------------------------------------
+    Code("TRT201", WARNING, "build", "Build cancelled"),
+    Code("TRT202", ERROR, "build", "Build failed"),
+    Code("TRT203", ERROR, "build", "Forced stop"),
+    Code("TRT204", ERROR, "build", "Worker killed"),
+    Code("TRT205", INFO, "build", "Retry advice"),
+    Code("TRT206", ERROR, "build", "TensorRT internal error"),
+    # TRT207–TRT229: free (one line per new code, here)
+    # -- docs/codes/timing-cache.md ------------------------------------------------------------------------------------
+    Code("TRT301", WARNING, "timing-cache", "Timing cache quarantined"),
+    Code("TRT302", INFO, "timing-cache", "Timing cache not applicable"),
+    Code("TRT303", INFO, "timing-cache", "Timing cache discarded"),
+    # TRT304–TRT399: free (one line per new code, here)
+    # -- docs/codes/cleanup.md -----------------------------------------------------------------------------------------
+    Code("TRT401", INFO, "cleanup", "Cleanup done"),
+    Code("TRT402", INFO, "cleanup", "Partial files quarantined"),
+    Code("TRT403", ERROR, "cleanup", "Cleanup failed"),
+    Code("TRT404", WARNING, "cleanup", "Interrupted by a server crash"),
+    # TRT405–TRT419: free (one line per new code, here)
+    # -- docs/codes/gate-source.md -------------------------------------------------------------------------------------
+    Code("TRT500", WARNING, "gate-source", "Gate 1 could not run"),
+    Code("TRT501", WARNING, "gate-source", "Revision not pinned"),
+    Code("TRT502", ERROR, "gate-source", "Checkpoint layout or identity"),
+    Code("TRT503", ERROR, "gate-source", "Path escapes the checkpoint"),
+    Code("TRT504", WARNING, "gate-source", "config.json missing or not a JSON object"),
+    Code("TRT505", WARNING, "gate-source", "Model card missing or unparsable"),
+    Code("TRT506", WARNING, "gate-source", "No licence declared"),
+    Code("TRT507", ERROR, "gate-source", "Licence not allowed"),
+    Code("TRT508", WARNING, "gate-source", "Remote code"),
+    Code("TRT509", ERROR, "gate-source", "Pickle weights"),
+    Code("TRT510", ERROR, "gate-source", "Weights"),
+    Code("TRT511", WARNING, "gate-source", "Tokenizer / processor files missing or unparsable"),
+    Code("TRT512", ERROR, "gate-source", "Checkpoint differs from `trtls.lock.json`"),
+    # TRT513–TRT529: free (one line per new code, here)
+    # -- docs/codes/gate-environment.md --------------------------------------------------------------------------------
+    Code("TRT600", WARNING, "gate-environment", "Gate 2 could not run"),
+    Code("TRT601", WARNING, "gate-environment", "Builder not found or other module"),
+    Code("TRT602", WARNING, "gate-environment", "Builder version differs from the pin"),
+    Code("TRT603", WARNING, "gate-environment", "Python version differs from the pin"),
+    Code("TRT604", WARNING, "gate-environment", "CUDA runtime / driver differ from the pin or cannot be discovered"),
+    Code("TRT605", WARNING, "gate-environment", "GPU name / compute capability differ from the pin or no GPU found"),
+    Code("TRT606", ERROR, "gate-environment", "Engine recipe"),
+    Code("TRT607", WARNING, "gate-environment", "No current successful build"),
+    # TRT608–TRT619: free (one line per new code, here)
+    # -- docs/codes/gate-bundle.md -------------------------------------------------------------------------------------
+    Code("TRT700", WARNING, "gate-bundle", "Gate 3 not implemented / could not run"),
+    Code("TRT701", WARNING, "gate-bundle", "Bundle not found"),
+    Code("TRT702", ERROR, "gate-bundle", "Container or header unsound"),
+    Code("TRT703", ERROR, "gate-bundle", "Recorded digests do not match"),
+    Code("TRT704", WARNING, "gate-bundle", "Foreign bundle without recorded digests"),
+    Code("TRT705", WARNING, "gate-bundle", "Bundle is stale against the checkpoint"),
+    Code("TRT706", WARNING, "gate-bundle", "Bundle is stale against the build"),
+    Code("TRT707", WARNING, "gate-bundle", "Bundle sections are not the files gates 4–5 test"),
+    Code("TRT708", WARNING, "gate-bundle", "SBOM missing or not describing this bundle"),
+    # TRT709–TRT719: free (one line per new code, here)
+    # -- docs/codes/gate-parity.md -------------------------------------------------------------------------------------
+    Code("TRT800", WARNING, "gate-parity", "Gate 4 not implemented / could not run"),
+    Code("TRT801", WARNING, "gate-parity", "Runtime unavailable"),
+    Code("TRT802", ERROR, "gate-parity", "Run failed on the reference inputs"),
+    Code("TRT803", ERROR, "gate-parity", "Output signature mismatch"),
+    Code("TRT804", ERROR, "gate-parity", "NaN/Inf"),
+    Code("TRT805", ERROR, "gate-parity", "Outside tolerance"),
+    Code("TRT806", ERROR, "gate-parity", "Tokenizer output differs"),
+    Code("TRT807", ERROR, "gate-parity", "Malformed input not refused cleanly"),
+    Code("TRT808", ERROR, "gate-parity", "Concurrency differs from serial"),
+    Code("TRT809", WARNING, "gate-parity", "Fault injection enabled"),
+    Code("TRT810", WARNING, "gate-parity", "Gate 4 configuration invalid"),
+    # TRT811–TRT829: free (one line per new code, here)
+    # -- docs/codes/gate-release.md ------------------------------------------------------------------------------------
+    Code("TRT900", WARNING, "gate-release", "Gate 5 not implemented / could not run"),
+    Code("TRT901", ERROR, "gate-release", "Latency"),
+    Code("TRT902", ERROR, "gate-release", "Throughput"),
+    Code("TRT903", ERROR, "gate-release", "Memory"),
+    Code("TRT904", ERROR, "gate-release", "Warm-up cost"),
+    Code("TRT905", ERROR, "gate-release", "Cold build time"),
+    Code("TRT906", ERROR, "gate-release", "Baseline"),
+    Code("TRT907", ERROR, "gate-release", "Canary"),
+    Code("TRT908", ERROR, "gate-release", "Rollback"),
+    Code("TRT909", ERROR, "gate-release", "Measurement could not run"),
+    # TRT910–TRT929: free (one line per new code, here)
+)
+
+CODES: dict[str, Code] = {c.code: c for c in _TABLE}
+assert len(CODES) == len(_TABLE), "a code is registered twice"
+PAGES: tuple[str, ...] = tuple(dict.fromkeys(c.page for c in _TABLE))
+
+
+def lookup(code: str) -> Code:
+    """The registered code (KeyError for a code that is not registered: register it above)."""
+    return CODES[code]
+
+
+def _docs_base() -> str:
+    """Where code links point: the docs beside this checkout when present (editable installs, CI), else the
+    published copy."""
+    local = Path(__file__).resolve().parents[3] / "docs"
+    if (local / "codes").is_dir():
+        return local.as_uri()
+    return "https://github.com/trtls/trtls/blob/main/docs"
+
+
+DOCS_BASE = _docs_base()
+
+
+def doc_url(code: str) -> str:
+    """The code's section; an unregistered code (a bug the tests catch) links to the index of codes."""
+    entry = CODES.get(code)
+    return f"{DOCS_BASE}/{entry.doc_path}" if entry is not None else f"{DOCS_BASE}/codes/README.md"
