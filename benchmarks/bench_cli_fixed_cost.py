@@ -8,7 +8,9 @@ wall time (the target) and of CPU time (user+sys of the process and its children
 load on the machine, reported beside it).
 
 Targets (issue 14): demo ≤ 1.10 (was 1.23, 9 pairs), large ≤ 1.02 (was 1.04, 3 pairs).
-Usage: python benchmarks/bench_cli_fixed_cost.py [--engine demo|large|both] [--pairs N] [--json out.json]
+`--baseline DIR`: also run an older trtls (DIR holds its `server/` folder, e.g. from `git archive REV server`)
+in the same interleaved rounds, so "before" and "after" are measured under the same load.
+Usage: python benchmarks/bench_cli_fixed_cost.py [--engine demo|large|both] [--pairs N] [--baseline DIR] [--json F]
 """
 
 from __future__ import annotations
@@ -30,11 +32,11 @@ TARGETS = {"demo": 1.10, "large": 1.02}
 TRTLS = [sys.executable, "-m", "trtls", "build"]
 
 
-def timed(cmd: list[str]) -> tuple[float, float]:
+def timed(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, float]:
     """(wall s, CPU s of the process tree) of one run; a failed run is an error, never a figure."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    proc = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
     wall = time.perf_counter() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0:
@@ -43,24 +45,37 @@ def timed(cmd: list[str]) -> tuple[float, float]:
     return wall, cpu
 
 
-def measure(engine: str, pairs: int) -> dict:
+def measure(engine: str, pairs: int, baseline: Path | None = None) -> dict:
     ws = workspace(Path(tempfile.mkdtemp(prefix="trtls-bench-fixed-")))
     onnx = ws / "models" / f"{engine}.onnx"
-    cli = [*TRTLS, str(ws), "--engine", engine]
-    bare = [sys.executable, str(HERE / "_bare_build.py"), str(onnx), str(ws / "build" / f"{engine}.bare.engine")]
-    timed(cli)  # warm-up: page cache, .pyc files, a previous engine and history like a person's second build
-    timed(bare)
+    runs: list[tuple[str, list[str], dict[str, str] | None]] = [
+        ("cli", [*TRTLS, str(ws), "--engine", engine], None),
+        (
+            "bare",
+            [sys.executable, str(HERE / "_bare_build.py"), str(onnx), str(ws / "build" / f"{engine}.bare.engine")],
+            None,
+        ),
+    ]
+    if baseline is not None:
+        old_ws = workspace(ws.parent, "ws-baseline")  # its own evidence and history
+        env = {**os.environ, "PYTHONPATH": str(baseline / "server")}
+        runs.append(("baseline", [*TRTLS, str(old_ws), "--engine", engine], env))
+    for _, cmd, env in runs:  # warm-up: page cache, .pyc files, a previous engine and history (a second build)
+        timed(cmd, env)
     rows = []
     for i in range(pairs):
-        order = [("cli", cli), ("bare", bare)] if i % 2 == 0 else [("bare", bare), ("cli", cli)]
-        got = {name: timed(cmd) for name, cmd in order}
-        rows.append({"cli": got["cli"], "bare": got["bare"], "first": order[0][0], "load": os.getloadavg()[0]})
+        order = runs[i % len(runs) :] + runs[: i % len(runs)]
+        got = {name: timed(cmd, env) for name, cmd, env in order}
+        rows.append({**got, "first": order[0][0], "load": os.getloadavg()[0]})
         c, b = got["cli"], got["bare"]
-        print(
-            f"  {engine} pair {i + 1}/{pairs} ({order[0][0]} first): wall {c[0]:.2f}/{b[0]:.2f} s = {c[0] / b[0]:.3f}, "
-            f"CPU {c[1]:.2f}/{b[1]:.2f} s = {c[1] / b[1]:.3f}, load {rows[-1]['load']:.1f}",
-            flush=True,
+        line = (
+            f"  {engine} round {i + 1}/{pairs} ({order[0][0]} first): "
+            f"wall {c[0]:.2f}/{b[0]:.2f} s = {c[0] / b[0]:.3f}, CPU {c[1]:.2f}/{b[1]:.2f} s = {c[1] / b[1]:.3f}"
         )
+        if "baseline" in got:
+            o = got["baseline"]
+            line += f"; baseline wall {o[0]:.2f} s = {o[0] / b[0]:.3f}, CPU {o[1] / b[1]:.3f}"
+        print(f"{line}, load {rows[-1]['load']:.1f}", flush=True)
     return {"engine": engine, "rows": rows}
 
 
@@ -82,6 +97,20 @@ def figures_of(m: dict) -> list[dict]:
             f"{statistics.median(r['bare'][0] for r in rows):.2f} s; load average "
             f"{min(r['load'] for r in rows):.1f}–{max(r['load'] for r in rows):.1f}",
         ),
+        *(
+            [
+                figure(
+                    f"{engine}: baseline (older trtls) wall time ratio /bare (median), same rounds",
+                    round(statistics.median(r["baseline"][0] / r["bare"][0] for r in rows), 3),
+                    "×",
+                    None,
+                    None,
+                    f"CPU ratio {statistics.median(r['baseline'][1] / r['bare'][1] for r in rows):.3f}",
+                )
+            ]
+            if "baseline" in rows[0]
+            else []
+        ),
         figure(
             f"{engine}: CPU time ratio CLI/bare (median)",
             round(statistics.median(cpu), 3),
@@ -98,12 +127,13 @@ def main() -> int:
     ap = parser(__doc__)
     ap.add_argument("--engine", choices=("demo", "large", "both"), default="both")
     ap.add_argument("--pairs", type=int, help="pairs per engine (default: demo 9, large 3; --quick: 2 and 1)")
+    ap.add_argument("--baseline", type=Path, help="a folder holding an older trtls's server/ to measure alongside")
     args = ap.parse_args()
     engines = ["demo", "large"] if args.engine == "both" else [args.engine]
     figures = []
     for engine in engines:
         default = {"demo": 9, "large": 3}[engine] if not args.quick else {"demo": 2, "large": 1}[engine]
-        figures += figures_of(measure(engine, args.pairs or default))
+        figures += figures_of(measure(engine, args.pairs or default, args.baseline))
     emit(
         {
             "title": "Fixed cost of trtls build (whole CLI run vs a bare TensorRT-RTX script)",
