@@ -77,7 +77,7 @@ def c1_phase_tree(obs: Observation) -> Verdict:
         seen: dict[str, dict[str, Any]] = {}
         for snap in obs.live:
             for p in snap:
-                seen.setdefault(p.get("id"), {"id": p.get("id"), "parent": p.get("parentId"), "t": p.get("elapsedS")})
+                seen.setdefault(p["id"], {"id": p["id"], "parent": p.get("parentId"), "t": p.get("elapsedS")})
         phases = list(seen.values())
     if not phases:
         return Verdict(FAIL, "no phase was observed (no phase_start events, no live tree)")
@@ -238,7 +238,7 @@ def c5_cache(obs: Observation) -> Verdict:
         problems.append(f"a {s.get('outcome')} build wrote its cache back")
     if decision == "quarantined":
         q = cache.get("quarantined_to")
-        there = obs.quarantined_exists if obs.quarantined_exists is not None else bool(q) and os.path.exists(q)
+        there = obs.quarantined_exists if obs.quarantined_exists is not None else bool(q) and os.path.exists(str(q))
         if not q or not there:
             problems.append("quarantined, but the quarantined file is not there")
         if obs.cache_sha_after is not None and obs.cache_sha_after == obs.cache_sha_before:

@@ -122,7 +122,7 @@ class LspClient:
                 pass
 
     def of(self, method: str) -> list[dict[str, Any]]:
-        return [n.get("params") for n in self.notifications if n.get("method") == method]
+        return [n["params"] for n in self.notifications if n.get("method") == method and n.get("params") is not None]
 
     async def initialize(self, root: Path) -> None:
         uri = root.as_uri()

@@ -85,7 +85,7 @@ def apply_build_config(
     trt = bm.trt
     wanted = {k: v for k, v in settings.items() if k in OWN_KEYS and v is not None}
     rec = _Recorder(bm, logs)
-    flags = getattr(trt, "BuilderFlag", None)
+    flags: Any = getattr(trt, "BuilderFlag", None)  # a TensorRT enum (a setter on a module without it fails there)
 
     def flag_setter(member: str, on: bool) -> Callable[[], Any]:
         def setter() -> bool:
@@ -123,7 +123,7 @@ def apply_build_config(
 
     if "profiling_verbosity" in wanted:
         level = str(wanted["profiling_verbosity"]).upper()
-        enum = getattr(trt, "ProfilingVerbosity", None)
+        enum: Any = getattr(trt, "ProfilingVerbosity", None)
         if enum is None or level not in enum.__members__:
             rec.not_applied["profiling_verbosity"] = f"{rec.who()} has no ProfilingVerbosity.{level}"
         else:

@@ -25,8 +25,10 @@ from trtls.core.phase_tree import OpenPhases
 #   ("phase_finish", t_ns, phase_id, status)
 
 
-def make_monitor_class(base: type) -> type:
-    class ProgressMonitor(base):  # type: ignore[misc, valid-type]
+def make_monitor_class(base: Any) -> type:
+    """`base` is the builder module's IProgressMonitor (a pybind11 class, untyped)."""
+
+    class ProgressMonitor(base):
         def __init__(
             self, queue: SimpleQueue, cancel: CancelToken, stall: dict[str, Any] | None = None, first_root: int = 0
         ):

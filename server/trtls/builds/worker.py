@@ -252,7 +252,7 @@ class Worker:
 
         name = f"Precision conversion (ModelOpt AutoCast {spec['convert']})"
         self.writer.emit("phase_start", phase_id="0", parent_id=None, name=name, num_steps=3, tid=threading.get_ident())
-        last = {"step": None}
+        last: dict[str, int | None] = {"step": None}
 
         def on_step(n: int) -> None:
             last["step"] = n
@@ -322,7 +322,8 @@ class Worker:
 
     def _cleanup(self, reason: str) -> tuple[str, int, list]:
         qdir = self.quarantine_dir if self.job.get("keep_evidence") else None
-        inventory, status = ([], "cleaned")
+        inventory: list[dict[str, Any]] = []
+        status = "cleaned"
         if not (self.job.get("faults") or {}).get("skip_cleanup"):
             inventory, status = remove_or_quarantine([engine_temp_path(self.output, self.build_id)], qdir, reason)
         for entry in inventory:

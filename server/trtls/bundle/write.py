@@ -95,10 +95,13 @@ def _copy_staged(staged: _Staged, out: BinaryIO, file_hash: Any) -> None:
         return
     check = hashlib.sha256()
     with contextlib.ExitStack() as stack:
-        src = staged.file
-        if isinstance(src, Path):
-            src = stack.enter_context(open(src, "rb"))
+        if staged.file is None:
+            raise ValueError(f"section {staged.name!r} has neither bytes nor a file")
+        src: BinaryIO
+        if isinstance(staged.file, Path):
+            src = stack.enter_context(open(staged.file, "rb"))
         else:
+            src = staged.file
             src.seek(0)
         left = staged.size
         while left > 0:

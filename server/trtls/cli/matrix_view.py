@@ -61,8 +61,8 @@ class MatrixRichView:
             for pid in b.tree.roots:
                 p = b.tree.phases[pid]
                 node.add(f"{p.name} [{p.status}] {p.elapsed_s(time.monotonic_ns()):.1f} s")
-        for p in mb.not_started:
-            root.add(f"· {p.key} · not started")
+        for planned in mb.not_started:
+            root.add(f"· {planned.key} · not started")
         return root
 
     def __enter__(self) -> MatrixRichView:

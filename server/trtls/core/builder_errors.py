@@ -41,7 +41,7 @@ def internal_error(logs: list[dict[str, str]] | list[tuple[str, str]]) -> dict[s
         if record is not None:
             found.append(record)
     causes = [r for r in found if not any(c in (r.get("assertion") or "") for c in _CONSEQUENCES)]
-    return (causes or found or [None])[0]
+    return (causes or found)[0] if found else None
 
 
 def parse_internal_error(msg: str) -> dict[str, Any] | None:

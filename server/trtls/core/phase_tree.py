@@ -304,12 +304,12 @@ def tree_from_callbacks(records: list[dict[str, Any]]) -> PhaseTree:
             pid, parent = names.start(r["phase"], r.get("parent"))
             tree.start(pid, parent, r["phase"], r["num_steps"], t)
         elif ev == "step_complete":
-            pid = names.id_of(r["phase"])
-            if pid is not None:
-                tree.step(pid, r["step"], t)
+            open_id = names.id_of(r["phase"])
+            if open_id is not None:
+                tree.step(open_id, r["step"], t)
             cancelled = cancelled or r.get("ret") is False
         elif ev == "phase_finish":
-            pid = names.finish(r["phase"])
-            if pid is not None:
-                tree.finish(pid, t, "cancelled" if cancelled else "done")
+            finished_id = names.finish(r["phase"])
+            if finished_id is not None:
+                tree.finish(finished_id, t, "cancelled" if cancelled else "done")
     return tree

@@ -319,7 +319,7 @@ def _profile_checks(prof: OptimizationProfile, ppath: TomlPath) -> list[Finding]
         return [_finding("TRT103", "profile needs 'inputs' (or the shorthand 'input', 'min', 'opt', 'max')", ppath)]
     if missing:
         return [_finding("TRT103", f"missing required key '{k}'", ppath + (k,), key=k) for k in missing]
-    return _shape_checks(InputShapes(min=prof.min, opt=prof.opt, max=prof.max), ppath)  # type: ignore[arg-type]
+    return _shape_checks(InputShapes(min=prof.min, opt=prof.opt, max=prof.max), ppath)
 
 
 def _shape_checks(prof: InputShapes, ppath: TomlPath) -> list[Finding]:

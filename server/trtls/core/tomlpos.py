@@ -91,8 +91,8 @@ def parse(text: str) -> tuple[dict, SourceMap]:
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        line = getattr(exc, "lineno", None)
-        col = getattr(exc, "colno", None)
+        line: int | None = getattr(exc, "lineno", None)
+        col: int | None = getattr(exc, "colno", None)
         msg = getattr(exc, "msg", str(exc))
         if line is None:  # Python < 3.14 only puts the location in the text
             import re
@@ -100,7 +100,7 @@ def parse(text: str) -> tuple[dict, SourceMap]:
             m = re.search(r"\(at line (\d+), column (\d+)\)", str(exc))
             line, col = (int(m.group(1)), int(m.group(2))) if m else (1, 1)
             msg = str(exc).split(" (at line")[0]
-        raise TomlSyntaxError(msg, line - 1, max(col - 1, 0)) from None
+        raise TomlSyntaxError(msg, line - 1, max((col or 1) - 1, 0)) from None
     return data, _Scanner(text).scan()
 
 

@@ -143,7 +143,8 @@ def latest_successful_build(recipe_dir: Path, engine: str) -> tuple[Path, dict[s
             continue
         if not isinstance(data, dict) or data.get("engine") != engine or data.get("outcome") != "built":
             continue
-        started = data.get("startedAt") if isinstance(data.get("startedAt"), (int, float)) else summary.stat().st_mtime
+        recorded = data.get("startedAt")
+        started = float(recorded) if isinstance(recorded, (int, float)) else summary.stat().st_mtime
         if best is None or started > best[0]:
             best = (started, summary, data)
     return (best[1], best[2]) if best else None
@@ -182,7 +183,8 @@ def check_environment(
     evidence: dict[str, Any] | None = None
     if linked is not None:
         path, summary = linked
-        ev_env = summary.get("environment") if isinstance(summary.get("environment"), dict) else {}
+        recorded_env = summary.get("environment")
+        ev_env = recorded_env if isinstance(recorded_env, dict) else {}
         evidence = {
             "path": str(path),
             "buildId": summary.get("buildId"),

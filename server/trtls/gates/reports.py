@@ -75,7 +75,7 @@ def to_sarif(
     location = _artifact_location(recipe_path)
     codes = sorted({f.code for f in findings})
     rule_index = {code: i for i, code in enumerate(codes)}
-    first = {}
+    first: dict[str, Finding] = {}
     for f in findings:
         first.setdefault(f.code, f)
     rules = [

@@ -62,8 +62,7 @@ def parse_args(model: type[BaseModel], raw: Any) -> Any:
         return model.model_validate(raw if raw is not None else {})
     except ValidationError as exc:
         fields = ", ".join(
-            f"{k}: {v.annotation.__name__ if hasattr(v.annotation, '__name__') else v.annotation}"
-            for k, v in model.model_fields.items()
+            f"{k}: {getattr(v.annotation, '__name__', v.annotation)}" for k, v in model.model_fields.items()
         )
         problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'argument'}: {e['msg']}" for e in exc.errors())
         raise JsonRpcInvalidParams(f"expected one argument object {{{fields}}}; {problems}") from None

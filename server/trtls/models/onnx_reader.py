@@ -215,11 +215,11 @@ class _Reader:
         graph: tuple[int, int] | None = None
         for number, wire, value in self.fields(0, len(self.buf)):
             if number == _MODEL_IR_VERSION and wire == 0:
-                ir_version = value  # type: ignore[assignment]
+                ir_version = value
             elif number == _MODEL_GRAPH and wire == 2:
-                graph = value  # type: ignore[assignment]
+                graph = value
             elif number == _MODEL_OPSET and wire == 2:
-                domain, version = self.opset(value)  # type: ignore[arg-type]
+                domain, version = self.opset(value)
                 opsets[domain] = version
             elif number in (_MODEL_IR_VERSION, _MODEL_GRAPH, _MODEL_OPSET):
                 raise NotOnnx(f"ModelProto field {number} has wire type {wire}")
@@ -233,9 +233,9 @@ class _Reader:
         domain, version = "", 0
         for number, wire, value in self.fields(*span):
             if number == _OPSET_DOMAIN and wire == 2:
-                domain = self.text(value)  # type: ignore[arg-type]
+                domain = self.text(value)
             elif number == _OPSET_VERSION and wire == 0:
-                version = value  # type: ignore[assignment]
+                version = value
         return domain or "ai.onnx", version
 
     def graph(self, span: tuple[int, int]) -> tuple[list[GraphInput], set[str], int]:
@@ -246,14 +246,14 @@ class _Reader:
             if wire != 2:
                 continue
             if number == _GRAPH_INPUT:
-                inputs.append(self.value_info(value))  # type: ignore[arg-type]
+                inputs.append(self.value_info(value))
             elif number == _GRAPH_INITIALIZER:
-                initializers.add(self.tensor(value))  # type: ignore[arg-type]
+                initializers.add(self.tensor(value))
                 count += 1
             elif number == _GRAPH_SPARSE_INITIALIZER:
-                for n, w, v in self.fields(*value):  # type: ignore[misc]
+                for n, w, v in self.fields(*value):
                     if n == _SPARSE_VALUES and w == 2:
-                        initializers.add(self.tensor(v))  # type: ignore[arg-type]
+                        initializers.add(self.tensor(v))
                 count += 1
         return inputs, initializers, count
 
@@ -264,17 +264,17 @@ class _Reader:
         location = 0
         for number, wire, value in self.fields(*span):
             if number == _TENSOR_NAME and wire == 2:
-                name = self.text(value)  # type: ignore[arg-type]
+                name = self.text(value)
             elif number == _TENSOR_EXTERNAL_DATA and wire == 2:
                 key = val = ""
-                for n, w, v in self.fields(*value):  # type: ignore[misc]
+                for n, w, v in self.fields(*value):
                     if n == _ENTRY_KEY and w == 2:
-                        key = self.text(v)  # type: ignore[arg-type]
+                        key = self.text(v)
                     elif n == _ENTRY_VALUE and w == 2:
-                        val = self.text(v)  # type: ignore[arg-type]
+                        val = self.text(v)
                 entries[key] = val
             elif number == _TENSOR_DATA_LOCATION and wire == 0:
-                location = value  # type: ignore[assignment]
+                location = value
         if location == 1:  # TensorProto.EXTERNAL
             if "location" not in entries:
                 raise NotOnnx(f"tensor {name!r} says its data is external but names no location")
@@ -292,11 +292,11 @@ class _Reader:
         dims: tuple[Dim, ...] | None = None
         for number, wire, value in self.fields(*span):
             if number == _VALUE_NAME and wire == 2:
-                name = self.text(value)  # type: ignore[arg-type]
+                name = self.text(value)
             elif number == _VALUE_TYPE and wire == 2:
-                for n, w, v in self.fields(*value):  # type: ignore[misc]
+                for n, w, v in self.fields(*value):
                     if n == _TYPE_TENSOR and w == 2:
-                        dtype, dims = self.tensor_type(v)  # type: ignore[arg-type]
+                        dtype, dims = self.tensor_type(v)
         return GraphInput(name, dtype, dims)
 
     def tensor_type(self, span: tuple[int, int]) -> tuple[str, tuple[Dim, ...] | None]:
@@ -304,9 +304,9 @@ class _Reader:
         dims: tuple[Dim, ...] | None = None
         for number, wire, value in self.fields(*span):
             if number == _TENSOR_TYPE_ELEM and wire == 0:
-                elem = value  # type: ignore[assignment]
+                elem = value
             elif number == _TENSOR_TYPE_SHAPE and wire == 2:
-                dims = tuple(self.dim(v) for n, w, v in self.fields(*value) if n == _SHAPE_DIM and w == 2)  # type: ignore[misc]
+                dims = tuple(self.dim(v) for n, w, v in self.fields(*value) if n == _SHAPE_DIM and w == 2)
         return DTYPES.get(elem, f"elem_type {elem}"), dims
 
     def dim(self, span: tuple[int, int]) -> Dim:
@@ -314,9 +314,9 @@ class _Reader:
         param: str | None = None
         for number, wire, v in self.fields(*span):
             if number == _DIM_VALUE and wire == 0:
-                value = v - (1 << 64) if v >= 1 << 63 else v  # type: ignore[operator]
+                value = v - (1 << 64) if v >= 1 << 63 else v
             elif number == _DIM_PARAM and wire == 2:
-                param = self.text(v)  # type: ignore[arg-type]
+                param = self.text(v)
         if value is not None and value < 0:
             value = None  # -1 written as a value: dynamic
         return Dim(value, param or None)

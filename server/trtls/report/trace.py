@@ -92,15 +92,21 @@ def chrome_trace(ev: BuildEvidence) -> dict[str, Any]:
         elif kind == "log" and e.get("severity") in ("WARNING", "ERROR", "INTERNAL_ERROR"):
             out.append(_instant(f"[{e['severity']}] {str(e.get('msg', ''))[:120]}", t, {"msg": e.get("msg")}, "log"))
         elif kind in ("step", "phase_start", "phase_finish"):
-            sp = names.get(e.get("phase_id", ""))
-            if sp is None or sp.num_steps <= 2:
+            span = names.get(e.get("phase_id", ""))
+            if span is None or span.num_steps <= 2:
                 continue
             value = 0 if kind == "phase_start" else (e.get("step") if e.get("step") is not None else None)
             if value is None:
                 continue
             done = value if kind == "phase_start" else value + 1
             out.append(
-                {"ph": "C", "pid": PID, "name": f"steps: {sp.name} [{sp.id}]", "ts": _us(t), "args": {"steps": done}}
+                {
+                    "ph": "C",
+                    "pid": PID,
+                    "name": f"steps: {span.name} [{span.id}]",
+                    "ts": _us(t),
+                    "args": {"steps": done},
+                }
             )
     for key, t in sorted(ev.cancel_marks().items(), key=lambda kv: kv[1]):
         out.append(_instant(CANCEL_LABELS[key], t, {"cancelSource": s.get("cancelSource")}, "cancel", scope="g"))

@@ -82,6 +82,7 @@ class _ReferenceAdapter(_Adapter):
         from onnx import helper
         from onnx.reference import ReferenceEvaluator  # noqa: F401 - fail here, not per request, when it is missing
 
+        assert spec.model is not None  # RuntimeSpec.problems() refuses a model runtime without one
         model = onnx.load(spec.model)
         initializers = {t.name for t in model.graph.initializer}
         self.signature = {}
@@ -134,10 +135,10 @@ class _TensorRTAdapter(_Adapter):
         except BuilderUnavailable as exc:
             raise Unavailable(str(exc)) from None
         try:
-            from cuda.bindings import runtime as cudart  # type: ignore[import-not-found]  # cuda-python >= 12.6
+            from cuda.bindings import runtime as cudart  # cuda-python >= 12.6
         except ImportError:
             try:
-                from cuda import cudart  # type: ignore[import-not-found,no-redef]  # older cuda-python
+                from cuda import cudart  # older cuda-python
             except ImportError:
                 raise Unavailable(
                     "cuda-python is not installed (pip install 'trtls[gpu]'); device buffers need it"

@@ -126,7 +126,8 @@ def _call_command(
     timeout: float,
 ) -> RunResult:
     assert spec.command
-    exe = spec.command[0]
+    argv = spec.command
+    exe = argv[0]
     if not (shutil.which(exe) or (Path(_cwd(spec)) / exe).exists()):
         return RunResult("unavailable", f"command not found: {exe}")
     if mode == "probe":
@@ -138,8 +139,7 @@ def _call_command(
 
     def batch(jobs: list[tuple[Path, Path]], tag: str) -> list[_Child] | RunResult:
         children = [
-            _Child([*spec.command, str(i), str(o)], workdir, env, f"{tag}{k}", _cwd(spec))
-            for k, (i, o) in enumerate(jobs)
+            _Child([*argv, str(i), str(o)], workdir, env, f"{tag}{k}", _cwd(spec)) for k, (i, o) in enumerate(jobs)
         ]
         _wait_all(children, max(0.0, deadline - time.monotonic()))
         rss.extend(c.rss for c in children if c.rss is not None)

@@ -12,7 +12,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
@@ -88,7 +88,8 @@ class RunResult:
 def save_npz(path: str | os.PathLike[str], arrays: Mapping[str, np.ndarray]) -> Path:
     p = Path(path)
     with open(p, "wb") as f:
-        np.savez(f, **{k: np.asarray(v) for k, v in arrays.items()})
+        named: dict[str, Any] = {k: np.asarray(v) for k, v in arrays.items()}  # names are data, not savez options
+        np.savez(f, **named)
     return p
 
 

@@ -153,7 +153,8 @@ class RemoteProcess:
         )
         try:
             sha, ref = await asyncio.to_thread(cluster.onnx_ref, Path(self.job["onnx"]))
-            self._actor = NodeWorker.options(**self.placement.ray_options()).remote()
+            actor_class: Any = NodeWorker  # made an actor class by @ray.remote (mypy does not apply class decorators)
+            self._actor = actor_class.options(**self.placement.ray_options()).remote()
             where = asyncio.ensure_future(_await(self._actor.where.remote()))
             while True:  # wait for a node, bounded by the queue timeout; a cancel ends the wait at once
                 done, _ = await asyncio.wait([where], timeout=0.05)
