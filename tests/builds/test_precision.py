@@ -73,3 +73,27 @@ async def test_stop_during_conversion_kills_the_child_and_caches_nothing(workspa
     assert [p for p in (workspace / ".trtls" / "precision").glob("*")] == [], "no entry, no temp folder"
     assert process_gone(build.pid)
     assert not (workspace / "build" / "demo.engine").exists()
+
+
+async def test_two_input_encoder_fp16_and_external_data_bf16(models_ws: Path) -> None:
+    """The model shapes users bring: a transformer-style encoder (two int64 dynamic inputs, two profiles) in
+    FP16, and a model whose weights live in external data in BF16 — whose .data file is part of the key."""
+    edit = {
+        "[engines.encoder]\n": '[engines.encoder]\nprecision = { convert = "fp16" }\n',
+        "[engines.external]\n": '[engines.external]\nprecision = { convert = "bf16" }\n',
+    }
+    rec = loaded(models_ws, edit)
+    encoder = await Supervisor().start(rec, "encoder").wait()
+    assert encoder["outcome"] == "built", encoder.get("error")
+    assert encoder["precision"]["low_precision_type"] == "fp16" and len(encoder["optimizationProfiles"]) == 2
+    external = await Supervisor().start(rec, "external").wait()
+    assert external["outcome"] == "built", external.get("error")
+    assert external["precision"]["low_precision_type"] == "bf16" and external["precision"]["cache"] == "miss"
+    # the weights changed, the .onnx did not: a new key, converted again
+    data = models_ws / "models" / "external.onnx.data"
+    raw = bytearray(data.read_bytes())
+    raw[0] ^= 0x01
+    data.write_bytes(bytes(raw))
+    again = await Supervisor().start(loaded(models_ws), "external").wait()
+    assert again["outcome"] == "built"
+    assert again["precision"]["cache"] == "miss" and again["precision"]["key"] != external["precision"]["key"]
