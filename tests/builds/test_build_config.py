@@ -137,3 +137,20 @@ def test_precision_failures_land_on_the_convert_key() -> None:
     }
     found = {f.code: f.path for f in build_findings(summary)}
     assert found["TRT147"] == ("engines", "demo", "precision", "convert") and "TRT202" in found
+
+
+async def test_version_compatible_needs_exclude_lean_runtime_on_rtx(workspace: Path) -> None:
+    """Measured on TensorRT-RTX 1.7: VERSION_COMPATIBLE alone fails (no libnvinfer_lean.so.1 in the wheel) —
+    located on the key with the fix; with EXCLUDE_LEAN_RUNTIME the engine builds and both flags are read back."""
+    summary, rec = await _build(workspace, {BUILDER: BUILDER + "version_compatible = true\n"})
+    assert summary["outcome"] == "failed" and summary["failure"]["code"] == "TRT146"
+    assert summary["retryPolicy"] == "investigate"
+    (message,) = [f.message for f in build_findings(summary) if f.code == "TRT146"]
+    assert "exclude_lean_runtime = true" in message
+    assert _codes_at(summary, rec)["TRT146"] == ["version_compatible = true"]
+    summary, _ = await _build(
+        workspace, {"version_compatible = true\n": "version_compatible = true\nexclude_lean_runtime = true\n"}
+    )
+    assert summary["outcome"] == "built", summary.get("error")
+    assert summary["effectiveSettings"]["version_compatible"] is True
+    assert summary["effectiveSettings"]["exclude_lean_runtime"] is True

@@ -109,7 +109,7 @@ def _failure_findings(summary: dict[str, Any], engine: str) -> list[Finding]:
             _f(
                 failure["code"],
                 Severity.error,
-                str(summary.get("error")),
+                failure.get("hint") or str(summary.get("error")),
                 setting_path(engine, failure.get("key", "")),
                 buildId=summary["buildId"],
             )

@@ -10,7 +10,7 @@ from trtls import __version__
 from trtls.builds.artifacts import sha256_file
 from trtls.builds.build import Build
 from trtls.builds.history import History
-from trtls.core.builder_errors import internal_error
+from trtls.core.builder_errors import internal_error, setting_failure
 from trtls.core.evidence import retry_advice, validation_status
 from trtls.core.phase_tree import NS
 
@@ -39,7 +39,8 @@ def build_summary(build: Build, t_end: int, history: History) -> dict[str, Any]:
         repeated = f"{build.tree.phases[repeated].name} ({repeated})"
     failure = build.failure
     if failure is None and build.outcome == "failed":
-        failure = internal_error(build.logs)  # also for external workers, which only send the log
+        # also for external workers, which only send the log
+        failure = internal_error(build.logs) or setting_failure(build.logs)
     advice = retry_advice(build.outcome or "killed", cache.get("decision"), bool(intact), repeated, failure)
     lat = build.token.latencies_ms()
     seen = None

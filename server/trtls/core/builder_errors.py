@@ -99,3 +99,25 @@ def describe(record: dict[str, Any]) -> str:
     where += f" ({record['source']})" if record.get("source") else ""
     layer = f"; layer named by the log: {record['layer']}" if record.get("layer") else ""
     return f"TensorRT internal error (Error Code {record.get('errorCode')}): {what}{where}{layer}"
+
+
+_LEAN = re.compile(r"Unable to load library: (?P<lib>libnvinfer_lean[\w.]*)")
+
+
+def setting_failure(logs: list[dict[str, str]] | list[tuple[str, str]]) -> dict[str, Any] | None:
+    """Failures the log pins on one recipe key. Measured: TensorRT-RTX 1.7 with version_compatible alone fails
+    with `Error Code 6: API Usage Error (Unable to load library: libnvinfer_lean.so.1 …)` — the wheel ships no
+    lean runtime to embed; with exclude_lean_runtime it builds."""
+    for entry in logs:
+        severity, msg = (entry["severity"], entry["msg"]) if isinstance(entry, dict) else entry
+        m = _LEAN.search(msg) if severity in ("ERROR", "INTERNAL_ERROR") else None
+        if m is not None:
+            return {
+                "kind": "setting",
+                "code": "TRT146",
+                "key": "version_compatible",
+                "hint": f"version_compatible embeds the lean runtime, and this TensorRT has no {m.group('lib')} "
+                "to embed: set exclude_lean_runtime = true (the lean runtime must then be installed where the "
+                "engine runs)",
+            }
+    return None

@@ -71,12 +71,12 @@ _TABLE: tuple[Code, ...] = (
     Code("TRT143", ERROR, "build-config", "Plugin library serialized but not loaded"),
     Code("TRT144", ERROR, "build-config", "Plugin library not found"),
     Code("TRT145", ERROR, "build-config", "Legacy precision flags on a strongly typed network"),
+    Code("TRT146", ERROR, "build-config", "version_compatible needs the lean runtime"),
     Code("TRT147", ERROR, "build-config", "ModelOpt is not installed"),
     Code("TRT148", ERROR, "build-config", "Precision conversion failed"),
     Code("TRT149", ERROR, "build-config", "Plugin library or creator missing"),
     Code("TRT150", WARNING, "build-config", "l2_limit_for_tiling without tiling"),
     Code("TRT151", WARNING, "build-config", "Precision keys that do nothing together"),
-    # TRT146: free (one line per new code, here)
     # TRT152–TRT169: free (one line per new code, here)
     # -- docs/codes/farm.md --------------------------------------------------------------------------------------------
     Code("TRT170", ERROR, "farm", "Bad matrix output template"),
