@@ -28,6 +28,11 @@ def test_info_names_the_builder_a_build_would_use() -> None:
     # the probe ran in a worker process and found the installed TensorRT-RTX wheel
     assert info["builder"]["module"] == "tensorrt_rtx"
     assert version("tensorrt-rtx-cu13").startswith(".".join(info["builder"]["version"].split(".")[:2]))
+    # introspected, not assumed: TensorRT-RTX has no weak-typing flags, only strongly typed networks
+    caps = info["builder"]["capabilities"]
+    assert caps["legacy_precision_flags"] == [] and "FP16" not in caps["builder_flags"]
+    assert "STRONGLY_TYPED" in caps["network_flags"] and "VERSION_COMPATIBLE" in caps["builder_flags"]
+    assert caps["dla_cores"] == 0 and "TACTIC_SHARED_MEMORY" in caps["memory_pools"]
     text = run("info")
     assert text.returncode == 0 and "builder: {" in text.stdout and f"trtls: {trtls.__version__}" in text.stdout
 

@@ -317,3 +317,41 @@ def serialize_plugins(bm: Any, config: Any, serialize: list[str]) -> list[str]:
         raise SettingError("TRT140", "serialize", f"{bm.name} {bm.version} cannot serialize plugins into the engine")
     config.plugins_to_serialize = list(serialize)
     return list(config.plugins_to_serialize)
+
+
+def module_capabilities(bm: Any) -> dict[str, Any]:
+    """What the loaded module offers, introspected (for `trtls info` and bug reports): which build keys can
+    apply here. TensorRT-RTX 1.7: no FP16/BF16/INT8/FP8 builder flag, STRONGLY_TYPED only, no DLA core."""
+    trt = bm.trt
+
+    def names(enum: str) -> list[str]:
+        found = getattr(trt, enum, None)
+        return sorted(found.__members__) if found is not None else []
+
+    try:
+        dla_cores = int(trt.Builder(_NullLogger.make(trt)).num_DLA_cores)
+    except Exception:
+        dla_cores = None
+    return {
+        "builder_flags": names("BuilderFlag"),
+        "network_flags": names("NetworkDefinitionCreationFlag"),
+        "memory_pools": names("MemoryPoolType"),
+        "tactic_sources": names("TacticSource"),
+        "profiling_verbosity": names("ProfilingVerbosity"),
+        "runtime_platforms": names("RuntimePlatform"),
+        "legacy_precision_flags": [n for n, m in LEGACY_FLAGS.items() if m in names("BuilderFlag")],
+        "dla_cores": dla_cores,
+    }
+
+
+class _NullLogger:
+    @staticmethod
+    def make(trt: Any) -> Any:
+        class Quiet(trt.ILogger):  # type: ignore[misc, name-defined]
+            def __init__(self) -> None:
+                trt.ILogger.__init__(self)
+
+            def log(self, severity: Any, msg: str) -> None:
+                pass
+
+        return Quiet()

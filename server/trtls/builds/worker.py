@@ -455,6 +455,9 @@ def probe() -> int:
     try:
         bm = adapter.load_builder_module(os.environ.get("TRTLS_BUILDER_MODULE", "auto"))
         record = adapter.environment_record(bm)
+        from trtls.builds.build_config_apply import module_capabilities
+
+        record["capabilities"] = module_capabilities(bm)
     except Exception as exc:
         record = {"error": f"{type(exc).__name__}: {exc}"}
     print(json.dumps(record, default=str))
