@@ -4,7 +4,10 @@ recorded as one, legacy precision flags and plugin problems stop the build befor
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+
+import pytest
 
 from trtls.builds.outcome_findings import build_findings
 
@@ -154,3 +157,27 @@ async def test_version_compatible_needs_exclude_lean_runtime_on_rtx(workspace: P
     assert summary["outcome"] == "built", summary.get("error")
     assert summary["effectiveSettings"]["version_compatible"] is True
     assert summary["effectiveSettings"]["exclude_lean_runtime"] is True
+
+
+def test_check_with_the_builder_flags_what_this_module_cannot_apply(
+    workspace: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`trtls check --builder` asks the real module (a probe child) before any build: the legacy flag is an
+    error naming the migration, the DLA core and an unknown tactic source are warnings, all on their keys."""
+    from trtls.cli.main import main
+
+    loaded(
+        workspace,
+        {
+            BUILDER: BUILDER
+            + 'dla_core = 0\ntactic_sources = ["-CUDNN"]\n[engines.demo.precision]\nlegacy_flags = ["fp16"]\n'
+        },
+    )
+    assert main(["check", str(workspace)]) == 0, "without --builder nothing is module-specific"
+    capsys.readouterr()
+    assert main(["check", str(workspace), "--builder", "--format", "json"]) == 2
+    report = json.loads(capsys.readouterr().out)
+    found = {(f["code"], f["line"]) for f in report["findings"]}
+    text = (workspace / "trtls.toml").read_text().splitlines()
+    assert [text[line - 1] for code, line in found if code == "TRT141"] == ['legacy_flags = ["fp16"]']
+    assert {text[line - 1].split(" =")[0] for code, line in found if code == "TRT140"} == {"dla_core", "tactic_sources"}

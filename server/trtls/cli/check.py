@@ -28,6 +28,12 @@ def register(subparsers: Any) -> None:
     c.add_argument("recipe", nargs="?", help="trtls.toml or its folder (default: .)")
     c.add_argument("--format", choices=("text", "json", "sarif"), default="text", help="report format (default: text)")
     c.add_argument("--output", "-o", help="write the report here (atomically) instead of stdout")
+    c.add_argument(
+        "--builder",
+        action="store_true",
+        help="also check the build keys against the TensorRT module a build would load (probed in a child "
+        "process): legacy precision flags it lacks (TRT141), keys it cannot apply (TRT140)",
+    )
     c.set_defaults(func=cmd_check)
 
 
@@ -40,6 +46,8 @@ def cmd_check(args: argparse.Namespace) -> int:
         print(f"{path}: TRT104 recipe file not found", file=sys.stderr)
         return EXIT_PROBLEMS
     loaded = check_recipe(path)
+    if getattr(args, "builder", False):
+        loaded.findings.extend(_builder_findings(loaded))
     findings = loaded.findings
     problems = [f for f in findings if f.severity in PROBLEM_SEVERITIES]
     if args.format == "json":
@@ -55,6 +63,19 @@ def cmd_check(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(text)
     return EXIT_PROBLEMS if problems else EXIT_CLEAN
+
+
+def _builder_findings(loaded: Any) -> list[Finding]:
+    from trtls.core.build_config_checks import capability_findings
+    from trtls.debug_info import probe_builder
+    from trtls.models.profile_checks import valid_engines
+
+    probe = probe_builder()
+    if "capabilities" not in probe:
+        print(f"trtls check --builder: no builder module to check against ({probe.get('error')})", file=sys.stderr)
+        return []
+    module = f"{probe['module']} {probe['version']}"
+    return capability_findings(valid_engines(loaded), probe["capabilities"], module)
 
 
 def _region(loaded: Any, f: Finding) -> tuple[int, int, int, int]:

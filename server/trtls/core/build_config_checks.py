@@ -108,3 +108,53 @@ def build_config_checks(resolve: Callable[[str], Path], engine: str, eng: Any) -
                 )
             )
     return out
+
+
+def capability_findings(engines: dict[str, Any], capabilities: dict[str, Any], module: str) -> list[Finding]:
+    """Before any build: the keys the probed builder module (`trtls info` → builder.capabilities) cannot apply.
+    Legacy precision flags it lacks are errors (TRT141, the build would stop); other keys are TRT140 warnings
+    (the build would go on without them). Engines that force another builder_module are not judged."""
+    out: list[Finding] = []
+    legacy = set(capabilities.get("legacy_precision_flags") or [])
+    sources = set(capabilities.get("tactic_sources") or [])
+    platforms = {p.lower() for p in capabilities.get("runtime_platforms") or []}
+    no_dla = capabilities.get("dla_cores") == 0
+    for name, eng in engines.items():
+        if eng.builder_module not in ("auto", module.split()[0]):
+            continue
+        base = ("engines", name)
+        missing = [f for f in eng.precision.legacy_flags if f not in legacy]
+        if missing:
+            how = "; ".join(f"{f}: {LEGACY_MIGRATION[f]}" for f in missing)
+            out.append(
+                _f(
+                    "TRT141",
+                    Severity.error,
+                    f"{module} has no {', '.join(f.upper() for f in missing)} builder flag (weak typing was removed "
+                    f"in TensorRT 11 and never existed in TensorRT-RTX). Migrate: {how}",
+                    (*base, "precision", "legacy_flags"),
+                )
+            )
+
+        def warn(key: tuple[str, ...], why: str, base: tuple[str, ...] = base) -> None:
+            out.append(
+                _f("TRT140", Severity.warning, f"'{key[-1]}' will not be applied by {module}: {why}", (*base, *key))
+            )
+
+        b = eng.builder
+        if no_dla:
+            for key in ("dla_core", "allow_gpu_fallback"):
+                if getattr(b, key) is not None:
+                    warn(("builder", key), "it has no DLA cores")
+            for key in ("dla_managed_sram_mib", "dla_local_dram_mib", "dla_global_dram_mib"):
+                if getattr(b.memory_pool_limits, key) is not None:
+                    warn(("builder", "memory_pool_limits", key), "it has no DLA cores")
+        unknown = [s for s in b.tactic_sources or [] if s.lstrip("+-") not in sources]
+        if unknown and sources:
+            warn(
+                ("builder", "tactic_sources"),
+                f"no tactic source {', '.join(unknown)} (it has {', '.join(sorted(sources))})",
+            )
+        if b.runtime_platform is not None and platforms and b.runtime_platform not in platforms:
+            warn(("builder", "runtime_platform"), f"no runtime platform {b.runtime_platform}")
+    return out
