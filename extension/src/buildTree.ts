@@ -30,9 +30,39 @@ export interface PhasePayload {
 /** How a finished build ended, as the server classifies it; `lost` is the client's own (see BuildStatus). */
 export type OutcomeKind = 'ok' | 'cancelled' | 'failed' | 'refused';
 
+/** Where a remote (build farm) cell is: the node that holds it, or how long it has waited for one. */
+export interface NodeInfo {
+  nodeId: string | null;
+  hostname: string | null;
+  labels: Record<string, string>;
+  acceleratorType: string | null;
+  gpuIds: string[];
+  queueWaitS: number | null;
+  /** Set while no node holds the cell yet ("waiting for a node"). */
+  waitingS: number | null;
+}
+
+/** One cell as a matrix parent lists it (the cell's own notification carries its phases). */
+export interface CellRow {
+  buildId: string | null;
+  cell: string;
+  status: string;
+  message: string | null;
+  node: NodeInfo | null;
+}
+
 export interface BuildTreePayload {
   buildId: string;
   engine: string;
+  /** `matrix` for the parent of a matrix or farm run (its children are its cells). */
+  kind: 'build' | 'matrix';
+  /** The matrix this build is a cell of, and the cell's name. */
+  parentId: string | null;
+  cell: string | null;
+  node: NodeInfo | null;
+  /** The server's own word while running: "starting", "waiting for a node", "running", "stopping". */
+  phaseText: string | null;
+  cells: CellRow[];
   uri: string;
   status: BuildStatus;
   cancelSource: string | null;
@@ -49,6 +79,42 @@ export const BUILD_TREE_NOTIFICATION = 'trtls/buildTree';
 const BUILD_STATUSES: readonly string[] = ['running', 'built', 'cancelled', 'failed', 'forced', 'killed'];
 const PHASE_STATUSES: readonly string[] = ['running', 'done', 'cancelled', 'failed'];
 const OUTCOME_KINDS: readonly string[] = ['ok', 'cancelled', 'failed', 'refused'];
+
+/** Statuses the server sends while a build or a matrix still runs; the model keeps them as `running`. */
+const RUNNING_WORDS: readonly string[] = ['starting', 'waiting for a node', 'running', 'stopping'];
+
+export function parseNode(v: unknown): NodeInfo | null {
+  if (!isObj(v)) return null;
+  const labels: Record<string, string> = {};
+  if (isObj(v.labels)) {
+    for (const [k, x] of Object.entries(v.labels)) if (typeof x === 'string') labels[k] = x;
+  }
+  return {
+    nodeId: strOrNull(v.nodeId),
+    hostname: strOrNull(v.hostname),
+    labels,
+    acceleratorType: strOrNull(v.acceleratorType),
+    gpuIds: Array.isArray(v.gpuIds) ? v.gpuIds.filter((g): g is string => typeof g === 'string') : [],
+    queueWaitS: numOrNull(v.queueWaitS),
+    waitingS: numOrNull(v.waitingS),
+  };
+}
+
+function parseCells(v: unknown): CellRow[] {
+  if (!Array.isArray(v)) return [];
+  const out: CellRow[] = [];
+  for (const c of v) {
+    if (!isObj(c) || typeof c.cell !== 'string') continue;
+    out.push({
+      buildId: strOrNull(c.buildId),
+      cell: c.cell,
+      status: typeof c.status === 'string' ? c.status : 'running',
+      message: strOrNull(c.message),
+      node: parseNode(c.node),
+    });
+  }
+  return out;
+}
 
 export function parseOutcomeKind(v: unknown): OutcomeKind | null {
   return typeof v === 'string' && OUTCOME_KINDS.includes(v) ? (v as OutcomeKind) : null;
@@ -73,6 +139,7 @@ export function parseBuildTree(raw: unknown): BuildTreePayload | undefined {
     return undefined;
   }
   const status = typeof raw.status === 'string' && BUILD_STATUSES.includes(raw.status) ? (raw.status as BuildStatus) : 'running';
+  const phaseText = typeof raw.status === 'string' && RUNNING_WORDS.includes(raw.status) ? raw.status : null;
   const phases: PhasePayload[] = [];
   if (Array.isArray(raw.phases)) {
     for (const p of raw.phases) {
@@ -98,6 +165,12 @@ export function parseBuildTree(raw: unknown): BuildTreePayload | undefined {
   return {
     buildId: raw.buildId,
     engine: typeof raw.engine === 'string' ? raw.engine : '?',
+    kind: raw.kind === 'matrix' ? 'matrix' : 'build',
+    parentId: strOrNull(raw.parentId),
+    cell: strOrNull(raw.cell),
+    node: parseNode(raw.node),
+    phaseText,
+    cells: parseCells(raw.cells),
     uri: typeof raw.uri === 'string' ? raw.uri : '',
     status,
     cancelSource: strOrNull(raw.cancelSource),
@@ -135,6 +208,7 @@ function parentOf(p: PhasePayload): string | null {
 
 export type TreeElement =
   | { kind: 'build'; buildId: string }
+  | { kind: 'pendingCell'; buildId: string; cell: string }
   | { kind: 'phase'; buildId: string; phaseId: string; foldedIds?: string[] };
 
 export type IconKind = 'running' | 'ok' | 'cancelled' | 'error' | 'warning' | 'pending';
@@ -183,7 +257,8 @@ export class BuildTreeModel {
   noteStarted(buildId: string, engine: string, uri: string): void {
     if (!this.builds.has(buildId)) {
       this.builds.set(buildId, {
-        buildId, engine, uri, status: 'running', cancelSource: null, outcome: null, outcomeKind: null, outcomeMessage: null,
+        buildId, engine, kind: 'build', parentId: null, cell: null, node: null, phaseText: null, cells: [],
+        uri, status: 'running', cancelSource: null, outcome: null, outcomeKind: null, outcomeMessage: null,
         elapsedS: 0, evidencePath: null, phases: [],
       });
       this.prune();
@@ -191,12 +266,16 @@ export class BuildTreeModel {
   }
 
   private prune(): void {
-    while (this.builds.size > this.maxBuilds) {
-      const oldestFinished = [...this.builds.values()].find((b) => isFinished(b.status));
+    const tops = () => [...this.builds.values()].filter((b) => b.parentId === null);
+    while (tops().length > this.maxBuilds) {
+      const oldestFinished = tops().find((b) => isFinished(b.status));
       if (oldestFinished === undefined) {
         break;
       }
       this.builds.delete(oldestFinished.buildId);
+      for (const c of [...this.builds.values()]) {  // a matrix goes with its cells
+        if (c.parentId === oldestFinished.buildId) this.builds.delete(c.buildId);
+      }
     }
   }
 
@@ -225,13 +304,40 @@ export class BuildTreeModel {
     return this.builds.get(buildId);
   }
 
-  /** Newest first. */
+  /** Newest first: builds and matrices, not the cells (they are under their matrix). */
   all(): BuildTreePayload[] {
-    return [...this.builds.values()].reverse();
+    return [...this.builds.values()].filter((b) => b.parentId === null).reverse();
   }
 
   running(): BuildTreePayload[] {
     return this.all().filter((b) => b.status === 'running');
+  }
+
+  /** A matrix's cells in the order the server lists them (one child per cell, started or not). */
+  cellsOf(matrixId: string): TreeElement[] {
+    const m = this.builds.get(matrixId);
+    if (m === undefined) return [];
+    const out: TreeElement[] = [];
+    const listed = new Set<string>();
+    for (const row of m.cells) {
+      if (row.buildId !== null) {
+        listed.add(row.buildId);
+        if (!this.builds.has(row.buildId)) {  // the row arrived before the cell's own notification
+          this.builds.set(row.buildId, {
+            buildId: row.buildId, engine: m.engine, kind: 'build', parentId: matrixId, cell: row.cell, node: row.node,
+            phaseText: row.status, cells: [], uri: m.uri, status: 'running', cancelSource: null, outcome: null,
+            outcomeKind: null, outcomeMessage: row.message, elapsedS: 0, evidencePath: null, phases: [],
+          });
+        }
+        out.push({ kind: 'build', buildId: row.buildId });
+      } else {
+        out.push({ kind: 'pendingCell', buildId: matrixId, cell: row.cell });
+      }
+    }
+    for (const b of this.builds.values()) {
+      if (b.parentId === matrixId && !listed.has(b.buildId)) out.push({ kind: 'build', buildId: b.buildId });
+    }
+    return out;
   }
 
   phase(buildId: string, phaseId: string): PhasePayload | undefined {
@@ -243,8 +349,11 @@ export class BuildTreeModel {
       return this.all().map((b) => ({ kind: 'build', buildId: b.buildId }));
     }
     const b = this.builds.get(el.buildId);
-    if (b === undefined) {
+    if (b === undefined || el.kind === 'pendingCell') {
       return [];
+    }
+    if (el.kind === 'build' && b.kind === 'matrix') {
+      return this.cellsOf(b.buildId);
     }
     const parentId = el.kind === 'build' ? null : el.phaseId;
     const kids = b.phases.filter((p) => parentOf(p) === parentId).sort((x, y) => comparePhaseIds(x.id, y.id));
@@ -265,6 +374,18 @@ export class BuildTreeModel {
     const b = this.builds.get(el.buildId);
     if (b === undefined) {
       return undefined;
+    }
+    if (el.kind === 'pendingCell') {
+      return {
+        label: el.cell, description: 'not started', tooltip: `${el.cell}: not started (the run was stopped first)`,
+        icon: 'pending', contextValue: 'trtls.cell.pending', collapsible: false, openEvidence: false,
+      };
+    }
+    if (el.kind === 'build' && b.kind === 'matrix') {
+      return describeMatrix(b);
+    }
+    if (el.kind === 'build' && b.parentId !== null) {
+      return describeCell(b);
     }
     if (el.kind === 'build') {
       return describeBuild(b);
@@ -319,6 +440,52 @@ export function describeBuild(b: BuildTreePayload): ElementView {
     contextValue: b.status === 'running' ? 'trtls.build.running' : b.evidencePath ? 'trtls.build.finished' : 'trtls.build.done',
     collapsible: b.phases.length > 0,
     openEvidence: b.status !== 'running' && b.evidencePath !== null,
+  };
+}
+
+/** `node gpu-host-3 (1a2b3c4d5e6f) · GPU 0 · L4 · waited 2.1 s`, or `waiting for a node 4.0 s`. */
+export function describeNode(n: NodeInfo | null): string {
+  if (n === null) return 'local';
+  if (n.nodeId === null) return n.waitingS !== null ? `waiting for a node ${formatSeconds(n.waitingS)}` : 'not placed';
+  const parts = [`node ${n.hostname ?? '?'} (${n.nodeId.slice(0, 12)})`];
+  parts.push(n.gpuIds.length > 0 ? `GPU ${n.gpuIds.join(',')}` : 'no GPU');
+  if (n.acceleratorType) parts.push(n.acceleratorType);
+  if (n.queueWaitS) parts.push(`waited ${formatSeconds(n.queueWaitS)}`);
+  return parts.join(' · ');
+}
+
+/** A matrix (or farm run): one row over its cells, with how many are done. */
+export function describeMatrix(m: BuildTreePayload): ElementView {
+  const done = m.cells.filter((c) => c.status !== 'running' && BUILD_STATUSES.includes(c.status)).length;
+  const status = m.status === 'running' ? (m.phaseText === 'stopping' ? `stopping (${m.cancelSource ?? '?'})` : 'building')
+    : m.outcomeMessage ?? STATUS_TEXT[m.status];
+  const lines = [`${m.engine}: ${status}`, `${done}/${m.cells.length} cells done`, `elapsed ${formatSeconds(m.elapsedS)}`];
+  if (m.evidencePath) lines.push(`evidence: ${m.evidencePath}`);
+  lines.push(`matrix ${m.buildId}`);
+  return {
+    label: m.engine,
+    description: `${done}/${m.cells.length} cells · ${status} · ${formatSeconds(m.elapsedS)}`,
+    tooltip: lines.join('\n'),
+    icon: m.status === 'running' ? 'running' : outcomeIcon(m.outcomeKind),
+    contextValue: m.status === 'running' ? 'trtls.build.running' : m.evidencePath ? 'trtls.build.finished' : 'trtls.build.done',
+    collapsible: m.cells.length > 0,
+    openEvidence: m.status !== 'running' && m.evidencePath !== null,
+  };
+}
+
+/** A cell: its name, where it runs (node, GPU, queue wait) and its status; its phases are its children. */
+export function describeCell(c: BuildTreePayload): ElementView {
+  const base = describeBuild(c);
+  const where = describeNode(c.node);
+  const waiting = c.status === 'running' && c.node !== null && c.node.nodeId === null;
+  const status = waiting ? where : `${base.description} · ${where}`;
+  const labels = c.node ? Object.entries(c.node.labels).filter(([k]) => k !== 'ray.io/node-id') : [];
+  return {
+    ...base,
+    label: c.cell ?? c.engine,
+    description: status,
+    tooltip: [base.tooltip, `where: ${where}`, ...(labels.length ? [`labels: ${labels.map(([k, v]) => `${k}=${v}`).join(', ')}`] : [])].join('\n'),
+    icon: waiting ? 'pending' : base.icon,
   };
 }
 

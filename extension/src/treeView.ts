@@ -40,7 +40,9 @@ export class BuildTreeProvider implements vscode.TreeDataProvider<TreeElement> {
             : vscode.TreeItemCollapsibleState.Collapsed,
     );
     // The id includes the status so a build that finishes is re-created (collapsed) instead of keeping its state.
-    item.id = el.kind === 'build' ? `build:${el.buildId}:${running ? 'r' : 'f'}` : `phase:${el.buildId}:${el.phaseId}:${v.collapsible ? 'c' : 'l'}`;
+    item.id = el.kind === 'build' ? `build:${el.buildId}:${running ? 'r' : 'f'}`
+      : el.kind === 'pendingCell' ? `pending:${el.buildId}:${el.cell}`
+        : `phase:${el.buildId}:${el.phaseId}:${v.collapsible ? 'c' : 'l'}`;
     item.description = v.description;
     item.tooltip = v.tooltip;
     item.iconPath = ICONS[v.icon];
@@ -52,7 +54,11 @@ export class BuildTreeProvider implements vscode.TreeDataProvider<TreeElement> {
   }
 
   getParent(el: TreeElement): TreeElement | undefined {
-    if (el.kind === 'build') return undefined;
+    if (el.kind === 'pendingCell') return { kind: 'build', buildId: el.buildId };
+    if (el.kind === 'build') {
+      const parentId = this.model.get(el.buildId)?.parentId;  // a cell's parent is its matrix
+      return parentId ? { kind: 'build', buildId: parentId } : undefined;
+    }
     const p = this.model.phase(el.buildId, el.phaseId);
     const parent = p?.parentId ?? (el.phaseId.includes('.') ? el.phaseId.slice(0, el.phaseId.lastIndexOf('.')) : null);
     return parent === null ? { kind: 'build', buildId: el.buildId } : { kind: 'phase', buildId: el.buildId, phaseId: parent };

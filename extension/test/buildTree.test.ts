@@ -219,3 +219,59 @@ test('markLost ends running builds as lost (phases failed, no spinner), keeps fi
 test('the server never sets lost', () => {
   assert.equal(parseBuildTree(payload({ status: 'lost' }))?.status, 'running');
 });
+
+// -- build farm: a matrix is one parent with one child per cell ------------------------------------------------
+function cellPayload(id: string, over: Record<string, unknown> = {}): Record<string, unknown> {
+  return payload({ buildId: id, engine: 'demo', cell: id.split(':')[1], parentId: 'm1', ...over });
+}
+
+test('a matrix parent lists one child per cell: status, node, GPU, and the cell\'s own phases', () => {
+  const m = new BuildTreeModel();
+  const node = { nodeId: 'ab12cd34ef56aa', hostname: 'gpu-3', labels: { 'trtls/cc': 'SM89', 'ray.io/node-id': 'x' },
+    acceleratorType: 'L4', gpuIds: ['1'], queueWaitS: 2.5 };
+  m.update(cellPayload('c:o0-SM89', { node }));
+  m.update(cellPayload('c:o0-SM120', { status: 'waiting for a node', phases: [], node: { waitingS: 4.2 } }));
+  m.update({
+    buildId: 'm1', engine: 'demo matrix', kind: 'matrix', status: 'running', elapsedS: 9, cells: [
+      { buildId: 'c:o0-SM89', cell: 'o0-SM89', status: 'running', node },
+      { buildId: 'c:o0-SM120', cell: 'o0-SM120', status: 'waiting for a node', node: { waitingS: 4.2 } },
+      { buildId: null, cell: 'demo/o1-SM89', status: 'not started' },
+    ],
+  });
+  const top = m.children(undefined);
+  assert.deepEqual(top, [{ kind: 'build', buildId: 'm1' }], 'cells are not top-level rows');
+  const cells = m.children(top[0]);
+  assert.deepEqual(cells.map((c) => c.kind), ['build', 'build', 'pendingCell']);
+  const parent = m.view(top[0]!)!;
+  assert.equal(parent.label, 'demo matrix');
+  assert.match(parent.description, /^0\/3 cells · building/);
+  assert.equal(parent.contextValue, 'trtls.build.running', 'Stop on the parent stops every cell');
+  const placed = m.view(cells[0]!)!;
+  assert.equal(placed.label, 'o0-SM89');
+  assert.match(placed.description, /node gpu-3 \(ab12cd34ef56\) · GPU 1 · L4 · waited 2\.5 s/);
+  assert.match(placed.tooltip, /labels: trtls\/cc=SM89$/);
+  assert.equal(placed.contextValue, 'trtls.build.running', 'Stop on a cell stops that cell');
+  assert.ok(m.children(cells[0]).length > 0, 'the cell\'s phase tree is under it');
+  const waiting = m.view(cells[1]!)!;
+  assert.equal(waiting.description, 'waiting for a node 4.2 s');
+  assert.equal(waiting.icon, 'pending');
+  assert.equal(m.view(cells[2]!)!.description, 'not started');
+  assert.equal(m.running().length, 1, 'the status bar counts the matrix once, not each cell');
+});
+
+test('a finished matrix shows the server\'s outcome and keeps its cells; a late running row does not revive it', () => {
+  const m = new BuildTreeModel();
+  m.update(cellPayload('c:a', { status: 'killed', outcome: 'killed', outcomeKind: 'failed',
+    outcomeMessage: 'killed: node lost: gpu-3 (ab12cd34ef56) died during the build', node: { nodeId: 'ab12cd34ef56', hostname: 'gpu-3' } }));
+  m.update({ buildId: 'm1', engine: 'demo matrix', kind: 'matrix', status: 'killed', outcome: 'killed', outcomeKind: 'failed',
+    outcomeMessage: '1 killed', evidencePath: '/w/.trtls/runs/m1/summary.json',
+    cells: [{ buildId: 'c:a', cell: 'a', status: 'killed' }] });
+  m.update({ buildId: 'm1', engine: 'demo matrix', kind: 'matrix', status: 'running', cells: [] });
+  const v = m.view({ kind: 'build', buildId: 'm1' })!;
+  assert.equal(v.icon, 'error');
+  assert.match(v.description, /^1\/1 cells · 1 killed/);
+  assert.equal(v.openEvidence, true);
+  const cell = m.view({ kind: 'build', buildId: 'c:a' })!;
+  assert.match(cell.tooltip, /node lost/);
+  assert.equal(cell.icon, 'error');
+});

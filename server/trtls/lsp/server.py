@@ -334,7 +334,7 @@ def list_builds(ls: TrtlsServer, args: Any = None) -> dict[str, Any]:
 @server.command("trtls.showEvidence")
 def show_evidence(ls: TrtlsServer, args: Any = None) -> dict[str, Any]:
     a = _args("BuildIdArgs", args)
-    build = ls.supervisor.builds.get(a.buildId)
+    build = ls.supervisor.builds.get(a.buildId) or ls.matrices.get(a.buildId)  # a matrix: its cells and where they ran
     if build is None or build.summary is None:
         state = "still running" if build is not None else "unknown"
         raise JsonRpcInvalidParams(f"build '{a.buildId}' is {state}; evidence exists once a build has finished")
