@@ -422,6 +422,17 @@ async function showCommandResult(command: string, arg: unknown, res: unknown): P
       }
       break;
     }
+    case 'trtls.buildMatrix': {
+      // A build farm run: the server's notifications bring the parent and its cells; a refusal (no node has a label,
+      // the cluster is unreachable) is also in Problems, on the recipe key.
+      const r = res as { buildId?: string | null; status?: string; errors?: string[] };
+      if (r.status === 'refused' || r.status === 'invalid_recipe') {
+        void vscode.window.showWarningMessage(`TensorRT: the matrix was not started: ${(r.errors ?? []).join('; ')}`);
+      } else if (vscode.workspace.getConfiguration('trtls').get<boolean>('showBuildsViewOnBuild', true)) {
+        void vscode.commands.executeCommand('trtls.builds.focus').then(undefined, () => undefined);
+      }
+      break;
+    }
     case 'trtls.cancelBuild':
       if ((res as CancelResult).accepted === false) {
         void vscode.window.showInformationMessage('TensorRT: that build is no longer running.');

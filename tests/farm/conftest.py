@@ -46,7 +46,8 @@ def farm_recipe(ws: Path, address: str, body: str) -> Path:
         if not (ws / "models" / m).exists():
             shutil.copy(QUICKSTART / "models" / m, ws / "models" / m)
     path = ws / "trtls.toml"
-    path.write_text(f'[cluster]\naddress = "{address}"\nqueue_timeout_s = 600\n\n' + body)
+    # keep_warm_s = 0: each test sees its own actors end (test_matrix_on_cluster turns warm workers on)
+    path.write_text(f'[cluster]\naddress = "{address}"\nqueue_timeout_s = 600\nkeep_warm_s = 0\n\n' + body)
     return path
 
 

@@ -25,7 +25,7 @@ async def test_four_cells_over_two_labelled_nodes(ray_cluster, tmp_path: Path) -
     path = farm_recipe(
         tmp_path, ray_cluster.address, engine_table("demo", "demo", f'{{ "{LABEL}" = "{{compute_capabilities}}" }}')
     )
-    path.write_text(path.read_text() + MATRIX)
+    path.write_text(path.read_text().replace("keep_warm_s = 0", "keep_warm_s = 30") + MATRIX)
     loaded = load_recipe(path)
     assert loaded.recipe is not None, loaded.findings
     planned = plan(loaded, ["demo"], True, {})
@@ -61,6 +61,12 @@ async def test_four_cells_over_two_labelled_nodes(ray_cluster, tmp_path: Path) -
     # the ONNX crossed to each node once: the second cell on a node found it there
     logs = [m["msg"] for c in mb.cells for m in c.summary["logs"] if "trtls farm: ONNX" in m["msg"]]
     assert sum("received" in m for m in logs) <= 2 and sum("already on this node" in m for m in logs) >= 2
+    # the second cell on each node ran in the first one's warm worker (no new Ray worker process)
+    assert sum(bool(c.summary["node"]["warmWorker"]) for c in mb.cells) == 2
+    from trtls.builds.farm.warm_actors import WARM
+
+    assert WARM.count() == 2
+    WARM.drain()
 
 
 async def test_a_label_no_node_has_is_refused_at_once(ray_cluster, tmp_path: Path) -> None:
@@ -71,7 +77,7 @@ async def test_a_label_no_node_has_is_refused_at_once(ray_cluster, tmp_path: Pat
     assert isinstance(got, list) and len(got) == 1
     f = got[0]
     assert f.code == "TRT230" and f.path == ("engines", "demo", "run_on", "labels", LABEL)
-    assert loaded.location(f).endswith(":17:29")  # the label's value in the recipe
+    assert loaded.location(f).endswith(":18:29")  # the label's value in the recipe
     assert "SM75" in f.message and "SM89" in f.message and "SM120" in f.message  # names the labels that exist
     assert not (tmp_path / ".trtls" / "runs").exists()  # nothing was submitted
 
@@ -82,3 +88,19 @@ async def test_more_cpus_than_any_node_has_is_refused(ray_cluster, tmp_path: Pat
     got = await prepare(loaded, plan(loaded, ["demo"], False, {}))
     assert isinstance(got, list) and got[0].code == "TRT236" and got[0].path[-1] == "num_cpus"
     assert "4 CPU" in got[0].message and "most any has: 1" in got[0].message
+
+
+async def test_shared_dir_nodes_write_the_engine_there(ray_cluster, tmp_path: Path) -> None:
+    """With [cluster] shared_dir, the node writes the engine straight to shared storage (atomically); nothing is
+    sent back. (Here the 'shared' folder is on the one machine all test nodes run on.)"""
+    path = farm_recipe(tmp_path, ray_cluster.address, engine_table("demo", "demo", f'{{ "{LABEL}" = "SM120" }}'))
+    path.write_text(path.read_text().replace("queue_timeout_s = 600", 'queue_timeout_s = 600\nshared_dir = "shared"'))
+    loaded = load_recipe(path)
+    specs = await prepare(loaded, plan(loaded, ["demo"], False, {}))
+    build = Supervisor().start(loaded, "demo", remote=specs["demo"])
+    s = await build.wait()
+    assert s["outcome"] == "built", s["error"]
+    engine = tmp_path / "shared" / "build" / "demo.engine"
+    assert Path(s["engineArtifact"]["path"]) == engine and engine.is_file()
+    assert hashlib.sha256(engine.read_bytes()).hexdigest() == s["engineArtifact"]["sha256"]
+    assert "node_path" not in s["engineArtifact"] and not (tmp_path / "build" / "demo.engine").exists()

@@ -179,3 +179,37 @@ async def test_ctrl_c_on_the_cli_stops_the_remote_build(ray_cluster, tmp_path: P
     parent = next(r["summary"] for r in records if r.get("type") == "summary")
     assert parent["outcome"] == "cancelled" and parent["cancelSource"] == "ctrl_c"
     assert not (tmp_path / "build" / "large.engine").exists()
+
+
+async def test_queue_wait_is_shown_bounded_and_cancellable(ray_cluster, tmp_path: Path) -> None:
+    """Node SM89 has one slot: while `large` holds it, a second cell waits ("waiting for a node"); one waiting cell
+    is cancelled in the queue, another gives up after queue_timeout_s (TRT231). Nothing of theirs ever ran."""
+    holder = await start_large(tmp_path / "a", ray_cluster.address, "SM89")
+    try:
+        path = farm_recipe(tmp_path / "b", ray_cluster.address, engine_table("demo", "demo", f'{{ "{LABEL}" = "SM89" }}'))
+        loaded = load_recipe(path)
+        specs = await prepare(loaded, plan(loaded, ["demo"], False, {}))
+        assert isinstance(specs, dict)
+        sup = Supervisor()
+        waiting = sup.start(loaded, "demo", remote=specs["demo"])
+        await eventually(lambda: waiting.status == "waiting for a node", "the cell never showed its queue wait")
+        await asyncio.sleep(1.0)
+        assert waiting.progress_message().startswith("waiting for a node") and waiting.node_view()["waitingS"] >= 1.0
+        assert waiting.cancel("ide_stop")
+        cancelled = await waiting.wait()
+        assert cancelled["outcome"] == "cancelled" and cancelled["cancelSource"] == "ide_stop"
+        assert any("while waiting for a node" in n for n in cancelled["notes"]) and cancelled["workerPid"] is None
+
+        short = farm_recipe(tmp_path / "c", ray_cluster.address, engine_table("demo", "demo", f'{{ "{LABEL}" = "SM89" }}'))
+        short.write_text(short.read_text().replace("queue_timeout_s = 600", "queue_timeout_s = 2"))
+        loaded = load_recipe(short)
+        specs = await prepare(loaded, plan(loaded, ["demo"], False, {}))
+        timed_out = await sup.start(loaded, "demo", remote=specs["demo"]).wait()
+        assert timed_out["outcome"] == "failed" and timed_out["error"].startswith("TRT231"), timed_out["error"]
+        assert timed_out["node"] == {} and timed_out["workerPid"] is None  # it never reached a node
+        from trtls.builds.outcome_findings import build_findings
+
+        assert build_findings(timed_out)[0].code == "TRT231"
+    finally:
+        holder.cancel("api")
+        await holder.wait()

@@ -194,6 +194,7 @@ class Build:
             "acceleratorType": p.get("accelerator_type"),
             "gpuIds": p.get("gpu_ids", []),
             "queueWaitS": p.get("queue_wait_s"),
+            "warmWorker": p.get("warm", False),
         }
 
     def progress_message(self) -> str:

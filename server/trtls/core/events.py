@@ -143,6 +143,7 @@ class Placed(_Event):
     accelerator_type: str | None = None
     gpu_ids: list[str] = []
     queue_wait_s: float = 0.0
+    warm: bool = False  # a node worker kept from an earlier cell of the same shape (no new Ray worker process)
 
 
 Event = Annotated[

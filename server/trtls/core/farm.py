@@ -56,6 +56,12 @@ class ClusterTable(_Model):
         description="A folder every node and this machine mount at the same path (NFS, a PVC): nodes write "
         "engines there directly instead of sending them back. Relative to this recipe.",
     )
+    keep_warm_s: float = Field(
+        30.0,
+        ge=0,
+        description="Keep a node worker whose cell built this long, for the next cell of the same shape (0: never). "
+        "An idle one is released at once when another cell waits for a node.",
+    )
     num_cpus: int | None = Field(None, ge=1, description="address = local only: CPUs of the embedded instance.")
     labels: dict[str, str] = Field(
         default_factory=dict, description="address = local only: labels of the embedded instance's node."

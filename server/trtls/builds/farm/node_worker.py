@@ -60,6 +60,9 @@ class NodeWorker:
         self.stderr_tail: collections.deque[str] = collections.deque(maxlen=40)
         self.lock = threading.Lock()
         self.job_dir: Path | None = None
+        # control that arrived while the ONNX was still on its way (the worker not started yet): applied at start
+        self.pending: list[str] = []
+        self.stdin_closed = False
 
     def where(self) -> dict[str, Any]:
         """Where this cell landed (for the evidence), answered once the actor is placed and constructed."""
@@ -88,6 +91,9 @@ class NodeWorker:
 
     def run(self, job: dict[str, Any], onnx_sha: str, onnx_box: list, shared_output: bool, command: list[str] | None):
         """Stream the worker's event lines: {"lines": [...]} batches, then {"exit": code, "stderr": [...]}."""
+        with self.lock:  # a warm actor runs one build after another: nothing of the last one carries over
+            self.proc, self.pending, self.stdin_closed = None, [], False
+            self.stderr_tail.clear()
         onnx_path, note = self._onnx(onnx_sha, onnx_box)
         yield {"lines": [log_line(note)]}
         job = dict(job)
@@ -98,7 +104,7 @@ class NodeWorker:
             job["output"] = str(self.job_dir / Path(job["output"]).name)
         job["quarantine_dir"] = str(self.scratch / "quarantine")
         job["timing_cache"] = None  # a cache lives with the recipe; it is not shipped (TensorRT-RTX: a no-op)
-        with self.lock:
+        with self.lock:  # the job line is written before any control line can be
             self.proc = subprocess.Popen(
                 command or [sys.executable, "-m", "trtls.builds.worker"],
                 stdin=subprocess.PIPE,
@@ -106,10 +112,14 @@ class NodeWorker:
                 stderr=subprocess.PIPE,
                 start_new_session=True,  # its own process group: escalation kills the group
             )
+            assert self.proc.stdin is not None and self.proc.stdout is not None
+            self.proc.stdin.write((json.dumps(job) + "\n").encode())
+            for line in self.pending:
+                self.proc.stdin.write(line.encode())
+            self.proc.stdin.flush()
+            if self.stdin_closed:
+                self.proc.stdin.close()
         threading.Thread(target=self._read_stderr, daemon=True).start()
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        self.proc.stdin.write((json.dumps(job) + "\n").encode())
-        self.proc.stdin.flush()
         fd = self.proc.stdout.fileno()
         pending = b""
         while True:
@@ -141,7 +151,10 @@ class NodeWorker:
     def control(self, line: str) -> bool:
         with self.lock:
             proc = self.proc
-        if proc is None or proc.stdin is None or proc.poll() is not None:
+            if proc is None:
+                self.pending.append(line)
+                return True
+        if proc.stdin is None or proc.poll() is not None:
             return False
         try:
             proc.stdin.write(line.encode())
@@ -152,6 +165,7 @@ class NodeWorker:
 
     def close_stdin(self) -> None:
         with self.lock:
+            self.stdin_closed = True
             proc = self.proc
         if proc is not None and proc.stdin is not None:
             try:

@@ -53,6 +53,10 @@ class Placement:
     num_gpus: float
     candidates: tuple[str, ...]  # node ids that could hold it
 
+    def shape(self) -> str:
+        """Cells of one shape can share a warm node worker (same labels and resources)."""
+        return repr(sorted(self.ray_options().items()))
+
     def ray_options(self) -> dict[str, Any]:
         opts: dict[str, Any] = {"num_cpus": self.request.num_cpus, "num_gpus": self.num_gpus}
         if self.request.memory_mib:

@@ -27,6 +27,7 @@ from typing import Any
 from trtls.builds.artifacts import engine_temp_path
 from trtls.builds.farm import cluster
 from trtls.builds.farm.submit import RemoteSpec
+from trtls.builds.farm.warm_actors import DRAIN_AFTER_S, WARM
 from trtls.core.atomic import fsync_dir
 from trtls.core.events import PROTOCOL_VERSION
 
@@ -67,6 +68,8 @@ class RemoteProcess:
         self.placement = remote.placement
         self.queue_timeout_s = remote.queue_timeout_s
         self.shared_output = remote.shared_dir is not None
+        self.keep_warm_s = remote.keep_warm_s
+        self._built = False  # the node's worker built and the engine arrived intact: its actor may be reused
         self.stdin = _Control(self)
         self.stdout = asyncio.StreamReader(limit=1 << 24)
         self.stderr = asyncio.StreamReader()
@@ -153,8 +156,12 @@ class RemoteProcess:
         )
         try:
             sha, ref = await asyncio.to_thread(cluster.onnx_ref, Path(self.job["onnx"]))
-            actor_class: Any = NodeWorker  # made an actor class by @ray.remote (mypy does not apply class decorators)
-            self._actor = actor_class.options(**self.placement.ray_options()).remote()
+            if await self._take_warm():
+                self.where["queue_wait_s"] = round((time.monotonic_ns() - t_submit) / 1e9, 3)
+                self._feed(_line("placed", **self.where))
+                await self._stream(sha, ref)
+                return
+            self._actor = NodeWorker.options(**self.placement.ray_options()).remote()
             where = asyncio.ensure_future(_await(self._actor.where.remote()))
             while True:  # wait for a node, bounded by the queue timeout; a cancel ends the wait at once
                 done, _ = await asyncio.wait([where], timeout=0.05)
@@ -167,6 +174,16 @@ class RemoteProcess:
                 if time.monotonic_ns() - t_submit > self.queue_timeout_s * 1e9:
                     where.cancel()
                     return self._queue_timeout()
+                if WARM.count() and time.monotonic_ns() - t_submit > DRAIN_AFTER_S * 1e9:
+                    pending = self._actor
+                    if await self._take_warm():  # a cell of this shape just finished: take its worker
+                        where.cancel()
+                        _kill(pending)  # withdraw the request for a new one
+                        self.where["queue_wait_s"] = round((time.monotonic_ns() - t_submit) / 1e9, 3)
+                        self._feed(_line("placed", **self.where))
+                        await self._stream(sha, ref)
+                        return
+                    WARM.drain()  # idle workers of other shapes may hold the slot this cell needs
             wait_s = (time.monotonic_ns() - t_submit) / 1e9
             self.where["queue_wait_s"] = round(wait_s, 3)
             self._feed(_line("placed", **self.where))
@@ -175,6 +192,18 @@ class RemoteProcess:
             raise
         except Exception as exc:
             await self._on_failure(exc)
+
+    async def _take_warm(self) -> bool:
+        """Reuse an idle node worker of this cell's shape (checked alive with one round trip)."""
+        while (warm := WARM.take(self.placement.shape())) is not None:
+            actor, where = warm
+            try:
+                await asyncio.wait_for(_await(actor.where.remote()), 5.0)
+            except Exception:
+                continue  # it died while idle (its node left): try another, or start a new one
+            self._actor, self.where = actor, {**where, "warm": True}
+            return True
+        return False
 
     def _cancelled_in_queue(self, t_submit: int) -> None:
         self._kill_actor()
@@ -216,6 +245,7 @@ class RemoteProcess:
             for text in item["lines"]:
                 raw = (text + "\n").encode()
                 if self.shared_output:
+                    self._built = self._built or '"outcome": "built"' in text and '"build_finished"' in text
                     self._feed(raw)
                     continue
                 ev = _peek(text)
@@ -225,14 +255,20 @@ class RemoteProcess:
                     held.append(raw)
                     continue
                 if ev.get("type") == "build_finished" and ev.get("outcome") == "built":
-                    for out in await self._bring_engine(ev, held):
+                    brought = await self._bring_engine(ev, held)
+                    self._built = b"TRT233" not in brought[0]
+                    for out in brought:
                         self._feed(out)
                     continue
                 self._feed(raw)
         try:
             await self._actor.cleanup.remote()  # the node's copy of a cancelled or failed build's job folder
         finally:
-            self._kill_actor()  # the slot is free for the next cell
+            if self._built and self.returncode == 0 and self._cancel_line is None:
+                WARM.put(self.placement.shape(), self._actor, {k: v for k, v in self.where.items() if k != "warm"},
+                         self.keep_warm_s)  # fmt: skip
+            else:
+                self._kill_actor()  # the slot is free for the next cell
 
     async def _bring_engine(self, finished: dict[str, Any], held: list[bytes]) -> list[bytes]:
         """Fetch the node's engine, write it atomically at the requested output, check its sha256 end to end."""
@@ -300,6 +336,15 @@ async def _node_gone(node_id: str, within_s: float = NODE_DEATH_NOTICE_S) -> boo
 
 async def _await(ref: Any) -> Any:
     return await ref
+
+
+def _kill(actor: Any) -> None:
+    import ray
+
+    try:
+        ray.kill(actor, no_restart=True)
+    except Exception:
+        pass
 
 
 def _peek(text: str) -> dict[str, Any]:

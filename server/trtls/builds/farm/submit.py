@@ -19,6 +19,7 @@ class RemoteSpec:
     placement: Placement
     queue_timeout_s: float
     shared_dir: Path | None
+    keep_warm_s: float = 0.0
 
 
 async def prepare(loaded: LoadedRecipe, planned: list[PlannedCell]) -> dict[str, RemoteSpec] | list[Finding]:
@@ -40,7 +41,10 @@ async def prepare(loaded: LoadedRecipe, planned: list[PlannedCell]) -> dict[str,
     if findings:
         return findings
     shared = loaded.resolve(table.shared_dir) if table.shared_dir else None
-    return {p.key: RemoteSpec(pl, table.queue_timeout_s, shared) for p, pl in zip(planned, placements, strict=False)}
+    return {
+        p.key: RemoteSpec(pl, table.queue_timeout_s, shared, table.keep_warm_s)
+        for p, pl in zip(planned, placements, strict=False)
+    }
 
 
 def _labels(loaded: LoadedRecipe, p: PlannedCell) -> dict[str, str]:
