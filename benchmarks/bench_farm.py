@@ -69,9 +69,9 @@ async def one(sup, loaded, engine: str, spec) -> dict:
     }
 
 
-async def latency_and_throughput(rounds: int, cells: int) -> tuple[list[dict], Path]:
+async def latency_and_throughput(rounds: int, cells: int, parts: set[str]) -> tuple[list[dict], Path | None]:
     from trtls.builds.farm.submit import prepare
-    from trtls.builds.matrix import plan, start_matrix
+    from trtls.builds.matrix import plan
     from trtls.builds.supervisor import Supervisor
     from trtls.core.recipe import load_recipe
 
@@ -81,6 +81,20 @@ async def latency_and_throughput(rounds: int, cells: int) -> tuple[list[dict], P
     specs = await prepare(loaded, plan(loaded, ["demo"], False, {}))
     assert isinstance(specs, dict), specs
     sup = Supervisor()
+    figures: list[dict] = []
+    recording = None
+    if "latency" in parts:
+        figures += await latency(sup, loaded, specs, rounds)
+    if "throughput" in parts or "lsp" in parts:
+        tput, recording = await throughput(sup, root, cells)
+        figures += tput if "throughput" in parts else []
+    from trtls.builds.farm import cluster
+
+    cluster.disconnect()
+    return figures, recording
+
+
+async def latency(sup, loaded, specs, rounds: int) -> list[dict]:
     await one(sup, loaded, "demo", specs["demo"])  # warm: the cluster's workers exist, the ONNX is on the node
     remote, local = [], []
     for _ in range(rounds):  # interleaved, so load drifts hit both sides alike
@@ -95,8 +109,23 @@ async def latency_and_throughput(rounds: int, cells: int) -> tuple[list[dict], P
     print(f"  submit → first event from the node: {fmt_dist(r_first)}", flush=True)
     print(f"  submit → build_started: remote {fmt_dist(r_started)}; local {fmt_dist(l_started)}", flush=True)
     print(f"  event latency: remote {fmt_dist(r_lat)}; local {fmt_dist(l_lat)}; added p99 {added} ms", flush=True)
+    return [
+        figure("submit → first event from the node (warm cluster)", r_first["p50"], "ms p50", "≤ 200 ms p50",
+               r_first["p50"] <= 200, fmt_dist(r_first) + f"; the node's first streamed line (its ONNX-cache note); "
+               f"{warm}/{len(remote)} cells reused a warm node worker"),
+        figure("event latency added by the remote path (remote p99 − local p99)", added, "ms", "≤ 20 ms p99",
+               added <= 20, f"remote {fmt_dist(r_lat)}; local {fmt_dist(l_lat)}"),
+        figure("submit → build_started, remote vs local", r_started["p50"], "ms p50", None, None,
+               f"remote {fmt_dist(r_started)}; local {fmt_dist(l_started)} (TensorRT import + ONNX parse dominate)"),
+    ]  # fmt: skip
 
-    # throughput: the same N `large` builds, by hand side by side vs as N cells over N slots
+
+async def throughput(sup, root: Path, cells: int) -> tuple[list[dict], Path]:
+    """The same N `large` builds, by hand side by side vs as N cells over N slots."""
+    from trtls.builds.farm.submit import prepare
+    from trtls.builds.matrix import plan, start_matrix
+    from trtls.core.recipe import load_recipe
+
     tws = workspace(root, "tput")
     names = [f"large{i}" for i in range(cells)]
     tl = load_recipe(recipe(tws, max(2, cells), names, "large"))
@@ -116,21 +145,10 @@ async def latency_and_throughput(rounds: int, cells: int) -> tuple[list[dict], P
     ratio = round(t_hand / t_farm, 3)
     print(f"  throughput, {cells} large: by hand {t_hand:.1f} s, farm {t_farm:.1f} s → {ratio}×", flush=True)
     figures = [
-        figure("submit → first event from the node (warm cluster)", r_first["p50"], "ms p50", "≤ 200 ms p50",
-               r_first["p50"] <= 200, fmt_dist(r_first) + f"; the node's first streamed line (its ONNX-cache note); "
-               f"{warm}/{len(remote)} cells reused a warm node worker"),
-        figure("event latency added by the remote path (remote p99 − local p99)", added, "ms", "≤ 20 ms p99",
-               added <= 20, f"remote {fmt_dist(r_lat)}; local {fmt_dist(l_lat)}"),
-        figure("submit → build_started, remote vs local", r_started["p50"], "ms p50", None, None,
-               f"remote {fmt_dist(r_started)}; local {fmt_dist(l_started)} (TensorRT import + ONNX parse dominate)"),
         figure(f"throughput, {cells} cells over {cells} slots / {cells} builds by hand side by side", ratio, "×",
                "≥ 0.9×", ratio >= 0.9, f"by hand {t_hand:.1f} s, farm {t_farm:.1f} s (submit → last cell done)"),
     ]  # fmt: skip
-    recording = hand[0].evidence_dir / "events.jsonl"
-    from trtls.builds.farm import cluster
-
-    cluster.disconnect()
-    return figures, recording
+    return figures, hand[0].evidence_dir / "events.jsonl"
 
 
 async def lsp_under_farm(n_cells: int, requests: int, recording: Path) -> tuple[list[dict], dict]:
@@ -194,9 +212,9 @@ async def lsp_under_farm(n_cells: int, requests: int, recording: Path) -> tuple[
     return figs, {"hover": h, "completion": c, "notificationsPerS": rate, "streamingAfter": still}
 
 
-async def run(rounds: int, cells: int, lsp_cells: int, requests: int) -> dict:
-    figures, recording = await latency_and_throughput(rounds, cells)
-    lsp_figs, lsp_detail = await lsp_under_farm(lsp_cells, requests, recording)
+async def run(rounds: int, cells: int, lsp_cells: int, requests: int, parts: set[str]) -> dict:
+    figures, recording = await latency_and_throughput(rounds, cells, parts)
+    lsp_figs, lsp_detail = await lsp_under_farm(lsp_cells, requests, recording) if "lsp" in parts else ([], {})
     return {
         "title": "Build farm (Ray)",
         "bench": "bench_farm",
@@ -218,10 +236,13 @@ def main() -> None:
     ap.add_argument("--cells", type=int, default=2, help="N: cells over N slots vs N builds by hand")
     ap.add_argument("--lsp-cells", type=int, default=32)
     ap.add_argument("--requests", type=int, default=200)
+    ap.add_argument(
+        "--parts", nargs="+", default=["latency", "throughput", "lsp"], choices=["latency", "throughput", "lsp"]
+    )
     args = ap.parse_args()
     if args.quick:
         args.rounds, args.lsp_cells, args.requests = 3, 8, 30
-    emit(asyncio.run(run(args.rounds, args.cells, args.lsp_cells, args.requests)), args.json)
+    emit(asyncio.run(run(args.rounds, args.cells, args.lsp_cells, args.requests, set(args.parts))), args.json)
 
 
 if __name__ == "__main__":

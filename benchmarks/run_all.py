@@ -32,6 +32,7 @@ BENCHES = [
     ("bench_event_throughput", []),
     ("bench_hashing", []),
     ("bench_model_checks", []),
+    ("bench_farm", []),  # needs trtls[farm] (Ray)
 ]
 
 

@@ -6,6 +6,7 @@ small on purpose: the machine has 2 cores shared with other work.
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -24,15 +25,17 @@ def ray_cluster():
 
     from trtls.builds.farm import cluster as farm_cluster
 
+    # A loaded machine (2 cores shared by many agents) can take longer than Ray's default to register a raylet.
+    os.environ.setdefault("RAY_raylet_start_wait_time_s", "180")
     c = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "labels": {LABEL: "head"}})
-    nodes = {
-        "SM89": c.add_node(num_cpus=1, labels={LABEL: "SM89"}),
-        "SM120": c.add_node(num_cpus=1, labels={LABEL: "SM120"}),
-    }
-    c.wait_for_nodes()
-    ray.init(address=c.address, include_dashboard=False, log_to_driver=False)
-    c.nodes = nodes  # type: ignore[attr-defined]
-    try:
+    try:  # whatever happens while it starts, every process it started is shut down
+        nodes = {
+            "SM89": c.add_node(num_cpus=1, labels={LABEL: "SM89"}),
+            "SM120": c.add_node(num_cpus=1, labels={LABEL: "SM120"}),
+        }
+        c.wait_for_nodes()
+        ray.init(address=c.address, include_dashboard=False, log_to_driver=False)
+        c.nodes = nodes  # type: ignore[attr-defined]
         yield c
     finally:
         farm_cluster.disconnect()

@@ -25,9 +25,12 @@ PREVIOUS = b"previous good engine"
 
 
 def alive_node_workers() -> list:
+    """NodeWorker actors alive on the test cluster (named by address: other Ray instances may run on this machine)."""
+    import ray
     from ray.util.state import list_actors
 
-    return list_actors(filters=[("class_name", "=", "NodeWorker"), ("state", "=", "ALIVE")])
+    address = ray.get_runtime_context().gcs_address
+    return list_actors(address=address, filters=[("class_name", "=", "NodeWorker"), ("state", "=", "ALIVE")])
 
 
 async def eventually(check, what: str, bound_s: float = 90.0) -> None:
@@ -186,7 +189,9 @@ async def test_queue_wait_is_shown_bounded_and_cancellable(ray_cluster, tmp_path
     is cancelled in the queue, another gives up after queue_timeout_s (TRT231). Nothing of theirs ever ran."""
     holder = await start_large(tmp_path / "a", ray_cluster.address, "SM89")
     try:
-        path = farm_recipe(tmp_path / "b", ray_cluster.address, engine_table("demo", "demo", f'{{ "{LABEL}" = "SM89" }}'))
+        path = farm_recipe(
+            tmp_path / "b", ray_cluster.address, engine_table("demo", "demo", f'{{ "{LABEL}" = "SM89" }}')
+        )
         loaded = load_recipe(path)
         specs = await prepare(loaded, plan(loaded, ["demo"], False, {}))
         assert isinstance(specs, dict)
@@ -200,7 +205,9 @@ async def test_queue_wait_is_shown_bounded_and_cancellable(ray_cluster, tmp_path
         assert cancelled["outcome"] == "cancelled" and cancelled["cancelSource"] == "ide_stop"
         assert any("while waiting for a node" in n for n in cancelled["notes"]) and cancelled["workerPid"] is None
 
-        short = farm_recipe(tmp_path / "c", ray_cluster.address, engine_table("demo", "demo", f'{{ "{LABEL}" = "SM89" }}'))
+        short = farm_recipe(
+            tmp_path / "c", ray_cluster.address, engine_table("demo", "demo", f'{{ "{LABEL}" = "SM89" }}')
+        )
         short.write_text(short.read_text().replace("queue_timeout_s = 600", "queue_timeout_s = 2"))
         loaded = load_recipe(short)
         specs = await prepare(loaded, plan(loaded, ["demo"], False, {}))

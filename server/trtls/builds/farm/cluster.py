@@ -29,6 +29,7 @@ class FarmUnavailable(RuntimeError):
 _lock = threading.Lock()
 _connected: str | None = None
 _onnx_refs: dict[str, Any] = {}  # sha256 → ObjectRef: each ONNX is put in the object store once per process
+_hashed: dict[tuple[str, int, int], str] = {}  # (path, size, mtime) → sha256
 
 
 def connect(cluster: ClusterTable) -> None:
@@ -98,9 +99,16 @@ def onnx_ref(path: Path) -> tuple[str, Any]:
     """(sha256, ObjectRef) of an ONNX file, put into the object store once per content hash."""
     import ray
 
+    st = path.stat()
+    stamp = (str(path), st.st_size, st.st_mtime_ns)  # a model is hashed once, not once per cell
+    with _lock:
+        known = _hashed.get(stamp)
+        if known is not None and known in _onnx_refs:
+            return known, _onnx_refs[known]
     data = path.read_bytes()
     sha = hashlib.sha256(data).hexdigest()
     with _lock:
+        _hashed[stamp] = sha
         ref = _onnx_refs.get(sha)
         if ref is None:
             ref = _onnx_refs[sha] = ray.put(data)
@@ -114,6 +122,7 @@ def disconnect() -> None:
 
     with _lock:
         _onnx_refs.clear()
+        _hashed.clear()
         if ray.is_initialized():
             ray.shutdown()
         _connected = None

@@ -27,7 +27,7 @@ from typing import Any
 from trtls.builds.artifacts import engine_temp_path
 from trtls.builds.farm import cluster
 from trtls.builds.farm.submit import RemoteSpec
-from trtls.builds.farm.warm_actors import DRAIN_AFTER_S, WARM
+from trtls.builds.farm.warm_actors import DRAIN_AFTER_S, WARM, kill_actor
 from trtls.core.atomic import fsync_dir
 from trtls.core.events import PROTOCOL_VERSION
 
@@ -117,13 +117,8 @@ class RemoteProcess:
             asyncio.get_running_loop().call_later(KILL_ACTOR_AFTER_S, self._kill_actor)
 
     def _kill_actor(self) -> None:
-        import ray
-
         if self._actor is not None:
-            try:
-                ray.kill(self._actor, no_restart=True)
-            except Exception:
-                pass
+            kill_actor(self._actor)
 
     # -- node → supervisor ---------------------------------------------------------------------
     def _feed(self, data: bytes) -> None:
@@ -161,37 +156,49 @@ class RemoteProcess:
                 self._feed(_line("placed", **self.where))
                 await self._stream(sha, ref)
                 return
-            self._actor = NodeWorker.options(**self.placement.ray_options()).remote()
-            where = asyncio.ensure_future(_await(self._actor.where.remote()))
-            while True:  # wait for a node, bounded by the queue timeout; a cancel ends the wait at once
-                done, _ = await asyncio.wait([where], timeout=0.05)
-                if done:
-                    self.where = where.result()
-                    break
-                if self._cancel_line is not None:
-                    where.cancel()
-                    return self._cancelled_in_queue(t_submit)
-                if time.monotonic_ns() - t_submit > self.queue_timeout_s * 1e9:
-                    where.cancel()
-                    return self._queue_timeout()
-                if WARM.count() and time.monotonic_ns() - t_submit > DRAIN_AFTER_S * 1e9:
-                    pending = self._actor
-                    if await self._take_warm():  # a cell of this shape just finished: take its worker
-                        where.cancel()
-                        _kill(pending)  # withdraw the request for a new one
-                        self.where["queue_wait_s"] = round((time.monotonic_ns() - t_submit) / 1e9, 3)
-                        self._feed(_line("placed", **self.where))
-                        await self._stream(sha, ref)
-                        return
-                    WARM.drain()  # idle workers of other shapes may hold the slot this cell needs
-            wait_s = (time.monotonic_ns() - t_submit) / 1e9
-            self.where["queue_wait_s"] = round(wait_s, 3)
-            self._feed(_line("placed", **self.where))
-            await self._stream(sha, ref)
+            options = self.placement.ray_options()
+            # creating an actor registers it with the cluster's control store synchronously: not on the event loop
+            self._actor = await asyncio.to_thread(lambda: NodeWorker.options(**options).remote())
+            shape = self.placement.shape()
+            WARM.waiting[shape] = WARM.waiting.get(shape, 0) + 1
+            try:
+                placed = await self._wait_for_node(t_submit)
+            finally:
+                WARM.waiting[shape] -= 1
+            if placed:
+                self.where["queue_wait_s"] = round((time.monotonic_ns() - t_submit) / 1e9, 3)
+                self._feed(_line("placed", **self.where))
+                await self._stream(sha, ref)
         except asyncio.CancelledError:
             raise
         except Exception as exc:
             await self._on_failure(exc)
+
+    async def _wait_for_node(self, t_submit: int) -> bool:
+        """True once a node holds the cell (a new actor, or a warm one of its shape that came free); False when the
+        wait ended it: a cancel, or the queue timeout."""
+        assert self._actor is not None
+        where = asyncio.ensure_future(_await(self._actor.where.remote()))
+        while True:
+            done, _ = await asyncio.wait([where], timeout=0.05)
+            if done:
+                self.where = where.result()
+                return True
+            if self._cancel_line is not None:
+                where.cancel()
+                self._cancelled_in_queue(t_submit)
+                return False
+            if time.monotonic_ns() - t_submit > self.queue_timeout_s * 1e9:
+                where.cancel()
+                self._queue_timeout()
+                return False
+            if WARM.count() and time.monotonic_ns() - t_submit > DRAIN_AFTER_S * 1e9:
+                pending = self._actor
+                if await self._take_warm():  # a cell of this shape just finished: take its worker
+                    where.cancel()
+                    kill_actor(pending)  # withdraw the request for a new one
+                    return True
+                WARM.drain()  # idle workers of other shapes may hold the slot this cell needs
 
     async def _take_warm(self) -> bool:
         """Reuse an idle node worker of this cell's shape (checked alive with one round trip)."""
@@ -336,15 +343,6 @@ async def _node_gone(node_id: str, within_s: float = NODE_DEATH_NOTICE_S) -> boo
 
 async def _await(ref: Any) -> Any:
     return await ref
-
-
-def _kill(actor: Any) -> None:
-    import ray
-
-    try:
-        ray.kill(actor, no_restart=True)
-    except Exception:
-        pass
 
 
 def _peek(text: str) -> dict[str, Any]:

@@ -18,6 +18,7 @@ DRAIN_AFTER_S = 0.5
 class WarmActors:
     def __init__(self) -> None:
         self.idle: dict[str, list[tuple[Any, dict[str, Any], asyncio.TimerHandle | None]]] = {}
+        self.waiting: dict[str, int] = {}  # shape → cells of this process waiting for a node
 
     def take(self, key: str) -> tuple[Any, dict[str, Any]] | None:
         entries = self.idle.get(key) or []
@@ -30,7 +31,7 @@ class WarmActors:
 
     def put(self, key: str, actor: Any, where: dict[str, Any], keep_s: float) -> None:
         if keep_s <= 0:
-            _kill(actor)
+            kill_actor(actor)
             return
         timer = asyncio.get_running_loop().call_later(keep_s, self._expire, key, actor)
         self.idle.setdefault(key, []).append((actor, where, timer))
@@ -40,26 +41,35 @@ class WarmActors:
         for i, (a, _, _) in enumerate(entries):
             if a is actor:
                 entries.pop(i)
-                _kill(actor)
+                kill_actor(actor)
                 return
 
     def drain(self) -> int:
-        """Release every idle actor (their slots may be what a waiting cell needs)."""
+        """Release the idle actors that no waiting cell of their own shape is about to take (their slots may be
+        what a waiting cell of another shape needs)."""
         n = 0
-        for entries in self.idle.values():
-            for actor, _, timer in entries:
+        for shape in [s for s in self.idle if not self.waiting.get(s)]:
+            for actor, _, timer in self.idle.pop(shape):
                 if timer is not None:
                     timer.cancel()
-                _kill(actor)
+                kill_actor(actor)
                 n += 1
-        self.idle.clear()
         return n
 
     def count(self) -> int:
         return sum(len(v) for v in self.idle.values())
 
 
-def _kill(actor: Any) -> None:
+def kill_actor(actor: Any) -> None:
+    """ray.kill off the event loop: it is a call to the cluster's control store, which a loaded head answers in
+    seconds — never on the loop that also answers the editor's hovers."""
+    try:
+        asyncio.get_running_loop().run_in_executor(None, _kill_now, actor)
+    except RuntimeError:  # no loop in this thread
+        _kill_now(actor)
+
+
+def _kill_now(actor: Any) -> None:
     import ray
 
     try:
