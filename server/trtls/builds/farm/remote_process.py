@@ -158,7 +158,8 @@ class RemoteProcess:
                 return
             options = self.placement.ray_options()
             # creating an actor registers it with the cluster's control store synchronously: not on the event loop
-            self._actor = await asyncio.to_thread(lambda: NodeWorker.options(**options).remote())
+            actor_class: Any = NodeWorker  # made an actor class by @ray.remote (mypy does not apply class decorators)
+            self._actor = await asyncio.to_thread(lambda: actor_class.options(**options).remote())
             shape = self.placement.shape()
             WARM.waiting[shape] = WARM.waiting.get(shape, 0) + 1
             try:
