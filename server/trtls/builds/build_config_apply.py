@@ -347,7 +347,7 @@ def module_capabilities(bm: Any) -> dict[str, Any]:
 class _NullLogger:
     @staticmethod
     def make(trt: Any) -> Any:
-        class Quiet(trt.ILogger):  # type: ignore[misc, name-defined]
+        class Quiet(trt.ILogger):
             def __init__(self) -> None:
                 trt.ILogger.__init__(self)
 
