@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -12,7 +13,8 @@ REQUIRED = os.environ.get("TRTLS_REQUIRE_EDITORS") == "1"
 
 def require_tool(name: str, env: str | None = None) -> str:
     path = os.environ.get(env) if env else None
-    path = path or shutil.which(name)
+    cached = Path.home() / ".cache" / "trtls-tools" / "node_modules" / ".bin" / name  # where .ci/setup puts npm tools
+    path = path or shutil.which(name) or (str(cached) if cached.exists() else None)
     if path is None:
         if REQUIRED:
             pytest.fail(f"{name} is required here (TRTLS_REQUIRE_EDITORS=1) but was not found")
