@@ -8,20 +8,55 @@ from _route_helpers import by_name, checkpoint_files, load, make_cache, make_fol
 
 from trtls.core.gate_result import decide
 from trtls.core.route import route_model
+from trtls.checkpoint.lock import LockError, lock_route
 from trtls.gates.source import LOCK_NAME, check_checkpoint, resolve_layout
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 
 
-def _run(tmp_path, path="ck", revision=COMMIT, name="r", id=None, extra="", **kw):
+def _run(tmp_path, path="ck", revision=COMMIT, name="r", id=None, extra="", lock=False, **kw):
     loaded = load(write_recipe(tmp_path, route_table(path, revision, name=name, id=id, extra=extra)))
+    if lock:  # what `trtls route lock` does after a review
+        lock_route(loaded, name)
     return check_checkpoint(loaded, name, route_model(loaded, name), **kw)
 
 
-def test_clean_local_folder_passes_and_writes_lock(tmp_path):
+def test_gates_never_write_the_lock_a_missing_entry_holds(tmp_path):
     make_folder(tmp_path / "ck", checkpoint_files())
     res = _run(tmp_path)
-    assert decide(res.checks) == "supported", [(c.name, c.message) for c in res.checks if c.status != "pass"]
+    c = by_name(res.checks, "lock")
+    assert (c.status, c.code) == ("hold", "TRT512") and c.evidence["missing"] is True
+    assert "trtls route lock --route r" in c.message
+    assert not (tmp_path / LOCK_NAME).exists()  # no trust on first use
+    assert decide(res.checks) == "hold"
+
+
+def test_plain_folder_revision_is_not_checked_until_waived(tmp_path):
+    make_folder(tmp_path / "ck", checkpoint_files())
+    c = by_name(_run(tmp_path, lock=True).checks, "revision_verified")
+    assert (c.status, c.code) == ("not_checked", "TRT513") and "records no commit" in c.message
+    root, _ = make_cache(tmp_path / "models--org--tiny", checkpoint_files(), COMMIT)
+    c = by_name(
+        _run(tmp_path, path="models--org--tiny", id="org/tiny", name="c", lock=True).checks, "revision_verified"
+    )
+    assert c.status == "pass" and COMMIT in c.message
+
+
+def test_route_lock_refuses_an_unpinned_revision(tmp_path):
+    make_folder(tmp_path / "ck", checkpoint_files())
+    loaded = load(write_recipe(tmp_path, route_table("ck", "main")))
+    import pytest
+
+    with pytest.raises(LockError, match="not a pinned commit"):
+        lock_route(loaded, "r")
+    assert not (tmp_path / LOCK_NAME).exists()
+
+
+def test_clean_local_folder_passes_once_locked(tmp_path):
+    make_folder(tmp_path / "ck", checkpoint_files())
+    res = _run(tmp_path, lock=True)
+    unproven = [(c.name, c.status) for c in res.checks if c.status != "pass"]
+    assert unproven == [("revision_verified", "not_checked")]  # a plain folder: only a waiver lifts it
     lock = json.loads((tmp_path / LOCK_NAME).read_text())
     files = lock["routes"]["r"]["files"]
     assert set(files) == {"config.json", "model.safetensors", "tokenizer.json", "README.md"}
@@ -150,7 +185,7 @@ def test_drift_changed_rejects_added_holds_removed_rejects(tmp_path):
     ck = make_folder(tmp_path / "ck", checkpoint_files())
     for p in ck.iterdir():
         _age(p)  # old enough to be cached: drift must still be seen through the digest cache
-    assert by_name(_run(tmp_path).checks, "lock").status == "pass"
+    assert by_name(_run(tmp_path, lock=True).checks, "lock").status == "pass"
     assert (tmp_path / ".trtls" / "digests.json").is_file()
     # unchanged: second run matches the lock (from the cache)
     assert by_name(_run(tmp_path).checks, "lock").message.startswith("all 4 files match")
@@ -170,13 +205,46 @@ def test_drift_changed_rejects_added_holds_removed_rejects(tmp_path):
     (ck / "tokenizer.json").unlink()
     c = by_name(_run(tmp_path).checks, "lock")
     assert c.status == "reject" and c.evidence["removed"] == ["tokenizer.json"]
-    c = by_name(_run(tmp_path, update_lock=True).checks, "lock")
-    assert c.status == "pass" and "re-locked" in c.message
+    c = by_name(_run(tmp_path, lock=True).checks, "lock")
+    assert c.status == "pass" and "match" in c.message
     assert by_name(_run(tmp_path).checks, "lock").status == "pass"
 
 
 def test_lock_for_another_revision_holds(tmp_path):
     make_folder(tmp_path / "ck", checkpoint_files())
-    _run(tmp_path)
+    _run(tmp_path, lock=True)
     c = by_name(_run(tmp_path, revision="b" * 40).checks, "lock")
     assert c.status == "hold" and COMMIT in c.message
+
+
+def test_pickle_found_by_content_under_any_name(tmp_path):
+    import gzip
+    import pickle
+    import zipfile
+
+    payload = pickle.dumps({"w": [1.0, 2.0]}, protocol=4)
+    extra = {"scaler.joblib": payload, "notes/data.dat": gzip.compress(payload)}
+    make_folder(tmp_path / "ck", checkpoint_files(extra=extra))
+    with zipfile.ZipFile(tmp_path / "ck" / "model.ckpt", "w") as z:
+        z.writestr("archive/data.pkl", payload)
+    c = by_name(_run(tmp_path).checks, "pickle")
+    assert (c.status, c.code) == ("reject", "TRT509")
+    assert c.evidence["files"] == ["model.ckpt", "notes/data.dat", "scaler.joblib"]
+    assert "zip member archive/data.pkl" in c.message and "gzip stream" in c.message
+
+
+def test_lying_safetensors_header_is_a_located_reject(tmp_path):
+    import struct
+
+    header = json.dumps(
+        {
+            "a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]},
+            "b": {"dtype": "F32", "shape": [2], "data_offsets": [4, 12]},
+            "c": {"dtype": "Q7", "shape": [1], "data_offsets": [12, 13]},
+        }
+    ).encode()
+    files = checkpoint_files(extra={"model.safetensors": struct.pack("<Q", len(header)) + header + b"\0" * 13})
+    make_folder(tmp_path / "ck", files)
+    c = by_name(_run(tmp_path).checks, "weights")
+    assert (c.status, c.code) == ("reject", "TRT510") and c.path == ("routes", "r", "checkpoint", "path")
+    assert "overlap" in c.message and "unknown dtype 'Q7'" in c.message

@@ -7,7 +7,7 @@ import platform
 from _route_helpers import by_name, load, route_table, write_recipe
 
 from trtls.builds.worker import build_config_hash
-from trtls.core.gate_result import decide
+from trtls.core.gate_result import apply_waivers, decide
 from trtls.core.route import route_model
 from trtls.gates.environment import check_environment, installed_builders, version_matches
 
@@ -132,9 +132,25 @@ def test_matching_pins_pass(tmp_path):
     res = check_environment(loaded, "r", route_model(loaded, "r"))
     for name in ("builder", "builder_version", "python", "build_evidence"):
         assert by_name(res.checks, name).status == "pass", by_name(res.checks, name).message
+    # what the route leaves unpinned was compared with nothing: not_checked, which holds unless waived
+    unpinned = {c.name for c in res.checks if c.status == "not_checked"}
+    assert unpinned == {"cuda_driver", "gpu_name"}
+    assert decide(res.checks) == "hold"
     if not any(b["module"] == "tensorrt_rtx" for b in installed_builders()):
         return  # evidence alone still proves the builder
+    apply_waivers(res.checks, {"cuda_driver": "AOT build, any driver", "gpu_name": "sample runs on any RTX GPU"})
     assert decide(res.checks) == "supported"
+
+
+def test_nothing_pinned_is_not_checked_never_pass(tmp_path):
+    loaded = _loaded(tmp_path)
+    _record_build(loaded)
+    res = check_environment(loaded, "r", route_model(loaded, "r"))
+    for name in ("builder_module", "builder_version", "python", "cuda_driver", "gpu_name"):
+        c = by_name(res.checks, name)
+        assert c.status == "not_checked" and "not pinned" in c.message, (name, c.status)
+    assert not any(c.name == "builder" and c.status == "pass" for c in res.checks)
+    assert decide(res.checks) == "hold"
 
 
 def test_python_and_gpu_pins_hold_when_different_or_unknown(tmp_path):

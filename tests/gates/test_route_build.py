@@ -208,17 +208,50 @@ def test_cancelled_build_leaves_bundle_and_previous_untouched(sample, tmp_path):
 def test_unknown_model_type_is_refused_before_any_build(tmp_path):
     ck = tmp_path / "ck"
     ck.mkdir()
-    (ck / "config.json").write_text(json.dumps({"model_type": "bert"}))
+    (ck / "config.json").write_text(json.dumps({"model_type": "gpt2"}))
     (ck / "tokenizer.json").write_text("{}")
     (tmp_path / "trtls.toml").write_text(
         '[engines.e]\nonnx = "m.onnx"\noutput = "out/e.engine"\n\n[routes.r]\nengine = "e"\n'
         f'checkpoint = {{ path = "ck", revision = "{"a" * 40}" }}\nintended_use = "tests"\nallowed_licenses = ["mit"]\nbundle = "out/r.bundle"\n'
     )
-    with pytest.raises(RouteBuildError, match="no ONNX exporter for model_type 'bert'"):
+    with pytest.raises(RouteBuildError, match="no ONNX exporter for model_type 'gpt2'"):
         asyncio.run(build_route(tmp_path / "trtls.toml", "r"))
     assert not (tmp_path / "out").exists() and not (tmp_path / ".trtls" / "runs").exists()
     r = trtls("route", "build", "--route", "r", cwd=tmp_path)
     assert r.returncode == 2 and "no ONNX exporter" in r.stderr
+
+
+def test_a_lying_safetensors_header_is_a_located_error_and_the_run_is_recorded(sample, tmp_path):
+    import struct
+
+    root = copy_sample(sample, tmp_path / "route")
+    link = root / SNAPSHOT / "model.safetensors"
+    header = json.dumps({"fc1.weight": {"dtype": "F32", "shape": [64, 64], "data_offsets": [0, 16]}}).encode()
+    data = struct.pack("<Q", len(header)) + header + b"\0" * 16
+    blob = root / "checkpoints/models--trtls--tiny-mlp/blobs" / hashlib.sha256(data).hexdigest()
+    blob.write_bytes(data)
+    link.unlink()
+    os.symlink(Path("..") / ".." / "blobs" / blob.name, link)
+    r = trtls("route", "build", "--route", "tiny_ort", cwd=root)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "Traceback" not in r.stderr and "SafetensorError" not in r.stderr
+    assert (
+        "trtls.toml:" in r.stderr and "F32 × shape [64, 64] is 16384 bytes but data_offsets [0, 16] span 16" in r.stderr
+    )
+    record = json.loads((root / ".trtls" / "routes" / "tiny_ort" / "route-build.json").read_text())
+    assert record["outcome"] == "error" and "data_offsets" in record["message"]
+    assert not (root / "build" / "tiny_ort.bundle").exists()
+
+
+def test_onnx_route_bundle_carries_the_onnx_and_no_engine(sample, tmp_path):
+    root = copy_sample(sample, tmp_path / "route")
+    r = trtls("route", "build", "--route", "tiny_ort", cwd=root)
+    assert r.returncode == 0, r.stdout + r.stderr
+    bundle = read_bundle(root / "build" / "tiny_ort.bundle")
+    assert set(bundle.sections) == {"model.onnx", "config.json", "tokenizer.json"}
+    assert bundle.read_section("model.onnx") == (root / "build" / "tiny_ort.onnx").read_bytes()
+    assert not (root / ".trtls" / "runs").exists()  # no engine build
+    assert verify_bundle(root / "build" / "tiny_ort.bundle") == []
 
 
 def test_checkpoint_symlink_out_of_the_checkpoint_is_never_followed(sample, tmp_path):

@@ -45,14 +45,23 @@ def test_gates_run_in_order_with_progress_and_never_pass_what_did_not_run(tmp_pa
     assert all(f.origin.value == "gates" for f in res.findings)
 
 
-def test_selected_gate_and_cancel(tmp_path):
-    loaded = _setup(tmp_path)
+def test_selected_gate_and_cancel(tmp_path, monkeypatch):
+    make_folder(tmp_path / "ck", checkpoint_files())
+    waiver = 'waive = { "revision_verified" = "vendored folder: its identity is the lock" }\n'
+    loaded = load(write_recipe(tmp_path, route_table("ck", COMMIT, extra=waiver)))
+    from trtls.checkpoint.lock import lock_route
+
+    lock_route(loaded, "r")
     res = run_gates(loaded, "r", gates=[1])
     assert {c.gate for c in res.checks} == {1}
     assert res.gates_decision == "supported" and res.decision == "hold"  # a route needs all five gates
-    (tmp_path / "trtls.lock.json").unlink()
-    # cancel as soon as gate 1 has written the lock: gate 2 must not start
-    res = run_gates(loaded, "r", cancel=lambda: (tmp_path / "trtls.lock.json").exists())
+    # cancel as soon as gate 1 has returned: gate 2 must not start
+    import trtls.gates.run as run_module
+
+    done: list[bool] = []
+    real = run_module.check_checkpoint
+    monkeypatch.setattr(run_module, "check_checkpoint", lambda *a, **k: (real(*a, **k), done.append(True))[0])
+    res = run_gates(loaded, "r", cancel=lambda: bool(done))
     assert res.cancelled and {c.gate for c in res.checks} == {1} and res.decision == "hold"
 
 
@@ -116,6 +125,9 @@ def test_sample_variants_through_the_cli(sample, route, gate, code, exit_code):
 
 def test_sample_tiny_gate1_passes_and_route_is_not_supported_without_proof(sample):
     r = _trtls("gates", "--route", "tiny", "--gate", "1", cwd=sample)
+    assert r.returncode == 3 and "trtls route lock --route tiny" in r.stdout  # not locked yet: hold
+    assert _trtls("route", "lock", "--route", "tiny", cwd=sample).returncode == 0
+    r = _trtls("gates", "--route", "tiny", "--gate", "1", cwd=sample)
     assert r.returncode == 0, r.stdout + r.stderr
     r = _trtls("gates", "--route", "tiny", "--format", "junit", "--output", "junit.xml", cwd=sample)
     assert r.returncode in (0, 3, 4)
@@ -129,7 +141,8 @@ def test_sample_tiny_gate1_passes_and_route_is_not_supported_without_proof(sampl
 def test_sample_tampered_weights_are_rejected_through_the_cli(sample, tmp_path):
     dest = tmp_path / "route"
     shutil.copytree(sample, dest, symlinks=True)
-    assert _trtls("gates", "--route", "tiny", "--gate", "1", cwd=dest).returncode == 0  # locks
+    assert _trtls("route", "lock", "--route", "tiny", cwd=dest).returncode == 0
+    assert _trtls("gates", "--route", "tiny", "--gate", "1", cwd=dest).returncode == 0
     blob = (
         dest
         / "checkpoints/models--trtls--tiny-mlp/snapshots/d065c296e0fef52b015f4755c02dda4b3064c1d2/model.safetensors"

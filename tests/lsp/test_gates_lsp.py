@@ -96,20 +96,23 @@ async def test_gate_diagnostics_do_not_wipe_recipe_or_other_routes(client: Langu
     codes = {d.code for d in client.diagnostics[uri]}
     assert {"TRT501", "TRT509"} <= codes, "each route keeps its own findings"
     lenses = await client.text_document_code_lens_async(lsp.CodeLensParams(lsp.TextDocumentIdentifier(uri)))
-    assert sum(1 for lens in lenses if lens.command.title == "▶ Run Gates") == 6
+    assert sum(1 for lens in lenses if lens.command.title == "▶ Run Gates") == 7
 
 
-async def test_new_checkpoint_file_holds_until_relocked_after_confirmation(
+async def test_missing_lock_holds_and_its_quick_fix_runs_route_lock_after_confirmation(
     client: LanguageClient, route_sample: Path, tmp_path: Path
 ) -> None:
+    """The gates never write trtls.lock.json: a route with no lock entry holds (TRT512), and the quick fix runs
+    `trtls.lockRoute` (what `trtls route lock` does), which asks first; a later drift holds again."""
     ws = tmp_path / "ws"
     shutil.copytree(route_sample, ws, symlinks=True)
+    (ws / "trtls.lock.json").unlink(missing_ok=True)
     asked: list[str] = []
 
     @client.feature(lsp.WINDOW_SHOW_MESSAGE_REQUEST)
     def confirm(params: lsp.ShowMessageRequestParams) -> lsp.MessageActionItem:
         asked.append(params.message)
-        return lsp.MessageActionItem(title="Accept new digests")
+        return lsp.MessageActionItem(title="Lock these files")
 
     uri = open_recipe(client, ws)
 
@@ -117,22 +120,26 @@ async def test_new_checkpoint_file_holds_until_relocked_after_confirmation(
         return next(c["status"] for c in result["checks"] if c["name"] == "lock")
 
     first = await execute(client, "trtls.runGates", {"uri": uri, "route": "tiny", "gates": [1]})
-    assert lock_status(first) == "pass"  # gate 1 locks the checkpoint's files on first use
+    assert lock_status(first) == "hold" and not (ws / "trtls.lock.json").exists()  # no trust on first use
+    missing = next(d for d in client.diagnostics[uri] if d.code == "TRT512")
+    actions = await client.text_document_code_action_async(
+        lsp.CodeActionParams(
+            lsp.TextDocumentIdentifier(uri), missing.range, lsp.CodeActionContext(diagnostics=[missing])
+        )
+    )
+    lock = next(a for a in actions if a.title.startswith("Lock the checkpoint files"))
+    name, arguments = command_of(lock)
+    assert name == "trtls.lockRoute" and arguments[0]["route"] == "tiny"
+    out = await execute(client, name, arguments[0])
+    assert out["locked"] is True and "trtls.lock.json" in asked[0] and (ws / "trtls.lock.json").is_file()
+    res = await execute(client, "trtls.runGates", {"uri": uri, "route": "tiny", "gates": [1]})
+    assert lock_status(res) == "pass"
+    assert not any(d.code == "TRT512" for d in client.diagnostics[uri]), "the lock finding is gone once locked"
     snapshot = next((ws / "checkpoints" / "models--trtls--tiny-mlp" / "snapshots").iterdir())
-    (snapshot / "NOTICE.txt").write_text("an intended addition\n")
+    (snapshot / "NOTICE.txt").write_text("an addition nobody reviewed\n")
     res = await execute(client, "trtls.runGates", {"uri": uri, "route": "tiny", "gates": [1]})
     assert lock_status(res) == "hold"
-    drift = next(d for d in client.diagnostics[uri] if d.code == "TRT512")
-    assert "NOTICE.txt" in drift.message
-    actions = await client.text_document_code_action_async(
-        lsp.CodeActionParams(lsp.TextDocumentIdentifier(uri), drift.range, lsp.CodeActionContext(diagnostics=[drift]))
-    )
-    accept = next(a for a in actions if a.title.startswith("Accept the new checkpoint digests"))
-    name, arguments = command_of(accept)
-    assert name == "trtls.runGates" and arguments[0]["updateLock"] is True
-    relocked = await execute(client, "trtls.runGates", {**arguments[0], "gates": [1]})
-    assert lock_status(relocked) == "pass" and "trtls.lock.json" in asked[0]
-    assert not any(d.code == "TRT512" for d in client.diagnostics[uri]), "the drift finding is gone once accepted"
+    assert "NOTICE.txt" in next(d for d in client.diagnostics[uri] if d.code == "TRT512").message
 
 
 async def test_cancel_of_the_gates_progress_stops_the_run_without_a_decision(

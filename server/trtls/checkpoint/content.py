@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import struct
 from pathlib import Path
 from typing import Any
 
@@ -39,37 +38,11 @@ def load_json(path: Path) -> Any:
 
 
 def safetensors_problem(path: Path) -> str | None:
-    """Why a .safetensors file is malformed (header length, JSON, offsets vs file size), or None."""
-    try:
-        size = path.stat().st_size
-        with open(path, "rb") as f:
-            head = f.read(8)
-            if len(head) < 8:
-                return "shorter than the 8-byte header length"
-            (n,) = struct.unpack("<Q", head)
-            if n > MAX_SAFETENSORS_HEADER or 8 + n > size:
-                return f"header length {n} runs past the file ({size} bytes)"
-            header = json.loads(f.read(n).decode("utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        return f"unreadable header: {exc}"
-    if not isinstance(header, dict):
-        return "header is not a JSON object"
-    end = 0
-    for name, info in header.items():
-        if name == "__metadata__":
-            continue
-        offsets = info.get("data_offsets") if isinstance(info, dict) else None
-        if not (
-            isinstance(offsets, list)
-            and len(offsets) == 2
-            and all(isinstance(o, int) for o in offsets)
-            and 0 <= offsets[0] <= offsets[1]
-        ):
-            return f"tensor '{name}' has no valid data_offsets"
-        end = max(end, offsets[1])
-    if 8 + n + end != size:
-        return f"tensor data ends at byte {8 + n + end} but the file has {size} bytes"
-    return None
+    """The first reason a .safetensors header does not describe its bytes (`checkpoint.sniff`), or None."""
+    from trtls.checkpoint.sniff import safetensors_problems
+
+    problems = safetensors_problems(path)
+    return problems[0] if problems else None
 
 
 def git_blob_sha1(path: Path) -> str:

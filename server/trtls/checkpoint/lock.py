@@ -1,5 +1,6 @@
-"""`trtls.lock.json`: the digests of every checkpoint file per route, written when a route is first pinned (or
-on `--update-lock`) and compared on every later run."""
+"""`trtls.lock.json`: the digests of every checkpoint file per route. Written only by `trtls route lock`
+(`lock_route`), after a person reviewed the files — like any lock file; gate 1 compares against it on every run and
+never writes it (no trust on first use)."""
 
 from __future__ import annotations
 
@@ -49,3 +50,30 @@ def lock_drift(entry: dict[str, Any], current: dict[str, dict[str, Any]]) -> dic
         "removed": sorted(r for r in old if r not in current),
         "added": sorted(r for r in current if r not in old),
     }
+
+
+class LockError(Exception):
+    """The route's checkpoint cannot be locked as it is (revision not pinned, entries refused, layout problem)."""
+
+
+def lock_route(loaded: Any, route_name: str, *, use_digest_cache: bool = True) -> dict[str, Any]:
+    """`trtls route lock`: record the sha256 and size of every checkpoint file of the route (atomically)."""
+    from trtls.checkpoint.hashing import DigestCache, default_cache_path, hash_files
+    from trtls.checkpoint.layout import list_files, resolve_layout
+    from trtls.core.route import COMMIT, route_model
+
+    ck = route_model(loaded, route_name).checkpoint
+    if not COMMIT.match(ck.revision):
+        raise LockError(f"revision '{ck.revision}' is not a pinned commit: pin it before locking")
+    layout = resolve_layout(Path(loaded.base_dir) / ck.path, ck.revision, ck.id)
+    if layout.problem is not None or layout.files_dir is None:
+        raise LockError(f"checkpoint layout: {layout.problem or 'no files folder'}")
+    files, refused = list_files(layout)
+    if refused:
+        raise LockError("entries refused (never followed): " + "; ".join(f"{r}: {why}" for r, why in refused))
+    cache = DigestCache(default_cache_path(loaded.base_dir)) if use_digest_cache else None
+    digests = hash_files([f.real for f in files], cache)
+    current = {f.rel: {"sha256": digests[f.real.absolute()].sha256, "size": f.size} for f in files}
+    entry = lock_entry(ck.id, ck.revision, layout.commit or ck.revision, ck.path, current)
+    write_lock_entry(Path(loaded.base_dir) / LOCK_NAME, route_name, entry)
+    return entry

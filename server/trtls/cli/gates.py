@@ -18,7 +18,7 @@ from typing import Any
 
 EXIT_SUPPORTED, EXIT_BAD_INPUT, EXIT_HOLD, EXIT_REJECT = 0, 2, 3, 4
 _EXIT = {"supported": EXIT_SUPPORTED, "hold": EXIT_HOLD, "reject": EXIT_REJECT}
-_MARK = {"pass": "ok    ", "hold": "HOLD  ", "reject": "REJECT"}
+_MARK = {"pass": "ok    ", "hold": "HOLD  ", "reject": "REJECT", "not_checked": "not checked"}
 
 
 def register(subparsers: Any) -> None:
@@ -34,7 +34,6 @@ def register(subparsers: Any) -> None:
         "--format", choices=("text", "json", "sarif", "junit"), default="text", help="report format (default: text)"
     )
     g.add_argument("--output", "-o", help="write the report here (atomically) instead of stdout")
-    g.add_argument("--update-lock", action="store_true", help="re-lock the checkpoint's file digests after review")
     g.add_argument(
         "--no-digest-cache", action="store_true", help="hash every checkpoint file, ignoring .trtls/digests.json"
     )
@@ -50,11 +49,21 @@ def register(subparsers: Any) -> None:
     i = bsub.add_parser(
         "inspect",
         help="show a bundle's header, sections and digests",
-        epilog="exit codes: 0 shown, 2 missing or unreadable file, 4 not a valid bundle",
+        epilog="exit codes: 0 shown and verified, 2 missing or unreadable file (no file, a directory, a FIFO), "
+        "4 verification failed (container, header, a digest or the sidecar)",
     )
     i.add_argument("file", help="the .bundle file")
     i.add_argument("--json", action="store_true", help="print the inspection as one JSON object")
     i.set_defaults(func=cmd_bundle_inspect)
+    v = bsub.add_parser(
+        "verify",
+        help="verify a bundle (container, header, digests, sidecar); exit 0 only when it verifies",
+        epilog="exit codes: 0 verified, 2 missing or unreadable file (no file, a directory, a FIFO), "
+        "4 verification failed (container, header, a digest or the sidecar)",
+    )
+    v.add_argument("file", help="the .bundle file")
+    v.add_argument("--json", action="store_true", help="print the verdict and problems as one JSON object")
+    v.set_defaults(func=cmd_bundle_verify)
     pr = bsub.add_parser(
         "promote",
         help="verify a bundle trtls did not write (e.g. native `trtmc build` output) and record its digests in a sidecar",
@@ -83,10 +92,27 @@ def register(subparsers: Any) -> None:
         "--no-digest-cache", action="store_true", help="hash every checkpoint file, ignoring .trtls/digests.json"
     )
     rb.set_defaults(func=cmd_route_build)
+    lk = rsub.add_parser(
+        "lock",
+        help="after reviewing a route's checkpoint: record every file's sha256 in trtls.lock.json (the gates verify it)",
+        epilog="exit codes: 0 locked, 2 bad input, 4 a route cannot be locked as it is (nothing written for it)",
+    )
+    lk.add_argument("recipe", nargs="?", help="trtls.toml or its folder (default: .)")
+    lk.add_argument("--route", action="append", help="route to lock (repeatable; default: every route)")
+    lk.add_argument(
+        "--no-digest-cache", action="store_true", help="hash every checkpoint file, ignoring .trtls/digests.json"
+    )
+    lk.set_defaults(func=cmd_route_lock)
 
 
 def cmd_route_build(args: argparse.Namespace) -> int:
     from trtls.cli.route import cmd_route_build as run
+
+    return run(args)
+
+
+def cmd_route_lock(args: argparse.Namespace) -> int:
+    from trtls.cli.route import cmd_route_lock as run
 
     return run(args)
 
@@ -125,7 +151,6 @@ def cmd_gates(args: argparse.Namespace) -> int:
         name,
         args.gate,
         progress,
-        update_lock=args.update_lock,
         use_digest_cache=not args.no_digest_cache,
         record_baseline=args.record_baseline,
     )
@@ -174,7 +199,8 @@ def render_text(loaded: Any, result: Any) -> str:
         lines.append(f"gate {gate} — {GATE_NAMES[gate]}: {result.gate_status(gate)}")
         for c in (c for c in result.checks if c.gate == gate):
             where = f"  [{loaded.location(c.finding())}]" if c.status != "pass" and c.path else ""
-            lines.append(f"  {_MARK[c.status]} {c.code} {c.name}: {c.message}{where}")
+            waived = f" — waived: {c.waived}" if c.waived else ""
+            lines.append(f"  {_MARK[c.status]} {c.code} {c.name}: {c.message}{waived}{where}")
     s = result.summary
     lines.append(
         f"decision: {result.decision}"
@@ -184,29 +210,52 @@ def render_text(loaded: Any, result: Any) -> str:
     )
     if s.get("runtime_note"):
         lines.append(f"note: {s['runtime_note']}")
+    for reason in s.get("hold_reasons") or []:
+        lines.append(f"holds: {reason}")
     if result.summary_path:
         lines.append(f"evidence: {result.summary_path}")
     return "\n".join(lines) + "\n"
 
 
 def cmd_bundle_inspect(args: argparse.Namespace) -> int:
-    try:
-        import trtls.bundle as bundle
-    except ImportError:
-        print("trtls bundle: trtls.bundle is not installed", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    try:
-        if args.json:
-            print(json.dumps(bundle.inspect_json(args.file), indent=2, default=str))
-        else:
-            print(bundle.inspect_text(args.file))
-    except bundle.BundleError as exc:
-        print(f"{args.file}: {exc}", file=sys.stderr)
-        return EXIT_REJECT
-    except OSError as exc:
-        print(f"{args.file}: {exc.strerror or exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    return 0
+    """Show the bundle and its verification. Exit 0 verified, 4 verification failed, 2 missing or unreadable
+    (no file, a directory, a FIFO or other non-regular file, a read error): never 0 for a bundle that fails."""
+    import trtls.bundle as bundle
+
+    info = bundle.inspect_json(args.file)
+    if args.json:
+        print(json.dumps(info, indent=2, default=str))
+    else:
+        sys.stdout.write(bundle.inspect_text(args.file) if info["header"] is not None else "")
+    return _verdict_exit(args.file, info, quiet=args.json or info["header"] is not None)
+
+
+def cmd_bundle_verify(args: argparse.Namespace) -> int:
+    """`trtls bundle verify FILE`: the verification verdict only; exit codes as `bundle inspect`."""
+    import trtls.bundle as bundle
+
+    info = bundle.inspect_json(args.file)
+    if args.json:
+        print(json.dumps({k: info[k] for k in ("path", "ok", "size", "file_sha256", "problems")}, indent=2))
+    elif info["ok"]:
+        print(f"{args.file}: verified (sha256 {info['file_sha256']})")
+    return _verdict_exit(args.file, info, quiet=bool(args.json))
+
+
+def _verdict_exit(path: str, info: dict[str, Any], *, quiet: bool) -> int:
+    import trtls.bundle as bundle
+
+    if info["ok"]:
+        return 0
+    unreadable = all(p["check"] == bundle.CHECK_IO for p in info["problems"])
+    if not quiet:
+        for p in info["problems"]:
+            print(f"{path}: {p['check']}: {p['message']}", file=sys.stderr)
+    print(
+        f"{path}: {'unreadable' if unreadable else 'verification FAILED'} ({len(info['problems'])} problem(s))",
+        file=sys.stderr,
+    )
+    return EXIT_BAD_INPUT if unreadable else EXIT_REJECT
 
 
 def cmd_bundle_promote(args: argparse.Namespace) -> int:

@@ -1,4 +1,5 @@
-"""`trtls route build`: the terminal face of `trtls.route.build.build_route` (live tree, Ctrl-C, exit codes)."""
+"""`trtls route build`: the terminal face of `trtls.route.build.build_route` (live tree, Ctrl-C, exit codes), and
+`trtls route lock`: the only writer of trtls.lock.json (`checkpoint.lock.lock_route`)."""
 
 from __future__ import annotations
 
@@ -65,6 +66,9 @@ def cmd_route_build(args: Any) -> int:
     except BundleError as exc:
         print(f"trtls route build: bundle not written: {exc}", file=sys.stderr)
         return EXIT_FAILED
+    except OSError as exc:
+        print(f"{loaded.path}: trtls route build: {exc.strerror or exc} ({exc.filename or ''})", file=sys.stderr)
+        return EXIT_FAILED
     if "build" in holder:
         print_outcome(holder["build"])
     print(f"\nroute {name}: {result.message}")
@@ -81,3 +85,33 @@ def cmd_route_build(args: Any) -> int:
     return {"failed": EXIT_FAILED, "forced": EXIT_KILLED, "killed": EXIT_KILLED}.get(
         result.outcome, EXIT_CTRL_C if result.cancel_source == "ctrl_c" else EXIT_FAILED
     )
+
+
+def cmd_route_lock(args: Any) -> int:
+    """Exit 0 locked, 2 bad input, 4 a route cannot be locked as it is (nothing written for it)."""
+    from trtls.checkpoint.lock import LockError, lock_route
+    from trtls.core.route import route_names
+
+    loaded = load_route_recipe(args.recipe or ".")
+    if loaded.recipe is None:
+        for f in loaded.errors[:10]:
+            print(f"{loaded.location(f)}: {f.code} {f.message}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    names = route_names(loaded)
+    wanted = args.route or names
+    unknown = [n for n in wanted if n not in names]
+    if unknown:
+        print(
+            f"{loaded.path}: TRT107 no route named {', '.join(unknown)} (routes: {', '.join(names)})", file=sys.stderr
+        )
+        return EXIT_BAD_INPUT
+    rc = EXIT_BUILT
+    for name in wanted:
+        try:
+            entry = lock_route(loaded, name, use_digest_cache=not args.no_digest_cache)
+        except LockError as exc:
+            print(f"{loaded.path}: route {name}: not locked: {exc}", file=sys.stderr)
+            rc = 4
+            continue
+        print(f"route {name}: locked {len(entry['files'])} files at commit {entry['checkpoint']['commit']}")
+    return rc

@@ -128,8 +128,9 @@ _TABLE: tuple[Code, ...] = (
     Code("TRT509", ERROR, "gate-source", "Pickle weights"),
     Code("TRT510", ERROR, "gate-source", "Weights"),
     Code("TRT511", WARNING, "gate-source", "Tokenizer / processor files missing or unparsable"),
-    Code("TRT512", ERROR, "gate-source", "Checkpoint differs from `trtls.lock.json`"),
-    # TRT513–TRT529: free (one line per new code, here)
+    Code("TRT512", ERROR, "gate-source", "Checkpoint not locked, or differs from `trtls.lock.json`"),
+    Code("TRT513", WARNING, "gate-source", "Revision not verified (a plain folder records no commit)"),
+    # TRT514–TRT529: free (one line per new code, here)
     # -- docs/codes/gate-environment.md --------------------------------------------------------------------------------
     Code("TRT600", WARNING, "gate-environment", "Gate 2 could not run"),
     Code("TRT601", WARNING, "gate-environment", "Builder not found or other module"),
@@ -139,7 +140,8 @@ _TABLE: tuple[Code, ...] = (
     Code("TRT605", WARNING, "gate-environment", "GPU name / compute capability differ from the pin or no GPU found"),
     Code("TRT606", ERROR, "gate-environment", "Engine recipe"),
     Code("TRT607", WARNING, "gate-environment", "No current successful build"),
-    # TRT608–TRT619: free (one line per new code, here)
+    Code("TRT608", WARNING, "gate-environment", "ONNX Runtime version"),
+    # TRT609–TRT619: free (one line per new code, here)
     # -- docs/codes/gate-bundle.md -------------------------------------------------------------------------------------
     Code("TRT700", WARNING, "gate-bundle", "Gate 3 not implemented / could not run"),
     Code("TRT701", WARNING, "gate-bundle", "Bundle not found"),
@@ -163,7 +165,9 @@ _TABLE: tuple[Code, ...] = (
     Code("TRT808", ERROR, "gate-parity", "Concurrency differs from serial"),
     Code("TRT809", WARNING, "gate-parity", "Fault injection enabled"),
     Code("TRT810", WARNING, "gate-parity", "Gate 4 configuration invalid"),
-    # TRT811–TRT829: free (one line per new code, here)
+    Code("TRT811", WARNING, "gate-parity", "The deployed artifact was not executed"),
+    Code("TRT812", WARNING, "gate-parity", "Reference not independent of the export"),
+    # TRT813–TRT829: free (one line per new code, here)
     # -- docs/codes/gate-release.md ------------------------------------------------------------------------------------
     Code("TRT900", WARNING, "gate-release", "Gate 5 not implemented / could not run"),
     Code("TRT901", ERROR, "gate-release", "Latency"),
@@ -175,7 +179,8 @@ _TABLE: tuple[Code, ...] = (
     Code("TRT907", ERROR, "gate-release", "Canary"),
     Code("TRT908", ERROR, "gate-release", "Rollback"),
     Code("TRT909", ERROR, "gate-release", "Measurement could not run"),
-    # TRT910–TRT929: free (one line per new code, here)
+    Code("TRT910", WARNING, "gate-release", "A path the route names leaves the recipe folder"),
+    # TRT911–TRT929: free (one line per new code, here)
 )
 
 CODES: dict[str, Code] = {c.code: c for c in _TABLE}

@@ -26,6 +26,7 @@ ROUTE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
 COMMIT = re.compile(r"^[0-9a-f]{40}$")
 # Runtimes gate 4 knows by name; other names are left to gate 4 to judge (it may add options).
 KNOWN_RUNTIMES = ("onnxruntime", "onnx.reference", "tensorrt", "tensorrt_rtx", "trtmc")
+INDEPENDENT_REFERENCES = ("checkpoint", "golden")  # gate 4 references that do not run the export
 
 
 class _Model(BaseModel):
@@ -57,6 +58,10 @@ class EnvironmentPins(_Model):
     gpu_name: str | None = Field(None, description="GPU name as the driver reports it, e.g. `NVIDIA GeForce RTX 4090`.")
     compute_capability: str | None = Field(None, description="GPU compute capability, `8.9` or `SM89`.")
     python: str | None = Field(None, description="Python version (dotted prefix match), e.g. `3.11`.")
+    onnxruntime: str | None = Field(
+        None,
+        description="ONNX Runtime version (dotted prefix match), for a route whose runtime target is ONNX Runtime.",
+    )
 
 
 class Tolerance(_Model):
@@ -68,6 +73,19 @@ class Tolerance(_Model):
         "elemwise", description="How errors are aggregated before comparing (Polygraphy --check-error-stat)."
     )
     quantile: float | None = Field(None, gt=0, le=1, description="Quantile used when check_error_stat = quantile.")
+
+
+class GoldenOutputsRef(_Model):
+    """Reference outputs recorded elsewhere (Polygraphy RunResults JSON, `polygraphy run --save-outputs`)."""
+
+    path: str = Field(description="The RunResults JSON file, relative to this recipe.")
+    framework: str = Field(min_length=1, description="What computed them, e.g. `torch`, `transformers`.")
+    framework_version: str = Field(min_length=1, description="Its version, e.g. `2.5.1`.")
+    inputs_sha256: str = Field(
+        pattern=r"^[0-9a-f]{64}$",
+        description="sha256 of the `reference_inputs` file the outputs were computed from (gate 4 compares only "
+        "when it matches).",
+    )
 
 
 class Thresholds(_Model):
@@ -107,7 +125,23 @@ class Thresholds(_Model):
 
 class RouteModel(_Model):
     checkpoint: CheckpointRef = Field(description="The checkpoint the route starts from.")
-    engine: str = Field(description="Name of the `[engines.X]` table that builds this route's engine.")
+    engine: str | None = Field(
+        None,
+        description="Name of the `[engines.X]` table that builds this route's engine: the route deploys that engine "
+        "(runtime target TensorRT). Leave it out, and set `onnx`, for a route that deploys the ONNX model itself "
+        "(runtime target ONNX Runtime).",
+    )
+    onnx: str | None = Field(
+        None,
+        description="For a route with no `engine`: the ONNX model the route exports and deploys (runtime target ONNX "
+        "Runtime), relative to this recipe.",
+    )
+    waive: dict[str, str] = Field(
+        default_factory=dict,
+        description="Checks this route accepts as `not_checked`, each with the reason (recorded in the evidence): "
+        '`{"release.throughput" = "batch job; throughput is not a release criterion"}`. Only a check that did not '
+        "run can be waived; a hold or a reject never is. Check names: docs/gates.md.",
+    )
     intended_use: str = Field(
         min_length=1, description="What the model will be used for (recorded with the licence review)."
     )
@@ -122,7 +156,17 @@ class RouteModel(_Model):
     environment: EnvironmentPins = Field(default_factory=EnvironmentPins, description="Environment pins (gate 2).")
     bundle: str = Field(description="The `.bundle` this route promotes, relative to this recipe.")
     runtime: str = Field("onnxruntime", min_length=1, description="Runtime under test (gate 4).")
-    reference: str = Field("onnx.reference", min_length=1, description="Reference runtime (gate 4).")
+    reference: str = Field(
+        "checkpoint",
+        min_length=1,
+        description="Gate 4's reference, independent of the export: `checkpoint` (a numpy forward pass from the "
+        "checkpoint's safetensors weights, for the families trtls knows), `golden` (outputs recorded elsewhere: "
+        "`golden_outputs`), or a runtime name (`onnx.reference`, …), which runs the same exported ONNX as the runtime "
+        "under test and so cannot see an export bug (TRT812 stays not_checked).",
+    )
+    golden_outputs: GoldenOutputsRef | None = Field(
+        None, description='With `reference = "golden"`: the recorded reference outputs and their provenance.'
+    )
     runtime_options: dict[str, Any] = Field(
         default_factory=dict,
         description="Options for the runtime under test, passed to gate 4's runtime_spec (e.g. threads, timeout_s, command; "
@@ -148,6 +192,16 @@ class RouteModel(_Model):
     @property
     def revision_pinned(self) -> bool:
         return bool(COMMIT.match(self.checkpoint.revision))
+
+    @property
+    def deploys(self) -> Literal["engine", "onnx"]:
+        """What the route ships to its runtime: the TensorRT engine, or (no `engine`) the ONNX model itself."""
+        return "engine" if self.engine is not None else "onnx"
+
+    @property
+    def runtime_target(self) -> str:
+        """The runtime the deployed artifact is for, as the route summary names it."""
+        return "tensorrt" if self.engine is not None else "onnxruntime"
 
 
 def _finding(
@@ -196,8 +250,57 @@ def _engine_finding(recipe: RecipeFile, base: TomlPath, engine: str) -> Finding:
 def _semantic(loaded: LoadedRecipe, recipe: RecipeFile, name: str, route: RouteModel) -> list[Finding]:
     base: TomlPath = ("routes", name)
     out: list[Finding] = []
-    if route.engine not in recipe.engines:
+    if route.engine is not None and route.engine not in recipe.engines:
         out.append(_engine_finding(recipe, base, route.engine))
+    if route.engine is None and route.onnx is None:
+        out.append(
+            _finding(
+                "TRT103",
+                "a route needs `engine` (it deploys that TensorRT engine) or `onnx` (it deploys the ONNX model)",
+                base,
+                False,
+                key="engine",
+            )
+        )
+    if route.engine is not None and route.onnx is not None:
+        out.append(
+            _finding(
+                "TRT109",
+                "`onnx` is for a route with no engine: this route deploys engine "
+                f"'{route.engine}', whose ONNX is `engines.{route.engine}.onnx`",
+                base + ("onnx",),
+            )
+        )
+    if route.reference == "golden" and route.golden_outputs is None:
+        out.append(
+            _finding(
+                "TRT103", 'reference = "golden" needs `golden_outputs`', base + ("reference",), key="golden_outputs"
+            )
+        )
+    if route.golden_outputs is not None:
+        if route.reference != "golden":
+            out.append(
+                _finding("TRT109", 'golden_outputs is used only with reference = "golden"', base + ("golden_outputs",))
+            )
+        golden = loaded.resolve(route.golden_outputs.path)
+        if not golden.is_file():
+            out.append(
+                _finding(
+                    "TRT104",
+                    f"golden outputs file not found: {golden}",
+                    base + ("golden_outputs", "path"),
+                    resolved=str(golden),
+                )
+            )
+    for reason_key, reason in route.waive.items():
+        if not reason.strip():
+            out.append(
+                _finding(
+                    "TRT102",
+                    f"waiver of '{reason_key}' needs a reason (recorded in the evidence)",
+                    base + ("waive", reason_key),
+                )
+            )
     ckpt = loaded.resolve(route.checkpoint.path)
     if not ckpt.is_dir():
         what = "is not a folder" if ckpt.exists() else "not found"

@@ -15,6 +15,12 @@ Checks (docs/codes/gate-environment.md):
   TRT606 the engine recipe exists; effective settings recorded  reject when the engine is missing
   TRT607 a successful build of this engine is linked and current: buildConfigHash, timing-cache decision,
          engine file unchanged                                  hold
+  TRT608 ONNX Runtime matches the `onnxruntime` pin (a route that deploys the ONNX)   hold
+
+A pin the route's target depends on but the route leaves unset is `not_checked` under the pin's own name
+(`builder_version`, `python`, `gpu_name`, …): nothing was compared, so it is never a pass; it holds unless the
+recipe waives it (`waive = {"gpu_name" = "why"}`). An engine route depends on builder_module, builder_version,
+python, cuda_driver and gpu_name; an ONNX route (no `engine`) on python and onnxruntime.
 """
 
 from __future__ import annotations
@@ -112,7 +118,25 @@ def discover_environment() -> dict[str, Any]:
     env["cuda_driver"] = smi.get("cuda_driver") or _driver_version()
     env["gpu_name"] = smi.get("gpu_name")
     env["compute_capability"] = smi.get("compute_capability")
+    try:
+        env["onnxruntime"] = md.version("onnxruntime")
+    except md.PackageNotFoundError:
+        env["onnxruntime"] = None
     return env
+
+
+ENGINE_ROUTE_PINS = ("builder_module", "builder_version", "python", "cuda_driver", "gpu_name")
+ONNX_ROUTE_PINS = ("python", "onnxruntime")
+PIN_CODES = {
+    "builder_module": "TRT601",
+    "builder_version": "TRT602",
+    "python": "TRT603",
+    "cuda_runtime": "TRT604",
+    "cuda_driver": "TRT604",
+    "gpu_name": "TRT605",
+    "compute_capability": "TRT605",
+    "onnxruntime": "TRT608",
+}
 
 
 def version_matches(pin: str, found: str) -> bool:
@@ -177,6 +201,20 @@ def check_environment(
     ) -> None:
         checks.append(GateCheck(2, name, status, message, code, path, on_value, evidence))  # type: ignore[arg-type]
 
+    for key in ENGINE_ROUTE_PINS if route.deploys == "engine" else ONNX_ROUTE_PINS:
+        if getattr(pins, key) is None:
+            add(
+                key,
+                "not_checked",
+                f"{key} is not pinned: the environment this route is accepted on is not recorded, so nothing was "
+                f"compared (pin it in [routes.{route_name}.environment], or waive '{key}' with a reason)",
+                PIN_CODES[key],
+                ("routes", route_name, "environment"),
+                False,
+            )
+    if route.deploys == "onnx":
+        return _check_onnx_route(loaded, route_name, route, env, add, checks)
+
     # -- build evidence first: its recorded environment is a source for the builder pins
     linked = latest_successful_build(Path(loaded.base_dir), route.engine)
     ev_env: dict[str, Any] = {}
@@ -210,7 +248,9 @@ def check_environment(
         relevant = [s for s in sources if s[1] == pins.builder_module]
     else:
         relevant = sources
-    if not sources:
+    if pins.builder_module is None:
+        pass  # not_checked above: which builder the route needs is not recorded
+    elif not sources:
         add(
             "builder",
             "hold",
@@ -230,7 +270,7 @@ def check_environment(
             pinned=pins.builder_module,
             found=found,
         )
-    else:
+    elif pins.builder_module is not None:
         found = ", ".join(f"{m} {v} ({src})" for src, m, v in relevant)
         add(
             "builder",
@@ -374,6 +414,133 @@ def check_environment(
             **_brief(evidence),
         )
     return Gate2Result(checks, env, evidence, record)
+
+
+def _check_onnx_route(
+    loaded: Any, route_name: str, route: RouteModel, env: dict[str, Any], add: Any, checks: list[GateCheck]
+) -> Gate2Result:
+    """Gate 2 for a route that deploys the ONNX model (runtime target ONNX Runtime): the runtime pin, and the
+    route build that exported the ONNX (its record names the exporter family and the ONNX digest)."""
+    from trtls.checkpoint.hashing import sha256_file
+
+    pins = route.environment
+    base = ("routes", route_name, "environment")
+    if pins.onnxruntime is not None:
+        found = env.get("onnxruntime")
+        if not found:
+            add(
+                "onnxruntime",
+                "hold",
+                f"onnxruntime pinned to {pins.onnxruntime}, not installed",
+                "TRT608",
+                base + ("onnxruntime",),
+            )
+        elif not version_matches(pins.onnxruntime, found):
+            add(
+                "onnxruntime",
+                "hold",
+                f"onnxruntime pinned to {pins.onnxruntime}, found {found}",
+                "TRT608",
+                base + ("onnxruntime",),
+                pinned=pins.onnxruntime,
+                found=found,
+            )
+        else:
+            add(
+                "onnxruntime",
+                "pass",
+                f"onnxruntime {found} matches {pins.onnxruntime}",
+                "TRT608",
+                base + ("onnxruntime",),
+            )
+    compare_python = pins.python
+    if compare_python is not None:
+        found = env.get("python")
+        ok = found is not None and version_matches(compare_python, found)
+        add(
+            "python",
+            "pass" if ok else "hold",
+            f"python {found} matches {compare_python}" if ok else f"python pinned to {compare_python}, found {found}",
+            "TRT603",
+            base + ("python",),
+        )
+    onnx_rel = route.onnx or ""
+    add(
+        "recipe",
+        "pass",
+        f"the route deploys the ONNX model {onnx_rel} itself (runtime target ONNX Runtime); no engine recipe",
+        "TRT606",
+        ("routes", route_name, "onnx"),
+    )
+    record_path, rec = _route_build_record(loaded, route_name, loaded.resolve(route.bundle))
+    onnx_path = loaded.resolve(onnx_rel)
+    evidence: dict[str, Any] | None = None
+    epath = ("routes", route_name, "onnx")
+    if not isinstance(rec, dict) or rec.get("outcome") != "built":
+        add(
+            "build_evidence",
+            "hold",
+            f"no successful `trtls route build --route {route_name}` recorded in {record_path}",
+            "TRT607",
+            epath,
+        )
+        return Gate2Result(checks, env, None, {})
+    prov = rec.get("provenance") if isinstance(rec.get("provenance"), dict) else {}
+    evidence = {"record": str(record_path), "onnx_sha256": prov.get("onnx_sha256"), "exporter": prov.get("exporter")}
+    now = sha256_file(onnx_path)[0] if onnx_path.is_file() else None
+    if now is None or now != evidence["onnx_sha256"]:
+        add(
+            "build_evidence",
+            "hold",
+            f"the ONNX model {onnx_rel} is {'gone' if now is None else 'not the one the route build exported'}: "
+            f"run `trtls route build --route {route_name}` again",
+            "TRT607",
+            epath,
+            **evidence,
+        )
+    else:
+        add(
+            "build_evidence",
+            "pass",
+            f"route build exported {onnx_rel} (sha256 {now[:12]}…)",
+            "TRT607",
+            epath,
+            **evidence,
+        )
+    return Gate2Result(checks, env, evidence, {})
+
+
+def _route_build_record(loaded: Any, route_name: str, bundle: Path) -> tuple[Path, dict[str, Any] | None]:
+    """The route build that wrote this route's bundle: its own record, else the newest successful record of another
+    route whose bundle digest is this bundle's (a variant that checks the same bundle)."""
+    from trtls.checkpoint.hashing import sha256_file
+
+    routes = Path(loaded.base_dir) / ".trtls" / "routes"
+    own = routes / route_name / "route-build.json"
+
+    def read(path: Path) -> dict[str, Any] | None:
+        try:
+            rec = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        return rec if isinstance(rec, dict) and rec.get("outcome") == "built" else None
+
+    mine = read(own)
+    if mine is not None:
+        return own, mine
+    try:
+        digest = f"sha256:{sha256_file(bundle)[0]}" if bundle.is_file() else None
+    except OSError:
+        digest = None
+    best: tuple[str, Path, dict[str, Any]] | None = None
+    for path in sorted(routes.glob("*/route-build.json")):
+        rec = read(path)
+        if rec is None or digest is None or rec.get("bundle_digest") != digest:
+            continue
+        stamp = str(rec.get("recordedAt") or "")
+        if best is None or stamp > best[0]:
+            best = (stamp, path, rec)
+    return (best[1], best[2]) if best else (own, None)
 
 
 def _brief(evidence: dict[str, Any]) -> dict[str, Any]:

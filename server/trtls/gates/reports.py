@@ -15,7 +15,9 @@ Status → element:
   hold   → <failure type="hold">   a hold is not a pass: CI must not go green while proof is missing,
                                    and JUnit's <skipped> is shown as green by most CI systems
   error  → <error>                 the check itself could not run
-  skip   → <skipped>               the check did not apply (e.g. no GPU to run parity on)
+  skip   → <skipped>               the check did not apply
+  not_checked → <skipped>          the check did not run or had nothing to compare; the route still holds
+                                   unless the recipe waives it (the decision, not JUnit, says so)
 """
 
 from __future__ import annotations
@@ -131,7 +133,8 @@ def write_sarif(path: str | os.PathLike[str], sarif: Mapping[str, Any]) -> None:
 
 # ---------------------------------------------------------------------------------------------- JUnit
 
-STATUSES = ("pass", "fail", "reject", "hold", "error", "skip")
+STATUSES = ("pass", "fail", "reject", "hold", "error", "skip", "not_checked")
+_SKIPPED_STATUSES = ("skip", "not_checked")
 _FAILURE_STATUSES = ("fail", "reject", "hold")
 # XML 1.0 cannot carry most control characters or lone surrogates, even escaped; a check message may.
 _NOT_XML = re.compile("[^\u0009\u000a\u000d\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
@@ -177,7 +180,7 @@ def to_junit(checks: Iterable[Check | Mapping[str, Any] | Any], *, name: str = "
             "tests": str(len(items)),
             "failures": str(sum(c.status in _FAILURE_STATUSES for c in items)),
             "errors": str(sum(c.status == "error" for c in items)),
-            "skipped": str(sum(c.status == "skip" for c in items)),
+            "skipped": str(sum(c.status in _SKIPPED_STATUSES for c in items)),
             "time": f"{sum(c.duration_s for c in items):.3f}",
         }
 
@@ -198,7 +201,7 @@ def to_junit(checks: Iterable[Check | Mapping[str, Any] | Any], *, name: str = "
             elif c.status == "error":
                 error = ET.SubElement(case, "error", {"type": "error", "message": message})
                 error.text = message
-            elif c.status == "skip":
+            elif c.status in _SKIPPED_STATUSES:
                 ET.SubElement(case, "skipped", {"message": message})
     ET.indent(root)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"

@@ -32,7 +32,7 @@ from typing import Any
 
 from trtls.core.atomic import atomic_write_text
 from trtls.core.findings import Finding
-from trtls.core.gate_result import GATE_NAMES, Decision, GateCheck, decide
+from trtls.core.gate_result import GATE_NAMES, Decision, GateCheck, apply_waivers, decide
 from trtls.core.route import RouteModel, route_dir, route_model
 from trtls.gates.environment import Gate2Result, check_environment
 from trtls.gates.source import Gate1Result, check_checkpoint
@@ -118,7 +118,6 @@ def run_gates(
     progress: Callable[[int, str], None] | None = None,
     cancel: Callable[[], bool] | None = None,
     *,
-    update_lock: bool = False,
     use_digest_cache: bool = True,
     environment: dict[str, Any] | None = None,
     write_evidence: bool = True,
@@ -139,7 +138,7 @@ def run_gates(
         try:
             if gate == 1:
                 ctx.gate1 = check_checkpoint(
-                    loaded, route_name, route, update_lock=update_lock, use_digest_cache=use_digest_cache, cancel=cancel
+                    loaded, route_name, route, use_digest_cache=use_digest_cache, cancel=cancel
                 )
                 new = ctx.gate1.checks
             elif gate == 2:
@@ -165,10 +164,12 @@ def run_gates(
             c.evidence.setdefault("duration_s", round(time.monotonic() - t0, 3))
         ctx.checks.extend(new)
     checks = ctx.checks
+    waivers = apply_waivers(checks, route.waive)
     gates_decision = decide(checks)
     complete = not cancelled and selected == list(ALL_GATES)
     decision: Decision = gates_decision if (complete or gates_decision == "reject") else "hold"
     summary = _summary(ctx, selected, decision, gates_decision, cancelled)
+    summary["waivers"] = waivers
     baseline = _record_baseline(ctx, gates_decision, cancelled) if record_baseline else None
     if baseline is not None:
         summary["baseline"] = baseline
@@ -209,6 +210,13 @@ def _status_of(checks: list[GateCheck], gate: int) -> str:
     return "not_run" if not mine else {"supported": "pass", "hold": "hold", "reject": "reject"}[decide(mine)]
 
 
+def hold_reasons(checks: list[GateCheck]) -> list[str]:
+    """Why the route holds, in words: every hold, then every unwaived not_checked (deployed artifact first)."""
+    first = [c for c in checks if c.name == DEPLOYED_CHECK and c.holds]
+    rest = [c for c in checks if c.holds and c.name != DEPLOYED_CHECK]
+    return [f"{c.name}: {c.message}" for c in first + rest]
+
+
 def _summary(
     ctx: GateContext, selected: list[int], decision: Decision, gates_decision: Decision, cancelled: bool
 ) -> dict[str, Any]:
@@ -224,6 +232,7 @@ def _summary(
                 {
                     "name": c.name,
                     "status": c.status,
+                    **({"waived": c.waived} if c.waived is not None else {}),
                     "code": c.code,
                     "message": c.message,
                     "path": list(c.path),
@@ -238,6 +247,7 @@ def _summary(
         "format": SUMMARY_FORMAT,
         "route_name": ctx.route_name,
         "decision": decision,
+        "hold_reasons": hold_reasons(ctx.checks) if decision == "hold" else [],
         "gates_decision": gates_decision,
         "gates_run": selected,
         "cancelled": cancelled,
@@ -246,8 +256,10 @@ def _summary(
         "checkpoint_revision_pinned": ctx.route.revision_pinned,
         "bundle_path": str(ctx.resolve(ctx.route.bundle)),
         "bundle_digest": r.get("bundle_digest"),
-        "runtime_target": r.get("runtime_target") or ctx.route.runtime,
-        "reference_runtime": ctx.route.reference,
+        "runtime_target": ctx.route.runtime_target,
+        "deployed_artifact": r.get("deployed_artifact"),
+        "runtime_under_test": r.get("runtime_under_test") or ctx.route.runtime,
+        "reference_runtime": r.get("reference") or ctx.route.reference,
         **_engine_note(ctx, gates),
         "validation_status": validation,
         "canary_status": r.get("canary_status", "not_started"),
@@ -265,37 +277,20 @@ def _summary(
     }
 
 
-TENSORRT_RUNTIMES = ("tensorrt", "tensorrt_rtx")
+DEPLOYED_CHECK = "parity.deployed_artifact"
 
 
 def _engine_note(ctx: GateContext, gates: dict[str, Any]) -> dict[str, Any]:
-    """`engine_executed` and `runtime_note`: whether the TensorRT engine itself ran, said plainly."""
-    route = ctx.route
-    env = ctx.gate2.environment if ctx.gate2 else {}
-    if route.runtime in TENSORRT_RUNTIMES:
-        ran = any(c.name == "parity.runtime_available" and c.status == "pass" for c in ctx.checks if c.gate == 4)
-        note = (
-            "gate 4 ran the TensorRT engine"
-            if ran
-            else "the TensorRT engine was not executed: gate 4 could not run it here"
-        )
-        return {"engine_executed": ran, "runtime_note": note}
-    bundled = (
-        "was built and bundled (gate 3 verified the bundle)"
-        if gates["3"]["status"] == "pass"
-        else "is not verified as bundled (gate 3 did not pass)"
-    )
-    why = (
-        "no GPU TensorRT accepts on this machine"
-        if not (env or {}).get("gpu_name")
-        else f"the route's runtime under test is {route.runtime}"
-    )
+    """`engine_executed`, `deployed_artifact_executed` and `runtime_note`: what the runtime under test ran, plainly.
+
+    Gate 4's `parity.deployed_artifact` check (TRT811) decides it; without gate 4 nothing was executed."""
+    check = next((c for c in ctx.checks if c.name == DEPLOYED_CHECK), None)
+    executed = check is not None and check.status == "pass"
+    note = check.message if check is not None else "gate 4 did not run: the deployed artifact was not executed"
     return {
-        "engine_executed": False,
-        "runtime_note": (
-            f"the TensorRT engine {bundled} but not executed ({why}): gate 4 compared {route.runtime} with {route.reference} "
-            "on the engine's ONNX model, which gate 3 checks is byte-identical to the bundle's model.onnx section"
-        ),
+        "engine_executed": executed and ctx.route.deploys == "engine",
+        "deployed_artifact_executed": executed,
+        "runtime_note": note,
     }
 
 
@@ -305,7 +300,9 @@ def junit_checks(result: RouteResult) -> list[dict[str, Any]]:
             "suite": f"gate{c.gate}.{GATE_NAMES[c.gate].replace(' ', '_')}",
             "name": c.name,
             "status": c.status,
-            "message": c.message,
+            "message": f"not checked: {c.message}" + (f" (waived: {c.waived})" if c.waived else "")
+            if c.status == "not_checked"
+            else c.message,
             "duration_s": float(c.evidence.get("duration_s", 0.0) or 0.0),
         }
         for c in result.checks

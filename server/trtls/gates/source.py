@@ -14,10 +14,13 @@ Checks (docs/codes/gate-source.md):
   TRT506 licence present                                hold
   TRT507 licence in allowed_licenses                    reject
   TRT508 no remote code (auto_map, *.py, trust_remote_code)  hold, naming the files
-  TRT509 no pickle weights unless allow_pickle          reject
+  TRT509 no pickle anywhere unless allow_pickle (by content: magic bytes, zip members, compressed streams, any name)
+                                                        reject
   TRT510 weights present; safetensors headers sound; cache blobs match their names  hold / reject
   TRT511 tokenizer or processor files present           hold
-  TRT512 file digests match trtls.lock.json             changed/removed → reject, added → hold, other revision → hold
+  TRT512 file digests match trtls.lock.json             changed/removed → reject, added → hold, other revision → hold,
+                                                        no entry → hold (`trtls route lock` writes it; gates never do)
+  TRT513 the files are the pinned revision's            not_checked for a plain folder (it records no commit)
 """
 
 from __future__ import annotations
@@ -33,7 +36,6 @@ from typing import Any
 from trtls.checkpoint.content import (
     GIT_BLOB_CHECK_MAX,
     MAX_JSON,
-    PICKLE_SUFFIXES,
     PROCESSOR_FILES,
     TOKENIZER_FILES,
     WEIGHT_SUFFIXES,
@@ -41,15 +43,15 @@ from trtls.checkpoint.content import (
     git_blob_sha1,
     load_json,
     read_model_card,
-    safetensors_problem,
 )
 from trtls.checkpoint.hashing import DigestCache, default_cache_path, hash_files
 from trtls.checkpoint.layout import CheckpointFile, Layout, list_files, resolve_layout
-from trtls.checkpoint.lock import LOCK_NAME, lock_drift, lock_entry, read_lock, write_lock_entry
+from trtls.checkpoint.lock import LOCK_NAME, lock_drift, read_lock
+from trtls.checkpoint.sniff import find_pickle, safetensors_problems
 from trtls.core.gate_result import GateCheck
 from trtls.core.route import COMMIT, CheckpointRef, RouteModel
 
-__all__ = ["LOCK_NAME", "Gate1Result", "check_checkpoint", "resolve_layout", "safetensors_problem"]
+__all__ = ["LOCK_NAME", "Gate1Result", "check_checkpoint", "resolve_layout"]
 
 HEX64 = re.compile(r"^[0-9a-f]{64}$")
 
@@ -85,7 +87,6 @@ def check_checkpoint(
     route_name: str,
     route: RouteModel,
     *,
-    update_lock: bool = False,
     use_digest_cache: bool = True,
     cancel: Callable[[], bool] | None = None,
 ) -> Gate1Result:
@@ -99,6 +100,7 @@ def check_checkpoint(
     layout = resolve_layout(Path(loaded.base_dir) / ck.path, ck.revision, ck.id)
     record.update(layout=layout.kind, commit=layout.commit)
     _check_revision(checks, ck, layout)
+    _check_revision_verified(checks, ck, layout)
     _check_layout(checks, layout)
     if layout.files_dir is None:
         return Gate1Result(checks.items, layout, {}, record)
@@ -118,10 +120,13 @@ def check_checkpoint(
     current = {f.rel: {"sha256": digests[f.real.absolute()].sha256, "size": f.size} for f in files}
     _check_blobs(checks, files, current, weights, malformed)
     commit = layout.commit or (ck.revision if COMMIT.match(ck.revision) else None)
+    # what the lock and the bundle's provenance record (`route build` does the same); for a plain folder it is the
+    # pinned revision as written, which TRT513 says is not verified
+    record["commit"] = commit
     lock_path = Path(loaded.base_dir) / LOCK_NAME
     record["files_digest"] = hashlib.sha256(json.dumps(current, sort_keys=True).encode()).hexdigest()
     record["lock"] = str(lock_path)
-    _check_lock(checks, lock_path, ck, commit, current, update_lock=update_lock, refused=bool(refused))
+    _check_lock(checks, lock_path, commit, current)
     return Gate1Result(checks.items, layout, current, record)
 
 
@@ -144,6 +149,30 @@ def _check_revision(checks: _Checks, ck: CheckpointRef, layout: Layout) -> None:
     )
 
 
+def _check_revision_verified(checks: _Checks, ck: CheckpointRef, layout: Layout) -> None:
+    """TRT513: are the files the pinned revision's? A cache snapshot folder is named by its commit; a plain folder
+    records none, so nothing was compared: not_checked (waivable when the lock alone identifies the files)."""
+    if layout.problem is not None or layout.files_dir is None:
+        return
+    if layout.kind == "hf_cache":
+        checks.add(
+            "revision_verified",
+            "pass",
+            f"the cache's snapshot folder for the files is commit {layout.commit}",
+            "TRT513",
+            REVISION,
+        )
+        return
+    checks.add(
+        "revision_verified",
+        "not_checked",
+        f"a plain folder records no commit: nothing shows its files are revision {ck.revision} (use a Hugging Face "
+        "cache snapshot, or waive 'revision_verified' with the reason the lock alone identifies these files)",
+        "TRT513",
+        REVISION,
+    )
+
+
 def _check_layout(checks: _Checks, layout: Layout) -> None:
     if layout.problem is not None:
         checks.add(
@@ -160,7 +189,7 @@ def _check_layout(checks: _Checks, layout: Layout) -> None:
         where = (
             f"Hugging Face cache snapshot {layout.commit}"
             if layout.kind == "hf_cache"
-            else "local folder (the revision cannot be verified against a layout; the lock file is its identity)"
+            else "local folder"
         )
         checks.add("layout", "pass", where, "TRT502", PATH, kind=layout.kind, commit=layout.commit)
 
@@ -282,42 +311,62 @@ def _check_remote_code(checks: _Checks, by_rel: dict[str, CheckpointFile], confi
 
 
 def _check_pickle(checks: _Checks, by_rel: dict[str, CheckpointFile], allow_pickle: bool) -> None:
-    pickles = sorted(r for r in by_rel if r.lower().endswith(PICKLE_SUFFIXES))
+    """TRT509: every file's bytes, whatever its name (`checkpoint.sniff.find_pickle`); nothing is unpickled."""
+    found: dict[str, str] = {}
+    for rel, f in by_rel.items():
+        try:
+            hit = find_pickle(f.real)
+        except OSError as exc:
+            found[rel] = f"unreadable ({exc.strerror or exc}): cannot be shown free of pickle"
+            continue
+        if hit is not None:
+            found[rel] = str(hit)
+    pickles = sorted(found)
+    described = "; ".join(f"{r}: {found[r]}" for r in pickles)
     key = ("allow_pickle",)
     if pickles and not allow_pickle:
         checks.add(
             "pickle",
             "reject",
-            "pickle weights (can run code when loaded; never unpickled here): " + ", ".join(pickles),
+            "pickle found by content (can run code when loaded; never unpickled here): " + described,
             "TRT509",
             key,
             False,
             files=pickles,
+            found=found,
         )
     elif pickles:
         checks.add(
             "pickle",
             "pass",
-            "pickle weights allowed by allow_pickle = true (not unpickled here): " + ", ".join(pickles),
+            "pickle allowed by allow_pickle = true (not unpickled here): " + described,
             "TRT509",
             key,
             files=pickles,
         )
     else:
-        checks.add("pickle", "pass", "no pickle weights", "TRT509", key)
+        checks.add(
+            "pickle",
+            "pass",
+            f"no pickle in any of the {len(by_rel)} files (magic bytes, zip members, compressed streams)",
+            "TRT509",
+            key,
+        )
 
 
 def _check_safetensors(checks: _Checks, by_rel: dict[str, CheckpointFile], weights: list[str]) -> bool:
-    """Reject malformed safetensors headers, hold on no weights; True when something was malformed."""
-    bad = [(r, p) for r in weights if r.endswith(".safetensors") for p in [safetensors_problem(by_rel[r].real)] if p]
+    """Reject safetensors headers that do not describe their bytes (`checkpoint.sniff.safetensors_problems`: dtype,
+    shape × dtype = span, bounds, overlaps, gaps), hold on no weights; True when something was malformed."""
+    bad = [(r, p) for r in weights if r.endswith(".safetensors") for p in safetensors_problems(by_rel[r].real)]
     if bad:
         checks.add(
             "weights",
             "reject",
-            "malformed safetensors: " + "; ".join(f"{r}: {p}" for r, p in bad),
+            "safetensors headers that do not describe their bytes: " + "; ".join(p for _, p in bad),
             "TRT510",
             PATH,
-            files=[r for r, _ in bad],
+            files=sorted({r for r, _ in bad}),
+            problems=[p for _, p in bad],
         )
     elif not weights:
         checks.add("weights", "hold", "no weight files found", "TRT510", PATH)
@@ -378,24 +427,23 @@ def _check_blobs(
 
 
 def _check_lock(
-    checks: _Checks,
-    lock_path: Path,
-    ck: CheckpointRef,
-    commit: str | None,
-    current: dict[str, dict[str, Any]],
-    *,
-    update_lock: bool,
-    refused: bool,
+    checks: _Checks, lock_path: Path, commit: str | None, current: dict[str, dict[str, Any]]
 ) -> None:
+    """TRT512: the files against trtls.lock.json. Only `trtls route lock` writes it (after a review): a missing
+    entry holds, with the command in the message and the quick fix — never trust on first use."""
     entry = read_lock(lock_path)["routes"].get(checks.route_name)
-    if update_lock or (entry is None and commit is not None and not refused):
-        write_lock_entry(lock_path, checks.route_name, lock_entry(ck.id, ck.revision, commit, ck.path, current))
-        verb = "re-locked" if entry else "locked"
-        msg = f"{verb} {len(current)} file digests in {LOCK_NAME}"
-        checks.add("lock", "pass", msg, "TRT512", REVISION, files=len(current))
-        return
+    relock = f"`trtls route lock --route {checks.route_name}`"
     if entry is None:
-        checks.add("lock", "hold", "not locked: the revision is not pinned or files were refused", "TRT512", REVISION)
+        checks.add(
+            "lock",
+            "hold",
+            f"route {checks.route_name} is not locked: no entry in {LOCK_NAME}. Review the checkpoint, then run "
+            f"{relock} (the gates only verify the lock, never write it)",
+            "TRT512",
+            REVISION,
+            missing=True,
+            command=f"trtls route lock --route {checks.route_name}",
+        )
         return
     drift = lock_drift(entry, current)
     changed, removed, added = drift["changed"], drift["removed"], drift["added"]
@@ -404,8 +452,7 @@ def _check_lock(
         checks.add(
             "lock",
             "hold",
-            f"{LOCK_NAME} records commit {locked_commit}, the route now resolves {commit}: review, "
-            "then `trtls gates --update-lock`",
+            f"{LOCK_NAME} records commit {locked_commit}, the route now resolves {commit}: review, then {relock}",
             "TRT512",
             REVISION,
             locked=locked_commit,
@@ -430,7 +477,7 @@ def _check_lock(
         checks.add(
             "lock",
             "hold",
-            f"files not in the lock (review, then `trtls gates --update-lock`): {', '.join(added)}",
+            f"files not in the lock (review, then {relock}): {', '.join(added)}",
             "TRT512",
             REVISION,
             **drift,

@@ -43,7 +43,11 @@ class RunGatesArgs(_Args):
     uri: str
     route: str
     gates: list[int] | None = None
-    updateLock: bool = False  # accept new checkpoint digests after an intended change (asks first)
+
+
+class LockRouteArgs(_Args):
+    uri: str
+    route: str
 
 
 class AllowLicenseArgs(_Args):

@@ -307,15 +307,11 @@ def code_actions(uri: str, text: str, diagnostics: list[lsp.Diagnostic]) -> list
                 arguments=[{"uri": uri, "route": _route(data), "license": data["license"]}],
             )
             out.append(lsp.CodeAction(title=cmd.title, kind=lsp.CodeActionKind.QuickFix, diagnostics=[d], command=cmd))
-        elif (
-            code == "TRT512"
-            and _route(data)
-            and (data.get("changed") or data.get("added") or data.get("removed") or data.get("now"))
-        ):
+        elif code == "TRT512" and _route(data):  # missing or drifted lock: `trtls route lock`, after review
             cmd = lsp.Command(
-                "Accept the new checkpoint digests (re-lock after an intended change)…",
-                "trtls.runGates",
-                arguments=[{"uri": uri, "route": _route(data), "updateLock": True}],
+                "Lock the checkpoint files as they are now (trtls route lock, after review)…",
+                "trtls.lockRoute",
+                arguments=[{"uri": uri, "route": _route(data)}],
             )
             out.append(lsp.CodeAction(title=cmd.title, kind=lsp.CodeActionKind.QuickFix, diagnostics=[d], command=cmd))
     return out

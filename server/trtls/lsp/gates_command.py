@@ -34,18 +34,6 @@ async def run_gates_command(ls: Any, args: Any) -> dict[str, Any]:
             f"no route '{args.route}' in {loaded.path.name} (routes: {', '.join(loaded.recipe.routes) or 'none'})"
         )
 
-    if args.updateLock:  # re-locking accepts whatever is on disk now: ask first
-        yes = lsp.MessageActionItem(title="Accept new digests")
-        answer = await ls.window_show_message_request_async(
-            lsp.ShowMessageRequestParams(
-                type=lsp.MessageType.Warning,
-                message=f"Record the checkpoint files of route '{args.route}' as they are now in trtls.lock.json?",
-                actions=[yes, lsp.MessageActionItem(title="Cancel")],
-            )
-        )
-        if answer is None or answer.title != yes.title:
-            return {"route": args.route, "decision": None, "status": "not_confirmed"}
-
     token = f"trtls-gates-{uuid.uuid4()}"
     has_progress = bool(ls.client_capabilities.window and ls.client_capabilities.window.work_done_progress)
     stop = threading.Event()
@@ -74,7 +62,6 @@ async def run_gates_command(ls: Any, args: Any) -> dict[str, Any]:
         gates=args.gates,
         progress=progress,
         cancel=stop.is_set,
-        update_lock=args.updateLock,
     )
     findings = [f for f in (c.finding() for c in result.checks) if f is not None]
     ls.store.set(args.uri, Origin.gates, args.route, findings)

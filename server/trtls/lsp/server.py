@@ -375,6 +375,14 @@ async def run_gates(ls: TrtlsServer, args: Any = None) -> dict[str, Any]:
     return await run_gates_command(ls, a)
 
 
+@server.command("trtls.lockRoute")
+async def lock_route(ls: TrtlsServer, args: Any = None) -> dict[str, Any]:
+    """Record a route's checkpoint digests in trtls.lock.json, after the user confirms (TRT512's quick fix)."""
+    from trtls.lsp.lock_command import lock_route_command
+
+    return await lock_route_command(ls, _args("LockRouteArgs", args))
+
+
 @server.command("trtls.allowLicense")
 async def allow_license(ls: TrtlsServer, args: Any = None) -> dict[str, Any]:
     """Add a licence to a route's allow list — only after the user confirms, since it widens what ships."""

@@ -53,7 +53,7 @@ from trtls.bundle import CHECK_SECTION_DIGEST, BundleError, BundleProblem, sidec
 from trtls.bundle.sbom import SBOM_SUFFIX, sbom_path
 from trtls.core.atomic import atomic_write_bytes, atomic_write_text
 from trtls.core.recipe import EngineRecipe, LoadedRecipe, load_recipe
-from trtls.core.route import route_dir, route_model
+from trtls.core.route import route_dir, route_model, route_names
 from trtls.route.checkpoint import (
     MAX_EMBED,
     CheckpointState,
@@ -97,6 +97,7 @@ class RouteBuildResult:
     previous_kept: bool = False
     notes: list[str] = field(default_factory=list)
     provenance: dict[str, Any] | None = None
+    duration_s: float | None = None  # the whole route build (export + engine build + bundle)
 
     @property
     def ok(self) -> bool:
@@ -125,7 +126,7 @@ def _engine_chunks(path: Path, expected_sha: str, sizes: dict[str, int]) -> Iter
     sizes["engine"] = size
 
 
-def _keep_previous(bundle: Path, previous: Path, notes: list[str]) -> bool:
+def keep_previous(bundle: Path, previous: Path, notes: list[str]) -> bool:
     """Copy the bundle at `bundle` (and its sidecar, SBOM) to `previous`, atomically, if it verifies."""
     problems = verify_bundle(bundle)
     if problems:
@@ -183,19 +184,67 @@ async def build_route(
     use_digest_cache: bool = True,
     faults: dict[str, Any] | None = None,
 ) -> RouteBuildResult:
-    """Build the route's bundle (see the module docstring). Raises RouteBuildError for bad input before any build.
+    """Build the route's bundle (see the module docstring). Raises RouteBuildError for bad input before any build —
+    after recording the refused run: every run is recorded in `.trtls/routes/<route>/route-build.json`.
 
     `faults` is passed to the build worker for the acceptance tests only (see docs/protocol.md); never from a recipe.
     """
+    loaded = load_route_recipe(recipe)
+    t0 = time.monotonic()
+    known = route_name in route_names(loaded)
+    try:
+        result = await _build_route(
+            loaded,
+            recipe,
+            route_name,
+            view=view,
+            on_build=on_build,
+            overrides=overrides,
+            use_digest_cache=use_digest_cache,
+            faults=faults,
+        )
+    except (RouteBuildError, BundleError, OSError) as exc:
+        if known:
+            outcome = "error" if isinstance(exc, RouteBuildError) else "failed"
+            failed = RouteBuildResult(
+                route_name, outcome, f"{exc}", str(loaded.resolve(str(_bundle_of(loaded, route_name))))
+            )
+            failed.duration_s = round(time.monotonic() - t0, 3)
+            _record(route_dir(loaded, route_name), failed)
+        raise
+    result.duration_s = round(time.monotonic() - t0, 3)
+    _record(route_dir(loaded, route_name), result)
+    return result
+
+
+def _bundle_of(loaded: LoadedRecipe, route_name: str) -> str:
+    raw = (loaded.data.get("routes") or {}).get(route_name) if isinstance(loaded.data, dict) else None
+    return str(raw.get("bundle", "")) if isinstance(raw, dict) else ""
+
+
+async def _build_route(
+    loaded: LoadedRecipe,
+    recipe: str | os.PathLike[str] | LoadedRecipe,
+    route_name: str,
+    *,
+    view: Callable[[Any], Any] | None,
+    on_build: Callable[[Any], None] | None,
+    overrides: dict[str, Any] | None,
+    use_digest_cache: bool,
+    faults: dict[str, Any] | None,
+) -> RouteBuildResult:
     from trtls import __version__
     from trtls.builds.supervisor import Supervisor
     from trtls.bundle import sbom as sbom_mod
 
-    loaded = load_route_recipe(recipe)
     try:
         route = route_model(loaded, route_name)
     except (KeyError, ValueError) as exc:
         raise RouteBuildError(f"route {route_name!r}: {exc}") from None
+    if route.engine is None:  # the route deploys its ONNX itself: no engine to build
+        from trtls.route.onnx_route import build_onnx_route
+
+        return build_onnx_route(loaded, route_name, route, use_digest_cache=use_digest_cache)
     raw_engine = (loaded.data.get("engines") or {}).get(route.engine) if isinstance(loaded.data, dict) else None
     if loaded.recipe is None and not (isinstance(raw_engine, dict) and _onnx_only_errors(loaded, route.engine)):
         raise RouteBuildError(
@@ -255,12 +304,10 @@ async def build_route(
     if summary.get("outcome") != "built":
         result.outcome = summary.get("outcome") or "killed"
         result.message = f"build {build.outcome_message()}; the bundle was not touched"
-        _record(route_dir(loaded, route_name), result)
         return result
     artifact = summary.get("engineArtifact") or {}
     if not artifact.get("sha256"):
         result.outcome, result.message = "failed", "the build recorded no engine artifact; the bundle was not touched"
-        _record(route_dir(loaded, route_name), result)
         return result
 
     # 4. bundle
@@ -313,7 +360,7 @@ async def build_route(
                 f"previous bundle {previous} exists and is kept as it is; the old bundle at {bundle_path} is replaced"
             )
         else:
-            result.previous_kept = _keep_previous(bundle_path, previous, result.notes)
+            result.previous_kept = keep_previous(bundle_path, previous, result.notes)
     digests = write_bundle(bundle_path, header, sections, provenance=provenance)
     result.bundle_digest = f"sha256:{digests.file_sha256}"
     result.provenance = provenance
@@ -349,7 +396,6 @@ async def build_route(
     result.sbom = str(sbom_path(bundle_path))
     result.outcome = "built"
     result.message = f"bundle written: {bundle_path} ({digests.size} bytes, {result.bundle_digest})"
-    _record(route_dir(loaded, route_name), result)
     return result
 
 
@@ -357,4 +403,5 @@ def _record(folder: Path, result: RouteBuildResult) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     data = asdict(result)
     data["recordedAt"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    data["durationS"] = result.duration_s  # gate 5's cold build time for a route that builds no engine
     atomic_write_text(folder / "route-build.json", json.dumps(data, indent=2, default=str) + "\n")

@@ -26,9 +26,20 @@ def _load_weights(state: CheckpointState) -> dict[str, Any]:
         )
     if sum(state.files[r]["size"] for r in shards) > MAX_WEIGHTS:
         raise RouteBuildError(f"weights larger than {MAX_WEIGHTS} bytes: this exporter holds them in memory")
+    from trtls.checkpoint.sniff import safetensors_problems
+
     weights: dict[str, Any] = {}
     for rel in shards:
-        for name, arr in load(read_verified(state, rel, MAX_WEIGHTS)).items():
+        problems = safetensors_problems(state.real[rel])  # before the loader, which raises on a lying header
+        if problems:
+            raise RouteBuildError(
+                "safetensors header does not describe its bytes: " + "; ".join(problems), ("checkpoint", "path")
+            )
+        try:
+            tensors = load(read_verified(state, rel, MAX_WEIGHTS))
+        except Exception as exc:  # safetensors' own SafetensorError on anything the header check did not foresee
+            raise RouteBuildError(f"{rel}: the safetensors loader refused it: {exc}", ("checkpoint", "path")) from None
+        for name, arr in tensors.items():
             if name in weights:
                 raise RouteBuildError(f"tensor {name!r} appears in two weight shards")
             weights[name] = arr
@@ -91,9 +102,20 @@ def export_mlp(weights: Mapping[str, Any], config: Mapping[str, Any]) -> Any:
 
 
 # model_type (config.json) → exporter(weights, config) -> onnx.ModelProto
+def export_bert_encoder(weights: Mapping[str, Any], config: Mapping[str, Any]) -> Any:
+    """A Hugging Face BERT encoder (`route.bert_export`): input_ids, attention_mask → last_hidden_state."""
+    from trtls.route.bert_export import BertExportError, export_bert
+
+    try:
+        return export_bert(weights, config)
+    except BertExportError as exc:
+        raise RouteBuildError(str(exc), ("checkpoint",)) from None
+
+
 EXPORTERS: dict[str, Callable[[Mapping[str, Any], Mapping[str, Any]], Any]] = {
     "tiny-mlp": export_mlp,
     "mlp": export_mlp,
+    "bert": export_bert_encoder,
 }
 
 
@@ -116,7 +138,7 @@ def export_onnx(state: CheckpointState, config: Mapping[str, Any], out: Path) ->
     return data
 
 
-def onnx_io_map(model_bytes: bytes, engine: EngineRecipe) -> tuple[dict[str, Any], str]:
+def onnx_io_map(model_bytes: bytes, engine: EngineRecipe | None) -> tuple[dict[str, Any], str]:
     """Inputs/outputs (name, dtype, shape, profile) of the ONNX, and its precision (from the initializers)."""
     import onnx
     from onnx import helper
@@ -133,7 +155,7 @@ def onnx_io_map(model_bytes: bytes, engine: EngineRecipe) -> tuple[dict[str, Any
     init = {i.name for i in model.graph.initializer}
     # Each input's shapes in every profile, in profile order; "profile" (the first) stays for older readers.
     profiles: dict[str, list[dict[str, Any]]] = {}
-    for prof in engine.profiles:
+    for prof in engine.profiles if engine is not None else []:
         for name, shapes in prof.shapes().items():
             profiles.setdefault(name, []).append(shapes.model_dump())
     inputs = {

@@ -35,6 +35,9 @@ class RuntimeSpec:
     threads: int = 1  # onnxruntime intra-op threads (1 = deterministic, comparable latencies)
     env: dict[str, str] = field(default_factory=dict)  # extra environment for the child
     cwd: str | None = None  # where the child runs (relative model/command paths resolve here); None = caller's cwd
+    # False: feeds go to the runtime as they are, without trtls's `validate_feed` (gate 4's malformed-input check
+    # measures what the runtime under test does with them, not what trtls's own validation does)
+    validate_inputs: bool = True
 
     @property
     def label(self) -> str:

@@ -29,24 +29,38 @@ def _file_sha(path: Path) -> str | None:
 
 
 def check_artifacts(ctx: Any, info: dict[str, Any]) -> GateCheck:
-    """The ONNX and engine the bundle carries are the files gates 4–5 run (the recipe's onnx / output)."""
-    path = ("routes", ctx.route_name, "engine")
-    eng = ctx.loaded.engine(ctx.route.engine)
+    """The bundle carries what the route deploys (its engine; or, for a route with no engine, its ONNX and no
+    engine), byte-identical to the files the recipe names."""
+    deploys_onnx = ctx.route.deploys == "onnx"
+    path = ("routes", ctx.route_name, "onnx" if deploys_onnx else "engine")
     sections = {s["name"]: s for s in info["sections"]}
     onnx_name = next((n for n in ONNX_SECTIONS if n in sections), None)
     engine_name = next((n for n in ENGINE_SECTIONS if n in sections), None)
-    if onnx_name is None and engine_name is None:
+    if deploys_onnx and (onnx_name is None or engine_name is not None):
         return _check(
             "bundle.artifacts",
             "hold",
-            f"the bundle has no model section ({', '.join(ONNX_SECTIONS + ENGINE_SECTIONS)}): what gates 4–5 test cannot be linked to it",
+            "the route deploys the ONNX model, but the bundle "
+            + ("has no model.onnx section" if onnx_name is None else f"carries an engine section {engine_name!r}"),
+            "TRT707",
+            path,
+        )
+    if not deploys_onnx and engine_name is None:
+        return _check(
+            "bundle.artifacts",
+            "hold",
+            f"the route deploys engine '{ctx.route.engine}', but the bundle has no engine section "
+            f"({', '.join(ENGINE_SECTIONS)})",
             "TRT707",
             path,
         )
     pairs = []
-    if onnx_name:
-        pairs.append((onnx_name, ctx.resolve(eng.onnx)))
-    if engine_name:
+    if deploys_onnx:
+        pairs.append((onnx_name, ctx.resolve(ctx.route.onnx)))
+    else:
+        eng = ctx.loaded.engine(ctx.route.engine)
+        if onnx_name:
+            pairs.append((onnx_name, ctx.resolve(eng.onnx)))
         pairs.append((engine_name, ctx.resolve(eng.output)))
     ev: dict[str, Any] = {}
     problems = []
@@ -122,7 +136,7 @@ def check_sbom(ctx: Any, bundle: Path, info: dict[str, Any]) -> GateCheck:
     return _check(
         name,
         "pass",
-        f"SBOM {sp.name}: CycloneDX {doc.get('specVersion')}, {n} components (checkpoint files, ONNX, engine, builder) with matching sha256",
+        f"SBOM {sp.name}: CycloneDX {doc.get('specVersion')}, {n} components with matching sha256",
         "TRT708",
         path,
         ev,

@@ -114,7 +114,38 @@ def _current_build(ctx: Any) -> tuple[dict[str, Any] | None, str]:
     }, "build evidence (gate 2 did not run)"
 
 
+def _export_provenance(ctx: Any, prov: dict[str, Any]) -> GateCheck:
+    """A route that deploys the ONNX: the bundle's ONNX is the one the route build exported (gate 2's record)."""
+    path = ("routes", ctx.route_name, "onnx")
+    g2 = getattr(ctx, "gate2", None)
+    recorded = (g2.evidence or {}).get("onnx_sha256") if g2 is not None else None
+    ev = {"bundle_onnx_sha256": prov.get("onnx_sha256"), "route_build_onnx_sha256": recorded}
+    if recorded is None:
+        return _check(
+            "bundle.provenance.build",
+            "hold",
+            f"no route build record to compare the bundle's ONNX with; {rebuild_advice(ctx.route_name)}",
+            "TRT706",
+            path,
+            ev,
+        )
+    if prov.get("onnx_sha256") != recorded:
+        return _check(
+            "bundle.provenance.build",
+            "hold",
+            f"bundle is stale: its ONNX sha256 {str(prov.get('onnx_sha256'))[:12]}… is not the last route build's "
+            f"{str(recorded)[:12]}…: {rebuild_advice(ctx.route_name)}",
+            "TRT706",
+            path,
+            ev,
+        )
+    message = f"ONNX {str(recorded)[:12]}… as the last route build exported it"
+    return _check("bundle.provenance.build", "pass", message, "TRT706", path, ev)
+
+
 def check_build_provenance(ctx: Any, prov: dict[str, Any]) -> GateCheck:
+    if ctx.route.deploys == "onnx":
+        return _export_provenance(ctx, prov)
     path = ("routes", ctx.route_name, "engine")
     ev_build, source = _current_build(ctx)
     ev = {

@@ -21,7 +21,7 @@ from trtls.gates.parity.compare import (
 )
 from trtls.gates.parity.robustness import check_concurrency, check_malformed
 from trtls.gates.parity.tokenizer import TokenizerParity, check_tokenizer
-from trtls.runtimes import RuntimeSpec, load_npz, run_inputs
+from trtls.runtimes import RunResult, RuntimeSpec, load_npz, run_inputs
 
 GATE = 4
 
@@ -56,7 +56,7 @@ def _feed_of(item: Any) -> dict[str, np.ndarray]:
 
 
 def check_parity(
-    reference: RuntimeSpec,
+    reference: RuntimeSpec | RunResult,
     under_test: RuntimeSpec,
     inputs: Sequence[str | Path | Mapping[str, np.ndarray]],
     *,
@@ -66,12 +66,16 @@ def check_parity(
     malformed: bool = True,
     tokenizer: TokenizerParity | None = None,
     paths: Mapping[str, TomlPath] | None = None,
+    runs: dict[str, RunResult] | None = None,
 ) -> list[GateCheck]:
     """Gate 4's checks. `inputs`: reference inputs (.npz paths or {name: array}), one request each.
 
     `paths` maps what each check concerns to its TOML key: "runtime", "reference", "reference_inputs",
     "tolerances" (a per-output check lands on tolerances.<output> or tolerances."*" when that key exists),
     "tokenizer", "route" (fallback for anything not given).
+
+    `reference` is a runtime (run here on the same inputs) or the reference's outputs already computed (a
+    `RunResult`: the checkpoint's forward pass or golden outputs, see `gates.reference_outputs`).
     """
     paths = dict(paths or {})
     tolerances = dict(tolerances or {})
@@ -97,7 +101,11 @@ def check_parity(
     if tokenizer is not None:
         checks.append(check_tokenizer(tokenizer, _p(paths, "tokenizer")))
 
-    config = [f"runtime: {p}" for p in under_test.problems()] + [f"reference: {p}" for p in reference.problems()]
+    ref_spec = reference if isinstance(reference, RuntimeSpec) else None
+    ref_label = ref_spec.label if ref_spec is not None else "the reference outputs"
+    config = [f"runtime: {p}" for p in under_test.problems()] + [
+        f"reference: {p}" for p in (ref_spec.problems() if ref_spec is not None else [])
+    ]
     tol_problems = {key: Tolerance.of(v).problems() for key, v in tolerances.items()}
     for key, probs in tol_problems.items():
         for prob in probs:
@@ -116,15 +124,17 @@ def check_parity(
         checks.append(_check("parity.run", "hold", f"reference inputs unreadable: {exc}", "TRT802", p_in))
         return checks
 
-    ref_res = run_inputs(reference, feeds)
+    ref_res = run_inputs(ref_spec, feeds) if ref_spec is not None else reference
     test_res = run_inputs(under_test, feeds)
+    if runs is not None:  # the caller judges from it whether the deployed artifact was executed (TRT811)
+        runs["under_test"], runs["reference"] = test_res, ref_res
     for side, res, path in (("reference", ref_res, p_ref), ("runtime under test", test_res, p_rt)):
         if res.status == "unavailable":
             checks.append(
                 _check(
                     "parity.runtime_available" if side != "reference" else "parity.reference_available",
                     "hold",
-                    f"{side} {reference.label if side == 'reference' else under_test.label} unavailable: {res.message}",
+                    f"{side} {ref_label if side == 'reference' else under_test.label} unavailable: {res.message}",
                     "TRT801",
                     path,
                 )
@@ -132,7 +142,7 @@ def check_parity(
     if ref_res.status == "unavailable" or test_res.status == "unavailable":
         return checks
     checks.append(
-        _check("parity.runtime_available", "pass", f"{under_test.kind} and {reference.kind} ran here", "TRT801", p_rt)
+        _check("parity.runtime_available", "pass", f"{under_test.kind} ran here; {ref_label} answered", "TRT801", p_rt)
     )
     if not ref_res.ok:
         checks.append(

@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-import shlex
-import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from trtls.core.findings import TomlPath
-from trtls.core.gate_result import GateCheck, decide, gate_check
+from trtls.core.gate_result import GateCheck, gate_check
 from trtls.gates.parity.check import check_parity
-from trtls.gates.parity.tokenizer import route_tokenizer
-from trtls.runtimes import RuntimeSpec
+from trtls.gates.parity.tokenizer import check_tokenizer, route_tokenizer
+from trtls.runtimes import RunResult, RuntimeSpec, load_npz
 
 GATE = 4
 
@@ -69,16 +69,23 @@ RUNTIME_OPTIONS = (
     "concurrency",
     "malformed",
     "concurrency_exact",
+    "tokenizer_command",
 )
 
 
 def route_runtimes(ctx: Any) -> tuple[RuntimeSpec | None, RuntimeSpec | None, dict[str, Any], list[GateCheck]]:
-    """(runtime under test, reference, gate-4 options, config checks) from a `run.GateContext` (duck-typed).
+    """(runtime under test, reference runtime or None, gate-4 options, config checks) from a `run.GateContext`.
 
-    Models: onnxruntime / onnx.reference run the route engine's ONNX model; tensorrt / tensorrt_rtx run the
-    engine file the recipe writes (`engines.X.output`); `trtmc` / `command` run `runtime_options.command`
-    (argv list or a shell-style string, run from the recipe folder). `runtime_options.model` overrides the model.
+    The runtime under test is given the recipe's model path here; `run_gate` and gate 5 point it at the artifact
+    the route deploys, extracted from the bundle (`gates.deployed`). tensorrt / tensorrt_rtx run an engine, onnxruntime
+    and onnx.reference an ONNX model, `trtmc` / `command` run `runtime_options.command` (argv list or a shell-style
+    string, from the recipe folder). The reference is None when it is `checkpoint` or `golden`
+    (`gates.reference_outputs` computes those outputs; no runtime runs them).
     """
+    import shlex
+
+    from trtls.core.route import INDEPENDENT_REFERENCES
+
     route = ctx.route
     base: TomlPath = ("routes", ctx.route_name)
     opts = dict(getattr(route, "runtime_options", None) or {})
@@ -94,8 +101,11 @@ def route_runtimes(ctx: Any) -> tuple[RuntimeSpec | None, RuntimeSpec | None, di
                     base + ("runtime_options", key),
                 )
             )
-    eng = ctx.loaded.engine(route.engine)
-    onnx_path, engine_path = ctx.resolve(eng.onnx), ctx.resolve(eng.output)
+    if route.engine is not None:
+        eng = ctx.loaded.engine(route.engine)
+        onnx_path, engine_path = ctx.resolve(eng.onnx), ctx.resolve(eng.output)
+    else:
+        onnx_path, engine_path = ctx.resolve(route.onnx), None
 
     def spec_for(name: str, options: dict[str, Any], key: str) -> RuntimeSpec | None:
         kind = RUNTIME_ALIASES.get(name)
@@ -139,36 +149,132 @@ def route_runtimes(ctx: Any) -> tuple[RuntimeSpec | None, RuntimeSpec | None, di
             return None
 
     under_test = spec_for(route.runtime, opts, "runtime")
-    reference = spec_for(route.reference, {}, "reference")
+    reference = None if route.reference in INDEPENDENT_REFERENCES else spec_for(route.reference, {}, "reference")
     return under_test, reference, opts, problems
 
 
+def on_artifact(spec: RuntimeSpec, artifact: Any, bundle: Path) -> RuntimeSpec:
+    """The runtime under test pointed at the deployed artifact extracted from the bundle (a command runner is told
+    where the bundle is, in TRTLS_BUNDLE)."""
+    import dataclasses
+
+    if isinstance(artifact, str):
+        return spec
+    if spec.kind == "command":
+        return dataclasses.replace(spec, env={**spec.env, "TRTLS_BUNDLE": str(bundle)})
+    _, extracted, kind = artifact
+    return dataclasses.replace(spec, model=str(extracted)) if kind == spec.kind else spec
+
+
 def run_gate(ctx: Any) -> list[GateCheck]:
-    """Gate 4 for `trtls.gates.run` (`hook(ctx) -> list[GateCheck]`); writes validation_status/runtime_target."""
+    """Gate 4 for `trtls.gates.run`: the runtime under test, on the artifact the route deploys (extracted from its
+    bundle into a scratch folder), against the reference outputs (`gates.reference_outputs`), plus TRT811 (was the
+    deployed artifact executed?), TRT812 (is the reference independent of the export?), the tokenizer from the
+    runtime side, malformed inputs unfiltered, concurrency. Writes validation_status / deployed_artifact."""
+    import tempfile
+
+    from trtls.core.gate_result import decide
+    from trtls.gates.deployed import RefusedPath, contained, deployed_check, extract_artifact
+    from trtls.gates.reference_outputs import checkpoint_outputs, golden_outputs
+
+    route = ctx.route
     base: TomlPath = ("routes", ctx.route_name)
-    under_test, reference, opts, checks = route_runtimes(ctx)
-    if under_test is not None and reference is not None and not checks:
-        ref_inputs = getattr(ctx.route, "reference_inputs", None)
-        inputs = [ctx.resolve(ref_inputs)] if ref_inputs else []
-        texts = getattr(ctx.route, "tokenizer_texts", None)
-        p_tok = base + ("tokenizer_texts",)
-        with tempfile.TemporaryDirectory(prefix="trtls-tokenizer-") as tmp:
-            tokenizer, why_not = route_tokenizer(ctx, texts, Path(tmp)) if texts else (None, None)
+    under_test, reference_spec, opts, checks = route_runtimes(ctx)
+    if under_test is None or checks or (reference_spec is None and route.reference not in ("checkpoint", "golden")):
+        checks.append(deployed_check(ctx, None, None, "the runtime under test is not configured", base + ("runtime",)))
+        ctx.record["validation_status"] = {"supported": "pass", "reject": "reject"}.get(decide(checks), "hold")
+        return checks
+    p_in = base + ("reference_inputs",)
+    with tempfile.TemporaryDirectory(prefix="trtls-gate4-") as tmp:
+        artifact = extract_artifact(ctx, Path(tmp))
+        bundle = Path(ctx.recipe_dir) / route.bundle
+        spec = on_artifact(under_test, artifact, bundle)
+        ctx.record["deployed_artifact"] = (
+            f"{route.bundle}:{artifact[0]}" if not isinstance(artifact, str) else f"not available: {artifact}"
+        )
+        inputs: list[Path] = []
+        refused: str | None = None
+        if route.reference_inputs:
+            try:
+                inputs = [contained(ctx, route.reference_inputs)]
+            except RefusedPath as exc:
+                refused = str(exc)
+        feeds: list[dict[str, np.ndarray]] = []
+        try:
+            feeds = [load_npz(p) for p in inputs]
+        except (OSError, ValueError) as exc:
+            refused = f"reference inputs unreadable: {exc}"
+        reference: RuntimeSpec | RunResult
+        ref_evidence: dict[str, Any] = {}
+        if reference_spec is not None:
+            reference = reference_spec
+        elif route.reference == "golden":
+            reference, ref_evidence = golden_outputs(ctx, inputs, len(feeds))
+        else:
+            reference, ref_evidence = checkpoint_outputs(ctx, feeds)
+        runs: dict[str, RunResult] = {}
+        if isinstance(artifact, str):  # nothing deployed to run: never the recipe's files on disk instead
+            checks = [_check("parity.run", "not_checked", f"nothing to run: {artifact}", "TRT802", base + ("bundle",))]
+            test_run = None
+        elif refused is not None:
+            checks = [_check("parity.run", "not_checked", refused, "TRT802", p_in)]
+            test_run = None
+        else:
             checks = check_parity(
                 reference,
-                under_test,
-                inputs,
-                tolerances=dict(getattr(ctx.route, "tolerances", None) or {}),
+                spec,
+                feeds,
+                tolerances=dict(route.tolerances or {}),
                 concurrency=int(opts.get("concurrency", 4)),
                 concurrency_exact=bool(opts.get("concurrency_exact", True)),
                 malformed=bool(opts.get("malformed", True)),
-                tokenizer=tokenizer,
-                paths={"route": base, "tokenizer": p_tok},
+                paths={"route": base},
+                runs=runs,
             )
-        if why_not is not None:
-            checks.insert(
-                0, _check("parity.tokenizer", "hold", f"tokenizer parity unproven: {why_not}", "TRT806", p_tok)
-            )
-        ctx.record["runtime_target"] = under_test.label
+            test_run = runs.get("under_test")
+        checks.append(deployed_check(ctx, spec, test_run, artifact, base + ("runtime",)))
+        checks.append(_independence(route, ref_evidence, base))
+        if route.tokenizer_texts:
+            tokenizer, why_not = route_tokenizer(ctx, route.tokenizer_texts, opts)
+            p_tok = base + ("tokenizer_texts",)
+            if tokenizer is None:
+                checks.append(_check("parity.tokenizer", "not_checked", why_not, "TRT806", p_tok))
+            else:
+                checks.append(check_tokenizer(tokenizer, p_tok))
+    ctx.record["runtime_under_test"] = spec.label
+    ctx.record["reference"] = ref_evidence or {"reference": route.reference}
     ctx.record["validation_status"] = {"supported": "pass", "reject": "reject"}.get(decide(checks), "hold")
     return checks
+
+
+def _independence(route: Any, ref_evidence: Mapping[str, Any], base: TomlPath) -> GateCheck:
+    """TRT812: the reference does not run the export under test (so an exporter bug shows)."""
+    path = base + ("reference",)
+    if route.reference == "checkpoint":
+        return _check(
+            "parity.reference_independent",
+            "pass",
+            f"reference outputs computed from the checkpoint's weights ({ref_evidence.get('family', '?')} forward "
+            "pass in numpy), not from the exported ONNX",
+            "TRT812",
+            path,
+            dict(ref_evidence),
+        )
+    if route.reference == "golden":
+        return _check(
+            "parity.reference_independent",
+            "pass",
+            f"golden outputs recorded by {ref_evidence.get('framework')} {ref_evidence.get('framework_version')} "
+            f"from inputs sha256 {str(ref_evidence.get('inputs_sha256'))[:12]}…",
+            "TRT812",
+            path,
+            dict(ref_evidence),
+        )
+    return _check(
+        "parity.reference_independent",
+        "not_checked",
+        f"the reference {route.reference} runs the same exported ONNX as the runtime under test: an export bug "
+        'would pass unseen (use reference = "checkpoint" or "golden")',
+        "TRT812",
+        path,
+    )

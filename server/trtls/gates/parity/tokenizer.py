@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any
 
-from trtls.checkpoint.layout import resolve_layout
 from trtls.core.findings import TomlPath
 from trtls.core.gate_result import GateCheck, gate_check
 
@@ -34,6 +33,7 @@ class TokenizerParity:
     texts: Sequence[str]
     under_test: str | Path | None = None
     under_test_ids: Sequence[Sequence[int]] | None = None
+    runner_error: str | None = None  # the runtime-side runner did not report ids (why)
 
 
 def check_tokenizer(tok: TokenizerParity, path: TomlPath = ()) -> GateCheck:
@@ -55,6 +55,8 @@ def check_tokenizer(tok: TokenizerParity, path: TomlPath = ()) -> GateCheck:
         return _check(
             name, "reject", f"reference tokenizer {Path(tok.reference).name} cannot be used: {exc}", "TRT806", path
         )
+    if tok.runner_error is not None:
+        return _check(name, "hold", f"the runtime side reported no token ids: {tok.runner_error}", "TRT806", path)
     if tok.under_test_ids is not None:
         test_ids = [list(ids) for ids in tok.under_test_ids]
         side = "ids reported by the runtime under test"
@@ -99,33 +101,33 @@ def check_tokenizer(tok: TokenizerParity, path: TomlPath = ()) -> GateCheck:
     )
 
 
-def route_tokenizer(ctx: Any, texts: Sequence[str], folder: Path) -> tuple[TokenizerParity | None, str | None]:
-    """The route's tokenizer parity: the checkpoint's tokenizer.json (reference) against the copy the bundle
-    carries (its `tokenizer.json` section, written to `folder`). (parity, None), or (None, why it cannot run)."""
+def route_tokenizer(ctx: Any, texts: Sequence[str], opts: Mapping[str, Any]) -> tuple[TokenizerParity | None, str]:
+    """The route's tokenizer parity: the checkpoint's tokenizer.json (the reference) against the token ids the
+    runtime side reports (`runtime_options.tokenizer_command`, `runtimes.tokenize`). (parity, "") or (None, why
+    there is nothing to compare: then the check is not_checked)."""
+    import shlex
+
+    from trtls.checkpoint.layout import resolve_layout
+    from trtls.runtimes.tokenize import runtime_token_ids
+
     route = ctx.route
     layout = resolve_layout(ctx.resolve(route.checkpoint.path), route.checkpoint.revision, route.checkpoint.id)
     snapshot = layout.files_dir
     if layout.problem or snapshot is None:
-        return (
-            None,
-            f"the checkpoint's files cannot be located ({layout.problem or 'no snapshot for the pinned revision'})",
-        )
+        return None, f"the checkpoint's files cannot be located ({layout.problem or 'no snapshot for the revision'})"
     ref = snapshot / "tokenizer.json"
     if not ref.is_file():
         return None, "the checkpoint has no tokenizer.json"
     if not ref.resolve().is_relative_to(layout.root):  # gate 1's rule: never follow a path out of the checkpoint
         return None, "the checkpoint's tokenizer.json resolves outside the checkpoint"
-    try:
-        from trtls.bundle import BundleError, read_bundle
-
-        bundle = read_bundle(ctx.resolve(route.bundle))
-        if "tokenizer.json" not in bundle.sections:
-            return None, f"the bundle {Path(route.bundle).name} carries no tokenizer.json section"
-        section = bundle.read_section("tokenizer.json")
-    except ImportError:  # pragma: no cover - bundle.py ships with trtls
-        return None, "trtls.bundle is not installed"
-    except (BundleError, OSError) as exc:
-        return None, f"the bundle's tokenizer.json (what the runtime gets) cannot be read: {exc}"
-    carried = folder / "bundle-tokenizer.json"
-    carried.write_bytes(section)
-    return TokenizerParity(reference=ref, texts=list(texts), under_test=carried), None
+    command = opts.get("tokenizer_command")
+    if not command:
+        return None, (
+            "no token ids from the runtime side: set runtime_options.tokenizer_command to the runner that tokenizes "
+            "for the deployed runtime (comparing tokenizer.json with a copy of itself would prove nothing)"
+        )
+    argv = shlex.split(command) if isinstance(command, str) else [str(a) for a in command]
+    got = runtime_token_ids(argv, texts, cwd=str(ctx.recipe_dir), timeout_s=float(opts.get("timeout_s", 60.0)))
+    if got.ids is None:
+        return TokenizerParity(reference=ref, texts=list(texts), under_test_ids=None, runner_error=got.error), ""
+    return TokenizerParity(reference=ref, texts=list(texts), under_test_ids=got.ids), ""

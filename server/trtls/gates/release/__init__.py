@@ -1,29 +1,29 @@
 """Gate 5 — release, canary, rollback.
 
-What is measured (runtime under test, in its child process, `runtimes.benchmark`):
-latency p50/p95/p99 of `iterations` serial requests after `warmup` untimed ones, throughput (requests/s
-over the timed loop), peak memory (max RSS of the runtime child; device memory when the runtime reports
-it), warm-up cost (model load + first request), and the cold build time (`durationS` of the build
-evidence summary.json).
+What is measured (the artifact the route deploys, extracted from its bundle, through the runtime under test, in
+its child process, `runtimes.benchmark`): latency p50/p95/p99 of `iterations` serial requests after `warmup`
+untimed ones, throughput (requests/s over the timed loop), peak memory (max RSS of the runtime child; device
+memory when the runtime reports it), warm-up cost (model load + first request), and the cold build time
+(`durationS` of the build evidence, or of the route build for a route with no engine).
 
-How it is judged (decision rule, documented in docs/codes/gate-release.md):
+How it is judged (documented in docs/codes/gate-release.md):
 
 * a configured threshold that is exceeded → **reject** (latency, memory, throughput, warm-up, build time);
-* latency and memory must be bounded: no latency threshold, or no memory threshold → **hold**;
-  throughput, warm-up, GPU memory and build-time thresholds are optional (the value is recorded);
-* the stored baseline (`<root>/.trtls/routes/<route>/baseline.json`, written atomically) is missing →
-  **hold** (`update_baseline=True` records one for the next run); a regression over `max_regression`
-  (default 25 %) of p95 latency or peak memory → **reject**;
-* canary: the new bundle's model on the canary inputs — every request must answer, with no NaN/Inf, each
-  within `latency_p99_ms` when set; any failure → **reject**; no canary inputs → **hold**;
-* rollback is exercised, not assumed (`rollback_drill`): the previous bundle is restored over the active
-  one through `core.atomic`, its sha256 verified (and against its sidecar record when there is one), a
-  smoke run made on the restored bundle's model, then the new bundle is restored and its sha256 verified.
-  No previous bundle → **hold**; a digest mismatch or a failed smoke run → **reject**; the smoke run
-  cannot run here (engine-only bundle, no GPU) → **hold**.
+* a figure with no threshold was judged against nothing → **not_checked** (holds unless waived), never a pass;
+* the stored baseline (`<root>/.trtls/routes/<route>/baseline.json`, written atomically) is missing → **hold**;
+  a regression over `max_regression` (default 25 %) of p95 latency or peak memory → **reject**;
+* canary: the deployed artifact on the canary inputs — every request must answer, with no NaN/Inf, each
+  within `latency_p99_ms` when set; any failure → **reject**; no canary inputs or cannot run here → not_checked;
+* rollback is exercised, not assumed (`rollback_drill`), on copies in a scratch folder (`release.scratch`): the
+  previous bundle is restored over the deployment slot through `core.atomic`, its sha256 verified (and against its
+  sidecar record), a smoke run made on the restored bundle's deployed artifact, then the new bundle is restored
+  and verified. No previous bundle → **hold**; a digest mismatch or a failed smoke run → **reject**; the smoke
+  run cannot run here → not_checked. The user's bundle, previous bundle and sidecars are only read.
+* gate 3 ran and did not pass → canary and rollback are not run (`not_run` in the summary).
 
 Codes: TRT901 latency · TRT902 throughput · TRT903 memory · TRT904 warm-up · TRT905 build time ·
-TRT906 baseline · TRT907 canary · TRT908 rollback · TRT909 measurement failed/unavailable.
+TRT906 baseline · TRT907 canary · TRT908 rollback · TRT909 measurement failed/unavailable · TRT910 a path
+outside the recipe folder.
 """
 
 from trtls.gates.release.baseline import BASELINE_FORMAT, baseline_path, check_baseline, load_baseline, write_baseline

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from collections.abc import Mapping, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any
 
+from trtls.bundle import sidecar_path
 from trtls.core.findings import TomlPath
 from trtls.core.gate_result import CheckStatus, GateCheck, gate_check
 from trtls.gates.parity.check import toml_path
@@ -15,6 +17,7 @@ from trtls.gates.release.baseline import check_baseline, load_baseline, write_ba
 from trtls.gates.release.measure import Thresholds, measure
 from trtls.gates.release.performance import check_build_time, check_canary, check_performance
 from trtls.gates.release.rollback import SmokeFn, bundle_smoke, rollback_drill, sha256_of
+from trtls.gates.release.scratch import copy_in, deployed_smoke
 from trtls.runtimes import RunResult, RuntimeSpec
 
 GATE = 5
@@ -53,7 +56,7 @@ def check_release(
         else RunResult("error", "no benchmark inputs")
     )
     if isinstance(m, RunResult):
-        status: CheckStatus = "hold" if m.status == "unavailable" or not inputs else "reject"
+        status: CheckStatus = "not_checked" if m.status == "unavailable" or not inputs else "reject"
         checks.append(
             _check(
                 "release.measure",
@@ -105,11 +108,19 @@ def check_release(
 
 
 def record_of(checks: Sequence[GateCheck]) -> dict[str, str]:
-    """canary_status / rollback_status for the route summary (CBAT vocabulary)."""
-    by = {c.name: c.status for c in checks}
-    canary = {"pass": "pass", "reject": "failed"}.get(by.get("release.canary", ""), "not_started")
-    rollback = {"pass": "tested", "reject": "failed"}.get(by.get("release.rollback", ""), "blocked")
-    return {"canary_status": canary, "rollback_status": rollback}
+    """canary_status / rollback_status for the route summary (CBAT vocabulary; `not_run` when gate 3 failed)."""
+    by = {c.name: c for c in checks}
+
+    def status(name: str, ok: str, bad: str, otherwise: str) -> str:
+        c = by.get(name)
+        if c is not None and c.evidence.get("not_run"):
+            return "not_run"
+        return {"pass": ok, "reject": bad}.get(c.status if c is not None else "", otherwise)
+
+    return {
+        "canary_status": status("release.canary", "pass", "failed", "not_started"),
+        "rollback_status": status("release.rollback", "tested", "failed", "blocked"),
+    }
 
 
 # ------------------------------------------------------------------------------ orchestrator hook (run.py)
@@ -117,8 +128,11 @@ def record_of(checks: Sequence[GateCheck]) -> dict[str, str]:
 
 def _build_summary(ctx: Any) -> Path | None:
     ev = getattr(getattr(ctx, "gate2", None), "evidence", None)
-    if isinstance(ev, dict) and ev.get("path"):
-        return Path(ev["path"])
+    if isinstance(ev, dict) and (ev.get("path") or ev.get("record")):
+        return Path(ev.get("path") or ev["record"])
+    if ctx.route.engine is None:
+        record = Path(ctx.recipe_dir) / ".trtls" / "routes" / ctx.route_name / "route-build.json"
+        return record if record.is_file() else None
     try:
         from trtls.gates.environment import latest_successful_build
     except ImportError:  # pragma: no cover
@@ -127,32 +141,90 @@ def _build_summary(ctx: Any) -> Path | None:
     return linked[0] if linked else None
 
 
+def _not_run(name: str, code: str, why: str, path: TomlPath) -> GateCheck:
+    return _check(name, "not_checked", f"not run: {why}", code, path, {"not_run": True})
+
+
 def run_gate(ctx: Any) -> list[GateCheck]:
-    """Gate 5 for `trtls.gates.run`: measures the route's runtime under test on its reference inputs,
-    canary on `canary_inputs`, rollback drill from `bundle` (active) to `previous_bundle`.
-    Never writes the baseline (use `write_baseline` / a CLI flag to record one deliberately)."""
-    from trtls.gates.parity import route_runtimes
+    """Gate 5 for `trtls.gates.run`. Everything runs on the artifact the route deploys, as its bundle carries it,
+    through the runtime under test — measured, canaried and rolled back on copies in a scratch folder: the gates
+    never write the user's bundle, previous bundle or sidecars (a kill at any point leaves them as they were).
+    When gate 3 did not pass, the canary and the rollback are `not_run`. Never writes the baseline."""
+    from trtls.gates.deployed import RefusedPath, contained, extract_artifact
+    from trtls.gates.parity import on_artifact, route_runtimes
 
     route = ctx.route
     base: TomlPath = ("routes", ctx.route_name)
     spec, _, _, problems = route_runtimes(ctx)
+    gate3 = [c for c in ctx.checks if c.gate == 3]
+    gate3_ok = all(c.status == "pass" for c in gate3)  # not selected in this run (--gate 5): not judged here
     if spec is None or problems:
         checks = problems or [_check("release.measure", "hold", "no runtime to measure", "TRT909", base + ("runtime",))]
-    else:
-        ref_inputs = [ctx.resolve(route.reference_inputs)] if getattr(route, "reference_inputs", None) else []
-        canary = [ctx.resolve(route.canary_inputs)] if getattr(route, "canary_inputs", None) else []
-        previous = ctx.resolve(route.previous_bundle) if getattr(route, "previous_bundle", None) else None
-        checks = check_release(
-            spec,
-            ref_inputs,
-            root=ctx.recipe_dir,
-            route=ctx.route_name,
-            thresholds=getattr(route, "thresholds", None),
-            canary_inputs=canary,
-            build_summary=_build_summary(ctx),
-            active_bundle=ctx.resolve(route.bundle),
-            previous_bundle=previous,
-            paths={"route": base, "build": ("engines", route.engine)},
-        )
+        ctx.record.update(record_of(checks))
+        return checks
+    with tempfile.TemporaryDirectory(prefix="trtls-gate5-") as tmp:
+        scratch = Path(tmp)
+        (scratch / "artifact").mkdir()
+        artifact = extract_artifact(ctx, scratch / "artifact")
+        bundle_copy = scratch / "slot" / Path(route.bundle).name
+        deployed = on_artifact(spec, artifact, bundle_copy)
+        refused: list[GateCheck] = []
+
+        def inside(key: str) -> Path | None:
+            rel = getattr(route, key, None)
+            if rel is None:
+                return None
+            try:
+                return contained(ctx, rel)
+            except RefusedPath as exc:
+                refused.append(_check(f"release.paths:{key}", "hold", str(exc), "TRT910", base + (key,)))
+                return None
+
+        ref_inputs = [p for p in [inside("reference_inputs")] if p is not None]
+        canary = [p for p in [inside("canary_inputs")] if p is not None]
+        previous = inside("previous_bundle")
+        active = inside("bundle")
+        if isinstance(artifact, str):
+            deployed_ok = False
+            checks = [
+                _check("release.measure", "not_checked", f"not measured: {artifact}", "TRT909", base + ("bundle",))
+            ]
+        else:
+            deployed_ok = True
+            checks = []
+        smoke = deployed_smoke(spec, route.deploys, ref_inputs)
+        active_copy = previous_copy = None
+        if gate3_ok and active is not None and active.is_file():
+            copy_in(active, bundle_copy)
+            if sidecar_path(active).is_file():
+                copy_in(sidecar_path(active), sidecar_path(bundle_copy))
+            active_copy = bundle_copy
+        if gate3_ok and previous is not None and previous.is_file():
+            previous_copy = scratch / "previous" / previous.name
+            copy_in(previous, previous_copy)
+            if sidecar_path(previous).is_file():
+                copy_in(sidecar_path(previous), sidecar_path(previous_copy))
+        elif previous is not None and not previous.exists():
+            previous_copy = previous  # not found: the drill says so
+        if deployed_ok:
+            checks = check_release(
+                deployed,
+                ref_inputs,
+                root=ctx.recipe_dir,
+                route=ctx.route_name,
+                thresholds=route.thresholds,
+                canary_inputs=canary,
+                build_summary=_build_summary(ctx),
+                active_bundle=active_copy,
+                previous_bundle=previous_copy,
+                smoke=smoke,
+                paths={"route": base, "build": ("routes", ctx.route_name, "engine" if route.engine else "onnx")},
+            )
+        if not gate3_ok:
+            why = "gate 3 did not pass: the bundle is not verified"
+            checks = [c for c in checks if c.name not in ("release.canary", "release.rollback")]
+            checks.append(_not_run("release.canary", "TRT907", why, base + ("canary_inputs",)))
+            checks.append(_not_run("release.rollback", "TRT908", why, base + ("previous_bundle",)))
+        checks = refused + checks
     ctx.record.update(record_of(checks))
     return checks

@@ -47,8 +47,9 @@ def check_performance(m: Measurement, t: Thresholds, paths: Mapping[str, TomlPat
         out.append(
             _check(
                 "release.latency",
-                "hold",
-                f"no latency threshold (set thresholds.latency_p95_ms or _p99_ms): {figures}",
+                "not_checked",
+                f"no latency limit set (thresholds.latency_p95_ms or _p99_ms), so the measured {figures} were judged "
+                "against nothing",
                 "TRT901",
                 p_thr,
                 ev,
@@ -68,29 +69,43 @@ def check_performance(m: Measurement, t: Thresholds, paths: Mapping[str, TomlPat
                 ev,
             )
         )
+    elif t.min_throughput_rps is None:
+        out.append(
+            _check(
+                "release.throughput",
+                "not_checked",
+                f"no minimum throughput set (thresholds.min_throughput_rps): {m.throughput_rps:.1f} req/s (serial) "
+                "was judged against nothing",
+                "TRT902",
+                p_thr,
+                ev,
+            )
+        )
     else:
         out.append(
             _check(
                 "release.throughput",
                 "pass",
-                f"throughput {m.throughput_rps:.1f} req/s (serial)"
-                + ("" if t.min_throughput_rps is not None else "; no minimum set"),
+                f"throughput {m.throughput_rps:.1f} req/s (serial) >= {t.min_throughput_rps:g} req/s",
                 "TRT902",
-                key("min_throughput_rps") if t.min_throughput_rps is not None else p_thr,
+                key("min_throughput_rps"),
                 ev,
             )
         )
 
     if m.peak_rss_mib is None:
         out.append(
-            _check("release.memory", "hold", "peak memory of the runtime could not be measured", "TRT903", p_thr, ev)
+            _check(
+                "release.memory", "not_checked", "peak memory of the runtime could not be measured", "TRT903", p_thr, ev
+            )
         )
     elif t.memory_mib is None:
         out.append(
             _check(
                 "release.memory",
-                "hold",
-                f"no memory threshold (set thresholds.memory_mib): peak RSS {m.peak_rss_mib:.1f} MiB",
+                "not_checked",
+                f"no memory limit set (thresholds.memory_mib): peak RSS {m.peak_rss_mib:.1f} MiB was judged against "
+                "nothing",
                 "TRT903",
                 p_thr,
                 ev,
@@ -144,11 +159,20 @@ def check_performance(m: Measurement, t: Thresholds, paths: Mapping[str, TomlPat
         )
     else:
         wc = "n/a" if m.warmup_cost_s is None else f"{m.warmup_cost_s:.3f} s"
+        unjudged = t.max_warmup_s is None or m.warmup_cost_s is None
         out.append(
             _check(
                 "release.warmup",
-                "pass",
-                f"warm-up cost (load + first request) {wc}",
+                "not_checked" if unjudged else "pass",
+                f"warm-up cost (load + first request) {wc}"
+                + (
+                    ""
+                    if not unjudged
+                    else " was judged against nothing (no thresholds.max_warmup_s)"
+                    if t.max_warmup_s is None
+                    else " could not be measured"
+                )
+                + ("" if unjudged else f" <= {t.max_warmup_s:g} s"),
                 "TRT904",
                 key("max_warmup_s") if t.max_warmup_s is not None else p_thr,
                 ev,
@@ -161,7 +185,11 @@ def check_build_time(summary_json: str | os.PathLike[str] | None, t: Thresholds,
     """TRT905: cold build time from the build evidence summary (`durationS`)."""
     if summary_json is None:
         return _check(
-            "release.build_time", "hold", "no build evidence summary: cold build time unknown", "TRT905", path
+            "release.build_time",
+            "not_checked",
+            "no build evidence summary: the cold build time was not measured",
+            "TRT905",
+            path,
         )
     p = Path(summary_json)
     try:
@@ -187,8 +215,9 @@ def check_build_time(summary_json: str | os.PathLike[str] | None, t: Thresholds,
         )
     return _check(
         "release.build_time",
-        "pass",
-        f"cold build took {duration:.1f} s" + ("" if t.max_build_s is not None else " (no limit set)"),
+        "pass" if t.max_build_s is not None else "not_checked",
+        f"cold build took {duration:.1f} s"
+        + (f" <= {t.max_build_s:g} s" if t.max_build_s is not None else ", judged against nothing (no max_build_s)"),
         "TRT905",
         path,
         ev,
@@ -198,10 +227,10 @@ def check_build_time(summary_json: str | os.PathLike[str] | None, t: Thresholds,
 def check_canary(spec: RuntimeSpec, canary_inputs: Sequence[Any], t: Thresholds, path: TomlPath = ()) -> GateCheck:
     """TRT907: the new bundle's model on the canary inputs: answers, no NaN/Inf, each within latency_p99_ms."""
     if not canary_inputs:
-        return _check("release.canary", "hold", "no canary inputs: the canary has not run", "TRT907", path)
+        return _check("release.canary", "not_checked", "no canary inputs: the canary has not run", "TRT907", path)
     res = run_inputs(spec, list(canary_inputs), warmup=1)
     if res.status == "unavailable":
-        return _check("release.canary", "hold", f"canary cannot run here: {res.message}", "TRT907", path)
+        return _check("release.canary", "not_checked", f"canary cannot run here: {res.message}", "TRT907", path)
     if not res.ok:
         return _check("release.canary", "reject", f"canary failed: {res.summary()}", "TRT907", path)
     problems = []
@@ -226,3 +255,6 @@ def check_canary(spec: RuntimeSpec, canary_inputs: Sequence[Any], t: Thresholds,
         path,
         ev,
     )
+
+
+# -------------------------------------------------------------------------------------------- rollback

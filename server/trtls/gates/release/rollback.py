@@ -194,8 +194,9 @@ def rollback_drill(
             ev["smoke"] = res.summary()
             if res.status == "unavailable":
                 status, message = (
-                    "hold",
-                    f"previous bundle restored and verified (sha256 {sha_prev[:12]}…), but the smoke run cannot run here: {res.message}",
+                    "not_checked",
+                    f"previous bundle restored and verified (sha256 {sha_prev[:12]}…), but the smoke run of its "
+                    f"deployed artifact cannot run here: {res.message}",
                 )
             elif not res.ok:
                 status, message = (

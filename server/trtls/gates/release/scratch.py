@@ -1,0 +1,55 @@
+"""Gate 5's scratch folder: copies of the user's bundles for the rollback drill, and a smoke run of the artifact the
+route deploys, taken from a bundle, through the runtime under test. The gates never write the user's files: every
+write of the drill lands on these copies."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from trtls.gates.release.rollback import ENGINE_SECTIONS, MODEL_SECTIONS, SmokeFn
+from trtls.runtimes import RunResult, RuntimeSpec, run_inputs
+
+
+def copy_in(source: Path, dest: Path) -> None:
+    """Copy a user file into the scratch folder (read only; the copy is what the drill may overwrite)."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    with open(source, "rb") as src, open(dest, "xb") as out:
+        shutil.copyfileobj(src, out, 1024 * 1024)
+
+
+def deployed_smoke(spec: RuntimeSpec, deploys: str, inputs: Sequence[Any]) -> SmokeFn:
+    """A smoke run of the artifact the route deploys, from the bundle at `path`, through the runtime under test."""
+    from trtls.gates.parity import on_artifact
+
+    def smoke(path: Path) -> RunResult:
+        names = ENGINE_SECTIONS if deploys == "engine" else MODEL_SECTIONS
+        with tempfile.TemporaryDirectory(prefix="trtls-smoke-") as tmp:
+            try:
+                from trtls.bundle import BundleError, read_bundle
+
+                b = read_bundle(path)
+            except (BundleError, OSError) as exc:
+                return RunResult("error", f"bundle unreadable: {exc}")
+            section = next((n for n in names if n in b.sections), None)
+            if section is None:
+                return RunResult("error", f"the bundle carries no {deploys} section")
+            target = Path(tmp) / ("model.engine" if deploys == "engine" else "model.onnx")
+            with open(target, "wb") as out:
+                for part in b.iter_section(section):
+                    out.write(part)
+            kind = "tensorrt" if deploys == "engine" else "onnxruntime"
+            res = run_inputs(on_artifact(spec, (section, target, kind), path), list(inputs))
+        if res.ok:
+            for i, out_ in enumerate(res.outputs):
+                for name, arr in out_.items():
+                    if arr.dtype.kind in "fc" and not np.isfinite(arr).all():
+                        return RunResult("error", f"smoke request {i}: output {name!r} has NaN/Inf")
+        return res
+
+    return smoke

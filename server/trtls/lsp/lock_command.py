@@ -1,0 +1,37 @@
+"""`trtls.lockRoute {uri, route}`: record a route's checkpoint digests in trtls.lock.json — the quick fix of a
+missing or drifted lock (TRT512). Locking says "I reviewed these files", so the user confirms first; the gates
+themselves never write the lock."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from lsprotocol import types as lsp
+
+
+async def lock_route_command(ls: Any, args: Any) -> dict[str, Any]:
+    from trtls.checkpoint.lock import LockError, lock_route
+
+    loaded = ls.recipe(args.uri)
+    if loaded.recipe is None or args.route not in loaded.recipe.routes:
+        from pygls.exceptions import JsonRpcInvalidParams
+
+        raise JsonRpcInvalidParams(f"no valid route '{args.route}' in {loaded.path.name}")
+    yes = lsp.MessageActionItem(title="Lock these files")
+    answer = await ls.window_show_message_request_async(
+        lsp.ShowMessageRequestParams(
+            type=lsp.MessageType.Warning,
+            message=f"Record the checkpoint files of route '{args.route}' as they are now in trtls.lock.json "
+            "(only after reviewing them)?",
+            actions=[yes, lsp.MessageActionItem(title="Cancel")],
+        )
+    )
+    if answer is None or answer.title != yes.title:
+        return {"route": args.route, "locked": False, "status": "not_confirmed"}
+    try:
+        entry = await asyncio.to_thread(lock_route, loaded, args.route)
+    except LockError as exc:
+        ls.window_show_message(lsp.ShowMessageParams(type=lsp.MessageType.Error, message=f"not locked: {exc}"))
+        return {"route": args.route, "locked": False, "status": "refused", "reason": str(exc)}
+    return {"route": args.route, "locked": True, "files": len(entry["files"]), "commit": entry["checkpoint"]["commit"]}

@@ -1,0 +1,161 @@
+"""Gate 4's reference is independent of the export: an exporter bug (a dropped activation, swapped weights) rejects
+against outputs computed from the checkpoint itself, where a reference running the same ONNX would have agreed.
+
+Real route builds (ONNX routes: no engine), real onnxruntime runs, a real BERT checkpoint in the Hugging Face
+layout (random weights, a WordPiece tokenizer.json built with `tokenizers`), golden outputs in Polygraphy's format.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from test_route_build import copy_sample, fresh_sample
+from tests.checkpoint._bert import bert_feed, make_bert_checkpoint
+
+from trtls.checkpoint.forward import load_safetensors, reference_forward
+from trtls.checkpoint.golden import save_golden
+from trtls.core.recipe import load_recipe
+from trtls.gates.run import run_gates
+from trtls.checkpoint.lock import lock_route
+from trtls.route import build as route_build
+from trtls.runtimes import save_npz
+
+
+@pytest.fixture(scope="module")
+def sample(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return fresh_sample(tmp_path_factory.mktemp("independent") / "route")
+
+
+def _gate4(root: Path, route: str) -> dict:
+    loaded = load_recipe(root / "trtls.toml")
+    assert loaded.recipe is not None, [f.message for f in loaded.findings]
+    res = run_gates(loaded, route, gates=[4], write_evidence=False)
+    return {c.name: c for c in res.checks}
+
+
+def _drop_relu(weights, config):
+    model = route_build.export_mlp(weights, config)
+    relu = next(n for n in model.graph.node if n.op_type == "Relu")
+    for node in model.graph.node:  # feed fc2 the pre-activation instead of the Relu's output
+        node.input[:] = [relu.input[0] if i == relu.output[0] else i for i in node.input]
+    model.graph.node.remove(relu)
+    return model
+
+
+def test_a_dropped_activation_rejects_against_the_checkpoint(sample, tmp_path, monkeypatch):
+    root = copy_sample(sample, tmp_path / "route")
+    monkeypatch.setitem(route_build.EXPORTERS, "tiny-mlp", _drop_relu)
+    result = asyncio.run(route_build.build_route(root / "trtls.toml", "tiny_ort"))
+    assert result.ok, result.message
+    checks = _gate4(root, "tiny_ort")
+    tol = checks["parity.tolerance:logits"]
+    assert tol.status == "reject" and tol.code == "TRT805", tol.message
+    assert tol.evidence["stats"]["max_abs"] > 0.01
+    assert checks["parity.reference_independent"].status == "pass"
+    assert checks["parity.deployed_artifact"].status == "pass"  # the buggy ONNX really ran: that is what failed
+    # the old set-up, onnxruntime against onnx.reference on the same ONNX, agrees with the bug …
+    toml = root / "trtls.toml"
+    text = toml.read_text()
+    start = text.index("[routes.tiny_ort]")
+    end = text.index("[routes.", start + 1)
+    table = text[start:end].replace('reference = "checkpoint"', 'reference = "onnx.reference"')
+    toml.write_text(text[:start] + table + text[end:])
+    same = _gate4(root, "tiny_ort")
+    assert same["parity.tolerance:logits"].status == "pass"
+    # … and so it can never support the route: the independence check says what was not checked
+    assert same["parity.reference_independent"].status == "not_checked"
+    assert "an export bug would pass unseen" in same["parity.reference_independent"].message
+
+
+BERT_RECIPE = """\
+[routes.bert]
+onnx = "build/bert.onnx"
+checkpoint = {{ path = "ck", revision = "{commit}" }}
+intended_use = "tests: a BERT encoder on ONNX Runtime"
+allowed_licenses = ["apache-2.0"]
+bundle = "build/bert.bundle"
+runtime = "onnxruntime"
+reference = "{reference}"
+reference_inputs = "inputs/reference.npz"
+tolerances = {{ last_hidden_state = {{ atol = 1e-4, rtol = 1e-3 }} }}
+runtime_options = {{ malformed = false, concurrency = 0 }}
+{extra}"""
+
+
+def _bert_route(tmp_path: Path, reference: str = "checkpoint", extra: str = "") -> Path:
+    root = tmp_path / "bert"
+    make_bert_checkpoint(root / "ck")
+    (root / "inputs").mkdir()
+    save_npz(root / "inputs" / "reference.npz", bert_feed(batch=3, seq=9))
+    (root / "trtls.toml").write_text(BERT_RECIPE.format(commit="b" * 40, reference=reference, extra=extra))
+    loaded = load_recipe(root / "trtls.toml")
+    assert loaded.recipe is not None, [f.message for f in loaded.findings]
+    lock_route(loaded, "bert")
+    return root
+
+
+def test_bert_encoder_route_matches_its_checkpoint_with_dynamic_batch_and_sequence(tmp_path):
+    root = _bert_route(tmp_path)
+    result = asyncio.run(route_build.build_route(root / "trtls.toml", "bert"))
+    assert result.ok, result.message
+    import onnx
+
+    model = onnx.load(root / "build" / "bert.onnx")
+    dims = {i.name: [d.dim_param or d.dim_value for d in i.type.tensor_type.shape.dim] for i in model.graph.input}
+    assert dims == {"input_ids": ["batch", "sequence"], "attention_mask": ["batch", "sequence"]}
+    checks = _gate4(root, "bert")
+    assert checks["parity.tolerance:last_hidden_state"].status == "pass", checks["parity.tolerance:last_hidden_state"]
+    assert checks["parity.reference_independent"].evidence["family"] == "bert"
+    assert checks["parity.deployed_artifact"].status == "pass"
+
+
+def test_bert_exporter_with_swapped_weights_rejects(tmp_path, monkeypatch):
+    root = _bert_route(tmp_path)
+
+    def swapped(weights, config):
+        w = dict(weights)
+        p = "bert.encoder.layer.1.attention.self."
+        w[p + "query.weight"], w[p + "key.weight"] = weights[p + "key.weight"], weights[p + "query.weight"]
+        return route_build.export_bert_encoder(w, config)
+
+    monkeypatch.setitem(route_build.EXPORTERS, "bert", swapped)
+    assert asyncio.run(route_build.build_route(root / "trtls.toml", "bert")).ok
+    tol = _gate4(root, "bert")["parity.tolerance:last_hidden_state"]
+    assert tol.status == "reject" and tol.evidence["stats"]["max_abs"] > 1e-2
+
+
+def test_golden_outputs_with_provenance(tmp_path):
+    root = tmp_path / "bert"
+    ck = make_bert_checkpoint(root / "ck")
+    (root / "inputs").mkdir()
+    inputs = root / "inputs" / "reference.npz"
+    save_npz(inputs, bert_feed(batch=2, seq=5))
+    inputs_sha = hashlib.sha256(inputs.read_bytes()).hexdigest()
+    # recorded elsewhere (here: the numpy forward pass standing in for another framework), in Polygraphy's format
+    golden = reference_forward(
+        load_safetensors(ck), json.loads((ck / "config.json").read_text()), dict(np.load(inputs))
+    )
+    save_golden(root / "golden.json", "numpy-reference", [golden])
+    extra = (
+        f'golden_outputs = {{ path = "golden.json", framework = "numpy", framework_version = "{np.__version__}", '
+        f'inputs_sha256 = "{inputs_sha}" }}\n'
+    )
+    toml = root / "trtls.toml"
+    toml.write_text(BERT_RECIPE.format(commit="b" * 40, reference="golden", extra=extra))
+    lock_route(load_recipe(toml), "bert")
+    assert asyncio.run(route_build.build_route(toml, "bert")).ok
+    checks = _gate4(root, "bert")
+    assert checks["parity.tolerance:last_hidden_state"].status == "pass"
+    ind = checks["parity.reference_independent"]
+    assert ind.status == "pass" and ind.evidence["framework"] == "numpy" and ind.evidence["inputs_sha256"] == inputs_sha
+    # outputs recorded for other inputs prove nothing about these: the reference is unavailable, never a pass
+    toml.write_text(toml.read_text().replace(inputs_sha, "0" * 64))
+    checks = _gate4(root, "bert")
+    assert "parity.tolerance:last_hidden_state" not in checks
+    assert checks["parity.reference_available"].status == "hold"
+    assert "prove nothing about these inputs" in checks["parity.reference_available"].message
