@@ -186,11 +186,7 @@ def _check_layout(checks: _Checks, layout: Layout) -> None:
             refs=layout.refs,
         )
     elif layout.files_dir is not None:
-        where = (
-            f"Hugging Face cache snapshot {layout.commit}"
-            if layout.kind == "hf_cache"
-            else "local folder"
-        )
+        where = f"Hugging Face cache snapshot {layout.commit}" if layout.kind == "hf_cache" else "local folder"
         checks.add("layout", "pass", where, "TRT502", PATH, kind=layout.kind, commit=layout.commit)
 
 
@@ -426,9 +422,7 @@ def _check_blobs(
         checks.add("weights", "pass", "weights: " + ", ".join(weights), "TRT510", PATH, files=weights)
 
 
-def _check_lock(
-    checks: _Checks, lock_path: Path, commit: str | None, current: dict[str, dict[str, Any]]
-) -> None:
+def _check_lock(checks: _Checks, lock_path: Path, commit: str | None, current: dict[str, dict[str, Any]]) -> None:
     """TRT512: the files against trtls.lock.json. Only `trtls route lock` writes it (after a review): a missing
     entry holds, with the command in the message and the quick fix — never trust on first use."""
     entry = read_lock(lock_path)["routes"].get(checks.route_name)
