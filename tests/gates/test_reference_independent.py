@@ -23,6 +23,7 @@ from trtls.core.recipe import load_recipe
 from trtls.gates.run import run_gates
 from trtls.checkpoint.lock import lock_route
 from trtls.route import build as route_build
+from trtls.route.exporters import export_bert_encoder
 from trtls.runtimes import save_npz
 
 
@@ -121,7 +122,7 @@ def test_bert_exporter_with_swapped_weights_rejects(tmp_path, monkeypatch):
         w = dict(weights)
         p = "bert.encoder.layer.1.attention.self."
         w[p + "query.weight"], w[p + "key.weight"] = weights[p + "key.weight"], weights[p + "query.weight"]
-        return route_build.export_bert_encoder(w, config)
+        return export_bert_encoder(w, config)
 
     monkeypatch.setitem(route_build.EXPORTERS, "bert", swapped)
     assert asyncio.run(route_build.build_route(root / "trtls.toml", "bert")).ok
