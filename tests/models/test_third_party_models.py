@@ -103,3 +103,27 @@ inputs.x = {{ min = [4, 3, 160, 160], opt = [8, 3, 320, 320], max = [8, 3, 480, 
     assert {f.code for f in misspelt.findings} == {"TRT112", "TRT113"}
     summary = await _build(_recipe(tmp_path, text), "det")
     assert [p["inputs"]["x"]["opt"] for p in summary["optimizationProfiles"]] == [[1, 3, 640, 640], [8, 3, 320, 320]]
+
+
+async def test_a_real_tensorrt_internal_error_is_recorded_as_one(tmp_path: Path, third_party: dict[str, Path]) -> None:
+    """silero-vad's If-based export makes TensorRT-RTX 1.7 fail an internal assertion (graphScope.cpp): the build
+    fails, the evidence records an internal error with TensorRT's source (not mistaken for a layer), and the
+    advice says a blind retry will not help."""
+    text = f"""\
+[engines.vad]
+onnx = "{third_party["silero_vad_if"]}"
+output = "build/vad.engine"
+
+[[engines.vad.profiles]]
+inputs.input = {{ min = [1, 512], opt = [1, 512], max = [4, 512] }}
+inputs.state = {{ min = [2, 1, 128], opt = [2, 1, 128], max = [2, 4, 128] }}
+"""
+    loaded = _recipe(tmp_path, text)
+    assert loaded.findings == [], "the recipe is right; the failure is TensorRT's"
+    summary = await Supervisor().start(loaded, "vad").wait()
+    assert summary["outcome"] == "failed"
+    failure = summary["failure"]
+    assert failure["kind"] == "internal_error" and failure["errorCode"] == 2
+    assert failure["source"].startswith("graphScope.cpp:") and failure["layer"] is None
+    assert summary["retryPolicy"] == "investigate" and "blind retry" in summary["retryRule"]
+    assert not (tmp_path / "build" / "vad.engine").exists()

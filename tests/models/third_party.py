@@ -10,6 +10,7 @@ Licences permit it: silero-vad is MIT, magika and rapidocr-onnxruntime (PaddleOC
 |---|---|
 | silero-vad `silero_vad_op18_ifless.onnx` | two dynamic inputs sharing `batch` (audio `input` [batch, sequence],
 |                                          | recurrent `state` [2, batch, 128]) and a static int64 scalar `sr` |
+| silero-vad `silero_vad_16k_op15.onnx` | the same inputs with an If node: a real TensorRT internal error |
 | magika `standard_v3_3/model.onnx` | an int32 input [batch, 2048] (bytes of a file), ai.onnx.ml opset beside ai.onnx |
 | rapidocr-onnxruntime `ch_PP-OCRv4_det_infer.onnx` | a text detector with dynamic batch, height and width |
 """
@@ -41,6 +42,13 @@ MODELS = (
         "silero-vad==6.2.3",
         "silero_vad/data/silero_vad_op18_ifless.onnx",
         "7671cd04b004e9076da0d4a7b1a5aec36adf161c39230c1cb94a4fd5db6bbd28",
+        "MIT",
+    ),
+    WheelModel(  # the same network with an If on the sample rate: TensorRT-RTX 1.7 fails on it with an internal error
+        "silero_vad_if",
+        "silero-vad==6.2.3",
+        "silero_vad/data/silero_vad_16k_op15.onnx",
+        "7ed98ddbad84ccac4cd0aeb3099049280713df825c610a8ed34543318f1b2c49",
         "MIT",
     ),
     WheelModel(

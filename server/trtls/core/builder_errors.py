@@ -82,11 +82,17 @@ def parse_internal_error(msg: str) -> dict[str, Any] | None:
     return record
 
 
+_SOURCE_FILE = re.compile(r"\.(?:cpp|hpp|h|cu)(?::\d+)?$")
+
+
 def _layer(detail: str) -> str | None:
     for pattern in _LAYER_PATTERNS:
-        m = pattern.search(detail)
-        if m is not None:
-            return m.group("layer").rstrip(".")
+        for m in pattern.finditer(detail):
+            layer = m.group("layer").rstrip(".")
+            # "In analyze at /_src/optimizer/common/graphScope.cpp:471" names TensorRT's source, not a layer
+            # (measured: silero-vad's If-based model on TensorRT-RTX 1.7, tests/models/test_third_party_models.py)
+            if not _SOURCE_FILE.search(layer):
+                return layer
     return None
 
 

@@ -47,10 +47,11 @@ def retry_advice(
     if outcome == "failed" and kind == "internal_error":
         layer = (failure or {}).get("layer")
         at = f" at layer {layer}" if layer else ""
+        what = "that layer or its opset" if layer else "the model's export (opset, control flow such as If/Loop)"
         return RetryAdvice(
             "investigate",
             f"TensorRT hit an internal error{at}: a blind retry fails the same way. Change what the builder sees "
-            "(that layer or its opset, precision, memory pool limits, optimization level) or the TensorRT version, "
+            f"({what}, precision, memory pool limits, optimization level) or the TensorRT version, "
             "and report it to NVIDIA with this evidence folder",
         )
     if outcome == "failed" and kind in ("setting", "plugin", "precision"):
