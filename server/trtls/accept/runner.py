@@ -118,7 +118,7 @@ def workspace(ctx: Context, name: str, fresh: bool = False) -> Path:
 
 
 # -- builds ------------------------------------------------------------------------------------------
-Trigger = Callable[[Build, Supervisor, "asyncio.Future"], None]
+Trigger = Callable[[Build, Supervisor, "asyncio.Future"], object]  # what it returns is ignored
 
 
 async def _build(
@@ -293,7 +293,7 @@ class Recorder:
         o.leftovers = sorted(set(o.leftovers) | set(leftovers(self.ws)))
         o.locks = lock_probe(self.ws)
         q = ((o.summary or {}).get("timingCache") or {}).get("quarantined_to")
-        o.quarantined_exists = bool(q) and os.path.exists(q)  # judged after the scratch folder is gone
+        o.quarantined_exists = bool(q) and os.path.exists(str(q))  # judged after the scratch folder is gone
         return o
 
 

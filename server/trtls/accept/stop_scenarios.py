@@ -20,7 +20,9 @@ from trtls.accept.runner import (  # the harness
     in_process_stop,
     workspace,
 )
+from trtls.builds.build import Build
 from trtls.builds.history import History
+from trtls.builds.supervisor import Supervisor
 from trtls.core.events import ProtocolError, parse_event
 from trtls.core.phase_tree import PhaseTree
 
@@ -52,10 +54,14 @@ def sc_event_loop(ctx: Context) -> Observation:
     return in_process_stop(ctx, "event_loop", "event_loop", action=lambda b, sup, waiter: waiter.cancel())
 
 
+def _sigkill_worker(b: Build, sup: Supervisor, waiter: asyncio.Future) -> None:
+    if b.pid is None:  # never os.kill(0, …): that is this process group
+        raise RuntimeError("the worker has no pid yet")
+    os.kill(b.pid, signal.SIGKILL)
+
+
 def sc_worker_sigkill(ctx: Context) -> Observation:
-    return in_process_stop(
-        ctx, "worker_sigkill", None, action=lambda b, sup, w: os.kill(b.pid, signal.SIGKILL), expect={"killed": True}
-    )
+    return in_process_stop(ctx, "worker_sigkill", None, action=_sigkill_worker, expect={"killed": True})
 
 
 def sc_silent_builder(ctx: Context) -> Observation:

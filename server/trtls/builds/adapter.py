@@ -116,7 +116,9 @@ def make_logger(bm: BuilderModule, on_log: Callable[[str, str], None]) -> Any:
     trt = bm.trt
     names = {trt.ILogger.Severity.__members__[n]: n for n in SEVERITY_NAMES}
 
-    class _Logger(trt.ILogger):  # type: ignore[misc, name-defined]
+    logger_base: Any = trt.ILogger  # a pybind11 class of the builder module
+
+    class _Logger(logger_base):
         def __init__(self) -> None:
             trt.ILogger.__init__(self)
 

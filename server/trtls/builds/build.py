@@ -10,7 +10,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from trtls.builds.history import History
 from trtls.core.build_config import flat_settings
@@ -72,6 +72,29 @@ def worker_job(
     }
 
 
+class WorkerStdin(Protocol):
+    def write(self, data: bytes) -> None: ...
+    def close(self) -> None: ...
+    def is_closing(self) -> bool: ...
+
+
+class WorkerProcess(Protocol):
+    """What the supervisor drives: a local worker (asyncio's Process) or a farm cell
+    (trtls.builds.farm.remote_process.RemoteProcess, whose stdin forwards control lines to its node)."""
+
+    @property
+    def pid(self) -> int | None: ...
+    @property
+    def returncode(self) -> int | None: ...
+    @property
+    def stdin(self) -> WorkerStdin | None: ...
+    @property
+    def stdout(self) -> asyncio.StreamReader | None: ...
+    @property
+    def stderr(self) -> asyncio.StreamReader | None: ...
+    async def wait(self) -> int: ...
+
+
 @dataclass
 class Build:
     id: str
@@ -107,7 +130,7 @@ class Build:
     precision: dict[str, Any] | None = None
     failure: dict[str, Any] | None = None
     stderr_tail: deque = field(default_factory=lambda: deque(maxlen=40))
-    _proc: asyncio.subprocess.Process | None = None
+    _proc: WorkerProcess | None = None
     _loop: asyncio.AbstractEventLoop | None = None
     _done: asyncio.Future | None = None
     _events_file: Any = None

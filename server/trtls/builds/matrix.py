@@ -69,7 +69,7 @@ class MatrixBuild:
     summary: dict[str, Any] | None = None
     t_start_ns: int = field(default_factory=time.monotonic_ns)
     started_at: float = field(default_factory=time.time)
-    listeners: list[Callable[[MatrixBuild, Build | None, Any], None]] = field(default_factory=list)
+    listeners: list[Callable[[MatrixBuild, Build | None, Any], object]] = field(default_factory=list)
     _done: asyncio.Future | None = None
 
     @property

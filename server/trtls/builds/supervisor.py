@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from trtls.builds.artifacts import remove_or_quarantine, temp_files_near
-from trtls.builds.build import Build, Listener, new_build_id, state_dir, worker_job
+from trtls.builds.build import Build, Listener, WorkerProcess, new_build_id, state_dir, worker_job
 from trtls.builds.orphans import process_start_id
 from trtls.builds.spawn import spawn_worker
 from trtls.builds.summary import build_summary
@@ -164,7 +164,7 @@ class Supervisor:
             # opened now: a build that replaces it later cannot change what is hashed.
             fh = open(build.output, "rb")
             build._previous_sha = asyncio.get_running_loop().run_in_executor(None, _sha256_and_close, fh)
-        proc = build._prespawned
+        proc: WorkerProcess | None = build._prespawned
         # unbuffered: if this process dies, the next one rebuilds the evidence from what is on disk
         build._events_file = open(build.evidence_dir / "events.jsonl", "wb", buffering=0)
         if proc is None:
@@ -195,9 +195,9 @@ class Supervisor:
             outcome = build.finished["outcome"]
         elif build.token.forced:
             outcome = "forced"
-        elif getattr(proc, "lost", None):  # a remote cell whose node (or actor) died under it
+        elif lost := getattr(proc, "lost", None):  # a remote cell whose node (or actor) died under it
             outcome = "killed"
-            build.error = proc.lost
+            build.error = lost
         else:
             outcome = "killed"
             sig = -build.exit_code if build.exit_code < 0 else None
@@ -243,7 +243,7 @@ class Supervisor:
         proc = build._proc
         if proc is None or proc.stdin is None or proc.stdin.is_closing():
             return
-        msg = CancelControl(source=build.token.source, t_request_ns=build.token.t_request_ns)  # type: ignore[arg-type]
+        msg = CancelControl(source=build.token.source, t_request_ns=build.token.t_request_ns)
         try:
             proc.stdin.write((msg.model_dump_json() + "\n").encode())
         except (BrokenPipeError, ConnectionResetError):

@@ -27,7 +27,7 @@ class CancelToken:
     after_complete: bool = False  # the request came while the finished engine was being committed
     later_requests: list[tuple[str, int]] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
-    _listeners: list[Callable[[str], None]] = field(default_factory=list, repr=False)
+    _listeners: list[Callable[[str], object]] = field(default_factory=list, repr=False)
 
     @property
     def is_set(self) -> bool:
@@ -49,7 +49,7 @@ class CancelToken:
             listener(source)
         return True
 
-    def on_request(self, listener: Callable[[str], None]) -> None:
+    def on_request(self, listener: Callable[[str], object]) -> None:
         """Call `listener(source)` once a request arrives (at once if one already has)."""
         with self._lock:
             fire = self.source

@@ -198,7 +198,8 @@ def _record_baseline(ctx: GateContext, gates_decision: Decision, cancelled: bool
         from trtls.gates.release import Measurement, sha256_of, write_baseline
     except ImportError as exc:
         return {"recorded": False, "reason": f"gate 5 is not installed ({exc})"}
-    m = Measurement(**{f.name: measured.evidence.get(f.name) for f in fields(Measurement)})
+    recorded: dict[str, Any] = {f.name: measured.evidence.get(f.name) for f in fields(Measurement)}
+    m = Measurement(**recorded)
     bundle = ctx.resolve(ctx.route.bundle)
     sha = sha256_of(bundle) if bundle.is_file() else None
     path = write_baseline(ctx.recipe_dir, ctx.route_name, m, bundle_sha256=sha)

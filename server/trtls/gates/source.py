@@ -439,7 +439,7 @@ def _check_lock(checks: _Checks, lock_path: Path, commit: str | None, current: d
             command=f"trtls route lock --route {checks.route_name}",
         )
         return
-    drift = lock_drift(entry, current)
+    drift: dict[str, Any] = lock_drift(entry, current)  # evidence for the check
     changed, removed, added = drift["changed"], drift["removed"], drift["added"]
     locked_commit = (entry.get("checkpoint") or {}).get("commit")
     if locked_commit != commit:

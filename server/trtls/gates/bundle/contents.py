@@ -161,7 +161,7 @@ def sbom_problems(doc: Any, info: dict[str, Any]) -> list[str]:
         problems.append(
             f"bomFormat/specVersion are {doc.get('bomFormat')!r}/{doc.get('specVersion')!r}, expected 'CycloneDX'/'1.5'"
         )
-    meta = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
+    meta: dict[str, Any] = doc["metadata"] if isinstance(doc.get("metadata"), dict) else {}
     if _sha_of(meta.get("component")) != info.get("file_sha256"):
         problems.append(
             f"metadata.component sha256 {str(_sha_of(meta.get('component')))[:12]}… is not the bundle's {str(info.get('file_sha256'))[:12]}…"
@@ -174,7 +174,7 @@ def sbom_problems(doc: Any, info: dict[str, Any]) -> list[str]:
     if ck is None or ck.get("type") != "machine-learning-model":
         problems.append("no checkpoint component (machine-learning-model)")
     else:
-        listed = {c.get("name"): _sha_of(c) for c in (ck.get("components") or []) if isinstance(c, dict)}
+        listed = {str(c.get("name")): _sha_of(c) for c in (ck.get("components") or []) if isinstance(c, dict)}
         files = prov.get("checkpoint_files") if isinstance(prov.get("checkpoint_files"), dict) else None
         if not listed:
             problems.append("the checkpoint component lists no files")

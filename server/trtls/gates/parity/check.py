@@ -200,9 +200,9 @@ def check_parity(
     stats_by_output: dict[str, dict[str, float]] = {}
     if not sig:
         for name in ref_res.outputs[0]:
-            tol, key = tolerance_for(tolerances, name)
+            tol, tol_key = tolerance_for(tolerances, name)
             cmp = compare_output(
-                name, [o[name] for o in test_res.outputs], [o[name] for o in ref_res.outputs], tol, key
+                name, [o[name] for o in test_res.outputs], [o[name] for o in ref_res.outputs], tol, tol_key
             )
             stats_by_output[name] = cmp.stats
             evidence = {
@@ -214,7 +214,7 @@ def check_parity(
             }
             if tol.check_error_stat == "quantile":
                 evidence["quantile"] = tol.quantile if tol.quantile is not None else DEFAULT_QUANTILE
-            path = p_tol + (key,) if key is not None and p_tol else p_tol
+            path = p_tol + (tol_key,) if tol_key is not None and p_tol else p_tol
             checks.append(
                 _check(
                     f"parity.tolerance:{name}",

@@ -36,7 +36,7 @@ def check_performance(m: Measurement, t: Thresholds, paths: Mapping[str, TomlPat
         ("latency_p95_ms", "p95", m.p95_ms, t.latency_p95_ms),
         ("latency_p99_ms", "p99", m.p99_ms, t.latency_p99_ms),
     ]
-    configured = [x for x in lat if x[3] is not None]
+    configured = [(key, label, got, limit) for key, label, got, limit in lat if limit is not None]
     over = [x for x in configured if x[2] > x[3]]
     figures = f"p50 {m.p50_ms:.3f} ms, p95 {m.p95_ms:.3f} ms, p99 {m.p99_ms:.3f} ms over {m.iterations} requests after {m.warmup} warm-up"
     if over:
