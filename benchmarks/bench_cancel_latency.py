@@ -93,13 +93,15 @@ async def ide_stop_runs(ws: Path, n: int, window_s: float) -> list[dict[str, Any
             known = set(client.progress_reports)
             res = await execute(client, "trtls.buildEngine", {"uri": uri, "engine": "demo"})
             bid = res["buildId"]
-            await until(lambda: set(client.progress_reports) - known)
+            await until(lambda known=known: set(client.progress_reports) - known)
             token = next(iter(set(client.progress_reports) - known))
-            await until(lambda: any(t.get("buildId") == bid and t.get("phases") for t in trees))
+            await until(lambda bid=bid: any(t.get("buildId") == bid and t.get("phases") for t in trees))
             await asyncio.sleep(rng.uniform(0, window_s))
             client.window_work_done_progress_cancel(lsp.WorkDoneProgressCancelParams(token=token))
             await until(
-                lambda: any(isinstance(r, lsp.WorkDoneProgressEnd) for r in client.progress_reports.get(token, []))
+                lambda token=token: any(
+                    isinstance(r, lsp.WorkDoneProgressEnd) for r in client.progress_reports.get(token, [])
+                )
             )
             out.append((await execute(client, "trtls.showEvidence", {"buildId": bid}))["summary"])
     finally:
@@ -203,7 +205,7 @@ async def run(n: int, n_cli: int, n_forced: int) -> dict[str, Any]:
     per: dict[str, dict[str, Any]] = {}
     for source in ("api", "service_shutdown", "event_loop"):
         runs = []
-        for i in range(n):
+        for _ in range(n):
             runs.append(await in_process(ws, source, window))
         per[source] = collect(runs)
         print(f"  {source}: {per[source]['cancelled']}/{n} cancelled", flush=True)
@@ -290,7 +292,8 @@ async def run(n: int, n_cli: int, n_forced: int) -> dict[str, Any]:
     return {
         "title": "Cancel latency",
         "bench": "bench_cancel_latency",
-        "method": f"`demo` builds cancelled at uniform random points within {window:.2f} s after the first phase; {n} per in-process/LSP source, {n_cli} per CLI source, {n_forced} forced",
+        "method": f"`demo` builds cancelled at uniform random points within {window:.2f} s after the first phase; {n} "
+        f"per in-process/LSP source, {n_cli} per CLI source, {n_forced} forced",
         "figures": figures,
         "table": table,
         "forced": {
@@ -301,7 +304,8 @@ async def run(n: int, n_cli: int, n_forced: int) -> dict[str, Any]:
         },
         "calibration": cal,
         "notes": [
-            "builds that finished before their cancel arrived (outcome built) are counted but excluded from the latencies",
+            "builds that finished before their cancel arrived (outcome built) are counted but excluded from the "
+            "latencies",
             "a cancel seen before the builder started (no callback saw it) has no cancelReturnAfterSeenMs",
         ],
     }

@@ -107,19 +107,23 @@ async def run(events: int, seconds: float) -> dict:
     a = await supervisor_only(events)
     print(
         f"  (a) supervisor: {a['events']} events in {a['seconds']:.2f} s = {a['rate']:,.0f} events/s "
-        f"(worker writes {a['workerWriteRate'] or 0:,.0f}/s); {a['phases']} phases, {a['stepsFolded']} steps in the tree",
+        f"(worker writes {a['workerWriteRate'] or 0:,.0f}/s); {a['phases']} phases, {a['stepsFolded']} steps in the "
+        "tree",
         flush=True,
     )
     b = await through_server(events, seconds)
     print(
-        f"  (b) server: {b['events']} events folded in {b['serverFoldSeconds']:.2f} s = {b['serverFoldRate']:,.0f} events/s; "
-        f"client got {b['progressMessages']} $/progress + {b['buildTreeMessages']} buildTree = {b['outputRate']:.1f} msg/s",
+        f"  (b) server: {b['events']} events folded in {b['serverFoldSeconds']:.2f} s = {b['serverFoldRate']:,.0f} "
+        "events/s; "
+        f"client got {b['progressMessages']} $/progress + {b['buildTreeMessages']} buildTree = {b['outputRate']:.1f} "
+        "msg/s",
         flush=True,
     )
     return {
         "title": "Event throughput",
         "bench": "bench_event_throughput",
-        "method": f"synthetic external worker (benchmarks/_flood_worker.py, recipe `worker = [...]`) writing events (steps in phases of 1000) as fast as it can: {events:,} events for (a), a {seconds:g} s flood for (b)",
+        "method": "synthetic external worker (benchmarks/_flood_worker.py, recipe `worker = [...]`) writing events "
+        f"(steps in phases of 1000) as fast as it can: {events:,} events for (a), a {seconds:g} s flood for (b)",
         "figures": [
             figure(
                 "(a) worker → Supervisor, events folded per second",
@@ -127,7 +131,8 @@ async def run(events: int, seconds: float) -> dict:
                 "events/s",
                 None,
                 None,
-                f"{a['events']:,} events in {a['seconds']:.2f} s; the flood worker alone writes {a['workerWriteRate'] or 0:,.0f}/s",
+                f"{a['events']:,} events in {a['seconds']:.2f} s; the flood worker alone writes "
+                f"{a['workerWriteRate'] or 0:,.0f}/s",
             ),
             figure(
                 "(b) worker → language server, events folded per second",
@@ -135,7 +140,8 @@ async def run(events: int, seconds: float) -> dict:
                 "events/s",
                 None,
                 None,
-                f"{b['events']:,} events flooded for {seconds:g} s, build {b['serverFoldSeconds']:.2f} s (evidence durationS)",
+                f"{b['events']:,} events flooded for {seconds:g} s, build {b['serverFoldSeconds']:.2f} s (evidence "
+                "durationS)",
             ),
             figure(
                 "(b) messages to the client (buildTree + $/progress)",
@@ -143,7 +149,8 @@ async def run(events: int, seconds: float) -> dict:
                 "messages",
                 None,
                 None,
-                f"{b['buildTreeMessages']} buildTree + {b['progressMessages']} $/progress (begin/report/end) = {b['outputRate']:.1f} msg/s for {b['events']:,} events",
+                f"{b['buildTreeMessages']} buildTree + {b['progressMessages']} $/progress (begin/report/end) = "
+                f"{b['outputRate']:.1f} msg/s for {b['events']:,} events",
             ),
             figure(
                 "(b) progress reports per second per build",
@@ -156,7 +163,8 @@ async def run(events: int, seconds: float) -> dict:
         "supervisor": a,
         "server": b,
         "notes": [
-            "the built-in worker coalesces steps to ≤ 1 per phase per 50 ms, so real builds send far fewer events than this flood"
+            "the built-in worker coalesces steps to ≤ 1 per phase per 50 ms, so real builds send far fewer events than "
+            "this flood"
         ],
     }
 

@@ -1,6 +1,7 @@
 """Hashing throughput of trtls.checkpoint.hashing: GB/s of a first (page-cached) run and the cached re-run ratio.
 
-Creates ~1.5 GB of temp files under /tmp (removed at the end). Usage: python benchmarks/bench_hashing.py [--gb 1.5] [--files 6]
+Creates ~1.5 GB of temp files under /tmp (removed at the end).
+Usage: python benchmarks/bench_hashing.py [--gb 1.5] [--files 6]
 """
 
 from __future__ import annotations
@@ -76,7 +77,8 @@ def main() -> None:
         assert all(d.cached for d in again.values())
         print(f"cpus: {os.cpu_count()}  files: {args.files} x {size / 1e6:.0f} MB = {total / 1e9:.2f} GB (page cache)")
         print(
-            f"hardware ceiling: in-memory sha256, 1 MiB buffers, {args.workers or os.cpu_count()} threads: {ceiling:.2f} GB/s"
+            f"hardware ceiling: in-memory sha256, 1 MiB buffers, {args.workers or os.cpu_count()} threads: "
+            f"{ceiling:.2f} GB/s"
         )
         print(f"first run:  {t_first:.3f} s  {total / t_first / 1e9:.2f} GB/s")
         print(f"re-run:     {t_again * 1000:.2f} ms  ratio {t_again / t_first * 100:.3f}% of the first run")

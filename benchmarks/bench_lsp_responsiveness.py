@@ -119,7 +119,8 @@ async def init_times(n: int) -> dict:
 async def run(requests: int, loads: list[int], n_init: int) -> dict:
     init = await init_times(n_init)
     print(
-        f"  initialize: request→response {fmt_dist(init['request_to_response'])}; spawn→response {fmt_dist(init['spawn_to_response'])}",
+        f"  initialize: request→response {fmt_dist(init['request_to_response'])}; spawn→response "
+        f"{fmt_dist(init['spawn_to_response'])}",
         flush=True,
     )
     results = []
@@ -128,7 +129,8 @@ async def run(requests: int, loads: list[int], n_init: int) -> dict:
         results.append(r)
         print(
             f"  {n} builds: hover {fmt_dist(r['hover'])}; completion {fmt_dist(r['completion'])}; "
-            f"{r['treesDuringWindow']} buildTree notifications during the {r['windowS']} s window, {r['runningAfter']} builds still running after",
+            f"{r['treesDuringWindow']} buildTree notifications during the {r['windowS']} s window, {r['runningAfter']} "
+            "builds still running after",
             flush=True,
         )
     figures = []
@@ -170,12 +172,14 @@ async def run(requests: int, loads: list[int], n_init: int) -> dict:
     return {
         "title": "LSP responsiveness",
         "bench": "bench_lsp_responsiveness",
-        "method": f"{requests} hover + {requests} completion requests, sequential, over stdio (pytest-lsp client) while N `large` builds stream; initialize ×{n_init}",
+        "method": f"{requests} hover + {requests} completion requests, sequential, over stdio (pytest-lsp client) "
+        f"while N `large` builds stream; initialize ×{n_init}",
         "figures": figures,
         "loads": results,
         "init": init,
         "notes": [
-            "round trips include the client's own JSON-RPC handling in this process (pygls client), so they are an upper bound on the server's time"
+            "round trips include the client's own JSON-RPC handling in this process (pygls client), so they are an "
+            "upper bound on the server's time"
         ],
     }
 

@@ -153,7 +153,8 @@ async def run(pairs: int, net: str) -> dict:
             }
         )
         print(
-            f"  pair {i + 1}/{pairs} ({rows[-1]['first']} first): pipeline {mon[0]:.2f}/{bare[0]:.2f} s = {mon[0] / bare[0]:.3f}, "
+            f"  pair {i + 1}/{pairs} ({rows[-1]['first']} first): pipeline {mon[0]:.2f}/{bare[0]:.2f} s = "
+            f"{mon[0] / bare[0]:.3f}, "
             f"builder {mon[1]:.2f}/{bare[1]:.2f} s = {mon[1] / bare[1]:.3f}, "
             f"worker CPU {mon[2]:.2f}/{bare[2]:.2f} s = {mon[2] / bare[2]:.3f}, load {os.getloadavg()[0]:.1f}",
             flush=True,
@@ -170,17 +171,23 @@ async def run(pairs: int, net: str) -> dict:
     spent_s = sum(counts.get(k, 0) * cost[k] for k in cost) / 1e9
     share = spent_s / statistics.median(r["bare_builder"] for r in rows)
     cost_detail = (
-        f"{counts.get('step_complete', 0):,} step_complete × {cost['step_complete']:.0f} ns + {counts.get('phase_start', 0):,} phase_start × "
-        f"{cost['phase_start']:.0f} ns + as many phase_finish × {cost['phase_finish']:.0f} ns = {spent_s * 1e3:.2f} ms of a "
-        f"{statistics.median(r['bare_builder'] for r in rows):.2f} s build (excludes pybind11's trampoline and an uncontended GIL acquire)"
+        f"{counts.get('step_complete', 0):,} step_complete × {cost['step_complete']:.0f} ns + "
+        f"{counts.get('phase_start', 0):,} phase_start × "
+        f"{cost['phase_start']:.0f} ns + as many phase_finish × {cost['phase_finish']:.0f} ns = {spent_s * 1e3:.2f} ms "
+        "of a "
+        f"{statistics.median(r['bare_builder'] for r in rows):.2f} s build (excludes pybind11's trampoline and an "
+        "uncontended GIL acquire)"
     )
-    q = lambda v: (
-        f"min {min(v):.3f}, max {max(v):.3f}, IQR {statistics.quantiles(v, n=4)[0]:.3f}–{statistics.quantiles(v, n=4)[2]:.3f}"
-    )
+
+    def q(v: list[float]) -> str:
+        quartiles = statistics.quantiles(v, n=4)
+        return f"min {min(v):.3f}, max {max(v):.3f}, IQR {quartiles[0]:.3f}–{quartiles[2]:.3f}"
+
     return {
         "title": "Monitor overhead",
         "bench": "bench_monitor_overhead",
-        "method": f"{pairs} interleaved pairs (order alternates), network `{net}`, Supervisor.start(..., overrides={{'no_monitor': True}}) vs default",
+        "method": f"{pairs} interleaved pairs (order alternates), network `{net}`, Supervisor.start(..., "
+        f"overrides={{'no_monitor': True}}) vs default",
         "figures": [
             figure(
                 "pipeline time ratio monitored/bare (median)",
@@ -220,7 +227,8 @@ async def run(pairs: int, net: str) -> dict:
         "notes": [
             f"1-min load average during the pairs: {min(loads):.1f}–{max(loads):.1f} on {os.cpu_count()} cores"
             + (
-                " — other processes competed for the CPU; wall-clock ratios are noisy, the CPU-time ratio is the steadier figure"
+                " — other processes competed for the CPU; wall-clock ratios are noisy, the CPU-time ratio is the "
+                "steadier figure"
                 if max(loads) > (os.cpu_count() or 1) * 0.75
                 else ""
             )

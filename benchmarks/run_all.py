@@ -180,8 +180,10 @@ def render(results: list[dict], meta: dict, quick: bool, cmdline: str) -> str:
         *[f"| {k} | {val} |" for k, val in v.items()],
         "",
         "Other processes shared this machine while the suite ran (the 1-minute load average at the start/end of each",
-        "benchmark is listed below). Wall-clock figures include that contention; ratios and percentiles are used so the",
-        "figures stay comparable, and the monitor-overhead benchmark adds a CPU-time ratio that contention does not move.",
+        "benchmark is listed below). Wall-clock figures include that contention; ratios and percentiles are used so "
+        "the",
+        "figures stay comparable, and the monitor-overhead benchmark adds a CPU-time ratio that contention does not "
+        "move.",
         "",
         "## Summary",
         "",
@@ -198,7 +200,8 @@ def render(results: list[dict], meta: dict, quick: bool, cmdline: str) -> str:
             "",
             f"## {r['title']}",
             "",
-            f"`python benchmarks/{r['bench']}.py` — {r['seconds']} s, load average {r['loadavg'][0]} → {r['loadavg'][1]}{waited}.",
+            f"`python benchmarks/{r['bench']}.py` — {r['seconds']} s, load average {r['loadavg'][0]} → "
+            f"{r['loadavg'][1]}{waited}.",
             "",
         ]
         if r.get("method"):
@@ -212,19 +215,22 @@ def render(results: list[dict], meta: dict, quick: bool, cmdline: str) -> str:
             out += ["| figure | value | target | result | detail |", "|---|---|---|---|---|"]
             for f in r["figures"]:
                 out.append(
-                    f"| {f['name']} | {value(f)} | {f.get('target') or '—'} | {verdict(f) or '—'} | {f.get('detail') or ''} |"
+                    f"| {f['name']} | {value(f)} | {f.get('target') or '—'} | {verdict(f) or '—'} | "
+                    f"{f.get('detail') or ''} |"
                 )
         if r.get("table"):
             out += [
                 "",
-                "| source | runs | cancelled | built first | request→return p50/p99 ms | seen→return p50/p99/max ms | cleanup p50/p99/max ms |",
+                "| source | runs | cancelled | built first | request→return p50/p99 ms | seen→return p50/p99/max ms | "
+                "cleanup p50/p99/max ms |",
                 "|---|---|---|---|---|---|---|",
             ]
             for t in r["table"]:
                 a, b, c = t["cancelLatencyMs"], t["cancelReturnAfterSeenMs"], t["cleanupLatencyMs"]
                 g = lambda d, ks: " / ".join(f"{d[k]:g}" for k in ks) if d.get("n") else "n/a"  # noqa: E731
                 out.append(
-                    f"| {t['source']} | {t['runs']} | {t['cancelled']} | {t['builtBeforeCancel']} | {g(a, ('p50', 'p99'))} | "
+                    f"| {t['source']} | {t['runs']} | {t['cancelled']} | {t['builtBeforeCancel']} | "
+                    f"{g(a, ('p50', 'p99'))} | "
                     f"{g(b, ('p50', 'p99', 'max'))} (n={b.get('n', 0)}) | {g(c, ('p50', 'p99', 'max'))} |"
                 )
         for note in r.get("notes", []):
@@ -240,7 +246,8 @@ def render(results: list[dict], meta: dict, quick: bool, cmdline: str) -> str:
         "source .venv/bin/activate",
         "python samples/quickstart/make_models.py      # the ONNX models the builds use (same bytes every run)",
         "python benchmarks/run_all.py                  # all benchmarks → docs/performance.md",
-        "python benchmarks/bench_cancel_latency.py     # or any one alone: it prints its figures (--json FILE, --quick)",
+        "python benchmarks/bench_cancel_latency.py     # or any one alone: it prints its figures (--json FILE, "
+        "--quick)",
         "```",
         "",
         "Benchmarks are not tests: nothing here runs under pytest, and no test asserts a duration.",

@@ -101,14 +101,20 @@ def test_only_the_farm_transport_imports_ray() -> None:
 
 
 def test_server_process_never_imports_tensorrt() -> None:
-    code = "import sys, trtls.lsp.server, trtls.cli.main; print(sorted(m for m in sys.modules if m.startswith('tensorrt')))"
+    code = (
+        "import sys, trtls.lsp.server, trtls.cli.main; print(sorted(m for m in sys.modules if "
+        "m.startswith('tensorrt')))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == "[]"
 
 
 def test_initialize_path_imports_neither_pydantic_nor_the_build_core() -> None:
     """Everything before `initialize` is answered is pygls, lsprotocol and the stdlib (the rest loads after)."""
-    code = "import sys, trtls.lsp.server; print(sorted(m for m in ('pydantic', 'trtls.core.recipe', 'trtls.builds.supervisor', 'trtls.lsp.editor') if m in sys.modules))"
+    code = (
+        "import sys, trtls.lsp.server; print(sorted(m for m in ('pydantic', 'trtls.core.recipe', "
+        "'trtls.builds.supervisor', 'trtls.lsp.editor') if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == "[]"
 
@@ -116,6 +122,9 @@ def test_initialize_path_imports_neither_pydantic_nor_the_build_core() -> None:
 def test_worker_imports_neither_pydantic_nor_the_event_models() -> None:
     """Every build pays the worker's start-up before TensorRT is even imported (issue 14's fixed cost):
     the worker speaks the protocol with the standard library (core.protocol), never core.events."""
-    code = "import sys, trtls.builds.worker; print(sorted(m for m in ('pydantic', 'trtls.core.events', 'trtls.core.recipe') if m in sys.modules))"
+    code = (
+        "import sys, trtls.builds.worker; print(sorted(m for m in ('pydantic', 'trtls.core.events', "
+        "'trtls.core.recipe') if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == "[]"

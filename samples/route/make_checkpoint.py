@@ -3,7 +3,8 @@
   checkpoints/models--trtls--tiny-mlp/          a Hugging Face cache repo: refs/main, blobs/, snapshots/<commit>/
       config.json, model.safetensors (tiny MLP, safetensors numpy API), tokenizer.json (tokenizers WordLevel,
       built locally), tokenizer_config.json, README.md (model card, `license: apache-2.0`)
-  checkpoints/models--trtls--tiny-mlp-pickle/   the same plus pytorch_model.bin (a pickle weight: rejected; never unpickled)
+  checkpoints/models--trtls--tiny-mlp-pickle/   the same plus pytorch_model.bin (a pickle weight: rejected;
+                                                never unpickled)
   model.onnx                                    the engine's ONNX, built from the safetensors weights (make_onnx.py)
   inputs/reference.npz, inputs/canary.npz       reference and canary inputs for gates 4 and 5
 

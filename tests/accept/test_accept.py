@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from trtls.accept import criteria as C
 from trtls.accept import artifact_scenarios, runner
+from trtls.accept import criteria as C
 from trtls.accept.report import build_report, junit, percentile, stats, to_text
 from trtls.accept.scenarios import GROUPS, select
 from trtls.builds.artifacts import engine_temp_path
@@ -232,7 +232,8 @@ def test_held_lock_and_live_process_fail_criterion_8(fast_run, tmp_path: Path) -
         [
             sys.executable,
             "-c",
-            f"import fcntl,sys,time; f=open({str(lock)!r},'a+'); fcntl.flock(f, fcntl.LOCK_EX); print('x', flush=True); time.sleep(60)",
+            f"import fcntl,sys,time; f=open({str(lock)!r},'a+'); fcntl.flock(f, fcntl.LOCK_EX); print('x', "
+            "flush=True); time.sleep(60)",
         ],
         stdout=subprocess.PIPE,
         text=True,

@@ -1,8 +1,8 @@
 """Hostile TOML never crashes or hangs the recipe parser: only located findings, whatever the text.
 
 `trtls.models.profile_checks.check_recipe` (the recipe loader, then every engine against its ONNX model's
-inputs, with the quick fixes computed for each finding) gets generated recipes (engine and route tables built from the real key
-names with random values), mutated copies of the shipped samples (character and line edits) and random
+inputs, with the quick fixes computed for each finding) gets generated recipes (engine and route tables built from
+the real key names with random values), mutated copies of the shipped samples (character and line edits) and random
 text. Every finding's range must lie inside the document. CI runs TRTLS_FUZZ_EXAMPLES examples per
 property (default 200); the long run sets 10000 (see docs/reliability.md).
 """

@@ -10,12 +10,12 @@ import json
 from pathlib import Path
 
 import pytest
-
 from tests.checkpoint._bert import bert_feed, make_bert_checkpoint
+
 from trtls.bundle import read_bundle
+from trtls.checkpoint.lock import lock_route
 from trtls.core.recipe import load_recipe
 from trtls.gates.run import run_gates
-from trtls.checkpoint.lock import lock_route
 from trtls.route.build import build_route
 from trtls.runtimes import save_npz
 

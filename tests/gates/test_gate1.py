@@ -6,9 +6,9 @@ import time
 
 from _route_helpers import by_name, checkpoint_files, load, make_cache, make_folder, route_table, write_recipe
 
+from trtls.checkpoint.lock import LockError, lock_route
 from trtls.core.gate_result import decide
 from trtls.core.route import route_model
-from trtls.checkpoint.lock import LockError, lock_route
 from trtls.gates.source import LOCK_NAME, check_checkpoint, resolve_layout
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"

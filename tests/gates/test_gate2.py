@@ -70,7 +70,8 @@ def test_discovery_does_not_import_tensorrt():
         "import json, sys\n"
         "from trtls.gates.environment import discover_environment\n"
         "env = discover_environment()\n"
-        "print(json.dumps({'env': env, 'loaded': sorted(m for m in ('tensorrt', 'tensorrt_rtx') if m in sys.modules)}, default=str))\n"
+        "print(json.dumps({'env': env, 'loaded': sorted(m for m in ('tensorrt', 'tensorrt_rtx') if m in sys.modules)}, "
+        "default=str))\n"
     )
     out = json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)
     env = out["env"]

@@ -162,7 +162,8 @@ def test_a_hanging_runtime_on_malformed_inputs_is_cut_cleanly(tmp_path, model):
     runner.write_text(
         "import sys, time, numpy as np\n"
         "x = np.load(sys.argv[1])['x']\n"
-        "if x.dtype != np.float32 or x.ndim != 2 or x.shape[0] == 0 or x.shape[1] != 4 or x.nbytes > 4096 or not np.isfinite(x).all():\n"
+        "if x.dtype != np.float32 or x.ndim != 2 or x.shape[0] == 0 or x.shape[1] != 4 or x.nbytes > 4096 or not "
+        "np.isfinite(x).all():\n"
         "    while True:\n"
         "        time.sleep(1)\n"
         "w = (np.arange(16, dtype=np.float32).reshape(4, 4) / 16).astype(np.float64)\n"

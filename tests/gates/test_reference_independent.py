@@ -19,9 +19,9 @@ from tests.checkpoint._bert import bert_feed, make_bert_checkpoint
 
 from trtls.checkpoint.forward import load_safetensors, reference_forward
 from trtls.checkpoint.golden import save_golden
+from trtls.checkpoint.lock import lock_route
 from trtls.core.recipe import load_recipe
 from trtls.gates.run import run_gates
-from trtls.checkpoint.lock import lock_route
 from trtls.route import build as route_build
 from trtls.route.exporters import export_bert_encoder
 from trtls.runtimes import save_npz

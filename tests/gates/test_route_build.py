@@ -212,7 +212,8 @@ def test_unknown_model_type_is_refused_before_any_build(tmp_path):
     (ck / "tokenizer.json").write_text("{}")
     (tmp_path / "trtls.toml").write_text(
         '[engines.e]\nonnx = "m.onnx"\noutput = "out/e.engine"\n\n[routes.r]\nengine = "e"\n'
-        f'checkpoint = {{ path = "ck", revision = "{"a" * 40}" }}\nintended_use = "tests"\nallowed_licenses = ["mit"]\nbundle = "out/r.bundle"\n'
+        f'checkpoint = {{ path = "ck", revision = "{"a" * 40}" }}\nintended_use = "tests"\nallowed_licenses = '
+        '["mit"]\nbundle = "out/r.bundle"\n'
     )
     with pytest.raises(RouteBuildError, match="no ONNX exporter for model_type 'gpt2'"):
         asyncio.run(build_route(tmp_path / "trtls.toml", "r"))

@@ -1,4 +1,5 @@
-"""Runtime contract: real onnxruntime / onnx.reference children, a hanging and a crashing `command`, TensorRT unavailable."""
+"""Runtime contract: real onnxruntime / onnx.reference children, a hanging and a crashing `command`, TensorRT
+unavailable."""
 
 from __future__ import annotations
 
@@ -57,7 +58,7 @@ def test_python_adapters_run_real_models_in_a_child(model, kind):
     res = R.run_inputs(R.RuntimeSpec(kind, model=str(model)), inputs)
     assert res.ok, res.summary()
     assert len(res.outputs) == 2
-    for got, inp in zip(res.outputs, inputs):
+    for got, inp in zip(res.outputs, inputs, strict=True):
         np.testing.assert_allclose(got["y"], expected(inp["x"]), atol=1e-5)
         assert got["y"].dtype == np.float32
     assert res.peak_rss_bytes and res.peak_rss_bytes > 1024 * 1024  # a real python child was measured
@@ -139,7 +140,8 @@ def test_command_runner_contract_in_npz_out_npz(tmp_path):
         "x = np.load(sys.argv[1])['x']\n"
         "if not np.isfinite(x).all():\n"
         "    sys.stderr.write('refused: NaN in x\\n'); sys.exit(2)\n"
-        "np.savez(sys.argv[2], y=np.tanh(x.astype(np.float64) @ (np.arange(16, dtype=np.float32).reshape(4, 4) / 16).astype(np.float64)).astype(np.float32))\n",
+        "np.savez(sys.argv[2], y=np.tanh(x.astype(np.float64) @ (np.arange(16, dtype=np.float32).reshape(4, 4) / "
+        "16).astype(np.float64)).astype(np.float32))\n",
     )
     spec = R.RuntimeSpec("command", command=argv)
     ok = R.run_inputs(spec, [feed(3)])

@@ -222,8 +222,8 @@ def test_tokenizer_parity_needs_ids_from_the_runtime_side(ran, tmp_path):
     toml.write_text(
         text.replace(
             anchor,
-            anchor
-            + f'\nruntime_options = {{ tokenizer_command = ["{sys.executable}", "runner.py", "runtime-tokenizer.json"] }}',
+            anchor + "\nruntime_options = "
+            f'{{ tokenizer_command = ["{sys.executable}", "runner.py", "runtime-tokenizer.json"] }}',
         )
     )
 

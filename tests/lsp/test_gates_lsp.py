@@ -158,7 +158,8 @@ async def test_cancel_of_the_gates_progress_stops_the_run_without_a_decision(
     with open(ws / "trtls.toml", "a") as fh:
         fh.write(
             '\n[routes.slow]\nengine = "tiny"\n'
-            'checkpoint = { path = "checkpoints/slow", id = "trtls/slow", revision = "0000000000000000000000000000000000000001" }\n'
+            'checkpoint = { path = "checkpoints/slow", id = "trtls/slow", revision = '
+            '"0000000000000000000000000000000000000001" }\n'
             'intended_use = "a gates run to cancel"\nallowed_licenses = ["apache-2.0"]\nbundle = "build/slow.bundle"\n'
         )
     ends = raw_progress_ends(client)

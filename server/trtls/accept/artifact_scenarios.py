@@ -56,7 +56,10 @@ def sc_readonly_output(ctx: Context) -> Observation:
     folder = rec.paths["output"].parent
     how = _make_readonly(folder)
     if how is None:
-        rec.obs.skipped = "running as root and `chattr +i` is not available or not supported by this filesystem: nothing here makes a folder unwritable for root"
+        rec.obs.skipped = (
+            "running as root and `chattr +i` is not available or not supported by this filesystem: "
+            "nothing here makes a folder unwritable for root"
+        )
         return rec.obs
     try:
         rec.before()
@@ -110,7 +113,8 @@ def sc_network_change(ctx: Context) -> Observation:
         "identity"
     )
     rec.obs.extra["note"] = (
-        "the cache identity does not include the network (TensorRT timing caches are per layer, shareable across networks), so it is unchanged; "
+        "the cache identity does not include the network (TensorRT timing caches are per layer, shareable across "
+        "networks), so it is unchanged; "
         "the buildConfigHash changed, so history baselines of the old network were not applied"
         if same_identity
         else "the cache identity changed with the network"

@@ -8,6 +8,7 @@ a criterion an observation made by a real run and then broken on purpose, and se
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 from collections.abc import Callable
@@ -100,7 +101,7 @@ def c1_phase_tree(obs: Observation) -> Verdict:
             problems.append(f"phase {p['id']} has no timestamp")
     if source == "events":
         times = [p["t"] for p in phases]
-        if any(b < a for a, b in zip(times, times[1:])):
+        if any(b < a for a, b in itertools.pairwise(times)):
             problems.append("phase_start timestamps go backwards")
         finished = {e.get("phase_id") for e in obs.events if e.get("type") == "phase_finish"}
         tree = {p.get("id"): p.get("status") for p in (obs.summary or {}).get("phaseTree") or []}
@@ -281,7 +282,8 @@ def c6_retry(obs: Observation) -> Verdict:
     if rs.get("validationStatus") not in ("pending", "not_applicable"):
         return Verdict(
             FAIL,
-            f"a finished build claims validation {rs.get('validationStatus')!r}; it must stay pending until something runs it",
+            f"a finished build claims validation {rs.get('validationStatus')!r}; it must stay pending until something "
+            "runs it",
         )
     des = r.get("deserializes")
     if des is False:
@@ -289,7 +291,8 @@ def c6_retry(obs: Observation) -> Verdict:
     note = "deserialises in the runtime" if des else "not validated: no runtime that can load it here (no GPU)"
     return Verdict(
         PASS,
-        f"retry ({r.get('policy')}) built in {rs.get('durationS')} s; {note}; validationStatus {rs.get('validationStatus')}",
+        f"retry ({r.get('policy')}) built in {rs.get('durationS')} s; {note}; validationStatus "
+        f"{rs.get('validationStatus')}",
     )
 
 

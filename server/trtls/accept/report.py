@@ -88,7 +88,8 @@ def build_report(
 def to_text(report: dict[str, Any]) -> str:
     mark = {PASS: "pass", FAIL: "FAIL", NA: "n/a "}
     lines = [
-        f"trtls accept — {report.get('recipe', '')} engine {report.get('engine', '')}: {'PASSED' if report['passed'] else 'FAILED'}"
+        f"trtls accept — {report.get('recipe', '')} engine {report.get('engine', '')}: "
+        f"{'PASSED' if report['passed'] else 'FAILED'}"
     ]
     for s in report["scenarios"]:
         head = f"\n{s['scenario']}: outcome {s['outcome']}"

@@ -94,7 +94,8 @@ def prepare(recipe_path: Path, engine: str, scratch: Path | None, log: Callable[
     summary, _, _ = build_sync(template, engine)
     if summary.get("outcome") != "built":
         raise AcceptError(
-            f"the template build of {engine} did not succeed ({summary.get('outcome')}: {summary.get('error')}); nothing to accept"
+            f"the template build of {engine} did not succeed ({summary.get('outcome')}: {summary.get('error')}); "
+            "nothing to accept"
         )
     ctx.baseline = summary
     ctx.phase_count = len(summary.get("phaseTree") or [])

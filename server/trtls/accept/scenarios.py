@@ -24,7 +24,8 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario(
         "cold_cache",
         artifact_scenarios.sc_cold_cache,
-        "a first build with no cache, no history and no previous engine is observable and succeeds; the second build shows usual durations",
+        "a first build with no cache, no history and no previous engine is observable and succeeds; the second build "
+        "shows usual durations",
         True,
     ),
     Scenario(
@@ -40,7 +41,8 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario(
         "new_gpu_target",
         artifact_scenarios.sc_new_gpu_target,
-        "another compute capability (SM89 → SM120) changes the cache identity and a cache made for the old target is not reused",
+        "another compute capability (SM89 → SM120) changes the cache identity and a cache made for the old target is "
+        "not reused",
     ),
     Scenario(
         "slow_settings",
@@ -67,7 +69,8 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario(
         "ide_stop",
         stop_scenarios.sc_ide_stop,
-        "the editor's Stop (window/workDoneProgress/cancel through the real language server over stdio) cancels the build",
+        "the editor's Stop (window/workDoneProgress/cancel through the real language server over stdio) cancels the "
+        "build",
         True,
     ),
     Scenario(
@@ -107,12 +110,14 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario(
         "concurrent_cache",
         artifact_scenarios.sc_concurrent_cache,
-        "two processes saving the same cache at once leave a file that matches its sidecar digest and lose no merged record",
+        "two processes saving the same cache at once leave a file that matches its sidecar digest and lose no merged "
+        "record",
     ),
     Scenario(
         "server_killed",
         stop_scenarios.sc_server_killed,
-        "a language server killed mid-build: a new server finds the orphan, stops and cleans it, records outcome killed and tells the user",
+        "a language server killed mid-build: a new server finds the orphan, stops and cleans it, records outcome "
+        "killed and tells the user",
     ),
 )
 BY_NAME = {s.name: s for s in SCENARIOS}

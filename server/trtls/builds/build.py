@@ -252,7 +252,10 @@ class Build:
         if self.outcome == "failed":
             return f"failed: {self.error}"
         if self.outcome == "forced":
-            return f"forced: the builder ignored the cancel from {self.token.source} for {self.grace_s:g} s and was terminated"
+            return (
+                f"forced: the builder ignored the cancel from {self.token.source} for {self.grace_s:g} s and was "
+                "terminated"
+            )
         if self.remote is not None and self.error and self.error.startswith("node lost"):
             return f"killed: {self.error}"
         return f"killed: the worker died ({self.error})"

@@ -27,7 +27,10 @@ def build_findings(summary: dict[str, Any]) -> list[Finding]:
     out: list[Finding] = _not_applied(summary, engine) + _failure_findings(summary, engine)
     where = _stopped_in(summary)
     if outcome == "cancelled":
-        msg = f"build cancelled by {summary.get('cancelSource')}{where}; builder returned {_ms(summary.get('cancelLatencyMs'))} after the request; no engine written"
+        msg = (
+            f"build cancelled by {summary.get('cancelSource')}{where}; builder returned "
+            f"{_ms(summary.get('cancelLatencyMs'))} after the request; no engine written"
+        )
         out.append(_f("TRT201", Severity.warning, msg, table, buildId=summary["buildId"]))
     elif outcome == "failed":
         error = str(summary.get("error"))
@@ -42,7 +45,10 @@ def build_findings(summary: dict[str, Any]) -> list[Finding]:
             )
         )
     elif outcome == "forced":
-        msg = f"the builder ignored the cancel from {summary.get('cancelSource')}{where} past the grace period and was terminated (forced)"
+        msg = (
+            f"the builder ignored the cancel from {summary.get('cancelSource')}{where} past the grace period and "
+            "was terminated (forced)"
+        )
         out.append(_f("TRT203", Severity.error, msg, table, buildId=summary["buildId"]))
     elif outcome == "killed" and str(summary.get("error")).startswith("node lost"):
         node = summary.get("node") or {}
@@ -175,7 +181,8 @@ def _cleanup_findings(summary: dict[str, Any], engine: str) -> list[Finding]:
         _f(
             "TRT401",
             Severity.information,
-            f"cleanup: {'removed ' + str(n) + ' partial file(s)' if n else 'no partial engine was left'}; the output was not touched.{keep}",
+            f"cleanup: {'removed ' + str(n) + ' partial file(s)' if n else 'no partial engine was left'}; the output "
+            f"was not touched.{keep}",
             ("engines", engine, "output"),
         )
     ]
@@ -185,7 +192,8 @@ def orphan_finding(engine: str, recovered: dict[str, Any]) -> Finding:
     return _f(
         "TRT404",
         Severity.warning,
-        f"a build of '{engine}' was interrupted when the server died (build {recovered['buildId']}); {recovered['message']}",
+        f"a build of '{engine}' was interrupted when the server died (build {recovered['buildId']}); "
+        f"{recovered['message']}",
         ("engines", engine),
         buildId=recovered["buildId"],
     )

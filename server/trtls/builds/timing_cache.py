@@ -93,7 +93,10 @@ def plan_cache(
     data = path.read_bytes()
     meta = _read_meta(path)
     if meta is not None and meta.get("sha256") != hashlib.sha256(data).hexdigest():
-        why = f"cache bytes changed since trtls wrote them (sha256 mismatch, {len(data)} bytes on disk, {meta.get('size')} written)"
+        why = (
+            f"cache bytes changed since trtls wrote them (sha256 mismatch, {len(data)} bytes on disk, "
+            f"{meta.get('size')} written)"
+        )
         dest = _quarantine_pair(path, quarantine_dir, why)
         return CachePlan(
             path,

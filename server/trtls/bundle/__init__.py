@@ -54,7 +54,6 @@ from trtls.bundle.format import (
     BundleError,
     BundleProblem,
     Section,
-    _name_problem,  # the section-name rule: the fuzz tests check every bundle read_bundle accepts against it
     read_bundle,
     sidecar_path,
 )

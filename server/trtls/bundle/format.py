@@ -265,7 +265,8 @@ def _parse_container(
         return None, [
             BundleProblem(
                 CHECK_HEADER_LENGTH,
-                f"header length {header_len} runs past the end of the file ({file_size} bytes; header would end at byte {PREAMBLE_SIZE + header_len})",
+                f"header length {header_len} runs past the end of the file ({file_size} bytes; header would end at "
+                f"byte {PREAMBLE_SIZE + header_len})",
                 offset=8,
             )
         ]
@@ -325,7 +326,8 @@ def _parse_container(
             problems.append(
                 BundleProblem(
                     CHECK_SECTION_BOUNDS,
-                    f"section {shown} (offset {offset}, size {size}) ends at byte {start + size}, past the end of the file ({file_size} bytes)",
+                    f"section {shown} (offset {offset}, size {size}) ends at byte {start + size}, past the end of the "
+                    f"file ({file_size} bytes)",
                     offset=start,
                     section=name,
                 )
@@ -342,7 +344,8 @@ def _parse_container(
             problems.append(
                 BundleProblem(
                     CHECK_SECTION_OVERLAP,
-                    f"sections {_clip(reach.name)} [{reach.start}, {reach.end}) and {_clip(s.name)} [{s.start}, {s.end}) overlap",
+                    f"sections {_clip(reach.name)} [{reach.start}, {reach.end}) and {_clip(s.name)} [{s.start}, "
+                    f"{s.end}) overlap",
                     offset=s.start,
                     section=s.name,
                 )

@@ -107,7 +107,8 @@ def inspect_text(path: str | os.PathLike[str]) -> str:
     side = info["sidecar"]
     if side:
         lines.append(
-            f"sidecar  {Path(info['path']).name}{SIDECAR_SUFFIX}: origin {json.dumps(side.get('origin'))}, recorded {json.dumps(side.get('recorded_at'))}"
+            f"sidecar  {Path(info['path']).name}{SIDECAR_SUFFIX}: origin {json.dumps(side.get('origin'))}, recorded "
+            f"{json.dumps(side.get('recorded_at'))}"
         )
     else:
         lines.append("sidecar  none (digests not recorded; run promotion to record them)")

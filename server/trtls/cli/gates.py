@@ -40,7 +40,8 @@ def register(subparsers: Any) -> None:
     g.add_argument(
         "--record-baseline",
         action="store_true",
-        help="after review: record this run's gate-5 measurement as the route's performance baseline (not when the gates reject)",
+        help="after review: record this run's gate-5 measurement as the route's performance baseline (not when the "
+        "gates reject)",
     )
     g.set_defaults(func=cmd_gates)
 
@@ -66,7 +67,8 @@ def register(subparsers: Any) -> None:
     v.set_defaults(func=cmd_bundle_verify)
     pr = bsub.add_parser(
         "promote",
-        help="verify a bundle trtls did not write (e.g. native `trtmc build` output) and record its digests in a sidecar",
+        help="verify a bundle trtls did not write (e.g. native `trtmc build` output) and record its digests in a "
+        "sidecar",
         epilog="exit codes: 0 recorded, 2 missing or unreadable file, 4 fails verification (nothing written)",
     )
     pr.add_argument("file", help="the .bundle file to verify and record")
@@ -94,7 +96,8 @@ def register(subparsers: Any) -> None:
     rb.set_defaults(func=cmd_route_build)
     lk = rsub.add_parser(
         "lock",
-        help="after reviewing a route's checkpoint: record every file's sha256 in trtls.lock.json (the gates verify it)",
+        help="after reviewing a route's checkpoint: record every file's sha256 in trtls.lock.json (the gates verify "
+        "it)",
         epilog="exit codes: 0 locked, 2 bad input, 4 a route cannot be locked as it is (nothing written for it)",
     )
     lk.add_argument("recipe", nargs="?", help="trtls.toml or its folder (default: .)")
@@ -160,7 +163,8 @@ def cmd_gates(args: argparse.Namespace) -> int:
             m = b["measurement"]
             rss = "n/a" if m.get("peak_rss_mib") is None else f"{m['peak_rss_mib']:.1f} MiB"
             print(
-                f"baseline recorded: {b['path']} (p95 {m['p95_ms']:.4f} ms, peak RSS {rss}); the next run compares against it",
+                f"baseline recorded: {b['path']} (p95 {m['p95_ms']:.4f} ms, peak RSS {rss}); the next run compares "
+                "against it",
                 file=sys.stderr,
             )
         else:
@@ -205,8 +209,8 @@ def render_text(loaded: Any, result: Any) -> str:
     lines.append(
         f"decision: {result.decision}"
         + (f" (selected gates: {result.gates_decision})" if result.decision != result.gates_decision else "")
-        + f" · revision {s['checkpoint_revision']} · runtime {s['runtime_target']} · validation {s['validation_status']}"
-        + f" · canary {s['canary_status']} · rollback {s['rollback_status']}"
+        + f" · revision {s['checkpoint_revision']} · runtime {s['runtime_target']} · validation "
+        f"{s['validation_status']}" + f" · canary {s['canary_status']} · rollback {s['rollback_status']}"
     )
     if s.get("runtime_note"):
         lines.append(f"note: {s['runtime_note']}")
@@ -278,6 +282,7 @@ def cmd_bundle_promote(args: argparse.Namespace) -> int:
     sidecar = bundle.sidecar_path(args.file)
     print(f"{args.file}: {record['origin']} bundle, {record['size']} bytes, sha256 {record['file_sha256']}")
     print(
-        f"  {len(record['section_sha256'])} section digests recorded in {sidecar}; gate 3 verifies against them from now on"
+        f"  {len(record['section_sha256'])} section digests recorded in {sidecar}; gate 3 verifies against them from "
+        "now on"
     )
     return 0

@@ -76,7 +76,8 @@ def cmd_route_build(args: Any) -> int:
         print(f"  sidecar: {sidecar_path(result.bundle)}\n  sbom: {result.sbom}")
         if result.previous_bundle:
             print(
-                f"  previous bundle: {result.previous_bundle} ({'kept from the replaced bundle' if result.previous_kept else 'unchanged'})"
+                f"  previous bundle: {result.previous_bundle} "
+                f"({'kept from the replaced bundle' if result.previous_kept else 'unchanged'})"
             )
     for note in result.notes:
         print(f"  note: {note}")

@@ -235,7 +235,8 @@ def print_outcome(build: Build, out: TextIO = sys.stdout) -> None:
     print(f"\n{build.engine}: {build.outcome_message()}", file=out)
     if s.get("cancelSource"):
         print(
-            f"  cancel: source={s['cancelSource']} request→builder return {s.get('cancelLatencyMs')} ms, return→cleanup {s.get('cleanupLatencyMs')} ms, forced={s.get('forced')}",
+            f"  cancel: source={s['cancelSource']} request→builder return {s.get('cancelLatencyMs')} ms, "
+            f"return→cleanup {s.get('cleanupLatencyMs')} ms, forced={s.get('forced')}",
             file=out,
         )
     cache = s.get("timingCache") or {}

@@ -13,11 +13,11 @@ can reject the route and `WARNING` when it can only hold it (`GateCheck.finding`
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 
 
-class Severity(str, Enum):
+class Severity(StrEnum):
     error = "error"
     warning = "warning"
     information = "information"

@@ -8,7 +8,7 @@ far from the parser still lands on the exact key that caused it.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 from typing import Any
 
 from trtls.core.codes import DOCS_BASE, Severity, doc_url
@@ -19,7 +19,7 @@ __all__ = ["DOCS_BASE", "Finding", "Origin", "Severity", "TomlPath"]
 TomlPath = tuple[str | int, ...]
 
 
-class Origin(str, Enum):
+class Origin(StrEnum):
     """Which producer owns a finding; diagnostics of one origin never wipe another's."""
 
     recipe = "recipe"

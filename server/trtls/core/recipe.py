@@ -85,7 +85,8 @@ class TimingCache(_Model):
     path: str = Field(description="Timing cache file, relative to this recipe.")
     mode: Literal["off", "read", "read_write"] = Field(
         "read_write",
-        description="off: never read or write; read: reuse a valid cache, never write; read_write: reuse and merge the new timings back after a successful build.",
+        description="off: never read or write; read: reuse a valid cache, never write; read_write: reuse and merge the "
+        "new timings back after a successful build.",
     )
 
 
@@ -116,7 +117,8 @@ class EngineRecipe(_Model):
     )
     worker: list[str] | None = Field(
         None,
-        description="External worker command speaking trtls.events/1 (e.g. a C++ builder); default: the built-in worker.",
+        description="External worker command speaking trtls.events/1 (e.g. a C++ builder); default: the built-in "
+        "worker.",
     )
     run_on: RunOn | None = Field(None, description="Where the build runs in the [cluster]: node labels, GPUs, memory.")
     matrix: Matrix | None = Field(None, description="Axes that expand this engine into cells (trtls build --matrix).")
@@ -335,7 +337,7 @@ def _shape_checks(prof: InputShapes, ppath: TomlPath) -> list[Finding]:
         ranks = ", ".join(f"{k}={len(v)}" for k, v in shapes.items())
         out.append(_finding("TRT105", f"min/opt/max must have the same rank ({ranks})", ppath, False))
         return out
-    for j, (lo, mid, hi) in enumerate(zip(prof.min, prof.opt, prof.max)):
+    for j, (lo, mid, hi) in enumerate(zip(prof.min, prof.opt, prof.max, strict=True)):  # ranks checked above
         if not lo <= mid <= hi:
             out.append(
                 _finding(

@@ -108,12 +108,14 @@ class Thresholds(_Model):
     max_regression: float = Field(
         0.25,
         ge=0,
-        description="Largest accepted rise over the recorded baseline (p95 latency, peak memory), as a fraction: 0.25 = 25 %.",
+        description="Largest accepted rise over the recorded baseline (p95 latency, peak memory), as a fraction: 0.25 "
+        "= 25 %.",
     )
     regression_floor_ms: float = Field(
         0.1,
         ge=0,
-        description="A p95 rise smaller than this many ms is measurement noise, never a regression, whatever its percentage "
+        description="A p95 rise smaller than this many ms is measurement noise, never a regression, whatever its "
+        "percentage "
         "(microsecond latencies vary by tens of percent run to run).",
     )
     regression_floor_mib: float = Field(
@@ -169,7 +171,8 @@ class RouteModel(_Model):
     )
     runtime_options: dict[str, Any] = Field(
         default_factory=dict,
-        description="Options for the runtime under test, passed to gate 4's runtime_spec (e.g. threads, timeout_s, command; "
+        description="Options for the runtime under test, passed to gate 4's runtime_spec (e.g. threads, timeout_s, "
+        "command; "
         "perturb > 0 is FAULT INJECTION, for the failing sample only, and always holds the route).",
     )
     reference_inputs: str | None = Field(None, description="Reference inputs (.npz), relative to this recipe.")
@@ -184,7 +187,8 @@ class RouteModel(_Model):
     tokenizer_texts: list[str] | None = Field(
         None,
         min_length=1,
-        description="Texts for gate 4's tokenizer parity (TRT806): each is tokenized with the checkpoint's tokenizer.json "
+        description="Texts for gate 4's tokenizer parity (TRT806): each is tokenized with the checkpoint's "
+        "tokenizer.json "
         "(reference) and with the copy the bundle carries (what the runtime gets); the token ids must be identical. "
         "Unset: no tokenizer check.",
     )

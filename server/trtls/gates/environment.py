@@ -375,7 +375,8 @@ def check_environment(
     add(
         "recipe",
         "pass",
-        f"engine '{route.engine}': optimization level {eff['settings'].get('optimization_level')}, builder_module {eff['builder_module']}",
+        f"engine '{route.engine}': optimization level {eff['settings'].get('optimization_level')}, builder_module "
+        f"{eff['builder_module']}",
         "TRT606",
         ("routes", route_name, "engine"),
         settings_digest=record["settings_digest"],
@@ -407,8 +408,8 @@ def check_environment(
         add(
             "build_evidence",
             "pass",
-            f"build {evidence['buildId']}: buildConfigHash {str(evidence['buildConfigHash'])[:12]}…, timing cache {evidence.get('timingCacheMode')}"
-            + (f" ({tc.get('reason')})" if tc.get("reason") else ""),
+            f"build {evidence['buildId']}: buildConfigHash {str(evidence['buildConfigHash'])[:12]}…, timing cache "
+            f"{evidence.get('timingCacheMode')}" + (f" ({tc.get('reason')})" if tc.get("reason") else ""),
             "TRT607",
             epath,
             **_brief(evidence),

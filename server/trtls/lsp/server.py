@@ -4,7 +4,8 @@ Its documents are `trtls.toml` recipes. It never imports TensorRT (builds run in
 so initialize stays fast. Commands (workspace/executeCommand, one argument object each):
 
     trtls.buildEngine {uri, engine, retry?}  → {buildId, engine, status: "started" | "already_building"}
-    trtls.cancelBuild {buildId, source?}     → {buildId, accepted}           (source: api, or ide_stop from an editor button)
+    trtls.cancelBuild {buildId, source?}     → {buildId, accepted}
+                                               (source: api, or ide_stop from an editor button)
     trtls.listBuilds {}                      → {builds: [...]}
     trtls.showEvidence {buildId}             → {buildId, path, summary}
     trtls.buildReport {buildId}              → {buildId, path, html}  (the `trtls report` page, for a webview)
@@ -326,8 +327,18 @@ def list_builds(ls: TrtlsServer, args: Any = None) -> dict[str, Any]:
             }
         )
     for m in ls.matrices.values():
-        builds.append({"buildId": m.id, "engine": m.title, "kind": "matrix", "uri": ls.build_uri.get(m.id),
-                       "status": m.status, "cancelSource": m.cancel_source, "cells": [c.id for c in m.cells]})  # fmt: skip
+        builds.append(
+            {
+                "buildId": m.id,
+                "engine": m.title,
+                "kind": "matrix",
+                "uri": ls.build_uri.get(m.id),
+                # fmt: skip
+                "status": m.status,
+                "cancelSource": m.cancel_source,
+                "cells": [c.id for c in m.cells],
+            }
+        )
     return {"builds": builds}
 
 
@@ -395,7 +406,8 @@ async def allow_license(ls: TrtlsServer, args: Any = None) -> dict[str, Any]:
     answer = await ls.window_show_message_request_async(
         lsp.ShowMessageRequestParams(
             type=lsp.MessageType.Warning,
-            message=f"Allow licence '{a.license}' for route '{a.route}' (intended use: {route.get('intended_use', 'not stated')})?",
+            message=f"Allow licence '{a.license}' for route '{a.route}' (intended use: "
+            f"{route.get('intended_use', 'not stated')})?",
             actions=[allow, lsp.MessageActionItem(title="Cancel")],
         )
     )

@@ -118,7 +118,8 @@ def _engine_chunks(path: Path, expected_sha: str, sizes: dict[str, int]) -> Iter
             [
                 BundleProblem(
                     CHECK_SECTION_DIGEST,
-                    f"engine {path} is not the engine build recorded (sha256 {h.hexdigest()[:12]}… vs {expected_sha[:12]}…)",
+                    f"engine {path} is not the engine build recorded (sha256 {h.hexdigest()[:12]}… vs "
+                    f"{expected_sha[:12]}…)",
                     section="engine",
                 )
             ]

@@ -71,7 +71,7 @@ class _OrtAdapter(_Adapter):
 
     def runner(self):
         def run(feed):
-            return dict(zip(self.output_names, self.sess.run(self.output_names, feed)))
+            return dict(zip(self.output_names, self.sess.run(self.output_names, feed), strict=True))
 
         return run
 
@@ -106,7 +106,7 @@ class _ReferenceAdapter(_Adapter):
 
         def run(feed):
             outs = ev.run(None, feed)
-            return {name: np.asarray(v) for name, v in zip(ev.output_names, outs)}
+            return {name: np.asarray(v) for name, v in zip(ev.output_names, outs, strict=True)}
 
         return run
 
@@ -157,7 +157,8 @@ class _TensorRTAdapter(_Adapter):
         self.engine = self.runtime.deserialize_cuda_engine(engine_path.read_bytes())
         if self.engine is None:
             raise Unavailable(
-                f"TensorRT {getattr(trt, '__version__', '?')} refused the engine on this device (built for another GPU, TensorRT version or hardware-compatibility level)"
+                f"TensorRT {getattr(trt, '__version__', '?')} refused the engine on this device (built for another "
+                "GPU, TensorRT version or hardware-compatibility level)"
             )
         self.names = [self.engine.get_tensor_name(i) for i in range(self.engine.num_io_tensors)]
         self.inputs = [n for n in self.names if self.engine.get_tensor_mode(n) == trt.TensorIOMode.INPUT]
@@ -210,7 +211,7 @@ class _TensorRTAdapter(_Adapter):
                     host_out[n] = (arr, ptr)
                 if not context.execute_async_v3(stream):
                     raise RuntimeError("execute_async_v3 failed (see TensorRT log on stderr)")
-                for n, (arr, ptr) in host_out.items():
+                for arr, ptr in host_out.values():
                     _cuda_check(
                         cudart,
                         cudart.cudaMemcpyAsync(arr.ctypes.data, ptr, arr.nbytes, d2h, stream),

@@ -172,7 +172,7 @@ def _call_command(
             if w == 0:
                 result.first_run_s = got[0].elapsed
         outs = [workdir / f"out{i}.npz" for i in range(len(in_paths))]
-        for i, (ip, op) in enumerate(zip(in_paths, outs)):
+        for i, (ip, op) in enumerate(zip(in_paths, outs, strict=True)):
             got = batch([(ip, op)], f"run{i}_")
             if isinstance(got, RunResult):
                 return _with_rss(got, rss)

@@ -82,7 +82,7 @@ def _child_main(request_path: str) -> int:
                 if w == 0:
                     record["first_run_s"] = time.perf_counter() - t
             lat = []
-            for feed, out in zip(feeds, outs):
+            for feed, out in zip(feeds, outs, strict=True):
                 t = time.perf_counter()
                 result = run(feed)
                 lat.append(time.perf_counter() - t)

@@ -132,7 +132,7 @@ def validate_feed(feed: Mapping[str, np.ndarray], signature: Signature, max_inpu
                     f"input {name!r}: rank {arr.ndim} (shape {tuple(arr.shape)}) but the model takes rank {len(shape)}"
                 )
             else:
-                for axis, (want, got) in enumerate(zip(shape, arr.shape)):
+                for axis, (want, got) in enumerate(zip(shape, arr.shape, strict=True)):
                     if want is not None and want != got:
                         problems.append(f"input {name!r}: dimension {axis} is {got} but the model takes {want}")
         if arr.dtype.kind in "fc" and arr.size and not np.isfinite(arr).all():

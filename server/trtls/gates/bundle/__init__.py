@@ -10,11 +10,13 @@ Checks (docs/codes/gate-bundle.md):
   TRT701 bundle.present        the bundle file exists                                      hold
   TRT702 bundle.<problem>      container and header sound (one check per problem category) reject
   TRT703 bundle.<problem>      recorded digests (header trtls record, sidecar) match       reject; no sidecar → hold
-  TRT704 bundle.origin         foreign bundle (no trtls record) promoted with its digests  hold until `trtls bundle promote`
+  TRT704 bundle.origin         foreign bundle (no trtls record) promoted with its digests  hold until
+                                                                                           `trtls bundle promote`
   TRT705 bundle.provenance.checkpoint  provenance = gate 1's commit + files digest          hold (stale: rebuild)
   TRT706 bundle.provenance.build       provenance = latest successful build's buildConfigHash + builder version  hold
   TRT707 bundle.artifacts      the bundle's model.onnx / engine sections are the files gates 4–5 test    hold
-  TRT708 bundle.sbom           SBOM present, CycloneDX 1.5, lists the bundle, checkpoint files, ONNX, engine, builder  hold
+  TRT708 bundle.sbom           SBOM present, CycloneDX 1.5, lists the bundle, checkpoint    hold
+                               files, ONNX, engine, builder
 `ctx.record["bundle_digest"]` = "sha256:<file sha256>" whenever the file could be read.
 """
 

@@ -71,7 +71,8 @@ def check_artifacts(ctx: Any, info: dict[str, Any]) -> GateCheck:
             problems.append(f"{file.name} is missing, so section {section!r} cannot be matched to it")
         elif file_sha != sections[section]["sha256"]:
             problems.append(
-                f"section {section!r} (sha256 {str(sections[section]['sha256'])[:12]}…) is not {file.name} on disk ({file_sha[:12]}…)"
+                f"section {section!r} (sha256 {str(sections[section]['sha256'])[:12]}…) is not {file.name} on disk "
+                f"({file_sha[:12]}…)"
             )
     if problems:
         return _check(
@@ -164,7 +165,8 @@ def sbom_problems(doc: Any, info: dict[str, Any]) -> list[str]:
     meta: dict[str, Any] = doc["metadata"] if isinstance(doc.get("metadata"), dict) else {}
     if _sha_of(meta.get("component")) != info.get("file_sha256"):
         problems.append(
-            f"metadata.component sha256 {str(_sha_of(meta.get('component')))[:12]}… is not the bundle's {str(info.get('file_sha256'))[:12]}…"
+            f"metadata.component sha256 {str(_sha_of(meta.get('component')))[:12]}… is not the bundle's "
+            f"{str(info.get('file_sha256'))[:12]}…"
         )
     comps = [c for c in (doc.get("components") or []) if isinstance(c, dict)]
     by_ref = {c.get("bom-ref"): c for c in comps}

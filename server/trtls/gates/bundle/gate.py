@@ -101,7 +101,8 @@ def run_gate(ctx: Any) -> list[GateCheck]:
                 _check(
                     "bundle.origin",
                     "hold",
-                    "foreign bundle (no trtls record in its header) and no digests recorded: verify it, then record them with `trtls bundle promote FILE`",
+                    "foreign bundle (no trtls record in its header) and no digests recorded: verify it, then record "
+                    "them with `trtls bundle promote FILE`",
                     "TRT704",
                     bpath,
                 )
@@ -111,7 +112,8 @@ def run_gate(ctx: Any) -> list[GateCheck]:
                 _check(
                     "bundle.origin",
                     "pass",
-                    f"foreign bundle promoted: digests recorded in {sidecar_path(bundle).name} ({sidecar.get('recorded_at')})",
+                    f"foreign bundle promoted: digests recorded in {sidecar_path(bundle).name} "
+                    f"({sidecar.get('recorded_at')})",
                     "TRT704",
                     bpath,
                     {"origin": sidecar.get("origin")},
@@ -135,7 +137,8 @@ def run_gate(ctx: Any) -> list[GateCheck]:
                     _check(
                         "bundle.digests",
                         "hold",
-                        f"no sidecar {sidecar_path(bundle).name}: the whole-file digest is not recorded; {rebuild_advice(name)} or promote it",
+                        f"no sidecar {sidecar_path(bundle).name}: the whole-file digest is not recorded; "
+                        f"{rebuild_advice(name)} or promote it",
                         "TRT703",
                         bpath,
                     )
@@ -156,7 +159,10 @@ def run_gate(ctx: Any) -> list[GateCheck]:
     # -- TRT705 / TRT706: provenance vs what the route has now
     provenance = (trtls_block or {}).get("provenance") if trtls_block else (sidecar or {}).get("provenance")
     if not isinstance(provenance, dict):
-        msg = "the bundle records no provenance (checkpoint revision, files digest, buildConfigHash, builder version): its link to this checkpoint and build cannot be proven"
+        msg = (
+            "the bundle records no provenance (checkpoint revision, files digest, buildConfigHash, builder "
+            "version): its link to this checkpoint and build cannot be proven"
+        )
         checks.append(
             _check("bundle.provenance.checkpoint", "hold", msg, "TRT705", base + ("checkpoint",), on_value=False)
         )

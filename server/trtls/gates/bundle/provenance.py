@@ -158,7 +158,8 @@ def check_build_provenance(ctx: Any, prov: dict[str, Any]) -> GateCheck:
         return _check(
             "bundle.provenance.build",
             "hold",
-            f"no successful build of engine '{ctx.route.engine}' to compare with ({source}); {rebuild_advice(ctx.route_name)}",
+            f"no successful build of engine '{ctx.route.engine}' to compare with ({source}); "
+            f"{rebuild_advice(ctx.route_name)}",
             "TRT706",
             path,
             ev,
@@ -171,11 +172,13 @@ def check_build_provenance(ctx: Any, prov: dict[str, Any]) -> GateCheck:
     problems = []
     if prov.get("build_config_hash") != ev_build.get("buildConfigHash"):
         problems.append(
-            f"buildConfigHash {str(prov.get('build_config_hash'))[:12]}… differs from the latest successful build {ev_build.get('buildId')}'s {str(ev_build.get('buildConfigHash'))[:12]}…"
+            f"buildConfigHash {str(prov.get('build_config_hash'))[:12]}… differs from the latest successful build "
+            f"{ev_build.get('buildId')}'s {str(ev_build.get('buildConfigHash'))[:12]}…"
         )
     if str(prov.get("builder_version")) != str(ev_build.get("tensorrtVersion")):
         problems.append(
-            f"built with {prov.get('builder')} {prov.get('builder_version')}, the latest build used {ev_build.get('builderModule')} {ev_build.get('tensorrtVersion')}"
+            f"built with {prov.get('builder')} {prov.get('builder_version')}, the latest build used "
+            f"{ev_build.get('builderModule')} {ev_build.get('tensorrtVersion')}"
         )
     if problems:
         return _check(
@@ -189,7 +192,8 @@ def check_build_provenance(ctx: Any, prov: dict[str, Any]) -> GateCheck:
     return _check(
         "bundle.provenance.build",
         "pass",
-        f"buildConfigHash {str(prov.get('build_config_hash'))[:12]}… and {prov.get('builder')} {prov.get('builder_version')} match build {ev_build.get('buildId')}",
+        f"buildConfigHash {str(prov.get('build_config_hash'))[:12]}… and {prov.get('builder')} "
+        f"{prov.get('builder_version')} match build {ev_build.get('buildId')}",
         "TRT706",
         path,
         ev,

@@ -92,7 +92,8 @@ def check_parity(
             _check(
                 "parity.fault_injection",
                 "hold",
-                f"FAULT INJECTION enabled on the runtime under test (perturb = {under_test.perturb:g}): a route with it is never supported",
+                f"FAULT INJECTION enabled on the runtime under test (perturb = {under_test.perturb:g}): a route with "
+                "it is never supported",
                 "TRT809",
                 p_rt,
                 {"perturb": under_test.perturb},
@@ -170,7 +171,7 @@ def check_parity(
         _check("parity.run", "pass", f"both runtimes answered {len(feeds)} reference input(s)", "TRT802", p_rt)
     )
 
-    sig = sorted({p for t, r in zip(test_res.outputs, ref_res.outputs) for p in signature_problems(t, r)})
+    sig = sorted({p for t, r in zip(test_res.outputs, ref_res.outputs, strict=True) for p in signature_problems(t, r)})
     if sig:
         checks.append(_check("parity.signature", "reject", "; ".join(sig[:5]), "TRT803", p_rt, {"problems": sig}))
     else:
@@ -178,7 +179,7 @@ def check_parity(
 
     bad_test: list[str] = []
     bad_ref: list[str] = []
-    for t, r in zip(test_res.outputs, ref_res.outputs):
+    for t, r in zip(test_res.outputs, ref_res.outputs, strict=True):  # ok: one output per reference input
         bt, br = nonfinite_problems(t, r)
         bad_test += bt
         bad_ref += br

@@ -117,7 +117,8 @@ def _polygraphy_verdict(
     name: str, outs: Sequence[np.ndarray], refs: Sequence[np.ndarray], tol: Tolerance
 ) -> tuple[bool, dict[str, float]]:
     """Polygraphy's own comparator (`CompareFunc.simple`, what `polygraphy run --atol/--rtol/--check-error-stat`
-    uses, `SimpleCompareFunc`) on each reference input: (passed on every input, the statistic it checked, worst over the inputs)."""
+    uses, `SimpleCompareFunc`) on each reference input: (passed on every input, the statistic it checked, worst over
+    the inputs)."""
     from polygraphy.comparator import IterationResult, SimpleCompareFunc
 
     from trtls.checkpoint.golden import quiet_polygraphy

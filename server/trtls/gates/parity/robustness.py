@@ -1,4 +1,5 @@
-"""Gate 4's robustness checks: malformed inputs must get a clean error; N concurrent requests give the serial outputs."""
+"""Gate 4's robustness checks: malformed inputs must get a clean error; N concurrent requests give the serial
+outputs."""
 
 from __future__ import annotations
 
@@ -171,7 +172,8 @@ def check_concurrency(
             if exact:
                 if not np.array_equal(out[name], serial[name], equal_nan=out[name].dtype.kind in "fc"):
                     diffs.append(
-                        f"request {k}: output {name!r} differs from the serial run (max abs diff {float(np.max(np.abs(out[name].astype(np.float64) - serial[name].astype(np.float64)))):.3g})"
+                        f"request {k}: output {name!r} differs from the serial run (max abs diff "
+                        f"{float(np.max(np.abs(out[name].astype(np.float64) - serial[name].astype(np.float64)))):.3g})"
                     )
             else:
                 tol, _ = tolerance_for(tolerances, name)

@@ -85,13 +85,14 @@ def check_tokenizer(tok: TokenizerParity, path: TomlPath = ()) -> GateCheck:
         return _check(name, "hold", "no texts to tokenize: tokenizer parity unproven", "TRT806", path)
     if len(test_ids) != len(ref_ids):
         return _check(name, "reject", f"{side}: {len(test_ids)} id sequences for {len(ref_ids)} texts", "TRT806", path)
-    for i, (a, b) in enumerate(zip(ref_ids, test_ids)):
+    for i, (a, b) in enumerate(zip(ref_ids, test_ids, strict=True)):  # lengths checked above
         if a != b:
-            pos = next((k for k, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+            pos = next((k for k, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
             return _check(
                 name,
                 "reject",
-                f"text {i}: token ids differ at position {pos} (reference {a[pos : pos + 5]}, {side} {b[pos : pos + 5]}; lengths {len(a)} vs {len(b)})",
+                f"text {i}: token ids differ at position {pos} (reference {a[pos : pos + 5]}, {side} "
+                f"{b[pos : pos + 5]}; lengths {len(a)} vs {len(b)})",
                 "TRT806",
                 path,
                 {"text_index": i, "position": pos},

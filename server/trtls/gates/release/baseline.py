@@ -79,11 +79,13 @@ def check_baseline(m: Measurement, baseline: Mapping[str, Any] | None, t: Thresh
             if change > t.max_regression:
                 if new - old > floor:
                     regressions.append(
-                        f"{label} {new:.3f} {unit} vs baseline {old:.3f} {unit} (+{change * 100:.0f} % > {t.max_regression * 100:.0f} %)"
+                        f"{label} {new:.3f} {unit} vs baseline {old:.3f} {unit} (+{change * 100:.0f} % > "
+                        f"{t.max_regression * 100:.0f} %)"
                     )
                 else:
                     under_floor.append(
-                        f"{label} +{change * 100:.0f} % is only +{new - old:.3g} {unit}, under the {floor:g} {unit} noise floor"
+                        f"{label} +{change * 100:.0f} % is only +{new - old:.3g} {unit}, under the {floor:g} {unit} "
+                        "noise floor"
                     )
     ev = {"compared": compared, "baseline_recorded_at": baseline.get("recorded_at"), "under_noise_floor": under_floor}
     if regressions:

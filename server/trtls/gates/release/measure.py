@@ -1,4 +1,5 @@
-"""Gate 5's measurement: latency, throughput, memory and warm-up of the runtime under test, and the thresholds they are judged by."""
+"""Gate 5's measurement: latency, throughput, memory and warm-up of the runtime under test, and the thresholds they
+are judged by."""
 
 from __future__ import annotations
 

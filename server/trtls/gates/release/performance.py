@@ -1,4 +1,5 @@
-"""Gate 5's judgement of a measurement: thresholds (latency, throughput, memory, warm-up, build time) and the canary run."""
+"""Gate 5's judgement of a measurement: thresholds (latency, throughput, memory, warm-up, build time) and the
+canary run."""
 
 from __future__ import annotations
 
@@ -38,7 +39,10 @@ def check_performance(m: Measurement, t: Thresholds, paths: Mapping[str, TomlPat
     ]
     configured = [(key, label, got, limit) for key, label, got, limit in lat if limit is not None]
     over = [x for x in configured if x[2] > x[3]]
-    figures = f"p50 {m.p50_ms:.3f} ms, p95 {m.p95_ms:.3f} ms, p99 {m.p99_ms:.3f} ms over {m.iterations} requests after {m.warmup} warm-up"
+    figures = (
+        f"p50 {m.p50_ms:.3f} ms, p95 {m.p95_ms:.3f} ms, p99 {m.p99_ms:.3f} ms over {m.iterations} requests "
+        f"after {m.warmup} warm-up"
+    )
     if over:
         name, label, value, limit = over[0]
         msg = "; ".join(f"{lbl} latency {v:.3f} ms > {lim:g} ms ({n})" for n, lbl, v, lim in over)

@@ -1,4 +1,5 @@
-"""Gate 5's rollback drill: restore the previous bundle over the active one, verify it, smoke-run it, restore the new one."""
+"""Gate 5's rollback drill: restore the previous bundle over the active one, verify it, smoke-run it, restore the
+new one."""
 
 from __future__ import annotations
 
@@ -114,7 +115,8 @@ SmokeFn = Callable[[Path], RunResult]
 def rollback_drill(
     active: str | os.PathLike[str], previous: str | os.PathLike[str] | None, smoke: SmokeFn | None, path: TomlPath = ()
 ) -> GateCheck:
-    """TRT908: restore `previous` over `active` (atomic), verify sha256 + smoke run, then restore the new bundle and verify.
+    """TRT908: restore `previous` over `active` (atomic), verify sha256 + smoke run, then restore the new bundle and
+    verify.
 
     `active` is where the runtime loads the bundle from (the new bundle is there now and is there again at
     the end, byte for byte, whatever happens in between). Sidecars (`<bundle>.trtls.json`) move with them.
@@ -154,7 +156,8 @@ def rollback_drill(
         return _check(
             name,
             "reject",
-            f"the previous bundle does not match its sidecar record (sha256 {sha_prev[:12]}… vs recorded {recorded_prev[:12]}…)",
+            f"the previous bundle does not match its sidecar record (sha256 {sha_prev[:12]}… vs recorded "
+            f"{recorded_prev[:12]}…)",
             "TRT908",
             path,
             ev,
@@ -186,7 +189,8 @@ def rollback_drill(
         if restored != sha_prev:
             status, message = (
                 "reject",
-                f"after rollback the active bundle's sha256 is {restored[:12]}…, not the previous bundle's {sha_prev[:12]}…",
+                f"after rollback the active bundle's sha256 is {restored[:12]}…, not the previous bundle's "
+                f"{sha_prev[:12]}…",
             )
         else:
             # 2. smoke run on the restored bundle, where the runtime loads it from
@@ -228,7 +232,8 @@ def rollback_drill(
     return _check(
         name,
         "pass",
-        f"rollback exercised: previous bundle restored (sha256 {sha_prev[:12]}… verified), smoke run ok; new bundle restored (sha256 {sha_new[:12]}… verified)",
+        f"rollback exercised: previous bundle restored (sha256 {sha_prev[:12]}… verified), smoke run ok; new bundle "
+        f"restored (sha256 {sha_new[:12]}… verified)",
         "TRT908",
         path,
         ev,
