@@ -84,7 +84,7 @@ _erf = np.frompyfunc(math.erf, 1, 1)
 
 def gelu(x: np.ndarray) -> np.ndarray:
     """Exact GELU (Hugging Face `gelu`): 0.5 x (1 + erf(x / √2))."""
-    return 0.5 * x * (1.0 + _erf(x / math.sqrt(2.0)).astype(np.float64))
+    return 0.5 * x * (1.0 + np.asarray(_erf(x / math.sqrt(2.0)), dtype=np.float64))
 
 
 def layer_norm(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: float) -> np.ndarray:

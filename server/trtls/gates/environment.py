@@ -215,6 +215,7 @@ def check_environment(
     if route.deploys == "onnx":
         return _check_onnx_route(loaded, route_name, route, env, add, checks)
 
+    assert route.engine is not None  # `deploys` is "engine" exactly when the route names one
     # -- build evidence first: its recorded environment is a source for the builder pins
     linked = latest_successful_build(Path(loaded.base_dir), route.engine)
     ev_env: dict[str, Any] = {}
@@ -486,7 +487,7 @@ def _check_onnx_route(
             epath,
         )
         return Gate2Result(checks, env, None, {})
-    prov = rec.get("provenance") if isinstance(rec.get("provenance"), dict) else {}
+    prov: dict[str, Any] = rec["provenance"] if isinstance(rec.get("provenance"), dict) else {}
     evidence = {"record": str(record_path), "onnx_sha256": prov.get("onnx_sha256"), "exporter": prov.get("exporter")}
     now = sha256_file(onnx_path)[0] if onnx_path.is_file() else None
     if now is None or now != evidence["onnx_sha256"]:

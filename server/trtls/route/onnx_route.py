@@ -118,7 +118,7 @@ def build_onnx_route(
         properties={
             "route": route_name,
             "checkpoint_files_sha256": state.files_digest,
-            "runtime": header["runtime_strategy"],
+            "runtime": str(header["runtime_strategy"]),
         },
         timestamp=created_at,
     )

@@ -54,10 +54,12 @@ def check_artifacts(ctx: Any, info: dict[str, Any]) -> GateCheck:
             "TRT707",
             path,
         )
-    pairs = []
+    pairs: list[tuple[str, Path]] = []
     if deploys_onnx:
+        assert onnx_name is not None  # refused above
         pairs.append((onnx_name, ctx.resolve(ctx.route.onnx)))
     else:
+        assert engine_name is not None  # refused above
         eng = ctx.loaded.engine(ctx.route.engine)
         if onnx_name:
             pairs.append((onnx_name, ctx.resolve(eng.onnx)))

@@ -125,7 +125,7 @@ def check_parity(
         checks.append(_check("parity.run", "hold", f"reference inputs unreadable: {exc}", "TRT802", p_in))
         return checks
 
-    ref_res = run_inputs(ref_spec, feeds) if ref_spec is not None else reference
+    ref_res = run_inputs(reference, feeds) if isinstance(reference, RuntimeSpec) else reference
     test_res = run_inputs(under_test, feeds)
     if runs is not None:  # the caller judges from it whether the deployed artifact was executed (TRT811)
         runs["under_test"], runs["reference"] = test_res, ref_res
