@@ -103,6 +103,26 @@ def test_paths_out_of_the_recipe_folder_are_refused(built: Path, tmp_path: Path)
         assert (st.st_mode & 0o777) == 0o600
 
 
+def test_a_bundle_outside_the_recipe_folder_is_never_read(built: Path, tmp_path: Path) -> None:
+    import json
+
+    root = copy_sample(built, tmp_path / "route")
+    outside = tmp_path / "elsewhere.bundle"
+    outside.write_bytes((root / "build" / "tiny_ort.bundle").read_bytes())
+    (root / "build" / "linked.bundle").symlink_to(outside)
+    text = (root / "trtls.toml").read_text()
+    anchor = 'bundle = "build/tiny_ort.bundle"\nruntime = "onnxruntime"\nreference = "checkpoint"\nreference_inputs'
+    assert text.count(anchor) == 1
+    (root / "trtls.toml").write_text(text.replace(anchor, anchor.replace("tiny_ort.bundle", "linked.bundle")))
+    r = trtls("gates", "--route", "tiny_ort", "--format", "json", cwd=root)
+    s = json.loads(r.stdout)
+    three = s["gates"]["3"]["checks"]
+    assert [(c["name"], c["status"], c["code"]) for c in three] == [("bundle.paths", "hold", "TRT709")]
+    assert "outside the recipe folder" in three[0]["message"] and s["bundle_digest"] is None
+    deployed = next(c for c in s["gates"]["4"]["checks"] if c["name"] == "parity.deployed_artifact")
+    assert deployed["status"] == "hold" and "outside the recipe folder" in deployed["message"]
+
+
 def test_a_truncated_bundle_gets_no_canary_or_rollback_verdict(built: Path, tmp_path: Path) -> None:
     """Canary and rollback are measured on the bundle's artifact; when gate 3 fails they are not_run (once, a
     truncated bundle read `reject · canary pass · rollback tested`: they had run on the recipe's model.onnx)."""

@@ -152,7 +152,8 @@ _TABLE: tuple[Code, ...] = (
     Code("TRT706", WARNING, "gate-bundle", "Bundle is stale against the build"),
     Code("TRT707", WARNING, "gate-bundle", "Bundle sections are not the files gates 4–5 test"),
     Code("TRT708", WARNING, "gate-bundle", "SBOM missing or not describing this bundle"),
-    # TRT709–TRT719: free (one line per new code, here)
+    Code("TRT709", WARNING, "gate-bundle", "The bundle path leaves the recipe folder"),
+    # TRT710–TRT719: free (one line per new code, here)
     # -- docs/codes/gate-parity.md -------------------------------------------------------------------------------------
     Code("TRT800", WARNING, "gate-parity", "Gate 4 not implemented / could not run"),
     Code("TRT801", WARNING, "gate-parity", "Runtime unavailable"),

@@ -29,6 +29,12 @@ def run_gate(ctx: Any) -> list[GateCheck]:
     bpath = base + ("bundle",)
     bundle = ctx.resolve(route.bundle)
     checks: list[GateCheck] = []
+    from trtls.gates.deployed import RefusedPath, contained
+
+    try:
+        contained(ctx, route.bundle)
+    except RefusedPath as exc:  # never read through `..` or a symlink out of the recipe folder
+        return [_check("bundle.paths", "hold", str(exc), "TRT709", bpath, {"bundle": route.bundle})]
     if not bundle.is_file():
         what = "is not a regular file" if bundle.exists() else "not found"
         return [
