@@ -85,7 +85,8 @@ def test_without_a_cuda_device_the_logger_is_inconclusive(tmp_path: Path) -> Non
         "Failed to deserialize timing cache. Returning an empty timing cache.",
     ]
     plan = tc.after_load(plan, logged, True, tmp_path / "q")
-    assert plan.decision == "not_applicable" and "could not be checked" in plan.reason and cache.exists()
+    assert plan.decision == "not_applicable" and "could not check it here" in plan.reason and cache.exists()
+    assert "unverified" in plan.reason and "not written by trtls" in plan.reason
 
 
 @pytest.mark.parametrize("outcome", ["cancelled", "failed"])

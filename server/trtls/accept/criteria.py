@@ -1,9 +1,10 @@
 """The eight acceptance criteria, as plain functions over what one scenario run observed.
 
 Each criterion takes an `Observation` (built by the runner from real builds: the evidence on disk,
-the live snapshots, file digests, process and lock probes) and returns a `Verdict`:
-pass, fail, or n/a with the reason it does not apply. Nothing here starts a build, so a test can hand
-a criterion an observation made by a real run and then broken on purpose, and see it fail.
+the live snapshots, file digests, process and lock probes) and returns a `Verdict`: pass, fail,
+not_checked (it should have been measured and was not: never a pass) or n/a (it does not apply, with the
+reason), plus the measured values it judged. Nothing here starts a build, so a test can hand a criterion
+an observation made by a real run and then broken on purpose, and see it fail.
 """
 
 from __future__ import annotations
@@ -12,54 +13,13 @@ import itertools
 import os
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
-from trtls.core.evidence import missing_seed_fields
+from trtls.accept.observation import FAIL, NA, NOT_CHECKED, PASS, Observation, Verdict, measured
+from trtls.core.evidence import CACHE_DECISIONS, record_problems
 
-PASS, FAIL, NA = "pass", "fail", "n/a"
-CACHE_DECISIONS = ("cold", "reused", "updated", "discarded", "quarantined", "not_applicable")
+__all__ = ["FAIL", "NA", "NOT_CHECKED", "PASS", "Observation", "Verdict", "judge"]
 PHASE_ID = re.compile(r"^\d+(\.\d+)*$")
-
-
-@dataclass
-class Verdict:
-    status: str  # pass | fail | n/a
-    message: str
-
-    @property
-    def ok(self) -> bool:
-        return self.status != FAIL
-
-
-@dataclass
-class Observation:
-    """Everything one scenario saw. `expect` says what the scenario set out to provoke."""
-
-    scenario: str
-    expect: dict[str, Any] = field(default_factory=dict)
-    # expect keys: cancel_source (str|None), forced (bool), outcome (str), killed (bool),
-    # cache_decisions (list), config_hash_differs_from (str), identity_differs_from (dict),
-    # cache_consistent (bool), user_told (bool), previous_engine (bool: a good engine existed before)
-    events: list[dict[str, Any]] = field(default_factory=list)  # the stopped build's events.jsonl
-    live: list[list[dict[str, Any]]] = field(default_factory=list)  # phase-tree snapshots taken while it ran
-    history_had_baselines: bool = False  # history held durations for this build's config before it ran
-    summary: dict[str, Any] | None = None  # as the face returned it
-    summary_on_disk: dict[str, Any] | None = None  # .trtls/runs/<id>/summary.json
-    previous_engine_sha: str | None = None
-    engine_sha_after: str | None = None
-    leftovers: list[str] = field(default_factory=list)  # temp files anywhere in the scratch folder
-    cache_path: str | None = None
-    cache_sha_before: str | None = None
-    cache_sha_after: str | None = None
-    retry: dict[str, Any] | None = None  # {summary, deserializes, policy, applied}
-    pids: list[int] = field(default_factory=list)  # every process the scenario started
-    alive_pids: list[int] = field(default_factory=list)
-    locks: dict[str, bool] = field(default_factory=dict)  # lock file → a non-blocking flock succeeded
-    extra: dict[str, Any] = field(default_factory=dict)
-    quarantined_exists: bool | None = None  # the quarantined cache file was there when the run ended
-    skipped: str | None = None  # the scenario could not run here, and why
-    error: str | None = None  # the scenario itself broke (harness error)
 
 
 def _outcome(obs: Observation) -> str | None:
@@ -128,6 +88,8 @@ def c2_stall_evidence(obs: Observation) -> Verdict:
     if len(no_quiet) == len(running):
         return Verdict(FAIL, "no running phase showed how long the builder had been quiet")
     with_baseline = [p for p in running if p.get("baselineS") is not None]
+    if obs.expect.get("no_baselines") and with_baseline:
+        return Verdict(FAIL, f"{len(with_baseline)} running-phase samples showed a usual duration from another config")
     if obs.history_had_baselines:
         if not with_baseline:
             return Verdict(
@@ -153,8 +115,17 @@ def c3_cancel(obs: Observation) -> Verdict:
             return Verdict(FAIL, f"a dead worker was recorded as cancelled by {s.get('cancelSource')}")
         if obs.expect.get("user_told") and not obs.extra.get("user_told"):
             return Verdict(FAIL, "the user was not told about the interrupted build")
+        oom = (s.get("resources") or {}).get("oom")
+        if not isinstance(oom, dict) or "oomKill" not in oom or not oom.get("how"):
+            return Verdict(
+                FAIL, "a killed build does not say whether the OOM killer was involved (or that it cannot tell)"
+            )
         told = "; the user was told (window/showMessage)" if obs.expect.get("user_told") else ""
-        return Verdict(PASS, f"recorded as killed ({s.get('error')}), never as a cancel{told}")
+        verdict = {True: "yes", False: "no", None: "cannot tell"}[oom["oomKill"]]
+        return Verdict(
+            PASS,
+            f"recorded as killed ({s.get('error')}), never as a cancel; OOM killer: {verdict} ({oom['how']}){told}",
+        )
     if want is None:
         if s.get("cancelSource") is not None:
             return Verdict(FAIL, f"nothing cancelled this build, yet the evidence says {s.get('cancelSource')}")
@@ -201,6 +172,9 @@ def c4_artifacts(obs: Observation) -> Verdict:
     want = obs.expect.get("outcome")
     if want is not None and outcome != want:
         return Verdict(FAIL, f"outcome {outcome} ({s.get('error')}), expected {want}")
+    why = obs.expect.get("error_has")
+    if why is not None and why not in str(s.get("error")):
+        return Verdict(FAIL, f"the build failed for another reason than expected ({why!r}): {s.get('error')}")
     if outcome == "built":
         art = s.get("engineArtifact") or {}
         if obs.engine_sha_after is None or art.get("sha256") != obs.engine_sha_after:
@@ -255,6 +229,22 @@ def c5_cache(obs: Observation) -> Verdict:
             problems.append("the cache identity did not change for another GPU target")
         if decision == "reused":
             problems.append("a cache made for another GPU target was reused")
+    net = obs.expect.get("network_differs_from")
+    if net is not None and (s.get("network") or {}).get("inputs") == net.get("inputs"):
+        problems.append("the evidence shows the same network input types although they changed")
+    has = obs.expect.get("cache_reason_has")
+    if has is not None and has not in str(cache.get("reason")):
+        problems.append(f"the cache decision does not say {has!r}: {cache.get('reason')}")
+    if obs.expect.get("no_raw_errors"):
+        raw = [
+            e.get("msg")
+            for e in obs.events
+            if e.get("type") == "log" and e.get("severity") in ("ERROR", "INTERNAL_ERROR")
+        ]
+        if raw:
+            problems.append(
+                f"{len(raw)} raw TensorRT ERROR line(s) reached the user without explanation: {raw[0][:120]!r}"
+            )
     if obs.expect.get("cache_consistent") is not None and not obs.extra.get("cache_consistent"):
         problems.append(f"concurrent writers left an inconsistent cache: {obs.extra.get('cache_problem')}")
     if problems:
@@ -269,48 +259,78 @@ def c5_cache(obs: Observation) -> Verdict:
     return Verdict(PASS, f"{decision}: {cache.get('reason')}" + (f" ({'; '.join(extra)})" if extra else ""))
 
 
-# -- (6) retry -------------------------------------------------------------------------------------------
+# -- (6) retry ---------------------------------------------------------------------------------------
 def c6_retry(obs: Observation) -> Verdict:
+    """The retry follows the evidence's advice: retry_cold/retry_with_cache rebuild, rollback keeps and
+    verifies the previous engine, investigate runs nothing blindly. A result nobody could load is not_checked."""
+    advised = (obs.summary or {}).get("retryPolicy")
     r = obs.retry
+    if advised in (None, "not_needed"):
+        return Verdict(NA, "the build succeeded: nothing to retry")
+    if advised == "investigate":
+        if r is not None and r.get("action") not in (None, "none"):
+            return Verdict(FAIL, f"the advice was investigate, yet the harness ran {r.get('action')}")
+        return Verdict(NA, f"the advice is investigate ({(obs.summary or {}).get('retryRule')}): no blind retry")
     if r is None:
-        return Verdict(FAIL, "no retry was run after the stop")
-    rs = r.get("summary") or {}
-    if rs.get("outcome") != "built":
-        return Verdict(
-            FAIL, f"the retry ({r.get('policy')}) did not build: {rs.get('outcome')} {rs.get('error') or ''}".strip()
-        )
-    if rs.get("validationStatus") not in ("pending", "not_applicable"):
-        return Verdict(
-            FAIL,
-            f"a finished build claims validation {rs.get('validationStatus')!r}; it must stay pending until something "
-            "runs it",
-        )
+        return Verdict(FAIL, f"the advice was {advised}, but nothing was retried")
+    if r.get("policy") != advised:
+        return Verdict(FAIL, f"the advice was {advised}, the harness applied {r.get('policy')}")
     des = r.get("deserializes")
+    if advised == "rollback":
+        if r.get("action") != "kept_previous":
+            return Verdict(FAIL, f"rollback advised, but the harness {r.get('action')} instead of keeping the engine")
+        if not r.get("previous_verified"):
+            return Verdict(FAIL, "rollback advised, but the previous engine is not byte-for-byte what it was")
+        what = "rollback: the previous engine is kept and byte-for-byte verified"
+    else:
+        rs = r.get("summary") or {}
+        if rs.get("outcome") != "built":
+            return Verdict(
+                FAIL, f"the retry ({advised}) did not build: {rs.get('outcome')} {rs.get('error') or ''}".strip()
+            )
+        if rs.get("validationStatus") not in ("pending", "not_applicable"):
+            return Verdict(
+                FAIL,
+                f"a finished build claims validation {rs.get('validationStatus')!r}; "
+                "it must stay pending until something runs it",
+            )
+        what = f"retry ({advised}) built in {rs.get('durationS')} s"
     if des is False:
-        return Verdict(FAIL, "the retried engine does not deserialise in the runtime")
-    note = "deserialises in the runtime" if des else "not validated: no runtime that can load it here (no GPU)"
-    return Verdict(
-        PASS,
-        f"retry ({r.get('policy')}) built in {rs.get('durationS')} s; {note}; validationStatus "
-        f"{rs.get('validationStatus')}",
-    )
+        return Verdict(FAIL, f"{what}, but the engine does not deserialise in the runtime")
+    if des is None:
+        return Verdict(
+            NOT_CHECKED, f"{what}; its validation was not measured: no runtime here can load an engine (no device)"
+        )
+    return Verdict(PASS, f"{what}; the engine deserialises in the runtime")
 
 
-# -- (7) evidence record complete --------------------------------------------------------------------
+# -- (7) evidence record: present, typed, consistent ---------------------------------------------------
 def c7_evidence(obs: Observation) -> Verdict:
     disk = obs.summary_on_disk
     if disk is None:
         return Verdict(FAIL, "no summary.json was written")
-    missing = missing_seed_fields(disk)
-    if missing:
-        return Verdict(FAIL, f"summary.json lacks {', '.join(missing)}")
-    if obs.retry is not None:
-        rmissing = missing_seed_fields(obs.retry.get("summary_on_disk") or {})
-        if rmissing:
-            return Verdict(FAIL, f"the retry's summary.json lacks {', '.join(rmissing)}")
+    problems = [f"summary.json: {p}" for p in record_problems(disk)]
+    inventory_left = [
+        a.get("path")
+        for a in disk.get("artifacts") or []
+        if a.get("action") == "removed" and a.get("path") in obs.leftovers
+    ]
+    if inventory_left:
+        problems.append(f"the inventory says removed, but these are still there: {inventory_left[:3]}")
+    if disk.get("cancelSource") != (obs.summary or {}).get("cancelSource"):
+        problems.append("summary.json and the summary the face returned disagree on cancelSource")
+    rs = (obs.retry or {}).get("summary_on_disk")
+    if (obs.retry or {}).get("action") == "rebuilt":
+        if rs is None:
+            problems.append("the retry wrote no summary.json")
+        else:
+            problems.extend(f"retry summary.json: {p}" for p in record_problems(rs))
+    if problems:
+        return Verdict(FAIL, "; ".join(problems[:6]))
     return Verdict(
         PASS,
-        "every runbook summary field present in summary.json" + (" (stopped build and retry)" if obs.retry else ""),
+        "every runbook field present, typed and consistent (cancel latency iff cancelled, cleanup status = inventory)"
+        + (" for the stopped build and the retry" if rs is not None else ""),
     )
 
 
@@ -335,24 +355,36 @@ CRITERIA: list[tuple[str, str, Callable[[Observation], Verdict]]] = [
     ("3", "cancel acknowledged from its source", c3_cancel),
     ("4", "no partial engine, previous engine intact", c4_artifacts),
     ("5", "timing-cache decision explicit", c5_cache),
-    ("6", "retry succeeded", c6_retry),
-    ("7", "evidence record complete", c7_evidence),
+    ("6", "retry follows the advice, result validated", c6_retry),
+    ("7", "evidence record complete and consistent", c7_evidence),
     ("8", "resources released", c8_resources),
 ]
+TITLES = {num: title for num, title, _ in CRITERIA}
 
 
-def judge(obs: Observation) -> list[tuple[str, str, Verdict]]:
-    """Every criterion on one observation (n/a for all when the scenario was skipped or broke)."""
+def judge(obs: Observation, declared: tuple[str, ...] | None = None) -> list[tuple[str, str, Verdict]]:
+    """Every criterion on one observation. `declared` = the criteria the scenario sets out to measure: one of
+    them that comes back n/a was not measured (not_checked); the others are n/a. A skipped scenario measured
+    nothing (not_checked), a broken one fails."""
     out = []
     for num, title, fn in CRITERIA:
-        if obs.skipped:
-            v = Verdict(NA, f"scenario skipped: {obs.skipped}")
-        elif obs.error:
+        expected = declared is None or num in declared
+        if obs.error:
             v = Verdict(FAIL, f"scenario error: {obs.error}")
+        elif not expected:
+            v = Verdict(NA, "not part of this scenario")
+        elif obs.skipped:
+            v = Verdict(NOT_CHECKED, f"scenario not run here: {obs.skipped}")
         else:
             try:
                 v = fn(obs)
             except Exception as exc:
                 v = Verdict(FAIL, f"criterion could not judge: {type(exc).__name__}: {exc}")
+            if v.status == NA and declared is not None:
+                v = Verdict(NOT_CHECKED, f"this scenario should measure it, but: {v.message}")
+            try:
+                v.measured = v.measured or measured(num, obs)
+            except Exception as exc:
+                v.measured = {"error": f"{type(exc).__name__}: {exc}"}
         out.append((num, title, v))
     return out

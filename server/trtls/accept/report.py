@@ -1,5 +1,11 @@
-"""The acceptance report: a row per scenario and criterion, latency statistics per cancel source,
-rendered as text, JSON or JUnit XML (through `trtls.gates.reports.to_junit`)."""
+"""The acceptance report, which is the evidence: per scenario the full evidence record of the build it stopped
+(or faulted) and of its retry, how the fault was produced (real or simulated), and each criterion with the
+values it judged. Rendered as text, JSON, or JUnit XML (evidence as <properties>).
+
+A criterion passes or fails only on what was measured. `not_checked` (should have been measured, was not) is
+never a pass: the run passes only when it was waived by name (`--waive 6`, `--waive deep_tactics`,
+`--waive disk_full:6`).
+"""
 
 from __future__ import annotations
 
@@ -7,10 +13,38 @@ import json
 import math
 import platform
 import time
+import xml.etree.ElementTree as ET
+from collections.abc import Iterable
 from typing import Any
 
-from trtls.accept.criteria import FAIL, NA, PASS, Observation, judge
-from trtls.gates.reports import Check, to_junit
+from trtls.accept.criteria import FAIL, NA, NOT_CHECKED, PASS, Observation, judge
+from trtls.core.evidence import SEED_FIELDS
+
+# The evidence record as the report carries it: the runbook's fields first, then what supports them.
+EVIDENCE_KEYS = (
+    *SEED_FIELDS,
+    "buildId",
+    "engine",
+    "outcome",
+    "error",
+    "forced",
+    "cleanupLatencyMs",
+    "retryRule",
+    "builderModule",
+    "computeCapability",
+    "target",
+    "network",
+    "effectiveSettings",
+    "timingCache",
+    "previousEngineIntact",
+    "engineArtifact",
+    "artifacts",
+    "outputCheck",
+    "resources",
+    "environment",
+    "durationS",
+    "notes",
+)
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -48,86 +82,210 @@ def latency_table(observations: list[Observation]) -> dict[str, dict[str, Any]]:
     return {k: {m: stats(v) for m, v in g.items()} for k, g in sorted(groups.items())}
 
 
+def evidence_record(summary: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The evidence a summary.json holds, every runbook field included (a missing one shows as absent)."""
+    if summary is None:
+        return None
+    record = {k: summary[k] for k in EVIDENCE_KEYS if k in summary}
+    record["phases"] = len(summary.get("phaseTree") or [])
+    return record
+
+
+def waived(waivers: Iterable[str], scenario: str, criterion: str) -> bool:
+    w = set(waivers)
+    return bool({criterion, scenario, f"{scenario}:{criterion}"} & w)
+
+
 def build_report(
-    observations: list[Observation], proves: dict[str, str], meta: dict[str, Any] | None = None
+    observations: list[Observation],
+    scenarios: dict[str, Any],
+    meta: dict[str, Any] | None = None,
+    waivers: Iterable[str] = (),
 ) -> dict[str, Any]:
-    scenarios = []
+    """`scenarios`: name → Scenario (its declared fault, criteria, proves / does not prove)."""
+    waivers = list(waivers)
+    out = []
     for o in observations:
-        rows = [
-            {"criterion": num, "title": title, "status": v.status, "message": v.message} for num, title, v in judge(o)
-        ]
+        sc = scenarios.get(o.scenario)
+        declared = sc.criteria if sc is not None else None
+        rows = []
+        for num, title, v in judge(o, declared):
+            w = v.status == NOT_CHECKED and waived(waivers, o.scenario, num)
+            rows.append(
+                {
+                    "criterion": num,
+                    "title": title,
+                    "status": v.status,
+                    "waived": w,
+                    "message": v.message,
+                    "measured": v.measured,
+                }
+            )
         s = o.summary or {}
-        scenarios.append(
+        r = o.retry or {}
+        fault = o.fault or ({"kind": sc.fault, "how": sc.how} if sc is not None else {"kind": None, "how": None})
+        passed = all(row["status"] in (PASS, NA) or row["waived"] for row in rows)
+        out.append(
             {
                 "scenario": o.scenario,
-                "proves": proves.get(o.scenario, ""),
+                "passed": passed,
+                "proves": sc.proves if sc else "",
+                "doesNotProve": sc.does_not_prove if sc else "",
+                "fault": fault,
                 "outcome": s.get("outcome"),
                 "cancelSource": s.get("cancelSource"),
                 "forced": s.get("forced"),
                 "timingCacheMode": s.get("timingCacheMode"),
-                "retryOutcome": ((o.retry or {}).get("summary") or {}).get("outcome"),
                 "note": o.extra.get("note"),
                 "skipped": o.skipped,
                 "error": o.error,
                 "durationS": o.extra.get("durationS"),
-                "passed": all(r["status"] != FAIL for r in rows),
+                "evidence": evidence_record(o.summary_on_disk or o.summary),
+                "evidencePath": _evidence_path(o),
+                "retry": {
+                    "advised": s.get("retryPolicy"),
+                    "applied": r.get("policy"),
+                    "action": r.get("action", "none"),
+                    "previousVerified": r.get("previous_verified"),
+                    "deserializes": r.get("deserializes"),
+                    "evidence": evidence_record(r.get("summary_on_disk") or r.get("summary")),
+                },
+                "evidenceFolder": o.evidence_dir,
                 "criteria": rows,
             }
         )
+    not_checked = [
+        f"{s['scenario']}:{r['criterion']}"
+        for s in out
+        for r in s["criteria"]
+        if r["status"] == NOT_CHECKED and not r["waived"]
+    ]
     return {
         "framework": "trtls stuck-build acceptance",
         "createdAt": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "host": platform.platform(),
         **(meta or {}),
-        "passed": all(s["passed"] for s in scenarios),
-        "scenarios": scenarios,
+        "passed": all(s["passed"] for s in out),
+        "waivers": waivers,
+        "notChecked": not_checked,
+        "failedScenarios": [s["scenario"] for s in out if not s["passed"]],
+        "keptFolders": {s["scenario"]: s["evidenceFolder"] for s in out if s["evidenceFolder"]},
+        "scenarios": out,
         "cancelLatency": latency_table(observations),
     }
 
 
+def _evidence_path(o: Observation) -> str | None:
+    build_id = (o.summary or {}).get("buildId")
+    if not build_id or not o.evidence_dir:
+        return None
+    return f"{o.evidence_dir}/.trtls/runs/{build_id}/summary.json"
+
+
+MARK = {PASS: "pass", FAIL: "FAIL", NA: "n/a ", NOT_CHECKED: "NOT CHECKED"}
+
+
 def to_text(report: dict[str, Any]) -> str:
-    mark = {PASS: "pass", FAIL: "FAIL", NA: "n/a "}
     lines = [
         f"trtls accept — {report.get('recipe', '')} engine {report.get('engine', '')}: "
         f"{'PASSED' if report['passed'] else 'FAILED'}"
     ]
     for s in report["scenarios"]:
-        head = f"\n{s['scenario']}: outcome {s['outcome']}"
+        f = s.get("fault") or {}
+        head = f"\n{s['scenario']} [{f.get('kind')} fault: {f.get('how')}]: outcome {s['outcome']}"
         if s.get("cancelSource"):
             head += f", cancel {s['cancelSource']}{' (forced)' if s.get('forced') else ''}"
-        head += f", cache {s.get('timingCacheMode')}, retry {s.get('retryOutcome')}"
+        head += f", cache {s.get('timingCacheMode')}, retry {s['retry']['advised']} → {s['retry']['action']}"
         if s.get("skipped"):
-            head = f"\n{s['scenario']}: SKIPPED — {s['skipped']}"
+            head = f"\n{s['scenario']}: NOT RUN HERE — {s['skipped']}"
         lines.append(head)
         if s.get("note"):
             lines.append(f"  note: {s['note']}")
+        ev = s.get("evidence") or {}
+        if ev:
+            lines.append("  evidence: " + ", ".join(f"{k}={_short(ev.get(k, '(absent)'))}" for k in SEED_FIELDS))
         for r in s["criteria"]:
-            lines.append(f"  [{mark.get(r['status'], r['status'])}] {r['criterion']} {r['title']}: {r['message']}")
+            mark = "waived" if r["waived"] else MARK.get(r["status"], r["status"])
+            lines.append(f"  [{mark}] {r['criterion']} {r['title']}: {r['message']}")
+        if s.get("evidenceFolder"):
+            lines.append(f"  evidence kept in {s['evidenceFolder']}")
     lines.append("\ncancel latency (ms): source — request→ack p50/p95/max — ack→cleanup p50/p95/max (n)")
     for src, g in report["cancelLatency"].items():
         a, c = g["request_to_ack_ms"], g["ack_to_cleanup_ms"]
         lines.append(f"  {src:22} {a['p50']}/{a['p95']}/{a['max']} — {c['p50']}/{c['p95']}/{c['max']} (n={a['n']})")
+    if report.get("notChecked"):
+        lines.append(f"\nnot checked (not waived): {', '.join(report['notChecked'])}")
     return "\n".join(lines) + "\n"
+
+
+def _short(v: Any) -> str:
+    text = v if isinstance(v, str) else json.dumps(v, default=str)
+    return text if len(text) <= 24 else text[:12] + "…"
 
 
 def to_json(report: dict[str, Any]) -> str:
     return json.dumps(report, indent=2, default=str) + "\n"
 
 
+def _x(text: str) -> str:
+    """XML 1.0 cannot hold most control characters (a TensorRT log line may carry one)."""
+    return "".join(c if c in "\t\n\r" or ord(c) >= 0x20 else "?" for c in text)
+
+
+def _properties(parent: ET.Element, values: dict[str, Any], prefix: str = "") -> None:
+    props = ET.SubElement(parent, "properties")
+    for k, v in values.items():
+        text = v if isinstance(v, str) else json.dumps(v, default=str)
+        ET.SubElement(props, "property", {"name": prefix + k, "value": _x(text)})
+
+
 def junit(report: dict[str, Any]) -> str:
-    status = {PASS: "pass", FAIL: "fail", NA: "skip"}
-    checks = [
-        Check(
-            f"accept.{s['scenario']}",
-            f"{r['criterion']} {r['title']}",
-            status[r["status"]],
-            r["message"],
-            float(s.get("durationS") or 0.0) / max(1, len(s["criteria"])),
-        )
-        for s in report["scenarios"]
-        for r in s["criteria"]
-    ]
-    return to_junit(checks, name="trtls accept")
+    """One <testsuite> per scenario (its evidence record and fault as <properties>), one <testcase> per
+    criterion (its measured values as <properties>). not_checked is a failure unless waived (then skipped)."""
+
+    def counts(rows: list[dict[str, Any]]) -> dict[str, str]:
+        return {
+            "tests": str(len(rows)),
+            "failures": str(sum(_failed(r) for r in rows)),
+            "errors": "0",
+            "skipped": str(sum(r["status"] == NA or r["waived"] for r in rows)),
+        }
+
+    every = [r for s in report["scenarios"] for r in s["criteria"]]
+    root = ET.Element("testsuites", {"name": "trtls accept", **counts(every)})
+    for s in report["scenarios"]:
+        suite = ET.SubElement(root, "testsuite", {"name": f"accept.{s['scenario']}", **counts(s["criteria"])})
+        fault = s.get("fault") or {}
+        props = {"fault": fault.get("kind"), "faultHow": fault.get("how"), "evidencePath": s.get("evidencePath")}
+        props.update({f"evidence.{k}": v for k, v in (s.get("evidence") or {}).items()})
+        props.update({f"retry.{k}": v for k, v in s["retry"].items() if k != "evidence"})
+        _properties(suite, props)
+        per = float(s.get("durationS") or 0.0) / max(1, len(s["criteria"]))
+        for r in s["criteria"]:
+            case = ET.SubElement(
+                suite,
+                "testcase",
+                {
+                    "classname": f"accept.{s['scenario']}",
+                    "name": f"{r['criterion']} {r['title']}",
+                    "time": f"{per:.3f}",
+                },
+            )
+            if r["measured"]:
+                _properties(case, r["measured"], "measured.")
+            if _failed(r):
+                ET.SubElement(case, "failure", {"type": r["status"], "message": _x(r["message"])}).text = _x(
+                    r["message"]
+                )
+            elif r["status"] == NA or r["waived"]:
+                msg = f"waived: {r['message']}" if r["waived"] else r["message"]
+                ET.SubElement(case, "skipped", {"message": _x(msg)})
+    ET.indent(root)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+
+
+def _failed(r: dict[str, Any]) -> bool:
+    return r["status"] == FAIL or (r["status"] == NOT_CHECKED and not r["waived"])
 
 
 def render(report: dict[str, Any], fmt: str) -> str:

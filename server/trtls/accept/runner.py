@@ -268,19 +268,40 @@ class Recorder:
             o.pids.append(summary["workerPid"])
 
     def retry(self, overrides: dict | None = None) -> None:
-        """Retry the way the evidence advises; then check the engine in a runtime where one exists."""
+        """Do what the evidence advises: retry_cold / retry_with_cache rebuild (cold = cache off); rollback
+        keeps the previous engine and verifies it byte-for-byte; investigate and not_needed run nothing.
+        Then ask a runtime whether the resulting engine loads (None: nothing here can load one)."""
         s = self.obs.summary or {}
-        policy = s.get("retryPolicy") or "retry_cold"
-        ov = json.loads(json.dumps(overrides or {}))
-        if policy == "retry_cold":
-            ov["cache_mode"] = "off"
-        summary, build, _ = build_sync(self.ws, self.ctx.engine, overrides=ov)
-        disk, _ = read_evidence(self.ws, summary.get("buildId"))
-        des = None
-        if summary.get("outcome") == "built":
-            des = deserializes(self.paths["output"])
-        self.obs.retry = {"summary": summary, "summary_on_disk": disk, "deserializes": des, "policy": policy}
-        self.obs.pids.append(build.pid or 0)
+        policy = s.get("retryPolicy")
+        if policy in ("retry_cold", "retry_with_cache"):
+            ov = json.loads(json.dumps(overrides or {}))
+            if policy == "retry_cold":
+                ov["cache_mode"] = "off"
+            summary, build, _ = build_sync(self.ws, self.ctx.engine, overrides=ov)
+            disk, _ = read_evidence(self.ws, summary.get("buildId"))
+            des = deserializes(self.paths["output"]) if summary.get("outcome") == "built" else None
+            self.obs.retry = {
+                "policy": policy,
+                "action": "rebuilt",
+                "summary": summary,
+                "summary_on_disk": disk,
+                "deserializes": des,
+            }
+            self.obs.pids.append(build.pid or 0)
+        elif policy == "rollback":
+            before = self.obs.previous_engine_sha
+            now = self.obs.engine_sha_after  # measured where the build wrote (for disk_full: inside its tmpfs)
+            verified = before is not None and now == before
+            self.obs.retry = {
+                "policy": policy,
+                "action": "kept_previous",
+                "previous_verified": verified,
+                "deserializes": deserializes(self.paths["output"])
+                if verified and self.paths["output"].is_file()
+                else None,
+            }
+        else:
+            self.obs.retry = {"policy": policy, "action": "none"}
 
     def finish(self) -> Observation:
         o = self.obs

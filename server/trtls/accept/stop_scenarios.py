@@ -31,25 +31,6 @@ def sc_api_cancel(ctx: Context) -> Observation:
     return in_process_stop(ctx, "api_cancel", "api")
 
 
-def sc_deep_tactics(ctx: Context) -> Observation:
-    return in_process_stop(ctx, "deep_tactics", "api", overrides={"settings": {"optimization_level": 5}})
-
-
-def sc_slow_settings(ctx: Context) -> Observation:
-    return in_process_stop(
-        ctx,
-        "slow_settings",
-        "ci_timeout",
-        overrides={"settings": {"optimization_level": 4, "avg_timing_iterations": 16}},
-    )
-
-
-def sc_service_shutdown(ctx: Context) -> Observation:
-    return in_process_stop(
-        ctx, "service_shutdown", "service_shutdown", action=lambda b, sup, w: asyncio.ensure_future(sup.shutdown())
-    )
-
-
 def sc_event_loop(ctx: Context) -> Observation:
     return in_process_stop(ctx, "event_loop", "event_loop", action=lambda b, sup, waiter: waiter.cancel())
 

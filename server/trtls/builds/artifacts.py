@@ -102,3 +102,18 @@ def temp_files_near(output: Path, build_id: str | None = None) -> list[Path]:
         return []
     prefix = f"{output.name}{TEMP_MARK}" + (build_id or "")
     return sorted(p for p in folder.iterdir() if p.name.startswith(prefix))
+
+
+def output_unwritable(output: Path, build_id: str) -> str | None:
+    """Why the engine could not be written to `output`'s folder, checked before the build spends its time;
+    None when a file can be created and removed there. A real probe file, not os.access: root passes
+    access() on an immutable folder or a read-only mount and fails only on the write."""
+    probe = output.parent / f"{output.name}{TEMP_MARK}{build_id}.probe"
+    try:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        with open(probe, "wb") as fh:
+            fh.write(b"trtls write probe\n")
+        probe.unlink()
+    except OSError as exc:
+        return f"{exc.strerror or exc} ({output.parent})"
+    return None

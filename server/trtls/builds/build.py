@@ -113,6 +113,10 @@ class Build:
     effective_settings: dict[str, Any] = field(default_factory=dict)
     optimization_profiles: list[dict[str, Any]] = field(default_factory=list)
     config_hash: str | None = None
+    target: dict[str, Any] = field(default_factory=dict)
+    network: dict[str, Any] = field(default_factory=dict)
+    output_check: dict[str, Any] | None = None
+    resources: Any = None  # trtls.builds.resources.ResourceSampler of a local worker
     baselines: dict[str, float] = field(default_factory=dict)
     cache: dict[str, Any] | None = None
     artifacts: list[dict[str, Any]] = field(default_factory=list)
@@ -275,6 +279,8 @@ class Build:
         elif kind == "placed":
             build.placement = ev.model_dump(exclude={"v", "type", "t_ns"})
             build.status = "running"
+        elif kind == "environment":
+            build.environment = ev.environment
         elif kind == "build_started":
             if build.remote is not None:
                 build.pid = ev.pid  # the worker's pid on its node (the evidence says which node)
@@ -284,6 +290,8 @@ class Build:
                 ev.effective_settings,
             )
             build.optimization_profiles = ev.optimization_profiles
+            build.target = getattr(ev, "target", None) or {}
+            build.network = getattr(ev, "network", None) or {}
             build.baselines = build.history().baselines(ev.build_config_hash)
         elif kind == "log":
             build.logs.append({"severity": ev.severity, "msg": ev.msg})

@@ -64,9 +64,10 @@ def _orphan_summary(
 ) -> dict[str, Any]:
     """As complete as the supervisor's summary, rebuilt from the events the dead server had recorded."""
     from trtls.core.events import ProtocolError, parse_event
+    from trtls.core.evidence import UNKNOWN, gpu_sku
     from trtls.core.phase_tree import PhaseTree
 
-    tree, started, cache = PhaseTree(), None, None
+    tree, started, cache, env = PhaseTree(), None, None, {}
     try:
         lines = (run_dir / "events.jsonl").read_bytes().splitlines()
     except OSError:
@@ -77,13 +78,14 @@ def _orphan_summary(
         except ProtocolError:
             continue  # the last line may be cut where the server died
         tree.apply(ev)
+        if ev.type == "environment":
+            env = ev.environment
         if ev.type == "build_started":
-            started = ev
+            started, env = ev, ev.environment
         elif ev.type == "cache_decision":
             cache = ev.model_dump(exclude={"v", "type", "t_ns"})
     end = tree.t_last_callback_ns or 0
     tree.close_open("failed", end)
-    env = started.environment if started is not None else {}
     if cache is None:
         configured = job.get("timing_cache")
         cache = {
@@ -99,11 +101,20 @@ def _orphan_summary(
         "engine": state.get("engine"),
         "outcome": "killed",
         "error": "the supervising server process died during the build",
-        "tensorrtVersion": env.get("version"),
+        "tensorrtVersion": env.get("version") or UNKNOWN,
         "builderModule": env.get("module"),
         "language": env.get("language", "python"),
         "buildConfigHash": started.build_config_hash if started is not None else None,
-        "gpuSku": env.get("device_name") or "none (CPU-only ahead-of-time build)",
+        "gpuSku": gpu_sku(env),
+        "environment": env,
+        "target": getattr(started, "target", None),
+        "network": getattr(started, "network", None),
+        "resources": {
+            "peakRssBytes": None,
+            "how": "not measured: the supervising server died with its samples",
+            "gpuMemory": None,
+            "oom": {"oomKill": None, "how": "the worker was stopped by the recovering server, not by the kernel"},
+        },
         "timingCacheMode": cache["decision"],
         "timingCache": cache,
         "cancelSource": None,

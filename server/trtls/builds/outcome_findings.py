@@ -32,6 +32,13 @@ def build_findings(summary: dict[str, Any]) -> list[Finding]:
             f"{_ms(summary.get('cancelLatencyMs'))} after the request; no engine written"
         )
         out.append(_f("TRT201", Severity.warning, msg, table, buildId=summary["buildId"]))
+    elif outcome == "failed" and (summary.get("outputCheck") or {}).get("writable") is False:
+        check = summary["outputCheck"]
+        msg = (
+            f"the output folder {check.get('path')} is not writable ({check.get('error')}): "
+            "checked before the build, nothing was built"
+        )
+        out.append(_f("TRT405", Severity.error, msg, (*table, "output"), buildId=summary["buildId"]))
     elif outcome == "failed":
         error = str(summary.get("error"))
         code = next((c for c in ("TRT231", "TRT233") if error.startswith(c)), "TRT202")  # farm: queue, transfer

@@ -11,17 +11,34 @@ from trtls.builds.artifacts import sha256_file
 from trtls.builds.build import Build
 from trtls.builds.history import History
 from trtls.core.builder_errors import internal_error, setting_failure
-from trtls.core.evidence import retry_advice, validation_status
+from trtls.core.evidence import UNKNOWN, gpu_sku, retry_advice, validation_status
 from trtls.core.phase_tree import NS
+
+
+def resources_record(build: Build) -> dict[str, Any]:
+    """Peak RSS, GPU memory and (for a killed build) the OOM verdict (trtls.builds.resources)."""
+    reported = (build.finished or {}).get("peak_rss_bytes")
+    if build.resources is not None:
+        return build.resources.record(reported, build.outcome or "killed", build.exit_code)
+    if build.remote is None:
+        return {"peakRssBytes": None, "how": "no worker was started", "gpuMemory": None}
+    out: dict[str, Any] = {  # a node's processes cannot be sampled from this host
+        "peakRssBytes": reported,
+        "how": "the worker's getrusage on its node" if reported else "not measured: the worker ran on a node",
+        "gpuMemory": {"peakGpuMemoryBytes": None, "how": "unknown: not sampled on remote nodes"},
+    }
+    if build.outcome == "killed":
+        out["oom"] = {"oomKill": None, "how": "the worker ran on a remote node: this host cannot tell"}
+    return out
 
 
 def build_summary(build: Build, t_end: int, history: History) -> dict[str, Any]:
     env = build.environment
     cache = build.cache or {
-        "decision": "cold" if not build.job.get("timing_cache") else "discarded",
+        "decision": "cold" if not build.job.get("timing_cache") else "not_applicable",
         "reason": "no timing cache configured"
         if not build.job.get("timing_cache")
-        else "the build ended before a cache decision",
+        else "the build ended before the timing cache was read; the file was not touched",
     }
     intact = None
     if build._previous_sha is not None:
@@ -54,12 +71,14 @@ def build_summary(build: Build, t_end: int, history: History) -> dict[str, Any]:
         "recipe": str(build.recipe_path),
         "outcome": build.outcome,
         "error": build.error,
-        "tensorrtVersion": env.get("version"),
+        "tensorrtVersion": env.get("version") or UNKNOWN,
         "builderModule": env.get("module"),
         "language": env.get("language", "python"),
         "buildConfigHash": build.config_hash,
-        "gpuSku": env.get("device_name") or "none (CPU-only ahead-of-time build)",
+        "gpuSku": gpu_sku(env),
         "computeCapability": env.get("compute_capability"),
+        "target": build.target or None,
+        "network": build.network or None,
         "effectiveSettings": build.effective_settings,
         "optimizationProfiles": build.optimization_profiles,
         "precision": build.precision,
@@ -84,6 +103,8 @@ def build_summary(build: Build, t_end: int, history: History) -> dict[str, Any]:
         "notes": build.notes,
         "startedAt": build.started_at,
         "durationS": round((t_end - build.t_start_ns) / NS, 3),
+        "outputCheck": build.output_check,
+        "resources": resources_record(build),
         "workerPid": build.pid,
         "workerExitCode": build.exit_code,
         "stderrTail": list(build.stderr_tail)[-10:],

@@ -24,9 +24,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from trtls.builds.artifacts import remove_or_quarantine, temp_files_near
+from trtls.builds.artifacts import output_unwritable, remove_or_quarantine, temp_files_near
 from trtls.builds.build import Build, Listener, WorkerProcess, new_build_id, state_dir, worker_job
 from trtls.builds.orphans import process_start_id
+from trtls.builds.resources import ResourceSampler
 from trtls.builds.spawn import spawn_worker
 from trtls.builds.summary import build_summary
 from trtls.core.atomic import atomic_write_text
@@ -34,6 +35,7 @@ from trtls.core.events import CancelControl, ProtocolError, parse_event
 from trtls.core.recipe import LoadedRecipe
 
 KILL_AFTER_TERM_S = 0.1  # SIGTERM → SIGKILL; the forced stop is done within grace + ~200 ms
+RESOURCE_SAMPLE_S = 0.25  # /proc VmHWM samples of the worker (the peak of a worker that dies)
 
 __all__ = ["Build", "Listener", "Supervisor", "new_build_id", "signal_group", "state_dir", "worker_job"]
 
@@ -165,6 +167,22 @@ class Supervisor:
             fh = open(build.output, "rb")
             build._previous_sha = asyncio.get_running_loop().run_in_executor(None, _sha256_and_close, fh)
         proc: WorkerProcess | None = build._prespawned
+        # Before the build spends its time: can the engine be written where it must go? (A remote node writes
+        # to its own view of the path; only a local folder can be checked from here.)
+        why = output_unwritable(build.output, build.id) if build.remote is None else None
+        build.output_check = {
+            "path": str(build.output.parent),
+            "writable": why is None if build.remote is None else None,
+            "error": why if build.remote is None else "not checked here: a remote node writes it",
+        }
+        if why is not None:
+            build.error = f"TRT405 the output folder is not writable: {why}; nothing was built"
+            if proc is not None and proc.stdin is not None:
+                proc.stdin.close()  # a worker started early gets no job: it exits
+                await proc.wait()
+            build.environment = await self._probe_environment(build)  # the evidence still says what would build
+            await self._finish(build, "failed")
+            return
         # unbuffered: if this process dies, the next one rebuilds the evidence from what is on disk
         build._events_file = open(build.evidence_dir / "events.jsonl", "wb", buffering=0)
         if proc is None:
@@ -183,13 +201,16 @@ class Supervisor:
                 return
         build._proc, build.pid, build.status = proc, proc.pid, "running"
         running_json(build, proc.pid, local=build.remote is None)
+        build.resources = ResourceSampler(proc.pid, device=False) if build.remote is None else None
         assert proc.stdin is not None
         proc.stdin.write((json.dumps(build.job) + "\n").encode())
         if build.token.is_set:  # cancelled before the worker existed
             self._send_control(build)
             if build._force_pending:  # and forced before it existed: the grace is already over
                 asyncio.ensure_future(self._escalate(0.0, build))
+        sampling = asyncio.ensure_future(self._sample_resources(build))
         await asyncio.gather(self._read_events(build), self._read_stderr(build))
+        sampling.cancel()
         build.exit_code = await proc.wait()
         if build.finished is not None and not build.token.forced:
             outcome = build.finished["outcome"]
@@ -226,6 +247,39 @@ class Supervisor:
                     listener(build, ev)
                 except Exception as exc:
                     build.logs.append({"severity": "ERROR", "msg": f"listener error: {exc!r}"})
+
+    async def _probe_environment(self, build: Build) -> dict[str, Any]:
+        """The environment record of a build that never started its worker (`worker --probe`); {} when the
+        worker is not ours or cannot say within a minute."""
+        if build.command[-1] != "trtls.builds.worker":
+            return {}
+        env = {**os.environ, "TRTLS_BUILDER_MODULE": str(build.job.get("builder_module") or "auto")}
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *build.command, "--probe", stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL, env=env
+            )
+        except OSError:
+            return {}
+        try:
+            out, _ = await asyncio.wait_for(proc.communicate(), 60)
+            record = json.loads(out.decode().strip().splitlines()[-1])
+        except TimeoutError:
+            proc.kill()
+            await proc.wait()
+            return {}
+        except (ValueError, IndexError):
+            return {}
+        return record if isinstance(record, dict) and "error" not in record else {}
+
+    async def _sample_resources(self, build: Build) -> None:
+        sampler = build.resources
+        while sampler is not None:
+            sampler.device = bool(build.environment.get("device_name"))
+            if sampler.device:  # nvidia-smi takes a while: not on the loop thread
+                await asyncio.to_thread(sampler.sample)
+            else:
+                sampler.sample()
+            await asyncio.sleep(RESOURCE_SAMPLE_S)
 
     async def _read_stderr(self, build: Build) -> None:
         proc = build._proc

@@ -120,9 +120,14 @@ def plan_cache(
             identity=identity,
         )
     decision = "reused" if supported else "not_applicable"
-    return CachePlan(
-        path, mode, decision, "valid cache loaded" if supported else RTX_REASON, data=data, identity=identity
-    )
+    reason = "valid cache loaded" if supported else RTX_REASON
+    if meta is None:  # a cache trtls did not write: nothing to check its bytes against but TensorRT itself
+        reason = (
+            ("cache loaded" if supported else RTX_REASON)
+            + "; this file was not written by trtls (no sha256 sidecar), "
+            + f"so only TensorRT can judge its {len(data)} bytes"
+        )
+    return CachePlan(path, mode, decision, reason, data=data, identity=identity)
 
 
 def after_load(plan: CachePlan, logged: list[str], set_ok: bool, quarantine_dir: Path) -> CachePlan:
@@ -132,7 +137,10 @@ def after_load(plan: CachePlan, logged: list[str], set_ok: bool, quarantine_dir:
         return plan
     if any(NO_DEVICE_MARKER in m for m in logged):
         # Without a CUDA device TensorRT cannot deserialise any cache, good or bad: inconclusive, not suspect.
-        plan.reason += "; its content could not be checked here (TensorRT needs a CUDA device to deserialise a cache)"
+        plan.reason += (
+            "; TensorRT could not check it here (it needs a CUDA device to deserialise any cache, good or bad),"
+            " so its content is unverified and the file is left in place"
+        )
         return plan
     why = bad[0] if bad else "set_timing_cache returned False"
     plan.quarantined_to = _quarantine_pair(plan.path, quarantine_dir, why)  # type: ignore[arg-type]

@@ -29,6 +29,7 @@ from trtls.builds import timing_cache as tc
 from trtls.builds.artifacts import engine_temp_path, remove_or_quarantine, write_engine
 from trtls.builds.monitor import make_monitor_class
 from trtls.core.cancel import CancelToken
+from trtls.core.evidence import build_target
 from trtls.core.protocol import CANCEL_SOURCES, PROTOCOL_VERSION, stable_json
 
 STEP_INTERVAL_NS = 50_000_000
@@ -128,6 +129,7 @@ class Worker:
         self.quarantine_dir = Path(job["quarantine_dir"])
         self.in_commit = False  # no-cancel zone: the finished engine is being written
         self.logs: list[tuple[str, str]] = []
+        self.held_logs: list[str] | None = None
         self.done = threading.Event()
         self.exit_code = 1
 
@@ -137,9 +139,13 @@ class Worker:
             self.writer.emit("log", severity="INFO", msg=f"trtls: cancel requested by {source}")
 
     def on_log(self, severity: str, msg: str) -> None:
-        """TensorRT logger callback (any thread): keep warnings and errors, forward them as events."""
+        """TensorRT logger callback (any thread): keep warnings and errors, forward them as events
+        (except while a timing cache is being read: those lines are explained in one message instead)."""
         if severity in ("INTERNAL_ERROR", "ERROR", "WARNING"):
             self.logs.append((severity, msg))
+            if self.held_logs is not None:
+                self.held_logs.append(msg)
+                return
             self.writer.emit("log", severity=severity, msg=msg)
 
     # -- the build -----------------------------------------------------------------------------
@@ -160,8 +166,10 @@ class Worker:
         faults = job.get("faults") or {}
 
         bm = adapter.load_builder_module(job.get("builder_module", "auto"))
-        logger = adapter.make_logger(bm, self.on_log)
+        # Measured before anything can fail on the input, so a failed build still says what would have built it.
         environment = adapter.environment_record(bm)
+        self.writer.emit("environment", environment=environment)
+        logger = adapter.make_logger(bm, self.on_log)
         onnx_path = Path(job["onnx"])
         precision = job.get("precision") or {}
         first_root = 0
@@ -207,7 +215,9 @@ class Worker:
             effective["not_applied"] = not_applied
         profiles_held: list[dict[str, Any]] = []
         adapter.add_profiles(bm, builder, config, job.get("profiles") or [], network, profiles_held)
-        config_hash = build_config_hash(onnx_path, effective, job.get("profiles") or [], environment)
+        config_hash = build_config_hash(
+            onnx_path, effective, job.get("profiles") or [], environment, build_target(environment, effective)
+        )
 
         self.writer.emit(
             "build_started",
@@ -218,6 +228,8 @@ class Worker:
             build_config_hash=config_hash,
             effective_settings=effective,
             optimization_profiles=profiles_held,
+            target=build_target(environment, effective),
+            network=network_types(bm, network),
         )
 
         plan_cache = self._prepare_cache(bm, adapter, config, environment, effective)
@@ -299,12 +311,22 @@ class Worker:
             self.quarantine_dir,
         )
         if plan.data is not None:
-            before = len(self.logs)
-            # Corruption never raises: it is logged as an ERROR plus WARNINGs, so capture them all here.
-            cache = adapter.create_timing_cache(config, plan.data)
-            ok = adapter.set_timing_cache(config, cache, False)
-            logged = [m for _, m in self.logs[before:]]
+            # Corruption never raises: it is logged as an ERROR plus WARNINGs, so capture them all here,
+            # and say once what they mean rather than passing raw driver errors to the user's terminal.
+            self.held_logs = []
+            try:
+                cache = adapter.create_timing_cache(config, plan.data)
+                ok = adapter.set_timing_cache(config, cache, False)
+            finally:
+                logged, self.held_logs = self.held_logs, None
             plan = tc.after_load(plan, logged, ok, self.quarantine_dir)
+            if logged:
+                self.writer.emit(
+                    "log",
+                    severity="WARNING",
+                    msg=f"trtls: reading the timing cache {plan.path}: {plan.reason} "
+                    f"(TensorRT logged {len(logged)} line(s) while reading it, first: {logged[0][:160]!r})",
+                )
             if plan.decision == "quarantined":  # start again from an empty cache
                 adapter.set_timing_cache(config, adapter.create_timing_cache(config, b""), False)
         return plan
@@ -348,7 +370,12 @@ class Worker:
         self._emit_cache(cache_plan, False)
         status, t_clean, _ = self._cleanup(f"build {self.build_id} cancelled by {self.cancel.source}")
         self.writer.emit(
-            "build_finished", outcome="cancelled", cleanup_status=status, t_cleanup_ns=t_clean, notes=notes
+            "build_finished",
+            outcome="cancelled",
+            cleanup_status=status,
+            t_cleanup_ns=t_clean,
+            notes=notes,
+            peak_rss_bytes=peak_rss_bytes(),
         )
         return 3
 
@@ -370,6 +397,7 @@ class Worker:
             cleanup_status=status,
             t_cleanup_ns=t_clean,
             failure=failure,
+            peak_rss_bytes=peak_rss_bytes(),
         )
         return 1
 
@@ -414,6 +442,7 @@ class Worker:
             cleanup_status="not_needed",
             t_cleanup_ns=time.monotonic_ns(),
             notes=notes,
+            peak_rss_bytes=peak_rss_bytes(),
         )
         return 0
 
@@ -425,12 +454,43 @@ def _create_builder(bm: Any, logger: Any, flags: int) -> tuple[Any, Any, Any]:
     return builder, network, builder.create_builder_config()
 
 
+def peak_rss_bytes() -> int:
+    """This worker's peak resident set size so far (Linux reports ru_maxrss in KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
 def _no_combine(old: bytes, new: bytes) -> None:
     return None
 
 
-def build_config_hash(onnx: Path, effective: dict[str, Any], profiles: list, environment: dict[str, Any]) -> str:
-    """sha256 over the ONNX bytes, the effective builder settings and the builder module + version."""
+def network_types(bm: Any, network: Any) -> dict[str, Any]:
+    """The parsed network's typing: strongly typed or not, and the dtype of every input and output."""
+    trt = bm.trt
+    flag = getattr(trt.NetworkDefinitionCreationFlag, "STRONGLY_TYPED", None)
+    strongly = None
+    if flag is not None:
+        try:
+            strongly = bool(network.get_flag(flag))
+        except Exception:
+            strongly = None
+    return {
+        "stronglyTyped": strongly,
+        "inputs": {network.get_input(i).name: network.get_input(i).dtype.name for i in range(network.num_inputs)},
+        "outputs": {network.get_output(i).name: network.get_output(i).dtype.name for i in range(network.num_outputs)},
+        "layers": network.num_layers,
+    }
+
+
+def build_config_hash(
+    onnx: Path,
+    effective: dict[str, Any],
+    profiles: list,
+    environment: dict[str, Any],
+    target: dict[str, Any] | None = None,
+) -> str:
+    """sha256 over the ONNX bytes, the effective builder settings, the builder module + version and the
+    target (compute capabilities, hardware compatibility, device): durations on one target are not the usual
+    durations on another."""
     h = hashlib.sha256()
     with open(onnx, "rb") as fh:
         while block := fh.read(1 << 20):
@@ -442,6 +502,7 @@ def build_config_hash(onnx: Path, effective: dict[str, Any], profiles: list, env
                 "profiles": profiles,
                 "module": environment.get("module"),
                 "version": environment.get("version"),
+                "target": target,
             }
         ).encode()
     )

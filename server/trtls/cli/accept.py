@@ -1,7 +1,8 @@
-"""`trtls accept [RECIPE] --engine NAME [--scenarios LIST] [--format text|json|junit] [--output FILE]`
+"""`trtls accept [RECIPE] --engine NAME [--scenarios LIST] [--waive W] [--format text|json|junit] [--output FILE]`
 
-Exit 0 when every criterion of every scenario passes (n/a counts as not failing), 1 otherwise,
-2 for bad input (recipe, engine, scenario names).
+Exit 0 only when every criterion the chosen scenarios set out to measure passed, or was not measured
+(`not_checked`) and waived by name with --waive; 1 otherwise; 2 for bad input (recipe, engine, scenario
+names, waivers). The folder of every failed scenario is kept and named in the report (--keep keeps all).
 """
 
 from __future__ import annotations
@@ -20,75 +21,120 @@ def register(sub: Any) -> None:
     a = sub.add_parser(
         "accept",
         help="stuck-build acceptance test: fault-injection scenarios with real builds, eight criteria each",
-        epilog="exit codes: 0 every criterion passed, 1 a criterion failed, 2 bad input (recipe, engine, scenarios)",
+        epilog="exit codes: 0 every criterion measured passed (or was not_checked and waived), 1 a criterion failed "
+        "or was not checked, 2 bad input (recipe, engine, scenarios, waivers)",
     )
     a.add_argument("recipe", nargs="?", help="trtls.toml or its folder (default: .)")
     a.add_argument("--engine", help="engine table to exercise (required unless --list)")
     a.add_argument(
         "--scenarios", default="fast", help="fast (default), all, or a comma-separated list of scenario names"
     )
+    a.add_argument(
+        "--waive",
+        action="append",
+        default=[],
+        metavar="WHAT",
+        help="accept a criterion that could not be measured here: a criterion number (6), a scenario "
+        "(deep_tactics) or scenario:criterion (disk_full:6); repeatable. Failures are never waived",
+    )
     a.add_argument("--format", choices=("text", "json", "junit"), default="text", help="report format (default: text)")
     a.add_argument("--output", "-o", help="write the report here (default: stdout)")
     a.add_argument("--scratch", help="parent folder for the scratch copies (default: the system temp folder)")
-    a.add_argument("--keep", action="store_true", help="keep the scratch folder (evidence of every run) afterwards")
-    a.add_argument("--list", action="store_true", help="list the scenarios and what each proves, then exit")
+    a.add_argument("--keep", action="store_true", help="keep every scenario's folder (failed ones are always kept)")
+    a.add_argument("--list", action="store_true", help="list the scenarios, what each proves and does not, then exit")
     a.set_defaults(func=cmd_accept)
 
 
+def check_waivers(waivers: list[str]) -> None:
+    from trtls.accept.criteria import TITLES
+    from trtls.accept.scenarios import BY_NAME
+
+    for w in waivers:
+        scenario, _, crit = w.partition(":")
+        ok = (w in TITLES) or (scenario in BY_NAME and (not crit or crit in TITLES))
+        if not ok:
+            raise ValueError(f"--waive {w!r}: not a criterion (1-8), a scenario, or scenario:criterion")
+
+
 def run_accept(
-    recipe: Path, engine: str, scenario_spec: str, scratch: Path | None = None, keep: bool = False, log=None
+    recipe: Path,
+    engine: str,
+    scenario_spec: str,
+    scratch: Path | None = None,
+    keep: bool = False,
+    log=None,
+    waivers: list[str] | None = None,
 ) -> tuple[dict[str, Any], list]:
     from trtls.accept import runner
     from trtls.accept.criteria import Observation
     from trtls.accept.report import build_report
-    from trtls.accept.scenarios import SCENARIOS, select
+    from trtls.accept.scenarios import BY_NAME, select
 
     log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
+    waivers = waivers or []
     chosen = select(scenario_spec)
     ctx = runner.prepare(recipe, engine, scratch, log)
     observations: list[Observation] = []
-    try:
-        for sc in chosen:
-            log(f"scenario {sc.name}…")
-            t0 = time.monotonic()
-            try:
-                obs = sc.run(ctx)
-            except Exception as exc:
-                obs = Observation(sc.name, error=f"{type(exc).__name__}: {exc}")
-            obs.extra["durationS"] = round(time.monotonic() - t0, 2)
-            observations.append(obs)
-    finally:
-        if keep:
-            log(f"scratch kept: {ctx.scratch}")
-        else:
-            shutil.rmtree(ctx.scratch, ignore_errors=True)
-    report = build_report(
-        observations,
-        {s.name: s.proves for s in SCENARIOS},
-        {
-            "recipe": str(ctx.source_recipe),
-            "engine": engine,
-            "scenarioSpec": scenario_spec,
-            "scratch": str(ctx.scratch) if keep else None,
-        },
-    )
+    for sc in chosen:
+        log(f"scenario {sc.name}…")
+        t0 = time.monotonic()
+        try:
+            obs = sc.run(ctx)
+        except Exception as exc:
+            obs = Observation(sc.name, error=f"{type(exc).__name__}: {exc}")
+        obs.extra["durationS"] = round(time.monotonic() - t0, 2)
+        folder = ctx.scratch / sc.name
+        obs.evidence_dir = str(folder) if folder.exists() else None
+        observations.append(obs)
+    meta = {"recipe": str(ctx.source_recipe), "engine": engine, "scenarioSpec": scenario_spec}
+    report = build_report(observations, BY_NAME, meta, waivers)
+    prune_folders(report, ctx.scratch, keep, log)
     return report, observations
+
+
+def prune_folders(report: dict[str, Any], scratch: Path, keep: bool, log) -> None:
+    """Evidence of what failed stays (the report names the folders); what passed goes unless --keep."""
+    failed = set(report["failedScenarios"])
+    for s in report["scenarios"]:
+        if not keep and s["scenario"] not in failed and s.get("evidenceFolder"):
+            shutil.rmtree(s["evidenceFolder"], ignore_errors=True)
+            s["evidenceFolder"] = s["evidencePath"] = None
+    report["keptFolders"] = {s["scenario"]: s["evidenceFolder"] for s in report["scenarios"] if s["evidenceFolder"]}
+    if keep or failed:
+        report["scratch"] = str(scratch)
+        log(f"evidence kept in {scratch}" + (f" (failed: {', '.join(sorted(failed))})" if failed else ""))
+    else:
+        shutil.rmtree(scratch, ignore_errors=True)
+        report["scratch"] = None
+
+
+def list_scenarios() -> str:
+    from trtls.accept.criteria import TITLES
+    from trtls.accept.scenarios import SCENARIOS
+
+    out = []
+    for s in SCENARIOS:
+        out.append(f"{s.name}{' (fast)' if s.fast else ''} — {s.fault} fault: {s.how}")
+        out.append(f"    proves: {s.proves}")
+        out.append(f"    does not prove: {s.does_not_prove}")
+        out.append(f"    measures: {', '.join(f'{c} {TITLES[c]}' for c in s.criteria)}")
+    return "\n".join(out) + "\n"
 
 
 def cmd_accept(args: argparse.Namespace) -> int:
     from trtls.accept.report import render
     from trtls.accept.runner import AcceptError
-    from trtls.accept.scenarios import SCENARIOS, select
+    from trtls.accept.scenarios import select
 
     if args.list:
-        for s in SCENARIOS:
-            print(f"{s.name:18} {'fast' if s.fast else '    '}  {s.proves}")
+        sys.stdout.write(list_scenarios())
         return EXIT_PASS
     if not args.engine:
         print("trtls accept: --engine NAME is required", file=sys.stderr)
         return EXIT_BAD_INPUT
     try:
         select(args.scenarios)
+        check_waivers(args.waive)
     except ValueError as exc:
         print(f"trtls accept: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -99,7 +145,12 @@ def cmd_accept(args: argparse.Namespace) -> int:
         return EXIT_BAD_INPUT
     try:
         report, _ = run_accept(
-            recipe, args.engine, args.scenarios, Path(args.scratch) if args.scratch else None, args.keep
+            recipe,
+            args.engine,
+            args.scenarios,
+            Path(args.scratch) if args.scratch else None,
+            args.keep,
+            waivers=args.waive,
         )
     except AcceptError as exc:
         print(f"trtls accept: {exc}", file=sys.stderr)

@@ -233,6 +233,14 @@ class JsonView:
 def print_outcome(build: Build, out: TextIO = sys.stdout) -> None:
     s = build.summary or {}
     print(f"\n{build.engine}: {build.outcome_message()}", file=out)
+    if (s.get("outputCheck") or {}).get("writable") is False:  # located on the recipe's `output` key
+        from trtls.builds.outcome_findings import build_findings
+        from trtls.core.recipe import load_recipe
+
+        loaded = load_recipe(build.recipe_path)
+        for f in build_findings(s):
+            if f.code == "TRT405":
+                print(f"  {loaded.location(f)}: {f.code} {f.message}", file=out)
     if s.get("cancelSource"):
         print(
             f"  cancel: source={s['cancelSource']} request→builder return {s.get('cancelLatencyMs')} ms, "

@@ -39,6 +39,13 @@ class BuildStarted(_Event):
     optimization_profiles: list[dict[str, Any]] = []  # as the builder config holds them: index, inputs{min,opt,max}
 
 
+class EnvironmentCaptured(_Event):
+    """What would build the engine, measured before the input is parsed (optional: build_started repeats it)."""
+
+    type: Literal["environment"]
+    environment: dict[str, Any]
+
+
 class PhaseStart(_Event):
     type: Literal["phase_start"]
     phase_id: str
@@ -121,6 +128,7 @@ class BuildFinished(_Event):
     engine_bytes: int | None = None
     engine_sha256: str | None = None
     notes: list[str] = []
+    peak_rss_bytes: int | None = None  # the worker's own peak RSS (getrusage)
 
 
 class Queued(_Event):
@@ -150,6 +158,7 @@ Event = Annotated[
     Queued
     | Placed
     | BuildStarted
+    | EnvironmentCaptured
     | PhaseStart
     | Step
     | PhaseFinish

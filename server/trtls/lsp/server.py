@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import signal
 import sys
 import threading
 import time
@@ -448,7 +449,23 @@ def print_debug_information(ls: TrtlsServer, args: Any = None) -> dict[str, Any]
     return {"text": text, **info}
 
 
+async def _terminate() -> None:
+    """SIGTERM (a service manager stopping us): stop every build cooperatively, let each write its evidence
+    (the supervisor bounds this by each build's grace + the kill), then exit 143 as the signal would."""
+    await server.supervisor.shutdown("service_shutdown")
+    os._exit(143)  # pygls' stdin reader thread blocks a normal exit; everything is on disk by now
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    try:
+        loop = asyncio.get_running_loop()  # the handler runs on the main thread, which runs the loop
+    except RuntimeError:
+        os._exit(143)  # not serving yet: nothing to stop
+    loop.call_soon_threadsafe(lambda: loop.create_task(_terminate()))
+
+
 def serve() -> None:
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
     logging.getLogger("pygls").setLevel(logging.WARNING)  # pygls logs every message it sends at INFO
+    signal.signal(signal.SIGTERM, _on_sigterm)
     server.start_io()

@@ -1,0 +1,139 @@
+"""What a build worker cost, measured from outside: peak memory, GPU memory, and the kernel's OOM killer.
+
+- Peak RSS: the worker reports its own `getrusage` peak in `build_finished`; a worker that dies cannot, so
+  the supervisor also samples `VmHWM` (the kernel's high-water mark) from /proc while it runs. For a
+  killed worker the last sample is a lower bound and is labelled so.
+- GPU memory: only where a device exists (`nvidia-smi --query-compute-apps`); otherwise `no device`.
+- OOM killer: the worker's memory cgroup counts the processes the OOM killer took (cgroup v2
+  `memory.events` `oom_kill`, cgroup v1 `memory.oom_control` `oom_kill`). The counter is read before the
+  worker starts and after it died: a rise says the OOM killer acted in that cgroup during the build (the
+  cgroup may hold other processes, so it is "involved", not proof it chose this worker); no counter
+  readable means the system cannot tell, recorded as null.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+
+
+def vm_hwm_bytes(pid: int) -> int | None:
+    """The process's peak RSS so far (VmHWM), None when /proc cannot tell (gone, not Linux)."""
+    try:
+        text = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return None
+    m = re.search(r"^VmHWM:\s+(\d+)\s+kB", text, re.M)
+    return int(m.group(1)) * 1024 if m else None
+
+
+def _memory_cgroup_files(pid: int | str = "self") -> list[Path]:
+    try:
+        lines = Path(f"/proc/{pid}/cgroup").read_text().splitlines()
+    except OSError:
+        return []
+    files = []
+    for line in lines:
+        parts = line.split(":", 2)
+        if len(parts) != 3:
+            continue
+        _, controllers, path = parts
+        rel = path.lstrip("/")
+        if "memory" in controllers.split(","):
+            files.append(CGROUP_ROOT / "memory" / rel / "memory.oom_control")
+        elif controllers == "":
+            files.append(CGROUP_ROOT / rel / "memory.events")
+            files.append(CGROUP_ROOT / "unified" / rel / "memory.events")
+    return files
+
+
+def oom_kill_count(pid: int | str = "self") -> dict[str, Any] | None:
+    """{"count": N, "source": file} from the first memory cgroup file that has an oom_kill counter."""
+    for f in _memory_cgroup_files(pid):
+        try:
+            m = re.search(r"^oom_kill (\d+)$", f.read_text(), re.M)
+        except OSError:
+            continue
+        if m:
+            return {"count": int(m.group(1)), "source": str(f)}
+    return None
+
+
+def oom_verdict(before: dict[str, Any] | None, after: dict[str, Any] | None) -> dict[str, Any]:
+    """Whether the OOM killer acted while the worker ran: true, false, or null (the system cannot tell)."""
+    if before is None or after is None or before.get("source") != after.get("source"):
+        return {"oomKill": None, "how": "no readable memory-cgroup oom_kill counter: the system cannot tell"}
+    rose = after["count"] > before["count"]
+    return {
+        "oomKill": rose,
+        "how": f"{after['source']} oom_kill {before['count']} → {after['count']} during the build"
+        + (" (the cgroup may hold other processes)" if rose else ""),
+    }
+
+
+def gpu_memory_bytes(pid: int) -> int | None:
+    """GPU memory the process holds, from nvidia-smi; None when it cannot be read."""
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        return None
+    try:
+        out = subprocess.run(
+            [exe, "--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"],
+            capture_output=True,
+            text=True,
+            timeout=5,
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    for line in out.splitlines():
+        fields = [f.strip() for f in line.split(",")]
+        if len(fields) == 2 and fields[0] == str(pid) and fields[1].isdigit():
+            return int(fields[1]) << 20
+    return 0
+
+
+class ResourceSampler:
+    """Peak RSS and GPU memory of one worker, sampled by the supervisor while it runs."""
+
+    def __init__(self, pid: int, device: bool):
+        self.pid, self.device = pid, device
+        self.peak_rss: int | None = None
+        self.peak_gpu: int | None = None
+        self.oom_before = oom_kill_count("self")  # the worker inherits this cgroup
+
+    def sample(self) -> None:
+        rss = vm_hwm_bytes(self.pid)
+        if rss is not None:
+            self.peak_rss = max(self.peak_rss or 0, rss)
+        if self.device:
+            gpu = gpu_memory_bytes(self.pid)
+            if gpu is not None:
+                self.peak_gpu = max(self.peak_gpu or 0, gpu)
+
+    def record(self, reported_rss: int | None, outcome: str, exit_code: int | None) -> dict[str, Any]:
+        """The `resources` block of the evidence."""
+        if reported_rss is not None:
+            rss = {"peakRssBytes": reported_rss, "how": "the worker's getrusage(RUSAGE_SELF).ru_maxrss"}
+        elif self.peak_rss is not None:
+            rss = {
+                "peakRssBytes": self.peak_rss,
+                "how": "last /proc VmHWM sample before the worker ended (a lower bound)",
+            }
+        else:
+            rss = {"peakRssBytes": None, "how": "not measured: the worker ended before a sample"}
+        if not self.device:
+            gpu = {"peakGpuMemoryBytes": None, "how": "no device"}
+        elif self.peak_gpu is not None:
+            gpu = {"peakGpuMemoryBytes": self.peak_gpu, "how": "nvidia-smi --query-compute-apps samples"}
+        else:
+            gpu = {"peakGpuMemoryBytes": None, "how": "unknown: nvidia-smi was not available"}
+        out: dict[str, Any] = {**rss, "gpuMemory": gpu}
+        if outcome == "killed":
+            out["oom"] = oom_verdict(self.oom_before, oom_kill_count("self") if self.oom_before else None)
+            out["oom"]["exitSignal"] = -exit_code if exit_code is not None and exit_code < 0 else None
+        return out
