@@ -114,7 +114,8 @@ _TABLE: tuple[Code, ...] = (
     Code("TRT402", INFO, "cleanup", "Partial files quarantined"),
     Code("TRT403", ERROR, "cleanup", "Cleanup failed"),
     Code("TRT404", WARNING, "cleanup", "Interrupted by a server crash"),
-    # TRT405–TRT419: free (one line per new code, here)
+    Code("TRT405", ERROR, "cleanup", "Output folder not writable"),
+    # TRT406–TRT419: free (one line per new code, here)
     # -- docs/codes/gate-source.md -------------------------------------------------------------------------------------
     Code("TRT500", WARNING, "gate-source", "Gate 1 could not run"),
     Code("TRT501", WARNING, "gate-source", "Revision not pinned"),
