@@ -305,6 +305,44 @@ try {
     await shot('01-workbench');
   });
 
+  if (want('farm') && FARM_WS) {
+    // The build farm sample (an embedded local Ray cluster): ▶ Build Matrix shows one parent with a child per cell
+    // (node, status, phases); the inline Stop on the parent stops every cell.
+    await check('▶ Build Matrix on the farm sample: one parent row, a child per cell with its node; Stop on the parent stops every cell', async () => {
+      await page.goto(`http://127.0.0.1:${port}/?folder=${encodeURIComponent(FARM_WS)}`);
+      await page.locator('.monaco-workbench').waitFor({ state: 'visible', timeout: 60000 });
+      const entry = page.locator('.explorer-folders-view .monaco-list-row', { hasText: 'trtls.toml' }).first();
+      await until('explorer to show trtls.toml', () => entry.isVisible(), 60000);
+      await entry.click();
+      const lens = page.locator('.contentWidgets .codelens-decoration a', { hasText: 'Build Matrix' }).first();
+      await until('the Build Matrix code lens', () => lens.isVisible(), 60000);
+      await lens.click();
+      const parent = buildsPane().locator('.monaco-list-row[aria-level="1"]').filter({ hasText: 'matrix' }).first();
+      await until('the matrix row with its cells', async () => /cells/.test(await parent.innerText()), 120000, 500);
+      const cells = buildsPane().locator('.monaco-list-row[aria-level="2"]');
+      await until('a child per cell (4)', async () => (await cells.count()) >= 4, 60000, 500);
+      await until('a cell placed on a node', async () => /node \S+ \(/.test((await cells.allInnerTexts()).join(' ')), 180000, 500);
+      say(`tree: ${JSON.stringify(await rowTexts())}`);
+      await shot('30-farm-matrix-running');
+      await parent.hover();
+      await parent.locator('.actions .action-label[aria-label*="Stop Build"]').first().click();
+      await until('the matrix ends cancelled (or built, had every cell finished first)',
+        async () => /cancel|built/.test(await parent.innerText()) && !/building|stopping/.test(await parent.innerText()), 180000, 500);
+      // the matrix's evidence: every cell stopped (or never started), none still running
+      const runs = path.join(FARM_WS, '.trtls', 'runs');
+      const matrix = await until('the matrix evidence', () => fs.readdirSync(runs).map((d) => path.join(runs, d, 'summary.json'))
+        .filter((f) => fs.existsSync(f)).map((f) => JSON.parse(fs.readFileSync(f, 'utf8'))).find((x) => x.kind === 'matrix'), 60000, 500);
+      say(`cells: ${JSON.stringify(matrix.cells.map((c) => [c.cell, c.outcome, c.node?.hostname ?? null]))}`);
+      assert(matrix.cells.length === 4, `the matrix has ${matrix.cells.length} cells, not 4`);
+      assert(matrix.cells.every((c) => ['cancelled', 'not_started', 'built'].includes(c.outcome)), `a cell did not stop: ${JSON.stringify(matrix.cells)}`);
+      assert(matrix.cancelSource === 'ide_stop', `the matrix was not stopped from the editor: ${matrix.cancelSource}`);
+      await shot('31-farm-matrix-stopped');
+    });
+    // back to the quickstart workspace for the steps that follow
+    await page.goto(`http://127.0.0.1:${port}/?folder=${encodeURIComponent(WS)}`);
+    await page.locator('.monaco-workbench').waitFor({ state: 'visible', timeout: 60000 });
+  }
+
   const opened = await check('open trtls.toml (the server answers with code lenses)', async () => {
     await page.locator('.explorer-folders-view .monaco-list-row', { hasText: 'trtls.toml' }).first().click();
     await page.locator('.tabs-container .tab', { hasText: 'trtls.toml' }).first().waitFor({ state: 'visible', timeout: 15000 });
@@ -660,33 +698,6 @@ try {
     });
   }
 
-  if (want('farm') && FARM_WS) {
-    // The build farm sample (an embedded local Ray cluster): ▶ Build Matrix shows one parent with a child per cell
-    // (node, status, phases); the inline Stop on the parent stops every cell.
-    await check('▶ Build Matrix on the farm sample: one parent row, a child per cell with its node; Stop on the parent stops every cell', async () => {
-      await page.goto(`http://127.0.0.1:${port}/?folder=${encodeURIComponent(FARM_WS)}`);
-      await page.locator('.monaco-workbench').waitFor({ state: 'visible', timeout: 60000 });
-      await openFile('trtls.toml');
-      const lens = page.locator('.contentWidgets .codelens-decoration a', { hasText: 'Build Matrix' }).first();
-      await until('the Build Matrix code lens', () => lens.isVisible(), 60000);
-      await lens.click();
-      const parent = buildsPane().locator('.monaco-list-row[aria-level="1"]').filter({ hasText: 'matrix' }).first();
-      await until('the matrix row with its cells', async () => /cells/.test(await parent.innerText()), 120000, 500);
-      const cells = buildsPane().locator('.monaco-list-row[aria-level="2"]');
-      await until('a child per cell (4)', async () => (await cells.count()) >= 4, 60000, 500);
-      await until('a cell placed on a node', async () => /node \S+ \(/.test((await cells.allInnerTexts()).join(' ')), 180000, 500);
-      say(`tree: ${JSON.stringify(await rowTexts())}`);
-      await shot('30-farm-matrix-running');
-      await parent.hover();
-      await parent.locator('.actions .action-label[aria-label*="Stop Build"]').first().click();
-      await until('the matrix ends cancelled (or built, had every cell finished first)',
-        async () => /cancel|built/.test(await parent.innerText()) && !/building|stopping/.test(await parent.innerText()), 180000, 500);
-      const texts = (await cells.allInnerTexts()).map((t) => t.replace(/\s+/g, ' '));
-      say(`cells: ${JSON.stringify(texts)}`);
-      assert(texts.every((t) => !/building|waiting for a node/.test(t)), `a cell still runs after Stop on the parent: ${texts}`);
-      await shot('31-farm-matrix-stopped');
-    });
-  }
 } finally {
   clearTimeout(deadline);
   await shot('99-final');

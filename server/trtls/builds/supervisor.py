@@ -36,6 +36,7 @@ from trtls.core.recipe import LoadedRecipe
 
 KILL_AFTER_TERM_S = 0.1  # SIGTERM → SIGKILL; the forced stop is done within grace + ~200 ms
 RESOURCE_SAMPLE_S = 0.25  # /proc VmHWM samples of the worker (the peak of a worker that dies)
+NODE_PYTHON = "{python}"  # in a remote worker command: the node's interpreter (trtls.builds.farm.node_worker)
 
 __all__ = ["Build", "Listener", "Supervisor", "new_build_id", "signal_group", "state_dir", "worker_job"]
 
@@ -191,8 +192,11 @@ class Supervisor:
                 if build.remote is not None:
                     from trtls.builds.farm.remote_process import RemoteProcess  # Ray: only on the remote path
 
-                    own = build.command[-1] == "trtls.builds.worker"  # the node runs its own copy of ours
-                    proc = await RemoteProcess.start(build.job, build.remote, None if own else build.command)
+                    if build.command[1:3] == ["-m", "trtls.builds.worker"]:  # ours: the node's own interpreter runs it
+                        command = [NODE_PYTHON, *build.command[1:]]
+                    else:
+                        command = build.command  # a recipe's external worker, run on the node as written
+                    proc = await RemoteProcess.start(build.job, build.remote, command)
                 else:
                     proc = await spawn_worker(build.command)
             except OSError as exc:

@@ -57,6 +57,8 @@ def connect(cluster: ClusterTable) -> None:
         if cluster.runtime_env:
             kwargs["runtime_env"] = cluster.runtime_env
         if cluster.address == LOCAL:
+            # a busy machine can take longer than Ray's default to register the embedded node's raylet
+            os.environ.setdefault("RAY_raylet_start_wait_time_s", "180")
             kwargs["address"] = "local"  # always a new instance: never join someone else's `ray start` by accident
             kwargs["num_cpus"] = cluster.num_cpus or os.cpu_count() or 1
             if cluster.labels:

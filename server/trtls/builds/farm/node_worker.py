@@ -106,7 +106,9 @@ class NodeWorker:
         job["timing_cache"] = None  # a cache lives with the recipe; it is not shipped (TensorRT-RTX: a no-op)
         with self.lock:  # the job line is written before any control line can be
             self.proc = subprocess.Popen(
-                command or [sys.executable, "-m", "trtls.builds.worker"],
+                [sys.executable if part == "{python}" else part for part in command]
+                if command
+                else [sys.executable, "-m", "trtls.builds.worker"],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
