@@ -33,7 +33,9 @@ PROFILE = (
 
 
 def recipe(ws: Path, slots: int, engines: list[str], model: str) -> Path:
-    text = f'[cluster]\naddress = "local"\nnum_cpus = {slots}\nlabels = {{ "trtls/pool" = "bench" }}\n\n'
+    # keep_warm_s: a warm cluster, also when a local build between two remote ones takes a minute on a busy machine
+    text = f'[cluster]\naddress = "local"\nnum_cpus = {slots}\nkeep_warm_s = 600\n'
+    text += 'labels = { "trtls/pool" = "bench" }\n\n'
     for e in engines:
         text += f'[engines.{e}]\nonnx = "models/{model}.onnx"\noutput = "build/{e}.engine"\n'
         text += PROFILE.format(e=e) + f'[engines.{e}.run_on]\nlabels = {{ "trtls/pool" = "bench" }}\nnum_cpus = 1\n\n'
@@ -84,8 +86,9 @@ async def latency_and_throughput(rounds: int, cells: int, parts: set[str]) -> tu
     figures: list[dict] = []
     recording = None
     if "latency" in parts:
-        figures += await latency(sup, loaded, specs, rounds)
-    if "throughput" in parts or "lsp" in parts:
+        lat, recording = await latency(sup, loaded, specs, rounds)
+        figures += lat
+    if "throughput" in parts or recording is None:
         tput, recording = await throughput(sup, root, cells)
         figures += tput if "throughput" in parts else []
     from trtls.builds.farm import cluster
@@ -94,7 +97,7 @@ async def latency_and_throughput(rounds: int, cells: int, parts: set[str]) -> tu
     return figures, recording
 
 
-async def latency(sup, loaded, specs, rounds: int) -> list[dict]:
+async def latency(sup, loaded, specs, rounds: int) -> tuple[list[dict], Path]:
     await one(sup, loaded, "demo", specs["demo"])  # warm: the cluster's workers exist, the ONNX is on the node
     remote, local = [], []
     for _ in range(rounds):  # interleaved, so load drifts hit both sides alike
@@ -117,7 +120,7 @@ async def latency(sup, loaded, specs, rounds: int) -> list[dict]:
                added <= 20, f"remote {fmt_dist(r_lat)}; local {fmt_dist(l_lat)}"),
         figure("submit → build_started, remote vs local", r_started["p50"], "ms p50", None, None,
                f"remote {fmt_dist(r_started)}; local {fmt_dist(l_started)} (TensorRT import + ONNX parse dominate)"),
-    ]  # fmt: skip
+    ], local[-1]["evidence"] / "events.jsonl"  # fmt: skip
 
 
 async def throughput(sup, root: Path, cells: int) -> tuple[list[dict], Path]:

@@ -324,8 +324,10 @@ try {
       await until('a cell placed on a node', async () => /node \S+ \(/.test((await cells.allInnerTexts()).join(' ')), 180000, 500);
       say(`tree: ${JSON.stringify(await rowTexts())}`);
       await shot('30-farm-matrix-running');
-      await parent.hover();
-      await parent.locator('.actions .action-label[aria-label*="Stop Build"]').first().click();
+      // Stop on the parent: TensorRT: Stop Build picks the one running top-level row, the matrix (its cells are
+      // under it, not beside it), the same command as the row's inline Stop (which a tree re-rendering 4× a second
+      // makes a moving target for a pointer click)
+      await palette('TensorRT: Stop Build');
       await until('the matrix ends cancelled (or built, had every cell finished first)',
         async () => /cancel|built/.test(await parent.innerText()) && !/building|stopping/.test(await parent.innerText()), 180000, 500);
       // the matrix's evidence: every cell stopped (or never started), none still running

@@ -241,7 +241,8 @@ def code_lens(ls: TrtlsServer, params: lsp.CodeLensParams) -> list[lsp.CodeLens]
 
     uri = params.text_document.uri
     loaded = ls.recipes.get(uri) or ls.recipe(uri)
-    running = {b.engine: b.id for b in ls.supervisor.running() if ls.build_uri.get(b.id) == uri}
+    # ■ Stop over an engine whose cells build stops the whole matrix (its parent), not one cell
+    running = {b.engine: b.parent_id or b.id for b in ls.supervisor.running() if ls.build_uri.get(b.id) == uri}
     last = {engine: bid for (u, engine), bid in ls.last_build.items() if u == uri}
     return editor.code_lenses(loaded, uri, running, last)
 
