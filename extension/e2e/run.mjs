@@ -318,7 +318,7 @@ try {
       await until('the Build Matrix code lens', () => lens.isVisible(), 60000);
       await lens.click();
       const parent = buildsPane().locator('.monaco-list-row[aria-level="1"]').filter({ hasText: 'matrix' }).first();
-      await until('the matrix row with its cells', async () => /cells/.test(await parent.innerText()), 120000, 500);
+      await until('the matrix row with its cells', async () => /cells/.test(await parent.innerText()), 240000, 500);  // starts a Ray instance
       const cells = buildsPane().locator('.monaco-list-row[aria-level="2"]');
       await until('a child per cell (4)', async () => (await cells.count()) >= 4, 60000, 500);
       await until('a cell placed on a node', async () => /node \S+ \(/.test((await cells.allInnerTexts()).join(' ')), 180000, 500);
