@@ -10,65 +10,96 @@ from pathlib import Path
 import pytest
 
 PKG = Path(__file__).resolve().parents[1] / "server" / "trtls"
-FORBIDDEN = {
-    "core": (
-        "trtls.builds",
-        "trtls.gates",
-        "trtls.lsp",
-        "trtls.accept",
-        "trtls.cli.main",
-        "pygls",
-        "lsprotocol",
-        "tensorrt",
-        "tensorrt_rtx",
-    ),
-    "builds": ("trtls.gates", "trtls.lsp", "trtls.accept", "trtls.cli.main", "pygls", "lsprotocol"),
+FACES = ("trtls.cli", "trtls.lsp")  # nothing below a face imports one
+EDITOR = ("pygls", "lsprotocol")
+TENSORRT = ("tensorrt", "tensorrt_rtx")
+LOWER = ("core", "models", "importers", "builds", "bundle", "checkpoint", "runtimes", "route", "gates", "report")
+FORBIDDEN: dict[str, tuple[str, ...]] = {
+    # the pure model: no other trtls layer, no editor, no builder
+    "core": (*FACES, "trtls.accept", *EDITOR, *TENSORRT),
+    "builds": (*FACES, "trtls.accept", *EDITOR),
     # the model checks run on every keystroke: no builder, no editor types, and no `onnx` package (its parser
     # loads every weight; trtls.models reads the wire format itself)
-    "models": (
-        "trtls.builds",
-        "trtls.gates",
-        "trtls.lsp",
-        "trtls.accept",
-        "trtls.cli",
-        "pygls",
-        "lsprotocol",
-        "tensorrt",
-        "tensorrt_rtx",
-        "onnx",
-    ),
-    "gates": ("trtls.lsp", "trtls.accept", "pygls", "lsprotocol"),
+    "models": (*FACES, "trtls.accept", *EDITOR, *TENSORRT, "onnx"),
     # importers turn other tools' command lines into recipe text: no builder, no faces
-    "importers": (
-        "trtls.builds",
-        "trtls.gates",
-        "trtls.lsp",
-        "trtls.accept",
-        "trtls.cli",
-        "pygls",
-        "lsprotocol",
-        "tensorrt",
-        "tensorrt_rtx",
-    ),
+    "importers": (*FACES, "trtls.accept", *EDITOR, *TENSORRT),
+    "bundle": (*FACES, "trtls.accept", *EDITOR, *TENSORRT),
+    "checkpoint": (*FACES, "trtls.accept", *EDITOR, *TENSORRT),
+    "runtimes": (*FACES, "trtls.accept", *EDITOR),
+    "route": (*FACES, "trtls.accept", *EDITOR),
+    "gates": (*FACES, "trtls.accept", *EDITOR),
     # pictures read evidence on disk: no builder, no faces
-    "report": ("trtls.lsp", "trtls.accept", "trtls.cli", "pygls", "lsprotocol", "tensorrt", "tensorrt_rtx"),
+    "report": (*FACES, "trtls.accept", *EDITOR, *TENSORRT),
 }
+# which first-party packages each lower layer may import (docs/architecture.md, "what may import what")
+ALLOWED: dict[str, set[str]] = {
+    "core": {"core"},
+    "models": {"core", "models"},
+    "importers": {"core", "importers"},
+    "builds": {"core", "builds"},
+    "bundle": {"core", "bundle"},
+    "checkpoint": {"core", "checkpoint"},
+    "runtimes": {"core", "builds", "runtimes"},
+    "route": {"core", "builds", "bundle", "checkpoint", "route"},
+    "gates": {"core", "builds", "bundle", "checkpoint", "runtimes", "route", "gates"},
+    "report": {"core", "builds", "report"},
+    "accept": {"core", "builds", "bundle", "checkpoint", "runtimes", "route", "gates", "accept"},
+}
+# modules that import a module by a computed name, and why (never a first-party one)
+BY_NAME_THIRD_PARTY = {"builds/adapter.py": "tensorrt or tensorrt_rtx, the builder module a recipe asks for"}
+MAX_LINES = 450  # a module is read in one sitting: ~400 lines, never more than 450
 
 
-def imported_modules(path: Path) -> set[str]:
+def _type_checking_nodes(tree: ast.AST) -> set[int]:
+    """Imports under `if TYPE_CHECKING:` never run: they are annotations, not edges of the import graph."""
+    skip: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.dump(node.test):
+            skip.update(id(n) for n in ast.walk(node))
+    return skip
+
+
+def imported_modules(path: Path, *, runtime_only: bool = False) -> set[str]:
+    """Every module `path` imports, top-level or inside a function (with `runtime_only`, not the TYPE_CHECKING
+    ones); `from a import b` counts as `a` and `a.b` (b may be a module)."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
+    skip = _type_checking_nodes(tree) if runtime_only else set()
     package = "trtls." + ".".join(path.relative_to(PKG).with_suffix("").parts[:-1])
     out: set[str] = set()
     for node in ast.walk(tree):
+        if id(node) in skip:
+            continue
         if isinstance(node, ast.Import):
             out.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
             if node.level:  # resolve relative imports against the module's package
                 base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
-                out.add(".".join(base + ([node.module] if node.module else [])))
-            elif node.module:
-                out.add(node.module)
+                module = ".".join(base + ([node.module] if node.module else []))
+            else:
+                module = node.module or ""
+            out.add(module)
+            out.update(f"{module}.{alias.name}" for alias in node.names)
     return out
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(PKG.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def first_party_graph() -> dict[str, set[str]]:
+    """module → the first-party modules it imports when it runs (function-level imports included)."""
+    modules = {module_name(p): p for p in PKG.rglob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        edges = set()
+        for mod in imported_modules(path, runtime_only=True):
+            while mod and mod not in modules:  # `from pkg import name`: the longest prefix that is a module
+                mod = mod.rpartition(".")[0]
+            if mod and mod != name:
+                edges.add(mod)
+        graph[name] = edges
+    return graph
 
 
 @pytest.mark.parametrize("layer", sorted(FORBIDDEN))
@@ -79,6 +110,108 @@ def test_layer_imports(layer: str) -> None:
             if any(mod == f or mod.startswith(f + ".") for f in FORBIDDEN[layer]):
                 bad.append(f"{path.relative_to(PKG)} imports {mod}")
     assert bad == []
+
+
+def test_every_lower_layer_is_in_the_tables() -> None:
+    packages = {p.name for p in PKG.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    assert packages - {"cli", "lsp", "schema"} <= set(ALLOWED) and set(LOWER) <= set(FORBIDDEN)
+
+
+@pytest.mark.parametrize("layer", sorted(ALLOWED))
+def test_layer_imports_only_the_layers_below(layer: str) -> None:
+    bad = []
+    for path in sorted((PKG / layer).rglob("*.py")):
+        for mod in imported_modules(path):
+            parts = mod.split(".")
+            if parts[0] == "trtls" and len(parts) > 1 and (PKG / parts[1]).is_dir() and parts[1] not in ALLOWED[layer]:
+                bad.append(f"{path.relative_to(PKG)} imports {mod}")
+    assert bad == []
+
+
+def test_no_import_cycles_among_first_party_modules() -> None:
+    """On the real import graph, function-level imports included (a lazy import is still an edge)."""
+    graph = first_party_graph()
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    cycles: list[list[str]] = []
+
+    def visit(v: str) -> None:  # Tarjan's strongly connected components
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    assert len(graph) > 100 and "trtls.core.recipe" in graph
+    assert cycles == []
+
+
+def test_no_first_party_string_imports() -> None:
+    """importlib.import_module / __import__ with a 'trtls…' string hides an edge from every tool: import it."""
+    bad = []
+    for path in sorted(PKG.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.Call):
+                continue
+            fn = node.func
+            name = fn.attr if isinstance(fn, ast.Attribute) else fn.id if isinstance(fn, ast.Name) else ""
+            if name in ("import_module", "__import__") and node.args:
+                arg = node.args[0]
+                named = str(arg.value) if isinstance(arg, ast.Constant) else None
+                third_party = str(path.relative_to(PKG)) in BY_NAME_THIRD_PARTY
+                if (named or "").startswith("trtls") or (named is None and not third_party):
+                    bad.append(f"{path.relative_to(PKG)}:{node.lineno} {ast.unparse(node)}")
+    assert bad == []
+
+
+def test_first_party_imports_fail_loudly() -> None:
+    """`except ImportError` only around optional third-party libraries: a broken first-party import must not
+    turn into a quiet 'not installed'."""
+    bad = []
+    for path in sorted(PKG.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.Try):
+                continue
+            catches = [h for h in node.handlers if h.type is not None and "ImportError" in ast.unparse(h.type)]
+            if not catches:
+                continue
+            imported = [
+                n.module if isinstance(n, ast.ImportFrom) else a.name
+                for stmt in node.body
+                for n in ast.walk(stmt)
+                if isinstance(n, (ast.Import, ast.ImportFrom))
+                for a in (n.names if isinstance(n, ast.Import) else [n])  # type: ignore[attr-defined]
+            ]
+            bad += [f"{path.relative_to(PKG)}:{node.lineno} {m}" for m in imported if m and m.startswith("trtls")]
+    assert bad == []
+
+
+def test_modules_are_read_in_one_sitting() -> None:
+    long = {
+        str(p.relative_to(PKG)): n
+        for p in sorted(PKG.rglob("*.py"))
+        if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES
+    }
+    assert long == {}
 
 
 RAY_MODULES = {

@@ -12,10 +12,9 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from trtls.bundle import write_bundle
+from trtls.bundle import sidecar_path, write_bundle
 from trtls.core.gate_result import decide
 from trtls.gates import release as G
-from trtls.gates.release import rollback as R
 from trtls.runtimes import RunResult, RuntimeSpec
 
 ROUTE = ("routes", "tiny")
@@ -73,12 +72,12 @@ def spec(tmp_path: Path) -> RuntimeSpec:
 def test_rollback_restores_the_previous_bytes_then_the_new_ones(bundles):
     active, previous = bundles
     new_sha, prev_sha = sha(active), sha(previous)
-    new_sidecar = R._sidecar(active).read_bytes()
+    new_sidecar = sidecar_path(active).read_bytes()
     seen = {}
 
     def smoke(path: Path) -> RunResult:
         seen["sha_during_smoke"] = sha(path)  # what the runtime would load at that moment
-        seen["sidecar_during_smoke"] = json.loads(R._sidecar(path).read_text())["file_sha256"]
+        seen["sidecar_during_smoke"] = json.loads(sidecar_path(path).read_text())["file_sha256"]
         return G.bundle_smoke(path, [feed()])
 
     check = G.rollback_drill(active, previous, smoke, ROUTE + ("previous_bundle",))
@@ -87,7 +86,7 @@ def test_rollback_restores_the_previous_bytes_then_the_new_ones(bundles):
     assert seen["sha_during_smoke"] == prev_sha  # the previous bundle really was in place
     assert seen["sidecar_during_smoke"] == prev_sha
     assert sha(active) == new_sha  # and the new one is back, byte for byte
-    assert R._sidecar(active).read_bytes() == new_sidecar
+    assert sidecar_path(active).read_bytes() == new_sidecar
     assert check.evidence["restored_sha256"] == prev_sha and check.evidence["final_sha256"] == new_sha
     assert not any(p.name.endswith("trtls-rollback-new") for p in active.parent.iterdir())
 

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-EXIT_PASS, EXIT_FAIL, EXIT_BAD_INPUT = 0, 1, 2
+from trtls.cli.exits import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
 
 
 def register(sub: Any) -> None:
@@ -128,7 +128,7 @@ def cmd_accept(args: argparse.Namespace) -> int:
 
     if args.list:
         sys.stdout.write(list_scenarios())
-        return EXIT_PASS
+        return EXIT_OK
     if not args.engine:
         print("trtls accept: --engine NAME is required", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -162,4 +162,4 @@ def cmd_accept(args: argparse.Namespace) -> int:
         atomic_write_text(args.output, text)
     else:
         sys.stdout.write(text)
-    return EXIT_PASS if report["passed"] else EXIT_FAIL
+    return EXIT_OK if report["passed"] else EXIT_FAILED

@@ -13,9 +13,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from trtls.cli.exits import EXIT_BAD_INPUT, EXIT_OK
 from trtls.core.findings import Finding, Severity
 
-EXIT_CLEAN, EXIT_PROBLEMS = 0, 2
 PROBLEM_SEVERITIES = (Severity.error, Severity.warning)
 
 
@@ -44,7 +44,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     path = path / "trtls.toml" if path.is_dir() else path
     if not path.is_file():
         print(f"{path}: TRT104 recipe file not found", file=sys.stderr)
-        return EXIT_PROBLEMS
+        return EXIT_BAD_INPUT
     loaded = check_recipe(path)
     if getattr(args, "builder", False):
         loaded.findings.extend(_builder_findings(loaded))
@@ -62,7 +62,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         atomic_write_text(args.output, text)
     else:
         sys.stdout.write(text)
-    return EXIT_PROBLEMS if problems else EXIT_CLEAN
+    return EXIT_BAD_INPUT if problems else EXIT_OK
 
 
 def _builder_findings(loaded: Any) -> list[Finding]:

@@ -16,8 +16,8 @@ import json
 import sys
 from typing import Any
 
-EXIT_SUPPORTED, EXIT_BAD_INPUT, EXIT_HOLD, EXIT_REJECT = 0, 2, 3, 4
-_EXIT = {"supported": EXIT_SUPPORTED, "hold": EXIT_HOLD, "reject": EXIT_REJECT}
+from trtls.cli.exits import DECISION_EXIT, EXIT_BAD_INPUT, EXIT_REJECT
+
 _MARK = {"pass": "ok    ", "hold": "HOLD  ", "reject": "REJECT", "not_checked": "not checked"}
 
 
@@ -121,7 +121,7 @@ def cmd_route_lock(args: argparse.Namespace) -> int:
 
 
 def cmd_gates(args: argparse.Namespace) -> int:
-    from trtls.cli.main import load_or_report
+    from trtls.cli.common import load_or_report
     from trtls.core.route import route_names
 
     loaded = load_or_report(args.recipe)
@@ -172,17 +172,9 @@ def cmd_gates(args: argparse.Namespace) -> int:
     if args.format == "json":
         text = json.dumps(result.summary, indent=2, default=str) + "\n"
     elif args.format == "sarif":
-        sarif = sarif_of(loaded, result)
-        if sarif is None:
-            print("trtls gates: SARIF needs trtls.gates.reports, which is not installed", file=sys.stderr)
-            return EXIT_BAD_INPUT
-        text = json.dumps(sarif, indent=2, default=str) + "\n"
+        text = json.dumps(sarif_of(loaded, result), indent=2, default=str) + "\n"
     elif args.format == "junit":
-        junit = junit_of(result)
-        if junit is None:
-            print("trtls gates: JUnit needs trtls.gates.reports, which is not installed", file=sys.stderr)
-            return EXIT_BAD_INPUT
-        text = junit
+        text = junit_of(result)
     else:
         text = render_text(loaded, result)
     if args.output:
@@ -192,7 +184,7 @@ def cmd_gates(args: argparse.Namespace) -> int:
         print(f"{result.decision}: report written to {args.output}", file=sys.stderr)
     else:
         sys.stdout.write(text)
-    return _EXIT[result.gates_decision if args.gate else result.decision]
+    return DECISION_EXIT[result.gates_decision if args.gate else result.decision]
 
 
 def render_text(loaded: Any, result: Any) -> str:

@@ -15,7 +15,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-EXIT_OK, EXIT_BAD_INPUT = 0, 2
+from trtls.cli.exits import EXIT_BAD_INPUT, EXIT_OK
+
 # a schema error in the table we wrote would be our bug: never write such a recipe
 REFUSE_CODES = {"TRT100", "TRT101", "TRT102", "TRT103", "TRT106", "TRT108"}
 

@@ -1,4 +1,5 @@
-"""`trtls` command line: build, serve, schema, and (when present) gates, bundle, route, accept.
+"""`trtls` command line: build, serve, info, schema; check, import, gates, bundle, route, accept, pictures register
+themselves (`SUBCOMMANDS`).
 
 Exit codes of `trtls build`: 0 built, 1 failed, 2 bad input, 124 cancelled by --timeout,
 130 cancelled by Ctrl-C, 137 forced or killed.
@@ -9,49 +10,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import signal
 import sys
-from pathlib import Path
 from typing import Any
 
 from trtls import __version__
+from trtls.cli import accept, check, gates, import_cmd, pictures
+from trtls.cli.common import find_recipe, install_stop_keys, load_or_report, report_error
+from trtls.cli.exits import EXIT_BAD_INPUT, EXIT_OK, exit_code_of
 from trtls.cli.usage import TrtlsParser, emit_error, parse, positive_seconds
-
-EXIT_BUILT, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_TIMEOUT, EXIT_CTRL_C, EXIT_KILLED = 0, 1, 2, 124, 130, 137
-
-
-def _find_recipe(arg: str | None) -> Path:
-    p = Path(arg or ".")
-    return p / "trtls.toml" if p.is_dir() else p
-
-
-RECIPE_HINT = "trtls build takes a trtls.toml recipe or the folder that holds one"
-
-
-def load_or_report(recipe_arg: str | None) -> Any:
-    """Load the recipe and check it against its ONNX models; print every finding as
-    `file:line:col: CODE severity: message`, in file order (and, with --json, as JSON lines on stdout).
-    None when anything is an error (so no build starts: exit 2)."""
-    from trtls.models.profile_checks import check_recipe
-
-    path = _find_recipe(recipe_arg)
-    if not path.is_file():
-        report_error("TRT104", f"recipe file not found ({RECIPE_HINT})", str(path))
-        return None
-    loaded = check_recipe(path)
-    hint = "" if path.suffix == ".toml" else f" ({RECIPE_HINT})"
-    located = [(loaded.source_map.range(f.path, f.on_value), f) for f in loaded.findings]
-    for rng, f in sorted(located, key=lambda item: (item[0].start_line, item[0].start_col)):
-        print(f"{loaded.path}:{rng.human()}: {f.code} {f.severity.value}: {f.message}{hint}", file=sys.stderr)
-        line, col = rng.start_line + 1, rng.start_col + 1
-        emit_error(f.code, f.message + hint, file=str(loaded.path), line=line, col=col, severity=f.severity.value)
-    return loaded if loaded.recipe is not None else None
-
-
-def report_error(code: str, message: str, file: str) -> None:
-    """A CLI error that is not a recipe finding: text on stderr, and a JSON line in --json mode."""
-    print(f"{file}: {code} {message}", file=sys.stderr)
-    emit_error(code, message, file=file)
 
 
 def cmd_build(args: argparse.Namespace) -> int:
@@ -59,12 +25,13 @@ def cmd_build(args: argparse.Namespace) -> int:
 
 
 async def _build_all(args: argparse.Namespace) -> int:
+    from trtls.builds.retry import retry_overrides
     from trtls.builds.spawn import discard, preload_for, spawn_worker
 
     # The worker starts first and imports TensorRT while this process loads and checks the recipe (one local
     # build; a matrix or a cluster places its own workers).
     farm = args.all or args.matrix or args.cell
-    preload = None if farm else preload_for(_find_recipe(args.recipe), args.engine)
+    preload = None if farm else preload_for(find_recipe(args.recipe), args.engine)
     early = await spawn_worker(preload=preload) if preload is not None else None
     try:
         loaded = load_or_report(args.recipe)
@@ -83,17 +50,17 @@ async def _build_all(args: argparse.Namespace) -> int:
             return EXIT_BAD_INPUT
         overrides: dict[str, Any] = {}
         if args.cold:
-            overrides["cache_mode"] = "off"
+            overrides.update(retry_overrides("cold", 0))
         if args.optimization_level is not None:
             overrides["settings"] = {"optimization_level": args.optimization_level}
         if farm or loaded.recipe.cluster is not None:
             await discard(early)
             return await _build_matrix(loaded, engines, args, overrides)
-        code = EXIT_BUILT
+        code = EXIT_OK
         for engine in engines:
             worker, early = early, None
             code = await _build_one(loaded, engine, args, overrides, worker)
-            if code != EXIT_BUILT:
+            if code != EXIT_OK:
                 break
         return code
     finally:
@@ -108,21 +75,8 @@ async def _build_one(
 
     sup = Supervisor()
     build = sup.start(loaded, engine, overrides=overrides, worker=worker)
+    install_stop_keys(build, engine, quiet=args.json)
     loop = asyncio.get_running_loop()
-    interrupts = 0
-
-    def on_sigint() -> None:
-        nonlocal interrupts
-        interrupts += 1
-        if interrupts == 1:
-            build.cancel("ctrl_c")
-            if not args.json:
-                print(f"\nstopping {engine} (cooperative; Ctrl-C again to force)…", file=sys.stderr, flush=True)
-        else:
-            build.force()
-
-    loop.add_signal_handler(signal.SIGINT, on_sigint)
-    loop.add_signal_handler(signal.SIGTERM, lambda: build.cancel("service_shutdown"))
     if args.timeout is not None:
         loop.call_later(args.timeout, build.cancel, "ci_timeout")
     view_cls = JsonView if args.json else (RichView if sys.stdout.isatty() else PlainView)
@@ -135,12 +89,7 @@ async def _build_one(
         await build.wait()
     if not args.json:
         print_outcome(build)
-    return {
-        "built": EXIT_BUILT,
-        "failed": EXIT_FAILED,
-        "forced": EXIT_KILLED,
-        "killed": EXIT_KILLED,
-    }.get(build.outcome or "killed", EXIT_TIMEOUT if build.token.source == "ci_timeout" else EXIT_CTRL_C)
+    return exit_code_of(build.outcome, build.token.source)
 
 
 async def _build_matrix(loaded: Any, engines: list[str], args: argparse.Namespace, overrides: dict[str, Any]) -> int:
@@ -172,21 +121,8 @@ async def _build_matrix(loaded: Any, engines: list[str], args: argparse.Namespac
     title = (args.engine or "all") + (" (matrix)" if args.matrix else "")
     sup = Supervisor()
     mb = start_matrix(sup, loaded, planned, title, remote_for)
+    install_stop_keys(mb, "every cell", quiet=args.json)
     loop = asyncio.get_running_loop()
-    interrupts = 0
-
-    def on_sigint() -> None:
-        nonlocal interrupts
-        interrupts += 1
-        if interrupts == 1:
-            mb.cancel("ctrl_c")
-            if not args.json:
-                print("\nstopping every cell (cooperative; Ctrl-C again to force)…", file=sys.stderr, flush=True)
-        else:
-            mb.force()
-
-    loop.add_signal_handler(signal.SIGINT, on_sigint)
-    loop.add_signal_handler(signal.SIGTERM, lambda: mb.cancel("service_shutdown"))
     if args.timeout:
         loop.call_later(args.timeout, mb.cancel, "ci_timeout")
     view_cls = MatrixJsonView if args.json else (MatrixRichView if sys.stdout.isatty() else MatrixPlainView)
@@ -199,9 +135,7 @@ async def _build_matrix(loaded: Any, engines: list[str], args: argparse.Namespac
         await mb.wait()
     if not args.json:
         print_matrix_outcome(mb)
-    return {"built": EXIT_BUILT, "failed": EXIT_FAILED, "forced": EXIT_KILLED, "killed": EXIT_KILLED}.get(
-        mb.outcome or "killed", EXIT_TIMEOUT if mb.cancel_source == "ci_timeout" else EXIT_CTRL_C
-    )
+    return exit_code_of(mb.outcome, mb.cancel_source)
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -237,6 +171,10 @@ BUILD_EXITS = (
     "exit codes: 0 built, 1 failed, 2 bad input, 124 cancelled by --timeout, 130 cancelled by Ctrl-C, "
     "137 forced or killed"
 )
+
+
+# each registers its parser; the heavy machinery is imported only when its command runs
+SUBCOMMANDS = (check.register, import_cmd.register, gates.register, accept.register, pictures.register)
 
 
 def make_parser() -> argparse.ArgumentParser:
@@ -285,7 +223,7 @@ def make_parser() -> argparse.ArgumentParser:
     sc.add_argument("-o", "--output", help="write the schema to this file (atomically) instead of stdout")
     sc.set_defaults(func=cmd_schema)
 
-    for register in _optional_commands():
+    for register in SUBCOMMANDS:
         register(sub)
     return parser
 
@@ -293,24 +231,6 @@ def make_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = parse(make_parser(), argv)
     return args.func(args)
-
-
-def _optional_commands() -> list[Any]:
-    """Subcommands owned by other packages (gates, bundle, route, accept), registered when present."""
-    out = []
-    for module, attr in (
-        ("trtls.cli.check", "register"),
-        ("trtls.cli.import_cmd", "register"),
-        ("trtls.cli.gates", "register"),
-        ("trtls.cli.accept", "register"),
-        ("trtls.cli.pictures", "register"),
-    ):
-        try:
-            mod = __import__(module, fromlist=[attr])
-        except ImportError:
-            continue
-        out.append(getattr(mod, attr))
-    return out
 
 
 if __name__ == "__main__":

@@ -12,7 +12,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-EXIT_OK, EXIT_BAD_INPUT = 0, 2
+from trtls.cli.exits import EXIT_BAD_INPUT, EXIT_OK
+
 EPILOG = "exit codes: 0 written, 2 bad input (no such build or route, unreadable evidence)"
 TARGET_HELP = "a build id from .trtls/runs/, `latest` (default), or a run folder"
 RECIPE_HELP = "trtls.toml or its folder, whose .trtls/ holds the evidence (default: .)"

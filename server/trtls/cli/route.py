@@ -8,14 +8,13 @@ import sys
 from typing import Any
 
 from trtls.bundle import BundleError, sidecar_path
+from trtls.cli.common import install_stop_keys
+from trtls.cli.exits import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, EXIT_REJECT, exit_code_of
 from trtls.route.build import RouteBuildError, build_route, load_route_recipe
-
-EXIT_BUILT, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_CTRL_C, EXIT_KILLED = 0, 1, 2, 130, 137
 
 
 def cmd_route_build(args: Any) -> int:
     """Exit codes: 0 bundle written, 1 build failed, 2 bad input, 130 cancelled (Ctrl-C), 137 forced/killed."""
-    import signal
 
     from trtls.cli.terminal_view import PlainView, RichView, print_outcome
     from trtls.core.route import route_names
@@ -35,19 +34,7 @@ def cmd_route_build(args: Any) -> int:
 
     def on_build(build: Any) -> None:
         holder["build"] = build
-        loop = asyncio.get_running_loop()
-        presses = {"n": 0}
-
-        def on_sigint() -> None:
-            presses["n"] += 1
-            if presses["n"] == 1:
-                build.cancel("ctrl_c")
-                print(f"\nstopping {build.engine} (cooperative; Ctrl-C again to force)…", file=sys.stderr, flush=True)
-            else:
-                build.force()
-
-        loop.add_signal_handler(signal.SIGINT, on_sigint)
-        loop.add_signal_handler(signal.SIGTERM, lambda: build.cancel("service_shutdown"))
+        install_stop_keys(build, build.engine)
 
     view_cls = RichView if sys.stdout.isatty() else PlainView
     try:
@@ -81,11 +68,7 @@ def cmd_route_build(args: Any) -> int:
             )
     for note in result.notes:
         print(f"  note: {note}")
-    if result.ok:
-        return EXIT_BUILT
-    return {"failed": EXIT_FAILED, "forced": EXIT_KILLED, "killed": EXIT_KILLED}.get(
-        result.outcome, EXIT_CTRL_C if result.cancel_source == "ctrl_c" else EXIT_FAILED
-    )
+    return exit_code_of(result.outcome, result.cancel_source)
 
 
 def cmd_route_lock(args: Any) -> int:
@@ -106,13 +89,13 @@ def cmd_route_lock(args: Any) -> int:
             f"{loaded.path}: TRT107 no route named {', '.join(unknown)} (routes: {', '.join(names)})", file=sys.stderr
         )
         return EXIT_BAD_INPUT
-    rc = EXIT_BUILT
+    rc = EXIT_OK
     for name in wanted:
         try:
             entry = lock_route(loaded, name, use_digest_cache=not args.no_digest_cache)
         except LockError as exc:
             print(f"{loaded.path}: route {name}: not locked: {exc}", file=sys.stderr)
-            rc = 4
+            rc = EXIT_REJECT
             continue
         print(f"route {name}: locked {len(entry['files'])} files at commit {entry['checkpoint']['commit']}")
     return rc

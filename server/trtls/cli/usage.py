@@ -16,7 +16,7 @@ import math
 import sys
 from typing import Any, NoReturn
 
-EXIT_BAD_INPUT = 2
+from trtls.cli.exits import EXIT_BAD_INPUT
 
 
 class JsonErrors:

@@ -144,7 +144,7 @@ _TABLE: tuple[Code, ...] = (
     Code("TRT608", WARNING, "gate-environment", "ONNX Runtime version"),
     # TRT609–TRT619: free (one line per new code, here)
     # -- docs/codes/gate-bundle.md -------------------------------------------------------------------------------------
-    Code("TRT700", WARNING, "gate-bundle", "Gate 3 not implemented / could not run"),
+    Code("TRT700", WARNING, "gate-bundle", "Gate 3 could not run"),
     Code("TRT701", WARNING, "gate-bundle", "Bundle not found"),
     Code("TRT702", ERROR, "gate-bundle", "Container or header unsound"),
     Code("TRT703", ERROR, "gate-bundle", "Recorded digests do not match"),
@@ -156,7 +156,7 @@ _TABLE: tuple[Code, ...] = (
     Code("TRT709", WARNING, "gate-bundle", "The bundle path leaves the recipe folder"),
     # TRT710–TRT719: free (one line per new code, here)
     # -- docs/codes/gate-parity.md -------------------------------------------------------------------------------------
-    Code("TRT800", WARNING, "gate-parity", "Gate 4 not implemented / could not run"),
+    Code("TRT800", WARNING, "gate-parity", "Gate 4 could not run"),
     Code("TRT801", WARNING, "gate-parity", "Runtime unavailable"),
     Code("TRT802", ERROR, "gate-parity", "Run failed on the reference inputs"),
     Code("TRT803", ERROR, "gate-parity", "Output signature mismatch"),
@@ -171,7 +171,7 @@ _TABLE: tuple[Code, ...] = (
     Code("TRT812", WARNING, "gate-parity", "Reference not independent of the export"),
     # TRT813–TRT829: free (one line per new code, here)
     # -- docs/codes/gate-release.md ------------------------------------------------------------------------------------
-    Code("TRT900", WARNING, "gate-release", "Gate 5 not implemented / could not run"),
+    Code("TRT900", WARNING, "gate-release", "Gate 5 could not run"),
     Code("TRT901", ERROR, "gate-release", "Latency"),
     Code("TRT902", ERROR, "gate-release", "Throughput"),
     Code("TRT903", ERROR, "gate-release", "Memory"),

@@ -17,6 +17,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from trtls.core.profiles import OptimizationProfile
+
 LOCAL = "local"
 # Matrix axes that replace one builder setting each; `profiles` and `precision` are handled apart.
 SETTING_AXES = (
@@ -183,7 +185,6 @@ def expand(engine: str, matrix: Matrix, run_on: RunOn | None) -> list[Cell]:
                 settings[axis] = value
             elif axis == "profiles":
                 assert matrix.profiles is not None
-                from trtls.core.recipe import OptimizationProfile  # the recipe module imports this one
 
                 overrides["profiles"] = [OptimizationProfile.model_validate(p).job() for p in matrix.profiles[value]]
             elif axis == "precision":

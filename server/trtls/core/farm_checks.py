@@ -11,8 +11,11 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
+from trtls.core.build_config import BuilderSettings
 from trtls.core.farm import Cell, expand, template_fields
 from trtls.core.findings import Finding, Origin, Severity, TomlPath
+from trtls.core.profiles import OptimizationProfile
+from trtls.core.validation import findings_from_validation
 
 if TYPE_CHECKING:
     from trtls.core.recipe import EngineRecipe, LoadedRecipe, RecipeFile
@@ -48,7 +51,6 @@ def farm_checks(loaded: LoadedRecipe, recipe: RecipeFile) -> list[Finding]:
 def _matrix_checks(
     loaded: LoadedRecipe, name: str, eng: EngineRecipe, base: TomlPath, outputs: dict[Any, str]
 ) -> list[Finding]:
-    from trtls.core.recipe import BuilderSettings, OptimizationProfile, findings_from_validation
 
     m = eng.matrix
     assert m is not None

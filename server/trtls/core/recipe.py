@@ -7,7 +7,6 @@ can start from a recipe that is wrong anywhere.
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 import re
 from dataclasses import dataclass, field
@@ -19,66 +18,19 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from trtls.core.build_config import BuilderSettings, PluginSettings, PrecisionSettings
 from trtls.core.build_config_checks import build_config_checks
 from trtls.core.farm import ClusterTable, Matrix, RunOn
+from trtls.core.farm_checks import farm_checks
 from trtls.core.findings import Finding, Origin, Severity, TomlPath
+from trtls.core.profiles import SHAPE_KEYS, InputShapes, OptimizationProfile
 from trtls.core.protocol import stable_json
+from trtls.core.route import RouteModel, validate_routes  # routes: validated in a second pass
 from trtls.core.tomlpos import SourceMap, TomlSyntaxError, parse
+from trtls.core.validation import findings_from_validation
 
 ENGINE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
 
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class InputShapes(_Model):
-    """The shapes one input accepts within one optimization profile."""
-
-    min: list[int] = Field(description="Smallest shape the engine accepts.")
-    opt: list[int] = Field(description="Shape the tactics are tuned for.")
-    max: list[int] = Field(description="Largest shape the engine accepts.")
-
-
-SHAPE_KEYS = ("min", "opt", "max")
-
-
-class OptimizationProfile(_Model):
-    """One TensorRT optimization profile: min/opt/max for every dynamic input of the network.
-
-    Written either as `inputs.NAME = { min = [...], opt = [...], max = [...] }` for each input (or a
-    `[engines.X.profiles.inputs.NAME]` sub-table), or — for a network with one dynamic input — with the
-    shorthand `input`, `min`, `opt`, `max`. Several `[[engines.X.profiles]]` entries give several
-    profiles (e.g. a small-batch and a large-batch one); the engine gets one TensorRT profile per entry.
-    """
-
-    inputs: dict[str, InputShapes] | None = Field(
-        None, description="min/opt/max for every dynamic input, keyed by the ONNX input name."
-    )
-    input: str | None = Field(None, description="Shorthand for a one-input profile: the network input name.")
-    min: list[int] | None = Field(None, description="Shorthand: smallest shape the engine accepts.")
-    opt: list[int] | None = Field(None, description="Shorthand: shape the tactics are tuned for.")
-    max: list[int] | None = Field(None, description="Shorthand: largest shape the engine accepts.")
-
-    @property
-    def is_shorthand(self) -> bool:
-        return self.inputs is None
-
-    def shapes(self) -> dict[str, InputShapes]:
-        """Every input of this profile with its shapes (the shorthand as a one-entry dict)."""
-        if self.inputs is not None:
-            return dict(self.inputs)
-        if self.input is None or self.min is None or self.opt is None or self.max is None:
-            return {}  # reported by the semantic checks; a loaded recipe never has this
-        return {self.input: InputShapes(min=self.min, opt=self.opt, max=self.max)}
-
-    def shape_path(self, index: int, name: str) -> TomlPath:
-        """The TOML path of the table holding `name`'s min/opt/max (for located findings)."""
-        if self.inputs is None:
-            return ("profiles", index)
-        return ("profiles", index, "inputs", name)
-
-    def job(self) -> dict[str, Any]:
-        """What the worker gets: one TensorRT profile with every input (docs/protocol.md)."""
-        return {"inputs": [{"input": name, **s.model_dump()} for name, s in self.shapes().items()]}
 
 
 class TimingCache(_Model):
@@ -172,63 +124,6 @@ def _finding(code: str, message: str, path: TomlPath, on_value: bool = False, **
     return Finding(code, Severity.error, message, tuple(path), Origin.recipe, on_value, data)
 
 
-def findings_from_validation(exc: ValidationError, prefix: TomlPath, root: Any) -> list[Finding]:
-    """Turn pydantic errors into located findings (shared by engine and route models)."""
-    out: list[Finding] = []
-    for err in exc.errors():
-        loc = prefix + tuple(err["loc"])
-        kind = err["type"]
-        name = loc[-1] if loc else ""
-        if kind == "extra_forbidden":
-            table = loc[:-1]
-            allowed = _allowed_keys(table[len(prefix) :], root)
-            hint = difflib.get_close_matches(str(name), allowed, n=1)
-            msg = f"unknown key '{name}'" + (f"; did you mean '{hint[0]}'?" if hint else "")
-            out.append(_finding("TRT101", msg, loc, key=str(name), suggestion=hint[0] if hint else None))
-        elif kind == "missing":
-            out.append(_finding("TRT103", f"missing required key '{name}'", loc, key=str(name)))
-        elif kind in ("literal_error", "enum"):
-            expected = err.get("ctx", {}).get("expected", "")
-            options = re.findall(r"'([^']*)'", expected)
-            hint = difflib.get_close_matches(str(err.get("input")), options, n=1)
-            msg = f"'{name}' must be one of {expected}, not {err.get('input')!r}"
-            out.append(_finding("TRT106", msg, loc, True, options=options, suggestion=hint[0] if hint else None))
-        else:
-            msg = f"'{name}': {err['msg']} (got {err.get('input')!r})" if name != "" else err["msg"]
-            out.append(_finding("TRT102", msg, loc, True))
-    return out
-
-
-def _allowed_keys(table: TomlPath, root: Any) -> list[str]:
-    """Field names of the model that owns `table`, for 'did you mean' hints."""
-    model: Any = root
-    skip_next = False  # the key after a dict/list field is a name or an index, not a field
-    for part in table:
-        if skip_next:
-            skip_next = False
-            continue
-        fields = getattr(model, "model_fields", {})
-        if part not in fields:
-            return []
-        ann = fields[part].annotation
-        skip_next = getattr(ann, "__origin__", None) in (dict, list) or "dict[" in str(ann) or "list[" in str(ann)
-        model = _model_in(ann)
-        if model is None:
-            return []
-    return list(getattr(model, "model_fields", {}).keys())
-
-
-def _model_in(annotation: Any) -> Any:
-    """The BaseModel class inside `X | None` or `list[X]`, if any."""
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return annotation
-    for arg in getattr(annotation, "__args__", ()) or ():
-        found = _model_in(arg)
-        if found is not None:
-            return found
-    return None
-
-
 def load_recipe(path: Path | str, text: str | None = None) -> LoadedRecipe:
     path = Path(path).resolve()
     if text is None:
@@ -259,12 +154,8 @@ def load_recipe(path: Path | str, text: str | None = None) -> LoadedRecipe:
     loaded = LoadedRecipe(path, text, smap, findings, None, data)
     if recipe is not None:
         findings.extend(_semantic_checks(loaded, recipe))
-        from trtls.core.farm_checks import farm_checks  # the farm tables: templates, axes, placement
-
-        findings.extend(farm_checks(loaded, recipe))
-        from trtls.core.route import validate_routes  # routes share the located-error rules
-
-        findings.extend(validate_routes(loaded, recipe))
+        findings.extend(farm_checks(loaded, recipe))  # the farm tables: templates, axes, placement
+        findings.extend(validate_routes(loaded, recipe))  # routes share the located-error rules
     if not any(f.severity == Severity.error for f in findings):
         loaded.recipe = recipe
     return loaded
@@ -351,7 +242,6 @@ SCHEMA_ID = "https://raw.githubusercontent.com/trtls/trtls/main/server/trtls/sch
 
 
 def recipe_json_schema() -> dict[str, Any]:
-    from trtls.core.route import RouteModel  # route imports this module; routes are validated in a second pass
 
     schema = RecipeFile.model_json_schema()
     # `routes` is typed `dict[str, Any]` so one bad route never hides the engines' findings; editors still get

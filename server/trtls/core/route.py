@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from trtls.core.findings import Finding, Origin, Severity, TomlPath
+from trtls.core.validation import findings_from_validation
 
 if TYPE_CHECKING:
     from trtls.core.recipe import LoadedRecipe, RecipeFile
@@ -221,7 +222,6 @@ def _raw_routes(loaded: LoadedRecipe) -> dict[str, Any]:
 
 def validate_routes(loaded: LoadedRecipe, recipe: RecipeFile) -> list[Finding]:
     """Located TRT1xx findings for every `[routes.NAME]` table (schema, then names and files)."""
-    from trtls.core.recipe import findings_from_validation
 
     out: list[Finding] = []
     for name, raw in recipe.routes.items():

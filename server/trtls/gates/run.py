@@ -1,14 +1,13 @@
 """Run a route's gates in order and turn their checks into one decision and its evidence.
 
 `run_gates` is what the CLI (`trtls gates`) and the language server (`trtls.runGates`, in a thread) call.
-Gates 1 and 2 live here (`checkpoint`, `environment`); gates 3–5 are looked up by module and function name
-(`GATE_HOOKS`) and called as `hook(ctx: GateContext) -> list[GateCheck]` (or an object with `.checks`).
-A gate whose module is not installed yields one `hold` check "gate N not implemented", and a gate that
-raises yields a `hold` naming the exception: a gate that did not run is never a pass.
+Every gate is one entry of `GATES` (gate number → `hook(ctx: GateContext) -> list[GateCheck]`), imported
+statically: a gate that cannot be imported breaks the import of this module, loudly. A gate that raises yields a
+`hold` naming the exception, and one that returns no checks a `hold` too: a gate that did not run is never a pass.
 
 Evidence: `.trtls/routes/<route>/summary.json` (atomic) with route_name, checkpoint_revision,
 bundle_digest, runtime_target, validation_status, canary_status, rollback_status, the decision and every
-check of every gate; beside it `report.sarif` (SARIF 2.1.0) and `junit.xml` when `gates.reports` exists.
+check of every gate; beside it `report.sarif` (SARIF 2.1.0) and `junit.xml`.
 Gates 3–5 share results through `ctx.record` (e.g. `bundle_digest`, `validation_status`, `canary_status`,
 `rollback_status`), which the summary picks up.
 
@@ -22,52 +21,51 @@ what happened.
 
 from __future__ import annotations
 
-import importlib
 import json
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from trtls import __version__
 from trtls.core.atomic import atomic_write_text
 from trtls.core.findings import Finding
 from trtls.core.gate_result import GATE_NAMES, Decision, GateCheck, apply_waivers, decide
-from trtls.core.route import RouteModel, route_dir, route_model
-from trtls.gates.environment import Gate2Result, check_environment
-from trtls.gates.source import Gate1Result, check_checkpoint
+from trtls.core.route import route_dir, route_model
+from trtls.gates import bundle, parity, release
+from trtls.gates.context import GateContext, GateHook
+from trtls.gates.environment import check_environment
+from trtls.gates.release import Measurement, sha256_of, write_baseline
+from trtls.gates.reports import to_junit, to_sarif
+from trtls.gates.source import check_checkpoint
 
 SUMMARY_FORMAT = "trtls.route-summary/1"
 ALL_GATES = (1, 2, 3, 4, 5)
-# gate → candidate (module, function) pairs, tried in order
-GATE_HOOKS: dict[int, tuple[tuple[str, str], ...]] = {
-    3: (("trtls.gates.bundle", "run_gate"), ("trtls.gates.bundle_gate", "run_gate"), ("trtls.bundle", "run_gate3")),
-    4: (("trtls.gates.parity", "run_gate"), ("trtls.gates.parity", "run_gate4")),
-    5: (("trtls.gates.release", "run_gate"), ("trtls.gates.release", "run_gate5")),
+
+
+def run_source(ctx: GateContext) -> list[GateCheck]:
+    """Gate 1 (its result, with the layout and file digests, stays on the context for the later gates)."""
+    ctx.gate1 = check_checkpoint(
+        ctx.loaded, ctx.route_name, ctx.route, use_digest_cache=ctx.use_digest_cache, cancel=ctx.cancel
+    )
+    return ctx.gate1.checks
+
+
+def run_environment(ctx: GateContext) -> list[GateCheck]:
+    """Gate 2 (its result, with the linked build evidence, stays on the context for the later gates)."""
+    ctx.gate2 = check_environment(ctx.loaded, ctx.route_name, ctx.route, ctx.environment)
+    return ctx.gate2.checks
+
+
+GATES: dict[int, GateHook] = {
+    1: run_source,
+    2: run_environment,
+    3: bundle.run_gate,
+    4: parity.run_gate,
+    5: release.run_gate,
 }
 GATE_CODES = {1: "TRT500", 2: "TRT600", 3: "TRT700", 4: "TRT800", 5: "TRT900"}
-
-
-@dataclass
-class GateContext:
-    """What gates 3–5 get: the recipe, the route, what earlier gates found, and a shared record."""
-
-    loaded: Any  # core.recipe.LoadedRecipe
-    route_name: str
-    route: RouteModel
-    checks: list[GateCheck]  # every check so far, earlier gates first
-    gate1: Gate1Result | None = None
-    gate2: Gate2Result | None = None
-    record: dict[str, Any] = field(default_factory=dict)  # gates write bundle_digest, validation_status, … here
-    cancel: Callable[[], bool] | None = None
-    progress: Callable[[int, str], None] | None = None
-
-    @property
-    def recipe_dir(self) -> Path:
-        return Path(self.loaded.base_dir)
-
-    def resolve(self, relative: str) -> Path:
-        return self.loaded.resolve(relative)
 
 
 @dataclass
@@ -87,22 +85,10 @@ class RouteResult:
         return decide(mine) if mine else None
 
 
-def _hook(gate: int) -> Callable[[GateContext], Any] | None:
-    for module, attr in GATE_HOOKS.get(gate, ()):
-        try:
-            mod = importlib.import_module(module)
-        except ImportError:
-            continue
-        fn = getattr(mod, attr, None)
-        if callable(fn):
-            return fn
-    return None
-
-
 def _not_run(gate: int, message: str) -> GateCheck:
     return GateCheck(
         gate,
-        "not_implemented" if "not implemented" in message else "not_run",
+        "not_run",
         "hold",
         message,
         GATE_CODES[gate],
@@ -126,7 +112,15 @@ def run_gates(
     """Run `gates` (default all five, in order) for `route_name` of a loaded, error-free recipe."""
     route = route_model(loaded, route_name)
     selected = sorted(set(gates or ALL_GATES))
-    ctx = GateContext(loaded, route_name, route, [], cancel=cancel, progress=progress)
+    ctx = GateContext(
+        loaded,
+        route_name,
+        route,
+        cancel=cancel,
+        progress=progress,
+        use_digest_cache=use_digest_cache,
+        environment=environment,
+    )
     cancelled = False
     for gate in selected:
         if cancel is not None and cancel():
@@ -136,23 +130,9 @@ def run_gates(
             progress(gate, f"gate {gate}: {GATE_NAMES[gate]}")
         t0 = time.monotonic()
         try:
-            if gate == 1:
-                ctx.gate1 = check_checkpoint(
-                    loaded, route_name, route, use_digest_cache=use_digest_cache, cancel=cancel
-                )
-                new = ctx.gate1.checks
-            elif gate == 2:
-                ctx.gate2 = check_environment(loaded, route_name, route, environment)
-                new = ctx.gate2.checks
-            else:
-                hook = _hook(gate)
-                if hook is None:
-                    new = [_not_run(gate, f"gate {gate} ({GATE_NAMES[gate]}) not implemented in this installation")]
-                else:
-                    out = hook(ctx)
-                    new = list(getattr(out, "checks", out) or [])
-                    if not new:
-                        new = [_not_run(gate, f"gate {gate} returned no checks")]
+            new = list(GATES[gate](ctx))
+            if not new:
+                new = [_not_run(gate, f"gate {gate} returned no checks")]
         except Exception as exc:
             from trtls.checkpoint.hashing import HashCancelled
 
@@ -192,12 +172,8 @@ def _record_baseline(ctx: GateContext, gates_decision: Decision, cancelled: bool
             "recorded": False,
             "reason": "the gates rejected the route: a rejected route's numbers are never a baseline",
         }
-    try:
-        from dataclasses import fields
+    from dataclasses import fields
 
-        from trtls.gates.release import Measurement, sha256_of, write_baseline
-    except ImportError as exc:
-        return {"recorded": False, "reason": f"gate 5 is not installed ({exc})"}
     recorded: dict[str, Any] = {f.name: measured.evidence.get(f.name) for f in fields(Measurement)}
     m = Measurement(**recorded)
     bundle = ctx.resolve(ctx.route.bundle)
@@ -310,28 +286,18 @@ def junit_checks(result: RouteResult) -> list[dict[str, Any]]:
     ]
 
 
-def sarif_of(loaded: Any, result: RouteResult) -> dict[str, Any] | None:
-    try:
-        from trtls.gates import reports
-    except ImportError:
-        return None
-    from trtls import __version__
-
+def sarif_of(loaded: Any, result: RouteResult) -> dict[str, Any]:
     def locate(path: Any) -> Any:
         if not path:
             return None
         rng = loaded.source_map.range(path, True)
         return (rng.start_line + 1, rng.start_col + 1, rng.end_line + 1, rng.end_col + 1)
 
-    return reports.to_sarif(result.findings, locate, loaded.path, __version__)
+    return to_sarif(result.findings, locate, loaded.path, __version__)
 
 
-def junit_of(result: RouteResult) -> str | None:
-    try:
-        from trtls.gates import reports
-    except ImportError:
-        return None
-    return reports.to_junit(junit_checks(result), name=f"trtls route {result.route_name}")
+def junit_of(result: RouteResult) -> str:
+    return to_junit(junit_checks(result), name=f"trtls route {result.route_name}")
 
 
 def write_route_evidence(loaded: Any, result: RouteResult) -> Path:
@@ -339,10 +305,6 @@ def write_route_evidence(loaded: Any, result: RouteResult) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "summary.json"
     atomic_write_text(path, json.dumps(result.summary, indent=2, default=str) + "\n")
-    sarif = sarif_of(loaded, result)
-    if sarif is not None:
-        atomic_write_text(folder / "report.sarif", json.dumps(sarif, indent=2, default=str) + "\n")
-    junit = junit_of(result)
-    if junit is not None:
-        atomic_write_text(folder / "junit.xml", junit)
+    atomic_write_text(folder / "report.sarif", json.dumps(sarif_of(loaded, result), indent=2, default=str) + "\n")
+    atomic_write_text(folder / "junit.xml", junit_of(result))
     return path

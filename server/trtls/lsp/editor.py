@@ -15,24 +15,18 @@ from typing import Any
 from lsprotocol import types as lsp
 from pydantic import BaseModel
 
-from trtls.core.recipe import LoadedRecipe, RecipeFile, _model_in
+from trtls.core.recipe import LoadedRecipe, RecipeFile
+from trtls.core.route import RouteModel
+from trtls.core.validation import model_in
 
 HEADER = re.compile(r"^\s*(\[\[?)\s*([^\]]+?)\s*\]\]?")
 KEY_BEFORE_EQ = re.compile(r"^\s*([A-Za-z0-9_.\"'-]+)\s*=\s*(.*)$")
 
 
-def _route_model() -> type[BaseModel] | None:
-    try:
-        from trtls.core import route
-    except ImportError:
-        return None
-    return getattr(route, "RouteModel", None) or getattr(route, "Route", None)
-
-
 def model_for_table(table: tuple) -> type[BaseModel] | None:
     """The model whose fields are the keys of `table` (e.g. ('engines','demo','builder') → BuilderSettings)."""
     if len(table) >= 2 and table[0] == "routes":
-        model = _route_model()
+        model = RouteModel
         rest = table[2:]
     else:
         model, rest = RecipeFile, table
@@ -46,7 +40,7 @@ def model_for_table(table: tuple) -> type[BaseModel] | None:
         fields = model.model_fields
         if part not in fields:
             return None
-        model = _model_in(fields[part].annotation)
+        model = model_in(fields[part].annotation)
     return model
 
 

@@ -44,14 +44,14 @@ import json
 import os
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from trtls.bundle import CHECK_SECTION_DIGEST, BundleError, BundleProblem, sidecar_path, verify_bundle, write_bundle
+from trtls.bundle import CHECK_SECTION_DIGEST, BundleError, BundleProblem, write_bundle
 from trtls.bundle.sbom import SBOM_SUFFIX, sbom_path
-from trtls.core.atomic import atomic_write_bytes, atomic_write_text
+from trtls.core.atomic import atomic_write_text
 from trtls.core.recipe import EngineRecipe, LoadedRecipe, load_recipe
 from trtls.core.route import route_dir, route_model, route_names
 from trtls.route.checkpoint import (
@@ -64,6 +64,7 @@ from trtls.route.checkpoint import (
 )
 from trtls.route.errors import RouteBuildError
 from trtls.route.exporters import EXPORTERS, export_mlp, export_onnx, onnx_io_map
+from trtls.route.result import RouteBuildResult, keep_previous
 
 __all__ = [
     "EXPORTERS",
@@ -79,29 +80,6 @@ __all__ = [
     "read_verified",
     "sbom_path",
 ]
-
-
-@dataclass
-class RouteBuildResult:
-    route: str
-    outcome: str  # built (bundle written) | cancelled | failed | forced | killed | error
-    message: str
-    bundle: str
-    bundle_digest: str | None = None  # "sha256:…" of the bundle written
-    sbom: str | None = None
-    onnx: str | None = None
-    build_id: str | None = None
-    build_summary_path: str | None = None
-    cancel_source: str | None = None
-    previous_bundle: str | None = None  # where the replaced bundle was kept
-    previous_kept: bool = False
-    notes: list[str] = field(default_factory=list)
-    provenance: dict[str, Any] | None = None
-    duration_s: float | None = None  # the whole route build (export + engine build + bundle)
-
-    @property
-    def ok(self) -> bool:
-        return self.outcome == "built"
 
 
 def _engine_chunks(path: Path, expected_sha: str, sizes: dict[str, int]) -> Iterator[bytes]:
@@ -125,40 +103,6 @@ def _engine_chunks(path: Path, expected_sha: str, sizes: dict[str, int]) -> Iter
             ]
         )
     sizes["engine"] = size
-
-
-def keep_previous(bundle: Path, previous: Path, notes: list[str]) -> bool:
-    """Copy the bundle at `bundle` (and its sidecar, SBOM) to `previous`, atomically, if it verifies."""
-    problems = verify_bundle(bundle)
-    if problems:
-        notes.append(f"the existing bundle fails verification ({problems[0]}); not kept as the previous bundle")
-        return False
-    previous.parent.mkdir(parents=True, exist_ok=True)
-    side, prev_side = sidecar_path(bundle), sidecar_path(previous)
-    side_bytes = side.read_bytes() if side.is_file() else None
-    sbom_bytes = sbom_path(bundle).read_bytes() if sbom_path(bundle).is_file() else None
-
-    def chunks() -> Iterator[bytes]:
-        with open(bundle, "rb") as f:
-            while part := f.read(1024 * 1024):
-                yield part
-
-    atomic_write_bytes(previous, chunks())
-    if side_bytes is not None:
-        try:
-            record = json.loads(side_bytes)
-            if isinstance(record, dict):
-                record["bundle"] = previous.name
-                side_bytes = (json.dumps(record, indent=2, ensure_ascii=False) + "\n").encode()
-        except ValueError:
-            pass
-        atomic_write_bytes(prev_side, side_bytes)
-    if sbom_bytes is not None:
-        atomic_write_bytes(sbom_path(previous), sbom_bytes)
-    if verify_bundle(previous):
-        notes.append(f"the copy at {previous} does not verify")
-        return False
-    return True
 
 
 def load_route_recipe(recipe: str | os.PathLike[str] | LoadedRecipe) -> LoadedRecipe:

@@ -17,10 +17,10 @@ from trtls.bundle import write_bundle
 from trtls.bundle.sbom import sbom_path
 from trtls.core.recipe import LoadedRecipe
 from trtls.core.route import RouteModel
-from trtls.route.build import RouteBuildResult, keep_previous
 from trtls.route.checkpoint import MAX_EMBED, checkpoint_licence, read_checkpoint, read_verified
 from trtls.route.errors import RouteBuildError
 from trtls.route.exporters import export_onnx, onnx_io_map
+from trtls.route.result import RouteBuildResult, keep_previous
 
 
 def build_onnx_route(

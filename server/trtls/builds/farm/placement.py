@@ -8,6 +8,7 @@ labels that do exist. Pure Python over the node inventory (`cluster.nodes()`): n
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from trtls.core.farm import RunOn
@@ -133,3 +134,13 @@ def place_all(requests: list[Request], nodes: list[Node]) -> tuple[list[Placemen
         got = place(r, nodes)
         (findings if isinstance(got, Finding) else placements).append(got)  # type: ignore[arg-type]
     return placements, findings
+
+
+@dataclass(frozen=True)
+class RemoteSpec:
+    """What the supervisor needs to run one cell remotely (Build.remote)."""
+
+    placement: Placement
+    queue_timeout_s: float
+    shared_dir: Path | None
+    keep_warm_s: float = 0.0

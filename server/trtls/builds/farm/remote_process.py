@@ -26,7 +26,7 @@ from typing import Any
 
 from trtls.builds.artifacts import engine_temp_path
 from trtls.builds.farm import cluster
-from trtls.builds.farm.submit import RemoteSpec
+from trtls.builds.farm.placement import RemoteSpec
 from trtls.builds.farm.warm_actors import DRAIN_AFTER_S, WARM, kill_actor
 from trtls.core.atomic import fsync_dir
 from trtls.core.events import PROTOCOL_VERSION

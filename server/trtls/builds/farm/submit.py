@@ -3,23 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
-from pathlib import Path
 
-from trtls.builds.farm.placement import Placement, Request, place_all
+from trtls.builds.farm.placement import RemoteSpec, Request, place_all
 from trtls.builds.matrix import PlannedCell
 from trtls.core.findings import Finding, Origin, Severity
 from trtls.core.recipe import LoadedRecipe
-
-
-@dataclass(frozen=True)
-class RemoteSpec:
-    """What the supervisor needs to run one cell remotely (Build.remote)."""
-
-    placement: Placement
-    queue_timeout_s: float
-    shared_dir: Path | None
-    keep_warm_s: float = 0.0
 
 
 async def prepare(loaded: LoadedRecipe, planned: list[PlannedCell]) -> dict[str, RemoteSpec] | list[Finding]:

@@ -11,6 +11,7 @@ from typing import Any
 from trtls.bundle.sbom import SBOM_SUFFIX, sbom_path
 from trtls.core.gate_result import GateCheck, gate_check
 from trtls.gates.bundle.provenance import rebuild_advice
+from trtls.gates.context import GateContext
 
 GATE = 3
 _check = partial(gate_check, GATE)
@@ -28,7 +29,7 @@ def _file_sha(path: Path) -> str | None:
         return None
 
 
-def check_artifacts(ctx: Any, info: dict[str, Any]) -> GateCheck:
+def check_artifacts(ctx: GateContext, info: dict[str, Any]) -> GateCheck:
     """The bundle carries what the route deploys (its engine; or, for a route with no engine, its ONNX and no
     engine), byte-identical to the files the recipe names."""
     deploys_onnx = ctx.route.deploys == "onnx"
@@ -103,7 +104,7 @@ def check_artifacts(ctx: Any, info: dict[str, Any]) -> GateCheck:
 # ---------------------------------------------------------------------------------------------- SBOM
 
 
-def check_sbom(ctx: Any, bundle: Path, info: dict[str, Any]) -> GateCheck:
+def check_sbom(ctx: GateContext, bundle: Path, info: dict[str, Any]) -> GateCheck:
     path = ("routes", ctx.route_name, "bundle")
     sp = sbom_path(bundle)
     name = "bundle.sbom"

@@ -17,13 +17,14 @@ from trtls.bundle import (
 from trtls.core.gate_result import GateCheck, gate_check
 from trtls.gates.bundle.contents import check_artifacts, check_sbom
 from trtls.gates.bundle.provenance import check_build_provenance, check_checkpoint_provenance, rebuild_advice
+from trtls.gates.context import GateContext
 
 GATE = 3
 _check = partial(gate_check, GATE)
 DIGEST_CHECKS = (CHECK_TRTLS_BLOCK, CHECK_SECTION_DIGEST, CHECK_FILE_DIGEST, CHECK_SIDECAR)  # TRT703; the rest TRT702
 
 
-def run_gate(ctx: Any) -> list[GateCheck]:
+def run_gate(ctx: GateContext) -> list[GateCheck]:
     route, name = ctx.route, ctx.route_name
     base = ("routes", name)
     bpath = base + ("bundle",)

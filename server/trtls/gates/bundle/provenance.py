@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from trtls.core.gate_result import GateCheck, gate_check
+from trtls.gates.context import GateContext
 
 GATE = 3
 _check = partial(gate_check, GATE)
@@ -16,9 +17,9 @@ def rebuild_advice(route_name: str) -> str:
     return f"run `trtls route build --route {route_name}`"
 
 
-def _current_checkpoint(ctx: Any) -> tuple[str | None, str | None, str]:
+def _current_checkpoint(ctx: GateContext) -> tuple[str | None, str | None, str]:
     """(commit, files digest, source) from gate 1 when it ran, else computed here the same way (read-only)."""
-    g1 = getattr(ctx, "gate1", None)
+    g1 = ctx.gate1
     if g1 is not None:
         return g1.record.get("commit"), g1.record.get("files_digest"), "gate 1"
     from trtls.route.checkpoint import read_checkpoint
@@ -31,7 +32,7 @@ def _current_checkpoint(ctx: Any) -> tuple[str | None, str | None, str]:
     return state.commit, state.files_digest, "the checkpoint as found here (gate 1 did not run)"
 
 
-def check_checkpoint_provenance(ctx: Any, prov: dict[str, Any]) -> GateCheck:
+def check_checkpoint_provenance(ctx: GateContext, prov: dict[str, Any]) -> GateCheck:
     path = ("routes", ctx.route_name, "checkpoint")
     commit, digest, source = _current_checkpoint(ctx)
     ev = {
@@ -86,8 +87,8 @@ def check_checkpoint_provenance(ctx: Any, prov: dict[str, Any]) -> GateCheck:
     )
 
 
-def _changed_files(ctx: Any, prov: dict[str, Any]) -> list[str]:
-    g1 = getattr(ctx, "gate1", None)
+def _changed_files(ctx: GateContext, prov: dict[str, Any]) -> list[str]:
+    g1 = ctx.gate1
     now = {rel: f.get("sha256") for rel, f in (g1.files if g1 is not None else {}).items()}
     was = prov.get("checkpoint_files") if isinstance(prov.get("checkpoint_files"), dict) else {}
     if not now or not was:
@@ -95,8 +96,8 @@ def _changed_files(ctx: Any, prov: dict[str, Any]) -> list[str]:
     return sorted({r for r in now if was.get(r) != now[r]} | {r for r in was if r not in now})
 
 
-def _current_build(ctx: Any) -> tuple[dict[str, Any] | None, str]:
-    g2 = getattr(ctx, "gate2", None)
+def _current_build(ctx: GateContext) -> tuple[dict[str, Any] | None, str]:
+    g2 = ctx.gate2
     if g2 is not None:
         return g2.evidence, "gate 2"
     from trtls.gates.environment import latest_successful_build
@@ -114,10 +115,10 @@ def _current_build(ctx: Any) -> tuple[dict[str, Any] | None, str]:
     }, "build evidence (gate 2 did not run)"
 
 
-def _export_provenance(ctx: Any, prov: dict[str, Any]) -> GateCheck:
+def _export_provenance(ctx: GateContext, prov: dict[str, Any]) -> GateCheck:
     """A route that deploys the ONNX: the bundle's ONNX is the one the route build exported (gate 2's record)."""
     path = ("routes", ctx.route_name, "onnx")
-    g2 = getattr(ctx, "gate2", None)
+    g2 = ctx.gate2
     recorded = (g2.evidence or {}).get("onnx_sha256") if g2 is not None else None
     ev = {"bundle_onnx_sha256": prov.get("onnx_sha256"), "route_build_onnx_sha256": recorded}
     if recorded is None:
@@ -143,7 +144,7 @@ def _export_provenance(ctx: Any, prov: dict[str, Any]) -> GateCheck:
     return _check("bundle.provenance.build", "pass", message, "TRT706", path, ev)
 
 
-def check_build_provenance(ctx: Any, prov: dict[str, Any]) -> GateCheck:
+def check_build_provenance(ctx: GateContext, prov: dict[str, Any]) -> GateCheck:
     if ctx.route.deploys == "onnx":
         return _export_provenance(ctx, prov)
     path = ("routes", ctx.route_name, "engine")

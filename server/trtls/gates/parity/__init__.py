@@ -31,14 +31,12 @@ Codes: TRT801 runtime unavailable · TRT802 run failed · TRT803 signature · TR
 · TRT811 deployed artifact executed · TRT812 reference independent of the export.
 """
 
+from trtls.core.route import Tolerance
 from trtls.gates.parity.check import ROUTE_KEYS, check_parity, toml_path
 from trtls.gates.parity.compare import (
-    DEFAULT_ATOL,
     DEFAULT_QUANTILE,
-    DEFAULT_RTOL,
-    ERROR_STATS,
     OutputComparison,
-    Tolerance,
+    as_tolerance,
     compare_output,
     error_arrays,
     error_stats,
@@ -59,10 +57,7 @@ from trtls.gates.parity.route import (
 from trtls.gates.parity.tokenizer import TokenizerParity, check_tokenizer, route_tokenizer
 
 __all__ = [
-    "DEFAULT_ATOL",
     "DEFAULT_QUANTILE",
-    "DEFAULT_RTOL",
-    "ERROR_STATS",
     "GATE",
     "MALFORMED_CASES",
     "ROUTE_KEYS",
@@ -71,6 +66,7 @@ __all__ = [
     "OutputComparison",
     "TokenizerParity",
     "Tolerance",
+    "as_tolerance",
     "check_concurrency",
     "check_malformed",
     "check_parity",

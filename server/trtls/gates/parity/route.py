@@ -11,6 +11,7 @@ import numpy as np
 
 from trtls.core.findings import TomlPath
 from trtls.core.gate_result import GateCheck, gate_check
+from trtls.gates.context import GateContext
 from trtls.gates.parity.check import check_parity
 from trtls.gates.parity.tokenizer import check_tokenizer, route_tokenizer
 from trtls.runtimes import RunResult, RuntimeSpec, load_npz
@@ -73,7 +74,7 @@ RUNTIME_OPTIONS = (
 )
 
 
-def route_runtimes(ctx: Any) -> tuple[RuntimeSpec | None, RuntimeSpec | None, dict[str, Any], list[GateCheck]]:
+def route_runtimes(ctx: GateContext) -> tuple[RuntimeSpec | None, RuntimeSpec | None, dict[str, Any], list[GateCheck]]:
     """(runtime under test, reference runtime or None, gate-4 options, config checks) from a `run.GateContext`.
 
     The runtime under test is given the recipe's model path here; `run_gate` and gate 5 point it at the artifact
@@ -88,7 +89,7 @@ def route_runtimes(ctx: Any) -> tuple[RuntimeSpec | None, RuntimeSpec | None, di
 
     route = ctx.route
     base: TomlPath = ("routes", ctx.route_name)
-    opts = dict(getattr(route, "runtime_options", None) or {})
+    opts = dict(route.runtime_options)
     problems: list[GateCheck] = []
     for key in opts:
         if key not in RUNTIME_OPTIONS:
@@ -166,7 +167,7 @@ def on_artifact(spec: RuntimeSpec, artifact: Any, bundle: Path) -> RuntimeSpec:
     return dataclasses.replace(spec, model=str(extracted)) if kind == spec.kind else spec
 
 
-def run_gate(ctx: Any) -> list[GateCheck]:
+def run_gate(ctx: GateContext) -> list[GateCheck]:
     """Gate 4 for `trtls.gates.run`: the runtime under test, on the artifact the route deploys (extracted from its
     bundle into a scratch folder), against the reference outputs (`gates.reference_outputs`), plus TRT811 (was the
     deployed artifact executed?), TRT812 (is the reference independent of the export?), the tokenizer from the

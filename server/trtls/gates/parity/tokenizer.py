@@ -10,6 +10,7 @@ from typing import Any
 
 from trtls.core.findings import TomlPath
 from trtls.core.gate_result import GateCheck, gate_check
+from trtls.gates.context import GateContext
 
 GATE = 4
 
@@ -102,7 +103,9 @@ def check_tokenizer(tok: TokenizerParity, path: TomlPath = ()) -> GateCheck:
     )
 
 
-def route_tokenizer(ctx: Any, texts: Sequence[str], opts: Mapping[str, Any]) -> tuple[TokenizerParity | None, str]:
+def route_tokenizer(
+    ctx: GateContext, texts: Sequence[str], opts: Mapping[str, Any]
+) -> tuple[TokenizerParity | None, str]:
     """The route's tokenizer parity: the checkpoint's tokenizer.json (the reference) against the token ids the
     runtime side reports (`runtime_options.tokenizer_command`, `runtimes.tokenize`). (parity, "") or (None, why
     there is nothing to compare: then the check is not_checked)."""

@@ -12,6 +12,7 @@ from typing import Any
 from trtls.bundle import sidecar_path
 from trtls.core.findings import TomlPath
 from trtls.core.gate_result import CheckStatus, GateCheck, gate_check
+from trtls.gates.context import GateContext
 from trtls.gates.parity.check import toml_path
 from trtls.gates.release.baseline import check_baseline, load_baseline, write_baseline
 from trtls.gates.release.measure import Thresholds, measure
@@ -126,17 +127,15 @@ def record_of(checks: Sequence[GateCheck]) -> dict[str, str]:
 # ------------------------------------------------------------------------------ orchestrator hook (run.py)
 
 
-def _build_summary(ctx: Any) -> Path | None:
-    ev = getattr(getattr(ctx, "gate2", None), "evidence", None)
+def _build_summary(ctx: GateContext) -> Path | None:
+    ev = ctx.gate2.evidence if ctx.gate2 is not None else None
     if isinstance(ev, dict) and (ev.get("path") or ev.get("record")):
         return Path(ev.get("path") or ev["record"])
     if ctx.route.engine is None:
         record = Path(ctx.recipe_dir) / ".trtls" / "routes" / ctx.route_name / "route-build.json"
         return record if record.is_file() else None
-    try:
-        from trtls.gates.environment import latest_successful_build
-    except ImportError:  # pragma: no cover
-        return None
+    from trtls.gates.environment import latest_successful_build
+
     linked = latest_successful_build(Path(ctx.recipe_dir), ctx.route.engine)
     return linked[0] if linked else None
 
@@ -145,7 +144,7 @@ def _not_run(name: str, code: str, why: str, path: TomlPath) -> GateCheck:
     return _check(name, "not_checked", f"not run: {why}", code, path, {"not_run": True})
 
 
-def run_gate(ctx: Any) -> list[GateCheck]:
+def run_gate(ctx: GateContext) -> list[GateCheck]:
     """Gate 5 for `trtls.gates.run`. Everything runs on the artifact the route deploys, as its bundle carries it,
     through the runtime under test — measured, canaried and rolled back on copies in a scratch folder: the gates
     never write the user's bundle, previous bundle or sidecars (a kill at any point leaves them as they were).

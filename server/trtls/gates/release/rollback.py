@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from trtls.bundle import BundleError, read_bundle, sidecar_path
 from trtls.core.atomic import atomic_write_bytes, atomic_writer
 from trtls.core.findings import TomlPath
 from trtls.core.gate_result import CheckStatus, GateCheck, gate_check
@@ -45,18 +46,9 @@ def restore(source: str | os.PathLike[str], target: str | os.PathLike[str]) -> s
     return h.hexdigest()
 
 
-def _sidecar(path: Path) -> Path:
-    try:
-        from trtls.bundle import sidecar_path
-
-        return sidecar_path(path)
-    except ImportError:  # pragma: no cover - bundle.py ships with trtls
-        return path.with_name(path.name + ".trtls.json")
-
-
 def _recorded_sha(path: Path) -> str | None:
     try:
-        data = json.loads(_sidecar(path).read_text(encoding="utf-8"))
+        data = json.loads(sidecar_path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
     value = data.get("file_sha256") if isinstance(data, dict) else None
@@ -66,11 +58,6 @@ def _recorded_sha(path: Path) -> str | None:
 @contextlib.contextmanager
 def bundle_model(bundle: str | os.PathLike[str]) -> Iterator[tuple[str, Path] | str]:
     """The bundle's runnable model extracted to a temp file: yields (kind, path), or a reason string."""
-    try:
-        from trtls.bundle import BundleError, read_bundle
-    except ImportError:  # pragma: no cover
-        yield "trtls.bundle is not available"
-        return
     try:
         b = read_bundle(bundle)
     except BundleError as exc:
@@ -163,8 +150,8 @@ def rollback_drill(
             ev,
         )
 
-    side_active = _sidecar(active)
-    side_prev = _sidecar(previous)
+    side_active = sidecar_path(active)
+    side_prev = sidecar_path(previous)
     active_sidecar_bytes = side_active.read_bytes() if side_active.is_file() else None
     stash = active.with_name(f".{active.name}.trtls-rollback-new")
     status: CheckStatus = "pass"

@@ -1,0 +1,73 @@
+"""Pydantic errors as located findings: the one translation every recipe model uses (engines, routes, farm tables),
+so a wrong key, type or value is shown on the exact TOML key with a 'did you mean' hint."""
+
+from __future__ import annotations
+
+import difflib
+import re
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from trtls.core.findings import Finding, Origin, Severity, TomlPath
+
+
+def _finding(code: str, message: str, path: TomlPath, on_value: bool = False, **data: Any) -> Finding:
+    return Finding(code, Severity.error, message, tuple(path), Origin.recipe, on_value, data)
+
+
+def findings_from_validation(exc: ValidationError, prefix: TomlPath, root: Any) -> list[Finding]:
+    """Turn pydantic errors into located findings (shared by engine and route models)."""
+    out: list[Finding] = []
+    for err in exc.errors():
+        loc = prefix + tuple(err["loc"])
+        kind = err["type"]
+        name = loc[-1] if loc else ""
+        if kind == "extra_forbidden":
+            table = loc[:-1]
+            allowed = _allowed_keys(table[len(prefix) :], root)
+            hint = difflib.get_close_matches(str(name), allowed, n=1)
+            msg = f"unknown key '{name}'" + (f"; did you mean '{hint[0]}'?" if hint else "")
+            out.append(_finding("TRT101", msg, loc, key=str(name), suggestion=hint[0] if hint else None))
+        elif kind == "missing":
+            out.append(_finding("TRT103", f"missing required key '{name}'", loc, key=str(name)))
+        elif kind in ("literal_error", "enum"):
+            expected = err.get("ctx", {}).get("expected", "")
+            options = re.findall(r"'([^']*)'", expected)
+            hint = difflib.get_close_matches(str(err.get("input")), options, n=1)
+            msg = f"'{name}' must be one of {expected}, not {err.get('input')!r}"
+            out.append(_finding("TRT106", msg, loc, True, options=options, suggestion=hint[0] if hint else None))
+        else:
+            msg = f"'{name}': {err['msg']} (got {err.get('input')!r})" if name != "" else err["msg"]
+            out.append(_finding("TRT102", msg, loc, True))
+    return out
+
+
+def _allowed_keys(table: TomlPath, root: Any) -> list[str]:
+    """Field names of the model that owns `table`, for 'did you mean' hints."""
+    model: Any = root
+    skip_next = False  # the key after a dict/list field is a name or an index, not a field
+    for part in table:
+        if skip_next:
+            skip_next = False
+            continue
+        fields = getattr(model, "model_fields", {})
+        if part not in fields:
+            return []
+        ann = fields[part].annotation
+        skip_next = getattr(ann, "__origin__", None) in (dict, list) or "dict[" in str(ann) or "list[" in str(ann)
+        model = model_in(ann)
+        if model is None:
+            return []
+    return list(getattr(model, "model_fields", {}).keys())
+
+
+def model_in(annotation: Any) -> Any:
+    """The BaseModel class inside `X | None` or `list[X]`, if any."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in getattr(annotation, "__args__", ()) or ():
+        found = model_in(arg)
+        if found is not None:
+            return found
+    return None
