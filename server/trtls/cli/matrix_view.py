@@ -81,9 +81,9 @@ class MatrixRichView:
 
 
 class MatrixPlainView:
-    def __init__(self, mb: MatrixBuild, out: TextIO = sys.stdout):
+    def __init__(self, mb: MatrixBuild, out: TextIO | None = None):
         self.mb = mb
-        self.out = out
+        self.out = out or sys.stdout  # looked up now: sys.stdout may have been replaced since import
 
     def __enter__(self) -> MatrixPlainView:
         return self
@@ -112,8 +112,8 @@ class MatrixPlainView:
 
 
 class MatrixJsonView:
-    def __init__(self, mb: MatrixBuild, out: TextIO = sys.stdout):
-        self.out = out
+    def __init__(self, mb: MatrixBuild, out: TextIO | None = None):
+        self.out = out or sys.stdout  # looked up now: sys.stdout may have been replaced since import
 
     def __enter__(self) -> MatrixJsonView:
         return self
@@ -134,7 +134,8 @@ class MatrixJsonView:
         pass
 
 
-def print_matrix_outcome(mb: MatrixBuild, out: TextIO = sys.stdout) -> None:
+def print_matrix_outcome(mb: MatrixBuild, out: TextIO | None = None) -> None:
+    out = out or sys.stdout
     s = mb.summary or {}
     print(f"\n{mb.title}: {mb.outcome_message()} ({s.get('durationS', 0):.1f} s)", file=out)
     for b in mb.cells:

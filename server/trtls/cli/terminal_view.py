@@ -157,9 +157,9 @@ class PlainView:
     SHOW_DEPTH = 2
     REMIND_EVERY_S = 5.0  # while the builder is quiet, repeat the progress line this often
 
-    def __init__(self, build: Build, out: TextIO = sys.stdout):
+    def __init__(self, build: Build, out: TextIO | None = None):
         self.build = build
-        self.out = out
+        self.out = out or sys.stdout  # looked up now: sys.stdout may have been replaced since import
         self.last_quiet_report = 0.0
         self.logs = LogDigest()
 
@@ -211,8 +211,8 @@ class PlainView:
 class JsonView:
     """`--json`: the worker's events as JSON lines, then the summary as the last line."""
 
-    def __init__(self, build: Build, out: TextIO = sys.stdout):
-        self.out = out
+    def __init__(self, build: Build, out: TextIO | None = None):
+        self.out = out or sys.stdout  # looked up now: sys.stdout may have been replaced since import
 
     def __enter__(self) -> JsonView:
         return self
@@ -230,7 +230,8 @@ class JsonView:
         pass
 
 
-def print_outcome(build: Build, out: TextIO = sys.stdout) -> None:
+def print_outcome(build: Build, out: TextIO | None = None) -> None:
+    out = out or sys.stdout
     s = build.summary or {}
     print(f"\n{build.engine}: {build.outcome_message()}", file=out)
     if (s.get("outputCheck") or {}).get("writable") is False:  # located on the recipe's `output` key
