@@ -25,6 +25,7 @@ KEY_BEFORE_EQ = re.compile(r"^\s*([A-Za-z0-9_.\"'-]+)\s*=\s*(.*)$")
 
 def model_for_table(table: tuple) -> type[BaseModel] | None:
     """The model whose fields are the keys of `table` (e.g. ('engines','demo','builder') → BuilderSettings)."""
+    model: type[BaseModel] | None
     if len(table) >= 2 and table[0] == "routes":
         model = RouteModel
         rest = table[2:]

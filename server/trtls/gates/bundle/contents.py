@@ -57,10 +57,10 @@ def check_artifacts(ctx: GateContext, info: dict[str, Any]) -> GateCheck:
         )
     pairs: list[tuple[str, Path]] = []
     if deploys_onnx:
-        assert onnx_name is not None  # refused above
+        assert onnx_name is not None and ctx.route.onnx is not None  # refused above; an ONNX route names its ONNX
         pairs.append((onnx_name, ctx.resolve(ctx.route.onnx)))
     else:
-        assert engine_name is not None  # refused above
+        assert engine_name is not None and ctx.route.engine is not None  # refused above; an engine route names it
         eng = ctx.loaded.engine(ctx.route.engine)
         if onnx_name:
             pairs.append((onnx_name, ctx.resolve(eng.onnx)))

@@ -102,7 +102,8 @@ def _current_build(ctx: GateContext) -> tuple[dict[str, Any] | None, str]:
         return g2.evidence, "gate 2"
     from trtls.gates.environment import latest_successful_build
 
-    linked = latest_successful_build(Path(ctx.recipe_dir), ctx.route.engine)
+    engine = ctx.route.engine
+    linked = latest_successful_build(Path(ctx.recipe_dir), engine) if engine is not None else None
     if linked is None:
         return None, "build evidence (gate 2 did not run)"
     path, s = linked

@@ -13,7 +13,7 @@ from trtls.core.findings import TomlPath
 from trtls.core.gate_result import GateCheck, gate_check
 from trtls.gates.parity.compare import (
     DEFAULT_QUANTILE,
-    Tolerance,
+    as_tolerance,
     compare_output,
     nonfinite_problems,
     signature_problems,
@@ -107,7 +107,7 @@ def check_parity(
     config = [f"runtime: {p}" for p in under_test.problems()] + [
         f"reference: {p}" for p in (ref_spec.problems() if ref_spec is not None else [])
     ]
-    tol_problems = {key: Tolerance.of(v).problems() for key, v in tolerances.items()}
+    tol_problems = {key: as_tolerance(v)[1] for key, v in tolerances.items()}
     for key, probs in tol_problems.items():
         for prob in probs:
             checks.append(_check("parity.config", "hold", f"tolerances.{key}: {prob}", "TRT810", p_tol + (key,)))

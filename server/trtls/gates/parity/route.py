@@ -106,6 +106,7 @@ def route_runtimes(ctx: GateContext) -> tuple[RuntimeSpec | None, RuntimeSpec | 
         eng = ctx.loaded.engine(route.engine)
         onnx_path, engine_path = ctx.resolve(eng.onnx), ctx.resolve(eng.output)
     else:
+        assert route.onnx is not None  # the route model: an ONNX route (no engine) names its ONNX
         onnx_path, engine_path = ctx.resolve(route.onnx), None
 
     def spec_for(name: str, options: dict[str, Any], key: str) -> RuntimeSpec | None:
