@@ -236,8 +236,8 @@ def c5_cache(obs: Observation) -> Verdict:
     if has is not None and has not in str(cache.get("reason")):
         problems.append(f"the cache decision does not say {has!r}: {cache.get('reason')}")
     if obs.expect.get("no_raw_errors"):
-        raw = [
-            e.get("msg")
+        raw: list[str] = [
+            str(e.get("msg"))
             for e in obs.events
             if e.get("type") == "log" and e.get("severity") in ("ERROR", "INTERNAL_ERROR")
         ]

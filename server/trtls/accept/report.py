@@ -104,7 +104,7 @@ def build_report(
 ) -> dict[str, Any]:
     """`scenarios`: name → Scenario (its declared fault, criteria, proves / does not prove)."""
     waivers = list(waivers)
-    out = []
+    out: list[dict[str, Any]] = []
     for o in observations:
         sc = scenarios.get(o.scenario)
         declared = sc.criteria if sc is not None else None
@@ -123,7 +123,9 @@ def build_report(
             )
         s = o.summary or {}
         r = o.retry or {}
-        fault = o.fault or ({"kind": sc.fault, "how": sc.how} if sc is not None else {"kind": None, "how": None})
+        fault: dict[str, Any] = o.fault or (
+            {"kind": sc.fault, "how": sc.how} if sc is not None else {"kind": None, "how": None}
+        )
         passed = all(row["status"] in (PASS, NA) or row["waived"] for row in rows)
         out.append(
             {

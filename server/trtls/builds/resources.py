@@ -117,6 +117,7 @@ class ResourceSampler:
 
     def record(self, reported_rss: int | None, outcome: str, exit_code: int | None) -> dict[str, Any]:
         """The `resources` block of the evidence."""
+        rss: dict[str, Any]
         if reported_rss is not None:
             rss = {"peakRssBytes": reported_rss, "how": "the worker's getrusage(RUSAGE_SELF).ru_maxrss"}
         elif self.peak_rss is not None:
@@ -126,6 +127,7 @@ class ResourceSampler:
             }
         else:
             rss = {"peakRssBytes": None, "how": "not measured: the worker ended before a sample"}
+        gpu: dict[str, Any]
         if not self.device:
             gpu = {"peakGpuMemoryBytes": None, "how": "no device"}
         elif self.peak_gpu is not None:

@@ -205,7 +205,8 @@ class Supervisor:
                 return
         build._proc, build.pid, build.status = proc, proc.pid, "running"
         running_json(build, proc.pid, local=build.remote is None)
-        build.resources = ResourceSampler(proc.pid, device=False) if build.remote is None else None
+        if build.remote is None and proc.pid is not None:
+            build.resources = ResourceSampler(proc.pid, device=False)
         assert proc.stdin is not None
         proc.stdin.write((json.dumps(build.job) + "\n").encode())
         if build.token.is_set:  # cancelled before the worker existed

@@ -142,7 +142,8 @@ def record_problems(s: dict[str, Any]) -> list[str]:
             problems.append(f"{key} is {s.get(key)!r}, not a non-empty string")
     if s.get("language") not in LANGUAGES:
         problems.append(f"language {s.get('language')!r} is not one of {', '.join(LANGUAGES)}")
-    env = s.get("environment") if isinstance(s.get("environment"), dict) else {}
+    raw_env = s.get("environment")
+    env: dict[str, Any] = raw_env if isinstance(raw_env, dict) else {}
     if env.get("module"):
         if s.get("tensorrtVersion") != env.get("version"):
             problems.append(f"tensorrtVersion {s.get('tensorrtVersion')!r} is not the measured {env.get('version')!r}")
