@@ -55,14 +55,16 @@ from trtls.core.atomic import atomic_write_text
 from trtls.core.recipe import EngineRecipe, LoadedRecipe, load_recipe
 from trtls.core.route import route_dir, route_model, route_names
 from trtls.route.checkpoint import (
-    MAX_EMBED,
     CheckpointState,
     checkpoint_licence,
+    checkpoint_provenance,
     files_digest,
+    model_identity,
     read_checkpoint,
+    read_route_inputs,
     read_verified,
 )
-from trtls.route.errors import RouteBuildError
+from trtls.route.errors import RouteBuildError, recipe_errors
 from trtls.route.exporters import EXPORTERS, export_mlp, export_onnx, onnx_io_map
 from trtls.route.result import RouteBuildResult, keep_previous
 
@@ -192,26 +194,13 @@ async def _build_route(
         return build_onnx_route(loaded, route_name, route, use_digest_cache=use_digest_cache)
     raw_engine = (loaded.data.get("engines") or {}).get(route.engine) if isinstance(loaded.data, dict) else None
     if loaded.recipe is None and not (isinstance(raw_engine, dict) and _onnx_only_errors(loaded, route.engine)):
-        raise RouteBuildError(
-            "the recipe has errors: "
-            + "; ".join(f"{loaded.location(f)}: {f.code} {f.message}" for f in loaded.errors[:5])
-        )
+        raise recipe_errors(loaded)
     engine = loaded.engine(route.engine) if loaded.recipe is not None else EngineRecipe.model_validate(raw_engine)
     bundle_path = loaded.resolve(route.bundle)
     result = RouteBuildResult(route_name, "error", "", str(bundle_path))
 
     # 1-2. checkpoint → ONNX
-    state = read_checkpoint(loaded, route, use_digest_cache=use_digest_cache)
-    if "config.json" not in state.files:
-        raise RouteBuildError("checkpoint has no config.json (model_type chooses the exporter)", ("checkpoint", "path"))
-    config_bytes = read_verified(state, "config.json", MAX_EMBED)
-    try:
-        config = json.loads(config_bytes)
-    except ValueError as exc:
-        raise RouteBuildError(f"config.json does not parse: {exc}") from None
-    if not isinstance(config, dict):
-        raise RouteBuildError("config.json is not a JSON object")
-    tokenizer_bytes = read_verified(state, "tokenizer.json", MAX_EMBED) if "tokenizer.json" in state.files else None
+    state, config, config_bytes, tokenizer_bytes = read_route_inputs(loaded, route, use_digest_cache=use_digest_cache)
     if tokenizer_bytes is None:
         result.notes.append(
             "the checkpoint has no tokenizer.json: the bundle carries none (gate 1 judges the tokenizer)"
@@ -223,10 +212,7 @@ async def _build_route(
     if loaded.recipe is None or not isinstance(recipe, LoadedRecipe):
         loaded = load_recipe(loaded.path)  # the ONNX exists now; validate again before building
         if loaded.recipe is None:
-            raise RouteBuildError(
-                "the recipe has errors: "
-                + "; ".join(f"{loaded.location(f)}: {f.code} {f.message}" for f in loaded.errors[:5])
-            )
+            raise recipe_errors(loaded)
 
     # 3. engine, through the build core
     sup = Supervisor()
@@ -262,9 +248,7 @@ async def _build_route(
     onnx_sha = hashlib.sha256(onnx_bytes).hexdigest()
     created_at = datetime.now(UTC).replace(microsecond=0)
     header = {
-        "model_id": route.checkpoint.id or str(config.get("_name_or_path") or route_name),
-        "model_type": str(config.get("model_type")),
-        "family": str((config.get("architectures") or [config.get("model_type")])[0]),
+        **model_identity(route, config, route_name),
         "trt_version": version,
         "trt_abi": f"{module}-{version.split('.')[0]}",
         "gpu_name": env.get("device_name") or "none (AOT CPU build)",
@@ -274,12 +258,7 @@ async def _build_route(
         "io_map": io_map,
     }
     provenance = {
-        "route": route_name,
-        "checkpoint_id": route.checkpoint.id,
-        "checkpoint_revision": route.checkpoint.revision,
-        "checkpoint_commit": state.commit,
-        "checkpoint_files_sha256": state.files_digest,
-        "checkpoint_files": {rel: f["sha256"] for rel, f in sorted(state.files.items())},
+        **checkpoint_provenance(route, route_name, state),
         "build_id": summary.get("buildId"),
         "build_config_hash": summary.get("buildConfigHash"),
         "builder": module,

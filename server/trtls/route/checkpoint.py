@@ -9,7 +9,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from trtls.checkpoint.hashing import DigestCache, default_cache_path, hash_files
 from trtls.checkpoint.layout import Layout, list_files, resolve_layout
@@ -86,3 +86,51 @@ def checkpoint_licence(state: CheckpointState) -> str | None:
     if isinstance(raw, list):
         raw = ", ".join(map(str, raw))
     return str(raw) if raw else None
+
+
+class RouteInputs(NamedTuple):
+    """What every route reads from its checkpoint before exporting: the hashed checkpoint, config.json (bytes and
+    parsed) and tokenizer.json's bytes (None when the checkpoint has none)."""
+
+    state: CheckpointState
+    config: dict[str, Any]
+    config_bytes: bytes
+    tokenizer_bytes: bytes | None
+
+
+def read_route_inputs(loaded: LoadedRecipe, route: RouteModel, *, use_digest_cache: bool) -> RouteInputs:
+    """Hash the checkpoint and read config.json (required: model_type chooses the exporter) and tokenizer.json,
+    each matching its digest; RouteBuildError when config.json is missing or is not a JSON object."""
+    state = read_checkpoint(loaded, route, use_digest_cache=use_digest_cache)
+    if "config.json" not in state.files:
+        raise RouteBuildError("checkpoint has no config.json (model_type chooses the exporter)", ("checkpoint", "path"))
+    config_bytes = read_verified(state, "config.json", MAX_EMBED)
+    try:
+        config = json.loads(config_bytes)
+    except ValueError as exc:
+        raise RouteBuildError(f"config.json does not parse: {exc}") from None
+    if not isinstance(config, dict):
+        raise RouteBuildError("config.json is not a JSON object")
+    tokenizer_bytes = read_verified(state, "tokenizer.json", MAX_EMBED) if "tokenizer.json" in state.files else None
+    return RouteInputs(state, config, config_bytes, tokenizer_bytes)
+
+
+def model_identity(route: RouteModel, config: dict[str, Any], route_name: str) -> dict[str, str]:
+    """The bundle header's model_id, model_type and family, from the route's checkpoint id and config.json."""
+    return {
+        "model_id": route.checkpoint.id or str(config.get("_name_or_path") or route_name),
+        "model_type": str(config.get("model_type")),
+        "family": str((config.get("architectures") or [config.get("model_type")])[0]),
+    }
+
+
+def checkpoint_provenance(route: RouteModel, route_name: str, state: CheckpointState) -> dict[str, Any]:
+    """The provenance fields that name the route and the checkpoint it was built from (id, revision, commit, files)."""
+    return {
+        "route": route_name,
+        "checkpoint_id": route.checkpoint.id,
+        "checkpoint_revision": route.checkpoint.revision,
+        "checkpoint_commit": state.commit,
+        "checkpoint_files_sha256": state.files_digest,
+        "checkpoint_files": {rel: f["sha256"] for rel, f in sorted(state.files.items())},
+    }

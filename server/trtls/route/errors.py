@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from trtls.core.recipe import LoadedRecipe
 
 
 class RouteBuildError(Exception):
@@ -11,3 +14,10 @@ class RouteBuildError(Exception):
     def __init__(self, message: str, path: tuple[Any, ...] = ()):
         super().__init__(message)
         self.path = path
+
+
+def recipe_errors(loaded: LoadedRecipe) -> RouteBuildError:
+    """The error for a recipe that does not validate: its first five findings, each with its location."""
+    return RouteBuildError(
+        "the recipe has errors: " + "; ".join(f"{loaded.location(f)}: {f.code} {f.message}" for f in loaded.errors[:5])
+    )

@@ -9,7 +9,6 @@ the engine route's (`route.build`).
 from __future__ import annotations
 
 import hashlib
-import json
 from datetime import UTC, datetime
 from typing import Any
 
@@ -17,8 +16,8 @@ from trtls.bundle import write_bundle
 from trtls.bundle.sbom import sbom_path
 from trtls.core.recipe import LoadedRecipe
 from trtls.core.route import RouteModel
-from trtls.route.checkpoint import MAX_EMBED, checkpoint_licence, read_checkpoint, read_verified
-from trtls.route.errors import RouteBuildError
+from trtls.route.checkpoint import checkpoint_licence, checkpoint_provenance, model_identity, read_route_inputs
+from trtls.route.errors import recipe_errors
 from trtls.route.exporters import export_onnx, onnx_io_map
 from trtls.route.result import RouteBuildResult, keep_previous
 
@@ -32,23 +31,10 @@ def build_onnx_route(
     from trtls.bundle import sbom as sbom_mod
 
     if loaded.recipe is None:
-        raise RouteBuildError(
-            "the recipe has errors: "
-            + "; ".join(f"{loaded.location(f)}: {f.code} {f.message}" for f in loaded.errors[:5])
-        )
+        raise recipe_errors(loaded)
     bundle_path = loaded.resolve(route.bundle)
     result = RouteBuildResult(route_name, "error", "", str(bundle_path))
-    state = read_checkpoint(loaded, route, use_digest_cache=use_digest_cache)
-    if "config.json" not in state.files:
-        raise RouteBuildError("checkpoint has no config.json (model_type chooses the exporter)", ("checkpoint", "path"))
-    config_bytes = read_verified(state, "config.json", MAX_EMBED)
-    try:
-        config = json.loads(config_bytes)
-    except ValueError as exc:
-        raise RouteBuildError(f"config.json does not parse: {exc}") from None
-    if not isinstance(config, dict):
-        raise RouteBuildError("config.json is not a JSON object")
-    tokenizer_bytes = read_verified(state, "tokenizer.json", MAX_EMBED) if "tokenizer.json" in state.files else None
+    state, config, config_bytes, tokenizer_bytes = read_route_inputs(loaded, route, use_digest_cache=use_digest_cache)
     onnx_path = loaded.resolve(str(route.onnx))
     onnx_bytes = export_onnx(state, config, onnx_path)
     result.onnx = str(onnx_path)
@@ -62,9 +48,7 @@ def build_onnx_route(
     onnx_sha = hashlib.sha256(onnx_bytes).hexdigest()
     created_at = datetime.now(UTC)  # to the microsecond: two builds of the same ONNX are still two bundles
     header = {
-        "model_id": route.checkpoint.id or str(config.get("_name_or_path") or route_name),
-        "model_type": str(config.get("model_type")),
-        "family": str((config.get("architectures") or [config.get("model_type")])[0]),
+        **model_identity(route, config, route_name),
         "trt_version": "none (the route deploys the ONNX model)",
         "trt_abi": "none",
         "gpu_name": "none (ONNX Runtime on the CPU)",
@@ -74,12 +58,7 @@ def build_onnx_route(
         "io_map": io_map,
     }
     provenance = {
-        "route": route_name,
-        "checkpoint_id": route.checkpoint.id,
-        "checkpoint_revision": route.checkpoint.revision,
-        "checkpoint_commit": state.commit,
-        "checkpoint_files_sha256": state.files_digest,
-        "checkpoint_files": {rel: f["sha256"] for rel, f in sorted(state.files.items())},
+        **checkpoint_provenance(route, route_name, state),
         "build_id": None,
         "build_config_hash": None,
         "builder": "trtls-exporter",
