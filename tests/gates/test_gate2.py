@@ -9,7 +9,8 @@ from _route_helpers import by_name, load, route_table, write_recipe
 from trtls.builds.worker import build_config_hash
 from trtls.core.gate_result import apply_waivers, decide
 from trtls.core.route import route_model
-from trtls.gates.environment import check_environment, installed_builders, version_matches
+from trtls.gates.environment import check_environment
+from trtls.gates.environment_probe import installed_builders, version_matches
 
 COMMIT = "a" * 40
 
@@ -68,7 +69,7 @@ def test_discovery_does_not_import_tensorrt():
 
     code = (
         "import json, sys\n"
-        "from trtls.gates.environment import discover_environment\n"
+        "from trtls.gates.environment_probe import discover_environment\n"
         "env = discover_environment()\n"
         "print(json.dumps({'env': env, 'loaded': sorted(m for m in ('tensorrt', 'tensorrt_rtx') if m in sys.modules)}, "
         "default=str))\n"

@@ -25,12 +25,6 @@ python, cuda_driver and gpu_name; an ONNX route (no `engine`) on python and onnx
 
 from __future__ import annotations
 
-import importlib.metadata as md
-import json
-import platform
-import re
-import shutil
-import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,18 +32,14 @@ from typing import Any
 from trtls.core.gate_result import GateCheck
 from trtls.core.recipe import settings_digest
 from trtls.core.route import RouteModel
-
-# (distribution, module) in the order they are looked up
-BUILDER_DISTS = (
-    ("tensorrt_rtx", "tensorrt_rtx"),
-    ("tensorrt-rtx-cu13", "tensorrt_rtx"),
-    ("tensorrt-rtx-cu12", "tensorrt_rtx"),
-    ("tensorrt", "tensorrt"),
-    ("tensorrt-cu13", "tensorrt"),
-    ("tensorrt-cu12", "tensorrt"),
-    ("tensorrt-cu11", "tensorrt"),
+from trtls.gates.environment_evidence import (
+    brief_evidence,
+    effective_settings,
+    latest_successful_build,
+    route_build_record,
+    stale_reasons,
 )
-CUDA_RUNTIME_DISTS = ("nvidia-cuda-runtime-cu13", "nvidia-cuda-runtime-cu12", "nvidia-cuda-runtime")
+from trtls.gates.environment_probe import discover_environment, version_matches
 
 
 @dataclass
@@ -58,71 +48,6 @@ class Gate2Result:
     environment: dict[str, Any]
     evidence: dict[str, Any] | None  # the linked build summary (selected fields)
     record: dict[str, Any] = field(default_factory=dict)
-
-
-def installed_builders() -> list[dict[str, str]]:
-    out: list[dict[str, str]] = []
-    seen: set[str] = set()
-    for dist, module in BUILDER_DISTS:
-        try:
-            version = md.version(dist)
-        except md.PackageNotFoundError:
-            continue
-        if module in seen:
-            continue
-        seen.add(module)
-        out.append({"module": module, "version": version, "distribution": dist})
-    return out
-
-
-def _driver_version() -> str | None:
-    try:
-        text = Path("/proc/driver/nvidia/version").read_text(errors="replace")
-    except OSError:
-        return None
-    m = re.search(r"Kernel Module(?: for [^ ]+)?\s+([0-9][0-9.]+)", text)
-    return m.group(1) if m else None
-
-
-def _nvidia_smi() -> dict[str, str]:
-    exe = shutil.which("nvidia-smi")
-    if exe is None:
-        return {}
-    try:
-        res = subprocess.run(
-            [exe, "--query-gpu=name,compute_cap,driver_version", "--format=csv,noheader"],
-            capture_output=True,
-            text=True,
-            timeout=10,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return {}
-    line = res.stdout.strip().splitlines()[0] if res.returncode == 0 and res.stdout.strip() else ""
-    parts = [p.strip() for p in line.split(",")]
-    if len(parts) < 3:
-        return {}
-    return {"gpu_name": parts[0], "compute_capability": parts[1], "cuda_driver": parts[2]}
-
-
-def discover_environment() -> dict[str, Any]:
-    """What this machine has, found without importing TensorRT."""
-    env: dict[str, Any] = {"python": platform.python_version(), "builders": installed_builders()}
-    for dist in CUDA_RUNTIME_DISTS:
-        try:
-            env["cuda_runtime"] = md.version(dist)
-            break
-        except md.PackageNotFoundError:
-            continue
-    smi = _nvidia_smi()
-    env["cuda_driver"] = smi.get("cuda_driver") or _driver_version()
-    env["gpu_name"] = smi.get("gpu_name")
-    env["compute_capability"] = smi.get("compute_capability")
-    try:
-        env["onnxruntime"] = md.version("onnxruntime")
-    except md.PackageNotFoundError:
-        env["onnxruntime"] = None
-    return env
 
 
 ENGINE_ROUTE_PINS = ("builder_module", "builder_version", "python", "cuda_driver", "gpu_name")
@@ -139,12 +64,6 @@ PIN_CODES = {
 }
 
 
-def version_matches(pin: str, found: str) -> bool:
-    """Dotted-prefix match: pin 10.3 matches 10.3.0.26, not 10.30."""
-    p, f = pin.strip().split("."), str(found).strip().split(".")
-    return f[: len(p)] == p
-
-
 def _cc(value: str | None) -> str | None:
     if value is None:
         return None
@@ -153,39 +72,6 @@ def _cc(value: str | None) -> str | None:
         digits = v[2:]
         return f"{digits[:-1]}.{digits[-1]}" if len(digits) >= 2 else digits
     return v
-
-
-def latest_successful_build(recipe_dir: Path, engine: str) -> tuple[Path, dict[str, Any]] | None:
-    runs = recipe_dir / ".trtls" / "runs"
-    best: tuple[float, Path, dict[str, Any]] | None = None
-    if not runs.is_dir():
-        return None
-    for summary in runs.glob("*/summary.json"):
-        try:
-            data = json.loads(summary.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue
-        if not isinstance(data, dict) or data.get("engine") != engine or data.get("outcome") != "built":
-            continue
-        recorded = data.get("startedAt")
-        started = float(recorded) if isinstance(recorded, (int, float)) else summary.stat().st_mtime
-        if best is None or started > best[0]:
-            best = (started, summary, data)
-    return (best[1], best[2]) if best else None
-
-
-def effective_settings(loaded: Any, engine: str) -> dict[str, Any]:
-    eng = loaded.engine(engine)
-    settings = eng.builder.model_dump(exclude={"memory_pool_limits"})
-    settings.update(eng.builder.memory_pool_limits.model_dump())
-    return {
-        "onnx": eng.onnx,
-        "output": eng.output,
-        "builder_module": eng.builder_module,
-        "settings": settings,
-        "profiles": eng.job_profiles(),
-        "timing_cache": eng.timing_cache.model_dump() if eng.timing_cache else None,
-    }
 
 
 def check_environment(
@@ -394,7 +280,7 @@ def check_environment(
             epath,
         )
         return Gate2Result(checks, env, evidence, record)
-    problems = _stale(loaded, route.engine, summary)
+    problems = stale_reasons(loaded, route.engine, summary)
     if problems:
         add(
             "build_evidence",
@@ -402,7 +288,7 @@ def check_environment(
             f"build {evidence['buildId']} is not current: " + "; ".join(problems),
             "TRT607",
             epath,
-            **_brief(evidence),
+            **brief_evidence(evidence),
         )
     else:
         tc = evidence.get("timingCache") or {}
@@ -413,7 +299,7 @@ def check_environment(
             f"{evidence.get('timingCacheMode')}" + (f" ({tc.get('reason')})" if tc.get("reason") else ""),
             "TRT607",
             epath,
-            **_brief(evidence),
+            **brief_evidence(evidence),
         )
     return Gate2Result(checks, env, evidence, record)
 
@@ -474,7 +360,7 @@ def _check_onnx_route(
         "TRT606",
         ("routes", route_name, "onnx"),
     )
-    record_path, rec = _route_build_record(loaded, route_name, loaded.resolve(route.bundle))
+    record_path, rec = route_build_record(loaded, route_name, loaded.resolve(route.bundle))
     onnx_path = loaded.resolve(onnx_rel)
     evidence: dict[str, Any] | None = None
     epath = ("routes", route_name, "onnx")
@@ -510,74 +396,3 @@ def _check_onnx_route(
             **evidence,
         )
     return Gate2Result(checks, env, evidence, {})
-
-
-def _route_build_record(loaded: Any, route_name: str, bundle: Path) -> tuple[Path, dict[str, Any] | None]:
-    """The route build that wrote this route's bundle: its own record, else the newest successful record of another
-    route whose bundle digest is this bundle's (a variant that checks the same bundle)."""
-    from trtls.checkpoint.hashing import sha256_file
-
-    routes = Path(loaded.base_dir) / ".trtls" / "routes"
-    own = routes / route_name / "route-build.json"
-
-    def read(path: Path) -> dict[str, Any] | None:
-        try:
-            rec = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return None
-        return rec if isinstance(rec, dict) and rec.get("outcome") == "built" else None
-
-    mine = read(own)
-    if mine is not None:
-        return own, mine
-    try:
-        digest = f"sha256:{sha256_file(bundle)[0]}" if bundle.is_file() else None
-    except OSError:
-        digest = None
-    best: tuple[str, Path, dict[str, Any]] | None = None
-    for path in sorted(routes.glob("*/route-build.json")):
-        rec = read(path)
-        if rec is None or digest is None or rec.get("bundle_digest") != digest:
-            continue
-        stamp = str(rec.get("recordedAt") or "")
-        if best is None or stamp > best[0]:
-            best = (stamp, path, rec)
-    return (best[1], best[2]) if best else (own, None)
-
-
-def _brief(evidence: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "evidence_path": evidence.get("path"),
-        **{k: evidence.get(k) for k in ("buildId", "buildConfigHash", "timingCacheMode")},
-    }
-
-
-def _stale(loaded: Any, engine: str, summary: dict[str, Any]) -> list[str]:
-    """Why a successful build no longer describes the recipe and the engine on disk."""
-    from trtls.builds.worker import build_config_hash
-    from trtls.checkpoint.hashing import sha256_file
-
-    problems: list[str] = []
-    eng = loaded.engine(engine)
-    onnx = loaded.resolve(eng.onnx)
-    recorded = summary.get("buildConfigHash")
-    if not recorded:
-        problems.append("it recorded no buildConfigHash")
-    elif onnx.is_file():
-        now = build_config_hash(
-            onnx,
-            summary.get("effectiveSettings") or {},
-            eng.job_profiles(),
-            summary.get("environment") or {},
-        )
-        if now != recorded:
-            problems.append("the ONNX model or the profiles changed since (buildConfigHash differs)")
-    else:
-        problems.append(f"the ONNX model {onnx} is gone")
-    art = summary.get("engineArtifact") or {}
-    out = loaded.resolve(eng.output)
-    if not out.is_file():
-        problems.append(f"the engine {out} is missing")
-    elif art.get("sha256") and sha256_file(out)[0] != art["sha256"]:
-        problems.append("the engine file changed since it was built")
-    return problems

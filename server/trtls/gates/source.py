@@ -35,21 +35,24 @@ from typing import Any
 
 from trtls.checkpoint.content import (
     GIT_BLOB_CHECK_MAX,
-    MAX_JSON,
-    PROCESSOR_FILES,
-    TOKENIZER_FILES,
     WEIGHT_SUFFIXES,
-    card_licence,
     git_blob_sha1,
-    load_json,
-    read_model_card,
 )
 from trtls.checkpoint.hashing import DigestCache, default_cache_path, hash_files
 from trtls.checkpoint.layout import CheckpointFile, Layout, list_files, resolve_layout
 from trtls.checkpoint.lock import LOCK_NAME, lock_drift, read_lock
-from trtls.checkpoint.sniff import find_pickle, safetensors_problems
 from trtls.core.gate_result import GateCheck
 from trtls.core.route import COMMIT, CheckpointRef, RouteModel
+from trtls.gates.source_content import (
+    PATH,
+    SourceChecks,
+    check_card_and_licence,
+    check_config,
+    check_pickle,
+    check_remote_code,
+    check_safetensors,
+    check_tokenizer,
+)
 
 __all__ = ["LOCK_NAME", "Gate1Result", "check_checkpoint", "resolve_layout"]
 
@@ -64,21 +67,6 @@ class Gate1Result:
     record: dict[str, Any]  # what the route summary carries (id, revision, commit, licence, lock)
 
 
-class _Checks:
-    """The gate-1 checks of one route, in the order they are made; every path is under `routes.<name>`."""
-
-    def __init__(self, route_name: str) -> None:
-        self.route_name = route_name
-        self.items: list[GateCheck] = []
-
-    def add(
-        self, name: str, status: str, message: str, code: str, keys: tuple, on_value: bool = True, **evidence: Any
-    ) -> None:
-        path = ("routes", self.route_name) + keys
-        self.items.append(GateCheck(1, name, status, message, code, path, on_value, evidence))  # type: ignore[arg-type]
-
-
-PATH = ("checkpoint", "path")
 REVISION = ("checkpoint", "revision")
 
 
@@ -90,7 +78,7 @@ def check_checkpoint(
     use_digest_cache: bool = True,
     cancel: Callable[[], bool] | None = None,
 ) -> Gate1Result:
-    checks = _Checks(route_name)
+    checks = SourceChecks(route_name)
     ck = route.checkpoint
     record: dict[str, Any] = {"id": ck.id, "revision": ck.revision, "path": ck.path}
     ck_path = loaded.resolve(ck.path) if hasattr(loaded, "resolve") else Path(ck.path)
@@ -107,14 +95,14 @@ def check_checkpoint(
     files, refused = list_files(layout)
     by_rel = {f.rel: f for f in files}
     _check_contained(checks, files, refused)
-    config = _check_config(checks, by_rel)
-    record["license"] = _check_card_and_licence(checks, by_rel, route)
+    config = check_config(checks, by_rel)
+    record["license"] = check_card_and_licence(checks, by_rel, route)
     record["intended_use"] = route.intended_use
-    _check_remote_code(checks, by_rel, config)
-    _check_pickle(checks, by_rel, route.allow_pickle)
+    check_remote_code(checks, by_rel, config)
+    check_pickle(checks, by_rel, route.allow_pickle)
     weights = sorted(r for r in by_rel if r.lower().endswith(WEIGHT_SUFFIXES))
-    malformed = _check_safetensors(checks, by_rel, weights)
-    _check_tokenizer(checks, by_rel)
+    malformed = check_safetensors(checks, by_rel, weights)
+    check_tokenizer(checks, by_rel)
     cache = DigestCache(default_cache_path(loaded.base_dir)) if use_digest_cache else None
     digests = hash_files([f.real for f in files], cache, cancel=cancel)
     current = {f.rel: {"sha256": digests[f.real.absolute()].sha256, "size": f.size} for f in files}
@@ -130,7 +118,7 @@ def check_checkpoint(
     return Gate1Result(checks.items, layout, current, record)
 
 
-def _check_revision(checks: _Checks, ck: CheckpointRef, layout: Layout) -> None:
+def _check_revision(checks: SourceChecks, ck: CheckpointRef, layout: Layout) -> None:
     if COMMIT.match(ck.revision):
         checks.add("revision_pinned", "pass", f"revision pinned to commit {ck.revision}", "TRT501", REVISION)
         return
@@ -149,7 +137,7 @@ def _check_revision(checks: _Checks, ck: CheckpointRef, layout: Layout) -> None:
     )
 
 
-def _check_revision_verified(checks: _Checks, ck: CheckpointRef, layout: Layout) -> None:
+def _check_revision_verified(checks: SourceChecks, ck: CheckpointRef, layout: Layout) -> None:
     """TRT513: are the files the pinned revision's? A cache snapshot folder is named by its commit; a plain folder
     records none, so nothing was compared: not_checked (waivable when the lock alone identifies the files)."""
     if layout.problem is not None or layout.files_dir is None:
@@ -173,7 +161,7 @@ def _check_revision_verified(checks: _Checks, ck: CheckpointRef, layout: Layout)
     )
 
 
-def _check_layout(checks: _Checks, layout: Layout) -> None:
+def _check_layout(checks: SourceChecks, layout: Layout) -> None:
     if layout.problem is not None:
         checks.add(
             "layout",
@@ -190,7 +178,7 @@ def _check_layout(checks: _Checks, layout: Layout) -> None:
         checks.add("layout", "pass", where, "TRT502", PATH, kind=layout.kind, commit=layout.commit)
 
 
-def _check_contained(checks: _Checks, files: list[CheckpointFile], refused: list[tuple[str, str]]) -> None:
+def _check_contained(checks: SourceChecks, files: list[CheckpointFile], refused: list[tuple[str, str]]) -> None:
     if refused:
         checks.add(
             "contained",
@@ -204,196 +192,8 @@ def _check_contained(checks: _Checks, files: list[CheckpointFile], refused: list
         checks.add("contained", "pass", f"{len(files)} files, all inside the checkpoint", "TRT503", PATH)
 
 
-def _check_config(checks: _Checks, by_rel: dict[str, CheckpointFile]) -> Any:
-    """config.json parsed as a JSON object (returned), or None with a hold."""
-    if "config.json" not in by_rel:
-        checks.add("config", "hold", "config.json is missing", "TRT504", PATH)
-        return None
-    try:
-        config = load_json(by_rel["config.json"].real)
-    except (OSError, ValueError) as exc:
-        checks.add("config", "hold", f"config.json does not parse: {exc}", "TRT504", PATH)
-        return None
-    if not isinstance(config, dict):
-        checks.add("config", "hold", "config.json is not a JSON object", "TRT504", PATH)
-        return None
-    model_type = config.get("model_type")
-    checks.add("config", "pass", f"config.json: model_type {model_type!r}", "TRT504", PATH, model_type=model_type)
-    return config
-
-
-def _card_licence(checks: _Checks, by_rel: dict[str, CheckpointFile]) -> str | None:
-    """The licence the model card declares (its `license:` front matter), checking the card parses."""
-    card_rel = next((r for r in ("README.md", "readme.md", "README.MD") if r in by_rel), None)
-    if card_rel is None:
-        checks.add("model_card", "hold", "no model card (README.md)", "TRT505", PATH)
-        return None
-    try:
-        data = read_model_card(by_rel[card_rel].real)
-    except Exception as exc:
-        checks.add("model_card", "hold", f"model card does not parse: {exc}", "TRT505", PATH)
-        return None
-    checks.add(
-        "model_card",
-        "pass",
-        f"model card {card_rel} parsed ({len(data)} metadata keys)",
-        "TRT505",
-        PATH,
-        metadata_keys=sorted(data),
-    )
-    return card_licence(data)
-
-
-def _check_card_and_licence(checks: _Checks, by_rel: dict[str, CheckpointFile], route: RouteModel) -> str | None:
-    licence = _card_licence(checks, by_rel)
-    allowed = [a.lower() for a in route.allowed_licenses]
-    key = ("allowed_licenses",)
-    if licence is None:
-        checks.add(
-            "license",
-            "hold",
-            "the model card declares no licence (`license:` in its front matter)",
-            "TRT506",
-            key,
-            allowed=route.allowed_licenses,
-        )
-    elif licence.lower() in allowed:
-        checks.add(
-            "license", "pass", f"licence {licence} is allowed for: {route.intended_use}", "TRT507", key, license=licence
-        )
-    else:
-        checks.add(
-            "license",
-            "reject",
-            f"licence '{licence}' is not in allowed_licenses {route.allowed_licenses}",
-            "TRT507",
-            key,
-            license=licence,
-            allowed=route.allowed_licenses,
-        )
-    return licence
-
-
-def _check_remote_code(checks: _Checks, by_rel: dict[str, CheckpointFile], config: Any) -> None:
-    remote: list[str] = sorted(r for r in by_rel if r.endswith(".py"))
-    for rel, f in by_rel.items():
-        if not (
-            rel.endswith(".json") and f.size <= MAX_JSON and (rel == "config.json" or rel.endswith("_config.json"))
-        ):
-            continue
-        try:
-            obj = config if rel == "config.json" else load_json(f.real)
-        except (OSError, ValueError):
-            continue
-        if not isinstance(obj, dict):
-            continue
-        if "auto_map" in obj:
-            auto_map = obj["auto_map"]
-            names = ", ".join(sorted(map(str, auto_map))) if isinstance(auto_map, dict) else str(auto_map)
-            remote.append(f"{rel} (auto_map: {names})")
-        if obj.get("trust_remote_code") is True:
-            remote.append(f"{rel} (trust_remote_code = true)")
-    if remote:
-        checks.add(
-            "remote_code",
-            "hold",
-            "remote code needs review (never imported or run): " + "; ".join(remote),
-            "TRT508",
-            PATH,
-            files=remote,
-        )
-    else:
-        checks.add("remote_code", "pass", "no remote code (no *.py, no auto_map, no trust_remote_code)", "TRT508", PATH)
-
-
-def _check_pickle(checks: _Checks, by_rel: dict[str, CheckpointFile], allow_pickle: bool) -> None:
-    """TRT509: every file's bytes, whatever its name (`checkpoint.sniff.find_pickle`); nothing is unpickled."""
-    found: dict[str, str] = {}
-    for rel, f in by_rel.items():
-        try:
-            hit = find_pickle(f.real)
-        except OSError as exc:
-            found[rel] = f"unreadable ({exc.strerror or exc}): cannot be shown free of pickle"
-            continue
-        if hit is not None:
-            found[rel] = str(hit)
-    pickles = sorted(found)
-    described = "; ".join(f"{r}: {found[r]}" for r in pickles)
-    key = ("allow_pickle",)
-    if pickles and not allow_pickle:
-        checks.add(
-            "pickle",
-            "reject",
-            "pickle found by content (can run code when loaded; never unpickled here): " + described,
-            "TRT509",
-            key,
-            False,
-            files=pickles,
-            found=found,
-        )
-    elif pickles:
-        checks.add(
-            "pickle",
-            "pass",
-            "pickle allowed by allow_pickle = true (not unpickled here): " + described,
-            "TRT509",
-            key,
-            files=pickles,
-        )
-    else:
-        checks.add(
-            "pickle",
-            "pass",
-            f"no pickle in any of the {len(by_rel)} files (magic bytes, zip members, compressed streams)",
-            "TRT509",
-            key,
-        )
-
-
-def _check_safetensors(checks: _Checks, by_rel: dict[str, CheckpointFile], weights: list[str]) -> bool:
-    """Reject safetensors headers that do not describe their bytes (`checkpoint.sniff.safetensors_problems`: dtype,
-    shape × dtype = span, bounds, overlaps, gaps), hold on no weights; True when something was malformed."""
-    bad = [(r, p) for r in weights if r.endswith(".safetensors") for p in safetensors_problems(by_rel[r].real)]
-    if bad:
-        checks.add(
-            "weights",
-            "reject",
-            "safetensors headers that do not describe their bytes: " + "; ".join(p for _, p in bad),
-            "TRT510",
-            PATH,
-            files=sorted({r for r, _ in bad}),
-            problems=[p for _, p in bad],
-        )
-    elif not weights:
-        checks.add("weights", "hold", "no weight files found", "TRT510", PATH)
-    return bool(bad)
-
-
-def _check_tokenizer(checks: _Checks, by_rel: dict[str, CheckpointFile]) -> None:
-    tok = sorted(r for r in by_rel if r.rsplit("/", 1)[-1] in TOKENIZER_FILES + PROCESSOR_FILES)
-    broken = []
-    for r in tok:
-        if r.endswith(".json"):
-            try:
-                load_json(by_rel[r].real)
-            except (OSError, ValueError) as exc:
-                broken.append(f"{r}: {exc}")
-    if not tok:
-        checks.add(
-            "tokenizer",
-            "hold",
-            "no tokenizer or processor files (tokenizer.json, tokenizer_config.json, preprocessor_config.json, …)",
-            "TRT511",
-            PATH,
-        )
-    elif broken:
-        checks.add("tokenizer", "hold", "tokenizer/processor files do not parse: " + "; ".join(broken), "TRT511", PATH)
-    else:
-        checks.add("tokenizer", "pass", "tokenizer/processor files: " + ", ".join(tok), "TRT511", PATH, files=tok)
-
-
 def _check_blobs(
-    checks: _Checks,
+    checks: SourceChecks,
     files: list[CheckpointFile],
     current: dict[str, dict[str, Any]],
     weights: list[str],
@@ -422,7 +222,7 @@ def _check_blobs(
         checks.add("weights", "pass", "weights: " + ", ".join(weights), "TRT510", PATH, files=weights)
 
 
-def _check_lock(checks: _Checks, lock_path: Path, commit: str | None, current: dict[str, dict[str, Any]]) -> None:
+def _check_lock(checks: SourceChecks, lock_path: Path, commit: str | None, current: dict[str, dict[str, Any]]) -> None:
     """TRT512: the files against trtls.lock.json. Only `trtls route lock` writes it (after a review): a missing
     entry holds, with the command in the message and the quick fix — never trust on first use."""
     entry = read_lock(lock_path)["routes"].get(checks.route_name)

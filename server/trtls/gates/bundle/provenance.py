@@ -100,7 +100,7 @@ def _current_build(ctx: GateContext) -> tuple[dict[str, Any] | None, str]:
     g2 = ctx.gate2
     if g2 is not None:
         return g2.evidence, "gate 2"
-    from trtls.gates.environment import latest_successful_build
+    from trtls.gates.environment_evidence import latest_successful_build
 
     engine = ctx.route.engine
     linked = latest_successful_build(Path(ctx.recipe_dir), engine) if engine is not None else None

@@ -134,7 +134,7 @@ def _build_summary(ctx: GateContext) -> Path | None:
     if ctx.route.engine is None:
         record = Path(ctx.recipe_dir) / ".trtls" / "routes" / ctx.route_name / "route-build.json"
         return record if record.is_file() else None
-    from trtls.gates.environment import latest_successful_build
+    from trtls.gates.environment_evidence import latest_successful_build
 
     linked = latest_successful_build(Path(ctx.recipe_dir), ctx.route.engine)
     return linked[0] if linked else None

@@ -1,0 +1,99 @@
+"""What this machine has, found without importing TensorRT in this process (gate 2's environment side).
+
+The builder's version comes from installed distribution metadata (`importlib.metadata`); Python from this
+interpreter; the NVIDIA driver from /proc/driver/nvidia/version; the GPU from `nvidia-smi` when it exists.
+`version_matches` is how a recipe's pin is compared with a found version.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata as md
+import platform
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+# (distribution, module) in the order they are looked up
+BUILDER_DISTS = (
+    ("tensorrt_rtx", "tensorrt_rtx"),
+    ("tensorrt-rtx-cu13", "tensorrt_rtx"),
+    ("tensorrt-rtx-cu12", "tensorrt_rtx"),
+    ("tensorrt", "tensorrt"),
+    ("tensorrt-cu13", "tensorrt"),
+    ("tensorrt-cu12", "tensorrt"),
+    ("tensorrt-cu11", "tensorrt"),
+)
+CUDA_RUNTIME_DISTS = ("nvidia-cuda-runtime-cu13", "nvidia-cuda-runtime-cu12", "nvidia-cuda-runtime")
+
+
+def installed_builders() -> list[dict[str, str]]:
+    out: list[dict[str, str]] = []
+    seen: set[str] = set()
+    for dist, module in BUILDER_DISTS:
+        try:
+            version = md.version(dist)
+        except md.PackageNotFoundError:
+            continue
+        if module in seen:
+            continue
+        seen.add(module)
+        out.append({"module": module, "version": version, "distribution": dist})
+    return out
+
+
+def _driver_version() -> str | None:
+    try:
+        text = Path("/proc/driver/nvidia/version").read_text(errors="replace")
+    except OSError:
+        return None
+    m = re.search(r"Kernel Module(?: for [^ ]+)?\s+([0-9][0-9.]+)", text)
+    return m.group(1) if m else None
+
+
+def _nvidia_smi() -> dict[str, str]:
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        return {}
+    try:
+        res = subprocess.run(
+            [exe, "--query-gpu=name,compute_cap,driver_version", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return {}
+    line = res.stdout.strip().splitlines()[0] if res.returncode == 0 and res.stdout.strip() else ""
+    parts = [p.strip() for p in line.split(",")]
+    if len(parts) < 3:
+        return {}
+    return {"gpu_name": parts[0], "compute_capability": parts[1], "cuda_driver": parts[2]}
+
+
+def discover_environment() -> dict[str, Any]:
+    """What this machine has, found without importing TensorRT."""
+    env: dict[str, Any] = {"python": platform.python_version(), "builders": installed_builders()}
+    for dist in CUDA_RUNTIME_DISTS:
+        try:
+            env["cuda_runtime"] = md.version(dist)
+            break
+        except md.PackageNotFoundError:
+            continue
+    smi = _nvidia_smi()
+    env["cuda_driver"] = smi.get("cuda_driver") or _driver_version()
+    env["gpu_name"] = smi.get("gpu_name")
+    env["compute_capability"] = smi.get("compute_capability")
+    try:
+        env["onnxruntime"] = md.version("onnxruntime")
+    except md.PackageNotFoundError:
+        env["onnxruntime"] = None
+    return env
+
+
+def version_matches(pin: str, found: str) -> bool:
+    """Dotted-prefix match: pin 10.3 matches 10.3.0.26, not 10.30."""
+    p, f = pin.strip().split("."), str(found).strip().split(".")
+    return f[: len(p)] == p
