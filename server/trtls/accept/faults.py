@@ -170,30 +170,14 @@ async def _server_sigterm(ctx: Context) -> Recorder:
     summary: dict[str, Any] | None = None
     try:
         await client.initialize(ws)
-        uri = (ws / "trtls.toml").as_uri()
-        text = (ws / "trtls.toml").read_text()
-        client.notify(
-            "textDocument/didOpen", {"textDocument": {"uri": uri, "languageId": "toml", "version": 1, "text": text}}
-        )
-        result = await client.request(
-            "workspace/executeCommand",
-            {"command": "trtls.buildEngine", "arguments": [{"uri": uri, "engine": ctx.engine}]},
-        )
-        build_id = result["buildId"]
-
-        def trees() -> list[dict]:
-            return [t for t in client.of("trtls/buildTree") if t.get("buildId") == build_id]
-
-        await client.wait_for(lambda: any(len(t.get("phases") or []) > ctx.middle for t in trees()), timeout=600)
-        running = ws / ".trtls" / "runs" / build_id / "running.json"
-        worker_pid = json.loads(running.read_text()).get("workerPid") if running.is_file() else None
+        build_id, worker_pid = await client.build_past_phase(ws, ctx.engine, ctx.middle, timeout=600)
         os.kill(client.pid, signal.SIGTERM)  # type: ignore[arg-type]
         assert client.proc is not None
         code = await asyncio.wait_for(client.proc.wait(), timeout=600)
         rec.obs.extra["exit_code"] = code
         path = ws / ".trtls" / "runs" / build_id / "summary.json"
         summary = json.loads(path.read_text()) if path.is_file() else None
-        live = [t.get("phases") or [] for t in trees()]
+        live = [t.get("phases") or [] for t in client.build_trees(build_id)]
         had = bool((hist.get((summary or {}).get("buildConfigHash")) or {}).get("phases"))
     finally:
         await client.close()

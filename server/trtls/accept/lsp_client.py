@@ -141,6 +141,30 @@ class LspClient:
         )
         self.notify("initialized", {})
 
+    def build_trees(self, build_id: str) -> list[dict]:
+        """Every `trtls/buildTree` notification received so far for one build."""
+        return [t for t in self.of("trtls/buildTree") if t.get("buildId") == build_id]
+
+    async def build_past_phase(self, ws: Path, engine: str, phases: int, timeout: float) -> tuple[str, int | None]:
+        """Open the workspace's trtls.toml, start `trtls.buildEngine` for `engine` and wait until its live tree has
+        more than `phases` phases; the build id and the worker pid from running.json (None when it has none)."""
+        uri = (ws / "trtls.toml").as_uri()
+        text = (ws / "trtls.toml").read_text()
+        self.notify(
+            "textDocument/didOpen", {"textDocument": {"uri": uri, "languageId": "toml", "version": 1, "text": text}}
+        )
+        result = await self.request(
+            "workspace/executeCommand",
+            {"command": "trtls.buildEngine", "arguments": [{"uri": uri, "engine": engine}]},
+        )
+        build_id: str = result["buildId"]
+        await self.wait_for(
+            lambda: any(len(t.get("phases") or []) > phases for t in self.build_trees(build_id)), timeout=timeout
+        )
+        running = ws / ".trtls" / "runs" / build_id / "running.json"
+        worker_pid = json.loads(running.read_text()).get("workerPid") if running.is_file() else None
+        return build_id, worker_pid
+
     async def close(self, timeout: float = 30.0) -> None:
         """shutdown + exit; kill if the server does not go."""
         if self.proc is None:

@@ -122,23 +122,7 @@ async def _lsp_scenario(ctx: Context, name: str, kill_server: bool) -> Recorder:
     second: LspClient | None = None
     try:
         await client.initialize(ws)
-        uri = (ws / "trtls.toml").as_uri()
-        client.notify(
-            "textDocument/didOpen",
-            {"textDocument": {"uri": uri, "languageId": "toml", "version": 1, "text": (ws / "trtls.toml").read_text()}},
-        )
-        result = await client.request(
-            "workspace/executeCommand",
-            {"command": "trtls.buildEngine", "arguments": [{"uri": uri, "engine": ctx.engine}]},
-        )
-        build_id = result["buildId"]
-
-        def trees() -> list[dict]:
-            return [t for t in client.of("trtls/buildTree") if t.get("buildId") == build_id]
-
-        await client.wait_for(lambda: any(len(t.get("phases") or []) > ctx.middle for t in trees()), timeout=300)
-        running = ws / ".trtls" / "runs" / build_id / "running.json"
-        worker_pid = json.loads(running.read_text()).get("workerPid") if running.is_file() else None
+        build_id, worker_pid = await client.build_past_phase(ws, ctx.engine, ctx.middle, timeout=300)
         pids.append(worker_pid or 0)
         if kill_server:
             os.kill(client.pid, signal.SIGKILL)  # type: ignore[arg-type]
@@ -168,7 +152,7 @@ async def _lsp_scenario(ctx: Context, name: str, kill_server: bool) -> Recorder:
                 timeout=300,
             )
             summary = json.loads((ws / ".trtls" / "runs" / build_id / "summary.json").read_text())
-        live = [t.get("phases") or [] for t in trees()]
+        live = [t.get("phases") or [] for t in client.build_trees(build_id)]
         had = bool(
             (hist.get(summary.get("buildConfigHash") or ctx.baseline.get("buildConfigHash")) or {}).get("phases")
         )
