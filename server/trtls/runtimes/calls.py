@@ -13,7 +13,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +31,19 @@ def _write_inputs(inputs: Sequence[Any], workdir: Path) -> list[Path]:
         else:
             paths.append(Path(item).resolve())
     return paths
+
+
+@dataclass(frozen=True)
+class _Call:
+    """One call of a runtime, as both kinds of runtime (Python adapter child, team's command) receive it."""
+
+    mode: str  # probe | run | concurrent | bench
+    in_paths: list[Path]
+    workdir: Path
+    warmup: int
+    iterations: int
+    concurrency: int
+    timeout: float
 
 
 def _call(
@@ -51,51 +64,44 @@ def _call(
     workdir = Path(tempfile.mkdtemp(prefix="trtls-rt-"))
     try:
         in_paths = _write_inputs(inputs, workdir)
-        if spec.kind == "command":
-            result = _call_command(spec, mode, in_paths, workdir, warmup, iterations, concurrency, timeout)
-        else:
-            result = _call_python(spec, mode, in_paths, workdir, warmup, iterations, concurrency, timeout)
+        call = _Call(mode, in_paths, workdir, warmup, iterations, concurrency, timeout)
+        result = _call_command(spec, call) if spec.kind == "command" else _call_python(spec, call)
         result.wall_s = time.perf_counter() - t0
         return result
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 
 
-def _call_python(
-    spec: RuntimeSpec,
-    mode: str,
-    in_paths: list[Path],
-    workdir: Path,
-    warmup: int,
-    iterations: int,
-    concurrency: int,
-    timeout: float,
-) -> RunResult:
-    n_out = len(in_paths) if mode == "run" else concurrency if mode == "concurrent" else 0
-    out_paths = [workdir / f"out{i}.npz" for i in range(n_out)]
+def _call_python(spec: RuntimeSpec, call: _Call) -> RunResult:
+    n_out = len(call.in_paths) if call.mode == "run" else call.concurrency if call.mode == "concurrent" else 0
+    out_paths = [call.workdir / f"out{i}.npz" for i in range(n_out)]
     request = {
         "spec": asdict(spec),
-        "mode": mode,
-        "inputs": [str(p) for p in in_paths],
+        "mode": call.mode,
+        "inputs": [str(p) for p in call.in_paths],
         "outputs": [str(p) for p in out_paths],
-        "warmup": warmup,
-        "iterations": iterations,
-        "concurrency": concurrency,
-        "result": str(workdir / "result.json"),
+        "warmup": call.warmup,
+        "iterations": call.iterations,
+        "concurrency": call.concurrency,
+        "result": str(call.workdir / "result.json"),
     }
-    req_path = workdir / "request.json"
+    req_path = call.workdir / "request.json"
     req_path.write_text(json.dumps(request))
     child = _Child(
-        [sys.executable, "-m", "trtls.runtimes.child", str(req_path)], workdir, _child_env(spec), "child", _cwd(spec)
+        [sys.executable, "-m", "trtls.runtimes.child", str(req_path)],
+        call.workdir,
+        _child_env(spec),
+        "child",
+        _cwd(spec),
     )
-    _wait_all([child], timeout)
+    _wait_all([child], call.timeout)
     base = RunResult("error", returncode=child.returncode, peak_rss_bytes=child.rss, stderr_tail=child.stderr_tail())
-    bad = _classify_exit(child, timeout)
+    bad = _classify_exit(child, call.timeout)
     if bad:
         base.status, base.message = bad
         return base
     try:
-        record = json.loads((workdir / "result.json").read_text())
+        record = json.loads((call.workdir / "result.json").read_text())
     except (OSError, ValueError):
         base.status = "crash"
         base.message = f"the runtime process exited with code {child.returncode} without a result" + (
@@ -115,36 +121,27 @@ def _call_python(
     return base
 
 
-def _call_command(
-    spec: RuntimeSpec,
-    mode: str,
-    in_paths: list[Path],
-    workdir: Path,
-    warmup: int,
-    iterations: int,
-    concurrency: int,
-    timeout: float,
-) -> RunResult:
+def _call_command(spec: RuntimeSpec, call: _Call) -> RunResult:
     assert spec.command
     argv = spec.command
     exe = argv[0]
     if not (shutil.which(exe) or (Path(_cwd(spec)) / exe).exists()):
         return RunResult("unavailable", f"command not found: {exe}")
-    if mode == "probe":
+    if call.mode == "probe":
         return RunResult("ok", "command found")
     env = _child_env(spec)
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + call.timeout
     result = RunResult("ok")
     rss: list[int] = []
 
     def batch(jobs: list[tuple[Path, Path]], tag: str) -> list[_Child] | RunResult:
         children = [
-            _Child([*argv, str(i), str(o)], workdir, env, f"{tag}{k}", _cwd(spec)) for k, (i, o) in enumerate(jobs)
+            _Child([*argv, str(i), str(o)], call.workdir, env, f"{tag}{k}", _cwd(spec)) for k, (i, o) in enumerate(jobs)
         ]
         _wait_all(children, max(0.0, deadline - time.monotonic()))
         rss.extend(c.rss for c in children if c.rss is not None)
         for c in children:
-            bad = _classify_exit(c, timeout)
+            bad = _classify_exit(c, call.timeout)
             if bad:
                 return RunResult(bad[0], bad[1], returncode=c.returncode, stderr_tail=c.stderr_tail())
             if c.returncode != 0:
@@ -164,15 +161,15 @@ def _call_command(
         except (OSError, ValueError) as exc:
             return RunResult("error", f"the runner exited 0 but its output is missing or unreadable: {exc}")
 
-    if mode == "run":
-        for w in range(warmup):
-            got = batch([(in_paths[0], workdir / f"warm{w}.npz")], f"warm{w}_")
+    if call.mode == "run":
+        for w in range(call.warmup):
+            got = batch([(call.in_paths[0], call.workdir / f"warm{w}.npz")], f"warm{w}_")
             if isinstance(got, RunResult):
                 return _with_rss(got, rss)
             if w == 0:
                 result.first_run_s = got[0].elapsed
-        outs = [workdir / f"out{i}.npz" for i in range(len(in_paths))]
-        for i, (ip, op) in enumerate(zip(in_paths, outs, strict=True)):
+        outs = [call.workdir / f"out{i}.npz" for i in range(len(call.in_paths))]
+        for i, (ip, op) in enumerate(zip(call.in_paths, outs, strict=True)):
             got = batch([(ip, op)], f"run{i}_")
             if isinstance(got, RunResult):
                 return _with_rss(got, rss)
@@ -183,26 +180,26 @@ def _call_command(
         if isinstance(loaded, RunResult):
             return _with_rss(loaded, rss)
         result.outputs = loaded
-    elif mode == "concurrent":
-        outs = [workdir / f"c{i}.npz" for i in range(concurrency)]
-        got = batch([(in_paths[0], o) for o in outs], "conc")
+    elif call.mode == "concurrent":
+        outs = [call.workdir / f"c{i}.npz" for i in range(call.concurrency)]
+        got = batch([(call.in_paths[0], o) for o in outs], "conc")
         if isinstance(got, RunResult):
             return _with_rss(got, rss)
         loaded = outputs_of(outs)
         if isinstance(loaded, RunResult):
             return _with_rss(loaded, rss)
         result.outputs = loaded
-    elif mode == "bench":
+    elif call.mode == "bench":
         t_loop = None
-        for k in range(warmup + iterations):
-            if k == warmup:
+        for k in range(call.warmup + call.iterations):
+            if k == call.warmup:
                 t_loop = time.perf_counter()
-            got = batch([(in_paths[k % len(in_paths)], workdir / "bench.npz")], f"b{k}_")
+            got = batch([(call.in_paths[k % len(call.in_paths)], call.workdir / "bench.npz")], f"b{k}_")
             if isinstance(got, RunResult):
                 return _with_rss(got, rss)
             if k == 0:
                 result.first_run_s = got[0].elapsed
-            if k >= warmup:
+            if k >= call.warmup:
                 result.latencies_s.append(got[0].elapsed)
         result.timed_wall_s = (time.perf_counter() - t_loop) if t_loop is not None else None
     return _with_rss(result, rss)
