@@ -17,7 +17,7 @@ from trtls.core.findings import Origin
 from trtls.lsp.build_relay import BuildRelay
 
 if TYPE_CHECKING:
-    from trtls.lsp.server import TrtlsServer
+    from trtls.lsp.language_server import TrtlsServer
 
 
 def running_build(ls: TrtlsServer, uri: str, engine: str) -> Build | None:
