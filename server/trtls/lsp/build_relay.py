@@ -8,7 +8,6 @@ The percentage never falls, even though a phase's step count is only known once 
 from __future__ import annotations
 
 import asyncio
-import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -16,7 +15,7 @@ from lsprotocol import types as lsp
 
 from trtls.builds.supervisor import Build
 from trtls.core.outcome import build_outcome_kind
-from trtls.lsp.progress_end import end_progress
+from trtls.lsp.progress_end import begin_stoppable_progress, end_progress
 
 MIN_INTERVAL_S = 0.2  # ≤ 5 reports per second
 
@@ -41,22 +40,15 @@ class BuildRelay:
     async def start(self) -> None:
         b = self.build
         if self.has_progress:
-            self.token = f"trtls-build-{uuid.uuid4()}"  # a fresh token per build: pygls never frees one
-            try:
-                await self.ls.work_done_progress.create_async(self.token)
-            except Exception:
-                self.token = None
-        if self.token is not None:
-            self.ls.work_done_progress.begin(
-                self.token,
+            self.token = await begin_stoppable_progress(
+                self.ls,
+                "build",
                 lsp.WorkDoneProgressBegin(
                     title=f"Building {b.engine}", cancellable=True, message="starting worker", percentage=0
                 ),
+                lambda: b.cancel("ide_stop"),
             )
-            future = self.ls.work_done_progress.tokens.get(self.token)
-            if future is not None:  # the client's Cancel on this progress is the Stop button
-                future.add_done_callback(lambda f: b.cancel("ide_stop") if f.cancelled() else None)
-        else:
+        if self.token is None:
             self._log(f"trtls: building {b.engine} ({b.id})")
         b.listeners.append(self._on_event)
         asyncio.get_running_loop().create_task(self._pump())

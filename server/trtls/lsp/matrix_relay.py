@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -19,6 +18,7 @@ from lsprotocol import types as lsp
 
 from trtls.builds.matrix import MatrixBuild
 from trtls.builds.supervisor import Build
+from trtls.lsp.progress_end import begin_stoppable_progress
 
 PUMP_INTERVAL_S = 0.25
 CELL_TREE_INTERVAL_S = 1.0
@@ -61,19 +61,12 @@ class MatrixRelay:
 
     async def start(self) -> None:
         if self.has_progress:
-            self.token = f"trtls-matrix-{uuid.uuid4()}"
-            try:
-                await self.ls.work_done_progress.create_async(self.token)
-            except Exception:
-                self.token = None
-        if self.token is not None:
-            self.ls.work_done_progress.begin(
-                self.token,
+            self.token = await begin_stoppable_progress(
+                self.ls,
+                "matrix",
                 lsp.WorkDoneProgressBegin(title=f"Building {self.mb.title}", cancellable=True, message="submitting"),
+                lambda: self.mb.cancel("ide_stop"),
             )
-            future = self.ls.work_done_progress.tokens.get(self.token)
-            if future is not None:
-                future.add_done_callback(lambda f: self.mb.cancel("ide_stop") if f.cancelled() else None)
         self.mb.listeners.append(self._on_event)
         asyncio.get_running_loop().create_task(self._pump())
 

@@ -1,4 +1,4 @@
-"""The end of a server-created `$/progress` with the core's outcome beside the message.
+"""A server-created `$/progress`: its stoppable start, and its end with the core's outcome beside the message.
 
 `WorkDoneProgressEnd` has only `message`; a client that classified the end by reading that prose would re-derive
 a rule the server owns. So the end also carries `outcome` and `outcomeKind` (`trtls.core.outcome`), extra
@@ -7,11 +7,30 @@ properties every LSP client ignores and the VS Code extension renders.
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import Callable
 from typing import Any
 
 from lsprotocol import types as lsp
 
 from trtls.core.outcome import OutcomeKind
+
+
+async def begin_stoppable_progress(
+    ls: Any, kind: str, begin: lsp.WorkDoneProgressBegin, stop: Callable[[], Any]
+) -> str | None:
+    """Create a fresh `trtls-<kind>-<uuid>` token (pygls never frees one), begin it, and make the client's Cancel on
+    it call `stop` (the Stop button); None when the client refused the token."""
+    token = f"trtls-{kind}-{uuid.uuid4()}"
+    try:
+        await ls.work_done_progress.create_async(token)
+    except Exception:
+        return None
+    ls.work_done_progress.begin(token, begin)
+    future = ls.work_done_progress.tokens.get(token)
+    if future is not None:
+        future.add_done_callback(lambda f: stop() if f.cancelled() else None)
+    return token
 
 
 def end_progress(ls: Any, token: str, message: str, outcome: str, outcome_kind: OutcomeKind) -> None:
