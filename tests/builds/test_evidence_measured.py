@@ -10,9 +10,9 @@ import os
 from pathlib import Path
 
 from trtls.builds import resources
+from trtls.builds.build_facts import build_config_hash
 from trtls.builds.outcome_findings import build_findings
 from trtls.builds.timing_cache import after_load, plan_cache
-from trtls.builds.worker import build_config_hash
 from trtls.core.evidence import UNKNOWN, build_target, gpu_sku, record_problems
 
 from .helpers import run_build

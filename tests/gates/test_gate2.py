@@ -6,7 +6,7 @@ import platform
 
 from _route_helpers import by_name, load, route_table, write_recipe
 
-from trtls.builds.worker import build_config_hash
+from trtls.builds.build_facts import build_config_hash
 from trtls.core.gate_result import apply_waivers, decide
 from trtls.core.route import route_model
 from trtls.gates.environment import check_environment

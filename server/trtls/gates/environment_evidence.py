@@ -83,7 +83,7 @@ def brief_evidence(evidence: dict[str, Any]) -> dict[str, Any]:
 
 def stale_reasons(loaded: Any, engine: str, summary: dict[str, Any]) -> list[str]:
     """Why a successful build no longer describes the recipe and the engine on disk."""
-    from trtls.builds.worker import build_config_hash
+    from trtls.builds.build_facts import build_config_hash
     from trtls.checkpoint.hashing import sha256_file
 
     problems: list[str] = []

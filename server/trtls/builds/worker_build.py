@@ -1,0 +1,361 @@
+"""The build the worker runs: `Worker` turns one job into one TensorRT build on the builder thread (parse, configure,
+build, commit the engine and timing cache), reporting phases and outcomes as `trtls.events/1` lines. The process around
+it (stdin control, signals, `--probe`, `--preload`) is builds/worker.py."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+from queue import SimpleQueue
+from typing import Any
+
+from trtls.builds import timing_cache as tc
+from trtls.builds.artifacts import engine_temp_path, remove_or_quarantine, write_engine
+from trtls.builds.build_facts import build_config_hash, network_types, peak_rss_bytes
+from trtls.builds.emitter import Emitter, EventWriter
+from trtls.builds.monitor import make_monitor_class
+from trtls.core.cancel import CancelToken
+from trtls.core.evidence import build_target
+
+
+class Worker:
+    def __init__(self, job: dict[str, Any], writer: EventWriter):
+        self.job = job
+        self.writer = writer
+        self.cancel = CancelToken()
+        self.queue: SimpleQueue = SimpleQueue()
+        self.emitter = Emitter(self.queue, writer)
+        self.output = Path(job["output"])
+        self.build_id = job["build_id"]
+        self.quarantine_dir = Path(job["quarantine_dir"])
+        self.in_commit = False  # no-cancel zone: the finished engine is being written
+        self.logs: list[tuple[str, str]] = []
+        self.held_logs: list[str] | None = None
+        self.done = threading.Event()
+        self.exit_code = 1
+
+    # -- control -------------------------------------------------------------------------------
+    def request_cancel(self, source: str, t_request_ns: int | None) -> None:
+        if self.cancel.request(source, t_request_ns):
+            self.writer.emit("log", severity="INFO", msg=f"trtls: cancel requested by {source}")
+
+    def on_log(self, severity: str, msg: str) -> None:
+        """TensorRT logger callback (any thread): keep warnings and errors, forward them as events
+        (except while a timing cache is being read: those lines are explained in one message instead)."""
+        if severity in ("INTERNAL_ERROR", "ERROR", "WARNING"):
+            self.logs.append((severity, msg))
+            if self.held_logs is not None:
+                self.held_logs.append(msg)
+                return
+            self.writer.emit("log", severity=severity, msg=msg)
+
+    # -- the build -----------------------------------------------------------------------------
+    def run(self) -> None:
+        try:
+            self.exit_code = self._build()
+        except BaseException as exc:
+            self.writer.emit("build_finished", outcome="failed", error=f"worker error: {type(exc).__name__}: {exc}")
+            self.exit_code = 1
+        finally:
+            self.done.set()
+
+    def _build(self) -> int:
+        from trtls.builds import adapter  # the only module that imports TensorRT
+        from trtls.builds import build_config_apply as bca
+
+        job = self.job
+        faults = job.get("faults") or {}
+
+        bm = adapter.load_builder_module(job.get("builder_module", "auto"))
+        # Measured before anything can fail on the input, so a failed build still says what would have built it.
+        environment = adapter.environment_record(bm)
+        self.writer.emit("environment", environment=environment)
+        logger = adapter.make_logger(bm, self.on_log)
+        onnx_path = Path(job["onnx"])
+        precision = job.get("precision") or {}
+        first_root = 0
+        if precision.get("convert"):
+            first_root = 1  # the precision step is phase "0"; TensorRT's root becomes "1"
+            converted = self._precision_phase(onnx_path, precision)
+            if isinstance(converted, int):
+                return converted  # cancelled or failed, already reported
+            onnx_path = converted
+        strongly_typed = precision.get("strongly_typed")
+        if strongly_typed is None and precision.get("convert"):
+            strongly_typed = True  # AutoCast output is meant for a strongly typed network
+        try:
+            plugin_record = bca.load_plugins(bm, job.get("plugins") or {})
+        except bca.SettingError as exc:
+            return self._finish_setting_error(exc, environment)
+        flags, _, net_not_applied = bca.network_creation_flags(bm, strongly_typed)
+        builder, network, config = _create_builder(bm, logger, flags)
+        errors = adapter.parse_onnx(bm, builder, network, logger, str(onnx_path))
+        if errors:
+            return self._finish_failed("ONNX parse failed: " + "; ".join(errors), environment)
+        settings = job.get("settings") or {}
+        effective = adapter.apply_builder_settings(
+            bm, builder, config, {k: v for k, v in settings.items() if k not in bca.OWN_KEYS}
+        )
+        more, not_applied = bca.apply_build_config(bm, builder, config, settings, self.logs)
+        effective.update(more)
+        not_applied = {**effective.pop("not_applied", {}), **not_applied, **net_not_applied}
+        typed = bca.read_strongly_typed(bm, network)
+        if strongly_typed is not None or typed:
+            effective["strongly_typed"] = typed
+        try:
+            if precision.get("legacy_flags"):
+                effective["legacy_flags"] = bca.apply_legacy_flags(
+                    bm, config, list(precision["legacy_flags"]), bool(typed)
+                )
+            effective.update(plugin_record)
+            if (job.get("plugins") or {}).get("serialize"):
+                effective["serialize"] = bca.serialize_plugins(bm, config, job["plugins"]["serialize"])
+        except bca.SettingError as exc:
+            return self._finish_setting_error(exc, environment)
+        if not_applied:
+            effective["not_applied"] = not_applied
+        profiles_held: list[dict[str, Any]] = []
+        adapter.add_profiles(bm, builder, config, job.get("profiles") or [], network, profiles_held)
+        config_hash = build_config_hash(
+            onnx_path, effective, job.get("profiles") or [], environment, build_target(environment, effective)
+        )
+
+        self.writer.emit(
+            "build_started",
+            build_id=self.build_id,
+            engine=job["engine"],
+            pid=os.getpid(),
+            environment=environment,
+            build_config_hash=config_hash,
+            effective_settings=effective,
+            optimization_profiles=profiles_held,
+            target=build_target(environment, effective),
+            network=network_types(bm, network),
+        )
+
+        plan_cache = self._prepare_cache(bm, adapter, config, environment, effective)
+
+        monitor_cls = make_monitor_class(adapter.make_progress_monitor_base(bm))
+        self.monitor = None
+        if not job.get("no_monitor"):  # benchmarks compare against a build with no monitor attached
+            self.monitor = monitor_cls(self.queue, self.cancel, faults.get("stall"), first_root)
+            config.progress_monitor = self.monitor
+        self.emitter.start()
+
+        plan = None
+        if not self.cancel.is_set:
+            plan = builder.build_serialized_network(network, config)
+        t_return = time.monotonic_ns()
+        if self.emitter.is_alive():
+            self.emitter.drain()
+        self.writer.emit("builder_returned", t_return, ok=plan is not None)
+
+        if self.cancel.is_set:
+            return self._finish_cancelled(t_return, plan, plan_cache)
+        if plan is None:
+            error = next(
+                (m for s, m in reversed(self.logs) if s in ("ERROR", "INTERNAL_ERROR")), "builder returned no engine"
+            )
+            return self._finish_failed(error, environment, plan_cache)
+        return self._commit(bm, adapter, config, plan, plan_cache)
+
+    def _precision_phase(self, onnx_path: Path, spec: dict[str, Any]) -> Path | int:
+        """Phase "0": ModelOpt AutoCast (or its cached result). Returns the model to build, or an exit code."""
+        from trtls.builds import precision as prec
+
+        name = f"Precision conversion (ModelOpt AutoCast {spec['convert']})"
+        self.writer.emit("phase_start", phase_id="0", parent_id=None, name=name, num_steps=3, tid=threading.get_ident())
+        last: dict[str, int | None] = {"step": None}
+
+        def on_step(n: int) -> None:
+            last["step"] = n
+            self.writer.emit("step", phase_id="0", step=n)
+
+        try:
+            result = prec.run_precision_step(onnx_path, spec, Path(spec["cache_dir"]), self.cancel, on_step)
+        except prec.PrecisionCancelled:
+            t = time.monotonic_ns()
+            self.writer.emit("phase_finish", t, phase_id="0", status="cancelled", step=last["step"])
+            self.writer.emit("cancel_acknowledged", t, source=self.cancel.source, t_request_ns=self.cancel.t_request_ns)
+            self.writer.emit(
+                "build_finished",
+                outcome="cancelled",
+                cleanup_status="cleaned",
+                t_cleanup_ns=time.monotonic_ns(),
+                notes=["stopped during the precision conversion; the AutoCast child was killed, nothing was cached"],
+            )
+            return 3
+        except prec.PrecisionFailed as exc:
+            self.writer.emit("phase_finish", phase_id="0", status="done", step=last["step"])
+            code = "TRT147" if exc.kind == "missing_modelopt" else "TRT148"
+            failure = {"kind": "precision", "code": code, "key": "convert", "reason": exc.kind}
+            return self._finish_failed(f"precision conversion failed: {exc}", {}, failure=failure)
+        self.writer.emit("phase_finish", phase_id="0", status="done", step=2)
+        self.writer.emit("precision", record=result.record)
+        return result.onnx
+
+    def _finish_setting_error(self, exc: Any, environment: dict) -> int:
+        failure = {"kind": "plugin" if exc.code == "TRT149" else "setting", "code": exc.code, "key": exc.key}
+        return self._finish_failed(str(exc), environment, failure=failure)
+
+    def _prepare_cache(self, bm: Any, adapter: Any, config: Any, environment: dict, effective: dict) -> tc.CachePlan:
+        spec = self.job.get("timing_cache")
+        supported = adapter.timing_cache_supported(bm)
+        identity = tc.cache_identity(environment, effective)
+        path = Path(spec["path"]) if spec else None
+        plan = tc.plan_cache(
+            path,
+            spec["mode"] if spec else "off",
+            identity,
+            supported,
+            effective.get("optimization_level", 3),
+            self.quarantine_dir,
+        )
+        if plan.data is not None:
+            # Corruption never raises: it is logged as an ERROR plus WARNINGs, so capture them all here,
+            # and say once what they mean rather than passing raw driver errors to the user's terminal.
+            self.held_logs = []
+            try:
+                cache = adapter.create_timing_cache(config, plan.data)
+                ok = adapter.set_timing_cache(config, cache, False)
+            finally:
+                logged, self.held_logs = self.held_logs, None
+            plan = tc.after_load(plan, logged, ok, self.quarantine_dir)
+            if logged:
+                self.writer.emit(
+                    "log",
+                    severity="WARNING",
+                    msg=f"trtls: reading the timing cache {plan.path}: {plan.reason} "
+                    f"(TensorRT logged {len(logged)} line(s) while reading it, first: {logged[0][:160]!r})",
+                )
+            if plan.decision == "quarantined":  # start again from an empty cache
+                adapter.set_timing_cache(config, adapter.create_timing_cache(config, b""), False)
+        return plan
+
+    def _emit_cache(self, plan: tc.CachePlan, written: bool) -> None:
+        self.writer.emit(
+            "cache_decision",
+            decision=plan.decision,
+            reason=plan.reason,
+            path=str(plan.path) if plan.path else None,
+            identity=plan.identity,
+            written_back=written,
+            quarantined_to=plan.quarantined_to,
+        )
+
+    def _cleanup(self, reason: str) -> tuple[str, int, list]:
+        qdir = self.quarantine_dir if self.job.get("keep_evidence") else None
+        inventory: list[dict[str, Any]] = []
+        status = "cleaned"
+        if not (self.job.get("faults") or {}).get("skip_cleanup"):
+            inventory, status = remove_or_quarantine([engine_temp_path(self.output, self.build_id)], qdir, reason)
+        for entry in inventory:
+            self.writer.emit("artifact", **entry)
+        return status, time.monotonic_ns(), inventory
+
+    def _finish_cancelled(self, t_return: int, plan: Any, cache_plan: tc.CachePlan) -> int:
+        seen = self.monitor.cancel_seen_ns if self.monitor is not None else None
+        self.writer.emit(
+            "cancel_acknowledged",
+            t_return,
+            source=self.cancel.source,
+            t_request_ns=self.cancel.t_request_ns,
+            t_seen_ns=seen,
+        )
+        notes = []
+        if plan is not None:
+            notes.append(
+                "the builder returned a complete engine after the cancel request; it was discarded as requested"
+            )
+        cache_plan, _ = tc.after_build(cache_plan, "cancelled", False, None, _no_combine)
+        self._emit_cache(cache_plan, False)
+        status, t_clean, _ = self._cleanup(f"build {self.build_id} cancelled by {self.cancel.source}")
+        self.writer.emit(
+            "build_finished",
+            outcome="cancelled",
+            cleanup_status=status,
+            t_cleanup_ns=t_clean,
+            notes=notes,
+            peak_rss_bytes=peak_rss_bytes(),
+        )
+        return 3
+
+    def _finish_failed(
+        self,
+        error: str,
+        environment: dict,
+        cache_plan: tc.CachePlan | None = None,
+        failure: dict[str, Any] | None = None,
+    ) -> int:
+        if cache_plan is not None:
+            cache_plan, _ = tc.after_build(cache_plan, "failed", False, None, _no_combine)
+            self._emit_cache(cache_plan, False)
+        status, t_clean, _ = self._cleanup(f"build {self.build_id} failed: {error}")
+        self.writer.emit(
+            "build_finished",
+            outcome="failed",
+            error=error,
+            cleanup_status=status,
+            t_cleanup_ns=t_clean,
+            failure=failure,
+            peak_rss_bytes=peak_rss_bytes(),
+        )
+        return 1
+
+    def _commit(self, bm: Any, adapter: Any, config: Any, plan: Any, cache_plan: tc.CachePlan) -> int:
+        """No-cancel zone: a cancel arriving now is recorded and applied after the engine is safely written."""
+        self.in_commit = True
+        notes: list[str] = []
+        time.sleep((self.job.get("faults") or {}).get("commit_delay_s", 0))  # fault injection: a slow disk
+        try:
+            size, digest = write_engine(self.output, self.build_id, memoryview(plan))
+        except OSError as exc:
+            self.in_commit = False
+            return self._finish_failed(f"cannot write engine {self.output}: {exc.strerror or exc}", {}, cache_plan)
+        self.in_commit = False
+        # write_engine hashed the bytes it wrote: do not read 10s of MB back to hash them again
+        self.writer.emit("artifact", action="written", kind="engine", path=str(self.output), size=size, sha256=digest)
+        if self.cancel.is_set:
+            notes.append("cancel requested after the engine was complete; it was applied after the engine was written")
+            self.writer.emit(
+                "cancel_acknowledged",
+                source=self.cancel.source,
+                t_request_ns=self.cancel.t_request_ns,
+                after_complete=True,
+            )
+        supported = adapter.timing_cache_supported(bm)
+
+        def new_cache_bytes() -> bytes:
+            return adapter.serialize_timing_cache(config.get_timing_cache())
+
+        def combine(old: bytes, new: bytes) -> bytes | None:
+            a = adapter.create_timing_cache(config, old)
+            b = adapter.create_timing_cache(config, new)
+            return adapter.serialize_timing_cache(a) if adapter.combine_timing_cache(a, b) else None
+
+        cache_plan, written = tc.after_build(cache_plan, "built", supported, new_cache_bytes, combine)
+        self._emit_cache(cache_plan, written)
+        self.writer.emit(
+            "build_finished",
+            outcome="built",
+            engine_bytes=size,
+            engine_sha256=digest,
+            cleanup_status="not_needed",
+            t_cleanup_ns=time.monotonic_ns(),
+            notes=notes,
+            peak_rss_bytes=peak_rss_bytes(),
+        )
+        return 0
+
+
+def _create_builder(bm: Any, logger: Any, flags: int) -> tuple[Any, Any, Any]:
+    """Builder, network (with the creation flags build_config_apply chose) and config."""
+    builder = bm.trt.Builder(logger)
+    network = builder.create_network(flags)
+    return builder, network, builder.create_builder_config()
+
+
+def _no_combine(old: bytes, new: bytes) -> None:
+    return None
