@@ -98,6 +98,7 @@ def stale_reasons(loaded: Any, engine: str, summary: dict[str, Any]) -> list[str
             summary.get("effectiveSettings") or {},
             eng.job_profiles(),
             summary.get("environment") or {},
+            summary.get("target"),  # the hash covers the target the worker built for (build_started.target)
         )
         if now != recorded:
             problems.append("the ONNX model or the profiles changed since (buildConfigHash differs)")
