@@ -72,6 +72,16 @@ def worker_job(
     }
 
 
+async def await_summary(done: asyncio.Future[dict[str, Any]], cancel: Callable[[str], Any]) -> dict[str, Any]:
+    """The summary once `done` resolves, the future itself shielded: cancelling the awaiting task stops the work
+    (`cancel("event_loop")`) and lets the stop finish and write its evidence instead of abandoning it."""
+    try:
+        return await asyncio.shield(done)
+    except asyncio.CancelledError:
+        cancel("event_loop")
+        raise
+
+
 class WorkerStdin(Protocol):
     def write(self, data: bytes) -> None: ...
     def close(self) -> None: ...
@@ -177,11 +187,7 @@ class Build:
     async def wait(self) -> dict[str, Any]:
         """The summary once the build is over. Cancelling the awaiting task stops the build (event_loop)."""
         assert self._done is not None
-        try:
-            return await asyncio.shield(self._done)
-        except asyncio.CancelledError:
-            self.cancel("event_loop")
-            raise
+        return await await_summary(self._done, self.cancel)
 
     # -- views ---------------------------------------------------------------------------------
     def elapsed_s(self, now_ns: int | None = None) -> float:

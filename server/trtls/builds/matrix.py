@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from trtls.builds.build import await_summary
 from trtls.builds.supervisor import Build, Supervisor
 from trtls.core.atomic import atomic_write_text
 from trtls.core.farm import Cell, expand
@@ -107,12 +108,9 @@ class MatrixBuild:
                 b.force()
 
     async def wait(self) -> dict[str, Any]:
+        """The matrix summary once every cell is over. Cancelling the awaiting task stops every cell (event_loop)."""
         assert self._done is not None
-        try:
-            return await asyncio.shield(self._done)
-        except asyncio.CancelledError:
-            self.cancel("event_loop")
-            raise
+        return await await_summary(self._done, self.cancel)
 
     def snapshot(self) -> dict[str, Any]:
         """The parent row of the tree: its cells (each a build snapshot) under it."""
