@@ -53,8 +53,8 @@ class SettingError(ValueError):
 class _Recorder:
     """Collects effective values and reasons, and the ERRORs TensorRT logs while one key is being set."""
 
-    def __init__(self, bm: Any, logs: list[tuple[str, str]]):
-        self.bm, self.logs = bm, logs
+    def __init__(self, bm: Any, logs: list[tuple[str, str]], sync: Callable[[], None]):
+        self.bm, self.logs, self.sync = bm, logs, sync
         self.effective: dict[str, Any] = {}
         self.not_applied: dict[str, str] = {}
 
@@ -69,6 +69,7 @@ class _Recorder:
         except (AttributeError, TypeError, RuntimeError) as exc:
             self.not_applied[key] = f"{self.who()} refused it: {exc}"
             return
+        self.sync()  # what the setter logged (log_relay delivers on its own thread)
         errors = [m for s, m in self.logs[before:] if s in ("ERROR", "INTERNAL_ERROR")]
         if got != wanted:
             reason = errors[0] if errors else f"set {wanted!r}, the config holds {got!r}"
@@ -78,13 +79,18 @@ class _Recorder:
 
 
 def apply_build_config(
-    bm: Any, builder: Any, config: Any, settings: dict[str, Any], logs: list[tuple[str, str]]
+    bm: Any,
+    builder: Any,
+    config: Any,
+    settings: dict[str, Any],
+    logs: list[tuple[str, str]],
+    sync: Callable[[], None] = lambda: None,
 ) -> tuple[dict[str, Any], dict[str, str]]:
     """Apply the flag and pool keys of ``settings`` (None = leave the module's default). Returns
     (effective values read back, not applied {key: reason})."""
     trt = bm.trt
     wanted = {k: v for k, v in settings.items() if k in OWN_KEYS and v is not None}
-    rec = _Recorder(bm, logs)
+    rec = _Recorder(bm, logs, sync)
     flags: Any = getattr(trt, "BuilderFlag", None)  # a TensorRT enum (a setter on a module without it fails there)
 
     def flag_setter(member: str, on: bool) -> Callable[[], Any]:
@@ -220,6 +226,7 @@ def _tactic_sources(trt: Any, config: Any, entries: list[str], rec: _Recorder) -
     got = int(config.get_tactic_sources())
     enabled = [n for n, v in known.items() if got & (1 << int(v))]
     if got != mask:
+        rec.sync()
         errors = [m for s, m in rec.logs[before:] if s in ("ERROR", "INTERNAL_ERROR")]
         rec.not_applied["tactic_sources"] = f"{rec.who()} refused the mask: {errors[0] if errors else got}"
     rec.effective["tactic_sources"] = enabled

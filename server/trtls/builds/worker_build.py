@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from queue import SimpleQueue
 from typing import Any
@@ -33,6 +34,7 @@ class Worker:
         self.in_commit = False  # no-cancel zone: the finished engine is being written
         self.logs: list[tuple[str, str]] = []
         self.held_logs: list[str] | None = None
+        self.log_sync: Callable[[], None] = _nothing_to_sync  # see log_relay: messages arrive on another thread
         self.done = threading.Event()
         self.exit_code = 1
 
@@ -72,7 +74,7 @@ class Worker:
         # Measured before anything can fail on the input, so a failed build still says what would have built it.
         environment = adapter.environment_record(bm)
         self.writer.emit("environment", environment=environment)
-        logger = adapter.make_logger(bm, self.on_log)
+        logger = self._logger(bm, adapter)
         onnx_path = Path(job["onnx"])
         precision = job.get("precision") or {}
         first_root = 0
@@ -98,7 +100,7 @@ class Worker:
         effective = adapter.apply_builder_settings(
             bm, builder, config, {k: v for k, v in settings.items() if k not in bca.OWN_KEYS}
         )
-        more, not_applied = bca.apply_build_config(bm, builder, config, settings, self.logs)
+        more, not_applied = bca.apply_build_config(bm, builder, config, settings, self.logs, self.log_sync)
         effective.update(more)
         not_applied = {**effective.pop("not_applied", {}), **not_applied, **net_not_applied}
         typed = bca.read_strongly_typed(bm, network)
@@ -148,6 +150,7 @@ class Worker:
         if not self.cancel.is_set:
             plan = builder.build_serialized_network(network, config)
         t_return = time.monotonic_ns()
+        self.log_sync()  # every warning and error the build logged is an event before its outcome is
         if self.emitter.is_alive():
             self.emitter.drain()
         self.writer.emit("builder_returned", t_return, ok=plan is not None)
@@ -160,6 +163,17 @@ class Worker:
             )
             return self._finish_failed(error, environment, plan_cache)
         return self._commit(bm, adapter, config, plan, plan_cache)
+
+    def _logger(self, bm: Any, adapter: Any) -> Any:
+        """TensorRT's built-in logger read back through fd 1 (log_relay: VERBOSE is filtered in C++, not in a Python
+        callback per message); the Python ILogger when the job asks for it (the benchmark compares the two)."""
+        if self.job.get("python_logger"):
+            return adapter.make_logger(bm, self.on_log)
+        from trtls.builds.log_relay import process_relay
+
+        relay = process_relay(bm.trt, self.on_log)
+        self.log_sync = relay.sync
+        return relay.logger
 
     def _precision_phase(self, onnx_path: Path, spec: dict[str, Any]) -> Path | int:
         """Phase "0": ModelOpt AutoCast (or its cached result). Returns the model to build, or an exit code."""
@@ -220,6 +234,7 @@ class Worker:
             try:
                 cache = adapter.create_timing_cache(config, plan.data)
                 ok = adapter.set_timing_cache(config, cache, False)
+                self.log_sync()
             finally:
                 logged, self.held_logs = self.held_logs, None
             plan = tc.after_load(plan, logged, ok, self.quarantine_dir)
@@ -289,6 +304,7 @@ class Worker:
         cache_plan: tc.CachePlan | None = None,
         failure: dict[str, Any] | None = None,
     ) -> int:
+        self.log_sync()  # the supervisor classifies a failure from the logged errors: they must come first
         if cache_plan is not None:
             cache_plan, _ = tc.after_build(cache_plan, "failed", False, None, _no_combine)
             self._emit_cache(cache_plan, False)
@@ -358,4 +374,8 @@ def _create_builder(bm: Any, logger: Any, flags: int) -> tuple[Any, Any, Any]:
 
 
 def _no_combine(old: bytes, new: bytes) -> None:
+    return None
+
+
+def _nothing_to_sync() -> None:
     return None
