@@ -700,6 +700,75 @@ try {
     });
   }
 
+  if (want('lone')) {
+    // A window with no folder (code-server's `?ew=true`: without it, `/` redirects to the last folder) and a
+    // trtls.toml in a fresh temp dir outside every workspace: `workspaceContains` cannot fire, so the extension must
+    // activate on the file itself and the server validate it without a workspace root. Its error is TRT104 (the
+    // `onnx` file does not exist next to the recipe) at the `onnx` line. A TOML file with the same text under
+    // another name, opened in that window, must get no trtls diagnostic.
+    const lone = fs.mkdtempSync(path.join(os.tmpdir(), 'trtls-e2e-lone-'));
+    const text = '[engines.solo]\nonnx = "missing.onnx"\noutput = "build/solo.engine"\n';
+    const onnxLine = text.split('\n').findIndex((l) => l.startsWith('onnx')) + 1;  // 1-based, as Problems shows
+    fs.writeFileSync(path.join(lone, 'trtls.toml'), text);
+    fs.writeFileSync(path.join(lone, 'engines.toml'), text);
+    /** Opens a file by its absolute path through Quick Open (no workspace: only an absolute path finds it). */
+    const openAbsolute = async (file) => {
+      const name = path.basename(file);
+      await until(`quick open ${file}`, async () => {
+        await page.keyboard.press('Escape');
+        await page.keyboard.press('Control+P');
+        const input = page.locator('.quick-input-widget input[type="text"]');
+        await input.waitFor({ state: 'visible', timeout: 5000 });
+        await input.fill(file);
+        const row = page.locator('.quick-input-list .monaco-list-row').filter({ has: page.locator('.label-name', { hasText: new RegExp(`^${name}$`) }) }).first();
+        try { await row.waitFor({ state: 'visible', timeout: 3000 }); } catch { return false; }
+        await row.click();
+        return true;
+      }, 30000, 500);
+      await page.locator('.tabs-container .tab', { hasText: name }).first().waitFor({ state: 'visible', timeout: 10000 });
+    };
+    try {
+      await check(`a lone trtls.toml (no folder open) activates the extension and gets TRT104 at line ${onnxLine}; a lone engines.toml gets nothing`, async () => {
+        await page.goto(`http://127.0.0.1:${port}/?ew=true`);
+        await page.locator('.monaco-workbench').waitFor({ state: 'visible', timeout: 60000 });
+        const url = new URL(page.url());
+        assert(!url.searchParams.has('folder') && !url.searchParams.has('workspace'), `the window has a folder or workspace: ${page.url()}`);
+        await until('the new page\'s extension host to drop the old server', async () => serverPids().length === 0, 30000);
+        await openAbsolute(path.join(lone, 'trtls.toml'));
+        const rows = await problems();
+        const row = rows.filter({ hasText: 'TRT104' }).first();
+        await until('TRT104 in Problems', () => row.isVisible(), 60000);
+        const problem = (await row.innerText()).replace(/\s+/g, ' ');
+        say(`problem: ${problem}`);
+        assert(new RegExp(`\\[Ln ${onnxLine}, Col \\d+\\]`).test(problem), `TRT104 is not at line ${onnxLine}: ${problem}`);
+        assert(/missing\.onnx/.test(problem), `TRT104 does not name the missing file: ${problem}`);
+        assert(serverPids().length === 1, `expected one trtls server of this code-server, found ${serverPids().length}`);
+        await shot('40-lone-recipe');
+        // The non-recipe: open it, then change the recipe and wait for that change's diagnostic (TRT101). The
+        // server handles messages in order, so once it shows, anything engines.toml would get has been published.
+        await openAbsolute(path.join(lone, 'engines.toml'));
+        await openAbsolute(path.join(lone, 'trtls.toml'));
+        await page.locator('.monaco-editor .view-line', { hasText: 'output = "build/solo.engine"' }).first().click();
+        await page.keyboard.press('End');
+        await page.keyboard.press('Enter');
+        await page.keyboard.type('keep_evidnce = true', { delay: 20 });
+        await page.keyboard.press('Escape');
+        await page.keyboard.press('Control+S');
+        const rows2 = await problems();
+        await until('TRT101 in Problems (the edit reached the server)', () => rows2.filter({ hasText: 'TRT101' }).first().isVisible(), 30000);
+        const all = (await rows2.allInnerTexts()).map((t) => t.replace(/\s+/g, ' ').trim());
+        say(`problems: ${JSON.stringify(all)}`);
+        assert(!all.some((t) => t.includes('engines.toml')), `engines.toml (not a recipe) got diagnostics: ${JSON.stringify(all)}`);
+        // Problems groups markers under one row per file (aria-level 1): the recipe's, and no other.
+        const files = (await page.locator('.markers-panel .monaco-list-row[aria-level="1"]').allInnerTexts()).map((t) => t.replace(/\s+/g, ' ').trim());
+        assert(files.length === 1 && files[0].startsWith('trtls.toml'), `Problems lists files other than trtls.toml: ${JSON.stringify(files)}`);
+        await shot('41-lone-not-a-recipe');
+      });
+    } finally {
+      fs.rmSync(lone, { recursive: true, force: true });
+    }
+  }
+
 } finally {
   clearTimeout(deadline);
   await shot('99-final');
