@@ -72,6 +72,8 @@ export interface BuildTreePayload {
   elapsedS: number;
   evidencePath: string | null;
   phases: PhasePayload[];
+  /** `phases` holds only the phases that changed since this build's previous notification (a farm cell). */
+  phasesDelta?: boolean;
 }
 
 export const BUILD_TREE_NOTIFICATION = 'trtls/buildTree';
@@ -180,7 +182,15 @@ export function parseBuildTree(raw: unknown): BuildTreePayload | undefined {
     elapsedS: num(raw.elapsedS, 0),
     evidencePath: strOrNull(raw.evidencePath),
     phases,
+    phasesDelta: raw.phasesDelta === true,
   };
+}
+
+/** A delta's phases merged into the ones held: replaced by id, new ones added. */
+export function mergePhases(held: PhasePayload[], delta: PhasePayload[]): PhasePayload[] {
+  const byId = new Map(held.map((p) => [p.id, p]));
+  for (const p of delta) byId.set(p.id, p);
+  return [...byId.values()];
 }
 
 /** Compares dotted phase ids numerically ("0.10" after "0.9"). */
@@ -247,6 +257,12 @@ export class BuildTreeModel {
     // A late "running" update must not bring a finished build back to life.
     if (prev !== undefined && isFinished(prev.status) && p.status === 'running') {
       return prev;
+    }
+    if (p.phasesDelta) {
+      // Without the earlier phases (the row arrived first) the delta is still the best known; the server sends the
+      // whole tree again within seconds.
+      p.phases = mergePhases(prev?.phases ?? [], p.phases);
+      p.phasesDelta = false;
     }
     this.builds.set(p.buildId, p);
     this.prune();

@@ -275,3 +275,19 @@ test('a finished matrix shows the server\'s outcome and keeps its cells; a late 
   assert.match(cell.tooltip, /node lost/);
   assert.equal(cell.icon, 'error');
 });
+
+test('a farm cell\'s phasesDelta is merged into the phases held, by id; a whole tree replaces them', () => {
+  const m = new BuildTreeModel();
+  m.update(payload());
+  const delta = m.update(payload({
+    phasesDelta: true,
+    phases: [phase({ id: '0.1', parentId: '0', name: 'Timing tactics', numSteps: 3, step: 2, status: 'done', elapsedS: 9 }),
+      phase({ id: '0.3', parentId: '0', name: 'New one' })],
+  }))!;
+  const ids = delta.phases.map((p) => p.id).sort(comparePhaseIds);
+  assert.deepEqual(ids, ['0', '0.0', '0.1', '0.2', '0.3', '0.10']);  // nothing held was dropped, the new one added
+  assert.equal(delta.phases.find((p) => p.id === '0.1')!.status, 'done');  // the changed one replaced
+  assert.equal(delta.phasesDelta, false);
+  const whole = m.update(payload({ phases: [phase({ id: '0', name: 'Building engine' })] }))!;
+  assert.deepEqual(whole.phases.map((p) => p.id), ['0']);  // no phasesDelta: the list is the whole tree
+});

@@ -80,6 +80,10 @@ async def test_matrix_from_the_editor_stop_a_cell_then_the_parent(
     await until(lambda: bool(engine_diagnostics()))
     (diag,) = engine_diagnostics()  # one per engine and code, naming the cells
     assert diag.message.startswith("cells ") and "cancelled by ide_stop" in diag.message
+    # a running cell's tree went as deltas after its first notification (matrix_relay), the end as a whole tree
+    cell_trees = [t for t in trees if t.get("parentId") == parent_id]
+    assert any(t.get("phasesDelta") for t in cell_trees)
+    assert not latest(trees, first["buildId"]).get("phasesDelta")
     listed = await execute(client, "trtls.listBuilds", {})
     assert any(b.get("kind") == "matrix" and b["buildId"] == parent_id for b in listed["builds"])
 

@@ -112,10 +112,11 @@ class MatrixBuild:
         assert self._done is not None
         return await await_summary(self._done, self.cancel)
 
-    def snapshot(self) -> dict[str, Any]:
-        """The parent row of the tree: its cells (each a build snapshot) under it."""
+    def snapshot(self, with_cells: bool = True) -> dict[str, Any]:
+        """The parent row of the tree: its cells (each a build snapshot, phase tree included) under it; `with_cells`
+        False leaves them out (a live view sends each cell on its own: 32 `large` trees are ~2 MB to build)."""
         done = sum(1 for b in self.cells if not b.running)
-        return {
+        row = {
             "buildId": self.id,
             "engine": self.title,
             "kind": "matrix",
@@ -129,9 +130,12 @@ class MatrixBuild:
             "progress": {"done": done, "total": len(self.planned)},
             "outcomeMessage": self.outcome_message() if self.summary else None,
             "evidencePath": str(self.evidence_dir / "summary.json") if self.summary else None,
-            "cells": [b.snapshot() for b in self.cells]
-            + [{"cell": p.key, "status": "not started", "buildId": None} for p in self.not_started],
         }
+        if with_cells:
+            row["cells"] = [b.snapshot() for b in self.cells] + [
+                {"cell": p.key, "status": "not started", "buildId": None} for p in self.not_started
+            ]
+        return row
 
     def outcome_message(self) -> str:
         counts: dict[str, int] = {}

@@ -53,7 +53,7 @@ class MatrixRichView:
         from rich.tree import Tree
 
         mb = self.mb
-        snap = mb.snapshot()
+        snap = mb.snapshot(with_cells=False)
         head = f"[bold]{mb.title}[/] {snap['status']} · {snap['progress']['done']}/{snap['progress']['total']} cells"
         root = Tree(head + f" · {snap['elapsedS']:.1f} s")
         for b in mb.cells:

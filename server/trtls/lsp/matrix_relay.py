@@ -5,6 +5,13 @@ Coalesced at the source: 32 cells each streaming events must not become 32 × 5 
 server's one event loop (hover and completion share it). Events only mark their cell dirty; one pump sends the
 parent row and the cells that changed, at most every PUMP_INTERVAL_S, and each cell's phase tree at most every
 CELL_TREE_INTERVAL_S (its status line goes with the parent row every time).
+
+A cell's phase tree goes as a delta (`phasesDelta: true`: only the phases that changed since that cell's last
+notification; the client merges them by id), with the whole tree first, every FULL_TREE_INTERVAL_S and at the end.
+Why: a `large` build has ~240 phases (~63 KB of JSON); 32 cells sending whole trees once a second were 2 MB/s to
+serialize on the event loop and to parse in the client, and hover waited behind them (p99 1.9 s). Most phases are
+finished and never change; a running cell's delta is its running path. A pump also stops sending cell trees after
+SEND_BUDGET_S of work: the cells left over stay dirty and go first on the next pump.
 """
 
 from __future__ import annotations
@@ -22,6 +29,8 @@ from trtls.lsp.progress_end import begin_stoppable_progress
 
 PUMP_INTERVAL_S = 0.25
 CELL_TREE_INTERVAL_S = 1.0
+FULL_TREE_INTERVAL_S = 10.0
+SEND_BUDGET_S = 0.005
 
 
 def cell_row(b: Build) -> dict[str, Any]:
@@ -57,6 +66,8 @@ class MatrixRelay:
         self.dirty: set[str] = set()
         self.wake = asyncio.Event()
         self.cell_sent_at: dict[str, float] = {}
+        self.full_sent_at: dict[str, float] = {}
+        self.sent_phases: dict[str, dict[str, dict[str, Any]]] = {}  # cell → phase id → as last sent
         self.notifications = 0
 
     async def start(self) -> None:
@@ -102,17 +113,32 @@ class MatrixRelay:
         if not self.send_tree:
             return
         now = time.monotonic()
-        for b in mb.cells:
+        t_end = time.perf_counter() + SEND_BUDGET_S
+        # Longest-waiting first, so a budget cut never starves the same cells.
+        for b in sorted(mb.cells, key=lambda c: self.cell_sent_at.get(c.id, 0.0)):
             due = now - self.cell_sent_at.get(b.id, 0.0) >= CELL_TREE_INTERVAL_S
             if final or (b.id in self.dirty and (due or not b.running)):
+                if not final and time.perf_counter() > t_end:
+                    break  # the rest stay dirty: next pump
                 self.dirty.discard(b.id)
                 self.cell_sent_at[b.id] = now
-                self._notify({"uri": self.uri, **b.snapshot()})
-        parent = {k: v for k, v in mb.snapshot().items() if k != "cells"}
+                self._notify({"uri": self.uri, **self._cell_tree(b, now, whole=final or not b.running)})
+        parent = mb.snapshot(with_cells=False)
         parent["cells"] = [cell_row(b) for b in mb.cells] + [
             {"buildId": None, "cell": p.key, "engine": p.engine, "status": "not started"} for p in mb.not_started
         ]
         self._notify({"uri": self.uri, **parent})
+
+    def _cell_tree(self, b: Build, now: float, whole: bool) -> dict[str, Any]:
+        """The cell's snapshot, its phases as a delta against what this relay last sent for it (see the module doc)."""
+        snap = b.snapshot()
+        phases: list[dict[str, Any]] = snap["phases"]
+        last = self.sent_phases.get(b.id)
+        self.sent_phases[b.id] = {p["id"]: p for p in phases}
+        if whole or last is None or now - self.full_sent_at.get(b.id, 0.0) >= FULL_TREE_INTERVAL_S:
+            self.full_sent_at[b.id] = now
+            return snap
+        return {**snap, "phases": [p for p in phases if last.get(p["id"]) != p], "phasesDelta": True}
 
     def _notify(self, payload: dict[str, Any]) -> None:
         self.notifications += 1
