@@ -178,6 +178,24 @@ def test_a_normal_run_never_records_a_baseline(ran, tmp_path):
     assert "baseline" not in r.stderr
 
 
+def test_a_waiver_that_names_no_check_is_a_located_warning(ran, tmp_path):
+    root = copy_sample(ran.root, tmp_path / "route")
+    toml = root / "trtls.toml"
+    text = toml.read_text()
+    anchor = 'previous_bundle = "releases/tiny_ort-previous.bundle"\n'
+    assert anchor in text
+    toml.write_text(text.replace(anchor, anchor + 'waive = { "release.througput" = "misspelt on purpose" }\n', 1))
+    r = trtls("gates", "--route", "tiny_ort", "--format", "json", cwd=root)
+    assert r.returncode == 0, r.stderr  # a useless waiver changes no verdict
+    s = json.loads(r.stdout)
+    assert s["waivers"]["release.througput"]["not_applied"] == ["no check of this run has this name"]
+    r = trtls("gates", "--route", "tiny_ort", "--format", "sarif", cwd=root)
+    results = json.loads(r.stdout)["runs"][0]["results"]
+    (hit,) = [x for x in results if x["ruleId"] == "TRT116"]
+    line = next(i for i, t in enumerate(toml.read_text().splitlines(), 1) if "release.througput" in t)
+    assert hit["locations"][0]["physicalLocation"]["region"]["startLine"] == line
+
+
 def test_record_baseline_refused_for_a_rejected_route(ran, tmp_path):
     root = copy_sample(ran.root, tmp_path / "route")
     assert trtls("route", "lock", "--route", "perturbed", cwd=root).returncode == 0

@@ -56,6 +56,7 @@ _TABLE: tuple[Code, ...] = (
     Code("TRT107", ERROR, "recipe", "Unknown engine"),
     Code("TRT108", ERROR, "recipe", "Bad engine name"),
     Code("TRT109", ERROR, "recipe", "Output clash"),
+    Code("TRT116", WARNING, "recipe", "Waiver names no check"),
     # -- docs/codes/models.md ------------------------------------------------------------------------------------------
     Code("TRT110", ERROR, "models", "Not a valid ONNX model"),
     Code("TRT111", ERROR, "models", "External data file missing or short"),

@@ -30,7 +30,7 @@ from typing import Any
 
 from trtls import __version__
 from trtls.core.atomic import atomic_write_text
-from trtls.core.findings import Finding
+from trtls.core.findings import Finding, Origin, Severity
 from trtls.core.gate_result import GATE_NAMES, Decision, GateCheck, apply_waivers, decide
 from trtls.core.route import route_dir, route_model
 from trtls.gates import bundle, parity, release
@@ -154,10 +154,34 @@ def run_gates(
     if baseline is not None:
         summary["baseline"] = baseline
     findings = [f for f in (c.finding() for c in checks) if f is not None]
+    if complete:
+        findings += unmatched_waivers(route_name, waivers)
     result = RouteResult(route_name, checks, decision, gates_decision, summary, findings, None, cancelled, baseline)
     if write_evidence:
         result.summary_path = write_route_evidence(loaded, result)
     return result
+
+
+def unmatched_waivers(route_name: str, waivers: dict[str, dict[str, Any]]) -> list[Finding]:
+    """A waiver that met no check of a complete run names nothing: a misspelt name would otherwise look like a
+    waiver in the recipe while the check it meant still holds the route (said only after all five gates ran: a
+    partial run has not made every check)."""
+    out = []
+    for name, did in waivers.items():
+        if did["applied_to"] or did["not_applied"]:
+            continue
+        did["not_applied"].append("no check of this run has this name")
+        out.append(
+            Finding(
+                "TRT116",
+                Severity.warning,
+                f"waiver '{name}' names no check of this route's gates (check names: docs/gates.md)",
+                ("routes", route_name, "waive", name),
+                Origin.gates,
+                data={"waiver": name},
+            )
+        )
+    return out
 
 
 def _record_baseline(ctx: GateContext, gates_decision: Decision, cancelled: bool) -> dict[str, Any]:
