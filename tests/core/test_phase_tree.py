@@ -118,3 +118,30 @@ def test_a_worker_cannot_make_the_tree_a_cycle() -> None:
     assert tree.start("0.5", "9", "orphan", 1, 2) is None, "an unknown parent is refused"
     assert tree.rejected == 2 and [p.id for p in tree.deepest_running_path()] == ["0"]
     assert tree.render_lines(3) == ["root [0/1] running 0.00 s"]
+
+
+@pytest.mark.parametrize("name", ["trace_full.jsonl", "trace_cancel_75.jsonl"])
+def test_deepest_running_view_is_what_the_whole_view_says_at_every_callback(name: str) -> None:
+    """It is computed for one phase alone (a live status line's cost); it must say what the whole view says."""
+    recs = [json.loads(line) for line in (TRACES / name).read_text().splitlines()]
+    calls = [r for r in recs if r.get("ev") in ("phase_start", "step_complete", "phase_finish")]
+    names, tree = OpenPhases(), PhaseTree()
+    checked = 0
+    for r in calls:
+        t = r["t_ns"]
+        if r["ev"] == "phase_start":
+            tree.start(*names.start(r["phase"], r.get("parent")), r["phase"], r["num_steps"], t)
+        elif r["ev"] == "step_complete" and (pid := names.id_of(r["phase"])) is not None:
+            tree.step(pid, r["step"], t)
+        elif r["ev"] == "phase_finish" and (pid := names.finish(r["phase"])) is not None:
+            tree.finish(pid, t, "done")
+        now = t + 3_000_000_000  # 3 s later: quiet long enough to be shown
+        baselines = {p: 1.0 for p in tree.phases}
+        one = tree.deepest_running_view(now, baselines)
+        path = tree.deepest_running_path()
+        if not path:
+            assert one is None
+            continue
+        assert one == next(v for v in tree.view(now, baselines) if v.id == path[-1].id)
+        checked += 1
+    assert checked > 50

@@ -236,38 +236,50 @@ class PhaseTree:
         baselines = baselines or {}
         quiet = self.quiet_for_s(now_ns)
         if t0_ns is None:
-            t0_ns = min((p.t_start_ns for p in self.phases.values()), default=0)
+            t0_ns = self._first_start_ns()
         folded: dict[str, str] = fold_groups([self.phases[i] for i in self.roots])
         for p in self.phases.values():
             folded.update(fold_groups([self.phases[c] for c in p.children]))
-        out = []
-        for p in self.phases.values():
-            quiet_for = round(quiet, 3) if p.status == "running" and quiet is not None else None
-            baseline = baselines.get(p.id)
-            shown = quiet_for if quiet_for is not None and quiet_for >= QUIET_SHOW_S else None
-            out.append(
-                PhaseView(
-                    id=p.id,
-                    parent_id=p.parent_id,
-                    name=p.name,
-                    num_steps=p.num_steps,
-                    step=p.step,
-                    status=p.status,
-                    elapsed_s=round(p.elapsed_s(now_ns), 3),
-                    start_s=round((p.t_start_ns - t0_ns) / NS, 4),
-                    baseline_s=baseline,
-                    quiet_for_s=quiet_for,
-                    quiet_s=shown,
-                    stalled=is_stalled(shown, baseline),
-                    folded_into=folded.get(p.id),
-                )
-            )
-        return out
+        return [self._view_of(p, now_ns, quiet, baselines, t0_ns, folded) for p in self.phases.values()]
+
+    def _first_start_ns(self) -> int:
+        # The first phase to start is a root (a phase's parent starts before it), so the roots are enough.
+        return min((self.phases[i].t_start_ns for i in self.roots), default=0)
+
+    @staticmethod
+    def _view_of(
+        p: Phase, now_ns: int, quiet: float | None, baselines: dict[str, float], t0_ns: int, folded: dict[str, str]
+    ) -> PhaseView:
+        quiet_for = round(quiet, 3) if p.status == "running" and quiet is not None else None
+        baseline = baselines.get(p.id)
+        shown = quiet_for if quiet_for is not None and quiet_for >= QUIET_SHOW_S else None
+        return PhaseView(
+            id=p.id,
+            parent_id=p.parent_id,
+            name=p.name,
+            num_steps=p.num_steps,
+            step=p.step,
+            status=p.status,
+            elapsed_s=round(p.elapsed_s(now_ns), 3),
+            start_s=round((p.t_start_ns - t0_ns) / NS, 4),
+            baseline_s=baseline,
+            quiet_for_s=quiet_for,
+            quiet_s=shown,
+            stalled=is_stalled(shown, baseline),
+            folded_into=folded.get(p.id),
+        )
 
     def deepest_running_view(self, now_ns: int, baselines: dict[str, float] | None = None) -> PhaseView | None:
-        """The phase the build is waiting on (the end of `deepest_running_path`), as `view` shows it."""
+        """The phase the build is waiting on (the end of `deepest_running_path`), as `view` shows it — computed for
+        that phase alone: a live status line asks for it several times a second per build, and `large` has ~240
+        phases (a whole `view` for each of 32 farm cells held the language server's event loop)."""
         path = self.deepest_running_path()
-        return next(v for v in self.view(now_ns, baselines) if v.id == path[-1].id) if path else None
+        if not path:
+            return None
+        p = path[-1]
+        siblings = self.phases[p.parent_id].children if p.parent_id is not None else self.roots
+        folded = fold_groups([self.phases[i] for i in siblings])
+        return self._view_of(p, now_ns, self.quiet_for_s(now_ns), baselines or {}, self._first_start_ns(), folded)
 
     def snapshot(
         self, now_ns: int, baselines: dict[str, float] | None = None, t0_ns: int | None = None

@@ -20,6 +20,7 @@ A second Build of an engine that is already building does not start another buil
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import os
 import signal
@@ -342,4 +343,8 @@ def serve() -> None:
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
     logging.getLogger("pygls").setLevel(logging.WARNING)  # pygls logs every message it sends at INFO
     signal.signal(signal.SIGTERM, _on_sigterm)
+    # Everything imported so far lives as long as the server: keep it out of full collections, which otherwise
+    # re-scan it and pause the one event loop that hover and completion share (farm/cluster.py does the same
+    # after Ray connects).
+    gc.freeze()
     server.start_io()
