@@ -201,14 +201,17 @@ async function palette(command, { pick } = {}) {
   }
 }
 
-/** Opens a workspace file through Quick Open (works whatever the side bar shows). */
-async function openFile(name) {
-  await until(`quick open ${name}`, async () => {
+/**
+ * Opens a file through Quick Open (works whatever the side bar shows): `name` is what its tab and row show, `query`
+ * what is typed (a workspace file's name, or an absolute path where no folder is open).
+ */
+async function openFile(name, query = name) {
+  await until(`quick open ${query}`, async () => {
     await page.keyboard.press('Escape');
     await page.keyboard.press('F1');
     const input = page.locator('.quick-input-widget input[type="text"]');
     await input.waitFor({ state: 'visible', timeout: 5000 });
-    await input.fill(name);
+    await input.fill(query);
     const row = page.locator('.quick-input-list .monaco-list-row').filter({ has: page.locator('.label-name', { hasText: new RegExp(`^${name}$`) }) }).first();
     try { await row.waitFor({ state: 'visible', timeout: 3000 }); } catch { return false; }
     await row.click();
@@ -711,22 +714,8 @@ try {
     const onnxLine = text.split('\n').findIndex((l) => l.startsWith('onnx')) + 1;  // 1-based, as Problems shows
     fs.writeFileSync(path.join(lone, 'trtls.toml'), text);
     fs.writeFileSync(path.join(lone, 'engines.toml'), text);
-    /** Opens a file by its absolute path through Quick Open (no workspace: only an absolute path finds it). */
-    const openAbsolute = async (file) => {
-      const name = path.basename(file);
-      await until(`quick open ${file}`, async () => {
-        await page.keyboard.press('Escape');
-        await page.keyboard.press('Control+P');
-        const input = page.locator('.quick-input-widget input[type="text"]');
-        await input.waitFor({ state: 'visible', timeout: 5000 });
-        await input.fill(file);
-        const row = page.locator('.quick-input-list .monaco-list-row').filter({ has: page.locator('.label-name', { hasText: new RegExp(`^${name}$`) }) }).first();
-        try { await row.waitFor({ state: 'visible', timeout: 3000 }); } catch { return false; }
-        await row.click();
-        return true;
-      }, 30000, 500);
-      await page.locator('.tabs-container .tab', { hasText: name }).first().waitFor({ state: 'visible', timeout: 10000 });
-    };
+    /** Opens a file by its absolute path (no workspace: only an absolute path finds it). */
+    const openAbsolute = (file) => openFile(path.basename(file), file);
     try {
       await check(`a lone trtls.toml (no folder open) activates the extension and gets TRT104 at line ${onnxLine}; a lone engines.toml gets nothing`, async () => {
         await page.goto(`http://127.0.0.1:${port}/?ew=true`);
