@@ -173,6 +173,20 @@ def test_ci_timeout_through_the_cli(workspace: Path, seconds: float) -> None:
     assert not (workspace / "build" / "large.engine").exists() and leftovers(workspace) == []
 
 
+async def test_a_cancel_before_the_build_starts_is_seen_between_the_worker_steps(workspace: Path) -> None:
+    """Cancelled the moment the worker starts: seen after TensorRT's import or after the parse, never waiting for
+    the build's first callback, and nothing of the build runs."""
+    sup, build = await run_build(workspace, engine="large")
+    build.cancel("api")
+    s = await asyncio.wait_for(build.wait(), 120)
+    assert s["outcome"] == "cancelled" and s["cancelSource"] == "api" and s["forced"] is False
+    assert s["phaseTree"] == []  # TensorRT's build never started
+    (note,) = [n for n in s["notes"] if n.startswith("stopped before TensorRT's build started")]
+    assert "TensorRT was being imported" in note or "the ONNX model was being parsed" in note
+    check_evidence(build, workspace)
+    assert not (workspace / "build" / "large.engine").exists() and leftovers(workspace) == []
+
+
 async def test_silent_builder_is_forced_after_grace(workspace: Path) -> None:
     # Fault injection: the 3rd phase_start blocks for 60 s without callbacks, like a long silent compile.
     sup, build = await run_build(workspace, faults={"stall": {"at_phase": 3, "seconds": 60}})

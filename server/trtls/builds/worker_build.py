@@ -74,7 +74,9 @@ class Worker:
         # Measured before anything can fail on the input, so a failed build still says what would have built it.
         environment = adapter.environment_record(bm)
         self.writer.emit("environment", environment=environment)
-        logger = self._logger(bm, adapter)
+        if self.cancel.is_set:
+            return self._cancelled_before_build("TensorRT was being imported")
+        logger = self._logger(bm)
         onnx_path = Path(job["onnx"])
         precision = job.get("precision") or {}
         first_root = 0
@@ -96,6 +98,8 @@ class Worker:
         errors = adapter.parse_onnx(bm, builder, network, logger, str(onnx_path))
         if errors:
             return self._finish_failed("ONNX parse failed: " + "; ".join(errors), environment)
+        if self.cancel.is_set:
+            return self._cancelled_before_build("the ONNX model was being parsed")
         settings = job.get("settings") or {}
         effective = adapter.apply_builder_settings(
             bm, builder, config, {k: v for k, v in settings.items() if k not in bca.OWN_KEYS}
@@ -164,11 +168,9 @@ class Worker:
             return self._finish_failed(error, environment, plan_cache)
         return self._commit(bm, adapter, config, plan, plan_cache)
 
-    def _logger(self, bm: Any, adapter: Any) -> Any:
-        """TensorRT's built-in logger read back through fd 1 (log_relay: VERBOSE is filtered in C++, not in a Python
-        callback per message); the Python ILogger when the job asks for it (the benchmark compares the two)."""
-        if self.job.get("python_logger"):
-            return adapter.make_logger(bm, self.on_log)
+    def _logger(self, bm: Any) -> Any:
+        """TensorRT's built-in logger read back through fd 1 (log_relay: VERBOSE is filtered in C++, not by a Python
+        callback per message)."""
         from trtls.builds.log_relay import process_relay
 
         relay = process_relay(bm.trt, self.on_log)
@@ -269,6 +271,23 @@ class Worker:
         for entry in inventory:
             self.writer.emit("artifact", **entry)
         return status, time.monotonic_ns(), inventory
+
+    def _cancelled_before_build(self, during: str) -> int:
+        """A cancel seen between the worker's preparing steps (no monitor yet, no cache touched): importing TensorRT
+        and parsing a large model take seconds, and a cancel that waited for the build's first callback could
+        outlast the grace and be forced."""
+        t, source = time.monotonic_ns(), self.cancel.source
+        self.writer.emit("cancel_acknowledged", t, source=source, t_request_ns=self.cancel.t_request_ns, t_seen_ns=t)
+        status, t_clean, _ = self._cleanup(f"build {self.build_id} cancelled by {source}")
+        self.writer.emit(
+            "build_finished",
+            outcome="cancelled",
+            cleanup_status=status,
+            t_cleanup_ns=t_clean,
+            notes=[f"stopped before TensorRT's build started ({during}); nothing was built or cached"],
+            peak_rss_bytes=peak_rss_bytes(),
+        )
+        return 3
 
     def _finish_cancelled(self, t_return: int, plan: Any, cache_plan: tc.CachePlan) -> int:
         seen = self.monitor.cancel_seen_ns if self.monitor is not None else None
