@@ -276,18 +276,11 @@ class Worker:
         """A cancel seen between the worker's preparing steps (no monitor yet, no cache touched): importing TensorRT
         and parsing a large model take seconds, and a cancel that waited for the build's first callback could
         outlast the grace and be forced."""
-        t, source = time.monotonic_ns(), self.cancel.source
-        self.writer.emit("cancel_acknowledged", t, source=source, t_request_ns=self.cancel.t_request_ns, t_seen_ns=t)
-        status, t_clean, _ = self._cleanup(f"build {self.build_id} cancelled by {source}")
+        t = time.monotonic_ns()
         self.writer.emit(
-            "build_finished",
-            outcome="cancelled",
-            cleanup_status=status,
-            t_cleanup_ns=t_clean,
-            notes=[f"stopped before TensorRT's build started ({during}); nothing was built or cached"],
-            peak_rss_bytes=peak_rss_bytes(),
+            "cancel_acknowledged", t, source=self.cancel.source, t_request_ns=self.cancel.t_request_ns, t_seen_ns=t
         )
-        return 3
+        return self._end_cancelled([f"stopped before TensorRT's build started ({during}); nothing was built or cached"])
 
     def _finish_cancelled(self, t_return: int, plan: Any, cache_plan: tc.CachePlan) -> int:
         seen = self.monitor.cancel_seen_ns if self.monitor is not None else None
@@ -305,6 +298,10 @@ class Worker:
             )
         cache_plan, _ = tc.after_build(cache_plan, "cancelled", False, None, _no_combine)
         self._emit_cache(cache_plan, False)
+        return self._end_cancelled(notes)
+
+    def _end_cancelled(self, notes: list[str]) -> int:
+        """Clean up and report `cancelled`: the end both cancel paths share."""
         status, t_clean, _ = self._cleanup(f"build {self.build_id} cancelled by {self.cancel.source}")
         self.writer.emit(
             "build_finished",
