@@ -15,7 +15,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from trtls.core.atomic import TEMP_MARK, fsync_dir, temp_path_for
+from trtls.core.atomic import TEMP_MARK, atomic_write_bytes, temp_path_for
+from trtls.core.paths import checked_target
 
 
 def sha256_bytes(data: bytes | memoryview) -> str:
@@ -46,19 +47,11 @@ def engine_temp_path(output: Path, build_id: str) -> Path:
 
 
 def write_engine(output: Path, build_id: str, plan: memoryview | bytes) -> tuple[int, str]:
-    """Write the serialized engine atomically. Raises OSError (disk full, read-only) with the temp removed."""
+    """Write the serialized engine atomically, never through a symlink (`core.atomic`: the temp file is created
+    O_EXCL | O_NOFOLLOW in the output's real folder and renamed there; a symlinked output raises UnsafeWrite).
+    Raises OSError (disk full, read-only) with the temp removed."""
     output.parent.mkdir(parents=True, exist_ok=True)
-    tmp = engine_temp_path(output, build_id)
-    try:
-        with open(tmp, "wb") as fh:
-            fh.write(plan)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, output)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    fsync_dir(output.parent)
+    atomic_write_bytes(output, plan, temp_name=engine_temp_path(output, build_id).name)
     return len(plan), sha256_bytes(plan)
 
 
@@ -111,7 +104,10 @@ def output_unwritable(output: Path, build_id: str) -> str | None:
     probe = output.parent / f"{output.name}{TEMP_MARK}{build_id}.probe"
     try:
         output.parent.mkdir(parents=True, exist_ok=True)
-        with open(probe, "wb") as fh:
+        checked_target(output)  # a symlinked output is refused here, before any builder time
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+        fd = os.open(probe, flags, 0o600)  # never opens what is planted at the probe's name
+        with os.fdopen(fd, "wb") as fh:
             fh.write(b"trtls write probe\n")
         probe.unlink()
     except OSError as exc:

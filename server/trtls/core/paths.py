@@ -1,0 +1,98 @@
+"""Where a path really points, and the one sanitiser for names that become paths.
+
+The recipe names every file trtls writes; `core.write_policy` decides which of those writes are allowed. This
+module holds the primitives it and every writer share:
+
+* `place(base, relative)`: the absolute path a write lands on. Every folder on the way is resolved (a symlinked
+  folder is where it points), the final component is *not*: a symlink named as an output is a symlink, not the
+  file it points to. `Path.resolve()` follows the final symlink too, which is how an engine once overwrote the
+  file behind `build/demo.engine -> /elsewhere/precious.bin`.
+* `safe_name(name)`: an engine, cell, variant or route name as one path component (never a separator, never
+  `.`/`..`, never empty, bounded length). Build ids, evidence folders and output templates use it.
+* `checked_target(path, within)`: the last check a writer makes before it opens anything (a symlink may appear
+  between `trtls check` and the write): the real folder, the final name, refused with `UnsafeWrite` when the final
+  component is a symlink or the real folder leaves `within`.
+
+Plain Python (stdlib only): the CLI, the language server, the farm driver and the worker all import it.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import os
+import re
+from pathlib import Path
+
+NAME_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
+MAX_NAME = 96  # well under every filesystem's 255-byte component, leaving room for ids and suffixes
+
+
+def safe_name(name: object) -> str:
+    """`name` as one safe path component: runs of anything but letters, digits, `_`, `.`, `-` become `_`; a name
+    that starts with `.` (so `.` and `..`) gets a leading `_`; an empty one is `_`; a long one is cut and keeps a
+    digest of the whole so two long names stay two."""
+    text = NAME_UNSAFE.sub("_", str(name))
+    if not text:
+        return "_"
+    if text.startswith("."):
+        text = "_" + text
+    if len(text) > MAX_NAME:
+        digest = hashlib.sha256(str(name).encode("utf-8", "surrogatepass")).hexdigest()[:10]
+        text = f"{text[: MAX_NAME - 11]}-{digest}"
+    return text
+
+
+def is_safe_name(name: object) -> bool:
+    """True when `name` is already what `safe_name` makes of it (the recipe may use it as it is)."""
+    return isinstance(name, str) and safe_name(name) == name
+
+
+def place(base: str | os.PathLike[str], relative: str | os.PathLike[str]) -> Path:
+    """The absolute path `relative` (relative to `base`, or absolute) names, with its folders resolved and its final
+    component left as written (a final symlink is not followed). Raises ValueError for a NUL byte."""
+    joined = Path(base) / relative
+    if "\0" in str(joined):
+        raise ValueError("path contains a NUL character")
+    name = joined.name
+    if name in ("", ".."):
+        return Path(os.path.realpath(joined))  # the path names a folder itself: nothing final to keep
+    return Path(os.path.realpath(joined.parent)) / name
+
+
+def real(path: str | os.PathLike[str]) -> Path:
+    """Every symlink followed (what a read of `path` opens)."""
+    return Path(os.path.realpath(path))
+
+
+def inside(path: Path, folder: Path) -> bool:
+    return path == folder or path.is_relative_to(folder)
+
+
+def lexically_inside(base: Path, relative: str, folder: Path) -> bool:
+    """Whether `relative` stays in `folder` by its text alone (`..` undone without looking at the disk): a path
+    that is inside by its text but outside for real goes through a symlinked folder."""
+    return inside(Path(os.path.normpath(Path(base) / relative)), folder)
+
+
+class UnsafeWrite(OSError):
+    """A write refused at the last moment: its final component is a symlink, or its real folder leaves the folder
+    the writer was told to stay in. The file and everything it points to are untouched."""
+
+
+def checked_target(path: str | os.PathLike[str], within: str | os.PathLike[str] | None = None) -> tuple[Path, str]:
+    """(real folder, final name) of a file about to be written; raises UnsafeWrite (nothing touched) when the name
+    is a symlink or names no file, or when the real folder is not inside `within`'s real path."""
+    target = Path(path)
+    name = target.name
+    if name in ("", ".", ".."):
+        raise UnsafeWrite(errno.EISDIR, "not a file name", str(target))
+    folder = real(target.parent if str(target.parent) else ".")
+    if within is not None and not inside(folder, real(within)):
+        raise UnsafeWrite(errno.EXDEV, f"the real folder {folder} is outside {real(within)}", str(target))
+    final = folder / name
+    if final.is_symlink():
+        raise UnsafeWrite(
+            errno.ELOOP, f"is a symlink (to {os.readlink(final)}); trtls never writes through one", str(final)
+        )
+    return folder, name
