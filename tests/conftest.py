@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+# The engine store (docs/store.md) would serve one test's engine to the next (same model, same settings: same key)
+# and write into the user's cache: tests that want it name a store in their recipe (tests/store/).
+os.environ["TRTLS_STORE"] = "off"
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = Path(__file__).parent / "data"

@@ -13,11 +13,16 @@ PKG = Path(__file__).resolve().parents[1] / "server" / "trtls"
 FACES = ("trtls.cli", "trtls.lsp")  # nothing below a face imports one
 EDITOR = ("pygls", "lsprotocol")
 TENSORRT = ("tensorrt", "tensorrt_rtx")
-LOWER = ("core", "models", "importers", "builds", "bundle", "checkpoint", "runtimes", "route", "gates", "report")
+LOWER = (
+    *("core", "models", "importers", "store", "builds", "bundle", "checkpoint", "runtimes", "route", "gates"),
+    "report",
+)
 FORBIDDEN: dict[str, tuple[str, ...]] = {
     # the pure model: no other trtls layer, no editor, no builder
     "core": (*FACES, "trtls.accept", *EDITOR, *TENSORRT),
     "builds": (*FACES, "trtls.accept", *EDITOR),
+    # the engine store keys and restores engines without TensorRT (a hit never imports it)
+    "store": (*FACES, "trtls.accept", *EDITOR, *TENSORRT),
     # the model checks run on every keystroke: no builder, no editor types, and no `onnx` package (its parser
     # loads every weight; trtls.models reads the wire format itself)
     "models": (*FACES, "trtls.accept", *EDITOR, *TENSORRT, "onnx"),
@@ -36,7 +41,8 @@ ALLOWED: dict[str, set[str]] = {
     "core": {"core"},
     "models": {"core", "models"},
     "importers": {"core", "importers"},
-    "builds": {"core", "builds"},
+    "builds": {"core", "builds", "store"},
+    "store": {"core", "models", "checkpoint", "store"},
     "bundle": {"core", "bundle"},
     "checkpoint": {"core", "checkpoint"},
     "runtimes": {"core", "builds", "runtimes"},

@@ -14,7 +14,7 @@ import sys
 from typing import Any
 
 from trtls import __version__
-from trtls.cli import accept, check, gates, import_cmd, pictures
+from trtls.cli import accept, check, gates, import_cmd, pictures, store
 from trtls.cli.common import find_recipe, install_stop_keys, load_or_report, report_error
 from trtls.cli.exits import EXIT_BAD_INPUT, EXIT_OK, exit_code_of
 from trtls.cli.usage import TrtlsParser, emit_error, parse, positive_seconds
@@ -31,7 +31,11 @@ async def _build_all(args: argparse.Namespace) -> int:
     # The worker starts first and imports TensorRT while this process loads and checks the recipe (one local
     # build; a matrix or a cluster places its own workers).
     farm = args.all or args.matrix or args.cell
-    preload = None if farm else preload_for(find_recipe(args.recipe), args.engine)
+    from trtls.builds.avoidance import store_may_serve
+
+    # A build the store may serve looks up first: a hit must start no worker (and import no TensorRT).
+    servable = store_may_serve(find_recipe(args.recipe), args.no_store, args.rebuild)
+    preload = None if farm or servable else preload_for(find_recipe(args.recipe), args.engine)
     early = await spawn_worker(preload=preload) if preload is not None else None
     try:
         loaded = load_or_report(args.recipe)
@@ -73,8 +77,15 @@ async def _build_one(
     from trtls.builds.supervisor import Supervisor
     from trtls.cli.terminal_view import JsonView, PlainView, RichView, print_outcome
 
+    use, done = await store.avoid(loaded, engine, args, overrides)
+    if done is not None:
+        from trtls.builds.spawn import discard
+
+        await discard(worker)
+        return done
     sup = Supervisor()
     build = sup.start(loaded, engine, overrides=overrides, worker=worker)
+    store.attach(use, build, quiet=args.json)
     install_stop_keys(build, engine, quiet=args.json)
     loop = asyncio.get_running_loop()
     if args.timeout is not None:
@@ -174,7 +185,14 @@ BUILD_EXITS = (
 
 
 # each registers its parser; the heavy machinery is imported only when its command runs
-SUBCOMMANDS = (check.register, import_cmd.register, gates.register, accept.register, pictures.register)
+SUBCOMMANDS = (
+    check.register,
+    import_cmd.register,
+    gates.register,
+    accept.register,
+    pictures.register,
+    store.register,
+)
 
 
 def make_parser() -> argparse.ArgumentParser:
@@ -201,6 +219,8 @@ def make_parser() -> argparse.ArgumentParser:
     b.add_argument("--all", action="store_true", help="every engine as one run (side by side on a [cluster])")
     b.add_argument("--matrix", action="store_true", help="every cell of the engine's [engines.NAME.matrix]")
     b.add_argument("--cell", help="one matrix cell by name (e.g. o0-SM89)")
+    b.add_argument("--rebuild", action="store_true", help="build even when the engine store holds this engine")
+    b.add_argument("--no-store", action="store_true", help="neither look up nor publish in the engine store")
     b.set_defaults(func=cmd_build)
 
     s = sub.add_parser("serve", help="run the language server (stdio)", epilog="exit codes: 0 after the client's exit")

@@ -109,7 +109,18 @@ _TABLE: tuple[Code, ...] = (
     Code("TRT301", WARNING, "timing-cache", "Timing cache quarantined"),
     Code("TRT302", INFO, "timing-cache", "Timing cache not applicable"),
     Code("TRT303", INFO, "timing-cache", "Timing cache discarded"),
-    # TRT304–TRT399: free (one line per new code, here)
+    # TRT304–TRT329: free (one line per new code, here)
+    # -- docs/codes/store.md -------------------------------------------------------------------------------------------
+    Code("TRT330", ERROR, "store", "Store path is not a folder"),
+    Code("TRT331", ERROR, "store", "Store folder not writable"),
+    Code("TRT332", WARNING, "store", "Store entry corrupt: quarantined"),
+    Code("TRT333", WARNING, "store", "Engine built but not stored"),
+    Code("TRT334", WARNING, "store", "Store entry's key does not match its content"),
+    Code("TRT335", INFO, "store", "Engine reused from the store"),
+    Code("TRT336", INFO, "store", "Will rebuild"),
+    Code("TRT337", INFO, "store", "Engine at output not described by the recipe"),
+    Code("TRT338", ERROR, "store", "Nothing to roll back to"),
+    # TRT339–TRT349: the engine store's (one line per new code, here); TRT350–TRT399: free
     # -- docs/codes/cleanup.md -----------------------------------------------------------------------------------------
     Code("TRT401", INFO, "cleanup", "Cleanup done"),
     Code("TRT402", INFO, "cleanup", "Partial files quarantined"),

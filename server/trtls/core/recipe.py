@@ -23,6 +23,7 @@ from trtls.core.findings import Finding, Origin, Severity, TomlPath
 from trtls.core.profiles import SHAPE_KEYS, InputShapes, OptimizationProfile
 from trtls.core.protocol import stable_json
 from trtls.core.route import RouteModel, validate_routes  # routes: validated in a second pass
+from trtls.core.store_table import StoreTable
 from trtls.core.tomlpos import SourceMap, TomlSyntaxError, parse
 from trtls.core.validation import findings_from_validation
 
@@ -85,6 +86,7 @@ class RecipeFile(_Model):
 
     version: Literal[1] = Field(1, description="Recipe format version.")
     cluster: ClusterTable | None = Field(None, description="A Ray cluster for remote and matrix builds (build farm).")
+    store: StoreTable | None = Field(None, description="The engine store: where built engines are kept and reused.")
     engines: dict[str, EngineRecipe] = Field(default_factory=dict, description="One table per engine.")
     routes: dict[str, dict[str, Any]] = Field(
         default_factory=dict, description="Checkpoint → bundle routes (see route gates)."

@@ -1,0 +1,318 @@
+"""Build avoidance: the engine store between the recipe and the supervisor (docs/store.md).
+
+    recipe ──► engine key (digest cache) ──► store hit? ── yes ──► atomic restore + evidence "reused"
+                                                 │ no (single-flight lock on the key)
+                                                 ▼
+                                    supervisor ──► worker ──► engine ──► publish to the store + known-good record
+
+Every face goes through `prepare` → `reuse_or_lock` → (on a miss) the supervisor → `after_build`. A hit imports
+no TensorRT and starts no worker: nothing here imports the adapter, and the key is computed from the worker job
+(builds.build.worker_job) with the digest cache. Builds with injected faults, an external worker, or `--no-store`
+are not keyed (what an external worker reads is unknown)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+import tomllib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from trtls import __version__
+from trtls.builds.build import new_build_id, state_dir, worker_job
+from trtls.core.atomic import atomic_write_text
+from trtls.store.config import StoreConfig, store_config
+from trtls.store.diff import key_changes
+from trtls.store.entries import Entry, Refused, Store, StoreUnusable
+from trtls.store.key import EngineKey, KeyUnavailable, engine_key
+from trtls.store.known_good import KnownGood
+from trtls.store.lock import KeyLock
+
+WAIT_POLL_S = 0.1  # a waiter retries the key's lock this often (flock has no asyncio-friendly blocking form)
+
+
+@dataclass
+class StoreUse:
+    """How one build uses the store: its key, the store, the lock it holds, what changed since the last build."""
+
+    engine: str
+    state_dir: Path
+    config: StoreConfig | None
+    store: Store | None = None
+    key: EngineKey | None = None
+    not_used: str | None = None  # why this build does not use the store (evidence: store.used = false)
+    last: dict[str, Any] | None = None  # the table's last successful build (known-good record)
+    changes: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    lock: KeyLock | None = None
+    rebuild: bool = False
+    reused_from: dict[str, Any] | None = None
+
+    def release(self) -> None:
+        if self.lock is not None:
+            self.lock.release()
+
+    def record(self) -> dict[str, Any]:
+        """The `store` object of the evidence."""
+        return {
+            "used": self.not_used is None,
+            "why": self.not_used,
+            "path": str(self.config.path) if self.config else None,
+            "mode": self.config.mode if self.config else None,
+            "source": self.config.source if self.config else None,
+            "warnings": self.warnings,
+        }
+
+
+def store_may_serve(recipe: Path, no_store: bool, rebuild: bool) -> bool:
+    """From the raw TOML (before the recipe is validated): could this build be served from the store? The CLI then
+    looks up before starting any worker (no early TensorRT import)."""
+    if no_store or rebuild:
+        return False
+    try:
+        data = tomllib.loads(recipe.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return True
+    table = data.get("store")
+    if isinstance(table, dict):
+        return table.get("mode", "read_write") != "off"
+    return os.environ.get("TRTLS_STORE", "").strip().lower() != "off"
+
+
+def _device() -> dict[str, Any]:
+    from trtls.builds.cuda import cuda_driver
+
+    return cuda_driver()
+
+
+def prepare(
+    loaded: Any,
+    engine: str,
+    overrides: dict[str, Any] | None = None,
+    *,
+    no_store: bool = False,
+    rebuild: bool = False,
+    bypass: str | None = None,
+    faults: dict[str, Any] | None = None,
+) -> StoreUse:
+    """Key the build and open its store. Raises StoreUnusable (TRT330/TRT331) for a store folder that cannot
+    serve its mode; `located_store_error` places it on the recipe."""
+    eng = loaded.engine(engine)
+    sdir = state_dir(loaded.path)
+    config = store_config(loaded.recipe.store, loaded.base_dir)
+    use = StoreUse(engine, sdir, config, rebuild=rebuild)
+    job = worker_job(loaded, engine, "key", overrides)
+    if eng.worker:
+        use.not_used = "an external worker builds this engine: what it reads is unknown, so it is not keyed"
+        return use
+    if faults:
+        use.not_used = "a build with injected faults is never stored"
+        return use
+    try:
+        use.key = engine_key(job, sdir, _device())
+    except KeyUnavailable as exc:
+        use.not_used = f"no engine key: {exc}"
+        return use
+    use.last = KnownGood(sdir, engine).last()
+    if use.last is not None and use.last.get("key") != use.key.hex and isinstance(use.last.get("parts"), dict):
+        use.changes = key_changes(use.last["parts"], use.key.parts)
+    if bypass is not None:
+        use.not_used = bypass
+    elif no_store:
+        use.not_used = "--no-store"
+    elif config is None:
+        use.not_used = 'the store is off ([store] mode = "off" or TRTLS_STORE=off)'
+    if use.not_used is None and config is not None:
+        use.store = Store(config.path, config.mode, config.max_size)
+        use.store.check()
+    return use
+
+
+def located_store_error(loaded: Any, use_or_none: StoreConfig | None, exc: StoreUnusable) -> tuple[str, int, int]:
+    """(file, line, col) of a store error: the `[store] path` value when the recipe set it, else the recipe."""
+    if loaded.recipe.store is not None and loaded.recipe.store.path is not None:
+        rng = loaded.source_map.range(("store", "path"), True)
+        return str(loaded.path), rng.start_line + 1, rng.start_col + 1
+    return str(loaded.path), 1, 1
+
+
+def _lookup(use: StoreUse) -> Entry | None:
+    assert use.store is not None and use.key is not None
+    try:
+        return use.store.get(use.key.hex)
+    except Refused as exc:
+        use.warnings.append(f"TRT334 {exc}")
+        return None
+
+
+async def reuse_or_lock(
+    use: StoreUse, loaded: Any, build_id: str | None = None, say: Callable[[str], None] | None = None
+) -> dict[str, Any] | None:
+    """A hit: the output restored and the reuse's evidence written; returns that summary. A miss: returns None,
+    holding the key's lock when the store is writable (the caller builds, then calls `after_build`). Two processes
+    on one key: the second waits for the first's lock, then reuses its entry — or builds itself when the first
+    did not publish (cancelled, failed, killed)."""
+    if use.store is None or use.key is None:
+        return None
+    build_id = build_id or new_build_id(use.engine)
+    lock = KeyLock(use.store.root, use.key.hex) if use.store.mode == "read_write" else None
+    waited = False
+    while True:
+        entry = None if use.rebuild else _lookup(use)
+        if entry is not None:
+            if lock is not None:
+                lock.release()
+            summary = _restore(use, loaded, entry, build_id, waited)
+            if summary is not None:
+                return summary
+        if lock is None or lock.try_acquire(build_id):
+            use.lock = lock
+            if entry is None and not use.rebuild and waited and _lookup(use) is not None:
+                continue  # published between our look and our lock: reuse it
+            return None
+        if not waited and say is not None:
+            say(f"waiting for build {lock.holder()} of the same engine key (another process) — it will be reused")
+        waited = True
+        await asyncio.sleep(WAIT_POLL_S)
+
+
+def _restore(use: StoreUse, loaded: Any, entry: Entry, build_id: str, waited: bool) -> dict[str, Any] | None:
+    assert use.store is not None and use.key is not None
+    output = Path(worker_job(loaded, use.engine, build_id)["output"])
+    t0 = time.time()
+    try:
+        use.store.restore(entry, output, build_id)
+    except Refused as exc:
+        use.warnings.append(f"TRT332 {exc}; the engine is rebuilt")
+        return None
+    use.reused_from = entry.build
+    summary = reuse_summary(use, loaded, entry, build_id, output, t0, waited)
+    evidence = state_dir(loaded.path) / "runs" / build_id
+    evidence.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(evidence / "summary.json", json.dumps(summary, indent=2, default=str))
+    return summary
+
+
+def reuse_summary(
+    use: StoreUse, loaded: Any, entry: Entry, build_id: str, output: Path, t0: float, waited: bool
+) -> dict[str, Any]:
+    assert use.key is not None
+    src = entry.build
+    return {
+        "framework": "trtls",
+        "trtlsVersion": __version__,
+        "buildId": build_id,
+        "engine": use.engine,
+        "recipe": str(loaded.path),
+        "outcome": "reused",
+        "error": None,
+        "reusedFrom": {
+            "buildId": src.get("buildId"),
+            "startedAt": src.get("startedAt"),
+            "durationS": src.get("durationS"),
+            "storeEntry": str(entry.folder),
+            "waitedForIt": waited,
+        },
+        "engineKey": use.key.hex,
+        "buildConfigHash": src.get("buildConfigHash"),
+        "tensorrtVersion": src.get("tensorrtVersion"),
+        "builderModule": src.get("builderModule"),
+        "engineArtifact": {
+            "action": "restored",
+            "kind": "engine",
+            "path": str(output),
+            "size": entry.size,
+            "sha256": entry.sha256,
+        },
+        "validationStatus": "pending",
+        "store": use.record(),
+        "startedAt": t0,
+        "durationS": round(time.time() - t0, 3),
+        "workerPid": None,
+        "notes": [f"no worker started: the engine of key {use.key.short} was in the store"],
+        "message": up_to_date_line(src),
+    }
+
+
+def ago(t: float | None, now: float | None = None) -> str:
+    if not isinstance(t, (int, float)):
+        return "at an unknown time"
+    s = max(0.0, (now or time.time()) - t)
+    if s < 90:
+        return f"{s:.0f} s ago"
+    if s < 5400:
+        return f"{s / 60:.0f} min ago"
+    if s < 172800:
+        return f"{s / 3600:.0f} h ago"
+    return f"{s / 86400:.0f} days ago"
+
+
+def up_to_date_line(src: dict[str, Any]) -> str:
+    """The one line a reuse says: `up to date — engine from build demo-… 2 h ago`."""
+    return f"up to date — engine from build {src.get('buildId')} {ago(src.get('startedAt'))}"
+
+
+def after_build(use: StoreUse, build: Any) -> dict[str, Any]:
+    """After a real build: publish a built engine, remember it as known-good, add the key, the store's record and
+    what changed since the last build to the evidence (summary.json rewritten atomically). Releases the lock."""
+    try:
+        summary = build.summary or {}
+        if use.key is not None:
+            summary["engineKey"] = use.key.hex
+            summary["rebuiltBecause"] = _rebuilt_because(use)
+        if build.outcome == "built" and use.key is not None:
+            art = summary.get("engineArtifact") or {}
+            record = {
+                "buildId": build.id,
+                "engine": build.engine,
+                "recipe": str(build.recipe_path),
+                "startedAt": build.started_at,
+                "durationS": summary.get("durationS"),
+                "buildConfigHash": build.config_hash,
+                "tensorrtVersion": summary.get("tensorrtVersion"),
+                "builderModule": summary.get("builderModule"),
+            }
+            stored = _publish(use, build.output, record, art.get("sha256"))
+            KnownGood(use.state_dir, use.engine).append(
+                {
+                    **record,
+                    "key": use.key.hex,
+                    "sha256": art.get("sha256"),
+                    "size": art.get("size"),
+                    "stored": stored,
+                    "changes": use.changes,
+                    "parts": use.key.parts,
+                }
+            )
+        summary["store"] = use.record()
+        if build.summary is not None:
+            atomic_write_text(build.evidence_dir / "summary.json", json.dumps(summary, indent=2, default=str))
+        return summary
+    finally:
+        use.release()
+
+
+def _rebuilt_because(use: StoreUse) -> list[str]:
+    if use.rebuild:
+        return ["--rebuild", *use.changes]
+    if use.last is None:
+        return ["first build of this engine table"]
+    return use.changes or ["same key as the last build (not in the store)"]
+
+
+def _publish(use: StoreUse, engine: Path, record: dict[str, Any], sha: str | None) -> bool:
+    if use.store is None or use.key is None:
+        return False
+    if use.store.mode != "read_write":
+        use.warnings.append("the store is read-only (mode = read): the engine was not stored")
+        return False
+    try:
+        use.store.publish(use.key.hex, use.key.parts, engine, record, sha)
+        return True
+    except OSError as exc:
+        use.warnings.append(f"TRT333 the engine is built at {engine} but was not stored: {exc.strerror or exc}")
+        return False

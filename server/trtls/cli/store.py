@@ -1,0 +1,196 @@
+"""The engine store in the terminal: the lookup before `trtls build` starts a worker, and `trtls store ls|gc`,
+`trtls engines NAME`, `trtls rollback NAME [--to BUILD]` (docs/store.md).
+
+Exit codes: 0 done (listed, collected, restored), 1 nothing to roll back to or the entry failed verification,
+2 bad input (recipe, engine, store folder)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from typing import Any
+
+from trtls.cli.common import load_or_report, report_error
+from trtls.cli.exits import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
+from trtls.cli.usage import emit_error
+
+
+def _say(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+async def avoid(
+    loaded: Any, engine: str, args: argparse.Namespace, overrides: dict[str, Any]
+) -> tuple[Any, int | None]:
+    """Before a build: (the store use, None) → build, the caller calls `attach` on the build; (None, code) → done:
+    the engine was reused (0) or the store is unusable (2)."""
+    from trtls.builds import avoidance
+    from trtls.store.entries import StoreUnusable
+
+    try:
+        use = avoidance.prepare(loaded, engine, overrides, no_store=bool(args.no_store), rebuild=bool(args.rebuild))
+    except StoreUnusable as exc:
+        file, line, col = avoidance.located_store_error(loaded, None, exc)
+        print(f"{file}:{line}:{col}: {exc.code} error: {exc}", file=sys.stderr)
+        emit_error(exc.code, str(exc), file=file, line=line, col=col)
+        return None, EXIT_BAD_INPUT
+    reused = await avoidance.reuse_or_lock(use, loaded, say=None if args.json else _say)
+    for w in use.warnings:
+        _say(f"warning: {w}")
+    if reused is None:
+        if use.changes and not args.json:
+            _say(f"rebuilding {engine}: " + "; ".join(use.changes))
+        return use, None
+    if args.json:
+        print(json.dumps({"type": "summary", "summary": reused}, default=str), flush=True)
+    else:
+        print(f"{engine}: {reused['message']}")
+        print(f"  output: {reused['engineArtifact']['path']}")
+        print(f"  evidence: {loaded.path.parent / '.trtls' / 'runs' / reused['buildId'] / 'summary.json'}")
+    return None, EXIT_OK
+
+
+def attach(use: Any, build: Any, quiet: bool) -> None:
+    """Publish and record when the build ends — before any view prints the summary (first listener)."""
+    from trtls.builds import avoidance
+
+    def on_end(b: Any, ev: Any) -> None:
+        if ev is None:
+            avoidance.after_build(use, b)
+            for w in use.warnings:
+                if not quiet:
+                    _say(f"warning: {w}")
+
+    build.listeners.insert(0, on_end)
+
+
+# -- subcommands -------------------------------------------------------------------------------------------------
+
+
+def _open_store(recipe: str | None) -> tuple[Any, Any] | None:
+    from trtls.store.config import store_config
+    from trtls.store.entries import Store
+
+    loaded = load_or_report(recipe)
+    if loaded is None:
+        return None
+    config = store_config(loaded.recipe.store, loaded.base_dir)
+    if config is None:
+        report_error("TRT330", "the engine store is off for this recipe", str(loaded.path))
+        return None
+    return loaded, Store(config.path, config.mode, config.max_size)
+
+
+def _size(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} GiB"
+
+
+def cmd_store(args: argparse.Namespace) -> int:
+    from trtls.builds.avoidance import ago
+    from trtls.store.config import parse_size
+
+    opened = _open_store(args.recipe)
+    if opened is None:
+        return EXIT_BAD_INPUT
+    _, store = opened
+    if args.action == "gc":
+        bound = parse_size(args.max_size) if args.max_size else store.max_size
+        evicted = store.evict(max_size=bound)
+        left = store.clean_tmp()
+        print(f"evicted {len(evicted)} entries ({_size(sum(e.size for e in evicted))}); {left} leftovers removed")
+        return EXIT_OK
+    entries = sorted(store.entries(), key=lambda e: store.last_used(e.key), reverse=True)
+    if args.json:
+        print(
+            json.dumps([{"key": e.key, "size": e.size, "lastUsed": store.last_used(e.key), **e.build} for e in entries])
+        )
+        return EXIT_OK
+    print(f"{store.root} ({store.mode}): {len(entries)} entries, {_size(sum(e.size for e in entries))}")
+    for e in entries:
+        b = e.build
+        used = ago(store.last_used(e.key))
+        print(f"  {e.key[:12]}  {_size(e.size):>10}  {b.get('engine')}  build {b.get('buildId')}  used {used}")
+    return EXIT_OK
+
+
+def cmd_engines(args: argparse.Namespace) -> int:
+    from trtls.store.known_good import KnownGood
+
+    loaded = load_or_report(args.recipe)
+    if loaded is None:
+        return EXIT_BAD_INPUT
+    if args.name not in loaded.recipe.engines:
+        report_error("TRT107", f"no engine named {args.name}", str(loaded.path))
+        return EXIT_BAD_INPUT
+    records = KnownGood(loaded.path.parent / ".trtls", args.name).records()
+    if args.json:
+        print(json.dumps([{k: v for k, v in r.items() if k != "parts"} for r in records], default=str))
+        return EXIT_OK
+    if not records:
+        print(f"{args.name}: no successful build recorded yet")
+    for r in records:
+        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(r.get("startedAt") or 0))
+        changed = "; ".join(r.get("changes") or []) or "—"
+        stored = "" if r.get("stored") else "  (not in the store)"
+        print(f"{r.get('buildId')}  {when}  {str(r.get('key'))[:12]}  {_size(r.get('size') or 0)}  {changed}{stored}")
+    return EXIT_OK
+
+
+def cmd_rollback(args: argparse.Namespace) -> int:
+    from trtls.builds.rollback import RollbackError, rollback
+
+    loaded = load_or_report(args.recipe)
+    if loaded is None:
+        return EXIT_BAD_INPUT
+    if args.name not in loaded.recipe.engines:
+        report_error("TRT107", f"no engine named {args.name}", str(loaded.path))
+        return EXIT_BAD_INPUT
+    try:
+        summary = rollback(loaded, args.name, args.to)
+    except RollbackError as exc:
+        report_error(exc.code, str(exc), str(loaded.path))
+        return EXIT_FAILED
+    print(f"{args.name}: {summary['message']}")
+    print(f"  evidence: {loaded.path.parent / '.trtls' / 'runs' / summary['buildId'] / 'summary.json'}")
+    return EXIT_OK
+
+
+def register(sub: Any) -> None:
+    s = sub.add_parser(
+        "store",
+        help="the engine store: list entries (ls) or evict to the size bound (gc)",
+        epilog="exit codes: 0 listed or collected, 2 bad input",
+    )
+    s.add_argument("action", choices=("ls", "gc"))
+    s.add_argument("recipe", nargs="?", help="trtls.toml or its folder whose store to use (default: .)")
+    s.add_argument("--max-size", help="gc: evict down to this size (e.g. 5GiB) instead of the store's bound")
+    s.add_argument("--json", action="store_true", help="ls: one JSON array")
+    s.set_defaults(func=cmd_store)
+    e = sub.add_parser(
+        "engines",
+        help="every successful build of an engine: id, date, key, size, what changed",
+        epilog="exit codes: 0 listed, 2 bad input",
+    )
+    e.add_argument("name", help="engine table")
+    e.add_argument("recipe", nargs="?", help="trtls.toml or its folder (default: .)")
+    e.add_argument("--json", action="store_true")
+    e.set_defaults(func=cmd_engines)
+    r = sub.add_parser(
+        "rollback",
+        help="restore an earlier known-good engine to the output, atomically",
+        epilog="exit codes: 0 restored, 1 nothing to roll back to or the entry failed verification, 2 bad input",
+    )
+    r.add_argument("name", help="engine table")
+    r.add_argument("recipe", nargs="?", help="trtls.toml or its folder (default: .)")
+    r.add_argument(
+        "--to",
+        metavar="BUILD",
+        help="the build whose engine to restore (default: the one before the engine now at the output)",
+    )
+    r.set_defaults(func=cmd_rollback)

@@ -1,0 +1,1 @@
+"""The engine store: content-addressed, immutable, verified engines (docs/store.md)."""

@@ -1,0 +1,56 @@
+"""Where the engine store is and how a build may use it: the recipe's `[store]` table, else the `TRTLS_STORE`
+environment variable (a folder, or `off`), else the per-user cache folder `$XDG_CACHE_HOME/trtls/store`
+(`~/.cache/trtls/store`)."""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+DEFAULT_MAX_SIZE = 20 * 1024**3  # 20 GiB: a few hundred engines of the usual size
+_UNITS = {"": 1, "b": 1, "k": 1024, "kb": 1000, "kib": 1024, "m": 1024**2, "mb": 1000**2, "mib": 1024**2}
+_UNITS |= {"g": 1024**3, "gb": 1000**3, "gib": 1024**3, "t": 1024**4, "tb": 1000**4, "tib": 1024**4}
+SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
+
+
+def parse_size(value: int | str) -> int | None:
+    """`20 GiB`, `500MB`, `1048576` → bytes; None when it is not a size."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value if value > 0 else None
+    m = SIZE.match(str(value))
+    if m is None or m.group(2).lower() not in _UNITS:
+        return None
+    n = int(float(m.group(1)) * _UNITS[m.group(2).lower()])
+    return n if n > 0 else None
+
+
+@dataclass(frozen=True)
+class StoreConfig:
+    path: Path
+    mode: str  # read_write | read
+    max_size: int
+    source: str  # "recipe", "TRTLS_STORE", "default": said in the evidence
+
+
+def default_store_path() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "trtls" / "store"
+
+
+def store_config(table: Any, base_dir: Path) -> StoreConfig | None:
+    """The store a build of this recipe uses, or None when it is off. `table` is the recipe's `[store]` model."""
+    if table is not None:
+        if table.mode == "off":
+            return None
+        size = parse_size(table.max_size) if table.max_size is not None else DEFAULT_MAX_SIZE
+        path = Path(os.path.expanduser(table.path)) if table.path else default_store_path()
+        return StoreConfig((base_dir / path).absolute(), table.mode, size or DEFAULT_MAX_SIZE, "recipe")
+    env = os.environ.get("TRTLS_STORE", "").strip()
+    if env.lower() == "off":
+        return None
+    if env:
+        return StoreConfig(Path(os.path.expanduser(env)).absolute(), "read_write", DEFAULT_MAX_SIZE, "TRTLS_STORE")
+    return StoreConfig(default_store_path(), "read_write", DEFAULT_MAX_SIZE, "default")

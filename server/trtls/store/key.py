@@ -1,0 +1,199 @@
+"""The engine key: one sha256 over every byte the builder reads and every input that can change the plan.
+
+Computed from a worker job (`builds.build.worker_job`: exactly what the worker would get) WITHOUT importing
+TensorRT: the builder module is found with `importlib.util.find_spec` (which does not run the package) and its
+version is read from the installed distributions' `*.dist-info` folder names beside it.
+
+What the key covers (its *parts*, kept in every store entry so two keys can be compared by name):
+- `files`: the ONNX file's bytes, every external-data file its initializers name, each plugin library and each
+  plugin to serialize — by content (sha256), through the stat-keyed digest cache (`checkpoint.hashing`), so an
+  unchanged 500 MB model is stat'ed, not read;
+- `settings`: the requested builder settings (the same inputs on the same builder version give the same effective
+  settings); `profiles`; `precision`: the AutoCast settings and, when a conversion runs, ModelOpt's version;
+- `plugins`: the creator names a build requires; `builder`: module name and version (+ its distributions);
+- `target`: compute capabilities, hardware compatibility level, and the device when a driver reports one;
+- `format` (this key's layout) and `protocol` (the worker protocol version).
+
+Not covered, on purpose: paths (a moved model is the same model; paths are kept beside the key for messages only),
+the output path, the engine's name, and the timing cache (it picks among tactics that are all valid for the key;
+an engine built with a warm cache is as correct as one built cold)."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from trtls.checkpoint.hashing import DigestCache, hash_files
+from trtls.core.atomic import atomic_write_text
+from trtls.core.protocol import PROTOCOL_VERSION, stable_json
+
+KEY_FORMAT = "trtls.engine-key/1"
+BUILDER_CANDIDATES = {
+    "auto": ("tensorrt", "tensorrt_rtx"),
+    "tensorrt": ("tensorrt",),
+    "tensorrt_rtx": ("tensorrt_rtx",),
+}
+
+
+class KeyUnavailable(Exception):
+    """The key cannot be computed (a file is missing, no builder installed): the build goes ahead unkeyed."""
+
+
+@dataclass(frozen=True)
+class EngineKey:
+    hex: str
+    parts: dict[str, Any]  # identity (hashed) + `paths` (not hashed: for messages)
+
+    @property
+    def short(self) -> str:
+        return self.hex[:12]
+
+
+def builder_identity(preference: str) -> dict[str, Any]:
+    """The module a build would import and its version, found without importing it (auto: tensorrt first, as
+    `builds.adapter.load_builder_module` does)."""
+    for name in BUILDER_CANDIDATES.get(preference, (preference,)):
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError):
+            spec = None
+        if spec is None or not spec.submodule_search_locations:
+            continue
+        site = Path(next(iter(spec.submodule_search_locations))).parent
+        dists = _distributions_beside(site, name)
+        versions = sorted({v for v in dists.values()})
+        return {"module": name, "version": versions[0] if len(versions) == 1 else versions, "distributions": dists}
+    raise KeyUnavailable(f"no builder module ({preference}) is installed")
+
+
+def _distributions_beside(site: Path, module: str) -> dict[str, str]:
+    """`{distribution: version}` for the dist-info folders next to the module whose names start with it
+    (`tensorrt_rtx_cu13`, `tensorrt_rtx_cu13_bindings`, `…_libs`: the bindings and libraries are what build)."""
+    out: dict[str, str] = {}
+    prefix = module.replace("-", "_").lower()
+    try:
+        names = os.listdir(site)
+    except OSError:
+        return out
+    for entry in names:
+        if not entry.endswith(".dist-info"):
+            continue
+        stem = entry[: -len(".dist-info")]
+        dist, _, version = stem.rpartition("-")
+        norm = dist.replace("-", "_").replace(".", "_").lower()
+        if norm == prefix or norm.startswith(prefix + "_"):
+            out[dist] = version
+    return out
+
+
+def _modelopt_version() -> str | None:
+    from importlib import metadata
+
+    for dist in ("nvidia-modelopt", "nvidia_modelopt"):
+        try:
+            return metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            continue
+    return None
+
+
+class ExternalIndex:
+    """The external-data locations of an ONNX file, by the file's sha256 (`.trtls/onnx-external.json`): with a
+    warm digest cache the model is not opened at all."""
+
+    def __init__(self, path: Path | None):
+        self.path = path
+        self.entries: dict[str, list[str]] = {}
+        self.dirty = False
+        if path is not None:
+            try:
+                data = json.loads(path.read_text(encoding="utf-8"))
+                if isinstance(data, dict):
+                    self.entries = {k: v for k, v in data.items() if isinstance(v, list)}
+            except (OSError, ValueError):
+                pass
+
+    def locations(self, onnx: Path, sha: str) -> list[str]:
+        if sha in self.entries:
+            return self.entries[sha]
+        from trtls.models.onnx_reader import NotOnnx, read_model_inputs
+
+        try:
+            found = sorted({e.location for e in read_model_inputs(onnx).external})
+        except (NotOnnx, OSError) as exc:
+            raise KeyUnavailable(f"cannot read {onnx}: {exc}") from exc
+        self.entries[sha] = found
+        self.dirty = True
+        return found
+
+    def save(self) -> None:
+        if self.path is not None and self.dirty:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write_text(self.path, json.dumps(self.entries, sort_keys=True) + "\n")
+            self.dirty = False
+
+
+def _digests(paths: list[Path], cache: DigestCache | None) -> dict[Path, str]:
+    missing = [p for p in paths if not p.is_file()]
+    if missing:
+        raise KeyUnavailable(f"{missing[0]} is missing")
+    return {p: d.sha256 for p, d in hash_files(paths, cache).items()}
+
+
+def engine_key(job: dict[str, Any], state_dir: Path | None, device: dict[str, Any] | None = None) -> EngineKey:
+    """The key of the engine `job` would build. `state_dir` (the recipe's `.trtls`) holds the digest cache;
+    `device` is the CUDA driver's device record (`builds.cuda.cuda_driver()`), when one answered."""
+    cache = DigestCache(state_dir / "digests.json") if state_dir is not None else None
+    externals = ExternalIndex(state_dir / "onnx-external.json" if state_dir is not None else None)
+    onnx = Path(job["onnx"]).absolute()
+    onnx_sha = _digests([onnx], cache)[onnx]
+    ext_paths = [(loc, (onnx.parent / loc).absolute()) for loc in externals.locations(onnx, onnx_sha)]
+    externals.save()
+    plugins = job.get("plugins") or {}
+    libs = [Path(p).absolute() for p in plugins.get("libraries") or []]
+    serialize = [Path(p).absolute() for p in plugins.get("serialize") or []]
+    shas = _digests([p for _, p in ext_paths] + libs + serialize, cache) if ext_paths or libs or serialize else {}
+    settings = dict(job.get("settings") or {})
+    precision = {k: v for k, v in (job.get("precision") or {}).items() if k != "cache_dir"}
+    if precision.get("convert"):
+        precision["modelopt"] = _modelopt_version()
+    dev = device or {}
+    identity = {
+        "format": KEY_FORMAT,
+        "protocol": PROTOCOL_VERSION,
+        "files": {
+            "onnx": onnx_sha,
+            "external": {loc: shas[p] for loc, p in ext_paths},
+            "plugin_libraries": [shas[p] for p in libs],
+            "plugin_serialize": [shas[p] for p in serialize],
+        },
+        "settings": settings,
+        "profiles": job.get("profiles") or [],
+        "precision": precision,
+        "plugins": {k: v for k, v in plugins.items() if k not in ("libraries", "serialize")},
+        "builder": builder_identity(str(job.get("builder_module") or "auto")),
+        "target": {
+            "computeCapabilities": settings.get("compute_capabilities") or "builder default",
+            "hardwareCompatibilityLevel": settings.get("hardware_compatibility_level") or "builder default",
+            "device": dev.get("device_name"),
+            "deviceComputeCapability": dev.get("compute_capability"),
+        },
+    }
+    digest = hashlib.sha256(stable_json(identity).encode()).hexdigest()
+    paths = {
+        "onnx": str(onnx),
+        "external": {loc: str(p) for loc, p in ext_paths},
+        "plugin_libraries": [str(p) for p in libs],
+        "plugin_serialize": [str(p) for p in serialize],
+    }
+    return EngineKey(digest, {**identity, "paths": paths})
+
+
+def key_of_parts(parts: dict[str, Any]) -> str:
+    """Recompute a key from stored parts (an entry whose recorded key is not this is refused)."""
+    return hashlib.sha256(stable_json({k: v for k, v in parts.items() if k != "paths"}).encode()).hexdigest()
