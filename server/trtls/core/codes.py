@@ -57,6 +57,11 @@ _TABLE: tuple[Code, ...] = (
     Code("TRT108", ERROR, "recipe", "Bad engine name"),
     Code("TRT109", ERROR, "recipe", "Output clash"),
     Code("TRT116", WARNING, "recipe", "Waiver names no check"),
+    Code("TRT117", ERROR, "recipe", "Write outside the recipe folder"),
+    Code("TRT118", ERROR, "recipe", "Write through a symlink"),
+    Code("TRT119", ERROR, "recipe", "Name cannot be a file name"),
+    Code("TRT120", ERROR, "recipe", "Nesting too deep"),
+    Code("TRT121", WARNING, "recipe", "allow_outside entry allows nothing"),
     # -- docs/codes/models.md ------------------------------------------------------------------------------------------
     Code("TRT110", ERROR, "models", "Not a valid ONNX model"),
     Code("TRT111", ERROR, "models", "External data file missing or short"),

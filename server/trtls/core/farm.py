@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from trtls.core.paths import NAME_UNSAFE, safe_name
 from trtls.core.profiles import OptimizationProfile
 
 LOCAL = "local"
@@ -32,7 +33,7 @@ SETTING_AXES = (
     "workspace_mib",
 )
 AXES = (*SETTING_AXES, "profiles", "precision")
-PLACEHOLDER_SAFE = re.compile(r"[^A-Za-z0-9_.-]+")
+PLACEHOLDER_SAFE = NAME_UNSAFE  # kept for importers; names are made safe by core.paths.safe_name
 
 
 class _Model(BaseModel):
@@ -87,8 +88,9 @@ class RunOn(_Model):
     )
     num_gpus: float | Literal["auto"] = Field(
         "auto",
-        description="GPUs one build holds. auto: 1 on a node that has GPUs (one build per GPU: two builds on one "
-        "GPU spoil each other's tactic timing), 0 on a CPU-only node (TensorRT-RTX ahead-of-time builds).",
+        description="GPUs one build holds. auto follows the builder: 0 for TensorRT-RTX (it builds ahead of time "
+        "and uses no GPU), 1 exclusive GPU for full TensorRT (it times tactics on the GPU; two builds on one GPU "
+        "spoil each other's timing). A number asks for exactly that.",
     )
     num_cpus: float = Field(1, gt=0, description="CPUs one build holds (a TensorRT build is mostly single-threaded).")
     memory_mib: int | None = Field(None, ge=1, description="Memory one build holds, MiB (Ray's `memory`).")
@@ -122,6 +124,34 @@ class Matrix(_Model):
 
 
 @dataclass(frozen=True)
+class GpuChoice:
+    """How many GPUs one farm build holds, and the sentence that says why (the cell's line and its evidence)."""
+
+    num_gpus: float
+    why: str
+
+
+def gpu_choice(requested: float | str, builder: str | None, gpu_nodes: bool) -> GpuChoice:
+    """The one rule for `run_on.num_gpus`. `builder` is the module the node's worker will import ("tensorrt_rtx",
+    "tensorrt"), None when it is not known here (an external worker command); `gpu_nodes`: some node that may hold
+    the cell has a GPU.
+
+    An ahead-of-time TensorRT-RTX build uses no GPU (its own log says `GPU 0 MiB`): holding one would queue every
+    such build behind the node's GPU count — measured on a 16-core host with one H200, 16 cells ran one at a time.
+    Full TensorRT times tactics on the GPU, so a build holds a whole one (two on one GPU spoil each other's timing)."""
+    if requested != "auto":
+        n = float(requested)
+        return GpuChoice(n, f"num_gpus = {n:g} as the recipe asks")
+    if builder == "tensorrt_rtx":
+        return GpuChoice(0.0, "auto → 0 GPUs: TensorRT-RTX builds ahead of time and uses no GPU")
+    if builder == "tensorrt":
+        return GpuChoice(1.0, "auto → 1 exclusive GPU: full TensorRT times tactics on the GPU")
+    if gpu_nodes:
+        return GpuChoice(1.0, "auto → 1 exclusive GPU: the builder is not known here (external worker), a GPU is held")
+    return GpuChoice(0.0, "auto → 0 GPUs: the builder is not known here (external worker) and no node has a GPU")
+
+
+@dataclass(frozen=True)
 class Cell:
     """One build of a matrix: `values` is the axis → value choice (display form), `overrides` goes to the
     supervisor's `worker_job`."""
@@ -144,7 +174,7 @@ def _display(axis: str, value: Any) -> str:
     text = str(value)
     if axis == "optimization_level":
         text = f"o{text}"
-    return PLACEHOLDER_SAFE.sub("_", text)
+    return safe_name(text)  # every name that becomes a path goes through the one sanitiser
 
 
 def axes_of(matrix: Matrix) -> list[tuple[str, list[Any]]]:
@@ -173,8 +203,8 @@ def expand(engine: str, matrix: Matrix, run_on: RunOn | None) -> list[Cell]:
     cells: list[Cell] = []
     for combo in itertools.product(*(choices for _, choices in axes)):
         values = dict(zip((a for a, _ in axes), combo, strict=False))
-        shown = {a: _display(a, v) if a not in ("profiles", "precision") else str(v) for a, v in values.items()}
-        name = "-".join(shown.values()) or "default"
+        shown = {a: _display(a, v) if a not in ("profiles", "precision") else safe_name(v) for a, v in values.items()}
+        name = safe_name("-".join(shown.values()) or "default")
         names = {"engine": engine, "cell": name, **shown}
         settings: dict[str, Any] = {}
         overrides: dict[str, Any] = {"settings": settings, "output": fill(matrix.output, names)}

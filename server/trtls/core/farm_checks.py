@@ -14,6 +14,7 @@ from pydantic import ValidationError
 from trtls.core.build_config import BuilderSettings
 from trtls.core.farm import Cell, expand, template_fields
 from trtls.core.findings import Finding, Origin, Severity, TomlPath
+from trtls.core.paths import is_safe_name, safe_name
 from trtls.core.profiles import OptimizationProfile
 from trtls.core.validation import findings_from_validation
 
@@ -64,7 +65,15 @@ def _matrix_checks(
     for axis in axes:
         if not getattr(m, axis):
             out.append(_f("TRT174", f"matrix axis '{axis}' has no values", mpath + (axis,)))
-    # every value must be what the engine's own table would accept
+    # every value must be what the engine's own table would accept; a variant's name becomes a path component
+    for axis in ("profiles", "precision"):
+        for variant in getattr(m, axis) or {}:
+            if not is_safe_name(variant):
+                out.append(
+                    _f("TRT119", f"{axis} variant name {variant!r} cannot be part of a file name (cell names, build "
+                       f"ids, outputs): use letters, digits, '_', '-', '.' (e.g. {safe_name(variant)!r})",
+                       mpath + (axis, variant), False)
+                )  # fmt: skip
     for axis in axes:
         values = getattr(m, axis)
         if axis == "profiles":

@@ -20,12 +20,14 @@ from trtls.core.build_config_checks import build_config_checks
 from trtls.core.farm import ClusterTable, Matrix, RunOn
 from trtls.core.farm_checks import farm_checks
 from trtls.core.findings import Finding, Origin, Severity, TomlPath
+from trtls.core.paths import place
 from trtls.core.profiles import SHAPE_KEYS, InputShapes, OptimizationProfile
 from trtls.core.protocol import stable_json
 from trtls.core.route import RouteModel, validate_routes  # routes: validated in a second pass
 from trtls.core.store_table import StoreTable
-from trtls.core.tomlpos import SourceMap, TomlSyntaxError, parse
+from trtls.core.tomlpos import SourceMap, TomlSyntaxError, TomlTooDeep, parse
 from trtls.core.validation import findings_from_validation
+from trtls.core.write_policy import write_policy_findings
 
 ENGINE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
 
@@ -91,6 +93,12 @@ class RecipeFile(_Model):
     routes: dict[str, dict[str, Any]] = Field(
         default_factory=dict, description="Checkpoint → bundle routes (see route gates)."
     )
+    allow_outside: list[str] = Field(
+        default_factory=list,
+        description="Files or folders outside this recipe's folder that trtls may write (an output, a cache, a "
+        "bundle), relative to this recipe or absolute. Everything else the recipe writes must stay inside its folder "
+        "(TRT117); every build's evidence lists the writes this allowed.",
+    )
 
 
 @dataclass
@@ -111,7 +119,9 @@ class LoadedRecipe:
         return [f for f in self.findings if f.severity == Severity.error]
 
     def resolve(self, relative: str) -> Path:
-        return (self.base_dir / relative).resolve()
+        """Where `relative` points: its folders resolved, a final symlink NOT followed (`core.paths.place`), so a
+        symlinked output is seen as the symlink it is (the write policy refuses it) and never as its target."""
+        return place(self.base_dir, relative)
 
     def engine(self, name: str) -> EngineRecipe:
         assert self.recipe is not None
@@ -144,7 +154,10 @@ def load_recipe(path: Path | str, text: str | None = None) -> LoadedRecipe:
 
         smap = SourceMap()
         smap.spans[("__syntax__",)] = Span(Range(exc.line, exc.col, exc.line, exc.col + 1))
-        f = _finding("TRT100", f"TOML syntax error: {exc.message}", ("__syntax__",))
+        if isinstance(exc, TomlTooDeep):  # refused before anything recursive saw it; nothing else is checked
+            f = _finding(exc.code, f"{exc.message}: nothing else is checked", ("__syntax__",))
+        else:
+            f = _finding("TRT100", f"TOML syntax error: {exc.message}", ("__syntax__",))
         return LoadedRecipe(path, text, smap, [f], None)
 
     findings: list[Finding] = []
@@ -158,42 +171,33 @@ def load_recipe(path: Path | str, text: str | None = None) -> LoadedRecipe:
         findings.extend(_semantic_checks(loaded, recipe))
         findings.extend(farm_checks(loaded, recipe))  # the farm tables: templates, axes, placement
         findings.extend(validate_routes(loaded, recipe))  # routes share the located-error rules
+        findings.extend(write_policy_findings(loaded, recipe))  # where the recipe may write (one policy)
     if not any(f.severity == Severity.error for f in findings):
         loaded.recipe = recipe
     return loaded
 
 
 def _semantic_checks(loaded: LoadedRecipe, recipe: RecipeFile) -> list[Finding]:
-    """What a schema cannot say: names, files on disk, shapes, clashes between engines."""
+    """What a schema cannot say: names, files on disk, shapes (clashes between writes: `core.write_policy`)."""
     out: list[Finding] = []
-    outputs: dict[Path, str] = {}
     for name, eng in recipe.engines.items():
         base: TomlPath = ("engines", name)
         if not ENGINE_NAME.match(name):
             out.append(_finding("TRT108", f"engine name '{name}' must be letters, digits, '_', '-', '.'", base))
-        onnx = loaded.resolve(eng.onnx)
-        if eng.worker is None and not onnx.is_file():
+        onnx = _placed(loaded, eng.onnx)
+        if eng.worker is None and onnx is not None and not onnx.is_file():
             out.append(_finding("TRT104", f"ONNX file not found: {onnx}", base + ("onnx",), True, resolved=str(onnx)))
-        output = loaded.resolve(eng.output)
-        if output == onnx:
-            out.append(_finding("TRT109", "output would overwrite the ONNX model", base + ("output",), True))
-        if output in outputs:
-            out.append(
-                _finding("TRT109", f"output is also written by engine '{outputs[output]}'", base + ("output",), True)
-            )
-        outputs[output] = name
-        if output.exists() and output.is_dir():
-            out.append(_finding("TRT109", f"output is a directory: {output}", base + ("output",), True))
-        if eng.timing_cache is not None and loaded.resolve(eng.timing_cache.path) in (output, onnx):
-            out.append(
-                _finding(
-                    "TRT109", "timing cache path clashes with the engine or ONNX", base + ("timing_cache", "path"), True
-                )
-            )
         for i, prof in enumerate(eng.profiles):
             out.extend(_profile_checks(prof, base + ("profiles", i)))
         out.extend(build_config_checks(loaded.resolve, name, eng))
     return out
+
+
+def _placed(loaded: LoadedRecipe, relative: str) -> Path | None:
+    try:
+        return loaded.resolve(relative)
+    except ValueError:  # a NUL character: the write policy or TRT102 says so
+        return None
 
 
 def _profile_checks(prof: OptimizationProfile, ppath: TomlPath) -> list[Finding]:
