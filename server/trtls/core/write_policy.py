@@ -190,6 +190,16 @@ def write_policy_findings(
     return out
 
 
+def clash_findings(loaded: LoadedRecipe, recipe: RecipeFile, protected: dict[Path, str]) -> list[Finding]:
+    """Writes of the recipe that land on one of `protected` (files found by reading the models: external data)."""
+    out: list[Finding] = []
+    for w, placed in write_plan(loaded, recipe).writes:
+        what = protected.get(placed) or protected.get(real(placed))
+        if what is not None and not w.folder:
+            out.append(_f("TRT109", f"{w.what} would overwrite {what}: {placed}", w.where, resolved=str(placed)))
+    return out
+
+
 def _judge(
     loaded: LoadedRecipe, plan: WritePlan, w: Write, placed: Path, seen: dict[Path, Write], used: set[int]
 ) -> Finding | None:

@@ -24,7 +24,9 @@ from typing import Any
 from pydantic import ValidationError
 
 from trtls.core.findings import Finding, Origin, Severity, TomlPath
+from trtls.core.paths import place
 from trtls.core.recipe import SHAPE_KEYS, EngineRecipe, LoadedRecipe, OptimizationProfile, load_recipe
+from trtls.core.write_policy import clash_findings
 from trtls.models.fixes import insert_inputs_fix, insert_profile_fix, rename_fix
 from trtls.models.onnx_reader import CACHE, GraphInput, ModelInputs, ModelInputsCache, NotOnnx
 
@@ -37,9 +39,24 @@ def check_recipe(path: Path | str, text: str | None = None, cache: ModelInputsCa
     """Load the recipe and check it against its models. `recipe` is None when anything is an error."""
     loaded = load_recipe(path, text)
     loaded.findings.extend(model_findings(loaded, cache))
+    if loaded.recipe is not None:  # the path policy, for the files only a model names (its external data)
+        loaded.findings.extend(clash_findings(loaded, loaded.recipe, external_data_files(loaded, cache)))
     if loaded.errors:
         loaded.recipe = None
     return loaded
+
+
+def external_data_files(loaded: LoadedRecipe, cache: ModelInputsCache = CACHE) -> dict[Path, str]:
+    """Every external data file an engine's model reads (placed), with what it is: no write may land on one."""
+    out: dict[Path, str] = {}
+    for name, eng in valid_engines(loaded).items():
+        model = engine_model(loaded, eng, cache)
+        for ext in model.external if model is not None else ():
+            try:
+                out.setdefault(place(model.path.parent, ext.location), f"external data of engine '{name}'s model")
+            except ValueError:
+                continue
+    return out
 
 
 def valid_engines(loaded: LoadedRecipe) -> dict[str, EngineRecipe]:
