@@ -106,6 +106,61 @@ def register(subparsers: Any) -> None:
         "--no-digest-cache", action="store_true", help="hash every checkpoint file, ignoring .trtls/digests.json"
     )
     lk.set_defaults(func=cmd_route_lock)
+    _register_lifecycle(rsub)
+
+
+def _register_lifecycle(rsub: Any) -> None:
+    """`trtls route promote|status|canary|rollback` (docs/gates.md, "Promotion and revalidation")."""
+
+    def common(p: Any, name_required: bool = True) -> None:
+        p.add_argument("name", nargs=None if name_required else "?", help="the route")
+        p.add_argument("--recipe", help="trtls.toml or its folder (default: .)")
+        p.add_argument("--format", choices=("text", "json"), default="text", help="output format (default: text)")
+
+    pm = rsub.add_parser(
+        "promote",
+        help="promote a route whose last complete gates run is supported and current (appends to "
+        "trtls.promotions.jsonl)",
+        epilog="exit codes: 0 promoted (or already), 2 bad input, 3 refused (an item missing or not current), "
+        "4 the promotion ledger is tampered",
+    )
+    common(pm)
+    pm.add_argument("--approver", help="who approves (default: $TRTLS_APPROVER, else $USER)")
+    pm.set_defaults(func=lambda a: _lifecycle("cmd_route_promote", a))
+    st = rsub.add_parser(
+        "status",
+        help="what is promoted, since when, and whether it is still valid",
+        epilog="exit codes: 0 promoted and valid, 1 not promoted, 2 bad input, 3 revalidate, 4 canary failed or the "
+        "ledger is tampered (the worst of the routes shown)",
+    )
+    common(st, name_required=False)
+    st.set_defaults(func=lambda a: _lifecycle("cmd_route_status", a))
+    cn = rsub.add_parser(
+        "canary",
+        help="record the promoted bundle's canary: start, then pass or fail with its figures",
+        epilog="exit codes: 0 recorded, 2 bad input, 3 refused (wrong step, a watched figure missing), 4 tampered",
+    )
+    common(cn)
+    cn.add_argument("step", choices=("start", "pass", "fail"), help="not_started → running → pass | failed")
+    cn.add_argument("--figure", action="append", metavar="NAME=VALUE", help="a canary figure (repeatable)")
+    cn.add_argument("--approver", help="who records it (default: $TRTLS_APPROVER, else $USER)")
+    cn.set_defaults(func=lambda a: _lifecycle("cmd_route_canary", a))
+    rb = rsub.add_parser(
+        "rollback",
+        help="move the promoted pointer back to the previous promoted bundle (a new ledger record; files untouched)",
+        epilog="exit codes: 0 rolled back, 2 bad input, 3 refused (nothing to roll back to, its file is gone), "
+        "4 tampered",
+    )
+    common(rb)
+    rb.add_argument("--approver", help="who approves (default: $TRTLS_APPROVER, else $USER)")
+    rb.add_argument("--reason", help="why (recorded)")
+    rb.set_defaults(func=lambda a: _lifecycle("cmd_route_rollback", a))
+
+
+def _lifecycle(name: str, args: argparse.Namespace) -> int:
+    import trtls.cli.route as route
+
+    return int(getattr(route, name)(args))
 
 
 def cmd_route_build(args: argparse.Namespace) -> int:
@@ -208,6 +263,10 @@ def render_text(loaded: Any, result: Any) -> str:
         lines.append(f"note: {s['runtime_note']}")
     for reason in s.get("hold_reasons") or []:
         lines.append(f"holds: {reason}")
+    promotion = s.get("promotion")
+    if promotion:
+        lines.append(f"promotion: {promotion['message']}")
+        lines += [f"promotion: revalidate: {r}" for r in promotion.get("reasons") or []]
     if result.summary_path:
         lines.append(f"evidence: {result.summary_path}")
     return "\n".join(lines) + "\n"

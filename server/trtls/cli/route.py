@@ -9,7 +9,7 @@ from typing import Any
 
 from trtls.bundle import BundleError, sidecar_path
 from trtls.cli.common import install_stop_keys
-from trtls.cli.exits import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, EXIT_REJECT, exit_code_of
+from trtls.cli.exits import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_HOLD, EXIT_OK, EXIT_REJECT, exit_code_of
 from trtls.route.build import RouteBuildError, build_route, load_route_recipe
 
 
@@ -99,3 +99,126 @@ def cmd_route_lock(args: Any) -> int:
             continue
         print(f"route {name}: locked {len(entry['files'])} files at commit {entry['checkpoint']['commit']}")
     return rc
+
+
+# -- a route's life: promote, status, canary, rollback (the rules are in trtls.gates.lifecycle; this only renders)
+
+
+def _lifecycle_route(args: Any) -> tuple[Any, list[str]] | int:
+    from trtls.core.route import route_names
+
+    loaded = load_route_recipe(args.recipe or ".")
+    if loaded.recipe is None:
+        for f in loaded.errors[:10]:
+            print(f"{loaded.location(f)}: {f.code} {f.message}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    names = route_names(loaded)
+    wanted = [args.name] if getattr(args, "name", None) else names
+    unknown = [n for n in wanted if n not in names]
+    if unknown or not wanted:
+        print(
+            f"{loaded.path}: TRT107 no route named {', '.join(unknown) or '?'} (routes: {', '.join(names)})",
+            file=sys.stderr,
+        )
+        return EXIT_BAD_INPUT
+    return loaded, wanted
+
+
+def _emit(args: Any, payload: dict[str, Any], lines: list[str]) -> None:
+    import json
+
+    if getattr(args, "format", "text") == "json":
+        print(json.dumps(payload, indent=2, default=str))
+    else:
+        print("\n".join(lines))
+
+
+def _outcome_exit(args: Any, outcome: Any) -> int:
+    lines = [outcome.message]
+    lines += [f"  missing: {r['item']}: {r['reason']}" for r in outcome.refused if r["item"] != "ledger"]
+    lines += [f"  {a}" for a in outcome.advice]
+    _emit(args, outcome.as_dict(), lines)
+    if outcome.ok:
+        return EXIT_OK
+    tampered = any(r["item"] == "ledger" for r in outcome.refused) or "tampered" in outcome.message
+    return EXIT_REJECT if tampered else EXIT_HOLD
+
+
+def cmd_route_promote(args: Any) -> int:
+    """Exit 0 promoted (or already), 3 refused (an item missing or not current), 4 the ledger is tampered, 2 bad
+    input."""
+    from trtls.core.route import route_model
+    from trtls.gates.lifecycle.promotion import promote
+
+    got = _lifecycle_route(args)
+    if isinstance(got, int):
+        return got
+    loaded, (name,) = got
+    return _outcome_exit(args, promote(loaded, name, route_model(loaded, name), approver=args.approver))
+
+
+def cmd_route_canary(args: Any) -> int:
+    """Exit 0 recorded, 3 refused (wrong step, a watched figure missing), 4 tampered ledger, 2 bad input."""
+    from trtls.core.route import route_model
+    from trtls.gates.lifecycle.status import canary
+
+    got = _lifecycle_route(args)
+    if isinstance(got, int):
+        return got
+    loaded, (name,) = got
+    figures: dict[str, Any] = {}
+    for item in args.figure or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            print(f"trtls route canary: --figure takes NAME=VALUE, not {item!r}", file=sys.stderr)
+            return EXIT_BAD_INPUT
+        try:
+            figures[key.strip()] = float(value)
+        except ValueError:
+            figures[key.strip()] = value.strip()
+    outcome = canary(loaded, name, route_model(loaded, name), args.step, figures, approver=args.approver)
+    return _outcome_exit(args, outcome)
+
+
+def cmd_route_rollback(args: Any) -> int:
+    """Exit 0 the pointer moved, 3 refused (nothing to roll back to, its file is gone), 4 tampered, 2 bad input."""
+    from trtls.core.route import route_model
+    from trtls.gates.lifecycle.status import rollback
+
+    got = _lifecycle_route(args)
+    if isinstance(got, int):
+        return got
+    loaded, (name,) = got
+    outcome = rollback(loaded, name, route_model(loaded, name), approver=args.approver, reason=args.reason)
+    return _outcome_exit(args, outcome)
+
+
+STATUS_EXIT = {
+    "valid": EXIT_OK,
+    "not_promoted": EXIT_FAILED,
+    "revalidate": EXIT_HOLD,
+    "canary_failed": EXIT_REJECT,
+    "tampered": EXIT_REJECT,
+}
+
+
+def cmd_route_status(args: Any) -> int:
+    """Exit 0 every route shown is promoted and valid; 1 one is not promoted; 3 one must be revalidated; 4 a canary
+    failed or the ledger is tampered; 2 bad input (the worst of the routes shown)."""
+    from trtls.core.route import route_model
+    from trtls.gates.lifecycle.status import route_status
+
+    got = _lifecycle_route(args)
+    if isinstance(got, int):
+        return got
+    loaded, names = got
+    statuses = [route_status(loaded, n, route_model(loaded, n)) for n in names]
+    lines = []
+    for st in statuses:
+        lines.append(f"route {st.route}: {st.message}")
+        lines += [f"  revalidate: {r}" for r in st.reasons]
+        if st.canary_figures:
+            lines.append("  canary figures: " + ", ".join(f"{k}={v}" for k, v in st.canary_figures.items()))
+        lines += [f"  {a}" for a in st.advice]
+    _emit(args, {"routes": [st.as_dict() for st in statuses]}, lines)
+    return max((STATUS_EXIT[st.state] for st in statuses), default=EXIT_OK)

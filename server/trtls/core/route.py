@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from trtls.core.findings import Finding, Origin, Severity, TomlPath
+from trtls.core.route_lifecycle import CanaryPlan, DriftKind, IntegrationBoundary, PluginLibrary, Precision
+from trtls.core.route_limits import GoldenOutputsRef, Thresholds, Tolerance
 from trtls.core.validation import findings_from_validation
 
 if TYPE_CHECKING:
@@ -63,67 +65,6 @@ class EnvironmentPins(_Model):
         None,
         description="ONNX Runtime version (dotted prefix match), for a route whose runtime target is ONNX Runtime.",
     )
-
-
-class Tolerance(_Model):
-    """Polygraphy names and semantics: |out - ref| <= atol + rtol * |ref|, aggregated by check_error_stat."""
-
-    atol: float = Field(1e-5, ge=0, description="Absolute tolerance.")
-    rtol: float = Field(1e-5, ge=0, description="Relative tolerance.")
-    check_error_stat: Literal["max", "mean", "median", "elemwise", "quantile"] = Field(
-        "elemwise", description="How errors are aggregated before comparing (Polygraphy --check-error-stat)."
-    )
-    quantile: float | None = Field(None, gt=0, le=1, description="Quantile used when check_error_stat = quantile.")
-
-
-class GoldenOutputsRef(_Model):
-    """Reference outputs recorded elsewhere (Polygraphy RunResults JSON, `polygraphy run --save-outputs`)."""
-
-    path: str = Field(description="The RunResults JSON file, relative to this recipe.")
-    framework: str = Field(min_length=1, description="What computed them, e.g. `torch`, `transformers`.")
-    framework_version: str = Field(min_length=1, description="Its version, e.g. `2.5.1`.")
-    inputs_sha256: str = Field(
-        pattern=r"^[0-9a-f]{64}$",
-        description="sha256 of the `reference_inputs` file the outputs were computed from (gate 4 compares only "
-        "when it matches).",
-    )
-
-
-class Thresholds(_Model):
-    latency_p50_ms: float | None = Field(None, gt=0, description="Largest accepted p50 latency, ms.")
-    latency_p95_ms: float | None = Field(None, gt=0, description="Largest accepted p95 latency, ms.")
-    latency_p99_ms: float | None = Field(None, gt=0, description="Largest accepted p99 latency, ms.")
-    memory_mib: float | None = Field(None, gt=0, description="Largest accepted peak memory of the runtime, MiB.")
-    gpu_memory_mib: float | None = Field(
-        None, gt=0, description="Largest accepted GPU memory of the runtime, MiB (measured only where a GPU runs it)."
-    )
-    min_throughput_rps: float | None = Field(
-        None, gt=0, description="Smallest accepted serial throughput, requests per second."
-    )
-    max_warmup_s: float | None = Field(
-        None, gt=0, description="Largest accepted warm-up cost (load + first request), seconds."
-    )
-    max_build_s: float | None = Field(
-        None, gt=0, description="Largest accepted cold build time (the build's summary.json durationS), seconds."
-    )
-    max_regression: float = Field(
-        0.25,
-        ge=0,
-        description="Largest accepted rise over the recorded baseline (p95 latency, peak memory), as a fraction: 0.25 "
-        "= 25 %.",
-    )
-    regression_floor_ms: float = Field(
-        0.1,
-        ge=0,
-        description="A p95 rise smaller than this many ms is measurement noise, never a regression, whatever its "
-        "percentage "
-        "(microsecond latencies vary by tens of percent run to run).",
-    )
-    regression_floor_mib: float = Field(
-        16.0, ge=0, description="A peak-memory rise smaller than this many MiB is never a regression."
-    )
-    warmup: int = Field(5, ge=0, description="Warm-up runs before timing.")
-    iterations: int = Field(50, ge=1, description="Timed runs.")
 
 
 class RouteModel(_Model):
@@ -192,6 +133,37 @@ class RouteModel(_Model):
         "tokenizer.json "
         "(reference) and with the copy the bundle carries (what the runtime gets); the token ids must be identical. "
         "Unset: no tokenizer check.",
+    )
+    canary_plan: CanaryPlan | None = Field(
+        None, description="How a promoted bundle meets traffic (`trtls route promote` requires it; docs/gates.md)."
+    )
+    revalidate_after_days: int | None = Field(
+        None, gt=0, description="A promotion older than this many days must be revalidated (`trtls route status`)."
+    )
+    revalidate_on: list[DriftKind] | None = Field(
+        None,
+        description="Which drifts under a promoted route make it `revalidate` (default: every kind). The bundle, "
+        "checkpoint revision and lock always count.",
+    )
+    plugins: dict[str, PluginLibrary] = Field(
+        default_factory=dict, description="Plugin libraries the engine loads, each with its provenance (TRT714)."
+    )
+    boundaries: dict[str, IntegrationBoundary] = Field(
+        default_factory=dict, description="FFI boundaries the runtime crosses, each named with an owner (TRT612)."
+    )
+    ffi: list[str] = Field(
+        default_factory=list,
+        description='FFIs the runtime is known to cross (e.g. ["tvm-ffi"]): each must be a `boundaries` entry.',
+    )
+    tolerance_precision: Precision | None = Field(
+        None,
+        description="The precision `tolerances` were set for; a deployed artifact in another precision than the "
+        "checkpoint's holds until this names it (TRT813; presets in docs/gates.md).",
+    )
+    targets: list[str] = Field(
+        default_factory=list,
+        description="GPUs the route is meant for (names as the driver reports them, or `SM89`): each not validated "
+        "holds (TRT613).",
     )
 
     @property

@@ -36,6 +36,9 @@ from trtls.core.route import route_dir, route_model
 from trtls.gates import bundle, parity, release
 from trtls.gates.context import GateContext, GateHook
 from trtls.gates.environment import check_environment
+from trtls.gates.lifecycle.notes import promotion_finding, promotion_note
+from trtls.gates.lifecycle.promotion import COMPLETE_SUMMARY
+from trtls.gates.lifecycle.rested_on import bundle_digest, facts, lock_digest
 from trtls.gates.release import Measurement, sha256_of, write_baseline
 from trtls.gates.reports import to_junit, to_sarif
 from trtls.gates.source import check_checkpoint
@@ -150,12 +153,19 @@ def run_gates(
     decision: Decision = gates_decision if (complete or gates_decision == "reject") else "hold"
     summary = _summary(ctx, selected, decision, gates_decision, cancelled)
     summary["waivers"] = waivers
+    summary["rested_on"] = _rested_on(ctx)
+    summary["complete"] = complete
+    promotion = promotion_note(loaded, route_name, route, summary["rested_on"])
+    if promotion is not None:
+        summary["promotion"] = promotion
     baseline = _record_baseline(ctx, gates_decision, cancelled) if record_baseline else None
     if baseline is not None:
         summary["baseline"] = baseline
     findings = [f for f in (c.finding() for c in checks) if f is not None]
     if complete:
         findings += unmatched_waivers(route_name, waivers)
+    if promotion is not None and promotion["state"] != "valid":
+        findings.append(promotion_finding(route_name, promotion))
     result = RouteResult(route_name, checks, decision, gates_decision, summary, findings, None, cancelled, baseline)
     if write_evidence:
         result.summary_path = write_route_evidence(loaded, result)
@@ -331,4 +341,18 @@ def write_route_evidence(loaded: Any, result: RouteResult) -> Path:
     atomic_write_text(path, json.dumps(result.summary, indent=2, default=str) + "\n")
     atomic_write_text(folder / "report.sarif", json.dumps(sarif_of(loaded, result), indent=2, default=str) + "\n")
     atomic_write_text(folder / "junit.xml", junit_of(result))
+    if result.summary.get("complete"):  # what `trtls route promote` promotes: a later --gate N run leaves it be
+        atomic_write_text(folder / COMPLETE_SUMMARY, json.dumps(result.summary, indent=2, default=str) + "\n")
     return path
+
+
+def _rested_on(ctx: GateContext) -> dict[str, Any]:
+    """What this run's verdict rests on (`lifecycle.rested_on`): the environment gate 2 saw (else this machine's),
+    the bundle gate 3 read (else the file now), the lock entry."""
+    from trtls.gates.environment_probe import discover_environment
+
+    env = ctx.gate2.environment if ctx.gate2 else (ctx.environment or discover_environment())
+    bundle = ctx.record.get("bundle_digest") or bundle_digest(ctx.resolve(ctx.route.bundle))
+    return facts(
+        ctx.loaded, ctx.route_name, ctx.route, env, bundle=bundle, lock=lock_digest(ctx.recipe_dir, ctx.route_name)
+    )

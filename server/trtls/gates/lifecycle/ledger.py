@@ -1,0 +1,120 @@
+"""The promotion ledger, `trtls.promotions.jsonl` beside the recipe: one JSON record a line, never edited.
+
+Each record carries `prev_sha256`, the sha256 of the previous line's bytes (the first: 64 zeros), and
+`record_sha256`, the sha256 of its own canonical JSON without that field. A line changed, removed or inserted breaks
+the chain at the next record (or, for the last line, its own `record_sha256`), and `read_ledger` says where: the
+ledger is then `tampered` and nothing is appended to it. (Without a signing key this detects edits, not a forger who
+recomputes every digest: commit the ledger and review its diffs like the lock file.)
+
+Appending rewrites the whole file atomically (temp file, fsync, rename: `core.atomic`) under an exclusive lock on
+`.trtls/promotions.lock`, so a reader sees the old ledger or the new one, and two promotions never interleave.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from trtls.core.atomic import atomic_write_bytes
+
+LEDGER_NAME = "trtls.promotions.jsonl"
+LEDGER_FORMAT = "trtls.promotion/1"
+GENESIS = "0" * 64
+
+
+class LedgerTampered(Exception):
+    """The ledger's chain is broken: the message names the line."""
+
+
+@dataclass
+class Ledger:
+    path: Path
+    records: list[dict[str, Any]] = field(default_factory=list)
+    lines: list[bytes] = field(default_factory=list)  # each record's line, without the newline
+    problem: str | None = None  # the chain is broken here (then records stop before it)
+
+    @property
+    def head(self) -> str:
+        return hashlib.sha256(self.lines[-1]).hexdigest() if self.lines else GENESIS
+
+    def for_route(self, route: str) -> list[dict[str, Any]]:
+        return [r for r in self.records if r.get("route") == route]
+
+
+def ledger_path(recipe_dir: Path) -> Path:
+    return Path(recipe_dir) / LEDGER_NAME
+
+
+def record_digest(record: dict[str, Any]) -> str:
+    body = {k: v for k, v in record.items() if k != "record_sha256"}
+    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def read_ledger(recipe_dir: Path) -> Ledger:
+    """The ledger with its chain verified (an absent file is an empty ledger). On a broken chain, `problem` says
+    where and `records` holds only the records before it."""
+    path = ledger_path(recipe_dir)
+    ledger = Ledger(path)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return ledger
+    if data and not data.endswith(b"\n"):
+        ledger.problem = f"{path.name}: the last line is incomplete (no newline): not written by trtls"
+    prev = GENESIS
+    for number, line in enumerate(data.splitlines(), 1):
+        where = f"{path.name}:{number}"
+        try:
+            record = json.loads(line)
+        except ValueError:
+            ledger.problem = f"{where}: not a JSON record"
+            break
+        if not isinstance(record, dict) or record.get("format") != LEDGER_FORMAT:
+            ledger.problem = f"{where}: not a {LEDGER_FORMAT} record"
+            break
+        if record.get("prev_sha256") != prev:
+            ledger.problem = (
+                f"{where}: the chain is broken: this record names previous line sha256 "
+                f"{str(record.get('prev_sha256'))[:12]}…, the line before it is {prev[:12]}… (a line was changed, "
+                "removed or inserted)"
+            )
+            break
+        if record.get("record_sha256") != record_digest(record):
+            ledger.problem = f"{where}: the record was changed after it was written (record_sha256 differs)"
+            break
+        ledger.records.append(record)
+        ledger.lines.append(line)
+        prev = hashlib.sha256(line).hexdigest()
+    return ledger
+
+
+@contextlib.contextmanager
+def _exclusive(recipe_dir: Path) -> Iterator[None]:
+    lock = Path(recipe_dir) / ".trtls" / "promotions.lock"
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock, "a+b") as f:
+        fcntl.flock(f.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f.fileno(), fcntl.LOCK_UN)
+
+
+def append_record(recipe_dir: Path, record: dict[str, Any]) -> dict[str, Any]:
+    """Chain `record` after the ledger's last line and rewrite the ledger atomically; the record as written.
+    Raises LedgerTampered (and writes nothing) when the chain is already broken."""
+    with _exclusive(recipe_dir):
+        ledger = read_ledger(recipe_dir)
+        if ledger.problem is not None:
+            raise LedgerTampered(ledger.problem)
+        full = {"format": LEDGER_FORMAT, "seq": len(ledger.records) + 1, **record, "prev_sha256": ledger.head}
+        full["record_sha256"] = record_digest(full)
+        line = json.dumps(full, sort_keys=True, separators=(",", ":")).encode()
+        atomic_write_bytes(ledger.path, b"".join(x + b"\n" for x in [*ledger.lines, line]))
+        return full

@@ -1,0 +1,101 @@
+"""What the faces show of a promoted route: the gates run's `promotion` note, the located finding on the route
+table (TRT950 revalidate, TRT951 canary failed, TRT952 tampered ledger) and the code lens title. Computed here once;
+the CLI and the language server only render them."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from trtls.core.findings import Finding, Origin, Severity
+from trtls.core.route import RouteModel
+from trtls.gates.lifecycle.ledger import read_ledger
+from trtls.gates.lifecycle.promotion import pointer, utc_now
+from trtls.gates.lifecycle.rested_on import Fact, current_facts
+from trtls.gates.lifecycle.status import RouteStatus, judge, route_status
+
+STATE_CODES = {"revalidate": "TRT950", "canary_failed": "TRT951", "tampered": "TRT952"}
+STATE_SEVERITY = {"revalidate": Severity.warning, "canary_failed": Severity.error, "tampered": Severity.error}
+
+
+def promotion_note(
+    loaded: Any, route_name: str, route: RouteModel, run_facts: dict[str, Fact]
+) -> dict[str, Any] | None:
+    """For a gates run: the promoted pointer judged against what this run measured on (None: never promoted)."""
+    ledger = read_ledger(Path(loaded.base_dir))
+    if ledger.problem is not None:
+        return RouteStatus(route_name, "tampered", f"the promotion ledger is tampered: {ledger.problem}").as_dict()
+    records = ledger.for_route(route_name)
+    if pointer(records) is None:
+        return None
+    return judge(route_name, route, records, run_facts, now=utc_now()).as_dict()
+
+
+def promotion_finding(route_name: str, status: dict[str, Any]) -> Finding:
+    """The located finding on `[routes.NAME]` for a promoted route that is not valid."""
+    state = status["state"]
+    text = "; ".join(status.get("reasons") or []) or status.get("message", "")
+    lead = {
+        "revalidate": "promoted route must be revalidated: ",
+        "canary_failed": "the promoted bundle's canary failed: ",
+        "tampered": "",
+    }.get(state, "")
+    advice = " — " + "; ".join(status["advice"]) if status.get("advice") else ""
+    return Finding(
+        STATE_CODES[state],
+        STATE_SEVERITY[state],
+        f"{lead}{text}{advice}",
+        ("routes", route_name),
+        Origin.gates,
+        False,
+        data={"state": state, "drifts": status.get("drifts") or []},
+    )
+
+
+_ENV_CACHE: dict[str, Any] = {}
+ENV_TTL_S = 60.0  # the editor asks on every validation; the machine's versions change far less often
+
+
+def _environment() -> dict[str, Any]:
+    from trtls.gates.environment_probe import discover_environment
+
+    if time.monotonic() - _ENV_CACHE.get("at", -1e9) > ENV_TTL_S:
+        _ENV_CACHE.update(env=discover_environment(), at=time.monotonic())
+    return dict(_ENV_CACHE["env"])
+
+
+def editor_view(loaded: Any, route_names: list[str]) -> dict[str, tuple[str, Finding | None]]:
+    """route → (code lens title, finding or None), for the promoted routes of a recipe (nothing for the others)."""
+    from trtls.core.route import route_model
+
+    ledger = read_ledger(Path(loaded.base_dir))
+    out: dict[str, tuple[str, Finding | None]] = {}
+    for name in route_names:
+        if ledger.problem is None and pointer(ledger.for_route(name)) is None:
+            continue
+        try:
+            route = route_model(loaded, name)
+        except (KeyError, ValueError):
+            continue
+        if ledger.problem is not None:
+            status = route_status(loaded, name, route)
+        else:
+            status = judge(
+                name, route, ledger.for_route(name), current_facts(loaded, name, route, _environment()), now=utc_now()
+            )
+        out[name] = (
+            lens_title(status),
+            promotion_finding(name, status.as_dict()) if status.state in STATE_CODES else None,
+        )
+    return out
+
+
+def lens_title(status: RouteStatus) -> str:
+    ptr = status.pointer or {}
+    if status.state == "tampered":
+        return "promotion ledger tampered"
+    digest = str(ptr.get("bundle_digest", ""))[7:19]
+    what = "promoted" if ptr.get("event") == "promote" else "rolled back"
+    day = str(status.since)[:10]
+    return f"{what} {digest}… on {day} by {ptr.get('approver')} · {status.state} · canary {status.canary}"

@@ -1,0 +1,186 @@
+"""Promotion: a supported, current verdict becomes the route's promoted bundle, with an approval record.
+
+`promote` appends a `promote` record to the ledger (`ledger.py`) only when the route's last complete gates run
+(`.trtls/routes/<route>/complete-summary.json`, written by every run of all five gates) decided `supported` and is
+still current — no fact it rested on drifted (`rested_on.drifts`, every kind) — and every item the runbook asks for is
+there: the bundle digest, the gates evidence digest, the runtime target, the approver, the canary plan
+(`canary_plan` in the route table) and the rollback artifact (`previous_bundle`, its digest). Anything missing
+refuses the promotion, naming each missing item; nothing is written then.
+
+The promoted pointer of a route is its last `promote` or `rollback` record; `status.py` judges it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from trtls.core.atomic import atomic_write_bytes
+from trtls.core.route import RouteModel, route_dir
+from trtls.gates.lifecycle.ledger import LedgerTampered, append_record, read_ledger
+from trtls.gates.lifecycle.rested_on import bundle_digest, current_facts, drifts
+
+COMPLETE_SUMMARY = "complete-summary.json"
+
+
+@dataclass
+class Outcome:
+    """What a lifecycle command did: `ok` with the record it wrote, or refused with every reason."""
+
+    ok: bool
+    message: str
+    record: dict[str, Any] | None = None
+    refused: list[dict[str, str]] = field(default_factory=list)  # {"item": …, "reason": …}
+    advice: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "message": self.message,
+            "record": self.record,
+            "refused": self.refused,
+            "advice": self.advice,
+        }
+
+
+def utc_now() -> float:
+    return time.time()
+
+
+def iso(ts: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
+
+
+def approver_from_env(explicit: str | None) -> str | None:
+    for value in (explicit, os.environ.get("TRTLS_APPROVER"), os.environ.get("USER")):
+        if value and value.strip():
+            return value.strip()
+    return None
+
+
+def last_complete_run(loaded: Any, route_name: str) -> tuple[Path, bytes, dict[str, Any]] | None:
+    path = route_dir(loaded, route_name) / COMPLETE_SUMMARY
+    try:
+        data = path.read_bytes()
+        summary = json.loads(data)
+    except (OSError, ValueError):
+        return None
+    return (path, data, summary) if isinstance(summary, dict) else None
+
+
+def pointer(records: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The route's promoted pointer: its last promote or rollback record."""
+    moves = [r for r in records if r.get("event") in ("promote", "rollback")]
+    return moves[-1] if moves else None
+
+
+def promote(
+    loaded: Any,
+    route_name: str,
+    route: RouteModel,
+    *,
+    approver: str | None = None,
+    environment: dict[str, Any] | None = None,
+    now: float | None = None,
+) -> Outcome:
+    """Promote the route's bundle (see the module doc); `environment` replaces this machine's (tests)."""
+    now = utc_now() if now is None else now
+    refused: list[dict[str, str]] = []
+
+    def refuse(item: str, reason: str) -> None:
+        refused.append({"item": item, "reason": reason})
+
+    base = Path(loaded.base_dir)
+    ledger = read_ledger(base)
+    if ledger.problem is not None:
+        return Outcome(
+            False,
+            f"not promoted: the promotion ledger is tampered: {ledger.problem}",
+            None,
+            [{"item": "ledger", "reason": ledger.problem}],
+        )
+    run = last_complete_run(loaded, route_name)
+    summary: dict[str, Any] = run[2] if run else {}
+    evidence_digest = f"sha256:{hashlib.sha256(run[1]).hexdigest()}" if run else None
+    if run is None:
+        refuse(
+            "gates evidence", f"no complete gates run of route '{route_name}': run `trtls gates --route {route_name}`"
+        )
+    elif summary.get("decision") != "supported":
+        reasons = "; ".join(summary.get("hold_reasons") or [])[:300]
+        refuse(
+            "decision",
+            f"the last complete gates run decided {summary.get('decision')}" + (f" ({reasons})" if reasons else ""),
+        )
+    now_facts = current_facts(loaded, route_name, route, environment)
+    if run is not None:
+        rested = summary.get("rested_on")
+        if not isinstance(rested, dict):
+            refuse("gates evidence", "the last complete gates run records nothing it rested on: run the gates again")
+        else:
+            for d in drifts(rested, now_facts):
+                refuse("current", f"{d['message']} since the gates run at {summary.get('generatedAt')}")
+    bundle = now_facts["bundle"]["value"]
+    if bundle is None:
+        refuse("bundle digest", f"no bundle at {route.bundle}")
+    approver = approver_from_env(approver)
+    if approver is None:
+        refuse("approver", "nobody approved: pass --approver NAME or set TRTLS_APPROVER")
+    if route.canary_plan is None:
+        refuse("canary plan", f'set canary_plan = {{ stages = [...], abort_if = "..." }} in [routes.{route_name}]')
+    rollback: dict[str, Any] | None = None
+    if route.previous_bundle is None:
+        refuse("rollback artifact", f"set previous_bundle in [routes.{route_name}] (the bundle to roll back to)")
+    else:
+        digest = bundle_digest(loaded.resolve(route.previous_bundle))
+        if digest is None:
+            refuse("rollback artifact", f"previous_bundle {route.previous_bundle} is not a readable file")
+        else:
+            rollback = {"path": route.previous_bundle, "digest": digest}
+    if refused:
+        names = ", ".join(dict.fromkeys(r["item"] for r in refused))
+        return Outcome(False, f"not promoted: missing or not current: {names}", None, refused)
+    current = pointer(ledger.for_route(route_name))
+    if (
+        current is not None
+        and current.get("evidence_digest") == evidence_digest
+        and current.get("bundle_digest") == bundle
+    ):
+        return Outcome(True, f"already promoted on this evidence (record #{current['seq']}): nothing written", current)
+    record = {
+        "event": "promote",
+        "route": route_name,
+        "decision": "promote",
+        "bundle_digest": bundle,
+        "bundle_path": route.bundle,
+        "evidence_digest": evidence_digest,
+        "verdict_at": summary.get("generatedAt"),
+        "runtime_target": route.runtime_target,
+        "approver": approver,
+        "when": iso(now),
+        "canary_plan": route.canary_plan.model_dump(mode="json") if route.canary_plan else None,
+        "canary": "not_started",
+        "rollback_artifact": rollback,
+        "rested_on": summary.get("rested_on"),
+    }
+    assert run is not None
+    keep = route_dir(loaded, route_name) / "evidence" / f"{evidence_digest.split(':')[1]}.json"  # type: ignore[union-attr]
+    keep.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_bytes(keep, run[1])  # the evidence stays readable after later runs replace the summary
+    try:
+        written = append_record(base, record)
+    except LedgerTampered as exc:
+        return Outcome(
+            False,
+            f"not promoted: the promotion ledger is tampered: {exc}",
+            None,
+            [{"item": "ledger", "reason": str(exc)}],
+        )
+    return Outcome(
+        True, f"promoted {route_name}: bundle {bundle} (record #{written['seq']}, approver {approver})", written
+    )

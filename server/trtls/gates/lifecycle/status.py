@@ -1,0 +1,295 @@
+"""A promoted route's state, its canary and its rollback.
+
+`route_status` judges the promoted pointer (the route's last promote or rollback record) against now:
+
+* `not_promoted` — the ledger has no promotion of this route;
+* `valid` — nothing the promoted verdict rested on drifted (of the kinds `revalidate_on` counts), and it is not
+  older than `revalidate_after_days`;
+* `revalidate` — something drifted ("onnxruntime 1.20.1 → 1.21.0 since promotion on 2026-11-02"), the promotion is
+  too old, or the pointer was rolled back to an artifact never promoted through the gates;
+* `canary_failed` — the promoted bundle's canary failed: roll back (`trtls route rollback`);
+* `tampered` — the ledger's chain is broken (nothing is judged on a ledger that was edited).
+
+The canary of a promotion: `not_started → running → pass | failed`, one ledger record per step, each with its
+figures. `rollback` moves the pointer to the ledger's previous promoted bundle (else the promotion's rollback
+artifact) with a new record; it never touches the user's files, and says so.
+"""
+
+from __future__ import annotations
+
+import calendar
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from trtls.core.route import RouteModel
+from trtls.gates.lifecycle.ledger import LedgerTampered, append_record, read_ledger
+from trtls.gates.lifecycle.promotion import Outcome, approver_from_env, iso, pointer, utc_now
+from trtls.gates.lifecycle.rested_on import Fact, bundle_digest, current_facts, drifts
+
+CANARY_NEXT = {"start": ("not_started", "running"), "pass": ("running", "pass"), "fail": ("running", "failed")}
+
+
+@dataclass
+class RouteStatus:
+    route: str
+    state: str
+    message: str
+    pointer: dict[str, Any] | None = None
+    since: str | None = None
+    canary: str = "not_started"
+    canary_figures: dict[str, Any] = field(default_factory=dict)
+    reasons: list[str] = field(default_factory=list)
+    drifts: list[dict[str, Any]] = field(default_factory=list)
+    advice: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "route": self.route,
+            "state": self.state,
+            "message": self.message,
+            "promoted_bundle": (self.pointer or {}).get("bundle_digest"),
+            "record": (self.pointer or {}).get("seq"),
+            "event": (self.pointer or {}).get("event"),
+            "decision": (self.pointer or {}).get("decision"),
+            "approver": (self.pointer or {}).get("approver"),
+            "since": self.since,
+            "canary": self.canary,
+            "canary_figures": self.canary_figures,
+            "reasons": self.reasons,
+            "drifts": self.drifts,
+            "advice": self.advice,
+        }
+
+
+def _parse_iso(text: str | None) -> float | None:
+    try:
+        return float(calendar.timegm(time.strptime(str(text), "%Y-%m-%dT%H:%M:%SZ")))
+    except (TypeError, ValueError):
+        return None
+
+
+def canary_of(records: list[dict[str, Any]], ptr: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """The canary state of the pointer `ptr` (only canary records after it count) and its last figures."""
+    state, figures = "not_started", {}
+    for r in records:
+        if r.get("event") == "canary" and r.get("pointer_seq") == ptr.get("seq"):
+            state, figures = str(r.get("state")), dict(r.get("figures") or {})
+    return state, figures
+
+
+def _previous_promotion(records: list[dict[str, Any]], ptr: dict[str, Any]) -> dict[str, Any] | None:
+    """The newest promote record before the pointer whose bundle is another one: what a rollback returns to."""
+    for r in reversed([r for r in records if r.get("seq", 0) < ptr.get("seq", 0)]):
+        if r.get("event") == "promote" and r.get("bundle_digest") != ptr.get("bundle_digest"):
+            return r
+    return None
+
+
+def judge(
+    route_name: str,
+    route: RouteModel,
+    records: list[dict[str, Any]],
+    now_facts: dict[str, Fact],
+    *,
+    now: float,
+    bundle_on_disk: dict[str, str | None] | None = None,
+) -> RouteStatus:
+    """The one rule for a promoted route's state, from the ledger's records and the facts as they are now."""
+    ptr = pointer(records)
+    if ptr is None:
+        return RouteStatus(route_name, "not_promoted", f"route {route_name} has never been promoted")
+    since = str(ptr.get("when"))
+    day = since[:10]
+    status = RouteStatus(route_name, "valid", "", ptr, since)
+    status.canary, status.canary_figures = canary_of(records, ptr)
+    rested = ptr.get("rested_on")
+    if not isinstance(rested, dict):
+        status.reasons.append(
+            f"rolled back to {ptr.get('bundle_path')}, which was never promoted through the gates: run its gates"
+        )
+    else:
+        facts = dict(now_facts)
+        held_at = (bundle_on_disk or {}).get(str(ptr.get("bundle_path")))
+        if ptr.get("event") == "rollback" and held_at is not None:
+            facts["bundle"] = {**facts["bundle"], "value": held_at}  # the pointer names the rollback artifact's file
+        status.drifts = drifts(rested, facts, route.revalidate_on)
+        verb = "promotion" if ptr.get("event") == "promote" else "rollback"
+        status.reasons += [f"{d['message']} since {verb} on {day}" for d in status.drifts]
+    when = _parse_iso(since)
+    if route.revalidate_after_days is not None and when is not None:
+        age = (now - when) / 86400
+        if age > route.revalidate_after_days:
+            status.reasons.append(
+                f"promoted {int(age)} days ago, on {day} (revalidate_after_days = {route.revalidate_after_days})"
+            )
+    target = (
+        f"bundle {ptr.get('bundle_digest')} ({ptr.get('event')} #{ptr.get('seq')}, {day}, by {ptr.get('approver')})"
+    )
+    if status.canary == "failed":
+        status.state = "canary_failed"
+        prev = _previous_promotion(records, ptr)
+        to = prev.get("bundle_digest") if prev else (ptr.get("rollback_artifact") or {}).get("digest")
+        status.advice.append(f"the canary failed: roll back with `trtls route rollback {route_name}` (to {to})")
+    elif status.reasons:
+        status.state = "revalidate"
+        status.advice.append(f"run `trtls gates --route {route_name}`, then `trtls route promote {route_name}` again")
+    status.message = f"{status.state}: {target}; canary {status.canary}"
+    return status
+
+
+def route_status(
+    loaded: Any,
+    route_name: str,
+    route: RouteModel,
+    *,
+    environment: dict[str, Any] | None = None,
+    now: float | None = None,
+) -> RouteStatus:
+    base = Path(loaded.base_dir)
+    ledger = read_ledger(base)
+    if ledger.problem is not None:
+        return RouteStatus(route_name, "tampered", f"the promotion ledger is tampered: {ledger.problem}")
+    records = ledger.for_route(route_name)
+    if pointer(records) is None:
+        return judge(route_name, route, records, {}, now=utc_now() if now is None else now)
+    on_disk = {p: bundle_digest(loaded.resolve(p)) for p in {route.bundle, route.previous_bundle} if p}
+    return judge(
+        route_name,
+        route,
+        records,
+        current_facts(loaded, route_name, route, environment),
+        now=utc_now() if now is None else now,
+        bundle_on_disk=on_disk,
+    )
+
+
+def _append(base: Path, record: dict[str, Any], message: str, advice: list[str] | None = None) -> Outcome:
+    try:
+        written = append_record(base, record)
+    except LedgerTampered as exc:
+        return Outcome(
+            False,
+            f"nothing written: the promotion ledger is tampered: {exc}",
+            refused=[{"item": "ledger", "reason": str(exc)}],
+        )
+    return Outcome(True, message.replace("#?", f"#{written['seq']}"), written, advice=advice or [])
+
+
+def canary(
+    loaded: Any,
+    route_name: str,
+    route: RouteModel,
+    action: str,
+    figures: dict[str, Any],
+    *,
+    approver: str | None = None,
+    now: float | None = None,
+) -> Outcome:
+    """Move the promoted bundle's canary one step (`start`, `pass`, `fail`), recording its figures."""
+    base = Path(loaded.base_dir)
+    ledger = read_ledger(base)
+    if ledger.problem is not None:
+        return Outcome(False, f"nothing written: the promotion ledger is tampered: {ledger.problem}")
+    records = ledger.for_route(route_name)
+    ptr = pointer(records)
+    if ptr is None or ptr.get("event") != "promote":
+        return Outcome(False, f"route {route_name} has no promoted bundle whose canary could run (promote it first)")
+    state, _ = canary_of(records, ptr)
+    need, nxt = CANARY_NEXT[action]
+    if state != need:
+        return Outcome(False, f"the canary is {state}: `{action}` needs it {need}")
+    watched = list((ptr.get("canary_plan") or {}).get("watch") or [])
+    missing = [w for w in watched if w not in figures] if action != "start" else []
+    if missing:
+        return Outcome(
+            False,
+            f"the canary plan watches {', '.join(missing)}: give each with --figure NAME=VALUE",
+            refused=[{"item": "figure", "reason": m} for m in missing],
+        )
+    record = {
+        "event": "canary",
+        "route": route_name,
+        "pointer_seq": ptr["seq"],
+        "bundle_digest": ptr["bundle_digest"],
+        "state": nxt,
+        "figures": figures,
+        "approver": approver_from_env(approver),
+        "when": iso(utc_now() if now is None else now),
+    }
+    advice = []
+    if nxt == "failed":
+        prev = _previous_promotion(records, ptr)
+        to = prev.get("bundle_digest") if prev else (ptr.get("rollback_artifact") or {}).get("digest")
+        advice.append(f"roll back: `trtls route rollback {route_name}` moves the promoted pointer to {to}")
+    return _append(base, record, f"canary of {route_name} (promotion #{ptr['seq']}): {nxt} (record #?)", advice)
+
+
+def rollback(
+    loaded: Any,
+    route_name: str,
+    route: RouteModel,
+    *,
+    approver: str | None = None,
+    reason: str | None = None,
+    now: float | None = None,
+) -> Outcome:
+    """Move the promoted pointer back (see the module doc). The user's files stay as they are."""
+    base = Path(loaded.base_dir)
+    ledger = read_ledger(base)
+    if ledger.problem is not None:
+        return Outcome(False, f"nothing written: the promotion ledger is tampered: {ledger.problem}")
+    records = ledger.for_route(route_name)
+    ptr = pointer(records)
+    if ptr is None:
+        return Outcome(False, f"route {route_name} has never been promoted: nothing to roll back")
+    prev = _previous_promotion(records, ptr)
+    target = (
+        {"digest": prev["bundle_digest"], "rested_on": prev.get("rested_on"), "from": f"promotion #{prev['seq']}"}
+        if prev
+        else {**(ptr.get("rollback_artifact") or {}), "rested_on": None, "from": "the promotion's rollback artifact"}
+    )
+    if not target.get("digest"):
+        return Outcome(False, f"route {route_name}: no previous promotion and no rollback artifact recorded")
+    candidates = [p for p in (route.previous_bundle, route.bundle, target.get("path")) if p]
+    held = next((p for p in candidates if bundle_digest(loaded.resolve(p)) == target["digest"]), None)
+    if held is None:
+        return Outcome(
+            False,
+            f"no file holds bundle {target['digest']} (looked at {', '.join(dict.fromkeys(candidates))}): "
+            "restore it first; the pointer was not moved",
+        )
+    who = approver_from_env(approver)
+    if who is None:
+        return Outcome(
+            False,
+            "nobody approved the rollback: pass --approver NAME or set TRTLS_APPROVER",
+            refused=[{"item": "approver", "reason": "missing"}],
+        )
+    record = {
+        "event": "rollback",
+        "route": route_name,
+        "decision": "rollback",
+        "bundle_digest": target["digest"],
+        "bundle_path": held,
+        "from_bundle_digest": ptr.get("bundle_digest"),
+        "rolled_back_from_seq": ptr.get("seq"),
+        "target": target["from"],
+        "runtime_target": route.runtime_target,
+        "approver": who,
+        "when": iso(utc_now() if now is None else now),
+        "reason": reason,
+        "rested_on": target.get("rested_on"),
+    }
+    note = (
+        f"your files are unchanged: {held} holds the promoted bundle now"
+        + (f"; {route.bundle} still holds the bundle rolled back from" if held != route.bundle else "")
+        + ": deploy from the promoted bundle's file"
+    )
+    return _append(
+        base,
+        record,
+        f"rolled back {route_name}: the promoted pointer names {target['digest']} ({target['from']}, record #?)",
+        [note],
+    )
