@@ -201,6 +201,11 @@ _TABLE: tuple[Code, ...] = (
     Code("TRT909", ERROR, "gate-release", "Measurement could not run"),
     Code("TRT910", WARNING, "gate-release", "A path the route names leaves the recipe folder"),
     # TRT911–TRT929: free (one line per new code, here)
+    # -- docs/codes/route-life.md --------------------------------------------------------------------------------------
+    Code("TRT950", WARNING, "route-life", "Promoted route must be revalidated"),
+    Code("TRT951", ERROR, "route-life", "The promoted bundle's canary failed"),
+    Code("TRT952", ERROR, "route-life", "The promotion ledger is tampered"),
+    # TRT953–TRT979: free (one line per new code, here)
 )
 
 CODES: dict[str, Code] = {c.code: c for c in _TABLE}
