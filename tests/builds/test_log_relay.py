@@ -5,6 +5,7 @@ one message, and what is not TensorRT's goes on to stderr."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -74,3 +75,86 @@ print(sum(1 for s in calls if s == "VERBOSE"))
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert int(proc.stdout.strip()) > 100
+
+
+# The shape TensorRT-RTX 1.7's built-in logger writes one message in (strace of a real build): the prefix in
+# pieces, the text in one write with its own newlines, then "\n" alone.
+STRESS_CHILD = r"""
+import json, os, random, sys, threading, time
+from trtls.builds import adapter
+from trtls.builds.log_relay import process_relay
+
+bm = adapter.load_builder_module("tensorrt_rtx")
+got = []
+relay = process_relay(bm.trt, lambda severity, msg: got.append((severity, msg)))
+network = bm.trt.Builder(relay.logger).create_network(0)
+parser = bm.trt.OnnxParser(network, relay.logger)
+count = int(sys.argv[2])
+rng = random.Random(18)
+missing_at_sync = []
+done = threading.Event()
+
+def body(k):
+    lines = [f"trtls-stress {k}: Error Code 1: Myelin ([myelin_graph.h:1295] CHECK_GE(smem_limit, 47104) failed."]
+    lines += [f"  LHS: {k * i}" for i in range(1, 2 + k % 5)] + [f" In compileGraph at codeGenerator.cpp:{k})"]
+    return "\n".join(lines)
+
+def log_like_tensorrt(k):
+    for piece in ("[", "12", "/", "01", "/", "2026", "-", "20", ":", "07", ":", "56", "] ", "[TRT] [E] "):
+        os.write(1, piece.encode())
+    if k % 7 == 0:
+        time.sleep(0)  # let the reader in mid-message
+    os.write(1, body(k).encode())
+    if k % 11 == 0:
+        time.sleep(0.0005)  # the text is in, its closing newline is not: where a read used to end a message
+    os.write(1, b"\n")
+
+def sync_all_the_time():  # markers from another thread land anywhere inside the messages being written
+    while not done.is_set():
+        relay.sync()
+        time.sleep(rng.random() / 2000)
+
+syncer = threading.Thread(target=sync_all_the_time)
+syncer.start()
+real = 0
+for k in range(count):
+    log_like_tensorrt(k)
+    if k % 50 == 0:
+        parser.parse(b"not an onnx model")  # TensorRT's own logger, between ours
+        real += 1
+    if k % 3 == 0:
+        relay.sync()  # what this thread logged must be out, whole, when sync returns
+        if not got or got[-1][1] != body(k) and not (k % 50 == 0 and "ParseFromCodedStream" in got[-1][1]):
+            missing_at_sync.append(k)
+done.set()
+syncer.join()
+relay.sync()
+with open(sys.argv[1], "w") as f:
+    json.dump({"got": got, "expected": [body(k) for k in range(count)], "real": real, "missing": missing_at_sync}, f)
+"""
+
+
+def test_a_thousand_multiline_messages_under_load_arrive_whole(tmp_path: Path) -> None:
+    """Defect (issue 18): a read boundary ended a message, so a Myelin error lost its last line under load.
+    Real relay, real pipe, TensorRT's own write pattern, 1,200 messages, CPU burners on every core and a thread
+    calling sync() all the time: every message arrives once, whole, in order, and by the time sync returns."""
+    burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(max(2, os.cpu_count() or 2))]
+    try:
+        out = tmp_path / "relay.json"
+        proc = subprocess.run(
+            [sys.executable, "-c", STRESS_CHILD, str(out), "1200"], capture_output=True, text=True, timeout=600
+        )
+    finally:
+        for burner in burners:
+            burner.kill()
+            burner.wait()
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    result = json.loads(out.read_text())
+    ours = [msg for severity, msg in result["got"] if msg.startswith("trtls-stress")]
+    assert ours == result["expected"]  # none cut, merged, lost or repeated
+    assert all(severity == "ERROR" for severity, _ in result["got"])
+    tensorrt_own = [msg for _, msg in result["got"] if "ParseFromCodedStream" in msg]
+    assert len(tensorrt_own) == result["real"] == 24 and len(result["got"]) == 1200 + 24
+    assert result["missing"] == []
+    assert "LHS" not in proc.stderr and "compileGraph" not in proc.stderr  # no piece of a message fell out
+    assert not proc.stdout
