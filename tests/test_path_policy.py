@@ -120,3 +120,27 @@ def test_allow_outside_lets_one_path_out_and_the_check_says_ok(site: Path) -> No
     (site / "trtls.toml").write_text('allow_outside = ["../shared"]\n' + text.split("\n", 1)[1])
     check = trtls("check", str(site))
     assert check.returncode == 0, check.stdout
+
+
+@pytest.mark.parametrize(
+    ("extra", "code"),
+    [
+        ("x = " + "{a = " * 400 + "1" + "}" * 400, "TRT120"),  # a 3 KB inline table 400 deep
+        ("x = " + "[" * 300 + "]" * 300, "TRT120"),
+        ("[engines.demo.builder.deep]\n" + "k." * 500 + "v = 1", "TRT120"),  # dotted keys nest without brackets
+        ('x = "a\\u0000b"', "TRT102"),
+    ],
+    ids=["inline-tables", "arrays", "dotted-keys", "nul"],
+)
+def test_deep_nesting_is_a_located_error_never_a_traceback(site: Path, extra: str, code: str) -> None:
+    recipe = site / "trtls.toml"
+    text = recipe.read_text()
+    recipe.write_text(extra + "\n" + text if not extra.startswith("[") else text + "\n" + extra + "\n")
+    before = snapshot(site.parent)
+    for args in (("check", str(site)), ("build", str(site), "--engine", "demo")):
+        r = trtls(*args)
+        assert r.returncode == 2, r.stderr[-2000:]
+        assert "Traceback" not in r.stderr and "RecursionError" not in r.stderr + r.stdout, r.stderr[-2000:]
+        out = r.stdout if args[0] == "check" else r.stderr
+        assert f" {code} error:" in out and out.startswith(f"{recipe}:"), out[-2000:]
+    assert snapshot(site.parent) == before

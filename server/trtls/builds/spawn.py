@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import sys
-import tomllib
 from pathlib import Path
 from typing import Any
+
+from trtls.core.tomlpos import bounded_loads
 
 BUILTIN_WORKER = [sys.executable, "-m", "trtls.builds.worker"]
 PRELOADABLE = ("auto", "tensorrt", "tensorrt_rtx")
@@ -38,7 +39,7 @@ def preload_for(recipe: Path, engine: str | None) -> str | None:
     an early worker would not be used (unreadable recipe, unknown engine, an external worker). The recipe is
     validated properly afterwards; this only decides whether to start early."""
     try:
-        data = tomllib.loads(recipe.read_text(encoding="utf-8"))
+        data = bounded_loads(recipe.read_text(encoding="utf-8"))  # 400-deep nesting is TRT120 later, not a crash
     except (OSError, ValueError):
         return None
     engines = data.get("engines")
