@@ -250,6 +250,9 @@ class Build:
             if deepest.stalled:
                 text += " · stalled"
         if self.token.is_set:
+            "numGpus": p.get("num_gpus"),
+            "gpuRule": p.get("gpu_rule"),
+            "cudaVisibleDevices": p.get("cuda_visible_devices"),
             text += f" · stopping ({self.token.source})"
         return text
 

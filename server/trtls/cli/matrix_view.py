@@ -95,7 +95,8 @@ class MatrixPlainView:
         if ev is None:
             self._line(f"[{name}] {build.outcome_message()} · {where(build)}")
         elif ev.type == "queued":
-            self._line(f"[{name}] waiting for a node (labels {ev.labels or 'any'}, {ev.num_gpus:g} GPU)")
+            why = f": {ev.gpu_rule}" if ev.gpu_rule else ""  # why that many GPUs (core.farm.gpu_choice)
+            self._line(f"[{name}] waiting for a node (labels {ev.labels or 'any'}, {ev.num_gpus:g} GPU{why})")
         elif ev.type == "placed":
             self._line(f"[{name}] on {where(build)}")
         elif ev.type == "phase_start" and ev.parent_id is None:

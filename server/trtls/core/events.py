@@ -172,6 +172,7 @@ Event = Annotated[
     Field(discriminator="type"),
 ]
 EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
+    gpu_rule: str | None = None  # why it holds num_gpus (core.farm.gpu_choice), e.g. "auto → 0 GPUs: TensorRT-RTX …"
 
 
 class ProtocolError(ValueError):
@@ -185,6 +186,10 @@ def parse_event(line: bytes | str) -> Event:
         text = line[:200] if isinstance(line, str) else line[:200].decode(errors="replace")
         raise ProtocolError(f"bad event line {text!r}: {exc}") from None
     if ev.v != PROTOCOL_VERSION:
+    num_gpus: float | None = None  # GPUs the cell holds there, and why (core.farm.gpu_choice)
+    gpu_rule: str | None = None
+    cuda_visible_devices: str | None = None  # as Ray set it for the node worker (None: not set)
+    actor_pid: int | None = None  # the node worker's process
         raise ProtocolError(f"worker speaks protocol version {ev.v}, supervisor speaks {PROTOCOL_VERSION}")
     return ev
 

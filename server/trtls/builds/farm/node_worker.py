@@ -75,6 +75,7 @@ class NodeWorker:
             "accelerator_type": labels.get("ray.io/accelerator-type"),
             "gpu_ids": [str(g) for g in ray.get_gpu_ids()],
             "actor_pid": os.getpid(),
+            "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),  # what the worker process inherits
         }
 
     def _onnx(self, sha: str, box: list) -> tuple[Path, str]:

@@ -7,11 +7,12 @@ labels that do exist. Pure Python over the node inventory (`cluster.nodes()`): n
 
 from __future__ import annotations
 
+import importlib.util
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from trtls.core.farm import RunOn
+from trtls.core.farm import RunOn, gpu_choice
 from trtls.core.findings import Finding, Origin, Severity
 
 NOISY_LABELS = ("ray.io/node-id",)  # unique per node: naming them helps nobody
@@ -39,20 +40,36 @@ class Request:
     num_cpus: float = 1.0
     num_gpus: float | str = "auto"
     memory_mib: int | None = None
+    builder: str | None = None  # the module the node's worker imports (builder_of); None: not known here
 
     @classmethod
-    def of(cls, engine: str, cell: str, run_on: RunOn | None, labels: dict[str, str]) -> Request:
+    def of(
+        cls, engine: str, cell: str, run_on: RunOn | None, labels: dict[str, str], builder: str | None = None
+    ) -> Request:
         r = run_on or RunOn()
-        return cls(engine, cell, labels, r.num_cpus, r.num_gpus, r.memory_mib)
+        return cls(engine, cell, labels, r.num_cpus, r.num_gpus, r.memory_mib, builder)
+
+
+def builder_of(builder_module: str, external_worker: bool) -> str | None:
+    """The TensorRT module a cell's worker will import on its node: the recipe's choice, or for `auto` what the
+    worker's own preference (full TensorRT, then TensorRT-RTX) finds installed here — farm nodes run the
+    driver's versions (docs/farm.md). Looked up with find_spec: nothing is imported. None for an external worker
+    or when neither is installed here (a driver without TensorRT): `builder_module` then says it."""
+    if external_worker:
+        return None
+    if builder_module != "auto":
+        return builder_module
+    return next((m for m in ("tensorrt", "tensorrt_rtx") if importlib.util.find_spec(m) is not None), None)
 
 
 @dataclass(frozen=True)
 class Placement:
-    """A feasible request with `num_gpus` resolved (auto → 1 on GPU nodes: one build per GPU; 0 on CPU nodes)."""
+    """A feasible request with `num_gpus` resolved by the builder (core.farm.gpu_choice) and why."""
 
     request: Request
     num_gpus: float
     candidates: tuple[str, ...]  # node ids that could hold it
+    gpu_rule: str = ""  # the sentence the cell's line and evidence show
 
     def shape(self) -> str:
         """Cells of one shape can share a warm node worker (same labels and resources)."""
@@ -102,9 +119,8 @@ def place(request: Request, nodes: list[Node]) -> Placement | Finding:
                 True,
                 {"labels": existing, "cell": request.cell},
             )
-    gpus = request.num_gpus
-    if gpus == "auto":
-        gpus = 1.0 if any(n.gpus >= 1 for n in matching) else 0.0
+    choice = gpu_choice(request.num_gpus, request.builder, any(n.gpus >= 1 for n in matching))
+    gpus = choice.num_gpus
     need = {"CPU": float(request.num_cpus), "GPU": float(gpus)}
     if request.memory_mib:
         need["memory"] = request.memory_mib * 1024 * 1024
@@ -124,7 +140,7 @@ def place(request: Request, nodes: list[Node]) -> Placement | Finding:
             Origin.build,
             True,
         )
-    return Placement(request, float(gpus), tuple(n.node_id for n in fits))
+    return Placement(request, float(gpus), tuple(n.node_id for n in fits), choice.why)
 
 
 def place_all(requests: list[Request], nodes: list[Node]) -> tuple[list[Placement], list[Finding]]:

@@ -147,13 +147,14 @@ class RemoteProcess:
         req = self.placement.request
         t_submit = time.monotonic_ns()
         self._feed(
-            _line("queued", cell=req.cell, labels=req.labels, num_gpus=self.placement.num_gpus, num_cpus=req.num_cpus)
-        )
+            _line("queued", cell=req.cell, labels=req.labels, num_gpus=self.placement.num_gpus, num_cpus=req.num_cpus,
+                  gpu_rule=self.placement.gpu_rule)
+        )  # fmt: skip
         try:
             sha, ref = await asyncio.to_thread(cluster.onnx_ref, Path(self.job["onnx"]))
             if await self._take_warm():
                 self.where["queue_wait_s"] = round((time.monotonic_ns() - t_submit) / 1e9, 3)
-                self._feed(_line("placed", **self.where))
+                self._feed(_line("placed", **self.where, **self._gpus()))
                 await self._stream(sha, ref)
                 return
             options = self.placement.ray_options()
@@ -168,12 +169,15 @@ class RemoteProcess:
                 WARM.waiting[shape] -= 1
             if placed:
                 self.where["queue_wait_s"] = round((time.monotonic_ns() - t_submit) / 1e9, 3)
-                self._feed(_line("placed", **self.where))
+                self._feed(_line("placed", **self.where, **self._gpus()))
                 await self._stream(sha, ref)
         except asyncio.CancelledError:
             raise
         except Exception as exc:
             await self._on_failure(exc)
+
+    def _gpus(self) -> dict[str, Any]:
+        return {"num_gpus": self.placement.num_gpus, "gpu_rule": self.placement.gpu_rule}
 
     async def _wait_for_node(self, t_submit: int) -> bool:
         """True once a node holds the cell (a new actor, or a warm one of its shape that came free); False when the

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from trtls.builds.farm.placement import RemoteSpec, Request, place_all
+from trtls.builds.farm.placement import RemoteSpec, Request, builder_of, place_all
 from trtls.builds.matrix import PlannedCell
 from trtls.core.findings import Finding, Origin, Severity
 from trtls.core.recipe import LoadedRecipe
@@ -22,7 +22,13 @@ async def prepare(loaded: LoadedRecipe, planned: list[PlannedCell]) -> dict[str,
     except cluster.FarmUnavailable as exc:
         return [Finding(exc.code, Severity.error, str(exc), ("cluster", "address"), Origin.build, True)]
     requests = [
-        Request.of(p.engine, p.key, loaded.engine(p.engine).run_on, p.cell.labels if p.cell else _labels(loaded, p))
+        Request.of(
+            p.engine,
+            p.key,
+            loaded.engine(p.engine).run_on,
+            p.cell.labels if p.cell else _labels(loaded, p),
+            _builder(loaded, p),
+        )
         for p in planned
     ]
     placements, findings = place_all(requests, nodes)
@@ -40,3 +46,8 @@ def _labels(loaded: LoadedRecipe, p: PlannedCell) -> dict[str, str]:
     if run_on is None:
         return {}
     return {k: v.format_map({"engine": p.engine, "cell": p.engine}) for k, v in run_on.labels.items()}
+
+
+def _builder(loaded: LoadedRecipe, p: PlannedCell) -> str | None:
+    eng = loaded.engine(p.engine)
+    return builder_of(str(p.overrides.get("builder_module") or eng.builder_module), eng.worker is not None)
