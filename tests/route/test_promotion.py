@@ -165,3 +165,24 @@ def test_a_tampered_ledger_is_detected_and_never_appended_to(root):
     # a removed line breaks the chain at the record after it
     path.write_text(lines[1])
     assert "the chain is broken" in (read_ledger(root).problem or "")
+
+
+def test_the_editor_shows_the_promoted_state_as_a_code_lens_and_drift_as_a_located_diagnostic(root):
+    from trtls.gates.lifecycle.notes import promotion_findings
+    from trtls.lsp.editor import code_lenses
+
+    loaded = load_recipe(root / "trtls.toml")
+    assert promotion_findings(loaded) == []  # never promoted: nothing to say
+    assert promote(loaded, ROUTE, route_model(loaded, ROUTE), approver="alice").ok
+    titles = [lens.command.title for lens in code_lenses(loaded, "file:///x", {}, {}) if lens.command]
+    assert any(t.startswith("promoted ") and "by alice · valid · canary not_started" in t for t in titles), titles
+    assert promotion_findings(loaded) == []
+    set_in_route(root, "tolerances = { logits = { atol = 1e-4,", "tolerances = { logits = { atol = 1e-3,")
+    loaded = load_recipe(root / "trtls.toml")
+    (finding,) = promotion_findings(loaded)
+    assert finding.code == "TRT950" and finding.path == ("routes", ROUTE)
+    assert "tolerances.logits.atol 0.0001 → 0.001 since promotion on" in finding.message
+    rng = loaded.source_map.range(finding.path, finding.on_value)
+    assert (root / "trtls.toml").read_text().splitlines()[rng.start_line].startswith(f"[routes.{ROUTE}]")
+    titles = [lens.command.title for lens in code_lenses(loaded, "file:///x", {}, {}) if lens.command]
+    assert any("· revalidate ·" in t for t in titles), titles

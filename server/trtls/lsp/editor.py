@@ -18,6 +18,7 @@ from pydantic import BaseModel
 from trtls.core.recipe import LoadedRecipe, RecipeFile
 from trtls.core.route import RouteModel
 from trtls.core.validation import model_in
+from trtls.gates.lifecycle.notes import promotion_lens
 
 HEADER = re.compile(r"^\s*(\[\[?)\s*([^\]]+?)\s*\]\]?")
 KEY_BEFORE_EQ = re.compile(r"^\s*([A-Za-z0-9_.\"'-]+)\s*=\s*(.*)$")
@@ -122,6 +123,9 @@ def code_lenses(loaded: LoadedRecipe, uri: str, running: dict[str, str], last: d
                     rng, lsp.Command("▶ Run Gates", "trtls.runGates", arguments=[{"uri": uri, "route": str(path[1])}])
                 )
             )
+            promoted = promotion_lens(loaded, str(path[1]))  # the promoted state and last decision (docs/gates.md)
+            if promoted is not None:
+                out.append(lsp.CodeLens(rng, lsp.Command(promoted, "")))  # a title, not a command
     return out
 
 

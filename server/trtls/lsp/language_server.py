@@ -106,6 +106,9 @@ class TrtlsServer(LanguageServer):
         self._validated_at[uri] = time.monotonic()
         loaded = self.recipe(uri)
         self.store.set(uri, Origin.recipe, "", loaded.findings)
+        from trtls.gates.lifecycle.notes import promotion_findings  # TRT950–952 on promoted routes
+
+        self.store.set(uri, Origin.gates, "promotion", promotion_findings(loaded))
         self.publish(uri)
 
     def validate_later(self, uri: str) -> None:

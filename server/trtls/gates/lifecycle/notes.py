@@ -99,3 +99,20 @@ def lens_title(status: RouteStatus) -> str:
     what = "promoted" if ptr.get("event") == "promote" else "rolled back"
     day = str(status.since)[:10]
     return f"{what} {digest}… on {day} by {ptr.get('approver')} · {status.state} · canary {status.canary}"
+
+
+def promotion_findings(loaded: Any) -> list[Finding]:
+    """The editor's diagnostics for a recipe's promoted routes (TRT950–TRT952 on each route table)."""
+    from trtls.core.route import route_names
+
+    if getattr(loaded, "recipe", None) is None:
+        return []
+    return [f for _, f in editor_view(loaded, route_names(loaded)).values() if f is not None]
+
+
+def promotion_lens(loaded: Any, route_name: str) -> str | None:
+    """The code lens title of a promoted route (None: never promoted)."""
+    if getattr(loaded, "recipe", None) is None:
+        return None
+    got = editor_view(loaded, [route_name]).get(route_name)
+    return got[0] if got else None
