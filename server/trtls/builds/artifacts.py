@@ -11,11 +11,11 @@ import hashlib
 import os
 import shutil
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from trtls.core.atomic import TEMP_MARK, atomic_write_bytes, temp_path_for
+from trtls.core.atomic import TEMP_MARK, atomic_writer, temp_path_for
 from trtls.core.paths import checked_target
 
 
@@ -46,12 +46,21 @@ def engine_temp_path(output: Path, build_id: str) -> Path:
     return temp_path_for(output, build_id)
 
 
-def write_engine(output: Path, build_id: str, plan: memoryview | bytes) -> tuple[int, str]:
+def write_engine(
+    output: Path, build_id: str, plan: memoryview | bytes, before_rename: Callable[[], None] | None = None
+) -> tuple[int, str]:
     """Write the serialized engine atomically, never through a symlink (`core.atomic`: the temp file is created
     O_EXCL | O_NOFOLLOW in the output's real folder and renamed there; a symlinked output raises UnsafeWrite).
-    Raises OSError (disk full, read-only) with the temp removed."""
+    Raises OSError (disk full, read-only) with the temp removed. `before_rename`: called once the temp file is
+    complete and fsynced, just before the rename; whatever it raises leaves the output untouched (the worker's
+    last look at whether anyone still wants this engine)."""
     output.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_bytes(output, plan, temp_name=engine_temp_path(output, build_id).name)
+    with atomic_writer(output, temp_name=engine_temp_path(output, build_id).name) as out:
+        out.write(plan)
+        if before_rename is not None:
+            out.flush()
+            os.fsync(out.fileno())  # the writer's own fsync is then nearly free: the rename follows the check at once
+            before_rename()
     return len(plan), sha256_bytes(plan)
 
 

@@ -34,14 +34,15 @@ def build_findings(summary: dict[str, Any]) -> list[Finding]:
         out.append(_f("TRT201", Severity.warning, msg, table, buildId=summary["buildId"]))
     elif outcome == "failed" and (summary.get("outputCheck") or {}).get("writable") is False:
         check = summary["outputCheck"]
-        msg = (
-            f"the output folder {check.get('path')} is not writable ({check.get('error')}): "
-            "checked before the build, nothing was built"
-        )
-        out.append(_f("TRT405", Severity.error, msg, (*table, "output"), buildId=summary["buildId"]))
+        code = check.get("code") or "TRT405"  # TRT412: a writable folder, but the engine there cannot be replaced
+        what = "is not writable" if code == "TRT405" else "cannot take the new engine"
+        msg = f"the output folder {check.get('path')} {what} ({check.get('error')}): checked before the build, "
+        msg += "nothing was built"
+        out.append(_f(code, Severity.error, msg, (*table, "output"), buildId=summary["buildId"]))
     elif outcome == "failed":
         error = str(summary.get("error"))
-        code = next((c for c in ("TRT231", "TRT233") if error.startswith(c)), "TRT202")  # farm: queue, transfer
+        coded = ("TRT231", "TRT233", "TRT410", "TRT411")  # farm: queue, transfer; the output lock
+        code = next((c for c in coded if error.startswith(c)), "TRT202")
         out.append(
             _f(
                 code,

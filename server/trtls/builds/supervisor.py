@@ -24,13 +24,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from trtls.builds.artifacts import output_unwritable, remove_or_quarantine, temp_files_near
 from trtls.builds.build import Build, Listener, WorkerProcess, new_build_id, state_dir, worker_job
+from trtls.builds.build_end import finish_build, probe_environment
 from trtls.builds.orphans import process_start_id
+from trtls.builds.output_guard import OutputGuard
+from trtls.builds.output_probe import output_problem
 from trtls.builds.resources import ResourceSampler
+from trtls.builds.running_record import process_owner, write_running
 from trtls.builds.spawn import spawn_worker
-from trtls.builds.summary import build_summary
-from trtls.core.atomic import atomic_write_text
 from trtls.core.events import CancelControl, ProtocolError, parse_event
 from trtls.core.recipe import LoadedRecipe
 
@@ -53,15 +54,17 @@ def signal_group(proc: Any, sig: int) -> bool:
         return False
 
 
-def running_json(build: Build, worker_pid: int | None, local: bool = True) -> None:
-    """`running.json`: the record orphan recovery finds if this process dies during the build."""
+def running_json(build: Build, worker_pid: int | None, guard: OutputGuard, local: bool = True) -> None:
+    """`running.json`: the record orphan recovery finds if this process dies during the build (running_record)."""
     record: dict[str, Any] = {"buildId": build.id, "engine": build.engine, "output": str(build.output)}
     if worker_pid is not None:
         record["workerPid"] = worker_pid
         # verified before orphan recovery kills it; a remote worker's pid names no process here
         record["workerStart"] = process_start_id(worker_pid) if local else None
     record.update(supervisorPid=os.getpid(), supervisorStart=process_start_id(os.getpid()), job=build.job)
-    atomic_write_text(build.evidence_dir / "running.json", json.dumps(record))
+    # who supervised (the real cause if this process is killed) and the output as this build found it
+    record.update(owner=guard.owner, outputBefore=guard.before, previousSha256=build.previous_engine_sha)
+    write_running(build.evidence_dir, record)
 
 
 def _sha256_and_close(fh: Any) -> str:
@@ -74,9 +77,28 @@ def _sha256_and_close(fh: Any) -> str:
         return h.hexdigest()
 
 
+def note_previous_sha(build: Build, done: asyncio.Future) -> None:
+    """The previous engine's sha into running.json as soon as it is known: recovery after a kill can then say
+    whether the engine on disk is still that one."""
+    if done.cancelled() or done.exception() is not None:
+        return
+    build.previous_engine_sha = done.result()
+    path = build.evidence_dir / "running.json"
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return  # not written yet (running_json will include it) or already removed (the build is over)
+    record["previousSha256"] = build.previous_engine_sha
+    write_running(build.evidence_dir, record)
+
+
 class Supervisor:
-    def __init__(self) -> None:
+    def __init__(self, owner: str | None = None) -> None:
+        """`owner`: what this process is, for the records a kill leaves (default: from its subcommand)."""
         self.builds: dict[str, Build] = {}
+        self.owner = process_owner(owner)
+        self.guards: dict[str, OutputGuard] = {}  # build id → its hold on the output (builds/output_guard)
+        self.wait_for_output: dict[str, bool] = {}
 
     def running(self) -> list[Build]:
         return [b for b in self.builds.values() if b.running]
@@ -93,12 +115,16 @@ class Supervisor:
         cell: str | None = None,
         parent_id: str | None = None,
         worker: asyncio.subprocess.Process | None = None,
+        wait_for_output: bool = True,
     ) -> Build:
         """Start a build (needs a running loop). The recipe must have loaded without errors. `remote` (a
         `trtls.builds.farm.run.RemoteSpec`) runs the same worker on a cluster node (docs/farm.md).
 
         `worker`: a built-in worker the caller started early (`builds.spawn`), already importing TensorRT while
-        the caller loaded the recipe; it gets this build's job. Ignored (and closed) for an external worker."""
+        the caller loaded the recipe; it gets this build's job. Ignored (and closed) for an external worker.
+
+        `wait_for_output`: when another build (any process) holds this output, wait for it (True) or end `failed`
+        with TRT410 at once (False)."""
         if loaded.recipe is None:
             raise ValueError("the recipe has errors; no build starts")
         if engine not in loaded.recipe.engines:
@@ -119,6 +145,7 @@ class Supervisor:
         build._loop = loop
         build._done = loop.create_future()
         self.builds[build_id] = build
+        self.wait_for_output[build_id] = wait_for_output
         build.token.on_request(lambda source: loop.call_soon_threadsafe(self._on_cancel, build))
         build._force = lambda: asyncio.ensure_future(self._escalate(0.0, build))
         loop.create_task(self._run(build), name=f"trtls-build-{build_id}")
@@ -138,6 +165,7 @@ class Supervisor:
         build still ends: the worker is stopped and `wait()` gets an answer — never a build that runs forever."""
         try:
             await self._run_unguarded(build)
+            return
         except asyncio.CancelledError:
             # The event loop is going away with this process (e.g. `exit` without `shutdown`): the worker
             # sees its stdin close and cancels itself; the next supervisor completes the evidence from
@@ -159,35 +187,53 @@ class Supervisor:
                     build.summary
                     or {"buildId": build.id, "engine": build.engine, "outcome": "failed", "error": build.error}
                 )
+        finally:
+            guard = self.guards.get(build.id)
+            if guard is not None:
+                guard.release()
 
     async def _run_unguarded(self, build: Build) -> None:
         build.evidence_dir.mkdir(parents=True, exist_ok=True)
+        proc: WorkerProcess | None = build._prespawned
+        guard = self.guards[build.id] = OutputGuard.for_build(build, self.owner)
+        if not await guard.take(build, wait=self.wait_for_output.get(build.id, True)):
+            # another build holds the output (--no-wait), the build was cancelled while waiting, or no lock
+            await self._no_job(proc)
+            if build.token.is_set and build.error is None:
+                build.token.t_ack_ns = build.token.t_cleanup_ns = time.monotonic_ns()
+                build.notes.append(f"cancelled while waiting for another build of {build.output}; nothing was built")
+                await self._finish(build, "cancelled")
+            else:
+                await self._finish(build, "failed")
+            return
         if build.output.is_file():
             # Hashed beside the build, not before it (10s of MB on the critical path of every build). The file is
             # opened now: a build that replaces it later cannot change what is hashed.
             fh = open(build.output, "rb")
             build._previous_sha = asyncio.get_running_loop().run_in_executor(None, _sha256_and_close, fh)
-        proc: WorkerProcess | None = build._prespawned
+            build._previous_sha.add_done_callback(lambda done: note_previous_sha(build, done))
         # Before the build spends its time: can the engine be written where it must go? (A remote node writes
         # to its own view of the path; only a local folder can be checked from here.)
-        why = output_unwritable(build.output, build.id) if build.remote is None else None
+        problem = output_problem(build.output, build.id) if build.remote is None else None
         build.output_check = {
             "path": str(build.output.parent),
-            "writable": why is None if build.remote is None else None,
-            "error": why if build.remote is None else "not checked here: a remote node writes it",
+            "writable": problem is None if build.remote is None else None,
+            "error": problem[1]
+            if problem
+            else (None if build.remote is None else "not checked here: a remote node writes it"),
+            "code": problem[0] if problem else None,
         }
-        if why is not None:
-            build.error = f"TRT405 the output folder is not writable: {why}; nothing was built"
-            if proc is not None and proc.stdin is not None:
-                proc.stdin.close()  # a worker started early gets no job: it exits
-                await proc.wait()
-            build.environment = await self._probe_environment(build)  # the evidence still says what would build
+        if problem is not None:
+            what = "the output folder is not writable" if problem[0] == "TRT405" else "the output cannot be replaced"
+            build.error = f"{problem[0]} {what}: {problem[1]}; nothing was built"
+            await self._no_job(proc)
+            build.environment = await probe_environment(build)  # the evidence still says what would build
             await self._finish(build, "failed")
             return
         # unbuffered: if this process dies, the next one rebuilds the evidence from what is on disk
         build._events_file = open(build.evidence_dir / "events.jsonl", "wb", buffering=0)
         if proc is None:
-            running_json(build, None)  # before the spawn: a crash while spawning still leaves the record
+            running_json(build, None, guard)  # before the spawn: a crash while spawning still leaves the record
             try:
                 if build.remote is not None:
                     from trtls.builds.farm.remote_process import RemoteProcess  # Ray: only on the remote path
@@ -204,7 +250,7 @@ class Supervisor:
                 await self._finish(build, "failed")
                 return
         build._proc, build.pid, build.status = proc, proc.pid, "running"
-        running_json(build, proc.pid, local=build.remote is None)
+        running_json(build, proc.pid, guard, local=build.remote is None)
         if build.remote is None and proc.pid is not None:
             build.resources = ResourceSampler(proc.pid, device=False)
         assert proc.stdin is not None
@@ -236,6 +282,13 @@ class Supervisor:
                 build.error += f"; stderr: {build.stderr_tail[-1]}"
         await self._finish(build, outcome)
 
+    @staticmethod
+    async def _no_job(proc: WorkerProcess | None) -> None:
+        """A worker started early that gets no job: closing its input ends it."""
+        if proc is not None and proc.stdin is not None:
+            proc.stdin.close()
+            await proc.wait()
+
     async def _read_events(self, build: Build) -> None:
         proc = build._proc
         assert proc is not None and proc.stdout is not None
@@ -244,7 +297,7 @@ class Supervisor:
             try:
                 ev = parse_event(line)
             except ProtocolError as exc:
-                build.logs.append({"severity": "ERROR", "msg": str(exc)})
+                build.refuse_line(str(exc))
                 continue
             build.fold(ev)
             for listener in list(build.listeners):
@@ -252,29 +305,6 @@ class Supervisor:
                     listener(build, ev)
                 except Exception as exc:
                     build.logs.append({"severity": "ERROR", "msg": f"listener error: {exc!r}"})
-
-    async def _probe_environment(self, build: Build) -> dict[str, Any]:
-        """The environment record of a build that never started its worker (`worker --probe`); {} when the
-        worker is not ours or cannot say within a minute."""
-        if build.command[-1] != "trtls.builds.worker":
-            return {}
-        env = {**os.environ, "TRTLS_BUILDER_MODULE": str(build.job.get("builder_module") or "auto")}
-        try:
-            proc = await asyncio.create_subprocess_exec(
-                *build.command, "--probe", stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL, env=env
-            )
-        except OSError:
-            return {}
-        try:
-            out, _ = await asyncio.wait_for(proc.communicate(), 60)
-            record = json.loads(out.decode().strip().splitlines()[-1])
-        except TimeoutError:
-            proc.kill()
-            await proc.wait()
-            return {}
-        except (ValueError, IndexError):
-            return {}
-        return record if isinstance(record, dict) and "error" not in record else {}
 
     async def _sample_resources(self, build: Build) -> None:
         sampler = build.resources
@@ -330,61 +360,5 @@ class Supervisor:
                 continue
 
     # -- after the worker is gone --------------------------------------------------------------
-
     async def _finish(self, build: Build, outcome: str) -> None:
-        t_end = time.monotonic_ns()
-        if outcome in ("forced", "killed"):
-            build.tree.close_open("cancelled" if outcome == "forced" else "failed", t_end)
-            if build.token.is_set and build.token.t_ack_ns is None:
-                build.token.t_ack_ns = t_end  # the worker is gone: nothing will build any more
-            # The worker could not clean up after itself: its temp files are ours to remove.
-            inventory, status = remove_or_quarantine(
-                temp_files_near(build.output, build.id),
-                state_dir(build.recipe_path) / "quarantine" if build.job.get("keep_evidence") else None,
-                f"build {build.id} {outcome}",
-            )
-            build.artifacts.extend(inventory)
-            build.finished = {"cleanup_status": status}
-            t_clean = time.monotonic_ns()
-            if build.token.is_set:
-                build.token.t_cleanup_ns = t_clean
-            if build.cache is None and build.job.get("timing_cache"):
-                build.cache = {
-                    "decision": "discarded",
-                    "reason": f"the worker was {outcome} before deciding; the cache on disk was not written",
-                    "path": build.job["timing_cache"]["path"],
-                    "written_back": False,
-                }
-        build.outcome = build.status = outcome
-        history = build.history()
-        if build.config_hash:
-            if outcome == "built":
-                history.record(
-                    build.config_hash,
-                    durations=build.tree.durations(),
-                    build={"buildId": build.id, "startedAt": build.started_at, "durationS": build.elapsed_s(t_end)},
-                )
-            elif build.token.is_set and outcome in ("cancelled", "forced"):
-                running = [p for p in build.tree.phases.values() if p.status == "cancelled"]
-                deepest = max(running, key=lambda p: p.id.count("."), default=None)
-                if deepest is not None:
-                    history.record(build.config_hash, stop_phase=deepest.id)
-        if build._previous_sha is not None and not build._previous_sha.done():
-            await asyncio.wait([build._previous_sha])
-        build.summary = build_summary(build, t_end, history)
-        build.evidence_dir.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(build.evidence_dir / "summary.json", json.dumps(build.summary, indent=2, default=str))
-        atomic_write_text(build.evidence_dir / "tree.json", json.dumps(build.summary["phaseTree"], indent=1))
-        atomic_write_text(build.evidence_dir / "environment.json", json.dumps(build.environment, indent=2, default=str))
-        (build.evidence_dir / "running.json").unlink(missing_ok=True)
-        if build._events_file is not None:
-            build._events_file.close()
-        if build._proc is not None and build._proc.stdin is not None:
-            build._proc.stdin.close()
-        for listener in list(build.listeners):
-            try:
-                listener(build, None)  # None = the build is over; summary is set
-            except Exception:
-                pass
-        if build._done is not None and not build._done.done():
-            build._done.set_result(build.summary)
+        await finish_build(build, outcome, self.guards.get(build.id))

@@ -94,6 +94,7 @@ def main() -> int:
                 source = msg.get("source")
                 worker.request_cancel(source if source in CANCEL_SOURCES else "api", msg.get("t_request_ns"))
         # EOF: the supervisor is gone or closed our input; nobody wants this build any more.
+        worker.watch.gone = True  # first: the cancel below may fail to report (nobody reads stdout any more)
         worker.request_cancel("service_shutdown", None)
 
     threading.Thread(target=read_control, name="trtls-control", daemon=True).start()

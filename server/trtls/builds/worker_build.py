@@ -15,6 +15,7 @@ from typing import Any
 from trtls.builds import timing_cache as tc
 from trtls.builds.artifacts import engine_temp_path, remove_or_quarantine, write_engine
 from trtls.builds.build_facts import build_config_hash, network_types, peak_rss_bytes
+from trtls.builds.commit_guard import SupervisorGone, SupervisorWatch, test_pause
 from trtls.builds.emitter import Emitter, EventWriter
 from trtls.builds.monitor import make_monitor_class
 from trtls.core.cancel import CancelToken
@@ -34,9 +35,10 @@ class Worker:
         self.in_commit = False  # no-cancel zone: the finished engine is being written
         self.logs: list[tuple[str, str]] = []
         self.held_logs: list[str] | None = None
-        self.log_sync: Callable[[], None] = _nothing_to_sync  # see log_relay: messages arrive on another thread
+        self.log_sync: Callable[[], None] = _nothing  # see log_relay: messages arrive on another thread
         self.done = threading.Event()
         self.exit_code = 1
+        self.watch = SupervisorWatch()  # worker.py marks it gone at stdin EOF; checked before the rename
 
     # -- control -------------------------------------------------------------------------------
     def request_cancel(self, source: str, t_request_ns: int | None) -> None:
@@ -151,6 +153,7 @@ class Worker:
         self.emitter.start()
 
         plan = None
+        test_pause("before_build", self.build_id, lambda: self.cancel.is_set)  # tests: a build that holds its output
         if not self.cancel.is_set:
             plan = builder.build_serialized_network(network, config)
         t_return = time.monotonic_ns()
@@ -296,7 +299,7 @@ class Worker:
             notes.append(
                 "the builder returned a complete engine after the cancel request; it was discarded as requested"
             )
-        cache_plan, _ = tc.after_build(cache_plan, "cancelled", False, None, _no_combine)
+        cache_plan, _ = tc.after_build(cache_plan, "cancelled", False, None, _nothing)
         self._emit_cache(cache_plan, False)
         return self._end_cancelled(notes)
 
@@ -322,7 +325,7 @@ class Worker:
     ) -> int:
         self.log_sync()  # the supervisor classifies a failure from the logged errors: they must come first
         if cache_plan is not None:
-            cache_plan, _ = tc.after_build(cache_plan, "failed", False, None, _no_combine)
+            cache_plan, _ = tc.after_build(cache_plan, "failed", False, None, _nothing)
             self._emit_cache(cache_plan, False)
         status, t_clean, _ = self._cleanup(f"build {self.build_id} failed: {error}")
         self.writer.emit(
@@ -342,13 +345,16 @@ class Worker:
         notes: list[str] = []
         time.sleep((self.job.get("faults") or {}).get("commit_delay_s", 0))  # fault injection: a slow disk
         try:
-            size, digest = write_engine(self.output, self.build_id, memoryview(plan))
+            size, digest = write_engine(self.output, self.build_id, memoryview(plan), self.watch.check(self.build_id))
         except OSError as exc:
             self.in_commit = False
+            if isinstance(exc, SupervisorGone):  # nobody would record this engine: discarded, never renamed
+                return self._end_cancelled([str(exc)])
             return self._finish_failed(f"cannot write engine {self.output}: {exc.strerror or exc}", {}, cache_plan)
         self.in_commit = False
         # write_engine hashed the bytes it wrote: do not read 10s of MB back to hash them again
         self.writer.emit("artifact", action="written", kind="engine", path=str(self.output), size=size, sha256=digest)
+        test_pause("after_rename", self.build_id)
         if self.cancel.is_set:
             notes.append("cancel requested after the engine was complete; it was applied after the engine was written")
             self.writer.emit(
@@ -389,9 +395,6 @@ def _create_builder(bm: Any, logger: Any, flags: int) -> tuple[Any, Any, Any]:
     return builder, network, builder.create_builder_config()
 
 
-def _no_combine(old: bytes, new: bytes) -> None:
-    return None
-
-
-def _nothing_to_sync() -> None:
+def _nothing(*_: Any) -> None:
+    """No timing caches to combine (a build that did not finish), no log lines to wait for (no relay yet)."""
     return None

@@ -15,6 +15,7 @@ from typing import Any
 
 from trtls import __version__
 from trtls.cli import accept, check, gates, import_cmd, pictures, store
+from trtls.cli import gc as gc_cmd
 from trtls.cli.common import find_recipe, install_stop_keys, load_or_report, report_error
 from trtls.cli.exits import EXIT_BAD_INPUT, EXIT_OK, exit_code_of
 from trtls.cli.usage import TrtlsParser, emit_error, parse, positive_seconds
@@ -46,6 +47,7 @@ async def _build_all(args: argparse.Namespace) -> int:
                 "TRT107", "no [engines.NAME] table: add one to build an engine (see the README)", str(loaded.path)
             )
             return EXIT_BAD_INPUT
+        gc_cmd.recover_before_build(loaded.path, quiet=args.json)  # evidence of builds whose supervisor was killed
         engines = [args.engine] if args.engine and not args.all else list(loaded.recipe.engines)
         unknown = [e for e in engines if e not in loaded.recipe.engines]
         if unknown:
@@ -84,7 +86,7 @@ async def _build_one(
         await discard(worker)
         return done
     sup = Supervisor()
-    build = sup.start(loaded, engine, overrides=overrides, worker=worker)
+    build = sup.start(loaded, engine, overrides=overrides, worker=worker, wait_for_output=not args.no_wait)
     store.attach(use, build, quiet=args.json)
     install_stop_keys(build, engine, quiet=args.json)
     loop = asyncio.get_running_loop()
@@ -192,6 +194,7 @@ SUBCOMMANDS = (
     accept.register,
     pictures.register,
     store.register,
+    gc_cmd.register,
 )
 
 
@@ -219,6 +222,9 @@ def make_parser() -> argparse.ArgumentParser:
     b.add_argument("--all", action="store_true", help="every engine as one run (side by side on a [cluster])")
     b.add_argument("--matrix", action="store_true", help="every cell of the engine's [engines.NAME.matrix]")
     b.add_argument("--cell", help="one matrix cell by name (e.g. o0-SM89)")
+    b.add_argument(
+        "--no-wait", action="store_true", help="fail (TRT410) instead of waiting when another build holds the output"
+    )
     b.add_argument("--rebuild", action="store_true", help="build even when the engine store holds this engine")
     b.add_argument("--no-store", action="store_true", help="neither look up nor publish in the engine store")
     b.set_defaults(func=cmd_build)

@@ -1,0 +1,105 @@
+"""The end of a build, after its worker is gone (or never started): clean up what a killed worker left, record the
+history, verify what is on disk, and write the evidence (summary.json, tree.json, environment.json)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+from typing import Any
+
+from trtls.builds.artifacts import remove_or_quarantine, temp_files_near
+from trtls.builds.build import Build, state_dir
+from trtls.builds.output_guard import OutputGuard
+from trtls.builds.summary import build_summary
+from trtls.core.atomic import atomic_write_text
+
+
+async def finish_build(build: Build, outcome: str, guard: OutputGuard | None) -> None:
+    """Write the evidence of a build that ended with `outcome` (with its output still locked by `guard`) and
+    resolve `build.wait()`."""
+    t_end = time.monotonic_ns()
+    if outcome in ("forced", "killed"):
+        build.tree.close_open("cancelled" if outcome == "forced" else "failed", t_end)
+        if build.token.is_set and build.token.t_ack_ns is None:
+            build.token.t_ack_ns = t_end  # the worker is gone: nothing will build any more
+        # The worker could not clean up after itself: its temp files are ours to remove.
+        inventory, status = remove_or_quarantine(
+            temp_files_near(build.output, build.id),
+            state_dir(build.recipe_path) / "quarantine" if build.job.get("keep_evidence") else None,
+            f"build {build.id} {outcome}",
+        )
+        build.artifacts.extend(inventory)
+        build.finished = {"cleanup_status": status}
+        t_clean = time.monotonic_ns()
+        if build.token.is_set:
+            build.token.t_cleanup_ns = t_clean
+        if build.cache is None and build.job.get("timing_cache"):
+            build.cache = {
+                "decision": "discarded",
+                "reason": f"the worker was {outcome} before deciding; the cache on disk was not written",
+                "path": build.job["timing_cache"]["path"],
+                "written_back": False,
+            }
+    build.outcome = build.status = outcome
+    history = build.history()
+    if build.config_hash:
+        if outcome == "built":
+            history.record(
+                build.config_hash,
+                durations=build.tree.durations(),
+                build={"buildId": build.id, "startedAt": build.started_at, "durationS": build.elapsed_s(t_end)},
+            )
+        elif build.token.is_set and outcome in ("cancelled", "forced"):
+            running = [p for p in build.tree.phases.values() if p.status == "cancelled"]
+            deepest = max(running, key=lambda p: p.id.count("."), default=None)
+            if deepest is not None:
+                history.record(build.config_hash, stop_phase=deepest.id)
+    if build._previous_sha is not None and not build._previous_sha.done():
+        await asyncio.wait([build._previous_sha])
+    if guard is not None and outcome == "built":
+        await guard.verify_written(build)  # the sha of what is on disk, not of what the worker meant to write
+    build.summary = build_summary(build, t_end, history)
+    if guard is not None:
+        build.summary["outputLock"] = guard.record()
+    build.evidence_dir.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(build.evidence_dir / "summary.json", json.dumps(build.summary, indent=2, default=str))
+    atomic_write_text(build.evidence_dir / "tree.json", json.dumps(build.summary["phaseTree"], indent=1))
+    atomic_write_text(build.evidence_dir / "environment.json", json.dumps(build.environment, indent=2, default=str))
+    (build.evidence_dir / "running.json").unlink(missing_ok=True)
+    if build._events_file is not None:
+        build._events_file.close()
+    if build._proc is not None and build._proc.stdin is not None:
+        build._proc.stdin.close()
+    for listener in list(build.listeners):
+        try:
+            listener(build, None)  # None = the build is over; summary is set
+        except Exception:
+            pass
+    if build._done is not None and not build._done.done():
+        build._done.set_result(build.summary)
+
+
+async def probe_environment(build: Build) -> dict[str, Any]:
+    """The environment record of a build that never started its worker (`worker --probe`); {} when the
+    worker is not ours or cannot say within a minute."""
+    if build.command[-1] != "trtls.builds.worker":
+        return {}
+    env = {**os.environ, "TRTLS_BUILDER_MODULE": str(build.job.get("builder_module") or "auto")}
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            *build.command, "--probe", stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL, env=env
+        )
+    except OSError:
+        return {}
+    try:
+        out, _ = await asyncio.wait_for(proc.communicate(), 60)
+        record = json.loads(out.decode().strip().splitlines()[-1])
+    except TimeoutError:
+        proc.kill()
+        await proc.wait()
+        return {}
+    except (ValueError, IndexError):
+        return {}
+    return record if isinstance(record, dict) and "error" not in record else {}

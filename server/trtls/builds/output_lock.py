@@ -1,0 +1,141 @@
+"""One writer per output: an advisory lock per engine output path, held by the process that supervises the build.
+
+Two builds of one output (two terminals, a terminal and the editor, two farm cells) would otherwise race: both
+rename a complete engine over the same path, and each one's evidence records the sha it wrote, not what is on disk
+when it ends. The lock is an `fcntl.flock` on `.trtls/locks/<hash of the output path>.lock` — never a file beside
+the user's engine — opened with `O_NOFOLLOW`, so a symlink planted where a lock goes is refused, not followed. The
+kernel releases a flock when its holder dies (SIGKILL included), so a dead build never keeps an output locked.
+
+The holder writes who it is into the lock file (build id, pid, owner) so a second build can say what it waits for.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import errno
+import fcntl
+import hashlib
+import json
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+POLL_S = 0.1  # a waiting build retries this often (a cancel while waiting is seen at once: it is not a blocking call)
+
+
+class OutputLockError(OSError):
+    """The lock file cannot be opened (a symlink where it should be, an unwritable .trtls folder)."""
+
+
+def output_key(output: Path) -> str:
+    """The path every writer of this output agrees on: its real parent folder (so `build/` and a symlink to it
+    are one output) and its own name, not followed (the path policy refuses a symlinked output itself)."""
+    parent = os.path.realpath(output.parent)
+    return os.path.join(parent, output.name)
+
+
+def lock_path(locks_dir: Path, output: Path) -> Path:
+    return locks_dir / f"{hashlib.sha256(output_key(output).encode()).hexdigest()[:32]}.lock"
+
+
+@dataclass
+class OutputLock:
+    """A held (or not yet held) lock on one output. `holder()` reads who holds it when `try_acquire` fails."""
+
+    path: Path
+    output: Path
+    fd: int | None = None
+    waited_for: list[dict[str, Any]] = field(default_factory=list)
+    acquired_at: float | None = None
+
+    def _open(self) -> int:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0)
+        try:
+            return os.open(self.path, flags, 0o644)
+        except OSError as exc:
+            why = "it is a symlink" if exc.errno == errno.ELOOP else (exc.strerror or str(exc))
+            raise OutputLockError(exc.errno, f"cannot open the output lock {self.path}: {why}") from None
+
+    def try_acquire(self, holder: dict[str, Any]) -> bool:
+        """Take the lock without waiting; on success write `holder` into the lock file."""
+        if self.fd is not None:
+            return True
+        fd = self._open()
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return False
+        self.fd = fd
+        self.acquired_at = time.time()
+        record = json.dumps({**holder, "output": str(self.output), "acquiredAt": round(self.acquired_at, 3)})
+        with contextlib.suppress(OSError):
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, record.encode(), 0)
+        return True
+
+    def holder(self) -> dict[str, Any]:
+        """Who holds the lock, as it wrote itself down ({} when it has not yet, or the file cannot be read)."""
+        try:
+            fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0))
+        except OSError:
+            return {}
+        try:
+            data = json.loads(os.read(fd, 4096) or b"{}")
+        except ValueError:
+            return {}
+        finally:
+            os.close(fd)
+        return data if isinstance(data, dict) else {}
+
+    def release(self) -> None:
+        """Release the lock. The lock file stays (removing it would let a third build lock a new file while a
+        second still waits on the old one)."""
+        if self.fd is None:
+            return
+        with contextlib.suppress(OSError):
+            os.ftruncate(self.fd, 0)
+        os.close(self.fd)  # closing the only descriptor releases the flock
+        self.fd = None
+
+    @property
+    def held(self) -> bool:
+        return self.fd is not None
+
+
+async def acquire(
+    lock: OutputLock,
+    holder: dict[str, Any],
+    *,
+    wait: bool,
+    on_wait: Callable[[dict[str, Any]], None],
+    stop: Callable[[], bool],
+) -> bool:
+    """Take `lock`, waiting for the current holder when `wait` (calling `on_wait(holder)` each time the holder
+    changes) until it is free or `stop()` says the build was cancelled. False when not taken."""
+    seen: str | None = None
+    while not lock.try_acquire(holder):
+        current = lock.holder()
+        ident = str(current.get("buildId"))
+        if ident != seen:
+            seen = ident
+            lock.waited_for.append(current)
+            on_wait(current)
+        if not wait or stop():
+            return False
+        await asyncio.sleep(POLL_S)
+    return True
+
+
+def describe_holder(holder: dict[str, Any]) -> str:
+    """`build demo-2026… (trtls build, pid 123)` — for the waiting line and the refusal message."""
+    if not holder.get("buildId"):
+        return "another build (it has not said which yet)"
+    owner = holder.get("owner") or {}
+    who = ", ".join(str(x) for x in (owner.get("kind"), f"pid {holder.get('pid')}" if holder.get("pid") else None) if x)
+    return f"build {holder['buildId']}" + (f" ({who})" if who else "")

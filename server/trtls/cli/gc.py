@@ -1,0 +1,71 @@
+"""`.trtls/` upkeep from the terminal: orphan recovery before `trtls build`, and `trtls gc` (retention).
+
+`trtls build` first completes the evidence of builds whose supervisor died (a SIGKILLed CLI, a crashed language
+server): the same recovery the language server runs when it opens a folder (builds/orphans.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+
+def recover_before_build(recipe_path: Path, quiet: bool = False) -> list[dict[str, Any]]:
+    """Recover orphaned builds of this recipe's folder; one line each on stderr (JSON lines with `--json`)."""
+    from trtls.builds.orphans import recover_orphans
+
+    trtls_dir = recipe_path.parent / ".trtls"
+    if not (trtls_dir / "runs").is_dir():
+        return []
+    found = recover_orphans(trtls_dir)
+    for r in found:
+        if quiet:
+            print(json.dumps({"type": "orphan_recovered", **r}, default=str), file=sys.stderr)
+        else:
+            print(f"trtls: recovered interrupted build {r['buildId']} ({r['engine']}): {r['message']}", file=sys.stderr)
+    return found
+
+
+def register(sub: Any) -> None:
+    g = sub.add_parser(
+        "gc",
+        help="remove old build evidence from .trtls/ (keeps what a record still points to)",
+        epilog="exit codes: 0 done (or nothing to do), 2 bad input",
+    )
+    g.add_argument("folder", nargs="?", default=".", help="the recipe's folder or its trtls.toml (default: .)")
+    g.add_argument("--dry-run", action="store_true", help="say what would be removed; remove nothing")
+    g.add_argument("--json", action="store_true", help="print the result as one JSON object")
+    g.add_argument("--keep-runs", type=int, metavar="N", help="keep the N newest runs (default: the recipe's)")
+    g.add_argument("--max-age-days", type=float, metavar="DAYS", help="remove runs older than this")
+    g.add_argument("--max-size-mb", type=float, metavar="MB", help="remove the oldest runs beyond this total size")
+    g.set_defaults(func=cmd_gc)
+
+
+def cmd_gc(args: argparse.Namespace) -> int:
+    from trtls.builds.retention import collect, policy_for
+
+    folder = Path(args.folder)
+    if folder.is_file():
+        folder = folder.parent
+    if not folder.is_dir():
+        print(f"trtls gc: {folder}: not a folder", file=sys.stderr)
+        return 2
+    policy = policy_for(folder, args.keep_runs, args.max_age_days, args.max_size_mb)
+    result = collect(folder / ".trtls", policy, dry_run=args.dry_run)
+    if args.json:
+        print(json.dumps(result, indent=2, default=str))
+        return 0
+    verb = "would remove" if args.dry_run else "removed"
+    mb = result["freedBytes"] / 1e6
+    print(f"trtls gc: {verb} {len(result['removed'])} run(s), {mb:.1f} MB; kept {len(result['kept'])}")
+    for r in result["removed"]:
+        print(f"  {verb}: {r['buildId']} ({r['reason']})")
+    for r in result["kept"]:
+        if r.get("pinned"):
+            print(f"  kept: {r['buildId']} ({r['pinned']})")
+    if result["historyConfigsDropped"]:
+        print(f"  history.json: {verb} {result['historyConfigsDropped']} old build config(s)")
+    return 0

@@ -1,0 +1,117 @@
+"""One writer per output (issue 22, item 6): real `trtls build` processes of one output, at the same time.
+
+Before the lock, two builds of one output both renamed an engine over it and each recorded the sha it wrote, and a
+`large` cancelled while a `demo` of the same output finished printed `previous engine NOT intact` though it never
+touched the file. Now the second build waits (and says for which build), and the evidence records what is on disk."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from trtls.builds.output_lock import OutputLock, lock_path
+
+from .cli_procs import CliBuild, is_waiting_line, pause_env, sha256_of, wait_for_file
+
+
+def test_a_second_build_of_one_output_waits_and_the_cancelled_one_is_intact(
+    workspace: Path, tmp_path: Path
+) -> None:
+    first = CliBuild(workspace, "demo")
+    assert first.finish() == 0
+    good = sha256_of(workspace / "build" / "demo.engine")
+
+    pause = tmp_path / "pause"
+    holder = CliBuild(workspace, "demo", env=pause_env(pause, "before_build"))  # holds the output, builder not started
+    wait_for_file(pause, ".before_build")
+    holder_id = holder.wait_for(lambda ln: ln.get("type") == "build_started")["build_id"]
+    second = CliBuild(workspace, "demo")
+    waiting = second.wait_for(is_waiting_line)
+    assert holder_id in waiting["msg"] and "of the same output" in waiting["msg"]
+
+    holder.interrupt()  # Ctrl-C: a cooperative cancel of the build that holds the output
+    s_holder = holder.summary()
+    assert holder.finish() == 130 and s_holder["outcome"] == "cancelled"
+    # true by construction: the second build could not rename while the first held the output
+    assert s_holder["previousEngineIntact"] is True
+
+    s_second = second.summary()
+    assert second.finish() == 0 and s_second["outcome"] == "built"
+    assert s_second["outputLock"]["waitedFor"] == [holder_id]
+    on_disk = sha256_of(workspace / "build" / "demo.engine")
+    art = s_second["engineArtifact"]
+    assert art["sha256"] == on_disk and art["verified"] is True and art["reportedSha256"] == on_disk
+    assert good  # an engine was there before, so "intact" compared real bytes
+
+
+def test_two_builds_started_together_never_overlap_and_record_what_is_on_disk(workspace: Path) -> None:
+    a, b = CliBuild(workspace, "demo"), CliBuild(workspace, "demo")
+    sa, sb = a.summary(), b.summary()
+    assert a.finish() == 0 and b.finish() == 0
+    first, second = sorted((sa, sb), key=lambda s: s["outputLock"]["acquiredAt"])
+    run = workspace / ".trtls" / "runs"
+    # the second took the output only after the first had written its evidence
+    assert (run / first["buildId"] / "summary.json").stat().st_mtime <= second["outputLock"]["acquiredAt"] + 1e-3
+    for s in (first, second):
+        assert s["engineArtifact"]["verified"] is True
+    assert second["engineArtifact"]["sha256"] == sha256_of(workspace / "build" / "demo.engine")
+
+
+def test_no_wait_refuses_with_trt410_naming_the_holder(workspace: Path, tmp_path: Path) -> None:
+    pause = tmp_path / "pause"
+    holder = CliBuild(workspace, "demo", env=pause_env(pause, "before_build"))
+    wait_for_file(pause, ".before_build")
+    started = holder.wait_for(lambda ln: ln.get("type") == "build_started")
+    refused = CliBuild(workspace, "demo", "--no-wait")
+    s = refused.summary()
+    assert refused.finish() == 1
+    assert s["outcome"] == "failed" and s["error"].startswith("TRT410") and started["build_id"] in s["error"]
+    assert s["workerPid"] is None  # no worker was given a job
+    holder.interrupt()
+    assert holder.finish() == 130
+
+
+def test_a_symlink_planted_at_the_lock_is_not_followed(workspace: Path, tmp_path: Path) -> None:
+    precious = tmp_path / "precious.txt"
+    precious.write_text("mine")
+    lock = lock_path(workspace / ".trtls" / "locks", workspace / "build" / "demo.engine")
+    lock.parent.mkdir(parents=True)
+    os.symlink(precious, lock)
+    build = CliBuild(workspace, "demo")
+    s = build.summary()
+    assert build.finish() == 1 and s["error"].startswith("TRT411") and "symlink" in s["error"]
+    assert precious.read_text() == "mine"
+
+
+def test_the_lock_names_its_holder_and_is_released_by_its_death(tmp_path: Path) -> None:
+    """Across processes: a child holds the lock; the parent reads who; the child's SIGKILL frees it."""
+    import subprocess
+    import sys
+
+    out = tmp_path / "build" / "x.engine"
+    path = lock_path(tmp_path / "locks", out)
+    child = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; from pathlib import Path; from trtls.builds.output_lock import OutputLock; "
+            f"lk = OutputLock(Path({str(path)!r}), Path({str(out)!r})); "
+            "assert lk.try_acquire({'buildId': 'x-1', 'pid': 1}); print('held', flush=True); time.sleep(600)",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == "held"
+        mine = OutputLock(path, out)
+        assert not mine.try_acquire({"buildId": "y-2"})
+        assert mine.holder()["buildId"] == "x-1"
+        child.kill()
+        child.wait()
+        assert mine.try_acquire({"buildId": "y-2"})
+        assert json.loads(path.read_text())["buildId"] == "y-2"
+        mine.release()
+    finally:
+        child.kill()
+        child.wait()
