@@ -10,6 +10,7 @@ to `/tmp/x/PWNED-…`. The rule each test enforces is listed in docs/reliability
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import subprocess
 import sys
@@ -120,6 +121,14 @@ def test_allow_outside_lets_one_path_out_and_the_check_says_ok(site: Path) -> No
     (site / "trtls.toml").write_text('allow_outside = ["../shared"]\n' + text.split("\n", 1)[1])
     check = trtls("check", str(site))
     assert check.returncode == 0, check.stdout
+    build = trtls("build", str(site), "--engine", "demo")  # a real build: the opt-in is recorded in its evidence
+    assert build.returncode == 0, build.stderr[-2000:]
+    engine = site.parent / "shared" / "demo.engine"
+    assert engine.stat().st_size > 0
+    (summary,) = (site / ".trtls" / "runs").glob("demo-*/summary.json")
+    record = json.loads(summary.read_text())
+    assert record["writesOutside"] == [{"what": "output", "path": str(engine), "allowedBy": "allow_outside"}]
+    assert record["engineArtifact"]["sha256"] == hashlib.sha256(engine.read_bytes()).hexdigest()
 
 
 @pytest.mark.parametrize(

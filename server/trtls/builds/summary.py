@@ -13,6 +13,7 @@ from trtls.builds.history import History
 from trtls.core.builder_errors import internal_error, setting_failure
 from trtls.core.evidence import UNKNOWN, gpu_sku, retry_advice, validation_status
 from trtls.core.phase_tree import NS
+from trtls.core.write_policy import job_writes_outside
 
 
 def resources_record(build: Build) -> dict[str, Any]:
@@ -104,6 +105,7 @@ def build_summary(build: Build, t_end: int, history: History) -> dict[str, Any]:
         "startedAt": build.started_at,
         "durationS": round((t_end - build.t_start_ns) / NS, 3),
         "outputCheck": build.output_check,
+        "writesOutside": job_writes_outside(build.recipe_path, build.job),  # allowed by the recipe's allow_outside
         "resources": resources_record(build),
         "workerPid": build.pid,
         "workerExitCode": build.exit_code,

@@ -48,6 +48,47 @@ def is_safe_name(name: object) -> bool:
     return isinstance(name, str) and safe_name(name) == name
 
 
+# Recipe keys whose string values are paths (the values of `matrix.precision` too): `path_text_problems` checks them
+# before anything stats them (a 300-byte component makes os.stat raise ENAMETOOLONG, not answer "no such file").
+PATH_KEYS = frozenset(
+    {"onnx", "output", "path", "bundle", "previous_bundle", "reference_inputs", "canary_inputs", "shared_dir",
+     "libraries", "serialize", "allow_outside"}
+)  # fmt: skip
+MAX_COMPONENT_BYTES = 255
+MAX_PATH_BYTES = 4000
+
+
+def path_text_problem(text: str) -> str | None:
+    """Why `text` cannot name a file on this system (a NUL, a component or a whole path too long); None when it can."""
+    if "\0" in text:
+        return "the path contains a NUL character"
+    raw = text.encode("utf-8", "surrogatepass")
+    if len(raw) > MAX_PATH_BYTES:
+        return f"the path is {len(raw)} bytes long (at most {MAX_PATH_BYTES})"
+    longest = max((len(part) for part in raw.split(b"/")), default=0)
+    if longest > MAX_COMPONENT_BYTES:
+        return f"a name in the path is {longest} bytes long (at most {MAX_COMPONENT_BYTES})"
+    return None
+
+
+def path_text_problems(data: object) -> list[tuple[tuple[str | int, ...], str]]:
+    """(TOML path, why) for every path-valued string of a parsed recipe that cannot name a file. Iterative."""
+    out: list[tuple[tuple[str | int, ...], str]] = []
+    stack: list[tuple[tuple[str | int, ...], object, bool]] = [((), data, False)]
+    while stack:
+        where, value, is_path = stack.pop()
+        if isinstance(value, str):
+            why = path_text_problem(value) if is_path else None
+            if why is not None:
+                out.append((where, why))
+        elif isinstance(value, dict):
+            precision = len(where) >= 2 and where[-2:] == ("matrix", "precision")
+            stack.extend((where + (k,), v, is_path or k in PATH_KEYS or precision) for k, v in value.items())
+        elif isinstance(value, list):
+            stack.extend((where + (i,), v, is_path) for i, v in enumerate(value))
+    return out
+
+
 def place(base: str | os.PathLike[str], relative: str | os.PathLike[str]) -> Path:
     """The absolute path `relative` (relative to `base`, or absolute) names, with its folders resolved and its final
     component left as written (a final symlink is not followed). Raises ValueError for a NUL byte."""

@@ -20,7 +20,7 @@ from trtls.core.build_config_checks import build_config_checks
 from trtls.core.farm import ClusterTable, Matrix, RunOn
 from trtls.core.farm_checks import farm_checks
 from trtls.core.findings import Finding, Origin, Severity, TomlPath
-from trtls.core.paths import place
+from trtls.core.paths import path_text_problems, place
 from trtls.core.profiles import SHAPE_KEYS, InputShapes, OptimizationProfile
 from trtls.core.protocol import stable_json
 from trtls.core.route import RouteModel, validate_routes  # routes: validated in a second pass
@@ -160,6 +160,9 @@ def load_recipe(path: Path | str, text: str | None = None) -> LoadedRecipe:
             f = _finding("TRT100", f"TOML syntax error: {exc.message}", ("__syntax__",))
         return LoadedRecipe(path, text, smap, [f], None)
 
+    unusable = [_finding("TRT102", why, where, True) for where, why in path_text_problems(data)]
+    if unusable:  # nothing may stat such a path (ENAMETOOLONG is an exception, not "not found"): stop here
+        return LoadedRecipe(path, text, smap, unusable, None)
     findings: list[Finding] = []
     recipe: RecipeFile | None = None
     try:

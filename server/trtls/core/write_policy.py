@@ -213,7 +213,7 @@ def _judge(
                 w.where,
             )
         return None
-    if placed.is_symlink():
+    if _is(placed, Path.is_symlink):
         return _f(
             "TRT118",
             f"{w.what} {placed} is a symlink (to {_link(placed)}): trtls never writes through a "
@@ -237,7 +237,7 @@ def _judge(
                 w.where,
                 resolved=str(placed),
             )
-    if placed.is_dir():
+    if _is(placed, Path.is_dir):
         return _f("TRT109", f"{w.what} is a folder: {placed}", w.where)
     clash = _clash(plan, w, placed, seen)
     if clash is not None:
@@ -266,6 +266,14 @@ def _allowed(plan: WritePlan, placed: Path, used: set[int]) -> bool:
     return False
 
 
+def _is(path: Path, test: Any) -> bool:
+    """`test(path)`, False when the system cannot even look (a name too long for a cell's filled template)."""
+    try:
+        return bool(test(path))
+    except (OSError, ValueError):
+        return False
+
+
 def _link(path: Path) -> str:
     try:
         return os.readlink(path)
@@ -283,4 +291,18 @@ def writes_outside(loaded: LoadedRecipe, recipe: RecipeFile) -> list[dict[str, A
             continue
         entry = next((recipe.allow_outside[i] for i, a in plan.allowed if inside(target, a)), None)
         out.append({"key": ".".join(str(p) for p in w.where), "path": str(target), "allowedBy": entry})
+    return out
+
+
+def job_writes_outside(recipe_path: Path, job: dict[str, Any]) -> list[dict[str, str]]:
+    """The files a build's job writes outside its recipe folder (for the evidence, `writesOutside`). The check let
+    each one through only because `allow_outside` names it, so each entry says so."""
+    root = real(Path(recipe_path).parent)
+    cache = job.get("timing_cache") or {}
+    out: list[dict[str, str]] = []
+    for what, path in (("output", job.get("output")), ("timing_cache", cache.get("path"))):
+        if what == "timing_cache" and cache.get("mode") != "read_write":
+            continue
+        if isinstance(path, str) and path and not inside(place(root, path), root):
+            out.append({"what": what, "path": path, "allowedBy": "allow_outside"})
     return out
