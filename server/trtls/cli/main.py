@@ -54,6 +54,8 @@ async def _build_all(args: argparse.Namespace) -> int:
             known = ", ".join(loaded.recipe.engines)
             report_error("TRT107", f"no engine named {unknown[0]} (engines: {known})", str(loaded.path))
             return EXIT_BAD_INPUT
+        if args.all and not args.matrix:
+            _say_matrices_left_out(loaded, engines)
         overrides: dict[str, Any] = {}
         if args.cold:
             overrides.update(retry_overrides("cold", 0))
@@ -103,6 +105,21 @@ async def _build_one(
     if not args.json:
         print_outcome(build)
     return exit_code_of(build.outcome, build.token.source)
+
+
+def _say_matrices_left_out(loaded: Any, engines: list[str]) -> None:
+    """--all builds each engine once with its own settings (--all --matrix builds every cell): a matrix it does
+    not expand is said, not left out silently (issue 18)."""
+    from trtls.builds.matrix import plan
+
+    for name in engines:
+        cells = sum(1 for p in plan(loaded, [name], True, {}) if p.cell is not None)
+        if cells:
+            print(
+                f"{name}: built once with its own settings; its [engines.{name}.matrix] ({cells} cells) was left out:"
+                " add --matrix to build every cell",
+                file=sys.stderr,
+            )
 
 
 async def _build_matrix(loaded: Any, engines: list[str], args: argparse.Namespace, overrides: dict[str, Any]) -> int:
