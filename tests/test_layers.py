@@ -15,7 +15,7 @@ EDITOR = ("pygls", "lsprotocol")
 TENSORRT = ("tensorrt", "tensorrt_rtx")
 LOWER = (
     *("core", "models", "importers", "store", "builds", "bundle", "checkpoint", "runtimes", "route", "gates"),
-    "report",
+    *("report", "triage"),
 )
 FORBIDDEN: dict[str, tuple[str, ...]] = {
     # the pure model: no other trtls layer, no editor, no builder
@@ -35,6 +35,8 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     "gates": (*FACES, "trtls.accept", *EDITOR),
     # pictures read evidence on disk: no builder, no faces
     "report": (*FACES, "trtls.accept", *EDITOR, *TENSORRT),
+    # triage cuts models and runs trials as worker builds and ONNX Runtime runs: never TensorRT in-process
+    "triage": (*FACES, "trtls.accept", *EDITOR, *TENSORRT),
 }
 # which first-party packages each lower layer may import (docs/architecture.md, "what may import what")
 ALLOWED: dict[str, set[str]] = {
@@ -49,6 +51,7 @@ ALLOWED: dict[str, set[str]] = {
     "route": {"core", "builds", "bundle", "checkpoint", "route"},
     "gates": {"core", "builds", "bundle", "checkpoint", "runtimes", "route", "gates"},
     "report": {"core", "builds", "report"},
+    "triage": {"core", "builds", "models", "runtimes", "route", "checkpoint", "gates", "triage"},
     "accept": {"core", "builds", "bundle", "checkpoint", "runtimes", "route", "gates", "accept"},
 }
 # modules that import a module by a computed name, and why (never a first-party one)

@@ -14,7 +14,7 @@ import sys
 from typing import Any
 
 from trtls import __version__
-from trtls.cli import accept, check, gates, import_cmd, pictures, store
+from trtls.cli import accept, check, gates, import_cmd, pictures, reduce, store
 from trtls.cli import gc as gc_cmd
 from trtls.cli.common import find_recipe, install_stop_keys, load_or_report, report_error
 from trtls.cli.exits import EXIT_BAD_INPUT, EXIT_OK, exit_code_of
@@ -211,6 +211,7 @@ SUBCOMMANDS = (
     accept.register,
     pictures.register,
     store.register,
+    reduce.register,
     gc_cmd.register,
 )
 

@@ -1,0 +1,115 @@
+"""`trtls reduce`: reduce a failing engine build to the smallest model that still fails the same way
+(docs/triage.md). One line per trial as it ends; Ctrl-C (or --timeout, --max-trials) stops after the current trial
+is cancelled cooperatively and keeps the smallest failing model found so far.
+
+Exit codes: 0 a cause was found (a minimal model, or the settings), 1 the failure did not reproduce or nothing
+classified it, 2 bad input, 124 stopped by --timeout, 130 stopped by Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from typing import Any
+
+from trtls.cli.common import install_stop_keys, load_or_report, report_error
+from trtls.cli.exits import EXIT_BAD_INPUT, EXIT_CTRL_C, EXIT_FAILED, EXIT_OK, EXIT_TIMEOUT
+from trtls.cli.usage import positive_seconds
+
+EPILOG = (
+    "exit codes: 0 a cause found (the minimal model or the setting), 1 the failure did not reproduce, 2 bad input, "
+    "124 stopped by --timeout, 130 stopped by Ctrl-C"
+)
+
+
+def register(subparsers: Any) -> None:
+    r = subparsers.add_parser(
+        "reduce",
+        help="reduce a failing engine build to the smallest model that still fails the same way",
+        description="Every trial is a real worker build of a candidate cut from the model (Polygraphy's bisect, "
+        "then a linear pass); 'still fails' means the same classified failure. Writes .trtls/reduce/<id>/.",
+        epilog=EPILOG,
+    )
+    r.add_argument("recipe", nargs="?", default=".", help="the folder or trtls.toml (default: .)")
+    r.add_argument("--engine", required=True, help="the engine whose build fails")
+    r.add_argument("--max-trials", type=int, default=40, help="stop after this many trial builds (default 40)")
+    r.add_argument("--timeout", type=positive_seconds, help="stop after this many seconds (exit 124)")
+    r.add_argument("--json", action="store_true", help="print the result record as JSON")
+    r.set_defaults(func=cmd_reduce)
+
+
+class _Stoppable:
+    def __init__(self, red: Any, runner: Any) -> None:
+        self.red, self.runner = red, runner
+
+    def cancel(self, source: str) -> Any:
+        return self.red.token.request(source)
+
+    def force(self) -> None:
+        if self.runner.current is not None:
+            self.runner.current.force()
+
+
+def cmd_reduce(args: argparse.Namespace) -> int:
+    return asyncio.run(_reduce(args))
+
+
+async def _reduce(args: argparse.Namespace) -> int:
+    loaded = load_or_report(args.recipe)
+    if loaded is None:
+        return EXIT_BAD_INPUT
+    if args.engine not in loaded.recipe.engines:
+        report_error("TRT107", f"no engine named {args.engine}", str(loaded.path))
+        return EXIT_BAD_INPUT
+    from trtls.triage.evidence import headline, write_evidence
+    from trtls.triage.reduce_build import new_reduction, run_reduction
+    from trtls.triage.trials import TrialRunner
+
+    red = new_reduction(loaded, args.engine, args.max_trials)
+    runner = TrialRunner(loaded, args.engine, red.folder, red.id)
+    install_stop_keys(_Stoppable(red, runner), f"reduction of {args.engine}", quiet=args.json)
+    if args.timeout is not None:
+        asyncio.get_running_loop().call_later(args.timeout, red.token.request, "ci_timeout")
+    seen = 0
+
+    def progress() -> None:
+        nonlocal seen
+        for t in red.trials[seen:]:
+            if t.outcome is None:
+                return
+            if not args.json:
+                verdict = "still fails" if t.still_fails else f"does not reproduce ({t.outcome})"
+                print(f"  trial {t.index:>2} {t.step:<15} {t.nodes:>4} nodes  {verdict}  {t.seconds:.1f} s", flush=True)
+            seen += 1
+
+    task = asyncio.ensure_future(run_reduction(loaded, args.engine, red, runner))
+    while not task.done():
+        await asyncio.wait({task}, timeout=0.2)
+        progress()
+    try:
+        task.result()
+    except Exception as exc:  # noqa: BLE001 - a model ONNX Runtime cannot probe, an unreadable model: said, not a traceback
+        red.error = f"{type(exc).__name__}: {exc}"
+    progress()
+    eng = loaded.engine(args.engine)
+    record = write_evidence(red, loaded.path, loaded.resolve(eng.onnx))
+    if args.json:
+        print(json.dumps(record, default=str))
+    else:
+        print(record["headline"] if red.trials else headline(red))
+        print(f"{record['outcome']}: {record['causeText']}")
+        if record["minimal"]:
+            names = ", ".join(record["minimal"]["nodeNames"][:6])
+            print(f"minimal model: {red.folder / 'minimal.onnx'} ({record['minimal']['nodes']} nodes: {names})")
+        print(f"evidence: {red.folder / 'result.json'}", file=sys.stderr)
+    return _exit(record, red)
+
+
+def _exit(record: dict[str, Any], red: Any) -> int:
+    if record["outcome"] == "cancelled":
+        return EXIT_TIMEOUT if red.stopped_by == "ci_timeout" else EXIT_CTRL_C
+    if record["outcome"] in ("reduced", "configuration", "stopped"):
+        return EXIT_OK
+    return EXIT_FAILED

@@ -1,0 +1,113 @@
+"""What a reduction leaves under `.trtls/reduce/<id>/`, each file written atomically: `minimal.onnx` (the smallest
+model that still fails the same way), `result.json` (the rule, the failure it reproduces, the cause, the nodes kept,
+every trial), and the trial models in `trials/` (the failing ones are kept; a trial's engine never is)."""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+from pathlib import Path
+from typing import Any
+
+from trtls.core.atomic import atomic_write_bytes, atomic_write_text
+from trtls.triage.reduce_build import Reduction
+from trtls.triage.signature import describe
+
+
+def outcome_of(red: Reduction) -> str:
+    """reduced | configuration | not_reproduced | cancelled | stopped (the trial budget) | failed (an error)."""
+    if red.error and red.cause != "not_reproduced":
+        return "failed"
+    if red.cause == "not_reproduced":
+        return "not_reproduced"
+    if red.stopped_by is not None and red.stopped_by != "max_trials":
+        return "cancelled"
+    if red.cause == "configuration":
+        return "configuration"
+    return "stopped" if red.stopped_by == "max_trials" else "reduced"
+
+
+def headline(red: Reduction) -> str:
+    """The one line every face shows: `reduce demo · trial 7 · 244 → 1 nodes · still fails`."""
+    nodes = f"{red.original_nodes} → {red.best.nodes} nodes" if red.best is not None else f"{red.original_nodes} nodes"
+    if red.best is not None or red.cause == "configuration":
+        state = " · still fails"
+    elif red.trials and red.cause is None:  # running: what the last trial found
+        state = " · still fails" if red.trials[-1].still_fails else " · does not reproduce"
+    else:
+        state = " · does not reproduce" if red.cause == "not_reproduced" else ""
+    return f"reduce {red.engine} · trial {len(red.trials)} · {nodes}{state}"
+
+
+def bisect_bound(nodes: int) -> int:
+    """The issue's bound for the two bisections: 2 × ⌈log2(nodes)⌉."""
+    return 2 * math.ceil(math.log2(max(nodes, 2)))
+
+
+def result_record(red: Reduction, recipe: Path, onnx: Path) -> dict[str, Any]:
+    best = red.best
+    cause_text = {
+        "configuration": (
+            "the settings are the cause: "
+            + (
+                ", ".join(f"{k} = {v!r}" for k, v in red.cause_settings.items()) + " (without it the minimal model "
+                "builds)"
+                if red.cause_settings
+                else "the model's first node alone fails the same way"
+            )
+        ),
+        "model": "the model is the cause: the minimal model keeps the node(s) below",
+        "not_reproduced": red.error or "the failure did not reproduce",
+    }.get(red.cause or "", "no cause found before the stop")
+    by_step: dict[str, int] = {}
+    for t in red.trials:
+        by_step[t.step] = by_step.get(t.step, 0) + 1
+    return {
+        "kind": "reduction",
+        "id": red.id,
+        "engine": red.engine,
+        "recipe": str(recipe),
+        "onnx": str(onnx),
+        "outcome": outcome_of(red),
+        "headline": headline(red),
+        "rule": red.rule,
+        "failure": red.target,
+        "failureText": describe(red.target) if red.target else None,
+        "cause": red.cause,
+        "causeText": cause_text,
+        "causeSettings": red.cause_settings,
+        "stoppedBy": red.stopped_by,
+        "originalNodes": red.original_nodes,
+        "minimal": None
+        if best is None
+        else {
+            "path": "minimal.onnx",
+            "nodes": best.nodes,
+            "nodeNames": best.node_names,
+            "inputs": [i.name for i in best.model.graph.input],
+            "outputs": [o.name for o in best.model.graph.output],
+            "profiles": best.profiles,
+        },
+        "trialsUsed": len(red.trials),
+        "trialsByStep": by_step,
+        "bisectBound": bisect_bound(red.original_nodes),
+        "trials": [t.record() for t in red.trials],
+    }
+
+
+def write_evidence(red: Reduction, recipe: Path, onnx: Path) -> dict[str, Any]:
+    record = result_record(red, recipe, onnx)
+    red.folder.mkdir(parents=True, exist_ok=True)
+    if red.best is not None:
+        atomic_write_bytes(red.folder / "minimal.onnx", red.best.model.SerializeToString(), within=red.folder)
+    for t in red.trials:  # keep the failing candidates (evidence), drop the others
+        path = red.trial_dir / f"{t.index:03d}.onnx"
+        if not t.still_fails and path.exists():
+            path.unlink()
+    atomic_write_text(red.folder / "result.json", json.dumps(record, indent=2, default=str), within=red.folder)
+    return record
+
+
+def remove(red: Reduction) -> None:
+    shutil.rmtree(red.folder, ignore_errors=True)

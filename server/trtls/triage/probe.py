@@ -1,0 +1,88 @@
+"""What every tensor of a model looks like under each profile shape: one ONNX Runtime run per (profile, min/opt/max)
+with every top-level tensor marked as an output.
+
+A reduced model gets new graph inputs in the middle of the network; TensorRT needs their shapes for every profile,
+and a tensor that carries shape values (an int64 `Shape → Gather → Concat` chain) must be frozen to the value it had,
+because TensorRT cannot take a shape tensor as a profiled input. The probe records both — the same facts Polygraphy's
+`debug reduce` gets from its ONNX Runtime fallback inference.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+POINTS = ("min", "opt", "max")
+# A tensor whose value is identical in every probe run and at most this many elements is a shape-like constant.
+CONSTANT_MAX_ELEMENTS = 64
+
+
+@dataclass
+class TensorFacts:
+    dtype: Any  # numpy dtype
+    shapes: list[dict[str, list[int]]] = field(default_factory=list)  # per profile: {min, opt, max} → shape
+    value: Any = None  # the value when it never changed across the runs and is small (a shape-like tensor)
+    varies: bool = False
+
+
+def _feed(inputs: list[Any], profile: dict[str, Any], point: str, rng: np.random.Generator) -> dict[str, Any]:
+    shapes = {i["input"]: i[point] for i in profile["inputs"]}
+    feed: dict[str, Any] = {}
+    for spec in inputs:
+        shape = shapes.get(spec.name, [d if isinstance(d, int) and d >= 0 else 1 for d in (spec.shape or [])])
+        dtype = np.dtype(spec.dtype)
+        if np.issubdtype(dtype, np.floating):
+            feed[spec.name] = rng.standard_normal(shape).astype(dtype)
+        elif dtype == np.bool_:
+            feed[spec.name] = np.ones(shape, dtype=dtype)
+        else:  # integer inputs: small non-negative values (indices, token ids, sample rates stay valid)
+            feed[spec.name] = np.ones(shape, dtype=dtype)
+    return feed
+
+
+def probe_tensors(model: Any, profiles: list[dict[str, Any]], seed: int = 0) -> dict[str, TensorFacts]:
+    """Run `model` (an onnx ModelProto) once per profile point through ONNX Runtime on the CPU; return the facts of
+    every top-level tensor that a run produced. Raises RuntimeError (with ONNX Runtime's message) when a run fails."""
+    import onnx_graphsurgeon as gs
+    import onnxruntime as ort
+
+    graph = gs.import_onnx(model)
+    inputs = list(graph.inputs)
+    marked = [t for t in graph.tensors().values() if not isinstance(t, gs.Constant) and t.name and t not in inputs]
+    seen: set[str] = set()
+    graph.outputs = [t for t in marked if not (t.name in seen or seen.add(t.name))]  # type: ignore[func-returns-value]
+    for t in graph.outputs:
+        t.dtype, t.shape = t.dtype, None  # shapes unknown to ORT's output check; dtype kept
+    wide = gs.export_onnx(graph, do_type_check=False)
+    opts = ort.SessionOptions()
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL  # keep every tensor as it is named
+    opts.intra_op_num_threads = 1
+    try:
+        session = ort.InferenceSession(wide.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+    except Exception as exc:
+        raise RuntimeError(f"ONNX Runtime cannot load the model to probe its tensors: {exc}") from exc
+    names = [o.name for o in session.get_outputs()]
+    facts: dict[str, TensorFacts] = {}
+    rng = np.random.default_rng(seed)
+    for index, profile in enumerate(profiles or [{"inputs": []}]):
+        for point in POINTS:
+            feed = _feed(inputs, profile, point, rng)
+            try:
+                values = session.run(names, feed)
+            except Exception as exc:
+                raise RuntimeError(f"ONNX Runtime failed on profile {index} {point} shapes: {exc}") from exc
+            for name, value in [*zip(names, values, strict=True), *feed.items()]:
+                arr = np.asarray(value)
+                f = facts.setdefault(name, TensorFacts(dtype=arr.dtype))
+                while len(f.shapes) <= index:
+                    f.shapes.append({})
+                f.shapes[index][point] = list(arr.shape)
+                if f.varies:
+                    continue
+                if f.value is None and arr.size <= CONSTANT_MAX_ELEMENTS and not np.issubdtype(arr.dtype, np.floating):
+                    f.value = arr.copy()
+                elif f.value is None or f.value.shape != arr.shape or not np.array_equal(f.value, arr):
+                    f.varies, f.value = True, None
+    return facts

@@ -1,0 +1,88 @@
+"""One trial of a reduction: a candidate model built by a real worker, exactly as the engine would be built.
+
+Same builder settings (unless the trial reverts one), same builder module, profiles cut to the candidate's inputs;
+never the engine's own output or timing cache (the trial writes under `.trtls/reduce/<id>/trials/`, cache off), so a
+reduction cannot touch a file the user owns. Each trial is a build with its own evidence, a child of the reduction.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from trtls.builds.supervisor import Build, Supervisor
+from trtls.core.recipe import LoadedRecipe
+
+
+@dataclass
+class Trial:
+    index: int
+    step: str  # confirm | one_node | outputs | inputs | linear_outputs | linear_inputs | settings
+    nodes: int
+    first: int
+    last: int
+    build_id: str
+    outcome: str | None = None
+    still_fails: bool = False
+    failure: dict[str, Any] | None = None
+    seconds: float = 0.0
+    reverted: dict[str, Any] = field(default_factory=dict)  # settings a `settings` trial put back to their default
+
+    def record(self) -> dict[str, Any]:
+        return {
+            "trial": self.index,
+            "step": self.step,
+            "nodes": self.nodes,
+            "firstNode": self.first,
+            "lastNode": self.last,
+            "buildId": self.build_id,
+            "outcome": self.outcome,
+            "stillFails": self.still_fails,
+            "failure": self.failure,
+            "seconds": round(self.seconds, 3),
+            **({"reverted": self.reverted} if self.reverted else {}),
+        }
+
+
+class TrialRunner:
+    """Builds candidates for one reduction; `current` is the trial build running now (what a stop cancels)."""
+
+    def __init__(self, loaded: LoadedRecipe, engine: str, folder: Path, reduction_id: str) -> None:
+        self.loaded, self.engine, self.folder, self.reduction_id = loaded, engine, folder, reduction_id
+        self.supervisor = Supervisor()
+        self.current: Build | None = None
+        self.listeners: list[Any] = []  # called (trial, build) when a trial's build starts
+
+    async def build(
+        self,
+        trial: Trial,
+        onnx_path: Path,
+        profiles: list[dict[str, Any]] | None,
+        settings: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        output = self.folder / "trials" / f"{trial.index:03d}.engine"  # never beside the user's model
+        overrides: dict[str, Any] = {"onnx": str(onnx_path), "output": str(output), "cache_mode": "off"}
+        if profiles is not None:
+            overrides["profiles"] = profiles
+        if settings:
+            overrides["settings"] = settings
+        started = time.monotonic()
+        build = self.supervisor.start(
+            self.loaded, self.engine, overrides=overrides, build_id=trial.build_id, parent_id=self.reduction_id
+        )
+        self.current = build
+        for listener in self.listeners:
+            listener(trial, build)
+        try:
+            summary = await build.wait()
+        finally:
+            self.current = None
+            trial.seconds = time.monotonic() - started
+            with contextlib.suppress(OSError):  # a trial's engine is not a result: only the failing models are kept
+                output.unlink()
+        trial.outcome = summary.get("outcome")
+        trial.failure = summary.get("failure")
+        return summary
