@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from _lifecycle_sample import ROUTE, copy, set_in_route, summary, supported_sample, trtls
+from _lifecycle_sample import ROUTE, copy, set_in_route, summary, trtls
 
 from trtls.core.recipe import load_recipe
 from trtls.core.route import route_model
@@ -17,11 +17,6 @@ from trtls.gates.lifecycle.status import route_status
 from trtls.gates.run import run_gates
 
 ALICE = {"TRTLS_APPROVER": "alice"}
-
-
-@pytest.fixture(scope="module")
-def prepared(tmp_path_factory) -> Path:
-    return supported_sample(tmp_path_factory.mktemp("lifecycle") / "route")
 
 
 @pytest.fixture

@@ -77,6 +77,7 @@ def make_sbom(
     properties: Mapping[str, str] | None = None,
     timestamp: datetime | None = None,
     serial_number: uuid.UUID | None = None,
+    plugins: Sequence[FileDigest] = (),
 ) -> dict[str, Any]:
     """The SBOM as a dict (CycloneDX 1.5 JSON). `properties` become `trtls:<key>` metadata properties
     (e.g. build_config_hash), for the facts CycloneDX has no field for."""
@@ -107,6 +108,9 @@ def make_sbom(
         {"type": "application", "bom-ref": "builder", "name": builder_name, "version": builder_version},
         trtls_tool,
     ]
+    for i, lib in enumerate(plugins):  # plugin libraries the engine loads (custom kernels): part of what ships
+        components.append({**_file_component(f"plugin-{i}", lib), "type": "library"})
+        engine_deps.append(f"plugin-{i}")
     dependencies = [{"ref": "bundle", "dependsOn": bundle_deps}]
     if engine is not None:
         dependencies.append({"ref": "engine", "dependsOn": engine_deps})

@@ -163,7 +163,8 @@ _TABLE: tuple[Code, ...] = (
     Code("TRT606", ERROR, "gate-environment", "Engine recipe"),
     Code("TRT607", WARNING, "gate-environment", "No current successful build"),
     Code("TRT608", WARNING, "gate-environment", "ONNX Runtime version"),
-    # TRT609–TRT619: free (one line per new code, here)
+    Code("TRT609", WARNING, "gate-environment", "Integration boundary (FFI) not named with an owner"),
+    # TRT610–TRT619: free (one line per new code, here)
     # -- docs/codes/gate-bundle.md -------------------------------------------------------------------------------------
     Code("TRT700", WARNING, "gate-bundle", "Gate 3 could not run"),
     Code("TRT701", WARNING, "gate-bundle", "Bundle not found"),
@@ -175,7 +176,8 @@ _TABLE: tuple[Code, ...] = (
     Code("TRT707", WARNING, "gate-bundle", "Bundle sections are not the files gates 4–5 test"),
     Code("TRT708", WARNING, "gate-bundle", "SBOM missing or not describing this bundle"),
     Code("TRT709", WARNING, "gate-bundle", "The bundle path leaves the recipe folder"),
-    # TRT710–TRT719: free (one line per new code, here)
+    Code("TRT710", WARNING, "gate-bundle", "Plugin library not described, or changed since the bundle"),
+    # TRT711–TRT719: free (one line per new code, here)
     # -- docs/codes/gate-parity.md -------------------------------------------------------------------------------------
     Code("TRT800", WARNING, "gate-parity", "Gate 4 could not run"),
     Code("TRT801", WARNING, "gate-parity", "Runtime unavailable"),
@@ -190,7 +192,8 @@ _TABLE: tuple[Code, ...] = (
     Code("TRT810", WARNING, "gate-parity", "Gate 4 configuration invalid"),
     Code("TRT811", WARNING, "gate-parity", "The deployed artifact was not executed"),
     Code("TRT812", WARNING, "gate-parity", "Reference not independent of the export"),
-    # TRT813–TRT829: free (one line per new code, here)
+    Code("TRT813", WARNING, "gate-parity", "Precision change without tolerances for that precision"),
+    # TRT814–TRT829: free (one line per new code, here)
     # -- docs/codes/gate-release.md ------------------------------------------------------------------------------------
     Code("TRT900", WARNING, "gate-release", "Gate 5 could not run"),
     Code("TRT901", ERROR, "gate-release", "Latency"),
@@ -203,7 +206,8 @@ _TABLE: tuple[Code, ...] = (
     Code("TRT908", ERROR, "gate-release", "Rollback"),
     Code("TRT909", ERROR, "gate-release", "Measurement could not run"),
     Code("TRT910", WARNING, "gate-release", "A path the route names leaves the recipe folder"),
-    # TRT911–TRT929: free (one line per new code, here)
+    Code("TRT911", WARNING, "gate-release", "Portability: a target the engine was not built for or validated on"),
+    # TRT912–TRT929: free (one line per new code, here)
     # -- docs/codes/route-life.md --------------------------------------------------------------------------------------
     Code("TRT950", WARNING, "route-life", "Promoted route must be revalidated"),
     Code("TRT951", ERROR, "route-life", "The promoted bundle's canary failed"),

@@ -70,16 +70,24 @@ class PluginLibrary(_Model):
     """A plugin library (custom kernels) the engine loads: what it takes to trust it."""
 
     path: str = Field(description="The library file (.so), relative to this recipe; its sha256 is gate 3 evidence.")
-    source: str = Field(min_length=1, description="Where its source is: repository URL and commit.")
-    build_flags: str = Field(min_length=1, description="How it was built (compiler, flags, CUDA arch list).")
-    version: str = Field(min_length=1, description="Its version.")
-    review: str = Field(min_length=1, description="Review status, e.g. `reviewed by A. Person on 2026-11-02`.")
-    scan: str = Field(min_length=1, description="Scan or signature result, e.g. `cosign verified` or `trivy: clean`.")
+    source: str | None = Field(
+        None, description="Where its source is: repository URL and commit. Unset holds the route."
+    )
+    build_flags: str | None = Field(
+        None, description="How it was built (compiler, flags, CUDA arch list). Unset holds the route."
+    )
+    version: str | None = Field(None, description="Its version. Unset holds the route.")
+    review: str | None = Field(
+        None, description="Review status, e.g. `reviewed by A. Person on 2026-11-02`. Unset holds the route."
+    )
+    scan: str | None = Field(
+        None, description="Scan or signature result, e.g. `cosign verified` or `trivy: clean`. Unset holds the route."
+    )
 
 
 class IntegrationBoundary(_Model):
     """An FFI the runtime crosses (TVM-FFI, ctypes, a C ABI): named, with an owner."""
 
     kind: str = Field(min_length=1, description="The FFI, e.g. `tvm-ffi`, `ctypes`, `c-abi`.")
-    owner: str = Field(min_length=1, description="Who owns the boundary (team or person).")
+    owner: str | None = Field(None, description="Who owns the boundary (team or person). Unset holds the route.")
     description: str | None = Field(None, description="What crosses it.")

@@ -33,7 +33,7 @@ from trtls.core.atomic import atomic_write_text
 from trtls.core.findings import Finding, Origin, Severity
 from trtls.core.gate_result import GATE_NAMES, Decision, GateCheck, apply_waivers, decide
 from trtls.core.route import route_dir, route_model
-from trtls.gates import bundle, parity, release
+from trtls.gates import bundle, parity, release, runbook_holds
 from trtls.gates.context import GateContext, GateHook
 from trtls.gates.environment import check_environment
 from trtls.gates.lifecycle.notes import promotion_finding, promotion_note
@@ -58,15 +58,28 @@ def run_source(ctx: GateContext) -> list[GateCheck]:
 def run_environment(ctx: GateContext) -> list[GateCheck]:
     """Gate 2 (its result, with the linked build evidence, stays on the context for the later gates)."""
     ctx.gate2 = check_environment(ctx.loaded, ctx.route_name, ctx.route, ctx.environment)
-    return ctx.gate2.checks
+    return ctx.gate2.checks + runbook_holds.boundary_checks(ctx)
 
 
+def run_bundle(ctx: GateContext) -> list[GateCheck]:
+    return bundle.run_gate(ctx) + runbook_holds.plugin_checks(ctx)
+
+
+def run_parity(ctx: GateContext) -> list[GateCheck]:
+    return parity.run_gate(ctx) + runbook_holds.precision_checks(ctx)
+
+
+def run_release(ctx: GateContext) -> list[GateCheck]:
+    return release.run_gate(ctx) + runbook_holds.portability_checks(ctx)
+
+
+# The runbook's hold reasons (plugins, FFI boundaries, precision change, portability) join the gate they belong to.
 GATES: dict[int, GateHook] = {
     1: run_source,
     2: run_environment,
-    3: bundle.run_gate,
-    4: parity.run_gate,
-    5: release.run_gate,
+    3: run_bundle,
+    4: run_parity,
+    5: run_release,
 }
 GATE_CODES = {1: "TRT500", 2: "TRT600", 3: "TRT700", 4: "TRT800", 5: "TRT900"}
 

@@ -66,6 +66,7 @@ from trtls.route.checkpoint import (
 )
 from trtls.route.errors import RouteBuildError, recipe_errors
 from trtls.route.exporters import EXPORTERS, export_mlp, export_onnx, onnx_io_map
+from trtls.route.plugins import plugin_provenance
 from trtls.route.result import RouteBuildResult, keep_previous
 
 __all__ = [
@@ -266,6 +267,7 @@ async def _build_route(
         "onnx_sha256": onnx_sha,
         "engine_sha256": artifact["sha256"],
         "trtls_version": __version__,
+        "plugins": plugin_provenance(loaded, route),  # each library the engine loads, by sha256 (gate 3: TRT710)
     }
     sizes: dict[str, int] = {}
     sections: dict[str, Any] = {
@@ -315,6 +317,10 @@ async def _build_route(
             "checkpoint_files_sha256": state.files_digest,
         },
         timestamp=created_at,
+        plugins=[
+            sbom_mod.FileDigest(Path(p["library"]).name, p["sha256"].split(":")[-1], p["size"])
+            for p in provenance["plugins"]
+        ],
     )
     sbom_mod.write_sbom(sbom_path(bundle_path), doc)
     result.sbom = str(sbom_path(bundle_path))
