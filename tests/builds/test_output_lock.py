@@ -8,16 +8,19 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 from pathlib import Path
 
+import pytest
+
 from trtls.builds.output_lock import OutputLock, lock_path
+from trtls.builds.output_probe import inode_flags
 
 from .cli_procs import CliBuild, is_waiting_line, pause_env, sha256_of, wait_for_file
+from .helpers import leftovers
 
 
-def test_a_second_build_of_one_output_waits_and_the_cancelled_one_is_intact(
-    workspace: Path, tmp_path: Path
-) -> None:
+def test_a_second_build_of_one_output_waits_and_the_cancelled_one_is_intact(workspace: Path, tmp_path: Path) -> None:
     first = CliBuild(workspace, "demo")
     assert first.finish() == 0
     good = sha256_of(workspace / "build" / "demo.engine")
@@ -86,7 +89,6 @@ def test_a_symlink_planted_at_the_lock_is_not_followed(workspace: Path, tmp_path
 
 def test_the_lock_names_its_holder_and_is_released_by_its_death(tmp_path: Path) -> None:
     """Across processes: a child holds the lock; the parent reads who; the child's SIGKILL frees it."""
-    import subprocess
     import sys
 
     out = tmp_path / "build" / "x.engine"
@@ -115,3 +117,27 @@ def test_the_lock_names_its_holder_and_is_released_by_its_death(tmp_path: Path) 
     finally:
         child.kill()
         child.wait()
+
+
+@pytest.mark.parametrize("attr, word", [("+i", "immutable"), ("+a", "append-only")])
+def test_an_unreplaceable_engine_fails_the_probe_before_any_builder_time(workspace: Path, attr: str, word: str) -> None:
+    """Item 9: `chattr +i` on the engine left the folder writable, so the probe passed and the build failed only at
+    the rename, after the whole build. The probe now reads the target's flags (FS_IOC_GETFLAGS) too."""
+    first = CliBuild(workspace, "demo")
+    assert first.finish() == 0
+    engine = workspace / "build" / "demo.engine"
+    good = sha256_of(engine)
+    done = subprocess.run(["chattr", attr, str(engine)], capture_output=True, text=True)
+    if done.returncode != 0:
+        pytest.skip(f"this filesystem refuses chattr {attr}: {done.stderr.strip()}")
+    try:
+        assert inode_flags(engine) is not None
+        build = CliBuild(workspace, "demo")
+        s = build.summary()
+        assert build.finish() == 1
+        assert s["outcome"] == "failed" and s["error"].startswith("TRT412") and word in s["error"]
+        assert s["outputCheck"]["writable"] is False and s["outputCheck"]["code"] == "TRT412"
+        assert not [ln for ln in build.seen if ln.get("type") == "phase_start"], "the builder ran"
+        assert sha256_of(engine) == good and not leftovers(workspace)
+    finally:
+        subprocess.run(["chattr", attr.replace("+", "-"), str(engine)], check=True)
