@@ -4,6 +4,7 @@ their end into diagnostics, and recover builds a crashed server left behind. Loa
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -21,15 +22,14 @@ if TYPE_CHECKING:
 
 
 def running_build(ls: TrtlsServer, uri: str, engine: str) -> Build | None:
-    for b in ls.supervisor.running():
-        if b.engine == engine and ls.build_uri.get(b.id) == uri:
+    for b in ls.runs.running("build"):
+        if b.engine == engine and ls.runs.uri(b.id) == uri:
             return b
     return None
 
 
 async def start_build(ls: TrtlsServer, args: Any) -> dict[str, Any]:
-
-    loaded = ls.recipe(args.uri)
+    loaded = await ls.recipe_async(args.uri)
     ls.store.set(args.uri, Origin.recipe, "", loaded.findings)
     if loaded.recipe is None:
         ls.publish(args.uri)
@@ -50,7 +50,15 @@ async def start_build(ls: TrtlsServer, args: Any) -> dict[str, Any]:
     settings = ls.options.settings
     if settings.builder_module:
         overrides["builder_module"] = settings.builder_module
+    from trtls.builds.avoidance import attach, before_build  # the engine store (docs/store.md)
+
+    use, done = await before_build(loaded, args.engine, overrides)
+    if done is not None:  # reused from the store (no worker, no TensorRT) or a store that cannot be used
+        ls.refresh_lenses()
+        return {"buildId": done.get("buildId"), "engine": args.engine, "status": done["outcome"], **done}
     build = ls.supervisor.start(loaded, args.engine, overrides=overrides)
+    if use is not None:
+        attach(use, build)
     if settings.cancel_grace_s:
         build.grace_s = settings.cancel_grace_s
     if args.retry:
@@ -58,10 +66,9 @@ async def start_build(ls: TrtlsServer, args: Any) -> dict[str, Any]:
         build.notes.append(
             f"retry ({args.retry}) of build {previous}; its logs and settings stay in its evidence folder"
         )
-    ls.build_uri[build.id] = args.uri
+    ls.runs.add(build, "build", args.uri)
     has_progress = bool(ls.client_capabilities.window and ls.client_capabilities.window.work_done_progress)
     relay = BuildRelay(ls, build, args.uri, ls.options.build_tree, has_progress, lambda b: build_done(ls, b))
-    ls.relays[build.id] = relay
     await relay.start()
     ls.refresh_lenses()
     return {"buildId": build.id, "engine": args.engine, "status": "started"}
@@ -73,7 +80,7 @@ async def start_matrix_build(ls: TrtlsServer, args: Any) -> dict[str, Any]:
     from trtls.builds.matrix import plan, start_matrix
     from trtls.lsp.matrix_relay import MatrixRelay
 
-    loaded = ls.recipe(args.uri)
+    loaded = await ls.recipe_async(args.uri)
     ls.store.set(args.uri, Origin.recipe, "", loaded.findings)
     if loaded.recipe is None:
         ls.publish(args.uri)
@@ -102,14 +109,13 @@ async def start_matrix_build(ls: TrtlsServer, args: Any) -> dict[str, Any]:
         remote_for = lambda p: specs[p.key]  # noqa: E731
     title = (args.engine or loaded.path.parent.name) + (" matrix" if args.matrix else "")
     mb = start_matrix(ls.supervisor, loaded, planned, title, remote_for)
-    ls.matrices[mb.id] = mb
-    ls.build_uri[mb.id] = args.uri
+    ls.runs.add(mb, "matrix", args.uri)
     for cell in mb.cells:
-        ls.build_uri[cell.id] = args.uri
-    mb.listeners.append(lambda m, b, ev: ls.build_uri.setdefault(b.id, args.uri) if b is not None else None)
+        ls.runs.add(cell, "build", args.uri)
+    # a cell started later (it waited for a node) is registered at its first event
+    mb.listeners.append(lambda m, b, ev: ls.runs.add(b, "build", args.uri) if b is not None else None)
     has_progress = bool(ls.client_capabilities.window and ls.client_capabilities.window.work_done_progress)
     relay = MatrixRelay(ls, mb, args.uri, ls.options.build_tree, has_progress, lambda m: matrix_done(ls, m))
-    ls.relays[mb.id] = relay
     await relay.start()
     return {
         "buildId": mb.id,
@@ -121,44 +127,99 @@ async def start_matrix_build(ls: TrtlsServer, args: Any) -> dict[str, Any]:
 def matrix_done(ls: TrtlsServer, mb: Any) -> None:
     from trtls.builds.outcome_findings import matrix_findings
 
-    uri = ls.build_uri.get(mb.id, "")
+    uri = ls.runs.uri(mb.id) or ""
     for engine, findings in matrix_findings([b.summary for b in mb.cells if b.summary]).items():
         ls.store.set(uri, Origin.build, engine, findings)
     ls.publish(uri)
+    ls.runs.evict()  # the matrix and its cells count as finished now
     ls.refresh_lenses()
 
 
 def build_done(ls: TrtlsServer, build: Build) -> None:
     from trtls.builds.outcome_findings import build_findings
 
-    uri = ls.build_uri.get(build.id, "")
+    uri = ls.runs.uri(build.id) or ""
     ls.last_build[(uri, build.engine)] = build.id
     if build.summary is not None:
         ls.store.set(uri, Origin.build, build.engine, build_findings(build.summary))
     ls.publish(uri)
+    ls.runs.evict()
     ls.refresh_lenses()
+    if uri:
+        ls.validate(uri)  # the engine store's hints (TRT336 will rebuild) change with a build
 
 
-def recover(ls: TrtlsServer, folder: Path) -> None:
-    """Builds interrupted by a crashed server: clean up, record, and tell the user once."""
+def run_row(entry: Any) -> dict[str, Any]:
+    """One run as trtls.listBuilds lists it (entry: trtls.builds.runs.Entry)."""
+    r, uri = entry.run, entry.uri
+    if entry.kind == "matrix":
+        return {"buildId": r.id, "engine": r.title, "kind": "matrix", "uri": uri, "status": r.status,
+                "cancelSource": r.cancel_source, "cells": [c.id for c in r.cells]}  # fmt: skip
+    if entry.kind == "gates":
+        return {"buildId": r.id, "engine": r.route, "kind": "gates", "uri": uri, "status": r.status,
+                "cancelSource": r.cancel_source, "evidencePath": r.summary_path}  # fmt: skip
+    return {
+        "buildId": r.id,
+        "engine": r.engine,
+        "uri": uri,
+        "status": r.status,
+        "cancelSource": r.token.source,
+        "elapsedS": round(r.elapsed_s(), 3) if r.running else (r.summary or {}).get("durationS"),
+        "evidencePath": str(r.evidence_dir / "summary.json") if r.summary else None,
+        "parentId": r.parent_id,
+        "cell": r.cell,
+    }
+
+
+def report_page(run: Any, kind: str | None) -> dict[str, Any]:
+    """A finished build's or matrix's HTML report (the `trtls report` page), also written as report.html."""
+    from trtls.core.atomic import atomic_write_text
+
+    if kind == "matrix":
+        from trtls.report.matrix_page import matrix_report
+
+        html = matrix_report(run.evidence_dir)
+    else:
+        from trtls.report.build_page import build_report
+        from trtls.report.evidence import load_build
+
+        html = build_report(load_build(run.evidence_dir))
+    path = run.evidence_dir / "report.html"
+    atomic_write_text(path, html)
+    return {"buildId": run.id, "path": str(path), "html": html}
+
+
+MAX_LISTED = 3  # a popup names a few recovered builds; the rest are counted (300 stale records were 19k chars)
+
+
+async def recover(ls: TrtlsServer, folder: Path) -> None:
+    """Builds interrupted by a crashed server: clean up, record, and tell the user once. In a worker thread (300
+    stale records took seconds), once at a time per folder."""
     trtls_dir = folder / ".trtls"
-    if not trtls_dir.is_dir():
+    if not trtls_dir.is_dir() or folder in ls.recovering:
         return
     from trtls.builds.orphans import recover_orphans
     from trtls.builds.outcome_findings import orphan_finding
 
-    found = recover_orphans(trtls_dir)
+    ls.recovering.add(folder)
+    try:
+        found = await asyncio.to_thread(recover_orphans, trtls_dir)
+    finally:
+        ls.recovering.discard(folder)
     if not found:
         return
-    ls.recovered.extend(found)
     uri = from_fs_path(str(folder / "trtls.toml"))
     if uri:
         for r in found:
             ls.store.set(uri, Origin.build, r["engine"], [orphan_finding(r["engine"], r)])
-    text = "; ".join(f"{r['engine']} ({r['buildId']}): {r['message']}" for r in found)
-    ls.window_show_message(
-        lsp.ShowMessageParams(
-            type=lsp.MessageType.Warning,
-            message=f"trtls: builds interrupted by a server crash were cleaned up: {text}",
-        )
+        if uri in ls.recipes:
+            ls.publish(uri)
+    ls.window_show_message(lsp.ShowMessageParams(type=lsp.MessageType.Warning, message=recovered_message(found)))
+
+
+def recovered_message(found: list[dict[str, Any]]) -> str:
+    listed = "; ".join(f"{r['engine']} ({r['buildId']}): {r['message'][:200]}" for r in found[:MAX_LISTED])
+    more = (
+        f"; and {len(found) - MAX_LISTED} more (their evidence is in .trtls/runs/)" if len(found) > MAX_LISTED else ""
     )
+    return f"trtls: {len(found)} builds interrupted by a server crash were cleaned up: {listed}{more}"

@@ -4,26 +4,65 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from lsprotocol import types as lsp
 
+from trtls.core.display import gates_verdict
 from trtls.core.findings import Origin
 from trtls.core.outcome import gates_outcome
 from trtls.lsp.progress_end import end_progress
 
 
+@dataclass
+class GatesRun:
+    """A gates run as the registry of runs holds it (trtls.builds.runs.Run): cancellable by id like a build."""
+
+    id: str
+    route: str
+    recipe_path: Path
+    stop: threading.Event = field(default_factory=threading.Event)
+    cancel_source: str | None = None
+    summary: dict[str, Any] | None = None
+    summary_path: str | None = None
+
+    @property
+    def running(self) -> bool:
+        return self.summary is None
+
+    @property
+    def status(self) -> str:
+        if self.summary is not None:
+            return str(self.summary["decision"] or "cancelled")
+        return "stopping" if self.stop.is_set() else "running"
+
+    @property
+    def evidence_dir(self) -> Path:
+        return Path(self.summary_path).parent if self.summary_path else self.recipe_path.parent / ".trtls"
+
+    def cancel(self, source: str) -> bool:
+        if self.summary is not None or self.stop.is_set():
+            return False
+        self.cancel_source = source
+        self.stop.set()
+        return True
+
+
 async def run_gates_command(ls: Any, args: Any) -> dict[str, Any]:
     from trtls.gates.run import run_gates
 
-    loaded = ls.recipe(args.uri)
+    loaded = await ls.recipe_async(args.uri)
     ls.store.set(args.uri, Origin.recipe, "", loaded.findings)
     if loaded.recipe is None:
         ls.publish(args.uri)
         return {
             "route": args.route,
             "decision": None,
+            "verdict": gates_verdict(args.route, None, False, "invalid_recipe"),
             "status": "invalid_recipe",
             "errors": [f"{loaded.location(f)}: {f.code} {f.message}" for f in loaded.errors],
         }
@@ -36,7 +75,10 @@ async def run_gates_command(ls: Any, args: Any) -> dict[str, Any]:
 
     token = f"trtls-gates-{uuid.uuid4()}"
     has_progress = bool(ls.client_capabilities.window and ls.client_capabilities.window.work_done_progress)
-    stop = threading.Event()
+    run = GatesRun(f"gates-{args.route}-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}", args.route,
+                   loaded.path)  # fmt: skip
+    ls.runs.add(run, "gates", args.uri)
+    stop = run.stop
     loop = asyncio.get_running_loop()
     if has_progress:
         await ls.work_done_progress.create_async(token)
@@ -45,7 +87,7 @@ async def run_gates_command(ls: Any, args: Any) -> dict[str, Any]:
         )
         fut = ls.work_done_progress.tokens.get(token)
         if fut is not None:
-            fut.add_done_callback(lambda f: stop.set() if f.cancelled() else None)
+            fut.add_done_callback(lambda f: run.cancel("ide_stop") if f.cancelled() else None)
 
     def progress(gate: int, text: str) -> None:
         if has_progress:
@@ -55,14 +97,21 @@ async def run_gates_command(ls: Any, args: Any) -> dict[str, Any]:
                 lsp.WorkDoneProgressReport(message=f"gate {gate}: {text}", percentage=min(100, (gate - 1) * 20)),
             )
 
-    result = await asyncio.to_thread(
-        run_gates,
-        loaded,
-        args.route,
-        gates=args.gates,
-        progress=progress,
-        cancel=stop.is_set,
-    )
+    try:
+        result = await asyncio.to_thread(
+            run_gates,
+            loaded,
+            args.route,
+            gates=args.gates,
+            progress=progress,
+            cancel=stop.is_set,
+        )
+    except BaseException:
+        run.summary = {"decision": None, "error": True}
+        raise
+    run.summary_path = str(getattr(result, "summary_path", "") or "") or None
+    run.summary = {"route": args.route, "decision": result.decision, "stopped": stop.is_set()}
+    ls.runs.evict()
     findings = [f for f in (c.finding() for c in result.checks) if f is not None]
     ls.store.set(args.uri, Origin.gates, args.route, findings)
     ls.publish(args.uri)
@@ -73,8 +122,10 @@ async def run_gates_command(ls: Any, args: Any) -> dict[str, Any]:
         ended = f"{args.route}: no decision (cancelled)" if kind == "cancelled" else f"{args.route}: {decision}"
         end_progress(ls, token, ended, outcome, kind)
     return {
+        "runId": run.id,
         "route": args.route,
         "decision": decision,
+        "verdict": gates_verdict(args.route, decision, stop.is_set()),  # the sentence the editor shows
         "stopped": stop.is_set(),
         "checks": [
             {"gate": c.gate, "name": c.name, "status": c.status, "code": c.code, "message": c.message}

@@ -1,5 +1,6 @@
-"""The trtls language server object: its state (recipes, builds, relays, diagnostics), the lazily created build
-supervisor and settings, and recipe validation with a throttle. The LSP handlers that drive it are in lsp/server.py."""
+"""The trtls language server object: its state (recipes, the registry of runs, diagnostics), the lazily created build
+supervisor and settings, and recipe validation (in a worker thread, with a throttle).
+The LSP handlers that drive it are in lsp/server.py."""
 
 from __future__ import annotations
 
@@ -47,15 +48,21 @@ class TrtlsServer(LanguageServer):
         self._store: Any = None
         self._options: Any = None
         self.raw_init_options: Any = None
-        self.recipes: dict[str, LoadedRecipe] = {}
-        self.build_uri: dict[str, str] = {}  # build id → recipe uri
+        self.recipes: dict[str, LoadedRecipe] = {}  # uri → its last checked result
         self.last_build: dict[tuple[str, str], str] = {}  # (uri, engine) → last finished build id
-        self.relays: dict[str, Any] = {}  # BuildRelay or MatrixRelay
-        self.matrices: dict[str, Any] = {}  # matrix id → trtls.builds.matrix.MatrixBuild
+        self._runs: Any = None
         self._debounce: dict[str, asyncio.TimerHandle] = {}
         self._validated_at: dict[str, float] = {}  # uri → time.monotonic() of its last check
+        self._checking: set[str] = set()  # uris whose check is running in a worker thread
+        self._recheck: set[str] = set()  # … and changed since it started
         self._probe: dict[str, Any] | None = None
-        self.recovered: list[dict[str, Any]] = []
+        self.recovering: set[Path] = set()  # folders whose orphan recovery is running
+
+    def report_server_error(self, error: Exception, source: Any) -> None:
+        """Never a showMessage "Error in server" for what a client sent, never a send after stdout closed."""
+        from trtls.lsp.wire_guard import report_server_error
+
+        report_server_error(error, source)
 
     @property
     def supervisor(self) -> Any:
@@ -64,6 +71,20 @@ class TrtlsServer(LanguageServer):
 
             self._supervisor = Supervisor()
         return self._supervisor
+
+    @property
+    def runs(self) -> Any:
+        """Every build, matrix and gates run this server started (trtls.builds.runs), bounded retention."""
+        if self._runs is None:
+            from trtls.builds.runs import RunRegistry
+
+            self._runs = RunRegistry(self.options.keep_finished_runs, on_evict=self._forget)
+        return self._runs
+
+    def _forget(self, run_id: str) -> None:
+        self.supervisor.builds.pop(run_id, None)
+        for key in [k for k, v in self.last_build.items() if v == run_id]:
+            del self.last_build[key]
 
     @property
     def store(self) -> Any:
@@ -85,31 +106,95 @@ class TrtlsServer(LanguageServer):
         return self._options
 
     # -- recipes -------------------------------------------------------------------------------
-    def recipe(self, uri: str) -> LoadedRecipe:
-        from trtls.models.profile_checks import check_recipe  # the recipe and its ONNX models' inputs
+    def folders(self) -> list[Path]:
+        roots = [to_fs_path(f.uri) for f in self.workspace.folders.values()]
+        roots.append(self.workspace.root_path)
+        return [Path(r) for r in roots if r]
 
+    def _source(self, uri: str) -> tuple[Path, str | None]:
+        """The recipe's path and its open document's text (None: read it from disk), or InvalidParams when the
+        uri is refused (lsp/documents.py). Runs on the loop: the text is a snapshot."""
+        from trtls.lsp.documents import check_allowed, recipe_path
+
+        path = recipe_path(uri)
         doc = self.workspace.text_documents.get(uri)
-        path = Path(to_fs_path(uri) or uri)
-        loaded = check_recipe(path, doc.source if doc is not None else None)
+        check_allowed(path, doc is not None, self.folders())
+        return path, doc.source if doc is not None else None
+
+    def recipe(self, uri: str) -> LoadedRecipe:
+        """Check the recipe now, on this thread (small documents, tests); commands use `recipe_async`."""
+        from trtls.lsp.documents import check_text
+
+        loaded = check_text(*self._source(uri))
         self.recipes[uri] = loaded
         return loaded
 
+    async def recipe_async(self, uri: str) -> LoadedRecipe:
+        """Check the recipe in a worker thread: hover, completion and cancel are answered meanwhile."""
+        from trtls.lsp.documents import check_text
+
+        loaded = await asyncio.to_thread(check_text, *self._source(uri))
+        self.recipes[uri] = loaded
+        return loaded
+
+    def checked(self, uri: str) -> LoadedRecipe | None:
+        """The last checked result for a hover or a lens; a small document not checked yet is checked now, a large
+        one answers None until its check (in a thread) lands."""
+        from trtls.lsp.documents import SYNC_CHECK_BYTES
+
+        loaded = self.recipes.get(uri)
+        if loaded is None:
+            doc = self.workspace.text_documents.get(uri)
+            if doc is not None and len(doc.source) <= SYNC_CHECK_BYTES:
+                loaded = self.recipe(uri)
+        return loaded
+
     def publish(self, uri: str) -> None:
-        loaded = self.recipes.get(uri) or self.recipe(uri)
+        from trtls.core.tomlpos import SourceMap
+
+        loaded = self.recipes.get(uri)
+        source_map = loaded.source_map if loaded is not None else SourceMap()
         self.text_document_publish_diagnostics(
-            lsp.PublishDiagnosticsParams(uri=uri, diagnostics=self.store.diagnostics(uri, loaded.source_map))
+            lsp.PublishDiagnosticsParams(uri=uri, diagnostics=self.store.diagnostics(uri, source_map))
         )
 
     def validate(self, uri: str) -> None:
+        """Check the document in a worker thread and publish; one check per uri at a time, and a change during it
+        gets one more check after it (on the text as it is then), so the last text is always the one diagnosed."""
+        self._validated_at[uri] = time.monotonic()
+        if uri in self._checking:
+            self._recheck.add(uri)
+            return
+        self._checking.add(uri)
+        asyncio.get_running_loop().create_task(self._check_and_publish(uri), name=f"trtls-check-{uri}")
+
+    async def _check_and_publish(self, uri: str) -> None:
+        from pygls.exceptions import JsonRpcException
+
         from trtls.core.findings import Origin
 
-        self._validated_at[uri] = time.monotonic()
-        loaded = self.recipe(uri)
-        self.store.set(uri, Origin.recipe, "", loaded.findings)
-        from trtls.gates.lifecycle.notes import promotion_findings  # TRT950–952 on promoted routes
+        try:
+            while True:
+                self._recheck.discard(uri)
+                first = uri not in self.recipes
+                try:
+                    loaded = await self.recipe_async(uri)
+                except JsonRpcException as exc:  # a refused uri (not a regular file …): one line, no diagnostics
+                    log.warning("trtls: not checked: %s", exc)
+                    return
+                self.store.set(uri, Origin.recipe, "", loaded.findings)
+                from trtls.gates.lifecycle.notes import promotion_findings  # TRT950–952 on promoted routes
 
-        self.store.set(uri, Origin.gates, "promotion", promotion_findings(loaded))
-        self.publish(uri)
+                self.store.set(uri, Origin.gates, "promotion", promotion_findings(loaded))
+                self.publish(uri)
+                if first:
+                    self.refresh_lenses()  # a lens asked for before this check landed got none
+                if uri not in self._recheck:
+                    return
+        except Exception:
+            log.exception("trtls: checking %s failed", uri)
+        finally:
+            self._checking.discard(uri)
 
     def validate_later(self, uri: str) -> None:
         """Throttle, not a plain debounce: a keystroke after a quiet spell is checked at once (a check costs a few

@@ -13,7 +13,7 @@ from lsprotocol import types as lsp
 async def lock_route_command(ls: Any, args: Any) -> dict[str, Any]:
     from trtls.checkpoint.lock import LockError, lock_route
 
-    loaded = ls.recipe(args.uri)
+    loaded = await ls.recipe_async(args.uri)
     if loaded.recipe is None or args.route not in loaded.recipe.routes:
         from pygls.exceptions import JsonRpcInvalidParams
 

@@ -25,7 +25,8 @@ from lsprotocol import types as lsp
 
 from trtls.builds.matrix import MatrixBuild
 from trtls.builds.supervisor import Build
-from trtls.lsp.progress_end import begin_stoppable_progress
+from trtls.core.outcome import build_outcome_kind
+from trtls.lsp.progress_end import begin_stoppable_progress, end_progress
 
 PUMP_INTERVAL_S = 0.25
 CELL_TREE_INTERVAL_S = 1.0
@@ -98,8 +99,10 @@ class MatrixRelay:
             self._send(final=False)
             await asyncio.sleep(PUMP_INTERVAL_S)
         self._send(final=True)
-        if self.token is not None:
-            self.ls.work_done_progress.end(self.token, lsp.WorkDoneProgressEnd(message=self.mb.outcome_message()))
+        if self.token is not None:  # with the outcome's kind, so a failed farm run warns (progress_end.py)
+            outcome = self.mb.outcome or "killed"
+            kind = build_outcome_kind(outcome) or "failed"
+            end_progress(self.ls, self.token, self.mb.outcome_message(), outcome, kind)
         self.on_done(self.mb)
 
     def _send(self, final: bool) -> None:

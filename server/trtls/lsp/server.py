@@ -4,23 +4,29 @@ Its documents are `trtls.toml` recipes. It never imports TensorRT (builds run in
 so initialize stays fast. Commands (workspace/executeCommand, one argument object each):
 
     trtls.buildEngine {uri, engine, retry?}  → {buildId, engine, status: "started" | "already_building"}
-    trtls.cancelBuild {buildId, source?}     → {buildId, accepted}
+    trtls.buildMatrix {uri, engine?, cell?, matrix?} → {buildId, status, cells}  (a matrix or farm run)
+    trtls.cancelBuild {buildId, source?}     → {buildId, accepted, status}  (any run: build, cell, matrix, gates)
                                                (source: api, or ide_stop from an editor button)
     trtls.listBuilds {}                      → {builds: [...]}
     trtls.showEvidence {buildId}             → {buildId, path, summary}
-    trtls.buildReport {buildId}              → {buildId, path, html}  (the `trtls report` page, for a webview)
+    trtls.buildReport {buildId}              → {buildId, path, html}  (a build's or a matrix's `trtls report` page)
     trtls.listTargets {uri}                  → {engines, routes}
-    trtls.runGates {uri, route}              → {route, decision, checks, summaryPath}
+    trtls.runGates {uri, route, gates?}      → {runId, route, decision, checks, summaryPath}
+    trtls.lockRoute {uri, route}             → {route, locked, ...}  (after the user confirms)
+    trtls.allowLicense {uri, route, license} → {applied}  (after the user confirms)
     trtls.printDebugInformation {}           → {text, ...}
 
 A second Build of an engine that is already building does not start another build: it answers
-`already_building` with the running build's id (the progress and tree already show it).
+`already_building` with the running build's id (the progress and tree already show it). Every id-taking command
+looks the id up in one registry of runs (trtls.builds.runs); a `uri` goes through lsp/documents.py first.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import gc
+import inspect
 import logging
 import os
 import signal
@@ -30,19 +36,67 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from lsprotocol import types as lsp
-from pygls.exceptions import JsonRpcInvalidParams
+from pygls.exceptions import JsonRpcException, JsonRpcInternalError, JsonRpcInvalidParams
 from pygls.uris import to_fs_path
 
-from trtls.lsp.language_server import TrtlsServer, warm_up
+from trtls.lsp.language_server import TrtlsServer, log, warm_up
 
 
 def recover_builds(ls: TrtlsServer, folder: Path) -> None:
     from trtls.lsp.build_commands import recover
 
-    recover(ls, folder)
+    asyncio.get_running_loop().create_task(recover(ls, folder))
 
 
 server = TrtlsServer()
+
+
+def command(name: str) -> Any:
+    """`server.command(name)` with a clean error: a JSON-RPC error passes as raised; a recipe nested too deep
+    is InvalidParams (TRT120); anything else is logged here with its traceback and answered -32603 with one line,
+    never a traceback in the response."""
+
+    def clean(exc: Exception) -> JsonRpcException:
+        if isinstance(exc, JsonRpcException):
+            return exc
+        if isinstance(exc, RecursionError):
+            return JsonRpcInvalidParams("TRT120 recipe nested too deeply to check")
+        log.exception("trtls: %s failed", name)
+        return JsonRpcInternalError(f"{name} failed: {type(exc).__name__}: {exc}")
+
+    def register(fn: Any) -> Any:
+        if inspect.iscoroutinefunction(fn):
+
+            @functools.wraps(fn)
+            async def run_async(ls: TrtlsServer, args: Any = None) -> Any:
+                try:
+                    return await fn(ls, args)
+                except Exception as exc:
+                    raise clean(exc) from None
+
+            return server.command(name)(run_async)
+
+        @functools.wraps(fn)
+        def run(ls: TrtlsServer, args: Any = None) -> Any:
+            try:
+                return fn(ls, args)
+            except Exception as exc:
+                raise clean(exc) from None
+
+        return server.command(name)(run)
+
+    return register
+
+
+def _doc_uri(ls: TrtlsServer, uri: str) -> Path | None:
+    """A document notification's file, or None (one log line) when its uri is not one the server acts on."""
+    from trtls.lsp.documents import recipe_path
+
+    try:
+        return recipe_path(uri)
+    except JsonRpcException as exc:
+        log.warning("trtls: document ignored: %s", exc)
+        return None
 
 
 def _args(model: str, raw: Any) -> Any:
@@ -70,8 +124,7 @@ def on_initialize(ls: TrtlsServer, params: lsp.InitializeParams) -> None:
 def on_initialized(ls: TrtlsServer, params: lsp.InitializedParams) -> None:
     threading.Thread(target=warm_up, name="trtls-warm-up", daemon=True).start()
     _ = ls.options  # report invalid settings now rather than at the first build
-    for folder in ls.workspace.folders.values():
-        root = Path(to_fs_path(folder.uri) or "")
+    for root in ls.folders():
         for candidate in [root, *root.glob("*"), *root.glob("*/*")]:
             if candidate.is_dir() and (candidate / ".trtls").is_dir():
                 recover_builds(ls, candidate)
@@ -88,21 +141,23 @@ async def on_shutdown(ls: TrtlsServer, params: Any) -> None:
 def did_open(ls: TrtlsServer, params: lsp.DidOpenTextDocumentParams) -> None:
     if not is_recipe(params.text_document.uri):
         return
-    path = Path(to_fs_path(params.text_document.uri) or "")
-    recover_builds(ls, path.parent)
+    path = _doc_uri(ls, params.text_document.uri)
+    if path is None:
+        return
+    recover_builds(ls, path.parent)  # an opened recipe's folder is one the user chose (documents.py)
     ls.validate(params.text_document.uri)
 
 
 @server.feature(lsp.TEXT_DOCUMENT_DID_CHANGE)
 def did_change(ls: TrtlsServer, params: lsp.DidChangeTextDocumentParams) -> None:
-    if not is_recipe(params.text_document.uri):
+    if not is_recipe(params.text_document.uri) or _doc_uri(ls, params.text_document.uri) is None:
         return
     ls.validate_later(params.text_document.uri)
 
 
 @server.feature(lsp.TEXT_DOCUMENT_DID_SAVE)
 def did_save(ls: TrtlsServer, params: lsp.DidSaveTextDocumentParams) -> None:
-    if not is_recipe(params.text_document.uri):
+    if not is_recipe(params.text_document.uri) or _doc_uri(ls, params.text_document.uri) is None:
         return
     ls.validate(params.text_document.uri)
 
@@ -114,9 +169,11 @@ def code_lens(ls: TrtlsServer, params: lsp.CodeLensParams) -> list[lsp.CodeLens]
     from trtls.lsp import editor
 
     uri = params.text_document.uri
-    loaded = ls.recipes.get(uri) or ls.recipe(uri)
+    loaded = ls.checked(uri)
+    if loaded is None:
+        return []  # a large document's check is still running; its end refreshes the lenses
     # ■ Stop over an engine whose cells build stops the whole matrix (its parent), not one cell
-    running = {b.engine: b.parent_id or b.id for b in ls.supervisor.running() if ls.build_uri.get(b.id) == uri}
+    running = {b.engine: b.parent_id or b.id for b in ls.runs.running("build") if ls.runs.uri(b.id) == uri}
     last = {engine: bid for (u, engine), bid in ls.last_build.items() if u == uri}
     return editor.code_lenses(loaded, uri, running, last)
 
@@ -127,7 +184,9 @@ def hover(ls: TrtlsServer, params: lsp.HoverParams) -> lsp.Hover | None:
         return None
     from trtls.lsp import editor
 
-    loaded = ls.recipes.get(params.text_document.uri) or ls.recipe(params.text_document.uri)
+    loaded = ls.checked(params.text_document.uri)
+    if loaded is None:
+        return None
     text = editor.hover(loaded, params.position.line, params.position.character)
     return lsp.Hover(contents=lsp.MarkupContent(kind=lsp.MarkupKind.Markdown, value=text)) if text else None
 
@@ -137,9 +196,12 @@ def completion(ls: TrtlsServer, params: lsp.CompletionParams) -> lsp.CompletionL
     if not is_recipe(params.text_document.uri):
         return lsp.CompletionList(is_incomplete=False, items=[])
     from trtls.lsp import editor
+    from trtls.lsp.documents import oversized
     from trtls.models.assist import model_for_engine
 
     doc = ls.workspace.get_text_document(params.text_document.uri)
+    if oversized(doc.source):  # not checked either (TRT125): nothing to complete against
+        return lsp.CompletionList(is_incomplete=False, items=[])
     path = Path(to_fs_path(params.text_document.uri) or params.text_document.uri)
     items = editor.completions(
         doc.source,
@@ -155,106 +217,78 @@ def code_action(ls: TrtlsServer, params: lsp.CodeActionParams) -> list[lsp.CodeA
     if not is_recipe(params.text_document.uri):
         return []
     from trtls.lsp import editor
+    from trtls.lsp.documents import oversized
 
     doc = ls.workspace.get_text_document(params.text_document.uri)
+    if oversized(doc.source):
+        return []
     return editor.code_actions(params.text_document.uri, doc.source, list(params.context.diagnostics))
 
 
 # -- commands ------------------------------------------------------------------------------------
-@server.command("trtls.buildEngine")
+@command("trtls.buildEngine")
 async def build_engine(ls: TrtlsServer, args: Any = None) -> dict[str, Any]:
     from trtls.lsp.build_commands import start_build
 
     return await start_build(ls, _args("BuildEngineArgs", args))
 
 
-@server.command("trtls.buildMatrix")
+@command("trtls.buildMatrix")
 async def build_matrix(ls: TrtlsServer, args: Any = None) -> dict[str, Any]:
     from trtls.lsp.build_commands import start_matrix_build
 
     return await start_matrix_build(ls, _args("BuildMatrixArgs", args))
 
 
-@server.command("trtls.cancelBuild")
+@command("trtls.cancelBuild")
 def cancel_build(ls: TrtlsServer, args: Any = None) -> dict[str, Any]:
     a = _args("CancelBuildArgs", args)
-    build = ls.supervisor.builds.get(a.buildId) or ls.matrices.get(a.buildId)  # a cell, a build, or a whole matrix
-    if build is None:
+    run = ls.runs.get(a.buildId)  # a cell, a build, a whole matrix or a gates run
+    if run is None:
         raise JsonRpcInvalidParams(f"no build with id '{a.buildId}' (see trtls.listBuilds)")
-    accepted = build.running and build.cancel(a.source)
-    return {"buildId": a.buildId, "accepted": bool(accepted), "status": build.status}
+    accepted = run.running and run.cancel(a.source)
+    return {"buildId": a.buildId, "accepted": bool(accepted), "status": run.status}
 
 
-@server.command("trtls.listBuilds")
+@command("trtls.listBuilds")
 def list_builds(ls: TrtlsServer, args: Any = None) -> dict[str, Any]:
-    builds = []
-    for b in ls.supervisor.builds.values():
-        builds.append(
-            {
-                "buildId": b.id,
-                "engine": b.engine,
-                "uri": ls.build_uri.get(b.id),
-                "status": b.status,
-                "cancelSource": b.token.source,
-                "elapsedS": round(b.elapsed_s(), 3) if b.running else (b.summary or {}).get("durationS"),
-                "evidencePath": str(b.evidence_dir / "summary.json") if b.summary else None,
-                "parentId": b.parent_id,
-                "cell": b.cell,
-            }
-        )
-    for m in ls.matrices.values():
-        builds.append(
-            {
-                "buildId": m.id,
-                "engine": m.title,
-                "kind": "matrix",
-                "uri": ls.build_uri.get(m.id),
-                # fmt: skip
-                "status": m.status,
-                "cancelSource": m.cancel_source,
-                "cells": [c.id for c in m.cells],
-            }
-        )
-    return {"builds": builds}
+    from trtls.lsp.build_commands import run_row
+
+    return {"builds": [run_row(e) for e in ls.runs.entries()]}
 
 
-@server.command("trtls.showEvidence")
+@command("trtls.showEvidence")
 def show_evidence(ls: TrtlsServer, args: Any = None) -> dict[str, Any]:
     a = _args("BuildIdArgs", args)
-    build = ls.supervisor.builds.get(a.buildId) or ls.matrices.get(a.buildId)  # a matrix: its cells and where they ran
+    build = ls.runs.get(a.buildId)  # a matrix: its cells and where they ran
     if build is None or build.summary is None:
         state = "still running" if build is not None else "unknown"
         raise JsonRpcInvalidParams(f"build '{a.buildId}' is {state}; evidence exists once a build has finished")
     return {"buildId": a.buildId, "path": str(build.evidence_dir / "summary.json"), "summary": build.summary}
 
 
-@server.command("trtls.buildReport")
+@command("trtls.buildReport")
 def build_report(ls: TrtlsServer, args: Any = None) -> dict[str, Any]:
     """The finished build's HTML report (timeline, history, cancel, artifacts), also written as report.html."""
     a = _args("BuildIdArgs", args)
-    build = ls.supervisor.builds.get(a.buildId)
-    if build is None or build.summary is None:
-        state = "still running" if build is not None else "unknown"
+    run = ls.runs.get(a.buildId)
+    if run is None or run.summary is None or ls.runs.kind(a.buildId) == "gates":
+        state = "still running" if run is not None and run.summary is None else "unknown"
         raise JsonRpcInvalidParams(f"build '{a.buildId}' is {state}; its timeline exists once it has finished")
-    from trtls.core.atomic import atomic_write_text
-    from trtls.report.build_page import build_report as render
-    from trtls.report.evidence import load_build
+    from trtls.lsp.build_commands import report_page
 
-    html = render(load_build(build.evidence_dir))
-    path = build.evidence_dir / "report.html"
-    atomic_write_text(path, html)
-    return {"buildId": a.buildId, "path": str(path), "html": html}
+    return report_page(run, ls.runs.kind(a.buildId))
 
 
-@server.command("trtls.listTargets")
-def list_targets(ls: TrtlsServer, args: Any = None) -> dict[str, Any]:
+@command("trtls.listTargets")
+async def list_targets(ls: TrtlsServer, args: Any = None) -> dict[str, Any]:
     a = _args("UriArgs", args)
-    loaded = ls.recipe(a.uri)
+    loaded = await ls.recipe_async(a.uri)
     data = loaded.data or {}
     return {"engines": list((data.get("engines") or {}).keys()), "routes": list((data.get("routes") or {}).keys())}
 
 
-@server.command("trtls.runGates")
+@command("trtls.runGates")
 async def run_gates(ls: TrtlsServer, args: Any = None) -> dict[str, Any]:
     a = _args("RunGatesArgs", args)
     from trtls.lsp.gates_command import run_gates_command
@@ -262,7 +296,7 @@ async def run_gates(ls: TrtlsServer, args: Any = None) -> dict[str, Any]:
     return await run_gates_command(ls, a)
 
 
-@server.command("trtls.lockRoute")
+@command("trtls.lockRoute")
 async def lock_route(ls: TrtlsServer, args: Any = None) -> dict[str, Any]:
     """Record a route's checkpoint digests in trtls.lock.json, after the user confirms (TRT512's quick fix)."""
     from trtls.lsp.lock_command import lock_route_command
@@ -270,11 +304,11 @@ async def lock_route(ls: TrtlsServer, args: Any = None) -> dict[str, Any]:
     return await lock_route_command(ls, _args("LockRouteArgs", args))
 
 
-@server.command("trtls.allowLicense")
+@command("trtls.allowLicense")
 async def allow_license(ls: TrtlsServer, args: Any = None) -> dict[str, Any]:
     """Add a licence to a route's allow list — only after the user confirms, since it widens what ships."""
     a = _args("AllowLicenseArgs", args)
-    loaded = ls.recipe(a.uri)
+    loaded = await ls.recipe_async(a.uri)
     route = (loaded.data.get("routes") or {}).get(a.route)
     if route is None:
         raise JsonRpcInvalidParams(f"no route '{a.route}' in {loaded.path.name}")
@@ -309,14 +343,14 @@ async def allow_license(ls: TrtlsServer, args: Any = None) -> dict[str, Any]:
     return {"applied": bool(result.applied)}
 
 
-@server.command("trtls.printDebugInformation")
+@command("trtls.printDebugInformation")
 def print_debug_information(ls: TrtlsServer, args: Any = None) -> dict[str, Any]:
     from trtls.debug_info import as_text, debug_information
 
     info = {
         **debug_information(ls.probe_builder()),
         "settings": ls.options.model_dump(by_alias=True),
-        "runningBuilds": [b.id for b in ls.supervisor.running()],
+        "runningBuilds": [r.id for r in ls.runs.running()],
         "serverPid": os.getpid(),
     }
     text = as_text(info)
@@ -340,11 +374,14 @@ def _on_sigterm(signum: int, frame: Any) -> None:
 
 
 def serve() -> None:
+    from trtls.lsp import wire_guard
+
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
     logging.getLogger("pygls").setLevel(logging.WARNING)  # pygls logs every message it sends at INFO
+    wire_guard.install()  # one line per client error; no popups; nothing sent after exit (see its doc)
     signal.signal(signal.SIGTERM, _on_sigterm)
     # Everything imported so far lives as long as the server: keep it out of full collections, which otherwise
     # re-scan it and pause the one event loop that hover and completion share (farm/cluster.py does the same
     # after Ray connects).
     gc.freeze()
-    server.start_io()
+    server.start_io(sys.stdin.buffer, wire_guard.ClosedSafeStdout(sys.stdout.buffer))  # type: ignore[arg-type]

@@ -17,6 +17,8 @@ class InitOptions(BaseModel):
     model_config = ConfigDict(extra="ignore", populate_by_name=True)
     build_tree: bool = Field(False, alias="buildTree")  # opt in to trtls/buildTree notifications
     settings: Settings = Field(default_factory=Settings)
+    # finished runs the server keeps answering for (listBuilds, showEvidence …); older ones' evidence stays on disk
+    keep_finished_runs: int = Field(100, alias="keepFinishedRuns", ge=0)
 
 
 def parse_init_options(raw: object) -> tuple[InitOptions, str | None]:

@@ -1,0 +1,86 @@
+"""One registry of the runs a long-lived process (the language server) started: builds, matrix/farm runs, gates
+runs, and whatever else has an id, a live state and evidence on disk.
+
+Every id-taking command looks a run up here, whatever its kind (no `builds.get(id) or matrices.get(id)` in
+handlers). Retention is bounded: a run is kept while it runs and among the last `keep_finished` finished ones;
+an older finished run is forgotten (its evidence stays in `.trtls/runs/<id>/`), and `on_evict` lets the owner of
+another index (the supervisor's builds) forget it too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+RunKind = Literal["build", "matrix", "gates"]
+KEEP_FINISHED = 100
+
+
+class Run(Protocol):
+    """What every kind of run answers (Build, MatrixBuild and GatesRun all do)."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def running(self) -> bool: ...
+    @property
+    def status(self) -> str: ...
+    @property
+    def summary(self) -> dict[str, Any] | None: ...
+    @property
+    def evidence_dir(self) -> Path: ...
+    def cancel(self, source: str) -> bool: ...
+
+
+@dataclass
+class Entry:
+    run: Run
+    kind: RunKind
+    uri: str
+
+
+class RunRegistry:
+    def __init__(self, keep_finished: int = KEEP_FINISHED, on_evict: Callable[[str], Any] | None = None) -> None:
+        self.keep_finished = max(0, keep_finished)
+        self.on_evict = on_evict
+        self._entries: dict[str, Entry] = {}  # insertion order = start order
+
+    def add(self, run: Run, kind: RunKind, uri: str) -> None:
+        """Register a run (again: a no-op). Evicts the oldest finished runs beyond the limit."""
+        if run.id not in self._entries:
+            self._entries[run.id] = Entry(run, kind, uri)
+        self.evict()
+
+    def get(self, run_id: str, kind: RunKind | None = None) -> Any:
+        """The run with this id (of this kind, if given), or None: unknown, or finished and forgotten."""
+        entry = self._entries.get(run_id)
+        return entry.run if entry is not None and (kind is None or entry.kind == kind) else None
+
+    def uri(self, run_id: str) -> str | None:
+        entry = self._entries.get(run_id)
+        return entry.uri if entry is not None else None
+
+    def kind(self, run_id: str) -> RunKind | None:
+        entry = self._entries.get(run_id)
+        return entry.kind if entry is not None else None
+
+    def entries(self, kind: RunKind | None = None) -> Iterator[Entry]:
+        return (e for e in list(self._entries.values()) if kind is None or e.kind == kind)
+
+    def running(self, kind: RunKind | None = None) -> list[Any]:
+        return [e.run for e in self.entries(kind) if e.run.running]
+
+    def evict(self) -> list[str]:
+        """Forget the oldest finished runs beyond `keep_finished` (running ones are never evicted)."""
+        finished = [rid for rid, e in self._entries.items() if not e.run.running]
+        gone = finished[: max(0, len(finished) - self.keep_finished)]
+        for rid in gone:
+            del self._entries[rid]
+            if self.on_evict is not None:
+                self.on_evict(rid)
+        return gone
+
+    def __len__(self) -> int:
+        return len(self._entries)

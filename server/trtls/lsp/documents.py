@@ -1,0 +1,149 @@
+"""The server's input boundary for recipes: which `uri` it accepts, what it reads, and how much it checks.
+
+A command's `uri` comes from the client, so it is hostile until proven otherwise:
+- only an absolute `file:` URI (no relative `"trtls.toml"` resolved against the server's cwd, no NUL byte);
+- only a recipe inside one of the client's workspace folders or one the client has open (didOpen): the server
+  reads and writes `.trtls/` nowhere else, so a URI cannot make it build, recover or write evidence in an arbitrary
+  folder. A lone recipe opened with no folder is open, so it is accepted;
+- only a regular file, checked before anything is read (a FIFO would block, `/dev/zero` never ends), opened
+  non-blocking and read up to MAX_RECIPE_BYTES.
+
+An open document's text comes from the client; above MAX_RECIPE_BYTES it is not parsed at all (TRT125 on its
+first line). Nesting is bounded at the TOML boundary (TRT120, core/tomlpos.py); should any check still overflow the
+stack, the result is that same located TRT120, never a RecursionError.
+Refusals are `-32602` with one line of text (the codes' page: docs/codes/recipe.md).
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlparse
+
+from pygls.exceptions import JsonRpcInvalidParams
+
+from trtls.core.findings import Finding, Origin, Severity
+from trtls.core.recipe import LoadedRecipe
+from trtls.core.tomlpos import SourceMap
+
+MAX_RECIPE_BYTES = 256 * 1024  # a large real recipe is ~20 KB; 2,000 engines is ~200 KB
+SYNC_CHECK_BYTES = 64 * 1024  # a hover or lens with no checked result yet may check this much on the spot
+
+
+def recipe_path(uri: Any) -> Path:
+    """The recipe file a `uri` names, or InvalidParams saying why it is refused."""
+    if not isinstance(uri, str) or "\x00" in uri:
+        raise JsonRpcInvalidParams("uri: expected a file: URI of a trtls.toml")
+    parsed = urlparse(uri)
+    if parsed.scheme != "file":
+        raise JsonRpcInvalidParams(
+            f"uri {uri!r}: not an absolute file: URI (a relative path is never resolved against the server's "
+            "working directory)"
+        )
+    if parsed.netloc not in ("", "localhost"):
+        raise JsonRpcInvalidParams(f"uri {uri!r}: a file on another host ({parsed.netloc}) is not read")
+    text = unquote(parsed.path)
+    if "\x00" in text:
+        raise JsonRpcInvalidParams(f"uri {uri!r}: the path holds a NUL byte (%00)")
+    if not text.startswith("/"):
+        raise JsonRpcInvalidParams(f"uri {uri!r}: not an absolute path")
+    return Path(os.path.normpath(text))
+
+
+def _inside(path: Path, folder: Path) -> bool:
+    try:
+        path.relative_to(folder)
+        return True
+    except ValueError:
+        return False
+
+
+def check_allowed(path: Path, is_open: bool, folders: list[Path]) -> None:
+    """A recipe the client has open, or one inside a workspace folder (both sides with symlinks resolved)."""
+    if is_open:
+        return
+    real = Path(os.path.realpath(path))
+    if any(_inside(path, f) or _inside(real, Path(os.path.realpath(f))) for f in folders):
+        return
+    where = ", ".join(str(f) for f in folders) or "none"
+    raise JsonRpcInvalidParams(
+        f"{path}: outside the workspace folders ({where}) and not open in the editor; open it first"
+    )
+
+
+def read_recipe_file(path: Path) -> str | Finding:
+    """The text of a recipe on disk, read only when it is a regular file, at most MAX_RECIPE_BYTES; a finding
+    (TRT104 missing/unreadable, TRT125 too large, TRT100 not UTF-8) otherwise. A FIFO or a device is refused
+    before it is opened (InvalidParams), and the open is non-blocking in case one replaced the file since."""
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError) as exc:
+        return _finding("TRT104", f"cannot read recipe: {getattr(exc, 'strerror', None) or exc}")
+    if not stat.S_ISREG(st.st_mode):
+        raise JsonRpcInvalidParams(f"{path}: TRT104 not a regular file ({_kind(st.st_mode)}); recipes are files")
+    if st.st_size > MAX_RECIPE_BYTES:
+        return too_large(st.st_size)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        return _finding("TRT104", f"cannot read recipe: {exc.strerror}")
+    with os.fdopen(fd, "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+            raise JsonRpcInvalidParams(f"{path}: TRT104 not a regular file; recipes are files")
+        data = fh.read(MAX_RECIPE_BYTES + 1)
+    if len(data) > MAX_RECIPE_BYTES:
+        return too_large(len(data))
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return _finding("TRT100", f"not a TOML recipe: the file is not UTF-8 text (byte {exc.start})")
+
+
+def too_large(size: int) -> Finding:
+    return _finding(
+        "TRT125",
+        f"recipe too large to check: {size:,} bytes (the limit is {MAX_RECIPE_BYTES:,}); split it, or move data "
+        "out of it",
+    )
+
+
+def oversized(text: str) -> bool:
+    return len(text) > MAX_RECIPE_BYTES or (len(text) > MAX_RECIPE_BYTES // 4 and len(text.encode()) > MAX_RECIPE_BYTES)
+
+
+def check_text(path: Path, text: str | None) -> LoadedRecipe:
+    """Check the recipe (`text`: an open document's; None: read from disk, bounded). Never raises for bad input:
+    a refusal of the file itself (not regular) is InvalidParams, every other problem a located finding."""
+    from trtls.models.profile_checks import check_recipe
+
+    source = read_recipe_file(path) if text is None else text
+    if isinstance(source, Finding):
+        return failed(path, source)
+    if oversized(source):
+        return failed(path, too_large(len(source.encode())))
+    try:
+        return check_recipe(path, source)
+    except RecursionError:
+        return failed(
+            path,
+            _finding("TRT120", "recipe nested too deeply to check (tables or arrays inside each other hundreds deep)"),
+        )
+
+
+def failed(path: Path, finding: Finding) -> LoadedRecipe:
+    """A recipe that could not be parsed: its one finding on the first line, no tables (so no Build lens)."""
+    return LoadedRecipe(Path(os.path.abspath(path)), "", SourceMap(), [finding], None)
+
+
+def _finding(code: str, message: str) -> Finding:
+    return Finding(code, Severity.error, message, (), Origin.recipe)
+
+
+def _kind(mode: int) -> str:
+    for test, name in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK,
+                       "a block device"), (stat.S_ISDIR, "a directory"), (stat.S_ISSOCK, "a socket")):  # fmt: skip
+        if test(mode):
+            return name
+    return "not a regular file"

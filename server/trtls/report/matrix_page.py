@@ -1,0 +1,53 @@
+"""A matrix (or farm) run as a page: its cells (outcome, where each ran, duration) and each finished cell's phase
+timeline, drawn by the one build timeline renderer (report/build_page.py) from the cell's own evidence folder."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from trtls.core.display import human_seconds
+from trtls.report.build_page import timeline_svg
+from trtls.report.evidence import EvidenceError, load_build, read_json
+from trtls.report.page import badge, esc, facts, page, when
+
+
+def matrix_report(run_dir: Path) -> str:
+    """The page of the matrix whose summary is `run_dir/summary.json` (kind: matrix)."""
+    s: dict[str, Any] = read_json(run_dir / "summary.json")
+    cells = [c for c in s.get("cells", []) if isinstance(c, dict)]
+    rows, timelines = [], []
+    for c in cells:
+        cell_dir = run_dir.parent / str(c.get("buildId")) if c.get("buildId") else None
+        duration = None
+        if cell_dir is not None:
+            try:
+                ev = load_build(cell_dir)
+            except EvidenceError:
+                ev = None
+            if ev is not None:
+                duration = ev.summary.get("durationS")
+                timelines.append(f'<h3 data-cell="{esc(c.get("cell"))}">{esc(c.get("cell"))}</h3>{timeline_svg(ev)}')
+        node = (c.get("node") or {}).get("hostname") if isinstance(c.get("node"), dict) else c.get("node")
+        rows.append(
+            f"<tr><td>{esc(c.get('cell'))}</td><td>{esc(c.get('engine'))}</td><td>{badge(c.get('outcome'))}</td>"
+            f"<td>{esc(node or 'here')}</td><td>{esc(human_seconds(duration) if duration is not None else '—')}</td>"
+            f"<td><code>{esc(c.get('buildId') or '—')}</code></td></tr>"
+        )
+    body = [
+        f"<h1>{esc(s.get('title'))} {badge(s.get('outcome'))}</h1>",
+        facts(
+            [
+                ("matrix", f"<code>{esc(s.get('buildId'))}</code>"),
+                ("started", esc(when(s.get("startedAt")))),
+                ("duration", esc(human_seconds(s.get("durationS")))),
+                ("cells", esc(len(cells))),
+                ("stopped by", esc(s.get("cancelSource") or "—")),
+            ]
+        ),
+        '<h2 id="cells-title">Cells</h2><table class="cells"><tr><th>cell</th><th>engine</th><th>outcome</th>'
+        "<th>node</th><th>duration</th><th>build</th></tr>" + "".join(rows) + "</table>",
+        '<h2 id="timeline-title">Phase timelines</h2>',
+        "".join(timelines) or '<p class="muted">no cell left a timeline</p>',
+    ]
+    return page(f"trtls matrix {s.get('title')} — {s.get('outcome')}", "".join(body), "matrix")
