@@ -457,7 +457,7 @@ def test_failed_write_from_a_raising_section_iterator_keeps_the_old_bundle(writt
 def test_failed_write_on_a_full_disk_keeps_the_old_bundle(written):
     """A real write failure in the final file (EFBIG from RLIMIT_FSIZE stands in for a full disk; root ignores
     folder permissions, so a read-only folder cannot make the write fail in CI)."""
-    resource = pytest.importorskip("resource")
+    import resource
     import signal
 
     path, _ = written

@@ -74,7 +74,6 @@ def test_reject_anywhere_rejects_the_route(tmp_path):
 
 
 def test_reports_written_beside_the_summary(tmp_path):
-    pytest.importorskip("trtls.gates.reports")
     loaded = _setup(tmp_path)
     run_gates(loaded, "r")
     d = tmp_path / ".trtls" / "routes" / "r"
