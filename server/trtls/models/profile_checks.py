@@ -51,7 +51,9 @@ def external_data_files(loaded: LoadedRecipe, cache: ModelInputsCache = CACHE) -
     out: dict[Path, str] = {}
     for name, eng in valid_engines(loaded).items():
         model = engine_model(loaded, eng, cache)
-        for ext in model.external if model is not None else ():
+        if model is None:
+            continue
+        for ext in model.external:
             try:
                 out.setdefault(place(model.path.parent, ext.location), f"external data of engine '{name}'s model")
             except ValueError:
