@@ -42,3 +42,27 @@ async def test_external_worker_cancel(tmp_path: Path) -> None:
         del os.environ["STEPS"]
     assert s["outcome"] == "cancelled" and s["cancelSource"] == "api" and s["cancelLatencyMs"] is not None
     assert not (tmp_path / "out" / "svc.engine").exists()
+
+
+async def run_with_fault(tmp_path: Path, fault: str, monkeypatch) -> tuple[dict, object]:
+    monkeypatch.setenv("PROTOCOL_FAULT", fault)  # the child inherits it
+    build = Supervisor().start(load_recipe(recipe(tmp_path)), "svc")
+    return await build.wait(), build
+
+
+async def test_an_undeclared_field_is_refused_with_its_name(tmp_path: Path, monkeypatch) -> None:
+    """A real child process adds `percent` to its step events: each such line is refused, and the evidence says which
+    field of which event, and what the protocol declares, so the worker's author can fix it."""
+    s, build = await run_with_fault(tmp_path, "undeclared", monkeypatch)
+    (note,) = [n for n in s["notes"] if "broke trtls.events/1" in n]
+    assert "step has the undeclared field 'percent'" in note and "declares: v, t_ns, type, phase_id, step" in note
+    assert build.refused_lines == 5  # every step line; the rest of the build is read as usual
+    assert s["outcome"] == "built" and s["phaseTree"][0]["status"] == "done"
+
+
+async def test_a_wrong_protocol_version_is_named_in_the_outcome(tmp_path: Path, monkeypatch) -> None:
+    s, build = await run_with_fault(tmp_path, "version", monkeypatch)
+    assert s["outcome"] == "killed", "no line was read: the build never reported its end"
+    message = build.outcome_message()
+    assert "worker speaks protocol version 2, supervisor speaks 1" in message, message
+    assert any("protocol version 2" in n for n in s["notes"])

@@ -117,7 +117,7 @@ def test_a_worker_cannot_make_the_tree_a_cycle() -> None:
     assert tree.start("0", "0", "again", 1, 1) is None, "a repeated id is refused"
     assert tree.start("0.5", "9", "orphan", 1, 2) is None, "an unknown parent is refused"
     assert tree.rejected == 2 and [p.id for p in tree.deepest_running_path()] == ["0"]
-    assert tree.render_lines(3) == ["root [0/1] running 0.00 s"]
+    assert tree.render_lines(3) == ["… root 0/1 · 0.0 s"]
 
 
 @pytest.mark.parametrize("name", ["trace_full.jsonl", "trace_cancel_75.jsonl"])

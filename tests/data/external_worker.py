@@ -9,8 +9,16 @@ import sys
 import time
 
 
+# PROTOCOL_FAULT (tests of the supervisor's refusals): `undeclared` adds a field the protocol does not declare to
+# every step; `version` speaks a protocol version the supervisor does not.
+FAULT = os.environ.get("PROTOCOL_FAULT", "")
+
+
 def emit(event_type, **fields):
-    sys.stdout.write(json.dumps({"v": 1, "type": event_type, "t_ns": time.monotonic_ns(), **fields}) + "\n")
+    if FAULT == "undeclared" and event_type == "step":
+        fields["percent"] = 50
+    record = {"v": 2 if FAULT == "version" else 1, "type": event_type, "t_ns": time.monotonic_ns(), **fields}
+    sys.stdout.write(json.dumps(record) + "\n")
     sys.stdout.flush()
 
 

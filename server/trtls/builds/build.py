@@ -15,7 +15,8 @@ from typing import Any, Protocol
 from trtls.builds.history import History
 from trtls.core.build_config import flat_settings
 from trtls.core.cancel import CancelToken
-from trtls.core.events import PROTOCOL_VERSION
+from trtls.core.display import build_description, human_seconds, node_text, progress_text
+from trtls.core.events import PROTOCOL, PROTOCOL_VERSION
 from trtls.core.outcome import build_outcome_kind
 from trtls.core.phase_tree import NS, PhaseTree
 from trtls.core.recipe import EngineRecipe, LoadedRecipe
@@ -156,6 +157,8 @@ class Build:
     parent_id: str | None = None  # the matrix build this cell belongs to
     placement: dict[str, Any] = field(default_factory=dict)  # node id, hostname, labels, accelerator, queue wait
     queued_ns: int | None = None
+    refused_lines: int = 0  # worker lines that broke the protocol (core.events.parse_event refused them)
+    first_refusal: str | None = None
     _prespawned: asyncio.subprocess.Process | None = None
     _previous_sha: asyncio.Future | None = None
 
@@ -193,9 +196,28 @@ class Build:
     def elapsed_s(self, now_ns: int | None = None) -> float:
         return ((now_ns or time.monotonic_ns()) - self.t_start_ns) / NS
 
+    def shown_elapsed_s(self, now_ns: int | None = None) -> float:
+        """The build's time as every face shows it: running so far, or the recorded duration once it ended."""
+        return self.elapsed_s(now_ns) if self.outcome is None else float((self.summary or {}).get("durationS", 0.0))
+
+    def description(self, now_ns: int | None = None, node: dict[str, Any] | None = None) -> str:
+        """The build's row in words (`building · 4.1 s`, `cancelled by ide_stop · 3.0 s`; trtls.core.display); a
+        matrix cell adds where it runs, and says only that while it waits for a node."""
+        text = build_description(
+            self.running, self.status, self.outcome, self.token.source, self.shown_elapsed_s(now_ns)
+        )
+        if self.parent_id is None:
+            return text
+        if node is None and self.remote is not None:
+            node = self.node_view(now_ns)
+        where = node_text(node, self.running)
+        return where if self.running and node is not None and "nodeId" not in node else f"{text} · {where}"
+
     def snapshot(self) -> dict[str, Any]:
         """The `trtls/buildTree` payload (the LSP layer adds the document uri)."""
         now = time.monotonic_ns()
+        elapsed = self.shown_elapsed_s(now)
+        node = self.node_view(now) if self.remote is not None else None
         return {
             "buildId": self.id,
             "engine": self.engine,
@@ -204,14 +226,16 @@ class Build:
             "outcome": self.outcome,
             "outcomeKind": build_outcome_kind(self.outcome),
             "outcomeMessage": self.outcome_message() if self.outcome else None,
-            "elapsedS": round(
-                self.elapsed_s(now) if self.outcome is None else (self.summary or {}).get("durationS", 0.0), 3
-            ),
+            "elapsedS": round(elapsed, 3),
             "evidencePath": str(self.evidence_dir / "summary.json") if self.summary else None,
             "phases": self.tree.snapshot(now, self.baselines, self.t_start_ns),
             "cell": self.cell,
             "parentId": self.parent_id,
-            "node": self.node_view(now) if self.remote is not None else None,
+            "node": node,
+            "running": self.running,
+            "description": self.description(now, node),
+            "where": node_text(node, self.running),
+            "elapsedText": human_seconds(elapsed),
         }
 
     def node_view(self, now: int | None = None) -> dict[str, Any]:
@@ -228,6 +252,9 @@ class Build:
             "gpuIds": p.get("gpu_ids", []),
             "queueWaitS": p.get("queue_wait_s"),
             "warmWorker": p.get("warm", False),
+            "numGpus": p.get("num_gpus"),
+            "gpuRule": p.get("gpu_rule"),
+            "cudaVisibleDevices": p.get("cuda_visible_devices"),
         }
 
     def progress_message(self) -> str:
@@ -236,30 +263,20 @@ class Build:
         now = time.monotonic_ns()
         path = self.tree.deepest_running_path()
         if not path and self.status == "waiting for a node" and self.queued_ns:
-            return f"waiting for a node {(now - self.queued_ns) / NS:.1f} s"
+            return f"waiting for a node {human_seconds((now - self.queued_ns) / NS)}"
         if not path:
             return "starting worker" if self.status == "starting" else self.status
         deepest = self.tree.deepest_running_view(now, self.baselines)
         assert deepest is not None
-        steps = f"{(deepest.step + 1) if deepest.step is not None else 0}/{deepest.num_steps}"
-        text = " › ".join(p.name for p in path) + f" {steps} · {deepest.elapsed_s:.1f} s"
-        if deepest.quiet_s is not None:
-            text += f" · quiet {deepest.quiet_s:.0f} s"
-            if deepest.baseline_s is not None:
-                text += f" · usual {deepest.baseline_s:.0f} s"
-            if deepest.stalled:
-                text += " · stalled"
+        text = progress_text([p.name for p in path], deepest.detail)
         if self.token.is_set:
-            "numGpus": p.get("num_gpus"),
-            "gpuRule": p.get("gpu_rule"),
-            "cudaVisibleDevices": p.get("cuda_visible_devices"),
             text += f" · stopping ({self.token.source})"
         return text
 
     def outcome_message(self) -> str:
         s = self.summary or {}
         if self.outcome == "built":
-            return f"built in {s.get('durationS', 0):.1f} s"
+            return f"built in {human_seconds(s.get('durationS', 0))}"
         if self.outcome == "cancelled":
             return f"cancelled by {self.token.source}"
         if self.outcome == "failed":
@@ -271,12 +288,24 @@ class Build:
             )
         if self.remote is not None and self.error and self.error.startswith("node lost"):
             return f"killed: {self.error}"
-        return f"killed: the worker died ({self.error})"
+        broke = (
+            f"; {self.refused_lines} of its lines broke {PROTOCOL}: {self.first_refusal}" if self.refused_lines else ""
+        )
+        return f"killed: the worker died ({self.error}){broke}"
 
     def history(self) -> History:
         return History(state_dir(self.recipe_path) / "history.json")
 
     # -- the worker's events -------------------------------------------------------------------
+    def refuse_line(self, why: str) -> None:
+        """A worker line the protocol refused: in the logs each time, and the first in the evidence's notes, so the
+        author of an external worker reads what was wrong in the first build's summary."""
+        self.refused_lines += 1
+        self.logs.append({"severity": "ERROR", "msg": why})
+        if self.refused_lines == 1:
+            self.first_refusal = why
+            self.notes.append(f"the worker broke {PROTOCOL} (docs/protocol.md); its line was refused: {why}")
+
     def fold(self, ev: Any) -> None:
         """Apply one worker event to this build's state."""
         build = self
@@ -299,8 +328,8 @@ class Build:
                 ev.effective_settings,
             )
             build.optimization_profiles = ev.optimization_profiles
-            build.target = getattr(ev, "target", None) or {}
-            build.network = getattr(ev, "network", None) or {}
+            build.target = ev.target
+            build.network = ev.network
             build.baselines = build.history().baselines(ev.build_config_hash)
         elif kind == "log":
             build.logs.append({"severity": ev.severity, "msg": ev.msg})
@@ -311,7 +340,7 @@ class Build:
         elif kind == "cancel_acknowledged":
             build.token.t_ack_ns = ev.t_ns
             build.token.after_complete = ev.after_complete
-            build.cancel_seen_ns = getattr(ev, "t_seen_ns", None)
+            build.cancel_seen_ns = ev.t_seen_ns
         elif kind == "artifact":
             build.artifacts.append(ev.model_dump(exclude={"v", "type", "t_ns"}, exclude_none=True))
         elif kind == "precision":

@@ -14,31 +14,20 @@ from typing import Any, TextIO
 
 from trtls.builds.matrix import MatrixBuild
 from trtls.builds.supervisor import Build
-
-MARK = {"built": "✓", "cancelled": "■", "failed": "✗", "forced": "✗", "killed": "✗", "not started": "·"}
+from trtls.core.display import OUTCOME_MARK, human_seconds, node_text
+from trtls.core.phase_tree import row_text, rows_of
 
 
 def where(build: Build) -> str:
-    """`node host (1a2b3c4d5e6f) · GPU 0 · L4 · waited 2.1 s`, or `waiting for a node 4.0 s`."""
-    if build.remote is None:
-        return "local"
-    node = build.node_view()
-    if "nodeId" not in node:
-        return f"waiting for a node {node.get('waitingS', 0):.1f} s" if build.running else "never placed"
-    text = f"node {node['hostname']} ({str(node['nodeId'])[:12]})"
-    text += f" · GPU {','.join(node['gpuIds'])}" if node.get("gpuIds") else " · no GPU"
-    if node.get("acceleratorType"):
-        text += f" · {node['acceleratorType']}"
-    if node.get("queueWaitS"):
-        text += f" · waited {node['queueWaitS']:.1f} s"
-    return text
+    """`node host (1a2b3c4d5e6f) · GPU 0 · L4 · waited 2.1 s`, `waiting for a node 4.0 s` or `local`."""
+    return node_text(build.node_view() if build.remote is not None else None, build.running)
 
 
 def cell_line(build: Build) -> str:
     name = build.cell or build.engine
     if build.running:
         return f"… {name} · {where(build)} · {build.progress_message()}"
-    return f"{MARK.get(build.outcome or '', '?')} {name} · {where(build)} · {build.outcome_message()}"
+    return f"{OUTCOME_MARK.get(build.outcome or '', '?')} {name} · {where(build)} · {build.outcome_message()}"
 
 
 class MatrixRichView:
@@ -50,17 +39,17 @@ class MatrixRichView:
         self.live = Live(self._render(), console=Console(), refresh_per_second=4, transient=False)
 
     def _render(self) -> Any:
+        from rich.text import Text
         from rich.tree import Tree
 
         mb = self.mb
         snap = mb.snapshot(with_cells=False)
-        head = f"[bold]{mb.title}[/] {snap['status']} · {snap['progress']['done']}/{snap['progress']['total']} cells"
-        root = Tree(head + f" · {snap['elapsedS']:.1f} s")
+        root = Tree(Text.assemble((mb.title, "bold"), f" {snap['description']}"))
         for b in mb.cells:
-            node = root.add(cell_line(b))
-            for pid in b.tree.roots:
-                p = b.tree.phases[pid]
-                node.add(f"{p.name} [{p.status}] {p.elapsed_s(time.monotonic_ns()):.1f} s")
+            node = root.add(Text(cell_line(b)))
+            views = b.tree.view(time.monotonic_ns(), b.baselines)
+            for row in rows_of(views, None):
+                node.add(Text(row_text(row)))
         for planned in mb.not_started:
             root.add(f"· {planned.key} · not started")
         return root
@@ -138,7 +127,7 @@ class MatrixJsonView:
 def print_matrix_outcome(mb: MatrixBuild, out: TextIO | None = None) -> None:
     out = out or sys.stdout
     s = mb.summary or {}
-    print(f"\n{mb.title}: {mb.outcome_message()} ({s.get('durationS', 0):.1f} s)", file=out)
+    print(f"\n{mb.title}: {mb.outcome_message()} ({human_seconds(s.get('durationS', 0))})", file=out)
     for b in mb.cells:
         print(f"  {cell_line(b)}", file=out)
         art = (b.summary or {}).get("engineArtifact")

@@ -9,46 +9,10 @@ import time
 from typing import Any, TextIO
 
 from trtls.builds.supervisor import Build
-from trtls.core.phase_tree import PhaseView
+from trtls.core.display import human_bytes
+from trtls.core.phase_tree import PhaseView, row_text, rows_of
 
-STATUS_MARK = {"running": "…", "done": "✓", "cancelled": "■", "failed": "✗"}
 STATUS_STYLE = {"running": "cyan", "done": "green", "cancelled": "yellow", "failed": "red"}
-
-
-def _phase_label(p: PhaseView) -> str:
-    """One phase as the core's view gives it: the stall rule (quiet, stalled) is data, not decided here."""
-    # A finished phase shows no step count: TensorRT often finishes a phase before its last announced step
-    # ("5/6" would read as unfinished). A running, cancelled or failed phase shows where it is or stopped.
-    steps = "" if p.status == "done" else f" [{(p.step + 1) if p.step is not None else 0}/{p.num_steps}]"
-    text = f"{STATUS_MARK[p.status]} {p.name}{steps} {p.elapsed_s:.2f} s"
-    if p.baseline_s is not None:
-        text += f" · usual {p.baseline_s:.2f} s"
-    if p.quiet_s is not None:
-        text += f" · quiet {p.quiet_s:.0f} s"
-    if p.stalled:
-        text += " · stalled"
-    return text
-
-
-def _folded_label(group: list[PhaseView]) -> str:
-    return f"✓ {group[0].name} ×{len(group)} {sum(p.elapsed_s for p in group):.2f} s"
-
-
-def _rows(views: list[PhaseView], parent_id: str | None) -> list[PhaseView | list[PhaseView]]:
-    """The children of one phase in start order: a phase, or the group of phases the core folded into one row."""
-    rows: list[PhaseView | list[PhaseView]] = []
-    groups: dict[str, list[PhaseView]] = {}
-    for v in views:
-        if v.parent_id != parent_id:
-            continue
-        if v.folded_into is None:
-            rows.append(v)
-        elif v.folded_into in groups:
-            groups[v.folded_into].append(v)
-        else:
-            groups[v.folded_into] = [v]
-            rows.append(groups[v.folded_into])
-    return rows
 
 
 class LogDigest:
@@ -109,23 +73,21 @@ class RichView:
         return Group(*out)
 
     def _render_tree(self) -> Any:
+        from rich.text import Text
         from rich.tree import Tree
 
         b = self.build
         now = time.monotonic_ns()
-        head = f"[bold]{b.engine}[/] {b.status} {b.elapsed_s(now):.1f} s"
-        if b.token.is_set and b.running:
-            head += f" [yellow]stopping ({b.token.source})…[/]"
-        root = Tree(head)
+        root = Tree(Text.assemble((b.engine, "bold"), f" {b.description(now)}"))
         views = b.tree.view(now, b.baselines)
 
         def walk(node: Any, parent_id: str | None) -> None:
-            for row in _rows(views, parent_id):
+            for row in rows_of(views, parent_id):
                 if isinstance(row, list):
-                    node.add(f"[green]{_folded_label(row)}[/]")
+                    node.add(Text(row_text(row), style="green"))
                 else:
                     style = "yellow" if row.stalled else STATUS_STYLE[row.status]
-                    walk(node.add(f"[{style}]{_phase_label(row)}[/]"), row.id)
+                    walk(node.add(Text(row_text(row), style=style)), row.id)
 
         walk(root, None)
         return root
@@ -150,9 +112,10 @@ class RichView:
 class PlainView:
     """Phase starts and finishes, indented by depth; a stall line when the builder goes quiet.
 
-    Deep phases come by the hundred (one per reformat) and a log cannot fold lines it already printed: below
-    SHOW_DEPTH no start is printed, and a finished leaf is printed when its parent finishes, once the core's
-    folding rule has grouped it with its siblings."""
+    Deep phases come by the hundred (one per reformat) and a log cannot fold lines it already printed, nor put a
+    row above lines printed before it. So no phase below SHOW_DEPTH prints its start or its finish as it happens:
+    when a phase at SHOW_DEPTH finishes, its whole subtree is printed under it the way the live tree draws it (each
+    parent above its children, the core's folded rows folded), then its own finish line."""
 
     SHOW_DEPTH = 2
     REMIND_EVERY_S = 5.0  # while the builder is quiet, repeat the progress line this often
@@ -166,29 +129,33 @@ class PlainView:
     def __enter__(self) -> PlainView:
         return self
 
-    def _deep_leaf(self, p: PhaseView) -> bool:
-        return p.id.count(".") > self.SHOW_DEPTH and not self.build.tree.phases[p.id].children
-
     def update(self, build: Build, ev: Any) -> None:
         if ev is None:
             return
-        if ev.type == "phase_start" and ev.phase_id.count(".") <= self.SHOW_DEPTH:
-            self._line(f"{'  ' * ev.phase_id.count('.')}▶ {ev.name} ({ev.num_steps} steps)")
-        elif ev.type == "phase_finish" and ev.phase_id in build.tree.phases:
+        depth = ev.phase_id.count(".") if ev.type in ("phase_start", "phase_finish") else 0
+        if ev.type == "phase_start" and depth <= self.SHOW_DEPTH:
+            self._line(f"{'  ' * depth}▶ {ev.name} ({ev.num_steps} steps)")
+        elif ev.type == "phase_finish" and depth <= self.SHOW_DEPTH and ev.phase_id in build.tree.phases:
             views = build.tree.view(time.monotonic_ns(), build.baselines)
-            indent = "  " * ev.phase_id.count(".")
-            for row in _rows(views, ev.phase_id):
-                if isinstance(row, list):
-                    self._line(f"{indent}  {_folded_label(row)}")
-                elif self._deep_leaf(row):
-                    self._line(f"{indent}  {_phase_label(row)}")
+            if depth == self.SHOW_DEPTH:
+                self._subtree(views, ev.phase_id, depth + 1)
+            else:  # the folded rows among its children (their own finish lines were held back)
+                for row in rows_of(views, ev.phase_id):
+                    if isinstance(row, list):
+                        self._line("  " * (depth + 1) + row_text(row))
             phase = next(v for v in views if v.id == ev.phase_id)
-            if phase.folded_into is None and not self._deep_leaf(phase):
-                self._line(f"{indent}{_phase_label(phase)}")
+            if phase.folded_into is None:
+                self._line("  " * depth + row_text(phase))
         elif ev.type == "log" and self.logs.add(ev.severity, ev.msg):
             self._line(f"[{ev.severity}] {ev.msg}")
         elif ev.type == "cache_decision":
             self._line(f"timing cache: {ev.decision} — {ev.reason}")
+
+    def _subtree(self, views: list[PhaseView], parent_id: str, depth: int) -> None:
+        for row in rows_of(views, parent_id):
+            self._line("  " * depth + row_text(row))
+            if isinstance(row, PhaseView):
+                self._subtree(views, row.id, depth + 1)
 
     def tick(self) -> None:
         b = self.build
@@ -253,22 +220,10 @@ def print_outcome(build: Build, out: TextIO | None = None) -> None:
     print(f"  cleanup: {s.get('cleanupStatus')}{_previous_engine(s)}", file=out)
     if s.get("engineArtifact"):
         e = s["engineArtifact"]
-        print(f"  engine: {e['path']} ({human_size(e.get('size'))}, sha256 {str(e.get('sha256'))[:16]}…)", file=out)
+        print(f"  engine: {e['path']} ({human_bytes(e.get('size'))}, sha256 {str(e.get('sha256'))[:16]}…)", file=out)
     print(f"  retry: {s.get('retryPolicy')} — {s.get('retryRule')}", file=out)
     print(f"  validation: {s.get('validationStatus')} ({s.get('validationNote')})", file=out)
     print(f"  evidence: {build.evidence_dir / 'summary.json'}", file=out)
-
-
-def human_size(n: Any) -> str:
-    """`12.8 MiB`, never a raw byte count."""
-    if not isinstance(n, int):
-        return "size unknown"
-    size = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if size < 1024 or unit == "GiB":
-            return f"{n} B" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    return f"{size:.1f} GiB"
 
 
 def _previous_engine(s: dict[str, Any]) -> str:

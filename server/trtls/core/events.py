@@ -1,16 +1,20 @@
 """The worker → supervisor event stream and the supervisor → worker control messages (`trtls.events/1`).
 
 This is a protocol boundary: a worker may be ours or a C++ service with its own IProgressMonitor
-(docs/protocol.md), so every line is validated here, once, into a typed event. Times are
+(docs/protocol.md), so every line is validated here, once, into a typed event. Every field a worker sends is
+declared here (a field no model declares is refused with a message naming it): these models are the protocol, and
+docs/protocol.md's tables, docs/protocol.schema.json and the extension's types are generated from them
+(`python -m trtls.schema.protocol`). Times are
 CLOCK_MONOTONIC nanoseconds, which on Linux are shared by parent and child processes, so the
 supervisor can subtract a worker's timestamp from its own.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from trtls.core.protocol import CANCEL_SOURCES, PROTOCOL, PROTOCOL_VERSION
 
@@ -23,12 +27,17 @@ CacheDecision = Literal["cold", "reused", "updated", "discarded", "quarantined",
 
 
 class _Event(BaseModel):
-    model_config = ConfigDict(extra="allow")  # newer workers may add fields; we ignore what we do not know
+    # A field the protocol does not declare is an error, not ignored: a worker's author learns at once that the
+    # supervisor never reads it (a new field is a new protocol version, declared here).
+    model_config = ConfigDict(extra="forbid")
     v: int = PROTOCOL_VERSION
     t_ns: int  # CLOCK_MONOTONIC
 
 
 class BuildStarted(_Event):
+    """Once, after the network is parsed and settings applied; `build_config_hash` covers the ONNX bytes, settings,
+    profiles, builder module + version and the target."""
+
     type: Literal["build_started"]
     build_id: str
     engine: str
@@ -37,16 +46,23 @@ class BuildStarted(_Event):
     build_config_hash: str
     effective_settings: dict[str, Any] = {}
     optimization_profiles: list[dict[str, Any]] = []  # as the builder config holds them: index, inputs{min,opt,max}
+    # what the engine is built for (core.evidence.build_target): computeCapabilities, hardwareCompatibilityLevel,
+    # device, deviceComputeCapability; part of build_config_hash
+    target: dict[str, Any] = {}
+    network: dict[str, Any] = {}  # the parsed network's typing: stronglyTyped, inputs, outputs (name → dtype), layers
 
 
 class EnvironmentCaptured(_Event):
-    """What would build the engine, measured before the input is parsed (optional: build_started repeats it)."""
+    """Optional; once, before the ONNX is parsed, so a build that fails on its input still records what would have
+    built it (build_started repeats it)."""
 
     type: Literal["environment"]
     environment: dict[str, Any]
 
 
 class PhaseStart(_Event):
+    """Never dropped. `phase_id` is the phase's position (dotted sibling indexes), never its name."""
+
     type: Literal["phase_start"]
     phase_id: str
     parent_id: str | None
@@ -56,12 +72,16 @@ class PhaseStart(_Event):
 
 
 class Step(_Event):
+    """Coalesced: the latest step per phase at most every 50 ms; always flushed before that phase's finish."""
+
     type: Literal["step"]
     phase_id: str
     step: int
 
 
 class PhaseFinish(_Event):
+    """Never dropped; `cancelled` once step_complete has returned False; `step` is the phase's last step."""
+
     type: Literal["phase_finish"]
     phase_id: str
     status: Literal["done", "cancelled"] = "done"  # cancelled: finished while the builder unwound a cancel
@@ -69,12 +89,16 @@ class PhaseFinish(_Event):
 
 
 class Log(_Event):
+    """TensorRT's logger: WARNING, ERROR and INTERNAL_ERROR (and the worker's own INFO lines)."""
+
     type: Literal["log"]
     severity: str  # INTERNAL_ERROR, ERROR, WARNING, INFO, VERBOSE
     msg: str
 
 
 class CacheDecisionEvent(_Event):
+    """The timing-cache decision: cold, reused, updated, discarded, quarantined or not_applicable."""
+
     type: Literal["cache_decision"]
     decision: CacheDecision
     reason: str
@@ -85,13 +109,15 @@ class CacheDecisionEvent(_Event):
 
 
 class BuilderReturned(_Event):
-    """The builder call returned (engine or None). After this there is nothing left to escalate."""
+    """`build_serialized_network` returned (engine or None): from here on there is nothing to escalate."""
 
     type: Literal["builder_returned"]
     ok: bool
 
 
 class CancelAcknowledged(_Event):
+    """`t_ns` = the builder's return; `t_seen_ns` = the callback that returned False."""
+
     type: Literal["cancel_acknowledged"]
     source: CancelSource
     t_request_ns: int | None = None  # when the cancel was requested (the requester's clock = CLOCK_MONOTONIC)
@@ -100,6 +126,8 @@ class CancelAcknowledged(_Event):
 
 
 class Artifact(_Event):
+    """The inventory: every file the build wrote, removed, quarantined or had to keep."""
+
     type: Literal["artifact"]
     action: Literal["written", "removed", "quarantined", "kept"]
     kind: Literal["engine", "timing_cache", "temp", "evidence"]
@@ -107,16 +135,21 @@ class Artifact(_Event):
     size: int | None = None
     sha256: str | None = None
     moved_to: str | None = None
+    error: str | None = None  # why a file was kept (it could not be removed)
+    node_path: str | None = None  # a farm cell's engine: where it was on the node before it was fetched
 
 
 class PrecisionRecord(_Event):
-    """The precision step's result (ModelOpt AutoCast): what was converted, how, from which cache entry."""
+    """The precision step's result (ModelOpt AutoCast), when `precision.convert` is set: what was converted, how,
+    from which cache entry."""
 
     type: Literal["precision"]
     record: dict[str, Any]
 
 
 class BuildFinished(_Event):
+    """The last line. `failure` = `{kind: setting|plugin|precision, code, key}` when the worker knows why."""
+
     type: Literal["build_finished"]
     outcome: Literal["built", "cancelled", "failed"]
     error: str | None = None
@@ -132,17 +165,18 @@ class BuildFinished(_Event):
 
 
 class Queued(_Event):
-    """Remote transport only: the cell was submitted to the cluster and waits for a node that can hold it."""
+    """Farm only (added by the remote transport): submitted; the tree shows "waiting for a node" until `placed`."""
 
     type: Literal["queued"]
     cell: str | None = None
     labels: dict[str, str] = {}
     num_gpus: float = 0
     num_cpus: float = 1
+    gpu_rule: str | None = None  # why it holds num_gpus (core.farm.gpu_choice), e.g. "auto → 0 GPUs: TensorRT-RTX …"
 
 
 class Placed(_Event):
-    """Remote transport only: a node holds the cell; the worker starts there (docs/farm.md)."""
+    """Farm only (added by the remote transport): a node holds the cell; these go to the evidence."""
 
     type: Literal["placed"]
     node_id: str
@@ -152,6 +186,10 @@ class Placed(_Event):
     gpu_ids: list[str] = []
     queue_wait_s: float = 0.0
     warm: bool = False  # a node worker kept from an earlier cell of the same shape (no new Ray worker process)
+    num_gpus: float | None = None  # GPUs the cell holds there, and why (core.farm.gpu_choice)
+    gpu_rule: str | None = None
+    cuda_visible_devices: str | None = None  # as Ray set it for the node worker (None: not set)
+    actor_pid: int | None = None  # the node worker's process
 
 
 Event = Annotated[
@@ -172,7 +210,12 @@ Event = Annotated[
     Field(discriminator="type"),
 ]
 EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
-    gpu_rule: str | None = None  # why it holds num_gpus (core.farm.gpu_choice), e.g. "auto → 0 GPUs: TensorRT-RTX …"
+# type → model, in the order docs/protocol.md lists them
+EVENT_MODELS: dict[str, type[_Event]] = {
+    m.model_fields["type"].annotation.__args__[0]: m  # type: ignore[union-attr]
+    for m in (EnvironmentCaptured, BuildStarted, PhaseStart, Step, PhaseFinish, Log, CacheDecisionEvent,
+              BuilderReturned, CancelAcknowledged, Artifact, PrecisionRecord, BuildFinished, Queued, Placed)
+}  # fmt: skip
 
 
 class ProtocolError(ValueError):
@@ -182,19 +225,57 @@ class ProtocolError(ValueError):
 def parse_event(line: bytes | str) -> Event:
     try:
         ev = EVENT_ADAPTER.validate_json(line)
-    except Exception as exc:  # pydantic ValidationError or bad JSON: one clear message either way
-        text = line[:200] if isinstance(line, str) else line[:200].decode(errors="replace")
-        raise ProtocolError(f"bad event line {text!r}: {exc}") from None
+    except ValidationError as exc:
+        raw = _json_object(line)  # a line of another version is that, before it is anything else
+        if raw is not None and raw.get("v", PROTOCOL_VERSION) != PROTOCOL_VERSION:
+            raise ProtocolError(_version_mismatch(raw.get("v"), raw.get("type"))) from None
+        raise ProtocolError(_explain(line, exc)) from None
+    except ValueError as exc:  # not JSON at all
+        raise ProtocolError(f"bad event line {_head(line)!r}: {exc}") from None
     if ev.v != PROTOCOL_VERSION:
-    num_gpus: float | None = None  # GPUs the cell holds there, and why (core.farm.gpu_choice)
-    gpu_rule: str | None = None
-    cuda_visible_devices: str | None = None  # as Ray set it for the node worker (None: not set)
-    actor_pid: int | None = None  # the node worker's process
-        raise ProtocolError(f"worker speaks protocol version {ev.v}, supervisor speaks {PROTOCOL_VERSION}")
+        raise ProtocolError(_version_mismatch(ev.v, ev.type))
     return ev
 
 
+def _version_mismatch(v: Any, event_type: Any) -> str:
+    return (
+        f"worker speaks protocol version {v}, supervisor speaks {PROTOCOL_VERSION} ({PROTOCOL}, docs/protocol.md) "
+        f"in a {event_type} event"
+    )
+
+
+def _json_object(line: bytes | str) -> dict[str, Any] | None:
+    try:
+        raw = json.loads(line)
+    except ValueError:
+        return None
+    return raw if isinstance(raw, dict) else None
+
+
+def _head(line: bytes | str) -> str:
+    return line[:200] if isinstance(line, str) else line[:200].decode(errors="replace")
+
+
+def _explain(line: bytes | str, exc: ValidationError) -> str:
+    """One sentence a worker's author can act on: the event, the field, what the protocol declares."""
+    problems = []
+    for e in exc.errors():
+        loc = [str(x) for x in e["loc"]]
+        event, field = (loc[0], ".".join(loc[1:])) if len(loc) > 1 else ("event", ".".join(loc))
+        if e["type"] == "extra_forbidden":
+            declared = ", ".join(EVENT_MODELS[event].model_fields) if event in EVENT_MODELS else "?"
+            problems.append(f"{event} has the undeclared field '{field}' ({PROTOCOL} declares: {declared})")
+        elif e["type"] == "union_tag_invalid":
+            problems.append(f"unknown event type (known: {', '.join(EVENT_MODELS)})")
+        else:
+            problems.append(f"{event}.{field}: {e['msg']}" if field else f"{event}: {e['msg']}")
+    return f"bad event line {_head(line)!r}: " + "; ".join(problems)
+
+
 class CancelControl(BaseModel):
+    """Supervisor → worker, on stdin. The first cancel wins; stdin closing is a cancel from `service_shutdown`."""
+
+    model_config = ConfigDict(extra="forbid")
     type: Literal["cancel"] = "cancel"
     v: int = PROTOCOL_VERSION
     source: CancelSource

@@ -25,6 +25,7 @@ from lsprotocol import types as lsp
 
 from trtls.builds.matrix import MatrixBuild
 from trtls.builds.supervisor import Build
+from trtls.core.display import cells_text
 from trtls.core.outcome import build_outcome_kind
 from trtls.lsp.progress_end import begin_stoppable_progress, end_progress
 
@@ -42,19 +43,22 @@ def cell_row(b: Build) -> dict[str, Any]:
         "engine": b.engine,
         "status": b.status,
         "message": b.progress_message() if b.running else b.outcome_message(),
+        "description": b.description(),
         "node": b.node_view() if b.remote is not None else None,
         "cancelSource": b.token.source,
     }
 
 
 def progress_text(mb: MatrixBuild) -> str:
+    """`1/4 cells done · 3 running, 1 built`: the same count the tree's matrix row shows (trtls.core.display)."""
     counts: dict[str, int] = {}
     for b in mb.cells:
         key = b.status if b.running else (b.outcome or "?")
         counts[key] = counts.get(key, 0) + 1
     if mb.not_started:
         counts["not started"] = len(mb.not_started)
-    text = ", ".join(f"{n} {k}" for k, n in counts.items())
+    done = sum(1 for b in mb.cells if not b.running)
+    text = cells_text(done, len(mb.planned)) + " · " + ", ".join(f"{n} {k}" for k, n in counts.items())
     return text + (f" · stopping ({mb.cancel_source})" if mb.cancel_source and mb.running else "")
 
 
@@ -128,7 +132,8 @@ class MatrixRelay:
                 self._notify({"uri": self.uri, **self._cell_tree(b, now, whole=final or not b.running)})
         parent = mb.snapshot(with_cells=False)
         parent["cells"] = [cell_row(b) for b in mb.cells] + [
-            {"buildId": None, "cell": p.key, "engine": p.engine, "status": "not started"} for p in mb.not_started
+            {"buildId": None, "cell": p.key, "engine": p.engine, "status": "not started", "description": "not started"}
+            for p in mb.not_started
         ]
         self._notify({"uri": self.uri, **parent})
 

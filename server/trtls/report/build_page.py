@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from trtls.core.display import human_bytes, human_seconds, phase_detail
 from trtls.report.evidence import QUIET_GAP_S, BuildEvidence, Span
-from trtls.report.page import badge, esc, facts, human_bytes, page, seconds, when
+from trtls.report.page import badge, esc, facts, page, when
 
 LABEL_W, CHART_W, ROW_H = 300, 820, 18
 SHOW_DEPTH = 2  # rows for every phase this deep; deeper ones only when they take ≥ 1 % of the build
@@ -33,7 +34,7 @@ def build_report(ev: BuildEvidence) -> str:
             [
                 ("build", f"<code>{esc(ev.build_id)}</code>"),
                 ("started", esc(when(s.get("startedAt")))),
-                ("duration", esc(seconds(s.get("durationS")))),
+                ("duration", esc(human_seconds(s.get("durationS")))),
                 ("builder", esc(f"{s.get('builderModule')} {s.get('tensorrtVersion')}")),
                 ("config", f"<code>{esc(str(s.get('buildConfigHash') or '—')[:16])}</code>"),
                 ("timing cache", esc(s.get("timingCacheMode"))),
@@ -81,7 +82,7 @@ def timeline_svg(ev: BuildEvidence) -> str:
         parts.append(f'<line class="grid" x1="{x(t):.1f}" y1="0" x2="{x(t):.1f}" y2="{height - 22}"/>')
         anchor = "end" if i == 10 else "middle"
         parts.append(
-            f'<text class="muted" x="{x(t):.1f}" y="{height - 8}" text-anchor="{anchor}">{esc(seconds(t))}</text>'
+            f'<text class="muted" x="{x(t):.1f}" y="{height - 8}" text-anchor="{anchor}">{esc(human_seconds(t))}</text>'
         )
     for a, b in ev.quiet_gaps:
         parts.append(
@@ -92,9 +93,9 @@ def timeline_svg(ev: BuildEvidence) -> str:
         y = i * ROW_H + 2
         parts.append(f'<text x="{4 + sp.depth * 12}" y="{y + 12}" class="phase-label">{esc(sp.name[:44])}</text>')
         w = max(x(sp.end_s) - x(sp.start_s), 1.5)
-        tip = f"{sp.name} [{sp.id}] {sp.status} {seconds(sp.end_s - sp.start_s)}, steps {sp.steps or 0}/{sp.num_steps}"
-        if sp.usual_s is not None:
-            tip += f", usual {seconds(sp.usual_s)}"
+        step = None if sp.steps is None else sp.steps - 1
+        detail = phase_detail(sp.status, step, sp.num_steps, sp.end_s - sp.start_s, None, sp.usual_s)
+        tip = f"{sp.name} {detail} (phase {sp.id}, {sp.status})"
         parts.append(
             f'<rect class="phase-bar" data-phase-id="{esc(sp.id)}" data-status="{esc(sp.status)}" '
             f'x="{x(sp.start_s):.1f}" y="{y}" width="{w:.1f}" height="{ROW_H - 5}" rx="2" '
@@ -105,13 +106,13 @@ def timeline_svg(ev: BuildEvidence) -> str:
             ux = x(min(sp.start_s + sp.usual_s, total))
             parts.append(
                 f'<line class="usual-mark" x1="{ux:.1f}" y1="{y - 1}" x2="{ux:.1f}" y2="{y + ROW_H - 4}" '
-                f'stroke="var(--usual)" stroke-width="2"><title>usual {esc(seconds(sp.usual_s))}</title></line>'
+                f'stroke="var(--usual)" stroke-width="2"><title>usual {esc(human_seconds(sp.usual_s))}</title></line>'
             )
     for key, t in ev.cancel_marks().items():
         parts.append(
             f'<line class="cancel-mark" data-mark="{key}" x1="{x(t):.1f}" y1="0" x2="{x(t):.1f}" y2="{height - 22}" '
             f'stroke="{CANCEL_COLOURS[key]}" stroke-width="2" stroke-dasharray="4 2"><title>cancel {key} at '
-            f"{esc(seconds(t))}</title></line>"
+            f"{esc(human_seconds(t))}</title></line>"
         )
     parts.append("</svg>")
     legend = (
@@ -144,7 +145,9 @@ def history_svg(ev: BuildEvidence) -> str:
     for i in range(5):
         d = d_max * i / 4
         parts.append(f'<line class="grid" x1="{pad}" y1="{y(d):.1f}" x2="{w - pad}" y2="{y(d):.1f}"/>')
-        parts.append(f'<text class="muted" x="{pad - 6}" y="{y(d) + 4:.1f}" text-anchor="end">{esc(seconds(d))}</text>')
+        parts.append(
+            f'<text class="muted" x="{pad - 6}" y="{y(d) + 4:.1f}" text-anchor="end">{esc(human_seconds(d))}</text>'
+        )
     path = " ".join(
         f"{'M' if i == 0 else 'L'}{x(b['startedAt']):.1f},{y(b['durationS']):.1f}" for i, b in enumerate(points)
     )
@@ -154,7 +157,7 @@ def history_svg(ev: BuildEvidence) -> str:
         parts.append(
             f'<circle class="history-point" cx="{x(b["startedAt"]):.1f}" cy="{y(b["durationS"]):.1f}" '
             f'r="{6 if current else 3.5}" fill="{"var(--cancelled)" if current else "var(--running)"}">'
-            f"<title>{esc(when(b['startedAt']))}: {esc(seconds(b['durationS']))}"
+            f"<title>{esc(when(b['startedAt']))}: {esc(human_seconds(b['durationS']))}"
             f"{' (this build)' if current else ''}</title></circle>"
         )
     parts.append(f'<text class="muted" x="{pad}" y="{h - 6}">{esc(when(t_min))}</text>')

@@ -56,23 +56,6 @@ def badge(status: Any) -> str:
     return f'<span class="badge s-{text}">{text}</span>'
 
 
-def human_bytes(n: Any) -> str:
-    if not isinstance(n, int | float):
-        return "—"
-    size = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if size < 1024 or unit == "GiB":
-            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    return f"{size:.1f} GiB"
-
-
-def seconds(value: Any) -> str:
-    if not isinstance(value, int | float):
-        return "—"
-    return f"{value * 1000:.0f} ms" if value < 1 else f"{value:.2f} s"
-
-
 def when(epoch: Any) -> str:
     if not isinstance(epoch, int | float):
         return "—"

@@ -1,0 +1,159 @@
+"""How a state reads, in words: each display rule is one function here, and every face shows its output.
+
+The terminal (`trtls build`), the LSP progress messages, the HTML report and the VS Code tree used to write each
+rule once per face, and they drifted apart (one finished phase read `5/6 · 1.2 s`, `✓ Reformat` and `[5/6] done`).
+Now the server computes the words and sends them as data (`stepsText`, `detail`, `description`, … on
+`trtls/buildTree`, `verdict` on the gates reply); the extension renders them and formats no number itself.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Literal
+
+from trtls.core.outcome import gates_outcome
+
+# A phase's mark in text faces (VS Code shows the same status as an icon).
+STATUS_MARK = {"running": "…", "done": "✓", "cancelled": "■", "failed": "✗"}
+# A finished build's or cell's mark.
+OUTCOME_MARK = {"built": "✓", "cancelled": "■", "failed": "✗", "forced": "✗", "killed": "✗", "not started": "·"}
+# The server's status words while a build runs, as a row reads them.
+RUNNING_WORD = {"starting": "starting", "running": "building", "waiting for a node": "waiting for a node"}
+
+
+def human_seconds(s: Any) -> str:
+    """`0.4 s`, `4.1 s`, `59 s`, `1 min 05 s`, `2 h 03 min`; `–` when unknown."""
+    if not isinstance(s, int | float) or isinstance(s, bool) or not math.isfinite(s) or s < 0:
+        return "–"
+    if s < 10:
+        return f"{math.floor(s * 10 + 0.5) / 10:.1f} s"
+    if s < 60:
+        return f"{math.floor(s + 0.5)} s"
+    total = math.floor(s + 0.5)
+    if total < 3600:
+        return f"{total // 60} min {total % 60:02d} s"
+    return f"{total // 3600} h {(total % 3600) // 60:02d} min"
+
+
+def human_bytes(n: Any) -> str:
+    """`512 B`, `12.8 MiB`, never a raw byte count; `size unknown` when unknown."""
+    if not isinstance(n, int | float) or isinstance(n, bool) or n < 0:
+        return "size unknown"
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if size < 1024 or unit == "GiB":
+            return f"{size:.0f} B" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{size:.1f} GiB"  # pragma: no cover  (the loop returns at GiB)
+
+
+def step_text(status: str, step: int | None, num_steps: int) -> str | None:
+    """`2/3` for a phase that runs or stopped there; None for a finished one: TensorRT often finishes a phase
+    before its last announced step, and `5/6` on a finished phase reads as unfinished."""
+    if status == "done":
+        return None
+    return f"{(step + 1) if step is not None else 0}/{num_steps}"
+
+
+def phase_detail(
+    status: str,
+    step: int | None,
+    num_steps: int,
+    elapsed_s: float,
+    quiet_s: float | None = None,
+    baseline_s: float | None = None,
+    stalled: bool = False,
+) -> str:
+    """What a phase row says after its name: `2/3 · 4.1 s · quiet 42 s · usual 30 s · stalled` (quiet before usual,
+    as the question reads: silent this long, when it usually takes that long)."""
+    parts = [step_text(status, step, num_steps), human_seconds(elapsed_s)]
+    if quiet_s is not None:
+        parts.append(f"quiet {human_seconds(quiet_s)}")
+    if baseline_s is not None:
+        parts.append(f"usual {human_seconds(baseline_s)}")
+    if stalled:
+        parts.append("stalled")
+    if status in ("cancelled", "failed"):
+        parts.append(status)
+    return " · ".join(p for p in parts if p)
+
+
+def folded_label(name: str, count: int) -> str:
+    return f"{name} ×{count}"
+
+
+def folded_detail(total_s: float) -> str:
+    return f"{human_seconds(total_s)} in all"
+
+
+def progress_text(names: list[str], detail: str) -> str:
+    """The running path and its deepest phase: `Building engine › Timing tactics 2/3 · 4.1 s · quiet 42 s`."""
+    return " › ".join(names) + f" {detail}"
+
+
+def build_description(
+    running: bool, status: str, outcome: str | None, cancel_source: str | None, elapsed_s: float
+) -> str:
+    """A build's row: `building · 4.1 s`, `stopping (ide_stop) · 4.1 s`, `cancelled by ide_stop · 3.0 s`."""
+    if running:
+        word = f"stopping ({cancel_source})" if cancel_source else RUNNING_WORD.get(status, status)
+    elif outcome == "cancelled" and cancel_source:
+        word = f"cancelled by {cancel_source}"
+    else:
+        word = outcome or status
+    return f"{word} · {human_seconds(elapsed_s)}"
+
+
+def node_text(node: dict[str, Any] | None, running: bool) -> str:
+    """Where a cell runs: `local`, `node host (1a2b3c4d5e6f) · GPU 0 · L4 · waited 2.1 s`, `waiting for a node 4 s`."""
+    if node is None:
+        return "local"
+    if node.get("nodeId") is None:
+        return f"waiting for a node {human_seconds(node.get('waitingS') or 0)}" if running else "never placed"
+    text = f"node {node.get('hostname') or '?'} ({str(node['nodeId'])[:12]})"
+    gpus = node.get("gpuIds") or []
+    text += f" · GPU {','.join(gpus)}" if gpus else " · no GPU"
+    text += f" ({node['gpuRule']})" if node.get("gpuRule") else ""  # why that many (core.farm.gpu_choice)
+    if node.get("acceleratorType"):
+        text += f" · {node['acceleratorType']}"
+    if node.get("queueWaitS"):
+        text += f" · waited {human_seconds(node['queueWaitS'])}"
+    return text
+
+
+def cells_text(done: int, total: int) -> str:
+    """A matrix's finished-cell count: finished = ended any way (built, cancelled, failed …), over the planned cells."""
+    return f"{done}/{total} cells done"
+
+
+def matrix_description(
+    running: bool, cancel_source: str | None, done: int, total: int, outcome_message: str | None, elapsed_s: float
+) -> str:
+    """A matrix's row: `1/4 cells done · building · 12 s`, `4/4 cells done · 3 built, 1 failed · 1 min 05 s`."""
+    if running:
+        status = f"stopping ({cancel_source})" if cancel_source else "building"
+    else:
+        status = outcome_message or "finished"
+    return f"{cells_text(done, total)} · {status} · {human_seconds(elapsed_s)}"
+
+
+VerdictLevel = Literal["info", "warning"]
+
+
+def gates_verdict(route: str, decision: str | None, cancelled: bool, status: str | None = None) -> dict[str, Any]:
+    """The sentence a gates run ends with, and how loud: the outcome is `core.outcome.gates_outcome`'s (a cancelled
+    run decided nothing, whatever a gate said before the cancel)."""
+    outcome, kind = gates_outcome(decision, cancelled)
+    if kind == "cancelled":
+        text = f"route {route}: gates cancelled — no decision"
+    elif status == "invalid_recipe":
+        text = f"route {route}: the recipe has errors — see Problems"
+    elif decision is None:
+        text = f"route {route}: no decision ({(status or 'not run').replace('_', ' ')}) — see Problems"
+    elif kind == "ok":
+        text = f"route {route}: {decision}"
+    else:
+        text = f"route {route}: {decision} — see Problems"
+    warn = kind in ("refused", "failed")
+    return {"outcome": outcome, "outcomeKind": kind, "level": "warning" if warn else "info", "text": text,
+            "showProblems": warn}  # fmt: skip

@@ -1,0 +1,283 @@
+"""What the language server sends its client beyond LSP itself: the `trtls/buildTree` notification, the extra
+fields of a `$/progress` end, and the reply of every `workspace/executeCommand` command. Declared once, here.
+
+docs/protocol.md's tables, docs/protocol.schema.json and extension/src/generated/protocol.ts are generated from
+these models (`python -m trtls.schema.protocol`; tests/test_protocol_generated.py fails when a file drifts), and
+tests/lsp/test_wire_declared.py checks every notification and reply a real server sends against them: a field the
+server sends that is not declared here fails there (extra="forbid").
+
+The words (`detail`, `description`, `verdict` …) are trtls.core.display's: the extension shows them as they come.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from trtls.core.outcome import OutcomeKind
+
+PhaseStatus = Literal["running", "done", "cancelled", "failed"]
+BuildOutcome = Literal["built", "cancelled", "failed", "forced", "killed"]
+
+
+class _Wire(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class PhaseRow(_Wire):
+    """One phase of a build's tree (also the evidence's `phaseTree`, tree.json)."""
+
+    id: str  # position in the tree: dotted sibling indexes
+    parentId: str | None
+    name: str
+    numSteps: int
+    step: int | None  # TensorRT's 0-based index of the last completed step
+    status: PhaseStatus
+    elapsedS: float
+    startS: float  # seconds after the build's start
+    baselineS: float | None  # the usual duration from earlier builds of the same config
+    quietForS: float | None  # the builder's silence, measured, on running phases
+    quietS: float | None  # the same silence when it is worth showing, else null
+    stalled: bool  # the stall rule (trtls.core.phase_tree.is_stalled)
+    foldedInto: str | None  # id of the first phase of the folded row this phase is shown in
+    stepsText: str | None  # `2/3`; null on a finished phase
+    detail: str  # the row after the name: `2/3 · 4.1 s · quiet 42 s · usual 30 s · stalled`
+    groupLabel: str | None  # on the first phase of a folded row: `Computing reformatting costs ×26`
+    groupDetail: str | None  # and `0.4 s in all`
+
+
+class NodeView(_Wire):
+    """Where a farm cell is: the node that holds it, or (`waitingS` alone) how long it has waited for one."""
+
+    nodeId: str | None = None
+    hostname: str | None = None
+    labels: dict[str, str] = {}
+    acceleratorType: str | None = None
+    gpuIds: list[str] = []
+    queueWaitS: float | None = None
+    warmWorker: bool = False
+    waitingS: float | None = None
+
+
+class BuildTree(_Wire):
+    """`trtls/buildTree` for one build (or one matrix cell): sent while it runs (≤ 5 a second) and once at its end."""
+
+    uri: str  # the recipe's document
+    buildId: str
+    engine: str
+    status: str  # the server's word: starting, running, waiting for a node, then the outcome
+    running: bool
+    cancelSource: str | None
+    outcome: BuildOutcome | None
+    outcomeKind: OutcomeKind | None
+    outcomeMessage: str | None  # `built in 3.2 s`, `cancelled by ide_stop`, `failed: …`
+    elapsedS: float
+    elapsedText: str  # `4.1 s`
+    description: str  # the row: `building · 4.1 s`; a cell adds where it runs
+    where: str  # `local`, `node gpu-3 (1a2b3c4d5e6f) · GPU 0 · L4`, `waiting for a node 4.0 s`
+    evidencePath: str | None
+    phases: list[PhaseRow]
+    phasesDelta: bool = False  # `phases` holds only the phases that changed since this build's last notification
+    cell: str | None  # the matrix cell's name
+    parentId: str | None  # the matrix this build is a cell of
+    node: NodeView | None  # a farm cell's node
+
+
+class CellRow(_Wire):
+    """A cell as its matrix lists it (the cell's own notification carries its phases)."""
+
+    buildId: str | None  # null: not started (the run was stopped first)
+    cell: str
+    engine: str
+    status: str
+    description: str
+    message: str | None = None
+    node: NodeView | None = None
+    cancelSource: str | None = None
+
+
+class MatrixProgress(_Wire):
+    done: int  # cells that ended, any way
+    total: int  # cells planned
+
+
+class MatrixTree(_Wire):
+    """`trtls/buildTree` for the parent row of a matrix or farm run."""
+
+    uri: str
+    buildId: str
+    engine: str  # the run's title
+    kind: Literal["matrix"]
+    status: str
+    running: bool
+    outcome: BuildOutcome | None  # the worst outcome of its cells
+    outcomeKind: OutcomeKind | None
+    outcomeMessage: str | None  # `3 built, 1 failed`
+    cancelSource: str | None
+    elapsedS: float
+    elapsedText: str
+    progress: MatrixProgress
+    cellsText: str  # `3/4 cells done`
+    description: str  # `3/4 cells done · building · 12 s`
+    evidencePath: str | None
+    cells: list[CellRow]
+
+
+class ProgressEnd(_Wire):
+    """The `value` of a build's, a matrix's or a gates run's `$/progress` end: LSP's `message` plus the outcome as data
+    (extra properties every LSP client ignores and the extension renders)."""
+
+    kind: Literal["end"]
+    message: str
+    outcome: str
+    outcomeKind: OutcomeKind
+
+
+# -- command replies (workspace/executeCommand) ----------------------------------------------------------------------
+class BuildEngineReply(_Wire):
+    """`trtls.buildEngine {uri, engine, retry?}`"""
+
+    buildId: str | None
+    engine: str
+    status: Literal["started", "already_building", "invalid_recipe"]
+    errors: list[str] = []
+
+
+class MatrixCellPlan(_Wire):
+    cell: str
+    engine: str
+
+
+class BuildMatrixReply(_Wire):
+    """`trtls.buildMatrix {uri, engine?, cell?, matrix?}`"""
+
+    buildId: str | None
+    status: Literal["started", "refused", "invalid_recipe"]
+    errors: list[str] = []
+    cells: list[MatrixCellPlan] = []
+
+
+class CancelBuildReply(_Wire):
+    """`trtls.cancelBuild {buildId, source?}`: `accepted` false when the build had already ended."""
+
+    buildId: str
+    accepted: bool
+    status: str
+
+
+class ListedBuild(_Wire):
+    buildId: str
+    engine: str
+    uri: str | None
+    status: str
+    cancelSource: str | None
+    kind: Literal["build", "matrix"] = "build"
+    elapsedS: float | None = None
+    evidencePath: str | None = None
+    parentId: str | None = None
+    cell: str | None = None
+    cells: list[str] = []
+
+
+class ListBuildsReply(_Wire):
+    """`trtls.listBuilds {}`"""
+
+    builds: list[ListedBuild]
+
+
+class EvidenceReply(_Wire):
+    """`trtls.showEvidence {buildId}`: the evidence file and its content."""
+
+    buildId: str
+    path: str | None
+    summary: dict[str, Any] | None = None
+
+
+class BuildReportReply(_Wire):
+    """`trtls.buildReport {buildId}`: the finished build's self-contained HTML report (also written as report.html)."""
+
+    buildId: str
+    path: str
+    html: str
+
+
+class ListTargetsReply(_Wire):
+    """`trtls.listTargets {uri}`"""
+
+    engines: list[str]
+    routes: list[str]
+
+
+class GateCheck(_Wire):
+    gate: int
+    name: str
+    status: str
+    code: str | None
+    message: str
+
+
+class GatesVerdict(_Wire):
+    """How a gates run ends, in words (trtls.core.display.gates_verdict): the extension shows `text` at `level`."""
+
+    outcome: str
+    outcomeKind: OutcomeKind
+    level: Literal["info", "warning"]
+    text: str  # `route tiny: supported`, `route lic: reject — see Problems`, `route slow: gates cancelled — …`
+    showProblems: bool
+
+
+class RunGatesReply(_Wire):
+    """`trtls.runGates {uri, route, gates?}`"""
+
+    route: str
+    decision: Literal["supported", "hold", "reject"] | None
+    verdict: GatesVerdict
+    stopped: bool = False
+    status: str | None = None  # `invalid_recipe` when it did not run
+    errors: list[str] = []
+    checks: list[GateCheck] = []
+    summaryPath: str | None = None
+
+
+class LockRouteReply(_Wire):
+    """`trtls.lockRoute {uri, route}` (after the user confirms)"""
+
+    route: str
+    locked: bool
+    status: str | None = None
+    reason: str | None = None
+    files: int | None = None
+    commit: str | None = None
+
+
+class AllowLicenseReply(_Wire):
+    """`trtls.allowLicense {uri, route, license}` (after the user confirms)"""
+
+    applied: bool
+
+
+class DebugInformationReply(BaseModel):
+    """`trtls.printDebugInformation {}`: `text` for people; the same facts as fields (open-ended: a probe's)."""
+
+    model_config = ConfigDict(extra="allow")
+    text: str
+
+
+NOTIFICATIONS: dict[str, tuple[type[BaseModel], ...]] = {
+    "trtls/buildTree": (BuildTree, MatrixTree),
+    "$/progress (end)": (ProgressEnd,),
+}
+COMMAND_REPLIES: dict[str, type[BaseModel]] = {
+    "trtls.buildEngine": BuildEngineReply,
+    "trtls.buildMatrix": BuildMatrixReply,
+    "trtls.cancelBuild": CancelBuildReply,
+    "trtls.listBuilds": ListBuildsReply,
+    "trtls.showEvidence": EvidenceReply,
+    "trtls.buildReport": BuildReportReply,
+    "trtls.listTargets": ListTargetsReply,
+    "trtls.runGates": RunGatesReply,
+    "trtls.lockRoute": LockRouteReply,
+    "trtls.allowLicense": AllowLicenseReply,
+    "trtls.printDebugInformation": DebugInformationReply,
+}

@@ -1,0 +1,60 @@
+"""The protocol is declared once (trtls.core.events, trtls.core.wire) and its documents are generated from it:
+docs/protocol.md's tables, docs/protocol.schema.json and the extension's TypeScript types. This fails when one of
+them is not what `python -m trtls.schema.protocol` writes (CI also runs it with --check)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import jsonschema
+
+from trtls.core import events, wire
+from trtls.schema import protocol
+
+ROOT = Path(__file__).resolve().parents[1]
+TRACE = ROOT / "tests" / "data" / "trt-rtx-traces" / "large_events.jsonl"  # a real `large` build's --json stream
+
+
+def test_every_generated_file_is_what_the_models_give() -> None:
+    assert protocol.drifted() == [], "run .venv/bin/python -m trtls.schema.protocol and commit the result"
+
+
+def test_check_mode_fails_on_a_stale_table(tmp_path: Path, monkeypatch) -> None:
+    """--check is not a formality: a doc whose table lost a row is reported, and the run exits 1."""
+    stale = tmp_path / "protocol.md"
+    stale.write_text(protocol.DOC_FILE.read_text().replace("| `phase_finish` |", "| `phase_end` |"))
+    monkeypatch.setattr(protocol, "DOC_FILE", stale)
+    assert protocol.drifted() == [stale]
+    assert protocol.main(["--check"]) == 1
+
+
+def test_check_mode_runs_as_ci_runs_it() -> None:
+    r = subprocess.run([sys.executable, "-m", "trtls.schema.protocol", "--check"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+
+
+def test_the_schema_declares_every_event_and_every_reply_and_holds_real_events() -> None:
+    schema = json.loads(protocol.SCHEMA_FILE.read_text())
+    x = schema["x-trtls"]
+    assert set(x["workerEvents"]) == set(events.EVENT_MODELS)
+    assert set(x["commands"]) == set(wire.COMMAND_REPLIES)
+    # a real TensorRT-RTX build's events validate against the generated schema, and a field it does not declare fails
+    validators = {
+        t: jsonschema.Draft202012Validator({**schema, "$ref": f"#/$defs/{m}"}) for t, m in x["workerEvents"].items()
+    }
+    lines = [json.loads(line) for line in TRACE.read_text().splitlines()]
+    for ev in [e for e in lines if e["type"] not in ("step", "log")] + lines[::50]:
+        validators[ev["type"]].validate(ev)
+    errors = list(validators["phase_start"].iter_errors({**lines[0], "percent": 5}))
+    assert errors and "percent" in errors[0].message, "an undeclared field fails the schema too"
+
+
+def test_the_typescript_types_name_every_model_field() -> None:
+    ts = protocol.TS_FILE.read_text()
+    for model in (wire.BuildTree, wire.PhaseRow, wire.RunGatesReply, events.BuildStarted, events.PhaseFinish):
+        assert f"export interface {model.__name__} {{" in ts
+        for name in model.model_fields:
+            assert f"  {name}" in ts, f"{model.__name__}.{name} is missing from protocol.ts"
