@@ -7,6 +7,7 @@ from pathlib import Path
 
 from tests.checkpoint._bert import make_bert_checkpoint
 
+from trtls.gates.parity.tokenizer import TokenizerParity, check_tokenizer
 from trtls.runtimes.tokenize import runtime_token_ids
 
 RUNNER = """
@@ -41,10 +42,22 @@ def test_ids_come_from_the_runner(tmp_path: Path) -> None:
     assert got.ids[0][0] == 2 and got.ids[0][-1] == 3  # [CLS] … [SEP], as the runner's tokenizer says
 
 
-def test_a_runner_that_differs_is_seen_as_different(tmp_path: Path) -> None:
-    good = runtime_token_ids(_runner(tmp_path), ["the engine builds"], cwd=str(tmp_path), timeout_s=60)
-    bad = runtime_token_ids(_runner(tmp_path, "drop-special"), ["the engine builds"], cwd=str(tmp_path), timeout_s=60)
-    assert good.ids and bad.ids and good.ids != bad.ids
+def test_gate_4_judges_a_runner_against_the_checkpoints_tokenizer(tmp_path: Path) -> None:
+    """What the runner reports is compared with the reference tokenizer as trtls computes it (not the runner with
+    itself): a faithful runner passes, one that drops [CLS]/[SEP] is rejected at the first id (TRT806)."""
+    texts = ["the engine builds", "gate parity"]
+    reference = tmp_path / "ck" / "tokenizer.json"
+
+    def judged(*extra: str):
+        got = runtime_token_ids(_runner(tmp_path, *extra), texts, cwd=str(tmp_path), timeout_s=60)
+        assert got.error is None, got.error
+        return check_tokenizer(TokenizerParity(reference=reference, texts=texts, under_test_ids=got.ids))
+
+    faithful = judged()
+    assert faithful.status == "pass" and faithful.evidence == {"texts": 2}, faithful.message
+    dropped = judged("drop-special")
+    assert dropped.status == "reject" and dropped.code == "TRT806", dropped.message
+    assert dropped.evidence == {"text_index": 0, "position": 0} and "ids reported by the runtime" in dropped.message
 
 
 def test_runner_failures_are_reasons_not_ids(tmp_path: Path) -> None:
