@@ -70,7 +70,7 @@ _TABLE: tuple[Code, ...] = (
     Code("TRT113", ERROR, "models", "A dynamic input is missing from a profile"),
     Code("TRT114", ERROR, "models", "Rank differs from the model's"),
     Code("TRT115", ERROR, "models", "A static dimension changed"),
-    # TRT116–TRT139: free (one line per new code, here)
+    # TRT130–TRT139: free (one line per new code, here)
     # -- docs/codes/build-config.md ------------------------------------------------------------------------------------
     Code("TRT140", WARNING, "build-config", "Setting not applied by this builder module"),
     Code("TRT141", ERROR, "build-config", "Legacy precision flag not in this module"),

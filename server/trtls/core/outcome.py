@@ -1,15 +1,19 @@
 """How a finished run ended, in one word every face can act on without reading prose.
 
-`outcome` is what happened (a build: built, cancelled, failed, forced, killed; a gates run: supported, hold,
-reject, or cancelled when it stopped before a decision). `outcomeKind` is how a face should tell the user:
+`outcome` is what happened: a build is built, cancelled, failed, forced or killed; a matrix (a farm run) has a
+build's outcome too, `built` only when every cell built, else the worst of its cells (`builds.matrix`); a gates
+run is supported, hold or reject, `cancelled` when it was stopped (whatever the gates before the stop said), or
+`no_decision` when it ended without one for another reason (`gates_outcome`). `outcomeKind` is how a face
+should tell the user:
 
 - `ok`: the work is done and good (an engine was built; the route is supported);
 - `cancelled`: stopped on request, nothing decided or written;
-- `failed`: the work did not complete (the builder failed, ignored a cancel and was forced, or died);
+- `failed`: the work did not complete (the builder failed, ignored a cancel and was forced, or died; a gates
+  run with no decision); an outcome not in these tables is a failure, never reported as success;
 - `refused`: the work completed and the answer is no (a gate said hold or reject; the findings say why).
 
-The server sends both on the `trtls/buildTree` notification and on the end of a build's or a gates run's
-`$/progress`; the terminal, the LSP client and the VS Code extension render them and never re-derive them.
+These tables are the rule's one owner: the server sends both words with every finished run (the
+`trtls/buildTree` notification, the end of its `$/progress`), and the faces render them.
 """
 
 from __future__ import annotations
