@@ -262,7 +262,7 @@ def show_evidence(ls: TrtlsServer, args: Any = None) -> dict[str, Any]:
     a = _args("BuildIdArgs", args)
     build = ls.runs.get(a.buildId)  # a matrix: its cells and where they ran
     if build is None or build.summary is None:
-        state = "still running" if build is not None else "unknown"
+        state = "unknown" if build is None else "still running" if build.running else "over, with no evidence written"
         raise JsonRpcInvalidParams(f"build '{a.buildId}' is {state}; evidence exists once a build has finished")
     return {"buildId": a.buildId, "path": str(build.evidence_dir / "summary.json"), "summary": build.summary}
 
