@@ -119,6 +119,8 @@ def cut(graph: Any, first: int, last: int, facts: dict[str, TensorFacts], n_prof
         entries = [e for t in g.inputs if (e := _profile_entry(t.name, facts[t.name], index)) is not None]
         if entries:
             profiles.append({"inputs": entries})
-    names = [n.name for n in kept]
-    compute = sum(1 for n in kept if n.op != "Constant")
-    return Candidate(gs.export_onnx(g), len(kept), compute, first, last, names, profiles)
+    exported = gs.export_onnx(g)
+    nodes = exported.graph.node  # what the candidate holds, frozen constants included
+    compute = sum(1 for n in nodes if n.op_type != "Constant")
+    names = [n.name for n in nodes if n.op_type != "Constant"]
+    return Candidate(exported, len(nodes), compute, first, last, names, profiles)
