@@ -26,6 +26,7 @@ from typing import Any
 from trtls.accept.criteria import Observation
 from trtls.builds.artifacts import sha256_file
 from trtls.builds.orphans import process_alive
+from trtls.builds.retry import RETRY_FOR_POLICY, retry_overrides
 from trtls.builds.supervisor import Build, Supervisor
 from trtls.builds.timing_cache import identity_path
 from trtls.core.atomic import TEMP_MARK
@@ -273,10 +274,10 @@ class Recorder:
         Then ask a runtime whether the resulting engine loads (None: nothing here can load one)."""
         s = self.obs.summary or {}
         policy = s.get("retryPolicy")
-        if policy in ("retry_cold", "retry_with_cache"):
+        kind = RETRY_FOR_POLICY.get(str(policy))
+        if kind in ("cold", "with_cache"):  # investigate's retry (a reduced search) is a diagnosis: nothing runs
             ov = json.loads(json.dumps(overrides or {}))
-            if policy == "retry_cold":
-                ov["cache_mode"] = "off"
+            ov.update(retry_overrides(kind, 0))  # builds.retry owns what each retry means (cold: cache off)
             summary, build, _ = build_sync(self.ws, self.ctx.engine, overrides=ov)
             disk, _ = read_evidence(self.ws, summary.get("buildId"))
             des = deserializes(self.paths["output"]) if summary.get("outcome") == "built" else None

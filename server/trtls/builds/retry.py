@@ -17,6 +17,12 @@ RETRY_FOR_POLICY: dict[str, RetryKind] = {
     "investigate": "reduced_tactics",
 }
 REDUCED_MAX_NUM_TACTICS = 4  # enough to show where a build stalls, far fewer than a full search
+# how a face offers each retry (the TRT205 quick fixes; the one RETRY_FOR_POLICY picks is the preferred one)
+RETRY_TITLES: dict[RetryKind, str] = {
+    "cold": "Retry cold",
+    "with_cache": "Retry with the timing cache",
+    "reduced_tactics": "Retry with a reduced tactic search (diagnosis)",
+}
 
 
 def retry_overrides(retry: RetryKind | None, optimization_level: int) -> dict[str, Any]:

@@ -7,6 +7,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, ValidationError
 from pygls.exceptions import JsonRpcInvalidParams
 
+from trtls.builds.retry import RetryKind
+
 
 class _Args(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -15,7 +17,7 @@ class _Args(BaseModel):
 class BuildEngineArgs(_Args):
     uri: str
     engine: str
-    retry: Literal["cold", "with_cache", "reduced_tactics"] | None = None
+    retry: RetryKind | None = None  # builds.retry owns the kinds
 
 
 class BuildMatrixArgs(_Args):

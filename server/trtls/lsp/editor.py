@@ -15,6 +15,7 @@ from typing import Any
 from lsprotocol import types as lsp
 from pydantic import BaseModel
 
+from trtls.builds import retry as retry_table
 from trtls.core.recipe import LoadedRecipe, RecipeFile
 from trtls.core.route import RouteModel
 from trtls.core.validation import model_in
@@ -274,19 +275,13 @@ def code_actions(uri: str, text: str, diagnostics: list[lsp.Diagnostic]) -> list
             )
         elif code == "TRT205":
             engine = data.get("engine")
-            for title, retry in (
-                ("Retry cold", "cold"),
-                ("Retry with the timing cache", "with_cache"),
-                ("Retry with a reduced tactic search (diagnosis)", "reduced_tactics"),
-            ):
+            advised = retry_table.RETRY_FOR_POLICY.get(str(data.get("retryPolicy")))
+            for retry in retry_table.RETRY_KINDS:
+                title = retry_table.RETRY_TITLES[retry]
                 cmd = lsp.Command(
                     title, "trtls.buildEngine", arguments=[{"uri": uri, "engine": engine, "retry": retry}]
                 )
-                preferred = (
-                    (retry == "cold" and data.get("retryPolicy") == "retry_cold")
-                    or (retry == "with_cache" and data.get("retryPolicy") == "retry_with_cache")
-                    or (retry == "reduced_tactics" and data.get("retryPolicy") == "investigate")
-                )
+                preferred = retry == advised
                 out.append(
                     lsp.CodeAction(
                         title=title,
