@@ -30,6 +30,7 @@ from _common import emit, figure, parser, workspace
 HERE = Path(__file__).resolve().parent
 TARGETS = {"demo": 1.10, "large": 1.02}
 TRTLS = [sys.executable, "-m", "trtls", "build"]
+os.environ["TRTLS_STORE"] = "off"  # every round must build: the engine store would reuse round 1 (bench_store)
 
 
 def timed(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, float]:

@@ -7,12 +7,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.builds.helpers import loaded
 from trtls.builds.build import worker_job
 from trtls.checkpoint.hashing import DigestCache
 from trtls.store.diff import key_changes
 from trtls.store.key import builder_identity, engine_key, key_of_parts
-
-from tests.builds.helpers import loaded
 
 
 def _key(ws: Path, engine: str = "demo", **overrides):
@@ -89,7 +88,8 @@ def test_warm_digest_cache_does_not_read_the_model(workspace: Path) -> None:
 def test_builder_identity_needs_no_tensorrt_import() -> None:
     code = (
         "import sys; from trtls.store.key import builder_identity; b = builder_identity('auto'); "
-        "assert not any(m.startswith('tensorrt') for m in sys.modules), sorted(sys.modules); print(b['module'], b['version'])"
+        "assert not any(m.startswith('tensorrt') for m in sys.modules), sorted(sys.modules); "
+        "print(b['module'], b['version'])"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert out[0] == "tensorrt_rtx" and out[1].count(".") >= 2

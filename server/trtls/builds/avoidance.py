@@ -16,7 +16,6 @@ import asyncio
 import json
 import os
 import time
-import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +24,7 @@ from typing import Any
 from trtls import __version__
 from trtls.builds.build import new_build_id, state_dir, worker_job
 from trtls.core.atomic import atomic_write_text
+from trtls.core.tomlpos import bounded_loads
 from trtls.store.config import StoreConfig, store_config
 from trtls.store.diff import key_changes
 from trtls.store.entries import Entry, Refused, Store, StoreUnusable
@@ -42,6 +42,8 @@ class StoreUse:
     engine: str
     state_dir: Path
     config: StoreConfig | None
+    output: Path
+    history: str  # the known-good history's name: the engine, or `engine.cell` for a matrix cell
     store: Store | None = None
     key: EngineKey | None = None
     not_used: str | None = None  # why this build does not use the store (evidence: store.used = false)
@@ -51,6 +53,7 @@ class StoreUse:
     lock: KeyLock | None = None
     rebuild: bool = False
     reused_from: dict[str, Any] | None = None
+    waited_for: str | None = None  # the lock holder (`pid build-id`) this build waited for, if it waited
 
     def release(self) -> None:
         if self.lock is not None:
@@ -65,6 +68,8 @@ class StoreUse:
             "mode": self.config.mode if self.config else None,
             "source": self.config.source if self.config else None,
             "warnings": self.warnings,
+            "key": self.key.hex if self.key else None,
+            "waitedFor": self.waited_for,
         }
 
 
@@ -74,7 +79,7 @@ def store_may_serve(recipe: Path, no_store: bool, rebuild: bool) -> bool:
     if no_store or rebuild:
         return False
     try:
-        data = tomllib.loads(recipe.read_text(encoding="utf-8"))
+        data = bounded_loads(recipe.read_text(encoding="utf-8"))  # deep nesting: TRT120 later, not a crash
     except (OSError, ValueError):
         return True
     table = data.get("store")
@@ -98,14 +103,15 @@ def prepare(
     rebuild: bool = False,
     bypass: str | None = None,
     faults: dict[str, Any] | None = None,
+    history: str | None = None,
 ) -> StoreUse:
     """Key the build and open its store. Raises StoreUnusable (TRT330/TRT331) for a store folder that cannot
     serve its mode; `located_store_error` places it on the recipe."""
     eng = loaded.engine(engine)
     sdir = state_dir(loaded.path)
     config = store_config(loaded.recipe.store, loaded.base_dir)
-    use = StoreUse(engine, sdir, config, rebuild=rebuild)
     job = worker_job(loaded, engine, "key", overrides)
+    use = StoreUse(engine, sdir, config, Path(job["output"]), history or engine, rebuild=rebuild)
     if eng.worker:
         use.not_used = "an external worker builds this engine: what it reads is unknown, so it is not keyed"
         return use
@@ -117,7 +123,7 @@ def prepare(
     except KeyUnavailable as exc:
         use.not_used = f"no engine key: {exc}"
         return use
-    use.last = KnownGood(sdir, engine).last()
+    use.last = KnownGood(sdir, use.history).last()
     if use.last is not None and use.last.get("key") != use.key.hex and isinstance(use.last.get("parts"), dict):
         use.changes = key_changes(use.last["parts"], use.key.parts)
     if bypass is not None:
@@ -150,7 +156,11 @@ def _lookup(use: StoreUse) -> Entry | None:
 
 
 async def reuse_or_lock(
-    use: StoreUse, loaded: Any, build_id: str | None = None, say: Callable[[str], None] | None = None
+    use: StoreUse,
+    loaded: Any,
+    build_id: str | None = None,
+    say: Callable[[str], None] | None = None,
+    wait: bool = True,
 ) -> dict[str, Any] | None:
     """A hit: the output restored and the reuse's evidence written; returns that summary. A miss: returns None,
     holding the key's lock when the store is writable (the caller builds, then calls `after_build`). Two processes
@@ -174,15 +184,19 @@ async def reuse_or_lock(
             if entry is None and not use.rebuild and waited and _lookup(use) is not None:
                 continue  # published between our look and our lock: reuse it
             return None
-        if not waited and say is not None:
-            say(f"waiting for build {lock.holder()} of the same engine key (another process) — it will be reused")
+        if not wait:
+            return None  # another process builds this key; the caller builds too (no lock: its publish is a no-op)
+        if not waited:
+            use.waited_for = lock.holder()
+            if say is not None:
+                say(f"waiting for build {use.waited_for} of the same engine key (another process) — it will be reused")
         waited = True
         await asyncio.sleep(WAIT_POLL_S)
 
 
 def _restore(use: StoreUse, loaded: Any, entry: Entry, build_id: str, waited: bool) -> dict[str, Any] | None:
     assert use.store is not None and use.key is not None
-    output = Path(worker_job(loaded, use.engine, build_id)["output"])
+    output = use.output
     t0 = time.time()
     try:
         use.store.restore(entry, output, build_id)
@@ -191,6 +205,19 @@ def _restore(use: StoreUse, loaded: Any, entry: Entry, build_id: str, waited: bo
         return None
     use.reused_from = entry.build
     summary = reuse_summary(use, loaded, entry, build_id, output, t0, waited)
+    KnownGood(use.state_dir, use.history).append(
+        {
+            **{k: entry.build.get(k) for k in ("buildId", "startedAt", "durationS", "buildConfigHash")},
+            "restoredAs": build_id,
+            "key": use.key.hex,
+            "sha256": entry.sha256,
+            "size": entry.size,
+            "stored": True,
+            "reused": True,
+            "changes": use.changes,
+            "parts": use.key.parts,
+        }
+    )
     evidence = state_dir(loaded.path) / "runs" / build_id
     evidence.mkdir(parents=True, exist_ok=True)
     atomic_write_text(evidence / "summary.json", json.dumps(summary, indent=2, default=str))
@@ -277,7 +304,7 @@ def after_build(use: StoreUse, build: Any) -> dict[str, Any]:
                 "builderModule": summary.get("builderModule"),
             }
             stored = _publish(use, build.output, record, art.get("sha256"))
-            KnownGood(use.state_dir, use.engine).append(
+            KnownGood(use.state_dir, use.history).append(
                 {
                     **record,
                     "key": use.key.hex,
@@ -316,3 +343,29 @@ def _publish(use: StoreUse, engine: Path, record: dict[str, Any], sha: str | Non
     except OSError as exc:
         use.warnings.append(f"TRT333 the engine is built at {engine} but was not stored: {exc.strerror or exc}")
         return False
+
+
+def attach(use: StoreUse, build: Any, on_warning: Callable[[str], None] | None = None) -> None:
+    """Publish and record when `build` ends, before any other listener (a view) reads its summary."""
+
+    def on_end(b: Any, ev: Any) -> None:
+        if ev is None:
+            after_build(use, b)
+            for w in use.warnings:
+                if on_warning is not None:
+                    on_warning(w)
+
+    build.listeners.insert(0, on_end)
+
+
+async def before_build(
+    loaded: Any, engine: str, overrides: dict[str, Any] | None = None
+) -> tuple[StoreUse | None, dict[str, Any] | None]:
+    """The editor's lookup: (use, None) → start the build and `attach(use, build)`; (None, summary) → done: the
+    summary's outcome is `reused`, or `store_error` (TRT330/TRT331: nothing is built, as in the terminal)."""
+    try:
+        use = await asyncio.to_thread(prepare, loaded, engine, overrides)
+    except StoreUnusable as exc:
+        return None, {"outcome": "store_error", "code": exc.code, "error": f"{exc.code} {exc}"}
+    reused = await reuse_or_lock(use, loaded)
+    return (None, reused) if reused is not None else (use, None)

@@ -134,6 +134,9 @@ async def _build_matrix(loaded: Any, engines: list[str], args: argparse.Namespac
         if not planned:
             report_error("TRT177", f"no matrix cell named {args.cell}", str(loaded.path))
             return EXIT_BAD_INPUT
+    planned, store_uses = await store.avoid_cells(loaded, planned, args)  # a hit cell costs no worker, no node
+    if not planned:
+        return EXIT_OK  # every cell was up to date
     remote_for = None
     if loaded.recipe.cluster is not None:
         from trtls.builds.farm.submit import prepare
@@ -151,6 +154,7 @@ async def _build_matrix(loaded: Any, engines: list[str], args: argparse.Namespac
     title = (args.engine or "all") + (" (matrix)" if args.matrix else "")
     sup = Supervisor()
     mb = start_matrix(sup, loaded, planned, title, remote_for)
+    store.attach_cells(mb, store_uses)
     install_stop_keys(mb, "every cell", quiet=args.json)
     loop = asyncio.get_running_loop()
     if args.timeout:

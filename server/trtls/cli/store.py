@@ -56,14 +56,7 @@ def attach(use: Any, build: Any, quiet: bool) -> None:
     """Publish and record when the build ends — before any view prints the summary (first listener)."""
     from trtls.builds import avoidance
 
-    def on_end(b: Any, ev: Any) -> None:
-        if ev is None:
-            avoidance.after_build(use, b)
-            for w in use.warnings:
-                if not quiet:
-                    _say(f"warning: {w}")
-
-    build.listeners.insert(0, on_end)
+    avoidance.attach(use, build, None if quiet else lambda w: _say(f"warning: {w}"))
 
 
 # -- subcommands -------------------------------------------------------------------------------------------------
@@ -194,3 +187,43 @@ def register(sub: Any) -> None:
         help="the build whose engine to restore (default: the one before the engine now at the output)",
     )
     r.set_defaults(func=cmd_rollback)
+
+
+async def avoid_cells(loaded: Any, planned: list[Any], args: argparse.Namespace) -> tuple[list[Any], dict[str, Any]]:
+    """A matrix's lookup: cells whose key is in the store are restored here (on a cluster they cost no node);
+    returns the cells still to build and each one's store use by cell key (see `attach_cells`). A cell whose key
+    another process is building is built here too (a matrix does not wait cell by cell)."""
+    from trtls.builds import avoidance
+    from trtls.store.entries import StoreUnusable
+
+    if args.no_store:
+        return planned, {}
+    left, uses = [], {}
+    for p in planned:
+        try:
+            use = avoidance.prepare(
+                loaded, p.engine, p.overrides, rebuild=bool(args.rebuild), history=p.key.replace("/", ".")
+            )
+        except StoreUnusable as exc:
+            _say(f"warning: {exc.code} {exc}: the matrix builds without the store")
+            return planned, {}
+        reused = await avoidance.reuse_or_lock(use, loaded, say=None, wait=False)
+        if reused is None:
+            left.append(p)
+            uses[p.key] = use
+        elif not args.json:
+            print(f"{p.key}: {reused['message']}")
+    return left, uses
+
+
+def attach_cells(mb: Any, uses: dict[str, Any]) -> None:
+    """Publish each cell that builds, when it ends."""
+    from trtls.builds import avoidance
+
+    def on_cell(m: Any, build: Any, ev: Any) -> None:
+        if ev is None and build is not None:
+            use = uses.pop(f"{build.engine}/{build.cell}" if build.cell else build.engine, None)
+            if use is not None:
+                avoidance.after_build(use, build)
+
+    mb.listeners.insert(0, on_cell)

@@ -81,6 +81,8 @@ def table_at_text(lines: list[str], line: int) -> tuple:
 # -- code lens ---------------------------------------------------------------------------------
 def code_lenses(loaded: LoadedRecipe, uri: str, running: dict[str, str], last: dict[str, str]) -> list[lsp.CodeLens]:
     """▶ Build Engine (■ Stop while it builds, Evidence after) over each engine; ▶ Run Gates over routes."""
+    from trtls.builds.freshness import build_lens_title  # the engine store's verdict (docs/store.md)
+
     out: list[lsp.CodeLens] = []
     for line, path in loaded.source_map.tables:
         rng = lsp.Range(lsp.Position(line, 0), lsp.Position(line, 0))
@@ -101,7 +103,11 @@ def code_lenses(loaded: LoadedRecipe, uri: str, running: dict[str, str], last: d
                 out.append(
                     lsp.CodeLens(
                         rng,
-                        lsp.Command("▶ Build Engine", "trtls.buildEngine", arguments=[{"uri": uri, "engine": engine}]),
+                        lsp.Command(
+                            build_lens_title(loaded, engine),  # ✓ up to date · … / ▶ Build Engine · what changed
+                            "trtls.buildEngine",
+                            arguments=[{"uri": uri, "engine": engine}],
+                        ),
                     )
                 )
             eng = loaded.recipe.engines.get(engine) if loaded.recipe is not None else None

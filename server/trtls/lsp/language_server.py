@@ -186,6 +186,9 @@ class TrtlsServer(LanguageServer):
                 from trtls.gates.lifecycle.notes import promotion_findings  # TRT950–952 on promoted routes
 
                 self.store.set(uri, Origin.gates, "promotion", promotion_findings(loaded))
+                from trtls.builds.freshness import freshness_findings  # TRT336/337: will rebuild, stale output
+
+                self.store.set(uri, Origin.build, "freshness", await asyncio.to_thread(freshness_findings, loaded))
                 self.publish(uri)
                 if first:
                     self.refresh_lenses()  # a lens asked for before this check landed got none

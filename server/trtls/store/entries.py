@@ -293,14 +293,29 @@ class Store:
         return evicted
 
     def clean_tmp(self, older_than_s: float = 3600) -> int:
-        """Remove what a killed publish left in tmp/ (never inside entries/)."""
+        """Remove what a killed publish left in tmp/ (never inside entries/): folders whose writer (the pid in
+        the name) is gone, and anything older than `older_than_s`."""
         n = 0
         now = time.time()
         for p in (self.root / "tmp").glob("*"):
             try:
-                if now - p.stat().st_mtime > older_than_s:
+                if not _writer_alive(p.name) or now - p.stat().st_mtime > older_than_s:
                     shutil.rmtree(p, ignore_errors=True) if p.is_dir() else p.unlink()
                     n += 1
             except OSError:
                 continue
         return n
+
+
+def _writer_alive(name: str) -> bool:
+    """`<key>.<pid>.<ns>`: is that pid still running? (Unknown names count as alive: age decides.)"""
+    parts = name.split(".")
+    if len(parts) != 3 or not parts[1].isdigit():
+        return True
+    try:
+        os.kill(int(parts[1]), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

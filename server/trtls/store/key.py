@@ -197,3 +197,12 @@ def engine_key(job: dict[str, Any], state_dir: Path | None, device: dict[str, An
 def key_of_parts(parts: dict[str, Any]) -> str:
     """Recompute a key from stored parts (an entry whose recorded key is not this is refused)."""
     return hashlib.sha256(stable_json({k: v for k, v in parts.items() if k != "paths"}).encode()).hexdigest()
+
+
+def file_sha256(path: Path, state_dir: Path | None) -> str | None:
+    """One file's sha256 through the digest cache (None when it is missing): is the output the engine we built?"""
+    path = Path(path).absolute()
+    if not path.is_file():
+        return None
+    cache = DigestCache(state_dir / "digests.json") if state_dir is not None else None
+    return _digests([path], cache)[path]

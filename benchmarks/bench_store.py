@@ -1,0 +1,220 @@
+"""The engine store (docs/store.md): what an unchanged build costs, and how many TensorRT builds really run.
+
+All figures from one run, whole processes timed from the outside:
+1. an unchanged `trtls build` (a store hit) of `large` and of `demo`, against a bare TensorRT-RTX build of the same
+   model in the same run (`_bare_build.py`), interleaved pairs: median ratio hit/bare (targets ≤ 0.03 and ≤ 0.25);
+2. a hit on a ≥ 500 MB ONNX (demo's graph + a 512 MiB initializer) with a warm digest cache: wall seconds of the
+   whole `trtls build` process (target ≤ 0.5 s), and the same with a cold digest cache beside it;
+3. a 4-cell matrix (optimization_level 0–3) built once, then one cell changed (3 → 4): TensorRT builds counted in
+   the second run (target exactly 1);
+4. two `trtls build` processes of one key started together on an empty store: worker processes and processes that
+   imported TensorRT, counted (target exactly 1 each).
+Counting uses a sitecustomize on PYTHONPATH that drops a marker per worker start and per TensorRT import.
+Usage: python benchmarks/bench_store.py [--pairs N] [--quick] [--json F]
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import emit, figure, parser, workspace
+
+HERE = Path(__file__).resolve().parent
+TRTLS = [sys.executable, "-m", "trtls"]
+PROBE = """
+import os, sys
+_d = os.environ.get("TRTLS_BENCH_PROBE_DIR")
+if _d:
+    if "trtls.builds.worker" in getattr(sys, "orig_argv", []):
+        open(os.path.join(_d, f"worker-{os.getpid()}"), "w").close()
+    def _hook(event, args):
+        if event == "import" and str(args[0]).startswith("tensorrt"):
+            open(os.path.join(_d, f"tensorrt-{os.getpid()}"), "w").close()
+    sys.addaudithook(_hook)
+"""
+
+
+def with_store(ws: Path, store: Path) -> Path:
+    (ws / "trtls.toml").write_text((ws / "trtls.toml").read_text() + f'\n[store]\npath = "{store}"\n')
+    return ws
+
+
+def timed(cmd: list[str], env: dict[str, str] | None = None) -> float:
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    wall = time.perf_counter() - t0
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} exited {proc.returncode}: {proc.stderr[-1500:]}")
+    return wall
+
+
+def probe_env(folder: Path) -> tuple[dict[str, str], Path]:
+    marks = folder / "marks"
+    site = folder / "site"
+    marks.mkdir(parents=True)
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(PROBE)
+    env = {**os.environ, "TRTLS_BENCH_PROBE_DIR": str(marks), "PYTHONPATH": str(site)}
+    return env, marks
+
+
+def count(marks: Path, kind: str) -> int:
+    return len(list(marks.glob(f"{kind}-*")))
+
+
+def hit_vs_bare(engine: str, pairs: int, root: Path) -> list[dict]:
+    ws = with_store(workspace(root, f"ws-{engine}"), root / f"store-{engine}")
+    build = [*TRTLS, "build", str(ws), "--engine", engine]
+    seed = timed(build)  # the one real build: publishes the engine
+    onnx = ws / "models" / f"{engine}.onnx"
+    bare = [sys.executable, str(HERE / "_bare_build.py"), str(onnx), str(ws / "build" / f"{engine}.bare.engine")]
+    rows = []
+    for i in range(pairs):
+        order = [("hit", build), ("bare", bare)] if i % 2 == 0 else [("bare", bare), ("hit", build)]
+        got = {name: timed(cmd) for name, cmd in order}
+        rows.append(got)
+        print(f"  {engine} pair {i + 1}/{pairs}: hit {got['hit']:.3f} s, bare {got['bare']:.2f} s", flush=True)
+    ratios = [r["hit"] / r["bare"] for r in rows]
+    target = {"large": 0.03, "demo": 0.25}[engine]
+    med = statistics.median(ratios)
+    return [
+        figure(
+            f"{engine}: unchanged trtls build (store hit) / bare TensorRT-RTX build, wall (median)",
+            round(med, 4),
+            "×",
+            f"≤ {target}",
+            med <= target,
+            f"{pairs} interleaved pairs; hit median {statistics.median(r['hit'] for r in rows):.3f} s, bare median "
+            f"{statistics.median(r['bare'] for r in rows):.2f} s; the first (seeding) build took {seed:.1f} s; "
+            f"ratios {min(ratios):.4f}–{max(ratios):.4f}; load average {os.getloadavg()[0]:.1f}",
+        )
+    ]
+
+
+def make_big_model(src: Path, dst: Path, mib: int = 512) -> None:
+    """demo's graph + one unused float32 initializer of `mib` MiB, inline in the .onnx file."""
+    import numpy as np
+    import onnx
+    from onnx import numpy_helper
+
+    model = onnx.load(str(src))
+    model.graph.initializer.append(numpy_helper.from_array(np.zeros(mib * 1024 * 1024 // 4, np.float32), "pad"))
+    onnx.save(model, str(dst))
+
+
+def big_hit(root: Path, runs: int) -> list[dict]:
+    ws = with_store(workspace(root, "ws-big"), root / "store-big")
+    big = ws / "models" / "demo.onnx"
+    make_big_model(big, big)
+    old = time.time_ns() - 10 * 10**9  # the digest cache does not keep files modified within 2 s ("racy")
+    os.utime(big, ns=(old, old))
+    size = big.stat().st_size
+    build = [*TRTLS, "build", str(ws), "--engine", "demo"]
+    timed(build)  # the real build (publishes) and warms the digest cache
+    warm = [timed(build) for _ in range(runs)]
+    cold = []
+    for _ in range(max(1, runs // 2)):
+        (ws / ".trtls" / "digests.json").unlink()
+        cold.append(timed(build))
+    med = statistics.median(warm)
+    return [
+        figure(
+            f"hit on a {size / 1e6:.0f} MB ONNX, warm digest cache: whole trtls build process (median)",
+            round(med, 3),
+            "s",
+            "≤ 0.5",
+            med <= 0.5,
+            f"{runs} runs, {min(warm):.3f}–{max(warm):.3f} s; with a cold digest cache (the model hashed): median "
+            f"{statistics.median(cold):.3f} s; load average {os.getloadavg()[0]:.1f}",
+        )
+    ]
+
+
+MATRIX = """
+[engines.demo.matrix]
+output = "build/demo-o{optimization_level}.engine"
+optimization_level = [0, 1, 2, 3]
+"""
+
+
+def matrix_one_changed(root: Path) -> list[dict]:
+    ws = with_store(workspace(root, "ws-matrix"), root / "store-matrix")
+    (ws / "trtls.toml").write_text((ws / "trtls.toml").read_text() + MATRIX)
+    cmd = [*TRTLS, "build", str(ws), "--engine", "demo", "--matrix"]
+    env1, marks1 = probe_env(root / "probe-matrix-1")
+    timed(cmd, env1)
+    text = (ws / "trtls.toml").read_text()
+    (ws / "trtls.toml").write_text(
+        text.replace("optimization_level = [0, 1, 2, 3]", "optimization_level = [0, 1, 2, 4]")
+    )
+    env2, marks2 = probe_env(root / "probe-matrix-2")
+    timed(cmd, env2)
+    n = count(marks2, "tensorrt")
+    return [
+        figure(
+            "4-cell matrix, one cell changed: TensorRT builds in the second run",
+            n,
+            "",
+            "= 1",
+            n == 1,
+            f"worker processes {count(marks2, 'worker')}; the first run built {count(marks1, 'tensorrt')} cells",
+        )
+    ]
+
+
+def two_at_once(root: Path) -> list[dict]:
+    store = root / "store-two"
+    a = with_store(workspace(root, "ws-two-a"), store)
+    b = with_store(workspace(root, "ws-two-b"), store)
+    env, marks = probe_env(root / "probe-two")
+    procs = [
+        subprocess.Popen(
+            [*TRTLS, "build", str(ws), "--engine", "demo"],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )  # fmt: skip
+        for ws in (a, b)
+    ]
+    outs = [p.communicate() for p in procs]
+    if any(p.returncode for p in procs):
+        raise RuntimeError(f"a build failed: {outs}")
+    workers, imports = count(marks, "worker"), count(marks, "tensorrt")
+    return [
+        figure(
+            "two simultaneous builds of one key: workers that ran TensorRT",
+            imports,
+            "",
+            "= 1",
+            imports == 1 and workers == 1,
+            f"worker processes started {workers}; both exited 0",
+        )
+    ]
+
+
+def main() -> int:
+    ap = parser(__doc__)
+    ap.add_argument("--pairs", type=int, help="pairs per engine (default 3; --quick 1)")
+    args = ap.parse_args()
+    pairs = args.pairs or (1 if args.quick else 3)
+    root = Path(tempfile.mkdtemp(prefix="trtls-bench-store-"))
+    figures = []
+    figures += two_at_once(root)
+    figures += matrix_one_changed(root)
+    figures += big_hit(root, 3 if args.quick else 7)
+    for engine in ("demo", "large"):
+        figures += hit_vs_bare(engine, pairs, root)
+    emit({"title": "Engine store: build avoidance (issue 19)", "figures": figures}, args.json)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,104 @@
+"""Is an engine up to date? The recipe's engine key (digest cache, no TensorRT) against the table's last
+successful build, and the engine at `output` against the one that build wrote — as `make` would ask. Faces render
+`Freshness.lens_title` (code lens) and `Freshness.changes` (hint, tree); nothing re-derives it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from trtls.builds.avoidance import ago
+from trtls.builds.build import state_dir, worker_job
+from trtls.store.diff import key_changes
+from trtls.store.key import KeyUnavailable, engine_key, file_sha256
+from trtls.store.known_good import KnownGood
+
+
+@dataclass(frozen=True)
+class Freshness:
+    state: str  # up_to_date | will_rebuild | output_differs | never_built | unknown
+    changes: list[str] = field(default_factory=list)
+    last: dict[str, Any] | None = None
+
+    @property
+    def lens_title(self) -> str:
+        if self.state == "up_to_date" and self.last is not None:
+            return f"✓ up to date · built {ago(self.last.get('startedAt'))}"
+        if self.state == "will_rebuild" and self.changes:
+            more = f" (+{len(self.changes) - 1})" if len(self.changes) > 1 else ""
+            return f"▶ Build Engine · {self.changes[0]}{more}"
+        if self.state == "output_differs":
+            return "▶ Build Engine · the engine at output is not the last build's"
+        return "▶ Build Engine"
+
+    @property
+    def hint(self) -> str | None:
+        """`will rebuild: optimization_level 3 → 5` (TRT336's message), or None."""
+        if self.state == "will_rebuild" and self.changes:
+            return "will rebuild: " + "; ".join(self.changes)
+        if self.state == "output_differs":
+            return "the engine at output is not the one the last build wrote (no record of it, or other bytes)"
+        return None
+
+
+def engine_freshness(loaded: Any, engine: str) -> Freshness:
+    """Never raises: a key that cannot be computed (a missing model, no builder installed) is `unknown`."""
+    sdir = state_dir(loaded.path)
+    last = KnownGood(sdir, engine).last()
+    if last is None:
+        return Freshness("never_built")
+    eng = loaded.engine(engine)
+    if eng.worker:
+        return Freshness("unknown", last=last)
+    job = worker_job(loaded, engine, "freshness")
+    try:
+        from trtls.builds.cuda import cuda_driver
+
+        key = engine_key(job, sdir, cuda_driver())
+        out_sha = file_sha256(Path(job["output"]), sdir)
+    except (KeyUnavailable, OSError):
+        return Freshness("unknown", last=last)
+    if key.hex != last.get("key"):
+        parts = last.get("parts")
+        changes = key_changes(parts, key.parts) if isinstance(parts, dict) else ["the engine key changed"]
+        return Freshness("will_rebuild", changes or ["the engine key changed"], last)
+    if out_sha != last.get("sha256"):
+        return Freshness("output_differs", last=last)
+    return Freshness("up_to_date", last=last)
+
+
+def build_lens_title(loaded: Any, engine: str) -> str:
+    """The Build Engine lens's title: `✓ up to date · built 2 h ago` / `▶ Build Engine · onnx demo.onnx bytes
+    changed` / `▶ Build Engine` (never built, or the recipe has errors)."""
+    if loaded.recipe is None or engine not in loaded.recipe.engines:
+        return "▶ Build Engine"
+    return engine_freshness(loaded, engine).lens_title
+
+
+def freshness_findings(loaded: Any) -> list[Any]:
+    """TRT336 (will rebuild: what changed) on each engine table, TRT337 (the engine at output is not the last
+    build's) on its `output` — computed from the recipe and the digest cache, without TensorRT."""
+    from trtls.core.findings import Finding, Origin, Severity
+
+    out: list[Any] = []
+    if loaded.recipe is None:
+        return out
+    for engine in loaded.recipe.engines:
+        fresh = engine_freshness(loaded, engine)
+        if fresh.state == "will_rebuild" and fresh.hint:
+            out.append(
+                Finding(
+                    "TRT336",
+                    Severity.information,
+                    fresh.hint,
+                    ("engines", engine),
+                    Origin.build,
+                    data={"changes": fresh.changes},
+                )  # fmt: skip
+            )
+        elif fresh.state == "output_differs" and fresh.hint:
+            out.append(
+                Finding("TRT337", Severity.information, fresh.hint, ("engines", engine, "output"), Origin.build, True)
+            )
+    return out

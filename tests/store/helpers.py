@@ -1,0 +1,64 @@
+"""Helpers for the engine-store tests: `trtls build` as a real child process against a recipe with a `[store]`
+table, and a probe (sitecustomize on PYTHONPATH) that records every process that starts a worker or imports
+TensorRT, so a test can count them."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+PROBE = """
+import os, sys
+_d = os.environ.get("TRTLS_TEST_PROBE_DIR")
+if _d:
+    if "trtls.builds.worker" in getattr(sys, "orig_argv", []):
+        open(os.path.join(_d, f"worker-{os.getpid()}"), "w").close()
+    def _hook(event, args):
+        if event == "import" and str(args[0]).startswith("tensorrt"):
+            open(os.path.join(_d, f"tensorrt-{os.getpid()}"), "w").close()
+    sys.addaudithook(_hook)
+"""
+
+
+def with_store(ws: Path, store: Path, mode: str = "read_write", max_size: str | None = None) -> None:
+    text = (ws / "trtls.toml").read_text()
+    table = f'\n[store]\npath = "{store}"\nmode = "{mode}"\n'
+    if max_size:
+        table += f'max_size = "{max_size}"\n'
+    (ws / "trtls.toml").write_text(text + table)
+
+
+def probe_env(probe_dir: Path, **extra: str) -> dict[str, str]:
+    probe_dir.mkdir(parents=True, exist_ok=True)
+    site = probe_dir / "site"
+    site.mkdir(exist_ok=True)
+    (site / "sitecustomize.py").write_text(PROBE)
+    env = {**os.environ, "TRTLS_TEST_PROBE_DIR": str(probe_dir), **extra}
+    env["PYTHONPATH"] = os.pathsep.join([str(site), *filter(None, [os.environ.get("PYTHONPATH")])])
+    return env
+
+
+def probes(probe_dir: Path, kind: str) -> list[str]:
+    return sorted(p.name for p in probe_dir.glob(f"{kind}-*"))
+
+
+def build_cmd(ws: Path, *args: str) -> list[str]:
+    return [sys.executable, "-m", "trtls", "build", str(ws), "--engine", "demo", *args]
+
+
+def run_build(ws: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(build_cmd(ws, *args), capture_output=True, text=True, env=env, timeout=900)
+
+
+def summaries(ws: Path) -> list[dict[str, Any]]:
+    """Every evidence record of the workspace, oldest first."""
+    out = [json.loads(p.read_text()) for p in (ws / ".trtls" / "runs").glob("*/summary.json")]
+    return sorted(out, key=lambda s: s.get("startedAt") or 0)
+
+
+def entries(store: Path) -> list[Path]:
+    return sorted((store / "entries").glob("*"))

@@ -1,0 +1,71 @@
+"""Known-good history, rollback and "why rebuilt", with real builds: the seeded `demo` and a real rebuild with a
+larger profile max (another engine: an optimization level alone can give the same bytes for so small a model)."""
+
+from __future__ import annotations
+
+import hashlib
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.builds.helpers import loaded
+from tests.store.conftest import copy_store
+from tests.store.helpers import entries, run_build, summaries, with_store
+from trtls.builds.freshness import build_lens_title, engine_freshness
+
+CHANGE = "profile 0 input.max [8,3,32,32] → [16,3,32,32]"
+
+
+def sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def trtls(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "trtls", *args], capture_output=True, text=True, timeout=120)
+
+
+def test_why_rebuilt_engines_list_and_rollback(seeded: tuple[Path, dict], seed_ws: Path, tmp_path: Path) -> None:
+    store = copy_store(seeded, tmp_path)
+    with_store(seed_ws, store)
+    out = seed_ws / "build" / "demo.engine"
+    assert engine_freshness(loaded(seed_ws), "demo").state == "never_built"
+    assert run_build(seed_ws).returncode == 0  # a hit: the seeded engine, recorded as this table's known-good
+    fresh = engine_freshness(loaded(seed_ws), "demo")
+    assert fresh.state == "up_to_date" and build_lens_title(loaded(seed_ws), "demo").startswith("✓ up to date · built")
+
+    text = (seed_ws / "trtls.toml").read_text()
+    (seed_ws / "trtls.toml").write_text(text.replace("max = [8, 3, 32, 32]", "max = [16, 3, 32, 32]", 1))
+    rec = loaded(seed_ws)
+    will = engine_freshness(rec, "demo")
+    assert will.state == "will_rebuild" and will.changes == [CHANGE]
+    assert will.lens_title == f"▶ Build Engine · {CHANGE}"
+    assert will.hint == f"will rebuild: {CHANGE}"
+
+    done = run_build(seed_ws)
+    assert done.returncode == 0, done.stderr
+    assert f"rebuilding demo: {CHANGE}" in done.stderr
+    latest = summaries(seed_ws)[-1]
+    assert latest["outcome"] == "built" and latest["rebuiltBecause"] == [CHANGE]
+    assert len(entries(store)) == 2
+    larger = sha(out)
+    assert larger == latest["engineArtifact"]["sha256"] != seeded[1]["engineArtifact"]["sha256"]
+    assert engine_freshness(loaded(seed_ws), "demo").state == "up_to_date"
+
+    listed = trtls("engines", "demo", str(seed_ws))
+    assert listed.returncode == 0, listed.stderr
+    lines = listed.stdout.strip().splitlines()
+    assert len(lines) == 2 and lines[0].startswith(seeded[1]["buildId"]) and lines[1].startswith(latest["buildId"])
+    assert CHANGE in lines[1]
+
+    back = trtls("rollback", "demo", str(seed_ws))
+    assert back.returncode == 0, back.stderr
+    assert f"rolled back to the engine of build {seeded[1]['buildId']}" in back.stdout
+    assert sha(out) == seeded[1]["engineArtifact"]["sha256"]
+    rolled = summaries(seed_ws)[-1]
+    assert rolled["outcome"] == "rolled_back" and rolled["rolledBackTo"]["buildId"] == seeded[1]["buildId"]
+    assert engine_freshness(loaded(seed_ws), "demo").state == "output_differs"  # as make would say
+
+    forward = trtls("rollback", "demo", str(seed_ws), "--to", latest["buildId"])
+    assert forward.returncode == 0 and sha(out) == larger
+    missing = trtls("rollback", "demo", str(seed_ws), "--to", "demo-nope")
+    assert missing.returncode == 1 and "TRT338" in missing.stderr
