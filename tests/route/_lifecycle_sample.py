@@ -73,3 +73,22 @@ def set_in_route(root: Path, old: str, new: str) -> None:
     text = path.read_text()
     assert text.count(old) >= 1, old
     path.write_text(text.replace(old, new, 1))
+
+
+ENGINE_ROUTE = """
+[routes.trt]
+engine = "tiny"
+checkpoint = { path = "checkpoints/models--trtls--tiny-mlp", id = "trtls/tiny-mlp", \
+revision = "d065c296e0fef52b015f4755c02dda4b3064c1d2" }
+intended_use = "tests: hold reasons"
+allowed_licenses = ["apache-2.0"]
+bundle = "build/trt.bundle"
+runtime = "tensorrt_rtx"
+"""
+
+
+def add_engine_route(root: Path, extra: str = "", engine_extra: str = "") -> None:
+    text = (root / "trtls.toml").read_text()
+    if engine_extra:
+        text = text.replace('builder_module = "tensorrt_rtx"\n', f'builder_module = "tensorrt_rtx"\n{engine_extra}', 1)
+    (root / "trtls.toml").write_text(text + ENGINE_ROUTE + extra)

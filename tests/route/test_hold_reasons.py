@@ -7,21 +7,10 @@ import platform
 from pathlib import Path
 
 import pytest
-from _lifecycle_sample import ROUTE, copy, set_in_route
+from _lifecycle_sample import ROUTE, add_engine_route, copy, set_in_route
 
 from trtls.core.recipe import load_recipe
 from trtls.gates.run import run_gates
-
-ENGINE_ROUTE = """
-[routes.trt]
-engine = "tiny"
-checkpoint = { path = "checkpoints/models--trtls--tiny-mlp", id = "trtls/tiny-mlp", \
-revision = "d065c296e0fef52b015f4755c02dda4b3064c1d2" }
-intended_use = "tests: hold reasons"
-allowed_licenses = ["apache-2.0"]
-bundle = "build/trt.bundle"
-runtime = "tensorrt_rtx"
-"""
 
 
 @pytest.fixture
@@ -34,13 +23,6 @@ def checks_of(root: Path, route: str, gates: list[int] | None = None, **kw) -> d
     assert loaded.recipe is not None, [(loaded.location(f), f.message) for f in loaded.findings]
     result = run_gates(loaded, route, gates, write_evidence=False, **kw)
     return {c.name: c for c in result.checks}
-
-
-def add_engine_route(root: Path, extra: str = "", engine_extra: str = "") -> None:
-    text = (root / "trtls.toml").read_text()
-    if engine_extra:
-        text = text.replace('builder_module = "tensorrt_rtx"\n', f'builder_module = "tensorrt_rtx"\n{engine_extra}', 1)
-    (root / "trtls.toml").write_text(text + ENGINE_ROUTE + extra)
 
 
 def test_a_plugin_library_holds_until_the_route_describes_it(root):

@@ -86,10 +86,16 @@ def register(subparsers: Any) -> None:
     rb = rsub.add_parser(
         "build",
         help="export ONNX, build the engine and write the bundle, sidecar and SBOM",
-        epilog="exit codes: 0 bundle written, 1 build failed, 2 bad input, 130 cancelled (Ctrl-C), 137 forced/killed",
+        epilog="exit codes: 0 bundle written, 1 build failed, 2 bad input, 4 gate 1 refuses the checkpoint, "
+        "130 cancelled (Ctrl-C), 137 forced/killed",
     )
     rb.add_argument("recipe", nargs="?", help="trtls.toml or its folder (default: .)")
     rb.add_argument("--route", help="route table to build (default: the only route)")
+    rb.add_argument(
+        "--unverified-checkpoint",
+        action="store_true",
+        help="build even when gate 1 rejects the checkpoint (pickle, changed weights, branch revision): warns loudly",
+    )
     rb.add_argument(
         "--no-digest-cache", action="store_true", help="hash every checkpoint file, ignoring .trtls/digests.json"
     )

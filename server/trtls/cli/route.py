@@ -14,7 +14,8 @@ from trtls.route.build import RouteBuildError, build_route, load_route_recipe
 
 
 def cmd_route_build(args: Any) -> int:
-    """Exit codes: 0 bundle written, 1 build failed, 2 bad input, 130 cancelled (Ctrl-C), 137 forced/killed."""
+    """Exit codes: 0 bundle written, 1 build failed, 2 bad input, 4 gate 1 refuses the checkpoint, 130 cancelled
+    (Ctrl-C), 137 forced/killed."""
 
     from trtls.cli.terminal_view import PlainView, RichView, print_outcome
     from trtls.core.route import route_names
@@ -30,6 +31,9 @@ def cmd_route_build(args: Any) -> int:
             f"{loaded.path}: TRT107 choose a route with --route (routes: {', '.join(names) or 'none'})", file=sys.stderr
         )
         return EXIT_BAD_INPUT
+    refused = _preflight(loaded, name, args)
+    if refused is not None:
+        return refused
     holder: dict[str, Any] = {}
 
     def on_build(build: Any) -> None:
@@ -71,14 +75,50 @@ def cmd_route_build(args: Any) -> int:
     return exit_code_of(result.outcome, result.cancel_source)
 
 
+def _preflight(loaded: Any, name: str, args: Any) -> int | None:
+    """Gate 1's content checks before any export (`gates.source.build_preflight`): exit 4 on what refuses the build,
+    unless `--unverified-checkpoint` asked to go on (then every refusal is printed as a warning, loudly)."""
+    from trtls.core.route import route_model
+    from trtls.gates.source import build_preflight
+
+    try:
+        route = route_model(loaded, name)
+    except (KeyError, ValueError):
+        return None  # the build reports the recipe's errors itself, located
+    refuse, warn = build_preflight(loaded, name, route, use_digest_cache=not args.no_digest_cache)
+    for c in warn:
+        print(
+            f"{loaded.path}: {c.code} note: gate 1 {c.status.replace('_', ' ')}: {c.name}: {c.message}", file=sys.stderr
+        )
+    if not refuse:
+        return None
+    forced = bool(getattr(args, "unverified_checkpoint", False))
+    for c in refuse:
+        level = "WARNING (building anyway: --unverified-checkpoint)" if forced else "error"
+        print(
+            f"{loaded.path}: {c.code} {level}: gate 1 {c.status}s the checkpoint: {c.name}: {c.message}",
+            file=sys.stderr,
+        )
+    if forced:
+        return None
+    print(
+        f"route {name}: not built: gate 1 refuses the checkpoint (nothing exported or written; to build anyway for "
+        "a test, pass --unverified-checkpoint)",
+        file=sys.stderr,
+    )
+    return EXIT_REJECT
+
+
 def cmd_route_lock(args: Any) -> int:
     """Exit 0 locked, 2 bad input, 4 a route cannot be locked as it is (nothing written for it)."""
     from trtls.checkpoint.lock import LockError, lock_route
     from trtls.core.route import route_names
 
     loaded = load_route_recipe(args.recipe or ".")
-    if loaded.recipe is None:
-        for f in loaded.errors[:10]:
+    # an engine's ONNX that does not exist yet is what `trtls route build` writes: locking comes first (docs/gates.md)
+    blocking = [f for f in loaded.errors if not (f.code == "TRT104" and tuple(f.path)[::2] == ("engines", "onnx"))]
+    if not loaded.text or blocking:
+        for f in blocking[:10]:
             print(f"{loaded.location(f)}: {f.code} {f.message}", file=sys.stderr)
         return EXIT_BAD_INPUT
     names = route_names(loaded)

@@ -177,8 +177,14 @@ class RouteModel(_Model):
 
     @property
     def runtime_target(self) -> str:
-        """The runtime the deployed artifact is for, as the route summary names it."""
-        return "tensorrt" if self.engine is not None else "onnxruntime"
+        """The runtime the deployed artifact is for, as the route summary names it: `onnxruntime` for a route that
+        deploys its ONNX; for an engine, the TensorRT flavour that runs it (`tensorrt_rtx` or `tensorrt`: the runtime
+        under test when it is one, else the builder pin). `gates.run` prefers the engine table's builder_module."""
+        if self.engine is None:
+            return "onnxruntime"
+        if self.runtime in ("tensorrt", "tensorrt_rtx"):
+            return self.runtime
+        return self.environment.builder_module or "tensorrt"
 
 
 def _finding(

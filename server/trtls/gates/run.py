@@ -280,7 +280,7 @@ def _summary(
         "checkpoint_revision_pinned": ctx.route.revision_pinned,
         "bundle_path": str(ctx.resolve(ctx.route.bundle)),
         "bundle_digest": r.get("bundle_digest"),
-        "runtime_target": ctx.route.runtime_target,
+        "runtime_target": runtime_target(ctx),
         "deployed_artifact": r.get("deployed_artifact"),
         "runtime_under_test": r.get("runtime_under_test") or ctx.route.runtime,
         "reference_runtime": r.get("reference") or ctx.route.reference,
@@ -302,6 +302,15 @@ def _summary(
 
 
 DEPLOYED_CHECK = "parity.deployed_artifact"
+
+
+def runtime_target(ctx: GateContext) -> str:
+    """What the deployed artifact is for: the engine table's builder_module when the route deploys an engine (a
+    TensorRT-RTX engine is `tensorrt_rtx`, never plain `tensorrt`), else the route's own rule."""
+    recipe = ctx.loaded.recipe
+    eng = recipe.engines.get(ctx.route.engine) if recipe is not None and ctx.route.engine else None
+    module = eng.builder_module if eng is not None else None
+    return str(module) if module in ("tensorrt", "tensorrt_rtx") else ctx.route.runtime_target
 
 
 def _engine_note(ctx: GateContext, gates: dict[str, Any]) -> dict[str, Any]:

@@ -280,3 +280,21 @@ def _check_lock(checks: SourceChecks, lock_path: Path, commit: str | None, curre
         checks.add(
             "lock", "pass", f"all {len(current)} files match {LOCK_NAME}", "TRT512", REVISION, files=len(current)
         )
+
+
+# What stops `trtls route build` before it reads a weight into an export: what gate 1 rejects, and a revision that
+# is not pinned (a branch moves under the bundle). Other holds (no lock entry yet, an unverified plain folder) are
+# said, and the build goes on: the gates judge the route afterwards.
+BUILD_REFUSING_HOLDS = ("revision_pinned",)
+
+
+def build_preflight(
+    loaded: Any, route_name: str, route: RouteModel, *, use_digest_cache: bool = True
+) -> tuple[list[GateCheck], list[GateCheck]]:
+    """Gate 1's content checks before a route build: (checks that refuse it, checks that only warn)."""
+    result = check_checkpoint(loaded, route_name, route, use_digest_cache=use_digest_cache)
+    refuse = [
+        c for c in result.checks if c.status == "reject" or (c.status == "hold" and c.name in BUILD_REFUSING_HOLDS)
+    ]
+    warn = [c for c in result.checks if c not in refuse and c.status in ("hold", "not_checked")]
+    return refuse, warn

@@ -160,7 +160,7 @@ def promote(
         "bundle_path": route.bundle,
         "evidence_digest": evidence_digest,
         "verdict_at": summary.get("generatedAt"),
-        "runtime_target": route.runtime_target,
+        "runtime_target": summary.get("runtime_target") or route.runtime_target,  # what the gates judged it for
         "approver": approver,
         "when": iso(now),
         "canary_plan": route.canary_plan.model_dump(mode="json") if route.canary_plan else None,

@@ -60,7 +60,8 @@ def check_baseline(m: Measurement, baseline: Mapping[str, Any] | None, t: Thresh
         return _check(
             "release.baseline",
             "hold",
-            "no stored baseline for this route: regressions cannot be judged (record one with update_baseline)",
+            "no stored baseline for this route: regressions cannot be judged (after reviewing a run, record one: "
+            "`trtls gates --route NAME --record-baseline`)",
             "TRT906",
             path,
             {"measurement": m.as_dict()},

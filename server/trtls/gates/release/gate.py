@@ -67,6 +67,7 @@ def check_release(
                 toml_path(paths, "runtime"),
             )
         )
+        checks += unmeasured(f"not measured: {m.summary()}", toml_path(paths, "thresholds"))
     else:
         checks.append(
             _check(
@@ -106,6 +107,21 @@ def check_release(
     else:
         checks.append(rollback_drill(active_bundle, previous_bundle, smoke, toml_path(paths, "previous_bundle")))
     return checks
+
+
+MEASURED_CHECKS = (
+    ("release.latency", "TRT901"),
+    ("release.throughput", "TRT902"),
+    ("release.memory", "TRT903"),
+    ("release.warmup", "TRT904"),
+    ("release.baseline", "TRT906"),
+)
+
+
+def unmeasured(why: str, path: TomlPath) -> list[GateCheck]:
+    """The checks a measurement would have judged, each `not_checked` with why: a check that did not run is shown
+    as such, never dropped (a TensorRT route on a machine without a GPU still lists its latency check)."""
+    return [_check(name, "not_checked", why, code, path, {"not_measured": True}) for name, code in MEASURED_CHECKS]
 
 
 def record_of(checks: Sequence[GateCheck]) -> dict[str, str]:
@@ -159,6 +175,7 @@ def run_gate(ctx: GateContext) -> list[GateCheck]:
     gate3_ok = all(c.status == "pass" for c in gate3)  # not selected in this run (--gate 5): not judged here
     if spec is None or problems:
         checks = problems or [_check("release.measure", "hold", "no runtime to measure", "TRT909", base + ("runtime",))]
+        checks = checks + unmeasured("not measured: no runtime to measure", base + ("thresholds",))
         ctx.record.update(record_of(checks))
         return checks
     with tempfile.TemporaryDirectory(prefix="trtls-gate5-") as tmp:
@@ -187,7 +204,7 @@ def run_gate(ctx: GateContext) -> list[GateCheck]:
             deployed_ok = False
             checks = [
                 _check("release.measure", "not_checked", f"not measured: {artifact}", "TRT909", base + ("bundle",))
-            ]
+            ] + unmeasured(f"not measured: {artifact}", base + ("thresholds",))
         else:
             deployed_ok = True
             checks = []
