@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import statistics
+import time
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ from trtls.core.atomic import atomic_write_text
 
 KEEP = 20  # durations kept per phase
 KEEP_BUILDS = 100  # dated whole-build durations kept per config (the report's "build time over time")
+KEEP_CONFIGS = 200  # build configs kept (the most recently used): every edit of a setting or a model is a new one
 
 
 class History:
@@ -74,7 +76,20 @@ class History:
                 entry["builds"] = (builds + [dated])[-KEEP_BUILDS:]
             if stop_phase is not None:
                 entry["stops"] = (entry["stops"] + [stop_phase])[-KEEP:]
+            entry["lastUsed"] = round(time.time(), 3)
+            _bound(data, KEEP_CONFIGS)
             atomic_write_text(self.path, json.dumps(data, indent=1, sort_keys=True))
+
+    def prune(self, keep: int = KEEP_CONFIGS, dry_run: bool = False) -> int:
+        """Drop all but the `keep` most recently used configs (`trtls gc`); how many were (or would be) dropped."""
+        if not self.path.is_file():
+            return 0
+        with cache_lock(self.path):
+            data = self._load()
+            dropped = _bound(data, keep)
+            if dropped and not dry_run:
+                atomic_write_text(self.path, json.dumps(data, indent=1, sort_keys=True))
+        return dropped
 
     def repeated_stop_phase(self, config_hash: str, times: int = 2) -> str | None:
         """The phase the last `times` stops all happened in, if they agree."""
@@ -82,3 +97,21 @@ class History:
         if len(stops) >= times and len(set(stops[-times:])) == 1:
             return stops[-1]
         return None
+
+
+def _last_used(entry: dict[str, Any]) -> float:
+    """When a config was last built or stopped (histories written before `lastUsed`: its newest dated build)."""
+    if isinstance(entry.get("lastUsed"), (int, float)):
+        return float(entry["lastUsed"])
+    dated = [b.get("startedAt") for b in entry.get("builds", []) if isinstance(b, dict)]
+    return max((float(t) for t in dated if isinstance(t, (int, float))), default=0.0)
+
+
+def _bound(data: dict[str, Any], keep: int) -> int:
+    """Keep the `keep` most recently used configs in `data` (in place); the number dropped."""
+    if len(data) <= keep:
+        return 0
+    ranked = sorted(data, key=lambda k: _last_used(data[k]), reverse=True)
+    for key in ranked[keep:]:
+        del data[key]
+    return len(ranked) - keep

@@ -30,6 +30,7 @@ from trtls.builds.orphans import process_start_id
 from trtls.builds.output_guard import OutputGuard
 from trtls.builds.output_probe import output_problem
 from trtls.builds.resources import ResourceSampler
+from trtls.builds.retention import Policy, auto_collect, policy_of
 from trtls.builds.running_record import process_owner, write_running
 from trtls.builds.spawn import spawn_worker
 from trtls.core.events import CancelControl, ProtocolError, parse_event
@@ -92,6 +93,15 @@ def note_previous_sha(build: Build, done: asyncio.Future) -> None:
     write_running(build.evidence_dir, record)
 
 
+def light_gc(trtls_dir: Path, policy: Policy) -> None:
+    """Retention after a build (builds/retention.auto_collect: only past the bounds, a few runs at a time). Upkeep
+    never fails a build: an error here is left for `trtls gc` to report."""
+    try:
+        auto_collect(trtls_dir, policy)
+    except Exception:
+        pass
+
+
 class Supervisor:
     def __init__(self, owner: str | None = None) -> None:
         """`owner`: what this process is, for the records a kill leaves (default: from its subcommand)."""
@@ -99,6 +109,7 @@ class Supervisor:
         self.owner = process_owner(owner)
         self.guards: dict[str, OutputGuard] = {}  # build id → its hold on the output (builds/output_guard)
         self.wait_for_output: dict[str, bool] = {}
+        self.retention: dict[str, Policy] = {}  # build id → the recipe's [evidence] bounds, for the pass after it
 
     def running(self) -> list[Build]:
         return [b for b in self.builds.values() if b.running]
@@ -146,6 +157,7 @@ class Supervisor:
         build._done = loop.create_future()
         self.builds[build_id] = build
         self.wait_for_output[build_id] = wait_for_output
+        self.retention[build_id] = policy_of(loaded.recipe.evidence)
         build.token.on_request(lambda source: loop.call_soon_threadsafe(self._on_cancel, build))
         build._force = lambda: asyncio.ensure_future(self._escalate(0.0, build))
         loop.create_task(self._run(build), name=f"trtls-build-{build_id}")
@@ -362,3 +374,6 @@ class Supervisor:
     # -- after the worker is gone --------------------------------------------------------------
     async def _finish(self, build: Build, outcome: str) -> None:
         await finish_build(build, outcome, self.guards.get(build.id))
+        policy = self.retention.pop(build.id, None)
+        if policy is not None and policy.auto_gc:  # in a thread: the build's answer does not wait for upkeep
+            asyncio.get_running_loop().run_in_executor(None, light_gc, state_dir(build.recipe_path), policy)

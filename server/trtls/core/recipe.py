@@ -24,6 +24,7 @@ from trtls.core.paths import path_text_problems, place
 from trtls.core.profiles import SHAPE_KEYS, InputShapes, OptimizationProfile
 from trtls.core.protocol import stable_json
 from trtls.core.route import RouteModel, validate_routes  # routes: validated in a second pass
+from trtls.core.evidence_table import EvidenceTable
 from trtls.core.store_table import StoreTable
 from trtls.core.tomlpos import SourceMap, TomlSyntaxError, TomlTooDeep, parse
 from trtls.core.validation import findings_from_validation
@@ -89,6 +90,7 @@ class RecipeFile(_Model):
     version: Literal[1] = Field(1, description="Recipe format version.")
     cluster: ClusterTable | None = Field(None, description="A Ray cluster for remote and matrix builds (build farm).")
     store: StoreTable | None = Field(None, description="The engine store: where built engines are kept and reused.")
+    evidence: EvidenceTable | None = Field(None, description="How much build evidence .trtls/ keeps (trtls gc).")
     engines: dict[str, EngineRecipe] = Field(default_factory=dict, description="One table per engine.")
     routes: dict[str, dict[str, Any]] = Field(
         default_factory=dict, description="Checkpoint → bundle routes (see route gates)."
