@@ -177,7 +177,10 @@ def test_a_hanging_runtime_on_malformed_inputs_is_cut_cleanly(tmp_path, model):
     mal = checks["parity.malformed"]
     assert mal.status == "reject" and mal.code == "TRT807"
     cases = mal.evidence["cases"]
-    assert {c: o["outcome"] for c, o in cases.items()} == {c: "hang" for c in P.MALFORMED_CASES}
+    # oversized: the reference-size input answers, so a timeout there may be work on a huge batch: not called a hang
+    assert {c: o["outcome"] for c, o in cases.items()} == {
+        c: "undetermined" if c == "oversized" else "hang" for c in P.MALFORMED_CASES
+    }
     assert "timed out after 3 s" in cases["nan"]["detail"]
     assert checks["parity.concurrency"].status == "pass"
 

@@ -31,7 +31,8 @@ _check = partial(gate_check, GATE)
 def malformed_cases(
     feed: Mapping[str, np.ndarray], max_input_bytes: int
 ) -> list[tuple[str, dict[str, np.ndarray] | None, str]]:
-    """(case, feed or None when not applicable, description). Each changes the first input only."""
+    """(case, feed or None when not applicable, description). The shape, dtype, NaN and empty cases change the first
+    input only; `oversized` enlarges every input consistently (`oversized_case`)."""
     if not feed:
         return []
     name = next(iter(feed))
@@ -56,17 +57,33 @@ def malformed_cases(
         cases.append(("nan", None, f"{name!r} is {base.dtype}: NaN cannot be expressed (not applicable)"))
     empty_shape = (0,) + base.shape[1:] if base.ndim else (0,)
     cases.append(("empty", with_(np.zeros(empty_shape, dtype=base.dtype)), f"{name!r} empty: shape {empty_shape}"))
-    row = max(1, int(np.prod(base.shape[1:])) * base.dtype.itemsize) if base.ndim else base.dtype.itemsize
-    rows = max_input_bytes // row + 1
-    big_shape = (rows,) + base.shape[1:] if base.ndim else (rows,)
-    cases.append(
-        (
-            "oversized",
-            with_(np.zeros(big_shape, dtype=base.dtype)),
-            f"{name!r} of {rows * row} bytes, over the {max_input_bytes}-byte cap",
-        )
-    )
+    cases.append(oversized_case(feed, max_input_bytes))
     return cases
+
+
+def oversized_case(
+    feed: Mapping[str, np.ndarray], max_input_bytes: int
+) -> tuple[str, dict[str, np.ndarray] | None, str]:
+    """Every batched input enlarged along its first (batch) axis by the same number of rows, just enough for the
+    feed to pass the cap: a two-input encoder (input_ids, attention_mask) gets a consistent oversized batch, not a
+    shape mismatch, and the runtime does no more work than the cap forces (each row is a copy of the first)."""
+    arrays = {k: np.asarray(v) for k, v in feed.items()}
+    batched = {k: a for k, a in arrays.items() if a.ndim and a.shape[0] >= 1}
+    if not batched or len({a.shape[0] for a in batched.values()}) != 1:
+        return "oversized", None, "inputs have no common batch axis: an oversized batch cannot be made (not applicable)"
+    per_row = sum(int(np.prod(a.shape[1:])) * a.itemsize for a in batched.values()) or 1
+    fixed = sum(a.nbytes for k, a in arrays.items() if k not in batched)
+    rows = max(1, (max_input_bytes - fixed) // per_row + 1)
+    out = dict(arrays)
+    for k, a in batched.items():
+        out[k] = np.repeat(a[:1], rows, axis=0)
+    total = sum(a.nbytes for a in out.values())
+    names = ", ".join(repr(k) for k in batched)
+    return (
+        "oversized",
+        out,
+        f"{names} with {rows} rows each ({total} bytes in all), over the {max_input_bytes}-byte cap",
+    )
 
 
 def _malformed_outcome(case: str, result: RunResult) -> tuple[str, str]:
@@ -101,9 +118,19 @@ def check_malformed(spec: RuntimeSpec, feed: dict[str, np.ndarray], path: TomlPa
         outcome, detail = _malformed_outcome(case, res)
         if outcome == "accepted" and case not in MUST_REFUSE:
             outcome, detail = "answered", _answer_summary(res)
+        elif outcome == "hang" and case == "oversized" and spec_answers(raw, feed):
+            # still running on a batch as large as the cap allows while the reference-size input answers within the
+            # same timeout: a hang or honest work on a huge batch — the timeout cannot tell, so it is not called a hang
+            outcome = "undetermined"
+            detail = (
+                f"still running at the {spec.timeout_s:g} s timeout while the reference input answers: a hang or work "
+                "on the oversized batch (set runtime_options.max_input_bytes to the service's real input cap): "
+                f"{detail}"
+            )
         outcomes[case] = {"outcome": outcome, "detail": detail[:300], "input": desc}
     failing = {c: o for c, o in outcomes.items() if o["outcome"] in ("hang", "crash", "accepted")}
     unavailable = {c: o for c, o in outcomes.items() if o["outcome"] == "unavailable"}
+    undetermined = {c: o for c, o in outcomes.items() if o["outcome"] == "undetermined"}
     evidence = {"cases": outcomes, "timeout_s": spec.timeout_s, "trtls_input_validation": "off"}
     if failing:
         parts = [f"{c}: {o['outcome']} ({o['detail'][:120]})" for c, o in failing.items()]
@@ -125,6 +152,16 @@ def check_malformed(spec: RuntimeSpec, feed: dict[str, np.ndarray], path: TomlPa
             path,
             evidence,
         )
+    if undetermined:
+        return _check(
+            "parity.malformed",
+            "hold",
+            "the runtime under test was still running at its timeout on: "
+            + "; ".join(f"{c} ({o['detail'][:200]})" for c, o in undetermined.items()),
+            "TRT807",
+            path,
+            evidence,
+        )
     said = ", ".join(f"{c}: {o['outcome']}" for c, o in outcomes.items())
     return _check(
         "parity.malformed",
@@ -135,6 +172,11 @@ def check_malformed(spec: RuntimeSpec, feed: dict[str, np.ndarray], path: TomlPa
         path,
         evidence,
     )
+
+
+def spec_answers(spec: RuntimeSpec, feed: Mapping[str, np.ndarray]) -> bool:
+    """Does the runtime answer the reference-size input (within its timeout)? What tells a hang from work."""
+    return run_inputs(spec, [dict(feed)]).ok
 
 
 def _answer_summary(res: RunResult) -> str:
