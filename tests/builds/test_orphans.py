@@ -80,3 +80,18 @@ def test_the_recorded_worker_is_killed(tmp_path: Path, stand_in: subprocess.Pope
     recovered = recover_orphans(tmp_path / ".trtls")
     assert stand_in.wait(timeout=10) == -9
     assert "was killed" in recovered[0]["message"]
+
+
+def test_an_older_record_says_what_it_cannot_know(tmp_path: Path, stand_in: subprocess.Popen) -> None:
+    """A running.json from before owners and output states were recorded: the summary does not guess the cause or
+    whether the output was replaced; it says so."""
+    engine = tmp_path / "build" / "demo.engine"
+    engine.parent.mkdir()
+    engine.write_bytes(b"an engine")
+    run = _running(tmp_path, stand_in, None)
+    recover_orphans(tmp_path / ".trtls")
+    s = json.loads((run / "summary.json").read_text())
+    assert "does not say whether it was a CLI or a server" in s["error"]
+    assert s["renamed"] is None and s["engineArtifact"] is None and s["previousEngineIntact"] is None
+    assert s["engineOnDisk"]["exists"] is True and len(s["engineOnDisk"]["sha256"]) == 64
+    assert any("whether the output was replaced" in u for u in s["unknown"])

@@ -200,7 +200,7 @@ def orphan_finding(engine: str, recovered: dict[str, Any]) -> Finding:
     return _f(
         "TRT404",
         Severity.warning,
-        f"a build of '{engine}' was interrupted when the server died (build {recovered['buildId']}); "
+        f"a build of '{engine}' was interrupted when its supervising process died (build {recovered['buildId']}): "
         f"{recovered['message']}",
         ("engines", engine),
         buildId=recovered["buildId"],
