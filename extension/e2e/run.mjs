@@ -454,13 +454,13 @@ try {
       await until('the second demo build in the tree', async () => (await tops.count()) > before && /building/.test(await top.innerText()), 30000, 200);
       let seen = '';
       let quiet = '';
-      // Watch the whole build: "usual" must show; a "quiet for" warning (silent longer than usual) is
+      // Watch the whole build: "usual" must show; a "quiet" warning (silent longer than usual) is
       // timing-dependent, so it is reported (with a screenshot) but not required.
       await until('the second demo build to finish', async () => {
         const texts = await rowTexts();
         const u = texts.find((t) => /usual \d/.test(t));
         if (u && !seen) { seen = u; await shot('08b-demo-usual'); }
-        const q = texts.find((t) => /quiet for \d/.test(t));
+        const q = texts.find((t) => /quiet \d/.test(t));
         if (q && !quiet && (await buildsPane().locator('.monaco-list-row .codicon-warning').count()) > 0) {
           quiet = q; await shot('08c-demo-quiet-warning');
         }

@@ -67,24 +67,3 @@ export class ProgressTracker {
     return { message: formatProgressMessage(this.message, this.percentage), increment };
   }
 }
-
-/** What the user is told after `trtls.runGates`. */
-export interface GatesOutcome { level: 'info' | 'warning'; text: string; showProblems: boolean }
-
-export function gatesOutcome(result: { route?: unknown; decision?: unknown; stopped?: unknown; status?: unknown }, fallbackRoute: string): GatesOutcome {
-  const route = typeof result.route === 'string' ? result.route : fallbackRoute;
-  const decision = typeof result.decision === 'string' ? result.decision : null;
-  if (result.stopped === true) {
-    // A reject found before the cancel stands (the gates after it cannot make it pass); anything else is no decision.
-    return decision === 'reject'
-      ? { level: 'warning', text: `route ${route}: reject (gates cancelled after the reject) — see Problems`, showProblems: true }
-      : { level: 'info', text: `route ${route}: gates cancelled — no decision`, showProblems: false };
-  }
-  if (decision === null) {
-    return result.status === 'invalid_recipe'
-      ? { level: 'warning', text: `route ${route}: the recipe has errors — see Problems`, showProblems: true }
-      : { level: 'info', text: `route ${route}: gates not run (${(typeof result.status === 'string' ? result.status : 'no decision').replace(/_/g, ' ')})`, showProblems: false };
-  }
-  if (decision === 'supported') return { level: 'info', text: `route ${route}: supported`, showProblems: false };
-  return { level: 'warning', text: `route ${route}: ${decision} — see Problems`, showProblems: true };
-}

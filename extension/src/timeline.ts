@@ -2,12 +2,11 @@
 // The page is self-contained (inline CSS and SVG, no script, CSP default-src 'none'), so the webview
 // runs no script and loads nothing.
 import * as vscode from 'vscode';
-
-export interface BuildReportResult { buildId: string; path: string; html: string }
+import { BuildReportReply } from './generated/protocol';
 
 const panels = new Map<string, vscode.WebviewPanel>();
 
-export function showBuildTimeline(report: BuildReportResult, engine: string): vscode.WebviewPanel {
+export function showBuildTimeline(report: BuildReportReply, engine: string): vscode.WebviewPanel {
   let panel = panels.get(report.buildId);
   if (panel === undefined) {
     panel = vscode.window.createWebviewPanel(

@@ -60,7 +60,7 @@ export class BuildTreeProvider implements vscode.TreeDataProvider<TreeElement> {
       return parentId ? { kind: 'build', buildId: parentId } : undefined;
     }
     const p = this.model.phase(el.buildId, el.phaseId);
-    const parent = p?.parentId ?? (el.phaseId.includes('.') ? el.phaseId.slice(0, el.phaseId.lastIndexOf('.')) : null);
+    const parent = p?.parentId ?? null;  // the server sends every phase's parent
     return parent === null ? { kind: 'build', buildId: el.buildId } : { kind: 'phase', buildId: el.buildId, phaseId: parent };
   }
 }

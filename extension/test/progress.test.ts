@@ -1,6 +1,6 @@
 import { strict as assert } from 'node:assert';
 import { test } from 'node:test';
-import { endKind, formatProgressMessage, gatesOutcome, ProgressTracker } from '../src/progress';
+import { endKind, formatProgressMessage, ProgressTracker } from '../src/progress';
 
 test('formatProgressMessage puts the percentage before the phase path', () => {
   assert.equal(formatProgressMessage('Building engine › Timing tactics 2/3 · 4.1 s', 42.4), '42% · Building engine › Timing tactics 2/3 · 4.1 s');
@@ -36,16 +36,4 @@ test('endKind is the server\'s outcomeKind, never read from the message', () => 
   assert.equal(endKind({ kind: 'end', message: 'built in 3.2 s' }), 'other');
   assert.equal(endKind({ kind: 'end', message: 'failed: out of memory' }), 'other');
   assert.equal(endKind({ kind: 'end', outcomeKind: 'splendid' }), 'other');
-});
-
-test('gatesOutcome: a cancelled run says cancelled, not a decision', () => {
-  assert.deepEqual(gatesOutcome({ route: 'slow', decision: 'hold', stopped: true }, '?'),
-    { level: 'info', text: 'route slow: gates cancelled — no decision', showProblems: false });
-  assert.deepEqual(gatesOutcome({ route: 'lic', decision: 'reject', stopped: true }, '?'),
-    { level: 'warning', text: 'route lic: reject (gates cancelled after the reject) — see Problems', showProblems: true });
-  assert.deepEqual(gatesOutcome({ route: 'lic', decision: 'reject', stopped: false }, '?'),
-    { level: 'warning', text: 'route lic: reject — see Problems', showProblems: true });
-  assert.deepEqual(gatesOutcome({ route: 'tiny', decision: 'supported' }, '?'), { level: 'info', text: 'route tiny: supported', showProblems: false });
-  assert.deepEqual(gatesOutcome({ decision: null, status: 'not_confirmed' }, 'tiny'), { level: 'info', text: 'route tiny: gates not run (not confirmed)', showProblems: false });
-  assert.deepEqual(gatesOutcome({ route: 'x', decision: null, status: 'invalid_recipe' }, '?'), { level: 'warning', text: 'route x: the recipe has errors — see Problems', showProblems: true });
 });
