@@ -7,17 +7,20 @@ and reads it back, and a key the loaded module cannot apply is reported — in t
 (`effectiveSettings.not_applied`) and as a located TRT140 on that key — never silently dropped.
 
 `SETTING_PATHS` maps the flat job keys (what the worker receives and reports) back to the TOML keys, so a
-report from the worker lands on the key that asked for it. `KEYS` is the table the docs and
-`trtls import trtexec` share: every key, its trtexec flag, and where it applies.
+report from the worker lands on the key that asked for it. `KEYS` (in `build_config_keys`, re-exported here) is
+the table the docs and `trtls import trtexec` share: every key, its trtexec flag, where it applies, and how the
+importer reads the flag (`KeyInfo.imports`; the importer has no flag list of its own).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from trtls.core.build_config_keys import KEYS as KEYS
+from trtls.core.build_config_keys import KeyInfo as KeyInfo
+from trtls.core.build_config_keys import keys_markdown as keys_markdown
 from trtls.core.setting_keys import FLAG_KEYS, POOL_KEYS
 
 ComputeCapability = Literal["SM75", "SM80", "SM86", "SM89", "SM120", "SM121", "CURRENT"]
@@ -176,121 +179,3 @@ def flat_settings(builder: BuilderSettings) -> dict[str, object]:
     settings = builder.model_dump(exclude={"memory_pool_limits"})
     settings.update(builder.memory_pool_limits.model_dump())
     return settings
-
-
-# ---------------------------------------------------------------- the key table (docs + trtexec import)
-
-
-@dataclass(frozen=True)
-class KeyInfo:
-    key: str  # dotted, under [engines.NAME]
-    trtexec: str  # the trtexec flag, or "—"
-    rtx: str  # TensorRT-RTX 1.7 (measured here)
-    trt10: str  # TensorRT 10.x
-    trt11: str  # TensorRT 11
-
-
-_APPLIED = "applied"
-KEYS: tuple[KeyInfo, ...] = (
-    KeyInfo("onnx", "--onnx", _APPLIED, _APPLIED, _APPLIED),
-    KeyInfo("output", "--saveEngine", _APPLIED, _APPLIED, _APPLIED),
-    KeyInfo("profiles", "--minShapes/--optShapes/--maxShapes, --shapes", _APPLIED, _APPLIED, _APPLIED),
-    KeyInfo("timing_cache", "--timingCacheFile", "not applicable (no-op in RTX)", _APPLIED, _APPLIED),
-    KeyInfo("builder.optimization_level", "--builderOptimizationLevel", _APPLIED, _APPLIED, _APPLIED),
-    KeyInfo("builder.max_aux_streams", "--maxAuxStreams", _APPLIED, _APPLIED, _APPLIED),
-    KeyInfo("builder.tiling_level", "--tilingOptimizationLevel", _APPLIED, "applied (≥ 10.8)", _APPLIED),
-    KeyInfo("builder.l2_limit_for_tiling", "--l2LimitForTiling", _APPLIED, "applied (≥ 10.8)", _APPLIED),
-    KeyInfo("builder.max_num_tactics", "--maxTactics", _APPLIED, "applied (≥ 10.8)", _APPLIED),
-    KeyInfo("builder.avg_timing_iterations", "--avgTiming", _APPLIED, _APPLIED, _APPLIED),
-    KeyInfo(
-        "builder.hardware_compatibility_level",
-        "--hardwareCompatibilityLevel",
-        "not applicable (use compute_capabilities)",
-        _APPLIED,
-        _APPLIED,
-    ),
-    KeyInfo("builder.compute_capabilities", "— (TensorRT-RTX API)", _APPLIED, "not applicable", "not applicable"),
-    KeyInfo("builder.memory_pool_limits.workspace_mib", "--memPoolSize=workspace:N", _APPLIED, _APPLIED, _APPLIED),
-    KeyInfo("builder.memory_pool_limits.tactic_dram_mib", "--memPoolSize=tacticDram:N", _APPLIED, _APPLIED, _APPLIED),
-    KeyInfo(
-        "builder.memory_pool_limits.tactic_shared_memory_kib",
-        "--memPoolSize=tacticSharedMem:N",
-        _APPLIED,
-        _APPLIED,
-        _APPLIED,
-    ),
-    KeyInfo(
-        "builder.memory_pool_limits.dla_*_mib",
-        "--memPoolSize=dlaSRAM:N,dlaLocalDRAM:N,dlaGlobalDRAM:N",
-        "not applicable (no DLA)",
-        "applied with a DLA",
-        "applied with a DLA",
-    ),
-    KeyInfo("builder.tf32", "--noTF32 (tf32 = false)", _APPLIED, _APPLIED, _APPLIED),
-    KeyInfo("builder.sparse_weights", "--sparsity=enable", _APPLIED, _APPLIED, _APPLIED),
-    KeyInfo("builder.refit", "--refit", "applied (all/identical need a GPU to compile)", _APPLIED, _APPLIED),
-    KeyInfo("builder.strip_weights", "--stripWeights", "applied (needs a GPU to compile)", _APPLIED, _APPLIED),
-    KeyInfo("builder.weight_streaming", "--weightStreaming", _APPLIED, "applied (strongly typed)", _APPLIED),
-    KeyInfo(
-        "builder.version_compatible",
-        "--versionCompatible",
-        "applied (needs exclude_lean_runtime: no lean runtime in the wheel)",
-        _APPLIED,
-        _APPLIED,
-    ),
-    KeyInfo("builder.exclude_lean_runtime", "--excludeLeanRuntime", _APPLIED, _APPLIED, _APPLIED),
-    KeyInfo(
-        "builder.tactic_sources",
-        "--tacticSources",
-        "applied (EDGE_MASK_CONVOLUTIONS, JIT_CONVOLUTIONS)",
-        _APPLIED,
-        _APPLIED,
-    ),
-    KeyInfo("builder.profiling_verbosity", "--profilingVerbosity", _APPLIED, _APPLIED, _APPLIED),
-    KeyInfo("builder.dla_core", "--useDLACore", "not applicable (no DLA)", "applied with a DLA", "applied with a DLA"),
-    KeyInfo(
-        "builder.allow_gpu_fallback",
-        "--allowGPUFallback",
-        "not applicable (no DLA)",
-        "applied with a DLA",
-        "applied with a DLA",
-    ),
-    KeyInfo(
-        "builder.runtime_platform",
-        "--runtimePlatform",
-        "not applicable (refused on Linux)",
-        "applied (≥ 10.2, Linux x86_64 host)",
-        _APPLIED,
-    ),
-    KeyInfo("precision.convert", "--fp16 / --bf16 (mapped; a note says so)", _APPLIED, _APPLIED, _APPLIED),
-    KeyInfo("precision.keep_io_types", "— (AutoCast --keep_io_types)", _APPLIED, _APPLIED, _APPLIED),
-    KeyInfo("precision.exclude_op_types", "— (AutoCast --op_types_to_exclude)", _APPLIED, _APPLIED, _APPLIED),
-    KeyInfo("precision.exclude_nodes", "— (AutoCast --nodes_to_exclude)", _APPLIED, _APPLIED, _APPLIED),
-    KeyInfo("precision.strongly_typed", "--stronglyTyped", _APPLIED, _APPLIED, "always on (flag ignored)"),
-    KeyInfo(
-        "precision.legacy_flags",
-        "--fp16/--bf16/--int8/--fp8/--best (legacy)",
-        "error TRT141 (no such flags)",
-        _APPLIED,
-        "error TRT141 (removed)",
-    ),
-    KeyInfo("plugins.libraries", "--staticPlugins, --dynamicPlugins, --plugins", _APPLIED, _APPLIED, _APPLIED),
-    KeyInfo("plugins.serialize", "--setPluginsToSerialize", _APPLIED, _APPLIED, _APPLIED),
-    KeyInfo("plugins.require_creators", "— (checked after loading)", _APPLIED, _APPLIED, _APPLIED),
-    KeyInfo("cancel_grace_s", "— (trtls: Stop → SIGTERM after this)", _APPLIED, _APPLIED, _APPLIED),
-    KeyInfo("keep_evidence", "— (trtls: quarantine instead of delete)", _APPLIED, _APPLIED, _APPLIED),
-    KeyInfo("builder_module", "— (trtls: which module the worker loads)", _APPLIED, _APPLIED, _APPLIED),
-    KeyInfo("worker", "— (trtls: an external worker)", _APPLIED, _APPLIED, _APPLIED),
-    KeyInfo("run_on", "— (trtls build farm: where a build runs)", _APPLIED, _APPLIED, _APPLIED),
-    KeyInfo("matrix", "— (trtls build farm: one build per combination)", _APPLIED, _APPLIED, _APPLIED),
-)
-
-
-def keys_markdown() -> str:
-    """The table of docs/build-config.md (a test keeps the page equal to this)."""
-    rows = [
-        "| key (under `[engines.NAME]`) | trtexec | tensorrt_rtx 1.7 | tensorrt 10.x | tensorrt 11 |",
-        "|---|---|---|---|---|",
-    ]
-    rows += [f"| `{k.key}` | {k.trtexec} | {k.rtx} | {k.trt10} | {k.trt11} |" for k in KEYS]
-    return "\n".join(rows) + "\n"

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import PurePath
 from typing import Any
 
+from trtls.core.build_config_keys import KEYS
+
 INFERENCE_ONLY = {
     "loadEngine", "iterations", "warmUp", "duration", "avgRuns", "percentile", "useSpinWait", "threads",
     "useCudaGraph", "separateProfileRun", "dumpProfile", "dumpLayerInfo", "exportProfile", "exportTimes",
@@ -160,85 +162,98 @@ def import_trtexec(argv: list[str], name: str | None = None, legacy_precision: b
     return out
 
 
+# trtexec flag → (recipe key, how to read its value), from the docs' key table: the importer has no list of its own.
+FLAG_RULES: dict[str, tuple[str, str]] = {
+    flag: (info.key, kind) for info in KEYS for flag, _, kind in (rule.partition(":") for rule in info.imports)
+}
+CHOICES = {  # trtexec's spellings of a choice → the recipe's
+    "builder.tiling_level": TILING,
+    "builder.hardware_compatibility_level": HARDWARE,
+    "builder.runtime_platform": {"sameasbuild": "same_as_build", "windowsamd64": "windows_amd64"},
+}
+_SECTION = {"builder": "builder", "precision": "precision", "plugins": "plugins"}
+
+
 def _map_one(out: Imported, flag: str, value: str | None, shapes: dict, precision_flags: list[str]) -> bool:
-    b = out.builder
-    if flag == "onnx":
-        return True
-    if flag == "saveEngine":
-        out.engine["output"] = value
-    elif flag in shapes:
-        shapes[flag].append(parse_shapes(flag, value or ""))
-    elif flag == "shapes":
-        fixed = parse_shapes(flag, value or "")
-        for key in shapes:
-            shapes[key].append(fixed)
-        out.notes.append("--shapes: one profile with min = opt = max = these shapes")
-    elif flag in ("fp16", "bf16", "int8", "fp8", "best", "int4", "fp4"):
-        precision_flags.append(flag)
-    elif flag == "stronglyTyped":
-        out.precision["strongly_typed"] = True
-    elif flag == "timingCacheFile":
-        out.engine["timing_cache"] = value
-    elif flag == "builderOptimizationLevel":
-        b["optimization_level"] = _int(flag, value)
-    elif flag == "maxAuxStreams":
-        b["max_aux_streams"] = _int(flag, value)
-    elif flag == "maxTactics":
-        b["max_num_tactics"] = _int(flag, value)
-    elif flag == "avgTiming":
-        b["avg_timing_iterations"] = _int(flag, value)
-    elif flag == "tilingOptimizationLevel":
-        b["tiling_level"] = TILING.get(str(value), value)
-    elif flag == "l2LimitForTiling":
-        b["l2_limit_for_tiling"] = _int(flag, value)
-    elif flag == "memPoolSize":
-        _pools(out, value or "")
-    elif flag == "workspace":  # the pre-8.4 spelling, in MiB
-        out.pools["workspace_mib"] = _size(flag, value or "", 1 << 20)[0]
-        out.notes.append("--workspace: deprecated in trtexec; mapped to memory_pool_limits.workspace_mib")
-    elif flag in ("plugins", "staticPlugins", "dynamicPlugins"):
-        out.plugins.setdefault("libraries", []).extend(_split_outside_quotes(value or ""))
-    elif flag == "setPluginsToSerialize":
-        out.plugins.setdefault("serialize", []).extend(_split_outside_quotes(value or ""))
-    elif flag in ("versionCompatible", "vc"):
-        b["version_compatible"] = True
-    elif flag == "excludeLeanRuntime":
-        b["exclude_lean_runtime"] = True
-    elif flag == "refit":
-        b["refit"] = "all"
-    elif flag in ("stripWeights", "stripAllWeights"):
-        b["strip_weights"] = True
-        if flag == "stripAllWeights":
-            b["refit"] = "all"
-    elif flag == "sparsity":
-        mode = (value or "").lower()
-        if mode in ("enable", "force"):
-            b["sparse_weights"] = True
-            if mode == "force":
-                out.notes.append("--sparsity=force: mapped to sparse_weights = true; trtls does not prune weights")
-        elif mode != "disable":
-            raise ImportError_(f"--sparsity: expected disable, enable or force, got {value!r}")
-    elif flag == "tacticSources":
-        b["tactic_sources"] = [s.strip() for s in (value or "").split(",") if s.strip()]
-    elif flag == "profilingVerbosity":
-        b["profiling_verbosity"] = (value or "").lower()
-    elif flag == "useDLACore":
-        b["dla_core"] = _int(flag, value)
-    elif flag == "allowGPUFallback":
-        b["allow_gpu_fallback"] = True
-    elif flag == "hardwareCompatibilityLevel":
-        b["hardware_compatibility_level"] = HARDWARE.get((value or "").lower(), value)
-    elif flag == "runtimePlatform":
-        b["runtime_platform"] = {"sameasbuild": "same_as_build", "windowsamd64": "windows_amd64"}.get(
-            (value or "").lower(), value
-        )
-    elif flag == "noTF32":
-        b["tf32"] = False
-    elif flag == "weightStreaming":
-        b["weight_streaming"] = True
-    else:
+    rule = FLAG_RULES.get(flag)
+    if rule is None:
         return False
+    key, kind = rule
+    if kind in _SPECIAL:
+        _SPECIAL[kind](out, flag, value, shapes, precision_flags)
+        return True
+    _set(out, key, _read(flag, key, kind, value))
     return True
+
+
+def _read(flag: str, key: str, kind: str, value: str | None) -> Any:
+    if kind == "int":
+        return _int(flag, value)
+    if kind in ("true", "false"):
+        return kind == "true"
+    if kind.startswith("="):
+        return kind[1:]
+    if kind == "lower":
+        return (value or "").lower()
+    if kind == "list":
+        return [v.strip() for v in (value or "").split(",") if v.strip()]
+    if kind == "paths":
+        return _split_outside_quotes(value or "")
+    if kind == "choice":
+        return CHOICES[key].get(str(value).lower(), value)
+    return value  # text
+
+
+def _set(out: Imported, key: str, value: Any) -> None:
+    section, _, name = key.partition(".")
+    if section not in _SECTION:  # onnx, output, timing_cache
+        out.engine[key] = value
+        return
+    target: dict[str, Any] = getattr(out, _SECTION[section])
+    if isinstance(value, list) and section == "plugins":
+        target.setdefault(name, []).extend(value)
+    else:
+        target[name] = value
+
+
+def _shapes(out: Imported, flag: str, value: str | None, shapes: dict, _: list[str]) -> None:
+    if flag in shapes:
+        shapes[flag].append(parse_shapes(flag, value or ""))
+        return
+    fixed = parse_shapes(flag, value or "")  # --shapes
+    for key in shapes:
+        shapes[key].append(fixed)
+    out.notes.append("--shapes: one profile with min = opt = max = these shapes")
+
+
+def _workspace(out: Imported, flag: str, value: str | None, *_: Any) -> None:  # the pre-8.4 spelling, in MiB
+    out.pools["workspace_mib"] = _size(flag, value or "", 1 << 20)[0]
+    out.notes.append("--workspace: deprecated in trtexec; mapped to memory_pool_limits.workspace_mib")
+
+
+def _strip_all(out: Imported, *_: Any) -> None:
+    out.builder["strip_weights"] = True
+    out.builder["refit"] = "all"
+
+
+def _sparsity(out: Imported, flag: str, value: str | None, *_: Any) -> None:
+    mode = (value or "").lower()
+    if mode in ("enable", "force"):
+        out.builder["sparse_weights"] = True
+        if mode == "force":
+            out.notes.append("--sparsity=force: mapped to sparse_weights = true; trtls does not prune weights")
+    elif mode != "disable":
+        raise ImportError_(f"--sparsity: expected disable, enable or force, got {value!r}")
+
+
+_SPECIAL: dict[str, Any] = {  # the kinds a KeyInfo names that need more than one value read
+    "shapes": _shapes,
+    "pools": lambda out, flag, value, *_: _pools(out, value or ""),
+    "workspace": _workspace,
+    "precision": lambda out, flag, value, shapes, precision_flags: precision_flags.append(flag),
+    "strip_all": _strip_all,
+    "sparsity": _sparsity,
+}
 
 
 def _int(flag: str, value: str | None) -> int:
