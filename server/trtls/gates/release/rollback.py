@@ -88,6 +88,13 @@ def bundle_smoke(bundle: str | os.PathLike[str], inputs: Sequence[Any], *, timeo
             return RunResult("unavailable" if "no runnable" in got or "not available" in got else "error", got)
         kind, model = got
         res = run_inputs(RuntimeSpec(kind, model=str(model), timeout_s=timeout_s), list(inputs))
+    return finite_smoke(res)
+
+
+def finite_smoke(res: RunResult) -> RunResult:
+    """A smoke run passes only with finite outputs: the first NaN/Inf in a float (or complex) output makes it an
+    error naming the request and the output. Every smoke run of gate 5 ends here (the drill's and the deployed
+    artifact's)."""
     if res.ok:
         for i, out in enumerate(res.outputs):
             for name, arr in out.items():

@@ -10,9 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from trtls.gates.release.rollback import ENGINE_SECTIONS, MODEL_SECTIONS, SmokeFn
+from trtls.gates.release.rollback import ENGINE_SECTIONS, MODEL_SECTIONS, SmokeFn, finite_smoke
 from trtls.runtimes import RunResult, RuntimeSpec, run_inputs
 
 
@@ -45,11 +43,6 @@ def deployed_smoke(spec: RuntimeSpec, deploys: str, inputs: Sequence[Any]) -> Sm
                     out.write(part)
             kind = "tensorrt" if deploys == "engine" else "onnxruntime"
             res = run_inputs(on_artifact(spec, (section, target, kind), path), list(inputs))
-        if res.ok:
-            for i, out_ in enumerate(res.outputs):
-                for name, arr in out_.items():
-                    if arr.dtype.kind in "fc" and not np.isfinite(arr).all():
-                        return RunResult("error", f"smoke request {i}: output {name!r} has NaN/Inf")
-        return res
+        return finite_smoke(res)
 
     return smoke
