@@ -33,7 +33,16 @@ def register(subparsers: Any) -> None:
         epilog=EPILOG,
     )
     r.add_argument("recipe", nargs="?", default=".", help="the folder or trtls.toml (default: .)")
-    r.add_argument("--engine", required=True, help="the engine whose build fails")
+    r.add_argument("--engine", help="the engine whose build fails (or, with --diverge, whose conversion diverges)")
+    r.add_argument("--route", help="a parity reject: find the first layer where the route's converted model diverges")
+    r.add_argument("--diverge", action="store_true", help="with --engine: the first diverging layer of its conversion")
+    r.add_argument(
+        "--fix", action="store_true", help="exclude the diverging node from the conversion and compare again"
+    )
+    r.add_argument(
+        "--inputs", help="an .npz of inputs for --diverge (default: the route's reference_inputs, or seeded)"
+    )
+    r.add_argument("--rtol", type=float, help="range-relative tolerance per tensor (default: by precision)")
     r.add_argument("--max-trials", type=int, default=40, help="stop after this many trial builds (default 40)")
     r.add_argument("--timeout", type=positive_seconds, help="stop after this many seconds (exit 124)")
     r.add_argument("--json", action="store_true", help="print the result record as JSON")
@@ -60,6 +69,8 @@ async def _reduce(args: argparse.Namespace) -> int:
     loaded = load_or_report(args.recipe)
     if loaded is None:
         return EXIT_BAD_INPUT
+    if args.route or args.diverge:
+        return await _diverge(loaded, args)
     if args.engine not in loaded.recipe.engines:
         report_error("TRT107", f"no engine named {args.engine}", str(loaded.path))
         return EXIT_BAD_INPUT
@@ -90,7 +101,7 @@ async def _reduce(args: argparse.Namespace) -> int:
         progress()
     try:
         task.result()
-    except Exception as exc:  # noqa: BLE001 - a model ONNX Runtime cannot probe, an unreadable model: said, not a traceback
+    except Exception as exc:
         red.error = f"{type(exc).__name__}: {exc}"
     progress()
     eng = loaded.engine(args.engine)
@@ -113,3 +124,60 @@ def _exit(record: dict[str, Any], red: Any) -> int:
     if record["outcome"] in ("reduced", "configuration", "stopped"):
         return EXIT_OK
     return EXIT_FAILED
+
+
+async def _diverge(loaded: Any, args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from trtls.core.cancel import CancelToken
+    from trtls.triage.diverge_run import DivergenceUnavailable, run_divergence
+
+    if args.route is None and args.engine not in loaded.recipe.engines:
+        report_error("TRT107", f"no engine named {args.engine}", str(loaded.path))
+        return EXIT_BAD_INPUT
+    token = CancelToken()
+
+    class _Token:
+        def cancel(self, source: str) -> Any:
+            return token.request(source)
+
+        def force(self) -> None:
+            token.request("ctrl_c")
+
+    install_stop_keys(_Token(), "the divergence search", quiet=args.json)
+    try:
+        record = await asyncio.to_thread(
+            run_divergence,
+            loaded,
+            engine=args.engine,
+            route=args.route,
+            inputs=Path(args.inputs) if args.inputs else None,
+            rtol=args.rtol,
+            fix=args.fix,
+            token=token,
+        )
+    except (DivergenceUnavailable, KeyError, OSError) as exc:
+        report_error("TRT107" if isinstance(exc, KeyError) else "TRT104", str(exc).strip("'\""), str(loaded.path))
+        return EXIT_BAD_INPUT
+    if args.json:
+        print(json.dumps(record, default=float))
+    else:
+        first = record["firstDiverging"]
+        if first is None:
+            print("no tensor leaves tolerance: the converted model stays within it on these inputs")
+        else:
+            print(
+                f"first tensor out of tolerance: {first['tensor']} from node {first['node']} ({first['op']}): "
+                f"range error {first['rangeError']:.3g} > {record['rangeRtol']:g}, "
+                f"max |error| {first['maxAbsError']:.3g}"
+            )
+            for nxt in record["rounds"][0]["next"]:
+                print(f"  then {nxt['tensor']} ({nxt['op']}): range error {nxt['rangeError']:.3g}")
+            print(f"proposal: [precision] exclude_nodes = {record['excludeNodes'] if args.fix else [first['node']]}")
+        if args.fix:
+            print("fixed: the outputs are within tolerance" if record["fixed"] else "not fixed within the rounds")
+        print(f"evidence: {record['folder']}/divergence.json", file=sys.stderr)
+    if record["cancelled"]:
+        return EXIT_CTRL_C
+    found = record["firstDiverging"] is not None
+    return EXIT_OK if found and (record["fixed"] or not args.fix) else EXIT_FAILED

@@ -42,9 +42,9 @@ def _feed(inputs: list[Any], profile: dict[str, Any], point: str, rng: np.random
     return feed
 
 
-def probe_tensors(model: Any, profiles: list[dict[str, Any]], seed: int = 0) -> dict[str, TensorFacts]:
-    """Run `model` (an onnx ModelProto) once per profile point through ONNX Runtime on the CPU; return the facts of
-    every top-level tensor that a run produced. Raises RuntimeError (with ONNX Runtime's message) when a run fails."""
+def every_tensor_session(model: Any) -> Any:
+    """An ONNX Runtime CPU session of `model` with every top-level tensor marked as an output (Polygraphy's
+    `--onnx-outputs mark all`), graph optimizations off so that every tensor keeps its name and its value."""
     import onnx_graphsurgeon as gs
     import onnxruntime as ort
 
@@ -53,16 +53,23 @@ def probe_tensors(model: Any, profiles: list[dict[str, Any]], seed: int = 0) -> 
     marked = [t for t in graph.tensors().values() if not isinstance(t, gs.Constant) and t.name and t not in inputs]
     seen: set[str] = set()
     graph.outputs = [t for t in marked if not (t.name in seen or seen.add(t.name))]  # type: ignore[func-returns-value]
-    for t in graph.outputs:
-        t.dtype, t.shape = t.dtype, None  # shapes unknown to ORT's output check; dtype kept
     wide = gs.export_onnx(graph, do_type_check=False)
     opts = ort.SessionOptions()
-    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL  # keep every tensor as it is named
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     opts.intra_op_num_threads = 1
     try:
-        session = ort.InferenceSession(wide.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+        return ort.InferenceSession(wide.SerializeToString(), opts, providers=["CPUExecutionProvider"])
     except Exception as exc:
-        raise RuntimeError(f"ONNX Runtime cannot load the model to probe its tensors: {exc}") from exc
+        raise RuntimeError(f"ONNX Runtime cannot load the model with every tensor marked: {exc}") from exc
+
+
+def probe_tensors(model: Any, profiles: list[dict[str, Any]], seed: int = 0) -> dict[str, TensorFacts]:
+    """Run `model` (an onnx ModelProto) once per profile point through ONNX Runtime on the CPU; return the facts of
+    every top-level tensor that a run produced. Raises RuntimeError (with ONNX Runtime's message) when a run fails."""
+    import onnx_graphsurgeon as gs
+
+    inputs = list(gs.import_onnx(model).inputs)
+    session = every_tensor_session(model)
     names = [o.name for o in session.get_outputs()]
     facts: dict[str, TensorFacts] = {}
     rng = np.random.default_rng(seed)

@@ -1,0 +1,183 @@
+"""`trtls reduce --diverge`: the first tensor where a converted model (ModelOpt AutoCast fp16/bf16) leaves tolerance.
+
+Both models — the reference (the engine's ONNX, unconverted) and the converted one (the same conversion the build
+runs, from the precision cache) — run through ONNX Runtime on the CPU with every tensor marked as an output, on the
+same inputs; their tensors are compared by name in the reference's topological order (AutoCast keeps node and tensor
+names; the casts it inserts have their own). The rule, stated in the evidence: a tensor leaves tolerance when its
+error relative to its own range, max|converted − reference| / max|reference|, exceeds the precision's relative
+tolerance (`RANGE_RTOL`, or `--rtol`) — intermediate tensors have no tolerance of their own and their magnitudes differ
+by orders, so an absolute bound cannot be shared. The model's outputs are also judged elementwise with the tolerances
+given for them (a route's; Polygraphy's |a − b| ≤ atol + rtol·|b|).
+
+The proposal: keep the node that produced the first diverging tensor in its original precision (AutoCast
+`exclude_nodes`); with `fix`, convert again with it excluded and compare again, until the outputs pass or the rounds
+run out. Executed here for real through ONNX Runtime; the same comparison on a TensorRT engine (every layer output
+marked in the network) needs a GPU TensorRT accepts and is not offered here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+RANGE_RTOL = {"fp16": 3e-2, "bf16": 2e-1}  # ~60× each type's rounding step (2^-11, 2^-8): a sum of rounded terms
+NEXT_SHOWN = 4  # diverging tensors listed after the first
+MAX_FIX_ROUNDS = 6
+
+RULE = (
+    "a tensor leaves tolerance when max|converted - reference| / max|reference| exceeds the precision's relative "
+    "tolerance; outputs must also pass |converted - reference| <= atol + rtol*|reference| elementwise"
+)
+
+
+@dataclass
+class TensorError:
+    tensor: str
+    node: str
+    op: str
+    max_abs: float
+    range_error: float
+    rel_l2: float
+    nonfinite: int
+    within: bool
+
+    def record(self) -> dict[str, Any]:
+        return {
+            "tensor": self.tensor,
+            "node": self.node,
+            "op": self.op,
+            "maxAbsError": self.max_abs,
+            "rangeError": self.range_error,
+            "relL2": self.rel_l2,
+            "nonFinite": self.nonfinite,
+            "withinTolerance": self.within,
+        }
+
+
+@dataclass
+class Comparison:
+    tensors: list[TensorError] = field(default_factory=list)
+    outputs_pass: bool = True
+    output_errors: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def first(self) -> TensorError | None:
+        return next((t for t in self.tensors if not t.within), None)
+
+
+def _error(ref: np.ndarray, got: np.ndarray) -> tuple[float, float, float, int]:
+    ref64, got64 = ref.astype(np.float64), got.astype(np.float64)
+    bad = int(np.count_nonzero(~np.isfinite(got64)))
+    diff = np.abs(np.nan_to_num(got64, nan=np.inf) - ref64)
+    scale = float(np.max(np.abs(ref64))) if ref64.size else 0.0
+    max_abs = float(np.max(diff)) if diff.size else 0.0
+    norm = float(np.linalg.norm(ref64))
+    rel_l2 = float(np.linalg.norm(np.nan_to_num(diff, posinf=1e30))) / norm if norm else max_abs
+    return max_abs, (max_abs / scale if scale else max_abs), rel_l2, bad
+
+
+def compare(
+    reference: Any,
+    converted: Any,
+    feed: dict[str, np.ndarray],
+    rtol: float,
+    output_tolerances: dict[str, tuple[float, float]],
+) -> Comparison:
+    """Run both models (onnx ModelProtos) on `feed` with every tensor marked; judge every shared float tensor."""
+    import onnx_graphsurgeon as gs
+
+    from trtls.triage.probe import every_tensor_session
+
+    values = []
+    for model in (reference, converted):
+        session = every_tensor_session(model)
+        names = [o.name for o in session.get_outputs()]
+        values.append(dict(zip(names, session.run(names, feed), strict=True)))
+    ref, got = values
+    graph = gs.import_onnx(reference)
+    graph.toposort()
+    outputs = {t.name for t in graph.outputs}
+    result = Comparison()
+    for node in graph.nodes:
+        for t in node.outputs:
+            a, b = ref.get(t.name), got.get(t.name)
+            if a is None or b is None or not np.issubdtype(np.asarray(a).dtype, np.floating):
+                continue
+            a, b = np.asarray(a), np.asarray(b)
+            if a.shape != b.shape:
+                continue
+            max_abs, range_error, rel_l2, bad = _error(a, b)
+            within = bad == 0 and range_error <= rtol
+            if t.name in outputs:  # elementwise too, with the tolerances given for it (a route's)
+                if t.name in output_tolerances:
+                    atol_o, rtol_o = output_tolerances[t.name]
+                    diff = np.abs(b.astype(np.float64) - a)
+                    within = within and bad == 0 and bool(np.all(diff <= atol_o + rtol_o * np.abs(a)))
+                result.output_errors[t.name] = max_abs
+                result.outputs_pass = result.outputs_pass and within
+            result.tensors.append(TensorError(t.name, node.name, node.op, max_abs, range_error, rel_l2, bad, within))
+    return result
+
+
+def random_feed(model: Any, profiles: list[dict[str, Any]], seed: int = 0) -> dict[str, np.ndarray]:
+    """Inputs at the first profile's opt shapes, seeded (used when the caller gives none; the evidence says so)."""
+    import onnx_graphsurgeon as gs
+
+    from trtls.triage.probe import _feed
+
+    inputs = list(gs.import_onnx(model).inputs)
+    return _feed(inputs, (profiles or [{"inputs": []}])[0], "opt", np.random.default_rng(seed))
+
+
+@dataclass
+class Divergence:
+    rounds: list[dict[str, Any]] = field(default_factory=list)
+    excluded: list[str] = field(default_factory=list)
+    fixed: bool | None = None  # None: no fix asked
+
+
+def find_divergence(
+    reference_path: Path,
+    convert: Any,
+    spec: dict[str, Any],
+    feed: dict[str, np.ndarray],
+    rtol: float,
+    output_tolerances: dict[str, tuple[float, float]],
+    fix: bool,
+    stop: Any = lambda: False,
+) -> Divergence:
+    """Compare the reference with its conversion (`convert(spec) -> Path`); with `fix`, exclude the first
+    diverging node and convert again, round by round, until the outputs pass (or MAX_FIX_ROUNDS)."""
+    import onnx
+
+    reference = onnx.load(str(reference_path))
+    out = Divergence(fixed=False if fix else None)
+    excluded = list(spec.get("exclude_nodes") or [])
+    for _ in range(MAX_FIX_ROUNDS if fix else 1):
+        if stop():
+            break
+        converted_path = convert({**spec, "exclude_nodes": excluded})
+        comp = compare(reference, onnx.load(str(converted_path)), feed, rtol, output_tolerances)
+        first = comp.first
+        out.rounds.append(
+            {
+                "excludeNodes": list(excluded),
+                "convertedModel": str(converted_path),
+                "outputsPass": comp.outputs_pass,
+                "outputErrors": comp.output_errors,
+                "firstDiverging": first.record() if first else None,
+                "next": [t.record() for t in comp.tensors if not t.within and t is not first][:NEXT_SHOWN],
+                "tensors": [t.record() for t in comp.tensors],
+            }
+        )
+        if comp.outputs_pass or first is None:
+            out.fixed = True if fix else None
+            break
+        if first.node in excluded:
+            break  # excluding it did not help: say so instead of looping
+        excluded.append(first.node)
+    out.excluded = out.rounds[-1]["excludeNodes"] if out.rounds else excluded
+    return out

@@ -1,0 +1,123 @@
+"""`trtls reduce --diverge`: a real ModelOpt AutoCast fp16 conversion of a model with one layer fp16 cannot hold
+(weights below fp16's normal range), compared layer by layer through ONNX Runtime: the first tensor out of tolerance
+is that layer's, the proposal keeps it in fp32, and the fix, checked here independently, brings the outputs back."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+# A mark, not a module-level skip (as tests/builds/test_precision.py): CI sets TRTLS_REQUIRE_PRECISION, so there a
+# missing ModelOpt fails instead of skipping.
+pytestmark = pytest.mark.skipif(
+    not os.environ.get("TRTLS_REQUIRE_PRECISION") and importlib.util.find_spec("modelopt") is None,
+    reason="the precision extra (nvidia-modelopt) is not installed",
+)
+
+
+def _model(path: Path) -> None:
+    rng = np.random.default_rng(0)
+    init = [
+        numpy_helper.from_array((rng.standard_normal((64, 64)) * 0.2).astype(np.float32), "W0"),
+        # the injected problem: weights of ~2e-7 are fp16 subnormals (3 bits or fewer), so this layer loses ~30 %
+        numpy_helper.from_array((rng.standard_normal((64, 64)) * 2e-7).astype(np.float32), "W_tiny"),
+        numpy_helper.from_array(np.ones(64, np.float32), "gamma"),
+        numpy_helper.from_array(np.zeros(64, np.float32), "beta"),
+        numpy_helper.from_array((rng.standard_normal((64, 16)) * 0.2).astype(np.float32), "W2"),
+    ]
+    nodes = [
+        helper.make_node("MatMul", ["x", "W0"], ["h0"], name="embed"),
+        helper.make_node("Relu", ["h0"], ["a0"], name="act"),
+        helper.make_node("MatMul", ["a0", "W_tiny"], ["h"], name="proj_tiny"),
+        helper.make_node("LayerNormalization", ["h", "gamma", "beta"], ["n"], name="norm", axis=-1),
+        helper.make_node("MatMul", ["n", "W2"], ["y"], name="head"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 64])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 16])],
+        init,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    model.ir_version = 9
+    onnx.save(model, str(path))
+
+
+RECIPE = """\
+[engines.enc]
+onnx = "models/enc.onnx"
+output = "build/enc.engine"
+
+[engines.enc.precision]
+convert = "fp16"
+
+[[engines.enc.profiles]]
+input = "x"
+min = [1, 64]
+opt = [4, 64]
+max = [8, 64]
+"""
+
+
+def _run(ws: Path, *args: str) -> tuple[int, dict]:
+    proc = subprocess.run(
+        [sys.executable, "-m", "trtls", "reduce", str(ws), "--json", *args], capture_output=True, text=True, timeout=600
+    )
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+    assert lines, proc.stderr[-2000:]
+    return proc.returncode, json.loads(lines[-1])
+
+
+def test_the_first_diverging_layer_is_the_injected_one_and_the_fix_holds(tmp_path: Path) -> None:
+    (tmp_path / "models").mkdir()
+    _model(tmp_path / "models" / "enc.onnx")
+    (tmp_path / "trtls.toml").write_text(RECIPE)
+    x = np.random.default_rng(7).standard_normal((4, 64)).astype(np.float32)
+    np.savez(tmp_path / "inputs.npz", x=x)
+    code, record = _run(tmp_path, "--engine", "enc", "--diverge", "--inputs", str(tmp_path / "inputs.npz"))
+    assert code == 0, record
+    first = record["firstDiverging"]
+    assert (first["node"], first["tensor"], first["op"]) == ("proj_tiny", "h", "MatMul")
+    assert first["rangeError"] > record["rangeRtol"]
+    assert [t["tensor"] for t in record["rounds"][0]["tensors"]][:2] == ["h0", "a0"], "compared in graph order"
+    assert all(t["withinTolerance"] for t in record["rounds"][0]["tensors"][:2]), "what precedes it holds"
+    assert record["proposal"] == {"precision.exclude_nodes": ["proj_tiny"]}
+
+    code, fixed = _run(tmp_path, "--engine", "enc", "--diverge", "--fix", "--inputs", str(tmp_path / "inputs.npz"))
+    assert code == 0 and fixed["fixed"] is True and fixed["excludeNodes"] == ["proj_tiny"], fixed
+    # independently of the tool: the converted model it settled on, run here, against the fp32 model
+    converted = fixed["rounds"][-1]["convertedModel"]
+    assert any(n.name == "proj_tiny" and n.op_type == "MatMul" for n in onnx.load(converted).graph.node)
+    ref = ort.InferenceSession(str(tmp_path / "models" / "enc.onnx")).run(None, {"x": x})[0]
+    got = ort.InferenceSession(converted).run(None, {"x": x})[0]
+    before = ort.InferenceSession(record["rounds"][0]["convertedModel"]).run(None, {"x": x})[0]
+    assert np.abs(got - ref).max() / np.abs(ref).max() <= record["rangeRtol"]
+    assert np.abs(before - ref).max() > 5 * np.abs(got - ref).max(), "the exclusion is what made the difference"
+
+
+def test_a_route_that_deploys_its_onnx_unconverted_has_nothing_to_compare(tmp_path: Path) -> None:
+    (tmp_path / "trtls.toml").write_text(
+        RECIPE.replace('[engines.enc.precision]\nconvert = "fp16"\n', "")
+        + '\n[routes.r]\nengine = "enc"\ncheckpoint = { path = "ck", id = "a/b", revision = "'
+        + "0" * 40
+        + '" }\nintended_use = "test"\nallowed_licenses = ["mit"]\nbundle = "build/r.bundle"\n'
+    )
+    (tmp_path / "models").mkdir()
+    (tmp_path / "ck").mkdir()
+    _model(tmp_path / "models" / "enc.onnx")
+    proc = subprocess.run(
+        [sys.executable, "-m", "trtls", "reduce", str(tmp_path), "--route", "r"], capture_output=True, text=True
+    )
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "no [precision] convert" in proc.stderr and "Traceback" not in proc.stderr
