@@ -141,3 +141,19 @@ def test_an_unreplaceable_engine_fails_the_probe_before_any_builder_time(workspa
         assert sha256_of(engine) == good and not leftovers(workspace)
     finally:
         subprocess.run(["chattr", attr.replace("+", "-"), str(engine)], check=True)
+
+
+def test_a_build_cancelled_while_it_waits_ends_cancelled_having_built_nothing(workspace: Path, tmp_path: Path) -> None:
+    pause = tmp_path / "pause"
+    holder = CliBuild(workspace, "demo", env=pause_env(pause, "before_build"))
+    wait_for_file(pause, ".before_build")
+    waiter = CliBuild(workspace, "demo")
+    waiter.wait_for(is_waiting_line)
+    waiter.interrupt()  # Ctrl-C while it waits for the output
+    s = waiter.summary()
+    assert waiter.finish() == 130
+    assert s["outcome"] == "cancelled" and s["cancelSource"] == "ctrl_c" and s["workerPid"] is None
+    assert any("while waiting for another build" in n for n in s["notes"])
+    assert not [ln for ln in waiter.seen if ln.get("type") == "phase_start"]
+    holder.interrupt()
+    assert holder.finish() == 130
