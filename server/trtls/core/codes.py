@@ -213,6 +213,10 @@ _TABLE: tuple[Code, ...] = (
     Code("TRT951", ERROR, "route-life", "The promoted bundle's canary failed"),
     Code("TRT952", ERROR, "route-life", "The promotion ledger is tampered"),
     # TRT953–TRT979: free (one line per new code, here)
+    # -- docs/codes/triage.md ------------------------------------------------------------------------------------------
+    Code("TRT980", WARNING, "triage", "Reduced to a minimal failing model"),
+    Code("TRT981", WARNING, "triage", "First layer out of tolerance"),
+    # TRT982–TRT999: free (one line per new code, here)
 )
 
 CODES: dict[str, Code] = {c.code: c for c in _TABLE}
