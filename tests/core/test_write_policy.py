@@ -143,3 +143,13 @@ def test_a_path_that_cannot_name_a_file_is_located_and_nothing_stats_it(folder: 
     (nul,) = loaded.findings
     assert nul.code == "TRT102" and "NUL" in nul.message
     assert loaded.location(nul).endswith(":8:10")  # on the output's value
+
+
+def test_a_routes_previous_bundle_is_a_write_and_routes_may_share_a_bundle(folder: Path) -> None:
+    (folder / "ckpt").mkdir()
+    route = 'engine = "demo"\ncheckpoint = { path = "ckpt", revision = "main" }\nintended_use = "t"\n'
+    route += 'allowed_licenses = ["mit"]\nbundle = "dist/shared.bundle"\n'
+    text = BASE + "\n[routes.a]\n" + route + "\n[routes.b]\n" + route + 'previous_bundle = "../old.bundle"\n'
+    found = findings(folder, text)
+    assert [c for c, where, _ in found if where == ("routes", "b", "previous_bundle")] == ["TRT117"]
+    assert [c for c, where, _ in found if c == "TRT109"] == [], "two routes checking one bundle is no clash"

@@ -106,6 +106,13 @@ def recipe_writes(loaded: LoadedRecipe, recipe: RecipeFile) -> list[Write]:
             out.append(Write(base + ("bundle",), raw["bundle"], f"the bundle of route '{rname}'", "bundle"))
         if raw.get("engine") is None and isinstance(raw.get("onnx"), str):
             out.append(Write(base + ("onnx",), raw["onnx"], f"the ONNX model route '{rname}' exports", "export"))
+        engine = recipe.engines.get(raw["engine"]) if isinstance(raw.get("engine"), str) else None
+        if engine is not None:  # `trtls route build` exports the checkpoint to the engine's own ONNX path
+            what = f"the ONNX model of engine '{raw['engine']}'"
+            out.append(Write(base + ("engine",), engine.onnx, what, "export"))
+        if isinstance(raw.get("previous_bundle"), str):  # the route copies the bundle it replaces there
+            what = f"the previous bundle of route '{rname}'"
+            out.append(Write(base + ("previous_bundle",), raw["previous_bundle"], what, "bundle"))
     return out
 
 
@@ -253,8 +260,13 @@ def _clash(plan: WritePlan, w: Write, placed: Path, seen: dict[Path, Write]) -> 
         if inside(placed, folder):
             return what
     other = seen.get(placed)
-    if other is not None and not (w.kind == "cell" and other.kind in ("cell", "output")):
-        return f"{other.what} (also written there)"  # cells against cells and engines: TRT171, farm_checks
+    if other is None or other.what == w.what:
+        return None
+    if w.kind == "cell" and other.kind in ("cell", "output"):
+        return None  # cells against cells and engines: TRT171, farm_checks
+    if w.kind == other.kind and w.kind in ("bundle", "export"):
+        return None  # routes may share a bundle or an export (a route that checks another's bundle): one at a time
+    return f"{other.what} (also written there)"
     return None
 
 
