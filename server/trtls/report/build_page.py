@@ -94,7 +94,8 @@ def timeline_svg(ev: BuildEvidence) -> str:
         parts.append(f'<text x="{4 + sp.depth * 12}" y="{y + 12}" class="phase-label">{esc(sp.name[:44])}</text>')
         w = max(x(sp.end_s) - x(sp.start_s), 1.5)
         step = None if sp.steps is None else sp.steps - 1
-        detail = phase_detail(sp.status, step, sp.num_steps, sp.end_s - sp.start_s, None, sp.usual_s)
+        # the words the build recorded (every face shows them); evidence older than them: the same rule, here
+        detail = sp.detail or phase_detail(sp.status, step, sp.num_steps, sp.end_s - sp.start_s, None, sp.usual_s)
         tip = f"{sp.name} {detail} (phase {sp.id}, {sp.status})"
         parts.append(
             f'<rect class="phase-bar" data-phase-id="{esc(sp.id)}" data-status="{esc(sp.status)}" '

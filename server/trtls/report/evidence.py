@@ -37,6 +37,7 @@ class Span:
     num_steps: int
     usual_s: float | None
     tid: int = 0
+    detail: str | None = None  # the row's words as the build recorded them (trtls.core.display, tree.json)
 
     @property
     def depth(self) -> int:
@@ -169,6 +170,7 @@ def _spans(ev: BuildEvidence) -> list[Span]:
                 num_steps=int(s.get("num_steps") or 1),
                 usual_s=node.get("baselineS"),
                 tid=int(s.get("tid") or 0),
+                detail=node.get("detail") if isinstance(node.get("detail"), str) else None,
             )
         )
     return spans
