@@ -11,6 +11,7 @@ from typing import get_args
 
 import pytest
 
+from trtls.core import display
 from trtls.core.events import Outcome
 from trtls.core.outcome import BUILD_OUTCOME_KIND, build_outcome_kind, gates_outcome
 from trtls.core.phase_tree import (
@@ -146,3 +147,58 @@ def test_gates_outcome() -> None:
     assert gates_outcome("reject", False) == ("reject", "refused")
     assert gates_outcome("reject", True) == ("cancelled", "cancelled"), "a cancelled run made no decision"
     assert gates_outcome(None, False) == ("no_decision", "failed")
+
+
+# -- the words (trtls.core.display): each rule once, every face shows its output ------------------------------------
+@pytest.mark.parametrize(
+    ("s", "text"),
+    [(0.04, "0.0 s"), (4.12, "4.1 s"), (9.96, "10.0 s"), (30, "30 s"), (65, "1 min 05 s"), (7380, "2 h 03 min"),
+     (None, "–"), (-1, "–"), (float("nan"), "–")],
+)  # fmt: skip
+def test_human_seconds(s: float | None, text: str) -> None:
+    assert display.human_seconds(s) == text
+
+
+def test_human_bytes_is_the_one_size_rule() -> None:
+    assert [display.human_bytes(n) for n in (512, 13_421_773, 3 * 1024**3, None)] == [
+        "512 B", "12.8 MiB", "3.0 GiB", "size unknown"]  # fmt: skip
+
+
+def test_a_finished_phase_shows_no_step_count_and_quiet_comes_before_usual() -> None:
+    """Step 4 of 6 finished reads `1.2 s` (not `5/6`, which reads unfinished); running reads `5/6`; the silence and
+    the usual duration always in one order."""
+    assert display.step_text("done", 4, 6) is None
+    assert display.phase_detail("done", 4, 6, 1.2) == "1.2 s"
+    assert display.phase_detail("running", 4, 6, 1.2) == "5/6 · 1.2 s"
+    assert display.phase_detail("running", None, 3, 75, quiet_s=45, baseline_s=30, stalled=True) == (
+        "0/3 · 1 min 15 s · quiet 45 s · usual 30 s · stalled")  # fmt: skip
+    assert display.phase_detail("cancelled", 1, 3, 2.0) == "2/3 · 2.0 s · cancelled"
+
+
+def test_one_view_carries_its_words() -> None:
+    tree = running_tree()
+    views = {v.id: v for v in tree.view(40 * S, {"0.0": 30.0})}
+    timing = views["0.0"]
+    assert timing.detail == display.phase_detail(
+        "running", 0, 2, timing.elapsed_s, timing.quiet_s, 30.0, timing.stalled
+    )
+    assert timing.to_json()["detail"] == timing.detail and timing.to_json()["stepsText"] == "1/2"
+
+
+@pytest.mark.parametrize(
+    ("decision", "cancelled", "status", "level", "text"),
+    [
+        ("supported", False, None, "info", "route r: supported"),
+        ("hold", False, None, "warning", "route r: hold — see Problems"),
+        ("reject", False, None, "warning", "route r: reject — see Problems"),
+        # a cancelled run decided nothing, whatever a gate said before the cancel (core.outcome.gates_outcome)
+        ("reject", True, None, "info", "route r: gates cancelled — no decision"),
+        ("hold", True, None, "info", "route r: gates cancelled — no decision"),
+        (None, False, "invalid_recipe", "warning", "route r: the recipe has errors — see Problems"),
+    ],
+)
+def test_gates_verdict_follows_the_outcome_rule(decision, cancelled, status, level, text) -> None:
+    v = display.gates_verdict("r", decision, cancelled, status)
+    assert (v["level"], v["text"]) == (level, text)
+    assert (v["outcome"], v["outcomeKind"]) == gates_outcome(decision, cancelled)
+    assert v["showProblems"] is (level == "warning")
