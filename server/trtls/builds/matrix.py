@@ -24,6 +24,7 @@ from typing import Any
 from trtls.builds.build import await_summary
 from trtls.builds.supervisor import Build, Supervisor
 from trtls.core.atomic import atomic_write_text
+from trtls.core.display import cells_text, human_seconds, matrix_description
 from trtls.core.farm import Cell, expand
 from trtls.core.outcome import build_outcome_kind
 from trtls.core.recipe import LoadedRecipe
@@ -116,6 +117,8 @@ class MatrixBuild:
         """The parent row of the tree: its cells (each a build snapshot, phase tree included) under it; `with_cells`
         False leaves them out (a live view sends each cell on its own: 32 `large` trees are ~2 MB to build)."""
         done = sum(1 for b in self.cells if not b.running)
+        elapsed = (time.monotonic_ns() - self.t_start_ns) / 1e9 if self.summary is None else self.summary["durationS"]
+        message = self.outcome_message() if self.summary else None
         row = {
             "buildId": self.id,
             "engine": self.title,
@@ -130,6 +133,13 @@ class MatrixBuild:
             "progress": {"done": done, "total": len(self.planned)},
             "outcomeMessage": self.outcome_message() if self.summary else None,
             "evidencePath": str(self.evidence_dir / "summary.json") if self.summary else None,
+            # the words (trtls.core.display): every face shows these, none counts the cells again
+            "running": self.running,
+            "cellsText": cells_text(done, len(self.planned)),
+            "description": matrix_description(
+                self.running, self.cancel_source, done, len(self.planned), message, elapsed
+            ),
+            "elapsedText": human_seconds(elapsed),
         }
         if with_cells:
             row["cells"] = [b.snapshot() for b in self.cells] + [
