@@ -15,7 +15,8 @@ SERVER = [sys.executable, "-m", "trtls", "serve"]
 
 
 class RawServer:
-    def __init__(self, cwd: Path | None = None, preexec_fn: Any = None) -> None:
+    def __init__(self, cwd: Path | None = None, preexec_fn: Any = None, refuse_progress: bool = False) -> None:
+        self.refuse_progress = refuse_progress  # answer window/workDoneProgress/create with an error
         self.proc = subprocess.Popen(
             SERVER,
             stdin=subprocess.PIPE,
@@ -75,7 +76,9 @@ class RawServer:
                 if line in (b"\r\n", b"\n"):
                     break
             message = json.loads(out.read(length))
-            if message.get("method") in ("window/workDoneProgress/create", "workspace/codeLens/refresh"):
+            if message.get("method") == "window/workDoneProgress/create" and self.refuse_progress:
+                self.send({"id": message["id"], "error": {"code": -32603, "message": "no progress here"}})
+            elif message.get("method") in ("window/workDoneProgress/create", "workspace/codeLens/refresh"):
                 self.send({"id": message["id"], "result": None})  # answer as an editor would
             with self._lock:
                 self.messages.append(message)

@@ -15,7 +15,7 @@ from lsprotocol import types as lsp
 from trtls.core.display import gates_verdict
 from trtls.core.findings import Origin
 from trtls.core.outcome import gates_outcome
-from trtls.lsp.progress_end import end_progress
+from trtls.lsp.progress_end import begin_stoppable_progress, end_progress
 
 
 @dataclass
@@ -73,24 +73,23 @@ async def run_gates_command(ls: Any, args: Any) -> dict[str, Any]:
             f"no route '{args.route}' in {loaded.path.name} (routes: {', '.join(loaded.recipe.routes) or 'none'})"
         )
 
-    token = f"trtls-gates-{uuid.uuid4()}"
     has_progress = bool(ls.client_capabilities.window and ls.client_capabilities.window.work_done_progress)
     run = GatesRun(f"gates-{args.route}-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}", args.route,
                    loaded.path)  # fmt: skip
     ls.runs.add(run, "gates", args.uri)
     stop = run.stop
     loop = asyncio.get_running_loop()
+    token = None  # a client that refuses the token still gets its gates run, without a toast
     if has_progress:
-        await ls.work_done_progress.create_async(token)
-        ls.work_done_progress.begin(
-            token, lsp.WorkDoneProgressBegin(title=f"Gates {args.route}", cancellable=True, percentage=0)
+        token = await begin_stoppable_progress(
+            ls,
+            "gates",
+            lsp.WorkDoneProgressBegin(title=f"Gates {args.route}", cancellable=True, percentage=0),
+            lambda: run.cancel("ide_stop"),
         )
-        fut = ls.work_done_progress.tokens.get(token)
-        if fut is not None:
-            fut.add_done_callback(lambda f: run.cancel("ide_stop") if f.cancelled() else None)
 
     def progress(gate: int, text: str) -> None:
-        if has_progress:
+        if token is not None:
             loop.call_soon_threadsafe(
                 ls.work_done_progress.report,
                 token,
@@ -116,7 +115,7 @@ async def run_gates_command(ls: Any, args: Any) -> dict[str, Any]:
     ls.store.set(args.uri, Origin.gates, args.route, findings)
     ls.publish(args.uri)
     decision = result.decision
-    if has_progress:
+    if token is not None:
         # a cancelled run made no decision: never end it with one ("hold (stopped)" read like a verdict)
         outcome, kind = gates_outcome(decision, stop.is_set())
         ended = f"{args.route}: no decision (cancelled)" if kind == "cancelled" else f"{args.route}: {decision}"
