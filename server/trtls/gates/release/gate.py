@@ -15,6 +15,7 @@ from trtls.core.gate_result import CheckStatus, GateCheck, gate_check
 from trtls.gates.context import GateContext
 from trtls.gates.parity.check import toml_path
 from trtls.gates.release.baseline import check_baseline, load_baseline, write_baseline
+from trtls.gates.release.interleaved import artifact_spec, check_baseline_interleaved
 from trtls.gates.release.measure import Thresholds, measure
 from trtls.gates.release.performance import check_build_time, check_canary, check_performance
 from trtls.gates.release.rollback import SmokeFn, bundle_smoke, rollback_drill, sha256_of
@@ -40,6 +41,7 @@ def check_release(
     smoke: SmokeFn | None = None,
     update_baseline: bool = False,
     paths: Mapping[str, TomlPath] | None = None,
+    baseline_spec: RuntimeSpec | str | None = None,
 ) -> list[GateCheck]:
     """Gate 5's checks.
 
@@ -81,7 +83,12 @@ def check_release(
         )
         checks += check_performance(m, t, paths)
         base = load_baseline(root, route)
-        checks.append(check_baseline(m, base, t, toml_path(paths, "thresholds")))
+        if base is not None and baseline_spec is not None:  # the rule established in this run (interleaved.py)
+            checks.append(
+                check_baseline_interleaved(spec, baseline_spec, inputs, m, base, t, toml_path(paths, "thresholds"))
+            )
+        else:
+            checks.append(check_baseline(m, base, t, toml_path(paths, "thresholds")))
         if update_baseline:
             write_baseline(
                 root,
@@ -160,6 +167,21 @@ def _not_run(name: str, code: str, why: str, path: TomlPath) -> GateCheck:
     return _check(name, "not_checked", f"not run: {why}", code, path, {"not_run": True})
 
 
+def _baseline_spec(
+    ctx: GateContext, deployed: RuntimeSpec, active: Path | None, previous: Path | None, scratch: Path
+) -> RuntimeSpec | str | None:
+    """The artifact the recorded baseline was measured on, as a runtime to interleave with the candidate: the
+    bundle's (then candidate and baseline are the same artifact) or the previous bundle's, matched by sha256."""
+    recorded = load_baseline(ctx.recipe_dir, ctx.route_name)
+    if recorded is None:
+        return None
+    want = recorded.get("bundle_sha256")
+    for candidate in (active, previous):
+        if want and candidate is not None and candidate.is_file() and sha256_of(candidate) == want:
+            return deployed if candidate == active else artifact_spec(deployed, ctx.route.deploys, candidate, scratch)
+    return f"the bundle it was measured on (sha256 {str(want)[:12]}…) is neither the bundle nor previous_bundle"
+
+
 def run_gate(ctx: GateContext) -> list[GateCheck]:
     """Gate 5 for `trtls.gates.run`. Everything runs on the artifact the route deploys, as its bundle carries it,
     through the runtime under test — measured, canaried and rolled back on copies in a scratch folder: the gates
@@ -222,6 +244,7 @@ def run_gate(ctx: GateContext) -> list[GateCheck]:
                 copy_in(sidecar_path(previous), sidecar_path(previous_copy))
         elif previous is not None and not previous.exists():
             previous_copy = previous  # not found: the drill says so
+        baseline_spec = _baseline_spec(ctx, deployed, active_copy, previous_copy, scratch / "baseline")
         if deployed_ok:
             checks = check_release(
                 deployed,
@@ -235,6 +258,7 @@ def run_gate(ctx: GateContext) -> list[GateCheck]:
                 previous_bundle=previous_copy,
                 smoke=smoke,
                 paths={"route": base, "build": ("routes", ctx.route_name, "engine" if route.engine else "onnx")},
+                baseline_spec=baseline_spec,
             )
         if not gate3_ok:
             why = "gate 3 did not pass: the bundle is not verified"

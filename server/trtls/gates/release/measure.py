@@ -15,6 +15,13 @@ from trtls.core.gate_result import gate_check
 from trtls.core.route import Thresholds as RouteThresholds
 from trtls.runtimes import RunResult, RuntimeSpec, benchmark
 
+
+def percentile_ci(latencies_ms: Any, q: float) -> tuple[float, float]:
+    from trtls.gates.release.interleaved import percentile_ci as ci
+
+    return ci(latencies_ms, q)
+
+
 GATE = 5
 _check = partial(gate_check, GATE)
 MIB = 1024 * 1024
@@ -49,6 +56,8 @@ class Measurement:
     load_s: float | None
     first_run_s: float | None
     warmup_cost_s: float | None  # load + first request
+    # 95 % bootstrap interval of each percentile ({"p50": [lo, hi], …}): an absolute limit inside it is not judged
+    latency_ci_ms: dict[str, list[float]] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -73,6 +82,7 @@ def measurement_of(spec: RuntimeSpec, res: RunResult, warmup: int) -> Measuremen
         load_s=load,
         first_run_s=first,
         warmup_cost_s=None if first is None else (load or 0.0) + first,
+        latency_ci_ms={f"p{q}": list(percentile_ci(lat_ms, q)) for q in (50, 95, 99)} if lat_ms.size > 1 else None,
     )
 
 

@@ -1,0 +1,192 @@
+"""Gate 5's baseline rule, established in one run: the candidate and the baseline artifact measured in interleaved
+rounds (baseline, candidate, candidate, baseline, …: drift of the machine hits both alike), and a stated statistic.
+
+The statistic: the ratio of the candidate's p95 latency to the baseline's over all rounds, with a 95 % bootstrap
+confidence interval (`BOOTSTRAP` resamples, each resampling every round's requests with replacement on both sides,
+seeded: the same latencies give the same interval). The spread is the coefficient of variation of the per-round
+p95 ratios. A regression is claimed only when the whole interval is above `1 + max_regression` and the p95 rose by
+more than `regression_floor_ms`; no regression only when the whole interval is at or below it (or the rise is under
+the floor); otherwise the check is `not_checked`, "too noisy to judge: CV 38 %", with the figures.
+
+`straddles` is the same idea for an absolute threshold: a bootstrap interval of one percentile of one measurement.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from trtls.runtimes import RunResult, RuntimeSpec, benchmark
+
+ROUNDS = 5
+BOOTSTRAP = 1000
+SEED = 20
+
+
+def artifact_spec(spec: RuntimeSpec, deploys: str, bundle: Path, scratch: Path) -> RuntimeSpec | str:
+    """The runtime under test pointed at the artifact the route deploys, extracted from `bundle` into `scratch`."""
+    from trtls.bundle import BundleError, read_bundle
+    from trtls.gates.parity import on_artifact
+    from trtls.gates.release.rollback import ENGINE_SECTIONS, MODEL_SECTIONS
+
+    try:
+        b = read_bundle(bundle)
+    except (BundleError, OSError) as exc:
+        return f"bundle unreadable: {exc}"
+    names = ENGINE_SECTIONS if deploys == "engine" else MODEL_SECTIONS
+    section = next((n for n in names if n in b.sections), None)
+    if section is None:
+        return f"the bundle carries no {deploys} section"
+    scratch.mkdir(parents=True, exist_ok=True)
+    target = Path(tempfile.mkdtemp(dir=scratch)) / ("model.engine" if deploys == "engine" else "model.onnx")
+    with open(target, "wb") as out:
+        for part in b.iter_section(section):
+            out.write(part)
+    return on_artifact(spec, (section, target, "tensorrt" if deploys == "engine" else "onnxruntime"), bundle)
+
+
+def measure_interleaved(
+    candidate: RuntimeSpec,
+    baseline: RuntimeSpec,
+    inputs: Sequence[Any],
+    *,
+    warmup: int,
+    iterations: int,
+    rounds: int = ROUNDS,
+) -> tuple[list[np.ndarray], list[np.ndarray]] | RunResult:
+    """(candidate latencies per round, baseline latencies per round), in ms; the failed RunResult otherwise."""
+    per_round = max(10, iterations // rounds)
+    cand: list[np.ndarray] = []
+    base: list[np.ndarray] = []
+    for r in range(rounds):
+        order = [(baseline, base), (candidate, cand)] if r % 2 == 0 else [(candidate, cand), (baseline, base)]
+        for spec, into in order:
+            res = benchmark(spec, inputs, warmup=warmup, iterations=per_round, timeout_s=None)
+            if not res.ok or not res.latencies_s:
+                return res
+            into.append(np.asarray(res.latencies_s, dtype=np.float64) * 1000.0)
+    return cand, base
+
+
+def _p95(x: np.ndarray) -> float:
+    return float(np.percentile(x, 95))
+
+
+def judge_regression(
+    cand: Sequence[np.ndarray], base: Sequence[np.ndarray], *, max_regression: float, floor_ms: float
+) -> dict[str, Any]:
+    """The verdict of the baseline rule on interleaved rounds: `status` (pass | reject | not_checked), `message`, and
+    the figures (ratio, ci, cv, p95s, rounds)."""
+    rng = np.random.default_rng(SEED)
+    all_c, all_b = np.concatenate(cand), np.concatenate(base)
+    p95_c, p95_b = _p95(all_c), _p95(all_b)
+    ratio = p95_c / p95_b if p95_b > 0 else float("inf")
+    boots = np.empty(BOOTSTRAP)
+    for i in range(BOOTSTRAP):
+        c = np.concatenate([rng.choice(x, x.size) for x in cand])
+        b = np.concatenate([rng.choice(x, x.size) for x in base])
+        boots[i] = _p95(c) / max(_p95(b), 1e-12)
+    low, high = (float(v) for v in np.percentile(boots, [2.5, 97.5]))
+    per_round = np.asarray([_p95(c) / max(_p95(b), 1e-12) for c, b in zip(cand, base, strict=True)])
+    cv = float(per_round.std(ddof=1) / per_round.mean()) if per_round.size > 1 and per_round.mean() > 0 else 0.0
+    limit = 1.0 + max_regression
+    figures = (
+        f"p95 {p95_c:.3f} ms vs baseline {p95_b:.3f} ms, ratio {ratio:.2f} (95 % bootstrap CI {low:.2f}–{high:.2f}) "
+        f"over {len(cand)} interleaved rounds, CV {cv * 100:.0f} %"
+    )
+    out: dict[str, Any] = {
+        "statistic": "p95 ratio, 95 % bootstrap CI over interleaved rounds",
+        "ratio": ratio,
+        "ci": [low, high],
+        "cv": cv,
+        "limit": limit,
+        "p95_ms": p95_c,
+        "baseline_p95_ms": p95_b,
+        "rounds": len(cand),
+        "per_round_ratio": per_round.tolist(),
+    }
+    if p95_c - p95_b <= floor_ms:
+        out.update(status="pass", message=f"no regression: the p95 rise is under the {floor_ms:g} ms floor — {figures}")
+    elif low > limit:
+        out.update(status="reject", message=f"regression established: {figures} > {limit:.2f}")
+    elif high <= limit:
+        out.update(status="pass", message=f"no regression over {max_regression * 100:.0f} %: {figures}")
+    else:
+        out.update(
+            status="not_checked",
+            message=f"too noisy to judge: CV {cv * 100:.0f} %; the p95 ratio's interval {low:.2f}–{high:.2f} "
+            f"straddles the {limit:.2f} limit ({figures})",
+        )
+    return out
+
+
+def percentile_ci(latencies_ms: Sequence[float], q: float) -> tuple[float, float]:
+    """95 % bootstrap interval of the q-th percentile of one measurement (seeded)."""
+    x = np.asarray(latencies_ms, dtype=np.float64)
+    rng = np.random.default_rng(SEED)
+    boots = np.percentile(rng.choice(x, (BOOTSTRAP // 4, x.size)), q, axis=1)
+    low, high = np.percentile(boots, [2.5, 97.5])
+    return float(low), float(high)
+
+
+def check_baseline_interleaved(
+    candidate: RuntimeSpec,
+    baseline_spec: RuntimeSpec | str,
+    inputs: Sequence[Any],
+    m: Any,
+    recorded: dict[str, Any],
+    t: Any,
+    path: tuple,
+) -> Any:
+    """TRT906 by the interleaved rule: p95 latency measured beside the baseline artifact in this run; peak memory
+    (steady run to run) against the recorded baseline, over both max_regression and regression_floor_mib."""
+    from functools import partial
+
+    from trtls.core.gate_result import gate_check
+
+    check = partial(gate_check, 5)
+    ev: dict[str, Any] = {
+        "baseline_recorded_at": recorded.get("recorded_at"),
+        "baseline_bundle_sha256": recorded.get("bundle_sha256"),
+    }
+    if isinstance(baseline_spec, str):
+        return check(
+            "release.baseline",
+            "hold",
+            f"the baseline cannot be measured beside the candidate: "
+            f"{baseline_spec}; record the baseline again on a bundle that is here",
+            "TRT906",
+            path,
+            ev,
+        )
+    got = measure_interleaved(candidate, baseline_spec, inputs, warmup=t.warmup, iterations=t.iterations)
+    if isinstance(got, RunResult):
+        return check(
+            "release.baseline",
+            "not_checked",
+            f"the interleaved rounds could not run: {got.summary()}",
+            "TRT906",
+            path,
+            ev,
+        )
+    verdict = judge_regression(got[0], got[1], max_regression=t.max_regression, floor_ms=t.regression_floor_ms)
+    ev["latency"] = {k: v for k, v in verdict.items() if k not in ("status", "message")}
+    status, message = verdict["status"], verdict["message"]
+    old = (recorded.get("measurement") or {}).get("peak_rss_mib")
+    new = m.peak_rss_mib
+    if isinstance(old, (int, float)) and old > 0 and new is not None:
+        change = new / old - 1.0
+        ev["memory"] = {"baseline": old, "now": new, "change": change, "floor": t.regression_floor_mib}
+        if change > t.max_regression and new - old > t.regression_floor_mib:
+            status = "reject"
+            message = (
+                f"peak memory {new:.1f} MiB vs baseline {old:.1f} MiB (+{change * 100:.0f} % > "
+                f"{t.max_regression * 100:.0f} %); latency: {message}"
+            )
+        else:
+            message += f"; peak memory {change * 100:+.0f} % against the recorded baseline"
+    return check("release.baseline", status, message, "TRT906", path, ev)
