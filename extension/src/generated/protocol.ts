@@ -37,6 +37,7 @@ export interface Artifact {
 export interface BuildEngineArgs {
   uri: string;
   engine: string;
+  /** builds.retry owns the kinds */
   retry?: 'cold' | 'with_cache' | 'reduced_tactics' | null;
 }
 
@@ -281,7 +282,7 @@ export interface ListedBuild {
   uri: string | null;
   status: string;
   cancelSource: string | null;
-  kind?: 'build' | 'matrix';
+  kind?: 'build' | 'matrix' | 'gates';
   elapsedS?: number | null;
   evidencePath?: string | null;
   parentId?: string | null;
@@ -489,6 +490,8 @@ export interface RunGatesReply {
   route: string;
   decision: 'supported' | 'hold' | 'reject' | null;
   verdict: GatesVerdict;
+  /** the run in the registry (trtls.cancelBuild takes it); absent when it did not start */
+  runId?: string | null;
   stopped?: boolean;
   /** `invalid_recipe` when it did not run */
   status?: string | null;

@@ -172,7 +172,7 @@ class ListedBuild(_Wire):
     uri: str | None
     status: str
     cancelSource: str | None
-    kind: Literal["build", "matrix"] = "build"
+    kind: Literal["build", "matrix", "gates"] = "build"
     elapsedS: float | None = None
     evidencePath: str | None = None
     parentId: str | None = None
@@ -233,6 +233,7 @@ class RunGatesReply(_Wire):
     route: str
     decision: Literal["supported", "hold", "reject"] | None
     verdict: GatesVerdict
+    runId: str | None = None  # the run in the registry (trtls.cancelBuild takes it); absent when it did not start
     stopped: bool = False
     status: str | None = None  # `invalid_recipe` when it did not run
     errors: list[str] = []
