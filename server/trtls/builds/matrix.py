@@ -185,6 +185,10 @@ class MatrixBuild:
             "durationS": round((time.monotonic_ns() - self.t_start_ns) / 1e9, 3),
             "cells": cells,
         }
+        if any(b.remote is not None for b in self.cells):  # how the run reached its cluster: warm farm or not
+            from trtls.builds.farm.cluster import connection  # no Ray import: only reached on the remote path
+
+            self.summary["cluster"] = dict(connection)
         self.evidence_dir.mkdir(parents=True, exist_ok=True)
         atomic_write_text(self.evidence_dir / "summary.json", json.dumps(self.summary, indent=2, default=str))
         for listener in list(self.listeners):

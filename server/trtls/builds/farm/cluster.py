@@ -7,14 +7,17 @@ this process. Ray is imported here lazily: this module is only reached when a re
 
 from __future__ import annotations
 
+import atexit
 import gc
 import hashlib
 import logging
 import os
+import queue
 import threading
 from pathlib import Path
 from typing import Any
 
+from trtls.builds.farm import proc_tree
 from trtls.builds.farm.placement import Node
 from trtls.core.farm import LOCAL, ClusterTable
 
@@ -27,8 +30,21 @@ class FarmUnavailable(RuntimeError):
         self.code = code
 
 
+# Ray's driver-side telemetry, off unless the user's environment says otherwise. Measured (docs/farm.md): the
+# task-event buffer's flush (TaskEventBufferImpl::Stop) and the OpenTelemetry recorder's shutdown made ray.shutdown
+# of the CLI take 10-15 s after a Ctrl-C on this loaded 2-core machine; the farm reads neither (its events are
+# the worker's own protocol lines), and both cost CPU on every node while cells build.
+QUIET_DRIVER = {
+    "RAY_task_events_report_interval_ms": "0",
+    "RAY_enable_metrics_collection": "0",
+    "RAY_enable_open_telemetry": "0",
+}
+
 _lock = threading.Lock()
+_owner_lock = threading.Lock()
+_owner: queue.Queue | None = None
 _connected: str | None = None
+connection: dict[str, Any] = {}  # how this process reached its cluster: {"how": sentence, "warm": bool}
 _onnx_refs: dict[str, Any] = {}  # sha256 → ObjectRef: each ONNX is put in the object store once per process
 _hashed: dict[tuple[str, int, int], str] = {}  # (path, size, mtime) → sha256
 
@@ -36,6 +52,17 @@ _hashed: dict[tuple[str, int, int], str] = {}  # (path, size, mtime) → sha256
 def connect(cluster: ClusterTable) -> None:
     """Blocking (run it on a thread). Idempotent for one address; a second address in one process is refused."""
     global _connected
+    warm = None
+    if cluster.address == LOCAL and not _connected:
+        from trtls.builds.farm import warm_farm
+
+        warm, why = warm_farm.find(cluster.labels)
+        connection.update(how=why, warm=warm is not None)
+    # before Ray is imported: it reads its RAY_* configuration from the environment
+    for key, value in QUIET_DRIVER.items():
+        os.environ.setdefault(key, value)
+    if warm is not None and warm.auth_mode:  # Ray enables token auth for an explicit address only when told to
+        os.environ.setdefault("RAY_AUTH_MODE", warm.auth_mode)
     try:
         import ray
     except ImportError as exc:
@@ -57,7 +84,9 @@ def connect(cluster: ClusterTable) -> None:
         }
         if cluster.runtime_env:
             kwargs["runtime_env"] = cluster.runtime_env
-        if cluster.address == LOCAL:
+        if warm is not None:  # `trtls farm up`'s head: its node has the CPUs and labels it was started with
+            kwargs["address"] = warm.address
+        elif cluster.address == LOCAL:
             # a busy machine can take longer than Ray's default to register the embedded node's raylet
             os.environ.setdefault("RAY_raylet_start_wait_time_s", "180")
             kwargs["address"] = "local"  # always a new instance: never join someone else's `ray start` by accident
@@ -65,15 +94,46 @@ def connect(cluster: ClusterTable) -> None:
             if cluster.labels:
                 kwargs["labels"] = dict(cluster.labels)
         else:
+            connection.update(how=f"the Ray cluster at {cluster.address}", warm=False)
             kwargs["address"] = cluster.address
         try:
-            ray.init(**kwargs)
+            _on_owner_thread(lambda: ray.init(**kwargs))
         except Exception as exc:  # ConnectionError, TimeoutError, ValueError from a bad address …
             raise FarmUnavailable("TRT235", f"cannot connect to the Ray cluster at {cluster.address}: {exc}") from None
         _connected = cluster.address
+        # after ray.init: atexit runs handlers last-registered first, so this one ends the connection before Ray's
+        # own hook would (which sleeps 0.5 s first, and waits unbounded for a busy head)
+        atexit.register(disconnect)
         # Ray's modules and client state live as long as the process: out of the collector's sight, a full
         # collection in a language server driving 32 cells took ~100 ms (hover waited behind it) instead of a few.
         gc.freeze()
+
+
+def _on_owner_thread(fn: Any) -> Any:
+    """Run `fn` on one daemon thread that lives as long as the process. Why: Ray starts an embedded instance's GCS
+    and raylet with PR_SET_PDEATHSIG, which fires when the *thread* that started them ends. Started from a worker
+    thread of asyncio's executor (joined when `asyncio.run` returns), the raylet was killed before this process
+    disconnected: its agents were left running and `ray.shutdown()` waited on a dead node."""
+    global _owner
+    with _owner_lock:
+        if _owner is None:
+            _owner = queue.Queue()
+            threading.Thread(target=_serve_owner, args=(_owner,), name="trtls-ray-owner", daemon=True).start()
+    done: queue.Queue = queue.Queue()
+    _owner.put((fn, done))
+    ok, value = done.get()
+    if not ok:
+        raise value
+    return value
+
+
+def _serve_owner(q: queue.Queue) -> None:
+    while True:
+        fn, done = q.get()
+        try:
+            done.put((True, fn()))
+        except BaseException as exc:
+            done.put((False, exc))
 
 
 def nodes() -> list[Node]:
@@ -122,13 +182,34 @@ def onnx_ref(path: Path) -> tuple[str, Any]:
 
 
 def disconnect() -> None:
-    """Leave the cluster (an embedded instance ends with it)."""
+    """Leave the cluster. An embedded instance ends with it, and so does every process under its raylet and GCS:
+    Ray's per-node agents (ray::DashboardAgent, RuntimeEnvAgent) otherwise outlive `ray.shutdown()` by seconds."""
     global _connected
     import ray
 
     with _lock:
         _onnx_refs.clear()
         _hashed.clear()
+        ours = _embedded_processes() if connection.get("warm") is False and _connected == LOCAL else {}
         if ray.is_initialized():
             ray.shutdown()
+        proc_tree.end(ours)
         _connected = None
+
+
+def _embedded_processes() -> dict[int, proc_tree.Proc]:
+    """The embedded instance's processes (GCS, raylet, …) and everything under them."""
+    import ray
+
+    node = getattr(ray._private.worker, "_global_node", None)
+    if node is None:
+        return {}
+    procs = proc_tree.all_procs()
+    out: dict[int, proc_tree.Proc] = {}
+    for infos in getattr(node, "all_processes", {}).values():
+        for info in infos:
+            pid = getattr(getattr(info, "process", None), "pid", None)
+            if pid in procs:
+                out[pid] = procs[pid]
+                out.update(proc_tree.descendants(pid, procs))
+    return out

@@ -1,0 +1,158 @@
+"""The warm local farm and the stop of a matrix, with the real CLI on real local Ray instances.
+
+- `trtls farm up/status/down`: a persistent head that an `address = "local"` run reuses (the run's evidence says
+  so, the head outlives the run), and `down` ends every Ray process of that head and nothing else;
+- a Ctrl-C (SIGINT) to a running `trtls build --matrix` on an embedded instance: every cell ends `cancelled` (the
+  running one cooperatively, the waiting ones in the queue), exit 130, and no process the command started is left
+  (worker, actor, raylet, GCS). States, not durations: the stop's timing is in benchmarks/bench_farm_overhead.py.
+
+Each test makes its own instance (no session cluster), and its own state file (TRTLS_FARM_STATE), so the user's
+warm farm is never touched.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.farm.conftest import PROFILE, farm_recipe
+
+pytest.importorskip("ray", reason="the farm extra is not installed: pip install -e '.[farm]'")
+
+TRTLS = [sys.executable, "-m", "trtls.cli.main"]
+CMDLINES: dict[int, bytes] = {}
+
+
+def local_recipe(ws: Path, model: str, cells: int, num_cpus: int, label: str) -> Path:
+    """`address = "local"` with one engine whose matrix has `cells` cells (they differ in avg_timing_iterations)."""
+    path = farm_recipe(ws, "local", "")
+    head = path.read_text().replace("keep_warm_s = 0\n", f"keep_warm_s = 0\nnum_cpus = {num_cpus}\n")
+    head += f'labels = {{ "trtls/pool" = "{label}" }}\n\n'
+    body = f'[engines.m]\nonnx = "models/{model}.onnx"\noutput = "build/m.engine"\ncancel_grace_s = 30\n'
+    body += PROFILE.format(name="m")
+    body += f'\n[engines.m.run_on]\nlabels = {{ "trtls/pool" = "{label}" }}\nnum_cpus = 1\n'
+    its = ", ".join(str(i + 1) for i in range(cells))
+    body += (
+        f'\n[engines.m.matrix]\noutput = "build/m-{{avg_timing_iterations}}.engine"\navg_timing_iterations = [{its}]\n'
+    )
+    path.write_text(head + body)
+    return path
+
+
+def env_with_state(tmp_path: Path) -> dict[str, str]:
+    return {**os.environ, "TRTLS_FARM_STATE": str(tmp_path / "farm.json")}
+
+
+def descendants(root: int) -> dict[int, str]:
+    """pid → start time of every live process under `root` (start time: a recycled pid is not the same process);
+    their command lines go to CMDLINES."""
+    parent: dict[int, int] = {}
+    start: dict[int, str] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[1].split()
+        parent[int(entry)], start[int(entry)] = int(fields[1]), fields[19]
+    out: dict[int, str] = {}
+    frontier = [root]
+    while frontier:
+        pid = frontier.pop()
+        for child, ppid in parent.items():
+            if ppid == pid and child not in out:
+                out[child] = start[child]
+                frontier.append(child)
+                try:
+                    CMDLINES[child] = Path(f"/proc/{child}/cmdline").read_bytes()
+                except OSError:
+                    pass
+    return out
+
+
+def still_running(procs: dict[int, str]) -> list[int]:
+    left = []
+    for pid, started in procs.items():
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[19] == started and fields[0] != "Z":
+            left.append(pid)
+    return left
+
+
+def test_farm_up_is_reused_by_a_matrix_run_and_down_ends_its_processes(tmp_path: Path) -> None:
+    env = env_with_state(tmp_path)
+    run = lambda *a, **kw: subprocess.run(TRTLS + list(a), env=env, capture_output=True, text=True, timeout=600, **kw)  # noqa: E731
+    assert run("farm", "status").returncode == 1  # nothing runs yet
+    up = run("farm", "up", "--num-cpus", "1", "--label", "trtls/pool=warm")
+    assert up.returncode == 0, up.stderr
+    status = json.loads(run("farm", "status", "--json").stdout)
+    try:
+        assert status["running"] is True and status["labels"] == {"trtls/pool": "warm"} and status["num_cpus"] == 1
+        head_procs = {status["pid"]: "", **descendants(status["pid"])}
+        assert len(head_procs) > 2  # the head, its GCS and raylet at least
+        recipe = local_recipe(tmp_path / "ws", "demo", 1, 1, "warm")
+        built = run("build", str(recipe), "--matrix", "--json")
+        assert built.returncode == 0, built.stderr[-2000:]
+        summary = json.loads(built.stdout.splitlines()[-1])["summary"]
+        assert summary["outcome"] == "built" and summary["cluster"]["warm"] is True
+        assert f"pid {status['pid']}" in summary["cluster"]["how"]
+        assert run("farm", "status").returncode == 0  # the farm outlived the run
+    finally:
+        down = run("farm", "down")
+    assert down.returncode == 0, down.stderr
+    assert not Path(status["state"]).exists()
+    assert still_running({p: s for p, s in head_procs.items() if s}) == []  # raylet, GCS, workers of that head
+    assert run("farm", "status").returncode == 1
+
+
+def test_a_recipe_whose_labels_the_warm_farm_lacks_falls_back_to_an_embedded_instance() -> None:
+    """Pure discovery (no Ray): no state file, or labels the head lacks, means an embedded instance."""
+    from trtls.builds.farm import warm_farm
+
+    head, why = warm_farm.find({"trtls/pool": "x"})
+    assert head is None and "embedded" in why
+
+
+def test_ctrl_c_of_a_matrix_cancels_every_cell_and_leaves_nothing_running(tmp_path: Path) -> None:
+    recipe = local_recipe(tmp_path / "ws", "large", 3, 1, "stop")  # one slot: one cell builds, two wait
+    cli = subprocess.Popen(
+        TRTLS + ["build", str(recipe), "--matrix", "--json"],
+        env=env_with_state(tmp_path),  # no warm farm: an embedded instance this command starts and must end
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
+    assert cli.stdout is not None
+    started: dict[int, str] = {}
+    try:
+        for raw in cli.stdout:
+            if json.loads(raw).get("type") == "phase_start":  # a cell's builder is mid-build on the node
+                break
+        started = descendants(cli.pid)
+        cli.send_signal(signal.SIGINT)
+        records = [json.loads(raw) for raw in cli.stdout]
+        code = cli.wait(timeout=300)
+    finally:
+        if cli.poll() is None:
+            cli.kill()
+    assert code == 130
+    cells = [r["summary"] for r in records if r.get("type") == "cell_summary"]
+    assert len(cells) == 3 and [c["outcome"] for c in cells] == ["cancelled"] * 3, [c["error"] for c in cells]
+    assert all(c["cancelSource"] == "ctrl_c" and c["forced"] is False for c in cells)
+    assert sum(1 for c in cells if c["node"].get("nodeId")) >= 1  # at least one was building on the node
+    parent = records[-1]["summary"]
+    assert parent["outcome"] == "cancelled" and {c["outcome"] for c in parent["cells"]} == {"cancelled"}
+    names = {pid: Path(f"/proc/{pid}/cmdline").read_bytes() for pid in still_running(started)}
+    assert names == {}, names  # no worker, actor, raylet or GCS of that command outlived it
+    assert any(b"raylet" in CMDLINES.get(p, b"") for p in started), "the command started no Ray instance?"
+    assert not list((tmp_path / "ws" / "build").glob("m-*.engine"))
