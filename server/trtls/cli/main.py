@@ -218,10 +218,10 @@ SUBCOMMANDS = (
     store.register,
     reduce.register,
     gc_cmd.register,
+    farm_cmd.register,
 )
 
 
-    farm_cmd.register,
 def make_parser() -> argparse.ArgumentParser:
     parser = TrtlsParser(prog="trtls", description="TensorRT builds you can watch, stop and trust.")
     parser.add_argument("--version", action="version", version=f"trtls {__version__}")
