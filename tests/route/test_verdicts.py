@@ -98,3 +98,11 @@ def test_trt801_does_not_tell_a_host_without_a_gpu_to_install_cuda_python():
 
     text = plain_unavailable("cuda-python is not installed (pip install 'trtls[gpu]'); device buffers need it")
     assert "no NVIDIA GPU or driver on this machine" in text and "pip install" not in text
+
+
+def test_gate_3_alone_links_the_route_build_record_itself(root):
+    loaded = load_recipe(root / "trtls.toml")
+    result = run_gates(loaded, ROUTE, [3], write_evidence=False)
+    (prov,) = [c for c in result.checks if c.name == "bundle.provenance.build"]
+    assert prov.status == "pass", prov.message
+    assert result.gates_decision == "supported"

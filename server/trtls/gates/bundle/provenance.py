@@ -120,7 +120,14 @@ def _export_provenance(ctx: GateContext, prov: dict[str, Any]) -> GateCheck:
     """A route that deploys the ONNX: the bundle's ONNX is the one the route build exported (gate 2's record)."""
     path = ("routes", ctx.route_name, "onnx")
     g2 = ctx.gate2
-    recorded = (g2.evidence or {}).get("onnx_sha256") if g2 is not None else None
+    if g2 is not None:
+        recorded = (g2.evidence or {}).get("onnx_sha256")
+    else:  # `--gate 3` alone: read the route build's record itself, as gate 2 would have linked it
+        from trtls.gates.environment_evidence import route_build_record
+
+        _, rec = route_build_record(ctx.loaded, ctx.route_name, ctx.resolve(ctx.route.bundle))
+        rprov = rec.get("provenance") if isinstance(rec, dict) else None
+        recorded = rprov.get("onnx_sha256") if isinstance(rprov, dict) else None
     ev = {"bundle_onnx_sha256": prov.get("onnx_sha256"), "route_build_onnx_sha256": recorded}
     if recorded is None:
         return _check(
