@@ -49,14 +49,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from trtls.bundle import CHECK_SECTION_DIGEST, BundleError, BundleProblem, write_bundle
+from trtls.bundle import CHECK_SECTION_DIGEST, BundleError, BundleProblem
 from trtls.bundle.sbom import SBOM_SUFFIX, sbom_path
 from trtls.core.atomic import atomic_write_text
 from trtls.core.recipe import EngineRecipe, LoadedRecipe, load_recipe
 from trtls.core.route import route_dir, route_model, route_names
 from trtls.route.checkpoint import (
     CheckpointState,
-    checkpoint_licence,
     checkpoint_provenance,
     files_digest,
     model_identity,
@@ -67,7 +66,8 @@ from trtls.route.checkpoint import (
 from trtls.route.errors import RouteBuildError, recipe_errors
 from trtls.route.exporters import EXPORTERS, export_mlp, export_onnx, onnx_io_map
 from trtls.route.plugins import plugin_provenance
-from trtls.route.result import RouteBuildResult, keep_previous
+from trtls.route.publish import publish_bundle
+from trtls.route.result import RouteBuildResult
 
 __all__ = [
     "EXPORTERS",
@@ -277,39 +277,21 @@ async def _build_route(
     }
     if tokenizer_bytes is not None:
         sections["tokenizer.json"] = tokenizer_bytes
-    bundle_path.parent.mkdir(parents=True, exist_ok=True)
-    if bundle_path.is_file() and route.previous_bundle:
-        previous = loaded.resolve(route.previous_bundle)
-        result.previous_bundle = str(previous)
-        if previous.exists():
-            result.notes.append(
-                f"previous bundle {previous} exists and is kept as it is; the old bundle at {bundle_path} is replaced"
-            )
-        else:
-            result.previous_kept = keep_previous(bundle_path, previous, result.notes)
-    digests = write_bundle(bundle_path, header, sections, provenance=provenance)
-    result.bundle_digest = f"sha256:{digests.file_sha256}"
-    result.provenance = provenance
-
-    # 5. SBOM
-    ck_files = [sbom_mod.FileDigest(rel, f["sha256"], f["size"]) for rel, f in sorted(state.files.items())]
-    url = (
-        f"https://huggingface.co/{route.checkpoint.id}/tree/{state.commit}"
-        if state.layout.kind == "hf_cache" and route.checkpoint.id and state.commit
-        else None
-    )
-    doc = sbom_mod.make_sbom(
-        bundle=sbom_mod.FileDigest(bundle_path.name, digests.file_sha256, digests.size),
-        checkpoint_id=route.checkpoint.id or route_name,
-        checkpoint_revision=state.commit or route.checkpoint.revision,
-        checkpoint_files=ck_files,
-        builder_name=module,
-        builder_version=version,
-        trtls_version=__version__,
+    sections.update(deployment_sections(state))  # tokenizer settings, sentence-transformers pooling, …
+    # 5. the bundle and its SBOM (route.publish: the ONNX route writes through the same)
+    digests = publish_bundle(
+        loaded,
+        route_name,
+        route,
+        state,
+        result,
+        header=header,
+        sections=sections,
+        provenance=provenance,
+        builder=(module, version),
         onnx=sbom_mod.FileDigest(onnx_path.name, onnx_sha, len(onnx_bytes)),
-        engine=sbom_mod.FileDigest(Path(build.output).name, digests.section_sha256["engine"], sizes.get("engine")),
-        checkpoint_license=checkpoint_licence(state),
-        checkpoint_url=url,
+        engine_file=Path(build.output).name,
+        engine_sizes=sizes,
         properties={
             "build_config_hash": str(summary.get("buildConfigHash")),
             "build_id": str(summary.get("buildId")),
@@ -322,8 +304,6 @@ async def _build_route(
             for p in provenance["plugins"]
         ],
     )
-    sbom_mod.write_sbom(sbom_path(bundle_path), doc)
-    result.sbom = str(sbom_path(bundle_path))
     result.outcome = "built"
     result.message = f"bundle written: {bundle_path} ({digests.size} bytes, {result.bundle_digest})"
     return result

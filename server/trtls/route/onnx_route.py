@@ -12,14 +12,13 @@ import hashlib
 from datetime import UTC, datetime
 from typing import Any
 
-from trtls.bundle import write_bundle
-from trtls.bundle.sbom import sbom_path
 from trtls.core.recipe import LoadedRecipe
 from trtls.core.route import RouteModel
-from trtls.route.checkpoint import checkpoint_licence, checkpoint_provenance, model_identity, read_route_inputs
+from trtls.route.checkpoint import checkpoint_provenance, model_identity, read_route_inputs
 from trtls.route.errors import recipe_errors
 from trtls.route.exporters import export_onnx, onnx_io_map
-from trtls.route.result import RouteBuildResult, keep_previous
+from trtls.route.publish import publish_bundle
+from trtls.route.result import RouteBuildResult
 
 
 def build_onnx_route(
@@ -72,28 +71,18 @@ def build_onnx_route(
     sections: dict[str, Any] = {"model.onnx": onnx_bytes, "config.json": config_bytes}
     if tokenizer_bytes is not None:
         sections["tokenizer.json"] = tokenizer_bytes
-    bundle_path.parent.mkdir(parents=True, exist_ok=True)
-    if bundle_path.is_file() and route.previous_bundle:
-        previous = loaded.resolve(route.previous_bundle)
-        result.previous_bundle = str(previous)
-        if previous.exists():
-            result.notes.append(f"previous bundle {previous} exists and is kept as it is")
-        else:
-            result.previous_kept = keep_previous(bundle_path, previous, result.notes)
-    digests = write_bundle(bundle_path, header, sections, provenance=provenance)
-    result.bundle_digest = f"sha256:{digests.file_sha256}"
-    result.provenance = provenance
-    ck_files = [sbom_mod.FileDigest(rel, f["sha256"], f["size"]) for rel, f in sorted(state.files.items())]
-    doc = sbom_mod.make_sbom(
-        bundle=sbom_mod.FileDigest(bundle_path.name, digests.file_sha256, digests.size),
-        checkpoint_id=route.checkpoint.id or route_name,
-        checkpoint_revision=state.commit or route.checkpoint.revision,
-        checkpoint_files=ck_files,
-        builder_name="trtls-exporter",
-        builder_version=__version__,
-        trtls_version=__version__,
+    sections.update(deployment_sections(state))  # tokenizer settings, sentence-transformers pooling, …
+    digests = publish_bundle(
+        loaded,
+        route_name,
+        route,
+        state,
+        result,
+        header=header,
+        sections=sections,
+        provenance=provenance,
+        builder=("trtls-exporter", __version__),
         onnx=sbom_mod.FileDigest(onnx_path.name, onnx_sha, len(onnx_bytes)),
-        checkpoint_license=checkpoint_licence(state),
         properties={
             "route": route_name,
             "checkpoint_files_sha256": state.files_digest,
@@ -101,8 +90,6 @@ def build_onnx_route(
         },
         timestamp=created_at,
     )
-    sbom_mod.write_sbom(sbom_path(bundle_path), doc)
-    result.sbom = str(sbom_path(bundle_path))
     result.outcome = "built"
     result.message = f"bundle written (ONNX, no engine): {bundle_path} ({digests.size} bytes, {result.bundle_digest})"
     return result
