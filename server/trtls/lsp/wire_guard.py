@@ -70,6 +70,10 @@ def report_server_error(error: Exception, source: Any) -> None:
 
     if source is FeatureRequestError:
         return
+    trace = "".join((getattr(error, "data", None) or {}).get("traceback") or [])
+    if "/trtls/" in trace:  # a bug in one of our notification handlers: worth its traceback
+        log.error("trtls: %s: %s: %s\n%s", getattr(source, "__name__", source), type(error).__name__, error, trace)
+        return
     log.warning("trtls: %s ignored: %s: %s", getattr(source, "__name__", source), type(error).__name__, error)
 
 
@@ -87,11 +91,13 @@ class OneLineForClientErrors(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         if record.exc_info and record.exc_info[1] is not None:
-            from pygls.exceptions import JsonRpcException, JsonRpcInternalError
+            from pygls.exceptions import JsonRpcException
 
             exc = record.exc_info[1]
             cause = exc.__cause__ or exc.__context__
-            client_error = isinstance(exc, JsonRpcException) and not isinstance(exc, JsonRpcInternalError)
+            # every JSON-RPC error is one line: a command's own failure was logged with its traceback where it
+            # happened (lsp/server.py `command`), a notification handler's by report_server_error
+            client_error = isinstance(exc, JsonRpcException)
             if client_error or not _ours(record.exc_info[2]) and not (cause is not None and _ours(cause.__traceback__)):
                 record.msg = f"{record.getMessage()} ({type(exc).__name__}: {str(exc)[:300]})"
                 record.args = None
