@@ -106,3 +106,14 @@ def test_gate_3_alone_links_the_route_build_record_itself(root):
     (prov,) = [c for c in result.checks if c.name == "bundle.provenance.build"]
     assert prov.status == "pass", prov.message
     assert result.gates_decision == "supported"
+
+
+def test_the_bundle_carries_the_files_a_deployment_reads_beside_the_weights(root):
+    from trtls.bundle import read_bundle
+
+    r = trtls("route", "build", "--route", ROUTE, cwd=root)
+    assert r.returncode == 0, r.stdout + r.stderr
+    b = read_bundle(root / "build" / "tiny_ort.bundle")
+    assert "tokenizer_config.json" in b.sections
+    carried = b"".join(b.iter_section("tokenizer_config.json"))
+    assert carried == (root / SNAPSHOT / "tokenizer_config.json").read_bytes()

@@ -57,6 +57,7 @@ from trtls.core.route import route_dir, route_model, route_names
 from trtls.route.checkpoint import (
     CheckpointState,
     checkpoint_provenance,
+    deployment_sections,
     files_digest,
     model_identity,
     read_checkpoint,

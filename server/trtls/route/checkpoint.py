@@ -115,6 +115,27 @@ def read_route_inputs(loaded: LoadedRecipe, route: RouteModel, *, use_digest_cac
     return RouteInputs(state, config, config_bytes, tokenizer_bytes)
 
 
+# Files a deployment reads beside the weights (tokenizer settings, sentence-transformers modules and pooling): the
+# bundle carries each one the checkpoint has, as a section named by its path ('/' → '__': a section name is never a
+# path), byte for byte as hashed.
+DEPLOYMENT_FILES = (
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "vocab.txt",
+    "modules.json",
+    "sentence_bert_config.json",
+    "config_sentence_transformers.json",
+    "1_Pooling/config.json",
+)
+
+
+def deployment_sections(state: CheckpointState) -> dict[str, bytes]:
+    """Section name → verified bytes of every DEPLOYMENT_FILES entry the checkpoint has."""
+    return {
+        rel.replace("/", "__"): read_verified(state, rel, MAX_EMBED) for rel in DEPLOYMENT_FILES if rel in state.files
+    }
+
+
 def model_identity(route: RouteModel, config: dict[str, Any], route_name: str) -> dict[str, str]:
     """The bundle header's model_id, model_type and family, from the route's checkpoint id and config.json."""
     return {

@@ -14,7 +14,7 @@ from typing import Any
 
 from trtls.core.recipe import LoadedRecipe
 from trtls.core.route import RouteModel
-from trtls.route.checkpoint import checkpoint_provenance, model_identity, read_route_inputs
+from trtls.route.checkpoint import checkpoint_provenance, deployment_sections, model_identity, read_route_inputs
 from trtls.route.errors import recipe_errors
 from trtls.route.exporters import export_onnx, onnx_io_map
 from trtls.route.publish import publish_bundle
