@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-RunKind = Literal["build", "matrix", "gates"]
+RunKind = Literal["build", "matrix", "gates", "reduction"]
 KEEP_FINISHED = 100
 
 

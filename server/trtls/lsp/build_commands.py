@@ -155,6 +155,8 @@ def run_row(entry: Any) -> dict[str, Any]:
     if entry.kind == "matrix":
         return {"buildId": r.id, "engine": r.title, "kind": "matrix", "uri": uri, "status": r.status,
                 "cancelSource": r.cancel_source, "cells": [c.id for c in r.cells]}  # fmt: skip
+    if entry.kind == "reduction":  # trtls.lsp.triage_command.ReductionRun
+        return {**r.row(), "uri": uri}
     if entry.kind == "gates":
         return {"buildId": r.id, "engine": r.route, "kind": "gates", "uri": uri, "status": r.status,
                 "cancelSource": r.cancel_source, "evidencePath": r.summary_path}  # fmt: skip

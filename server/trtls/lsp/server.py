@@ -222,7 +222,11 @@ def code_action(ls: TrtlsServer, params: lsp.CodeActionParams) -> list[lsp.CodeA
     doc = ls.workspace.get_text_document(params.text_document.uri)
     if oversized(doc.source):
         return []
-    return editor.code_actions(params.text_document.uri, doc.source, list(params.context.diagnostics))
+    from trtls.lsp.triage_command import triage_actions
+
+    diagnostics = list(params.context.diagnostics)
+    uri = params.text_document.uri
+    return editor.code_actions(uri, doc.source, diagnostics) + triage_actions(uri, diagnostics)
 
 
 # -- commands ------------------------------------------------------------------------------------
@@ -341,6 +345,15 @@ async def allow_license(ls: TrtlsServer, args: Any = None) -> dict[str, Any]:
         lsp.ApplyWorkspaceEditParams(edit=lsp.WorkspaceEdit(changes={a.uri: [edit]}), label="trtls: allow licence")
     )
     return {"applied": bool(result.applied)}
+
+
+def _register_triage() -> None:
+    from trtls.lsp.triage_command import register
+
+    register(command)  # trtls.reduceEngine, findDivergence, buildMinimal, showDocument (docs/triage.md)
+
+
+_register_triage()
 
 
 @command("trtls.printDebugInformation")

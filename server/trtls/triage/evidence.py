@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import math
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -79,6 +78,7 @@ def result_record(red: Reduction, recipe: Path, onnx: Path) -> dict[str, Any]:
         "causeSettings": red.cause_settings,
         "stoppedBy": red.stopped_by,
         "originalNodes": red.original_nodes,
+        "minimalPath": None if best is None else str(red.folder / "minimal.onnx"),
         "minimal": None
         if best is None
         else {
@@ -107,7 +107,3 @@ def write_evidence(red: Reduction, recipe: Path, onnx: Path) -> dict[str, Any]:
             path.unlink()
     atomic_write_text(red.folder / "result.json", json.dumps(record, indent=2, default=str), within=red.folder)
     return record
-
-
-def remove(red: Reduction) -> None:
-    shutil.rmtree(red.folder, ignore_errors=True)

@@ -1,0 +1,62 @@
+"""A reduction's and a divergence search's result as one located finding each (TRT980, TRT981), on the table of the
+engine or route they were run for: the faces (the language server's diagnostics, the terminal) render these."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from trtls.core.codes import lookup
+from trtls.core.findings import Finding, Origin
+
+
+def reduction_finding(record: dict[str, Any]) -> Finding:
+    minimal = record.get("minimal") or {}
+    parts = [record["headline"]]
+    if record.get("failureText"):
+        parts.append(f"reproduces {record['failureText']}")
+    if minimal.get("nodeNames"):
+        parts.append(f"the minimal model ends at node {minimal['nodeNames'][-1]}")
+    parts.append(record["causeText"])
+    if record.get("outcome") == "cancelled":
+        parts.append(f"stopped ({record.get('stoppedBy')}): the smallest failing model found so far is kept")
+    return Finding(
+        "TRT980",
+        lookup("TRT980").severity,
+        "; ".join(parts),
+        path=("engines", record["engine"]),
+        origin=Origin.build,
+        data={
+            "reductionId": record["id"],
+            "engine": record["engine"],
+            "minimalModel": record.get("minimalPath"),
+            "profiles": minimal.get("profiles"),
+            "cause": record.get("cause"),
+        },
+    )
+
+
+def divergence_finding(record: dict[str, Any]) -> Finding:
+    first = record.get("firstDiverging")
+    if first is None:
+        message = f"no tensor of the {record['precision']} conversion leaves tolerance on these inputs"
+    else:
+        message = (
+            f"first tensor out of tolerance in the {record['precision']} conversion: {first['tensor']} from node "
+            f"{first['node']} ({first['op']}), range error {first['rangeError']:.3g} > {record['rangeRtol']:g}; "
+            f"keep it in its original precision: exclude_nodes = {[first['node']]}"
+        )
+        if record.get("fixAsked"):
+            message += (
+                f"; with exclude_nodes = {record['excludeNodes']} the outputs are within tolerance"
+                if record.get("fixed")
+                else "; excluding the diverging nodes did not bring the outputs within tolerance"
+            )
+    path = ("routes", record["route"]) if record.get("route") else ("engines", record["engine"])
+    return Finding(
+        "TRT981",
+        lookup("TRT981").severity,
+        message,
+        path=path,
+        origin=Origin.build,
+        data={"divergenceId": record["id"], "engine": record["engine"], "excludeNodes": record.get("excludeNodes")},
+    )
