@@ -15,16 +15,13 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
+from trtls.accept.cli_run import cli_build, cli_observation
 from trtls.accept.criteria import Observation
 from trtls.accept.lsp_client import LspClient
 from trtls.accept.runner import Context, Recorder, _history, build_sync, in_process_stop, workspace
-from trtls.builds.history import History
-from trtls.core.events import ProtocolError, parse_event
-from trtls.core.phase_tree import PhaseTree
 
 
 def real(how: str) -> dict[str, str]:
@@ -33,56 +30,6 @@ def real(how: str) -> dict[str, str]:
 
 def simulated(how: str) -> dict[str, str]:
     return {"kind": "simulated", "how": how}
-
-
-# -- the CLI as a real process ----------------------------------------------------------------------------
-def cli_build(
-    ctx: Context,
-    ws: Path,
-    args: list[str] = (),  # type: ignore[assignment]
-    *,
-    signal_at_phase: int | None = None,
-    sig: int = signal.SIGINT,
-    prefix: list[str] = (),  # type: ignore[assignment]
-) -> dict[str, Any]:
-    """`trtls build --json` (optionally wrapped, e.g. in `unshare`), folding its stream into live snapshots
-    the way a terminal would; `sig` goes to the CLI process when the phase_start number `signal_at_phase` arrives."""
-    hist = _history(ws)
-    cmd = [*prefix, sys.executable, "-m", "trtls", "build", str(ws), "--engine", ctx.engine, "--json", *args]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    tree, baselines, live, seen, had = PhaseTree(), {}, [], 0, False
-    summary, other = None, []
-    assert proc.stdout is not None
-    for line in proc.stdout:
-        if line.startswith('{"type": "summary"') or line.startswith('{"type":"summary"'):
-            summary = json.loads(line)["summary"]
-            continue
-        try:
-            ev = parse_event(line)
-        except ProtocolError:
-            other.append(line.rstrip("\n"))
-            continue
-        if ev.type == "build_started":
-            had = bool((hist.get(ev.build_config_hash) or {}).get("phases"))
-            baselines = History(ws / ".trtls" / "history.json").baselines(ev.build_config_hash)
-        if ev.type in ("phase_start", "step", "phase_finish"):
-            tree.apply(ev)
-            live.append(tree.snapshot(time.monotonic_ns(), baselines))
-        if ev.type == "phase_start":
-            if signal_at_phase is not None and seen == signal_at_phase:
-                proc.send_signal(sig)
-            seen += 1
-    code = proc.wait(timeout=600)
-    stderr = proc.stderr.read() if proc.stderr else ""
-    return {
-        "summary": summary,
-        "code": code,
-        "live": live,
-        "had": had,
-        "pid": proc.pid,
-        "other": other,
-        "stderr": stderr,
-    }
 
 
 def set_builder_settings(recipe: Path, engine: str, settings: dict[str, Any]) -> None:
@@ -96,14 +43,6 @@ def set_builder_settings(recipe: Path, engine: str, settings: dict[str, Any]) ->
     body = [ln for ln in lines[start + 1 : end] if ln.split("=")[0].strip() not in settings]
     body += [f"{k} = {json.dumps(v)}" for k, v in settings.items()]
     recipe.write_text("\n".join(lines[: start + 1] + body + lines[end:]) + "\n")
-
-
-def _cli_observation(rec: Recorder, run: dict[str, Any]) -> Observation:
-    rec.after(run["summary"], {"live": run["live"], "history_had_baselines": run["had"]}, pids=[run["pid"]])
-    rec.obs.extra["exit_code"] = run["code"]
-    if run["summary"] is None:
-        rec.obs.error = f"the CLI exited {run['code']} without a summary: {run['stderr'][-300:]}"
-    return rec.obs
 
 
 def first_timeout(baseline: dict[str, Any]) -> float:
@@ -135,7 +74,7 @@ def sc_slow_settings(ctx: Context, attempts: int = 3) -> Observation:
         else:
             break
         earlier += [run["pid"], (run["summary"] or {}).get("workerPid") or 0]
-    obs = _cli_observation(rec, run)
+    obs = cli_observation(rec, run)
     obs.pids.extend(earlier)  # an earlier attempt's processes must be gone too
     obs.fault = real(f"`trtls build --timeout {timeout}`: the CLI's own timer ({'; '.join(tried)})")
     rec.retry()
@@ -146,7 +85,7 @@ def sc_service_shutdown(ctx: Context) -> Observation:
     ws = workspace(ctx, "service_shutdown")
     rec = Recorder(ctx, "service_shutdown", ws, {"cancel_source": "service_shutdown", "exit_code": 130})
     rec.before()
-    obs = _cli_observation(rec, cli_build(ctx, ws, signal_at_phase=ctx.middle, sig=signal.SIGTERM))
+    obs = cli_observation(rec, cli_build(ctx, ws, signal_at_phase=ctx.middle, sig=signal.SIGTERM))
     obs.fault = real(f"SIGTERM to a running `trtls build` process at phase start {ctx.middle}")
     rec.retry()
     return rec.finish()
@@ -222,7 +161,7 @@ def sc_disk_full(ctx: Context) -> Observation:
     prefix += [str(rec.paths["output"]), str(tmpfs), "--"]
     run = cli_build(ctx, ws, prefix=prefix)
     inside = _tmpfs_report(run["other"])
-    obs = _cli_observation(rec, run)
+    obs = cli_observation(rec, run)
     obs.fault = real(f"`unshare -m` + tmpfs of {tmpfs} bytes on {folder.name}/ holding the {size}-byte previous engine")
     if inside is None:
         obs.error = f"the tmpfs wrapper reported nothing: {run['stderr'][-300:]}"

@@ -7,10 +7,8 @@ import asyncio
 import json
 import os
 import signal
-import subprocess
-import sys
-import time
 
+from trtls.accept.cli_run import cli_build, cli_observation
 from trtls.accept.criteria import Observation
 from trtls.accept.lsp_client import LspClient
 from trtls.accept.runner import (  # the harness
@@ -21,10 +19,7 @@ from trtls.accept.runner import (  # the harness
     workspace,
 )
 from trtls.builds.build import Build
-from trtls.builds.history import History
 from trtls.builds.supervisor import Supervisor
-from trtls.core.events import ProtocolError, parse_event
-from trtls.core.phase_tree import PhaseTree
 
 
 def sc_api_cancel(ctx: Context) -> Observation:
@@ -63,37 +58,7 @@ def sc_ctrl_c(ctx: Context) -> Observation:
     ws = workspace(ctx, "ctrl_c")
     rec = Recorder(ctx, "ctrl_c", ws, {"cancel_source": "ctrl_c", "exit_code": 130})
     rec.before()
-    hist = _history(ws)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "trtls", "build", str(ws), "--engine", ctx.engine, "--json"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
-    tree, baselines, live, seen, had = PhaseTree(), {}, [], 0, False
-    summary = None
-    assert proc.stdout is not None
-    for line in proc.stdout:
-        if line.startswith('{"type": "summary"') or line.startswith('{"type":"summary"'):
-            summary = json.loads(line)["summary"]
-            continue
-        try:
-            ev = parse_event(line)
-        except ProtocolError:
-            continue
-        if ev.type == "build_started":
-            had = bool((hist.get(ev.build_config_hash) or {}).get("phases"))
-            baselines = History(ws / ".trtls" / "history.json").baselines(ev.build_config_hash)
-        if ev.type in ("phase_start", "step", "phase_finish"):
-            tree.apply(ev)
-            live.append(tree.snapshot(time.monotonic_ns(), baselines))
-        if ev.type == "phase_start":
-            if seen == ctx.middle:
-                proc.send_signal(signal.SIGINT)
-            seen += 1
-    code = proc.wait(timeout=300)
-    rec.after(summary, {"live": live, "history_had_baselines": had}, pids=[proc.pid])
-    rec.obs.extra["exit_code"] = code
+    cli_observation(rec, cli_build(ctx, ws, signal_at_phase=ctx.middle, sig=signal.SIGINT))
     rec.retry()
     return rec.finish()
 
