@@ -20,6 +20,8 @@ if _d:
     def _hook(event, args):
         if event == "import" and str(args[0]).startswith("tensorrt"):
             open(os.path.join(_d, f"tensorrt-{os.getpid()}"), "w").close()
+        if event == "import" and str(args[0]) == "pydantic":
+            open(os.path.join(_d, f"pydantic-{os.getpid()}"), "w").close()
     sys.addaudithook(_hook)
 """
 

@@ -44,6 +44,21 @@ def test_hit_starts_no_worker_imports_no_tensorrt_and_names_the_producing_build(
     out = seed_ws / "build" / "demo.engine"
     assert sha(out) == seeded[1]["engineArtifact"]["sha256"] == s["engineArtifact"]["sha256"]
     assert os.stat(out).st_ino != os.stat(entries(store)[0] / "engine").st_ino  # a copy, never a hard link
+    assert "the key was computed" in s["notes"][0]
+    # unchanged since: the fast path restores without importing the recipe models (pydantic) at all
+    out.write_bytes(b"damaged")
+    fast_probe = tmp_path / "probe-fast"
+    again = run_build(seed_ws, env=probe_env(fast_probe))
+    assert again.returncode == 0 and "up to date — engine from build" in again.stdout, again.stderr
+    fast = summaries(seed_ws)[-1]
+    assert "the recipe was not re-read" in fast["notes"][0] and fast["outcome"] == "reused"
+    assert probes(fast_probe, "pydantic") == [] and probes(fast_probe, "worker") == []
+    assert sha(out) == seeded[1]["engineArtifact"]["sha256"]
+    # a touched model (same bytes, new mtime) is not trusted by the fast path: the key is computed again
+    onnx = seed_ws / "models" / "demo.onnx"
+    os.utime(onnx, ns=(onnx.stat().st_atime_ns, onnx.stat().st_mtime_ns + 1_000_000_000))
+    third = run_build(seed_ws)
+    assert third.returncode == 0 and "the key was computed" in summaries(seed_ws)[-1]["notes"][0]
 
 
 def test_read_only_store_is_used_read_only(seeded: tuple[Path, dict], seed_ws: Path, tmp_path: Path) -> None:

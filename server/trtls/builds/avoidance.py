@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from trtls import __version__
 from trtls.builds.build import new_build_id, state_dir, worker_job
+from trtls.builds.reuse import OutputHeld, remember_reused, reuse_evidence, write_memo
 from trtls.core.atomic import atomic_write_text
 from trtls.core.tomlpos import bounded_loads
 from trtls.store.config import StoreConfig, store_config
@@ -54,6 +54,8 @@ class StoreUse:
     rebuild: bool = False
     reused_from: dict[str, Any] | None = None
     waited_for: str | None = None  # the lock holder (`pid build-id`) this build waited for, if it waited
+    device: dict[str, Any] = field(default_factory=dict)  # the CUDA driver's device record the key used
+    overridden: bool = False  # CLI overrides (a level, cold): not the table as written, so no fast-path memo
 
     def release(self) -> None:
         if self.lock is not None:
@@ -118,8 +120,10 @@ def prepare(
     if faults:
         use.not_used = "a build with injected faults is never stored"
         return use
+    use.device = _device()
+    use.overridden = bool(overrides)
     try:
-        use.key = engine_key(job, sdir, _device())
+        use.key = engine_key(job, sdir, use.device)
     except KeyUnavailable as exc:
         use.not_used = f"no engine key: {exc}"
         return use
@@ -176,7 +180,7 @@ async def reuse_or_lock(
         if entry is not None:
             if lock is not None:
                 lock.release()
-            summary = _restore(use, loaded, entry, build_id, waited)
+            summary = await _restore(use, loaded, entry, build_id, waited)
             if summary is not None:
                 return summary
         if lock is None or lock.try_acquire(build_id):
@@ -194,93 +198,30 @@ async def reuse_or_lock(
         await asyncio.sleep(WAIT_POLL_S)
 
 
-def _restore(use: StoreUse, loaded: Any, entry: Entry, build_id: str, waited: bool) -> dict[str, Any] | None:
+async def _restore(use: StoreUse, loaded: Any, entry: Entry, build_id: str, waited: bool) -> dict[str, Any] | None:
     assert use.store is not None and use.key is not None
     output = use.output
     t0 = time.time()
+    held = OutputHeld(use.state_dir, output, build_id, use.engine)
+    while not held.take():  # another build is writing this output (or ending): restore after it, never during
+        await asyncio.sleep(WAIT_POLL_S)
     try:
         use.store.restore(entry, output, build_id)
     except Refused as exc:
         use.warnings.append(f"TRT332 {exc}; the engine is rebuilt")
         return None
+    finally:
+        held.release()
     use.reused_from = entry.build
-    summary = reuse_summary(use, loaded, entry, build_id, output, t0, waited)
-    KnownGood(use.state_dir, use.history).append(
-        {
-            **{k: entry.build.get(k) for k in ("buildId", "startedAt", "durationS", "buildConfigHash")},
-            "restoredAs": build_id,
-            "key": use.key.hex,
-            "sha256": entry.sha256,
-            "size": entry.size,
-            "stored": True,
-            "reused": True,
-            "changes": use.changes,
-            "parts": use.key.parts,
-        }
-    )
-    evidence = state_dir(loaded.path) / "runs" / build_id
-    evidence.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(evidence / "summary.json", json.dumps(summary, indent=2, default=str))
-    return summary
+    remember_reused(use.state_dir, use.history, entry, build_id, use.changes)
+    remember(use, loaded.path)
+    return reuse_evidence(build_id, use.engine, loaded.path, entry, output, t0, use.record(), waited)
 
 
-def reuse_summary(
-    use: StoreUse, loaded: Any, entry: Entry, build_id: str, output: Path, t0: float, waited: bool
-) -> dict[str, Any]:
-    assert use.key is not None
-    src = entry.build
-    return {
-        "framework": "trtls",
-        "trtlsVersion": __version__,
-        "buildId": build_id,
-        "engine": use.engine,
-        "recipe": str(loaded.path),
-        "outcome": "reused",
-        "error": None,
-        "reusedFrom": {
-            "buildId": src.get("buildId"),
-            "startedAt": src.get("startedAt"),
-            "durationS": src.get("durationS"),
-            "storeEntry": str(entry.folder),
-            "waitedForIt": waited,
-        },
-        "engineKey": use.key.hex,
-        "buildConfigHash": src.get("buildConfigHash"),
-        "tensorrtVersion": src.get("tensorrtVersion"),
-        "builderModule": src.get("builderModule"),
-        "engineArtifact": {
-            "action": "restored",
-            "kind": "engine",
-            "path": str(output),
-            "size": entry.size,
-            "sha256": entry.sha256,
-        },
-        "validationStatus": "pending",
-        "store": use.record(),
-        "startedAt": t0,
-        "durationS": round(time.time() - t0, 3),
-        "workerPid": None,
-        "notes": [f"no worker started: the engine of key {use.key.short} was in the store"],
-        "message": up_to_date_line(src),
-    }
-
-
-def ago(t: float | None, now: float | None = None) -> str:
-    if not isinstance(t, (int, float)):
-        return "at an unknown time"
-    s = max(0.0, (now or time.time()) - t)
-    if s < 90:
-        return f"{s:.0f} s ago"
-    if s < 5400:
-        return f"{s / 60:.0f} min ago"
-    if s < 172800:
-        return f"{s / 3600:.0f} h ago"
-    return f"{s / 86400:.0f} days ago"
-
-
-def up_to_date_line(src: dict[str, Any]) -> str:
-    """The one line a reuse says: `up to date — engine from build demo-… 2 h ago`."""
-    return f"up to date — engine from build {src.get('buildId')} {ago(src.get('startedAt'))}"
+def remember(use: StoreUse, recipe: Path) -> None:
+    """The fast path's memo for the next unchanged run (builds/reuse.py); only for a table's own build."""
+    if use.store is not None and use.key is not None and use.history == use.engine and not use.overridden:
+        write_memo(recipe, use.history, use.key.hex, use.key.parts, use.output, use.store, use.device)
 
 
 def after_build(use: StoreUse, build: Any) -> dict[str, Any]:
@@ -304,6 +245,8 @@ def after_build(use: StoreUse, build: Any) -> dict[str, Any]:
                 "builderModule": summary.get("builderModule"),
             }
             stored = _publish(use, build.output, record, art.get("sha256"))
+            if stored:
+                remember(use, build.recipe_path)
             KnownGood(use.state_dir, use.history).append(
                 {
                     **record,

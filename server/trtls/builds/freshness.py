@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from trtls.builds.avoidance import ago
 from trtls.builds.build import state_dir, worker_job
+from trtls.builds.reuse import ago
 from trtls.store.diff import key_changes
 from trtls.store.key import KeyUnavailable, engine_key, file_sha256
 from trtls.store.known_good import KnownGood

@@ -10,8 +10,8 @@ from typing import Any
 
 from trtls import __version__
 from trtls.builds.artifacts import sha256_file
-from trtls.builds.avoidance import ago
 from trtls.builds.build import new_build_id, state_dir, worker_job
+from trtls.builds.reuse import OutputHeld, ago
 from trtls.core.atomic import atomic_write_text
 from trtls.store.config import store_config
 from trtls.store.entries import Refused, Store
@@ -55,10 +55,15 @@ def rollback(loaded: Any, engine: str, to: str | None = None) -> dict[str, Any]:
     build_id = new_build_id(engine)
     output = Path(worker_job(loaded, engine, build_id)["output"])
     t0 = time.time()
+    held = OutputHeld(state_dir(loaded.path), output, build_id, engine)
+    if not held.take():
+        raise RollbackError("TRT338", f"a build of {engine} is writing {output} now: roll back when it ends")
     try:
         store.restore(entry, output, build_id)
     except Refused as exc:
         raise RollbackError("TRT332", str(exc)) from exc
+    finally:
+        held.release()
     summary = {
         "framework": "trtls",
         "trtlsVersion": __version__,

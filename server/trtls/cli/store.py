@@ -43,13 +43,36 @@ async def avoid(
         if use.changes and not args.json:
             _say(f"rebuilding {engine}: " + "; ".join(use.changes))
         return use, None
-    if args.json:
-        print(json.dumps({"type": "summary", "summary": reused}, default=str), flush=True)
-    else:
-        print(f"{engine}: {reused['message']}")
-        print(f"  output: {reused['engineArtifact']['path']}")
-        print(f"  evidence: {loaded.path.parent / '.trtls' / 'runs' / reused['buildId'] / 'summary.json'}")
+    print_reused(engine, reused, loaded.path, bool(args.json))
     return None, EXIT_OK
+
+
+def print_reused(engine: str, reused: dict[str, Any], recipe: Any, as_json: bool) -> None:
+    if as_json:
+        print(json.dumps({"type": "summary", "summary": reused}, default=str), flush=True)
+        return
+    print(f"{engine}: {reused['message']}")
+    print(f"  output: {reused['engineArtifact']['path']}")
+    print(f"  evidence: {recipe.parent / '.trtls' / 'runs' / reused['buildId'] / 'summary.json'}")
+
+
+def fast_path(args: argparse.Namespace) -> int | None:
+    """An unchanged `trtls build --engine NAME`: restored from the store before the recipe models are even imported
+    (builds/reuse.py); None → the usual path."""
+    from trtls.cli.common import find_recipe
+
+    if not args.engine or args.all or args.matrix or args.cell or args.rebuild or args.no_store or args.cold:
+        return None
+    if args.optimization_level is not None:
+        return None
+    from trtls.builds.reuse import fast_hit
+
+    recipe = find_recipe(args.recipe).resolve()
+    reused = fast_hit(recipe, args.engine)
+    if reused is None:
+        return None
+    print_reused(args.engine, reused, recipe, bool(args.json))
+    return EXIT_OK
 
 
 def attach(use: Any, build: Any, quiet: bool) -> None:
@@ -63,9 +86,18 @@ def attach(use: Any, build: Any, quiet: bool) -> None:
 
 
 def _open_store(recipe: str | None) -> tuple[Any, Any] | None:
+    from pathlib import Path
+
+    from trtls.cli.common import find_recipe
     from trtls.store.config import store_config
     from trtls.store.entries import Store
 
+    if recipe is None and not find_recipe(None).is_file():  # no recipe here: the default store (TRTLS_STORE, XDG)
+        config = store_config(None, Path.cwd())
+        if config is None:
+            report_error("TRT330", "the engine store is off (TRTLS_STORE=off)", ".")
+            return None
+        return None, Store(config.path, config.mode, config.max_size)
     loaded = load_or_report(recipe)
     if loaded is None:
         return None
@@ -85,7 +117,7 @@ def _size(n: float) -> str:
 
 
 def cmd_store(args: argparse.Namespace) -> int:
-    from trtls.builds.avoidance import ago
+    from trtls.builds.reuse import ago
     from trtls.store.config import parse_size
 
     opened = _open_store(args.recipe)
@@ -161,7 +193,9 @@ def register(sub: Any) -> None:
         epilog="exit codes: 0 listed or collected, 2 bad input",
     )
     s.add_argument("action", choices=("ls", "gc"))
-    s.add_argument("recipe", nargs="?", help="trtls.toml or its folder whose store to use (default: .)")
+    s.add_argument(
+        "recipe", nargs="?", help="trtls.toml or its folder whose store to use (default: ., else the per-user store)"
+    )
     s.add_argument("--max-size", help="gc: evict down to this size (e.g. 5GiB) instead of the store's bound")
     s.add_argument("--json", action="store_true", help="ls: one JSON array")
     s.set_defaults(func=cmd_store)

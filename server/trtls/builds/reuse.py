@@ -1,0 +1,273 @@
+"""A reuse from the engine store, with nothing imported beyond the standard library and the store: its evidence
+record, the output lock around the restore, and the fast path of an unchanged build.
+
+The fast path (`fast_hit`): after a build or a reuse, `.trtls/engines/<name>.hit.json` remembers what the key was
+computed from — the recipe file's sha256, the stat (size, mtime_ns, inode) of every file the key read, the builder's
+distribution folders, the device, the store settings and the trtls modules that turn a recipe into a job. When all
+of that is unchanged, `trtls build --engine NAME` restores the entry without loading the recipe models (pydantic),
+the ONNX checks or the event models: ~0.1 s of CPU instead of ~1 s. Anything different — a byte of the recipe, a
+touched model, another builder, a trtls upgrade — and the full path runs (it computes the key itself). The recipe's
+warnings are not printed on the fast path: the recipe is byte-identical to one that loaded without errors."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import secrets
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from trtls import __version__
+from trtls.core.atomic import atomic_write_text
+from trtls.store.entries import Entry, Refused, Store
+from trtls.store.known_good import KnownGood
+
+MEMO_FORMAT = "trtls.fast-hit/1"
+# the modules whose code turns a recipe into the job the key hashes: changed code, no fast path
+KEY_CODE = ("core/recipe.py", "core/build_config.py", "core/profiles.py", "builds/build.py", "store/key.py")
+ENV_KEYS = ("TRTLS_STORE", "XDG_CACHE_HOME", "HOME")
+
+
+def ago(t: float | None, now: float | None = None) -> str:
+    if not isinstance(t, (int, float)):
+        return "at an unknown time"
+    s = max(0.0, (now or time.time()) - t)
+    if s < 90:
+        return f"{s:.0f} s ago"
+    if s < 5400:
+        return f"{s / 60:.0f} min ago"
+    if s < 172800:
+        return f"{s / 3600:.0f} h ago"
+    return f"{s / 86400:.0f} days ago"
+
+
+def up_to_date_line(src: dict[str, Any]) -> str:
+    """The one line a reuse says: `up to date — engine from build demo-… 2 h ago`."""
+    return f"up to date — engine from build {src.get('buildId')} {ago(src.get('startedAt'))}"
+
+
+def new_reuse_id(engine: str) -> str:
+    return f"{engine}-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"  # as builds.build.new_build_id
+
+
+class OutputHeld:
+    """The output's one-writer lock (builds/output_lock.py) for the length of a restore: a restore never renames over
+    an output another build is writing. `take()` is False while another process holds it."""
+
+    def __init__(self, state_dir: Path, output: Path, build_id: str, engine: str):
+        from trtls.builds.output_lock import OutputLock, lock_path
+
+        self.lock = OutputLock(lock_path(state_dir / "locks", output), output)
+        self.holder = {"buildId": build_id, "pid": os.getpid(), "owner": {"kind": "store restore"}, "engine": engine}
+
+    def take(self) -> bool:
+        return self.lock.try_acquire(self.holder)
+
+    def release(self) -> None:
+        self.lock.release()
+
+
+def reuse_evidence(
+    build_id: str,
+    engine: str,
+    recipe: Path,
+    entry: Entry,
+    output: Path,
+    t0: float,
+    store_record: dict[str, Any],
+    waited: bool = False,
+    fast: bool = False,
+) -> dict[str, Any]:
+    """The reuse's `summary.json` (written to `.trtls/runs/<build_id>/`), returned."""
+    src = entry.build
+    how = "unchanged since the last run: the recipe was not re-read" if fast else "the key was computed"
+    summary = {
+        "framework": "trtls",
+        "trtlsVersion": __version__,
+        "buildId": build_id,
+        "engine": engine,
+        "recipe": str(recipe),
+        "outcome": "reused",
+        "error": None,
+        "reusedFrom": {
+            "buildId": src.get("buildId"),
+            "startedAt": src.get("startedAt"),
+            "durationS": src.get("durationS"),
+            "storeEntry": str(entry.folder),
+            "waitedForIt": waited,
+        },
+        "engineKey": entry.key,
+        "buildConfigHash": src.get("buildConfigHash"),
+        "tensorrtVersion": src.get("tensorrtVersion"),
+        "builderModule": src.get("builderModule"),
+        "engineArtifact": {
+            "action": "restored",
+            "kind": "engine",
+            "path": str(output),
+            "size": entry.size,
+            "sha256": entry.sha256,
+        },  # fmt: skip
+        "validationStatus": "pending",
+        "store": store_record,
+        "startedAt": t0,
+        "durationS": round(time.time() - t0, 3),
+        "workerPid": None,
+        "notes": [f"no worker started: the engine of key {entry.key[:12]} was in the store ({how})"],
+        "message": up_to_date_line(src),
+    }
+    evidence = recipe.parent / ".trtls" / "runs" / build_id
+    evidence.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(evidence / "summary.json", json.dumps(summary, indent=2, default=str))
+    return summary
+
+
+def remember_reused(state_dir: Path, history: str, entry: Entry, build_id: str, changes: list[str]) -> None:
+    """A reuse is recorded when it changes which engine the table has (not once per unchanged run)."""
+    known = KnownGood(state_dir, history)
+    last = known.last()
+    if last is not None and last.get("key") == entry.key and last.get("sha256") == entry.sha256:
+        return
+    known.append(
+        {
+            **{k: entry.build.get(k) for k in ("buildId", "startedAt", "durationS", "buildConfigHash")},
+            "restoredAs": build_id,
+            "key": entry.key,
+            "sha256": entry.sha256,
+            "size": entry.size,
+            "stored": True,
+            "reused": True,
+            "changes": changes,
+            "parts": entry.record.get("parts"),
+        }
+    )
+
+
+# -- the fast path -------------------------------------------------------------------------------------------------
+
+
+def _stat(path: str) -> list[int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return [st.st_size, st.st_mtime_ns, st.st_ino]
+
+
+def _code_stats() -> list[list[int] | None]:
+    pkg = Path(__file__).resolve().parents[1]
+    return [_stat(str(pkg / rel)) for rel in KEY_CODE]
+
+
+def _builder_dirs(site: str | None) -> list[str]:
+    try:
+        return sorted(n for n in os.listdir(site) if n.startswith("tensorrt")) if site else []
+    except OSError:
+        return []
+
+
+def _sha_of(path: Path) -> str | None:
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return None
+
+
+def memo_path(state_dir: Path, history: str) -> Path:
+    return state_dir / "engines" / f"{history}.hit.json"
+
+
+def _builder_site(module: Any) -> str | None:
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec(str(module))
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return str(Path(next(iter(spec.submodule_search_locations))).parent)
+
+
+def write_memo(recipe: Path, history: str, key: str, parts: dict[str, Any], output: Path, store: Store,
+               device: dict[str, Any]) -> None:  # fmt: skip
+    """Remember what the key of `history` was computed from (never raises: a memo is only a shortcut)."""
+    site = _builder_site((parts.get("builder") or {}).get("module"))
+    p = parts.get("paths") or {}
+    files = [p.get("onnx"), *(p.get("external") or {}).values(), *(p.get("plugin_libraries") or []),
+             *(p.get("plugin_serialize") or [])]  # fmt: skip
+    memo = {
+        "format": MEMO_FORMAT,
+        "trtls": __version__,
+        "python": sys.executable,
+        "recipeSha256": _sha_of(recipe),
+        "env": {k: os.environ.get(k) for k in ENV_KEYS},
+        "files": {f: _stat(f) for f in files if isinstance(f, str)},
+        "code": _code_stats(),
+        "builderSite": site,
+        "builderDirs": _builder_dirs(site),
+        "device": device,
+        "key": key,
+        "output": str(output),
+        "store": {"path": str(store.root), "mode": store.mode, "maxSize": store.max_size},
+    }
+    try:
+        path = memo_path(recipe.parent / ".trtls", history)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(path, json.dumps(memo, default=str) + "\n")
+    except OSError:
+        pass
+
+
+def _memo_holds(memo: dict[str, Any], recipe: Path) -> bool:
+    from trtls.builds.cuda import cuda_driver
+
+    return (
+        memo.get("format") == MEMO_FORMAT
+        and memo.get("trtls") == __version__
+        and memo.get("python") == sys.executable
+        and memo.get("env") == {k: os.environ.get(k) for k in ENV_KEYS}
+        and memo.get("code") == _code_stats()
+        and all(_stat(f) == s and s is not None for f, s in (memo.get("files") or {"": None}).items())
+        and memo.get("builderDirs") == _builder_dirs(memo.get("builderSite"))
+        and memo.get("recipeSha256") == _sha_of(recipe)
+        and json.loads(json.dumps(cuda_driver(), default=str)) == memo.get("device")
+    )
+
+
+def fast_hit(recipe: Path, engine: str) -> dict[str, Any] | None:
+    """The reuse's summary when nothing the key reads changed since the last run and the store holds the key;
+    None → take the full path (which also handles every refusal and warning)."""
+    state = recipe.parent / ".trtls"
+    try:
+        memo = json.loads(memo_path(state, engine).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(memo, dict) or not _memo_holds(memo, recipe):
+        return None
+    s = memo["store"]
+    store = Store(Path(s["path"]), s["mode"], s.get("maxSize"))
+    try:
+        entry = store.get(str(memo["key"]))
+    except Refused:
+        return None  # the full path says why (TRT334)
+    if entry is None:
+        return None
+    output = Path(memo["output"])
+    build_id = new_reuse_id(engine)
+    held = OutputHeld(state, output, build_id, engine)
+    if not held.take():
+        return None  # a build of this output is running: the full path waits for it
+    t0 = time.time()
+    try:
+        store.restore(entry, output, build_id)
+    except Refused:
+        return None  # quarantined; the full path rebuilds and says so (TRT332)
+    finally:
+        held.release()
+    record: dict[str, Any] = {"used": True, "why": None, "path": str(store.root), "mode": store.mode, "source": "memo",
+              "warnings": [], "key": entry.key, "waitedFor": None}  # fmt: skip
+    remember_reused(state, engine, entry, build_id, [])
+    return reuse_evidence(build_id, engine, recipe, entry, output, t0, record, fast=True)
