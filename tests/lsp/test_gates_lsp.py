@@ -188,3 +188,45 @@ async def test_cancel_of_the_gates_progress_stops_the_run_without_a_decision(
     assert (ends[token]["outcome"], ends[token]["outcomeKind"]) == ("cancelled", "cancelled")
     summary = json.loads((ws / ".trtls" / "routes" / "slow" / "summary.json").read_text())
     assert summary["cancelled"] is True
+
+
+async def test_a_gates_run_is_in_the_registry_and_cancel_build_stops_it_by_id(
+    client: LanguageClient, route_sample: Path, tmp_path: Path
+) -> None:
+    """Gates runs share the registry of runs (issue 18 §3): listBuilds shows the running one, cancelBuild takes its
+    id like a build's (same 1 TiB sparse checkpoint as above, so only the cancel can end it early)."""
+    ws = tmp_path / "ws"
+    shutil.copytree(route_sample, ws)
+    ck = ws / "checkpoints" / "slow"
+    ck.mkdir(parents=True)
+    (ck / "config.json").write_text('{"model_type": "mlp"}\n')
+    (ck / "README.md").write_text("---\nlicense: apache-2.0\n---\n# a checkpoint that takes long to hash\n")
+    with open(ck / "huge.dat", "wb") as fh:
+        fh.truncate(2**40)
+    with open(ws / "trtls.toml", "a") as fh:
+        fh.write(
+            '\n[routes.slow]\nengine = "tiny"\n'
+            'checkpoint = { path = "checkpoints/slow", id = "trtls/slow", revision = '
+            '"0000000000000000000000000000000000000001" }\n'
+            'intended_use = "a gates run to cancel"\nallowed_licenses = ["apache-2.0"]\nbundle = "build/slow.bundle"\n'
+        )
+    uri = open_recipe(client, ws)
+    run = asyncio.ensure_future(execute(client, "trtls.runGates", {"uri": uri, "route": "slow"}))
+    rows: list[dict] = []
+
+    async def gates_rows() -> list[dict]:
+        return [b for b in (await execute(client, "trtls.listBuilds", {}))["builds"] if b.get("kind") == "gates"]
+
+    for _ in range(600):
+        rows = await gates_rows()
+        if rows:
+            break
+        await asyncio.sleep(0.1)
+    (row,) = rows
+    assert (row["engine"], row["status"], row["uri"]) == ("slow", "running", uri)
+    ack = await execute(client, "trtls.cancelBuild", {"buildId": row["buildId"]})
+    assert ack["accepted"] is True
+    res = await asyncio.wait_for(run, 120)
+    assert res["stopped"] is True and res["runId"] == row["buildId"]
+    (after,) = await gates_rows()
+    assert after["status"] == "cancelled" and after["cancelSource"] == "api"

@@ -36,8 +36,8 @@ class GatesRun:
 
     @property
     def status(self) -> str:
-        if self.summary is not None:
-            return str(self.summary["decision"] or "cancelled")
+        if self.summary is not None:  # a cancelled run made no decision (core.outcome), whatever the gates said
+            return str(self.summary["outcome"])
         return "stopping" if self.stop.is_set() else "running"
 
     @property
@@ -106,10 +106,11 @@ async def run_gates_command(ls: Any, args: Any) -> dict[str, Any]:
             cancel=stop.is_set,
         )
     except BaseException:
-        run.summary = {"decision": None, "error": True}
+        run.summary = {"decision": None, "outcome": "failed"}
         raise
     run.summary_path = str(getattr(result, "summary_path", "") or "") or None
-    run.summary = {"route": args.route, "decision": result.decision, "stopped": stop.is_set()}
+    run.summary = {"route": args.route, "decision": result.decision, "stopped": stop.is_set(),
+                   "outcome": gates_outcome(result.decision, stop.is_set())[0]}  # fmt: skip
     ls.runs.evict()
     findings = [f for f in (c.finding() for c in result.checks) if f is not None]
     ls.store.set(args.uri, Origin.gates, args.route, findings)
