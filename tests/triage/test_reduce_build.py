@@ -109,6 +109,14 @@ def test_an_engine_that_builds_has_nothing_to_reduce(workspace: Path) -> None:
     assert code == 1 and record["outcome"] == "not_reproduced"
     assert record["trialsUsed"] == 1 and record["minimal"] is None
     assert "nothing to reduce" in record["causeText"]
+    # trtls report --reduction: the trial history as a picture, one bar per trial
+    page = subprocess.run(
+        [sys.executable, "-m", "trtls", "report", "--reduction", "latest", "--recipe", str(workspace), "-o", "-"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert "Reduction · demo" in page and page.count("<rect ") == 1 and "not_reproduced" in page
 
 
 @pytest.mark.parametrize("source", ["ctrl_c", "ci_timeout"])

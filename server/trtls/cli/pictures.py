@@ -42,6 +42,7 @@ def register(subparsers: Any) -> None:
     )
     r.add_argument("build", nargs="?", default="latest", help=TARGET_HELP)
     r.add_argument("--route", help="report this route's last gates run instead of a build")
+    r.add_argument("--reduction", help="report a reduction or divergence search (its id, or latest): docs/triage.md")
     r.add_argument("--recipe", default=".", help=RECIPE_HELP)
     r.add_argument("-o", "--output", help="write here (default: <run folder>/report.html, or the route's folder)")
     r.set_defaults(func=cmd_report)
@@ -77,7 +78,12 @@ def cmd_report(args: argparse.Namespace) -> int:
     from trtls.report.evidence import EvidenceError, find_run, load_build
 
     try:
-        if args.route:
+        if args.reduction:
+            from trtls.report.reduction_page import find_reduction, reduction_report
+
+            folder = find_reduction(Path(args.recipe), args.reduction)
+            text, default = reduction_report(folder), folder / "report.html"
+        elif args.route:
             from trtls.report.route_page import load_route, route_report, route_summary_path
 
             summary = load_route(Path(args.recipe), args.route)

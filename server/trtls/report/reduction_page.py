@@ -1,0 +1,134 @@
+"""`trtls report --reduction ID`: a reduction's trial history as a picture (nodes left per trial, still fails or
+not), or a divergence search's error per layer along the graph — from the records under `.trtls/reduce/<id>/`."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from trtls.report.evidence import EvidenceError
+from trtls.report.page import badge, esc, facts, page
+
+W, H, PAD = 760, 220, 40
+
+
+def find_reduction(recipe: Path, which: str) -> Path:
+    """`.trtls/reduce/<id>/` of the reduction or divergence search `which` (an id, or `latest`)."""
+    base = (recipe.parent if recipe.is_file() else recipe) / ".trtls" / "reduce"
+    folders = (
+        sorted((p for p in base.glob("*") if p.is_dir()), key=lambda p: p.stat().st_mtime) if base.is_dir() else []
+    )
+    if which != "latest":
+        folders = [p for p in folders if p.name == which]
+    if not folders:
+        raise EvidenceError(f"no reduction '{which}' under {base}")
+    return folders[-1]
+
+
+def _record(folder: Path) -> dict[str, Any]:
+    for name in ("result.json", "divergence.json"):
+        if (folder / name).is_file():
+            try:
+                return dict(json.loads((folder / name).read_text()))
+            except ValueError as exc:
+                raise EvidenceError(f"{folder / name}: not JSON ({exc})") from None
+    raise EvidenceError(f"{folder}: no result.json or divergence.json")
+
+
+def _trials_svg(trials: list[dict[str, Any]], original: int) -> str:
+    if not trials:
+        return "<p>No trial ran.</p>"
+    top = max(original, 1)
+    step = (W - 2 * PAD) / max(len(trials), 1)
+    bars = []
+    for i, t in enumerate(trials):
+        h = (H - 2 * PAD) * math.log1p(t["nodes"]) / math.log1p(top)
+        x, y = PAD + i * step, H - PAD - h
+        colour = "#c0392b" if t["stillFails"] else "#7f8c8d"
+        label = (
+            f"trial {t['trial']} {t['step']}: {t['nodes']} nodes, {'still fails' if t['stillFails'] else t['outcome']}"
+        )
+        bars.append(
+            f'<rect x="{x:.1f}" y="{y:.1f}" width="{max(step - 2, 1):.1f}" height="{h:.1f}" fill="{colour}">'
+            f"<title>{esc(label)}</title></rect>"
+        )
+    return (
+        f'<svg viewBox="0 0 {W} {H}" width="100%" role="img" aria-label="nodes left per trial">'
+        f'<line class="grid" x1="{PAD}" y1="{H - PAD}" x2="{W - PAD}" y2="{H - PAD}"/>'
+        f'<text x="{PAD}" y="{PAD - 10}" class="muted">nodes kept (log scale), one bar per trial</text>'
+        + "".join(bars)
+        + "</svg>"
+        '<p class="legend"><span><i class="sw" style="background:#c0392b"></i>still fails</span>'
+        '<span><i class="sw" style="background:#7f8c8d"></i>does not reproduce</span></p>'
+    )
+
+
+def _layers_svg(tensors: list[dict[str, Any]], limit: float) -> str:
+    if not tensors:
+        return "<p>No tensor was compared.</p>"
+    errs = [max(t["rangeError"], 1e-9) for t in tensors]
+    lo, hi = math.log10(min(errs + [limit]) / 2), math.log10(max(errs + [limit]) * 2)
+    step = (W - 2 * PAD) / max(len(tensors) - 1, 1)
+
+    def y(v: float) -> float:
+        return H - PAD - (H - 2 * PAD) * (math.log10(v) - lo) / (hi - lo or 1)
+
+    points = " ".join(f"{PAD + i * step:.1f},{y(e):.1f}" for i, e in enumerate(errs))
+    dots = "".join(
+        f'<circle cx="{PAD + i * step:.1f}" cy="{y(e):.1f}" r="3" '
+        f'fill="{"#7f8c8d" if t["withinTolerance"] else "#c0392b"}">'
+        f"<title>{esc(t['tensor'])} ({esc(t['op'])}): {e:.3g}</title></circle>"
+        for i, (t, e) in enumerate(zip(tensors, errs, strict=True))
+    )
+    return (
+        f'<svg viewBox="0 0 {W} {H}" width="100%" role="img" aria-label="error per layer">'
+        f'<line class="grid" x1="{PAD}" y1="{y(limit):.1f}" x2="{W - PAD}" y2="{y(limit):.1f}" stroke-dasharray="4"/>'
+        f'<text x="{W - PAD}" y="{y(limit) - 4:.1f}" text-anchor="end" class="muted">tolerance {limit:g}</text>'
+        f'<polyline points="{points}" fill="none" stroke="currentColor" stroke-width="1"/>{dots}</svg>'
+        '<p class="muted">range-relative error per tensor, in graph order (log scale)</p>'
+    )
+
+
+def reduction_report(folder: Path) -> str:
+    r = _record(folder)
+    if r.get("kind") == "divergence":
+        rounds = r.get("rounds") or []
+        body = [f"<h1>Divergence · {esc(r['engine'])} · {esc(r['precision'])}</h1>"]
+        first = r.get("firstDiverging") or {}
+        body.append(facts([
+            ("first out of tolerance", esc(f"{first.get('tensor')} ({first.get('op')}, node {first.get('node')})")
+             if first else "none"),
+            ("rule", esc(r["rule"])),
+            ("inputs", esc(r["inputs"])),
+            ("fixed", badge("pass" if r.get("fixed") else "not_checked" if r.get("fixed") is None else "fail")),
+            ("exclude_nodes", esc(r.get("excludeNodes"))),
+        ]))  # fmt: skip
+        for i, rnd in enumerate(rounds):
+            body.append(f"<h2>Round {i}: exclude_nodes = {esc(rnd['excludeNodes'])}</h2>")
+            body.append(_layers_svg(rnd["tensors"], float(r["rangeRtol"])))
+        return page(f"trtls divergence {r['id']}", "".join(body), "divergence")
+    minimal = r.get("minimal") or {}
+    body = [
+        f"<h1>Reduction · {esc(r['engine'])}</h1>",
+        facts(
+            [
+                ("outcome", esc(r["outcome"])),
+                ("headline", esc(r["headline"])),
+                ("cause", esc(r["causeText"])),
+                ("failure", esc(r.get("failureText"))),
+                ("rule", esc(r["rule"])),
+                ("trials", esc(f"{r['trialsUsed']} ({r['trialsByStep']}); bisection bound {r['bisectBound']}")),
+                (
+                    "minimal model",
+                    esc(f"{minimal.get('nodes')} nodes: {', '.join(minimal.get('nodeNames') or [])}")
+                    if minimal
+                    else "none",
+                ),
+            ]
+        ),  # fmt: skip
+        "<h2>Trials</h2>",
+        _trials_svg(r.get("trials") or [], int(r.get("originalNodes") or 1)),
+    ]
+    return page(f"trtls reduction {r['id']}", "".join(body), "reduction")
