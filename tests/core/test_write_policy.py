@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import QUICKSTART
+from trtls.core.write_policy import route_write_findings
 from trtls.models.onnx_reader import ModelInputsCache
 from trtls.models.profile_checks import check_recipe
 
@@ -85,13 +86,22 @@ def test_an_output_may_not_be_a_models_external_data(tmp_path: Path, sample_mode
     assert found and found[0][1] == ("engines", "external", "output") and "external data" in found[0][2]
 
 
+def route_findings(folder: Path, text: str, route: str) -> list[tuple[str, tuple, str]]:
+    """What `trtls route build` refuses (route writes are judged by the command that makes them)."""
+    loaded = check_recipe(folder / "trtls.toml", text, ModelInputsCache())
+    return [(f.code, f.path, f.message) for f in route_write_findings(loaded, route)]
+
+
 def test_a_route_bundle_may_not_land_in_its_checkpoint_or_over_the_recipe(folder: Path) -> None:
     (folder / "ckpt").mkdir()
     route = '\n[routes.r]\nengine = "demo"\ncheckpoint = { path = "ckpt", revision = "main" }\n'
     route += 'intended_use = "t"\nallowed_licenses = ["mit"]\n'
     for bundle, what in (("ckpt/model.bundle", "checkpoint"), ("trtls.toml", "recipe")):
-        found = [m for c, where, m in findings(folder, BASE + route + f'bundle = "{bundle}"\n') if c == "TRT109"]
+        text = BASE + route + f'bundle = "{bundle}"\n'
+        found = [m for c, where, m in route_findings(folder, text, "r") if c == "TRT109"]
         assert found and what in found[0], (bundle, found)
+        # `trtls check` and `trtls gates` only read a route's bundle: gate 3 judges a bundle out of the folder
+        assert [c for c, where, _ in findings(folder, text) if where[:1] == ("routes",) and c == "TRT109"] == []
 
 
 def test_outside_the_folder_is_refused_until_allow_outside_names_it(folder: Path) -> None:
@@ -150,6 +160,7 @@ def test_a_routes_previous_bundle_is_a_write_and_routes_may_share_a_bundle(folde
     route = 'engine = "demo"\ncheckpoint = { path = "ckpt", revision = "main" }\nintended_use = "t"\n'
     route += 'allowed_licenses = ["mit"]\nbundle = "dist/shared.bundle"\n'
     text = BASE + "\n[routes.a]\n" + route + "\n[routes.b]\n" + route + 'previous_bundle = "../old.bundle"\n'
-    found = findings(folder, text)
+    found = route_findings(folder, text, "b")
     assert [c for c, where, _ in found if where == ("routes", "b", "previous_bundle")] == ["TRT117"]
     assert [c for c, where, _ in found if c == "TRT109"] == [], "two routes checking one bundle is no clash"
+    assert route_findings(folder, text, "a") == []

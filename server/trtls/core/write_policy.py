@@ -79,8 +79,8 @@ def _protect(plan: WritePlan, loaded: LoadedRecipe, relative: Any, what: str, fo
         target.setdefault(p, what)
 
 
-def recipe_writes(loaded: LoadedRecipe, recipe: RecipeFile) -> list[Write]:
-    """Every write the recipe names, in file order (cells from `core.farm.expand`)."""
+def recipe_writes(loaded: LoadedRecipe, recipe: RecipeFile, routes: bool = True) -> list[Write]:
+    """Every write the recipe names, in file order (cells from `core.farm.expand`); `routes`: with the routes'."""
     from trtls.core.farm import expand
 
     out: list[Write] = [Write((), STATE_DIR, "the evidence folder .trtls", "state", True)]
@@ -98,7 +98,7 @@ def recipe_writes(loaded: LoadedRecipe, recipe: RecipeFile) -> list[Write]:
             for cell in cells:
                 what = f"the output of cell '{cell.name}' of engine '{name}'"
                 out.append(Write(base + ("matrix", "output"), cell.output, what, "cell"))
-    for rname, raw in recipe.routes.items():
+    for rname, raw in recipe.routes.items() if routes else ():
         if not isinstance(raw, dict):
             continue
         base = ("routes", rname)
@@ -143,7 +143,9 @@ def _protected_reads(plan: WritePlan, loaded: LoadedRecipe, recipe: RecipeFile) 
                 )
 
 
-def write_plan(loaded: LoadedRecipe, recipe: RecipeFile, extra_protected: dict[Path, str] | None = None) -> WritePlan:
+def write_plan(
+    loaded: LoadedRecipe, recipe: RecipeFile, extra_protected: dict[Path, str] | None = None, routes: bool = False
+) -> WritePlan:
     """Place every write and every protected file; the findings of writes that cannot be placed at all."""
     plan = WritePlan(real(loaded.base_dir))
     for i, entry in enumerate(recipe.allow_outside):
@@ -155,7 +157,7 @@ def write_plan(loaded: LoadedRecipe, recipe: RecipeFile, extra_protected: dict[P
     _protected_reads(plan, loaded, recipe)
     for p, what in (extra_protected or {}).items():
         plan.protected.setdefault(p, what)
-    for w in recipe_writes(loaded, recipe):
+    for w in recipe_writes(loaded, recipe, routes):
         placed = _place(loaded, w.relative) if w.relative else None
         if placed is None:
             why = "is empty" if not w.relative else "contains a NUL character"
@@ -166,10 +168,12 @@ def write_plan(loaded: LoadedRecipe, recipe: RecipeFile, extra_protected: dict[P
 
 
 def write_policy_findings(
-    loaded: LoadedRecipe, recipe: RecipeFile, extra_protected: dict[Path, str] | None = None
+    loaded: LoadedRecipe, recipe: RecipeFile, extra_protected: dict[Path, str] | None = None, routes: bool = False
 ) -> list[Finding]:
-    """Every refused write of the recipe, located on the key that names it (one finding per key)."""
-    plan = write_plan(loaded, recipe, extra_protected)
+    """Every refused write of the recipe, located on the key that names it (one finding per key). Route writes
+    (`routes`) are judged by the command that makes them (`route_write_findings`): `trtls gates` only reads a
+    route's bundle, and refuses a bundle out of the folder with its own verdict (gate 3, TRT709)."""
+    plan = write_plan(loaded, recipe, extra_protected, routes=True)
     out = list(plan.findings)
     used: set[int] = set()
     seen: dict[Path, Write] = {}
@@ -178,6 +182,8 @@ def write_policy_findings(
         if w.where in located:
             continue  # one finding per key: a matrix template that fails for one cell fails for all of them
         finding = _judge(loaded, plan, w, placed, seen, used)
+        if finding is not None and not routes and w.where[:1] == ("routes",):
+            continue  # judged when the route is built (but its allow_outside use still counts)
         if finding is not None:
             out.append(finding)
             located.add(w.where)
@@ -195,6 +201,23 @@ def write_policy_findings(
                 )
             )
     return out
+
+
+def route_write_findings(loaded: LoadedRecipe, route_name: str) -> list[Finding]:
+    """The refused writes of one route (its bundle, previous bundle, exported ONNX), judged against every write and
+    every protected file of the recipe: `trtls route build` refuses the route with these (nothing written)."""
+    from pydantic import ValidationError
+
+    from trtls.core.recipe import RecipeFile
+
+    recipe = loaded.recipe
+    if recipe is None:  # a route build may start from a recipe whose only error is its engine's missing ONNX
+        try:
+            recipe = RecipeFile.model_validate(loaded.data)
+        except ValidationError:
+            return []
+    found = write_policy_findings(loaded, recipe, routes=True)
+    return [f for f in found if tuple(f.path[:2]) == ("routes", route_name) and f.severity == Severity.error]
 
 
 def clash_findings(loaded: LoadedRecipe, recipe: RecipeFile, protected: dict[Path, str]) -> list[Finding]:

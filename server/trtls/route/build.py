@@ -54,6 +54,7 @@ from trtls.bundle.sbom import SBOM_SUFFIX, sbom_path
 from trtls.core.atomic import atomic_write_text
 from trtls.core.recipe import EngineRecipe, LoadedRecipe, load_recipe
 from trtls.core.route import route_dir, route_model, route_names
+from trtls.core.write_policy import route_write_findings
 from trtls.route.checkpoint import (
     CheckpointState,
     checkpoint_provenance,
@@ -190,6 +191,10 @@ async def _build_route(
         route = route_model(loaded, route_name)
     except (KeyError, ValueError) as exc:
         raise RouteBuildError(f"route {route_name!r}: {exc}") from None
+    refused = route_write_findings(loaded, route_name)  # the path policy, before anything is exported or written
+    if refused:
+        f = refused[0]
+        raise RouteBuildError(f"{loaded.location(f)}: {f.code} {f.message}", f.path)
     if route.engine is None:  # the route deploys its ONNX itself: no engine to build
         from trtls.route.onnx_route import build_onnx_route
 
