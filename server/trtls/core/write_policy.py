@@ -14,7 +14,8 @@ is placed with `core.paths.place` (folders resolved, a final symlink not followe
   the models).
 
 `trtls check`, `trtls build` (exit 2 before any worker), the language server (diagnostics; no Build lens on an
-error), the farm driver and the route commands all load the recipe through `load_recipe`, which runs this.
+error) and the farm driver load the recipe through `load_recipe`, which runs this for engine and evidence writes; a
+route's writes are judged by `trtls route build` (`route_write_findings`), the one command that makes them.
 """
 
 from __future__ import annotations
