@@ -164,3 +164,12 @@ def test_a_routes_previous_bundle_is_a_write_and_routes_may_share_a_bundle(folde
     assert [c for c, where, _ in found if where == ("routes", "b", "previous_bundle")] == ["TRT117"]
     assert [c for c, where, _ in found if c == "TRT109"] == [], "two routes checking one bundle is no clash"
     assert route_findings(folder, text, "a") == []
+
+
+def test_engine_and_route_names_are_one_safe_file_name(folder: Path) -> None:
+    long_name = "e" * 200  # a valid TOML key that would make a build id (and its evidence folder) too long
+    text = BASE.replace("[engines.demo]", f"[engines.{long_name}]").replace("engines.demo.", f"engines.{long_name}.")
+    assert "TRT108" in codes_at(folder, text, ("engines", long_name))
+    route = f'\n[routes.{"r" * 200}]\nengine = "large"\ncheckpoint = {{ path = "models", revision = "main" }}\n'
+    route += 'intended_use = "t"\nallowed_licenses = ["mit"]\nbundle = "dist/r.bundle"\n'
+    assert "TRT108" in codes_at(folder, BASE + route, ("routes", "r" * 200))

@@ -17,14 +17,14 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from trtls.core.build_config import BuilderSettings, PluginSettings, PrecisionSettings
 from trtls.core.build_config_checks import build_config_checks
+from trtls.core.evidence_table import EvidenceTable
 from trtls.core.farm import ClusterTable, Matrix, RunOn
 from trtls.core.farm_checks import farm_checks
 from trtls.core.findings import Finding, Origin, Severity, TomlPath
-from trtls.core.paths import path_text_problems, place
+from trtls.core.paths import MAX_NAME, is_safe_name, path_text_problems, place
 from trtls.core.profiles import SHAPE_KEYS, InputShapes, OptimizationProfile
 from trtls.core.protocol import stable_json
 from trtls.core.route import RouteModel, validate_routes  # routes: validated in a second pass
-from trtls.core.evidence_table import EvidenceTable
 from trtls.core.store_table import StoreTable
 from trtls.core.tomlpos import SourceMap, TomlSyntaxError, TomlTooDeep, parse
 from trtls.core.validation import findings_from_validation
@@ -187,8 +187,9 @@ def _semantic_checks(loaded: LoadedRecipe, recipe: RecipeFile) -> list[Finding]:
     out: list[Finding] = []
     for name, eng in recipe.engines.items():
         base: TomlPath = ("engines", name)
-        if not ENGINE_NAME.match(name):
-            out.append(_finding("TRT108", f"engine name '{name}' must be letters, digits, '_', '-', '.'", base))
+        if not ENGINE_NAME.match(name) or not is_safe_name(name):  # it becomes build ids and evidence folders
+            msg = f"engine name '{name}' must be letters, digits, '_', '-', '.' (at most {MAX_NAME} characters)"
+            out.append(_finding("TRT108", msg, base))
         onnx = _placed(loaded, eng.onnx)
         if eng.worker is None and onnx is not None and not onnx.is_file():
             out.append(_finding("TRT104", f"ONNX file not found: {onnx}", base + ("onnx",), True, resolved=str(onnx)))

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from trtls.core.findings import Finding, Origin, Severity, TomlPath
+from trtls.core.paths import is_safe_name
 from trtls.core.route_lifecycle import CanaryPlan, DriftKind, IntegrationBoundary, PluginLibrary, Precision
 from trtls.core.route_limits import GoldenOutputsRef, Thresholds, Tolerance
 from trtls.core.validation import findings_from_validation
@@ -204,7 +205,7 @@ def validate_routes(loaded: LoadedRecipe, recipe: RecipeFile) -> list[Finding]:
     out: list[Finding] = []
     for name, raw in recipe.routes.items():
         base: TomlPath = ("routes", name)
-        if not ROUTE_NAME.match(name):
+        if not ROUTE_NAME.match(name) or not is_safe_name(name):  # it names .trtls/routes/<route>/
             out.append(_finding("TRT108", f"route name '{name}' must be letters, digits, '_', '-', '.'", base, False))
         try:
             route = RouteModel.model_validate(raw)
