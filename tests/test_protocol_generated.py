@@ -58,3 +58,12 @@ def test_the_typescript_types_name_every_model_field() -> None:
         assert f"export interface {model.__name__} {{" in ts
         for name in model.model_fields:
             assert f"  {name}" in ts, f"{model.__name__}.{name} is missing from protocol.ts"
+
+
+def test_every_server_command_has_a_declared_reply_and_arguments() -> None:
+    """A command the server registers but the protocol does not declare would reach the extension untyped."""
+    import re
+
+    source = "\n".join(p.read_text() for p in (ROOT / "server" / "trtls" / "lsp").glob("*.py"))
+    registered = set(re.findall(r'command\("(trtls\.[A-Za-z]+)"\)', source))
+    assert registered and registered == set(wire.COMMAND_REPLIES) == set(protocol.COMMAND_ARGS)
