@@ -193,7 +193,10 @@ _TABLE: tuple[Code, ...] = (
     Code("TRT811", WARNING, "gate-parity", "The deployed artifact was not executed"),
     Code("TRT812", WARNING, "gate-parity", "Reference not independent of the export"),
     Code("TRT813", WARNING, "gate-parity", "Precision change without tolerances for that precision"),
-    # TRT814–TRT829: free (one line per new code, here)
+    Code("TRT814", WARNING, "gate-parity", "Tokenizer limit and engine profile disagree on sequence length"),
+    Code("TRT815", WARNING, "gate-parity", "An input of the checkpoint's model is dropped by the export"),
+    Code("TRT816", WARNING, "gate-parity", "sentence-transformers pooling not deployed"),
+    # TRT817–TRT829: free (one line per new code, here)
     # -- docs/codes/gate-release.md ------------------------------------------------------------------------------------
     Code("TRT900", WARNING, "gate-release", "Gate 5 could not run"),
     Code("TRT901", ERROR, "gate-release", "Latency"),

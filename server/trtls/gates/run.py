@@ -39,6 +39,7 @@ from trtls.gates.environment import check_environment
 from trtls.gates.lifecycle.notes import promotion_finding, promotion_note
 from trtls.gates.lifecycle.promotion import COMPLETE_SUMMARY
 from trtls.gates.lifecycle.rested_on import bundle_digest, facts, lock_digest
+from trtls.gates.parity.fidelity import fidelity_checks
 from trtls.gates.release import Measurement, sha256_of, write_baseline
 from trtls.gates.reports import to_junit, to_sarif
 from trtls.gates.source import check_checkpoint
@@ -66,7 +67,7 @@ def run_bundle(ctx: GateContext) -> list[GateCheck]:
 
 
 def run_parity(ctx: GateContext) -> list[GateCheck]:
-    return parity.run_gate(ctx) + runbook_holds.precision_checks(ctx)
+    return parity.run_gate(ctx) + runbook_holds.precision_checks(ctx) + fidelity_checks(ctx)
 
 
 def run_release(ctx: GateContext) -> list[GateCheck]:

@@ -1,0 +1,169 @@
+"""Gate 4's export-fidelity checks: does the deployed model take and give what users of this checkpoint expect?
+
+Each is made only when the checkpoint says something to compare (a tokenizer limit, a segment input, a
+sentence-transformers pooling), from its files as data (gate 1's layout) and the bundle's `io_map`:
+
+* TRT814 `parity.sequence_length` — the tokenizer's limit (tokenizer.json `truncation.max_length`,
+  sentence_bert_config.json `max_seq_length`) against the longest sequence the deployed model accepts (the engine
+  profile's max): a tokenizer that truncates at 128 under a profile max of 256 cuts every longer request silently;
+  one longer than the profile cannot be served. Either holds.
+* TRT815 `parity.inputs` — an input the checkpoint's model takes (BERT's `token_type_ids`, when
+  `type_vocab_size` > 1 or the tokenizer lists it) that the deployed model dropped: `not_checked` (the deployed model
+  assumes segment 0 for every token; right for single-sentence use — waive it with that reason — wrong for pairs).
+* TRT816 `parity.pooling` — a sentence-transformers checkpoint (modules.json with a Pooling module) whose deployed
+  model has no `sentence_embedding` output: it deploys the encoder's token states while users of the model deploy the
+  pooled (and normalized) sentence embedding. Holds.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from trtls.core.gate_result import GateCheck, gate_check
+from trtls.gates.context import GateContext
+
+_check = partial(gate_check, 4)
+
+
+def _json(folder: Path, rel: str) -> Any:
+    try:
+        return json.loads((folder / rel).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def _io_map(ctx: GateContext) -> dict[str, Any] | None:
+    try:
+        from trtls.bundle import read_bundle
+
+        io = read_bundle(ctx.resolve(ctx.route.bundle)).header.get("io_map")
+    except Exception:
+        return None
+    return io if isinstance(io, dict) else None
+
+
+def tokenizer_limit(folder: Path) -> tuple[int, str] | None:
+    tok = _json(folder, "tokenizer.json")
+    trunc = tok.get("truncation") if isinstance(tok, dict) else None
+    if isinstance(trunc, dict) and isinstance(trunc.get("max_length"), int):
+        return int(trunc["max_length"]), "tokenizer.json truncation.max_length"
+    st = _json(folder, "sentence_bert_config.json")
+    if isinstance(st, dict) and isinstance(st.get("max_seq_length"), int):
+        return int(st["max_seq_length"]), "sentence_bert_config.json max_seq_length"
+    return None
+
+
+def profile_max_sequence(ctx: GateContext, input_name: str) -> int | None:
+    recipe = ctx.loaded.recipe
+    eng = recipe.engines.get(ctx.route.engine) if recipe is not None and ctx.route.engine else None
+    if eng is None:
+        return None
+    lengths = []
+    for prof in eng.profiles:
+        shapes = prof.shapes().get(input_name)
+        if shapes is not None and len(shapes.max) >= 2:
+            lengths.append(int(shapes.max[1]))
+    return max(lengths) if lengths else None
+
+
+def fidelity_checks(ctx: GateContext) -> list[GateCheck]:
+    g1 = ctx.gate1
+    folder = g1.layout.files_dir if g1 is not None and g1.layout is not None else None
+    io = _io_map(ctx)
+    if folder is None or io is None:
+        return []
+    base = ("routes", ctx.route_name)
+    inputs = io.get("inputs") or {}
+    outputs = io.get("outputs") or {}
+    out: list[GateCheck] = []
+    limit = tokenizer_limit(folder)
+    seq_input = next((n for n in ("input_ids",) if n in inputs), None)
+    profile = profile_max_sequence(ctx, seq_input) if seq_input else None
+    if limit is not None and profile is not None:
+        ev = {"tokenizer_max_length": limit[0], "source": limit[1], "profile_max": profile}
+        if limit[0] == profile:
+            out.append(
+                _check(
+                    "parity.sequence_length",
+                    "pass",
+                    f"the tokenizer and the profile agree: {profile} tokens",
+                    "TRT814",
+                    base,
+                    ev,
+                )
+            )
+        else:
+            what = (
+                f"every request over {limit[0]} tokens is cut before it reaches the engine"
+                if limit[0] < profile
+                else f"a request over {profile} tokens cannot be served"
+            )
+            out.append(
+                _check(
+                    "parity.sequence_length",
+                    "hold",
+                    f"the tokenizer truncates at {limit[0]} ({limit[1]}) but the engine profile's max sequence is "
+                    f"{profile}: {what}; make them agree",
+                    "TRT814",
+                    ("routes", ctx.route_name, "engine"),
+                    ev,
+                    False,
+                )
+            )
+    config = _json(folder, "config.json") or {}
+    tok_cfg = _json(folder, "tokenizer_config.json") or {}
+    takes_segments = (isinstance(config, dict) and int(config.get("type_vocab_size") or 0) > 1) or (
+        "token_type_ids" in (tok_cfg.get("model_input_names") or [] if isinstance(tok_cfg, dict) else [])
+    )
+    if takes_segments and inputs and "token_type_ids" not in inputs:
+        out.append(
+            _check(
+                "parity.inputs",
+                "not_checked",
+                f"the checkpoint's model takes token_type_ids (type_vocab_size {config.get('type_vocab_size')}) and "
+                f"the deployed model dropped it (inputs: {', '.join(inputs)}): it assumes segment 0 for every token — "
+                "right for single-sentence use (waive 'parity.inputs' with that reason), wrong for sentence pairs",
+                "TRT815",
+                base,
+                {"dropped": ["token_type_ids"], "deployed_inputs": list(inputs)},
+                False,
+            )
+        )
+    modules = _json(folder, "modules.json")
+    pooling = (
+        [m for m in modules if isinstance(m, dict) and "Pooling" in str(m.get("type"))]
+        if isinstance(modules, list)
+        else []
+    )
+    if pooling and "sentence_embedding" not in outputs:
+        norm = any("Normalize" in str(m.get("type")) for m in modules if isinstance(m, dict))
+        pcfg = _json(folder, "1_Pooling/config.json") or {}
+        mode = (
+            next(
+                (
+                    k.removeprefix("pooling_mode_").replace("_tokens", "")
+                    for k, v in pcfg.items()
+                    if k.startswith("pooling_mode_") and v is True
+                ),
+                "?",
+            )
+            if isinstance(pcfg, dict)
+            else "?"
+        )
+        out.append(
+            _check(
+                "parity.pooling",
+                "hold",
+                f"the checkpoint is a sentence-transformers model ({mode} pooling{', normalize' if norm else ''}: "
+                f"modules.json) but the route deploys {', '.join(outputs) or 'no output'}, not sentence_embedding: "
+                "users of this model deploy the pooled sentence embedding",
+                "TRT816",
+                base,
+                {"pooling": mode, "normalize": norm, "deployed_outputs": list(outputs)},
+                False,
+            )
+        )
+    return out
