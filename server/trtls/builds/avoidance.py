@@ -185,7 +185,7 @@ async def reuse_or_lock(
                 return summary
         if lock is None or lock.try_acquire(build_id):
             use.lock = lock
-            if entry is None and not use.rebuild and waited and _lookup(use) is not None:
+            if entry is None and not use.rebuild and _lookup(use) is not None:
                 continue  # published between our look and our lock: reuse it
             return None
         if not wait:
