@@ -158,3 +158,17 @@ def test_a_thousand_multiline_messages_under_load_arrive_whole(tmp_path: Path) -
     assert result["missing"] == []
     assert "LHS" not in proc.stderr and "compileGraph" not in proc.stderr  # no piece of a message fell out
     assert not proc.stdout
+
+
+def test_the_framer_ends_a_message_at_the_next_one_not_at_a_read() -> None:
+    """The reads that cut the Myelin error, replayed: the text arrives without its closing newline, then the newline
+    alone; a sync marker lands in the middle of the next message's prefix."""
+    from trtls.builds.log_relay import LogFramer
+
+    text = "Error Code 1: Myelin (CHECK_GE(smem_limit, 47104) failed.\n  LHS: 31744\n  RHS: 48128\n In compileGraph)"
+    framer = LogFramer()
+    assert framer.feed(b"[12/01/2026-20:07:56] [TRT] [E] " + text.encode()) == []
+    assert framer.feed(b"\n") == []  # a complete line, but the message may go on: it ends where the next begins
+    assert framer.feed(b"[12/01/2026-20:07:56] [TR\x00trtls-log-sync 7\n") == []  # mid-line: decided at line end
+    assert framer.feed(b"T] [W] next\n") == [("log", "ERROR", text), ("mark", 7)]
+    assert framer.idle() == [("log", "WARNING", "next")]  # the pipe went quiet after a complete line

@@ -162,10 +162,13 @@ class NativeLogRelay:
         framer = LogFramer()
         poller = select.poll()
         poller.register(self._read_fd, select.POLLIN)
+        waited = False  # an idle pass changed nothing (a half-written line holds the message): wait for data
         while True:
-            if not poller.poll(IDLE_S * 1000 if framer.open else None):
+            if not poller.poll(IDLE_S * 1000 if framer.open and not waited else None):
                 self._dispatch(framer.idle())
+                waited = True
                 continue
+            waited = False
             chunk = os.read(self._read_fd, 1 << 16)
             if not chunk:
                 break
