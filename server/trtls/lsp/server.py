@@ -348,7 +348,7 @@ async def allow_license(ls: TrtlsServer, args: Any = None) -> dict[str, Any]:
 
 
 def _register_triage() -> None:
-    from trtls.lsp.triage_command import register
+    from trtls.lsp.triage_commands_table import register
 
     register(command)  # trtls.reduceEngine, findDivergence, buildMinimal, showDocument (docs/triage.md)
 

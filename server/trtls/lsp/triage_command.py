@@ -223,22 +223,3 @@ async def build_minimal(ls: Any, raw: Any) -> dict[str, Any]:
     relay = BuildRelay(ls, build, args.uri, ls.options.build_tree, has_progress, lambda b: ls.runs.evict())
     await relay.start()
     return {"buildId": build.id, "engine": args.engine, "status": "started"}
-
-
-def register(command: Any) -> None:
-    """Register the triage commands with the server's `command` decorator (lsp/server.py)."""
-    handlers = {
-        "trtls.reduceEngine": start_reduction,
-        "trtls.findDivergence": find_divergence,
-        "trtls.buildMinimal": build_minimal,
-        "trtls.showDocument": show_document,
-    }
-    for name, handler in handlers.items():
-        command(name)(_bound(handler))
-
-
-def _bound(handler: Any) -> Any:
-    async def run(ls: Any, args: Any = None) -> dict[str, Any]:  # the (ls, args) shape pygls maps arguments onto
-        return dict(await handler(ls, args))
-
-    return run
