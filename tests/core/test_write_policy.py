@@ -138,6 +138,11 @@ def test_a_symlinked_evidence_folder_leading_out_is_refused(folder: Path, tmp_pa
     (tmp_path / "evidence").mkdir()
     (folder / ".trtls").symlink_to(tmp_path / "evidence")
     assert [c for c, where, _ in findings(folder, BASE) if where == ()] == ["TRT118"]
+    (folder / ".trtls").unlink()
+    (folder / ".trtls").mkdir()
+    (folder / ".trtls" / "runs").symlink_to(tmp_path / "evidence")  # one level down leads out just the same
+    found = [(c, m) for c, where, m in findings(folder, BASE) if where == ()]
+    assert [c for c, _ in found] == ["TRT118"] and ".trtls/runs" in found[0][1]
 
 
 def test_a_variant_name_must_be_a_safe_file_name(folder: Path) -> None:

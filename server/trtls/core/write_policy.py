@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from trtls.core.recipe import LoadedRecipe, RecipeFile
 
 STATE_DIR = ".trtls"  # trtls's own records: evidence, history, locks, quarantine
+STATE_SUBDIRS = ("runs", "routes", "locks", "quarantine", "precision")  # what trtls writes under .trtls/
 LOCK_FILE = "trtls.lock.json"  # `trtls route lock`'s checkpoint digests (checkpoint.lock.LOCK_NAME)
 
 
@@ -85,6 +86,8 @@ def recipe_writes(loaded: LoadedRecipe, recipe: RecipeFile, routes: bool = True)
     from trtls.core.farm import expand
 
     out: list[Write] = [Write((), STATE_DIR, "the evidence folder .trtls", "state", True)]
+    for sub in STATE_SUBDIRS:  # a symlink planted one level down leads the evidence out just the same
+        out.append(Write((), f"{STATE_DIR}/{sub}", f"the evidence folder .trtls/{sub}", "state", True))
     for name, eng in recipe.engines.items():
         base: TomlPath = ("engines", name)
         out.append(Write(base + ("output",), eng.output, f"the output of engine '{name}'", "output"))
