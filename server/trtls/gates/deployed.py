@@ -14,12 +14,12 @@ import os
 from pathlib import Path
 from typing import Any
 
+from trtls.bundle.sections import ENGINE_SECTIONS, engine_section  # one list: trtls's and TRTMC's names
 from trtls.core.gate_result import GateCheck
 from trtls.runtimes import RunResult, RuntimeSpec
 
 DEPLOYED_CHECK = "parity.deployed_artifact"
 ONNX_SECTIONS = ("model.onnx", "onnx", "model")
-ENGINE_SECTIONS = ("engine", "model.engine", "engine.plan")
 TENSORRT_KINDS = ("tensorrt",)
 
 
@@ -57,7 +57,11 @@ def extract_artifact(ctx: Any, scratch: Path) -> tuple[str, Path, str] | str:
     except (BundleError, OSError) as exc:
         return f"the bundle {ctx.route.bundle} cannot be read: {exc}"
     names = ENGINE_SECTIONS if ctx.route.deploys == "engine" else ONNX_SECTIONS
-    section = next((n for n in names if n in bundle.sections), None)
+    section = (
+        engine_section(bundle.sections)
+        if ctx.route.deploys == "engine"
+        else next((n for n in names if n in bundle.sections), None)
+    )
     if section is None:
         what = "engine" if ctx.route.deploys == "engine" else "ONNX model"
         return f"the bundle {ctx.route.bundle} carries no {what} section ({', '.join(names)})"

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from trtls.bundle.sbom import SBOM_SUFFIX, sbom_path
+from trtls.bundle.sections import ENGINE_SECTIONS, engine_section  # one list: trtls's and TRTMC's names
 from trtls.core.gate_result import GateCheck, gate_check
 from trtls.gates.bundle.provenance import rebuild_advice
 from trtls.gates.context import GateContext
@@ -17,7 +18,6 @@ GATE = 3
 _check = partial(gate_check, GATE)
 MAX_SBOM = 64 * 1024 * 1024
 ONNX_SECTIONS = ("model.onnx", "onnx", "model")
-ENGINE_SECTIONS = ("engine", "model.engine", "engine.plan")
 
 
 def _file_sha(path: Path) -> str | None:
@@ -36,7 +36,7 @@ def check_artifacts(ctx: GateContext, info: dict[str, Any]) -> GateCheck:
     path = ("routes", ctx.route_name, "onnx" if deploys_onnx else "engine")
     sections = {s["name"]: s for s in info["sections"]}
     onnx_name = next((n for n in ONNX_SECTIONS if n in sections), None)
-    engine_name = next((n for n in ENGINE_SECTIONS if n in sections), None)
+    engine_name = engine_section(sections)
     if deploys_onnx and (onnx_name is None or engine_name is not None):
         return _check(
             "bundle.artifacts",
@@ -191,7 +191,7 @@ def sbom_problems(doc: Any, info: dict[str, Any]) -> list[str]:
                 f"checkpoint version {ck.get('version')!r} is not the bundle's commit {prov.get('checkpoint_commit')!r}"
             )
     for ref, names in (("onnx", ONNX_SECTIONS), ("engine", ENGINE_SECTIONS)):
-        section = next((n for n in names if n in sections), None)
+        section = engine_section(sections) if ref == "engine" else next((n for n in names if n in sections), None)
         if section is None:
             continue
         if ref not in by_ref:

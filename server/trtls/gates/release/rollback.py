@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from trtls.bundle import BundleError, read_bundle, sidecar_path
+from trtls.bundle.sections import ENGINE_SECTIONS, engine_section  # one list: trtls's and TRTMC's names
 from trtls.core.atomic import atomic_write_bytes, atomic_writer
 from trtls.core.findings import TomlPath
 from trtls.core.gate_result import CheckStatus, GateCheck, gate_check
@@ -25,7 +26,6 @@ from trtls.runtimes import RunResult, RuntimeSpec, run_inputs
 GATE = 5
 _check = partial(gate_check, GATE)
 MODEL_SECTIONS = ("model.onnx", "onnx", "model")  # ONNX sections a smoke run can use (onnxruntime)
-ENGINE_SECTIONS = ("engine", "model.engine", "engine.plan")  # engine sections (tensorrt: needs a GPU)
 
 
 def sha256_of(path: str | os.PathLike[str]) -> str:
@@ -64,7 +64,7 @@ def bundle_model(bundle: str | os.PathLike[str]) -> Iterator[tuple[str, Path] | 
         yield f"bundle unreadable: {exc}"
         return
     pick = next(((n, "onnxruntime") for n in MODEL_SECTIONS if n in b.sections), None) or next(
-        ((n, "tensorrt") for n in ENGINE_SECTIONS if n in b.sections), None
+        ((n, "tensorrt") for n in [engine_section(b.sections)] if n is not None), None
     )
     if pick is None:
         yield f"the bundle holds no runnable model section ({', '.join(MODEL_SECTIONS + ENGINE_SECTIONS)})"
