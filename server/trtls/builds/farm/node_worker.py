@@ -46,13 +46,39 @@ def node_scratch(node_id: str) -> Path:
     return Path(tempfile.gettempdir()) / "trtls-farm" / node_id[:16]
 
 
+def _spawn(args: list[str]) -> subprocess.Popen:
+    """Our worker with `args` (["--preload", module]), or an external worker command when `args` is one."""
+    ours = not args or args[0].startswith("--")
+    return subprocess.Popen(
+        [sys.executable, "-m", "trtls.builds.worker", *args] if ours else args,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,  # its own process group: escalation kills the group
+    )
+
+
+def _discard(proc: subprocess.Popen) -> None:
+    """A preloaded worker that gets no job: closing its input ends it (it exits without building)."""
+    try:
+        assert proc.stdin is not None
+        proc.stdin.close()
+        proc.wait(5)
+    except Exception:
+        proc.kill()
+
+
 def log_line(msg: str, severity: str = "INFO") -> str:
     return json.dumps({"v": 1, "type": "log", "t_ns": time.monotonic_ns(), "severity": severity, "msg": msg})
 
 
 @ray.remote(max_concurrency=4)
 class NodeWorker:
-    def __init__(self) -> None:
+    def __init__(self, preload: str | None = None) -> None:
+        # The build's worker starts now and imports TensorRT (its largest fixed cost) while the driver learns
+        # where this actor landed and the ONNX arrives, instead of after (as a local CLI build does: spawn.py).
+        self.early: subprocess.Popen | None = _spawn(["--preload", preload]) if preload else None
+        self.early_module = preload
         ctx = ray.get_runtime_context()
         self.node_id = ctx.get_node_id()
         self.scratch = node_scratch(self.node_id)
@@ -105,16 +131,13 @@ class NodeWorker:
             job["output"] = str(self.job_dir / Path(job["output"]).name)
         job["quarantine_dir"] = str(self.scratch / "quarantine")
         job["timing_cache"] = None  # a cache lives with the recipe; it is not shipped (TensorRT-RTX: a no-op)
+        early, self.early = self.early, None
+        usable = early is not None and early.poll() is None and not command
+        if early is not None and not (usable and self.early_module == job.get("builder_module", "auto")):
+            _discard(early)  # another module (or an external worker) was asked for after all
+            early = None
         with self.lock:  # the job line is written before any control line can be
-            self.proc = subprocess.Popen(
-                [sys.executable if part == "{python}" else part for part in command]
-                if command
-                else [sys.executable, "-m", "trtls.builds.worker"],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                start_new_session=True,  # its own process group: escalation kills the group
-            )
+            self.proc = early or _spawn([sys.executable if part == "{python}" else part for part in command or []])
             assert self.proc.stdin is not None and self.proc.stdout is not None
             self.proc.stdin.write((json.dumps(job) + "\n").encode())
             for line in self.pending:

@@ -1,0 +1,247 @@
+"""The farm's own cost, as CPU (which contention does not hide) and as fixed and stop times, all from one run:
+
+1. bare: N `large` builds started by hand side by side (benchmarks/_bare_build.py): their CPU-seconds and wall;
+2. cold: `trtls build --matrix` of N cells on an embedded instance (address = "local", no warm farm): the
+   CPU-seconds of every process the command starts, by kind — driver (the CLI), Ray's node processes (GCS,
+   raylet, dashboard head, agents, monitors), the node workers (Ray actors), the builds (`trtls.builds.worker`)
+   — sampled from /proc every 0.2 s (trtls.builds.farm.proc_tree); farm overhead = everything but the builds,
+   per cell and as a fraction of the builds' CPU; fixed cost = command start → first cell's `build_started`;
+3. warm: the same after `trtls farm up` (the head's processes counted by their CPU delta over the run);
+4. stop: SIGINT to a running matrix (N running + N waiting cells), cold and warm: signal → exit, every cell
+   `cancelled`, nothing the command started left running.
+
+Usage: python benchmarks/bench_farm_overhead.py [--cells 2] [--model large|demo] [--parts bare cold warm stop]
+       [--json out.json]
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "server"))
+from _common import SAMPLE, emit, ensure_models, figure, parser
+from trtls.builds.farm import proc_tree
+
+HERE = Path(__file__).resolve().parent
+TRTLS = [sys.executable, "-m", "trtls.cli.main"]
+PROFILE = '[[engines.m.profiles]]\ninput = "input"\nmin = [1, 3, 32, 32]\nopt = [4, 3, 32, 32]\nmax = [8, 3, 32, 32]\n'
+
+
+def recipe(ws: Path, model: str, cells: int, slots: int) -> Path:
+    ws.mkdir(parents=True, exist_ok=True)
+    text = (
+        f'[cluster]\naddress = "local"\nnum_cpus = {slots}\nkeep_warm_s = 0\nlabels = {{ "trtls/pool" = "bench" }}\n\n'
+    )
+    text += f'[engines.m]\nonnx = "{SAMPLE / "models" / model}.onnx"\noutput = "build/m.engine"\n' + PROFILE
+    text += '\n[engines.m.run_on]\nlabels = { "trtls/pool" = "bench" }\nnum_cpus = 1\n'
+    text += '\n[engines.m.matrix]\noutput = "build/m-{avg_timing_iterations}.engine"\n'
+    text += f"avg_timing_iterations = [{', '.join(str(i + 1) for i in range(cells))}]\n"
+    (ws / "trtls.toml").write_text(text)
+    return ws / "trtls.toml"
+
+
+def kind(p: proc_tree.Proc, driver: int) -> str:
+    if p.pid == driver:
+        return "driver"
+    if "trtls.builds.worker" in p.name:
+        return "builds"
+    if p.name.startswith("ray::") and "Agent" not in p.name:
+        return "node workers (actors)"
+    return "Ray node (GCS, raylet, agents)"
+
+
+class Sampler:
+    """The last CPU-seconds seen of every process under `roots` (by pid and start time), every `every_s`."""
+
+    def __init__(self, roots: list[int], every_s: float = 0.2):
+        self.roots, self.every_s = roots, every_s
+        self.seen: dict[tuple[int, int], proc_tree.Proc] = {}
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self.stop.is_set():
+            self.sample()
+            self.stop.wait(self.every_s)
+
+    def sample(self) -> None:
+        procs = proc_tree.all_procs()
+        for root in self.roots:
+            found = {root: procs[root]} if root in procs else {}
+            found.update(proc_tree.descendants(root, procs))
+            for p in found.values():
+                self.seen[(p.pid, p.start)] = p
+
+    def __enter__(self) -> Sampler:
+        self.sample()
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.thread.join()
+
+
+def bare(model: str, n: int, out: Path) -> dict:
+    t0 = time.monotonic()
+    procs = [
+        subprocess.Popen([sys.executable, str(HERE / "_bare_build.py"), str(SAMPLE / "models" / f"{model}.onnx"),
+                          str(out / f"bare-{i}.engine")])
+        for i in range(n)
+    ]  # fmt: skip
+    cpu = 0.0
+    for p in procs:
+        _, status, ru = os.wait4(p.pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+        cpu += ru.ru_utime + ru.ru_stime
+    return {"wallS": round(time.monotonic() - t0, 2), "cpuS": round(cpu, 2)}
+
+
+def matrix_run(path: Path, env: dict[str, str], head_pid: int | None) -> dict:
+    """One `trtls build --matrix --json`: CPU by kind, fixed cost, events through Ray."""
+    baseline: dict[tuple[int, int], float] = {}
+    if head_pid is not None:  # the warm head's processes: count what they spent during this run only
+        snap = Sampler([head_pid])
+        snap.sample()
+        baseline = {k: p.cpu_s for k, p in snap.seen.items()}
+    t0 = time.monotonic()
+    cli = subprocess.Popen(TRTLS + ["build", str(path), "--matrix", "--json"], env=env, stdout=subprocess.PIPE,
+                           stderr=subprocess.DEVNULL)  # fmt: skip
+    first_started = None
+    events = 0
+    summary: dict = {}
+    with Sampler([cli.pid] + ([head_pid] if head_pid else [])) as sampler:
+        assert cli.stdout is not None
+        for raw in cli.stdout:
+            rec = json.loads(raw)
+            events += 1
+            if rec.get("type") == "build_started" and first_started is None:
+                first_started = time.monotonic() - t0
+            if rec.get("type") == "summary":
+                summary = rec["summary"]
+        _, status, ru = os.wait4(cli.pid, 0)
+    by_kind: dict[str, float] = {}
+    for key, p in sampler.seen.items():
+        spent = p.cpu_s - baseline.get(key, 0.0)
+        k = kind(p, cli.pid)
+        by_kind[k] = by_kind.get(k, 0.0) + spent
+    return {
+        "wallS": round(time.monotonic() - t0, 2),
+        "exit": os.waitstatus_to_exitcode(status),
+        "outcome": summary.get("outcome"),
+        "warm": (summary.get("cluster") or {}).get("warm"),
+        "fixedCostS": round(first_started, 2) if first_started else None,
+        "cpuByKindS": {k: round(v, 2) for k, v in sorted(by_kind.items())},
+        "driverRusageS": round(ru.ru_utime + ru.ru_stime + 0.0, 2),  # the CLI and what it reaped
+        "eventLines": events,
+    }
+
+
+def stop_run(path: Path, env: dict[str, str]) -> dict:
+    """SIGINT once a cell's builder is mid-build: signal → parent summary, signal → exit; states of every cell."""
+    cli = subprocess.Popen(TRTLS + ["build", str(path), "--matrix", "--json"], env=env, stdout=subprocess.PIPE,
+                           stderr=subprocess.DEVNULL)  # fmt: skip
+    assert cli.stdout is not None
+    for raw in cli.stdout:
+        if json.loads(raw).get("type") == "phase_start":
+            break
+    started = proc_tree.descendants(cli.pid)
+    t_sig = time.monotonic()
+    cli.send_signal(signal.SIGINT)
+    cells, t_summary = [], None
+    for raw in cli.stdout:
+        rec = json.loads(raw)
+        if rec.get("type") == "cell_summary":
+            cells.append(rec["summary"]["outcome"])
+        if rec.get("type") == "summary":
+            t_summary = time.monotonic() - t_sig
+    code = cli.wait()
+    t_exit = time.monotonic() - t_sig
+    left = [p.name[:40] for p in proc_tree.alive(started)]
+    return {"exit": code, "summaryS": round(t_summary or -1, 2), "exitS": round(t_exit, 2), "cells": cells,
+            "left": left}  # fmt: skip
+
+
+def main() -> int:
+    ap = parser(__doc__)
+    ap.add_argument("--cells", type=int, default=2)
+    ap.add_argument("--model", default="large")
+    ap.add_argument("--parts", nargs="+", default=["bare", "cold", "warm", "stop"])
+    args = ap.parse_args()
+    ensure_models()
+    tmp = Path(tempfile.mkdtemp(prefix="trtls-bench-farm-"))
+    # no warm farm but the one this run starts; no engine store (a cell built once would be a hit the next time)
+    env = {**os.environ, "TRTLS_FARM_STATE": str(tmp / "farm.json"), "TRTLS_STORE": "off"}
+    n = args.cells
+    path = recipe(tmp / "ws", args.model, n, n)
+    stop_path = recipe(tmp / "stop", args.model, 2 * n, n)
+    res: dict = {"cells": n, "model": args.model, "cpus": os.cpu_count()}
+    figures = []
+    if "bare" in args.parts:
+        res["bare"] = bare(args.model, n, tmp)
+        print(f"bare: {n} builds side by side {res['bare']}", flush=True)
+    if "cold" in args.parts:
+        res["cold"] = matrix_run(path, env, None)
+        print(f"cold: {res['cold']}", flush=True)
+    if "stop" in args.parts:
+        res["stopCold"] = stop_run(stop_path, env)
+        print(f"stop (embedded): {res['stopCold']}", flush=True)
+    head = None
+    if {"warm", "stop"} & set(args.parts) and ("warm" in args.parts):
+        t0 = time.monotonic()
+        up = subprocess.run(TRTLS + ["farm", "up", "--num-cpus", str(n), "--label", "trtls/pool=bench"], env=env,
+                            capture_output=True, text=True)  # fmt: skip
+        res["farmUpS"] = round(time.monotonic() - t0, 2)
+        assert up.returncode == 0, up.stderr
+        head = json.loads(subprocess.run(TRTLS + ["farm", "status", "--json"], env=env, capture_output=True,
+                                         text=True).stdout)["pid"]  # fmt: skip
+        try:
+            res["warm"] = matrix_run(path, env, head)
+            print(f"warm: {res['warm']}", flush=True)
+            if "stop" in args.parts:
+                res["stopWarm"] = stop_run(stop_path, env)
+                print(f"stop (warm farm): {res['stopWarm']}", flush=True)
+        finally:
+            subprocess.run(TRTLS + ["farm", "down"], env=env, capture_output=True)
+    for label in ("cold", "warm"):
+        r = res.get(label)
+        if not r:
+            continue
+        cpu = r["cpuByKindS"]
+        builds = cpu.get("builds", 0.0)
+        over = sum(v for k, v in cpu.items() if k != "builds")
+        r["overheadCpuS"], r["overheadPerCellS"] = round(over, 2), round(over / n, 2)
+        r["overheadFraction"] = round(over / builds, 3) if builds else None
+        figures.append(figure(f"farm overhead CPU, {label} ({n} cells)", r["overheadFraction"], "× builds' CPU",
+                              "≤ 0.05", (r["overheadFraction"] or 1) <= 0.05,
+                              f"{over:.1f} CPU-s beyond {builds:.1f} CPU-s of builds; {cpu}"))  # fmt: skip
+        figures.append(figure(f"fixed cost, {label}: start → first build_started", r["fixedCostS"], "s",
+                              "≤ 3 s warm" if label == "warm" else "stated",
+                              (r["fixedCostS"] or 99) <= 3 if label == "warm" else None))  # fmt: skip
+        if "bare" in res:
+            figures.append(figure(f"{label}: {n} cells vs {n} bare builds, wall", round(res["bare"]["wallS"] /
+                                  r["wallS"], 3), "× throughput", "≥ 0.9 (on a 16-core host)", None))  # fmt: skip
+    for label in ("stopCold", "stopWarm"):
+        r = res.get(label)
+        if r:
+            ok = set(r["cells"]) == {"cancelled"} and not r["left"] and r["exit"] == 130
+            figures.append(figure(f"stop → exit ({label})", r["exitS"], "s", "≤ 2 s, every cell cancelled",
+                                  ok and r["exitS"] <= 2, f"summary after {r['summaryS']} s; cells {r['cells']}; "
+                                  f"left running: {r['left'] or 'nothing'}"))  # fmt: skip
+    res["figures"] = figures
+    res["title"] = f"build farm overhead: {n} `{args.model}` cells on this {os.cpu_count()}-core machine"
+    emit(res, args.json)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
