@@ -38,10 +38,27 @@ def register(sub: Any) -> None:
     g.add_argument("folder", nargs="?", default=".", help="the recipe's folder or its trtls.toml (default: .)")
     g.add_argument("--dry-run", action="store_true", help="say what would be removed; remove nothing")
     g.add_argument("--json", action="store_true", help="print the result as one JSON object")
-    g.add_argument("--keep-runs", type=int, metavar="N", help="keep the N newest runs (default: the recipe's)")
-    g.add_argument("--max-age-days", type=float, metavar="DAYS", help="remove runs older than this")
-    g.add_argument("--max-size-mb", type=float, metavar="MB", help="remove the oldest runs beyond this total size")
+    g.add_argument(
+        "--keep-runs", type=_positive(int), metavar="N", help="keep the N newest runs (default: the recipe's)"
+    )
+    g.add_argument("--max-age-days", type=_positive(float), metavar="DAYS", help="remove runs older than this")
+    g.add_argument(
+        "--max-size-mb", type=_positive(float), metavar="MB", help="remove the oldest runs beyond this total size"
+    )
     g.set_defaults(func=cmd_gc)
+
+
+def _positive(kind: type) -> Any:
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+        if value <= 0:
+            raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+        return value
+
+    return parse
 
 
 def cmd_gc(args: argparse.Namespace) -> int:
