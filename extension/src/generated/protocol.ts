@@ -41,12 +41,18 @@ export interface BuildEngineArgs {
   retry?: 'cold' | 'with_cache' | 'reduced_tactics' | null;
 }
 
-/** `trtls.buildEngine {uri, engine, retry?}` */
+/** `trtls.buildEngine {uri, engine, retry?}`. `reused`: the engine came from the engine store, no worker started (docs/store.md; `buildId` names the reuse's evidence); `store_error`: the store cannot be used (TRT330/TRT331). */
 export interface BuildEngineReply {
   buildId: string | null;
   engine: string;
-  status: 'started' | 'already_building' | 'invalid_recipe';
+  status: 'started' | 'already_building' | 'invalid_recipe' | 'reused' | 'store_error';
   errors?: string[];
+  /** reused: "up to date — engine from build demo-… 2 h ago" */
+  message?: string | null;
+  engineKey?: string | null;
+  /** the producing build: buildId, startedAt, durationS, storeEntry */
+  reusedFrom?: Record<string, unknown> | null;
+  evidencePath?: string | null;
 }
 
 /** The last line. `failure` = `{kind: setting|plugin|precision, code, key}` when the worker knows why. */
@@ -442,7 +448,7 @@ export interface Placed {
   /** GPUs the cell holds there, and why (core.farm.gpu_choice) */
   num_gpus?: number | null;
   gpu_rule?: string | null;
-  /** as Ray set it for the node worker (None: not set) */
+  /** what the node worker's process inherits */
   cuda_visible_devices?: string | null;
   /** the node worker's process */
   actor_pid?: number | null;
