@@ -14,6 +14,7 @@ from tests.lsp.conftest import SERVER, accept_refresh, caps
 from tests.lsp.lsp_helpers import execute, until
 from tests.store.conftest import copy_store
 from tests.store.helpers import run_build, summaries, with_store
+from trtls.core import wire
 
 
 @pytest_lsp.fixture(config=ClientServerConfig(server_command=SERVER))
@@ -74,6 +75,8 @@ async def test_lens_says_up_to_date_or_what_changed_and_build_reuses(
     assert res["status"] == "reused" and res["message"].startswith(
         f"up to date — engine from build {seeded[1]['buildId']}"
     )
-    assert res["workerPid"] is None and (seed_ws / "build" / "demo.engine").is_file()
+    assert wire.BuildEngineReply.model_validate(res).status == "reused"  # what the protocol declares
+    assert (seed_ws / "build" / "demo.engine").is_file() and Path(res["evidencePath"]).is_file()
+    assert summaries(seed_ws)[-1]["workerPid"] is None
     assert json.loads(Path(res["reusedFrom"]["storeEntry"], "entry.json").read_text())["key"] == res["engineKey"]
     assert summaries(seed_ws)[-1]["buildId"] == res["buildId"]

@@ -312,3 +312,17 @@ async def before_build(
         return None, {"outcome": "store_error", "code": exc.code, "error": f"{exc.code} {exc}"}
     reused = await reuse_or_lock(use, loaded)
     return (None, reused) if reused is not None else (use, None)
+
+
+def reply_of(done: dict[str, Any], recipe: Path) -> dict[str, Any]:
+    """`before_build`'s answer as the editor's trtls.buildEngine reply (core.wire.BuildEngineReply)."""
+    if done.get("outcome") == "store_error":
+        return {"buildId": None, "status": "store_error", "errors": [str(done.get("error"))]}
+    return {
+        "buildId": done["buildId"],
+        "status": "reused",
+        "message": done.get("message"),
+        "engineKey": done.get("engineKey"),
+        "reusedFrom": done.get("reusedFrom"),
+        "evidencePath": str(recipe.parent / ".trtls" / "runs" / done["buildId"] / "summary.json"),
+    }

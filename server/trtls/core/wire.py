@@ -136,12 +136,17 @@ class ProgressEnd(_Wire):
 
 # -- command replies (workspace/executeCommand) ----------------------------------------------------------------------
 class BuildEngineReply(_Wire):
-    """`trtls.buildEngine {uri, engine, retry?}`"""
+    """`trtls.buildEngine {uri, engine, retry?}`. `reused`: the engine came from the engine store, no worker started
+    (docs/store.md; `buildId` names the reuse's evidence); `store_error`: the store cannot be used (TRT330/TRT331)."""
 
     buildId: str | None
     engine: str
-    status: Literal["started", "already_building", "invalid_recipe"]
+    status: Literal["started", "already_building", "invalid_recipe", "reused", "store_error"]
     errors: list[str] = []
+    message: str | None = None  # reused: "up to date — engine from build demo-… 2 h ago"
+    engineKey: str | None = None
+    reusedFrom: dict[str, Any] | None = None  # the producing build: buildId, startedAt, durationS, storeEntry
+    evidencePath: str | None = None
 
 
 class MatrixCellPlan(_Wire):

@@ -54,8 +54,10 @@ async def start_build(ls: TrtlsServer, args: Any) -> dict[str, Any]:
 
     use, done = await before_build(loaded, args.engine, overrides)
     if done is not None:  # reused from the store (no worker, no TensorRT) or a store that cannot be used
+        from trtls.builds.avoidance import reply_of
+
         ls.refresh_lenses()
-        return {"buildId": done.get("buildId"), "engine": args.engine, "status": done["outcome"], **done}
+        return {"engine": args.engine, **reply_of(done, loaded.path)}
     build = ls.supervisor.start(loaded, args.engine, overrides=overrides)
     if use is not None:
         attach(use, build)
