@@ -67,3 +67,31 @@ def test_every_server_command_has_a_declared_reply_and_arguments() -> None:
     source = "\n".join(p.read_text() for p in (ROOT / "server" / "trtls" / "lsp").glob("*.py"))
     registered = set(re.findall(r'command\("(trtls\.[A-Za-z]+)"\)', source))
     assert registered and registered == set(wire.COMMAND_REPLIES) == set(protocol.COMMAND_ARGS)
+
+
+def test_every_field_our_worker_and_transport_write_is_declared() -> None:
+    """The supervisor refuses an undeclared field, so a field added where our worker (or the farm's transport) writes
+    an event, and not to its model, would silently lose that line: every `emit("type", key=…)` / `_line("type",
+    key=…)` keyword, and the node's `where()` (sent as `placed`), is a field of the event's model."""
+    import ast
+
+    builds = ROOT / "server" / "trtls" / "builds"
+    undeclared, checked = [], 0
+    for path in [*builds.glob("*.py"), *(builds / "farm").glob("*.py")]:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.Call) or not node.args or not isinstance(node.args[0], ast.Constant):
+                continue
+            name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+            model = events.EVENT_MODELS.get(node.args[0].value) if name in ("emit", "_line") else None
+            if model is not None:
+                checked += 1
+                undeclared += [f"{path.name}: {node.args[0].value}.{k.arg}" for k in node.keywords
+                               if k.arg is not None and k.arg not in model.model_fields]  # fmt: skip
+    where = next(
+        n for n in ast.walk(ast.parse((builds / "farm" / "node_worker.py").read_text()))
+        if isinstance(n, ast.FunctionDef) and n.name == "where"
+    )  # fmt: skip
+    keys = [k.value for d in ast.walk(where) if isinstance(d, ast.Dict) for k in d.keys if isinstance(k, ast.Constant)]
+    assert checked > 20 and keys, "the worker's emits and node_worker.where()'s dict were found"
+    undeclared += [f"node_worker.where: placed.{k}" for k in keys if k not in events.Placed.model_fields]
+    assert undeclared == [], "declare these in trtls.core.events (and regenerate): " + ", ".join(undeclared)
