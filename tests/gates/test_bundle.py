@@ -522,3 +522,30 @@ def test_inspect_escapes_terminal_control_sequences_from_the_header(tmp_path):
     text.encode("utf-8")  # printable without errors
     info = B.inspect_json(path)
     assert info["header"]["gpu_name"].startswith("\x1b[2J")  # JSON output keeps the real value
+
+
+def test_trtmc_optimized_bundles_name_artifacts_by_relative_path_and_record_no_trt_version(tmp_path):
+    # TensorRT Model Connect's optimized bundle: sections under optimized_runtime_artifacts/<relpath>, trt_version ""
+    names = ["optimized_runtime_artifacts/engines/rank0.plan", "optimized_runtime_artifacts/optimized_runtime.json"]
+    table = {names[0]: {"offset": 0, "size": 4}, names[1]: {"offset": 4, "size": 2}}
+    path = tmp_path / "optimized.bundle"
+    path.write_bytes(raw_bundle({**foreign_header(table), "trt_version": ""}, b"PLAN{}"))
+    assert verify_bundle(path) == []
+    assert sorted(B.read_bundle(path).sections) == sorted(names)
+    for bad, why in [
+        ("optimized_runtime_artifacts/../x", "'..'"),
+        ("optimized_runtime_artifacts//x", "no relative path"),  # an absolute path after the prefix
+        ("optimized_runtime_artifacts/a//b", "empty"),
+        ("optimized_runtime_artifacts/a\\b", "backslash"),
+        ("optimized_runtime_artifacts/", "no relative path"),
+        ("optimized_runtime_artifacts/.git/x", "starts with '.'"),
+        ("other_prefix/x", "path separator"),
+    ]:
+        evil = tmp_path / "evil.bundle"
+        evil.write_bytes(raw_bundle(foreign_header({bad: {"offset": 0, "size": 4}}), b"EVIL"))
+        problems = verify_bundle(evil)
+        assert [p.check for p in problems] == [B.CHECK_SECTION_NAME] and why in problems[0].message, (bad, problems)
+    # an empty trt_version is TRTMC's only for an optimized bundle
+    plain = tmp_path / "plain.bundle"
+    plain.write_bytes(raw_bundle({**foreign_header({"engine": {"offset": 0, "size": 4}}), "trt_version": ""}, b"PLAN"))
+    assert B.CHECK_FIELD_TYPE in checks(verify_bundle(plain))

@@ -214,14 +214,38 @@ def _parse_json_object(raw: bytes) -> Any:
         raise ValueError(f"{exc.msg} at header byte {exc.pos}") from None
 
 
+# TensorRT Model Connect's optimized bundles name each artifact file by its relative path under this prefix. Such a
+# name is accepted only as a plain relative path (no '..', no absolute path, no backslash, no empty, '.' or dot-led
+# segment); it is still never used to build a path.
+OPTIMIZED_PREFIX = "optimized_runtime_artifacts/"
+
+
+def _relative_name_problem(rel: str) -> str | None:
+    if rel == "" or rel.startswith("/"):
+        return "names no relative path after the optimized_runtime_artifacts/ prefix"
+    if "\\" in rel:
+        return "contains a backslash"
+    for part in rel.split("/"):
+        if part in ("", ".", ".."):
+            return "contains an empty, '.' or '..' path segment" if part != ".." else "contains '..'"
+        if part.startswith("."):
+            return "has a path segment that starts with '.'"
+    return None
+
+
 def _name_problem(name: str) -> str | None:
-    """Why a section name could be mistaken for a path (None if it is a plain name)."""
+    """Why a section name could be mistaken for a path (None if it is a plain name, or a plain relative path under
+    OPTIMIZED_PREFIX)."""
     if name == "":
         return "is empty"
     if len(name) > MAX_SECTION_NAME:
         return f"is longer than {MAX_SECTION_NAME} characters"
     if "\x00" in name:
         return "contains NUL"
+    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in name):
+        return "contains a control character"
+    if name.startswith(OPTIMIZED_PREFIX):
+        return _relative_name_problem(name[len(OPTIMIZED_PREFIX) :])
     if "/" in name or "\\" in name:
         return "contains a path separator"
     if ".." in name:

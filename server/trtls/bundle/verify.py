@@ -53,6 +53,18 @@ from trtls.bundle.format import (
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 
 
+def _optimized_version_ok(header: dict[str, Any], name: str) -> bool:
+    """TRTMC's optimized bundles record `trt_version: ""` (their artifacts carry their own versions)."""
+    from trtls.bundle.format import OPTIMIZED_PREFIX
+
+    sections = header.get("sections")
+    return (
+        name == "trt_version"
+        and isinstance(sections, dict)
+        and any(str(k).startswith(OPTIMIZED_PREFIX) for k in sections)
+    )
+
+
 def _field_problems(header: dict[str, Any]) -> list[BundleProblem]:
     problems = []
     for name, types in REQUIRED_FIELDS.items():
@@ -60,7 +72,7 @@ def _field_problems(header: dict[str, Any]) -> list[BundleProblem]:
             continue  # the container parse already judged the table
         if name not in header:
             problems.append(BundleProblem(CHECK_FIELD_MISSING, f"required header field '{name}' is missing"))
-        elif not isinstance(header[name], types) or header[name] == "":
+        elif not isinstance(header[name], types) or (header[name] == "" and not _optimized_version_ok(header, name)):
             problems.append(
                 BundleProblem(
                     CHECK_FIELD_TYPE,
