@@ -125,6 +125,16 @@ class LoadedRecipe:
         symlinked output is seen as the symlink it is (the write policy refuses it) and never as its target."""
         return place(self.base_dir, relative)
 
+    def validated_file(self) -> RecipeFile | None:
+        """The typed recipe even when a semantic check failed (e.g. a route build's engine ONNX not made yet);
+        None when the document itself does not validate."""
+        if self.recipe is not None:
+            return self.recipe
+        try:
+            return RecipeFile.model_validate(self.data)
+        except ValidationError:
+            return None
+
     def engine(self, name: str) -> EngineRecipe:
         assert self.recipe is not None
         return self.recipe.engines[name]

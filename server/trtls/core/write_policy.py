@@ -210,16 +210,9 @@ def write_policy_findings(
 def route_write_findings(loaded: LoadedRecipe, route_name: str) -> list[Finding]:
     """The refused writes of one route (its bundle, previous bundle, exported ONNX), judged against every write and
     every protected file of the recipe: `trtls route build` refuses the route with these (nothing written)."""
-    from pydantic import ValidationError
-
-    from trtls.core.recipe import RecipeFile
-
-    recipe = loaded.recipe
-    if recipe is None:  # a route build may start from a recipe whose only error is its engine's missing ONNX
-        try:
-            recipe = RecipeFile.model_validate(loaded.data)
-        except ValidationError:
-            return []
+    recipe = loaded.validated_file()  # a route build may start from a recipe whose only error is a missing ONNX
+    if recipe is None:
+        return []
     found = write_policy_findings(loaded, recipe, routes=True)
     return [f for f in found if tuple(f.path[:2]) == ("routes", route_name) and f.severity == Severity.error]
 
