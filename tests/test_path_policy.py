@@ -153,3 +153,20 @@ def test_deep_nesting_is_a_located_error_never_a_traceback(site: Path, extra: st
         out = r.stdout if args[0] == "check" else r.stderr
         assert f" {code} error:" in out and out.startswith(f"{recipe}:"), out[-2000:]
     assert snapshot(site.parent) == before
+
+
+@pytest.mark.parametrize(("bundle", "code"), [("trtls.toml", "TRT109"), ("../../PWNED.bundle", "TRT117")])
+def test_route_build_refuses_a_bundle_over_the_recipe_or_outside(site: Path, bundle: str, code: str) -> None:
+    (site / "ckpt").mkdir()
+    with (site / "trtls.toml").open("a") as fh:
+        fh.write(
+            '\n[routes.r]\nengine = "demo"\nintended_use = "test"\nallowed_licenses = ["mit"]\n'
+            'checkpoint = { path = "ckpt", revision = "d065c296e0fef52b015f4755c02dda4b3064c1d2" }\n'
+            f'bundle = "{bundle}"\n'
+        )
+    before = snapshot(site.parent)
+    r = trtls("route", "build", "--route", "r", str(site))
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert f" {code} error:" in r.stderr and r.stderr.startswith(f"{site / 'trtls.toml'}:"), r.stderr
+    assert "Traceback" not in r.stderr
+    assert snapshot(site.parent) == before and not (site.parent.parent / "PWNED.bundle").exists()

@@ -31,6 +31,11 @@ def cmd_route_build(args: Any) -> int:
             f"{loaded.path}: TRT107 choose a route with --route (routes: {', '.join(names) or 'none'})", file=sys.stderr
         )
         return EXIT_BAD_INPUT
+    from trtls.core.write_policy import route_write_findings
+
+    for f in route_write_findings(loaded, name)[:1]:  # the path policy first: bad input, before gate 1 reads anything
+        print(f"{loaded.location(f)}: {f.code} error: {f.message}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     refused = _preflight(loaded, name, args)
     if refused is not None:
         return refused

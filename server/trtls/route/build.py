@@ -194,7 +194,7 @@ async def _build_route(
     refused = route_write_findings(loaded, route_name)  # the path policy, before anything is exported or written
     if refused:
         f = refused[0]
-        raise RouteBuildError(f"{loaded.location(f)}: {f.code} {f.message}", f.path)
+        raise RouteBuildError(f"{f.code} {f.message}", tuple(f.path[2:]))  # located under routes.<name>
     if route.engine is None:  # the route deploys its ONNX itself: no engine to build
         from trtls.route.onnx_route import build_onnx_route
 
