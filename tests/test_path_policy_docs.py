@@ -28,4 +28,4 @@ def test_every_rule_names_a_test_that_exists() -> None:
         for file, name in refs:
             path = REPO / file
             assert path.is_file(), f"{file} (named by: {rule[:60]})"
-            assert re.search(rf"^def {name}\(", path.read_text(encoding="utf-8"), re.M), f"{file}::{name}"
+            assert re.search(rf"^(?:async )?def {name}\(", path.read_text(encoding="utf-8"), re.M), f"{file}::{name}"
