@@ -104,3 +104,14 @@ def test_write_probe_refuses_a_symlinked_output(tmp_path: Path) -> None:
     assert why is not None and "symlink" in why
     assert precious.read_bytes() == b"precious"
     assert os.listdir(tmp_path / "build") == ["demo.engine"]
+
+
+def test_matrix_cells_are_named_by_the_one_sanitiser() -> None:
+    from trtls.core.farm import Matrix, expand
+
+    m = Matrix(
+        output="build/{engine}-{precision}.engine", precision={"../../../../x/PWNED": "m.onnx", "fp16": "n.onnx"}
+    )
+    cells = expand("demo", m, None)
+    assert [c.name for c in cells] == [safe_name("../../../../x/PWNED"), "fp16"]
+    assert all(is_safe_name(c.name) for c in cells) and all(".." not in Path(c.output).parts for c in cells)
