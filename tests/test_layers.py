@@ -228,6 +228,7 @@ RAY_MODULES = {
     "builds/farm/remote_process.py",
     "builds/farm/cluster.py",
     "builds/farm/warm_actors.py",
+    "builds/farm/warm_head.py",  # the warm local farm's head process (`trtls farm up`)
 }
 
 
