@@ -49,6 +49,7 @@ from trtls.bundle.format import (
     _parse_json_object,
     sidecar_path,
 )
+from trtls.bundle.optimized import optimized_problems
 
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 
@@ -181,6 +182,13 @@ def _verify(path: Path, max_header: int, *, use_sidecar: bool = True) -> _Verifi
     except OSError as exc:  # an I/O error mid-read (device gone, permissions changed)
         return _Verification(None, [BundleProblem(CHECK_IO, f"cannot read {path}: {exc}")])
     result = _Verification(bundle, problems, size, file_sha, section_sha)
+    # A TRTMC optimized bundle's descriptor and its recomputed artifact-tree digest (trtls.bundle.optimized).
+    try:
+        problems += optimized_problems(bundle, section_sha)
+    except BundleError as exc:
+        problems += exc.problems
+    except OSError as exc:
+        problems.append(BundleProblem(CHECK_IO, f"cannot read {path}: {exc}"))
 
     block = bundle.header.get("trtls")
     if isinstance(block, dict):

@@ -170,7 +170,11 @@ def write_bundle(
             table[s.name] = {"offset": cursor, "size": s.size}
             cursor += s.size
         section_sha = {s.name: s.sha256 for s in staged}
-        full_header = dict(header)
+        # Every top-level field before any nested object, and trtls's own record last: TRTMC's header reader takes
+        # the first occurrence of a key anywhere in the JSON (trtls.bundle.trtmc, gate 3's TRT711), so a top-level
+        # field written after a nested copy would be read from the copy.
+        full_header = {k: v for k, v in header.items() if not isinstance(v, (dict, list))}
+        full_header.update((k, v) for k, v in header.items() if isinstance(v, (dict, list)))
         full_header["sections"] = table
         full_header["trtls"] = {
             "format": TRTLS_BLOCK_FORMAT,

@@ -14,9 +14,11 @@ from trtls.bundle import (
     inspect_json,
     sidecar_path,
 )
+from trtls.bundle.optimized import CHECK_OPTIMIZED
 from trtls.core.gate_result import GateCheck, gate_check
 from trtls.gates.bundle.contents import check_artifacts, check_sbom
 from trtls.gates.bundle.provenance import check_build_provenance, check_checkpoint_provenance, rebuild_advice
+from trtls.gates.bundle.receipt_check import check_receipt
 from trtls.gates.context import GateContext
 
 GATE = 3
@@ -67,7 +69,7 @@ def run_gate(ctx: GateContext) -> list[GateCheck]:
     for p in info["problems"]:
         by_check.setdefault(p["check"], []).append(p)
     for check_id, problems in by_check.items():
-        code = "TRT703" if check_id in DIGEST_CHECKS else "TRT702"
+        code = "TRT703" if check_id in DIGEST_CHECKS else "TRT712" if check_id == CHECK_OPTIMIZED else "TRT702"
         shown = "; ".join(
             p["message"] + (f" (byte {p['offset']})" if p.get("offset") is not None else "") for p in problems[:5]
         )
@@ -162,6 +164,10 @@ def run_gate(ctx: GateContext) -> list[GateCheck]:
                     {"file_sha256": info["file_sha256"]},
                 )
             )
+
+    # -- TRT713 / TRT714: a bundle trtls did not write (native TRTMC output) has its provenance in a build receipt
+    if trtls_block is None:
+        checks.append(check_receipt(bundle, info["file_sha256"], bpath))
 
     # -- TRT705 / TRT706: provenance vs what the route has now
     provenance = (trtls_block or {}).get("provenance") if trtls_block else (sidecar or {}).get("provenance")
