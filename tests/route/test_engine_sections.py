@@ -34,3 +34,27 @@ def test_a_bundle_with_an_engine_plan_section_is_found_by_the_gates(tmp_path):
     write_bundle(path, header, {"engine_plan": b"plan bytes", "config.json": b"{}"})
     b = read_bundle(path)
     assert engine_section(b.sections) == "engine_plan" and "engine_plan" in ENGINE_SECTIONS
+
+
+def test_a_nested_key_standing_in_for_a_missing_top_level_field_rejects_the_bundle(prepared, tmp_path):
+    from _lifecycle_sample import ROUTE, copy
+
+    from trtls.bundle.trtmc import shadowed_fields
+    from trtls.core.recipe import load_recipe
+    from trtls.gates.run import run_gates
+
+    root = copy(prepared, tmp_path / "route")
+    loaded = load_recipe(root / "trtls.toml")
+    ok = {c.name: c for c in run_gates(loaded, ROUTE, [3], write_evidence=False).checks}["bundle.header_shadow"]
+    assert ok.status == "pass"  # trtls writes every field at the top level
+    header = {"model_id": "m", "model_type": "bert", "trt_version": "10.9"}  # no `family` at the top level
+    bundle = root / "build" / "tiny_ort.bundle"
+    write_bundle(bundle, header, {"model.onnx": b"onnx"}, provenance={"family": "SPOOF"})
+    assert shadowed_fields(read_bundle(bundle).header)[0] == {
+        "field": "family",
+        "at": "trtls.provenance.family",
+        "value": "SPOOF",
+    }
+    got = {c.name: c for c in run_gates(loaded, ROUTE, [3], write_evidence=False).checks}["bundle.header_shadow"]
+    assert got.status == "reject" and got.code == "TRT711"
+    assert "'family' is read from trtls.provenance.family = 'SPOOF'" in got.message

@@ -177,10 +177,11 @@ _TABLE: tuple[Code, ...] = (
     Code("TRT708", WARNING, "gate-bundle", "SBOM missing or not describing this bundle"),
     Code("TRT709", WARNING, "gate-bundle", "The bundle path leaves the recipe folder"),
     Code("TRT710", WARNING, "gate-bundle", "Plugin library not described, or changed since the bundle"),
+    Code("TRT711", ERROR, "gate-bundle", "A nested header key stands in for a missing top-level field"),
     Code("TRT712", ERROR, "gate-bundle", "Optimized runtime descriptor unsound or its artifact tree changed"),
     Code("TRT713", WARNING, "gate-bundle", "No usable build receipt beside a bundle trtls did not write"),
     Code("TRT714", ERROR, "gate-bundle", "The build receipt describes another bundle"),
-    # TRT711 and TRT715–TRT719: free (one line per new code, here)
+    # TRT715–TRT719: free (one line per new code, here)
     # -- docs/codes/gate-parity.md -------------------------------------------------------------------------------------
     Code("TRT800", WARNING, "gate-parity", "Gate 4 could not run"),
     Code("TRT801", WARNING, "gate-parity", "Runtime unavailable"),

@@ -147,10 +147,10 @@ class RouteModel(_Model):
         "checkpoint revision and lock always count.",
     )
     plugins: dict[str, PluginLibrary] = Field(
-        default_factory=dict, description="Plugin libraries the engine loads, each with its provenance (TRT714)."
+        default_factory=dict, description="Plugin libraries the engine loads, each with its provenance (TRT710)."
     )
     boundaries: dict[str, IntegrationBoundary] = Field(
-        default_factory=dict, description="FFI boundaries the runtime crosses, each named with an owner (TRT612)."
+        default_factory=dict, description="FFI boundaries the runtime crosses, each named with an owner (TRT609)."
     )
     ffi: list[str] = Field(
         default_factory=list,
@@ -164,7 +164,7 @@ class RouteModel(_Model):
     targets: list[str] = Field(
         default_factory=list,
         description="GPUs the route is meant for (names as the driver reports them, or `SM89`): each not validated "
-        "holds (TRT613).",
+        "holds (TRT911).",
     )
 
     @property

@@ -98,6 +98,12 @@ def run_gate(ctx: GateContext) -> list[GateCheck]:
         )
     if info["header"] is None:
         return checks  # nothing more can be read from a container that did not parse
+    full = (
+        dict(info["header"])
+        if "trtls" in info["header"] or info["trtls"] is None
+        else {**info["header"], "trtls": info["trtls"]}
+    )  # inspect keeps trtls's record apart; TRTMC's reader does not
+    checks.append(_shadow_check(full, bpath))
 
     trtls_block = info["trtls"] if isinstance(info["trtls"], dict) else None
     sidecar = info["sidecar"]
@@ -191,3 +197,24 @@ def run_gate(ctx: GateContext) -> list[GateCheck]:
     # -- TRT708: SBOM
     checks.append(check_sbom(ctx, bundle, info))
     return checks
+
+
+def _shadow_check(header: dict[str, Any], path: tuple) -> GateCheck:
+    """TRT711: a top-level field TRTMC reads that is missing but appears nested would be read from the nested one."""
+    from trtls.bundle.trtmc import shadowed_fields
+
+    found = shadowed_fields(header)
+    if found:
+        said = "; ".join(f"'{f['field']}' is read from {f['at']} = {str(f['value'])[:60]!r}" for f in found)
+        return _check(
+            "bundle.header_shadow",
+            "reject",
+            f"header fields missing at the top level would be read from nested keys by TensorRT Model Connect's "
+            f"reader (first occurrence anywhere): {said}",
+            "TRT711",
+            path,
+            {"shadowed": found},
+        )
+    return _check(
+        "bundle.header_shadow", "pass", "no nested key stands in for a missing top-level field", "TRT711", path
+    )
