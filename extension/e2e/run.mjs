@@ -382,7 +382,7 @@ try {
       assert(texts.some((t) => /\d+\/\d+/.test(t)), 'no phase with a step count');
       await row.hover();
       assert(await row.locator('.actions .action-label[aria-label*="Stop Build"]').first().isVisible(), 'no inline Stop button on the running build');
-      assert(await page.locator('.statusbar-item', { hasText: /TensorRT: building large/ }).first().isVisible(), 'no status bar item for the running build');
+      assert(await page.locator('.statusbar-item', { hasText: /TensorRT: large · building/ }).first().isVisible(), 'no status bar item for the running build');
       assert(await page.locator('.editor-actions .action-label[aria-label*="Stop Build"]').first().isVisible(), 'no Stop button in the editor title while building');
       await shot('04-tree-running');
     });
