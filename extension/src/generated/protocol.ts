@@ -448,7 +448,7 @@ export interface Placed {
   /** GPUs the cell holds there, and why (core.farm.gpu_choice) */
   num_gpus?: number | null;
   gpu_rule?: string | null;
-  /** what the node worker's process inherits */
+  /** as Ray set it for the node worker (None: not set) */
   cuda_visible_devices?: string | null;
   /** the node worker's process */
   actor_pid?: number | null;

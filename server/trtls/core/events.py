@@ -190,7 +190,6 @@ class Placed(_Event):
     gpu_rule: str | None = None
     cuda_visible_devices: str | None = None  # as Ray set it for the node worker (None: not set)
     actor_pid: int | None = None  # the node worker's process
-    cuda_visible_devices: str | None = None  # what the node worker's process inherits
 
 
 Event = Annotated[
