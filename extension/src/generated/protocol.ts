@@ -369,6 +369,12 @@ export interface NodeView {
   gpuIds?: string[];
   queueWaitS?: number | null;
   warmWorker?: boolean;
+  /** GPUs the cell holds there (core.farm.gpu_choice) */
+  numGpus?: number | null;
+  /** and why */
+  gpuRule?: string | null;
+  /** as Ray set it for the node worker */
+  cudaVisibleDevices?: string | null;
   waitingS?: number | null;
 }
 

@@ -57,6 +57,9 @@ class NodeView(_Wire):
     gpuIds: list[str] = []
     queueWaitS: float | None = None
     warmWorker: bool = False
+    numGpus: float | None = None  # GPUs the cell holds there (core.farm.gpu_choice)
+    gpuRule: str | None = None  # and why
+    cudaVisibleDevices: str | None = None  # as Ray set it for the node worker
     waitingS: float | None = None
 
 
