@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from test_gate3 import built, gate3, root  # noqa: F401  (fixtures: one real route build for the module)
+from test_route_build import COMMIT
 
 from trtls.bundle import CHECK_SECTION_NAME, read_bundle, sidecar_path, verify_bundle, write_bundle
 from trtls.bundle.optimized import CHECK_OPTIMIZED
@@ -251,9 +252,13 @@ def test_gate3_reads_the_receipt_beside_a_native_trtmc_bundle_on_a_route(root): 
     sidecar_path(bundle).unlink()
     _, checks = gate3(root, gates=(3,))
     assert checks["bundle.receipt"].status == "hold" and checks["bundle.receipt"].code == "TRT713"
-    receipt_for(bundle)
+    receipt_for(bundle)  # built from another revision than the route's pinned one
     _, checks = gate3(root, gates=(3,))
-    assert checks["bundle.receipt"].status == "pass"
+    receipt = checks["bundle.receipt"]
+    assert receipt.status == "hold" and f"now resolves {COMMIT}" in receipt.message, receipt.message
+    receipt_for(bundle, revision=COMMIT)
+    _, checks = gate3(root, gates=(3,))
+    assert checks["bundle.receipt"].status == "pass", checks["bundle.receipt"].message
     bundle.write_bytes(bundle.read_bytes()[:-1] + b"Q")  # the bundle changed after its receipt
     _, checks = gate3(root, gates=(3,))
     assert checks["bundle.receipt.checksum"].status == "reject" and checks["bundle.receipt.checksum"].code == "TRT714"

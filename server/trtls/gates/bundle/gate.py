@@ -17,7 +17,12 @@ from trtls.bundle import (
 from trtls.bundle.optimized import CHECK_OPTIMIZED
 from trtls.core.gate_result import GateCheck, gate_check
 from trtls.gates.bundle.contents import check_artifacts, check_sbom
-from trtls.gates.bundle.provenance import check_build_provenance, check_checkpoint_provenance, rebuild_advice
+from trtls.gates.bundle.provenance import (
+    _current_checkpoint,
+    check_build_provenance,
+    check_checkpoint_provenance,
+    rebuild_advice,
+)
 from trtls.gates.bundle.receipt_check import check_receipt
 from trtls.gates.context import GateContext
 
@@ -173,7 +178,8 @@ def run_gate(ctx: GateContext) -> list[GateCheck]:
 
     # -- TRT713 / TRT714: a bundle trtls did not write (native TRTMC output) has its provenance in a build receipt
     if trtls_block is None:
-        checks.append(check_receipt(bundle, info["file_sha256"], bpath))
+        commit, _, _ = _current_checkpoint(ctx)  # gate 1's record when it ran
+        checks.append(check_receipt(bundle, info["file_sha256"], bpath, commit))
 
     # -- TRT705 / TRT706: provenance vs what the route has now
     provenance = (trtls_block or {}).get("provenance") if trtls_block else (sidecar or {}).get("provenance")

@@ -13,8 +13,11 @@ GATE = 3
 _check = partial(gate_check, GATE)
 
 
-def check_receipt(bundle: Path, file_sha256: str | None, where: tuple[str, ...]) -> GateCheck:
-    """TRT713 (no usable receipt: hold) / TRT714 (the receipt's checksum is not this file's: reject)."""
+def check_receipt(
+    bundle: Path, file_sha256: str | None, where: tuple[str, ...], current_commit: str | None = None
+) -> GateCheck:
+    """TRT713 (no usable receipt, or one built from another revision than the route's checkpoint now resolves: hold) /
+    TRT714 (the receipt's checksum is not this file's: reject)."""
     path = receipt_path(bundle)
     receipt, problems = read_receipt(bundle)
     ev: dict[str, Any] = {"receipt": str(path)}
@@ -47,6 +50,17 @@ def check_receipt(bundle: Path, file_sha256: str | None, where: tuple[str, ...])
             ev,
         )
     ev.update({k: receipt.get(k) for k in ("model_id", "revision", "family", "runtime_strategy", "precision")})
+    ev["current_commit"] = current_commit
+    if current_commit is not None and receipt["revision"] != current_commit:
+        return _check(
+            "bundle.receipt",
+            "hold",
+            f"build receipt {path.name}: built from revision {receipt['revision']}, the route's checkpoint now "
+            f"resolves {current_commit}: rebuild the bundle from this revision",
+            "TRT713",
+            where,
+            ev,
+        )
     return _check(
         "bundle.receipt",
         "pass",
