@@ -95,3 +95,13 @@ def test_every_field_our_worker_and_transport_write_is_declared() -> None:
     assert checked > 20 and keys, "the worker's emits and node_worker.where()'s dict were found"
     undeclared += [f"node_worker.where: placed.{k}" for k in keys if k not in events.Placed.model_fields]
     assert undeclared == [], "declare these in trtls.core.events (and regenerate): " + ", ".join(undeclared)
+
+
+def test_the_cell_node_view_is_declared() -> None:
+    """Build.node_view() is sent as a cell's `node` (extra fields would fail the wire model): NodeView's keys only."""
+    import ast
+
+    tree = ast.parse((ROOT / "server" / "trtls" / "builds" / "build.py").read_text())
+    fn = next(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == "node_view")
+    keys = {k.value for d in ast.walk(fn) if isinstance(d, ast.Dict) for k in d.keys if isinstance(k, ast.Constant)}
+    assert keys and keys <= set(wire.NodeView.model_fields), keys - set(wire.NodeView.model_fields)
