@@ -15,8 +15,8 @@ from typing import Any
 
 from trtls import __version__
 from trtls.cli import accept, check, gates, import_cmd, pictures, reduce, store
-from trtls.cli import gc as gc_cmd
 from trtls.cli import farm as farm_cmd
+from trtls.cli import gc as gc_cmd
 from trtls.cli.common import find_recipe, install_stop_keys, load_or_report, report_error
 from trtls.cli.exits import EXIT_BAD_INPUT, EXIT_OK, exit_code_of
 from trtls.cli.usage import TrtlsParser, emit_error, parse, positive_seconds
