@@ -226,7 +226,7 @@ async def test_server_killed_mid_build_orphans_recovered_on_restart(workspace: P
     client2 = await _start_server()
     try:
         open_recipe(client2, workspace)
-        await until(lambda: any("interrupted by a server crash" in m.message for m in client2.messages))
+        await until(lambda: any("whose supervising process died" in m.message for m in client2.messages))
         await until(lambda: any(d.code == "TRT404" for d in client2.diagnostics.get(uri, [])))
         summary = json.loads((workspace / ".trtls" / "runs" / res["buildId"] / "summary.json").read_text())
         assert summary["outcome"] == "killed" and not running.exists()

@@ -131,7 +131,7 @@ _TABLE: tuple[Code, ...] = (
     Code("TRT401", INFO, "cleanup", "Cleanup done"),
     Code("TRT402", INFO, "cleanup", "Partial files quarantined"),
     Code("TRT403", ERROR, "cleanup", "Cleanup failed"),
-    Code("TRT404", WARNING, "cleanup", "Interrupted by a server crash"),
+    Code("TRT404", WARNING, "cleanup", "Interrupted: the supervising process died"),
     Code("TRT405", ERROR, "cleanup", "Output folder not writable"),
     Code("TRT410", ERROR, "cleanup", "Output busy: another build holds it"),
     Code("TRT411", ERROR, "cleanup", "Output lock cannot be used"),

@@ -226,4 +226,4 @@ def recovered_message(found: list[dict[str, Any]]) -> str:
     more = (
         f"; and {len(found) - MAX_LISTED} more (their evidence is in .trtls/runs/)" if len(found) > MAX_LISTED else ""
     )
-    return f"trtls: {len(found)} builds interrupted by a server crash were cleaned up: {listed}{more}"
+    return f"trtls: {len(found)} builds whose supervising process died were cleaned up: {listed}{more}"
