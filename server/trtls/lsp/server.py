@@ -222,11 +222,11 @@ def code_action(ls: TrtlsServer, params: lsp.CodeActionParams) -> list[lsp.CodeA
     doc = ls.workspace.get_text_document(params.text_document.uri)
     if oversized(doc.source):
         return []
-    from trtls.lsp.triage_command import triage_actions
+    from trtls.lsp.job_actions import job_actions
 
     diagnostics = list(params.context.diagnostics)
     uri = params.text_document.uri
-    return editor.code_actions(uri, doc.source, diagnostics) + triage_actions(uri, diagnostics)
+    return editor.code_actions(uri, doc.source, diagnostics) + job_actions(ls, uri, diagnostics)
 
 
 # -- commands ------------------------------------------------------------------------------------
@@ -350,7 +350,7 @@ async def allow_license(ls: TrtlsServer, args: Any = None) -> dict[str, Any]:
 def _register_triage() -> None:
     from trtls.lsp.triage_commands_table import register
 
-    register(command)  # trtls.reduceEngine, findDivergence, buildMinimal, showDocument (docs/triage.md)
+    register(command)  # triage (docs/triage.md) and trtls.rollbackEngine (docs/store.md)
 
 
 _register_triage()

@@ -1,28 +1,29 @@
-"""The triage commands' names, registered without importing their module: the server's start-up path stays free of
-pydantic and the build core (tests/test_layers.py); `trtls.lsp.triage_command` is imported on the first call."""
+"""Commands registered by name without importing their modules: the server's start-up path stays free of pydantic
+and the build core (tests/test_layers.py); each module is imported on its command's first call."""
 
 from __future__ import annotations
 
 from typing import Any
 
-COMMANDS = {
-    "trtls.reduceEngine": "start_reduction",
-    "trtls.findDivergence": "find_divergence",
-    "trtls.buildMinimal": "build_minimal",
-    "trtls.showDocument": "show_document",
+COMMANDS = {  # command → (module under trtls.lsp, function)
+    "trtls.reduceEngine": ("triage_command", "start_reduction"),
+    "trtls.findDivergence": ("triage_command", "find_divergence"),
+    "trtls.buildMinimal": ("triage_command", "build_minimal"),
+    "trtls.showDocument": ("triage_command", "show_document"),
+    "trtls.rollbackEngine": ("rollback_command", "rollback_engine"),
 }
 
 
 def register(command: Any) -> None:
     """Register each command with the server's `command` decorator (lsp/server.py)."""
-    for name, handler in COMMANDS.items():
-        command(name)(_lazy(handler))
+    for name, (module, handler) in COMMANDS.items():
+        command(name)(_lazy(module, handler))
 
 
-def _lazy(handler: str) -> Any:
+def _lazy(module: str, handler: str) -> Any:
     async def run(ls: Any, args: Any = None) -> dict[str, Any]:  # the (ls, args) shape pygls maps arguments onto
-        from trtls.lsp import triage_command
+        import importlib
 
-        return dict(await getattr(triage_command, handler)(ls, args))
+        return dict(await getattr(importlib.import_module(f"trtls.lsp.{module}"), handler)(ls, args))
 
     return run

@@ -1,0 +1,59 @@
+"""`trtls.rollbackEngine {uri, engine, to?}`: the retry advice `rollback` as an action — restore a known-good engine
+from the store to the output (trtls.builds.rollback, the same as `trtls rollback`), and its quick fix on TRT205
+("Roll back to the engine of <when>")."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from lsprotocol import types as lsp
+from pygls.exceptions import JsonRpcInvalidParams
+
+from trtls.lsp.command_args import _Args, parse_args
+
+
+class RollbackEngineArgs(_Args):
+    uri: str
+    engine: str
+    to: str | None = None  # a build id (trtls engines NAME); default: the newest good engine not at the output
+
+
+async def rollback_engine(ls: Any, raw: Any) -> dict[str, Any]:
+    from trtls.builds.rollback import RollbackError, rollback
+
+    args = parse_args(RollbackEngineArgs, raw)
+    loaded = await ls.recipe_async(args.uri)
+    if loaded.recipe is None or args.engine not in loaded.recipe.engines:
+        raise JsonRpcInvalidParams(f"no engine '{args.engine}' in a valid recipe")
+    try:
+        summary = await asyncio.to_thread(rollback, loaded, args.engine, args.to)
+    except RollbackError as exc:
+        raise JsonRpcInvalidParams(f"{exc.code} {exc}") from None
+    ls.refresh_lenses()
+    keep = {k: summary[k] for k in ("buildId", "message", "rolledBackTo")}
+    return {**keep, "engine": args.engine, "status": "rolled_back"}
+
+
+def rollback_actions(uri: str, loaded: Any, diagnostics: list[lsp.Diagnostic]) -> list[lsp.CodeAction]:
+    """On a TRT205 whose advice is `rollback`: one action per engine to go back to (the newest good one first)."""
+    from trtls.builds.reuse import ago
+    from trtls.builds.rollback import RollbackError, rollback_target
+
+    out: list[lsp.CodeAction] = []
+    for d in diagnostics:
+        data = d.data if isinstance(d.data, dict) else {}
+        engine = data.get("engine")
+        if d.code != "TRT205" or data.get("retryPolicy") != "rollback" or not engine or loaded.recipe is None:
+            continue
+        if engine not in loaded.recipe.engines:
+            continue
+        try:
+            target = rollback_target(loaded, engine, None)
+        except (RollbackError, OSError, ValueError):
+            continue  # nothing known-good to go back to: no action rather than one that fails
+        title = f"Roll back to the engine built {ago(target.get('startedAt'))} (build {target.get('buildId')})"
+        arg = {"uri": uri, "engine": engine, "to": target.get("buildId")}
+        out.append(lsp.CodeAction(title=title, kind=lsp.CodeActionKind.QuickFix, diagnostics=[d], is_preferred=True,
+                                  command=lsp.Command(title, "trtls.rollbackEngine", arguments=[arg])))  # fmt: skip
+    return out
