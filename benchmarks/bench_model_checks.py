@@ -112,7 +112,7 @@ from pathlib import Path
 def io():
     fields = dict(line.split(": ") for line in open("/proc/self/io").read().splitlines())
     return int(fields["read_bytes"])
-import trtls.models.profile_checks as pc  # imports are not the check: load them first
+import trtls.onnx_files.profile_checks as pc  # imports are not the check: load them first
 r0, t0 = io(), time.perf_counter()
 loaded = pc.check_recipe(Path(sys.argv[1]))
 took = time.perf_counter() - t0

@@ -36,7 +36,7 @@ def _smem_ws() -> Path:
 
 
 def _vad_ws() -> Path:
-    from tests.models.third_party import fetch_all
+    from tests.onnx_files.third_party import fetch_all
 
     ws = workspace(name="vad")
     shutil.copyfile(fetch_all()["silero_vad_if"], ws / "vad.onnx")

@@ -14,7 +14,7 @@ FACES = ("trtls.cli", "trtls.lsp")  # nothing below a face imports one
 EDITOR = ("pygls", "lsprotocol")
 TENSORRT = ("tensorrt", "tensorrt_rtx")
 LOWER = (
-    *("core", "models", "importers", "store", "builds", "bundle", "checkpoint", "runtimes", "route", "gates"),
+    *("core", "onnx_files", "importers", "store", "builds", "bundle", "checkpoint", "runtimes", "route", "gates"),
     *("report", "triage"),
 )
 FORBIDDEN: dict[str, tuple[str, ...]] = {
@@ -24,8 +24,8 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     # the engine store keys and restores engines without TensorRT (a hit never imports it)
     "store": (*FACES, "trtls.accept", *EDITOR, *TENSORRT),
     # the model checks run on every keystroke: no builder, no editor types, and no `onnx` package (its parser
-    # loads every weight; trtls.models reads the wire format itself)
-    "models": (*FACES, "trtls.accept", *EDITOR, *TENSORRT, "onnx"),
+    # loads every weight; trtls.onnx_files reads the wire format itself)
+    "onnx_files": (*FACES, "trtls.accept", *EDITOR, *TENSORRT, "onnx"),
     # importers turn other tools' command lines into recipe text: no builder, no faces
     "importers": (*FACES, "trtls.accept", *EDITOR, *TENSORRT),
     "bundle": (*FACES, "trtls.accept", *EDITOR, *TENSORRT),
@@ -41,17 +41,17 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
 # which first-party packages each lower layer may import (docs/architecture.md, "what may import what")
 ALLOWED: dict[str, set[str]] = {
     "core": {"core"},
-    "models": {"core", "models"},
+    "onnx_files": {"core", "onnx_files"},
     "importers": {"core", "importers"},
     "builds": {"core", "builds", "store"},
-    "store": {"core", "models", "checkpoint", "store"},
+    "store": {"core", "onnx_files", "checkpoint", "store"},
     "bundle": {"core", "bundle"},
     "checkpoint": {"core", "checkpoint"},
     "runtimes": {"core", "builds", "runtimes"},
     "route": {"core", "builds", "bundle", "checkpoint", "route"},
     "gates": {"core", "builds", "bundle", "checkpoint", "runtimes", "route", "gates"},
     "report": {"core", "builds", "report"},
-    "triage": {"core", "builds", "models", "runtimes", "route", "checkpoint", "gates", "triage"},
+    "triage": {"core", "builds", "onnx_files", "runtimes", "route", "checkpoint", "gates", "triage"},
     "accept": {"core", "builds", "bundle", "checkpoint", "runtimes", "route", "gates", "accept"},
 }
 # modules that import a module by a computed name, and why (never a first-party one)

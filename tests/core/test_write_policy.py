@@ -10,8 +10,8 @@ import pytest
 
 from tests.conftest import QUICKSTART
 from trtls.core.write_policy import route_write_findings
-from trtls.models.onnx_reader import ModelInputsCache
-from trtls.models.profile_checks import check_recipe
+from trtls.onnx_files.onnx_reader import ModelInputsCache
+from trtls.onnx_files.profile_checks import check_recipe
 
 BASE = (QUICKSTART / "trtls.toml").read_text()
 DEMO_OUTPUT = 'output = "build/demo.engine"'

@@ -10,8 +10,8 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from trtls.models.onnx_reader import ModelInputs, ModelInputsCache, NotOnnx, read_model_inputs
-from trtls.models.profile_checks import check_recipe
+from trtls.onnx_files.onnx_reader import ModelInputs, ModelInputsCache, NotOnnx, read_model_inputs
+from trtls.onnx_files.profile_checks import check_recipe
 
 EXAMPLES = int(os.environ.get("TRTLS_FUZZ_EXAMPLES", "200"))
 FUZZ = settings(

@@ -26,8 +26,8 @@ from trtls.builds.matrix import plan
 from trtls.core.paths import inside, real
 from trtls.core.tomlpos import MAX_DEPTH
 from trtls.core.write_policy import route_write_findings, write_plan
-from trtls.models.onnx_reader import ModelInputsCache
-from trtls.models.profile_checks import check_recipe
+from trtls.onnx_files.onnx_reader import ModelInputsCache
+from trtls.onnx_files.profile_checks import check_recipe
 
 EXAMPLES = int(os.environ.get("TRTLS_POLICY_EXAMPLES", "10000"))
 POLICY = settings(

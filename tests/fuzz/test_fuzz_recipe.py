@@ -1,6 +1,6 @@
 """Hostile TOML never crashes or hangs the recipe parser: only located findings, whatever the text.
 
-`trtls.models.profile_checks.check_recipe` (the recipe loader, then every engine against its ONNX model's
+`trtls.onnx_files.profile_checks.check_recipe` (the recipe loader, then every engine against its ONNX model's
 inputs, with the quick fixes computed for each finding) gets generated recipes (engine and route tables built from
 the real key names with random values), mutated copies of the shipped samples (character and line edits) and random
 text. Every finding's range must lie inside the document. CI runs TRTLS_FUZZ_EXAMPLES examples per
@@ -18,8 +18,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from trtls.core.findings import Finding
-from trtls.models.onnx_reader import ModelInputsCache
-from trtls.models.profile_checks import check_recipe
+from trtls.onnx_files.onnx_reader import ModelInputsCache
+from trtls.onnx_files.profile_checks import check_recipe
 
 EXAMPLES = int(os.environ.get("TRTLS_FUZZ_EXAMPLES", "200"))
 FUZZ = settings(

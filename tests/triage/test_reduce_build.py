@@ -15,7 +15,7 @@ from pathlib import Path
 import onnx
 import pytest
 
-from tests.models.third_party import fetch_all
+from tests.onnx_files.third_party import fetch_all
 from trtls.builds.supervisor import Supervisor
 from trtls.core.recipe import load_recipe
 from trtls.triage.signature import same_failure

@@ -1,6 +1,6 @@
 """`trtls check [RECIPE] [--format text|json|sarif]`: everything the editor would flag, without building.
 
-The same findings as the editor's diagnostics (`trtls.models.profile_checks.check_recipe`: the recipe, and
+The same findings as the editor's diagnostics (`trtls.onnx_files.profile_checks.check_recipe`: the recipe, and
 every engine against the inputs its ONNX model declares). Exit 0 when there is nothing to report, 2 when there
 is any error or warning (the documented bad-input code of `trtls build`).
 """
@@ -38,7 +38,7 @@ def register(subparsers: Any) -> None:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from trtls.models.profile_checks import check_recipe
+    from trtls.onnx_files.profile_checks import check_recipe
 
     path = Path(args.recipe or ".")
     path = path / "trtls.toml" if path.is_dir() else path
@@ -68,7 +68,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 def _builder_findings(loaded: Any) -> list[Finding]:
     from trtls.core.build_config_checks import capability_findings
     from trtls.debug_info import probe_builder
-    from trtls.models.profile_checks import valid_engines
+    from trtls.onnx_files.profile_checks import valid_engines
 
     probe = probe_builder()
     if "capabilities" not in probe:

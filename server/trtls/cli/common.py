@@ -23,7 +23,7 @@ def load_or_report(recipe_arg: str | None) -> Any:
     """Load the recipe and check it against its ONNX models; print every finding as
     `file:line:col: CODE severity: message`, in file order (and, with --json, as JSON lines on stdout).
     None when anything is an error (so no build starts: exit 2)."""
-    from trtls.models.profile_checks import check_recipe
+    from trtls.onnx_files.profile_checks import check_recipe
 
     path = find_recipe(recipe_arg)
     if not path.is_file():

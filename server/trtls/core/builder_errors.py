@@ -90,7 +90,7 @@ def _layer(detail: str) -> str | None:
         for m in pattern.finditer(detail):
             layer = m.group("layer").rstrip(".")
             # "In analyze at /_src/optimizer/common/graphScope.cpp:471" names TensorRT's source, not a layer
-            # (measured: silero-vad's If-based model on TensorRT-RTX 1.7, tests/models/test_third_party_models.py)
+            # (measured: silero-vad's If-based model on TensorRT-RTX 1.7, tests/onnx_files/test_third_party_models.py)
             if not _SOURCE_FILE.search(layer):
                 return layer
     return None

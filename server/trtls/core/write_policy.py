@@ -10,7 +10,7 @@ is placed with `core.paths.place` (folders resolved, a final symlink not followe
   leads out of the recipe folder — TRT118;
 * would overwrite what trtls reads or owns: the recipe, the lock file, any engine's ONNX model (precision variants
   included), a plugin library, a timing cache, a route's inputs or checkpoint, another write of the recipe, or
-  anything under `.trtls/` — TRT109 (external data files are added by `trtls.models.profile_checks`, which reads
+  anything under `.trtls/` — TRT109 (external data files are added by `trtls.onnx_files.profile_checks`, which reads
   the models).
 
 `trtls check`, `trtls build` (exit 2 before any worker), the language server (diagnostics; no Build lens on an

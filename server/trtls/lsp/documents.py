@@ -116,7 +116,7 @@ def oversized(text: str) -> bool:
 def check_text(path: Path, text: str | None) -> LoadedRecipe:
     """Check the recipe (`text`: an open document's; None: read from disk, bounded). Never raises for bad input:
     a refusal of the file itself (not regular) is InvalidParams, every other problem a located finding."""
-    from trtls.models.profile_checks import check_recipe
+    from trtls.onnx_files.profile_checks import check_recipe
 
     source = read_recipe_file(path) if text is None else text
     if isinstance(source, Finding):

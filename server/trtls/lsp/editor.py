@@ -142,7 +142,7 @@ def hover(loaded: LoadedRecipe, line: int, col: int) -> str | None:
     if hit is None:
         return None
     path, is_value = hit
-    from trtls.models.assist import hover_text  # the model's declared inputs, when the cursor is on one
+    from trtls.onnx_files.assist import hover_text  # the model's declared inputs, when the cursor is on one
 
     declared = hover_text(loaded, path, is_value)
     if declared is not None:
@@ -216,7 +216,7 @@ def completions(
 
 
 def _input_items(lines: list[str], line: int, col: int, model_of: Callable[[str], Any]) -> list[lsp.CompletionItem]:
-    from trtls.models.assist import input_completions, profile_at
+    from trtls.onnx_files.assist import input_completions, profile_at
 
     where = profile_at(lines, line)
     model = model_of(where[0]) if where is not None else None

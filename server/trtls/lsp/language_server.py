@@ -34,7 +34,7 @@ def warm_up() -> None:
     import trtls.lsp.diagnostics
     import trtls.lsp.editor
     import trtls.lsp.settings
-    import trtls.models.profile_checks  # noqa: F401
+    import trtls.onnx_files.profile_checks  # noqa: F401
 
 
 DEBOUNCE_S = 0.15

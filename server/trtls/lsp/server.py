@@ -197,7 +197,7 @@ def completion(ls: TrtlsServer, params: lsp.CompletionParams) -> lsp.CompletionL
         return lsp.CompletionList(is_incomplete=False, items=[])
     from trtls.lsp import editor
     from trtls.lsp.documents import oversized
-    from trtls.models.assist import model_for_engine
+    from trtls.onnx_files.assist import model_for_engine
 
     doc = ls.workspace.get_text_document(params.text_document.uri)
     if oversized(doc.source):  # not checked either (TRT125): nothing to complete against

@@ -22,8 +22,10 @@ def register(command: Any) -> None:
 
 def _lazy(module: str, handler: str) -> Any:
     async def run(ls: Any, args: Any = None) -> dict[str, Any]:  # the (ls, args) shape pygls maps arguments onto
-        import importlib
-
-        return dict(await getattr(importlib.import_module(f"trtls.lsp.{module}"), handler)(ls, args))
+        if module == "rollback_command":
+            from trtls.lsp import rollback_command as loaded
+        else:
+            from trtls.lsp import triage_command as loaded  # type: ignore[no-redef]
+        return dict(await getattr(loaded, handler)(ls, args))
 
     return run

@@ -121,7 +121,7 @@ class ExternalIndex:
     def locations(self, onnx: Path, sha: str) -> list[str]:
         if sha in self.entries:
             return self.entries[sha]
-        from trtls.models.onnx_reader import NotOnnx, read_model_inputs
+        from trtls.onnx_files.onnx_reader import NotOnnx, read_model_inputs
 
         try:
             found = sorted({e.location for e in read_model_inputs(onnx).external})

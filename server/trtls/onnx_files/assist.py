@@ -12,8 +12,8 @@ from pathlib import Path
 
 from trtls.core.recipe import LoadedRecipe
 from trtls.core.tomlpos import TomlPath
-from trtls.models.fixes import _inline, fill_shapes, toml_key
-from trtls.models.onnx_reader import CACHE, GraphInput, ModelInputs, ModelInputsCache, NotOnnx
+from trtls.onnx_files.fixes import _inline, fill_shapes, toml_key
+from trtls.onnx_files.onnx_reader import CACHE, GraphInput, ModelInputs, ModelInputsCache, NotOnnx
 
 _HEADER = re.compile(r"^\s*\[\[?\s*([^\]]+?)\s*\]\]?")
 _ONNX = re.compile(r"""^\s*onnx\s*=\s*(?:"((?:[^"\\]|\\.)*)"|'([^']*)')""")

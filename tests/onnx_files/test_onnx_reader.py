@@ -11,7 +11,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from trtls.models.onnx_reader import ModelInputsCache, NotOnnx, read_model_inputs
+from trtls.onnx_files.onnx_reader import ModelInputsCache, NotOnnx, read_model_inputs
 
 
 def _declared(path: Path) -> list[tuple[str, str, list]]:

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from trtls.models.onnx_reader import ModelInputsCache
-from trtls.models.profile_checks import check_recipe
+from trtls.onnx_files.onnx_reader import ModelInputsCache
+from trtls.onnx_files.profile_checks import check_recipe
 
 ENCODER = """\
 [engines.enc]

