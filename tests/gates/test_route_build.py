@@ -119,7 +119,8 @@ def test_cli_builds_a_verified_bundle_with_provenance_and_sbom(sample, tmp_path)
     bundle = root / "build" / "tiny.bundle"
     assert verify_bundle(bundle) == []
     b = read_bundle(bundle)
-    assert list(b.sections) == ["engine", "model.onnx", "config.json", "tokenizer.json"]
+    # the tokenizer files ride along under their own names (issue 20: what the deployment loads)
+    assert list(b.sections) == ["engine", "model.onnx", "config.json", "tokenizer.json", "tokenizer_config.json"]
     assert b.read_section("config.json") == (root / SNAPSHOT / "config.json").read_bytes()
     assert b.read_section("tokenizer.json") == (root / SNAPSHOT / "tokenizer.json").read_bytes()
     assert b.read_section("model.onnx") == (root / "model.onnx").read_bytes()
@@ -234,14 +235,13 @@ def test_a_lying_safetensors_header_is_a_located_error_and_the_run_is_recorded(s
     link.unlink()
     os.symlink(Path("..") / ".." / "blobs" / blob.name, link)
     r = trtls("route", "build", "--route", "tiny_ort", cwd=root)
-    assert r.returncode == 2, r.stdout + r.stderr
+    assert r.returncode == 4, r.stdout + r.stderr  # gate 1's content checks run first and reject (issue 20)
     assert "Traceback" not in r.stderr and "SafetensorError" not in r.stderr
     assert (
         "trtls.toml:" in r.stderr and "F32 × shape [64, 64] is 16384 bytes but data_offsets [0, 16] span 16" in r.stderr
     )
-    record = json.loads((root / ".trtls" / "routes" / "tiny_ort" / "route-build.json").read_text())
-    assert record["outcome"] == "error" and "data_offsets" in record["message"]
-    assert not (root / "build" / "tiny_ort.bundle").exists()
+    assert "gate 1 refuses the checkpoint (nothing exported or written" in r.stderr
+    assert not (root / "build" / "tiny_ort.bundle").exists() and not (root / "build" / "tiny_ort.onnx").exists()
 
 
 def test_onnx_route_bundle_carries_the_onnx_and_no_engine(sample, tmp_path):
@@ -249,7 +249,7 @@ def test_onnx_route_bundle_carries_the_onnx_and_no_engine(sample, tmp_path):
     r = trtls("route", "build", "--route", "tiny_ort", cwd=root)
     assert r.returncode == 0, r.stdout + r.stderr
     bundle = read_bundle(root / "build" / "tiny_ort.bundle")
-    assert set(bundle.sections) == {"model.onnx", "config.json", "tokenizer.json"}
+    assert set(bundle.sections) == {"model.onnx", "config.json", "tokenizer.json", "tokenizer_config.json"}
     assert bundle.read_section("model.onnx") == (root / "build" / "tiny_ort.onnx").read_bytes()
     assert not (root / ".trtls" / "runs").exists()  # no engine build
     assert verify_bundle(root / "build" / "tiny_ort.bundle") == []

@@ -192,7 +192,7 @@ def register(sub: Any) -> None:
         help="the engine store: list entries (ls) or evict to the size bound (gc)",
         epilog="exit codes: 0 listed or collected, 2 bad input",
     )
-    s.add_argument("action", choices=("ls", "gc"))
+    s.add_argument("action", choices=("ls", "gc"), help="ls: list the entries; gc: evict down to the bound")
     s.add_argument(
         "recipe", nargs="?", help="trtls.toml or its folder whose store to use (default: ., else the per-user store)"
     )
@@ -206,7 +206,7 @@ def register(sub: Any) -> None:
     )
     e.add_argument("name", help="engine table")
     e.add_argument("recipe", nargs="?", help="trtls.toml or its folder (default: .)")
-    e.add_argument("--json", action="store_true")
+    e.add_argument("--json", action="store_true", help="one JSON array of the builds")
     e.set_defaults(func=cmd_engines)
     r = sub.add_parser(
         "rollback",
