@@ -96,6 +96,19 @@ export interface BuildMatrixReply {
   cells?: MatrixCellPlan[];
 }
 
+export interface BuildMinimalArgs {
+  uri: string;
+  reductionId: string;
+  engine: string;
+}
+
+/** `trtls.buildMinimal {uri, reductionId, engine}`: a build of the reduction's minimal model */
+export interface BuildMinimalReply {
+  buildId: string;
+  engine: string;
+  status: 'started';
+}
+
 /** `trtls.buildReport {buildId}`: the finished build's self-contained HTML report (also written as report.html). */
 export interface BuildReportReply {
   buildId: string;
@@ -252,6 +265,30 @@ export interface EvidenceReply {
   buildId: string;
   path: string | null;
   summary?: Record<string, unknown> | null;
+}
+
+export interface FindDivergenceArgs {
+  uri: string;
+  engine?: string | null;
+  route?: string | null;
+  fix?: boolean;
+}
+
+/** `trtls.findDivergence {uri, engine | route, fix?}`: the first tensor out of tolerance (also TRT981) */
+export interface FindDivergenceReply {
+  id: string;
+  engine: string;
+  route?: string | null;
+  precision: string;
+  /** tensor, node, op, maxAbsError, rangeError, relL2, … */
+  firstDiverging?: Record<string, unknown> | null;
+  /** {"precision.exclude_nodes": [node]} */
+  proposal?: Record<string, unknown> | null;
+  /** None: no fix asked */
+  fixed?: boolean | null;
+  excludeNodes?: string[];
+  folder: string;
+  message: string;
 }
 
 export interface GateCheck {
@@ -491,6 +528,35 @@ export interface Queued {
   gpu_rule?: string | null;
 }
 
+export interface ReduceEngineArgs {
+  uri: string;
+  engine: string;
+  maxTrials?: number;
+}
+
+/** `trtls.reduceEngine {uri, engine, maxTrials?}`: the reduction started (docs/triage.md); its result is TRT980 */
+export interface ReduceEngineReply {
+  reductionId: string;
+  engine: string;
+  status: 'started';
+}
+
+export interface RollbackEngineArgs {
+  uri: string;
+  engine: string;
+  /** a build id (trtls engines NAME); default: the newest good engine not at the output */
+  to?: string | null;
+}
+
+/** `trtls.rollbackEngine {uri, engine, to?}`: a known-good engine restored from the store (docs/store.md) */
+export interface RollbackEngineReply {
+  buildId: string;
+  engine: string;
+  status: 'rolled_back';
+  message: string;
+  rolledBackTo: Record<string, unknown>;
+}
+
 export interface RunGatesArgs {
   uri: string;
   route: string;
@@ -510,6 +576,15 @@ export interface RunGatesReply {
   errors?: string[];
   checks?: GateCheck[];
   summaryPath?: string | null;
+}
+
+export interface ShowDocumentArgs {
+  path: string;
+}
+
+/** `trtls.showDocument {path}`: a file trtls wrote under .trtls/, opened by the client */
+export interface ShowDocumentReply {
+  shown: boolean;
 }
 
 /** Coalesced: the latest step per phase at most every 50 ms; always flushed before that phase's finish. */
@@ -542,5 +617,10 @@ export interface Commands {
   'trtls.lockRoute': { arguments: LockRouteArgs; reply: LockRouteReply };
   'trtls.allowLicense': { arguments: AllowLicenseArgs; reply: AllowLicenseReply };
   'trtls.printDebugInformation': { arguments: EmptyArgs; reply: DebugInformationReply };
+  'trtls.reduceEngine': { arguments: ReduceEngineArgs; reply: ReduceEngineReply };
+  'trtls.findDivergence': { arguments: FindDivergenceArgs; reply: FindDivergenceReply };
+  'trtls.buildMinimal': { arguments: BuildMinimalArgs; reply: BuildMinimalReply };
+  'trtls.showDocument': { arguments: ShowDocumentArgs; reply: ShowDocumentReply };
+  'trtls.rollbackEngine': { arguments: RollbackEngineArgs; reply: RollbackEngineReply };
 }
 export type CommandName = keyof Commands;

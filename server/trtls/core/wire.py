@@ -277,6 +277,55 @@ NOTIFICATIONS: dict[str, tuple[type[BaseModel], ...]] = {
     "trtls/buildTree": (BuildTree, MatrixTree),
     "$/progress (end)": (ProgressEnd,),
 }
+
+
+class ReduceEngineReply(_Wire):
+    """`trtls.reduceEngine {uri, engine, maxTrials?}`: the reduction started (docs/triage.md); its result is TRT980"""
+
+    reductionId: str
+    engine: str
+    status: Literal["started"]
+
+
+class FindDivergenceReply(_Wire):
+    """`trtls.findDivergence {uri, engine | route, fix?}`: the first tensor out of tolerance (also TRT981)"""
+
+    id: str
+    engine: str
+    route: str | None = None
+    precision: str
+    firstDiverging: dict[str, Any] | None = None  # tensor, node, op, maxAbsError, rangeError, relL2, …
+    proposal: dict[str, Any] | None = None  # {"precision.exclude_nodes": [node]}
+    fixed: bool | None = None  # None: no fix asked
+    excludeNodes: list[str] = []
+    folder: str
+    message: str
+
+
+class BuildMinimalReply(_Wire):
+    """`trtls.buildMinimal {uri, reductionId, engine}`: a build of the reduction's minimal model"""
+
+    buildId: str
+    engine: str
+    status: Literal["started"]
+
+
+class ShowDocumentReply(_Wire):
+    """`trtls.showDocument {path}`: a file trtls wrote under .trtls/, opened by the client"""
+
+    shown: bool
+
+
+class RollbackEngineReply(_Wire):
+    """`trtls.rollbackEngine {uri, engine, to?}`: a known-good engine restored from the store (docs/store.md)"""
+
+    buildId: str
+    engine: str
+    status: Literal["rolled_back"]
+    message: str
+    rolledBackTo: dict[str, Any]
+
+
 COMMAND_REPLIES: dict[str, type[BaseModel]] = {
     "trtls.buildEngine": BuildEngineReply,
     "trtls.buildMatrix": BuildMatrixReply,
@@ -289,4 +338,9 @@ COMMAND_REPLIES: dict[str, type[BaseModel]] = {
     "trtls.lockRoute": LockRouteReply,
     "trtls.allowLicense": AllowLicenseReply,
     "trtls.printDebugInformation": DebugInformationReply,
+    "trtls.reduceEngine": ReduceEngineReply,
+    "trtls.findDivergence": FindDivergenceReply,
+    "trtls.buildMinimal": BuildMinimalReply,
+    "trtls.showDocument": ShowDocumentReply,
+    "trtls.rollbackEngine": RollbackEngineReply,
 }

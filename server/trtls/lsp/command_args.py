@@ -62,6 +62,36 @@ class EmptyArgs(BaseModel):
     model_config = ConfigDict(extra="allow")
 
 
+# -- triage (docs/triage.md) and rollback (docs/store.md)
+class ReduceEngineArgs(_Args):
+    uri: str
+    engine: str
+    maxTrials: int = 40
+
+
+class FindDivergenceArgs(_Args):
+    uri: str
+    engine: str | None = None
+    route: str | None = None
+    fix: bool = False
+
+
+class ShowDocumentArgs(_Args):
+    path: str
+
+
+class BuildMinimalArgs(_Args):
+    uri: str
+    reductionId: str
+    engine: str
+
+
+class RollbackEngineArgs(_Args):
+    uri: str
+    engine: str
+    to: str | None = None  # a build id (trtls engines NAME); default: the newest good engine not at the output
+
+
 def parse_args(model: type[BaseModel], raw: Any) -> Any:
     """One typed argument object per command; a wrong one is InvalidParams saying what was expected."""
     try:

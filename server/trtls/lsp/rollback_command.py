@@ -10,13 +10,7 @@ from typing import Any
 from lsprotocol import types as lsp
 from pygls.exceptions import JsonRpcInvalidParams
 
-from trtls.lsp.command_args import _Args, parse_args
-
-
-class RollbackEngineArgs(_Args):
-    uri: str
-    engine: str
-    to: str | None = None  # a build id (trtls engines NAME); default: the newest good engine not at the output
+from trtls.lsp.command_args import RollbackEngineArgs, parse_args
 
 
 async def rollback_engine(ls: Any, raw: Any) -> dict[str, Any]:

@@ -15,25 +15,8 @@ from pygls.exceptions import JsonRpcInvalidParams
 
 from trtls.core.findings import Origin
 from trtls.core.outcome import OutcomeKind
-from trtls.lsp.command_args import _Args, parse_args
+from trtls.lsp.command_args import BuildMinimalArgs, FindDivergenceArgs, ReduceEngineArgs, ShowDocumentArgs, parse_args
 from trtls.lsp.progress_end import begin_stoppable_progress, end_progress
-
-
-class ReduceEngineArgs(_Args):
-    uri: str
-    engine: str
-    maxTrials: int = 40
-
-
-class FindDivergenceArgs(_Args):
-    uri: str
-    engine: str | None = None
-    route: str | None = None
-    fix: bool = False
-
-
-class ShowDocumentArgs(_Args):
-    path: str
 
 
 @dataclass
@@ -184,12 +167,6 @@ def _action(title: str, diagnostic: lsp.Diagnostic, command: str, argument: dict
         diagnostics=[diagnostic],
         command=lsp.Command(title=title, command=command, arguments=[argument]),
     )
-
-
-class BuildMinimalArgs(_Args):
-    uri: str
-    reductionId: str
-    engine: str
 
 
 async def build_minimal(ls: Any, raw: Any) -> dict[str, Any]:

@@ -53,6 +53,11 @@ COMMAND_ARGS: dict[str, type[BaseModel]] = {
     "trtls.lockRoute": command_args.LockRouteArgs,
     "trtls.allowLicense": command_args.AllowLicenseArgs,
     "trtls.printDebugInformation": command_args.EmptyArgs,
+    "trtls.reduceEngine": command_args.ReduceEngineArgs,
+    "trtls.findDivergence": command_args.FindDivergenceArgs,
+    "trtls.buildMinimal": command_args.BuildMinimalArgs,
+    "trtls.showDocument": command_args.ShowDocumentArgs,
+    "trtls.rollbackEngine": command_args.RollbackEngineArgs,
 }
 
 
