@@ -14,7 +14,7 @@ so initialize stays fast. Commands (workspace/executeCommand, one argument objec
     trtls.runGates {uri, route, gates?}      → {runId, route, decision, checks, summaryPath}
     trtls.lockRoute {uri, route}             → {route, locked, ...}  (after the user confirms)
     trtls.allowLicense {uri, route, license} → {applied}  (after the user confirms)
-    trtls.printDebugInformation {}           → {text, ...}
+    trtls.printDebugInformation {}           → {text, ...}   (and lsp/triage_commands_table.py's: reduce, rollback)
 
 A second Build of an engine that is already building does not start another build: it answers
 `already_building` with the running build's id (the progress and tree already show it). Every id-taking command
