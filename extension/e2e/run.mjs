@@ -608,7 +608,7 @@ try {
       await until('the build toast to go', async () => (await toastWith('Building large').count()) === 0, 10000);
       await until('Build Engine back in the editor title', () => page.locator('.editor-actions .action-label[aria-label*="Build Engine"]').first().isVisible(), 10000);
       // the new server's orphan recovery cleans the dead build's files up and says so
-      await until('the recovery message of the new server', () => toastWith('interrupted by a server crash').first().isVisible(), 30000);
+      await until('the recovery message of the new server', () => toastWith('whose supervising process died').first().isVisible(), 30000);
       await until('code lenses from the new server', () => page.locator('.contentWidgets .codelens-decoration', { hasText: 'Build Engine' }).first().isVisible(), 30000);
       await uiServerPidIs(fresh);
       await shot('17-after-crash-restart');
