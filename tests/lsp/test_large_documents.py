@@ -118,7 +118,7 @@ def test_300_stale_records_neither_delay_the_first_hover_nor_flood_the_popup(tmp
         shown = index_of(s, lambda m: m.get("method") == "window/showMessage")
         assert answered < shown, "the hover did not wait for the recovery"
         (message,) = s.shown_messages()
-        assert message.startswith("trtls: 300 builds interrupted") and "and 297 more" in message
+        assert message.startswith("trtls: 300 builds whose supervising process died") and "and 297 more" in message
         assert len(message) < 1200, len(message)
         assert not list(ws.glob(".trtls/runs/*/running.json")), "every record was recovered"
     finally:
