@@ -192,6 +192,16 @@ class Build:
         assert self._done is not None
         return await await_summary(self._done, self.cancel)
 
+    async def ended(self) -> None:
+        """Wait until the evidence is written (`summary` set), without stopping the build if the waiter is
+        cancelled. `outcome` is set earlier, before the output's sha is verified: a face that draws its last
+        state when `running` turns False would draw a finished build with no evidence yet."""
+        if self._done is not None:
+            try:
+                await asyncio.shield(self._done)
+            except Exception:
+                pass  # a build that failed to end cleanly: its waiters see the error, a face draws what it has
+
     # -- views ---------------------------------------------------------------------------------
     def elapsed_s(self, now_ns: int | None = None) -> float:
         return ((now_ns or time.monotonic_ns()) - self.t_start_ns) / NS

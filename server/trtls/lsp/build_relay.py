@@ -69,6 +69,9 @@ class BuildRelay:
                 break
             self._send_state()
             await asyncio.sleep(MIN_INTERVAL_S)
+        # The outcome is known before the evidence is written (the output's sha is re-read first): the last state
+        # must carry the evidence path, or the finished row has no Show Evidence / Timeline (seen under load).
+        await b.ended()
         self._send_state()  # the last state before end
         self._end()
 

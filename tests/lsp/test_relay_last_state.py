@@ -1,0 +1,55 @@
+"""The relay's last `trtls/buildTree` of a finished build carries its evidence path (the CI e2e failure: a finished
+demo row with no Show Evidence / Show Build Timeline). A build's outcome is set before its evidence is written (the
+output's sha is re-read from disk first); under load the relay woke in between, drew the row finished with no
+evidence, and stopped. A real demo build in this process, its verification slowed as a loaded disk would."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+from trtls.builds.output_guard import OutputGuard
+from trtls.lsp.build_relay import BuildRelay
+
+from ..builds.helpers import run_build
+
+
+class RecordingTransport:
+    """What the relay sends, kept in order (the LSP transport, not the logic under test)."""
+
+    def __init__(self) -> None:
+        self.trees: list[dict[str, Any]] = []
+        self.protocol = SimpleNamespace(notify=lambda method, params: self.trees.append(params))
+
+    def window_log_message(self, params: Any) -> None:
+        pass
+
+
+async def test_the_last_tree_of_a_finished_build_names_its_evidence(workspace: Path, monkeypatch) -> None:
+    slow_verify = OutputGuard.verify_written
+
+    async def verify_on_a_loaded_disk(self: OutputGuard, build: Any) -> None:
+        await asyncio.sleep(2.5)  # longer than the relay's 1 s tick: it wakes with the outcome set, no summary yet
+        await slow_verify(self, build)
+
+    monkeypatch.setattr(OutputGuard, "verify_written", verify_on_a_loaded_disk)
+    _, build = await run_build(workspace)
+    ls = RecordingTransport()
+    done: list[str] = []
+    relay = BuildRelay(
+        ls, build, "file:///w/trtls.toml", send_tree=True, has_progress=False, on_done=lambda b: done.append(b.id)
+    )
+    await relay.start()
+    summary = await build.wait()
+    await asyncio.wait_for(_until(lambda: done), 30)
+    assert summary["outcome"] == "built", summary.get("error")
+    last = ls.trees[-1]
+    assert last["status"] == "built"
+    assert last["evidencePath"] == str(build.evidence_dir / "summary.json") and Path(last["evidencePath"]).is_file()
+
+
+async def _until(cond: Any) -> None:
+    while not cond():
+        await asyncio.sleep(0.05)
