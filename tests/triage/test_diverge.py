@@ -121,3 +121,70 @@ def test_a_route_that_deploys_its_onnx_unconverted_has_nothing_to_compare(tmp_pa
     )
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "no [precision] convert" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def _strict(text: str) -> dict:
+    """Standard JSON only: `Infinity`/`NaN` (Python's default) are refused, as browsers' and other parsers do."""
+
+    def refuse(token: str) -> None:
+        raise AssertionError(f"non-standard JSON constant {token}")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_an_fp16_overflow_is_recorded_as_standard_json_and_drawn_as_overflow(tmp_path: Path) -> None:
+    """Inputs of ~3e4 overflow fp16 (max 65504) in the first MatMul of the real conversion: the converted tensors
+    hold inf/NaN. The record says `overflow` with null errors (not `Infinity`), and the page draws no `nan`."""
+    (tmp_path / "models").mkdir()
+    _model(tmp_path / "models" / "enc.onnx")
+    (tmp_path / "trtls.toml").write_text(RECIPE)
+    x = (np.random.default_rng(7).standard_normal((4, 64)) * 3e4).astype(np.float32)
+    np.savez(tmp_path / "inputs.npz", x=x)
+    proc = subprocess.run(
+        [sys.executable, "-m", "trtls", "reduce", str(tmp_path), "--engine", "enc", "--diverge", "--json"]
+        + ["--inputs", str(tmp_path / "inputs.npz")],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    printed = _strict(proc.stdout.strip().splitlines()[-1])
+    folder = Path(printed["folder"])
+    record = _strict((folder / "divergence.json").read_text())
+    first = record["firstDiverging"]
+    assert first["node"] == "embed" and first["overflow"] is True and first["nonFinite"] > 0, first
+    assert first["rangeError"] is None and first["maxAbsError"] is None and not first["withinTolerance"]
+    assert record["rounds"][0]["outputErrors"] == {"y": None}
+    assert "overflow" in record["rule"]
+    human = subprocess.run(
+        [sys.executable, "-m", "trtls", "reduce", str(tmp_path), "--engine", "enc", "--diverge"]
+        + ["--inputs", str(tmp_path / "inputs.npz")],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert human.returncode == 0 and "from node embed (MatMul): overflow:" in human.stdout, human.stdout + human.stderr
+    page = subprocess.run(
+        [sys.executable, "-m", "trtls", "report", "--reduction", folder.name, "--recipe", str(tmp_path), "-o", "-"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert page.returncode == 0, page.stderr[-2000:]
+    svg = page.stdout[page.stdout.index("<svg") : page.stdout.index("</svg>")]
+    assert "nan" not in svg.replace("inf/NaN values", "").lower()
+    assert '<rect class="overflow"' in svg and ">overflow</text>" in svg
+
+
+def test_timeout_stops_the_divergence_search_with_exit_124_and_says_so(tmp_path: Path) -> None:
+    """--timeout is a stop with source ci_timeout, as for the build reduction: the conversion (a child process that
+    takes seconds to import ModelOpt, in a fresh workspace with no precision cache) is ended, exit 124."""
+    (tmp_path / "models").mkdir()
+    _model(tmp_path / "models" / "enc.onnx")
+    (tmp_path / "trtls.toml").write_text(RECIPE)
+    code, record = _run(tmp_path, "--engine", "enc", "--diverge", "--timeout", "0.01")
+    assert code == 124, record
+    assert record["cancelled"] is True and record["cancelSource"] == "ci_timeout"
+    assert record["firstDiverging"] is None and record["rounds"] == []
+    on_disk = _strict((Path(record["folder"]) / "divergence.json").read_text())
+    assert on_disk["cancelSource"] == "ci_timeout"

@@ -145,6 +145,8 @@ async def _diverge(loaded: Any, args: argparse.Namespace) -> int:
             token.request("ctrl_c")
 
     install_stop_keys(_Token(), "the divergence search", quiet=args.json)
+    if args.timeout is not None:  # as the build reduction: a stop with source ci_timeout, exit 124
+        asyncio.get_running_loop().call_later(args.timeout, token.request, "ci_timeout")
     try:
         record = await asyncio.to_thread(
             run_divergence,
@@ -159,25 +161,33 @@ async def _diverge(loaded: Any, args: argparse.Namespace) -> int:
     except (DivergenceUnavailable, KeyError, OSError) as exc:
         report_error("TRT107" if isinstance(exc, KeyError) else "TRT104", str(exc).strip("'\""), str(loaded.path))
         return EXIT_BAD_INPUT
+    from trtls.triage.diverge import error_text
+
+    stopped = {"ci_timeout": "--timeout", "ctrl_c": "Ctrl-C"}.get(record.get("cancelSource") or "", "a stop")
     if args.json:
-        print(json.dumps(record, default=float))
+        print(json.dumps(record, allow_nan=False))  # standard JSON: an overflow is null + "overflow": true
     else:
         first = record["firstDiverging"]
-        if first is None:
+        rtol = record["rangeRtol"]
+        if first is None and record["cancelled"]:
+            print(f"stopped by {stopped} before the comparison ended: no result")
+        elif first is None:
             print("no tensor leaves tolerance: the converted model stays within it on these inputs")
         else:
+            max_abs = "inf/NaN" if first["maxAbsError"] is None else f"{first['maxAbsError']:.3g}"
             print(
                 f"first tensor out of tolerance: {first['tensor']} from node {first['node']} ({first['op']}): "
-                f"range error {first['rangeError']:.3g} > {record['rangeRtol']:g}, "
-                f"max |error| {first['maxAbsError']:.3g}"
+                f"{error_text(first, rtol)}, max |error| {max_abs}"
             )
             for nxt in record["rounds"][0]["next"]:
-                print(f"  then {nxt['tensor']} ({nxt['op']}): range error {nxt['rangeError']:.3g}")
+                print(f"  then {nxt['tensor']} ({nxt['op']}): {error_text(nxt, rtol)}")
             print(f"proposal: [precision] exclude_nodes = {record['excludeNodes'] if args.fix else [first['node']]}")
         if args.fix:
             print("fixed: the outputs are within tolerance" if record["fixed"] else "not fixed within the rounds")
+        if record["cancelled"] and first is not None:
+            print(f"stopped by {stopped}")
         print(f"evidence: {record['folder']}/divergence.json", file=sys.stderr)
     if record["cancelled"]:
-        return EXIT_CTRL_C
+        return EXIT_TIMEOUT if record.get("cancelSource") == "ci_timeout" else EXIT_CTRL_C
     found = record["firstDiverging"] is not None
     return EXIT_OK if found and (record["fixed"] or not args.fix) else EXIT_FAILED

@@ -65,29 +65,63 @@ def _trials_svg(trials: list[dict[str, Any]], original: int) -> str:
     )
 
 
+def _overflowed(t: dict[str, Any]) -> bool:
+    """An fp16 overflow (inf/NaN in the converted tensor): `overflow`, a null rangeError, or — in a record written
+    before the flag — a non-finite one."""
+    e = t.get("rangeError")
+    return bool(t.get("overflow")) or e is None or not math.isfinite(float(e))
+
+
 def _layers_svg(tensors: list[dict[str, Any]], limit: float) -> str:
+    """Range error per tensor along the graph (log scale); an overflowed tensor has no error to plot: a full-height
+    bar labelled 'overflow' stands in its place and breaks the line."""
     if not tensors:
         return "<p>No tensor was compared.</p>"
-    errs = [max(t["rangeError"], 1e-9) for t in tensors]
-    lo, hi = math.log10(min(errs + [limit]) / 2), math.log10(max(errs + [limit]) * 2)
+    over = [_overflowed(t) for t in tensors]
+    errs = [None if o else max(float(t["rangeError"]), 1e-9) for t, o in zip(tensors, over, strict=True)]
+    known = [e for e in errs if e is not None]
+    lo, hi = math.log10(min(known + [limit]) / 2), math.log10(max(known + [limit]) * 2)
     step = (W - 2 * PAD) / max(len(tensors) - 1, 1)
 
     def y(v: float) -> float:
         return H - PAD - (H - 2 * PAD) * (math.log10(v) - lo) / (hi - lo or 1)
 
-    points = " ".join(f"{PAD + i * step:.1f},{y(e):.1f}" for i, e in enumerate(errs))
-    dots = "".join(
-        f'<circle cx="{PAD + i * step:.1f}" cy="{y(e):.1f}" r="3" '
-        f'fill="{"#7f8c8d" if t["withinTolerance"] else "#c0392b"}">'
-        f"<title>{esc(t['tensor'])} ({esc(t['op'])}): {e:.3g}</title></circle>"
-        for i, (t, e) in enumerate(zip(tensors, errs, strict=True))
+    lines, run = [], []
+    for i, e in enumerate(errs + [None]):  # one polyline per stretch of finite errors
+        if e is not None:
+            run.append(f"{PAD + i * step:.1f},{y(e):.1f}")
+        elif run:
+            lines.append(f'<polyline points="{" ".join(run)}" fill="none" stroke="currentColor" stroke-width="1"/>')
+            run = []
+    marks = []
+    for i, (t, e) in enumerate(zip(tensors, errs, strict=True)):
+        x = PAD + i * step
+        if e is None:
+            bad = t.get("nonFinite")
+            what = f"overflow: {bad} inf/NaN values" if bad else "overflow: inf/NaN values"
+            marks.append(
+                f'<rect class="overflow" x="{x - 3:.1f}" y="{PAD:.1f}" width="6" height="{H - 2 * PAD:.1f}" '
+                f'fill="#c0392b" opacity="0.8"><title>{esc(t["tensor"])} ({esc(t["op"])}): {esc(what)}</title></rect>'
+                f'<text x="{x:.1f}" y="{PAD - 2:.1f}" text-anchor="middle" class="muted" font-size="9">overflow</text>'
+            )
+            continue
+        marks.append(
+            f'<circle cx="{x:.1f}" cy="{y(e):.1f}" r="3" fill="{"#7f8c8d" if t["withinTolerance"] else "#c0392b"}">'
+            f"<title>{esc(t['tensor'])} ({esc(t['op'])}): {e:.3g}</title></circle>"
+        )
+    legend = (
+        '<p class="muted">range-relative error per tensor, in graph order (log scale)'
+        + ("; a full-height red bar: the converted tensor overflowed (inf/NaN, no finite error)" if any(over) else "")
+        + "</p>"
     )
     return (
         f'<svg viewBox="0 0 {W} {H}" width="100%" role="img" aria-label="error per layer">'
         f'<line class="grid" x1="{PAD}" y1="{y(limit):.1f}" x2="{W - PAD}" y2="{y(limit):.1f}" stroke-dasharray="4"/>'
         f'<text x="{W - PAD}" y="{y(limit) - 4:.1f}" text-anchor="end" class="muted">tolerance {limit:g}</text>'
-        f'<polyline points="{points}" fill="none" stroke="currentColor" stroke-width="1"/>{dots}</svg>'
-        '<p class="muted">range-relative error per tensor, in graph order (log scale)</p>'
+        + "".join(lines)
+        + "".join(marks)
+        + "</svg>"
+        + legend
     )
 
 

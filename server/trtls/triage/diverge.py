@@ -17,6 +17,7 @@ marked in the network) needs a GPU TensorRT accepts and is not offered here.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,7 +30,8 @@ MAX_FIX_ROUNDS = 6
 
 RULE = (
     "a tensor leaves tolerance when max|converted - reference| / max|reference| exceeds the precision's relative "
-    "tolerance; outputs must also pass |converted - reference| <= atol + rtol*|reference| elementwise"
+    "tolerance; outputs must also pass |converted - reference| <= atol + rtol*|reference| elementwise; a converted "
+    "tensor holding inf/NaN where the reference is finite is out of tolerance as an overflow (its errors are null)"
 )
 
 
@@ -44,17 +46,52 @@ class TensorError:
     nonfinite: int
     within: bool
 
+    @property
+    def overflow(self) -> bool:
+        return self.nonfinite > 0
+
     def record(self) -> dict[str, Any]:
+        """Standard JSON: an overflowed tensor's errors are null (not `Infinity`) and `overflow` says why."""
         return {
             "tensor": self.tensor,
             "node": self.node,
             "op": self.op,
-            "maxAbsError": self.max_abs,
-            "rangeError": self.range_error,
-            "relL2": self.rel_l2,
+            "maxAbsError": finite_or_none(self.max_abs),
+            "rangeError": finite_or_none(self.range_error),
+            "relL2": finite_or_none(self.rel_l2),
             "nonFinite": self.nonfinite,
+            "overflow": self.overflow,
             "withinTolerance": self.within,
         }
+
+
+def finite_or_none(value: Any) -> float | None:
+    """A float for JSON, or None for inf/NaN (which standard JSON cannot hold)."""
+    if value is None:
+        return None
+    v = float(value)
+    return v if np.isfinite(v) else None
+
+
+def standard_json(value: Any) -> Any:
+    """`value` with every non-finite float (Python or NumPy) replaced by None, so `json.dumps(allow_nan=False)`
+    holds: divergence.json is read by browsers and other languages, whose parsers refuse `Infinity`/`NaN`."""
+    if isinstance(value, dict):
+        return {k: standard_json(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [standard_json(v) for v in value]
+    if isinstance(value, float | np.floating):
+        return finite_or_none(value)
+    if isinstance(value, np.integer):
+        return int(value)
+    return value
+
+
+def error_text(t: dict[str, Any], rtol: float) -> str:
+    """A tensor record's error as words: `range error 0.31 > 0.03`, or its overflow with the count of inf/NaN."""
+    if t.get("overflow") or t.get("rangeError") is None:
+        return f"overflow: {t.get('nonFinite', 0)} inf/NaN values where the reference is finite"
+    return f"range error {t['rangeError']:.3g} > {rtol:g}"
 
 
 @dataclass
@@ -69,13 +106,19 @@ class Comparison:
 
 
 def _error(ref: np.ndarray, got: np.ndarray) -> tuple[float, float, float, int]:
+    """(max |error|, range error, relative L2, count of inf/NaN). A converted tensor holding inf or NaN where the
+    reference is finite (an fp16 overflow, or a value computed from one) has no finite error: all three are inf,
+    and the record says `overflow` instead of a number."""
     ref64, got64 = ref.astype(np.float64), got.astype(np.float64)
-    bad = int(np.count_nonzero(~np.isfinite(got64)))
-    diff = np.abs(np.nan_to_num(got64, nan=np.inf) - ref64)
-    scale = float(np.max(np.abs(ref64))) if ref64.size else 0.0
-    max_abs = float(np.max(diff)) if diff.size else 0.0
-    norm = float(np.linalg.norm(ref64))
-    rel_l2 = float(np.linalg.norm(np.nan_to_num(diff, posinf=1e30))) / norm if norm else max_abs
+    bad = int(np.count_nonzero(~np.isfinite(got64) & np.isfinite(ref64)))
+    if bad:
+        return math.inf, math.inf, math.inf, bad
+    finite = np.isfinite(ref64)  # compared where the reference is finite (a reference inf is not a number to match)
+    diff = np.abs(got64[finite] - ref64[finite])
+    scale = float(np.max(np.abs(ref64[finite]), initial=0.0))
+    max_abs = float(np.max(diff, initial=0.0))
+    norm = float(np.linalg.norm(ref64[finite]))
+    rel_l2 = float(np.linalg.norm(diff)) / norm if norm else max_abs
     return max_abs, (max_abs / scale if scale else max_abs), rel_l2, bad
 
 
@@ -116,7 +159,7 @@ def compare(
                     atol_o, rtol_o = output_tolerances[t.name]
                     diff = np.abs(b.astype(np.float64) - a)
                     within = within and bad == 0 and bool(np.all(diff <= atol_o + rtol_o * np.abs(a)))
-                result.output_errors[t.name] = max_abs
+                result.output_errors[t.name] = max_abs  # inf when it overflowed: standard_json makes it null
                 result.outputs_pass = result.outputs_pass and within
             result.tensors.append(TensorError(t.name, node.name, node.op, max_abs, range_error, rel_l2, bad, within))
     return result
@@ -149,8 +192,9 @@ def find_divergence(
     fix: bool,
     stop: Any = lambda: False,
 ) -> Divergence:
-    """Compare the reference with its conversion (`convert(spec) -> Path`); with `fix`, exclude the first
-    diverging node and convert again, round by round, until the outputs pass (or MAX_FIX_ROUNDS)."""
+    """Compare the reference with its conversion (`convert(spec) -> Path`, or None when a stop ended it); with
+    `fix`, exclude the first diverging node and convert again, round by round, until the outputs pass (or
+    MAX_FIX_ROUNDS). `stop()` is read before each conversion and each comparison."""
     import onnx
 
     reference = onnx.load(str(reference_path))
@@ -160,6 +204,8 @@ def find_divergence(
         if stop():
             break
         converted_path = convert({**spec, "exclude_nodes": excluded})
+        if converted_path is None or stop():  # the conversion was stopped, or a stop came while it ran
+            break
         comp = compare(reference, onnx.load(str(converted_path)), feed, rtol, output_tolerances)
         first = comp.first
         out.rounds.append(

@@ -14,7 +14,7 @@ from trtls.builds.build import new_build_id, state_dir
 from trtls.core.atomic import atomic_write_text
 from trtls.core.cancel import CancelToken
 from trtls.core.recipe import LoadedRecipe
-from trtls.triage.diverge import RANGE_RTOL, RULE, find_divergence, random_feed
+from trtls.triage.diverge import RANGE_RTOL, RULE, find_divergence, random_feed, standard_json
 
 
 class DivergenceUnavailable(ValueError):
@@ -46,7 +46,7 @@ def run_divergence(
 ) -> dict[str, Any]:
     import onnx
 
-    from trtls.builds.precision import run_precision_step
+    from trtls.builds.precision import PrecisionCancelled, run_precision_step
 
     tolerances: dict[str, tuple[float, float]] = {}
     if route is not None:
@@ -64,8 +64,11 @@ def run_divergence(
     token = token or CancelToken()
     cache = state_dir(loaded.path) / "precision"
 
-    def convert(s: dict[str, Any]) -> Path:
-        return run_precision_step(reference, s, cache, token).onnx
+    def convert(s: dict[str, Any]) -> Path | None:
+        try:
+            return run_precision_step(reference, s, cache, token).onnx
+        except PrecisionCancelled:  # a stop (Ctrl-C, --timeout, the editor's) killed the conversion's child
+            return None
 
     if inputs is not None:
         with np.load(inputs) as data:
@@ -96,10 +99,12 @@ def run_divergence(
         "fixed": found.fixed,
         "excludeNodes": found.excluded,
         "cancelled": token.is_set,
+        "cancelSource": token.source,  # ctrl_c, ci_timeout (--timeout), … : who stopped it, as for a build
         "rounds": found.rounds,
         "ranHere": "onnxruntime (CPU) for both models; the TensorRT engine's layers are not compared here (no GPU)",
     }
     folder.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(folder / "divergence.json", json.dumps(record, indent=2, default=float), within=folder)
+    record = standard_json(record)  # no `Infinity`/`NaN` (an fp16 overflow): null, and the tensor says `overflow`
+    atomic_write_text(folder / "divergence.json", json.dumps(record, indent=2, allow_nan=False), within=folder)
     record["folder"] = str(folder)
     return record

@@ -36,13 +36,15 @@ def reduction_finding(record: dict[str, Any]) -> Finding:
 
 
 def divergence_finding(record: dict[str, Any]) -> Finding:
+    from trtls.triage.diverge import error_text
+
     first = record.get("firstDiverging")
     if first is None:
         message = f"no tensor of the {record['precision']} conversion leaves tolerance on these inputs"
     else:
         message = (
             f"first tensor out of tolerance in the {record['precision']} conversion: {first['tensor']} from node "
-            f"{first['node']} ({first['op']}), range error {first['rangeError']:.3g} > {record['rangeRtol']:g}; "
+            f"{first['node']} ({first['op']}), {error_text(first, record['rangeRtol'])}; "
             f"keep it in its original precision: exclude_nodes = {[first['node']]}"
         )
         if record.get("fixAsked"):
