@@ -47,15 +47,20 @@ def engine_temp_path(output: Path, build_id: str) -> Path:
 
 
 def write_engine(
-    output: Path, build_id: str, plan: memoryview | bytes, before_rename: Callable[[], None] | None = None
+    output: Path,
+    build_id: str,
+    plan: memoryview | bytes,
+    before_rename: Callable[[], None] | None = None,
+    within: str | os.PathLike[str] | None = None,
 ) -> tuple[int, str]:
     """Write the serialized engine atomically, never through a symlink (`core.atomic`: the temp file is created
     O_EXCL | O_NOFOLLOW in the output's real folder and renamed there; a symlinked output raises UnsafeWrite).
     Raises OSError (disk full, read-only) with the temp removed. `before_rename`: called once the temp file is
     complete and fsynced, just before the rename; whatever it raises leaves the output untouched (the worker's
-    last look at whether anyone still wants this engine)."""
+    last look at whether anyone still wants this engine). `within`: the job's `write_root` — the output's real
+    folder must still be inside it (a folder swapped for a symlink leading out since the recipe was checked)."""
     output.parent.mkdir(parents=True, exist_ok=True)
-    with atomic_writer(output, temp_name=engine_temp_path(output, build_id).name) as out:
+    with atomic_writer(output, within=within, temp_name=engine_temp_path(output, build_id).name) as out:
         out.write(plan)
         if before_rename is not None:
             out.flush()

@@ -24,6 +24,7 @@ from typing import Any
 from trtls.builds.build import new_build_id, state_dir, worker_job
 from trtls.builds.reuse import OutputHeld, remember_reused, reuse_evidence, write_memo
 from trtls.core.atomic import atomic_write_text
+from trtls.core.paths import UnsafeWrite, write_root
 from trtls.core.tomlpos import bounded_loads
 from trtls.store.config import StoreConfig, store_config
 from trtls.store.diff import key_changes
@@ -206,9 +207,12 @@ async def _restore(use: StoreUse, loaded: Any, entry: Entry, build_id: str, wait
     while not held.take():  # another build is writing this output (or ending): restore after it, never during
         await asyncio.sleep(WAIT_POLL_S)
     try:
-        use.store.restore(entry, output, build_id)
+        use.store.restore(entry, output, build_id, within=write_root(loaded.path.parent, output))
     except Refused as exc:
         use.warnings.append(f"TRT332 {exc}; the engine is rebuilt")
+        return None
+    except UnsafeWrite as exc:  # the output's folder became a symlink leading out since the recipe was checked
+        use.warnings.append(f"TRT118 {exc.filename}: {exc.strerror}; nothing was restored")
         return None
     finally:
         held.release()

@@ -26,6 +26,7 @@ Listener = Callable[["Build", Any], None]
 
 def state_dir(recipe_path: Path) -> Path:
     return recipe_path.parent / ".trtls"
+from trtls.core.paths import write_root
 
 
 def new_build_id(engine: str) -> str:
@@ -64,6 +65,8 @@ def worker_job(
             **eng.plugins.model_dump(),
             "libraries": [str(loaded.resolve(p)) for p in eng.plugins.libraries],
             "serialize": [str(loaded.resolve(p)) for p in eng.plugins.serialize],
+        # where the engine's rename must still land when it happens (a folder swapped for a symlink is refused)
+        "write_root": str(write_root(loaded.path.parent, loaded.resolve(overrides.get("output", eng.output)))),
         },
         "builder_module": overrides.get("builder_module", eng.builder_module),
         "keep_evidence": eng.keep_evidence,

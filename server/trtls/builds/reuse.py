@@ -22,6 +22,7 @@ from typing import Any
 
 from trtls import __version__
 from trtls.core.atomic import atomic_write_text
+from trtls.core.paths import UnsafeWrite
 from trtls.store.entries import Entry, Refused, Store
 from trtls.store.known_good import KnownGood
 
@@ -241,6 +242,8 @@ def fast_hit(recipe: Path, engine: str) -> dict[str, Any] | None:
     """The reuse's summary when nothing the key reads changed since the last run and the store holds the key;
     None → take the full path (which also handles every refusal and warning)."""
     state = recipe.parent / ".trtls"
+    if any((state / "runs").glob("*/running.json")):
+        return None  # a build whose supervisor died (or one running): the full path recovers or waits for it
     try:
         memo = json.loads(memo_path(state, engine).read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -262,9 +265,11 @@ def fast_hit(recipe: Path, engine: str) -> dict[str, Any] | None:
         return None  # a build of this output is running: the full path waits for it
     t0 = time.time()
     try:
-        store.restore(entry, output, build_id)
+        store.restore(entry, output, build_id, within=recipe.parent)  # outside (allow_outside): the full path
     except Refused:
         return None  # quarantined; the full path rebuilds and says so (TRT332)
+    except UnsafeWrite:
+        return None  # the output or its folder became a symlink: the full path's write policy refuses it (TRT118)
     finally:
         held.release()
     record: dict[str, Any] = {"used": True, "why": None, "path": str(store.root), "mode": store.mode, "source": "memo",

@@ -13,6 +13,7 @@ from trtls.builds.artifacts import sha256_file
 from trtls.builds.build import new_build_id, state_dir, worker_job
 from trtls.builds.reuse import OutputHeld, ago
 from trtls.core.atomic import atomic_write_text
+from trtls.core.paths import UnsafeWrite, write_root
 from trtls.store.config import store_config
 from trtls.store.entries import Refused, Store
 from trtls.store.known_good import KnownGood
@@ -59,9 +60,11 @@ def rollback(loaded: Any, engine: str, to: str | None = None) -> dict[str, Any]:
     if not held.take():
         raise RollbackError("TRT338", f"a build of {engine} is writing {output} now: roll back when it ends")
     try:
-        store.restore(entry, output, build_id)
+        store.restore(entry, output, build_id, within=write_root(loaded.path.parent, output))
     except Refused as exc:
         raise RollbackError("TRT332", str(exc)) from exc
+    except UnsafeWrite as exc:
+        raise RollbackError("TRT118", f"{exc.filename}: {exc.strerror}; nothing was restored") from exc
     finally:
         held.release()
     summary = {

@@ -345,7 +345,13 @@ class Worker:
         notes: list[str] = []
         time.sleep((self.job.get("faults") or {}).get("commit_delay_s", 0))  # fault injection: a slow disk
         try:
-            size, digest = write_engine(self.output, self.build_id, memoryview(plan), self.watch.check(self.build_id))
+            size, digest = write_engine(
+                self.output,
+                self.build_id,
+                memoryview(plan),
+                self.watch.check(self.build_id),
+                self.job.get("write_root"),
+            )
         except OSError as exc:
             self.in_commit = False
             if isinstance(exc, SupervisorGone):  # nobody would record this engine: discarded, never renamed

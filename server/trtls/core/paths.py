@@ -116,6 +116,15 @@ def lexically_inside(base: Path, relative: str, folder: Path) -> bool:
     return inside(Path(os.path.normpath(Path(base) / relative)), folder)
 
 
+def write_root(recipe_folder: str | os.PathLike[str], output: str | os.PathLike[str]) -> Path:
+    """The folder a write to `output` must still land in when it happens (`within` of the atomic writer): the
+    recipe's real folder, or for a path `allow_outside` let out, its real folder as the policy judged it. The policy
+    judges the recipe when it loads; a folder swapped for a symlink after that is refused at the write."""
+    root = real(recipe_folder)
+    folder = real(Path(output).parent)
+    return root if inside(folder, root) else folder
+
+
 class UnsafeWrite(OSError):
     """A write refused at the last moment: its final component is a symlink, or its real folder leaves the folder
     the writer was told to stay in. The file and everything it points to are untouched."""

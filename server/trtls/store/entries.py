@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from trtls.core.atomic import fsync_dir, temp_path_for
+from trtls.core.atomic import atomic_writer, fsync_dir, temp_path_for
 from trtls.store.key import key_of_parts
 
 ENTRY_FORMAT = "trtls.store-entry/1"
@@ -181,26 +181,27 @@ class Store:
         except OSError:
             pass
 
-    def restore(self, entry: Entry, output: Path, tag: str) -> None:
-        """Make `output` identical to the entry: temp file beside it, hashed while copied, fsynced, renamed.
-        A hash that is not the entry's quarantines the entry and leaves `output` untouched (Refused)."""
+    def restore(self, entry: Entry, output: Path, tag: str, within: str | os.PathLike[str] | None = None) -> None:
+        """Make `output` identical to the entry through the atomic writer (temp file created O_EXCL | O_NOFOLLOW in
+        the output's real folder, hashed while copied, fsynced, renamed there; never through a symlink, and with
+        `within`, never into a real folder outside it: UnsafeWrite). A hash that is not the entry's quarantines the
+        entry and leaves `output` untouched (Refused)."""
         output.parent.mkdir(parents=True, exist_ok=True)
-        tmp = temp_path_for(output, tag)
+        mismatch: str | None = None
         try:
-            with open(entry.engine, "rb") as src, open(tmp, "wb") as dst:
+            with (
+                open(entry.engine, "rb") as src,
+                atomic_writer(output, within=within, temp_name=temp_path_for(output, tag).name) as dst,
+            ):
                 sha, _ = copy_hashing(src, dst, "restore")
-                dst.flush()
-                os.fsync(dst.fileno())
-            if sha != entry.sha256:
-                tmp.unlink(missing_ok=True)
-                self.quarantine(entry.folder, f"engine sha256 {sha[:12]}… is not the recorded {entry.sha256[:12]}…")
-                raise Refused(f"store entry {entry.key[:12]}'s engine bytes do not match its sha256; quarantined")
-            os.chmod(tmp, 0o644)
-            os.replace(tmp, output)
-            fsync_dir(output.parent)
-        except BaseException:
-            tmp.unlink(missing_ok=True)
-            raise
+                if sha != entry.sha256:
+                    mismatch = sha
+                    raise Refused("mismatch")  # leaves the block: the writer removes its temp, output untouched
+        except Refused:
+            if mismatch is None:
+                raise
+            self.quarantine(entry.folder, f"engine sha256 {mismatch[:12]}… is not the recorded {entry.sha256[:12]}…")
+            raise Refused(f"store entry {entry.key[:12]}'s engine bytes do not match its sha256; quarantined") from None
         self.touch(entry.key)
 
     # -- writing -------------------------------------------------------------------------------

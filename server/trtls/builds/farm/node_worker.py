@@ -129,6 +129,7 @@ class NodeWorker:
         job["onnx"] = str(onnx_path)
         if not shared_output:
             job["output"] = str(self.job_dir / Path(job["output"]).name)
+            job["write_root"] = str(self.job_dir)  # the node writes into its own scratch folder, not the recipe's
         job["quarantine_dir"] = str(self.scratch / "quarantine")
         job["timing_cache"] = None  # a cache lives with the recipe; it is not shipped (TensorRT-RTX: a no-op)
         early, self.early = self.early, None

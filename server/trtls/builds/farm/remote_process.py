@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import signal
 import time
 from pathlib import Path
@@ -28,7 +27,7 @@ from trtls.builds.artifacts import engine_temp_path
 from trtls.builds.farm import cluster
 from trtls.builds.farm.placement import RemoteSpec
 from trtls.builds.farm.warm_actors import DRAIN_AFTER_S, WARM, kill_actor
-from trtls.core.atomic import fsync_dir
+from trtls.core.atomic import atomic_writer
 from trtls.core.events import PROTOCOL_VERSION
 
 KILL_ACTOR_AFTER_S = 0.5  # after SIGKILL to the remote group: the actor too, so its slot is free again
@@ -304,21 +303,17 @@ class RemoteProcess:
         digest = hashlib.sha256()
         size = 0
         try:
-            with open(tmp, "wb") as fh:
+            # the one atomic writer: temp O_EXCL | O_NOFOLLOW in the real folder, which must still be in write_root
+            with atomic_writer(output, within=self.job.get("write_root"), temp_name=tmp.name) as fh:
                 async for chunk_ref in self._actor.engine_chunks.remote(node_art.get("path", "")):
                     chunk = await chunk_ref
                     digest.update(chunk)
                     size += len(chunk)
                     fh.write(chunk)
-                fh.flush()
-                os.fsync(fh.fileno())
-            expected = finished.get("engine_sha256")
-            if digest.hexdigest() != expected:
-                raise ValueError(f"sha256 {digest.hexdigest()[:12]} of the received engine ≠ {str(expected)[:12]}")
-            os.replace(tmp, output)
-            fsync_dir(output.parent)
+                expected = finished.get("engine_sha256")
+                if digest.hexdigest() != expected:
+                    raise ValueError(f"sha256 {digest.hexdigest()[:12]} of the received engine ≠ {str(expected)[:12]}")
         except BaseException as exc:
-            tmp.unlink(missing_ok=True)
             if isinstance(exc, asyncio.CancelledError):
                 raise
             err = f"TRT233 the engine did not arrive intact from node {self.where.get('hostname')}: {exc}"
