@@ -18,6 +18,7 @@ from trtls.core.cancel import CancelToken
 from trtls.core.display import build_description, human_seconds, node_text, progress_text
 from trtls.core.events import PROTOCOL, PROTOCOL_VERSION
 from trtls.core.outcome import build_outcome_kind
+from trtls.core.paths import write_root
 from trtls.core.phase_tree import NS, PhaseTree
 from trtls.core.recipe import EngineRecipe, LoadedRecipe
 
@@ -26,7 +27,6 @@ Listener = Callable[["Build", Any], None]
 
 def state_dir(recipe_path: Path) -> Path:
     return recipe_path.parent / ".trtls"
-from trtls.core.paths import write_root
 
 
 def new_build_id(engine: str) -> str:
@@ -57,6 +57,8 @@ def worker_job(
         "engine": engine,
         "onnx": str(loaded.resolve(overrides.get("onnx", eng.onnx))),
         "output": str(loaded.resolve(overrides.get("output", eng.output))),
+        # where the engine's rename must still land when it happens (a folder swapped for a symlink is refused)
+        "write_root": str(write_root(loaded.path.parent, loaded.resolve(overrides.get("output", eng.output)))),
         "timing_cache": cache,
         "settings": settings,
         "profiles": overrides["profiles"] if "profiles" in overrides else eng.job_profiles(),
@@ -65,8 +67,6 @@ def worker_job(
             **eng.plugins.model_dump(),
             "libraries": [str(loaded.resolve(p)) for p in eng.plugins.libraries],
             "serialize": [str(loaded.resolve(p)) for p in eng.plugins.serialize],
-        # where the engine's rename must still land when it happens (a folder swapped for a symlink is refused)
-        "write_root": str(write_root(loaded.path.parent, loaded.resolve(overrides.get("output", eng.output)))),
         },
         "builder_module": overrides.get("builder_module", eng.builder_module),
         "keep_evidence": eng.keep_evidence,
