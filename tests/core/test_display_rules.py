@@ -202,3 +202,98 @@ def test_gates_verdict_follows_the_outcome_rule(decision, cancelled, status, lev
     assert (v["level"], v["text"]) == (level, text)
     assert (v["outcome"], v["outcomeKind"]) == gates_outcome(decision, cancelled)
     assert v["showProblems"] is (level == "warning")
+
+
+def test_gates_verdict_names_where_each_face_lists_the_findings() -> None:
+    v = display.gates_verdict("r", "hold", False, findings="the findings above")
+    assert v["text"] == "route r: hold — see the findings above" and v["level"] == "warning"
+
+
+def test_the_terminal_ends_a_gates_run_with_the_verdict_sentence() -> None:
+    """`trtls gates` ends with gates_verdict's sentence, as the editor does (no `decision: …` of its own)."""
+    from types import SimpleNamespace
+
+    from trtls.cli.gates import render_text
+
+    summary = {"checkpoint_revision": "abc", "runtime_target": "onnxruntime", "validation_status": "validated",
+               "canary_status": "not_started", "rollback_status": "ready"}  # fmt: skip
+    for decision, ends in (("supported", "route r: supported"), ("reject", "route r: reject — see the findings above")):
+        result = SimpleNamespace(route_name="r", checks=[], decision=decision, gates_decision=decision,
+                                 summary=summary, summary_path=None, cancelled=False)  # fmt: skip
+        text = render_text(None, result)
+        verdict = display.gates_verdict("r", decision, False, findings="the findings above")["text"]
+        assert text.splitlines()[-1] == verdict == ends
+
+
+def test_a_build_says_waiting_and_stopping_in_the_rows_words(tmp_path: Path) -> None:
+    """The progress message, the row description and the cell's `where` use one sentence each for a cell waiting
+    for a node and for a stop not yet honoured."""
+    import time
+
+    from trtls.builds.build import Build
+
+    b = Build("m:c", "large", tmp_path / "trtls.toml", {"output": str(tmp_path / "large.engine")}, 5.0, ["w"])
+    b.parent_id, b.remote = "m", object()
+    b.status, b.queued_ns = "waiting for a node", time.monotonic_ns() - 4 * S
+    assert b.progress_message() == display.waiting_text(4.0) == "waiting for a node 4.0 s"
+    assert b.description().startswith("waiting for a node ")
+    assert display.node_text({"waitingS": 4.0}, True) == display.waiting_text(4.0)
+    assert display.stopping_text("ide_stop") == "stopping (ide_stop)"
+    assert display.build_description(True, "running", None, "ide_stop", 1.0) == "stopping (ide_stop) · 1.0 s"
+    assert (
+        display.matrix_description(True, "ide_stop", 1, 4, None, 1.0) == "1/4 cells done · stopping (ide_stop) · 1.0 s"
+    )
+
+
+@pytest.mark.parametrize(
+    ("outcome", "kwargs", "text"),
+    [
+        ("built", {}, "built in 4.1 s"),
+        ("cancelled", {}, "cancelled by ide_stop"),
+        ("failed", {}, "failed: boom"),
+        ("forced", {}, "forced: the builder ignored the cancel from ide_stop for 5 s and was terminated"),
+        ("killed", {"node_lost": True}, "killed: boom"),
+        ("killed", {}, "killed: the worker died (boom)"),
+        ("killed", {"refused_lines": 2, "first_refusal": "bad"},
+         "killed: the worker died (boom); 2 of its lines broke trtls.events/1: bad"),
+    ],
+)  # fmt: skip
+def test_outcome_text(outcome: str, kwargs: dict, text: str) -> None:
+    assert display.outcome_text(outcome, 4.1, "ide_stop", "boom", 5.0, **kwargs) == text
+
+
+def test_the_finished_cell_count_is_counted_once(tmp_path: Path) -> None:
+    """The matrix row, its cellsText and the LSP progress line show one count: MatrixBuild.cells_done."""
+    from trtls.builds.build import Build
+    from trtls.builds.matrix import MatrixBuild, PlannedCell
+    from trtls.lsp.matrix_relay import progress_text
+
+    planned = [PlannedCell("e", None, {}) for _ in range(4)]
+    mb = MatrixBuild("m", "e", tmp_path / "trtls.toml", planned)
+    for i, outcome in enumerate(("built", "failed", None)):
+        b = Build(f"m:{i}", "e", tmp_path / "trtls.toml", {"output": str(tmp_path / "e.engine")}, 5.0, ["w"])
+        b.outcome, b.parent_id = outcome, "m"
+        mb.cells.append(b)
+    mb.not_started = planned[3:]
+    assert mb.cells_done == 2
+    row = mb.snapshot(with_cells=False)
+    assert row["progress"] == {"done": 2, "total": 4} and row["cellsText"] == display.cells_text(2, 4)
+    assert row["description"].startswith("2/4 cells done · building")
+    assert progress_text(mb).startswith("2/4 cells done · ")
+
+
+def test_the_matrix_page_says_where_a_cell_ran_in_the_trees_words(tmp_path: Path) -> None:
+    from trtls.report.matrix_page import matrix_report
+
+    node = {"nodeId": "1a2b3c4d5e6f7a8b", "hostname": "gpu-3", "gpuIds": ["0"], "acceleratorType": "L4"}
+    cells = [
+        {"cell": "a", "engine": "e", "buildId": "m-a", "outcome": "built", "node": node},
+        {"cell": "b", "engine": "e", "buildId": "m-b", "outcome": "built", "node": None},
+        {"cell": "c", "engine": "e", "buildId": None, "outcome": "not_started"},
+    ]
+    run = tmp_path / "m"
+    run.mkdir()
+    (run / "summary.json").write_text(json.dumps({"buildId": "m", "title": "e", "outcome": "built", "cells": cells}))
+    html = matrix_report(run)
+    assert f"<td>{display.node_text(node, False)}</td>" in html and "node gpu-3 (1a2b3c4d5e6f) · GPU 0 · L4" in html
+    assert "<td>local</td>" in html and ">here<" not in html

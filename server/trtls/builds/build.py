@@ -15,7 +15,15 @@ from typing import Any, Protocol
 from trtls.builds.history import History
 from trtls.core.build_config import flat_settings
 from trtls.core.cancel import CancelToken
-from trtls.core.display import build_description, human_seconds, node_text, progress_text
+from trtls.core.display import (
+    build_description,
+    human_seconds,
+    node_text,
+    outcome_text,
+    progress_text,
+    stopping_text,
+    waiting_text,
+)
 from trtls.core.events import PROTOCOL, PROTOCOL_VERSION
 from trtls.core.outcome import build_outcome_kind
 from trtls.core.paths import write_root
@@ -276,35 +284,22 @@ class Build:
         now = time.monotonic_ns()
         path = self.tree.deepest_running_path()
         if not path and self.status == "waiting for a node" and self.queued_ns:
-            return f"waiting for a node {human_seconds((now - self.queued_ns) / NS)}"
+            return waiting_text((now - self.queued_ns) / NS)
         if not path:
             return "starting worker" if self.status == "starting" else self.status
         deepest = self.tree.deepest_running_view(now, self.baselines)
         assert deepest is not None
         text = progress_text([p.name for p in path], deepest.detail)
         if self.token.is_set:
-            text += f" · stopping ({self.token.source})"
+            text += f" · {stopping_text(self.token.source)}"
         return text
 
     def outcome_message(self) -> str:
-        s = self.summary or {}
-        if self.outcome == "built":
-            return f"built in {human_seconds(s.get('durationS', 0))}"
-        if self.outcome == "cancelled":
-            return f"cancelled by {self.token.source}"
-        if self.outcome == "failed":
-            return f"failed: {self.error}"
-        if self.outcome == "forced":
-            return (
-                f"forced: the builder ignored the cancel from {self.token.source} for {self.grace_s:g} s and was "
-                "terminated"
-            )
-        if self.remote is not None and self.error and self.error.startswith("node lost"):
-            return f"killed: {self.error}"
-        broke = (
-            f"; {self.refused_lines} of its lines broke {PROTOCOL}: {self.first_refusal}" if self.refused_lines else ""
-        )
-        return f"killed: the worker died ({self.error}){broke}"
+        """How it ended, in a sentence (trtls.core.display.outcome_text): `built in 4.1 s`, `cancelled by ide_stop`."""
+        lost = self.remote is not None and (self.error or "").startswith("node lost")
+        duration = (self.summary or {}).get("durationS", 0)
+        return outcome_text(self.outcome, duration, self.token.source, self.error, self.grace_s, lost,
+                            self.refused_lines, self.first_refusal)  # fmt: skip
 
     def history(self) -> History:
         return History(state_dir(self.recipe_path) / "history.json")
@@ -335,14 +330,9 @@ class Build:
         elif kind == "build_started":
             if build.remote is not None:
                 build.pid = ev.pid  # the worker's pid on its node (the evidence says which node)
-            build.environment, build.config_hash, build.effective_settings = (
-                ev.environment,
-                ev.build_config_hash,
-                ev.effective_settings,
-            )
-            build.optimization_profiles = ev.optimization_profiles
-            build.target = ev.target
-            build.network = ev.network
+            build.environment, build.config_hash = ev.environment, ev.build_config_hash
+            build.effective_settings, build.optimization_profiles = ev.effective_settings, ev.optimization_profiles
+            build.target, build.network = ev.target, ev.network
             build.baselines = build.history().baselines(ev.build_config_hash)
         elif kind == "log":
             build.logs.append({"severity": ev.severity, "msg": ev.msg})

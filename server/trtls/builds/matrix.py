@@ -92,6 +92,12 @@ class MatrixBuild:
             return self.summary["outcome"]
         return "stopping" if self.cancel_source else "running"
 
+    @property
+    def cells_done(self) -> int:
+        """The finished-cell count every face shows (`cells_text`): cells that ended any way (built, cancelled,
+        failed …); a cell never started is not done."""
+        return sum(1 for b in self.cells if not b.running)
+
     def cell(self, build_id: str) -> Build | None:
         return next((b for b in self.cells if b.id == build_id), None)
 
@@ -116,7 +122,7 @@ class MatrixBuild:
     def snapshot(self, with_cells: bool = True) -> dict[str, Any]:
         """The parent row of the tree: its cells (each a build snapshot, phase tree included) under it; `with_cells`
         False leaves them out (a live view sends each cell on its own: 32 `large` trees are ~2 MB to build)."""
-        done = sum(1 for b in self.cells if not b.running)
+        done = self.cells_done
         elapsed = (time.monotonic_ns() - self.t_start_ns) / 1e9 if self.summary is None else self.summary["durationS"]
         message = self.outcome_message() if self.summary else None
         row = {

@@ -249,6 +249,7 @@ def cmd_gates(args: argparse.Namespace) -> int:
 
 
 def render_text(loaded: Any, result: Any) -> str:
+    from trtls.core.display import gates_verdict
     from trtls.core.gate_result import GATE_NAMES
 
     lines = [f"route {result.route_name}"]
@@ -275,6 +276,9 @@ def render_text(loaded: Any, result: Any) -> str:
         lines += [f"promotion: revalidate: {r}" for r in promotion.get("reasons") or []]
     if result.summary_path:
         lines.append(f"evidence: {result.summary_path}")
+    # the sentence the run ends with, in the editor's words (trtls.core.display.gates_verdict)
+    verdict = gates_verdict(result.route_name, result.decision, result.cancelled, findings="the findings above")
+    lines.append(verdict["text"])
     return "\n".join(lines) + "\n"
 
 

@@ -12,6 +12,7 @@ import math
 from typing import Any, Literal
 
 from trtls.core.outcome import gates_outcome
+from trtls.core.protocol import PROTOCOL
 
 # A phase's mark in text faces (VS Code shows the same status as an icon).
 STATUS_MARK = {"running": "…", "done": "✓", "cancelled": "■", "failed": "✗"}
@@ -91,14 +92,54 @@ def progress_text(names: list[str], detail: str) -> str:
     return " › ".join(names) + f" {detail}"
 
 
+def waiting_text(waited_s: Any) -> str:
+    """A run the cluster has not placed yet: `waiting for a node 4.0 s`."""
+    return f"waiting for a node {human_seconds(waited_s)}"
+
+
+def stopping_text(cancel_source: str | None) -> str:
+    """A run asked to stop that has not ended yet: `stopping (ide_stop)`."""
+    return f"stopping ({cancel_source})"
+
+
+def cancelled_text(cancel_source: str | None) -> str:
+    return f"cancelled by {cancel_source}"
+
+
+def outcome_text(
+    outcome: str | None,
+    duration_s: Any,
+    cancel_source: str | None,
+    error: str | None,
+    grace_s: float,
+    node_lost: bool = False,
+    refused_lines: int = 0,
+    first_refusal: str | None = None,
+) -> str:
+    """How a build ended, in a sentence: `built in 4.1 s`, `cancelled by ide_stop`, `failed: …`, `forced: …`,
+    `killed: the worker died (signal SIGKILL)`; `node_lost`: a farm cell whose node died under it."""
+    if outcome == "built":
+        return f"built in {human_seconds(duration_s)}"
+    if outcome == "cancelled":
+        return cancelled_text(cancel_source)
+    if outcome == "failed":
+        return f"failed: {error}"
+    if outcome == "forced":
+        return f"forced: the builder ignored the cancel from {cancel_source} for {grace_s:g} s and was terminated"
+    if node_lost:
+        return f"killed: {error}"
+    broke = f"; {refused_lines} of its lines broke {PROTOCOL}: {first_refusal}" if refused_lines else ""
+    return f"killed: the worker died ({error}){broke}"
+
+
 def build_description(
     running: bool, status: str, outcome: str | None, cancel_source: str | None, elapsed_s: float
 ) -> str:
     """A build's row: `building · 4.1 s`, `stopping (ide_stop) · 4.1 s`, `cancelled by ide_stop · 3.0 s`."""
     if running:
-        word = f"stopping ({cancel_source})" if cancel_source else RUNNING_WORD.get(status, status)
+        word = stopping_text(cancel_source) if cancel_source else RUNNING_WORD.get(status, status)
     elif outcome == "cancelled" and cancel_source:
-        word = f"cancelled by {cancel_source}"
+        word = cancelled_text(cancel_source)
     else:
         word = outcome or status
     return f"{word} · {human_seconds(elapsed_s)}"
@@ -109,7 +150,7 @@ def node_text(node: dict[str, Any] | None, running: bool) -> str:
     if node is None:
         return "local"
     if node.get("nodeId") is None:
-        return f"waiting for a node {human_seconds(node.get('waitingS') or 0)}" if running else "never placed"
+        return waiting_text(node.get("waitingS") or 0) if running else "never placed"
     text = f"node {node.get('hostname') or '?'} ({str(node['nodeId'])[:12]})"
     gpus = node.get("gpuIds") or []
     text += f" · GPU {','.join(gpus)}" if gpus else " · no GPU"
@@ -131,7 +172,7 @@ def matrix_description(
 ) -> str:
     """A matrix's row: `1/4 cells done · building · 12 s`, `4/4 cells done · 3 built, 1 failed · 1 min 05 s`."""
     if running:
-        status = f"stopping ({cancel_source})" if cancel_source else "building"
+        status = stopping_text(cancel_source) if cancel_source else "building"
     else:
         status = outcome_message or "finished"
     return f"{cells_text(done, total)} · {status} · {human_seconds(elapsed_s)}"
@@ -140,20 +181,23 @@ def matrix_description(
 VerdictLevel = Literal["info", "warning"]
 
 
-def gates_verdict(route: str, decision: str | None, cancelled: bool, status: str | None = None) -> dict[str, Any]:
+def gates_verdict(
+    route: str, decision: str | None, cancelled: bool, status: str | None = None, findings: str = "Problems"
+) -> dict[str, Any]:
     """The sentence a gates run ends with, and how loud: the outcome is `core.outcome.gates_outcome`'s (a cancelled
-    run decided nothing, whatever a gate said before the cancel)."""
+    run decided nothing, whatever a gate said before the cancel). `findings`: where this face lists them (the
+    editor's Problems view; `the findings above` in a terminal)."""
     outcome, kind = gates_outcome(decision, cancelled)
     if kind == "cancelled":
         text = f"route {route}: gates cancelled — no decision"
     elif status == "invalid_recipe":
-        text = f"route {route}: the recipe has errors — see Problems"
+        text = f"route {route}: the recipe has errors — see {findings}"
     elif decision is None:
-        text = f"route {route}: no decision ({(status or 'not run').replace('_', ' ')}) — see Problems"
+        text = f"route {route}: no decision ({(status or 'not run').replace('_', ' ')}) — see {findings}"
     elif kind == "ok":
         text = f"route {route}: {decision}"
     else:
-        text = f"route {route}: {decision} — see Problems"
+        text = f"route {route}: {decision} — see {findings}"
     warn = kind in ("refused", "failed")
     return {"outcome": outcome, "outcomeKind": kind, "level": "warning" if warn else "info", "text": text,
             "showProblems": warn}  # fmt: skip

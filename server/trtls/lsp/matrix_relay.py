@@ -25,7 +25,7 @@ from lsprotocol import types as lsp
 
 from trtls.builds.matrix import MatrixBuild
 from trtls.builds.supervisor import Build
-from trtls.core.display import cells_text
+from trtls.core.display import cells_text, stopping_text
 from trtls.core.outcome import build_outcome_kind
 from trtls.lsp.progress_end import begin_stoppable_progress, end_progress
 
@@ -57,9 +57,8 @@ def progress_text(mb: MatrixBuild) -> str:
         counts[key] = counts.get(key, 0) + 1
     if mb.not_started:
         counts["not started"] = len(mb.not_started)
-    done = sum(1 for b in mb.cells if not b.running)
-    text = cells_text(done, len(mb.planned)) + " · " + ", ".join(f"{n} {k}" for k, n in counts.items())
-    return text + (f" · stopping ({mb.cancel_source})" if mb.cancel_source and mb.running else "")
+    text = cells_text(mb.cells_done, len(mb.planned)) + " · " + ", ".join(f"{n} {k}" for k, n in counts.items())
+    return text + (f" · {stopping_text(mb.cancel_source)}" if mb.cancel_source and mb.running else "")
 
 
 class MatrixRelay:
@@ -111,11 +110,11 @@ class MatrixRelay:
 
     def _send(self, final: bool) -> None:
         mb = self.mb
-        done = sum(1 for b in mb.cells if not b.running)
         total = len(mb.planned) or 1
         if self.token is not None and not final:
+            percentage = int(100 * mb.cells_done / total)
             self.ls.work_done_progress.report(
-                self.token, lsp.WorkDoneProgressReport(message=progress_text(mb), percentage=int(100 * done / total))
+                self.token, lsp.WorkDoneProgressReport(message=progress_text(mb), percentage=percentage)
             )
         if not self.send_tree:
             return

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from trtls.core.display import human_seconds
+from trtls.core.display import human_seconds, node_text
 from trtls.report.build_page import timeline_svg
 from trtls.report.evidence import EvidenceError, load_build, read_json
 from trtls.report.page import badge, esc, facts, page, when
@@ -28,10 +28,11 @@ def matrix_report(run_dir: Path) -> str:
             if ev is not None:
                 duration = ev.summary.get("durationS")
                 timelines.append(f'<h3 data-cell="{esc(c.get("cell"))}">{esc(c.get("cell"))}</h3>{timeline_svg(ev)}')
-        node = (c.get("node") or {}).get("hostname") if isinstance(c.get("node"), dict) else c.get("node")
+        node = c.get("node") if isinstance(c.get("node"), dict) else None  # None: it ran here (`local`)
+        where = node_text(node, running=False) if c.get("buildId") else "—"  # the words of the tree and terminal
         rows.append(
             f"<tr><td>{esc(c.get('cell'))}</td><td>{esc(c.get('engine'))}</td><td>{badge(c.get('outcome'))}</td>"
-            f"<td>{esc(node or 'here')}</td><td>{esc(human_seconds(duration) if duration is not None else '—')}</td>"
+            f"<td>{esc(where)}</td><td>{esc(human_seconds(duration) if duration is not None else '—')}</td>"
             f"<td><code>{esc(c.get('buildId') or '—')}</code></td></tr>"
         )
     body = [

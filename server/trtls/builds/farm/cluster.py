@@ -13,6 +13,7 @@ import hashlib
 import logging
 import os
 import queue
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -181,9 +182,21 @@ def onnx_ref(path: Path) -> tuple[str, Any]:
     return sha, ref
 
 
+# How long `disconnect` waits for `ray.shutdown()`. It flushes the driver's state and stops the core worker, which
+# waits on the raylet and GCS: on a loaded machine that took seconds (10-15 s measured on this 2-core host before
+# QUIET_DRIVER), and nothing in Ray bounds it. Past the budget, the processes this command started are ended instead
+# (the embedded instance's GCS, raylet, agents and workers), so a matrix's Ctrl-C exits in a bounded margin.
+SHUTDOWN_BUDGET_S = 3.0
+# The last disconnect: {"budgetS", "withinBudget", "ended": how many of the embedded instance's processes it ended}.
+last_shutdown: dict[str, Any] = {}
+
+
 def disconnect() -> None:
     """Leave the cluster. An embedded instance ends with it, and so does every process under its raylet and GCS:
-    Ray's per-node agents (ray::DashboardAgent, RuntimeEnvAgent) otherwise outlive `ray.shutdown()` by seconds."""
+    Ray's per-node agents (ray::DashboardAgent, RuntimeEnvAgent) otherwise outlive `ray.shutdown()` by seconds.
+    `ray.shutdown()` gets SHUTDOWN_BUDGET_S; if it has not returned by then, it is left on its daemon thread, Ray's
+    own exit hook (which would wait for it again) is dropped, the embedded instance's processes are ended and a
+    line on stderr says so."""
     global _connected
     import ray
 
@@ -191,10 +204,44 @@ def disconnect() -> None:
         _onnx_refs.clear()
         _hashed.clear()
         ours = _embedded_processes() if connection.get("warm") is False and _connected == LOCAL else {}
+        within = True
         if ray.is_initialized():
-            ray.shutdown()
-        proc_tree.end(ours)
+            within = _bounded_shutdown(ray, SHUTDOWN_BUDGET_S)
+        ended = proc_tree.end(ours)
+        last_shutdown.clear()
+        last_shutdown.update(budgetS=SHUTDOWN_BUDGET_S, withinBudget=within, ended=len(ended))
+        if not within:
+            what = (
+                f"ended the {len(ended)} processes of the embedded instance"
+                if ours
+                else "the connection ends when this process exits"
+            )
+            print(
+                f"trtls: Ray's shutdown did not end within {SHUTDOWN_BUDGET_S:g} s; {what}",
+                file=sys.stderr,
+                flush=True,
+            )
         _connected = None
+
+
+def _bounded_shutdown(ray: Any, budget_s: float) -> bool:
+    """`ray.shutdown()` on a daemon thread, waited for `budget_s`: True when it returned (or raised) in time."""
+    done = threading.Event()
+
+    def run() -> None:
+        try:
+            ray.shutdown()
+        except Exception:  # a failing shutdown is still an ended one: what is left is ended by the caller
+            pass
+        finally:
+            done.set()
+
+    threading.Thread(target=run, name="trtls-ray-shutdown", daemon=True).start()
+    if done.wait(budget_s):
+        return True
+    # Ray's atexit hook calls ray.shutdown() again, behind the lock the stuck call holds: it would wait unbounded
+    atexit.unregister(ray._private.worker.shutdown)
+    return False
 
 
 def _embedded_processes() -> dict[int, proc_tree.Proc]:
