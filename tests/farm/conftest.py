@@ -31,6 +31,12 @@ def require_ray() -> None:
         pytest.skip("the farm extra is not installed: pip install -e '.[farm]' (.ci/run requires it)")
 
 
+@pytest.fixture
+def needs_ray() -> None:
+    """For a test that starts its own Ray instance (no session cluster): Ray importable, or fail/skip as above."""
+    require_ray()
+
+
 @pytest.fixture(scope="session")
 def ray_cluster():
     require_ray()

@@ -77,25 +77,35 @@ def test_the_farm_sample_reaches_for_ray_because_it_has_a_cluster(tmp_path: Path
 
 def test_ci_fails_the_farm_suite_when_ray_is_missing(tmp_path: Path) -> None:
     """tests/farm/conftest.py: with TRTLS_REQUIRE_FARM=1 (as .ci/run sets it) a missing Ray is an error, not a
-    skip; without it, a skip that says why. A real pytest run in a child with a `ray` that cannot be imported."""
+    skip; without it, a skip that says why. A real pytest run in a child with a `ray` that cannot be imported, of a
+    test on the session cluster and of one that starts its own instance (test_warm_farm.py: no module-level skip)."""
     import os
 
     fake = tmp_path / "no-ray" / "ray"
     fake.mkdir(parents=True)
     (fake / "__init__.py").write_text("raise ImportError(\"No module named 'ray' (refused by the test)\")\n")
-    test = "tests/farm/test_matrix_on_cluster.py::test_a_label_no_node_has_is_refused_at_once"
+    tests = [
+        "tests/farm/test_matrix_on_cluster.py::test_a_label_no_node_has_is_refused_at_once",
+        "tests/farm/test_warm_farm.py::test_ctrl_c_of_a_matrix_cancels_every_cell_and_leaves_nothing_running",
+    ]
     outcomes = {}
     for required in ("1", ""):
         env = {**os.environ, "PYTHONPATH": str(fake.parent), "TRTLS_REQUIRE_FARM": required}
         r = subprocess.run(
-            [sys.executable, "-m", "pytest", test, "-q", "-rs", "-p", "no:cacheprovider", "-p", "no:randomly"],
+            [sys.executable, "-m", "pytest", *tests, "-q", "-rsE", "-p", "no:cacheprovider", "-p", "no:randomly"],
             capture_output=True,
             text=True,
             timeout=300,
             env=env,
             cwd=Path(__file__).resolve().parents[2],
         )
-        outcomes[required] = (r.returncode, r.stdout[-1500:])
-    assert outcomes["1"][0] == 1 and "1 error" in outcomes["1"][1], outcomes["1"]
-    assert "TRTLS_REQUIRE_FARM=1" in outcomes["1"][1]
-    assert outcomes[""][0] == 0 and "1 skipped" in outcomes[""][1] and "farm extra" in outcomes[""][1], outcomes[""]
+        outcomes[required] = (r.returncode, r.stdout)
+    assert outcomes["1"][0] == 1 and "2 errors" in outcomes["1"][1], outcomes["1"][1][-3000:]
+    errors = [line for line in outcomes["1"][1].splitlines() if line.startswith("ERROR ")]
+    # each one errored at its setup, by the requirement (a module skipped at import shows as "found no collectors")
+    assert all(any(line.split()[1] == test for line in errors) for test in tests), outcomes["1"][1][-3000:]
+    failed = [ln for ln in outcomes["1"][1].splitlines() if ln.startswith("E ") and "Failed: Ray is required" in ln]
+    assert len(failed) == 2 and all("TRTLS_REQUIRE_FARM=1" in ln for ln in failed), outcomes["1"][1][-3000:]
+    skipped = outcomes[""][1][-3000:]
+    assert outcomes[""][0] == 0 and "2 skipped" in skipped and "farm extra" in skipped, skipped
+    assert all(f"SKIPPED [1] {test.split('::')[0]}" in skipped for test in tests), skipped

@@ -1,4 +1,4 @@
-"""Placement over node inventories (pure, no Ray): labels, one build per GPU, located refusals."""
+"""Placement over node inventories (pure, no Ray): labels, GPUs by the builder (num_gpus auto), located refusals."""
 
 from __future__ import annotations
 
@@ -9,7 +9,12 @@ GPU_NODE = Node("a" * 56, {"ray.io/accelerator-type": "L4", "trtls/cc": "SM89"},
 CPU_NODE = Node("b" * 56, {"trtls/pool": "cpu-aot", "ray.io/node-id": "b" * 56}, {"CPU": 2, "memory": 8e9})
 
 
-def test_auto_gpus_is_one_per_build_on_gpu_nodes_and_zero_on_cpu_nodes() -> None:
+def test_auto_gpus_follows_the_builder_and_an_unknown_builder_holds_a_gpu_only_where_there_is_one() -> None:
+    """num_gpus = "auto": 0 for TensorRT-RTX (ahead of time, no GPU), 1 exclusive GPU for full TensorRT (it times
+    tactics on the GPU); a builder not known here (an external worker) holds one on a GPU node and none elsewhere."""
+    for builder, gpus in (("tensorrt_rtx", 0.0), ("tensorrt", 1.0)):
+        got = place(Request("e", "c", {"ray.io/accelerator-type": "L4"}, builder=builder), [GPU_NODE, CPU_NODE])
+        assert not isinstance(got, Finding) and got.num_gpus == gpus and got.ray_options()["num_gpus"] == gpus
     on_gpu = place(Request("e", "c", {"ray.io/accelerator-type": "L4"}), [GPU_NODE, CPU_NODE])
     on_cpu = place(Request("e", "c", {"trtls/pool": "cpu-aot"}), [GPU_NODE, CPU_NODE])
     assert not isinstance(on_gpu, Finding) and on_gpu.num_gpus == 1.0 and on_gpu.candidates == (GPU_NODE.node_id,)
