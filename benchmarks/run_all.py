@@ -33,6 +33,8 @@ BENCHES = [
     ("bench_hashing", []),
     ("bench_model_checks", []),
     ("bench_farm", []),  # needs trtls[farm] (Ray)
+    ("bench_farm_overhead", []),  # needs trtls[farm] (Ray): CPU beyond the builds, fixed cost, stop (issue 23)
+    ("bench_reduce", []),  # trials per real case and the stop of a reduction (issue 21)
 ]
 
 
