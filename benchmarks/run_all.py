@@ -25,7 +25,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 
-BENCHES = [
+BENCHES: list[tuple[str, list[str]]] = [
     ("bench_monitor_overhead", []),
     ("bench_cancel_latency", []),
     ("bench_lsp_responsiveness", []),
