@@ -25,6 +25,7 @@ from trtls.builds.build import new_build_id, state_dir, worker_job
 from trtls.builds.reuse import OutputHeld, remember_reused, reuse_evidence, write_memo
 from trtls.core.atomic import atomic_write_text
 from trtls.core.paths import UnsafeWrite, write_root
+from trtls.core.recipe_file import read_recipe_text
 from trtls.core.tomlpos import bounded_loads
 from trtls.store.config import StoreConfig, store_config
 from trtls.store.diff import key_changes
@@ -82,7 +83,7 @@ def store_may_serve(recipe: Path, no_store: bool, rebuild: bool) -> bool:
     if no_store or rebuild:
         return False
     try:
-        data = bounded_loads(recipe.read_text(encoding="utf-8"))  # deep nesting: TRT120 later, not a crash
+        data = bounded_loads(read_recipe_text(recipe))  # deep nesting: TRT120 later, not a crash
     except (OSError, ValueError):
         return True
     table = data.get("store")

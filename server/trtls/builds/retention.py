@@ -24,7 +24,6 @@ import os
 import re
 import shutil
 import time
-import tomllib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +31,8 @@ from typing import Any
 
 from trtls.builds.history import History
 from trtls.core.evidence_table import EvidenceTable
+from trtls.core.recipe_file import read_recipe_text
+from trtls.core.tomlpos import bounded_loads
 
 RUN_ID = re.compile(r"[A-Za-z0-9_.\-]+-\d{8}-\d{6}-[0-9a-f]{6}")  # builds.build.new_build_id and matrix ids
 LEDGERS = ("history.json",)  # files that list every build: they do not pin runs
@@ -70,7 +71,7 @@ def policy_for(
     retention is upkeep, never a reason to fail), overridden by the given values."""
     table = EvidenceTable()
     try:
-        raw = tomllib.loads((folder / "trtls.toml").read_text(encoding="utf-8")).get("evidence")
+        raw = bounded_loads(read_recipe_text(folder / "trtls.toml")).get("evidence")
         if isinstance(raw, dict):
             table = EvidenceTable(**raw)
     except (OSError, ValueError):

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from trtls.core.recipe_file import read_recipe_text
 from trtls.core.tomlpos import bounded_loads
 
 BUILTIN_WORKER = [sys.executable, "-m", "trtls.builds.worker"]
@@ -39,7 +40,7 @@ def preload_for(recipe: Path, engine: str | None) -> str | None:
     an early worker would not be used (unreadable recipe, unknown engine, an external worker). The recipe is
     validated properly afterwards; this only decides whether to start early."""
     try:
-        data = bounded_loads(recipe.read_text(encoding="utf-8"))  # 400-deep nesting is TRT120 later, not a crash
+        data = bounded_loads(read_recipe_text(recipe))  # 400-deep nesting is TRT120 later, not a crash
     except (OSError, ValueError):
         return None
     engines = data.get("engines")

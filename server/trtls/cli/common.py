@@ -27,7 +27,10 @@ def load_or_report(recipe_arg: str | None) -> Any:
 
     path = find_recipe(recipe_arg)
     if not path.is_file():
-        report_error("TRT104", f"recipe file not found ({RECIPE_HINT})", str(path))
+        why = "recipe file not found"
+        if path.exists():
+            why = f"not a regular file ({_kind_of(path)}); recipes are files"
+        report_error("TRT104", f"{why} ({RECIPE_HINT})", str(path))
         return None
     loaded = check_recipe(path)
     hint = "" if path.suffix == ".toml" else f" ({RECIPE_HINT})"
@@ -69,3 +72,11 @@ def install_stop_keys(target: Stoppable, what: str, *, quiet: bool = False) -> N
 
     loop.add_signal_handler(signal.SIGINT, on_sigint)
     loop.add_signal_handler(signal.SIGTERM, lambda: target.cancel("service_shutdown"))
+
+
+def _kind_of(path: Path) -> str:
+    import os
+
+    from trtls.core.recipe_file import file_kind
+
+    return file_kind(os.stat(path).st_mode)

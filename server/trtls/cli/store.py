@@ -66,8 +66,11 @@ def fast_path(args: argparse.Namespace) -> int | None:
     if args.optimization_level is not None:
         return None
     from trtls.builds.reuse import fast_hit
+    from trtls.core.recipe_file import is_readable_recipe
 
     recipe = find_recipe(args.recipe).resolve()
+    if not is_readable_recipe(recipe):
+        return None  # a FIFO, a device, a huge file: the full path refuses it (TRT104, TRT125) without reading it
     reused = fast_hit(recipe, args.engine)
     if reused is None:
         return None

@@ -24,6 +24,7 @@ from trtls.core.findings import Finding, Origin, Severity, TomlPath
 from trtls.core.paths import MAX_NAME, is_safe_name, path_text_problems, place
 from trtls.core.profiles import SHAPE_KEYS, InputShapes, OptimizationProfile
 from trtls.core.protocol import stable_json
+from trtls.core.recipe_file import RecipeTooLarge, read_recipe_text
 from trtls.core.route import RouteModel, validate_routes  # routes: validated in a second pass
 from trtls.core.store_table import StoreTable
 from trtls.core.tomlpos import SourceMap, TomlSyntaxError, TomlTooDeep, parse
@@ -152,9 +153,12 @@ def load_recipe(path: Path | str, text: str | None = None) -> LoadedRecipe:
     path = Path(path).resolve()
     if text is None:
         try:
-            text = path.read_text(encoding="utf-8")
+            text = read_recipe_text(path)  # a regular file, bounded: never a FIFO's block or /dev/zero's no end
         except OSError as exc:
             f = _finding("TRT104", f"cannot read recipe: {exc.strerror}", ())
+            return LoadedRecipe(path, "", SourceMap(), [f], None)
+        except RecipeTooLarge as exc:
+            f = _finding("TRT125", str(exc), ())
             return LoadedRecipe(path, "", SourceMap(), [f], None)
         except UnicodeDecodeError as exc:  # a model, an engine, an archive: anything but a TOML recipe
             f = _finding("TRT100", f"not a TOML recipe: the file is not UTF-8 text (byte {exc.start})", ())

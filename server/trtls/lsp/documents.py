@@ -17,7 +17,6 @@ Refusals are `-32602` with one line of text (the codes' page: docs/codes/recipe.
 from __future__ import annotations
 
 import os
-import stat
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
@@ -26,9 +25,9 @@ from pygls.exceptions import JsonRpcInvalidParams
 
 from trtls.core.findings import Finding, Origin, Severity
 from trtls.core.recipe import LoadedRecipe
+from trtls.core.recipe_file import MAX_RECIPE_BYTES, NotARegularFile, RecipeTooLarge, read_recipe_text
 from trtls.core.tomlpos import SourceMap
 
-MAX_RECIPE_BYTES = 256 * 1024  # a large real recipe is ~20 KB; 2,000 engines is ~200 KB
 SYNC_CHECK_BYTES = 64 * 1024  # a hover or lens with no checked result yet may check this much on the spot
 
 
@@ -74,39 +73,23 @@ def check_allowed(path: Path, is_open: bool, folders: list[Path]) -> None:
 
 
 def read_recipe_file(path: Path) -> str | Finding:
-    """The text of a recipe on disk, read only when it is a regular file, at most MAX_RECIPE_BYTES; a finding
-    (TRT104 missing/unreadable, TRT125 too large, TRT100 not UTF-8) otherwise. A FIFO or a device is refused
-    before it is opened (InvalidParams), and the open is non-blocking in case one replaced the file since."""
+    """The text of a recipe on disk through the one bounded reader (core.recipe_file): a finding (TRT104
+    missing/unreadable, TRT125 too large, TRT100 not UTF-8) otherwise; a FIFO or a device is refused before it is
+    opened (InvalidParams)."""
     try:
-        st = os.stat(path)
-    except (OSError, ValueError) as exc:
-        return _finding("TRT104", f"cannot read recipe: {getattr(exc, 'strerror', None) or exc}")
-    if not stat.S_ISREG(st.st_mode):
-        raise JsonRpcInvalidParams(f"{path}: TRT104 not a regular file ({_kind(st.st_mode)}); recipes are files")
-    if st.st_size > MAX_RECIPE_BYTES:
-        return too_large(st.st_size)
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    except OSError as exc:
-        return _finding("TRT104", f"cannot read recipe: {exc.strerror}")
-    with os.fdopen(fd, "rb") as fh:
-        if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
-            raise JsonRpcInvalidParams(f"{path}: TRT104 not a regular file; recipes are files")
-        data = fh.read(MAX_RECIPE_BYTES + 1)
-    if len(data) > MAX_RECIPE_BYTES:
-        return too_large(len(data))
-    try:
-        return data.decode("utf-8")
+        return read_recipe_text(path)
+    except NotARegularFile as exc:
+        raise JsonRpcInvalidParams(f"{path}: TRT104 {exc.strerror}") from None
+    except RecipeTooLarge as exc:
+        return too_large(exc.size)
     except UnicodeDecodeError as exc:
         return _finding("TRT100", f"not a TOML recipe: the file is not UTF-8 text (byte {exc.start})")
+    except (OSError, ValueError) as exc:
+        return _finding("TRT104", f"cannot read recipe: {getattr(exc, 'strerror', None) or exc}")
 
 
 def too_large(size: int) -> Finding:
-    return _finding(
-        "TRT125",
-        f"recipe too large to check: {size:,} bytes (the limit is {MAX_RECIPE_BYTES:,}); split it, or move data "
-        "out of it",
-    )
+    return _finding("TRT125", str(RecipeTooLarge(size)))
 
 
 def oversized(text: str) -> bool:
@@ -139,11 +122,3 @@ def failed(path: Path, finding: Finding) -> LoadedRecipe:
 
 def _finding(code: str, message: str) -> Finding:
     return Finding(code, Severity.error, message, (), Origin.recipe)
-
-
-def _kind(mode: int) -> str:
-    for test, name in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK,
-                       "a block device"), (stat.S_ISDIR, "a directory"), (stat.S_ISSOCK, "a socket")):  # fmt: skip
-        if test(mode):
-            return name
-    return "not a regular file"
