@@ -361,7 +361,7 @@ async def test_a_force_before_the_worker_exists_is_applied_once_it_does(workspac
     import TensorRT, so without the pending force this build would end as a cooperative `cancelled`)."""
     sup, build = await run_build(workspace, engine="large")
     build.grace_s = 600.0  # only the force can make this build end as forced within the test
-    assert build._proc is None, "start() returns before the worker is spawned"
+    assert build.worker is None, "start() returns before the worker is spawned"
     assert build.cancel("ctrl_c") is True
     build.force()
     s = await asyncio.wait_for(build.wait(), 60)

@@ -161,7 +161,6 @@ class Build:
     _done: asyncio.Future | None = None
     _events_file: Any = None
     _force: Callable[[], Any] | None = None
-    _force_pending: bool = False
     # the build farm (docs/farm.md): a remote cell runs through trtls.builds.farm.remote_process
     remote: Any = None  # trtls.builds.farm.run.RemoteSpec, or None for a local worker
     cell: str | None = None  # the matrix cell's name
@@ -170,7 +169,6 @@ class Build:
     queued_ns: int | None = None
     refused_lines: int = 0  # worker lines that broke the protocol (core.events.parse_event refused them)
     first_refusal: str | None = None
-    _prespawned: asyncio.subprocess.Process | None = None
     _previous_sha: asyncio.Future | None = None
 
     @property
@@ -197,6 +195,49 @@ class Build:
         """Skip the grace (a second Ctrl-C): terminate the worker now."""
         if self._force is not None and self._loop is not None:
             self._loop.call_soon_threadsafe(self._force)
+
+    # -- its life: the supervisor attaches it, gives it its worker, and ends it (no other module writes these) ----
+    def attach(self, loop: asyncio.AbstractEventLoop, force: Callable[[], Any]) -> None:
+        """Live on `loop`: `wait()` and `ended()` resolve there, `force()` runs `force` there."""
+        self._loop, self._done, self._force = loop, loop.create_future(), force
+
+    @property
+    def worker(self) -> WorkerProcess | None:
+        """The worker process once it runs; None before the spawn or when none started."""
+        return self._proc
+
+    def worker_started(self, proc: WorkerProcess) -> None:
+        self._proc, self.pid, self.status = proc, proc.pid, "running"
+
+    def open_event_log(self) -> Any:
+        """`events.jsonl`, unbuffered: if this process dies, the next one rebuilds the evidence from it."""
+        self._events_file = open(self.evidence_dir / "events.jsonl", "wb", buffering=0)
+        return self._events_file
+
+    def close_worker_io(self) -> None:
+        """Close the event log and the worker's input (a worker still reading it sees the end)."""
+        if self._events_file is not None:
+            self._events_file.close()
+        if self._proc is not None and self._proc.stdin is not None:
+            self._proc.stdin.close()
+
+    def hashing_previous_engine(self, pending: asyncio.Future) -> None:
+        self._previous_sha = pending  # the sha of the engine this build may replace, being computed
+
+    async def previous_sha(self) -> str | None:
+        """The previous engine's sha once computed, recorded in `previous_engine_sha` (None: unreadable)."""
+        if self._previous_sha is not None:
+            await asyncio.wait([self._previous_sha])
+            try:
+                self.previous_engine_sha = self._previous_sha.result()
+            except (OSError, asyncio.CancelledError):
+                self.previous_engine_sha = None
+        return self.previous_engine_sha
+
+    def resolve(self, summary: dict[str, Any]) -> None:
+        """Answer `wait()` and `ended()` with the evidence record; the first answer stands."""
+        if self._done is not None and not self._done.done():
+            self._done.set_result(summary)
 
     async def wait(self) -> dict[str, Any]:
         """The summary once the build is over. Cancelling the awaiting task stops the build (event_loop)."""

@@ -56,8 +56,7 @@ async def finish_build(build: Build, outcome: str, guard: OutputGuard | None) ->
             deepest = max(running, key=lambda p: p.id.count("."), default=None)
             if deepest is not None:
                 history.record(build.config_hash, stop_phase=deepest.id)
-    if build._previous_sha is not None and not build._previous_sha.done():
-        await asyncio.wait([build._previous_sha])
+    await build.previous_sha()  # the engine this build found, hashed beside it (summary: is it intact?)
     if guard is not None and outcome == "built":
         await guard.verify_written(build)  # the sha of what is on disk, not of what the worker meant to write
     build.summary = build_summary(build, t_end, history)
@@ -68,17 +67,13 @@ async def finish_build(build: Build, outcome: str, guard: OutputGuard | None) ->
     atomic_write_text(build.evidence_dir / "tree.json", json.dumps(build.summary["phaseTree"], indent=1))
     atomic_write_text(build.evidence_dir / "environment.json", json.dumps(build.environment, indent=2, default=str))
     (build.evidence_dir / "running.json").unlink(missing_ok=True)
-    if build._events_file is not None:
-        build._events_file.close()
-    if build._proc is not None and build._proc.stdin is not None:
-        build._proc.stdin.close()
+    build.close_worker_io()
     for listener in list(build.listeners):
         try:
             listener(build, None)  # None = the build is over; summary is set
         except Exception:
             pass
-    if build._done is not None and not build._done.done():
-        build._done.set_result(build.summary)
+    build.resolve(build.summary)
 
 
 async def probe_environment(build: Build) -> dict[str, Any]:

@@ -98,6 +98,10 @@ class MatrixBuild:
         failed …); a cell never started is not done."""
         return sum(1 for b in self.cells if not b.running)
 
+    def attach(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Live on `loop`: `wait()` resolves there when the last cell is over."""
+        self._done = loop.create_future()
+
     def cell(self, build_id: str) -> Build | None:
         return next((b for b in self.cells if b.id == build_id), None)
 
@@ -223,7 +227,7 @@ def start_matrix(
     without it cells run locally, `parallel` at a time."""
     loop = asyncio.get_running_loop()
     mb = MatrixBuild(new_matrix_id(title), title, loaded.path, planned)
-    mb._done = loop.create_future()
+    mb.attach(loop)
     mb.not_started = list(planned)
 
     def relay(build: Build, ev: Any) -> None:

@@ -3,7 +3,6 @@ honoured, what the cache decided, and what a retry should do."""
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from trtls import __version__
@@ -41,12 +40,7 @@ def build_summary(build: Build, t_end: int, history: History) -> dict[str, Any]:
         if not build.job.get("timing_cache")
         else "the build ended before the timing cache was read; the file was not touched",
     }
-    intact = None
-    if build._previous_sha is not None:
-        try:
-            build.previous_engine_sha = build._previous_sha.result()
-        except (OSError, asyncio.InvalidStateError):
-            build.previous_engine_sha = None
+    intact = None  # previous_engine_sha: settled by Build.previous_sha() before the summary is written
     if build.previous_engine_sha is not None and build.outcome != "built":
         intact = build.output.is_file() and sha256_file(build.output) == build.previous_engine_sha
     engine_written = [a for a in build.artifacts if a.get("kind") == "engine" and a.get("action") == "written"]

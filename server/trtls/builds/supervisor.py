@@ -110,6 +110,8 @@ class Supervisor:
         self.guards: dict[str, OutputGuard] = {}  # build id → its hold on the output (builds/output_guard)
         self.wait_for_output: dict[str, bool] = {}
         self.retention: dict[str, Policy] = {}  # build id → the recipe's [evidence] bounds, for the pass after it
+        self.prespawned: dict[str, WorkerProcess] = {}  # build id → the worker started early for it (until spawned)
+        self.force_on_spawn: set[str] = set()  # builds forced before their worker existed: escalate once it does
 
     def running(self) -> list[Build]:
         return [b for b in self.builds.values() if b.running]
@@ -151,15 +153,13 @@ class Supervisor:
         if worker is not None and eng.worker:
             worker.stdin.close()  # type: ignore[union-attr]  # an external worker was asked for: not ours to use
         elif worker is not None:
-            build._prespawned = worker
+            self.prespawned[build_id] = worker
         loop = asyncio.get_running_loop()
-        build._loop = loop
-        build._done = loop.create_future()
+        build.attach(loop, force=lambda: asyncio.ensure_future(self._escalate(0.0, build)))
         self.builds[build_id] = build
         self.wait_for_output[build_id] = wait_for_output
         self.retention[build_id] = policy_of(loaded.recipe.evidence)
         build.token.on_request(lambda source: loop.call_soon_threadsafe(self._on_cancel, build))
-        build._force = lambda: asyncio.ensure_future(self._escalate(0.0, build))
         loop.create_task(self._run(build), name=f"trtls-build-{build_id}")
         return build
 
@@ -169,7 +169,7 @@ class Supervisor:
         for b in builds:
             b.cancel(source)
         if builds:
-            await asyncio.gather(*(asyncio.shield(b._done) for b in builds if b._done), return_exceptions=True)
+            await asyncio.gather(*(b.ended() for b in builds), return_exceptions=True)
 
     # -- the build's life ----------------------------------------------------------------------
     async def _run(self, build: Build) -> None:
@@ -185,7 +185,7 @@ class Supervisor:
             raise
         except Exception as exc:
             build.error = f"supervisor error: {type(exc).__name__}: {exc}"
-            proc = build._proc
+            proc = build.worker
             if proc is not None and proc.returncode is None:
                 signal_group(proc, signal.SIGKILL)
             if build.outcome is None:
@@ -194,19 +194,20 @@ class Supervisor:
                 except BaseException as again:
                     build.outcome = build.status = "failed"
                     build.error += f"; evidence not written: {type(again).__name__}: {again}"
-            if build._done is not None and not build._done.done():
-                build._done.set_result(
-                    build.summary
-                    or {"buildId": build.id, "engine": build.engine, "outcome": "failed", "error": build.error}
-                )
+            build.resolve(
+                build.summary
+                or {"buildId": build.id, "engine": build.engine, "outcome": "failed", "error": build.error}
+            )
         finally:
+            self.prespawned.pop(build.id, None)
+            self.force_on_spawn.discard(build.id)
             guard = self.guards.get(build.id)
             if guard is not None:
                 guard.release()
 
     async def _run_unguarded(self, build: Build) -> None:
         build.evidence_dir.mkdir(parents=True, exist_ok=True)
-        proc: WorkerProcess | None = build._prespawned
+        proc: WorkerProcess | None = self.prespawned.pop(build.id, None)
         guard = self.guards[build.id] = OutputGuard.for_build(build, self.owner)
         if not await guard.take(build, wait=self.wait_for_output.get(build.id, True)):
             # another build holds the output (--no-wait), the build was cancelled while waiting, or no lock
@@ -222,8 +223,9 @@ class Supervisor:
             # Hashed beside the build, not before it (10s of MB on the critical path of every build). The file is
             # opened now: a build that replaces it later cannot change what is hashed.
             fh = open(build.output, "rb")
-            build._previous_sha = asyncio.get_running_loop().run_in_executor(None, _sha256_and_close, fh)
-            build._previous_sha.add_done_callback(lambda done: note_previous_sha(build, done))
+            hashing = asyncio.get_running_loop().run_in_executor(None, _sha256_and_close, fh)
+            hashing.add_done_callback(lambda done: note_previous_sha(build, done))
+            build.hashing_previous_engine(hashing)
         # Before the build spends its time: can the engine be written where it must go? (A remote node writes
         # to its own view of the path; only a local folder can be checked from here.)
         problem = output_problem(build.output, build.id) if build.remote is None else None
@@ -242,8 +244,7 @@ class Supervisor:
             build.environment = await probe_environment(build)  # the evidence still says what would build
             await self._finish(build, "failed")
             return
-        # unbuffered: if this process dies, the next one rebuilds the evidence from what is on disk
-        build._events_file = open(build.evidence_dir / "events.jsonl", "wb", buffering=0)
+        events = build.open_event_log()  # unbuffered: a next process rebuilds the evidence from what is on disk
         if proc is None:
             running_json(build, None, guard)  # before the spawn: a crash while spawning still leaves the record
             try:
@@ -261,7 +262,7 @@ class Supervisor:
                 build.error = f"cannot start worker {build.command[0]}: {exc}"
                 await self._finish(build, "failed")
                 return
-        build._proc, build.pid, build.status = proc, proc.pid, "running"
+        build.worker_started(proc)
         running_json(build, proc.pid, guard, local=build.remote is None)
         if build.remote is None and proc.pid is not None:
             build.resources = ResourceSampler(proc.pid, device=False)
@@ -269,10 +270,10 @@ class Supervisor:
         proc.stdin.write((json.dumps(build.job) + "\n").encode())
         if build.token.is_set:  # cancelled before the worker existed
             self._send_control(build)
-            if build._force_pending:  # and forced before it existed: the grace is already over
+            if build.id in self.force_on_spawn:  # and forced before it existed: the grace is already over
                 asyncio.ensure_future(self._escalate(0.0, build))
         sampling = asyncio.ensure_future(self._sample_resources(build))
-        await asyncio.gather(self._read_events(build), self._read_stderr(build))
+        await asyncio.gather(self._read_events(build, events), self._read_stderr(build))
         sampling.cancel()
         build.exit_code = await proc.wait()
         if build.finished is not None and not build.token.forced:
@@ -301,11 +302,11 @@ class Supervisor:
             proc.stdin.close()
             await proc.wait()
 
-    async def _read_events(self, build: Build) -> None:
-        proc = build._proc
+    async def _read_events(self, build: Build, events: Any) -> None:
+        proc = build.worker
         assert proc is not None and proc.stdout is not None
         while line := await proc.stdout.readline():
-            build._events_file.write(line)
+            events.write(line)
             try:
                 ev = parse_event(line)
             except ProtocolError as exc:
@@ -329,7 +330,7 @@ class Supervisor:
             await asyncio.sleep(RESOURCE_SAMPLE_S)
 
     async def _read_stderr(self, build: Build) -> None:
-        proc = build._proc
+        proc = build.worker
         assert proc is not None and proc.stderr is not None
         while line := await proc.stderr.readline():
             build.stderr_tail.append(line.decode(errors="replace").rstrip())
@@ -341,7 +342,7 @@ class Supervisor:
             asyncio.ensure_future(self._escalate(build.grace_s, build))
 
     def _send_control(self, build: Build) -> None:
-        proc = build._proc
+        proc = build.worker
         if proc is None or proc.stdin is None or proc.stdin.is_closing():
             return
         msg = CancelControl(source=build.token.source, t_request_ns=build.token.t_request_ns)
@@ -352,9 +353,9 @@ class Supervisor:
 
     async def _escalate(self, grace_s: float, build: Build) -> None:
         await asyncio.sleep(grace_s)
-        proc = build._proc
+        proc = build.worker
         if proc is None and build.running:  # not spawned yet: escalate as soon as it is
-            build._force_pending = True
+            self.force_on_spawn.add(build.id)
             return
         if proc is None or proc.returncode is not None or build.builder_returned_ns is not None:
             return  # the builder returned in time: the stop was cooperative
