@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from trtls.core.recipe import LoadedRecipe, RecipeFile
 
 STATE_DIR = ".trtls"  # trtls's own records: evidence, history, locks, quarantine
-STATE_SUBDIRS = ("runs", "routes", "locks", "quarantine", "precision")  # what trtls writes under .trtls/
+STATE_SUBDIRS = ("runs", "routes", "locks", "quarantine", "precision", "reduce", "engines")  # under .trtls/
 LOCK_FILE = "trtls.lock.json"  # `trtls route lock`'s checkpoint digests (checkpoint.lock.LOCK_NAME)
 
 
