@@ -37,7 +37,8 @@ export interface HeldBuild {
   cells: CellRow[];
 }
 
-const OUTCOMES: readonly string[] = ['built', 'cancelled', 'failed', 'forced', 'killed'];
+// a worker's outcomes, and the builds that started none: `reused` from the engine store, `rolled_back` (docs/store.md)
+const OUTCOMES: readonly string[] = ['built', 'cancelled', 'failed', 'forced', 'killed', 'reused', 'rolled_back'];
 const OUTCOME_KINDS: readonly string[] = ['ok', 'cancelled', 'failed', 'refused'];
 
 export function parseOutcomeKind(v: unknown): OutcomeKind | null {
@@ -353,7 +354,8 @@ export function describeBuild(b: HeldBuild): ElementView {
   if (b.evidencePath) lines.push(`evidence: ${b.evidencePath}`);
   lines.push(`build ${b.buildId}`);
   return {
-    label: b.engine,
+    // a matrix cell the store served when no matrix run started has no parent row: its name says which cell
+    label: b.parentId === null && b.cell !== null ? `${b.engine}/${b.cell}` : b.engine,
     description: b.description,
     tooltip: lines.join('\n'),
     icon: rowIcon(b),

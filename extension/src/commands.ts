@@ -5,7 +5,7 @@ import * as path from 'path';
 import * as vscode from 'vscode';
 import { BuildTreeModel, TreeElement } from './buildTree';
 import { RECIPE_GLOB, ServerClient } from './client';
-import { BuildEngineReply, BuildMatrixReply, CancelBuildReply, EvidenceReply, RunGatesReply } from './generated/protocol';
+import { BuildEngineReply, BuildMatrixReply, CancelBuildReply, EvidenceReply, RollbackEngineReply, RunGatesReply } from './generated/protocol';
 import { showBuildTimeline } from './timeline';
 import { BuildViews } from './views';
 
@@ -100,10 +100,24 @@ export class UiCommands {
         if (r.status === 'already_building') {
           void vscode.window.showInformationMessage(`TensorRT: ${engine} is already building.`);
         }
-        if (r.buildId) {
+        if (r.status === 'reused') {
+          // served from the engine store: no worker ran; the server sent its finished row (trtls/buildTree)
+          void vscode.window.showInformationMessage(`TensorRT: ${engine}: ${r.message ?? 'up to date'}`);
+          this.views.refresh();
+        } else if (r.status === 'store_error') {
+          void vscode.window.showErrorMessage(`TensorRT: ${engine}: ${(r.errors ?? []).join('; ')}`);
+          break;
+        } else if (r.buildId && (r.status === 'started' || r.status === 'already_building')) {
           this.model.noteStarted(r.buildId, engine, stringOr(a.uri, ''));
           this.views.refresh();
         }
+        this.revealBuilds();
+        break;
+      }
+      case 'trtls.rollbackEngine': {
+        const r = res as RollbackEngineReply;
+        void vscode.window.showInformationMessage(`TensorRT: ${r.engine ?? stringOr(a.engine, '?')}: ${r.message}`);
+        this.views.refresh();
         this.revealBuilds();
         break;
       }
@@ -114,6 +128,13 @@ export class UiCommands {
         if (r.status === 'refused' || r.status === 'invalid_recipe') {
           void vscode.window.showWarningMessage(`TensorRT: the matrix was not started: ${(r.errors ?? []).join('; ')}`);
         } else {
+          const reused = r.reused ?? [];
+          if (r.status === 'reused') {
+            void vscode.window.showInformationMessage(`TensorRT: every cell is up to date (${reused.length} from the engine store); nothing to build.`);
+          } else if (reused.length > 0) {
+            this.log.info(`matrix: ${reused.map((c) => `${c.cell}: ${c.message ?? 'up to date'}`).join('; ')}`);
+          }
+          this.views.refresh();
           this.revealBuilds();
         }
         break;

@@ -88,12 +88,13 @@ export interface BuildMatrixArgs {
   matrix?: boolean;
 }
 
-/** `trtls.buildMatrix {uri, engine?, cell?, matrix?}` */
+/** `trtls.buildMatrix {uri, engine?, cell?, matrix?}`. Every cell is looked up in the engine store first: `cells` are the ones that build (under `buildId`), `reused` the ones restored from the store; `reused` as the status: every cell was, and no run started (`buildId` null). */
 export interface BuildMatrixReply {
   buildId: string | null;
-  status: 'started' | 'refused' | 'invalid_recipe';
+  status: 'started' | 'refused' | 'invalid_recipe' | 'reused';
   errors?: string[];
   cells?: MatrixCellPlan[];
+  reused?: ReusedCell[];
 }
 
 export interface BuildMinimalArgs {
@@ -146,7 +147,7 @@ export interface BuildTree {
   status: string;
   running: boolean;
   cancelSource: string | null;
-  outcome: 'built' | 'cancelled' | 'failed' | 'forced' | 'killed' | null;
+  outcome: 'built' | 'cancelled' | 'failed' | 'forced' | 'killed' | 'reused' | 'rolled_back' | null;
   outcomeKind: 'ok' | 'cancelled' | 'failed' | 'refused' | null;
   /** `built in 3.2 s`, `cancelled by ide_stop`, `failed: …` */
   outcomeMessage: string | null;
@@ -381,7 +382,7 @@ export interface MatrixTree {
   status: string;
   running: boolean;
   /** the worst outcome of its cells */
-  outcome: 'built' | 'cancelled' | 'failed' | 'forced' | 'killed' | null;
+  outcome: 'built' | 'cancelled' | 'failed' | 'forced' | 'killed' | 'reused' | 'rolled_back' | null;
   outcomeKind: 'ok' | 'cancelled' | 'failed' | 'refused' | null;
   /** `3 built, 1 failed` */
   outcomeMessage: string | null;
@@ -539,6 +540,15 @@ export interface ReduceEngineReply {
   reductionId: string;
   engine: string;
   status: 'started';
+}
+
+/** A matrix cell the engine store served: no worker, no node; `buildId` names the reuse's evidence. */
+export interface ReusedCell {
+  cell: string;
+  engine: string;
+  buildId: string;
+  message: string | null;
+  evidencePath: string | null;
 }
 
 export interface RollbackEngineArgs {

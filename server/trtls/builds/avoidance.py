@@ -331,3 +331,68 @@ def reply_of(done: dict[str, Any], recipe: Path) -> dict[str, Any]:
         "reusedFrom": done.get("reusedFrom"),
         "evidencePath": str(recipe.parent / ".trtls" / "runs" / done["buildId"] / "summary.json"),
     }
+
+
+# -- matrices: every cell keyed before anything starts (the terminal's --matrix/--all and the editor's Build Matrix) --
+
+
+@dataclass
+class CellsLookup:
+    """A matrix's lookup: the cells still to build (each one's store use, holding its key's lock, by cell key), the
+    cells the store served (the planned cell and its reuse's summary) and what the store warned about."""
+
+    left: list[Any]
+    uses: dict[str, StoreUse] = field(default_factory=dict)
+    reused: list[tuple[Any, dict[str, Any]]] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    def release(self) -> None:
+        """Drop every key lock still held: the matrix did not start (refused, invalid) or a cell never ran."""
+        release_uses(self.uses)
+
+
+def release_uses(uses: dict[str, StoreUse]) -> None:
+    for use in uses.values():
+        use.release()
+    uses.clear()
+
+
+async def avoid_cells(loaded: Any, planned: list[Any], *, no_store: bool = False, rebuild: bool = False) -> CellsLookup:
+    """Key every planned cell (trtls.builds.matrix.PlannedCell) and restore the ones whose key is in the store (on a
+    cluster they cost no node). A cell whose key another process is building is built here too: a matrix does not
+    wait cell by cell. A store that cannot be used: every cell is built without it (one warning)."""
+    if no_store:
+        return CellsLookup(list(planned))
+    found = CellsLookup([])
+    for p in planned:
+        history = p.key.replace("/", ".")
+        try:
+            use = await asyncio.to_thread(prepare, loaded, p.engine, p.overrides, rebuild=rebuild, history=history)
+        except StoreUnusable as exc:
+            found.release()
+            return CellsLookup(list(planned), warnings=[f"{exc.code} {exc}: the matrix builds without the store"])
+        reused = await reuse_or_lock(use, loaded, wait=False)
+        found.warnings += use.warnings
+        if reused is None:
+            found.left.append(p)
+            found.uses[p.key] = use
+        else:
+            found.reused.append((p, reused))
+    return found
+
+
+def attach_cells(mb: Any, uses: dict[str, StoreUse]) -> None:
+    """Publish each cell that builds when it ends (before any view reads its summary); when the matrix ends, release
+    the locks of cells that never started (it was stopped first)."""
+
+    def on_cell(m: Any, build: Any, ev: Any) -> None:
+        if ev is not None:
+            return
+        if build is None:  # the matrix is over
+            release_uses(uses)
+            return
+        use = uses.pop(f"{build.engine}/{build.cell}" if build.cell else build.engine, None)
+        if use is not None:
+            after_build(use, build)
+
+    mb.listeners.insert(0, on_cell)

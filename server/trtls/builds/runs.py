@@ -14,6 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
+from trtls.core.display import build_description, human_seconds
+from trtls.core.outcome import build_outcome_kind
+
 RunKind = Literal["build", "matrix", "gates", "reduction"]
 KEEP_FINISHED = 100
 
@@ -32,6 +35,70 @@ class Run(Protocol):
     @property
     def evidence_dir(self) -> Path: ...
     def cancel(self, source: str) -> bool: ...
+
+
+class _NoCancel:
+    """A finished run's cancel token: nobody asked it to stop."""
+
+    source: str | None = None
+    is_set = False
+
+
+class RestoredRun:
+    """A build that started no worker: an engine restored from the engine store (`reused`, builds/avoidance.py) or
+    rolled back to a known-good one (`rolled_back`, builds/rollback.py). Finished when it is registered; answers what
+    a Build answers (listBuilds' row, showEvidence, buildReport, the `trtls/buildTree` payload) from its evidence."""
+
+    def __init__(self, summary: dict[str, Any], recipe_path: Path, cell: str | None = None,
+                 parent_id: str | None = None) -> None:  # fmt: skip
+        self.summary: dict[str, Any] | None = summary
+        self.id = str(summary["buildId"])
+        self.engine = str(summary.get("engine") or "?")
+        self.recipe_path = recipe_path
+        self.outcome = str(summary.get("outcome") or "reused")
+        self.status = self.outcome
+        self.cell = cell
+        self.parent_id = parent_id
+        self.token = _NoCancel()
+        self.running = False
+
+    @property
+    def evidence_dir(self) -> Path:
+        return self.recipe_path.parent / ".trtls" / "runs" / self.id
+
+    def cancel(self, source: str) -> bool:
+        return False  # it has ended
+
+    def elapsed_s(self, now_ns: int | None = None) -> float:
+        return float((self.summary or {}).get("durationS") or 0.0)
+
+    def outcome_message(self) -> str:
+        return str((self.summary or {}).get("message") or self.outcome)
+
+    def snapshot(self) -> dict[str, Any]:
+        """The `trtls/buildTree` payload (core.wire.BuildTree; the LSP layer adds the document uri): one finished
+        row with no phases."""
+        elapsed = self.elapsed_s()
+        evidence = self.evidence_dir / "summary.json"
+        return {
+            "buildId": self.id,
+            "engine": self.engine,
+            "status": self.status,
+            "cancelSource": None,
+            "outcome": self.outcome,
+            "outcomeKind": build_outcome_kind(self.outcome),
+            "outcomeMessage": self.outcome_message(),
+            "elapsedS": round(elapsed, 3),
+            "evidencePath": str(evidence) if evidence.is_file() else None,
+            "phases": [],
+            "cell": self.cell,
+            "parentId": self.parent_id,
+            "node": None,
+            "running": False,
+            "description": build_description(False, self.status, self.outcome, None, elapsed),
+            "where": "local",
+            "elapsedText": human_seconds(elapsed),
+        }
 
 
 @dataclass

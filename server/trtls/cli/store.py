@@ -227,40 +227,21 @@ def register(sub: Any) -> None:
 
 
 async def avoid_cells(loaded: Any, planned: list[Any], args: argparse.Namespace) -> tuple[list[Any], dict[str, Any]]:
-    """A matrix's lookup: cells whose key is in the store are restored here (on a cluster they cost no node);
-    returns the cells still to build and each one's store use by cell key (see `attach_cells`). A cell whose key
-    another process is building is built here too (a matrix does not wait cell by cell)."""
+    """A matrix's lookup (trtls.builds.avoidance.avoid_cells), said in the terminal: returns the cells still to build
+    and each one's store use by cell key (see `attach_cells`)."""
     from trtls.builds import avoidance
-    from trtls.store.entries import StoreUnusable
 
-    if args.no_store:
-        return planned, {}
-    left, uses = [], {}
-    for p in planned:
-        try:
-            use = avoidance.prepare(
-                loaded, p.engine, p.overrides, rebuild=bool(args.rebuild), history=p.key.replace("/", ".")
-            )
-        except StoreUnusable as exc:
-            _say(f"warning: {exc.code} {exc}: the matrix builds without the store")
-            return planned, {}
-        reused = await avoidance.reuse_or_lock(use, loaded, say=None, wait=False)
-        if reused is None:
-            left.append(p)
-            uses[p.key] = use
-        elif not args.json:
+    found = await avoidance.avoid_cells(loaded, planned, no_store=bool(args.no_store), rebuild=bool(args.rebuild))
+    for w in found.warnings:
+        _say(f"warning: {w}")
+    if not args.json:
+        for p, reused in found.reused:
             print(f"{p.key}: {reused['message']}")
-    return left, uses
+    return found.left, found.uses
 
 
 def attach_cells(mb: Any, uses: dict[str, Any]) -> None:
     """Publish each cell that builds, when it ends."""
     from trtls.builds import avoidance
 
-    def on_cell(m: Any, build: Any, ev: Any) -> None:
-        if ev is None and build is not None:
-            use = uses.pop(f"{build.engine}/{build.cell}" if build.cell else build.engine, None)
-            if use is not None:
-                avoidance.after_build(use, build)
-
-    mb.listeners.insert(0, on_cell)
+    avoidance.attach_cells(mb, uses)

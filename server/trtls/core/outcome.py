@@ -1,12 +1,13 @@
 """How a finished run ended, in one word every face can act on without reading prose.
 
-`outcome` is what happened: a build is built, cancelled, failed, forced or killed; a matrix (a farm run) has a
-build's outcome too, `built` only when every cell built, else the worst of its cells (`builds.matrix`); a gates
-run is supported, hold or reject, `cancelled` when it was stopped (whatever the gates before the stop said), or
-`no_decision` when it ended without one for another reason (`gates_outcome`). `outcomeKind` is how a face
-should tell the user:
+`outcome` is what happened: a build is built, cancelled, failed, forced or killed; a build that started no
+worker is reused (its engine came from the engine store) or rolled_back (a known-good engine restored); a matrix
+(a farm run) has a build's outcome too, `built` only when every cell built, else the worst of its cells
+(`builds.matrix`); a gates run is supported, hold or reject, `cancelled` when it was stopped (whatever the gates
+before the stop said), or `no_decision` when it ended without one for another reason (`gates_outcome`).
+`outcomeKind` is how a face should tell the user:
 
-- `ok`: the work is done and good (an engine was built; the route is supported);
+- `ok`: the work is done and good (an engine was built, reused or rolled back; the route is supported);
 - `cancelled`: stopped on request, nothing decided or written;
 - `failed`: the work did not complete (the builder failed, ignored a cancel and was forced, or died; a gates
   run with no decision); an outcome not in these tables is a failure, never reported as success;
@@ -30,6 +31,11 @@ BUILD_OUTCOME_KIND: dict[str, OutcomeKind] = {  # every `core.events.Outcome`
     "killed": "failed",
 }
 
+STORE_OUTCOME_KIND: dict[str, OutcomeKind] = {  # a build the engine store served without a worker (docs/store.md)
+    "reused": "ok",  # the key was in the store: the engine is the one its build produced
+    "rolled_back": "ok",  # a known-good engine restored on request
+}
+
 GATES_OUTCOME_KIND: dict[str, OutcomeKind] = {
     "supported": "ok",
     "hold": "refused",
@@ -40,7 +46,9 @@ GATES_OUTCOME_KIND: dict[str, OutcomeKind] = {
 
 def build_outcome_kind(outcome: str | None) -> OutcomeKind | None:
     """None while the build runs; an unknown outcome is a failure (never reported as success)."""
-    return None if outcome is None else BUILD_OUTCOME_KIND.get(outcome, "failed")
+    if outcome is None:
+        return None
+    return BUILD_OUTCOME_KIND.get(outcome) or STORE_OUTCOME_KIND.get(outcome, "failed")
 
 
 def gates_outcome(decision: str | None, cancelled: bool) -> tuple[str, OutcomeKind]:

@@ -18,7 +18,8 @@ from pydantic import BaseModel, ConfigDict
 from trtls.core.outcome import OutcomeKind
 
 PhaseStatus = Literal["running", "done", "cancelled", "failed"]
-BuildOutcome = Literal["built", "cancelled", "failed", "forced", "killed"]
+# a worker's outcome (core.events.Outcome), or a build that started none: `reused` from the engine store, `rolled_back`
+BuildOutcome = Literal["built", "cancelled", "failed", "forced", "killed", "reused", "rolled_back"]
 
 
 class _Wire(BaseModel):
@@ -157,13 +158,26 @@ class MatrixCellPlan(_Wire):
     engine: str
 
 
+class ReusedCell(_Wire):
+    """A matrix cell the engine store served: no worker, no node; `buildId` names the reuse's evidence."""
+
+    cell: str
+    engine: str
+    buildId: str
+    message: str | None  # "up to date — engine from build demo-… 2 h ago"
+    evidencePath: str | None
+
+
 class BuildMatrixReply(_Wire):
-    """`trtls.buildMatrix {uri, engine?, cell?, matrix?}`"""
+    """`trtls.buildMatrix {uri, engine?, cell?, matrix?}`. Every cell is looked up in the engine store first: `cells`
+    are the ones that build (under `buildId`), `reused` the ones restored from the store; `reused` as the status:
+    every cell was, and no run started (`buildId` null)."""
 
     buildId: str | None
-    status: Literal["started", "refused", "invalid_recipe"]
+    status: Literal["started", "refused", "invalid_recipe", "reused"]
     errors: list[str] = []
     cells: list[MatrixCellPlan] = []
+    reused: list[ReusedCell] = []
 
 
 class CancelBuildReply(_Wire):

@@ -13,6 +13,7 @@ from pygls.exceptions import JsonRpcInvalidParams
 from pygls.uris import from_fs_path
 
 from trtls.builds.retry import retry_overrides
+from trtls.builds.runs import RestoredRun
 from trtls.builds.supervisor import Build
 from trtls.core.findings import Origin
 from trtls.lsp.build_relay import BuildRelay
@@ -56,7 +57,10 @@ async def start_build(ls: TrtlsServer, args: Any) -> dict[str, Any]:
     if done is not None:  # reused from the store (no worker, no TensorRT) or a store that cannot be used
         from trtls.builds.avoidance import reply_of
 
-        ls.refresh_lenses()
+        if done.get("outcome") == "reused":
+            finish_restored(ls, args.uri, done, loaded.path)
+        else:
+            ls.refresh_lenses()
         return {"engine": args.engine, **reply_of(done, loaded.path)}
     build = ls.supervisor.start(loaded, args.engine, overrides=overrides)
     if use is not None:
@@ -79,7 +83,7 @@ async def start_build(ls: TrtlsServer, args: Any) -> dict[str, Any]:
 async def start_matrix_build(ls: TrtlsServer, args: Any) -> dict[str, Any]:
     """A matrix or farm run: one parent, one cell build each (docs/farm.md). Refused with located findings
     when the recipe is bad or no node can hold some cell (nothing is submitted then)."""
-    from trtls.builds.matrix import plan, start_matrix
+    from trtls.builds.matrix import plan
     from trtls.lsp.matrix_relay import MatrixRelay
 
     loaded = await ls.recipe_async(args.uri)
@@ -96,6 +100,47 @@ async def start_matrix_build(ls: TrtlsServer, args: Any) -> dict[str, Any]:
         planned = [p for p in planned if p.cell and p.cell.name == args.cell]
     if not planned:
         raise JsonRpcInvalidParams(f"no matrix cell named '{args.cell}'")
+    from trtls.builds.avoidance import attach_cells, avoid_cells
+
+    found = await avoid_cells(loaded, planned)  # a cell whose key is in the store costs no worker, no node
+    for w in found.warnings:
+        ls.window_log_message(lsp.LogMessageParams(type=lsp.MessageType.Warning, message=f"trtls: {w}"))
+    reused = [reused_cell(p, summary, loaded.path) for p, summary in found.reused]
+    if not found.left:  # every cell is up to date: no run starts
+        for p, summary in found.reused:
+            finish_restored(ls, args.uri, summary, loaded.path, cell=p.cell.name if p.cell else None)
+        return {"buildId": None, "status": "reused", "cells": [], "reused": reused}
+    try:
+        mb = await _start_matrix(ls, args, loaded, engines, found.left)
+    except BaseException:
+        found.release()
+        raise
+    if isinstance(mb, dict):  # refused: nothing was submitted
+        found.release()
+        return mb
+    attach_cells(mb, found.uses)
+    for p, summary in found.reused:
+        finish_restored(ls, args.uri, summary, loaded.path, cell=p.cell.name if p.cell else None, parent_id=mb.id)
+    ls.runs.add(mb, "matrix", args.uri)
+    for cell in mb.cells:
+        ls.runs.add(cell, "build", args.uri)
+    # a cell started later (it waited for a node) is registered at its first event
+    mb.listeners.append(lambda m, b, ev: ls.runs.add(b, "build", args.uri) if b is not None else None)
+    has_progress = bool(ls.client_capabilities.window and ls.client_capabilities.window.work_done_progress)
+    relay = MatrixRelay(ls, mb, args.uri, ls.options.build_tree, has_progress, lambda m: matrix_done(ls, m))
+    await relay.start()
+    return {
+        "buildId": mb.id,
+        "status": "started",
+        "cells": [{"cell": p.key, "engine": p.engine} for p in found.left],
+        "reused": reused,
+    }
+
+
+async def _start_matrix(ls: TrtlsServer, args: Any, loaded: Any, engines: list[str], planned: list[Any]) -> Any:
+    """Start the matrix of the cells to build, or the refusal (a dict) when no node can hold some cell."""
+    from trtls.builds.matrix import start_matrix
+
     remote_for = None
     if loaded.recipe.cluster is not None:
         from trtls.builds.farm.submit import prepare
@@ -110,20 +155,29 @@ async def start_matrix_build(ls: TrtlsServer, args: Any) -> dict[str, Any]:
             return {"buildId": None, "status": "refused", "errors": [f"{f.code} {f.message}" for f in specs]}
         remote_for = lambda p: specs[p.key]  # noqa: E731
     title = (args.engine or loaded.path.parent.name) + (" matrix" if args.matrix else "")
-    mb = start_matrix(ls.supervisor, loaded, planned, title, remote_for)
-    ls.runs.add(mb, "matrix", args.uri)
-    for cell in mb.cells:
-        ls.runs.add(cell, "build", args.uri)
-    # a cell started later (it waited for a node) is registered at its first event
-    mb.listeners.append(lambda m, b, ev: ls.runs.add(b, "build", args.uri) if b is not None else None)
-    has_progress = bool(ls.client_capabilities.window and ls.client_capabilities.window.work_done_progress)
-    relay = MatrixRelay(ls, mb, args.uri, ls.options.build_tree, has_progress, lambda m: matrix_done(ls, m))
-    await relay.start()
-    return {
-        "buildId": mb.id,
-        "status": "started",
-        "cells": [{"cell": p.key, "engine": p.engine} for p in planned],
-    }
+    return start_matrix(ls.supervisor, loaded, planned, title, remote_for)
+
+
+def reused_cell(planned: Any, summary: dict[str, Any], recipe: Path) -> dict[str, Any]:
+    """A cell the store served, as trtls.buildMatrix lists it (core.wire.ReusedCell)."""
+    evidence = recipe.parent / ".trtls" / "runs" / summary["buildId"] / "summary.json"
+    return {"cell": planned.key, "engine": planned.engine, "buildId": summary["buildId"],
+            "message": summary.get("message"), "evidencePath": str(evidence)}  # fmt: skip
+
+
+def finish_restored(
+    ls: TrtlsServer, uri: str, summary: dict[str, Any], recipe: Path, cell: str | None = None,
+    parent_id: str | None = None,
+) -> RestoredRun:  # fmt: skip
+    """A build that started no worker — reused from the engine store, or rolled back (trtls.rollbackEngine) — as a
+    finished run: registered (listBuilds, showEvidence, buildReport know its id), drawn once in the TensorRT Builds
+    view (one final `trtls/buildTree`), and the recipe re-checked as after a build (lens, TRT336/TRT337)."""
+    run = RestoredRun(summary, recipe, cell, parent_id)
+    ls.runs.add(run, "build", uri)
+    if ls.options.build_tree:
+        ls.protocol.notify("trtls/buildTree", {"uri": uri, **run.snapshot()})
+    build_done(ls, run)
+    return run
 
 
 def matrix_done(ls: TrtlsServer, mb: Any) -> None:
@@ -137,12 +191,17 @@ def matrix_done(ls: TrtlsServer, mb: Any) -> None:
     ls.refresh_lenses()
 
 
-def build_done(ls: TrtlsServer, build: Build) -> None:
+def build_done(ls: TrtlsServer, build: Build | RestoredRun) -> None:
     from trtls.builds.outcome_findings import build_findings
+    from trtls.core.outcome import STORE_OUTCOME_KIND
 
     uri = ls.runs.uri(build.id) or ""
-    ls.last_build[(uri, build.engine)] = build.id
-    if build.summary is not None:
+    if build.cell is None:  # a matrix cell has its own history (engine.cell); the table's last build is not it
+        ls.last_build[(uri, build.engine)] = build.id
+    if build.summary is not None and build.outcome in STORE_OUTCOME_KIND:
+        if build.cell is None:  # a known-good engine is at the output now: the table's last build's findings go
+            ls.store.set(uri, Origin.build, build.engine, [])
+    elif build.summary is not None:
         ls.store.set(uri, Origin.build, build.engine, build_findings(build.summary))
     ls.publish(uri)
     ls.runs.evict()
