@@ -29,7 +29,7 @@ class Worker:
         self.cancel = CancelToken()
         self.queue: SimpleQueue = SimpleQueue()
         self.emitter = Emitter(self.queue, writer)
-        self.output = Path(job["output"])
+        self.output, self.root = Path(job["output"]), job.get("write_root")  # the write stays in root (issue 22)
         self.build_id = job["build_id"]
         self.quarantine_dir = Path(job["quarantine_dir"])
         self.in_commit = False  # no-cancel zone: the finished engine is being written
@@ -346,11 +346,7 @@ class Worker:
         time.sleep((self.job.get("faults") or {}).get("commit_delay_s", 0))  # fault injection: a slow disk
         try:
             size, digest = write_engine(
-                self.output,
-                self.build_id,
-                memoryview(plan),
-                self.watch.check(self.build_id),
-                self.job.get("write_root"),
+                self.output, self.build_id, memoryview(plan), self.watch.check(self.build_id), self.root
             )
         except OSError as exc:
             self.in_commit = False
@@ -381,16 +377,9 @@ class Worker:
 
         cache_plan, written = tc.after_build(cache_plan, "built", supported, new_cache_bytes, combine)
         self._emit_cache(cache_plan, written)
-        self.writer.emit(
-            "build_finished",
-            outcome="built",
-            engine_bytes=size,
-            engine_sha256=digest,
-            cleanup_status="not_needed",
-            t_cleanup_ns=time.monotonic_ns(),
-            notes=notes,
-            peak_rss_bytes=peak_rss_bytes(),
-        )
+        done: dict[str, Any] = {"engine_bytes": size, "engine_sha256": digest, "cleanup_status": "not_needed"}
+        done.update(t_cleanup_ns=time.monotonic_ns(), notes=notes, peak_rss_bytes=peak_rss_bytes())
+        self.writer.emit("build_finished", outcome="built", **done)
         return 0
 
 
