@@ -80,3 +80,8 @@ async def test_rollback_advice_is_an_action_that_restores_the_earlier_engine(
     reply = await execute(client, command, arguments[0])
     assert reply["status"] == "rolled_back" and reply["rolledBackTo"]["buildId"] == first["buildId"]
     assert _sha(engine) == first_sha, "the first build's engine is back at the output, byte for byte"
+    # the rollback is a finished run like any build: listed, its evidence shown by id (no stuck "starting" row)
+    listed = {b["buildId"]: b for b in (await execute(client, "trtls.listBuilds", {}))["builds"]}
+    assert listed[reply["buildId"]]["status"] != "running", listed[reply["buildId"]]
+    evidence = await execute(client, "trtls.showEvidence", {"buildId": reply["buildId"]})
+    assert Path(evidence["path"]).is_file() and evidence["summary"]["buildId"] == reply["buildId"]

@@ -24,7 +24,9 @@ async def rollback_engine(ls: Any, raw: Any) -> dict[str, Any]:
         summary = await asyncio.to_thread(rollback, loaded, args.engine, args.to)
     except RollbackError as exc:
         raise JsonRpcInvalidParams(f"{exc.code} {exc}") from None
-    ls.refresh_lenses()
+    from trtls.lsp.build_commands import finish_restored
+
+    finish_restored(ls, args.uri, summary, loaded.path)  # a finished row, its evidence, lens and diagnostics
     keep = {k: summary[k] for k in ("buildId", "message", "rolledBackTo")}
     return {**keep, "engine": args.engine, "status": "rolled_back"}
 
