@@ -499,6 +499,50 @@ try {
     });
   }
 
+  if (want('store')) {
+    // The engine store (issue 19) in the real editor: a [store] table written to the recipe on disk (the open,
+    // unmodified document reloads), one build publishes, the lens says up to date, a second Build Engine is served
+    // from the store — a finished row (no spinner) with its evidence, and the reply's message. The table is removed
+    // afterwards: the other steps watch real builds (.ci/e2e sets TRTLS_STORE=off).
+    const recipe = path.join(WS, 'trtls.toml');
+    const original = fs.readFileSync(recipe, 'utf8');
+    const store = fs.mkdtempSync(path.join(os.tmpdir(), 'trtls-e2e-store-'));
+    try {
+      await check('the engine store: a build publishes, the lens says up to date, Build Engine again is a reused row with its evidence', async () => {
+        await openFile('trtls.toml');
+        fs.writeFileSync(recipe, `${original}\n[store]\npath = "${store}"\nmode = "read_write"\n`);
+        await until('the editor to show the [store] table', () => page.locator('.monaco-editor .view-line', { hasText: '[store]' }).first().isVisible(), 20000);
+        await palette('TensorRT: Build Engine', { pick: 'demo' });
+        const tops = buildsPane().locator('.monaco-list-row[aria-level="1"]');
+        await until('a demo build published to the store', () => fs.existsSync(path.join(store, 'entries')) && fs.readdirSync(path.join(store, 'entries')).length > 0, 180000, 500);
+        await until('its row built', async () => /^demo/.test(await tops.first().innerText()) && /built/.test(await tops.first().innerText()), 60000, 300);
+        const lens = page.locator('.contentWidgets .codelens-decoration', { hasText: 'up to date' }).first();
+        await until('the "up to date" code lens', () => lens.isVisible(), 30000);
+        say(`lens: ${(await lens.innerText()).replace(/\s+/g, ' ')}`);
+        await shot('09d-store-up-to-date-lens');
+        const before = await tops.count();
+        await palette('TensorRT: Build Engine', { pick: 'demo' });
+        await until('the reused row', async () => (await tops.count()) > before && /reused/.test(await tops.first().innerText()), 30000, 200);
+        const row = tops.first();
+        const text = (await row.innerText()).replace(/\s+/g, ' ');
+        say(`reused row: ${text}`);
+        assert(!/building|starting/.test(text), `the reused row looks running: ${text}`);
+        assert((await row.locator('.codicon-sync, .codicon-loading').count()) === 0, 'the reused row spins');
+        await toastWith('up to date').first().waitFor({ state: 'visible', timeout: 15000 });
+        await shot('09e-store-reused-row');
+        await row.click();
+        await page.locator('.tabs-container .tab', { hasText: 'summary.json' }).first().waitFor({ state: 'visible', timeout: 15000 });
+        const runs = path.join(WS, '.trtls', 'runs');
+        const reused = fs.readdirSync(runs).map((d) => path.join(runs, d, 'summary.json')).filter((f) => fs.existsSync(f))
+          .map((f) => JSON.parse(fs.readFileSync(f, 'utf8'))).filter((sm) => sm.outcome === 'reused');
+        assert(reused.length === 1 && reused[0].reusedFrom, `the reused build's evidence: ${JSON.stringify(reused).slice(0, 300)}`);
+      });
+    } finally {
+      fs.writeFileSync(recipe, original);
+      fs.rmSync(store, { recursive: true, force: true });
+    }
+  }
+
   if (want('terminal')) {
     await check('trtls build in the integrated terminal draws the live phase tree', async () => {
       const runs = path.join(WS, '.trtls', 'runs');
