@@ -294,7 +294,10 @@ def _publish(use: StoreUse, engine: Path, record: dict[str, Any], sha: str | Non
 
 
 def attach(use: StoreUse, build: Any, on_warning: Callable[[str], None] | None = None) -> None:
-    """Publish and record when `build` ends, before any other listener (a view) reads its summary."""
+    """Publish and record when `build` ends, before any other listener (a view) reads its summary. The key's lock
+    names this build from now on (waiters say which build they wait for)."""
+    if use.lock is not None:
+        use.lock.relabel(build.id)
 
     def on_end(b: Any, ev: Any) -> None:
         if ev is None:

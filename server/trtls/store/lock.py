@@ -35,6 +35,15 @@ class KeyLock:
         self._fd = fd
         return True
 
+    def relabel(self, holder: str) -> None:
+        """Name the build that holds the lock once it exists (the supervisor chooses its id after the lock is
+        taken), so a waiter's `waiting for build …` names a build whose evidence it can find."""
+        if self._fd is None:
+            return
+        line = f"{os.getpid()} {holder}\n".encode()
+        os.pwrite(self._fd, line, 0)
+        os.ftruncate(self._fd, len(line))
+
     def holder(self) -> str:
         """`pid build-id` of the process that holds (or last held) the lock."""
         try:
