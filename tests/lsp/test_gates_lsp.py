@@ -73,8 +73,9 @@ async def test_licence_reject_on_allow_list_and_confirmed_fix(client: LanguageCl
     res = await execute(client, "trtls.runGates", {"uri": uri, "route": "license", "gates": [1]})
     assert res["decision"] == "reject"
     assert [(e["message"], e["outcome"], e["outcomeKind"]) for e in ends.values()] == [
-        ("license: reject", "reject", "refused")
-    ], "the progress end carries the decision as data"
+        (res["verdict"]["text"], "reject", "refused")
+    ], "the progress end carries the decision as data, in the one verdict sentence"
+    assert res["verdict"]["text"] == "route license: reject — see Problems"
     diag = next(d for d in client.diagnostics[uri] if d.code == "TRT507")
     assert diag.severity == lsp.DiagnosticSeverity.Error
     assert diag.range.start.line == line_of(route_sample, "allowed_licenses", "[routes.license]")
@@ -184,7 +185,9 @@ async def test_cancel_of_the_gates_progress_stops_the_run_without_a_decision(
     res = await asyncio.wait_for(run, 120)
     assert res["stopped"] is True
     end = client.progress_reports[token][-1]
-    assert isinstance(end, lsp.WorkDoneProgressEnd) and end.message == "slow: no decision (cancelled)"
+    # the progress end reads the one verdict sentence the reply carries (core.display.gates_verdict)
+    assert isinstance(end, lsp.WorkDoneProgressEnd) and end.message == res["verdict"]["text"]
+    assert end.message == "route slow: gates cancelled — no decision"
     assert (ends[token]["outcome"], ends[token]["outcomeKind"]) == ("cancelled", "cancelled")
     summary = json.loads((ws / ".trtls" / "routes" / "slow" / "summary.json").read_text())
     assert summary["cancelled"] is True

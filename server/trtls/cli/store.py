@@ -15,6 +15,7 @@ from typing import Any
 from trtls.cli.common import load_or_report, report_error
 from trtls.cli.exits import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
 from trtls.cli.usage import emit_error
+from trtls.core.display import human_bytes
 
 
 def _say(msg: str) -> None:
@@ -111,14 +112,6 @@ def _open_store(recipe: str | None) -> tuple[Any, Any] | None:
     return loaded, Store(config.path, config.mode, config.max_size)
 
 
-def _size(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} GiB"
-
-
 def cmd_store(args: argparse.Namespace) -> int:
     from trtls.builds.reuse import ago
     from trtls.store.config import parse_size
@@ -131,7 +124,7 @@ def cmd_store(args: argparse.Namespace) -> int:
         bound = parse_size(args.max_size) if args.max_size else store.max_size
         evicted = store.evict(max_size=bound)
         left = store.clean_tmp()
-        print(f"evicted {len(evicted)} entries ({_size(sum(e.size for e in evicted))}); {left} leftovers removed")
+        print(f"evicted {len(evicted)} entries ({human_bytes(sum(e.size for e in evicted))}); {left} leftovers removed")
         return EXIT_OK
     entries = sorted(store.entries(), key=lambda e: store.last_used(e.key), reverse=True)
     if args.json:
@@ -139,11 +132,11 @@ def cmd_store(args: argparse.Namespace) -> int:
             json.dumps([{"key": e.key, "size": e.size, "lastUsed": store.last_used(e.key), **e.build} for e in entries])
         )
         return EXIT_OK
-    print(f"{store.root} ({store.mode}): {len(entries)} entries, {_size(sum(e.size for e in entries))}")
+    print(f"{store.root} ({store.mode}): {len(entries)} entries, {human_bytes(sum(e.size for e in entries))}")
     for e in entries:
         b = e.build
         used = ago(store.last_used(e.key))
-        print(f"  {e.key[:12]}  {_size(e.size):>10}  {b.get('engine')}  build {b.get('buildId')}  used {used}")
+        print(f"  {e.key[:12]}  {human_bytes(e.size):>10}  {b.get('engine')}  build {b.get('buildId')}  used {used}")
     return EXIT_OK
 
 
@@ -166,7 +159,8 @@ def cmd_engines(args: argparse.Namespace) -> int:
         when = time.strftime("%Y-%m-%d %H:%M", time.localtime(r.get("startedAt") or 0))
         changed = "; ".join(r.get("changes") or []) or "—"
         stored = "" if r.get("stored") else "  (not in the store)"
-        print(f"{r.get('buildId')}  {when}  {str(r.get('key'))[:12]}  {_size(r.get('size') or 0)}  {changed}{stored}")
+        size = human_bytes(r.get("size") or 0)
+        print(f"{r.get('buildId')}  {when}  {str(r.get('key'))[:12]}  {size}  {changed}{stored}")
     return EXIT_OK
 
 

@@ -117,10 +117,9 @@ async def run_gates_command(ls: Any, args: Any) -> dict[str, Any]:
     ls.publish(args.uri)
     decision = result.decision
     if token is not None:
-        # a cancelled run made no decision: never end it with one ("hold (stopped)" read like a verdict)
-        outcome, kind = gates_outcome(decision, stop.is_set())
-        ended = f"{args.route}: no decision (cancelled)" if kind == "cancelled" else f"{args.route}: {decision}"
-        end_progress(ls, token, ended, outcome, kind)
+        # the one verdict sentence (core.display.gates_verdict): a cancelled run ends with no decision, never "hold"
+        verdict = gates_verdict(args.route, decision, stop.is_set())
+        end_progress(ls, token, verdict["text"], verdict["outcome"], verdict["outcomeKind"])
     return {
         "runId": run.id,
         "route": args.route,
