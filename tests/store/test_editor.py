@@ -27,7 +27,7 @@ async def client(lsp_client: LanguageClient):
 
 async def lens_titles(client: LanguageClient, uri: str) -> list[str]:
     lenses = await client.text_document_code_lens_async(lsp.CodeLensParams(lsp.TextDocumentIdentifier(uri)))
-    return [lens.command.title for lens in lenses if lens.command and lens.command.command == "trtls.buildEngine"]
+    return [lens.command.title for lens in lenses or [] if lens.command and lens.command.command == "trtls.buildEngine"]
 
 
 async def lens_becomes(client: LanguageClient, uri: str, title: str) -> None:

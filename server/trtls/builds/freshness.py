@@ -18,6 +18,7 @@ from trtls.store.known_good import KnownGood
 @dataclass(frozen=True)
 class Freshness:
     state: str  # up_to_date | will_rebuild | output_differs | never_built | unknown
+    # output_differs with `last` None: an engine at `output` and no build of the table recorded (TRT337 too)
     changes: list[str] = field(default_factory=list)
     last: dict[str, Any] | None = None
 
@@ -28,6 +29,8 @@ class Freshness:
         if self.state == "will_rebuild" and self.changes:
             more = f" (+{len(self.changes) - 1})" if len(self.changes) > 1 else ""
             return f"▶ Build Engine · {self.changes[0]}{more}"
+        if self.state == "output_differs" and self.last is None:
+            return "▶ Build Engine · no build recorded for the engine at output"
         if self.state == "output_differs":
             return "▶ Build Engine · the engine at output is not the last build's"
         return "▶ Build Engine"
@@ -37,6 +40,11 @@ class Freshness:
         """`will rebuild: optimization_level 3 → 5` (TRT336's message), or None."""
         if self.state == "will_rebuild" and self.changes:
             return "will rebuild: " + "; ".join(self.changes)
+        if self.state == "output_differs" and self.last is None:
+            return (
+                "the engine at output was not built here: no build of this engine table is recorded"
+                " (built elsewhere, or by an older trtls)"
+            )
         if self.state == "output_differs":
             return "the engine at output is not the one the last build wrote (no record of it, or other bytes)"
         return None
@@ -46,12 +54,12 @@ def engine_freshness(loaded: Any, engine: str) -> Freshness:
     """Never raises: a key that cannot be computed (a missing model, no builder installed) is `unknown`."""
     sdir = state_dir(loaded.path)
     last = KnownGood(sdir, engine).last()
-    if last is None:
-        return Freshness("never_built")
     eng = loaded.engine(engine)
-    if eng.worker:
-        return Freshness("unknown", last=last)
+    if eng.worker:  # an external worker's builds are not keyed nor recorded: nothing to compare
+        return Freshness("unknown", last=last) if last is not None else Freshness("never_built")
     job = worker_job(loaded, engine, "freshness")
+    if last is None:  # no build of this table recorded here: an engine at `output` is one no record describes
+        return Freshness("output_differs") if _is_file(Path(job["output"])) else Freshness("never_built")
     try:
         from trtls.builds.cuda import cuda_driver
 
@@ -66,6 +74,13 @@ def engine_freshness(loaded: Any, engine: str) -> Freshness:
     if out_sha != last.get("sha256"):
         return Freshness("output_differs", last=last)
     return Freshness("up_to_date", last=last)
+
+
+def _is_file(path: Path) -> bool:
+    try:
+        return path.is_file()
+    except OSError:
+        return False
 
 
 def build_lens_title(loaded: Any, engine: str) -> str:
