@@ -132,7 +132,7 @@ export function comparePhaseIds(a: string, b: string): number {
 
 export type TreeElement =
   | { kind: 'build'; buildId: string }
-  | { kind: 'pendingCell'; buildId: string; cell: string }
+  | { kind: 'pendingCell'; buildId: string; cell: string; description: string; message: string | null }
   | { kind: 'phase'; buildId: string; phaseId: string; foldedIds?: string[] };
 
 export type IconKind = 'running' | 'ok' | 'cancelled' | 'error' | 'warning' | 'pending';
@@ -268,7 +268,7 @@ export class BuildTreeModel {
         }
         out.push({ kind: 'build', buildId: row.buildId });
       } else {
-        out.push({ kind: 'pendingCell', buildId: matrixId, cell: row.cell });
+        out.push({ kind: 'pendingCell', buildId: matrixId, cell: row.cell, description: row.description, message: row.message ?? null });
       }
     }
     for (const b of this.builds.values()) {
@@ -314,7 +314,7 @@ export class BuildTreeModel {
     }
     if (el.kind === 'pendingCell') {
       return {
-        label: el.cell, description: 'not started', tooltip: `${el.cell}: not started (the run was stopped first)`,
+        label: el.cell, description: el.description, tooltip: el.message ?? el.description,  // the server's words
         icon: 'pending', contextValue: 'trtls.cell.pending', collapsible: false, openEvidence: false,
       };
     }

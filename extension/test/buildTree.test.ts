@@ -221,7 +221,8 @@ test('a matrix parent lists one child per cell: the server\'s count, where each 
     cellsText: '0/3 cells done', description: '0/3 cells done · building · 9.0 s', cells: [
       { buildId: 'c:o0-SM89', cell: 'o0-SM89', engine: 'demo', status: 'running', description: 'x', node },
       { buildId: 'c:o0-SM120', cell: 'o0-SM120', engine: 'demo', status: 'waiting for a node', description: 'y', node: { waitingS: 4.2 } },
-      { buildId: null, cell: 'demo/o1-SM89', engine: 'demo', status: 'not started', description: 'not started' },
+      { buildId: null, cell: 'demo/o1-SM89', engine: 'demo', status: 'not started', description: 'not started',
+        message: 'demo/o1-SM89: not started (the run was stopped first)' },
     ],
   });
   const top = m.children(undefined);
@@ -242,6 +243,7 @@ test('a matrix parent lists one child per cell: the server\'s count, where each 
   assert.equal(waiting.description, 'waiting for a node 4.2 s');
   assert.equal(waiting.icon, 'pending');
   assert.equal(m.view(cells[2]!)!.description, 'not started');
+  assert.equal(m.view(cells[2]!)!.tooltip, 'demo/o1-SM89: not started (the run was stopped first)', 'the server\'s words');
   assert.equal(m.running().length, 1, 'the status bar counts the matrix once, not each cell');
 });
 

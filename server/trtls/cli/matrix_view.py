@@ -14,7 +14,7 @@ from typing import Any, TextIO
 
 from trtls.builds.matrix import MatrixBuild
 from trtls.builds.supervisor import Build
-from trtls.core.display import OUTCOME_MARK, human_seconds, node_text
+from trtls.core.display import NOT_STARTED, OUTCOME_MARK, human_seconds, node_text, not_started_text
 from trtls.core.phase_tree import row_text, rows_of
 
 
@@ -51,7 +51,7 @@ class MatrixRichView:
             for row in rows_of(views, None):
                 node.add(Text(row_text(row)))
         for planned in mb.not_started:
-            root.add(f"· {planned.key} · not started")
+            root.add(f"· {planned.key} · {NOT_STARTED}")
         return root
 
     def __enter__(self) -> MatrixRichView:
@@ -135,5 +135,5 @@ def print_matrix_outcome(mb: MatrixBuild, out: TextIO | None = None) -> None:
             print(f"      engine: {art['path']} (sha256 {str(art.get('sha256'))[:16]}…)", file=out)
         print(f"      evidence: {b.evidence_dir / 'summary.json'}", file=out)
     for p in mb.not_started:
-        print(f"  · {p.key}: not started (the run was stopped first)", file=out)
+        print(f"  · {not_started_text(p.key)}", file=out)
     print(f"  evidence: {mb.evidence_dir / 'summary.json'}", file=out)

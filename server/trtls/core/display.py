@@ -92,6 +92,14 @@ def progress_text(names: list[str], detail: str) -> str:
     return " › ".join(names) + f" {detail}"
 
 
+NOT_STARTED = "not started"
+
+
+def not_started_text(cell: str) -> str:
+    """A planned cell the run never started: `o3: not started (the run was stopped first)`."""
+    return f"{cell}: {NOT_STARTED} (the run was stopped first)"
+
+
 def waiting_text(waited_s: Any) -> str:
     """A run the cluster has not placed yet: `waiting for a node 4.0 s`."""
     return f"waiting for a node {human_seconds(waited_s)}"

@@ -25,7 +25,7 @@ from lsprotocol import types as lsp
 
 from trtls.builds.matrix import MatrixBuild
 from trtls.builds.supervisor import Build
-from trtls.core.display import cells_text, stopping_text
+from trtls.core.display import NOT_STARTED, cells_text, not_started_text, stopping_text
 from trtls.core.outcome import build_outcome_kind
 from trtls.lsp.progress_end import begin_stoppable_progress, end_progress
 
@@ -131,7 +131,14 @@ class MatrixRelay:
                 self._notify({"uri": self.uri, **self._cell_tree(b, now, whole=final or not b.running)})
         parent = mb.snapshot(with_cells=False)
         parent["cells"] = [cell_row(b) for b in mb.cells] + [
-            {"buildId": None, "cell": p.key, "engine": p.engine, "status": "not started", "description": "not started"}
+            {
+                "buildId": None,
+                "cell": p.key,
+                "engine": p.engine,
+                "status": NOT_STARTED,
+                "description": NOT_STARTED,
+                "message": not_started_text(p.key),
+            }  # fmt: skip
             for p in mb.not_started
         ]
         self._notify({"uri": self.uri, **parent})
