@@ -1,19 +1,23 @@
 """Export fidelity (TRT814–TRT816) on a real BERT encoder checkpoint laid out as sentence-transformers does
-(modules.json, 1_Pooling/config.json, sentence_bert_config.json): a real ONNX route build, then gates 1 and 4."""
+(modules.json, 1_Pooling/config.json, sentence_bert_config.json): a real ONNX route build, then gates 1 and 4. The
+route exports the declared pooling as `sentence_embedding` (TRT816 passes, its values match the reference), holds
+when the bundle's pooling is not the checkpoint's, and refuses to build a pooling it does not export."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import re
 import shutil
 from pathlib import Path
 
+import pytest
 from tests.checkpoint._bert import bert_feed, make_bert_checkpoint
 
 from trtls.bundle import read_bundle
 from trtls.core.recipe import load_recipe
 from trtls.gates.run import run_gates
-from trtls.route.build import build_route
+from trtls.route.build import RouteBuildError, build_route
 from trtls.runtimes import save_npz
 
 ORT_ROUTE = """\
@@ -78,8 +82,11 @@ def test_pooling_dropped_inputs_and_sequence_length_are_flagged(tmp_path):
         c.name: c for c in run_gates(load_recipe(tmp_path / "trtls.toml"), "st", [1, 4], write_evidence=False).checks
     }
     pooling = checks["parity.pooling"]
-    assert pooling.status == "hold" and pooling.code == "TRT816"
-    assert "mean pooling, normalize" in pooling.message and "last_hidden_state" in pooling.message
+    assert pooling.status == "pass" and pooling.code == "TRT816", pooling.message
+    assert "mean pooling, normalize" in pooling.message
+    assert read_bundle(tmp_path / "build" / "st.bundle").header["trtls"]["provenance"]["pooling"]["mode"] == "mean"
+    emb = checks["parity.tolerance:sentence_embedding"]
+    assert emb.status == "pass", emb.message
     dropped = checks["parity.inputs"]
     assert dropped.status == "not_checked" and dropped.code == "TRT815" and "token_type_ids" in dropped.message
     # the same bundle's io_map under an engine route whose profile allows 32 tokens; the tokenizer stops at 16
@@ -95,3 +102,49 @@ def test_pooling_dropped_inputs_and_sequence_length_are_flagged(tmp_path):
     seq = checks["parity.sequence_length"]
     assert seq.status == "hold" and seq.code == "TRT814"
     assert "truncates at 16" in seq.message and "max sequence is 32" in seq.message
+
+
+def test_a_pooling_that_differs_from_modules_json_holds(tmp_path):
+    """The bundle exported mean pooling; the checkpoint now declares cls without Normalize (as if the bundle came
+    from another checkpoint): TRT816 holds with both named, and the reference (which reads modules.json itself)
+    disagrees with the deployed sentence_embedding."""
+    ck = sentence_transformers_checkpoint(tmp_path / "ck")
+    (tmp_path / "inputs").mkdir()
+    save_npz(tmp_path / "inputs" / "reference.npz", bert_feed(batch=2, seq=8))
+    (tmp_path / "trtls.toml").write_text(ORT_ROUTE)
+    assert asyncio.run(build_route(tmp_path / "trtls.toml", "st")).ok
+    (ck / "1_Pooling" / "config.json").write_text(json.dumps({"pooling_mode_cls_token": True}))
+    modules = json.loads((ck / "modules.json").read_text())[:2]
+    (ck / "modules.json").write_text(json.dumps(modules))
+    checks = {
+        c.name: c for c in run_gates(load_recipe(tmp_path / "trtls.toml"), "st", [1, 4], write_evidence=False).checks
+    }
+    pooling = checks["parity.pooling"]
+    assert pooling.status == "hold" and pooling.code == "TRT816"
+    assert "is mean pooling, normalize but the checkpoint's modules.json declares cls pooling" in pooling.message
+    assert pooling.evidence["recorded"]["mode"] == "mean"
+    assert checks["parity.tolerance:sentence_embedding"].status == "reject"
+
+
+@pytest.mark.parametrize(
+    ("modules", "pooling", "words"),
+    [
+        (["Transformer", "Pooling", "Dense"], {"pooling_mode_mean_tokens": True}, "Dense module"),
+        (["Transformer", "Pooling"], {"pooling_mode_lasttoken": True}, "pooling_mode_lasttoken (last-token)"),
+        (["Transformer", "Pooling"], {"pooling_mode_cls_token": True, "pooling_mode_max_tokens": True}, "exactly one"),
+        (["Transformer", "Pooling"], {"pooling_mode_mean_tokens": True, "include_prompt": False}, "include_prompt"),
+    ],
+)
+def test_route_build_refuses_a_pooling_it_does_not_export(tmp_path, modules, pooling, words):
+    ck = sentence_transformers_checkpoint(tmp_path / "ck")
+    paths = {"Transformer": "", "Pooling": "1_Pooling", "Dense": "2_Dense"}
+    entries = [{"idx": i, "path": paths[m], "type": f"sentence_transformers.models.{m}"} for i, m in enumerate(modules)]
+    (ck / "modules.json").write_text(json.dumps(entries))
+    (ck / "1_Pooling" / "config.json").write_text(json.dumps(pooling))
+    (tmp_path / "inputs").mkdir()
+    save_npz(tmp_path / "inputs" / "reference.npz", bert_feed(batch=2, seq=8))
+    (tmp_path / "trtls.toml").write_text(ORT_ROUTE)
+    with pytest.raises(RouteBuildError, match=re.escape(words)) as err:
+        asyncio.run(build_route(tmp_path / "trtls.toml", "st"))
+    assert err.value.path == ("checkpoint", "path")
+    assert not (tmp_path / "build" / "st.onnx").exists() and not (tmp_path / "build" / "st.bundle").exists()

@@ -9,6 +9,11 @@ wrong ONNX. Families (config.json `model_type`):
   post-LN layers of multi-head self-attention and a GELU feed-forward); inputs `input_ids`, `attention_mask`
   (and `token_type_ids` when fed), output `last_hidden_state`. Weight names with or without the `bert.` prefix,
   LayerNorm as `weight`/`bias` or the older `gamma`/`beta`.
+* a sentence-transformers checkpoint (modules.json: Transformer → Pooling → optional Normalize) adds
+  `sentence_embedding` [batch, hidden] to the bert outputs, computed here from the float64 token states as
+  sentence-transformers' `Pooling` / `Normalize` modules compute it (`st_pooling` reads the spec, `pool_tokens`
+  applies it). Written apart from the exporter's graph (`route.bert_export`) on purpose: a pooling bug on either
+  side shows as a tolerance failure.
 
 Weights are read with `safetensors.numpy` after the header was validated (`checkpoint.sniff`); nothing is
 unpickled or imported from the checkpoint. Computation is float64, cast to the weights' dtype at the end.
@@ -106,8 +111,87 @@ def _ln(weights: Mapping[str, np.ndarray], base: str) -> tuple[np.ndarray, np.nd
     return _need(weights, f"{base}.gamma"), _need(weights, f"{base}.beta")
 
 
+ST_POOLING_KEYS = {  # sentence-transformers' 1_Pooling/config.json flags → what pool_tokens computes
+    "pooling_mode_cls_token": "cls",
+    "pooling_mode_mean_tokens": "mean",
+    "pooling_mode_max_tokens": "max",
+    "pooling_mode_mean_sqrt_len_tokens": "mean_sqrt_len",
+}
+MAX_ST_FILE = 1024 * 1024
+
+
+def _read_small_json(path: Path, rel: str) -> Any:
+    import json
+
+    try:
+        if path.stat().st_size > MAX_ST_FILE:
+            raise ForwardError(f"{rel} is larger than {MAX_ST_FILE} bytes")
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ForwardError(f"{rel}: {exc}") from None
+
+
+def st_pooling(files: Mapping[str, Path]) -> dict[str, Any] | None:
+    """The sentence-transformers pooling a checkpoint declares, from its files (relative path → file, as gate 1's
+    layout lists them): {"mode", "normalize", "config"} — None without modules.json; ForwardError for a pipeline the
+    reference does not compute (a Dense projection, an unknown module, weighted-mean/last-token or several modes)."""
+    if "modules.json" not in files:
+        return None
+    modules = _read_small_json(files["modules.json"], "modules.json")
+    if not isinstance(modules, list):
+        raise ForwardError("modules.json is not a list")
+    names = []
+    pooling_dir: str | None = None
+    for m in modules:
+        kind = str(m.get("type", "")) if isinstance(m, dict) else ""
+        name = kind.split(".")[-1]
+        if name not in ("Transformer", "Pooling", "Normalize"):
+            raise ForwardError(f"modules.json: the reference does not compute module {kind or m!r}")
+        if name == "Pooling" and isinstance(m, dict):
+            pooling_dir = str(m.get("path") or "").strip("/")
+        names.append(name)
+    if names[:2] != ["Transformer", "Pooling"] or names[2:] not in ([], ["Normalize"]):
+        raise ForwardError(f"modules.json: {' → '.join(names)} is not Transformer → Pooling (→ Normalize)")
+    cfg_rel = f"{pooling_dir}/config.json"
+    if not pooling_dir or cfg_rel not in files:
+        raise ForwardError(f"modules.json: the Pooling module's {cfg_rel} is not in the checkpoint")
+    cfg = _read_small_json(files[cfg_rel], cfg_rel)
+    if not isinstance(cfg, dict):
+        raise ForwardError(f"{cfg_rel} is not a JSON object")
+    flags = {k for k, v in cfg.items() if k.startswith("pooling_mode") and v}
+    modes = [ST_POOLING_KEYS[k] for k in sorted(flags) if k in ST_POOLING_KEYS]
+    if len(flags) != 1 or len(modes) != 1:
+        known = ", ".join(ST_POOLING_KEYS)
+        raise ForwardError(f"{cfg_rel}: the reference computes one of {known}, got {sorted(flags)}")
+    return {"mode": modes[0], "normalize": names[-1] == "Normalize", "config": cfg_rel}
+
+
+def pool_tokens(tokens: np.ndarray, mask: np.ndarray, mode: str, normalize: bool) -> np.ndarray:
+    """sentence-transformers' Pooling (and Normalize) on float64 token states [batch, sequence, hidden] under the
+    attention mask [batch, sequence]: cls = first token; mean = masked sum / max(count, 1e-9); mean_sqrt_len =
+    masked sum / sqrt(max(count, 1e-9)); max = maximum with masked tokens at -1e9; normalize = x / max(‖x‖, 1e-12)."""
+    tokens = np.asarray(tokens, dtype=np.float64)
+    m = np.asarray(mask, dtype=np.float64)[..., None]
+    if mode == "cls":
+        out = tokens[:, 0, :]
+    elif mode == "max":
+        out = np.where(m > 0, tokens, -1e9).max(axis=1)
+    elif mode in ("mean", "mean_sqrt_len"):
+        summed = (tokens * m).sum(axis=1)
+        count = np.clip(m.sum(axis=1), 1e-9, None)
+        out = summed / (count if mode == "mean" else np.sqrt(count))
+    else:
+        raise ForwardError(f"pooling mode {mode!r} is not computed by the reference")
+    if normalize:
+        out = out / np.clip(np.linalg.norm(out, ord=2, axis=1, keepdims=True), 1e-12, None)
+    return out
+
+
 def bert_forward(
-    weights: Mapping[str, np.ndarray], config: Mapping[str, Any], feed: Mapping[str, np.ndarray]
+    weights: Mapping[str, np.ndarray],
+    config: Mapping[str, Any],
+    feed: Mapping[str, np.ndarray],
+    pooling: Mapping[str, Any] | None = None,
 ) -> dict[str, np.ndarray]:
     act = str(config.get("hidden_act", "gelu"))
     if act != "gelu":
@@ -155,7 +239,12 @@ def bert_forward(
         )
         ff = dense(gelu(dense(x, f"{lp}.intermediate.dense")), f"{lp}.output.dense")
         x = layer_norm(ff + x, *_ln(weights, f"{lp}.output.LayerNorm"), eps)
-    return {"last_hidden_state": x.astype(weights[f"{p}embeddings.word_embeddings.weight"].dtype)}
+    dtype = weights[f"{p}embeddings.word_embeddings.weight"].dtype
+    out = {"last_hidden_state": x.astype(dtype)}
+    if pooling is not None:
+        pooled = pool_tokens(x, mask, str(pooling["mode"]), bool(pooling.get("normalize")))
+        out["sentence_embedding"] = pooled.astype(dtype)
+    return out
 
 
 FAMILIES: dict[
@@ -168,14 +257,20 @@ FAMILIES: dict[
 
 
 def reference_forward(
-    weights: Mapping[str, np.ndarray], config: Mapping[str, Any], feed: Mapping[str, np.ndarray]
+    weights: Mapping[str, np.ndarray],
+    config: Mapping[str, Any],
+    feed: Mapping[str, np.ndarray],
+    pooling: Mapping[str, Any] | None = None,
 ) -> dict[str, np.ndarray]:
-    """The checkpoint's outputs for one feed, computed from its weights (see the module doc)."""
+    """The checkpoint's outputs for one feed, computed from its weights (see the module doc); with `pooling`
+    (`st_pooling`), also the sentence-transformers `sentence_embedding` (bert only)."""
     family = str(config.get("model_type"))
     fn = FAMILIES.get(family)
     if fn is None:
         raise ForwardError(f"no reference forward pass for model_type {family!r} (known: {', '.join(FAMILIES)})")
+    if pooling is not None and family != "bert":
+        raise ForwardError(f"modules.json declares a pooling; the {family} reference does not compute one")
     try:
-        return fn(weights, config, feed)
+        return fn(weights, config, feed) if pooling is None else bert_forward(weights, config, feed, pooling)
     except (KeyError, ValueError, TypeError, IndexError) as exc:
         raise ForwardError(f"{family} reference: {type(exc).__name__}: {exc}") from exc

@@ -1,7 +1,8 @@
 """Gate 4's reference outputs, independent of the export (route key `reference`):
 
 * `checkpoint` — a numpy forward pass computed from the checkpoint's own safetensors weights
-  (`checkpoint.forward`, families tiny-mlp/mlp and bert), reading only the files gate 1's layout rules accept
+  (`checkpoint.forward`, families tiny-mlp/mlp and bert, with a sentence-transformers checkpoint's pooling and
+  normalization from its modules.json as `sentence_embedding`), reading only the files gate 1's layout rules accept
   (contained, no symlink out, headers validated);
 * `golden` — outputs recorded elsewhere (`golden_outputs`: Polygraphy RunResults JSON with the framework, its
   version and the sha256 of the inputs they were computed from), compared only when that sha256 is the route's
@@ -28,7 +29,7 @@ MAX_CONFIG = 16 * 1024 * 1024
 
 
 def checkpoint_outputs(ctx: Any, feeds: Sequence[dict[str, np.ndarray]]) -> tuple[RunResult, dict[str, Any]]:
-    from trtls.checkpoint.forward import FAMILIES, ForwardError, load_safetensors, reference_forward
+    from trtls.checkpoint.forward import FAMILIES, ForwardError, load_safetensors, reference_forward, st_pooling
     from trtls.gates.source import list_files, resolve_layout
 
     ck = ctx.route.checkpoint
@@ -63,8 +64,11 @@ def checkpoint_outputs(ctx: Any, feeds: Sequence[dict[str, np.ndarray]]) -> tupl
     shards = sorted(rel for rel in by_rel if rel.endswith(".safetensors") and "/" not in rel)
     evidence["weights"] = shards
     try:
+        pooling = st_pooling(by_rel)  # sentence-transformers: sentence_embedding, read apart from the exporter
+        if pooling is not None:
+            evidence["pooling"] = pooling
         weights = load_safetensors([by_rel[r] for r in shards])
-        outputs = [reference_forward(weights, config, feed) for feed in feeds]
+        outputs = [reference_forward(weights, config, feed, pooling) for feed in feeds]
     except ForwardError as exc:
         return RunResult("error", f"checkpoint forward pass: {exc}"), evidence
     evidence["computed"] = "numpy float64 forward pass from the checkpoint's safetensors weights"

@@ -3,8 +3,18 @@
 No torch and nothing from the checkpoint is run: the graph is written op by op from `config.json`
 (`hidden_size`, `num_attention_heads`, `num_hidden_layers`, `layer_norm_eps`, `hidden_act = "gelu"`) and the
 weights become initializers. Two dynamic inputs, `input_ids` and `attention_mask` (int64 `[batch, sequence]`);
-one output, `last_hidden_state` (`[batch, sequence, hidden]`). Token types are all 0 (single-segment input).
+output `last_hidden_state` (`[batch, sequence, hidden]`). Token types are all 0 (single-segment input).
 The math is `checkpoint.forward.bert_forward`'s, which gate 4 uses as the independent reference.
+
+With `pooling` (a sentence-transformers checkpoint: `route.pooling` reads its modules.json), a second output
+`sentence_embedding` (`[batch, hidden]`), as sentence-transformers' Pooling module defines it:
+
+* `mean`: Σ(token · mask) / max(Σ mask, 1e-9) over the sequence;
+* `mean_sqrt_len`: Σ(token · mask) / √max(Σ mask, 1e-9);
+* `max`: the maximum over the sequence, masked tokens replaced by -1e9;
+* `cls`: the first token's state;
+
+then, with `normalize` (a Normalize module), x / max(‖x‖₂, 1e-12).
 """
 
 from __future__ import annotations
@@ -48,9 +58,45 @@ class _Graph:
         return out
 
 
-def export_bert(weights: Mapping[str, np.ndarray], config: Mapping[str, Any]) -> Any:
+POOLING_MODES = ("cls", "mean", "max", "mean_sqrt_len")
+
+
+def _pool(g: _Graph, x: str, mode: str, normalize: bool) -> str:
+    """`sentence_embedding` [batch, hidden] from the token states `x` [batch, sequence, hidden] (module doc)."""
+    from onnx import TensorProto
+
+    i64 = lambda name, *v: g.const(name, np.array(v, dtype=np.int64))  # noqa: E731
+    f32 = lambda name, v: g.const(name, np.array(v, dtype=np.float32))  # noqa: E731
+    if mode == "cls":
+        first = g.op("Gather", [x, i64("pool_cls_index", 0)], axis=1)  # [batch, 1, hidden]
+        pooled = g.op("Squeeze", [first, i64("axis_1", 1)])
+    else:
+        mask = g.op("Unsqueeze", [g.op("Cast", ["attention_mask"], to=TensorProto.FLOAT), i64("axes_last", -1)])
+        if mode == "max":
+            keep = g.op("Cast", [mask], to=TensorProto.BOOL)
+            pooled = g.op("ReduceMax", [g.op("Where", [keep, x, f32("pool_masked", -1e9)])], axes=[1], keepdims=0)
+        else:
+            total = g.op("ReduceSum", [g.op("Mul", [x, mask]), i64("axis_1", 1)], keepdims=0)
+            count = g.op("Max", [g.op("ReduceSum", [mask, "axis_1"], keepdims=0), f32("pool_min_count", 1e-9)])
+            pooled = g.op("Div", [total, count if mode == "mean" else g.op("Sqrt", [count])])
+    if normalize:
+        norm = g.op("Max", [g.op("ReduceL2", [pooled], axes=[1], keepdims=1), f32("norm_eps", 1e-12)])
+        pooled = g.op("Div", [pooled, norm])
+    return pooled
+
+
+def export_bert(
+    weights: Mapping[str, np.ndarray],
+    config: Mapping[str, Any],
+    *,
+    pooling: str | None = None,
+    normalize: bool = False,
+) -> Any:
     """`onnx.ModelProto` of the BERT encoder (see the module doc). BertExportError when the checkpoint does not fit."""
     from onnx import TensorProto, checker, helper
+
+    if pooling is not None and pooling not in POOLING_MODES:
+        raise BertExportError(f"bert exporter: pooling mode {pooling!r} is not exported ({', '.join(POOLING_MODES)})")
 
     prefix = next((p for p in ("", "bert.") if f"{p}embeddings.word_embeddings.weight" in weights), None)
     if prefix is None:
@@ -134,6 +180,11 @@ def export_bert(weights: Mapping[str, np.ndarray], config: Mapping[str, Any]) ->
         h = g.op("Mul", [g.op("Mul", [h, g.op("Add", [erf, "one_f32"])]), f32("half", 0.5)])
         x = ln(g.op("Add", [dense(h, f"{lp}.output.dense"), x]), f"{lp}.output.LayerNorm")
     g.nodes.append(helper.make_node("Identity", [x], ["last_hidden_state"], name="output"))
+    outputs = [helper.make_tensor_value_info("last_hidden_state", TensorProto.FLOAT, ["batch", "sequence", hidden])]
+    if pooling is not None:
+        pooled = _pool(g, x, pooling, normalize)
+        g.nodes.append(helper.make_node("Identity", [pooled], ["sentence_embedding"], name="sentence_embedding"))
+        outputs.append(helper.make_tensor_value_info("sentence_embedding", TensorProto.FLOAT, ["batch", hidden]))
     graph = helper.make_graph(
         g.nodes,
         "bert_encoder",
@@ -141,7 +192,7 @@ def export_bert(weights: Mapping[str, np.ndarray], config: Mapping[str, Any]) ->
             helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["batch", "sequence"]),
             helper.make_tensor_value_info("attention_mask", TensorProto.INT64, ["batch", "sequence"]),
         ],
-        [helper.make_tensor_value_info("last_hidden_state", TensorProto.FLOAT, ["batch", "sequence", hidden])],
+        outputs,
         g.inits,
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="trtls")

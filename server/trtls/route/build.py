@@ -68,6 +68,7 @@ from trtls.route.checkpoint import (
 from trtls.route.errors import RouteBuildError, recipe_errors
 from trtls.route.exporters import EXPORTERS, export_mlp, export_onnx, onnx_io_map
 from trtls.route.plugins import plugin_provenance
+from trtls.route.pooling import sentence_pooling
 from trtls.route.publish import publish_bundle
 from trtls.route.result import RouteBuildResult
 
@@ -213,7 +214,8 @@ async def _build_route(
             "the checkpoint has no tokenizer.json: the bundle carries none (gate 1 judges the tokenizer)"
         )
     onnx_path = loaded.resolve(engine.onnx)
-    onnx_bytes = export_onnx(state, config, onnx_path)
+    pooling = sentence_pooling(state)  # modules.json: the sentence_embedding users of the checkpoint deploy
+    onnx_bytes = export_onnx(state, config, onnx_path, pooling)
     result.onnx = str(onnx_path)
     io_map, precision = onnx_io_map(onnx_bytes, engine)
     if loaded.recipe is None or not isinstance(recipe, LoadedRecipe):
@@ -273,6 +275,7 @@ async def _build_route(
         "onnx_sha256": onnx_sha,
         "engine_sha256": artifact["sha256"],
         "trtls_version": __version__,
+        **({"pooling": pooling.as_dict()} if pooling is not None else {}),  # gate 4's TRT816 checks it (modules.json)
         "plugins": plugin_provenance(loaded, route),  # each library the engine loads, by sha256 (gate 3: TRT710)
     }
     sizes: dict[str, int] = {}

@@ -11,6 +11,7 @@ from trtls.core.atomic import atomic_write_bytes
 from trtls.core.recipe import EngineRecipe
 from trtls.route.checkpoint import CheckpointState, read_verified
 from trtls.route.errors import RouteBuildError
+from trtls.route.pooling import PoolingSpec
 
 MAX_WEIGHTS = 2 * 1024 * 1024 * 1024  # the in-memory exporters refuse larger weight sets
 
@@ -102,32 +103,57 @@ def export_mlp(weights: Mapping[str, Any], config: Mapping[str, Any]) -> Any:
 
 
 # model_type (config.json) → exporter(weights, config) -> onnx.ModelProto
-def export_bert_encoder(weights: Mapping[str, Any], config: Mapping[str, Any]) -> Any:
-    """A Hugging Face BERT encoder (`route.bert_export`): input_ids, attention_mask → last_hidden_state."""
+def export_bert_encoder(
+    weights: Mapping[str, Any], config: Mapping[str, Any], pooling: PoolingSpec | None = None
+) -> Any:
+    """A Hugging Face BERT encoder (`route.bert_export`): input_ids, attention_mask → last_hidden_state, and the
+    sentence-transformers `sentence_embedding` when the checkpoint declares a pooling (`route.pooling`)."""
     from trtls.route.bert_export import BertExportError, export_bert
 
+    if pooling is not None and pooling.dimension is not None and pooling.dimension != config.get("hidden_size"):
+        raise RouteBuildError(
+            f"{pooling.config_path}: word_embedding_dimension {pooling.dimension} is not config.json's hidden_size "
+            f"{config.get('hidden_size')}",
+            ("checkpoint", "path"),
+        )
     try:
-        return export_bert(weights, config)
+        if pooling is None:
+            return export_bert(weights, config)
+        return export_bert(weights, config, pooling=pooling.mode, normalize=pooling.normalize)
     except BertExportError as exc:
         raise RouteBuildError(str(exc), ("checkpoint",)) from None
 
 
-EXPORTERS: dict[str, Callable[[Mapping[str, Any], Mapping[str, Any]], Any]] = {
+EXPORTERS: dict[str, Callable[..., Any]] = {
     "tiny-mlp": export_mlp,
     "mlp": export_mlp,
     "bert": export_bert_encoder,
 }
 
 
-def export_onnx(state: CheckpointState, config: Mapping[str, Any], out: Path) -> bytes:
-    """Export the checkpoint to ONNX at `out` (atomic; untouched when the bytes are the same). Returns the bytes."""
+POOLING_EXPORTERS = ("bert",)  # the model types whose exporter writes a sentence-transformers pooling
+
+
+def export_onnx(
+    state: CheckpointState, config: Mapping[str, Any], out: Path, pooling: PoolingSpec | None = None
+) -> bytes:
+    """Export the checkpoint to ONNX at `out` (atomic; untouched when the bytes are the same). Returns the bytes.
+    `pooling` (`route.pooling.sentence_pooling`): the sentence-transformers pooling to add as `sentence_embedding`."""
     model_type = config.get("model_type")
     exporter = EXPORTERS.get(str(model_type))
     if exporter is None:
         raise RouteBuildError(
             f"no ONNX exporter for model_type {model_type!r} (known: {', '.join(EXPORTERS)})", ("checkpoint",)
         )
-    data = exporter(_load_weights(state), config).SerializeToString()
+    if pooling is not None and str(model_type) not in POOLING_EXPORTERS:
+        raise RouteBuildError(
+            f"modules.json declares a sentence-transformers pooling; the {model_type!r} exporter does not write one "
+            f"({', '.join(POOLING_EXPORTERS)} do)",
+            ("checkpoint",),
+        )
+    weights = _load_weights(state)
+    model = exporter(weights, config) if pooling is None else exporter(weights, config, pooling)
+    data = model.SerializeToString()
     try:
         same = out.is_file() and out.read_bytes() == data
     except OSError:

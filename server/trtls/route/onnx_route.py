@@ -17,6 +17,7 @@ from trtls.core.route import RouteModel
 from trtls.route.checkpoint import checkpoint_provenance, deployment_sections, model_identity, read_route_inputs
 from trtls.route.errors import recipe_errors
 from trtls.route.exporters import export_onnx, onnx_io_map
+from trtls.route.pooling import sentence_pooling
 from trtls.route.publish import publish_bundle
 from trtls.route.result import RouteBuildResult
 
@@ -35,7 +36,8 @@ def build_onnx_route(
     result = RouteBuildResult(route_name, "error", "", str(bundle_path))
     state, config, config_bytes, tokenizer_bytes = read_route_inputs(loaded, route, use_digest_cache=use_digest_cache)
     onnx_path = loaded.resolve(str(route.onnx))
-    onnx_bytes = export_onnx(state, config, onnx_path)
+    pooling = sentence_pooling(state)  # modules.json: the sentence_embedding users of the checkpoint deploy
+    onnx_bytes = export_onnx(state, config, onnx_path, pooling)
     result.onnx = str(onnx_path)
     io_map, precision = onnx_io_map(onnx_bytes, None)
     try:
@@ -67,6 +69,7 @@ def build_onnx_route(
         "engine_sha256": None,
         "runtime": f"onnxruntime {ort_version}",
         "trtls_version": __version__,
+        **({"pooling": pooling.as_dict()} if pooling is not None else {}),  # gate 4's TRT816 checks it (modules.json)
     }
     sections: dict[str, Any] = {"model.onnx": onnx_bytes, "config.json": config_bytes}
     if tokenizer_bytes is not None:

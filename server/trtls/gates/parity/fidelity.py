@@ -10,9 +10,11 @@ sentence-transformers pooling), from its files as data (gate 1's layout) and the
 * TRT815 `parity.inputs` — an input the checkpoint's model takes (BERT's `token_type_ids`, when
   `type_vocab_size` > 1 or the tokenizer lists it) that the deployed model dropped: `not_checked` (the deployed model
   assumes segment 0 for every token; right for single-sentence use — waive it with that reason — wrong for pairs).
-* TRT816 `parity.pooling` — a sentence-transformers checkpoint (modules.json with a Pooling module) whose deployed
-  model has no `sentence_embedding` output: it deploys the encoder's token states while users of the model deploy the
-  pooled (and normalized) sentence embedding. Holds.
+* TRT816 `parity.pooling` — a sentence-transformers checkpoint (modules.json with a Pooling module): the deployed
+  model must have a `sentence_embedding` output whose pooling (the bundle provenance's `pooling`, recorded by the
+  route export) is the one modules.json and the Pooling config declare (mode, Normalize, no other module). Passes
+  when they agree; holds when the output is missing (the route deploys the encoder's token states while users of the
+  model deploy the pooled, normalized embedding), unrecorded, or different.
 """
 
 from __future__ import annotations
@@ -35,14 +37,121 @@ def _json(folder: Path, rel: str) -> Any:
         return None
 
 
-def _io_map(ctx: GateContext) -> dict[str, Any] | None:
+def _header(ctx: GateContext) -> dict[str, Any] | None:
     try:
         from trtls.bundle import read_bundle
 
-        io = read_bundle(ctx.resolve(ctx.route.bundle)).header.get("io_map")
+        return read_bundle(ctx.resolve(ctx.route.bundle)).header
     except Exception:
         return None
+
+
+def _io_map(ctx: GateContext) -> dict[str, Any] | None:
+    header = _header(ctx)
+    io = header.get("io_map") if header is not None else None
     return io if isinstance(io, dict) else None
+
+
+POOLING_FLAGS = {  # sentence-transformers' Pooling config keys → the names trtls records
+    "pooling_mode_cls_token": "cls",
+    "pooling_mode_mean_tokens": "mean",
+    "pooling_mode_max_tokens": "max",
+    "pooling_mode_mean_sqrt_len_tokens": "mean_sqrt_len",
+    "pooling_mode_weightedmean_tokens": "weightedmean",
+    "pooling_mode_lasttoken": "lasttoken",
+}
+
+
+def declared_pooling(folder: Path) -> dict[str, Any] | None:
+    """What the checkpoint's modules.json declares after the encoder (None when it lists no Pooling module):
+    {"mode": the pooling mode(s) joined by '+', "normalize": a Normalize module follows, "other": any module
+    that is neither (a Dense projection, …)}."""
+    modules = _json(folder, "modules.json")
+    if not isinstance(modules, list):
+        return None
+    entries = [m for m in modules if isinstance(m, dict)]
+    kinds = [str(m.get("type", "")).rsplit(".", 1)[-1] for m in entries]
+    if "Pooling" not in kinds:
+        return None
+    where = str(entries[kinds.index("Pooling")].get("path") or "").strip("/")
+    cfg = _json(folder, f"{where}/config.json") if where else None
+    flags = [k for k, v in cfg.items() if k.startswith("pooling_mode") and v] if isinstance(cfg, dict) else []
+    modes = [POOLING_FLAGS.get(k, k.removeprefix("pooling_mode_")) for k in flags]
+    return {
+        "mode": "+".join(modes) or "?",
+        "normalize": "Normalize" in kinds,
+        "other": [k for k in kinds if k not in ("Transformer", "Pooling", "Normalize")],
+        "config": f"{where}/config.json",
+    }
+
+
+def _pooling_check(
+    ctx: GateContext, declared: dict[str, Any], outputs: dict[str, Any], base: tuple[str, ...]
+) -> GateCheck:
+    """TRT816: the deployed model's sentence_embedding is the pooling modules.json declares (bundle provenance
+    `pooling`, written by the route export); the numbers themselves are gate 4's tolerance check on that output."""
+    what = f"{declared['mode']} pooling{', normalize' if declared['normalize'] else ''}" + (
+        f", then {', '.join(declared['other'])}" if declared["other"] else ""
+    )
+    ev: dict[str, Any] = {
+        "pooling": declared["mode"],
+        "normalize": declared["normalize"],
+        "other_modules": declared["other"],
+        "deployed_outputs": list(outputs),
+    }
+    if "sentence_embedding" not in outputs:
+        return _check(
+            "parity.pooling",
+            "hold",
+            f"the checkpoint is a sentence-transformers model ({what}: modules.json) but the route deploys "
+            f"{', '.join(outputs) or 'no output'}, not sentence_embedding: users of this model deploy the pooled "
+            "sentence embedding (rebuild the bundle with `trtls route build`)",
+            "TRT816",
+            base,
+            ev,
+            False,
+        )
+    header = _header(ctx) or {}
+    record = header.get("trtls")
+    prov = record.get("provenance") if isinstance(record, dict) else None
+    recorded = prov.get("pooling") if isinstance(prov, dict) else None
+    ev["recorded"] = recorded
+    if not isinstance(recorded, dict):
+        return _check(
+            "parity.pooling",
+            "hold",
+            "the deployed model has a sentence_embedding output but the bundle's provenance does not record which "
+            f"pooling computes it; modules.json declares {what}: rebuild the bundle with `trtls route build`",
+            "TRT816",
+            base,
+            ev,
+            False,
+        )
+    exported = f"{recorded.get('mode')} pooling{', normalize' if recorded.get('normalize') else ''}"
+    if (
+        declared["other"]
+        or recorded.get("mode") != declared["mode"]
+        or bool(recorded.get("normalize")) != bool(declared["normalize"])
+    ):
+        return _check(
+            "parity.pooling",
+            "hold",
+            f"the deployed sentence_embedding is {exported} but the checkpoint's modules.json declares {what}: "
+            "users of this model get different embeddings; rebuild the bundle from this checkpoint",
+            "TRT816",
+            base,
+            ev,
+            False,
+        )
+    return _check(
+        "parity.pooling",
+        "pass",
+        f"sentence_embedding is exported as modules.json declares: {what} ({declared['config']}); its values are "
+        "compared with the checkpoint's own forward pass by the tolerance check",
+        "TRT816",
+        base,
+        ev,
+    )
 
 
 def tokenizer_limit(folder: Path) -> tuple[int, str] | None:
@@ -132,38 +241,7 @@ def fidelity_checks(ctx: GateContext) -> list[GateCheck]:
                 False,
             )
         )
-    modules = _json(folder, "modules.json")
-    pooling = (
-        [m for m in modules if isinstance(m, dict) and "Pooling" in str(m.get("type"))]
-        if isinstance(modules, list)
-        else []
-    )
-    if pooling and "sentence_embedding" not in outputs:
-        norm = any("Normalize" in str(m.get("type")) for m in modules if isinstance(m, dict))
-        pcfg = _json(folder, "1_Pooling/config.json") or {}
-        mode = (
-            next(
-                (
-                    k.removeprefix("pooling_mode_").replace("_tokens", "")
-                    for k, v in pcfg.items()
-                    if k.startswith("pooling_mode_") and v is True
-                ),
-                "?",
-            )
-            if isinstance(pcfg, dict)
-            else "?"
-        )
-        out.append(
-            _check(
-                "parity.pooling",
-                "hold",
-                f"the checkpoint is a sentence-transformers model ({mode} pooling{', normalize' if norm else ''}: "
-                f"modules.json) but the route deploys {', '.join(outputs) or 'no output'}, not sentence_embedding: "
-                "users of this model deploy the pooled sentence embedding",
-                "TRT816",
-                base,
-                {"pooling": mode, "normalize": norm, "deployed_outputs": list(outputs)},
-                False,
-            )
-        )
+    declared = declared_pooling(folder)
+    if declared is not None:
+        out.append(_pooling_check(ctx, declared, outputs, base))
     return out
