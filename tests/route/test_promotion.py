@@ -168,10 +168,12 @@ def test_the_editor_shows_the_promoted_state_as_a_code_lens_and_drift_as_a_locat
 
     loaded = load_recipe(root / "trtls.toml")
     assert promotion_findings(loaded) == []  # never promoted: nothing to say
+    titles = [lens.command.title for lens in code_lenses(loaded, "file:///x", {}, {}) if lens.command]
+    assert any(t.startswith("last gates: supported · ") for t in titles), titles  # the last decision, promoted or not
     assert promote(loaded, ROUTE, route_model(loaded, ROUTE), approver="alice").ok
+    assert promotion_findings(loaded) == []  # the server's check, in a thread, judges and keeps the lens title
     titles = [lens.command.title for lens in code_lenses(loaded, "file:///x", {}, {}) if lens.command]
     assert any(t.startswith("promoted ") and "by alice · valid · canary not_started" in t for t in titles), titles
-    assert promotion_findings(loaded) == []
     set_in_route(root, "tolerances = { logits = { atol = 1e-4,", "tolerances = { logits = { atol = 1e-3,")
     loaded = load_recipe(root / "trtls.toml")
     (finding,) = promotion_findings(loaded)

@@ -19,7 +19,7 @@ from trtls.builds import retry as retry_table
 from trtls.core.recipe import LoadedRecipe, RecipeFile
 from trtls.core.route import RouteModel
 from trtls.core.validation import model_in
-from trtls.gates.lifecycle.notes import promotion_lens
+from trtls.gates.lifecycle.notes import last_gates_lens, promotion_lens
 
 HEADER = re.compile(r"^\s*(\[\[?)\s*([^\]]+?)\s*\]\]?")
 KEY_BEFORE_EQ = re.compile(r"^\s*([A-Za-z0-9_.\"'-]+)\s*=\s*(.*)$")
@@ -130,9 +130,10 @@ def code_lenses(loaded: LoadedRecipe, uri: str, running: dict[str, str], last: d
                     rng, lsp.Command("▶ Run Gates", "trtls.runGates", arguments=[{"uri": uri, "route": str(path[1])}])
                 )
             )
-            promoted = promotion_lens(loaded, str(path[1]))  # the promoted state and last decision (docs/gates.md)
-            if promoted is not None:
-                out.append(lsp.CodeLens(rng, lsp.Command(promoted, "")))  # a title, not a command
+            # the last decision and the promoted state (docs/gates.md): titles, not commands
+            for title in (last_gates_lens(loaded, str(path[1])), promotion_lens(loaded, str(path[1]))):
+                if title is not None:
+                    out.append(lsp.CodeLens(rng, lsp.Command(title, "")))
     return out
 
 

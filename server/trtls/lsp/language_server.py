@@ -185,7 +185,8 @@ class TrtlsServer(LanguageServer):
                 self.store.set(uri, Origin.recipe, "", loaded.findings)
                 from trtls.gates.lifecycle.notes import promotion_findings  # TRT950–952 on promoted routes
 
-                self.store.set(uri, Origin.gates, "promotion", promotion_findings(loaded))
+                # off the event loop: judging a promotion's validity probes the environment (nvidia-smi)
+                self.store.set(uri, Origin.gates, "promotion", await asyncio.to_thread(promotion_findings, loaded))
                 from trtls.builds.freshness import freshness_findings  # TRT336/337: will rebuild, stale output
 
                 self.store.set(uri, Origin.build, "freshness", await asyncio.to_thread(freshness_findings, loaded))

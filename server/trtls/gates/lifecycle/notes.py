@@ -101,18 +101,48 @@ def lens_title(status: RouteStatus) -> str:
     return f"{what} {digest}… on {day} by {ptr.get('approver')} · {status.state} · canary {status.canary}"
 
 
+# route → its promoted-state lens title, per recipe folder: filled by promotion_findings (which the server runs in a
+# thread after each check — judging validity reads the environment, nvidia-smi included) and only read by the code
+# lens handler, which runs on the event loop and must never wait for a probe.
+_LENSES: dict[str, dict[str, str]] = {}
+
+
 def promotion_findings(loaded: Any) -> list[Finding]:
-    """The editor's diagnostics for a recipe's promoted routes (TRT950–TRT952 on each route table)."""
+    """The editor's diagnostics for a recipe's promoted routes (TRT950–TRT952 on each route table); also keeps the
+    promoted-state lens titles `promotion_lens` answers with."""
     from trtls.core.route import route_names
 
     if getattr(loaded, "recipe", None) is None:
         return []
-    return [f for _, f in editor_view(loaded, route_names(loaded)).values() if f is not None]
+    view = editor_view(loaded, route_names(loaded))
+    _LENSES[str(loaded.base_dir)] = {name: title for name, (title, _) in view.items()}
+    return [f for _, f in view.values() if f is not None]
 
 
 def promotion_lens(loaded: Any, route_name: str) -> str | None:
-    """The code lens title of a promoted route (None: never promoted)."""
+    """The code lens title of a promoted route as the last check judged it (None: never promoted, or not judged yet)."""
     if getattr(loaded, "recipe", None) is None:
         return None
-    got = editor_view(loaded, [route_name]).get(route_name)
-    return got[0] if got else None
+    return _LENSES.get(str(loaded.base_dir), {}).get(route_name)
+
+
+def last_gates_lens(loaded: Any, route_name: str) -> str | None:
+    """`last gates: supported · 2026-12-01 14:02` from the route's last evidence record (None: never run here). A
+    run that was cancelled says so: it decided nothing."""
+    import json
+
+    from trtls.core.route import route_dir
+
+    path = route_dir(loaded, route_name) / "summary.json"
+    try:
+        summary = json.loads(path.read_text(encoding="utf-8"))
+        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(path.stat().st_mtime))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(summary, dict):
+        return None
+    if summary.get("cancelled"):
+        return f"last gates: cancelled (no decision) · {when}"
+    decision = summary.get("decision") or "no decision"
+    scope = "" if summary.get("complete") else f" (gates {', '.join(str(g) for g in summary.get('gates_run') or [])})"
+    return f"last gates: {decision}{scope} · {when}"
