@@ -275,21 +275,12 @@ export interface FindDivergenceArgs {
   fix?: boolean;
 }
 
-/** `trtls.findDivergence {uri, engine | route, fix?}`: the first tensor out of tolerance (also TRT981) */
+/** `trtls.findDivergence {uri, engine | route, fix?}`: the search started (a stoppable run: trtls.cancelBuild {buildId: divergenceId}); its result is TRT981, with the `exclude_nodes` quick fix (docs/triage.md) */
 export interface FindDivergenceReply {
-  id: string;
+  divergenceId: string;
   engine: string;
   route?: string | null;
-  precision: string;
-  /** tensor, node, op, maxAbsError, rangeError, relL2, … */
-  firstDiverging?: Record<string, unknown> | null;
-  /** {"precision.exclude_nodes": [node]} */
-  proposal?: Record<string, unknown> | null;
-  /** None: no fix asked */
-  fixed?: boolean | null;
-  excludeNodes?: string[];
-  folder: string;
-  message: string;
+  status: 'started';
 }
 
 export interface GateCheck {

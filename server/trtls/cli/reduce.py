@@ -42,6 +42,12 @@ def register(subparsers: Any) -> None:
     r.add_argument(
         "--inputs", help="an .npz of inputs for --diverge (default: the route's reference_inputs, or seeded)"
     )
+    r.add_argument(
+        "--tensorrt",
+        action="store_true",
+        help="with --diverge/--route: also compare the TensorRT engine's layers (every layer output marked); "
+        "says not_checked, with the reason, where no engine can execute",
+    )
     r.add_argument("--rtol", type=float, help="range-relative tolerance per tensor (default: by precision)")
     r.add_argument("--max-trials", type=int, default=40, help="stop after this many trial builds (default 40)")
     r.add_argument("--timeout", type=positive_seconds, help="stop after this many seconds (exit 124)")
@@ -157,6 +163,7 @@ async def _diverge(loaded: Any, args: argparse.Namespace) -> int:
             rtol=args.rtol,
             fix=args.fix,
             token=token,
+            tensorrt=args.tensorrt,
         )
     except (DivergenceUnavailable, KeyError, OSError) as exc:
         report_error("TRT107" if isinstance(exc, KeyError) else "TRT104", str(exc).strip("'\""), str(loaded.path))
@@ -186,8 +193,28 @@ async def _diverge(loaded: Any, args: argparse.Namespace) -> int:
             print("fixed: the outputs are within tolerance" if record["fixed"] else "not fixed within the rounds")
         if record["cancelled"] and first is not None:
             print(f"stopped by {stopped}")
+        trt = record.get("tensorrt")
+        if args.tensorrt and isinstance(trt, dict):
+            print(_tensorrt_line(trt, rtol))
         print(f"evidence: {record['folder']}/divergence.json", file=sys.stderr)
     if record["cancelled"]:
         return EXIT_TIMEOUT if record.get("cancelSource") == "ci_timeout" else EXIT_CTRL_C
     found = record["firstDiverging"] is not None
     return EXIT_OK if found and (record["fixed"] or not args.fix) else EXIT_FAILED
+
+
+def _tensorrt_line(trt: dict[str, Any], rtol: float) -> str:
+    """The TensorRT engine's layer-wise comparison in one line: `not_checked: <why>` is not a verdict."""
+    if trt.get("status") == "not_checked":
+        return f"tensorrt layers: not_checked: {trt['reason']}"
+    if trt.get("status") != "compared":
+        return f"tensorrt layers: {trt.get('status')}: {trt.get('reason')}"
+    from trtls.triage.diverge import error_text
+
+    first = trt.get("firstDiverging")
+    if first is None:
+        return f"tensorrt layers: {trt['markedOutputs']} layer outputs marked, every tensor within tolerance"
+    return (
+        f"tensorrt layers: first tensor out of tolerance: {first['tensor']} from node {first['node']}: "
+        f"{error_text(first, rtol)}"
+    )

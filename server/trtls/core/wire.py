@@ -302,18 +302,13 @@ class ReduceEngineReply(_Wire):
 
 
 class FindDivergenceReply(_Wire):
-    """`trtls.findDivergence {uri, engine | route, fix?}`: the first tensor out of tolerance (also TRT981)"""
+    """`trtls.findDivergence {uri, engine | route, fix?}`: the search started (a stoppable run: trtls.cancelBuild
+    {buildId: divergenceId}); its result is TRT981, with the `exclude_nodes` quick fix (docs/triage.md)"""
 
-    id: str
+    divergenceId: str
     engine: str
     route: str | None = None
-    precision: str
-    firstDiverging: dict[str, Any] | None = None  # tensor, node, op, maxAbsError, rangeError, relL2, …
-    proposal: dict[str, Any] | None = None  # {"precision.exclude_nodes": [node]}
-    fixed: bool | None = None  # None: no fix asked
-    excludeNodes: list[str] = []
-    folder: str
-    message: str
+    status: Literal["started"]
 
 
 class BuildMinimalReply(_Wire):

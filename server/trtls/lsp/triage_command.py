@@ -108,9 +108,57 @@ async def start_reduction(ls: Any, raw: Any) -> dict[str, Any]:
     return {"reductionId": red.id, "engine": args.engine, "status": "started"}
 
 
+@dataclass
+class DivergenceRun:
+    """A divergence search as the registry of runs holds it (kind "reduction": listed, stopped by
+    trtls.cancelBuild with its id, its record by trtls.showEvidence)."""
+
+    id: str
+    engine: str
+    route: str | None
+    folder: Path
+    token: Any  # trtls.core.cancel.CancelToken
+    step: str = "starting"
+    summary: dict[str, Any] | None = None
+    error: str | None = None
+
+    @property
+    def running(self) -> bool:
+        return self.summary is None
+
+    @property
+    def status(self) -> str:
+        if self.summary is None:
+            return "running"
+        return "cancelled" if self.summary.get("cancelled") else "failed" if self.error else "done"
+
+    @property
+    def evidence_dir(self) -> Path:
+        return self.folder
+
+    def cancel(self, source: str) -> bool:
+        return self.summary is None and bool(self.token.request(source))
+
+    def row(self) -> dict[str, Any]:
+        path = self.folder / "divergence.json"
+        return {
+            "buildId": self.id,
+            "engine": self.engine,
+            "route": self.route,
+            "kind": "divergence",
+            "status": self.status,
+            "cancelSource": self.token.source,
+            "headline": f"diverge {self.route or self.engine} · {self.step}",
+            "evidencePath": str(path) if self.summary is not None and path.is_file() else None,
+        }
+
+
 async def find_divergence(ls: Any, raw: Any) -> dict[str, Any]:
-    from trtls.triage.diverge_run import DivergenceUnavailable, run_divergence
-    from trtls.triage.findings import divergence_finding
+    """Start the search and answer at once with its id; one workDoneProgress (its Cancel stops the search, as
+    trtls.cancelBuild {buildId: id} does), the result a TRT981 whose quick fix adds `exclude_nodes`."""
+    from trtls.builds.build import new_build_id, state_dir
+    from trtls.core.cancel import CancelToken
+    from trtls.triage.diverge_run import DivergenceUnavailable, run_divergence, setup_divergence
 
     args = parse_args(FindDivergenceArgs, raw)
     if (args.engine is None) == (args.route is None):
@@ -119,14 +167,71 @@ async def find_divergence(ls: Any, raw: Any) -> dict[str, Any]:
     if loaded.recipe is None:
         raise JsonRpcInvalidParams(f"{loaded.path.name} has errors: fix them first")
     try:
-        record = await asyncio.to_thread(run_divergence, loaded, engine=args.engine, route=args.route, fix=args.fix)
+        setup = setup_divergence(loaded, engine=args.engine, route=args.route)
     except (DivergenceUnavailable, KeyError) as exc:
         raise JsonRpcInvalidParams(str(exc).strip("'\"")) from None
-    finding = divergence_finding(record)
-    ls.store.set(args.uri, Origin.build, f"diverge:{args.route or args.engine}", [finding])
-    ls.publish(args.uri)
-    keep = ("id", "engine", "route", "precision", "firstDiverging", "proposal", "fixed", "excludeNodes", "folder")
-    return {**{k: record.get(k) for k in keep}, "message": finding.message}
+    rid = new_build_id(f"diverge-{setup.engine}")
+    run = DivergenceRun(rid, setup.engine, args.route, state_dir(loaded.path) / "reduce" / rid, CancelToken())
+    ls.runs.add(run, "reduction", args.uri)
+    has_progress = bool(ls.client_capabilities.window and ls.client_capabilities.window.work_done_progress)
+    token = None
+    if has_progress:
+        title = f"Find the first diverging layer: {args.route or setup.engine}"
+        begin = lsp.WorkDoneProgressBegin(title=title, cancellable=True, message="starting")
+        token = await begin_stoppable_progress(ls, "diverge", begin, lambda: run.cancel("ide_stop"))
+    loop = asyncio.get_running_loop()
+
+    def step(text: str) -> None:  # on the loop: the search runs in a thread
+        run.step = text
+        if token is not None and run.summary is None:
+            ls.work_done_progress.report(token, lsp.WorkDoneProgressReport(message=text))
+
+    def report(text: str) -> None:
+        loop.call_soon_threadsafe(step, text)
+
+    async def finish() -> None:
+        try:
+            record = await asyncio.to_thread(
+                run_divergence, loaded, fix=args.fix, token=run.token, rid=rid, report=report, setup=setup,
+                tensorrt=True,  # the engine's layers too; `not_checked` with the reason where none can run
+            )  # fmt: skip
+        except Exception as exc:  # ModelOpt missing or failing, unreadable inputs: the record says it
+            run.error = f"{type(exc).__name__}: {exc}"
+            record = _failed_record(run, setup, run.error)
+        run.summary = record
+        finding = divergence_finding(record, await _fix_for(ls, args.uri, record))
+        ls.store.set(args.uri, Origin.build, f"diverge:{args.route or setup.engine}", [finding])
+        ls.publish(args.uri)
+        ls.runs.evict()
+        if token is not None:
+            kind: OutcomeKind = "cancelled" if record.get("cancelled") else "failed" if run.error else "ok"
+            end_progress(ls, token, finding.message, run.status, kind)
+
+    from trtls.triage.findings import divergence_finding
+
+    asyncio.ensure_future(finish())
+    return {"divergenceId": rid, "engine": setup.engine, "route": args.route, "status": "started"}
+
+
+def _failed_record(run: DivergenceRun, setup: Any, error: str) -> dict[str, Any]:
+    return {
+        "kind": "divergence", "id": run.id, "engine": run.engine, "route": run.route,
+        "precision": setup.spec["convert"], "rangeRtol": setup.threshold, "firstDiverging": None,
+        "cancelled": run.token.is_set, "cancelSource": run.token.source, "error": error, "rounds": [],
+        "folder": str(run.folder),
+    }  # fmt: skip
+
+
+async def _fix_for(ls: Any, uri: str, record: dict[str, Any]) -> dict[str, Any] | None:
+    """The exclude_nodes edit, on the recipe as the editor holds it now."""
+    from trtls.triage.exclude_edit import exclude_nodes_fix
+
+    first = record.get("firstDiverging")
+    if first is None or record.get("cancelled"):
+        return None
+    nodes = list(record.get("excludeNodes") or []) if record.get("fixed") else [first["node"]]
+    loaded = await ls.recipe_async(uri)
+    return exclude_nodes_fix(loaded, record["engine"], nodes)
 
 
 async def show_document(ls: Any, raw: Any) -> dict[str, Any]:

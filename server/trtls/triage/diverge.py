@@ -139,9 +139,21 @@ def compare(
         session = every_tensor_session(model)
         names = [o.name for o in session.get_outputs()]
         values.append(dict(zip(names, session.run(names, feed), strict=True)))
-    ref, got = values
     graph = gs.import_onnx(reference)
     graph.toposort()
+    return compare_values(graph, values[0], values[1], rtol, output_tolerances)
+
+
+def compare_values(
+    graph: Any,
+    ref: dict[str, Any],
+    got: dict[str, Any],
+    rtol: float,
+    output_tolerances: dict[str, tuple[float, float]],
+) -> Comparison:
+    """The comparator: every float tensor both runs hold (by name), in the reference graph's (toposorted,
+    onnx_graphsurgeon) order, judged by the rule. Shared by the ONNX Runtime search and the TensorRT engine's
+    layer-wise comparison (`trt_layers`)."""
     outputs = {t.name for t in graph.outputs}
     result = Comparison()
     for node in graph.nodes:
@@ -191,21 +203,24 @@ def find_divergence(
     output_tolerances: dict[str, tuple[float, float]],
     fix: bool,
     stop: Any = lambda: False,
+    report: Any = lambda text: None,
 ) -> Divergence:
     """Compare the reference with its conversion (`convert(spec) -> Path`, or None when a stop ended it); with
     `fix`, exclude the first diverging node and convert again, round by round, until the outputs pass (or
-    MAX_FIX_ROUNDS). `stop()` is read before each conversion and each comparison."""
+    MAX_FIX_ROUNDS). `stop()` is read before each conversion and each comparison; `report(text)` is told each
+    comparison as it starts (the editor's progress)."""
     import onnx
 
     reference = onnx.load(str(reference_path))
     out = Divergence(fixed=False if fix else None)
     excluded = list(spec.get("exclude_nodes") or [])
-    for _ in range(MAX_FIX_ROUNDS if fix else 1):
+    for index in range(MAX_FIX_ROUNDS if fix else 1):
         if stop():
             break
         converted_path = convert({**spec, "exclude_nodes": excluded})
         if converted_path is None or stop():  # the conversion was stopped, or a stop came while it ran
             break
+        report(f"round {index + 1}: comparing every tensor" + (f" (exclude_nodes = {excluded})" if excluded else ""))
         comp = compare(reference, onnx.load(str(converted_path)), feed, rtol, output_tolerances)
         first = comp.first
         out.rounds.append(

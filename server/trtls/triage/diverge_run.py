@@ -5,6 +5,8 @@ server call `run_divergence`."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +36,48 @@ def _route_setup(loaded: LoadedRecipe, route: str) -> tuple[str, Path | None, di
     return model.engine, inputs, tolerances
 
 
+@dataclass
+class DivergenceSetup:
+    """What a search compares, checked before it starts: the engine, its conversion spec, the reference ONNX, the
+    route's tolerances and the inputs (a file, or None for seeded random inputs). Raises nothing once built."""
+
+    engine: str
+    route: str | None
+    spec: dict[str, Any]
+    reference: Path
+    tolerances: dict[str, tuple[float, float]]
+    inputs: Path | None
+    threshold: float
+    profiles: list[dict[str, Any]]
+
+
+def setup_divergence(
+    loaded: LoadedRecipe,
+    *,
+    engine: str | None = None,
+    route: str | None = None,
+    inputs: Path | None = None,
+    rtol: float | None = None,
+) -> DivergenceSetup:
+    """Check that there is something to compare (DivergenceUnavailable, KeyError for an unknown name)."""
+    tolerances: dict[str, tuple[float, float]] = {}
+    if route is not None:
+        engine, route_inputs, tolerances = _route_setup(loaded, route)
+        inputs = inputs or route_inputs
+    if engine is None:
+        raise DivergenceUnavailable("give one of engine or route")
+    eng = loaded.engine(engine)
+    spec = eng.precision.model_dump()
+    if not spec.get("convert"):
+        raise DivergenceUnavailable(
+            f"engine '{engine}' has no [precision] convert: its ONNX is built as it is, there is no converted model "
+            "to compare layer by layer"
+        )
+    threshold = rtol if rtol is not None else RANGE_RTOL[spec["convert"]]
+    reference = loaded.resolve(eng.onnx)
+    return DivergenceSetup(engine, route, spec, reference, tolerances, inputs, threshold, eng.job_profiles())
+
+
 def run_divergence(
     loaded: LoadedRecipe,
     *,
@@ -43,66 +87,70 @@ def run_divergence(
     rtol: float | None = None,
     fix: bool = False,
     token: CancelToken | None = None,
+    tensorrt: bool = False,
+    rid: str | None = None,
+    report: Callable[[str], Any] | None = None,
+    setup: DivergenceSetup | None = None,
 ) -> dict[str, Any]:
+    """The search, its evidence written; `report(text)` is told each step (from this thread); `tensorrt` adds the
+    TensorRT engine's layer-wise comparison (`trt_layers`), or why it could not run here."""
     import onnx
 
     from trtls.builds.precision import PrecisionCancelled, run_precision_step
 
-    tolerances: dict[str, tuple[float, float]] = {}
-    if route is not None:
-        engine, route_inputs, tolerances = _route_setup(loaded, route)
-        inputs = inputs or route_inputs
-    assert engine is not None
-    eng = loaded.engine(engine)
-    spec = eng.precision.model_dump()
-    if not spec.get("convert"):
-        raise DivergenceUnavailable(
-            f"engine '{engine}' has no [precision] convert: its ONNX is built as it is, there is no converted model "
-            "to compare layer by layer"
-        )
-    reference = loaded.resolve(eng.onnx)
+    s = setup or setup_divergence(loaded, engine=engine, route=route, inputs=inputs, rtol=rtol)
+    tell = report or (lambda text: None)
     token = token or CancelToken()
     cache = state_dir(loaded.path) / "precision"
 
-    def convert(s: dict[str, Any]) -> Path | None:
+    def convert(spec: dict[str, Any]) -> Path | None:
+        excluded = spec.get("exclude_nodes") or []
+        tell(f"converting to {spec['convert']}" + (f" without {', '.join(excluded)}" if excluded else ""))
         try:
-            return run_precision_step(reference, s, cache, token).onnx
+            return run_precision_step(s.reference, spec, cache, token).onnx
         except PrecisionCancelled:  # a stop (Ctrl-C, --timeout, the editor's) killed the conversion's child
             return None
 
-    if inputs is not None:
-        with np.load(inputs) as data:
+    if s.inputs is not None:
+        with np.load(s.inputs) as data:
             feed = {k: data[k] for k in data.files}
-        inputs_text = str(inputs)
+        inputs_text = str(s.inputs)
     else:
-        feed = random_feed(onnx.load(str(reference), load_external_data=False), eng.job_profiles())
+        feed = random_feed(onnx.load(str(s.reference), load_external_data=False), s.profiles)
         inputs_text = "seeded random inputs at the first profile's opt shapes (no reference inputs given)"
-    threshold = rtol if rtol is not None else RANGE_RTOL[spec["convert"]]
-    found = find_divergence(reference, convert, spec, feed, threshold, tolerances, fix, stop=lambda: token.is_set)
-    rid = new_build_id(f"diverge-{engine}")
+    found = find_divergence(
+        s.reference, convert, s.spec, feed, s.threshold, s.tolerances, fix, stop=lambda: token.is_set, report=tell
+    )
+    rid = rid or new_build_id(f"diverge-{s.engine}")
     folder = state_dir(loaded.path) / "reduce" / rid
     first = found.rounds[0]["firstDiverging"] if found.rounds else None
     record = {
         "kind": "divergence",
         "id": rid,
-        "engine": engine,
-        "route": route,
-        "precision": spec["convert"],
-        "reference": str(reference),
+        "engine": s.engine,
+        "route": s.route,
+        "precision": s.spec["convert"],
+        "reference": str(s.reference),
         "inputs": inputs_text,
         "rule": RULE,
-        "rangeRtol": threshold,
-        "outputTolerances": {k: {"atol": a, "rtol": r} for k, (a, r) in tolerances.items()},
+        "rangeRtol": s.threshold,
+        "outputTolerances": {k: {"atol": a, "rtol": r} for k, (a, r) in s.tolerances.items()},
         "firstDiverging": first,
         "proposal": None if first is None else {"precision.exclude_nodes": [first["node"]]},
         "fixAsked": fix,
         "fixed": found.fixed,
         "excludeNodes": found.excluded,
         "cancelled": token.is_set,
-        "cancelSource": token.source,  # ctrl_c, ci_timeout (--timeout), … : who stopped it, as for a build
+        "cancelSource": token.source,  # ctrl_c, ci_timeout (--timeout), ide_stop, api: who stopped it, as for a build
         "rounds": found.rounds,
-        "ranHere": "onnxruntime (CPU) for both models; the TensorRT engine's layers are not compared here (no GPU)",
+        "ranHere": "onnxruntime (CPU) for both models",
     }
+    if tensorrt and not token.is_set and found.rounds:
+        from trtls.triage.trt_layers_run import tensorrt_layers
+
+        tell("comparing the TensorRT engine's layers")
+        converted = Path(found.rounds[-1]["convertedModel"])
+        record["tensorrt"] = tensorrt_layers(s.reference, converted, feed, folder, token, s.threshold, s.tolerances)
     folder.mkdir(parents=True, exist_ok=True)
     record = standard_json(record)  # no `Infinity`/`NaN` (an fp16 overflow): null, and the tensor says `overflow`
     atomic_write_text(folder / "divergence.json", json.dumps(record, indent=2, allow_nan=False), within=folder)

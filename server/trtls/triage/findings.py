@@ -35,11 +35,17 @@ def reduction_finding(record: dict[str, Any]) -> Finding:
     )
 
 
-def divergence_finding(record: dict[str, Any]) -> Finding:
+def divergence_finding(record: dict[str, Any], fix: dict[str, Any] | None = None) -> Finding:
+    """TRT981 on the route's or engine's table. `fix` (`exclude_edit.exclude_nodes_fix`) is the quick fix that keeps
+    the diverging node in its original precision; a stopped or failed search says so and proposes nothing."""
     from trtls.triage.diverge import error_text
 
     first = record.get("firstDiverging")
-    if first is None:
+    if record.get("error"):
+        message = f"the divergence search failed: {record['error']}"
+    elif first is None and record.get("cancelled"):
+        message = f"the divergence search was stopped ({record.get('cancelSource')}) before a comparison ended"
+    elif first is None:
         message = f"no tensor of the {record['precision']} conversion leaves tolerance on these inputs"
     else:
         message = (
@@ -53,12 +59,18 @@ def divergence_finding(record: dict[str, Any]) -> Finding:
                 if record.get("fixed")
                 else "; excluding the diverging nodes did not bring the outputs within tolerance"
             )
+        if record.get("cancelled"):
+            message += f"; stopped ({record.get('cancelSource')}) before the search ended"
+    trt = record.get("tensorrt")
+    if isinstance(trt, dict) and trt.get("status") == "not_checked":
+        message += f"; TensorRT engine layers: not_checked: {trt['reason']}"
     path = ("routes", record["route"]) if record.get("route") else ("engines", record["engine"])
-    return Finding(
-        "TRT981",
-        lookup("TRT981").severity,
-        message,
-        path=path,
-        origin=Origin.build,
-        data={"divergenceId": record["id"], "engine": record["engine"], "excludeNodes": record.get("excludeNodes")},
-    )
+    data: dict[str, Any] = {
+        "divergenceId": record["id"],
+        "engine": record["engine"],
+        "excludeNodes": record.get("excludeNodes"),
+        "firstNode": first["node"] if first else None,
+    }
+    if fix is not None:
+        data["fix"] = fix  # the editor turns it into a WorkspaceEdit quick fix (lsp/editor.code_actions)
+    return Finding("TRT981", lookup("TRT981").severity, message, path=path, origin=Origin.build, data=data)

@@ -1,0 +1,94 @@
+"""The TensorRT engine's layer-wise comparison, from the parent's side: no TensorRT import here.
+
+Whether an engine can execute on this machine is detected at runtime, before anything is built: a builder module
+(`tensorrt` or `tensorrt_rtx`), a CUDA driver with a device (libcuda, through ctypes), a CUDA runtime for the copies
+(libcudart). When one is missing the answer is `not_checked` with that reason — never a verdict. Otherwise the work
+runs in a child process (`python -m trtls.triage.trt_layers`, the only place TensorRT is imported), stopped by the
+search's cancel token like the conversion's child; the child can still answer `not_checked` (TensorRT refused the
+device: the engine did not deserialize, with TensorRT's own error).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from trtls.builds.cuda import cuda_driver, cuda_runtime
+
+UNAVAILABLE = "TensorRT execution unavailable here"
+
+
+def execution_blocker() -> str | None:
+    """Why no TensorRT engine can run on this machine, detected now; None when nothing known stops it."""
+    if not any(importlib.util.find_spec(name) for name in ("tensorrt", "tensorrt_rtx")):
+        return "no TensorRT Python module (tensorrt or tensorrt_rtx) is installed"
+    driver = cuda_driver()
+    if driver["cuda_driver"] is None:
+        return "no CUDA driver (libcuda.so.1 is not loadable): no GPU to run an engine on"
+    if driver["device_name"] is None:
+        return f"the CUDA driver {driver['cuda_driver']} found no usable device (cuInit failed): no GPU"
+    if cuda_runtime() is None:
+        return "no CUDA runtime (libcudart) to copy inputs and outputs to and from the device"
+    return None
+
+
+def not_checked(reason: str, **extra: Any) -> dict[str, Any]:
+    return {"status": "not_checked", "reason": f"{UNAVAILABLE}: {reason}", **extra}
+
+
+def tensorrt_layers(
+    reference: Path,
+    converted: Path,
+    feed: dict[str, np.ndarray],
+    folder: Path,
+    token: Any,
+    rtol: float,
+    output_tolerances: dict[str, tuple[float, float]],
+) -> dict[str, Any]:
+    """`{status: not_checked, reason}` or the child's comparison (`{status: compared, firstDiverging, …}`)."""
+    blocker = execution_blocker()
+    if blocker is not None:
+        return not_checked(blocker, detected="before building: " + blocker.split(":")[0])
+    work = folder / "tensorrt"
+    work.mkdir(parents=True, exist_ok=True)
+    save: Any = np.savez  # numpy's stub types **arrays as its keyword flags
+    save(work / "inputs.npz", **feed)
+    job = {
+        "reference": str(reference),
+        "onnx": str(converted),
+        "inputs": str(work / "inputs.npz"),
+        "builder": os.environ.get("TRTLS_BUILDER_MODULE", "auto"),
+        "rtol": rtol,
+        "outputTolerances": {k: list(v) for k, v in output_tolerances.items()},
+        "result": str(work / "result.json"),
+    }
+    (work / "job.json").write_text(json.dumps(job))
+    with open(work / "child.log", "wb") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "trtls.triage.trt_layers", str(work / "job.json")],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # a stop ends the child and what it started
+        )
+        while proc.poll() is None:
+            if token.is_set:
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                proc.wait()
+                return {"status": "cancelled", "reason": f"stopped by {token.source}"}
+            time.sleep(0.05)
+    try:
+        return dict(json.loads((work / "result.json").read_text()))
+    except (OSError, ValueError):
+        return {"status": "error", "reason": f"the TensorRT child ended (exit {proc.returncode}) without a result"}
