@@ -145,6 +145,15 @@ def test_a_stop_ends_the_current_trial_and_keeps_the_smallest_failing_model(tmp_
     assert record["outcome"] == "cancelled" and record["stoppedBy"] == source
     last = record["trials"][-1]
     assert last["outcome"] in ("cancelled", "failed", "built"), last
+    # the bound of a stop, as a state (not a time): no trial starts after it, and the trial running at the stop
+    # (for Ctrl-C, sent once a bisection trial has been printed: the next one is building) is the last one
+    assert record["trialsAtStop"] == len(record["trials"]), "no trial starts after the stop"
+    if source == "ctrl_c":
+        assert record["stoppedDuringTrial"] == last["trial"], record["stoppedDuringTrial"]
+    else:
+        assert record["stoppedDuringTrial"] in (None, last["trial"])
+    if last["trial"] == record["stoppedDuringTrial"] and last["outcome"] == "cancelled":
+        assert not last["stillFails"], "a cancelled trial is no verdict"
     if record["minimal"] is not None:
         assert (folder / "minimal.onnx").is_file()
         assert record["minimal"]["nodes"] == min(t["nodes"] for t in record["trials"] if t["stillFails"])

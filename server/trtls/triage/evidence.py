@@ -77,6 +77,10 @@ def result_record(red: Reduction, recipe: Path, onnx: Path) -> dict[str, Any]:
         "causeText": cause_text,
         "causeSettings": red.cause_settings,
         "stoppedBy": red.stopped_by,
+        # the stop's bound, as a state: the trial running at the stop is the last one (ended cooperatively), no
+        # trial starts after it, and `minimal` is the smallest failing model found before it
+        "stoppedDuringTrial": red.stopped_during_trial,
+        "trialsAtStop": red.trials_at_stop,
         "originalNodes": red.original_nodes,
         "minimalPath": None if best is None else str(red.folder / "minimal.onnx"),
         "minimal": None

@@ -45,6 +45,8 @@ class Reduction:
     cause: str | None = None  # model | configuration | not_reproduced
     cause_settings: dict[str, Any] = field(default_factory=dict)
     stopped_by: str | None = None  # cancel source, or "max_trials"
+    stopped_during_trial: int | None = None  # the trial whose build was running when the stop came (it is cancelled)
+    trials_at_stop: int | None = None  # trials started when the stop came: no trial starts after it
     error: str | None = None
     rule: str = RULE
 
@@ -75,7 +77,14 @@ async def run_reduction(loaded: LoadedRecipe, engine: str, red: Reduction, runne
     red.trial_dir.mkdir(parents=True, exist_ok=True)
     profiles = eng.job_profiles()
     tried: dict[tuple[str, ...], Trial] = {}
-    red.token.on_request(lambda source: runner.current.cancel(source) if runner.current else None)
+
+    def on_stop(source: str) -> None:  # on the loop: a trial is either running (its build cancelled) or not started
+        red.trials_at_stop = len(red.trials)
+        if runner.current is not None and red.trials:
+            red.stopped_during_trial = red.trials[-1].index
+            runner.current.cancel(source)
+
+    red.token.on_request(on_stop)
 
     async def attempt(step: str, candidate: Any = None, *, path: Path | None = None, settings: Any = None) -> Trial:
         if red.token.is_set:
