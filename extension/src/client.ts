@@ -113,7 +113,9 @@ export class ServerClient {
     let stock: ErrorHandler | undefined;  // the client's default handler, made once the client exists
     const clientOptions: LanguageClientOptions = {
       documentSelector: [{ scheme: 'file', pattern: RECIPE_GLOB }],
-      synchronize: { fileEvents: vscode.workspace.createFileSystemWatcher(RECIPE_GLOB) },
+      // the recipe, and what its lenses and diagnostics rest on: the promotion ledger, each route's last gates record
+      synchronize: { fileEvents: [RECIPE_GLOB, '**/trtls.promotions.jsonl', '**/.trtls/routes/*/summary.json']
+        .map((glob) => vscode.workspace.createFileSystemWatcher(glob)) },
       outputChannel: log,
       traceOutputChannel: log,
       revealOutputChannelOn: RevealOutputChannelOn.Never,

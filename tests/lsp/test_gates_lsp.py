@@ -10,9 +10,11 @@ import sys
 from pathlib import Path
 
 import pytest
+import pytest_lsp
 from lsprotocol import types as lsp
-from pytest_lsp import LanguageClient
+from pytest_lsp import ClientServerConfig, LanguageClient
 
+from .conftest import SERVER, caps
 from .lsp_helpers import command_of, execute, open_recipe, raw_progress_ends, until
 
 ROUTE = Path(__file__).resolve().parents[2] / "samples" / "route"
@@ -233,3 +235,52 @@ async def test_a_gates_run_is_in_the_registry_and_cancel_build_stops_it_by_id(
     assert res["stopped"] is True and res["runId"] == row["buildId"]
     (after,) = await gates_rows()
     assert after["status"] == "cancelled" and after["cancelSource"] == "api"
+
+
+@pytest_lsp.fixture(config=ClientServerConfig(server_command=SERVER))
+async def counting_client(lsp_client: LanguageClient):
+    """An editor that counts the server's workspace/codeLens/refresh requests (VS Code then asks for new lenses)."""
+    lsp_client.lens_refreshes = 0  # type: ignore[attr-defined]
+
+    @lsp_client.feature(lsp.WORKSPACE_CODE_LENS_REFRESH)
+    def refresh(params: None) -> None:
+        lsp_client.lens_refreshes += 1  # type: ignore[attr-defined]
+
+    await lsp_client.initialize_session(lsp.InitializeParams(capabilities=caps()))
+    yield
+    await lsp_client.shutdown_session()
+
+
+async def test_a_gates_run_in_a_terminal_reaches_the_lens_through_a_watched_file(
+    counting_client: LanguageClient, route_sample: Path, tmp_path: Path
+) -> None:
+    """`trtls gates` (or `trtls route promote`) in a terminal writes a record the editor does not edit: the client's
+    file watcher reports it (workspace/didChangeWatchedFiles), the server checks the recipe again and asks the
+    editor for new lenses, so the route's lens shows the new decision without the recipe being touched (issue 20)."""
+    from trtls.lsp.watched_files import recipe_of
+
+    client = counting_client
+    ws = tmp_path / "ws"
+    shutil.copytree(route_sample, ws, ignore=shutil.ignore_patterns(".trtls"))
+    assert recipe_of(ws / ".trtls" / "routes" / "license" / "summary.json") == ws / "trtls.toml"
+    assert recipe_of(ws / "trtls.promotions.jsonl") == ws / "trtls.toml" and recipe_of(ws / "other.json") is None
+    uri = open_recipe(client, ws)
+
+    async def titles() -> list[str]:
+        lenses = await client.text_document_code_lens_async(lsp.CodeLensParams(lsp.TextDocumentIdentifier(uri)))
+        return [lens.command.title for lens in lenses or [] if lens.command]
+
+    await until(lambda: uri in client.diagnostics and client.lens_refreshes >= 1)  # type: ignore[attr-defined]
+    before = client.lens_refreshes  # type: ignore[attr-defined]
+    assert not any(t.startswith("last gates:") for t in await titles())
+    done = subprocess.run(
+        [sys.executable, "-m", "trtls", "gates", str(ws), "--route", "license", "--gate", "1"],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode != 0, done.stdout  # reject
+    summary = ws / ".trtls" / "routes" / "license" / "summary.json"
+    client.workspace_did_change_watched_files(
+        lsp.DidChangeWatchedFilesParams(changes=[lsp.FileEvent(summary.as_uri(), lsp.FileChangeType.Created)])
+    )
+    await until(lambda: client.lens_refreshes > before)  # type: ignore[attr-defined]
+    assert any(t.startswith("last gates: reject (gates 1) · ") for t in await titles())

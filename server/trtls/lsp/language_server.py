@@ -49,6 +49,7 @@ class TrtlsServer(LanguageServer):
         self._options: Any = None
         self.raw_init_options: Any = None
         self.recipes: dict[str, LoadedRecipe] = {}  # uri → its last checked result
+        self._lenses_due: set[str] = set()  # uris whose lenses are refreshed after their next check
         self.last_build: dict[tuple[str, str], str] = {}  # (uri, engine) → last finished build id
         self._runs: Any = None
         self._debounce: dict[str, asyncio.TimerHandle] = {}
@@ -158,9 +159,12 @@ class TrtlsServer(LanguageServer):
             lsp.PublishDiagnosticsParams(uri=uri, diagnostics=self.store.diagnostics(uri, source_map))
         )
 
-    def validate(self, uri: str) -> None:
+    def validate(self, uri: str, refresh_lenses: bool = False) -> None:
         """Check the document in a worker thread and publish; one check per uri at a time, and a change during it
-        gets one more check after it (on the text as it is then), so the last text is always the one diagnosed."""
+        gets one more check after it (on the text as it is then), so the last text is always the one diagnosed.
+        `refresh_lenses`: ask the client for new lenses after the check (a file they rest on changed on disk)."""
+        if refresh_lenses:
+            self._lenses_due.add(uri)
         self._validated_at[uri] = time.monotonic()
         if uri in self._checking:
             self._recheck.add(uri)
@@ -191,8 +195,9 @@ class TrtlsServer(LanguageServer):
 
                 self.store.set(uri, Origin.build, "freshness", await asyncio.to_thread(freshness_findings, loaded))
                 self.publish(uri)
-                if first:
-                    self.refresh_lenses()  # a lens asked for before this check landed got none
+                if first or uri in self._lenses_due:
+                    self._lenses_due.discard(uri)
+                    self.refresh_lenses()  # a lens asked for before this check landed got none, or is stale
                 if uri not in self._recheck:
                     return
         except Exception:

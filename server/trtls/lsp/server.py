@@ -347,13 +347,14 @@ async def allow_license(ls: TrtlsServer, args: Any = None) -> dict[str, Any]:
     return {"applied": bool(result.applied)}
 
 
-def _register_triage() -> None:
-    from trtls.lsp.triage_commands_table import register
+def _register_more() -> None:
+    from trtls.lsp import triage_commands_table, watched_files
 
-    register(command)  # triage (docs/triage.md) and trtls.rollbackEngine (docs/store.md)
+    triage_commands_table.register(command)  # triage (docs/triage.md) and trtls.rollbackEngine (docs/store.md)
+    watched_files.register(server)  # a ledger or a gates record changed on disk: check the recipe again
 
 
-_register_triage()
+_register_more()
 
 
 @command("trtls.printDebugInformation")
@@ -393,8 +394,7 @@ def serve() -> None:
     logging.getLogger("pygls").setLevel(logging.WARNING)  # pygls logs every message it sends at INFO
     wire_guard.install()  # one line per client error; no popups; nothing sent after exit (see its doc)
     signal.signal(signal.SIGTERM, _on_sigterm)
-    # Everything imported so far lives as long as the server: keep it out of full collections, which otherwise
-    # re-scan it and pause the one event loop that hover and completion share (farm/cluster.py does the same
-    # after Ray connects).
+    # Everything imported so far lives as long as the server: keep it out of full collections, which re-scan it and
+    # pause the one event loop hover and completion share (farm/cluster.py does the same after Ray connects).
     gc.freeze()
     server.start_io(sys.stdin.buffer, wire_guard.ClosedSafeStdout(sys.stdout.buffer))  # type: ignore[arg-type]
