@@ -17,7 +17,6 @@ import json
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -30,51 +29,13 @@ from trtls.core.tomlpos import bounded_loads
 from trtls.store.config import StoreConfig, store_config
 from trtls.store.diff import key_changes
 from trtls.store.entries import Entry, Refused, Store, StoreUnusable
-from trtls.store.key import EngineKey, KeyUnavailable, engine_key
+from trtls.store.key import KeyUnavailable, engine_key
 from trtls.store.known_good import KnownGood
 from trtls.store.lock import KeyLock
+from trtls.store.use import CellsLookup, StoreUse, release_uses
 
 WAIT_POLL_S = 0.1  # a waiter retries the key's lock this often (flock has no asyncio-friendly blocking form)
-
-
-@dataclass
-class StoreUse:
-    """How one build uses the store: its key, the store, the lock it holds, what changed since the last build."""
-
-    engine: str
-    state_dir: Path
-    config: StoreConfig | None
-    output: Path
-    history: str  # the known-good history's name: the engine, or `engine.cell` for a matrix cell
-    store: Store | None = None
-    key: EngineKey | None = None
-    not_used: str | None = None  # why this build does not use the store (evidence: store.used = false)
-    last: dict[str, Any] | None = None  # the table's last successful build (known-good record)
-    changes: list[str] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
-    lock: KeyLock | None = None
-    rebuild: bool = False
-    reused_from: dict[str, Any] | None = None
-    waited_for: str | None = None  # the lock holder (`pid build-id`) this build waited for, if it waited
-    device: dict[str, Any] = field(default_factory=dict)  # the CUDA driver's device record the key used
-    overridden: bool = False  # CLI overrides (a level, cold): not the table as written, so no fast-path memo
-
-    def release(self) -> None:
-        if self.lock is not None:
-            self.lock.release()
-
-    def record(self) -> dict[str, Any]:
-        """The `store` object of the evidence."""
-        return {
-            "used": self.not_used is None,
-            "why": self.not_used,
-            "path": str(self.config.path) if self.config else None,
-            "mode": self.config.mode if self.config else None,
-            "source": self.config.source if self.config else None,
-            "warnings": self.warnings,
-            "key": self.key.hex if self.key else None,
-            "waitedFor": self.waited_for,
-        }
+FOLLOW_HELD_S = 30.0  # how long a following matrix cell waits for another build to release its output
 
 
 def store_may_serve(recipe: Path, no_store: bool, rebuild: bool) -> bool:
@@ -201,14 +162,33 @@ async def reuse_or_lock(
 
 
 async def _restore(use: StoreUse, loaded: Any, entry: Entry, build_id: str, waited: bool) -> dict[str, Any] | None:
-    assert use.store is not None and use.key is not None
-    output = use.output
     t0 = time.time()
-    held = OutputHeld(use.state_dir, output, build_id, use.engine)
+    held = OutputHeld(use.state_dir, use.output, build_id, use.engine)
     while not held.take():  # another build is writing this output (or ending): restore after it, never during
         await asyncio.sleep(WAIT_POLL_S)
+    return _restore_held(use, loaded.path, entry, build_id, waited, held, t0)
+
+
+def _restore_now(use: StoreUse, recipe: Path, entry: Entry, build_id: str) -> dict[str, Any] | None:
+    """`_restore` from a synchronous listener (a matrix cell that follows another cell of its key)."""
+    t0 = time.time()
+    held = OutputHeld(use.state_dir, use.output, build_id, use.engine)
+    deadline = time.monotonic() + FOLLOW_HELD_S
+    while not held.take():
+        if time.monotonic() > deadline:
+            use.warnings.append(f"{use.output} is being written by another build: nothing was restored")
+            return None
+        time.sleep(WAIT_POLL_S)
+    return _restore_held(use, recipe, entry, build_id, True, held, t0)
+
+
+def _restore_held(
+    use: StoreUse, recipe: Path, entry: Entry, build_id: str, waited: bool, held: OutputHeld, t0: float
+) -> dict[str, Any] | None:
+    assert use.store is not None and use.key is not None
+    output = use.output
     try:
-        use.store.restore(entry, output, build_id, within=write_root(loaded.path.parent, output))
+        use.store.restore(entry, output, build_id, within=write_root(recipe.parent, output))
     except Refused as exc:
         use.warnings.append(f"TRT332 {exc}; the engine is rebuilt")
         return None
@@ -219,8 +199,8 @@ async def _restore(use: StoreUse, loaded: Any, entry: Entry, build_id: str, wait
         held.release()
     use.reused_from = entry.build
     remember_reused(use.state_dir, use.history, entry, build_id, use.changes)
-    remember(use, loaded.path)
-    return reuse_evidence(build_id, use.engine, loaded.path, entry, output, t0, use.record(), waited)
+    remember(use, recipe)
+    return reuse_evidence(build_id, use.engine, recipe, entry, output, t0, use.record(), waited)
 
 
 def remember(use: StoreUse, recipe: Path) -> None:
@@ -236,7 +216,7 @@ def after_build(use: StoreUse, build: Any) -> dict[str, Any]:
         summary = build.summary or {}
         if use.key is not None:
             summary["engineKey"] = use.key.hex
-            summary["rebuiltBecause"] = _rebuilt_because(use)
+            summary["rebuiltBecause"] = use.rebuilt_because()
         if build.outcome == "built" and use.key is not None:
             art = summary.get("engineArtifact") or {}
             record = {
@@ -269,14 +249,6 @@ def after_build(use: StoreUse, build: Any) -> dict[str, Any]:
         return summary
     finally:
         use.release()
-
-
-def _rebuilt_because(use: StoreUse) -> list[str]:
-    if use.rebuild:
-        return ["--rebuild", *use.changes]
-    if use.last is None:
-        return ["first build of this engine table"]
-    return use.changes or ["same key as the last build (not in the store)"]
 
 
 def _publish(use: StoreUse, engine: Path, record: dict[str, Any], sha: str | None) -> bool:
@@ -339,34 +311,16 @@ def reply_of(done: dict[str, Any], recipe: Path) -> dict[str, Any]:
 # -- matrices: every cell keyed before anything starts (the terminal's --matrix/--all and the editor's Build Matrix) --
 
 
-@dataclass
-class CellsLookup:
-    """A matrix's lookup: the cells still to build (each one's store use, holding its key's lock, by cell key), the
-    cells the store served (the planned cell and its reuse's summary) and what the store warned about."""
-
-    left: list[Any]
-    uses: dict[str, StoreUse] = field(default_factory=dict)
-    reused: list[tuple[Any, dict[str, Any]]] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
-
-    def release(self) -> None:
-        """Drop every key lock still held: the matrix did not start (refused, invalid) or a cell never ran."""
-        release_uses(self.uses)
-
-
-def release_uses(uses: dict[str, StoreUse]) -> None:
-    for use in uses.values():
-        use.release()
-    uses.clear()
-
-
 async def avoid_cells(loaded: Any, planned: list[Any], *, no_store: bool = False, rebuild: bool = False) -> CellsLookup:
     """Key every planned cell (trtls.builds.matrix.PlannedCell) and restore the ones whose key is in the store (on a
-    cluster they cost no node). A cell whose key another process is building is built here too: a matrix does not
-    wait cell by cell. A store that cannot be used: every cell is built without it (one warning)."""
+    cluster they cost no node). Cells of this run that share a key build once: the first is built, the others leave
+    `left` (`same_key`) and are restored from its entry when it has published (`attach_cells`). A cell whose key
+    another process is building is built here too: a matrix does not wait cell by cell. A store that cannot be
+    used: every cell is built without it (one warning)."""
     if no_store:
         return CellsLookup(list(planned))
     found = CellsLookup([])
+    leaders: dict[str, tuple[str, StoreUse]] = {}  # engine key → (the cell of this run that builds it, its use)
     for p in planned:
         history = p.key.replace("/", ".")
         try:
@@ -374,28 +328,69 @@ async def avoid_cells(loaded: Any, planned: list[Any], *, no_store: bool = False
         except StoreUnusable as exc:
             found.release()
             return CellsLookup(list(planned), warnings=[f"{exc.code} {exc}: the matrix builds without the store"])
+        follows = leaders.get(use.key.hex) if use.key is not None else None
+        if follows is not None:
+            follows[1].followers.append((p.key, use))
+            found.same_key.append((p, follows[0]))
+            continue
         reused = await reuse_or_lock(use, loaded, wait=False)
         found.warnings += use.warnings
         if reused is None:
             found.left.append(p)
             found.uses[p.key] = use
+            if use.key is not None and use.store is not None and use.store.mode == "read_write":
+                leaders[use.key.hex] = (p.key, use)  # a read-only store never holds its engine: both build
         else:
             found.reused.append((p, reused))
     return found
 
 
-def attach_cells(mb: Any, uses: dict[str, StoreUse]) -> None:
-    """Publish each cell that builds when it ends (before any view reads its summary); when the matrix ends, release
-    the locks of cells that never started (it was stopped first)."""
+FollowerDone = Callable[[str, "dict[str, Any] | None", str], None]
+
+
+def attach_cells(mb: Any, uses: dict[str, StoreUse], on_follower: FollowerDone | None = None) -> None:
+    """Publish each cell that builds when it ends (before any view reads its summary), then restore the cells of
+    the same key from its entry (`on_follower(cell key, the reuse's summary or None, what happened)`); when the
+    matrix ends, release the locks of cells that never started (it was stopped first)."""
+    named: set[str] = set()
 
     def on_cell(m: Any, build: Any, ev: Any) -> None:
-        if ev is not None:
+        if build is None:  # the matrix is over: the cells still here never ran
+            if ev is None:
+                for cell in (c for u in uses.values() for c, _ in u.followers):
+                    if on_follower is not None:
+                        on_follower(cell, None, "not built: the cell of the same engine key never ran")
+                release_uses(uses)
             return
-        if build is None:  # the matrix is over
-            release_uses(uses)
-            return
-        use = uses.pop(f"{build.engine}/{build.cell}" if build.cell else build.engine, None)
-        if use is not None:
+        key = f"{build.engine}/{build.cell}" if build.cell else build.engine
+        use = uses.get(key) if ev is not None else uses.pop(key, None)
+        if use is not None and ev is not None and use.lock is not None and build.id not in named:
+            named.add(build.id)
+            use.lock.relabel(build.id)  # waiters in other processes name this cell's build
+        elif use is not None and ev is None:
             after_build(use, build)
+            follow(use, build, key, on_follower)
 
     mb.listeners.insert(0, on_cell)
+
+
+def follow(leader: StoreUse, build: Any, leader_cell: str, on_follower: FollowerDone | None) -> None:
+    """Restore every cell of `leader`'s key from the entry its build has just published (verified, atomic, evidence
+    `reused` with `store.waitedFor` naming the cell): one TensorRT build for all of them."""
+    for cell, use in leader.followers:
+        entry = None
+        if build.outcome == "built" and use.store is not None and use.key is not None:
+            entry = _lookup(use)
+        summary = None
+        if entry is not None:
+            use.waited_for = f"cell {leader_cell} of this matrix (build {build.id})"
+            summary = _restore_now(use, build.recipe_path, entry, new_build_id(use.engine))
+        if summary is not None:
+            said = f"{summary['message']} (same engine key as {leader_cell}: built once)"
+        elif build.outcome != "built":
+            said = f"not built: {leader_cell}, of the same engine key, ended {build.outcome}"
+        else:
+            said = "; ".join(use.warnings) or f"not built: {leader_cell}'s engine (the same key) was not stored"
+        if on_follower is not None:
+            on_follower(cell, summary, said)
+    leader.followers.clear()

@@ -1,0 +1,89 @@
+"""How one build uses the engine store (builds/avoidance.py decides; this is its state): the key, the store, the
+key's lock it holds, what changed since the last build, and — for a matrix — the cells of the same key it serves.
+Store types only (no builds import): the store layer."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from trtls.store.config import StoreConfig
+from trtls.store.entries import Store
+from trtls.store.key import EngineKey
+from trtls.store.lock import KeyLock
+
+
+@dataclass
+class StoreUse:
+    """How one build uses the store: its key, the store, the lock it holds, what changed since the last build."""
+
+    engine: str
+    state_dir: Path
+    config: StoreConfig | None
+    output: Path
+    history: str  # the known-good history's name: the engine, or `engine.cell` for a matrix cell
+    store: Store | None = None
+    key: EngineKey | None = None
+    not_used: str | None = None  # why this build does not use the store (evidence: store.used = false)
+    last: dict[str, Any] | None = None  # the table's last successful build (known-good record)
+    changes: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    lock: KeyLock | None = None
+    rebuild: bool = False
+    reused_from: dict[str, Any] | None = None
+    waited_for: str | None = None  # the lock holder (`pid build-id`) this build waited for, if it waited
+    device: dict[str, Any] = field(default_factory=dict)  # the CUDA driver's device record the key used
+    overridden: bool = False  # CLI overrides (a level, cold): not the table as written, so no fast-path memo
+    # matrix cells of the same key as this one, in the same run (cell key, their use): restored from this cell's
+    # entry when it has published (avoid_cells/attach_cells), never built a second time
+    followers: list[tuple[str, StoreUse]] = field(default_factory=list)
+
+    def release(self) -> None:
+        if self.lock is not None:
+            self.lock.release()
+
+    def record(self) -> dict[str, Any]:
+        """The `store` object of the evidence."""
+        return {
+            "used": self.not_used is None,
+            "why": self.not_used,
+            "path": str(self.config.path) if self.config else None,
+            "mode": self.config.mode if self.config else None,
+            "source": self.config.source if self.config else None,
+            "warnings": self.warnings,
+            "key": self.key.hex if self.key else None,
+            "waitedFor": self.waited_for,
+        }
+
+    def rebuilt_because(self) -> list[str]:
+        """Why this build runs, for the evidence (`rebuiltBecause`)."""
+        if self.rebuild:
+            return ["--rebuild", *self.changes]
+        if self.last is None:
+            return ["first build of this engine table"]
+        return self.changes or ["same key as the last build (not in the store)"]
+
+
+@dataclass
+class CellsLookup:
+    """A matrix's lookup: the cells still to build (each one's store use, holding its key's lock, by cell key), the
+    cells the store served (the planned cell and its reuse's summary) and what the store warned about."""
+
+    left: list[Any]
+    uses: dict[str, StoreUse] = field(default_factory=dict)
+    reused: list[tuple[Any, dict[str, Any]]] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    # cells whose key an earlier cell of this run builds (the planned cell, that cell's key): not in `left`; each
+    # is restored from that cell's entry when it has published (attach_cells)
+    same_key: list[tuple[Any, str]] = field(default_factory=list)
+
+    def release(self) -> None:
+        """Drop every key lock still held: the matrix did not start (refused, invalid) or a cell never ran."""
+        release_uses(self.uses)
+
+
+def release_uses(uses: dict[str, StoreUse]) -> None:
+    for use in uses.values():
+        use.release()
+    uses.clear()
