@@ -13,7 +13,9 @@ Steps, in order; nothing is promoted unless every step succeeds:
 2. **Export ONNX** to the path the route's engine recipe names (`[engines.X].onnx`), atomically, only if
    the bytes differ. Exporters are chosen by config.json `model_type` (`EXPORTERS`): `tiny-mlp` / `mlp`
    = a chain `fc1 … fcN` of Gemm layers with Relu between, from safetensors weights (the sample's
-   make_onnx.py, generalised to N layers). Other model types are refused with a message.
+   make_onnx.py, generalised to N layers); `bert` = a Hugging Face BERT encoder (`route.bert_export`), with the
+   `sentence_embedding` a sentence-transformers checkpoint's modules.json declares (`route.pooling`; recorded in
+   the provenance as `pooling`). Other model types are refused with a message.
 3. **Build the engine** through `build.supervisor.Supervisor` (real TensorRT / TensorRT-RTX in a worker
    process): the live phase tree goes to `view(build)`; `on_build(build)` may add listeners or cancel.
 4. **Write the bundle** atomically with `bundle.write_bundle`: sections `engine`, `model.onnx`,
