@@ -2,22 +2,27 @@
 
     python make_models.py [--out DIR]      # default: models/ next to this file
 
-demo.onnx   builds in a few seconds with TensorRT-RTX on a 2-core CPU.
+demo.onnx   builds in a few seconds with TensorRT-RTX on a 2-core CPU, with no TensorRT warning.
 large.onnx  builds for about half a minute, and keeps reporting progress while it does, so a Stop
             is seen within a second or two.
 
 Why the models look the way they do (measured with tensorrt_rtx 1.7 on the CPU):
 - TensorRT-RTX hands the whole network to one Myelin compile, reported as a single step of
-  "Determining refit engines": a long conv chain gave one silent stretch of 9 s in a 10 s build.
-- A Reshape whose target shape is computed from tensor *values* forces a device-to-host shape
-  copy, which Myelin cannot swallow: the network is cut there into separate compile units, each
-  reported as its own step. Each cut below computes `Shape(x) + int(max(x) * 0)`, which always
-  equals the current shape, so the model's output is unchanged. The cut is what TensorRT cannot see
-  through, so it says so once per cut tensor at build time ("Was not able to infer kOPT value(s) for
-  tensor cast_N. Using one(s)."): the price of a visible step, and the only warning either model
-  gives. Tried instead, all merged into one Myelin compile (no cut): If, Loop, TopK, CumSum,
-  ScatterElements, Resize, InstanceNormalization, a value clamped to 0; NonZero needs a plugin
-  TensorRT-RTX lacks.
+  "Computing profile costs": a long conv chain gave one silent stretch of 9 s in a 10 s build.
+  That is fine for `demo` (one compile unit, ~2-3 s silent, no cut, no warning).
+- `large` is cut: a Reshape whose target shape is computed from tensor *values* forces a
+  device-to-host shape copy, which Myelin cannot swallow: the network is cut there into separate
+  compile units, each reported as its own step. Each cut computes `Shape(x) + int(max(x) * 0)`,
+  which always equals the current shape, so the model's output is unchanged.
+- Every cut costs a TensorRT warning, twice per cut tensor ("Was not able to infer kOPT value(s)
+  for tensor cast_N. Using one(s)."), 112 in `large`: a shape computed on the device has no value
+  TensorRT can know at the profile's opt point. No cut without it was found (issue 18):
+  data-dependent Slice, Range, Tile, Expand, Pad, TopK, ConstantOfShape->ReduceMax, a random
+  value, all cut and all warn; If and Loop on data, shape math in float (Cast, Mul, Sqrt, MatMul),
+  Q/DQ, LSTM, GridSample, Einsum, Trilu, Hardmax, Mod, LRN, ScatterND, OneHot, ReverseSequence,
+  ConvTranspose, DepthToSpace, fp16/int32/bool round trips all merge into one compile (no cut);
+  NonZero and DFT need plugins TensorRT-RTX lacks; NonMaxSuppression has no CPU runner. Uncut,
+  `large` would be one silent compile of over a minute: a Stop would wait for all of it.
 - LayerNormalization costs the Myelin compiler the most per node among the ops tried
   (conv, matmul, softmax, pooling, transpose, tanh), so few nodes buy much build time, and the
   graph-wide phases (whose silent stretches grow with the node count) stay short.
@@ -27,7 +32,7 @@ Why the models look the way they do (measured with tensorrt_rtx 1.7 on the CPU):
 
 Measured (tensorrt_rtx 1.7.1, 2 cores, one profile 1/4/8 x 3x32x32, optimization level 3;
 CPU seconds, which equal wall seconds on an idle machine; wall time stretches under load):
-  demo   3.3 s, 1299 callbacks, longest gap 0.5 s,  13 MB engine
+  demo   ~3 s, one compile unit (longest gap ~2-3 s, the compile), 2.6 MB engine, no warning
   large 30.6 s, 10739 callbacks, longest gap 1.5 s (graph-wide "Computing profile costs"),
         all others <= 0.7 s, 123 MB engine, ~1.3 GB peak RSS
 
@@ -47,20 +52,21 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-GENERATOR_VERSION = 2  # 2: the cut reshapes say allowzero=1 (TensorRT warned 4 times per cut)
+GENERATOR_VERSION = 3  # 2: the cut reshapes say allowzero=1 (TensorRT warned 4 times per cut); 3: demo uncut
 SEED = 20261129
 CHANNELS = 16
 SIZE = 32
 OPSET = 17
 
-# segments: compile units (separated by value-dependent reshapes); norms: LayerNormalizations each.
+# segments: conv + norms LayerNormalizations each; cut: a value-dependent reshape ends each segment,
+# making it a compile unit of its own (and a TensorRT kOPT warning, see above).
 MODELS = {
-    "demo": {"segments": 6, "norms": 32},
-    "large": {"segments": 56, "norms": 30},
+    "demo": {"segments": 2, "norms": 16, "cut": False},
+    "large": {"segments": 56, "norms": 30, "cut": True},
 }
 
 
-def build_model(name: str, segments: int, norms: int, seed: int = SEED) -> onnx.ModelProto:
+def build_model(name: str, segments: int, norms: int, cut: bool, seed: int = SEED) -> onnx.ModelProto:
     rng = np.random.default_rng([seed, segments, norms])
     nodes: list[onnx.NodeProto] = []
     inits: list[onnx.TensorProto] = []
@@ -93,6 +99,8 @@ def build_model(name: str, segments: int, norms: int, seed: int = SEED) -> onnx.
             scale = (1.0 + 0.1 * rng.standard_normal(SIZE)).astype(np.float32)
             bias = (0.1 * rng.standard_normal(SIZE)).astype(np.float32)
             x = node("LayerNormalization", [x, const(scale, "ln_scale"), const(bias, "ln_bias")], axis=-1)
+        if not cut:
+            continue
         # The cut: a Reshape to Shape(x) + int64(max(x) * 0), i.e. to its own shape, computed from values.
         zero = node(
             "Cast",
@@ -125,6 +133,7 @@ def build_model(name: str, segments: int, norms: int, seed: int = SEED) -> onnx.
             "seed": str(seed),
             "segments": str(segments),
             "norms": str(norms),
+            "cut": str(cut).lower(),
         },
     )
     onnx.checker.check_model(model)
