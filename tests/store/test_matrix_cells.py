@@ -95,3 +95,24 @@ def test_four_cell_matrix_with_one_cell_changed_runs_one_tensorrt_build(workspac
     assert sorted(line.split(":")[0] for line in said) == ["demo/o0", "demo/o1", "demo/o2"], again.stdout
     assert [p.name for p in (workspace / "build").glob("demo-*4.engine")] == ["demo-o4.engine"]
     assert len(list((tmp_path / "store" / "entries").glob("*/engine"))) == 5
+
+
+def test_a_cell_of_a_key_the_store_could_not_keep_is_named_and_the_matrix_is_not_ok(
+    workspace: Path, tmp_path: Path
+) -> None:
+    """The store's disk is full (TRTLS_STORE_FAULT=enospc): cell a builds but its engine is not stored, so cell b of
+    the same key has nothing to be restored from. Before, the matrix printed nothing for b and exited 0 with
+    build/demo-b.engine missing; now it says so and exits 1."""
+    import os
+
+    shutil.copyfile(workspace / "models" / "demo.onnx", workspace / "models" / "demo-copy.onnx")
+    recipe = workspace / "trtls.toml"
+    recipe.write_text(recipe.read_text() + SAME_KEY_MATRIX)
+    with_store(workspace, tmp_path / "store")
+    cmd = [sys.executable, "-m", "trtls", "build", str(workspace), "--engine", "demo", "--matrix"]
+    env = {**os.environ, "TRTLS_STORE_FAULT": "enospc"}
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900)
+    assert (workspace / "build" / "demo-a.engine").is_file()
+    assert not (workspace / "build" / "demo-b.engine").exists()
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "demo/b: " in done.stderr and "TRT332 not built: demo/b" in done.stderr, done.stderr

@@ -18,7 +18,7 @@ from trtls.cli import accept, check, gates, import_cmd, pictures, reduce, store
 from trtls.cli import farm as farm_cmd
 from trtls.cli import gc as gc_cmd
 from trtls.cli.common import find_recipe, install_stop_keys, load_or_report, report_error
-from trtls.cli.exits import EXIT_BAD_INPUT, EXIT_OK, exit_code_of
+from trtls.cli.exits import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, exit_code_of
 from trtls.cli.usage import TrtlsParser, emit_error, parse, positive_seconds
 
 
@@ -158,7 +158,7 @@ async def _build_matrix(loaded: Any, engines: list[str], args: argparse.Namespac
     title = (args.engine or "all") + (" (matrix)" if args.matrix else "")
     sup = Supervisor()
     mb = start_matrix(sup, loaded, planned, title, remote_for)
-    store.attach_cells(mb, store_uses)
+    not_restored = store.attach_cells(mb, store_uses, quiet=args.json)
     install_stop_keys(mb, "every cell", quiet=args.json)
     loop = asyncio.get_running_loop()
     if args.timeout:
@@ -173,7 +173,11 @@ async def _build_matrix(loaded: Any, engines: list[str], args: argparse.Namespac
         await mb.wait()
     if not args.json:
         print_matrix_outcome(mb)
-    return exit_code_of(mb.outcome, mb.cancel_source)
+    code = exit_code_of(mb.outcome, mb.cancel_source)
+    if code == EXIT_OK and not_restored:  # a cell of a built key has no engine (its leader's was not stored)
+        report_error("TRT332", f"not built: {', '.join(not_restored)} (see above)", str(loaded.path))
+        return EXIT_FAILED
+    return code
 
 
 def cmd_serve(args: argparse.Namespace) -> int:

@@ -234,8 +234,19 @@ async def avoid_cells(loaded: Any, planned: list[Any], args: argparse.Namespace)
     return found.left, found.uses
 
 
-def attach_cells(mb: Any, uses: dict[str, Any]) -> None:
-    """Publish each cell that builds, when it ends."""
+def attach_cells(mb: Any, uses: dict[str, Any], quiet: bool) -> list[str]:
+    """Publish each cell that builds, when it ends, and say what became of the cells of the same key (restored from
+    its entry, or not built). Returns the list the cells that could not be restored are added to: a matrix with one
+    of them did not produce every output it was asked for, whatever its built cells say (the caller's exit code)."""
     from trtls.builds import avoidance
 
-    avoidance.attach_cells(mb, uses)
+    missing: list[str] = []
+
+    def on_follower(cell: str, summary: dict[str, Any] | None, said: str) -> None:
+        if summary is None:
+            missing.append(cell)
+        if not quiet:
+            print(f"{cell}: {said}", file=sys.stdout if summary is not None else sys.stderr, flush=True)
+
+    avoidance.attach_cells(mb, uses, on_follower)
+    return missing

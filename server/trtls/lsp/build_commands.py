@@ -118,7 +118,17 @@ async def start_matrix_build(ls: TrtlsServer, args: Any) -> dict[str, Any]:
     if isinstance(mb, dict):  # refused: nothing was submitted
         found.release()
         return mb
-    attach_cells(mb, found.uses)
+
+    def on_follower(cell: str, summary: dict[str, Any] | None, said: str) -> None:
+        """A cell of the same key as one this matrix built: its restored row, or a warning that it has no engine."""
+        if summary is not None:
+            finish_restored(ls, args.uri, summary, loaded.path, cell=cell.split("/", 1)[-1], parent_id=mb.id)
+        else:
+            ls.window_show_message(
+                lsp.ShowMessageParams(type=lsp.MessageType.Warning, message=f"TensorRT: {cell}: {said}")
+            )
+
+    attach_cells(mb, found.uses, on_follower)
     for p, summary in found.reused:
         finish_restored(ls, args.uri, summary, loaded.path, cell=p.cell.name if p.cell else None, parent_id=mb.id)
     ls.runs.add(mb, "matrix", args.uri)
