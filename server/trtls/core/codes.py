@@ -199,7 +199,7 @@ _TABLE: tuple[Code, ...] = (
     Code("TRT813", WARNING, "gate-parity", "Precision change without tolerances for that precision"),
     Code("TRT814", WARNING, "gate-parity", "Tokenizer limit and engine profile disagree on sequence length"),
     Code("TRT815", WARNING, "gate-parity", "An input of the checkpoint's model is dropped by the export"),
-    Code("TRT816", WARNING, "gate-parity", "sentence-transformers pooling not deployed"),
+    Code("TRT816", WARNING, "gate-parity", "Deployed pooling does not match modules.json"),
     # TRT817–TRT829: free (one line per new code, here)
     # -- docs/codes/gate-release.md ------------------------------------------------------------------------------------
     Code("TRT900", WARNING, "gate-release", "Gate 5 could not run"),
