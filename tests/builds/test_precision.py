@@ -68,8 +68,11 @@ async def test_fp16_engine_differs_from_fp32(workspace: Path) -> None:
     fp32 = await Supervisor().start(loaded(workspace), "demo").wait()
     fp16 = await Supervisor().start(loaded(workspace, {BUILDER: BUILDER + PRECISION}), "demo").wait()
     assert fp32["outcome"] == fp16["outcome"] == "built"
-    # measured: 13383244 B (FP32) → 11573332 B (FP16 weights)
-    assert fp16["engineArtifact"]["size"] < fp32["engineArtifact"]["size"]
+    # fp16 changes what TensorRT builds: other bytes, from a model whose initializers AutoCast made fp16. The size is
+    # no measure: the quickstart's demo is LayerNorm-heavy (no warning, issue 18), and AutoCast keeps norms in fp32
+    # behind casts (measured 2574852 B fp32 → 3004580 B fp16; the older conv demo shrank 13383244 → 11573332 B).
+    assert fp16["engineArtifact"]["sha256"] != fp32["engineArtifact"]["sha256"]
+    assert fp32["precision"] is None and fp16["precision"]["initializers_low"] > 0
 
 
 async def test_stop_during_conversion_kills_the_child_and_caches_nothing(workspace: Path) -> None:

@@ -17,7 +17,6 @@ import hashlib
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -26,6 +25,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from trtls.builds.killable import ran_to_the_end
 from trtls.core.atomic import atomic_write_text
 from trtls.core.cancel import CancelToken
 from trtls.core.protocol import stable_json
@@ -188,15 +188,8 @@ def _convert_in_child(onnx_path: Path, output: Path, settings: dict[str, Any], c
     assert proc.stdin is not None
     proc.stdin.write((json.dumps(job) + "\n").encode())
     proc.stdin.close()
-    while proc.poll() is None:
-        if cancel.is_set:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            proc.wait()
-            raise PrecisionCancelled(f"precision conversion stopped by {cancel.source}")
-        time.sleep(0.05)
+    if not ran_to_the_end(proc, cancel):
+        raise PrecisionCancelled(f"precision conversion stopped by {cancel.source}")
     out = proc.stdout.read().decode(errors="replace") if proc.stdout else ""
     err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
     lines = [ln for ln in out.splitlines() if ln.strip()]

@@ -13,16 +13,15 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from trtls.builds.cuda import cuda_driver, cuda_runtime
+from trtls.builds.killable import ran_to_the_end
 
 UNAVAILABLE = "TensorRT execution unavailable here"
 
@@ -79,15 +78,8 @@ def tensorrt_layers(
             stderr=subprocess.STDOUT,
             start_new_session=True,  # a stop ends the child and what it started
         )
-        while proc.poll() is None:
-            if token.is_set:
-                try:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-                proc.wait()
-                return {"status": "cancelled", "reason": f"stopped by {token.source}"}
-            time.sleep(0.05)
+        if not ran_to_the_end(proc, token):
+            return {"status": "cancelled", "reason": f"stopped by {token.source}"}
     try:
         return dict(json.loads((work / "result.json").read_text()))
     except (OSError, ValueError):
