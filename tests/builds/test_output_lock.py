@@ -15,6 +15,7 @@ import pytest
 
 from trtls.builds.output_lock import OutputLock, lock_path
 from trtls.builds.output_probe import inode_flags
+from trtls.cli.terminal_view import _previous_engine
 
 from .cli_procs import CliBuild, is_waiting_line, pause_env, sha256_of, wait_for_file
 from .helpers import leftovers
@@ -157,3 +158,71 @@ def test_a_build_cancelled_while_it_waits_ends_cancelled_having_built_nothing(wo
     assert not [ln for ln in waiter.seen if ln.get("type") == "phase_start"]
     holder.interrupt()
     assert holder.finish() == 130
+
+
+@pytest.mark.parametrize("point", ["after_rename", "before_rename"])
+def test_a_large_cancelled_while_it_waits_for_a_demo_that_renames_never_says_the_engine_was_damaged(
+    workspace: Path, tmp_path: Path, point: str
+) -> None:
+    """The issue's exact case: a `large` of the same output as a `demo`, waiting for the demo's output, is cancelled
+    (Ctrl-C) while the demo renames its new engine over the old one. Before the lock, the large hashed the old engine,
+    saw the new one at its end and printed `previous engine NOT intact`, though it never touched the file.
+
+    `after_rename`: the demo has renamed and still holds the output when the large is cancelled (deterministic).
+    `before_rename`: the demo is let go and the large is cancelled at the same moment (the race as it was seen)."""
+    engine = workspace / "build" / "demo.engine"
+    previous = older_engine(workspace)
+    pause = tmp_path / "pause"
+    holder = CliBuild(workspace, "demo", env=pause_env(pause, point))
+    large: CliBuild | None = None
+    try:
+        marker = wait_for_file(pause, f".{point}")
+        held_id = marker.name.removesuffix(f".{point}")
+        # the user edits the recipe meanwhile: `large` now writes the output the demo is building (and demo elsewhere;
+        # two engines of one output are refused by the check, TRT109)
+        recipe = workspace / "trtls.toml"
+        text = recipe.read_text().replace('output = "build/demo.engine"', 'output = "build/other.engine"')
+        recipe.write_text(text.replace('output = "build/large.engine"', 'output = "build/demo.engine"'))
+        large = CliBuild(workspace, "large")
+        assert held_id in large.wait_for(is_waiting_line)["msg"]
+        if point == "after_rename":
+            large.interrupt()
+            s_large = large.summary()
+            (pause / f"{held_id}.go").write_text("")
+        else:
+            (pause / f"{held_id}.go").write_text("")
+            large.interrupt()
+            s_large = large.summary()
+        assert large.finish() == 130
+        s_holder = holder.summary()
+        assert holder.finish() == 0
+    finally:
+        for m in pause.glob(f"*.{point}"):
+            (pause / (m.name.removesuffix(f".{point}") + ".go")).write_text("")
+        holder.kill()
+        if large is not None:
+            large.kill()
+    assert s_large["outcome"] == "cancelled" and s_large["engine"] == "large"
+    if point == "after_rename":  # cancelled while waiting: no worker, nothing built
+        assert s_large["workerPid"] is None and not [ln for ln in large.seen if ln.get("type") == "phase_start"]
+        assert any("while waiting for another build" in n for n in s_large["notes"])
+    assert s_large["previousEngineIntact"] is not False, s_large["notes"]
+    assert "NOT intact" not in _previous_engine(s_large)
+    assert s_holder["outcome"] == "built"
+    art = s_holder["engineArtifact"]
+    on_disk = sha256_of(engine)
+    assert art["sha256"] == on_disk and art["reportedSha256"] == on_disk and art["verified"] is True
+    assert on_disk != previous  # the file did change under the waiting build
+    assert not leftovers(workspace)
+
+
+def older_engine(ws: Path) -> str:
+    """Build a demo engine that differs from the recipe's (max batch 4, not 8) and return its sha: a later demo
+    build replaces it with other bytes, so an "intact" that compared the two would be false (builds are
+    deterministic: the same recipe twice gives the same bytes, and nothing would be seen)."""
+    recipe = ws / "trtls.toml"
+    original = recipe.read_text()
+    recipe.write_text(original.replace("max = [8, 3, 32, 32]", "max = [4, 3, 32, 32]", 1))
+    assert CliBuild(ws, "demo").finish() == 0
+    recipe.write_text(original)
+    return sha256_of(ws / "build" / "demo.engine")

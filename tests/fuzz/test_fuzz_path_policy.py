@@ -1,4 +1,5 @@
-"""10,000 hostile recipes at `trtls check`'s core (`check_recipe`): no traceback, and no recipe that passes can make
+"""10,000 hostile recipes at `trtls check`'s core (`check_recipe`), and a sample of them at a real language server and
+real `trtls check` processes: no traceback, and no recipe that passes can make
 trtls write outside its folder, through a symlink, or over a file it reads (issue 22).
 
 Each generated recipe has engines (hostile names), outputs, timing caches, matrix templates and variant names,
@@ -15,11 +16,15 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
+from tests.lsp.raw_stdio import RawServer
 
 from trtls.builds.build import new_build_id, state_dir, worker_job
 from trtls.builds.matrix import plan
@@ -77,6 +82,9 @@ TEMPLATES = [
 ]
 
 
+PROFILE = '{ input = "input", min = [1, 3, 32, 32], opt = [1, 3, 32, 32], max = [1, 3, 32, 32] }'
+
+
 def _q(s: str) -> str:
     return json.dumps(s, ensure_ascii=False)  # JSON escapes are TOML basic-string escapes
 
@@ -129,6 +137,8 @@ def hostile_recipe(draw) -> str:
             variant = pick(names, ordinary_names)
             onnx = pick(paths, st.just("models/demo.onnx"))
             out.append(f'precision = {{ {_q(variant)} = {_q(onnx)}, fp32 = "models/demo.onnx" }}')
+            if draw(st.booleans()):  # profile variant names become cell names and paths just as precision's do
+                out.append(f"profiles = {{ {_q(pick(names, ordinary_names))} = [{PROFILE}], base = [{PROFILE}] }}")
             if draw(st.booleans()):
                 out.append("optimization_level = [0, 1]")
     if pick(st.booleans(), st.just(False)):  # nesting where the schema takes any value (shallow nesting passes)
@@ -155,9 +165,9 @@ def _tree(root: Path) -> dict[str, str]:
     return out
 
 
-@pytest.fixture(scope="module")
-def fuzz_site(tmp_path_factory: pytest.TempPathFactory, quickstart_models: Path) -> Path:
-    root = tmp_path_factory.mktemp("policy")
+def make_site(root: Path, quickstart_models: Path) -> Path:
+    """The recipe folder (returned) inside `root`, beside `root/elsewhere`: a model, a symlinked output leading to
+    `elsewhere/precious.bin`, a symlinked folder leading to `elsewhere`, a symlinked model and a lock file."""
     folder = root / "recipe"
     (folder / "models").mkdir(parents=True)
     (folder / "build").mkdir()
@@ -170,6 +180,11 @@ def fuzz_site(tmp_path_factory: pytest.TempPathFactory, quickstart_models: Path)
     (folder / "models" / "link.onnx").symlink_to(folder / "models" / "demo.onnx")
     (folder / "trtls.lock.json").write_text("{}\n")
     return folder
+
+
+@pytest.fixture(scope="module")
+def fuzz_site(tmp_path_factory: pytest.TempPathFactory, quickstart_models: Path) -> Path:
+    return make_site(tmp_path_factory.mktemp("policy"), quickstart_models)
 
 
 def _allowed(target: Path, root: Path, allowed: list[Path]) -> bool:
@@ -222,3 +237,131 @@ def test_no_hostile_recipe_passes_the_check_with_a_write_outside_the_folder(fuzz
     one()
     assert passed > 0, "some generated recipes must pass, or the property says nothing"
     assert _tree(fuzz_site.parent) == before, "checking must never write"
+
+
+# -- the same recipes at the real faces: one language server over stdio, and `trtls check` processes ---------------
+SERVER_EXAMPLES = int(os.environ.get("TRTLS_POLICY_SERVER_EXAMPLES", "300"))
+CLI_EXAMPLES = int(os.environ.get("TRTLS_POLICY_CLI_EXAMPLES", "40"))
+ABSOLUTE = Path("/tmp/trtls-fuzz-abs.engine")  # the one absolute write target the generator names outside /tmp/pytest
+ORDINARY = """[engines.demo]
+onnx = "models/demo.onnx"
+output = "build/demo.engine"
+[[engines.demo.profiles]]
+input = "input"
+min = [1, 3, 32, 32]
+opt = [1, 3, 32, 32]
+max = [1, 3, 32, 32]
+"""
+
+
+def sample(n: int) -> list[str]:
+    """`n` recipes from the same generator, the same ones on every run (derandomized, no shrinking)."""
+    out: list[str] = []
+
+    @settings(
+        max_examples=n,
+        derandomize=True,
+        database=None,
+        deadline=None,
+        phases=[Phase.generate],
+        suppress_health_check=list(HealthCheck),
+    )
+    @given(hostile_recipe())
+    def collect(text: str) -> None:
+        out.append(text)
+
+    collect()
+    return out
+
+
+def deep_site(tmp_path: Path, quickstart_models: Path) -> Path:
+    """The site four folders below tmp_path: every `../` the generator writes (up to four) still lands inside
+    tmp_path, so the tree compared before and after covers it."""
+    folder = make_site(tmp_path / "d1" / "d2" / "d3", quickstart_models)
+    (folder / "trtls.toml").write_text(ORDINARY)
+    return folder
+
+
+def _next_publish(s: RawServer, start: int, uri: str, timeout: float) -> dict:
+    end = time.monotonic() + timeout
+    with s._lock:
+        while True:
+            for m in s.messages[start:]:
+                if m.get("method") == "textDocument/publishDiagnostics" and m["params"]["uri"] == uri:
+                    return m
+            left = end - time.monotonic()
+            if left <= 0 or s.proc.poll() is not None:
+                return {}
+            s._lock.wait(min(left, 1.0))
+
+
+def test_the_language_server_takes_hostile_recipes_with_no_traceback_and_no_write(
+    tmp_path: Path, quickstart_models: Path
+) -> None:
+    """One real server over stdio: each recipe is a didChange of one open trtls.toml, and the next is sent only once
+    the diagnostics of this one are published (a check that raised would publish nothing). Every tenth recipe is
+    also read by a command (listTargets) and asked for lenses. Nothing outside the recipe folder changes."""
+    folder = deep_site(tmp_path, quickstart_models)
+    texts = sample(SERVER_EXAMPLES)
+    had_absolute = ABSOLUTE.exists()
+    before = _tree(tmp_path)
+    s = RawServer(cwd=folder)
+    try:
+        s.initialize(folder)
+        uri = (folder / "trtls.toml").as_uri()
+        start = len(s.messages)
+        s.notify("textDocument/didOpen", {"textDocument": {"uri": uri, "languageId": "toml", "version": 1,
+                                                           "text": ORDINARY}})  # fmt: skip
+        assert _next_publish(s, start, uri, 60), s.stderr.decode(errors="replace")[-3000:]
+        for version, text in enumerate([*texts, ORDINARY], start=2):
+            start = len(s.messages)
+            change = {"textDocument": {"uri": uri, "version": version}, "contentChanges": [{"text": text}]}
+            s.notify("textDocument/didChange", change)
+            published = _next_publish(s, start, uri, 60)
+            assert published, (
+                f"no diagnostics for recipe {version - 2}:\n{text}\n{s.stderr.decode(errors='replace')[-3000:]}"
+            )
+            if version % 10 == 0:
+                listed = s.request(
+                    "workspace/executeCommand", {"command": "trtls.listTargets", "arguments": [{"uri": uri}]}
+                )
+                lenses = s.request("textDocument/codeLens", {"textDocument": {"uri": uri}})
+                for response in (listed, lenses):
+                    assert response.get("error", {}).get("code") != -32603, (response, text)
+        hover = s.request(
+            "textDocument/hover", {"textDocument": {"uri": uri}, "position": {"line": 0, "character": 10}}, timeout=30
+        )
+        assert "error" not in hover and hover["result"] is not None, hover
+        assert s.proc.poll() is None
+    finally:
+        code = s.close()
+    internal = [m for m in s.messages if m.get("error", {}).get("code") == -32603]
+    assert not internal, internal[:3]
+    assert s.shown_messages() == [], "no window/showMessage 'Error in server'"
+    err = s.stderr.decode(errors="replace")
+    assert "Traceback" not in err, err[-3000:]
+    assert code == 0, err[-3000:]
+    assert _tree(tmp_path) == before, "the server wrote under the site"
+    assert ABSOLUTE.exists() == had_absolute
+
+
+def test_trtls_check_processes_take_hostile_recipes_with_exit_0_or_2_and_no_write(
+    tmp_path: Path, quickstart_models: Path
+) -> None:
+    """Real `trtls check` processes, one per recipe (the recipe written to the folder's trtls.toml): exit 0 or 2,
+    never a traceback, and nothing on disk changes but the recipe the test writes."""
+    folder = deep_site(tmp_path, quickstart_models)
+    had_absolute = ABSOLUTE.exists()
+    before = _tree(tmp_path)
+    codes: set[int] = set()
+    for i, text in enumerate(sample(CLI_EXAMPLES)):
+        (folder / "trtls.toml").write_text(text, encoding="utf-8")
+        done = subprocess.run(
+            [sys.executable, "-m", "trtls", "check", str(folder)], capture_output=True, text=True, timeout=120
+        )
+        assert done.returncode in (0, 2) and "Traceback" not in done.stderr, (i, text, done.returncode, done.stderr)
+        codes.add(done.returncode)
+        (folder / "trtls.toml").write_text(ORDINARY)
+        assert _tree(tmp_path) == before, (i, text)
+    assert codes == {0, 2}, "some recipes pass and some are refused, or the sample says little"
+    assert ABSOLUTE.exists() == had_absolute
