@@ -233,9 +233,15 @@ def _relative_name_problem(rel: str) -> str | None:
     return None
 
 
+# A sentence-transformers module's file (`1_Pooling/config.json`): a TRTMC-format bundle (`bundle_format = "trtmc"`)
+# carries it under the name the checkpoint gives it. One folder level, the folder named `<index>_<Module>`; the same
+# plain-relative-path rules as above; never used to build a path.
+ST_MODULE_FILE = re.compile(r"^\d+_[A-Za-z][A-Za-z0-9_]*/[A-Za-z0-9_][A-Za-z0-9_.-]*$")
+
+
 def _name_problem(name: str) -> str | None:
-    """Why a section name could be mistaken for a path (None if it is a plain name, or a plain relative path under
-    OPTIMIZED_PREFIX)."""
+    """Why a section name could be mistaken for a path (None if it is a plain name, a plain relative path under
+    OPTIMIZED_PREFIX, or a sentence-transformers module file, ST_MODULE_FILE)."""
     if name == "":
         return "is empty"
     if len(name) > MAX_SECTION_NAME:
@@ -246,6 +252,8 @@ def _name_problem(name: str) -> str | None:
         return "contains a control character"
     if name.startswith(OPTIMIZED_PREFIX):
         return _relative_name_problem(name[len(OPTIMIZED_PREFIX) :])
+    if ST_MODULE_FILE.match(name):
+        return _relative_name_problem(name)
     if "/" in name or "\\" in name:
         return "contains a path separator"
     if ".." in name:

@@ -127,6 +127,15 @@ class RouteModel(_Model):
     previous_bundle: str | None = Field(
         None, description="The bundle to roll back to (gate 5), relative to this recipe."
     )
+    bundle_format: Literal["trtls", "trtmc"] = Field(
+        "trtls",
+        description='The bundle layout `trtls route build` writes. `"trtls"` (default): sections `engine`, '
+        "`model.onnx`, the checkpoint's `config.json`, `tokenizer.json` and its deployment files with `/` written as "
+        '`__`. `"trtmc"`: a bundle TensorRT Model Connect\'s native runtime loads: the engine as `engine_plan`, a '
+        "generated `config.json` dispatch record (registered `runtime_strategy`, `engine_backend`, `trt_version` and "
+        "`trt_abi` as major.minor), the tokenizer and sentence-transformers files under their own names. Engine "
+        "routes only, for model types TRTMC registers a strategy for (bert).",
+    )
     tokenizer_texts: list[str] | None = Field(
         None,
         min_length=1,
@@ -252,6 +261,15 @@ def _semantic(loaded: LoadedRecipe, recipe: RecipeFile, name: str, route: RouteM
                 "`onnx` is for a route with no engine: this route deploys engine "
                 f"'{route.engine}', whose ONNX is `engines.{route.engine}.onnx`",
                 base + ("onnx",),
+            )
+        )
+    if route.bundle_format == "trtmc" and route.engine is None:
+        out.append(
+            _finding(
+                "TRT109",
+                'bundle_format = "trtmc" is for a route that deploys an engine: TensorRT Model Connect\'s runtime '
+                "loads TensorRT engines, not an ONNX model",
+                base + ("bundle_format",),
             )
         )
     if route.reference == "golden" and route.golden_outputs is None:

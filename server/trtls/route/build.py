@@ -19,7 +19,8 @@ Steps, in order; nothing is promoted unless every step succeeds:
 3. **Build the engine** through `build.supervisor.Supervisor` (real TensorRT / TensorRT-RTX in a worker
    process): the live phase tree goes to `view(build)`; `on_build(build)` may add listeners or cancel.
 4. **Write the bundle** atomically with `bundle.write_bundle`: sections `engine`, `model.onnx`,
-   `config.json`, `tokenizer.json`; header model_id, model_type, family, trt_version (builder version from
+   `config.json`, `tokenizer.json` (with `bundle_format = "trtmc"`: TensorRT Model Connect's layout,
+   `route.trtmc_layout`); header model_id, model_type, family, trt_version (builder version from
    the build evidence), trt_abi, gpu_name (or "none (AOT CPU build)"), created_at, precision,
    runtime_strategy, io_map; provenance (header `trtls.provenance` and sidecar) = checkpoint id, revision,
    commit, files digest + per-file sha256, build id, buildConfigHash, builder module + version, ONNX and
@@ -73,6 +74,7 @@ from trtls.route.plugins import plugin_provenance
 from trtls.route.pooling import sentence_pooling
 from trtls.route.publish import publish_bundle
 from trtls.route.result import RouteBuildResult
+from trtls.route.trtmc_layout import trtmc_layout, trtmc_strategy
 
 __all__ = [
     "EXPORTERS",
@@ -215,6 +217,7 @@ async def _build_route(
         result.notes.append(
             "the checkpoint has no tokenizer.json: the bundle carries none (gate 1 judges the tokenizer)"
         )
+    strategy = trtmc_strategy(route, config)  # bundle_format = "trtmc": refused before any export or build
     onnx_path = loaded.resolve(engine.onnx)
     pooling = sentence_pooling(state)  # modules.json: the sentence_embedding users of the checkpoint deploy
     onnx_bytes = export_onnx(state, config, onnx_path, pooling)
@@ -289,6 +292,18 @@ async def _build_route(
     if tokenizer_bytes is not None:
         sections["tokenizer.json"] = tokenizer_bytes
     sections.update(deployment_sections(state))  # tokenizer settings, sentence-transformers pooling, …
+    if strategy is not None:  # TensorRT Model Connect's layout (route.trtmc_layout)
+        header, sections = trtmc_layout(
+            header,
+            sections,
+            state,
+            config,
+            tokenizer_bytes,
+            strategy=strategy,
+            module=module,
+            version=version,
+            precision=precision,
+        )
     # 5. the bundle and its SBOM (route.publish: the ONNX route writes through the same)
     digests = publish_bundle(
         loaded,

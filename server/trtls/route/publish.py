@@ -12,6 +12,7 @@ from typing import Any
 from trtls import __version__
 from trtls.bundle import BundleDigests, write_bundle
 from trtls.bundle import sbom as sbom_mod
+from trtls.bundle.sections import engine_section
 from trtls.core.recipe import LoadedRecipe
 from trtls.core.route import RouteModel
 from trtls.route.checkpoint import CheckpointState, checkpoint_licence
@@ -60,9 +61,10 @@ def publish_bundle(
     digests = write_bundle(bundle_path, dict(header), dict(sections), provenance=provenance)
     result.bundle_digest = f"sha256:{digests.file_sha256}"
     result.provenance = provenance
+    engine_name = engine_section(digests.section_sha256)  # `engine`, or TRTMC's `engine_plan`
     engine = (
-        sbom_mod.FileDigest(engine_file, digests.section_sha256["engine"], (engine_sizes or {}).get("engine"))
-        if engine_file
+        sbom_mod.FileDigest(engine_file, digests.section_sha256[engine_name], (engine_sizes or {}).get("engine"))
+        if engine_file and engine_name is not None
         else None
     )
     doc = sbom_mod.make_sbom(

@@ -109,6 +109,8 @@ def run_gate(ctx: GateContext) -> list[GateCheck]:
         else {**info["header"], "trtls": info["trtls"]}
     )  # inspect keeps trtls's record apart; TRTMC's reader does not
     checks.append(_shadow_check(full, bpath))
+    if ctx.route.bundle_format == "trtmc" and not container_bad:
+        checks.append(_trtmc_check(ctx, bundle, base + ("bundle_format",)))
 
     trtls_block = info["trtls"] if isinstance(info["trtls"], dict) else None
     sidecar = info["sidecar"]
@@ -223,4 +225,47 @@ def _shadow_check(header: dict[str, Any], path: tuple) -> GateCheck:
         )
     return _check(
         "bundle.header_shadow", "pass", "no nested key stands in for a missing top-level field", "TRT711", path
+    )
+
+
+def _trtmc_check(ctx: GateContext, bundle: Any, path: tuple) -> GateCheck:
+    """TRT702 `bundle.trtmc_load`: a route that promotes a TRTMC-format bundle gets one TRTMC's native loader would
+    load — read as that loader reads it (`bundle.trtmc.read_trtmc`): dispatch record, engine_plan, tokenizer.json,
+    top-level header fields. Checked against TRTMC's documented format; no TRTMC runtime runs here."""
+    from trtls.bundle import BundleError
+    from trtls.bundle.trtmc import read_trtmc
+
+    try:
+        view = read_trtmc(bundle)
+    except (BundleError, OSError, UnicodeDecodeError) as exc:
+        return _check("bundle.trtmc_load", "hold", f"cannot read the bundle as TRTMC does: {exc}", "TRT702", path)
+    problems = view.load_problems()
+    ev = {
+        "runtime_strategy": view.dispatch("runtime_strategy"),
+        "engine_backend": view.dispatch("engine_backend"),
+        "trt_version": view.dispatch("trt_version"),
+        "trt_abi": view.dispatch("trt_abi"),
+        "sections": sorted(view.sections),
+        "problems": problems,
+        "runtime_ran": False,
+    }
+    if problems:
+        return _check(
+            "bundle.trtmc_load",
+            "hold",
+            'the route asks for bundle_format = "trtmc", but TensorRT Model Connect\'s loader would not load this '
+            "bundle: " + "; ".join(problems[:5]) + f"; {rebuild_advice(ctx.route_name)}",
+            "TRT702",
+            path,
+            ev,
+        )
+    return _check(
+        "bundle.trtmc_load",
+        "pass",
+        f"TensorRT Model Connect layout: runtime_strategy {ev['runtime_strategy']}, engine_backend "
+        f"{ev['engine_backend']}, TensorRT ABI {ev['trt_abi']}, engine_plan and tokenizer.json present (checked "
+        "against TRTMC's documented format; no TRTMC runtime ran)",
+        "TRT702",
+        path,
+        ev,
     )
