@@ -164,3 +164,69 @@ def test_ctrl_c_of_a_matrix_cancels_every_cell_and_leaves_nothing_running(tmp_pa
     over = [line for line in err.splitlines() if "Ray's shutdown did not end within" in line]
     assert not over or "processes of the embedded instance" in over[0], err[-2000:]
     assert "Traceback" not in err, err[-2000:]
+
+
+def farm_descendants(head_pid: int, needle: bytes) -> list[int]:
+    """Live processes under the warm head whose command line contains `needle`."""
+    return [pid for pid in descendants(head_pid) if needle in CMDLINES.get(pid, b"")]
+
+
+@pytest.mark.usefixtures("needs_ray")
+def test_a_run_on_a_warm_farm_claims_a_warm_actor_whose_worker_imported_tensorrt_before_the_run(
+    tmp_path: Path,
+) -> None:
+    """`trtls farm up` keeps named node workers with TensorRT imported; a matrix run claims one (its evidence says
+    warmWorker and 'claimed warm actor …'), the worker that builds had imported TensorRT before the run started (a
+    probe records every process that imports it), a second run reuses the same actor, an actor whose preloaded
+    worker died is never used, and `down` ends every process of the farm."""
+    from tests.store.helpers import probe_env
+
+    probe_dir = tmp_path / "probe"
+    env = {**probe_env(probe_dir), "TRTLS_FARM_STATE": str(tmp_path / "farm.json"), "TRTLS_STORE": "off"}
+    run = lambda *a: subprocess.run(TRTLS + list(a), env=env, capture_output=True, text=True, timeout=900)  # noqa: E731
+    up = run("farm", "up", "--num-cpus", "1", "--label", "trtls/pool=reuse")
+    assert up.returncode == 0, up.stderr
+    status = json.loads(run("farm", "status", "--json").stdout)
+    assert status["workers"] == 1
+    recipe = local_recipe(tmp_path / "ws", "demo", 1, 1, "reuse")
+    head_procs: dict[int, str] = {}
+    try:
+        runs = []
+        for _ in range(2):
+            imported_before = {p.name.split("-", 1)[1] for p in probe_dir.glob("tensorrt-*")}
+            built = run("build", str(recipe), "--matrix", "--json")
+            assert built.returncode == 0, built.stderr[-2000:]
+            records = [json.loads(line) for line in built.stdout.splitlines()]
+            parent = records[-1]["summary"]
+            cell = next(r["summary"] for r in records if r.get("type") == "cell_summary")
+            note = next(iter(parent["cluster"]["cells"].values()))
+            runs.append((parent, cell, note, imported_before, records))
+        for parent, cell, note, imported_before, records in runs:
+            assert parent["outcome"] == "built" and parent["cluster"]["warm"] is True
+            assert cell["node"]["warmWorker"] is True
+            assert note["warm"] is True and note["actor"].startswith("trtls-warm-0-")
+            # the worker that built had TensorRT imported before this run started, and before its job came
+            assert str(note["workerPid"]) in imported_before, (note, imported_before)
+            assert note["workerPreloadedAtClaim"] is True and note["workerPreloadedBeforeJob"] is True
+            assert any("claimed warm actor" in (r.get("msg") or "") for r in records if r.get("type") == "log")
+            stages = parent["cluster"]["fixedCost"]
+            assert stages["workerPreloaded"] < stages["runStart"] < stages["connected"] <= stages["placed"]
+            assert stages["placed"] <= stages["actorReady"] <= stages["onnxOnNode"] <= stages["firstPhaseStart"]
+        (_, _, first, _, _), (_, _, second, _, _) = runs
+        assert second["actor"] == first["actor"] and second["claims"] == first["claims"] + 1  # the same actor, again
+        assert second["workerPid"] != first["workerPid"]  # a new worker per build, preloaded between the runs
+
+        # its idle preloaded worker dies: that actor is not used (the head replaces it)
+        idle = farm_descendants(status["pid"], b"trtls.builds.farm.preloaded_worker")
+        assert len(idle) == 1, idle
+        os.kill(idle[0], signal.SIGKILL)
+        built = run("build", str(recipe), "--matrix", "--json")
+        assert built.returncode == 0, built.stderr[-2000:]
+        parent = json.loads(built.stdout.splitlines()[-1])["summary"]
+        note = next(iter(parent["cluster"]["cells"].values()))
+        assert parent["outcome"] == "built" and note["actor"] != first["actor"], note
+        head_procs = {status["pid"]: "", **descendants(status["pid"])}
+    finally:
+        down = run("farm", "down")
+    assert down.returncode == 0, down.stderr
+    assert still_running({p: s for p, s in head_procs.items() if s}) == []  # actors, their workers, raylet, GCS

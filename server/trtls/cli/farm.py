@@ -31,6 +31,8 @@ def register(subparsers: Any) -> None:
     up = sub.add_parser("up", help="start the warm local farm (or say that it runs)", epilog=EXITS)
     up.add_argument("recipe", nargs="?", help="take num_cpus and labels from this recipe's [cluster] table")
     up.add_argument("--num-cpus", type=int, help="CPUs of the farm's node (default: the recipe's, else all)")
+    up.add_argument("--workers", type=int, metavar="N",
+                    help="warm node workers to keep, TensorRT imported (default: one per CPU; 0: none)")  # fmt: skip
     up.add_argument("--label", action="append", default=[], metavar="KEY=VALUE", help="a node label (repeatable)")
     up.set_defaults(func=cmd_up)
     down = sub.add_parser("down", help="stop the warm local farm and every Ray process it started", epilog=EXITS)
@@ -71,7 +73,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         print(f"already running: {head.describe()}")
         return EXIT_OK
     try:
-        head = warm_farm.start(num_cpus or os.cpu_count() or 1, labels)
+        head = warm_farm.start(num_cpus or os.cpu_count() or 1, labels, workers=args.workers)
     except RuntimeError as exc:
         print(f"trtls farm up: {exc}", file=sys.stderr)
         return 1

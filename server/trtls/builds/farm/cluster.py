@@ -15,6 +15,7 @@ import os
 import queue
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -46,8 +47,57 @@ _owner_lock = threading.Lock()
 _owner: queue.Queue | None = None
 _connected: str | None = None
 connection: dict[str, Any] = {}  # how this process reached its cluster: {"how": sentence, "warm": bool}
+job_runtime_env: dict[str, Any] = {}  # this process's Ray job runs in it (a warm farm's actors do not)
 _onnx_refs: dict[str, Any] = {}  # sha256 → ObjectRef: each ONNX is put in the object store once per process
 _hashed: dict[tuple[str, int, int], str] = {}  # (path, size, mtime) → sha256
+
+
+# Where a run's fixed cost goes (the matrix summary's `cluster.fixedCost`): seconds since this process started, each
+# stage when it first happened in the run — runStart (the run asked for the cluster), connected, placed (every cell
+# placed), actorReady (the first cell's node worker answered: a new actor, or a warm one claimed), workerPreloaded
+# (its worker had TensorRT imported: negative when that was before this process started — a warm farm's worker),
+# onnxOnNode, buildStarted and firstPhaseStart (the first cell's builder). Node-side stages come as wall-clock
+# times: exact on one machine (the local and warm farm), subject to clock skew across machines.
+STAGES = (
+    "runStart",
+    "connected",
+    "placed",
+    "actorReady",
+    "workerPreloaded",
+    "onnxOnNode",
+    "buildStarted",
+    "firstPhaseStart",
+)
+
+
+def process_started_at() -> float:
+    """Wall-clock time this process started (/proc: its start in clock ticks since boot, 10 ms resolution)."""
+    me = proc_tree.read(os.getpid())
+    if me is None:
+        return time.time()
+    return time.time() - (time.clock_gettime(time.CLOCK_BOOTTIME) - me.start / proc_tree.TICKS)
+
+
+_process_t0 = process_started_at()
+
+
+def begin_run() -> None:
+    """A new run (a matrix, or one cell): its fixed-cost breakdown starts empty."""
+    connection["fixedCost"] = {"driverStart": 0.0}
+    connection["cells"] = {}
+    mark("runStart")
+
+
+def mark(stage: str, wall: float | None = None) -> None:
+    """The first time `stage` happened in this run (later cells do not move it)."""
+    fixed = connection.setdefault("fixedCost", {"driverStart": 0.0})
+    if stage not in fixed:
+        fixed[stage] = round((time.time() if wall is None else wall) - _process_t0, 3)
+
+
+def cell_note(build_id: str, **fields: Any) -> None:
+    """Per-cell facts for the matrix summary (`cluster.cells[build id]`): which actor, whether warm, its worker."""
+    connection.setdefault("cells", {}).setdefault(build_id, {}).update(fields)
 
 
 def connect(cluster: ClusterTable) -> None:
@@ -76,6 +126,7 @@ def connect(cluster: ClusterTable) -> None:
                 raise FarmUnavailable(
                     "TRT235", f"this process is already connected to {_connected}; restart it to use {cluster.address}"
                 )
+            mark("connected")
             return
         kwargs: dict[str, Any] = {
             "include_dashboard": False,
@@ -102,6 +153,9 @@ def connect(cluster: ClusterTable) -> None:
         except Exception as exc:  # ConnectionError, TimeoutError, ValueError from a bad address …
             raise FarmUnavailable("TRT235", f"cannot connect to the Ray cluster at {cluster.address}: {exc}") from None
         _connected = cluster.address
+        job_runtime_env.clear()
+        job_runtime_env.update(cluster.runtime_env or {})
+        mark("connected")
         # after ray.init: atexit runs handlers last-registered first, so this one ends the connection before Ray's
         # own hook would (which sleeps 0.5 s first, and waits unbounded for a busy head)
         atexit.register(disconnect)

@@ -47,10 +47,9 @@ def node_scratch(node_id: str) -> Path:
 
 
 def _spawn(args: list[str]) -> subprocess.Popen:
-    """Our worker with `args` (["--preload", module]), or an external worker command when `args` is one."""
-    ours = not args or args[0].startswith("--")
+    """Our worker (no args), or an external worker command when `args` is one."""
     return subprocess.Popen(
-        [sys.executable, "-m", "trtls.builds.worker", *args] if ours else args,
+        args or [sys.executable, "-m", "trtls.builds.worker"],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -58,27 +57,103 @@ def _spawn(args: list[str]) -> subprocess.Popen:
     )
 
 
+class Preloaded:
+    """Our worker started before its job, importing `module` now (trtls.builds.farm.preloaded_worker); `info` is its
+    report once the import ended: {"t", "importS", "modules", "pid"} (`ready` is set then, or when it died)."""
+
+    def __init__(self, module: str) -> None:
+        self.module = module
+        r, w = os.pipe()
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "trtls.builds.farm.preloaded_worker", str(w), module],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,
+                pass_fds=(w,),
+            )
+        finally:
+            os.close(w)
+        self.started = time.time()
+        self.info: dict[str, Any] | None = None
+        self.ready = threading.Event()
+        threading.Thread(target=self._read, args=(r,), daemon=True).start()
+
+    def _read(self, fd: int) -> None:
+        with os.fdopen(fd, "rb") as fh:
+            line = fh.readline()
+        try:
+            self.info = json.loads(line) if line else None
+        except ValueError:
+            self.info = None
+        self.ready.set()
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def fits(self, requested: str) -> bool:
+        """This worker may build a job that asks for `requested` (builder_module)."""
+        if requested == self.module:
+            return True
+        return self.info is not None and self.info.get("modules") == [requested]
+
+    def report(self) -> dict[str, Any]:
+        return {"pid": self.proc.pid, "module": self.module, "spawnedAt": self.started, **(self.info or {})}
+
+
 def _discard(proc: subprocess.Popen) -> None:
-    """A preloaded worker that gets no job: closing its input ends it (it exits without building)."""
+    """A preloaded worker that gets no job: closing its input ends it (it exits without building); its group is
+    killed if it does not."""
     try:
         assert proc.stdin is not None
         proc.stdin.close()
+        proc.wait(2)
+    except Exception:
+        _kill_group(proc)
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    try:
         proc.wait(5)
     except Exception:
-        proc.kill()
+        pass
+
+
+def _alive(pid: int, start: int) -> bool:
+    """The process `pid` that started at `start` (clock ticks since boot) still runs (a recycled pid does not)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return False
+    return fields[0] != "Z" and int(fields[19]) == start
 
 
 def log_line(msg: str, severity: str = "INFO") -> str:
     return json.dumps({"v": 1, "type": "log", "t_ns": time.monotonic_ns(), "severity": severity, "msg": msg})
 
 
+WATCH_DRIVER_S = 0.5  # a farm actor checks that the driver that claimed it still runs this often
+DRIVER_GONE_GRACE_S = 10.0  # its driver gone: the worker cancels itself (stdin closed), or is killed after this
+
+
 @ray.remote(max_concurrency=4)
 class NodeWorker:
-    def __init__(self, preload: str | None = None) -> None:
+    def __init__(self, preload: str | None = None, farm: str | None = None) -> None:
         # The build's worker starts now and imports TensorRT (its largest fixed cost) while the driver learns
         # where this actor landed and the ONNX arrives, instead of after (as a local CLI build does: spawn.py).
-        self.early: subprocess.Popen | None = _spawn(["--preload", preload]) if preload else None
-        self.early_module = preload
+        self.early: Preloaded | None = Preloaded(preload) if preload else None
+        self.preload_module = preload
+        # `farm`: this actor's name in the warm local farm (`trtls farm up` owns it). It outlives the runs that claim
+        # it, so after each build it starts its next worker at once (TensorRT imported before the next job), and it
+        # watches the driver that claimed it: a driver that dies (Ctrl-C, kill -9) cannot take it down with it.
+        self.farm = farm
+        self.claimed: dict[str, Any] | None = None
+        self.claims = 0
         ctx = ray.get_runtime_context()
         self.node_id = ctx.get_node_id()
         self.scratch = node_scratch(self.node_id)
@@ -89,6 +164,77 @@ class NodeWorker:
         # control that arrived while the ONNX was still on its way (the worker not started yet): applied at start
         self.pending: list[str] = []
         self.stdin_closed = False
+
+    # -- the warm farm's side: claim, release, health -----------------------------------------------
+    def claim(self, driver: dict[str, Any]) -> dict[str, Any]:
+        """A driver asks for this idle farm actor. Refused when another holds it, or when its preloaded worker died
+        (the farm's head replaces such an actor: it is never used). {"ok": True, "where", "worker"} otherwise."""
+        with self.lock:
+            if self.claimed is not None:
+                return {"ok": False, "why": "busy"}
+            early = self.early
+            if early is None or not early.alive():
+                return {"ok": False, "why": "its preloaded worker died", "broken": True}
+            self.claimed = dict(driver)
+            self.claims += 1
+        if driver.get("host") == socket.gethostname() and driver.get("pid"):
+            threading.Thread(target=self._watch_driver, args=(self.claimed,), daemon=True).start()
+        return {"ok": True, "where": self.where(), "worker": early.report(), "claims": self.claims}
+
+    def release(self, token: str, kill: bool = False) -> bool:
+        """The claim `token` ends: the last build's process group is gone (killed if `kill` or if it still runs),
+        and a preloaded worker waits for the next job (started now if there is none)."""
+        with self.lock:
+            if self.claimed is None or self.claimed.get("token") != token:
+                return False
+            proc, self.proc = self.proc, None
+            self.claimed = None
+        if proc is not None and (kill or proc.poll() is None):
+            _kill_group(proc)
+        self.cleanup()
+        self._ensure_preloaded()
+        return True
+
+    def health(self) -> dict[str, Any]:
+        early = self.early
+        return {
+            "claimed": self.claimed is not None,
+            "worker": "none" if early is None else "alive" if early.alive() else "dead",
+            "preloaded": early is not None and early.info is not None,
+            "pid": os.getpid(),
+        }
+
+    def shutdown(self) -> None:
+        """The farm goes down: end this actor's processes (its preloaded worker, a build still running)."""
+        with self.lock:
+            procs = [p for p in (self.proc, self.early.proc if self.early else None) if p is not None]
+            self.early = None
+        for proc in procs:
+            _kill_group(proc)
+
+    def _ensure_preloaded(self) -> None:
+        if self.farm and self.preload_module and (self.early is None or not self.early.alive()):
+            self.early = Preloaded(self.preload_module)
+
+    def _watch_driver(self, claim: dict[str, Any]) -> None:
+        pid, start = int(claim["pid"]), int(claim.get("start") or 0)
+        while self.claimed is claim:
+            if not _alive(pid, start):
+                self._driver_gone(claim)
+                return
+            time.sleep(WATCH_DRIVER_S)
+
+    def _driver_gone(self, claim: dict[str, Any]) -> None:
+        """As when a driver's own actor dies with it: stdin closes, the worker cancels itself; killed if it lingers."""
+        self.close_stdin()
+        proc = self.proc
+        if proc is not None:
+            try:
+                proc.wait(DRIVER_GONE_GRACE_S)
+            except subprocess.TimeoutExpired:
+                pass
+        if self.claimed is claim:
+            self.release(str(claim.get("token")), kill=True)
 
     def where(self) -> dict[str, Any]:
         """Where this cell landed (for the evidence), answered once the actor is placed and constructed."""
@@ -118,11 +264,14 @@ class NodeWorker:
 
     def run(self, job: dict[str, Any], onnx_sha: str, onnx_box: list, shared_output: bool, command: list[str] | None):
         """Stream the worker's event lines: {"lines": [...]} batches, then {"exit": code, "stderr": [...]}."""
+        t_job = time.time()
         with self.lock:  # a warm actor runs one build after another: nothing of the last one carries over
             self.proc, self.pending, self.stdin_closed = None, [], False
             self.stderr_tail.clear()
         onnx_path, note = self._onnx(onnx_sha, onnx_box)
-        yield {"lines": [log_line(note)]}
+        # wall-clock times (the driver turns them into its matrix's fixed-cost breakdown; one clock on one machine)
+        timing: dict[str, Any] = {"jobT": t_job, "onnxT": time.time(), "actorPid": os.getpid(), "farm": self.farm}
+        yield {"lines": [log_line(note)], "timing": timing}
         job = dict(job)
         self.job_dir = self.scratch / "jobs" / job["build_id"]
         self.job_dir.mkdir(parents=True, exist_ok=True)
@@ -133,12 +282,14 @@ class NodeWorker:
         job["quarantine_dir"] = str(self.scratch / "quarantine")
         job["timing_cache"] = None  # a cache lives with the recipe; it is not shipped (TensorRT-RTX: a no-op)
         early, self.early = self.early, None
-        usable = early is not None and early.poll() is None and not command
-        if early is not None and not (usable and self.early_module == job.get("builder_module", "auto")):
-            _discard(early)  # another module (or an external worker) was asked for after all
+        usable = early is not None and early.alive() and not command
+        if early is not None and not (usable and early.fits(str(job.get("builder_module", "auto")))):
+            _discard(early.proc)  # another module (or an external worker) was asked for after all
             early = None
+        preloaded_before_job = early is not None and early.info is not None
         with self.lock:  # the job line is written before any control line can be
-            self.proc = early or _spawn([sys.executable if part == "{python}" else part for part in command or []])
+            argv = [sys.executable if part == "{python}" else part for part in command or []]
+            self.proc = early.proc if early else _spawn(argv)
             assert self.proc.stdin is not None and self.proc.stdout is not None
             self.proc.stdin.write((json.dumps(job) + "\n").encode())
             for line in self.pending:
@@ -149,6 +300,7 @@ class NodeWorker:
         threading.Thread(target=self._read_stderr, daemon=True).start()
         fd = self.proc.stdout.fileno()
         pending = b""
+        reported = False
         while True:
             select.select([fd], [], [])
             chunk = os.read(fd, 1 << 16)
@@ -164,10 +316,20 @@ class NodeWorker:
             pending += chunk
             *lines, pending = pending.split(b"\n")
             if lines:
-                yield {"lines": [ln.decode() for ln in lines if ln]}
+                batch: dict[str, Any] = {"lines": [ln.decode() for ln in lines if ln]}
+                if not reported:  # the worker speaks: its builder import (if preloaded) has been reported
+                    reported = True
+                    if early is not None:
+                        early.ready.wait(1.0)
+                    batch["timing"] = {
+                        "worker": early.report() if early else {"pid": self.proc.pid, "preloaded": False},
+                        "preloadedBeforeJob": preloaded_before_job,
+                    }
+                yield batch
             if not chunk:
                 break
         code = self.proc.wait()
+        self._ensure_preloaded()  # a farm actor: the next job's worker imports TensorRT now, not when it comes
         yield {"exit": code, "stderr": list(self.stderr_tail)}
 
     def _read_stderr(self) -> None:

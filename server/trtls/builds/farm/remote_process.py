@@ -30,6 +30,7 @@ from trtls.builds.farm.warm_actors import DRAIN_AFTER_S, WARM, kill_actor
 from trtls.core.atomic import atomic_writer
 from trtls.core.events import PROTOCOL_VERSION
 
+FARM_PROBE_S = 1.0  # a waiting cell asks the warm farm for a free actor at most this often
 KILL_ACTOR_AFTER_S = 0.5  # after SIGKILL to the remote group: the actor too, so its slot is free again
 WAIT_TICK_S = 0.25  # a waiting cell looks for a warm worker of its shape this often
 NODE_DEATH_NOTICE_S = 30.0  # how long a failed actor's node has to be declared dead before we call it a node loss
@@ -64,7 +65,10 @@ class _Control:
 class RemoteProcess:
     def __init__(self, job: dict[str, Any], remote: RemoteSpec, command: list[str] | None = None):
         self.job = job
-        self.command = command  # an external worker (the recipe's `worker`), run on the node; None: ours
+        # an external worker (the recipe's `worker`), run on the node; None: ours (the supervisor names ours as
+        # `{python} -m trtls.builds.worker`: the node starts it itself, preloaded — it was never preloaded before)
+        ours = command is None or list(command) == ["{python}", "-m", "trtls.builds.worker"]
+        self.command = None if ours else command
         self.placement = remote.placement
         self.queue_timeout_s = remote.queue_timeout_s
         self.shared_output = remote.shared_dir is not None
@@ -83,6 +87,9 @@ class RemoteProcess:
         self._cancelled = asyncio.Event()  # wakes a cell waiting for a node at once (no polling)
         self._task: asyncio.Task | None = None
         self._worker_running = False
+        self._farm: dict[str, Any] | None = None  # the claim on a warm farm's actor (released, never killed)
+        self._farm_probe_ns = 0
+        self._phase_seen = False
 
     @classmethod
     async def start(cls, job: dict[str, Any], remote: RemoteSpec, command: list[str] | None = None) -> RemoteProcess:
@@ -119,8 +126,15 @@ class RemoteProcess:
             asyncio.get_running_loop().call_later(KILL_ACTOR_AFTER_S, self._kill_actor)
 
     def _kill_actor(self) -> None:
-        if self._actor is not None:
+        if self._actor is not None and self._farm is not None:
+            self._release_farm(kill=True)  # the farm owns it: the build's process group ends, the actor stays
+        elif self._actor is not None:
             kill_actor(self._actor)
+
+    def _release_farm(self, kill: bool) -> None:
+        claim, self._farm = self._farm, None
+        if claim is not None and self._actor is not None:
+            self._actor.release.remote(claim["token"], kill)
 
     # -- node → supervisor ---------------------------------------------------------------------
     def _feed(self, data: bytes) -> None:
@@ -154,8 +168,9 @@ class RemoteProcess:
         )  # fmt: skip
         try:
             sha, ref = await asyncio.to_thread(cluster.onnx_ref, Path(self.job["onnx"]))
-            if await self._take_warm():
+            if await self._take_farm() or await self._take_warm():
                 self.where["queue_wait_s"] = round((time.monotonic_ns() - t_submit) / 1e9, 3)
+                cluster.mark("actorReady")
                 self._feed(_line("placed", **self.where, **self._gpus()))
                 await self._stream(sha, ref)
                 return
@@ -172,6 +187,9 @@ class RemoteProcess:
                 WARM.waiting[shape] -= 1
             if placed:
                 self.where["queue_wait_s"] = round((time.monotonic_ns() - t_submit) / 1e9, 3)
+                cluster.mark("actorReady")
+                if self._farm is None and not self.where.get("warm"):
+                    cluster.cell_note(self.job["build_id"], cell=req.cell, actor="new", warm=False)
                 self._feed(_line("placed", **self.where, **self._gpus()))
                 await self._stream(sha, ref)
         except asyncio.CancelledError:
@@ -207,6 +225,17 @@ class RemoteProcess:
                 where.cancel()
                 self._queue_timeout()
                 return False
+            if self._farm_fits() and time.monotonic_ns() - self._farm_probe_ns > FARM_PROBE_S * 1e9:
+                self._farm_probe_ns = time.monotonic_ns()
+                pending = self._actor
+                if await self._take_farm():  # a farm actor came free (an earlier cell of this run released it)
+                    where.cancel()
+                    kill_actor(pending)  # withdraw the request for a new one
+                    return True
+            elif cluster.connection.get("warm") and time.monotonic_ns() - t_submit > DRAIN_AFTER_S * 1e9:
+                if time.monotonic_ns() - self._farm_probe_ns > FARM_PROBE_S * 1e9:
+                    self._farm_probe_ns = time.monotonic_ns()
+                    await self._lend_farm_slot()  # another shape: an idle farm actor may hold the slot it needs
             if WARM.count() and time.monotonic_ns() - t_submit > DRAIN_AFTER_S * 1e9:
                 pending = self._actor
                 if await self._take_warm():  # a cell of this shape just finished: take its worker
@@ -214,6 +243,48 @@ class RemoteProcess:
                     kill_actor(pending)  # withdraw the request for a new one
                     return True
                 WARM.drain()  # idle workers of other shapes may hold the slot this cell needs
+
+    def _farm_fits(self) -> bool:
+        from trtls.builds.farm import farm_actors
+
+        opts = self.placement.ray_options()
+        return bool(cluster.connection.get("warm")) and farm_actors.fits(opts, self.command, cluster.job_runtime_env)
+
+    async def _take_farm(self) -> bool:
+        """Claim an idle node worker of the warm local farm (`trtls farm up`): its worker already imported TensorRT."""
+        if not self._farm_fits():
+            return False
+        from trtls.builds.farm import farm_actors
+
+        driver = farm_actors.driver_token(self.job["build_id"])
+        got = await asyncio.to_thread(farm_actors.claim, driver)
+        if got is None:
+            return False
+        actor, name, answer = got
+        self._actor, self._farm = actor, driver
+        self.where = {**answer["where"], "warm": True}
+        worker = answer.get("worker") or {}
+        before = worker.get("t") is not None
+        note = {"actor": name, "warm": True, "claims": answer.get("claims"), "workerPid": worker.get("pid")}
+        cluster.cell_note(self.job["build_id"], cell=self.placement.request.cell, workerPreloadedAtClaim=before, **note)
+        if before:
+            ago = time.time() - float(worker["t"])
+            state = f"imported {', '.join(worker.get('modules') or []) or 'its builder'} {ago:.1f} s ago"
+        else:
+            state = "still importing its builder"
+        msg = (
+            f"trtls farm: claimed warm actor {name} of the warm local farm (actor pid "
+            f"{answer['where'].get('actor_pid')}); its worker (pid {worker.get('pid')}) {state}"
+        )
+        self._feed(_line("log", severity="INFO", msg=msg))
+        return True
+
+    async def _lend_farm_slot(self) -> None:
+        from trtls.builds.farm import farm_actors
+
+        name = await asyncio.to_thread(farm_actors.lend_one, farm_actors.driver_token(self.job["build_id"]))
+        if name:
+            self._feed(_line("log", severity="INFO", msg=f"trtls farm: ended idle warm actor {name} to free its slot"))
 
     async def _take_warm(self) -> bool:
         """Reuse an idle node worker of this cell's shape (checked alive with one round trip)."""
@@ -261,11 +332,15 @@ class RemoteProcess:
         held: list[bytes] = []  # the node's engine `artifact` line waits for the engine to arrive here
         async for item_ref in gen:
             item = await item_ref
+            if "timing" in item:
+                self._timing(item["timing"])
             if "exit" in item:
                 self._end(item["exit"], item.get("stderr", []))
                 break
             for text in item["lines"]:
                 raw = (text + "\n").encode()
+                if not self._phase_seen:  # the fixed cost's last stages: the first cell's builder starts
+                    self._first_stages(text)
                 if self.shared_output:
                     self._built = self._built or '"outcome": "built"' in text and '"build_finished"' in text
                     self._feed(raw)
@@ -286,11 +361,32 @@ class RemoteProcess:
         try:
             await self._actor.cleanup.remote()  # the node's copy of a cancelled or failed build's job folder
         finally:
-            if self._built and self.returncode == 0 and self._cancel_line is None:
+            if self._farm is not None:
+                self._release_farm(kill=False)  # back to the warm farm, whatever the outcome: its next worker starts
+            elif self._built and self.returncode == 0 and self._cancel_line is None:
                 WARM.put(self.placement.shape(), self._actor, {k: v for k, v in self.where.items() if k != "warm"},
                          self.keep_warm_s)  # fmt: skip
             else:
                 self._kill_actor()  # the slot is free for the next cell
+
+    def _first_stages(self, text: str) -> None:
+        if '"build_started"' in text[:60]:
+            cluster.mark("buildStarted")
+        elif '"phase_start"' in text[:60]:
+            self._phase_seen = True
+            cluster.mark("firstPhaseStart")
+
+    def _timing(self, t: dict[str, Any]) -> None:
+        """The node's wall-clock times → this run's fixed-cost breakdown and the cell's note."""
+        if "onnxT" in t:
+            cluster.mark("onnxOnNode", t["onnxT"])
+        worker = t.get("worker")
+        if worker is not None:
+            if worker.get("t") is not None:
+                cluster.mark("workerPreloaded", worker["t"])
+            cluster.cell_note(self.job["build_id"], cell=self.placement.request.cell, workerPid=worker.get("pid"),
+                              workerImportS=worker.get("importS"), workerModules=worker.get("modules"),
+                              workerPreloadedBeforeJob=t.get("preloadedBeforeJob"))  # fmt: skip
 
     async def _bring_engine(self, finished: dict[str, Any], held: list[bytes]) -> list[bytes]:
         """Fetch the node's engine, write it atomically at the requested output, check its sha256 end to end."""

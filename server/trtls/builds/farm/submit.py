@@ -16,6 +16,7 @@ async def prepare(loaded: LoadedRecipe, planned: list[PlannedCell]) -> dict[str,
 
     assert loaded.recipe is not None and loaded.recipe.cluster is not None
     table = loaded.recipe.cluster
+    cluster.begin_run()
     try:
         await asyncio.to_thread(cluster.connect, table)
         nodes = await asyncio.to_thread(cluster.nodes)
@@ -34,6 +35,7 @@ async def prepare(loaded: LoadedRecipe, planned: list[PlannedCell]) -> dict[str,
     placements, findings = place_all(requests, nodes)
     if findings:
         return findings
+    cluster.mark("placed")
     shared = loaded.resolve(table.shared_dir) if table.shared_dir else None
     return {
         p.key: RemoteSpec(pl, table.queue_timeout_s, shared, table.keep_warm_s)

@@ -46,10 +46,14 @@ class WarmHead:
     started_at: float
     session_dir: str = ""
     auth_mode: str = ""  # RAY_AUTH_MODE the head runs with ("token": a driver must send ~/.ray/auth_token)
+    workers: int = 0  # warm node workers (named actors, TensorRT imported) the head keeps (farm_actors.Pool)
 
     def describe(self) -> str:
         labels = ", ".join(f"{k}={v}" for k, v in self.labels.items()) or "no labels"
-        return f"warm local farm at {self.address} (trtls farm up, pid {self.pid}; {self.num_cpus} CPUs; {labels})"
+        return (
+            f"warm local farm at {self.address} (trtls farm up, pid {self.pid}; {self.num_cpus} CPUs; "
+            f"{self.workers} warm node workers; {labels})"
+        )
 
 
 def read_state(path: Path | None = None) -> WarmHead | None:
@@ -63,6 +67,7 @@ def read_state(path: Path | None = None) -> WarmHead | None:
             float(data.get("started_at") or 0.0),
             str(data.get("session_dir") or ""),
             str(data.get("auth_mode") or ""),
+            int(data.get("workers") or 0),
         )
     except (OSError, ValueError, KeyError, TypeError):
         return None
@@ -110,7 +115,7 @@ def find(labels: dict[str, str] | None = None) -> tuple[WarmHead | None, str]:
     return head, head.describe()
 
 
-def start(num_cpus: int, labels: dict[str, str], wait_s: float = 300.0) -> WarmHead:
+def start(num_cpus: int, labels: dict[str, str], wait_s: float = 600.0, workers: int | None = None) -> WarmHead:
     """Start the head in its own session (it outlives this command) and wait until it has written its state."""
     path = state_path()
     path.unlink(missing_ok=True)
@@ -118,7 +123,8 @@ def start(num_cpus: int, labels: dict[str, str], wait_s: float = 300.0) -> WarmH
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "ab") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", HEAD_MODULE, "--num-cpus", str(num_cpus), "--labels", json.dumps(labels)],
+            [sys.executable, "-m", HEAD_MODULE, "--num-cpus", str(num_cpus), "--labels", json.dumps(labels)]
+            + ([] if workers is None else ["--workers", str(workers)]),
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=out,
