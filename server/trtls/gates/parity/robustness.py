@@ -61,19 +61,57 @@ def malformed_cases(
     return cases
 
 
+# The oversized probe's own bound on its work: at most this many rows, and at most this many bytes of expected output
+# (rows x the output bytes per row the reference-size input gives). When the smallest batch over max_input_bytes is
+# larger (a small encoder input under the 64 MiB default is ~260,000 rows, gigabytes of output), the probe runs at a
+# lowered cap instead — the runtime is told that cap (TRTLS_MAX_INPUT_BYTES) and gets the smallest batch just over it.
+OVERSIZED_MAX_ROWS = 1024
+OVERSIZED_MAX_OUTPUT_BYTES = 64 * 1024 * 1024
+
+
+def oversized_rows(feed: Mapping[str, np.ndarray], max_input_bytes: int) -> tuple[int, int, int] | None:
+    """(rows, bytes per row, fixed bytes) of the smallest consistent batch over the cap; None with no batch axis."""
+    arrays = {k: np.asarray(v) for k, v in feed.items()}
+    batched = {k: a for k, a in arrays.items() if a.ndim and a.shape[0] >= 1}
+    if not batched or len({a.shape[0] for a in batched.values()}) != 1:
+        return None
+    per_row = sum(int(np.prod(a.shape[1:])) * a.itemsize for a in batched.values()) or 1
+    fixed = sum(a.nbytes for k, a in arrays.items() if k not in batched)
+    return max(1, (max_input_bytes - fixed) // per_row + 1), per_row, fixed
+
+
+def bounded_cap(
+    feed: Mapping[str, np.ndarray], max_input_bytes: int, output_bytes_per_row: int
+) -> tuple[int, dict[str, Any]]:
+    """The cap the oversized probe runs at: `max_input_bytes` when its smallest over-cap batch is within the bounds
+    (OVERSIZED_MAX_ROWS rows, OVERSIZED_MAX_OUTPUT_BYTES of expected output), else the largest cap whose smallest
+    over-cap batch is. Returns (cap, evidence)."""
+    shape = oversized_rows(feed, max_input_bytes)
+    ev: dict[str, Any] = {"max_input_bytes": max_input_bytes, "output_bytes_per_row": output_bytes_per_row}
+    if shape is None:
+        return max_input_bytes, ev
+    rows, per_row, fixed = shape
+    limit = min(OVERSIZED_MAX_ROWS, max(1, OVERSIZED_MAX_OUTPUT_BYTES // max(1, output_bytes_per_row)))
+    ev.update({"rows_at_cap": rows, "expected_output_bytes_at_cap": rows * output_bytes_per_row, "row_limit": limit})
+    if rows <= limit:
+        return max_input_bytes, ev
+    cap = fixed + (limit - 1) * per_row  # `limit` rows are the smallest batch over it
+    ev["bounded_cap"] = cap
+    return cap, ev
+
+
 def oversized_case(
     feed: Mapping[str, np.ndarray], max_input_bytes: int
 ) -> tuple[str, dict[str, np.ndarray] | None, str]:
     """Every batched input enlarged along its first (batch) axis by the same number of rows, just enough for the
     feed to pass the cap: a two-input encoder (input_ids, attention_mask) gets a consistent oversized batch, not a
     shape mismatch, and the runtime does no more work than the cap forces (each row is a copy of the first)."""
+    shape = oversized_rows(feed, max_input_bytes)
+    if shape is None:
+        return "oversized", None, "inputs have no common batch axis: an oversized batch cannot be made (not applicable)"
+    rows = shape[0]
     arrays = {k: np.asarray(v) for k, v in feed.items()}
     batched = {k: a for k, a in arrays.items() if a.ndim and a.shape[0] >= 1}
-    if not batched or len({a.shape[0] for a in batched.values()}) != 1:
-        return "oversized", None, "inputs have no common batch axis: an oversized batch cannot be made (not applicable)"
-    per_row = sum(int(np.prod(a.shape[1:])) * a.itemsize for a in batched.values()) or 1
-    fixed = sum(a.nbytes for k, a in arrays.items() if k not in batched)
-    rows = max(1, (max_input_bytes - fixed) // per_row + 1)
     out = dict(arrays)
     for k, a in batched.items():
         out[k] = np.repeat(a[:1], rows, axis=0)
@@ -106,28 +144,37 @@ def check_malformed(spec: RuntimeSpec, feed: dict[str, np.ndarray], path: TomlPa
     import dataclasses
 
     raw = dataclasses.replace(spec, validate_inputs=False)
-    cases = malformed_cases(feed, spec.max_input_bytes)
+    # the reference-size input first: what one row of output costs (the oversized probe's bound) and how long an
+    # answer takes (what tells a hang from work)
+    ref = run_inputs(raw, [dict(feed)])
+    batch = next((int(np.asarray(a).shape[0]) for a in feed.values() if np.asarray(a).ndim), 1) or 1
+    out_per_row = (sum(int(a.nbytes) for a in ref.outputs[0].values()) // batch) if ref.ok and ref.outputs else 0
+    cap, bound = bounded_cap(feed, spec.max_input_bytes, out_per_row)
+    probe = dataclasses.replace(raw, max_input_bytes=cap)  # the runtime is told the cap it is probed at
+    cases = malformed_cases(feed, cap)
     runnable = [(c, f, d) for c, f, d in cases if f is not None]
     # each case is its own child with its own timeout; run them side by side so a hanging runtime costs one timeout
     with ThreadPoolExecutor(max_workers=max(1, len(runnable))) as pool:
-        results = list(pool.map(lambda c: run_inputs(raw, [c[1]]), runnable))
-    outcomes: dict[str, dict[str, str]] = {
+        results = list(pool.map(lambda c: run_inputs(probe if c[0] == "oversized" else raw, [c[1]]), runnable))
+    outcomes: dict[str, dict[str, Any]] = {
         c: {"outcome": "not_applicable", "detail": d} for c, f, d in cases if f is None
     }
     for (case, _, desc), res in zip(runnable, results, strict=True):
         outcome, detail = _malformed_outcome(case, res)
         if outcome == "accepted" and case not in MUST_REFUSE:
             outcome, detail = "answered", _answer_summary(res)
-        elif outcome == "hang" and case == "oversized" and spec_answers(raw, feed):
-            # still running on a batch as large as the cap allows while the reference-size input answers within the
-            # same timeout: a hang or honest work on a huge batch — the timeout cannot tell, so it is not called a hang
+        elif outcome == "hang" and case == "oversized" and not _work_bounded(ref, feed, desc, spec.timeout_s):
+            # the probe's batch would take longer than the timeout at the reference input's pace: the timeout cannot
+            # tell a hang from work, so it is not called a hang
             outcome = "undetermined"
             detail = (
-                f"still running at the {spec.timeout_s:g} s timeout while the reference input answers: a hang or work "
-                "on the oversized batch (set runtime_options.max_input_bytes to the service's real input cap): "
-                f"{detail}"
+                f"still running at the {spec.timeout_s:g} s timeout on a batch that would take about that long at the "
+                f"reference input's pace: a hang or work (set runtime_options.max_input_bytes to the service's real "
+                f"input cap): {detail}"
             )
         outcomes[case] = {"outcome": outcome, "detail": detail[:300], "input": desc}
+        if case == "oversized":
+            outcomes[case]["bound"] = bound
     failing = {c: o for c, o in outcomes.items() if o["outcome"] in ("hang", "crash", "accepted")}
     unavailable = {c: o for c, o in outcomes.items() if o["outcome"] == "unavailable"}
     undetermined = {c: o for c, o in outcomes.items() if o["outcome"] == "undetermined"}
@@ -172,6 +219,19 @@ def check_malformed(spec: RuntimeSpec, feed: dict[str, np.ndarray], path: TomlPa
         path,
         evidence,
     )
+
+
+def _work_bounded(ref: RunResult, feed: Mapping[str, np.ndarray], desc: str, timeout_s: float) -> bool:
+    """Is the oversized probe's work bounded well within the timeout? Only then is a timeout on it a hang: the
+    reference-size input answered, and the probe's rows at that pace take under a quarter of the timeout."""
+    import re
+
+    if not ref.ok:
+        return False
+    m = re.search(r"with (\d+) rows", desc)
+    batch = next((int(np.asarray(a).shape[0]) for a in feed.values() if np.asarray(a).ndim), 1) or 1
+    rows = int(m.group(1)) if m else batch
+    return ref.wall_s * max(1.0, rows / batch) < timeout_s / 4
 
 
 def spec_answers(spec: RuntimeSpec, feed: Mapping[str, np.ndarray]) -> bool:
