@@ -208,6 +208,9 @@ def test_a_large_cancelled_while_it_waits_for_a_demo_that_renames_never_says_the
         assert any("while waiting for another build" in n for n in s_large["notes"])
     assert s_large["previousEngineIntact"] is not False, s_large["notes"]
     assert "NOT intact" not in _previous_engine(s_large)
+    if point == "after_rename":  # it never held the output, and says so — not "no previous engine" with one there
+        assert s_large["previousEngine"] == "not_inspected", s_large.get("previousEngine")
+        assert "was not touched by this build" in _previous_engine(s_large)
     assert s_holder["outcome"] == "built"
     art = s_holder["engineArtifact"]
     on_disk = sha256_of(engine)

@@ -41,8 +41,14 @@ def build_summary(build: Build, t_end: int, history: History) -> dict[str, Any]:
         else "the build ended before the timing cache was read; the file was not touched",
     }
     intact = None  # previous_engine_sha: settled by Build.previous_sha() before the summary is written
+    previous = None  # core.display.previous_engine_state: what the faces say of the engine that was there
     if build.previous_engine_sha is not None and build.outcome != "built":
         intact = build.output.is_file() and sha256_file(build.output) == build.previous_engine_sha
+        previous = "intact" if intact else "changed"
+    elif build.outcome != "built":
+        # never hashed: the build ended before it held the output (it waited for another build of it, or was stopped
+        # first) and so never touched it — not "no previous engine" when one is there
+        previous = "not_inspected" if build.output.is_file() else "absent"
     engine_written = [a for a in build.artifacts if a.get("kind") == "engine" and a.get("action") == "written"]
     repeated = (
         history.repeated_stop_phase(build.config_hash) if build.config_hash and build.outcome != "built" else None
@@ -94,6 +100,7 @@ def build_summary(build: Build, t_end: int, history: History) -> dict[str, Any]:
         "validationNote": "a finished build does not prove the engine correct; parity is checked by the route gates",
         "engineArtifact": engine_written[0] if engine_written else None,
         "previousEngineIntact": intact,
+        "previousEngine": previous,
         "artifacts": build.artifacts,
         "notes": build.notes,
         "startedAt": build.started_at,

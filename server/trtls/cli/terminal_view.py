@@ -9,7 +9,7 @@ import time
 from typing import Any, TextIO
 
 from trtls.builds.supervisor import Build
-from trtls.core.display import human_bytes
+from trtls.core.display import human_bytes, previous_engine_text
 from trtls.core.phase_tree import PhaseView, row_text, rows_of
 
 STATUS_STYLE = {"running": "cyan", "done": "green", "cancelled": "yellow", "failed": "red"}
@@ -227,12 +227,6 @@ def print_outcome(build: Build, out: TextIO | None = None) -> None:
 
 
 def _previous_engine(s: dict[str, Any]) -> str:
-    """What became of the engine that was at the output before this build, in words (never `None`)."""
-    if s.get("outcome") == "built":
-        return ""  # replaced by the new engine, atomically
-    intact = s.get("previousEngineIntact")
-    if intact is True:
-        return "; previous engine intact (byte for byte)"
-    if intact is False:
-        return "; previous engine NOT intact"
-    return "; there was no previous engine at the output"
+    """What became of the engine that was at the output before this build (core.display's words)."""
+    text = previous_engine_text(s)
+    return f"; {text}" if text else ""  # a built engine replaced it, atomically

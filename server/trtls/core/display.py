@@ -92,6 +92,33 @@ def progress_text(names: list[str], detail: str) -> str:
     return " › ".join(names) + f" {detail}"
 
 
+PREVIOUS_ENGINE_WORDS = {
+    "intact": "previous engine intact (byte for byte)",
+    "changed": "previous engine NOT intact",
+    "not_inspected": "the engine at the output was not touched by this build (it never held the output)",
+    "absent": "there was no previous engine at the output",
+}
+
+
+def previous_engine_state(summary: dict[str, Any]) -> str | None:
+    """What became of the engine at the output before a build that did not replace it: `intact`, `changed`,
+    `not_inspected` (the build ended before it held the output: waiting for another build of it, or stopped first)
+    or `absent`; None for a build that replaced it. Older records have only `previousEngineIntact`."""
+    if summary.get("outcome") == "built":
+        return None
+    state = summary.get("previousEngine")
+    if isinstance(state, str) and state in PREVIOUS_ENGINE_WORDS:
+        return state
+    intact = summary.get("previousEngineIntact")
+    return "intact" if intact is True else "changed" if intact is False else "absent"
+
+
+def previous_engine_text(summary: dict[str, Any]) -> str:
+    """The words every face shows for `previous_engine_state` ('' for a build that replaced the engine)."""
+    state = previous_engine_state(summary)
+    return "" if state is None else PREVIOUS_ENGINE_WORDS[state]
+
+
 NOT_STARTED = "not started"
 
 

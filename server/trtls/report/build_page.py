@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from trtls.core.display import human_bytes, human_seconds, phase_detail
+from trtls.core.display import human_bytes, human_seconds, phase_detail, previous_engine_text
 from trtls.report.evidence import QUIET_GAP_S, BuildEvidence, Span
 from trtls.report.page import badge, esc, facts, page, when
 
@@ -198,10 +198,7 @@ def cancel_section(ev: BuildEvidence) -> str:
         ("return → cleanup", esc(f"{s.get('cleanupLatencyMs')} ms")),
         ("forced (SIGTERM/SIGKILL)", esc(s.get("forced"))),
         ("cleanup", esc(s.get("cleanupStatus"))),
-        (
-            "previous engine intact",
-            esc({True: "yes", False: "NO", None: "no previous engine"}.get(s.get("previousEngineIntact"))),
-        ),
+        ("previous engine", esc(previous_engine_text(s) or "replaced by this build")),
     ]
     return f'<div id="cancel">{svg}{facts(rows)}</div>'
 
