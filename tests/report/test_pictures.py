@@ -40,7 +40,7 @@ def runs(tmp_path_factory, quickstart_models) -> dict:
             assert (await build.wait())["outcome"] == "built"
             ids[name] = build.id
         _, build = await run_build(ws)
-        cancel_at_phase(build, 12, lambda b: b.cancel("api"))
+        cancel_at_phase(build, 6, lambda b: b.cancel("api"))  # mid-build: demo has 12 phases
         summary = await build.wait()
         assert summary["outcome"] == "cancelled", summary["outcome"]
         ids["cancelled"] = build.id
