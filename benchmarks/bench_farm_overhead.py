@@ -56,7 +56,7 @@ def recipe(ws: Path, model: str, cells: int, slots: int) -> Path:
 def kind(p: proc_tree.Proc, driver: int) -> str:
     if p.pid == driver:
         return "driver"
-    if "trtls.builds.worker" in p.name:
+    if "trtls.builds.worker" in p.name or "trtls.builds.farm.preloaded_worker" in p.name:
         return "builds"
     if p.name.startswith("ray::") and "Agent" not in p.name:
         return "node workers (actors)"
