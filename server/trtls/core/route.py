@@ -15,10 +15,10 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
 
 from trtls.core.findings import Finding, Origin, Severity, TomlPath
-from trtls.core.paths import is_safe_name
+from trtls.core.paths import is_safe_name, safe_name
 from trtls.core.route_lifecycle import CanaryPlan, DriftKind, IntegrationBoundary, PluginLibrary, Precision
 from trtls.core.route_limits import GoldenOutputsRef, Thresholds, Tolerance
 from trtls.core.validation import findings_from_validation
@@ -31,6 +31,8 @@ COMMIT = re.compile(r"^[0-9a-f]{40}$")
 # Runtimes gate 4 knows by name; other names are left to gate 4 to judge (it may add options).
 KNOWN_RUNTIMES = ("onnxruntime", "onnx.reference", "tensorrt", "tensorrt_rtx", "trtmc")
 INDEPENDENT_REFERENCES = ("checkpoint", "golden")  # gate 4 references that do not run the export
+DEFAULT_INPUT_SET = "reference"  # the name of the one set a `reference_inputs = "file.npz"` route has
+_INPUT_SETS: TypeAdapter[dict[str, str]] = TypeAdapter(dict[str, str])
 
 
 class _Model(BaseModel):
@@ -118,7 +120,13 @@ class RouteModel(_Model):
         "command; "
         "perturb > 0 is FAULT INJECTION, for the failing sample only, and always holds the route).",
     )
-    reference_inputs: str | None = Field(None, description="Reference inputs (.npz), relative to this recipe.")
+    reference_inputs: str | dict[str, str] | None = Field(
+        None,
+        description="Reference inputs (.npz), relative to this recipe: one file, or a table of named input sets "
+        '(`{ short = "inputs/short.npz", long = "inputs/long.npz" }`: several shapes, e.g. short and long sequences). '
+        "Gate 4 checks parity on every set and records the evidence per set; gate 5 measures on every set. Set "
+        "names: letters, digits, '_', '-', '.'.",
+    )
     canary_inputs: str | None = Field(None, description="Canary inputs (.npz), relative to this recipe (gate 5).")
     tolerances: dict[str, Tolerance] = Field(
         default_factory=dict, description="Tolerances per output name; `*` applies to outputs not named."
@@ -175,6 +183,33 @@ class RouteModel(_Model):
         description="GPUs the route is meant for (names as the driver reports them, or `SM89`): each not validated "
         "holds (TRT911).",
     )
+
+    @field_validator("reference_inputs", mode="wrap")
+    @classmethod
+    def _input_sets(cls, value: Any, handler: Any) -> Any:
+        """One .npz path, or a table of named sets (a wrong value inside the table is located at its set)."""
+        if isinstance(value, dict):
+            if not value:
+                raise ValueError('an empty table names no input set: give { name = "file.npz", ... } or one path')
+            return _INPUT_SETS.validate_python(value)
+        if value is None or isinstance(value, str):
+            return value
+        raise ValueError('a .npz path, or a table of named input sets { short = "a.npz", long = "b.npz" }')
+
+    @property
+    def input_sets(self) -> dict[str, str]:
+        """The reference input sets by name, in recipe order: the table as written, or for the one-file form
+        `{"reference": path}` (`named_input_sets` tells which); empty when the route has none."""
+        if self.reference_inputs is None:
+            return {}
+        if isinstance(self.reference_inputs, str):
+            return {DEFAULT_INPUT_SET: self.reference_inputs}
+        return dict(self.reference_inputs)
+
+    @property
+    def named_input_sets(self) -> bool:
+        """Whether `reference_inputs` is a table of named sets (evidence and messages then name each set)."""
+        return isinstance(self.reference_inputs, dict)
 
     @property
     def revision_pinned(self) -> bool:
@@ -308,16 +343,28 @@ def _semantic(loaded: LoadedRecipe, recipe: RecipeFile, name: str, route: RouteM
         out.append(
             _finding("TRT104", f"checkpoint folder {what}: {ckpt}", base + ("checkpoint", "path"), resolved=str(ckpt))
         )
-    for key in ("reference_inputs", "canary_inputs"):
-        rel = getattr(route, key)
-        if rel is not None and not loaded.resolve(rel).is_file():
+    files: list[tuple[str, str, TomlPath]] = [
+        (f"reference inputs file{f' of set {set_name!r}' if route.named_input_sets else ''}", rel, where)
+        for set_name, rel, where in input_set_paths(route, base)
+    ]
+    if route.canary_inputs is not None:
+        files.append(("canary inputs file", route.canary_inputs, base + ("canary_inputs",)))
+    for set_name in route.input_sets if route.named_input_sets else ():
+        if not is_safe_name(set_name):
             out.append(
                 _finding(
-                    "TRT104",
-                    f"{key.replace('_', ' ')} file not found: {loaded.resolve(rel)}",
-                    base + (key,),
-                    resolved=str(loaded.resolve(rel)),
+                    "TRT119",
+                    f"input set name {set_name!r} cannot name evidence: use letters, digits, '_', '-', '.' "
+                    f"(e.g. {safe_name(set_name)!r})",
+                    base + ("reference_inputs", set_name),
+                    False,
+                    suggestion=safe_name(set_name),
                 )
+            )
+    for what, rel, where in files:
+        if not loaded.resolve(rel).is_file():
+            out.append(
+                _finding("TRT104", f"{what} not found: {loaded.resolve(rel)}", where, resolved=str(loaded.resolve(rel)))
             )
     bundle = loaded.resolve(route.bundle)
     if bundle.is_dir():
@@ -349,6 +396,13 @@ def _semantic(loaded: LoadedRecipe, recipe: RecipeFile, name: str, route: RouteM
                 )
             )
     return out
+
+
+def input_set_paths(route: RouteModel, base: TomlPath = ()) -> list[tuple[str, str, TomlPath]]:
+    """(set name, path relative to the recipe, TOML key) of every reference input set, in recipe order: the key is
+    `reference_inputs` for the one-file form, `reference_inputs.<set>` for a table."""
+    key = base + ("reference_inputs",)
+    return [(n, rel, key + (n,) if route.named_input_sets else key) for n, rel in route.input_sets.items()]
 
 
 def route_model(loaded: LoadedRecipe, name: str) -> RouteModel:

@@ -139,6 +139,9 @@ def _protected_reads(plan: WritePlan, loaded: LoadedRecipe, recipe: RecipeFile) 
             continue
         for key in ("reference_inputs", "canary_inputs", "previous_bundle"):
             _protect(plan, loaded, raw.get(key), f"the {key.replace('_', ' ')} of route '{rname}'")
+        sets = raw.get("reference_inputs")
+        for set_name, rel in sets.items() if isinstance(sets, dict) else ():  # a table of named input sets
+            _protect(plan, loaded, rel, f"the reference inputs (set '{set_name}') of route '{rname}'")
         for key, sub in (("golden_outputs", "path"), ("checkpoint", "path")):
             table = raw.get(key)
             if isinstance(table, dict):

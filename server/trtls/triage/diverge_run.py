@@ -23,7 +23,9 @@ class DivergenceUnavailable(ValueError):
     """Nothing to compare (no precision conversion) or an input that cannot be used: a located, plain reason."""
 
 
-def _route_setup(loaded: LoadedRecipe, route: str) -> tuple[str, Path | None, dict[str, tuple[float, float]]]:
+def _route_setup(
+    loaded: LoadedRecipe, route: str, input_set: str | None = None
+) -> tuple[str, Path | None, dict[str, tuple[float, float]]]:
     from trtls.core.route import route_model
 
     model = route_model(loaded, route)
@@ -31,7 +33,13 @@ def _route_setup(loaded: LoadedRecipe, route: str) -> tuple[str, Path | None, di
         raise DivergenceUnavailable(
             f"route '{route}' deploys its ONNX without an engine: there is no converted model to compare layer by layer"
         )
-    inputs = loaded.resolve(model.reference_inputs) if model.reference_inputs else None
+    sets = model.input_sets  # the first reference input set, or the one named
+    if input_set is not None and input_set not in sets:
+        raise DivergenceUnavailable(
+            f"route '{route}' has no reference input set {input_set!r} (its sets: {', '.join(sets) or 'none'})"
+        )
+    rel = sets[input_set] if input_set is not None else next(iter(sets.values()), None)
+    inputs = loaded.resolve(rel) if rel else None
     tolerances = {name: (t.atol, t.rtol) for name, t in model.tolerances.items()}
     return model.engine, inputs, tolerances
 
@@ -58,11 +66,13 @@ def setup_divergence(
     route: str | None = None,
     inputs: Path | None = None,
     rtol: float | None = None,
+    input_set: str | None = None,
 ) -> DivergenceSetup:
-    """Check that there is something to compare (DivergenceUnavailable, KeyError for an unknown name)."""
+    """Check that there is something to compare (DivergenceUnavailable, KeyError for an unknown name). A route's
+    inputs are its first reference input set, or `input_set` when it names one (`inputs` overrides both)."""
     tolerances: dict[str, tuple[float, float]] = {}
     if route is not None:
-        engine, route_inputs, tolerances = _route_setup(loaded, route)
+        engine, route_inputs, tolerances = _route_setup(loaded, route, input_set)
         inputs = inputs or route_inputs
     if engine is None:
         raise DivergenceUnavailable("give one of engine or route")
@@ -91,6 +101,7 @@ def run_divergence(
     rid: str | None = None,
     report: Callable[[str], Any] | None = None,
     setup: DivergenceSetup | None = None,
+    input_set: str | None = None,
 ) -> dict[str, Any]:
     """The search, its evidence written; `report(text)` is told each step (from this thread); `tensorrt` adds the
     TensorRT engine's layer-wise comparison (`trt_layers`), or why it could not run here."""
@@ -98,7 +109,7 @@ def run_divergence(
 
     from trtls.builds.precision import PrecisionCancelled, run_precision_step
 
-    s = setup or setup_divergence(loaded, engine=engine, route=route, inputs=inputs, rtol=rtol)
+    s = setup or setup_divergence(loaded, engine=engine, route=route, inputs=inputs, rtol=rtol, input_set=input_set)
     tell = report or (lambda text: None)
     token = token or CancelToken()
     cache = state_dir(loaded.path) / "precision"

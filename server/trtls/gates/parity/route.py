@@ -186,7 +186,12 @@ def run_gate(ctx: GateContext) -> list[GateCheck]:
         checks.append(deployed_check(ctx, None, None, "the runtime under test is not configured", base + ("runtime",)))
         ctx.record["validation_status"] = {"supported": "pass", "reject": "reject"}.get(decide(checks), "hold")
         return checks
-    p_in = base + ("reference_inputs",)
+    from trtls.core.route import input_set_paths
+
+    # (set name, file, TOML key) per reference input set; a route with none still computes its reference (evidence)
+    sets: list[tuple[str, str | None, TomlPath]] = list(input_set_paths(route, base)) or [
+        ("reference", None, base + ("reference_inputs",))
+    ]
     with tempfile.TemporaryDirectory(prefix="trtls-gate4-") as tmp:
         artifact = extract_artifact(ctx, Path(tmp))
         bundle = Path(ctx.recipe_dir) / route.bundle
@@ -194,46 +199,62 @@ def run_gate(ctx: GateContext) -> list[GateCheck]:
         ctx.record["deployed_artifact"] = (
             f"{route.bundle}:{artifact[0]}" if not isinstance(artifact, str) else f"not available: {artifact}"
         )
-        inputs: list[Path] = []
-        refused: str | None = None
-        if route.reference_inputs:
+        per_set: list[tuple[str, list[GateCheck]]] = []
+        evidence_by_set: dict[str, dict[str, Any]] = {}
+        test_runs: list[RunResult] = []
+        for index, (set_name, rel, p_in) in enumerate(sets):
+            inputs: list[Path] = []
+            refused: str | None = None
+            if rel:
+                try:
+                    inputs = [contained(ctx, rel)]
+                except RefusedPath as exc:
+                    refused = str(exc)
+            feeds: list[dict[str, np.ndarray]] = []
             try:
-                inputs = [contained(ctx, route.reference_inputs)]
-            except RefusedPath as exc:
-                refused = str(exc)
-        feeds: list[dict[str, np.ndarray]] = []
-        try:
-            feeds = [load_npz(p) for p in inputs]
-        except (OSError, ValueError) as exc:
-            refused = f"reference inputs unreadable: {exc}"
-        reference: RuntimeSpec | RunResult
-        ref_evidence: dict[str, Any] = {}
-        if reference_spec is not None:
-            reference = reference_spec
-        elif route.reference == "golden":
-            reference, ref_evidence = golden_outputs(ctx, inputs, len(feeds))
-        else:
-            reference, ref_evidence = checkpoint_outputs(ctx, feeds)
-        runs: dict[str, RunResult] = {}
-        if isinstance(artifact, str):  # nothing deployed to run: never the recipe's files on disk instead
-            checks = [_check("parity.run", "not_checked", f"nothing to run: {artifact}", "TRT802", base + ("bundle",))]
-            test_run = None
-        elif refused is not None:
-            checks = [_check("parity.run", "not_checked", refused, "TRT802", p_in)]
-            test_run = None
-        else:
-            checks = check_parity(
+                feeds = [load_npz(p) for p in inputs]
+            except (OSError, ValueError) as exc:
+                refused = f"reference inputs unreadable: {exc}"
+            reference: RuntimeSpec | RunResult
+            set_evidence: dict[str, Any] = {}
+            if reference_spec is not None:
+                reference = reference_spec
+            elif route.reference == "golden":
+                reference, set_evidence = golden_outputs(ctx, inputs, len(feeds))
+            else:
+                reference, set_evidence = checkpoint_outputs(ctx, feeds)
+            evidence_by_set[set_name] = set_evidence
+            runs: dict[str, RunResult] = {}
+            if isinstance(artifact, str):  # nothing deployed to run: never the recipe's files on disk instead
+                break
+            if refused is not None:
+                per_set.append((set_name, [_check("parity.run", "not_checked", refused, "TRT802", p_in)]))
+                continue
+            set_checks = check_parity(
                 reference,
                 spec,
                 feeds,
                 tolerances=dict(route.tolerances or {}),
                 concurrency=int(opts.get("concurrency", 4)),
                 concurrency_exact=bool(opts.get("concurrency_exact", True)),
-                malformed=bool(opts.get("malformed", True)),
-                paths={"route": base},
+                malformed=bool(opts.get("malformed", True)) and index == 0,  # probed once, on the first set
+                paths={"route": base, "reference_inputs": p_in},
                 runs=runs,
             )
-            test_run = runs.get("under_test")
+            per_set.append((set_name, set_checks))
+            if "under_test" in runs:
+                test_runs.append(runs["under_test"])
+        if isinstance(artifact, str):
+            checks = [_check("parity.run", "not_checked", f"nothing to run: {artifact}", "TRT802", base + ("bundle",))]
+        elif route.named_input_sets:
+            checks = merge_set_checks(per_set)
+        else:
+            checks = per_set[0][1]
+        # TRT811 judges a run that did not answer before one that did: every set must have executed the artifact
+        test_run = next((r for r in test_runs if not r.ok), test_runs[0] if test_runs else None)
+        ref_evidence = dict(next(iter(evidence_by_set.values()), {}))
+        if route.named_input_sets and ref_evidence:
+            ref_evidence["input_sets"] = evidence_by_set
         checks.append(deployed_check(ctx, spec, test_run, artifact, base + ("runtime",)))
         checks.append(_independence(route, ref_evidence, base))
         if route.tokenizer_texts:
@@ -247,6 +268,40 @@ def run_gate(ctx: GateContext) -> list[GateCheck]:
     ctx.record["reference"] = ref_evidence or {"reference": route.reference}
     ctx.record["validation_status"] = {"supported": "pass", "reject": "reject"}.get(decide(checks), "hold")
     return checks
+
+
+_STATUS_RANK = {"pass": 0, "not_checked": 1, "hold": 2, "reject": 3}
+
+
+def merge_set_checks(per_set: Sequence[tuple[str, Sequence[GateCheck]]]) -> list[GateCheck]:
+    """One check per name from gate 4's checks on each named reference input set: the worst status (reject > hold >
+    not_checked > pass); the message names each set that did not pass ("set long: logits max abs error …"), or every
+    set when all passed; the evidence is the worst set's, with `input_set` (its name) and `input_sets` (every set's
+    status, message and evidence)."""
+    order: list[str] = []
+    by_name: dict[str, list[tuple[str, GateCheck]]] = {}
+    for set_name, checks in per_set:
+        for c in checks:
+            if c.name not in by_name:
+                order.append(c.name)
+                by_name[c.name] = []
+            by_name[c.name].append((set_name, c))
+    out: list[GateCheck] = []
+    for name in order:
+        entries = by_name[name]
+        worst_set, worst = max(entries, key=lambda e: _STATUS_RANK.get(e[1].status, 0))  # the first of the worst
+        failing = sorted((e for e in entries if e[1].status != "pass"), key=lambda e: -_STATUS_RANK.get(e[1].status, 0))
+        message = "; ".join(f"set {n}: {c.message}" for n, c in failing or entries)
+        passed = [n for n, c in entries if c.status == "pass"]
+        if failing and passed:
+            message += f" (passes on set{'s' if len(passed) > 1 else ''} {', '.join(passed)})"
+        evidence = {
+            **worst.evidence,
+            "input_set": worst_set,
+            "input_sets": {n: {"status": c.status, "message": c.message, **c.evidence} for n, c in entries},
+        }
+        out.append(GateCheck(worst.gate, name, worst.status, message, worst.code, worst.path, worst.on_value, evidence))
+    return out
 
 
 def _independence(route: Any, ref_evidence: Mapping[str, Any], base: TomlPath) -> GateCheck:

@@ -187,6 +187,7 @@ def run_gate(ctx: GateContext) -> list[GateCheck]:
     through the runtime under test — measured, canaried and rolled back on copies in a scratch folder: the gates
     never write the user's bundle, previous bundle or sidecars (a kill at any point leaves them as they were).
     When gate 3 did not pass, the canary and the rollback are `not_run`. Never writes the baseline."""
+    from trtls.core.route import input_set_paths
     from trtls.gates.deployed import RefusedPath, contained, extract_artifact
     from trtls.gates.parity import on_artifact, route_runtimes
 
@@ -208,17 +209,24 @@ def run_gate(ctx: GateContext) -> list[GateCheck]:
         deployed = on_artifact(spec, artifact, bundle_copy)
         refused: list[GateCheck] = []
 
-        def inside(key: str) -> Path | None:
-            rel = getattr(route, key, None)
+        def inside(key: str, rel: str | None = None, where: TomlPath | None = None, what: str = "") -> Path | None:
+            rel = rel if rel is not None else getattr(route, key, None)
             if rel is None:
                 return None
             try:
                 return contained(ctx, rel)
             except RefusedPath as exc:
-                refused.append(_check(f"release.paths:{key}", "hold", str(exc), "TRT910", base + (key,)))
+                refused.append(
+                    _check(f"release.paths:{key}", "hold", what + str(exc), "TRT910", where or base + (key,))
+                )
                 return None
 
-        ref_inputs = [p for p in [inside("reference_inputs")] if p is not None]
+        # every reference input set is measured (the benchmark cycles through them) and smoke-run
+        set_files = {
+            name: inside("reference_inputs", rel, where, f"set {name}: " if route.named_input_sets else "")
+            for name, rel, where in input_set_paths(route, base)
+        }
+        ref_inputs = [p for p in set_files.values() if p is not None]
         canary = [p for p in [inside("canary_inputs")] if p is not None]
         previous = inside("previous_bundle")
         active = inside("bundle")
@@ -260,6 +268,12 @@ def run_gate(ctx: GateContext) -> list[GateCheck]:
                 paths={"route": base, "build": ("routes", ctx.route_name, "engine" if route.engine else "onnx")},
                 baseline_spec=baseline_spec,
             )
+        if route.named_input_sets:
+            for c in checks:
+                if c.name == "release.measure":
+                    c.evidence["input_sets"] = [n for n, p in set_files.items() if p is not None]
+                    if c.status == "pass":
+                        c.message += f" over input sets {', '.join(c.evidence['input_sets'])}"
         if not gate3_ok:
             why = "gate 3 did not pass: the bundle is not verified"
             checks = [c for c in checks if c.name not in ("release.canary", "release.rollback")]
