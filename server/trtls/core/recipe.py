@@ -25,7 +25,8 @@ from trtls.core.paths import MAX_NAME, is_safe_name, path_text_problems, place
 from trtls.core.profiles import SHAPE_KEYS, InputShapes, OptimizationProfile
 from trtls.core.protocol import stable_json
 from trtls.core.recipe_file import RecipeTooLarge, read_recipe_text
-from trtls.core.route import RouteModel, validate_routes  # routes: validated in a second pass
+from trtls.core.route import RouteModel
+from trtls.core.route_checks import validate_routes  # routes: validated in a second pass
 from trtls.core.store_table import StoreTable
 from trtls.core.tomlpos import SourceMap, TomlSyntaxError, TomlTooDeep, parse
 from trtls.core.validation import findings_from_validation

@@ -1,0 +1,186 @@
+"""The located TRT1xx findings of `[routes.NAME]` tables: what `core.route.RouteModel`'s schema cannot say.
+
+`core.route` is the typed route every gate reads; this is its validation as you type — a bad route name, an
+undefined engine ("did you mean"), `engine`/`onnx` together or neither, golden outputs without `reference =
+"golden"`, waivers without a reason, missing checkpoint, input-set and canary files, unsafe set names, a rollback
+bundle that is the bundle itself — each underlining the exact key or value. `core.recipe` runs it in its second
+pass; it only reads the file system (which files exist), never a file's content.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Any
+
+from pydantic import ValidationError
+
+from trtls.core.findings import Finding, Origin, Severity, TomlPath
+from trtls.core.paths import is_safe_name, safe_name
+from trtls.core.route import RouteModel, input_set_paths
+from trtls.core.validation import findings_from_validation
+
+if TYPE_CHECKING:
+    from trtls.core.recipe import LoadedRecipe, RecipeFile
+
+ROUTE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
+
+
+def _finding(
+    code: str, message: str, path: TomlPath, on_value: bool = True, severity: Severity = Severity.error, **data: Any
+) -> Finding:
+    return Finding(code, severity, message, tuple(path), Origin.recipe, on_value, data)
+
+
+def validate_routes(loaded: LoadedRecipe, recipe: RecipeFile) -> list[Finding]:
+    """Located TRT1xx findings for every `[routes.NAME]` table (schema, then names and files)."""
+
+    out: list[Finding] = []
+    for name, raw in recipe.routes.items():
+        base: TomlPath = ("routes", name)
+        if not ROUTE_NAME.match(name) or not is_safe_name(name):  # it names .trtls/routes/<route>/
+            out.append(_finding("TRT108", f"route name '{name}' must be letters, digits, '_', '-', '.'", base, False))
+        try:
+            route = RouteModel.model_validate(raw)
+        except ValidationError as exc:
+            out.extend(findings_from_validation(exc, base, RouteModel))
+            engine = raw.get("engine") if isinstance(raw, dict) else None
+            if isinstance(engine, str) and engine not in recipe.engines:
+                out.append(_engine_finding(recipe, base, engine))
+            continue
+        out.extend(_semantic(loaded, recipe, name, route))
+    return out
+
+
+def _engine_finding(recipe: RecipeFile, base: TomlPath, engine: str) -> Finding:
+    import difflib
+
+    known = list(recipe.engines)
+    hint = difflib.get_close_matches(engine, known, n=1)
+    msg = f"engine '{engine}' not defined" + (
+        f"; did you mean '{hint[0]}'?" if hint else f" (engines: {', '.join(known) or 'none'})"
+    )
+    return _finding("TRT107", msg, base + ("engine",), options=known, suggestion=hint[0] if hint else None)
+
+
+def _semantic(loaded: LoadedRecipe, recipe: RecipeFile, name: str, route: RouteModel) -> list[Finding]:
+    base: TomlPath = ("routes", name)
+    out: list[Finding] = []
+    if route.engine is not None and route.engine not in recipe.engines:
+        out.append(_engine_finding(recipe, base, route.engine))
+    if route.engine is None and route.onnx is None:
+        out.append(
+            _finding(
+                "TRT103",
+                "a route needs `engine` (it deploys that TensorRT engine) or `onnx` (it deploys the ONNX model)",
+                base,
+                False,
+                key="engine",
+            )
+        )
+    if route.engine is not None and route.onnx is not None:
+        out.append(
+            _finding(
+                "TRT109",
+                "`onnx` is for a route with no engine: this route deploys engine "
+                f"'{route.engine}', whose ONNX is `engines.{route.engine}.onnx`",
+                base + ("onnx",),
+            )
+        )
+    if route.bundle_format == "trtmc" and route.engine is None:
+        out.append(
+            _finding(
+                "TRT109",
+                'bundle_format = "trtmc" is for a route that deploys an engine: TensorRT Model Connect\'s runtime '
+                "loads TensorRT engines, not an ONNX model",
+                base + ("bundle_format",),
+            )
+        )
+    if route.reference == "golden" and route.golden_outputs is None:
+        out.append(
+            _finding(
+                "TRT103", 'reference = "golden" needs `golden_outputs`', base + ("reference",), key="golden_outputs"
+            )
+        )
+    if route.golden_outputs is not None:
+        if route.reference != "golden":
+            out.append(
+                _finding("TRT109", 'golden_outputs is used only with reference = "golden"', base + ("golden_outputs",))
+            )
+        golden = loaded.resolve(route.golden_outputs.path)
+        if not golden.is_file():
+            out.append(
+                _finding(
+                    "TRT104",
+                    f"golden outputs file not found: {golden}",
+                    base + ("golden_outputs", "path"),
+                    resolved=str(golden),
+                )
+            )
+    for reason_key, reason in route.waive.items():
+        if not reason.strip():
+            out.append(
+                _finding(
+                    "TRT102",
+                    f"waiver of '{reason_key}' needs a reason (recorded in the evidence)",
+                    base + ("waive", reason_key),
+                )
+            )
+    ckpt = loaded.resolve(route.checkpoint.path)
+    if not ckpt.is_dir():
+        what = "is not a folder" if ckpt.exists() else "not found"
+        out.append(
+            _finding("TRT104", f"checkpoint folder {what}: {ckpt}", base + ("checkpoint", "path"), resolved=str(ckpt))
+        )
+    files: list[tuple[str, str, TomlPath]] = [
+        (f"reference inputs file{f' of set {set_name!r}' if route.named_input_sets else ''}", rel, where)
+        for set_name, rel, where in input_set_paths(route, base)
+    ]
+    if route.canary_inputs is not None:
+        files.append(("canary inputs file", route.canary_inputs, base + ("canary_inputs",)))
+    for set_name in route.input_sets if route.named_input_sets else ():
+        if not is_safe_name(set_name):
+            out.append(
+                _finding(
+                    "TRT119",
+                    f"input set name {set_name!r} cannot name evidence: use letters, digits, '_', '-', '.' "
+                    f"(e.g. {safe_name(set_name)!r})",
+                    base + ("reference_inputs", set_name),
+                    False,
+                    suggestion=safe_name(set_name),
+                )
+            )
+    for what, rel, where in files:
+        if not loaded.resolve(rel).is_file():
+            out.append(
+                _finding("TRT104", f"{what} not found: {loaded.resolve(rel)}", where, resolved=str(loaded.resolve(rel)))
+            )
+    bundle = loaded.resolve(route.bundle)
+    if bundle.is_dir():
+        out.append(_finding("TRT109", f"bundle is a directory: {bundle}", base + ("bundle",)))
+    if route.previous_bundle is not None and loaded.resolve(route.previous_bundle) == bundle:
+        out.append(
+            _finding(
+                "TRT109",
+                "previous_bundle is the bundle itself: rollback needs a different artifact",
+                base + ("previous_bundle",),
+            )
+        )
+    if route.checkpoint.id is not None and not re.match(
+        r"^[A-Za-z0-9][A-Za-z0-9_.-]*(/[A-Za-z0-9][A-Za-z0-9_.-]*)?$", route.checkpoint.id
+    ):
+        out.append(
+            _finding("TRT102", f"checkpoint id '{route.checkpoint.id}' is not `org/name`", base + ("checkpoint", "id"))
+        )
+    tol = route.tolerances
+    for out_name, t in tol.items():
+        if t.check_error_stat == "quantile" and t.quantile is None:
+            out.append(
+                _finding(
+                    "TRT103",
+                    "check_error_stat = \"quantile\" needs 'quantile'",
+                    base + ("tolerances", out_name),
+                    False,
+                    key="quantile",
+                )
+            )
+    return out
