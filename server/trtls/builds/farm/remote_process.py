@@ -12,6 +12,9 @@ work unchanged on a remote cell. What this transport adds to the stream, as prot
   before the worker's `artifact`/`build_finished` lines are passed on; a mismatch fails the build, and a
   previous engine is never touched;
 - a lost node (or an actor that died) ends the stream with `lost` set: the supervisor records `killed (node lost)`.
+
+This module is the relay (placement wait, control, the node's lines, the end); the engine's way back is
+`engine_transfer`, taking a warm worker instead of a new actor is `warm_claim`, the lines it writes `remote_lines`.
 """
 
 from __future__ import annotations
@@ -23,22 +26,19 @@ import time
 from pathlib import Path
 from typing import Any
 
-from trtls.builds.artifacts import engine_temp_path
 from trtls.builds.farm import cluster
+from trtls.builds.farm.engine_transfer import bring_engine
 from trtls.builds.farm.placement import RemoteSpec
+from trtls.builds.farm.remote_lines import line as _line
+from trtls.builds.farm.remote_lines import peek as _peek
 from trtls.builds.farm.warm_actors import DRAIN_AFTER_S, WARM, kill_actor
-from trtls.core.atomic import atomic_writer
-from trtls.core.events import PROTOCOL_VERSION
+from trtls.builds.farm.warm_claim import awaited as _await
+from trtls.builds.farm.warm_claim import claim_farm, farm_fits, lend_farm_slot, take_warm
 
 FARM_PROBE_S = 1.0  # a waiting cell asks the warm farm for a free actor at most this often
 KILL_ACTOR_AFTER_S = 0.5  # after SIGKILL to the remote group: the actor too, so its slot is free again
 WAIT_TICK_S = 0.25  # a waiting cell looks for a warm worker of its shape this often
 NODE_DEATH_NOTICE_S = 30.0  # how long a failed actor's node has to be declared dead before we call it a node loss
-
-
-def _line(event_type: str, **fields: Any) -> bytes:
-    rec = {"v": PROTOCOL_VERSION, "type": event_type, "t_ns": time.monotonic_ns(), **fields}
-    return (json.dumps(rec, default=str) + "\n").encode()
 
 
 class _Control:
@@ -225,7 +225,8 @@ class RemoteProcess:
                 where.cancel()
                 self._queue_timeout()
                 return False
-            if self._farm_fits() and time.monotonic_ns() - self._farm_probe_ns > FARM_PROBE_S * 1e9:
+            fits = farm_fits(self.placement, self.command)
+            if fits and time.monotonic_ns() - self._farm_probe_ns > FARM_PROBE_S * 1e9:
                 self._farm_probe_ns = time.monotonic_ns()
                 pending = self._actor
                 if await self._take_farm():  # a farm actor came free (an earlier cell of this run released it)
@@ -244,59 +245,27 @@ class RemoteProcess:
                     return True
                 WARM.drain()  # idle workers of other shapes may hold the slot this cell needs
 
-    def _farm_fits(self) -> bool:
-        from trtls.builds.farm import farm_actors
-
-        opts = self.placement.ray_options()
-        return bool(cluster.connection.get("warm")) and farm_actors.fits(opts, self.command, cluster.job_runtime_env)
-
     async def _take_farm(self) -> bool:
         """Claim an idle node worker of the warm local farm (`trtls farm up`): its worker already imported TensorRT."""
-        if not self._farm_fits():
-            return False
-        from trtls.builds.farm import farm_actors
-
-        driver = farm_actors.driver_token(self.job["build_id"])
-        got = await asyncio.to_thread(farm_actors.claim, driver)
+        got = await claim_farm(self.job, self.placement, self.command)
         if got is None:
             return False
-        actor, name, answer = got
-        self._actor, self._farm = actor, driver
-        self.where = {**answer["where"], "warm": True}
-        worker = answer.get("worker") or {}
-        before = worker.get("t") is not None
-        note = {"actor": name, "warm": True, "claims": answer.get("claims"), "workerPid": worker.get("pid")}
-        cluster.cell_note(self.job["build_id"], cell=self.placement.request.cell, workerPreloadedAtClaim=before, **note)
-        if before:
-            ago = time.time() - float(worker["t"])
-            state = f"imported {', '.join(worker.get('modules') or []) or 'its builder'} {ago:.1f} s ago"
-        else:
-            state = "still importing its builder"
-        msg = (
-            f"trtls farm: claimed warm actor {name} of the warm local farm (actor pid "
-            f"{answer['where'].get('actor_pid')}); its worker (pid {worker.get('pid')}) {state}"
-        )
-        self._feed(_line("log", severity="INFO", msg=msg))
+        self._actor, self._farm, self.where, note = got
+        self._feed(note)
         return True
 
     async def _lend_farm_slot(self) -> None:
-        from trtls.builds.farm import farm_actors
-
-        name = await asyncio.to_thread(farm_actors.lend_one, farm_actors.driver_token(self.job["build_id"]))
-        if name:
-            self._feed(_line("log", severity="INFO", msg=f"trtls farm: ended idle warm actor {name} to free its slot"))
+        note = await lend_farm_slot(self.job["build_id"])
+        if note:
+            self._feed(note)
 
     async def _take_warm(self) -> bool:
         """Reuse an idle node worker of this cell's shape (checked alive with one round trip)."""
-        while (warm := WARM.take(self.placement.shape())) is not None:
-            actor, where = warm
-            try:
-                await asyncio.wait_for(_await(actor.where.remote()), 5.0)
-            except Exception:
-                continue  # it died while idle (its node left): try another, or start a new one
-            self._actor, self.where = actor, {**where, "warm": True}
-            return True
-        return False
+        got = await take_warm(self.placement.shape())
+        if got is None:
+            return False
+        self._actor, self.where = got
+        return True
 
     def _cancelled_in_queue(self, t_submit: int) -> None:
         self._kill_actor()
@@ -352,7 +321,7 @@ class RemoteProcess:
                     held.append(raw)
                     continue
                 if ev.get("type") == "build_finished" and ev.get("outcome") == "built":
-                    brought = await self._bring_engine(ev, held)
+                    brought = await bring_engine(self._actor, self.job, self.where, ev, held)
                     self._built = b"TRT233" not in brought[0]
                     for out in brought:
                         self._feed(out)
@@ -388,41 +357,6 @@ class RemoteProcess:
                               workerImportS=worker.get("importS"), workerModules=worker.get("modules"),
                               workerPreloadedBeforeJob=t.get("preloadedBeforeJob"))  # fmt: skip
 
-    async def _bring_engine(self, finished: dict[str, Any], held: list[bytes]) -> list[bytes]:
-        """Fetch the node's engine, write it atomically at the requested output, check its sha256 end to end."""
-        import hashlib
-
-        node_art = json.loads(held[0]) if held else {}
-        output = Path(self.job["output"])
-        tmp = engine_temp_path(output, self.job["build_id"])
-        output.parent.mkdir(parents=True, exist_ok=True)
-        digest = hashlib.sha256()
-        size = 0
-        try:
-            # the one atomic writer: temp O_EXCL | O_NOFOLLOW in the real folder, which must still be in write_root
-            with atomic_writer(output, within=self.job.get("write_root"), temp_name=tmp.name) as fh:
-                async for chunk_ref in self._actor.engine_chunks.remote(node_art.get("path", "")):
-                    chunk = await chunk_ref
-                    digest.update(chunk)
-                    size += len(chunk)
-                    fh.write(chunk)
-                expected = finished.get("engine_sha256")
-                if digest.hexdigest() != expected:
-                    raise ValueError(f"sha256 {digest.hexdigest()[:12]} of the received engine ≠ {str(expected)[:12]}")
-        except BaseException as exc:
-            if isinstance(exc, asyncio.CancelledError):
-                raise
-            err = f"TRT233 the engine did not arrive intact from node {self.where.get('hostname')}: {exc}"
-            finished = {**finished, "outcome": "failed", "error": err, "engine_sha256": None, "engine_bytes": None}
-            return [_line("log", severity="ERROR", msg=err), _encode(finished)]
-        art = {k: v for k, v in node_art.items() if k not in ("v", "type", "t_ns")}
-        art.update(path=str(output), size=size, sha256=digest.hexdigest(), node_path=node_art.get("path"))
-        notes = list(finished.get("notes") or []) + [
-            f"engine sent back from node {self.where.get('hostname')} ({self.where.get('node_id', '')[:12]}): "
-            f"{size} bytes, sha256 {digest.hexdigest()[:12]} checked end to end"
-        ]
-        return [_line("artifact", **art), _encode({**finished, "notes": notes})]
-
     async def _on_failure(self, exc: Exception) -> None:
         import ray
 
@@ -446,19 +380,3 @@ async def _node_gone(node_id: str, within_s: float = NODE_DEATH_NOTICE_S) -> boo
         if time.monotonic() > deadline:
             return False
         await asyncio.sleep(0.25)
-
-
-async def _await(ref: Any) -> Any:
-    return await ref
-
-
-def _peek(text: str) -> dict[str, Any]:
-    try:
-        ev = json.loads(text)
-        return ev if isinstance(ev, dict) else {}
-    except ValueError:
-        return {}
-
-
-def _encode(ev: dict[str, Any]) -> bytes:
-    return (json.dumps(ev, default=str) + "\n").encode()

@@ -1,0 +1,35 @@
+"""The protocol lines a remote cell's transport writes into the supervisor's stream, and how it reads the node's.
+
+A local build's every line comes from its worker; a remote cell's stream also carries lines the driver writes
+itself — `queued`, `placed`, its logs, a cancel or timeout in the queue, the engine's `artifact` once it arrived —
+and the transport peeks at the node's lines to hold or rewrite a few. `remote_process` (the relay) and
+`engine_transfer` (the engine's way back) both write them, so they share these encoders.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from trtls.core.events import PROTOCOL_VERSION
+
+
+def line(event_type: str, **fields: Any) -> bytes:
+    """A new event of this transport's own, stamped now."""
+    rec = {"v": PROTOCOL_VERSION, "type": event_type, "t_ns": time.monotonic_ns(), **fields}
+    return (json.dumps(rec, default=str) + "\n").encode()
+
+
+def encode(ev: dict[str, Any]) -> bytes:
+    """A node's event (as parsed, possibly rewritten) back on the wire, its own stamp kept."""
+    return (json.dumps(ev, default=str) + "\n").encode()
+
+
+def peek(text: str) -> dict[str, Any]:
+    """A node's line as an event, or {} when it is not a JSON object."""
+    try:
+        ev = json.loads(text)
+        return ev if isinstance(ev, dict) else {}
+    except ValueError:
+        return {}
