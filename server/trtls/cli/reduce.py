@@ -191,6 +191,8 @@ async def _diverge(loaded: Any, args: argparse.Namespace) -> int:
             print(f"proposal: [precision] exclude_nodes = {record['excludeNodes'] if args.fix else [first['node']]}")
         if args.fix:
             print("fixed: the outputs are within tolerance" if record["fixed"] else "not fixed within the rounds")
+        if isinstance(record.get("parityRerun"), dict):
+            print(_rerun_line(record["parityRerun"]))
         if record["cancelled"] and first is not None:
             print(f"stopped by {stopped}")
         trt = record.get("tensorrt")
@@ -200,7 +202,25 @@ async def _diverge(loaded: Any, args: argparse.Namespace) -> int:
     if record["cancelled"]:
         return EXIT_TIMEOUT if record.get("cancelSource") == "ci_timeout" else EXIT_CTRL_C
     found = record["firstDiverging"] is not None
+    rerun = record.get("parityRerun")
+    if isinstance(rerun, dict) and rerun.get("status") == "ran" and not rerun.get("parityPasses"):
+        return EXIT_FAILED  # the outputs passed the search's comparison but not the route's parity gate
     return EXIT_OK if found and (record["fixed"] or not args.fix) else EXIT_FAILED
+
+
+def _rerun_line(rerun: dict[str, Any]) -> str:
+    """Gate 4 run again with the fix: its decision and each parity.tolerance check, or why it did not run."""
+    added = rerun.get("excludeNodesAdded") or []
+    if rerun.get("status") != "ran":
+        return f"gate 4 not re-run ({rerun.get('status')}): {rerun.get('reason', 'stopped')}"
+    lines = [
+        f"gate 4 re-run with exclude_nodes += {added} (the converted model {rerun['runtimeModel']}): "
+        f"{rerun['decision']}"
+    ]
+    for c in rerun["checks"]:
+        if c["name"].startswith("parity.tolerance") or c["status"] != "pass":
+            lines.append(f"  {c['status']:<11} {c['code']} {c['name']}: {c['message']}")
+    return "\n".join(lines)
 
 
 def _tensorrt_line(trt: dict[str, Any], rtol: float) -> str:

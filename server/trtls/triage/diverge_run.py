@@ -155,7 +155,10 @@ def run_divergence(
         "cancelSource": token.source,  # ctrl_c, ci_timeout (--timeout), ide_stop, api: who stopped it, as for a build
         "rounds": found.rounds,
         "ranHere": "onnxruntime (CPU) for both models",
+        "parityRerun": None,  # with --route --fix: gate 4 run again with the fix (triage/parity_rerun.py)
     }
+    if s.route is not None and fix and not token.is_set:
+        record["parityRerun"] = _parity_rerun(loaded, s, found, folder, token, tell)
     if tensorrt and not token.is_set and found.rounds:
         from trtls.triage.trt_layers_run import tensorrt_layers
 
@@ -167,3 +170,21 @@ def run_divergence(
     atomic_write_text(folder / "divergence.json", json.dumps(record, indent=2, allow_nan=False), within=folder)
     record["folder"] = str(folder)
     return record
+
+
+def _parity_rerun(
+    loaded: LoadedRecipe, s: DivergenceSetup, found: Any, folder: Path, token: CancelToken, tell: Callable[[str], Any]
+) -> dict[str, Any]:
+    """Gate 4 on the route again, with the nodes the search added to exclude_nodes (`parity_rerun`)."""
+    from trtls.triage.parity_rerun import rerun_parity
+
+    if not found.fixed or not found.rounds:
+        return {"gates": [4], "status": "not_run", "reason": "the search found no conversion whose outputs pass"}
+    already = set(s.spec.get("exclude_nodes") or [])
+    added = [n for n in found.excluded if n not in already]
+    if not added:
+        return {"gates": [4], "status": "not_run", "reason": "nothing was excluded: the conversion already passes"}
+    assert s.route is not None
+    tell(f"gate 4 on route {s.route} with exclude_nodes += {added}")
+    converted = Path(found.rounds[-1]["convertedModel"])
+    return rerun_parity(loaded, s.route, s.engine, added, converted, folder, token)

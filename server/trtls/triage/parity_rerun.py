@@ -1,0 +1,99 @@
+"""`trtls reduce --route NAME --fix`, its last step: the route's parity gate (gate 4, the real gate code:
+`gates.run.run_gates(gates=[4])`) run again with the fix the search settled on.
+
+Nothing the user owns is written. The recipe edit is the quick fix's (`exclude_edit.exclude_nodes_fix`: the nodes
+added to `[engines.X.precision] exclude_nodes`), applied to the recipe's text in memory and loaded from there
+(`load_recipe(path, text=…)`). The model converted with that edit is copied into the reduction's folder
+(`.trtls/reduce/<id>/converted.onnx`) and, for a route whose runtime under test is ONNX Runtime (or the ONNX reference
+evaluator), is the model that runtime runs in the re-run (`runtime_options.model`, in memory). A route whose runtime
+runs a TensorRT engine would need the engine rebuilt and a GPU to run it: the re-run says so and is not made.
+The gates' own evidence (`.trtls/routes/<route>/`) is not written: this run is a what-if, recorded in
+`divergence.json` (`parityRerun`).
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+from trtls.core.cancel import CancelToken
+from trtls.core.recipe import LoadedRecipe, load_recipe
+from trtls.triage.exclude_edit import exclude_nodes_fix
+
+ONNX_RUNTIMES = ("onnxruntime", "onnx.reference", "onnx_reference")
+
+
+def apply_edits(text: str, edits: list[dict[str, Any]]) -> str:
+    """`text` with the text edits (`range` = [line, col, end line, end col], 0-based) applied, last first."""
+    lines = text.splitlines(keepends=True)
+    starts = [0]
+    for line in lines:
+        starts.append(starts[-1] + len(line))
+
+    def offset(line: int, col: int) -> int:
+        return starts[min(line, len(lines))] + col
+
+    out = text
+    for e in sorted(edits, key=lambda e: (e["range"][0], e["range"][1]), reverse=True):
+        a, b = offset(e["range"][0], e["range"][1]), offset(e["range"][2], e["range"][3])
+        out = out[:a] + e["newText"] + out[b:]
+    return out
+
+
+def rerun_parity(
+    loaded: LoadedRecipe,
+    route: str,
+    engine: str,
+    added: list[str],
+    converted: Path,
+    folder: Path,
+    token: CancelToken,
+) -> dict[str, Any]:
+    """Gate 4 on the route with `added` excluded from the engine's conversion; the record of what ran and its
+    decision (`status`: `ran`, `not_run` with the reason, or `cancelled`)."""
+    from trtls.core.route import route_model
+
+    fix = exclude_nodes_fix(loaded, engine, added)
+    record: dict[str, Any] = {"gates": [4], "excludeNodesAdded": list(added), "recipeEdit": fix}
+    if fix is None:
+        return {**record, "status": "not_run", "reason": "no place in the recipe for the exclude_nodes edit"}
+    runtime = route_model(loaded, route).runtime
+    if runtime not in ONNX_RUNTIMES:
+        return {
+            **record,
+            "status": "not_run",
+            "reason": f"the route's runtime under test ({runtime}) runs the TensorRT engine: the re-run needs the "
+            "engine rebuilt from the fixed conversion and a GPU TensorRT accepts to run it",
+        }
+    folder.mkdir(parents=True, exist_ok=True)
+    deployed = folder / "converted.onnx"
+    shutil.copyfile(converted, deployed)  # the reduction's copy: the precision cache's file stays as it is
+    edited = load_recipe(loaded.path, text=apply_edits(loaded.text, fix["edits"]))
+    if edited.recipe is None:
+        problems = "; ".join(f.message for f in edited.errors[:3])
+        return {**record, "status": "not_run", "reason": f"the edited recipe does not load: {problems}"}
+    rel = deployed.relative_to(loaded.base_dir).as_posix()
+    raw = edited.data["routes"][route]
+    raw["runtime_options"] = {**dict(raw.get("runtime_options") or {}), "model": rel}
+    if token.is_set:
+        return {**record, "status": "cancelled"}
+    from trtls.gates.run import run_gates
+
+    result = run_gates(edited, route, gates=[4], cancel=lambda: token.is_set, write_evidence=False)
+    if result.cancelled:
+        return {**record, "status": "cancelled"}
+    checks = [c for c in result.checks if c.gate == 4]
+    tolerance = [c for c in checks if c.name.startswith("parity.tolerance")]
+    return {
+        **record,
+        "status": "ran",
+        "runtimeModel": rel,
+        "decision": result.gates_decision,
+        "parityPasses": bool(tolerance) and all(c.status == "pass" for c in tolerance),
+        "checks": [
+            {"name": c.name, "status": c.status, "code": c.code, "message": c.message}
+            | ({"stats": c.evidence.get("stats")} if c in tolerance else {})
+            for c in checks
+        ],
+    }
