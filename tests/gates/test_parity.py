@@ -278,3 +278,18 @@ def test_tokenizer_parity_identical_and_different(tmp_path):
     ids = P.check_tokenizer(P.TokenizerParity(ref, texts, under_test_ids=[[1, 2], [3, 1]]))
     assert ids.status == "pass"
     assert P.check_tokenizer(P.TokenizerParity(ref, texts, under_test_ids=[[1, 2], [3, 0]])).status == "reject"
+
+
+def test_a_nan_where_the_reference_has_a_number_is_counted_and_fails():
+    """fp16 overflow gives NaN/Inf in the runtime's output: those elements have no finite distance, and the message
+    said "0 of 24 elements outside" for a reject (seen in triage's route case). They are counted, and fail."""
+    ref = np.arange(24, dtype=np.float32).reshape(2, 12)
+    out = ref.copy()
+    out[0, 3], out[1, 5] = np.nan, np.inf
+    got = P.compare_output("o", [out], [ref], P.Tolerance(atol=1e-3, rtol=1e-3))
+    assert not got.passed
+    assert "2 of 24 elements outside" in got.message and "2 of them NaN or Inf where the reference is not" in got.message
+    assert got.stats["nonfinite_mismatches"] == 2
+    same = ref.copy()
+    same[0, 0] = ref[0, 0] = np.inf  # identical non-finite values are equal (infinities_compare_equal)
+    assert P.compare_output("o", [same], [ref], P.Tolerance(atol=1e-3, rtol=1e-3)).passed

@@ -58,6 +58,16 @@ def error_arrays(out: np.ndarray, ref: np.ndarray) -> tuple[np.ndarray, np.ndarr
     return absdiff, reldiff, absref
 
 
+def nonfinite_mismatches(out: np.ndarray, ref: np.ndarray) -> int:
+    """Elements where one side is NaN or ±Inf and the other is not the same value: errors `error_arrays` leaves out
+    (they have no finite distance), so they are counted here and never read as "0 outside"."""
+    o = np.asarray(out, dtype=np.float64).ravel()
+    r = np.asarray(ref, dtype=np.float64).ravel()
+    finite = np.isfinite(o) & np.isfinite(r)
+    same = (np.isnan(o) & np.isnan(r)) | (o == r)
+    return int((~finite & ~same).sum())
+
+
 def error_stats(absdiff: np.ndarray, reldiff: np.ndarray) -> dict[str, float]:
     """max / mean / median / p95 / p99 of the absolute and relative error (0 for no elements)."""
     stats: dict[str, float] = {"elements": float(absdiff.size)}
@@ -144,11 +154,16 @@ def compare_output(
     q = tol.quantile if tol.quantile is not None else DEFAULT_QUANTILE
     label = f"quantile({q:g})" if stat == "quantile" else stat
     stats[f"checked_{stat}_abs"], stats[f"checked_{stat}_rel"] = checked["abs"], checked["rel"]
+    nonfinite = sum(nonfinite_mismatches(o, r) for o, r in zip(outs, refs, strict=True))
+    stats["nonfinite_mismatches"] = nonfinite
+    passed = passed and nonfinite == 0  # a NaN or Inf where the reference has a number is never within tolerance
     if stat == "elemwise":
-        bad = (absdiff > tol.atol) & (reldiff > tol.rtol)
+        bad = int(((absdiff > tol.atol) & (reldiff > tol.rtol)).sum()) + nonfinite
+        total = sum(int(np.asarray(r).size) for r in refs)
         figures = (
-            f"{int(bad.sum())} of {absdiff.size} elements outside both atol {tol.atol:g} and rtol {tol.rtol:g} "
-            f"(max abs error {stats['max_abs']:.3g}, max rel error {stats['max_rel']:.3g})"
+            f"{bad} of {total} elements outside both atol {tol.atol:g} and rtol {tol.rtol:g}"
+            + (f", {nonfinite} of them NaN or Inf where the reference is not" if nonfinite else "")
+            + f" (max abs error {stats['max_abs']:.3g}, max rel error {stats['max_rel']:.3g})"
         )
         message = f"{where}: elemwise check {'passed' if passed else 'failed'}: {figures}"
     else:
