@@ -29,6 +29,7 @@ from trtls.core.tomlpos import bounded_loads
 from trtls.store.config import StoreConfig, store_config
 from trtls.store.diff import key_changes
 from trtls.store.entries import Entry, Refused, Store, StoreUnusable
+from trtls.store.farm_keys import FULL_TRT_ON_CLUSTER, builder_mismatch, full_tensorrt_on_cluster
 from trtls.store.key import KeyUnavailable, engine_key
 from trtls.store.known_good import KnownGood
 from trtls.store.lock import KeyLock
@@ -51,12 +52,6 @@ def store_may_serve(recipe: Path, no_store: bool, rebuild: bool) -> bool:
     if isinstance(table, dict):
         return table.get("mode", "read_write") != "off"
     return os.environ.get("TRTLS_STORE", "").strip().lower() != "off"
-
-
-def _device() -> dict[str, Any]:
-    from trtls.builds.cuda import cuda_driver
-
-    return cuda_driver()
 
 
 def prepare(
@@ -83,13 +78,17 @@ def prepare(
     if faults:
         use.not_used = "a build with injected faults is never stored"
         return use
-    use.device = _device()
+    from trtls.builds.cuda import cuda_driver  # the device the key covers (a driver probe, no TensorRT)
+
+    use.device = cuda_driver()
     use.overridden = bool(overrides)
     try:
         use.key = engine_key(job, sdir, use.device)
     except KeyUnavailable as exc:
         use.not_used = f"no engine key: {exc}"
         return use
+    if full_tensorrt_on_cluster(loaded.recipe.cluster, use.key):
+        use.not_used = FULL_TRT_ON_CLUSTER
     use.last = KnownGood(sdir, use.history).last()
     if use.last is not None and use.last.get("key") != use.key.hex and isinstance(use.last.get("parts"), dict):
         use.changes = key_changes(use.last["parts"], use.key.parts)
@@ -228,8 +227,9 @@ def after_build(use: StoreUse, build: Any) -> dict[str, Any]:
                 "buildConfigHash": build.config_hash,
                 "tensorrtVersion": summary.get("tensorrtVersion"),
                 "builderModule": summary.get("builderModule"),
+                "publishedBy": {"hostname": os.uname().nodename, "pid": os.getpid()},  # on a farm: not a node
             }
-            stored = _publish(use, build.output, record, art.get("sha256"))
+            stored = _publish(use, build.output, record, art.get("sha256"), summary)
             if stored:
                 remember(use, build.recipe_path)
             KnownGood(use.state_dir, use.history).append(
@@ -251,8 +251,12 @@ def after_build(use: StoreUse, build: Any) -> dict[str, Any]:
         use.release()
 
 
-def _publish(use: StoreUse, engine: Path, record: dict[str, Any], sha: str | None) -> bool:
+def _publish(use: StoreUse, engine: Path, record: dict[str, Any], sha: str | None, summary: dict[str, Any]) -> bool:
     if use.store is None or use.key is None:
+        return False
+    if (mismatch := builder_mismatch(use.key, summary)) is not None:  # a farm cell built by another builder
+        use.warnings.append(mismatch)
+        record["keyMismatch"] = mismatch  # the known-good record says why it was not stored
         return False
     if use.store.mode != "read_write":
         use.warnings.append("the store is read-only (mode = read): the engine was not stored")
