@@ -24,6 +24,7 @@ export interface HeldBuild {
   cancelSource: string | null;
   outcomeKind: OutcomeKind | null;
   outcomeMessage: string | null;
+  rebuiltBecause: string | null;
   /** The server's row text (`building · 4.1 s`, `3/4 cells done · building · 12 s`). */
   description: string;
   where: string;
@@ -97,6 +98,7 @@ export function parseBuildTree(raw: unknown): HeldBuild | undefined {
     cancelSource: strOrNull(raw.cancelSource),
     outcomeKind: parseOutcomeKind(raw.outcomeKind),
     outcomeMessage: strOrNull(raw.outcomeMessage),
+    rebuiltBecause: strOrNull(raw.rebuiltBecause),
     description: str(sent.description, str(raw.status, '')),
     where: str(sent.where, ''),
     node: isObj(raw.node) ? raw.node : null,
@@ -157,7 +159,7 @@ const LOST_TEXT = 'lost (server stopped)';
 function placeholder(buildId: string, engine: string, uri: string, over: Partial<HeldBuild> = {}): HeldBuild {
   return {
     buildId, engine, kind: 'build', uri, status: 'running', parentId: null, cell: null, cancelSource: null, outcomeKind: null,
-    outcomeMessage: null, description: 'starting', where: '', node: null, elapsedText: '', cellsText: null, evidencePath: null, phases: [],
+    outcomeMessage: null, rebuiltBecause: null, description: 'starting', where: '', node: null, elapsedText: '', cellsText: null, evidencePath: null, phases: [],
     phasesDelta: false, cells: [], ...over,
   };
 }
@@ -351,6 +353,7 @@ function rowIcon(b: HeldBuild): IconKind {
 export function describeBuild(b: HeldBuild): ElementView {
   const lines = [`${b.engine}: ${b.description}`];
   if (b.outcomeMessage) lines.push(b.outcomeMessage);
+  if (b.rebuiltBecause) lines.push(b.rebuiltBecause);  // the server's words: why it did not reuse an engine
   if (b.evidencePath) lines.push(`evidence: ${b.evidencePath}`);
   lines.push(`build ${b.buildId}`);
   return {

@@ -4,14 +4,14 @@
 import * as fs from 'node:fs';
 import { BuildTreeModel, TreeElement } from '../src/buildTree';
 
-interface Row { depth: number; label: string; description: string; kind: string; id: string }
+interface Row { depth: number; label: string; description: string; tooltip: string; kind: string; id: string }
 
 function rows(model: BuildTreeModel, el: TreeElement | undefined, depth: number, out: Row[]): void {
   for (const child of model.children(el)) {
     const v = model.view(child);
     if (v === undefined) continue;
     const id = child.kind === 'phase' ? child.phaseId : child.buildId;
-    out.push({ depth, label: v.label, description: v.description, kind: child.kind, id });
+    out.push({ depth, label: v.label, description: v.description, tooltip: v.tooltip, kind: child.kind, id });
     rows(model, child, depth + 1, out);
   }
 }

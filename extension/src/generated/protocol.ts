@@ -151,6 +151,8 @@ export interface BuildTree {
   outcomeKind: 'ok' | 'cancelled' | 'failed' | 'refused' | null;
   /** `built in 3.2 s`, `cancelled by ide_stop`, `failed: …` */
   outcomeMessage: string | null;
+  /** `rebuilt because: optimization_level 3 → 5` (core.display.rebuilt_text) */
+  rebuiltBecause?: string | null;
   elapsedS: number;
   /** `4.1 s` */
   elapsedText: string;

@@ -21,6 +21,7 @@ from trtls.core.display import (
     node_text,
     outcome_text,
     progress_text,
+    rebuilt_text,
     stopping_text,
     waiting_text,
 )
@@ -288,6 +289,7 @@ class Build:
             "outcome": self.outcome,
             "outcomeKind": build_outcome_kind(self.outcome),
             "outcomeMessage": self.outcome_message() if self.outcome else None,
+            "rebuiltBecause": rebuilt_text(self.summary),
             "elapsedS": round(elapsed, 3),
             "evidencePath": str(self.evidence_dir / "summary.json") if self.summary else None,
             "phases": self.tree.snapshot(now, self.baselines, self.t_start_ns),

@@ -92,6 +92,15 @@ def progress_text(names: list[str], detail: str) -> str:
     return " › ".join(names) + f" {detail}"
 
 
+def rebuilt_text(summary: dict[str, Any] | None) -> str | None:
+    """Why a build ran instead of reusing an engine (the evidence's `rebuiltBecause`, from the engine store's key
+    diff), in the words every face shows: `rebuilt because: optimization_level 3 → 5; models/demo.onnx: bytes`."""
+    why = (summary or {}).get("rebuiltBecause")
+    if not isinstance(why, list) or not why:
+        return None
+    return "rebuilt because: " + "; ".join(str(w) for w in why)
+
+
 PREVIOUS_ENGINE_WORDS = {
     "intact": "previous engine intact (byte for byte)",
     "changed": "previous engine NOT intact",

@@ -76,6 +76,7 @@ class BuildTree(_Wire):
     outcome: BuildOutcome | None
     outcomeKind: OutcomeKind | None
     outcomeMessage: str | None  # `built in 3.2 s`, `cancelled by ide_stop`, `failed: …`
+    rebuiltBecause: str | None = None  # `rebuilt because: optimization_level 3 → 5` (core.display.rebuilt_text)
     elapsedS: float
     elapsedText: str  # `4.1 s`
     description: str  # the row: `building · 4.1 s`; a cell adds where it runs

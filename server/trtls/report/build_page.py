@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from trtls.core.display import human_bytes, human_seconds, phase_detail, previous_engine_text
+from trtls.core.display import human_bytes, human_seconds, phase_detail, previous_engine_text, rebuilt_text
 from trtls.report.evidence import QUIET_GAP_S, BuildEvidence, Span
 from trtls.report.page import badge, esc, facts, page, when
 
@@ -39,6 +39,7 @@ def build_report(ev: BuildEvidence) -> str:
                 ("config", f"<code>{esc(str(s.get('buildConfigHash') or '—')[:16])}</code>"),
                 ("timing cache", esc(s.get("timingCacheMode"))),
                 ("retry advice", esc(f"{s.get('retryPolicy')} — {s.get('retryRule')}")),
+                ("why this build ran", esc((rebuilt_text(s) or "—").removeprefix("rebuilt because: "))),
             ]
         ),
         '<h2 id="timeline-title">Phase timeline</h2>',
