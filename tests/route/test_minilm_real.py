@@ -25,8 +25,8 @@ host with no GPU it holds, and the test asserts the exact set of what did not pa
 plain-folder revision): TRT811/TRT801 (the engine was not executed: no GPU), TRT604/TRT605 (the route pins its release
 driver and GPU, not discoverable here), TRT814 (tokenizer.json truncates at 128 under the profile's 256), TRT815
 (token_type_ids dropped; deliberately not waived on this route, so the reason shows) and gate 5's checks
-`not_checked`. No check that needs the engine to run passes. A strict xfail records a product bug: gate 5's and
-TRT811's messages still tell a host with no GPU to `pip install` cuda-python.
+`not_checked`. No check that needs the engine to run passes, and no hold reason tells a host with no GPU to
+`pip install` cuda-python (the adapter says "no NVIDIA GPU or driver" first).
 
 Recipe choices, each for a stated reason:
 
@@ -379,11 +379,6 @@ def test_the_tensorrt_route_holds_with_its_plain_reasons(engine_route):
     assert report["runtime_target"] == "tensorrt_rtx"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="product bug: gate 5 (release.*) and TRT811 still pass the adapter's 'cuda-python is not installed "
-    "(pip install ...)' advice on a host with no GPU; only TRT801 says plainly that no GPU is the reason",
-)
 def test_no_hold_reason_tells_a_host_without_a_gpu_to_install_cuda_python(engine_route):
     _, report = _gates(engine_route, "minilm_trt")
     if (report.get("environment") or {}).get("gpu_name"):

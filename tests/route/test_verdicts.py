@@ -93,11 +93,19 @@ def test_trt906_names_the_flag_that_records_a_baseline():
     Path("/proc/driver/nvidia/version").exists() or shutil.which("nvidia-smi") is not None,
     reason="this host has an NVIDIA driver",
 )
-def test_trt801_does_not_tell_a_host_without_a_gpu_to_install_cuda_python():
-    from trtls.gates.parity.check import plain_unavailable
+def test_no_check_tells_a_host_without_a_gpu_to_install_cuda_python(tmp_path):
+    """The TensorRT adapter says why an engine cannot run here before it looks for cuda-python, so every check that
+    passes its reason on (TRT801, TRT811, gate 5's release.*) reads the same plain words."""
+    import numpy as np
 
-    text = plain_unavailable("cuda-python is not installed (pip install 'trtls[gpu]'); device buffers need it")
-    assert "no NVIDIA GPU or driver on this machine" in text and "pip install" not in text
+    from trtls.runtimes import RuntimeSpec, benchmark
+
+    engine = tmp_path / "model.engine"
+    engine.write_bytes(b"not run")
+    res = benchmark(RuntimeSpec(kind="tensorrt", model=str(engine)), [{"x": np.zeros(2, np.float32)}], warmup=0,
+                    iterations=1)  # fmt: skip
+    assert res.status == "unavailable", res.summary()
+    assert "no NVIDIA GPU or driver on this machine" in res.message and "pip install" not in res.message
 
 
 def test_gate_3_alone_links_the_route_build_record_itself(root):

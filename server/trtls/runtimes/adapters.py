@@ -18,6 +18,14 @@ import numpy as np
 from trtls.runtimes.contract import RuntimeSpec, Signature
 
 
+def no_nvidia_gpu() -> bool:
+    """No NVIDIA driver on this host (neither its /proc entry nor nvidia-smi): no engine can run here, whatever
+    Python packages are installed."""
+    import shutil
+
+    return not Path("/proc/driver/nvidia/version").exists() and shutil.which("nvidia-smi") is None
+
+
 class Unavailable(Exception):
     """The runtime cannot run here (no TensorRT, no cuda-python, no GPU, engine refused by this device)."""
 
@@ -134,6 +142,8 @@ class _TensorRTAdapter(_Adapter):
             trt = load_builder_module("auto").trt
         except BuilderUnavailable as exc:
             raise Unavailable(str(exc)) from None
+        if no_nvidia_gpu():  # said first: advice to install cuda-python would not help a host with no GPU
+            raise Unavailable("no NVIDIA GPU or driver on this machine: a TensorRT engine needs one to run")
         try:
             from cuda.bindings import runtime as cudart  # cuda-python >= 12.6
         except ImportError:

@@ -135,8 +135,7 @@ def check_parity(
                 _check(
                     "parity.runtime_available" if side != "reference" else "parity.reference_available",
                     "hold",
-                    f"{side} {ref_label if side == 'reference' else under_test.label} unavailable: "
-                    f"{plain_unavailable(res.message)}",
+                    f"{side} {ref_label if side == 'reference' else under_test.label} unavailable: {res.message}",
                     "TRT801",
                     path,
                 )
@@ -237,17 +236,3 @@ def check_parity(
             )
         )
     return checks
-
-
-def plain_unavailable(message: str) -> str:
-    """The runtime's reason, except that a host with no NVIDIA GPU or driver is told so: advice to install
-    cuda-python (the first missing piece the TensorRT adapter meets) would not help there."""
-    import shutil
-
-    no_gpu = not Path("/proc/driver/nvidia/version").exists() and shutil.which("nvidia-smi") is None
-    if no_gpu and "cuda-python" in message:
-        return (
-            "no NVIDIA GPU or driver on this machine: a TensorRT engine needs one to run (cuda-python alone would "
-            "not help)"
-        )
-    return message
