@@ -189,3 +189,28 @@ def test_two_simultaneous_builds_of_one_key_run_one_tensorrt_build(tmp_path: Pat
     assert reused["reusedFrom"]["waitedForIt"] is True
     assert sha(workspace / "build" / "demo.engine") == sha(other / "build" / "demo.engine")
     assert len(entries(store)) == 1
+
+
+def test_an_unchanged_output_is_kept_and_a_changed_one_is_restored(
+    seeded: tuple[Path, dict], seed_ws: Path, tmp_path: Path
+) -> None:
+    """`make`'s rule on the fast path: an output that already holds the entry's bytes (its sha256 from the digest
+    cache, read at most once) is left alone — a 512 MiB engine is not copied and fsynced again on every unchanged
+    build; an output whose bytes differ is restored from the store (verified) as before."""
+    with_store(seed_ws, copy_store(seeded, tmp_path))
+    out = seed_ws / "build" / "demo.engine"
+    assert run_build(seed_ws).returncode == 0  # the full path: restored from the seeded store, memo written
+    inode = out.stat().st_ino
+    kept = run_build(seed_ws)
+    assert kept.returncode == 0, kept.stderr
+    summary = summaries(seed_ws)[-1]
+    assert summary["outcome"] == "reused" and summary["engineArtifact"]["action"] == "kept"
+    assert summary["store"]["outputAlreadyCurrent"] is True and out.stat().st_ino == inode, "nothing was copied"
+    data = bytearray(out.read_bytes())
+    data[100] ^= 0xFF
+    out.write_bytes(bytes(data))  # same size, other bytes: the digest cache's stat key no longer matches
+    again = run_build(seed_ws)
+    assert again.returncode == 0, again.stderr
+    summary = summaries(seed_ws)[-1]
+    assert summary["engineArtifact"]["action"] == "restored" and summary["store"]["outputAlreadyCurrent"] is False
+    assert sha(out) == seeded[1]["engineArtifact"]["sha256"]

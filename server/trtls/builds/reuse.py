@@ -105,7 +105,7 @@ def reuse_evidence(
         "tensorrtVersion": src.get("tensorrtVersion"),
         "builderModule": src.get("builderModule"),
         "engineArtifact": {
-            "action": "restored",
+            "action": "kept" if store_record.get("outputAlreadyCurrent") else "restored",
             "kind": "engine",
             "path": str(output),
             "size": entry.size,
@@ -265,7 +265,9 @@ def fast_hit(recipe: Path, engine: str) -> dict[str, Any] | None:
         return None  # a build of this output is running: the full path waits for it
     t0 = time.time()
     try:
-        store.restore(entry, output, build_id, within=recipe.parent)  # outside (allow_outside): the full path
+        current = output_holds(output, entry, state)
+        if not current:
+            store.restore(entry, output, build_id, within=recipe.parent)  # outside (allow_outside): the full path
     except Refused:
         return None  # quarantined; the full path rebuilds and says so (TRT332)
     except UnsafeWrite:
@@ -273,6 +275,34 @@ def fast_hit(recipe: Path, engine: str) -> dict[str, Any] | None:
     finally:
         held.release()
     record: dict[str, Any] = {"used": True, "why": None, "path": str(store.root), "mode": store.mode, "source": "memo",
-              "warnings": [], "key": entry.key, "waitedFor": None}  # fmt: skip
+              "warnings": [], "key": entry.key, "waitedFor": None, "outputAlreadyCurrent": current}  # fmt: skip
     remember_reused(state, engine, entry, build_id, [])
     return reuse_evidence(build_id, engine, recipe, entry, output, t0, record, fast=True)
+
+
+def output_holds(output: Path, entry: Entry, state: Path) -> bool:
+    """Whether `output` is a regular file (not a symlink) that already holds the entry's bytes — its sha256 from the
+    stat-keyed digest cache, or read once and cached: an unchanged build then copies nothing (as `make` leaves an
+    up-to-date target alone; a 512 MiB engine is read at most once, never copied and fsynced again)."""
+    import stat as stat_mod
+
+    from trtls.checkpoint.hashing import DigestCache, sha256_file
+
+    try:
+        st = os.lstat(output)
+    except OSError:
+        return False
+    if not stat_mod.S_ISREG(st.st_mode) or st.st_size != entry.size:
+        return False
+    cache = DigestCache(state / "digests.json")
+    sha = cache.get(output.absolute(), st)
+    if sha is None:
+        try:
+            sha, st_read = sha256_file(output)
+        except OSError:
+            return False
+        if (st_read.st_size, st_read.st_mtime_ns, st_read.st_ino) != (st.st_size, st.st_mtime_ns, st.st_ino):
+            return False  # changed while it was read
+        cache.put(output.absolute(), st, sha)
+        cache.save()
+    return sha == entry.sha256
