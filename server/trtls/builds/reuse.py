@@ -25,6 +25,7 @@ from trtls.core.atomic import atomic_write_text
 from trtls.core.paths import UnsafeWrite
 from trtls.store.entries import Entry, Refused, Store
 from trtls.store.known_good import KnownGood
+from trtls.store.up_to_date import output_holds
 
 MEMO_FORMAT = "trtls.fast-hit/1"
 # the modules whose code turns a recipe into the job the key hashes: changed code, no fast path
@@ -278,31 +279,3 @@ def fast_hit(recipe: Path, engine: str) -> dict[str, Any] | None:
               "warnings": [], "key": entry.key, "waitedFor": None, "outputAlreadyCurrent": current}  # fmt: skip
     remember_reused(state, engine, entry, build_id, [])
     return reuse_evidence(build_id, engine, recipe, entry, output, t0, record, fast=True)
-
-
-def output_holds(output: Path, entry: Entry, state: Path) -> bool:
-    """Whether `output` is a regular file (not a symlink) that already holds the entry's bytes — its sha256 from the
-    stat-keyed digest cache, or read once and cached: an unchanged build then copies nothing (as `make` leaves an
-    up-to-date target alone; a 512 MiB engine is read at most once, never copied and fsynced again)."""
-    import stat as stat_mod
-
-    from trtls.checkpoint.hashing import DigestCache, sha256_file
-
-    try:
-        st = os.lstat(output)
-    except OSError:
-        return False
-    if not stat_mod.S_ISREG(st.st_mode) or st.st_size != entry.size:
-        return False
-    cache = DigestCache(state / "digests.json")
-    sha = cache.get(output.absolute(), st)
-    if sha is None:
-        try:
-            sha, st_read = sha256_file(output)
-        except OSError:
-            return False
-        if (st_read.st_size, st_read.st_mtime_ns, st_read.st_ino) != (st.st_size, st.st_mtime_ns, st.st_ino):
-            return False  # changed while it was read
-        cache.put(output.absolute(), st, sha)
-        cache.save()
-    return sha == entry.sha256
