@@ -122,11 +122,16 @@ def matrix_run(path: Path, env: dict[str, str], head_pid: int | None) -> dict:
                            stderr=subprocess.DEVNULL)  # fmt: skip
     first_started = None
     events = 0
+    strays: list[str] = []
     summary: dict = {}
     with Sampler([cli.pid] + ([head_pid] if head_pid else [])) as sampler:
         assert cli.stdout is not None
         for raw in cli.stdout:
-            rec = json.loads(raw)
+            try:
+                rec = json.loads(raw)
+            except ValueError:  # --json promises JSON lines: keep what else came, to say what printed it
+                strays.append(raw.decode(errors="replace")[:300] if isinstance(raw, bytes) else str(raw)[:300])
+                continue
             events += 1
             if rec.get("type") == "build_started" and first_started is None:
                 first_started = time.monotonic() - t0
@@ -147,6 +152,7 @@ def matrix_run(path: Path, env: dict[str, str], head_pid: int | None) -> dict:
         "cpuByKindS": {k: round(v, 2) for k, v in sorted(by_kind.items())},
         "driverRusageS": round(ru.ru_utime + ru.ru_stime + 0.0, 2),  # the CLI and what it reaped
         "eventLines": events,
+        "nonJsonLines": strays,
         "stages": (summary.get("cluster") or {}).get("fixedCost") or {},
         "cellActors": [
             {k: c.get(k) for k in ("actor", "warm", "workerPreloadedBeforeJob", "workerImportS")}

@@ -214,3 +214,29 @@ def test_an_unchanged_output_is_kept_and_a_changed_one_is_restored(
     summary = summaries(seed_ws)[-1]
     assert summary["engineArtifact"]["action"] == "restored" and summary["store"]["outputAlreadyCurrent"] is False
     assert sha(out) == seeded[1]["engineArtifact"]["sha256"]
+
+
+def test_a_really_full_store_disk_still_yields_the_engine_and_says_it_was_not_stored(
+    workspace: Path, tmp_path: Path
+) -> None:
+    """The store on a real filesystem too small for the engine (a 1 MiB tmpfs; the demo engine is ~2.5 MB): the
+    publish's write fails with the kernel's ENOSPC, the build still ends built with its engine at the output, the
+    warning says it was not stored, and nothing half-written is left in the store."""
+    mnt = tmp_path / "small"
+    mnt.mkdir()
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mnt)], capture_output=True, text=True
+    )
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs here: {mounted.stderr.strip()}")
+    try:
+        with_store(workspace, mnt / "store")
+        done = run_build(workspace)
+        assert done.returncode == 0, done.stderr
+        (s,) = summaries(workspace)
+        assert s["outcome"] == "built" and s["store"]["warnings"], s["store"]
+        assert "TRT333" in " ".join(s["store"]["warnings"]) and "No space left" in " ".join(s["store"]["warnings"])
+        assert sha(workspace / "build" / "demo.engine") == s["engineArtifact"]["sha256"]
+        assert entries(mnt / "store") == [] and list((mnt / "store" / "tmp").iterdir()) == []
+    finally:
+        subprocess.run(["umount", str(mnt)], check=False)
