@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import sys
 from typing import Any
@@ -19,7 +20,7 @@ from trtls.cli import farm as farm_cmd
 from trtls.cli import gc as gc_cmd
 from trtls.cli.common import find_recipe, install_stop_keys, load_or_report, report_error
 from trtls.cli.exits import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, exit_code_of
-from trtls.cli.usage import TrtlsParser, emit_error, parse, positive_seconds
+from trtls.cli.usage import JsonErrors, TrtlsParser, emit_error, parse, positive_seconds
 
 
 def cmd_build(args: argparse.Namespace) -> int:
@@ -127,7 +128,26 @@ def _say_matrices_left_out(loaded: Any, engines: list[str]) -> None:
 
 
 async def _build_matrix(loaded: Any, engines: list[str], args: argparse.Namespace, overrides: dict[str, Any]) -> int:
-    """--all / --matrix / a recipe with [cluster]: one parent, one child per cell (docs/farm.md)."""
+    """--all / --matrix / a recipe with [cluster]: one parent, one child per cell (docs/farm.md).
+    With --json on a cluster, stdout carries only our JSON lines: Ray's driver prints its raylet's warnings to
+    sys.stdout from a thread of its own (`(raylet) WARNING: 8 PYTHON worker processes …` under load, whatever
+    log_to_driver says), so sys.stdout is lent to stderr for the run and the JSON goes to the real stdout."""
+    json_out = sys.stdout
+    if args.json and loaded.recipe.cluster is not None:
+        JsonErrors.out = json_out
+        with contextlib.redirect_stdout(sys.stderr):
+            try:
+                return await _run_matrix(loaded, engines, args, overrides, json_out)
+            finally:
+                from trtls.builds.farm import cluster
+
+                cluster.disconnect()  # Ray's printing thread ends while stdout is still lent (atexit: a no-op)
+    return await _run_matrix(loaded, engines, args, overrides, json_out)
+
+
+async def _run_matrix(
+    loaded: Any, engines: list[str], args: argparse.Namespace, overrides: dict[str, Any], json_out: Any
+) -> int:
     from trtls.builds.matrix import plan, start_matrix
     from trtls.builds.supervisor import Supervisor
     from trtls.cli.matrix_view import MatrixJsonView, MatrixPlainView, MatrixRichView, print_matrix_outcome
@@ -164,7 +184,7 @@ async def _build_matrix(loaded: Any, engines: list[str], args: argparse.Namespac
     if args.timeout:
         loop.call_later(args.timeout, mb.cancel, "ci_timeout")
     view_cls = MatrixJsonView if args.json else (MatrixRichView if sys.stdout.isatty() else MatrixPlainView)
-    view = view_cls(mb)
+    view = MatrixJsonView(mb, json_out) if args.json else view_cls(mb)
     mb.listeners.append(view.update)
     with view:
         while mb.running:

@@ -14,7 +14,7 @@ from typing import Any
 
 from trtls.cli.common import load_or_report, report_error
 from trtls.cli.exits import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
-from trtls.cli.usage import emit_error
+from trtls.cli.usage import JsonErrors, emit_error
 from trtls.core.display import human_bytes
 
 
@@ -228,8 +228,11 @@ async def avoid_cells(loaded: Any, planned: list[Any], args: argparse.Namespace)
     found = await avoidance.avoid_cells(loaded, planned, no_store=bool(args.no_store), rebuild=bool(args.rebuild))
     for w in found.warnings:
         _say(f"warning: {w}")
-    if not args.json:
-        for p, reused in found.reused:
+    for p, reused in found.reused:  # a script reading --json gets each restored cell's record, as for a build
+        if args.json:
+            record = {"type": "cell_summary", "cell": p.key, "buildId": reused.get("buildId"), "summary": reused}
+            print(json.dumps(record, default=str), file=JsonErrors.out or sys.stdout, flush=True)
+        else:
             print(f"{p.key}: {reused['message']}")
     return found.left, found.uses
 

@@ -23,6 +23,7 @@ class JsonErrors:
     """Whether errors are also JSON lines on stdout (set once from argv, before parsing)."""
 
     enabled = False
+    out: Any = None  # where JSON lines go when sys.stdout is lent to a library's prints (cli/main: a farm run)
 
 
 def emit_error(code: str, message: str, **where: Any) -> None:
@@ -32,7 +33,7 @@ def emit_error(code: str, message: str, **where: Any) -> None:
         kind = "error" if severity == "error" else "diagnostic"  # a warning does not stop anything
         record = {"type": kind, "code": code, "message": message, "severity": severity}
         record.update({k: v for k, v in where.items() if v is not None})
-        print(json.dumps(record), flush=True)
+        print(json.dumps(record), file=JsonErrors.out or sys.stdout, flush=True)
 
 
 class TrtlsParser(argparse.ArgumentParser):
