@@ -33,6 +33,7 @@ class Worker:
         self.build_id = job["build_id"]
         self.quarantine_dir = Path(job["quarantine_dir"])
         self.in_commit = False  # no-cancel zone: the finished engine is being written
+        self.cancel_arrived_ns: int | None = None
         self.logs: list[tuple[str, str]] = []
         self.held_logs: list[str] | None = None
         self.log_sync: Callable[[], None] = _nothing  # see log_relay: messages arrive on another thread
@@ -42,6 +43,7 @@ class Worker:
 
     # -- control -------------------------------------------------------------------------------
     def request_cancel(self, source: str, t_request_ns: int | None) -> None:
+        self.cancel_arrived_ns = self.cancel_arrived_ns or time.monotonic_ns()  # this process's clock (farm: a node)
         if self.cancel.request(source, t_request_ns):
             self.writer.emit("log", severity="INFO", msg=f"trtls: cancel requested by {source}")
 
@@ -161,8 +163,10 @@ class Worker:
         if self.emitter.is_alive():
             self.emitter.drain()
         self.writer.emit("builder_returned", t_return, ok=plan is not None)
-
-        if self.cancel.is_set:
+        # a cancel requested after the builder returned a plan is applied after the engine is written (the commit
+        # zone); reading is_set alone made that depend on whether this thread got here before the request did
+        late = plan is not None and (self.cancel_arrived_ns or 0) > t_return
+        if self.cancel.is_set and not late:
             return self._finish_cancelled(t_return, plan, plan_cache)
         if plan is None:
             error = next(
