@@ -63,9 +63,11 @@ async def test_four_cells_over_two_labelled_nodes(ray_cluster, tmp_path: Path) -
     assert sum("received" in m for m in logs) <= 2 and sum("already on this node" in m for m in logs) >= 2
     # the second cell on each node ran in the first one's warm worker (no new Ray worker process)
     assert sum(bool(c.summary["node"]["warmWorker"]) for c in mb.cells) == 2
+    from tests.farm.test_stop_on_cluster import eventually
     from trtls.builds.farm.warm_actors import WARM
 
-    assert WARM.count() == 2
+    # each cell's actor goes back to the warm pool after its node's cleanup, which may end after the matrix does
+    await eventually(lambda: WARM.count() == 2, f"warm actors: {WARM.count()}, not 2")
     WARM.drain()
 
 

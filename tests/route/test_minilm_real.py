@@ -367,7 +367,7 @@ def test_the_tensorrt_route_holds_with_its_plain_reasons(engine_route):
     message = {n: checks[n]["message"] for n in ENGINE_HOLDS}
     assert "no GPU that TensorRT accepts on this machine" in message["parity.deployed_artifact"]
     assert message["parity.runtime_available"].endswith(
-        "no NVIDIA GPU or driver on this machine: a TensorRT engine needs one to run (cuda-python alone would not help)"
+        "no NVIDIA GPU or driver on this machine: a TensorRT engine needs one to run"
     )
     assert message["cuda_driver"] == f"cuda_driver pinned to {TARGET_DRIVER} but could not be discovered here"
     assert message["gpu_name"] == f"gpu_name pinned to {TARGET_GPU} but could not be discovered here"
