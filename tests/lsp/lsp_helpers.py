@@ -75,3 +75,12 @@ def write_static_onnx(path: Path) -> Path:
     )
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
     return path
+
+
+def plain(obj: Any) -> Any:
+    """pygls hands custom notification params over as namedtuple-like objects: make them dicts."""
+    if hasattr(obj, "_asdict"):
+        return {k: plain(v) for k, v in obj._asdict().items()}
+    if isinstance(obj, (list, tuple)):
+        return [plain(v) for v in obj]
+    return obj

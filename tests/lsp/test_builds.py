@@ -16,7 +16,7 @@ from pytest_lsp import LanguageClient, make_test_lsp_client
 
 from ..builds.helpers import process_gone
 from .conftest import accept_refresh, caps
-from .lsp_helpers import command_of, execute, open_recipe, raw_progress_ends, until
+from .lsp_helpers import command_of, execute, open_recipe, plain, raw_progress_ends, until
 
 
 def build_token(client: LanguageClient, engine: str) -> str | None:
@@ -30,18 +30,9 @@ def ended(client: LanguageClient, token: str) -> bool:
     return any(isinstance(r, lsp.WorkDoneProgressEnd) for r in client.progress_reports.get(token, []))
 
 
-def _plain(obj: Any) -> Any:
-    """pygls hands custom notification params over as namedtuple-like objects: make them dicts."""
-    if hasattr(obj, "_asdict"):
-        return {k: _plain(v) for k, v in obj._asdict().items()}
-    if isinstance(obj, (list, tuple)):
-        return [_plain(v) for v in obj]
-    return obj
-
-
 async def test_build_progress_tree_and_evidence(client: LanguageClient, workspace: Path) -> None:
     trees: list[Any] = []
-    client.feature("trtls/buildTree")(lambda params: trees.append(_plain(params)))
+    client.feature("trtls/buildTree")(lambda params: trees.append(plain(params)))
     ends = raw_progress_ends(client)
     uri = open_recipe(client, workspace)
     res = await execute(client, "trtls.buildEngine", {"uri": uri, "engine": "demo"})

@@ -17,7 +17,7 @@ from lsprotocol import types as lsp
 from pytest_lsp import ClientServerConfig, LanguageClient
 
 from tests.lsp.conftest import SERVER, accept_refresh, caps
-from tests.lsp.lsp_helpers import execute, open_recipe, until
+from tests.lsp.lsp_helpers import execute, open_recipe, plain, until
 from tests.store.helpers import probe_env, probes, with_store
 from tests.ts_replay import EXTENSION, replay
 from trtls.core import wire
@@ -41,18 +41,9 @@ async def client(lsp_client: LanguageClient):
     await lsp_client.shutdown_session()
 
 
-def _plain(obj: Any) -> Any:
-    """pygls hands custom notification params over as namedtuple-like objects: make them dicts."""
-    if hasattr(obj, "_asdict"):
-        return {k: _plain(v) for k, v in obj._asdict().items()}
-    if isinstance(obj, (list, tuple)):
-        return [_plain(v) for v in obj]
-    return obj
-
-
 def record_trees(client: LanguageClient) -> list[dict[str, Any]]:
     trees: list[dict[str, Any]] = []
-    client.feature("trtls/buildTree")(lambda params: trees.append(_plain(params)))
+    client.feature("trtls/buildTree")(lambda params: trees.append(plain(params)))
     return trees
 
 

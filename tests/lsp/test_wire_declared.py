@@ -11,16 +11,7 @@ from pytest_lsp import LanguageClient
 
 from trtls.core import wire
 
-from .lsp_helpers import execute, open_recipe, raw_progress_ends, until
-
-
-def plain(obj: Any) -> Any:
-    """pygls hands custom notification params over as namedtuple-like objects: make them dicts."""
-    if hasattr(obj, "_asdict"):
-        return {k: plain(v) for k, v in obj._asdict().items()}
-    if isinstance(obj, (list, tuple)):
-        return [plain(v) for v in obj]
-    return obj
+from .lsp_helpers import execute, open_recipe, plain, raw_progress_ends, until
 
 
 async def test_notifications_and_replies_are_the_declared_models(client: LanguageClient, workspace: Path) -> None:
