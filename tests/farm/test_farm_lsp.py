@@ -12,8 +12,7 @@ from pytest_lsp import LanguageClient
 
 from tests.farm.conftest import LABEL, engine_table, farm_recipe
 from tests.lsp.conftest import client  # noqa: F401  (the real server over stdio)
-from tests.lsp.lsp_helpers import execute, open_recipe, until
-from tests.lsp.test_builds import _plain
+from tests.lsp.lsp_helpers import execute, open_recipe, plain, until
 
 MATRIX = """
 [engines.large.matrix]
@@ -33,7 +32,7 @@ async def test_matrix_from_the_editor_stop_a_cell_then_the_parent(
     tmp_path: Path,
 ) -> None:
     trees: list[dict[str, Any]] = []
-    client.feature("trtls/buildTree")(lambda params: trees.append(_plain(params)))
+    client.feature("trtls/buildTree")(lambda params: trees.append(plain(params)))
     farm_recipe(
         tmp_path, ray_cluster.address, engine_table("large", "large", f'{{ "{LABEL}" = "{{compute_capabilities}}" }}')
     )
