@@ -111,25 +111,12 @@ export function parseBuildTree(raw: unknown): HeldBuild | undefined {
   };
 }
 
-/** A delta's phases merged into the ones held: replaced by id, new ones added. */
+/** A delta's phases merged into the ones held: replaced by id in place, new ones added after, in the server's order
+ * (its start order, which is the tree's row order: the client never reorders). */
 export function mergePhases(held: PhaseRow[], delta: PhaseRow[]): PhaseRow[] {
   const byId = new Map(held.map((p) => [p.id, p]));
   for (const p of delta) byId.set(p.id, p);
   return [...byId.values()];
-}
-
-/** Compares dotted phase ids numerically ("0.10" after "0.9"): the tree's row order is start order. */
-export function comparePhaseIds(a: string, b: string): number {
-  const pa = a.split('.').map(Number);
-  const pb = b.split('.').map(Number);
-  for (let i = 0; i < Math.max(pa.length, pb.length); i++) {
-    const x = pa[i];
-    const y = pb[i];
-    if (x === undefined) return -1;
-    if (y === undefined) return 1;
-    if (x !== y) return (Number.isNaN(x) || Number.isNaN(y)) ? String(x).localeCompare(String(y)) : x - y;
-  }
-  return 0;
 }
 
 export type TreeElement =
@@ -295,7 +282,8 @@ export class BuildTreeModel {
       return this.cellsOf(b.buildId);
     }
     const parentId = el.kind === 'build' ? null : el.phaseId;
-    const kids = b.phases.filter((p) => p.parentId === parentId).sort((x, y) => comparePhaseIds(x.id, y.id));
+    // The server sends phases in start order, the row order of every face (core/phase_tree.rows_of).
+    const kids = b.phases.filter((p) => p.parentId === parentId);
     // The server folds: phases with the same foldedInto are one row, shown where its first phase is.
     const out: TreeElement[] = [];
     for (const p of kids) {

@@ -1,6 +1,6 @@
 import { strict as assert } from 'node:assert';
 import { test } from 'node:test';
-import { BuildTreeModel, comparePhaseIds, describeBuild, describePhase, parseBuildTree, PhaseRow, statusBarText } from '../src/buildTree';
+import { BuildTreeModel, describeBuild, describePhase, parseBuildTree, PhaseRow, statusBarText } from '../src/buildTree';
 
 // Payloads as the server sends them: the words (detail, description, groupLabel …) are trtls.core.display's, and the
 // model must show them verbatim. Where a test's words look odd, that is on purpose: nothing is recomputed here.
@@ -19,10 +19,10 @@ function payload(over: Record<string, unknown> = {}): Record<string, unknown> {
     where: 'local', evidencePath: null, cell: null, parentId: null, node: null,
     phases: [
       phase({ id: '0', name: 'Building engine', numSteps: 3, step: 0 }),
-      phase({ id: '0.1', parentId: '0', name: 'Timing tactics', numSteps: 3, step: 2, elapsedS: 4.1, baselineS: 30 }),
       phase({ id: '0.0', parentId: '0', name: 'Parsing', numSteps: 1, step: 1, status: 'done', elapsedS: 0.2 }),
-      phase({ id: '0.10', parentId: '0', name: 'Later', numSteps: 0 }),
+      phase({ id: '0.1', parentId: '0', name: 'Timing tactics', numSteps: 3, step: 2, elapsedS: 4.1, baselineS: 30 }),
       phase({ id: '0.2', parentId: '0', name: 'Quiet one', quietForS: 45, quietS: 45, stalled: true, baselineS: 30, elapsedS: 75 }),
+      phase({ id: '0.10', parentId: '0', name: 'Later', numSteps: 0 }),
     ],
     ...over,
   };
@@ -32,9 +32,13 @@ function finished(outcome: string, outcomeKind: string | null, over: Record<stri
   return payload({ status: outcome, running: false, outcome, outcomeKind, description: `${outcome} words`, ...over });
 }
 
-test('comparePhaseIds orders dotted paths numerically', () => {
-  const ids = ['0.10', '1', '0.2', '0', '0.1.3', '0.1'];
-  assert.deepEqual([...ids].sort(comparePhaseIds), ['0', '0.1', '0.1.3', '0.2', '0.10', '1']);
+test('children are shown in the order the server sent them (its start order), never re-sorted by id', () => {
+  const m = new BuildTreeModel();
+  // Start order that a numeric sort of the ids would change: 0.10 started before 0.2 here.
+  m.update(payload({ phases: [phase({ id: '0', name: 'Building engine' }), phase({ id: '0.10', parentId: '0', name: 'A' }),
+    phase({ id: '0.2', parentId: '0', name: 'B' })] }));
+  const kids = m.children({ kind: 'phase', buildId: 'b1', phaseId: '0' });
+  assert.deepEqual(kids.map((k) => (k.kind === 'phase' ? k.phaseId : '')), ['0.10', '0.2']);
 });
 
 test('parseBuildTree rejects garbage and keeps the server\'s words', () => {
@@ -53,7 +57,7 @@ test('parseBuildTree rejects garbage and keeps the server\'s words', () => {
   assert.equal(parseBuildTree({ buildId: 'x', status: 'stopping', running: true })!.status, 'running', 'the server says it runs');
 });
 
-test('model nests phases under their parents in id order', () => {
+test('model nests phases under their parents in the server\'s (start) order', () => {
   const m = new BuildTreeModel();
   m.update(payload());
   const roots = m.children(undefined);
@@ -272,8 +276,9 @@ test('a farm cell\'s phasesDelta is merged into the phases held, by id; a whole 
     phases: [phase({ id: '0.1', parentId: '0', name: 'Timing tactics', numSteps: 3, step: 2, status: 'done', elapsedS: 9 }),
       phase({ id: '0.3', parentId: '0', name: 'New one' })],
   }))!;
-  const ids = delta.phases.map((p) => p.id).sort(comparePhaseIds);
-  assert.deepEqual(ids, ['0', '0.0', '0.1', '0.2', '0.3', '0.10']);  // nothing held was dropped, the new one added
+  const ids = delta.phases.map((p) => p.id);
+  // nothing held was dropped, each changed one kept its place, the new one added after
+  assert.deepEqual(ids, ['0', '0.0', '0.1', '0.2', '0.10', '0.3']);
   assert.equal(delta.phases.find((p) => p.id === '0.1')!.status, 'done');  // the changed one replaced
   assert.equal(delta.phasesDelta, false);
   const whole = m.update(payload({ phases: [phase({ id: '0', name: 'Building engine' })] }))!;

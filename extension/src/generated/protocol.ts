@@ -161,6 +161,7 @@ export interface BuildTree {
   /** `local`, `node gpu-3 (1a2b3c4d5e6f) · GPU 0 · L4`, `waiting for a node 4.0 s` */
   where: string;
   evidencePath: string | null;
+  /** in start order, which is the row order of every face: the client never reorders them */
   phases: PhaseRow[];
   /** `phases` holds only the phases that changed since this build's last notification */
   phasesDelta?: boolean;

@@ -82,7 +82,7 @@ class BuildTree(_Wire):
     description: str  # the row: `building · 4.1 s`; a cell adds where it runs
     where: str  # `local`, `node gpu-3 (1a2b3c4d5e6f) · GPU 0 · L4`, `waiting for a node 4.0 s`
     evidencePath: str | None
-    phases: list[PhaseRow]
+    phases: list[PhaseRow]  # in start order, which is the row order of every face: the client never reorders them
     phasesDelta: bool = False  # `phases` holds only the phases that changed since this build's last notification
     cell: str | None  # the matrix cell's name
     parentId: str | None  # the matrix this build is a cell of
