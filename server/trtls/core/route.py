@@ -68,6 +68,23 @@ class EnvironmentPins(_Model):
     )
 
 
+class OnnxConversion(_Model):
+    """The precision conversion an ONNX route's deployed model goes through (ModelOpt AutoCast), as an engine's
+    `[engines.X.precision]` converts the ONNX a TensorRT engine is built from."""
+
+    convert: Literal["fp16", "bf16"] = Field(
+        description="Convert the exported ONNX to mixed precision with NVIDIA ModelOpt AutoCast: the bundle deploys "
+        "the converted model; `onnx` stays the unconverted export (cached by content, as an engine's conversion)."
+    )
+    keep_io_types: bool = Field(True, description="Keep the model's input and output types (AutoCast keep_io_types).")
+    exclude_op_types: list[str] = Field(
+        default_factory=list, description="Op types kept in FP32 (e.g. LayerNormalization)."
+    )
+    exclude_nodes: list[str] = Field(
+        default_factory=list, description="Node names kept in FP32 (regular expressions, as AutoCast takes them)."
+    )
+
+
 class RouteModel(_Model):
     checkpoint: CheckpointRef = Field(description="The checkpoint the route starts from.")
     engine: str | None = Field(
@@ -80,6 +97,12 @@ class RouteModel(_Model):
         None,
         description="For a route with no `engine`: the ONNX model the route exports and deploys (runtime target ONNX "
         "Runtime), relative to this recipe.",
+    )
+    precision: OnnxConversion | None = Field(
+        None,
+        description="For a route with no `engine`: convert the exported ONNX to fp16 or bf16 (ModelOpt AutoCast) and "
+        "deploy the converted model; gate 4's `onnx.reference` reference runs the unconverted `onnx`. An engine "
+        "route converts in its engine's `[engines.X.precision]`.",
     )
     waive: dict[str, str] = Field(
         default_factory=dict,

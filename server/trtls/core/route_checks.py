@@ -1,10 +1,11 @@
 """The located TRT1xx findings of `[routes.NAME]` tables: what `core.route.RouteModel`'s schema cannot say.
 
 `core.route` is the typed route every gate reads; this is its validation as you type — a bad route name, an
-undefined engine ("did you mean"), `engine`/`onnx` together or neither, golden outputs without `reference =
-"golden"`, waivers without a reason, missing checkpoint, input-set and canary files, unsafe set names, a rollback
-bundle that is the bundle itself — each underlining the exact key or value. `core.recipe` runs it in its second
-pass; it only reads the file system (which files exist), never a file's content.
+undefined engine ("did you mean"), `engine`/`onnx` together or neither, `precision` on an engine route, golden
+outputs without `reference = "golden"`, waivers without a reason, missing checkpoint, input-set and canary files,
+unsafe set names, a rollback bundle that is the bundle itself — each underlining the exact key or value.
+`core.recipe` runs it in its second pass; it only reads the file system (which files exist), never a file's
+content.
 """
 
 from __future__ import annotations
@@ -84,6 +85,16 @@ def _semantic(loaded: LoadedRecipe, recipe: RecipeFile, name: str, route: RouteM
                 "`onnx` is for a route with no engine: this route deploys engine "
                 f"'{route.engine}', whose ONNX is `engines.{route.engine}.onnx`",
                 base + ("onnx",),
+            )
+        )
+    if route.engine is not None and route.precision is not None:
+        out.append(
+            _finding(
+                "TRT109",
+                f"`precision` is for a route with no engine: this route deploys engine '{route.engine}', whose "
+                f"conversion is `[engines.{route.engine}.precision]`",
+                base + ("precision",),
+                False,
             )
         )
     if route.bundle_format == "trtmc" and route.engine is None:

@@ -1,21 +1,28 @@
 """`trtls route build` for a route with no engine: it deploys the exported ONNX itself (runtime target ONNX Runtime).
 
-checkpoint → ONNX (the route's `onnx`) → bundle with sections model.onnx, config.json, tokenizer.json and no engine;
-the header says so (`trt_version = "none (…)"`, `runtime_strategy = "onnxruntime-<version>-cpu"`) and the provenance
-names the exporter and the ONNX Runtime version instead of a build. Sidecar, SBOM and the previous-bundle rule are
-the engine route's (`route.build`).
+checkpoint → ONNX (the route's `onnx`) → [precision conversion] → bundle with sections model.onnx, config.json,
+tokenizer.json and no engine; the header says so (`trt_version = "none (…)"`, `runtime_strategy =
+"onnxruntime-<version>-cpu"`) and the provenance names the exporter and the ONNX Runtime version instead of a build.
+Sidecar, SBOM and the previous-bundle rule are the engine route's (`route.build`).
+
+With `[routes.NAME.precision] convert = "fp16"` (or bf16) the bundle's model.onnx is the export converted by ModelOpt
+AutoCast — the same step, settings and content-keyed cache (`.trtls/precision`) as an engine's conversion
+(`builds.precision.run_precision_step`); `onnx` stays the unconverted export, which gate 4's `onnx.reference`
+reference runs, and the provenance records the conversion (settings, ModelOpt version, input and output sha256).
 """
 
 from __future__ import annotations
 
 import hashlib
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
+from trtls.core.cancel import CancelToken
 from trtls.core.recipe import LoadedRecipe
 from trtls.core.route import RouteModel
 from trtls.route.checkpoint import checkpoint_provenance, deployment_sections, model_identity, read_route_inputs
-from trtls.route.errors import recipe_errors
+from trtls.route.errors import RouteBuildError, recipe_errors
 from trtls.route.exporters import export_onnx, onnx_io_map
 from trtls.route.pooling import sentence_pooling
 from trtls.route.publish import publish_bundle
@@ -39,7 +46,10 @@ def build_onnx_route(
     pooling = sentence_pooling(state)  # modules.json: the sentence_embedding users of the checkpoint deploy
     onnx_bytes = export_onnx(state, config, onnx_path, pooling)
     result.onnx = str(onnx_path)
-    io_map, precision = onnx_io_map(onnx_bytes, None)
+    deployed, conversion = deployed_onnx(loaded, route, onnx_path, onnx_bytes)
+    io_map, precision = onnx_io_map(deployed, None)
+    if conversion is not None:
+        precision = str(conversion["low_precision_type"])  # the graph's compute precision, not its (kept) I/O types
     try:
         import importlib.metadata as md
 
@@ -66,12 +76,13 @@ def build_onnx_route(
         "builder_version": __version__,
         "exporter": str(config.get("model_type")),
         "onnx_sha256": onnx_sha,
+        **({"precision_conversion": conversion} if conversion is not None else {}),
         "engine_sha256": None,
         "runtime": f"onnxruntime {ort_version}",
         "trtls_version": __version__,
         **({"pooling": pooling.as_dict()} if pooling is not None else {}),  # gate 4's TRT816 checks it (modules.json)
     }
-    sections: dict[str, Any] = {"model.onnx": onnx_bytes, "config.json": config_bytes}
+    sections: dict[str, Any] = {"model.onnx": deployed, "config.json": config_bytes}
     if tokenizer_bytes is not None:
         sections["tokenizer.json"] = tokenizer_bytes
     sections.update(deployment_sections(state))  # tokenizer settings, sentence-transformers pooling, …
@@ -94,5 +105,34 @@ def build_onnx_route(
         timestamp=created_at,
     )
     result.outcome = "built"
-    result.message = f"bundle written (ONNX, no engine): {bundle_path} ({digests.size} bytes, {result.bundle_digest})"
+    converted = f", converted to {conversion['low_precision_type']}" if conversion is not None else ""
+    result.message = (
+        f"bundle written (ONNX{converted}, no engine): {bundle_path} ({digests.size} bytes, {result.bundle_digest})"
+    )
     return result
+
+
+def deployed_onnx(
+    loaded: LoadedRecipe, route: RouteModel, onnx_path: Path, onnx_bytes: bytes, token: CancelToken | None = None
+) -> tuple[bytes, dict[str, Any] | None]:
+    """The ONNX model the route deploys and the record of its conversion: the export as it is, or (with
+    `route.precision`) the export converted by ModelOpt AutoCast through the build's precision step and cache.
+    RouteBuildError, located at `precision`, when ModelOpt is missing or the conversion fails or is stopped."""
+    from trtls.builds.build import state_dir
+    from trtls.builds.precision import PrecisionCancelled, PrecisionFailed, run_precision_step
+
+    if route.precision is None:
+        return onnx_bytes, None
+    spec = route.precision.model_dump()
+    try:
+        converted = run_precision_step(onnx_path, spec, state_dir(loaded.path) / "precision", token or CancelToken())
+    except PrecisionCancelled as exc:
+        raise RouteBuildError(f"precision conversion stopped: {exc}", ("precision",)) from None
+    except PrecisionFailed as exc:
+        raise RouteBuildError(f"precision conversion ({spec['convert']}) failed: {exc}", ("precision",)) from None
+    data = converted.onnx.read_bytes()
+    keys = ("tool", "low_precision_type", "keep_io_types", "exclude_op_types", "exclude_nodes", "modelopt_version")
+    record = {k: converted.record.get(k) for k in keys}
+    record["input_sha256"] = hashlib.sha256(onnx_bytes).hexdigest()
+    record["output_sha256"] = hashlib.sha256(data).hexdigest()
+    return data, record

@@ -29,9 +29,11 @@ def _file_sha(path: Path) -> str | None:
         return None
 
 
-def check_artifacts(ctx: GateContext, info: dict[str, Any]) -> GateCheck:
+def check_artifacts(ctx: GateContext, info: dict[str, Any], provenance: dict[str, Any] | None = None) -> GateCheck:
     """The bundle carries what the route deploys (its engine; or, for a route with no engine, its ONNX and no
-    engine), byte-identical to the files the recipe names."""
+    engine), byte-identical to the files the recipe names — or, for an ONNX route with `[routes.X.precision]`, the
+    conversion of its ONNX on disk with the recipe's settings, as the bundle's provenance records it
+    (`precision_conversion`: input and output sha256, settings)."""
     deploys_onnx = ctx.route.deploys == "onnx"
     path = ("routes", ctx.route_name, "onnx" if deploys_onnx else "engine")
     sections = {s["name"]: s for s in info["sections"]}
@@ -67,11 +69,16 @@ def check_artifacts(ctx: GateContext, info: dict[str, Any]) -> GateCheck:
         pairs.append((engine_name, ctx.resolve(eng.output)))
     ev: dict[str, Any] = {}
     problems = []
+    converted = ctx.route.precision if deploys_onnx else None
     for section, file in pairs:
         file_sha = _file_sha(file)
         ev[section] = {"section_sha256": sections[section]["sha256"], "file": str(file), "file_sha256": file_sha}
         if file_sha is None:
             problems.append(f"{file.name} is missing, so section {section!r} cannot be matched to it")
+        elif converted is not None:
+            conversion = (provenance or {}).get("precision_conversion")
+            ev[section]["precision_conversion"] = conversion
+            problems += _conversion_problems(section, sections[section]["sha256"], file, file_sha, conversion, ctx)
         elif file_sha != sections[section]["sha256"]:
             problems.append(
                 f"section {section!r} (sha256 {str(sections[section]['sha256'])[:12]}…) is not {file.name} on disk "
@@ -88,6 +95,13 @@ def check_artifacts(ctx: GateContext, info: dict[str, Any]) -> GateCheck:
             path,
             ev,
         )
+    if converted is not None:
+        section, file = pairs[0]
+        message = (
+            f"section {section!r} is the {converted.convert} conversion of {file.name} on disk with the recipe's "
+            "precision settings (the bundle's provenance: input and output sha256, settings)"
+        )
+        return _check("bundle.artifacts", "pass", message, "TRT707", path, ev)
     return _check(
         "bundle.artifacts",
         "pass",
@@ -99,6 +113,36 @@ def check_artifacts(ctx: GateContext, info: dict[str, Any]) -> GateCheck:
         path,
         ev,
     )
+
+
+def _conversion_problems(
+    section: str, section_sha: str, file: Path, file_sha: str, conversion: Any, ctx: GateContext
+) -> list[str]:
+    """Why the section is not the conversion of `file` with the route's precision settings (empty: it is), judged
+    from the conversion record the route build wrote in the bundle's provenance."""
+    from trtls.builds.precision import conversion_settings
+
+    assert ctx.route.precision is not None
+    if not isinstance(conversion, dict):
+        return [f"the route converts {file.name} ([routes.{ctx.route_name}.precision]) but the bundle records no "
+                "precision conversion"]  # fmt: skip
+    out = []
+    wanted = conversion_settings(ctx.route.precision.model_dump())
+    recorded = {k: conversion.get(k) for k in wanted}
+    for key in wanted:
+        have = sorted(recorded[key] or []) if isinstance(wanted[key], list) else recorded[key]
+        if have != wanted[key]:
+            out.append(
+                f"section {section!r} was converted with {key} = {recorded[key]!r}, the recipe says {wanted[key]!r}"
+            )
+    if conversion.get("input_sha256") != file_sha:
+        out.append(
+            f"section {section!r} was converted from an ONNX (sha256 {str(conversion.get('input_sha256'))[:12]}…) "
+            f"that is not {file.name} on disk ({file_sha[:12]}…)"
+        )
+    if conversion.get("output_sha256") != section_sha:
+        out.append(f"section {section!r} (sha256 {section_sha[:12]}…) is not the conversion its provenance records")
+    return out
 
 
 # ---------------------------------------------------------------------------------------------- SBOM

@@ -200,7 +200,7 @@ def run_gate(ctx: GateContext) -> list[GateCheck]:
 
     # -- TRT707: the sections are the artifacts the later gates test
     if not container_bad:
-        checks.append(check_artifacts(ctx, info))
+        checks.append(check_artifacts(ctx, info, provenance if isinstance(provenance, dict) else None))
 
     # -- TRT708: SBOM
     checks.append(check_sbom(ctx, bundle, info))
