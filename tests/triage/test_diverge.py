@@ -80,6 +80,22 @@ def test_a_route_that_deploys_its_onnx_unconverted_has_nothing_to_compare(tmp_pa
     assert "no [precision] convert" in proc.stderr and "Traceback" not in proc.stderr
 
 
+def test_an_onnx_route_without_a_precision_table_has_nothing_to_compare(tmp_path: Path) -> None:
+    (tmp_path / "trtls.toml").write_text(
+        '[routes.r]\nonnx = "models/enc.onnx"\ncheckpoint = { path = "ck", id = "a/b", revision = "'
+        + "0" * 40
+        + '" }\nintended_use = "test"\nallowed_licenses = ["mit"]\nbundle = "build/r.bundle"\n'
+    )
+    (tmp_path / "models").mkdir()
+    (tmp_path / "ck").mkdir()
+    _model(tmp_path / "models" / "enc.onnx")
+    proc = subprocess.run(
+        [sys.executable, "-m", "trtls", "reduce", str(tmp_path), "--route", "r"], capture_output=True, text=True
+    )
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "no [routes.r.precision] convert" in proc.stderr and "Traceback" not in proc.stderr
+
+
 def _strict(text: str) -> dict:
     """Standard JSON only: `Infinity`/`NaN` (Python's default) are refused, as browsers' and other parsers do."""
 

@@ -213,13 +213,14 @@ def _rerun_line(rerun: dict[str, Any]) -> str:
     added = rerun.get("excludeNodesAdded") or []
     if rerun.get("status") != "ran":
         return f"gate 4 not re-run ({rerun.get('status')}): {rerun.get('reason', 'stopped')}"
-    lines = [
-        f"gate 4 re-run with exclude_nodes += {added} (the converted model {rerun['runtimeModel']}): "
-        f"{rerun['decision']}"
-    ]
+    model = rerun["runtimeModel"]
+    ran = f"the what-if bundle {rerun['bundle']}, its model.onnx {model}" if rerun.get("bundle") else ""
+    ran = ran or f"the converted model {model}"
+    lines = [f"gate 4 re-run with exclude_nodes += {added} ({ran}): {rerun['decision']}"]
     for c in rerun["checks"]:
         if c["name"].startswith("parity.tolerance") or c["status"] != "pass":
-            lines.append(f"  {c['status']:<11} {c['code']} {c['name']}: {c['message']}")
+            waived = f" — waived: {c['waived']}" if c.get("waived") else ""
+            lines.append(f"  {c['status']:<11} {c['code']} {c['name']}: {c['message']}{waived}")
     return "\n".join(lines)
 
 

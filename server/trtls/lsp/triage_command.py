@@ -114,7 +114,7 @@ class DivergenceRun:
     trtls.cancelBuild with its id, its record by trtls.showEvidence)."""
 
     id: str
-    engine: str
+    engine: str | None  # None: a route that deploys its ONNX (converted by [routes.X.precision])
     route: str | None
     folder: Path
     token: Any  # trtls.core.cancel.CancelToken
@@ -170,7 +170,7 @@ async def find_divergence(ls: Any, raw: Any) -> dict[str, Any]:
         setup = setup_divergence(loaded, engine=args.engine, route=args.route)
     except (DivergenceUnavailable, KeyError) as exc:
         raise JsonRpcInvalidParams(str(exc).strip("'\"")) from None
-    rid = new_build_id(f"diverge-{setup.engine}")
+    rid = new_build_id(f"diverge-{setup.engine or setup.route}")
     run = DivergenceRun(rid, setup.engine, args.route, state_dir(loaded.path) / "reduce" / rid, CancelToken())
     ls.runs.add(run, "reduction", args.uri)
     has_progress = bool(ls.client_capabilities.window and ls.client_capabilities.window.work_done_progress)
@@ -231,7 +231,7 @@ async def _fix_for(ls: Any, uri: str, record: dict[str, Any]) -> dict[str, Any] 
         return None
     nodes = list(record.get("excludeNodes") or []) if record.get("fixed") else [first["node"]]
     loaded = await ls.recipe_async(uri)
-    return exclude_nodes_fix(loaded, record["engine"], nodes)
+    return exclude_nodes_fix(loaded, record["engine"], nodes, route=record.get("route"))
 
 
 async def show_document(ls: Any, raw: Any) -> dict[str, Any]:

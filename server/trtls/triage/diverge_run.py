@@ -16,6 +16,7 @@ from trtls.builds.build import new_build_id, state_dir
 from trtls.core.atomic import atomic_write_text
 from trtls.core.cancel import CancelToken
 from trtls.core.recipe import LoadedRecipe
+from trtls.core.route import RouteModel
 from trtls.triage.diverge import RANGE_RTOL, RULE, find_divergence, random_feed, standard_json
 
 
@@ -25,13 +26,15 @@ class DivergenceUnavailable(ValueError):
 
 def _route_setup(
     loaded: LoadedRecipe, route: str, input_set: str | None = None
-) -> tuple[str, Path | None, dict[str, tuple[float, float]]]:
+) -> tuple[RouteModel, Path | None, dict[str, tuple[float, float]]]:
+    """(the route's model, its inputs file or None, its output tolerances)."""
     from trtls.core.route import route_model
 
     model = route_model(loaded, route)
-    if model.engine is None:
+    if model.engine is None and model.precision is None:
         raise DivergenceUnavailable(
-            f"route '{route}' deploys its ONNX without an engine: there is no converted model to compare layer by layer"
+            f"route '{route}' deploys its ONNX as exported (no [routes.{route}.precision] convert): there is no "
+            "converted model to compare layer by layer"
         )
     sets = model.input_sets  # the first reference input set, or the one named
     if input_set is not None and input_set not in sets:
@@ -41,15 +44,16 @@ def _route_setup(
     rel = sets[input_set] if input_set is not None else next(iter(sets.values()), None)
     inputs = loaded.resolve(rel) if rel else None
     tolerances = {name: (t.atol, t.rtol) for name, t in model.tolerances.items()}
-    return model.engine, inputs, tolerances
+    return model, inputs, tolerances
 
 
 @dataclass
 class DivergenceSetup:
-    """What a search compares, checked before it starts: the engine, its conversion spec, the reference ONNX, the
-    route's tolerances and the inputs (a file, or None for seeded random inputs). Raises nothing once built."""
+    """What a search compares, checked before it starts: the engine (None for a route that deploys its ONNX), its
+    conversion spec, the reference ONNX, the route's tolerances and the inputs (a file, or None for seeded random
+    inputs). Raises nothing once built."""
 
-    engine: str
+    engine: str | None
     route: str | None
     spec: dict[str, Any]
     reference: Path
@@ -72,8 +76,14 @@ def setup_divergence(
     inputs are its first reference input set, or `input_set` when it names one (`inputs` overrides both)."""
     tolerances: dict[str, tuple[float, float]] = {}
     if route is not None:
-        engine, route_inputs, tolerances = _route_setup(loaded, route, input_set)
+        model, route_inputs, tolerances = _route_setup(loaded, route, input_set)
         inputs = inputs or route_inputs
+        engine = model.engine
+        if engine is None:  # a route that deploys its ONNX, converted by [routes.X.precision]
+            assert model.precision is not None and model.onnx is not None  # _route_setup, the route model
+            spec, reference = model.precision.model_dump(), loaded.resolve(model.onnx)
+            threshold = rtol if rtol is not None else RANGE_RTOL[spec["convert"]]
+            return DivergenceSetup(None, route, spec, reference, tolerances, inputs, threshold, [])
     if engine is None:
         raise DivergenceUnavailable("give one of engine or route")
     eng = loaded.engine(engine)
@@ -132,7 +142,7 @@ def run_divergence(
     found = find_divergence(
         s.reference, convert, s.spec, feed, s.threshold, s.tolerances, fix, stop=lambda: token.is_set, report=tell
     )
-    rid = rid or new_build_id(f"diverge-{s.engine}")
+    rid = rid or new_build_id(f"diverge-{s.engine or s.route}")
     folder = state_dir(loaded.path) / "reduce" / rid
     first = found.rounds[0]["firstDiverging"] if found.rounds else None
     record = {
@@ -140,6 +150,7 @@ def run_divergence(
         "id": rid,
         "engine": s.engine,
         "route": s.route,
+        "precisionTable": f"engines.{s.engine}.precision" if s.engine else f"routes.{s.route}.precision",
         "precision": s.spec["convert"],
         "reference": str(s.reference),
         "inputs": inputs_text,
@@ -159,7 +170,7 @@ def run_divergence(
     }
     if s.route is not None and fix and not token.is_set:
         record["parityRerun"] = _parity_rerun(loaded, s, found, folder, token, tell)
-    if tensorrt and not token.is_set and found.rounds:
+    if tensorrt and s.engine is not None and not token.is_set and found.rounds:  # an ONNX route has no engine
         from trtls.triage.trt_layers_run import tensorrt_layers
 
         tell("comparing the TensorRT engine's layers")
@@ -187,4 +198,5 @@ def _parity_rerun(
     assert s.route is not None
     tell(f"gate 4 on route {s.route} with exclude_nodes += {added}")
     converted = Path(found.rounds[-1]["convertedModel"])
-    return rerun_parity(loaded, s.route, s.engine, added, converted, folder, token)
+    first = Path(found.rounds[0]["convertedModel"])  # the conversion as the recipe reads now
+    return rerun_parity(loaded, s.route, s.engine, added, converted, folder, token, unfixed=first)

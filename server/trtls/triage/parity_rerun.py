@@ -2,11 +2,21 @@
 `gates.run.run_gates(gates=[4])`) run again with the fix the search settled on.
 
 Nothing the user owns is written. The recipe edit is the quick fix's (`exclude_edit.exclude_nodes_fix`: the nodes
-added to `[engines.X.precision] exclude_nodes`), applied to the recipe's text in memory and loaded from there
+added to the conversion's `exclude_nodes`), applied to the recipe's text in memory and loaded from there
 (`load_recipe(path, text=…)`). The model converted with that edit is copied into the reduction's folder
-(`.trtls/reduce/<id>/converted.onnx`) and, for a route whose runtime under test is ONNX Runtime (or the ONNX reference
-evaluator), is the model that runtime runs in the re-run (`runtime_options.model`, in memory). A route whose runtime
-runs a TensorRT engine would need the engine rebuilt and a GPU to run it: the re-run says so and is not made.
+(`.trtls/reduce/<id>/converted.onnx`), and what gate 4 runs depends on what the route deploys:
+
+* a route that deploys its ONNX (no engine, `[routes.X.precision]`): the artifact is the bundle's model.onnx. The
+  re-run runs gate 4 on a what-if bundle, `.trtls/reduce/<id>/fixed.bundle`: the route's bundle with its model.onnx
+  section replaced by the fixed conversion (every other section, the header and the provenance as they are, the
+  provenance adding a `what_if` record). Its runtime under test, ONNX Runtime, executes that artifact here, so the
+  gate's verdict is measured whole — TRT811 included — as `trtls route build` then `trtls gates` would measure it.
+* a route that deploys a TensorRT engine, with ONNX Runtime (or the ONNX reference evaluator) as its runtime under
+  test: that runtime runs the fixed conversion (`runtime_options.model`, in memory); the engine itself is not
+  rebuilt or executed, and TRT811 holds saying so.
+* a route whose runtime under test runs the TensorRT engine would need the engine rebuilt and a GPU to run it: the
+  re-run says so and is not made.
+
 The gates' own evidence (`.trtls/routes/<route>/`) is not written: this run is a what-if, recorded in
 `divergence.json` (`parityRerun`).
 """
@@ -44,27 +54,29 @@ def apply_edits(text: str, edits: list[dict[str, Any]]) -> str:
 def rerun_parity(
     loaded: LoadedRecipe,
     route: str,
-    engine: str,
+    engine: str | None,
     added: list[str],
     converted: Path,
     folder: Path,
     token: CancelToken,
+    unfixed: Path | None = None,
 ) -> dict[str, Any]:
-    """Gate 4 on the route with `added` excluded from the engine's conversion; the record of what ran and its
-    decision (`status`: `ran`, `not_run` with the reason, or `cancelled`)."""
+    """Gate 4 on the route with `added` excluded from the conversion (the engine's, or with no engine the route's);
+    the record of what ran and its decision (`status`: `ran`, `not_run` with the reason, or `cancelled`). `unfixed`:
+    the conversion as the recipe reads now, to say whether the route's bundle deploys it (`bundleIsTheConversion`)."""
     from trtls.core.route import route_model
 
-    fix = exclude_nodes_fix(loaded, engine, added)
+    fix = exclude_nodes_fix(loaded, engine, added, route=route)
     record: dict[str, Any] = {"gates": [4], "excludeNodesAdded": list(added), "recipeEdit": fix}
     if fix is None:
         return {**record, "status": "not_run", "reason": "no place in the recipe for the exclude_nodes edit"}
-    runtime = route_model(loaded, route).runtime
-    if runtime not in ONNX_RUNTIMES:
+    model = route_model(loaded, route)
+    if model.deploys == "engine" and model.runtime not in ONNX_RUNTIMES:
         return {
             **record,
             "status": "not_run",
-            "reason": f"the route's runtime under test ({runtime}) runs the TensorRT engine: the re-run needs the "
-            "engine rebuilt from the fixed conversion and a GPU TensorRT accepts to run it",
+            "reason": f"the route's runtime under test ({model.runtime}) runs the TensorRT engine: the re-run needs "
+            "the engine rebuilt from the fixed conversion and a GPU TensorRT accepts to run it",
         }
     folder.mkdir(parents=True, exist_ok=True)
     deployed = folder / "converted.onnx"
@@ -75,7 +87,14 @@ def rerun_parity(
         return {**record, "status": "not_run", "reason": f"the edited recipe does not load: {problems}"}
     rel = deployed.relative_to(loaded.base_dir).as_posix()
     raw = edited.data["routes"][route]
-    raw["runtime_options"] = {**dict(raw.get("runtime_options") or {}), "model": rel}
+    if model.deploys == "onnx":
+        what_if = _what_if_bundle(loaded, model, deployed, folder / "fixed.bundle", added, unfixed)
+        if isinstance(what_if, str):
+            return {**record, "status": "not_run", "reason": what_if}
+        raw["bundle"] = (folder / "fixed.bundle").relative_to(loaded.base_dir).as_posix()
+        record.update(bundle=raw["bundle"], **what_if)
+    else:
+        raw["runtime_options"] = {**dict(raw.get("runtime_options") or {}), "model": rel}
     if token.is_set:
         return {**record, "status": "cancelled"}
     from trtls.gates.run import run_gates
@@ -94,6 +113,24 @@ def rerun_parity(
         "checks": [
             {"name": c.name, "status": c.status, "code": c.code, "message": c.message}
             | ({"stats": c.evidence.get("stats")} if c in tolerance else {})
+            | ({"waived": c.waived} if c.waived is not None else {})
             for c in checks
         ],
+    }
+
+
+def _what_if_bundle(
+    loaded: LoadedRecipe, route: Any, model: Path, target: Path, added: list[str], unfixed: Path | None
+) -> dict[str, Any] | str:
+    """The route's bundle with its model.onnx replaced by `model`, at `target` (`route.what_if`); the facts to
+    record, or why it cannot be written."""
+    from trtls.route.what_if import sha256_file, what_if_bundle
+
+    by = {"by": "trtls reduce --route --fix", "exclude_nodes_added": list(added)}
+    done = what_if_bundle(loaded.resolve(route.bundle), route.bundle, model, target, by)
+    if isinstance(done, str):
+        return done
+    return {
+        "bundleSection": done["section"],
+        "bundleIsTheConversion": None if unfixed is None else sha256_file(unfixed) == done["replacedSha256"],
     }
