@@ -68,7 +68,50 @@ class _Stoppable:
 
 
 def cmd_reduce(args: argparse.Namespace) -> int:
-    return asyncio.run(_reduce(args))
+    code = asyncio.run(_reduce(args))
+    if not (args.route or args.diverge) and started_as_trtls():  # a build reduction: its record is on disk
+        exit_promptly(code)
+    return code
+
+
+def started_as_trtls() -> bool:
+    """This process is the `trtls` command itself (`python -m trtls`, `python -m trtls.cli`, the console script: each
+    runs `trtls.cli.main.main` from `__main__`), not a caller that runs `main([...])` in its own process. By name:
+    `trtls.cli.main` imports this module."""
+    main = getattr(sys.modules.get("__main__"), "main", None)
+    return getattr(main, "__module__", None) == "trtls.cli.main" and getattr(main, "__qualname__", None) == "main"
+
+
+def exit_promptly(code: int) -> None:
+    """End the process now, without the interpreter's teardown, once everything a build reduction leaves is durable.
+
+    By here `result.json` and `minimal.onnx` are written atomically (temp, fsync, rename, folder fsync), every trial's
+    worker has been waited for (and its evidence written) by the supervisor, and `asyncio.run` has closed the loop and
+    joined its executor threads. What a normal exit would still do is tear down the modules a reduction loads and
+    a build does not — onnx, onnx_graphsurgeon, ONNX Runtime, Polygraphy, numpy — and free the model, its graph and
+    the probe's tensors (ONNX Runtime also commits its own telemetry store, SQLite, which is left as a crash would
+    leave it: consistent): no file of ours, no output, no exit code depends on it, and it was most of the margin of a
+    reduction's stop over a build's (docs/performance.md, "Triage: trtls reduce"). So: the two streams, the atexit
+    hooks (logging's flush; they run once), the streams again, then `os._exit`. A Python thread still running or a
+    stream that cannot be flushed (a closed pipe) keeps the normal exit, which knows how to report them."""
+    import atexit
+    import os
+    import threading
+
+    if threading.active_count() > 1 or not _flushed():
+        return
+    atexit._run_exitfuncs()  # (and forgets them: a normal exit after this does not run them twice)
+    if _flushed():
+        os._exit(code)
+
+
+def _flushed() -> bool:
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        return False
+    return True
 
 
 async def _reduce(args: argparse.Namespace) -> int:
