@@ -2,7 +2,10 @@
 linear pass counted apart), and the stop of a reduction (SIGINT during a trial → process exit) side by side with the
 stop of a single `trtls build` of the same engine, interleaved in one run.
 
-Usage: python benchmarks/bench_reduce.py [--rounds 3] [--json out.json]
+Usage: python benchmarks/bench_reduce.py [--rounds 3] [--parts trials,stop] [--baseline DIR] [--json out.json]
+
+`--parts stop`: only the stop comparison. `--baseline DIR`: also stop an older trtls's reduction in the same rounds
+(DIR holds its `server/` folder, e.g. from `git archive REV server`).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import emit, figure, parser, workspace
@@ -24,6 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 SMEM = "[engines.demo.builder]\noptimization_level = 3\n"
 ENV = {**os.environ, "TRTLS_STORE": "off"}
+TRTLS = [sys.executable, "-m", "trtls"]
 
 
 def _smem_ws() -> Path:
@@ -56,30 +61,98 @@ def _reduce(ws: Path, engine: str) -> dict:
     return json.loads([ln for ln in out.stdout.splitlines() if ln.startswith("{")][-1])
 
 
-def _stop_after(cmd: list[str], marker: str | None, delay_s: float) -> float:
-    """Start `cmd`, wait for a stdout line containing `marker` (or `delay_s`), SIGINT it; seconds to exit."""
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=ENV)
+def _stop_after(cmd: list[str], marker: str, delay_s: float, ended: str, env: dict[str, str] = ENV) -> dict[str, Any]:
+    """Start `cmd`, wait for a stdout line containing `marker`, then `delay_s`, SIGINT it. Returns the seconds from
+    the SIGINT to the process's exit (`stop`), from the last line starting with `ended` (the line a build or a trial
+    prints when it has ended) to the exit (`tail`: what follows the stopped build — the record, the process's own
+    exit; None when none ended after the SIGINT), and the exit code."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
     assert proc.stdout is not None
-    if marker is not None:
-        for line in proc.stdout:
-            if marker in line:
-                break
+    for line in proc.stdout:
+        if marker in line:
+            break
     time.sleep(delay_s)
     t0 = time.monotonic()
     proc.send_signal(signal.SIGINT)
-    proc.communicate(timeout=120)
-    return time.monotonic() - t0
+    last = None
+    for line in proc.stdout:
+        if line.startswith(ended):
+            last = time.monotonic()
+    code = proc.wait(timeout=120)
+    t1 = time.monotonic()
+    return {"stop": t1 - t0, "tail": None if last is None else t1 - last, "code": code}
+
+
+def _latest_record(ws: Path) -> dict[str, Any]:
+    folders = sorted((ws / ".trtls" / "reduce").iterdir(), key=lambda p: p.stat().st_mtime)
+    return json.loads((folders[-1] / "result.json").read_text())
+
+
+def _med(rounds: list[dict[str, Any]], key: str) -> float | None:
+    values = [r[key] for r in rounds if r[key] is not None]
+    return round(statistics.median(values), 3) if values else None
+
+
+def stop_figures(rounds_n: int, baseline: Path | None) -> tuple[list[dict[str, Any]], list[str]]:
+    """SIGINT one second into a bisection trial of `trtls reduce` against SIGINT inside a `trtls build` of the same
+    engine (at its first progress line, + 0.1 s: inside the builder, whatever the host's speed), interleaved."""
+    smem = _smem_ws()
+    reduce = ["reduce", "--engine", "demo"]
+    runs: list[tuple[str, list[str], str, float, str, dict[str, str], Path]] = [
+        ("reduce", [*TRTLS, *reduce, str(smem)], " outputs ", 1.0, "  trial ", ENV, smem),
+        ("build", [*TRTLS, "build", "--engine", "demo", str(smem)], "▶ Building engine", 0.1, "demo: ", ENV, smem),
+    ]
+    if baseline is not None:  # an older trtls in the same rounds (its own workspace and evidence)
+        old = _smem_ws()
+        old_env = {**ENV, "PYTHONPATH": str(baseline / "server")}
+        runs.insert(1, ("baseline reduce", [*TRTLS, *reduce, str(old)], " outputs ", 1.0, "  trial ", old_env, old))
+    got: dict[str, list[dict[str, Any]]] = {name: [] for name, *_ in runs}
+    for _ in range(rounds_n):  # interleaved: the same machine state for each
+        for name, cmd, marker, delay, ended, env, ws in runs:
+            r = _stop_after(cmd, marker, delay, ended, env)
+            if "reduce" in name:
+                rec = _latest_record(ws)
+                r["during_trial"] = rec["stoppedDuringTrial"] is not None
+            got[name].append(r)
+    figures, notes = [], []
+    build = got["build"]
+    for name, rounds in got.items():
+        stops = [round(r["stop"], 3) for r in rounds]
+        tails = [None if r["tail"] is None else round(r["tail"], 3) for r in rounds]
+        codes = [r["code"] for r in rounds]
+        detail = f"SIGINT → exit {stops} s; the stopped build's end → exit {tails} s; exit codes {codes}"
+        if "reduce" in name:
+            detail += f"; a trial was building at the stop in {sum(r['during_trial'] for r in rounds)}/{len(rounds)}"
+        figures.append(figure(f"stop of a {name} → exit (median)", _med(rounds, "stop"), "s", None, None, detail))
+    for name in (n for n in got if "reduce" in n):
+        red = got[name]
+        ratio = statistics.median(r["stop"] for r in red) / statistics.median(r["stop"] for r in build)
+        red_tail, build_tail = _med(red, "tail"), _med(build, "tail")
+        figures.append(figure(
+            f"{name} stop / build stop (ratio of medians)", round(ratio, 2), "",
+            "the stop of a build of the same engine + a bounded margin", None,
+            f"after the stopped build has ended: {name} {red_tail} s vs build {build_tail} s (medians); "
+            f"{rounds_n} interleaved rounds",
+        ))  # fmt: skip
+    if any(r["code"] != 130 for r in build):
+        notes.append("a build round ended before its stop (exit ≠ 130): its figure is not a stop")
+    return figures, notes
 
 
 def main() -> None:
     ap = parser(__doc__)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--parts", default="trials,stop", help="which measurements (comma-separated: trials, stop)")
+    ap.add_argument("--baseline", type=Path, help="a folder holding an older trtls's server/: its reduction's stop too")
     args = ap.parse_args()
+    parts = args.parts.split(",")
     figures, notes = [], []
     for name, ws, engine in (
         ("tactic_shared_memory_kib = 32", _smem_ws(), "demo"),
         ("silero-vad If", _vad_ws(), "vad"),
     ):
+        if "trials" not in parts:
+            break
         r = _reduce(ws, engine)
         steps = r["trialsByStep"]
         bisect = steps.get("outputs", 0) + steps.get("inputs", 0)
@@ -90,20 +163,12 @@ def main() -> None:
             f"{r['originalNodes']} → {(r['minimal'] or {}).get('nodes')} nodes, {r['trialsUsed']} trials in all "
             f"({steps}); linear pass {linear}; outcome {r['outcome']}, cause {r['cause']}",
         ))  # fmt: skip
-    smem = _smem_ws()
-    reduce_cmd = [sys.executable, "-m", "trtls", "reduce", str(smem), "--engine", "demo"]
-    build_cmd = [sys.executable, "-m", "trtls", "build", str(smem), "--engine", "demo"]
-    red_s, build_s = [], []
-    for _ in range(args.rounds):  # interleaved: the same machine state for both
-        red_s.append(_stop_after(reduce_cmd, " outputs ", 1.0))  # inside the bisection's next trial
-        build_s.append(_stop_after(build_cmd, None, 2.5))  # inside the build (it fails at ~6 s here)
-    ratio = statistics.median(red_s) / statistics.median(build_s)
-    figures.append(figure(
-        "stop of a reduction → exit (median)", round(statistics.median(red_s), 3), "s",
-        "the stop of a build of the same engine + a bounded margin", None,
-        f"reduction {[round(x, 2) for x in red_s]} s vs build {[round(x, 2) for x in build_s]} s, "
-        f"ratio of medians {ratio:.2f} ({args.rounds} interleaved rounds)",
-    ))  # fmt: skip
+    if "stop" in parts:
+        load = os.getloadavg()[0]
+        more, more_notes = stop_figures(args.rounds, args.baseline)
+        figures += more
+        notes += more_notes
+        notes.append(f"load average before the stop rounds: {load:.1f}")
     notes.append(f"load average at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     emit({"title": "trtls reduce: trials and stop", "figures": figures, "notes": notes}, args.json)
 
