@@ -101,6 +101,7 @@ def test_farm_up_is_reused_by_a_matrix_run_and_down_ends_its_processes(tmp_path:
         assert status["running"] is True and status["labels"] == {"trtls/pool": "warm"} and status["num_cpus"] == 1
         head_procs = {status["pid"]: "", **descendants(status["pid"])}
         assert len(head_procs) > 2  # the head, its GCS and raylet at least
+        assert unread_monitors(head_procs) == []
         recipe = local_recipe(tmp_path / "ws", "demo", 1, 1, "warm")
         built = run("build", str(recipe), "--matrix", "--json")
         assert built.returncode == 0, built.stderr[-2000:]
@@ -157,6 +158,7 @@ def test_ctrl_c_of_a_matrix_cancels_every_cell_and_leaves_nothing_running(tmp_pa
     names = {pid: Path(f"/proc/{pid}/cmdline").read_bytes() for pid in still_running(started)}
     assert names == {}, names  # no worker, actor, raylet or GCS of that command outlived it
     assert any(b"raylet" in CMDLINES.get(p, b"") for p in started), "the command started no Ray instance?"
+    assert unread_monitors(started) == []  # cluster.lean_node: no process that costs CPU every second for nobody
     assert not list((tmp_path / "ws" / "build").glob("m-*.engine"))
     # The exit is bounded by a state, not a duration: ray.shutdown() returned within cluster.SHUTDOWN_BUDGET_S, or
     # the command says it did not and that it ended the embedded instance's processes (then checked above: none left)
@@ -164,6 +166,13 @@ def test_ctrl_c_of_a_matrix_cancels_every_cell_and_leaves_nothing_running(tmp_pa
     over = [line for line in err.splitlines() if "Ray's shutdown did not end within" in line]
     assert not over or "processes of the embedded instance" in over[0], err[-2000:]
     assert "Traceback" not in err, err[-2000:]
+
+
+def unread_monitors(procs: dict[int, str]) -> list[bytes]:
+    """Ray's log monitor and autoscaler monitor among `procs`: an instance trtls starts runs neither (no driver reads
+    the logs they forward, a local instance has a fixed size; docs/farm.md "Measured here")."""
+    needles = (b"ray/_private/log_monitor.py", b"autoscaler/_private/monitor.py")
+    return [CMDLINES.get(p, b"") for p in procs if any(n in CMDLINES.get(p, b"") for n in needles)]
 
 
 def farm_descendants(head_pid: int, needle: bytes) -> list[int]:

@@ -148,8 +148,9 @@ def connect(cluster: ClusterTable) -> None:
         else:
             connection.update(how=f"the Ray cluster at {cluster.address}", warm=False)
             kwargs["address"] = cluster.address
+        lean = warm is None and cluster.address == LOCAL
         try:
-            _on_owner_thread(lambda: ray.init(**kwargs))
+            _on_owner_thread(lambda: lean_node(ray, lambda: ray.init(**kwargs)) if lean else ray.init(**kwargs))
         except Exception as exc:  # ConnectionError, TimeoutError, ValueError from a bad address …
             raise FarmUnavailable("TRT235", f"cannot connect to the Ray cluster at {cluster.address}: {exc}") from None
         _connected = cluster.address
@@ -162,6 +163,31 @@ def connect(cluster: ClusterTable) -> None:
         # Ray's modules and client state live as long as the process: out of the collector's sight, a full
         # collection in a language server driving 32 cells took ~100 ms (hover waited behind it) instead of a few.
         gc.freeze()
+
+
+def lean_node(ray: Any, start: Any) -> Any:
+    """`start()` (a `ray.init` that starts a local instance) without the two head processes a farm never reads: the
+    log monitor (it tails every worker's log files to forward them to drivers; ours say `log_to_driver=False`) and the
+    autoscaler monitor (a local instance has a fixed size). Measured on this 2-core host: ~10 and ~1.5 ms of CPU per
+    second of the run, for as long as the instance lives (docs/farm.md "Measured here"). `ray.init` does not take
+    these options, so they are set on the parameters its `Node` gets; a Ray without them starts as before."""
+    node_cls = getattr(getattr(ray, "_private", None), "node", None)
+    node_cls = getattr(node_cls, "Node", None)
+    original = getattr(node_cls, "__init__", None)
+    if node_cls is None or original is None:
+        return start()
+
+    def init(self: Any, ray_params: Any, *args: Any, **kwargs: Any) -> None:
+        if kwargs.get("head", args[0] if args else False):
+            ray_params.include_log_monitor = False
+            ray_params.no_monitor = True
+        original(self, ray_params, *args, **kwargs)
+
+    node_cls.__init__ = init
+    try:
+        return start()
+    finally:
+        node_cls.__init__ = original
 
 
 def _on_owner_thread(fn: Any) -> Any:

@@ -18,7 +18,7 @@ import threading
 import time
 
 from trtls.builds.farm import proc_tree
-from trtls.builds.farm.cluster import QUIET_DRIVER
+from trtls.builds.farm.cluster import QUIET_DRIVER, lean_node
 from trtls.builds.farm.warm_farm import WarmHead, read_state, state_path, write_state
 
 READY_WITHIN_S = 300.0  # how long `farm up` waits for its workers to import TensorRT (a loaded machine: tens of s)
@@ -40,14 +40,17 @@ def main() -> int:
 
     import ray
 
-    ray.init(
-        address="local",
-        num_cpus=args.num_cpus,
-        labels=labels or None,
-        include_dashboard=False,
-        log_to_driver=False,
-        logging_level=logging.WARNING,
-        configure_logging=False,
+    lean_node(  # no log monitor, no autoscaler monitor: CPU every second the farm is up, read by nobody
+        ray,
+        lambda: ray.init(
+            address="local",
+            num_cpus=args.num_cpus,
+            labels=labels or None,
+            include_dashboard=False,
+            log_to_driver=False,
+            logging_level=logging.WARNING,
+            configure_logging=False,
+        ),
     )
     from trtls.builds.farm.farm_actors import HEALTH_EVERY_S, Pool
 
