@@ -104,6 +104,9 @@ class Sampler:
             found = {root: procs[root]} if root in procs else {}
             found.update(proc_tree.descendants(root, procs))
             for p in found.values():
+                old = self.seen.get((p.pid, p.start))
+                if old is not None and not p.name:  # exiting: its command line is gone, its role is not
+                    p = proc_tree.Proc(p.pid, p.ppid, p.start, p.cpu_s, old.name)
                 self.seen[(p.pid, p.start)] = p
 
     def __enter__(self) -> Sampler:
@@ -327,7 +330,8 @@ def main() -> int:
             figures.append(figure(f"stop → exit ({label})", r["exitS"], "s", "≤ 2 s, every cell cancelled",
                                   ok and r["exitS"] <= 2, f"summary after {r['summaryS']} s; cells {r['cells']}; "
                                   f"left running: {r['left'] or 'nothing'}; where the seconds went (s after the "
-                                  f"signal): each running cell's worker saw the cancel at {r['cancelSeenS']}, "
+                                  f"signal): each cell's cancel acknowledged (by its worker; by the driver for a "
+                                  f"cell still queued) at {r['cancelSeenS']}, "
                                   f"each cell ended at {r['cellEndedS']}"))  # fmt: skip
     res["figures"] = figures
     res["title"] = f"build farm overhead: {n} `{args.model}` cells on this {os.cpu_count()}-core machine"
