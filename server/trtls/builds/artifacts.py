@@ -7,7 +7,6 @@ evidence) and never touches the output.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 import time
@@ -17,18 +16,7 @@ from typing import Any
 
 from trtls.core.atomic import TEMP_MARK, atomic_writer, temp_path_for
 from trtls.core.paths import checked_target
-
-
-def sha256_bytes(data: bytes | memoryview) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
-def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while block := fh.read(chunk):
-            h.update(block)
-    return h.hexdigest()
+from trtls.core.sha256 import sha256_bytes, sha256_file
 
 
 def inventory_entry(action: str, kind: str, path: Path, moved_to: Path | None = None) -> dict[str, Any]:

@@ -29,6 +29,7 @@ from trtls.builds.killable import ran_to_the_end
 from trtls.core.atomic import atomic_write_text
 from trtls.core.cancel import CancelToken
 from trtls.core.protocol import stable_json
+from trtls.core.sha256 import sha256_file
 
 MODEL_NAME = "model.onnx"
 RECORD_NAME = "precision.json"
@@ -123,7 +124,7 @@ def run_precision_step(
     if (entry / MODEL_NAME).is_file() and record_path.is_file():
         try:
             stored = json.loads(record_path.read_text())
-            if stored.get("output_sha256") == _sha256(entry / MODEL_NAME):
+            if stored.get("output_sha256") == sha256_file(entry / MODEL_NAME):
                 step(1)
                 step(2)
                 return PrecisionResult(entry / MODEL_NAME, {**stored, **base, "cache": "hit", "seconds": 0.0})
@@ -142,7 +143,7 @@ def run_precision_step(
     try:
         result = _convert_in_child(onnx_path, tmp / MODEL_NAME, settings, cancel)
         step(1)
-        output_sha = _sha256(tmp / MODEL_NAME)
+        output_sha = sha256_file(tmp / MODEL_NAME)
         record = {
             **base,
             "output_sha256": output_sha,
@@ -159,14 +160,6 @@ def run_precision_step(
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return PrecisionResult(entry / MODEL_NAME, {**record, "cache": "miss", "seconds": round(time.monotonic() - t0, 3)})
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while block := fh.read(1 << 20):
-            h.update(block)
-    return h.hexdigest()
 
 
 def _convert_in_child(onnx_path: Path, output: Path, settings: dict[str, Any], cancel: CancelToken) -> dict:

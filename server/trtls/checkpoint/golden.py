@@ -14,7 +14,6 @@ runner is the output of reference feed i.
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,14 +28,6 @@ class GoldenError(Exception):
 class GoldenOutputs:
     runner: str
     outputs: list[dict[str, np.ndarray]]
-
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1024 * 1024), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def quiet_polygraphy() -> None:

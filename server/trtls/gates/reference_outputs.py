@@ -76,7 +76,8 @@ def checkpoint_outputs(ctx: Any, feeds: Sequence[dict[str, np.ndarray]]) -> tupl
 
 
 def golden_outputs(ctx: Any, inputs: Sequence[Path], n_feeds: int) -> tuple[RunResult, dict[str, Any]]:
-    from trtls.checkpoint.golden import GoldenError, load_golden, sha256_file
+    from trtls.checkpoint.golden import GoldenError, load_golden
+    from trtls.core.sha256 import sha256_file
 
     ref = ctx.route.golden_outputs
     if ref is None:

@@ -33,6 +33,7 @@ from trtls.core.atomic import atomic_write_text
 from trtls.core.findings import Finding, Origin, Severity
 from trtls.core.gate_result import GATE_NAMES, Decision, GateCheck, apply_waivers, decide
 from trtls.core.route import route_dir, route_model
+from trtls.core.sha256 import sha256_file
 from trtls.gates import bundle, parity, release, runbook_holds
 from trtls.gates.context import GateContext, GateHook
 from trtls.gates.environment import check_environment
@@ -40,7 +41,7 @@ from trtls.gates.lifecycle.notes import promotion_finding, promotion_note
 from trtls.gates.lifecycle.promotion import COMPLETE_SUMMARY
 from trtls.gates.lifecycle.rested_on import bundle_digest, facts, lock_digest
 from trtls.gates.parity.fidelity import fidelity_checks
-from trtls.gates.release import Measurement, sha256_of, write_baseline
+from trtls.gates.release import Measurement, write_baseline
 from trtls.gates.reports import to_junit, to_sarif
 from trtls.gates.source import check_checkpoint
 
@@ -225,7 +226,7 @@ def _record_baseline(ctx: GateContext, gates_decision: Decision, cancelled: bool
     recorded: dict[str, Any] = {f.name: measured.evidence.get(f.name) for f in fields(Measurement)}
     m = Measurement(**recorded)
     bundle = ctx.resolve(ctx.route.bundle)
-    sha = sha256_of(bundle) if bundle.is_file() else None
+    sha = sha256_file(bundle) if bundle.is_file() else None
     path = write_baseline(ctx.recipe_dir, ctx.route_name, m, bundle_sha256=sha)
     return {"recorded": True, "path": str(path), "bundle_sha256": sha, "measurement": m.as_dict()}
 

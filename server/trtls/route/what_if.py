@@ -5,7 +5,6 @@ adds a `what_if` record (what was replaced, by whom, from which bundle). `trtls 
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 from typing import Any
 
@@ -43,11 +42,3 @@ def what_if_bundle(
     except (BundleError, OSError) as exc:
         return f"the what-if bundle could not be written: {exc}"
     return {"section": section, "replacedSha256": replaced}
-
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while block := fh.read(1 << 20):
-            h.update(block)
-    return h.hexdigest()

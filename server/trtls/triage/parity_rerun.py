@@ -124,7 +124,8 @@ def _what_if_bundle(
 ) -> dict[str, Any] | str:
     """The route's bundle with its model.onnx replaced by `model`, at `target` (`route.what_if`); the facts to
     record, or why it cannot be written."""
-    from trtls.route.what_if import sha256_file, what_if_bundle
+    from trtls.core.sha256 import sha256_file
+    from trtls.route.what_if import what_if_bundle
 
     by = {"by": "trtls reduce --route --fix", "exclude_nodes_added": list(added)}
     done = what_if_bundle(loaded.resolve(route.bundle), route.bundle, model, target, by)

@@ -30,7 +30,7 @@ from trtls.gates.release.baseline import BASELINE_FORMAT, baseline_path, check_b
 from trtls.gates.release.gate import GATE, check_release, record_of, run_gate
 from trtls.gates.release.measure import Measurement, Thresholds, measure, measurement_of
 from trtls.gates.release.performance import check_build_time, check_canary, check_performance
-from trtls.gates.release.rollback import bundle_model, bundle_smoke, restore, rollback_drill, sha256_of
+from trtls.gates.release.rollback import bundle_model, bundle_smoke, restore, rollback_drill
 
 __all__ = [
     "BASELINE_FORMAT",
@@ -52,6 +52,5 @@ __all__ = [
     "run_gate",
     "restore",
     "rollback_drill",
-    "sha256_of",
     "write_baseline",
 ]

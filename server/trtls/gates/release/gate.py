@@ -12,13 +12,14 @@ from typing import Any
 from trtls.bundle import sidecar_path
 from trtls.core.findings import TomlPath
 from trtls.core.gate_result import CheckStatus, GateCheck, gate_check
+from trtls.core.sha256 import sha256_file
 from trtls.gates.context import GateContext
 from trtls.gates.parity.check import toml_path
 from trtls.gates.release.baseline import check_baseline, load_baseline, write_baseline
 from trtls.gates.release.interleaved import artifact_spec, check_baseline_interleaved
 from trtls.gates.release.measure import Thresholds, measure
 from trtls.gates.release.performance import check_build_time, check_canary, check_performance
-from trtls.gates.release.rollback import SmokeFn, bundle_smoke, rollback_drill, sha256_of
+from trtls.gates.release.rollback import SmokeFn, bundle_smoke, rollback_drill
 from trtls.gates.release.scratch import copy_in, deployed_smoke
 from trtls.runtimes import RunResult, RuntimeSpec
 
@@ -94,7 +95,7 @@ def check_release(
                 root,
                 route,
                 m,
-                bundle_sha256=sha256_of(active_bundle) if active_bundle and Path(active_bundle).is_file() else None,
+                bundle_sha256=sha256_file(active_bundle) if active_bundle and Path(active_bundle).is_file() else None,
             )
     checks.append(check_build_time(build_summary, t, toml_path(paths, "build")))
     checks.append(check_canary(spec, list(canary_inputs or []), t, toml_path(paths, "canary_inputs")))
@@ -177,7 +178,7 @@ def _baseline_spec(
         return None
     want = recorded.get("bundle_sha256")
     for candidate in (active, previous):
-        if want and candidate is not None and candidate.is_file() and sha256_of(candidate) == want:
+        if want and candidate is not None and candidate.is_file() and sha256_file(candidate) == want:
             return deployed if candidate == active else artifact_spec(deployed, ctx.route.deploys, candidate, scratch)
     return f"the bundle it was measured on (sha256 {str(want)[:12]}…) is neither the bundle nor previous_bundle"
 

@@ -21,19 +21,12 @@ from trtls.bundle.sections import ENGINE_SECTIONS, engine_section  # one list: t
 from trtls.core.atomic import atomic_write_bytes, atomic_writer
 from trtls.core.findings import TomlPath
 from trtls.core.gate_result import CheckStatus, GateCheck, gate_check
+from trtls.core.sha256 import sha256_file
 from trtls.runtimes import RunResult, RuntimeSpec, run_inputs
 
 GATE = 5
 _check = partial(gate_check, GATE)
 MODEL_SECTIONS = ("model.onnx", "onnx", "model")  # ONNX sections a smoke run can use (onnxruntime)
-
-
-def sha256_of(path: str | os.PathLike[str]) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1024 * 1024), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def restore(source: str | os.PathLike[str], target: str | os.PathLike[str]) -> str:
@@ -127,8 +120,8 @@ def rollback_drill(
         return _check(name, "hold", "the previous bundle is the active bundle itself", "TRT908", path)
     if smoke is None:
         return _check(name, "hold", "no smoke run for the restored bundle (no smoke inputs)", "TRT908", path)
-    sha_new = sha256_of(active)
-    sha_prev = sha256_of(previous)
+    sha_new = sha256_file(active)
+    sha_prev = sha256_file(previous)
     recorded_prev = _recorded_sha(previous)
     ev: dict[str, Any] = {
         "active": str(active),
@@ -178,7 +171,7 @@ def rollback_drill(
         restore(previous, active)
         if side_prev.is_file():
             restore(side_prev, side_active)
-        restored = sha256_of(active)
+        restored = sha256_file(active)
         ev["restored_sha256"] = restored
         if restored != sha_prev:
             status, message = (
@@ -210,7 +203,7 @@ def rollback_drill(
             atomic_write_bytes(side_active, active_sidecar_bytes)
         elif side_active.is_file() and side_prev.is_file():
             side_active.unlink(missing_ok=True)
-    final = sha256_of(active)
+    final = sha256_file(active)
     ev["final_sha256"] = final
     if final != sha_new:
         return _check(
