@@ -63,13 +63,28 @@ def test_the_first_diverging_layer_is_the_injected_one_and_the_fix_holds(tmp_pat
     assert np.abs(before - ref).max() > 5 * np.abs(got - ref).max(), "the exclusion is what made the difference"
 
 
-def test_a_route_that_deploys_its_onnx_unconverted_has_nothing_to_compare(tmp_path: Path) -> None:
-    (tmp_path / "trtls.toml").write_text(
-        RECIPE.replace('[engines.enc.precision]\nconvert = "fp16"\n', "")
-        + '\n[routes.r]\nengine = "enc"\ncheckpoint = { path = "ck", id = "a/b", revision = "'
-        + "0" * 40
-        + '" }\nintended_use = "test"\nallowed_licenses = ["mit"]\nbundle = "build/r.bundle"\n'
-    )
+ENGINE_ROUTE = '\n[routes.r]\nengine = "enc"\n'
+ONNX_ROUTE = '[routes.r]\nonnx = "models/enc.onnx"\n'
+ROUTE_REST = (
+    'checkpoint = { path = "ck", id = "a/b", revision = "' + "0" * 40 + '" }\n'
+    'intended_use = "test"\nallowed_licenses = ["mit"]\nbundle = "build/r.bundle"\n'
+)
+
+
+@pytest.mark.parametrize(
+    ("recipe", "said"),
+    [
+        # an engine route whose engine has no conversion
+        (RECIPE.replace('[engines.enc.precision]\nconvert = "fp16"\n', "") + ENGINE_ROUTE, "no [precision] convert"),
+        # a route that deploys its ONNX with no [routes.r.precision]
+        (ONNX_ROUTE, "no [routes.r.precision] convert"),
+    ],
+    ids=["engine-route", "onnx-route"],
+)
+def test_a_route_that_deploys_its_onnx_unconverted_has_nothing_to_compare(
+    tmp_path: Path, recipe: str, said: str
+) -> None:
+    (tmp_path / "trtls.toml").write_text(recipe + ROUTE_REST)
     (tmp_path / "models").mkdir()
     (tmp_path / "ck").mkdir()
     _model(tmp_path / "models" / "enc.onnx")
@@ -77,23 +92,7 @@ def test_a_route_that_deploys_its_onnx_unconverted_has_nothing_to_compare(tmp_pa
         [sys.executable, "-m", "trtls", "reduce", str(tmp_path), "--route", "r"], capture_output=True, text=True
     )
     assert proc.returncode == 2, proc.stdout + proc.stderr
-    assert "no [precision] convert" in proc.stderr and "Traceback" not in proc.stderr
-
-
-def test_an_onnx_route_without_a_precision_table_has_nothing_to_compare(tmp_path: Path) -> None:
-    (tmp_path / "trtls.toml").write_text(
-        '[routes.r]\nonnx = "models/enc.onnx"\ncheckpoint = { path = "ck", id = "a/b", revision = "'
-        + "0" * 40
-        + '" }\nintended_use = "test"\nallowed_licenses = ["mit"]\nbundle = "build/r.bundle"\n'
-    )
-    (tmp_path / "models").mkdir()
-    (tmp_path / "ck").mkdir()
-    _model(tmp_path / "models" / "enc.onnx")
-    proc = subprocess.run(
-        [sys.executable, "-m", "trtls", "reduce", str(tmp_path), "--route", "r"], capture_output=True, text=True
-    )
-    assert proc.returncode == 2, proc.stdout + proc.stderr
-    assert "no [routes.r.precision] convert" in proc.stderr and "Traceback" not in proc.stderr
+    assert said in proc.stderr and "Traceback" not in proc.stderr
 
 
 def _strict(text: str) -> dict:
