@@ -23,6 +23,14 @@ Why the models look the way they do (measured with tensorrt_rtx 1.7 on the CPU):
   ConvTranspose, DepthToSpace, fp16/int32/bool round trips all merge into one compile (no cut);
   NonZero and DFT need plugins TensorRT-RTX lacks; NonMaxSuppression has no CPU runner. Uncut,
   `large` would be one silent compile of over a minute: a Stop would wait for all of it.
+- A warning-free way that keeps the progress, measured 2026-12-02 and not adopted yet: optimization
+  *profiles* are compiled one by one, a progress step apart, with no warning. The uncut graph
+  (3 segments x 16 norms) with 48 fixed-batch profiles (min = opt = max = [b, 3, 32, 32], b = 1..48)
+  built in 29.4 CPU-s with 0 warnings, longest silent stretch 0.61 CPU-s (the cut model: 1.48),
+  a 105 MB engine, 0.5 GB peak RSS (1.3 GB), and a Stop at 3, 8 or 15 s ended `cancelled` in
+  0.25-0.63 s (9 runs). Not adopted within that session because the engine then runs only at
+  batches 1..48 exactly (a caller picks the profile), the recipe carries 48 profiles, and the
+  terminal's plain tree folds only leaf phases: ~245 rows instead of ~11.
 - LayerNormalization costs the Myelin compiler the most per node among the ops tried
   (conv, matmul, softmax, pooling, transpose, tanh), so few nodes buy much build time, and the
   graph-wide phases (whose silent stretches grow with the node count) stay short.
