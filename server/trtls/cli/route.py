@@ -10,7 +10,22 @@ from typing import Any
 from trtls.bundle import BundleError, sidecar_path
 from trtls.cli.common import install_stop_keys
 from trtls.cli.exits import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_HOLD, EXIT_OK, EXIT_REJECT, exit_code_of
+from trtls.core.cancel import CancelToken
 from trtls.route.build import RouteBuildError, build_route, load_route_recipe
+
+
+class _RouteSteps:
+    """What Ctrl-C stops before a route's engine build starts (the checkpoint read, the export, a conversion): the
+    route build's token. There is no worker to force yet, so a second Ctrl-C is one more request."""
+
+    def __init__(self, token: CancelToken) -> None:
+        self.token = token
+
+    def cancel(self, source: str) -> bool:
+        return self.token.request(source)
+
+    def force(self) -> None:
+        self.token.request("ctrl_c")
 
 
 def cmd_route_build(args: Any) -> int:
@@ -46,10 +61,19 @@ def cmd_route_build(args: Any) -> int:
         install_stop_keys(build, build.engine)
 
     view_cls = RichView if sys.stdout.isatty() else PlainView
-    try:
-        result = asyncio.run(
-            build_route(loaded, name, view=view_cls, on_build=on_build, use_digest_cache=not args.no_digest_cache)
+
+    async def run_route_build() -> Any:
+        # Ctrl-C and SIGTERM stop the steps before the engine build too (the checkpoint read, the export, a
+        # conversion): they run off the loop and check this token; once the engine build starts, its own keys
+        # (on_build) take over and the token is forwarded to it.
+        token = CancelToken()
+        install_stop_keys(_RouteSteps(token), f"route {name}")
+        return await build_route(
+            loaded, name, view=view_cls, on_build=on_build, use_digest_cache=not args.no_digest_cache, cancel=token
         )
+
+    try:
+        result = asyncio.run(run_route_build())
     except RouteBuildError as exc:
         where = ""
         if exc.path and loaded.source_map is not None:

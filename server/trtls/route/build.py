@@ -55,6 +55,7 @@ from typing import Any
 from trtls.bundle import CHECK_SECTION_DIGEST, BundleError, BundleProblem
 from trtls.bundle.sbom import SBOM_SUFFIX, sbom_path
 from trtls.core.atomic import atomic_write_text
+from trtls.core.cancel import CancelToken
 from trtls.core.recipe import EngineRecipe, LoadedRecipe, load_recipe
 from trtls.core.route import route_dir, route_model, route_names
 from trtls.core.write_policy import route_write_findings
@@ -73,7 +74,7 @@ from trtls.route.exporters import EXPORTERS, export_mlp, export_onnx, onnx_io_ma
 from trtls.route.plugins import plugin_provenance
 from trtls.route.pooling import sentence_pooling
 from trtls.route.publish import publish_bundle
-from trtls.route.result import RouteBuildResult
+from trtls.route.result import RouteBuildResult, stopped_before_bundle
 from trtls.route.trtmc_layout import trtmc_layout, trtmc_strategy
 
 __all__ = [
@@ -138,9 +139,14 @@ async def build_route(
     overrides: dict[str, Any] | None = None,
     use_digest_cache: bool = True,
     faults: dict[str, Any] | None = None,
+    cancel: CancelToken | None = None,
 ) -> RouteBuildResult:
     """Build the route's bundle (see the module docstring). Raises RouteBuildError for bad input before any build —
     after recording the refused run: every run is recorded in `.trtls/routes/<route>/route-build.json`.
+
+    `cancel` stops the whole route build, whatever step it is in: the checkpoint read, the export and the conversion
+    run off the event loop and check it between steps (the result is `cancelled` and nothing is written); during the
+    engine build it is forwarded to the build, whose own cancel sources stay as they are.
 
     `faults` is passed to the build worker for the acceptance tests only (see docs/protocol.md); never from a recipe.
     """
@@ -157,6 +163,7 @@ async def build_route(
             overrides=overrides,
             use_digest_cache=use_digest_cache,
             faults=faults,
+            token=cancel or CancelToken(),
         )
     except (RouteBuildError, BundleError, OSError) as exc:
         if known:
@@ -187,6 +194,7 @@ async def _build_route(
     overrides: dict[str, Any] | None,
     use_digest_cache: bool,
     faults: dict[str, Any] | None,
+    token: CancelToken,
 ) -> RouteBuildResult:
     from trtls import __version__
     from trtls.builds.supervisor import Supervisor
@@ -203,7 +211,10 @@ async def _build_route(
     if route.engine is None:  # the route deploys its ONNX itself: no engine to build
         from trtls.route.onnx_route import build_onnx_route
 
-        return build_onnx_route(loaded, route_name, route, use_digest_cache=use_digest_cache)
+        # off the event loop: a Ctrl-C (the CLI's loop handler) or another request is seen while it reads and exports
+        return await asyncio.to_thread(
+            build_onnx_route, loaded, route_name, route, use_digest_cache=use_digest_cache, token=token
+        )
     raw_engine = (loaded.data.get("engines") or {}).get(route.engine) if isinstance(loaded.data, dict) else None
     if loaded.recipe is None and not (isinstance(raw_engine, dict) and _onnx_only_errors(loaded, route.engine)):
         raise recipe_errors(loaded)
@@ -211,8 +222,12 @@ async def _build_route(
     bundle_path = loaded.resolve(route.bundle)
     result = RouteBuildResult(route_name, "error", "", str(bundle_path))
 
-    # 1-2. checkpoint → ONNX
-    state, config, config_bytes, tokenizer_bytes = read_route_inputs(loaded, route, use_digest_cache=use_digest_cache)
+    # 1-2. checkpoint → ONNX, off the event loop so a stop is seen between the steps
+    state, config, config_bytes, tokenizer_bytes = await asyncio.to_thread(
+        read_route_inputs, loaded, route, use_digest_cache=use_digest_cache
+    )
+    if token.is_set:
+        return stopped_before_bundle(route_name, str(bundle_path), str(token.source), "the checkpoint read")
     if tokenizer_bytes is None:
         result.notes.append(
             "the checkpoint has no tokenizer.json: the bundle carries none (gate 1 judges the tokenizer)"
@@ -220,8 +235,10 @@ async def _build_route(
     strategy = trtmc_strategy(route, config)  # bundle_format = "trtmc": refused before any export or build
     onnx_path = loaded.resolve(engine.onnx)
     pooling = sentence_pooling(state)  # modules.json: the sentence_embedding users of the checkpoint deploy
-    onnx_bytes = export_onnx(state, config, onnx_path, pooling)
+    onnx_bytes = await asyncio.to_thread(export_onnx, state, config, onnx_path, pooling)
     result.onnx = str(onnx_path)
+    if token.is_set:
+        return stopped_before_bundle(route_name, str(bundle_path), str(token.source), "the ONNX export")
     io_map, precision = onnx_io_map(onnx_bytes, engine)
     if loaded.recipe is None or not isinstance(recipe, LoadedRecipe):
         loaded = load_recipe(loaded.path)  # the ONNX exists now; validate again before building
@@ -232,6 +249,7 @@ async def _build_route(
     sup = Supervisor()
     build = sup.start(loaded, route.engine, overrides=overrides, faults=faults)
     result.build_id = build.id
+    token.on_request(build.cancel)  # one cancel state: a later request on the route build stops the engine build
     if on_build is not None:
         on_build(build)
     shown = view(build) if view is not None else None

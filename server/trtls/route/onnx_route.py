@@ -26,14 +26,21 @@ from trtls.route.errors import RouteBuildError, recipe_errors
 from trtls.route.exporters import export_onnx, onnx_io_map
 from trtls.route.pooling import sentence_pooling
 from trtls.route.publish import publish_bundle
-from trtls.route.result import RouteBuildResult
+from trtls.route.result import RouteBuildResult, stopped_before_bundle
 
 
 def build_onnx_route(
-    loaded: LoadedRecipe, route_name: str, route: RouteModel, *, use_digest_cache: bool
+    loaded: LoadedRecipe,
+    route_name: str,
+    route: RouteModel,
+    *,
+    use_digest_cache: bool,
+    token: CancelToken | None = None,
 ) -> RouteBuildResult:
     """A route with no engine deploys its ONNX itself (runtime target ONNX Runtime): checkpoint → ONNX (`route.onnx`)
-    → bundle with sections model.onnx, config.json, tokenizer.json, and no engine; sidecar and SBOM as for engines."""
+    → bundle with sections model.onnx, config.json, tokenizer.json, and no engine; sidecar and SBOM as for engines.
+    Runs off the event loop (`route.build` calls it in a thread); `token` is checked between the steps and stops the
+    conversion's child, so a stop ends `cancelled` with nothing written."""
     from trtls import __version__
     from trtls.bundle import sbom as sbom_mod
 
@@ -41,12 +48,28 @@ def build_onnx_route(
         raise recipe_errors(loaded)
     bundle_path = loaded.resolve(route.bundle)
     result = RouteBuildResult(route_name, "error", "", str(bundle_path))
+    token = token or CancelToken()
+
+    def stopped(step: str) -> RouteBuildResult:
+        return stopped_before_bundle(route_name, str(bundle_path), str(token.source), step)
+
     state, config, config_bytes, tokenizer_bytes = read_route_inputs(loaded, route, use_digest_cache=use_digest_cache)
+    if token.is_set:
+        return stopped("the checkpoint read")
     onnx_path = loaded.resolve(str(route.onnx))
     pooling = sentence_pooling(state)  # modules.json: the sentence_embedding users of the checkpoint deploy
     onnx_bytes = export_onnx(state, config, onnx_path, pooling)
     result.onnx = str(onnx_path)
-    deployed, conversion = deployed_onnx(loaded, route, onnx_path, onnx_bytes)
+    if token.is_set:
+        return stopped("the ONNX export")
+    try:
+        deployed, conversion = deployed_onnx(loaded, route, onnx_path, onnx_bytes, token)
+    except RouteBuildError:
+        if token.is_set:
+            return stopped("the precision conversion")
+        raise
+    if token.is_set:
+        return stopped("the precision conversion")
     io_map, precision = onnx_io_map(deployed, None)
     if conversion is not None:
         precision = str(conversion["low_precision_type"])  # the graph's compute precision, not its (kept) I/O types

@@ -37,6 +37,13 @@ class RouteBuildResult:
         return self.outcome == "built"
 
 
+def stopped_before_bundle(route: str, bundle: str, source: str, step: str) -> RouteBuildResult:
+    """A route build stopped (Ctrl-C, SIGTERM, the API) during a step before the engine build or the bundle write:
+    nothing was written, the bundle at `bundle` is untouched."""
+    message = f"stopped by {source} during {step}; the bundle was not touched"
+    return RouteBuildResult(route, "cancelled", message, bundle, cancel_source=source)
+
+
 def keep_previous(bundle: Path, previous: Path, notes: list[str]) -> bool:
     """Copy the bundle at `bundle` (and its sidecar, SBOM) to `previous`, atomically, if it verifies."""
     problems = verify_bundle(bundle)
