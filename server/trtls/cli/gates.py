@@ -13,10 +13,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import signal
 import sys
+import threading
 from typing import Any
 
-from trtls.cli.exits import DECISION_EXIT, EXIT_BAD_INPUT, EXIT_REJECT
+from trtls.cli.exits import DECISION_EXIT, EXIT_BAD_INPUT, EXIT_CTRL_C, EXIT_REJECT
 
 _MARK = {"pass": "ok    ", "hold": "HOLD  ", "reject": "REJECT", "not_checked": "not checked"}
 
@@ -25,7 +28,8 @@ def register(subparsers: Any) -> None:
     g = subparsers.add_parser(
         "gates",
         help="run a route's acceptance gates (checkpoint → bundle)",
-        epilog="exit codes: 0 supported, 2 bad input, 3 hold, 4 reject (with --gate: the selected gates' decision)",
+        epilog="exit codes: 0 supported, 2 bad input, 3 hold, 4 reject (with --gate: the selected gates' decision), "
+        "130 cancelled (Ctrl-C or SIGTERM: the run stops before the next gate; twice: at once)",
     )
     g.add_argument("recipe", nargs="?", help="trtls.toml or its folder (default: .)")
     g.add_argument("--route", help="route table to check (default: the only route)")
@@ -210,14 +214,19 @@ def cmd_gates(args: argparse.Namespace) -> int:
         if args.format == "text" and args.output is None:
             print(f"… {text}", file=sys.stderr, flush=True)
 
-    result = run_gates(
-        loaded,
-        name,
-        args.gate,
-        progress,
-        use_digest_cache=not args.no_digest_cache,
-        record_baseline=args.record_baseline,
-    )
+    stop = GatesStopKeys()
+    try:
+        result = run_gates(
+            loaded,
+            name,
+            args.gate,
+            progress,
+            stop.requested,
+            use_digest_cache=not args.no_digest_cache,
+            record_baseline=args.record_baseline,
+        )
+    finally:
+        stop.restore()
     if result.baseline is not None:
         b = result.baseline
         if b["recorded"]:
@@ -245,7 +254,38 @@ def cmd_gates(args: argparse.Namespace) -> int:
         print(f"{result.decision}: report written to {args.output}", file=sys.stderr)
     else:
         sys.stdout.write(text)
+    if result.cancelled:
+        return EXIT_CTRL_C
     return DECISION_EXIT[result.gates_decision if args.gate else result.decision]
+
+
+class GatesStopKeys:
+    """Ctrl-C or SIGTERM during `trtls gates`: the run stops before its next gate (`run_gates` polls `requested`; a
+    checkpoint hash in progress stops at once), writes its evidence as cancelled and the command exits 130. Without
+    this, a Ctrl-C was a KeyboardInterrupt raised wherever Python was, inside ONNX Runtime's calls too: a traceback,
+    exit -2, once a segmentation fault. A second Ctrl-C ends the process at once (the default handler)."""
+
+    def __init__(self) -> None:
+        self.source: str | None = None
+        self._previous: dict[int, Any] = {}
+        if threading.current_thread() is threading.main_thread():  # (signals reach the main thread only)
+            self._previous = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+
+    def _on_signal(self, signum: int, frame: object) -> None:
+        if self.source is not None and signum == signal.SIGINT:
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGINT)
+            return
+        if self.source is None:
+            self.source = "ctrl_c" if signum == signal.SIGINT else "service_shutdown"
+            print("\nstopping the gates before the next one (Ctrl-C again to end now)…", file=sys.stderr, flush=True)
+
+    def requested(self) -> bool:
+        return self.source is not None
+
+    def restore(self) -> None:
+        for s, handler in self._previous.items():
+            signal.signal(s, handler)
 
 
 def render_text(loaded: Any, result: Any) -> str:
