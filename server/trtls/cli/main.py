@@ -19,7 +19,7 @@ from trtls.cli import accept, check, gates, import_cmd, pictures, reduce, store
 from trtls.cli import farm as farm_cmd
 from trtls.cli import gc as gc_cmd
 from trtls.cli.common import find_recipe, install_stop_keys, load_or_report, report_error
-from trtls.cli.exits import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, exit_code_of
+from trtls.cli.exits import EXIT_BAD_INPUT, EXIT_CTRL_C, EXIT_FAILED, EXIT_OK, exit_code_of
 from trtls.cli.usage import JsonErrors, TrtlsParser, emit_error, parse, positive_seconds
 
 
@@ -307,7 +307,14 @@ def make_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse(make_parser(), argv)
-    return args.func(args)
+    try:
+        return args.func(args)
+    except KeyboardInterrupt:
+        # The safety net for a command with no stop of its own (build, matrix, route build, gates and reduce have
+        # theirs: a cooperative stop, evidence, 130). Every file trtls writes is a temp file until its rename, so an
+        # interrupted write replaced nothing; the user gets one line and 130, not a traceback.
+        print(f"\ntrtls {args.command}: interrupted by Ctrl-C", file=sys.stderr)
+        return EXIT_CTRL_C
 
 
 if __name__ == "__main__":
