@@ -13,7 +13,7 @@ from pytest_lsp import LanguageClient, make_test_lsp_client
 
 # The LSP tests' helpers, so a benchmark drives the server exactly as the tests do.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "lsp"))
-from lsp_helpers import execute, open_recipe  # noqa: F401 - re-exported for the benchmarks
+from lsp_helpers import execute, open_recipe, plain  # noqa: F401 - re-exported for the benchmarks
 
 SERVER = [sys.executable, "-m", "trtls", "serve"]
 
@@ -25,15 +25,6 @@ def caps() -> lsp.ClientCapabilities:
             code_lens=lsp.CodeLensWorkspaceClientCapabilities(refresh_support=True)
         ),
     )
-
-
-def plain(obj: Any) -> Any:
-    """pygls hands custom notification params over as namedtuple-like objects: make them dicts."""
-    if hasattr(obj, "_asdict"):
-        return {k: plain(v) for k, v in obj._asdict().items()}
-    if isinstance(obj, (list, tuple)):
-        return [plain(v) for v in obj]
-    return obj
 
 
 class LatestTrees:
