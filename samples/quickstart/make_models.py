@@ -3,46 +3,30 @@
     python make_models.py [--out DIR]      # default: models/ next to this file
 
 demo.onnx   builds in a few seconds with TensorRT-RTX on a 2-core CPU, with no TensorRT warning.
-large.onnx  builds for about half a minute, and keeps reporting progress while it does, so a Stop
-            is seen within a second or two.
+large.onnx  builds for about half a minute with no TensorRT warning, and keeps reporting progress while it
+            does, so a Stop is seen within a second.
 
 Why the models look the way they do (measured with tensorrt_rtx 1.7 on the CPU):
-- TensorRT-RTX hands the whole network to one Myelin compile, reported as a single step of
-  "Computing profile costs": a long conv chain gave one silent stretch of 9 s in a 10 s build.
-  That is fine for `demo` (one compile unit, ~2-3 s silent, no cut, no warning).
-- `large` is cut: a Reshape whose target shape is computed from tensor *values* forces a
-  device-to-host shape copy, which Myelin cannot swallow: the network is cut there into separate
-  compile units, each reported as its own step. Each cut computes `Shape(x) + int(max(x) * 0)`,
-  which always equals the current shape, so the model's output is unchanged.
-- Every cut costs a TensorRT warning, twice per cut tensor ("Was not able to infer kOPT value(s)
-  for tensor cast_N. Using one(s)."), 112 in `large`: a shape computed on the device has no value
-  TensorRT can know at the profile's opt point. No cut without it was found (issue 18):
-  data-dependent Slice, Range, Tile, Expand, Pad, TopK, ConstantOfShape->ReduceMax, a random
-  value, all cut and all warn; If and Loop on data, shape math in float (Cast, Mul, Sqrt, MatMul),
-  Q/DQ, LSTM, GridSample, Einsum, Trilu, Hardmax, Mod, LRN, ScatterND, OneHot, ReverseSequence,
-  ConvTranspose, DepthToSpace, fp16/int32/bool round trips all merge into one compile (no cut);
-  NonZero and DFT need plugins TensorRT-RTX lacks; NonMaxSuppression has no CPU runner. Uncut,
-  `large` would be one silent compile of over a minute: a Stop would wait for all of it.
-- A warning-free way that keeps the progress, measured 2026-12-02 and not adopted yet: optimization
-  *profiles* are compiled one by one, a progress step apart, with no warning. The uncut graph
-  (3 segments x 16 norms) with 48 fixed-batch profiles (min = opt = max = [b, 3, 32, 32], b = 1..48)
-  built in 29.4 CPU-s with 0 warnings, longest silent stretch 0.61 CPU-s (the cut model: 1.48),
-  a 105 MB engine, 0.5 GB peak RSS (1.3 GB), and a Stop at 3, 8 or 15 s ended `cancelled` in
-  0.25-0.63 s (9 runs). Not adopted within that session because the engine then runs only at
-  batches 1..48 exactly (a caller picks the profile), the recipe carries 48 profiles, and the
-  terminal's plain tree folds only leaf phases: ~245 rows instead of ~11.
+- TensorRT-RTX hands the whole network to one Myelin compile per optimization profile, reported as one
+  step of "Computing profile costs": a long conv chain gave one silent stretch of 9 s in a 10 s build. That
+  is fine for `demo` (one profile, one compile, ~2-3 s silent).
+- `large` is the same kind of small graph (3 segments x 16 norms) built for 48 optimization profiles, one
+  tuned for each batch size 1..48 (min 1, opt b, max 48: every profile accepts every batch up to 48, so the
+  engine runs any batch in that range). TensorRT-RTX compiles the profiles one by one, a progress step
+  apart: 48 compiles of ~0.6 CPU-s each, so a Stop waits at most ~0.6 s of CPU for the builder's next
+  callback, and nothing in it makes TensorRT warn. The recipe (trtls.toml) lists the 48 profiles.
+- The design it replaced (generator version 3, issue 18) cut one graph into 56 compile units with
+  value-dependent reshapes, which cost 112 TensorRT warnings ("Was not able to infer kOPT value(s) for tensor
+  cast_N"); every other cut tried (data-dependent Slice, Range, Tile, Expand, Pad, TopK, ...) warned too, and
+  uncut the graph was one silent compile of over a minute. Measured side by side (2 cores, one run each,
+  CPU s): the cut model 30.6 CPU-s, longest gap 1.48 CPU-s, 123 MB engine, 1.3 GB peak RSS, 112 warnings;
+  48 fixed-batch profiles 29.4 CPU-s, 0.61, 105 MB, 0.5 GB, 0 warnings; 40 overlapping profiles 25.3 CPU-s,
+  0.63, 115 MB, 0.5 GB, 0 warnings.
 - LayerNormalization costs the Myelin compiler the most per node among the ops tried
   (conv, matmul, softmax, pooling, transpose, tanh), so few nodes buy much build time, and the
   graph-wide phases (whose silent stretches grow with the node count) stay short.
-- A segment's compile time grows faster than its size (20 norms: 0.27 s, 30: 0.43 s, 40: 1-3 s)
-  while each segment adds ~2 MB of engine: 30 norms per segment balances gap length, engine
-  size and build time.
-
-Measured (tensorrt_rtx 1.7.1, 2 cores, one profile 1/4/8 x 3x32x32, optimization level 3;
-CPU seconds, which equal wall seconds on an idle machine; wall time stretches under load):
-  demo   ~3 s, one compile unit (longest gap ~2-3 s, the compile), 2.6 MB engine, no warning
-  large 30.6 s, 10739 callbacks, longest gap 1.5 s (graph-wide "Computing profile costs"),
-        all others <= 0.7 s, 123 MB engine, ~1.3 GB peak RSS
+- A compile's time grows faster than the graph (a segment of 20 norms: 0.27 s, 30: 0.43 s, 40: 1-3 s), so
+  `large` buys its build time with profiles of a small graph, not with a bigger graph.
 
 The input has a dynamic batch dimension ([-1, 3, 32, 32], named "input") so a recipe needs an
 optimization profile; the output is "output" [-1, 16].
@@ -55,26 +39,29 @@ import hashlib
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-GENERATOR_VERSION = 3  # 2: the cut reshapes say allowzero=1 (TensorRT warned 4 times per cut); 3: demo uncut
+# 2: the cut reshapes say allowzero=1 (TensorRT warned 4 times per cut); 3: demo uncut; 4: large uncut too
+# (its progress comes from the recipe's 48 profiles: no graph cut, no TensorRT warning)
+GENERATOR_VERSION = 4
 SEED = 20261129
 CHANNELS = 16
 SIZE = 32
 OPSET = 17
 
-# segments: conv + norms LayerNormalizations each; cut: a value-dependent reshape ends each segment,
-# making it a compile unit of its own (and a TensorRT kOPT warning, see above).
+# segments: conv + norms LayerNormalizations each. `large` is `demo`'s shape, one segment longer: its build
+# time comes from its recipe's 48 optimization profiles (see above).
 MODELS = {
-    "demo": {"segments": 2, "norms": 16, "cut": False},
-    "large": {"segments": 56, "norms": 30, "cut": True},
+    "demo": {"segments": 2, "norms": 16},
+    "large": {"segments": 3, "norms": 16},
 }
 
 
-def build_model(name: str, segments: int, norms: int, cut: bool, seed: int = SEED) -> onnx.ModelProto:
+def build_model(name: str, segments: int, norms: int, seed: int = SEED) -> onnx.ModelProto:
     rng = np.random.default_rng([seed, segments, norms])
     nodes: list[onnx.NodeProto] = []
     inits: list[onnx.TensorProto] = []
@@ -90,7 +77,7 @@ def build_model(name: str, segments: int, norms: int, cut: bool, seed: int = SEE
         inits.append(numpy_helper.from_array(array, tensor_name))
         return tensor_name
 
-    def node(op: str, inputs: list[str], **attrs: object) -> str:
+    def node(op: str, inputs: list[str], **attrs: Any) -> str:
         out = fresh(op.lower())
         nodes.append(helper.make_node(op, inputs, [out], name=out, **attrs))
         return out
@@ -107,17 +94,6 @@ def build_model(name: str, segments: int, norms: int, cut: bool, seed: int = SEE
             scale = (1.0 + 0.1 * rng.standard_normal(SIZE)).astype(np.float32)
             bias = (0.1 * rng.standard_normal(SIZE)).astype(np.float32)
             x = node("LayerNormalization", [x, const(scale, "ln_scale"), const(bias, "ln_bias")], axis=-1)
-        if not cut:
-            continue
-        # The cut: a Reshape to Shape(x) + int64(max(x) * 0), i.e. to its own shape, computed from values.
-        zero = node(
-            "Cast",
-            [node("Mul", [node("ReduceMax", [x], keepdims=0), const(np.array(0.0, np.float32), "zero")])],
-            to=TensorProto.INT64,
-        )
-        # allowzero=1: a 0 in the target is a 0, not "copy this dimension" (TensorRT warned, per dimension, that a
-        # placeholder it cannot see the value of "is usually a sign of a bug in the network").
-        x = node("Reshape", [x, node("Add", [node("Shape", [x]), zero])], allowzero=1)
     pooled = node("GlobalAveragePool", [x])
     nodes.append(helper.make_node("Flatten", [pooled], ["output"], name="flatten_output"))
 
@@ -141,7 +117,6 @@ def build_model(name: str, segments: int, norms: int, cut: bool, seed: int = SEE
             "seed": str(seed),
             "segments": str(segments),
             "norms": str(norms),
-            "cut": str(cut).lower(),
         },
     )
     onnx.checker.check_model(model)

@@ -27,7 +27,9 @@ NS = 1_000_000_000
 QUIET_SHOW_S = 2.0  # shorter silences are normal between two TensorRT callbacks: not shown
 STALL_WITHOUT_BASELINE_S = 30.0  # with no history for the phase, this much silence is a stall
 # The folding rule: TensorRT starts dozens of "Computing reformatting costs" phases under one parent, each a
-# few milliseconds long. Finished leaf siblings of one name, this many or more, are shown as one row.
+# few milliseconds long, and with several optimization profiles it repeats whole subtrees ("Timing tactics" and
+# its reformats, once per profile). Finished siblings of one name, this many or more, each finished with all of
+# its subtree, are shown as one row (their subtrees with it: the row stands for all of them).
 FOLD_AT = 3
 
 
@@ -39,11 +41,15 @@ def is_stalled(quiet_s: float | None, baseline_s: float | None) -> bool:
     return quiet_s > max(baseline_s, QUIET_SHOW_S) if baseline_s is not None else quiet_s >= STALL_WITHOUT_BASELINE_S
 
 
-def fold_groups(siblings: list[Phase]) -> dict[str, str]:
+def fold_groups(siblings: list[Phase], phases: dict[str, Phase]) -> dict[str, str]:
     """Phase id → the id of the first phase of its folded group, for the siblings that fold (FOLD_AT)."""
+
+    def finished(p: Phase) -> bool:
+        return p.status == "done" and all(finished(phases[c]) for c in p.children)
+
     by_name: dict[str, list[str]] = {}
     for p in siblings:
-        if p.status == "done" and not p.children:
+        if finished(p):
             by_name.setdefault(p.name, []).append(p.id)
     return {pid: ids[0] for ids in by_name.values() if len(ids) >= FOLD_AT for pid in ids}
 
@@ -248,9 +254,9 @@ class PhaseTree:
         quiet = self.quiet_for_s(now_ns)
         if t0_ns is None:
             t0_ns = self._first_start_ns()
-        folded: dict[str, str] = fold_groups([self.phases[i] for i in self.roots])
+        folded: dict[str, str] = fold_groups([self.phases[i] for i in self.roots], self.phases)
         for p in self.phases.values():
-            folded.update(fold_groups([self.phases[c] for c in p.children]))
+            folded.update(fold_groups([self.phases[c] for c in p.children], self.phases))
         views = [self._view_of(p, now_ns, quiet, baselines, t0_ns, folded) for p in self.phases.values()]
         return with_group_words(views) if folded else views
 
@@ -294,7 +300,7 @@ class PhaseTree:
             return None
         p = path[-1]
         siblings = self.phases[p.parent_id].children if p.parent_id is not None else self.roots
-        folded = fold_groups([self.phases[i] for i in siblings])
+        folded = fold_groups([self.phases[i] for i in siblings], self.phases)
         return self._view_of(p, now_ns, self.quiet_for_s(now_ns), baselines or {}, self._first_start_ns(), folded)
 
     def snapshot(
