@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import QUICKSTART
+from tests.conftest import QUICKSTART, quickstart_profiles
 
 LABEL = "trtls/target"
 
@@ -74,19 +74,10 @@ def farm_recipe(ws: Path, address: str, body: str) -> Path:
     return path
 
 
-PROFILE = """
-[[engines.{name}.profiles]]
-input = "input"
-min = [1, 3, 32, 32]
-opt = [4, 3, 32, 32]
-max = [8, 3, 32, 32]
-"""
-
-
 def engine_table(name: str, model: str, labels: str, extra: str = "") -> str:
     return (
         f'[engines.{name}]\nonnx = "models/{model}.onnx"\noutput = "build/{name}.engine"\ncancel_grace_s = 30\n'
-        + PROFILE.format(name=name)
-        + f"\n[engines.{name}.run_on]\nlabels = {labels}\nnum_cpus = 1\n"
+        + quickstart_profiles(model)
+        + f"\n\n[engines.{name}.run_on]\nlabels = {labels}\nnum_cpus = 1\n"
         + extra
     )

@@ -22,7 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.farm.conftest import PROFILE, farm_recipe
+from tests.conftest import quickstart_profiles
+from tests.farm.conftest import farm_recipe
 
 TRTLS = [sys.executable, "-m", "trtls.cli.main"]
 CMDLINES: dict[int, bytes] = {}
@@ -34,7 +35,7 @@ def local_recipe(ws: Path, model: str, cells: int, num_cpus: int, label: str) ->
     head = path.read_text().replace("keep_warm_s = 0\n", f"keep_warm_s = 0\nnum_cpus = {num_cpus}\n")
     head += f'labels = {{ "trtls/pool" = "{label}" }}\n\n'
     body = f'[engines.m]\nonnx = "models/{model}.onnx"\noutput = "build/m.engine"\ncancel_grace_s = 30\n'
-    body += PROFILE.format(name="m")
+    body += quickstart_profiles(model) + "\n"
     body += f'\n[engines.m.run_on]\nlabels = {{ "trtls/pool" = "{label}" }}\nnum_cpus = 1\n'
     its = ", ".join(str(i + 1) for i in range(cells))
     body += (
