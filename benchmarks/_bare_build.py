@@ -1,14 +1,18 @@
 """The same build as `trtls build samples/quickstart --engine NAME`, with no trtls code at all.
 
-A plain TensorRT-RTX script a person would write: import, parse the ONNX, one optimization profile,
-build, write the engine (fsynced, as trtls does). bench_cli_fixed_cost.py runs it beside the CLI.
-Usage: python _bare_build.py MODEL.onnx OUTPUT.engine
+A plain TensorRT-RTX script a person would write: import, parse the ONNX, the recipe's optimization profiles
+(`large` has 48), build, write the engine (fsynced, as trtls does). bench_cli_fixed_cost.py runs it beside the CLI.
+Usage: python _bare_build.py MODEL.onnx OUTPUT.engine    (MODEL: a quickstart model, demo or large)
 """
 
 import os
 import sys
+from pathlib import Path
 
 import tensorrt_rtx as trt
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from tests.quickstart import quickstart_profile_list
 
 
 def main() -> int:
@@ -22,9 +26,10 @@ def main() -> int:
         return 1
     config = builder.create_builder_config()
     config.builder_optimization_level = 3
-    profile = builder.create_optimization_profile()
-    profile.set_shape("input", (1, 3, 32, 32), (4, 3, 32, 32), (8, 3, 32, 32))
-    config.add_optimization_profile(profile)
+    for p in quickstart_profile_list(Path(onnx).stem):
+        profile = builder.create_optimization_profile()
+        profile.set_shape(p["input"], p["min"], p["opt"], p["max"])
+        config.add_optimization_profile(profile)
     plan = builder.build_serialized_network(network, config)
     if plan is None:
         return 1

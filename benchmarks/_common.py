@@ -21,6 +21,10 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "samples" / "quickstart"
+sys.path.insert(0, str(ROOT))  # tests.quickstart: the quickstart recipe's profiles for a benchmark's own recipe
+from tests.quickstart import quickstart_profiles  # noqa: E402
+
+__all__ = ["quickstart_profiles"]  # re-exported for the benchmarks that write recipes
 
 
 def ensure_models() -> None:

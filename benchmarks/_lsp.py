@@ -29,7 +29,7 @@ def caps() -> lsp.ClientCapabilities:
 
 class LatestTrees:
     """`trtls/buildTree` notifications as a benchmark client needs them when many builds stream: the latest per
-    build, and how many arrived. Keeping every one (32 farm cells × ~240 phases, several a second) grew this
+    build, and how many arrived. Keeping every one (32 farm cells × ~300 phases, several a second) grew this
     client's heap until its own garbage collector paused for 100–200 ms at a time, inside the round trips being
     measured: the benchmark measured itself, not the server."""
 

@@ -1,8 +1,8 @@
 """The fixed cost of `trtls build`: the whole CLI run versus a bare TensorRT-RTX script doing the same build.
 
 Both are whole processes timed from the outside, as a person waits for them: `trtls build WS --engine NAME`
-(output to a pipe, so the plain view) against `python _bare_build.py` (import TensorRT-RTX, parse the ONNX, one
-profile, build, write the engine with an fsync; no trtls code). Pairs are interleaved and alternate which
+(output to a pipe, so the plain view) against `python _bare_build.py` (import TensorRT-RTX, parse the ONNX, the
+profiles, build, write the engine with an fsync; no trtls code). Pairs are interleaved and alternate which
 runs first, so drift in machine load hits both alike. Figures: the median of the per-pair ratios CLI/bare of
 wall time (the target) and of CPU time (user+sys of the process and its children; less sensitive to other
 load on the machine, reported beside it).
@@ -140,7 +140,7 @@ def main() -> int:
             "title": "Fixed cost of trtls build (whole CLI run vs a bare TensorRT-RTX script)",
             "figures": figures,
             "notes": [
-                "the bare script: benchmarks/_bare_build.py (import, parse, one profile, build, write + fsync)",
+                "the bare script: benchmarks/_bare_build.py (import, parse, the recipe's profiles, build, fsync)",
                 "the CLI run includes the worker process, events, evidence (summary, events, tree), history and "
                 "the terminal output",
             ],

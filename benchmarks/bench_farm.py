@@ -24,14 +24,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from lsprotocol import types as lsp
 
-from _common import dist, emit, figure, fmt_dist, parser, workspace
+from _common import dist, emit, figure, fmt_dist, parser, quickstart_profiles, workspace
 from _lsp import execute, open_recipe, start_server, until
 
 HERE = Path(__file__).resolve().parent
 STREAMED = ("phase_start", "step", "phase_finish", "log", "build_started", "cache_decision", "builder_returned")
-PROFILE = (
-    '[[engines.{e}.profiles]]\ninput = "input"\nmin = [1, 3, 32, 32]\nopt = [4, 3, 32, 32]\nmax = [8, 3, 32, 32]\n'
-)
 
 
 def recipe(ws: Path, slots: int, engines: list[str], model: str) -> Path:
@@ -40,7 +37,8 @@ def recipe(ws: Path, slots: int, engines: list[str], model: str) -> Path:
     text += 'labels = { "trtls/pool" = "bench" }\n\n'
     for e in engines:
         text += f'[engines.{e}]\nonnx = "models/{model}.onnx"\noutput = "build/{e}.engine"\n'
-        text += PROFILE.format(e=e) + f'[engines.{e}.run_on]\nlabels = {{ "trtls/pool" = "bench" }}\nnum_cpus = 1\n\n'
+        text += quickstart_profiles(model) + "\n\n"
+        text += f'[engines.{e}.run_on]\nlabels = {{ "trtls/pool" = "bench" }}\nnum_cpus = 1\n\n'
     (ws / "trtls.toml").write_text(text)
     return ws / "trtls.toml"
 
@@ -182,10 +180,10 @@ async def lsp_under_farm(n_cells: int, requests: int, recording: Path) -> tuple[
     (ws / "trtls.toml").write_text(
         f'[cluster]\naddress = "local"\nnum_cpus = 8\nlabels = {{ "trtls/pool" = "bench" }}\n\n'
         f'[engines.replay]\nonnx = "models/large.onnx"\noutput = "build/replay.engine"\ncancel_grace_s = 10\n'
-        f'worker = ["{sys.executable}", "{HERE / "_replay_worker.py"}", "{recording}"]\n\n'
-        f"[engines.replay.builder]\noptimization_level = 3\n\n"
-        + PROFILE.format(e="replay")
-        + '\n[engines.replay.run_on]\nlabels = { "trtls/pool" = "bench" }\nnum_cpus = 0.25\n\n'
+        f'worker = ["{sys.executable}", "{HERE / "_replay_worker.py"}", "{recording}"]\n'
+        + quickstart_profiles("large")
+        + "\n\n[engines.replay.builder]\noptimization_level = 3\n\n"
+        + '[engines.replay.run_on]\nlabels = { "trtls/pool" = "bench" }\nnum_cpus = 0.25\n\n'
         f'[engines.replay.matrix]\noutput = "build/replay-{{optimization_level}}-{{max_num_tactics}}.engine"\n'
         f"optimization_level = {levels}\nmax_num_tactics = {tactics}\n"
     )

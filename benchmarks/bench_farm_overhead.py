@@ -32,12 +32,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "server"))
-from _common import SAMPLE, emit, ensure_models, figure, parser
+from _common import SAMPLE, emit, ensure_models, figure, parser, quickstart_profiles
 from trtls.builds.farm import proc_tree
 
 HERE = Path(__file__).resolve().parent
 TRTLS = [sys.executable, "-m", "trtls.cli.main"]
-PROFILE = '[[engines.m.profiles]]\ninput = "input"\nmin = [1, 3, 32, 32]\nopt = [4, 3, 32, 32]\nmax = [8, 3, 32, 32]\n'
 
 
 def recipe(ws: Path, model: str, cells: int, slots: int) -> Path:
@@ -45,7 +44,8 @@ def recipe(ws: Path, model: str, cells: int, slots: int) -> Path:
     text = (
         f'[cluster]\naddress = "local"\nnum_cpus = {slots}\nkeep_warm_s = 0\nlabels = {{ "trtls/pool" = "bench" }}\n\n'
     )
-    text += f'[engines.m]\nonnx = "{SAMPLE / "models" / model}.onnx"\noutput = "build/m.engine"\n' + PROFILE
+    text += f'[engines.m]\nonnx = "{SAMPLE / "models" / model}.onnx"\noutput = "build/m.engine"\n'
+    text += quickstart_profiles(model) + "\n"
     text += '\n[engines.m.run_on]\nlabels = { "trtls/pool" = "bench" }\nnum_cpus = 1\n'
     text += '\n[engines.m.matrix]\noutput = "build/m-{avg_timing_iterations}.engine"\n'
     text += f"avg_timing_iterations = [{', '.join(str(i + 1) for i in range(cells))}]\n"

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import functools
-import importlib.util
 import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
@@ -21,22 +18,6 @@ REPO = Path(__file__).resolve().parents[1]
 DATA = Path(__file__).parent / "data"
 QUICKSTART = REPO / "samples" / "quickstart"
 MODELS_SAMPLE = REPO / "samples" / "models"
-
-
-@functools.cache
-def _make_models() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("quickstart_make_models", QUICKSTART / "make_models.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def quickstart_profiles(model: str) -> str:
-    """`profiles = [...]` for a test's own recipe that builds a quickstart model: the quickstart recipe's profiles
-    (with one profile, `large` would build in seconds instead of the half-minute a Stop test needs)."""
-    key: str = _make_models().profiles_key(model)
-    return key
 
 
 @pytest.fixture(scope="session")

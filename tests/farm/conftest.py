@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import QUICKSTART, quickstart_profiles
+from tests.conftest import QUICKSTART
+from tests.quickstart import quickstart_profiles
 
 LABEL = "trtls/target"
 

@@ -22,8 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import quickstart_profiles
 from tests.farm.conftest import farm_recipe
+from tests.quickstart import quickstart_profiles
 
 TRTLS = [sys.executable, "-m", "trtls.cli.main"]
 CMDLINES: dict[int, bytes] = {}

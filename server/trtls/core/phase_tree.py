@@ -293,7 +293,7 @@ class PhaseTree:
 
     def deepest_running_view(self, now_ns: int, baselines: dict[str, float] | None = None) -> PhaseView | None:
         """The phase the build is waiting on (the end of `deepest_running_path`), as `view` shows it — computed for
-        that phase alone: a live status line asks for it several times a second per build, and `large` has ~240
+        that phase alone: a live status line asks for it several times a second per build, and `large` has ~300
         phases (a whole `view` for each of 32 farm cells held the language server's event loop)."""
         path = self.deepest_running_path()
         if not path:

@@ -8,7 +8,7 @@ CELL_TREE_INTERVAL_S (its status line goes with the parent row every time).
 
 A cell's phase tree goes as a delta (`phasesDelta: true`: only the phases that changed since that cell's last
 notification; the client merges them by id), with the whole tree first, every FULL_TREE_INTERVAL_S and at the end.
-Why: a `large` build has ~240 phases (~63 KB of JSON); 32 cells sending whole trees once a second were 2 MB/s to
+Why: a `large` build has ~300 phases (~100 KB of JSON); 32 cells sending whole trees once a second were 2 MB/s to
 serialize on the event loop and to parse in the client, and hover waited behind them (p99 1.9 s). Most phases are
 finished and never change; a running cell's delta is its running path. A pump also stops sending cell trees after
 SEND_BUDGET_S of work: the cells left over stay dirty and go first on the next pump.
