@@ -108,7 +108,7 @@ def test_fold_leaves_running_parents_other_names_and_other_parents_apart() -> No
     tree.start("0.0", "0", "a", 1, 0)
     reformats(tree, "0.0", 0, 3)
     tree.finish("0.0", 5)
-    tree.start("0.1", "0", "a", 1, 5)  # same name as 0.0, but 0.0 has children: never folded
+    tree.start("0.1", "0", "a", 1, 5)  # same name as 0.0: only two finished "a" (0.2 runs), fewer than FOLD_AT
     reformats(tree, "0.1", 0, 2)  # two more reformats, under another parent: not folded with the first three
     tree.finish("0.1", 9)
     tree.start("0.2", "0", "a", 1, 9)  # running
@@ -116,6 +116,33 @@ def test_fold_leaves_running_parents_other_names_and_other_parents_apart() -> No
     snap = views(tree, 20)
     assert [snap[f"0.0.{i}"]["foldedInto"] for i in range(3)] == ["0.0.0"] * 3
     assert all(snap[i]["foldedInto"] is None for i in ("0.0", "0.1", "0.1.0", "0.1.1", "0.2", "0.3", "0.4"))
+
+
+def test_repeated_finished_subtrees_fold_into_one_row() -> None:
+    """With several optimization profiles TensorRT-RTX repeats a whole subtree per profile ("Timing tactics" and its
+    reformats, 48 times in the quickstart's `large`): finished ones fold, their subtrees with them; one whose subtree
+    still runs does not (issue 18: the plain tree printed ~245 rows)."""
+    tree = PhaseTree()
+    tree.start("0", None, "Computing profile costs", 240, 0)
+    for i in range(4):
+        tree.start(f"0.{i}", "0", "Timing tactics", 2, 10 * i)
+        reformats(tree, f"0.{i}", 10 * i, 2)
+        if i < 3:
+            tree.finish(f"0.{i}", 10 * i + 5)
+    tree.start("0.3.2", "0.3", "Computing reformatting costs", 1, 36)  # the fourth's subtree still runs
+    snap = views(tree, 40)
+    assert [snap[f"0.{i}"]["foldedInto"] for i in range(4)] == ["0.0", "0.0", "0.0", None]
+    assert snap["0.0"]["groupLabel"] == "Timing tactics ×3"
+    lines = [line.split(" · ")[0].split(" 0.0 s")[0] for line in tree.render_lines(40 * S)]
+    # the folded row's reformats are not printed; the running one's are
+    assert lines == [
+        "… Computing profile costs 0/240",
+        "  ✓ Timing tactics ×3",
+        "  … Timing tactics 0/2",
+        "    ✓ Computing reformatting costs",
+        "    ✓ Computing reformatting costs",
+        "    … Computing reformatting costs 0/1",
+    ], lines
 
 
 def test_fold_on_a_real_trtrx_trace() -> None:
