@@ -25,12 +25,23 @@ PREVIOUS = b"previous good engine"
 
 
 def alive_node_workers() -> list:
-    """NodeWorker actors alive on the test cluster (named by address: other Ray instances may run on this machine)."""
+    """Node-worker actors alive on the test cluster (named by address: other Ray instances may run on this machine):
+    a GPU cell's own NodeWorker, or a node's shared NodeHost (it ends a few seconds after its last cell)."""
     import ray
     from ray.util.state import list_actors
 
     address = ray.get_runtime_context().gcs_address
-    return list_actors(address=address, filters=[("class_name", "=", "NodeWorker"), ("state", "=", "ALIVE")])
+    return [
+        a
+        for cls in ("NodeWorker", "NodeHost")
+        for a in list_actors(address=address, filters=[("class_name", "=", cls), ("state", "=", "ALIVE")])
+    ]
+
+
+def no_placement_group_left() -> bool:
+    from tests.farm.test_node_host import no_placement_group_left as check
+
+    return check()
 
 
 async def eventually(check, what: str, bound_s: float = 90.0) -> None:
@@ -82,11 +93,13 @@ async def test_cancel_from_each_source_mid_build(ray_cluster, tmp_path: Path, so
     assert summary["cancelLatencyMs"] is not None
     assert_clean_stop(build, tmp_path)
     await eventually(lambda: not alive_node_workers(), "the cell's actor was not released")
+    await eventually(no_placement_group_left, "the cancelled cell's placement group was left")
     assert not process_alive(build.pid)  # the remote worker (on this machine) is gone
 
 
 async def test_forced_stop_kills_the_remote_group_then_the_actor(ray_cluster, tmp_path: Path) -> None:
-    """The builder stalls past the grace: SIGTERM/SIGKILL reach the remote worker's process group."""
+    """The builder stalls past the grace: SIGTERM/SIGKILL reach the remote worker's process group; the node's shared
+    host ends the cell (its group, its bundle) and, with no cell left, ends itself."""
     path = farm_recipe(
         tmp_path,
         ray_cluster.address,
@@ -110,6 +123,7 @@ async def test_forced_stop_kills_the_remote_group_then_the_actor(ray_cluster, tm
     assert any("SIGTERM" in n for n in summary["notes"])
     await eventually(lambda: not process_alive(build.pid), "the remote worker survived SIGKILL")
     await eventually(lambda: not alive_node_workers(), "the actor survived the forced stop")
+    await eventually(no_placement_group_left, "the forced cell's placement group was left")
 
 
 async def test_node_killed_mid_build_ends_killed_with_evidence(ray_cluster, tmp_path: Path) -> None:
@@ -153,6 +167,7 @@ async def test_killed_driver_leaves_no_build_running(ray_cluster, tmp_path: Path
             cli.kill()
     await eventually(lambda: not process_alive(worker_pid), "the remote worker outlived its driver")
     await eventually(lambda: not alive_node_workers(), "the cell's actor outlived its driver")
+    await eventually(no_placement_group_left, "the dead driver's placement group was left")
     assert not (tmp_path / "build" / "large.engine").exists()
 
 
@@ -220,3 +235,5 @@ async def test_queue_wait_is_shown_bounded_and_cancellable(ray_cluster, tmp_path
     finally:
         holder.cancel("api")
         await holder.wait()
+    # the waiting cells' bundles were withdrawn (cancelled in the queue, timed out), the holder's freed
+    await eventually(no_placement_group_left, "a placement group of a queued or stopped cell was left")

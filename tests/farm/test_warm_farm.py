@@ -185,10 +185,10 @@ def farm_descendants(head_pid: int, needle: bytes) -> list[int]:
 def test_a_run_on_a_warm_farm_claims_a_warm_actor_whose_worker_imported_tensorrt_before_the_run(
     tmp_path: Path,
 ) -> None:
-    """`trtls farm up` keeps named node workers with TensorRT imported; a matrix run claims one (its evidence says
-    warmWorker and 'claimed warm actor …'), the worker that builds had imported TensorRT before the run started (a
-    probe records every process that imports it), a second run reuses the same actor, an actor whose preloaded
-    worker died is never used, and `down` ends every process of the farm."""
+    """`trtls farm up` keeps one node host (a named actor) with workers that have TensorRT imported; a matrix run's cell
+    runs on it (its evidence says warmWorker and 'warm local farm's node host …'), the worker that builds had imported
+    TensorRT before the run started (a probe records every process that imports it), a second run uses the same actor,
+    a preloaded worker that died while idle is never used, and `down` ends every process of the farm."""
     from tests.store.helpers import probe_env
 
     probe_dir = tmp_path / "probe"
@@ -214,11 +214,11 @@ def test_a_run_on_a_warm_farm_claims_a_warm_actor_whose_worker_imported_tensorrt
         for parent, cell, note, imported_before, records in runs:
             assert parent["outcome"] == "built" and parent["cluster"]["warm"] is True
             assert cell["node"]["warmWorker"] is True
-            assert note["warm"] is True and note["actor"].startswith("trtls-warm-0-")
+            assert note["warm"] is True and note["actor"].startswith("trtls-host-")  # the farm's node host
             # the worker that built had TensorRT imported before this run started, and before its job came
             assert str(note["workerPid"]) in imported_before, (note, imported_before)
             assert note["workerPreloadedAtClaim"] is True and note["workerPreloadedBeforeJob"] is True
-            assert any("claimed warm actor" in (r.get("msg") or "") for r in records if r.get("type") == "log")
+            assert any("warm local farm's node host" in (r.get("msg") or "") for r in records if r.get("type") == "log")
             stages = parent["cluster"]["fixedCost"]
             assert stages["workerPreloaded"] < stages["runStart"] < stages["connected"] <= stages["placed"]
             assert stages["placed"] <= stages["actorReady"] <= stages["onnxOnNode"] <= stages["firstPhaseStart"]
@@ -226,7 +226,7 @@ def test_a_run_on_a_warm_farm_claims_a_warm_actor_whose_worker_imported_tensorrt
         assert second["actor"] == first["actor"] and second["claims"] == first["claims"] + 1  # the same actor, again
         assert second["workerPid"] != first["workerPid"]  # a new worker per build, preloaded between the runs
 
-        # its idle preloaded worker dies: that actor is not used (the head replaces it)
+        # its idle preloaded worker dies: that worker is never used (the host replaces it)
         idle = farm_descendants(status["pid"], b"trtls.builds.farm.preloaded_worker")
         assert len(idle) == 1, idle
         os.kill(idle[0], signal.SIGKILL)
@@ -234,7 +234,7 @@ def test_a_run_on_a_warm_farm_claims_a_warm_actor_whose_worker_imported_tensorrt
         assert built.returncode == 0, built.stderr[-2000:]
         parent = json.loads(built.stdout.splitlines()[-1])["summary"]
         note = next(iter(parent["cluster"]["cells"].values()))
-        assert parent["outcome"] == "built" and note["actor"] != first["actor"], note
+        assert parent["outcome"] == "built" and note["workerPid"] != idle[0] and note["actor"] == first["actor"], note
         head_procs = {status["pid"]: "", **descendants(status["pid"])}
     finally:
         down = run("farm", "down")

@@ -13,8 +13,12 @@ work unchanged on a remote cell. What this transport adds to the stream, as prot
   previous engine is never touched;
 - a lost node (or an actor that died) ends the stream with `lost` set: the supervisor records `killed (node lost)`.
 
+Where a cell runs: a CPU-only cell reserves its CPUs with a placement group and runs on its node's shared host
+(`node_host`: one actor per node, the warm farm's when connected to one); a cell that holds a GPU has an actor of its
+own (`node_worker`), because Ray sets CUDA_VISIBLE_DEVICES only for the actor that holds the GPU.
+
 This module is the relay (placement wait, control, the node's lines, the end); the engine's way back is
-`engine_transfer`, taking a warm worker instead of a new actor is `warm_claim`, the lines it writes `remote_lines`.
+`engine_transfer`, reusing a GPU cell's actor `warm_claim`, the lines it writes `remote_lines`.
 """
 
 from __future__ import annotations
@@ -28,14 +32,14 @@ from typing import Any
 
 from trtls.builds.farm import cluster
 from trtls.builds.farm.engine_transfer import bring_engine
+from trtls.builds.farm.node_host import HostSlot, shares_host
 from trtls.builds.farm.placement import RemoteSpec
 from trtls.builds.farm.remote_lines import line as _line
 from trtls.builds.farm.remote_lines import peek as _peek
 from trtls.builds.farm.warm_actors import DRAIN_AFTER_S, WARM, kill_actor
 from trtls.builds.farm.warm_claim import awaited as _await
-from trtls.builds.farm.warm_claim import claim_farm, farm_fits, lend_farm_slot, take_warm
+from trtls.builds.farm.warm_claim import take_warm
 
-FARM_PROBE_S = 1.0  # a waiting cell asks the warm farm for a free actor at most this often
 KILL_ACTOR_AFTER_S = 0.5  # after SIGKILL to the remote group: the actor too, so its slot is free again
 WAIT_TICK_S = 0.25  # a waiting cell looks for a warm worker of its shape this often
 NODE_DEATH_NOTICE_S = 30.0  # how long a failed actor's node has to be declared dead before we call it a node loss
@@ -87,9 +91,10 @@ class RemoteProcess:
         self._cancelled = asyncio.Event()  # wakes a cell waiting for a node at once (no polling)
         self._task: asyncio.Task | None = None
         self._worker_running = False
-        self._farm: dict[str, Any] | None = None  # the claim on a warm farm's actor (released, never killed)
-        self._farm_probe_ns = 0
+        # a CPU-only cell: its placement group and its place on the node's shared host (None: an actor of its own)
+        self._slot = HostSlot(self.placement, job["build_id"]) if shares_host(self.placement) else None
         self._phase_seen = False
+        self._host_dead = False
 
     @classmethod
     async def start(cls, job: dict[str, Any], remote: RemoteSpec, command: list[str] | None = None) -> RemoteProcess:
@@ -126,15 +131,10 @@ class RemoteProcess:
             asyncio.get_running_loop().call_later(KILL_ACTOR_AFTER_S, self._kill_actor)
 
     def _kill_actor(self) -> None:
-        if self._actor is not None and self._farm is not None:
-            self._release_farm(kill=True)  # the farm owns it: the build's process group ends, the actor stays
+        if self._slot is not None:
+            self._slot.end(self.keep_warm_s)  # the host is shared: the cell's group ends, its bundle is freed
         elif self._actor is not None:
             kill_actor(self._actor)
-
-    def _release_farm(self, kill: bool) -> None:
-        claim, self._farm = self._farm, None
-        if claim is not None and self._actor is not None:
-            self._actor.release.remote(claim["token"], kill)
 
     # -- node → supervisor ---------------------------------------------------------------------
     def _feed(self, data: bytes) -> None:
@@ -158,8 +158,6 @@ class RemoteProcess:
         self._end(code, [why])
 
     async def _drive(self) -> None:
-        from trtls.builds.farm.node_worker import NodeWorker
-
         req = self.placement.request
         t_submit = time.monotonic_ns()
         self._feed(
@@ -168,34 +166,64 @@ class RemoteProcess:
         )  # fmt: skip
         try:
             sha, ref = await asyncio.to_thread(cluster.onnx_ref, Path(self.job["onnx"]))
-            if await self._take_farm() or await self._take_warm():
-                self.where["queue_wait_s"] = round((time.monotonic_ns() - t_submit) / 1e9, 3)
-                cluster.mark("actorReady")
-                self._feed(_line("placed", **self.where, **self._gpus()))
-                await self._stream(sha, ref)
-                return
-            options = self.placement.ray_options()
-            # creating an actor registers it with the cluster's control store synchronously: not on the event loop
-            actor_class: Any = NodeWorker  # made an actor class by @ray.remote (mypy does not apply class decorators)
-            preload = None if self.command else str(self.job.get("builder_module") or "auto")
-            self._actor = await asyncio.to_thread(lambda: actor_class.options(**options).remote(preload))
-            shape = self.placement.shape()
-            WARM.waiting[shape] = WARM.waiting.get(shape, 0) + 1
-            try:
-                placed = await self._wait_for_node(t_submit)
-            finally:
-                WARM.waiting[shape] -= 1
+            placed = await (self._on_host(t_submit) if self._slot is not None else self._on_own_actor(t_submit))
             if placed:
                 self.where["queue_wait_s"] = round((time.monotonic_ns() - t_submit) / 1e9, 3)
                 cluster.mark("actorReady")
-                if self._farm is None and not self.where.get("warm"):
-                    cluster.cell_note(self.job["build_id"], cell=req.cell, actor="new", warm=False)
                 self._feed(_line("placed", **self.where, **self._gpus()))
                 await self._stream(sha, ref)
         except asyncio.CancelledError:
             raise
         except Exception as exc:
             await self._on_failure(exc)
+        finally:
+            if self._slot is not None:  # every end: built, failed, cancelled (in the queue too), lost
+                self._slot.end(self.keep_warm_s, dead=self._host_dead)
+
+    async def _on_host(self, t_submit: int) -> bool:
+        """A CPU-only cell: Ray reserves its bundle (queued as long as no node has room), then it runs on the shared
+        host of the node that got it. False when a cancel or the queue timeout ended the wait."""
+        from trtls.builds.farm import farm_actors
+
+        assert self._slot is not None
+        left = t_submit / 1e9 + self.queue_timeout_s - time.monotonic_ns() / 1e9
+        if not await self._slot.reserve(self._cancelled, left):
+            self._slot.end(self.keep_warm_s)
+            if self._cancel_line is not None:
+                self._cancelled_in_queue(t_submit)
+            else:
+                self._queue_timeout()
+            return False
+        fits = farm_actors.fits(self.placement.ray_options(), self.command, cluster.job_runtime_env)
+        answer = await self._slot.open(self.job, self.command, bool(cluster.connection.get("warm")) and fits)
+        self._actor = self._slot.handle
+        self.where, note, msg = self._slot.describe(answer)
+        if msg:
+            self._feed(_line("log", severity="INFO", msg=msg))
+        cluster.cell_note(self.job["build_id"], cell=self.placement.request.cell, **note)
+        return True
+
+    async def _on_own_actor(self, t_submit: int) -> bool:
+        """A cell that holds a GPU: an actor of its own (a warm one of its shape, or a new one)."""
+        from trtls.builds.farm.node_worker import NodeWorker
+
+        if await self._take_warm():
+            return True
+        options = self.placement.ray_options()
+        # creating an actor registers it with the cluster's control store synchronously: not on the event loop
+        actor_class: Any = NodeWorker  # made an actor class by @ray.remote (mypy does not apply class decorators)
+        preload = None if self.command else str(self.job.get("builder_module") or "auto")
+        self._actor = await asyncio.to_thread(lambda: actor_class.options(**options).remote(preload))
+        shape = self.placement.shape()
+        WARM.waiting[shape] = WARM.waiting.get(shape, 0) + 1
+        try:
+            placed = await self._wait_for_node(t_submit)
+        finally:
+            WARM.waiting[shape] -= 1
+        if placed and not self.where.get("warm"):
+            cluster.cell_note(self.job["build_id"], cell=self.placement.request.cell, actor="new", warm=False,
+                              actorPid=self.where.get("actor_pid"))  # fmt: skip
+        return placed
 
     def _gpus(self) -> dict[str, Any]:
         return {"num_gpus": self.placement.num_gpus, "gpu_rule": self.placement.gpu_rule}
@@ -225,18 +253,6 @@ class RemoteProcess:
                 where.cancel()
                 self._queue_timeout()
                 return False
-            fits = farm_fits(self.placement, self.command)
-            if fits and time.monotonic_ns() - self._farm_probe_ns > FARM_PROBE_S * 1e9:
-                self._farm_probe_ns = time.monotonic_ns()
-                pending = self._actor
-                if await self._take_farm():  # a farm actor came free (an earlier cell of this run released it)
-                    where.cancel()
-                    kill_actor(pending)  # withdraw the request for a new one
-                    return True
-            elif cluster.connection.get("warm") and time.monotonic_ns() - t_submit > DRAIN_AFTER_S * 1e9:
-                if time.monotonic_ns() - self._farm_probe_ns > FARM_PROBE_S * 1e9:
-                    self._farm_probe_ns = time.monotonic_ns()
-                    await self._lend_farm_slot()  # another shape: an idle farm actor may hold the slot it needs
             if WARM.count() and time.monotonic_ns() - t_submit > DRAIN_AFTER_S * 1e9:
                 pending = self._actor
                 if await self._take_warm():  # a cell of this shape just finished: take its worker
@@ -244,20 +260,6 @@ class RemoteProcess:
                     kill_actor(pending)  # withdraw the request for a new one
                     return True
                 WARM.drain()  # idle workers of other shapes may hold the slot this cell needs
-
-    async def _take_farm(self) -> bool:
-        """Claim an idle node worker of the warm local farm (`trtls farm up`): its worker already imported TensorRT."""
-        got = await claim_farm(self.job, self.placement, self.command)
-        if got is None:
-            return False
-        self._actor, self._farm, self.where, note = got
-        self._feed(note)
-        return True
-
-    async def _lend_farm_slot(self) -> None:
-        note = await lend_farm_slot(self.job["build_id"])
-        if note:
-            self._feed(note)
 
     async def _take_warm(self) -> bool:
         """Reuse an idle node worker of this cell's shape (checked alive with one round trip)."""
@@ -330,8 +332,8 @@ class RemoteProcess:
         try:
             await self._actor.cleanup.remote()  # the node's copy of a cancelled or failed build's job folder
         finally:
-            if self._farm is not None:
-                self._release_farm(kill=False)  # back to the warm farm, whatever the outcome: its next worker starts
+            if self._slot is not None:
+                pass  # the shared host stays; _drive ends the cell there and frees its bundle
             elif self._built and self.returncode == 0 and self._cancel_line is None:
                 WARM.put(self.placement.shape(), self._actor, {k: v for k, v in self.where.items() if k != "warm"},
                          self.keep_warm_s)  # fmt: skip
@@ -362,6 +364,7 @@ class RemoteProcess:
 
         node = self.where.get("node_id")
         died = isinstance(exc, ray.exceptions.RayError)  # ActorDied, ActorUnavailable, NodeDied, WorkerCrashed …
+        self._host_dead = isinstance(exc, ray.exceptions.RayActorError)  # a shared host that died is not reused
         if died and node and await _node_gone(node):
             self.lost = f"node lost: {self.where.get('hostname')} ({node[:12]}) died during the build"
         elif died:

@@ -1,10 +1,10 @@
 """The warm local farm's head process (`trtls farm up` starts it; docs/farm.md "A warm local farm").
 
-It starts an embedded Ray instance with the farm's quiet driver settings and its warm node workers (named actors
-with TensorRT already imported in their worker: trtls.builds.farm.farm_actors), writes the state file that runs
-discover it by (trtls.builds.farm.warm_farm), and keeps the actors healthy; SIGTERM or SIGINT end the actors'
-processes, shut the instance down — exactly the raylet, GCS and workers it started — end whatever of those is left
-and remove the state file. Imports Ray: only run as `python -m` by `trtls farm up`.
+It starts an embedded Ray instance with the farm's quiet driver settings and its node host (one named actor that
+runs every cell of a connected run, with N workers that have TensorRT already imported: trtls.builds.farm.farm_actors),
+writes the state file that runs discover it by (trtls.builds.farm.warm_farm), and keeps the host healthy; SIGTERM or
+SIGINT end the host's processes, shut the instance down — exactly the raylet, GCS and workers it started — end
+whatever of those is left and remove the state file. Imports Ray: only run as `python -m` by `trtls farm up`.
 """
 
 from __future__ import annotations
@@ -52,11 +52,11 @@ def main() -> int:
             configure_logging=False,
         ),
     )
-    from trtls.builds.farm.farm_actors import HEALTH_EVERY_S, Pool
+    from trtls.builds.farm.farm_actors import HEALTH_EVERY_S, FarmHost
 
     workers = args.num_cpus if args.workers is None else max(0, min(args.workers, args.num_cpus))
-    pool = Pool(workers)
-    pool.fill()
+    pool = FarmHost(workers, args.num_cpus)
+    pool.start()
     ready = pool.wait_ready(READY_WITHIN_S)
     ctx = ray.get_runtime_context()
     session = getattr(ray._private.worker, "_global_node", None)
@@ -80,7 +80,7 @@ def main() -> int:
     current = read_state()
     if current is not None and current.pid == os.getpid():
         state_path().unlink(missing_ok=True)
-    pool.shutdown()  # the actors' preloaded workers live in their own sessions: ended by their actor first
+    pool.shutdown()  # the host's preloaded workers live in their own sessions: ended by the host first
     ours = proc_tree.descendants(os.getpid())
     ray.shutdown()
     proc_tree.end(ours)  # anything of this instance that outlived its shutdown (agents, a worker mid-import)
