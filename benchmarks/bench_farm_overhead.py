@@ -73,6 +73,7 @@ ROLES = (  # (needle in the command line, role): the finer breakdown of the farm
     ("autoscaler/_private/monitor.py", "autoscaler monitor"),
     ("ray::IDLE", "idle Ray workers (not actors)"),
     ("ray::NodeWorker", "node-worker actors"),
+    ("ray::NodeHost", "node-host actors (one per node)"),
 )
 
 

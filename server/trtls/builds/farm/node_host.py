@@ -22,7 +22,6 @@ Imported only on the remote path (a recipe with `[cluster]`): this module import
 from __future__ import annotations
 
 import asyncio
-import os
 import secrets
 import socket
 import threading
@@ -32,26 +31,13 @@ from typing import Any
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from trtls.builds.farm import proc_tree
-from trtls.builds.farm.cell_runner import CellRun, Preloaded, discard
+from trtls.builds.farm.cell_runner import CellRun, Preloaded, discard, driver_token
 from trtls.builds.farm.node_worker import where_info
 from trtls.builds.farm.placement import Placement
 
 NAMESPACE = "trtls-farm"
 CALLS_PER_CPU = 8  # a cell's run + engine_chunks + control calls at once, and cells of fractional CPUs
 LINGER_S = 5.0  # a driver's host with no cell waits this long (at least keep_warm_s) for the next before it ends
-
-
-def driver_token(build_id: str) -> dict[str, Any]:
-    """Who sends a cell to the warm farm's host (it outlives drivers, so it watches this one's pid and start time)."""
-    me = proc_tree.read(os.getpid())
-    return {
-        "token": f"{build_id}-{secrets.token_hex(4)}",
-        "pid": os.getpid(),
-        "start": me.start if me else 0,
-        "host": socket.gethostname(),
-        "build": build_id,
-    }
 
 
 def host_name(node_id: str) -> str:
@@ -283,6 +269,11 @@ def _kill(actor: Any) -> None:
 HOSTS = Hosts()
 
 
+def _remove_when_made(made: Any) -> None:
+    if not made.cancelled() and made.exception() is None:
+        threading.Thread(target=ray.util.remove_placement_group, args=(made.result(),), daemon=True).start()
+
+
 async def _awaited(ref: Any) -> Any:
     return await ref
 
@@ -309,11 +300,17 @@ class HostSlot:
     async def reserve(self, cancelled: asyncio.Event, timeout_s: float) -> bool:
         """True once Ray reserved the cell's bundle on a node; False when a cancel or the timeout came first."""
         labels = dict(self.placement.request.labels)
-        self.pg = await asyncio.to_thread(
+        made = asyncio.get_running_loop().run_in_executor(
+            None,
             lambda: ray.util.placement_group(
                 [self.bundle()], strategy="PACK", bundle_label_selector=[labels] if labels else None
-            )
+            ),
         )
+        try:
+            self.pg = await asyncio.shield(made)
+        except asyncio.CancelledError:  # stopped while the group was being made: it is removed once it exists
+            made.add_done_callback(_remove_when_made)
+            raise
         ready = asyncio.ensure_future(_awaited(self.pg.ready()))
         waiter = asyncio.ensure_future(cancelled.wait())
         done, _ = await asyncio.wait([ready, waiter], timeout=max(0.0, timeout_s), return_when=asyncio.FIRST_COMPLETED)

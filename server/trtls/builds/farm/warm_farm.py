@@ -46,13 +46,13 @@ class WarmHead:
     started_at: float
     session_dir: str = ""
     auth_mode: str = ""  # RAY_AUTH_MODE the head runs with ("token": a driver must send ~/.ray/auth_token)
-    workers: int = 0  # warm node workers (named actors, TensorRT imported) the head keeps (farm_actors.Pool)
+    workers: int = 0  # preloaded workers (TensorRT imported) the farm's node host keeps idle (farm_actors.FarmHost)
 
     def describe(self) -> str:
         labels = ", ".join(f"{k}={v}" for k, v in self.labels.items()) or "no labels"
         return (
             f"warm local farm at {self.address} (trtls farm up, pid {self.pid}; {self.num_cpus} CPUs; "
-            f"{self.workers} warm node workers; {labels})"
+            f"{self.workers} preloaded workers on its node host; {labels})"
         )
 
 

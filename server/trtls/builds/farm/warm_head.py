@@ -28,7 +28,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(prog="python -m trtls.builds.farm.warm_head")
     ap.add_argument("--num-cpus", type=int, required=True)
     ap.add_argument("--labels", default="{}", help="the node's labels as a JSON object")
-    ap.add_argument("--workers", type=int, default=None, help="warm node workers to keep (default: --num-cpus)")
+    ap.add_argument("--workers", type=int, default=None, help="preloaded workers to keep (default: --num-cpus)")
     args = ap.parse_args()
     labels = json.loads(args.labels)
     for key, value in QUIET_DRIVER.items():
