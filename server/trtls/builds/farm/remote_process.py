@@ -362,7 +362,7 @@ class RemoteProcess:
     async def _on_failure(self, exc: Exception) -> None:
         import ray
 
-        node = self.where.get("node_id")
+        node = self.where.get("node_id") or (self._slot.node_id if self._slot is not None else None)
         died = isinstance(exc, ray.exceptions.RayError)  # ActorDied, ActorUnavailable, NodeDied, WorkerCrashed …
         self._host_dead = isinstance(exc, ray.exceptions.RayActorError)  # a shared host that died is not reused
         if died and node and await _node_gone(node):
