@@ -18,6 +18,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -240,3 +241,55 @@ def test_a_run_on_a_warm_farm_claims_a_warm_actor_whose_worker_imported_tensorrt
         down = run("farm", "down")
     assert down.returncode == 0, down.stderr
     assert still_running({p: s for p, s in head_procs.items() if s}) == []  # actors, their workers, raylet, GCS
+
+
+@pytest.mark.usefixtures("needs_ray")
+def test_a_driver_killed_on_the_warm_farm_leaves_no_build_running_and_the_host_serves_the_next_run(
+    tmp_path: Path,
+) -> None:
+    """The farm's node host outlives the drivers that send it cells, so it watches each cell's driver: a `kill -9` of
+    the CLI mid-build makes the cell's worker cancel itself (its stdin closes) or be killed, the host closes the cell
+    and starts its next preloaded worker, and the next run builds on the same host."""
+    env = {**env_with_state(tmp_path), "TRTLS_STORE": "off"}
+    run = lambda *a: subprocess.run(TRTLS + list(a), env=env, capture_output=True, text=True, timeout=900)  # noqa: E731
+    up = run("farm", "up", "--num-cpus", "1", "--label", "trtls/pool=orphan")
+    assert up.returncode == 0, up.stderr
+    status = json.loads(run("farm", "status", "--json").stdout)
+    head_procs: dict[int, str] = {}
+    try:
+        cli = subprocess.Popen(
+            TRTLS + ["build", str(local_recipe(tmp_path / "big", "large", 1, 1, "orphan")), "--matrix", "--json"],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        worker_pid = None
+        try:
+            assert cli.stdout is not None
+            for raw in cli.stdout:
+                ev = json.loads(raw)
+                worker_pid = ev.get("pid") if ev.get("type") == "build_started" else worker_pid
+                if ev.get("type") == "phase_start":
+                    break
+            assert worker_pid and worker_pid in farm_descendants(status["pid"], b"preloaded_worker")
+            os.kill(cli.pid, signal.SIGKILL)  # the driver dies without a word; the farm's host does not
+            cli.wait()
+        finally:
+            if cli.poll() is None:
+                cli.kill()
+        deadline = time.monotonic() + 120  # a bound for what must happen (the host checks every 0.5 s), not a speed
+        while worker_pid in farm_descendants(status["pid"], b"preloaded_worker"):
+            assert time.monotonic() < deadline, "the killed driver's build is still running on the farm"
+            time.sleep(0.5)
+        built = run("build", str(local_recipe(tmp_path / "next", "demo", 1, 1, "orphan")), "--matrix", "--json")
+        assert built.returncode == 0, built.stderr[-2000:]
+        parent = json.loads(built.stdout.splitlines()[-1])["summary"]
+        note = next(iter(parent["cluster"]["cells"].values()))
+        assert parent["outcome"] == "built" and note["actor"].startswith("trtls-host-") and note["warm"] is True
+        assert not (tmp_path / "big" / "build" / "m-1.engine").exists()
+        head_procs = {status["pid"]: "", **descendants(status["pid"])}
+    finally:
+        down = run("farm", "down")
+    assert down.returncode == 0, down.stderr
+    assert still_running({p: s for p, s in head_procs.items() if s}) == []
