@@ -229,7 +229,7 @@ RAY_MODULES = {
     "builds/farm/cluster.py",
     "builds/farm/warm_actors.py",
     "builds/farm/warm_head.py",  # the warm local farm's head process (`trtls farm up`)
-    "builds/farm/farm_actors.py",  # the warm farm's named node-worker actors (the head's and a connected run's)
+    "builds/farm/farm_actors.py",  # the warm farm's named node host, one per node (started by its head)
     "builds/farm/node_host.py",  # one node-worker actor per node running every CPU-only cell placed there
 }
 

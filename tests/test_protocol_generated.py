@@ -75,7 +75,7 @@ def test_every_server_command_has_a_declared_reply_and_arguments() -> None:
 def test_every_field_our_worker_and_transport_write_is_declared() -> None:
     """The supervisor refuses an undeclared field, so a field added where our worker (or the farm's transport) writes
     an event, and not to its model, would silently lose that line: every `emit("type", key=…)` / `_line("type",
-    key=…)` keyword, and the node's `where()` (sent as `placed`), is a field of the event's model."""
+    key=…)` keyword, and the node's `where_info()` (sent as `placed`), is a field of the event's model."""
     import ast
 
     builds = ROOT / "server" / "trtls" / "builds"
@@ -92,11 +92,11 @@ def test_every_field_our_worker_and_transport_write_is_declared() -> None:
                                if k.arg is not None and k.arg not in model.model_fields]  # fmt: skip
     where = next(
         n for n in ast.walk(ast.parse((builds / "farm" / "node_worker.py").read_text()))
-        if isinstance(n, ast.FunctionDef) and n.name == "where"
+        if isinstance(n, ast.FunctionDef) and n.name == "where_info"
     )  # fmt: skip
     keys = [k.value for d in ast.walk(where) if isinstance(d, ast.Dict) for k in d.keys if isinstance(k, ast.Constant)]
-    assert checked > 20 and keys, "the worker's emits and node_worker.where()'s dict were found"
-    undeclared += [f"node_worker.where: placed.{k}" for k in keys if k not in events.Placed.model_fields]
+    assert checked > 20 and keys, "the worker's emits and node_worker.where_info()'s dict were found"
+    undeclared += [f"node_worker.where_info: placed.{k}" for k in keys if k not in events.Placed.model_fields]
     assert undeclared == [], "declare these in trtls.core.events (and regenerate): " + ", ".join(undeclared)
 
 

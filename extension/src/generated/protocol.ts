@@ -481,14 +481,14 @@ export interface Placed {
   accelerator_type?: string | null;
   gpu_ids?: string[];
   queue_wait_s?: number;
-  /** a node worker kept from an earlier cell of the same shape (no new Ray worker process) */
+  /** no Ray actor was started for this cell: its node's host had served a cell before or gave it a preloaded worker (TensorRT imported), or, for a GPU cell, an actor kept from an earlier cell of its shape took it */
   warm?: boolean;
   /** GPUs the cell holds there, and why (core.farm.gpu_choice) */
   num_gpus?: number | null;
   gpu_rule?: string | null;
-  /** as Ray set it for the node worker (None: not set) */
+  /** as Ray set it for the node's actor (None: not set) */
   cuda_visible_devices?: string | null;
-  /** the node worker's process */
+  /** the process of the actor that ran the cell: its node's host, or a GPU cell's own */
   actor_pid?: number | null;
 }
 

@@ -185,11 +185,13 @@ class Placed(_Event):
     accelerator_type: str | None = None
     gpu_ids: list[str] = []
     queue_wait_s: float = 0.0
-    warm: bool = False  # a node worker kept from an earlier cell of the same shape (no new Ray worker process)
+    # no Ray actor was started for this cell: its node's host had served a cell before or gave it a preloaded worker
+    # (TensorRT imported), or, for a GPU cell, an actor kept from an earlier cell of its shape took it
+    warm: bool = False
     num_gpus: float | None = None  # GPUs the cell holds there, and why (core.farm.gpu_choice)
     gpu_rule: str | None = None
-    cuda_visible_devices: str | None = None  # as Ray set it for the node worker (None: not set)
-    actor_pid: int | None = None  # the node worker's process
+    cuda_visible_devices: str | None = None  # as Ray set it for the node's actor (None: not set)
+    actor_pid: int | None = None  # the process of the actor that ran the cell: its node's host, or a GPU cell's own
 
 
 Event = Annotated[
