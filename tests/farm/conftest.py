@@ -6,8 +6,13 @@ small on purpose: the machine has 2 cores shared with other work.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import signal
+import subprocess
+import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -82,3 +87,34 @@ def engine_table(name: str, model: str, labels: str, extra: str = "") -> str:
         + f"\n\n[engines.{name}.run_on]\nlabels = {labels}\nnum_cpus = 1\n"
         + extra
     )
+
+
+def kill_driver_mid_build(
+    args: list[str], env: dict[str, str] | None = None, before: Callable[[int], object] | None = None
+) -> int:
+    """`trtls <args> --json` (a build on the farm) in a session of its own, read until its remote builder is mid-build,
+    `before(worker pid)`, then SIGKILL: the driver dies without a word. Returns the cell's worker pid."""
+    cli = subprocess.Popen(
+        [sys.executable, "-m", "trtls.cli.main", *args, "--json"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    worker_pid = None
+    try:
+        assert cli.stdout is not None
+        for raw in cli.stdout:
+            ev = json.loads(raw)
+            worker_pid = ev.get("pid") if ev.get("type") == "build_started" else worker_pid
+            if ev.get("type") == "phase_start":
+                break
+        assert worker_pid, "the cell's worker never started"
+        if before is not None:
+            before(worker_pid)
+        os.kill(cli.pid, signal.SIGKILL)
+        cli.wait()
+    finally:
+        if cli.poll() is None:
+            cli.kill()
+    return int(worker_pid)

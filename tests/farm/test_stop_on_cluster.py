@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -14,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.farm.conftest import LABEL, engine_table, farm_recipe
+from tests.farm.conftest import LABEL, engine_table, farm_recipe, kill_driver_mid_build
 from trtls.builds.farm.submit import prepare
 from trtls.builds.matrix import plan
 from trtls.builds.orphans import process_alive
@@ -144,27 +143,11 @@ async def test_node_killed_mid_build_ends_killed_with_evidence(ray_cluster, tmp_
 
 async def test_killed_driver_leaves_no_build_running(ray_cluster, tmp_path: Path) -> None:
     path = farm_recipe(tmp_path, ray_cluster.address, engine_table("large", "large", f'{{ "{LABEL}" = "SM89" }}'))
-    cli = subprocess.Popen(
-        [sys.executable, "-m", "trtls.cli.main", "build", str(path), "--json"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    worker_pid = None
-    try:
-        assert cli.stdout is not None
-        for raw in cli.stdout:  # until the remote builder is mid-build
-            ev = json.loads(raw)
-            if ev.get("type") == "build_started":
-                worker_pid = ev["pid"]
-            if ev.get("type") == "phase_start":
-                break
-        assert worker_pid and process_alive(worker_pid)
-        os.kill(cli.pid, signal.SIGKILL)  # the driver dies without a word
-        cli.wait()
-    finally:
-        if cli.poll() is None:
-            cli.kill()
+
+    def building(pid: int) -> None:
+        assert process_alive(pid), "the cell's worker is not running"
+
+    worker_pid = kill_driver_mid_build(["build", str(path)], before=building)
     await eventually(lambda: not process_alive(worker_pid), "the remote worker outlived its driver")
     await eventually(lambda: not alive_node_workers(), "the cell's actor outlived its driver")
     await eventually(no_placement_group_left, "the dead driver's placement group was left")

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.farm.conftest import farm_recipe
+from tests.farm.conftest import farm_recipe, kill_driver_mid_build
 from tests.quickstart import quickstart_profiles
 
 TRTLS = [sys.executable, "-m", "trtls.cli.main"]
@@ -257,27 +257,12 @@ def test_a_driver_killed_on_the_warm_farm_leaves_no_build_running_and_the_host_s
     status = json.loads(run("farm", "status", "--json").stdout)
     head_procs: dict[int, str] = {}
     try:
-        cli = subprocess.Popen(
-            TRTLS + ["build", str(local_recipe(tmp_path / "big", "large", 1, 1, "orphan")), "--matrix", "--json"],
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-        worker_pid = None
-        try:
-            assert cli.stdout is not None
-            for raw in cli.stdout:
-                ev = json.loads(raw)
-                worker_pid = ev.get("pid") if ev.get("type") == "build_started" else worker_pid
-                if ev.get("type") == "phase_start":
-                    break
-            assert worker_pid and worker_pid in farm_descendants(status["pid"], b"preloaded_worker")
-            os.kill(cli.pid, signal.SIGKILL)  # the driver dies without a word; the farm's host does not
-            cli.wait()
-        finally:
-            if cli.poll() is None:
-                cli.kill()
+
+        def on_the_farm(pid: int) -> None:  # the cell builds in one of the farm's preloaded workers
+            assert pid in farm_descendants(status["pid"], b"preloaded_worker")
+
+        big = local_recipe(tmp_path / "big", "large", 1, 1, "orphan")
+        worker_pid = kill_driver_mid_build(["build", str(big), "--matrix"], env, before=on_the_farm)
         deadline = time.monotonic() + 120  # a bound for what must happen (the host checks every 0.5 s), not a speed
         while worker_pid in farm_descendants(status["pid"], b"preloaded_worker"):
             assert time.monotonic() < deadline, "the killed driver's build is still running on the farm"

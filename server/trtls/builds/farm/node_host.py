@@ -34,6 +34,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 from trtls.builds.farm.cell_runner import CellRun, Preloaded, discard, driver_token
 from trtls.builds.farm.node_worker import where_info
 from trtls.builds.farm.placement import Placement
+from trtls.builds.farm.warm_actors import kill_actor
 
 NAMESPACE = "trtls-farm"
 CALLS_PER_CPU = 8  # a cell's run + engine_chunks + control calls at once, and cells of fractional CPUs
@@ -243,7 +244,7 @@ class Hosts:
             entry[1] -= 1
             if dead:
                 self.own.pop(node_id, None)
-                _kill(actor)
+                kill_actor(actor)
             elif entry[1] <= 0:
                 timer = threading.Timer(max(LINGER_S, linger_s), self._expire, args=(node_id, actor))
                 timer.daemon = True
@@ -256,14 +257,7 @@ class Hosts:
             if entry is None or entry[0] is not actor or entry[1] > 0:
                 return
             self.own.pop(node_id)
-        _kill(actor)
-
-
-def _kill(actor: Any) -> None:
-    try:
-        ray.kill(actor, no_restart=True)
-    except Exception:
-        pass
+        kill_actor(actor)
 
 
 HOSTS = Hosts()
