@@ -12,10 +12,11 @@
 3. warm: the same after `trtls farm up` (the head's processes counted by their CPU delta over the run) — a first
    and a second run on the same farm (`--warm-runs`): the farm's actors and their preloaded workers are kept;
 4. stop: SIGINT to a running matrix (N running + N waiting cells), cold and warm: signal → exit, every cell
-   `cancelled`, nothing the command started left running.
+   `cancelled`, nothing the command started left running; at the first cell's `phase_start`, or (`--stop-when all`)
+   1 s after all N running cells are inside TensorRT's build.
 
 Usage: python benchmarks/bench_farm_overhead.py [--cells 2] [--model large|demo] [--parts bare cold warm stop]
-       [--json out.json]
+       [--stop-when first|all] [--json out.json]
 """
 
 from __future__ import annotations
@@ -226,14 +227,21 @@ def breakdown(label: str, r: dict) -> list[str]:
     return lines
 
 
-def stop_run(path: Path, env: dict[str, str]) -> dict:
-    """SIGINT once a cell's builder is mid-build: signal → parent summary, signal → exit; states of every cell."""
+def stop_run(path: Path, env: dict[str, str], building: int = 1) -> dict:
+    """SIGINT once `building` cells' builders are mid-build (1: the first; more: 1 s after the last of them started,
+    so every one is inside TensorRT's build): signal → parent summary, signal → exit; states of every cell."""
     cli = subprocess.Popen(TRTLS + ["build", str(path), "--matrix", "--json"], env=env, stdout=subprocess.PIPE,
                            stderr=subprocess.DEVNULL)  # fmt: skip
     assert cli.stdout is not None
+    started: set[str] = set()
     for raw in cli.stdout:
-        if json.loads(raw).get("type") == "phase_start":
-            break
+        rec = json.loads(raw)
+        if rec.get("type") == "phase_start":
+            started.add(str(rec.get("buildId")))
+            if len(started) >= building:
+                break
+    if building > 1:
+        time.sleep(1.0)
     started = proc_tree.descendants(cli.pid)
     t_sig = time.monotonic()
     t_sig_ns = time.monotonic_ns()
@@ -264,6 +272,10 @@ def main() -> int:
     ap.add_argument("--model", default="large")
     ap.add_argument("--parts", nargs="+", default=["bare", "cold", "warm", "stop"])
     ap.add_argument("--warm-runs", type=int, default=2, help="matrix runs on the same warm farm")
+    ap.add_argument(
+        "--stop-when", choices=["first", "all"], default="first",
+        help="stop part: SIGINT at the first cell's phase_start, or 1 s after all N running cells are building",
+    )  # fmt: skip
     args = ap.parse_args()
     ensure_models()
     tmp = Path(tempfile.mkdtemp(prefix="trtls-bench-farm-"))
@@ -281,7 +293,7 @@ def main() -> int:
         res["cold"] = matrix_run(path, env, None)
         print(f"cold: {res['cold']}", flush=True)
     if "stop" in args.parts:
-        res["stopCold"] = stop_run(stop_path, env)
+        res["stopCold"] = stop_run(stop_path, env, n if args.stop_when == "all" else 1)
         print(f"stop (embedded): {res['stopCold']}", flush=True)
     head = None
     if {"warm", "stop"} & set(args.parts) and ("warm" in args.parts):
@@ -298,7 +310,7 @@ def main() -> int:
                 res[key] = matrix_run(path, env, head)
                 print(f"{key}: {res[key]}", flush=True)
             if "stop" in args.parts:
-                res["stopWarm"] = stop_run(stop_path, env)
+                res["stopWarm"] = stop_run(stop_path, env, n if args.stop_when == "all" else 1)
                 print(f"stop (warm farm): {res['stopWarm']}", flush=True)
         finally:
             subprocess.run(TRTLS + ["farm", "down"], env=env, capture_output=True)
