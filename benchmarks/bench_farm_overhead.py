@@ -248,11 +248,16 @@ def stop_run(path: Path, env: dict[str, str], building: int = 1) -> dict:
     cli.send_signal(signal.SIGINT)
     cells, t_summary = [], None
     seen: list[float] = []  # each cell's worker acknowledged the cancel (its own stamp: one clock on one machine)
+    first_callback: dict[str, float] = {}  # per running cell: its builder's first callback after the signal
     ends: list[float] = []  # each cell's summary reached the command's output
     for raw in cli.stdout:
         rec = json.loads(raw)
         if rec.get("type") == "cancel_acknowledged" and rec.get("t_ns"):
             seen.append((rec["t_ns"] - t_sig_ns) / 1e9)
+        elif rec.get("type") in ("step", "phase_start") and rec.get("t_ns", 0) > t_sig_ns:
+            # the builder's first callback after the signal, stamped by the worker (one clock on one machine): a
+            # cancel delivered in time is seen right there, so a late ack is the builder's silence, not the farm's
+            first_callback.setdefault(str(rec.get("buildId")), (rec["t_ns"] - t_sig_ns) / 1e9)
         if rec.get("type") == "cell_summary":
             cells.append(rec["summary"]["outcome"])
             ends.append(time.monotonic() - t_sig)
@@ -263,6 +268,7 @@ def stop_run(path: Path, env: dict[str, str], building: int = 1) -> dict:
     left = [p.name[:40] for p in proc_tree.alive(started)]
     return {"exit": code, "summaryS": round(t_summary or -1, 2), "exitS": round(t_exit, 2), "cells": cells,
             "left": left, "cancelSeenS": sorted(round(x, 2) for x in seen),
+            "firstCallbackAfterSignalS": sorted(round(x, 2) for x in first_callback.values()),
             "cellEndedS": sorted(round(x, 2) for x in ends)}  # fmt: skip
 
 
@@ -344,7 +350,8 @@ def main() -> int:
                                   ok and r["exitS"] <= 2, f"summary after {r['summaryS']} s; cells {r['cells']}; "
                                   f"left running: {r['left'] or 'nothing'}; where the seconds went (s after the "
                                   f"signal): each cell's cancel acknowledged (by its worker; by the driver for a "
-                                  f"cell still queued) at {r['cancelSeenS']}, "
+                                  f"cell still queued) at {r['cancelSeenS']}, each running builder's first "
+                                  f"callback after the signal at {r['firstCallbackAfterSignalS']}, "
                                   f"each cell ended at {r['cellEndedS']}"))  # fmt: skip
     res["figures"] = figures
     res["title"] = f"build farm overhead: {n} `{args.model}` cells on this {os.cpu_count()}-core machine"
