@@ -1,34 +1,28 @@
-"""The quickstart sample's own facts for recipes written by tests and benchmarks (a plain module: benchmarks import it
-without pytest)."""
+"""The quickstart sample's own facts for recipes written by tests, benchmarks and CI (standard library only: the bare
+TensorRT script of the benchmarks imports it, and must not pay for numpy or onnx in its timings)."""
 
 from __future__ import annotations
 
-import functools
-import importlib.util
+import tomllib
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 QUICKSTART = Path(__file__).resolve().parents[1] / "samples" / "quickstart"
 
 
-@functools.cache
-def _make_models() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("quickstart_make_models", QUICKSTART / "make_models.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def quickstart_profile_list(model: str) -> list[dict[str, Any]]:
+    """The optimization profiles the quickstart recipe builds `model` with ({input, min, opt, max} each). Another
+    recipe building this model takes them from here: with one profile, `large` would be a 3-second build, not the
+    half-minute Stop demo."""
+    with (QUICKSTART / "trtls.toml").open("rb") as f:
+        profiles: list[dict[str, Any]] = tomllib.load(f)["engines"][model]["profiles"]
+    return profiles
 
 
 def quickstart_profiles(model: str) -> str:
-    """`profiles = [...]` for a recipe of one's own that builds a quickstart model: the quickstart recipe's profiles
-    (with one profile, `large` would build in seconds instead of the half-minute a Stop test needs)."""
-    key: str = _make_models().profiles_key(model)
-    return key
-
-
-def quickstart_profile_list(model: str) -> list[dict[str, Any]]:
-    """The same profiles as data ({input, min, opt, max} each): for a script that calls TensorRT itself."""
-    profiles: list[dict[str, Any]] = _make_models().recipe_profiles(model)
-    return profiles
+    """The same profiles as one `profiles = [...]` line, for an `[engines.X]` table of one's own recipe."""
+    rows = ", ".join(
+        f'{{ input = "{p["input"]}", min = {p["min"]}, opt = {p["opt"]}, max = {p["max"]} }}'
+        for p in quickstart_profile_list(model)
+    )
+    return f"profiles = [{rows}]"

@@ -38,7 +38,6 @@ import argparse
 import hashlib
 import json
 import sys
-import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -122,27 +121,6 @@ def build_model(name: str, segments: int, norms: int, seed: int = SEED) -> onnx.
     )
     onnx.checker.check_model(model)
     return model
-
-
-RECIPE = Path(__file__).resolve().parent / "trtls.toml"
-
-
-def recipe_profiles(name: str) -> list[dict[str, Any]]:
-    """The optimization profiles the quickstart recipe builds model `name` with. Another recipe that builds this
-    model (a test's, a benchmark's, the farm sample's) takes them from here: with one profile, `large` would be a
-    3-second build, not the half-minute Stop demo."""
-    with RECIPE.open("rb") as f:
-        profiles: list[dict[str, Any]] = tomllib.load(f)["engines"][name]["profiles"]
-    return profiles
-
-
-def profiles_key(name: str) -> str:
-    """`profiles = [...]` on one line, for an `[engines.X]` table building model `name`."""
-    rows = ", ".join(
-        f'{{ input = "{p["input"]}", min = {p["min"]}, opt = {p["opt"]}, max = {p["max"]} }}'
-        for p in recipe_profiles(name)
-    )
-    return f"profiles = [{rows}]"
 
 
 def spec_key(name: str) -> str:
