@@ -41,15 +41,22 @@ def is_stalled(quiet_s: float | None, baseline_s: float | None) -> bool:
     return quiet_s > max(baseline_s, QUIET_SHOW_S) if baseline_s is not None else quiet_s >= STALL_WITHOUT_BASELINE_S
 
 
-def fold_groups(siblings: list[Phase], phases: dict[str, Phase]) -> dict[str, str]:
-    """Phase id → the id of the first phase of its folded group, for the siblings that fold (FOLD_AT)."""
+def finished_subtrees(phases: dict[str, Phase]) -> set[str]:
+    """Ids of the phases done with all of their subtree, in one pass: `phases` is in start order, so reversed, a
+    phase's children come before it."""
+    done: set[str] = set()
+    for p in reversed(phases.values()):
+        if p.status == "done" and all(c in done for c in p.children):
+            done.add(p.id)
+    return done
 
-    def finished(p: Phase) -> bool:
-        return p.status == "done" and all(finished(phases[c]) for c in p.children)
 
+def fold_groups(siblings: list[Phase], finished: set[str]) -> dict[str, str]:
+    """Phase id → the id of the first phase of its folded group, for the siblings that fold (FOLD_AT); `finished`:
+    finished_subtrees of the tree."""
     by_name: dict[str, list[str]] = {}
     for p in siblings:
-        if finished(p):
+        if p.id in finished:
             by_name.setdefault(p.name, []).append(p.id)
     return {pid: ids[0] for ids in by_name.values() if len(ids) >= FOLD_AT for pid in ids}
 
@@ -254,9 +261,10 @@ class PhaseTree:
         quiet = self.quiet_for_s(now_ns)
         if t0_ns is None:
             t0_ns = self._first_start_ns()
-        folded: dict[str, str] = fold_groups([self.phases[i] for i in self.roots], self.phases)
+        finished = finished_subtrees(self.phases)
+        folded: dict[str, str] = fold_groups([self.phases[i] for i in self.roots], finished)
         for p in self.phases.values():
-            folded.update(fold_groups([self.phases[c] for c in p.children], self.phases))
+            folded.update(fold_groups([self.phases[c] for c in p.children], finished))
         views = [self._view_of(p, now_ns, quiet, baselines, t0_ns, folded) for p in self.phases.values()]
         return with_group_words(views) if folded else views
 
@@ -300,7 +308,7 @@ class PhaseTree:
             return None
         p = path[-1]
         siblings = self.phases[p.parent_id].children if p.parent_id is not None else self.roots
-        folded = fold_groups([self.phases[i] for i in siblings], self.phases)
+        folded = fold_groups([self.phases[i] for i in siblings], finished_subtrees(self.phases))
         return self._view_of(p, now_ns, self.quiet_for_s(now_ns), baselines or {}, self._first_start_ns(), folded)
 
     def snapshot(
