@@ -14,12 +14,14 @@ FACES = ("trtls.cli", "trtls.lsp")  # nothing below a face imports one
 EDITOR = ("pygls", "lsprotocol")
 TENSORRT = ("tensorrt", "tensorrt_rtx")
 LOWER = (
-    *("core", "onnx_files", "importers", "store", "builds", "bundle", "checkpoint", "runtimes", "route", "gates"),
+    *("core", "fs", "onnx_files", "importers", "store", "builds", "bundle", "checkpoint", "runtimes", "route", "gates"),
     *("report", "triage"),
 )
 FORBIDDEN: dict[str, tuple[str, ...]] = {
     # the pure model: no other trtls layer, no editor, no builder
     "core": (*FACES, "trtls.accept", *EDITOR, *TENSORRT),
+    # the one door to the filesystem and to signals: stdlib and core.paths only, so every process can import it
+    "fs": (*FACES, "trtls.accept", *EDITOR, *TENSORRT, "pydantic"),
     "builds": (*FACES, "trtls.accept", *EDITOR),
     # the engine store keys and restores engines without TensorRT (a hit never imports it)
     "store": (*FACES, "trtls.accept", *EDITOR, *TENSORRT),
@@ -40,19 +42,20 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
 }
 # which first-party packages each lower layer may import (docs/architecture.md, "what may import what")
 ALLOWED: dict[str, set[str]] = {
-    "core": {"core"},
-    "onnx_files": {"core", "onnx_files"},
-    "importers": {"core", "importers"},
-    "builds": {"core", "builds", "store"},
-    "store": {"core", "onnx_files", "checkpoint", "store"},
-    "bundle": {"core", "bundle"},
-    "checkpoint": {"core", "checkpoint"},
-    "runtimes": {"core", "builds", "runtimes"},
-    "route": {"core", "builds", "bundle", "checkpoint", "route"},
-    "gates": {"core", "builds", "bundle", "checkpoint", "runtimes", "route", "gates"},
-    "report": {"core", "builds", "report"},
-    "triage": {"core", "builds", "onnx_files", "runtimes", "route", "checkpoint", "gates", "triage"},
-    "accept": {"core", "builds", "bundle", "checkpoint", "runtimes", "route", "gates", "accept"},
+    "core": {"core", "fs"},
+    "fs": {"core", "fs"},
+    "onnx_files": {"core", "fs", "onnx_files"},
+    "importers": {"core", "fs", "importers"},
+    "builds": {"core", "fs", "builds", "store"},
+    "store": {"core", "fs", "onnx_files", "checkpoint", "store"},
+    "bundle": {"core", "fs", "bundle"},
+    "checkpoint": {"core", "fs", "checkpoint"},
+    "runtimes": {"core", "fs", "builds", "runtimes"},
+    "route": {"core", "fs", "builds", "bundle", "checkpoint", "route"},
+    "gates": {"core", "fs", "builds", "bundle", "checkpoint", "runtimes", "route", "gates"},
+    "report": {"core", "fs", "builds", "report"},
+    "triage": {"core", "fs", "builds", "onnx_files", "runtimes", "route", "checkpoint", "gates", "triage"},
+    "accept": {"core", "fs", "builds", "bundle", "checkpoint", "runtimes", "route", "gates", "accept"},
 }
 # modules that import a module by a computed name, and why (never a first-party one)
 BY_NAME_THIRD_PARTY = {"builds/adapter.py": "tensorrt or tensorrt_rtx, the builder module a recipe asks for"}

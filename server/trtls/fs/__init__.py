@@ -1,0 +1,79 @@
+"""The one door: every file trtls creates, replaces, appends, deletes, renames, touches, locks, chmods or mkdirs,
+every process it signals, and every file a user, a recipe, a store or a record names that it reads.
+
+`tests/test_one_door.py` walks the AST of `server/` and fails on any other way to do these things, so a new
+feature is safe by calling this package, not by remembering a rule. The policy, in one place:
+
+* **Every write names the folder it must stay in** (`within`) and a declared `Kind`. The target's real folder is
+  judged against `within` and then *opened by descriptor, one component at a time, with O_NOFOLLOW* from
+  `within`'s real path (`fs.folder.open_folder`), so a folder swapped for a symlink between the judgement and the
+  write is refused, and the create/rename happens inside that very folder. A final symlink is never written
+  through; a temp file is O_EXCL|O_NOFOLLOW.
+* **Replacing an existing file is a rule of the kind**: a report (`-o`) replaces only a file of its own format
+  (an HTML report replaces an HTML file, never `trtls.toml` or an ONNX model); kinds with `replace=False` never
+  replace anything.
+* **Deletes remove only what trtls wrote**: the name must match the kind's name pattern, the folder it is removed
+  from must be one trtls made (an `OWNED_MARK` file, or the kind's own known layout), nothing is removed through a
+  link, and trees are removed by descriptor (a symlink inside is unlinked, never followed).
+* **Reads of untrusted files** (`fs.read`): regular files only (a FIFO, a device, `/dev/zero` refused before a
+  byte is read), bounded by an expected size, and for records and store entries never through a final symlink.
+* **Signals go only to our own processes** (`fs.kill`): a child we hold a handle to, or a process that proves to
+  be the trtls worker of a given build (its start id and the per-build nonce in its environment).
+* Every refusal is an `UnsafeWrite` (an OSError) with the path and why; faces turn it into a located error.
+"""
+
+from __future__ import annotations
+
+from trtls.core.paths import UnsafeWrite
+from trtls.fs.folder import ensure_folder, open_folder
+from trtls.fs.kill import ProcessProof, kill_ray_actor, prove, signal_child, signal_proven
+from trtls.fs.kinds import OWNED_MARK, Kind
+from trtls.fs.lock import open_lock_file
+from trtls.fs.read import TooLarge, open_regular, read_bytes, read_text
+from trtls.fs.remove import remove_file, remove_tree, rename
+from trtls.fs.scratch import scratch_dir, scratch_file
+from trtls.fs.write import (
+    DEFAULT_MODE,
+    append_text,
+    atomic_write_bytes,
+    atomic_write_text,
+    atomic_writer,
+    chmod,
+    fsync_dir,
+    temp_path_for,
+    touch,
+    write_report,
+)
+
+__all__ = [
+    "DEFAULT_MODE",
+    "OWNED_MARK",
+    "Kind",
+    "ProcessProof",
+    "TooLarge",
+    "UnsafeWrite",
+    "append_text",
+    "atomic_write_bytes",
+    "atomic_write_text",
+    "atomic_writer",
+    "chmod",
+    "ensure_folder",
+    "fsync_dir",
+    "kill_ray_actor",
+    "open_folder",
+    "open_lock_file",
+    "open_regular",
+    "prove",
+    "read_bytes",
+    "read_text",
+    "remove_file",
+    "remove_tree",
+    "rename",
+    "scratch_dir",
+    "scratch_file",
+    "signal_child",
+    "signal_proven",
+    "temp_path_for",
+    "touch",
+    "write_report",
+]

@@ -1,0 +1,42 @@
+"""Lock files: opened O_NOFOLLOW (a symlink planted at a lock's name is refused, never truncated or created
+through), regular files only, inside the folder the lock belongs to."""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+
+from trtls.core.paths import UnsafeWrite
+from trtls.fs.folder import _CLOEXEC, _NOFOLLOW, open_folder
+from trtls.fs.kinds import Kind
+
+
+def open_lock_file(
+    path: str | os.PathLike[str], *, kind: Kind, within: str | os.PathLike[str], mode: int = 0o644
+) -> int:
+    """A read-write descriptor of the lock file (created when missing). The caller flocks and closes it."""
+    from pathlib import Path
+
+    target = Path(path)
+    with open_folder(target.parent, within) as folder_fd:
+        try:
+            fd = os.open(target.name, os.O_RDWR | os.O_CREAT | _NOFOLLOW | _CLOEXEC | getattr(os, "O_NONBLOCK", 0),
+                         mode, dir_fd=folder_fd)  # fmt: skip
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise UnsafeWrite(errno.ELOOP, f"is a symlink; a {kind.label} is never opened through one",
+                                  str(path)) from None  # fmt: skip
+            raise
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise UnsafeWrite(errno.EINVAL, "is not a regular file", str(path))
+    os.set_blocking(fd, True)
+    return fd
+
+
+def truncate_lock(fd: int, text: str) -> None:
+    """Replace a held lock file's content (its holder line) in place."""
+    data = text.encode("utf-8")
+    os.pwrite(fd, data, 0)
+    os.ftruncate(fd, len(data))

@@ -1,0 +1,99 @@
+"""Reading files a user, a recipe, a store or a record names: regular files only, bounded, and (for records and
+store entries) never through a final symlink.
+
+A FIFO would hang a read, `/dev/zero` would fill memory or a disk, a 10 GB `entry.json` would exhaust memory: each
+is refused before a byte is read (the open is O_NONBLOCK, then fstat decides). `limit` is the most bytes a file of
+this use can hold; `expected` is the exact size a record promised (a store entry's engine), checked too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+from typing import BinaryIO
+
+from trtls.core.paths import UnsafeWrite, inside, real
+from trtls.fs.folder import _CLOEXEC, _NOFOLLOW
+
+_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
+
+
+class TooLarge(UnsafeWrite):
+    """A file larger than a read of its use may hold (or not of the size its record promised)."""
+
+
+@contextlib.contextmanager
+def open_regular(
+    path: str | os.PathLike[str],
+    *,
+    limit: int | None,
+    follow: bool = False,
+    expected: int | None = None,
+    within: str | os.PathLike[str] | None = None,
+) -> Iterator[BinaryIO]:
+    """A binary file object of the regular file at `path`. `follow=False` (records, store entries): a final
+    symlink is refused; `follow=True` (a user's model and its external data, which may live in a cache through a
+    link): the link is followed and, with `within`, its real path must stay inside `within`."""
+    target = Path(path)
+    if follow and within is not None:
+        resolved = real(target)
+        if not inside(resolved, real(within)):
+            raise UnsafeWrite(errno.EXDEV, f"leads out of {real(within)} (to {resolved})", str(path))
+    flags = os.O_RDONLY | _NONBLOCK | _CLOEXEC | (0 if follow else _NOFOLLOW)
+    try:
+        fd = os.open(target, flags)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP and not follow:
+            raise UnsafeWrite(errno.ELOOP, "is a symlink; trtls never reads a record through one", str(path)) from None
+        raise
+    try:
+        st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode):
+            raise UnsafeWrite(errno.EISDIR, "is a folder, not a file", str(path))
+        if not stat.S_ISREG(st.st_mode):
+            raise UnsafeWrite(errno.EINVAL, "is not a regular file (a FIFO, a device or a socket)", str(path))
+        if limit is not None and st.st_size > limit:
+            raise TooLarge(errno.EFBIG, f"is {st.st_size} bytes, more than the {limit} a file of this use holds",
+                           str(path))  # fmt: skip
+        if expected is not None and st.st_size != expected:
+            raise TooLarge(errno.EBADMSG, f"is {st.st_size} bytes, not the {expected} its record says", str(path))
+        os.set_blocking(fd, True)
+        handle = os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+    with handle:
+        yield handle
+
+
+def read_bytes(
+    path: str | os.PathLike[str],
+    *,
+    limit: int | None,
+    follow: bool = False,
+    expected: int | None = None,
+    within: str | os.PathLike[str] | None = None,
+) -> bytes:
+    """The whole file, refused when it is not a regular file or larger than `limit` (also when it grows past it
+    while read)."""
+    with open_regular(path, limit=limit, follow=follow, expected=expected, within=within) as handle:
+        data = handle.read(limit + 1) if limit is not None else handle.read()
+    if limit is not None and len(data) > limit:
+        raise TooLarge(errno.EFBIG, f"grew past {limit} bytes while it was read", str(path))
+    return data
+
+
+def read_text(
+    path: str | os.PathLike[str],
+    *,
+    limit: int | None,
+    follow: bool = False,
+    within: str | os.PathLike[str] | None = None,
+    errors: str = "strict",
+) -> str:
+    """`read_bytes` decoded as UTF-8."""
+    return read_bytes(path, limit=limit, follow=follow, within=within).decode("utf-8", errors)

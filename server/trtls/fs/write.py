@@ -1,0 +1,238 @@
+"""Creating and replacing files: atomic, by descriptor, inside the folder the write must stay in.
+
+A write is: the target's real folder judged inside `within` and opened component by component without following a
+link (`fs.folder.open_folder`); a temp file created there O_EXCL|O_NOFOLLOW, written, fsynced; the final name
+checked again (a symlink planted meanwhile is refused, never replaced); the temp renamed over the name inside
+the same folder descriptor; the folder fsynced. A reader sees the old file or the whole new one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import re
+import secrets
+import stat
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import BinaryIO
+
+from trtls.core.paths import UnsafeWrite
+from trtls.fs.folder import _CLOEXEC, _NOFOLLOW, open_folder
+from trtls.fs.kinds import TEMP_MARK, Kind
+
+DEFAULT_MODE = 0o644  # mkstemp makes 0600; published artifacts are readable like any file the user writes
+
+
+def temp_path_for(target: Path, tag: str) -> Path:
+    """The temp file a build writes beside `target` before renaming it over (tag = build id)."""
+    return target.with_name(f"{target.name}{TEMP_MARK}{tag}")
+
+
+def fsync_dir(folder: str | os.PathLike[str]) -> None:
+    """Flush a folder's entries (a rename is only durable once its folder is synced). Read-only: no door needed."""
+    try:
+        fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:
+        return
+    try:
+        with contextlib.suppress(OSError):
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _split(path: str | os.PathLike[str]) -> tuple[Path, str]:
+    target = Path(path)
+    if target.name in ("", ".", ".."):
+        raise UnsafeWrite(errno.EISDIR, "not a file name", str(target))
+    return target.parent if str(target.parent) else Path("."), target.name
+
+
+def _final_is_link(folder_fd: int, name: str) -> str | None:
+    """The link text when `name` in the folder is a symlink, else None."""
+    try:
+        st = os.stat(name, dir_fd=folder_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return None
+    if stat.S_ISLNK(st.st_mode):
+        return os.readlink(name, dir_fd=folder_fd)
+    return None
+
+
+def _create_temp(folder_fd: int, name: str, temp_name: str | None, mode: int) -> tuple[int, str]:
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC
+    if temp_name is not None:
+        return os.open(temp_name, flags, mode, dir_fd=folder_fd), temp_name
+    while True:
+        candidate = f".{name[:120]}.{secrets.token_hex(4)}.tmp"
+        try:
+            return os.open(candidate, flags, mode, dir_fd=folder_fd), candidate
+        except FileExistsError:
+            continue
+
+
+@contextlib.contextmanager
+def atomic_writer(
+    path: str | os.PathLike[str],
+    *,
+    kind: Kind,
+    within: str | os.PathLike[str],
+    mode: int = DEFAULT_MODE,
+    temp_name: str | None = None,
+    may_replace: object = None,
+) -> Iterator[BinaryIO]:
+    """Yield a binary file that replaces `path` when the block ends without an exception (on an exception the temp
+    file is removed and `path` is untouched). `may_replace(head: bytes) -> bool`: asked with the first 4 KiB of an
+    existing regular file before it is replaced (a `-o` report replaces only a file of its own format)."""
+    folder, name = _split(path)
+    with open_folder(folder, within) as folder_fd:
+        link = _final_is_link(folder_fd, name)
+        if link is not None:
+            raise UnsafeWrite(errno.ELOOP, f"is a symlink (to {link}); trtls never writes through one", str(path))
+        _check_replace(folder_fd, name, kind, may_replace, path)
+        fd, tmp = _create_temp(folder_fd, name, temp_name, mode)
+        try:
+            with os.fdopen(fd, "wb") as out:
+                os.fchmod(out.fileno(), mode)  # creation mode is masked by umask; published files keep `mode`
+                yield out
+                out.flush()
+                os.fsync(out.fileno())
+            if _final_is_link(folder_fd, name) is not None:  # planted while the file was written
+                raise UnsafeWrite(errno.ELOOP, "became a symlink while it was written", str(path))
+            os.replace(tmp, name, src_dir_fd=folder_fd, dst_dir_fd=folder_fd)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp, dir_fd=folder_fd)
+            raise
+        with contextlib.suppress(OSError):
+            os.fsync(folder_fd)
+
+
+def _check_replace(folder_fd: int, name: str, kind: Kind, may_replace: object, path: object) -> None:
+    try:
+        st = os.stat(name, dir_fd=folder_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return
+    if stat.S_ISDIR(st.st_mode):
+        raise UnsafeWrite(errno.EISDIR, "is a folder; trtls replaces files only", str(path))
+    if not stat.S_ISREG(st.st_mode):
+        raise UnsafeWrite(errno.EINVAL, "is not a regular file (a FIFO, a device or a socket)", str(path))
+    if kind.replace == "no":
+        raise UnsafeWrite(errno.EEXIST, f"already exists; a {kind.label} never replaces a file", str(path))
+    if kind.replace == "format" or may_replace is not None:
+        head = b""
+        with contextlib.suppress(OSError):
+            fd = os.open(name, os.O_RDONLY | _NOFOLLOW | getattr(os, "O_NONBLOCK", 0) | _CLOEXEC, dir_fd=folder_fd)
+            try:
+                head = os.read(fd, 4096)
+            finally:
+                os.close(fd)
+        ok = may_replace(head) if callable(may_replace) else st.st_size == 0
+        if not ok:
+            raise UnsafeWrite(
+                errno.EEXIST,
+                f"already exists and is not a {kind.label} of this format; trtls does not replace it "
+                "(remove it yourself or choose another path)",
+                str(path),
+            )
+
+
+def atomic_write_bytes(
+    path: str | os.PathLike[str],
+    data: bytes | bytearray | memoryview | Iterable[bytes],
+    *,
+    kind: Kind,
+    within: str | os.PathLike[str],
+    mode: int = DEFAULT_MODE,
+    temp_name: str | None = None,
+    may_replace: object = None,
+) -> None:
+    """Write `data` (bytes, or an iterable of byte chunks) to `path` atomically."""
+    with atomic_writer(path, kind=kind, within=within, mode=mode, temp_name=temp_name, may_replace=may_replace) as out:
+        if isinstance(data, (bytes, bytearray, memoryview)):
+            out.write(data)
+        else:
+            for chunk in data:
+                out.write(chunk)
+
+
+def atomic_write_text(
+    path: str | os.PathLike[str],
+    text: str,
+    *,
+    kind: Kind,
+    within: str | os.PathLike[str],
+    mode: int = DEFAULT_MODE,
+    may_replace: object = None,
+) -> None:
+    """Write `text` (UTF-8, no newline translation) to `path` atomically."""
+    atomic_write_bytes(path, text.encode("utf-8"), kind=kind, within=within, mode=mode, may_replace=may_replace)
+
+
+JSON_ARRAY_START = re.compile(rb"\[\s*(?:[{\[\"\]]|-?\d|true\b|false\b|null\b)")
+REPORT_FORMATS = {
+    # what the first bytes of a file of each format look like (whitespace and a BOM skipped)
+    "json": (b"{", b"["),
+    "html": (b"<!doctype html", b"<html"),
+    "xml": (b"<?xml", b"<testsuites", b"<testsuite"),
+    "text": (),
+}
+
+
+def looks_like(fmt: str, head: bytes) -> bool:
+    """Whether a file starting with `head` is a file of `fmt` trtls may replace (an empty file always is)."""
+    text = head.lstrip(b"\xef\xbb\xbf \t\r\n").lower()
+    if not text:
+        return True
+    if fmt == "json" and text.startswith(b"["):  # a JSON array, not a TOML table header like `[engines.demo]`
+        return JSON_ARRAY_START.match(text) is not None
+    if fmt == "text":
+        return b"\0" not in head and not text.startswith((b"[", b"#")) and b" = " not in head[:400]
+    return text.startswith(REPORT_FORMATS[fmt])
+
+
+def write_report(path: str | os.PathLike[str], data: bytes | str, *, fmt: str, within: str | os.PathLike[str]) -> None:
+    """A `-o` file: written atomically, replacing an existing file only when it is of the same format (`fmt`: json,
+    html, xml, text). `trtls schema -o trtls.toml` or `trtls trace -o model.onnx` are refused, nothing changed."""
+    payload = data.encode("utf-8") if isinstance(data, str) else data
+    atomic_write_bytes(path, payload, kind=Kind.report, within=within, may_replace=lambda head: looks_like(fmt, head))
+
+
+def append_text(
+    path: str | os.PathLike[str], text: str, *, kind: Kind, within: str | os.PathLike[str], mode: int = DEFAULT_MODE
+) -> None:
+    """Append to a log or ledger (created when missing), never through a symlink, never to a non-regular file."""
+    folder, name = _split(path)
+    with open_folder(folder, within) as folder_fd:
+        fd = os.open(name, os.O_WRONLY | os.O_APPEND | os.O_CREAT | _NOFOLLOW | _CLOEXEC, mode, dir_fd=folder_fd)
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise UnsafeWrite(errno.EINVAL, "is not a regular file", str(path))
+            os.write(fd, text.encode("utf-8"))
+        finally:
+            os.close(fd)
+
+
+def touch(path: str | os.PathLike[str], *, kind: Kind, within: str | os.PathLike[str]) -> None:
+    """Create `path` empty or set its times to now; never through a symlink (a link at the name is refused)."""
+    folder, name = _split(path)
+    with open_folder(folder, within) as folder_fd:
+        fd = os.open(name, os.O_WRONLY | os.O_CREAT | _NOFOLLOW | _CLOEXEC | getattr(os, "O_NONBLOCK", 0), 0o644,
+                     dir_fd=folder_fd)  # fmt: skip
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise UnsafeWrite(errno.EINVAL, "is not a regular file", str(path))
+            os.utime(fd)
+        finally:
+            os.close(fd)
+
+
+def chmod(path: str | os.PathLike[str], mode: int, *, kind: Kind, within: str | os.PathLike[str]) -> None:
+    """Change a file's or folder's mode, never through a symlink."""
+    folder, name = _split(path)
+    with open_folder(folder, within) as folder_fd:
+        if _final_is_link(folder_fd, name) is not None:
+            raise UnsafeWrite(errno.ELOOP, "is a symlink; trtls never changes a mode through one", str(path))
+        os.chmod(name, mode, dir_fd=folder_fd)
