@@ -14,6 +14,7 @@ from typing import Any
 
 from trtls.bundle.format import MAX_HEADER, SIDECAR_SUFFIX, BundleProblem
 from trtls.bundle.verify import _verify
+from trtls.core.terminal_text import terminal_safe
 
 
 def inspect_json(path: str | os.PathLike[str]) -> dict[str, Any]:
@@ -49,29 +50,6 @@ def inspect_json(path: str | os.PathLike[str]) -> dict[str, Any]:
         for s in result.bundle.sections.values()
     ]
     return out
-
-
-def _is_bidi_control(code: int) -> bool:
-    return 0x202A <= code <= 0x202E or 0x2066 <= code <= 0x2069 or code in (0x200E, 0x200F, 0x061C)
-
-
-def _terminal_safe(text: str) -> str:
-    """Escape what a header could use to forge terminal output (control characters, ANSI escapes,
-    bidi overrides) or to crash printing (lone surrogates); newlines we put in stay."""
-    out = []
-    for ch in text:
-        code = ord(ch)
-        if ch == "\n" or (
-            code >= 0x20
-            and code != 0x7F
-            and not 0x80 <= code < 0xA0
-            and not 0xD800 <= code <= 0xDFFF
-            and not _is_bidi_control(code)
-        ):
-            out.append(ch)
-        else:
-            out.append(f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
-    return "".join(out)
 
 
 def inspect_text(path: str | os.PathLike[str]) -> str:
@@ -117,4 +95,4 @@ def inspect_text(path: str | os.PathLike[str]) -> str:
     else:
         lines.append(f"verify   FAILED ({len(info['problems'])} problem(s))")
         lines += [f"  {BundleProblem(**pr)}" for pr in info["problems"]]
-    return _terminal_safe("\n".join(lines) + "\n")
+    return terminal_safe("\n".join(lines) + "\n")
