@@ -98,6 +98,13 @@ class RouteModel(_Model):
         description="For a route with no `engine`: the ONNX model the route exports and deploys (runtime target ONNX "
         "Runtime), relative to this recipe.",
     )
+    overwrite: bool = Field(
+        False,
+        strict=True,
+        description="Let `trtls route build` replace a file at the path it exports the ONNX to (`onnx`, or the "
+        "engine's `onnx`) that trtls did not write. Without it, such a file is never replaced (TRT122) unless the "
+        "export is byte-identical; a file a previous route build of this recipe wrote is replaced either way.",
+    )
     precision: OnnxConversion | None = Field(
         None,
         description="For a route with no `engine`: convert the exported ONNX to fp16 or bf16 (ModelOpt AutoCast) and "

@@ -3,27 +3,33 @@
 `core.route` is the typed route every gate reads; this is its validation as you type — a bad route name, an
 undefined engine ("did you mean"), `engine`/`onnx` together or neither, `precision` on an engine route, golden
 outputs without `reference = "golden"`, waivers without a reason, missing checkpoint, input-set and canary files,
-unsafe set names, a rollback bundle that is the bundle itself — each underlining the exact key or value.
-`core.recipe` runs it in its second pass; it only reads the file system (which files exist), never a file's
-content.
+unsafe set names, a rollback bundle that is the bundle itself, an export that would replace a file trtls did not
+write (TRT122) — each underlining the exact key or value. `core.recipe` runs it in its second pass; it only reads
+the file system (which files exist, their size and time) and trtls's own small records, never a model's content.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import stat
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
 from trtls.core.findings import Finding, Origin, Severity, TomlPath
 from trtls.core.paths import is_safe_name, safe_name
-from trtls.core.route import RouteModel, input_set_paths
+from trtls.core.route import RouteModel, input_set_paths, route_dir
 from trtls.core.validation import findings_from_validation
 
 if TYPE_CHECKING:
     from trtls.core.recipe import LoadedRecipe, RecipeFile
 
 ROUTE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
+EXPORTS_RECORD = "exports.json"  # .trtls/routes/<route>/: every file the route's builds exported, as written
+RECORD_LIMIT = 4 * 1024 * 1024  # the most an exports record can hold (it lists a few files)
 
 
 def _finding(
@@ -68,6 +74,7 @@ def _semantic(loaded: LoadedRecipe, recipe: RecipeFile, name: str, route: RouteM
     out: list[Finding] = []
     if route.engine is not None and route.engine not in recipe.engines:
         out.append(_engine_finding(recipe, base, route.engine))
+    out.extend(_export_finding(loaded, recipe, name, route))
     if route.engine is None and route.onnx is None:
         out.append(
             _finding(
@@ -195,3 +202,63 @@ def _semantic(loaded: LoadedRecipe, recipe: RecipeFile, name: str, route: RouteM
                 )
             )
     return out
+
+
+def recorded_exports(loaded: LoadedRecipe, routes: Iterable[str]) -> dict[str, list[dict[str, Any]]]:
+    """Placed path → every {sha256, size, mtime_ns} the routes' builds recorded writing there (routes may share an
+    export, so each route's record counts). Records are read bounded, never through a symlink; a bad one is none."""
+    from trtls import fs
+
+    out: dict[str, list[dict[str, Any]]] = {}
+    for name in routes:
+        if not isinstance(name, str) or not ROUTE_NAME.match(name) or not is_safe_name(name):
+            continue
+        try:
+            data = json.loads(fs.read_text(route_dir(loaded, name) / EXPORTS_RECORD, limit=RECORD_LIMIT))
+        except (OSError, ValueError):
+            continue
+        files = data.get("files") if isinstance(data, dict) else None
+        for path, entry in files.items() if isinstance(files, dict) else ():
+            if isinstance(entry, dict) and isinstance(entry.get("sha256"), str):
+                out.setdefault(path, []).append(entry)
+    return out
+
+
+def export_target(recipe: RecipeFile, name: str, route: RouteModel) -> tuple[str | None, TomlPath]:
+    """The path `trtls route build` exports the route's ONNX to, and the route key that names it: `onnx` for a
+    route with no engine, else its engine's `onnx` (named by the route's `engine`)."""
+    base: TomlPath = ("routes", name)
+    if route.engine is None:
+        return route.onnx, base + ("onnx",)
+    engine = recipe.engines.get(route.engine)
+    return (engine.onnx if engine is not None else None), base + ("engine",)
+
+
+def _export_finding(loaded: LoadedRecipe, recipe: RecipeFile, name: str, route: RouteModel) -> list[Finding]:
+    """TRT122 (a warning: the recipe is sound, the route build refuses): the export path holds a regular file no
+    route build of this recipe recorded writing (size and time differ from every record), and `overwrite` is off.
+    `trtls route build` hashes it and replaces it only when a record has its sha256 or the export is identical."""
+    rel, where = export_target(recipe, name, route)
+    if route.overwrite or not rel:
+        return []
+    path = loaded.resolve(rel)
+    try:
+        st = os.lstat(path)
+    except (OSError, ValueError):
+        return []
+    if not stat.S_ISREG(st.st_mode):
+        return []  # a symlink or a folder: the write policy's TRT118 / TRT109 at the route build
+    known = recorded_exports(loaded, recipe.routes).get(str(path), [])
+    if any(e.get("size") == st.st_size and e.get("mtime_ns") == st.st_mtime_ns for e in known):
+        return []
+    return [
+        _finding(
+            "TRT122",
+            f"route '{name}' exports its ONNX to {path}, which already exists and no route build of this recipe "
+            "recorded writing it: `trtls route build` will not replace it (unless the export is byte-identical). "
+            f"Move it, point the route elsewhere, or set overwrite = true in [routes.{name}]",
+            where,
+            severity=Severity.warning,
+            resolved=str(path),
+        )
+    ]
