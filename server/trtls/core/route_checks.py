@@ -207,14 +207,14 @@ def _semantic(loaded: LoadedRecipe, recipe: RecipeFile, name: str, route: RouteM
 def recorded_exports(loaded: LoadedRecipe, routes: Iterable[str]) -> dict[str, list[dict[str, Any]]]:
     """Placed path → every {sha256, size, mtime_ns} the routes' builds recorded writing there (routes may share an
     export, so each route's record counts). Records are read bounded, never through a symlink; a bad one is none."""
-    from trtls import fs
+    from trtls.fs import read_text
 
     out: dict[str, list[dict[str, Any]]] = {}
     for name in routes:
         if not isinstance(name, str) or not ROUTE_NAME.match(name) or not is_safe_name(name):
             continue
         try:
-            data = json.loads(fs.read_text(route_dir(loaded, name) / EXPORTS_RECORD, limit=RECORD_LIMIT))
+            data = json.loads(read_text(route_dir(loaded, name) / EXPORTS_RECORD, limit=RECORD_LIMIT))
         except (OSError, ValueError):
             continue
         files = data.get("files") if isinstance(data, dict) else None
