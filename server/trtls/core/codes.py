@@ -137,7 +137,8 @@ _TABLE: tuple[Code, ...] = (
     Code("TRT410", ERROR, "cleanup", "Output busy: another build holds it"),
     Code("TRT411", ERROR, "cleanup", "Output lock cannot be used"),
     Code("TRT412", ERROR, "cleanup", "Output file cannot be replaced"),
-    # TRT406–TRT409, TRT413–TRT419: free (one line per new code, here)
+    Code("TRT413", ERROR, "cleanup", "Evidence cannot be written"),
+    # TRT406–TRT409, TRT414–TRT419: free (one line per new code, here)
     # -- docs/codes/gate-source.md -------------------------------------------------------------------------------------
     Code("TRT500", WARNING, "gate-source", "Gate 1 could not run"),
     Code("TRT501", WARNING, "gate-source", "Revision not pinned"),
