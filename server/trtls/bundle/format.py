@@ -23,16 +23,18 @@ another exception, never a read sized by an unchecked header value, never a path
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import os
 import re
-import stat
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
+
+from trtls.fs import open_regular
 
 MAGIC = b"BUNDLE\x01\x00"
 PREAMBLE_SIZE = len(MAGIC) + 8  # magic + u64 header length
@@ -158,19 +160,15 @@ def _clip(name: str, limit: int = 60) -> str:
 
 @contextlib.contextmanager
 def _open_regular(path: Path) -> Iterator[BinaryIO]:
-    """Open for reading without blocking (a FIFO would hang a plain open) and only if it is a regular file."""
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
-    except OSError as exc:
-        raise BundleError([BundleProblem(CHECK_IO, f"cannot open {path}: {exc.strerror or exc}")]) from None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise BundleError([BundleProblem(CHECK_IO, f"{path} is not a regular file")])
-        f = os.fdopen(fd, "rb")
-    except BaseException:
-        os.close(fd)
-        raise
-    with f:
+    """Open for reading through the door (`fs.open_regular`: a FIFO would hang a plain open, a device never ends):
+    only a regular file; a bundle the user points at may be a symlink to one."""
+    with contextlib.ExitStack() as stack:
+        try:
+            f = stack.enter_context(open_regular(path, limit=None, follow=True))
+        except OSError as exc:
+            if exc.errno in (errno.EINVAL, errno.EISDIR):
+                raise BundleError([BundleProblem(CHECK_IO, f"{path} is not a regular file")]) from None
+            raise BundleError([BundleProblem(CHECK_IO, f"cannot open {path}: {exc.strerror or exc}")]) from None
         yield f
 
 

@@ -24,7 +24,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from trtls.core.atomic import atomic_write_text
+from trtls.core.paths import real
+from trtls.fs import Kind, atomic_write_text
 
 SPEC_VERSION = "1.5"
 SBOM_SUFFIX = ".cdx.json"  # the SBOM sits beside its bundle: <bundle>.cdx.json
@@ -135,9 +136,14 @@ def make_sbom(
     }
 
 
-def write_sbom(path: str | os.PathLike[str], sbom: Mapping[str, Any]) -> None:
-    """Write the SBOM atomically (by convention `<bundle>.cdx.json` beside the bundle)."""
-    atomic_write_text(path, json.dumps(sbom, indent=2, ensure_ascii=False) + "\n")
+def write_sbom(
+    path: str | os.PathLike[str], sbom: Mapping[str, Any], *, within: str | os.PathLike[str] | None = None
+) -> None:
+    """Write the SBOM atomically (by convention `<bundle>.cdx.json` beside the bundle), through the door: inside
+    `within` (a route build passes its bundle's judged folder; None: the SBOM's own real folder)."""
+    root = within if within is not None else real(Path(path).parent)
+    text = json.dumps(sbom, indent=2, ensure_ascii=False) + "\n"
+    atomic_write_text(path, text, kind=Kind.route_artefact, within=root)
 
 
 def sbom_path(bundle: str | os.PathLike[str]) -> Path:

@@ -13,7 +13,6 @@ import hashlib
 import json
 import os
 import struct
-import tempfile
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -40,7 +39,9 @@ from trtls.bundle.format import (
     sidecar_path,
 )
 from trtls.bundle.verify import _field_problems, _verify
-from trtls.core.atomic import atomic_write_text, atomic_writer
+from trtls.core.paths import real
+from trtls.fs import Kind, atomic_write_text, atomic_writer, open_regular
+from trtls.fs.capture import spool_file
 
 
 @dataclass(frozen=True)
@@ -65,20 +66,20 @@ class _Staged:
     file: Path | BinaryIO | None = None  # content streamed from a file (a caller's, or our spool)
 
 
-def _stage(name: str, source: Any, spool_dir: Path, stack: contextlib.ExitStack) -> _Staged:
+def _stage(name: str, source: Any, spool_dir: Path, within: Path, stack: contextlib.ExitStack) -> _Staged:
     if isinstance(source, (bytes, bytearray, memoryview)):
         data = memoryview(source).cast("B")
         return _Staged(name, data.nbytes, hashlib.sha256(data).hexdigest(), data=data)
     if isinstance(source, os.PathLike):
         h, size = hashlib.sha256(), 0
-        with open(source, "rb") as f:
+        with open_regular(source, limit=None, follow=True) as f:  # a model the caller names: a regular file only
             while part := f.read(CHUNK):
                 h.update(part)
                 size += len(part)
         return _Staged(name, size, h.hexdigest(), file=Path(source))
     if isinstance(source, Iterable) and not isinstance(source, (str, Mapping)):
         # Unknown length: spool to an anonymous file beside the target (same filesystem, no name to leak).
-        spool = stack.enter_context(tempfile.TemporaryFile(dir=spool_dir))
+        spool = stack.enter_context(spool_file(spool_dir, within=within))
         h, size = hashlib.sha256(), 0
         for part in source:
             h.update(part)
@@ -99,7 +100,7 @@ def _copy_staged(staged: _Staged, out: BinaryIO, file_hash: Any) -> None:
             raise ValueError(f"section {staged.name!r} has neither bytes nor a file")
         src: BinaryIO
         if isinstance(staged.file, Path):
-            src = stack.enter_context(open(staged.file, "rb"))
+            src = stack.enter_context(open_regular(staged.file, limit=None, follow=True))
         else:
             src = staged.file
             src.seek(0)
@@ -149,8 +150,13 @@ def write_bundle(
     sections: Mapping[str, SectionSource],
     *,
     provenance: Mapping[str, Any] | None = None,
+    within: str | os.PathLike[str] | None = None,
 ) -> BundleDigests:
     """Write a bundle atomically, then its sidecar; return the digests recorded.
+
+    `within`: the folder the bundle, its sidecar and the spool must stay in (a route build passes the folder the
+    path policy judged for its bundle); None: the bundle's own real folder, judged now. Written through the door
+    (`trtls.fs`): never through a symlink, inside `within` at the moment of the write.
 
     `sections` values may be bytes, a path (streamed, never loaded whole) or an iterable of byte chunks.
     `provenance` is stored under header["trtls"]["provenance"]; suggested keys: checkpoint_id,
@@ -159,9 +165,10 @@ def write_bundle(
     If anything fails, the previous file at `path` (if any) is left untouched and no temp file remains.
     """
     target = Path(path)
+    root = Path(within) if within is not None else real(target.parent)
     _check_writable_header(header, sections.keys())
     with contextlib.ExitStack() as stack:
-        staged = [_stage(name, source, target.parent, stack) for name, source in sections.items()]
+        staged = [_stage(name, source, target.parent, root, stack) for name, source in sections.items()]
 
         table: dict[str, dict[str, int]] = {}
         cursor = 0
@@ -200,7 +207,7 @@ def write_bundle(
 
         file_hash = hashlib.sha256()
         written = 0
-        with atomic_writer(target) as out:
+        with atomic_writer(target, kind=Kind.route_artefact, within=root) as out:
             for part in (MAGIC, struct.pack("<Q", len(header_bytes)), header_bytes):
                 out.write(part)
                 file_hash.update(part)
@@ -215,11 +222,13 @@ def write_bundle(
             written += payload_pos
 
     digests = BundleDigests(file_hash.hexdigest(), written, section_sha, sidecar_path(target))
-    _write_sidecar(target, digests, origin="trtls", provenance=full_header["trtls"]["provenance"])
+    _write_sidecar(target, digests, root, origin="trtls", provenance=full_header["trtls"]["provenance"])
     return digests
 
 
-def _write_sidecar(target: Path, digests: BundleDigests, *, origin: str, provenance: Any) -> dict[str, Any]:
+def _write_sidecar(
+    target: Path, digests: BundleDigests, within: Path, *, origin: str, provenance: Any
+) -> dict[str, Any]:
     record = {
         "format": SIDECAR_FORMAT,
         "bundle": target.name,  # for people reading the file; the sidecar is found by its own name
@@ -230,7 +239,8 @@ def _write_sidecar(target: Path, digests: BundleDigests, *, origin: str, provena
         "section_sha256": digests.section_sha256,
         "provenance": provenance,
     }
-    atomic_write_text(digests.sidecar, json.dumps(record, indent=2, ensure_ascii=False) + "\n")
+    text = json.dumps(record, indent=2, ensure_ascii=False) + "\n"
+    atomic_write_text(digests.sidecar, text, kind=Kind.route_artefact, within=within)
     return record
 
 
@@ -249,4 +259,4 @@ def promote_foreign(path: str | os.PathLike[str], *, replace: bool = False) -> d
     origin = "trtls" if isinstance(result.bundle.header.get("trtls"), dict) else "foreign"
     provenance = result.bundle.header["trtls"].get("provenance") if origin == "trtls" else None
     digests = BundleDigests(result.file_sha256, result.file_size, result.section_sha256, sidecar_path(target))
-    return _write_sidecar(target, digests, origin=origin, provenance=provenance)
+    return _write_sidecar(target, digests, real(target.parent), origin=origin, provenance=provenance)

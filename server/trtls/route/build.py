@@ -11,7 +11,8 @@ Steps, in order; nothing is promoted unless every step succeeds:
    the exporter reads (config.json, tokenizer.json, *.safetensors) are read once, through one
    `O_NOFOLLOW` descriptor, and their bytes must hash to the recorded digest.
 2. **Export ONNX** to the path the route's engine recipe names (`[engines.X].onnx`), atomically, only if
-   the bytes differ. Exporters are chosen by config.json `model_type` (`EXPORTERS`): `tiny-mlp` / `mlp`
+   the bytes differ, and never over a file trtls did not write unless the route says `overwrite = true`
+   (`route.writes`: TRT122). Exporters are chosen by config.json `model_type` (`EXPORTERS`): `tiny-mlp` / `mlp`
    = a chain `fc1 … fcN` of Gemm layers with Relu between, from safetensors weights (the sample's
    make_onnx.py, generalised to N layers); `bert` = a Hugging Face BERT encoder (`route.bert_export`), with the
    `sentence_embedding` a sentence-transformers checkpoint's modules.json declares (`route.pooling`; recorded in
@@ -36,14 +37,14 @@ bundle is simply replaced.
 
 A cancelled, failed, forced or killed build — or any error before the bundle is written — leaves the
 existing bundle, sidecar, SBOM and previous bundle untouched (the engine file is protected by the build
-core the same way). Each run records `.trtls/routes/<route>/route-build.json`.
+core the same way). Each run records `.trtls/routes/<route>/route-build.json`. Every write goes through the door
+(`trtls.fs`) inside the folder the path policy judged when the build started (`route.writes.RouteRoots`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
-import json
 import os
 import time
 from collections.abc import Callable, Iterator
@@ -54,11 +55,12 @@ from typing import Any
 
 from trtls.bundle import CHECK_SECTION_DIGEST, BundleError, BundleProblem
 from trtls.bundle.sbom import SBOM_SUFFIX, sbom_path
-from trtls.core.atomic import atomic_write_text
 from trtls.core.cancel import CancelToken
+from trtls.core.paths import real
 from trtls.core.recipe import EngineRecipe, LoadedRecipe, load_recipe
-from trtls.core.route import route_dir, route_model, route_names
+from trtls.core.route import route_model, route_names
 from trtls.core.write_policy import route_write_findings
+from trtls.fs import open_regular
 from trtls.route.checkpoint import (
     CheckpointState,
     checkpoint_provenance,
@@ -76,6 +78,7 @@ from trtls.route.pooling import sentence_pooling
 from trtls.route.publish import publish_bundle
 from trtls.route.result import RouteBuildResult, stopped_before_bundle
 from trtls.route.trtmc_layout import trtmc_layout, trtmc_strategy
+from trtls.route.writes import ROUTE_RECORD, route_roots, write_export, write_record
 
 __all__ = [
     "EXPORTERS",
@@ -95,9 +98,8 @@ __all__ = [
 
 def _engine_chunks(path: Path, expected_sha: str, sizes: dict[str, int]) -> Iterator[bytes]:
     """The engine file from one descriptor; raises (so nothing is written) unless it is the engine the build made."""
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
     h, size = hashlib.sha256(), 0
-    with os.fdopen(fd, "rb") as f:
+    with open_regular(path, limit=None, follow=False) as f:
         while part := f.read(1024 * 1024):
             h.update(part)
             size += len(part)
@@ -172,10 +174,10 @@ async def build_route(
                 route_name, outcome, f"{exc}", str(loaded.resolve(str(_bundle_of(loaded, route_name))))
             )
             failed.duration_s = round(time.monotonic() - t0, 3)
-            _record(route_dir(loaded, route_name), failed)
+            _record(loaded, route_name, failed)
         raise
     result.duration_s = round(time.monotonic() - t0, 3)
-    _record(route_dir(loaded, route_name), result)
+    _record(loaded, route_name, result)
     return result
 
 
@@ -213,12 +215,19 @@ async def _build_route(
 
         # off the event loop: a Ctrl-C (the CLI's loop handler) or another request is seen while it reads and exports
         return await asyncio.to_thread(
-            build_onnx_route, loaded, route_name, route, use_digest_cache=use_digest_cache, token=token
+            build_onnx_route,
+            loaded,
+            route_name,
+            route,
+            route_roots(loaded, route, route.onnx),
+            use_digest_cache=use_digest_cache,
+            token=token,
         )
     raw_engine = (loaded.data.get("engines") or {}).get(route.engine) if isinstance(loaded.data, dict) else None
     if loaded.recipe is None and not (isinstance(raw_engine, dict) and _onnx_only_errors(loaded, route.engine)):
         raise recipe_errors(loaded)
     engine = loaded.engine(route.engine) if loaded.recipe is not None else EngineRecipe.model_validate(raw_engine)
+    roots = route_roots(loaded, route, engine.onnx)  # judged by the policy above; every write stays in these
     bundle_path = loaded.resolve(route.bundle)
     result = RouteBuildResult(route_name, "error", "", str(bundle_path))
 
@@ -235,7 +244,8 @@ async def _build_route(
     strategy = trtmc_strategy(route, config)  # bundle_format = "trtmc": refused before any export or build
     onnx_path = loaded.resolve(engine.onnx)
     pooling = sentence_pooling(state)  # modules.json: the sentence_embedding users of the checkpoint deploy
-    onnx_bytes = await asyncio.to_thread(export_onnx, state, config, onnx_path, pooling)
+    onnx_bytes = await asyncio.to_thread(export_onnx, state, config, pooling)
+    await asyncio.to_thread(write_export, loaded, route_name, route, onnx_path, onnx_bytes, roots)
     result.onnx = str(onnx_path)
     if token.is_set:
         return stopped_before_bundle(route_name, str(bundle_path), str(token.source), "the ONNX export")
@@ -329,6 +339,7 @@ async def _build_route(
         route,
         state,
         result,
+        roots,
         header=header,
         sections=sections,
         provenance=provenance,
@@ -353,9 +364,8 @@ async def _build_route(
     return result
 
 
-def _record(folder: Path, result: RouteBuildResult) -> None:
-    folder.mkdir(parents=True, exist_ok=True)
+def _record(loaded: LoadedRecipe, route_name: str, result: RouteBuildResult) -> None:
     data = asdict(result)
     data["recordedAt"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     data["durationS"] = result.duration_s  # gate 5's cold build time for a route that builds no engine
-    atomic_write_text(folder / "route-build.json", json.dumps(data, indent=2, default=str) + "\n")
+    write_record(loaded, route_name, ROUTE_RECORD, data, real(loaded.base_dir))

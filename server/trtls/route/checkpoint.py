@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +14,7 @@ from trtls.checkpoint.hashing import DigestCache, default_cache_path, hash_files
 from trtls.checkpoint.layout import Layout, list_files, resolve_layout
 from trtls.core.recipe import LoadedRecipe
 from trtls.core.route import COMMIT, RouteModel
+from trtls.fs import TooLarge, read_bytes
 from trtls.route.errors import RouteBuildError
 
 MAX_EMBED = 64 * 1024 * 1024  # config.json / tokenizer.json read into memory at most this large
@@ -59,12 +59,12 @@ def read_checkpoint(loaded: LoadedRecipe, route: RouteModel, *, use_digest_cache
 
 def read_verified(state: CheckpointState, rel: str, limit: int) -> bytes:
     """A checkpoint file's bytes, read through one descriptor that does not follow a symlink, matching its digest."""
-    path = state.real[rel]
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
-    with os.fdopen(fd, "rb") as f:
-        if os.fstat(f.fileno()).st_size > limit:
-            raise RouteBuildError(f"checkpoint file {rel} is larger than {limit} bytes")
-        data = f.read(limit + 1)
+    try:
+        data = read_bytes(state.real[rel], limit=limit, follow=False)
+    except TooLarge:
+        raise RouteBuildError(f"checkpoint file {rel} is larger than {limit} bytes") from None
+    except OSError as exc:  # a FIFO, a device or a symlink put there since the checkpoint was listed
+        raise RouteBuildError(f"checkpoint file {rel}: {exc.strerror or exc}", ("checkpoint", "path")) from None
     if hashlib.sha256(data).hexdigest() != state.files[rel]["sha256"]:
         raise RouteBuildError(f"checkpoint file {rel} changed while the route was being built; run again")
     return data

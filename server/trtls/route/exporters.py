@@ -1,13 +1,11 @@
 """Checkpoint → ONNX exporters, chosen by config.json `model_type`. They read safetensors weights (a data format:
-a JSON header and raw tensors; nothing runs) and write the ONNX atomically, only when its bytes change."""
+a JSON header and raw tensors; nothing runs) and return the ONNX as bytes; `route.writes` puts it on disk."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from pathlib import Path
 from typing import Any
 
-from trtls.core.atomic import atomic_write_bytes
 from trtls.core.recipe import EngineRecipe
 from trtls.route.checkpoint import CheckpointState, read_verified
 from trtls.route.errors import RouteBuildError
@@ -134,10 +132,8 @@ EXPORTERS: dict[str, Callable[..., Any]] = {
 POOLING_EXPORTERS = ("bert",)  # the model types whose exporter writes a sentence-transformers pooling
 
 
-def export_onnx(
-    state: CheckpointState, config: Mapping[str, Any], out: Path, pooling: PoolingSpec | None = None
-) -> bytes:
-    """Export the checkpoint to ONNX at `out` (atomic; untouched when the bytes are the same). Returns the bytes.
+def export_onnx(state: CheckpointState, config: Mapping[str, Any], pooling: PoolingSpec | None = None) -> bytes:
+    """The checkpoint exported to ONNX, as bytes (`route.writes.write_export` puts them on disk by the export rule).
     `pooling` (`route.pooling.sentence_pooling`): the sentence-transformers pooling to add as `sentence_embedding`."""
     model_type = config.get("model_type")
     exporter = EXPORTERS.get(str(model_type))
@@ -153,15 +149,7 @@ def export_onnx(
         )
     weights = _load_weights(state)
     model = exporter(weights, config) if pooling is None else exporter(weights, config, pooling)
-    data = model.SerializeToString()
-    try:
-        same = out.is_file() and out.read_bytes() == data
-    except OSError:
-        same = False
-    if not same:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_bytes(out, data)
-    return data
+    return bytes(model.SerializeToString())
 
 
 def onnx_io_map(model_bytes: bytes, engine: EngineRecipe | None) -> tuple[dict[str, Any], str]:

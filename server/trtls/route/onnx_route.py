@@ -21,18 +21,23 @@ from typing import Any
 from trtls.core.cancel import CancelToken
 from trtls.core.recipe import LoadedRecipe
 from trtls.core.route import RouteModel
+from trtls.fs import read_bytes
 from trtls.route.checkpoint import checkpoint_provenance, deployment_sections, model_identity, read_route_inputs
 from trtls.route.errors import RouteBuildError, recipe_errors
 from trtls.route.exporters import export_onnx, onnx_io_map
 from trtls.route.pooling import sentence_pooling
 from trtls.route.publish import publish_bundle
 from trtls.route.result import RouteBuildResult, stopped_before_bundle
+from trtls.route.writes import RouteRoots, write_export
+
+MAX_CONVERTED = 4 * 1024 * 1024 * 1024  # a converted model is read whole: at most the exporters' weights, twice
 
 
 def build_onnx_route(
     loaded: LoadedRecipe,
     route_name: str,
     route: RouteModel,
+    roots: RouteRoots,
     *,
     use_digest_cache: bool,
     token: CancelToken | None = None,
@@ -58,7 +63,8 @@ def build_onnx_route(
         return stopped("the checkpoint read")
     onnx_path = loaded.resolve(str(route.onnx))
     pooling = sentence_pooling(state)  # modules.json: the sentence_embedding users of the checkpoint deploy
-    onnx_bytes = export_onnx(state, config, onnx_path, pooling)
+    onnx_bytes = export_onnx(state, config, pooling)
+    write_export(loaded, route_name, route, onnx_path, onnx_bytes, roots)  # never over a file trtls did not write
     result.onnx = str(onnx_path)
     if token.is_set:
         return stopped("the ONNX export")
@@ -115,6 +121,7 @@ def build_onnx_route(
         route,
         state,
         result,
+        roots,
         header=header,
         sections=sections,
         provenance=provenance,
@@ -153,7 +160,10 @@ def deployed_onnx(
         raise RouteBuildError(f"precision conversion stopped: {exc}", ("precision",)) from None
     except PrecisionFailed as exc:
         raise RouteBuildError(f"precision conversion ({spec['convert']}) failed: {exc}", ("precision",)) from None
-    data = converted.onnx.read_bytes()
+    try:
+        data = read_bytes(converted.onnx, limit=MAX_CONVERTED, follow=False)
+    except OSError as exc:
+        raise RouteBuildError(f"the converted model {converted.onnx} cannot be read: {exc}", ("precision",)) from None
     keys = ("tool", "low_precision_type", "keep_io_types", "exclude_op_types", "exclude_nodes", "modelopt_version")
     record = {k: converted.record.get(k) for k in keys}
     record["input_sha256"] = hashlib.sha256(onnx_bytes).hexdigest()

@@ -4,12 +4,13 @@ copy had lost the checkpoint's `checkpoint_url`)."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from trtls import __version__
+from trtls import __version__, fs
 from trtls.bundle import BundleDigests, write_bundle
 from trtls.bundle import sbom as sbom_mod
 from trtls.bundle.sections import engine_section
@@ -17,6 +18,7 @@ from trtls.core.recipe import LoadedRecipe
 from trtls.core.route import RouteModel
 from trtls.route.checkpoint import CheckpointState, checkpoint_licence
 from trtls.route.result import RouteBuildResult, keep_previous
+from trtls.route.writes import RouteRoots, write_refused
 
 
 def checkpoint_url(route: RouteModel, state: CheckpointState) -> str | None:
@@ -32,6 +34,7 @@ def publish_bundle(
     route: RouteModel,
     state: CheckpointState,
     result: RouteBuildResult,
+    roots: RouteRoots,
     *,
     header: Mapping[str, Any],
     sections: Mapping[str, Any],
@@ -46,19 +49,27 @@ def publish_bundle(
 ) -> BundleDigests:
     """Keep the previous bundle when the route asks (and it verifies), write the bundle atomically, then its SBOM
     beside it; `result` records each. `engine_file` names the engine section's file in the SBOM (None: no engine);
-    `engine_sizes` is filled while the engine section streams (its size is known only after the write)."""
+    `engine_sizes` is filled while the engine section streams (its size is known only after the write). Every file
+    is written inside the folder `roots` fixed for it; an OSError (a refusal of the door too) is TRT412 on the key
+    that names the file, and what was there before is whole."""
     bundle_path = Path(result.bundle)
-    bundle_path.parent.mkdir(parents=True, exist_ok=True)
-    if bundle_path.is_file() and route.previous_bundle:
+    if bundle_path.is_file() and route.previous_bundle and roots.previous is not None:
         previous = loaded.resolve(route.previous_bundle)
         result.previous_bundle = str(previous)
-        if previous.exists():
+        if os.path.lexists(previous):
             result.notes.append(
                 f"previous bundle {previous} exists and is kept as it is; the old bundle at {bundle_path} is replaced"
             )
         else:
-            result.previous_kept = keep_previous(bundle_path, previous, result.notes)
-    digests = write_bundle(bundle_path, dict(header), dict(sections), provenance=provenance)
+            try:
+                result.previous_kept = keep_previous(bundle_path, previous, result.notes, within=roots.previous)
+            except OSError as exc:
+                raise write_refused(exc, "the previous bundle", ("previous_bundle",)) from None
+    try:
+        fs.ensure_folder(bundle_path.parent, within=roots.bundle)
+        digests = write_bundle(bundle_path, dict(header), dict(sections), provenance=provenance, within=roots.bundle)
+    except OSError as exc:
+        raise write_refused(exc, "the bundle", ("bundle",)) from None
     result.bundle_digest = f"sha256:{digests.file_sha256}"
     result.provenance = provenance
     engine_name = engine_section(digests.section_sha256)  # `engine`, or TRTMC's `engine_plan`
@@ -83,6 +94,9 @@ def publish_bundle(
         timestamp=timestamp,
         plugins=plugins,
     )
-    sbom_mod.write_sbom(sbom_mod.sbom_path(bundle_path), doc)
+    try:
+        sbom_mod.write_sbom(sbom_mod.sbom_path(bundle_path), doc, within=roots.bundle)
+    except OSError as exc:
+        raise write_refused(exc, "the bundle's SBOM", ("bundle",)) from None
     result.sbom = str(sbom_mod.sbom_path(bundle_path))
     return digests

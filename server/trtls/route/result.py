@@ -4,14 +4,18 @@ engine route and the ONNX route write them)."""
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from trtls import fs
 from trtls.bundle import sidecar_path, verify_bundle
 from trtls.bundle.sbom import sbom_path
-from trtls.core.atomic import atomic_write_bytes
+from trtls.fs import Kind, read_bytes
+
+SIDE_LIMIT = 64 * 1024 * 1024  # a sidecar or an SBOM lists files and digests: never this large
 
 
 @dataclass
@@ -44,23 +48,32 @@ def stopped_before_bundle(route: str, bundle: str, source: str, step: str) -> Ro
     return RouteBuildResult(route, "cancelled", message, bundle, cancel_source=source)
 
 
-def keep_previous(bundle: Path, previous: Path, notes: list[str]) -> bool:
-    """Copy the bundle at `bundle` (and its sidecar, SBOM) to `previous`, atomically, if it verifies."""
+def _optional(path: Path) -> bytes | None:
+    """A sidecar or SBOM beside a bundle, read bounded and never through a symlink; None when there is none."""
+    try:
+        return read_bytes(path, limit=SIDE_LIMIT, follow=False)
+    except FileNotFoundError:
+        return None
+
+
+def keep_previous(bundle: Path, previous: Path, notes: list[str], *, within: str | os.PathLike[str]) -> bool:
+    """Copy the bundle at `bundle` (and its sidecar, SBOM) to `previous`, atomically, if it verifies; every file is
+    written inside `within` (the folder the path policy judged for `previous_bundle`)."""
     problems = verify_bundle(bundle)
     if problems:
         notes.append(f"the existing bundle fails verification ({problems[0]}); not kept as the previous bundle")
         return False
-    previous.parent.mkdir(parents=True, exist_ok=True)
-    side, prev_side = sidecar_path(bundle), sidecar_path(previous)
-    side_bytes = side.read_bytes() if side.is_file() else None
-    sbom_bytes = sbom_path(bundle).read_bytes() if sbom_path(bundle).is_file() else None
+    fs.ensure_folder(previous.parent, within=within)
+    prev_side = sidecar_path(previous)
+    side_bytes = _optional(sidecar_path(bundle))
+    sbom_bytes = _optional(sbom_path(bundle))
 
     def chunks() -> Iterator[bytes]:
-        with open(bundle, "rb") as f:
+        with fs.open_regular(bundle, limit=None, follow=False) as f:
             while part := f.read(1024 * 1024):
                 yield part
 
-    atomic_write_bytes(previous, chunks())
+    fs.atomic_write_bytes(previous, chunks(), kind=Kind.route_artefact, within=within)
     if side_bytes is not None:
         try:
             record = json.loads(side_bytes)
@@ -69,9 +82,9 @@ def keep_previous(bundle: Path, previous: Path, notes: list[str]) -> bool:
                 side_bytes = (json.dumps(record, indent=2, ensure_ascii=False) + "\n").encode()
         except ValueError:
             pass
-        atomic_write_bytes(prev_side, side_bytes)
+        fs.atomic_write_bytes(prev_side, side_bytes, kind=Kind.route_artefact, within=within)
     if sbom_bytes is not None:
-        atomic_write_bytes(sbom_path(previous), sbom_bytes)
+        fs.atomic_write_bytes(sbom_path(previous), sbom_bytes, kind=Kind.route_artefact, within=within)
     if verify_bundle(previous):
         notes.append(f"the copy at {previous} does not verify")
         return False
