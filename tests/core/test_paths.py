@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from trtls.builds.artifacts import output_unwritable, write_engine
-from trtls.core.atomic import UnsafeWrite, atomic_write_bytes, atomic_write_text
 from trtls.core.paths import MAX_NAME, is_safe_name, place, safe_name
 from trtls.core.recipe import load_recipe
+from trtls.fs import Kind, UnsafeWrite, atomic_write_bytes, atomic_write_text
 
 
 @pytest.mark.parametrize(
@@ -57,7 +57,7 @@ def test_atomic_writer_refuses_a_symlinked_target_and_leaves_both_files(tmp_path
     link = tmp_path / "out.bin"
     link.symlink_to(precious)
     with pytest.raises(UnsafeWrite):
-        atomic_write_bytes(link, b"new")
+        atomic_write_bytes(link, b"new", kind=Kind.evidence, within=tmp_path)
     assert precious.read_bytes() == b"precious" and link.is_symlink()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out.bin", "precious.bin"]  # no temp left anywhere
 
@@ -69,9 +69,9 @@ def test_atomic_writer_stays_within_a_folder(tmp_path: Path) -> None:
     folder.mkdir()
     (folder / "runs").symlink_to(outside)
     with pytest.raises(UnsafeWrite):
-        atomic_write_text(folder / "runs" / "summary.json", "{}", within=folder)
+        atomic_write_text(folder / "runs" / "summary.json", "{}", kind=Kind.evidence, within=folder)
     assert list(outside.iterdir()) == []
-    atomic_write_text(folder / "summary.json", "{}", within=folder)
+    atomic_write_text(folder / "summary.json", "{}", kind=Kind.evidence, within=folder)
     assert (folder / "summary.json").read_text() == "{}"
 
 

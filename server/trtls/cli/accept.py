@@ -8,7 +8,6 @@ names, waivers). The folder of every failed scenario is kept and named in the re
 from __future__ import annotations
 
 import argparse
-import shutil
 import sys
 import time
 from pathlib import Path
@@ -93,19 +92,31 @@ def run_accept(
 
 
 def prune_folders(report: dict[str, Any], scratch: Path, keep: bool, log) -> None:
-    """Evidence of what failed stays (the report names the folders); what passed goes unless --keep."""
+    """Evidence of what failed stays (the report names the folders); what passed goes unless --keep. Removed
+    through the door: only inside the scratch folder this run made (`runner.prepare`), never through a link."""
     failed = set(report["failedScenarios"])
     for s in report["scenarios"]:
         if not keep and s["scenario"] not in failed and s.get("evidenceFolder"):
-            shutil.rmtree(s["evidenceFolder"], ignore_errors=True)
-            s["evidenceFolder"] = s["evidencePath"] = None
+            if _remove_scratch(scratch / Path(s["evidenceFolder"]).name, scratch, log):
+                s["evidenceFolder"] = s["evidencePath"] = None
     report["keptFolders"] = {s["scenario"]: s["evidenceFolder"] for s in report["scenarios"] if s["evidenceFolder"]}
     if keep or failed:
         report["scratch"] = str(scratch)
         log(f"evidence kept in {scratch}" + (f" (failed: {', '.join(sorted(failed))})" if failed else ""))
     else:
-        shutil.rmtree(scratch, ignore_errors=True)
+        _remove_scratch(scratch, scratch.parent, log)
         report["scratch"] = None
+
+
+def _remove_scratch(folder: Path, within: Path, log) -> bool:
+    from trtls.fs import Kind, remove_tree
+
+    try:
+        remove_tree(folder, kind=Kind.scratch, within=within)
+        return True
+    except OSError as exc:
+        log(f"{folder}: not removed ({exc.strerror or exc})")
+        return False
 
 
 def list_scenarios() -> str:
@@ -157,9 +168,12 @@ def cmd_accept(args: argparse.Namespace) -> int:
         return EXIT_BAD_INPUT
     text = render(report, args.format)
     if args.output:
-        from trtls.core.atomic import atomic_write_text
+        from trtls.cli.output import write_output
 
-        atomic_write_text(args.output, text)
+        fmt = {"json": "json", "junit": "xml"}.get(args.format, "text")
+        refused = write_output(args.output, text, fmt=fmt, recipes=(recipe,))
+        if refused is not None:
+            return refused
     else:
         sys.stdout.write(text)
     return EXIT_OK if report["passed"] else EXIT_FAILED

@@ -57,9 +57,12 @@ def cmd_check(args: argparse.Namespace) -> int:
     else:
         text = as_text(loaded, findings, len(problems))
     if args.output:
-        from trtls.core.atomic import atomic_write_text
+        from trtls.cli.output import write_output
 
-        atomic_write_text(args.output, text)
+        fmt = "text" if args.format == "text" else "json"
+        refused = write_output(args.output, text, fmt=fmt, recipes=(loaded.path,))
+        if refused is not None:
+            return refused
     else:
         sys.stdout.write(text)
     return EXIT_BAD_INPUT if problems else EXIT_OK

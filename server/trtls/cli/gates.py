@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import signal
 import sys
 import threading
@@ -248,9 +247,12 @@ def cmd_gates(args: argparse.Namespace) -> int:
     else:
         text = render_text(loaded, result)
     if args.output:
-        from trtls.core.atomic import atomic_write_text
+        from trtls.cli.output import write_output
 
-        atomic_write_text(args.output, text)
+        fmt = {"json": "json", "sarif": "json", "junit": "xml"}.get(args.format, "text")
+        refused = write_output(args.output, text, fmt=fmt, recipes=(loaded.path,))
+        if refused is not None:
+            return refused
         print(f"{result.decision}: report written to {args.output}", file=sys.stderr)
     else:
         sys.stdout.write(text)
@@ -273,8 +275,10 @@ class GatesStopKeys:
 
     def _on_signal(self, signum: int, frame: object) -> None:
         if self.source is not None and signum == signal.SIGINT:
+            from trtls.fs.kill import signal_self
+
             signal.signal(signal.SIGINT, signal.SIG_DFL)
-            os.kill(os.getpid(), signal.SIGINT)
+            signal_self(signal.SIGINT)
             return
         if self.source is None:
             self.source = "ctrl_c" if signum == signal.SIGINT else "service_shutdown"

@@ -68,13 +68,18 @@ def cmd_import_trtexec(args: argparse.Namespace) -> int:
 
 
 def _write(imported: Any, args: argparse.Namespace) -> int:
-    from trtls.core.atomic import atomic_write_text
     from trtls.core.recipe import load_recipe
+    from trtls.core.recipe_file import read_recipe_text
 
     path = Path(args.write)
     path = path / "trtls.toml" if path.is_dir() else path
     _rebase_paths(imported, Path.cwd(), path.resolve().parent)
-    old = path.read_text(encoding="utf-8") if path.is_file() else ""
+    try:
+        old = read_recipe_text(path) if os.path.lexists(path) else ""  # bounded, a regular file only
+    except (OSError, ValueError) as exc:  # RecipeTooLarge and a non-UTF-8 file are ValueErrors
+        print(f"{path}: TRT104 cannot read the recipe: {getattr(exc, 'strerror', None) or exc} (nothing written)",
+              file=sys.stderr)  # fmt: skip
+        return EXIT_BAD_INPUT
     existing = load_recipe(path, old) if old else None
     if existing is not None and any(f.code == "TRT100" for f in existing.findings):
         print(f"{path}: the recipe has a TOML syntax error; fix it first (nothing written)", file=sys.stderr)
@@ -103,7 +108,16 @@ def _write(imported: Any, args: argparse.Namespace) -> int:
         for f in broken:
             print(f"{result.location(f)}: {f.code} {f.message} (nothing written)", file=sys.stderr)
         return EXIT_BAD_INPUT
-    atomic_write_text(path, text)
+    try:  # the user's own recipe, rewritten on request: through the door, never through a symlink
+        from trtls.fs import Kind, atomic_write_text
+
+        atomic_write_text(path, text, kind=Kind.generated, within=os.path.realpath(path.parent))
+    except OSError as exc:
+        from trtls.cli.output import refusal
+
+        code, why = refusal(exc, "TOML")
+        print(f"{path}: {code} {why}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     print(f"{path}: wrote [engines.{imported.name}]", file=sys.stderr)
     for f in ours:  # e.g. the model is not there yet, a dynamic input with no profile: the user should know
         print(f"{result.location(f)}: {f.code} {f.severity.value}: {f.message}", file=sys.stderr)

@@ -19,6 +19,7 @@ from trtls.cli import accept, check, gates, import_cmd, pictures, reduce, store
 from trtls.cli import farm as farm_cmd
 from trtls.cli import gc as gc_cmd
 from trtls.cli.common import find_recipe, install_stop_keys, load_or_report, report_error
+from trtls.cli.console import safe_console
 from trtls.cli.exits import EXIT_BAD_INPUT, EXIT_CTRL_C, EXIT_FAILED, EXIT_OK, exit_code_of
 from trtls.cli.usage import JsonErrors, TrtlsParser, emit_error, parse, positive_seconds
 
@@ -221,12 +222,12 @@ def cmd_schema(args: argparse.Namespace) -> int:
 
     text = json.dumps(recipe_json_schema(), indent=2)
     if args.output:
-        from trtls.core.atomic import atomic_write_text
+        from trtls.cli.output import write_output
 
-        atomic_write_text(args.output, text + "\n")
-    else:
-        print(text)
-    return 0
+        # no recipe is loaded: the recipe of the file's own folder is judged (trtls.toml, its models, .trtls)
+        return write_output(args.output, text + "\n", fmt="json") or EXIT_OK
+    print(text)
+    return EXIT_OK
 
 
 BUILD_EXITS = (
@@ -306,9 +307,18 @@ def make_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse(make_parser(), argv)
+    """Every command but `serve` (its stdout is the JSON-RPC wire) prints through `cli.console`: each line a person
+    reads is escaped there, once, whatever printed it (issue 27, item 13)."""
+    with safe_console():
+        args = parse(make_parser(), argv)
+        if args.command != "serve":
+            return _run(args)
+    return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
     try:
-        return args.func(args)
+        return args.func(args)  # type: ignore[no-any-return]
     except KeyboardInterrupt:
         # The safety net for a command with no stop of its own (build, matrix, route build, gates and reduce have
         # theirs: a cooperative stop, evidence, 130). Every file trtls writes is a temp file until its rename, so an

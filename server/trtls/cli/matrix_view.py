@@ -2,7 +2,8 @@
 
 Rich tree on a TTY (each cell shows where it is and its deepest running phase), plain lines otherwise (each
 line starts with the cell's name), JSON lines with `--json` (every event carries `cell` and `buildId`; the
-parent's summary is the last line).
+parent's summary is the last line). Every name (a cell, an engine, a node, a phase, a path) is escaped here with
+`terminal_safe`, as in `terminal_view`.
 """
 
 from __future__ import annotations
@@ -14,8 +15,10 @@ from typing import Any, TextIO
 
 from trtls.builds.matrix import MatrixBuild
 from trtls.builds.supervisor import Build
+from trtls.cli.console import raw
 from trtls.core.display import NOT_STARTED, OUTCOME_MARK, human_seconds, node_text, not_started_text
 from trtls.core.phase_tree import row_text, rows_of
+from trtls.core.terminal_text import terminal_safe as safe
 
 
 def where(build: Build) -> str:
@@ -36,7 +39,8 @@ class MatrixRichView:
         from rich.live import Live
 
         self.mb = mb
-        self.live = Live(self._render(), console=Console(), refresh_per_second=4, transient=False)
+        console = Console(file=raw(sys.stdout))  # rich draws its own escapes; each name is escaped below
+        self.live = Live(self._render(), console=console, refresh_per_second=4, transient=False)
 
     def _render(self) -> Any:
         from rich.text import Text
@@ -44,14 +48,14 @@ class MatrixRichView:
 
         mb = self.mb
         snap = mb.snapshot(with_cells=False)
-        root = Tree(Text.assemble((mb.title, "bold"), f" {snap['description']}"))
+        root = Tree(Text.assemble((safe(mb.title), "bold"), f" {safe(snap['description'])}"))
         for b in mb.cells:
-            node = root.add(Text(cell_line(b)))
+            node = root.add(Text(safe(cell_line(b))))
             views = b.tree.view(time.monotonic_ns(), b.baselines)
             for row in rows_of(views, None):
-                node.add(Text(row_text(row)))
+                node.add(Text(safe(row_text(row))))
         for planned in mb.not_started:
-            root.add(f"· {planned.key} · {NOT_STARTED}")
+            root.add(Text(safe(f"· {planned.key} · {NOT_STARTED}")))
         return root
 
     def __enter__(self) -> MatrixRichView:
@@ -95,7 +99,7 @@ class MatrixPlainView:
         pass
 
     def _line(self, text: str) -> None:
-        print(text, file=self.out, flush=True)
+        print(safe(text), file=self.out, flush=True)
 
     def __exit__(self, *exc: Any) -> None:
         pass
@@ -125,15 +129,19 @@ class MatrixJsonView:
 
 
 def print_matrix_outcome(mb: MatrixBuild, out: TextIO | None = None) -> None:
-    out = out or sys.stdout
+    stream = out or sys.stdout
+
+    def say(text: str) -> None:
+        print(safe(text), file=stream)
+
     s = mb.summary or {}
-    print(f"\n{mb.title}: {mb.outcome_message()} ({human_seconds(s.get('durationS', 0))})", file=out)
+    say(f"\n{mb.title}: {mb.outcome_message()} ({human_seconds(s.get('durationS', 0))})")
     for b in mb.cells:
-        print(f"  {cell_line(b)}", file=out)
+        say(f"  {cell_line(b)}")
         art = (b.summary or {}).get("engineArtifact")
         if art:
-            print(f"      engine: {art['path']} (sha256 {str(art.get('sha256'))[:16]}…)", file=out)
-        print(f"      evidence: {b.evidence_dir / 'summary.json'}", file=out)
+            say(f"      engine: {art['path']} (sha256 {str(art.get('sha256'))[:16]}…)")
+        say(f"      evidence: {b.evidence_dir / 'summary.json'}")
     for p in mb.not_started:
-        print(f"  · {not_started_text(p.key)}", file=out)
-    print(f"  evidence: {mb.evidence_dir / 'summary.json'}", file=out)
+        say(f"  · {not_started_text(p.key)}")
+    say(f"  evidence: {mb.evidence_dir / 'summary.json'}")

@@ -48,15 +48,19 @@ def register(subparsers: Any) -> None:
     r.set_defaults(func=cmd_report)
 
 
-def _write(text: str, output: str | None, default: Path) -> Path | None:
-    from trtls.core.atomic import atomic_write_text
+def _write(text: str, output: str | None, default: Path, fmt: str, recipe: str) -> int | Path | None:
+    """Write the picture: to stdout (`-o -`: None), to `-o FILE` (judged like every `-o`: cli.output), or to its
+    default place beside the evidence. The path written, or the exit code of a refusal (one located line)."""
+    from trtls.cli.common import find_recipe
+    from trtls.cli.output import write_output
 
     if output == "-":
         sys.stdout.write(text)
         return None
+    recipe_path = find_recipe(recipe)
     target = Path(output) if output else default
-    atomic_write_text(target, text)
-    return target
+    refused = write_output(target, text, fmt=fmt, recipes=(recipe_path,), judged=output is not None)
+    return refused if refused is not None else target
 
 
 def cmd_trace(args: argparse.Namespace) -> int:
@@ -68,7 +72,10 @@ def cmd_trace(args: argparse.Namespace) -> int:
     except EvidenceError as exc:
         print(f"{exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    where = _write(json.dumps(chrome_trace(ev), indent=None) + "\n", args.output, ev.run_dir / "trace.json")
+    trace = json.dumps(chrome_trace(ev), indent=None) + "\n"
+    where = _write(trace, args.output, ev.run_dir / "trace.json", "json", args.recipe)
+    if isinstance(where, int):
+        return where
     if where is not None:
         print(f"{where}  (open in ui.perfetto.dev or chrome://tracing)")
     return EXIT_OK
@@ -99,7 +106,9 @@ def cmd_report(args: argparse.Namespace) -> int:
     except EvidenceError as exc:
         print(f"{exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    where = _write(text, args.output, default)
+    where = _write(text, args.output, default, "html", args.recipe)
+    if isinstance(where, int):
+        return where
     if where is not None:
         print(where)
     return EXIT_OK

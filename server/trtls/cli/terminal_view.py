@@ -1,4 +1,8 @@
-"""The build as seen in a terminal: a live rich tree on a TTY, plain lines otherwise (CI logs stay readable)."""
+"""The build as seen in a terminal: a live rich tree on a TTY, plain lines otherwise (CI logs stay readable).
+
+Every name a recipe, a model or TensorRT's log carries (the engine, a phase, a warning's ONNX node, a path) is
+escaped here, each one, with `terminal_safe`: the live tree writes its own escape sequences to the raw stdout, so
+`cli.console`'s stream cannot do it for it. `--json` lines are escaped by the JSON encoder (ASCII only)."""
 
 from __future__ import annotations
 
@@ -9,8 +13,10 @@ import time
 from typing import Any, TextIO
 
 from trtls.builds.supervisor import Build
+from trtls.cli.console import raw
 from trtls.core.display import human_bytes, previous_engine_text
 from trtls.core.phase_tree import PhaseView, row_text, rows_of
+from trtls.core.terminal_text import terminal_safe as safe
 
 STATUS_STYLE = {"running": "cyan", "done": "green", "cancelled": "yellow", "failed": "red"}
 
@@ -51,7 +57,7 @@ class RichView:
 
         self.build = build
         self.logs = LogDigest()
-        self.console = Console(stderr=False)
+        self.console = Console(file=raw(sys.stdout))  # rich draws its own escapes; each name is escaped below
         self.live = Live(self._render(), console=self.console, refresh_per_second=8, transient=False)
 
     def _render(self) -> Any:
@@ -69,7 +75,7 @@ class RichView:
         for key, line in shown:
             n = self.logs.counts[key]
             style = "red" if line.startswith("[ERROR") or line.startswith("[INTERNAL") else "yellow"
-            out.append(Text(f"  {line[:200]}" + (f"  (×{n})" if n > 1 else ""), style=style))
+            out.append(Text(f"  {safe(line[:200])}" + (f"  (×{n})" if n > 1 else ""), style=style))
         return Group(*out)
 
     def _render_tree(self) -> Any:
@@ -78,16 +84,16 @@ class RichView:
 
         b = self.build
         now = time.monotonic_ns()
-        root = Tree(Text.assemble((b.engine, "bold"), f" {b.description(now)}"))
+        root = Tree(Text.assemble((safe(b.engine), "bold"), f" {safe(b.description(now))}"))
         views = b.tree.view(now, b.baselines)
 
         def walk(node: Any, parent_id: str | None) -> None:
             for row in rows_of(views, parent_id):
                 if isinstance(row, list):
-                    node.add(Text(row_text(row), style="green"))
+                    node.add(Text(safe(row_text(row)), style="green"))
                 else:
                     style = "yellow" if row.stalled else STATUS_STYLE[row.status]
-                    walk(node.add(Text(row_text(row), style=style)), row.id)
+                    walk(node.add(Text(safe(row_text(row)), style=style)), row.id)
 
         walk(root, None)
         return root
@@ -168,7 +174,7 @@ class PlainView:
             self._line(f"  … {b.progress_message()}")
 
     def _line(self, text: str) -> None:
-        print(text, file=self.out, flush=True)
+        print(safe(text), file=self.out, flush=True)
 
     def __exit__(self, *exc: Any) -> None:
         for key, n in self.logs.repeated().items():
@@ -188,7 +194,8 @@ class JsonView:
         if ev is None:
             print(json.dumps({"type": "summary", "summary": build.summary}, default=str), file=self.out, flush=True)
         else:
-            print(ev.model_dump_json(), file=self.out, flush=True)
+            # json.dumps escapes every control character and non-ASCII name (model_dump_json writes C1 raw)
+            print(json.dumps(ev.model_dump(mode="json")), file=self.out, flush=True)
 
     def tick(self) -> None:
         pass
@@ -198,9 +205,13 @@ class JsonView:
 
 
 def print_outcome(build: Build, out: TextIO | None = None) -> None:
-    out = out or sys.stdout
+    stream = out or sys.stdout
+
+    def say(text: str) -> None:
+        print(safe(text), file=stream)
+
     s = build.summary or {}
-    print(f"\n{build.engine}: {build.outcome_message()}", file=out)
+    say(f"\n{build.engine}: {build.outcome_message()}")
     if (s.get("outputCheck") or {}).get("writable") is False:  # located on the recipe's `output` key
         from trtls.builds.outcome_findings import build_findings
         from trtls.core.recipe import load_recipe
@@ -208,22 +219,21 @@ def print_outcome(build: Build, out: TextIO | None = None) -> None:
         loaded = load_recipe(build.recipe_path)
         for f in build_findings(s):
             if f.code == "TRT405":
-                print(f"  {loaded.location(f)}: {f.code} {f.message}", file=out)
+                say(f"  {loaded.location(f)}: {f.code} {f.message}")
     if s.get("cancelSource"):
-        print(
+        say(
             f"  cancel: source={s['cancelSource']} request→builder return {s.get('cancelLatencyMs')} ms, "
-            f"return→cleanup {s.get('cleanupLatencyMs')} ms, forced={s.get('forced')}",
-            file=out,
+            f"return→cleanup {s.get('cleanupLatencyMs')} ms, forced={s.get('forced')}"
         )
     cache = s.get("timingCache") or {}
-    print(f"  timing cache: {s.get('timingCacheMode')} — {cache.get('reason', '')}", file=out)
-    print(f"  cleanup: {s.get('cleanupStatus')}{_previous_engine(s)}", file=out)
+    say(f"  timing cache: {s.get('timingCacheMode')} — {cache.get('reason', '')}")
+    say(f"  cleanup: {s.get('cleanupStatus')}{_previous_engine(s)}")
     if s.get("engineArtifact"):
         e = s["engineArtifact"]
-        print(f"  engine: {e['path']} ({human_bytes(e.get('size'))}, sha256 {str(e.get('sha256'))[:16]}…)", file=out)
-    print(f"  retry: {s.get('retryPolicy')} — {s.get('retryRule')}", file=out)
-    print(f"  validation: {s.get('validationStatus')} ({s.get('validationNote')})", file=out)
-    print(f"  evidence: {build.evidence_dir / 'summary.json'}", file=out)
+        say(f"  engine: {e['path']} ({human_bytes(e.get('size'))}, sha256 {str(e.get('sha256'))[:16]}…)")
+    say(f"  retry: {s.get('retryPolicy')} — {s.get('retryRule')}")
+    say(f"  validation: {s.get('validationStatus')} ({s.get('validationNote')})")
+    say(f"  evidence: {build.evidence_dir / 'summary.json'}")
 
 
 def _previous_engine(s: dict[str, Any]) -> str:

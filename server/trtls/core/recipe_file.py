@@ -47,7 +47,10 @@ def file_kind(mode: int) -> str:
 
 def read_recipe_bytes(path: str | os.PathLike[str]) -> bytes:
     """The file's bytes; raises NotARegularFile, RecipeTooLarge or OSError (missing, unreadable) — before it reads
-    anything that could block or never end."""
+    anything that could block or never end. Read through the door (`fs.read_bytes`: opened non-blocking, fstat'ed
+    before a byte is read, bounded); a symlinked recipe is followed, as a user's input is."""
+    from trtls.fs import TooLarge, UnsafeWrite, read_bytes
+
     st = os.stat(path)
     if not stat.S_ISREG(st.st_mode):
         raise NotARegularFile(
@@ -55,15 +58,15 @@ def read_recipe_bytes(path: str | os.PathLike[str]) -> bytes:
         )
     if st.st_size > MAX_RECIPE_BYTES:
         raise RecipeTooLarge(st.st_size)
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    with os.fdopen(fd, "rb") as fh:
-        mode = os.fstat(fh.fileno()).st_mode
-        if not stat.S_ISREG(mode):  # swapped between the stat and the open
-            raise NotARegularFile(errno.EINVAL, f"not a regular file ({file_kind(mode)}); recipes are files", str(path))
-        data = fh.read(MAX_RECIPE_BYTES + 1)
-    if len(data) > MAX_RECIPE_BYTES:
-        raise RecipeTooLarge(len(data))
-    return data
+    try:
+        return read_bytes(path, limit=MAX_RECIPE_BYTES, follow=True)
+    except TooLarge:
+        raise RecipeTooLarge(max(os.stat(path).st_size, MAX_RECIPE_BYTES + 1)) from None
+    except UnsafeWrite as exc:  # swapped for a FIFO, a device or a folder between the stat and the open
+        if exc.errno in (errno.EINVAL, errno.EISDIR):
+            kind = file_kind(os.stat(path).st_mode)
+            raise NotARegularFile(errno.EINVAL, f"not a regular file ({kind}); recipes are files", str(path)) from None
+        raise
 
 
 def read_recipe_text(path: str | os.PathLike[str]) -> str:

@@ -13,9 +13,16 @@ def sha256_bytes(data: bytes | memoryview) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def sha256_file(path: str | os.PathLike[str], block: int = BLOCK) -> str:
+def sha256_file(
+    path: str | os.PathLike[str], block: int = BLOCK, *, follow: bool = True, expected: int | None = None
+) -> str:
+    """Streamed through the door (`fs.open_regular`): a FIFO or a device is refused before a byte is read (a FIFO
+    would hang the hash, `/dev/zero` never ends). `follow=False` for records and store entries (a final symlink is
+    refused); `expected`: the size a record promised, checked before hashing."""
+    from trtls.fs import open_regular
+
     h = hashlib.sha256()
-    with open(path, "rb") as fh:
+    with open_regular(path, limit=None, follow=follow, expected=expected) as fh:
         while chunk := fh.read(block):
             h.update(chunk)
     return h.hexdigest()

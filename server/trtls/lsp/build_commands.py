@@ -245,8 +245,11 @@ def run_row(entry: Any) -> dict[str, Any]:
 
 
 def report_page(run: Any, kind: str | None) -> dict[str, Any]:
-    """A finished build's or matrix's HTML report (the `trtls report` page), also written as report.html."""
-    from trtls.core.atomic import atomic_write_text
+    """A finished build's or matrix's HTML report (the `trtls report` page), also written as report.html: through
+    the door, inside the recipe's real folder (a run folder swapped for a symlink is refused) and only over an HTML
+    file. When it cannot be written the answer is a one-line located error (-32602), never a traceback."""
+    from trtls.core.paths import real
+    from trtls.fs import write_report
 
     if kind == "matrix":
         from trtls.report.matrix_page import matrix_report
@@ -258,7 +261,10 @@ def report_page(run: Any, kind: str | None) -> dict[str, Any]:
 
         html = build_report(load_build(run.evidence_dir))
     path = run.evidence_dir / "report.html"
-    atomic_write_text(path, html)
+    try:
+        write_report(path, html, fmt="html", within=real(run.recipe_path.parent))
+    except OSError as exc:
+        raise JsonRpcInvalidParams(f"{path}: TRT405 the report cannot be written: {exc.strerror or exc}") from None
     return {"buildId": run.id, "path": str(path), "html": html}
 
 

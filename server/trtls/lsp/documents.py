@@ -2,9 +2,13 @@
 
 A command's `uri` comes from the client, so it is hostile until proven otherwise:
 - only an absolute `file:` URI (no relative `"trtls.toml"` resolved against the server's cwd, no NUL byte);
-- only a recipe inside one of the client's workspace folders or one the client has open (didOpen): the server
-  reads and writes `.trtls/` nowhere else, so a URI cannot make it build, recover or write evidence in an arbitrary
-  folder. A lone recipe opened with no folder is open, so it is accepted;
+- only a recipe whose REAL path (every symlink followed) is inside the real path of one of the client's workspace
+  folders, or one the client has open (didOpen) outside every workspace folder: the server reads and writes
+  `.trtls/` nowhere else, so a URI cannot make it build, recover or write evidence in an arbitrary folder. A symlink
+  inside the workspace (the recipe, or a folder on its way) that leads out of it is refused, open or not: the
+  user opened a file of the workspace, not the folder it leads to (issue 27, item 14). A lone recipe opened with no
+  folder, or a file opened outside the workspace by its own path, is accepted (`judge`, the one function every
+  handler's uri goes through);
 - only a regular file, checked before anything is read (a FIFO would block, `/dev/zero` never ends), opened
   non-blocking and read up to MAX_RECIPE_BYTES.
 
@@ -60,16 +64,67 @@ def _inside(path: Path, folder: Path) -> bool:
 
 
 def check_allowed(path: Path, is_open: bool, folders: list[Path]) -> None:
-    """A recipe the client has open, or one inside a workspace folder (both sides with symlinks resolved)."""
-    if is_open:
-        return
+    """A recipe whose real path is inside a workspace folder's real path, or one the client has open outside every
+    workspace folder (a lone file). A path inside a workspace folder by its text whose real path leads out (a
+    symlinked recipe or folder) is refused, open or not."""
     real = Path(os.path.realpath(path))
-    if any(_inside(path, f) or _inside(real, Path(os.path.realpath(f))) for f in folders):
+    real_folders = [Path(os.path.realpath(f)) for f in folders]
+    if any(_inside(real, f) for f in real_folders):
+        return
+    by_text = any(_inside(path, f) for f in (*folders, *real_folders))
+    if by_text:
+        raise JsonRpcInvalidParams(
+            f"{path}: a symlink leads out of the workspace (its real path is {real}); trtls builds, recovers and "
+            "writes evidence only inside the workspace folders"
+        )
+    if is_open:
         return
     where = ", ".join(str(f) for f in folders) or "none"
     raise JsonRpcInvalidParams(
         f"{path}: outside the workspace folders ({where}) and not open in the editor; open it first"
     )
+
+
+def judge(uri: Any, is_open: bool, folders: list[Path]) -> Path:
+    """The recipe file `uri` names, judged: an absolute file: URI (`recipe_path`) whose real path the server may
+    act in (`check_allowed`). InvalidParams with one line otherwise. Every handler's uri goes through this."""
+    path = recipe_path(uri)
+    check_allowed(path, is_open, folders)
+    return path
+
+
+def recipe_folders(roots: list[Path]) -> list[Path]:
+    """The folders (a workspace folder and two levels below it) whose `.trtls/` the server recovers when it starts;
+    one whose real `.trtls` leads out of its workspace folder (a symlinked folder or `.trtls`) is left out: its
+    records would make the server signal processes and write evidence there (issue 27, item 14)."""
+    out = []
+    for root in roots:
+        real_root = Path(os.path.realpath(root))
+        for candidate in [root, *root.glob("*"), *root.glob("*/*")]:
+            state = candidate / ".trtls"
+            if _inside(Path(os.path.realpath(state)), real_root) and candidate.is_dir() and state.is_dir():
+                out.append(candidate)
+    return out
+
+
+def shown_file(path_text: str, open_uris: Any, folders: list[Path]) -> Path:
+    """The real path of a file trtls wrote under a `.trtls/` folder the server may act in, for
+    `trtls.showDocument`; InvalidParams otherwise. Judged by the real path (`.trtls/../../etc/passwd` and a link
+    inside `.trtls/` lead elsewhere), and the `.trtls` folder's recipe folder judged like every uri (issue 27, 20)."""
+    refused = "only a file trtls wrote under a .trtls/ folder of the workspace can be shown this way"
+    path = Path(path_text)
+    if "\x00" in path_text or not path.is_absolute():
+        raise JsonRpcInvalidParams(f"{path_text!r}: {refused}")
+    real = Path(os.path.realpath(path))
+    if ".trtls" not in real.parts[:-1] or not real.is_file():
+        raise JsonRpcInvalidParams(f"{path}: {refused} (its real path is {real})")
+    cut = len(real.parts) - 1 - real.parts[::-1].index(".trtls")
+    recipe = Path(*real.parts[:cut]) / "trtls.toml"
+    try:
+        check_allowed(recipe, recipe.as_uri() in open_uris, folders)
+    except JsonRpcInvalidParams:
+        raise JsonRpcInvalidParams(f"{path}: {refused} (its real path is {real})") from None
+    return real
 
 
 def read_recipe_file(path: Path) -> str | Finding:

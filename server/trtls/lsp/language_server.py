@@ -115,12 +115,15 @@ class TrtlsServer(LanguageServer):
     def _source(self, uri: str) -> tuple[Path, str | None]:
         """The recipe's path and its open document's text (None: read it from disk), or InvalidParams when the
         uri is refused (lsp/documents.py). Runs on the loop: the text is a snapshot."""
-        from trtls.lsp.documents import check_allowed, recipe_path
-
-        path = recipe_path(uri)
         doc = self.workspace.text_documents.get(uri)
-        check_allowed(path, doc is not None, self.folders())
-        return path, doc.source if doc is not None else None
+        return self.judge(uri), doc.source if doc is not None else None
+
+    def judge(self, uri: str) -> Path:
+        """The recipe `uri` names when the server may act on it (its real path inside a workspace folder's real
+        path, or a file the client opened outside them: lsp/documents.judge); InvalidParams otherwise."""
+        from trtls.lsp.documents import judge
+
+        return judge(uri, uri in self.workspace.text_documents, self.folders())
 
     def recipe(self, uri: str) -> LoadedRecipe:
         """Check the recipe now, on this thread (small documents, tests); commands use `recipe_async`."""

@@ -89,11 +89,10 @@ def command(name: str) -> Any:
 
 
 def _doc_uri(ls: TrtlsServer, uri: str) -> Path | None:
-    """A document notification's file, or None (one log line) when its uri is not one the server acts on."""
-    from trtls.lsp.documents import recipe_path
-
+    """A document notification's file, or None (one log line) when its uri is not one the server acts on (judged
+    like every command's: its real path, lsp/documents.judge)."""
     try:
-        return recipe_path(uri)
+        return ls.judge(uri)
     except JsonRpcException as exc:
         log.warning("trtls: document ignored: %s", exc)
         return None
@@ -124,10 +123,10 @@ def on_initialize(ls: TrtlsServer, params: lsp.InitializeParams) -> None:
 def on_initialized(ls: TrtlsServer, params: lsp.InitializedParams) -> None:
     threading.Thread(target=warm_up, name="trtls-warm-up", daemon=True).start()
     _ = ls.options  # report invalid settings now rather than at the first build
-    for root in ls.folders():
-        for candidate in [root, *root.glob("*"), *root.glob("*/*")]:
-            if candidate.is_dir() and (candidate / ".trtls").is_dir():
-                recover_builds(ls, candidate)
+    from trtls.lsp.documents import recipe_folders
+
+    for folder in recipe_folders(ls.folders()):
+        recover_builds(ls, folder)
 
 
 @server.feature(lsp.SHUTDOWN)

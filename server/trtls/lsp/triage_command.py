@@ -236,11 +236,11 @@ async def _fix_for(ls: Any, uri: str, record: dict[str, Any]) -> dict[str, Any] 
 
 async def show_document(ls: Any, raw: Any) -> dict[str, Any]:
     """Open a file the server produced (the minimal model) in the client: window/showDocument."""
+    from trtls.lsp.documents import shown_file
+
     args = parse_args(ShowDocumentArgs, raw)
-    path = Path(args.path)
-    if ".trtls" not in path.parts or not path.is_file():
-        raise JsonRpcInvalidParams("only a file trtls wrote under .trtls/ can be shown this way")
-    result = await ls.show_document_async(lsp.ShowDocumentParams(uri=path.as_uri(), external=True))
+    path = shown_file(args.path, ls.workspace.text_documents, ls.folders())
+    result = await ls.window_show_document_async(lsp.ShowDocumentParams(uri=path.as_uri(), external=True))
     return {"shown": bool(getattr(result, "success", False))}
 
 
@@ -280,6 +280,7 @@ async def build_minimal(ls: Any, raw: Any) -> dict[str, Any]:
     import json
 
     from trtls.builds.build import state_dir
+    from trtls.fs import read_text
     from trtls.lsp.build_relay import BuildRelay
 
     args = parse_args(BuildMinimalArgs, raw)
@@ -288,7 +289,9 @@ async def build_minimal(ls: Any, raw: Any) -> dict[str, Any]:
         raise JsonRpcInvalidParams(f"no buildable engine '{args.engine}'")
     folder = state_dir(loaded.path) / "reduce" / Path(args.reductionId).name
     try:
-        record = json.loads((folder / "result.json").read_text())
+        record = json.loads(read_text(folder / "result.json", limit=16 << 20, follow=False))  # a record, never a link
+        if not isinstance(record, dict):
+            raise ValueError("not a record")
     except (OSError, ValueError):
         raise JsonRpcInvalidParams(f"no reduction '{args.reductionId}' with a result in {folder.parent}") from None
     if not record.get("minimal"):

@@ -17,6 +17,8 @@ from trtls.builds.history import History
 from trtls.core.phase_tree import NS
 
 QUIET_GAP_S = 0.25  # a stretch with no builder callback at least this long is drawn as a quiet gap
+RECORD_LIMIT = 16 << 20  # a summary or tree record: ~300 phases are ~1 MiB
+EVENTS_LIMIT = 256 << 20  # events.jsonl of the largest build seen is a few MiB
 
 
 class EvidenceError(ValueError):
@@ -105,8 +107,11 @@ def find_run(target: str, recipe: Path) -> Path:
 
 
 def read_json(path: Path) -> Any:
+    """A record trtls wrote, read through the door: a regular file, never through a final symlink, bounded."""
+    from trtls.fs import read_text
+
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        return json.loads(read_text(path, limit=RECORD_LIMIT, follow=False))
     except OSError as exc:
         raise EvidenceError(f"{path}: cannot read ({exc.strerror or exc})") from None
     except ValueError as exc:
@@ -118,8 +123,11 @@ def load_build(run_dir: Path) -> BuildEvidence:
     if not isinstance(summary, dict):
         raise EvidenceError(f"{run_dir / 'summary.json'}: not a build summary")
     events: list[dict[str, Any]] = []
+    from trtls.fs import read_bytes
+
+    events_name = Path(str(summary.get("events") or "events.jsonl")).name  # a record names a file of its own folder
     try:
-        raw = (run_dir / summary.get("events", "events.jsonl")).read_bytes().splitlines()
+        raw = read_bytes(run_dir / events_name, limit=EVENTS_LIMIT, follow=False).splitlines()
     except OSError:
         raw = []
     for line in raw:

@@ -8,7 +8,8 @@ import math
 from pathlib import Path
 from typing import Any
 
-from trtls.report.evidence import EvidenceError
+from trtls.fs import read_text
+from trtls.report.evidence import RECORD_LIMIT, EvidenceError
 from trtls.report.page import badge, esc, facts, page
 
 W, H, PAD = 760, 220, 40
@@ -31,7 +32,9 @@ def _record(folder: Path) -> dict[str, Any]:
     for name in ("result.json", "divergence.json"):
         if (folder / name).is_file():
             try:
-                return dict(json.loads((folder / name).read_text()))
+                return dict(json.loads(read_text(folder / name, limit=RECORD_LIMIT, follow=False)))
+            except OSError as exc:
+                raise EvidenceError(f"{folder / name}: cannot read ({exc.strerror or exc})") from None
             except ValueError as exc:
                 raise EvidenceError(f"{folder / name}: not JSON ({exc})") from None
     raise EvidenceError(f"{folder}: no result.json or divergence.json")

@@ -26,7 +26,7 @@ from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
 from trtls.core import events, wire
-from trtls.core.atomic import atomic_write_text
+from trtls.fs import Kind, atomic_write_text, ensure_folder, read_text
 from trtls.lsp import command_args
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -255,13 +255,18 @@ def generated() -> dict[Path, str]:
     return {
         SCHEMA_FILE: json.dumps(schema, indent=2, ensure_ascii=False) + "\n",
         TS_FILE: build_ts(schema),
-        DOC_FILE: render_doc(DOC_FILE.read_text(encoding="utf-8"), doc_tables(schema)),
+        DOC_FILE: render_doc(_read(DOC_FILE), doc_tables(schema)),
     }
 
 
 def drifted() -> list[Path]:
     """The generated files whose content is not what the models give."""
-    return [p for p, text in generated().items() if not p.is_file() or p.read_text(encoding="utf-8") != text]
+    return [p for p, text in generated().items() if not p.is_file() or _read(p) != text]
+
+
+def _read(path: Path) -> str:
+    """A document of this repository (package data: followed, unbounded)."""
+    return read_text(path, limit=None, follow=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -272,8 +277,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{p} is out of date: run python -m trtls.schema.protocol", file=sys.stderr)
         return 1 if stale else 0
     for p, text in generated().items():
-        p.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(p, text)
+        ensure_folder(p.parent, within=ROOT)
+        atomic_write_text(p, text, kind=Kind.generated, within=ROOT)
         print(f"wrote {p.relative_to(ROOT)}")
     return 0
 

@@ -1,0 +1,54 @@
+"""The one place the command line prints: stdout and stderr escape every control character (issue 27, item 13).
+
+A name from a recipe, a model, a record or TensorRT's log (an engine name, an output path, an unknown key, an ONNX
+node name, a route's `intended_use`, a build id) can carry escape sequences that clear the screen, print a fake
+success line, set the window title or write the clipboard (OSC 52). Escaping at each call site forgets one; so
+`trtls.cli.main` runs every command with `sys.stdout` and `sys.stderr` lent to `SafeStream`, which writes every
+text through `core.terminal_text.terminal_safe`: argparse's errors (they echo argv), our messages, a library's
+prints, a traceback. JSON output is escaped by the JSON encoder before it gets here (`ensure_ascii`), so the stream
+changes nothing in it. The live rich views draw their own escape sequences: they write to `raw(sys.stdout)` and
+escape each name themselves (`terminal_view`, `matrix_view`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections.abc import Iterable, Iterator
+from typing import Any, TextIO
+
+from trtls.core.terminal_text import terminal_safe
+
+
+class SafeStream:
+    """A text stream whose writes are escaped for a terminal; everything else is the wrapped stream's."""
+
+    def __init__(self, inner: TextIO) -> None:
+        self.inner = inner
+
+    def write(self, text: str) -> int:
+        self.inner.write(terminal_safe(text))
+        return len(text)
+
+    def writelines(self, lines: Iterable[str]) -> None:
+        for line in lines:
+            self.write(line)
+
+    def __getattr__(self, name: str) -> Any:  # flush, isatty, fileno, encoding, buffer, ...
+        return getattr(self.inner, name)
+
+
+def raw(stream: Any) -> Any:
+    """The stream under a SafeStream (for a view that writes its own escape sequences and escapes names itself)."""
+    return stream.inner if isinstance(stream, SafeStream) else stream
+
+
+@contextlib.contextmanager
+def safe_console() -> Iterator[None]:
+    """stdout and stderr escaped for the block (restored after it, so an in-process caller gets its own back)."""
+    out, err = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = SafeStream(raw(out)), SafeStream(raw(err))  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        sys.stdout, sys.stderr = out, err
