@@ -102,8 +102,9 @@ _TABLE: tuple[Code, ...] = (
     Code("TRT234", ERROR, "farm", "Ray is not installed"),
     Code("TRT235", ERROR, "farm", "Cannot reach the Ray cluster"),
     Code("TRT236", ERROR, "farm", "No node is big enough"),
+    Code("TRT237", ERROR, "farm", "A local farm cannot be secured"),
     # TRT178–TRT199: free (one line per new code, here)
-    # TRT237–TRT259: free (one line per new code, here)
+    # TRT238–TRT259: free (one line per new code, here)
     # -- docs/codes/build.md -------------------------------------------------------------------------------------------
     Code("TRT201", WARNING, "build", "Build cancelled"),
     Code("TRT202", ERROR, "build", "Build failed"),
