@@ -8,6 +8,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from trtls.fs import TooLarge, read_bytes, read_text
+
 PICKLE_SUFFIXES = (".bin", ".pt", ".pkl", ".pth", ".ckpt", ".pickle")
 WEIGHT_SUFFIXES = (".safetensors", ".gguf", ".onnx", ".msgpack", ".h5") + PICKLE_SUFFIXES
 TOKENIZER_FILES = (
@@ -32,9 +34,11 @@ GIT_BLOB_CHECK_MAX = 16 * 1024 * 1024
 
 
 def load_json(path: Path) -> Any:
-    if path.stat().st_size > MAX_JSON:
-        raise ValueError("larger than 64 MiB")
-    return json.loads(path.read_text(encoding="utf-8"))
+    try:
+        text = read_text(path, limit=MAX_JSON, follow=True)
+    except TooLarge:
+        raise ValueError("larger than 64 MiB") from None
+    return json.loads(text)
 
 
 def safetensors_problem(path: Path) -> str | None:
@@ -46,7 +50,8 @@ def safetensors_problem(path: Path) -> str | None:
 
 
 def git_blob_sha1(path: Path) -> str:
-    data = path.read_bytes()
+    """The git blob id of a file (callers bound it: GIT_BLOB_CHECK_MAX)."""
+    data = read_bytes(path, limit=GIT_BLOB_CHECK_MAX, follow=True)
     return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
 
 

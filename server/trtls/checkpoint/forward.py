@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from trtls.checkpoint.sniff import safetensors_problems
+from trtls.fs import TooLarge, read_text
 
 
 class ForwardError(Exception):
@@ -124,9 +125,9 @@ def _read_small_json(path: Path, rel: str) -> Any:
     import json
 
     try:
-        if path.stat().st_size > MAX_ST_FILE:
-            raise ForwardError(f"{rel} is larger than {MAX_ST_FILE} bytes")
-        return json.loads(path.read_text(encoding="utf-8"))
+        return json.loads(read_text(path, limit=MAX_ST_FILE, follow=True))
+    except TooLarge:
+        raise ForwardError(f"{rel} is larger than {MAX_ST_FILE} bytes") from None
     except (OSError, ValueError) as exc:
         raise ForwardError(f"{rel}: {exc}") from None
 

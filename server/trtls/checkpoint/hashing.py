@@ -25,11 +25,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from trtls.core.atomic import atomic_write_text
+from trtls.fs import Kind, atomic_write_text, ensure_folder, open_regular, read_text
 
 BUF = 1024 * 1024  # fits L2: the copy out of the page cache stays hot for the hash (8 MiB measured ~35% slower)
 CACHE_FORMAT = "trtls.digests/1"
 RACY_NS = 2_000_000_000
+CACHE_LIMIT = 256 * 1024 * 1024  # ~150 bytes an entry: a million files
 
 _local = threading.local()
 
@@ -54,31 +55,36 @@ def _buffer() -> memoryview:
     return buf
 
 
-def sha256_file(path: str | os.PathLike[str], cancel: Callable[[], bool] | None = None) -> tuple[str, os.stat_result]:
-    """(hex digest, the stat of the opened file). Reads through one open descriptor (no TOCTOU on the path)."""
+def sha256_file(
+    path: str | os.PathLike[str], cancel: Callable[[], bool] | None = None, *, follow: bool = False
+) -> tuple[str, os.stat_result]:
+    """(hex digest, the stat of the opened file). Reads through one open descriptor (no TOCTOU on the path), a
+    regular file only (`fs.open_regular`: a FIFO or a device is refused before a byte is read); a final symlink is
+    refused unless `follow` (a Hugging Face cache's snapshot links into its blobs)."""
     buf = _buffer()
     h = hashlib.sha256()
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_BINARY", 0) | getattr(os, "O_NOFOLLOW", 0))
-    try:
-        st = os.fstat(fd)
-        with os.fdopen(fd, "rb", buffering=0, closefd=False) as f:
-            while True:
-                n = f.readinto(buf)
-                if not n:
-                    break
-                h.update(buf[:n])
-                if cancel is not None and cancel():
-                    raise HashCancelled(str(path))
-    finally:
-        os.close(fd)
+    with open_regular(path, limit=None, follow=follow) as f:
+        st = os.fstat(f.fileno())
+        while True:
+            n = f.readinto(buf)  # the one reused buffer, larger than the reader's own: read straight into it
+            if not n:
+                break
+            h.update(buf[:n])
+            if cancel is not None and cancel():
+                raise HashCancelled(str(path))
     return h.hexdigest(), st
 
 
 class DigestCache:
-    """Digests keyed by (absolute path, size, mtime_ns, inode); loaded from and saved to a JSON file atomically."""
+    """Digests keyed by (absolute path, size, mtime_ns, inode); loaded from and saved to a JSON file atomically.
 
-    def __init__(self, path: str | os.PathLike[str] | None):
+    The file lives in a recipe's `.trtls/` (`default_cache_path`): it is saved inside `within`, by default the folder
+    above `.trtls` (the recipe's folder), so a `.trtls` swapped for a symlink leading out is refused, never written
+    through. A cache that cannot be saved is simply not saved (it only saves time)."""
+
+    def __init__(self, path: str | os.PathLike[str] | None, *, within: str | os.PathLike[str] | None = None):
         self.path = Path(path) if path is not None else None
+        self.within = Path(within) if within is not None else (self.path.parent.parent if self.path else None)
         self.entries: dict[str, dict[str, Any]] = {}
         self.dirty = False
         self._lock = threading.Lock()
@@ -88,7 +94,7 @@ class DigestCache:
     def _load(self) -> None:
         assert self.path is not None
         try:
-            data = json.loads(self.path.read_text(encoding="utf-8"))
+            data = json.loads(read_text(self.path, limit=CACHE_LIMIT, follow=False))
         except (OSError, ValueError):
             return  # a missing or damaged cache is just an empty one
         if isinstance(data, dict) and data.get("format") == CACHE_FORMAT and isinstance(data.get("files"), dict):
@@ -113,10 +119,14 @@ class DigestCache:
             self.dirty = True
 
     def save(self) -> None:
-        if self.path is None or not self.dirty:
+        if self.path is None or self.within is None or not self.dirty:
             return
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(self.path, json.dumps({"format": CACHE_FORMAT, "files": self.entries}, sort_keys=True) + "\n")
+        text = json.dumps({"format": CACHE_FORMAT, "files": self.entries}, sort_keys=True) + "\n"
+        try:
+            ensure_folder(self.path.parent, within=self.within)
+            atomic_write_text(self.path, text, kind=Kind.cache, within=self.within)
+        except OSError:
+            return  # a read-only or refused .trtls: the digests are computed again next time, nothing is lost
         self.dirty = False
 
 
@@ -129,12 +139,15 @@ def hash_files(
     cache: DigestCache | None = None,
     workers: int | None = None,
     cancel: Callable[[], bool] | None = None,
+    *,
+    follow: bool = False,
 ) -> dict[Path, FileDigest]:
-    """sha256 of every path (absolute paths as keys). Uses and updates `cache`; saves it at the end."""
+    """sha256 of every path (absolute paths as keys). Uses and updates `cache`; saves it at the end. `follow`: a
+    final symlink is followed (see `sha256_file`)."""
     items: list[tuple[Path, os.stat_result]] = []
     for p in paths:
         path = Path(p).absolute()
-        items.append((path, os.stat(path, follow_symlinks=False)))
+        items.append((path, os.stat(path, follow_symlinks=follow)))
     out: dict[Path, FileDigest] = {}
     todo: list[tuple[Path, os.stat_result]] = []
     for path, st in items:
@@ -147,7 +160,7 @@ def hash_files(
 
     def work(item: tuple[Path, os.stat_result]) -> FileDigest:
         path, _ = item
-        sha, st = sha256_file(path, cancel)
+        sha, st = sha256_file(path, cancel, follow=follow)
         if cache is not None:
             cache.put(path, st, sha)
         return FileDigest(path, st.st_size, sha, False)

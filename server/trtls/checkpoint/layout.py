@@ -10,7 +10,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from trtls.core.route import COMMIT
+from trtls.fs import read_text
 
+REF_LIMIT = 4096  # a ref file holds one commit id
 SKIP_DIRS = {".git", ".cache"}  # VCS data and huggingface local-dir download metadata are not checkpoint content
 
 
@@ -35,7 +37,7 @@ class CheckpointFile:
 
 def _read_ref(path: Path) -> str | None:
     try:
-        text = path.read_text(encoding="ascii", errors="replace").strip()
+        text = read_text(path, limit=REF_LIMIT, follow=True, errors="replace").strip()
     except OSError:
         return None
     return text if COMMIT.match(text) else None

@@ -9,15 +9,19 @@ import time
 from pathlib import Path
 from typing import Any
 
-from trtls.core.atomic import atomic_write_text
+from trtls.core.paths import real
+from trtls.fs import Kind, atomic_write_text, read_text
 
 LOCK_NAME = "trtls.lock.json"
 LOCK_FORMAT = "trtls.lock/1"
+LOCK_LIMIT = 64 * 1024 * 1024  # digests of every file of every route: large checkpoints have thousands of files
 
 
 def read_lock(path: Path) -> dict[str, Any]:
+    """The lock file, read bounded and only if it is a regular file (committed beside the recipe, it is read like
+    the recipe: a symlink to one is followed; it is never written through one)."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(read_text(path, limit=LOCK_LIMIT, follow=True))
     except (OSError, ValueError):
         return {"format": LOCK_FORMAT, "routes": {}}
     if not isinstance(data, dict) or not isinstance(data.get("routes"), dict):
@@ -25,11 +29,13 @@ def read_lock(path: Path) -> dict[str, Any]:
     return data
 
 
-def write_lock_entry(path: Path, route_name: str, entry: dict[str, Any]) -> None:
+def write_lock_entry(path: Path, route_name: str, entry: dict[str, Any], *, within: Path | None = None) -> None:
+    """Replace the route's entry, atomically, inside `within` (the recipe's real folder; None: the lock's own)."""
     data = read_lock(path)
     data["format"] = LOCK_FORMAT
     data["routes"][route_name] = entry
-    atomic_write_text(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
+    text = json.dumps(data, indent=2, sort_keys=True) + "\n"
+    atomic_write_text(path, text, kind=Kind.route_artefact, within=within or real(path.parent))
 
 
 def lock_entry(
@@ -72,8 +78,14 @@ def lock_route(loaded: Any, route_name: str, *, use_digest_cache: bool = True) -
     if refused:
         raise LockError("entries refused (never followed): " + "; ".join(f"{r}: {why}" for r, why in refused))
     cache = DigestCache(default_cache_path(loaded.base_dir)) if use_digest_cache else None
-    digests = hash_files([f.real for f in files], cache)
+    try:
+        digests = hash_files([f.real for f in files], cache)
+    except OSError as exc:  # a checkpoint file swapped for a FIFO, a device or a link since it was listed
+        raise LockError(f"checkpoint file {exc.filename}: {exc.strerror or exc}") from None
     current = {f.rel: {"sha256": digests[f.real.absolute()].sha256, "size": f.size} for f in files}
     entry = lock_entry(ck.id, ck.revision, layout.commit or ck.revision, ck.path, current)
-    write_lock_entry(Path(loaded.base_dir) / LOCK_NAME, route_name, entry)
+    try:
+        write_lock_entry(Path(loaded.base_dir) / LOCK_NAME, route_name, entry, within=real(loaded.base_dir))
+    except OSError as exc:  # a symlinked or unwritable lock file: refused, the file there unchanged
+        raise LockError(f"{LOCK_NAME} cannot be written: {exc.strerror or exc}; it is unchanged") from None
     return entry

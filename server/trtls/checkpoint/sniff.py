@@ -19,12 +19,17 @@ import bz2
 import io
 import json
 import lzma
+import os
 import pickletools
 import struct
 import zipfile
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, BinaryIO
+
+from trtls.fs import open_regular
 
 SNIFF_BYTES = 64 * 1024  # protocol 0/1 pickles are confirmed on this much of the stream
 MAX_ZIP_MEMBERS = 100_000
@@ -102,21 +107,54 @@ def _decompressed_head(head: bytes, path: Path) -> tuple[str, bytes] | None:
 
 
 def _read(path: Path, n: int) -> bytes:
-    with open(path, "rb") as f:
+    """The first `n` bytes of a checkpoint file (a regular file only: a FIFO or a device is refused, not read)."""
+    with open_regular(path, limit=None, follow=True) as f:
         return f.read(n)
+
+
+_DECOMPRESSORS: dict[int, Callable[[], Any]] = {
+    zipfile.ZIP_DEFLATED: lambda: zlib.decompressobj(-zlib.MAX_WBITS),  # raw deflate, as zip stores it
+    zipfile.ZIP_BZIP2: bz2.BZ2Decompressor,
+}
+
+
+def _member_head(f: BinaryIO, info: zipfile.ZipInfo, n: int) -> bytes:
+    """The first `n` bytes of a zip member, read from its local header's data (stored, deflate or bzip2) without
+    inflating the rest: a multi-gigabyte tensor member costs one chunk. Other methods and encryption raise."""
+    if info.flag_bits & 0x1:
+        raise RuntimeError(f"{info.filename} is encrypted")
+    f.seek(info.header_offset)
+    local = f.read(30)
+    if len(local) < 30 or local[:4] != b"PK\x03\x04":
+        raise zipfile.BadZipFile(f"no local header for {info.filename}")
+    name_len, extra_len = struct.unpack("<HH", local[26:30])
+    f.seek(info.header_offset + 30 + name_len + extra_len)
+    left = info.compress_size
+    if info.compress_type == zipfile.ZIP_STORED:
+        return f.read(min(n, left))
+    make = _DECOMPRESSORS.get(info.compress_type)
+    if make is None:
+        raise NotImplementedError(f"compression method {info.compress_type}")
+    d, out = make(), b""
+    while left > 0 and len(out) < n:
+        part = f.read(min(SNIFF_BYTES, left))
+        if not part:
+            break
+        left -= len(part)
+        out += d.decompress(part, n - len(out))
+    return out[:n]
 
 
 def _zip_pickle(path: Path) -> PickleFound | None:
     try:
-        with zipfile.ZipFile(path) as z:
+        with open_regular(path, limit=None, follow=True) as f, zipfile.ZipFile(f) as z:
             infos = z.infolist()[:MAX_ZIP_MEMBERS]
             for info in infos:
                 if info.is_dir():
                     continue
                 if info.filename.endswith((".pkl", ".pickle")):
                     return PickleFound(f"zip member {info.filename}", None)
-                with z.open(info) as member:
-                    got = _pickle_at_start(member.read(SNIFF_BYTES))
+                got = _pickle_at_start(_member_head(f, info, SNIFF_BYTES))
                 if got is not False:
                     return PickleFound(f"zip member {info.filename}", got if isinstance(got, int) else None)
     except (zipfile.BadZipFile, OSError, RuntimeError, NotImplementedError, EOFError, zlib.error):
@@ -160,8 +198,8 @@ def read_safetensors_header(path: str | Path) -> tuple[int, dict[str, Safetensor
     problems: list[str] = []
     tensors: dict[str, SafetensorsTensor] = {}
     try:
-        size = p.stat().st_size
-        with open(p, "rb") as f:
+        with open_regular(p, limit=None, follow=True) as f:
+            size = os.fstat(f.fileno()).st_size
             head = f.read(8)
             if len(head) < 8:
                 return 0, {}, [f"{p.name}: shorter than the 8-byte header length ({len(head)} bytes)"]
