@@ -224,8 +224,8 @@ def cmd_schema(args: argparse.Namespace) -> int:
     if args.output:
         from trtls.cli.output import write_output
 
-        # no recipe is loaded: the recipe of the file's own folder is judged (trtls.toml, its models, .trtls)
-        return write_output(args.output, text + "\n", fmt="json") or EXIT_OK
+        # no recipe is loaded: the recipe of the current folder and of the file's own folder are judged
+        return write_output(args.output, text + "\n", fmt="json", recipes=(find_recipe(None),)) or EXIT_OK
     print(text)
     return EXIT_OK
 
