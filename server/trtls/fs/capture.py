@@ -19,7 +19,9 @@ from trtls.fs.folder import _CLOEXEC, _NOFOLLOW, open_folder
 from trtls.fs.kinds import Kind
 
 
-def new_file(path: str | os.PathLike[str], *, kind: Kind, within: str | os.PathLike[str], mode: int = 0o600) -> BinaryIO:
+def new_file(
+    path: str | os.PathLike[str], *, kind: Kind, within: str | os.PathLike[str], mode: int = 0o600
+) -> BinaryIO:
     """A new, empty file at `path` opened for writing (the caller closes it; a child process may hold a copy of its
     descriptor). Refused when anything, a symlink included, already has that name."""
     target = Path(path)

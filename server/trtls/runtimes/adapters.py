@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from trtls.fs import read_bytes
 from trtls.runtimes.contract import RuntimeSpec, Signature
 
 
@@ -164,7 +165,7 @@ class _TensorRTAdapter(_Adapter):
         self._used0 = total - free0
         self.logger = trt.Logger(trt.Logger.WARNING)
         self.runtime = trt.Runtime(self.logger)
-        self.engine = self.runtime.deserialize_cuda_engine(engine_path.read_bytes())
+        self.engine = self.runtime.deserialize_cuda_engine(read_bytes(engine_path, limit=None, follow=True))
         if self.engine is None:
             raise Unavailable(
                 f"TensorRT {getattr(trt, '__version__', '?')} refused the engine on this device (built for another "

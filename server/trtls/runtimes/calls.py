@@ -7,10 +7,10 @@ Parent side only: the adapters are never instantiated in this process.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import sys
-import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
@@ -19,15 +19,18 @@ from typing import Any
 
 import numpy as np
 
+from trtls.fs import Kind, atomic_write_text, read_text, remove_tree, scratch_dir
 from trtls.runtimes.contract import RunResult, RuntimeSpec, load_npz, save_npz
 from trtls.runtimes.process import _Child, _child_env, _classify_exit, _cwd, _wait_all
+
+RESULT_LIMIT = 64 * 1024 * 1024  # the child's result record: latencies of every request, not the outputs
 
 
 def _write_inputs(inputs: Sequence[Any], workdir: Path) -> list[Path]:
     paths = []
     for i, item in enumerate(inputs):
         if isinstance(item, Mapping):
-            paths.append(save_npz(workdir / f"in{i}.npz", item))
+            paths.append(save_npz(workdir / f"in{i}.npz", item, within=workdir))
         else:
             paths.append(Path(item).resolve())
     return paths
@@ -61,7 +64,7 @@ def _call(
     if problems:
         return RunResult("error", "; ".join(problems))
     t0 = time.perf_counter()
-    workdir = Path(tempfile.mkdtemp(prefix="trtls-rt-"))
+    workdir = scratch_dir(prefix="trtls-rt-")
     try:
         in_paths = _write_inputs(inputs, workdir)
         call = _Call(mode, in_paths, workdir, warmup, iterations, concurrency, timeout)
@@ -69,7 +72,8 @@ def _call(
         result.wall_s = time.perf_counter() - t0
         return result
     finally:
-        shutil.rmtree(workdir, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            remove_tree(workdir, kind=Kind.scratch, within=workdir.parent)
 
 
 def _call_python(spec: RuntimeSpec, call: _Call) -> RunResult:
@@ -86,7 +90,7 @@ def _call_python(spec: RuntimeSpec, call: _Call) -> RunResult:
         "result": str(call.workdir / "result.json"),
     }
     req_path = call.workdir / "request.json"
-    req_path.write_text(json.dumps(request))
+    atomic_write_text(req_path, json.dumps(request), kind=Kind.scratch, within=call.workdir)
     child = _Child(
         [sys.executable, "-m", "trtls.runtimes.child", str(req_path)],
         call.workdir,
@@ -101,7 +105,7 @@ def _call_python(spec: RuntimeSpec, call: _Call) -> RunResult:
         base.status, base.message = bad
         return base
     try:
-        record = json.loads((call.workdir / "result.json").read_text())
+        record = json.loads(read_text(call.workdir / "result.json", limit=RESULT_LIMIT, follow=False))
     except (OSError, ValueError):
         base.status = "crash"
         base.message = f"the runtime process exited with code {child.returncode} without a result" + (

@@ -16,9 +16,11 @@ from typing import Any
 
 import numpy as np
 
+from trtls.fs import Kind, atomic_write_text, read_text
 from trtls.runtimes.adapters import _ADAPTERS, Unavailable
 from trtls.runtimes.contract import RuntimeSpec, load_npz, save_npz, validate_feed
 
+REQUEST_LIMIT = 16 * 1024 * 1024  # the request names its files; the arrays are in the .npz files
 # child exit codes (python adapters)
 _EXIT_OK, _EXIT_ERROR, _EXIT_UNAVAILABLE = 0, 3, 4
 
@@ -28,14 +30,15 @@ class _Refused(Exception):
 
 
 def _child_main(request_path: str) -> int:
-    req = json.loads(Path(request_path).read_text())
+    req = json.loads(read_text(request_path, limit=REQUEST_LIMIT, follow=False))
     spec = RuntimeSpec(**req["spec"])
     result_path = Path(req["result"])
+    scratch = result_path.parent  # the call's private scratch folder: every file this child writes stays in it
     record: dict[str, Any] = {"status": "ok", "message": ""}
 
     def finish(status: str, message: str, code: int) -> int:
         record["status"], record["message"] = status, message
-        result_path.write_text(json.dumps(record))
+        atomic_write_text(result_path, json.dumps(record), kind=Kind.scratch, within=scratch)
         return code
 
     try:
@@ -86,7 +89,7 @@ def _child_main(request_path: str) -> int:
                 t = time.perf_counter()
                 result = run(feed)
                 lat.append(time.perf_counter() - t)
-                save_npz(out, inject(result))
+                save_npz(out, inject(result), within=scratch)
             record.setdefault("first_run_s", lat[0] if lat else None)
             record["latencies_s"] = lat
         elif mode == "bench":
@@ -125,7 +128,7 @@ def _child_main(request_path: str) -> int:
             for k, r in enumerate(results):
                 if isinstance(r, Exception):
                     return finish("error", f"concurrent request {k} failed: {type(r).__name__}: {r}", _EXIT_ERROR)
-                save_npz(outs[k], inject(r))
+                save_npz(outs[k], inject(r), within=scratch)
         else:
             return finish("error", f"unknown mode {mode!r}", _EXIT_ERROR)
     except _Refused as exc:

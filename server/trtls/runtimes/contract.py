@@ -8,13 +8,18 @@ and so the contract can be read on its own. The contract in full is in the `trtl
 
 from __future__ import annotations
 
+import io
 import os
+import zipfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 import numpy as np
+
+from trtls.core.paths import real
+from trtls.fs import Kind, atomic_writer, open_regular
 
 KINDS = ("onnxruntime", "onnx_reference", "tensorrt", "command")
 RunStatus = Literal["ok", "error", "timeout", "crash", "unavailable"]
@@ -88,17 +93,26 @@ class RunResult:
 # --------------------------------------------------------------------------------------------- npz I/O
 
 
-def save_npz(path: str | os.PathLike[str], arrays: Mapping[str, np.ndarray]) -> Path:
+def save_npz(
+    path: str | os.PathLike[str], arrays: Mapping[str, np.ndarray], *, within: str | os.PathLike[str] | None = None
+) -> Path:
+    """Write `arrays` as an `.npz` (numpy's own layout: an uncompressed zip of `<name>.npy`, each array written by
+    `numpy.lib.format`, never pickled), atomically and through the door: inside `within` (a runtime call's scratch
+    folder; None: the file's own real folder), never through a symlink."""
     p = Path(path)
-    with open(p, "wb") as f:
-        named: dict[str, Any] = {k: np.asarray(v) for k, v in arrays.items()}  # names are data, not savez options
-        np.savez(f, **named)
+    root = within if within is not None else real(p.parent)
+    with atomic_writer(p, kind=Kind.scratch, within=root) as out, zipfile.ZipFile(out, "w", allowZip64=True) as z:
+        for name, value in arrays.items():  # names are data, not options
+            member = io.BytesIO()
+            np.lib.format.write_array(member, np.asanyarray(value), allow_pickle=False)
+            z.writestr(f"{name}.npy", member.getvalue())
     return p
 
 
 def load_npz(path: str | os.PathLike[str]) -> dict[str, np.ndarray]:
-    """Load arrays (never pickles: a hostile .npz cannot run code)."""
-    with np.load(path, allow_pickle=False) as z:
+    """Load arrays (never pickles: a hostile .npz cannot run code) from a regular file only (`fs.open_regular`: a
+    FIFO or a device named as reference inputs is refused, never waited on)."""
+    with open_regular(path, limit=None, follow=True) as fh, np.load(fh, allow_pickle=False) as z:
         return {k: z[k] for k in z.files}
 
 

@@ -15,6 +15,9 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from trtls.fs import Kind, open_regular
+from trtls.fs.capture import new_file
+from trtls.fs.kill import signal_child
 from trtls.runtimes.contract import STDERR_TAIL, RunStatus, RuntimeSpec
 
 
@@ -31,7 +34,10 @@ class _Child:
         self.timed_out = False
         self.spawn_error: str | None = None
         try:
-            with open(self.out_path, "wb") as out, open(self.err_path, "wb") as err:
+            with (
+                new_file(self.out_path, kind=Kind.scratch, within=workdir) as out,
+                new_file(self.err_path, kind=Kind.scratch, within=workdir) as err,
+            ):
                 self.proc: subprocess.Popen[bytes] | None = subprocess.Popen(
                     argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err, cwd=cwd, env=env, start_new_session=True
                 )
@@ -66,10 +72,8 @@ class _Child:
 
     def _kill_group(self) -> None:
         assert self.proc is not None
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+        # our child, not reaped yet (WNOWAIT above): its pid and group id are still its own
+        signal_child(self.proc, signal.SIGKILL, group=True)
 
     def cut(self) -> None:
         """Timeout: kill the whole process group, then reap."""
@@ -89,7 +93,9 @@ class _Child:
 
     def stderr_tail(self) -> str:
         try:
-            data = self.err_path.read_bytes()[-STDERR_TAIL:]
+            with open_regular(self.err_path, limit=None, follow=False) as f:
+                f.seek(max(0, os.fstat(f.fileno()).st_size - STDERR_TAIL))
+                data = f.read(STDERR_TAIL)
         except OSError:
             return ""
         return data.decode("utf-8", "replace").strip()

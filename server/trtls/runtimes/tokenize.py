@@ -10,13 +10,14 @@ command's stderr tail; nothing it prints is executed or evaluated.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
+
+from trtls.fs import Kind, atomic_write_text, remove_tree, scratch_dir
 
 STDERR_TAIL = 1000
 
@@ -29,9 +30,10 @@ class TokenIds:
 
 def runtime_token_ids(command: Sequence[str], texts: Sequence[str], *, cwd: str | None, timeout_s: float) -> TokenIds:
     """The ids `command` reports for `texts` (see the module doc), or why there are none."""
-    with tempfile.TemporaryDirectory(prefix="trtls-tokenize-") as tmp:
-        request = Path(tmp) / "texts.json"
-        request.write_text(json.dumps({"texts": list(texts)}), encoding="utf-8")
+    tmp = scratch_dir(prefix="trtls-tokenize-")
+    try:
+        request = tmp / "texts.json"
+        atomic_write_text(request, json.dumps({"texts": list(texts)}), kind=Kind.scratch, within=tmp)
         try:
             proc = subprocess.run(
                 [*command, str(request)],
@@ -46,6 +48,9 @@ def runtime_token_ids(command: Sequence[str], texts: Sequence[str], *, cwd: str 
             return TokenIds(None, f"tokenizer command did not answer within {timeout_s:g} s")
         except OSError as exc:
             return TokenIds(None, f"tokenizer command cannot run: {exc}")
+    finally:
+        with contextlib.suppress(OSError):
+            remove_tree(tmp, kind=Kind.scratch, within=tmp.parent)
     tail = proc.stderr.decode("utf-8", "replace")[-STDERR_TAIL:].strip()
     if proc.returncode != 0:
         return TokenIds(None, f"tokenizer command exited {proc.returncode}" + (f": {tail}" if tail else ""))
