@@ -1,6 +1,9 @@
 """Where the engine store is and how a build may use it: the recipe's `[store]` table, else the `TRTLS_STORE`
 environment variable (a folder, or `off`), else the per-user cache folder `$XDG_CACHE_HOME/trtls/store`
-(`~/.cache/trtls/store`)."""
+(`~/.cache/trtls/store`).
+
+Whom a store's writers are trusted as (`trust`, `fs.store_root`): the recipe's `[store] trust`, else
+`TRTLS_STORE_TRUST`, else `user` (only this user or root may have written it)."""
 
 from __future__ import annotations
 
@@ -9,6 +12,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from trtls.core.store_table import table_root
 
 DEFAULT_MAX_SIZE = 20 * 1024**3  # 20 GiB: a few hundred engines of the usual size
 _UNITS = {"": 1, "b": 1, "k": 1024, "kb": 1000, "kib": 1024, "m": 1024**2, "mb": 1000**2, "mib": 1024**2}
@@ -33,6 +38,8 @@ class StoreConfig:
     mode: str  # read_write | read
     max_size: int
     source: str  # "recipe", "TRTLS_STORE", "default": said in the evidence
+    trust: str = "user"  # user | group: who may have written the store (fs.store_root.trust_problem)
+    recipe_dir: Path | None = None  # the recipe's folder: a store is never it or a folder above it
 
 
 def default_store_path() -> Path:
@@ -42,15 +49,19 @@ def default_store_path() -> Path:
 
 def store_config(table: Any, base_dir: Path) -> StoreConfig | None:
     """The store a build of this recipe uses, or None when it is off. `table` is the recipe's `[store]` model."""
+    base = Path(base_dir).absolute()
+    env_trust = os.environ.get("TRTLS_STORE_TRUST", "").strip().lower()
+    trust = env_trust if env_trust in ("user", "group") else "user"
     if table is not None:
         if table.mode == "off":
             return None
         size = parse_size(table.max_size) if table.max_size is not None else DEFAULT_MAX_SIZE
-        path = Path(os.path.expanduser(table.path)) if table.path else default_store_path()
-        return StoreConfig((base_dir / path).absolute(), table.mode, size or DEFAULT_MAX_SIZE, "recipe")
+        path = table_root(table, base) or default_store_path()
+        return StoreConfig(path, table.mode, size or DEFAULT_MAX_SIZE, "recipe", table.trust, base)
     env = os.environ.get("TRTLS_STORE", "").strip()
     if env.lower() == "off":
         return None
     if env:
-        return StoreConfig(Path(os.path.expanduser(env)).absolute(), "read_write", DEFAULT_MAX_SIZE, "TRTLS_STORE")
-    return StoreConfig(default_store_path(), "read_write", DEFAULT_MAX_SIZE, "default")
+        path = Path(os.path.expanduser(env)).absolute()
+        return StoreConfig(path, "read_write", DEFAULT_MAX_SIZE, "TRTLS_STORE", trust, base)
+    return StoreConfig(default_store_path(), "read_write", DEFAULT_MAX_SIZE, "default", trust, base)

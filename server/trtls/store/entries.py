@@ -1,49 +1,48 @@
 """The store on disk: immutable entries, written whole or not at all, verified every time one is used.
 
+    <store>/.trtls-owned                the store mark (fs.store_root): trtls made this folder a store
     <store>/entries/<key>/engine        the engine's bytes
     <store>/entries/<key>/entry.json    the key, the key's parts, the engine's sha256 + size, the producing build
     <store>/used/<key>                  empty; its mtime is the entry's last use (LRU) — the entry itself never changes
     <store>/locks/<key>.lock            flock'ed by the one process building that key (store/lock.py)
     <store>/quarantine/<key>-<time>/    an entry that failed verification, moved aside, never used again
-    <store>/tmp/                        entries being written (a publish is: write here, fsync, rename into entries/)
+    <store>/tmp/tmp-…                   entries being written (a publish is: write here, fsync, rename into entries/)
 
 A publish renames a complete, fsynced folder into `entries/`, so a reader sees a whole entry or none; a restore
 copies the engine to a temp file beside the output while hashing it, and renames it over the output only when the
 hash is the entry's. Hard links are never used: a later in-place write to the output (a tool that opens it `r+b`)
-would change the store's bytes too. A reflink (FICLONE, copy-on-write) is tried first where the file system can.
-"""
+would change the store's bytes too. An entry's files are read only when they are regular files (never through a
+link, never a FIFO or a device) of the recorded size, owned and written as the store's `trust` allows.
+
+A publish of a key the store holds with other bytes replaces the entry (a `--rebuild`, ccache's recache): the
+next build of the key restores what was built last, never the engine it was rebuilt to replace."""
 
 from __future__ import annotations
 
+import contextlib
 import errno
-import fcntl
-import hashlib
 import json
 import os
-import shutil
+import stat
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from trtls.core.atomic import atomic_writer, fsync_dir, temp_path_for
-from trtls.store.key import key_of_parts
+from trtls import fs
+from trtls.core.paths import UnsafeWrite
+from trtls.fs import Kind, rename
+from trtls.fs.store_root import trust_problem
+from trtls.store.copying import EntryUnreadable, copy_hashing
+from trtls.store.folder import Refused, RestoreFailed, StoreFolder, StoreUnusable, tmp_name
+from trtls.store.key import is_key, key_of_parts
+from trtls.store.up_to_date import output_holds
+
+__all__ = ["ENTRY_FORMAT", "Entry", "Refused", "RestoreFailed", "Store", "StoreUnusable"]
 
 ENTRY_FORMAT = "trtls.store-entry/1"
-FICLONE = 0x40049409  # linux/fs.h
-BLOCK = 1 << 20
-
-
-class StoreUnusable(Exception):
-    """The store folder cannot be used as configured (not a folder, not writable): a located error."""
-
-    def __init__(self, code: str, message: str):
-        super().__init__(message)
-        self.code = code
-
-
-class Refused(Exception):
-    """An entry failed verification (bytes or key): it was quarantined."""
+RECORD_LIMIT = 16 * 1024 * 1024  # an entry.json: the key's parts and the build record (a few KiB in practice)
 
 
 @dataclass(frozen=True)
@@ -69,216 +68,204 @@ class Entry:
         return self.record.get("build") or {}
 
 
-def _pause(point: str, fraction_written: bool) -> None:
-    """Test hook: with TRTLS_STORE_PAUSE=<point>, stop half-way through writing (marker file
-    TRTLS_STORE_PAUSE_FILE created) until the marker is removed, so a test can SIGKILL us at that exact moment."""
-    if os.environ.get("TRTLS_STORE_PAUSE") != point or not fraction_written:
-        return
-    marker = Path(os.environ["TRTLS_STORE_PAUSE_FILE"])
-    marker.write_text(str(os.getpid()))
-    while marker.exists():
-        time.sleep(0.01)
+class Store(StoreFolder):
+    replaced: dict[str, Any] | None = None  # what the last publish replaced (the evidence says so)
 
-
-def _fault(point: str) -> None:
-    """Test hook: TRTLS_STORE_FAULT=enospc makes a publish's write fail as a full disk would (ENOSPC)."""
-    if os.environ.get("TRTLS_STORE_FAULT") == "enospc" and point == "publish":
-        raise OSError(errno.ENOSPC, "No space left on device (TRTLS_STORE_FAULT)")
-
-
-def copy_hashing(src: BinaryIO, dst: BinaryIO, point: str) -> tuple[str, int]:
-    """Copy src → dst (a reflink where possible), returning the sha256 and size of the bytes now in dst."""
-    h = hashlib.sha256()
-    size = os.fstat(src.fileno()).st_size
-    try:
-        fcntl.ioctl(dst.fileno(), FICLONE, src.fileno())
-        dst.seek(0)
-        with open(dst.name, "rb") as back:  # hash what the clone holds: the verification reads the bytes
-            n = 0
-            while block := back.read(BLOCK):
-                h.update(block)
-                n += len(block)
-                _pause(point, n >= size // 2)
-        return h.hexdigest(), n
-    except OSError:
-        pass  # no reflink here (another file system, tmpfs, ext4): copy
-    n = 0
-    while block := src.read(BLOCK):
-        h.update(block)
-        if point == "publish":
-            _fault(point)
-        dst.write(block)
-        n += len(block)
-        _pause(point, n >= size // 2)
-    return h.hexdigest(), n
-
-
-class Store:
-    def __init__(self, root: Path, mode: str = "read_write", max_size: int | None = None):
-        self.root = Path(root)
-        self.mode = mode
-        self.max_size = max_size
-
-    # -- checks --------------------------------------------------------------------------------
-    def check(self) -> None:
-        """Raise StoreUnusable when the folder cannot serve its mode (a missing read-only store is an empty one)."""
-        if self.root.exists() and not self.root.is_dir():
-            raise StoreUnusable("TRT330", f"the store path {self.root} is not a folder")
-        if self.mode == "read":
-            return
-        try:
-            for sub in ("entries", "used", "locks", "quarantine", "tmp"):
-                (self.root / sub).mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise StoreUnusable("TRT331", f"the store folder {self.root} cannot be written: {exc.strerror}") from exc
-        if not os.access(self.root / "entries", os.W_OK) or not os.access(self.root / "tmp", os.W_OK):
-            raise StoreUnusable("TRT331", f"the store folder {self.root} is not writable (mode = read_write)")
+    @classmethod
+    def from_config(cls, config: Any) -> Store:
+        """The store a `store.config.StoreConfig` names, with its trust and its recipe's folder."""
+        return cls(config.path, config.mode, config.max_size, trust=config.trust, recipe_dir=config.recipe_dir)
 
     # -- reading -------------------------------------------------------------------------------
     def get(self, key: str) -> Entry | None:
-        """The entry of `key` if its record holds together (recorded key = its parts' key = its folder's name);
-        an entry that does not is quarantined (Refused)."""
+        """The entry of `key` if its record holds together (recorded key = its parts' key = its folder's name) and
+        its folder and record are real, regular and trusted; a damaged entry is quarantined (Refused)."""
+        key = self.checked_key(key)
         folder = self.root / "entries" / key
         try:
-            record = json.loads((folder / "entry.json").read_text(encoding="utf-8"))
+            st = os.lstat(folder)
         except FileNotFoundError:
             return None
+        except OSError as exc:
+            raise Refused(f"store entry {key[:12]} cannot be read: {exc.strerror}") from exc
+        if not stat.S_ISDIR(st.st_mode):
+            self.quarantine(folder, "the entry is a symlink or a file, not a folder trtls wrote")
+            raise Refused(f"store entry {key[:12]} is a symlink or not a folder: not used, nothing it names was read")
+        self._trusted(folder, st, key)
+        try:
+            with fs.open_regular(folder / "entry.json", limit=RECORD_LIMIT, follow=False) as fh:
+                self._trusted(folder / "entry.json", os.fstat(fh.fileno()), key)
+                record = json.loads(fh.read(RECORD_LIMIT + 1))
+        except PermissionError as exc:
+            raise Refused(f"store entry {key[:12]}'s record cannot be read: {exc.strerror}") from exc
         except (OSError, ValueError) as exc:
-            self.quarantine(folder, f"unreadable entry.json: {exc}")
-            raise Refused(f"store entry {key[:12]} has an unreadable record; quarantined") from exc
+            why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            self.quarantine(folder, f"unreadable entry.json: {why}")
+            raise Refused(f"store entry {key[:12]} has an unreadable record ({why}); quarantined") from exc
         if (
             not isinstance(record, dict)
             or record.get("format") != ENTRY_FORMAT
             or record.get("key") != key
             or key_of_parts(record.get("parts") or {}) != key
+            or not _engine_fields(record)
         ):
             self.quarantine(folder, "its recorded key does not match its content")
             raise Refused(f"store entry {key[:12]}'s recorded key does not match its content; quarantined")
         return Entry(key, folder, record)
 
+    def _trusted(self, path: Path, st: os.stat_result, key: str) -> None:
+        why = trust_problem(path, st, self.trust)
+        if why is not None:
+            raise Refused(f"store entry {key[:12]} is not used: {why}")
+
     def entries(self) -> list[Entry]:
+        try:
+            names = sorted(os.listdir(self.root / "entries"))
+        except OSError:
+            return []
         out = []
-        for folder in sorted((self.root / "entries").glob("*")):
+        for name in filter(is_key, names):
             try:
-                e = self.get(folder.name)
+                e = self.get(name)
             except Refused:
                 continue
             if e is not None:
                 out.append(e)
         return out
 
-    def last_used(self, key: str) -> float:
-        try:
-            return (self.root / "used" / key).stat().st_mtime
-        except OSError:
-            return 0.0
+    @contextlib.contextmanager
+    def _engine(self, entry: Entry) -> Iterator[BinaryIO]:
+        """The entry's engine, open: a regular file (never a link, a FIFO or a device) of the recorded size, owned
+        as `trust` allows. A missing or wrong one quarantines the entry (Refused)."""
+        with contextlib.ExitStack() as stack:
+            try:
+                src = stack.enter_context(fs.open_regular(entry.engine, limit=None, follow=False, expected=entry.size))
+            except PermissionError as exc:
+                raise Refused(f"store entry {entry.key[:12]}'s engine cannot be read: {exc.strerror}") from exc
+            except OSError as exc:
+                self.quarantine(entry.folder, f"engine: {exc.strerror}")
+                raise Refused(f"store entry {entry.key[:12]}'s engine: {exc.strerror}; quarantined") from exc
+            self._trusted(entry.engine, os.fstat(src.fileno()), entry.key)
+            yield src
 
-    def touch(self, key: str) -> None:
-        if self.mode != "read_write":
-            return  # a read-only store is never written, not even its use times
-        try:
-            (self.root / "used" / key).touch()
-        except OSError:
-            pass
-
-    def restore(self, entry: Entry, output: Path, tag: str, within: str | os.PathLike[str] | None = None) -> None:
-        """Make `output` identical to the entry through the atomic writer (temp file created O_EXCL | O_NOFOLLOW in
-        the output's real folder, hashed while copied, fsynced, renamed there; never through a symlink, and with
-        `within`, never into a real folder outside it: UnsafeWrite). A hash that is not the entry's quarantines the
-        entry and leaves `output` untouched (Refused)."""
-        output.parent.mkdir(parents=True, exist_ok=True)
-        mismatch: str | None = None
-        try:
-            with (
-                open(entry.engine, "rb") as src,
-                atomic_writer(output, within=within, temp_name=temp_path_for(output, tag).name) as dst,
-            ):
-                sha, _ = copy_hashing(src, dst, "restore")
-                if sha != entry.sha256:
-                    mismatch = sha
-                    raise Refused("mismatch")  # leaves the block: the writer removes its temp, output untouched
-        except Refused:
-            if mismatch is None:
+    def restore(
+        self, entry: Entry, output: Path, tag: str, within: str | os.PathLike[str], state_dir: Path | None = None
+    ) -> bool:
+        """Make `output` identical to the entry: False when it already is (nothing written), True when restored
+        through the door (temp created O_EXCL | O_NOFOLLOW in the output's real folder inside `within`, hashed while
+        copied, fsynced, renamed there; never through a symlink: UnsafeWrite). A hash that is not the entry's
+        quarantines the entry (Refused); an output that cannot be written is a RestoreFailed (TRT412/TRT405).
+        Either way `output` is untouched. `state_dir`: the recipe's `.trtls`, whose digest cache knows the output."""
+        self.checked_key(entry.key)
+        if output_holds(output, entry, state_dir):
+            self.mark_used(entry.key)
+            return False
+        with self._engine(entry) as src:
+            try:
+                fs.ensure_folder(output.parent, within=within)
+                temp = fs.temp_path_for(output, tag).name
+                with fs.atomic_writer(output, kind=Kind.engine_output, within=within, temp_name=temp) as dst:
+                    sha, _ = copy_hashing(src, dst, "restore")
+                    if sha != entry.sha256:
+                        raise _Mismatch(sha)  # leaves the block: the writer removes its temp, output untouched
+            except _Mismatch as bad:
+                self.quarantine(entry.folder, f"engine sha256 {bad.sha[:12]}… is not the recorded {entry.sha256[:12]}…")
+                raise Refused(
+                    f"store entry {entry.key[:12]}'s engine bytes do not match its sha256; quarantined"
+                ) from None
+            except EntryUnreadable as exc:
+                self.quarantine(entry.folder, f"engine: {exc.strerror}")
+                raise Refused(f"store entry {entry.key[:12]}'s engine: {exc.strerror}; quarantined") from None
+            except UnsafeWrite:
                 raise
-            self.quarantine(entry.folder, f"engine sha256 {mismatch[:12]}… is not the recorded {entry.sha256[:12]}…")
-            raise Refused(f"store entry {entry.key[:12]}'s engine bytes do not match its sha256; quarantined") from None
-        self.touch(entry.key)
+            except OSError as exc:
+                code = "TRT412" if os.path.lexists(output) else "TRT405"
+                why = f"the engine could not be written there: {exc.strerror or exc}; the output is as it was"
+                raise RestoreFailed(code, exc.errno or errno.EIO, why, output) from exc
+        self.mark_used(entry.key)
+        return True
 
     # -- writing -------------------------------------------------------------------------------
     def publish(self, key: str, parts: dict[str, Any], engine: Path, build: dict[str, Any], sha: str | None) -> Entry:
-        """Store `engine` under `key` (a no-op when the key is stored already). `sha`: the engine's hash as the
-        worker wrote it; a copy that reads other bytes (the output changed meanwhile) is not stored. Raises
-        OSError (a full disk, a read-only store)."""
+        """Store `engine` under `key`. A no-op when the key is stored with these bytes; with other bytes (a
+        `--rebuild`) the entry is replaced and `replaced` says what it held. `sha`: the engine's hash as the worker
+        wrote it; a copy that reads other bytes (the output changed meanwhile) is not stored. Raises OSError (a full
+        disk, a read-only store, a store refused by `check`)."""
+        key = self.checked_key(key)
+        self.replaced = None
         if self.mode != "read_write":
             raise OSError(errno.EROFS, "the store is read-only (mode = read)")
-        existing = self.get(key)
-        if existing is not None:
-            self.touch(key)
-            return existing
-        self.check()
-        tmp = self.root / "tmp" / f"{key}.{os.getpid()}.{time.monotonic_ns()}"
-        tmp.mkdir()
         try:
-            with open(engine, "rb") as src, open(tmp / "engine", "wb") as dst:
-                got, size = copy_hashing(src, dst, "publish")
-                dst.flush()
-                os.fsync(dst.fileno())
+            self.check()
+        except StoreUnusable as exc:
+            raise OSError(errno.EPERM, f"{exc.code} {exc}") from exc
+        try:
+            existing = self.get(key)
+        except Refused:
+            existing = None  # quarantined (a damaged entry) or not trusted: the rename below says which
+        if existing is not None and sha is not None and existing.sha256 == sha:
+            self.mark_used(key)
+            return existing
+        tmp = self.root / "tmp" / tmp_name("publish", key)
+        fs.ensure_folder(tmp, within=self.root)
+        try:
+            record = self._write_entry(tmp, key, parts, engine, build, sha)
+            if existing is None or existing.sha256 != record["engine"]["sha256"]:
+                self._move_in(tmp, key, existing)
+        finally:
+            if os.path.lexists(tmp):
+                self.discard(tmp)  # not moved in: the same bytes were stored already, or another process won
+        self.mark_used(key)
+        self.evict(keep=key)
+        try:
+            stored = self.get(key)
+        except Refused as exc:
+            raise OSError(errno.EEXIST, f"the store holds an entry of this key that is not used: {exc}") from exc
+        return stored or Entry(key, self.root / "entries" / key, record)
+
+    def _write_entry(
+        self, tmp: Path, key: str, parts: dict[str, Any], engine: Path, build: dict[str, Any], sha: str | None
+    ) -> dict[str, Any]:
+        with (
+            fs.open_regular(engine, limit=None, follow=False) as src,
+            fs.atomic_writer(tmp / "engine", kind=Kind.store_entry, within=self.root) as dst,
+        ):
+            got, size = copy_hashing(src, dst, "publish")
             if sha is not None and got != sha:
                 raise OSError(errno.EIO, f"the engine changed while it was copied ({got[:12]}… ≠ {sha[:12]}…)")
-            record = {
-                "format": ENTRY_FORMAT,
-                "key": key,
-                "parts": parts,
-                "engine": {"sha256": got, "size": size},
-                "build": build,
-                "createdAt": time.time(),
-            }
-            with open(tmp / "entry.json", "w", encoding="utf-8") as fh:
-                json.dump(record, fh, indent=1, default=str)
-                fh.flush()
-                os.fsync(fh.fileno())
-            fsync_dir(tmp)
-            try:
-                os.rename(tmp, self.root / "entries" / key)
-            except OSError as exc:
-                if exc.errno not in (errno.EEXIST, errno.ENOTEMPTY):
-                    raise
-                shutil.rmtree(tmp, ignore_errors=True)  # another process published the same key first
-            fsync_dir(self.root / "entries")
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
-        self.touch(key)
-        entry = self.get(key)
-        assert entry is not None
-        self.evict(keep=key)
-        return entry
+        record = {
+            "format": ENTRY_FORMAT,
+            "key": key,
+            "parts": parts,
+            "engine": {"sha256": got, "size": size},
+            "build": build,
+            "createdAt": time.time(),
+        }
+        text = json.dumps(record, indent=1, default=str)
+        fs.atomic_write_text(tmp / "entry.json", text, kind=Kind.store_entry, within=self.root)
+        return record
 
-    def quarantine(self, folder: Path, why: str) -> None:
-        if self.mode != "read_write":
-            return  # a read-only store is refused, not changed: its owner fixes it
-        dest = self.root / "quarantine" / f"{folder.name}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
+    def _move_in(self, tmp: Path, key: str, existing: Entry | None) -> None:
+        """Rename the written entry into entries/: over nothing, or (a rebuild with other bytes) after moving the
+        entry it replaces aside. Another process that published the key first wins (its entry is whole too)."""
+        dest = self.root / "entries" / key
+        if existing is not None:
+            trash = self.root / "tmp" / tmp_name("replaced", key)
+            rename(dest, trash, kind=Kind.store_entry, within=self.root, replace=False)
+            self.discard(trash)
+            self.replaced = {"sha256": existing.sha256, "size": existing.size, "buildId": existing.build.get("buildId")}
         try:
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            os.rename(folder, dest)
-            (dest / "WHY").write_text(why + "\n")
-        except OSError:
-            pass
-
-    def remove(self, key: str) -> None:
-        folder = self.root / "entries" / key
-        trash = self.root / "tmp" / f"evicted-{key}-{os.getpid()}-{time.monotonic_ns()}"
-        try:
-            os.rename(folder, trash)  # gone from entries/ at once; a restore holding the file still reads it
-        except OSError:
-            return
-        shutil.rmtree(trash, ignore_errors=True)
-        (self.root / "used" / key).unlink(missing_ok=True)
+            rename(tmp, dest, kind=Kind.store_entry, within=self.root, replace=False)
+        except OSError as exc:
+            if exc.errno not in (errno.EEXIST, errno.ENOTEMPTY):
+                raise
+            self.replaced = None  # another process published the same key first
 
     def evict(self, keep: str | None = None, max_size: int | None = None) -> list[Entry]:
-        """Remove least recently used entries until the store fits its bound; `keep` is never evicted."""
+        """Remove least recently used entries until the store fits its bound; `keep` is never evicted. Only in a
+        folder marked as a store; only entries really removed are returned."""
         bound = max_size if max_size is not None else self.max_size
-        if bound is None or self.mode != "read_write":
+        if bound is None or self.mode != "read_write" or self.sweep_refusal() is not None:
             return []
         entries = sorted(self.entries(), key=lambda e: self.last_used(e.key))
         total = sum(e.size for e in entries)
@@ -286,37 +273,22 @@ class Store:
         for e in entries:
             if total <= bound:
                 break
-            if e.key == keep:
+            if e.key == keep or not self.remove(e.key):
                 continue
-            self.remove(e.key)
             total -= e.size
             evicted.append(e)
         return evicted
 
-    def clean_tmp(self, older_than_s: float = 3600) -> int:
-        """Remove what a killed publish left in tmp/ (never inside entries/): folders whose writer (the pid in
-        the name) is gone, and anything older than `older_than_s`."""
-        n = 0
-        now = time.time()
-        for p in (self.root / "tmp").glob("*"):
-            try:
-                if not _writer_alive(p.name) or now - p.stat().st_mtime > older_than_s:
-                    shutil.rmtree(p, ignore_errors=True) if p.is_dir() else p.unlink()
-                    n += 1
-            except OSError:
-                continue
-        return n
+
+class _Mismatch(Exception):
+    def __init__(self, sha: str):
+        super().__init__(sha)
+        self.sha = sha
 
 
-def _writer_alive(name: str) -> bool:
-    """`<key>.<pid>.<ns>`: is that pid still running? (Unknown names count as alive: age decides.)"""
-    parts = name.split(".")
-    if len(parts) != 3 or not parts[1].isdigit():
-        return True
-    try:
-        os.kill(int(parts[1]), 0)
-    except ProcessLookupError:
+def _engine_fields(record: dict[str, Any]) -> bool:
+    engine = record.get("engine")
+    if not isinstance(engine, dict):
         return False
-    except PermissionError:
-        return True
-    return True
+    size = engine.get("size")
+    return isinstance(engine.get("sha256"), str) and type(size) is int and size >= 0

@@ -24,15 +24,20 @@ import hashlib
 import importlib.util
 import json
 import os
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from trtls import fs
 from trtls.checkpoint.hashing import DigestCache, hash_files
-from trtls.core.atomic import atomic_write_text
+from trtls.core.paths import real
 from trtls.core.protocol import PROTOCOL_VERSION, stable_json
+from trtls.fs import Kind, read_text
 
 KEY_FORMAT = "trtls.engine-key/1"
+KEY_TEXT = re.compile(r"[0-9a-f]{64}")  # a key, and so a name in the store (entries/<key>, locks/<key>.lock)
+INDEX_LIMIT = 16 * 1024 * 1024  # `.trtls/onnx-external.json`: a few KiB per model in practice
 BUILDER_CANDIDATES = {
     "auto": ("tensorrt", "tensorrt_rtx"),
     "tensorrt": ("tensorrt",),
@@ -44,10 +49,17 @@ class KeyUnavailable(Exception):
     """The key cannot be computed (a file is missing, no builder installed): the build goes ahead unkeyed."""
 
 
+def is_key(value: object) -> bool:
+    """Whether `value` is an engine key: 64 lowercase hex digits. A key read from a record (a known-good record, a
+    fast-path memo, a rollback's `--to`) becomes a path in the store only when it is one (`../../elsewhere` never)."""
+    return isinstance(value, str) and KEY_TEXT.fullmatch(value) is not None
+
+
 @dataclass(frozen=True)
 class EngineKey:
     hex: str
     parts: dict[str, Any]  # identity (hashed) + `paths` (not hashed: for messages)
+    notes: list[str] = field(default_factory=list, compare=False)  # what the key could not cache (evidence)
 
     @property
     def short(self) -> str:
@@ -104,19 +116,24 @@ def _modelopt_version() -> str | None:
 
 class ExternalIndex:
     """The external-data locations of an ONNX file, by the file's sha256 (`.trtls/onnx-external.json`): with a
-    warm digest cache the model is not opened at all."""
+    warm digest cache the model is not opened at all. Only a cache: a record that cannot be read (a symlink, a
+    FIFO, too large) is ignored, and one that cannot be written (a full disk, a symlink planted there) is not
+    written and said in `notes` — the key is the same either way."""
 
     def __init__(self, path: Path | None):
         self.path = path
         self.entries: dict[str, list[str]] = {}
         self.dirty = False
+        self.notes: list[str] = []
         if path is not None:
             try:
-                data = json.loads(path.read_text(encoding="utf-8"))
+                data = json.loads(read_text(path, limit=INDEX_LIMIT, follow=False))
                 if isinstance(data, dict):
                     self.entries = {k: v for k, v in data.items() if isinstance(v, list)}
-            except (OSError, ValueError):
+            except FileNotFoundError:
                 pass
+            except (OSError, ValueError) as exc:
+                self.notes.append(f"{path} was not read ({_why(exc)}): the model was read instead")
 
     def locations(self, onnx: Path, sha: str) -> list[str]:
         if sha in self.entries:
@@ -132,17 +149,39 @@ class ExternalIndex:
         return found
 
     def save(self) -> None:
-        if self.path is not None and self.dirty:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write_text(self.path, json.dumps(self.entries, sort_keys=True) + "\n")
+        if self.path is None or not self.dirty:
+            return
+        within = self.path.parent.parent  # the recipe's folder: `.trtls` itself is judged (never a link leading out)
+        try:
+            fs.ensure_folder(self.path.parent, within=within)
+            text = json.dumps(self.entries, sort_keys=True) + "\n"
+            fs.atomic_write_text(self.path, text, kind=Kind.cache, within=within)
             self.dirty = False
+        except OSError as exc:
+            self.notes.append(f"{self.path} was not written ({_why(exc)}); the key does not depend on it")
+
+
+def _why(exc: BaseException) -> str:
+    return str(exc.strerror or exc) if isinstance(exc, OSError) else str(exc)
 
 
 def _digests(paths: list[Path], cache: DigestCache | None) -> dict[Path, str]:
+    """sha256 of each file, by the path given. A model and its external data may be links (the Hugging Face cache:
+    `weights.bin -> ../blobs/<sha>`): the builder reads where they lead, so that file is hashed. A digest cache that
+    cannot be saved (a full disk, a link planted at it) costs a re-hash, never the key."""
     missing = [p for p in paths if not p.is_file()]
     if missing:
         raise KeyUnavailable(f"{missing[0]} is missing")
-    return {p: d.sha256 for p, d in hash_files(paths, cache).items()}
+    targets = {p: real(p) for p in paths}
+    files = sorted(set(targets.values()))
+    try:
+        found = hash_files(files, cache)
+    except OSError:
+        try:
+            found = hash_files(files, None)
+        except OSError as exc:
+            raise KeyUnavailable(f"cannot read {exc.filename or paths[0]}: {exc.strerror or exc}") from exc
+    return {p: found[t].sha256 for p, t in targets.items()}
 
 
 def engine_key(job: dict[str, Any], state_dir: Path | None, device: dict[str, Any] | None = None) -> EngineKey:
@@ -191,7 +230,7 @@ def engine_key(job: dict[str, Any], state_dir: Path | None, device: dict[str, An
         "plugin_libraries": [str(p) for p in libs],
         "plugin_serialize": [str(p) for p in serialize],
     }
-    return EngineKey(digest, {**identity, "paths": paths})
+    return EngineKey(digest, {**identity, "paths": paths}, externals.notes)
 
 
 def key_of_parts(parts: dict[str, Any]) -> str:

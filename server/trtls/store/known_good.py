@@ -1,31 +1,47 @@
 """Every successful build of an engine table, newest last (`<recipe>/.trtls/engines/<name>.json`): build id, date,
 key, size, sha256 and what differed from the build before. The engines themselves are store entries; this file is
-the table's own memory of which ones it built, for `trtls engines`, `trtls rollback` and "why rebuilt"."""
+the table's own memory of which ones it built, for `trtls engines`, `trtls rollback` and "why rebuilt".
+
+A record is read only when it is a regular file (never through a symlink, never a FIFO or a device) of a bounded
+size, and a build in it counts only when its key is an engine key (64 hex digits): a key is a path in the store.
+A record that cannot be read says why (`problem`); one that cannot be written is a TRT118/TRT405 warning, never a
+traceback."""
 
 from __future__ import annotations
 
+import errno
 import json
 from pathlib import Path
 from typing import Any
 
-from trtls.core.atomic import atomic_write_text
+from trtls import fs
+from trtls.core.paths import UnsafeWrite
+from trtls.fs import Kind, read_text
+from trtls.store.key import is_key
 
 FORMAT = "trtls.known-good/1"
 MAX_RECORDS = 200
+RECORD_LIMIT = 64 * 1024 * 1024  # 200 builds, each with its key's parts (a few KiB to a few hundred KiB)
 
 
 class KnownGood:
     def __init__(self, state_dir: Path, engine: str):
-        self.path = Path(state_dir) / "engines" / f"{engine}.json"
+        self.state_dir = Path(state_dir)
+        self.path = self.state_dir / "engines" / f"{engine}.json"
+        self.problem: str | None = None  # why the record on disk was not read (a symlink, a FIFO, too large)
 
     def records(self) -> list[dict[str, Any]]:
         try:
-            data = json.loads(self.path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            data = json.loads(read_text(self.path, limit=RECORD_LIMIT, follow=False))
+        except FileNotFoundError:
+            return []
+        except (OSError, ValueError) as exc:
+            why = exc.strerror if isinstance(exc, OSError) and exc.strerror else "not JSON"
+            self.problem = f"{self.path}: {why}"
             return []
         if not isinstance(data, dict) or data.get("format") != FORMAT or not isinstance(data.get("builds"), list):
             return []
-        return [r for r in data["builds"] if isinstance(r, dict) and isinstance(r.get("key"), str)]
+        return [r for r in data["builds"] if isinstance(r, dict) and is_key(r.get("key"))]
 
     def last(self) -> dict[str, Any] | None:
         recs = self.records()
@@ -34,7 +50,17 @@ class KnownGood:
     def find(self, build_id: str) -> dict[str, Any] | None:
         return next((r for r in reversed(self.records()) if r.get("buildId") == build_id), None)
 
-    def append(self, record: dict[str, Any]) -> None:
+    def append(self, record: dict[str, Any]) -> str | None:
+        """Add a build; None when recorded, else the located warning why it was not (nothing written elsewhere)."""
         recs = [*self.records(), record][-MAX_RECORDS:]
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(self.path, json.dumps({"format": FORMAT, "builds": recs}, indent=1) + "\n")
+        within = self.state_dir.parent  # the recipe's folder: a `.trtls` or `engines` that leads out is refused
+        try:
+            fs.ensure_folder(self.path.parent, within=within)
+            text = json.dumps({"format": FORMAT, "builds": recs}, indent=1) + "\n"
+            fs.atomic_write_text(self.path, text, kind=Kind.evidence, within=within)
+        except UnsafeWrite as exc:
+            return f"TRT118 {exc.filename}: {exc.strerror}; the build was not recorded as known-good"
+        except OSError as exc:
+            code = "TRT405" if exc.errno in (errno.ENOSPC, errno.EROFS, errno.EACCES, errno.EPERM) else "TRT118"
+            return f"{code} {self.path}: {exc.strerror or exc}; the build was not recorded as known-good"
+        return None

@@ -2,26 +2,64 @@
 
 `flock` on `<store>/locks/<key>.lock`: the kernel drops the lock when its holder exits however it exits (a
 cancel, a failure, SIGKILL), so a waiter that then finds no entry knows the first build did not publish and
-takes over. The holder writes its pid and build id into the file for the waiters' message."""
+takes over. The holder writes its pid and build id into the file for the waiters' message.
+
+The lock file is opened through the door (`fs.open_lock_file`: O_NOFOLLOW, a regular file, inside the store): a
+symlink planted at its name is never truncated or created through — it is removed (the link itself) and the lock
+file made in its place. A lock file another account made (not writable by us) is still locked, through a read-only
+descriptor (`flock` needs none): the key is built, and only the holder line is not written."""
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import fcntl
 import os
 from pathlib import Path
 
+from trtls import fs
+from trtls.core.paths import UnsafeWrite
+from trtls.fs import Kind, read_text
+from trtls.fs.lock import truncate_lock
+from trtls.store.key import is_key
+
+HOLDER_LIMIT = 4096
+
 
 class KeyLock:
     def __init__(self, store_root: Path, key: str):
-        self.path = Path(store_root) / "locks" / f"{key}.lock"
+        if not is_key(key):
+            raise ValueError(f"not an engine key: {key[:80]!r}")
+        self.root = Path(store_root)
+        self.path = self.root / "locks" / f"{key}.lock"
         self._fd: int | None = None
+        self._writable = False
+
+    def _open(self) -> int:
+        fs.ensure_folder(self.path.parent, within=self.root)
+        try:
+            fd = fs.open_lock_file(self.path, kind=Kind.store_lock, within=self.root)
+            self._writable = True
+            return fd
+        except PermissionError:
+            pass  # another account's lock file: lock it read-only
+        except UnsafeWrite as exc:
+            if exc.errno not in (errno.ELOOP, errno.EINVAL):
+                raise
+            # a link (or a FIFO) planted at the lock's name: the name is removed, what a link names is never touched
+            fs.remove_file(self.path, kind=Kind.store_lock, within=self.root)
+            fd = fs.open_lock_file(self.path, kind=Kind.store_lock, within=self.root)
+            self._writable = True
+            return fd
+        with fs.open_regular(self.path, limit=None, follow=False) as fh:
+            self._writable = False
+            return os.dup(fh.fileno())
 
     def try_acquire(self, holder: str) -> bool:
         """Take the lock without waiting; False when another process holds it."""
         if self._fd is not None:
             return True
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
+        fd = self._open()
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -30,24 +68,22 @@ class KeyLock:
         except OSError:
             os.close(fd)
             raise
-        os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()} {holder}\n".encode())
         self._fd = fd
+        self.relabel(holder)
         return True
 
     def relabel(self, holder: str) -> None:
         """Name the build that holds the lock once it exists (the supervisor chooses its id after the lock is
         taken), so a waiter's `waiting for build …` names a build whose evidence it can find."""
-        if self._fd is None:
+        if self._fd is None or not self._writable:
             return
-        line = f"{os.getpid()} {holder}\n".encode()
-        os.pwrite(self._fd, line, 0)
-        os.ftruncate(self._fd, len(line))
+        with contextlib.suppress(OSError):
+            truncate_lock(self._fd, f"{os.getpid()} {holder}\n")
 
     def holder(self) -> str:
         """`pid build-id` of the process that holds (or last held) the lock."""
         try:
-            return self.path.read_text().strip()
+            return read_text(self.path, limit=HOLDER_LIMIT, follow=False, errors="replace").strip() or "?"
         except OSError:
             return "?"
 

@@ -7,22 +7,26 @@ from __future__ import annotations
 import os
 import stat as stat_mod
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from trtls.checkpoint.hashing import DigestCache, sha256_file
-from trtls.store.entries import Entry
+
+if TYPE_CHECKING:
+    from trtls.store.entries import Entry  # a restore asks this module too: no import cycle at run time
 
 
-def output_holds(output: Path, entry: Entry, state: Path) -> bool:
+def output_holds(output: Path, entry: Entry, state: Path | None) -> bool:
     """Whether `output` is a regular file (not a symlink) that already holds the entry's bytes — its sha256 from the
     stat-keyed digest cache, or read once and cached: an unchanged build then copies nothing (as `make` leaves an
-    up-to-date target alone; a 512 MiB engine is read at most once, never copied and fsynced again)."""
+    up-to-date target alone; a 512 MiB engine is read at most once, never copied and fsynced again). Without
+    `state` (the recipe's `.trtls`) the output is hashed without the cache: still cheaper than a copy and fsync."""
     try:
         st = os.lstat(output)
     except OSError:
         return False
     if not stat_mod.S_ISREG(st.st_mode) or st.st_size != entry.size:
         return False
-    cache = DigestCache(state / "digests.json")
+    cache = DigestCache(state / "digests.json" if state is not None else None)
     sha = cache.get(output.absolute(), st)
     if sha is None:
         try:
@@ -32,5 +36,8 @@ def output_holds(output: Path, entry: Entry, state: Path) -> bool:
         if (st_read.st_size, st_read.st_mtime_ns, st_read.st_ino) != (st.st_size, st.st_mtime_ns, st.st_ino):
             return False  # changed while it was read
         cache.put(output.absolute(), st, sha)
-        cache.save()
+        try:
+            cache.save()
+        except OSError:
+            pass  # only a cache: the answer stands
     return sha == entry.sha256

@@ -51,9 +51,11 @@ class StoreUse:
             "path": str(self.config.path) if self.config else None,
             "mode": self.config.mode if self.config else None,
             "source": self.config.source if self.config else None,
-            "warnings": self.warnings,
+            "trust": self.config.trust if self.config else None,  # who may have written what served this engine
+            "warnings": [*self.warnings, *(self.key.notes if self.key else [])],
             "key": self.key.hex if self.key else None,
             "waitedFor": self.waited_for,
+            "replaced": self.store.replaced if self.store is not None else None,  # the entry a --rebuild replaced
         }
 
     def rebuilt_because(self) -> list[str]:

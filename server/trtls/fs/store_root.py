@@ -1,0 +1,143 @@
+"""Where an engine store may be, and who may have written it (issue 27): `[store] path` judged like any write.
+
+A store is a folder trtls writes into and sweeps (`store gc` removes old names in `<store>/tmp`, eviction removes
+entries), so its place is judged before anything is created or removed there:
+
+* never the file system's root or a system folder (`/etc`, `/usr`, …, or any top-level folder such as `/home`,
+  `/tmp`), never a home folder or a folder above one, never a `.trtls` folder (evidence), never the recipe's folder
+  or a folder above it, never a folder holding a file the recipe reads or writes (a model folder, an output folder);
+* never a non-empty folder trtls did not make a store: a store root carries the store mark (`OWNED_MARK` whose text
+  is `STORE_MARK`), written when trtls creates it. A folder holding only a store's own subfolders (a store made by
+  an older trtls) is recognised and marked;
+* never a folder or file that others can write, unless the recipe says whom it trusts (`trust = "group"`): with the
+  default trust (`user`) every store folder and entry file must belong to this user (or root) and be writable by
+  its owner only; with `group`, the group may write it too. A world-writable one is always refused: anyone could
+  forge an engine every consumer then runs.
+
+Stdlib, `core.paths` and the door only, so the recipe check (`core.store_table`) and the store share it.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from collections.abc import Iterable
+from pathlib import Path
+
+from trtls.core.paths import UnsafeWrite, inside, real
+from trtls.fs.folder import ensure_folder
+from trtls.fs.kinds import OWNED_MARK
+from trtls.fs.read import read_text
+
+STORE_MARK = "trtls engine store"  # the first line of a store root's OWNED_MARK file
+STORE_FOLDERS = ("entries", "used", "locks", "quarantine", "tmp")
+TRUST = ("user", "group")
+SYSTEM = tuple(
+    Path(p) for p in ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/proc", "/run",
+                      "/sbin", "/sys", "/usr")
+)  # fmt: skip
+
+
+def placement_problem(root: Path, recipe_dir: Path | None = None, protected: Iterable[Path] = ()) -> str | None:
+    """Why `root` (judged by its real path) can never be a store, or None. `protected`: files the recipe reads or
+    writes (a store never holds one)."""
+    target = real(root)
+    if len(target.parts) <= 2:
+        return f"{target} is the file system's root or a top-level folder"
+    if any(inside(target, s) for s in SYSTEM):
+        return f"{target} is a system folder"
+    if ".trtls" in target.parts:
+        return f"{target} is inside a .trtls folder (trtls's evidence)"
+    home = real(Path.home())
+    if inside(home, target):
+        return f"{target} is the home folder {home}" if target == home else f"{target} holds the home folder {home}"
+    if recipe_dir is not None:
+        folder = real(recipe_dir)
+        if inside(folder, target):
+            return f"{target} is the recipe's folder" if target == folder else f"{target} holds the recipe's folder"
+    for path in protected:
+        if inside(real(path), target):
+            return f"{target} holds {path}, a file of the recipe"
+    return None
+
+
+def is_store(root: Path) -> bool:
+    """Whether `root` carries the store mark (a regular file, read without following a link)."""
+    try:
+        return read_text(Path(root) / OWNED_MARK, limit=4096, errors="replace").startswith(STORE_MARK)
+    except OSError:
+        return False
+
+
+def content_problem(root: Path) -> str | None:
+    """Why an existing folder is not a store trtls may use, or None (missing, empty, marked, or a store of an older
+    trtls: only its own subfolders, real folders)."""
+    try:
+        st = os.lstat(root)
+    except FileNotFoundError:
+        return None
+    if stat.S_ISLNK(st.st_mode) and not Path(root).is_dir():
+        return f"{root} is a symlink that does not lead to a folder"
+    if not Path(root).is_dir():
+        return f"{root} is not a folder"
+    if is_store(root):
+        return None
+    try:
+        names = os.listdir(root)
+    except OSError as exc:
+        return f"{root} cannot be listed: {exc.strerror}"
+    if all(n in STORE_FOLDERS and not os.path.islink(os.path.join(root, n)) for n in names):
+        return None
+    return f"{root} is a folder trtls did not make a store (it holds {len(names)} other files and no store mark)"
+
+
+def trust_problem(path: object, st: os.stat_result, trust: str) -> str | None:
+    """Why a store folder or entry file with this stat is not trusted under `trust`, or None."""
+    mode = st.st_mode
+    if mode & stat.S_IWOTH:
+        return f"{path} is writable by every user: anyone could forge an engine there"
+    if trust == "group":
+        return None
+    if mode & stat.S_IWGRP:
+        return (
+            f"{path} is writable by its group (gid {st.st_gid}): any member could forge an engine there; "
+            'set [store] trust = "group" if that group is trusted'
+        )
+    if st.st_uid not in (os.geteuid(), 0):
+        return f'{path} belongs to another user (uid {st.st_uid}); set [store] trust = "group" to use it'
+    return None
+
+
+def root_problem(
+    root: Path, recipe_dir: Path | None = None, protected: Iterable[Path] = (), trust: str = "user"
+) -> str | None:
+    """Every rule above for a store root as it is now (a missing root is judged by its place only)."""
+    why = placement_problem(root, recipe_dir, protected) or content_problem(root)
+    if why is not None or not os.path.isdir(root):
+        return why
+    for path in (Path(root), *(Path(root) / sub for sub in STORE_FOLDERS)):
+        try:
+            st = os.stat(path)
+        except OSError:
+            continue
+        if (why := trust_problem(path, st, trust)) is not None:
+            return why
+    return None
+
+
+def make_store(root: Path) -> Path:
+    """Create (or complete) the store at `root`: the root marked as a store, each of its folders marked as trtls's
+    (a later sweep runs only in a marked folder). Judge it with `root_problem` first. Returns the real root."""
+    root = Path(root).absolute()
+    anchor = root
+    while not os.path.lexists(anchor) and anchor != anchor.parent:
+        anchor = anchor.parent  # the deepest existing folder: the root's missing folders are created below it
+    if not os.path.isdir(anchor):
+        raise UnsafeWrite(errno.ENOTDIR, "is not a folder", str(anchor))
+    made = ensure_folder(root, within=anchor, mark=STORE_MARK)
+    if not is_store(made):  # an OWNED_MARK of another kind (a scratch folder) was there already
+        raise UnsafeWrite(errno.EEXIST, "carries another trtls mark; it is not made a store", str(root))
+    for sub in STORE_FOLDERS:
+        ensure_folder(made / sub, within=made, mark=f"trtls store folder: {sub}")
+    return made

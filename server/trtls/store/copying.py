@@ -1,0 +1,84 @@
+"""Copying an engine into or out of the store while hashing what was copied, and the two test hooks that stop or
+fail a copy half-way (a test SIGKILLs us there, or sees a full disk).
+
+A reflink (FICLONE, copy-on-write) is tried first where the file system can; the clone is then read back and hashed
+(the verification is of the bytes the destination holds, not of the source). A read of the source that fails is an
+`EntryUnreadable` (the entry is damaged), told apart from a write that fails (the destination's problem)."""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import hashlib
+import os
+import time
+from pathlib import Path
+from typing import BinaryIO
+
+from trtls import fs
+from trtls.fs import Kind
+
+FICLONE = 0x40049409  # linux/fs.h
+BLOCK = 1 << 20
+
+
+class EntryUnreadable(OSError):
+    """The store side of a copy failed: the entry's engine could not be read (EIO, a vanished file)."""
+
+
+def _pause(point: str, fraction_written: bool) -> None:
+    """Test hook: with TRTLS_STORE_PAUSE=<point>, stop half-way through writing (marker file
+    TRTLS_STORE_PAUSE_FILE created) until the marker is removed, so a test can SIGKILL us at that exact moment."""
+    if os.environ.get("TRTLS_STORE_PAUSE") != point or not fraction_written:
+        return
+    marker = Path(os.environ["TRTLS_STORE_PAUSE_FILE"])
+    fs.atomic_write_text(marker, str(os.getpid()), kind=Kind.scratch, within=marker.parent)
+    while marker.exists():
+        time.sleep(0.01)
+
+
+def _fault(point: str) -> None:
+    """Test hook: TRTLS_STORE_FAULT=enospc makes a publish's write fail as a full disk would (ENOSPC)."""
+    if os.environ.get("TRTLS_STORE_FAULT") == "enospc" and point == "publish":
+        raise OSError(errno.ENOSPC, "No space left on device (TRTLS_STORE_FAULT)")
+
+
+def _read(src: BinaryIO) -> bytes:
+    try:
+        return src.read(BLOCK)
+    except OSError as exc:
+        raise EntryUnreadable(exc.errno, f"cannot be read: {exc.strerror}", getattr(src, "name", "?")) from exc
+
+
+def _hash_clone(dst: BinaryIO, size: int, point: str) -> tuple[str, int]:
+    """Hash what a reflinked destination holds, read back through a second descriptor of the same file."""
+    h = hashlib.sha256()
+    n = 0
+    with fs.open_regular(f"/proc/self/fd/{dst.fileno()}", limit=None, follow=True) as back:
+        while block := back.read(BLOCK):
+            h.update(block)
+            n += len(block)
+            _pause(point, n >= size // 2)
+    return h.hexdigest(), n
+
+
+def copy_hashing(src: BinaryIO, dst: BinaryIO, point: str) -> tuple[str, int]:
+    """Copy src → dst (a reflink where possible), returning the sha256 and size of the bytes now in dst."""
+    size = os.fstat(src.fileno()).st_size
+    try:
+        fcntl.ioctl(dst.fileno(), FICLONE, src.fileno())
+    except OSError:
+        pass  # no reflink here (another file system, tmpfs, ext4): copy
+    else:
+        dst.seek(0, os.SEEK_END)
+        return _hash_clone(dst, size, point)
+    h = hashlib.sha256()
+    n = 0
+    while block := _read(src):
+        h.update(block)
+        if point == "publish":
+            _fault(point)
+        dst.write(block)
+        n += len(block)
+        _pause(point, n >= size // 2)
+    return h.hexdigest(), n

@@ -1,0 +1,211 @@
+"""The store's folder, apart from what its entries hold: whether it may be used (`check`), the names trtls makes and
+removes in it (use times, quarantine, eviction, leftovers in `tmp/`), and the errors every store operation raises.
+
+Every write, rename and delete goes through `trtls.fs` inside the store's own real folder; a key becomes a path only
+when it is 64 hex digits; sweeps run only in a folder marked as a store and take only names trtls makes there."""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import stat
+import time
+from pathlib import Path
+
+from trtls import fs
+from trtls.core.terminal_text import terminal_safe
+from trtls.fs import Kind, rename, touch
+from trtls.fs.kill import process_alive
+from trtls.fs.store_root import STORE_FOLDERS, content_problem, is_store, make_store, placement_problem, trust_problem
+from trtls.store.key import is_key
+
+
+class StoreUnusable(Exception):
+    """The store folder cannot be used as configured (not a folder, not writable, not a place for a store, writable
+    by others): a located error."""
+
+    def __init__(self, code: str, message: str):
+        super().__init__(message)
+        self.code = code
+
+
+class Refused(Exception):
+    """An entry failed verification (bytes, key, its files, who can write them): it is not used (and, when it is
+    damaged, it was quarantined)."""
+
+
+class RestoreFailed(OSError):
+    """The output could not be written (an immutable file or folder, a read-only mount, a full disk); the output is
+    as it was. `code`: TRT412 (the output file exists and cannot be replaced) or TRT405 (its folder cannot be
+    written); `filename` is the output."""
+
+    def __init__(self, code: str, err: int, message: str, path: object):
+        super().__init__(err, message, str(path))
+        self.code = code
+
+
+def tmp_name(what: str, key: str) -> str:
+    """A name in `<store>/tmp`: `tmp-<what>-<key>-<pid>-<ns>` (the pid tells a sweep whether its writer lives)."""
+    return f"tmp-{what}-{key}-{os.getpid()}-{time.monotonic_ns()}"
+
+
+class StoreFolder:
+    def __init__(
+        self,
+        root: Path,
+        mode: str = "read_write",
+        max_size: int | None = None,
+        *,
+        trust: str = "user",
+        recipe_dir: Path | None = None,
+    ):
+        self.root = Path(root)
+        self.mode = mode
+        self.max_size = max_size
+        self.trust = trust
+        self.recipe_dir = recipe_dir
+
+    def checked_key(self, key: object) -> str:
+        """`key` when it is an engine key; Refused (nothing read or moved) when a record carried something else."""
+        if not is_key(key):
+            shown = terminal_safe(str(key)[:80])
+            raise Refused(f"{shown!r} is not an engine key (64 hex digits): nothing in the store was used")
+        return str(key)
+
+    # -- may it be used? -------------------------------------------------------------------------
+    def check(self) -> None:
+        """Raise StoreUnusable when the folder cannot serve its mode (a missing read-only store is an empty one):
+        TRT330 not a folder, TRT339 not a place for a store, TRT340 writable by others, TRT331 not writable. A
+        read-write store is created (and marked) here."""
+        if os.path.lexists(self.root) and not self.root.is_dir():
+            raise StoreUnusable("TRT330", f"the store path {self.root} is not a folder")
+        why = placement_problem(self.root, self.recipe_dir) or content_problem(self.root)
+        if why is not None:
+            raise StoreUnusable("TRT339", f"the store path cannot be used: {why}")
+        self._check_folders()
+        if self.mode == "read":
+            return
+        try:
+            make_store(self.root)
+        except OSError as exc:
+            raise StoreUnusable("TRT331", f"the store folder {self.root} cannot be written: {exc.strerror}") from exc
+        if not os.access(self.root / "entries", os.W_OK) or not os.access(self.root / "tmp", os.W_OK):
+            raise StoreUnusable("TRT331", f"the store folder {self.root} is not writable (mode = read_write)")
+
+    def _check_folders(self) -> None:
+        """The root and each store folder: real folders (a `tmp` swapped for a link is refused), trusted."""
+        for path in (self.root, *(self.root / sub for sub in STORE_FOLDERS)):
+            try:
+                st = os.stat(path) if path == self.root else os.lstat(path)
+            except OSError:
+                continue
+            if not stat.S_ISDIR(st.st_mode):
+                raise StoreUnusable("TRT339", f"the store's {path.name} is a symlink or not a folder: {path}")
+            why = trust_problem(path, st, self.trust)
+            if why is not None:
+                raise StoreUnusable("TRT340", f"the store is not trusted: {why}")
+
+    def sweep_refusal(self) -> str | None:
+        """Why nothing may be removed here (not a folder marked as a store, or not a place for one), or None."""
+        if not is_store(self.root):
+            return f"{self.root} is not marked as a trtls engine store: nothing is removed there"
+        return placement_problem(self.root, self.recipe_dir)
+
+    # -- use times -------------------------------------------------------------------------------
+    def last_used(self, key: str) -> float:
+        try:
+            st = os.lstat(self.root / "used" / self.checked_key(key))
+        except (OSError, Refused):
+            return 0.0
+        return st.st_mtime if stat.S_ISREG(st.st_mode) else 0.0
+
+    def mark_used(self, key: str) -> None:
+        """Mark `key` used now (`used/<key>`, never through a link: one planted there is removed, not followed)."""
+        if self.mode != "read_write":
+            return  # a read-only store is never written, not even its use times
+        used = self.root / "used" / self.checked_key(key)
+        try:
+            touch(used, kind=Kind.store_entry, within=self.root)
+        except OSError as exc:
+            if exc.errno != errno.ELOOP:
+                return
+            with contextlib.suppress(OSError):
+                fs.remove_file(used, kind=Kind.store_entry, within=self.root)
+                touch(used, kind=Kind.store_entry, within=self.root)
+
+    # -- moving aside and removing ---------------------------------------------------------------
+    def quarantine(self, folder: Path, why: str) -> None:
+        """Move a damaged entry aside (`quarantine/<key>-<time>-<pid>/` with a WHY file). An entry that is a symlink
+        or a file is removed (the link itself; what it names is never read or written) and its WHY kept alone."""
+        if self.mode != "read_write" or not is_key(folder.name):
+            return  # a read-only store is refused, not changed: its owner fixes it
+        dest = self.root / "quarantine" / f"{folder.name}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
+        try:
+            if stat.S_ISDIR(os.lstat(folder).st_mode):
+                rename(folder, dest, kind=Kind.store_entry, within=self.root, replace=False)
+            else:
+                fs.remove_file(folder, kind=Kind.store_entry, within=self.root)
+                fs.ensure_folder(dest, within=self.root)
+                why += f" (entries/{folder.name} was removed; what it pointed to was not touched)"
+            fs.atomic_write_text(dest / "WHY", why + "\n", kind=Kind.store_entry, within=self.root)
+        except OSError:
+            pass
+
+    def remove(self, key: str) -> bool:
+        """Remove an entry (renamed into tmp/ first: gone from entries/ at once, a restore holding its engine open
+        still reads it). False when it was not removed (gone already, or not ours to remove)."""
+        key = self.checked_key(key)
+        trash = self.root / "tmp" / tmp_name("evicted", key)
+        try:
+            rename(self.root / "entries" / key, trash, kind=Kind.store_entry, within=self.root, replace=False)
+        except OSError:
+            return False
+        self.discard(trash)
+        with contextlib.suppress(OSError):
+            fs.remove_file(self.root / "used" / key, kind=Kind.store_entry, within=self.root)
+        return True
+
+    def discard(self, trash: Path) -> None:
+        """Remove a folder of ours in tmp/ (a replaced or evicted entry, an abandoned publish); a leftover is swept
+        later (`clean_tmp`)."""
+        with contextlib.suppress(OSError):
+            fs.remove_tree(trash, kind=Kind.store_entry, within=self.root, owned=True)
+
+    def clean_tmp(self, older_than_s: float = 3600) -> int:
+        """Remove what a killed publish or eviction left in tmp/ (never inside entries/): only names trtls makes
+        there (`tmp-…`), whose writer (the pid in the name) is gone or that are older than `older_than_s`; only in a
+        folder marked as a store, never through a link (a `tmp` that is a symlink is left alone)."""
+        tmp = self.root / "tmp"
+        if self.sweep_refusal() is not None or not stat.S_ISDIR(_lstat_mode(tmp)):
+            return 0
+        n = 0
+        now = time.time()
+        for name in os.listdir(tmp):
+            if not name.startswith("tmp-") or not Kind.store_entry.may_delete(name):
+                continue  # not a name trtls makes in tmp/: someone else's, left alone
+            try:
+                st = os.lstat(tmp / name)
+                if _writer_alive(name) and now - st.st_mtime <= older_than_s:
+                    continue
+                remove = fs.remove_tree if stat.S_ISDIR(st.st_mode) else fs.remove_file
+                if remove(tmp / name, kind=Kind.store_entry, within=self.root, owned=True):
+                    n += 1
+            except OSError:
+                continue
+        return n
+
+
+def _lstat_mode(path: Path) -> int:
+    try:
+        return os.lstat(path).st_mode
+    except OSError:
+        return 0
+
+
+def _writer_alive(name: str) -> bool:
+    """`tmp-<what>-<key>-<pid>-<ns>`: is that pid still running? (A name without one counts as alive: age decides.)"""
+    parts = name.split("-")
+    if len(parts) < 5 or not parts[-2].isdigit():
+        return True
+    return process_alive(int(parts[-2]))
