@@ -7,16 +7,28 @@ evidence) and never touches the output.
 
 from __future__ import annotations
 
+import errno
 import os
-import shutil
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from trtls.core.atomic import TEMP_MARK, atomic_writer, temp_path_for
-from trtls.core.paths import checked_target
+from trtls.builds.roots import nearest_folder, state_root
+from trtls.core.paths import UnsafeWrite, checked_target
 from trtls.core.sha256 import sha256_bytes, sha256_file
+from trtls.fs import (
+    Kind,
+    atomic_write_bytes,
+    atomic_write_text,
+    atomic_writer,
+    ensure_folder,
+    open_regular,
+    remove_file,
+    rename,
+)
+from trtls.fs.kinds import TEMP_MARK
+from trtls.fs.write import temp_path_for
 
 
 def inventory_entry(action: str, kind: str, path: Path, moved_to: Path | None = None) -> dict[str, Any]:
@@ -41,14 +53,17 @@ def write_engine(
     before_rename: Callable[[], None] | None = None,
     within: str | os.PathLike[str] | None = None,
 ) -> tuple[int, str]:
-    """Write the serialized engine atomically, never through a symlink (`core.atomic`: the temp file is created
-    O_EXCL | O_NOFOLLOW in the output's real folder and renamed there; a symlinked output raises UnsafeWrite).
-    Raises OSError (disk full, read-only) with the temp removed. `before_rename`: called once the temp file is
-    complete and fsynced, just before the rename; whatever it raises leaves the output untouched (the worker's
-    last look at whether anyone still wants this engine). `within`: the job's `write_root` — the output's real
-    folder must still be inside it (a folder swapped for a symlink leading out since the recipe was checked)."""
-    output.parent.mkdir(parents=True, exist_ok=True)
-    with atomic_writer(output, within=within, temp_name=engine_temp_path(output, build_id).name) as out:
+    """Write the serialized engine atomically through the door (`trtls.fs.atomic_writer`: the output's folder
+    judged inside `within` and opened by descriptor without following a link, the temp file created O_EXCL |
+    O_NOFOLLOW there and renamed there; a symlinked output raises UnsafeWrite). Raises OSError (disk full,
+    read-only) with the temp removed. `before_rename`: called once the temp file is complete and fsynced, just
+    before the rename; whatever it raises leaves the output untouched (the worker's last look at whether anyone
+    still wants this engine). `within`: the job's `write_root` — the output's real folder must still be inside it
+    (a folder swapped for a symlink leading out since the recipe was checked)."""
+    root = Path(within) if within is not None else nearest_folder(output.parent)
+    ensure_folder(output.parent, within=root)
+    temp = engine_temp_path(output, build_id).name
+    with atomic_writer(output, kind=Kind.engine_output, within=root, temp_name=temp) as out:
         out.write(plan)
         if before_rename is not None:
             out.flush()
@@ -57,32 +72,54 @@ def write_engine(
     return len(plan), sha256_bytes(plan)
 
 
-def quarantine(path: Path, quarantine_dir: Path, reason: str) -> Path:
-    """Move a suspect file aside (never delete evidence someone may need), with a note of why."""
-    quarantine_dir.mkdir(parents=True, exist_ok=True)
-    dest = quarantine_dir / f"{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}-{path.name}"
-    shutil.move(str(path), dest)
-    dest.with_name(dest.name + ".reason.txt").write_text(reason + "\n", encoding="utf-8")
+def quarantine(path: Path, quarantine_dir: Path, reason: str, *, kind: Kind, within: Path | None = None) -> Path:
+    """Move a suspect file aside (never delete evidence someone may need), with a note of why. `kind`: what the
+    file is (an engine temp, a timing cache), whose names trtls may move; `within`: the folder it must be taken
+    from (by default its own). The quarantine stays inside the recipe's folder (`.trtls/quarantine`, never through
+    a `.trtls` swapped for a symlink); a file on another filesystem is copied there, then removed."""
+    root = state_root(quarantine_dir)
+    source_root = within if within is not None else path.parent
+    folder = ensure_folder(quarantine_dir, within=root)
+    dest = folder / f"{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}-{path.name}"
+    try:
+        rename(path, dest, kind=kind, within=root, replace=False)
+    except OSError as exc:
+        if exc.errno != errno.EXDEV:
+            raise
+        _copy_aside(path, dest, kind, source_root, root)  # another folder tree or filesystem: copy, then remove
+    atomic_write_text(dest.with_name(dest.name + ".reason.txt"), reason + "\n", kind=Kind.evidence, within=root)
     return dest
 
 
+def _copy_aside(path: Path, dest: Path, kind: Kind, source_root: Path, root: Path) -> None:
+    if not kind.may_delete(path.name):
+        raise UnsafeWrite(errno.EPERM, f"is not a name trtls makes for a {kind.label}; it is left alone", str(path))
+    with open_regular(path, limit=None) as src, atomic_writer(dest, kind=Kind.evidence, within=root) as out:
+        while block := src.read(1 << 20):
+            out.write(block)
+    remove_file(path, kind=kind, within=source_root)
+
+
 def remove_or_quarantine(
-    paths: Iterable[Path], quarantine_dir: Path | None, reason: str
+    paths: Iterable[Path], quarantine_dir: Path | None, reason: str, within: Path | None = None
 ) -> tuple[list[dict[str, Any]], str]:
-    """Clean up partial files; returns (inventory, cleanup status)."""
+    """Clean up an engine's partial files (names trtls made: `<output>.trtls-tmp-<build id>`); returns (inventory,
+    cleanup status). `within`: the folder they must be taken from (the job's `write_root`; by default each one's
+    own folder). Whatever cannot be removed is kept and said (`action: kept`), never a traceback."""
     inventory: list[dict[str, Any]] = []
     status = "cleaned"
     for p in paths:
         if not p.exists():
             continue
+        root = within if within is not None else p.parent
         try:
             if quarantine_dir is not None:
-                dest = quarantine(p, quarantine_dir, reason)
+                dest = quarantine(p, quarantine_dir, reason, kind=Kind.engine_output, within=root)
                 inventory.append(inventory_entry("quarantined", "temp", p, dest))
                 status = "quarantined"
             else:
                 entry = inventory_entry("removed", "temp", p)
-                p.unlink()
+                remove_file(p, kind=Kind.engine_output, within=root)
                 inventory.append(entry)
         except OSError as exc:
             inventory.append({"action": "kept", "kind": "temp", "path": str(p), "error": str(exc)})
@@ -99,19 +136,19 @@ def temp_files_near(output: Path, build_id: str | None = None) -> list[Path]:
     return sorted(p for p in folder.iterdir() if p.name.startswith(prefix))
 
 
-def output_unwritable(output: Path, build_id: str) -> str | None:
+def output_unwritable(output: Path, build_id: str, within: Path | None = None) -> str | None:
     """Why the engine could not be written to `output`'s folder, checked before the build spends its time;
     None when a file can be created and removed there. A real probe file, not os.access: root passes
-    access() on an immutable folder or a read-only mount and fails only on the write."""
+    access() on an immutable folder or a read-only mount and fails only on the write. `within`: the job's
+    `write_root` (a folder leading out of it is refused here, before any builder time)."""
     probe = output.parent / f"{output.name}{TEMP_MARK}{build_id}.probe"
+    root = within if within is not None else nearest_folder(output.parent)
     try:
-        output.parent.mkdir(parents=True, exist_ok=True)
-        checked_target(output)  # a symlinked output is refused here, before any builder time
-        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
-        fd = os.open(probe, flags, 0o600)  # never opens what is planted at the probe's name
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(b"trtls write probe\n")
-        probe.unlink()
+        ensure_folder(output.parent, within=root)
+        checked_target(output, root)  # a symlinked output is refused here, before any builder time
+        # a real write (a full disk refuses bytes, not an empty file), never through what is planted at its name
+        atomic_write_bytes(probe, b"trtls write probe\n", kind=Kind.engine_output, within=root)
+        remove_file(probe, kind=Kind.engine_output, within=root)
     except OSError as exc:
-        return f"{exc.strerror or exc} ({output.parent})"
+        return f"{exc.strerror or exc} ({exc.filename or output.parent})"
     return None

@@ -16,15 +16,41 @@ from __future__ import annotations
 import json
 import os
 import sys
+from pathlib import Path
 from typing import Any
 
 LOW = {"fp16": 10, "bf16": 16}  # onnx.TensorProto.FLOAT16, BFLOAT16
 SINGLE_FILE_LIMIT = 1_900_000_000  # protobuf's 2 GiB ceiling, with room for the graph
 
 
-def _emit(record: dict[str, Any], out: Any) -> None:
-    out.write(json.dumps(record) + "\n")
-    out.flush()
+def _emit(record: dict[str, Any], fd: int) -> None:
+    data = (json.dumps(record) + "\n").encode()
+    while data:
+        data = data[os.write(fd, data) :]
+
+
+def save(model: Any, output: Path, within: Path) -> None:
+    """The model as ONNX at `output` through the door (atomic, fsynced, inside `within`); one past protobuf's
+    ceiling keeps its large tensors in `<output>.data` beside it (what `onnx.save(save_as_external_data=True)`
+    writes, written here so that no file is opened but by trtls.fs)."""
+    from onnx.external_data_helper import _get_all_tensors, set_external_data, uses_external_data
+
+    from trtls.fs import Kind, atomic_write_bytes, atomic_writer
+
+    if model.ByteSize() > SINGLE_FILE_LIMIT:
+        from onnx.external_data_helper import convert_model_to_external_data
+
+        location = output.name + ".data"
+        convert_model_to_external_data(model, all_tensors_to_one_file=True, location=location)
+        with atomic_writer(output.with_name(location), kind=Kind.cache, within=within) as data:
+            offset = 0
+            for tensor in _get_all_tensors(model):
+                if uses_external_data(tensor) and tensor.HasField("raw_data"):
+                    data.write(tensor.raw_data)
+                    set_external_data(tensor, location, offset, len(tensor.raw_data))
+                    offset += len(tensor.raw_data)
+                    tensor.ClearField("raw_data")
+    atomic_write_bytes(output, model.SerializeToString(), kind=Kind.cache, within=within)
 
 
 def convert(job: dict[str, Any]) -> dict[str, Any]:
@@ -36,8 +62,6 @@ def convert(job: dict[str, Any]) -> dict[str, Any]:
             "kind": "missing_modelopt",
             "error": f"NVIDIA ModelOpt AutoCast cannot be imported ({type(exc).__name__}: {exc})",
         }
-    import onnx
-
     try:
         from importlib.metadata import version
 
@@ -56,13 +80,7 @@ def convert(job: dict[str, Any]) -> dict[str, Any]:
         return {"ok": False, "kind": "conversion_failed", "error": f"{type(exc).__name__}: {exc}"}
     low = LOW[job["low_precision_type"]]
     initializers_low = sum(1 for i in model.graph.initializer if i.data_type == low)
-    output = job["output"]
-    if model.ByteSize() > SINGLE_FILE_LIMIT:
-        onnx.save(model, output, save_as_external_data=True, location=os.path.basename(output) + ".data")
-    else:
-        onnx.save(model, output)
-    with open(output, "rb") as fh:
-        os.fsync(fh.fileno())
+    save(model, Path(job["output"]), Path(job.get("within") or Path(job["output"]).parent))
     casts = sum(1 for n in model.graph.node if n.op_type == "Cast")
     return {
         "ok": True,
@@ -75,8 +93,8 @@ def convert(job: dict[str, Any]) -> dict[str, Any]:
 
 
 def main() -> int:
-    # ModelOpt logs to stdout; the one result line goes to a private copy of it.
-    out = os.fdopen(os.dup(1), "w")
+    # ModelOpt logs to stdout; the one result line goes to a private copy of it (a pipe to the worker).
+    out = os.dup(1)
     os.dup2(2, 1)
     line = sys.stdin.readline()
     try:

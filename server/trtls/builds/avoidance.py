@@ -15,15 +15,14 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from trtls.builds.build import new_build_id, state_dir, worker_job
-from trtls.builds.reuse import OutputHeld, remember_reused, reuse_evidence, write_memo
-from trtls.core.atomic import atomic_write_text
-from trtls.core.paths import UnsafeWrite, write_root
+from trtls.builds.restore import WAIT_POLL_S, remember, restore_hit, restore_now
+from trtls.builds.reuse import append_known_good
+from trtls.builds.roots import evidence_error, write_record
 from trtls.core.recipe_file import read_recipe_text
 from trtls.core.tomlpos import bounded_loads
 from trtls.store.config import StoreConfig, store_config
@@ -34,9 +33,6 @@ from trtls.store.key import KeyUnavailable, engine_key
 from trtls.store.known_good import KnownGood
 from trtls.store.lock import KeyLock
 from trtls.store.use import CellsLookup, StoreUse, release_uses
-
-WAIT_POLL_S = 0.1  # a waiter retries the key's lock this often (flock has no asyncio-friendly blocking form)
-FOLLOW_HELD_S = 30.0  # how long a following matrix cell waits for another build to release its output
 
 
 def store_may_serve(recipe: Path, no_store: bool, rebuild: bool) -> bool:
@@ -142,7 +138,7 @@ async def reuse_or_lock(
         if entry is not None:
             if lock is not None:
                 lock.release()
-            summary = await _restore(use, loaded, entry, build_id, waited)
+            summary = await restore_hit(use, loaded.path, entry, build_id, waited)
             if summary is not None:
                 return summary
         if lock is None or lock.try_acquire(build_id):
@@ -158,54 +154,6 @@ async def reuse_or_lock(
                 say(f"waiting for build {use.waited_for} of the same engine key (another process) — it will be reused")
         waited = True
         await asyncio.sleep(WAIT_POLL_S)
-
-
-async def _restore(use: StoreUse, loaded: Any, entry: Entry, build_id: str, waited: bool) -> dict[str, Any] | None:
-    t0 = time.time()
-    held = OutputHeld(use.state_dir, use.output, build_id, use.engine)
-    while not held.take():  # another build is writing this output (or ending): restore after it, never during
-        await asyncio.sleep(WAIT_POLL_S)
-    return _restore_held(use, loaded.path, entry, build_id, waited, held, t0)
-
-
-def _restore_now(use: StoreUse, recipe: Path, entry: Entry, build_id: str) -> dict[str, Any] | None:
-    """`_restore` from a synchronous listener (a matrix cell that follows another cell of its key)."""
-    t0 = time.time()
-    held = OutputHeld(use.state_dir, use.output, build_id, use.engine)
-    deadline = time.monotonic() + FOLLOW_HELD_S
-    while not held.take():
-        if time.monotonic() > deadline:
-            use.warnings.append(f"{use.output} is being written by another build: nothing was restored")
-            return None
-        time.sleep(WAIT_POLL_S)
-    return _restore_held(use, recipe, entry, build_id, True, held, t0)
-
-
-def _restore_held(
-    use: StoreUse, recipe: Path, entry: Entry, build_id: str, waited: bool, held: OutputHeld, t0: float
-) -> dict[str, Any] | None:
-    assert use.store is not None and use.key is not None
-    output = use.output
-    try:
-        use.store.restore(entry, output, build_id, within=write_root(recipe.parent, output))
-    except Refused as exc:
-        use.warnings.append(f"TRT332 {exc}; the engine is rebuilt")
-        return None
-    except UnsafeWrite as exc:  # the output's folder became a symlink leading out since the recipe was checked
-        use.warnings.append(f"TRT118 {exc.filename}: {exc.strerror}; nothing was restored")
-        return None
-    finally:
-        held.release()
-    use.reused_from = entry.build
-    remember_reused(use.state_dir, use.history, entry, build_id, use.changes)
-    remember(use, recipe)
-    return reuse_evidence(build_id, use.engine, recipe, entry, output, t0, use.record(), waited)
-
-
-def remember(use: StoreUse, recipe: Path) -> None:
-    """The fast path's memo for the next unchanged run (builds/reuse.py); only for a table's own build."""
-    if use.store is not None and use.key is not None and use.history == use.engine and not use.overridden:
-        write_memo(recipe, use.history, use.key.hex, use.key.parts, use.output, use.store, use.device)
 
 
 def after_build(use: StoreUse, build: Any) -> dict[str, Any]:
@@ -232,20 +180,16 @@ def after_build(use: StoreUse, build: Any) -> dict[str, Any]:
             stored = _publish(use, build.output, record, art.get("sha256"), summary)
             if stored:
                 remember(use, build.recipe_path)
-            KnownGood(use.state_dir, use.history).append(
-                {
-                    **record,
-                    "key": use.key.hex,
-                    "sha256": art.get("sha256"),
-                    "size": art.get("size"),
-                    "stored": stored,
-                    "changes": use.changes,
-                    "parts": use.key.parts,
-                }
-            )
+            known = {**record, "key": use.key.hex, "sha256": art.get("sha256"), "size": art.get("size")}
+            known.update(stored=stored, changes=use.changes, parts=use.key.parts)
+            append_known_good(KnownGood(use.state_dir, use.history), known, use.warnings)
         summary["store"] = use.record()
         if build.summary is not None:
-            atomic_write_text(build.evidence_dir / "summary.json", json.dumps(summary, indent=2, default=str))
+            path = build.evidence_dir / "summary.json"
+            try:  # inside the recipe's folder, checked at the write (a .trtls swapped for a symlink is refused)
+                write_record(path, json.dumps(summary, indent=2, default=str))
+            except OSError as exc:
+                summary["store"]["warnings"].append(evidence_error(exc, path))
         return summary
     finally:
         use.release()
@@ -388,7 +332,7 @@ def follow(leader: StoreUse, build: Any, leader_cell: str, on_follower: Follower
         summary = None
         if entry is not None:
             use.waited_for = f"cell {leader_cell} of this matrix (build {build.id})"
-            summary = _restore_now(use, build.recipe_path, entry, new_build_id(use.engine))
+            summary = restore_now(use, build.recipe_path, entry, new_build_id(use.engine))
         if summary is not None:
             said = f"{summary['message']} (same engine key as {leader_cell}: built once)"
         elif build.outcome != "built":

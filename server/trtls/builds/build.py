@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from trtls.builds.history import History
+from trtls.builds.roots import judged_write_root, open_record_stream
 from trtls.core.build_config import flat_settings
 from trtls.core.cancel import CancelToken
 from trtls.core.display import (
@@ -27,7 +28,6 @@ from trtls.core.display import (
 )
 from trtls.core.events import PROTOCOL, PROTOCOL_VERSION
 from trtls.core.outcome import build_outcome_kind
-from trtls.core.paths import write_root
 from trtls.core.phase_tree import NS, PhaseTree
 from trtls.core.recipe import EngineRecipe, LoadedRecipe
 
@@ -55,10 +55,9 @@ def worker_job(
     settings.update(overrides.get("settings", {}))  # a matrix cell replaces settings, profiles, onnx, output
     cache = None
     if eng.timing_cache is not None:
-        cache = {
-            "path": str(loaded.resolve(eng.timing_cache.path)),
-            "mode": overrides.get("cache_mode", eng.timing_cache.mode),
-        }
+        path = loaded.resolve(eng.timing_cache.path)
+        mode = overrides.get("cache_mode", eng.timing_cache.mode)
+        cache = {"path": str(path), "mode": mode, "write_root": str(judged_write_root(loaded, path))}
     return {
         "v": PROTOCOL_VERSION,
         "type": "job",
@@ -67,7 +66,7 @@ def worker_job(
         "onnx": str(loaded.resolve(overrides.get("onnx", eng.onnx))),
         "output": str(loaded.resolve(overrides.get("output", eng.output))),
         # where the engine's rename must still land when it happens (a folder swapped for a symlink is refused)
-        "write_root": str(write_root(loaded.path.parent, loaded.resolve(overrides.get("output", eng.output)))),
+        "write_root": str(judged_write_root(loaded, loaded.resolve(overrides.get("output", eng.output)))),
         "timing_cache": cache,
         "settings": settings,
         "profiles": overrides["profiles"] if "profiles" in overrides else eng.job_profiles(),
@@ -212,7 +211,7 @@ class Build:
 
     def open_event_log(self) -> Any:
         """`events.jsonl`, unbuffered: if this process dies, the next one rebuilds the evidence from it."""
-        self._events_file = open(self.evidence_dir / "events.jsonl", "wb", buffering=0)
+        self._events_file = open_record_stream(self.evidence_dir / "events.jsonl")
         return self._events_file
 
     def close_worker_io(self) -> None:

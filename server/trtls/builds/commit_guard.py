@@ -12,6 +12,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from trtls.fs import Kind, atomic_write_text
+
 
 class SupervisorGone(OSError):
     """The supervising process died before the engine was renamed over the output (an OSError: the writer's own
@@ -48,7 +50,7 @@ def test_pause(point: str, build_id: str, until: Callable[[], bool] = lambda: Fa
     name, _, folder = os.environ.get("TRTLS_TEST_PAUSE", "").partition(":")
     if name != point or not folder:
         return
-    Path(folder, f"{build_id}.{point}").write_text(str(os.getpid()))
+    atomic_write_text(Path(folder, f"{build_id}.{point}"), str(os.getpid()), kind=Kind.scratch, within=folder)
     go = Path(folder, f"{build_id}.go")
     deadline = time.monotonic() + 600
     while not go.exists() and not until() and time.monotonic() < deadline:

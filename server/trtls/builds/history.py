@@ -14,22 +14,26 @@ import time
 from pathlib import Path
 from typing import Any
 
+from trtls.builds.roots import state_root
 from trtls.builds.timing_cache import cache_lock
-from trtls.core.atomic import atomic_write_text
+from trtls.fs import Kind, atomic_write_text, ensure_folder, read_text
 
 KEEP = 20  # durations kept per phase
 KEEP_BUILDS = 100  # dated whole-build durations kept per config (the report's "build time over time")
 KEEP_CONFIGS = 200  # build configs kept (the most recently used): every edit of a setting or a model is a new one
+MAX_HISTORY_BYTES = 64 << 20  # 200 configs x 100 dated builds x ~100 phases stays far below this
 
 
 class History:
     def __init__(self, path: Path):
         self.path = path
+        self.root = state_root(path)  # the recipe's folder: every write stays in it (a swapped .trtls is refused)
 
     def _load(self) -> dict[str, Any]:
-        """The history file, or {} when it is missing or damaged (history is advice, never a reason to fail)."""
+        """The history file, or {} when it is missing, damaged, a symlink or not a file (history is advice, never a
+        reason to fail)."""
         try:
-            data = json.loads(self.path.read_text(encoding="utf-8"))
+            data = json.loads(read_text(self.path, limit=MAX_HISTORY_BYTES))
         except (OSError, ValueError):
             return {}
         if not isinstance(data, dict):
@@ -59,11 +63,25 @@ class History:
         durations: dict[str, float] | None = None,
         stop_phase: str | None = None,
         build: dict[str, Any] | None = None,
-    ) -> None:
+    ) -> str | None:
         """Add a successful build's phase durations (and, with `build`, its date and total duration), or the
-        phase a stopped build was in. The `builds` list is new; older readers ignore it."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with cache_lock(self.path):  # concurrent builds of one workspace share this file
+        phase a stopped build was in. The `builds` list is new; older readers ignore it. Never raises: history is
+        advice. Returns why it was not recorded (a full disk, `.trtls` swapped for a symlink), or None."""
+        try:
+            self._record(config_hash, durations, stop_phase, build)
+        except OSError as exc:
+            return f"history not recorded: {exc.filename or self.path}: {exc.strerror or exc}"
+        return None
+
+    def _record(
+        self,
+        config_hash: str,
+        durations: dict[str, float] | None,
+        stop_phase: str | None,
+        build: dict[str, Any] | None,
+    ) -> None:
+        ensure_folder(self.path.parent, within=self.root)
+        with cache_lock(self.path, within=self.root):  # concurrent builds of one workspace share this file
             data = self._load()
             entry = data.setdefault(config_hash, {"phases": {}, "stops": []})
             for pid, secs in (durations or {}).items():
@@ -78,17 +96,20 @@ class History:
                 entry["stops"] = (entry["stops"] + [stop_phase])[-KEEP:]
             entry["lastUsed"] = round(time.time(), 3)
             _bound(data, KEEP_CONFIGS)
-            atomic_write_text(self.path, json.dumps(data, indent=1, sort_keys=True))
+            self._write(data)
+
+    def _write(self, data: dict[str, Any]) -> None:
+        atomic_write_text(self.path, json.dumps(data, indent=1, sort_keys=True), kind=Kind.evidence, within=self.root)
 
     def prune(self, keep: int = KEEP_CONFIGS, dry_run: bool = False) -> int:
         """Drop all but the `keep` most recently used configs (`trtls gc`); how many were (or would be) dropped."""
         if not self.path.is_file():
             return 0
-        with cache_lock(self.path):
+        with cache_lock(self.path, within=self.root):
             data = self._load()
             dropped = _bound(data, keep)
             if dropped and not dry_run:
-                atomic_write_text(self.path, json.dumps(data, indent=1, sort_keys=True))
+                self._write(data)
         return dropped
 
     def repeated_stop_phase(self, config_hash: str, times: int = 2) -> str | None:

@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from trtls.builds.build import await_summary
+from trtls.builds.roots import evidence_error, write_record
 from trtls.builds.supervisor import Build, Supervisor
-from trtls.core.atomic import atomic_write_text
 from trtls.core.display import cells_text, human_seconds, matrix_description
 from trtls.core.farm import Cell, expand
 from trtls.core.outcome import build_outcome_kind
@@ -199,8 +199,11 @@ class MatrixBuild:
             from trtls.builds.farm.cluster import connection  # no Ray import: only reached on the remote path
 
             self.summary["cluster"] = dict(connection)
-        self.evidence_dir.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(self.evidence_dir / "summary.json", json.dumps(self.summary, indent=2, default=str))
+        path = self.evidence_dir / "summary.json"
+        try:
+            write_record(path, json.dumps(self.summary, indent=2, default=str))
+        except OSError as exc:  # a full disk, a swapped .trtls: said in the summary every face shows, not raised
+            self.summary["evidenceError"] = evidence_error(exc, path)
         for listener in list(self.listeners):
             try:
                 listener(self, None, None)

@@ -24,6 +24,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from trtls.builds.roots import state_root
+from trtls.fs import Kind, ensure_folder, open_lock_file, read_bytes
+from trtls.fs.lock import truncate_lock
+
+MAX_HOLDER_BYTES = 64 << 10  # a holder line is a few hundred bytes
 POLL_S = 0.1  # a waiting build retries this often (a cancel while waiting is seen at once: it is not a blocking call)
 
 
@@ -53,10 +58,10 @@ class OutputLock:
     acquired_at: float | None = None
 
     def _open(self) -> int:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0)
+        root = state_root(self.path)  # the recipe's folder: a `.trtls` swapped for a symlink is refused
         try:
-            return os.open(self.path, flags, 0o644)
+            ensure_folder(self.path.parent, within=root)
+            return open_lock_file(self.path, kind=Kind.evidence, within=root)
         except OSError as exc:
             why = "it is a symlink" if exc.errno == errno.ELOOP else (exc.strerror or str(exc))
             raise OutputLockError(exc.errno, f"cannot open the output lock {self.path}: {why}") from None
@@ -75,22 +80,16 @@ class OutputLock:
         self.acquired_at = time.time()
         record = json.dumps({**holder, "output": str(self.output), "acquiredAt": round(self.acquired_at, 3)})
         with contextlib.suppress(OSError):
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, record.encode(), 0)
+            truncate_lock(fd, record)
         return True
 
     def holder(self) -> dict[str, Any]:
-        """Who holds the lock, as it wrote itself down ({} when it has not yet, or the file cannot be read)."""
+        """Who holds the lock, as it wrote itself down ({} when it has not yet, or the file cannot be read: a
+        symlink, not a file, larger than a holder line)."""
         try:
-            fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0))
-        except OSError:
+            data = json.loads(read_bytes(self.path, limit=MAX_HOLDER_BYTES) or b"{}")
+        except (OSError, ValueError):
             return {}
-        try:
-            data = json.loads(os.read(fd, 4096) or b"{}")
-        except ValueError:
-            return {}
-        finally:
-            os.close(fd)
         return data if isinstance(data, dict) else {}
 
     def release(self) -> None:
@@ -99,7 +98,7 @@ class OutputLock:
         if self.fd is None:
             return
         with contextlib.suppress(OSError):
-            os.ftruncate(self.fd, 0)
+            truncate_lock(self.fd, "")
         os.close(self.fd)  # closing the only descriptor releases the flock
         self.fd = None
 

@@ -16,7 +16,9 @@ import struct
 from pathlib import Path
 
 from trtls.builds.artifacts import output_unwritable
-from trtls.core.atomic import TEMP_MARK
+from trtls.builds.roots import nearest_folder
+from trtls.fs import Kind, atomic_write_bytes, open_regular, remove_file, rename
+from trtls.fs.kinds import TEMP_MARK
 
 FS_IOC_GETFLAGS = 0x80086601  # _IOR('f', 1, long) on 64-bit Linux; the kernel reads and writes an int
 FS_IMMUTABLE_FL = 0x00000010
@@ -24,18 +26,13 @@ FS_APPEND_FL = 0x00000020
 
 
 def inode_flags(path: Path) -> int | None:
-    """The file's inode flags (`lsattr`), or None when the filesystem or platform cannot say."""
-    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0)
+    """The file's inode flags (`lsattr`), or None when the filesystem or platform cannot say (or `path` is not a
+    regular file: a FIFO, a device or a symlink is never opened)."""
     try:
-        fd = os.open(path, flags)
-    except OSError:
-        return None
-    try:
-        raw = fcntl.ioctl(fd, FS_IOC_GETFLAGS, b"\0" * 8)
+        with open_regular(path, limit=None) as fh:
+            raw = fcntl.ioctl(fh.fileno(), FS_IOC_GETFLAGS, b"\0" * 8)
     except OSError:
         return None  # ENOTTY / EOPNOTSUPP: no such flags on this filesystem
-    finally:
-        os.close(fd)
     return int(struct.unpack("i", raw[:4])[0])
 
 
@@ -55,30 +52,32 @@ def target_unreplaceable(output: Path) -> str | None:
     return None
 
 
-def rename_over_fails(folder: Path, name: str, build_id: str) -> str | None:
-    """Rename one probe file over another in `folder` (what the engine's commit does); None when it works."""
+def rename_over_fails(folder: Path, name: str, build_id: str, within: Path | None = None) -> str | None:
+    """Rename one probe file over another in `folder` (what the engine's commit does); None when it works.
+    `within`: the folder the probe must stay in (the job's `write_root`)."""
     first = folder / f"{name}{TEMP_MARK}{build_id}.probe-a"
     second = folder / f"{name}{TEMP_MARK}{build_id}.probe-b"
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0)
+    root = within if within is not None else nearest_folder(folder)
     try:
         for p in (first, second):
-            os.close(os.open(p, flags, 0o600))
-        os.replace(first, second)
+            atomic_write_bytes(p, b"", kind=Kind.engine_output, within=root)
+        rename(first, second, kind=Kind.engine_output, within=root)
     except OSError as exc:
         return f"a rename over an existing file fails in {folder}: {exc.strerror or exc}"
     finally:
         for p in (first, second):
             with contextlib.suppress(OSError):
-                os.unlink(p)
+                remove_file(p, kind=Kind.engine_output, within=root)
     return None
 
 
-def output_problem(output: Path, build_id: str) -> tuple[str, str] | None:
-    """(code, why) when the engine could not be committed to `output`; None when the probe passed."""
-    why = output_unwritable(output, build_id)
+def output_problem(output: Path, build_id: str, within: Path | None = None) -> tuple[str, str] | None:
+    """(code, why) when the engine could not be committed to `output`; None when the probe passed. `within`: the
+    job's `write_root` (by default the output's nearest existing folder)."""
+    why = output_unwritable(output, build_id, within)
     if why is not None:
         return "TRT405", why
-    why = rename_over_fails(output.parent, output.name, build_id) or target_unreplaceable(output)
+    why = rename_over_fails(output.parent, output.name, build_id, within) or target_unreplaceable(output)
     if why is not None:
         return "TRT412", why
     return None

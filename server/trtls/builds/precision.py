@@ -13,10 +13,10 @@ conversion of the ONNX, not a builder flag. This step:
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -26,13 +26,15 @@ from pathlib import Path
 from typing import Any
 
 from trtls.builds.killable import ran_to_the_end
-from trtls.core.atomic import atomic_write_text
+from trtls.builds.roots import state_root
 from trtls.core.cancel import CancelToken
 from trtls.core.protocol import stable_json
 from trtls.core.sha256 import sha256_file
+from trtls.fs import Kind, atomic_write_text, ensure_folder, open_regular, read_text, remove_tree, rename
 
 MODEL_NAME = "model.onnx"
 RECORD_NAME = "precision.json"
+MAX_RECORD_BYTES = 1 << 20  # a conversion's record: settings, digests and counts
 
 
 class PrecisionFailed(RuntimeError):
@@ -80,7 +82,7 @@ def input_digest(onnx_path: Path) -> str:
     h = hashlib.sha256()
     for path in [onnx_path, *_external_data_files(onnx_path)]:
         h.update(path.name.encode() + b"\0")
-        with open(path, "rb") as fh:
+        with open_regular(path, limit=None, follow=True) as fh:  # a model's files may live in a cache, via links
             while block := fh.read(1 << 20):
                 h.update(block)
     return h.hexdigest()
@@ -123,7 +125,7 @@ def run_precision_step(
     base = {"input": str(onnx_path), "input_sha256": digest, "key": key, **settings, "modelopt_version": tool_version}
     if (entry / MODEL_NAME).is_file() and record_path.is_file():
         try:
-            stored = json.loads(record_path.read_text())
+            stored = json.loads(read_text(record_path, limit=MAX_RECORD_BYTES))
             if stored.get("output_sha256") == sha256_file(entry / MODEL_NAME):
                 step(1)
                 step(2)
@@ -136,12 +138,14 @@ def run_precision_step(
             "precision.convert needs NVIDIA ModelOpt (package nvidia-modelopt, with its ONNX extras): "
             "pip install 'trtls[precision]' (on a machine without a GPU, install a CPU build of torch first)",
         )
-    cache_dir.mkdir(parents=True, exist_ok=True)
+    root = state_root(cache_dir)  # `<recipe>/.trtls/precision`: the recipe's folder (a swapped .trtls is refused)
+    ensure_folder(cache_dir, within=root)
     tmp = cache_dir / f".{key}.tmp-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir()
+    with contextlib.suppress(OSError):
+        remove_tree(tmp, kind=Kind.cache, within=root)  # what a killed conversion of this process id left
+    ensure_folder(tmp, within=root)
     try:
-        result = _convert_in_child(onnx_path, tmp / MODEL_NAME, settings, cancel)
+        result = _convert_in_child(onnx_path, tmp / MODEL_NAME, settings, cancel, root)
         step(1)
         output_sha = sha256_file(tmp / MODEL_NAME)
         record = {
@@ -153,19 +157,23 @@ def run_precision_step(
             "initializers_low": result.get("initializers_low"),
             "initializers": result.get("initializers"),
         }
-        atomic_write_text(tmp / RECORD_NAME, json.dumps(record, indent=2))
-        shutil.rmtree(entry, ignore_errors=True)  # a damaged entry with this key
-        os.replace(tmp, entry)
+        atomic_write_text(tmp / RECORD_NAME, json.dumps(record, indent=2), kind=Kind.cache, within=root)
+        remove_tree(entry, kind=Kind.cache, within=root)  # a damaged entry with this key
+        rename(tmp, entry, kind=Kind.cache, within=root)
         step(2)
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            remove_tree(tmp, kind=Kind.cache, within=root)
     return PrecisionResult(entry / MODEL_NAME, {**record, "cache": "miss", "seconds": round(time.monotonic() - t0, 3)})
 
 
-def _convert_in_child(onnx_path: Path, output: Path, settings: dict[str, Any], cancel: CancelToken) -> dict:
+def _convert_in_child(
+    onnx_path: Path, output: Path, settings: dict[str, Any], cancel: CancelToken, within: Path
+) -> dict:
     job = {
         "input": str(onnx_path),
         "output": str(output),
+        "within": str(within),  # the folder the child's writes must stay in
         "low_precision_type": settings["low_precision_type"],
         "keep_io_types": settings["keep_io_types"],
         "exclude_op_types": settings["exclude_op_types"],

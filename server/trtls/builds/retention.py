@@ -22,7 +22,7 @@ import fcntl
 import json
 import os
 import re
-import shutil
+import stat
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -33,6 +33,7 @@ from trtls.builds.history import History
 from trtls.core.evidence_table import EvidenceTable
 from trtls.core.recipe_file import read_recipe_text
 from trtls.core.tomlpos import bounded_loads
+from trtls.fs import Kind, ensure_folder, open_lock_file, read_text, remove_tree
 
 RUN_ID = re.compile(r"[A-Za-z0-9_.\-]+-\d{8}-\d{6}-[0-9a-f]{6}")  # builds.build.new_build_id and matrix ids
 LEDGERS = ("history.json",)  # files that list every build: they do not pin runs
@@ -99,20 +100,21 @@ def _size(folder: Path) -> int:
 
 
 def scan_runs(runs_dir: Path, read_summaries: bool = True) -> list[Run]:
-    """Every run folder, newest first."""
+    """Every run folder, newest first: a real folder (not a link) whose name is a build id trtls makes. Anything
+    else in `runs/` is not trtls's and is neither counted nor ever removed."""
     runs: list[Run] = []
     try:
         entries = list(os.scandir(runs_dir))
     except OSError:
         return []
     for entry in entries:
-        if not entry.is_dir(follow_symlinks=False):
+        if not entry.is_dir(follow_symlinks=False) or not RUN_ID.fullmatch(entry.name):
             continue
         path = Path(entry.path)
         summary: dict[str, Any] = {}
         if read_summaries:
-            with contextlib.suppress(OSError, ValueError):
-                data = json.loads((path / "summary.json").read_text(encoding="utf-8"))
+            with contextlib.suppress(OSError, ValueError):  # never through a link, never more than a record holds
+                data = json.loads(read_text(path / "summary.json", limit=MAX_RECORD_BYTES))
                 summary = data if isinstance(data, dict) else {}
         started = summary.get("startedAt")
         if not isinstance(started, (int, float)):
@@ -134,11 +136,8 @@ def referenced_ids(trtls_dir: Path) -> dict[str, str]:
         for name in files:
             if not name.endswith((".json", ".jsonl")) or (not rel.parts and name in LEDGERS):
                 continue
-            path = Path(root) / name
-            try:
-                if path.is_symlink() or path.stat().st_size > MAX_RECORD_BYTES:
-                    continue
-                text = path.read_text(encoding="utf-8", errors="replace")
+            try:  # a symlink, a FIFO or a record past MAX_RECORD_BYTES pins nothing (and is never opened)
+                text = read_text(Path(root) / name, limit=MAX_RECORD_BYTES, errors="replace")
             except OSError:
                 continue
             for rid in RUN_ID.findall(text):
@@ -203,19 +202,45 @@ def plan_removal(runs: list[Run], pinned: dict[str, str], policy: Policy) -> lis
     return sorted(remove.values(), key=lambda item: item[0].started)
 
 
+def refusal(trtls_dir: Path) -> dict[str, str] | None:
+    """TRT118, located, when `.trtls` or `.trtls/runs` is a symlink (or not a folder): gc deletes only run folders
+    trtls made in this recipe's folder, never another folder a link leads to. None when both are real folders (or
+    missing: nothing to collect)."""
+    for folder in (trtls_dir, trtls_dir / "runs"):
+        try:
+            st = os.lstat(folder)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            return {"code": "TRT413", "path": str(folder), "message": f"{folder}: {exc.strerror or exc}"}
+        if stat.S_ISLNK(st.st_mode):
+            where = os.readlink(folder)
+            return {
+                "code": "TRT118",
+                "path": str(folder),
+                "message": f"{folder} is a symlink (to {where}): trtls gc "
+                "removes only run folders it made in this recipe's folder, never through a link; nothing removed",
+            }
+        if not stat.S_ISDIR(st.st_mode):
+            return {"code": "TRT118", "path": str(folder), "message": f"{folder} is not a folder; nothing removed"}
+    return None
+
+
 def _remove(run: Run, runs_dir: Path) -> str | None:
-    """Remove one run folder (never through a symlink; never outside runs/). The error, or None."""
-    if run.path.parent != runs_dir or run.path.is_symlink():
+    """Remove one run folder by descriptor, inside the recipe's folder (never through a link: a `.trtls` or
+    `runs` swapped for a symlink since the scan is refused at the removal). The error, or None."""
+    if run.path.parent != runs_dir or not RUN_ID.fullmatch(run.id):
         return "not a run folder"
     try:
-        shutil.rmtree(run.path)
+        remove_tree(run.path, kind=Kind.evidence, within=runs_dir.parent.parent)
     except OSError as exc:
         return exc.strerror or str(exc)
     return None
 
 
 def collect(trtls_dir: Path, policy: Policy, *, dry_run: bool = False, max_remove: int | None = None) -> dict[str, Any]:
-    """Apply `policy` to `.trtls/`: the result says what was (or would be) removed, what was kept and why."""
+    """Apply `policy` to `.trtls/`: the result says what was (or would be) removed, what was kept and why; with
+    `refused` (TRT118, located) nothing was: `.trtls` or its `runs` is a symlink."""
     runs_dir = trtls_dir / "runs"
     result: dict[str, Any] = {"removed": [], "kept": [], "freedBytes": 0, "historyConfigsDropped": 0, "dryRun": dry_run}
     result["policy"] = {
@@ -223,36 +248,48 @@ def collect(trtls_dir: Path, policy: Policy, *, dry_run: bool = False, max_remov
         "maxAgeDays": policy.max_age_days,
         "maxSizeMb": policy.max_size_mb,
     }
+    if (refused := refusal(trtls_dir)) is not None:
+        result["refused"] = refused
+        return result
     if not runs_dir.is_dir():
         return result
-    with _gc_lock(trtls_dir) as held:
-        if not held:
-            result["skipped"] = "another trtls gc is running on this folder"
-            return result
-        runs = scan_runs(runs_dir)
-        pinned = pins(runs, trtls_dir, policy.max_age_days)
-        planned = plan_removal(runs, pinned, policy)[: max_remove if max_remove is not None else None]
-        gone = set()
-        for run, reason in planned:
-            error = None if dry_run else _remove(run, runs_dir)
-            if error is None:
-                gone.add(run.id)
-                result["removed"].append({"buildId": run.id, "reason": reason, "bytes": run.size})
-                result["freedBytes"] += run.size
-            else:
-                result.setdefault("errors", []).append({"buildId": run.id, "error": error})
-        for r in runs:
-            if r.id not in gone:
-                result["kept"].append({"buildId": r.id, "pinned": pinned.get(r.id), "bytes": r.size})
-        history = History(trtls_dir / "history.json")
-        result["historyConfigsDropped"] = history.prune(dry_run=dry_run)
+    try:
+        with _gc_lock(trtls_dir) as held:
+            if not held:
+                result["skipped"] = "another trtls gc is running on this folder"
+                return result
+            _collect_held(trtls_dir, policy, dry_run, max_remove, result)
+    except OSError as exc:  # the lock's folder or the history swapped for a link, a full disk: said, not raised
+        result["refused"] = {"code": "TRT413", "path": str(exc.filename or trtls_dir),
+                             "message": f"{exc.filename or trtls_dir}: {exc.strerror or exc}"}  # fmt: skip
     return result
+
+
+def _collect_held(trtls_dir: Path, policy: Policy, dry_run: bool, max_remove: int | None, result: dict) -> None:
+    runs_dir = trtls_dir / "runs"
+    runs = scan_runs(runs_dir)
+    pinned = pins(runs, trtls_dir, policy.max_age_days)
+    planned = plan_removal(runs, pinned, policy)[: max_remove if max_remove is not None else None]
+    gone = set()
+    for run, reason in planned:
+        error = None if dry_run else _remove(run, runs_dir)
+        if error is None:
+            gone.add(run.id)
+            result["removed"].append({"buildId": run.id, "reason": reason, "bytes": run.size})
+            result["freedBytes"] += run.size
+        else:
+            result.setdefault("errors", []).append({"buildId": run.id, "error": error})
+    for r in runs:
+        if r.id not in gone:
+            result["kept"].append({"buildId": r.id, "pinned": pinned.get(r.id), "bytes": r.size})
+    history = History(trtls_dir / "history.json")
+    result["historyConfigsDropped"] = history.prune(dry_run=dry_run)
 
 
 def auto_collect(trtls_dir: Path, policy: Policy) -> dict[str, Any] | None:
     """The light pass after a build: only when the folder is past its bounds by a margin, and bounded in work
     (the runs are counted and sized without reading their summaries first). None when nothing was due."""
-    if not policy.auto_gc:
+    if not policy.auto_gc or refusal(trtls_dir) is not None:
         return None
     runs = scan_runs(trtls_dir / "runs", read_summaries=False)
     oldest_days = (time.time() - runs[-1].started) / 86400 if runs else 0.0
@@ -267,9 +304,9 @@ def auto_collect(trtls_dir: Path, policy: Policy) -> dict[str, Any] | None:
 @contextlib.contextmanager
 def _gc_lock(trtls_dir: Path) -> Iterator[bool]:
     """One gc per folder at a time (a second one skips: the first is doing its work)."""
-    locks = trtls_dir / "locks"
-    locks.mkdir(parents=True, exist_ok=True)
-    fd = os.open(locks / "gc.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0), 0o644)
+    root = trtls_dir.parent  # the recipe's folder: the lock is never opened through a swapped .trtls
+    locks = ensure_folder(trtls_dir / "locks", within=root)
+    fd = open_lock_file(locks / "gc.lock", kind=Kind.evidence, within=root)
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -21,16 +21,16 @@ from pathlib import Path
 from typing import Any
 
 from trtls import __version__
-from trtls.core.atomic import atomic_write_text
-from trtls.core.paths import UnsafeWrite
+from trtls.builds.roots import evidence_error, write_record
+from trtls.fs import open_regular, read_text
 from trtls.store.entries import Entry, Refused, Store
 from trtls.store.known_good import KnownGood
-from trtls.store.up_to_date import output_holds
 
 MEMO_FORMAT = "trtls.fast-hit/1"
 # the modules whose code turns a recipe into the job the key hashes: changed code, no fast path
 KEY_CODE = ("core/recipe.py", "core/build_config.py", "core/profiles.py", "builds/build.py", "store/key.py")
 ENV_KEYS = ("TRTLS_STORE", "XDG_CACHE_HOME", "HOME")
+MAX_MEMO_BYTES = 1 << 20  # a memo: a few stats and digests
 
 
 def ago(t: float | None, now: float | None = None) -> str:
@@ -120,19 +120,33 @@ def reuse_evidence(
         "notes": [f"no worker started: the engine of key {entry.key[:12]} was in the store ({how})"],
         "message": up_to_date_line(src),
     }
-    evidence = recipe.parent / ".trtls" / "runs" / build_id
-    evidence.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(evidence / "summary.json", json.dumps(summary, indent=2, default=str))
+    path = recipe.parent / ".trtls" / "runs" / build_id / "summary.json"
+    try:  # inside the recipe's folder, checked at the write: never through a `.trtls` swapped for a symlink
+        write_record(path, json.dumps(summary, indent=2, default=str))
+    except OSError as exc:  # the engine is restored; the record could not be written (TRT413): said, not raised
+        summary["evidenceError"] = evidence_error(exc, path)
+        summary["message"] = f"{summary['message']} — {summary['evidenceError']}"
     return summary
 
 
-def remember_reused(state_dir: Path, history: str, entry: Entry, build_id: str, changes: list[str]) -> None:
+def append_known_good(known: KnownGood, record: dict[str, Any], warnings: list[str]) -> None:
+    """Add a known-good record; one that cannot be written (a full disk, `.trtls` swapped for a symlink, the
+    record itself a link) is a TRT413 warning: the engine is in place, the table's memory of it is not."""
+    try:
+        known.append(record)
+    except OSError as exc:
+        warnings.append(evidence_error(exc, known.path))
+
+
+def remember_reused(state_dir: Path, history: str, entry: Entry, build_id: str, changes: list[str],
+                    warnings: list[str]) -> None:  # fmt: skip
     """A reuse is recorded when it changes which engine the table has (not once per unchanged run)."""
     known = KnownGood(state_dir, history)
     last = known.last()
     if last is not None and last.get("key") == entry.key and last.get("sha256") == entry.sha256:
         return
-    known.append(
+    append_known_good(
+        known,
         {
             **{k: entry.build.get(k) for k in ("buildId", "startedAt", "durationS", "buildConfigHash")},
             "restoredAs": build_id,
@@ -143,7 +157,8 @@ def remember_reused(state_dir: Path, history: str, entry: Entry, build_id: str, 
             "reused": True,
             "changes": changes,
             "parts": entry.record.get("parts"),
-        }
+        },
+        warnings,
     )
 
 
@@ -171,10 +186,14 @@ def _builder_dirs(site: str | None) -> list[str]:
 
 
 def _sha_of(path: Path) -> str | None:
+    h = hashlib.sha256()
     try:
-        return hashlib.sha256(path.read_bytes()).hexdigest()
+        with open_regular(path, limit=None, follow=True) as fh:  # the recipe: a FIFO or a device is never read
+            while block := fh.read(1 << 20):
+                h.update(block)
     except OSError:
         return None
+    return h.hexdigest()
 
 
 def memo_path(state_dir: Path, history: str) -> Path:
@@ -216,9 +235,7 @@ def write_memo(recipe: Path, history: str, key: str, parts: dict[str, Any], outp
         "store": {"path": str(store.root), "mode": store.mode, "maxSize": store.max_size},
     }
     try:
-        path = memo_path(recipe.parent / ".trtls", history)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(path, json.dumps(memo, default=str) + "\n")
+        write_record(memo_path(recipe.parent / ".trtls", history), json.dumps(memo, default=str) + "\n")
     except OSError:
         pass
 
@@ -246,7 +263,7 @@ def fast_hit(recipe: Path, engine: str) -> dict[str, Any] | None:
     if any((state / "runs").glob("*/running.json")):
         return None  # a build whose supervisor died (or one running): the full path recovers or waits for it
     try:
-        memo = json.loads(memo_path(state, engine).read_text(encoding="utf-8"))
+        memo = json.loads(read_text(memo_path(state, engine), limit=MAX_MEMO_BYTES))  # never through a link
     except (OSError, ValueError):
         return None
     if not isinstance(memo, dict) or not _memo_holds(memo, recipe):
@@ -262,20 +279,23 @@ def fast_hit(recipe: Path, engine: str) -> dict[str, Any] | None:
     output = Path(memo["output"])
     build_id = new_reuse_id(engine)
     held = OutputHeld(state, output, build_id, engine)
-    if not held.take():
-        return None  # a build of this output is running: the full path waits for it
-    t0 = time.time()
     try:
-        current = output_holds(output, entry, state)
-        if not current:
-            store.restore(entry, output, build_id, within=recipe.parent)  # outside (allow_outside): the full path
+        if not held.take():
+            return None  # a build of this output is running: the full path waits for it
+    except OSError:
+        return None  # the lock cannot be opened (a symlinked .trtls): the full path says why, located
+    t0 = time.time()
+    try:  # the output's digest first: one that already holds the entry is never rewritten
+        current = not store.restore(entry, output, build_id, recipe.parent, state)  # outside: the full path
     except Refused:
         return None  # quarantined; the full path rebuilds and says so (TRT332)
-    except UnsafeWrite:
-        return None  # the output or its folder became a symlink: the full path's write policy refuses it (TRT118)
+    except OSError:
+        # a symlinked output or folder (TRT118), an immutable output, a read-only or full disk (TRT412/TRT405):
+        # the full path's checks say it, located, with evidence
+        return None
     finally:
         held.release()
     record: dict[str, Any] = {"used": True, "why": None, "path": str(store.root), "mode": store.mode, "source": "memo",
               "warnings": [], "key": entry.key, "waitedFor": None, "outputAlreadyCurrent": current}  # fmt: skip
-    remember_reused(state, engine, entry, build_id, [])
+    remember_reused(state, engine, entry, build_id, [], record["warnings"])
     return reuse_evidence(build_id, engine, recipe, entry, output, t0, record, fast=True)

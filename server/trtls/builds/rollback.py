@@ -12,8 +12,8 @@ from trtls import __version__
 from trtls.builds.artifacts import sha256_file
 from trtls.builds.build import new_build_id, state_dir, worker_job
 from trtls.builds.reuse import OutputHeld, ago
-from trtls.core.atomic import atomic_write_text
-from trtls.core.paths import UnsafeWrite, write_root
+from trtls.builds.roots import evidence_error, write_record
+from trtls.core.paths import UnsafeWrite
 from trtls.store.config import store_config
 from trtls.store.entries import Refused, Store
 from trtls.store.known_good import KnownGood
@@ -54,20 +54,44 @@ def rollback(loaded: Any, engine: str, to: str | None = None) -> dict[str, Any]:
     if entry is None:
         raise RollbackError("TRT338", f"the engine of build {rec.get('buildId')} is no longer in the store (evicted)")
     build_id = new_build_id(engine)
-    output = Path(worker_job(loaded, engine, build_id)["output"])
+    job = worker_job(loaded, engine, build_id)  # the output placed and judged now, its write root with it
+    output, root = Path(job["output"]), Path(job["write_root"])
     t0 = time.time()
     held = OutputHeld(state_dir(loaded.path), output, build_id, engine)
-    if not held.take():
-        raise RollbackError("TRT338", f"a build of {engine} is writing {output} now: roll back when it ends")
     try:
-        store.restore(entry, output, build_id, within=write_root(loaded.path.parent, output))
+        if not held.take():
+            raise RollbackError("TRT338", f"a build of {engine} is writing {output} now: roll back when it ends")
+    except OSError as exc:
+        raise RollbackError("TRT411", f"{exc.strerror or exc}; nothing was restored") from exc
+    summary = _summary(loaded, engine, build_id, rec, t0)
+    try:
+        restored = store.restore(entry, output, build_id, root, state_dir(loaded.path))
     except Refused as exc:
         raise RollbackError("TRT332", str(exc)) from exc
     except UnsafeWrite as exc:
         raise RollbackError("TRT118", f"{exc.filename}: {exc.strerror}; nothing was restored") from exc
+    except OSError as exc:  # an immutable output, a read-only or full disk: located, with the evidence of the try
+        code = getattr(exc, "code", "TRT405")
+        summary.update(outcome="failed", error=f"{code} {exc.filename or output}: {exc.strerror or exc}")
+        summary["message"] = f"{summary['error']}; nothing was restored, the output is as it was"
+        raise RollbackError(code, _record(loaded, summary)) from exc
     finally:
         held.release()
-    summary = {
+    summary["engineArtifact"] = {
+        "action": "restored" if restored else "kept",
+        "kind": "engine",
+        "path": str(output),
+        "size": entry.size,
+        "sha256": entry.sha256,
+    }
+    summary["durationS"] = round(time.time() - t0, 3)
+    summary["message"] = f"rolled back to the engine of build {rec.get('buildId')} ({ago(rec.get('startedAt'))})"
+    _record(loaded, summary)
+    return summary
+
+
+def _summary(loaded: Any, engine: str, build_id: str, rec: dict[str, Any], t0: float) -> dict[str, Any]:
+    return {
         "framework": "trtls",
         "trtlsVersion": __version__,
         "buildId": build_id,
@@ -76,20 +100,22 @@ def rollback(loaded: Any, engine: str, to: str | None = None) -> dict[str, Any]:
         "outcome": "rolled_back",
         "rolledBackTo": {k: rec.get(k) for k in ("buildId", "startedAt", "key", "sha256", "size")},
         "engineKey": rec.get("key"),
-        "engineArtifact": {
-            "action": "restored",
-            "kind": "engine",
-            "path": str(output),
-            "size": entry.size,
-            "sha256": entry.sha256,
-        },
+        "engineArtifact": None,
         "validationStatus": "pending",
         "startedAt": t0,
-        "durationS": round(time.time() - t0, 3),
+        "durationS": 0.0,
         "workerPid": None,
-        "message": f"rolled back to the engine of build {rec.get('buildId')} ({ago(rec.get('startedAt'))})",
     }
-    evidence = state_dir(loaded.path) / "runs" / build_id
-    evidence.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(evidence / "summary.json", json.dumps(summary, indent=2, default=str))
-    return summary
+
+
+def _record(loaded: Any, summary: dict[str, Any]) -> str:
+    """Write the rollback's evidence (`.trtls/runs/<id>/summary.json`, inside the recipe's folder); its message,
+    which names a record that could not be written (TRT413) too."""
+    path = state_dir(loaded.path) / "runs" / summary["buildId"] / "summary.json"
+    try:
+        write_record(path, json.dumps(summary, indent=2, default=str))
+    except OSError as exc:
+        summary["evidenceError"] = evidence_error(exc, path)
+        summary["message"] = f"{summary['message']} — {summary['evidenceError']}"
+        return str(summary["message"])
+    return f"{summary['message']} (evidence: {path})"

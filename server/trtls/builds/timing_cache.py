@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from trtls.builds.artifacts import quarantine
-from trtls.core.atomic import atomic_write_bytes, atomic_write_text
+from trtls.builds.roots import nearest_folder
+from trtls.fs import Kind, atomic_write_bytes, atomic_write_text, ensure_folder, open_lock_file, read_bytes, read_text
 
 NO_DEVICE_MARKER = "Cuda Runtime"
 CORRUPTION_MARKERS = ("Failed to deserialize timing cache", "The timing cache will not be used")
@@ -38,6 +39,8 @@ TACTIC_SETTINGS = (
     "max_aux_streams",
 )
 RTX_REASON = "TensorRT-RTX ignores timing caches (its calls are no-ops; it keeps a runtime cache instead)"
+MAX_CACHE_BYTES = 4 << 30  # a timing cache of every tactic of a large network is tens of MB
+MAX_META_BYTES = 1 << 20  # the sidecar: an identity and a sha256
 
 
 def cache_identity(environment: dict[str, Any], settings: dict[str, Any]) -> dict[str, Any]:
@@ -63,6 +66,7 @@ class CachePlan:
     data: bytes | None = None  # bytes to hand to the builder
     quarantined_to: str | None = None
     identity: dict[str, Any] = field(default_factory=dict)
+    within: Path | None = None  # the folder its writes must stay in (the job's timing_cache.write_root)
 
 
 def plan_cache(
@@ -72,12 +76,29 @@ def plan_cache(
     supported: bool,
     optimization_level: int,
     quarantine_dir: Path,
+    within: Path | None = None,
 ) -> CachePlan:
-    """Before the build: decide whether the file on disk may be read.
+    """Before the build: decide whether the file on disk may be read. `within`: the folder the cache's writes must
+    stay in (the job's `timing_cache.write_root`; by default its nearest existing folder).
 
     trtls records the sha256 of every cache it writes beside it, so a cache that changed on disk
     (truncated, flipped bytes, replaced) is caught here, before TensorRT — which would only log it,
     or not notice at all."""
+    root = within if within is not None or path is None else nearest_folder(path.parent)
+    plan = _plan(path, mode, identity, supported, optimization_level, quarantine_dir, root)
+    plan.within = root
+    return plan
+
+
+def _plan(
+    path: Path | None,
+    mode: str,
+    identity: dict[str, Any],
+    supported: bool,
+    optimization_level: int,
+    quarantine_dir: Path,
+    root: Path | None,
+) -> CachePlan:
     if path is None or mode == "off":
         return CachePlan(
             path,
@@ -91,14 +112,14 @@ def plan_cache(
     if not path.is_file():
         decision = "cold" if supported else "not_applicable"
         return CachePlan(path, mode, decision, "no cache file yet" if supported else RTX_REASON, identity=identity)
-    data = path.read_bytes()
+    data = read_bytes(path, limit=MAX_CACHE_BYTES, follow=True)  # a FIFO or a device is refused, never read
     meta = _read_meta(path)
     if meta is not None and meta.get("sha256") != hashlib.sha256(data).hexdigest():
         why = (
             f"cache bytes changed since trtls wrote them (sha256 mismatch, {len(data)} bytes on disk, "
             f"{meta.get('size')} written)"
         )
-        dest = _quarantine_pair(path, quarantine_dir, why)
+        dest = _quarantine_pair(path, quarantine_dir, why, root)
         return CachePlan(
             path,
             mode,
@@ -111,7 +132,7 @@ def plan_cache(
         stored = meta.get("identity") or {}
         changed = sorted(k for k in identity if stored.get(k) != identity.get(k))
         why = f"cache identity changed: {', '.join(changed)}"
-        dest = _quarantine_pair(path, quarantine_dir, why)
+        dest = _quarantine_pair(path, quarantine_dir, why, root)
         return CachePlan(
             path,
             mode,
@@ -144,7 +165,7 @@ def after_load(plan: CachePlan, logged: list[str], set_ok: bool, quarantine_dir:
         )
         return plan
     why = bad[0] if bad else "set_timing_cache returned False"
-    plan.quarantined_to = _quarantine_pair(plan.path, quarantine_dir, why)  # type: ignore[arg-type]
+    plan.quarantined_to = _quarantine_pair(plan.path, quarantine_dir, why, plan.within)  # type: ignore[arg-type]
     plan.decision, plan.reason, plan.data = "quarantined", f"timing cache quarantined: {why}; this build ran cold", None
     return plan
 
@@ -165,17 +186,19 @@ def after_build(
         return plan, False
     if plan.mode != "read_write" or not supported or new_bytes is None:
         return plan, False
-    save_merged(plan.path, new_bytes(), plan.identity, combine)
+    save_merged(plan.path, new_bytes(), plan.identity, combine, within=plan.within)
     plan.decision, plan.reason = "updated", "new timings merged into the cache under a lock and written atomically"
     return plan, True
 
 
 @contextmanager
-def cache_lock(path: Path) -> Iterator[None]:
+def cache_lock(path: Path, within: Path | None = None) -> Iterator[None]:
+    """An exclusive flock on `<path>.lock`, inside `within` (by default the lock's nearest existing folder); never
+    through a symlink planted at the lock's name (it would create or lock a file elsewhere)."""
     lock = path.with_name(path.name + ".lock")
-    lock.parent.mkdir(parents=True, exist_ok=True)
-    # never through a symlink planted at the lock's name (it would create or lock a file elsewhere)
-    fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0), 0o644)
+    root = within if within is not None else nearest_folder(lock.parent)
+    ensure_folder(lock.parent, within=root)
+    fd = open_lock_file(lock, kind=Kind.cache, within=root)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         try:
@@ -187,33 +210,40 @@ def cache_lock(path: Path) -> Iterator[None]:
 
 
 def save_merged(
-    path: Path, new: bytes, identity: dict[str, Any], combine: Callable[[bytes, bytes], bytes | None]
+    path: Path,
+    new: bytes,
+    identity: dict[str, Any],
+    combine: Callable[[bytes, bytes], bytes | None],
+    within: Path | None = None,
 ) -> None:
-    """Merge `new` into the file under an exclusive lock; a failed combine keeps the new timings alone."""
-    with cache_lock(path):
+    """Merge `new` into the file under an exclusive lock; a failed combine keeps the new timings alone. `within`:
+    the folder the cache must stay in (by default its nearest existing folder)."""
+    root = within if within is not None else nearest_folder(path.parent)
+    with cache_lock(path, within=root):
         merged = new
         meta = _read_meta(path)
         if path.is_file() and meta is not None and meta.get("identity") == identity:
-            old = path.read_bytes()
+            old = read_bytes(path, limit=MAX_CACHE_BYTES, follow=True)
             if hashlib.sha256(old).hexdigest() == meta.get("sha256"):  # never merge from a damaged file
                 merged = combine(old, new) or new
-        atomic_write_bytes(path, merged)
+        atomic_write_bytes(path, merged, kind=Kind.cache, within=root)
         meta = {"identity": identity, "sha256": hashlib.sha256(merged).hexdigest(), "size": len(merged)}
-        atomic_write_text(identity_path(path), json.dumps(meta, sort_keys=True))
+        atomic_write_text(identity_path(path), json.dumps(meta, sort_keys=True), kind=Kind.cache, within=root)
 
 
 def _read_meta(path: Path) -> dict[str, Any] | None:
-    """The sidecar trtls writes with every cache: its identity and the sha256 of its bytes."""
+    """The sidecar trtls writes with every cache: its identity and the sha256 of its bytes (never through a link)."""
     try:
-        meta = json.loads(identity_path(path).read_text(encoding="utf-8"))
+        meta = json.loads(read_text(identity_path(path), limit=MAX_META_BYTES))
     except (OSError, ValueError):
         return None
     return meta if isinstance(meta, dict) else None
 
 
-def _quarantine_pair(path: Path, quarantine_dir: Path, reason: str) -> str:
-    dest = quarantine(path, quarantine_dir, reason)
+def _quarantine_pair(path: Path, quarantine_dir: Path, reason: str, within: Path | None) -> str:
+    root = within if within is not None else nearest_folder(path.parent)
+    dest = quarantine(path, quarantine_dir, reason, kind=Kind.cache, within=root)
     ident = identity_path(path)
     if ident.exists():
-        quarantine(ident, quarantine_dir, reason)
+        quarantine(ident, quarantine_dir, reason, kind=Kind.cache, within=root)
     return str(dest)

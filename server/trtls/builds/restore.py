@@ -1,0 +1,86 @@
+"""Restoring a hit from the engine store: the output's one-writer lock around the restore, the restore itself into
+the write root the output had when the recipe was loaded (never recomputed here: an output folder swapped for a
+symlink while this build waited for another process's build of its key is refused at the write, TRT118), and the
+reuse's evidence and fast-path memo.
+
+An output that already holds the entry's bytes is not rewritten (the store compares its digest first). One that
+cannot be written (an immutable file or folder, a read-only mount, a full disk: TRT412/TRT405) restores nothing:
+the caller builds instead, and the build's own probe ends it located, with its evidence (`.trtls/runs/<id>`)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+from typing import Any
+
+from trtls.builds.reuse import OutputHeld, remember_reused, reuse_evidence, write_memo
+from trtls.builds.roots import loaded_write_root
+from trtls.core.paths import UnsafeWrite
+from trtls.store.entries import Entry, Refused
+from trtls.store.use import StoreUse
+
+WAIT_POLL_S = 0.1  # a waiter retries the key's lock this often (flock has no asyncio-friendly blocking form)
+FOLLOW_HELD_S = 30.0  # how long a following matrix cell waits for another build to release its output
+
+
+async def restore_hit(use: StoreUse, recipe: Path, entry: Entry, build_id: str, waited: bool) -> dict[str, Any] | None:
+    """Restore a hit once the output is free (another build writing it, or ending: after it, never during); the
+    reuse's summary, or None (a warning in `use.warnings` says why): the caller builds instead."""
+    t0 = time.time()
+    held = OutputHeld(use.state_dir, use.output, build_id, use.engine)
+    try:
+        while not held.take():
+            await asyncio.sleep(WAIT_POLL_S)
+    except OSError as exc:  # the output's lock cannot be opened (a symlinked .trtls): the build says it, located
+        use.warnings.append(f"TRT411 {exc.strerror or exc}; nothing was restored")
+        return None
+    return _restore_held(use, recipe, entry, build_id, waited, held, t0)
+
+
+def restore_now(use: StoreUse, recipe: Path, entry: Entry, build_id: str) -> dict[str, Any] | None:
+    """`restore_hit` from a synchronous listener (a matrix cell that follows another cell of its key)."""
+    t0 = time.time()
+    held = OutputHeld(use.state_dir, use.output, build_id, use.engine)
+    deadline = time.monotonic() + FOLLOW_HELD_S
+    try:
+        while not held.take():
+            if time.monotonic() > deadline:
+                use.warnings.append(f"{use.output} is being written by another build: nothing was restored")
+                return None
+            time.sleep(WAIT_POLL_S)
+    except OSError as exc:
+        use.warnings.append(f"TRT411 {exc.strerror or exc}; nothing was restored")
+        return None
+    return _restore_held(use, recipe, entry, build_id, True, held, t0)
+
+
+def _restore_held(
+    use: StoreUse, recipe: Path, entry: Entry, build_id: str, waited: bool, held: OutputHeld, t0: float
+) -> dict[str, Any] | None:
+    assert use.store is not None and use.key is not None
+    output = use.output  # placed when the recipe was loaded: its write root is that one, never recomputed here
+    try:
+        restored = use.store.restore(entry, output, build_id, loaded_write_root(recipe.parent, output), use.state_dir)
+    except Refused as exc:
+        use.warnings.append(f"TRT332 {exc}; the engine is rebuilt")
+        return None
+    except UnsafeWrite as exc:  # the output's folder became a symlink leading out since the recipe was checked
+        use.warnings.append(f"TRT118 {exc.filename}: {exc.strerror}; nothing was restored")
+        return None
+    except OSError as exc:  # immutable, read-only, full (RestoreFailed): the build's own probe says it, located
+        use.warnings.append(f"{getattr(exc, 'code', 'TRT405')} {exc.filename}: {exc.strerror}; nothing was restored")
+        return None
+    finally:
+        held.release()
+    use.reused_from = entry.build
+    remember_reused(use.state_dir, use.history, entry, build_id, use.changes, use.warnings)
+    remember(use, recipe)
+    record = {**use.record(), "outputAlreadyCurrent": not restored}
+    return reuse_evidence(build_id, use.engine, recipe, entry, output, t0, record, waited)
+
+
+def remember(use: StoreUse, recipe: Path) -> None:
+    """The fast path's memo for the next unchanged run (builds/reuse.py); only for a table's own build."""
+    if use.store is not None and use.key is not None and use.history == use.engine and not use.overridden:
+        write_memo(recipe, use.history, use.key.hex, use.key.parts, use.output, use.store, use.device)
