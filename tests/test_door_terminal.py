@@ -123,3 +123,29 @@ def strings(obj: object) -> list[str]:
     if isinstance(obj, list):
         return [s for v in obj for s in strings(v)]
     return []
+
+
+def test_the_live_tree_on_a_terminal_escapes_each_name(ws: Path) -> None:
+    """On a TTY the rich tree draws its own escape sequences, so it writes to the raw stream: each name in it is
+    escaped by the view. A real pseudo-terminal: no OSC 52, no clear screen, no BEL, no C1 CSI from the names."""
+    import os
+
+    master, slave = os.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "trtls", "build", "--no-store"], cwd=ws, stdout=slave, stderr=slave, close_fds=True
+    )
+    os.close(slave)
+    seen = b""
+    while True:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:  # EIO: every writer of the terminal has gone
+            break
+        if not chunk:
+            break
+        seen += chunk
+    os.close(master)
+    assert proc.wait(timeout=300) == 0, seen[-2000:]
+    for sequence in (b"\x1b]52", b"\x1b[2J", b"\x07", b"\xc2\x9b"):
+        assert sequence not in seen, (sequence, seen[-2000:])
+    assert b"plain\\x1b[2J" in seen  # the output path was drawn, escaped
