@@ -75,8 +75,8 @@ def content_problem(root: Path) -> str | None:
     trtls: only its own subfolders, real folders)."""
     try:
         st = os.lstat(root)
-    except FileNotFoundError:
-        return None
+    except OSError:
+        return None  # missing (or under a file): creating it says why it cannot be
     if stat.S_ISLNK(st.st_mode) and not Path(root).is_dir():
         return f"{root} is a symlink that does not lead to a folder"
     if not Path(root).is_dir():
@@ -127,8 +127,8 @@ def root_problem(
 
 
 def make_store(root: Path) -> Path:
-    """Create (or complete) the store at `root`: the root marked as a store, each of its folders marked as trtls's
-    (a later sweep runs only in a marked folder). Judge it with `root_problem` first. Returns the real root."""
+    """Create (or complete) the store at `root`, the root marked as a store (a later sweep runs only in a marked
+    store). Judge it with `root_problem` first. Returns the real root."""
     root = Path(root).absolute()
     anchor = root
     while not os.path.lexists(anchor) and anchor != anchor.parent:
@@ -138,6 +138,6 @@ def make_store(root: Path) -> Path:
     made = ensure_folder(root, within=anchor, mark=STORE_MARK)
     if not is_store(made):  # an OWNED_MARK of another kind (a scratch folder) was there already
         raise UnsafeWrite(errno.EEXIST, "carries another trtls mark; it is not made a store", str(root))
-    for sub in STORE_FOLDERS:
-        ensure_folder(made / sub, within=made, mark=f"trtls store folder: {sub}")
+    for sub in STORE_FOLDERS:  # unmarked: they are the store's by the root's mark (a sweep checks the root)
+        ensure_folder(made / sub, within=made)
     return made

@@ -170,7 +170,7 @@ class StoreFolder:
         """Remove a folder of ours in tmp/ (a replaced or evicted entry, an abandoned publish); a leftover is swept
         later (`clean_tmp`)."""
         with contextlib.suppress(OSError):
-            fs.remove_tree(trash, kind=Kind.store_entry, within=self.root, owned=True)
+            fs.remove_tree(trash, kind=Kind.store_entry, within=self.root)
 
     def clean_tmp(self, older_than_s: float = 3600) -> int:
         """Remove what a killed publish or eviction left in tmp/ (never inside entries/): only names trtls makes
@@ -189,7 +189,7 @@ class StoreFolder:
                 if _writer_alive(name) and now - st.st_mtime <= older_than_s:
                     continue
                 remove = fs.remove_tree if stat.S_ISDIR(st.st_mode) else fs.remove_file
-                if remove(tmp / name, kind=Kind.store_entry, within=self.root, owned=True):
+                if remove(tmp / name, kind=Kind.store_entry, within=self.root):
                     n += 1
             except OSError:
                 continue
