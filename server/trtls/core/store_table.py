@@ -1,12 +1,20 @@
-"""`[store]` in trtls.toml: where built engines are kept and reused (docs/store.md). Paths are checked when a build
-uses the store (a located TRT330/TRT331); the size is checked here, as the recipe loads."""
+"""`[store]` in trtls.toml: where built engines are kept and reused (docs/store.md). The size is checked here, as
+the recipe loads; the folder is judged by `store_path_findings` (`[store] path` like any write: `fs.store_root`)
+and again when a build uses the store (a located TRT330/TRT331/TRT339/TRT340)."""
 
 from __future__ import annotations
 
+import os
 import re
-from typing import Literal
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from trtls.core.findings import Finding, Origin, Severity
+
+if TYPE_CHECKING:
+    from trtls.core.recipe import LoadedRecipe, RecipeFile
 
 SIZE_TEXT = re.compile(r"^\s*\d+(\.\d+)?\s*(b|k|kb|kib|m|mb|mib|g|gb|gib|t|tb|tib)?\s*$", re.IGNORECASE)
 
@@ -25,6 +33,12 @@ class StoreTable(BaseModel):
     max_size: int | str | None = Field(
         None, description='Size bound, e.g. "20 GiB" (default); least recently used entries are evicted.'
     )
+    trust: Literal["user", "group"] = Field(
+        "user",
+        description="Who may have written the engines this recipe reuses: user (default): only you (or root), a "
+        "store others can write is refused; group: also the store folder's group (a team's shared store). A "
+        "world-writable store is always refused.",
+    )
 
     @field_validator("max_size")
     @classmethod
@@ -36,3 +50,32 @@ class StoreTable(BaseModel):
         if isinstance(v, str) and not SIZE_TEXT.match(v):
             raise ValueError('max_size must be a size such as "20 GiB", "500 MB" or a number of bytes')
         return v
+
+
+def table_root(table: Any, base_dir: Path) -> Path | None:
+    """The store folder the table names (relative to the recipe's folder, `~` expanded), or None when it names none."""
+    if table is None or not table.path:
+        return None
+    return (Path(base_dir) / os.path.expanduser(table.path)).absolute()
+
+
+def store_path_findings(loaded: LoadedRecipe, recipe: RecipeFile) -> list[Finding]:
+    """`[store] path` judged like any write (`fs.store_root`), located on the value: never a system or home folder,
+    the recipe's folder or one above it, `.trtls`, a folder holding a model or an output of the recipe, a non-empty
+    folder trtls did not make a store (TRT339), or one others can write beyond `trust` (TRT340)."""
+    from trtls.core.write_policy import write_plan
+    from trtls.fs.store_root import content_problem, placement_problem, root_problem
+
+    table = recipe.store
+    root = table_root(table, loaded.base_dir)
+    if table is None or root is None or table.mode == "off":
+        return []
+    plan = write_plan(loaded, recipe)
+    files = [*plan.protected, *(placed for w, placed in plan.writes if not w.folder)]
+    why = placement_problem(root, loaded.base_dir, files) or content_problem(root)
+    code = "TRT339"
+    if why is None:
+        why, code = root_problem(root, trust=table.trust), "TRT340"
+    if why is None:
+        return []
+    return [Finding(code, Severity.error, f"[store] path: {why}", ("store", "path"), Origin.recipe, True, {})]
