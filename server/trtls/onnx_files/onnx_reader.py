@@ -5,8 +5,11 @@
 inputs (name, element type, dims) and, to tell real inputs from weights that old exporters also list as
 inputs, the initializers' names — so this module walks the wire format over an mmap and *skips* every
 length-delimited field it does not need (nodes, tensor bytes) by its length, touching only the pages that
-hold the headers. It also collects what the initializers say about external data, so a missing or short
-data file is reported before TensorRT's parser fails on it.
+hold the headers. It also collects what every tensor the model can reference says about external data —
+initializers, sparse initializers and tensor attributes (a Constant's `value`), in the top graph, in every
+subgraph (If/Loop/Scan bodies, recursively) and in every local function — so the engine key covers every external
+byte and a missing or short data file is reported, located, before TensorRT's parser fails on it. Nodes are
+walked for that; the tensors' bytes are still skipped by their length.
 
 Wire format (https://protobuf.dev/programming-guides/encoding/): each field is a varint tag
 `(number << 3) | wire_type`, then a varint (0), 8 bytes (1), a varint length and that many bytes (2), or
@@ -22,46 +25,33 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from trtls.fs import open_regular
+from trtls.onnx_files.external_data import READER_VERSION, ExternalData, external_problems
+
+__all__ = ["READER_VERSION", "ExternalData", "GraphInput", "ModelInputs", "ModelInputsCache", "NotOnnx"]
+
 # onnx.proto3 field numbers
-_MODEL_IR_VERSION, _MODEL_GRAPH, _MODEL_OPSET = 1, 7, 8
+_MODEL_IR_VERSION, _MODEL_GRAPH, _MODEL_OPSET, _MODEL_FUNCTIONS = 1, 7, 8, 25
 _GRAPH_NODE, _GRAPH_INITIALIZER, _GRAPH_INPUT, _GRAPH_SPARSE_INITIALIZER = 1, 5, 11, 15
+_FUNCTION_NAME, _FUNCTION_NODE = 1, 7
+_NODE_NAME, _NODE_OP_TYPE, _NODE_ATTRIBUTE = 3, 4, 5
+# AttributeProto: name, and the fields that hold tensors or graphs (types TENSOR, GRAPH, TENSORS, GRAPHS, SPARSE…)
+_ATTR_NAME, _ATTR_T, _ATTR_G, _ATTR_TENSORS, _ATTR_GRAPHS, _ATTR_SPARSE, _ATTR_SPARSES = 1, 5, 6, 10, 11, 22, 23
+_ATTR_HOLDERS = frozenset((_ATTR_T, _ATTR_G, _ATTR_TENSORS, _ATTR_GRAPHS, _ATTR_SPARSE, _ATTR_SPARSES))
 _VALUE_NAME, _VALUE_TYPE = 1, 2
 _TYPE_TENSOR = 1
 _TENSOR_TYPE_ELEM, _TENSOR_TYPE_SHAPE = 1, 2
 _SHAPE_DIM = 1
 _DIM_VALUE, _DIM_PARAM = 1, 2
 _TENSOR_NAME, _TENSOR_EXTERNAL_DATA, _TENSOR_DATA_LOCATION = 8, 13, 14
-_SPARSE_VALUES = 1
+_SPARSE_VALUES, _SPARSE_INDICES = 1, 2
 _ENTRY_KEY, _ENTRY_VALUE = 1, 2
 _OPSET_DOMAIN, _OPSET_VERSION = 1, 2
+MAX_GRAPH_DEPTH = 64  # subgraphs in subgraphs: onnx's own parser stops far earlier (protobuf's nesting limit)
 
-# TensorProto.DataType
-DTYPES = {
-    1: "float32",
-    2: "uint8",
-    3: "int8",
-    4: "uint16",
-    5: "int16",
-    6: "int32",
-    7: "int64",
-    8: "string",
-    9: "bool",
-    10: "float16",
-    11: "float64",
-    12: "uint32",
-    13: "uint64",
-    14: "complex64",
-    15: "complex128",
-    16: "bfloat16",
-    17: "float8e4m3fn",
-    18: "float8e4m3fnuz",
-    19: "float8e5m2",
-    20: "float8e5m2fnuz",
-    21: "uint4",
-    22: "int4",
-    23: "float4e2m1",
-    24: "float8e8m0",
-}
+_DTYPE_NAMES = """float32 uint8 int8 uint16 int16 int32 int64 string bool float16 float64 uint32 uint64 complex64
+complex128 bfloat16 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4 float4e2m1 float8e8m0"""
+DTYPES = dict(enumerate(_DTYPE_NAMES.split(), 1))  # TensorProto.DataType: FLOAT = 1, UINT8 = 2, …
 
 
 class NotOnnx(ValueError):
@@ -103,14 +93,6 @@ class GraphInput:
 
 
 @dataclass(frozen=True)
-class ExternalData:
-    tensor: str
-    location: str  # relative to the model's folder
-    offset: int
-    length: int | None
-
-
-@dataclass(frozen=True)
 class ModelInputs:
     """What the recipe checks need to know about one ONNX file."""
 
@@ -130,25 +112,9 @@ class ModelInputs:
         return [i.name for i in self.inputs]
 
     def external_problems(self) -> list[str]:
-        """Missing or too-short external data files (what TensorRT's parser would fail on, said plainly)."""
-        base = self.path.parent
-        problems: list[str] = []
-        needed: dict[str, tuple[int, str]] = {}
-        for ext in self.external:
-            end = ext.offset + (ext.length or 0)
-            if ext.location not in needed or end > needed[ext.location][0]:
-                needed[ext.location] = (end, ext.tensor)
-        for location, (end, tensor) in needed.items():
-            target = (base / location).resolve()
-            if Path(location).is_absolute() or ".." in Path(location).parts:
-                problems.append(f"external data location {location!r} (tensor {tensor!r}) leaves the model's folder")
-            elif not target.is_file():
-                problems.append(f"external data file {target} missing (tensor {tensor!r} and others read from it)")
-            elif target.stat().st_size < end:
-                problems.append(
-                    f"external data file {target} is {target.stat().st_size} bytes; tensor {tensor!r} needs {end}"
-                )
-        return problems
+        """Missing, unreadable, out-of-tree or too-short external data files, each naming the tensor that reads
+        it (what TensorRT's parser would fail on, said plainly)."""
+        return external_problems(self.path, self.external)
 
 
 @dataclass
@@ -213,6 +179,7 @@ class _Reader:
         ir_version: int | None = None
         opsets: dict[str, int] = {}
         graph: tuple[int, int] | None = None
+        functions: list[tuple[int, int]] = []
         for number, wire, value in self.fields(0, len(self.buf)):
             if number == _MODEL_IR_VERSION and wire == 0:
                 ir_version = value
@@ -221,12 +188,16 @@ class _Reader:
             elif number == _MODEL_OPSET and wire == 2:
                 domain, version = self.opset(value)
                 opsets[domain] = version
+            elif number == _MODEL_FUNCTIONS and wire == 2:
+                functions.append(value)
             elif number in (_MODEL_IR_VERSION, _MODEL_GRAPH, _MODEL_OPSET):
                 raise NotOnnx(f"ModelProto field {number} has wire type {wire}")
         if ir_version is None or graph is None:
             missing = " and ".join(n for n, v in (("ir_version", ir_version), ("graph", graph)) if v is None)
             raise NotOnnx(f"no {missing} (an ONNX ModelProto has both)")
-        inputs, initializers, count = self.graph(graph)
+        inputs, initializers, count = self.graph(graph, "", 0)
+        for span in functions:
+            self.function(span)
         return ir_version, opsets, inputs, initializers, count
 
     def opset(self, span: tuple[int, int]) -> tuple[str, int]:
@@ -238,26 +209,82 @@ class _Reader:
                 version = value
         return domain or "ai.onnx", version
 
-    def graph(self, span: tuple[int, int]) -> tuple[list[GraphInput], set[str], int]:
+    def graph(self, span: tuple[int, int], scope: str, depth: int) -> tuple[list[GraphInput], set[str], int]:
+        """Inputs, initializer names and count of a graph (`scope` "" for the top graph: a subgraph's inputs and
+        initializers are its own), every external-data record of its tensors, its nodes' and its subgraphs'."""
+        if depth > MAX_GRAPH_DEPTH:
+            raise NotOnnx(f"subgraphs nested more than {MAX_GRAPH_DEPTH} deep")
         inputs: list[GraphInput] = []
         initializers: set[str] = set()
         count = 0
         for number, wire, value in self.fields(*span):
             if wire != 2:
                 continue
-            if number == _GRAPH_INPUT:
+            if number == _GRAPH_INPUT and not scope:
                 inputs.append(self.value_info(value))
             elif number == _GRAPH_INITIALIZER:
-                initializers.add(self.tensor(value))
+                initializers.add(self.tensor(value, "initializer", scope))
                 count += 1
             elif number == _GRAPH_SPARSE_INITIALIZER:
-                for n, w, v in self.fields(*value):
-                    if n == _SPARSE_VALUES and w == 2:
-                        initializers.add(self.tensor(v))
+                initializers.add(self.sparse(value, "sparse initializer", scope))
                 count += 1
+            elif number == _GRAPH_NODE:
+                self.node(value, scope, depth)
         return inputs, initializers, count
 
-    def tensor(self, span: tuple[int, int]) -> str:
+    def function(self, span: tuple[int, int]) -> None:
+        name = ""
+        nodes: list[tuple[int, int]] = []
+        for number, wire, value in self.fields(*span):
+            if number == _FUNCTION_NAME and wire == 2:
+                name = self.text(value)
+            elif number == _FUNCTION_NODE and wire == 2:
+                nodes.append(value)
+        for node in nodes:
+            self.node(node, f"function {name!r}", 1)
+
+    def node(self, span: tuple[int, int], scope: str, depth: int) -> None:
+        """The tensors and graphs a node's attributes hold (a Constant's `value`, an If's branches, a Loop's body)."""
+        name = op = ""
+        attributes: list[tuple[int, int]] = []
+        for number, wire, value in self.fields(*span):
+            if wire != 2:
+                continue
+            if number == _NODE_ATTRIBUTE:
+                attributes.append(value)
+            elif number == _NODE_NAME:
+                name = self.text(value)
+            elif number == _NODE_OP_TYPE:
+                op = self.text(value)
+        for attr_span in attributes:
+            attr = ""
+            held: list[tuple[int, tuple[int, int]]] = []
+            for number, wire, value in self.fields(*attr_span):
+                if number == _ATTR_NAME and wire == 2:
+                    attr = self.text(value)
+                elif wire == 2 and number in _ATTR_HOLDERS:
+                    held.append((number, value))
+            for number, value in held:
+                where = f"attribute {attr!r} of {op or 'a'} node {name!r}"
+                if number in (_ATTR_T, _ATTR_TENSORS):
+                    self.tensor(value, f"tensor {where}", scope)
+                elif number in (_ATTR_SPARSE, _ATTR_SPARSES):
+                    self.sparse(value, f"sparse tensor {where}", scope)
+                else:
+                    inner = f"{op or 'a'} node {name!r} › {attr}"
+                    self.graph(value, f"{scope} › {inner}" if scope else inner, depth + 1)
+
+    def sparse(self, span: tuple[int, int], what: str, scope: str) -> str:
+        """A SparseTensorProto's name (its values' name); its values and indices may each be external."""
+        name = ""
+        for number, wire, value in self.fields(*span):
+            if number == _SPARSE_VALUES and wire == 2:
+                name = self.tensor(value, what, scope)
+            elif number == _SPARSE_INDICES and wire == 2:
+                self.tensor(value, f"{what} (its indices)", scope)
+        return name
+
+    def tensor(self, span: tuple[int, int], what: str = "initializer", scope: str = "") -> str:
         """A TensorProto's name and external-data record; its data fields are skipped by length."""
         name = ""
         entries: dict[str, str] = {}
@@ -276,14 +303,16 @@ class _Reader:
             elif number == _TENSOR_DATA_LOCATION and wire == 0:
                 location = value
         if location == 1:  # TensorProto.EXTERNAL
+            where = f"{what} {name!r}" if what in ("initializer", "sparse initializer") else what
+            where += f" in {scope}" if scope else ""
             if "location" not in entries:
-                raise NotOnnx(f"tensor {name!r} says its data is external but names no location")
+                raise NotOnnx(f"{where} says its data is external but names no location")
             try:
                 offset = int(entries.get("offset", "0"))
                 length = int(entries["length"]) if "length" in entries else None
             except ValueError:
-                raise NotOnnx(f"tensor {name!r}: external data offset/length are not integers") from None
-            self.external.append(ExternalData(name, entries["location"], offset, length))
+                raise NotOnnx(f"{where}: external data offset/length are not integers") from None
+            self.external.append(ExternalData(name, entries["location"], offset, length, where))
         return name
 
     def value_info(self, span: tuple[int, int]) -> GraphInput:
@@ -325,8 +354,9 @@ class _Reader:
 def read_model_inputs(path: Path | str) -> ModelInputs:
     """Read an ONNX file's inputs. Raises NotOnnx (with where and why) or OSError."""
     path = Path(path)
-    size = path.stat().st_size
-    with open(path, "rb") as fh:
+    # a user's model (a link into a cache is fine); a FIFO or a device is refused before a byte is read
+    with open_regular(path, limit=None, follow=True) as fh:
+        size = os.fstat(fh.fileno()).st_size
         if size == 0:
             raise NotOnnx("the file is empty")
         with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as buf:
