@@ -15,12 +15,13 @@ import os
 import re
 import stat
 from collections.abc import Iterable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
 from trtls.core.findings import Finding, Origin, Severity, TomlPath
-from trtls.core.paths import is_safe_name, safe_name
+from trtls.core.paths import inside, is_safe_name, real, safe_name
 from trtls.core.route import RouteModel, input_set_paths, route_dir
 from trtls.core.validation import findings_from_validation
 
@@ -204,9 +205,17 @@ def _semantic(loaded: LoadedRecipe, recipe: RecipeFile, name: str, route: RouteM
     return out
 
 
+def export_record_key(loaded: LoadedRecipe, path: Path) -> str:
+    """How an exports record names a file: its path relative to the recipe's real folder (so a copied or moved
+    checkout keeps knowing what trtls wrote), or the absolute path of one `allow_outside` lets out."""
+    root = real(loaded.base_dir)
+    return path.relative_to(root).as_posix() if inside(path, root) else str(path)
+
+
 def recorded_exports(loaded: LoadedRecipe, routes: Iterable[str]) -> dict[str, list[dict[str, Any]]]:
-    """Placed path → every {sha256, size, mtime_ns} the routes' builds recorded writing there (routes may share an
-    export, so each route's record counts). Records are read bounded, never through a symlink; a bad one is none."""
+    """`export_record_key` → every {sha256, size, mtime_ns} the routes' builds recorded writing there (routes may
+    share an export, so each route's record counts). Records are read bounded, never through a symlink; a bad one is
+    none."""
     from trtls.fs import read_text
 
     out: dict[str, list[dict[str, Any]]] = {}
@@ -248,7 +257,7 @@ def _export_finding(loaded: LoadedRecipe, recipe: RecipeFile, name: str, route: 
         return []
     if not stat.S_ISREG(st.st_mode):
         return []  # a symlink or a folder: the write policy's TRT118 / TRT109 at the route build
-    known = recorded_exports(loaded, recipe.routes).get(str(path), [])
+    known = recorded_exports(loaded, recipe.routes).get(export_record_key(loaded, path), [])
     if any(e.get("size") == st.st_size and e.get("mtime_ns") == st.st_mtime_ns for e in known):
         return []
     return [
