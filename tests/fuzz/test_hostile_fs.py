@@ -1,0 +1,543 @@
+"""Hostile filesystem states around every trtls command that writes, deletes or kills (issue 27): no file outside
+the project changes, no file of the user's inside it changes, no traceback, exit 0/1/2 (the documented decisions
+of gates and routes too) and, when not 0, a message naming the path; an unrelated process is never killed.
+
+A state is a command and one to three hostile changes drawn from `hostile_states.apply`'s catalogue: symlinks
+(dangling, leading out of the folder, to /dev/zero or /dev/null, swapped for a folder's twin outside *mid-run*, at
+the N-th filesystem event of the command — an audit hook, in the test process or through `sitecustomize` in a
+child), FIFOs, real device nodes (mknod 1,3/1,5/1,7), sparse 16 GiB records, immutable files and folders
+(`chattr +i`, by ioctl), full and read-only disks (a real tmpfs mounted over the folder, just larger than what it
+holds), and forged records (a `running.json` naming a live process that is no part of trtls with its true start
+id; a known-good record whose key is `../../outside/x`; store entries rewritten; a fast-path memo whose output is
+elsewhere; `[store] path` at `.`, `..`, `models`, `.trtls`, a folder of someone else's).
+
+The engine is built once per session (the quickstart's `demo`, into a store); every state works on a copy of that
+site. How the states split (TRTLS_HOSTILE_EXAMPLES = N, default 2,000):
+
+* in process (~88 % of N): `trtls.cli.main.main(argv)` itself, stdout and stderr captured, for `build` (a store hit;
+  a real TensorRT build when the state breaks the store), `rollback`, `engines`, `gc`, `store gc/ls`,
+  `report/trace/schema -o`. No FIFO, device or huge file here: those would hang or exhaust the test process.
+* in real `.venv/bin/trtls` processes (~8 %): the same commands plus `build --no-store` and `build --rebuild`
+  (real builds), and every change including FIFOs, devices and 16 GiB files (each process bounded: 6 GiB of
+  address space, 256 MiB per file written, a timeout — a hang is a failure).
+* route commands in processes (~3 %): `route build`, `route promote`, `gates -o` on the route sample taken to
+  `supported` once per session.
+* the language server (~1 %): a real `trtls serve` over stdio opens the folder (orphan recovery) and runs
+  `trtls.buildEngine` to its end.
+
+Figures and the long run: docs/reliability.md. 20,000 states once:
+    TRTLS_HOSTILE_EXAMPLES=20000 .venv/bin/python -m pytest tests/fuzz/test_hostile_fs.py -p no:cacheprovider -q -s
+A failing state is shrunk by hypothesis and printed as data; replay one with
+    TRTLS_HOSTILE_REPLAY='<the printed state>' .venv/bin/python -m pytest tests/fuzz/test_hostile_fs.py -k replay -s
+TRTLS_HOSTILE_SURVEY=1 runs every state without stopping at the first failure and prints the smallest state of
+each distinct failure (what the helpers of issue 27 fix against).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from tests.fuzz import hostile_states as hs
+from tests.fuzz.hostile_states import (
+    BUILD_ENGINE,
+    DEVICES,
+    IN_PROCESS,
+    IN_PROCESS_CHANGES,
+    LSP_CHANGES,
+    PROCESS_CHANGES,
+    PROCESS_ONLY,
+    ROUTE,
+    ROUTE_CHANGES,
+    ROUTE_TARGETS,
+    TARGETS,
+    Command,
+    route_user,
+)
+
+EXAMPLES = int(os.environ.get("TRTLS_HOSTILE_EXAMPLES", "2000"))
+SHARE = {"in_process": 88, "process": 8, "route": 3, "lsp": 1}
+SURVEY = os.environ.get("TRTLS_HOSTILE_SURVEY") == "1"
+VERBOSE = os.environ.get("TRTLS_HOSTILE_VERBOSE") == "1"  # one line per state on stderr
+TRTLS = Path(sys.executable).with_name("trtls")
+FUZZ = Path(__file__).resolve().parent
+DEMO = """[engines.demo]
+onnx = "models/demo.onnx"
+output = "build/demo.engine"
+timing_cache = { path = "build/demo.timing-cache", mode = "read_write" }
+
+[[engines.demo.profiles]]
+input = "input"
+min = [1, 3, 32, 32]
+opt = [4, 3, 32, 32]
+max = [8, 3, 32, 32]
+
+[store]
+path = "../store"
+"""
+
+
+def examples(runner: str) -> int:
+    return max(1, EXAMPLES * SHARE[runner] // 100)
+
+
+# -- the session: one real build, the route sample, a victim process, what this machine allows -------------------
+@dataclass
+class Template:
+    root: Path
+    key: str
+    seed: str
+    user: tuple[str, ...] = hs.USER_FILES
+
+
+SITECUSTOMIZE: list[Path] = []  # the folder of the sitecustomize that arms mid-run swaps in trtls processes
+
+
+def _env(site: Site | None = None, swaps: list[dict[str, Any]] | None = None) -> dict[str, str]:
+    env = {**os.environ, "TRTLS_STORE": "off", "PYTHONPATH": os.pathsep.join(str(p) for p in SITECUSTOMIZE)}
+    env.pop(hs.SWAP_ENV, None)
+    if site is not None and swaps:
+        env[hs.SWAP_ENV] = json.dumps({"swaps": swaps, "roots": [str(site.project), str(site.store)]})
+    return env
+
+
+Site = hs.Site
+
+
+@pytest.fixture(scope="session")
+def sitecustomize(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """`sitecustomize.py` on the PYTHONPATH of every trtls process this test starts: it imports hostile_states and
+    arms the swaps that process was given (hostile_states.install_swap_from_env)."""
+    site = tmp_path_factory.mktemp("hostile-site")
+    (site / "sitecustomize.py").write_text(
+        "import os, sys\n"
+        f"if {hs.SWAP_ENV!r} in os.environ:\n"
+        f"    sys.path.insert(0, {str(FUZZ)!r})\n"
+        "    import hostile_states\n"
+        "    hostile_states.install_swap_from_env()\n"
+    )
+    SITECUSTOMIZE[:] = [site]
+    return site
+
+
+@pytest.fixture(scope="session")
+def template(tmp_path_factory: pytest.TempPathFactory, quickstart_models: Path, sitecustomize: Path) -> Template:
+    """The quickstart's `demo` built for real once, published to the store beside it; the outside tree."""
+    root = tmp_path_factory.mktemp("hostile") / "template"
+    project = root / "project"
+    (project / "models").mkdir(parents=True)
+    shutil.copy2(quickstart_models / "demo.onnx", project / "models" / "demo.onnx")
+    (project / "trtls.toml").write_text(DEMO)
+    hs.plant_user_files(project)
+    done = subprocess.run([str(TRTLS), "build", str(project), "--engine", "demo"], capture_output=True, text=True,
+                          env=_env(), timeout=900)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    (run,) = (project / ".trtls" / "runs").iterdir()
+    summary = json.loads((run / "summary.json").read_text())
+    key = summary["engineKey"]
+    hs.make_outside(root / "outside", key, run)
+    shutil.copytree(root / "store" / "entries" / key, root / "outside" / "twin-entry", dirs_exist_ok=True)
+    return Template(root, key, run.name)
+
+
+@pytest.fixture(scope="session")
+def route_template(tmp_path_factory: pytest.TempPathFactory, sitecustomize: Path) -> Template:
+    """The route sample taken to `supported` for real (tests/route/_lifecycle_sample.py), once."""
+    from tests.route._lifecycle_sample import supported_sample
+
+    root = tmp_path_factory.mktemp("hostile-route") / "template"
+    project = supported_sample(root / "project")
+    (project / "notes.txt").write_bytes(hs.USER_TEXT)
+    (project / "fullout").mkdir()
+    (root / "store").mkdir()
+    hs.make_outside(root / "outside", "0" * 64, project / ".trtls")
+    user = [str(p.relative_to(project)) for p in sorted(project.rglob("*")) if p.is_file() and route_user(p, project)]
+    return Template(root, "0" * 64, "none", tuple(user))
+
+
+class Victim:
+    """A process that is no part of trtls, leading its own process group: a forged running.json names it."""
+
+    def __init__(self) -> None:
+        self.proc = subprocess.Popen(["sleep", "1000000"], start_new_session=True)
+        self.start = hs.start_id(self.proc.pid)
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None and hs.start_id(self.proc.pid) == self.start
+
+
+@pytest.fixture(scope="session")
+def victim() -> Any:
+    box = [Victim()]
+    yield box
+    box[0].proc.kill()
+    box[0].proc.wait()
+
+
+def _capabilities(base: Path) -> dict[str, str]:
+    """What this machine refuses (a strategy left out, with the reason)."""
+    refused: dict[str, str] = {}
+    probe = base / "probe"
+    probe.mkdir()
+    (probe / "f").write_bytes(b"")
+    if not hs.set_immutable(probe / "f", True):
+        refused["immutable"] = "chattr +i (FS_IOC_SETFLAGS) is refused on this filesystem or for this user"
+    hs.set_immutable(probe / "f", False)
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(probe)], capture_output=True)
+    if mounted.returncode != 0:
+        refused["full"] = refused["ro"] = f"cannot mount a tmpfs here: {mounted.stderr.decode().strip()}"
+    else:
+        subprocess.run(["umount", str(probe)], check=True)
+    shutil.rmtree(probe)
+    return refused
+
+
+# -- running one command ------------------------------------------------------------------------------------------
+@dataclass
+class Outcome:
+    code: int | None
+    out: str
+    err: str
+    exception: str | None = None
+    hung: bool = False
+
+
+def run_in_process(site: Site, argv: list[str]) -> Outcome:
+    from trtls.cli.main import main
+
+    out, err = io.StringIO(), io.StringIO()
+    hs.arm(site.swaps, [str(site.project), str(site.store)])
+    code: int | None = None
+    exc = None
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = main(argv)
+    except SystemExit as stop:
+        code = stop.code if isinstance(stop.code, int) else (0 if stop.code is None else 2)
+    except Exception:
+        exc = traceback.format_exc()
+    finally:
+        hs.disarm()
+    return Outcome(code, out.getvalue(), err.getvalue(), exc)
+
+
+def _bounded() -> None:
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_AS, (6 << 30, 6 << 30))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (256 << 20, 256 << 20))
+
+
+def run_process(site: Site, argv: list[str], timeout: float = 120) -> Outcome:
+    proc = subprocess.Popen([str(TRTLS), *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=_env(site, site.swaps), start_new_session=True, preexec_fn=_bounded)  # fmt: skip
+    try:
+        out, err = proc.communicate(timeout=timeout)
+        return Outcome(proc.returncode, out, err)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, 9)
+        out, err = proc.communicate()
+        return Outcome(None, out, err, hung=True)
+
+
+def run_language_server(site: Site, argv: list[str]) -> Outcome:
+    """A real `trtls serve` over stdio opens the project (orphan recovery) and builds `demo` to the end."""
+    from tests.lsp.raw_stdio import RawServer
+
+    saved = dict(os.environ)
+    os.environ.update(_env(site, site.swaps))
+    try:
+        s = RawServer(cwd=site.project, preexec_fn=_bounded)
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    said: list[Any] = []
+    hung = False
+    try:
+        s.initialize(site.project)
+        args = {"uri": (site.project / "trtls.toml").as_uri(), "engine": "demo"}
+        reply = s.request("workspace/executeCommand", {"command": "trtls.buildEngine", "arguments": [args]}, 120)
+        said.append(reply)
+        build_id = (reply.get("result") or {}).get("buildId")
+        end = time.monotonic() + 180
+        while build_id and (reply.get("result") or {}).get("status") == "started" and time.monotonic() < end:
+            rows = s.request("workspace/executeCommand", {"command": "trtls.listBuilds", "arguments": [{}]}, 60)
+            row = next((r for r in (rows.get("result") or {}).get("builds", []) if r["buildId"] == build_id), {})
+            if row.get("evidencePath") or row.get("status") not in ("running", "starting", "stopping", None):
+                said.append(row)
+                break
+            time.sleep(0.25)
+        else:
+            hung = bool(build_id) and time.monotonic() >= end
+    except AssertionError:
+        hung = True
+    finally:
+        code = s.close(timeout=60)
+    internal = [m for m in s.messages if m.get("error", {}).get("code") == -32603]
+    text = json.dumps(said + s.shown_messages() + internal, default=str)
+    # as an exit code: the server's own when not 0 (never expected), 2 for a refusal (-32602, a located error),
+    # 1 for a build that ended failed, else 0
+    refused = bool(said) and "error" in said[0]
+    failed = len(said) > 1 and said[-1].get("status") == "failed"
+    rc = (100 + code) if code else 2 if refused else 1 if failed else 0
+    return Outcome(rc, text, s.stderr.decode(errors="replace"), json.dumps(internal) if internal else None, hung)
+
+
+# -- one state, judged -----------------------------------------------------------------------------------------------
+PHASE = {"store": 0, "blob": 0, "aged": 0, "gone": 1, "user": 1, "orphan": 1, "known-good": 1, "entry": 1, "memo": 2,
+         "link": 3, "fifo": 3, "node": 3, "huge": 3, "full": 4, "ro": 4, "immutable": 5, "swap": 6}  # fmt: skip
+
+
+@dataclass
+class Runner:
+    name: str
+    template: Template
+    victim: list[Victim]
+    calm: dict[str, int]
+    root: Path
+    count: int = 0  # generated states
+    sites: int = 0  # every site made (the survey's reductions too)
+    failures: dict[tuple[Any, ...], str] | None = None  # survey mode: the smallest state of each failure
+
+    def state(self, command: Command, target: str | None, changes: tuple[tuple[Any, ...], ...]) -> None:
+        self.count += 1
+        problems, text = self.evaluate(command, target, changes)
+        if not problems:
+            return
+        if self.failures is None:
+            raise AssertionError(text)
+        kinds = {p.split(":")[0] for p in problems}
+        for change in changes:  # the survey's shrink: drop each change while the same kinds of problem remain
+            if len(changes) == 1:
+                break
+            fewer = tuple(c for c in changes if c != change)
+            again, again_text = self.evaluate(command, target, fewer)
+            if kinds <= {p.split(":")[0] for p in again}:
+                changes, text = fewer, again_text
+        sig = (self.name, command.name, tuple(sorted(kinds)), tuple(sorted(str(c[:3]) for c in changes)))
+        self.failures.setdefault(sig, text)
+
+    def evaluate(
+        self, command: Command, target: str | None, changes: tuple[tuple[Any, ...], ...]
+    ) -> tuple[list[str], str]:
+        self.sites += 1
+        tpl = self.template
+        site = hs.copy_site(tpl.root, self.root / f"s{self.sites}", tpl.key, tpl.seed)
+        site.user = list(tpl.user)
+        site.victim = (self.victim[0].proc.pid, self.victim[0].start or "")
+        ctx = {"dead_pid": _dead_pid(), "code_stats": _code_stats()}
+        applied: list[str] = []
+        try:
+            for change in sorted(changes, key=lambda c: PHASE[c[0]]):
+                try:
+                    hs.apply(site, change, ctx)
+                    applied.append(repr(change))
+                except (OSError, ValueError, KeyError) as exc:
+                    applied.append(f"{change!r} (not applied: {exc})")
+            argv = command.argv(site, target)
+            before_out = hs.tree(site.root, skip=(site.project, site.store))
+            before_user = {u: hs.entry_of(site.project / u) for u in site.user}
+            outcome = self.run(site, command, argv)
+            for swap in site.swaps:  # whether the swap happened (its path is a link now) or the command ended first
+                swapped = os.path.islink(swap["path"])
+                applied.append(f"swap of {swap['path']} at event {swap['at']}: {'done' if swapped else 'not reached'}")
+            problems = judge(site, command, target, outcome, before_out, before_user, self)
+        finally:
+            hs.cleanup(site)
+        if VERBOSE:
+            last = (outcome.err.strip() or outcome.out.strip()).splitlines()[-1:] or [""]
+            print(f"[{self.name}] {command.name} {target or ''} {list(changes)} -> {outcome.code} "
+                  f"{len(problems)} problems | {last[0][:160]}", file=sys.stderr)  # fmt: skip
+        state = json.dumps({"runner": self.name, "command": command.name, "target": target,
+                            "changes": [list(c) for c in changes]})  # fmt: skip
+        text = (
+            f"hostile state: {state}\n  applied: {'; '.join(applied)}\n  argv: trtls {' '.join(argv)}\n"
+            f"  exit: {outcome.code}{' (hung)' if outcome.hung else ''}\n  problems:\n    - "
+            + "\n    - ".join(problems)
+            + f"\n  stdout: {outcome.out[-1500:]}\n  stderr: {outcome.err[-2500:]}\n"
+            + (f"  exception: {outcome.exception[-2500:]}\n" if outcome.exception else "")
+        )
+        return problems, text
+
+    def run(self, site: Site, command: Command, argv: list[str]) -> Outcome:
+        if self.name == "in_process":
+            return run_in_process(site, argv)
+        if self.name == "lsp":
+            return run_language_server(site, argv)
+        return run_process(site, argv, timeout=command.timeout)
+
+
+def judge(site: Site, command: Command, target: str | None, outcome: Outcome, before_out: dict[str, Any],
+          before_user: dict[str, Any], runner: Runner) -> list[str]:  # fmt: skip
+    """Every problem as `kind: detail` (the survey groups by kind)."""
+    after_out = hs.tree(site.root, skip=(site.project, site.store))
+    problems = [f"outside the project changed: {c}" for c in hs.changes(before_out, after_out)]
+    after_user = {u: hs.entry_of(site.project / u) for u in site.user}
+    problems += [f"user file changed: {c}" for c in hs.changes(before_user, after_user)]
+    if outcome.exception:
+        problems.append(f"traceback: {outcome.exception.strip().splitlines()[-1][:300]}")
+    text = outcome.out + outcome.err
+    if "Traceback (most recent call last)" in text:
+        problems.append("traceback printed: " + text[text.index("Traceback") :].strip().splitlines()[-1][:300])
+    if outcome.hung:
+        problems.append(f"hung: no exit within {command.timeout} s")
+    elif outcome.code not in command.codes:
+        problems.append(f"exit code: {outcome.code}, not one of {sorted(command.codes)}")
+    elif outcome.code != 0 and outcome.code != runner.calm.get(command.name, 0):
+        names = [n for n in [*site.names, *([target] if target else [])] if n]
+        if not any(n in text for n in names):
+            problems.append(f"no path named: exit {outcome.code}; none of {sorted(set(names))[:6]} in the message")
+    if not runner.victim[0].alive():
+        problems.append(f"killed an unrelated process: pid {runner.victim[0].proc.pid}, named by a forged record")
+        runner.victim[0] = Victim()
+    return problems
+
+
+def _code_stats() -> list[Any]:
+    import trtls
+    from trtls.builds.reuse import KEY_CODE
+
+    pkg = Path(trtls.__file__).parent
+    out = []
+    for rel in KEY_CODE:
+        try:
+            s = os.stat(pkg / rel)
+            out.append([s.st_size, s.st_mtime_ns, s.st_ino])
+        except OSError:
+            out.append(None)
+    return out
+
+
+@functools.cache
+def _dead_pid() -> int:
+    """A pid whose process has ended (a forged record's supervisor)."""
+    p = subprocess.Popen(["true"])
+    p.wait()
+    return p.pid
+
+
+# -- strategies and the tests ---------------------------------------------------------------------------------------
+def state_strategy(commands: list[Command], pool: list[tuple[Any, ...]], targets: list[str],
+                   refused: dict[str, str]) -> Any:  # fmt: skip
+    """(command, -o target, one to three distinct changes); a swap draws the filesystem event it happens at."""
+    usable = [c for c in pool if c[0] not in refused]
+
+    def at_event(change: tuple[Any, ...]) -> Any:
+        return st.integers(1, 60).map(lambda n: (*change[:3], n)) if change[0] == "swap" else st.just(change)
+
+    changes = st.sampled_from(usable).flatmap(at_event)
+    return st.tuples(
+        st.sampled_from(commands),
+        st.sampled_from(targets),
+        st.lists(changes, min_size=1, max_size=3, unique_by=lambda c: (c[0], c[1])),
+    )
+
+
+def explore(runner: Runner, commands: list[Command], pool: list[tuple[Any, ...]], refused: dict[str, str],
+            targets: list[str] = TARGETS) -> None:  # fmt: skip
+    n = examples(runner.name)
+    runner.failures = {} if SURVEY else None
+    t0 = time.monotonic()
+
+    @settings(
+        max_examples=n,
+        deadline=None,
+        database=None,
+        print_blob=True,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
+    )
+    @given(state_strategy(commands, pool, targets, refused))
+    def one(state: tuple[Command, str, list[tuple[Any, ...]]]) -> None:
+        command, target, changes = state
+        runner.state(command, target if command.takes_target else None, tuple(changes))
+
+    try:
+        one()
+    finally:
+        calm = {k: v for k, v in runner.calm.items() if v != 0}
+        said = f"{runner.name}: {runner.count} states ({runner.sites} sites) in {time.monotonic() - t0:.0f} s" + (
+            f"; untouched site exits {calm}" if calm else ""
+        )
+        left = "; ".join(f"{k}: {why}" for k, why in refused.items())
+        print(f"\n[hostile] {said}" + (f"; left out: {left}" if left else ""), file=sys.stderr)
+    if runner.failures:
+        texts = list(runner.failures.values())
+        pytest.fail(f"{len(texts)} distinct failures in {runner.count} states:\n\n" + "\n".join(texts), False)
+
+
+def _calm(runner: Runner, commands: list[Command]) -> dict[str, int]:
+    """Each command's exit in the untouched site (a refusal it makes there needs no hostile path named)."""
+    out = {}
+    for command in commands:
+        site = hs.copy_site(runner.template.root, runner.root / f"calm-{len(out)}", runner.template.key,
+                            runner.template.seed)  # fmt: skip
+        try:
+            out[command.name] = runner.run(site, command, command.argv(site, "report.out")).code or 0
+        finally:
+            hs.cleanup(site)
+    return out
+
+
+def _template_unchanged(template: Template, before: dict[str, Any]) -> None:
+    assert hs.changes(before, hs.tree(template.root)) == [], "a state reached the session's template"
+
+
+def _runner(name: str, template: Template, victim: list[Victim], tmp_path: Path, commands: list[Command]) -> Runner:
+    runner = Runner(name, template, victim, {}, tmp_path)
+    runner.calm = _calm(runner, commands)
+    return runner
+
+
+def test_hostile_states_in_process(template: Template, victim: list[Victim], tmp_path: Path) -> None:
+    before = hs.tree(template.root)
+    refused = _capabilities(tmp_path)
+    explore(_runner("in_process", template, victim, tmp_path, IN_PROCESS), IN_PROCESS, IN_PROCESS_CHANGES, refused)
+    _template_unchanged(template, before)
+
+
+def test_hostile_states_in_trtls_processes(template: Template, victim: list[Victim], tmp_path: Path) -> None:
+    before = hs.tree(template.root)
+    refused = _capabilities(tmp_path)
+    commands = IN_PROCESS + PROCESS_ONLY
+    explore(_runner("process", template, victim, tmp_path, commands), commands, PROCESS_CHANGES + DEVICES, refused)
+    _template_unchanged(template, before)
+
+
+def test_hostile_states_at_route_commands(route_template: Template, victim: list[Victim], tmp_path: Path) -> None:
+    before = hs.tree(route_template.root)
+    refused = _capabilities(tmp_path)
+    explore(_runner("route", route_template, victim, tmp_path, ROUTE), ROUTE, ROUTE_CHANGES, refused, ROUTE_TARGETS)
+    _template_unchanged(route_template, before)
+
+
+def test_hostile_states_at_the_language_server(template: Template, victim: list[Victim], tmp_path: Path) -> None:
+    before = hs.tree(template.root)
+    refused = _capabilities(tmp_path)
+    runner = Runner("lsp", template, victim, {"trtls.buildEngine": 0}, tmp_path)
+    explore(runner, [BUILD_ENGINE], LSP_CHANGES, refused)
+    _template_unchanged(template, before)
+
+
+@pytest.mark.skipif(not os.environ.get("TRTLS_HOSTILE_REPLAY"), reason="set TRTLS_HOSTILE_REPLAY to a printed state")
+def test_replay(template: Template, route_template: Template, victim: list[Victim], tmp_path: Path) -> None:
+    state = json.loads(os.environ["TRTLS_HOSTILE_REPLAY"])
+    everything = {c.name: c for c in [*IN_PROCESS, *PROCESS_ONLY, *ROUTE, BUILD_ENGINE]}
+    tpl = route_template if state["runner"] == "route" else template
+    runner = Runner(state["runner"], tpl, victim, {}, tmp_path)
+    command = everything[state["command"]]
+    runner.state(command, state["target"], tuple(tuple(c) for c in state["changes"]))
