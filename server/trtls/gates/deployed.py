@@ -10,12 +10,12 @@ for an ONNX route. Anything else holds with the plain reason (for example: no GP
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
 from trtls.bundle.sections import ENGINE_SECTIONS, engine_section  # one list: trtls's and TRTMC's names
 from trtls.core.gate_result import GateCheck
+from trtls.fs import Kind, atomic_writer
 from trtls.runtimes import RunResult, RuntimeSpec
 
 DEPLOYED_CHECK = "parity.deployed_artifact"
@@ -66,10 +66,12 @@ def extract_artifact(ctx: Any, scratch: Path) -> tuple[str, Path, str] | str:
         what = "engine" if ctx.route.deploys == "engine" else "ONNX model"
         return f"the bundle {ctx.route.bundle} carries no {what} section ({', '.join(names)})"
     target = scratch / ("model.engine" if ctx.route.deploys == "engine" else "model.onnx")
-    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o600)
-    with os.fdopen(fd, "wb") as out:
-        for part in bundle.iter_section(section):
-            out.write(part)
+    try:
+        with atomic_writer(target, kind=Kind.scratch, within=scratch, mode=0o600) as out:
+            for part in bundle.iter_section(section):
+                out.write(part)
+    except (BundleError, OSError) as exc:
+        return f"the {section} section of {ctx.route.bundle} cannot be extracted: {exc}"
     return section, target, "tensorrt" if ctx.route.deploys == "engine" else "onnxruntime"
 
 

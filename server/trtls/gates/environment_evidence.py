@@ -3,9 +3,10 @@ recipe asks for, a route build's record, and why a successful build no longer de
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
+
+from trtls.gates.files import read_json
 
 
 def latest_successful_build(recipe_dir: Path, engine: str) -> tuple[Path, dict[str, Any]] | None:
@@ -14,10 +15,7 @@ def latest_successful_build(recipe_dir: Path, engine: str) -> tuple[Path, dict[s
     if not runs.is_dir():
         return None
     for summary in runs.glob("*/summary.json"):
-        try:
-            data = json.loads(summary.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue
+        data = read_json(summary)
         if not isinstance(data, dict) or data.get("engine") != engine or data.get("outcome") != "built":
             continue
         recorded = data.get("startedAt")
@@ -50,10 +48,7 @@ def route_build_record(loaded: Any, route_name: str, bundle: Path) -> tuple[Path
     own = routes / route_name / "route-build.json"
 
     def read(path: Path) -> dict[str, Any] | None:
-        try:
-            rec = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return None
+        rec = read_json(path)
         return rec if isinstance(rec, dict) and rec.get("outcome") == "built" else None
 
     mine = read(own)

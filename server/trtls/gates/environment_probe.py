@@ -12,8 +12,9 @@ import platform
 import re
 import shutil
 import subprocess
-from pathlib import Path
 from typing import Any
+
+from trtls.fs import read_text
 
 # (distribution, module) in the order they are looked up
 BUILDER_DISTS = (
@@ -45,7 +46,7 @@ def installed_builders() -> list[dict[str, str]]:
 
 def _driver_version() -> str | None:
     try:
-        text = Path("/proc/driver/nvidia/version").read_text(errors="replace")
+        text = read_text("/proc/driver/nvidia/version", limit=64 * 1024, follow=True, errors="replace")
     except OSError:
         return None
     m = re.search(r"Kernel Module(?: for [^ ]+)?\s+([0-9][0-9.]+)", text)

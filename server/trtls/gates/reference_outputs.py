@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from trtls.fs import TooLarge, read_text
 from trtls.runtimes import RunResult
 
 MAX_CONFIG = 16 * 1024 * 1024
@@ -43,9 +44,10 @@ def checkpoint_outputs(ctx: Any, feeds: Sequence[dict[str, np.ndarray]]) -> tupl
     if "config.json" not in by_rel:
         return RunResult("unavailable", "the checkpoint has no config.json (model_type names the family)"), {}
     try:
-        if by_rel["config.json"].stat().st_size > MAX_CONFIG:
-            raise ValueError("config.json is larger than 16 MiB")
-        config = json.loads(by_rel["config.json"].read_text(encoding="utf-8"))
+        try:
+            config = json.loads(read_text(by_rel["config.json"], limit=MAX_CONFIG, follow=True))
+        except TooLarge:
+            raise ValueError("config.json is larger than 16 MiB") from None
         if not isinstance(config, dict):
             raise ValueError("config.json is not a JSON object")
     except (OSError, ValueError) as exc:

@@ -32,9 +32,10 @@ from pathlib import Path, PurePath
 from typing import Any
 from urllib.parse import quote
 
-from trtls.core.atomic import atomic_write_text
 from trtls.core.codes import CODES
 from trtls.core.findings import DOCS_BASE, Finding, Severity, TomlPath
+from trtls.core.paths import real
+from trtls.fs import write_report
 
 SARIF_SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
 TOOL_URI = DOCS_BASE.split("/blob/")[0]
@@ -128,7 +129,21 @@ def to_sarif(
 
 
 def write_sarif(path: str | os.PathLike[str], sarif: Mapping[str, Any]) -> None:
-    atomic_write_text(path, json.dumps(sarif, indent=2, ensure_ascii=False) + "\n")
+    """A `-o` SARIF file: it replaces only a JSON file, never the recipe or a model (`write_report_file`)."""
+    write_report_file(path, json.dumps(sarif, indent=2, ensure_ascii=False) + "\n", "sarif")
+
+
+# what each `trtls gates --format` is on disk: an existing file is replaced only when it is of that format
+REPORT_FILE_FORMATS = {"json": "json", "sarif": "json", "junit": "xml", "text": "text"}
+
+
+def write_report_file(path: str | os.PathLike[str], text: str, report_format: str) -> None:
+    """Write a `-o` report (`report_format`: json, sarif, junit or text) atomically inside the output's own real
+    folder, replacing an existing file only when it is a report of the same format (`fs.write_report`): `trtls gates
+    -o trtls.toml` or `-o model.onnx` is refused (an OSError naming the file) and the file is unchanged."""
+    target = Path(path)
+    folder = real(target.parent if str(target.parent) else ".")
+    write_report(target, text, fmt=REPORT_FILE_FORMATS[report_format], within=folder)
 
 
 # ---------------------------------------------------------------------------------------------- JUnit
@@ -208,4 +223,5 @@ def to_junit(checks: Iterable[Check | Mapping[str, Any] | Any], *, name: str = "
 
 
 def write_junit(path: str | os.PathLike[str], xml_text: str) -> None:
-    atomic_write_text(path, xml_text)
+    """A `-o` JUnit file: it replaces only an XML file (`write_report_file`)."""
+    write_report_file(path, xml_text, "junit")

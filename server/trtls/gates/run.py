@@ -29,11 +29,13 @@ from pathlib import Path
 from typing import Any
 
 from trtls import __version__
-from trtls.core.atomic import atomic_write_text
 from trtls.core.findings import Finding, Origin, Severity
 from trtls.core.gate_result import GATE_NAMES, Decision, GateCheck, apply_waivers, decide
+from trtls.core.paths import real
 from trtls.core.route import route_dir, route_model
 from trtls.core.sha256 import sha256_file
+from trtls.core.terminal_text import terminal_safe
+from trtls.fs import Kind, atomic_write_text, ensure_folder
 from trtls.gates import bundle, parity, release, runbook_holds
 from trtls.gates.context import GateContext, GateHook
 from trtls.gates.environment import check_environment
@@ -158,7 +160,8 @@ def run_gates(
                 cancelled = True
                 break
             new = [_not_run(gate, f"gate {gate} could not run: {type(exc).__name__}: {exc}")]
-        for c in new:
+        for c in new:  # a message names what checkpoints, bundles and recipes carry: escaped once, here (item 13)
+            c.message = terminal_safe(c.message)
             c.evidence.setdefault("duration_s", round(time.monotonic() - t0, 3))
         ctx.checks.extend(new)
     checks = ctx.checks
@@ -183,7 +186,13 @@ def run_gates(
         findings.append(promotion_finding(route_name, promotion))
     result = RouteResult(route_name, checks, decision, gates_decision, summary, findings, None, cancelled, baseline)
     if write_evidence:
-        result.summary_path = write_route_evidence(loaded, result)
+        try:
+            result.summary_path = write_route_evidence(loaded, result)
+        except OSError as exc:  # a full disk, a read-only or refused .trtls: said, never a traceback
+            where = route_dir(loaded, route_name)
+            why = f"{exc.strerror or exc}" + (f" ({exc.filename})" if exc.filename else "")
+            message = f"the gates' evidence cannot be written to {where}: {why}; the decision stands unrecorded"
+            result.findings.append(Finding("TRT412", Severity.error, message, (), Origin.gates))
     return result
 
 
@@ -227,7 +236,10 @@ def _record_baseline(ctx: GateContext, gates_decision: Decision, cancelled: bool
     m = Measurement(**recorded)
     bundle = ctx.resolve(ctx.route.bundle)
     sha = sha256_file(bundle) if bundle.is_file() else None
-    path = write_baseline(ctx.recipe_dir, ctx.route_name, m, bundle_sha256=sha)
+    try:
+        path = write_baseline(ctx.recipe_dir, ctx.route_name, m, bundle_sha256=sha)
+    except OSError as exc:
+        return {"recorded": False, "reason": f"the baseline cannot be written: {exc.strerror or exc}"}
     return {"recorded": True, "path": str(path), "bundle_sha256": sha, "measurement": m.as_dict()}
 
 
@@ -359,15 +371,19 @@ def junit_of(result: RouteResult) -> str:
 
 
 def write_route_evidence(loaded: Any, result: RouteResult) -> Path:
+    """The run's evidence under `.trtls/routes/<route>/`, each file atomic and inside the recipe's real folder (a
+    `.trtls` swapped for a symlink leading out is refused at the write: an OSError, which `run_gates` reports)."""
     folder = route_dir(loaded, result.route_name)
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / "summary.json"
-    atomic_write_text(path, json.dumps(result.summary, indent=2, default=str) + "\n")
-    atomic_write_text(folder / "report.sarif", json.dumps(sarif_of(loaded, result), indent=2, default=str) + "\n")
-    atomic_write_text(folder / "junit.xml", junit_of(result))
+    within = real(loaded.base_dir)
+    ensure_folder(folder, within=within)
+    summary = json.dumps(result.summary, indent=2, default=str) + "\n"
+    sarif = json.dumps(sarif_of(loaded, result), indent=2, default=str) + "\n"
+    files = {"summary.json": summary, "report.sarif": sarif, "junit.xml": junit_of(result)}
     if result.summary.get("complete"):  # what `trtls route promote` promotes: a later --gate N run leaves it be
-        atomic_write_text(folder / COMPLETE_SUMMARY, json.dumps(result.summary, indent=2, default=str) + "\n")
-    return path
+        files[COMPLETE_SUMMARY] = summary
+    for name, text in files.items():
+        atomic_write_text(folder / name, text, kind=Kind.evidence, within=within)
+    return folder / "summary.json"
 
 
 def _rested_on(ctx: GateContext) -> dict[str, Any]:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from trtls.core.terminal_text import terminal_safe
+
 if TYPE_CHECKING:
     from trtls.core.recipe import LoadedRecipe
 
@@ -12,7 +14,7 @@ class RouteBuildError(Exception):
     """The route cannot be built as asked (bad checkpoint, no exporter, …); nothing was promoted."""
 
     def __init__(self, message: str, path: tuple[Any, ...] = ()):
-        super().__init__(message)
+        super().__init__(terminal_safe(message))  # it names checkpoint entries and recipe paths (issue 27 item 13)
         self.path = path
 
 

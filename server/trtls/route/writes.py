@@ -23,7 +23,7 @@ from trtls import fs
 from trtls.core.paths import real, write_root
 from trtls.core.recipe import LoadedRecipe
 from trtls.core.route import RouteModel, route_dir, route_names
-from trtls.core.route_checks import EXPORTS_RECORD, RECORD_LIMIT, recorded_exports
+from trtls.core.route_checks import EXPORTS_RECORD, RECORD_LIMIT, export_record_key, recorded_exports
 from trtls.fs import Kind, read_text
 from trtls.route.errors import RouteBuildError
 
@@ -90,12 +90,13 @@ def _sha_of(path: Path, what: str, key: tuple[Any, ...]) -> str | None:
 
 def _written_by_trtls(loaded: LoadedRecipe, path: Path, sha: str) -> bool:
     names = route_names(loaded)
-    if any(e.get("sha256") == sha for e in recorded_exports(loaded, names).get(str(path), [])):
+    if any(e.get("sha256") == sha for e in recorded_exports(loaded, names).get(export_record_key(loaded, path), [])):
         return True
     for name in names:  # a route build before exports.json: its record names the ONNX it exported and its sha256
         rec = _read_record(route_dir(loaded, name) / ROUTE_RECORD)
         prov = rec.get("provenance") if isinstance(rec, dict) else None
-        if isinstance(prov, dict) and rec.get("onnx") == str(path) and prov.get("onnx_sha256") == sha:
+        named = isinstance(prov, dict) and Path(str(rec.get("onnx"))).name == path.name
+        if named and prov.get("onnx_sha256") == sha:
             return True
     return False
 
@@ -139,7 +140,7 @@ def record_export(loaded: LoadedRecipe, route_name: str, path: Path, sha: str, w
         return
     rec = _read_record(route_dir(loaded, route_name) / EXPORTS_RECORD)
     files = rec.get("files") if isinstance(rec, dict) and isinstance(rec.get("files"), dict) else {}
-    files[str(path)] = {
+    files[export_record_key(loaded, path)] = {
         "sha256": sha,
         "size": st.st_size,
         "mtime_ns": st.st_mtime_ns,

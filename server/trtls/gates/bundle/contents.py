@@ -11,6 +11,7 @@ from typing import Any
 from trtls.bundle.sbom import SBOM_SUFFIX, sbom_path
 from trtls.bundle.sections import ENGINE_SECTIONS, engine_section  # one list: trtls's and TRTMC's names
 from trtls.core.gate_result import GateCheck, gate_check
+from trtls.fs import TooLarge, read_text
 from trtls.gates.bundle.provenance import rebuild_advice
 from trtls.gates.context import GateContext
 
@@ -162,9 +163,10 @@ def check_sbom(ctx: GateContext, bundle: Path, info: dict[str, Any]) -> GateChec
             {"sbom": str(sp)},
         )
     try:
-        if sp.stat().st_size > MAX_SBOM:
-            raise ValueError(f"larger than {MAX_SBOM} bytes")
-        doc = json.loads(sp.read_text(encoding="utf-8"))
+        doc = json.loads(read_text(sp, limit=MAX_SBOM, follow=True))
+    except TooLarge:
+        exc_text = f"larger than {MAX_SBOM} bytes"
+        return _check(name, "hold", f"SBOM {sp.name} does not parse: {exc_text}", "TRT708", path, {"sbom": str(sp)})
     except (OSError, ValueError) as exc:
         return _check(name, "hold", f"SBOM {sp.name} does not parse: {exc}", "TRT708", path, {"sbom": str(sp)})
     problems = sbom_problems(doc, info)

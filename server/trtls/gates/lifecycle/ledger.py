@@ -6,8 +6,11 @@ the chain at the next record (or, for the last line, its own `record_sha256`), a
 ledger is then `tampered` and nothing is appended to it. (Without a signing key this detects edits, not a forger who
 recomputes every digest: commit the ledger and review its diffs like the lock file.)
 
-Appending rewrites the whole file atomically (temp file, fsync, rename: `core.atomic`) under an exclusive lock on
-`.trtls/promotions.lock`, so a reader sees the old ledger or the new one, and two promotions never interleave.
+Appending rewrites the whole file atomically (temp file, fsync, rename: `trtls.fs`, inside the recipe's real folder,
+never through a symlink) under an exclusive lock on `.trtls/promotions.lock` (opened O_NOFOLLOW: a link planted at
+its name is refused, never truncated), so a reader sees the old ledger or the new one, and two promotions never
+interleave. The ledger is read bounded and only as a regular file: a FIFO or a symlink planted at its name is
+`tampered`, never waited on or followed.
 """
 
 from __future__ import annotations
@@ -16,16 +19,19 @@ import contextlib
 import fcntl
 import hashlib
 import json
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from trtls.core.atomic import atomic_write_bytes
+from trtls.core.paths import real
+from trtls.fs import Kind, atomic_write_bytes, ensure_folder, open_lock_file, read_bytes
 
 LEDGER_NAME = "trtls.promotions.jsonl"
 LEDGER_FORMAT = "trtls.promotion/1"
 GENESIS = "0" * 64
+LEDGER_LIMIT = 256 * 1024 * 1024  # ~1 KiB a record: a quarter of a million promotions
 
 
 class LedgerTampered(Exception):
@@ -62,8 +68,11 @@ def read_ledger(recipe_dir: Path) -> Ledger:
     path = ledger_path(recipe_dir)
     ledger = Ledger(path)
     try:
-        data = path.read_bytes()
+        data = read_bytes(path, limit=LEDGER_LIMIT, follow=False)
     except FileNotFoundError:
+        return ledger
+    except OSError as exc:
+        ledger.problem = f"{path.name}: cannot be read as trtls's ledger: {exc.strerror or exc}"
         return ledger
     if data and not data.endswith(b"\n"):
         ledger.problem = f"{path.name}: the last line is incomplete (no newline): not written by trtls"
@@ -96,14 +105,18 @@ def read_ledger(recipe_dir: Path) -> Ledger:
 
 @contextlib.contextmanager
 def _exclusive(recipe_dir: Path) -> Iterator[None]:
+    within = real(recipe_dir)
     lock = Path(recipe_dir) / ".trtls" / "promotions.lock"
-    lock.parent.mkdir(parents=True, exist_ok=True)
-    with open(lock, "a+b") as f:
-        fcntl.flock(f.fileno(), fcntl.LOCK_EX)
+    ensure_folder(lock.parent, within=within)
+    fd = open_lock_file(lock, kind=Kind.evidence, within=within)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
         try:
             yield
         finally:
-            fcntl.flock(f.fileno(), fcntl.LOCK_UN)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
 
 
 def append_record(recipe_dir: Path, record: dict[str, Any]) -> dict[str, Any]:
@@ -116,5 +129,6 @@ def append_record(recipe_dir: Path, record: dict[str, Any]) -> dict[str, Any]:
         full = {"format": LEDGER_FORMAT, "seq": len(ledger.records) + 1, **record, "prev_sha256": ledger.head}
         full["record_sha256"] = record_digest(full)
         line = json.dumps(full, sort_keys=True, separators=(",", ":")).encode()
-        atomic_write_bytes(ledger.path, b"".join(x + b"\n" for x in [*ledger.lines, line]))
+        data = b"".join(x + b"\n" for x in [*ledger.lines, line])
+        atomic_write_bytes(ledger.path, data, kind=Kind.route_artefact, within=real(recipe_dir))
         return full

@@ -129,15 +129,14 @@ def promotion_lens(loaded: Any, route_name: str) -> str | None:
 def last_gates_lens(loaded: Any, route_name: str) -> str | None:
     """`last gates: supported · 2026-12-01 14:02` from the route's last evidence record (None: never run here). A
     run that was cancelled says so: it decided nothing."""
-    import json
-
     from trtls.core.route import route_dir
+    from trtls.gates.files import read_json
 
     path = route_dir(loaded, route_name) / "summary.json"
+    summary = read_json(path)
     try:
-        summary = json.loads(path.read_text(encoding="utf-8"))
         when = time.strftime("%Y-%m-%d %H:%M", time.localtime(path.stat().st_mtime))
-    except (OSError, ValueError):
+    except OSError:
         return None
     if not isinstance(summary, dict):
         return None

@@ -20,8 +20,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from trtls.core.atomic import atomic_write_bytes
+from trtls.core.paths import real
 from trtls.core.route import RouteModel, route_dir
+from trtls.core.terminal_text import terminal_safe
+from trtls.fs import Kind, atomic_write_bytes, ensure_folder, read_bytes
+from trtls.gates.files import RECORD_LIMIT
 from trtls.gates.lifecycle.ledger import LedgerTampered, append_record, read_ledger
 from trtls.gates.lifecycle.rested_on import bundle_digest, current_facts, drifts
 
@@ -37,6 +40,12 @@ class Outcome:
     record: dict[str, Any] | None = None
     refused: list[dict[str, str]] = field(default_factory=list)  # {"item": …, "reason": …}
     advice: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        # the lines a person reads name an approver, a bundle path, a ledger line: escaped once, here (item 13)
+        self.message = terminal_safe(self.message)
+        self.refused = [{k: terminal_safe(v) for k, v in r.items()} for r in self.refused]
+        self.advice = [terminal_safe(a) for a in self.advice]
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -66,7 +75,7 @@ def approver_from_env(explicit: str | None) -> str | None:
 def last_complete_run(loaded: Any, route_name: str) -> tuple[Path, bytes, dict[str, Any]] | None:
     path = route_dir(loaded, route_name) / COMPLETE_SUMMARY
     try:
-        data = path.read_bytes()
+        data = read_bytes(path, limit=RECORD_LIMIT, follow=False)
         summary = json.loads(data)
     except (OSError, ValueError):
         return None
@@ -170,9 +179,10 @@ def promote(
     }
     assert run is not None
     keep = route_dir(loaded, route_name) / "evidence" / f"{evidence_digest.split(':')[1]}.json"  # type: ignore[union-attr]
-    keep.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_bytes(keep, run[1])  # the evidence stays readable after later runs replace the summary
     try:
+        within = real(base)
+        ensure_folder(keep.parent, within=within)
+        atomic_write_bytes(keep, run[1], kind=Kind.evidence, within=within)  # readable after later runs replace it
         written = append_record(base, record)
     except LedgerTampered as exc:
         return Outcome(
@@ -181,6 +191,9 @@ def promote(
             None,
             [{"item": "ledger", "reason": str(exc)}],
         )
+    except OSError as exc:  # a refused or failing write (a symlinked .trtls or ledger, a full disk): nothing promoted
+        why = f"{exc.strerror or exc}" + (f" ({exc.filename})" if exc.filename else "")
+        return Outcome(False, f"not promoted: TRT412 cannot write: {why}", None, [{"item": "write", "reason": why}])
     return Outcome(
         True, f"promoted {route_name}: bundle {bundle} (record #{written['seq']}, approver {approver})", written
     )

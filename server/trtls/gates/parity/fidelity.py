@@ -19,22 +19,19 @@ sentence-transformers pooling), from its files as data (gate 1's layout) and the
 
 from __future__ import annotations
 
-import json
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 from trtls.core.gate_result import GateCheck, gate_check
 from trtls.gates.context import GateContext
+from trtls.gates.files import read_json
 
 _check = partial(gate_check, 4)
 
 
 def _json(folder: Path, rel: str) -> Any:
-    try:
-        return json.loads((folder / rel).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
+    return read_json(folder / rel, follow=True)  # a checkpoint's file: a cache's snapshot links into its blobs
 
 
 def _header(ctx: GateContext) -> dict[str, Any] | None:

@@ -12,6 +12,7 @@ import numpy as np
 from trtls.core.findings import TomlPath
 from trtls.core.gate_result import GateCheck, gate_check
 from trtls.gates.context import GateContext
+from trtls.gates.files import scratch
 from trtls.gates.parity.check import check_parity
 from trtls.gates.parity.tokenizer import check_tokenizer, route_tokenizer
 from trtls.runtimes import RunResult, RuntimeSpec, load_npz
@@ -173,7 +174,6 @@ def run_gate(ctx: GateContext) -> list[GateCheck]:
     bundle into a scratch folder), against the reference outputs (`gates.reference_outputs`), plus TRT811 (was the
     deployed artifact executed?), TRT812 (is the reference independent of the export?), the tokenizer from the
     runtime side, malformed inputs unfiltered, concurrency. Writes validation_status / deployed_artifact."""
-    import tempfile
 
     from trtls.core.gate_result import decide
     from trtls.gates.deployed import RefusedPath, contained, deployed_check, extract_artifact
@@ -192,8 +192,8 @@ def run_gate(ctx: GateContext) -> list[GateCheck]:
     sets: list[tuple[str, str | None, TomlPath]] = list(input_set_paths(route, base)) or [
         ("reference", None, base + ("reference_inputs",))
     ]
-    with tempfile.TemporaryDirectory(prefix="trtls-gate4-") as tmp:
-        artifact = extract_artifact(ctx, Path(tmp))
+    with scratch("trtls-gate4-") as tmp:
+        artifact = extract_artifact(ctx, tmp)
         bundle = Path(ctx.recipe_dir) / route.bundle
         spec = on_artifact(under_test, artifact, bundle)
         ctx.record["deployed_artifact"] = (

@@ -10,9 +10,11 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from trtls.core.atomic import atomic_write_text
 from trtls.core.findings import TomlPath
 from trtls.core.gate_result import GateCheck, gate_check
+from trtls.core.paths import real
+from trtls.fs import Kind, atomic_write_text, ensure_folder
+from trtls.gates.files import read_json
 from trtls.gates.release.measure import Measurement, Thresholds
 
 GATE = 5
@@ -25,10 +27,7 @@ def baseline_path(root: str | os.PathLike[str], route: str) -> Path:
 
 
 def load_baseline(root: str | os.PathLike[str], route: str) -> dict[str, Any] | None:
-    try:
-        data = json.loads(baseline_path(root, route).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
+    data = read_json(baseline_path(root, route))
     return (
         data
         if isinstance(data, dict)
@@ -41,8 +40,11 @@ def load_baseline(root: str | os.PathLike[str], route: str) -> dict[str, Any] | 
 def write_baseline(
     root: str | os.PathLike[str], route: str, m: Measurement, *, bundle_sha256: str | None = None
 ) -> Path:
+    """Record `m` as the route's baseline, atomically, inside the recipe's real folder `root` (a `.trtls` swapped for
+    a symlink leading out is refused: an OSError the caller reports)."""
     path = baseline_path(root, route)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    within = real(root)
+    ensure_folder(path.parent, within=within)
     record = {
         "format": BASELINE_FORMAT,
         "route": route,
@@ -50,7 +52,7 @@ def write_baseline(
         "bundle_sha256": bundle_sha256,
         "measurement": m.as_dict(),
     }
-    atomic_write_text(path, json.dumps(record, indent=2) + "\n")
+    atomic_write_text(path, json.dumps(record, indent=2) + "\n", kind=Kind.evidence, within=within)
     return path
 
 

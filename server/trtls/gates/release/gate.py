@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import tempfile
 from collections.abc import Mapping, Sequence
 from functools import partial
 from pathlib import Path
@@ -13,7 +12,9 @@ from trtls.bundle import sidecar_path
 from trtls.core.findings import TomlPath
 from trtls.core.gate_result import CheckStatus, GateCheck, gate_check
 from trtls.core.sha256 import sha256_file
+from trtls.fs import ensure_folder
 from trtls.gates.context import GateContext
+from trtls.gates.files import scratch as scratch_folder
 from trtls.gates.parity.check import toml_path
 from trtls.gates.release.baseline import check_baseline, load_baseline, write_baseline
 from trtls.gates.release.interleaved import artifact_spec, check_baseline_interleaved
@@ -202,9 +203,8 @@ def run_gate(ctx: GateContext) -> list[GateCheck]:
         checks = checks + unmeasured("not measured: no runtime to measure", base + ("thresholds",))
         ctx.record.update(record_of(checks))
         return checks
-    with tempfile.TemporaryDirectory(prefix="trtls-gate5-") as tmp:
-        scratch = Path(tmp)
-        (scratch / "artifact").mkdir()
+    with scratch_folder("trtls-gate5-") as scratch:
+        ensure_folder(scratch / "artifact", within=scratch)
         artifact = extract_artifact(ctx, scratch / "artifact")
         bundle_copy = scratch / "slot" / Path(route.bundle).name
         deployed = on_artifact(spec, artifact, bundle_copy)
@@ -242,15 +242,15 @@ def run_gate(ctx: GateContext) -> list[GateCheck]:
         smoke = deployed_smoke(spec, route.deploys, ref_inputs)
         active_copy = previous_copy = None
         if gate3_ok and active is not None and active.is_file():
-            copy_in(active, bundle_copy)
+            copy_in(active, bundle_copy, within=scratch)
             if sidecar_path(active).is_file():
-                copy_in(sidecar_path(active), sidecar_path(bundle_copy))
+                copy_in(sidecar_path(active), sidecar_path(bundle_copy), within=scratch)
             active_copy = bundle_copy
         if gate3_ok and previous is not None and previous.is_file():
             previous_copy = scratch / "previous" / previous.name
-            copy_in(previous, previous_copy)
+            copy_in(previous, previous_copy, within=scratch)
             if sidecar_path(previous).is_file():
-                copy_in(sidecar_path(previous), sidecar_path(previous_copy))
+                copy_in(sidecar_path(previous), sidecar_path(previous_copy), within=scratch)
         elif previous is not None and not previous.exists():
             previous_copy = previous  # not found: the drill says so
         baseline_spec = _baseline_spec(ctx, deployed, active_copy, previous_copy, scratch / "baseline")

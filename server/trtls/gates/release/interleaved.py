@@ -16,13 +16,13 @@ rounds (seeded: the same latencies give the same interval).
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from trtls.fs import Kind, atomic_writer, ensure_folder, scratch_dir
 from trtls.runtimes import RunResult, RuntimeSpec, benchmark
 
 ROUNDS = 5
@@ -44,11 +44,15 @@ def artifact_spec(spec: RuntimeSpec, deploys: str, bundle: Path, scratch: Path) 
     section = next((n for n in names if n in b.sections), None)
     if section is None:
         return f"the bundle carries no {deploys} section"
-    scratch.mkdir(parents=True, exist_ok=True)
-    target = Path(tempfile.mkdtemp(dir=scratch)) / ("model.engine" if deploys == "engine" else "model.onnx")
-    with open(target, "wb") as out:
-        for part in b.iter_section(section):
-            out.write(part)
+    try:
+        ensure_folder(scratch, within=scratch.parent)
+        folder = scratch_dir(prefix="artifact-", parent=scratch)
+        target = folder / ("model.engine" if deploys == "engine" else "model.onnx")
+        with atomic_writer(target, kind=Kind.scratch, within=folder) as out:
+            for part in b.iter_section(section):
+                out.write(part)
+    except (BundleError, OSError) as exc:
+        return f"the {section} section cannot be extracted: {exc}"
     return on_artifact(spec, (section, target, "tensorrt" if deploys == "engine" else "onnxruntime"), bundle)
 
 

@@ -14,6 +14,8 @@ import numpy as np
 
 from trtls.core.findings import TomlPath
 from trtls.core.gate_result import GateCheck, gate_check
+from trtls.fs import read_text
+from trtls.gates.files import RECORD_LIMIT
 from trtls.gates.parity.check import toml_path
 from trtls.gates.release.measure import Measurement, Thresholds
 from trtls.runtimes import RuntimeSpec, run_inputs
@@ -223,7 +225,7 @@ def check_build_time(summary_json: str | os.PathLike[str] | None, t: Thresholds,
         )
     p = Path(summary_json)
     try:
-        data = json.loads(p.read_text(encoding="utf-8"))
+        data = json.loads(read_text(p, limit=RECORD_LIMIT, follow=False))
         duration = float(data["durationS"])
     except (OSError, ValueError, KeyError, TypeError) as exc:
         return _check(

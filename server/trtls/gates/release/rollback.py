@@ -5,10 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import json
 import os
-import shutil
-import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from functools import partial
 from pathlib import Path
@@ -18,10 +15,12 @@ import numpy as np
 
 from trtls.bundle import BundleError, read_bundle, sidecar_path
 from trtls.bundle.sections import ENGINE_SECTIONS, engine_section  # one list: trtls's and TRTMC's names
-from trtls.core.atomic import atomic_write_bytes, atomic_writer
 from trtls.core.findings import TomlPath
 from trtls.core.gate_result import CheckStatus, GateCheck, gate_check
+from trtls.core.paths import real
 from trtls.core.sha256 import sha256_file
+from trtls.fs import Kind, atomic_write_bytes, atomic_writer, open_regular, read_bytes, remove_file
+from trtls.gates.files import RECORD_LIMIT, read_json, scratch
 from trtls.runtimes import RunResult, RuntimeSpec, run_inputs
 
 GATE = 5
@@ -29,10 +28,17 @@ _check = partial(gate_check, GATE)
 MODEL_SECTIONS = ("model.onnx", "onnx", "model")  # ONNX sections a smoke run can use (onnxruntime)
 
 
-def restore(source: str | os.PathLike[str], target: str | os.PathLike[str]) -> str:
-    """Copy `source` over `target` atomically (core.atomic); return the sha256 of what was written."""
+def restore(
+    source: str | os.PathLike[str], target: str | os.PathLike[str], *, within: str | os.PathLike[str] | None = None
+) -> str:
+    """Copy `source` (a regular file) over `target` atomically, through the door: inside `within` (the drill's
+    scratch folder; None: the target's own real folder). Returns the sha256 of what was written."""
     h = hashlib.sha256()
-    with open(source, "rb") as src, atomic_writer(target) as out:
+    root = within if within is not None else real(Path(target).parent)
+    with (
+        open_regular(source, limit=None, follow=True) as src,
+        atomic_writer(target, kind=Kind.scratch, within=root) as out,
+    ):
         for chunk in iter(lambda: src.read(1024 * 1024), b""):
             h.update(chunk)
             out.write(chunk)
@@ -40,10 +46,7 @@ def restore(source: str | os.PathLike[str], target: str | os.PathLike[str]) -> s
 
 
 def _recorded_sha(path: Path) -> str | None:
-    try:
-        data = json.loads(sidecar_path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
+    data = read_json(sidecar_path(path))
     value = data.get("file_sha256") if isinstance(data, dict) else None
     return value if isinstance(value, str) else None
 
@@ -63,15 +66,16 @@ def bundle_model(bundle: str | os.PathLike[str]) -> Iterator[tuple[str, Path] | 
         yield f"the bundle holds no runnable model section ({', '.join(MODEL_SECTIONS + ENGINE_SECTIONS)})"
         return
     section, kind = pick
-    folder = Path(tempfile.mkdtemp(prefix="trtls-smoke-"))
-    try:
+    with scratch("trtls-smoke-") as folder:
         target = folder / ("model.onnx" if kind == "onnxruntime" else "model.engine")
-        with open(target, "wb") as out:
-            for part in b.iter_section(section):
-                out.write(part)
+        try:
+            with atomic_writer(target, kind=Kind.scratch, within=folder) as out:
+                for part in b.iter_section(section):
+                    out.write(part)
+        except (BundleError, OSError) as exc:
+            yield f"the {section} section cannot be extracted: {exc}"
+            return
         yield kind, target
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
 
 
 def bundle_smoke(bundle: str | os.PathLike[str], inputs: Sequence[Any], *, timeout_s: float = 60.0) -> RunResult:
@@ -100,13 +104,20 @@ SmokeFn = Callable[[Path], RunResult]
 
 
 def rollback_drill(
-    active: str | os.PathLike[str], previous: str | os.PathLike[str] | None, smoke: SmokeFn | None, path: TomlPath = ()
+    active: str | os.PathLike[str],
+    previous: str | os.PathLike[str] | None,
+    smoke: SmokeFn | None,
+    path: TomlPath = (),
+    *,
+    within: str | os.PathLike[str] | None = None,
 ) -> GateCheck:
     """TRT908: restore `previous` over `active` (atomic), verify sha256 + smoke run, then restore the new bundle and
     verify.
 
     `active` is where the runtime loads the bundle from (the new bundle is there now and is there again at
-    the end, byte for byte, whatever happens in between). Sidecars (`<bundle>.trtls.json`) move with them.
+    the end, byte for byte, whatever happens in between). Sidecars (`<bundle>.trtls.json`) move with them. Every
+    write stays in `within` (gate 5 runs the drill on copies in its scratch folder; None: the active bundle's real
+    folder), through the door.
     """
     name = "release.rollback"
     if previous is None:
@@ -152,12 +163,17 @@ def rollback_drill(
 
     side_active = sidecar_path(active)
     side_prev = sidecar_path(previous)
-    active_sidecar_bytes = side_active.read_bytes() if side_active.is_file() else None
+    root = Path(within) if within is not None else real(active.parent)
+    move = partial(restore, within=root)
+    try:
+        active_sidecar_bytes = read_bytes(side_active, limit=RECORD_LIMIT, follow=False)
+    except FileNotFoundError:
+        active_sidecar_bytes = None
     stash = active.with_name(f".{active.name}.trtls-rollback-new")
     status: CheckStatus = "pass"
     message = ""
     try:
-        sha_stash = restore(active, stash)
+        sha_stash = move(active, stash)
         if sha_stash != sha_new:
             return _check(
                 name,
@@ -168,9 +184,9 @@ def rollback_drill(
                 ev,
             )
         # 1. roll back
-        restore(previous, active)
+        move(previous, active)
         if side_prev.is_file():
-            restore(side_prev, side_active)
+            move(side_prev, side_active)
         restored = sha256_file(active)
         ev["restored_sha256"] = restored
         if restored != sha_prev:
@@ -197,12 +213,12 @@ def rollback_drill(
     finally:
         # 3. roll forward: the new bundle back in place, always
         if stash.is_file():
-            restore(stash, active)
-            stash.unlink(missing_ok=True)
+            move(stash, active)
+            remove_file(stash, kind=Kind.scratch, within=root)
         if active_sidecar_bytes is not None:
-            atomic_write_bytes(side_active, active_sidecar_bytes)
+            atomic_write_bytes(side_active, active_sidecar_bytes, kind=Kind.scratch, within=root)
         elif side_active.is_file() and side_prev.is_file():
-            side_active.unlink(missing_ok=True)
+            remove_file(side_active, kind=Kind.scratch, within=root)
     final = sha256_file(active)
     ev["final_sha256"] = final
     if final != sha_new:

@@ -5,19 +5,24 @@ write of the drill lands on these copies."""
 from __future__ import annotations
 
 import shutil
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from trtls.fs import Kind, atomic_writer, ensure_folder, open_regular
+from trtls.gates.files import scratch
 from trtls.gates.release.rollback import ENGINE_SECTIONS, MODEL_SECTIONS, SmokeFn, finite_smoke
 from trtls.runtimes import RunResult, RuntimeSpec, run_inputs
 
 
-def copy_in(source: Path, dest: Path) -> None:
-    """Copy a user file into the scratch folder (read only; the copy is what the drill may overwrite)."""
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    with open(source, "rb") as src, open(dest, "xb") as out:
+def copy_in(source: Path, dest: Path, *, within: Path) -> None:
+    """Copy a user file (read only, a regular file) into the scratch folder `within`: the copy is what the drill may
+    overwrite."""
+    ensure_folder(dest.parent, within=within)
+    with (
+        open_regular(source, limit=None, follow=True) as src,
+        atomic_writer(dest, kind=Kind.scratch, within=within) as out,
+    ):
         shutil.copyfileobj(src, out, 1024 * 1024)
 
 
@@ -27,7 +32,7 @@ def deployed_smoke(spec: RuntimeSpec, deploys: str, inputs: Sequence[Any]) -> Sm
 
     def smoke(path: Path) -> RunResult:
         names = ENGINE_SECTIONS if deploys == "engine" else MODEL_SECTIONS
-        with tempfile.TemporaryDirectory(prefix="trtls-smoke-") as tmp:
+        with scratch("trtls-smoke-") as tmp:
             try:
                 from trtls.bundle import BundleError, read_bundle
 
@@ -37,10 +42,13 @@ def deployed_smoke(spec: RuntimeSpec, deploys: str, inputs: Sequence[Any]) -> Sm
             section = next((n for n in names if n in b.sections), None)
             if section is None:
                 return RunResult("error", f"the bundle carries no {deploys} section")
-            target = Path(tmp) / ("model.engine" if deploys == "engine" else "model.onnx")
-            with open(target, "wb") as out:
-                for part in b.iter_section(section):
-                    out.write(part)
+            target = tmp / ("model.engine" if deploys == "engine" else "model.onnx")
+            try:
+                with atomic_writer(target, kind=Kind.scratch, within=tmp) as out:
+                    for part in b.iter_section(section):
+                        out.write(part)
+            except (BundleError, OSError) as exc:
+                return RunResult("error", f"the {section} section cannot be extracted: {exc}")
             kind = "tensorrt" if deploys == "engine" else "onnxruntime"
             res = run_inputs(on_artifact(spec, (section, target, kind), path), list(inputs))
         return finite_smoke(res)
