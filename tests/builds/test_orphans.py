@@ -1,4 +1,5 @@
-"""Orphan recovery kills a recorded worker's process group only when it is provably that worker.
+"""Orphan recovery kills a recorded worker's process group only when it is provably that worker: its start id and
+the run nonce its supervisor put in its environment (issue 27, item 8).
 
 Real processes throughout: a live process in its own session stands where a worker's PID was recorded;
 the supervisor's PID is one of a process that has exited."""
@@ -6,6 +7,7 @@ the supervisor's PID is one of a process that has exited."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -14,6 +16,9 @@ from pathlib import Path
 import pytest
 
 from trtls.builds.orphans import process_alive, process_start_id, recover_orphans
+from trtls.fs.kill import NONCE_ENV
+
+NONCE = "5" * 32
 
 
 def _dead_pid() -> int:
@@ -22,7 +27,7 @@ def _dead_pid() -> int:
     return p.pid
 
 
-def _running(ws: Path, worker: subprocess.Popen, worker_start: str | None) -> Path:
+def _running(ws: Path, worker: subprocess.Popen, worker_start: str | None, nonce: str | None = None) -> Path:
     run = ws / ".trtls" / "runs" / "demo-x"
     run.mkdir(parents=True)
     state = {
@@ -35,14 +40,21 @@ def _running(ws: Path, worker: subprocess.Popen, worker_start: str | None) -> Pa
     }
     if worker_start is not None:
         state["workerStart"] = worker_start
+    if nonce is not None:
+        state["workerNonce"] = nonce
     (run / "running.json").write_text(json.dumps(state))
     return run
 
 
 @pytest.fixture
 def stand_in(tmp_path: Path):
-    """A live process group leader that is NOT a trtls worker (what a reused PID would point at)."""
-    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
+    """A live process group leader that is NOT a trtls worker (what a reused PID would point at); it carries the
+    nonce NONCE, as a worker of a record naming that nonce would."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(60)"],
+        start_new_session=True,
+        env={**os.environ, NONCE_ENV: NONCE},
+    )
     yield proc
     if proc.poll() is None:
         proc.kill()
@@ -58,7 +70,7 @@ def test_start_id_names_one_process(stand_in: subprocess.Popen) -> None:
 def test_a_reused_pid_is_never_killed(tmp_path: Path, stand_in: subprocess.Popen) -> None:
     # recorded: the same PID but a process that started at another time (PID reuse, e.g. after a reboot)
     boot, ticks = process_start_id(stand_in.pid).rsplit(":", 1)
-    run = _running(tmp_path, stand_in, f"{boot}:{int(ticks) - 1000}")
+    run = _running(tmp_path, stand_in, f"{boot}:{int(ticks) - 1000}", NONCE)
     recovered = recover_orphans(tmp_path / ".trtls")
     time.sleep(0.2)
     assert process_alive(stand_in.pid), "an unrelated process group was killed"
@@ -76,7 +88,7 @@ def test_an_unverifiable_record_is_never_killed(tmp_path: Path, stand_in: subpro
 
 
 def test_the_recorded_worker_is_killed(tmp_path: Path, stand_in: subprocess.Popen) -> None:
-    _running(tmp_path, stand_in, process_start_id(stand_in.pid))
+    _running(tmp_path, stand_in, process_start_id(stand_in.pid), NONCE)
     recovered = recover_orphans(tmp_path / ".trtls")
     assert stand_in.wait(timeout=10) == -9
     assert "was killed" in recovered[0]["message"]

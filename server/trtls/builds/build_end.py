@@ -6,22 +6,25 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
 import time
 from typing import Any
 
+from trtls import fs
 from trtls.builds.artifacts import remove_or_quarantine, temp_files_near
 from trtls.builds.build import Build, state_dir
 from trtls.builds.output_guard import OutputGuard
+from trtls.builds.roots import evidence_error, state_root, write_record
+from trtls.builds.running_record import RUNNING
 from trtls.builds.summary import build_summary
-from trtls.core.atomic import atomic_write_text
 
 
 async def finish_build(build: Build, outcome: str, guard: OutputGuard | None) -> None:
     """Write the evidence of a build that ended with `outcome` (with its output still locked by `guard`) and
     resolve `build.wait()`."""
     t_end = time.monotonic_ns()
-    if outcome in ("forced", "killed"):
-        build.tree.close_open("cancelled" if outcome == "forced" else "failed", t_end)
+    if outcome in ("forced", "killed") or build.token.forced:  # the worker was terminated (a user's forced stop too)
+        build.tree.close_open("failed" if outcome == "killed" else "cancelled", t_end)
         if build.token.is_set and build.token.t_ack_ns is None:
             build.token.t_ack_ns = t_end  # the worker is gone: nothing will build any more
         # The worker could not clean up after itself: its temp files are ours to remove.
@@ -62,11 +65,7 @@ async def finish_build(build: Build, outcome: str, guard: OutputGuard | None) ->
     build.summary = build_summary(build, t_end, history)
     if guard is not None:
         build.summary["outputLock"] = guard.record()
-    build.evidence_dir.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(build.evidence_dir / "summary.json", json.dumps(build.summary, indent=2, default=str))
-    atomic_write_text(build.evidence_dir / "tree.json", json.dumps(build.summary["phaseTree"], indent=1))
-    atomic_write_text(build.evidence_dir / "environment.json", json.dumps(build.environment, indent=2, default=str))
-    (build.evidence_dir / "running.json").unlink(missing_ok=True)
+    write_evidence(build)
     build.close_worker_io()
     for listener in list(build.listeners):
         try:
@@ -74,6 +73,28 @@ async def finish_build(build: Build, outcome: str, guard: OutputGuard | None) ->
         except Exception:
             pass
     build.resolve(build.summary)
+
+
+def write_evidence(build: Build) -> None:
+    """summary.json, tree.json, environment.json, then running.json removed: each inside the recipe's folder, checked
+    at the write (a `.trtls` or `.trtls/runs` swapped for a symlink is refused, never followed). A record that cannot
+    be written (full disk, read-only folder, a swapped folder) is said in the summary as TRT413 (`evidenceError`);
+    the build's outcome, and an engine it placed, stand."""
+    assert build.summary is not None
+    path = build.evidence_dir / "summary.json"
+    try:
+        for name, text in (
+            ("summary.json", json.dumps(build.summary, indent=2, default=str)),
+            ("tree.json", json.dumps(build.summary["phaseTree"], indent=1)),
+            ("environment.json", json.dumps(build.environment, indent=2, default=str)),
+        ):
+            path = build.evidence_dir / name
+            write_record(path, text)
+        path = build.evidence_dir / RUNNING
+        fs.remove_file(path, kind=fs.Kind.evidence, within=state_root(path))
+    except OSError as exc:
+        build.summary["evidenceError"] = evidence_error(exc, path)
+        build.notes.append(build.summary["evidenceError"])
 
 
 async def probe_environment(build: Build) -> dict[str, Any]:
@@ -92,7 +113,7 @@ async def probe_environment(build: Build) -> dict[str, Any]:
         out, _ = await asyncio.wait_for(proc.communicate(), 60)
         record = json.loads(out.decode().strip().splitlines()[-1])
     except TimeoutError:
-        proc.kill()
+        fs.signal_child(proc, signal.SIGKILL)
         await proc.wait()
         return {}
     except (ValueError, IndexError):

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from trtls.core.protocol import stable_json
+from trtls.fs.read import open_regular
 
 
 def peak_rss_bytes() -> int:
@@ -45,7 +46,7 @@ def build_config_hash(
     target (compute capabilities, hardware compatibility, device): durations on one target are not the usual
     durations on another."""
     h = hashlib.sha256()
-    with open(onnx, "rb") as fh:
+    with open_regular(onnx, limit=None, follow=True) as fh:  # the user's model (it may live in a cache by a link)
         while block := fh.read(1 << 20):
             h.update(block)
     h.update(

@@ -1,7 +1,7 @@
 """The worker's event output: `EventWriter` writes `trtls.events/1` JSON lines on stdout (one lock, one flush per
 line); `Emitter` is the thread that turns the progress monitor's queue into those lines, coalescing steps (the latest
-step per phase at most every 50 ms; phase starts and finishes are never dropped). Standard library only: the worker
-pays for every import before TensorRT is even loaded."""
+step per phase at most every 50 ms; phase starts and finishes are never dropped). Standard library and the door only:
+the worker pays for every import before TensorRT is even loaded."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from queue import Empty, SimpleQueue
 from typing import Any
 
 from trtls.core.protocol import PROTOCOL_VERSION
+from trtls.fs.descriptor import file_of
 
 STEP_INTERVAL_NS = 50_000_000
 
@@ -24,7 +25,7 @@ class EventWriter:
     def __init__(self) -> None:
         out_fd = os.dup(1)
         os.dup2(2, 1)
-        self.out = os.fdopen(out_fd, "w", buffering=1 << 16)
+        self.out = file_of(out_fd, "w", buffering=1 << 16)
         self.lock = threading.Lock()
 
     def emit(self, event_type: str, t_ns: int | None = None, **fields: Any) -> None:

@@ -4,11 +4,12 @@ conversion and the triage's TensorRT comparison; the build worker has its own co
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import time
 from typing import Any
+
+from trtls.fs.kill import signal_child
 
 POLL_S = 0.05
 
@@ -18,10 +19,7 @@ def ran_to_the_end(proc: subprocess.Popen[Any], token: Any) -> bool:
     reap it and return False."""
     while proc.poll() is None:
         if token.is_set:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+            signal_child(proc, signal.SIGKILL, group=True)  # not reaped yet: its pid is still its own
             proc.wait()
             return False
         time.sleep(POLL_S)

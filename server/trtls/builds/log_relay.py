@@ -21,7 +21,10 @@ first: it writes a marker into the same pipe and waits until the reader has deli
 before it. The marker may land inside a message another thread is writing: it is cut out of the byte stream
 wherever it falls, and that message goes on.
 
-Standard library only; the TensorRT module comes in through ``BuilderModule`` (``adapter`` imports it).
+Standard library only (and ``core.terminal_text``); the TensorRT module comes in through ``BuilderModule``
+(``adapter`` imports it). TensorRT's messages go to ``on_log`` as they are (the worker sends them as JSON events,
+escaped by the encoder; each face escapes them where it prints them); the lines a library printed that the relay
+passes on to stderr are made terminal-safe here, where they become text for people.
 """
 
 from __future__ import annotations
@@ -33,6 +36,8 @@ import select
 import threading
 from collections.abc import Callable
 from typing import Any
+
+from trtls.core.terminal_text import terminal_safe
 
 # The built-in logger's severity letters ("[F]" is INTERNAL_ERROR), read from the bindings' strings.
 LETTERS = {"F": "INTERNAL_ERROR", "E": "ERROR", "W": "WARNING", "I": "INFO", "V": "VERBOSE"}
@@ -187,7 +192,9 @@ class NativeLogRelay:
                     self._seen = max(self._seen, item[1])
                     self._seen_changed.notify_all()
             else:
-                os.write(2, (item[1] + "\n").encode())  # not TensorRT's: what a library printed goes where it would
+                # not TensorRT's: what a library printed goes where it would, its control characters made visible
+                # (stderr is read by people: a model's names must not move their cursor or write their clipboard)
+                os.write(2, (terminal_safe(item[1]) + "\n").encode("utf-8", "replace"))
 
 
 _PROCESS_RELAY: NativeLogRelay | None = None

@@ -21,44 +21,17 @@ import time
 from pathlib import Path
 from typing import Any
 
+from trtls import fs
 from trtls.builds.artifacts import remove_or_quarantine, sha256_file, temp_files_near
-from trtls.builds.running_record import output_state, replaced_since
-from trtls.core.atomic import atomic_write_text
+from trtls.builds.running_record import RUNNING, output_state, read_running, replaced_since
+from trtls.core.paths import inside, real
+from trtls.fs.kill import ProcessProof, process_alive, process_start_id
+from trtls.fs.kinds import TEMP_MARK
+from trtls.fs.read import read_bytes
 
+__all__ = ["RecoveryPass", "process_alive", "process_start_id", "recover_orphans", "same_process"]
 
-def process_alive(pid: int | None) -> bool:
-    """True for a live process (a zombie is not alive for our purposes)."""
-    if not pid:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().split(")")[-1].split()[0] != "Z"
-    except OSError:
-        return True
-
-
-def process_start_id(pid: int | None) -> str | None:
-    """Who a PID is, not only that it exists: `<boot id>:<start time in clock ticks since boot>`.
-
-    A PID is reused after its process dies (and numbering starts again after a reboot), so a recorded
-    PID that is alive may be an unrelated process. The kernel's start time of the process, with the boot
-    it belongs to, names one process for ever. None when /proc cannot say (not Linux, process gone)."""
-    if not pid:
-        return None
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            fields = fh.read().rsplit(")", 1)[1].split()
-        with open("/proc/sys/kernel/random/boot_id") as fh:
-            boot = fh.read().strip()
-    except (OSError, IndexError):
-        return None
-    return f"{boot}:{fields[19]}"  # field 22 of stat; fields[0] is field 3 (state)
+EVENTS_LIMIT = 64 << 20  # an events.jsonl holds a few MiB even for a long build; past this it was not ours
 
 
 def same_process(pid: int | None, recorded_start: str | None) -> bool:
@@ -66,11 +39,44 @@ def same_process(pid: int | None, recorded_start: str | None) -> bool:
     return bool(recorded_start) and process_alive(pid) and process_start_id(pid) == recorded_start
 
 
+class RecoveryPass:
+    """What one recovery pass learns once and every record shares. 300 stale records of one engine are 300 looks at
+    one output: its sha256 is computed once per file on disk (keyed by device, inode, size and mtime, so a file
+    replaced meanwhile is hashed again), and the temp files beside it are listed once per output, not per record."""
+
+    def __init__(self) -> None:
+        self.hashes: dict[tuple[Any, ...], str | OSError] = {}
+        self.listings: dict[str, list[Path]] = {}
+        self.hashed = 0  # files actually read and hashed in this pass
+        self.listed = 0  # output folders actually listed in this pass
+
+    def sha256(self, output: Path, now: dict[str, Any]) -> str:
+        key = (str(output), now.get("dev"), now.get("inode"), now.get("size"), now.get("mtimeNs"))
+        if key not in self.hashes:
+            self.hashed += 1
+            try:
+                self.hashes[key] = sha256_file(output, follow=False)
+            except OSError as exc:
+                self.hashes[key] = exc
+        known = self.hashes[key]
+        if isinstance(known, OSError):
+            raise known
+        return known
+
+    def temps(self, output: Path, build_id: str) -> list[Path]:
+        """This build's temp files beside `output` (`<name>.trtls-tmp-<build id>…`), from one listing per output."""
+        if str(output) not in self.listings:
+            self.listed += 1
+            self.listings[str(output)] = temp_files_near(output)
+        prefix = f"{output.name}{TEMP_MARK}{build_id}"
+        return [p for p in self.listings[str(output)] if p.name.startswith(prefix)]
+
+
 def _read_events(run_dir: Path) -> list[Any]:
     from trtls.core.events import ProtocolError, parse_event
 
     try:
-        lines = (run_dir / "events.jsonl").read_bytes().splitlines()
+        lines = read_bytes(run_dir / "events.jsonl", limit=EVENTS_LIMIT, follow=False).splitlines()
     except OSError:
         return []
     events = []
@@ -91,15 +97,17 @@ def who_supervised(state: dict[str, Any]) -> str:
     return f"the supervising process (pid {pid}; this older record does not say whether it was a CLI or a server)"
 
 
-def output_truth(state: dict[str, Any], events: list[Any], temps_left: int) -> dict[str, Any]:
+def output_truth(
+    state: dict[str, Any], events: list[Any], temps_left: int, work: RecoveryPass | None = None
+) -> dict[str, Any]:
     """What can be known about the output after the supervisor died: the engine on disk and its sha256, whether this
     build renamed a new engine over it, whether the previous engine is intact — and what is not known."""
-    output = Path(state.get("output") or state.get("job", {}).get("output", ""))
+    output = _output_of(state)
     now = output_state(output)
     on_disk: dict[str, Any] = {"path": str(output), "exists": now.get("exists")}
     if now.get("exists") and output.is_file() and not output.is_symlink():
         try:
-            on_disk.update(sha256=sha256_file(output), size=now["size"])
+            on_disk.update(sha256=(work or RecoveryPass()).sha256(output, now), size=now["size"])
         except OSError as exc:
             on_disk["error"] = exc.strerror or str(exc)
     reported = [e for e in events if e.type == "artifact" and e.kind == "engine" and e.action == "written"]
@@ -160,8 +168,20 @@ def output_truth(state: dict[str, Any], events: list[Any], temps_left: int) -> d
     }
 
 
+def _output_of(state: dict[str, Any]) -> Path:
+    job = state.get("job")
+    output = state.get("output") or (job.get("output") if isinstance(job, dict) else None)
+    return Path(output if isinstance(output, str) else "")
+
+
 def _orphan_summary(
-    run_dir: Path, state: dict[str, Any], job: dict[str, Any], cleanup: str, inventory: list, note: str
+    run_dir: Path,
+    state: dict[str, Any],
+    job: dict[str, Any],
+    cleanup: str,
+    inventory: list,
+    note: str,
+    work: RecoveryPass,
 ) -> dict[str, Any]:
     """As complete as the supervisor's summary, rebuilt from the events the dead supervisor had recorded and from
     what is on disk now."""
@@ -190,7 +210,7 @@ def _orphan_summary(
             "path": (configured or {}).get("path"),
         }
     temps_left = sum(1 for a in inventory if a.get("kind") == "temp")
-    truth = output_truth(state, events, temps_left)
+    truth = output_truth(state, events, temps_left, work)
     who = who_supervised(state)
     return {
         "framework": "trtls",
@@ -233,25 +253,31 @@ def _orphan_summary(
 
 
 def _stop_worker(state: dict[str, Any]) -> str:
-    """Kill the recorded worker's process group if it is provably that worker, and wait until it is gone (so the
-    output is examined after it can no longer change). Returns the note for the record."""
+    """Kill the recorded worker's process group only if it proves to be that worker — its start id and the run nonce
+    its supervisor passed only to it (`fs.signal_proven`) — and wait until it is gone (so the output is examined
+    after it can no longer change). A record can be planted: a pid that cannot be proved is never signalled, and
+    the note says why. Returns the note for the record."""
     worker = state.get("workerPid")
-    if isinstance(worker, int) and same_process(worker, state.get("workerStart")):
-        try:
-            os.killpg(worker, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            return ""
+    if worker is None:
+        return ""
+    if not isinstance(worker, int) or isinstance(worker, bool):
+        return f"; the record names the worker {worker!r}, which is not a pid: nothing was signalled"
+    if not process_alive(worker):
+        return ""
+    why = fs.signal_proven(
+        ProcessProof(worker, state.get("workerStart"), state.get("workerNonce")), signal.SIGKILL, group=True
+    )
+    if why is None:
         deadline = time.monotonic() + 10
         while process_alive(worker) and time.monotonic() < deadline:
             time.sleep(0.02)
-        return f"; its worker (pid {worker}) was still running and was killed"
-    if process_alive(worker):
-        # PID reuse (a reboot, or a long time since): the live process is someone else's. Never kill it.
         return (
-            f"; pid {worker} is alive but is not the recorded worker (its start time differs or was not "
-            "recorded), so it was left alone"
+            f"; its worker (pid {worker}) was still running, proved to be this build's worker (its start time and "
+            "this run's nonce), and was killed"
         )
-    return ""
+    if not process_alive(worker):
+        return ""  # it ended while it was being proved
+    return f"; pid {worker} is alive but was not proved to be this build's worker ({why}), so it was left alone"
 
 
 def _engine_message(summary: dict[str, Any]) -> str:
@@ -264,52 +290,67 @@ def _engine_message(summary: dict[str, Any]) -> str:
     return f"whether this build replaced the output is not known ({sha} on disk)"
 
 
-def recover_orphans(trtls_dir: Path, own_pid: int | None = None) -> list[dict[str, Any]]:
+def recover_orphans(
+    trtls_dir: Path, own_pid: int | None = None, work: RecoveryPass | None = None
+) -> list[dict[str, Any]]:
+    """Complete the evidence of every build under `trtls_dir/runs` whose supervisor is gone. `work`: the pass's
+    shared knowledge (each output hashed and listed once, however many records name it)."""
     own_pid = own_pid or os.getpid()
+    work = work or RecoveryPass()
+    root = trtls_dir.parent  # every record written here stays in the recipe's folder (checked at the write)
     recovered: list[dict[str, Any]] = []
-    for running in sorted((trtls_dir / "runs").glob("*/running.json")):
+    for running in sorted((trtls_dir / "runs").glob(f"*/{RUNNING}")):
         try:
-            state = json.loads(running.read_text(encoding="utf-8"))
+            state = read_running(running)
         except (OSError, ValueError):
             continue
+        if state.get("buildId") != running.parent.name:
+            continue  # a record naming another build than its own folder's: not one trtls wrote
         sup = state.get("supervisorPid")
+        sup = sup if isinstance(sup, int) and not isinstance(sup, bool) else None  # a planted record may say anything
         if sup == own_pid:
             continue
         if process_alive(sup) and (state.get("supervisorStart") is None or same_process(sup, state["supervisorStart"])):
             continue  # a live supervisor owns it (an old record without a start id: assume it is that one)
-        worker_note = _stop_worker(state)
-        job = state.get("job", {})
-        output = Path(state.get("output", job.get("output", "")))
-        qdir = trtls_dir / "quarantine" if job.get("keep_evidence") else None
-        inventory, status = remove_or_quarantine(
-            temp_files_near(output, state["buildId"]), qdir, f"orphan of build {state['buildId']}"
-        )
-        n = len(inventory)
-        message = (
-            f"{'quarantined' if status == 'quarantined' else 'removed'} {n} orphaned temp file(s)"
-            if n
-            else "no temp files were left"
-        ) + worker_note
-        summary = _orphan_summary(
-            running.parent,
-            state,
-            job,
-            status,
-            inventory,
-            f"recovered at {time.strftime('%Y-%m-%d %H:%M:%S')} by process {own_pid}: {message}",
-        )
-        message = f"{summary['error']}; {_engine_message(summary)}; {message}"
-        summary["notes"][0] = f"recovered at {time.strftime('%Y-%m-%d %H:%M:%S')} by process {own_pid}: {message}"
-        atomic_write_text(running.with_name("summary.json"), json.dumps(summary, indent=2))
-        running.unlink(missing_ok=True)
-        recovered.append(
-            {
-                "buildId": state["buildId"],
-                "engine": state.get("engine"),
-                "message": message,
-                "cleanupStatus": status,
-                "artifacts": inventory,
-                "supervisor": summary["supervisor"],
-            }
-        )
+        recovered.append(_recover_one(running, state, trtls_dir, own_pid, work, root))
     return recovered
+
+
+def _recover_one(
+    running: Path, state: dict[str, Any], trtls_dir: Path, own_pid: int, work: RecoveryPass, root: Path
+) -> dict[str, Any]:
+    worker_note = _stop_worker(state)
+    raw_job = state.get("job")
+    job: dict[str, Any] = raw_job if isinstance(raw_job, dict) else {}
+    output = _output_of(state)
+    qdir = trtls_dir / "quarantine" if job.get("keep_evidence") else None
+    # A record can be planted: its temp files are looked for only beside an output inside the recipe's folder.
+    ours = inside(real(output.parent), real(root))
+    temps = work.temps(output, state["buildId"]) if ours else []
+    inventory, status = remove_or_quarantine(temps, qdir, f"orphan of build {state['buildId']}")
+    if inventory:
+        message = f"{'quarantined' if status == 'quarantined' else 'removed'} {len(inventory)} orphaned temp file(s)"
+    elif ours:
+        message = "no temp files were left"
+    else:
+        message = f"temp files beside {output} were not looked for (a record can be forged; it is not in this folder)"
+    message += worker_note
+    stamp = f"recovered at {time.strftime('%Y-%m-%d %H:%M:%S')} by process {own_pid}"
+    summary = _orphan_summary(running.parent, state, job, status, inventory, f"{stamp}: {message}", work)
+    message = f"{summary['error']}; {_engine_message(summary)}; {message}"
+    summary["notes"][0] = f"{stamp}: {message}"
+    try:
+        fs.atomic_write_text(running.with_name("summary.json"), json.dumps(summary, indent=2), kind=fs.Kind.evidence,
+                             within=root)  # fmt: skip
+        fs.remove_file(running, kind=fs.Kind.evidence, within=root)
+    except OSError as exc:
+        # the run folder leads out of the recipe's folder (a symlink) or the disk refuses: nothing is written there
+        message += f"; its record was not completed ({exc.strerror or exc}: {exc.filename})"
+    return {
+        "buildId": state["buildId"],
+        "engine": state.get("engine"),
+        "message": message,
+        "cleanupStatus": status,
+        "artifacts": inventory,
+        "supervisor": summary["supervisor"],
+    }

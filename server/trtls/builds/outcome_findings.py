@@ -22,11 +22,22 @@ def build_findings(summary: dict[str, Any]) -> list[Finding]:
     engine = summary["engine"]
     table = ("engines", engine)
     outcome = summary.get("outcome")
-    if outcome == "built":  # a quarantined cache and the settings the module could not apply
-        return [f for f in _cache_findings(summary, engine) if f.code == "TRT301"] + _not_applied(summary, engine)
+    if outcome == "built":  # a quarantined cache, the settings the module could not apply, a record not written
+        return (
+            [f for f in _cache_findings(summary, engine) if f.code == "TRT301"]
+            + _not_applied(summary, engine)
+            + _evidence_findings(summary, engine)
+        )
     out: list[Finding] = _not_applied(summary, engine) + _failure_findings(summary, engine)
     where = _stopped_in(summary)
-    if outcome == "cancelled":
+    if outcome == "cancelled" and summary.get("forced"):  # the user asked again: stopped at once, not the builder
+        msg = (
+            f"build cancelled by {summary.get('cancelSource')}{where} and stopped at once at the user's second "
+            f"request (the worker was terminated {_ms(summary.get('cancelLatencyMs'))} after the first, without "
+            "waiting for the builder); no engine written"
+        )
+        out.append(_f("TRT201", Severity.warning, msg, table, buildId=summary["buildId"]))
+    elif outcome == "cancelled":
         msg = (
             f"build cancelled by {summary.get('cancelSource')}{where}; builder returned "
             f"{_ms(summary.get('cancelLatencyMs'))} after the request; no engine written"
@@ -41,7 +52,7 @@ def build_findings(summary: dict[str, Any]) -> list[Finding]:
         out.append(_f(code, Severity.error, msg, (*table, "output"), buildId=summary["buildId"]))
     elif outcome == "failed":
         error = str(summary.get("error"))
-        coded = ("TRT231", "TRT233", "TRT410", "TRT411")  # farm: queue, transfer; the output lock
+        coded = ("TRT231", "TRT233", "TRT410", "TRT411", "TRT413")  # farm: queue, transfer; output lock; evidence
         code = next((c for c in coded if error.startswith(c)), "TRT202")
         out.append(
             _f(
@@ -85,7 +96,18 @@ def build_findings(summary: dict[str, Any]) -> list[Finding]:
     )
     out.extend(_cache_findings(summary, engine))
     out.extend(_cleanup_findings(summary, engine))
+    if not str(summary.get("error")).startswith("TRT413"):  # said once: the failure already is TRT413
+        out.extend(_evidence_findings(summary, engine))
     return out
+
+
+def _evidence_findings(summary: dict[str, Any], engine: str) -> list[Finding]:
+    """TRT413 when the build's own records could not be written (`evidenceError`, builds/build_end)."""
+    error = summary.get("evidenceError")
+    if not error:
+        return []
+    message = str(error).removeprefix("TRT413 ")
+    return [_f("TRT413", Severity.error, message, ("engines", engine), buildId=summary["buildId"])]
 
 
 def _not_applied(summary: dict[str, Any], engine: str) -> list[Finding]:

@@ -19,13 +19,21 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from trtls.fs.read import read_text
+
 CGROUP_ROOT = Path("/sys/fs/cgroup")
+PROC_LIMIT = 1 << 20  # /proc and cgroup files of one process are a few KiB
+
+
+def _proc_text(path: str | Path) -> str:
+    """A /proc or /sys file (the kernel's, read through the door like every read)."""
+    return read_text(path, limit=PROC_LIMIT, follow=True, errors="replace")
 
 
 def vm_hwm_bytes(pid: int) -> int | None:
     """The process's peak RSS so far (VmHWM), None when /proc cannot tell (gone, not Linux)."""
     try:
-        text = Path(f"/proc/{pid}/status").read_text()
+        text = _proc_text(f"/proc/{pid}/status")
     except OSError:
         return None
     m = re.search(r"^VmHWM:\s+(\d+)\s+kB", text, re.M)
@@ -34,7 +42,7 @@ def vm_hwm_bytes(pid: int) -> int | None:
 
 def _memory_cgroup_files(pid: int | str = "self") -> list[Path]:
     try:
-        lines = Path(f"/proc/{pid}/cgroup").read_text().splitlines()
+        lines = _proc_text(f"/proc/{pid}/cgroup").splitlines()
     except OSError:
         return []
     files = []
@@ -56,7 +64,7 @@ def oom_kill_count(pid: int | str = "self") -> dict[str, Any] | None:
     """{"count": N, "source": file} from the first memory cgroup file that has an oom_kill counter."""
     for f in _memory_cgroup_files(pid):
         try:
-            m = re.search(r"^oom_kill (\d+)$", f.read_text(), re.M)
+            m = re.search(r"^oom_kill (\d+)$", _proc_text(f), re.M)
         except OSError:
             continue
         if m:

@@ -5,17 +5,34 @@ sha is known), removed when the summary is written. Orphan recovery (builds/orph
 the build (a `trtls build` in a terminal or a language server — the record names the real cause of a kill), which
 worker to stop, and what the output was before the build, so the recovered record can say whether the engine on
 disk is the old one or a new one this build renamed over it.
+
+A record can be planted, so naming a pid proves nothing: the worker's start id and the per-build nonce the
+supervisor passed only to that worker (`trtls.fs.kill.NONCE_ENV`) are recorded, and recovery signals the pid only
+when the live process carries both (`fs.signal_proven`). The file is 0600: another account reading the nonce could
+plant it in a process of its own.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from trtls.core.atomic import atomic_write_text
+from trtls import fs
+from trtls.builds.roots import state_root
+from trtls.fs.kill import process_start_id
+from trtls.fs.read import read_text
+
+if TYPE_CHECKING:
+    from trtls.builds.build import Build
+    from trtls.builds.output_guard import OutputGuard
+
+RUNNING = "running.json"
+RECORD_LIMIT = 4 << 20  # a running.json is a few KiB (the job included); anything larger was not written by trtls
+RUNNING_MODE = 0o600  # it carries the worker's nonce
 
 OWNER_KINDS = {"build": "trtls build (CLI)", "serve": "language server", "accept": "trtls accept (CLI)"}
 
@@ -42,7 +59,52 @@ def output_state(output: Path) -> dict[str, Any]:
 
 
 def write_running(evidence_dir: Path, record: dict[str, Any]) -> None:
-    atomic_write_text(evidence_dir / "running.json", json.dumps(record))
+    """Inside the recipe's folder (`roots.state_root`: found by the path's text, checked at the write), 0600."""
+    path = evidence_dir / RUNNING
+    fs.atomic_write_text(path, json.dumps(record), kind=fs.Kind.evidence, within=state_root(path), mode=RUNNING_MODE)
+
+
+def read_running(path: Path) -> dict[str, Any]:
+    """A running.json as a dict: a regular file of bounded size, never read through a symlink (OSError or
+    ValueError otherwise)."""
+    record = json.loads(read_text(path, limit=RECORD_LIMIT, follow=False))
+    if not isinstance(record, dict):
+        raise ValueError("not a JSON object")
+    return record
+
+
+def running_json(
+    build: Build, worker_pid: int | None, guard: OutputGuard, local: bool = True, nonce: str | None = None
+) -> None:
+    """`running.json`: the record orphan recovery finds if this process dies during the build. `nonce`: the secret
+    the supervisor put in that worker's environment (spawn.worker_nonce), the proof recovery asks of it."""
+    record: dict[str, Any] = {"buildId": build.id, "engine": build.engine, "output": str(build.output)}
+    if worker_pid is not None:
+        # verified before orphan recovery kills it; a remote worker's pid names no process here
+        record["workerPid"] = worker_pid
+        record["workerStart"] = process_start_id(worker_pid) if local else None
+        record["workerNonce"] = nonce if local else None
+    record.update(supervisorPid=os.getpid(), supervisorStart=process_start_id(os.getpid()), job=build.job)
+    # who supervised (the real cause if this process is killed) and the output as this build found it
+    record.update(owner=guard.owner, outputBefore=guard.before, previousSha256=build.previous_engine_sha)
+    write_running(build.evidence_dir, record)
+
+
+def note_previous_sha(build: Build, done: asyncio.Future) -> None:
+    """The previous engine's sha into running.json as soon as it is known: recovery after a kill can then say
+    whether the engine on disk is still that one."""
+    if done.cancelled() or done.exception() is not None:
+        return
+    build.previous_engine_sha = done.result()
+    try:
+        record = read_running(build.evidence_dir / RUNNING)
+    except (OSError, ValueError):
+        return  # not written yet (running_json will include it) or already removed (the build is over)
+    record["previousSha256"] = build.previous_engine_sha
+    try:
+        write_running(build.evidence_dir, record)
+    except OSError:
+        pass  # .trtls swapped or full: the summary still records the sha (the record is only for a crash)
 
 
 def replaced_since(before: dict[str, Any] | None, now: dict[str, Any]) -> bool | None:

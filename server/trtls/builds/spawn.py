@@ -3,20 +3,37 @@
 A CLI build starts its worker before it loads the recipe (pydantic, the event models, the ONNX checks), so
 the worker's own start-up — Python, then TensorRT's import, the largest fixed cost of a build — runs while
 the parent prepares the job, instead of after it (`early_worker`).
+
+Every worker gets a fresh nonce in its environment (`trtls.fs.kill.NONCE_ENV`), known only to the process that
+started it (`worker_nonce`) and to the build's `running.json` (0600): the proof orphan recovery asks of a live pid
+before it kills it, so a planted record cannot aim the kill at anything else.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import sys
+import weakref
 from pathlib import Path
 from typing import Any
 
 from trtls.core.recipe_file import read_recipe_text
 from trtls.core.tomlpos import bounded_loads
+from trtls.fs.kill import NONCE_ENV, new_nonce, signal_child
 
 BUILTIN_WORKER = [sys.executable, "-m", "trtls.builds.worker"]
 PRELOADABLE = ("auto", "tensorrt", "tensorrt_rtx")
+_NONCES: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()  # worker process → its nonce
+
+
+def worker_nonce(proc: Any) -> str | None:
+    """The nonce `spawn_worker` put in this worker's environment (None for a process it did not start)."""
+    try:
+        return _NONCES.get(proc)
+    except TypeError:  # not weak-referenceable: not ours
+        return None
 
 
 async def spawn_worker(command: list[str] | None = None, preload: str | None = None) -> asyncio.subprocess.Process:
@@ -25,14 +42,18 @@ async def spawn_worker(command: list[str] | None = None, preload: str | None = N
     command = list(command or BUILTIN_WORKER)
     if preload is not None:
         command += ["--preload", preload]
-    return await asyncio.create_subprocess_exec(
+    nonce = new_nonce()
+    proc = await asyncio.create_subprocess_exec(
         *command,
         stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
         start_new_session=True,  # Ctrl-C reaches the supervisor only; it decides what the worker gets
         limit=1 << 24,
+        env={**os.environ, NONCE_ENV: nonce},
     )
+    _NONCES[proc] = nonce
+    return proc
 
 
 def preload_for(recipe: Path, engine: str | None) -> str | None:
@@ -62,5 +83,5 @@ async def discard(worker: asyncio.subprocess.Process | None) -> None:
     try:
         await asyncio.wait_for(worker.wait(), 5.0)
     except TimeoutError:
-        worker.kill()
+        signal_child(worker, signal.SIGKILL)
         await worker.wait()

@@ -8,31 +8,32 @@ One small API for every face (CLI, language server, acceptance tests):
     build.cancel("ide_stop")                          # any source, any thread
     summary = await build.wait()                      # the evidence record (summary.json)
 
-Outcomes: built, cancelled (the builder returned after a cooperative cancel), failed, forced (the
-builder ignored the cancel past `cancel_grace_s`: SIGTERM, then SIGKILL), killed (the worker died
-by itself: OOM killer, segfault — never reported as cancelled).
+Outcomes: built, cancelled (the builder returned after a cooperative cancel, or the user forced the stop with a
+second request: `forced: true` then), failed, forced (the builder ignored the cancel past `cancel_grace_s`: SIGTERM,
+then SIGKILL), killed (the worker died by itself: OOM killer, segfault — never reported as cancelled).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
-import os
 import signal
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
+from trtls import fs
 from trtls.builds.build import Build, Listener, WorkerProcess, new_build_id, state_dir, worker_job
 from trtls.builds.build_end import finish_build, probe_environment
-from trtls.builds.orphans import process_start_id
 from trtls.builds.output_guard import OutputGuard
 from trtls.builds.output_probe import output_problem
 from trtls.builds.resources import ResourceSampler
 from trtls.builds.retention import Policy, auto_collect, policy_of
-from trtls.builds.running_record import process_owner, write_running
-from trtls.builds.spawn import spawn_worker
+from trtls.builds.roots import evidence_error, state_root
+from trtls.builds.running_record import note_previous_sha, process_owner, running_json
+from trtls.builds.spawn import spawn_worker, worker_nonce
 from trtls.core.events import CancelControl, ProtocolError, parse_event
 from trtls.core.recipe import LoadedRecipe
 
@@ -44,53 +45,33 @@ __all__ = ["Build", "Listener", "Supervisor", "new_build_id", "signal_group", "s
 
 
 def signal_group(proc: Any, sig: int) -> bool:
-    """Signal a worker's process group: a local one by its pid, a remote one through its node (RemoteProcess)."""
+    """Signal a worker's process group: a local one (our own child, not yet reaped) through the door, a remote one
+    through its node (RemoteProcess)."""
     if hasattr(proc, "signal_group"):
         proc.signal_group(sig)
         return True
-    try:
-        os.killpg(proc.pid, sig)
-        return True
-    except ProcessLookupError:
-        return False
+    return fs.signal_child(proc, sig, group=True)
 
 
-def running_json(build: Build, worker_pid: int | None, guard: OutputGuard, local: bool = True) -> None:
-    """`running.json`: the record orphan recovery finds if this process dies during the build (running_record)."""
-    record: dict[str, Any] = {"buildId": build.id, "engine": build.engine, "output": str(build.output)}
-    if worker_pid is not None:
-        record["workerPid"] = worker_pid
-        # verified before orphan recovery kills it; a remote worker's pid names no process here
-        record["workerStart"] = process_start_id(worker_pid) if local else None
-    record.update(supervisorPid=os.getpid(), supervisorStart=process_start_id(os.getpid()), job=build.job)
-    # who supervised (the real cause if this process is killed) and the output as this build found it
-    record.update(owner=guard.owner, outputBefore=guard.before, previousSha256=build.previous_engine_sha)
-    write_running(build.evidence_dir, record)
-
-
-def _sha256_and_close(fh: Any) -> str:
+def _sha256_and_close(opened: contextlib.ExitStack, fh: Any) -> str:
     import hashlib
 
-    with fh:
+    with opened:
         h = hashlib.sha256()
         while block := fh.read(1 << 20):
             h.update(block)
         return h.hexdigest()
 
 
-def note_previous_sha(build: Build, done: asyncio.Future) -> None:
-    """The previous engine's sha into running.json as soon as it is known: recovery after a kill can then say
-    whether the engine on disk is still that one."""
-    if done.cancelled() or done.exception() is not None:
-        return
-    build.previous_engine_sha = done.result()
-    path = build.evidence_dir / "running.json"
-    try:
-        record = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return  # not written yet (running_json will include it) or already removed (the build is over)
-    record["previousSha256"] = build.previous_engine_sha
-    write_running(build.evidence_dir, record)
+def _error_of(build: Build, exc: Exception) -> str:
+    """A record under `.trtls` that cannot be written (a full disk, a read-only or swapped folder) is TRT413, located
+    on the record; anything else is the supervisor's own error."""
+    name = getattr(exc, "filename", None)
+    if isinstance(exc, OSError) and isinstance(name, str):
+        where = Path(name)
+        if state_dir(build.recipe_path) in (where, *where.parents):
+            return evidence_error(exc, where if where.is_relative_to(build.evidence_dir) else build.evidence_dir)
+    return f"supervisor error: {type(exc).__name__}: {exc}"
 
 
 def light_gc(trtls_dir: Path, policy: Policy) -> None:
@@ -111,7 +92,8 @@ class Supervisor:
         self.wait_for_output: dict[str, bool] = {}
         self.retention: dict[str, Policy] = {}  # build id → the recipe's [evidence] bounds, for the pass after it
         self.prespawned: dict[str, WorkerProcess] = {}  # build id → the worker started early for it (until spawned)
-        self.force_on_spawn: set[str] = set()  # builds forced before their worker existed: escalate once it does
+        self.force_on_spawn: dict[str, bool] = {}  # forced before their worker existed → by the user (escalate then)
+        self.user_forced: set[str] = set()  # stopped at once because the user asked (a second Ctrl-C), not the grace
 
     def running(self) -> list[Build]:
         return [b for b in self.builds.values() if b.running]
@@ -155,7 +137,7 @@ class Supervisor:
         elif worker is not None:
             self.prespawned[build_id] = worker
         loop = asyncio.get_running_loop()
-        build.attach(loop, force=lambda: asyncio.ensure_future(self._escalate(0.0, build)))
+        build.attach(loop, force=lambda: self._force_now(build))
         self.builds[build_id] = build
         self.wait_for_output[build_id] = wait_for_output
         self.retention[build_id] = policy_of(loaded.recipe.evidence)
@@ -184,7 +166,7 @@ class Supervisor:
             # running.json and events.jsonl (orphan recovery).
             raise
         except Exception as exc:
-            build.error = f"supervisor error: {type(exc).__name__}: {exc}"
+            build.error = _error_of(build, exc)
             proc = build.worker
             if proc is not None and proc.returncode is None:
                 signal_group(proc, signal.SIGKILL)
@@ -200,13 +182,14 @@ class Supervisor:
             )
         finally:
             self.prespawned.pop(build.id, None)
-            self.force_on_spawn.discard(build.id)
+            self.force_on_spawn.pop(build.id, None)
+            self.user_forced.discard(build.id)
             guard = self.guards.get(build.id)
             if guard is not None:
                 guard.release()
 
     async def _run_unguarded(self, build: Build) -> None:
-        build.evidence_dir.mkdir(parents=True, exist_ok=True)
+        fs.ensure_folder(build.evidence_dir, within=state_root(build.evidence_dir))
         proc: WorkerProcess | None = self.prespawned.pop(build.id, None)
         guard = self.guards[build.id] = OutputGuard.for_build(build, self.owner)
         if not await guard.take(build, wait=self.wait_for_output.get(build.id, True)):
@@ -221,11 +204,14 @@ class Supervisor:
             return
         if build.output.is_file():
             # Hashed beside the build, not before it (10s of MB on the critical path of every build). The file is
-            # opened now: a build that replaces it later cannot change what is hashed.
-            fh = open(build.output, "rb")
-            hashing = asyncio.get_running_loop().run_in_executor(None, _sha256_and_close, fh)
-            hashing.add_done_callback(lambda done: note_previous_sha(build, done))
-            build.hashing_previous_engine(hashing)
+            # opened now: a build that replaces it later cannot change what is hashed. Not through a symlink (the
+            # output policy refuses a linked output; its previous engine is not ours to vouch for).
+            opened = contextlib.ExitStack()
+            with contextlib.suppress(OSError):
+                fh = opened.enter_context(fs.open_regular(build.output, limit=None, follow=False))
+                hashing = asyncio.get_running_loop().run_in_executor(None, _sha256_and_close, opened, fh)
+                hashing.add_done_callback(lambda done: note_previous_sha(build, done))
+                build.hashing_previous_engine(hashing)
         # Before the build spends its time: can the engine be written where it must go? (A remote node writes
         # to its own view of the path; only a local folder can be checked from here.)
         problem = output_problem(build.output, build.id) if build.remote is None else None
@@ -263,7 +249,7 @@ class Supervisor:
                 await self._finish(build, "failed")
                 return
         build.worker_started(proc)
-        running_json(build, proc.pid, guard, local=build.remote is None)
+        running_json(build, proc.pid, guard, local=build.remote is None, nonce=worker_nonce(proc))
         if build.remote is None and proc.pid is not None:
             build.resources = ResourceSampler(proc.pid, device=False)
         assert proc.stdin is not None
@@ -271,15 +257,15 @@ class Supervisor:
         if build.token.is_set:  # cancelled before the worker existed
             self._send_control(build)
             if build.id in self.force_on_spawn:  # and forced before it existed: the grace is already over
-                asyncio.ensure_future(self._escalate(0.0, build))
+                asyncio.ensure_future(self._escalate(0.0, build, by_user=self.force_on_spawn[build.id]))
         sampling = asyncio.ensure_future(self._sample_resources(build))
         await asyncio.gather(self._read_events(build, events), self._read_stderr(build))
         sampling.cancel()
         build.exit_code = await proc.wait()
         if build.finished is not None and not build.token.forced:
             outcome = build.finished["outcome"]
-        elif build.token.forced:
-            outcome = "forced"
+        elif build.token.forced:  # the user's forced stop is their cancel; "forced" blames the builder
+            outcome = "cancelled" if build.id in self.user_forced else "forced"
         elif lost := getattr(proc, "lost", None):  # a remote cell whose node (or actor) died under it
             outcome = "killed"
             build.error = lost
@@ -351,16 +337,32 @@ class Supervisor:
         except (BrokenPipeError, ConnectionResetError):
             pass
 
-    async def _escalate(self, grace_s: float, build: Build) -> None:
+    def _force_now(self, build: Build) -> None:
+        """`Build.force()`: the user asked to stop at once (a second Ctrl-C), so the grace is skipped. The stop is
+        theirs, not the builder's failure to honour a cancel: the outcome stays `cancelled` (issue 27, item 21)."""
+        if not build.token.is_set:
+            build.cancel("api")
+        asyncio.ensure_future(self._escalate(0.0, build, by_user=True))
+
+    async def _escalate(self, grace_s: float, build: Build, by_user: bool = False) -> None:
         await asyncio.sleep(grace_s)
         proc = build.worker
         if proc is None and build.running:  # not spawned yet: escalate as soon as it is
-            self.force_on_spawn.add(build.id)
+            self.force_on_spawn[build.id] = self.force_on_spawn.get(build.id, False) or by_user
             return
         if proc is None or proc.returncode is not None or build.builder_returned_ns is not None:
             return  # the builder returned in time: the stop was cooperative
+        if build.token.forced:
+            return  # already being terminated; whoever started it decided why
         build.token.forced = True
-        build.notes.append(f"the builder did not return within {grace_s:g} s of the cancel: SIGTERM, then SIGKILL")
+        if by_user:
+            self.user_forced.add(build.id)
+            build.notes.append(
+                f"the user forced the stop (asked again after the cancel from {build.token.source}): the builder's "
+                f"grace of {build.grace_s:g} s was not waited for; SIGTERM, then SIGKILL"
+            )
+        else:
+            build.notes.append(f"the builder did not return within {grace_s:g} s of the cancel: SIGTERM, then SIGKILL")
         for sig, wait in ((signal.SIGTERM, KILL_AFTER_TERM_S), (signal.SIGKILL, None)):
             if not signal_group(proc, sig):
                 return

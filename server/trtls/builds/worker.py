@@ -13,6 +13,7 @@ Job: the first stdin line, a JSON object (see `Job`). Then control lines: {"type
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import resource
@@ -21,6 +22,7 @@ import sys
 import threading
 from typing import Any
 
+from trtls import fs
 from trtls.builds.artifacts import engine_temp_path
 from trtls.builds.build_facts import build_config_hash as build_config_hash
 from trtls.builds.emitter import EventWriter
@@ -77,7 +79,9 @@ def main() -> int:
         # The escalation path: the builder ignored the cooperative cancel. Remove what we may have
         # started writing (only possible outside the commit zone's rename) and go.
         if not worker.in_commit:
-            engine_temp_path(worker.output, worker.build_id).unlink(missing_ok=True)
+            with contextlib.suppress(OSError):  # only our own temp name, only inside the write root
+                fs.remove_file(engine_temp_path(worker.output, worker.build_id), kind=fs.Kind.engine_output,
+                               within=worker.root or worker.output.parent)  # fmt: skip
         os._exit(143)
 
     signal.signal(signal.SIGTERM, on_sigterm)
