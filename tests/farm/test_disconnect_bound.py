@@ -13,7 +13,8 @@ import types
 
 import pytest
 
-from trtls.builds.farm import cluster, proc_tree
+from trtls.builds.farm import cluster
+from trtls.fs.lineage import witness
 
 
 def _fake_ray(release: threading.Event, calls: list[str]) -> types.ModuleType:
@@ -41,7 +42,7 @@ def test_a_stuck_ray_shutdown_is_bounded_and_what_we_started_is_ended(
     monkeypatch.setitem(sys.modules, "ray", ray)
     atexit.register(ray._private.worker.shutdown)  # as Ray's own module does at import
     raylet = subprocess.Popen(["sleep", "600"])  # stands in for the embedded instance's GCS and raylet
-    monkeypatch.setattr(cluster, "_embedded_processes", lambda: {raylet.pid: proc_tree.read(raylet.pid)})
+    monkeypatch.setattr(cluster, "_embedded_processes", lambda: witness([raylet.pid]))
     monkeypatch.setattr(cluster, "_connected", cluster.LOCAL)
     monkeypatch.setitem(cluster.connection, "warm", False)
     monkeypatch.setattr(cluster, "SHUTDOWN_BUDGET_S", 0.2)

@@ -1,9 +1,11 @@
 """`trtls farm up|down|status`: a warm local farm that `address = "local"` runs reuse (docs/farm.md).
 
 `up` starts one persistent local Ray head (its CPUs and labels from the options, or from a recipe's `[cluster]`
-table) and returns once it answers; every later `trtls build --matrix` and the language server on this machine
-connect to it instead of starting an embedded instance each time. `down` stops exactly that head's Ray processes.
-`status` says whether it runs, without loading Ray.
+table) on 127.0.0.1 only, with Ray's token authentication on and its token in a 0600 file, and returns once it
+answers (a Ray without token authentication is refused, TRT237); every later `trtls build --matrix` and the
+language server on this machine connect to it instead of starting an embedded instance each time. `down` stops
+exactly that head's Ray processes, and only once the head proves to be the one `up` started. `status` says whether
+it runs, without loading Ray.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import sys
 from typing import Any
 
 from trtls.cli.exits import EXIT_BAD_INPUT, EXIT_OK
+from trtls.core.terminal_text import terminal_safe
 
 EXITS = "exit codes: 0 done (status: running), 1 it failed (status: not running), 2 bad input"
 
@@ -51,7 +54,12 @@ def _recipe_cluster(arg: str) -> Any:
 
 
 def cmd_up(args: argparse.Namespace) -> int:
-    from trtls.builds.farm import warm_farm
+    from trtls.builds.farm import local_guard, warm_farm
+
+    problem = local_guard.version_problem(local_guard.installed_ray())
+    if problem is not None:
+        print(f"trtls farm up: {problem}", file=sys.stderr)
+        return 1
 
     labels: dict[str, str] = {}
     num_cpus = args.num_cpus
@@ -74,10 +82,13 @@ def cmd_up(args: argparse.Namespace) -> int:
         return EXIT_OK
     try:
         head = warm_farm.start(num_cpus or os.cpu_count() or 1, labels, workers=args.workers)
-    except RuntimeError as exc:
-        print(f"trtls farm up: {exc}", file=sys.stderr)
+    except (RuntimeError, OSError) as exc:  # OSError: a state, token or log file the door refused or could not write
+        print(f"trtls farm up: {terminal_safe(str(exc))}", file=sys.stderr)
         return 1
-    print(f"started: {head.describe()}\nstate: {warm_farm.state_path()} · stop it with: trtls farm down")
+    print(
+        f"started: {head.describe()}\nlistening on 127.0.0.1 only; token authentication on (token file "
+        f"{head.token_path}, mode 0600)\nstate: {warm_farm.state_path()} · stop it with: trtls farm down"
+    )
     return EXIT_OK
 
 
@@ -88,8 +99,12 @@ def cmd_down(args: argparse.Namespace) -> int:
     if head is None:
         print("no warm local farm is running")
         return EXIT_OK
-    if not warm_farm.stop(head):
-        print(f"trtls farm down: the head (pid {head.pid}) did not stop", file=sys.stderr)
+    try:
+        why = warm_farm.stop(head)
+    except OSError as exc:  # its state or token file could not be removed (the head itself has stopped)
+        why = f"the head stopped, but {terminal_safe(str(exc))}"
+    if why is not None:
+        print(f"trtls farm down: {terminal_safe(why)}", file=sys.stderr)
         return 1
     print(f"stopped the warm local farm (pid {head.pid})")
     return EXIT_OK

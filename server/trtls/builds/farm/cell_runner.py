@@ -15,12 +15,12 @@ per cell that holds a GPU).
 from __future__ import annotations
 
 import collections
+import errno
 import hashlib
 import json
 import os
 import secrets
 import select
-import shutil
 import signal
 import socket
 import subprocess
@@ -32,7 +32,10 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from trtls.core.atomic import atomic_write_bytes
+from trtls import fs
+from trtls.core.paths import UnsafeWrite, inside, real
+from trtls.fs import Kind
+from trtls.fs.descriptor import file_of
 
 CHUNK = 8 << 20
 BATCH_WAIT_S = 0.005  # after a first line, wait this long for more to share one Ray object
@@ -44,6 +47,12 @@ _onnx_locks: collections.defaultdict[str, threading.Lock] = collections.defaultd
 def node_scratch(node_id: str) -> Path:
     """Per node (several test nodes share one /tmp): the ONNX cache and engines on their way back."""
     return Path(tempfile.gettempdir()) / "trtls-farm" / node_id[:16]
+
+
+def scratch_folder(folder: Path, scratch: Path) -> Path:
+    """`folder` under a node's scratch, created inside the system temp folder (never through a symlink) and marked
+    as trtls's, so a job folder is removed only from a folder trtls made."""
+    return fs.ensure_folder(folder, within=scratch.parents[1], mark="trtls farm node scratch")
 
 
 def _spawn(args: list[str]) -> subprocess.Popen:
@@ -81,7 +90,7 @@ class Preloaded:
         threading.Thread(target=self._read, args=(r,), daemon=True).start()
 
     def _read(self, fd: int) -> None:
-        with os.fdopen(fd, "rb") as fh:
+        with file_of(fd, "rb") as fh:
             line = fh.readline()
         try:
             self.info = json.loads(line) if line else None
@@ -114,10 +123,7 @@ def discard(proc: subprocess.Popen) -> None:
 
 
 def kill_group(proc: subprocess.Popen) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
+    fs.signal_child(proc, signal.SIGKILL, group=True)  # our child, leader of its own group
     try:
         proc.wait(5)
     except Exception:
@@ -126,11 +132,10 @@ def kill_group(proc: subprocess.Popen) -> None:
 
 def pid_alive(pid: int, start: int) -> bool:
     """The process `pid` that started at `start` (clock ticks since boot) still runs (a recycled pid does not)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return False
-    return fields[0] != "Z" and int(fields[19]) == start
+    from trtls.builds.farm.proc_tree import read
+
+    now = read(pid)  # None for a zombie
+    return now is not None and now.start == start
 
 
 def driver_token(build_id: str) -> dict[str, Any]:
@@ -177,8 +182,8 @@ class CellRun:
             got = hashlib.sha256(data).hexdigest()
             if got != sha:
                 raise ValueError(f"the ONNX arrived damaged: sha256 {got[:12]} ≠ {sha[:12]}")
-            path.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write_bytes(path, data)
+            folder = scratch_folder(path.parent, self.scratch)
+            fs.atomic_write_bytes(path, data, kind=Kind.cache, within=folder)
         return path, f"trtls farm: ONNX {sha[:12]} received on this node ({len(data)} bytes)"
 
     def run(
@@ -191,8 +196,8 @@ class CellRun:
         timing: dict[str, Any] = {"jobT": t_job, "onnxT": time.time(), "actorPid": os.getpid(), "farm": self.farm}
         yield {"lines": [log_line(note)], "timing": timing}
         job = dict(job)
-        self.job_dir = self.scratch / "jobs" / job["build_id"]
-        self.job_dir.mkdir(parents=True, exist_ok=True)
+        jobs = scratch_folder(self.scratch / "jobs", self.scratch)
+        self.job_dir = fs.ensure_folder(jobs / job["build_id"], within=jobs)
         job["onnx"] = str(onnx_path)
         if not shared_output:
             job["output"] = str(self.job_dir / Path(job["output"]).name)
@@ -284,22 +289,24 @@ class CellRun:
             proc = self.proc
         if proc is None or proc.poll() is not None:
             return False
-        try:
-            os.killpg(proc.pid, signal.Signals(signum))
-            return True
-        except ProcessLookupError:
-            return False
+        return fs.signal_child(proc, signal.Signals(signum), group=True)
 
     def engine_chunks(self, path: str) -> Iterator[bytes]:
-        """The built engine in pieces; the node's copy is removed once sent."""
-        with open(path, "rb") as fh:
+        """The built engine in pieces (only a regular file of this cell's job folder, never through a link); the
+        node's copy is removed once sent."""
+        if self.job_dir is None or not inside(real(Path(path).parent), real(self.job_dir)):
+            raise UnsafeWrite(errno.EXDEV, f"is not in this cell's job folder {self.job_dir}", path)
+        with fs.open_regular(path, limit=None, follow=False) as fh:
             while chunk := fh.read(CHUNK):
                 yield chunk
         self.cleanup()
 
     def cleanup(self) -> None:
         if self.job_dir is not None:
-            shutil.rmtree(self.job_dir, ignore_errors=True)
+            try:  # only from the jobs folder trtls made (marked), never through a link
+                fs.remove_tree(self.job_dir, kind=Kind.scratch, within=self.job_dir.parent, owned=True)
+            except OSError:
+                pass
 
     def end(self) -> None:
         """The cell is over (whatever the outcome): its process group ends if it still runs, an unused preloaded

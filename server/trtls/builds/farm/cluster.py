@@ -2,7 +2,9 @@
 
 Ray is process-global: one connection per process (the CLI's run, or the language server's life), made on a
 thread so an event loop never blocks on it. `address = "local"` starts an embedded instance that ends with
-this process. Ray is imported here lazily: this module is only reached when a recipe has `[cluster]`.
+this process — on 127.0.0.1 only, with token authentication on and its token in a 0600 file of a private scratch
+folder (`local_guard`) — or joins the warm farm with the farm's token. Ray is imported here lazily: this module is
+only reached when a recipe has `[cluster]`.
 """
 
 from __future__ import annotations
@@ -19,9 +21,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from trtls.builds.farm import proc_tree
+from trtls import fs
+from trtls.builds.farm import local_guard, proc_tree
 from trtls.builds.farm.placement import Node
 from trtls.core.farm import LOCAL, ClusterTable
+from trtls.fs import Kind, read_bytes
+from trtls.fs.lineage import Witnessed, witness
 
 
 class FarmUnavailable(RuntimeError):
@@ -50,6 +55,7 @@ connection: dict[str, Any] = {}  # how this process reached its cluster: {"how":
 job_runtime_env: dict[str, Any] = {}  # this process's Ray job runs in it (a warm farm's actors do not)
 _onnx_refs: dict[str, Any] = {}  # sha256 → ObjectRef: each ONNX is put in the object store once per process
 _hashed: dict[tuple[str, int, int], str] = {}  # (path, size, mtime) → sha256
+_token_dir: list[Path] = []  # the embedded instance's private folder (0700) holding its token file (0600)
 
 
 # Where a run's fixed cost goes (the matrix summary's `cluster.fixedCost`): seconds since this process started, each
@@ -105,6 +111,9 @@ def connect(cluster: ClusterTable) -> None:
     global _connected
     warm = None
     if cluster.address == LOCAL and not _connected:
+        problem = local_guard.version_problem(local_guard.installed_ray())
+        if problem is not None:
+            raise FarmUnavailable("TRT237", problem)
         from trtls.builds.farm import warm_farm
 
         warm, why = warm_farm.find(cluster.labels)
@@ -112,8 +121,8 @@ def connect(cluster: ClusterTable) -> None:
     # before Ray is imported: it reads its RAY_* configuration from the environment
     for key, value in QUIET_DRIVER.items():
         os.environ.setdefault(key, value)
-    if warm is not None and warm.auth_mode:  # Ray enables token auth for an explicit address only when told to
-        os.environ.setdefault("RAY_AUTH_MODE", warm.auth_mode)
+    if warm is not None:  # explicitly: Ray turns token auth on for a driver that names an address only when told to
+        local_guard.use_token(Path(warm.token_path))
     try:
         import ray
     except ImportError as exc:
@@ -141,6 +150,11 @@ def connect(cluster: ClusterTable) -> None:
         elif cluster.address == LOCAL:
             # a busy machine can take longer than Ray's default to register the embedded node's raylet
             os.environ.setdefault("RAY_raylet_start_wait_time_s", "180")
+            try:
+                local_guard.use_token(_new_token())
+            except OSError as exc:
+                _drop_token()
+                raise FarmUnavailable("TRT237", f"cannot write the embedded instance's token file: {exc}") from None
             kwargs["address"] = "local"  # always a new instance: never join someone else's `ray start` by accident
             kwargs["num_cpus"] = cluster.num_cpus or os.cpu_count() or 1
             if cluster.labels:
@@ -152,25 +166,43 @@ def connect(cluster: ClusterTable) -> None:
         try:
             _on_owner_thread(lambda: lean_node(ray, lambda: ray.init(**kwargs)) if lean else ray.init(**kwargs))
         except Exception as exc:  # ConnectionError, TimeoutError, ValueError from a bad address …
+            _drop_token()
             raise FarmUnavailable("TRT235", f"cannot connect to the Ray cluster at {cluster.address}: {exc}") from None
         _connected = cluster.address
-        job_runtime_env.clear()
-        job_runtime_env.update(cluster.runtime_env or {})
-        mark("connected")
-        # after ray.init: atexit runs handlers last-registered first, so this one ends the connection before Ray's
-        # own hook would (which sleeps 0.5 s first, and waits unbounded for a busy head)
-        atexit.register(disconnect)
-        # Ray's modules and client state live as long as the process: out of the collector's sight, a full
-        # collection in a language server driving 32 cells took ~100 ms (hover waited behind it) instead of a few.
-        gc.freeze()
+        # a local instance reachable from elsewhere, or one that does not authenticate, is never used
+        problem = local_guard.started_problem(ray) if cluster.address == LOCAL else None
+        if problem is None:
+            job_runtime_env.clear()
+            job_runtime_env.update(cluster.runtime_env or {})
+            mark("connected")
+            # after ray.init: atexit runs handlers last-registered first, so this one ends the connection before
+            # Ray's own hook would (which sleeps 0.5 s first, and waits unbounded for a busy head)
+            atexit.register(disconnect)
+            # Ray's modules and client state live as long as the process: out of the collector's sight, a full
+            # collection in a language server driving 32 cells took ~100 ms (hover waited behind it), not a few.
+            gc.freeze()
+    if problem is not None:
+        disconnect()
+        raise FarmUnavailable("TRT237", problem)
+
+
+def _new_token() -> Path:
+    """A token for the embedded instance, in a new private folder (0700) as a 0600 file; removed at disconnect."""
+    folder = fs.scratch_dir(prefix="trtls-ray-")
+    _token_dir.append(folder)
+    token = folder / "auth_token"
+    local_guard.write_token(token, folder)
+    return token
 
 
 def lean_node(ray: Any, start: Any) -> Any:
-    """`start()` (a `ray.init` that starts a local instance) without the two head processes a farm never reads: the
-    log monitor (it tails every worker's log files to forward them to drivers; ours say `log_to_driver=False`) and the
-    autoscaler monitor (a local instance has a fixed size). Measured on this 2-core host: ~10 and ~1.5 ms of CPU per
-    second of the run, for as long as the instance lives (docs/farm.md "Measured here"). `ray.init` does not take
-    these options, so they are set on the parameters its `Node` gets; a Ray without them starts as before."""
+    """`start()` (a `ray.init` that starts a local instance) on 127.0.0.1 only, and without the two head processes a
+    farm never reads: the log monitor (it tails every worker's log files to forward them to drivers; ours say
+    `log_to_driver=False`) and the autoscaler monitor (a local instance has a fixed size). Measured on this 2-core
+    host: ~10 and ~1.5 ms of CPU per second of the run, for as long as the instance lives (docs/farm.md "Measured
+    here"). `ray.init` does not take these options (and turns a `_node_ip_address` of 127.0.0.1 into the machine's
+    routable address), so they are set on the parameters its `Node` gets; `local_guard.started_problem` checks the
+    address took."""
     node_cls = getattr(getattr(ray, "_private", None), "node", None)
     node_cls = getattr(node_cls, "Node", None)
     original = getattr(node_cls, "__init__", None)
@@ -181,6 +213,7 @@ def lean_node(ray: Any, start: Any) -> Any:
         if kwargs.get("head", args[0] if args else False):
             ray_params.include_log_monitor = False
             ray_params.no_monitor = True
+            ray_params.node_ip_address = local_guard.LOOPBACK  # every server of the node listens on loopback only
         original(self, ray_params, *args, **kwargs)
 
     node_cls.__init__ = init
@@ -252,7 +285,7 @@ def onnx_ref(path: Path) -> tuple[str, Any]:
         known = _hashed.get(stamp)
         if known is not None and known in _onnx_refs:
             return known, _onnx_refs[known]
-    data = path.read_bytes()
+    data = read_bytes(path, limit=None, follow=True)  # the user's model: it may live in a cache through a link
     sha = hashlib.sha256(data).hexdigest()
     with _lock:
         _hashed[stamp] = sha
@@ -283,7 +316,7 @@ def disconnect() -> None:
     with _lock:
         _onnx_refs.clear()
         _hashed.clear()
-        ours = _embedded_processes() if connection.get("warm") is False and _connected == LOCAL else {}
+        ours = _embedded_processes() if connection.get("warm") is False and _connected == LOCAL else []
         within = True
         if ray.is_initialized():
             within = _bounded_shutdown(ray, SHUTDOWN_BUDGET_S)
@@ -302,6 +335,17 @@ def disconnect() -> None:
                 flush=True,
             )
         _connected = None
+        _drop_token()
+
+
+def _drop_token() -> None:
+    """Remove the embedded instance's token folder (its processes are gone, or never started)."""
+    while _token_dir:
+        folder = _token_dir.pop()
+        try:
+            fs.remove_tree(folder, kind=Kind.scratch, within=folder.parent)
+        except OSError:
+            pass
 
 
 def _bounded_shutdown(ray: Any, budget_s: float) -> bool:
@@ -324,19 +368,18 @@ def _bounded_shutdown(ray: Any, budget_s: float) -> bool:
     return False
 
 
-def _embedded_processes() -> dict[int, proc_tree.Proc]:
-    """The embedded instance's processes (GCS, raylet, …) and everything under them."""
+def _embedded_processes() -> list[Witnessed]:
+    """The embedded instance's processes (GCS, raylet, …: children of this process) and everything under them, as the
+    door saw them (`fs.lineage`: they can be ended later even once re-parented)."""
     import ray
 
     node = getattr(ray._private.worker, "_global_node", None)
     if node is None:
-        return {}
-    procs = proc_tree.all_procs()
-    out: dict[int, proc_tree.Proc] = {}
-    for infos in getattr(node, "all_processes", {}).values():
-        for info in infos:
-            pid = getattr(getattr(info, "process", None), "pid", None)
-            if pid in procs:
-                out[pid] = procs[pid]
-                out.update(proc_tree.descendants(pid, procs))
-    return out
+        return []
+    roots = [
+        pid
+        for infos in getattr(node, "all_processes", {}).values()
+        for info in infos
+        if isinstance(pid := getattr(getattr(info, "process", None), "pid", None), int)
+    ]
+    return witness(roots)

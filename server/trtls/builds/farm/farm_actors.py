@@ -20,6 +20,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from trtls.fs import kill_ray_actor
+
 HEALTH_EVERY_S = 2.0
 
 
@@ -73,7 +75,7 @@ class FarmHost:
             return  # the machine is loaded: look again next time
         except Exception:
             try:
-                ray.kill(self.actor, no_restart=True)
+                kill_ray_actor(ray, self.actor)
             except Exception:
                 pass
             self.replaced += 1

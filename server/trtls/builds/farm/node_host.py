@@ -316,7 +316,7 @@ class HostSlot:
         self.node_id = str(table["bundles_to_node_id"][0])
         return True
 
-    async def open(self, job: dict[str, Any], command: list[str] | None, farm_ok: bool) -> dict[str, Any]:
+    async def open_cell(self, job: dict[str, Any], command: list[str] | None, farm_ok: bool) -> dict[str, Any]:
         """The cell on its node's host: {"where", "worker", "preloaded", "served", "cells"}."""
         assert self.node_id is not None
         self.host, self.farm_name = await asyncio.to_thread(HOSTS.acquire, self.node_id, farm_ok)

@@ -1,7 +1,8 @@
 """The processes under a process, read from /proc (Linux; no psutil): what an embedded Ray instance left behind,
 and the CPU time of every process a farm run starts (benchmarks/bench_farm_overhead.py).
 
-A process is named by (pid, start time): a recycled pid is another process.
+A process is named by (pid, start time): a recycled pid is another process. Ending them goes through the door
+(`trtls.fs.lineage`): only processes it saw under this one, and only while they are still those processes.
 """
 
 from __future__ import annotations
@@ -10,7 +11,9 @@ import os
 import signal
 import time
 from dataclasses import dataclass
-from pathlib import Path
+
+from trtls.fs import read_bytes, read_text
+from trtls.fs.lineage import Witnessed, signal_witnessed, still_running
 
 TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
@@ -26,9 +29,9 @@ class Proc:
 
 def read(pid: int) -> Proc | None:
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
+        stat = read_text(f"/proc/{pid}/stat", limit=None, follow=True, errors="replace")
+        raw = read_bytes(f"/proc/{pid}/cmdline", limit=None, follow=True)
+    except (OSError, ValueError):
         return None
     fields = stat.rsplit(")", 1)[1].split()
     if fields[0] == "Z":
@@ -71,21 +74,15 @@ def alive(procs: dict[int, Proc]) -> list[Proc]:
     return left
 
 
-def end(procs: dict[int, Proc], grace_s: float = 1.0) -> list[Proc]:
-    """SIGTERM what still runs of `procs`, SIGKILL what is left after `grace_s`; returns what was ended."""
-    left = alive(procs)
+def end(procs: list[Witnessed], grace_s: float = 1.0) -> list[Witnessed]:
+    """SIGTERM what still runs of `procs` (witnessed under this process: `fs.lineage.witness`), SIGKILL what is
+    left after `grace_s`; returns what was ended."""
+    left = still_running(procs)
     for p in left:
-        _signal(p.pid, signal.SIGTERM)
+        signal_witnessed(p, signal.SIGTERM)
     deadline = time.monotonic() + grace_s
-    while (still := alive({p.pid: p for p in left})) and time.monotonic() < deadline:
+    while (still := still_running(left)) and time.monotonic() < deadline:
         time.sleep(0.05)
     for p in still:
-        _signal(p.pid, signal.SIGKILL)
+        signal_witnessed(p, signal.SIGKILL)
     return left
-
-
-def _signal(pid: int, sig: int) -> None:
-    try:
-        os.kill(pid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass

@@ -195,7 +195,7 @@ class RemoteProcess:
                 self._queue_timeout()
             return False
         fits = farm_actors.fits(self.placement.ray_options(), self.command, cluster.job_runtime_env)
-        answer = await self._slot.open(self.job, self.command, bool(cluster.connection.get("warm")) and fits)
+        answer = await self._slot.open_cell(self.job, self.command, bool(cluster.connection.get("warm")) and fits)
         self._actor = self._slot.handle
         self.where, note, msg = self._slot.describe(answer)
         if msg:

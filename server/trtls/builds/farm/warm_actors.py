@@ -12,6 +12,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from trtls.fs import kill_ray_actor
+
 DRAIN_AFTER_S = 0.5
 
 
@@ -73,7 +75,7 @@ def _kill_now(actor: Any) -> None:
     import ray
 
     try:
-        ray.kill(actor, no_restart=True)
+        kill_ray_actor(ray, actor)
     except Exception:
         pass
 

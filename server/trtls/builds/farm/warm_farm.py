@@ -6,9 +6,14 @@ the state file below once the instance answers, and on SIGTERM shuts down exactl
 (`ray stop` would stop every Ray instance of this user on the machine, the test clusters of other runs included).
 
 Discovery (`find`): the state file under the user's cache folder names the head's pid and GCS address; the head is
-used only when that pid is alive and is our head, its GCS port accepts a connection and its labels include the
-recipe's `[cluster] labels` — anything else falls back to an embedded instance (`connect` says which). No Ray
-import here: the CLI's `farm status` answers without loading Ray.
+used only when that pid proves to be our head (its start id, and the nonce `start` passed to it alone in
+`fs.kill.NONCE_ENV`), its GCS is on 127.0.0.1 and answers, and its labels include the recipe's `[cluster] labels` —
+anything else falls back to an embedded instance (`connect` says which). `stop` signals the head only when it
+proves to be that head (a planted state file names someone else's process: left alone, and said so).
+
+The farm is secured like every local instance (`local_guard`): on loopback only, token authentication on, its token
+in `farm.token` (0600) beside the state file (0600), and a driver authenticates with that file. No Ray import here:
+the CLI's `farm status` answers without loading Ray.
 """
 
 from __future__ import annotations
@@ -20,13 +25,18 @@ import socket
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from trtls.core.atomic import atomic_write_text
+from trtls import fs
+from trtls.builds.farm import local_guard
+from trtls.fs import Kind, ProcessProof, read_bytes, read_text
+from trtls.fs.kill import NONCE_ENV, new_nonce, process_alive
+from trtls.fs.stream import open_stream
 
 HEAD_MODULE = "trtls.builds.farm.warm_head"
+STATE_LIMIT = 64 << 10  # a state file is a few hundred bytes; anything larger is not ours
 
 
 def state_path() -> Path:
@@ -37,16 +47,33 @@ def state_path() -> Path:
     return cache / "trtls" / "farm.json"
 
 
+def token_path() -> Path:
+    return state_path().with_suffix(".token")
+
+
+def state_folder() -> Path:
+    """The state file's folder, created (0700) when missing, never through a symlink below what exists: the real
+    folder every farm file is written in."""
+    folder = state_path().parent
+    existing = folder
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    return fs.ensure_folder(folder, within=existing, mode=0o700)
+
+
 @dataclass(frozen=True)
 class WarmHead:
-    address: str  # GCS host:port
+    address: str  # GCS host:port (127.0.0.1: a local farm listens on loopback only)
     pid: int
     num_cpus: int
     labels: dict[str, str]
     started_at: float
     session_dir: str = ""
-    auth_mode: str = ""  # RAY_AUTH_MODE the head runs with ("token": a driver must send ~/.ray/auth_token)
+    auth_mode: str = ""  # RAY_AUTH_MODE the head runs with: "token"
     workers: int = 0  # preloaded workers (TensorRT imported) the farm's node host keeps idle (farm_actors.FarmHost)
+    token_path: str = ""  # the farm's token (0600): a driver authenticates with it (RAY_AUTH_TOKEN_PATH)
+    start_id: str = ""  # the head's start id (fs.kill.process_start_id): a reused pid is another process
+    nonce: str = ""  # passed to the head alone in its environment (fs.kill.NONCE_ENV): proves the pid is our head
 
     def describe(self) -> str:
         labels = ", ".join(f"{k}={v}" for k, v in self.labels.items()) or "no labels"
@@ -55,10 +82,13 @@ class WarmHead:
             f"{self.workers} preloaded workers on its node host; {labels})"
         )
 
+    def proof(self) -> ProcessProof:
+        return ProcessProof(self.pid, self.start_id or None, self.nonce or None)
+
 
 def read_state(path: Path | None = None) -> WarmHead | None:
     try:
-        data = json.loads((path or state_path()).read_text())
+        data = json.loads(read_text(path or state_path(), limit=STATE_LIMIT, follow=False))
         return WarmHead(
             str(data["address"]),
             int(data["pid"]),
@@ -68,21 +98,34 @@ def read_state(path: Path | None = None) -> WarmHead | None:
             str(data.get("session_dir") or ""),
             str(data.get("auth_mode") or ""),
             int(data.get("workers") or 0),
+            str(data.get("token_path") or ""),
+            str(data.get("start_id") or ""),
+            str(data.get("nonce") or ""),
         )
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
 
-def write_state(head: WarmHead, path: Path | None = None) -> None:
-    target = path or state_path()
-    target.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(target, json.dumps(head.__dict__, indent=2) + "\n")
+def write_state(head: WarmHead) -> None:
+    """The state file (0600: it names the token file and carries the head's nonce)."""
+    fs.atomic_write_text(state_path(), json.dumps(asdict(head), indent=2) + "\n", kind=Kind.farm_state,
+                         within=state_folder(), mode=0o600)  # fmt: skip
+
+
+def forget(head: WarmHead) -> None:
+    """Remove the state and token files of `head` (only while the state file still names it)."""
+    current = read_state()
+    if current is None or (current.pid, current.nonce) != (head.pid, head.nonce):
+        return
+    folder = state_folder()
+    for path in (state_path(), token_path()):
+        fs.remove_file(path, kind=Kind.farm_state, within=folder)
 
 
 def is_our_head(pid: int) -> bool:
-    """The pid is alive and runs the warm head (a recycled pid of another program is not our head)."""
+    """The pid is alive and runs the warm head's module (a recycled pid of another program is not)."""
     try:
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        cmdline = read_bytes(f"/proc/{pid}/cmdline", limit=None, follow=True).split(b"\0")
     except OSError:
         return False
     return HEAD_MODULE.encode() in cmdline
@@ -91,14 +134,28 @@ def is_our_head(pid: int) -> bool:
 def gcs_answers(address: str, timeout_s: float = 1.0) -> bool:
     host, _, port = address.rpartition(":")
     try:
-        with socket.create_connection((host or "127.0.0.1", int(port)), timeout=timeout_s):
+        with socket.create_connection((host or local_guard.LOOPBACK, int(port)), timeout=timeout_s):
             return True
     except (OSError, ValueError):
         return False
 
 
+def unusable(head: WarmHead) -> str | None:
+    """Why a run must not use this head (None: use it)."""
+    if local_guard.host_of(head.address) != local_guard.LOOPBACK:
+        return f"its GCS address {head.address} is not on 127.0.0.1 (a local farm listens on loopback only)"
+    why = fs.prove(head.proof())
+    if why is not None or not is_our_head(head.pid):
+        return f"it is not running ({why or 'pid ' + str(head.pid) + ' is not the farm head'})"
+    if head.auth_mode != "token" or not head.token_path:
+        return "it runs without token authentication (an older trtls started it): trtls farm down, then up"
+    if not gcs_answers(head.address):
+        return f"its GCS at {head.address} does not answer"
+    return None
+
+
 def alive(head: WarmHead) -> bool:
-    return is_our_head(head.pid) and gcs_answers(head.address)
+    return unusable(head) is None
 
 
 def find(labels: dict[str, str] | None = None) -> tuple[WarmHead | None, str]:
@@ -106,8 +163,9 @@ def find(labels: dict[str, str] | None = None) -> tuple[WarmHead | None, str]:
     head = read_state()
     if head is None:
         return None, "no warm local farm (trtls farm up): an embedded instance for this run"
-    if not alive(head):
-        return None, f"the warm local farm in {state_path()} is not running (pid {head.pid}): an embedded instance"
+    why = unusable(head)
+    if why is not None:
+        return None, f"the warm local farm in {state_path()} is not used: {why}; an embedded instance"
     missing = {k: v for k, v in (labels or {}).items() if head.labels.get(k) != v}
     if missing:
         shown = ", ".join(f"{k}={v}" for k, v in missing.items())
@@ -116,55 +174,65 @@ def find(labels: dict[str, str] | None = None) -> tuple[WarmHead | None, str]:
 
 
 def start(num_cpus: int, labels: dict[str, str], wait_s: float = 600.0, workers: int | None = None) -> WarmHead:
-    """Start the head in its own session (it outlives this command) and wait until it has written its state."""
+    """Start the head in its own session (it outlives this command) and wait until it has written its state. The
+    farm's token is written first (0600); the head gets it, and a nonce of its own, in its environment."""
     path = state_path()
-    path.unlink(missing_ok=True)
+    folder = state_folder()
+    fs.remove_file(path, kind=Kind.farm_state, within=folder)
+    token = token_path()
+    local_guard.write_token(token, folder)
+    nonce = new_nonce()
+    env = {k: v for k, v in os.environ.items() if k != "RAY_AUTH_TOKEN"}
+    env.update(local_guard.token_env(folder / token.name), **{NONCE_ENV: nonce})
     log = path.with_suffix(".log")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(log, "ab") as out:
+    with open_stream(log, kind=Kind.farm_state, within=folder, truncate=False, mode=0o600) as out:
         proc = subprocess.Popen(
             [sys.executable, "-m", HEAD_MODULE, "--num-cpus", str(num_cpus), "--labels", json.dumps(labels)]
             + ([] if workers is None else ["--workers", str(workers)]),
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=out,
+            env=env,
             start_new_session=True,  # Ctrl-C of `trtls farm up` or its terminal closing does not end the farm
         )
     deadline = time.monotonic() + wait_s
     while time.monotonic() < deadline:
         head = read_state(path)
-        if head is not None and head.pid == proc.pid:
+        if head is not None and head.pid == proc.pid and head.nonce == nonce:
             return head
         if proc.poll() is not None:
             raise RuntimeError(f"the warm farm's head exited with {proc.returncode} (log: {log})")
         time.sleep(0.1)
-    proc.terminate()
+    fs.signal_child(proc, signal.SIGTERM)
     raise RuntimeError(f"the warm farm's head did not answer within {wait_s:g} s (log: {log})")
 
 
-def stop(head: WarmHead, wait_s: float = 60.0) -> bool:
-    """SIGTERM to the head (it shuts down the Ray processes it started), then SIGKILL to its group if it lingers.
-    True when it is gone."""
-    if not is_our_head(head.pid):
-        state_path().unlink(missing_ok=True)
-        return True
-    os.kill(head.pid, signal.SIGTERM)
+def stop(head: WarmHead, wait_s: float = 60.0) -> str | None:
+    """SIGTERM to the head (it shuts down the Ray processes it started), then SIGKILL to its group if it lingers —
+    only when the pid proves to be that head. None when it is gone; else why nothing (more) was done."""
+    if not process_alive(head.pid) or not is_our_head(head.pid):
+        forget(head)  # gone, or its pid now runs another program: nothing to signal
+        return None
+    why = fs.signal_proven(head.proof(), signal.SIGTERM)
+    if why is not None:
+        return (
+            f"pid {head.pid} runs {HEAD_MODULE} but cannot be proved to be the farm in {state_path()} ({why}); "
+            "nothing was signalled — stop it yourself if it is yours"
+        )
     deadline = time.monotonic() + wait_s
     while time.monotonic() < deadline:
-        if not is_our_head(head.pid):
-            state_path().unlink(missing_ok=True)
-            return True
+        if fs.prove(head.proof()) is not None:
+            forget(head)
+            return None
         time.sleep(0.1)
-    try:
-        os.killpg(head.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    state_path().unlink(missing_ok=True)
-    return not is_our_head(head.pid)
+    fs.signal_proven(head.proof(), signal.SIGKILL, group=True)
+    forget(head)
+    return None if fs.prove(head.proof()) is not None else f"the head (pid {head.pid}) did not stop"
 
 
 def status() -> dict[str, Any]:
     head = read_state()
     if head is None:
         return {"running": False, "state": str(state_path())}
-    return {"running": alive(head), "state": str(state_path()), **head.__dict__}
+    shown = {k: v for k, v in asdict(head).items() if k != "nonce"}
+    return {"running": alive(head), "state": str(state_path()), **shown}

@@ -4,7 +4,10 @@ It starts an embedded Ray instance with the farm's quiet driver settings and its
 runs every cell of a connected run, with N workers that have TensorRT already imported: trtls.builds.farm.farm_actors),
 writes the state file that runs discover it by (trtls.builds.farm.warm_farm), and keeps the host healthy; SIGTERM or
 SIGINT end the host's processes, shut the instance down — exactly the raylet, GCS and workers it started — end
-whatever of those is left and remove the state file. Imports Ray: only run as `python -m` by `trtls farm up`.
+whatever of those is left and remove the state and token files. Imports Ray: only run as `python -m` by `trtls farm
+up`, which passes the farm's token file (RAY_AUTH_MODE=token, RAY_AUTH_TOKEN_PATH) and the head's nonce in its
+environment. The instance listens on 127.0.0.1 only (`local_guard`); one that does not, or does not authenticate,
+is shut down and the head exits 1 (TRT237 in its log).
 """
 
 from __future__ import annotations
@@ -17,9 +20,11 @@ import signal
 import threading
 import time
 
-from trtls.builds.farm import proc_tree
+from trtls.builds.farm import local_guard, proc_tree
 from trtls.builds.farm.cluster import QUIET_DRIVER, lean_node
-from trtls.builds.farm.warm_farm import WarmHead, read_state, state_path, write_state
+from trtls.builds.farm.warm_farm import WarmHead, forget, write_state
+from trtls.fs.kill import NONCE_ENV, process_start_id
+from trtls.fs.lineage import witness
 
 READY_WITHIN_S = 300.0  # how long `farm up` waits for its workers to import TensorRT (a loaded machine: tens of s)
 
@@ -31,6 +36,11 @@ def main() -> int:
     ap.add_argument("--workers", type=int, default=None, help="preloaded workers to keep (default: --num-cpus)")
     args = ap.parse_args()
     labels = json.loads(args.labels)
+    problem = local_guard.version_problem(local_guard.installed_ray())
+    if problem is not None or os.environ.get("RAY_AUTH_MODE") != "token":
+        print(f"trtls farm: TRT237 {problem or 'started without its token (RAY_AUTH_MODE=token)'}", flush=True)
+        return 1
+    nonce = os.environ.pop(NONCE_ENV, "")  # /proc/<pid>/environ keeps it (the proof); our children do not inherit it
     for key, value in QUIET_DRIVER.items():
         os.environ.setdefault(key, value)
     os.environ.setdefault("RAY_raylet_start_wait_time_s", "180")
@@ -52,6 +62,11 @@ def main() -> int:
             configure_logging=False,
         ),
     )
+    problem = local_guard.started_problem(ray)
+    if problem is not None:
+        print(f"trtls farm: TRT237 {problem}", flush=True)
+        _shut_down(ray)
+        return 1
     from trtls.builds.farm.farm_actors import HEALTH_EVERY_S, FarmHost
 
     workers = args.num_cpus if args.workers is None else max(0, min(args.workers, args.num_cpus))
@@ -67,8 +82,11 @@ def main() -> int:
         labels,
         time.time(),
         str(getattr(session, "get_session_dir_path", lambda: "")()),
-        os.environ.get("RAY_AUTH_MODE", ""),  # a new local instance turns token auth on by default (Ray ≥ 2.5x)
+        "token",  # checked above: RAY_AUTH_MODE=token, and Ray says it authenticates
         workers,
+        os.environ["RAY_AUTH_TOKEN_PATH"],
+        process_start_id(os.getpid()) or "",
+        nonce,
     )
     write_state(head)
     print(f"trtls farm: {head.describe()}" + ("" if ready else " (not every worker preloaded yet)"), flush=True)
@@ -77,14 +95,17 @@ def main() -> int:
             pool.check()
         except Exception as exc:  # a loaded head answering late: look again next time
             print(f"trtls farm: health check failed: {type(exc).__name__}: {exc}", flush=True)
-    current = read_state()
-    if current is not None and current.pid == os.getpid():
-        state_path().unlink(missing_ok=True)
+    forget(head)  # the state and token files, while they are this head's
     pool.shutdown()  # the host's preloaded workers live in their own sessions: ended by the host first
-    ours = proc_tree.descendants(os.getpid())
-    ray.shutdown()
-    proc_tree.end(ours)  # anything of this instance that outlived its shutdown (agents, a worker mid-import)
+    _shut_down(ray)
     return 0
+
+
+def _shut_down(ray: object) -> None:
+    """Shut the instance down and end whatever of it outlived that (agents, a worker mid-import)."""
+    ours = witness([os.getpid()])
+    ray.shutdown()  # type: ignore[attr-defined]
+    proc_tree.end(ours)
 
 
 if __name__ == "__main__":
