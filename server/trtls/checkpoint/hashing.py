@@ -15,6 +15,7 @@ it, which is why callers can pass `cache=None` (`trtls gates --no-digest-cache`)
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 import threading
@@ -23,7 +24,7 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from trtls.fs import Kind, atomic_write_text, ensure_folder, open_regular, read_text
 
@@ -65,8 +66,9 @@ def sha256_file(
     h = hashlib.sha256()
     with open_regular(path, limit=None, follow=follow) as f:
         st = os.fstat(f.fileno())
+        reader = cast(io.BufferedReader, f)  # what open_regular opens: readinto a buffer larger than its own
         while True:
-            n = f.readinto(buf)  # the one reused buffer, larger than the reader's own: read straight into it
+            n = reader.readinto(buf)  # the one reused buffer: no allocation per chunk
             if not n:
                 break
             h.update(buf[:n])

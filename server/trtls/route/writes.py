@@ -94,9 +94,9 @@ def _written_by_trtls(loaded: LoadedRecipe, path: Path, sha: str) -> bool:
         return True
     for name in names:  # a route build before exports.json: its record names the ONNX it exported and its sha256
         rec = _read_record(route_dir(loaded, name) / ROUTE_RECORD)
-        prov = rec.get("provenance") if isinstance(rec, dict) else None
-        named = isinstance(prov, dict) and Path(str(rec.get("onnx"))).name == path.name
-        if named and prov.get("onnx_sha256") == sha:
+        if not isinstance(rec, dict) or not isinstance(prov := rec.get("provenance"), dict):
+            continue
+        if Path(str(rec.get("onnx"))).name == path.name and prov.get("onnx_sha256") == sha:
             return True
     return False
 
@@ -139,7 +139,7 @@ def record_export(loaded: LoadedRecipe, route_name: str, path: Path, sha: str, w
     except OSError:
         return
     rec = _read_record(route_dir(loaded, route_name) / EXPORTS_RECORD)
-    files = rec.get("files") if isinstance(rec, dict) and isinstance(rec.get("files"), dict) else {}
+    files: dict[str, Any] = rec["files"] if isinstance(rec, dict) and isinstance(rec.get("files"), dict) else {}
     files[export_record_key(loaded, path)] = {
         "sha256": sha,
         "size": st.st_size,
