@@ -15,7 +15,7 @@ How it is judged (documented in docs/codes/gate-release.md):
 * canary: the deployed artifact on the canary inputs — every request must answer, with no NaN/Inf, each
   within `latency_p99_ms` when set; any failure → **reject**; no canary inputs or cannot run here → not_checked;
 * rollback is exercised, not assumed (`rollback_drill`), on copies in a scratch folder (`release.scratch`): the
-  previous bundle is restored over the deployment slot through `core.atomic`, its sha256 verified (and against its
+  previous bundle is restored over the deployment slot through `trtls.fs`, its sha256 verified (and against its
   sidecar record), a smoke run made on the restored bundle's deployed artifact, then the new bundle is restored
   and verified. No previous bundle → **hold**; a digest mismatch or a failed smoke run → **reject**; the smoke
   run cannot run here → not_checked. The user's bundle, previous bundle and sidecars are only read.
