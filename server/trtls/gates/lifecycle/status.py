@@ -174,6 +174,10 @@ def _append(base: Path, record: dict[str, Any], message: str, advice: list[str] 
             f"nothing written: the promotion ledger is tampered: {exc}",
             refused=[{"item": "ledger", "reason": str(exc)}],
         )
+    except OSError as exc:  # a refused or failing write (a symlinked lock or ledger, a full disk): nothing recorded
+        why = f"{exc.strerror or exc}" + (f" ({exc.filename})" if exc.filename else "")
+        refused = [{"item": "write", "reason": why}]
+        return Outcome(False, f"nothing written: TRT412 cannot write: {why}", refused=refused)
     return Outcome(True, message.replace("#?", f"#{written['seq']}"), written, advice=advice or [])
 
 
