@@ -214,15 +214,17 @@ def _publish(use: StoreUse, engine: Path, record: dict[str, Any], sha: str | Non
 
 
 def attach(use: StoreUse, build: Any, on_warning: Callable[[str], None] | None = None) -> None:
-    """Publish and record when `build` ends, before any other listener (a view) reads its summary. The key's lock
-    names this build from now on (waiters say which build they wait for)."""
+    """Publish and record when `build` ends, before any other listener (a view) reads its summary, and say the
+    warnings that came with it (`on_warning`). The key's lock names this build from now on (waiters say which build
+    they wait for)."""
     if use.lock is not None:
         use.lock.relabel(build.id)
+    said = len(use.warnings)  # the lookup's warnings were said before the build (`trtls build` prints them)
 
     def on_end(b: Any, ev: Any) -> None:
         if ev is None:
             after_build(use, b)
-            for w in use.warnings:
+            for w in use.warnings[said:]:
                 if on_warning is not None:
                     on_warning(w)
 

@@ -131,11 +131,13 @@ def reuse_evidence(
 
 def append_known_good(known: KnownGood, record: dict[str, Any], warnings: list[str]) -> None:
     """Add a known-good record; one that cannot be written (a full disk, `.trtls` swapped for a symlink, the
-    record itself a link) is a TRT413 warning: the engine is in place, the table's memory of it is not."""
+    record itself a link) is a located warning: the engine is in place, the table's memory of it is not."""
     try:
-        known.append(record)
+        why = known.append(record)
     except OSError as exc:
-        warnings.append(evidence_error(exc, known.path))
+        why = evidence_error(exc, known.path)
+    if why:
+        warnings.append(str(why))
 
 
 def remember_reused(state_dir: Path, history: str, entry: Entry, build_id: str, changes: list[str],

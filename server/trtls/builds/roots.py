@@ -12,11 +12,13 @@ it was loaded, never from where a path happens to lead at the moment of the writ
 
 from __future__ import annotations
 
+import contextlib
+import os
 from pathlib import Path
 from typing import Any, BinaryIO
 
 from trtls.core.paths import inside, place, real
-from trtls.fs import Kind, atomic_write_text, ensure_folder
+from trtls.fs import Kind, atomic_write_text, ensure_folder, remove_tree
 from trtls.fs.stream import open_stream
 
 STATE_DIR = ".trtls"
@@ -45,8 +47,15 @@ def write_record(path: Path, text: str) -> None:
     folder (`state_root`). Raises OSError (UnsafeWrite for a swapped `.trtls` or a symlinked record, ENOSPC, EROFS);
     `evidence_error` says it as TRT413."""
     root = state_root(path)
+    made = not os.path.lexists(path.parent)
     ensure_folder(path.parent, within=root)
-    atomic_write_text(path, text, kind=Kind.evidence, within=root)
+    try:
+        atomic_write_text(path, text, kind=Kind.evidence, within=root)
+    except OSError:
+        if made:  # the run's folder this write made holds nothing: it goes too (no run without its record)
+            with contextlib.suppress(OSError):
+                remove_tree(path.parent, kind=Kind.evidence, within=root)
+        raise
 
 
 def evidence_error(exc: OSError, path: Path) -> str:
