@@ -22,9 +22,13 @@ def forged_entry(store: Store, tmp_path: Path, tag: str, data: bytes = b"engine 
 def run_python(code: str, *args: str, unshare: bool = False, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     """`code` in a fresh interpreter (with `unshare -m`: in a mount namespace of its own, so a tmpfs it mounts
     disappears with it). A child bounds what a broken store can do to a test: a FIFO that blocks, /dev/zero that
-    never ends (its file size limit is 64 MiB)."""
+    never ends (its file size limit is 64 MiB, its memory 4 GiB)."""
     prefix = ["unshare", "-m"] if unshare else []
-    limit = "import resource; resource.setrlimit(resource.RLIMIT_FSIZE, (64 << 20, 64 << 20))\n"
+    limit = (
+        "import resource\n"
+        "resource.setrlimit(resource.RLIMIT_FSIZE, (64 << 20, 64 << 20))\n"
+        "resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))\n"
+    )
     return subprocess.run(
         [*prefix, sys.executable, "-c", limit + code, *args], capture_output=True, text=True, timeout=timeout
     )
