@@ -11,6 +11,7 @@ import contextlib
 import hashlib
 import json
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -176,3 +177,25 @@ def test_the_first_reuse_in_a_fresh_checkout_never_rewrites_an_output_that_alrea
         hashlib.sha256(out.read_bytes()).hexdigest()
         == json.loads((store / "entries" / key / "entry.json").read_text())["engine"]["sha256"]
     )
+
+
+def test_a_rollback_onto_an_immutable_engine_is_a_located_trt412_with_evidence(
+    seeded: tuple[Path, dict], seed_ws: Path, tmp_path: Path
+) -> None:
+    with_store(seed_ws, copy_store(seeded, tmp_path))
+    assert run_build(seed_ws).returncode == 0  # a reuse: the table now remembers the seeded build as known-good
+    out = seed_ws / "build" / "demo.engine"
+    out.write_bytes(b"an engine built since")
+    with immutable(out):
+        done = subprocess.run(
+            [sys.executable, "-m", "trtls", "rollback", "demo", str(seed_ws), "--to", seeded[1]["buildId"]],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+    text = done.stdout + done.stderr
+    assert "Traceback" not in text and done.returncode == 1, text
+    assert "TRT412" in text and "evidence:" in text, text
+    (failed,) = [s for s in summaries(seed_ws) if s.get("outcome") == "failed"]
+    assert failed["error"].startswith("TRT412") and failed["rolledBackTo"]["buildId"] == seeded[1]["buildId"]
+    assert out.read_bytes() == b"an engine built since"
