@@ -13,10 +13,11 @@ from typing import Any
 import numpy as np
 
 from trtls.builds.build import new_build_id, state_dir
-from trtls.core.atomic import atomic_write_text
+from trtls.builds.roots import state_root
 from trtls.core.cancel import CancelToken
 from trtls.core.recipe import LoadedRecipe
 from trtls.core.route import RouteModel
+from trtls.fs import Kind, atomic_write_text, ensure_folder
 from trtls.triage.diverge import RANGE_RTOL, RULE, find_divergence, random_feed, standard_json
 
 
@@ -176,9 +177,11 @@ def run_divergence(
         tell("comparing the TensorRT engine's layers")
         converted = Path(found.rounds[-1]["convertedModel"])
         record["tensorrt"] = tensorrt_layers(s.reference, converted, feed, folder, token, s.threshold, s.tolerances)
-    folder.mkdir(parents=True, exist_ok=True)
+    root = state_root(folder)  # the recipe's folder: a `.trtls` swapped for a symlink is refused at the write
+    ensure_folder(folder, within=root)
     record = standard_json(record)  # no `Infinity`/`NaN` (an fp16 overflow): null, and the tensor says `overflow`
-    atomic_write_text(folder / "divergence.json", json.dumps(record, indent=2, allow_nan=False), within=folder)
+    text = json.dumps(record, indent=2, allow_nan=False)
+    atomic_write_text(folder / "divergence.json", text, kind=Kind.evidence, within=root)
     record["folder"] = str(folder)
     return record
 

@@ -9,7 +9,8 @@ import math
 from pathlib import Path
 from typing import Any
 
-from trtls.core.atomic import atomic_write_bytes, atomic_write_text
+from trtls.builds.roots import evidence_error, state_root
+from trtls.fs import Kind, atomic_write_bytes, atomic_write_text, ensure_folder, remove_file
 from trtls.triage.reduce_build import Reduction
 from trtls.triage.signature import describe
 
@@ -101,13 +102,23 @@ def result_record(red: Reduction, recipe: Path, onnx: Path) -> dict[str, Any]:
 
 
 def write_evidence(red: Reduction, recipe: Path, onnx: Path) -> dict[str, Any]:
+    """Write the reduction's evidence inside the recipe's folder (`.trtls` found by the path's text: a `.trtls` or
+    `.trtls/reduce` swapped for a symlink is refused at the write). Never raises for the filesystem: a file that
+    cannot be written (a full disk, a read-only folder, a symlink) is said in `evidenceError` as a located TRT413
+    line, and what was written stays."""
     record = result_record(red, recipe, onnx)
-    red.folder.mkdir(parents=True, exist_ok=True)
-    if red.best is not None:
-        atomic_write_bytes(red.folder / "minimal.onnx", red.best.model.SerializeToString(), within=red.folder)
-    for t in red.trials:  # keep the failing candidates (evidence), drop the others
-        path = red.trial_dir / f"{t.index:03d}.onnx"
-        if not t.still_fails and path.exists():
-            path.unlink()
-    atomic_write_text(red.folder / "result.json", json.dumps(record, indent=2, default=str), within=red.folder)
+    root = state_root(red.folder)
+    path = red.folder / "minimal.onnx"
+    try:
+        ensure_folder(red.folder, within=root)
+        if red.best is not None:
+            atomic_write_bytes(path, red.best.model.SerializeToString(), kind=Kind.evidence, within=root)
+        for t in red.trials:  # keep the failing candidates (evidence), drop the others
+            path = red.trial_dir / f"{t.index:03d}.onnx"
+            if not t.still_fails:
+                remove_file(path, kind=Kind.evidence, within=root)
+        path = red.folder / "result.json"
+        atomic_write_text(path, json.dumps(record, indent=2, default=str), kind=Kind.evidence, within=root)
+    except OSError as exc:
+        record["evidenceError"] = evidence_error(exc, path)
     return record

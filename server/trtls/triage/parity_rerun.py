@@ -27,8 +27,10 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from trtls.builds.roots import state_root
 from trtls.core.cancel import CancelToken
 from trtls.core.recipe import LoadedRecipe, load_recipe
+from trtls.fs import Kind, atomic_writer, ensure_folder, open_regular
 from trtls.triage.exclude_edit import exclude_nodes_fix
 
 ONNX_RUNTIMES = ("onnxruntime", "onnx.reference", "onnx_reference")
@@ -78,9 +80,12 @@ def rerun_parity(
             "reason": f"the route's runtime under test ({model.runtime}) runs the TensorRT engine: the re-run needs "
             "the engine rebuilt from the fixed conversion and a GPU TensorRT accepts to run it",
         }
-    folder.mkdir(parents=True, exist_ok=True)
+    root = state_root(folder)  # the recipe's folder: the copy stays under its `.trtls/reduce/<id>/`
+    ensure_folder(folder, within=root)
     deployed = folder / "converted.onnx"
-    shutil.copyfile(converted, deployed)  # the reduction's copy: the precision cache's file stays as it is
+    # the reduction's copy: the precision cache's file (trtls's own, never read through a link) stays as it is
+    with open_regular(converted, limit=None) as src, atomic_writer(deployed, kind=Kind.evidence, within=root) as out:
+        shutil.copyfileobj(src, out, 1 << 20)
     edited = load_recipe(loaded.path, text=apply_edits(loaded.text, fix["edits"]))
     if edited.recipe is None:
         problems = "; ".join(f.message for f in edited.errors[:3])

@@ -19,9 +19,11 @@ from pathlib import Path
 from typing import Any
 
 from trtls.builds.build import state_dir
+from trtls.builds.roots import state_root
 from trtls.core.build_config import flat_settings
 from trtls.core.cancel import CancelToken
 from trtls.core.recipe import LoadedRecipe
+from trtls.fs import Kind, atomic_write_bytes, ensure_folder
 from trtls.triage.signature import RULE, failure_signature, same_failure
 from trtls.triage.trials import Trial, TrialRunner
 
@@ -74,7 +76,8 @@ async def run_reduction(loaded: LoadedRecipe, engine: str, red: Reduction, runne
     graph.toposort()
     compute = _compute_indices(graph)
     red.original_nodes = len(graph.nodes)
-    red.trial_dir.mkdir(parents=True, exist_ok=True)
+    root = state_root(red.trial_dir)  # the recipe's folder: `.trtls/reduce/<id>/trials` stays inside it
+    ensure_folder(red.trial_dir, within=root)
     profiles = eng.job_profiles()
     tried: dict[tuple[str, ...], Trial] = {}
 
@@ -108,7 +111,7 @@ async def run_reduction(loaded: LoadedRecipe, engine: str, red: Reduction, runne
         red.trials.append(trial)
         if candidate is not None:
             path = red.trial_dir / f"{index:03d}.onnx"
-            onnx.save(candidate.model, str(path))
+            atomic_write_bytes(path, candidate.model.SerializeToString(), kind=Kind.evidence, within=root)
         assert path is not None
         if settings is not None:  # a settings trial rebuilds the minimal model: its nodes and profiles
             trial.nodes, trial.first, trial.last = red.best.nodes, red.best.first, red.best.last

@@ -13,8 +13,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from trtls.builds.roots import state_root
 from trtls.builds.supervisor import Build, Supervisor
 from trtls.core.recipe import LoadedRecipe
+from trtls.fs import Kind, remove_file
 
 
 @dataclass
@@ -82,7 +84,7 @@ class TrialRunner:
             self.current = None
             trial.seconds = time.monotonic() - started
             with contextlib.suppress(OSError):  # a trial's engine is not a result: only the failing models are kept
-                output.unlink()
+                remove_file(output, kind=Kind.evidence, within=state_root(output))
         trial.outcome = summary.get("outcome")
         trial.failure = summary.get("failure")
         return summary

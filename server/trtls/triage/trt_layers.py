@@ -163,16 +163,18 @@ def layerwise(job: dict[str, Any], check_device: bool = True) -> dict[str, Any]:
 
 
 def main(argv: list[str]) -> int:
-    from trtls.core.atomic import atomic_write_text
+    from trtls.builds.roots import state_root
+    from trtls.fs import Kind, atomic_write_text, read_text
     from trtls.triage.diverge import standard_json
 
-    job = json.loads(Path(argv[0]).read_text())
+    job = json.loads(read_text(argv[0], limit=1 << 20))  # the parent's job.json, written by the door beside it
     try:
         result = layerwise(job)
     except Exception as exc:  # a parser or builder refusal: the parent reports it, never a verdict
         result = {"status": "error", "reason": f"{type(exc).__name__}: {exc}"}
     out = Path(job["result"])
-    atomic_write_text(out, json.dumps(standard_json(result), indent=2, allow_nan=False), within=out.parent)
+    text = json.dumps(standard_json(result), indent=2, allow_nan=False)
+    atomic_write_text(out, text, kind=Kind.evidence, within=state_root(out))
     return 0
 
 

@@ -11,6 +11,7 @@ device: the engine did not deserialize, with TensorRT's own error).
 from __future__ import annotations
 
 import importlib.util
+import io
 import json
 import os
 import subprocess
@@ -22,6 +23,11 @@ import numpy as np
 
 from trtls.builds.cuda import cuda_driver, cuda_runtime
 from trtls.builds.killable import ran_to_the_end
+from trtls.builds.roots import state_root
+from trtls.fs import Kind, atomic_write_bytes, atomic_write_text, ensure_folder, read_text
+from trtls.fs.capture import new_file
+
+RESULT_LIMIT = 64 << 20  # the child's comparison: every tensor's statistics, far below this
 
 UNAVAILABLE = "TensorRT execution unavailable here"
 
@@ -58,9 +64,12 @@ def tensorrt_layers(
     if blocker is not None:
         return not_checked(blocker, detected="before building: " + blocker.split(":")[0])
     work = folder / "tensorrt"
-    work.mkdir(parents=True, exist_ok=True)
+    root = state_root(work)  # the recipe's folder: `.trtls/reduce/<id>/tensorrt` stays inside it
+    ensure_folder(work, within=root)
+    npz = io.BytesIO()
     save: Any = np.savez  # numpy's stub types **arrays as its keyword flags
-    save(work / "inputs.npz", **feed)
+    save(npz, **feed)
+    atomic_write_bytes(work / "inputs.npz", npz.getvalue(), kind=Kind.evidence, within=root)
     job = {
         "reference": str(reference),
         "onnx": str(converted),
@@ -70,8 +79,8 @@ def tensorrt_layers(
         "outputTolerances": {k: list(v) for k, v in output_tolerances.items()},
         "result": str(work / "result.json"),
     }
-    (work / "job.json").write_text(json.dumps(job))
-    with open(work / "child.log", "wb") as log:
+    atomic_write_text(work / "job.json", json.dumps(job), kind=Kind.evidence, within=root)
+    with new_file(work / "child.log", kind=Kind.evidence, within=root) as log:
         proc = subprocess.Popen(
             [sys.executable, "-m", "trtls.triage.trt_layers", str(work / "job.json")],
             stdout=log,
@@ -81,6 +90,6 @@ def tensorrt_layers(
         if not ran_to_the_end(proc, token):
             return {"status": "cancelled", "reason": f"stopped by {token.source}"}
     try:
-        return dict(json.loads((work / "result.json").read_text()))
+        return dict(json.loads(read_text(work / "result.json", limit=RESULT_LIMIT)))
     except (OSError, ValueError):
         return {"status": "error", "reason": f"the TensorRT child ended (exit {proc.returncode}) without a result"}
