@@ -95,15 +95,27 @@ def find_run(target: str, recipe: Path) -> Path:
         return direct
     runs = runs_dir(recipe)
     if target == "latest":
-        done = [p.parent for p in runs.glob("*/summary.json")]
+        done = [(m, p.parent) for p in runs.glob("*/summary.json") if (m := _mtime(p)) is not None]
         if not done:
             raise EvidenceError(f"{runs}: no finished build to show (build one with `trtls build`)")
-        return max(done, key=lambda p: (p / "summary.json").stat().st_mtime)
+        return max(done, key=lambda item: item[0])[1]
     if (runs / target / "summary.json").is_file():
         return runs / target
     known = sorted(p.parent.name for p in runs.glob("*/summary.json"))[-5:]
     hint = f" (recent: {', '.join(known)})" if known else ""
     raise EvidenceError(f"{runs / target}: no such finished build{hint}")
+
+
+def _mtime(path: Path) -> float | None:
+    """When a record was written (its own time: a link is not followed), None when it is gone or not a file."""
+    import os
+    import stat
+
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    return st.st_mtime if stat.S_ISREG(st.st_mode) else None
 
 
 def read_json(path: Path) -> Any:
