@@ -19,6 +19,9 @@ from trtls.accept.runner import (  # the harness
     workspace,
 )
 from trtls.builds.timing_cache import identity_path, save_merged
+from trtls.fs import Kind, atomic_write_bytes, chmod, ensure_folder, read_bytes, read_text, remove_file
+
+CACHE_LIMIT = 1 << 30  # a timing cache of one scratch build; its sidecar is a few hundred bytes
 
 
 def sc_cold_cache(ctx: Context) -> Observation:
@@ -39,7 +42,7 @@ def sc_readonly_output(ctx: Context) -> Observation:
     ws = workspace(ctx, "readonly_output")
     rec = Recorder(ctx, "readonly_output", ws, {"cancel_source": None, "outcome": "failed", "error_has": "TRT405"})
     folder = rec.paths["output"].parent
-    how = _make_readonly(folder)
+    how = _make_readonly(folder, ctx.scratch)
     if how is None:
         rec.obs.skipped = (
             "running as root and `chattr +i` is not available or not supported by this filesystem: "
@@ -50,36 +53,38 @@ def sc_readonly_output(ctx: Context) -> Observation:
         rec.before()
         summary, build, extra = build_sync(ws, ctx.engine)
     finally:
-        _undo_readonly(folder, how)
+        _undo_readonly(folder, how, ctx.scratch)
     rec.after(summary, extra)
     rec.obs.extra["note"] = f"output folder made unwritable with {how}: {(summary or {}).get('error')}"
     rec.retry()
     return rec.finish()
 
 
-def _make_readonly(folder: Path) -> str | None:
-    folder.mkdir(parents=True, exist_ok=True)
+def _make_readonly(folder: Path, within: Path) -> str | None:
+    """Make the scratch output folder unwritable (a hostile state, made through the door inside `within`, the
+    run's scratch folder): `chattr +i` when it holds even for root, else mode 0555 for a non-root user."""
+    ensure_folder(folder, within=within)
     if shutil.which("chattr"):
         r = subprocess.run(["chattr", "+i", str(folder)], capture_output=True)
         if r.returncode == 0:
             probe = folder / ".trtls-accept-probe"
             try:
-                probe.write_bytes(b"x")
-                probe.unlink()
+                atomic_write_bytes(probe, b"x", kind=Kind.scratch, within=within)
+                remove_file(probe, kind=Kind.scratch, within=within)
                 subprocess.run(["chattr", "-i", str(folder)], capture_output=True)
             except OSError:
                 return "chattr +i"
     if os.geteuid() != 0:
-        folder.chmod(0o555)
+        chmod(folder, 0o555, kind=Kind.scratch, within=within)
         return "chmod 0555"
     return None
 
 
-def _undo_readonly(folder: Path, how: str) -> None:
+def _undo_readonly(folder: Path, how: str, within: Path) -> None:
     if how == "chattr +i":
         subprocess.run(["chattr", "-i", str(folder)], capture_output=True)
     else:
-        folder.chmod(0o755)
+        chmod(folder, 0o755, kind=Kind.scratch, within=within)
 
 
 def sc_network_change(ctx: Context) -> Observation:
@@ -90,7 +95,7 @@ def sc_network_change(ctx: Context) -> Observation:
         ws,
         {"cancel_source": None, "outcome": "built", "config_hash_differs_from": ctx.baseline.get("buildConfigHash")},
     )
-    _change_network(rec.paths["onnx"])
+    _change_network(rec.paths["onnx"], ctx.scratch)
     rec.before()
     summary, build, extra = build_sync(ws, ctx.engine)
     rec.after(summary, extra)
@@ -108,8 +113,9 @@ def sc_network_change(ctx: Context) -> Observation:
     return rec.finish()
 
 
-def _change_network(onnx_path: Path) -> None:
-    """The same graph with different weights: another network for the builder, valid ONNX."""
+def _change_network(onnx_path: Path, within: Path) -> None:
+    """The same graph with different weights: another network for the builder, valid ONNX (the scratch copy,
+    rewritten inside `within` with its weights inline, as `onnx.load` read them)."""
     import onnx
     from onnx import numpy_helper
 
@@ -123,7 +129,7 @@ def _change_network(onnx_path: Path) -> None:
             break
     else:
         model.doc_string = (model.doc_string or "") + " trtls-accept network_change"
-    onnx.save(model, str(onnx_path))
+    atomic_write_bytes(onnx_path, model.SerializeToString(), kind=Kind.scratch, within=within)
 
 
 def sc_new_gpu_target(ctx: Context) -> Observation:
@@ -148,7 +154,7 @@ def sc_new_gpu_target(ctx: Context) -> Observation:
     )
     cache = rec.paths.get("timing_cache")
     if cache is not None:  # the cache an SM89 build would leave (TRT-RTX's builder writes none itself)
-        save_merged(cache, real_cache_bytes(), old_identity, lambda o, n: None)
+        save_merged(cache, real_cache_bytes(), old_identity, lambda o, n: None, within=ctx.scratch)
     rec.before()
     summary, build, extra = build_sync(ws, ctx.engine, overrides=new)
     rec.after(summary, extra, pids=[b1.pid or 0])
@@ -168,10 +174,10 @@ def sc_tampered_cache(ctx: Context) -> Observation:
         return rec.obs
     identity = (ctx.baseline.get("timingCache") or {}).get("identity") or {}
     good = real_cache_bytes()
-    save_merged(cache, good, identity, lambda o, n: None)
+    save_merged(cache, good, identity, lambda o, n: None, within=ctx.scratch)
     bad = bytearray(good[: max(1, len(good) // 2)])
     bad[0] ^= 0xFF  # truncated and flipped
-    cache.write_bytes(bytes(bad))
+    atomic_write_bytes(cache, bytes(bad), kind=Kind.scratch, within=ctx.scratch)
     rec.before()
     summary, build, extra = build_sync(ws, ctx.engine)
     rec.after(summary, extra)
@@ -187,7 +193,7 @@ def sc_concurrent_cache(ctx: Context) -> Observation:
         rec.obs.skipped = "the engine has no timing_cache in the recipe"
         return rec.obs
     identity = (ctx.baseline.get("timingCache") or {}).get("identity") or {}
-    save_merged(cache, real_cache_bytes(), identity, lambda o, n: None)
+    save_merged(cache, real_cache_bytes(), identity, lambda o, n: None, within=ctx.scratch)
     n = 40
     procs = [
         subprocess.Popen(
@@ -218,9 +224,9 @@ def cache_consistency(cache: Path, identity: dict, records: set[bytes]) -> list[
     """Problems with a cache after concurrent merged saves: digest/size/identity vs the sidecar, lost records."""
     import hashlib
 
-    data = cache.read_bytes()
+    data = read_bytes(cache, limit=CACHE_LIMIT)
     try:
-        meta = json.loads(identity_path(cache).read_text())
+        meta = json.loads(read_text(identity_path(cache), limit=1 << 20))
     except (OSError, ValueError) as exc:
         return [f"no readable sidecar: {exc}"]
     problems = []

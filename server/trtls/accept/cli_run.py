@@ -17,6 +17,7 @@ from trtls.accept.runner import Context, Recorder, _history
 from trtls.builds.history import History
 from trtls.core.events import Event, ProtocolError, parse_event
 from trtls.core.phase_tree import PhaseTree
+from trtls.fs import signal_child
 
 
 def read_build_stream(
@@ -68,7 +69,7 @@ def cli_build(
             live.append(tree.snapshot(time.monotonic_ns(), baselines))
         if ev.type == "phase_start":
             if signal_at_phase is not None and seen == signal_at_phase:
-                proc.send_signal(sig)
+                signal_child(proc, sig)
             seen += 1
 
     assert proc.stdout is not None

@@ -25,10 +25,11 @@ def regenerate(text: str) -> str:
 
 
 def main(argv: list[str]) -> int:
-    from trtls.core.atomic import atomic_write_text
+    from trtls.fs import Kind, atomic_write_text, read_text
 
     path = Path(argv[0] if argv else "docs/reliability.md")
-    atomic_write_text(path, regenerate(path.read_text(encoding="utf-8")))
+    text = regenerate(read_text(path, limit=4 << 20))  # this repository's document (never through a link)
+    atomic_write_text(path, text, kind=Kind.generated, within=path.parent)
     return 0
 
 

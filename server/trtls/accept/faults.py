@@ -21,7 +21,17 @@ from typing import Any
 from trtls.accept.cli_run import cli_build, cli_observation
 from trtls.accept.criteria import Observation
 from trtls.accept.lsp_client import LspClient
-from trtls.accept.runner import Context, Recorder, _history, build_sync, in_process_stop, workspace
+from trtls.accept.runner import RECORD_LIMIT, Context, Recorder, _history, build_sync, in_process_stop, workspace
+from trtls.fs import (
+    Kind,
+    atomic_write_bytes,
+    atomic_write_text,
+    ensure_folder,
+    read_bytes,
+    read_text,
+    remove_tree,
+    signal_child,
+)
 
 
 def real(how: str) -> dict[str, str]:
@@ -32,9 +42,10 @@ def simulated(how: str) -> dict[str, str]:
     return {"kind": "simulated", "how": how}
 
 
-def set_builder_settings(recipe: Path, engine: str, settings: dict[str, Any]) -> None:
-    """Write builder settings into a scratch recipe (the CLI has no flag for every setting)."""
-    lines = recipe.read_text().splitlines()
+def set_builder_settings(recipe: Path, engine: str, settings: dict[str, Any], *, within: Path) -> None:
+    """Write builder settings into a scratch recipe (the CLI has no flag for every setting), inside `within` (the
+    run's scratch folder)."""
+    lines = read_text(recipe, limit=RECORD_LIMIT).splitlines()
     header = f"[engines.{engine}.builder]"
     if header not in [ln.strip() for ln in lines]:
         lines += ["", header]
@@ -42,7 +53,8 @@ def set_builder_settings(recipe: Path, engine: str, settings: dict[str, Any]) ->
     end = next((i for i in range(start + 1, len(lines)) if lines[i].lstrip().startswith("[")), len(lines))
     body = [ln for ln in lines[start + 1 : end] if ln.split("=")[0].strip() not in settings]
     body += [f"{k} = {json.dumps(v)}" for k, v in settings.items()]
-    recipe.write_text("\n".join(lines[: start + 1] + body + lines[end:]) + "\n")
+    text = "\n".join(lines[: start + 1] + body + lines[end:]) + "\n"
+    atomic_write_text(recipe, text, kind=Kind.scratch, within=within)
 
 
 def first_timeout(baseline: dict[str, Any]) -> float:
@@ -61,7 +73,8 @@ def sc_slow_settings(ctx: Context, attempts: int = 3) -> Observation:
     timeout, tried, earlier = first_timeout(ctx.baseline), [], []
     for _ in range(attempts):
         ws = workspace(ctx, "slow_settings")
-        set_builder_settings(ws / "trtls.toml", ctx.engine, {"optimization_level": 4, "avg_timing_iterations": 16})
+        slow = {"optimization_level": 4, "avg_timing_iterations": 16}
+        set_builder_settings(ws / "trtls.toml", ctx.engine, slow, within=ctx.scratch)
         rec = Recorder(ctx, "slow_settings", ws, {"cancel_source": "ci_timeout", "exit_code": 124})
         rec.before()
         run = cli_build(ctx, ws, ["--timeout", str(timeout)])
@@ -105,17 +118,17 @@ async def _server_sigterm(ctx: Context) -> Recorder:
     rec.before()
     hist = _history(ws)
     client = LspClient()
-    await client.start(ws, ctx.scratch / f"{name}-server.log")
+    await client.start(ws, ctx.scratch / f"{name}-server.log", within=ctx.scratch)
     summary: dict[str, Any] | None = None
     try:
         await client.initialize(ws)
         build_id, worker_pid = await client.build_past_phase(ws, ctx.engine, ctx.middle, timeout=600)
-        os.kill(client.pid, signal.SIGTERM)  # type: ignore[arg-type]
         assert client.proc is not None
+        signal_child(client.proc, signal.SIGTERM)  # the server this scenario started, not yet reaped
         code = await asyncio.wait_for(client.proc.wait(), timeout=600)
         rec.obs.extra["exit_code"] = code
         path = ws / ".trtls" / "runs" / build_id / "summary.json"
-        summary = json.loads(path.read_text()) if path.is_file() else None
+        summary = json.loads(read_text(path, limit=RECORD_LIMIT)) if path.is_file() else None
         live = [t.get("phases") or [] for t in client.build_trees(build_id)]
         had = bool((hist.get((summary or {}).get("buildConfigHash")) or {}).get("phases"))
     finally:
@@ -133,13 +146,13 @@ def mount_namespace_works(scratch: Path) -> str | None:
     if shutil.which("unshare") is None:
         return "no `unshare` command"
     probe = scratch / "tmpfs-probe"
-    probe.mkdir(exist_ok=True)
+    ensure_folder(probe, within=scratch)
     r = subprocess.run(
         ["unshare", "-m", "--propagation", "private", "mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(probe)],
         capture_output=True,
         text=True,
     )
-    probe.rmdir()
+    remove_tree(probe, kind=Kind.scratch, within=scratch)  # empty: the tmpfs went with the namespace
     return None if r.returncode == 0 else f"unshare -m + mount tmpfs refused: {r.stderr.strip()[:200]}"
 
 
@@ -158,7 +171,7 @@ def sc_disk_full(ctx: Context) -> Observation:
     # Room for the previous engine and half of a new one: the new engine's temp file fills the disk.
     tmpfs = size + size // 2
     prefix = ["unshare", "-m", "--propagation", "private", sys.executable, "-m", "trtls.accept.probe", "in-tmpfs"]
-    prefix += [str(rec.paths["output"]), str(tmpfs), "--"]
+    prefix += [str(rec.paths["output"]), str(tmpfs), str(ctx.scratch), "--"]
     run = cli_build(ctx, ws, prefix=prefix)
     inside = _tmpfs_report(run["other"])
     obs = cli_observation(rec, run)
@@ -200,7 +213,7 @@ def sc_typed_network_change(ctx: Context) -> Observation:
             "no_baselines": True,
         },
     )
-    changed = retype_io(rec.paths["onnx"], "FLOAT16")
+    changed = retype_io(rec.paths["onnx"], "FLOAT16", within=ctx.scratch)
     rec.before()
     summary, build, extra = build_sync(ws, ctx.engine)
     rec.after(summary, extra)
@@ -212,9 +225,10 @@ def sc_typed_network_change(ctx: Context) -> Observation:
     return rec.finish()
 
 
-def retype_io(onnx_path: Path, dtype: str) -> list[str]:
+def retype_io(onnx_path: Path, dtype: str, *, within: Path) -> list[str]:
     """Give every float32 graph input and output another element type, with Casts at the boundary: the same
-    computation, but a strongly-typed network whose types differ (what a precision change does to a network)."""
+    computation, but a strongly-typed network whose types differ (what a precision change does to a network).
+    The scratch copy of the model is rewritten inside `within` (weights inline, as `onnx.load` read them)."""
     import onnx
     from onnx import TensorProto, helper
 
@@ -239,7 +253,7 @@ def retype_io(onnx_path: Path, dtype: str) -> list[str]:
         g.node.append(helper.make_node("Cast", [inner], [vo.name], name=vo.name + "__cast", to=to))
         vo.type.tensor_type.elem_type = to
         changed.append(f"output {vo.name}")
-    onnx.save(model, str(onnx_path))
+    atomic_write_bytes(onnx_path, model.SerializeToString(), kind=Kind.scratch, within=within)
     return changed
 
 
@@ -296,8 +310,9 @@ def sc_corrupted_cache(ctx: Context) -> Observation:
     if cache is None:
         rec.obs.skipped = "the engine has no timing_cache in the recipe"
         return rec.obs
-    cache.parent.mkdir(parents=True, exist_ok=True)
-    cache.write_bytes(random.Random(12).randbytes(3000))  # no sidecar: trtls never wrote it
+    ensure_folder(cache.parent, within=ctx.scratch)
+    noise = random.Random(12).randbytes(3000)  # no sidecar: trtls never wrote it
+    atomic_write_bytes(cache, noise, kind=Kind.scratch, within=ctx.scratch)
     rec.before()
     summary, build, extra = build_sync(ws, ctx.engine)
     rec.after(summary, extra)
@@ -307,18 +322,20 @@ def sc_corrupted_cache(ctx: Context) -> Observation:
     return rec.finish()
 
 
-def in_tmpfs(output: str, size: int, cmd: list[str]) -> int:
+def in_tmpfs(output: str, size: int, within: str, cmd: list[str]) -> int:
     """Inside a private mount namespace: put a tmpfs of `size` bytes over the output's folder (keeping its
-    files), run `cmd`, then report on stdout what the full filesystem holds (it vanishes with the namespace)."""
+    files), run `cmd`, then report on stdout what the full filesystem holds (it vanishes with the namespace).
+    Every write stays inside `within` (the run's scratch folder)."""
     import hashlib
 
     src = Path(output).parent
     folder = str(src)
-    keep = {p.name: p.read_bytes() for p in src.iterdir() if p.is_file()} if src.is_dir() else {}
-    src.mkdir(parents=True, exist_ok=True)
+    files = [p for p in src.iterdir() if p.is_file() and not p.is_symlink()] if src.is_dir() else []
+    keep = {p.name: read_bytes(p, limit=None) for p in files}
+    ensure_folder(src, within=within)
     subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", folder], check=True)
     for name, data in keep.items():
-        (src / name).write_bytes(data)
+        atomic_write_bytes(src / name, data, kind=Kind.scratch, within=within)
     child = subprocess.Popen(cmd)
     code = child.wait()
     files = {p.name: p for p in src.iterdir() if p.is_file()}
@@ -329,7 +346,7 @@ def in_tmpfs(output: str, size: int, cmd: list[str]) -> int:
         "size": size,
         "cli_pid": child.pid,
         "free_after": st.f_bavail * st.f_frsize,
-        "engine_sha256": hashlib.sha256(engine.read_bytes()).hexdigest() if engine else None,
+        "engine_sha256": hashlib.sha256(read_bytes(engine, limit=None)).hexdigest() if engine else None,
         "temp_files": sorted(str(p) for n, p in files.items() if re.search(r"\.trtls-tmp-|\.tmp$", n)),
     }
     print(json.dumps(report), flush=True)

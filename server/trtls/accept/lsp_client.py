@@ -9,10 +9,16 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from trtls.fs import Kind, read_text, signal_child
+from trtls.fs.stream import open_stream
+
+RECORD_LIMIT = 16 << 20  # the recipe the client opens, a build's running.json
 
 
 class LspClient:
@@ -26,9 +32,11 @@ class LspClient:
         self._reader: asyncio.Task | None = None
         self.stderr_path: Path | None = None
 
-    async def start(self, cwd: Path, stderr_path: Path) -> None:
+    async def start(self, cwd: Path, stderr_path: Path, within: Path | None = None) -> None:
+        """Start `trtls serve` in `cwd`; its stderr goes to `stderr_path`, written inside `within` (the scratch
+        folder of the run; by default the log's own folder)."""
         self.stderr_path = stderr_path
-        self._stderr = open(stderr_path, "wb")
+        self._stderr = open_stream(stderr_path, kind=Kind.scratch, within=within or stderr_path.parent)
         self.proc = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",
@@ -149,7 +157,7 @@ class LspClient:
         """Open the workspace's trtls.toml, start `trtls.buildEngine` for `engine` and wait until its live tree has
         more than `phases` phases; the build id and the worker pid from running.json (None when it has none)."""
         uri = (ws / "trtls.toml").as_uri()
-        text = (ws / "trtls.toml").read_text()
+        text = read_text(ws / "trtls.toml", limit=RECORD_LIMIT)
         self.notify(
             "textDocument/didOpen", {"textDocument": {"uri": uri, "languageId": "toml", "version": 1, "text": text}}
         )
@@ -162,7 +170,7 @@ class LspClient:
             lambda: any(len(t.get("phases") or []) > phases for t in self.build_trees(build_id)), timeout=timeout
         )
         running = ws / ".trtls" / "runs" / build_id / "running.json"
-        worker_pid = json.loads(running.read_text()).get("workerPid") if running.is_file() else None
+        worker_pid = json.loads(read_text(running, limit=RECORD_LIMIT)).get("workerPid") if running.is_file() else None
         return build_id, worker_pid
 
     async def close(self, timeout: float = 30.0) -> None:
@@ -178,7 +186,7 @@ class LspClient:
             try:
                 await asyncio.wait_for(self.proc.wait(), timeout)
             except TimeoutError:
-                self.proc.kill()
+                signal_child(self.proc, signal.SIGKILL)  # our own child, not yet reaped
                 await self.proc.wait()
         if self._reader is not None:
             await asyncio.gather(self._reader, return_exceptions=True)

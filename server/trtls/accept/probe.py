@@ -5,8 +5,9 @@ python -m trtls.accept.probe cache-bytes            → {"hex": "..."} a real se
 python -m trtls.accept.probe hammer CACHE IDENTITY_JSON TAG N
     → N merged saves through trtls.builds.timing_cache.save_merged (records are lines; the merge is
       their union), so two of these at once show whether concurrent writers lose updates.
-python -m trtls.accept.probe in-tmpfs OUTPUT SIZE -- CMD...   (inside `unshare -m`)
-    → a tmpfs of SIZE bytes over OUTPUT's folder, CMD run, then {"type": "tmpfs", ...}: what it holds
+python -m trtls.accept.probe in-tmpfs OUTPUT SIZE WITHIN -- CMD...   (inside `unshare -m`)
+    → a tmpfs of SIZE bytes over OUTPUT's folder (writes inside the scratch folder WITHIN), CMD run, then
+      {"type": "tmpfs", ...}: what it holds
 """
 
 from __future__ import annotations
@@ -20,7 +21,9 @@ def deserialize(engine: str) -> dict:
     from trtls.builds import adapter
 
     bm = adapter.load_builder_module("auto")
-    result = adapter.engine_deserializes(bm, Path(engine).read_bytes())
+    from trtls.fs import read_bytes
+
+    result = adapter.engine_deserializes(bm, read_bytes(engine, limit=None))  # a scratch build's engine
     return {"deserializes": result, "module": bm.name if hasattr(bm, "name") else str(getattr(bm, "trt", "?"))}
 
 
@@ -56,10 +59,10 @@ def main(argv: list[str]) -> int:
         out = cache_bytes()
     elif cmd == "hammer":
         out = hammer(argv[1], argv[2], argv[3], int(argv[4]))
-    elif cmd == "in-tmpfs":  # OUTPUT SIZE -- CMD...: prints its own report line
+    elif cmd == "in-tmpfs":  # OUTPUT SIZE WITHIN -- CMD...: prints its own report line
         from trtls.accept.faults import in_tmpfs
 
-        return in_tmpfs(argv[1], int(argv[2]), argv[argv.index("--") + 1 :])
+        return in_tmpfs(argv[1], int(argv[2]), argv[3], argv[argv.index("--") + 1 :])
     else:
         print(f"unknown probe {cmd}", file=sys.stderr)
         return 2

@@ -13,10 +13,8 @@ import asyncio
 import fcntl
 import json
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -29,8 +27,12 @@ from trtls.builds.orphans import process_alive
 from trtls.builds.retry import RETRY_FOR_POLICY, retry_overrides
 from trtls.builds.supervisor import Build, Supervisor
 from trtls.builds.timing_cache import identity_path
-from trtls.core.atomic import TEMP_MARK
 from trtls.core.recipe import LoadedRecipe, load_recipe
+from trtls.fs import Kind, open_lock_file, read_text, remove_file, remove_tree, scratch_dir
+from trtls.fs.copy_tree import copy_tree
+from trtls.fs.kinds import TEMP_MARK
+
+RECORD_LIMIT = 16 << 20  # a summary, the history or a build's events: records of one scratch build
 
 TICK_S = 0.2  # live snapshots while a build runs (besides one per phase start/finish)
 
@@ -82,14 +84,14 @@ def prepare(recipe_path: Path, engine: str, scratch: Path | None, log: Callable[
         for what, p in _engine_paths(loaded, name).items():
             if what != "onnx":
                 outputs.update({p, identity_path(p), p.with_name(p.name + ".lock")})
-    scratch = Path(tempfile.mkdtemp(prefix="trtls-accept-", dir=scratch))
+    scratch = scratch_dir(prefix="trtls-accept-", parent=scratch)  # every write of the run stays inside it
     template = scratch / "template"
 
     def ignore(directory: str, names: list[str]) -> set[str]:
         d = Path(directory)
         return {n for n in names if n == ".trtls" or (d / n).resolve() in outputs or TEMP_MARK in n}
 
-    shutil.copytree(folder, template, ignore=ignore, symlinks=True)
+    copy_tree(folder, template, within=scratch, ignore=ignore)  # the user's folder is only read
     ctx = Context(loaded.path, engine, scratch, template, log=log)
     log(f"scratch folder {scratch}; template build of {engine}…")
     summary, _, _ = build_sync(template, engine)
@@ -100,22 +102,20 @@ def prepare(recipe_path: Path, engine: str, scratch: Path | None, log: Callable[
         )
     ctx.baseline = summary
     ctx.phase_count = len(summary.get("phaseTree") or [])
-    runs = template / ".trtls" / "runs"
-    shutil.rmtree(runs, ignore_errors=True)
+    remove_tree(template / ".trtls" / "runs", kind=Kind.scratch, within=scratch)
     return ctx
 
 
 def workspace(ctx: Context, name: str, fresh: bool = False) -> Path:
     """A copy of the template (previous good engine + history), or of the bare folder when fresh."""
     ws = ctx.scratch / name
-    if ws.exists():
-        shutil.rmtree(ws)
-    shutil.copytree(ctx.template, ws, symlinks=True)
+    remove_tree(ws, kind=Kind.scratch, within=ctx.scratch, owned=True)  # only in the run's own scratch folder
+    copy_tree(ctx.template, ws, within=ctx.scratch)
     if fresh:
-        shutil.rmtree(ws / ".trtls", ignore_errors=True)
+        remove_tree(ws / ".trtls", kind=Kind.scratch, within=ctx.scratch)
         for p in _engine_paths(load_recipe(ws / "trtls.toml"), ctx.engine).values():
-            if p.suffix != ".onnx" and p.exists():
-                p.unlink()
+            if p.suffix != ".onnx":
+                remove_file(p, kind=Kind.scratch, within=ctx.scratch)
     return ws
 
 
@@ -172,7 +172,7 @@ async def _build(
 
 def _history(ws: Path) -> dict:
     try:
-        return json.loads((ws / ".trtls" / "history.json").read_text())
+        return json.loads(read_text(ws / ".trtls" / "history.json", limit=RECORD_LIMIT))
     except (OSError, ValueError):
         return {}
 
@@ -210,13 +210,19 @@ def lock_probe(ws: Path) -> dict[str, bool]:
     """Every lock file in the workspace: can we take it at once (nobody holds it)?"""
     out = {}
     for lock in sorted(ws.rglob("*.lock")):
-        with open(lock, "a+") as fh:
-            try:
-                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                fcntl.flock(fh, fcntl.LOCK_UN)
-                out[str(lock.relative_to(ws))] = True
-            except BlockingIOError:
-                out[str(lock.relative_to(ws))] = False
+        try:
+            fd = open_lock_file(lock, kind=Kind.scratch, within=ws)
+        except OSError:  # a lock planted as a symlink or a FIFO is not a lock anyone can take
+            out[str(lock.relative_to(ws))] = False
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            out[str(lock.relative_to(ws))] = True
+        except BlockingIOError:
+            out[str(lock.relative_to(ws))] = False
+        finally:
+            os.close(fd)
     return out
 
 
@@ -225,12 +231,12 @@ def read_evidence(ws: Path, build_id: str | None) -> tuple[dict | None, list[dic
         return None, []
     run = ws / ".trtls" / "runs" / build_id
     try:
-        summary = json.loads((run / "summary.json").read_text())
+        summary = json.loads(read_text(run / "summary.json", limit=RECORD_LIMIT))
     except (OSError, ValueError):
         summary = None
     events = []
     try:
-        for line in (run / "events.jsonl").read_text(errors="replace").splitlines():
+        for line in read_text(run / "events.jsonl", limit=RECORD_LIMIT, errors="replace").splitlines():
             try:
                 events.append(json.loads(line))
             except ValueError:

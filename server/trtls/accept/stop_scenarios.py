@@ -20,6 +20,10 @@ from trtls.accept.runner import (  # the harness
 )
 from trtls.builds.build import Build
 from trtls.builds.supervisor import Supervisor
+from trtls.fs import read_text, signal_child
+from trtls.fs.kill import signal_descendant
+
+RECORD_LIMIT = 16 << 20  # a build's summary.json
 
 
 def sc_api_cancel(ctx: Context) -> Observation:
@@ -31,9 +35,10 @@ def sc_event_loop(ctx: Context) -> Observation:
 
 
 def _sigkill_worker(b: Build, sup: Supervisor, waiter: asyncio.Future) -> None:
-    if b.pid is None:  # never os.kill(0, …): that is this process group
+    if b.pid is None:  # never a signal to pid 0: that is this process group
         raise RuntimeError("the worker has no pid yet")
-    os.kill(b.pid, signal.SIGKILL)
+    if not signal_descendant(b.pid, signal.SIGKILL, os.getpid()):  # the worker this process started, nothing else
+        raise RuntimeError(f"pid {b.pid} is not a worker this process started (or it is already gone)")
 
 
 def sc_worker_sigkill(ctx: Context) -> Observation:
@@ -82,7 +87,7 @@ async def _lsp_scenario(ctx: Context, name: str, kill_server: bool) -> Recorder:
     rec.before()
     hist = _history(ws)
     client = LspClient()
-    await client.start(ws, ctx.scratch / f"{name}-server.log")
+    await client.start(ws, ctx.scratch / f"{name}-server.log", within=ctx.scratch)
     pids = [client.pid or 0]
     second: LspClient | None = None
     try:
@@ -90,10 +95,10 @@ async def _lsp_scenario(ctx: Context, name: str, kill_server: bool) -> Recorder:
         build_id, worker_pid = await client.build_past_phase(ws, ctx.engine, ctx.middle, timeout=300)
         pids.append(worker_pid or 0)
         if kill_server:
-            os.kill(client.pid, signal.SIGKILL)  # type: ignore[arg-type]
+            signal_child(client.proc, signal.SIGKILL)  # the server this scenario started
             await client.close()
             second = LspClient()
-            await second.start(ws, ctx.scratch / f"{name}-server2.log")
+            await second.start(ws, ctx.scratch / f"{name}-server2.log", within=ctx.scratch)
             pids.append(second.pid or 0)
             await second.initialize(ws)
             told = await second.wait_for(
@@ -101,7 +106,7 @@ async def _lsp_scenario(ctx: Context, name: str, kill_server: bool) -> Recorder:
             )
             rec.obs.extra["user_told"] = bool(told)
             rec.obs.extra["note"] = told[0]["message"]
-            summary = json.loads((ws / ".trtls" / "runs" / build_id / "summary.json").read_text())
+            summary = json.loads(read_text(ws / ".trtls" / "runs" / build_id / "summary.json", limit=RECORD_LIMIT))
         else:
             token = next(
                 r["params"]["token"]
@@ -116,7 +121,7 @@ async def _lsp_scenario(ctx: Context, name: str, kill_server: bool) -> Recorder:
                 ),
                 timeout=300,
             )
-            summary = json.loads((ws / ".trtls" / "runs" / build_id / "summary.json").read_text())
+            summary = json.loads(read_text(ws / ".trtls" / "runs" / build_id / "summary.json", limit=RECORD_LIMIT))
         live = [t.get("phases") or [] for t in client.build_trees(build_id)]
         had = bool(
             (hist.get(summary.get("buildConfigHash") or ctx.baseline.get("buildConfigHash")) or {}).get("phases")
