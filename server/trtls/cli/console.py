@@ -47,7 +47,7 @@ def raw(stream: Any) -> Any:
 def safe_console() -> Iterator[None]:
     """stdout and stderr escaped for the block (restored after it, so an in-process caller gets its own back)."""
     out, err = sys.stdout, sys.stderr
-    sys.stdout, sys.stderr = SafeStream(raw(out)), SafeStream(raw(err))  # type: ignore[assignment]
+    sys.stdout, sys.stderr = SafeStream(raw(out)), SafeStream(raw(err))
     try:
         yield
     finally:

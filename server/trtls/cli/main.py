@@ -318,7 +318,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     try:
-        return args.func(args)  # type: ignore[no-any-return]
+        return args.func(args)
     except KeyboardInterrupt:
         # The safety net for a command with no stop of its own (build, matrix, route build, gates and reduce have
         # theirs: a cooperative stop, evidence, 130). Every file trtls writes is a temp file until its rename, so an
