@@ -330,8 +330,8 @@ def in_tmpfs(output: str, size: int, within: str, cmd: list[str]) -> int:
 
     src = Path(output).parent
     folder = str(src)
-    files = [p for p in src.iterdir() if p.is_file() and not p.is_symlink()] if src.is_dir() else []
-    keep = {p.name: read_bytes(p, limit=None) for p in files}
+    held = [p for p in src.iterdir() if p.is_file() and not p.is_symlink()] if src.is_dir() else []
+    keep = {p.name: read_bytes(p, limit=None) for p in held}
     ensure_folder(src, within=within)
     subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", folder], check=True)
     for name, data in keep.items():
