@@ -37,7 +37,6 @@ from typing import Any
 
 from lsprotocol import types as lsp
 from pygls.exceptions import JsonRpcException, JsonRpcInternalError, JsonRpcInvalidParams
-from pygls.uris import to_fs_path
 
 from trtls.lsp.language_server import TrtlsServer, log, warm_up
 
@@ -201,12 +200,12 @@ def completion(ls: TrtlsServer, params: lsp.CompletionParams) -> lsp.CompletionL
     doc = ls.workspace.get_text_document(params.text_document.uri)
     if oversized(doc.source):  # not checked either (TRT125): nothing to complete against
         return lsp.CompletionList(is_incomplete=False, items=[])
-    path = Path(to_fs_path(params.text_document.uri) or params.text_document.uri)
+    path = _doc_uri(ls, params.text_document.uri)  # judged like every uri: no model read through a link out
     items = editor.completions(
         doc.source,
         params.position.line,
         params.position.character,
-        lambda engine: model_for_engine(path, doc.source, engine),
+        lambda engine: model_for_engine(path, doc.source, engine) if path is not None else None,
     )
     return lsp.CompletionList(is_incomplete=False, items=items)
 
