@@ -72,9 +72,8 @@ def make_outside(outside: Path, key: str, seed_run: Path) -> None:
     other = outside / "other"
     shutil.copytree(seed_run, other / ".trtls" / "runs" / OTHER_RUN)
     (other / "trtls.toml").write_bytes(b"# another project\n")
-    for path in [*outside.rglob("*")]:
-        if path.name.startswith(("old", "tmp-", OTHER_RUN)) or path.parent.name in ("old", "tmp", OTHER_RUN):
-            os.utime(path, (old, old), follow_symlinks=False)
+    for path in sorted(outside.rglob("*"), key=lambda p: -len(p.parts)):  # all of it old, deepest first
+        os.utime(path, (old, old), follow_symlinks=False)
 
 
 def plant_user_files(project: Path) -> None:
@@ -211,6 +210,8 @@ def apply(site: Site, change: tuple[Any, ...], ctx: dict[str, Any]) -> None:
         return
     path = site.path(where)
     site.name(path, where.replace("S:", "").replace("{key}", site.key).replace("{seed}", site.seed))
+    if "{key}" in where:
+        site.names.append(site.key[:12])  # messages name a store entry by its key's first 12 digits
     if what == "link":
         target = site.path(change[2])
         _clear(path)
@@ -298,8 +299,8 @@ def _forge_running(site: Site, variant: str, ctx: dict[str, Any]) -> None:
         "engine": "demo",
         "supervisorPid": ctx["dead_pid"],
         "supervisorStart": "boot:1",
-        "workerPid": pid if variant != "reused-pid" else pid,
-        "workerStart": start if variant != "reused-pid" else "boot:2",
+        "workerPid": pid,
+        "workerStart": start if variant != "reused-pid" else "boot:2",  # reused-pid: alive, but another process
         "workerNonce": "0" * 32,
         "output": str(output),
         "job": {"output": str(output), "keep_evidence": variant.endswith("keep")},
@@ -338,9 +339,10 @@ def _forge_entry(site: Site, variant: str) -> None:
         engine.write_bytes(engine.read_bytes()[:1000])
     elif variant == "garbage":
         record_path.write_bytes(b"\x00\xff not json")
+        site.name(record_path, site.key[:12])
         return
     record_path.write_text(json.dumps(record))
-    site.name(folder, record_path)
+    site.name(folder, record_path, site.key[:12])
 
 
 def _forge_memo(site: Site, target: str, ctx: dict[str, Any]) -> None:
@@ -401,12 +403,15 @@ def _audit(event: str, args: tuple[Any, ...]) -> None:
                 _busy = False
 
 
-def arm(swaps: list[dict[str, Any]], roots: list[str]) -> None:
+def arm(swaps: list[dict[str, Any]], roots: list[str]) -> dict[str, Any] | None:
+    """Swap each `path` for a link to its `twin` at the `at`-th filesystem event under `roots` (or with a relative
+    name: the door's dir_fd calls) from now on. Returns the plan, whose `count` says how many events there were."""
     global _plan, _hooked
     if not _hooked:
         sys.addaudithook(_audit)
         _hooked = True
-    _plan = {"swaps": swaps, "roots": [r.rstrip("/") + "/" for r in roots], "count": 0} if swaps else None
+    _plan = {"swaps": swaps, "roots": [r.rstrip("/") + "/" for r in roots], "count": 0}
+    return _plan
 
 
 def disarm() -> None:

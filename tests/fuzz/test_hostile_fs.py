@@ -143,10 +143,18 @@ def template(tmp_path_factory: pytest.TempPathFactory, quickstart_models: Path, 
     shutil.copy2(quickstart_models / "demo.onnx", project / "models" / "demo.onnx")
     (project / "trtls.toml").write_text(DEMO)
     hs.plant_user_files(project)
-    done = subprocess.run([str(TRTLS), "build", str(project), "--engine", "demo"], capture_output=True, text=True,
-                          env=_env(), timeout=900)  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    (run,) = (project / ".trtls" / "runs").iterdir()
+    # two real builds: the seed (the recipe as it stays) and one with a larger profile, whose engine stays at the
+    # output; so a build of the recipe restores the seed from the store and `rollback` has an engine to go back to
+    for text in (DEMO, DEMO.replace("max = [8, 3, 32, 32]", "max = [16, 3, 32, 32]"), DEMO):
+        (project / "trtls.toml").write_text(text)
+        if len(list((project / ".trtls" / "runs").glob("*"))) < 2:
+            done = subprocess.run([str(TRTLS), "build", str(project), "--engine", "demo"], capture_output=True,
+                                  text=True, env=_env(), timeout=900)  # fmt: skip
+            assert done.returncode == 0, done.stderr
+    runs = sorted(
+        (project / ".trtls" / "runs").iterdir(), key=lambda r: json.loads((r / "summary.json").read_text())["startedAt"]
+    )
+    run = runs[0]
     summary = json.loads((run / "summary.json").read_text())
     key = summary["engineKey"]
     hs.make_outside(root / "outside", key, run)
@@ -214,13 +222,14 @@ class Outcome:
     err: str
     exception: str | None = None
     hung: bool = False
+    events: int | None = None  # filesystem events the command made (in process: the mid-run swap's clock)
 
 
 def run_in_process(site: Site, argv: list[str]) -> Outcome:
     from trtls.cli.main import main
 
     out, err = io.StringIO(), io.StringIO()
-    hs.arm(site.swaps, [str(site.project), str(site.store)])
+    plan = hs.arm(site.swaps, [str(site.project), str(site.store)])
     code: int | None = None
     exc = None
     try:
@@ -232,7 +241,7 @@ def run_in_process(site: Site, argv: list[str]) -> Outcome:
         exc = traceback.format_exc()
     finally:
         hs.disarm()
-    return Outcome(code, out.getvalue(), err.getvalue(), exc)
+    return Outcome(code, out.getvalue(), err.getvalue(), exc, events=plan["count"] if plan else None)
 
 
 def _bounded() -> None:
@@ -362,6 +371,7 @@ class Runner:
         if VERBOSE:
             last = (outcome.err.strip() or outcome.out.strip()).splitlines()[-1:] or [""]
             print(f"[{self.name}] {command.name} {target or ''} {list(changes)} -> {outcome.code} "
+                  f"({outcome.events} events; swaps {[s.get('done', 'no') for s in site.swaps]}) "
                   f"{len(problems)} problems | {last[0][:160]}", file=sys.stderr)  # fmt: skip
         state = json.dumps({"runner": self.name, "command": command.name, "target": target,
                             "changes": [list(c) for c in changes]})  # fmt: skip
@@ -438,7 +448,9 @@ def state_strategy(commands: list[Command], pool: list[tuple[Any, ...]], targets
     usable = [c for c in pool if c[0] not in refused]
 
     def at_event(change: tuple[Any, ...]) -> Any:
-        return st.integers(1, 60).map(lambda n: (*change[:3], n)) if change[0] == "swap" else st.just(change)
+        # half early (most commands that do not build make fewer than ten filesystem events), half anywhere in a build
+        at = st.one_of(st.integers(1, 8), st.integers(9, 200))
+        return at.map(lambda n: (*change[:3], n)) if change[0] == "swap" else st.just(change)
 
     changes = st.sampled_from(usable).flatmap(at_event)
     return st.tuples(
