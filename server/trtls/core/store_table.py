@@ -40,6 +40,13 @@ class StoreTable(BaseModel):
         "world-writable store is always refused.",
     )
 
+    signing_key_file: str | None = Field(
+        None,
+        description="A file holding the team's secret (at least 32 bytes), relative to this recipe: every entry a "
+        "build publishes is signed with it (HMAC-SHA256) and an entry whose signature is missing or wrong is never "
+        "used. Default: $TRTLS_STORE_KEY_FILE, else entries are not signed.",
+    )
+
     @field_validator("max_size")
     @classmethod
     def _size(cls, v: int | str | None) -> int | str | None:
@@ -57,6 +64,13 @@ def table_root(table: Any, base_dir: Path) -> Path | None:
     if table is None or not table.path:
         return None
     return (Path(base_dir) / os.path.expanduser(table.path)).absolute()
+
+
+def table_key_file(table: Any, base_dir: Path) -> Path | None:
+    """The signing key file the table names (relative to the recipe's folder, `~` expanded), or None."""
+    if table is None or not table.signing_key_file:
+        return None
+    return (Path(base_dir) / os.path.expanduser(table.signing_key_file)).absolute()
 
 
 def store_path_findings(loaded: LoadedRecipe, recipe: RecipeFile) -> list[Finding]:

@@ -3,7 +3,8 @@ environment variable (a folder, or `off`), else the per-user cache folder `$XDG_
 (`~/.cache/trtls/store`).
 
 Whom a store's writers are trusted as (`trust`, `fs.store_root`): the recipe's `[store] trust`, else
-`TRTLS_STORE_TRUST`, else `user` (only this user or root may have written it)."""
+`TRTLS_STORE_TRUST`, else `user` (only this user or root may have written it). The team's signing key
+(`store.signing`): the recipe's `[store] signing_key_file`, else `TRTLS_STORE_KEY_FILE`, else none."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from trtls.core.store_table import table_root
+from trtls.core.store_table import table_key_file, table_root
+from trtls.store.signing import key_file
 
 DEFAULT_MAX_SIZE = 20 * 1024**3  # 20 GiB: a few hundred engines of the usual size
 _UNITS = {"": 1, "b": 1, "k": 1024, "kb": 1000, "kib": 1024, "m": 1024**2, "mb": 1000**2, "mib": 1024**2}
@@ -40,6 +42,7 @@ class StoreConfig:
     source: str  # "recipe", "TRTLS_STORE", "default": said in the evidence
     trust: str = "user"  # user | group: who may have written the store (fs.store_root.trust_problem)
     recipe_dir: Path | None = None  # the recipe's folder: a store is never it or a folder above it
+    signing_key_file: Path | None = None  # the team's key: entries are signed and verified (store.signing)
 
 
 def default_store_path() -> Path:
@@ -57,11 +60,12 @@ def store_config(table: Any, base_dir: Path) -> StoreConfig | None:
             return None
         size = parse_size(table.max_size) if table.max_size is not None else DEFAULT_MAX_SIZE
         path = table_root(table, base) or default_store_path()
-        return StoreConfig(path, table.mode, size or DEFAULT_MAX_SIZE, "recipe", table.trust, base)
+        key = table_key_file(table, base) or key_file(None)
+        return StoreConfig(path, table.mode, size or DEFAULT_MAX_SIZE, "recipe", table.trust, base, key)
     env = os.environ.get("TRTLS_STORE", "").strip()
     if env.lower() == "off":
         return None
     if env:
         path = Path(os.path.expanduser(env)).absolute()
-        return StoreConfig(path, "read_write", DEFAULT_MAX_SIZE, "TRTLS_STORE", trust, base)
-    return StoreConfig(default_store_path(), "read_write", DEFAULT_MAX_SIZE, "default", trust, base)
+        return StoreConfig(path, "read_write", DEFAULT_MAX_SIZE, "TRTLS_STORE", trust, base, key_file(None))
+    return StoreConfig(default_store_path(), "read_write", DEFAULT_MAX_SIZE, "default", trust, base, key_file(None))

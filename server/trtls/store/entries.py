@@ -35,11 +35,12 @@ from trtls.core.paths import UnsafeWrite
 from trtls.fs import Kind, rename
 from trtls.fs.store_root import trust_problem
 from trtls.store.copying import EntryUnreadable, copy_hashing
-from trtls.store.folder import Refused, RestoreFailed, StoreFolder, StoreUnusable, tmp_name
+from trtls.store.folder import NotTrusted, Refused, RestoreFailed, StoreFolder, StoreUnusable, tmp_name
 from trtls.store.key import is_key, key_of_parts
+from trtls.store.signing import sign, signed_by
 from trtls.store.up_to_date import output_holds
 
-__all__ = ["ENTRY_FORMAT", "Entry", "Refused", "RestoreFailed", "Store", "StoreUnusable"]
+__all__ = ["ENTRY_FORMAT", "Entry", "NotTrusted", "Refused", "RestoreFailed", "Store", "StoreUnusable"]
 
 ENTRY_FORMAT = "trtls.store-entry/1"
 RECORD_LIMIT = 16 * 1024 * 1024  # an entry.json: the key's parts and the build record (a few KiB in practice)
@@ -74,7 +75,8 @@ class Store(StoreFolder):
     @classmethod
     def from_config(cls, config: Any) -> Store:
         """The store a `store.config.StoreConfig` names, with its trust and its recipe's folder."""
-        return cls(config.path, config.mode, config.max_size, trust=config.trust, recipe_dir=config.recipe_dir)
+        return cls(config.path, config.mode, config.max_size, trust=config.trust, recipe_dir=config.recipe_dir,
+                   signing_key_file=config.signing_key_file)  # fmt: skip
 
     # -- reading -------------------------------------------------------------------------------
     def get(self, key: str) -> Entry | None:
@@ -87,7 +89,7 @@ class Store(StoreFolder):
         except FileNotFoundError:
             return None
         except OSError as exc:
-            raise Refused(f"store entry {key[:12]} cannot be read: {exc.strerror}") from exc
+            raise NotTrusted(f"store entry {key[:12]} cannot be read: {exc.strerror}") from exc
         if not stat.S_ISDIR(st.st_mode):
             self.quarantine(folder, "the entry is a symlink or a file, not a folder trtls wrote")
             raise Refused(f"store entry {key[:12]} is a symlink or not a folder: not used, nothing it names was read")
@@ -97,7 +99,12 @@ class Store(StoreFolder):
                 self._trusted(folder / "entry.json", os.fstat(fh.fileno()), key)
                 record = json.loads(fh.read(RECORD_LIMIT + 1))
         except PermissionError as exc:
-            raise Refused(f"store entry {key[:12]}'s record cannot be read: {exc.strerror}") from exc
+            raise NotTrusted(f"store entry {key[:12]}'s record cannot be read: {exc.strerror}") from exc
+        except FileNotFoundError:
+            if not os.path.lexists(folder):
+                return None  # evicted (renamed away whole) between the look and the read
+            self.quarantine(folder, "entry.json is missing")
+            raise Refused(f"store entry {key[:12]} has no record (entry.json); quarantined") from None
         except (OSError, ValueError) as exc:
             why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
             self.quarantine(folder, f"unreadable entry.json: {why}")
@@ -111,12 +118,21 @@ class Store(StoreFolder):
         ):
             self.quarantine(folder, "its recorded key does not match its content")
             raise Refused(f"store entry {key[:12]}'s recorded key does not match its content; quarantined")
+        self._signed(record, key)
         return Entry(key, folder, record)
 
     def _trusted(self, path: Path, st: os.stat_result, key: str) -> None:
         why = trust_problem(path, st, self.trust)
         if why is not None:
-            raise Refused(f"store entry {key[:12]} is not used: {why}")
+            raise NotTrusted(f"store entry {key[:12]} is not used: {why}")
+
+    def _signed(self, record: dict[str, Any], key: str) -> None:
+        try:
+            secret = self.secret()
+        except OSError as exc:
+            raise NotTrusted(f"store entry {key[:12]} is not used: the signing key {exc.strerror or exc}") from exc
+        if secret is not None and not signed_by(record, secret):
+            raise NotTrusted(f"store entry {key[:12]} is not used: not signed with the team's key")
 
     def entries(self) -> list[Entry]:
         try:
@@ -141,7 +157,7 @@ class Store(StoreFolder):
             try:
                 src = stack.enter_context(fs.open_regular(entry.engine, limit=None, follow=False, expected=entry.size))
             except PermissionError as exc:
-                raise Refused(f"store entry {entry.key[:12]}'s engine cannot be read: {exc.strerror}") from exc
+                raise NotTrusted(f"store entry {entry.key[:12]}'s engine cannot be read: {exc.strerror}") from exc
             except OSError as exc:
                 self.quarantine(entry.folder, f"engine: {exc.strerror}")
                 raise Refused(f"store entry {entry.key[:12]}'s engine: {exc.strerror}; quarantined") from exc
@@ -199,19 +215,24 @@ class Store(StoreFolder):
             self.check()
         except StoreUnusable as exc:
             raise OSError(errno.EPERM, f"{exc.code} {exc}") from exc
+        replacing: dict[str, Any] | None = None
         try:
             existing = self.get(key)
+        except NotTrusted as exc:
+            existing, replacing = None, {"notUsed": str(exc)}  # whole perhaps, but not ours to trust: replaced
         except Refused:
-            existing = None  # quarantined (a damaged entry) or not trusted: the rename below says which
-        if existing is not None and sha is not None and existing.sha256 == sha:
-            self.mark_used(key)
-            return existing
+            existing = None  # damaged: quarantined already
+        if existing is not None:
+            if sha is not None and existing.sha256 == sha:
+                self.mark_used(key)
+                return existing
+            replacing = {"sha256": existing.sha256, "size": existing.size, "buildId": existing.build.get("buildId")}
         tmp = self.root / "tmp" / tmp_name("publish", key)
         fs.ensure_folder(tmp, within=self.root)
         try:
             record = self._write_entry(tmp, key, parts, engine, build, sha)
             if existing is None or existing.sha256 != record["engine"]["sha256"]:
-                self._move_in(tmp, key, existing)
+                self._move_in(tmp, key, replacing)
         finally:
             if os.path.lexists(tmp):
                 self.discard(tmp)  # not moved in: the same bytes were stored already, or another process won
@@ -241,19 +262,22 @@ class Store(StoreFolder):
             "build": build,
             "createdAt": time.time(),
         }
+        secret = self.secret()
+        if secret is not None:
+            record["signature"] = sign(record, secret)
         text = json.dumps(record, indent=1, default=str)
         fs.atomic_write_text(tmp / "entry.json", text, kind=Kind.store_entry, within=self.root)
         return record
 
-    def _move_in(self, tmp: Path, key: str, existing: Entry | None) -> None:
-        """Rename the written entry into entries/: over nothing, or (a rebuild with other bytes) after moving the
-        entry it replaces aside. Another process that published the key first wins (its entry is whole too)."""
+    def _move_in(self, tmp: Path, key: str, replacing: dict[str, Any] | None) -> None:
+        """Rename the written entry into entries/: over nothing, or (other bytes, an entry not trusted) after moving
+        the entry it replaces aside. Another process that published the key first wins (its entry is whole too)."""
         dest = self.root / "entries" / key
-        if existing is not None:
+        if replacing is not None:
             trash = self.root / "tmp" / tmp_name("replaced", key)
             rename(dest, trash, kind=Kind.store_entry, within=self.root, replace=False)
             self.discard(trash)
-            self.replaced = {"sha256": existing.sha256, "size": existing.size, "buildId": existing.build.get("buildId")}
+            self.replaced = replacing
         try:
             rename(tmp, dest, kind=Kind.store_entry, within=self.root, replace=False)
         except OSError as exc:

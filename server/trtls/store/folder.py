@@ -17,8 +17,17 @@ from trtls import fs
 from trtls.core.terminal_text import terminal_safe
 from trtls.fs import Kind, rename, touch
 from trtls.fs.kill import process_alive
-from trtls.fs.store_root import STORE_FOLDERS, content_problem, is_store, make_store, placement_problem, trust_problem
+from trtls.fs.store_root import (
+    STORE_FOLDERS,
+    TRUST,
+    content_problem,
+    is_store,
+    make_store,
+    placement_problem,
+    trust_problem,
+)
 from trtls.store.key import is_key
+from trtls.store.signing import key_file, read_key
 
 
 class StoreUnusable(Exception):
@@ -33,6 +42,11 @@ class StoreUnusable(Exception):
 class Refused(Exception):
     """An entry failed verification (bytes, key, its files, who can write them): it is not used (and, when it is
     damaged, it was quarantined)."""
+
+
+class NotTrusted(Refused):
+    """An entry that may be whole but that someone this store does not trust could have written (its files'
+    owner or mode, a missing or wrong team signature): not used, not quarantined; a publish replaces it."""
 
 
 class RestoreFailed(OSError):
@@ -57,14 +71,27 @@ class StoreFolder:
         mode: str = "read_write",
         max_size: int | None = None,
         *,
-        trust: str = "user",
+        trust: str | None = None,
         recipe_dir: Path | None = None,
+        signing_key_file: str | os.PathLike[str] | None = None,
     ):
+        """`trust` (user | group) and `signing_key_file` default to TRTLS_STORE_TRUST and TRTLS_STORE_KEY_FILE."""
         self.root = Path(root)
         self.mode = mode
         self.max_size = max_size
-        self.trust = trust
+        env_trust = os.environ.get("TRTLS_STORE_TRUST", "").strip().lower()
+        self.trust = trust or (env_trust if env_trust in TRUST else "user")
         self.recipe_dir = recipe_dir
+        self.signing_key_file = key_file(signing_key_file)
+        self._secret: bytes | None = None
+
+    def secret(self) -> bytes | None:
+        """The team's signing key, when the store has one (read once; OSError when it cannot be used)."""
+        if self.signing_key_file is None:
+            return None
+        if self._secret is None:
+            self._secret = read_key(self.signing_key_file)
+        return self._secret
 
     def checked_key(self, key: object) -> str:
         """`key` when it is an engine key; Refused (nothing read or moved) when a record carried something else."""
@@ -84,6 +111,11 @@ class StoreFolder:
         if why is not None:
             raise StoreUnusable("TRT339", f"the store path cannot be used: {why}")
         self._check_folders()
+        try:
+            self.secret()
+        except OSError as exc:
+            why = f"its signing key {self.signing_key_file} cannot be used: {exc.strerror or exc}"
+            raise StoreUnusable("TRT340", f"the store is not trusted: {why}") from exc
         if self.mode == "read":
             return
         try:

@@ -52,6 +52,7 @@ class StoreUse:
             "mode": self.config.mode if self.config else None,
             "source": self.config.source if self.config else None,
             "trust": self.config.trust if self.config else None,  # who may have written what served this engine
+            "signingKey": str(self.store.signing_key_file) if self.store and self.store.signing_key_file else None,
             "warnings": [*self.warnings, *(self.key.notes if self.key else [])],
             "key": self.key.hex if self.key else None,
             "waitedFor": self.waited_for,
