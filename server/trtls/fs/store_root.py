@@ -3,8 +3,9 @@
 A store is a folder trtls writes into and sweeps (`store gc` removes old names in `<store>/tmp`, eviction removes
 entries), so its place is judged before anything is created or removed there:
 
-* never the file system's root or a system folder (`/etc`, `/usr`, …, or any top-level folder such as `/home`,
-  `/tmp`), never a home folder or a folder above one, never a `.trtls` folder (evidence), never the recipe's folder
+* never the file system's root, a system folder (`/etc`, `/usr`, … and anything in them) or a standard top-level
+  folder itself (`/home`, `/tmp`, `/var`, …; `/srv/trtls-store` or `/data` are fine), never a home folder or a
+  folder above one, never a `.trtls` folder (evidence), never the recipe's folder
   or a folder above it, never a folder holding a file the recipe reads or writes (a model folder, an output folder);
 * never a non-empty folder trtls did not make a store: a store root carries the store mark (`OWNED_MARK` whose text
   is `STORE_MARK`), written when trtls creates it. A folder holding only a store's own subfolders (a store made by
@@ -36,15 +37,16 @@ TRUST = ("user", "group")
 SYSTEM = tuple(
     Path(p) for p in ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/proc", "/run",
                       "/sbin", "/sys", "/usr")
-)  # fmt: skip
+)  # fmt: skip  # nothing inside these
+TOP = tuple(Path(p) for p in ("/", "/home", "/media", "/mnt", "/opt", "/root", "/srv", "/tmp", "/var"))  # not these
 
 
 def placement_problem(root: Path, recipe_dir: Path | None = None, protected: Iterable[Path] = ()) -> str | None:
     """Why `root` (judged by its real path) can never be a store, or None. `protected`: files the recipe reads or
     writes (a store never holds one)."""
     target = real(root)
-    if len(target.parts) <= 2:
-        return f"{target} is the file system's root or a top-level folder"
+    if target in TOP:
+        return f"{target} is the file system's root or one of its standard folders"
     if any(inside(target, s) for s in SYSTEM):
         return f"{target} is a system folder"
     if ".trtls" in target.parts:
