@@ -22,13 +22,16 @@ from __future__ import annotations
 
 import mmap
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from trtls.fs import open_regular
-from trtls.onnx_files.external_data import READER_VERSION, ExternalData, external_problems
+from trtls.onnx_files.external_data import READER_VERSION, ExternalData
+from trtls.onnx_files.model_inputs import DTYPES, Dim, GraphInput, ModelInputs, NotOnnx
 
-__all__ = ["READER_VERSION", "ExternalData", "GraphInput", "ModelInputs", "ModelInputsCache", "NotOnnx"]
+__all__ = ["DTYPES", "READER_VERSION", "Dim", "ExternalData", "GraphInput", "ModelInputs", "ModelInputsCache",
+           "NotOnnx", "read_model_inputs"]  # fmt: skip
 
 # onnx.proto3 field numbers
 _MODEL_IR_VERSION, _MODEL_GRAPH, _MODEL_OPSET, _MODEL_FUNCTIONS = 1, 7, 8, 25
@@ -38,6 +41,7 @@ _NODE_NAME, _NODE_OP_TYPE, _NODE_ATTRIBUTE = 3, 4, 5
 # AttributeProto: name, and the fields that hold tensors or graphs (types TENSOR, GRAPH, TENSORS, GRAPHS, SPARSE…)
 _ATTR_NAME, _ATTR_T, _ATTR_G, _ATTR_TENSORS, _ATTR_GRAPHS, _ATTR_SPARSE, _ATTR_SPARSES = 1, 5, 6, 10, 11, 22, 23
 _ATTR_HOLDERS = frozenset((_ATTR_T, _ATTR_G, _ATTR_TENSORS, _ATTR_GRAPHS, _ATTR_SPARSE, _ATTR_SPARSES))
+_HOLDER_TAG = re.compile(b"[\x2a\x32\x52\x5a\xb2\xba]")  # the first byte of each holder's length-delimited tag
 _VALUE_NAME, _VALUE_TYPE = 1, 2
 _TYPE_TENSOR = 1
 _TENSOR_TYPE_ELEM, _TENSOR_TYPE_SHAPE = 1, 2
@@ -48,73 +52,6 @@ _SPARSE_VALUES, _SPARSE_INDICES = 1, 2
 _ENTRY_KEY, _ENTRY_VALUE = 1, 2
 _OPSET_DOMAIN, _OPSET_VERSION = 1, 2
 MAX_GRAPH_DEPTH = 64  # subgraphs in subgraphs: onnx's own parser stops far earlier (protobuf's nesting limit)
-
-_DTYPE_NAMES = """float32 uint8 int8 uint16 int16 int32 int64 string bool float16 float64 uint32 uint64 complex64
-complex128 bfloat16 float8e4m3fn float8e4m3fnuz float8e5m2 float8e5m2fnuz uint4 int4 float4e2m1 float8e8m0"""
-DTYPES = dict(enumerate(_DTYPE_NAMES.split(), 1))  # TensorProto.DataType: FLOAT = 1, UINT8 = 2, …
-
-
-class NotOnnx(ValueError):
-    """The bytes do not follow the ONNX protobuf layout (or stop early); the message says where."""
-
-
-@dataclass(frozen=True)
-class Dim:
-    value: int | None = None  # a static size
-    param: str | None = None  # a symbolic name (e.g. "batch"); None and no value: unnamed dynamic
-
-    @property
-    def is_static(self) -> bool:
-        return self.value is not None and self.value >= 0
-
-    def __str__(self) -> str:
-        if self.is_static:
-            return str(self.value)
-        return self.param or "?"
-
-
-@dataclass(frozen=True)
-class GraphInput:
-    name: str
-    dtype: str  # "int64", "float32", … or "elem_type N" for one this table does not know, "non-tensor"
-    dims: tuple[Dim, ...] | None  # None: the model declares no shape (rank unknown)
-
-    @property
-    def rank(self) -> int | None:
-        return None if self.dims is None else len(self.dims)
-
-    @property
-    def is_dynamic(self) -> bool:
-        """Needs shapes in every optimization profile (TensorRT: any -1 dimension, or an unknown rank)."""
-        return self.dims is None or any(not d.is_static for d in self.dims)
-
-    def shape_text(self) -> str:
-        return "[?]" if self.dims is None else "[" + ", ".join(str(d) for d in self.dims) + "]"
-
-
-@dataclass(frozen=True)
-class ModelInputs:
-    """What the recipe checks need to know about one ONNX file."""
-
-    path: Path
-    size: int
-    ir_version: int | None
-    opsets: dict[str, int]
-    inputs: tuple[GraphInput, ...]  # real inputs only (initializers listed as inputs are left out)
-    external: tuple[ExternalData, ...] = ()
-    initializer_count: int = 0
-
-    def input(self, name: str) -> GraphInput | None:
-        return next((i for i in self.inputs if i.name == name), None)
-
-    @property
-    def names(self) -> list[str]:
-        return [i.name for i in self.inputs]
-
-    def external_problems(self) -> list[str]:
-        """Missing, unreadable, out-of-tree or too-short external data files, each naming the tensor that reads
-        it (what TensorRT's parser would fail on, said plainly)."""
-        return external_problems(self.path, self.external)
 
 
 @dataclass
@@ -140,8 +77,13 @@ class _Reader:
 
     def fields(self, pos: int, end: int):
         """Yield (field number, wire type, value or (start, stop) for length-delimited) over [pos, end)."""
+        buf = self.buf
         while pos < end:
-            tag, pos = self.varint(pos, end)
+            tag = buf[pos]  # one-byte tags and lengths (fields 1-15, messages under 128 bytes) without a call
+            if tag < 0x80:
+                pos += 1
+            else:
+                tag, pos = self.varint(pos, end)
             number, wire = tag >> 3, tag & 7
             if number == 0:
                 raise NotOnnx(f"field number 0 at byte {pos}")
@@ -149,7 +91,11 @@ class _Reader:
                 value, pos = self.varint(pos, end)
                 yield number, wire, value
             elif wire == 2:
-                length, pos = self.varint(pos, end)
+                if pos < end and buf[pos] < 0x80:
+                    length = buf[pos]
+                    pos += 1
+                else:
+                    length, pos = self.varint(pos, end)
                 if pos + length > end:
                     raise NotOnnx(
                         f"field {number} at byte {pos} needs {length} bytes but its message ends at byte {end}"
@@ -245,25 +191,40 @@ class _Reader:
 
     def node(self, span: tuple[int, int], scope: str, depth: int) -> None:
         """The tensors and graphs a node's attributes hold (a Constant's `value`, an If's branches, a Loop's body)."""
-        name = op = ""
+        data = self.buf[span[0] : span[1]]  # a node's few bytes, copied: indexing bytes beats indexing the mmap
+        if b"\x2a" not in data:  # no byte of an attribute's tag (field 5, length-delimited): nothing to look at
+            return
+        base = span[0]
+        spans: dict[int, tuple[int, int]] = {}  # name and op_type, decoded only for a node that holds a tensor
         attributes: list[tuple[int, int]] = []
-        for number, wire, value in self.fields(*span):
-            if wire != 2:
-                continue
-            if number == _NODE_ATTRIBUTE:
-                attributes.append(value)
-            elif number == _NODE_NAME:
-                name = self.text(value)
-            elif number == _NODE_OP_TYPE:
-                op = self.text(value)
+        at, size = 0, len(data)
+        while at < size:  # the hot loop over every node: one-byte tags and lengths without a call or a generator
+            tag = data[at]
+            stop = at + 2 + data[at + 1] if at + 1 < size and tag < 0x80 and data[at + 1] < 0x80 else size + 1
+            if tag & 7 != 2 or stop > size:  # a long field or another wire type: the general reader, from here
+                rest = [(n, v) for n, w, v in self.fields(base + at, span[1]) if w == 2]
+                attributes += [v for n, v in rest if n == _NODE_ATTRIBUTE]
+                spans.update((n, v) for n, v in rest if n in (_NODE_NAME, _NODE_OP_TYPE))
+                break
+            if tag == 0x2A:  # field 5 (attribute), length-delimited
+                attributes.append((base + at + 2, base + stop))
+            elif tag in (0x1A, 0x22):  # fields 3 (name) and 4 (op_type)
+                spans[tag >> 3] = (base + at + 2, base + stop)
+            at = stop
         for attr_span in attributes:
-            attr = ""
+            if _HOLDER_TAG.search(data, attr_span[0] - base, attr_span[1] - base) is None:
+                continue  # no byte of a holder's tag anywhere in it: an int, a float, a string, their lists
+            attr_name: tuple[int, int] | None = None
             held: list[tuple[int, tuple[int, int]]] = []
             for number, wire, value in self.fields(*attr_span):
                 if number == _ATTR_NAME and wire == 2:
-                    attr = self.text(value)
+                    attr_name = value
                 elif wire == 2 and number in _ATTR_HOLDERS:
                     held.append((number, value))
+            if not held:
+                continue
+            name, op = (self.text(spans[n]) if n in spans else "" for n in (_NODE_NAME, _NODE_OP_TYPE))
+            attr = self.text(attr_name) if attr_name else ""
             for number, value in held:
                 where = f"attribute {attr!r} of {op or 'a'} node {name!r}"
                 if number in (_ATTR_T, _ATTR_TENSORS):
