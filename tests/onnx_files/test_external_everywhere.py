@@ -96,3 +96,68 @@ def test_check_reports_a_subgraphs_missing_external_file_located(
         "function": "Constant node 'fc' in function 'AddWeights'",
     }[layout]
     assert where in out, out
+
+
+def test_tensors_sparse_and_graphs_attributes_of_any_node_are_walked(tmp_path: Path) -> None:
+    """Attribute types TENSORS, SPARSE_TENSOR and GRAPHS (a custom op's, as a plugin may take them): the reader
+    does not know ops, it reads every attribute that can hold a tensor."""
+    import numpy as np
+    from onnx import TensorProto, helper
+
+    from tests.onnx_files.external_layouts import external
+
+    def w(name: str, seed: float) -> TensorProto:
+        return external(tmp_path, name, np.full(4, seed, np.float32), f"{name}.bin")
+
+    body = helper.make_graph(
+        [helper.make_node("Identity", ["x"], ["z"])],
+        "body",
+        [],
+        [helper.make_tensor_value_info("z", 1, [4])],
+        [w("g", 4)],
+    )
+    node = helper.make_node(
+        "MyPlugin", ["x"], ["y"], name="plugin0", domain="my.plugins",
+        weights=[w("t1", 1), w("t2", 2)],
+        mask=helper.make_sparse_tensor(w("sv", 3), helper.make_tensor("si", TensorProto.INT64, [1], [0]), [4]),
+        bodies=[body],
+    )  # fmt: skip
+    graph = helper.make_graph(
+        [node], "g", [helper.make_tensor_value_info("x", 1, [4])], [helper.make_tensor_value_info("y", 1, [4])]
+    )
+    path = tmp_path / "model.onnx"
+    onnx.save(
+        helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("my.plugins", 1)]),
+        path,
+    )
+    found = {e.location: e.where for e in read_model_inputs(path).external}
+    assert set(found) == {"t1.bin", "t2.bin", "sv.bin", "g.bin"}
+    assert found["t2.bin"] == "tensor attribute 'weights' of MyPlugin node 'plugin0'"
+    assert found["sv.bin"] == "sparse tensor attribute 'mask' of MyPlugin node 'plugin0'"
+    assert found["g.bin"] == "initializer 'g' in MyPlugin node 'plugin0' › bodies"
+
+
+def _field(number: int, payload: bytes) -> bytes:
+    def varint(n: int) -> bytes:
+        out = b""
+        while True:
+            out += bytes([(n & 0x7F) | (0x80 if n > 0x7F else 0)])
+            n >>= 7
+            if not n:
+                return out
+
+    return varint(number << 3 | 2) + varint(len(payload)) + payload
+
+
+def test_subgraphs_nested_past_any_real_model_are_not_onnx_not_a_crash(tmp_path: Path) -> None:
+    """A hostile file of 500 If bodies, one in the other (a few kilobytes): a located NotOnnx, never a
+    RecursionError traceback."""
+    from trtls.onnx_files.onnx_reader import NotOnnx
+
+    graph = b""
+    for _ in range(500):
+        graph = _field(1, _field(4, b"If") + _field(5, _field(1, b"then_branch") + _field(6, graph)))
+    path = tmp_path / "deep.onnx"
+    path.write_bytes(b"\x08\x08" + _field(7, graph))  # ir_version 8, graph
+    with pytest.raises(NotOnnx, match="nested more than 64 deep"):
+        read_model_inputs(path)
