@@ -20,6 +20,7 @@ Stdlib, `core.paths` and the door only, so the recipe check (`core.store_table`)
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import stat
@@ -28,8 +29,9 @@ from pathlib import Path
 
 from trtls.core.paths import UnsafeWrite, inside, real
 from trtls.fs.folder import ensure_folder
-from trtls.fs.kinds import OWNED_MARK
+from trtls.fs.kinds import OWNED_MARK, Kind
 from trtls.fs.read import read_text
+from trtls.fs.write import chmod
 
 STORE_MARK = "trtls engine store"  # the first line of a store root's OWNED_MARK file
 STORE_FOLDERS = ("entries", "used", "locks", "quarantine", "tmp")
@@ -128,6 +130,29 @@ def root_problem(
     return None
 
 
+def shared_modes(root: Path) -> tuple[int, int]:
+    """(folder mode, file mode) for what trtls creates in the store: the store's own mode applied. A team's store
+    (its root group-writable, `trust = "group"`) gets setgid, group-writable folders and group-writable files, so
+    the other accounts of the group can lock, mark use, quarantine and evict what this one made under any umask."""
+    try:
+        group = os.stat(root).st_mode & stat.S_IWGRP
+    except OSError:
+        group = 0
+    return (0o2775, 0o664) if group else (0o755, 0o644)
+
+
+def fit_mode(path: Path, mode: int, within: Path) -> None:
+    """Give a file or folder this process just made the store's mode (the umask took group write away); one of
+    another account is left as it is (only its owner may change it)."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return
+    if st.st_uid == os.geteuid() and stat.S_IMODE(st.st_mode) != mode and not stat.S_ISLNK(st.st_mode):
+        with contextlib.suppress(OSError):
+            chmod(path, mode, kind=Kind.store_entry, within=within)
+
+
 def make_store(root: Path) -> Path:
     """Create (or complete) the store at `root`, the root marked as a store (a later sweep runs only in a marked
     store). Judge it with `root_problem` first. Returns the real root."""
@@ -137,9 +162,13 @@ def make_store(root: Path) -> Path:
         anchor = anchor.parent  # the deepest existing folder: the root's missing folders are created below it
     if not os.path.isdir(anchor):
         raise UnsafeWrite(errno.ENOTDIR, "is not a folder", str(anchor))
-    made = ensure_folder(root, within=anchor, mark=STORE_MARK)
+    marked = os.path.isdir(root) and is_store(root)  # another account's mark is not opened for writing again
+    made = ensure_folder(root, within=anchor, mark=None if marked else STORE_MARK)
     if not is_store(made):  # an OWNED_MARK of another kind (a scratch folder) was there already
         raise UnsafeWrite(errno.EEXIST, "carries another trtls mark; it is not made a store", str(root))
+    folder_mode, _ = shared_modes(made)
     for sub in STORE_FOLDERS:  # unmarked: they are the store's by the root's mark (a sweep checks the root)
         ensure_folder(made / sub, within=made)
+        if folder_mode != 0o755:
+            fit_mode(made / sub, folder_mode, made)
     return made

@@ -33,7 +33,7 @@ from typing import Any, BinaryIO
 from trtls import fs
 from trtls.core.paths import UnsafeWrite
 from trtls.fs import Kind, rename
-from trtls.fs.store_root import trust_problem
+from trtls.fs.store_root import shared_modes, trust_problem
 from trtls.store.copying import EntryUnreadable, copy_hashing
 from trtls.store.folder import NotTrusted, Refused, RestoreFailed, StoreFolder, StoreUnusable, tmp_name
 from trtls.store.key import is_key, key_of_parts
@@ -229,6 +229,7 @@ class Store(StoreFolder):
             replacing = {"sha256": existing.sha256, "size": existing.size, "buildId": existing.build.get("buildId")}
         tmp = self.root / "tmp" / tmp_name("publish", key)
         fs.ensure_folder(tmp, within=self.root)
+        self.fit(tmp, folder=True)  # a team's store: the other accounts may evict or quarantine it later
         try:
             record = self._write_entry(tmp, key, parts, engine, build, sha)
             if existing is None or existing.sha256 != record["engine"]["sha256"]:
@@ -247,9 +248,10 @@ class Store(StoreFolder):
     def _write_entry(
         self, tmp: Path, key: str, parts: dict[str, Any], engine: Path, build: dict[str, Any], sha: str | None
     ) -> dict[str, Any]:
+        file_mode = shared_modes(self.root)[1]
         with (
             fs.open_regular(engine, limit=None, follow=False) as src,
-            fs.atomic_writer(tmp / "engine", kind=Kind.store_entry, within=self.root) as dst,
+            fs.atomic_writer(tmp / "engine", kind=Kind.store_entry, within=self.root, mode=file_mode) as dst,
         ):
             got, size = copy_hashing(src, dst, "publish")
             if sha is not None and got != sha:
@@ -266,7 +268,7 @@ class Store(StoreFolder):
         if secret is not None:
             record["signature"] = sign(record, secret)
         text = json.dumps(record, indent=1, default=str)
-        fs.atomic_write_text(tmp / "entry.json", text, kind=Kind.store_entry, within=self.root)
+        fs.atomic_write_text(tmp / "entry.json", text, kind=Kind.store_entry, within=self.root, mode=file_mode)
         return record
 
     def _move_in(self, tmp: Path, key: str, replacing: dict[str, Any] | None) -> None:

@@ -21,9 +21,11 @@ from trtls.fs.store_root import (
     STORE_FOLDERS,
     TRUST,
     content_problem,
+    fit_mode,
     is_store,
     make_store,
     placement_problem,
+    shared_modes,
     trust_problem,
 )
 from trtls.store.key import is_key
@@ -165,6 +167,13 @@ class StoreFolder:
             with contextlib.suppress(OSError):
                 fs.remove_file(used, kind=Kind.store_entry, within=self.root)
                 touch(used, kind=Kind.store_entry, within=self.root)
+        self.fit(used, folder=False)
+
+    def fit(self, path: Path, folder: bool) -> None:
+        """Apply the store's own mode to what this process just made there (`fs.store_root.shared_modes`)."""
+        modes = shared_modes(self.root)
+        if modes != (0o755, 0o644):
+            fit_mode(path, modes[0] if folder else modes[1], self.root)
 
     # -- moving aside and removing ---------------------------------------------------------------
     def quarantine(self, folder: Path, why: str) -> None:
@@ -179,8 +188,10 @@ class StoreFolder:
             else:
                 fs.remove_file(folder, kind=Kind.store_entry, within=self.root)
                 fs.ensure_folder(dest, within=self.root)
+                self.fit(dest, folder=True)
                 why += f" (entries/{folder.name} was removed; what it pointed to was not touched)"
-            fs.atomic_write_text(dest / "WHY", why + "\n", kind=Kind.store_entry, within=self.root)
+            mode = shared_modes(self.root)[1]
+            fs.atomic_write_text(dest / "WHY", why + "\n", kind=Kind.store_entry, within=self.root, mode=mode)
         except OSError:
             pass
 

@@ -21,6 +21,7 @@ from trtls import fs
 from trtls.core.paths import UnsafeWrite
 from trtls.fs import Kind, read_text
 from trtls.fs.lock import truncate_lock
+from trtls.fs.store_root import fit_mode, shared_modes
 from trtls.store.key import is_key
 
 HOLDER_LIMIT = 4096
@@ -40,6 +41,9 @@ class KeyLock:
         try:
             fd = fs.open_lock_file(self.path, kind=Kind.store_lock, within=self.root)
             self._writable = True
+            _, file_mode = shared_modes(self.root)
+            if file_mode != 0o644:  # a team's store: another account locks this file too (umask took g+w away)
+                fit_mode(self.path, file_mode, self.root)
             return fd
         except PermissionError:
             pass  # another account's lock file: lock it read-only

@@ -1,0 +1,124 @@
+"""Two Unix accounts share one store under the default umask 022 (issue 32, item 3): a team's store (its root
+setgid and group-writable, `trust = "group"`) gets group-writable folders and files from every account, so the
+second account reuses, locks, marks use, evicts and quarantines what the first one made — and a lock file the
+other account left is still locked (read-only: `flock` needs no write access). Two real accounts: child processes
+that drop to their own uid, the group's gid and umask 022 before touching the store (root sets them up)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+GID, ALICE, BOB = 40000, 40001, 40002
+
+ALICE_PUBLISHES = """
+import json, sys
+from pathlib import Path
+from trtls.store.entries import Store
+from trtls.store.key import key_of_parts
+from trtls.store.lock import KeyLock
+store, engine = Store(Path(sys.argv[1])), Path(sys.argv[2])
+store.check()
+parts = {"format": "forged", "forged": "alice"}
+key = key_of_parts(parts)
+lock = KeyLock(store.root, key)
+assert lock.try_acquire("alice-build")
+entry = store.publish(key, parts, engine, {"buildId": "alice-build"}, None)
+lock.release()  # the lock file stays, Alice's
+print(json.dumps({"key": key, "size": entry.size}))
+"""
+
+BOB_SHARES = """
+import json, sys
+from pathlib import Path
+from trtls.store.entries import Store
+from trtls.store.key import key_of_parts
+from trtls.store.lock import KeyLock
+store, alice_key, out = Store(Path(sys.argv[1])), sys.argv[2], Path(sys.argv[3])
+store.check()  # read_write: not TRT331 although Alice made every folder
+said = {"restored": store.restore(store.get(alice_key), out, "bob", within=out.parent)}
+lock = KeyLock(store.root, alice_key)
+said["locked"] = lock.try_acquire("bob-build")  # Alice's lock file
+lock.release()
+store.mark_used(alice_key)
+parts = {"format": "forged", "forged": "bob"}
+said["bobKey"] = store.publish(key_of_parts(parts), parts, out, {"buildId": "bob-build"}, None).key
+said["evicted"] = [e.key for e in store.evict(keep=said["bobKey"], max_size=1)]
+print(json.dumps(said))
+"""
+
+ALICE_QUARANTINES = """
+import sys
+from pathlib import Path
+from trtls.store.entries import Store
+store = Store(Path(sys.argv[1]))
+store.quarantine(store.root / "entries" / sys.argv[2], "a test says so")
+"""
+
+
+BECOME = """
+import json, os, sys, traceback
+from pathlib import Path
+import trtls.store.entries, trtls.store.lock, trtls.store.key  # imported as root: the interpreter lives in /root
+os.setgroups([{gid}])
+os.setgid({gid})
+os.setuid({uid})  # from here on every file system call is the account's
+os.umask(0o022)
+"""
+
+
+def as_account(uid: int, code: str, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "TRTLS_STORE_TRUST": "group", "HOME": "/nonexistent"}
+    return subprocess.run(
+        [sys.executable, "-c", BECOME.format(gid=GID, uid=uid) + code, *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+
+
+@pytest.fixture
+def team_store() -> Iterator[Path]:
+    if os.geteuid() != 0:
+        pytest.skip("two accounts need root to set them up")
+    base = Path(tempfile.mkdtemp(prefix="trtls-team-", dir="/tmp"))
+    base.chmod(0o755)
+    try:
+        store = base / "store"
+        store.mkdir()
+        os.chown(store, 0, GID)
+        store.chmod(0o2775)  # the team's folder: setgid, group-writable
+        for who in ("alice", "bob"):
+            (base / who).mkdir()
+            os.chown(base / who, ALICE if who == "alice" else BOB, GID)
+        yield store
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def test_a_second_account_reuses_locks_evicts_and_a_first_quarantines_in_a_shared_store(team_store: Path) -> None:
+    engine = team_store.parent / "alice" / "alice.engine"
+    engine.write_bytes(b"alice's engine " * 200)
+    first = as_account(ALICE, ALICE_PUBLISHES, str(team_store), str(engine))
+    assert first.returncode == 0, first.stderr
+    alice = json.loads(first.stdout)
+    out = team_store.parent / "bob" / "demo.engine"
+    second = as_account(BOB, BOB_SHARES, str(team_store), alice["key"], str(out))
+    assert second.returncode == 0, second.stderr
+    bob = json.loads(second.stdout)
+    assert bob["restored"] and bob["locked"] and out.read_bytes() == engine.read_bytes()
+    assert bob["evicted"] == [alice["key"]]  # Bob removed Alice's entry: really gone, not only reported
+    assert sorted(p.name for p in (team_store / "entries").iterdir()) == [bob["bobKey"]]
+    third = as_account(ALICE, ALICE_QUARANTINES, str(team_store), bob["bobKey"])
+    assert third.returncode == 0, third.stderr
+    assert list((team_store / "entries").iterdir()) == [] and len(list((team_store / "quarantine").iterdir())) == 1
+    assert list((team_store / "tmp").iterdir()) == []
