@@ -6,10 +6,13 @@ object manager, core workers, node agents and dashboard to the machine's routabl
 and its token authentication is off unless told otherwise (Ray 2.52–2.5x: off by default; later: on only for a bare
 `ray.init()`, never when a driver names an address).
 
-- **Loopback**: Ray's servers listen on 127.0.0.1 only when the node's IP *is* 127.0.0.1, but `ray.init` turns a
-  `_node_ip_address` of 127.0.0.1 into the routable address (`services.resolve_ip_for_localhost`). So the head
-  node's parameters are set where Ray's `Node` receives them (`cluster.lean_node`), and `started_problem` checks
-  the instance after it started: one whose GCS or node is not on 127.0.0.1 is refused (TRT237).
+- **Loopback**: Ray's servers listen on 127.0.0.1 only when the node's IP *is* 127.0.0.1, but `ray.init` turns
+  127.0.0.1 — a `_node_ip_address`, and the host of a GCS address a driver names — into the routable address
+  (`services.resolve_ip_for_localhost`), unless Ray is told it is local-only (`RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0`,
+  the switch Ray uses on laptops: its own address is then 127.0.0.1). `use_token` sets that switch for the driver
+  and every process it starts; the head node's address is also set where Ray's `Node` receives it
+  (`cluster.lean_node`), and `started_problem` checks the instance after it started: one whose GCS or node is not
+  on 127.0.0.1 is refused (TRT237).
 - **Token**: `RAY_AUTH_MODE=token` set explicitly, the token (256 bits) in a file written 0600 through the door
   (Ray's own `~/.ray/auth_token` would be 0644 under the usual umask) and named by `RAY_AUTH_TOKEN_PATH`; every
   process of the instance inherits both, a driver of the warm farm sets them from the farm's state file.
@@ -58,9 +61,12 @@ def version_problem(version: str | None) -> str | None:
     )
 
 
+LOCAL_ONLY = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"  # "0": Ray's own address is 127.0.0.1 (ENABLE_RAY_CLUSTER)
+
+
 def token_env(token_path: Path) -> dict[str, str]:
     """What every process of a secured instance, and every driver of it, runs with."""
-    return {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(token_path)}
+    return {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(token_path), LOCAL_ONLY: "0"}
 
 
 def write_token(token_path: Path, within: Path) -> None:
@@ -69,11 +75,14 @@ def write_token(token_path: Path, within: Path) -> None:
 
 
 def use_token(token_path: Path) -> None:
-    """This process's Ray authenticates with the token in `token_path` (set before `ray.init`). Ray reads its
-    configuration and token once and caches them: when Ray is already imported, both caches are refreshed (as Ray's
-    own `_enable_token_auth` does)."""
+    """This process's Ray is local-only and authenticates with the token in `token_path` (set before `ray.init`).
+    Ray reads its configuration and token once and caches them: when Ray is already imported, the caches are
+    refreshed (as Ray's own `_enable_token_auth` does)."""
     os.environ.update(token_env(token_path))
     os.environ.pop("RAY_AUTH_TOKEN", None)  # it would take precedence over the file
+    constants = sys.modules.get("ray._private.ray_constants")
+    if constants is not None:
+        constants.ENABLE_RAY_CLUSTER = False  # read from the environment when Ray was imported
     raylet = sys.modules.get("ray._raylet")
     if raylet is None:
         return
