@@ -93,13 +93,12 @@ def use_token(token_path: Path) -> None:
         pass
 
 
-def token_auth_on() -> bool:
-    """This process's Ray sends and checks tokens."""
-    try:
-        from ray._private.authentication.authentication_utils import is_token_auth_enabled
-    except ImportError:
-        return False
-    return bool(is_token_auth_enabled())
+def token_auth_on(ray: Any) -> bool:
+    """This process's Ray (the module, imported by the caller) sends and checks tokens."""
+    raylet = getattr(ray, "_raylet", None)
+    mode = getattr(raylet, "get_authentication_mode", None)
+    token = getattr(getattr(raylet, "AuthenticationMode", None), "TOKEN", None)
+    return callable(mode) and token is not None and mode() == token
 
 
 def host_of(address: str) -> str:
@@ -117,6 +116,6 @@ def started_problem(ray: Any) -> str | None:
             f"TRT237 the local Ray instance is not on loopback only (node {node_ip}, GCS {gcs}): this Ray does not "
             "take the node address trtls sets; nothing is built on it"
         )
-    if not token_auth_on():
+    if not token_auth_on(ray):
         return "TRT237 the local Ray instance does not authenticate its clients (RAY_AUTH_MODE is not token)"
     return None
