@@ -82,7 +82,7 @@ def use_token(token_path: Path) -> None:
     os.environ.pop("RAY_AUTH_TOKEN", None)  # it would take precedence over the file
     constants = sys.modules.get("ray._private.ray_constants")
     if constants is not None:
-        constants.ENABLE_RAY_CLUSTER = False  # read from the environment when Ray was imported
+        setattr(constants, "ENABLE_RAY_CLUSTER", False)  # noqa: B010 (read from the environment at Ray's import)
     raylet = sys.modules.get("ray._raylet")
     if raylet is None:
         return
