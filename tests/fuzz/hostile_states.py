@@ -210,7 +210,7 @@ def apply(site: Site, change: tuple[Any, ...], ctx: dict[str, Any]) -> None:
         return
     path = site.path(where)
     site.name(path, where.replace("S:", "").replace("{key}", site.key).replace("{seed}", site.seed))
-    if "{key}" in where:
+    if where.startswith("S:"):
         site.names.append(site.key[:12])  # messages name a store entry by its key's first 12 digits
     if what == "link":
         target = site.path(change[2])
