@@ -108,7 +108,8 @@ SITECUSTOMIZE: list[Path] = []  # the folder of the sitecustomize that arms mid-
 
 
 def _env(site: Site | None = None, swaps: list[dict[str, Any]] | None = None) -> dict[str, str]:
-    env = {**os.environ, "TRTLS_STORE": "off", "PYTHONPATH": os.pathsep.join(str(p) for p in SITECUSTOMIZE)}
+    path = [*map(str, SITECUSTOMIZE), *filter(None, [os.environ.get("PYTHONPATH")])]
+    env = {**os.environ, "TRTLS_STORE": "off", "PYTHONPATH": os.pathsep.join(path)}
     env.pop(hs.SWAP_ENV, None)
     if site is not None and swaps:
         env[hs.SWAP_ENV] = json.dumps({"swaps": swaps, "roots": [str(site.project), str(site.store)]})
