@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.store.forged import can_unshare_mounts, forged_entry, run_python
-from trtls.store.entries import Entry, RestoreFailed, Store
+from trtls.store.entries import Entry, RestoreFailed, Store, StoreUnusable
 
 
 def _chattr(flag: str, path: Path) -> bool:
@@ -83,7 +83,7 @@ def test_an_output_that_already_holds_the_engine_is_kept_even_when_immutable(
 MOUNTED = """
 import json, subprocess, sys
 from pathlib import Path
-from trtls.store.entries import Entry, RestoreFailed, Store
+from trtls.store.entries import Entry, RestoreFailed, Store, StoreUnusable
 store_dir, key, mnt, how = Path(sys.argv[1]), sys.argv[2], Path(sys.argv[3]), sys.argv[4]
 size = "size=64k" if how == "full" else "size=4m"
 subprocess.run(["mount", "-t", "tmpfs", "-o", size, "tmpfs", str(mnt)], check=True)
@@ -118,3 +118,12 @@ def test_a_read_only_mount_or_a_full_disk_is_a_located_error(tmp_path: Path, how
     said = json.loads(done.stdout)
     assert said == {"code": "TRT412", "errno": err, "filename": str(mnt / "build" / "demo.engine"),
                     "left": ["demo.engine"], "output": "an older engine"}  # fmt: skip
+
+
+def test_a_store_folder_that_cannot_be_written_is_named(tmp_path: Path, immutable: list[Path]) -> None:
+    store = Store(tmp_path / "store")
+    store.check()
+    _make_immutable(store.root / "entries", immutable)
+    with pytest.raises(StoreUnusable, match="entries") as refused:
+        store.check()
+    assert refused.value.code == "TRT331" and str(store.root / "entries") in str(refused.value)

@@ -124,8 +124,11 @@ class StoreFolder:
             make_store(self.root)
         except OSError as exc:
             raise StoreUnusable("TRT331", f"the store folder {self.root} cannot be written: {exc.strerror}") from exc
-        if not os.access(self.root / "entries", os.W_OK) or not os.access(self.root / "tmp", os.W_OK):
-            raise StoreUnusable("TRT331", f"the store folder {self.root} is not writable (mode = read_write)")
+        for sub in ("entries", "tmp", "used", "locks"):
+            if not os.access(self.root / sub, os.W_OK):
+                owner = _owner(self.root / sub)
+                raise StoreUnusable("TRT331", f"the store folder {self.root / sub}{owner} is not writable by this user "
+                                    "(mode = read_write)")  # fmt: skip
 
     def _check_folders(self) -> None:
         """The root and each store folder: real folders (a `tmp` swapped for a link is refused), trusted."""
@@ -237,6 +240,15 @@ class StoreFolder:
             except OSError:
                 continue
         return n
+
+
+def _owner(path: Path) -> str:
+    """` (owner uid N, mode 0755)` for a message, or nothing when it cannot be read."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return ""
+    return f" (owner uid {st.st_uid}, mode {stat.S_IMODE(st.st_mode):04o})"
 
 
 def _lstat_mode(path: Path) -> int:
