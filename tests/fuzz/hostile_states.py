@@ -477,10 +477,16 @@ def _what_changed(b: tuple[Any, ...], a: tuple[Any, ...]) -> str:
     return ", ".join(said) + " changed"
 
 
-def changes(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
+def changes(before: dict[str, Any], after: dict[str, Any], asked: str | None = None) -> list[str]:
+    """What differs. `asked`: a file the user asked for by name (a `-o` target, resolved): its creation or
+    replacement, and its folder gaining it, are not changes."""
     said = []
     for path in sorted(set(before) | set(after)):
         b, a = before.get(path), after.get(path)
+        if asked is not None and path == asked:
+            continue
+        if asked is not None and path == os.path.dirname(asked) and b is not None and a is not None:
+            b, a = b[:5] + b[6:-1] + (set(b[-1]) | {os.path.basename(asked)},), a[:5] + a[6:-1] + (set(a[-1]),)
         if b != a:
             said.append(f"{path}: {'created' if b is None else 'removed' if a is None else _what_changed(b, a)}")
     return said

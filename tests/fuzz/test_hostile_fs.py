@@ -9,10 +9,19 @@ child), FIFOs, real device nodes (mknod 1,3/1,5/1,7), sparse 16 GiB records, imm
 (`chattr +i`, by ioctl), full and read-only disks (a real tmpfs mounted over the folder, just larger than what it
 holds), and forged records (a `running.json` naming a live process that is no part of trtls with its true start
 id; a known-good record whose key is `../../outside/x`; store entries rewritten; a fast-path memo whose output is
-elsewhere; `[store] path` at `.`, `..`, `models`, `.trtls`, a folder of someone else's).
+elsewhere; `[store] path` at `.`, `..`, `models`, `.trtls`, a folder of someone else's). Hostile targets stay in
+the site: stand-ins replace /etc/passwd, `/` and `~`, since a state that still fails would destroy real files.
 
-The engine is built once per session (the quickstart's `demo`, into a store); every state works on a copy of that
-site. How the states split (TRTLS_HOSTILE_EXAMPLES = N, default 2,000):
+"Outside" is everything in the site but the project and the store; the user's files are the recipe, the model and
+files planted beside them. One exception: a `-o` file lands where the user pointed it, through a link to a folder too
+(the door judges a report inside its own real folder), so that one file is not counted. A refusal (exit not 0) must
+name a path the state made hostile, unless the state's ordinary changes alone (a file gone, old runs) end the same
+way; a state of ordinary changes only must give a located message (a path and a TRT code).
+
+Two real builds per session (the quickstart's `demo`, into a store: the seed, and a larger profile whose engine is
+left at the output so `rollback` and a store hit have work to do); every state works on a copy of that site. How the
+states split (TRTLS_HOSTILE_EXAMPLES = N, default 2,000; about 5.5 min on 2 shared CPUs, the slowest quarter of it
+fixtures and real builds):
 
 * in process (~88 % of N): `trtls.cli.main.main(argv)` itself, stdout and stderr captured, for `build` (a store hit;
   a real TensorRT build when the state breaks the store), `rollback`, `engines`, `gc`, `store gc/ls`,
@@ -30,7 +39,7 @@ Figures and the long run: docs/reliability.md. 20,000 states once:
 A failing state is shrunk by hypothesis and printed as data; replay one with
     TRTLS_HOSTILE_REPLAY='<the printed state>' .venv/bin/python -m pytest tests/fuzz/test_hostile_fs.py -k replay -s
 TRTLS_HOSTILE_SURVEY=1 runs every state without stopping at the first failure and prints the smallest state of
-each distinct failure (what the helpers of issue 27 fix against).
+each distinct failure (each shrunk by dropping changes); TRTLS_HOSTILE_VERBOSE=1 prints one line per state.
 """
 
 from __future__ import annotations
@@ -411,7 +420,10 @@ def judge(site: Site, command: Command, target: str | None, changes: tuple[tuple
           before_out: dict[str, Any], before_user: dict[str, Any], runner: Runner) -> list[str]:  # fmt: skip
     """Every problem as `kind: detail` (the survey groups by kind)."""
     after_out = hs.tree(site.root, skip=(site.project, site.store))
-    problems = [f"outside the project changed: {c}" for c in hs.changes(before_out, after_out)]
+    # a `-o` file goes where the user pointed it, through a link to a folder too (the door judges it inside its own
+    # real folder): that one file is theirs to ask for, wherever it lands
+    asked = os.path.realpath(site.project / target) if target else None
+    problems = [f"outside the project changed: {c}" for c in hs.changes(before_out, after_out, asked)]
     after_user = {u: hs.entry_of(site.project / u) for u in site.user}
     problems += [f"user file changed: {c}" for c in hs.changes(before_user, after_user)]
     if outcome.exception:
