@@ -13,7 +13,7 @@ import pytest
 
 import trtls.bundle as B
 from trtls.bundle import BundleError, promote_foreign, read_bundle, verify_bundle, write_bundle
-from trtls.core.atomic import atomic_write_bytes, atomic_writer
+from trtls.fs import Kind, atomic_write_bytes, atomic_writer
 
 HEADER = {
     "model_id": "sshleifer/tiny-gpt2",
@@ -481,12 +481,12 @@ def test_atomic_writer_discards_a_half_written_temp_file(tmp_path):
     target = tmp_path / "report.json"
     target.write_text("old")
     with pytest.raises(RuntimeError):
-        with atomic_writer(target) as out:
+        with atomic_writer(target, kind=Kind.report, within=tmp_path, may_replace=lambda head: True) as out:
             out.write(b"new, half")
             raise RuntimeError("interrupted")
     assert target.read_text() == "old"
     assert os.listdir(tmp_path) == ["report.json"]
-    atomic_write_bytes(target, iter([b"n", b"ew"]))
+    atomic_write_bytes(target, iter([b"n", b"ew"]), kind=Kind.report, within=tmp_path, may_replace=lambda head: True)
     assert target.read_text() == "new"
     assert (target.stat().st_mode & 0o777) == 0o644
 
