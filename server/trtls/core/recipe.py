@@ -27,7 +27,7 @@ from trtls.core.protocol import stable_json
 from trtls.core.recipe_file import RecipeTooLarge, read_recipe_text
 from trtls.core.route import RouteModel
 from trtls.core.route_checks import validate_routes  # routes: validated in a second pass
-from trtls.core.store_table import StoreTable
+from trtls.core.store_table import StoreTable, store_path_findings
 from trtls.core.tomlpos import SourceMap, TomlSyntaxError, TomlTooDeep, parse
 from trtls.core.validation import findings_from_validation
 from trtls.core.write_policy import write_policy_findings
@@ -192,6 +192,7 @@ def load_recipe(path: Path | str, text: str | None = None) -> LoadedRecipe:
         findings.extend(farm_checks(loaded, recipe))  # the farm tables: templates, axes, placement
         findings.extend(validate_routes(loaded, recipe))  # routes share the located-error rules
         findings.extend(write_policy_findings(loaded, recipe))  # where the recipe may write (one policy)
+        findings.extend(store_path_findings(loaded, recipe))  # `[store] path`: a place a store may be (TRT339/340)
     if not any(f.severity == Severity.error for f in findings):
         loaded.recipe = recipe
     return loaded

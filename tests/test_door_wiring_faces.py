@@ -1,0 +1,38 @@
+"""The door's refusals reach every face (issue 27): `trtls check` and the editor report a `[store] path` that is no
+place for a store, `trtls gc` refuses a symlinked `.trtls/runs` with a located line, and the evidence readers say
+what is wrong with a record instead of a traceback. Real `trtls` processes on real folders, links and FIFOs."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.lsp.lsp_helpers import write_static_onnx
+
+RECIPE = """\
+[engines.demo]
+onnx = "models/demo.onnx"
+output = "build/demo.engine"
+"""
+
+
+def trtls(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "trtls", *args], cwd=cwd, capture_output=True, text=True, timeout=300)
+
+
+def make_workspace(root: Path, head: str = "") -> Path:
+    (root / "models").mkdir(parents=True)
+    write_static_onnx(root / "models" / "demo.onnx")
+    (root / "trtls.toml").write_text(head + RECIPE)
+    return root
+
+
+def test_check_refuses_store_path_on_recipe_folder(tmp_path: Path) -> None:
+    ws = make_workspace(tmp_path / "ws", '[store]\npath = "."\n\n')
+    r = trtls("check", cwd=ws)
+    assert r.returncode == 2, r.stdout + r.stderr
+    out = r.stdout + r.stderr
+    assert "trtls.toml:2:8: TRT339" in out, out  # located on the value of `path`
+    assert "Traceback" not in out
