@@ -1,4 +1,4 @@
-"""docs/reliability.md's "What trtls will never write" is enforced: every rule there names at least one test, and
+"""docs/reliability.md's "What trtls will never write, delete or kill" is enforced: every rule there names at least one test, and
 every test it names exists (the file, and a `def` of that name in it)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-SECTION = "## What trtls will never write"
+SECTION = "## What trtls will never write, delete or kill"
 TEST_REF = re.compile(r"`(tests/[\w/]+\.py)::(\w+)`")
 
 
