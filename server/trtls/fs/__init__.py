@@ -19,6 +19,9 @@ feature is safe by calling this package, not by remembering a rule. The policy, 
   byte is read), bounded by an expected size, and for records and store entries never through a final symlink.
 * **Signals go only to our own processes** (`fs.kill`): a child we hold a handle to, or a process that proves to
   be the trtls worker of a given build (its start id and the per-build nonce in its environment).
+* Special cases keep to the same rules, one module each: `stream` (events.jsonl written as it goes), `capture`
+  (a child's output files, a spool), `copy_tree`, `descriptor`, `lineage` (processes seen under ours, signalled
+  later only while their start id holds), `store_root` (where an engine store may be, and who may have written it).
 * Every refusal is an `UnsafeWrite` (an OSError) with the path and why; faces turn it into a located error.
 """
 
