@@ -4,7 +4,6 @@ what is wrong with a record instead of a traceback. Real `trtls` processes on re
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -36,3 +35,19 @@ def test_check_refuses_store_path_on_recipe_folder(tmp_path: Path) -> None:
     out = r.stdout + r.stderr
     assert "trtls.toml:2:8: TRT339" in out, out  # located on the value of `path`
     assert "Traceback" not in out
+
+
+def test_gc_refuses_symlinked_runs_and_leaves_the_target(tmp_path: Path) -> None:
+    ws = make_workspace(tmp_path / "ws")
+    other = tmp_path / "other"
+    old = other / "20200101-000000-aaaaaa"
+    old.mkdir(parents=True)
+    (old / "summary.json").write_text('{"buildId": "20200101-000000-aaaaaa", "startedAt": 0}')
+    (ws / ".trtls").mkdir()
+    (ws / ".trtls" / "runs").symlink_to(other)
+    before = sorted(str(p.relative_to(other)) for p in other.rglob("*"))
+    r = trtls("gc", "--keep-runs", "1", "--max-age-days", "1", cwd=ws)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert r.stderr.startswith(".trtls/runs: TRT118 "), r.stderr  # the path first, relative to the folder gc was given
+    assert "Traceback" not in r.stderr
+    assert sorted(str(p.relative_to(other)) for p in other.rglob("*")) == before

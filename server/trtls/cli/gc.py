@@ -12,6 +12,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from trtls.core.terminal_text import terminal_safe
+
 
 def recover_before_build(recipe_path: Path, quiet: bool = False) -> list[dict[str, Any]]:
     """Recover orphaned builds of this recipe's folder; one line each on stderr (JSON lines with `--json`)."""
@@ -33,7 +35,7 @@ def register(sub: Any) -> None:
     g = sub.add_parser(
         "gc",
         help="remove old build evidence from .trtls/ (keeps what a record still points to)",
-        epilog="exit codes: 0 done (or nothing to do), 2 bad input",
+        epilog="exit codes: 0 done (or nothing to do), 2 bad input or refused (a symlinked .trtls or runs)",
     )
     g.add_argument("folder", nargs="?", default=".", help="the recipe's folder or its trtls.toml (default: .)")
     g.add_argument("--dry-run", action="store_true", help="say what would be removed; remove nothing")
@@ -72,9 +74,13 @@ def cmd_gc(args: argparse.Namespace) -> int:
         return 2
     policy = policy_for(folder, args.keep_runs, args.max_age_days, args.max_size_mb)
     result = collect(folder / ".trtls", policy, dry_run=args.dry_run)
+    refused = result.get("refused")
     if args.json:
         print(json.dumps(result, indent=2, default=str))
-        return 0
+        return 2 if refused else 0
+    if refused:  # a symlinked .trtls or runs (TRT118), an unwritable lock: nothing removed, and said so
+        print(terminal_safe(f"{refused['path']}: {refused['code']} {refused['message']}"), file=sys.stderr)
+        return 2
     verb = "would remove" if args.dry_run else "removed"
     mb = result["freedBytes"] / 1e6
     print(f"trtls gc: {verb} {len(result['removed'])} run(s), {mb:.1f} MB; kept {len(result['kept'])}")

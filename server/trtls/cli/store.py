@@ -16,6 +16,7 @@ from trtls.cli.common import load_or_report, report_error
 from trtls.cli.exits import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
 from trtls.cli.usage import JsonErrors, emit_error
 from trtls.core.display import human_bytes
+from trtls.core.terminal_text import terminal_safe
 
 
 def _say(msg: str) -> None:
@@ -44,17 +45,23 @@ async def avoid(
         if use.changes and not args.json:
             _say(f"rebuilding {engine}: " + "; ".join(use.changes))
         return use, None
-    print_reused(engine, reused, loaded.path, bool(args.json))
-    return None, EXIT_OK
+    return None, print_reused(engine, reused, loaded.path, bool(args.json))
 
 
-def print_reused(engine: str, reused: dict[str, Any], recipe: Any, as_json: bool) -> None:
+def print_reused(engine: str, reused: dict[str, Any], recipe: Any, as_json: bool) -> int:
+    """The reuse in the terminal; 1 when its evidence could not be written (TRT413, `evidenceError`): the engine is
+    in place but no summary.json says so, and claiming one would point at a file that is not there."""
+    error = reused.get("evidenceError")
     if as_json:
         print(json.dumps({"type": "summary", "summary": reused}, default=str), flush=True)
-        return
-    print(f"{engine}: {reused['message']}")
-    print(f"  output: {reused['engineArtifact']['path']}")
-    print(f"  evidence: {recipe.parent / '.trtls' / 'runs' / reused['buildId'] / 'summary.json'}")
+        return EXIT_FAILED if error else EXIT_OK
+    print(terminal_safe(f"{engine}: {reused['message']}"))
+    print(terminal_safe(f"  output: {reused['engineArtifact']['path']}"))
+    if error:
+        print(terminal_safe(f"  evidence: {error}"))
+        return EXIT_FAILED
+    print(terminal_safe(f"  evidence: {recipe.parent / '.trtls' / 'runs' / reused['buildId'] / 'summary.json'}"))
+    return EXIT_OK
 
 
 def fast_path(args: argparse.Namespace) -> int | None:
@@ -75,8 +82,7 @@ def fast_path(args: argparse.Namespace) -> int | None:
     reused = fast_hit(recipe, args.engine)
     if reused is None:
         return None
-    print_reused(args.engine, reused, recipe, bool(args.json))
-    return EXIT_OK
+    return print_reused(args.engine, reused, recipe, bool(args.json))
 
 
 def attach(use: Any, build: Any, quiet: bool) -> None:
@@ -101,7 +107,7 @@ def _open_store(recipe: str | None) -> tuple[Any, Any] | None:
         if config is None:
             report_error("TRT330", "the engine store is off (TRTLS_STORE=off)", ".")
             return None
-        return None, Store(config.path, config.mode, config.max_size)
+        return None, Store.from_config(config)
     loaded = load_or_report(recipe)
     if loaded is None:
         return None
@@ -109,7 +115,7 @@ def _open_store(recipe: str | None) -> tuple[Any, Any] | None:
     if config is None:
         report_error("TRT330", "the engine store is off for this recipe", str(loaded.path))
         return None
-    return loaded, Store(config.path, config.mode, config.max_size)
+    return loaded, Store.from_config(config)
 
 
 def cmd_store(args: argparse.Namespace) -> int:
@@ -121,6 +127,10 @@ def cmd_store(args: argparse.Namespace) -> int:
         return EXIT_BAD_INPUT
     _, store = opened
     if args.action == "gc":
+        refusal = store.sweep_refusal()
+        if refusal is not None:  # not a marked store, or no place for one: gc would remove someone's files
+            print(terminal_safe(f"trtls store gc: {refusal}"), file=sys.stderr)
+            return EXIT_BAD_INPUT
         bound = parse_size(args.max_size) if args.max_size else store.max_size
         evicted = store.evict(max_size=bound)
         left = store.clean_tmp()
