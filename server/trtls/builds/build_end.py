@@ -8,6 +8,7 @@ import json
 import os
 import signal
 import time
+from pathlib import Path
 from typing import Any
 
 from trtls import fs
@@ -32,6 +33,7 @@ async def finish_build(build: Build, outcome: str, guard: OutputGuard | None) ->
             temp_files_near(build.output, build.id),
             state_dir(build.recipe_path) / "quarantine" if build.job.get("keep_evidence") else None,
             f"build {build.id} {outcome}",
+            within=Path(build.job["write_root"]) if build.job.get("write_root") else None,  # judged at load
         )
         build.artifacts.extend(inventory)
         build.finished = {"cleanup_status": status}
@@ -49,16 +51,20 @@ async def finish_build(build: Build, outcome: str, guard: OutputGuard | None) ->
     history = build.history()
     if build.config_hash:
         if outcome == "built":
-            history.record(
+            unrecorded = history.record(
                 build.config_hash,
                 durations=build.tree.durations(),
                 build={"buildId": build.id, "startedAt": build.started_at, "durationS": build.elapsed_s(t_end)},
             )
+            if unrecorded:
+                build.notes.append(unrecorded)
         elif build.token.is_set and outcome in ("cancelled", "forced"):
             running = [p for p in build.tree.phases.values() if p.status == "cancelled"]
             deepest = max(running, key=lambda p: p.id.count("."), default=None)
             if deepest is not None:
-                history.record(build.config_hash, stop_phase=deepest.id)
+                unrecorded = history.record(build.config_hash, stop_phase=deepest.id)
+                if unrecorded:
+                    build.notes.append(unrecorded)
     await build.previous_sha()  # the engine this build found, hashed beside it (summary: is it intact?)
     if guard is not None and outcome == "built":
         await guard.verify_written(build)  # the sha of what is on disk, not of what the worker meant to write

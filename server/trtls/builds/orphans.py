@@ -327,7 +327,7 @@ def _recover_one(
     # A record can be planted: its temp files are looked for only beside an output inside the recipe's folder.
     ours = inside(real(output.parent), real(root))
     temps = work.temps(output, state["buildId"]) if ours else []
-    inventory, status = remove_or_quarantine(temps, qdir, f"orphan of build {state['buildId']}")
+    inventory, status = remove_or_quarantine(temps, qdir, f"orphan of build {state['buildId']}", within=real(root))
     if inventory:
         message = f"{'quarantined' if status == 'quarantined' else 'removed'} {len(inventory)} orphaned temp file(s)"
     elif ours:

@@ -61,7 +61,8 @@ def _restore_held(
     assert use.store is not None and use.key is not None
     output = use.output  # placed when the recipe was loaded: its write root is that one, never recomputed here
     try:
-        restored = use.store.restore(entry, output, build_id, loaded_write_root(recipe.parent, output), use.state_dir)
+        root = loaded_write_root(recipe.parent, use.write_root)
+        restored = use.store.restore(entry, output, build_id, root, use.state_dir)
     except Refused as exc:
         use.warnings.append(f"TRT332 {exc}; the engine is rebuilt")
         return None

@@ -68,12 +68,12 @@ def open_record_stream(path: Path) -> BinaryIO:
     return open_stream(path, kind=Kind.evidence, within=state_root(path))
 
 
-def loaded_write_root(recipe_folder: Path, placed_output: Path) -> Path:
-    """The write root of an output placed when the recipe was loaded (`LoadedRecipe.resolve` resolved its folder
-    then): the recipe's real folder when that folder was inside it, else that folder itself (an output
-    `allow_outside` let out). Never resolved again: a folder swapped for a symlink since then is refused."""
-    root = real(recipe_folder)
-    return root if inside(placed_output.parent, root) else placed_output.parent
+def loaded_write_root(recipe_folder: Path, judged: str | os.PathLike[str] | None) -> Path:
+    """The write root of an output as it was judged when the recipe was loaded (the job's `write_root`, from
+    `judged_write_root`): never judged again from where the output's folder leads now. Without a judged root, the
+    recipe's real folder: an output folder swapped for a symlink leading out is then refused at the write, never
+    taken as the root (an output `allow_outside` lets out always comes with its judged root)."""
+    return Path(judged) if judged is not None else real(recipe_folder)
 
 
 def judged_write_root(loaded: Any, output: Path) -> Path:

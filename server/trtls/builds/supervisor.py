@@ -214,7 +214,8 @@ class Supervisor:
                 build.hashing_previous_engine(hashing)
         # Before the build spends its time: can the engine be written where it must go? (A remote node writes
         # to its own view of the path; only a local folder can be checked from here.)
-        problem = output_problem(build.output, build.id) if build.remote is None else None
+        root = Path(build.job["write_root"]) if build.job.get("write_root") else None  # judged at load
+        problem = output_problem(build.output, build.id, within=root) if build.remote is None else None
         build.output_check = {
             "path": str(build.output.parent),
             "writable": problem is None if build.remote is None else None,

@@ -228,14 +228,9 @@ class Worker:
         supported = adapter.timing_cache_supported(bm)
         identity = tc.cache_identity(environment, effective)
         path = Path(spec["path"]) if spec else None
-        plan = tc.plan_cache(
-            path,
-            spec["mode"] if spec else "off",
-            identity,
-            supported,
-            effective.get("optimization_level", 3),
-            self.quarantine_dir,
-        )
+        mode, level = spec["mode"] if spec else "off", effective.get("optimization_level", 3)
+        root = Path(spec["write_root"]) if spec and spec.get("write_root") else None  # judged at load, not now
+        plan = tc.plan_cache(path, mode, identity, supported, level, self.quarantine_dir, within=root)
         if plan.data is not None:
             # Corruption never raises: it is logged as an ERROR plus WARNINGs, so capture them all here,
             # and say once what they mean rather than passing raw driver errors to the user's terminal.
@@ -274,7 +269,8 @@ class Worker:
         inventory: list[dict[str, Any]] = []
         status = "cleaned"
         if not (self.job.get("faults") or {}).get("skip_cleanup"):
-            inventory, status = remove_or_quarantine([engine_temp_path(self.output, self.build_id)], qdir, reason)
+            temp, root = engine_temp_path(self.output, self.build_id), Path(self.root) if self.root else None
+            inventory, status = remove_or_quarantine([temp], qdir, reason, within=root)
         for entry in inventory:
             self.writer.emit("artifact", **entry)
         return status, time.monotonic_ns(), inventory
