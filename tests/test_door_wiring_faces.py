@@ -4,6 +4,7 @@ what is wrong with a record instead of a traceback. Real `trtls` processes on re
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -51,3 +52,18 @@ def test_gc_refuses_symlinked_runs_and_leaves_the_target(tmp_path: Path) -> None
     assert r.stderr.startswith(".trtls/runs: TRT118 "), r.stderr  # the path first, relative to the folder gc was given
     assert "Traceback" not in r.stderr
     assert sorted(str(p.relative_to(other)) for p in other.rglob("*")) == before
+
+
+def test_trace_says_a_summary_that_is_no_regular_file(tmp_path: Path) -> None:
+    ws = make_workspace(tmp_path / "ws")
+    runs = ws / ".trtls" / "runs"
+    fifo_run, link_run = runs / "20260101-000000-aaaaaa", runs / "20260101-000000-bbbbbb"
+    fifo_run.mkdir(parents=True)
+    link_run.mkdir()
+    os.mkfifo(fifo_run / "summary.json")
+    (link_run / "summary.json").symlink_to("/dev/zero")
+    for run, what in ((fifo_run, "a FIFO"), (link_run, "a symlink")):
+        r = trtls("trace", run.name, cwd=ws)
+        assert r.returncode == 2, r.stdout + r.stderr
+        assert f"{run.name}/summary.json: not a regular file ({what})" in r.stderr, r.stderr
+        assert "no such finished build" not in r.stderr and "Traceback" not in r.stderr

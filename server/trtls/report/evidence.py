@@ -89,21 +89,58 @@ def runs_dir(recipe: Path) -> Path:
 
 
 def find_run(target: str, recipe: Path) -> Path:
-    """`latest`, a build id under the recipe's .trtls/runs, or a run folder's path."""
+    """`latest`, a build id under the recipe's .trtls/runs, or a run folder's path. A summary that is there but is
+    no regular file (a FIFO, a link to a device) is said as such; a `.trtls` swapped while it is listed is a located
+    error, never a traceback."""
     direct = Path(target)
-    if direct.is_dir() and (direct / "summary.json").is_file():
-        return direct
+    if direct.is_dir() and _summary_kind(direct) is not None:
+        return _finished_run(direct)
     runs = runs_dir(recipe)
     if target == "latest":
-        done = [(m, p.parent) for p in runs.glob("*/summary.json") if (m := _mtime(p)) is not None]
+        done = _finished(runs)
         if not done:
             raise EvidenceError(f"{runs}: no finished build to show (build one with `trtls build`)")
         return max(done, key=lambda item: item[0])[1]
-    if (runs / target / "summary.json").is_file():
-        return runs / target
-    known = sorted(p.parent.name for p in runs.glob("*/summary.json"))[-5:]
+    if _summary_kind(runs / target) is not None:
+        return _finished_run(runs / target)
+    known = sorted(folder.name for _, folder in _finished(runs))[-5:]
     hint = f" (recent: {', '.join(known)})" if known else ""
     raise EvidenceError(f"{runs / target}: no such finished build{hint}")
+
+
+def _finished(runs: Path) -> list[tuple[float, Path]]:
+    """(when its summary was written, run folder) for each run whose summary.json is a regular file."""
+    try:
+        return [(m, p.parent) for p in runs.glob("*/summary.json") if (m := _mtime(p)) is not None]
+    except OSError as exc:  # `.trtls` or `runs` swapped or removed while it was listed
+        raise EvidenceError(f"{exc.filename or runs}: cannot list the builds ({exc.strerror or exc})") from None
+
+
+def _summary_kind(run_dir: Path) -> int | None:
+    """The file type bits of run_dir/summary.json, its own (a link is not followed); None when there is none."""
+    import os
+
+    try:
+        return os.lstat(run_dir / "summary.json").st_mode
+    except OSError:
+        return None
+
+
+def _finished_run(run_dir: Path) -> Path:
+    """run_dir, when its summary.json is a regular file; otherwise say what it is instead of reading it."""
+    import stat
+
+    mode = _summary_kind(run_dir) or 0
+    if stat.S_ISREG(mode):
+        return run_dir
+    kinds = (
+        (stat.S_ISLNK, "a symlink"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISDIR, "a folder"),
+        (stat.S_ISSOCK, "a socket"),
+    )
+    what = next((name for test, name in kinds if test(mode)), "a device")
+    raise EvidenceError(f"{run_dir / 'summary.json'}: not a regular file ({what}); a build summary is never read there")
 
 
 def _mtime(path: Path) -> float | None:
