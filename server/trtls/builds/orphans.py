@@ -23,7 +23,7 @@ from typing import Any
 
 from trtls import fs
 from trtls.builds.artifacts import remove_or_quarantine, sha256_file, temp_files_near
-from trtls.builds.running_record import RUNNING, output_state, read_running, replaced_since
+from trtls.builds.running_record import output_state, read_running, replaced_since, running_records
 from trtls.core.paths import inside, real
 from trtls.fs.kill import ProcessProof, process_alive, process_start_id
 from trtls.fs.kinds import TEMP_MARK
@@ -299,7 +299,7 @@ def recover_orphans(
     work = work or RecoveryPass()
     root = trtls_dir.parent  # every record written here stays in the recipe's folder (checked at the write)
     recovered: list[dict[str, Any]] = []
-    for running in sorted((trtls_dir / "runs").glob(f"*/{RUNNING}")):
+    for running in running_records(trtls_dir):  # a swapped .trtls: nothing to recover, never followed
         try:
             state = read_running(running)
         except (OSError, ValueError):

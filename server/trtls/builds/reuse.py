@@ -262,8 +262,11 @@ def fast_hit(recipe: Path, engine: str) -> dict[str, Any] | None:
     """The reuse's summary when nothing the key reads changed since the last run and the store holds the key;
     None → take the full path (which also handles every refusal and warning)."""
     state = recipe.parent / ".trtls"
-    if any((state / "runs").glob("*/running.json")):
-        return None  # a build whose supervisor died (or one running): the full path recovers or waits for it
+    try:
+        if state.is_symlink() or any((state / "runs").glob("*/running.json")):
+            return None  # a build whose supervisor died (or one running): the full path recovers or waits for it
+    except OSError:
+        return None  # `.trtls` swapped or gone while looking: the full path says it, located
     try:
         memo = json.loads(read_text(memo_path(state, engine), limit=MAX_MEMO_BYTES))  # never through a link
     except (OSError, ValueError):

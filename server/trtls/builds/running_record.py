@@ -116,3 +116,17 @@ def replaced_since(before: dict[str, Any] | None, now: dict[str, Any]) -> bool |
     if not now["exists"]:
         return True
     return (before["dev"], before["inode"], before["mtimeNs"]) != (now["dev"], now["inode"], now["mtimeNs"])
+
+
+def running_records(trtls_dir: Path) -> list[Path]:
+    """Every `runs/<id>/running.json` under `trtls_dir`, found without following a link: a `.trtls`, `runs` or run
+    folder that is a symlink (swapped mid-run) or gone holds nothing to recover here, never a traceback."""
+    runs = trtls_dir / "runs"
+    try:
+        if trtls_dir.is_symlink() or runs.is_symlink() or not runs.is_dir():
+            return []
+        with os.scandir(runs) as found:
+            folders = [Path(e.path) for e in found if e.is_dir(follow_symlinks=False)]
+        return sorted(f / RUNNING for f in folders if os.path.lexists(f / RUNNING))
+    except OSError:
+        return []
