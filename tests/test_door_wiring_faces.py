@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.lsp.lsp_helpers import write_static_onnx
 
 RECIPE = """\
@@ -67,3 +69,30 @@ def test_trace_says_a_summary_that_is_no_regular_file(tmp_path: Path) -> None:
         assert r.returncode == 2, r.stdout + r.stderr
         assert f"{run.name}/summary.json: not a regular file ({what})" in r.stderr, r.stderr
         assert "no such finished build" not in r.stderr and "Traceback" not in r.stderr
+
+
+def test_evidence_error_is_said_instead_of_a_record_path(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A reuse, a reduction and the editor's row of a reduction whose record could not be written (TRT413,
+    `evidenceError`): the error is shown, no summary.json/result.json is claimed, and the terminal exits 1."""
+    from types import SimpleNamespace
+
+    from trtls.cli.reduce import _exit
+    from trtls.cli.store import print_reused
+    from trtls.lsp.triage_command import ReductionRun
+
+    error = f"{tmp_path}/.trtls/runs/x/summary.json: TRT413 cannot write (Read-only file system)"
+    reused = {"message": "reused", "engineArtifact": {"path": "build/demo.engine"}, "buildId": "x"}
+    assert print_reused("demo", reused, tmp_path / "trtls.toml", False) == 0
+    assert capsys.readouterr().out.endswith("/summary.json\n")
+    assert print_reused("demo", {**reused, "evidenceError": error}, tmp_path / "trtls.toml", False) == 1
+    out = capsys.readouterr().out
+    assert f"  evidence: {error}\n" in out and not out.endswith("/summary.json\n")
+
+    red = SimpleNamespace(stopped_by=None, folder=tmp_path / "red", id="r1", engine="demo", token=None)
+    assert _exit({"outcome": "reduced"}, red) == 0
+    assert _exit({"outcome": "reduced", "evidenceError": error}, red) == 1
+
+    run = ReductionRun(red, summary={"outcome": "reduced", "evidenceError": error})
+    assert run.error_text == error
+    run_ok = ReductionRun(red, summary={"outcome": "reduced"})
+    assert run_ok.error_text is None

@@ -141,7 +141,7 @@ def print_matrix_outcome(mb: MatrixBuild, out: TextIO | None = None) -> None:
         art = (b.summary or {}).get("engineArtifact")
         if art:
             say(f"      engine: {art['path']} (sha256 {str(art.get('sha256'))[:16]}…)")
-        say(f"      evidence: {b.evidence_dir / 'summary.json'}")
+        say(f"      evidence: {(b.summary or {}).get('evidenceError') or b.evidence_dir / 'summary.json'}")
     for p in mb.not_started:
         say(f"  · {not_started_text(p.key)}")
-    say(f"  evidence: {mb.evidence_dir / 'summary.json'}")
+    say(f"  evidence: {s.get('evidenceError') or mb.evidence_dir / 'summary.json'}")  # TRT413: none written

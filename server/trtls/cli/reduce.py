@@ -17,6 +17,7 @@ from typing import Any
 from trtls.cli.common import install_stop_keys, load_or_report, report_error
 from trtls.cli.exits import EXIT_BAD_INPUT, EXIT_CTRL_C, EXIT_FAILED, EXIT_OK, EXIT_TIMEOUT
 from trtls.cli.usage import positive_seconds
+from trtls.core.terminal_text import terminal_safe
 
 EPILOG = (
     "exit codes: 0 a cause found (the minimal model or the setting), 1 the failure did not reproduce, 2 bad input, "
@@ -163,11 +164,15 @@ async def _reduce(args: argparse.Namespace) -> int:
         if record["minimal"]:
             names = ", ".join(record["minimal"]["nodeNames"][:6])
             print(f"minimal model: {red.folder / 'minimal.onnx'} ({record['minimal']['nodes']} nodes: {names})")
-        print(f"evidence: {red.folder / 'result.json'}", file=sys.stderr)
+        evidence = record.get("evidenceError") or red.folder / "result.json"  # TRT413: no result.json to point at
+        print(terminal_safe(f"evidence: {evidence}"), file=sys.stderr)
     return _exit(record, red)
 
 
 def _exit(record: dict[str, Any], red: Any) -> int:
+    """The outcome's exit code; 1 whenever the evidence could not be written (TRT413), whatever the outcome."""
+    if record.get("evidenceError") and record["outcome"] != "cancelled":
+        return EXIT_FAILED
     if record["outcome"] == "cancelled":
         return EXIT_TIMEOUT if red.stopped_by == "ci_timeout" else EXIT_CTRL_C
     if record["outcome"] in ("reduced", "configuration", "stopped"):

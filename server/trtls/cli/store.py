@@ -188,8 +188,11 @@ def cmd_rollback(args: argparse.Namespace) -> int:
     except RollbackError as exc:
         report_error(exc.code, str(exc), str(loaded.path))
         return EXIT_FAILED
-    print(f"{args.name}: {summary['message']}")
-    print(f"  evidence: {loaded.path.parent / '.trtls' / 'runs' / summary['buildId'] / 'summary.json'}")
+    print(terminal_safe(f"{args.name}: {summary['message']}"))
+    if summary.get("evidenceError"):  # restored, but its record could not be written (TRT413)
+        print(terminal_safe(f"  evidence: {summary['evidenceError']}"))
+        return EXIT_FAILED
+    print(terminal_safe(f"  evidence: {loaded.path.parent / '.trtls' / 'runs' / summary['buildId'] / 'summary.json'}"))
     return EXIT_OK
 
 

@@ -233,7 +233,7 @@ def print_outcome(build: Build, out: TextIO | None = None) -> None:
         say(f"  engine: {e['path']} ({human_bytes(e.get('size'))}, sha256 {str(e.get('sha256'))[:16]}…)")
     say(f"  retry: {s.get('retryPolicy')} — {s.get('retryRule')}")
     say(f"  validation: {s.get('validationStatus')} ({s.get('validationNote')})")
-    say(f"  evidence: {build.evidence_dir / 'summary.json'}")
+    say(f"  evidence: {s.get('evidenceError') or build.evidence_dir / 'summary.json'}")  # TRT413: none written
 
 
 def _previous_engine(s: dict[str, Any]) -> str:

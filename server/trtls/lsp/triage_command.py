@@ -56,8 +56,15 @@ class ReductionRun:
             "status": self.status,
             "cancelSource": self.red.token.source,
             "headline": headline(self.red),
-            "evidencePath": str(self.evidence_dir / "result.json") if self.summary else None,
+            # result.json is claimed only when it was written (TRT413 `evidenceError` otherwise)
+            "evidencePath": str(self.evidence_dir / "result.json") if self.summary and not self.error_text else None,
+            "evidenceError": self.error_text,
         }
+
+    @property
+    def error_text(self) -> str | None:
+        """Why the reduction's evidence could not be written (TRT413), or None."""
+        return (self.summary or {}).get("evidenceError")
 
 
 async def start_reduction(ls: Any, raw: Any) -> dict[str, Any]:
@@ -102,7 +109,10 @@ async def start_reduction(ls: Any, raw: Any) -> dict[str, Any]:
         ls.runs.evict()
         if token is not None:
             kind: OutcomeKind = "cancelled" if record["outcome"] == "cancelled" else "failed" if red.error else "ok"
-            end_progress(ls, token, f"{record['headline']}: {record['causeText']}", record["outcome"], kind)
+            said = f"{record['headline']}: {record['causeText']}"
+            if record.get("evidenceError"):
+                said, kind = f"{said} — {record['evidenceError']}", "failed"
+            end_progress(ls, token, said, record["outcome"], kind)
 
     asyncio.ensure_future(finish())
     return {"reductionId": red.id, "engine": args.engine, "status": "started"}
