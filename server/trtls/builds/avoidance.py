@@ -27,7 +27,7 @@ from trtls.core.recipe_file import read_recipe_text
 from trtls.core.tomlpos import bounded_loads
 from trtls.store.config import StoreConfig, store_config
 from trtls.store.diff import key_changes
-from trtls.store.entries import Entry, Refused, Store, StoreUnusable
+from trtls.store.entries import Entry, NotTrusted, Refused, Store, StoreUnusable
 from trtls.store.farm_keys import FULL_TRT_ON_CLUSTER, builder_mismatch, full_tensorrt_on_cluster
 from trtls.store.key import KeyUnavailable, engine_key
 from trtls.store.known_good import KnownGood
@@ -96,7 +96,7 @@ def prepare(
     elif config is None:
         use.not_used = 'the store is off ([store] mode = "off" or TRTLS_STORE=off)'
     if use.not_used is None and config is not None:
-        use.store = Store(config.path, config.mode, config.max_size)
+        use.store = Store.from_config(config)  # its trust, its signing key, the recipe's folder
         use.store.check()
     return use
 
@@ -113,6 +113,9 @@ def _lookup(use: StoreUse) -> Entry | None:
     assert use.store is not None and use.key is not None
     try:
         return use.store.get(use.key.hex)
+    except NotTrusted as exc:  # may be whole, but someone the store does not trust could have written it
+        use.warnings.append(f"TRT340 {exc}")
+        return None
     except Refused as exc:
         use.warnings.append(f"TRT334 {exc}")
         return None

@@ -17,7 +17,7 @@ from typing import Any
 from trtls.builds.reuse import OutputHeld, remember_reused, reuse_evidence, write_memo
 from trtls.builds.roots import loaded_write_root
 from trtls.core.paths import UnsafeWrite
-from trtls.store.entries import Entry, Refused
+from trtls.store.entries import Entry, Refused, RestoreFailed
 from trtls.store.use import StoreUse
 
 WAIT_POLL_S = 0.1  # a waiter retries the key's lock this often (flock has no asyncio-friendly blocking form)
@@ -69,8 +69,11 @@ def _restore_held(
     except UnsafeWrite as exc:  # the output's folder became a symlink leading out since the recipe was checked
         use.warnings.append(f"TRT118 {exc.filename}: {exc.strerror}; nothing was restored")
         return None
-    except OSError as exc:  # immutable, read-only, full (RestoreFailed): the build's own probe says it, located
-        use.warnings.append(f"{getattr(exc, 'code', 'TRT405')} {exc.filename}: {exc.strerror}; nothing was restored")
+    except RestoreFailed as exc:  # immutable, read-only, full: the build's own probe says it, with its evidence
+        use.warnings.append(f"{exc.code} {exc.filename}: {exc.strerror}; nothing was restored, the output is as it was")
+        return None
+    except OSError as exc:  # the store's engine could not be read: the build goes on without it
+        use.warnings.append(f"TRT405 {exc.filename or output}: {exc.strerror or exc}; nothing was restored")
         return None
     finally:
         held.release()

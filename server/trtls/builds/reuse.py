@@ -23,13 +23,13 @@ from typing import Any
 from trtls import __version__
 from trtls.builds.roots import evidence_error, write_record
 from trtls.fs import open_regular, read_text
-from trtls.store.entries import Entry, Refused, Store
+from trtls.store.entries import Entry, Refused, RestoreFailed, Store
 from trtls.store.known_good import KnownGood
 
 MEMO_FORMAT = "trtls.fast-hit/1"
 # the modules whose code turns a recipe into the job the key hashes: changed code, no fast path
 KEY_CODE = ("core/recipe.py", "core/build_config.py", "core/profiles.py", "builds/build.py", "store/key.py")
-ENV_KEYS = ("TRTLS_STORE", "XDG_CACHE_HOME", "HOME")
+ENV_KEYS = ("TRTLS_STORE", "TRTLS_STORE_TRUST", "TRTLS_STORE_KEY_FILE", "XDG_CACHE_HOME", "HOME")
 MAX_MEMO_BYTES = 1 << 20  # a memo: a few stats and digests
 
 
@@ -229,12 +229,20 @@ def write_memo(recipe: Path, history: str, key: str, parts: dict[str, Any], outp
         "env": {k: os.environ.get(k) for k in ENV_KEYS},
         "files": {f: _stat(f) for f in files if isinstance(f, str)},
         "code": _code_stats(),
+        "builderModule": (parts.get("builder") or {}).get("module"),
         "builderSite": site,
         "builderDirs": _builder_dirs(site),
         "device": device,
         "key": key,
         "output": str(output),
-        "store": {"path": str(store.root), "mode": store.mode, "maxSize": store.max_size},
+        "store": {
+            "path": str(store.root),
+            "mode": store.mode,
+            "maxSize": store.max_size,
+            "trust": store.trust,
+            "recipeDir": str(store.recipe_dir) if store.recipe_dir else None,
+            "signingKeyFile": str(store.signing_key_file) if store.signing_key_file else None,
+        },  # fmt: skip
     }
     try:
         write_record(memo_path(recipe.parent / ".trtls", history), json.dumps(memo, default=str) + "\n")
@@ -252,6 +260,9 @@ def _memo_holds(memo: dict[str, Any], recipe: Path) -> bool:
         and memo.get("env") == {k: os.environ.get(k) for k in ENV_KEYS}
         and memo.get("code") == _code_stats()
         and all(_stat(f) == s and s is not None for f, s in (memo.get("files") or {"": None}).items())
+        # the builder as it is found NOW (sys.path, PYTHONPATH): another site is another builder (issue 32)
+        and "builderModule" in memo
+        and memo.get("builderSite") == _builder_site(memo["builderModule"])
         and memo.get("builderDirs") == _builder_dirs(memo.get("builderSite"))
         and memo.get("recipeSha256") == _sha_of(recipe)
         and json.loads(json.dumps(cuda_driver(), default=str)) == memo.get("device")
@@ -274,7 +285,11 @@ def fast_hit(recipe: Path, engine: str) -> dict[str, Any] | None:
     if not isinstance(memo, dict) or not _memo_holds(memo, recipe):
         return None
     s = memo["store"]
-    store = Store(Path(s["path"]), s["mode"], s.get("maxSize"))
+    if not isinstance(s, dict) or "trust" not in s:
+        return None  # a memo from before trust was remembered: the full path opens the store as configured
+    rdir, kfile = s.get("recipeDir"), s.get("signingKeyFile")
+    store = Store(Path(s["path"]), s["mode"], s.get("maxSize"), trust=s["trust"],
+                  recipe_dir=Path(rdir) if rdir else None, signing_key_file=kfile)  # fmt: skip
     try:
         entry = store.get(str(memo["key"]))
     except Refused:
@@ -294,6 +309,8 @@ def fast_hit(recipe: Path, engine: str) -> dict[str, Any] | None:
         current = not store.restore(entry, output, build_id, recipe.parent, state)  # outside: the full path
     except Refused:
         return None  # quarantined; the full path rebuilds and says so (TRT332)
+    except RestoreFailed:
+        return None  # the output cannot be written (TRT412/TRT405): the full path's probe says it, with evidence
     except OSError:
         # a symlinked output or folder (TRT118), an immutable output, a read-only or full disk (TRT412/TRT405):
         # the full path's checks say it, located, with evidence

@@ -15,7 +15,7 @@ from trtls.builds.reuse import OutputHeld, ago
 from trtls.builds.roots import evidence_error, write_record
 from trtls.core.paths import UnsafeWrite
 from trtls.store.config import store_config
-from trtls.store.entries import Refused, Store
+from trtls.store.entries import NotTrusted, Refused, RestoreFailed, Store
 from trtls.store.known_good import KnownGood
 
 
@@ -46,9 +46,11 @@ def rollback(loaded: Any, engine: str, to: str | None = None) -> dict[str, Any]:
     config = store_config(loaded.recipe.store, loaded.base_dir)
     if config is None:
         raise RollbackError("TRT338", "the engine store is off: known-good engines are kept in the store")
-    store = Store(config.path, config.mode, config.max_size)
+    store = Store.from_config(config)  # its trust, its signing key, the recipe's folder
     try:
         entry = store.get(str(rec["key"]))
+    except NotTrusted as exc:
+        raise RollbackError("TRT340", str(exc)) from exc
     except Refused as exc:
         raise RollbackError("TRT334", str(exc)) from exc
     if entry is None:
@@ -70,8 +72,8 @@ def rollback(loaded: Any, engine: str, to: str | None = None) -> dict[str, Any]:
         raise RollbackError("TRT332", str(exc)) from exc
     except UnsafeWrite as exc:
         raise RollbackError("TRT118", f"{exc.filename}: {exc.strerror}; nothing was restored") from exc
-    except OSError as exc:  # an immutable output, a read-only or full disk: located, with the evidence of the try
-        code = getattr(exc, "code", "TRT405")
+    except OSError as exc:  # an immutable output, a read-only or full disk (RestoreFailed): located, with evidence
+        code = exc.code if isinstance(exc, RestoreFailed) else "TRT405"
         summary.update(outcome="failed", error=f"{code} {exc.filename or output}: {exc.strerror or exc}")
         summary["message"] = f"{summary['error']}; nothing was restored, the output is as it was"
         raise RollbackError(code, _record(loaded, summary)) from exc
@@ -84,6 +86,7 @@ def rollback(loaded: Any, engine: str, to: str | None = None) -> dict[str, Any]:
         "size": entry.size,
         "sha256": entry.sha256,
     }
+    summary["outputAlreadyCurrent"] = not restored  # the output already held these bytes: nothing was written
     summary["durationS"] = round(time.time() - t0, 3)
     summary["message"] = f"rolled back to the engine of build {rec.get('buildId')} ({ago(rec.get('startedAt'))})"
     _record(loaded, summary)
