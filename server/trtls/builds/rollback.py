@@ -26,18 +26,25 @@ class RollbackError(Exception):
 
 
 def rollback_target(loaded: Any, engine: str, to: str | None) -> dict[str, Any]:
-    """The known-good record to restore: `to`, else the newest one whose engine is not the one at the output."""
-    records = KnownGood(state_dir(loaded.path), engine).records()
+    """The known-good record to restore: `to`, else the newest one whose engine is not the one at the output. A
+    TRT338 names the known-good record when it was refused (a symlink, a FIFO, too large: `KnownGood.problem`)."""
+    known = KnownGood(state_dir(loaded.path), engine)
+    records = known.records()
+    refused = f"; the known-good record was not read: {known.problem}" if known.problem else ""
     if to is not None:
         rec = next((r for r in reversed(records) if r.get("buildId") == to), None)
         if rec is None:
-            raise RollbackError("TRT338", f"no successful build {to} of {engine} is recorded (see trtls engines)")
+            why = f"no successful build {to} of {engine} is recorded (see trtls engines){refused}"
+            raise RollbackError("TRT338", why)
         return rec
     output = Path(worker_job(loaded, engine, "rollback")["output"])
-    current = sha256_file(output) if output.is_file() else None
+    try:  # the output's folder may be swapped or gone while looking: then no engine is known to be there
+        current = sha256_file(output) if output.is_file() else None
+    except OSError:
+        current = None
     rec = next((r for r in reversed(records) if r.get("sha256") != current), None)
     if rec is None:
-        raise RollbackError("TRT338", f"no earlier known-good engine of {engine} to roll back to")
+        raise RollbackError("TRT338", f"no earlier known-good engine of {engine} to roll back to{refused}")
     return rec
 
 
