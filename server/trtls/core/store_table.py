@@ -86,8 +86,10 @@ def store_path_findings(loaded: LoadedRecipe, recipe: RecipeFile) -> list[Findin
         return []
     plan = write_plan(loaded, recipe)
     files = [*plan.protected, *(placed for w, placed in plan.writes if not w.folder)]
-    why = placement_problem(root, loaded.base_dir, files) or content_problem(root)
+    why = placement_problem(root, loaded.base_dir, files)
     code = "TRT339"
+    if why is None and (why := content_problem(root)) is not None and why.endswith(" is not a folder"):
+        code = "TRT330"  # the store's own code for a path that names a file (one rule, one code, whoever finds it)
     if why is None:
         why, code = root_problem(root, trust=table.trust), "TRT340"
     if why is None:
