@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -110,3 +111,30 @@ def test_rollback_names_the_refused_known_good_record(quickstart: Path, tmp_path
     assert caught.value.code == "TRT338"
     assert str(record) in str(caught.value), str(caught.value)
     assert precious.read_text() == '{"precious": true}\n'
+
+
+def test_fast_path_needs_the_builder_found_now(
+    seeded: tuple[Path, dict], seed_ws: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 32 item 2: the fast path's memo holds only while the builder module found NOW through sys.path is the
+    one it remembered; another `tensorrt_rtx` put first on the path (PYTHONPATH), with its own dist-info version,
+    is another builder (before: the remembered site's folders were compared with themselves: 'up to date')."""
+    from tests.store.helpers import run_build
+    from trtls.builds import reuse
+
+    with_store(seed_ws, copy_store(seeded, tmp_path))
+    done = run_build(seed_ws)
+    assert done.returncode == 0, done.stderr
+    memo = json.loads(reuse.memo_path(seed_ws / ".trtls", "demo").read_text())
+    recipe = seed_ws / "trtls.toml"
+    module = seeded[1]["builderModule"]  # the builder the seed was built with
+    assert reuse._memo_holds(memo, recipe), "the memo holds while nothing changed"
+    site = tmp_path / "other-site"
+    (site / module).mkdir(parents=True)
+    (site / module / "__init__.py").write_text("__version__ = '99.0'\n")
+    (site / f"{module}-99.0.dist-info").mkdir()
+    monkeypatch.syspath_prepend(str(site))
+    for name in [m for m in sys.modules if m == module or m.startswith(f"{module}.")]:
+        monkeypatch.delitem(sys.modules, name)
+    assert reuse._builder_site(module) == str(site)
+    assert not reuse._memo_holds(memo, recipe), "another builder on the path is not up to date"
