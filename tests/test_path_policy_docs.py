@@ -1,5 +1,5 @@
-"""docs/reliability.md's "What trtls will never write, delete or kill" is enforced: every rule there names at least one test, and
-every test it names exists (the file, and a `def` of that name in it)."""
+"""docs/reliability.md's "What trtls will never write, delete or kill" is enforced: every rule there names at least
+one test, and every test it names exists (the file, and a `def` of that name in it)."""
 
 from __future__ import annotations
 
