@@ -32,10 +32,9 @@ def _check_owned(folder_fd: int, owned: bool, path: object) -> None:
         raise UnsafeWrite(errno.EPERM, "its folder was not made by trtls; nothing is deleted there", str(path))
 
 
-def remove_file(
-    path: str | os.PathLike[str], *, kind: Kind, within: str | os.PathLike[str], owned: bool = False
-) -> bool:
-    """Unlink `path` (a file or a symlink, never a folder). False when it was already gone."""
+def _remove(path: str | os.PathLike[str], kind: Kind, within: str | os.PathLike[str], owned: bool, tree: bool) -> bool:
+    """The one delete: name checked, folder opened by descriptor inside `within` (and owned when asked), the final
+    entry lstat'ed; a file or link is unlinked, a folder removed by descriptor. False when it was already gone."""
     folder, name = _check_name(path, kind)
     try:
         with open_folder(folder, within) as folder_fd:
@@ -44,27 +43,11 @@ def remove_file(
                 st = os.stat(name, dir_fd=folder_fd, follow_symlinks=False)
             except FileNotFoundError:
                 return False
-            if stat.S_ISDIR(st.st_mode):
-                raise UnsafeWrite(errno.EISDIR, "is a folder", str(path))
-            os.unlink(name, dir_fd=folder_fd)
-            return True
-    except FileNotFoundError:
-        return False
-
-
-def remove_tree(
-    path: str | os.PathLike[str], *, kind: Kind, within: str | os.PathLike[str], owned: bool = False
-) -> bool:
-    """Remove the folder `path` and everything in it, by descriptor. False when it was already gone; UnsafeWrite
-    when `path` is a symlink or not a folder (nothing removed)."""
-    folder, name = _check_name(path, kind)
-    try:
-        with open_folder(folder, within) as folder_fd:
-            _check_owned(folder_fd, owned, path)
-            try:
-                st = os.stat(name, dir_fd=folder_fd, follow_symlinks=False)
-            except FileNotFoundError:
-                return False
+            if not tree:
+                if stat.S_ISDIR(st.st_mode):
+                    raise UnsafeWrite(errno.EISDIR, "is a folder", str(path))
+                os.unlink(name, dir_fd=folder_fd)
+                return True
             if stat.S_ISLNK(st.st_mode):
                 raise UnsafeWrite(errno.ELOOP, "is a symlink; trtls never deletes through one", str(path))
             if not stat.S_ISDIR(st.st_mode):
@@ -73,6 +56,21 @@ def remove_tree(
             return True
     except FileNotFoundError:
         return False
+
+
+def remove_file(
+    path: str | os.PathLike[str], *, kind: Kind, within: str | os.PathLike[str], owned: bool = False
+) -> bool:
+    """Unlink `path` (a file or a symlink, never a folder). False when it was already gone."""
+    return _remove(path, kind, within, owned, tree=False)
+
+
+def remove_tree(
+    path: str | os.PathLike[str], *, kind: Kind, within: str | os.PathLike[str], owned: bool = False
+) -> bool:
+    """Remove the folder `path` and everything in it, by descriptor. False when it was already gone; UnsafeWrite
+    when `path` is a symlink or not a folder (nothing removed)."""
+    return _remove(path, kind, within, owned, tree=True)
 
 
 def rename(
