@@ -373,6 +373,11 @@ _hooked = False
 
 def _swap_now(swap: dict[str, Any]) -> None:
     path = swap["path"]
+    if os.path.realpath(os.path.dirname(path)) != os.path.normpath(os.path.dirname(path)):
+        # an earlier change linked a folder on the way: the swap would be the harness itself writing through that
+        # link into the outside tree (what the property forbids trtls, not the attacker); the link is hostile enough
+        swap["done"] = "through a link"
+        return
     try:
         if os.path.lexists(path):
             os.rename(path, path + ".swapped")
@@ -486,7 +491,8 @@ def changes(before: dict[str, Any], after: dict[str, Any], asked: str | None = N
         if asked is not None and path == asked:
             continue
         if asked is not None and path == os.path.dirname(asked) and b is not None and a is not None:
-            b, a = b[:5] + b[6:-1] + (set(b[-1]) | {os.path.basename(asked)},), a[:5] + a[6:-1] + (set(a[-1]),)
+            gone = {os.path.basename(asked)}  # the asked file may appear there, or (refused) not: either is no change
+            b, a = b[:5] + b[6:-1] + (set(b[-1]) - gone,), a[:5] + a[6:-1] + (set(a[-1]) - gone,)
         if b != a:
             said.append(f"{path}: {'created' if b is None else 'removed' if a is None else _what_changed(b, a)}")
     return said

@@ -4,6 +4,7 @@ by sha256 on the way), recorded as evidence (`outcome: rolled_back`) like any bu
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ from trtls.builds.roots import evidence_error, write_record
 from trtls.core.paths import UnsafeWrite
 from trtls.store.config import store_config
 from trtls.store.entries import NotTrusted, Refused, RestoreFailed, Store
+from trtls.store.folder import StoreUnusable
 from trtls.store.known_good import KnownGood
 
 
@@ -55,7 +57,11 @@ def rollback(loaded: Any, engine: str, to: str | None = None) -> dict[str, Any]:
         raise RollbackError("TRT338", "the engine store is off: known-good engines are kept in the store")
     store = Store.from_config(config)  # its trust, its signing key, the recipe's folder
     try:
+        if os.path.lexists(store.root):  # judged as a build judges it (a store that is not there holds nothing)
+            store.check()
         entry = store.get(str(rec["key"]))
+    except StoreUnusable as exc:  # "evicted" would be a false reason: the store itself cannot be used
+        raise RollbackError(exc.code, str(exc)) from exc
     except NotTrusted as exc:
         raise RollbackError("TRT340", str(exc)) from exc
     except Refused as exc:

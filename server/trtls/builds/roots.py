@@ -60,7 +60,9 @@ def write_record(path: Path, text: str) -> None:
 
 def evidence_error(exc: OSError, path: Path) -> str:
     """The located TRT413 line of a record that could not be written (the path first, then why)."""
-    return f"TRT413 {exc.filename or path}: {exc.strerror or exc}; the record {path.name} was not written"
+    # the record's own path, always whole: the door works by descriptor, so `exc.filename` is often a bare name
+    where = exc.filename if isinstance(exc.filename, str) and os.path.isabs(exc.filename) else path
+    return f"TRT413 {where}: {exc.strerror or exc}; the record {path.name} was not written"
 
 
 def open_record_stream(path: Path) -> BinaryIO:

@@ -37,10 +37,11 @@ def open_regular(
 ) -> Iterator[BinaryIO]:
     """A binary file object of the regular file at `path`. `follow=False` (records, store entries): a final
     symlink is refused; `follow=True` (a user's model and its external data, which may live in a cache through a
-    link): the link is followed and, with `within`, its real path must stay inside `within`."""
+    link): the link is followed. With `within`, the real path (of the file, or without `follow` of its folder) must
+    stay inside `within`."""
     target = Path(path)
-    if follow and within is not None:
-        resolved = real(target)
+    if within is not None:  # a record's folder swapped for a link leading out is refused, not read through
+        resolved = real(target) if follow else real(target.parent) / target.name
         if not inside(resolved, real(within)):
             raise UnsafeWrite(errno.EXDEV, f"leads out of {real(within)} (to {resolved})", str(path))
     flags = os.O_RDONLY | _NONBLOCK | _CLOEXEC | (0 if follow else _NOFOLLOW)

@@ -32,7 +32,7 @@ class KnownGood:
 
     def records(self) -> list[dict[str, Any]]:
         try:
-            data = json.loads(read_text(self.path, limit=RECORD_LIMIT, follow=False))
+            data = json.loads(read_text(self.path, limit=RECORD_LIMIT, follow=False, within=self.state_dir.parent))
         except FileNotFoundError:
             return []
         except (OSError, ValueError) as exc:
