@@ -122,7 +122,7 @@ def test_allow_outside_lets_one_path_out_and_the_check_says_ok(site: Path) -> No
     check = trtls("check", str(site))
     assert check.returncode == 0, check.stdout
     build = trtls("build", str(site), "--engine", "demo")  # a real build: the opt-in is recorded in its evidence
-    assert build.returncode == 0, build.stderr[-2000:]
+    assert build.returncode == 0, build.stdout[-3000:] + build.stderr[-2000:]
     engine = site.parent / "shared" / "demo.engine"
     assert engine.stat().st_size > 0
     (summary,) = (site / ".trtls" / "runs").glob("demo-*/summary.json")

@@ -87,7 +87,17 @@ def ensure_folder(
     while not os.path.lexists(existing) and existing != existing.parent:
         missing.insert(0, existing.name)
         existing = existing.parent
-    judged_base, parts = _judge(existing, base)
+    if missing and any(p in ("..", ".") for p in missing):
+        raise _refuse(errno.EINVAL, "a folder to create is named . or ..", folder)
+    target = real(existing).joinpath(*missing)
+    if not inside(target, base):
+        raise _refuse(errno.EXDEV, f"its real folder {target} is outside {base}", folder)
+    # `within` itself may not exist yet (an output folder `allow_outside` let out): walk from its nearest existing
+    # folder, creating `within` and what lies below it, each component without following a link
+    anchor = base
+    while not os.path.lexists(anchor) and anchor != anchor.parent:
+        anchor = anchor.parent
+    judged_base, parts = _judge(existing, anchor)
     fd = _walk(judged_base, (*parts, *missing), create=True, mode=mode)
     try:
         if mark is not None:
