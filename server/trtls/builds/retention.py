@@ -261,8 +261,8 @@ def collect(trtls_dir: Path, policy: Policy, *, dry_run: bool = False, max_remov
             _collect_held(trtls_dir, policy, dry_run, max_remove, result)
     except OSError as exc:  # the lock's folder or the history swapped for a link, a full disk: said, not raised
         # the door works by descriptor: a bare file name is said with the folder it is in
-        where = exc.filename if isinstance(exc.filename, str) and os.path.isabs(exc.filename) else None
-        where = where or (trtls_dir / exc.filename if isinstance(exc.filename, str) else trtls_dir)
+        name = exc.filename if isinstance(exc.filename, str) else None
+        where = Path(name) if name and os.path.isabs(name) else trtls_dir / name if name else trtls_dir
         result["refused"] = {"code": "TRT413", "path": str(where), "message": f"{where}: {exc.strerror or exc}"}
     return result
 
