@@ -126,8 +126,11 @@ def test_a_planted_record_cannot_make_trtls_signal_a_stranger() -> None:
         stranger.kill()
         stranger.wait()
     env = {**os.environ, NONCE_ENV: "a" * 32}
-    ours = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"], env=env)
+    ours = subprocess.Popen(
+        [sys.executable, "-c", "import time; print('up', flush=True); time.sleep(30)"], env=env, stdout=subprocess.PIPE
+    )
     try:
+        assert ours.stdout is not None and ours.stdout.readline() == b"up\n"  # running its own program, env included
         assert fs.signal_proven(ProcessProof(ours.pid, process_start_id(ours.pid), "a" * 32), signal.SIGKILL) is None
         assert ours.wait(10) == -signal.SIGKILL
     finally:

@@ -37,13 +37,16 @@ def _walk(root: Path, parts: tuple[str, ...], create: bool, mode: int) -> int:
             except FileNotFoundError:
                 if not create:
                     raise
-                with contextlib.suppress(FileExistsError):
-                    os.mkdir(part, mode, dir_fd=fd)
-                nfd = os.open(part, DIR_FLAGS, dir_fd=fd)
+                try:
+                    with contextlib.suppress(FileExistsError):
+                        os.mkdir(part, mode, dir_fd=fd)
+                    nfd = os.open(part, DIR_FLAGS, dir_fd=fd)
+                except OSError as exc:
+                    raise OSError(exc.errno, exc.strerror, str(root / part)) from exc
             except OSError as exc:
                 if exc.errno in (errno.ELOOP, errno.ENOTDIR):
                     raise _refuse(exc.errno, "a folder on the way is a symlink or not a folder", root / part) from None
-                raise
+                raise OSError(exc.errno, exc.strerror, str(root / part)) from exc  # the whole path, not a bare name
             os.close(fd)
             fd = nfd
             root = root / part

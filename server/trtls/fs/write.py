@@ -61,6 +61,13 @@ def _final_is_link(folder_fd: int, name: str) -> str | None:
     return None
 
 
+def _named(exc: OSError, path: str | os.PathLike[str]) -> OSError:
+    """`exc` naming the whole path the caller asked to write (an UnsafeWrite stays what it is)."""
+    if isinstance(exc, UnsafeWrite):
+        return exc
+    return OSError(exc.errno, exc.strerror, str(path))
+
+
 def _create_temp(folder_fd: int, name: str, temp_name: str | None, mode: int) -> tuple[int, str]:
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC
     if temp_name is not None:
@@ -92,7 +99,10 @@ def atomic_writer(
         if link is not None:
             raise UnsafeWrite(errno.ELOOP, f"is a symlink (to {link}); trtls never writes through one", str(path))
         _check_replace(folder_fd, name, kind, may_replace, path)
-        fd, tmp = _create_temp(folder_fd, name, temp_name, mode)
+        try:
+            fd, tmp = _create_temp(folder_fd, name, temp_name, mode)
+        except OSError as exc:  # by descriptor the error names a bare temp name: say the file being written
+            raise _named(exc, path) from exc
         try:
             with os.fdopen(fd, "wb") as out:
                 os.fchmod(out.fileno(), mode)  # creation mode is masked by umask; published files keep `mode`
@@ -101,7 +111,10 @@ def atomic_writer(
                 os.fsync(out.fileno())
             if _final_is_link(folder_fd, name) is not None:  # planted while the file was written
                 raise UnsafeWrite(errno.ELOOP, "became a symlink while it was written", str(path))
-            os.replace(tmp, name, src_dir_fd=folder_fd, dst_dir_fd=folder_fd)
+            try:
+                os.replace(tmp, name, src_dir_fd=folder_fd, dst_dir_fd=folder_fd)
+            except OSError as exc:
+                raise _named(exc, path) from exc
         except BaseException:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(tmp, dir_fd=folder_fd)
