@@ -308,7 +308,10 @@ def run_language_server(site: Site, argv: list[str]) -> Outcome:
     finally:
         code = s.close(timeout=60)
     internal = [m for m in s.messages if m.get("error", {}).get("code") == -32603]
-    text = json.dumps(said + s.shown_messages() + internal, default=str)
+    # what the editor shows of a failed build: its messages, the recipe's diagnostics, the build tree's outcome
+    shown = [m.get("params") for m in s.messages
+             if m.get("method") in ("textDocument/publishDiagnostics", "trtls/buildTree")]  # fmt: skip
+    text = json.dumps(said + s.shown_messages() + shown + internal, default=str)
     # as an exit code: the server's own when not 0 (never expected), 2 for a refusal (-32602, a located error),
     # 1 for a build that ended failed, else 0
     refused = bool(said) and "error" in said[0]
