@@ -77,7 +77,7 @@ def test_evidence_error_is_said_instead_of_a_record_path(tmp_path: Path, capsys:
     from types import SimpleNamespace
 
     from trtls.cli.reduce import _exit
-    from trtls.cli.store import print_reused
+    from trtls.cli.store_lookup import print_reused
     from trtls.lsp.triage_command import ReductionRun
 
     error = f"{tmp_path}/.trtls/runs/x/summary.json: TRT413 cannot write (Read-only file system)"

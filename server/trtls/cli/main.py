@@ -15,7 +15,7 @@ import sys
 from typing import Any
 
 from trtls import __version__
-from trtls.cli import accept, check, gates, import_cmd, pictures, reduce, store
+from trtls.cli import accept, check, gates, import_cmd, pictures, reduce, store, store_lookup
 from trtls.cli import farm as farm_cmd
 from trtls.cli import gc as gc_cmd
 from trtls.cli.common import find_recipe, install_stop_keys, load_or_report, report_error
@@ -25,7 +25,9 @@ from trtls.cli.usage import JsonErrors, TrtlsParser, emit_error, parse, positive
 
 
 def cmd_build(args: argparse.Namespace) -> int:
-    fast = store.fast_path(args)  # unchanged since the last run and in the engine store: ~0.1 s, no recipe models
+    fast = store_lookup.fast_path(
+        args
+    )  # unchanged since the last run and in the engine store: ~0.1 s, no recipe models
     if fast is not None:
         return fast
     return asyncio.run(_build_all(args))
@@ -87,7 +89,7 @@ async def _build_one(
     from trtls.builds.supervisor import Supervisor
     from trtls.cli.terminal_view import JsonView, PlainView, RichView, print_outcome
 
-    use, done = await store.avoid(loaded, engine, args, overrides)
+    use, done = await store_lookup.avoid(loaded, engine, args, overrides)
     if done is not None:
         from trtls.builds.spawn import discard
 
@@ -95,7 +97,7 @@ async def _build_one(
         return done
     sup = Supervisor()
     build = sup.start(loaded, engine, overrides=overrides, worker=worker, wait_for_output=not args.no_wait)
-    store.attach(use, build, quiet=args.json)
+    store_lookup.attach(use, build, quiet=args.json)
     install_stop_keys(build, engine, quiet=args.json)
     loop = asyncio.get_running_loop()
     if args.timeout is not None:
@@ -159,7 +161,7 @@ async def _run_matrix(
         if not planned:
             report_error("TRT177", f"no matrix cell named {args.cell}", str(loaded.path))
             return EXIT_BAD_INPUT
-    planned, store_uses = await store.avoid_cells(loaded, planned, args)  # a hit cell costs no worker, no node
+    planned, store_uses = await store_lookup.avoid_cells(loaded, planned, args)  # a hit cell costs no worker, no node
     if not planned:
         return EXIT_OK  # every cell was up to date
     remote_for = None
@@ -179,7 +181,7 @@ async def _run_matrix(
     title = (args.engine or "all") + (" (matrix)" if args.matrix else "")
     sup = Supervisor()
     mb = start_matrix(sup, loaded, planned, title, remote_for)
-    not_restored = store.attach_cells(mb, store_uses, quiet=args.json)
+    not_restored = store_lookup.attach_cells(mb, store_uses, quiet=args.json)
     install_stop_keys(mb, "every cell", quiet=args.json)
     loop = asyncio.get_running_loop()
     if args.timeout:

@@ -47,6 +47,14 @@ class StoreTable(BaseModel):
         "used. Default: $TRTLS_STORE_KEY_FILE, else entries are not signed.",
     )
 
+    remote: str | None = Field(
+        None,
+        description="A remote store shared by CI runners and farm nodes without a shared folder: the URL of an "
+        "HTTP server that stores what is PUT and serves it back by GET (nginx WebDAV, bazel-remote, ccache's HTTP "
+        "backend layout): `ac/<key>` holds an entry's record, `cas/<sha256>` its engine. A local miss is looked up "
+        "there (verified like a local entry), a publish is sent there. Default: $TRTLS_STORE_REMOTE, else none.",
+    )
+
     @field_validator("max_size")
     @classmethod
     def _size(cls, v: int | str | None) -> int | str | None:

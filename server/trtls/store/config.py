@@ -43,6 +43,7 @@ class StoreConfig:
     trust: str = "user"  # user | group: who may have written the store (fs.store_root.trust_problem)
     recipe_dir: Path | None = None  # the recipe's folder: a store is never it or a folder above it
     signing_key_file: Path | None = None  # the team's key: entries are signed and verified (store.signing)
+    remote: str | None = None  # a remote store's URL (store/remote.py): a local miss is looked up there
 
 
 def default_store_path() -> Path:
@@ -61,11 +62,19 @@ def store_config(table: Any, base_dir: Path) -> StoreConfig | None:
         size = parse_size(table.max_size) if table.max_size is not None else DEFAULT_MAX_SIZE
         path = table_root(table, base) or default_store_path()
         key = table_key_file(table, base) or key_file(None)
-        return StoreConfig(path, table.mode, size or DEFAULT_MAX_SIZE, "recipe", table.trust, base, key)
+        remote = table.remote or remote_url()
+        return StoreConfig(path, table.mode, size or DEFAULT_MAX_SIZE, "recipe", table.trust, base, key, remote)
     env = os.environ.get("TRTLS_STORE", "").strip()
     if env.lower() == "off":
         return None
     if env:
         path = Path(os.path.expanduser(env)).absolute()
-        return StoreConfig(path, "read_write", DEFAULT_MAX_SIZE, "TRTLS_STORE", trust, base, key_file(None))
-    return StoreConfig(default_store_path(), "read_write", DEFAULT_MAX_SIZE, "default", trust, base, key_file(None))
+        return StoreConfig(path, "read_write", DEFAULT_MAX_SIZE, "TRTLS_STORE", trust, base, key_file(None),
+                           remote_url())  # fmt: skip
+    return StoreConfig(default_store_path(), "read_write", DEFAULT_MAX_SIZE, "default", trust, base, key_file(None),
+                       remote_url())  # fmt: skip
+
+
+def remote_url() -> str | None:
+    """TRTLS_STORE_REMOTE: a remote store's URL, when the recipe names none."""
+    return os.environ.get("TRTLS_STORE_REMOTE", "").strip() or None

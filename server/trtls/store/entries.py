@@ -76,7 +76,7 @@ class Store(StoreFolder):
     def from_config(cls, config: Any) -> Store:
         """The store a `store.config.StoreConfig` names, with its trust and its recipe's folder."""
         return cls(config.path, config.mode, config.max_size, trust=config.trust, recipe_dir=config.recipe_dir,
-                   signing_key_file=config.signing_key_file)  # fmt: skip
+                   signing_key_file=config.signing_key_file, remote=config.remote)  # fmt: skip
 
     # -- reading -------------------------------------------------------------------------------
     def get(self, key: str) -> Entry | None:
@@ -87,7 +87,9 @@ class Store(StoreFolder):
         try:
             st = os.lstat(folder)
         except FileNotFoundError:
-            return None
+            if not self._fetched(key):
+                return None
+            st = os.lstat(folder)
         except OSError as exc:
             raise NotTrusted(f"store entry {key[:12]} cannot be read: {exc.strerror}") from exc
         if not stat.S_ISDIR(st.st_mode):
@@ -243,7 +245,25 @@ class Store(StoreFolder):
             stored = self.get(key)
         except Refused as exc:
             raise OSError(errno.EEXIST, f"the store holds an entry of this key that is not used: {exc}") from exc
-        return stored or Entry(key, self.root / "entries" / key, record)
+        entry = stored or Entry(key, self.root / "entries" / key, record)
+        self._pushed(entry)
+        return entry
+
+    # -- a remote store (store/remote.py): asked on a local miss, sent every publish -----------
+    def _fetched(self, key: str) -> bool:
+        """Whether the remote store held `key` and it is now a local entry (verified as a local one is)."""
+        if self.remote_url is None:
+            return False
+        from trtls.store.remote import fetch_entry
+
+        return fetch_entry(self, key)
+
+    def _pushed(self, entry: Entry) -> None:
+        if self.remote_url is None:
+            return
+        from trtls.store.remote import push_entry
+
+        push_entry(self, entry)
 
     def _write_entry(
         self, tmp: Path, key: str, parts: dict[str, Any], engine: Path, build: dict[str, Any], sha: str | None

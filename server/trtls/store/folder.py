@@ -76,6 +76,7 @@ class StoreFolder:
         trust: str | None = None,
         recipe_dir: Path | None = None,
         signing_key_file: str | os.PathLike[str] | None = None,
+        remote: str | None = None,
     ):
         """`trust` (user | group) and `signing_key_file` default to TRTLS_STORE_TRUST and TRTLS_STORE_KEY_FILE."""
         self.root = Path(root)
@@ -86,6 +87,8 @@ class StoreFolder:
         self.recipe_dir = recipe_dir
         self.signing_key_file = key_file(signing_key_file)
         self._secret: bytes | None = None
+        self.remote_url = remote  # a remote store (store/remote.py), opened at its first use
+        self.notes: list[str] = []  # what this store said while it served a build (a remote's miss or error)
 
     def secret(self) -> bytes | None:
         """The team's signing key, when the store has one (read once; OSError when it cannot be used)."""
