@@ -161,3 +161,19 @@ def test_subgraphs_nested_past_any_real_model_are_not_onnx_not_a_crash(tmp_path:
     path.write_bytes(b"\x08\x08" + _field(7, graph))  # ir_version 8, graph
     with pytest.raises(NotOnnx, match="nested more than 64 deep"):
         read_model_inputs(path)
+
+
+def test_an_index_an_older_reader_wrote_is_not_taken_for_this_readers(tmp_path: Path) -> None:
+    """`.trtls/onnx-external.json` from a checkout whose reader saw only the top graph's initializers: it recorded
+    no external file for a model whose Constant reads one. Keyed by the model's sha alone, that record was trusted
+    and the Constant's weights left out of the key again (a stale engine after an upgrade)."""
+    import hashlib
+    import json
+
+    model_path, place = build(tmp_path / "m", "constant")
+    state = tmp_path / "m" / ".trtls"
+    state.mkdir()
+    sha = hashlib.sha256(model_path.read_bytes()).hexdigest()
+    (state / "onnx-external.json").write_text(json.dumps({sha: []}))  # what the old reader found: nothing
+    key = engine_key({"onnx": str(model_path)}, state)
+    assert place in key.parts["files"]["external"], key.parts["files"]

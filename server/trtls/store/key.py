@@ -136,6 +136,11 @@ class ExternalIndex:
                 self.notes.append(f"{path} was not read ({_why(exc)}): the model was read instead")
 
     def locations(self, onnx: Path, sha: str) -> list[str]:
+        # keyed by the reader's version too: a record an older reader wrote (top-graph initializers only) is never
+        # taken for one that saw every tensor a model can reference (issue 32: a stale engine)
+        from trtls.onnx_files.external_data import READER_VERSION
+
+        sha = f"v{READER_VERSION}:{sha}"
         if sha in self.entries:
             return self.entries[sha]
         from trtls.onnx_files.onnx_reader import NotOnnx, read_model_inputs
