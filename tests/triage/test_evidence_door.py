@@ -62,6 +62,10 @@ def test_a_state_folder_swapped_for_a_symlink_is_refused_and_located(tmp_path: P
     error = record["evidenceError"]
     assert error.startswith("TRT413 ") and "the record minimal.onnx was not written" in error, error
     assert _files(elsewhere) == [], "nothing is written through the link"
+    from trtls.triage.findings import reduction_finding
+
+    shown = reduction_finding(record).message  # what the editor puts on the engine's table
+    assert "TRT413" in shown and str(link) in shown, shown
 
 
 async def test_a_reduce_folder_swapped_after_the_recipe_loaded_is_refused_before_any_build(

@@ -19,6 +19,8 @@ def reduction_finding(record: dict[str, Any]) -> Finding:
     parts.append(record["causeText"])
     if record.get("outcome") == "cancelled":
         parts.append(f"stopped ({record.get('stoppedBy')}): the smallest failing model found so far is kept")
+    if record.get("evidenceError"):  # the run's record could not be written (TRT413): the editor says where
+        parts.append(str(record["evidenceError"]))
     return Finding(
         "TRT980",
         lookup("TRT980").severity,
@@ -64,6 +66,8 @@ def divergence_finding(record: dict[str, Any], fix: dict[str, Any] | None = None
     trt = record.get("tensorrt")
     if isinstance(trt, dict) and trt.get("status") == "not_checked":
         message += f"; TensorRT engine layers: not_checked: {trt['reason']}"
+    if record.get("evidenceError"):
+        message += f"; {record['evidenceError']}"
     path = ("routes", record["route"]) if record.get("route") else ("engines", record["engine"])
     data: dict[str, Any] = {
         "divergenceId": record["id"],
