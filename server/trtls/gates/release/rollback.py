@@ -67,15 +67,21 @@ def bundle_model(bundle: str | os.PathLike[str]) -> Iterator[tuple[str, Path] | 
         return
     section, kind = pick
     with scratch("trtls-smoke-") as folder:
-        target = folder / ("model.onnx" if kind == "onnxruntime" else "model.engine")
         try:
-            with atomic_writer(target, kind=Kind.scratch, within=folder) as out:
-                for part in b.iter_section(section):
-                    out.write(part)
+            target = extract_section(b, section, folder / ("model.onnx" if kind == "onnxruntime" else "model.engine"))
         except (BundleError, OSError) as exc:
             yield f"the {section} section cannot be extracted: {exc}"
             return
         yield kind, target
+
+
+def extract_section(b: Any, section: str, target: Path) -> Path:
+    """One section of a read bundle written to `target` in a scratch folder (through the door); raises BundleError
+    or OSError. Every smoke run extracts its model this way."""
+    with atomic_writer(target, kind=Kind.scratch, within=target.parent) as out:
+        for part in b.iter_section(section):
+            out.write(part)
+    return target
 
 
 def bundle_smoke(bundle: str | os.PathLike[str], inputs: Sequence[Any], *, timeout_s: float = 60.0) -> RunResult:

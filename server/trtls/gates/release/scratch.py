@@ -11,7 +11,7 @@ from typing import Any
 
 from trtls.fs import Kind, atomic_writer, ensure_folder, open_regular
 from trtls.gates.files import scratch
-from trtls.gates.release.rollback import ENGINE_SECTIONS, MODEL_SECTIONS, SmokeFn, finite_smoke
+from trtls.gates.release.rollback import ENGINE_SECTIONS, MODEL_SECTIONS, SmokeFn, extract_section, finite_smoke
 from trtls.runtimes import RunResult, RuntimeSpec, run_inputs
 
 
@@ -42,11 +42,8 @@ def deployed_smoke(spec: RuntimeSpec, deploys: str, inputs: Sequence[Any]) -> Sm
             section = next((n for n in names if n in b.sections), None)
             if section is None:
                 return RunResult("error", f"the bundle carries no {deploys} section")
-            target = tmp / ("model.engine" if deploys == "engine" else "model.onnx")
             try:
-                with atomic_writer(target, kind=Kind.scratch, within=tmp) as out:
-                    for part in b.iter_section(section):
-                        out.write(part)
+                target = extract_section(b, section, tmp / ("model.engine" if deploys == "engine" else "model.onnx"))
             except (BundleError, OSError) as exc:
                 return RunResult("error", f"the {section} section cannot be extracted: {exc}")
             kind = "tensorrt" if deploys == "engine" else "onnxruntime"
