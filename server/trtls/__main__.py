@@ -1,5 +1,5 @@
 import sys
 
-from trtls.cli.main import main
+from trtls.cli.entry import main
 
 sys.exit(main())

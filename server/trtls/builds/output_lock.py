@@ -11,7 +11,6 @@ The holder writes who it is into the lock file (build id, pid, owner) so a secon
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import errno
 import fcntl
@@ -127,6 +126,8 @@ async def acquire(
             on_wait(current)
         if not wait or stop():
             return False
+        import asyncio  # here: a restore from the store takes this lock without a loop (no asyncio import)
+
         await asyncio.sleep(POLL_S)
     return True
 

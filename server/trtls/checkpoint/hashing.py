@@ -21,7 +21,6 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
@@ -172,6 +171,8 @@ def hash_files(
         if n == 1:
             results = [work(item) for item in todo]
         else:
+            from concurrent.futures import ThreadPoolExecutor  # only when there is something to hash
+
             with ThreadPoolExecutor(max_workers=n, thread_name_prefix="trtls-hash") as pool:
                 results = list(pool.map(work, todo))
         for d in results:

@@ -3,7 +3,6 @@ an error that is not a finding, and the two-press Ctrl-C of anything that builds
 
 from __future__ import annotations
 
-import asyncio
 import signal
 import sys
 from pathlib import Path
@@ -57,6 +56,8 @@ class Stoppable(Protocol):
 def install_stop_keys(target: Stoppable, what: str, *, quiet: bool = False) -> None:
     """Ctrl-C once: a cooperative cancel (source ctrl_c), said on stderr unless `quiet`; twice: force (skip the
     grace). SIGTERM: a cooperative cancel with source service_shutdown. Needs the running loop."""
+    import asyncio  # here, not at the top: an unchanged build answered from the store never starts a loop
+
     loop = asyncio.get_running_loop()
     presses = 0
 

@@ -25,9 +25,7 @@ from trtls.cli.usage import JsonErrors, TrtlsParser, emit_error, parse, positive
 
 
 def cmd_build(args: argparse.Namespace) -> int:
-    fast = store_lookup.fast_path(
-        args
-    )  # unchanged since the last run and in the engine store: ~0.1 s, no recipe models
+    fast = store_lookup.fast_path(args)  # unchanged since the last run and in the store: no recipe models
     if fast is not None:
         return fast
     return asyncio.run(_build_all(args))

@@ -83,8 +83,10 @@ def register(sub: Any) -> None:
         epilog="exit codes: 0 listed, collected or explained, 1 a verification found damaged entries, 2 bad input",
     )
     actions = s.add_subparsers(dest="action", required=True, metavar="{ls,gc,stats,why}")
-    ls = actions.add_parser("ls", help="list the entries")
-    gc = actions.add_parser("gc", help="evict down to the size bound; remove leftovers")
+    ls = actions.add_parser("ls", help="list the entries", epilog="exit codes: 0 listed, 1 damaged entries, 2 bad input")
+    gc = actions.add_parser(
+        "gc", help="evict down to the size bound; remove leftovers", epilog="exit codes: 0 collected, 2 bad input"
+    )
     for p in (ls, gc):
         p.add_argument(
             "recipe",

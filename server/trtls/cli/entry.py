@@ -1,0 +1,60 @@
+"""The `trtls` program's entry: an unchanged `trtls build [RECIPE] --engine NAME [--json]` is answered from the
+engine store before the command line's parser and its subcommands (argparse, asyncio, every face's module: ~80 ms)
+are imported; anything else — another command, another flag, a miss — goes to `trtls.cli.main`, which parses it
+as always. The fast path's own rules (what must be unchanged, when it declines) are in builds/reuse.py
+(`fast_hit`); this module only decides whether a command line is one it may answer."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+# the only flags an unchanged build may carry here; any other word (a typo included) goes to the real parser
+_VALUED = ("--engine",)
+_BARE = ("--json",)
+
+
+def simple_build(argv: list[str]) -> argparse.Namespace | None:
+    """`build [RECIPE] --engine NAME [--json]` as the namespace `cli.main` would make of it, or None."""
+    if not argv or argv[0] != "build":
+        return None
+    engine, recipe, as_json = None, None, False
+    words = iter(argv[1:])
+    for word in words:
+        if word in _BARE:
+            as_json = True
+        elif word in _VALUED:
+            engine = next(words, None)
+            if engine is None or engine.startswith("-"):
+                return None
+        elif word.startswith("--engine="):
+            engine = word.split("=", 1)[1]
+        elif word.startswith("-") or recipe is not None:
+            return None  # another flag, `--` or a second positional: the real parser decides
+        else:
+            recipe = word
+    if not engine:
+        return None
+    return argparse.Namespace(
+        command="build", engine=engine, recipe=recipe, json=as_json, all=False, matrix=False, cell=None,
+        rebuild=False, no_store=False, cold=False, optimization_level=None, unpin=False,
+    )  # fmt: skip
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    args = simple_build(argv)
+    if args is not None:
+        from trtls.cli.console import safe_console
+        from trtls.cli.store_lookup import fast_path
+
+        with safe_console():
+            try:
+                done = fast_path(args)
+            except KeyboardInterrupt:
+                done = None  # nothing was written yet that a rerun would not redo: the full path starts over
+            if done is not None:
+                return done
+    from trtls.cli.main import main as full
+
+    return full(argv)

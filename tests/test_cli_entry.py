@@ -1,0 +1,57 @@
+"""The `trtls` entry answers only an unchanged `build [RECIPE] --engine NAME [--json]` before the real parser; every
+other command line goes to `trtls.cli.main` unchanged (a flag it does not know, a typo, a second positional)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from trtls.cli.entry import simple_build
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["build", "--engine", "demo"],
+        ["build", ".", "--engine", "demo"],
+        ["build", "--engine=demo", "samples/quickstart", "--json"],
+    ],
+)
+def test_an_unchanged_build_is_one_the_entry_may_answer(argv: list[str]) -> None:
+    args = simple_build(argv)
+    assert args is not None and args.engine == "demo" and args.command == "build"
+    assert not (args.rebuild or args.no_store or args.cold or args.all or args.matrix or args.unpin)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        [],
+        ["check", "--engine", "demo"],
+        ["build"],  # every engine: the real path
+        ["build", "--engine"],
+        ["build", "--engine", "--json"],
+        ["build", "--engine", "demo", "--rebuild"],
+        ["build", "--engine", "demo", "--no-store"],
+        ["build", "--engine", "demo", "--unpin"],
+        ["build", "--engine", "demo", "--cold"],
+        ["build", "--engine", "demo", "--optimization-level", "3"],
+        ["build", "--engine", "demo", "--engnie", "x"],
+        ["build", "a", "b", "--engine", "demo"],
+        ["build", "--engine", "demo", "--", "x"],
+    ],
+)
+def test_every_other_command_line_goes_to_the_real_parser(argv: list[str]) -> None:
+    assert simple_build(argv) is None
+
+
+def test_the_installed_program_and_python_m_use_the_entry() -> None:
+    """A misspelt flag still gets the real parser's located usage error (exit 2), not a fast-path answer."""
+    program = Path(sys.executable).parent / "trtls"  # the console script pip wrote from pyproject.toml
+    for cmd in ([sys.executable, "-m", "trtls"], [str(program)]):
+        done = subprocess.run([*cmd, "build", "--engine", "demo", "--rebuld"], capture_output=True, text=True)
+        assert done.returncode == 2, done
+        assert "--rebuld" in done.stderr and "Traceback" not in done.stderr
