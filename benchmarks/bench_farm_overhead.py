@@ -148,6 +148,7 @@ def matrix_run(path: Path, env: dict[str, str], head_pid: int | None) -> dict:
                            stderr=subprocess.DEVNULL)  # fmt: skip
     first_started = None
     events = 0
+    timeline: list[tuple[float, str]] = []  # when each cell's builder started and returned (the run's shape)
     strays: list[str] = []
     summary: dict = {}
     with Sampler([cli.pid] + ([head_pid] if head_pid else [])) as sampler:
@@ -161,6 +162,8 @@ def matrix_run(path: Path, env: dict[str, str], head_pid: int | None) -> dict:
             events += 1
             if rec.get("type") == "build_started" and first_started is None:
                 first_started = time.monotonic() - t0
+            if rec.get("type") in ("build_started", "builder_returned", "build_finished"):
+                timeline.append((round(time.monotonic() - t0, 2), rec["type"]))
             if rec.get("type") == "summary":
                 summary = rec["summary"]
         _, status, ru = os.wait4(cli.pid, 0)
@@ -192,11 +195,35 @@ def matrix_run(path: Path, env: dict[str, str], head_pid: int | None) -> dict:
         "eventLines": events,
         "nonJsonLines": strays,
         "stages": (summary.get("cluster") or {}).get("fixedCost") or {},
+        # how many builders ran at once, and when: a farm that leaves a core idle shows it here (issue 31)
+        "concurrency": concurrency(timeline),
         "cellActors": [
             {k: c.get(k) for k in ("actor", "warm", "workerPreloadedBeforeJob", "workerImportS")}
             for c in ((summary.get("cluster") or {}).get("cells") or {}).values()
         ],
     }
+
+
+def concurrency(timeline: list[tuple[float, str]]) -> dict:
+    """Builders running at once over the run (build_started +1, builder_returned or build_finished of a cell that
+    had not returned −1): the peak, the seconds spent at each level, the starts and ends."""
+    level, peak, at, last, seconds = 0, 0, 0.0, None, {}
+    returned = 0
+    for t, kind_ in sorted(timeline):
+        if last is not None:
+            seconds[level] = round(seconds.get(level, 0.0) + t - last, 2)
+        last = t
+        if kind_ == "build_started":
+            level += 1
+        elif kind_ == "builder_returned":
+            level, returned = level - 1, returned + 1
+        elif kind_ == "build_finished" and returned == 0:
+            level -= 1
+        peak = max(peak, level)
+        at = t
+    return {"peak": peak, "secondsAtLevel": seconds, "lastEventS": at,
+            "starts": [t for t, k in timeline if k == "build_started"],
+            "returns": [t for t, k in timeline if k == "builder_returned"]}  # fmt: skip
 
 
 STAGE_TEXT = {
