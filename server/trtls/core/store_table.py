@@ -8,6 +8,7 @@ import os
 import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -65,6 +66,35 @@ class StoreTable(BaseModel):
         if isinstance(v, str) and not SIZE_TEXT.match(v):
             raise ValueError('max_size must be a size such as "20 GiB", "500 MB" or a number of bytes')
         return v
+
+    @field_validator("remote")
+    @classmethod
+    def _remote(cls, v: str | None) -> str | None:
+        if v is not None and (why := remote_problem(v)) is not None:
+            raise ValueError(f"remote {why}")
+        return v
+
+
+def remote_problem(url: str) -> str | None:
+    """Why `url` cannot name a remote store, or None: an http:// or https:// URL with a host, and no user name or
+    password in it (a recipe is committed and printed: a secret there leaks; authenticate at the network or a
+    proxy instead), no query and no fragment (the store's paths are appended to it)."""
+    try:
+        parts = urlsplit(url.strip())
+        port = parts.port  # a port that is not a number raises here
+    except ValueError as exc:
+        return f"is not a URL ({exc})"
+    if parts.scheme not in ("http", "https"):
+        return "must be an http:// or https:// URL"
+    if not parts.hostname:
+        return "names no host"
+    if parts.username is not None or parts.password is not None or "@" in parts.netloc:
+        return "must not hold a user name or password (they would be committed and printed with the recipe)"
+    if parts.query or parts.fragment or url.strip().endswith(("?", "#")):
+        return "must not have a query or a fragment (the store's paths ac/<key> and cas/<sha256> are appended)"
+    if port == 0:
+        return "names port 0"
+    return None
 
 
 def table_root(table: Any, base_dir: Path) -> Path | None:

@@ -1,20 +1,387 @@
-"""A remote engine store over plain HTTP (GET/PUT), the layout bazel-remote and ccache's HTTP backend use:
-`<url>/ac/<key>` an entry's record, `<url>/cas/<sha256>` its engine bytes. (Being written: see the issue.)"""
+"""A remote engine store over plain HTTP: the layout of bazel-remote and of ccache's HTTP backend, served by any
+server that stores what is PUT and gives it back by GET (nginx's WebDAV module, bazel-remote, an S3 gateway).
+
+    <url>/ac/<key>       an entry's record: its entry.json bytes (the key, its parts, the engine's sha256 and size,
+                         the producing build, the team's signature when the store is signed)
+    <url>/cas/<sha256>   the engine's bytes, by content: keys whose engines are the same bytes share one blob
+
+A local miss asks the remote (`Store.get` → `fetch_entry`): the record is checked as a local entry's is (format, key
+= the key asked = the key of its parts, engine fields, the team's signature), the engine is streamed into the local
+store's `tmp/` while hashed, and only bytes of the recorded sha256 and size become a local entry (renamed whole into
+`entries/`, as a publish's). Everything after that — restore, verification, LRU — is the local store's. Every
+publish is sent on (`Store.publish` → `push_entry`): the engine first, then the record, so a reader that finds the
+record finds its blob.
+
+Nothing here raises: a remote that cannot be reached, answers an error or sends a bad record or bad bytes makes the
+lookup a miss, with one short note in `store.notes` (which the evidence carries). A 404 is a plain miss. A remote
+that sent a bad record or bad bytes for a key is not asked for that key again in this process; one that could not
+be reached is not asked again for a minute (a matrix does not wait out a timeout per cell). Redirects are followed
+only within the remote's own scheme, host and port."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import contextlib
+import errno
+import hashlib
+import http.client
+import json
+import os
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any, BinaryIO, cast
+from urllib.parse import urlsplit
+
+from trtls import fs
+from trtls.core.store_table import remote_problem
+from trtls.core.terminal_text import terminal_safe
+from trtls.fs import Kind, read_bytes, rename
+from trtls.fs.store_root import shared_modes
+from trtls.store.copying import EntryUnreadable, copy_hashing
+from trtls.store.folder import tmp_name
+from trtls.store.key import is_key, key_of_parts
+from trtls.store.signing import signed_by
 
 if TYPE_CHECKING:
     from trtls.store.entries import Entry, Store
 
+# entries.ENTRY_FORMAT and entries.RECORD_LIMIT (entries imports this module, so this one cannot import entries;
+# tests/store/test_remote.py holds them equal)
+ENTRY_FORMAT = "trtls.store-entry/1"
+RECORD_LIMIT = 16 * 1024 * 1024
+TIMEOUT_S = 5.0  # connecting, and each wait for bytes from the socket
+PUT_TIMEOUT_S = 60.0  # a PUT's answer comes when the server has stored (perhaps hashed) the whole engine
+MIN_RATE = 4 * 1024 * 1024  # bytes/s: an engine slower than this (after a 30 s grace) is given up
+MISS_MEMORY_S = 10.0  # a 404 is remembered this long (a waiter polls the lookup every 0.1 s)
+DOWN_MEMORY_S = 60.0  # a remote that could not be reached is not asked again for this long
 
+_refused: set[tuple[str, str]] = set()  # (remote, key): it sent a bad record or bad bytes for this key
+_missed: dict[tuple[str, str], float] = {}  # (remote, key) → until when its 404 stands
+_down: dict[str, float] = {}  # remote → until when it is taken as unreachable
+
+
+class RemoteError(Exception):
+    """What went wrong with the remote, said in one short line (the note)."""
+
+
+class _Unusable(RemoteError):
+    """The remote sent something that is not a valid entry for the key: never asked for that key again here."""
+
+
+# -- fetching ------------------------------------------------------------------------------------------
 def fetch_entry(store: Store, key: str) -> bool:
     """Bring `key` from the remote into the local store as a whole entry; False when the remote does not hold it
-    (or cannot be reached: said in `store.notes`). Never raises."""
+    (or cannot be reached, or sent something that is not the key's entry: said in `store.notes`). Never raises."""
+    url = _base(store)
+    if url is None or not is_key(key) or (url, key) in _refused or _remembered(_missed, (url, key)):
+        return False
+    if _remembered(_down, url):
+        _note(store, f"the remote store {_shown(url)} was not asked: it could not be reached a moment ago")
+        return False
+    if store.mode != "read_write":
+        return _read_only_miss(store, url, key)
+    try:
+        raw = _get_record(url, key)
+        if raw is None:
+            _missed[(url, key)] = time.monotonic() + MISS_MEMORY_S
+            return False
+        record = _checked_record(store, raw, key)
+        _fetch_into_store(store, url, key, raw, record)
+    except _Unusable as exc:
+        _refused.add((url, key))
+        _note(store, f"the remote store {_shown(url)} is not used for {key[:12]}: {exc}; the engine is built here")
+        return False
+    except RemoteError as exc:
+        _note(store, f"the remote store {_shown(url)} was not used: {exc}")
+        return False
+    except OSError as exc:  # the local side: the store's tmp/ or entries/ could not be written
+        _note(store, f"an engine of the remote store {_shown(url)} could not be kept here: {exc.strerror or exc}")
+        return False
+    _note(store, f"fetched from the remote store {_shown(url)}")
+    return True
+
+
+def _read_only_miss(store: Store, url: str, key: str) -> bool:
+    """A read-only local store keeps nothing, so a remote entry cannot become a local one to restore from: say so
+    when the remote holds the key (a HEAD, no bytes moved), and build."""
+    try:
+        held = _head(url, _join(url, "ac", key)) is not None
+    except RemoteError as exc:
+        _note(store, f"the remote store {_shown(url)} was not used: {exc}")
+        return False
+    if held:
+        _note(store, f"the remote store {_shown(url)} holds {key[:12]}, but the local store is read-only "
+                     "(mode = read) and cannot keep it: the engine is built here")  # fmt: skip
+    else:
+        _missed[(url, key)] = time.monotonic() + MISS_MEMORY_S
     return False
 
 
+def _get_record(url: str, key: str) -> bytes | None:
+    """The record's bytes, or None on a 404."""
+    with _request(url, "GET", _join(url, "ac", key)) as response:
+        if response is None:
+            return None
+        length = response.headers.get("Content-Length")
+        if length is not None and length.isdigit() and int(length) > RECORD_LIMIT:
+            raise _Unusable(f"its record is {length} bytes, more than a record holds ({RECORD_LIMIT})")
+        raw = _read_all(response, RECORD_LIMIT)
+    return raw
+
+
+def _checked_record(store: Store, raw: bytes, key: str) -> dict[str, Any]:
+    """The record, when it is an entry of `key` as a local one must be; _Unusable says what is wrong."""
+    try:
+        record = json.loads(raw)
+    except ValueError:
+        raise _Unusable("its record is not JSON") from None
+    if not isinstance(record, dict) or record.get("format") != ENTRY_FORMAT:
+        raise _Unusable(f"its record is not a {ENTRY_FORMAT} record")
+    if record.get("key") != key:
+        raise _Unusable("its record is of another key")
+    parts = record.get("parts")
+    if not isinstance(parts, dict) or key_of_parts(parts) != key:
+        raise _Unusable("its record's key does not match its parts")
+    engine = record.get("engine")
+    sha = engine.get("sha256") if isinstance(engine, dict) else None
+    size = engine.get("size") if isinstance(engine, dict) else None
+    if not (isinstance(sha, str) and is_key(sha) and type(size) is int and size >= 0):
+        raise _Unusable("its record names no engine (sha256 and size)")
+    try:
+        secret = store.secret()
+    except OSError as exc:
+        raise RemoteError(f"the signing key cannot be used: {exc.strerror or exc}") from exc
+    if secret is not None and not signed_by(record, secret):
+        raise _Unusable("its record is not signed with the team's key")
+    return record
+
+
+def _fetch_into_store(store: Store, url: str, key: str, raw: bytes, record: dict[str, Any]) -> None:
+    """Stream cas/<sha256> into `tmp/` while hashing it; only bytes of the recorded sha256 and size, with the record
+    beside them, are renamed into `entries/<key>` (another process that did so first wins: its entry is whole too)."""
+    sha, size = str(record["engine"]["sha256"]), int(record["engine"]["size"])
+    file_mode = shared_modes(store.root)[1]
+    tmp = store.root / "tmp" / tmp_name("fetch", key)
+    fs.ensure_folder(tmp, within=store.root)
+    store.fit(tmp, folder=True)
+    try:
+        with _request(url, "GET", _join(url, "cas", sha)) as response:
+            if response is None:
+                raise _Unusable(f"its record names the engine {sha[:12]}…, which it does not hold")
+            length = response.headers.get("Content-Length")
+            if length is not None and length.isdigit() and int(length) != size:
+                raise _Unusable(f"its engine is {length} bytes, not the {size} its record says")
+            try:
+                with fs.atomic_writer(tmp / "engine", kind=Kind.store_entry, within=store.root, mode=file_mode) as dst:
+                    got, n = copy_hashing(cast(BinaryIO, _Capped(response, size)), dst, "fetch")
+                    if (got, n) != (sha, size):
+                        raise _Unusable(f"its engine's bytes are not the ones its record names ({got[:12]}…, {n} "
+                                        f"bytes ≠ {sha[:12]}…, {size} bytes)")  # fmt: skip
+            except EntryUnreadable as exc:  # the remote's side of the copy (a write that failed is the local disk's)
+                if isinstance(exc.__cause__, _TooLong):
+                    raise _Unusable(f"its engine is longer than the {size} bytes its record says") from None
+                raise RemoteError(f"its engine could not be read: {exc.__cause__ or exc}") from None
+        fs.atomic_write_bytes(tmp / "entry.json", raw, kind=Kind.store_entry, within=store.root, mode=file_mode)
+        try:
+            rename(tmp, store.root / "entries" / key, kind=Kind.store_entry, within=store.root, replace=False)
+        except OSError as exc:
+            if exc.errno not in (errno.EEXIST, errno.ENOTEMPTY):
+                raise  # EEXIST/ENOTEMPTY: another process fetched or published this key first
+    finally:
+        if os.path.lexists(tmp):
+            store.discard(tmp)
+    with contextlib.suppress(OSError):
+        store.evict(keep=key)
+
+
+class _TooLong(OSError):
+    pass
+
+
+class _Capped:
+    """A response read no further than the size its record gives (and given up when it trickles): a server cannot
+    fill the disk or hold a build forever."""
+
+    def __init__(self, response: Any, size: int):
+        self._response = response
+        self._left = size
+        self._deadline = time.monotonic() + 30 + size / MIN_RATE
+
+    def fileno(self) -> int:
+        return int(self._response.fileno())
+
+    def read(self, n: int = -1) -> bytes:
+        if time.monotonic() > self._deadline:
+            raise TimeoutError(errno.ETIMEDOUT, "the remote sent its engine too slowly")
+        try:
+            if self._left <= 0:
+                if self._response.read(1):
+                    raise _TooLong(errno.EFBIG, "longer than its record says")
+                return b""
+            block = bytes(self._response.read(min(n if n > 0 else self._left, self._left)))
+        except http.client.HTTPException as exc:  # a body cut short (IncompleteRead), a broken chunk
+            raise ConnectionError(errno.ECONNRESET, f"the answer was cut short ({type(exc).__name__})") from None
+        self._left -= len(block)
+        return block
+
+
+# -- pushing -------------------------------------------------------------------------------------------
 def push_entry(store: Store, entry: Entry) -> None:
-    """Send a local entry to the remote (its engine first, then its record); a failure is a note. Never raises."""
-    return None
+    """Send a local entry to the remote (its engine first, unless the remote holds that blob already, then its
+    record); a failure is a note. Only from a read-write store. Never raises."""
+    url = _base(store)
+    if url is None or store.mode != "read_write":
+        return
+    if _remembered(_down, url):
+        _note(store, f"the engine was not sent to the remote store {_shown(url)}: it could not be reached a moment ago")
+        return
+    try:
+        record = read_bytes(entry.folder / "entry.json", limit=RECORD_LIMIT, follow=False)
+        blob = _join(url, "cas", entry.sha256)
+        if _head(url, blob) != entry.size:
+            with fs.open_regular(entry.engine, limit=None, follow=False, expected=entry.size) as src:
+                hashing = _Hashing(src)
+                _put(url, blob, hashing, entry.size)
+            if hashing.sha.hexdigest() != entry.sha256:
+                with contextlib.suppress(RemoteError):
+                    _request_status(url, "DELETE", blob)
+                raise RemoteError("the local entry's engine changed while it was sent; its record was not sent")
+        _put(url, _join(url, "ac", entry.key), record, len(record))
+    except RemoteError as exc:
+        _note(store, f"the engine was not sent to the remote store {_shown(url)}: {exc}")
+    except OSError as exc:
+        _note(store, f"the engine was not sent to the remote store {_shown(url)}: {exc.strerror or exc}")
+
+
+class _Hashing:
+    """The engine file as a request body, hashed as it is sent (what reached the remote is what was hashed)."""
+
+    def __init__(self, src: BinaryIO):
+        self._src = src
+        self.sha = hashlib.sha256()
+
+    def read(self, n: int = -1) -> bytes:
+        block = self._src.read(1 << 20)  # http.client asks for 8 KiB at a time; a larger block is sent whole
+        self.sha.update(block)
+        return block
+
+
+def _put(url: str, target: str, body: bytes | _Hashing, size: int) -> None:
+    status = _request_status(url, "PUT", target, body, size, timeout=PUT_TIMEOUT_S)
+    if status not in (200, 201, 204):
+        raise RemoteError(f"PUT {_path(target)} answered {status}")
+
+
+# -- HTTP ----------------------------------------------------------------------------------------------
+def _base(store: Store) -> str | None:
+    """The remote's URL without a trailing slash, or None (a URL that cannot be a remote is said once)."""
+    url = store.remote_url
+    if not url:
+        return None
+    why = remote_problem(url)
+    if why is not None:
+        _note(store, f"the remote store {_shown(url)} is not used: it {why}")
+        return None
+    return url.strip().rstrip("/")
+
+
+def _join(url: str, area: str, name: str) -> str:
+    return f"{url}/{area}/{name}"
+
+
+class _SameOrigin(urllib.request.HTTPRedirectHandler):
+    """A redirect is followed only to the same scheme, host and port (never to another server)."""
+
+    def redirect_request(self, req: Any, fp: Any, code: int, msg: str, headers: Any, newurl: str) -> Any:
+        old, new = urlsplit(req.full_url), urlsplit(newurl)
+        if (old.scheme, old.hostname, old.port) != (new.scheme, new.hostname, new.port):
+            raise urllib.error.HTTPError(newurl, code, f"a redirect to another server ({new.netloc})", headers, fp)
+        return super().redirect_request(req, fp, code, msg, headers, newurl)
+
+
+# an HTTP request, not a file (the one-door test reads any `x.open(...)` as a file's open: this is the opener's)
+_send = urllib.request.build_opener(_SameOrigin).open
+
+
+@contextlib.contextmanager
+def _request(url: str, method: str, target: str) -> Iterator[Any]:
+    """The open response of a GET/HEAD (None on a 404). Any other answer, or none, is a RemoteError; a remote that
+    cannot be reached is remembered as down."""
+    try:
+        response = _send(urllib.request.Request(target, method=method), timeout=TIMEOUT_S)
+    except urllib.error.HTTPError as exc:
+        exc.close()
+        if exc.code == 404:
+            yield None
+            return
+        raise RemoteError(f"{method} {_path(target)} answered {exc.code} {terminal_safe(exc.reason)}") from None
+    except (urllib.error.URLError, http.client.HTTPException, OSError, ValueError) as exc:
+        raise _unreachable(url, exc) from None
+    with response:
+        yield response
+
+
+def _request_status(
+    url: str, method: str, target: str, body: bytes | _Hashing | None = None, size: int = 0, timeout: float = TIMEOUT_S
+) -> int:
+    """The status a PUT or DELETE was answered with."""
+    headers = {"Content-Length": str(size), "Content-Type": "application/octet-stream"} if body is not None else {}
+    request = urllib.request.Request(target, data=cast(Any, body), method=method, headers=headers)
+    try:
+        with _send(request, timeout=timeout) as response:
+            return int(response.status)
+    except urllib.error.HTTPError as exc:
+        exc.close()
+        return int(exc.code)
+    except (urllib.error.URLError, http.client.HTTPException, OSError, ValueError) as exc:
+        raise _unreachable(url, exc) from None
+
+
+def _head(url: str, target: str) -> int | None:
+    """The Content-Length of what the remote holds at `target` (-1 when it does not say), or None (a 404)."""
+    with _request(url, "HEAD", target) as response:
+        if response is None:
+            return None
+        length = response.headers.get("Content-Length")
+        return int(length) if length is not None and length.isdigit() else -1
+
+
+def _read_all(response: Any, limit: int) -> bytes:
+    try:
+        data = bytes(response.read(limit + 1))
+    except (OSError, http.client.HTTPException) as exc:
+        raise RemoteError(f"its answer could not be read: {type(exc).__name__} {exc}") from None
+    if len(data) > limit:
+        raise _Unusable(f"its record is more than {limit} bytes")
+    return data
+
+
+def _unreachable(url: str, exc: BaseException) -> RemoteError:
+    reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc
+    why = getattr(reason, "strerror", None) or str(reason) or type(reason).__name__
+    _down[url] = time.monotonic() + DOWN_MEMORY_S
+    return RemoteError(f"it could not be reached ({terminal_safe(why)})")
+
+
+def _remembered(memory: dict[Any, float], what: Any) -> bool:
+    until = memory.get(what)
+    if until is None:
+        return False
+    if time.monotonic() < until:
+        return True
+    memory.pop(what, None)
+    return False
+
+
+def _note(store: Store, line: str) -> None:
+    if line not in store.notes:
+        store.notes.append(line)
+
+
+def _shown(url: str) -> str:
+    return terminal_safe(url.strip().rstrip("/"), keep_newlines=False)
+
+
+def _path(target: str) -> str:
+    return terminal_safe(urlsplit(target).path, keep_newlines=False)
