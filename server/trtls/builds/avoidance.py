@@ -13,6 +13,7 @@ are not keyed (what an external worker reads is unknown)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 from collections.abc import Callable
@@ -20,8 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from trtls.builds.build import new_build_id, state_dir, worker_job
-from trtls.builds.restore import WAIT_POLL_S, remember, restore_hit, restore_now
-from trtls.builds.reuse import append_known_good
+from trtls.builds.pinned import PinUnavailable, serve_pin, settle_pin
+from trtls.builds.restore import WAIT_POLL_S, output_root, remember, restore_hit, restore_now
+from trtls.builds.reuse import OutputHeld, ago, append_known_good
 from trtls.builds.roots import evidence_error, write_record
 from trtls.core.recipe_file import read_recipe_text
 from trtls.core.tomlpos import bounded_loads
@@ -32,6 +34,8 @@ from trtls.store.farm_keys import FULL_TRT_ON_CLUSTER, builder_mismatch, full_te
 from trtls.store.key import KeyUnavailable, engine_key
 from trtls.store.known_good import KnownGood
 from trtls.store.lock import KeyLock
+from trtls.store.quarantined import quarantined_since
+from trtls.store.stats import record_miss
 from trtls.store.use import CellsLookup, StoreUse, release_uses
 
 
@@ -60,9 +64,11 @@ def prepare(
     bypass: str | None = None,
     faults: dict[str, Any] | None = None,
     history: str | None = None,
+    unpin: bool = False,
 ) -> StoreUse:
     """Key the build and open its store. Raises StoreUnusable (TRT330/TRT331) for a store folder that cannot
-    serve its mode; `located_store_error` places it on the recipe."""
+    serve its mode; `located_store_error` places it on the recipe. A rollback's pin is settled here (kept, lifted
+    by a changed key, or removed by `unpin`: builds/pinned.py)."""
     eng = loaded.engine(engine)
     sdir = state_dir(loaded.path)
     config = store_config(loaded.recipe.store, loaded.base_dir)
@@ -89,6 +95,7 @@ def prepare(
     use.last = KnownGood(sdir, use.history).last()
     if use.last is not None and use.last.get("key") != use.key.hex and isinstance(use.last.get("parts"), dict):
         use.changes = key_changes(use.last["parts"], use.key.parts)
+    settle_pin(use, unpin)
     if bypass is not None:
         use.not_used = bypass
     elif no_store:
@@ -117,8 +124,30 @@ def _lookup(use: StoreUse) -> Entry | None:
         use.warnings.append(f"TRT340 {exc}")
         return None
     except Refused as exc:
+        use.damaged = str(exc)
         use.warnings.append(f"TRT334 {exc}")
         return None
+
+
+def _missed(use: StoreUse, loaded: Any, build_id: str) -> None:
+    """A build runs: say why when the entry its table last used was quarantined since (by this build's fast path or
+    any other process: TRT332, `rebuiltBecause`), remove the temps a killed restore left beside the output, and
+    count the miss (store statistics)."""
+    assert use.store is not None and use.key is not None
+    if use.damaged is None and not use.rebuild and use.last is not None:
+        since = use.last.get("startedAt")
+        found = quarantined_since(use.store.root, use.key.hex, since if isinstance(since, (int, float)) else None)
+        if found is not None:
+            use.damaged = found[1]
+            use.warnings.append(
+                f"TRT332 store entry {use.key.hex[:12]} was damaged ({found[1]}) and quarantined {ago(found[0])};"
+                " the engine is rebuilt"
+            )
+    held = OutputHeld(use.state_dir, use.output, build_id, use.engine, within=output_root(use, loaded.path))
+    with contextlib.suppress(OSError):
+        if held.take():  # not waited for: a build of this output that runs now cleans them when it restores
+            held.release()
+    record_miss(use.store, use.key.hex, use.engine, use.rebuilt_because())
 
 
 async def reuse_or_lock(
@@ -127,14 +156,18 @@ async def reuse_or_lock(
     build_id: str | None = None,
     say: Callable[[str], None] | None = None,
     wait: bool = True,
+    on_wait: Callable[[str], None] | None = None,
 ) -> dict[str, Any] | None:
     """A hit: the output restored and the reuse's evidence written; returns that summary. A miss: returns None,
     holding the key's lock when the store is writable (the caller builds, then calls `after_build`). Two processes
     on one key: the second waits for the first's lock, then reuses its entry — or builds itself when the first
-    did not publish (cancelled, failed, killed)."""
+    did not publish (cancelled, failed, killed). `on_wait(holder)`: once, when it starts waiting (`pid build-id`). A
+    rollback's pin is served instead of the key's entry (PinUnavailable when it cannot be)."""
     if use.store is None or use.key is None:
         return None
     build_id = build_id or new_build_id(use.engine)
+    if use.pin is not None and not use.rebuild:
+        return await serve_pin(use, loaded.path, build_id)  # PinUnavailable: nothing is built over the rollback
     lock = KeyLock(use.store.root, use.key.hex) if use.store.mode == "read_write" else None
     waited = False
     while True:
@@ -149,11 +182,15 @@ async def reuse_or_lock(
             use.lock = lock
             if entry is None and not use.rebuild and _lookup(use) is not None:
                 continue  # published between our look and our lock: reuse it
+            _missed(use, loaded, build_id)
             return None
         if not wait:
+            _missed(use, loaded, build_id)
             return None  # another process builds this key; the caller builds too (no lock: its publish is a no-op)
         if not waited:
             use.waited_for = lock.holder()
+            if on_wait is not None:
+                on_wait(use.waited_for)
             if say is not None:
                 say(f"waiting for build {use.waited_for} of the same engine key (another process) — it will be reused")
         waited = True
@@ -223,12 +260,12 @@ def attach(use: StoreUse, build: Any, on_warning: Callable[[str], None] | None =
     they wait for)."""
     if use.lock is not None:
         use.lock.relabel(build.id)
-    said = len(use.warnings)  # the lookup's warnings were said before the build (`trtls build` prints them)
+    said = len(use.all_warnings())  # the lookup's were said before the build (`trtls build` prints them)
 
     def on_end(b: Any, ev: Any) -> None:
         if ev is None:
             after_build(use, b)
-            for w in use.warnings[said:]:
+            for w in use.all_warnings()[said:]:
                 if on_warning is not None:
                     on_warning(w)
 
@@ -242,9 +279,9 @@ async def before_build(
     summary's outcome is `reused`, or `store_error` (TRT330/TRT331: nothing is built, as in the terminal)."""
     try:
         use = await asyncio.to_thread(prepare, loaded, engine, overrides)
-    except StoreUnusable as exc:
+        reused = await reuse_or_lock(use, loaded)
+    except (StoreUnusable, PinUnavailable) as exc:
         return None, {"outcome": "store_error", "code": exc.code, "error": f"{exc.code} {exc}"}
-    reused = await reuse_or_lock(use, loaded)
     return (None, reused) if reused is not None else (use, None)
 
 

@@ -12,20 +12,26 @@ from trtls.builds.build import state_dir, worker_job
 from trtls.builds.reuse import ago
 from trtls.store.diff import key_changes
 from trtls.store.key import KeyUnavailable, engine_key, file_sha256
-from trtls.store.known_good import KnownGood
+from trtls.store.known_good import KnownGood, Pin
 
 
 @dataclass(frozen=True)
 class Freshness:
-    state: str  # up_to_date | will_rebuild | output_differs | never_built | unknown
+    state: str  # up_to_date | will_rebuild | in_store | pinned | output_differs | never_built | unknown
     # output_differs with `last` None: an engine at `output` and no build of the table recorded (TRT337 too)
     changes: list[str] = field(default_factory=list)
     last: dict[str, Any] | None = None
+    # in_store: the store's entry of the recipe's key (its producing build); pinned: the rollback's pin
+    source: dict[str, Any] | None = None
 
     @property
     def lens_title(self) -> str:
         if self.state == "up_to_date" and self.last is not None:
             return f"✓ up to date · built {ago(self.last.get('startedAt'))}"
+        if self.state == "pinned" and self.source is not None:
+            return f"📌 pinned to build {self.source.get('buildId')}"
+        if self.state == "in_store" and self.source is not None:
+            return f"✓ in the store · Build Engine restores build {self.source.get('buildId')}"
         if self.state == "will_rebuild" and self.changes:
             more = f" (+{len(self.changes) - 1})" if len(self.changes) > 1 else ""
             return f"▶ Build Engine · {self.changes[0]}{more}"
@@ -67,13 +73,37 @@ def engine_freshness(loaded: Any, engine: str) -> Freshness:
         out_sha = file_sha256(Path(job["output"]), sdir)
     except (KeyUnavailable, OSError):
         return Freshness("unknown", last=last)
+    pin = Pin(sdir, engine).read()
+    if pin is not None and pin.get("recipeKey") == key.hex:  # a rollback that sticks until the recipe changes
+        return Freshness("pinned", last=last, source=pin)
     if key.hex != last.get("key"):
         parts = last.get("parts")
         changes = key_changes(parts, key.parts) if isinstance(parts, dict) else ["the engine key changed"]
+        stored = _stored_build(loaded, key.hex)
+        if stored is not None:  # a reverted change: the build restores it, it does not rebuild
+            return Freshness("in_store", changes or ["the engine key changed"], last, stored)
         return Freshness("will_rebuild", changes or ["the engine key changed"], last)
     if out_sha != last.get("sha256"):
         return Freshness("output_differs", last=last)
     return Freshness("up_to_date", last=last)
+
+
+def _stored_build(loaded: Any, key: str) -> dict[str, Any] | None:
+    """The producing build of the store's entry of `key`, looked up read-only (nothing quarantined, marked used or
+    fetched from a remote store), or None: not there, damaged, not trusted, no store."""
+    from trtls.store.config import store_config
+    from trtls.store.entries import Refused, Store, StoreUnusable
+
+    try:
+        config = store_config(loaded.recipe.store, loaded.base_dir)
+        if config is None:
+            return None
+        store = Store(config.path, "read", config.max_size, trust=config.trust, recipe_dir=config.recipe_dir,
+                      signing_key_file=config.signing_key_file)  # fmt: skip
+        entry = store.get(key)
+    except (Refused, StoreUnusable, OSError, ValueError):
+        return None
+    return entry.build if entry is not None else None
 
 
 def _is_file(path: Path) -> bool:
@@ -84,8 +114,9 @@ def _is_file(path: Path) -> bool:
 
 
 def build_lens_title(loaded: Any, engine: str) -> str:
-    """The Build Engine lens's title: `✓ up to date · built 2 h ago` / `▶ Build Engine · onnx demo.onnx bytes
-    changed` / `▶ Build Engine` (never built, or the recipe has errors)."""
+    """The Build Engine lens's title: `✓ up to date · built 2 h ago` / `✓ in the store · Build Engine restores build
+    X` / `📌 pinned to build X` / `▶ Build Engine · onnx demo.onnx bytes changed` / `▶ Build Engine` (never built,
+    or the recipe has errors)."""
     if loaded.recipe is None or engine not in loaded.recipe.engines:
         return "▶ Build Engine"
     return engine_freshness(loaded, engine).lens_title

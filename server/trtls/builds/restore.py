@@ -17,31 +17,43 @@ from typing import Any
 from trtls.builds.reuse import OutputHeld, remember_reused, reuse_evidence, write_memo
 from trtls.builds.roots import loaded_write_root
 from trtls.core.paths import UnsafeWrite
-from trtls.store.entries import Entry, Refused, RestoreFailed
+from trtls.store.entries import Entry, NotTrusted, Refused, RestoreFailed
+from trtls.store.stats import record_hit
 from trtls.store.use import StoreUse
 
 WAIT_POLL_S = 0.1  # a waiter retries the key's lock this often (flock has no asyncio-friendly blocking form)
 FOLLOW_HELD_S = 30.0  # how long a following matrix cell waits for another build to release its output
 
 
-async def restore_hit(use: StoreUse, recipe: Path, entry: Entry, build_id: str, waited: bool) -> dict[str, Any] | None:
+async def restore_hit(
+    use: StoreUse, recipe: Path, entry: Entry, build_id: str, waited: bool, pinned: dict[str, Any] | None = None
+) -> dict[str, Any] | None:
     """Restore a hit once the output is free (another build writing it, or ending: after it, never during); the
-    reuse's summary, or None (a warning in `use.warnings` says why): the caller builds instead."""
+    reuse's summary, or None (a warning in `use.warnings` says why): the caller builds instead. `pinned`: the
+    rollback's pin this restore serves (not the recipe's engine: no known-good record is added)."""
     t0 = time.time()
-    held = OutputHeld(use.state_dir, use.output, build_id, use.engine)
+    held = OutputHeld(use.state_dir, use.output, build_id, use.engine, within=output_root(use, recipe))
     try:
         while not held.take():
             await asyncio.sleep(WAIT_POLL_S)
     except OSError as exc:  # the output's lock cannot be opened (a symlinked .trtls): the build says it, located
         use.warnings.append(f"TRT411 {exc.strerror or exc}; nothing was restored")
         return None
-    return _restore_held(use, recipe, entry, build_id, waited, held, t0)
+    return _restore_held(use, recipe, entry, build_id, waited, held, t0, pinned)
+
+
+def output_root(use: StoreUse, recipe: Path) -> Path | None:
+    """The output's write root as the recipe was loaded with it (stale temps beside the output are removed in it)."""
+    try:
+        return Path(loaded_write_root(recipe.parent, use.write_root))
+    except (OSError, ValueError):
+        return None
 
 
 def restore_now(use: StoreUse, recipe: Path, entry: Entry, build_id: str) -> dict[str, Any] | None:
     """`restore_hit` from a synchronous listener (a matrix cell that follows another cell of its key)."""
     t0 = time.time()
-    held = OutputHeld(use.state_dir, use.output, build_id, use.engine)
+    held = OutputHeld(use.state_dir, use.output, build_id, use.engine, within=output_root(use, recipe))
     deadline = time.monotonic() + FOLLOW_HELD_S
     try:
         while not held.take():
@@ -56,14 +68,25 @@ def restore_now(use: StoreUse, recipe: Path, entry: Entry, build_id: str) -> dic
 
 
 def _restore_held(
-    use: StoreUse, recipe: Path, entry: Entry, build_id: str, waited: bool, held: OutputHeld, t0: float
+    use: StoreUse,
+    recipe: Path,
+    entry: Entry,
+    build_id: str,
+    waited: bool,
+    held: OutputHeld,
+    t0: float,
+    pinned: dict[str, Any] | None = None,
 ) -> dict[str, Any] | None:
     assert use.store is not None and use.key is not None
     output = use.output  # placed when the recipe was loaded: its write root is that one, never recomputed here
     try:
         root = loaded_write_root(recipe.parent, use.write_root)
         restored = use.store.restore(entry, output, build_id, root, use.state_dir)
+    except NotTrusted as exc:
+        use.warnings.append(f"TRT340 {exc}")
+        return None
     except Refused as exc:
+        use.damaged = str(exc)
         use.warnings.append(f"TRT332 {exc}; the engine is rebuilt")
         return None
     except UnsafeWrite as exc:  # the output's folder became a symlink leading out since the recipe was checked
@@ -78,10 +101,12 @@ def _restore_held(
     finally:
         held.release()
     use.reused_from = entry.build
-    remember_reused(use.state_dir, use.history, entry, build_id, use.changes, use.warnings)
+    if pinned is None:  # a pin serves a rollback's engine: the table's known-good history is the recipe's own
+        remember_reused(use.state_dir, use.history, entry, build_id, use.changes, use.warnings)
     remember(use, recipe)
+    record_hit(use.store, entry, use.engine, "restored" if restored else "kept")
     record = {**use.record(), "outputAlreadyCurrent": not restored}
-    return reuse_evidence(build_id, use.engine, recipe, entry, output, t0, record, waited)
+    return reuse_evidence(build_id, use.engine, recipe, entry, output, t0, record, waited, pinned=pinned)
 
 
 def remember(use: StoreUse, recipe: Path) -> None:

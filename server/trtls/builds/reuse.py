@@ -15,6 +15,7 @@ import hashlib
 import json
 import os
 import secrets
+import stat
 import sys
 import time
 from pathlib import Path
@@ -51,25 +52,61 @@ def up_to_date_line(src: dict[str, Any]) -> str:
     return f"up to date — engine from build {src.get('buildId')} {ago(src.get('startedAt'))}"
 
 
+def pinned_line(pin: dict[str, Any]) -> str:
+    """The one line a build serving a rollback's pin says."""
+    return f"pinned to build {pin.get('buildId')} by a rollback — trtls build --unpin to go back to the recipe's engine"
+
+
 def new_reuse_id(engine: str) -> str:
     return f"{engine}-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"  # as builds.build.new_build_id
 
 
 class OutputHeld:
     """The output's one-writer lock (builds/output_lock.py) for the length of a restore: a restore never renames over
-    an output another build is writing. `take()` is False while another process holds it."""
+    an output another build is writing. `take()` is False while another process holds it. Once taken, the temps a
+    killed restore or build left beside the output (`<output name>.trtls-tmp-*`) are removed: whoever wrote them
+    held this lock, so none of them is being written now (`within`: the output's write root; None: left alone)."""
 
-    def __init__(self, state_dir: Path, output: Path, build_id: str, engine: str):
+    def __init__(self, state_dir: Path, output: Path, build_id: str, engine: str, within: Path | None = None):
         from trtls.builds.output_lock import OutputLock, lock_path
 
         self.lock = OutputLock(lock_path(state_dir / "locks", output), output)
         self.holder = {"buildId": build_id, "pid": os.getpid(), "owner": {"kind": "store restore"}, "engine": engine}
+        self.output, self.within = output, within
+        self.removed: list[str] = []  # the stale temps this holder removed
 
     def take(self) -> bool:
-        return self.lock.try_acquire(self.holder)
+        if not self.lock.try_acquire(self.holder):
+            return False
+        if self.within is not None:
+            self.removed = remove_stale_temps(self.output, self.within)
+        return True
 
     def release(self) -> None:
         self.lock.release()
+
+
+def remove_stale_temps(output: Path, within: Path) -> list[str]:
+    """Remove `<output name>.trtls-tmp-*` beside `output` (regular files or links, the link itself), through the
+    door; call it only while holding the output's lock. The names removed; one that cannot be is left, unsaid."""
+    from trtls.fs import Kind, remove_file
+    from trtls.fs.kinds import TEMP_MARK
+
+    prefix = f"{output.name}{TEMP_MARK}"
+    try:
+        names = [n for n in os.listdir(output.parent) if n.startswith(prefix)]
+    except OSError:
+        return []
+    removed = []
+    for name in names:
+        try:
+            if stat.S_ISDIR(os.lstat(output.parent / name).st_mode):
+                continue
+            if remove_file(output.parent / name, kind=Kind.engine_output, within=within):
+                removed.append(name)
+        except OSError:
+            continue
+    return removed
 
 
 def reuse_evidence(
@@ -82,8 +119,10 @@ def reuse_evidence(
     store_record: dict[str, Any],
     waited: bool = False,
     fast: bool = False,
+    pinned: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The reuse's `summary.json` (written to `.trtls/runs/<build_id>/`), returned."""
+    """The reuse's `summary.json` (written to `.trtls/runs/<build_id>/`), returned. `pinned`: the rollback's pin
+    it served (the message says so, and how to go back to the recipe's engine)."""
     src = entry.build
     how = "unchanged since the last run: the recipe was not re-read" if fast else "the key was computed"
     summary = {
@@ -118,7 +157,8 @@ def reuse_evidence(
         "durationS": round(time.time() - t0, 3),
         "workerPid": None,
         "notes": [f"no worker started: the engine of key {entry.key[:12]} was in the store ({how})"],
-        "message": up_to_date_line(src),
+        "message": up_to_date_line(src) if pinned is None else pinned_line(pinned),
+        "pinned": pinned,
     }
     path = recipe.parent / ".trtls" / "runs" / build_id / "summary.json"
     try:  # inside the recipe's folder, checked at the write: never through a `.trtls` swapped for a symlink
@@ -278,6 +318,8 @@ def fast_hit(recipe: Path, engine: str) -> dict[str, Any] | None:
             return None  # a build whose supervisor died (or one running): the full path recovers or waits for it
     except OSError:
         return None  # `.trtls` swapped or gone while looking: the full path says it, located
+    if os.path.lexists(state / "engines" / f"{engine}.pin.json"):
+        return None  # a rollback's pin (store.known_good.Pin): the full path serves it, or lifts it
     try:
         memo = json.loads(read_text(memo_path(state, engine), limit=MAX_MEMO_BYTES))  # never through a link
     except (OSError, ValueError):
@@ -298,7 +340,7 @@ def fast_hit(recipe: Path, engine: str) -> dict[str, Any] | None:
         return None
     output = Path(memo["output"])
     build_id = new_reuse_id(engine)
-    held = OutputHeld(state, output, build_id, engine)
+    held = OutputHeld(state, output, build_id, engine, within=recipe.parent)
     try:
         if not held.take():
             return None  # a build of this output is running: the full path waits for it
@@ -318,6 +360,10 @@ def fast_hit(recipe: Path, engine: str) -> dict[str, Any] | None:
     finally:
         held.release()
     record: dict[str, Any] = {"used": True, "why": None, "path": str(store.root), "mode": store.mode, "source": "memo",
-              "warnings": [], "key": entry.key, "waitedFor": None, "outputAlreadyCurrent": current}  # fmt: skip
+              "warnings": list(store.notes), "key": entry.key, "waitedFor": None,
+              "outputAlreadyCurrent": current}  # fmt: skip
+    from trtls.store.stats import record_hit
+
+    record_hit(store, entry, engine, "fast")
     remember_reused(state, engine, entry, build_id, [], record["warnings"])
     return reuse_evidence(build_id, engine, recipe, entry, output, t0, record, fast=True)

@@ -18,7 +18,7 @@ from trtls.core.paths import UnsafeWrite
 from trtls.store.config import store_config
 from trtls.store.entries import NotTrusted, Refused, RestoreFailed, Store
 from trtls.store.folder import StoreUnusable
-from trtls.store.known_good import KnownGood
+from trtls.store.known_good import KnownGood, Pin
 
 
 class RollbackError(Exception):
@@ -28,8 +28,10 @@ class RollbackError(Exception):
 
 
 def rollback_target(loaded: Any, engine: str, to: str | None) -> dict[str, Any]:
-    """The known-good record to restore: `to`, else the newest one whose engine is not the one at the output. A
-    TRT338 names the known-good record when it was refused (a symlink, a FIFO, too large: `KnownGood.problem`)."""
+    """The known-good record to restore: `to`, else the newest known-good build OLDER than the one whose engine is at
+    the output (by when each was built), so a second rollback goes further back, never forward; an output no record
+    describes rolls back to the newest one that is not its engine. A TRT338 names the known-good record when it was
+    refused (a symlink, a FIFO, too large: `KnownGood.problem`)."""
     known = KnownGood(state_dir(loaded.path), engine)
     records = known.records()
     refused = f"; the known-good record was not read: {known.problem}" if known.problem else ""
@@ -44,13 +46,36 @@ def rollback_target(loaded: Any, engine: str, to: str | None) -> dict[str, Any]:
         current = sha256_file(output) if output.is_file() else None
     except OSError:
         current = None
-    rec = next((r for r in reversed(records) if r.get("sha256") != current), None)
+    rec = _older_than_output(records, current, Pin(state_dir(loaded.path), engine).read())
     if rec is None:
         raise RollbackError("TRT338", f"no earlier known-good engine of {engine} to roll back to{refused}")
     return rec
 
 
-def rollback(loaded: Any, engine: str, to: str | None = None) -> dict[str, Any]:
+def _when(record: dict[str, Any]) -> float:
+    t = record.get("startedAt")
+    return float(t) if isinstance(t, (int, float)) else 0.0
+
+
+def _older_than_output(
+    records: list[dict[str, Any]], current: str | None, pin: dict[str, Any] | None
+) -> dict[str, Any] | None:
+    """The newest record built before the build whose engine is at the output (its pin's build when the output
+    holds the pinned engine, else the newest record of those bytes), whose engine is another one."""
+    at_output = [r for r in records if current is not None and r.get("sha256") == current]
+    if pin is not None and pin.get("sha256") == current:
+        at_output = [r for r in at_output if r.get("buildId") == pin.get("buildId")] or at_output
+    if not at_output:
+        return next((r for r in reversed(records) if r.get("sha256") != current), None)
+    since = max(_when(r) for r in at_output)
+    older = [r for r in records if _when(r) < since and r.get("sha256") != current]
+    return max(older, key=_when) if older else None
+
+
+def rollback(loaded: Any, engine: str, to: str | None = None, via: str = "trtls rollback") -> dict[str, Any]:
+    """Restore `rec`'s engine and pin it (`store.known_good.Pin`): the next `trtls build` serves it while the recipe's
+    key is the one it has now. Rolling back to the recipe's own key removes the pin instead. `via`: who asked (the
+    terminal, the editor), recorded in the pin."""
     rec = rollback_target(loaded, engine, to)
     config = store_config(loaded.recipe.store, loaded.base_dir)
     if config is None:
@@ -72,7 +97,7 @@ def rollback(loaded: Any, engine: str, to: str | None = None) -> dict[str, Any]:
     job = worker_job(loaded, engine, build_id)  # the output placed and judged now, its write root with it
     output, root = Path(job["output"]), Path(job["write_root"])
     t0 = time.time()
-    held = OutputHeld(state_dir(loaded.path), output, build_id, engine)
+    held = OutputHeld(state_dir(loaded.path), output, build_id, engine, within=root)
     try:
         if not held.take():
             raise RollbackError("TRT338", f"a build of {engine} is writing {output} now: roll back when it ends")
@@ -102,8 +127,59 @@ def rollback(loaded: Any, engine: str, to: str | None = None) -> dict[str, Any]:
     summary["outputAlreadyCurrent"] = not restored  # the output already held these bytes: nothing was written
     summary["durationS"] = round(time.time() - t0, 3)
     summary["message"] = f"rolled back to the engine of build {rec.get('buildId')} ({ago(rec.get('startedAt'))})"
+    _pin(loaded, engine, rec, summary, via)
     _record(loaded, summary)
     return summary
+
+
+def _pin(loaded: Any, engine: str, rec: dict[str, Any], summary: dict[str, Any], via: str) -> None:
+    """Pin the rolled-back engine against the recipe's key now (the evidence's `pinned`), or, when it is the
+    recipe's own key, remove any pin: the recipe's engine is what the next build serves anyway."""
+    pins = Pin(state_dir(loaded.path), engine)
+    recipe_key = _recipe_key(loaded, engine)
+    if recipe_key is not None and recipe_key == rec.get("key"):
+        problem = pins.remove()
+        summary["pinned"] = None
+        summary["message"] += "; the recipe's own engine: not pinned"
+    else:
+        pin = {
+            "buildId": rec.get("buildId"),
+            "key": rec.get("key"),
+            "sha256": rec.get("sha256"),
+            "size": rec.get("size"),
+            "startedAt": rec.get("startedAt"),
+            "recipeKey": recipe_key,
+            "pinnedAt": time.time(),
+            "by": {"user": _user(), "host": os.uname().nodename, "pid": os.getpid(), "via": via},
+            "rollback": summary["buildId"],
+        }
+        problem = pins.write(pin)
+        summary["pinned"] = None if problem else pin
+        if not problem:
+            summary["message"] += "; pinned: trtls build serves it until the recipe changes or --unpin"
+    if problem:
+        summary["warnings"] = [problem]
+        summary["message"] += f" — {problem}"
+
+
+def _recipe_key(loaded: Any, engine: str) -> str | None:
+    """The recipe's engine key now (None when it cannot be computed: no model, no builder)."""
+    from trtls.builds.cuda import cuda_driver
+    from trtls.store.key import KeyUnavailable, engine_key
+
+    try:
+        return engine_key(worker_job(loaded, engine, "key"), state_dir(loaded.path), cuda_driver()).hex
+    except (KeyUnavailable, OSError):
+        return None
+
+
+def _user() -> str:
+    import getpass
+
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return str(os.getuid())
 
 
 def _summary(loaded: Any, engine: str, build_id: str, rec: dict[str, Any], t0: float) -> dict[str, Any]:

@@ -14,7 +14,9 @@ from trtls.core.terminal_text import terminal_safe
 
 
 def cmd_engines(args: argparse.Namespace) -> int:
-    from trtls.store.known_good import KnownGood
+    """Every known-good build of a table; `(evicted)` when the store no longer holds its engine (a rollback to it
+    would fail), `(pinned)` for the build a rollback pinned."""
+    from trtls.store.known_good import KnownGood, Pin
 
     loaded = load_or_report(args.recipe)
     if loaded is None:
@@ -22,19 +24,63 @@ def cmd_engines(args: argparse.Namespace) -> int:
     if args.name not in loaded.recipe.engines:
         report_error("TRT107", f"no engine named {args.name}", str(loaded.path))
         return EXIT_BAD_INPUT
-    records = KnownGood(loaded.path.parent / ".trtls", args.name).records()
+    state = loaded.path.parent / ".trtls"
+    records = KnownGood(state, args.name).records()
+    pin = Pin(state, args.name).read()
+    in_store = _in_store(loaded, records)
     if args.json:
-        print(json.dumps([{k: v for k, v in r.items() if k != "parts"} for r in records], default=str))
+        out = [
+            {
+                **{k: v for k, v in r.items() if k != "parts"},
+                "inStore": in_store.get(str(r.get("key"))),
+                "pinned": _is_pinned(r, pin),
+            }
+            for r in records
+        ]
+        print(json.dumps(out, default=str))
         return EXIT_OK
     if not records:
         print(f"{args.name}: no successful build recorded yet")
     for r in records:
         when = time.strftime("%Y-%m-%d %H:%M", time.localtime(r.get("startedAt") or 0))
         changed = "; ".join(r.get("changes") or []) or "—"
-        stored = "" if r.get("stored") else "  (not in the store)"
+        if not r.get("stored"):
+            marks = "  (not in the store)"
+        else:
+            marks = "  (evicted)" if in_store.get(str(r.get("key"))) is False else ""
+        marks += "  (pinned)" if _is_pinned(r, pin) else ""
         size = human_bytes(r.get("size") or 0)
-        print(f"{r.get('buildId')}  {when}  {str(r.get('key'))[:12]}  {size}  {changed}{stored}")
+        print(terminal_safe(f"{r.get('buildId')}  {when}  {str(r.get('key'))[:12]}  {size}  {changed}{marks}"))
     return EXIT_OK
+
+
+def _is_pinned(record: dict[str, Any], pin: dict[str, Any] | None) -> bool:
+    return pin is not None and record.get("buildId") == pin.get("buildId") and record.get("key") == pin.get("key")
+
+
+def _in_store(loaded: Any, records: list[dict[str, Any]]) -> dict[str, bool | None]:
+    """Key → whether the store holds an entry of the same bytes, looked up read-only (nothing restored, quarantined
+    or marked used); None for every key when there is no store to ask (off, or not usable)."""
+    from trtls.store.config import store_config
+    from trtls.store.entries import NotTrusted, Refused, Store
+
+    config = store_config(loaded.recipe.store, loaded.base_dir)
+    keys = {str(r.get("key")): r.get("sha256") for r in records}
+    if config is None:
+        return dict.fromkeys(keys)
+    store = Store(config.path, "read", config.max_size, trust=config.trust, recipe_dir=config.recipe_dir,
+                  signing_key_file=config.signing_key_file)  # fmt: skip
+    found: dict[str, bool | None] = {}
+    for key, sha in keys.items():
+        try:
+            entry = store.get(key)
+        except NotTrusted:
+            found[key] = None  # perhaps whole, not ours to trust: unknown
+            continue
+        except (Refused, OSError):
+            entry = None
+        found[key] = entry is not None and (sha is None or entry.sha256 == sha)
+    return found
 
 
 def cmd_rollback(args: argparse.Namespace) -> int:
@@ -71,7 +117,8 @@ def register(sub: Any) -> None:
     e.set_defaults(func=cmd_engines)
     r = sub.add_parser(
         "rollback",
-        help="restore an earlier known-good engine to the output, atomically",
+        help="restore an earlier known-good engine to the output, atomically, and pin it: `trtls build` serves it "
+        "until the recipe changes or `trtls build --unpin`",
         epilog="exit codes: 0 restored, 1 nothing to roll back to or the entry failed verification, 2 bad input",
     )
     r.add_argument("name", help="engine table")
@@ -79,6 +126,7 @@ def register(sub: Any) -> None:
     r.add_argument(
         "--to",
         metavar="BUILD",
-        help="the build whose engine to restore (default: the one before the engine now at the output)",
+        help="the build whose engine to restore (default: the newest known-good build older than the one whose "
+        "engine is at the output, so a second rollback goes further back)",
     )
     r.set_defaults(func=cmd_rollback)

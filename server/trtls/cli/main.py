@@ -279,6 +279,11 @@ def make_parser() -> argparse.ArgumentParser:
     )
     b.add_argument("--rebuild", action="store_true", help="build even when the engine store holds this engine")
     b.add_argument("--no-store", action="store_true", help="neither look up nor publish in the engine store")
+    b.add_argument(
+        "--unpin",
+        action="store_true",
+        help="remove the pin a `trtls rollback` left and build the recipe's engine (recorded in the evidence)",
+    )
     b.set_defaults(func=cmd_build)
 
     s = sub.add_parser("serve", help="run the language server (stdio)", epilog="exit codes: 0 after the client's exit")

@@ -23,23 +23,50 @@ async def avoid(
     """Before a build: (the store use, None) → build, the caller calls `attach` on the build; (None, code) → done:
     the engine was reused (0) or the store is unusable (2)."""
     from trtls.builds import avoidance
+    from trtls.builds.pinned import PinUnavailable, unpinned_line
     from trtls.store.entries import StoreUnusable
 
+    unpin = bool(getattr(args, "unpin", False))
     try:
-        use = avoidance.prepare(loaded, engine, overrides, no_store=bool(args.no_store), rebuild=bool(args.rebuild))
+        use = avoidance.prepare(
+            loaded, engine, overrides, no_store=bool(args.no_store), rebuild=bool(args.rebuild), unpin=unpin
+        )
     except StoreUnusable as exc:
         file, line, col = avoidance.located_store_error(loaded, None, exc)
         print(f"{file}:{line}:{col}: {exc.code} error: {exc}", file=sys.stderr)
         emit_error(exc.code, str(exc), file=file, line=line, col=col)
         return None, EXIT_BAD_INPUT
-    reused = await avoidance.reuse_or_lock(use, loaded, say=None if args.json else _say)
-    for w in use.warnings:
+    if (said := unpinned_line(use)) is not None and not args.json:
+        _say(f"{engine}: {said}")
+    waiting = (lambda holder: _json_waiting(engine, holder)) if args.json else None
+    try:
+        reused = await avoidance.reuse_or_lock(use, loaded, say=None if args.json else _say, on_wait=waiting)
+    except PinUnavailable as exc:  # nothing is built over a rollback: the user decides (--unpin)
+        for w in use.all_warnings():
+            _say(f"warning: {w}")
+        print(terminal_safe(f"{loaded.path}: {exc.code} error: {exc}"), file=sys.stderr)
+        emit_error(exc.code, str(exc), file=str(loaded.path))
+        return None, EXIT_FAILED
+    for w in use.all_warnings():
         _say(f"warning: {w}")
     if reused is None:
         if use.changes and not args.json:
             _say(f"rebuilding {engine}: " + "; ".join(use.changes))
         return use, None
     return None, print_reused(engine, reused, loaded.path, bool(args.json))
+
+
+def _json_waiting(engine: str, holder: str) -> None:
+    """`--json`: one line when this build starts waiting for another process's build of its key (the evidence's
+    `store.waitedFor` says the same afterwards)."""
+    pid, _, build_id = holder.partition(" ")
+    record = {
+        "type": "store_wait",
+        "engine": engine,
+        "holder": {"pid": int(pid) if pid.isdigit() else None, "buildId": build_id or None, "line": holder},
+        "message": f"waiting for build {holder} of the same engine key (another process) — it will be reused",
+    }
+    print(json.dumps(record), file=JsonErrors.out or sys.stdout, flush=True)
 
 
 def print_reused(engine: str, reused: dict[str, Any], recipe: Any, as_json: bool) -> int:
@@ -65,6 +92,8 @@ def fast_path(args: argparse.Namespace) -> int | None:
 
     if not args.engine or args.all or args.matrix or args.cell or args.rebuild or args.no_store or args.cold:
         return None
+    if getattr(args, "unpin", False):
+        return None
     if args.optimization_level is not None:
         return None
     from trtls.builds.reuse import fast_hit
@@ -76,6 +105,9 @@ def fast_path(args: argparse.Namespace) -> int | None:
     reused = fast_hit(recipe, args.engine)
     if reused is None:
         return None
+    if not args.json:
+        for w in reused["store"].get("warnings") or []:  # the store's own notes (a remote's miss, read-only)
+            _say(f"warning: {w}")
     return print_reused(args.engine, reused, recipe, bool(args.json))
 
 

@@ -21,7 +21,7 @@ async def rollback_engine(ls: Any, raw: Any) -> dict[str, Any]:
     if loaded.recipe is None or args.engine not in loaded.recipe.engines:
         raise JsonRpcInvalidParams(f"no engine '{args.engine}' in a valid recipe")
     try:
-        summary = await asyncio.to_thread(rollback, loaded, args.engine, args.to)
+        summary = await asyncio.to_thread(rollback, loaded, args.engine, args.to, "the editor (trtls.rollbackEngine)")
     except RollbackError as exc:
         raise JsonRpcInvalidParams(f"{exc.code} {exc}") from None
     from trtls.lsp.build_commands import finish_restored

@@ -64,3 +64,51 @@ class KnownGood:
             code = "TRT405" if exc.errno in (errno.ENOSPC, errno.EROFS, errno.EACCES, errno.EPERM) else "TRT118"
             return f"{code} {self.path}: {exc.strerror or exc}; the build was not recorded as known-good"
         return None
+
+
+PIN_FORMAT = "trtls.pin/1"
+PIN_LIMIT = 64 * 1024  # a pin: one build's id, key, digest and who pinned it
+
+
+class Pin:
+    """A rollback that sticks (`<recipe>/.trtls/engines/<name>.pin.json`): the build a rollback restored, its key and
+    sha256, and the recipe's own key when it was pinned. While the recipe's key is still that one, a build serves the
+    pinned engine instead of the recipe's (builds/pinned.py); a changed recipe lifts it, `trtls build --unpin`
+    removes it. Read like a known-good record (a regular file, never through a link, bounded), written through the
+    door."""
+
+    def __init__(self, state_dir: Path, engine: str):
+        self.state_dir = Path(state_dir)
+        self.path = self.state_dir / "engines" / f"{engine}.pin.json"
+
+    def read(self) -> dict[str, Any] | None:
+        """The pin, or None (none, or one that is not a pin trtls wrote: a link, a FIFO, not JSON, a bad key)."""
+        try:
+            data = json.loads(read_text(self.path, limit=PIN_LIMIT, follow=False, within=self.state_dir.parent))
+        except (OSError, ValueError):
+            return None
+        if not isinstance(data, dict) or data.get("format") != PIN_FORMAT or not is_key(data.get("key")):
+            return None
+        if data.get("recipeKey") is not None and not is_key(data.get("recipeKey")):
+            return None
+        return data
+
+    def write(self, pin: dict[str, Any]) -> str | None:
+        """Record `pin`; None when recorded, else the located warning why it was not."""
+        within = self.state_dir.parent
+        try:
+            fs.ensure_folder(self.path.parent, within=within)
+            text = json.dumps({"format": PIN_FORMAT, **pin}, indent=1, default=str) + "\n"
+            fs.atomic_write_text(self.path, text, kind=Kind.evidence, within=within)
+        except OSError as exc:
+            code = "TRT118" if isinstance(exc, UnsafeWrite) else "TRT405"
+            return f"{code} {self.path}: {exc.strerror or exc}; the rollback was not pinned"
+        return None
+
+    def remove(self) -> str | None:
+        """Remove the pin; None when it is gone, else the located warning why it is not."""
+        try:
+            fs.remove_file(self.path, kind=Kind.evidence, within=self.state_dir.parent)
+        except OSError as exc:
+            return f"TRT405 {self.path}: {exc.strerror or exc}; the pin was not removed"
+        return None

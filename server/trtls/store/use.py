@@ -40,6 +40,12 @@ class StoreUse:
     # matrix cells of the same key as this one, in the same run (cell key, their use): restored from this cell's
     # entry when it has published (avoid_cells/attach_cells), never built a second time
     followers: list[tuple[str, StoreUse]] = field(default_factory=list)
+    # why the store's entry of this key was not used: it was damaged and quarantined (here, or by another process
+    # since the table's last build): TRT332 in the warnings, first in `rebuiltBecause`
+    damaged: str | None = None
+    pin: dict[str, Any] | None = None  # a rollback's pin this build serves (store.known_good.Pin)
+    # the pin this build lifted (the recipe's key changed) or removed (--unpin): {"pin", "why"} in the evidence
+    unpinned: dict[str, Any] | None = None
 
     def release(self) -> None:
         if self.lock is not None:
@@ -55,16 +61,25 @@ class StoreUse:
             "source": self.config.source if self.config else None,
             "trust": self.config.trust if self.config else None,  # who may have written what served this engine
             "signingKey": str(self.store.signing_key_file) if self.store and self.store.signing_key_file else None,
-            "warnings": [*self.warnings, *(self.key.notes if self.key else [])],
+            "warnings": self.all_warnings(),
             "key": self.key.hex if self.key else None,
             "waitedFor": self.waited_for,
             "replaced": self.store.replaced if self.store is not None else None,  # the entry a --rebuild replaced
+            "pinned": self.pin,
+            "unpinned": self.unpinned,
         }
+
+    def all_warnings(self) -> list[str]:
+        """This build's warnings, the key's notes and the store's own (a remote store's miss, a read-only store)."""
+        notes = list(getattr(self.store, "notes", None) or []) if self.store is not None else []
+        return [*self.warnings, *(self.key.notes if self.key else []), *(n for n in notes if n not in self.warnings)]
 
     def rebuilt_because(self) -> list[str]:
         """Why this build runs, for the evidence (`rebuiltBecause`)."""
         if self.rebuild:
             return ["--rebuild", *self.changes]
+        if self.damaged is not None:
+            return [f"the store's entry of this key was damaged ({self.damaged}): quarantined", *self.changes]
         if self.last is None:
             return ["first build of this engine table"]
         return self.changes or ["same key as the last build (not in the store)"]
