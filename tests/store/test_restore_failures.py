@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.store.forged import can_unshare_mounts, forged_entry, run_python
-from trtls.store.entries import Entry, RestoreFailed, Store, StoreUnusable
+from trtls.store.entries import Entry, RestoreFailed, Store
 
 
 def _chattr(flag: str, path: Path) -> bool:
@@ -83,7 +83,7 @@ def test_an_output_that_already_holds_the_engine_is_kept_even_when_immutable(
 MOUNTED = """
 import json, subprocess, sys
 from pathlib import Path
-from trtls.store.entries import Entry, RestoreFailed, Store, StoreUnusable
+from trtls.store.entries import Entry, RestoreFailed, Store
 store_dir, key, mnt, how = Path(sys.argv[1]), sys.argv[2], Path(sys.argv[3]), sys.argv[4]
 size = "size=64k" if how == "full" else "size=4m"
 subprocess.run(["mount", "-t", "tmpfs", "-o", size, "tmpfs", str(mnt)], check=True)
@@ -123,7 +123,17 @@ def test_a_read_only_mount_or_a_full_disk_is_a_located_error(tmp_path: Path, how
 def test_a_store_folder_that_cannot_be_written_is_named(tmp_path: Path, immutable: list[Path]) -> None:
     store = Store(tmp_path / "store")
     store.check()
+    entry = forged_entry(store, tmp_path, "kept")
     _make_immutable(store.root / "entries", immutable)
-    with pytest.raises(StoreUnusable, match="entries") as refused:
-        store.check()
-    assert refused.value.code == "TRT331" and str(store.root / "entries") in str(refused.value)
+    unwritable = Store(tmp_path / "store")
+    unwritable.check()  # not refused: served as read (issue 32, item 9)
+    assert unwritable.unwritable is not None and not unwritable.writable
+    assert unwritable.unwritable.startswith("TRT331") and str(store.root / "entries") in unwritable.unwritable
+    assert unwritable.notes == [unwritable.unwritable]
+    with pytest.raises(OSError, match="TRT331") as refused:
+        forged_entry(unwritable, tmp_path, "not-stored")
+    assert refused.value.errno == 30  # EROFS
+    out = tmp_path / "out" / "demo.engine"
+    got = unwritable.get(entry.key)
+    assert got is not None and unwritable.restore(got, out, "t1", within=tmp_path)
+    assert out.read_bytes() == entry.engine.read_bytes()

@@ -24,7 +24,11 @@ class Kind(enum.Enum):
 
     engine_output = ("engine output", _TEMP, "yes")  # placed and judged by core.write_policy when the recipe loads
     evidence = ("evidence", rf"{_RUN_ID}|{_TEMP}", "yes")  # .trtls/: runs, history, known-good records, locks
-    store_entry = ("store entry", rf"{_HEX64}(?:\.[a-z]+)?|{_HEX64}\.[0-9a-f]{{8,32}}|{_TEMP}|tmp-.+", "yes")
+    store_entry = (
+        "store entry",
+        rf"{_HEX64}(?:\.[a-z]+)?|{_HEX64}\.[0-9a-f]{{8,32}}|{_HEX64}-[0-9]{{8}}-[0-9]{{6}}-[0-9]+|{_TEMP}|tmp-.+",
+        "yes",
+    )  # `<key>-YYYYmmdd-HHMMSS-<pid>`: a quarantined entry (store/folder.py), pruned by `trtls store gc`
     store_lock = ("store lock", rf"{_HEX64}\.lock", "yes")
     report = ("report", _TEMP, "format")  # `-o` files: SARIF, JUnit, HTML, JSON, traces, schemas
     route_artefact = ("route artefact", rf"{_TEMP}|[A-Za-z0-9_.-]+", "yes")  # bundles, exports (route rule first)

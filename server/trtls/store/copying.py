@@ -82,3 +82,14 @@ def copy_hashing(src: BinaryIO, dst: BinaryIO, point: str) -> tuple[str, int]:
         n += len(block)
         _pause(point, n >= size // 2)
     return h.hexdigest(), n
+
+
+def hash_reading(src: BinaryIO) -> tuple[str, int]:
+    """The sha256 and size of what `src` holds, read to its end (`store ls --verify`); a read that fails is an
+    EntryUnreadable."""
+    h = hashlib.sha256()
+    n = 0
+    while block := _read(src):
+        h.update(block)
+        n += len(block)
+    return h.hexdigest(), n

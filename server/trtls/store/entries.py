@@ -5,14 +5,18 @@
     <store>/entries/<key>/entry.json    the key, the key's parts, the engine's sha256 + size, the producing build
     <store>/used/<key>                  empty; its mtime is the entry's last use (LRU) — the entry itself never changes
     <store>/locks/<key>.lock            flock'ed by the one process building that key (store/lock.py)
-    <store>/quarantine/<key>-<time>/    an entry that failed verification, moved aside, never used again
+    <store>/quarantine/<key>-<time>-<pid>/  an entry that failed verification, moved aside with its WHY, never used
+                                        again; `trtls store gc` prunes it after a week (sooner over the bound)
     <store>/tmp/tmp-…                   entries being written (a publish is: write here, fsync, rename into entries/)
 
 A publish renames a complete, fsynced folder into `entries/`, so a reader sees a whole entry or none; a restore
 copies the engine to a temp file beside the output while hashing it, and renames it over the output only when the
-hash is the entry's. Hard links are never used: a later in-place write to the output (a tool that opens it `r+b`)
-would change the store's bytes too. An entry's files are read only when they are regular files (never through a
-link, never a FIFO or a device) of the recorded size, owned and written as the store's `trust` allows.
+hash is the entry's. Every use checks what is cheap to check (the record, and the engine file's type and size by one
+`lstat`, no hashing): a damaged entry is quarantined there, so a build rebuilds it, a publish of its key replaces it
+and `store ls` does not list it; `store ls --verify` hashes every engine. Hard links are never used: a later
+in-place write to the output (a tool that opens it `r+b`) would change the store's bytes too. An entry's files are
+read only when they are regular files (never through a link, never a FIFO or a device) of the recorded size, owned
+and written as the store's `trust` allows.
 
 A publish of a key the store holds with other bytes replaces the entry (a `--rebuild`, ccache's recache): the
 next build of the key restores what was built last, never the engine it was rebuilt to replace."""
@@ -34,7 +38,7 @@ from trtls import fs
 from trtls.core.paths import UnsafeWrite
 from trtls.fs import Kind, rename
 from trtls.fs.store_root import shared_modes, trust_problem
-from trtls.store.copying import EntryUnreadable, copy_hashing
+from trtls.store.copying import EntryUnreadable, copy_hashing, hash_reading
 from trtls.store.folder import NotTrusted, Refused, RestoreFailed, StoreFolder, StoreUnusable, tmp_name
 from trtls.store.key import is_key, key_of_parts
 from trtls.store.signing import sign, signed_by
@@ -121,7 +125,35 @@ class Store(StoreFolder):
             self.quarantine(folder, "its recorded key does not match its content")
             raise Refused(f"store entry {key[:12]}'s recorded key does not match its content; quarantined")
         self._signed(record, key)
-        return Entry(key, folder, record)
+        entry = Entry(key, folder, record)
+        damage = self._engine_problem(entry)
+        if damage is not None:
+            try:
+                again = os.lstat(folder)
+            except FileNotFoundError:
+                return None  # evicted (renamed away whole) meanwhile
+            if (again.st_ino, again.st_dev) != (st.st_ino, st.st_dev):
+                return self.get(key)  # replaced meanwhile (a --rebuild's publish): judge the new entry
+            self.quarantine(folder, damage)
+            raise Refused(f"store entry {key[:12]}'s {damage}; quarantined")
+        return entry
+
+    def _engine_problem(self, entry: Entry) -> str | None:
+        """Why the entry's engine file cannot be the one its record names — missing, not a regular file (a link, a
+        FIFO, a device), or not the recorded size — by one lstat, nothing read; None when it may be (a restore still
+        hashes it). One that others could have written is NotTrusted."""
+        try:
+            st = os.lstat(entry.engine)
+        except FileNotFoundError:
+            return "engine file is missing"
+        except OSError as exc:
+            raise NotTrusted(f"store entry {entry.key[:12]}'s engine cannot be read: {exc.strerror}") from exc
+        if not stat.S_ISREG(st.st_mode):
+            return "engine is a symlink or not a regular file"
+        if st.st_size != entry.size:
+            return f"engine is {st.st_size} bytes, not the {entry.size} its record says"
+        self._trusted(entry.engine, st, entry.key)
+        return None
 
     def _trusted(self, path: Path, st: os.stat_result, key: str) -> None:
         why = trust_problem(path, st, self.trust)
@@ -137,19 +169,39 @@ class Store(StoreFolder):
             raise NotTrusted(f"store entry {key[:12]} is not used: not signed with the team's key")
 
     def entries(self) -> list[Entry]:
+        """The whole, trusted entries (a damaged one met here is quarantined)."""
+        return self.scan()[0]
+
+    def scan(self) -> tuple[list[Entry], list[tuple[str, Refused]]]:
+        """(the whole, trusted entries; each refused one with why): a damaged one is quarantined, one not trusted
+        (NotTrusted) is left in place."""
         try:
             names = sorted(os.listdir(self.root / "entries"))
         except OSError:
-            return []
-        out = []
+            return [], []
+        out, refused = [], []
         for name in filter(is_key, names):
             try:
                 e = self.get(name)
-            except Refused:
+            except Refused as exc:
+                refused.append((name, exc))
                 continue
             if e is not None:
                 out.append(e)
-        return out
+        return out, refused
+
+    def verify(self, entry: Entry) -> None:
+        """Hash the entry's engine against its record (`store ls --verify`); Refused (quarantined) when the bytes
+        are not the recorded ones or cannot be read, NotTrusted when this account may not read them."""
+        with self._engine(entry) as src:
+            try:
+                sha, _ = hash_reading(src)
+            except EntryUnreadable as exc:
+                self.quarantine(entry.folder, f"engine: {exc.strerror}")
+                raise Refused(f"store entry {entry.key[:12]}'s engine: {exc.strerror}; quarantined") from None
+        if sha != entry.sha256:
+            self.quarantine(entry.folder, f"engine sha256 {sha[:12]}… is not the recorded {entry.sha256[:12]}…")
+            raise Refused(f"store entry {entry.key[:12]}'s engine bytes do not match its sha256; quarantined")
 
     @contextlib.contextmanager
     def _engine(self, entry: Entry) -> Iterator[BinaryIO]:
@@ -217,13 +269,15 @@ class Store(StoreFolder):
             self.check()
         except StoreUnusable as exc:
             raise OSError(errno.EPERM, f"{exc.code} {exc}") from exc
+        if self.unwritable is not None:
+            raise OSError(errno.EROFS, self.unwritable)
         replacing: dict[str, Any] | None = None
         try:
             existing = self.get(key)
         except NotTrusted as exc:
             existing, replacing = None, {"notUsed": str(exc)}  # whole perhaps, but not ours to trust: replaced
-        except Refused:
-            existing = None  # damaged: quarantined already
+        except Refused as exc:
+            existing, replacing = None, {"damaged": str(exc)}  # quarantined already: nothing to move aside
         if existing is not None:
             if sha is not None and existing.sha256 == sha:
                 self.mark_used(key)
@@ -293,28 +347,50 @@ class Store(StoreFolder):
 
     def _move_in(self, tmp: Path, key: str, replacing: dict[str, Any] | None) -> None:
         """Rename the written entry into entries/: over nothing, or (other bytes, an entry not trusted) after moving
-        the entry it replaces aside. Another process that published the key first wins (its entry is whole too)."""
+        the entry it replaces aside. Another process that published the key first wins (its entry is whole too);
+        a folder there that is not a whole entry (a damaged leftover quarantine could not move) is moved aside and
+        the rename tried once more."""
         dest = self.root / "entries" / key
-        if replacing is not None:
-            trash = self.root / "tmp" / tmp_name("replaced", key)
-            rename(dest, trash, kind=Kind.store_entry, within=self.root, replace=False)
-            self.discard(trash)
-            self.replaced = replacing
+        if replacing is not None and "damaged" not in replacing:
+            self._set_aside(dest, key, missing_ok=False)
+        self.replaced = replacing
         try:
             rename(tmp, dest, kind=Kind.store_entry, within=self.root, replace=False)
         except OSError as exc:
             if exc.errno not in (errno.EEXIST, errno.ENOTEMPTY):
                 raise
-            self.replaced = None  # another process published the same key first
+            try:
+                there = self.get(key)
+            except Refused as refused:
+                there, self.replaced = None, {"damaged": str(refused)}
+            if there is not None:
+                self.replaced = None  # another process published the same key first
+                return
+            self._set_aside(dest, key, missing_ok=True)
+            rename(tmp, dest, kind=Kind.store_entry, within=self.root, replace=False)
+
+    def _set_aside(self, dest: Path, key: str, missing_ok: bool) -> None:
+        """Move the entry at `dest` out of entries/ (into tmp/, then removed): at once, whole."""
+        trash = self.root / "tmp" / tmp_name("replaced", key)
+        try:
+            rename(dest, trash, kind=Kind.store_entry, within=self.root, replace=False)
+        except FileNotFoundError:
+            if not missing_ok:
+                raise
+            return
+        self.discard(trash)
 
     def evict(self, keep: str | None = None, max_size: int | None = None) -> list[Entry]:
-        """Remove least recently used entries until the store fits its bound; `keep` is never evicted. Only in a
-        folder marked as a store; only entries really removed are returned."""
+        """Remove least recently used entries until the store fits its bound (quarantined entries count, and go
+        first); `keep` is never evicted. Only in a folder marked as a store; only entries really removed are
+        returned."""
         bound = max_size if max_size is not None else self.max_size
-        if bound is None or self.mode != "read_write" or self.sweep_refusal() is not None:
+        if bound is None or not self.writable or self.sweep_refusal() is not None:
             return []
         entries = sorted(self.entries(), key=lambda e: self.last_used(e.key))
         total = sum(e.size for e in entries)
+        self.prune_quarantine(older_than_s=None, over=total + sum(q.size for q in self.quarantined()) - bound)
+        total += sum(q.size for q in self.quarantined())  # what is left of it: the bound counts it too
         evicted = []
         for e in entries:
             if total <= bound:

@@ -1,16 +1,24 @@
 """The store's folder, apart from what its entries hold: whether it may be used (`check`), the names trtls makes and
-removes in it (use times, quarantine, eviction, leftovers in `tmp/`), and the errors every store operation raises.
+removes in it (use times, quarantine and its pruning, eviction, leftovers in `tmp/`), and the errors every store
+operation raises.
 
 Every write, rename and delete goes through `trtls.fs` inside the store's own real folder; a key becomes a path only
-when it is 64 hex digits; sweeps run only in a folder marked as a store and take only names trtls makes there."""
+when it is 64 hex digits; sweeps run only in a folder marked as a store and take only names trtls makes there.
+
+A `read_write` store this account cannot write (another account's folder, mode 0755; an immutable one) still serves
+what it holds: `check` does not refuse it but sets `unwritable` (a TRT331 note, also in `notes`) and the store is read
+for this process — hits restore, a publish raises OSError(EROFS) with that note, use times and quarantine write
+nothing. `mode` stays as configured (the evidence says what the recipe asked for)."""
 
 from __future__ import annotations
 
 import contextlib
 import errno
 import os
+import re
 import stat
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from trtls import fs
@@ -61,6 +69,21 @@ class RestoreFailed(OSError):
         self.code = code
 
 
+QUARANTINE_KEEP_S = 7 * 24 * 3600  # `trtls store gc` prunes quarantined entries older than this
+QUARANTINED = re.compile(r"([0-9a-f]{64})-([0-9]{8}-[0-9]{6})-([0-9]+)")  # `<key>-YYYYmmdd-HHMMSS-<pid>`
+NOT_WRITABLE = (errno.EACCES, errno.EPERM, errno.EROFS)  # a store this account cannot write: served as read
+
+
+@dataclass(frozen=True)
+class Quarantined:
+    """An entry moved aside (`quarantine/<key>-<time>-<pid>/`): when, how large, and why (its WHY file)."""
+
+    key: str
+    path: Path
+    at: float  # when it was quarantined (from its name)
+    size: int
+
+
 def tmp_name(what: str, key: str) -> str:
     """A name in `<store>/tmp`: `tmp-<what>-<key>-<pid>-<ns>` (the pid tells a sweep whether its writer lives)."""
     return f"tmp-{what}-{key}-{os.getpid()}-{time.monotonic_ns()}"
@@ -89,6 +112,14 @@ class StoreFolder:
         self._secret: bytes | None = None
         self.remote_url = remote  # a remote store (store/remote.py), opened at its first use
         self.notes: list[str] = []  # what this store said while it served a build (a remote's miss or error)
+        # why this read_write store cannot be written by this account (a TRT331 note), set by `check`: it serves
+        # hits, publishes nothing and writes no use time or quarantine (`writable`)
+        self.unwritable: str | None = None
+
+    @property
+    def writable(self) -> bool:
+        """Whether this process writes the store: `mode = "read_write"` and not found unwritable by `check`."""
+        return self.mode == "read_write" and self.unwritable is None
 
     def secret(self) -> bytes | None:
         """The team's signing key, when the store has one (read once; OSError when it cannot be used)."""
@@ -108,8 +139,9 @@ class StoreFolder:
     # -- may it be used? -------------------------------------------------------------------------
     def check(self) -> None:
         """Raise StoreUnusable when the folder cannot serve its mode (a missing read-only store is an empty one):
-        TRT330 not a folder, TRT339 not a place for a store, TRT340 writable by others, TRT331 not writable. A
-        read-write store is created (and marked) here."""
+        TRT330 not a folder, TRT339 not a place for a store, TRT340 writable by others, TRT331 cannot be created
+        (under a file). A read-write store is created (and marked) here; one this account cannot write is served as
+        read (`unwritable`, a TRT331 note), not refused: its engines are reused, none is published."""
         if os.path.lexists(self.root) and not self.root.is_dir():
             raise StoreUnusable("TRT330", f"the store path {self.root} is not a folder")
         why = placement_problem(self.root, self.recipe_dir) or content_problem(self.root)
@@ -126,12 +158,24 @@ class StoreFolder:
         try:
             make_store(self.root)
         except OSError as exc:
-            raise StoreUnusable("TRT331", f"the store folder {self.root} cannot be written: {exc.strerror}") from exc
+            if exc.errno not in NOT_WRITABLE:  # under a file, a folder of another kind: no store can be there
+                why = f"the store folder {self.root} cannot be written: {exc.strerror}"
+                raise StoreUnusable("TRT331", why) from exc
+            self._not_writable(Path(exc.filename) if exc.filename else self.root)
+            return
         for sub in ("entries", "tmp", "used", "locks"):
             if not os.access(self.root / sub, os.W_OK):
-                owner = _owner(self.root / sub)
-                raise StoreUnusable("TRT331", f"the store folder {self.root / sub}{owner} is not writable by this user "
-                                    "(mode = read_write)")  # fmt: skip
+                self._not_writable(self.root / sub)
+                return
+
+    def _not_writable(self, folder: Path) -> None:
+        """Serve this read_write store as read for this process, and say so once (`notes`, `unwritable`)."""
+        if self.unwritable is None:
+            self.unwritable = (
+                f"TRT331 the store folder {folder}{_owner(folder)} is not writable by this user: engines are reused "
+                "from it, none is published"
+            )
+            self.notes.append(self.unwritable)
 
     def _check_folders(self) -> None:
         """The root and each store folder: real folders (a `tmp` swapped for a link is refused), trusted."""
@@ -162,7 +206,7 @@ class StoreFolder:
 
     def mark_used(self, key: str) -> None:
         """Mark `key` used now (`used/<key>`, never through a link: one planted there is removed, not followed)."""
-        if self.mode != "read_write":
+        if not self.writable:
             return  # a read-only store is never written, not even its use times
         used = self.root / "used" / self.checked_key(key)
         try:
@@ -185,7 +229,7 @@ class StoreFolder:
     def quarantine(self, folder: Path, why: str) -> None:
         """Move a damaged entry aside (`quarantine/<key>-<time>-<pid>/` with a WHY file). An entry that is a symlink
         or a file is removed (the link itself; what it names is never read or written) and its WHY kept alone."""
-        if self.mode != "read_write" or not is_key(folder.name):
+        if not self.writable or not is_key(folder.name):
             return  # a read-only store is refused, not changed: its owner fixes it
         dest = self.root / "quarantine" / f"{folder.name}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
         try:
@@ -226,7 +270,7 @@ class StoreFolder:
         there (`tmp-…`), whose writer (the pid in the name) is gone or that are older than `older_than_s`; only in a
         folder marked as a store, never through a link (a `tmp` that is a symlink is left alone)."""
         tmp = self.root / "tmp"
-        if self.sweep_refusal() is not None or not stat.S_ISDIR(_lstat_mode(tmp)):
+        if self.unwritable is not None or self.sweep_refusal() is not None or not stat.S_ISDIR(_lstat_mode(tmp)):
             return 0
         n = 0
         now = time.time()
@@ -243,6 +287,63 @@ class StoreFolder:
             except OSError:
                 continue
         return n
+
+    # -- quarantine: counted and pruned --------------------------------------------------------
+    def quarantined(self) -> list[Quarantined]:
+        """The entries moved aside, oldest first: only folders of the names `quarantine` makes, never through a
+        link (a `quarantine` that is a symlink lists nothing)."""
+        folder = self.root / "quarantine"
+        if not stat.S_ISDIR(_lstat_mode(folder)):
+            return []
+        try:
+            names = os.listdir(folder)
+        except OSError:
+            return []
+        out = []
+        for name in names:
+            m = QUARANTINED.fullmatch(name)
+            if m is None or not stat.S_ISDIR(_lstat_mode(folder / name)):
+                continue  # not a name trtls makes there: someone else's, neither counted nor removed
+            try:
+                at = time.mktime(time.strptime(m.group(2), "%Y%m%d-%H%M%S"))
+            except (ValueError, OverflowError):
+                continue
+            out.append(Quarantined(m.group(1), folder / name, at, _tree_size(folder / name)))
+        return sorted(out, key=lambda q: (q.at, q.path.name))
+
+    def prune_quarantine(self, older_than_s: float | None = QUARANTINE_KEEP_S, over: int = 0) -> list[Quarantined]:
+        """Remove quarantined entries older than `older_than_s`, then — while the store is `over` bytes above its
+        bound — the oldest of the others too (what a bound needs room for goes before a whole entry does). Only in a
+        folder marked as a store that this process writes; only what was really removed is returned."""
+        if not self.writable or self.sweep_refusal() is not None:
+            return []
+        now = time.time()
+        pruned = []
+        for q in self.quarantined():
+            if not (older_than_s is not None and now - q.at > older_than_s) and over <= 0:
+                continue
+            try:
+                removed = fs.remove_tree(q.path, kind=Kind.store_entry, within=self.root)
+            except OSError:
+                removed = False
+            if removed:
+                pruned.append(q)
+                over -= q.size
+        return pruned
+
+
+def _tree_size(folder: Path) -> int:
+    """The bytes the files under `folder` hold (links not followed, not counted)."""
+    total = 0
+    for base, _, files in os.walk(folder):
+        for name in files:
+            try:
+                st = os.lstat(os.path.join(base, name))
+            except OSError:
+                continue
+            if stat.S_ISREG(st.st_mode):
+                total += st.st_size
+    return total
 
 
 def _owner(path: Path) -> str:

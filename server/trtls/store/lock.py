@@ -7,7 +7,9 @@ takes over. The holder writes its pid and build id into the file for the waiters
 The lock file is opened through the door (`fs.open_lock_file`: O_NOFOLLOW, a regular file, inside the store): a
 symlink planted at its name is never truncated or created through — it is removed (the link itself) and the lock
 file made in its place. A lock file another account made (not writable by us) is still locked, through a read-only
-descriptor (`flock` needs none): the key is built, and only the holder line is not written."""
+descriptor (`flock` needs none): the key is built, and only the holder line is not written. In a store this account
+cannot write at all (no lock file there, none can be made: `StoreFolder.unwritable`) no lock is taken: this process
+publishes nothing, so there is nothing for single flight to guard, and the build goes on."""
 
 from __future__ import annotations
 
@@ -36,9 +38,10 @@ class KeyLock:
         self._fd: int | None = None
         self._writable = False
 
-    def _open(self) -> int:
-        fs.ensure_folder(self.path.parent, within=self.root)
+    def _open(self) -> int | None:
+        """A descriptor of the lock file, or None when there is none and none can be made here."""
         try:
+            fs.ensure_folder(self.path.parent, within=self.root)
             fd = fs.open_lock_file(self.path, kind=Kind.store_lock, within=self.root)
             self._writable = True
             _, file_mode = shared_modes(self.root)
@@ -55,15 +58,23 @@ class KeyLock:
             fd = fs.open_lock_file(self.path, kind=Kind.store_lock, within=self.root)
             self._writable = True
             return fd
-        with fs.open_regular(self.path, limit=None, follow=False) as fh:
-            self._writable = False
-            return os.dup(fh.fileno())
+        except OSError as exc:
+            if exc.errno != errno.EROFS:
+                raise
+        try:
+            with fs.open_regular(self.path, limit=None, follow=False) as fh:
+                self._writable = False
+                return os.dup(fh.fileno())
+        except FileNotFoundError:
+            return None  # no lock file, and this account cannot make one: the store is not written by us
 
     def try_acquire(self, holder: str) -> bool:
         """Take the lock without waiting; False when another process holds it."""
         if self._fd is not None:
             return True
         fd = self._open()
+        if fd is None:
+            return True  # nothing to hold: this process cannot publish to this store (it builds, unlocked)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
