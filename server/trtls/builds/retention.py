@@ -318,3 +318,40 @@ def _gc_lock(trtls_dir: Path) -> Iterator[bool]:
         yield True
     finally:
         os.close(fd)
+
+
+def clean_engine_temps(folder: Path, dry_run: bool = False) -> dict[str, Any]:
+    """`trtls gc`: the temps a killed restore or build left beside each engine output of the recipe
+    (`<output name>.trtls-tmp-*`), removed while holding that output's lock (an output another build holds now is
+    skipped: its own temp may be one of them). {"removed": [paths], "busy": [outputs]}; a recipe that does not load
+    cleans nothing."""
+    from trtls.builds.build import new_build_id, state_dir, worker_job
+    from trtls.builds.reuse import OutputHeld
+    from trtls.builds.roots import loaded_write_root
+    from trtls.core.recipe import load_recipe
+    from trtls.fs.kinds import TEMP_MARK
+
+    result: dict[str, Any] = {"removed": [], "busy": []}
+    loaded = load_recipe(folder / "trtls.toml")
+    if loaded.recipe is None:
+        return result
+    for engine in loaded.recipe.engines:
+        try:
+            job = worker_job(loaded, engine, "gc")
+            output = Path(job["output"])
+            within = None if dry_run else Path(loaded_write_root(loaded.path.parent, Path(job["write_root"])))
+            held = OutputHeld(state_dir(loaded.path), output, new_build_id(engine), engine, within=within)
+            if not held.take():
+                result["busy"].append(str(output))
+                continue
+        except (OSError, ValueError, KeyError):
+            continue  # an output that cannot be placed or locked: the build says why, located
+        try:
+            names = held.removed
+            if dry_run:
+                with contextlib.suppress(OSError):
+                    names = sorted(n for n in os.listdir(output.parent) if n.startswith(f"{output.name}{TEMP_MARK}"))
+            result["removed"] += [str(output.parent / n) for n in names]
+        finally:
+            held.release()
+    return result

@@ -74,6 +74,10 @@ def cmd_gc(args: argparse.Namespace) -> int:
         return 2
     policy = policy_for(folder, args.keep_runs, args.max_age_days, args.max_size_mb)
     result = collect(folder / ".trtls", policy, dry_run=args.dry_run)
+    if (folder / "trtls.toml").is_file():  # what killed restores left beside the engine outputs (issue 32)
+        from trtls.builds.retention import clean_engine_temps
+
+        result["engineTemps"] = clean_engine_temps(folder, dry_run=args.dry_run)
     refused = result.get("refused")
     if args.json:
         print(json.dumps(result, indent=2, default=str))
@@ -89,6 +93,8 @@ def cmd_gc(args: argparse.Namespace) -> int:
     for r in result["kept"]:
         if r.get("pinned"):
             print(f"  kept: {r['buildId']} ({r['pinned']})")
+    for path in result.get("engineTemps", {}).get("removed", []):
+        print(terminal_safe(f"  {verb}: {path} (left by a killed restore or build)"))
     if result["historyConfigsDropped"]:
         print(f"  history.json: {verb} {result['historyConfigsDropped']} old build config(s)")
     return 0
