@@ -17,7 +17,7 @@ from typing import Any, Literal, Protocol
 from trtls.core.display import build_description, human_seconds
 from trtls.core.outcome import build_outcome_kind
 
-RunKind = Literal["build", "matrix", "gates", "reduction"]
+RunKind = Literal["build", "matrix", "gates", "reduction", "divergence"]  # lsp/run_kinds.py: what each one answers
 KEEP_FINISHED = 100
 
 

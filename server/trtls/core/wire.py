@@ -1,5 +1,7 @@
 """What the language server sends its client beyond LSP itself: the `trtls/buildTree` notification, the extra
-fields of a `$/progress` end, and the reply of every `workspace/executeCommand` command. Declared once, here.
+fields of a `$/progress` end, and the reply of every `workspace/executeCommand` command. Declared once, here, and
+sent from here: the server constructs each reply and notification as its model and `to_wire` makes it JSON (a
+handler never returns a hand-made dict; lsp/server.py's `command` passes every reply through `reply`).
 
 docs/protocol.md's tables, docs/protocol.schema.json and extension/src/generated/protocol.ts are generated from
 these models (`python -m trtls.schema.protocol`; tests/test_protocol_generated.py fails when a file drifts), and
@@ -13,13 +15,17 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, RootModel
 
 from trtls.core.outcome import OutcomeKind
 
+BUILD_TREE = "trtls/buildTree"  # the notification's method (BuildTree | MatrixTree)
 PhaseStatus = Literal["running", "done", "cancelled", "failed"]
 # a worker's outcome (core.events.Outcome), or a build that started none: `reused` from the engine store, `rolled_back`
 BuildOutcome = Literal["built", "cancelled", "failed", "forced", "killed", "reused", "rolled_back"]
+# what a run of the registry (trtls.builds.runs) is: a build (a matrix cell, a reduction's trial, a reuse or a
+# rollback are builds too), a matrix or farm run, a gates run, a reduction, a divergence search (lsp/run_kinds.py)
+RunKind = Literal["build", "matrix", "gates", "reduction", "divergence"]
 
 
 class _Wire(BaseModel):
@@ -181,6 +187,11 @@ class BuildMatrixReply(_Wire):
     reused: list[ReusedCell] = []
 
 
+class BuildEngineResult(RootModel[BuildEngineReply | BuildMatrixReply]):
+    """What `trtls.buildEngine` answers: a build's reply, or (the recipe has a `[cluster]`) the farm run's of that
+    one cell, as trtls.buildMatrix answers it."""
+
+
 class CancelBuildReply(_Wire):
     """`trtls.cancelBuild {buildId, source?}`: `accepted` false when the build had already ended."""
 
@@ -190,17 +201,23 @@ class CancelBuildReply(_Wire):
 
 
 class ListedBuild(_Wire):
+    """One run as trtls.listBuilds lists it, whatever its kind (lsp/run_kinds.py decides each kind's row)."""
+
     buildId: str
-    engine: str
+    engine: str  # the engine; a matrix's title; a gates run's route; a divergence search on a route: the route
     uri: str | None
     status: str
     cancelSource: str | None
-    kind: Literal["build", "matrix", "gates"] = "build"
+    kind: RunKind = "build"
     elapsedS: float | None = None
-    evidencePath: str | None = None
-    parentId: str | None = None
+    evidencePath: str | None = None  # the evidence record's file, once it exists (what trtls.showEvidence answers)
+    hasReport: bool = False  # trtls.buildReport has a page for it: a finished build or matrix (no gates run, no triage)
+    parentId: str | None = None  # the matrix of a cell, the reduction of a trial
     cell: str | None = None
-    cells: list[str] = []
+    cells: list[str] = []  # a matrix's cell builds
+    route: str | None = None  # a gates run's or a divergence search's route
+    headline: str | None = None  # a reduction's or divergence search's state: `reduce demo · trial 7 · 244 → 1 nodes`
+    evidenceError: str | None = None  # why the record could not be written (TRT413); then no evidencePath
 
 
 class ListBuildsReply(_Wire):
@@ -210,15 +227,19 @@ class ListBuildsReply(_Wire):
 
 
 class EvidenceReply(_Wire):
-    """`trtls.showEvidence {buildId}`: the evidence file and its content."""
+    """`trtls.showEvidence {buildId}`: the finished run's evidence file and its content — a build's or a matrix's
+    summary.json, a gates run's summary, a reduction's result.json, a divergence search's divergence.json."""
 
     buildId: str
-    path: str | None
-    summary: dict[str, Any] | None = None
+    kind: RunKind = "build"
+    path: str | None  # null: the record could not be written (a reduction's `evidenceError` says why)
+    summary: dict[str, Any] | None = None  # the record
 
 
 class BuildReportReply(_Wire):
-    """`trtls.buildReport {buildId}`: the finished build's self-contained HTML report (also written as report.html)."""
+    """`trtls.buildReport {buildId}`: the finished build's or matrix's self-contained HTML report (also written as
+    report.html). A gates run, a reduction or a divergence search has none: the answer is a -32602 error naming its
+    evidence (see `hasReport` in trtls.listBuilds)."""
 
     buildId: str
     path: str
@@ -307,7 +328,7 @@ class FindDivergenceReply(_Wire):
     {buildId: divergenceId}); its result is TRT981, with the `exclude_nodes` quick fix (docs/triage.md)"""
 
     divergenceId: str
-    engine: str
+    engine: str | None  # null: a route that deploys its ONNX (converted by [routes.X.precision]), no engine table
     route: str | None = None
     status: Literal["started"]
 
@@ -337,7 +358,7 @@ class RollbackEngineReply(_Wire):
 
 
 COMMAND_REPLIES: dict[str, type[BaseModel]] = {
-    "trtls.buildEngine": BuildEngineReply,
+    "trtls.buildEngine": BuildEngineResult,
     "trtls.buildMatrix": BuildMatrixReply,
     "trtls.cancelBuild": CancelBuildReply,
     "trtls.listBuilds": ListBuildsReply,
@@ -354,3 +375,15 @@ COMMAND_REPLIES: dict[str, type[BaseModel]] = {
     "trtls.showDocument": ShowDocumentReply,
     "trtls.rollbackEngine": RollbackEngineReply,
 }
+
+
+def to_wire(model: BaseModel) -> dict[str, Any]:
+    """The JSON object a model is on the wire: every declared field, the ones left at their default included."""
+    return dict(model.model_dump(mode="json"))
+
+
+def reply(command: str, answer: BaseModel | dict[str, Any]) -> dict[str, Any]:
+    """A command's reply as it goes out: `answer` (its model, or a dict still built by hand) validated as the
+    command's declared reply. A reply that is not its model raises here (a -32603 for the client), never drifts."""
+    model = COMMAND_REPLIES[command].model_validate(answer)
+    return to_wire(model)

@@ -15,8 +15,9 @@ from pygls.uris import from_fs_path
 from trtls.builds.retry import retry_overrides
 from trtls.builds.runs import RestoredRun
 from trtls.builds.supervisor import Build
+from trtls.core import wire
 from trtls.core.findings import Origin
-from trtls.lsp.build_relay import BuildRelay
+from trtls.lsp.build_relay import BuildRelay, build_tree, notify_build_tree
 
 if TYPE_CHECKING:
     from trtls.lsp.language_server import TrtlsServer
@@ -29,13 +30,15 @@ def running_build(ls: TrtlsServer, uri: str, engine: str) -> Build | None:
     return None
 
 
-async def start_build(ls: TrtlsServer, args: Any) -> dict[str, Any]:
+async def start_build(ls: TrtlsServer, args: Any) -> wire.BuildEngineReply | wire.BuildMatrixReply:
+    """trtls.buildEngine: a build started, one already building, a bad recipe, an engine the store served or a store
+    that cannot be used; on a recipe with a [cluster], the farm run of that one cell (trtls.buildMatrix's reply)."""
     loaded = await ls.recipe_async(args.uri)
     ls.store.set(args.uri, Origin.recipe, "", loaded.findings)
     if loaded.recipe is None:
         ls.publish(args.uri)
         errors = [f"{loaded.location(f)}: {f.code} {f.message}" for f in loaded.errors]
-        return {"buildId": None, "engine": args.engine, "status": "invalid_recipe", "errors": errors}
+        return wire.BuildEngineReply(buildId=None, engine=args.engine, status="invalid_recipe", errors=errors)
     if loaded.recipe.cluster is not None and args.engine in loaded.recipe.engines:  # a farm run of one cell
         from trtls.lsp.command_args import BuildMatrixArgs
 
@@ -46,7 +49,7 @@ async def start_build(ls: TrtlsServer, args: Any) -> dict[str, Any]:
         )
     existing = running_build(ls, args.uri, args.engine)
     if existing is not None:
-        return {"buildId": existing.id, "engine": args.engine, "status": "already_building"}
+        return wire.BuildEngineReply(buildId=existing.id, engine=args.engine, status="already_building")
     overrides = retry_overrides(args.retry, loaded.engine(args.engine).builder.optimization_level)
     settings = ls.options.settings
     if settings.builder_module:
@@ -61,7 +64,7 @@ async def start_build(ls: TrtlsServer, args: Any) -> dict[str, Any]:
             finish_restored(ls, args.uri, done, loaded.path)
         else:
             ls.refresh_lenses()
-        return {"engine": args.engine, **reply_of(done, loaded.path)}
+        return wire.BuildEngineReply.model_validate({"engine": args.engine, **reply_of(done, loaded.path)})
     build = ls.supervisor.start(loaded, args.engine, overrides=overrides)
     if use is not None:
         attach(use, build)
@@ -77,10 +80,10 @@ async def start_build(ls: TrtlsServer, args: Any) -> dict[str, Any]:
     relay = BuildRelay(ls, build, args.uri, ls.options.build_tree, has_progress, lambda b: build_done(ls, b))
     await relay.start()
     ls.refresh_lenses()
-    return {"buildId": build.id, "engine": args.engine, "status": "started"}
+    return wire.BuildEngineReply(buildId=build.id, engine=args.engine, status="started")
 
 
-async def start_matrix_build(ls: TrtlsServer, args: Any) -> dict[str, Any]:
+async def start_matrix_build(ls: TrtlsServer, args: Any) -> wire.BuildMatrixReply:
     """A matrix or farm run: one parent, one cell build each (docs/farm.md). Refused with located findings
     when the recipe is bad or no node can hold some cell (nothing is submitted then)."""
     from trtls.builds.matrix import plan
@@ -90,7 +93,7 @@ async def start_matrix_build(ls: TrtlsServer, args: Any) -> dict[str, Any]:
     ls.store.set(args.uri, Origin.recipe, "", loaded.findings)
     if loaded.recipe is None:
         ls.publish(args.uri)
-        return {"buildId": None, "status": "invalid_recipe", "errors": [f.message for f in loaded.errors]}
+        return wire.BuildMatrixReply(buildId=None, status="invalid_recipe", errors=[f.message for f in loaded.errors])
     engines = [args.engine] if args.engine else list(loaded.recipe.engines)
     unknown = [e for e in engines if e not in loaded.recipe.engines]
     if unknown:
@@ -109,13 +112,13 @@ async def start_matrix_build(ls: TrtlsServer, args: Any) -> dict[str, Any]:
     if not found.left:  # every cell is up to date: no run starts
         for p, summary in found.reused:
             finish_restored(ls, args.uri, summary, loaded.path, cell=p.cell.name if p.cell else None)
-        return {"buildId": None, "status": "reused", "cells": [], "reused": reused}
+        return wire.BuildMatrixReply(buildId=None, status="reused", reused=reused)
     try:
         mb = await _start_matrix(ls, args, loaded, engines, found.left)
     except BaseException:
         found.release()
         raise
-    if isinstance(mb, dict):  # refused: nothing was submitted
+    if isinstance(mb, wire.BuildMatrixReply):  # refused: nothing was submitted
         found.release()
         return mb
 
@@ -139,16 +142,16 @@ async def start_matrix_build(ls: TrtlsServer, args: Any) -> dict[str, Any]:
     has_progress = bool(ls.client_capabilities.window and ls.client_capabilities.window.work_done_progress)
     relay = MatrixRelay(ls, mb, args.uri, ls.options.build_tree, has_progress, lambda m: matrix_done(ls, m))
     await relay.start()
-    return {
-        "buildId": mb.id,
-        "status": "started",
-        "cells": [{"cell": p.key, "engine": p.engine} for p in found.left],
-        "reused": reused,
-    }
+    return wire.BuildMatrixReply(
+        buildId=mb.id,
+        status="started",
+        cells=[wire.MatrixCellPlan(cell=p.key, engine=p.engine) for p in found.left],
+        reused=reused,
+    )
 
 
 async def _start_matrix(ls: TrtlsServer, args: Any, loaded: Any, engines: list[str], planned: list[Any]) -> Any:
-    """Start the matrix of the cells to build, or the refusal (a dict) when no node can hold some cell."""
+    """Start the matrix of the cells to build, or the refusal (the reply) when no node can hold some cell."""
     from trtls.builds.matrix import start_matrix
 
     remote_for = None
@@ -162,17 +165,18 @@ async def _start_matrix(ls: TrtlsServer, args: Any, loaded: Any, engines: list[s
             if any(len(f.path) < 2 for f in specs):
                 ls.store.set(args.uri, Origin.build, "[cluster]", [f for f in specs if len(f.path) < 2])
             ls.publish(args.uri)
-            return {"buildId": None, "status": "refused", "errors": [f"{f.code} {f.message}" for f in specs]}
+            errors = [f"{f.code} {f.message}" for f in specs]
+            return wire.BuildMatrixReply(buildId=None, status="refused", errors=errors)
         remote_for = lambda p: specs[p.key]  # noqa: E731
     title = (args.engine or loaded.path.parent.name) + (" matrix" if args.matrix else "")
     return start_matrix(ls.supervisor, loaded, planned, title, remote_for)
 
 
-def reused_cell(planned: Any, summary: dict[str, Any], recipe: Path) -> dict[str, Any]:
-    """A cell the store served, as trtls.buildMatrix lists it (core.wire.ReusedCell)."""
+def reused_cell(planned: Any, summary: dict[str, Any], recipe: Path) -> wire.ReusedCell:
+    """A cell the store served, as trtls.buildMatrix lists it."""
     evidence = recipe.parent / ".trtls" / "runs" / summary["buildId"] / "summary.json"
-    return {"cell": planned.key, "engine": planned.engine, "buildId": summary["buildId"],
-            "message": summary.get("message"), "evidencePath": str(evidence)}  # fmt: skip
+    return wire.ReusedCell(cell=planned.key, engine=planned.engine, buildId=summary["buildId"],
+                           message=summary.get("message"), evidencePath=str(evidence))  # fmt: skip
 
 
 def finish_restored(
@@ -185,7 +189,7 @@ def finish_restored(
     run = RestoredRun(summary, recipe, cell, parent_id)
     ls.runs.add(run, "build", uri)
     if ls.options.build_tree:
-        ls.protocol.notify("trtls/buildTree", {"uri": uri, **run.snapshot()})
+        notify_build_tree(ls, build_tree(uri, run.snapshot()))
     build_done(ls, run)
     return run
 
@@ -218,54 +222,6 @@ def build_done(ls: TrtlsServer, build: Build | RestoredRun) -> None:
     ls.refresh_lenses()
     if uri:
         ls.validate(uri)  # the engine store's hints (TRT336 will rebuild) change with a build
-
-
-def run_row(entry: Any) -> dict[str, Any]:
-    """One run as trtls.listBuilds lists it (entry: trtls.builds.runs.Entry)."""
-    r, uri = entry.run, entry.uri
-    if entry.kind == "matrix":
-        return {"buildId": r.id, "engine": r.title, "kind": "matrix", "uri": uri, "status": r.status,
-                "cancelSource": r.cancel_source, "cells": [c.id for c in r.cells]}  # fmt: skip
-    if entry.kind == "reduction":  # trtls.lsp.triage_command.ReductionRun
-        return {**r.row(), "uri": uri}
-    if entry.kind == "gates":
-        return {"buildId": r.id, "engine": r.route, "kind": "gates", "uri": uri, "status": r.status,
-                "cancelSource": r.cancel_source, "evidencePath": r.summary_path}  # fmt: skip
-    return {
-        "buildId": r.id,
-        "engine": r.engine,
-        "uri": uri,
-        "status": r.status,
-        "cancelSource": r.token.source,
-        "elapsedS": round(r.elapsed_s(), 3) if r.running else (r.summary or {}).get("durationS"),
-        "evidencePath": str(r.evidence_dir / "summary.json") if r.summary else None,
-        "parentId": r.parent_id,
-        "cell": r.cell,
-    }
-
-
-def report_page(run: Any, kind: str | None) -> dict[str, Any]:
-    """A finished build's or matrix's HTML report (the `trtls report` page), also written as report.html: through
-    the door, inside the recipe's real folder (a run folder swapped for a symlink is refused) and only over an HTML
-    file. When it cannot be written the answer is a one-line located error (-32602), never a traceback."""
-    from trtls.core.paths import real
-    from trtls.fs import write_report
-
-    if kind == "matrix":
-        from trtls.report.matrix_page import matrix_report
-
-        html = matrix_report(run.evidence_dir)
-    else:
-        from trtls.report.build_page import build_report
-        from trtls.report.evidence import load_build
-
-        html = build_report(load_build(run.evidence_dir))
-    path = run.evidence_dir / "report.html"
-    try:
-        write_report(path, html, fmt="html", within=real(run.recipe_path.parent))
-    except OSError as exc:
-        raise JsonRpcInvalidParams(f"{path}: TRT405 the report cannot be written: {exc.strerror or exc}") from None
-    return {"buildId": run.id, "path": str(path), "html": html}
 
 
 MAX_LISTED = 3  # a popup names a few recovered builds; the rest are counted (300 stale records were 19k chars)

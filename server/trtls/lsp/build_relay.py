@@ -3,6 +3,10 @@
 Throttled: at most 5 updates a second per build, only when something changed, and the last state
 always goes out before `end` (slow clients have been flooded by chatty servers: rust-analyzer#7590).
 The percentage never falls, even though a phase's step count is only known once it starts.
+
+`notify_build_tree` is the one place a `trtls/buildTree` goes out (a build's, a matrix's, a cell's, a restored
+run's): constructed as its model (trtls.core.wire.BuildTree | MatrixTree), so a row the protocol does not declare
+never reaches a client.
 """
 
 from __future__ import annotations
@@ -14,10 +18,21 @@ from typing import Any
 from lsprotocol import types as lsp
 
 from trtls.builds.supervisor import Build
+from trtls.core import wire
 from trtls.core.outcome import build_outcome_kind
 from trtls.lsp.progress_end import begin_stoppable_progress, end_progress
 
 MIN_INTERVAL_S = 0.2  # ≤ 5 reports per second
+
+
+def notify_build_tree(ls: Any, tree: wire.BuildTree | wire.MatrixTree) -> None:
+    """Send one `trtls/buildTree` notification."""
+    ls.protocol.notify(wire.BUILD_TREE, wire.to_wire(tree))
+
+
+def build_tree(uri: str, snapshot: dict[str, Any]) -> wire.BuildTree:
+    """A build's snapshot (Build.snapshot, RestoredRun.snapshot) as the notification for the document `uri`."""
+    return wire.BuildTree.model_validate({"uri": uri, **snapshot})
 
 
 class BuildRelay:
@@ -90,15 +105,15 @@ class BuildRelay:
             else:
                 self._log(f"trtls: {b.engine}: {message} ({self.percentage}%)")
         if self.send_tree:
-            tree = {"uri": self.uri, **b.snapshot()}
-            if tree != self.last_tree:
-                self.last_tree = tree
-                self.ls.protocol.notify("trtls/buildTree", tree)
+            snapshot = b.snapshot()
+            if snapshot != self.last_tree:
+                self.last_tree = snapshot
+                notify_build_tree(self.ls, build_tree(self.uri, snapshot))
 
     def _end(self) -> None:
         b = self.build
         if self.send_tree:
-            self.ls.protocol.notify("trtls/buildTree", {"uri": self.uri, **b.snapshot()})
+            notify_build_tree(self.ls, build_tree(self.uri, b.snapshot()))
         if self.token is not None:
             outcome = b.outcome or "killed"
             end_progress(self.ls, self.token, b.outcome_message(), outcome, build_outcome_kind(outcome) or "failed")

@@ -12,6 +12,7 @@ from typing import Any
 
 from lsprotocol import types as lsp
 
+from trtls.core import wire
 from trtls.core.display import gates_verdict
 from trtls.core.findings import Origin
 from trtls.core.outcome import gates_outcome
@@ -44,6 +45,16 @@ class GatesRun:
     def evidence_dir(self) -> Path:
         return Path(self.summary_path).parent if self.summary_path else self.recipe_path.parent / ".trtls"
 
+    def evidence_file(self) -> Path | None:
+        """The gates' summary the run wrote (gates.run.write_route_evidence), if it wrote one."""
+        return Path(self.summary_path) if self.summary_path else None
+
+    def row(self, uri: str) -> wire.ListedBuild:
+        """The gates run as trtls.listBuilds lists it: its route in the engine column, as the editor labels it."""
+        return wire.ListedBuild(buildId=self.id, engine=self.route, route=self.route, uri=uri, kind="gates",
+                                status=self.status, cancelSource=self.cancel_source,
+                                evidencePath=self.summary_path)  # fmt: skip
+
     def cancel(self, source: str) -> bool:
         if self.summary is not None or self.stop.is_set():
             return False
@@ -52,20 +63,20 @@ class GatesRun:
         return True
 
 
-async def run_gates_command(ls: Any, args: Any) -> dict[str, Any]:
+async def run_gates_command(ls: Any, args: Any) -> wire.RunGatesReply:
     from trtls.gates.run import run_gates
 
     loaded = await ls.recipe_async(args.uri)
     ls.store.set(args.uri, Origin.recipe, "", loaded.findings)
     if loaded.recipe is None:
         ls.publish(args.uri)
-        return {
-            "route": args.route,
-            "decision": None,
-            "verdict": gates_verdict(args.route, None, False, "invalid_recipe"),
-            "status": "invalid_recipe",
-            "errors": [f"{loaded.location(f)}: {f.code} {f.message}" for f in loaded.errors],
-        }
+        return wire.RunGatesReply(
+            route=args.route,
+            decision=None,
+            verdict=wire.GatesVerdict.model_validate(gates_verdict(args.route, None, False, "invalid_recipe")),
+            status="invalid_recipe",
+            errors=[f"{loaded.location(f)}: {f.code} {f.message}" for f in loaded.errors],
+        )
     if args.route not in loaded.recipe.routes:
         from pygls.exceptions import JsonRpcInvalidParams
 
@@ -120,15 +131,16 @@ async def run_gates_command(ls: Any, args: Any) -> dict[str, Any]:
         # the one verdict sentence (core.display.gates_verdict): a cancelled run ends with no decision, never "hold"
         verdict = gates_verdict(args.route, decision, stop.is_set())
         end_progress(ls, token, verdict["text"], verdict["outcome"], verdict["outcomeKind"])
-    return {
-        "runId": run.id,
-        "route": args.route,
-        "decision": decision,
-        "verdict": gates_verdict(args.route, decision, stop.is_set()),  # the sentence the editor shows
-        "stopped": stop.is_set(),
-        "checks": [
-            {"gate": c.gate, "name": c.name, "status": c.status, "code": c.code, "message": c.message}
+    return wire.RunGatesReply(
+        runId=run.id,
+        route=args.route,
+        decision=decision,
+        # the sentence the editor shows
+        verdict=wire.GatesVerdict.model_validate(gates_verdict(args.route, decision, stop.is_set())),
+        stopped=stop.is_set(),
+        checks=[
+            wire.GateCheck(gate=c.gate, name=c.name, status=c.status, code=c.code, message=c.message)
             for c in result.checks
         ],
-        "summaryPath": str(getattr(result, "summary_path", "") or ""),
-    }
+        summaryPath=run.summary_path,
+    )

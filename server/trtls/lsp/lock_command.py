@@ -9,8 +9,10 @@ from typing import Any
 
 from lsprotocol import types as lsp
 
+from trtls.core.wire import LockRouteReply
 
-async def lock_route_command(ls: Any, args: Any) -> dict[str, Any]:
+
+async def lock_route_command(ls: Any, args: Any) -> LockRouteReply:
     from trtls.checkpoint.lock import LockError, lock_route
 
     loaded = await ls.recipe_async(args.uri)
@@ -28,10 +30,11 @@ async def lock_route_command(ls: Any, args: Any) -> dict[str, Any]:
         )
     )
     if answer is None or answer.title != yes.title:
-        return {"route": args.route, "locked": False, "status": "not_confirmed"}
+        return LockRouteReply(route=args.route, locked=False, status="not_confirmed")
     try:
         entry = await asyncio.to_thread(lock_route, loaded, args.route)
     except LockError as exc:
         ls.window_show_message(lsp.ShowMessageParams(type=lsp.MessageType.Error, message=f"not locked: {exc}"))
-        return {"route": args.route, "locked": False, "status": "refused", "reason": str(exc)}
-    return {"route": args.route, "locked": True, "files": len(entry["files"]), "commit": entry["checkpoint"]["commit"]}
+        return LockRouteReply(route=args.route, locked=False, status="refused", reason=str(exc))
+    commit = entry["checkpoint"]["commit"]
+    return LockRouteReply(route=args.route, locked=True, files=len(entry["files"]), commit=commit)

@@ -25,8 +25,10 @@ from lsprotocol import types as lsp
 
 from trtls.builds.matrix import MatrixBuild
 from trtls.builds.supervisor import Build
+from trtls.core import wire
 from trtls.core.display import NOT_STARTED, cells_text, not_started_text, stopping_text
 from trtls.core.outcome import build_outcome_kind
+from trtls.lsp.build_relay import build_tree, notify_build_tree
 from trtls.lsp.progress_end import begin_stoppable_progress, end_progress
 
 PUMP_INTERVAL_S = 0.25
@@ -35,18 +37,24 @@ FULL_TREE_INTERVAL_S = 10.0
 SEND_BUDGET_S = 0.005
 
 
-def cell_row(b: Build) -> dict[str, Any]:
+def cell_row(b: Build) -> wire.CellRow:
     """A cell as the parent row carries it: no phase tree (that goes in the cell's own notification)."""
-    return {
-        "buildId": b.id,
-        "cell": b.cell or b.engine,
-        "engine": b.engine,
-        "status": b.status,
-        "message": b.progress_message() if b.running else b.outcome_message(),
-        "description": b.description(),
-        "node": b.node_view() if b.remote is not None else None,
-        "cancelSource": b.token.source,
-    }
+    return wire.CellRow(
+        buildId=b.id,
+        cell=b.cell or b.engine,
+        engine=b.engine,
+        status=b.status,
+        message=b.progress_message() if b.running else b.outcome_message(),
+        description=b.description(),
+        node=wire.NodeView.model_validate(b.node_view()) if b.remote is not None else None,
+        cancelSource=b.token.source,
+    )
+
+
+def not_started_row(cell: str, engine: str) -> wire.CellRow:
+    """A planned cell that never started (the run was stopped first)."""
+    return wire.CellRow(buildId=None, cell=cell, engine=engine, status=NOT_STARTED, description=NOT_STARTED,
+                        message=not_started_text(cell))  # fmt: skip
 
 
 def progress_text(mb: MatrixBuild) -> str:
@@ -128,20 +136,10 @@ class MatrixRelay:
                     break  # the rest stay dirty: next pump
                 self.dirty.discard(b.id)
                 self.cell_sent_at[b.id] = now
-                self._notify({"uri": self.uri, **self._cell_tree(b, now, whole=final or not b.running)})
+                self._notify(build_tree(self.uri, self._cell_tree(b, now, whole=final or not b.running)))
+        cells = [cell_row(b) for b in mb.cells] + [not_started_row(p.key, p.engine) for p in mb.not_started]
         parent = mb.snapshot(with_cells=False)
-        parent["cells"] = [cell_row(b) for b in mb.cells] + [
-            {
-                "buildId": None,
-                "cell": p.key,
-                "engine": p.engine,
-                "status": NOT_STARTED,
-                "description": NOT_STARTED,
-                "message": not_started_text(p.key),
-            }  # fmt: skip
-            for p in mb.not_started
-        ]
-        self._notify({"uri": self.uri, **parent})
+        self._notify(wire.MatrixTree.model_validate({"uri": self.uri, **parent, "cells": cells}))
 
     def _cell_tree(self, b: Build, now: float, whole: bool) -> dict[str, Any]:
         """The cell's snapshot, its phases as a delta against what this relay last sent for it (see the module doc)."""
@@ -154,6 +152,6 @@ class MatrixRelay:
             return snap
         return {**snap, "phases": [p for p in phases if last.get(p["id"]) != p], "phasesDelta": True}
 
-    def _notify(self, payload: dict[str, Any]) -> None:
+    def _notify(self, tree: wire.BuildTree | wire.MatrixTree) -> None:
         self.notifications += 1
-        self.ls.protocol.notify("trtls/buildTree", payload)
+        notify_build_tree(self.ls, tree)

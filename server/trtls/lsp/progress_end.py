@@ -34,5 +34,7 @@ async def begin_stoppable_progress(
 
 
 def end_progress(ls: Any, token: str, message: str, outcome: str, outcome_kind: OutcomeKind) -> None:
-    value = {"kind": "end", "message": message, "outcome": outcome, "outcomeKind": outcome_kind}
+    from trtls.core.wire import ProgressEnd, to_wire
+
+    value = to_wire(ProgressEnd(kind="end", message=message, outcome=outcome, outcomeKind=outcome_kind))
     ls.protocol.notify(lsp.PROGRESS, lsp.ProgressParams(token=token, value=value))

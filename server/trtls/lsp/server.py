@@ -53,7 +53,14 @@ server = TrtlsServer()
 def command(name: str) -> Any:
     """`server.command(name)` with a clean error: a JSON-RPC error passes as raised; a recipe nested too deep
     is InvalidParams (TRT120); anything else is logged here with its traceback and answered -32603 with one line,
-    never a traceback in the response."""
+    never a traceback in the response. Every reply goes out through its declared model (trtls.core.wire.reply): a
+    handler returns the model (annotated `Any`: pygls evaluates a handler's annotations, and the models are loaded on
+    first use, never on initialize's path)."""
+
+    def sent(answer: Any) -> Any:
+        from trtls.core.wire import reply  # on the first command, never on initialize's path (no pydantic there)
+
+        return reply(name, answer)
 
     def clean(exc: Exception) -> JsonRpcException:
         if isinstance(exc, JsonRpcException):
@@ -69,7 +76,7 @@ def command(name: str) -> Any:
             @functools.wraps(fn)
             async def run_async(ls: TrtlsServer, args: Any = None) -> Any:
                 try:
-                    return await fn(ls, args)
+                    return sent(await fn(ls, args))
                 except Exception as exc:
                     raise clean(exc) from None
 
@@ -78,7 +85,7 @@ def command(name: str) -> Any:
         @functools.wraps(fn)
         def run(ls: TrtlsServer, args: Any = None) -> Any:
             try:
-                return fn(ls, args)
+                return sent(fn(ls, args))
             except Exception as exc:
                 raise clean(exc) from None
 
@@ -229,69 +236,68 @@ def code_action(ls: TrtlsServer, params: lsp.CodeActionParams) -> list[lsp.CodeA
 
 # -- commands ------------------------------------------------------------------------------------
 @command("trtls.buildEngine")
-async def build_engine(ls: TrtlsServer, args: Any = None) -> dict[str, Any]:
+async def build_engine(ls: TrtlsServer, args: Any = None) -> Any:
     from trtls.lsp.build_commands import start_build
 
     return await start_build(ls, _args("BuildEngineArgs", args))
 
 
 @command("trtls.buildMatrix")
-async def build_matrix(ls: TrtlsServer, args: Any = None) -> dict[str, Any]:
+async def build_matrix(ls: TrtlsServer, args: Any = None) -> Any:
     from trtls.lsp.build_commands import start_matrix_build
 
     return await start_matrix_build(ls, _args("BuildMatrixArgs", args))
 
 
 @command("trtls.cancelBuild")
-def cancel_build(ls: TrtlsServer, args: Any = None) -> dict[str, Any]:
+def cancel_build(ls: TrtlsServer, args: Any = None) -> Any:
+    from trtls.core.wire import CancelBuildReply
+
     a = _args("CancelBuildArgs", args)
     run = ls.runs.get(a.buildId)  # a cell, a build, a whole matrix or a gates run
     if run is None:
         raise JsonRpcInvalidParams(f"no build with id '{a.buildId}' (see trtls.listBuilds)")
     accepted = run.running and run.cancel(a.source)
-    return {"buildId": a.buildId, "accepted": bool(accepted), "status": run.status}
+    return CancelBuildReply(buildId=a.buildId, accepted=bool(accepted), status=run.status)
 
 
 @command("trtls.listBuilds")
-def list_builds(ls: TrtlsServer, args: Any = None) -> dict[str, Any]:
-    from trtls.lsp.build_commands import run_row
+def list_builds(ls: TrtlsServer, args: Any = None) -> Any:
+    from trtls.core.wire import ListBuildsReply
+    from trtls.lsp.run_kinds import listed
 
-    return {"builds": [run_row(e) for e in ls.runs.entries()]}
+    return ListBuildsReply(builds=[listed(e) for e in ls.runs.entries()])
 
 
 @command("trtls.showEvidence")
-def show_evidence(ls: TrtlsServer, args: Any = None) -> dict[str, Any]:
-    a = _args("BuildIdArgs", args)
-    build = ls.runs.get(a.buildId)  # a matrix: its cells and where they ran
-    if build is None or build.summary is None:
-        state = "unknown" if build is None else "still running" if build.running else "over, with no evidence written"
-        raise JsonRpcInvalidParams(f"build '{a.buildId}' is {state}; evidence exists once a build has finished")
-    return {"buildId": a.buildId, "path": str(build.evidence_dir / "summary.json"), "summary": build.summary}
+def show_evidence(ls: TrtlsServer, args: Any = None) -> Any:
+    """The finished run's evidence record: the file its kind writes (lsp/run_kinds.py) and the record."""
+    from trtls.lsp.run_kinds import evidence
+
+    return evidence(ls, _args("BuildIdArgs", args).buildId)
 
 
 @command("trtls.buildReport")
-def build_report(ls: TrtlsServer, args: Any = None) -> dict[str, Any]:
+def build_report(ls: TrtlsServer, args: Any = None) -> Any:
     """The finished build's HTML report (timeline, history, cancel, artifacts), also written as report.html."""
-    a = _args("BuildIdArgs", args)
-    run = ls.runs.get(a.buildId)
-    if run is None or run.summary is None or ls.runs.kind(a.buildId) == "gates":
-        state = "still running" if run is not None and run.summary is None else "unknown"
-        raise JsonRpcInvalidParams(f"build '{a.buildId}' is {state}; its timeline exists once it has finished")
-    from trtls.lsp.build_commands import report_page
+    from trtls.lsp.run_kinds import report
 
-    return report_page(run, ls.runs.kind(a.buildId))
+    return report(ls, _args("BuildIdArgs", args).buildId)
 
 
 @command("trtls.listTargets")
-async def list_targets(ls: TrtlsServer, args: Any = None) -> dict[str, Any]:
+async def list_targets(ls: TrtlsServer, args: Any = None) -> Any:
+    from trtls.core.wire import ListTargetsReply
+
     a = _args("UriArgs", args)
     loaded = await ls.recipe_async(a.uri)
     data = loaded.data or {}
-    return {"engines": list((data.get("engines") or {}).keys()), "routes": list((data.get("routes") or {}).keys())}
+    return ListTargetsReply(engines=list((data.get("engines") or {}).keys()),
+                            routes=list((data.get("routes") or {}).keys()))  # fmt: skip
 
 
 @command("trtls.runGates")
-async def run_gates(ls: TrtlsServer, args: Any = None) -> dict[str, Any]:
+async def run_gates(ls: TrtlsServer, args: Any = None) -> Any:
     a = _args("RunGatesArgs", args)
     from trtls.lsp.gates_command import run_gates_command
 
@@ -299,7 +305,7 @@ async def run_gates(ls: TrtlsServer, args: Any = None) -> dict[str, Any]:
 
 
 @command("trtls.lockRoute")
-async def lock_route(ls: TrtlsServer, args: Any = None) -> dict[str, Any]:
+async def lock_route(ls: TrtlsServer, args: Any = None) -> Any:
     """Record a route's checkpoint digests in trtls.lock.json, after the user confirms (TRT512's quick fix)."""
     from trtls.lsp.lock_command import lock_route_command
 
@@ -307,8 +313,10 @@ async def lock_route(ls: TrtlsServer, args: Any = None) -> dict[str, Any]:
 
 
 @command("trtls.allowLicense")
-async def allow_license(ls: TrtlsServer, args: Any = None) -> dict[str, Any]:
+async def allow_license(ls: TrtlsServer, args: Any = None) -> Any:
     """Add a licence to a route's allow list — only after the user confirms, since it widens what ships."""
+    from trtls.core.wire import AllowLicenseReply
+
     a = _args("AllowLicenseArgs", args)
     loaded = await ls.recipe_async(a.uri)
     route = (loaded.data.get("routes") or {}).get(a.route)
@@ -324,7 +332,7 @@ async def allow_license(ls: TrtlsServer, args: Any = None) -> dict[str, Any]:
         )
     )
     if answer is None or answer.title != allow.title:
-        return {"applied": False}
+        return AllowLicenseReply(applied=False)
     current = [str(x) for x in route.get("allowed_licenses", [])]
     text = "[" + ", ".join(f'"{x}"' for x in [*current, a.license]) + "]"
     span = loaded.source_map.span(("routes", a.route, "allowed_licenses"))
@@ -342,7 +350,7 @@ async def allow_license(ls: TrtlsServer, args: Any = None) -> dict[str, Any]:
     result = await ls.workspace_apply_edit_async(
         lsp.ApplyWorkspaceEditParams(edit=lsp.WorkspaceEdit(changes={a.uri: [edit]}), label="trtls: allow licence")
     )
-    return {"applied": bool(result.applied)}
+    return AllowLicenseReply(applied=bool(result.applied))
 
 
 def _register_more() -> None:
@@ -356,7 +364,8 @@ _register_more()
 
 
 @command("trtls.printDebugInformation")
-def print_debug_information(ls: TrtlsServer, args: Any = None) -> dict[str, Any]:
+def print_debug_information(ls: TrtlsServer, args: Any = None) -> Any:
+    from trtls.core.wire import DebugInformationReply
     from trtls.debug_info import as_text, debug_information
 
     info = {
@@ -367,7 +376,7 @@ def print_debug_information(ls: TrtlsServer, args: Any = None) -> dict[str, Any]
     }
     text = as_text(info)
     ls.window_log_message(lsp.LogMessageParams(type=lsp.MessageType.Info, message=text))
-    return {"text": text, **info}
+    return DebugInformationReply(text=text, **info)
 
 
 async def _terminate() -> None:

@@ -13,6 +13,7 @@ from typing import Any
 from lsprotocol import types as lsp
 from pygls.exceptions import JsonRpcInvalidParams
 
+from trtls.core import wire
 from trtls.core.findings import Origin
 from trtls.core.outcome import OutcomeKind
 from trtls.lsp.command_args import BuildMinimalArgs, FindDivergenceArgs, ReduceEngineArgs, ShowDocumentArgs, parse_args
@@ -45,21 +46,26 @@ class ReductionRun:
     def cancel(self, source: str) -> bool:
         return self.summary is None and bool(self.red.token.request(source))
 
-    def row(self) -> dict[str, Any]:
+    def evidence_file(self) -> Path | None:
+        """result.json, claimed only once it was written (TRT413 `evidenceError` otherwise)."""
+        return self.evidence_dir / "result.json" if self.summary is not None and not self.error_text else None
+
+    def row(self, uri: str) -> wire.ListedBuild:
         """The reduction as trtls.listBuilds lists it: its trials are the builds whose parentId is this id."""
         from trtls.triage.evidence import headline
 
-        return {
-            "buildId": self.id,
-            "engine": self.red.engine,
-            "kind": "reduction",
-            "status": self.status,
-            "cancelSource": self.red.token.source,
-            "headline": headline(self.red),
-            # result.json is claimed only when it was written (TRT413 `evidenceError` otherwise)
-            "evidencePath": str(self.evidence_dir / "result.json") if self.summary and not self.error_text else None,
-            "evidenceError": self.error_text,
-        }
+        evidence = self.evidence_file()
+        return wire.ListedBuild(
+            buildId=self.id,
+            engine=self.red.engine,
+            uri=uri,
+            kind="reduction",
+            status=self.status,
+            cancelSource=self.red.token.source,
+            headline=headline(self.red),
+            evidencePath=str(evidence) if evidence else None,
+            evidenceError=self.error_text,
+        )
 
     @property
     def error_text(self) -> str | None:
@@ -67,7 +73,7 @@ class ReductionRun:
         return (self.summary or {}).get("evidenceError")
 
 
-async def start_reduction(ls: Any, raw: Any) -> dict[str, Any]:
+async def start_reduction(ls: Any, raw: Any) -> wire.ReduceEngineReply:
     from trtls.lsp.build_relay import BuildRelay
     from trtls.triage.evidence import headline, write_evidence
     from trtls.triage.findings import reduction_finding
@@ -115,12 +121,12 @@ async def start_reduction(ls: Any, raw: Any) -> dict[str, Any]:
             end_progress(ls, token, said, record["outcome"], kind)
 
     asyncio.ensure_future(finish())
-    return {"reductionId": red.id, "engine": args.engine, "status": "started"}
+    return wire.ReduceEngineReply(reductionId=red.id, engine=args.engine, status="started")
 
 
 @dataclass
 class DivergenceRun:
-    """A divergence search as the registry of runs holds it (kind "reduction": listed, stopped by
+    """A divergence search as the registry of runs holds it (kind "divergence": listed, stopped by
     trtls.cancelBuild with its id, its record by trtls.showEvidence)."""
 
     id: str
@@ -149,21 +155,27 @@ class DivergenceRun:
     def cancel(self, source: str) -> bool:
         return self.summary is None and bool(self.token.request(source))
 
-    def row(self) -> dict[str, Any]:
+    def evidence_file(self) -> Path | None:
+        """divergence.json, once the search wrote it (trtls.triage.diverge_run)."""
         path = self.folder / "divergence.json"
-        return {
-            "buildId": self.id,
-            "engine": self.engine,
-            "route": self.route,
-            "kind": "divergence",
-            "status": self.status,
-            "cancelSource": self.token.source,
-            "headline": f"diverge {self.route or self.engine} · {self.step}",
-            "evidencePath": str(path) if self.summary is not None and path.is_file() else None,
-        }
+        return path if self.summary is not None and path.is_file() else None
+
+    def row(self, uri: str) -> wire.ListedBuild:
+        evidence = self.evidence_file()
+        return wire.ListedBuild(
+            buildId=self.id,
+            engine=self.engine or self.route or "?",
+            uri=uri,
+            route=self.route,
+            kind="divergence",
+            status=self.status,
+            cancelSource=self.token.source,
+            headline=f"diverge {self.route or self.engine} · {self.step}",
+            evidencePath=str(evidence) if evidence else None,
+        )
 
 
-async def find_divergence(ls: Any, raw: Any) -> dict[str, Any]:
+async def find_divergence(ls: Any, raw: Any) -> wire.FindDivergenceReply:
     """Start the search and answer at once with its id; one workDoneProgress (its Cancel stops the search, as
     trtls.cancelBuild {buildId: id} does), the result a TRT981 whose quick fix adds `exclude_nodes`."""
     from trtls.builds.build import new_build_id, state_dir
@@ -182,7 +194,7 @@ async def find_divergence(ls: Any, raw: Any) -> dict[str, Any]:
         raise JsonRpcInvalidParams(str(exc).strip("'\"")) from None
     rid = new_build_id(f"diverge-{setup.engine or setup.route}")
     run = DivergenceRun(rid, setup.engine, args.route, state_dir(loaded.path) / "reduce" / rid, CancelToken())
-    ls.runs.add(run, "reduction", args.uri)
+    ls.runs.add(run, "divergence", args.uri)
     has_progress = bool(ls.client_capabilities.window and ls.client_capabilities.window.work_done_progress)
     token = None
     if has_progress:
@@ -220,7 +232,7 @@ async def find_divergence(ls: Any, raw: Any) -> dict[str, Any]:
     from trtls.triage.findings import divergence_finding
 
     asyncio.ensure_future(finish())
-    return {"divergenceId": rid, "engine": setup.engine, "route": args.route, "status": "started"}
+    return wire.FindDivergenceReply(divergenceId=rid, engine=setup.engine, route=args.route, status="started")
 
 
 def _failed_record(run: DivergenceRun, setup: Any, error: str) -> dict[str, Any]:
@@ -244,14 +256,14 @@ async def _fix_for(ls: Any, uri: str, record: dict[str, Any]) -> dict[str, Any] 
     return exclude_nodes_fix(loaded, record["engine"], nodes, route=record.get("route"))
 
 
-async def show_document(ls: Any, raw: Any) -> dict[str, Any]:
+async def show_document(ls: Any, raw: Any) -> wire.ShowDocumentReply:
     """Open a file the server produced (the minimal model) in the client: window/showDocument."""
     from trtls.lsp.documents import shown_file
 
     args = parse_args(ShowDocumentArgs, raw)
     path = shown_file(args.path, ls.workspace.text_documents, ls.folders())
     result = await ls.window_show_document_async(lsp.ShowDocumentParams(uri=path.as_uri(), external=True))
-    return {"shown": bool(getattr(result, "success", False))}
+    return wire.ShowDocumentReply(shown=bool(getattr(result, "success", False)))
 
 
 def triage_actions(uri: str, diagnostics: list[lsp.Diagnostic]) -> list[lsp.CodeAction]:
@@ -284,7 +296,7 @@ def _action(title: str, diagnostic: lsp.Diagnostic, command: str, argument: dict
     )
 
 
-async def build_minimal(ls: Any, raw: Any) -> dict[str, Any]:
+async def build_minimal(ls: Any, raw: Any) -> wire.BuildMinimalReply:
     """A real build of a reduction's minimal model with the engine's settings, into the reduction's folder (never
     the engine's output), shown in the TensorRT Builds view like any build."""
     import json
@@ -317,4 +329,4 @@ async def build_minimal(ls: Any, raw: Any) -> dict[str, Any]:
     has_progress = bool(ls.client_capabilities.window and ls.client_capabilities.window.work_done_progress)
     relay = BuildRelay(ls, build, args.uri, ls.options.build_tree, has_progress, lambda b: ls.runs.evict())
     await relay.start()
-    return {"buildId": build.id, "engine": args.engine, "status": "started"}
+    return wire.BuildMinimalReply(buildId=build.id, engine=args.engine, status="started")

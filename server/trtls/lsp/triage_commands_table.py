@@ -21,11 +21,11 @@ def register(command: Any) -> None:
 
 
 def _lazy(module: str, handler: str) -> Any:
-    async def run(ls: Any, args: Any = None) -> dict[str, Any]:  # the (ls, args) shape pygls maps arguments onto
+    async def run(ls: Any, args: Any = None) -> Any:  # the (ls, args) shape pygls maps arguments onto
         if module == "rollback_command":
             from trtls.lsp import rollback_command as loaded
         else:
             from trtls.lsp import triage_command as loaded  # type: ignore[no-redef]
-        return dict(await getattr(loaded, handler)(ls, args))
+        return await getattr(loaded, handler)(ls, args)  # its reply model (lsp/server.py's `command` sends it)
 
     return run
