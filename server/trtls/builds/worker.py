@@ -8,7 +8,8 @@ Threads, and why:
   handled even while the builder is silent. stdin closing (the supervisor died) is a cancel with
   source service_shutdown: a worker never outlives its supervisor's interest in it.
 
-Job: the first stdin line, a JSON object (see `Job`). Then control lines: {"type":"cancel","source":...}.
+Job: the first stdin line, a JSON object declared by `trtls.core.worker_job.WorkerJob` (docs/protocol.md § Job; read
+here as a plain dict: this process never imports pydantic). Then control lines: {"type":"cancel","source":...}.
 """
 
 from __future__ import annotations
