@@ -30,6 +30,7 @@ class Kind(enum.Enum):
         "yes",
     )  # `<key>-YYYYmmdd-HHMMSS-<pid>`: a quarantined entry (store/folder.py), pruned by `trtls store gc`
     store_lock = ("store lock", rf"{_HEX64}\.lock", "yes")
+    store_stats = ("store statistics", r"[0-9]{4}-[0-9]{2}-[0-9]{2}\.[0-9]{1,10}\.jsonl", "yes")  # <day>.<uid>.jsonl
     report = ("report", _TEMP, "format")  # `-o` files: SARIF, JUnit, HTML, JSON, traces, schemas
     route_artefact = ("route artefact", rf"{_TEMP}|[A-Za-z0-9_.-]+", "yes")  # bundles, exports (route rule first)
     cache = ("cache", rf"{_TEMP}|[A-Za-z0-9_.-]+", "yes")  # timing caches, digest caches, tool caches

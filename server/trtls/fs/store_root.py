@@ -34,7 +34,7 @@ from trtls.fs.read import read_text
 from trtls.fs.write import chmod
 
 STORE_MARK = "trtls engine store"  # the first line of a store root's OWNED_MARK file
-STORE_FOLDERS = ("entries", "used", "locks", "quarantine", "tmp")
+STORE_FOLDERS = ("entries", "used", "locks", "quarantine", "tmp", "stats")  # stats: store/stats.py
 TRUST = ("user", "group")
 SYSTEM = tuple(
     Path(p) for p in ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/proc", "/run",
