@@ -130,7 +130,8 @@ _TABLE: tuple[Code, ...] = (
     Code("TRT338", ERROR, "store", "Nothing to roll back to"),
     Code("TRT339", ERROR, "store", "Store path is not a place for a store"),
     Code("TRT340", ERROR, "store", "Store writable by untrusted users"),
-    # TRT341–TRT349: the engine store's (one line per new code, here); TRT350–TRT399: free
+    Code("TRT341", ERROR, "store", "No such build or engine key"),
+    # TRT342–TRT349: the engine store's (one line per new code, here); TRT350–TRT399: free
     # -- docs/codes/cleanup.md -----------------------------------------------------------------------------------------
     Code("TRT401", INFO, "cleanup", "Cleanup done"),
     Code("TRT402", INFO, "cleanup", "Partial files quarantined"),
