@@ -117,8 +117,9 @@ def register(sub: Any) -> None:
     e.set_defaults(func=cmd_engines)
     r = sub.add_parser(
         "rollback",
-        help="restore an earlier known-good engine to the output, atomically, and pin it: `trtls build` serves it "
-        "until the recipe changes or `trtls build --unpin`",
+        help="restore an earlier known-good engine to the output, atomically, and pin it",
+        description="Restore an earlier known-good engine to the output, atomically (verified by sha256), and pin "
+        "it: `trtls build` serves the pinned engine until the recipe's engine key changes or `trtls build --unpin`.",
         epilog="exit codes: 0 restored, 1 nothing to roll back to or the entry failed verification, 2 bad input",
     )
     r.add_argument("name", help="engine table")
