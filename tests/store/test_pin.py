@@ -103,7 +103,8 @@ def test_rollback_goes_back_and_sticks_until_the_recipe_changes_or_unpin(
     assert trtls("rollback", "demo", str(seed_ws), "--to", ids[0]).returncode == 0
     set_max(seed_ws, MAX_C, MAX_A)  # a reverted change: A's key again, not the key the pin was made against
     reverted = engine_freshness(loaded(seed_ws), "demo")
-    assert reverted.state == "in_store" and reverted.lens_title == f"✓ in the store · Build Engine restores build {ids[0]}"
+    assert reverted.state == "in_store"
+    assert reverted.lens_title == f"✓ in the store · Build Engine restores build {ids[0]}"
     lifted = run_build(seed_ws)
     assert lifted.returncode == 0, lifted.stderr
     assert f"the pin to build {ids[0]} was lifted" in lifted.stderr
