@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.store.helpers import entries, run_build, summaries, with_store
+from tests.store.nginx_dav import nginx_dav  # noqa: F401  (a fixture: a real nginx WebDAV server, test_remote*)
 
 
 @pytest.fixture(scope="session")

@@ -59,6 +59,13 @@ DOWN_MEMORY_S = 60.0  # a remote that could not be reached is not asked again fo
 _refused: set[tuple[str, str]] = set()  # (remote, key): it sent a bad record or bad bytes for this key
 _missed: dict[tuple[str, str], float] = {}  # (remote, key) → until when its 404 stands
 _down: dict[str, float] = {}  # remote → until when it is taken as unreachable
+_bad_blobs: set[tuple[str, str]] = set()  # (remote, sha256) whose bytes were not that sha256: a push rewrites them
+
+
+def forget_remotes() -> None:
+    """Forget what this process learnt about remotes (refused keys, misses, a remote that was down, bad blobs)."""
+    for memory in (_refused, _missed, _down, _bad_blobs):
+        memory.clear()
 
 
 class RemoteError(Exception):
@@ -77,7 +84,8 @@ def fetch_entry(store: Store, key: str) -> bool:
     if url is None or not is_key(key) or (url, key) in _refused or _remembered(_missed, (url, key)):
         return False
     if _remembered(_down, url):
-        _note(store, f"the remote store {_shown(url)} was not asked: it could not be reached a moment ago")
+        if not any(_shown(url) in n for n in store.notes):  # this build said so already: once is enough
+            _note(store, f"the remote store {_shown(url)} was not asked: it could not be reached a moment ago")
         return False
     if store.mode != "read_write":
         return _read_only_miss(store, url, key)
@@ -188,6 +196,9 @@ def _fetch_into_store(store: Store, url: str, key: str, raw: bytes, record: dict
         except OSError as exc:
             if exc.errno not in (errno.EEXIST, errno.ENOTEMPTY):
                 raise  # EEXIST/ENOTEMPTY: another process fetched or published this key first
+    except _Unusable:
+        _bad_blobs.add((url, sha))  # whatever it holds under that name, the next push of those bytes rewrites it
+        raise
     finally:
         if os.path.lexists(tmp):
             store.discard(tmp)
@@ -239,7 +250,7 @@ def push_entry(store: Store, entry: Entry) -> None:
     try:
         record = read_bytes(entry.folder / "entry.json", limit=RECORD_LIMIT, follow=False)
         blob = _join(url, "cas", entry.sha256)
-        if _head(url, blob) != entry.size:
+        if (url, entry.sha256) in _bad_blobs or _head(url, blob) != entry.size:  # a bad blob is rewritten
             with fs.open_regular(entry.engine, limit=None, follow=False, expected=entry.size) as src:
                 hashing = _Hashing(src)
                 _put(url, blob, hashing, entry.size)
@@ -247,7 +258,9 @@ def push_entry(store: Store, entry: Entry) -> None:
                 with contextlib.suppress(RemoteError):
                     _request_status(url, "DELETE", blob)
                 raise RemoteError("the local entry's engine changed while it was sent; its record was not sent")
+            _bad_blobs.discard((url, entry.sha256))
         _put(url, _join(url, "ac", entry.key), record, len(record))
+        _missed.pop((url, entry.key), None)  # this process just put it there
     except RemoteError as exc:
         _note(store, f"the engine was not sent to the remote store {_shown(url)}: {exc}")
     except OSError as exc:
