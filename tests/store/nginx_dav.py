@@ -39,6 +39,7 @@ http {{
         dav_methods PUT DELETE MKCOL;
         create_full_put_path on;
         client_max_body_size 0;
+        {extra}
     }}
 }}
 """
@@ -80,7 +81,8 @@ class DavServer:
                 self.process.wait(timeout=10)
 
 
-def start_dav(folder: Path) -> DavServer:
+def start_dav(folder: Path, extra: str = "") -> DavServer:
+    """`extra`: more of the server block (a location that redirects or fails, for a test)."""
     binary = nginx_binary()
     if binary is None:
         if os.environ.get("TRTLS_REQUIRE_REMOTE"):
@@ -95,7 +97,7 @@ def start_dav(folder: Path) -> DavServer:
     for _ in range(5):
         port = free_port()
         conf = folder / "nginx.conf"
-        conf.write_text(CONFIG.format(dir=folder, root=root, port=port, user=user))
+        conf.write_text(CONFIG.format(dir=folder, root=root, port=port, user=user, extra=extra))
         proc = subprocess.Popen(
             [binary, "-p", str(folder), "-c", str(conf), "-e", str(folder / "error.log"), "-g", "daemon off;"],
             stdout=subprocess.DEVNULL,

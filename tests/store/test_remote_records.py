@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.store.forged import forged_entry
-from tests.store.nginx_dav import DavServer
+from tests.store.nginx_dav import DavServer, start_dav
 from trtls.core.recipe import load_recipe
 from trtls.store import remote
 from trtls.store.entries import Store
@@ -199,3 +199,28 @@ def test_an_unusable_remote_from_the_environment_is_a_note(tmp_path: Path) -> No
     assert store.get(KEY) is None
     (note,) = store.notes
     assert note == "the remote store ftp://cache.example/trtls is not used: it must be an http:// or https:// URL"
+
+
+def test_a_redirect_to_another_server_or_an_error_is_a_note_not_a_crash(tmp_path: Path) -> None:
+    extra = (
+        "location /elsewhere/ { return 302 http://localhost:9/cache$request_uri; }\n"
+        "        location /broken/ { return 503; }\n"
+        "        location /same/ { rewrite ^/same/(.*)$ /cache/$1 redirect; }"
+    )
+    server = start_dav(tmp_path / "nginx", extra)
+    try:
+        _plant(server, _record(PARTS, ENGINE), KEY, ENGINE)
+        base = server.url.removesuffix("/cache")
+        for path, said in [("/elsewhere", "answered 302"), ("/broken", "answered 503")]:
+            store = Store(tmp_path / f"store{path}", remote=base + path)
+            store.check()
+            assert store.get(KEY) is None
+            (note,) = store.notes
+            assert note.startswith(f"the remote store {base + path} was not used: GET /") and said in note, note
+        assert "localhost:9" not in server.access_log()  # never followed (nothing listens there anyway)
+        same = Store(tmp_path / "store-same", remote=base + "/same")  # a redirect on the same server is followed
+        same.check()
+        entry = same.get(KEY)
+        assert entry is not None and entry.engine.read_bytes() == ENGINE
+    finally:
+        server.stop()
