@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import shutil
 from dataclasses import dataclass
@@ -162,3 +163,16 @@ def test_a_remote_that_is_down_does_not_stop_a_build(seeded: tuple[Path, dict], 
 
 def test_the_remote_module_reads_records_as_the_store_writes_them() -> None:
     assert remote.ENTRY_FORMAT == local_entries.ENTRY_FORMAT and remote.RECORD_LIMIT == local_entries.RECORD_LIMIT
+
+
+def test_the_remote_can_come_from_the_environment(
+    pushed: Pushed, nginx_dav: DavServer, seeded: tuple[Path, dict], tmp_path: Path
+) -> None:
+    serve(pushed, nginx_dav)
+    ws = tmp_path / "b"
+    shutil.copytree(seeded[0].parent / "pristine", ws)
+    with_store(ws, tmp_path / "store-b")  # no `remote` in the recipe: TRTLS_STORE_REMOTE names it
+    done = run_build(ws, env={**os.environ, "TRTLS_STORE_REMOTE": nginx_dav.url + "/"})
+    assert done.returncode == 0, done.stderr
+    (s,) = summaries(ws)
+    assert s["outcome"] == "reused" and f"fetched from the remote store {nginx_dav.url}" in s["store"]["warnings"]
