@@ -30,11 +30,11 @@ KEYS: tuple[KeyInfo, ...] = (
     KeyInfo("output", "--saveEngine", _APPLIED, _APPLIED, _APPLIED, imports=("saveEngine:text",)),
     KeyInfo(
         "profiles",
-        "--minShapes/--optShapes/--maxShapes, --shapes",
+        "--profile=N with --minShapes/--optShapes/--maxShapes, --shapes",
         _APPLIED,
         _APPLIED,
         _APPLIED,
-        imports=("minShapes:shapes", "optShapes:shapes", "maxShapes:shapes", "shapes:shapes"),
+        imports=("profile:profile", "minShapes:shapes", "optShapes:shapes", "maxShapes:shapes", "shapes:shapes"),
     ),
     KeyInfo(
         "timing_cache",
@@ -127,11 +127,11 @@ KEYS: tuple[KeyInfo, ...] = (
     ),
     KeyInfo(
         "builder.weight_streaming",
-        "--weightStreaming",
+        "--allowWeightStreaming",
         _APPLIED,
         "applied (strongly typed)",
         _APPLIED,
-        imports=("weightStreaming:true",),
+        imports=("allowWeightStreaming:true", "weightStreaming:true"),  # the second: an old spelling trtls took
     ),
     KeyInfo(
         "builder.version_compatible",

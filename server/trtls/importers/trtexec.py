@@ -1,10 +1,13 @@
 """`trtls import trtexec -- <trtexec arguments>`: the `[engines.NAME]` table equivalent to a trtexec command line.
 
 Pure text in, text out: no TensorRT, no files read. Every argument is either mapped to a recipe key, or named
-in a note (a TOML comment in the output) saying why it was skipped or how it was translated — inference-only
-flags (`--iterations`, `--warmUp`, `--loadEngine` …), flags trtls owns differently (`--verbose`), precision
-flags that TensorRT 11 and TensorRT-RTX no longer have (`--fp16` becomes the AutoCast precision step unless
-`legacy_precision` is asked for), and anything it does not know.
+in a note (a TOML comment in the output) saying why it was skipped or how it was translated. The key table
+(`core.build_config_keys.KEYS`) says which flags set which key; `importers.trtexec_flags.FLAGS` says what every
+other trtexec 11.1 flag is — inference only (`--iterations`, `--warmUp` …), engine inspection (`--dumpLayerInfo`),
+done by trtls its own way (`--verbose`), a build setting trtls refuses with the reason (`--inputIOFormats`,
+`--markDebug`), or removed in TensorRT 11 with its replacement (`--fp16` becomes the AutoCast precision step unless
+`legacy_precision` is asked for; `--layerPrecisions` NAME:fp32 becomes AutoCast's `exclude_nodes`) — and anything
+else is named as not a trtexec 11.1 flag.
 """
 
 from __future__ import annotations
@@ -16,18 +19,8 @@ from pathlib import PurePath
 from typing import Any
 
 from trtls.core.build_config_keys import KEYS
+from trtls.importers.trtexec_flags import BY_FLAG, TrtexecFlag
 
-INFERENCE_ONLY = {
-    "loadEngine", "iterations", "warmUp", "duration", "avgRuns", "percentile", "useSpinWait", "threads",
-    "useCudaGraph", "separateProfileRun", "dumpProfile", "dumpLayerInfo", "exportProfile", "exportTimes",
-    "exportOutput", "exportLayerInfo", "loadInputs", "streams", "noDataTransfers", "skipInference",
-    "infStreams", "exposeDMA", "useManagedMemory", "dumpOutput", "dumpRawBindingsToFile", "idleTime",
-    "sleepTime", "timeDeserialize", "timeRefit", "persistentCacheRatio", "profile", "useRuntime",
-    "leanDLLPath", "allocationStrategy", "saveDebugTensors", "getPlanVersionOnly", "weightStreamingBudget",
-    "dumpOptimizationProfile", "asyncFileReader", "markDebug", "markUnfusedTensorsAsDebugTensors",
-    "device", "useProfile",
-}  # fmt: skip
-LOGGING = {"verbose", "noBuilderCache", "help", "h"}
 POOLS = {  # trtexec pool name → (recipe key, bytes per unit)
     "workspace": ("workspace_mib", 1 << 20),
     "dlaSRAM": ("dla_managed_sram_mib", 1 << 20),
@@ -82,13 +75,19 @@ def split_args(argv: list[str]) -> list[tuple[str, str | None]]:
     return out
 
 
-_BOOLEAN = {
+_BOOLEAN = {  # flags that take no value: the token after one is the next flag's, never its value
     "fp16", "bf16", "int8", "fp8", "int4", "fp4", "best", "stronglyTyped", "versionCompatible", "vc",
     "excludeLeanRuntime", "refit", "stripWeights", "stripAllWeights", "noTF32", "weightStreaming",
-    "allowGPUFallback", "verbose", "skipInference", "separateProfileRun", "dumpProfile", "dumpLayerInfo",
-    "useCudaGraph", "useSpinWait", "noDataTransfers", "exposeDMA", "useManagedMemory", "dumpOutput",
-    "timeDeserialize", "timeRefit", "help", "h", "noBuilderCache", "directIO", "preferPrecisionConstraints",
-    "obeyPrecisionConstraints", "getPlanVersionOnly",
+    "allowWeightStreaming", "allowGPUFallback", "verbose", "skipInference", "separateProfileRun", "dumpProfile",
+    "dumpLayerInfo", "useCudaGraph", "noCudaGraph", "useSpinWait", "noSpinWait", "noDataTransfers",
+    "includeDataTransfers", "exposeDMA", "useManagedMemory", "dumpOutput", "dumpRawBindingsToFile", "dumpRefit",
+    "dumpOptimizationProfile", "timeDeserialize", "timeRefit", "help", "h", "noBuilderCache", "noCompilationCache",
+    "errorOnTimingCacheMiss", "directIO", "preferPrecisionConstraints", "obeyPrecisionConstraints",
+    "getPlanVersionOnly", "markUnfusedTensorsAsDebugTensors", "pluginInstanceNorm", "pi",
+    "uint8AsymmetricQuantizationDLA", "reportCapabilityDLA", "adjustForDLA", "enablePluginOverride",
+    "monitorMemory", "distributiveIndependence", "safe", "consistency", "dumpKernelText", "buildDLAStandalone",
+    "cpuOnly", "asyncFileReader", "ignoreParsedPluginLibs", "saveAllDebugTensors", "threads", "dryRun",
+    "continue", "saveAllEngines", "weightless", "restricted",
 }  # fmt: skip
 
 
@@ -142,24 +141,62 @@ def import_trtexec(argv: list[str], name: str | None = None, legacy_precision: b
         raise ImportError_(f"no --onnx=MODEL: trtls builds engines from ONNX models{why}")
     out = Imported(name or _engine_name(onnx))
     out.engine["onnx"] = onnx
-    shape_sets: dict[str, list[dict[str, list[int]]]] = {"minShapes": [], "optShapes": [], "maxShapes": []}
+    shape_sets = ShapeSets()
     precision_flags: list[str] = []
     for flag, value in args:
         handled = _map_one(out, flag, value, shape_sets, precision_flags)
         if handled:
             continue
-        if flag in INFERENCE_ONLY:
-            out.notes.append(f"--{flag}: inference only; skipped (trtls builds, it does not run engines)")
-        elif flag in LOGGING:
-            out.notes.append(f"--{flag}: skipped (the build's log and phase tree are always recorded in the evidence)")
+        known = BY_FLAG.get(flag)
+        if known is None:
+            out.notes.append(f"--{flag}: not a trtexec 11.1 flag trtls knows; skipped")
+        elif flag in _REMOVED_HANDLERS:
+            _REMOVED_HANDLERS[flag](out, flag, value)
         else:
-            out.notes.append(f"--{flag}: not understood by trtls import; skipped")
+            out.notes.append(skip_note(known))
     if "output" not in out.engine:
         out.engine["output"] = f"build/{out.name}.engine"
         out.notes.append(f"no --saveEngine: output set to build/{out.name}.engine")
     _precision(out, precision_flags, legacy_precision)
-    out.profiles = _profiles(out, shape_sets)
+    _exclusions(out)
+    out.profiles = _profiles(out, shape_sets.lists())
     return out
+
+
+def skip_note(known: TrtexecFlag) -> str:
+    """The note for a flag no key takes: what it is, and why it is skipped (or what replaces it)."""
+    what = {
+        "inference": "inference only; skipped",
+        "inspection": "skipped",
+        "trtls": "skipped",
+        "refused": "refused, not imported",
+        "removed": "removed in TensorRT 11; skipped. Instead",
+        "mapped": "skipped",
+    }[known.disposition]
+    return f"--{known.flag}: {what}: {known.note}" if known.note else f"--{known.flag}: {what}"
+
+
+class ShapeSets:
+    """The shapes of each profile as trtexec reads them: `--profile=N` makes the shapes after it profile N; without
+    it, the k-th --minShapes (--optShapes, --maxShapes) is profile k (trtexec 11 refuses repeated shapes without
+    --profile; trtls keeps reading them that way)."""
+
+    def __init__(self) -> None:
+        self.by_profile: dict[int, dict[str, list[dict[str, list[int]]]]] = {}
+        self.current: int | None = None
+
+    def add(self, which: str, shapes: dict[str, list[int]]) -> None:
+        index = self.current if self.current is not None else len(self._column(which))
+        profile = self.by_profile.setdefault(index, {"minShapes": [], "optShapes": [], "maxShapes": []})
+        profile[which] = [shapes]
+
+    def _column(self, which: str) -> list[int]:
+        return [i for i, p in self.by_profile.items() if p[which]]
+
+    def lists(self) -> dict[str, list[dict[str, list[int]]]]:
+        """{minShapes: [profile 0's, profile 1's …], …} in profile order (a missing one is {})."""
+        order = sorted(self.by_profile)
+        return {k: [(self.by_profile[i][k] or [{}])[0] for i in order] for k in ("minShapes", "optShapes", "maxShapes")}
 
 
 # trtexec flag → (recipe key, how to read its value), from the docs' key table: the importer has no list of its own.
@@ -174,7 +211,7 @@ CHOICES = {  # trtexec's spellings of a choice → the recipe's
 _SECTION = {"builder": "builder", "precision": "precision", "plugins": "plugins"}
 
 
-def _map_one(out: Imported, flag: str, value: str | None, shapes: dict, precision_flags: list[str]) -> bool:
+def _map_one(out: Imported, flag: str, value: str | None, shapes: ShapeSets, precision_flags: list[str]) -> bool:
     rule = FLAG_RULES.get(flag)
     if rule is None:
         return False
@@ -216,14 +253,70 @@ def _set(out: Imported, key: str, value: Any) -> None:
         target[name] = value
 
 
-def _shapes(out: Imported, flag: str, value: str | None, shapes: dict, _: list[str]) -> None:
-    if flag in shapes:
-        shapes[flag].append(parse_shapes(flag, value or ""))
+def _shapes(out: Imported, flag: str, value: str | None, shapes: ShapeSets, _: list[str]) -> None:
+    if flag != "shapes":
+        shapes.add(flag, parse_shapes(flag, value or ""))
         return
     fixed = parse_shapes(flag, value or "")  # --shapes
-    for key in shapes:
-        shapes[key].append(fixed)
+    for key in ("minShapes", "optShapes", "maxShapes"):
+        shapes.add(key, fixed)
     out.notes.append("--shapes: one profile with min = opt = max = these shapes")
+
+
+def _profile(out: Imported, flag: str, value: str | None, shapes: ShapeSets, _: list[str]) -> None:
+    index = _int(flag, value)
+    if index < 0:
+        raise ImportError_(f"--profile: expected a profile index 0, 1 …, got {value!r}")
+    if index in shapes.by_profile:
+        raise ImportError_(f"--profile={index} given twice (trtexec: 'Optimization profile index cannot be the same')")
+    shapes.current = index
+
+
+_PRECISION_NAMES = {"fp32", "fp16", "bf16", "int8", "fp8", "int32", "int64"}
+
+
+def _layer_precisions(out: Imported, flag: str, value: str | None) -> None:
+    """TensorRT 11 removed `--layerPrecisions` (and `--precisionConstraints`): precision lives in the graph. A layer
+    kept in FP32 is what AutoCast's `nodes_to_exclude` says, so NAME:fp32 entries become `exclude_nodes` (TensorRT
+    names a parsed layer after its ONNX node); other entries are named, not guessed."""
+    kept, other = [], []
+    for part in _split_outside_quotes(value or ""):
+        name, _, precision = part.rpartition(":")
+        name = name.strip().strip("'\"")
+        if precision.strip().lower() == "fp32" and name and name != "*":
+            kept.append(name)
+        else:
+            other.append(part)
+    if kept:
+        out.precision.setdefault("exclude_nodes", []).extend("^" + re.escape(n) + "$" for n in kept)
+    note = f"--{flag}: removed in TensorRT 11 (precision lives in the graph)"
+    if kept:
+        note += f"; the layers kept in FP32 ({', '.join(kept)}) became precision.exclude_nodes"
+    if other:
+        note += f"; not imported: {', '.join(other)} (AutoCast converts one type and keeps the excluded nodes in FP32)"
+    out.notes.append(note)
+
+
+def _precision_constraints(out: Imported, flag: str, value: str | None) -> None:
+    out.notes.append(
+        f"--{flag}: removed in TensorRT 11 (no OBEY/PREFER_PRECISION_CONSTRAINTS; precision lives in the graph); "
+        "the layers to keep in FP32 go in precision.exclude_nodes / exclude_op_types (AutoCast)"
+    )
+
+
+_REMOVED_HANDLERS: dict[str, Any] = {
+    "layerPrecisions": _layer_precisions,
+    "precisionConstraints": _precision_constraints,
+}
+
+
+def _exclusions(out: Imported) -> None:
+    """AutoCast's exclusions mean nothing without its conversion: say so rather than write keys that do nothing."""
+    if out.precision.get("exclude_nodes") and not out.precision.get("convert"):
+        out.notes.append(
+            "precision.exclude_nodes only applies with precision.convert (an --fp16/--bf16 build); without one the "
+            "whole engine is FP32 already"
+        )
 
 
 def _workspace(out: Imported, flag: str, value: str | None, *_: Any) -> None:  # the pre-8.4 spelling, in MiB
@@ -248,6 +341,7 @@ def _sparsity(out: Imported, flag: str, value: str | None, *_: Any) -> None:
 
 _SPECIAL: dict[str, Any] = {  # the kinds a KeyInfo names that need more than one value read
     "shapes": _shapes,
+    "profile": _profile,
     "pools": lambda out, flag, value, *_: _pools(out, value or ""),
     "workspace": _workspace,
     "precision": lambda out, flag, value, shapes, precision_flags: precision_flags.append(flag),
