@@ -12,7 +12,7 @@ import sys
 from typing import Any
 
 from trtls.cli.common import load_or_report, report_error
-from trtls.cli.exits import EXIT_BAD_INPUT, EXIT_OK
+from trtls.cli.exits import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
 from trtls.core.display import human_bytes
 from trtls.core.terminal_text import terminal_safe
 
@@ -43,35 +43,85 @@ def _open_store(recipe: str | None) -> tuple[Any, Any] | None:
 
 
 def cmd_store(args: argparse.Namespace) -> int:
-    from trtls.builds.reuse import ago
-    from trtls.store.config import parse_size
-
     opened = _open_store(args.recipe)
     if opened is None:
         return EXIT_BAD_INPUT
     _, store = opened
     if args.action == "gc":
-        refusal = store.sweep_refusal()
-        if refusal is not None:  # not a marked store, or no place for one: gc would remove someone's files
-            print(terminal_safe(f"trtls store gc: {refusal}"), file=sys.stderr)
-            return EXIT_BAD_INPUT
-        bound = parse_size(args.max_size) if args.max_size else store.max_size
-        evicted = store.evict(max_size=bound)
-        left = store.clean_tmp()
-        print(f"evicted {len(evicted)} entries ({human_bytes(sum(e.size for e in evicted))}); {left} leftovers removed")
-        return EXIT_OK
-    entries = sorted(store.entries(), key=lambda e: store.last_used(e.key), reverse=True)
-    if args.json:
-        print(
-            json.dumps([{"key": e.key, "size": e.size, "lastUsed": store.last_used(e.key), **e.build} for e in entries])
+        return _gc(store, args.max_size)
+    return _ls(store, bool(args.json), bool(args.verify))
+
+
+def _gc(store: Any, max_size: str | None) -> int:
+    """Evict down to the bound (quarantined entries first: they count against it), prune quarantined entries older
+    than a week, remove what killed publishes left in tmp/; say what went."""
+    from trtls.store.config import parse_size
+
+    refusal = store.sweep_refusal()
+    if refusal is not None:  # not a marked store, or no place for one: gc would remove someone's files
+        print(terminal_safe(f"trtls store gc: {refusal}"), file=sys.stderr)
+        return EXIT_BAD_INPUT
+    bound = parse_size(max_size) if max_size else store.max_size
+    pruned = store.prune_quarantine()  # older than QUARANTINE_KEEP_S
+    if bound is not None:
+        pruned += store.prune_quarantine(older_than_s=None, over=store.over_bound(bound))
+    evicted = store.evict(max_size=bound)
+    left = store.clean_tmp()
+    for q in pruned:
+        print(terminal_safe(f"  pruned quarantine/{q.path.name} ({human_bytes(q.size)})"))
+    print(
+        f"evicted {len(evicted)} entries ({human_bytes(sum(e.size for e in evicted))}); "
+        f"{len(pruned)} quarantined entries pruned ({human_bytes(sum(q.size for q in pruned))}); "
+        f"{left} leftovers removed"
+    )
+    return EXIT_OK
+
+
+def _ls(store: Any, as_json: bool, verify: bool) -> int:
+    """The entries, newest use first; each one refused (damaged: quarantined; not trusted: left) with why. With
+    `verify` every listed engine is hashed against its record too; 1 when any entry was damaged."""
+    from trtls.builds.reuse import ago
+    from trtls.store.entries import NotTrusted, Refused
+
+    entries, refused = store.scan()
+    if verify:
+        for e in list(entries):
+            try:
+                store.verify(e)
+            except Refused as exc:
+                entries.remove(e)
+                refused.append((e.key, exc))
+    damaged = [(key, exc) for key, exc in refused if not isinstance(exc, NotTrusted)]
+    entries.sort(key=lambda e: store.last_used(e.key), reverse=True)
+    code = EXIT_FAILED if verify and damaged else EXIT_OK
+    if as_json:
+        rows: list[dict[str, Any]] = []
+        for e in entries:
+            rows.append({"key": e.key, "size": e.size, "lastUsed": store.last_used(e.key), **e.build})
+            if verify:
+                rows[-1]["verified"] = True
+        if verify:
+            rows += [{"key": key, "verified": False, "refused": str(exc), "damaged": not isinstance(exc, NotTrusted)}
+                     for key, exc in refused]  # fmt: skip
+        print(json.dumps(rows))
+        return code
+    quarantined = store.quarantined()
+    print(
+        terminal_safe(
+            f"{store.root} ({store.mode}): {len(entries)} entries, {human_bytes(sum(e.size for e in entries))}; "
+            f"{len(quarantined)} quarantined ({human_bytes(sum(q.size for q in quarantined))})"
         )
-        return EXIT_OK
-    print(f"{store.root} ({store.mode}): {len(entries)} entries, {human_bytes(sum(e.size for e in entries))}")
+    )
     for e in entries:
         b = e.build
         used = ago(store.last_used(e.key))
-        print(f"  {e.key[:12]}  {human_bytes(e.size):>10}  {b.get('engine')}  build {b.get('buildId')}  used {used}")
-    return EXIT_OK
+        line = f"  {e.key[:12]}  {human_bytes(e.size):>10}  {b.get('engine')}  build {b.get('buildId')}  used {used}"
+        print(terminal_safe(line + ("  verified" if verify else "")))
+    for _, why in refused:
+        print(terminal_safe(f"  refused: {why}"))
+    if verify:
+        print(f"verified {len(entries)} entries; {len(damaged)} damaged")
+    return code
 
 
 def register(sub: Any) -> None:
@@ -83,7 +133,9 @@ def register(sub: Any) -> None:
         epilog="exit codes: 0 listed, collected or explained, 1 a verification found damaged entries, 2 bad input",
     )
     actions = s.add_subparsers(dest="action", required=True, metavar="{ls,gc,stats,why}")
-    ls = actions.add_parser("ls", help="list the entries", epilog="exit codes: 0 listed, 1 damaged entries, 2 bad input")
+    ls = actions.add_parser(
+        "ls", help="list the entries", epilog="exit codes: 0 listed, 1 damaged entries, 2 bad input"
+    )
     gc = actions.add_parser(
         "gc", help="evict down to the size bound; remove leftovers", epilog="exit codes: 0 collected, 2 bad input"
     )
@@ -96,5 +148,10 @@ def register(sub: Any) -> None:
         p.set_defaults(func=cmd_store)
     gc.add_argument("--max-size", help="evict down to this size (e.g. 5GiB) instead of the store's bound")
     ls.add_argument("--json", action="store_true", help="one JSON array")
+    ls.add_argument(
+        "--verify",
+        action="store_true",
+        help="hash every listed engine against its record; quarantine the damaged ones (exit 1 when any was)",
+    )
     store_explain.register_actions(actions)
     engines.register(sub)

@@ -97,8 +97,11 @@ class Store(StoreFolder):
         except OSError as exc:
             raise NotTrusted(f"store entry {key[:12]} cannot be read: {exc.strerror}") from exc
         if not stat.S_ISDIR(st.st_mode):
-            self.quarantine(folder, "the entry is a symlink or a file, not a folder trtls wrote")
-            raise Refused(f"store entry {key[:12]} is a symlink or not a folder: not used, nothing it names was read")
+            raise self.damaged(
+                folder,
+                "the entry is a symlink or a file, not a folder trtls wrote",
+                f"store entry {key[:12]} is a symlink or not a folder: not used, nothing it names was read",
+            )
         self._trusted(folder, st, key)
         try:
             with fs.open_regular(folder / "entry.json", limit=RECORD_LIMIT, follow=False) as fh:
@@ -109,12 +112,13 @@ class Store(StoreFolder):
         except FileNotFoundError:
             if not os.path.lexists(folder):
                 return None  # evicted (renamed away whole) between the look and the read
-            self.quarantine(folder, "entry.json is missing")
-            raise Refused(f"store entry {key[:12]} has no record (entry.json); quarantined") from None
+            raise self.damaged(
+                folder, "entry.json is missing", f"store entry {key[:12]} has no record (entry.json)"
+            ) from None
         except (OSError, ValueError) as exc:
             why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-            self.quarantine(folder, f"unreadable entry.json: {why}")
-            raise Refused(f"store entry {key[:12]} has an unreadable record ({why}); quarantined") from exc
+            said = f"store entry {key[:12]} has an unreadable record ({why})"
+            raise self.damaged(folder, f"unreadable entry.json: {why}", said) from exc
         if (
             not isinstance(record, dict)
             or record.get("format") != ENTRY_FORMAT
@@ -122,8 +126,8 @@ class Store(StoreFolder):
             or key_of_parts(record.get("parts") or {}) != key
             or not _engine_fields(record)
         ):
-            self.quarantine(folder, "its recorded key does not match its content")
-            raise Refused(f"store entry {key[:12]}'s recorded key does not match its content; quarantined")
+            said = f"store entry {key[:12]}'s recorded key does not match its content"
+            raise self.damaged(folder, "its recorded key does not match its content", said)
         self._signed(record, key)
         entry = Entry(key, folder, record)
         damage = self._engine_problem(entry)
@@ -134,8 +138,7 @@ class Store(StoreFolder):
                 return None  # evicted (renamed away whole) meanwhile
             if (again.st_ino, again.st_dev) != (st.st_ino, st.st_dev):
                 return self.get(key)  # replaced meanwhile (a --rebuild's publish): judge the new entry
-            self.quarantine(folder, damage)
-            raise Refused(f"store entry {key[:12]}'s {damage}; quarantined")
+            raise self.damaged(folder, damage, f"store entry {key[:12]}'s {damage}")
         return entry
 
     def _engine_problem(self, entry: Entry) -> str | None:
@@ -154,6 +157,15 @@ class Store(StoreFolder):
             return f"engine is {st.st_size} bytes, not the {entry.size} its record says"
         self._trusted(entry.engine, st, entry.key)
         return None
+
+    def damaged(self, folder: Path, why: str, said: str) -> Refused:
+        """The Refused of a damaged entry, moved to quarantine/ first (`why` in its WHY): `said` and whether it was
+        moved (a store this process does not write leaves it in place: a writer's next use quarantines it)."""
+        if self.quarantine(folder, why):
+            return Refused(f"{said}; quarantined")
+        if not self.writable:
+            return Refused(f"{said}; not used, left in place (this store is read-only here)")
+        return Refused(f"{said}; not used (it could not be moved to quarantine/)")
 
     def _trusted(self, path: Path, st: os.stat_result, key: str) -> None:
         why = trust_problem(path, st, self.trust)
@@ -197,11 +209,14 @@ class Store(StoreFolder):
             try:
                 sha, _ = hash_reading(src)
             except EntryUnreadable as exc:
-                self.quarantine(entry.folder, f"engine: {exc.strerror}")
-                raise Refused(f"store entry {entry.key[:12]}'s engine: {exc.strerror}; quarantined") from None
+                said = f"store entry {entry.key[:12]}'s engine: {exc.strerror}"
+                raise self.damaged(entry.folder, f"engine: {exc.strerror}", said) from None
         if sha != entry.sha256:
-            self.quarantine(entry.folder, f"engine sha256 {sha[:12]}… is not the recorded {entry.sha256[:12]}…")
-            raise Refused(f"store entry {entry.key[:12]}'s engine bytes do not match its sha256; quarantined")
+            raise self.damaged(
+                entry.folder,
+                f"engine sha256 {sha[:12]}… is not the recorded {entry.sha256[:12]}…",
+                f"store entry {entry.key[:12]}'s engine bytes do not match its sha256",
+            )
 
     @contextlib.contextmanager
     def _engine(self, entry: Entry) -> Iterator[BinaryIO]:
@@ -213,8 +228,8 @@ class Store(StoreFolder):
             except PermissionError as exc:
                 raise NotTrusted(f"store entry {entry.key[:12]}'s engine cannot be read: {exc.strerror}") from exc
             except OSError as exc:
-                self.quarantine(entry.folder, f"engine: {exc.strerror}")
-                raise Refused(f"store entry {entry.key[:12]}'s engine: {exc.strerror}; quarantined") from exc
+                said = f"store entry {entry.key[:12]}'s engine: {exc.strerror}"
+                raise self.damaged(entry.folder, f"engine: {exc.strerror}", said) from exc
             self._trusted(entry.engine, os.fstat(src.fileno()), entry.key)
             yield src
 
@@ -239,13 +254,14 @@ class Store(StoreFolder):
                     if sha != entry.sha256:
                         raise _Mismatch(sha)  # leaves the block: the writer removes its temp, output untouched
             except _Mismatch as bad:
-                self.quarantine(entry.folder, f"engine sha256 {bad.sha[:12]}… is not the recorded {entry.sha256[:12]}…")
-                raise Refused(
-                    f"store entry {entry.key[:12]}'s engine bytes do not match its sha256; quarantined"
+                raise self.damaged(
+                    entry.folder,
+                    f"engine sha256 {bad.sha[:12]}… is not the recorded {entry.sha256[:12]}…",
+                    f"store entry {entry.key[:12]}'s engine bytes do not match its sha256",
                 ) from None
             except EntryUnreadable as exc:
-                self.quarantine(entry.folder, f"engine: {exc.strerror}")
-                raise Refused(f"store entry {entry.key[:12]}'s engine: {exc.strerror}; quarantined") from None
+                said = f"store entry {entry.key[:12]}'s engine: {exc.strerror}"
+                raise self.damaged(entry.folder, f"engine: {exc.strerror}", said) from None
             except UnsafeWrite:
                 raise
             except OSError as exc:
@@ -387,10 +403,9 @@ class Store(StoreFolder):
         bound = max_size if max_size is not None else self.max_size
         if bound is None or not self.writable or self.sweep_refusal() is not None:
             return []
+        self.prune_quarantine(older_than_s=None, over=self.over_bound(bound))
         entries = sorted(self.entries(), key=lambda e: self.last_used(e.key))
-        total = sum(e.size for e in entries)
-        self.prune_quarantine(older_than_s=None, over=total + sum(q.size for q in self.quarantined()) - bound)
-        total += sum(q.size for q in self.quarantined())  # what is left of it: the bound counts it too
+        total = sum(e.size for e in entries) + sum(q.size for q in self.quarantined())  # what is left of it counts
         evicted = []
         for e in entries:
             if total <= bound:
@@ -400,6 +415,10 @@ class Store(StoreFolder):
             total -= e.size
             evicted.append(e)
         return evicted
+
+    def over_bound(self, bound: int) -> int:
+        """How many bytes the entries and the quarantined entries hold above `bound` (≤ 0: it fits)."""
+        return sum(e.size for e in self.entries()) + sum(q.size for q in self.quarantined()) - bound
 
 
 class _Mismatch(Exception):

@@ -226,11 +226,12 @@ class StoreFolder:
             fit_mode(path, modes[0] if folder else modes[1], self.root)
 
     # -- moving aside and removing ---------------------------------------------------------------
-    def quarantine(self, folder: Path, why: str) -> None:
-        """Move a damaged entry aside (`quarantine/<key>-<time>-<pid>/` with a WHY file). An entry that is a symlink
-        or a file is removed (the link itself; what it names is never read or written) and its WHY kept alone."""
+    def quarantine(self, folder: Path, why: str) -> bool:
+        """Move a damaged entry aside (`quarantine/<key>-<time>-<pid>/` with a WHY file); whether it was moved. An
+        entry that is a symlink or a file is removed (the link itself; what it names is never read or written) and
+        its WHY kept alone."""
         if not self.writable or not is_key(folder.name):
-            return  # a read-only store is refused, not changed: its owner fixes it
+            return False  # a read-only store is refused, not changed: its owner fixes it
         dest = self.root / "quarantine" / f"{folder.name}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
         try:
             if stat.S_ISDIR(os.lstat(folder).st_mode):
@@ -240,10 +241,12 @@ class StoreFolder:
                 fs.ensure_folder(dest, within=self.root)
                 self.fit(dest, folder=True)
                 why += f" (entries/{folder.name} was removed; what it pointed to was not touched)"
+        except OSError:
+            return False
+        with contextlib.suppress(OSError):  # moved: the entry is out of use even if its WHY cannot be written
             mode = shared_modes(self.root)[1]
             fs.atomic_write_text(dest / "WHY", why + "\n", kind=Kind.store_entry, within=self.root, mode=mode)
-        except OSError:
-            pass
+        return True
 
     def remove(self, key: str) -> bool:
         """Remove an entry (renamed into tmp/ first: gone from entries/ at once, a restore holding its engine open
