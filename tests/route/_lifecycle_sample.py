@@ -20,8 +20,10 @@ ROUTE = "tiny_ort"
 def trtls(
     *args: str, cwd: Path, env: dict[str, str] | None = None, timeout: float = 600
 ) -> subprocess.CompletedProcess:
-    """The CLI with no approver in the environment unless `env` gives one (the tests say who approves)."""
+    """The CLI with no approver in the environment unless `env` gives one (the tests say who approves): no
+    $TRTLS_APPROVER, no $USER, and git reads no global or system config (so no user.email)."""
     full = {k: v for k, v in os.environ.items() if k not in ("TRTLS_APPROVER", "USER")}
+    full.update(GIT_CONFIG_GLOBAL=os.devnull, GIT_CONFIG_NOSYSTEM="1")
     full.update(env or {})
     return subprocess.run(
         [sys.executable, "-m", "trtls.cli.main", *args],

@@ -127,7 +127,7 @@ def test_canary_lifecycle_failed_advises_rollback_and_rollback_moves_only_the_po
     r = trtls(
         "route", "canary", ROUTE, "fail", "--figure", "p95_ms=41.5", "--figure", "error_rate=0.02", cwd=root, env=ALICE
     )
-    assert r.returncode == 0 and "trtls route rollback tiny_ort" in r.stdout
+    assert r.returncode == 0 and "trtls route rollback --route tiny_ort" in r.stdout
     st = trtls("route", "status", ROUTE, "--format", "json", cwd=root)
     assert st.returncode == 4
     shown = json.loads(st.stdout)["routes"][0]

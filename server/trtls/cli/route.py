@@ -173,16 +173,83 @@ def cmd_route_lock(args: Any) -> int:
 # -- a route's life: promote, status, canary, rollback (the rules are in trtls.gates.lifecycle; this only renders)
 
 
+CANARY_STEPS = ("start", "pass", "fail")
+
+
+def lifecycle_words(args: Any) -> tuple[str, str | None, str | None, str | None] | str:
+    """(recipe, route or None, canary step or None, deprecation note or None) from a lifecycle command's words and
+    options, or what is wrong with them. The one dialect is `[RECIPE] --route NAME` (as `trtls gates`, `route build`
+    and `route lock` take it); the old `NAME --recipe R` (or a bare `NAME`) still works, with a note."""
+    command = getattr(args, "lifecycle", "status")
+    words = list(getattr(args, "words", None) or [])
+    step = None
+    if command == "canary":
+        if not words or words[-1] not in CANARY_STEPS:
+            return (
+                "trtls route canary: give the step: start, pass or fail (trtls route canary [RECIPE] --route NAME STEP)"
+            )
+        step = words.pop()
+    route, old_recipe = getattr(args, "route", None), getattr(args, "recipe", None)
+    if len(words) > 1:
+        return f"trtls route {command}: too many words: {' '.join(words)} (trtls route {command} [RECIPE] --route NAME)"
+    word = words[0] if words else None
+    old = False
+    if old_recipe is not None:  # `NAME --recipe R`: the word, if any, is the route
+        recipe, old = old_recipe, True
+        if word is not None:
+            if route is not None and route != word:
+                return f"trtls route {command}: two routes given: {word} and --route {route}"
+            route = word
+    elif route is not None or word is None or _names_a_recipe(word):
+        recipe = word or "."
+    else:  # a bare `NAME`: the old dialect, on the recipe in this folder
+        recipe, route, old = ".", word, True
+    note = None
+    if old:
+        tail = f" {step}" if step else ""
+        where = "" if recipe == "." else f"{recipe} "
+        note = (
+            f"trtls route {command}: note: `{command} NAME --recipe R` is deprecated; write "
+            f"`trtls route {command} {where}--route {route or 'NAME'}{tail}`"
+        )
+    return recipe, route, step, note
+
+
+def _names_a_recipe(word: str) -> bool:
+    from pathlib import Path
+
+    return word.endswith(".toml") or "/" in word or word in (".", "..") or Path(word).is_dir()
+
+
 def _lifecycle_route(args: Any) -> tuple[Any, list[str]] | int:
+    """The loaded recipe and the routes a lifecycle command acts on (status: every route unless --route names one;
+    the others: the named route, else the only one), or the exit code of bad input (said on stderr)."""
     from trtls.core.route import route_names
 
-    loaded = load_route_recipe(args.recipe or ".")
+    got = lifecycle_words(args)
+    if isinstance(got, str):
+        print(got, file=sys.stderr)
+        return EXIT_BAD_INPUT
+    recipe, name, step, note = got
+    if note is not None:
+        print(note, file=sys.stderr)
+    args.step = step
+    loaded = load_route_recipe(recipe)
     if loaded.recipe is None:
         for f in loaded.errors[:10]:
             print(f"{loaded.location(f)}: {f.code} {f.message}", file=sys.stderr)
         return EXIT_BAD_INPUT
     names = route_names(loaded)
-    wanted = [args.name] if getattr(args, "name", None) else names
+    command = getattr(args, "lifecycle", "status")
+    if name is None and command != "status":
+        if len(names) != 1:
+            print(
+                f"{loaded.path}: TRT107 choose a route with --route (routes: {', '.join(names) or 'none'})",
+                file=sys.stderr,
+            )
+            return EXIT_BAD_INPUT
+        name = names[0]
+    wanted = [name] if name else names
     unknown = [n for n in wanted if n not in names]
     if unknown or not wanted:
         print(

@@ -37,7 +37,7 @@ DRIFT_KINDS: tuple[str, ...] = (
     "tolerances",
     "thresholds",
 )
-ALWAYS_COUNTS: tuple[str, ...] = ("bundle", "checkpoint", "lock")  # what was promoted: never allowed to drift
+ALWAYS_COUNTS: tuple[str, ...] = ("bundle", "checkpoint", "lock", "rollback_artifact")  # what was promoted: never drifts
 # Route keys that describe the route's life, not what the gates measured: changing them is not a drift.
 LIFECYCLE_KEYS: tuple[str, ...] = ("canary_plan", "revalidate_after_days", "revalidate_on")
 

@@ -41,7 +41,7 @@ from trtls.gates.context import GateContext, GateHook
 from trtls.gates.environment import check_environment
 from trtls.gates.lifecycle.notes import promotion_finding, promotion_note
 from trtls.gates.lifecycle.promotion import COMPLETE_SUMMARY
-from trtls.gates.lifecycle.rested_on import bundle_digest, facts, lock_digest
+from trtls.gates.lifecycle.rested_on import bundle_digest, content_fact, current_content, facts, lock_digest
 from trtls.gates.parity.fidelity import fidelity_checks
 from trtls.gates.release import Measurement, write_baseline
 from trtls.gates.reports import to_junit, to_sarif
@@ -173,7 +173,8 @@ def run_gates(
     summary["waivers"] = waivers
     summary["rested_on"] = _rested_on(ctx)
     summary["complete"] = complete
-    promotion = promotion_note(loaded, route_name, route, summary["rested_on"])
+    rejects = [c.name for c in checks if c.status == "reject"]
+    promotion = promotion_note(loaded, route_name, route, summary["rested_on"], rejects)
     if promotion is not None:
         summary["promotion"] = promotion
     baseline = _record_baseline(ctx, gates_decision, cancelled) if record_baseline else None
@@ -393,6 +394,21 @@ def _rested_on(ctx: GateContext) -> dict[str, Any]:
 
     env = ctx.gate2.environment if ctx.gate2 else (ctx.environment or discover_environment())
     bundle = ctx.record.get("bundle_digest") or bundle_digest(ctx.resolve(ctx.route.bundle))
+    # the checkpoint's content as gate 1 hashed it in this run; without gate 1, hashed now (the same rules and cache)
+    hashed = ctx.gate1.files if ctx.gate1 is not None else None
+    content = (
+        content_fact(Path(ctx.recipe_dir), ctx.route_name, hashed)
+        if hashed
+        else current_content(ctx.loaded, ctx.route_name, ctx.route, use_digest_cache=ctx.use_digest_cache)
+    )
+    previous = ctx.route.previous_bundle
     return facts(
-        ctx.loaded, ctx.route_name, ctx.route, env, bundle=bundle, lock=lock_digest(ctx.recipe_dir, ctx.route_name)
+        ctx.loaded,
+        ctx.route_name,
+        ctx.route,
+        env,
+        bundle=bundle,
+        lock=lock_digest(ctx.recipe_dir, ctx.route_name),
+        content=content,
+        rollback_artifact=bundle_digest(ctx.resolve(previous), Path(ctx.recipe_dir)) if previous else None,
     )

@@ -25,8 +25,6 @@ Checks (docs/codes/gate-source.md):
 
 from __future__ import annotations
 
-import hashlib
-import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -38,6 +36,7 @@ from trtls.checkpoint.content import (
     WEIGHT_SUFFIXES,
     git_blob_sha1,
 )
+from trtls.checkpoint.current import files_digest
 from trtls.checkpoint.hashing import DigestCache, default_cache_path, hash_files
 from trtls.checkpoint.layout import CheckpointFile, Layout, list_files, resolve_layout
 from trtls.checkpoint.lock import LOCK_NAME, lock_drift, read_lock
@@ -112,7 +111,7 @@ def check_checkpoint(
     # pinned revision as written, which TRT513 says is not verified
     record["commit"] = commit
     lock_path = Path(loaded.base_dir) / LOCK_NAME
-    record["files_digest"] = hashlib.sha256(json.dumps(current, sort_keys=True).encode()).hexdigest()
+    record["files_digest"] = files_digest(current)  # what a verdict rests on (`lifecycle.rested_on`): one definition
     record["lock"] = str(lock_path)
     _check_lock(checks, lock_path, commit, current)
     return Gate1Result(checks.items, layout, current, record)

@@ -5,6 +5,7 @@ the CLI and the language server only render them."""
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -20,16 +21,17 @@ STATE_SEVERITY = {"revalidate": Severity.warning, "canary_failed": Severity.erro
 
 
 def promotion_note(
-    loaded: Any, route_name: str, route: RouteModel, run_facts: dict[str, Fact]
+    loaded: Any, route_name: str, route: RouteModel, run_facts: dict[str, Fact], rejects: Sequence[str] = ()
 ) -> dict[str, Any] | None:
-    """For a gates run: the promoted pointer judged against what this run measured on (None: never promoted)."""
+    """For a gates run: the promoted pointer judged against what this run measured on and what it rejects (None:
+    never promoted). One output never says `decision: reject` beside `promotion: valid`."""
     ledger = read_ledger(Path(loaded.base_dir))
     if ledger.problem is not None:
         return RouteStatus(route_name, "tampered", f"the promotion ledger is tampered: {ledger.problem}").as_dict()
     records = ledger.for_route(route_name)
     if pointer(records) is None:
         return None
-    return judge(route_name, route, records, run_facts, now=utc_now()).as_dict()
+    return judge(route_name, route, records, run_facts, now=utc_now(), rejects=rejects).as_dict()
 
 
 def promotion_finding(route_name: str, status: dict[str, Any]) -> Finding:

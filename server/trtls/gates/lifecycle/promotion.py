@@ -65,11 +65,46 @@ def iso(ts: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
 
 
-def approver_from_env(explicit: str | None) -> str | None:
-    for value in (explicit, os.environ.get("TRTLS_APPROVER"), os.environ.get("USER")):
+APPROVER_HOW = (
+    "give one: --approver NAME, or set TRTLS_APPROVER=NAME (CI), or `git config user.email you@example.com` in the "
+    "recipe's repository"
+)
+
+
+def git_user_email(recipe_dir: Path | None) -> str | None:
+    """`git config user.email` as git answers in the recipe's folder (None when git is not installed, the folder
+    is gone, or no email is set). Bounded: a hung git never holds a promotion."""
+    import shutil
+    import subprocess
+
+    git = shutil.which("git")
+    if git is None:
+        return None
+    try:
+        done = subprocess.run(
+            [git, "config", "--get", "user.email"],
+            cwd=str(recipe_dir) if recipe_dir is not None else None,
+            capture_output=True,
+            text=True,
+            timeout=10,
+            stdin=subprocess.DEVNULL,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return (done.stdout.strip() or None) if done.returncode == 0 else None
+
+
+def approver_from_env(explicit: str | None, recipe_dir: Path | None = None) -> str | None:
+    """Who approves: `--approver`, else $TRTLS_APPROVER, else git's user.email (in the recipe's repository), else
+    $USER (unset in most CI jobs and containers: APPROVER_HOW says what to give instead)."""
+    for value in (explicit, os.environ.get("TRTLS_APPROVER")):
         if value and value.strip():
             return value.strip()
-    return None
+    email = git_user_email(recipe_dir)
+    if email:
+        return email
+    user = os.environ.get("USER")
+    return user.strip() if user and user.strip() else None
 
 
 def last_complete_run(loaded: Any, route_name: str) -> tuple[Path, bytes, dict[str, Any]] | None:
@@ -137,9 +172,9 @@ def promote(
     bundle = now_facts["bundle"]["value"]
     if bundle is None:
         refuse("bundle digest", f"no bundle at {route.bundle}")
-    approver = approver_from_env(approver)
+    approver = approver_from_env(approver, base)
     if approver is None:
-        refuse("approver", "nobody approved: pass --approver NAME or set TRTLS_APPROVER")
+        refuse("approver", f"nobody approved: {APPROVER_HOW}")
     if route.canary_plan is None:
         refuse("canary plan", f'set canary_plan = {{ stages = [...], abort_if = "..." }} in [routes.{route_name}]')
     rollback: dict[str, Any] | None = None

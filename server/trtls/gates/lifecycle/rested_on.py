@@ -2,13 +2,16 @@
 
 A gates run records `rested_on` in its summary: one fact per thing the verdict depended on — the builder module and
 version, CUDA driver and runtime, GPU, ONNX Runtime, Python, trtls, the checkpoint's revision, the lock entry's
-digest, the route table (and the engine recipe's effective settings), each tolerance and threshold value, and the
-bundle's digest. `current_facts` computes the same facts now, without running a gate; `drifts` compares the two.
-One function computes each (`facts`), so a gates run, `trtls route promote`, `trtls route status` and the editor
-agree on what "current" means.
+digest, the checkpoint's content (every file hashed as gate 1 hashes it: a changed file shows even without a re-lock),
+the route table (its digest, and each key's value so a drift names the key), each tolerance and threshold value, the
+bundle's digest and the rollback artifact's (`previous_bundle`: gone or changed is a drift). `current_facts` computes
+the same facts now, without running a gate; `drifts` compares the two. One function computes each (`facts`), so a
+gates run, `trtls route promote`, `trtls route status` and the editor agree on what "current" means.
 
 A fact is `{"kind": <drift kind>, "label": <what to call it>, "value": <str | number | None>}`; the kinds are
-`core.route_lifecycle.DRIFT_KINDS` plus what was promoted itself (`bundle`, `checkpoint`, `lock`).
+`core.route_lifecycle.DRIFT_KINDS` plus what was promoted itself (`bundle`, `checkpoint`, `lock`,
+`rollback_artifact`). A fact may carry `changes` (the checkpoint's changed files, in words) or `keys` (the route
+table's keys, flattened), which `drifts` uses to say what changed by name.
 """
 
 from __future__ import annotations
@@ -70,6 +73,54 @@ def _builder(loaded: Any, route: RouteModel, env: dict[str, Any]) -> tuple[str |
     return module, None
 
 
+# Facts trtls began to record after promotions already existed: a promotion that did not record one is not judged
+# on it (it would read as a drift from "none" that nothing changed).
+RECORDED_SINCE_0_2 = ("checkpoint_content", "rollback_artifact")
+FILE_KINDS = ("bundle", "checkpoint", "rollback_artifact")  # a None value is a file that is not there
+
+
+def content_fact(recipe_dir: Path, route_name: str, current: dict[str, dict[str, Any]] | str) -> Fact:
+    """The checkpoint's content as a fact: "sha256:<files_digest>" (None when it cannot be read, with why), and the
+    files that differ from the lock entry, in words."""
+    from trtls.checkpoint.current import changes_since_lock, files_digest
+
+    if isinstance(current, str):
+        return {"kind": "checkpoint", "label": "checkpoint content", "value": None, "changes": current}
+    fact: Fact = {"kind": "checkpoint", "label": "checkpoint content", "value": f"sha256:{files_digest(current)}"}
+    changes = changes_since_lock(recipe_dir, route_name, current)
+    if changes:
+        fact["changes"] = f"not re-locked: {changes}"
+    return fact
+
+
+def current_content(loaded: Any, route_name: str, route: RouteModel, *, use_digest_cache: bool = True) -> Fact:
+    """The checkpoint's content fact now (hashed through the digest cache: a stat per unchanged file)."""
+    from trtls.checkpoint.current import checkpoint_files
+
+    ck = route.checkpoint
+    base = Path(loaded.base_dir)
+    files = checkpoint_files(base, ck.path, ck.revision, ck.id, use_digest_cache=use_digest_cache)
+    return content_fact(base, route_name, files)
+
+
+def _flatten(value: Any, prefix: str, out: dict[str, Any]) -> None:
+    if isinstance(value, dict) and value:
+        for k, v in value.items():
+            _flatten(v, f"{prefix}.{k}" if prefix else str(k), out)
+    else:
+        out[prefix] = value
+
+
+def table_keys(table: dict[str, Any], engine_settings: dict[str, Any] | None) -> dict[str, Any]:
+    """The route table (and the engine recipe's effective settings, under `engines.<name>.`), one value per dotted
+    key: what a drift of the route table names."""
+    out: dict[str, Any] = {}
+    _flatten(table, "", out)
+    if engine_settings is not None:
+        _flatten(json.loads(json.dumps(engine_settings, default=str)), f"engines.{table.get('engine')}", out)
+    return out
+
+
 def facts(
     loaded: Any,
     route_name: str,
@@ -78,12 +129,15 @@ def facts(
     *,
     bundle: str | None,
     lock: str | None,
+    content: Fact | None = None,
+    rollback_artifact: str | None = None,
 ) -> dict[str, Fact]:
-    """Every fact a verdict on this route rests on, given the environment, the bundle digest and the lock digest."""
+    """Every fact a verdict on this route rests on, given the environment, the bundle, lock and rollback artifact
+    digests and the checkpoint's content fact (`content_fact`)."""
     out: dict[str, Fact] = {}
 
-    def put(key: str, kind: str, label: str, value: Any) -> None:
-        out[key] = {"kind": kind, "label": label, "value": value}
+    def put(key: str, kind: str, label: str, value: Any, **more: Any) -> None:
+        out[key] = {"kind": kind, "label": label, "value": value, **more}
 
     module, version = _builder(loaded, route, env)
     if route.deploys == "engine":
@@ -99,7 +153,10 @@ def facts(
     put("trtls", "trtls", "trtls", __version__)
     put("checkpoint", "checkpoint", "checkpoint revision", route.checkpoint.revision)
     put("lock", "lock", "lock entry", lock)
+    if content is not None:
+        out["checkpoint_content"] = dict(content)
     table = route.model_dump(mode="json", exclude={*LIFECYCLE_KEYS, "tolerances", "thresholds"})
+    settings = None
     if (
         route.engine is not None
         and getattr(loaded, "recipe", None) is not None
@@ -107,14 +164,18 @@ def facts(
     ):
         from trtls.gates.environment_evidence import effective_settings
 
-        table["engine_settings"] = settings_digest(effective_settings(loaded, route.engine))
-    put("recipe", "recipe", "route table", _digest(table))
+        settings = effective_settings(loaded, route.engine)
+        table["engine_settings"] = settings_digest(settings)
+    keys = table_keys({k: v for k, v in table.items() if k != "engine_settings"}, settings)
+    put("recipe", "recipe", "route table", _digest(table), keys=keys)
     for output, tol in sorted(route.tolerances.items()):
         for field, value in sorted(tol.model_dump(mode="json").items()):
             put(f"tolerances.{output}.{field}", "tolerances", f"tolerances.{output}.{field}", value)
     for field, value in sorted(route.thresholds.model_dump(mode="json").items()):
         put(f"thresholds.{field}", "thresholds", f"thresholds.{field}", value)
     put("bundle", "bundle", "bundle", bundle)
+    if route.previous_bundle is not None:
+        put("rollback_artifact", "rollback_artifact", f"rollback artifact {route.previous_bundle}", rollback_artifact)
     return out
 
 
@@ -133,24 +194,38 @@ def current_facts(
         env,
         bundle=bundle_digest(loaded.resolve(route.bundle), base),
         lock=lock_digest(base, route_name),
+        content=current_content(loaded, route_name, route),
+        rollback_artifact=bundle_digest(loaded.resolve(route.previous_bundle), base) if route.previous_bundle else None,
     )
 
 
-def _show(value: Any) -> str:
+def _show(value: Any, kind: str = "") -> str:
     if value is None:
-        return "none"
+        return "missing" if kind in FILE_KINDS else "none"
     text = str(value)
     return text[:19] + "…" if text.startswith("sha256:") else text
+
+
+def _show_key(value: Any) -> str:
+    return "unset" if value is None else json.dumps(value, default=str, ensure_ascii=False)
+
+
+def _entry(key: str, kind: str, label: str, was: Any, now: Any, message: str) -> dict[str, Any]:
+    return {"key": key, "kind": kind, "label": label, "was": was, "now": now, "message": message}
 
 
 def drifts(then: dict[str, Fact], now: dict[str, Fact], counted: Sequence[str] | None = None) -> list[dict[str, Any]]:
     """What changed from `then` to `now`, one entry per fact: key, kind, label, was, now, and `message`
     ("onnxruntime 1.20.1 → 1.21.0"). `counted` limits the drift kinds that count (the route's `revalidate_on`);
-    what was promoted itself (bundle, checkpoint, lock) always counts."""
+    what was promoted itself (bundle, checkpoint, lock, rollback artifact) always counts. A route table that changed
+    is one entry per key that changed ("route table environment.onnxruntime "1.20" → "1.21""), when both sides
+    recorded the keys."""
     kinds = set(counted if counted is not None else DRIFT_KINDS) | set(ALWAYS_COUNTS)
     out = []
     for key in sorted(set(then) | set(now)):
         was, cur = then.get(key), now.get(key)
+        if was is None and key in RECORDED_SINCE_0_2:
+            continue
         kind = (cur or was or {}).get("kind", "recipe")
         if kind not in kinds:
             continue
@@ -159,14 +234,16 @@ def drifts(then: dict[str, Fact], now: dict[str, Fact], counted: Sequence[str] |
         if a == b:
             continue
         label = (cur or was or {}).get("label", key)
-        out.append(
-            {
-                "key": key,
-                "kind": kind,
-                "label": label,
-                "was": a,
-                "now": b,
-                "message": f"{label} {_show(a)} → {_show(b)}",
-            }
-        )
+        old_keys, new_keys = (was or {}).get("keys"), (cur or {}).get("keys")
+        if isinstance(old_keys, dict) and isinstance(new_keys, dict) and old_keys != new_keys:
+            for name in sorted(set(old_keys) | set(new_keys)):
+                x, y = old_keys.get(name), new_keys.get(name)
+                if x != y:
+                    message = f"{label} {name} {_show_key(x)} → {_show_key(y)}"
+                    out.append(_entry(f"{key}.{name}", kind, f"{label} {name}", x, y, message))
+            continue
+        message = f"{label} {_show(a, kind)} → {_show(b, kind)}"
+        if (cur or {}).get("changes"):
+            message += f" ({cur['changes']})"  # type: ignore[index]
+        out.append(_entry(key, kind, label, a, b, message))
     return out

@@ -19,13 +19,14 @@ from __future__ import annotations
 
 import calendar
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from trtls.core.route import RouteModel
 from trtls.gates.lifecycle.ledger import LedgerTampered, append_record, read_ledger
-from trtls.gates.lifecycle.promotion import Outcome, approver_from_env, iso, pointer, utc_now
+from trtls.gates.lifecycle.promotion import APPROVER_HOW, Outcome, approver_from_env, iso, pointer, utc_now
 from trtls.gates.lifecycle.rested_on import Fact, bundle_digest, current_facts, drifts
 
 CANARY_NEXT = {"start": ("not_started", "running"), "pass": ("running", "pass"), "fail": ("running", "failed")}
@@ -95,8 +96,10 @@ def judge(
     *,
     now: float,
     bundle_on_disk: dict[str, str | None] | None = None,
+    rejects: Sequence[str] = (),
 ) -> RouteStatus:
-    """The one rule for a promoted route's state, from the ledger's records and the facts as they are now."""
+    """The one rule for a promoted route's state, from the ledger's records and the facts as they are now;
+    `rejects` names the checks a gates run made now rejects (a promotion is never valid beside a reject)."""
     ptr = pointer(records)
     if ptr is None:
         return RouteStatus(route_name, "not_promoted", f"route {route_name} has never been promoted")
@@ -117,6 +120,8 @@ def judge(
         status.drifts = drifts(rested, facts, route.revalidate_on)
         verb = "promotion" if ptr.get("event") == "promote" else "rollback"
         status.reasons += [f"{d['message']} since {verb} on {day}" for d in status.drifts]
+    if rejects:
+        status.reasons.append(f"the gates run now rejects the route ({', '.join(rejects)})")
     when = _parse_iso(since)
     if route.revalidate_after_days is not None and when is not None:
         age = (now - when) / 86400
@@ -131,10 +136,12 @@ def judge(
         status.state = "canary_failed"
         prev = _previous_promotion(records, ptr)
         to = prev.get("bundle_digest") if prev else (ptr.get("rollback_artifact") or {}).get("digest")
-        status.advice.append(f"the canary failed: roll back with `trtls route rollback {route_name}` (to {to})")
+        status.advice.append(f"the canary failed: roll back with `trtls route rollback --route {route_name}` (to {to})")
     elif status.reasons:
         status.state = "revalidate"
-        status.advice.append(f"run `trtls gates --route {route_name}`, then `trtls route promote {route_name}` again")
+        status.advice.append(
+            f"run `trtls gates --route {route_name}`, then `trtls route promote --route {route_name}` again"
+        )
     status.message = f"{status.state}: {target}; canary {status.canary}"
     return status
 
@@ -219,14 +226,14 @@ def canary(
         "bundle_digest": ptr["bundle_digest"],
         "state": nxt,
         "figures": figures,
-        "approver": approver_from_env(approver),
+        "approver": approver_from_env(approver, base),
         "when": iso(utc_now() if now is None else now),
     }
     advice = []
     if nxt == "failed":
         prev = _previous_promotion(records, ptr)
         to = prev.get("bundle_digest") if prev else (ptr.get("rollback_artifact") or {}).get("digest")
-        advice.append(f"roll back: `trtls route rollback {route_name}` moves the promoted pointer to {to}")
+        advice.append(f"roll back: `trtls route rollback --route {route_name}` moves the promoted pointer to {to}")
     return _append(base, record, f"canary of {route_name} (promotion #{ptr['seq']}): {nxt} (record #?)", advice)
 
 
@@ -264,11 +271,11 @@ def rollback(
             f"no file holds bundle {target['digest']} (looked at {', '.join(dict.fromkeys(candidates))}): "
             "restore it first; the pointer was not moved",
         )
-    who = approver_from_env(approver)
+    who = approver_from_env(approver, base)
     if who is None:
         return Outcome(
             False,
-            "nobody approved the rollback: pass --approver NAME or set TRTLS_APPROVER",
+            f"nobody approved the rollback: {APPROVER_HOW}",
             refused=[{"item": "approver", "reason": "missing"}],
         )
     record = {
