@@ -44,6 +44,7 @@ REASON_LIMIT = 300  # characters of one miss reason kept in a line
 FILE_NAME = re.compile(r"([0-9]{4}-[0-9]{2}-[0-9]{2})\.([0-9]{1,10})\.jsonl")  # Kind.store_stats allows these only
 HOW = ("restored", "kept", "fast")
 KEY_TEXT = re.compile(r"[0-9a-f]{64}")
+SETTING_LINE = re.compile(r"[A-Za-z_][A-Za-z0-9_]* .* → |[A-Za-z_][A-Za-z0-9_]* .{200}")  # whole, or cut in its value
 MAX_SAVED_S = 366 * 24 * 3600.0  # a producing build's duration above this is not one (a forged line)
 
 # -- recording --------------------------------------------------------------------------------------------------
@@ -201,7 +202,7 @@ def _part(reason: str) -> str:
     for prefix, bucket in _PARTS:
         if reason.startswith(prefix):
             return bucket
-    return "settings" if " → " in reason else "other"
+    return "settings" if SETTING_LINE.match(reason) else "other"
 
 
 def stats(store: Store, days: int = KEEP_DAYS, now: float | None = None) -> dict[str, Any]:
