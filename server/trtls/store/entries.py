@@ -403,9 +403,9 @@ class Store(StoreFolder):
         bound = max_size if max_size is not None else self.max_size
         if bound is None or not self.writable or self.sweep_refusal() is not None:
             return []
-        self.prune_quarantine(older_than_s=None, over=self.over_bound(bound))
         entries = sorted(self.entries(), key=lambda e: self.last_used(e.key))
-        total = sum(e.size for e in entries) + sum(q.size for q in self.quarantined())  # what is left of it counts
+        total = sum(e.size for e in entries) + sum(q.size for q in self.quarantined())
+        total -= sum(q.size for q in self.prune_quarantine(older_than_s=None, over=total - bound))
         evicted = []
         for e in entries:
             if total <= bound:
