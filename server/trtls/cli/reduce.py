@@ -2,8 +2,10 @@
 (docs/triage.md). One line per trial as it ends; Ctrl-C (or --timeout, --max-trials) stops after the current trial
 is cancelled cooperatively and keeps the smallest failing model found so far.
 
-Exit codes: 0 a cause was found (a minimal model, or the settings), 1 the failure did not reproduce or nothing
-classified it, 2 bad input, 124 stopped by --timeout, 130 stopped by Ctrl-C.
+Exit codes: 0 a cause was found (a minimal model, or the settings), 1 the failure did not reproduce, nothing
+classified it, no smaller model fails the same way, or the reduction failed (its `error` says why), 2 bad input or a
+module the reduction needs is not installed (TRT982, with the extra to install), 124 stopped by --timeout, 130 stopped
+by Ctrl-C.
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ from trtls.cli.usage import positive_seconds
 from trtls.core.terminal_text import terminal_safe
 
 EPILOG = (
-    "exit codes: 0 a cause found (the minimal model or the setting), 1 the failure did not reproduce, 2 bad input, "
+    "exit codes: 0 a cause found (the minimal model or the setting), 1 the failure did not reproduce, nothing smaller "
+    "fails the same way, or the reduction failed, 2 bad input or a missing module (TRT982: the extra to install), "
     "124 stopped by --timeout, 130 stopped by Ctrl-C"
 )
 
@@ -52,6 +55,12 @@ def register(subparsers: Any) -> None:
     r.add_argument("--rtol", type=float, help="range-relative tolerance per tensor (default: by precision)")
     r.add_argument("--max-trials", type=int, default=40, help="stop after this many trial builds (default 40)")
     r.add_argument("--timeout", type=positive_seconds, help="stop after this many seconds (exit 124)")
+    r.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the engine's latest stopped reduction (its verdicts replayed, not rebuilt) when the model and "
+        "the engine's table are unchanged; otherwise start over, saying why",
+    )
     r.add_argument("--json", action="store_true", help="print the result record as JSON")
     r.set_defaults(func=cmd_reduce)
 
@@ -124,11 +133,27 @@ async def _reduce(args: argparse.Namespace) -> int:
     if args.engine not in loaded.recipe.engines:
         report_error("TRT107", f"no engine named {args.engine}", str(loaded.path))
         return EXIT_BAD_INPUT
+    from trtls.triage.reduce_build import MISSING_MODULE, missing_module_text, missing_modules
+
+    missing = missing_modules()  # said before any trial, as the install to run: never a reduction that ends in it
+    if missing:
+        report_error(MISSING_MODULE, "; ".join(missing_module_text(m) for m in missing), str(loaded.path))
+        return EXIT_BAD_INPUT
     from trtls.triage.evidence import headline, write_evidence
     from trtls.triage.reduce_build import new_reduction, run_reduction
     from trtls.triage.trials import TrialRunner
 
     red = new_reduction(loaded, args.engine, args.max_trials)
+    if args.resume:
+        from trtls.triage.resume import prepare_resume
+
+        try:
+            red.resume_note = await prepare_resume(loaded, args.engine, red)
+        except OSError as exc:
+            report_error("TRT104", f"cannot read the model to resume: {exc}", str(loaded.path))
+            return EXIT_BAD_INPUT
+        if not args.json:
+            print(terminal_safe(red.resume_note), file=sys.stderr)
     runner = TrialRunner(loaded, args.engine, red.folder, red.id)
     install_stop_keys(_Stoppable(red, runner), f"reduction of {args.engine}", quiet=args.json)
     if args.timeout is not None:
@@ -142,17 +167,15 @@ async def _reduce(args: argparse.Namespace) -> int:
                 return
             if not args.json:
                 verdict = "still fails" if t.still_fails else f"does not reproduce ({t.outcome})"
-                print(f"  trial {t.index:>2} {t.step:<15} {t.nodes:>4} nodes  {verdict}  {t.seconds:.1f} s", flush=True)
+                took = "replayed" if t.replayed else f"{t.seconds:.1f} s"
+                print(f"  trial {t.index:>2} {t.step:<15} {t.nodes:>4} nodes  {verdict}  {took}", flush=True)
             seen += 1
 
     task = asyncio.ensure_future(run_reduction(loaded, args.engine, red, runner))
     while not task.done():
         await asyncio.wait({task}, timeout=0.2)
         progress()
-    try:
-        task.result()
-    except Exception as exc:
-        red.error = f"{type(exc).__name__}: {exc}"
+    task.result()  # run_reduction records what went wrong inside it in red.error; it does not raise
     progress()
     eng = loaded.engine(args.engine)
     record = write_evidence(red, loaded.path, loaded.resolve(eng.onnx))
@@ -160,7 +183,10 @@ async def _reduce(args: argparse.Namespace) -> int:
         print(json.dumps(record, default=str))
     else:
         print(record["headline"] if red.trials else headline(red))
-        print(f"{record['outcome']}: {record['causeText']}")
+        print(terminal_safe(f"{record['outcome']}: {record['causeText']}"))
+    if record.get("error"):  # located, on stderr (a --json run too): what failed inside, while doing what
+        report_error(record.get("errorCode") or "TRT983", terminal_safe(record["error"]), str(loaded.path))
+    if not args.json:
         if record["minimal"]:
             names = ", ".join(record["minimal"]["nodeNames"][:6])
             print(f"minimal model: {red.folder / 'minimal.onnx'} ({record['minimal']['nodes']} nodes: {names})")
@@ -177,6 +203,8 @@ def _exit(record: dict[str, Any], red: Any) -> int:
         return EXIT_TIMEOUT if red.stopped_by == "ci_timeout" else EXIT_CTRL_C
     if record["outcome"] in ("reduced", "configuration", "stopped"):
         return EXIT_OK
+    if record["outcome"] == "failed" and record.get("errorCode") == "TRT982":
+        return EXIT_BAD_INPUT  # the install lacks a module: fixed by installing the extra the message names
     return EXIT_FAILED
 
 

@@ -112,7 +112,9 @@ _TABLE: tuple[Code, ...] = (
     Code("TRT204", ERROR, "build", "Worker killed"),
     Code("TRT205", INFO, "build", "Retry advice"),
     Code("TRT206", ERROR, "build", "TensorRT internal error"),
-    # TRT207–TRT229: free (one line per new code, here)
+    Code("TRT207", ERROR, "build", "Out of memory during the build"),
+    Code("TRT208", WARNING, "build", "Engine portability: the engine cannot run on this GPU"),
+    # TRT209–TRT229: free (one line per new code, here)
     # -- docs/codes/timing-cache.md ------------------------------------------------------------------------------------
     Code("TRT301", WARNING, "timing-cache", "Timing cache quarantined"),
     Code("TRT302", INFO, "timing-cache", "Timing cache not applicable"),
@@ -229,7 +231,9 @@ _TABLE: tuple[Code, ...] = (
     # -- docs/codes/triage.md ------------------------------------------------------------------------------------------
     Code("TRT980", WARNING, "triage", "Reduced to a minimal failing model"),
     Code("TRT981", WARNING, "triage", "First layer out of tolerance"),
-    # TRT982–TRT999: free (one line per new code, here)
+    Code("TRT982", ERROR, "triage", "A module the reduction needs is not installed"),
+    Code("TRT983", ERROR, "triage", "The reduction failed"),
+    # TRT984–TRT999: free (one line per new code, here)
 )
 
 CODES: dict[str, Code] = {c.code: c for c in _TABLE}

@@ -179,11 +179,9 @@ def compare_values(
 
 def random_feed(model: Any, profiles: list[dict[str, Any]], seed: int = 0) -> dict[str, np.ndarray]:
     """Inputs at the first profile's opt shapes, seeded (used when the caller gives none; the evidence says so)."""
-    import onnx_graphsurgeon as gs
+    from trtls.triage.probe import _feed, model_inputs
 
-    from trtls.triage.probe import _feed
-
-    inputs = list(gs.import_onnx(model).inputs)
+    inputs = model_inputs(model)
     return _feed(inputs, (profiles or [{"inputs": []}])[0], "opt", np.random.default_rng(seed))
 
 

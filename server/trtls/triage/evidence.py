@@ -16,7 +16,8 @@ from trtls.triage.signature import describe
 
 
 def outcome_of(red: Reduction) -> str:
-    """reduced | configuration | not_reproduced | cancelled | stopped (the trial budget) | failed (an error)."""
+    """reduced | configuration | not_reduced (no smaller model fails the same way) | not_reproduced | cancelled |
+    stopped (the trial budget) | failed (an error inside the reduction: `error` says it)."""
     if red.error and red.cause != "not_reproduced":
         return "failed"
     if red.cause == "not_reproduced":
@@ -25,7 +26,11 @@ def outcome_of(red: Reduction) -> str:
         return "cancelled"
     if red.cause == "configuration":
         return "configuration"
-    return "stopped" if red.stopped_by == "max_trials" else "reduced"
+    if red.stopped_by == "max_trials":
+        return "stopped"
+    if red.cause == "model" and red.best is not None and red.best.nodes < red.original_nodes:
+        return "reduced"
+    return "not_reduced"  # nothing smaller failed the same way: never said as `reduced`
 
 
 def headline(red: Reduction) -> str:
@@ -57,9 +62,18 @@ def result_record(red: Reduction, recipe: Path, onnx: Path) -> dict[str, Any]:
                 else "the model's first node alone fails the same way"
             )
         ),
-        "model": "the model is the cause: the minimal model keeps the node(s) below",
+        "model": "the model is the cause: the minimal model keeps the node(s) below"
+        + ("" if red.settings_changed else " (the recipe changes no builder setting)"),
         "not_reproduced": red.error or "the failure did not reproduce",
+        "not_reduced": f"no smaller model fails the same way: every cut built or failed otherwise, so the whole "
+        f"model ({red.original_nodes} nodes) is the smallest failing one"
+        + ("" if red.settings_changed else " (the recipe changes no builder setting)"),
     }.get(red.cause or "", "no cause found before the stop")
+    outcome = outcome_of(red)
+    if outcome == "failed":
+        cause_text = red.error or cause_text
+    elif outcome == "not_reduced" and red.cause == "model":  # a candidate as large as the model is no reduction
+        cause_text = f"no smaller model fails the same way: the whole model ({red.original_nodes} nodes) is kept"
     by_step: dict[str, int] = {}
     for t in red.trials:
         by_step[t.step] = by_step.get(t.step, 0) + 1
@@ -69,7 +83,9 @@ def result_record(red: Reduction, recipe: Path, onnx: Path) -> dict[str, Any]:
         "engine": red.engine,
         "recipe": str(recipe),
         "onnx": str(onnx),
-        "outcome": outcome_of(red),
+        "outcome": outcome,
+        "error": red.error if outcome == "failed" else None,  # what went wrong inside, and while doing what
+        "errorCode": red.error_code if outcome == "failed" else None,
         "headline": headline(red),
         "rule": red.rule,
         "failure": red.target,
@@ -95,6 +111,18 @@ def result_record(red: Reduction, recipe: Path, onnx: Path) -> dict[str, Any]:
             "profiles": best.profiles,
         },
         "trialsUsed": len(red.trials),
+        "trialsBuilt": red.builds,
+        "resumedFrom": red.resumed_from,
+        "resumeNote": red.resume_note,
+        # what `trtls reduce --resume` continues from: the model's and the engine's hashes, the smallest failing
+        # candidate and every verdict so far (a candidate's key → its outcome); the search replays them, not rebuilds
+        "resume": {
+            "modelSha256": red.model_sha256,
+            "recipeSha256": red.recipe_sha256,
+            "failure": red.target,
+            "smallest": None if best is None else {"nodes": best.nodes, "nodeNames": best.node_names},
+            "verdicts": red.verdicts,
+        },
         "trialsByStep": by_step,
         "bisectBound": bisect_bound(red.original_nodes),
         "trials": [t.record() for t in red.trials],

@@ -27,7 +27,7 @@ class TensorFacts:
     varies: bool = False
 
 
-def _feed(inputs: list[Any], profile: dict[str, Any], point: str, rng: np.random.Generator) -> dict[str, Any]:
+def _feed(inputs: list[InputSpec], profile: dict[str, Any], point: str, rng: np.random.Generator) -> dict[str, Any]:
     shapes = {i["input"]: i[point] for i in profile["inputs"]}
     feed: dict[str, Any] = {}
     for spec in inputs:
@@ -42,18 +42,48 @@ def _feed(inputs: list[Any], profile: dict[str, Any], point: str, rng: np.random
     return feed
 
 
+@dataclass
+class InputSpec:
+    """A model input as the probe feeds it: its name, shape (ints; a name or None for a dynamic axis) and dtype."""
+
+    name: str
+    shape: list[Any]
+    dtype: Any  # numpy dtype
+
+
+def model_inputs(model: Any) -> list[InputSpec]:
+    """The inputs `model` (an onnx ModelProto) takes: its graph inputs that no initializer gives a value."""
+    import onnx
+
+    g = model.graph
+    constants = {i.name for i in g.initializer}
+    specs = []
+    for value in g.input:
+        if value.name in constants:
+            continue
+        tensor = value.type.tensor_type
+        shape = [d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in tensor.shape.dim]
+        dtype = onnx.helper.tensor_dtype_to_np_dtype(tensor.elem_type) if tensor.elem_type else np.dtype(np.float32)
+        specs.append(InputSpec(value.name, shape, dtype))
+    return specs
+
+
 def every_tensor_session(model: Any) -> Any:
     """An ONNX Runtime CPU session of `model` with every top-level tensor marked as an output (Polygraphy's
     `--onnx-outputs mark all`), graph optimizations off so that every tensor keeps its name and its value."""
-    import onnx_graphsurgeon as gs
+    import onnx
     import onnxruntime as ort
 
-    graph = gs.import_onnx(model)
-    inputs = list(graph.inputs)
-    marked = [t for t in graph.tensors().values() if not isinstance(t, gs.Constant) and t.name and t not in inputs]
+    taken = {i.name for i in model.graph.input} | {i.name for i in model.graph.initializer}
+    wide = onnx.ModelProto()
+    wide.CopyFrom(model)
+    del wide.graph.output[:]
     seen: set[str] = set()
-    graph.outputs = [t for t in marked if not (t.name in seen or seen.add(t.name))]  # type: ignore[func-returns-value]
-    wide = gs.export_onnx(graph, do_type_check=False)
+    for node in model.graph.node:
+        for name in node.output:
+            if name and name not in taken and name not in seen:
+                seen.add(name)
+                wide.graph.output.append(onnx.ValueInfoProto(name=name))
     opts = ort.SessionOptions()
     opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     opts.intra_op_num_threads = 1
@@ -66,9 +96,7 @@ def every_tensor_session(model: Any) -> Any:
 def probe_tensors(model: Any, profiles: list[dict[str, Any]], seed: int = 0) -> dict[str, TensorFacts]:
     """Run `model` (an onnx ModelProto) once per profile point through ONNX Runtime on the CPU; return the facts of
     every top-level tensor that a run produced. Raises RuntimeError (with ONNX Runtime's message) when a run fails."""
-    import onnx_graphsurgeon as gs
-
-    inputs = list(gs.import_onnx(model).inputs)
+    inputs = model_inputs(model)
     session = every_tensor_session(model)
     names = [o.name for o in session.get_outputs()]
     facts: dict[str, TensorFacts] = {}

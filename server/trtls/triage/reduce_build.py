@@ -14,6 +14,8 @@ failing model found so far. Everything is written atomically under `.trtls/reduc
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,6 +34,32 @@ class Stop(Exception):
     """The reduction was asked to stop (cancel, timeout, trial budget)."""
 
 
+# The modules a reduction imports and the extra that installs each (pyproject.toml's optional dependencies).
+EXTRA_OF = {"onnxruntime": "gates", "polygraphy": "gates", "onnx": "", "numpy": ""}
+MISSING_MODULE = "TRT982"
+REDUCTION_FAILED = "TRT983"
+
+
+def missing_module_text(name: str) -> str:
+    """`trtls reduce needs onnxruntime, which is not installed here: pip install 'trtls[gates]'`."""
+    extra = EXTRA_OF.get(name.split(".")[0])
+    install = f"pip install 'trtls[{extra}]'" if extra else "pip install trtls (a dependency of trtls itself)"
+    return f"trtls reduce needs {name}, which is not installed here: {install}"
+
+
+def missing_modules() -> list[str]:
+    """The modules a build reduction needs that cannot be imported here (each said with its extra, TRT982)."""
+    import importlib
+
+    missing = []
+    for name in EXTRA_OF:
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            missing.append(name)
+    return missing
+
+
 @dataclass
 class Reduction:
     id: str
@@ -44,42 +72,90 @@ class Reduction:
     target: dict[str, Any] | None = None
     best: Any = None  # the smallest Candidate that still fails
     best_path: Path | None = None
-    cause: str | None = None  # model | configuration | not_reproduced
+    cause: str | None = None  # model | configuration | not_reproduced | not_reduced
     cause_settings: dict[str, Any] = field(default_factory=dict)
+    settings_changed: dict[str, Any] = field(default_factory=dict)  # what the recipe changes from the defaults
     stopped_by: str | None = None  # cancel source, or "max_trials"
     stopped_during_trial: int | None = None  # the trial whose build was running when the stop came (it is cancelled)
     trials_at_stop: int | None = None  # trials started when the stop came: no trial starts after it
     error: str | None = None
+    error_code: str | None = None  # TRT982 a module is missing, TRT983 the reduction itself failed
+    phase: str = "starting"  # what the reduction was doing (an error says it)
     rule: str = RULE
+    # resume: what identifies the model and the recipe's engine, and every verdict so far (candidate key → fails)
+    model_sha256: str | None = None
+    recipe_sha256: str | None = None
+    verdicts: dict[str, dict[str, Any]] = field(default_factory=dict)  # key → {outcome, stillFails}
+    replay: dict[str, dict[str, Any]] = field(default_factory=dict)  # verdicts of the reduction this one resumes
+    resumed_from: str | None = None
+    resume_note: str | None = None  # why a resume asked for started over, or what it continued from
 
     @property
     def trial_dir(self) -> Path:
         return self.folder / "trials"
 
+    @property
+    def builds(self) -> int:
+        """The trials that were built (a replayed verdict of a resumed reduction is not a build)."""
+        return sum(1 for t in self.trials if not t.replayed)
+
 
 def _compute_indices(graph: Any) -> list[int]:
     """The nodes a marker walks: every node but `Constant` (constants come along with what reads them)."""
-    return [i for i, n in enumerate(graph.nodes) if n.op != "Constant"]
+    return [i for i, n in enumerate(graph.nodes) if n.op_type != "Constant"]
+
+
+def candidate_key(candidate: Any, settings: dict[str, Any] | None = None) -> str:
+    """A short, stable name for a trial: the candidate's nodes and outputs (and a settings trial's reverted key)."""
+    body = json.dumps([list(candidate.key[0]), list(candidate.key[1]), settings or {}], default=str)
+    return hashlib.sha256(body.encode()).hexdigest()[:24]
+
+
+def engine_sha256(eng: Any) -> str:
+    """The engine's table as the recipe gives it (settings, profiles, builder module): a change is another search."""
+    body = json.dumps(eng.model_dump(mode="json", exclude={"output", "timing_cache", "cancel_grace_s"}), sort_keys=True)
+    return hashlib.sha256(body.encode()).hexdigest()
 
 
 async def run_reduction(loaded: LoadedRecipe, engine: str, red: Reduction, runner: TrialRunner) -> Reduction:
-    import onnx
-    import onnx_graphsurgeon as gs
+    """Reduce; never raises for what goes wrong inside (a missing module, a model ONNX Runtime refuses, a cut that
+    fails): `red.error` and `red.error_code` say it, with what the reduction was doing."""
+    try:
+        await _run_reduction(loaded, engine, red, runner)
+    except ImportError as exc:
+        name = getattr(exc, "name", None) or str(exc)
+        red.error_code = MISSING_MODULE
+        red.error = f"{missing_module_text(name)} ({type(exc).__name__}: {exc}; while {red.phase})"
+    except Exception as exc:
+        red.error_code = REDUCTION_FAILED
+        red.error = f"the reduction failed while {red.phase}: {type(exc).__name__}: {exc}"
+    return red
 
+
+async def _run_reduction(loaded: LoadedRecipe, engine: str, red: Reduction, runner: TrialRunner) -> Reduction:
+    import onnx
+
+    from trtls.builds.precision import input_digest
     from trtls.triage.probe import probe_tensors
-    from trtls.triage.subgraph import cut
+    from trtls.triage.subgraph import cut, load_graph
 
     eng = loaded.engine(engine)
     onnx_path = loaded.resolve(eng.onnx)
+    red.phase = f"loading the model {onnx_path}"
+    red.model_sha256 = red.model_sha256 or await asyncio.to_thread(input_digest, onnx_path)
+    red.recipe_sha256 = engine_sha256(eng)
     model = onnx.load(str(onnx_path))  # external data from the model's own folder, as the parser reads it
-    graph = gs.import_onnx(model)
-    graph.toposort()
+    graph = load_graph(model)
     compute = _compute_indices(graph)
     red.original_nodes = len(graph.nodes)
     root = state_root(red.trial_dir)  # the recipe's folder: `.trtls/reduce/<id>/trials` stays inside it
     ensure_folder(red.trial_dir, within=root)
     profiles = eng.job_profiles()
-    tried: dict[tuple[str, ...], Trial] = {}
+    tried: dict[str, Trial] = {}
+    from trtls.core.build_config import BuilderSettings
+
+    defaults = flat_settings(BuilderSettings())
+    red.settings_changed = {k: v for k, v in flat_settings(eng.builder).items() if defaults.get(k) != v}
 
     def on_stop(source: str) -> None:  # on the loop: a trial is either running (its build cancelled) or not started
         red.trials_at_stop = len(red.trials)
@@ -89,43 +165,55 @@ async def run_reduction(loaded: LoadedRecipe, engine: str, red: Reduction, runne
 
     red.token.on_request(on_stop)
 
-    async def attempt(step: str, candidate: Any = None, *, path: Path | None = None, settings: Any = None) -> Trial:
+    async def attempt(
+        step: str, candidate: Any = None, *, path: Path | None = None, settings: Any = None, key: str | None = None
+    ) -> Trial:
         if red.token.is_set:
             raise Stop
-        if len(red.trials) >= red.max_trials:
-            red.stopped_by = "max_trials"
-            raise Stop
-        if candidate is not None and settings is None:
-            key = tuple(candidate.node_names)
+        if candidate is not None:
+            key = candidate_key(candidate, settings)
             if key in tried:  # the same cut again (a marker can land on one): its verdict, not another build
                 return tried[key]
+        elif step == "confirm":
+            key = "confirm"
+        replayed = key is not None and key in red.replay and (step != "confirm" or red.target is not None)
+        if not replayed and red.builds >= red.max_trials:
+            red.stopped_by = "max_trials"
+            raise Stop
         index = len(red.trials)
+        shown = candidate or (red.best if settings is not None else None)
         trial = Trial(
             index,
             step,
-            candidate.nodes if candidate else red.original_nodes,
-            candidate.first if candidate else 0,
-            candidate.last if candidate else len(graph.nodes) - 1,
+            shown.nodes if shown else red.original_nodes,
+            shown.first if shown else 0,
+            shown.last if shown else len(graph.nodes) - 1,
             f"{red.id}.t{index:03d}",
         )
         red.trials.append(trial)
+        red.phase = f"trial {index} ({step})"
         if candidate is not None:
             path = red.trial_dir / f"{index:03d}.onnx"
             atomic_write_bytes(path, candidate.model.SerializeToString(), kind=Kind.evidence, within=root)
         assert path is not None
-        if settings is not None:  # a settings trial rebuilds the minimal model: its nodes and profiles
-            trial.nodes, trial.first, trial.last = red.best.nodes, red.best.first, red.best.last
-        profiles_of = candidate or (red.best if settings is not None else None)
-        summary = await runner.build(trial, path, profiles_of.profiles if profiles_of else None, settings)
-        if red.token.is_set and trial.outcome == "cancelled":
-            raise Stop
-        trial.still_fails = red.target is not None and same_failure(red.target, summary)
-        if red.target is None:
-            red.target = failure_signature(summary)
-        if candidate is not None and settings is None:
-            tried[tuple(candidate.node_names)] = trial
-        if trial.still_fails and candidate is not None and (red.best is None or candidate.nodes <= red.best.nodes):
-            red.best, red.best_path = candidate, path
+        if replayed:  # a verdict the stopped reduction measured, for the same model, recipe and candidate
+            assert key is not None
+            trial.replayed, trial.outcome = True, red.replay[key]["outcome"]
+            trial.still_fails = bool(red.replay[key]["stillFails"])
+        else:
+            summary = await runner.build(trial, path, shown.profiles if shown else None, settings)
+            if red.token.is_set and trial.outcome == "cancelled":
+                raise Stop
+            trial.still_fails = red.target is not None and same_failure(red.target, summary)
+            if red.target is None:
+                red.target = failure_signature(summary)
+        if key is not None and red.target is not None:
+            red.verdicts[key] = {"outcome": trial.outcome, "stillFails": trial.still_fails}
+        if candidate is not None:
+            tried[key or ""] = trial
+        if trial.still_fails and candidate is not None and settings is None:
+            if red.best is None or candidate.nodes <= red.best.nodes:
+                red.best, red.best_path = candidate, path
         return trial
 
     try:
@@ -139,25 +227,36 @@ async def run_reduction(loaded: LoadedRecipe, engine: str, red: Reduction, runne
             )
             return red
         first.still_fails = True
+        red.verdicts["confirm"] = {"outcome": first.outcome, "stillFails": True}
+        red.phase = "probing every tensor's shapes with ONNX Runtime"
         facts = await asyncio.to_thread(probe_tensors, model, profiles)
+        red.phase = "cutting candidates"
         one = cut(graph, compute[0], compute[0], facts, len(profiles))
         if (await attempt("one_node", one)).still_fails:
-            red.cause = "configuration"
+            # the first node alone fails the same way: it is the minimal model; the settings are the cause only
+            # when putting one back makes it build (a recipe that changes none has none to blame)
+            await _settings_cause(red, attempt)
+            red.cause = "configuration" if red.cause_settings else "model"
             return red
+        # outputs: the span from the first node to node i, every branch it holds kept (a failing branch that ends
+        # before another output's deeper one stays in); its failure changes once along the order
         last = await _bisect(
             red,
             attempt,
-            lambda i: cut(graph, 0, compute[i], facts, len(profiles)),
+            lambda i: cut(graph, 0, compute[i], facts, len(profiles), branch=False),
             len(compute),
             invert=False,
             step="outputs",
         )
         last_index = compute[last] if last is not None else compute[-1]
+        # the branch: node `last_index` and what it depends on; when it alone fails, the other branches go
+        branch = cut(graph, 0, last_index, facts, len(profiles))
+        only_branch = (await attempt("branch", branch)).still_fails
         upto = [i for i in compute if i <= last_index]
         start = await _bisect(
             red,
             attempt,
-            lambda i: cut(graph, upto[i], last_index, facts, len(profiles)),
+            lambda i: cut(graph, upto[i], last_index, facts, len(profiles), branch=only_branch),
             len(upto),
             invert=True,
             step="inputs",
@@ -168,7 +267,7 @@ async def run_reduction(loaded: LoadedRecipe, engine: str, red: Reduction, runne
             end = await _linear(
                 red,
                 attempt,
-                lambda i: cut(graph, first_index, span[i], facts, len(profiles)),
+                lambda i: cut(graph, first_index, span[i], facts, len(profiles), branch=only_branch),
                 len(span),
                 invert=False,
                 step="linear_outputs",
@@ -178,14 +277,18 @@ async def run_reduction(loaded: LoadedRecipe, engine: str, red: Reduction, runne
             begin = await _linear(
                 red,
                 attempt,
-                lambda i: cut(graph, span[i], last_index, facts, len(profiles)),
+                lambda i: cut(graph, span[i], last_index, facts, len(profiles), branch=only_branch),
                 len(span),
                 invert=True,
                 step="linear_inputs",
             )
             first_index = span[begin] if begin is not None else first_index
-        await _settings_cause(red, attempt, eng)
-        red.cause = red.cause or "model"
+        if red.best is None:  # no cut failed the same way: the whole model is the smallest failing one
+            await _settings_cause(red, attempt, whole=onnx_path)
+            red.cause = "configuration" if red.cause_settings else "not_reduced"
+            return red
+        await _settings_cause(red, attempt)
+        red.cause = "configuration" if red.cause_settings else "model"
     except Stop:
         red.stopped_by = red.stopped_by or red.token.source
         if red.target is not None and red.cause is None and red.best is not None:
@@ -227,21 +330,21 @@ async def _linear(red: Reduction, attempt: Any, make: Any, count: int, *, invert
     return best
 
 
-async def _settings_cause(red: Reduction, attempt: Any, eng: Any) -> None:
-    """Put each changed setting back to its default on the minimal model: one without which it builds is a cause."""
-    if red.best is None or red.best_path is None:
+async def _settings_cause(red: Reduction, attempt: Any, whole: Path | None = None) -> None:
+    """Put each setting the recipe changes back to its default on the minimal model (or, with `whole`, on the
+    model itself): one without which it builds is a cause."""
+    path = whole or red.best_path
+    if path is None:
         return
     from trtls.core.build_config import BuilderSettings
 
-    defaults, ours = flat_settings(BuilderSettings()), flat_settings(eng.builder)
-    changed = {k: v for k, v in ours.items() if defaults.get(k) != v}
-    for key in sorted(changed):
-        trial = await attempt("settings", path=red.best_path, settings={key: defaults.get(key)})
+    defaults = flat_settings(BuilderSettings())
+    on = "whole" if whole is not None or red.best is None else candidate_key(red.best)
+    for key in sorted(red.settings_changed):
+        trial = await attempt("settings", path=path, settings={key: defaults.get(key)}, key=f"settings:{on}:{key}")
         trial.reverted = {key: defaults.get(key)}
         if trial.outcome == "built":
-            red.cause_settings[key] = changed[key]
-    if red.cause_settings:
-        red.cause = "configuration"
+            red.cause_settings[key] = red.settings_changed[key]
 
 
 def new_reduction(loaded: LoadedRecipe, engine: str, max_trials: int) -> Reduction:

@@ -1,13 +1,20 @@
-"""A contiguous run of a model's nodes (in topological order) as a model TensorRT can build on its own.
+"""A contiguous run of a model's nodes (in topological order) as a model TensorRT can build on its own, cut with
+`onnx` alone (a reduction needs no onnx_graphsurgeon: the `gates` extra is enough).
 
-The candidate's inputs are the tensors its nodes read that it does not produce (including the outer-scope tensors an
+Two cuts. A **branch** is one node and the nodes of the run it depends on; its outputs are that node's. A **span**
+is every node of the run that makes what the rest of the model reads; its outputs are the tensors it makes that the
+model returns or that a later node reads — the span keeps every branch of a model with several outputs, so a failing
+branch that ends before another output's deeper branch is not dropped. A span that grows by one node contains the
+smaller one: whether it fails changes once along the order, which is what a bisection needs.
+
+The candidate's inputs are the tensors its nodes read that it does not make (including the outer-scope tensors an
 `If`/`Loop` body reads); a tensor the probe saw with one small integer value in every run is frozen to that value (a
-shape tensor cannot be a profiled input). Its outputs are the tensors it produces that none of its nodes reads, and
-the model's own outputs. Its profiles come from the probed shapes, profile by profile.
+shape tensor cannot be a profiled input). Its profiles come from the probed shapes, profile by profile.
 """
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,26 +32,83 @@ class Candidate:
     last: int  # index of its last node
     node_names: list[str]
     profiles: list[dict[str, Any]]  # as the worker protocol carries them
+    outputs: tuple[str, ...] = ()
+    branch: bool = True  # a branch (node `last` and what it depends on) or a span (every branch of the run)
+
+    @property
+    def key(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """What makes two cuts the same model: the nodes kept and the outputs returned."""
+        return tuple(self.node_names), self.outputs
 
 
-def _subgraph_reads(node: Any) -> list[Any]:
-    """The outer-scope tensors an If/Loop/Scan body reads (every tensor read there, nested bodies included, that the
-    body does not make)."""
-    reads: list[Any] = []
-    for sub in node.subgraphs(recursive=False) if hasattr(node, "subgraphs") else ():
-        made = {id(t) for n in sub.nodes for t in n.outputs} | {id(t) for t in sub.inputs}
-        reads.extend(t for n in sub.nodes for t in reads_of(n) if id(t) not in made)
+def _body_reads(node: Any) -> list[str]:
+    """The outer-scope tensors an If/Loop/Scan body reads: every tensor read there (nested bodies included) that the
+    body neither makes nor takes as an input or initializer."""
+    import onnx
+
+    reads: list[str] = []
+    for attr in node.attribute:
+        bodies = [attr.g] if attr.type == onnx.AttributeProto.GRAPH else list(attr.graphs)
+        for body in bodies:
+            made = {o for n in body.node for o in n.output} | {i.name for i in body.input}
+            made |= {i.name for i in body.initializer}
+            reads.extend(t for n in body.node for t in reads_of(n) if t and t not in made)
     return reads
 
 
-def reads_of(node: Any) -> list[Any]:
-    return [*node.inputs, *_subgraph_reads(node)]
+def reads_of(node: Any) -> list[str]:
+    """The tensor names `node` reads (an omitted optional input, '', is none)."""
+    return [t for t in [*node.input, *_body_reads(node)] if t]
 
 
-def _is_constant(tensor: Any) -> bool:
-    import onnx_graphsurgeon as gs
+@dataclass
+class Graph:
+    """A model's top-level graph, its nodes in a topological order (the file's own order where it is one)."""
 
-    return isinstance(tensor, gs.Constant) or not tensor.name  # an empty name is an omitted optional input
+    model: Any
+    nodes: list[Any]
+    reads: list[list[str]]
+    producer: dict[str, int]
+    constants: set[str]  # initializers
+    inputs: list[str]  # the model's own inputs (an initializer listed as an input is not one)
+    outputs: list[str]
+
+
+def load_graph(model: Any) -> Graph:
+    """The graph of `model` (an onnx ModelProto), toposorted stably: a node comes as early as what it reads allows,
+    in the file's order. Raises ValueError for a graph with a cycle."""
+    g = model.graph
+    constants = {i.name for i in g.initializer} | {s.values.name for s in g.sparse_initializer}
+    nodes = list(g.node)
+    reads = [reads_of(n) for n in nodes]
+    made_by = {o: i for i, n in enumerate(nodes) for o in n.output if o}
+    waiting = [len({made_by[t] for t in r if t in made_by and made_by[t] != i}) for i, r in enumerate(reads)]
+    readers: dict[int, list[int]] = {}
+    for i, r in enumerate(reads):
+        for p in {made_by[t] for t in r if t in made_by and made_by[t] != i}:
+            readers.setdefault(p, []).append(i)
+    ready = [i for i, w in enumerate(waiting) if w == 0]
+    heapq.heapify(ready)
+    order: list[int] = []
+    while ready:
+        i = heapq.heappop(ready)
+        order.append(i)
+        for reader in readers.get(i, ()):
+            waiting[reader] -= 1
+            if waiting[reader] == 0:
+                heapq.heappush(ready, reader)
+    if len(order) != len(nodes):
+        raise ValueError("the model's graph has a cycle: its nodes have no topological order")
+    sorted_nodes = [nodes[i] for i in order]
+    return Graph(
+        model,
+        sorted_nodes,
+        [reads[i] for i in order],
+        {o: k for k, n in enumerate(sorted_nodes) for o in n.output if o},
+        constants,
+        [i.name for i in g.input if i.name not in constants],
+        [o.name for o in g.output],
+    )
 
 
 def _profile_entry(name: str, facts: TensorFacts, index: int) -> dict[str, Any] | None:
@@ -67,60 +131,114 @@ def _input_shape(facts: TensorFacts) -> list[Any]:
     ]
 
 
-def _ancestors(nodes: list[Any], last: int, first: int) -> list[Any]:
-    """Node `last` and every node in `first..last` it depends on, in their original order."""
-    producer = {id(t): i for i, n in enumerate(nodes) for t in n.outputs}
-    keep, todo = {last}, [last]
+def _needed(graph: Graph, seeds: list[int], first: int) -> list[int]:
+    """`seeds` and every node from `first` on that they depend on, in order."""
+    keep, todo = set(seeds), list(seeds)
     while todo:
-        for t in reads_of(nodes[todo.pop()]):
-            i = producer.get(id(t))
+        for t in graph.reads[todo.pop()]:
+            i = graph.producer.get(t)
             if i is not None and first <= i and i not in keep:
                 keep.add(i)
                 todo.append(i)
-    return [nodes[i] for i in sorted(keep)]
+    return sorted(keep)
 
 
-def cut(graph: Any, first: int, last: int, facts: dict[str, TensorFacts], n_profiles: int) -> Candidate:
-    """Node `last` of `graph` (an onnx_graphsurgeon Graph, toposorted) with the nodes from `first` on that it depends
-    on, as a model of its own: its outputs are node `last`'s (the model's own outputs when `last` is the final node
-    and `first` is 0 — the whole model is then the candidate, unchanged)."""
-    import onnx_graphsurgeon as gs
+def _span_outputs(graph: Graph, first: int, last: int) -> list[str]:
+    """What nodes `first..last` make that the model returns or a node after `last` reads, in the order made."""
+    later = {t for k in range(last + 1, len(graph.nodes)) for t in graph.reads[k]} | set(graph.outputs)
+    return [o for k in range(first, last + 1) for o in graph.nodes[k].output if o and o in later]
 
-    g = graph.copy()
-    whole = first == 0 and last == len(g.nodes) - 1
-    kept = list(g.nodes) if whole else _ancestors(g.nodes, last, first)
-    made = {id(t) for n in kept for t in n.outputs}
-    model_inputs = {id(t) for t in g.inputs}  # the model's own inputs stay inputs: freezing one changes the model
+
+def _value_info(name: str, facts: TensorFacts | None, fallback: Any = None) -> Any:
+    import onnx
+
+    if facts is None:
+        if fallback is not None:
+            return fallback
+        return onnx.helper.make_empty_tensor_value_info(name)
+    elem = onnx.helper.np_dtype_to_tensor_dtype(np.dtype(facts.dtype))
+    return onnx.helper.make_tensor_value_info(name, elem, _input_shape(facts))
+
+
+def cut(
+    graph: Graph, first: int, last: int, facts: dict[str, TensorFacts], n_profiles: int, *, branch: bool = True
+) -> Candidate:
+    """Nodes `first..last` of `graph` as a model of its own: with `branch`, node `last` and what it depends on
+    (its outputs are node `last`'s); without, the span (its outputs are what the rest of the model reads from it).
+    The whole model (`first` 0, `last` the final node, a span) is the model, unchanged."""
+    import onnx
+
+    g = graph.model.graph
+    whole = first == 0 and last == len(graph.nodes) - 1 and not branch
+    if branch:
+        outputs = [t for t in graph.nodes[last].output if t and t in facts]
+        kept = _needed(graph, [last], first)
+    else:
+        outputs = list(graph.outputs) if whole else _span_outputs(graph, first, last)
+        kept = _needed(graph, sorted({graph.producer[t] for t in outputs if t in graph.producer}), first)
+    made = {o for k in kept for o in graph.nodes[k].output if o}
+    own_inputs = {i.name: i for i in g.input}
     new_inputs: list[Any] = []
     frozen: list[Any] = []
-    seen: set[int] = set()
-    for node in kept:
-        for t in reads_of(node):
-            if id(t) in made or id(t) in seen or _is_constant(t):
+    read_constants: set[str] = set()
+    seen: set[str] = set()
+    for k in kept:
+        for t in graph.reads[k]:
+            if t in made or t in seen:
                 continue
-            seen.add(id(t))
-            f = facts.get(t.name)
-            if f is not None and f.value is not None and not f.varies and id(t) not in model_inputs:
-                t.inputs.clear()  # (it had a producer outside the run)
-                value = gs.Constant(f"{t.name}_frozen_value", np.asarray(f.value))
-                frozen.append(gs.Node("Constant", name=f"{t.name}_frozen", attrs={"value": value}, outputs=[t]))
+            seen.add(t)
+            if t in graph.constants:
+                read_constants.add(t)
                 continue
-            if f is not None:
-                t.dtype, t.shape = f.dtype, _input_shape(f)
-            new_inputs.append(t)
-    outputs = list(g.outputs) if whole else [t for t in g.nodes[last].outputs if t.name and t.name in facts]
-    for t in outputs:
-        t.dtype, t.shape = facts[t.name].dtype, _input_shape(facts[t.name])
-    g.nodes = [*frozen, *kept]
-    g.inputs, g.outputs = new_inputs, outputs
-    g.cleanup(remove_unused_graph_inputs=True).toposort()
+            f = facts.get(t)
+            if f is not None and f.value is not None and not f.varies and t not in own_inputs:
+                value = onnx.numpy_helper.from_array(np.asarray(f.value), name=f"{t}_frozen_value")
+                frozen.append(onnx.helper.make_node("Constant", [], [t], name=f"{t}_frozen", value=value))
+                continue
+            new_inputs.append(_value_info(t, f, own_inputs.get(t)))
+    model = onnx.ModelProto()
+    if whole:
+        model.CopyFrom(graph.model)
+    else:
+        _shell(model, graph.model)
+        out = model.graph
+        out.name = g.name
+        out.node.extend([*frozen, *(graph.nodes[k] for k in kept)])
+        out.input.extend(new_inputs)
+        out.output.extend(_value_info(t, facts.get(t)) for t in outputs)
+        out.initializer.extend(i for i in g.initializer if i.name in read_constants)
+        out.sparse_initializer.extend(s for s in g.sparse_initializer if s.values.name in read_constants)
+        ends = {i.name for i in out.input} | {o.name for o in out.output}
+        out.value_info.extend(v for v in g.value_info if v.name in made and v.name not in ends)
     profiles = []
     for index in range(n_profiles):
-        entries = [e for t in g.inputs if (e := _profile_entry(t.name, facts[t.name], index)) is not None]
+        entries = [
+            e for i in model.graph.input if i.name in facts and (e := _profile_entry(i.name, facts[i.name], index))
+        ]
         if entries:
             profiles.append({"inputs": entries})
-    exported = gs.export_onnx(g)
-    nodes = exported.graph.node  # what the candidate holds, frozen constants included
+    nodes = model.graph.node  # what the candidate holds, frozen constants included
     compute = sum(1 for n in nodes if n.op_type != "Constant")
     names = [n.name for n in nodes if n.op_type != "Constant"]
-    return Candidate(exported, len(nodes), compute, first, last, names, profiles)
+    return Candidate(
+        model,
+        len(nodes),
+        compute,
+        first,
+        last,
+        names,
+        profiles,
+        tuple(o.name for o in model.graph.output),
+        branch,
+    )
+
+
+def _shell(into: Any, model: Any) -> None:
+    """`model` without its graph's contents: the opsets, IR version, functions and metadata a cut keeps."""
+    into.ir_version = model.ir_version
+    into.opset_import.extend(model.opset_import)
+    into.functions.extend(model.functions)
+    into.producer_name = model.producer_name
+    into.producer_version = model.producer_version
+    into.domain = model.domain
+    into.model_version = model.model_version

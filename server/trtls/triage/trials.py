@@ -22,7 +22,7 @@ from trtls.fs import Kind, remove_file
 @dataclass
 class Trial:
     index: int
-    step: str  # confirm | one_node | outputs | inputs | linear_outputs | linear_inputs | settings
+    step: str  # confirm | one_node | outputs | branch | inputs | linear_outputs | linear_inputs | settings
     nodes: int
     first: int
     last: int
@@ -32,6 +32,7 @@ class Trial:
     failure: dict[str, Any] | None = None
     seconds: float = 0.0
     reverted: dict[str, Any] = field(default_factory=dict)  # settings a `settings` trial put back to their default
+    replayed: bool = False  # a resumed reduction's verdict from the stopped one: not built again
 
     def record(self) -> dict[str, Any]:
         return {
@@ -46,6 +47,7 @@ class Trial:
             "failure": self.failure,
             "seconds": round(self.seconds, 3),
             **({"reverted": self.reverted} if self.reverted else {}),
+            **({"replayed": True} if self.replayed else {}),
         }
 
 
