@@ -7,6 +7,7 @@ failure, as .ci/setup installs it)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import socket
@@ -62,14 +63,26 @@ class DavServer:
     root: Path  # what the server stores: <root>/cache/ac/<key>, <root>/cache/cas/<sha256>
     folder: Path  # its config, logs and pid file
     process: subprocess.Popen[bytes]
+    settles: int = 0
 
     @property
     def files(self) -> Path:
         return self.root / "cache"
 
     def access_log(self) -> str:
+        """The access log once every request answered so far is in it: nginx writes a request's line after it has
+        sent the answer, so a client can read an answer before its line is there. One worker logs in order: when a
+        last request's own line is there, so are the lines of every request answered before it."""
+        self.settles += 1
+        marker = f"/settle-{self.settles}-{time.monotonic_ns()}"
+        with contextlib.suppress(urllib.error.HTTPError):
+            urllib.request.urlopen(self.url.removesuffix("/cache") + marker, timeout=10).close()
         path = self.folder / "access.log"
-        return path.read_text() if path.exists() else ""
+        deadline = time.monotonic() + 30
+        while marker not in (text := path.read_text() if path.exists() else ""):
+            assert time.monotonic() < deadline, f"nginx never logged {marker}"
+            time.sleep(0.01)
+        return text
 
     def stop(self) -> None:
         if self.process.poll() is None:

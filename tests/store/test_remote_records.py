@@ -117,7 +117,13 @@ def _not_json(server: DavServer) -> str:
     return "its record is not JSON"
 
 
-BAD = [_parts_of_another_key, _another_keys_record, _other_bytes, _longer, _no_blob, _not_json]
+def _too_deep(server: DavServer) -> str:
+    _plant(server, _record(PARTS, ENGINE), KEY, ENGINE)
+    (server.files / "ac" / KEY).write_bytes(b"[" * 200_000)  # deeper than the parser's recursion
+    return "its record is not JSON"
+
+
+BAD = [_parts_of_another_key, _another_keys_record, _other_bytes, _longer, _no_blob, _not_json, _too_deep]
 
 
 @pytest.mark.parametrize("plant", BAD, ids=[f.__name__.strip("_") for f in BAD])
@@ -165,7 +171,7 @@ def test_a_miss_is_quiet_and_a_read_only_store_says_what_it_cannot_keep(nginx_da
     assert reader.get(KEY) is None
     assert reader.notes == [
         f"the remote store {nginx_dav.url} holds {KEY[:12]}, but the local store is read-only (mode = read) and "
-        "cannot keep it: the engine is built here"
+        "cannot keep it to restore from"
     ]
     assert gets(nginx_dav, "cas") == [] and list((store.root / "entries").iterdir()) == []
     # and a read-only store never sends anything

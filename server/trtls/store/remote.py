@@ -98,7 +98,7 @@ def fetch_entry(store: Store, key: str) -> bool:
         _fetch_into_store(store, url, key, raw, record)
     except _Unusable as exc:
         _refused.add((url, key))
-        _note(store, f"the remote store {_shown(url)} is not used for {key[:12]}: {exc}; the engine is built here")
+        _note(store, f"the remote store {_shown(url)} is not used for {key[:12]}: {exc}")
         return False
     except RemoteError as exc:
         _note(store, f"the remote store {_shown(url)} was not used: {exc}")
@@ -120,7 +120,7 @@ def _read_only_miss(store: Store, url: str, key: str) -> bool:
         return False
     if held:
         _note(store, f"the remote store {_shown(url)} holds {key[:12]}, but the local store is read-only "
-                     "(mode = read) and cannot keep it: the engine is built here")  # fmt: skip
+                     "(mode = read) and cannot keep it to restore from")  # fmt: skip
     else:
         _missed[(url, key)] = time.monotonic() + MISS_MEMORY_S
     return False
@@ -142,14 +142,18 @@ def _checked_record(store: Store, raw: bytes, key: str) -> dict[str, Any]:
     """The record, when it is an entry of `key` as a local one must be; _Unusable says what is wrong."""
     try:
         record = json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):
         raise _Unusable("its record is not JSON") from None
     if not isinstance(record, dict) or record.get("format") != ENTRY_FORMAT:
         raise _Unusable(f"its record is not a {ENTRY_FORMAT} record")
     if record.get("key") != key:
         raise _Unusable("its record is of another key")
     parts = record.get("parts")
-    if not isinstance(parts, dict) or key_of_parts(parts) != key:
+    try:
+        of_parts = key_of_parts(parts) if isinstance(parts, dict) else None
+    except (TypeError, ValueError, RecursionError):
+        of_parts = None
+    if of_parts != key:
         raise _Unusable("its record's key does not match its parts")
     engine = record.get("engine")
     sha = engine.get("sha256") if isinstance(engine, dict) else None
