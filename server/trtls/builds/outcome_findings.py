@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from trtls.core.build_config import setting_path
-from trtls.core.builder_errors import describe
+from trtls.core.builder_errors import describe, describe_memory
 from trtls.core.findings import Finding, Origin, Severity
 
 
@@ -138,6 +138,22 @@ def _failure_findings(summary: dict[str, Any], engine: str) -> list[Finding]:
                 ("engines", engine),
                 buildId=summary["buildId"],
                 layer=failure.get("layer"),
+            )
+        ]
+    if kind == "out_of_memory":
+        where: tuple[str, ...] = ("engines", engine)
+        if failure.get("resource") == "workspace_limit":
+            where = setting_path(engine, "workspace_mib")
+        return [
+            _f(
+                "TRT207",
+                Severity.error,
+                f"{describe_memory(failure)}. {failure.get('advice')}",
+                where,
+                buildId=summary["buildId"],
+                resource=failure.get("resource"),
+                peakRssBytes=failure.get("peakRssBytes"),
+                keys=failure.get("keys"),
             )
         ]
     if kind in ("setting", "plugin", "precision") and failure.get("code"):

@@ -9,7 +9,7 @@ from trtls import __version__
 from trtls.builds.artifacts import sha256_file
 from trtls.builds.build import Build
 from trtls.builds.history import History
-from trtls.core.builder_errors import internal_error, setting_failure
+from trtls.core.builder_errors import classify_failure
 from trtls.core.evidence import UNKNOWN, gpu_sku, retry_advice, validation_status
 from trtls.core.phase_tree import NS
 from trtls.core.write_policy import job_writes_outside
@@ -55,10 +55,11 @@ def build_summary(build: Build, t_end: int, history: History) -> dict[str, Any]:
     )
     if repeated is not None and repeated in build.tree.phases:
         repeated = f"{build.tree.phases[repeated].name} ({repeated})"
-    failure = build.failure
-    if failure is None and build.outcome == "failed":
-        # also for external workers, which only send the log
-        failure = internal_error(build.logs) or setting_failure(build.logs)
+    resources = resources_record(build)
+    # also for external workers, which only send the log; memory exhaustion first (core.builder_errors)
+    failure = classify_failure(
+        build.outcome or "killed", build.failure, build.logs, build.error, list(build.stderr_tail), resources
+    )
     advice = retry_advice(build.outcome or "killed", cache.get("decision"), bool(intact), repeated, failure)
     lat = build.token.latencies_ms()
     seen = None
@@ -107,7 +108,7 @@ def build_summary(build: Build, t_end: int, history: History) -> dict[str, Any]:
         "durationS": round((t_end - build.t_start_ns) / NS, 3),
         "outputCheck": build.output_check,
         "writesOutside": job_writes_outside(build.recipe_path, build.job),  # allowed by the recipe's allow_outside
-        "resources": resources_record(build),
+        "resources": resources,
         "workerPid": build.pid,
         "workerExitCode": build.exit_code,
         "stderrTail": list(build.stderr_tail)[-10:],

@@ -127,3 +127,133 @@ def setting_failure(logs: list[dict[str, str]] | list[tuple[str, str]]) -> dict[
                 "engine runs)",
             }
     return None
+
+
+# ---------------------------------------------------------------- memory exhaustion
+
+# Lines that say an allocation failed. Measured here: TensorRT-RTX 1.7 building the quickstart `demo` under
+# `ulimit -v 600000` logs `Unexpected exception std::bad_alloc`; with `workspace_mib = 1` the quickstart `large`
+# fails in Myelin with "no tactics to implement the operation within workspace limit. Consider increase the allowed
+# workspace size". Reported by users and seen on the lent H200: `Error Code 2: OutOfMemory (Requested size was N
+# bytes.)`; CUDA's own wording (`cudaErrorMemoryAllocation`, `CUDA_ERROR_OUT_OF_MEMORY`, "out of memory").
+_ALLOCATION = re.compile(
+    r"Error Code 2: OutOfMemory|\bOutOfMemory\b|Requested size was|std::bad_alloc|\bMemoryError\b|"
+    r"cudaErrorMemoryAllocation|CUDA_ERROR_OUT_OF_MEMORY|(?i:\bout of memory\b)|[Ff]ailed to allocate|"
+    r"[Aa]llocation (?:of \S+ bytes )?failed|Cannot allocate memory",
+)
+_WORKSPACE_LIMIT = re.compile(r"within workspace limit|increase the allowed workspace size|[Ii]nsufficient workspace")
+_DEVICE = re.compile(r"\bcuda|\bGPU\b|\bdevice\b", re.I)
+_REQUESTED = re.compile(r"Requested size was (?P<n>\d+)\s*bytes", re.I)
+_NO_IMPLEMENTATION = "Could not find any implementation for node"
+# the recipe keys a retry can change (core.build_config: BuilderSettings, MemoryPoolLimits)
+LESS_MEMORY_KEYS = (
+    "builder.memory_pool_limits.workspace_mib",
+    "builder.memory_pool_limits.tactic_dram_mib",
+    "builder.max_aux_streams",
+    "builder.max_num_tactics",
+)
+WORKSPACE_KEY = "builder.memory_pool_limits.workspace_mib"
+
+
+def memory_exhaustion(
+    logs: list[dict[str, str]] | list[tuple[str, str]],
+    error: str | None = None,
+    stderr_tail: list[str] | tuple[str, ...] = (),
+    resources: dict[str, Any] | None = None,
+) -> dict[str, Any] | None:
+    """The build ran out of memory, as a failure record (`kind: out_of_memory`); None when nothing says so.
+
+    Said by: an allocation failure in TensorRT's errors (OutOfMemory, "Requested size was", std::bad_alloc, CUDA's
+    out-of-memory), a Python MemoryError in the worker's error or stderr, the kernel's OOM killer acting while the
+    worker ran (`resources.oom.oomKill`), or a workspace pool too small for any tactic. TensorRT's "Could not find any
+    implementation for node" counts only next to an allocation failure: alone it is an internal error."""
+    lines: list[str] = []
+    for entry in logs:
+        severity, msg = (entry["severity"], entry["msg"]) if isinstance(entry, dict) else entry
+        if severity in ("ERROR", "INTERNAL_ERROR"):
+            lines.append(msg)
+    said = [m for m in lines if _ALLOCATION.search(m)]
+    said += [t for t in (error or "", *stderr_tail) if t and _ALLOCATION.search(t) and t not in said]
+    workspace = [m for m in lines if _WORKSPACE_LIMIT.search(m)]
+    oom = (resources or {}).get("oom") or {}
+    killed_by_oom = oom.get("oomKill") is True
+    if not said and not workspace and not killed_by_oom:
+        return None
+    evidence = (workspace + said)[:3] + [m for m in lines if _NO_IMPLEMENTATION in m][:1]
+    if killed_by_oom:
+        evidence.append(f"the kernel's OOM killer acted while the worker ran ({oom.get('how')})")
+    if workspace and not said:
+        resource = "workspace_limit"
+    elif said and any(_DEVICE.search(m) for m in said):
+        resource = "device_memory"
+    else:
+        resource = "host_memory" if (killed_by_oom or said) else "memory"
+    requested = next((int(m.group("n")) for m in map(_REQUESTED.search, said) if m), None)
+    rss = (resources or {}).get("peakRssBytes")
+    record: dict[str, Any] = {
+        "kind": "out_of_memory",
+        "resource": resource,
+        "evidence": evidence,
+        "requestedBytes": requested,
+        "peakRssBytes": rss,
+        "peakRssHow": (resources or {}).get("how"),
+        "oomKill": oom.get("oomKill"),
+        "keys": [WORKSPACE_KEY] if resource == "workspace_limit" else list(LESS_MEMORY_KEYS),
+    }
+    record["advice"] = memory_advice(record)
+    return record
+
+
+def memory_advice(record: dict[str, Any]) -> str:
+    """What a retry should change, naming the recipe keys (a blind retry runs out the same way)."""
+    if record.get("resource") == "workspace_limit":
+        return (
+            "the workspace pool limit leaves TensorRT no tactic for a layer: raise "
+            f"{WORKSPACE_KEY} (or remove it to use the device's memory); a retry with the same limit fails the same way"
+        )
+    peak = record.get("peakRssBytes")
+    at = f" (worker peak RSS {peak / (1 << 20):.0f} MiB)" if isinstance(peak, int) else ""
+    return (
+        f"the build ran out of memory{at}: retry with less memory for the builder — lower "
+        "builder.memory_pool_limits.workspace_mib and builder.memory_pool_limits.tactic_dram_mib, fewer "
+        "auxiliary streams (builder.max_aux_streams = 0), fewer tactics (builder.max_num_tactics) — or on a "
+        "machine with more memory; a blind retry runs out the same way"
+    )
+
+
+def describe_memory(record: dict[str, Any]) -> str:
+    """One line for a diagnostic: what ran out and what said so."""
+    what = {
+        "workspace_limit": "the workspace pool limit is too small for any tactic",
+        "device_memory": "GPU memory ran out",
+        "host_memory": "host memory ran out",
+    }.get(str(record.get("resource")), "memory ran out")
+    requested = record.get("requestedBytes")
+    asked = f" (TensorRT asked for {requested} bytes)" if requested else ""
+    first = (record.get("evidence") or [""])[0]
+    said = f"; the log: {first[:200]}" if first else ""
+    return f"out of memory during the build: {what}{asked}{said}"
+
+
+def classify_failure(
+    outcome: str,
+    failure: dict[str, Any] | None,
+    logs: list[dict[str, str]] | list[tuple[str, str]],
+    error: str | None = None,
+    stderr_tail: list[str] | tuple[str, ...] = (),
+    resources: dict[str, Any] | None = None,
+) -> dict[str, Any] | None:
+    """Why a build that did not finish failed: the worker's own record (a setting, a plugin, the precision step) when
+    it sent one; else memory exhaustion (before an internal error: an allocation failure is often logged as "Could not
+    find any implementation"), a TensorRT internal error, or a setting the log pins. A killed worker can only have run
+    out of memory (the OOM killer, a MemoryError) — anything else about it is unknown."""
+    if outcome not in ("failed", "killed"):
+        return failure
+    if failure is not None and failure.get("kind") in ("setting", "plugin", "precision"):
+        return failure
+    memory = memory_exhaustion(logs, error, stderr_tail, resources)
+    if memory is not None:
+        return memory
+    if failure is not None or outcome != "failed":
+        return failure
+    return internal_error(logs) or setting_failure(logs)

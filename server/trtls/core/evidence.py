@@ -65,6 +65,8 @@ def retry_advice(
             f"({what}, precision, memory pool limits, optimization level) or the TensorRT version, "
             "and report it to NVIDIA with this evidence folder",
         )
+    if outcome in ("failed", "killed") and kind == "out_of_memory":  # core.builder_errors.memory_exhaustion
+        return RetryAdvice("investigate", str((failure or {}).get("advice")))
     if outcome == "failed" and kind in ("setting", "plugin", "precision"):
         return RetryAdvice(
             "investigate",
