@@ -135,7 +135,7 @@ def test_a_truncated_bundle_gets_no_canary_or_rollback_verdict(built: Path, tmp_
     assert r.returncode == 4, r.stderr
     s = json.loads(r.stdout)
     assert s["gates"]["3"]["status"] == "reject"
-    assert s["canary_status"] == "not_run" and s["rollback_status"] == "not_run"
+    assert s["canary_inputs_status"] == "not_run" and s["rollback_status"] == "not_run"
     five = {c["name"]: c for c in s["gates"]["5"]["checks"]}
     assert five["release.canary"]["status"] == five["release.rollback"]["status"] == "not_checked"
     # gate 4 had nothing deployed to run: never the recipe's ONNX in its place

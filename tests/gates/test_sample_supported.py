@@ -27,6 +27,7 @@ SUMMARY_FIELDS = (
     "runtime_target",
     "validation_status",
     "canary_status",
+    "canary_inputs_status",
     "rollback_status",
 )
 NO_GPU = "no GPU that TensorRT accepts on this machine"
@@ -136,7 +137,8 @@ def test_route_summary_says_what_was_proven(ran):
         assert s.get(key), key
     assert s["route_name"] == "tiny_ort" and s["checkpoint_revision"] == COMMIT
     assert s["bundle_digest"] == f"sha256:{sha256(root / 'build' / 'tiny_ort.bundle')}"
-    assert s["validation_status"] == "pass" and s["canary_status"] == "pass" and s["rollback_status"] == "tested"
+    assert s["validation_status"] == "pass" and s["canary_inputs_status"] == "pass" and s["rollback_status"] == "tested"
+    assert s["canary_status"] == "not_started"  # the ledger's: never promoted, no canary ran (a smoke run is not one)
     assert s["record"]["reference"]["reference"] == "checkpoint" and s["record"]["reference"]["family"] == "tiny-mlp"
     assert "baseline" not in s  # the final run was a normal run: it recorded nothing
 

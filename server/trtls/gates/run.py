@@ -6,9 +6,9 @@ statically: a gate that cannot be imported breaks the import of this module, lou
 `hold` naming the exception, and one that returns no checks a `hold` too: a gate that did not run is never a pass.
 
 Evidence: `.trtls/routes/<route>/summary.json` (atomic) with route_name, checkpoint_revision,
-bundle_digest, runtime_target, validation_status, canary_status, rollback_status, the decision and every
-check of every gate; beside it `report.sarif` (SARIF 2.1.0) and `junit.xml`.
-Gates 3–5 share results through `ctx.record` (e.g. `bundle_digest`, `validation_status`, `canary_status`,
+bundle_digest, runtime_target, validation_status, canary_status (the promotion ledger's), canary_inputs_status,
+rollback_status, the decision and every check of every gate; beside it `report.sarif` (SARIF 2.1.0) and `junit.xml`.
+Gates 3–5 share results through `ctx.record` (e.g. `bundle_digest`, `validation_status`, `canary_inputs_status`,
 `rollback_status`), which the summary picks up.
 
 Baseline: a normal run never writes gate 5's performance baseline. `record_baseline=True` (`trtls gates
@@ -41,6 +41,7 @@ from trtls.gates.context import GateContext, GateHook
 from trtls.gates.environment import check_environment
 from trtls.gates.lifecycle.notes import promotion_finding, promotion_note
 from trtls.gates.lifecycle.promotion import COMPLETE_SUMMARY
+from trtls.gates.lifecycle.status import canary_state
 from trtls.gates.lifecycle.rested_on import bundle_digest, content_fact, current_content, facts, lock_digest
 from trtls.gates.parity.fidelity import fidelity_checks
 from trtls.gates.release import Measurement, write_baseline
@@ -301,7 +302,10 @@ def _summary(
         "reference_runtime": r.get("reference") or ctx.route.reference,
         **_engine_note(ctx, gates),
         "validation_status": validation,
-        "canary_status": r.get("canary_status", "not_started"),
+        # the canary of the promoted bundle, from the promotion ledger (the one record of it); the gate-5 run on the
+        # canary inputs is `canary_inputs_status` — a smoke run is not a canary of real traffic
+        "canary_status": canary_state(ctx.loaded, ctx.route_name),
+        "canary_inputs_status": r.get("canary_inputs_status", "not_started"),
         "rollback_status": r.get("rollback_status", "blocked"),
         "license": g1.get("license"),
         "intended_use": ctx.route.intended_use,

@@ -18,13 +18,19 @@ artifact) with a new record; it never touches the user's files, and says so.
 from __future__ import annotations
 
 import calendar
+import math
+import operator
+import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from trtls.core.route import RouteModel
+from trtls.core.route_lifecycle import AbortRule, CanaryPlan
 from trtls.gates.lifecycle.ledger import LedgerTampered, append_record, read_ledger
 from trtls.gates.lifecycle.promotion import APPROVER_HOW, Outcome, approver_from_env, iso, pointer, utc_now
 from trtls.gates.lifecycle.rested_on import Fact, bundle_digest, current_facts, drifts
@@ -78,6 +84,62 @@ def canary_of(records: list[dict[str, Any]], ptr: dict[str, Any]) -> tuple[str, 
         if r.get("event") == "canary" and r.get("pointer_seq") == ptr.get("seq"):
             state, figures = str(r.get("state")), dict(r.get("figures") or {})
     return state, figures
+
+
+_TO_UNIT = {("s", "ms"): 1000.0, ("ms", "s"): 0.001}
+_COMPARE = {">": operator.gt, ">=": operator.ge, "<": operator.lt, "<=": operator.le}
+
+
+def figure_value(raw: Any, unit: str | None) -> float | str:
+    """A canary figure in `unit`: a number, or text with its unit ("0.5%", "80ms", "0.08 s"), converted between s
+    and ms; the reason when it is neither (a figure without a unit is read in the rule's unit)."""
+    if isinstance(raw, bool):
+        return f"{raw!r} is not a number"
+    if isinstance(raw, (int, float)):
+        value, given = float(raw), None
+    else:
+        m = re.fullmatch(r"\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*(%|ms|s)?\s*", str(raw))
+        if m is None:
+            return f"{raw!r} is not a number with an optional unit (%, ms, s)"
+        value, given = float(m[1]), m[2]
+    if not math.isfinite(value):
+        return f"{raw!r} is not a finite number"
+    if given is None or given == unit:
+        return value
+    factor = _TO_UNIT.get((given, unit or ""))
+    if factor is not None:
+        return value * factor
+    return f"{raw!r} is in {given}, the rule in {unit or 'no unit'}"
+
+
+def judge_figures(rules: Sequence[AbortRule], figures: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each abort rule against the canary's figures: {rule, figure, value, broken, why}; `broken` is None when the
+    figure is missing or cannot be read in the rule's unit (`why` says which)."""
+    out = []
+    for rule in rules:
+        raw = figures.get(rule.metric)
+        value = figure_value(raw, rule.unit) if rule.metric in figures else f"{rule.metric} was not given"
+        entry: dict[str, Any] = {"rule": rule.text(), "figure": rule.metric, "value": raw}
+        if isinstance(value, str):
+            entry.update(broken=None, why=f"{rule.metric}: {value}")
+        else:
+            broken = _COMPARE[rule.comparison](value, rule.threshold)
+            unit = f" {rule.unit}" if rule.unit else ""
+            entry.update(broken=broken, why=f"{rule.metric} = {value:g}{unit} breaks `{rule.text()}`" if broken else "")
+        out.append(entry)
+    return out
+
+
+def canary_state(loaded: Any, route_name: str) -> str:
+    """The canary status of the route's promoted bundle, from the ledger (the one place it is recorded):
+    not_started, running, pass or failed — `not_started` when nothing is promoted, `unknown` on a tampered ledger.
+    The gates summary's `canary_status` renders this."""
+    ledger = read_ledger(Path(loaded.base_dir))
+    if ledger.problem is not None:
+        return "unknown"
+    records = ledger.for_route(route_name)
+    ptr = pointer(records)
+    return "not_started" if ptr is None else canary_of(records, ptr)[0]
 
 
 def _previous_promotion(records: list[dict[str, Any]], ptr: dict[str, Any]) -> dict[str, Any] | None:
@@ -211,13 +273,38 @@ def canary(
     need, nxt = CANARY_NEXT[action]
     if state != need:
         return Outcome(False, f"the canary is {state}: `{action}` needs it {need}")
-    watched = list((ptr.get("canary_plan") or {}).get("watch") or [])
-    missing = [w for w in watched if w not in figures] if action != "start" else []
+    try:
+        plan = CanaryPlan.model_validate(ptr.get("canary_plan") or {})
+    except ValidationError as exc:
+        why = "; ".join(str(e.get("msg")) for e in exc.errors())
+        return Outcome(
+            False,
+            f"the canary plan promotion #{ptr['seq']} recorded cannot be read ({why}): promote again with a plan",
+            refused=[{"item": "canary plan", "reason": why}],
+        )
+    missing = [w for w in plan.needed if w not in figures] if action != "start" else []
     if missing:
         return Outcome(
             False,
-            f"the canary plan watches {', '.join(missing)}: give each with --figure NAME=VALUE",
+            f"the canary plan needs {', '.join(missing)}: give each with --figure NAME=VALUE",
             refused=[{"item": "figure", "reason": m} for m in missing],
+        )
+    judged = judge_figures(plan.abort_if, figures) if action != "start" else []
+    unreadable = [j for j in judged if j["broken"] is None]
+    if unreadable:
+        return Outcome(
+            False,
+            "figures the abort rules read are not numbers in their unit: give NAME=NUMBER[UNIT]",
+            refused=[{"item": "figure", "reason": j["why"]} for j in unreadable],
+        )
+    broken = [j for j in judged if j["broken"]]
+    if action == "pass" and broken:
+        return Outcome(
+            False,
+            f"not recorded: the canary broke the plan's abort rule{'s' if len(broken) > 1 else ''}: "
+            + "; ".join(j["why"] for j in broken)
+            + f" — record `trtls route canary --route {route_name} fail` instead",
+            refused=[{"item": "abort_if", "reason": j["why"]} for j in broken],
         )
     record = {
         "event": "canary",
@@ -226,6 +313,7 @@ def canary(
         "bundle_digest": ptr["bundle_digest"],
         "state": nxt,
         "figures": figures,
+        "abort_rules": judged,
         "approver": approver_from_env(approver, base),
         "when": iso(utc_now() if now is None else now),
     }

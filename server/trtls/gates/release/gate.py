@@ -134,7 +134,8 @@ def unmeasured(why: str, path: TomlPath) -> list[GateCheck]:
 
 
 def record_of(checks: Sequence[GateCheck]) -> dict[str, str]:
-    """canary_status / rollback_status for the route summary (CBAT vocabulary; `not_run` when gate 3 failed)."""
+    """canary_inputs_status / rollback_status for the route summary (`not_run` when gate 3 failed). The summary's
+    `canary_status` is the promoted bundle's canary, from the ledger (`lifecycle.status.canary_state`)."""
     by = {c.name: c for c in checks}
 
     def status(name: str, ok: str, bad: str, otherwise: str) -> str:
@@ -144,7 +145,7 @@ def record_of(checks: Sequence[GateCheck]) -> dict[str, str]:
         return {"pass": ok, "reject": bad}.get(c.status if c is not None else "", otherwise)
 
     return {
-        "canary_status": status("release.canary", "pass", "failed", "not_started"),
+        "canary_inputs_status": status("release.canary", "pass", "failed", "not_started"),
         "rollback_status": status("release.rollback", "tested", "failed", "blocked"),
     }
 
