@@ -41,8 +41,8 @@ from trtls.gates.context import GateContext, GateHook
 from trtls.gates.environment import check_environment
 from trtls.gates.lifecycle.notes import promotion_finding, promotion_note
 from trtls.gates.lifecycle.promotion import COMPLETE_SUMMARY
-from trtls.gates.lifecycle.status import canary_state
 from trtls.gates.lifecycle.rested_on import bundle_digest, content_fact, current_content, facts, lock_digest
+from trtls.gates.lifecycle.status import canary_state
 from trtls.gates.parity.fidelity import fidelity_checks
 from trtls.gates.release import Measurement, write_baseline
 from trtls.gates.reports import to_junit, to_sarif
