@@ -334,7 +334,8 @@ def render_text(loaded: Any, result: Any) -> str:
         f"decision: {result.decision}"
         + (f" (selected gates: {result.gates_decision})" if result.decision != result.gates_decision else "")
         + f" · revision {s['checkpoint_revision']} · runtime {s['runtime_target']} · validation "
-        f"{s['validation_status']}" + f" · canary {s['canary_status']} (canary inputs {s.get('canary_inputs_status')})"
+        f"{s['validation_status']}"
+        + f" · canary {s['canary_status']} (canary inputs {s.get('canary_inputs_status')})"
         + f" · rollback {s['rollback_status']}"
     )
     if s.get("runtime_note"):
