@@ -1,0 +1,264 @@
+"""`trtls reduce` on the cases issue 30 found broken, each a real TensorRT-RTX reduction in the real CLI process on a
+model made here: the `gates` install without onnx_graphsurgeon, a missing module said with its extra, an error inside
+said with its reason, a model with several outputs whose failing branch ends before another output's deeper one, a
+failing first node with no setting changed, a model nothing smaller of which fails, and a stopped reduction resumed."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+# Runs the trtls command with one top-level module made unimportable, as an install without it is.
+WITHOUT = """
+import sys
+blocked = sys.argv[1]
+class Block:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] == blocked:
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+sys.meta_path.insert(0, Block())
+sys.argv = ["trtls", *sys.argv[2:]]
+from trtls.cli.main import main
+sys.exit(main())
+"""
+
+SMEM = "[engines.{name}.builder]\nmemory_pool_limits = {{ tactic_shared_memory_kib = 32 }}\n"
+
+
+def _engine(name: str, onnx_file: str, shape: str, *, smem: bool) -> str:
+    lo, opt, hi = (shape.replace("N", str(n)) for n in (1, 2, 4))
+    return (
+        f'[engines.{name}]\nonnx = "{onnx_file}"\noutput = "build/{name}.engine"\n'
+        + (SMEM.format(name=name) if smem else "")
+        + f'[[engines.{name}.profiles]]\ninput = "x"\nmin = {lo}\nopt = {opt}\nmax = {hi}\n\n'
+    )
+
+
+def _save(model: onnx.ModelProto, path: Path) -> None:
+    onnx.checker.check_model(model)
+    onnx.save(model, str(path))
+
+
+def _two_outputs(path: Path, depth: int = 20) -> None:
+    """x → b0 (Relu) → ln (LayerNormalization) → out1, and b0 → b1 … b{depth} → out2: the failing branch (a
+    LayerNormalization, which TensorRT-RTX fails on with 32 KiB of shared memory) ends long before the other output's.
+    """
+    nodes = [helper.make_node("Relu", ["x"], ["r"], name="b0")]
+    nodes.append(helper.make_node("LayerNormalization", ["r", "g", "b"], ["out1"], name="ln", axis=-1))
+    prev = "r"
+    for i in range(1, depth + 1):
+        nodes.append(helper.make_node("Sigmoid" if i % 2 else "Relu", [prev], [f"t{i}"], name=f"b{i}"))
+        prev = f"t{i}"
+    nodes[-1].output[0] = "out2"
+    value = helper.make_tensor_value_info
+    graph = helper.make_graph(
+        nodes,
+        "two_outputs",
+        [value("x", TensorProto.FLOAT, ["N", 16, 64])],
+        [value("out1", TensorProto.FLOAT, ["N", 16, 64]), value("out2", TensorProto.FLOAT, ["N", 16, 64])],
+        [numpy_helper.from_array(np.ones(64, np.float32), "g"), numpy_helper.from_array(np.zeros(64, np.float32), "b")],
+    )
+    _save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+
+
+def _if_first(path: Path, after: int) -> None:
+    """An If on a boolean input whose branches return different shapes, then `after` more nodes: TensorRT-RTX 1.7
+    fails it with its default settings (Error Code 1: Myelin, CHECK(… < op->input_size()) in compileGraph)."""
+    value = helper.make_tensor_value_info
+    then = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["ty"])], "then", [], [value("ty", TensorProto.FLOAT, ["N", 16])]
+    )
+    slice_x = helper.make_node("Slice", ["x", "s0", "s1", "ax"], ["ey"])
+    other = helper.make_graph([slice_x], "else", [], [value("ey", TensorProto.FLOAT, ["N", 4])])
+    nodes = [helper.make_node("If", ["c"], ["y0"], name="if", then_branch=then, else_branch=other)]
+    for i in range(after):
+        nodes.append(helper.make_node("Relu" if i % 2 else "Sigmoid", [f"y{i}"], [f"y{i + 1}"], name=f"n{i}"))
+    constants = [("s0", [0]), ("s1", [4]), ("ax", [1])]
+    graph = helper.make_graph(
+        nodes,
+        "if_first",
+        [value("c", TensorProto.BOOL, []), value("x", TensorProto.FLOAT, ["N", 16])],
+        [value(f"y{after}", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(np.array(v, np.int64), n) for n, v in constants],
+    )
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+
+
+def _bf16_then_layernorm(path: Path) -> None:
+    """A bfloat16 Sigmoid (TensorRT builds it; ONNX Runtime's CPU has no kernel for it), then the failing
+    LayerNormalization."""
+    nodes = [
+        helper.make_node("Cast", ["x"], ["xb"], name="to_bf16", to=TensorProto.BFLOAT16),
+        helper.make_node("Sigmoid", ["xb"], ["sb"], name="sig_bf16"),
+        helper.make_node("Cast", ["sb"], ["s"], name="to_f32", to=TensorProto.FLOAT),
+        helper.make_node("LayerNormalization", ["s", "g", "b"], ["y"], name="ln", axis=-1),
+    ]
+    value = helper.make_tensor_value_info
+    graph = helper.make_graph(
+        nodes,
+        "bf16",
+        [value("x", TensorProto.FLOAT, ["N", 16, 64])],
+        [value("y", TensorProto.FLOAT, ["N", 16, 64])],
+        [numpy_helper.from_array(np.ones(64, np.float32), "g"), numpy_helper.from_array(np.zeros(64, np.float32), "b")],
+    )
+    _save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+
+
+def _reduce(ws: Path, engine: str, *extra: str, without: str | None = None) -> tuple[int, dict | None, str]:
+    args = ["reduce", str(ws), "--engine", engine, "--json", *extra]
+    cmd = [sys.executable, "-c", WITHOUT, without, *args] if without else [sys.executable, "-m", "trtls", *args]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith('{"kind": "reduction"')]
+    return proc.returncode, json.loads(lines[-1]) if lines else None, proc.stderr
+
+
+def test_the_gates_install_reduces_without_onnx_graphsurgeon(tmp_path: Path) -> None:
+    """Item 1: `pip install 'trtls[rtx,gates]'` has no onnx_graphsurgeon (only the precision extra brings it); the
+    reduction cuts its candidates with onnx alone and reduces."""
+    _two_outputs(tmp_path / "m.onnx")
+    (tmp_path / "trtls.toml").write_text(_engine("m", "m.onnx", "[N, 16, 64]", smem=True))
+    code, record, stderr = _reduce(tmp_path, "m", without="onnx_graphsurgeon")
+    assert record is not None, stderr[-2000:]
+    assert code == 0 and record["outcome"] == "configuration", record["causeText"]
+    assert record["minimal"]["nodeNames"] == ["ln"]
+
+
+def test_a_missing_module_is_said_with_the_extra_that_installs_it(tmp_path: Path) -> None:
+    """Item 1: a module the reduction needs that is not installed is a located error naming the extra (TRT982,
+    exit 2), before any trial — never 'no cause found'."""
+    _two_outputs(tmp_path / "m.onnx")
+    (tmp_path / "trtls.toml").write_text(_engine("m", "m.onnx", "[N, 16, 64]", smem=True))
+    code, record, stderr = _reduce(tmp_path, "m", without="onnxruntime")
+    assert code == 2, stderr[-2000:]
+    assert f"{tmp_path / 'trtls.toml'}: TRT982 trtls reduce needs onnxruntime" in stderr
+    assert "pip install 'trtls[gates]'" in stderr
+    assert "no cause found" not in stderr and record is None
+    assert not (tmp_path / ".trtls" / "runs").exists(), "no trial was built"
+
+
+def test_an_error_inside_a_reduction_is_recorded_with_its_reason(tmp_path: Path) -> None:
+    """Item 2: ONNX Runtime cannot run the model the probe needs (no bfloat16 Sigmoid on its CPU): result.json's
+    `error` says so and while doing what, the CLI prints it located (TRT983), exit 1."""
+    _bf16_then_layernorm(tmp_path / "m.onnx")
+    (tmp_path / "trtls.toml").write_text(_engine("m", "m.onnx", "[N, 16, 64]", smem=True))
+    code, record, stderr = _reduce(tmp_path, "m")
+    assert record is not None, stderr[-2000:]
+    assert code == 1 and record["outcome"] == "failed" and record["errorCode"] == "TRT983"
+    assert "while probing every tensor's shapes with ONNX Runtime" in record["error"]
+    assert "Sigmoid" in record["error"] and record["causeText"] == record["error"]
+    assert "no cause found" not in record["causeText"]
+    assert f"{tmp_path / 'trtls.toml'}: TRT983 the reduction failed while probing" in stderr
+    on_disk = json.loads((tmp_path / ".trtls" / "reduce" / record["id"] / "result.json").read_text())
+    assert on_disk["error"] == record["error"]
+
+
+def test_a_failing_branch_that_ends_before_another_outputs_deeper_branch_is_kept(tmp_path: Path) -> None:
+    """Item 3: every pass keeps what the failing branch needs: 22 nodes → the LayerNormalization alone, and the
+    minimal model fails the same way when built again on its own."""
+    _two_outputs(tmp_path / "m.onnx")
+    (tmp_path / "trtls.toml").write_text(_engine("m", "m.onnx", "[N, 16, 64]", smem=True))
+    code, record, stderr = _reduce(tmp_path, "m")
+    assert record is not None, stderr[-2000:]
+    assert code == 0 and record["originalNodes"] == 22
+    assert record["minimal"]["nodeNames"] == ["ln"], record["minimal"]
+    assert record["outcome"] == "configuration" and record["causeSettings"] == {"tactic_shared_memory_kib": 32}
+    minimal = onnx.load(str(tmp_path / ".trtls" / "reduce" / record["id"] / "minimal.onnx"))
+    assert [n.op_type for n in minimal.graph.node] == ["LayerNormalization"]
+    assert [o.name for o in minimal.graph.output] == ["out1"]
+
+
+def test_a_failing_first_node_with_no_setting_changed_is_the_model(tmp_path: Path) -> None:
+    """Item 4: the model's first node alone fails the same way and the recipe changes no setting: the cause is the
+    model (that node), not the settings."""
+    _if_first(tmp_path / "m.onnx", after=4)
+    (tmp_path / "trtls.toml").write_text(_engine("m", "m.onnx", "[N, 16]", smem=False))
+    code, record, stderr = _reduce(tmp_path, "m")
+    assert record is not None, stderr[-2000:]
+    assert code == 0 and record["outcome"] == "reduced" and record["cause"] == "model", record["causeText"]
+    assert record["causeSettings"] == {} and "settings are the cause" not in record["causeText"]
+    assert "changes no builder setting" in record["causeText"]
+    assert record["minimal"]["nodeNames"] == ["if"] and record["originalNodes"] == 5
+
+
+def test_a_reduction_that_removes_nothing_does_not_say_reduced(tmp_path: Path) -> None:
+    """Item 3's last clause: a one-node failing model has nothing smaller that fails: `not_reduced`, exit 1."""
+    _if_first(tmp_path / "m.onnx", after=0)
+    (tmp_path / "trtls.toml").write_text(_engine("m", "m.onnx", "[N, 16]", smem=False))
+    code, record, stderr = _reduce(tmp_path, "m")
+    assert record is not None, stderr[-2000:]
+    assert code == 1 and record["outcome"] == "not_reduced", record["causeText"]
+    assert "no smaller model fails the same way" in record["causeText"]
+    assert "reduced" not in record["headline"]
+
+
+def _vad(ws: Path) -> None:
+    import shutil
+
+    from tests.onnx_files.third_party import fetch_all
+
+    ws.mkdir(exist_ok=True)
+    shutil.copyfile(fetch_all()["silero_vad_if"], ws / "vad.onnx")
+    (ws / "trtls.toml").write_text(
+        '[engines.vad]\nonnx = "vad.onnx"\noutput = "build/vad.engine"\n\n[[engines.vad.profiles]]\n'
+        "inputs.input = { min = [1, 512], opt = [1, 512], max = [4, 512] }\n"
+        "inputs.state = { min = [2, 1, 128], opt = [2, 1, 128], max = [2, 4, 128] }\n"
+    )
+
+
+def _stop_after_bisecting(ws: Path, trials: int) -> dict:
+    """A real Ctrl-C once `trials` bisection trials have been printed."""
+    cmd = [sys.executable, "-m", "trtls", "reduce", str(ws), "--engine", "vad"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    seen = 0
+    for line in proc.stdout:
+        seen += " outputs " in line
+        if seen == trials:
+            proc.send_signal(signal.SIGINT)
+            break
+    proc.communicate(timeout=300)
+    assert proc.returncode == 130
+    (folder,) = (ws / ".trtls" / "reduce").iterdir()
+    return json.loads((folder / "result.json").read_text())
+
+
+def test_a_stopped_reduction_resumes_where_it_stopped(tmp_path: Path) -> None:
+    """Item 6: Ctrl-C records the verdicts; `--resume` replays them (not rebuilt) and ends where an uninterrupted
+    reduction ends, building only the rest."""
+    fresh_ws, ws = tmp_path / "fresh", tmp_path / "ws"
+    _vad(fresh_ws)
+    _vad(ws)
+    code, fresh, stderr = _reduce(fresh_ws, "vad")
+    assert fresh is not None and code == 0, stderr[-2000:]
+    stopped = _stop_after_bisecting(ws, 3)
+    assert stopped["outcome"] == "cancelled"
+    measured = [t for t in stopped["trials"] if t["outcome"] != "cancelled"]
+    assert len(stopped["resume"]["verdicts"]) == len(measured) >= 4  # confirm, one_node and three bisection trials
+    code, resumed, stderr = _reduce(ws, "vad", "--resume")
+    assert resumed is not None and code == 0, stderr[-2000:]
+    assert resumed["resumedFrom"] == stopped["id"] and "continuing" in resumed["resumeNote"]
+    replayed = [t for t in resumed["trials"] if t.get("replayed")]
+    assert len(replayed) == len(measured)
+    assert resumed["trialsBuilt"] + len(measured) == fresh["trialsBuilt"], (resumed["trialsByStep"], fresh)
+    assert resumed["minimal"]["nodeNames"] == fresh["minimal"]["nodeNames"]
+    assert resumed["outcome"] == fresh["outcome"] == "reduced"
+
+
+def test_a_resume_after_the_recipe_changed_starts_over_and_says_why(tmp_path: Path) -> None:
+    _vad(tmp_path)
+    stopped = _stop_after_bisecting(tmp_path, 1)
+    recipe = tmp_path / "trtls.toml"
+    recipe.write_text(recipe.read_text() + "\n[engines.vad.builder]\noptimization_level = 2\n")
+    code, record, stderr = _reduce(tmp_path, "vad", "--resume", "--max-trials", "2")
+    assert record is not None, stderr[-2000:]
+    assert record["resumedFrom"] is None and stopped["id"] in record["resumeNote"]
+    assert "the engine's table in the recipe changed" in record["resumeNote"]
+    assert not any(t.get("replayed") for t in record["trials"])
