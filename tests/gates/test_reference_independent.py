@@ -18,7 +18,7 @@ from test_route_build import copy_sample, fresh_sample
 from tests.checkpoint._bert import bert_feed, make_bert_checkpoint
 
 from trtls.checkpoint.forward import load_safetensors, reference_forward
-from trtls.checkpoint.golden import save_golden
+from trtls.checkpoint.golden import record_golden_onnx, save_golden, write_recorder
 from trtls.checkpoint.lock import lock_route
 from trtls.core.recipe import load_recipe
 from trtls.gates.run import run_gates
@@ -142,6 +142,9 @@ def test_golden_outputs_with_provenance(tmp_path):
         load_safetensors(ck), json.loads((ck / "config.json").read_text()), dict(np.load(inputs))
     )
     save_golden(root / "golden.json", "numpy-reference", [golden])
+    # the record of who recorded them: what TRT812 judges (the recipe's framework string is only a claim)
+    ran = {"kind": "checkpoint", "id": "tests/bert", "revision": "b" * 40}
+    write_recorder(root / "golden.json", "numpy", np.__version__, ran, inputs_sha)
     extra = (
         f'golden_outputs = {{ path = "golden.json", framework = "numpy", framework_version = "{np.__version__}", '
         f'inputs_sha256 = "{inputs_sha}" }}\n'
@@ -154,9 +157,40 @@ def test_golden_outputs_with_provenance(tmp_path):
     assert checks["parity.tolerance:last_hidden_state"].status == "pass"
     ind = checks["parity.reference_independent"]
     assert ind.status == "pass" and ind.evidence["framework"] == "numpy" and ind.evidence["inputs_sha256"] == inputs_sha
+    assert f"recorded by numpy {np.__version__} running the checkpoint tests/bert" in ind.message, ind.message
+    # without the record, nothing says who recorded them: not_checked, whatever the recipe types
+    (root / "golden.json.recorder.json").unlink()
+    ind = _gate4(root, "bert")["parity.reference_independent"]
+    assert ind.status == "not_checked" and "no record of who recorded the golden outputs" in ind.message, ind.message
+    write_recorder(root / "golden.json", "numpy", np.__version__, ran, inputs_sha)
     # outputs recorded for other inputs prove nothing about these: the reference is unavailable, never a pass
     toml.write_text(toml.read_text().replace(inputs_sha, "0" * 64))
     checks = _gate4(root, "bert")
     assert "parity.tolerance:last_hidden_state" not in checks
     assert checks["parity.reference_available"].status == "hold"
     assert "prove nothing about these inputs" in checks["parity.reference_available"].message
+
+
+def test_golden_outputs_recorded_from_the_deployed_onnx_are_not_independent_whatever_the_recipe_types(tmp_path):
+    """Issue 29, item 3: outputs recorded by ONNX Runtime from the very ONNX the route deploys (error exactly 0)
+    with `framework = "torch"` typed in the recipe used to pass as "golden outputs recorded by torch"."""
+    root = _bert_route(tmp_path)
+    toml = root / "trtls.toml"
+    assert asyncio.run(route_build.build_route(toml, "bert")).ok
+    inputs = root / "inputs" / "reference.npz"
+    inputs_sha = hashlib.sha256(inputs.read_bytes()).hexdigest()
+    record_golden_onnx(root / "build" / "bert.onnx", dict(np.load(inputs)), inputs_sha, root / "golden.json")
+    extra = (
+        'golden_outputs = { path = "golden.json", framework = "torch", framework_version = "2.3.0", '
+        f'inputs_sha256 = "{inputs_sha}" }}\n'
+    )
+    toml.write_text(toml.read_text().replace('reference = "checkpoint"', 'reference = "golden"') + extra)
+    checks = _gate4(root, "bert")
+    tol = checks["parity.tolerance:last_hidden_state"]
+    assert tol.status == "pass" and tol.evidence["stats"]["max_abs"] == 0.0  # itself against itself
+    ind = checks["parity.reference_independent"]
+    assert ind.status == "hold", ind.message
+    assert "recorded by onnxruntime" in ind.message and "running bert.onnx" in ind.message
+    assert "the export under test checked against itself" in ind.message
+    assert "the recipe says framework = 'torch', the record says onnxruntime" in ind.message
+    assert "recorded by torch" not in ind.message

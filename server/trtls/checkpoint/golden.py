@@ -14,8 +14,10 @@ runner is the output of reference feed i.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -64,3 +66,88 @@ def save_golden(path: Path, runner: str, outputs: list[dict[str, np.ndarray]]) -
     results = RunResults()
     results.append((runner, [IterationResult(dict(o), runner_name=runner) for o in outputs]))
     results.save(str(path))
+
+
+# -- who recorded them: the recorder record beside the outputs ------------------------------------------------------
+#
+# `<outputs>.recorder.json`, written by what recorded the outputs, is the record gate 4 judges independence from
+# (`parity.reference_independent`, TRT812), never the `framework` typed in the recipe:
+#
+#     {"format": "trtls.golden-recorder/1", "outputs_sha256": "<sha256 of the outputs file>",
+#      "inputs_sha256": "<sha256 of the inputs>", "runner": {"name": "onnxruntime", "version": "1.20.1"},
+#      "ran": {"kind": "onnx", "file": "model.onnx", "sha256": "<sha256 of the ONNX it ran>"}}
+#
+# `ran.kind` is `onnx` (an ONNX file: its sha256 says which) or `checkpoint` (the framework ran the checkpoint's own
+# weights: `id`, `revision`).
+
+RECORDER_FORMAT = "trtls.golden-recorder/1"
+RECORDER_SUFFIX = ".recorder.json"
+RECORDER_LIMIT = 1024 * 1024
+
+
+def recorder_path(outputs: Path) -> Path:
+    return outputs.with_name(outputs.name + RECORDER_SUFFIX)
+
+
+def write_recorder(outputs: Path, runner: str, version: str, ran: dict[str, Any], inputs_sha256: str) -> Path:
+    """Record who recorded `outputs` (written beside it, atomically, in its folder)."""
+    from trtls.core.sha256 import sha256_file
+    from trtls.fs import Kind, atomic_write_text
+
+    record = {
+        "format": RECORDER_FORMAT,
+        "outputs_sha256": sha256_file(outputs),
+        "inputs_sha256": inputs_sha256,
+        "runner": {"name": runner, "version": version},
+        "ran": ran,
+    }
+    path = recorder_path(outputs)
+    atomic_write_text(path, json.dumps(record, indent=2) + "\n", kind=Kind.route_artefact, within=outputs.parent)
+    return path
+
+
+def read_recorder(outputs: Path, within: Path) -> dict[str, Any] | str:
+    """The recorder record of `outputs`, checked against the outputs' bytes, or why there is none to judge from."""
+    from trtls.core.sha256 import sha256_file
+    from trtls.fs import TooLarge, read_text
+
+    path = recorder_path(outputs)
+    try:
+        record = json.loads(read_text(path, limit=RECORDER_LIMIT, follow=False))
+    except FileNotFoundError:
+        return f"no record of who recorded the golden outputs ({path.name} is not beside {outputs.name})"
+    except (OSError, TooLarge, ValueError) as exc:
+        return f"{path.name} cannot be read as a recorder record: {exc}"
+    ran = record.get("ran") if isinstance(record, dict) else None
+    runner = record.get("runner") if isinstance(record, dict) else None
+    if (
+        not isinstance(record, dict)
+        or record.get("format") != RECORDER_FORMAT
+        or not isinstance(ran, dict)
+        or not isinstance(runner, dict)
+    ):
+        return f"{path.name} is not a {RECORDER_FORMAT} record (runner and ran are required)"
+    try:
+        actual = sha256_file(outputs)
+    except OSError as exc:
+        return f"{outputs.name}: {exc.strerror or exc}"
+    if record.get("outputs_sha256") != actual:
+        recorded = str(record.get("outputs_sha256"))[:12]
+        return f"{path.name} describes other outputs (sha256 {recorded}…, not {actual[:12]}…)"
+    return record
+
+
+def record_golden_onnx(model: Path, feed: dict[str, np.ndarray], inputs_sha256: str, outputs: Path) -> Path:
+    """Record golden outputs by running `model` on ONNX Runtime (CPU) for `feed` (the inputs whose file has sha256
+    `inputs_sha256`), with the recorder record saying so — what a model that ships as an ONNX export brings.
+    Outputs recorded this way from the ONNX a route deploys are not independent of it (gate 4 holds TRT812)."""
+    import onnxruntime as ort
+
+    from trtls.core.sha256 import sha256_file
+
+    session = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
+    names = [o.name for o in session.get_outputs()]
+    values = session.run(names, feed)
+    save_golden(outputs, "onnxruntime", [dict(zip(names, (np.asarray(v) for v in values), strict=True))])
+    ran = {"kind": "onnx", "file": model.name, "sha256": sha256_file(model)}
+    return write_recorder(outputs, "onnxruntime", str(ort.__version__), ran, inputs_sha256)

@@ -6,7 +6,8 @@
   (contained, no symlink out, headers validated);
 * `golden` — outputs recorded elsewhere (`golden_outputs`: Polygraphy RunResults JSON with the framework, its
   version and the sha256 of the inputs they were computed from), compared only when that sha256 is the route's
-  `reference_inputs` file's;
+  `reference_inputs` file's; who recorded them is read from the recorder record beside them
+  (`checkpoint.golden.read_recorder`), which TRT812 judges;
 * a runtime name (`onnx.reference`, …) — runs the same exported ONNX as the runtime under test: it still
   answers, but cannot see an export bug, so `parity.reference_independent` (TRT812) is `not_checked`.
 
@@ -107,6 +108,10 @@ def golden_outputs(ctx: Any, inputs: Sequence[Path], n_feeds: int) -> tuple[RunR
     except (GoldenError, OSError) as exc:
         return RunResult("error", str(exc)), evidence
     evidence["runner"] = golden.runner
+    from trtls.checkpoint.golden import read_recorder
+
+    recorder = read_recorder(ctx.resolve(ref.path), Path(ctx.recipe_dir))
+    evidence["recorder" if isinstance(recorder, dict) else "recorder_problem"] = recorder
     if len(golden.outputs) < n_feeds:
         return RunResult("error", f"{len(golden.outputs)} golden iterations for {n_feeds} reference feeds"), evidence
     return RunResult("ok", outputs=golden.outputs[:n_feeds]), evidence
