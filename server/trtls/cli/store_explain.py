@@ -28,13 +28,18 @@ SUMMARY_LIMIT = 16 * 1024 * 1024
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
-    from trtls.cli.store import _open_store
+    from trtls.store.entries import Store
     from trtls.store.stats import stats
 
-    opened = _open_store(args.recipe)
+    opened = _open_config(args.recipe)
     if opened is None:
         return EXIT_BAD_INPUT
-    counts = stats(opened[1], days=args.days)
+    loaded, config = opened
+    if config is None:
+        why = "for this recipe" if loaded is not None else "(TRTLS_STORE=off)"
+        report_error("TRT330", f"the engine store is off {why}", str(loaded.path) if loaded is not None else ".")
+        return EXIT_BAD_INPUT
+    counts = stats(Store.from_config(config), days=args.days)
     if args.json:
         print(json.dumps(counts))
         return EXIT_OK
@@ -168,18 +173,28 @@ def cmd_why(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _open_for_why(recipe: str | None) -> tuple[Any, Any] | None:
-    """(the recipe or None, its store or None): a recipe named or in the folder; without one, the default store."""
+def _open_config(recipe: str | None) -> tuple[Any, Any] | None:
+    """(the recipe or None, its store's config or None when the store is off) — a recipe named or in the folder,
+    else the default store (TRTLS_STORE, the per-user folder) — as `trtls store ls` opens it; None: the recipe has
+    errors (said)."""
     from trtls.store.config import store_config
-    from trtls.store.entries import Store
 
     if recipe is None and not find_recipe(None).is_file():
-        config = store_config(None, Path.cwd())
-        return None, (_reader(Store, config) if config is not None else None)
+        return None, store_config(None, Path.cwd())
     loaded = load_or_report(recipe)
     if loaded is None:
         return None
-    config = store_config(loaded.recipe.store, loaded.base_dir)
+    return loaded, store_config(loaded.recipe.store, loaded.base_dir)
+
+
+def _open_for_why(recipe: str | None) -> tuple[Any, Any] | None:
+    """(the recipe or None, its store read-only or None): `why` explains builds of a recipe without a store too."""
+    from trtls.store.entries import Store
+
+    opened = _open_config(recipe)
+    if opened is None:
+        return None
+    loaded, config = opened
     return loaded, (_reader(Store, config) if config is not None else None)
 
 
