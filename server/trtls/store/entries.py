@@ -28,53 +28,27 @@ import errno
 import json
 import os
 import stat
-import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
 from trtls import fs
 from trtls.core.paths import UnsafeWrite
-from trtls.fs import Kind, rename
-from trtls.fs.store_root import shared_modes, trust_problem
+from trtls.fs import Kind
+from trtls.fs.store_root import trust_problem
 from trtls.store.copying import EntryUnreadable, copy_hashing, hash_reading
-from trtls.store.folder import NotTrusted, Refused, RestoreFailed, StoreFolder, StoreUnusable, tmp_name
+from trtls.store.entry_record import ENTRY_FORMAT, RECORD_LIMIT, Entry, engine_fields
+from trtls.store.folder import NotTrusted, Refused, RestoreFailed, StoreUnusable
 from trtls.store.key import is_key, key_of_parts
-from trtls.store.signing import sign, signed_by
+from trtls.store.publishing import PublishingFolder
+from trtls.store.signing import signed_by
 from trtls.store.up_to_date import output_holds
 
 __all__ = ["ENTRY_FORMAT", "Entry", "NotTrusted", "Refused", "RestoreFailed", "Store", "StoreUnusable"]
 
-ENTRY_FORMAT = "trtls.store-entry/1"
-RECORD_LIMIT = 16 * 1024 * 1024  # an entry.json: the key's parts and the build record (a few KiB in practice)
 
-
-@dataclass(frozen=True)
-class Entry:
-    key: str
-    folder: Path
-    record: dict[str, Any]
-
-    @property
-    def engine(self) -> Path:
-        return self.folder / "engine"
-
-    @property
-    def sha256(self) -> str:
-        return str(self.record["engine"]["sha256"])
-
-    @property
-    def size(self) -> int:
-        return int(self.record["engine"]["size"])
-
-    @property
-    def build(self) -> dict[str, Any]:
-        return self.record.get("build") or {}
-
-
-class Store(StoreFolder):
-    replaced: dict[str, Any] | None = None  # what the last publish replaced (the evidence says so)
+class Store(PublishingFolder):
+    """A store folder, read and verified on every use (this module) and published to (store/publishing.py)."""
 
     @classmethod
     def from_config(cls, config: Any) -> Store:
@@ -83,15 +57,17 @@ class Store(StoreFolder):
                    signing_key_file=config.signing_key_file, remote=config.remote)  # fmt: skip
 
     # -- reading -------------------------------------------------------------------------------
-    def get(self, key: str) -> Entry | None:
+    def get(self, key: str, remote: bool = True) -> Entry | None:
         """The entry of `key` if its record holds together (recorded key = its parts' key = its folder's name) and
-        its folder and record are real, regular and trusted; a damaged entry is quarantined (Refused)."""
+        its folder and record are real, regular and trusted; a damaged entry is quarantined (Refused). A local miss
+        asks the remote store unless `remote` is False (a publish looks only here: what another machine pushed
+        meanwhile is not fetched to be replaced)."""
         key = self.checked_key(key)
         folder = self.root / "entries" / key
         try:
             st = os.lstat(folder)
         except FileNotFoundError:
-            if not self._fetched(key):
+            if not remote or not self._fetched(key):
                 return None
             st = os.lstat(folder)
         except OSError as exc:
@@ -124,7 +100,7 @@ class Store(StoreFolder):
             or record.get("format") != ENTRY_FORMAT
             or record.get("key") != key
             or key_of_parts(record.get("parts") or {}) != key
-            or not _engine_fields(record)
+            or not engine_fields(record)
         ):
             said = f"store entry {key[:12]}'s recorded key does not match its content"
             raise self.damaged(folder, "its recorded key does not match its content", said)
@@ -137,7 +113,7 @@ class Store(StoreFolder):
             except FileNotFoundError:
                 return None  # evicted (renamed away whole) meanwhile
             if (again.st_ino, again.st_dev) != (st.st_ino, st.st_dev):
-                return self.get(key)  # replaced meanwhile (a --rebuild's publish): judge the new entry
+                return self.get(key, remote)  # replaced meanwhile (a --rebuild's publish): judge the new entry
             raise self.damaged(folder, damage, f"store entry {key[:12]}'s {damage}")
         return entry
 
@@ -271,54 +247,6 @@ class Store(StoreFolder):
         self.mark_used(entry.key)
         return True
 
-    # -- writing -------------------------------------------------------------------------------
-    def publish(self, key: str, parts: dict[str, Any], engine: Path, build: dict[str, Any], sha: str | None) -> Entry:
-        """Store `engine` under `key`. A no-op when the key is stored with these bytes; with other bytes (a
-        `--rebuild`) the entry is replaced and `replaced` says what it held. `sha`: the engine's hash as the worker
-        wrote it; a copy that reads other bytes (the output changed meanwhile) is not stored. Raises OSError (a full
-        disk, a read-only store, a store refused by `check`)."""
-        key = self.checked_key(key)
-        self.replaced = None
-        if self.mode != "read_write":
-            raise OSError(errno.EROFS, "the store is read-only (mode = read)")
-        try:
-            self.check()
-        except StoreUnusable as exc:
-            raise OSError(errno.EPERM, f"{exc.code} {exc}") from exc
-        if self.unwritable is not None:
-            raise OSError(errno.EROFS, self.unwritable)
-        replacing: dict[str, Any] | None = None
-        try:
-            existing = self.get(key)
-        except NotTrusted as exc:
-            existing, replacing = None, {"notUsed": str(exc)}  # whole perhaps, but not ours to trust: replaced
-        except Refused as exc:
-            existing, replacing = None, {"damaged": str(exc)}  # quarantined already: nothing to move aside
-        if existing is not None:
-            if sha is not None and existing.sha256 == sha:
-                self.mark_used(key)
-                return existing
-            replacing = {"sha256": existing.sha256, "size": existing.size, "buildId": existing.build.get("buildId")}
-        tmp = self.root / "tmp" / tmp_name("publish", key)
-        fs.ensure_folder(tmp, within=self.root)
-        self.fit(tmp, folder=True)  # a team's store: the other accounts may evict or quarantine it later
-        try:
-            record = self._write_entry(tmp, key, parts, engine, build, sha)
-            if existing is None or existing.sha256 != record["engine"]["sha256"]:
-                self._move_in(tmp, key, replacing)
-        finally:
-            if os.path.lexists(tmp):
-                self.discard(tmp)  # not moved in: the same bytes were stored already, or another process won
-        self.mark_used(key)
-        self.evict(keep=key)
-        try:
-            stored = self.get(key)
-        except Refused as exc:
-            raise OSError(errno.EEXIST, f"the store holds an entry of this key that is not used: {exc}") from exc
-        entry = stored or Entry(key, self.root / "entries" / key, record)
-        self._pushed(entry)
-        return entry
-
     # -- a remote store (store/remote.py): asked on a local miss, sent every publish -----------
     def _fetched(self, key: str) -> bool:
         """Whether the remote store held `key` and it is now a local entry (verified as a local one is)."""
@@ -328,108 +256,8 @@ class Store(StoreFolder):
 
         return fetch_entry(self, key)
 
-    def _pushed(self, entry: Entry) -> None:
-        if self.remote_url is None:
-            return
-        from trtls.store.remote import push_entry
-
-        push_entry(self, entry)
-
-    def _write_entry(
-        self, tmp: Path, key: str, parts: dict[str, Any], engine: Path, build: dict[str, Any], sha: str | None
-    ) -> dict[str, Any]:
-        file_mode = shared_modes(self.root)[1]
-        with (
-            fs.open_regular(engine, limit=None, follow=False) as src,
-            fs.atomic_writer(tmp / "engine", kind=Kind.store_entry, within=self.root, mode=file_mode) as dst,
-        ):
-            got, size = copy_hashing(src, dst, "publish")
-            if sha is not None and got != sha:
-                raise OSError(errno.EIO, f"the engine changed while it was copied ({got[:12]}… ≠ {sha[:12]}…)")
-        record = {
-            "format": ENTRY_FORMAT,
-            "key": key,
-            "parts": parts,
-            "engine": {"sha256": got, "size": size},
-            "build": build,
-            "createdAt": time.time(),
-        }
-        secret = self.secret()
-        if secret is not None:
-            record["signature"] = sign(record, secret)
-        text = json.dumps(record, indent=1, default=str)
-        fs.atomic_write_text(tmp / "entry.json", text, kind=Kind.store_entry, within=self.root, mode=file_mode)
-        return record
-
-    def _move_in(self, tmp: Path, key: str, replacing: dict[str, Any] | None) -> None:
-        """Rename the written entry into entries/: over nothing, or (other bytes, an entry not trusted) after moving
-        the entry it replaces aside. Another process that published the key first wins (its entry is whole too);
-        a folder there that is not a whole entry (a damaged leftover quarantine could not move) is moved aside and
-        the rename tried once more."""
-        dest = self.root / "entries" / key
-        if replacing is not None and "damaged" not in replacing:
-            self._set_aside(dest, key, missing_ok=False)
-        self.replaced = replacing
-        try:
-            rename(tmp, dest, kind=Kind.store_entry, within=self.root, replace=False)
-        except OSError as exc:
-            if exc.errno not in (errno.EEXIST, errno.ENOTEMPTY):
-                raise
-            try:
-                there = self.get(key)
-            except Refused as refused:
-                there, self.replaced = None, {"damaged": str(refused)}
-            if there is not None:
-                self.replaced = None  # another process published the same key first
-                return
-            self._set_aside(dest, key, missing_ok=True)
-            rename(tmp, dest, kind=Kind.store_entry, within=self.root, replace=False)
-
-    def _set_aside(self, dest: Path, key: str, missing_ok: bool) -> None:
-        """Move the entry at `dest` out of entries/ (into tmp/, then removed): at once, whole."""
-        trash = self.root / "tmp" / tmp_name("replaced", key)
-        try:
-            rename(dest, trash, kind=Kind.store_entry, within=self.root, replace=False)
-        except FileNotFoundError:
-            if not missing_ok:
-                raise
-            return
-        self.discard(trash)
-
-    def evict(self, keep: str | None = None, max_size: int | None = None) -> list[Entry]:
-        """Remove least recently used entries until the store fits its bound (quarantined entries count, and go
-        first); `keep` is never evicted. Only in a folder marked as a store; only entries really removed are
-        returned."""
-        bound = max_size if max_size is not None else self.max_size
-        if bound is None or not self.writable or self.sweep_refusal() is not None:
-            return []
-        entries = sorted(self.entries(), key=lambda e: self.last_used(e.key))
-        total = sum(e.size for e in entries) + sum(q.size for q in self.quarantined())
-        total -= sum(q.size for q in self.prune_quarantine(older_than_s=None, over=total - bound))
-        evicted = []
-        for e in entries:
-            if total <= bound:
-                break
-            if e.key == keep or not self.remove(e.key):
-                continue
-            total -= e.size
-            evicted.append(e)
-        return evicted
-
-    def over_bound(self, bound: int) -> int:
-        """How many bytes the entries and the quarantined entries hold above `bound` (≤ 0: it fits)."""
-        return sum(e.size for e in self.entries()) + sum(q.size for q in self.quarantined()) - bound
-
 
 class _Mismatch(Exception):
     def __init__(self, sha: str):
         super().__init__(sha)
         self.sha = sha
-
-
-def _engine_fields(record: dict[str, Any]) -> bool:
-    engine = record.get("engine")
-    if not isinstance(engine, dict):
-        return False
-    size = engine.get("size")
-    return isinstance(engine.get("sha256"), str) and type(size) is int and size >= 0

@@ -39,17 +39,14 @@ from trtls.core.terminal_text import terminal_safe
 from trtls.fs import Kind, read_bytes, rename
 from trtls.fs.store_root import shared_modes
 from trtls.store.copying import EntryUnreadable, copy_hashing
-from trtls.store.folder import tmp_name
+from trtls.store.entry_record import ENTRY_FORMAT, RECORD_LIMIT
+from trtls.store.folder import StoreFolder, tmp_name
 from trtls.store.key import is_key, key_of_parts
 from trtls.store.signing import signed_by
 
 if TYPE_CHECKING:
     from trtls.store.entries import Entry, Store
 
-# entries.ENTRY_FORMAT and entries.RECORD_LIMIT (entries imports this module, so this one cannot import entries;
-# tests/store/test_remote.py holds them equal)
-ENTRY_FORMAT = "trtls.store-entry/1"
-RECORD_LIMIT = 16 * 1024 * 1024
 TIMEOUT_S = 5.0  # connecting, and each wait for bytes from the socket
 PUT_TIMEOUT_S = 60.0  # a PUT's answer comes when the server has stored (perhaps hashed) the whole engine
 MIN_RATE = 4 * 1024 * 1024  # bytes/s: an engine slower than this (after a 30 s grace) is given up
@@ -242,7 +239,7 @@ class _Capped:
 
 
 # -- pushing -------------------------------------------------------------------------------------------
-def push_entry(store: Store, entry: Entry) -> None:
+def push_entry(store: StoreFolder, entry: Entry) -> None:
     """Send a local entry to the remote (its engine first, unless the remote holds that blob already, then its
     record); a failure is a note. Only from a read-write store. Never raises."""
     url = _base(store)
@@ -291,7 +288,7 @@ def _put(url: str, target: str, body: bytes | _Hashing, size: int) -> None:
 
 
 # -- HTTP ----------------------------------------------------------------------------------------------
-def _base(store: Store) -> str | None:
+def _base(store: StoreFolder) -> str | None:
     """The remote's URL without a trailing slash, or None (a URL that cannot be a remote is said once)."""
     url = store.remote_url
     if not url:
@@ -391,7 +388,7 @@ def _remembered(memory: dict[Any, float], what: Any) -> bool:
     return False
 
 
-def _note(store: Store, line: str) -> None:
+def _note(store: StoreFolder, line: str) -> None:
     if line not in store.notes:
         store.notes.append(line)
 

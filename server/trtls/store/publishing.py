@@ -1,0 +1,173 @@
+"""Publishing to the store: an engine written whole into `tmp/`, fsynced, renamed into `entries/<key>` (a reader
+sees a whole entry or none), a damaged or other-bytes entry of the key moved aside first (a `--rebuild`, ccache's
+recache), the store kept within its bound (least recently used first, quarantined entries before any whole one),
+and every publish sent to the remote store when there is one. The reading side (`get`, `restore`) is entries.py."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from trtls import fs
+from trtls.fs import Kind, rename
+from trtls.fs.store_root import shared_modes
+from trtls.store.copying import copy_hashing
+from trtls.store.entry_record import ENTRY_FORMAT, Entry
+from trtls.store.folder import NotTrusted, Refused, StoreFolder, StoreUnusable, tmp_name
+from trtls.store.signing import sign
+
+
+class PublishingFolder(StoreFolder):
+    """The store's writing side; `Store` (entries.py) adds the reading side this one asks (`get`, `entries`)."""
+
+    replaced: dict[str, Any] | None = None  # what the last publish replaced (the evidence says so)
+
+    def get(self, key: str, remote: bool = True) -> Entry | None:
+        raise NotImplementedError  # entries.Store.get
+
+    def entries(self) -> list[Entry]:
+        raise NotImplementedError  # entries.Store.entries
+
+    # -- writing -------------------------------------------------------------------------------
+    def publish(self, key: str, parts: dict[str, Any], engine: Path, build: dict[str, Any], sha: str | None) -> Entry:
+        """Store `engine` under `key`. A no-op when the key is stored with these bytes; with other bytes (a
+        `--rebuild`) the entry is replaced and `replaced` says what it held. `sha`: the engine's hash as the worker
+        wrote it; a copy that reads other bytes (the output changed meanwhile) is not stored. Raises OSError (a full
+        disk, a read-only store, a store refused by `check`)."""
+        key = self.checked_key(key)
+        self.replaced = None
+        if self.mode != "read_write":
+            raise OSError(errno.EROFS, "the store is read-only (mode = read)")
+        try:
+            self.check()
+        except StoreUnusable as exc:
+            raise OSError(errno.EPERM, f"{exc.code} {exc}") from exc
+        if self.unwritable is not None:
+            raise OSError(errno.EROFS, self.unwritable)
+        replacing: dict[str, Any] | None = None
+        try:
+            existing = self.get(key, remote=False)
+        except NotTrusted as exc:
+            existing, replacing = None, {"notUsed": str(exc)}  # whole perhaps, but not ours to trust: replaced
+        except Refused as exc:
+            existing, replacing = None, {"damaged": str(exc)}  # quarantined already: nothing to move aside
+        if existing is not None:
+            if sha is not None and existing.sha256 == sha:
+                self.mark_used(key)
+                return existing
+            replacing = {"sha256": existing.sha256, "size": existing.size, "buildId": existing.build.get("buildId")}
+        tmp = self.root / "tmp" / tmp_name("publish", key)
+        fs.ensure_folder(tmp, within=self.root)
+        self.fit(tmp, folder=True)  # a team's store: the other accounts may evict or quarantine it later
+        try:
+            record = self._write_entry(tmp, key, parts, engine, build, sha)
+            if existing is None or existing.sha256 != record["engine"]["sha256"]:
+                self._move_in(tmp, key, replacing)
+        finally:
+            if os.path.lexists(tmp):
+                self.discard(tmp)  # not moved in: the same bytes were stored already, or another process won
+        self.mark_used(key)
+        self.evict(keep=key)
+        try:
+            stored = self.get(key, remote=False)
+        except Refused as exc:
+            raise OSError(errno.EEXIST, f"the store holds an entry of this key that is not used: {exc}") from exc
+        entry = stored or Entry(key, self.root / "entries" / key, record)
+        self._pushed(entry)
+        return entry
+
+    def _pushed(self, entry: Entry) -> None:
+        if self.remote_url is None:
+            return
+        from trtls.store.remote import push_entry
+
+        push_entry(self, entry)
+
+    def _write_entry(
+        self, tmp: Path, key: str, parts: dict[str, Any], engine: Path, build: dict[str, Any], sha: str | None
+    ) -> dict[str, Any]:
+        file_mode = shared_modes(self.root)[1]
+        with (
+            fs.open_regular(engine, limit=None, follow=False) as src,
+            fs.atomic_writer(tmp / "engine", kind=Kind.store_entry, within=self.root, mode=file_mode) as dst,
+        ):
+            got, size = copy_hashing(src, dst, "publish")
+            if sha is not None and got != sha:
+                raise OSError(errno.EIO, f"the engine changed while it was copied ({got[:12]}… ≠ {sha[:12]}…)")
+        record = {
+            "format": ENTRY_FORMAT,
+            "key": key,
+            "parts": parts,
+            "engine": {"sha256": got, "size": size},
+            "build": build,
+            "createdAt": time.time(),
+        }
+        secret = self.secret()
+        if secret is not None:
+            record["signature"] = sign(record, secret)
+        text = json.dumps(record, indent=1, default=str)
+        fs.atomic_write_text(tmp / "entry.json", text, kind=Kind.store_entry, within=self.root, mode=file_mode)
+        return record
+
+    def _move_in(self, tmp: Path, key: str, replacing: dict[str, Any] | None) -> None:
+        """Rename the written entry into entries/: over nothing, or (other bytes, an entry not trusted) after moving
+        the entry it replaces aside. Another process that published the key first wins (its entry is whole too);
+        a folder there that is not a whole entry (a damaged leftover quarantine could not move) is moved aside and
+        the rename tried once more."""
+        dest = self.root / "entries" / key
+        if replacing is not None and "damaged" not in replacing:
+            self._set_aside(dest, key, missing_ok=False)
+        self.replaced = replacing
+        try:
+            rename(tmp, dest, kind=Kind.store_entry, within=self.root, replace=False)
+        except OSError as exc:
+            if exc.errno not in (errno.EEXIST, errno.ENOTEMPTY):
+                raise
+            try:
+                there = self.get(key, remote=False)
+            except Refused as refused:
+                there, self.replaced = None, {"damaged": str(refused)}
+            if there is not None:
+                self.replaced = None  # another process published the same key first
+                return
+            self._set_aside(dest, key, missing_ok=True)
+            rename(tmp, dest, kind=Kind.store_entry, within=self.root, replace=False)
+
+    def _set_aside(self, dest: Path, key: str, missing_ok: bool) -> None:
+        """Move the entry at `dest` out of entries/ (into tmp/, then removed): at once, whole."""
+        trash = self.root / "tmp" / tmp_name("replaced", key)
+        try:
+            rename(dest, trash, kind=Kind.store_entry, within=self.root, replace=False)
+        except FileNotFoundError:
+            if not missing_ok:
+                raise
+            return
+        self.discard(trash)
+
+    def evict(self, keep: str | None = None, max_size: int | None = None) -> list[Entry]:
+        """Remove least recently used entries until the store fits its bound (quarantined entries count, and go
+        first); `keep` is never evicted. Only in a folder marked as a store; only entries really removed are
+        returned."""
+        bound = max_size if max_size is not None else self.max_size
+        if bound is None or not self.writable or self.sweep_refusal() is not None:
+            return []
+        entries = sorted(self.entries(), key=lambda e: self.last_used(e.key))
+        total = sum(e.size for e in entries) + sum(q.size for q in self.quarantined())
+        total -= sum(q.size for q in self.prune_quarantine(older_than_s=None, over=total - bound))
+        evicted = []
+        for e in entries:
+            if total <= bound:
+                break
+            if e.key == keep or not self.remove(e.key):
+                continue
+            total -= e.size
+            evicted.append(e)
+        return evicted
+
+    def over_bound(self, bound: int) -> int:
+        """How many bytes the entries and the quarantined entries hold above `bound` (≤ 0: it fits)."""
+        return sum(e.size for e in self.entries()) + sum(q.size for q in self.quarantined()) - bound
