@@ -13,7 +13,8 @@ import pytest
 
 from trtls.cli.main import main
 from trtls.importers.trtexec import FLAG_RULES, ImportError_, import_trtexec
-from trtls.importers.trtexec_flags import BY_FLAG, FLAGS, NOT_TRTEXEC_11, flags_markdown, page_with_table
+from trtls.importers.trtexec_doc import flags_markdown, page_with_table
+from trtls.importers.trtexec_flags import BY_FLAG, FLAGS, NOT_TRTEXEC_11
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -71,7 +72,7 @@ def test_the_table_and_the_key_table_agree_on_every_mapped_flag() -> None:
 
 def test_the_docs_page_is_generated_from_the_table() -> None:
     page = (ROOT / "docs" / "trtexec.md").read_text(encoding="utf-8")
-    assert flags_markdown() in page, "docs/trtexec.md is out of date: python -m trtls.importers.trtexec_flags --write"
+    assert flags_markdown() in page, "docs/trtexec.md is out of date: python -m trtls.importers.trtexec_doc --write …"
     assert page_with_table(page) == page
     for flag in TRTEXEC_11_1 | REMOVED_IN_11:
         assert f"| `--{flag}` |" in page, flag

@@ -20,6 +20,9 @@ from typing import Any
 
 from trtls.core.build_config_keys import KEYS
 from trtls.importers.trtexec_flags import BY_FLAG, TrtexecFlag
+from trtls.importers.trtexec_precision import REMOVED_HANDLERS, exclusions
+from trtls.importers.trtexec_precision import precision_flags as set_precision
+from trtls.importers.trtexec_values import ImportError_, parse_shapes, read_int, read_size, split_outside_quotes
 
 POOLS = {  # trtexec pool name → (recipe key, bytes per unit)
     "workspace": ("workspace_mib", 1 << 20),
@@ -29,14 +32,9 @@ POOLS = {  # trtexec pool name → (recipe key, bytes per unit)
     "tacticSharedMem": ("tactic_shared_memory_kib", 1 << 10),
     "tacticDram": ("tactic_dram_mib", 1 << 20),
 }
-UNITS = {"B": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
 HARDWARE = {"none": "none", "ampere+": "ampere_plus", "samecomputecapability": "same_compute_capability"}
 TILING = {"0": "none", "1": "fast", "2": "moderate", "3": "full"}
 BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
-
-
-class ImportError_(ValueError):
-    """The command line cannot become a recipe (no --onnx, a malformed shape…): exit 2 with this message."""
 
 
 @dataclass
@@ -91,46 +89,6 @@ _BOOLEAN = {  # flags that take no value: the token after one is the next flag's
 }  # fmt: skip
 
 
-def parse_shapes(flag: str, value: str) -> dict[str, list[int]]:
-    """`input_ids:1x128,'x:0':1x3x224x224` → {name: dims}."""
-    shapes: dict[str, list[int]] = {}
-    for part in _split_outside_quotes(value):
-        if ":" not in part:
-            raise ImportError_(f"--{flag}: {part!r} is not NAME:DIMS (e.g. input:1x3x224x224)")
-        name, dims = part.rsplit(":", 1)
-        name = name.strip().strip("'\"")
-        try:
-            shapes[name] = [int(d) for d in dims.lower().split("x")] if dims else []
-        except ValueError:
-            raise ImportError_(f"--{flag}: dimensions of {name!r} must be integers joined by x, got {dims!r}") from None
-    return shapes
-
-
-def _split_outside_quotes(value: str) -> list[str]:
-    parts, current, quote = [], "", None
-    for ch in value:
-        if ch in "'\"" and quote in (None, ch):
-            quote = None if quote else ch
-        if ch == "," and quote is None:
-            parts.append(current)
-            current = ""
-        else:
-            current += ch
-    if current:
-        parts.append(current)
-    return [p for p in (s.strip() for s in parts) if p]
-
-
-def _size(flag: str, text: str, unit: int) -> tuple[int, bool]:
-    """trtexec sizes: a number with an optional B/K/M/G suffix (default MiB) → (value in `unit`, exact)."""
-    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([BKMG]?)\s*", text, re.I)
-    if m is None:
-        raise ImportError_(f"--{flag}: {text!r} is not a size (e.g. 1024, 512M, 4G, 48K)")
-    nbytes = float(m.group(1)) * UNITS[(m.group(2) or "M").upper()]
-    value = max(1, -(-int(nbytes) // unit))
-    return value, value * unit == nbytes
-
-
 def import_trtexec(argv: list[str], name: str | None = None, legacy_precision: bool = False) -> Imported:
     args = split_args(argv)
     flags = [f for f, _ in args]
@@ -150,15 +108,15 @@ def import_trtexec(argv: list[str], name: str | None = None, legacy_precision: b
         known = BY_FLAG.get(flag)
         if known is None:
             out.notes.append(f"--{flag}: not a trtexec 11.1 flag trtls knows; skipped")
-        elif flag in _REMOVED_HANDLERS:
-            _REMOVED_HANDLERS[flag](out, flag, value)
+        elif flag in REMOVED_HANDLERS:
+            REMOVED_HANDLERS[flag](out, flag, value)
         else:
             out.notes.append(skip_note(known))
     if "output" not in out.engine:
         out.engine["output"] = f"build/{out.name}.engine"
         out.notes.append(f"no --saveEngine: output set to build/{out.name}.engine")
-    _precision(out, precision_flags, legacy_precision)
-    _exclusions(out)
+    set_precision(out, precision_flags, legacy_precision)
+    exclusions(out)
     out.profiles = _profiles(out, shape_sets.lists())
     return out
 
@@ -225,7 +183,7 @@ def _map_one(out: Imported, flag: str, value: str | None, shapes: ShapeSets, pre
 
 def _read(flag: str, key: str, kind: str, value: str | None) -> Any:
     if kind == "int":
-        return _int(flag, value)
+        return read_int(flag, value)
     if kind in ("true", "false"):
         return kind == "true"
     if kind.startswith("="):
@@ -235,7 +193,7 @@ def _read(flag: str, key: str, kind: str, value: str | None) -> Any:
     if kind == "list":
         return [v.strip() for v in (value or "").split(",") if v.strip()]
     if kind == "paths":
-        return _split_outside_quotes(value or "")
+        return split_outside_quotes(value or "")
     if kind == "choice":
         return CHOICES[key].get(str(value).lower(), value)
     return value  # text
@@ -264,7 +222,7 @@ def _shapes(out: Imported, flag: str, value: str | None, shapes: ShapeSets, _: l
 
 
 def _profile(out: Imported, flag: str, value: str | None, shapes: ShapeSets, _: list[str]) -> None:
-    index = _int(flag, value)
+    index = read_int(flag, value)
     if index < 0:
         raise ImportError_(f"--profile: expected a profile index 0, 1 …, got {value!r}")
     if index in shapes.by_profile:
@@ -272,55 +230,8 @@ def _profile(out: Imported, flag: str, value: str | None, shapes: ShapeSets, _: 
     shapes.current = index
 
 
-_PRECISION_NAMES = {"fp32", "fp16", "bf16", "int8", "fp8", "int32", "int64"}
-
-
-def _layer_precisions(out: Imported, flag: str, value: str | None) -> None:
-    """TensorRT 11 removed `--layerPrecisions` (and `--precisionConstraints`): precision lives in the graph. A layer
-    kept in FP32 is what AutoCast's `nodes_to_exclude` says, so NAME:fp32 entries become `exclude_nodes` (TensorRT
-    names a parsed layer after its ONNX node); other entries are named, not guessed."""
-    kept, other = [], []
-    for part in _split_outside_quotes(value or ""):
-        name, _, precision = part.rpartition(":")
-        name = name.strip().strip("'\"")
-        if precision.strip().lower() == "fp32" and name and name != "*":
-            kept.append(name)
-        else:
-            other.append(part)
-    if kept:
-        out.precision.setdefault("exclude_nodes", []).extend("^" + re.escape(n) + "$" for n in kept)
-    note = f"--{flag}: removed in TensorRT 11 (precision lives in the graph)"
-    if kept:
-        note += f"; the layers kept in FP32 ({', '.join(kept)}) became precision.exclude_nodes"
-    if other:
-        note += f"; not imported: {', '.join(other)} (AutoCast converts one type and keeps the excluded nodes in FP32)"
-    out.notes.append(note)
-
-
-def _precision_constraints(out: Imported, flag: str, value: str | None) -> None:
-    out.notes.append(
-        f"--{flag}: removed in TensorRT 11 (no OBEY/PREFER_PRECISION_CONSTRAINTS; precision lives in the graph); "
-        "the layers to keep in FP32 go in precision.exclude_nodes / exclude_op_types (AutoCast)"
-    )
-
-
-_REMOVED_HANDLERS: dict[str, Any] = {
-    "layerPrecisions": _layer_precisions,
-    "precisionConstraints": _precision_constraints,
-}
-
-
-def _exclusions(out: Imported) -> None:
-    """AutoCast's exclusions mean nothing without its conversion: say so rather than write keys that do nothing."""
-    if out.precision.get("exclude_nodes") and not out.precision.get("convert"):
-        out.notes.append(
-            "precision.exclude_nodes only applies with precision.convert (an --fp16/--bf16 build); without one the "
-            "whole engine is FP32 already"
-        )
-
-
 def _workspace(out: Imported, flag: str, value: str | None, *_: Any) -> None:  # the pre-8.4 spelling, in MiB
-    out.pools["workspace_mib"] = _size(flag, value or "", 1 << 20)[0]
+    out.pools["workspace_mib"] = read_size(flag, value or "", 1 << 20)[0]
     out.notes.append("--workspace: deprecated in trtexec; mapped to memory_pool_limits.workspace_mib")
 
 
@@ -350,56 +261,16 @@ _SPECIAL: dict[str, Any] = {  # the kinds a KeyInfo names that need more than on
 }
 
 
-def _int(flag: str, value: str | None) -> int:
-    try:
-        return int(str(value))
-    except ValueError:
-        raise ImportError_(f"--{flag}: expected an integer, got {value!r}") from None
-
-
 def _pools(out: Imported, value: str) -> None:
-    for part in _split_outside_quotes(value):
+    for part in split_outside_quotes(value):
         pool, _, size = part.partition(":")
         if pool not in POOLS:
             raise ImportError_(f"--memPoolSize: unknown pool {pool!r} (known: {', '.join(POOLS)})")
         key, unit = POOLS[pool]
-        amount, exact = _size("memPoolSize", size, unit)
+        amount, exact = read_size("memPoolSize", size, unit)
         out.pools[key] = amount
         if not exact:
             out.notes.append(f"--memPoolSize {pool}:{size}: rounded up to {amount} {'KiB' if unit == 1024 else 'MiB'}")
-
-
-def _precision(out: Imported, flags: list[str], legacy: bool) -> None:
-    if not flags:
-        return
-    wanted = set(flags)
-    if "best" in wanted:
-        wanted |= {"fp16", "int8", "fp8"}
-    for gone in sorted(wanted & {"int4", "fp4"}):
-        out.notes.append(f"--{gone}: no builder flag in any module trtls supports; quantize with ModelOpt (Q/DQ)")
-    wanted -= {"best", "int4", "fp4"}
-    if legacy:
-        out.precision["legacy_flags"] = [f for f in ("fp16", "bf16", "int8", "fp8") if f in wanted]
-        out.notes.append(
-            "precision flags kept as TensorRT 10.x legacy_flags; TensorRT 11 and TensorRT-RTX refuse them (TRT141)"
-        )
-        return
-    low = "fp16" if "fp16" in wanted else ("bf16" if "bf16" in wanted else None)
-    if low:
-        out.precision["convert"] = low
-        out.notes.append(
-            f"--{low}: TensorRT 11 and TensorRT-RTX have no {low.upper()} flag; mapped to precision.convert = "
-            f'"{low}" (ModelOpt AutoCast before the build). For TensorRT 10.x weak typing, import with '
-            "--legacy-precision"
-        )
-        if {"fp16", "bf16"} <= wanted:
-            out.notes.append("--bf16 as well: AutoCast converts to one type; fp16 chosen")
-    for q in ("int8", "fp8"):
-        if q in wanted:
-            out.notes.append(
-                f"--{q}: not mapped; INT8/FP8 need explicit Q/DQ nodes in the ONNX (python -m "
-                f"modelopt.onnx.quantization --quantize_mode {q}), or --legacy-precision for TensorRT 10.x"
-            )
 
 
 def _profiles(out: Imported, shapes: dict[str, list[dict[str, list[int]]]]) -> list[dict[str, dict[str, list[int]]]]:
