@@ -75,6 +75,8 @@ export interface BuildFinished {
   notes?: string[];
   /** the worker's own peak RSS (getrusage) */
   peak_rss_bytes?: number | null;
+  /** a built engine: can it run on this machine's GPU (builds.engine_validity): {status: valid|suboptimal|invalid| not_checked, reason, diagnostics: [{severity, msg}], gpuComputeCapability?, supportedComputeCapabilities?} */
+  engine_validity?: Record<string, unknown> | null;
 }
 
 export interface BuildIdArgs {

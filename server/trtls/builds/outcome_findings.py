@@ -26,6 +26,7 @@ def build_findings(summary: dict[str, Any]) -> list[Finding]:
         return (
             [f for f in _cache_findings(summary, engine) if f.code == "TRT301"]
             + _not_applied(summary, engine)
+            + _portability_findings(summary, engine)
             + _evidence_findings(summary, engine)
         )
     out: list[Finding] = _not_applied(summary, engine) + _failure_findings(summary, engine)
@@ -99,6 +100,35 @@ def build_findings(summary: dict[str, Any]) -> list[Finding]:
     if not str(summary.get("error")).startswith("TRT413"):  # said once: the failure already is TRT413
         out.extend(_evidence_findings(summary, engine))
     return out
+
+
+def _portability_findings(summary: dict[str, Any], engine: str) -> list[Finding]:
+    """TRT208 "engine portability": TensorRT-RTX said the engine cannot run on this machine's GPU
+    (builds.engine_validity); the engine was built and written all the same."""
+    validity = summary.get("engineValidity") or {}
+    if validity.get("status") != "invalid":
+        return []
+    gpu, supported = validity.get("gpuComputeCapability"), validity.get("supportedComputeCapabilities")
+    if gpu and supported:
+        what = f"this GPU (compute capability {gpu}) is not one it can run on: it supports {' '.join(supported)}"
+    else:
+        what = str(validity.get("reason") or "TensorRT-RTX answered INVALID")
+    rebuild = (
+        "; TensorRT-RTX cannot build for this compute capability at all"
+        if validity.get("rebuildable") is False
+        else "; build it for this GPU (builder.compute_capabilities) to run it here"
+    )
+    return [
+        _f(
+            "TRT208",
+            Severity.warning,
+            f"engine portability: the engine will not load here — {what}{rebuild}",
+            ("engines", engine),
+            buildId=summary["buildId"],
+            gpuComputeCapability=gpu,
+            supportedComputeCapabilities=supported,
+        )
+    ]
 
 
 def _evidence_findings(summary: dict[str, Any], engine: str) -> list[Finding]:

@@ -32,6 +32,15 @@ def resources_record(build: Build) -> dict[str, Any]:
     return out
 
 
+def engine_validity_record(build: Build) -> dict[str, Any] | None:
+    """Will the built engine load on this machine's GPU (builds.engine_validity, asked by the worker); None when
+    nothing was built."""
+    if build.outcome != "built":
+        return None
+    sent = (build.finished or {}).get("engine_validity")
+    return sent or {"status": "not_checked", "reason": "the worker did not ask (an external worker)", "diagnostics": []}
+
+
 def build_summary(build: Build, t_end: int, history: History) -> dict[str, Any]:
     env = build.environment
     cache = build.cache or {
@@ -100,6 +109,7 @@ def build_summary(build: Build, t_end: int, history: History) -> dict[str, Any]:
         "validationStatus": validation_status(build.outcome or "killed"),
         "validationNote": "a finished build does not prove the engine correct; parity is checked by the route gates",
         "engineArtifact": engine_written[0] if engine_written else None,
+        "engineValidity": engine_validity_record(build),
         "previousEngineIntact": intact,
         "previousEngine": previous,
         "artifacts": build.artifacts,

@@ -12,6 +12,7 @@ from pathlib import Path
 from queue import SimpleQueue
 from typing import Any
 
+from trtls.builds import engine_validity
 from trtls.builds import timing_cache as tc
 from trtls.builds.artifacts import engine_temp_path, remove_or_quarantine, write_engine
 from trtls.builds.build_facts import build_config_hash, network_types, peak_rss_bytes
@@ -40,6 +41,7 @@ class Worker:
         self.done = threading.Event()
         self.exit_code = 1
         self.watch = SupervisorWatch()  # worker.py marks it gone at stdin EOF; checked before the rename
+        self.device_name: str | None = None
 
     # -- control -------------------------------------------------------------------------------
     def request_cancel(self, source: str, t_request_ns: int | None) -> None:
@@ -77,6 +79,7 @@ class Worker:
         bm = adapter.load_builder_module(job.get("builder_module", "auto"))
         # Measured before anything can fail on the input, so a failed build still says what would have built it.
         environment = adapter.environment_record(bm)
+        self.device_name = environment.get("device_name")  # engine_validity asks TensorRT only when there is a GPU
         self.writer.emit("environment", environment=environment)
         if self.cancel.is_set:
             return self._cancelled_before_build("TensorRT was being imported")
@@ -378,6 +381,7 @@ class Worker:
         cache_plan, written = tc.after_build(cache_plan, "built", supported, new_cache_bytes, combine)
         self._emit_cache(cache_plan, written)
         done: dict[str, Any] = {"engine_bytes": size, "engine_sha256": digest, "cleanup_status": "not_needed"}
+        done["engine_validity"] = engine_validity.check(bm, plan, self.device_name)  # will it load here (issue 33)
         done.update(t_cleanup_ns=time.monotonic_ns(), notes=notes, peak_rss_bytes=peak_rss_bytes())
         self.writer.emit("build_finished", outcome="built", **done)
         return 0
