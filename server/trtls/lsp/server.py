@@ -53,9 +53,8 @@ server = TrtlsServer()
 def command(name: str) -> Any:
     """`server.command(name)` with a clean error: a JSON-RPC error passes as raised; a recipe nested too deep
     is InvalidParams (TRT120); anything else is logged here with its traceback and answered -32603 with one line,
-    never a traceback in the response. Every reply goes out through its declared model (trtls.core.wire.reply): a
-    handler returns the model (annotated `Any`: pygls evaluates a handler's annotations, and the models are loaded on
-    first use, never on initialize's path)."""
+    never a traceback in the response. A handler returns its reply's model (trtls.core.wire), sent by `sent`; its
+    annotation says `Any`, as pygls evaluates it and the models load on first use (never on initialize's path)."""
 
     def sent(answer: Any) -> Any:
         from trtls.core.wire import reply  # on the first command, never on initialize's path (no pydantic there)
@@ -315,42 +314,9 @@ async def lock_route(ls: TrtlsServer, args: Any = None) -> Any:
 @command("trtls.allowLicense")
 async def allow_license(ls: TrtlsServer, args: Any = None) -> Any:
     """Add a licence to a route's allow list — only after the user confirms, since it widens what ships."""
-    from trtls.core.wire import AllowLicenseReply
+    from trtls.lsp.license_command import allow_license_command
 
-    a = _args("AllowLicenseArgs", args)
-    loaded = await ls.recipe_async(a.uri)
-    route = (loaded.data.get("routes") or {}).get(a.route)
-    if route is None:
-        raise JsonRpcInvalidParams(f"no route '{a.route}' in {loaded.path.name}")
-    allow = lsp.MessageActionItem(title="Allow")
-    answer = await ls.window_show_message_request_async(
-        lsp.ShowMessageRequestParams(
-            type=lsp.MessageType.Warning,
-            message=f"Allow licence '{a.license}' for route '{a.route}' (intended use: "
-            f"{route.get('intended_use', 'not stated')})?",
-            actions=[allow, lsp.MessageActionItem(title="Cancel")],
-        )
-    )
-    if answer is None or answer.title != allow.title:
-        return AllowLicenseReply(applied=False)
-    current = [str(x) for x in route.get("allowed_licenses", [])]
-    text = "[" + ", ".join(f'"{x}"' for x in [*current, a.license]) + "]"
-    span = loaded.source_map.span(("routes", a.route, "allowed_licenses"))
-    if span is not None and span.value is not None:
-        r = span.value
-        edit = lsp.TextEdit(
-            lsp.Range(lsp.Position(r.start_line, r.start_col), lsp.Position(r.end_line, r.end_col)), text
-        )
-    else:  # no allow list yet: add one under the route's header
-        header = loaded.source_map.range(("routes", a.route))
-        edit = lsp.TextEdit(
-            lsp.Range(lsp.Position(header.start_line + 1, 0), lsp.Position(header.start_line + 1, 0)),
-            f"allowed_licenses = {text}\n",
-        )
-    result = await ls.workspace_apply_edit_async(
-        lsp.ApplyWorkspaceEditParams(edit=lsp.WorkspaceEdit(changes={a.uri: [edit]}), label="trtls: allow licence")
-    )
-    return AllowLicenseReply(applied=bool(result.applied))
+    return await allow_license_command(ls, _args("AllowLicenseArgs", args))
 
 
 def _register_more() -> None:
