@@ -41,7 +41,7 @@ from trtls.gates.context import GateContext, GateHook
 from trtls.gates.environment import check_environment
 from trtls.gates.lifecycle.notes import promotion_finding, promotion_note
 from trtls.gates.lifecycle.promotion import COMPLETE_SUMMARY
-from trtls.gates.lifecycle.rested_on import bundle_digest, content_fact, current_content, facts, lock_digest
+from trtls.gates.lifecycle.rested_on import run_facts
 from trtls.gates.lifecycle.status import canary_state
 from trtls.gates.parity.fidelity import fidelity_checks
 from trtls.gates.release import Measurement, write_baseline
@@ -172,7 +172,7 @@ def run_gates(
     decision: Decision = gates_decision if (complete or gates_decision == "reject") else "hold"
     summary = _summary(ctx, selected, decision, gates_decision, cancelled)
     summary["waivers"] = waivers
-    summary["rested_on"] = _rested_on(ctx)
+    summary["rested_on"] = run_facts(ctx)
     summary["complete"] = complete
     rejects = [c.name for c in checks if c.status == "reject"]
     promotion = promotion_note(loaded, route_name, route, summary["rested_on"], rejects)
@@ -389,30 +389,3 @@ def write_route_evidence(loaded: Any, result: RouteResult) -> Path:
     for name, text in files.items():
         atomic_write_text(folder / name, text, kind=Kind.evidence, within=within)
     return folder / "summary.json"
-
-
-def _rested_on(ctx: GateContext) -> dict[str, Any]:
-    """What this run's verdict rests on (`lifecycle.rested_on`): the environment gate 2 saw (else this machine's),
-    the bundle gate 3 read (else the file now), the lock entry."""
-    from trtls.gates.environment_probe import discover_environment
-
-    env = ctx.gate2.environment if ctx.gate2 else (ctx.environment or discover_environment())
-    bundle = ctx.record.get("bundle_digest") or bundle_digest(ctx.resolve(ctx.route.bundle))
-    # the checkpoint's content as gate 1 hashed it in this run; without gate 1, hashed now (the same rules and cache)
-    hashed = ctx.gate1.files if ctx.gate1 is not None else None
-    content = (
-        content_fact(Path(ctx.recipe_dir), ctx.route_name, hashed)
-        if hashed
-        else current_content(ctx.loaded, ctx.route_name, ctx.route, use_digest_cache=ctx.use_digest_cache)
-    )
-    previous = ctx.route.previous_bundle
-    return facts(
-        ctx.loaded,
-        ctx.route_name,
-        ctx.route,
-        env,
-        bundle=bundle,
-        lock=lock_digest(ctx.recipe_dir, ctx.route_name),
-        content=content,
-        rollback_artifact=bundle_digest(ctx.resolve(previous), Path(ctx.recipe_dir)) if previous else None,
-    )

@@ -199,6 +199,34 @@ def current_facts(
     )
 
 
+def run_facts(ctx: Any) -> dict[str, Fact]:
+    """What a gates run's verdict rests on, from its `GateContext`: the environment gate 2 saw (else this
+    machine's), the bundle gate 3 read (else the file now), the checkpoint content gate 1 hashed, the lock entry and
+    the rollback artifact."""
+    from trtls.gates.environment_probe import discover_environment
+
+    env = ctx.gate2.environment if ctx.gate2 else (ctx.environment or discover_environment())
+    bundle = ctx.record.get("bundle_digest") or bundle_digest(ctx.resolve(ctx.route.bundle))
+    # the checkpoint's content as gate 1 hashed it in this run; without gate 1, hashed now (the same rules and cache)
+    hashed = ctx.gate1.files if ctx.gate1 is not None else None
+    content = (
+        content_fact(Path(ctx.recipe_dir), ctx.route_name, hashed)
+        if hashed
+        else current_content(ctx.loaded, ctx.route_name, ctx.route, use_digest_cache=ctx.use_digest_cache)
+    )
+    previous = ctx.route.previous_bundle
+    return facts(
+        ctx.loaded,
+        ctx.route_name,
+        ctx.route,
+        env,
+        bundle=bundle,
+        lock=lock_digest(ctx.recipe_dir, ctx.route_name),
+        content=content,
+        rollback_artifact=bundle_digest(ctx.resolve(previous), Path(ctx.recipe_dir)) if previous else None,
+    )
+
+
 def _show(value: Any, kind: str = "") -> str:
     if value is None:
         return "missing" if kind in FILE_KINDS else "none"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -177,6 +177,7 @@ def run_gate(ctx: GateContext) -> list[GateCheck]:
 
     from trtls.core.gate_result import decide
     from trtls.gates.deployed import RefusedPath, contained, deployed_check, extract_artifact
+    from trtls.gates.parity.independence import export_digests, reference_independence
     from trtls.gates.reference_outputs import checkpoint_outputs, golden_outputs
 
     route = ctx.route
@@ -257,7 +258,7 @@ def run_gate(ctx: GateContext) -> list[GateCheck]:
             ref_evidence["input_sets"] = evidence_by_set
         checks.append(deployed_check(ctx, spec, test_run, artifact, base + ("runtime",)))
         exports = export_digests(ctx, artifact) if route.reference == "golden" else {}
-        checks.append(_independence(route, ref_evidence, base, exports))
+        checks.append(reference_independence(route, ref_evidence, base, exports))
         if route.tokenizer_texts:
             tokenizer, why_not = route_tokenizer(ctx, route.tokenizer_texts, opts)
             p_tok = base + ("tokenizer_texts",)
@@ -303,124 +304,3 @@ def merge_set_checks(per_set: Sequence[tuple[str, Sequence[GateCheck]]]) -> list
         }
         out.append(GateCheck(worst.gate, name, worst.status, message, worst.code, worst.path, worst.on_value, evidence))
     return out
-
-
-def export_digests(ctx: Any, artifact: Any) -> dict[str, str]:
-    """sha256 → what it is, of every ONNX that is the export under test: the ONNX the bundle deploys (extracted), the
-    route's `onnx` and the engine's ONNX on disk. Golden outputs recorded by running one of them are not
-    independent of it."""
-    from trtls.core.sha256 import sha256_file
-
-    found: dict[str, str] = {}
-    files: list[tuple[Path, str]] = []
-    if not isinstance(artifact, str) and str(artifact[1]).endswith(".onnx"):
-        files.append((Path(artifact[1]), f"the ONNX in {ctx.route.bundle}"))
-    recipe = getattr(ctx.loaded, "recipe", None)
-    engine = recipe.engines.get(ctx.route.engine) if recipe is not None and ctx.route.engine else None
-    for rel in (getattr(ctx.route, "onnx", None), getattr(engine, "onnx", None)):
-        if rel:
-            files.append((ctx.resolve(rel), str(rel)))
-    for path, label in files:
-        try:
-            if path.is_file():
-                found.setdefault(sha256_file(path), label)
-        except OSError:
-            continue
-    return found
-
-
-def _golden_independence(route: Any, ev: Mapping[str, Any], path: TomlPath, exports: Mapping[str, str]) -> GateCheck:
-    """TRT812 for golden outputs: judged from the recorder record beside them (who ran what), never from the
-    `framework` typed in the recipe; a typed framework the record contradicts is said."""
-    record = ev.get("recorder")
-    if not isinstance(record, dict):
-        why = ev.get("recorder_problem") or "the golden outputs were not read"
-        return _check(
-            "parity.reference_independent",
-            "not_checked",
-            f"{why}: who recorded them is not on record (framework = {ev.get('framework')!r} in the recipe is a "
-            "claim, not a record); record them with a recorder record (docs/gates.md, golden outputs)",
-            "TRT812",
-            path,
-            dict(ev),
-        )
-    runner = record.get("runner") or {}
-    ran = record.get("ran") or {}
-    who = f"{runner.get('name')} {runner.get('version') or ''}".strip()
-    typed = str(ev.get("framework") or "")
-    said = (
-        f"; the recipe says framework = {typed!r}, the record says {runner.get('name')}"
-        if typed and typed.lower() != str(runner.get("name", "")).lower()
-        else ""
-    )
-    evidence = dict(ev)
-    if ran.get("kind") == "onnx":
-        digest = str(ran.get("sha256") or "")
-        if digest in exports:
-            return _check(
-                "parity.reference_independent",
-                "hold",
-                f"the golden outputs were recorded by {who} running {ran.get('file')} (sha256 {digest[:12]}…), which "
-                f"is {exports[digest]}: the export under test checked against itself — an export bug would pass "
-                f"unseen{said}",
-                "TRT812",
-                path,
-                evidence,
-            )
-        if not digest:
-            return _check(
-                "parity.reference_independent",
-                "not_checked",
-                f"the recorder record says {who} ran an ONNX but not which (no sha256){said}",
-                "TRT812",
-                path,
-                evidence,
-            )
-        what = f"{ran.get('file')} (sha256 {digest[:12]}…), not the export this route deploys"
-    elif ran.get("kind") == "checkpoint":
-        what = f"the checkpoint {ran.get('id') or ''} {ran.get('revision') or ''}".rstrip() + "'s own weights"
-    else:
-        return _check(
-            "parity.reference_independent",
-            "not_checked",
-            f"the recorder record does not say what {who} ran (ran.kind {ran.get('kind')!r}: onnx or checkpoint){said}",
-            "TRT812",
-            path,
-            evidence,
-        )
-    return _check(
-        "parity.reference_independent",
-        "pass",
-        f"golden outputs recorded by {who} running {what}, from inputs sha256 {str(ev.get('inputs_sha256'))[:12]}…"
-        + said,
-        "TRT812",
-        path,
-        evidence,
-    )
-
-
-def _independence(
-    route: Any, ref_evidence: Mapping[str, Any], base: TomlPath, exports: Mapping[str, str] | None = None
-) -> GateCheck:
-    """TRT812: the reference does not run the export under test (so an exporter bug shows)."""
-    path = base + ("reference",)
-    if route.reference == "checkpoint":
-        return _check(
-            "parity.reference_independent",
-            "pass",
-            f"reference outputs computed from the checkpoint's weights ({ref_evidence.get('family', '?')} forward "
-            "pass in numpy), not from the exported ONNX",
-            "TRT812",
-            path,
-            dict(ref_evidence),
-        )
-    if route.reference == "golden":
-        return _golden_independence(route, ref_evidence, path, exports or {})
-    return _check(
-        "parity.reference_independent",
-        "not_checked",
-        f"the reference {route.reference} runs the same exported ONNX as the runtime under test: an export bug "
-        'would pass unseen (use reference = "checkpoint" or "golden")',
-        "TRT812",
-        path,
-    )
