@@ -111,7 +111,8 @@ def finished_run(ls: Any, run_id: str, what: str) -> tuple[Any, RunKind]:
     or over with no record written."""
     run, kind = ls.runs.get(run_id), ls.runs.kind(run_id)
     if run is None or kind is None:
-        raise JsonRpcInvalidParams(f"no run with id '{run_id}' (see trtls.listBuilds)")
+        raise JsonRpcInvalidParams(f"run '{run_id}' is unknown (never started, or finished and forgotten): its {what} "
+                                   "is in .trtls/, see trtls.listBuilds")  # fmt: skip
     if run.summary is None:
         state = "still running" if run.running else "over, with no evidence written"
         raise JsonRpcInvalidParams(f"{KINDS[kind].noun} '{run_id}' is {state}; its {what} exists once it has finished")
