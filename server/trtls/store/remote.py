@@ -13,10 +13,9 @@ publish is sent on (`Store.publish` → `push_entry`): the engine first, then th
 record finds its blob.
 
 Nothing here raises: a remote that cannot be reached, answers an error or sends a bad record or bad bytes makes the
-lookup a miss, with one short note in `store.notes` (which the evidence carries). A 404 is a plain miss. A remote
-that sent a bad record or bad bytes for a key is not asked for that key again in this process; one that could not
-be reached is not asked again for a minute (a matrix does not wait out a timeout per cell). Redirects are followed
-only within the remote's own scheme, host and port."""
+lookup a miss, with one short note in `store.notes` (which the evidence carries); a 404 is a plain miss. A remote
+that sent bad bytes for a key is not asked for it again in this process; one that could not be reached is not asked
+again for a minute (a matrix does not wait out a timeout per cell). Redirects stay on the remote's host and port."""
 
 from __future__ import annotations
 
@@ -39,13 +38,13 @@ from trtls.core.terminal_text import terminal_safe
 from trtls.fs import Kind, read_bytes, rename
 from trtls.fs.store_root import shared_modes
 from trtls.store.copying import EntryUnreadable, copy_hashing
-from trtls.store.entry_record import ENTRY_FORMAT, RECORD_LIMIT
+from trtls.store.entry_record import ENTRY_FORMAT, RECORD_LIMIT, Entry
 from trtls.store.folder import StoreFolder, tmp_name
 from trtls.store.key import is_key, key_of_parts
 from trtls.store.signing import signed_by
 
 if TYPE_CHECKING:
-    from trtls.store.entries import Entry, Store
+    from trtls.store.entries import Store
 
 TIMEOUT_S = 5.0  # connecting, and each wait for bytes from the socket
 PUT_TIMEOUT_S = 60.0  # a PUT's answer comes when the server has stored (perhaps hashed) the whole engine
