@@ -262,3 +262,50 @@ def test_a_resume_after_the_recipe_changed_starts_over_and_says_why(tmp_path: Pa
     assert record["resumedFrom"] is None and stopped["id"] in record["resumeNote"]
     assert "the engine's table in the recipe changed" in record["resumeNote"]
     assert not any(t.get("replayed") for t in record["trials"])
+
+
+def _chain(path: Path, ops: list[tuple[str, str]], shape: list[object], out: list[object]) -> None:
+    """x → each (op, name) in turn → y; a TopK reads k = 5000 (TensorRT's limit is 3840)."""
+    nodes, prev, extra = [], "x", []
+    for i, (op, name) in enumerate(ops):
+        made = "y" if i == len(ops) - 1 else f"t{i}"
+        if op == "TopK":
+            nodes.append(helper.make_node("TopK", [prev, "k"], [made, f"{made}_indices"], name=name))
+            extra = [numpy_helper.from_array(np.array([5000], np.int64), "k")]
+        else:
+            nodes.append(helper.make_node(op, [prev], [made], name=name))
+        prev = made
+    value = helper.make_tensor_value_info
+    graph = helper.make_graph(
+        nodes, "chain", [value("x", TensorProto.FLOAT, shape)], [value("y", TensorProto.FLOAT, out)], extra
+    )
+    _save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+
+
+def test_a_parser_rejection_is_classified_and_reduced(tmp_path: Path) -> None:
+    """Item 5: TensorRT-RTX's parser refuses Det (`ONNX parse failed: node 2 'det' (Det): false`); the reduction
+    classifies it by the node and message and reduces to that node."""
+    ops = [("Relu", "relu"), ("Sigmoid", "sig"), ("Det", "det"), ("Neg", "neg"), ("Abs", "abs")]
+    _chain(tmp_path / "m.onnx", ops, ["N", 4, 4], ["N"])
+    (tmp_path / "trtls.toml").write_text(_engine("m", "m.onnx", "[N, 4, 4]", smem=False))
+    code, record, stderr = _reduce(tmp_path, "m")
+    assert record is not None, stderr[-2000:]
+    assert record["failure"]["kind"] == "parser_rejection" and record["failure"]["layer"] == "det"
+    assert code == 0 and record["outcome"] == "reduced" and record["minimal"]["nodeNames"] == ["det"]
+
+
+def test_a_failure_nothing_classifies_is_reduced_with_fail_regex(tmp_path: Path) -> None:
+    """Item 5: TopK with k over TensorRT's limit fails with an API usage error nothing classifies: without a pattern
+    the reduction says how to reduce it; with --fail-regex it reduces to the TopK."""
+    ops = [("Relu", "relu"), ("Sigmoid", "sig"), ("TopK", "topk"), ("Neg", "neg")]
+    _chain(tmp_path / "m.onnx", ops, ["N", 8192], ["N", 5000])
+    (tmp_path / "trtls.toml").write_text(_engine("m", "m.onnx", "[N, 8192]", smem=False))
+    code, record, stderr = _reduce(tmp_path, "m")
+    assert record is not None, stderr[-2000:]
+    assert code == 1 and record["outcome"] == "not_reproduced" and "--fail-regex" in record["causeText"]
+    code, record, stderr = _reduce(tmp_path, "m", "--fail-regex", r"K exceeds the maximum value allowed \(3840\)")
+    assert record is not None, stderr[-2000:]
+    assert record["failure"]["kind"] == "fail_regex" and "--fail-regex" in record["rule"]
+    assert code == 0 and record["outcome"] == "reduced" and record["minimal"]["nodeNames"] == ["topk"]
+    code, _, stderr = _reduce(tmp_path, "m", "--fail-regex", "(unclosed")
+    assert code == 2 and "not a regular expression" in stderr

@@ -56,6 +56,14 @@ def register(subparsers: Any) -> None:
     r.add_argument("--max-trials", type=int, default=40, help="stop after this many trial builds (default 40)")
     r.add_argument("--timeout", type=positive_seconds, help="stop after this many seconds (exit 124)")
     r.add_argument(
+        "--fail-regex",
+        action="append",
+        type=_pattern,
+        metavar="PATTERN",
+        help="a failure trtls does not classify (a compiler error, an API usage error): a candidate still fails when "
+        "its build fails and its error or log matches PATTERN (repeatable: any of them)",
+    )
+    r.add_argument(
         "--resume",
         action="store_true",
         help="continue the engine's latest stopped reduction (its verdicts replayed, not rebuilt) when the model and "
@@ -63,6 +71,16 @@ def register(subparsers: Any) -> None:
     )
     r.add_argument("--json", action="store_true", help="print the result record as JSON")
     r.set_defaults(func=cmd_reduce)
+
+
+def _pattern(text: str) -> str:
+    import re
+
+    try:
+        re.compile(text)
+    except re.error as exc:
+        raise argparse.ArgumentTypeError(f"not a regular expression: {text!r} ({exc})") from None
+    return text
 
 
 class _Stoppable:
@@ -143,7 +161,7 @@ async def _reduce(args: argparse.Namespace) -> int:
     from trtls.triage.reduce_build import new_reduction, run_reduction
     from trtls.triage.trials import TrialRunner
 
-    red = new_reduction(loaded, args.engine, args.max_trials)
+    red = new_reduction(loaded, args.engine, args.max_trials, args.fail_regex)
     if args.resume:
         from trtls.triage.resume import prepare_resume
 

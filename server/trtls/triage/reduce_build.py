@@ -26,7 +26,7 @@ from trtls.core.build_config import flat_settings
 from trtls.core.cancel import CancelToken
 from trtls.core.recipe import LoadedRecipe
 from trtls.fs import Kind, atomic_write_bytes, ensure_folder
-from trtls.triage.signature import RULE, failure_signature, same_failure
+from trtls.triage.signature import RULE, RULE_REGEX, failure_signature, same_failure
 from trtls.triage.trials import Trial, TrialRunner
 
 
@@ -82,6 +82,7 @@ class Reduction:
     error_code: str | None = None  # TRT982 a module is missing, TRT983 the reduction itself failed
     phase: str = "starting"  # what the reduction was doing (an error says it)
     rule: str = RULE
+    fail_regex: list[str] = field(default_factory=list)  # --fail-regex: what the failure looks like, when unclassified
     # resume: what identifies the model and the recipe's engine, and every verdict so far (candidate key → fails)
     model_sha256: str | None = None
     recipe_sha256: str | None = None
@@ -206,7 +207,7 @@ async def _run_reduction(loaded: LoadedRecipe, engine: str, red: Reduction, runn
                 raise Stop
             trial.still_fails = red.target is not None and same_failure(red.target, summary)
             if red.target is None:
-                red.target = failure_signature(summary)
+                red.target = failure_signature(summary, red.fail_regex or None)
         if key is not None and red.target is not None:
             red.verdicts[key] = {"outcome": trial.outcome, "stillFails": trial.still_fails}
         if candidate is not None:
@@ -220,11 +221,17 @@ async def _run_reduction(loaded: LoadedRecipe, engine: str, red: Reduction, runn
         first = await attempt("confirm", path=onnx_path)
         if red.target is None:
             red.cause = "not_reproduced"
-            red.error = (
-                f"the build {first.outcome} without a classified failure: nothing to reduce"
-                if first.outcome != "built"
-                else "the engine builds: nothing to reduce"
-            )
+            if first.outcome == "built":
+                red.error = "the engine builds: nothing to reduce"
+            elif red.fail_regex:
+                red.error = (
+                    f"the build {first.outcome}, but what it said matches no --fail-regex pattern: nothing to reduce"
+                )
+            else:
+                red.error = (
+                    f"the build {first.outcome} without a classified failure: nothing to reduce (to reduce it anyway, "
+                    "say what the failure looks like: --fail-regex PATTERN, matched against its error and log)"
+                )
             return red
         first.still_fails = True
         red.verdicts["confirm"] = {"outcome": first.outcome, "stillFails": True}
@@ -251,7 +258,9 @@ async def _run_reduction(loaded: LoadedRecipe, engine: str, red: Reduction, runn
         last_index = compute[last] if last is not None else compute[-1]
         # the branch: node `last_index` and what it depends on; when it alone fails, the other branches go
         branch = cut(graph, 0, last_index, facts, len(profiles))
-        only_branch = (await attempt("branch", branch)).still_fails
+        span_nodes = cut(graph, 0, last_index, facts, len(profiles), branch=False).node_names
+        # (a branch that keeps the span's very nodes differs only in outputs: the span's verdict holds, no build)
+        only_branch = branch.node_names != span_nodes and (await attempt("branch", branch)).still_fails
         upto = [i for i in compute if i <= last_index]
         start = await _bisect(
             red,
@@ -347,8 +356,11 @@ async def _settings_cause(red: Reduction, attempt: Any, whole: Path | None = Non
             red.cause_settings[key] = red.settings_changed[key]
 
 
-def new_reduction(loaded: LoadedRecipe, engine: str, max_trials: int) -> Reduction:
+def new_reduction(loaded: LoadedRecipe, engine: str, max_trials: int, fail_regex: list[str] | None = None) -> Reduction:
     from trtls.builds.build import new_build_id
 
     rid = new_build_id(f"reduce-{engine}")
-    return Reduction(rid, engine, state_dir(loaded.path) / "reduce" / rid, max_trials=max_trials)
+    red = Reduction(rid, engine, state_dir(loaded.path) / "reduce" / rid, max_trials=max_trials)
+    if fail_regex:
+        red.fail_regex, red.rule = list(fail_regex), RULE_REGEX
+    return red

@@ -63,6 +63,10 @@ async def prepare_resume(loaded: LoadedRecipe, engine: str, red: Reduction) -> s
         return f"--resume: the model changed since {path.name}: starting from the whole model"
     if state.get("recipeSha256") != red.recipe_sha256:
         return f"--resume: the engine's table in the recipe changed since {path.name}: starting from the whole model"
+    recorded = state.get("failure")
+    failure: dict[str, Any] = recorded if isinstance(recorded, dict) else {}
+    if list(failure.get("patterns") or []) != red.fail_regex:
+        return f"--resume: the --fail-regex patterns differ from {path.name}'s: starting from the whole model"
     verdicts = state.get("verdicts")
     if not isinstance(verdicts, dict) or not isinstance(state.get("failure"), dict) or "confirm" not in verdicts:
         return f"--resume: {path.name} recorded no verdict to continue from: starting from the whole model"

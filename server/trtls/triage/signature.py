@@ -2,26 +2,76 @@
 
 Two builds fail the same way when their classified failures (`summary.failure`, from `core.builder_errors`) agree on
 the kind, TensorRT's error code, the assertion or check, and TensorRT's source file; a layer is compared only when
-the original failure named one that is not a fused `{ForeignNode[…]}` (whose name changes with every cut). A failure
-that nothing classified has no signature: it cannot be reduced, because any unrelated error would "still fail".
+the original failure named one that is not a fused `{ForeignNode[…]}` (whose name changes with every cut). A parser
+rejection (`ONNX parse failed: node N 'name' (Op): message`) is classified here: the same node (by name) rejected
+with the same message. A failure that nothing classified has no signature: it cannot be reduced, because any
+unrelated error would "still fail" — unless the user says what the failure looks like (`--fail-regex`, Polygraphy's
+option): then a candidate still fails when its build fails and its error or log matches one of the patterns.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 RULE = (
     "a candidate still fails when its build fails with the same classified failure as the original: same kind, "
-    "TensorRT error code, assertion or check, and source file (a named, unfused layer must match too); any other "
-    "outcome or failure counts as not reproducing"
+    "TensorRT error code, assertion or check, and source file (a named, unfused layer must match too; a parser "
+    "rejection: the same node and message); any other outcome or failure counts as not reproducing"
+)
+RULE_REGEX = (
+    "a candidate still fails when its build fails and its error, log or stderr matches one of the --fail-regex "
+    "patterns; any other outcome counts as not reproducing"
 )
 
+_PARSE = re.compile(r"ONNX parse failed: node \d+ '(?P<node>[^']*)' \((?P<op>[^)]*)\): (?P<message>.*)", re.S)
 
-def failure_signature(summary: dict[str, Any]) -> dict[str, Any] | None:
-    """The parts of a failed build's classified failure that a reduction compares; None when nothing classified it."""
-    failure = summary.get("failure")
-    if summary.get("outcome") != "failed" or not isinstance(failure, dict):
+
+def failure_text(summary: dict[str, Any]) -> str:
+    """Everything a failed build said: its error, every log line, its stderr's tail."""
+    logs = [str(e.get("msg", "")) for e in summary.get("logs") or [] if isinstance(e, dict)]
+    tail = [str(line) for line in summary.get("stderrTail") or []]
+    return "\n".join([str(summary.get("error") or ""), *logs, *tail])
+
+
+def regex_signature(summary: dict[str, Any], patterns: list[str]) -> dict[str, Any] | None:
+    """The first of `patterns` a failed build's text matches, as a signature; None when none does."""
+    if summary.get("outcome") != "failed":
         return None
+    text = failure_text(summary)
+    for pattern in patterns:
+        m = re.search(pattern, text, re.M)
+        if m is not None:
+            return {"kind": "fail_regex", "patterns": list(patterns), "pattern": pattern, "matched": m.group(0)[:200]}
+    return None
+
+
+def parser_rejection(summary: dict[str, Any]) -> dict[str, Any] | None:
+    """A build the ONNX parser refused, by the node it refused and why (its position in the model is not compared:
+    it changes with every cut)."""
+    m = _PARSE.search(str(summary.get("error") or ""))
+    if summary.get("outcome") != "failed" or m is None:
+        return None
+    return {
+        "kind": "parser_rejection",
+        "errorCode": None,
+        "assertion": m.group("message").strip().splitlines()[0][:300] if m.group("message").strip() else "",
+        "sourceFile": None,
+        "layer": m.group("node") or None,
+        "op": m.group("op"),
+    }
+
+
+def failure_signature(summary: dict[str, Any], patterns: list[str] | None = None) -> dict[str, Any] | None:
+    """The parts of a failed build's failure that a reduction compares; None when nothing classified it (and, with
+    `patterns`, when its text matches none of them)."""
+    if patterns:
+        return regex_signature(summary, patterns)
+    failure = summary.get("failure")
+    if summary.get("outcome") != "failed":
+        return None
+    if not isinstance(failure, dict):
+        return parser_rejection(summary)
     source = failure.get("source")
     layer = failure.get("layer")
     return {
@@ -34,15 +84,21 @@ def failure_signature(summary: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def same_failure(target: dict[str, Any], summary: dict[str, Any]) -> bool:
+    if target.get("kind") == "fail_regex":
+        return regex_signature(summary, list(target.get("patterns") or [])) is not None
     got = failure_signature(summary)
     if got is None:
         return False
     keys = ["kind", "errorCode", "assertion", "sourceFile"] + (["layer"] if target.get("layer") else [])
-    return all(got[k] == target[k] for k in keys)
+    return all(got.get(k) == target.get(k) for k in keys)
 
 
 def describe(signature: dict[str, Any]) -> str:
     """One line: `internal_error 1 · CHECK_GE(smem_limit, …) · kernel_gen_utils.cpp`."""
+    if signature.get("kind") == "fail_regex":
+        return f"fail_regex {signature.get('pattern')!r} · {signature.get('matched')}"
+    if signature.get("kind") == "parser_rejection":
+        return f"parser_rejection · {signature.get('layer')} ({signature.get('op')}) · {signature.get('assertion')}"
     parts = [str(signature.get("kind")), str(signature.get("errorCode"))]
     parts += [str(signature[k]) for k in ("assertion", "sourceFile", "layer") if signature.get(k)]
     return " · ".join(parts)
