@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import queue
 import shutil
 import subprocess
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -72,15 +74,19 @@ def test_json_stream_says_the_build_waited_for_another_process(
     lock = KeyLock(store, key)
     assert lock.try_acquire("demo-20261201-101500-ab12cd")
     proc = subprocess.Popen([*build_cmd(seed_ws), "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        assert proc.stdout is not None
-        first = json.loads(proc.stdout.readline())
+    lines: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(line) for line in proc.stdout or []], daemon=True).start()
+    try:  # a deadline only so that a build that never says it waits fails instead of hanging (it waits on us)
+        first = json.loads(lines.get(timeout=120))
     finally:
         lock.release()  # the holder ends without publishing: the waiter builds it itself
-    rest, err = proc.communicate(timeout=600)
+    _, err = proc.communicate(timeout=600)
     assert proc.returncode == 0, err
+    rest = []
+    while not lines.empty():
+        rest.append(lines.get())
     assert first["type"] == "store_wait" and first["engine"] == "demo"
     assert first["holder"]["buildId"] == "demo-20261201-101500-ab12cd" and isinstance(first["holder"]["pid"], int)
-    last = json.loads(rest.strip().splitlines()[-1])
+    last = json.loads([line for line in rest if line.strip()][-1])
     assert last["type"] == "summary" and last["summary"]["store"]["waitedFor"] == first["holder"]["line"]
     assert summaries(seed_ws)[-1]["outcome"] == "built" and run_build(seed_ws).returncode == 0
