@@ -174,7 +174,7 @@ def cut(
         outputs = [t for t in graph.nodes[last].output if t and t in facts]
         kept = _needed(graph, [last], first)
     else:
-        outputs = list(graph.outputs) if whole else _span_outputs(graph, first, last)
+        outputs = list(graph.outputs) if whole else [t for t in _span_outputs(graph, first, last) if t in facts]
         kept = _needed(graph, sorted({graph.producer[t] for t in outputs if t in graph.producer}), first)
     made = {o for k in kept for o in graph.nodes[k].output if o}
     own_inputs = {i.name: i for i in g.input}
