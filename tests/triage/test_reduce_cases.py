@@ -309,3 +309,13 @@ def test_a_failure_nothing_classifies_is_reduced_with_fail_regex(tmp_path: Path)
     assert code == 0 and record["outcome"] == "reduced" and record["minimal"]["nodeNames"] == ["topk"]
     code, _, stderr = _reduce(tmp_path, "m", "--fail-regex", "(unclosed")
     assert code == 2 and "not a regular expression" in stderr
+
+
+def test_the_trial_budget_is_bounded(tmp_path: Path) -> None:
+    """Issue 30 item 8, for the command: `--max-trials` is 1 to 10,000; 0 or 10^12 is a usage error before any build."""
+    _if_first(tmp_path / "m.onnx", after=0)
+    (tmp_path / "trtls.toml").write_text(_engine("m", "m.onnx", "[N, 16]", smem=False))
+    for budget in ("0", str(10**12)):
+        code, record, stderr = _reduce(tmp_path, "m", "--max-trials", budget)
+        assert code == 2 and record is None and "outside 1 to 10000" in stderr, stderr[-500:]
+    assert not (tmp_path / ".trtls").exists()

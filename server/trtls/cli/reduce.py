@@ -53,7 +53,12 @@ def register(subparsers: Any) -> None:
         "says not_checked, with the reason, where no engine can execute",
     )
     r.add_argument("--rtol", type=float, help="range-relative tolerance per tensor (default: by precision)")
-    r.add_argument("--max-trials", type=int, default=40, help="stop after this many trial builds (default 40)")
+    r.add_argument(
+        "--max-trials",
+        type=_trial_budget,
+        default=40,
+        help=f"stop after this many trial builds, 1 to {MAX_TRIALS} (default 40)",
+    )
     r.add_argument("--timeout", type=positive_seconds, help="stop after this many seconds (exit 124)")
     r.add_argument(
         "--fail-regex",
@@ -71,6 +76,19 @@ def register(subparsers: Any) -> None:
     )
     r.add_argument("--json", action="store_true", help="print the result record as JSON")
     r.set_defaults(func=cmd_reduce)
+
+
+MAX_TRIALS = 10_000  # far beyond any bisection (2·log2 of a million nodes is 40): a bound, not a target
+
+
+def _trial_budget(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if not 1 <= value <= MAX_TRIALS:
+        raise argparse.ArgumentTypeError(f"{value} is outside 1 to {MAX_TRIALS}")
+    return value
 
 
 def _pattern(text: str) -> str:
