@@ -35,7 +35,7 @@ class Stop(Exception):
 
 
 # The modules a reduction imports and the extra that installs each (pyproject.toml's optional dependencies).
-EXTRA_OF = {"onnxruntime": "gates", "polygraphy": "gates", "onnx": "", "numpy": ""}
+EXTRA_OF = {"onnxruntime": "gates", "polygraphy": "gates"}
 MISSING_MODULE = "TRT982"
 REDUCTION_FAILED = "TRT983"
 
@@ -49,14 +49,15 @@ def missing_module_text(name: str) -> str:
 
 def missing_modules() -> list[str]:
     """The modules a build reduction needs that cannot be imported here (each said with its extra, TRT982)."""
-    import importlib
-
     missing = []
-    for name in EXTRA_OF:
-        try:
-            importlib.import_module(name)
-        except ImportError:
-            missing.append(name)
+    try:
+        import onnxruntime  # noqa: F401
+    except ImportError:
+        missing.append("onnxruntime")
+    try:
+        from polygraphy.tools.debug.subtool.reduce import BisectMarker  # noqa: F401
+    except ImportError:
+        missing.append("polygraphy")
     return missing
 
 
