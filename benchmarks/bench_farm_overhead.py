@@ -8,7 +8,9 @@
    per cell and as a fraction of the builds' CPU; fixed cost = command start → first cell's `build_started`, and
    where it went: the matrix summary's `cluster.fixedCost` (seconds since the CLI process started: connected,
    placed, actorReady, workerPreloaded — TensorRT imported on the node —, onnxOnNode, buildStarted,
-   firstPhaseStart), printed as a table of stages and the time each one added;
+   firstPhaseStart), printed as a table of stages and the time each one added; and the tail after the builds:
+   each cell's `cluster.cells[*].tail` (builderReturned → finishedOnNode → engineLocal → done), the summary and the
+   command's exit, as a table of when the last cell reached each stage;
 3. warm: the same after `trtls farm up` (the head's processes counted by their CPU delta over the run) — a first
    and a second run on the same farm (`--warm-runs`): the farm's actors and their preloaded workers are kept;
 4. stop: SIGINT to a running matrix (N running + N waiting cells), cold and warm: signal → exit, every cell
@@ -201,7 +203,59 @@ def matrix_run(path: Path, env: dict[str, str], head_pid: int | None) -> dict:
             {k: c.get(k) for k in ("actor", "warm", "workerPreloadedBeforeJob", "workerImportS")}
             for c in ((summary.get("cluster") or {}).get("cells") or {}).values()
         ],
+        "tail": tail(summary.get("cluster") or {}, wall),
     }
+
+
+TAIL_TEXT = {
+    "builderReturned": "the builder returned (builder_returned reached the driver)",
+    "finishedOnNode": "the node's worker finished (engine written, fsynced, hashed)",
+    "engineLocal": "the engine at the output here (sent back, or written in place)",
+    "done": "the cell done (evidence, engine re-read; with a store: published)",
+    "summary": "the run's summary written",
+    "exit": "the command exited (Ray disconnected, the instance ended)",
+}
+
+
+def tail(cluster: dict, wall: float) -> dict:
+    """After the builds: each stage of every cell's tail (cluster.cells[*].tail, s since the CLI process started) —
+    the last cell's time of it, and the median and largest time a cell spent from the stage before to it — then the
+    summary and the exit."""
+    cells = [c.get("tail") or {} for c in (cluster.get("cells") or {}).values()]
+    out: dict = {"last": {}, "stepMedianS": {}, "stepMaxS": {}}
+    prev = None
+    for stage in ("builderReturned", "finishedOnNode", "engineLocal", "done"):
+        seen = [c[stage] for c in cells if stage in c]
+        if seen:
+            out["last"][stage] = max(seen)
+        if prev is not None:
+            steps = sorted(c[stage] - c[prev] for c in cells if stage in c and prev in c)
+            if steps:
+                out["stepMedianS"][stage] = round(steps[len(steps) // 2], 3)
+                out["stepMaxS"][stage] = round(steps[-1], 3)
+        prev = stage
+    if cluster.get("summaryS") is not None:
+        out["last"]["summary"] = cluster["summaryS"]
+    out["last"]["exit"] = round(wall, 3)  # from the bench's start of the command (≈ the process start)
+    return out
+
+
+def tail_lines(label: str, r: dict) -> list[str]:
+    """The tail as a table: when the last cell reached each stage, what it added, a cell's median/largest step."""
+    t = r.get("tail") or {}
+    last = t.get("last") or {}
+    lines = [f"  tail, {label} (s since the CLI process started; the last cell's; +added; a cell's step median/max):"]
+    prev = None
+    for key, text in TAIL_TEXT.items():
+        if key not in last:
+            continue
+        added = f"+{last[key] - prev:6.2f}" if prev is not None else " " * 7
+        step = ""
+        if key in (t.get("stepMedianS") or {}):
+            step = f"  (cell {t['stepMedianS'][key]:.2f}/{t['stepMaxS'][key]:.2f})"
+        lines.append(f"    {last[key]:8.2f}  {added}  {key:16} {text}{step}")
+        prev = last[key]
+    return lines
 
 
 def concurrency(timeline: list[tuple[float, str]]) -> dict:
@@ -363,6 +417,11 @@ def main() -> int:
                               f"{over:.1f} CPU-s beyond {builds:.1f} CPU-s of builds in {r['wallS']} s; {cpu}\n"
                               f"  by process (CPU-s, CPU-ms per second of the run, processes):\n{roles}"))  # fmt: skip
         warm = label.startswith("warm")
+        if r.get("tail", {}).get("last", {}).get("builderReturned") is not None:
+            last = r["tail"]["last"]
+            figures.append(figure(f"tail, {label}: last builder returned → exit", round(last["exit"] -
+                                  last["builderReturned"], 2), "s", "stated", None,
+                                  "\n".join(tail_lines(label, r))))  # fmt: skip
         figures.append(figure(f"fixed cost, {label}: start → first build_started", r["fixedCostS"], "s",
                               "≤ 3 s warm" if warm else "stated", (r["fixedCostS"] or 99) <= 3 if warm else None,
                               "\n".join(breakdown(label, r))))  # fmt: skip

@@ -196,9 +196,9 @@ class MatrixBuild:
             "cells": cells,
         }
         if any(b.remote is not None for b in self.cells):  # how the run reached its cluster: warm farm or not
-            from trtls.builds.farm.cluster import connection  # no Ray import: only reached on the remote path
+            from trtls.builds.farm.cluster import connection, seconds_since_start  # no Ray import
 
-            self.summary["cluster"] = dict(connection)
+            self.summary["cluster"] = {**connection, "summaryS": seconds_since_start()}
         path = self.evidence_dir / "summary.json"
         try:
             write_record(path, json.dumps(self.summary, indent=2, default=str))
@@ -234,6 +234,10 @@ def start_matrix(
     mb.not_started = list(planned)
 
     def relay(build: Build, ev: Any) -> None:
+        if ev is None and build.remote is not None:  # the cell is over: the last stage of its tail
+            from trtls.builds.farm.cluster import cell_mark  # no Ray import: only reached on the remote path
+
+            cell_mark(build.id, "done")
         for listener in list(mb.listeners):
             try:
                 listener(mb, build, ev)

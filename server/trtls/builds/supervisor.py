@@ -213,15 +213,15 @@ class Supervisor:
                 hashing.add_done_callback(lambda done: note_previous_sha(build, done))
                 build.hashing_previous_engine(hashing)
         # Before the build spends its time: can the engine be written where it must go? (A remote node writes
-        # to its own view of the path; only a local folder can be checked from here.)
+        # to its own view of the path; only a local folder can be checked from here — a local farm's node is this
+        # machine, and its worker writes the output in place.)
         root = Path(build.job["write_root"]) if build.job.get("write_root") else None  # judged at load
-        problem = output_problem(build.output, build.id, within=root) if build.remote is None else None
+        here = build.remote is None or bool(getattr(build.remote, "same_machine", False))
+        problem = output_problem(build.output, build.id, within=root) if here else None
         build.output_check = {
             "path": str(build.output.parent),
-            "writable": problem is None if build.remote is None else None,
-            "error": problem[1]
-            if problem
-            else (None if build.remote is None else "not checked here: a remote node writes it"),
+            "writable": problem is None if here else None,
+            "error": problem[1] if problem else (None if here else "not checked here: a remote node writes it"),
             "code": problem[0] if problem else None,
         }
         if problem is not None:

@@ -47,6 +47,13 @@ QUIET_DRIVER = {
     "RAY_enable_open_telemetry": "0",
 }
 
+# A local instance's raylet, as trtls starts it (the embedded one and `trtls farm up`'s). By default the raylet
+# prestarts one idle Python worker per CPU when the first driver connects (`prestart_worker_first_driver`), for tasks
+# a farm never submits: its cells run on one host actor per node. Measured on the 16-core host (2026-12-02), the 15
+# prestarted workers that no actor claimed cost 18.5 CPU-s of a cold 16-cell run — each imports Ray while the builds
+# start — and then idled. Off, the raylet starts a worker only for an actor that asks for one (the node's host).
+LEAN_NODE_ENV = {"RAY_prestart_worker_first_driver": "0"}
+
 _lock = threading.Lock()
 _owner_lock = threading.Lock()
 _owner: queue.Queue | None = None
@@ -99,6 +106,24 @@ def mark(stage: str, wall: float | None = None) -> None:
     fixed = connection.setdefault("fixedCost", {"driverStart": 0.0})
     if stage not in fixed:
         fixed[stage] = round((time.time() if wall is None else wall) - _process_t0, 3)
+
+
+# Where a cell's tail goes (`cluster.cells[build id].tail`, seconds since this process started, as fixedCost): its
+# builder returned (the worker's `builder_returned` reached the driver), the node's worker finished (engine written
+# and fsynced on the node, hashed), the engine is at the requested output here (sent back and written, or written in
+# place by a worker on this machine), and the cell is done (the driver's evidence written, the engine re-read and,
+# with a store, published with its known-good record). The run's summary stamp is `summaryS`.
+TAIL = ("builderReturned", "finishedOnNode", "engineLocal", "done")
+
+
+def seconds_since_start() -> float:
+    return round(time.time() - _process_t0, 3)
+
+
+def cell_mark(build_id: str, stage: str) -> None:
+    """When `stage` of the tail happened for this cell (the first time)."""
+    tail = connection.setdefault("cells", {}).setdefault(build_id, {}).setdefault("tail", {})
+    tail.setdefault(stage, seconds_since_start())
 
 
 def cell_note(build_id: str, **fields: Any) -> None:
@@ -200,9 +225,11 @@ def lean_node(ray: Any, start: Any) -> Any:
     farm never reads: the log monitor (it tails every worker's log files to forward them to drivers; ours say
     `log_to_driver=False`) and the autoscaler monitor (a local instance has a fixed size). Measured on this 2-core
     host: ~10 and ~1.5 ms of CPU per second of the run, for as long as the instance lives (docs/farm.md "Measured
-    here"). `ray.init` does not take these options (and turns a `_node_ip_address` of 127.0.0.1 into the machine's
-    routable address), so they are set on the parameters its `Node` gets; `local_guard.started_problem` checks the
-    address took."""
+    here"). Nor the idle workers its raylet would prestart (LEAN_NODE_ENV). `ray.init` does not take these options
+    (and turns a `_node_ip_address` of 127.0.0.1 into the machine's routable address), so they are set on the
+    parameters its `Node` gets; `local_guard.started_problem` checks the address took."""
+    for key, value in LEAN_NODE_ENV.items():  # read by the raylet this call starts (it inherits our environment)
+        os.environ.setdefault(key, value)
     node_cls = getattr(getattr(ray, "_private", None), "node", None)
     node_cls = getattr(node_cls, "Node", None)
     original = getattr(node_cls, "__init__", None)

@@ -160,3 +160,6 @@ class RemoteSpec:
     queue_timeout_s: float
     shared_dir: Path | None
     keep_warm_s: float = 0.0
+    # every node is this machine (a local farm: the embedded instance, or `trtls farm up`'s): the node's worker writes
+    # the engine at the requested output itself, as a local build does — nothing to send back (docs/farm.md)
+    same_machine: bool = False

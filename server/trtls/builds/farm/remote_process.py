@@ -34,6 +34,7 @@ from trtls.builds.farm import cluster
 from trtls.builds.farm.engine_transfer import bring_engine
 from trtls.builds.farm.node_host import HostSlot, shares_host
 from trtls.builds.farm.placement import RemoteSpec
+from trtls.builds.farm.remote_lines import encode
 from trtls.builds.farm.remote_lines import line as _line
 from trtls.builds.farm.remote_lines import peek as _peek
 from trtls.builds.farm.warm_actors import DRAIN_AFTER_S, WARM, kill_actor
@@ -75,7 +76,9 @@ class RemoteProcess:
         self.command = None if ours else command
         self.placement = remote.placement
         self.queue_timeout_s = remote.queue_timeout_s
-        self.shared_output = remote.shared_dir is not None
+        # the node's worker writes the engine at the output itself: a shared folder, or a node on this machine
+        self.shared_output = remote.shared_dir is not None or remote.same_machine
+        self.same_machine = remote.same_machine
         self.keep_warm_s = remote.keep_warm_s
         self._built = False  # the node's worker built and the engine arrived intact: its actor may be reused
         self.stdin = _Control(self)
@@ -312,8 +315,17 @@ class RemoteProcess:
                 raw = (text + "\n").encode()
                 if not self._phase_seen:  # the fixed cost's last stages: the first cell's builder starts
                     self._first_stages(text)
+                elif '"builder_returned"' in text[:60]:  # the tail's first stage (docs/farm.md "The tail")
+                    cluster.cell_mark(self.job["build_id"], "builderReturned")
                 if self.shared_output:
-                    self._built = self._built or '"outcome": "built"' in text and '"build_finished"' in text
+                    finished = '"build_finished"' in text
+                    if finished:
+                        cluster.cell_mark(self.job["build_id"], "finishedOnNode")
+                    if finished and '"outcome": "built"' in text:
+                        self._built = True
+                        cluster.cell_mark(self.job["build_id"], "engineLocal")  # written in place: no transfer
+                        if self.same_machine:
+                            raw = _in_place(text, self.where)
                     self._feed(raw)
                     continue
                 ev = _peek(text)
@@ -322,9 +334,12 @@ class RemoteProcess:
                 if ev.get("type") == "artifact" and ev.get("kind") == "engine" and ev.get("action") == "written":
                     held.append(raw)
                     continue
+                if ev.get("type") == "build_finished":
+                    cluster.cell_mark(self.job["build_id"], "finishedOnNode")
                 if ev.get("type") == "build_finished" and ev.get("outcome") == "built":
                     brought = await bring_engine(self._actor, self.job, self.where, ev, held)
                     self._built = b"TRT233" not in brought[0]
+                    cluster.cell_mark(self.job["build_id"], "engineLocal")
                     for out in brought:
                         self._feed(out)
                     continue
@@ -372,6 +387,14 @@ class RemoteProcess:
         else:
             self.lost = f"remote transport error: {type(exc).__name__}: {exc}"
         self._end(-int(signal.SIGKILL), [self.lost])
+
+
+def _in_place(text: str, where: dict[str, Any]) -> bytes:
+    """The node's `build_finished` (built) with a note: its worker wrote the engine at the output on this machine."""
+    ev = _peek(text)
+    host = where.get("hostname", "this machine")
+    note = f"engine written in place at the output by the worker on node {host} (this machine: no transfer)"
+    return encode({**ev, "notes": list(ev.get("notes") or []) + [note]})
 
 
 async def _node_gone(node_id: str, within_s: float = NODE_DEATH_NOTICE_S) -> bool:

@@ -6,6 +6,7 @@ import asyncio
 
 from trtls.builds.farm.placement import RemoteSpec, Request, builder_of, place_all
 from trtls.builds.matrix import PlannedCell
+from trtls.core.farm import LOCAL
 from trtls.core.findings import Finding, Origin, Severity
 from trtls.core.recipe import LoadedRecipe
 
@@ -37,8 +38,10 @@ async def prepare(loaded: LoadedRecipe, planned: list[PlannedCell]) -> dict[str,
         return findings
     cluster.mark("placed")
     shared = loaded.resolve(table.shared_dir) if table.shared_dir else None
+    # a local farm listens on 127.0.0.1 only: its one node is this machine, so its workers write in place
+    same_machine = shared is None and table.address == LOCAL
     return {
-        p.key: RemoteSpec(pl, table.queue_timeout_s, shared, table.keep_warm_s)
+        p.key: RemoteSpec(pl, table.queue_timeout_s, shared, table.keep_warm_s, same_machine)
         for p, pl in zip(planned, placements, strict=False)
     }
 
