@@ -1,14 +1,15 @@
 """`trtls reduce`: a failing build reduced to the smallest model that still fails the same way.
 
 The search is Polygraphy's `debug reduce` (its own `BisectMarker` and `LinearMarker`): bisect the last node kept
-(the candidate is that node and what it depends on), then the first node kept, then a linear pass over what is left;
-every step a real worker build of the candidate (`trials`), judged by `signature.same_failure`. Before reducing, the
-model's first node alone is built: when it fails the same way, the settings are the cause, not the model. After
-reducing, each setting the recipe changes from its default is put back on the minimal model, one at a time: a
-setting without which the minimal model builds is named as the cause.
+(the candidate is the span up to it, every branch kept), try that node's branch alone, then bisect the first node
+kept, then a linear pass over what is left; every step a real worker build of the candidate (`trials`), judged by
+`signature.same_failure`. Before reducing, the model's first node alone is built: when it fails the same way it is
+the minimal model. Then each setting the recipe changes from its default is put back on the minimal model, one at a
+time: a setting without which the minimal model builds is named as the cause (a recipe that changes none blames none).
 
 A stop (any cancel source, `--timeout`, `--max-trials`) ends the current trial cooperatively and keeps the smallest
-failing model found so far. Everything is written atomically under `.trtls/reduce/<id>/` (`evidence`).
+failing model found so far, with every verdict (`resume`). Everything is written atomically under
+`.trtls/reduce/<id>/` (`evidence`). What goes wrong inside is recorded (`error`, TRT982/TRT983), never raised.
 """
 
 from __future__ import annotations
