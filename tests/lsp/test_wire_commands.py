@@ -163,6 +163,17 @@ def test_the_commands_exercised_here_are_all_the_declared_ones() -> None:
     assert BUILDS | GATES | TRIAGE == set(wire.COMMAND_REPLIES)
 
 
+def test_every_kind_of_run_has_one_rule_and_the_wire_declares_each() -> None:
+    """The registry's kinds, the wire's and the table that decides each kind's row, evidence and report are one set."""
+    from typing import get_args
+
+    from trtls.builds.runs import RunKind
+    from trtls.lsp.run_kinds import KINDS
+
+    assert set(KINDS) == set(get_args(RunKind)) == set(get_args(wire.RunKind))
+    assert {k for k, rule in KINDS.items() if rule.page is not None} == {"build", "matrix"}
+
+
 def test_build_replies_and_trees_are_their_models(sessions: Any, workspace: Path, tmp_path: Path) -> None:
     """Build, reuse from the store, matrix, matrix reused, roll back; a store that cannot be used; a bad recipe."""
     recipe = workspace / "trtls.toml"
