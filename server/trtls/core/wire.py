@@ -310,7 +310,7 @@ class DebugInformationReply(BaseModel):
 
 
 NOTIFICATIONS: dict[str, tuple[type[BaseModel], ...]] = {
-    "trtls/buildTree": (BuildTree, MatrixTree),
+    BUILD_TREE: (BuildTree, MatrixTree),
     "$/progress (end)": (ProgressEnd,),
 }
 

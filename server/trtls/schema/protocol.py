@@ -172,7 +172,7 @@ def build_ts(schema: dict[str, Any]) -> str:
         "",
         f"export const PROTOCOL = '{x['protocol']}';",
         f"export const PROTOCOL_VERSION = {x['protocolVersion']};",
-        "export const BUILD_TREE_NOTIFICATION = 'trtls/buildTree';",
+        f"export const BUILD_TREE_NOTIFICATION = '{wire.BUILD_TREE}';",
         "",
     ]
     for name, d in schema["$defs"].items():
@@ -189,7 +189,7 @@ def build_ts(schema: dict[str, Any]) -> str:
             out.append("  [key: string]: unknown;")
         out += ["}", ""]
     out.append(f"export type WorkerEvent = {' | '.join(x['workerEvents'].values())};")
-    out.append(f"export type BuildTreeNotification = {' | '.join(x['notifications']['trtls/buildTree'])};")
+    out.append(f"export type BuildTreeNotification = {' | '.join(x['notifications'][wire.BUILD_TREE])};")
     out += ["", "/** Every command: what it takes and what it answers. */", "export interface Commands {"]
     for c, io in x["commands"].items():
         out.append(f"  '{c}': {{ arguments: {io['arguments']}; reply: {io['reply']} }};")
