@@ -5,8 +5,10 @@ handler never returns a hand-made dict; lsp/server.py's `command` passes every r
 
 docs/protocol.md's tables, docs/protocol.schema.json and extension/src/generated/protocol.ts are generated from
 these models (`python -m trtls.schema.protocol`; tests/test_protocol_generated.py fails when a file drifts), and
-tests/lsp/test_wire_declared.py checks every notification and reply a real server sends against them: a field the
-server sends that is not declared here fails there (extra="forbid").
+tests/lsp/test_wire_commands.py drives all 16 commands over a real server's stdio and checks every reply and
+notification against them: a field the server sends that is not declared here fails there (extra="forbid"), and so
+does one the model would send that the server left out. The worker's job is declared beside the worker's events, in
+trtls.core.worker_job.
 
 The words (`detail`, `description`, `verdict` …) are trtls.core.display's: the extension shows them as they come.
 """
