@@ -14,6 +14,8 @@ import pytest
 from lsprotocol import types as lsp
 from pytest_lsp import LanguageClient, make_test_lsp_client
 
+from trtls.core import wire
+
 from ..builds.helpers import process_gone
 from .conftest import accept_refresh, caps
 from .lsp_helpers import command_of, execute, open_recipe, plain, raw_progress_ends, until
@@ -38,7 +40,8 @@ async def test_build_progress_tree_and_evidence(client: LanguageClient, workspac
     res = await execute(client, "trtls.buildEngine", {"uri": uri, "engine": "demo"})
     assert res["status"] == "started" and res["buildId"].startswith("demo-")
     again = await execute(client, "trtls.buildEngine", {"uri": uri, "engine": "demo"})
-    assert again == {"buildId": res["buildId"], "engine": "demo", "status": "already_building"}
+    already = wire.BuildEngineReply(buildId=res["buildId"], engine="demo", status="already_building")
+    assert again == wire.to_wire(already)
     await until(lambda: build_token(client, "demo") is not None)
     token = build_token(client, "demo")
     await until(lambda: ended(client, token))
