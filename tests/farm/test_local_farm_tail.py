@@ -3,7 +3,7 @@ happens beside and after the builds (issue 31).
 
 - the instance starts no Ray worker nobody uses: its raylet would prestart one idle Python worker per CPU when the
   driver connects (15 on the 16-core host, 18.5 CPU-s of a 16-cell run); every Ray worker process of the run is the
-  node's host actor;
+  node's host actor; nor the head's API server (`dashboard.py`, for Ray's job and state APIs);
 - the node is this machine, so each cell's worker writes its engine at the requested output in place (nothing is
   sent back through Ray, written and fsynced a second time), and the evidence says so;
 - the matrix summary reports each cell's tail — builderReturned, finishedOnNode, engineLocal, done — and when the
@@ -51,6 +51,7 @@ class RayWorkers:
     def __init__(self, root: int) -> None:
         self.root = root
         self.titles: dict[tuple[int, int], set[str]] = {}
+        self.api_servers: set[int] = set()  # Ray's head API server (`dashboard/dashboard.py`), if one ran
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.thread.start()
@@ -58,6 +59,8 @@ class RayWorkers:
     def _run(self) -> None:
         while not self.stop.is_set():
             for p in proc_tree.descendants(self.root).values():
+                if "dashboard/dashboard.py" in p.name:
+                    self.api_servers.add(p.pid)
                 title = p.name.split(" ", 1)[0]
                 if title.startswith("ray::") and "Agent" not in title:
                     self.titles.setdefault((p.pid, p.start), set()).add(title)
@@ -96,6 +99,7 @@ def test_an_embedded_run_starts_no_idle_ray_worker_writes_engines_in_place_and_r
     assert workers.titles, "no Ray worker process was seen under the run"
     assert workers.never_claimed() == [], workers.titles
     assert all(t & {"ray::NodeHost"} for t in workers.titles.values()), workers.titles
+    assert workers.api_servers == set()  # nor the head's API server (Ray's job and state APIs: never called)
 
     # each engine was written at its output by the node's worker on this machine, and is what the summary says
     summaries = {r["buildId"]: r["summary"] for r in records if r.get("type") == "cell_summary"}

@@ -225,9 +225,12 @@ def lean_node(ray: Any, start: Any) -> Any:
     farm never reads: the log monitor (it tails every worker's log files to forward them to drivers; ours say
     `log_to_driver=False`) and the autoscaler monitor (a local instance has a fixed size). Measured on this 2-core
     host: ~10 and ~1.5 ms of CPU per second of the run, for as long as the instance lives (docs/farm.md "Measured
-    here"). Nor the idle workers its raylet would prestart (LEAN_NODE_ENV). `ray.init` does not take these options
-    (and turns a `_node_ip_address` of 127.0.0.1 into the machine's routable address), so they are set on the
-    parameters its `Node` gets; `local_guard.started_problem` checks the address took."""
+    here"). Nor the head's API server (`dashboard.py`, started even with `include_dashboard=False` for Ray's job
+    submission and state APIs, which trtls never calls): 1.7 CPU-s of a cold run on the 16-core host, and `ray.init`
+    took 2.9-3.0 s without it here, 3.8-4.2 s with it. Nor the idle workers its raylet would prestart
+    (LEAN_NODE_ENV). `ray.init` does not take these options (and turns a `_node_ip_address` of 127.0.0.1 into the
+    machine's routable address), so they are set on the `Node` it makes; `local_guard.started_problem` checks the
+    address took."""
     for key, value in LEAN_NODE_ENV.items():  # read by the raylet this call starts (it inherits our environment)
         os.environ.setdefault(key, value)
     node_cls = getattr(getattr(ray, "_private", None), "node", None)
@@ -241,6 +244,7 @@ def lean_node(ray: Any, start: Any) -> Any:
             ray_params.include_log_monitor = False
             ray_params.no_monitor = True
             ray_params.node_ip_address = local_guard.LOOPBACK  # every server of the node listens on loopback only
+            self.start_api_server = _no_api_server  # this node's only: `start_head_processes` calls it
         original(self, ray_params, *args, **kwargs)
 
     node_cls.__init__ = init
@@ -248,6 +252,12 @@ def lean_node(ray: Any, start: Any) -> Any:
         return start()
     finally:
         node_cls.__init__ = original
+
+
+def _no_api_server(**_: Any) -> None:
+    """A local instance's head without Ray's API server: its web URL stays None (as when that server fails to start,
+    which Ray tolerates with `include_dashboard=False`), and the raylet is told no dashboard address."""
+    return None
 
 
 def _on_owner_thread(fn: Any) -> Any:
