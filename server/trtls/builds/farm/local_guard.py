@@ -11,7 +11,7 @@ and its token authentication is off unless told otherwise (Ray 2.52–2.5x: off 
   (`services.resolve_ip_for_localhost`), unless Ray is told it is local-only (`RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0`,
   the switch Ray uses on laptops: its own address is then 127.0.0.1). `use_token` sets that switch for the driver
   and every process it starts; the head node's address is also set where Ray's `Node` receives it
-  (`cluster.lean_node`), and `started_problem` checks the instance after it started: one whose GCS or node is not
+  (`lean_node`), and `started_problem` checks the instance after it started: one whose GCS or node is not
   on 127.0.0.1 is refused (TRT237).
 - **Token**: `RAY_AUTH_MODE=token` set explicitly, the token (256 bits) in a file written 0600 through the door
   (Ray's own `~/.ray/auth_token` would be 0644 under the usual umask) and named by `RAY_AUTH_TOKEN_PATH`; every

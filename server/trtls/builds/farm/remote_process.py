@@ -17,8 +17,8 @@ Where a cell runs: a CPU-only cell reserves its CPUs with a placement group and 
 (`node_host`: one actor per node, the warm farm's when connected to one); a cell that holds a GPU has an actor of its
 own (`node_worker`), because Ray sets CUDA_VISIBLE_DEVICES only for the actor that holds the GPU.
 
-This module is the relay (placement wait, control, the node's lines, the end); the engine's way back is
-`engine_transfer`, reusing a GPU cell's actor `warm_claim`, the lines it writes `remote_lines`.
+The relay (placement wait, control, the node's lines, the end); the engine's way back is `engine_transfer`, reading
+the node's stream `node_stream`, reusing a GPU cell's actor `warm_claim`, the lines it writes `remote_lines`.
 """
 
 from __future__ import annotations
@@ -26,17 +26,16 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
-import threading
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 from trtls.builds.farm import cluster
 from trtls.builds.farm.engine_transfer import bring_engine
 from trtls.builds.farm.node_host import HostSlot, shares_host
+from trtls.builds.farm.node_stream import read_on_thread
 from trtls.builds.farm.placement import RemoteSpec
-from trtls.builds.farm.remote_lines import encode
+from trtls.builds.farm.remote_lines import in_place
 from trtls.builds.farm.remote_lines import line as _line
 from trtls.builds.farm.remote_lines import peek as _peek
 from trtls.builds.farm.warm_actors import DRAIN_AFTER_S, WARM, kill_actor
@@ -306,7 +305,7 @@ class RemoteProcess:
         if self._cancel_line is not None:  # cancelled while the node was being chosen
             self._actor.control.remote(self._cancel_line)
         held: list[bytes] = []  # the node's engine `artifact` line waits for the engine to arrive here
-        async for item in _read_on_thread(gen):
+        async for item in read_on_thread(gen, cluster.get_object):
             if "timing" in item:
                 self._timing(item["timing"])
             if "exit" in item:
@@ -326,7 +325,7 @@ class RemoteProcess:
                         self._built = True
                         cluster.cell_mark(self.job["build_id"], "engineLocal")  # written in place: no transfer
                         if self.same_machine:
-                            raw = _in_place(text, self.where)
+                            raw = in_place(text, self.where)
                     self._feed(raw)
                     continue
                 ev = _peek(text)
@@ -388,55 +387,6 @@ class RemoteProcess:
         else:
             self.lost = f"remote transport error: {type(exc).__name__}: {exc}"
         self._end(-int(signal.SIGKILL), [self.lost])
-
-
-_END = object()
-
-
-async def _read_on_thread(gen: Any) -> AsyncIterator[dict[str, Any]]:
-    """The items of a node's stream (an ObjectRefGenerator), read on a thread of their own and handed to this loop.
-    Why: each item is a Ray object, and `async for` over the generator (`await ref` per item) cost the driver
-    0.76-0.82 ms of CPU per item, a blocking read on a thread 0.41-0.46 ms (measured on this 2-core host, 2,000
-    items; docs/farm.md "The driver's CPU per event") — a 16-cell run reads ~10,000. An error (the actor or its node
-    died) is raised here, as awaiting the item raised it before."""
-    import ray
-
-    loop = asyncio.get_running_loop()
-    items: asyncio.Queue[tuple[Any, BaseException | None]] = asyncio.Queue()
-
-    def hand(item: Any, exc: BaseException | None = None) -> bool:
-        try:
-            loop.call_soon_threadsafe(items.put_nowait, (item, exc))
-            return True
-        except RuntimeError:  # the loop is closed: nobody reads this stream any more
-            return False
-
-    def pump() -> None:
-        try:
-            for ref in gen:
-                if not hand(ray.get(ref)):
-                    return
-        except BaseException as exc:  # handed to the reader, which raises it where it awaited the item
-            hand(None, exc)
-            return
-        hand(_END)
-
-    threading.Thread(target=pump, name="trtls-cell-stream", daemon=True).start()
-    while True:
-        item, exc = await items.get()
-        if exc is not None:
-            raise exc
-        if item is _END:
-            return
-        yield item
-
-
-def _in_place(text: str, where: dict[str, Any]) -> bytes:
-    """The node's `build_finished` (built) with a note: its worker wrote the engine at the output on this machine."""
-    ev = _peek(text)
-    host = where.get("hostname", "this machine")
-    note = f"engine written in place at the output by the worker on node {host} (this machine: no transfer)"
-    return encode({**ev, "notes": list(ev.get("notes") or []) + [note]})
 
 
 async def _node_gone(node_id: str, within_s: float = NODE_DEATH_NOTICE_S) -> bool:

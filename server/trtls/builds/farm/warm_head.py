@@ -21,7 +21,8 @@ import threading
 import time
 
 from trtls.builds.farm import local_guard, proc_tree
-from trtls.builds.farm.cluster import QUIET_DRIVER, lean_node
+from trtls.builds.farm.cluster import QUIET_DRIVER
+from trtls.builds.farm.lean_node import lean_node
 from trtls.builds.farm.warm_farm import WarmHead, forget, write_state
 from trtls.fs.kill import NONCE_ENV, process_start_id
 from trtls.fs.lineage import witness
