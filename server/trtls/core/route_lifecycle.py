@@ -114,8 +114,25 @@ def parse_abort_if(text: str) -> list[AbortRule]:
     return rules
 
 
+def _abort_if_in_words_too(schema: dict[str, Any]) -> None:
+    """The recipe's schema accepts what the model reads: `abort_if` as rule tables or as the same in words."""
+    rules = schema["properties"]["abort_if"]
+    words = {
+        "type": "string",
+        "minLength": 1,
+        "description": "The rules in words, e.g. `error_rate > 0.1 % or p95_ms > 50`.",
+    }
+    schema["properties"]["abort_if"] = {
+        "anyOf": [{k: v for k, v in rules.items() if k not in ("description", "title")}, words],
+        "title": rules.get("title", "Abort If"),
+        "description": rules.get("description", ""),
+    }
+
+
 class CanaryPlan(_Model):
     """How the promoted bundle meets real traffic: `trtls route promote` records it; `trtls route canary` follows it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, json_schema_extra=_abort_if_in_words_too)
 
     stages: list[float] = Field(
         min_length=1, description="Traffic percentages in order, e.g. [1, 10, 100] (each > 0 and ≤ 100)."
