@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,11 +19,17 @@ def files_digest(current: dict[str, dict[str, Any]]) -> str:
 
 
 def checkpoint_files(
-    recipe_dir: Path, path: str, revision: str, model_id: str | None, *, use_digest_cache: bool = True
+    recipe_dir: Path,
+    path: str,
+    revision: str,
+    model_id: str | None,
+    *,
+    use_digest_cache: bool = True,
+    cancel: Callable[[], bool] | None = None,
 ) -> dict[str, dict[str, Any]] | str:
     """rel → {sha256, size} of the checkpoint's files now, or why they cannot be read (the folder is gone, an entry
-    is refused, a file cannot be hashed)."""
-    from trtls.checkpoint.hashing import DigestCache, default_cache_path, hash_files
+    is refused, a file cannot be hashed, the hashing was stopped by `cancel`)."""
+    from trtls.checkpoint.hashing import DigestCache, HashCancelled, default_cache_path, hash_files
     from trtls.checkpoint.layout import list_files, resolve_layout
 
     folder = Path(recipe_dir) / path
@@ -36,7 +43,9 @@ def checkpoint_files(
         return "entries refused (never followed): " + "; ".join(f"{r}: {why}" for r, why in refused[:3])
     cache = DigestCache(default_cache_path(recipe_dir)) if use_digest_cache else None
     try:
-        digests = hash_files([f.real for f in files], cache)
+        digests = hash_files([f.real for f in files], cache, cancel=cancel)
+    except HashCancelled:
+        return "not hashed: the run was stopped"
     except OSError as exc:
         return f"checkpoint file {exc.filename}: {exc.strerror or exc}"
     return {f.rel: {"sha256": digests[f.real.absolute()].sha256, "size": f.size} for f in files}

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -93,13 +93,21 @@ def content_fact(recipe_dir: Path, route_name: str, current: dict[str, dict[str,
     return fact
 
 
-def current_content(loaded: Any, route_name: str, route: RouteModel, *, use_digest_cache: bool = True) -> Fact:
-    """The checkpoint's content fact now (hashed through the digest cache: a stat per unchanged file)."""
+def current_content(
+    loaded: Any,
+    route_name: str,
+    route: RouteModel,
+    *,
+    use_digest_cache: bool = True,
+    cancel: Callable[[], bool] | None = None,
+) -> Fact:
+    """The checkpoint's content fact now (hashed through the digest cache: a stat per unchanged file; a stopped run
+    stops the hashing too — a 1 TiB checkpoint is hashed for half an hour)."""
     from trtls.checkpoint.current import checkpoint_files
 
     ck = route.checkpoint
     base = Path(loaded.base_dir)
-    files = checkpoint_files(base, ck.path, ck.revision, ck.id, use_digest_cache=use_digest_cache)
+    files = checkpoint_files(base, ck.path, ck.revision, ck.id, use_digest_cache=use_digest_cache, cancel=cancel)
     return content_fact(base, route_name, files)
 
 
@@ -212,7 +220,9 @@ def run_facts(ctx: Any) -> dict[str, Fact]:
     content = (
         content_fact(Path(ctx.recipe_dir), ctx.route_name, hashed)
         if hashed
-        else current_content(ctx.loaded, ctx.route_name, ctx.route, use_digest_cache=ctx.use_digest_cache)
+        else current_content(
+            ctx.loaded, ctx.route_name, ctx.route, use_digest_cache=ctx.use_digest_cache, cancel=ctx.cancel
+        )
     )
     previous = ctx.route.previous_bundle
     return facts(
