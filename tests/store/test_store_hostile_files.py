@@ -41,6 +41,30 @@ def test_a_lock_is_never_opened_through_a_planted_symlink(store: Store, tmp_path
     assert victim.read_text() == "precious" and not dangling.exists()
 
 
+def test_a_link_planted_at_a_lock_in_a_read_only_store_means_no_lock_not_a_traceback(
+    store: Store, tmp_path: Path
+) -> None:
+    """The hostile run's state (a link at the key's lock, the store's locks folder not writable): the link cannot be
+    removed, so this process holds no lock (it cannot publish there anyway) — never an OSError, never the victim."""
+    import subprocess
+
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious")
+    key = "3" * 64
+    (store.root / "locks" / f"{key}.lock").symlink_to(victim)
+    locks = store.root / "locks"
+    if subprocess.run(["chattr", "+i", str(locks)], capture_output=True).returncode != 0:
+        pytest.skip("chattr +i is not allowed here (needs root and a file system that supports it)")
+    try:
+        lock = KeyLock(store.root, key)
+        assert lock.try_acquire("build-1")  # nothing to hold: was OSError EROFS/EPERM from removing the link
+        assert lock._fd is None
+        lock.release()
+    finally:
+        subprocess.run(["chattr", "-i", str(locks)], capture_output=True)
+    assert (locks / f"{key}.lock").is_symlink() and victim.read_text() == "precious"
+
+
 def test_a_use_time_is_never_touched_through_a_planted_symlink(store: Store, tmp_path: Path) -> None:
     entry = forged_entry(store, tmp_path, "used")
     victim = tmp_path / "victim.txt"

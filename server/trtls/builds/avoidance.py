@@ -168,7 +168,7 @@ async def reuse_or_lock(
     build_id = build_id or new_build_id(use.engine)
     if use.pin is not None and not use.rebuild:
         return await serve_pin(use, loaded.path, build_id)  # PinUnavailable: nothing is built over the rollback
-    lock = KeyLock(use.store.root, use.key.hex) if use.store.mode == "read_write" else None
+    lock = KeyLock(use.store.root, use.key.hex) if use.store.writable else None
     waited = False
     while True:
         entry = None if use.rebuild else _lookup(use)
@@ -329,7 +329,7 @@ async def avoid_cells(loaded: Any, planned: list[Any], *, no_store: bool = False
         if reused is None:
             found.left.append(p)
             found.uses[p.key] = use
-            if use.key is not None and use.store is not None and use.store.mode == "read_write":
+            if use.key is not None and use.store is not None and use.store.writable:
                 leaders[use.key.hex] = (p.key, use)  # a read-only store never holds its engine: both build
         else:
             found.reused.append((p, reused))

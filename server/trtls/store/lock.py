@@ -54,7 +54,12 @@ class KeyLock:
             if exc.errno not in (errno.ELOOP, errno.EINVAL):
                 raise
             # a link (or a FIFO) planted at the lock's name: the name is removed, what a link names is never touched
-            fs.remove_file(self.path, kind=Kind.store_lock, within=self.root)
+            try:
+                fs.remove_file(self.path, kind=Kind.store_lock, within=self.root)
+            except OSError as gone:
+                if gone.errno not in (errno.EROFS, errno.EACCES, errno.EPERM):
+                    raise
+                return None  # a read-only store with a planted name: no lock, and nothing is published here
             fd = fs.open_lock_file(self.path, kind=Kind.store_lock, within=self.root)
             self._writable = True
             return fd
