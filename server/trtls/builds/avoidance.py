@@ -260,13 +260,15 @@ def attach(use: StoreUse, build: Any, on_warning: Callable[[str], None] | None =
     they wait for)."""
     if use.lock is not None:
         use.lock.relabel(build.id)
-    said = len(use.all_warnings())  # the lookup's were said before the build (`trtls build` prints them)
+    # the lookup's were said before the build (`trtls build` prints them). A set, not a count: the build's own
+    # warnings (TRT333) land in `warnings`, which all_warnings lists before the key's and the store's notes
+    said = set(use.all_warnings())
 
     def on_end(b: Any, ev: Any) -> None:
         if ev is None:
             after_build(use, b)
-            for w in use.all_warnings()[said:]:
-                if on_warning is not None:
+            for w in use.all_warnings():
+                if w not in said and on_warning is not None:
                     on_warning(w)
 
     build.listeners.insert(0, on_end)
