@@ -38,9 +38,18 @@ def findings_from_validation(exc: ValidationError, prefix: TomlPath, root: Any) 
             msg = f"'{name}' must be one of {expected}, not {err.get('input')!r}"
             out.append(_finding("TRT106", msg, loc, True, options=options, suggestion=hint[0] if hint else None))
         else:
-            msg = f"'{name}': {err['msg']} (got {err.get('input')!r})" if name != "" else err["msg"]
+            msg = f"'{name}': {err['msg']} (got {shown_value(err.get('input'))!r})" if name != "" else err["msg"]
             out.append(_finding("TRT102", msg, loc, True))
     return out
+
+
+_USERINFO = re.compile(r"(?<=://)[^/@\s]*@")
+
+
+def shown_value(value: Any) -> Any:
+    """The value an error echoes, with a URL's user name and password replaced: a recipe's secret is never printed
+    (the error about the secret itself included)."""
+    return _USERINFO.sub("…@", value) if isinstance(value, str) else value
 
 
 def _allowed_keys(table: TomlPath, root: Any) -> list[str]:

@@ -35,6 +35,7 @@ from urllib.parse import urlsplit
 from trtls import fs
 from trtls.core.store_table import remote_problem
 from trtls.core.terminal_text import terminal_safe
+from trtls.core.validation import shown_value
 from trtls.fs import Kind, read_bytes, rename
 from trtls.fs.store_root import shared_modes
 from trtls.store.copying import EntryUnreadable, copy_hashing
@@ -393,7 +394,7 @@ def _note(store: StoreFolder, line: str) -> None:
 
 
 def _shown(url: str) -> str:
-    return terminal_safe(url.strip().rstrip("/"), keep_newlines=False)
+    return terminal_safe(shown_value(url.strip().rstrip("/")), keep_newlines=False)
 
 
 def _path(target: str) -> str:
