@@ -12,10 +12,9 @@ store's `tmp/` while hashed, and only bytes of the recorded sha256 and size beco
 publish is sent on (`Store.publish` → `push_entry`): the engine first, then the record, so a reader that finds the
 record finds its blob.
 
-Nothing here raises: an unreachable remote, an error, a bad record or bad bytes make the lookup a miss with a note
-in `store.notes` (the evidence carries it); a 404 is a plain miss. A remote that sent bad bytes for a key is not
-asked for it again in this process; an unreachable one not for a minute (a matrix does not wait out a timeout per
-cell). Redirects stay on the remote's host and port; a URL is shown without its user name and password."""
+Nothing raises: an unreachable remote, an error, a bad record or bytes make the lookup a miss with a note in
+`store.notes` (the evidence carries it); a 404 is a plain miss. A remote that sent bad bytes for a key is not asked
+for it again here, an unreachable one not for a minute. Redirects stay on the remote's host and port."""
 
 from __future__ import annotations
 
