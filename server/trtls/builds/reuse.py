@@ -23,6 +23,7 @@ from typing import Any
 
 from trtls import __version__
 from trtls.builds.roots import evidence_error, write_record
+from trtls.core.evidence import runbook_without_worker
 from trtls.fs import open_regular, read_text
 from trtls.store.entries import Entry, Refused, RestoreFailed, Store
 from trtls.store.known_good import KnownGood
@@ -126,7 +127,6 @@ def reuse_evidence(
     src = entry.build
     how = "unchanged since the last run: the recipe was not re-read" if fast else "the key was computed"
     summary = {
-        "framework": "trtls",
         "trtlsVersion": __version__,
         "buildId": build_id,
         "engine": engine,
@@ -141,9 +141,7 @@ def reuse_evidence(
             "waitedForIt": waited,
         },
         "engineKey": entry.key,
-        "buildConfigHash": src.get("buildConfigHash"),
-        "tensorrtVersion": src.get("tensorrtVersion"),
-        "builderModule": src.get("builderModule"),
+        **runbook_without_worker(src),  # every record kind carries the runbook's fields (core.evidence)
         "engineArtifact": {
             "action": "kept" if store_record.get("outputAlreadyCurrent") else "restored",
             "kind": "engine",
@@ -151,7 +149,6 @@ def reuse_evidence(
             "size": entry.size,
             "sha256": entry.sha256,
         },  # fmt: skip
-        "validationStatus": "pending",
         "store": store_record,
         "startedAt": t0,
         "durationS": round(time.time() - t0, 3),
@@ -265,6 +262,7 @@ def write_memo(recipe: Path, history: str, key: str, parts: dict[str, Any], outp
         "format": MEMO_FORMAT,
         "trtls": __version__,
         "python": sys.executable,
+        "prefix": sys.prefix,
         "recipeSha256": _sha_of(recipe),
         "env": {k: os.environ.get(k) for k in ENV_KEYS},
         "files": {f: _stat(f) for f in files if isinstance(f, str)},
@@ -296,7 +294,11 @@ def _memo_holds(memo: dict[str, Any], recipe: Path) -> bool:
     return (
         memo.get("format") == MEMO_FORMAT
         and memo.get("trtls") == __version__
-        and memo.get("python") == sys.executable
+        # the same interpreter by another name (.venv/bin/python, python3, a symlink) in the same environment: one
+        # realpath and one sys.prefix (a venv's python resolves to its base interpreter but has its own site-packages)
+        and isinstance(memo.get("python"), str)
+        and os.path.realpath(memo["python"]) == os.path.realpath(sys.executable)
+        and memo.get("prefix") == sys.prefix
         and memo.get("env") == {k: os.environ.get(k) for k in ENV_KEYS}
         and memo.get("code") == _code_stats()
         and all(_stat(f) == s and s is not None for f, s in (memo.get("files") or {"": None}).items())

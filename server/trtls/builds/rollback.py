@@ -14,6 +14,7 @@ from trtls.builds.artifacts import sha256_file
 from trtls.builds.build import new_build_id, state_dir, worker_job
 from trtls.builds.reuse import OutputHeld, ago
 from trtls.builds.roots import evidence_error, write_record
+from trtls.core.evidence import runbook_without_worker
 from trtls.core.paths import UnsafeWrite
 from trtls.store.config import store_config
 from trtls.store.entries import NotTrusted, Refused, RestoreFailed, Store
@@ -103,7 +104,7 @@ def rollback(loaded: Any, engine: str, to: str | None = None, via: str = "trtls 
             raise RollbackError("TRT338", f"a build of {engine} is writing {output} now: roll back when it ends")
     except OSError as exc:
         raise RollbackError("TRT411", f"{exc.strerror or exc}; nothing was restored") from exc
-    summary = _summary(loaded, engine, build_id, rec, t0)
+    summary = _summary(loaded, engine, build_id, rec, t0, entry.build)
     try:
         restored = store.restore(entry, output, build_id, root, state_dir(loaded.path))
     except Refused as exc:
@@ -113,6 +114,8 @@ def rollback(loaded: Any, engine: str, to: str | None = None, via: str = "trtls 
     except OSError as exc:  # an immutable output, a read-only or full disk (RestoreFailed): located, with evidence
         code = exc.code if isinstance(exc, RestoreFailed) else "TRT405"
         summary.update(outcome="failed", error=f"{code} {exc.filename or output}: {exc.strerror or exc}")
+        why = f"the restore failed ({code}): fix what it names, then roll back again"
+        summary.update(runbook_without_worker(entry.build, ok=False, rule=why))
         summary["message"] = f"{summary['error']}; nothing was restored, the output is as it was"
         raise RollbackError(code, _record(loaded, summary)) from exc
     finally:
@@ -182,9 +185,12 @@ def _user() -> str:
         return str(os.getuid())
 
 
-def _summary(loaded: Any, engine: str, build_id: str, rec: dict[str, Any], t0: float) -> dict[str, Any]:
+def _summary(
+    loaded: Any, engine: str, build_id: str, rec: dict[str, Any], t0: float, engine_build: dict[str, Any]
+) -> dict[str, Any]:
+    """The rollback's record before the restore. `engine_build`: the store entry's record of the build that produced
+    the engine (what built it; a known-good record of a reuse does not say)."""
     return {
-        "framework": "trtls",
         "trtlsVersion": __version__,
         "buildId": build_id,
         "engine": engine,
@@ -192,8 +198,8 @@ def _summary(loaded: Any, engine: str, build_id: str, rec: dict[str, Any], t0: f
         "outcome": "rolled_back",
         "rolledBackTo": {k: rec.get(k) for k in ("buildId", "startedAt", "key", "sha256", "size")},
         "engineKey": rec.get("key"),
+        **runbook_without_worker(engine_build),  # every record kind carries the runbook's fields (core.evidence)
         "engineArtifact": None,
-        "validationStatus": "pending",
         "startedAt": t0,
         "durationS": 0.0,
         "workerPid": None,

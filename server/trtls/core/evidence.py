@@ -4,6 +4,11 @@
 tensorrtVersion, language, buildConfigHash, gpuSku, timingCacheMode, cancelSource, cancelLatencyMs,
 cleanupStatus, retryPolicy, validationStatus). A build never claims the engine is correct:
 validationStatus is `pending` after a good build (nothing has run it) and `not_applicable` otherwise.
+
+Every record kind carries every runbook field (`RUNBOOK_FIELDS`): built, cancelled, failed, forced and killed
+(builds.summary), recovered (builds.orphans), and the records of a run that started no worker — reused from the
+engine store, rolled back — whose builder fields say `not_applicable` (`runbook_without_worker`), so a consumer
+parses one schema.
 """
 
 from __future__ import annotations
@@ -27,13 +32,17 @@ SEED_FIELDS = (
     "retryPolicy",
     "validationStatus",
 )
+# the runbook's fields and the ones that explain them: every evidence record kind carries all of these
+RUNBOOK_FIELDS = (*SEED_FIELDS, "builderModule", "cleanupLatencyMs", "retryRule")
 RETRY_POLICIES = ("not_needed", "retry_cold", "retry_with_cache", "rollback", "investigate")
 CACHE_DECISIONS = ("cold", "reused", "updated", "discarded", "quarantined", "not_applicable")
-CLEANUP_STATUSES = ("cleaned", "quarantined", "failed", "not_needed")
+CLEANUP_STATUSES = ("cleaned", "quarantined", "failed", "not_needed", "not_applicable")
 VALIDATION_STATUSES = ("not_applicable", "pending", "pass", "fail")
 OUTCOMES = ("built", "cancelled", "failed", "forced", "killed")
+NO_WORKER_OUTCOMES = ("reused", "rolled_back")  # an engine from the store: no worker, no builder, no device
 LANGUAGES = ("python", "cpp")
 UNKNOWN = "unknown"  # a figure that was not measured (never a guess)
+NOT_APPLICABLE = "not_applicable"  # a field about a builder run, in the record of a run that started none
 NO_DEVICE = "no device"  # measured: the CUDA driver answered no device, or there is no CUDA driver
 SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
@@ -102,6 +111,33 @@ def validation_status(outcome: str) -> str:
     return "pending" if outcome == "built" else "not_applicable"
 
 
+def runbook_without_worker(engine_build: dict[str, Any], ok: bool = True, rule: str | None = None) -> dict[str, Any]:
+    """The runbook fields of a run that started no worker (a reuse, a rollback). `engine_build`: the record of the
+    build that produced the engine it restored (the store entry's, a known-good record), which says what built it.
+    What a builder run would have measured (language, device, timing cache, cleanup) is `not_applicable`; nothing
+    cancelled it (`cancelSource` null, as in a build nobody stopped). `ok` False: the restore failed, `rule` why."""
+    return {
+        "framework": "trtls",
+        "tensorrtVersion": engine_build.get("tensorrtVersion") or UNKNOWN,
+        "builderModule": engine_build.get("builderModule"),
+        "language": NOT_APPLICABLE,
+        "buildConfigHash": engine_build.get("buildConfigHash"),
+        "gpuSku": NOT_APPLICABLE,
+        "timingCacheMode": NOT_APPLICABLE,
+        "cancelSource": None,
+        "cancelLatencyMs": None,
+        "cleanupLatencyMs": None,
+        "cleanupStatus": NOT_APPLICABLE,
+        "retryPolicy": "not_needed" if ok else "investigate",
+        "retryRule": "the engine was restored from the engine store" if ok else (rule or "the restore failed"),
+        "validationStatus": "pending" if ok else NOT_APPLICABLE,
+    }
+
+
+def missing_runbook_fields(summary: dict[str, Any]) -> list[str]:
+    return [k for k in RUNBOOK_FIELDS if k not in summary]
+
+
 def missing_seed_fields(summary: dict[str, Any]) -> list[str]:
     return [k for k in SEED_FIELDS if k not in summary]
 
@@ -133,9 +169,11 @@ def _number(v: Any) -> bool:
 def record_problems(s: dict[str, Any]) -> list[str]:
     """What is wrong with one evidence record: missing runbook fields, wrong types, nulls where the runbook
     needs a value, and fields that contradict each other. Empty when the record holds together."""
-    problems = [f"lacks {k}" for k in missing_seed_fields(s)]
+    problems = [f"lacks {k}" for k in missing_runbook_fields(s)]
     if problems:
         return problems
+    if s.get("outcome") in NO_WORKER_OUTCOMES or "rolledBackTo" in s:
+        return _no_worker_problems(s)
     outcome = s.get("outcome")
     if outcome not in OUTCOMES:
         problems.append(f"outcome {outcome!r} is not one of {', '.join(OUTCOMES)}")
@@ -185,11 +223,37 @@ def record_problems(s: dict[str, Any]) -> list[str]:
     return problems
 
 
+def _no_worker_problems(s: dict[str, Any]) -> list[str]:
+    """A reuse's or a rollback's record (a failed rollback's too): the builder fields `not_applicable`, nothing
+    cancelled, the retry and validation following whether the engine was restored."""
+    problems = []
+    ok = s.get("outcome") in NO_WORKER_OUTCOMES
+    if not ok and s.get("outcome") != "failed":
+        problems.append(f"outcome {s.get('outcome')!r} is not one of {', '.join(NO_WORKER_OUTCOMES)} or failed")
+    for key in ("language", "gpuSku", "timingCacheMode", "cleanupStatus"):
+        if s.get(key) != NOT_APPLICABLE:
+            problems.append(f"{key} is {s.get(key)!r} in the record of a run that started no worker")
+    if s.get("framework") != "trtls" or not isinstance(s.get("tensorrtVersion"), str):
+        problems.append(f"framework {s.get('framework')!r}, tensorrtVersion {s.get('tensorrtVersion')!r}")
+    h = s.get("buildConfigHash")
+    if h is not None and (not isinstance(h, str) or not SHA256.match(h)):
+        problems.append(f"buildConfigHash {h!r} is not a sha256")
+    if any(s.get(k) is not None for k in ("cancelSource", "cancelLatencyMs", "cleanupLatencyMs")):
+        problems.append("a cancel is recorded for a run that started no worker")
+    if s.get("retryPolicy") != ("not_needed" if ok else "investigate"):
+        problems.append(f"retryPolicy {s.get('retryPolicy')} contradicts outcome {s.get('outcome')}")
+    if s.get("validationStatus") != ("pending" if ok else NOT_APPLICABLE):
+        problems.append(f"validationStatus {s.get('validationStatus')} contradicts outcome {s.get('outcome')}")
+    return problems
+
+
 def _cleanup_problems(s: dict[str, Any]) -> list[str]:
     """The cleanup status must say what the artifact inventory shows."""
     status = s.get("cleanupStatus")
     if status not in CLEANUP_STATUSES:
         return [f"cleanupStatus {status!r} is not one of {', '.join(CLEANUP_STATUSES)}"]
+    if status == NOT_APPLICABLE:
+        return ["cleanupStatus not_applicable in the record of a run that started a worker"]
     temps = [a for a in s.get("artifacts") or [] if isinstance(a, dict) and a.get("kind") == "temp"]
     actions = {a.get("action") for a in temps}
     want = "failed" if "kept" in actions else "quarantined" if "quarantined" in actions else None
