@@ -34,6 +34,12 @@ def register(subparsers: Any) -> None:
         help="also check the build keys against the TensorRT module a build would load (probed in a child "
         "process): legacy precision flags it lacks (TRT141), keys it cannot apply (TRT140)",
     )
+    c.add_argument(
+        "--capability",
+        action="store_true",
+        help="also ask TensorRT's ONNX parser and builder, in a child process, whether they take each engine's model "
+        "(nodes the parser refuses: TRT130; a network the builder refuses: TRT131)",
+    )
     c.set_defaults(func=cmd_check)
 
 
@@ -48,10 +54,20 @@ def cmd_check(args: argparse.Namespace) -> int:
     loaded = check_recipe(path)
     if getattr(args, "builder", False):
         loaded.findings.extend(_builder_findings(loaded))
+    answers: dict[str, Any] = {}
+    if getattr(args, "capability", False):
+        answers = _capability(loaded)
+        for engine, answer in answers.items():
+            from trtls.core.capability import capability_findings
+
+            loaded.findings.extend(capability_findings(engine, answer))
     findings = loaded.findings
     problems = [f for f in findings if f.severity in PROBLEM_SEVERITIES]
     if args.format == "json":
-        text = json.dumps(as_json(loaded, findings, len(problems)), indent=2, default=str) + "\n"
+        report = as_json(loaded, findings, len(problems))
+        if answers:
+            report["capability"] = answers
+        text = json.dumps(report, indent=2, default=str) + "\n"
     elif args.format == "sarif":
         text = json.dumps(as_sarif(loaded, findings), indent=2, default=str) + "\n"
     else:
@@ -79,6 +95,15 @@ def _builder_findings(loaded: Any) -> list[Finding]:
         return []
     module = f"{probe['module']} {probe['version']}"
     return capability_findings(valid_engines(loaded), probe["capabilities"], module)
+
+
+def _capability(loaded: Any) -> dict[str, Any]:
+    """Each engine's capability answer (trtls.builds.capability), one child per engine, in the recipe's order."""
+    from trtls.builds.capability_client import ask_blocking, capability_request, engines_to_ask
+    from trtls.onnx_files.profile_checks import valid_engines
+
+    engines = engines_to_ask(loaded.findings, valid_engines(loaded))
+    return {name: ask_blocking(capability_request(loaded, eng)) for name, eng in engines.items()}
 
 
 def _region(loaded: Any, f: Finding) -> tuple[int, int, int, int]:

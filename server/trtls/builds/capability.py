@@ -1,0 +1,147 @@
+"""Will TensorRT take this model: the ONNX parser's own support query and the builder's, asked before any build.
+
+Two questions, both TensorRT's own answers, never a table of ops kept here:
+- the parser: `OnnxParser.supports_model_v2(bytes, path)`, then `is_subgraph_supported(i)` for each subgraph it cut and
+  `get_error(i)` for each node it refused (node index, name, op type, its reason, where in the parser it was refused);
+- the builder, when the parser takes the whole model: the model parsed as a build parses it, the engine's profiles and
+  settings applied, then `IBuilder.is_network_supported(network, config)`. It answers in milliseconds and without a
+  GPU, and it is what catches silero-vad's If-based export: the parser takes all 121 nodes, the builder refuses the
+  network with the same internal error a build would end on (graphScope.cpp, measured with TensorRT-RTX 1.7.1).
+
+This module runs in a child process (`python -m trtls.builds.capability`, a request as JSON on stdin, the answer as
+JSON on stdout): a parser that crashes or hangs on a hostile model takes down only the child, and the server never
+imports TensorRT (tests/test_layers.py). `trtls.builds.capability_client` starts it and reads the answer; the words
+every face shows are `trtls.core.capability.capability_findings`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from typing import Any
+
+# ERRORs TensorRT logs on a machine with no CUDA driver after any refusal: a fact about the machine, not the model
+_NO_DRIVER = ("CUDA driver version is insufficient", "cudaError 35")
+
+
+def _parser_nodes(parser: Any) -> list[dict[str, Any]]:
+    nodes = []
+    for i in range(parser.num_errors):
+        err = parser.get_error(i)
+        stack = [str(s) for s in (err.local_function_stack() or [])] if hasattr(err, "local_function_stack") else []
+        nodes.append(
+            {
+                "index": int(err.node()) if int(err.node()) >= 0 else None,
+                "name": str(err.node_name() or ""),
+                "op": str(err.node_operator() or ""),
+                "reason": str(err.desc()).strip(),
+                "where": f"{err.file()}:{err.line()}" if err.file() else None,
+                "functions": stack,
+            }
+        )
+    return nodes
+
+
+def ask_parser(bm: Any, builder: Any, logger: Any, model: bytes, path: str) -> dict[str, Any]:
+    """The parser's verdict on the whole model: supported, its subgraphs, and every node it refused."""
+    network = builder.create_network(0)
+    parser = bm.trt.OnnxParser(network, logger)
+    supported = bool(parser.supports_model_v2(model, path))
+    subgraphs = []
+    for i in range(parser.num_subgraphs):
+        nodes = [int(n) for n in parser.get_subgraph_nodes(i)]
+        # a supported subgraph is a count; an unsupported one keeps its node indexes (the words name them)
+        ok = bool(parser.is_subgraph_supported(i))
+        subgraphs.append({"supported": ok, "count": len(nodes), **({} if ok else {"nodes": nodes})})
+    return {"supported": supported, "subgraphs": subgraphs, "nodes": _parser_nodes(parser)}
+
+
+def ask_builder(bm: Any, builder: Any, logger: Any, lines: list[tuple[str, str]], request: dict[str, Any]) -> dict:
+    """The builder's verdict on the parsed network with the engine's profiles and settings: `supported`, `refused`
+    (with TensorRT's logged reason) or `not_checked` (why it could not be asked)."""
+    from trtls.builds import adapter
+    from trtls.builds import build_config_apply as bca
+
+    network = builder.create_network(0)
+    errors = adapter.parse_onnx(bm, builder, network, logger, request["onnx"])
+    if errors:
+        return {"status": "not_checked", "reason": "the ONNX parser refused the model: " + "; ".join(errors)}
+    config = builder.create_builder_config()
+    settings = {k: v for k, v in (request.get("settings") or {}).items() if v is not None}
+    settings_note: str | None = None
+    try:
+        adapter.apply_builder_settings(
+            bm, builder, config, {k: v for k, v in settings.items() if k not in bca.OWN_KEYS}
+        )
+        bca.apply_build_config(bm, builder, config, settings, [])
+    except Exception as exc:  # a setting the build will refuse (TRT140/141 say which): asked with those set before it
+        settings_note = f"a setting was refused ({type(exc).__name__}: {exc}); asked without it and those after it"
+    dynamic = [network.get_input(i).name for i in range(network.num_inputs) if -1 in tuple(network.get_input(i).shape)]
+    profiles = request.get("profiles") or []
+    if dynamic and not profiles:
+        return {"status": "not_checked", "reason": f"no optimization profile for the dynamic inputs {dynamic}"}
+    try:
+        adapter.add_profiles(bm, builder, config, profiles, network)
+    except (ValueError, TypeError) as exc:
+        return {"status": "not_checked", "reason": f"the profiles do not fit the model: {exc}"}
+    del lines[:]
+    supported = bool(builder.is_network_supported(network, config))
+    said = [m.strip() for s, m in lines if s in ("ERROR", "INTERNAL_ERROR") and not any(n in m for n in _NO_DRIVER)]
+    out: dict[str, Any] = {"status": "supported" if supported else "refused", "errors": said}
+    out["reason"] = None if supported else (said[0] if said else "is_network_supported returned False, logging nothing")
+    if settings_note:
+        out["settingsNote"] = settings_note
+    return out
+
+
+def answer(request: dict[str, Any]) -> dict[str, Any]:
+    """The whole answer for one request ({onnx, profiles, settings, builder_module}). Never raises for the model:
+    what could not be asked is `not_checked` with the reason."""
+    from trtls.builds import adapter
+    from trtls.fs import read_bytes
+
+    started = time.monotonic()
+    try:
+        bm = adapter.load_builder_module(request.get("builder_module") or "auto")
+    except Exception as exc:
+        return {"status": "not_checked", "reason": str(exc)}
+    lines: list[tuple[str, str]] = []
+
+    def keep(severity: str, msg: str) -> None:
+        if severity in ("ERROR", "INTERNAL_ERROR"):
+            lines.append((severity, msg))
+
+    logger = adapter.make_logger(bm, keep)
+    builder = bm.trt.Builder(logger)
+    path = request["onnx"]
+    try:
+        model = read_bytes(path, limit=None, follow=True)
+    except OSError as exc:
+        return {"status": "not_checked", "reason": f"{path}: cannot read the model: {exc.strerror or exc}"}
+    out: dict[str, Any] = {"module": f"{bm.name} {bm.version}", "parser": ask_parser(bm, builder, logger, model, path)}
+    if out["parser"]["supported"]:
+        out["builder"] = ask_builder(bm, builder, logger, lines, request)
+    else:
+        out["builder"] = {"status": "not_checked", "reason": "the parser refused nodes: the network is incomplete"}
+    refused = not out["parser"]["supported"] or out["builder"]["status"] == "refused"
+    out["status"] = "refused" if refused else ("supported" if out["builder"]["status"] == "supported" else "parsed")
+    out["seconds"] = round(time.monotonic() - started, 4)
+    return out
+
+
+def main() -> int:
+    """Read one request on stdin, write one answer on stdout. TensorRT's own prints go to stderr: the answer's line
+    is the only thing on the stdout the parent reads."""
+    request = json.loads(sys.stdin.read())
+    answer_fd = os.dup(1)
+    os.dup2(2, 1)
+    result = answer(request)
+    os.write(answer_fd, (json.dumps(result) + "\n").encode())
+    os.close(answer_fd)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,97 @@
+"""The words of a capability answer (trtls.builds.capability): what TensorRT's parser and builder said about an
+engine's ONNX before any build, as findings on the engine's `onnx` key.
+
+One function computes them and every face renders them: the editor's diagnostics, `trtls check --capability`
+(text, JSON, SARIF) and the HTML report. A finding says only what TensorRT answered: the parser's own reason for each
+node it refused (TRT130), the builder's own logged reason when it refuses the parsed network (TRT131), and, when
+neither could be asked, why (TRT132, information: nothing was measured).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from trtls.core.findings import Finding, Origin, Severity
+
+MAX_NODES = 20  # one finding per refused node, up to this many; the rest are counted in the last one
+
+
+def _node_words(node: dict[str, Any]) -> str:
+    index = f"node {node['index']}" if node.get("index") is not None else "a node"
+    name = f" '{node['name']}'" if node.get("name") else ""
+    op = f" ({node['op']})" if node.get("op") else ""
+    inside = f", inside function {' → '.join(node['functions'])}" if node.get("functions") else ""
+    where = f" [{node['where']}]" if node.get("where") else ""
+    return f"{index}{name}{op}{inside}: {node.get('reason') or 'no reason given'}{where}"
+
+
+def _ranges(indexes: list[int]) -> str:
+    """[3, 4, 5, 9] → '3–5, 9'."""
+    out: list[str] = []
+    for i in sorted(indexes):
+        if out and out[-1].split("–")[-1] == str(i - 1):
+            out[-1] = f"{out[-1].split('–')[0]}–{i}"
+        else:
+            out.append(str(i))
+    return ", ".join(out)
+
+
+def capability_findings(engine: str, answer: dict[str, Any]) -> list[Finding]:
+    """The findings of one engine's capability answer, on `engines.<engine>.onnx` (empty when TensorRT takes it)."""
+    path = ("engines", engine, "onnx")
+    module = answer.get("module") or "TensorRT"
+    status = answer.get("status")
+    if status not in ("refused", "supported", "parsed"):
+        reason = answer.get("reason") or "no answer"
+        return [_finding("TRT132", Severity.information, f"capability not checked: {reason}", path, answer)]
+    parser = answer.get("parser") or {}
+    out: list[Finding] = []
+    if not parser.get("supported", True):
+        nodes = list(parser.get("nodes") or [])
+        for node in nodes[:MAX_NODES]:
+            words = f"the ONNX parser of {module} does not support {_node_words(node)}"
+            out.append(_finding("TRT130", Severity.error, words, path, {"node": node, "module": module}))
+        if len(nodes) > MAX_NODES:
+            out[-1] = _finding(
+                "TRT130",
+                Severity.error,
+                out[-1].message + f" (and {len(nodes) - MAX_NODES} more nodes: trtls check --capability --format json)",
+                path,
+                {"nodes": nodes, "module": module},
+            )
+        if not nodes:  # refused subgraphs, no per-node error: name the nodes by index
+            cut = [n for s in parser.get("subgraphs") or [] if not s.get("supported") for n in s.get("nodes") or []]
+            which = f"nodes {_ranges(cut)}" if cut else "the model"
+            words = f"the ONNX parser of {module} does not support {which} (it gave no reason)"
+            out.append(_finding("TRT130", Severity.error, words, path, {"nodes": [], "module": module}))
+    builder = answer.get("builder") or {}
+    if builder.get("status") == "refused":
+        words = (
+            f"the builder of {module} refuses the network although its parser takes every node "
+            f"(is_network_supported, with this engine's profiles and settings): {builder.get('reason')}"
+        )
+        out.append(_finding("TRT131", Severity.error, words, path, {"builder": builder, "module": module}))
+    return out
+
+
+def _finding(code: str, severity: Severity, message: str, path: tuple[str, ...], data: dict[str, Any]) -> Finding:
+    return Finding(code, severity, message, path, Origin.recipe, on_value=True, data={"capability": data})
+
+
+def capability_summary(answer: dict[str, Any]) -> str:
+    """One line for a report or a terminal: the verdict and what it rests on."""
+    status = answer.get("status")
+    module = answer.get("module") or "TensorRT"
+    seconds = answer.get("seconds")
+    took = f" in {seconds:.2f} s" if isinstance(seconds, (int, float)) else ""
+    if status == "supported":
+        return f"{module}: the parser takes every node and the builder takes the network{took}"
+    if status == "parsed":
+        why = (answer.get("builder") or {}).get("reason") or "not asked"
+        return f"{module}: the parser takes every node{took}; the builder was not asked ({why})"
+    if status == "refused":
+        nodes = len((answer.get("parser") or {}).get("nodes") or [])
+        if nodes:
+            return f"{module}: the parser refuses {nodes} node{'s' if nodes != 1 else ''}{took}"
+        return f"{module}: the builder refuses the network{took}"
+    return f"capability not checked: {answer.get('reason') or 'no answer'}"

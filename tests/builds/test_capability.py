@@ -1,0 +1,114 @@
+"""Capability before any build (issue 33): TensorRT's own parser and builder asked, in a child process, whether they
+take an engine's ONNX. Real models nobody on this project wrote: silero-vad's If-based export (the parser takes it,
+the builder refuses it with the internal error its build ends on), ONNX Runtime's own scikit-learn sample
+(`logreg_iris.onnx`: LinearClassifier, Normalizer, ZipMap, which the parser has no importer for), and the quickstart
+`demo`, which builds and is not flagged."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import onnxruntime
+import pytest
+
+from tests.onnx_files.third_party import fetch_all
+from trtls.builds.capability_client import ask, capability_request
+from trtls.core.capability import capability_findings, capability_summary
+from trtls.onnx_files.profile_checks import check_recipe
+
+IRIS = Path(onnxruntime.__file__).parent / "datasets" / "logreg_iris.onnx"  # shipped in the onnxruntime wheel
+VAD_RECIPE = """\
+[engines.vad]
+onnx = "vad.onnx"
+output = "build/vad.engine"
+
+[[engines.vad.profiles]]
+inputs.input = { min = [1, 512], opt = [1, 512], max = [4, 512] }
+inputs.state = { min = [2, 1, 128], opt = [2, 1, 128], max = [2, 4, 128] }
+
+[engines.iris]
+onnx = "iris.onnx"
+output = "build/iris.engine"
+"""
+
+
+@pytest.fixture
+def refused_ws(tmp_path: Path) -> Path:
+    shutil.copyfile(fetch_all()["silero_vad_if"], tmp_path / "vad.onnx")
+    shutil.copyfile(IRIS, tmp_path / "iris.onnx")
+    (tmp_path / "trtls.toml").write_text(VAD_RECIPE)
+    return tmp_path
+
+
+def _check(folder: Path, *extra: str) -> tuple[int, dict]:
+    run = subprocess.run(
+        [sys.executable, "-m", "trtls", "check", str(folder), "--format", "json", *extra],
+        capture_output=True,
+        text=True,
+    )
+    return run.returncode, json.loads(run.stdout)
+
+
+def test_check_capability_flags_both_models_before_any_build(refused_ws: Path) -> None:
+    code, plain = _check(refused_ws)
+    assert code == 0 and plain["findings"] == [], "the recipe itself is right: only TensorRT can say no"
+    code, report = _check(refused_ws, "--capability")
+    assert code == 2
+    by_engine: dict[str, list[dict]] = {}
+    for f in report["findings"]:
+        by_engine.setdefault(f["path"][1], []).append(f)
+    (vad,) = by_engine["vad"]
+    assert vad["code"] == "TRT131" and vad["path"] == ["engines", "vad", "onnx"] and vad["line"] == 2
+    assert "graphScope.cpp" in vad["message"] and "is_network_supported" in vad["message"]
+    iris = by_engine["iris"]
+    assert [(f["code"], f["data"]["capability"]["node"]["op"]) for f in iris] == [
+        ("TRT130", "LinearClassifier"),
+        ("TRT130", "Normalizer"),
+        ("TRT130", "ZipMap"),
+    ]
+    assert "node 2 'ZipMap' (ZipMap)" in iris[2]["message"] and "Plugin not found" in iris[2]["message"]
+    assert report["capability"]["vad"]["parser"]["supported"] is True, "the parser alone takes the If export"
+    assert not (refused_ws / "build").exists() and not (refused_ws / ".trtls" / "runs").exists(), "no build ran"
+
+
+def test_check_capability_text_uses_the_same_words(refused_ws: Path) -> None:
+    run = subprocess.run(
+        [sys.executable, "-m", "trtls", "check", str(refused_ws), "--capability"], capture_output=True, text=True
+    )
+    _, report = _check(refused_ws, "--capability")
+    for f in report["findings"]:
+        assert f"{f['code']} error: {f['message']}" in run.stdout
+
+
+def test_a_model_that_builds_is_not_flagged(workspace: Path) -> None:
+    code, report = _check(workspace, "--capability")
+    assert code == 0 and report["findings"] == []
+    assert {e: a["status"] for e, a in report["capability"].items()} == {"demo": "supported", "large": "supported"}
+    assert "takes the network" in capability_summary(report["capability"]["demo"])
+
+
+async def test_the_child_is_awaited_off_the_loop_and_a_stuck_one_is_ended(workspace: Path) -> None:
+    loaded = check_recipe(workspace / "trtls.toml")
+    assert loaded.recipe is not None
+    request = capability_request(loaded, loaded.recipe.engines["demo"])
+    ticks = 0
+
+    async def tick() -> None:
+        nonlocal ticks
+        while True:
+            await asyncio.sleep(0.005)
+            ticks += 1
+
+    ticker = asyncio.create_task(tick())
+    answer = await ask(request)
+    ticker.cancel()
+    assert answer["status"] == "supported" and ticks > 0, "the loop ran while TensorRT answered"
+    stuck = await ask(request, timeout_s=0.001)  # no Python starts, imports TensorRT and parses in a millisecond
+    assert stuck["status"] == "not_checked" and stuck["child"] == "timeout"
+    (finding,) = capability_findings("demo", stuck)
+    assert finding.code == "TRT132" and "did not answer within" in finding.message
