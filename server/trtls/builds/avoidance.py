@@ -25,8 +25,6 @@ from trtls.builds.pinned import PinUnavailable, serve_pin, settle_pin
 from trtls.builds.restore import WAIT_POLL_S, output_root, remember, restore_hit, restore_now
 from trtls.builds.reuse import OutputHeld, ago, append_known_good
 from trtls.builds.roots import evidence_error, write_record
-from trtls.core.recipe_file import read_recipe_text
-from trtls.core.tomlpos import bounded_loads
 from trtls.store.config import StoreConfig, store_config
 from trtls.store.diff import key_changes
 from trtls.store.entries import Entry, NotTrusted, Refused, Store, StoreUnusable
@@ -37,21 +35,6 @@ from trtls.store.lock import KeyLock
 from trtls.store.quarantined import quarantined_since
 from trtls.store.stats import record_miss
 from trtls.store.use import CellsLookup, StoreUse, release_uses
-
-
-def store_may_serve(recipe: Path, no_store: bool, rebuild: bool) -> bool:
-    """From the raw TOML (before the recipe is validated): could this build be served from the store? The CLI then
-    looks up before starting any worker (no early TensorRT import)."""
-    if no_store or rebuild:
-        return False
-    try:
-        data = bounded_loads(read_recipe_text(recipe))  # deep nesting: TRT120 later, not a crash
-    except (OSError, ValueError):
-        return True
-    table = data.get("store")
-    if isinstance(table, dict):
-        return table.get("mode", "read_write") != "off"
-    return os.environ.get("TRTLS_STORE", "").strip().lower() != "off"
 
 
 def prepare(

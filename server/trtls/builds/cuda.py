@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import sys
 from typing import Any
 
 
@@ -19,6 +20,13 @@ def _load_first(*names: str) -> Any:
     return None
 
 
+def _find_library(name: str) -> str:
+    """ctypes.util.find_library, except on Linux: there it runs `ldconfig -p`, then gcc and ld (~40 ms of child
+    processes, on every build's critical path when no driver is installed) to return a soname that dlopen finds by
+    itself: the driver's is libcuda.so.1, and a runtime older than libcudart.so.11 is none TensorRT-RTX uses."""
+    return "" if sys.platform.startswith("linux") else ctypes.util.find_library(name) or ""
+
+
 def _cuda_version_string(value: int) -> str:
     return f"{value // 1000}.{(value % 1000) // 10}"
 
@@ -26,7 +34,7 @@ def _cuda_version_string(value: int) -> str:
 def cuda_driver() -> dict[str, Any]:
     """Driver version and device 0 through libcuda, when there is one; never raises."""
     found: dict[str, Any] = {"cuda_driver": None, "device_name": None, "compute_capability": None}
-    lib = _load_first("libcuda.so.1", ctypes.util.find_library("cuda") or "", "nvcuda.dll")
+    lib = _load_first("libcuda.so.1", _find_library("cuda"), "nvcuda.dll")
     if lib is None:
         return found
     try:
@@ -59,7 +67,7 @@ def cuda_runtime() -> str | None:
     TensorRT-RTX links its CUDA runtime statically, so this is the system's runtime, not
     necessarily the one inside the builder.
     """
-    lib = _load_first(*(f"libcudart.so.{v}" for v in (13, 12, 11)), ctypes.util.find_library("cudart") or "")
+    lib = _load_first(*(f"libcudart.so.{v}" for v in (13, 12, 11)), _find_library("cudart"))
     if lib is None:
         return None
     try:

@@ -74,6 +74,22 @@ def preload_for(recipe: Path, engine: str | None) -> str | None:
     return module if module in PRELOADABLE else None
 
 
+def store_may_serve(recipe: Path, no_store: bool, rebuild: bool) -> bool:
+    """From the raw TOML (before the recipe is validated): could this build be served from the store? The CLI then
+    looks up before starting any worker (no early TensorRT import). Here, not in builds.avoidance: deciding whether
+    to start early must not import what the lookup needs (the recipe models, the store: ~0.3 s)."""
+    if no_store or rebuild:
+        return False
+    try:
+        data = bounded_loads(read_recipe_text(recipe))  # deep nesting: TRT120 later, not a crash
+    except (OSError, ValueError):
+        return True
+    table = data.get("store")
+    if isinstance(table, dict):
+        return table.get("mode", "read_write") != "off"
+    return os.environ.get("TRTLS_STORE", "").strip().lower() != "off"
+
+
 async def discard(worker: asyncio.subprocess.Process | None) -> None:
     """An early worker that gets no job: closing its input ends it (it exits without building)."""
     if worker is None or worker.returncode is not None:

@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
 
         with safe_console():
             try:
-                done = fast_path(args)
+                done = fast_path(args, entry=True)
             except KeyboardInterrupt:
                 done = None  # nothing was written yet that a rerun would not redo: the full path starts over
             if done is not None:

@@ -33,13 +33,11 @@ def cmd_build(args: argparse.Namespace) -> int:
 
 async def _build_all(args: argparse.Namespace) -> int:
     from trtls.builds.retry import retry_overrides
-    from trtls.builds.spawn import discard, preload_for, spawn_worker
+    from trtls.builds.spawn import discard, preload_for, spawn_worker, store_may_serve
 
     # The worker starts first and imports TensorRT while this process loads and checks the recipe (one local
     # build; a matrix or a cluster places its own workers).
     farm = args.all or args.matrix or args.cell
-    from trtls.builds.avoidance import store_may_serve
-
     # A build the store may serve looks up first: a hit must start no worker (and import no TensorRT).
     servable = store_may_serve(find_recipe(args.recipe), args.no_store, args.rebuild)
     preload = None if farm or servable else preload_for(find_recipe(args.recipe), args.engine)

@@ -85,9 +85,23 @@ def print_reused(engine: str, reused: dict[str, Any], recipe: Any, as_json: bool
     return EXIT_OK
 
 
-def fast_path(args: argparse.Namespace) -> int | None:
+_declined_by_entry = False  # the program's entry tried this command line and declined: the full path's call skips
+
+
+def fast_path(args: argparse.Namespace, *, entry: bool = False) -> int | None:
     """An unchanged `trtls build --engine NAME`: restored from the store before the recipe models are even imported
-    (builds/reuse.py); None → the usual path."""
+    (builds/reuse.py); None → the usual path. `entry`: the call of `cli.entry`, whose decline the full path's own
+    call then takes as its answer (once) instead of hashing the recipe and reading the memo a second time."""
+    global _declined_by_entry
+    if _declined_by_entry and not entry:
+        _declined_by_entry = False
+        return None
+    done = _fast_path(args)
+    _declined_by_entry = entry and done is None
+    return done
+
+
+def _fast_path(args: argparse.Namespace) -> int | None:
     from trtls.cli.common import find_recipe
 
     if not args.engine or args.all or args.matrix or args.cell or args.rebuild or args.no_store or args.cold:
