@@ -30,8 +30,8 @@ output = "build/st.engine"
 builder_module = "tensorrt_rtx"
 
 [[engines.st.profiles]]
-inputs.input_ids      = { min = [1, 1], opt = [2, 8], max = [4, 16] }
-inputs.attention_mask = { min = [1, 1], opt = [2, 8], max = [4, 16] }
+inputs.input_ids      = { min = [1], opt = [8], max = [16] }
+inputs.attention_mask = { min = [1], opt = [8], max = [16] }
 
 [routes.st]
 engine = "st"
@@ -116,6 +116,7 @@ def test_gate_3_holds_a_trtls_layout_bundle_where_the_route_asks_for_trtmc(built
     root = tmp_path / "copy"
     shutil.copytree(built, root, symlinks=True)
     text = (root / "trtls.toml").read_text().replace('bundle_format = "trtmc"\n', "")
+    text = text.replace("min = [1], opt = [8], max = [16]", "min = [1, 1], opt = [2, 8], max = [4, 16]")  # [b, s]
     (root / "trtls.toml").write_text(text)
     assert asyncio.run(build_route(root / "trtls.toml", "st")).ok  # today's layout
     assert "engine" in read_bundle(root / "build" / "st.bundle").sections

@@ -1,7 +1,8 @@
 """What `trtls bundle inspect` shows: the verification result as JSON, or as terminal-safe text.
 
-Separate because it is presentation: it adds no checks of its own, only reshapes `_verify`'s result
-and escapes whatever a hostile header could use to forge terminal output.
+Mostly presentation: it reshapes `_verify`'s result and escapes whatever a hostile header could use to forge terminal
+output. The one check it adds is TensorRT Model Connect's load (`bundle.trtmc.trtmc_load_checks`), run on every bundle
+whose container is sound, ours or foreign: `bundle verify` fails a bundle TRTMC's reader would misread.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from trtls.bundle.format import MAX_HEADER, SIDECAR_SUFFIX, BundleProblem
+from trtls.bundle.trtmc import CHECK_TRTMC_LOAD
 from trtls.bundle.verify import _verify
 from trtls.core.terminal_text import terminal_safe
 
@@ -49,6 +51,12 @@ def inspect_json(path: str | os.PathLike[str]) -> dict[str, Any]:
         }
         for s in result.bundle.sections.values()
     ]
+    if not result.problems:  # a sound container: read it as TensorRT Model Connect's loader would, ours or foreign
+        from trtls.bundle.trtmc import trtmc_load_checks
+
+        out["trtmc"] = trtmc_load_checks(p)
+        out["problems"] += [asdict(BundleProblem(CHECK_TRTMC_LOAD, m)) for m in out["trtmc"]["problems"]]
+        out["ok"] = not out["problems"]
     return out
 
 
@@ -90,6 +98,10 @@ def inspect_text(path: str | os.PathLike[str]) -> str:
         )
     else:
         lines.append("sidecar  none (digests not recorded; run promotion to record them)")
+    trtmc = info.get("trtmc")
+    if isinstance(trtmc, dict):
+        lines.append(f"trtmc    {trtmc['summary']}")
+        lines += [f"  not checked: {n}" for n in trtmc["not_checked"]]
     if info["ok"]:
         lines.append("verify   OK")
     else:

@@ -89,6 +89,7 @@ ENCODER_STRATEGIES = frozenset(
 ENGINE_BACKENDS: dict[str, str] = {"tensorrt": "trt", "tensorrt_rtx": "trt_rtx"}  # builder module → engine_backend
 KNOWN_BACKENDS = ("trt", "trt_rtx", "none")
 ENGINE_PLAN = "engine_plan"
+CHECK_TRTMC_LOAD = "trtmc_load"  # a bundle problem: TRTMC's loader would misread or refuse the bundle
 CONFIG = "config.json"
 TOKENIZER = "tokenizer.json"
 # The dispatch keys written first in config.json, so that the first occurrence of each is the dispatch record's.
@@ -208,7 +209,21 @@ class TrtmcView:
             f"header {f['field']!r} is missing at the top level and would be read from {f['at']}"
             for f in shadowed_fields(self.header)
         ]
+        problems += self.engine_io()[0]
+        cache, positions = self.header.get("max_cache_length"), self.dispatch("max_position_embeddings")
+        if isinstance(cache, int) and isinstance(positions, int) and cache > positions:
+            problems.append(
+                f"header max_cache_length {cache} exceeds config.json max_position_embeddings {positions} (TRTMC's "
+                "BERT builder refuses that: families/bert/model.py:1011-1014)"
+            )
         return problems
+
+    def engine_io(self) -> tuple[list[str], list[str]]:
+        """(problems, not_checked) of the engine's recorded I/O against the runtime contract of its strategy
+        (`bundle.trtmc_contract`)."""
+        from trtls.bundle.trtmc_contract import contract_problems
+
+        return contract_problems(self.header, self.dispatch("runtime_strategy"))
 
 
 def read_trtmc(path: str | os.PathLike[str]) -> TrtmcView:
@@ -229,3 +244,48 @@ def read_trtmc(path: str | os.PathLike[str]) -> TrtmcView:
             parsed = None
         config = parsed if isinstance(parsed, dict) else None
     return TrtmcView(bundle.header, header_text, {n: s.size for n, s in bundle.sections.items()}, config, config_text)
+
+
+def _trtmc_layout(view: TrtmcView) -> bool:
+    """Whether the bundle is laid out for one of TRTMC's encoder pipelines (its dispatch record or header names one)."""
+    return view.dispatch("runtime_strategy") in ENCODER_STRATEGIES or view.header.get("runtime_strategy") in (
+        ENCODER_STRATEGIES
+    )
+
+
+def trtmc_load_checks(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """What `bundle inspect` / `bundle verify` report of TRTMC's load, for any bundle: {summary, problems,
+    not_checked}. Every bundle: no header field TRTMC reads may be shadowed by a nested one. A bundle laid out for a
+    TRTMC encoder pipeline: every `load_problems` check, engine I/O contract included (`not_checked` when the bundle
+    records no engine I/O: it is a note, not a failure, since TRTMC's own writer records none)."""
+    from trtls.bundle.format import BundleError
+
+    try:
+        view = read_trtmc(path)
+    except (BundleError, OSError, UnicodeDecodeError) as exc:
+        return {
+            "summary": "not read as TRTMC reads it",
+            "problems": [f"cannot read it as TRTMC does: {exc}"],
+            "not_checked": [],
+        }
+    if not _trtmc_layout(view):
+        problems = [
+            f"header {f['field']!r} is missing at the top level; TRTMC's reader would take it from {f['at']} = "
+            f"{str(f['value'])[:60]!r}"
+            for f in shadowed_fields(view.header)
+        ]
+        return {
+            "summary": "not laid out for a TRTMC encoder pipeline: header fields checked as TRTMC's reader takes them",
+            "problems": problems,
+            "not_checked": [],
+        }
+    problems, not_checked = view.load_problems(), view.engine_io()[1]
+    strategy = view.dispatch("runtime_strategy")
+    summary = (
+        f"{strategy}: TRTMC's loader would not run it ({len(problems)} problem(s))"
+        if problems
+        else f"{strategy}: dispatch record, sections, header fields"
+        + ("" if not_checked else " and engine I/O")
+        + " as TRTMC's loader reads them"
+    )
+    return {"summary": summary, "problems": problems, "not_checked": not_checked}

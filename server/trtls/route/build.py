@@ -72,11 +72,12 @@ from trtls.route.checkpoint import (
     read_verified,
 )
 from trtls.route.errors import RouteBuildError, recipe_errors
-from trtls.route.exporters import EXPORTERS, export_mlp, export_onnx, onnx_io_map
+from trtls.route.exporters import EXPORTERS, engine_io, export_mlp, export_onnx, onnx_io_map
 from trtls.route.plugins import plugin_provenance
 from trtls.route.pooling import sentence_pooling
 from trtls.route.publish import publish_bundle
 from trtls.route.result import RouteBuildResult, stopped_before_bundle
+from trtls.route.trtmc_export import check_profiles
 from trtls.route.trtmc_layout import trtmc_layout, trtmc_strategy
 from trtls.route.writes import ROUTE_RECORD, route_roots, write_export, write_record
 
@@ -244,7 +245,10 @@ async def _build_route(
     strategy = trtmc_strategy(route, config)  # bundle_format = "trtmc": refused before any export or build
     onnx_path = loaded.resolve(engine.onnx)
     pooling = sentence_pooling(state)  # modules.json: the sentence_embedding users of the checkpoint deploy
-    onnx_bytes = await asyncio.to_thread(export_onnx, state, config, pooling)
+    if strategy is not None:  # TRTMC feeds [n] int32 and reads one output: its contract, or nothing is built
+        check_profiles(engine, route.engine)
+        pooling = None  # TRTMC's bert_encoder_only serves token states; it pools nothing (route.trtmc_export)
+    onnx_bytes = await asyncio.to_thread(export_onnx, state, config, pooling, trtmc=strategy is not None)
     await asyncio.to_thread(write_export, loaded, route_name, route, onnx_path, onnx_bytes, roots)
     result.onnx = str(onnx_path)
     if token.is_set:
@@ -284,6 +288,7 @@ async def _build_route(
         return result
 
     # 4. bundle
+    engine_io(io_map, summary)  # the engine's I/O as the build recorded it: network dtypes, profiles held
     env = summary.get("environment") or {}
     module = summary.get("builderModule") or env.get("module") or "tensorrt"
     version = str(summary.get("tensorrtVersion") or env.get("version") or "unknown")

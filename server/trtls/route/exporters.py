@@ -132,9 +132,17 @@ EXPORTERS: dict[str, Callable[..., Any]] = {
 POOLING_EXPORTERS = ("bert",)  # the model types whose exporter writes a sentence-transformers pooling
 
 
-def export_onnx(state: CheckpointState, config: Mapping[str, Any], pooling: PoolingSpec | None = None) -> bytes:
+def export_onnx(
+    state: CheckpointState, config: Mapping[str, Any], pooling: PoolingSpec | None = None, *, trtmc: bool = False
+) -> bytes:
     """The checkpoint exported to ONNX, as bytes (`route.writes.write_export` puts them on disk by the export rule).
-    `pooling` (`route.pooling.sentence_pooling`): the sentence-transformers pooling to add as `sentence_embedding`."""
+    `pooling` (`route.pooling.sentence_pooling`): the sentence-transformers pooling to add as `sentence_embedding`.
+    `trtmc`: the engine I/O TensorRT Model Connect's runtime feeds and reads (`route.trtmc_export`; no pooling)."""
+    if trtmc:
+        from trtls.route.trtmc_export import adapt_for_trtmc
+
+        model = EXPORTERS["bert"](_load_weights(state), config)
+        return bytes(adapt_for_trtmc(model).SerializeToString())
     model_type = config.get("model_type")
     exporter = EXPORTERS.get(str(model_type))
     if exporter is None:
@@ -188,3 +196,42 @@ def onnx_io_map(model_bytes: bytes, engine: EngineRecipe | None) -> tuple[dict[s
         or "fp32"
     )
     return {"inputs": inputs, "outputs": outputs}, precision
+
+
+# TensorRT's DataType names (the build summary's `network`) → the numpy names io_map uses
+_TRT_DTYPES = {
+    "FLOAT": "float32",
+    "HALF": "float16",
+    "BF16": "bfloat16",
+    "INT32": "int32",
+    "INT64": "int64",
+    "INT8": "int8",
+    "BOOL": "bool",
+    "UINT8": "uint8",
+    "FP8": "float8",
+    "INT4": "int4",
+}
+
+
+def engine_io(io_map: dict[str, Any], summary: dict[str, Any]) -> None:
+    """Make `io_map` the engine's I/O as the build recorded it (in place): each input's and output's dtype as the
+    parsed network had it (TensorRT's engine keeps them) and each input's profiles as the builder config held them
+    (read back by the worker). `io_map["source"]` says where each fact came from."""
+    recorded = summary.get("network")
+    network: dict[str, Any] = recorded if isinstance(recorded, dict) else {}
+    held = [p for p in summary.get("optimizationProfiles") or [] if isinstance(p, dict)]
+    for side in ("inputs", "outputs"):
+        declared = network.get(side)
+        types: dict[str, Any] = declared if isinstance(declared, dict) else {}
+        for name, entry in io_map.get(side, {}).items():
+            if name in types:
+                entry["dtype"] = _TRT_DTYPES.get(str(types[name]), str(types[name]).lower())
+            if side == "inputs" and held:
+                shapes = [p["inputs"][name] for p in held if isinstance(p.get("inputs"), dict) and name in p["inputs"]]
+                if shapes:
+                    entry["profile"], entry["profiles"] = shapes[0], shapes
+    io_map["source"] = {
+        "names_and_shapes": "the ONNX the engine was built from",
+        "dtypes": "the build's parsed network" if network else "the ONNX the engine was built from",
+        "profiles": "the build's builder config" if held else "the engine recipe",
+    }

@@ -7,6 +7,9 @@ tokenizer from `tokenizer.json`, and the header carries TRTMC's BundleInfo field
 tokenizer and sentence-transformers files keep their own names (`1_Pooling/config.json`, not `1_Pooling__config.json`).
 trtls's own record (`trtls`: section digests, provenance) stays, written after every top-level field. The checkpoint's
 own config.json is the body of the dispatch record (its `_`-private keys dropped); its digest is in the provenance.
+The engine takes TRTMC's I/O (`route.trtmc_export`: int32 `[n]` ids and mask, one float32 `hidden_states`), and the
+header's `max_cache_length` is the engine's longest input (profile 0's max), not `max_position_embeddings`; the bundle
+carries no `model.onnx` (TRTMC never reads it).
 
 No TRTMC runtime ran here (it is not installable on this machine): the layout is checked against TRTMC's documented
 format and sources, by `bundle.trtmc.read_trtmc(...).load_problems()` and gate 3."""
@@ -83,7 +86,7 @@ def trtmc_layout(
         "num_layers": int(config.get("num_hidden_layers") or 0),
         "num_attention_heads": int(config.get("num_attention_heads") or 1),
         "num_key_value_heads": int(config.get("num_key_value_heads") or config.get("num_attention_heads") or 1),
-        "max_cache_length": int(config.get("max_position_embeddings") or 32),
+        "max_cache_length": longest_input(header.get("io_map")) or int(config.get("max_position_embeddings") or 32),
         "runtime_strategy": strategy,
         "engine_backend": backend,
         "precision": precision,
@@ -96,6 +99,19 @@ def trtmc_layout(
     for rel in DEPLOYMENT_FILES:  # under their own names: TRTMC reads them by name
         if rel in state.files:
             out[rel] = read_verified(state, rel, MAX_EMBED)
-    if "model.onnx" in sections:
-        out["model.onnx"] = sections["model.onnx"]  # what gates 3-4 match and run; TRTMC ignores it
+    # No model.onnx: TRTMC never reads it, and the engine was built from the route's exported ONNX on disk (its
+    # sha256 is in the provenance), which is what gates 3-4 match and run.
     return out_header, out
+
+
+def longest_input(io_map: Any) -> int | None:
+    """The longest `input_ids` the engine takes: profile 0's max (TRTMC allocates for it), or a static length. TRTMC's
+    header calls it max_cache_length (its BERT builder makes the engine that long: families/bert/model.py:804)."""
+    entry = (io_map or {}).get("inputs", {}).get("input_ids") if isinstance(io_map, dict) else None
+    if not isinstance(entry, dict):
+        return None
+    shape, profile = entry.get("shape"), entry.get("profile")
+    if isinstance(shape, list) and len(shape) == 1 and isinstance(shape[0], int) and shape[0] > 0:
+        return shape[0]
+    top = profile.get("max") if isinstance(profile, dict) else None
+    return top[0] if isinstance(top, list) and len(top) == 1 and isinstance(top[0], int) else None

@@ -15,6 +15,7 @@ from trtls.bundle import (
     sidecar_path,
 )
 from trtls.bundle.optimized import CHECK_OPTIMIZED
+from trtls.bundle.trtmc import CHECK_TRTMC_LOAD
 from trtls.core.gate_result import GateCheck, gate_check
 from trtls.gates.bundle.contents import check_artifacts, check_sbom
 from trtls.gates.bundle.provenance import (
@@ -72,7 +73,8 @@ def run_gate(ctx: GateContext) -> list[GateCheck]:
     # -- TRT702 / TRT703: verify_bundle's problems, one check per category
     by_check: dict[str, list[dict[str, Any]]] = {}
     for p in info["problems"]:
-        by_check.setdefault(p["check"], []).append(p)
+        if p["check"] != CHECK_TRTMC_LOAD:  # TRTMC's load: TRT711 and bundle.trtmc_load below judge it for the route
+            by_check.setdefault(p["check"], []).append(p)
     for check_id, problems in by_check.items():
         code = "TRT703" if check_id in DIGEST_CHECKS else "TRT712" if check_id == CHECK_OPTIMIZED else "TRT702"
         shown = "; ".join(
@@ -231,7 +233,9 @@ def _shadow_check(header: dict[str, Any], path: tuple) -> GateCheck:
 def _trtmc_check(ctx: GateContext, bundle: Any, path: tuple) -> GateCheck:
     """TRT702 `bundle.trtmc_load`: a route that promotes a TRTMC-format bundle gets one TRTMC's native loader would
     load — read as that loader reads it (`bundle.trtmc.read_trtmc`): dispatch record, engine_plan, tokenizer.json,
-    top-level header fields. Checked against TRTMC's documented format; no TRTMC runtime runs here."""
+    top-level header fields, and the engine's I/O recorded in the bundle's io_map against the contract TRTMC's BERT
+    pipeline feeds (`bundle.trtmc_contract`); a bundle with no io_map holds (the engine is not readable without a
+    GPU). Checked against TRTMC's format and source; no TRTMC runtime runs here."""
     from trtls.bundle import BundleError
     from trtls.bundle.trtmc import read_trtmc
 
@@ -240,6 +244,7 @@ def _trtmc_check(ctx: GateContext, bundle: Any, path: tuple) -> GateCheck:
     except (BundleError, OSError, UnicodeDecodeError) as exc:
         return _check("bundle.trtmc_load", "hold", f"cannot read the bundle as TRTMC does: {exc}", "TRT702", path)
     problems = view.load_problems()
+    io_not_checked = view.engine_io()[1]  # no io_map: the engine cannot be read here (no GPU to deserialize it)
     ev = {
         "runtime_strategy": view.dispatch("runtime_strategy"),
         "engine_backend": view.dispatch("engine_backend"),
@@ -247,9 +252,14 @@ def _trtmc_check(ctx: GateContext, bundle: Any, path: tuple) -> GateCheck:
         "trt_abi": view.dispatch("trt_abi"),
         "sections": sorted(view.sections),
         "problems": problems,
+        "engine_io_not_checked": io_not_checked,
+        "engine_io_source": (view.header.get("io_map") or {}).get("source")
+        if isinstance(view.header.get("io_map"), dict)
+        else None,
         "runtime_ran": False,
     }
-    if problems:
+    if problems or io_not_checked:
+        problems = problems + [f"{n}: TRTMC's input contract is unverified" for n in io_not_checked]
         return _check(
             "bundle.trtmc_load",
             "hold",
@@ -263,8 +273,9 @@ def _trtmc_check(ctx: GateContext, bundle: Any, path: tuple) -> GateCheck:
         "bundle.trtmc_load",
         "pass",
         f"TensorRT Model Connect layout: runtime_strategy {ev['runtime_strategy']}, engine_backend "
-        f"{ev['engine_backend']}, TensorRT ABI {ev['trt_abi']}, engine_plan and tokenizer.json present (checked "
-        "against TRTMC's documented format; no TRTMC runtime ran)",
+        f"{ev['engine_backend']}, TensorRT ABI {ev['trt_abi']}, engine_plan and tokenizer.json present; the engine's "
+        "recorded I/O is what TRTMC's BERT pipeline feeds and reads (int32 [n] input_ids/attention_mask, one float32 "
+        "output [n, hidden], max_cache_length = profile max) (checked against TRTMC's source; no TRTMC runtime ran)",
         "TRT702",
         path,
         ev,

