@@ -54,5 +54,9 @@ class DiagnosticStore:
                 out.extend(fs)
         return out
 
+    def keys(self, uri: str, origin: Origin, prefix: str = "") -> list[str]:
+        """The keys `origin` has findings under for `uri` (those starting with `prefix`)."""
+        return [k for o, k in self._by_uri.get(uri, {}) if o == origin and k.startswith(prefix)]
+
     def diagnostics(self, uri: str, source_map: SourceMap) -> list[lsp.Diagnostic]:
         return [to_diagnostic(source_map, f) for f in self.get(uri)]

@@ -46,6 +46,7 @@ class TrtlsServer(LanguageServer):
         super().__init__("trtls", __version__)
         self._supervisor: Any = None
         self._store: Any = None
+        self._capability: Any = None
         self._options: Any = None
         self.raw_init_options: Any = None
         self.recipes: dict[str, LoadedRecipe] = {}  # uri → its last checked result
@@ -86,6 +87,15 @@ class TrtlsServer(LanguageServer):
         self.supervisor.builds.pop(run_id, None)
         for key in [k for k, v in self.last_build.items() if v == run_id]:
             del self.last_build[key]
+
+    @property
+    def capability(self) -> Any:
+        """Capability as you type (lsp/capability_diagnostics.py)."""
+        if self._capability is None:
+            from trtls.lsp.capability_diagnostics import CapabilityWatch
+
+            self._capability = CapabilityWatch()
+        return self._capability
 
     @property
     def store(self) -> Any:
@@ -198,6 +208,7 @@ class TrtlsServer(LanguageServer):
 
                 self.store.set(uri, Origin.build, "freshness", await asyncio.to_thread(freshness_findings, loaded))
                 self.publish(uri)
+                self.capability.schedule(self, uri, loaded)  # TRT130/131: TensorRT asked in a child, debounced
                 if first or uri in self._lenses_due:
                     self._lenses_due.discard(uri)
                     self.refresh_lenses()  # a lens asked for before this check landed got none, or is stale
