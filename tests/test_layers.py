@@ -15,7 +15,7 @@ EDITOR = ("pygls", "lsprotocol")
 TENSORRT = ("tensorrt", "tensorrt_rtx")
 LOWER = (
     *("core", "fs", "onnx_files", "importers", "store", "builds", "bundle", "checkpoint", "runtimes", "route", "gates"),
-    *("report", "triage"),
+    *("report", "triage", "app"),
 )
 FORBIDDEN: dict[str, tuple[str, ...]] = {
     # the pure model: no other trtls layer, no editor, no builder
@@ -39,6 +39,8 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     "report": (*FACES, "trtls.accept", *EDITOR, *TENSORRT),
     # triage cuts models and runs trials as worker builds and ONNX Runtime runs: never TensorRT in-process
     "triage": (*FACES, "trtls.accept", *EDITOR, *TENSORRT),
+    # the application layer: the use cases every face calls (request_build, request_matrix), rendered by the faces
+    "app": (*FACES, "trtls.accept", *EDITOR, *TENSORRT),
 }
 # which first-party packages each lower layer may import (docs/architecture.md, "what may import what")
 ALLOWED: dict[str, set[str]] = {
@@ -55,7 +57,9 @@ ALLOWED: dict[str, set[str]] = {
     "gates": {"core", "fs", "builds", "bundle", "checkpoint", "runtimes", "route", "gates"},
     "report": {"core", "fs", "builds", "report"},
     "triage": {"core", "fs", "builds", "onnx_files", "runtimes", "route", "checkpoint", "gates", "triage"},
-    "accept": {"core", "fs", "builds", "bundle", "checkpoint", "runtimes", "route", "gates", "accept"},
+    "app": {"core", "fs", "onnx_files", "store", "builds", "bundle", "checkpoint", "runtimes", "route", "gates"}
+    | {"triage", "app"},
+    "accept": {"core", "fs", "builds", "bundle", "checkpoint", "runtimes", "route", "gates", "app", "accept"},
 }
 # modules that import a module by a computed name, and why (never a first-party one)
 BY_NAME_THIRD_PARTY = {"builds/adapter.py": "tensorrt or tensorrt_rtx, the builder module a recipe asks for"}

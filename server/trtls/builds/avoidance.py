@@ -48,14 +48,16 @@ def prepare(
     faults: dict[str, Any] | None = None,
     history: str | None = None,
     unpin: bool = False,
+    job: dict[str, Any] | None = None,
 ) -> StoreUse:
     """Key the build and open its store. Raises StoreUnusable (TRT330/TRT331) for a store folder that cannot
     serve its mode; `located_store_error` places it on the recipe. A rollback's pin is settled here (kept, lifted
-    by a changed key, or removed by `unpin`: builds/pinned.py)."""
+    by a changed key, or removed by `unpin`: builds/pinned.py). `job`: the worker job the build will run, built once
+    by the caller (trtls.app); keyed here, never changed (the key reads no build id)."""
     eng = loaded.engine(engine)
     sdir = state_dir(loaded.path)
     config = store_config(loaded.recipe.store, loaded.base_dir)
-    job = worker_job(loaded, engine, "key", overrides)
+    job = job if job is not None else worker_job(loaded, engine, "key", overrides)
     use = StoreUse(engine, sdir, config, Path(job["output"]), history or engine, rebuild=rebuild)
     use.write_root = Path(job["write_root"])  # judged now, at load: a restore never judges the output's folder again
     if eng.worker:

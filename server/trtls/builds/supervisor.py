@@ -111,6 +111,7 @@ class Supervisor:
         parent_id: str | None = None,
         worker: asyncio.subprocess.Process | None = None,
         wait_for_output: bool = True,
+        job: dict[str, Any] | None = None,
     ) -> Build:
         """Start a build (needs a running loop). The recipe must have loaded without errors. `remote` (a
         `trtls.builds.farm.run.RemoteSpec`) runs the same worker on a cluster node (docs/farm.md).
@@ -119,13 +120,18 @@ class Supervisor:
         the caller loaded the recipe; it gets this build's job. Ignored (and closed) for an external worker.
 
         `wait_for_output`: when another build (any process) holds this output, wait for it (True) or end `failed`
-        with TRT410 at once (False)."""
+        with TRT410 at once (False).
+
+        `job`: the worker job the caller built once for this request (trtls.app, which keyed it first); built here
+        when not given."""
         if loaded.recipe is None:
             raise ValueError("the recipe has errors; no build starts")
         if engine not in loaded.recipe.engines:
             raise KeyError(engine)
+        if job is not None:
+            build_id, job = job["build_id"], dict(job)
         build_id = build_id or new_build_id(engine if cell is None else f"{engine}.{cell}")
-        job = worker_job(loaded, engine, build_id, overrides, faults)
+        job = job if job is not None else worker_job(loaded, engine, build_id, overrides, faults)
         if remote is not None and remote.shared_dir is not None:  # nodes write straight to shared storage
             job["output"] = str(remote.shared_dir / Path(job["output"]).relative_to(loaded.base_dir))
         eng = loaded.engine(engine)

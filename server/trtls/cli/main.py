@@ -21,7 +21,7 @@ from trtls.cli import gc as gc_cmd
 from trtls.cli.common import find_recipe, install_stop_keys, load_or_report, report_error
 from trtls.cli.console import safe_console
 from trtls.cli.exits import EXIT_BAD_INPUT, EXIT_CTRL_C, EXIT_FAILED, EXIT_OK, exit_code_of
-from trtls.cli.usage import JsonErrors, TrtlsParser, emit_error, parse, positive_seconds
+from trtls.cli.usage import JsonErrors, TrtlsParser, parse, positive_seconds
 
 
 def cmd_build(args: argparse.Namespace) -> int:
@@ -43,21 +43,17 @@ async def _build_all(args: argparse.Namespace) -> int:
     preload = None if farm or servable else preload_for(find_recipe(args.recipe), args.engine)
     early = await spawn_worker(preload=preload) if preload is not None else None
     try:
-        loaded = load_or_report(args.recipe)
+        loaded = load_or_report(args.recipe)  # the request's one recipe check
         if loaded is None:
             return EXIT_BAD_INPUT
-        if not loaded.recipe.engines:
-            report_error(
-                "TRT107", "no [engines.NAME] table: add one to build an engine (see the README)", str(loaded.path)
-            )
-            return EXIT_BAD_INPUT
-        gc_cmd.recover_before_build(loaded.path, quiet=args.json)  # evidence of builds whose supervisor was killed
+        from trtls.app.build import refused_recipe, runs_as_matrix
+
         engines = [args.engine] if args.engine and not args.all else list(loaded.recipe.engines)
-        unknown = [e for e in engines if e not in loaded.recipe.engines]
-        if unknown:
-            known = ", ".join(loaded.recipe.engines)
-            report_error("TRT107", f"no engine named {unknown[0]} (engines: {known})", str(loaded.path))
-            return EXIT_BAD_INPUT
+        if not loaded.recipe.engines and (refused := refused_recipe(loaded, engines)) is not None:
+            return store_lookup.report_refused(loaded, refused)
+        gc_cmd.recover_before_build(loaded.path, quiet=args.json)  # evidence of builds whose supervisor was killed
+        if (refused := refused_recipe(loaded, engines)) is not None:
+            return store_lookup.report_refused(loaded, refused)
         if args.all and not args.matrix:
             _say_matrices_left_out(loaded, engines)
         overrides: dict[str, Any] = {}
@@ -65,7 +61,7 @@ async def _build_all(args: argparse.Namespace) -> int:
             overrides.update(retry_overrides("cold", 0))
         if args.optimization_level is not None:
             overrides["settings"] = {"optimization_level": args.optimization_level}
-        if farm or loaded.recipe.cluster is not None:
+        if runs_as_matrix(loaded, every_engine=args.all, matrix=args.matrix, cell=args.cell):
             await discard(early)
             return await _build_matrix(loaded, engines, args, overrides)
         code = EXIT_OK
@@ -82,18 +78,34 @@ async def _build_all(args: argparse.Namespace) -> int:
 async def _build_one(
     loaded: Any, engine: str, args: argparse.Namespace, overrides: dict[str, Any], worker: Any = None
 ) -> int:
+    """One engine through the application layer (trtls.app.request_build), rendered in the terminal."""
+    from trtls.app.build import request_build
+    from trtls.app.results import AlreadyBuilding, Refused, Reused
     from trtls.builds.supervisor import Supervisor
     from trtls.cli.terminal_view import JsonView, PlainView, RichView, print_outcome
 
-    use, done = await store_lookup.avoid(loaded, engine, args, overrides)
-    if done is not None:
-        from trtls.builds.spawn import discard
-
-        await discard(worker)
-        return done
-    sup = Supervisor()
-    build = sup.start(loaded, engine, overrides=overrides, worker=worker, wait_for_output=not args.no_wait)
-    store_lookup.attach(use, build, quiet=args.json)
+    result = await request_build(
+        Supervisor(),
+        loaded,
+        engine,
+        overrides=overrides,
+        no_store=bool(args.no_store),
+        rebuild=bool(args.rebuild),
+        unpin=bool(args.unpin),
+        worker=worker,  # started early, importing TensorRT; closed there when no build starts
+        wait_for_output=not args.no_wait,
+        say=None if args.json else store_lookup.say,
+        on_wait=(lambda holder: store_lookup.json_waiting(engine, holder)) if args.json else None,
+        on_warning=None if args.json else store_lookup.say_warning,
+    )
+    if isinstance(result, Reused):
+        store_lookup.say_lookup(engine, result.use, quiet=args.json)
+        return store_lookup.print_reused(engine, result.summary, loaded.path, bool(args.json))
+    if isinstance(result, Refused):
+        return store_lookup.report_refused(loaded, result)
+    assert not isinstance(result, AlreadyBuilding)  # the terminal keeps no registry of running builds
+    store_lookup.say_lookup(engine, result.use, quiet=args.json, building=True)
+    build = result.build
     install_stop_keys(build, engine, quiet=args.json)
     loop = asyncio.get_running_loop()
     if args.timeout is not None:
@@ -147,37 +159,33 @@ async def _build_matrix(loaded: Any, engines: list[str], args: argparse.Namespac
 async def _run_matrix(
     loaded: Any, engines: list[str], args: argparse.Namespace, overrides: dict[str, Any], json_out: Any
 ) -> int:
-    from trtls.builds.matrix import plan, start_matrix
+    """Every cell through the application layer (trtls.app.request_matrix), rendered in the terminal."""
+    from trtls.app.matrix import request_matrix
+    from trtls.app.results import Refused
     from trtls.builds.supervisor import Supervisor
     from trtls.cli.matrix_view import MatrixJsonView, MatrixPlainView, MatrixRichView, print_matrix_outcome
 
-    planned = plan(loaded, engines, args.matrix or bool(args.cell), overrides)
-    if args.cell:
-        planned = [p for p in planned if p.cell and p.cell.name == args.cell]
-        if not planned:
-            report_error("TRT177", f"no matrix cell named {args.cell}", str(loaded.path))
-            return EXIT_BAD_INPUT
-    planned, store_uses = await store_lookup.avoid_cells(loaded, planned, args)  # a hit cell costs no worker, no node
-    if not planned:
+    not_restored: list[str] = []  # a cell of a built key with no engine (its leader's was not stored)
+    result = await request_matrix(
+        Supervisor(),
+        loaded,
+        engines,
+        (args.engine or "all") + (" (matrix)" if args.matrix else ""),
+        matrix=bool(args.matrix),
+        cell=args.cell,
+        overrides=overrides,
+        no_store=bool(args.no_store),
+        rebuild=bool(args.rebuild),
+        say=None if args.json else store_lookup.say,
+        # a hit cell costs no worker, no node
+        on_looked_up=lambda warnings, reused: store_lookup.say_cells_looked_up(warnings, reused, as_json=args.json),
+        on_follower=store_lookup.follower_said(not_restored, quiet=args.json),
+    )
+    if isinstance(result, Refused):
+        return store_lookup.report_refused(loaded, Refused(result.because, result.findings))  # warnings: said
+    mb = result.matrix
+    if mb is None:
         return EXIT_OK  # every cell was up to date
-    remote_for = None
-    if loaded.recipe.cluster is not None:
-        from trtls.builds.farm.submit import prepare
-
-        if not args.json:
-            print(f"connecting to the Ray cluster ({loaded.recipe.cluster.address})…", file=sys.stderr, flush=True)
-        specs = await prepare(loaded, planned)
-        if isinstance(specs, list):  # no node can hold some cell: refused before anything was submitted
-            for f in specs:
-                rng = loaded.source_map.range(f.path, f.on_value)
-                print(f"{loaded.path}:{rng.human()}: {f.code} {f.severity.value}: {f.message}", file=sys.stderr)
-                emit_error(f.code, f.message, file=str(loaded.path), line=rng.start_line + 1, col=rng.start_col + 1)
-            return EXIT_BAD_INPUT
-        remote_for = lambda p: specs[p.key]  # noqa: E731
-    title = (args.engine or "all") + (" (matrix)" if args.matrix else "")
-    sup = Supervisor()
-    mb = start_matrix(sup, loaded, planned, title, remote_for)
-    not_restored = store_lookup.attach_cells(mb, store_uses, quiet=args.json)
     install_stop_keys(mb, "every cell", quiet=args.json)
     loop = asyncio.get_running_loop()
     if args.timeout:
@@ -193,7 +201,7 @@ async def _run_matrix(
     if not args.json:
         print_matrix_outcome(mb)
     code = exit_code_of(mb.outcome, mb.cancel_source)
-    if code == EXIT_OK and not_restored:  # a cell of a built key has no engine (its leader's was not stored)
+    if code == EXIT_OK and not_restored:
         report_error("TRT332", f"not built: {', '.join(not_restored)} (see above)", str(loaded.path))
         return EXIT_FAILED
     return code

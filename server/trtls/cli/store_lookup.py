@@ -1,5 +1,6 @@
-"""The engine store before and after `trtls build`: the lookup before a worker starts (the fast path of an unchanged
-build, the full lookup, a matrix's cells), what a reuse prints, and the publish when a build ends (docs/store.md)."""
+"""The engine store before and after `trtls build`, in the terminal: the fast path of an unchanged build, and how the
+application layer's answers read (trtls.app: a reuse, the store's lines around a build, a refusal, a matrix's cells
+served or restored) — docs/store.md. Nothing here looks anything up: trtls.app does."""
 
 from __future__ import annotations
 
@@ -13,50 +14,46 @@ from trtls.cli.usage import JsonErrors, emit_error
 from trtls.core.terminal_text import terminal_safe
 
 
-def _say(msg: str) -> None:
+def say(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
-async def avoid(
-    loaded: Any, engine: str, args: argparse.Namespace, overrides: dict[str, Any]
-) -> tuple[Any, int | None]:
-    """Before a build: (the store use, None) → build, the caller calls `attach` on the build; (None, code) → done:
-    the engine was reused (0) or the store is unusable (2)."""
-    from trtls.builds import avoidance
-    from trtls.builds.pinned import PinUnavailable, unpinned_line
-    from trtls.store.entries import StoreUnusable
+def say_warning(warning: str) -> None:
+    say(f"warning: {warning}")
 
-    unpin = bool(getattr(args, "unpin", False))
-    try:
-        use = avoidance.prepare(
-            loaded, engine, overrides, no_store=bool(args.no_store), rebuild=bool(args.rebuild), unpin=unpin
-        )
-    except StoreUnusable as exc:
-        file, line, col = avoidance.located_store_error(loaded, None, exc)
-        print(f"{file}:{line}:{col}: {exc.code} error: {exc}", file=sys.stderr)
-        emit_error(exc.code, str(exc), file=file, line=line, col=col)
-        return None, EXIT_BAD_INPUT
-    if (said := unpinned_line(use)) is not None and not args.json:
-        _say(f"{engine}: {said}")
-    waiting = (lambda holder: _json_waiting(engine, holder)) if args.json else None
-    try:
-        reused = await avoidance.reuse_or_lock(use, loaded, say=None if args.json else _say, on_wait=waiting)
-    except PinUnavailable as exc:  # nothing is built over a rollback: the user decides (--unpin)
-        for w in use.all_warnings():
-            _say(f"warning: {w}")
-        print(terminal_safe(f"{loaded.path}: {exc.code} error: {exc}"), file=sys.stderr)
-        emit_error(exc.code, str(exc), file=str(loaded.path))
-        return None, EXIT_FAILED
+
+def say_lookup(engine: str, use: Any, *, quiet: bool, building: bool = False) -> None:
+    """The lookup's warnings (always), then why the engine is rebuilt (`building`, not with --json)."""
+    if use is None:
+        return
     for w in use.all_warnings():
-        _say(f"warning: {w}")
-    if reused is None:
-        if use.changes and not args.json:
-            _say(f"rebuilding {engine}: " + "; ".join(use.changes))
-        return use, None
-    return None, print_reused(engine, reused, loaded.path, bool(args.json))
+        say_warning(w)
+    if building and use.changes and not quiet:
+        say(f"rebuilding {engine}: " + "; ".join(use.changes))
 
 
-def _json_waiting(engine: str, holder: str) -> None:
+def report_refused(loaded: Any, refused: Any) -> int:
+    """A request the application layer refused (trtls.app.results.Refused), each finding located on the recipe the
+    way `trtls check` prints one; exit 1 when a rollback's pin could not be served (the recipe is fine: the store is
+    not), else 2."""
+    for w in refused.warnings:
+        say_warning(w)
+    for f in refused.findings:
+        if refused.because == "pin_unavailable":
+            print(terminal_safe(f"{loaded.path}: {f.code} error: {f.message}"), file=sys.stderr)
+            emit_error(f.code, f.message, file=str(loaded.path))
+        elif refused.because == "bad_request":  # the request, not a key of the recipe, is wrong
+            print(f"{loaded.path}: {f.code} {f.message}", file=sys.stderr)
+            emit_error(f.code, f.message, file=str(loaded.path))
+        else:
+            rng = loaded.source_map.range(f.path, f.on_value)
+            print(f"{loaded.path}:{rng.human()}: {f.code} {f.severity.value}: {f.message}", file=sys.stderr)
+            line, col = rng.start_line + 1, rng.start_col + 1
+            emit_error(f.code, f.message, file=str(loaded.path), line=line, col=col)
+    return EXIT_FAILED if refused.because == "pin_unavailable" else EXIT_BAD_INPUT
+
+
+def json_waiting(engine: str, holder: str) -> None:
     """`--json`: one line when this build starts waiting for another process's build of its key (the evidence's
     `store.waitedFor` says the same afterwards)."""
     pid, _, build_id = holder.partition(" ")
@@ -110,52 +107,35 @@ def _fast_path(args: argparse.Namespace) -> int | None:
         return None
     if args.optimization_level is not None:
         return None
-    from trtls.builds.reuse import fast_hit
-    from trtls.core.recipe_file import is_readable_recipe
+    from trtls.app.unchanged import reuse_unchanged
 
     recipe = find_recipe(args.recipe).resolve()
-    if not is_readable_recipe(recipe):
-        return None  # a FIFO, a device, a huge file: the full path refuses it (TRT104, TRT125) without reading it
-    reused = fast_hit(recipe, args.engine)
+    reused = reuse_unchanged(recipe, args.engine)
     if reused is None:
         return None
     if not args.json:
         for w in reused["store"].get("warnings") or []:  # the store's own notes (a remote's miss, read-only)
-            _say(f"warning: {w}")
+            say_warning(w)
     return print_reused(args.engine, reused, recipe, bool(args.json))
 
 
-def attach(use: Any, build: Any, quiet: bool) -> None:
-    """Publish and record when the build ends — before any view prints the summary (first listener)."""
-    from trtls.builds import avoidance
-
-    avoidance.attach(use, build, None if quiet else lambda w: _say(f"warning: {w}"))
-
-
-async def avoid_cells(loaded: Any, planned: list[Any], args: argparse.Namespace) -> tuple[list[Any], dict[str, Any]]:
-    """A matrix's lookup (trtls.builds.avoidance.avoid_cells), said in the terminal: returns the cells still to build
-    and each one's store use by cell key (see `attach_cells`)."""
-    from trtls.builds import avoidance
-
-    found = await avoidance.avoid_cells(loaded, planned, no_store=bool(args.no_store), rebuild=bool(args.rebuild))
-    for w in found.warnings:
-        _say(f"warning: {w}")
-    for p, reused in found.reused:  # a script reading --json gets each restored cell's record, as for a build
-        if args.json:
-            record = {"type": "cell_summary", "cell": p.key, "buildId": reused.get("buildId"), "summary": reused}
+def say_cells_looked_up(warnings: list[str], reused: list[tuple[Any, dict[str, Any]]], *, as_json: bool) -> None:
+    """A matrix's lookup (trtls.app.request_matrix): the store's warnings, then each cell it served — a line, or with
+    --json the cell's evidence record, as for a build."""
+    for w in warnings:
+        say_warning(w)
+    for p, summary in reused:
+        if as_json:
+            record = {"type": "cell_summary", "cell": p.key, "buildId": summary.get("buildId"), "summary": summary}
             print(json.dumps(record, default=str), file=JsonErrors.out or sys.stdout, flush=True)
         else:
-            print(f"{p.key}: {reused['message']}")
-    return found.left, found.uses
+            print(f"{p.key}: {summary['message']}")
 
 
-def attach_cells(mb: Any, uses: dict[str, Any], quiet: bool) -> list[str]:
-    """Publish each cell that builds, when it ends, and say what became of the cells of the same key (restored from
-    its entry, or not built). Returns the list the cells that could not be restored are added to: a matrix with one
-    of them did not produce every output it was asked for, whatever its built cells say (the caller's exit code)."""
-    from trtls.builds import avoidance
-
-    missing: list[str] = []
+def follower_said(missing: list[str], *, quiet: bool) -> Any:
+    """What became of a cell of the same key as one the matrix built (restored from its entry, or not built), said;
+    a cell that could not be restored is added to `missing`: the matrix did not produce every output it was asked
+    for, whatever its built cells say (the caller's exit code)."""
 
     def on_follower(cell: str, summary: dict[str, Any] | None, said: str) -> None:
         if summary is None:
@@ -163,5 +143,4 @@ def attach_cells(mb: Any, uses: dict[str, Any], quiet: bool) -> list[str]:
         if not quiet:
             print(f"{cell}: {said}", file=sys.stdout if summary is not None else sys.stderr, flush=True)
 
-    avoidance.attach_cells(mb, uses, on_follower)
-    return missing
+    return on_follower

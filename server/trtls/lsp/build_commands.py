@@ -5,6 +5,7 @@ their end into diagnostics, and recover builds a crashed server left behind. Loa
 from __future__ import annotations
 
 import asyncio
+import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -12,6 +13,7 @@ from lsprotocol import types as lsp
 from pygls.exceptions import JsonRpcInvalidParams
 from pygls.uris import from_fs_path
 
+from trtls.app.results import AlreadyBuilding, Refused, Reused
 from trtls.builds.retry import retry_overrides
 from trtls.builds.runs import RestoredRun
 from trtls.builds.supervisor import Build
@@ -22,52 +24,58 @@ from trtls.lsp.build_relay import BuildRelay, build_tree, notify_build_tree
 if TYPE_CHECKING:
     from trtls.lsp.language_server import TrtlsServer
 
+log = logging.getLogger(__name__)
 
-def running_build(ls: TrtlsServer, uri: str, engine: str) -> Build | None:
-    for b in ls.runs.running("build"):
-        if b.engine == engine and ls.runs.uri(b.id) == uri:
-            return b
-    return None
+
+def refused_request(refused: Refused) -> JsonRpcInvalidParams:
+    """A request naming what the recipe lacks (an engine: TRT107, a matrix cell: TRT177) is invalid params, with the
+    code the terminal prints for the same mistake, in the message and as `data.code`."""
+    first = refused.findings[0]
+    return JsonRpcInvalidParams("; ".join(refused.lines), data={"code": first.code, "errors": refused.lines})
 
 
 async def start_build(ls: TrtlsServer, args: Any) -> wire.BuildEngineReply | wire.BuildMatrixReply:
-    """trtls.buildEngine: a build started, one already building, a bad recipe, an engine the store served or a store
-    that cannot be used; on a recipe with a [cluster], the farm run of that one cell (trtls.buildMatrix's reply)."""
-    loaded = await ls.recipe_async(args.uri)
+    """trtls.buildEngine through the application layer (trtls.app.request_build): a build started, one already
+    building, a bad recipe, an engine the store served or a store that cannot be used; on a recipe with a
+    [cluster], the farm run of that one cell (trtls.buildMatrix's reply)."""
+    from trtls.app.build import request_build, runs_as_matrix
+
+    loaded = await ls.recipe_async(args.uri)  # the request's one recipe check
     ls.store.set(args.uri, Origin.recipe, "", loaded.findings)
     if loaded.recipe is None:
         ls.publish(args.uri)
         errors = [f"{loaded.location(f)}: {f.code} {f.message}" for f in loaded.errors]
         return wire.BuildEngineReply(buildId=None, engine=args.engine, status="invalid_recipe", errors=errors)
-    if loaded.recipe.cluster is not None and args.engine in loaded.recipe.engines:  # a farm run of one cell
+    if runs_as_matrix(loaded):  # a farm run of one cell
         from trtls.lsp.command_args import BuildMatrixArgs
 
-        return await start_matrix_build(ls, BuildMatrixArgs(uri=args.uri, engine=args.engine, matrix=False))
-    if args.engine not in loaded.recipe.engines:
-        raise JsonRpcInvalidParams(
-            f"no engine '{args.engine}' in {loaded.path.name} (engines: {', '.join(loaded.recipe.engines) or 'none'})"
-        )
-    existing = running_build(ls, args.uri, args.engine)
-    if existing is not None:
-        return wire.BuildEngineReply(buildId=existing.id, engine=args.engine, status="already_building")
-    overrides = retry_overrides(args.retry, loaded.engine(args.engine).builder.optimization_level)
+        return await _matrix(ls, BuildMatrixArgs(uri=args.uri, engine=args.engine, matrix=False), loaded)
+    overrides: dict[str, Any] = {}
+    if args.engine in loaded.recipe.engines:
+        overrides = retry_overrides(args.retry, loaded.engine(args.engine).builder.optimization_level)
     settings = ls.options.settings
     if settings.builder_module:
         overrides["builder_module"] = settings.builder_module
-    from trtls.builds.avoidance import attach, before_build  # the engine store (docs/store.md)
-
-    use, done = await before_build(loaded, args.engine, overrides)
-    if done is not None:  # reused from the store (no worker, no TensorRT) or a store that cannot be used
-        from trtls.builds.avoidance import reply_of
-
-        if done.get("outcome") == "reused":
-            finish_restored(ls, args.uri, done, loaded.path)
-        else:
-            ls.refresh_lenses()
-        return wire.BuildEngineReply.model_validate({"engine": args.engine, **reply_of(done, loaded.path)})
-    build = ls.supervisor.start(loaded, args.engine, overrides=overrides)
-    if use is not None:
-        attach(use, build)
+    result = await request_build(ls.supervisor, loaded, args.engine, overrides=overrides, runs=ls.runs, scope=args.uri)
+    if isinstance(result, AlreadyBuilding):
+        return wire.BuildEngineReply(buildId=result.build.id, engine=args.engine, status="already_building")
+    if isinstance(result, Reused):  # no worker, no TensorRT
+        finish_restored(ls, args.uri, result.summary, loaded.path)
+        return wire.BuildEngineReply(
+            buildId=result.build_id,
+            engine=args.engine,
+            status="reused",
+            message=result.summary.get("message"),
+            engineKey=result.summary.get("engineKey"),
+            reusedFrom=result.summary.get("reusedFrom"),
+            evidencePath=str(result.evidence_path),
+        )
+    if isinstance(result, Refused):
+        if result.because == "bad_request":
+            raise refused_request(result)
+        ls.refresh_lenses()  # a store that cannot be used, a pin that cannot be served: nothing is built
+        return wire.BuildEngineReply(buildId=None, engine=args.engine, status="store_error", errors=result.lines)
+    build = result.build
     if settings.cancel_grace_s:
         build.grace_s = settings.cancel_grace_s
     if args.retry:
@@ -75,7 +83,6 @@ async def start_build(ls: TrtlsServer, args: Any) -> wire.BuildEngineReply | wir
         build.notes.append(
             f"retry ({args.retry}) of build {previous}; its logs and settings stay in its evidence folder"
         )
-    ls.runs.add(build, "build", args.uri)
     has_progress = bool(ls.client_capabilities.window and ls.client_capabilities.window.work_done_progress)
     relay = BuildRelay(ls, build, args.uri, ls.options.build_tree, has_progress, lambda b: build_done(ls, b))
     await relay.start()
@@ -84,92 +91,82 @@ async def start_build(ls: TrtlsServer, args: Any) -> wire.BuildEngineReply | wir
 
 
 async def start_matrix_build(ls: TrtlsServer, args: Any) -> wire.BuildMatrixReply:
-    """A matrix or farm run: one parent, one cell build each (docs/farm.md). Refused with located findings
-    when the recipe is bad or no node can hold some cell (nothing is submitted then)."""
-    from trtls.builds.matrix import plan
+    """trtls.buildMatrix: a matrix or farm run (docs/farm.md)."""
+    return await _matrix(ls, args, await ls.recipe_async(args.uri))
+
+
+async def _matrix(ls: TrtlsServer, args: Any, loaded: Any) -> wire.BuildMatrixReply:
+    """A matrix or farm run through the application layer (trtls.app.request_matrix): one parent, one cell build
+    each. Refused with located findings when the recipe is bad or no node can hold some cell (nothing is submitted
+    then)."""
+    from trtls.app.matrix import request_matrix
     from trtls.lsp.matrix_relay import MatrixRelay
 
-    loaded = await ls.recipe_async(args.uri)
     ls.store.set(args.uri, Origin.recipe, "", loaded.findings)
     if loaded.recipe is None:
         ls.publish(args.uri)
         return wire.BuildMatrixReply(buildId=None, status="invalid_recipe", errors=[f.message for f in loaded.errors])
-    engines = [args.engine] if args.engine else list(loaded.recipe.engines)
-    unknown = [e for e in engines if e not in loaded.recipe.engines]
-    if unknown:
-        raise JsonRpcInvalidParams(f"no engine '{unknown[0]}' in {loaded.path.name}")
-    planned = plan(loaded, engines, args.matrix, {})
-    if args.cell:
-        planned = [p for p in planned if p.cell and p.cell.name == args.cell]
-    if not planned:
-        raise JsonRpcInvalidParams(f"no matrix cell named '{args.cell}'")
-    from trtls.builds.avoidance import attach_cells, avoid_cells
 
-    found = await avoid_cells(loaded, planned)  # a cell whose key is in the store costs no worker, no node
-    for w in found.warnings:
-        ls.window_log_message(lsp.LogMessageParams(type=lsp.MessageType.Warning, message=f"trtls: {w}"))
-    reused = [reused_cell(p, summary, loaded.path) for p, summary in found.reused]
-    if not found.left:  # every cell is up to date: no run starts
-        for p, summary in found.reused:
-            finish_restored(ls, args.uri, summary, loaded.path, cell=p.cell.name if p.cell else None)
-        return wire.BuildMatrixReply(buildId=None, status="reused", reused=reused)
-    try:
-        mb = await _start_matrix(ls, args, loaded, engines, found.left)
-    except BaseException:
-        found.release()
-        raise
-    if isinstance(mb, wire.BuildMatrixReply):  # refused: nothing was submitted
-        found.release()
-        return mb
+    def looked_up(warnings: list[str], served: list[Any]) -> None:
+        for w in warnings:
+            ls.window_log_message(lsp.LogMessageParams(type=lsp.MessageType.Warning, message=f"trtls: {w}"))
+
+    parent: list[str] = []  # the matrix's id, once it started (a follower's row names it)
 
     def on_follower(cell: str, summary: dict[str, Any] | None, said: str) -> None:
         """A cell of the same key as one this matrix built: its restored row, or a warning that it has no engine."""
         if summary is not None:
-            finish_restored(ls, args.uri, summary, loaded.path, cell=cell.split("/", 1)[-1], parent_id=mb.id)
+            finish_restored(ls, args.uri, summary, loaded.path, cell=cell.split("/", 1)[-1], parent_id=parent[0])
         else:
             ls.window_show_message(
                 lsp.ShowMessageParams(type=lsp.MessageType.Warning, message=f"TensorRT: {cell}: {said}")
             )
 
-    attach_cells(mb, found.uses, on_follower)
-    for p, summary in found.reused:
+    title = (args.engine or loaded.path.parent.name) + (" matrix" if args.matrix else "")
+    result = await request_matrix(
+        ls.supervisor,
+        loaded,
+        [args.engine] if args.engine else None,
+        title,
+        matrix=bool(args.matrix),
+        cell=args.cell,
+        runs=ls.runs,
+        scope=args.uri,
+        on_looked_up=looked_up,
+        on_follower=on_follower,
+    )
+    if isinstance(result, Refused):
+        if result.because == "bad_request":
+            raise refused_request(result)
+        _place_refusal(ls, args.uri, loaded, result.findings)
+        return wire.BuildMatrixReply(buildId=None, status="refused", errors=result.lines)
+    reused = [reused_cell(p, summary, loaded.path) for p, summary in result.reused]
+    mb = result.matrix
+    if mb is None:  # every cell is up to date: no run starts
+        for p, summary in result.reused:
+            finish_restored(ls, args.uri, summary, loaded.path, cell=p.cell.name if p.cell else None)
+        return wire.BuildMatrixReply(buildId=None, status="reused", reused=reused)
+    parent.append(mb.id)
+    for p, summary in result.reused:
         finish_restored(ls, args.uri, summary, loaded.path, cell=p.cell.name if p.cell else None, parent_id=mb.id)
-    ls.runs.add(mb, "matrix", args.uri)
-    for cell in mb.cells:
-        ls.runs.add(cell, "build", args.uri)
-    # a cell started later (it waited for a node) is registered at its first event
-    mb.listeners.append(lambda m, b, ev: ls.runs.add(b, "build", args.uri) if b is not None else None)
     has_progress = bool(ls.client_capabilities.window and ls.client_capabilities.window.work_done_progress)
     relay = MatrixRelay(ls, mb, args.uri, ls.options.build_tree, has_progress, lambda m: matrix_done(ls, m))
     await relay.start()
     return wire.BuildMatrixReply(
         buildId=mb.id,
         status="started",
-        cells=[wire.MatrixCellPlan(cell=p.key, engine=p.engine) for p in found.left],
+        cells=[wire.MatrixCellPlan(cell=p.key, engine=p.engine) for p in result.left],
         reused=reused,
     )
 
 
-async def _start_matrix(ls: TrtlsServer, args: Any, loaded: Any, engines: list[str], planned: list[Any]) -> Any:
-    """Start the matrix of the cells to build, or the refusal (the reply) when no node can hold some cell."""
-    from trtls.builds.matrix import start_matrix
-
-    remote_for = None
-    if loaded.recipe.cluster is not None:
-        from trtls.builds.farm.submit import prepare
-
-        specs = await prepare(loaded, planned)
-        if isinstance(specs, list):  # located on the recipe keys that no node can satisfy
-            for engine in {f.path[1] for f in specs if len(f.path) > 1} or set(engines):
-                ls.store.set(args.uri, Origin.build, engine, [f for f in specs if engine in f.path[:2]])
-            if any(len(f.path) < 2 for f in specs):
-                ls.store.set(args.uri, Origin.build, "[cluster]", [f for f in specs if len(f.path) < 2])
-            ls.publish(args.uri)
-            errors = [f"{f.code} {f.message}" for f in specs]
-            return wire.BuildMatrixReply(buildId=None, status="refused", errors=errors)
-        remote_for = lambda p: specs[p.key]  # noqa: E731
-    title = (args.engine or loaded.path.parent.name) + (" matrix" if args.matrix else "")
-    return start_matrix(ls.supervisor, loaded, planned, title, remote_for)
+def _place_refusal(ls: TrtlsServer, uri: str, loaded: Any, findings: list[Any]) -> None:
+    """No node can hold some cell: the findings on the recipe keys that no node can satisfy, as diagnostics."""
+    for engine in {f.path[1] for f in findings if len(f.path) > 1} or set(loaded.recipe.engines):
+        ls.store.set(uri, Origin.build, engine, [f for f in findings if engine in f.path[:2]])
+    if any(len(f.path) < 2 for f in findings):
+        ls.store.set(uri, Origin.build, "[cluster]", [f for f in findings if len(f.path) < 2])
+    ls.publish(uri)
 
 
 def reused_cell(planned: Any, summary: dict[str, Any], recipe: Path) -> wire.ReusedCell:
@@ -221,7 +218,31 @@ def build_done(ls: TrtlsServer, build: Build | RestoredRun) -> None:
     ls.runs.evict()
     ls.refresh_lenses()
     if uri:
-        ls.validate(uri)  # the engine store's hints (TRT336 will rebuild) change with a build
+        refresh_store_hints(ls, uri)
+
+
+def refresh_store_hints(ls: TrtlsServer, uri: str) -> None:
+    """After a build the engine store's hints change (TRT336 will rebuild, TRT337 the output differs), the recipe does
+    not: they are computed again on the recipe as last checked, which is not checked again (a click checks it once;
+    an edit made meanwhile was checked by its own didChange, hints included)."""
+    loaded = ls.recipes.get(uri)
+    if loaded is None or loaded.recipe is None:
+        ls.validate(uri)
+        return
+
+    async def refresh() -> None:
+        from trtls.builds.freshness import freshness_findings
+
+        try:
+            findings = await asyncio.to_thread(freshness_findings, loaded)
+        except Exception:  # the hints are a convenience: the build's own findings are published already
+            log.exception("trtls: the store's hints of %s were not computed", uri)
+            return
+        if ls.recipes.get(uri) is loaded:  # a newer check's own hints are newer than these
+            ls.store.set(uri, Origin.build, "freshness", findings)
+            ls.publish(uri)
+
+    asyncio.get_running_loop().create_task(refresh(), name=f"trtls-store-hints-{uri}")
 
 
 MAX_LISTED = 3  # a popup names a few recovered builds; the rest are counted (300 stale records were 19k chars)

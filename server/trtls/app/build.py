@@ -1,0 +1,118 @@
+"""`request_build`: one engine, from a checked recipe to a started build, a reuse or a refusal — the sequence every
+face used to write itself (store lookup → supervisor start → the store's publish attached → registered).
+
+One request builds the worker's job once: the engine key is computed from the job the worker then receives (the key
+reads no build id), so what was looked up is what is built."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+from trtls.app.results import AlreadyBuilding, Refused, Reused, Started, evidence_path, request_error
+from trtls.builds import avoidance
+from trtls.builds.build import new_build_id, worker_job
+from trtls.builds.pinned import PinUnavailable, unpinned_line
+from trtls.builds.runs import RunRegistry
+from trtls.builds.spawn import discard
+from trtls.builds.supervisor import Supervisor
+from trtls.core.codes import ERROR
+from trtls.core.findings import Finding
+from trtls.core.recipe import LoadedRecipe
+from trtls.store.entries import StoreUnusable
+
+Say = Callable[[str], None]
+
+
+def runs_as_matrix(
+    loaded: LoadedRecipe, *, every_engine: bool = False, matrix: bool = False, cell: str | None = None
+) -> bool:
+    """The rule that sends a request down the matrix path (one parent, one child per cell; on a `[cluster]`, a node
+    each): every engine as one run, a matrix, one cell, or any build of a recipe with a `[cluster]` (docs/farm.md)."""
+    return every_engine or matrix or bool(cell) or (loaded.recipe is not None and loaded.recipe.cluster is not None)
+
+
+def refused_recipe(loaded: LoadedRecipe, engines: list[str]) -> Refused | None:
+    """The refusals every request shares: a recipe with errors (its findings), an engine it has no table of (TRT107,
+    in the terminal and in the editor alike)."""
+    if loaded.recipe is None:
+        return Refused("invalid_recipe", list(loaded.errors))
+    known = list(loaded.recipe.engines)
+    if not known:
+        return Refused(
+            "bad_request",
+            [request_error("TRT107", "no [engines.NAME] table: add one to build an engine (see the README)")],
+        )
+    unknown = [e for e in engines if e not in known]
+    if unknown:
+        return Refused(
+            "bad_request", [request_error("TRT107", f"no engine named {unknown[0]} (engines: {', '.join(known)})")]
+        )
+    return None
+
+
+def store_error(loaded: LoadedRecipe, exc: StoreUnusable) -> Finding:
+    """TRT330/TRT331 on the `[store] path` value when the recipe set it, else on the recipe."""
+    store = loaded.recipe.store if loaded.recipe is not None else None
+    on_path = store is not None and store.path is not None
+    return Finding(exc.code, ERROR, str(exc), ("store", "path") if on_path else (), on_value=on_path)
+
+
+async def request_build(
+    supervisor: Supervisor,
+    loaded: LoadedRecipe,
+    engine: str,
+    *,
+    overrides: dict[str, Any] | None = None,
+    no_store: bool = False,
+    rebuild: bool = False,
+    unpin: bool = False,
+    worker: Any = None,
+    wait_for_output: bool = True,
+    runs: RunRegistry | None = None,
+    scope: str = "",
+    say: Say | None = None,
+    on_wait: Say | None = None,
+    on_warning: Say | None = None,
+) -> Started | Reused | AlreadyBuilding | Refused:
+    """Build `engine` of a checked recipe, unless the store serves it. `worker`: a worker a face started early (it
+    imports TensorRT while the recipe loads): the build's, or closed here when no build starts. `runs`/`scope`: the
+    registry a long-lived face keeps (a build of the same engine from the same `scope` running → AlreadyBuilding;
+    a started build is registered). `say`: the lines a person reads while the lookup runs (a lifted pin, waiting for
+    another process's build of the key); `on_wait(holder)`: once, when it starts waiting; `on_warning`: the store's
+    warnings that come with the build's end (the lookup's are in `Started.use` / `Reused.use`)."""
+    refused = refused_recipe(loaded, [engine])
+    if refused is None and runs is not None:
+        for b in runs.running("build"):
+            if b.engine == engine and runs.uri(b.id) == scope:
+                await discard(worker)
+                return AlreadyBuilding(b)
+    if refused is not None:
+        await discard(worker)
+        return refused
+    job = worker_job(loaded, engine, new_build_id(engine), overrides)  # the one job: keyed, then built
+    try:
+        use = await asyncio.to_thread(
+            avoidance.prepare, loaded, engine, overrides, no_store=no_store, rebuild=rebuild, unpin=unpin, job=job
+        )
+    except StoreUnusable as exc:
+        await discard(worker)
+        return Refused("store_error", [store_error(loaded, exc)])
+    if say is not None and (lifted := unpinned_line(use)) is not None:
+        say(f"{engine}: {lifted}")
+    try:
+        reused = await avoidance.reuse_or_lock(use, loaded, job["build_id"], say=say, on_wait=on_wait)
+    except PinUnavailable as exc:  # nothing is built over a rollback: the user decides (--unpin)
+        await discard(worker)
+        return Refused("pin_unavailable", [Finding(exc.code, ERROR, str(exc))], use.all_warnings())
+    if reused is not None:
+        await discard(worker)
+        return Reused(reused, evidence_path(loaded.path, reused["buildId"]), use)
+    build = supervisor.start(
+        loaded, engine, overrides=overrides, worker=worker, wait_for_output=wait_for_output, job=job
+    )
+    avoidance.attach(use, build, on_warning)  # publish and record at the end, before any view reads the summary
+    if runs is not None:
+        runs.add(build, "build", scope)
+    return Started(build, use)

@@ -1,0 +1,19 @@
+"""The store's fast path, before the recipe models are imported: an unchanged build of one engine restored from the
+store (builds/reuse.py). Kept apart from `trtls.app.build` so that taking it imports neither pydantic nor the build
+core; a miss goes on to `request_build`, which looks up again with everything loaded."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+
+def reuse_unchanged(recipe: Path, engine: str) -> dict[str, Any] | None:
+    """The reuse's evidence record when nothing the engine key reads changed since the last run and the store holds
+    the key; None → the full request (which also makes every refusal and warning)."""
+    from trtls.builds.reuse import fast_hit
+    from trtls.core.recipe_file import is_readable_recipe
+
+    if not is_readable_recipe(recipe):
+        return None  # a FIFO, a device, a huge file: the full path refuses it (TRT104, TRT125) without reading it
+    return fast_hit(recipe, engine)
