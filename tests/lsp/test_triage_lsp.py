@@ -172,7 +172,7 @@ async def test_find_divergence_ends_in_trt981_whose_quick_fix_adds_exclude_nodes
     ws = _diverge_workspace(tmp_path)
     recipe = ws / "trtls.toml"
     uri = open_recipe(client, ws)
-    reply = await execute(client, "trtls.findDivergence", {"uri": uri, "engine": "enc"})
+    reply = await execute(client, "trtls.findDivergence", {"uri": uri, "engine": "enc", "fix": True})
     await until(lambda: _token(client, "diverge", set()) is not None)
     token = _token(client, "diverge", set())
     assert token is not None

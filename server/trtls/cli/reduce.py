@@ -47,6 +47,13 @@ def register(subparsers: Any) -> None:
         "--inputs", help="an .npz of inputs for --diverge (default: the route's reference_inputs, or seeded)"
     )
     r.add_argument(
+        "--candidate",
+        metavar="ONNX",
+        help="with --diverge: compare this model with the reference (--reference, or the engine's ONNX) instead of "
+        "a conversion; both run through ONNX Runtime with every tensor marked, same inputs",
+    )
+    r.add_argument("--reference", metavar="ONNX", help="with --candidate: the reference model (default: the engine's)")
+    r.add_argument(
         "--tensorrt",
         action="store_true",
         help="with --diverge/--route: also compare the TensorRT engine's layers (every layer output marked); "
@@ -250,8 +257,24 @@ async def _diverge(loaded: Any, args: argparse.Namespace) -> int:
     from trtls.core.cancel import CancelToken
     from trtls.triage.diverge_run import DivergenceUnavailable, run_divergence
 
-    if args.route is None and args.engine not in loaded.recipe.engines:
+    pair = args.candidate is not None
+    if args.reference is not None and not pair:
+        report_error("TRT104", "--reference needs --candidate: the model compared with it", str(loaded.path))
+        return EXIT_BAD_INPUT
+    if pair and (args.fix or args.route or args.tensorrt):
+        report_error(
+            "TRT104",
+            "--candidate compares two given models: --fix, --route and --tensorrt need a conversion the recipe makes",
+            str(loaded.path),
+        )
+        return EXIT_BAD_INPUT
+    if (args.engine is not None or not pair) and args.route is None and args.engine not in loaded.recipe.engines:
         report_error("TRT107", f"no engine named {args.engine}", str(loaded.path))
+        return EXIT_BAD_INPUT
+    if pair and args.reference is None and args.engine is None:
+        report_error(
+            "TRT104", "--candidate needs --reference or --engine (whose ONNX is the reference)", str(loaded.path)
+        )
         return EXIT_BAD_INPUT
     token = CancelToken()
 
@@ -266,16 +289,20 @@ async def _diverge(loaded: Any, args: argparse.Namespace) -> int:
     if args.timeout is not None:  # as the build reduction: a stop with source ci_timeout, exit 124
         asyncio.get_running_loop().call_later(args.timeout, token.request, "ci_timeout")
     try:
-        record = await asyncio.to_thread(
-            run_divergence,
-            loaded,
-            engine=args.engine,
-            route=args.route,
-            inputs=Path(args.inputs) if args.inputs else None,
-            rtol=args.rtol,
-            fix=args.fix,
-            token=token,
-            tensorrt=args.tensorrt,
+        record = (
+            await asyncio.to_thread(_pair, loaded, args, token)
+            if pair
+            else await asyncio.to_thread(
+                run_divergence,
+                loaded,
+                engine=args.engine,
+                route=args.route,
+                inputs=Path(args.inputs) if args.inputs else None,
+                rtol=args.rtol,
+                fix=args.fix,
+                token=token,
+                tensorrt=args.tensorrt,
+            )
         )
     except (DivergenceUnavailable, KeyError, OSError) as exc:
         report_error("TRT107" if isinstance(exc, KeyError) else "TRT104", str(exc).strip("'\""), str(loaded.path))
@@ -300,9 +327,18 @@ async def _diverge(loaded: Any, args: argparse.Namespace) -> int:
             )
             for nxt in record["rounds"][0]["next"]:
                 print(f"  then {nxt['tensor']} ({nxt['op']}): {error_text(nxt, rtol)}")
-            print(f"proposal: [precision] exclude_nodes = {record['excludeNodes'] if args.fix else [first['node']]}")
+            if not pair:
+                print(
+                    f"proposal: [precision] exclude_nodes = {record['excludeNodes'] if args.fix else [first['node']]}"
+                )
         if args.fix:
-            print("fixed: the outputs are within tolerance" if record["fixed"] else "not fixed within the rounds")
+            for line in _round_lines(record):
+                print(line)
+            print(
+                f"fixed: with exclude_nodes = {record['excludeNodes']} the outputs are within tolerance"
+                if record["fixed"]
+                else "not fixed within the rounds: no exclusion was measured to pass"
+            )
         if isinstance(record.get("parityRerun"), dict):
             print(_rerun_line(record["parityRerun"]))
         if record["cancelled"] and first is not None:
@@ -318,6 +354,36 @@ async def _diverge(loaded: Any, args: argparse.Namespace) -> int:
     if isinstance(rerun, dict) and rerun.get("status") == "ran" and not rerun.get("parityPasses"):
         return EXIT_FAILED  # the outputs passed the search's comparison but not the route's parity gate
     return EXIT_OK if found and (record["fixed"] or not args.fix) else EXIT_FAILED
+
+
+def _pair(loaded: Any, args: argparse.Namespace, token: Any) -> dict[str, Any]:
+    from pathlib import Path
+
+    from trtls.triage.diverge_pair import run_pair_divergence
+
+    engine = args.engine
+    reference = Path(args.reference) if args.reference else loaded.resolve(loaded.engine(engine).onnx)
+    inputs = Path(args.inputs) if args.inputs else None
+    return run_pair_divergence(
+        loaded, reference, Path(args.candidate), engine=engine, inputs=inputs, rtol=args.rtol, token=token
+    )
+
+
+def _round_lines(record: dict[str, Any]) -> list[str]:
+    """Each --fix round after the first: what it excluded and why, and the outputs' worst range error."""
+    lines = []
+    for index, r in enumerate(record["rounds"][1:], start=2):
+        error = r.get("outputRangeError")
+        measured = "overflow" if error is None else f"{error:.3g}"
+        why = {"widened_upstream": "widened upstream", "first_diverging": "the first diverging node"}.get(
+            r.get("reason", ""), r.get("reason", "")
+        )
+        worse = " — worse than before it" if r.get("worseThanBefore") else ""
+        lines.append(
+            f"  round {index}: exclude_nodes = {r['excludeNodes']} (+{r.get('added', [])}: {why}): outputs' range "
+            f"error {measured}{worse}{', within tolerance' if r['outputsPass'] else ''}"
+        )
+    return lines
 
 
 def _rerun_line(rerun: dict[str, Any]) -> str:

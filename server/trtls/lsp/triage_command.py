@@ -247,11 +247,11 @@ def _failed_record(run: DivergenceRun, setup: Any, error: str) -> dict[str, Any]
 async def _fix_for(ls: Any, uri: str, record: dict[str, Any]) -> dict[str, Any] | None:
     """The exclude_nodes edit, on the recipe as the editor holds it now."""
     from trtls.triage.exclude_edit import exclude_nodes_fix
+    from trtls.triage.findings import measured_exclusion
 
-    first = record.get("firstDiverging")
-    if first is None or record.get("cancelled"):
+    nodes = measured_exclusion(record)  # only an exclusion measured to pass is offered
+    if nodes is None:
         return None
-    nodes = list(record.get("excludeNodes") or []) if record.get("fixed") else [first["node"]]
     loaded = await ls.recipe_async(uri)
     return exclude_nodes_fix(loaded, record["engine"], nodes, route=record.get("route"))
 
@@ -277,9 +277,8 @@ def triage_actions(uri: str, diagnostics: list[lsp.Diagnostic]) -> list[lsp.Code
         if d.code == "TRT206" and path[:1] == ["engines"] and table:
             out.append(_action("Reduce the failing model", d, "trtls.reduceEngine", {"uri": uri, "engine": table}))
         elif d.code == "TRT805" and path[:1] == ["routes"] and table:
-            out.append(
-                _action("Find the first diverging layer", d, "trtls.findDivergence", {"uri": uri, "route": table})
-            )
+            args = {"uri": uri, "route": table, "fix": True}  # measured: a quick fix only for what passes
+            out.append(_action("Find the first diverging layer", d, "trtls.findDivergence", args))
         elif d.code == "TRT980" and data.get("minimalModel"):
             out.append(_action("Open the minimal model", d, "trtls.showDocument", {"path": data["minimalModel"]}))
             args = {"uri": uri, "reductionId": data.get("reductionId"), "engine": data.get("engine")}

@@ -11,8 +11,11 @@ given for them (a route's; Polygraphy's |a − b| ≤ atol + rtol·|b|).
 
 The proposal: keep the node that produced the first diverging tensor in its original precision (AutoCast
 `exclude_nodes`); with `fix`, convert again with it excluded and compare again, until the outputs pass or the rounds
-run out. Executed here for real through ONNX Runtime; the same comparison on a TensorRT engine (every layer output
-marked in the network) needs a GPU TensorRT accepts and is not offered here.
+run out. When excluding a node leaves the outputs' error no lower (the damage was done upstream, in the fp16 values it
+reads — excluding it alone only moves the cast), the exclusion is widened upstream: the nodes that make what it reads
+are excluded too, one level per round, until the outputs' error falls below the round before the exclusion. Executed
+here for real through ONNX Runtime; the same comparison on a TensorRT engine (every layer output marked in the
+network) needs a GPU TensorRT accepts and is not offered here.
 """
 
 from __future__ import annotations
@@ -99,6 +102,7 @@ class Comparison:
     tensors: list[TensorError] = field(default_factory=list)
     outputs_pass: bool = True
     output_errors: dict[str, float] = field(default_factory=dict)
+    output_range_error: float = 0.0  # the worst output's range error (inf for an overflow): rounds are ranked by it
 
     @property
     def first(self) -> TensorError | None:
@@ -130,8 +134,6 @@ def compare(
     output_tolerances: dict[str, tuple[float, float]],
 ) -> Comparison:
     """Run both models (onnx ModelProtos) on `feed` with every tensor marked; judge every shared float tensor."""
-    import onnx_graphsurgeon as gs
-
     from trtls.triage.probe import every_tensor_session
 
     values = []
@@ -139,9 +141,47 @@ def compare(
         session = every_tensor_session(model)
         names = [o.name for o in session.get_outputs()]
         values.append(dict(zip(names, session.run(names, feed), strict=True)))
-    graph = gs.import_onnx(reference)
-    graph.toposort()
-    return compare_values(graph, values[0], values[1], rtol, output_tolerances)
+    return compare_values(graph_order(reference), values[0], values[1], rtol, output_tolerances)
+
+
+@dataclass
+class OrderedNode:
+    """A node as the comparator reads it (onnx_graphsurgeon's shape: `name`, `op`, `outputs[i].name`)."""
+
+    name: str
+    op: str
+    outputs: list[Any]
+
+
+@dataclass
+class OrderedTensor:
+    name: str
+
+
+@dataclass
+class OrderedGraph:
+    nodes: list[OrderedNode]
+    outputs: list[OrderedTensor]
+
+
+def graph_order(model: Any) -> OrderedGraph:
+    """`model`'s nodes in a topological order, read with onnx alone (`subgraph.load_graph`): comparing two given
+    models needs neither ModelOpt nor onnx_graphsurgeon."""
+    from trtls.triage.subgraph import load_graph
+
+    g = load_graph(model)
+    nodes = [OrderedNode(n.name, n.op_type, [OrderedTensor(o) for o in n.output if o]) for n in g.nodes]
+    return OrderedGraph(nodes, [OrderedTensor(o) for o in g.outputs])
+
+
+def upstream(model: Any, nodes: list[str]) -> list[str]:
+    """The named nodes that make what `nodes` read (one level up, in graph order): an exclusion widened upstream."""
+    from trtls.triage.subgraph import load_graph
+
+    g = load_graph(model)
+    wanted = set(nodes)
+    makers = {g.producer[t] for k, n in enumerate(g.nodes) if n.name in wanted for t in g.reads[k] if t in g.producer}
+    return [g.nodes[k].name for k in sorted(makers) if g.nodes[k].name and g.nodes[k].name not in wanted]
 
 
 def compare_values(
@@ -172,6 +212,7 @@ def compare_values(
                     diff = np.abs(b.astype(np.float64) - a)
                     within = within and bad == 0 and bool(np.all(diff <= atol_o + rtol_o * np.abs(a)))
                 result.output_errors[t.name] = max_abs  # inf when it overflowed: standard_json makes it null
+                result.output_range_error = max(result.output_range_error, range_error)
                 result.outputs_pass = result.outputs_pass and within
             result.tensors.append(TensorError(t.name, node.name, node.op, max_abs, range_error, rel_l2, bad, within))
     return result
@@ -190,6 +231,7 @@ class Divergence:
     rounds: list[dict[str, Any]] = field(default_factory=list)
     excluded: list[str] = field(default_factory=list)
     fixed: bool | None = None  # None: no fix asked
+    widened: list[str] = field(default_factory=list)  # nodes excluded by widening upstream, not as a first divergence
 
 
 def find_divergence(
@@ -205,13 +247,19 @@ def find_divergence(
 ) -> Divergence:
     """Compare the reference with its conversion (`convert(spec) -> Path`, or None when a stop ended it); with
     `fix`, exclude the first diverging node and convert again, round by round, until the outputs pass (or
-    MAX_FIX_ROUNDS). `stop()` is read before each conversion and each comparison; `report(text)` is told each
+    MAX_FIX_ROUNDS). A round whose exclusion left the outputs' worst range error no lower than the round before it
+    widens the exclusion upstream (`upstream`) instead of adding the next diverging node; each round records why its
+    nodes were excluded (`reason`: first_diverging | widened_upstream) and whether its outputs did worse
+    (`worseThanBefore`). `stop()` is read before each conversion and each comparison; `report(text)` is told each
     comparison as it starts (the editor's progress)."""
     import onnx
 
     reference = onnx.load(str(reference_path))
     out = Divergence(fixed=False if fix else None)
     excluded = list(spec.get("exclude_nodes") or [])
+    before: float | None = None  # the outputs' error before the exclusion now being tried
+    added: list[str] = []  # the nodes the current round excludes beyond the round `before` measured
+    reason = "recipe"
     for index in range(MAX_FIX_ROUNDS if fix else 1):
         if stop():
             break
@@ -221,12 +269,17 @@ def find_divergence(
         report(f"round {index + 1}: comparing every tensor" + (f" (exclude_nodes = {excluded})" if excluded else ""))
         comp = compare(reference, onnx.load(str(converted_path)), feed, rtol, output_tolerances)
         first = comp.first
+        no_better = bool(before is not None and added and not comp.outputs_pass and comp.output_range_error >= before)
         out.rounds.append(
             {
                 "excludeNodes": list(excluded),
+                "reason": reason,
+                "added": list(added),
                 "convertedModel": str(converted_path),
                 "outputsPass": comp.outputs_pass,
                 "outputErrors": comp.output_errors,
+                "outputRangeError": comp.output_range_error,
+                "worseThanBefore": bool(before is not None and added and comp.output_range_error > before),
                 "firstDiverging": first.record() if first else None,
                 "next": [t.record() for t in comp.tensors if not t.within and t is not first][:NEXT_SHOWN],
                 "tensors": [t.record() for t in comp.tensors],
@@ -235,8 +288,17 @@ def find_divergence(
         if comp.outputs_pass or first is None:
             out.fixed = True if fix else None
             break
-        if first.node in excluded:
-            break  # excluding it did not help: say so instead of looping
+        if no_better:  # excluding `added` did not help: what it reads was already damaged upstream
+            wider = upstream(reference, added)
+            if not wider:
+                break
+            added, reason = wider, "widened_upstream"
+            out.widened += wider
+            excluded += wider
+            continue
+        if first.node in excluded or not first.node:
+            break  # excluding it did not help, or it has no name to exclude: say so instead of looping
+        before, added, reason = comp.output_range_error, [first.node], "first_diverging"
         excluded.append(first.node)
     out.excluded = out.rounds[-1]["excludeNodes"] if out.rounds else excluded
     return out

@@ -163,6 +163,7 @@ def run_divergence(
         "fixAsked": fix,
         "fixed": found.fixed,
         "excludeNodes": found.excluded,
+        "widened": found.widened,  # excluded because excluding the node below them alone did not help
         "cancelled": token.is_set,
         "cancelSource": token.source,  # ctrl_c, ci_timeout (--timeout), ide_stop, api: who stopped it, as for a build
         "rounds": found.rounds,

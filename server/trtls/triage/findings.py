@@ -37,6 +37,15 @@ def reduction_finding(record: dict[str, Any]) -> Finding:
     )
 
 
+def measured_exclusion(record: dict[str, Any]) -> list[str] | None:
+    """The nodes a quick fix may add to `exclude_nodes`: only an exclusion measured to pass — a search with `fix`
+    whose outputs came within tolerance with it (`fixed`). A proposal never converted and compared, or one whose
+    outputs stayed out of tolerance or got worse, is said in the message and offered as no edit."""
+    if record.get("cancelled") or record.get("error") or record.get("fixed") is not True:
+        return None
+    return list(record.get("excludeNodes") or []) or None
+
+
 def divergence_finding(record: dict[str, Any], fix: dict[str, Any] | None = None) -> Finding:
     """TRT981 on the route's or engine's table. `fix` (`exclude_edit.exclude_nodes_fix`) is the quick fix that keeps
     the diverging node in its original precision; a stopped or failed search says so and proposes nothing."""
@@ -52,15 +61,19 @@ def divergence_finding(record: dict[str, Any], fix: dict[str, Any] | None = None
     else:
         message = (
             f"first tensor out of tolerance in the {record['precision']} conversion: {first['tensor']} from node "
-            f"{first['node']} ({first['op']}), {error_text(first, record['rangeRtol'])}; "
-            f"keep it in its original precision: exclude_nodes = {[first['node']]}"
+            f"{first['node']} ({first['op']}), {error_text(first, record['rangeRtol'])}"
         )
-        if record.get("fixAsked"):
-            message += (
-                f"; with exclude_nodes = {record['excludeNodes']} the outputs are within tolerance"
-                if record.get("fixed")
-                else "; excluding the diverging nodes did not bring the outputs within tolerance"
+        if not record.get("fixAsked"):
+            message += f"; excluding it (exclude_nodes = {[first['node']]}) was not measured: search with fix to do so"
+        elif record.get("fixed"):
+            widened = record.get("widened") or []
+            message += f"; with exclude_nodes = {record['excludeNodes']} the outputs are within tolerance" + (
+                f" (widened upstream to {widened}: excluding {first['node']} alone did not lower the outputs' error)"
+                if widened
+                else ""
             )
+        else:
+            message += "; no exclusion tried brought the outputs within tolerance: none is offered"
         if record.get("cancelled"):
             message += f"; stopped ({record.get('cancelSource')}) before the search ended"
     trt = record.get("tensorrt")

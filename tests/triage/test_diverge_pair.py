@@ -1,0 +1,174 @@
+"""Issue 30 item 7: `trtls reduce --diverge` between any two models with the same inputs, and a `--fix` that widens
+the exclusion upstream when excluding the first diverging node alone makes the outputs worse; the editor's quick fix
+only for an exclusion measured to pass.
+
+The pair: the divergence tests' made-up model and the same model with one changed initializer (LayerNormalization's
+gamma), run by the real CLI through ONNX Runtime with every tensor marked — no ModelOpt, no onnx_graphsurgeon (the
+`gates` install). The widening: a real ModelOpt AutoCast fp16 conversion of `d = x·W_b − x·W_a` where W_b differs from
+W_a by ~1e-3: fp16 weights lose the difference, so the Sub is the first tensor out of tolerance, yet keeping the Sub
+in fp32 makes the output's error worse (it still reads the two fp16 MatMuls); keeping the MatMuls too passes."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from tests.triage.diverge_model import RECIPE
+from tests.triage.diverge_model import write_model as _model
+from tests.triage.test_reduce_cases import WITHOUT
+from trtls.triage.findings import divergence_finding, measured_exclusion
+
+needs_modelopt = pytest.mark.skipif(
+    not os.environ.get("TRTLS_REQUIRE_PRECISION") and importlib.util.find_spec("modelopt") is None,
+    reason="the precision extra (nvidia-modelopt) is not installed",
+)
+
+
+def _run(ws: Path, *args: str, without: str | None = None) -> tuple[int, dict | None, str]:
+    argv = ["reduce", str(ws), "--json", *args]
+    cmd = [sys.executable, "-c", WITHOUT, without, *argv] if without else [sys.executable, "-m", "trtls", *argv]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=ws)
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+    return proc.returncode, json.loads(lines[-1]) if lines else None, proc.stderr
+
+
+def _pair(ws: Path) -> Path:
+    """The recipe's model and a copy whose LayerNormalization gamma differs in one element."""
+    (ws / "models").mkdir()
+    _model(ws / "models" / "enc.onnx")
+    (ws / "trtls.toml").write_text(RECIPE)
+    model = onnx.load(str(ws / "models" / "enc.onnx"))
+    (gamma,) = [i for i in model.graph.initializer if i.name == "gamma"]
+    changed = numpy_helper.to_array(gamma).copy()
+    changed[5] = 3.0
+    gamma.CopyFrom(numpy_helper.from_array(changed, "gamma"))
+    onnx.save(model, str(ws / "candidate.onnx"))
+    np.savez(ws / "inputs.npz", x=np.random.default_rng(3).standard_normal((4, 64)).astype(np.float32))
+    return ws / "candidate.onnx"
+
+
+def test_two_models_with_the_same_inputs_diverge_first_at_the_changed_layer(tmp_path: Path) -> None:
+    candidate = _pair(tmp_path)
+    reference = tmp_path / "models" / "enc.onnx"
+    args = ["--diverge", "--reference", str(reference), "--candidate", str(candidate), "--inputs", "inputs.npz"]
+    code, record, stderr = _run(tmp_path, *args, without="onnx_graphsurgeon")
+    assert record is not None, stderr[-2000:]
+    assert code == 0 and record["mode"] == "models" and record["candidate"] == str(candidate), record
+    first = record["firstDiverging"]
+    assert (first["node"], first["tensor"], first["op"]) == ("norm", "n", "LayerNormalization")
+    tensors = record["rounds"][0]["tensors"]
+    assert [t["tensor"] for t in tensors] == ["h0", "a0", "h", "n", "y"], "every tensor marked, in graph order"
+    assert all(t["withinTolerance"] and t["maxAbsError"] == 0.0 for t in tensors[:3]), "identical before the change"
+    assert record["proposal"] is None and record["precision"] is None
+    assert json.loads((Path(record["folder"]) / "divergence.json").read_text())["firstDiverging"] == first
+
+    # the engine's ONNX as the reference, seeded inputs at its profile's opt shapes; the human lines say the node
+    proc = subprocess.run(
+        [sys.executable, "-m", "trtls", "reduce", str(tmp_path), "--engine", "enc", "--diverge", "--candidate",
+         str(candidate)], capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "first tensor out of tolerance: n from node norm (LayerNormalization)" in proc.stdout, proc.stdout
+    assert "proposal" not in proc.stdout
+
+
+def test_two_models_that_take_other_inputs_or_a_fix_are_usage_errors(tmp_path: Path) -> None:
+    candidate = _pair(tmp_path)
+    other = onnx.load(str(candidate))
+    other.graph.input[0].name = "tokens"
+    other.graph.node[0].input[0] = "tokens"
+    onnx.save(other, str(tmp_path / "other.onnx"))
+    said = _refused(tmp_path, "--engine", "enc", "--diverge", "--candidate", str(tmp_path / "other.onnx"))
+    assert said.startswith("the two models take different inputs") and "tokens (float32)" in said, said
+    said = _refused(tmp_path, "--engine", "enc", "--diverge", "--candidate", str(candidate), "--fix")
+    assert "--fix, --route and --tensorrt need a conversion" in said, said
+    said = _refused(tmp_path, "--diverge", "--candidate", str(candidate))
+    assert "--candidate needs --reference or --engine" in said, said
+    said = _refused(tmp_path, "--diverge", "--reference", str(candidate), "--candidate", "missing.onnx")
+    assert "the candidate model missing.onnx is not a file" in said, said
+
+
+def _refused(ws: Path, *args: str) -> str:
+    """A usage error: exit 2, a TRT104 located on the recipe (with --json, the error as JSON), no evidence."""
+    code, record, stderr = _run(ws, *args)
+    assert code == 2 and record is not None, stderr[-2000:]
+    assert record["type"] == "error" and record["code"] == "TRT104", record
+    assert record["file"] == str(ws / "trtls.toml") and not (ws / ".trtls" / "reduce").exists(), record
+    return record["message"]
+
+
+RECIPE_WIDEN = RECIPE.replace("models/enc.onnx", "models/diff.onnx")
+
+
+def write_difference_model(path: Path) -> None:
+    """`d = x·W_b − x·W_a`, `y = d·W2`: W_b is W_a plus ~1e-3, a difference fp16 weights cannot hold."""
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((64, 64)).astype(np.float32)
+    init = [
+        numpy_helper.from_array(w, "W_a"),
+        numpy_helper.from_array(w + (rng.standard_normal((64, 64)) * 1e-3).astype(np.float32), "W_b"),
+        numpy_helper.from_array((rng.standard_normal((64, 16)) * 0.2).astype(np.float32), "W2"),
+    ]
+    nodes = [
+        helper.make_node("MatMul", ["x", "W_a"], ["u"], name="proj_a"),
+        helper.make_node("MatMul", ["x", "W_b"], ["v"], name="proj_b"),
+        helper.make_node("Sub", ["v", "u"], ["d"], name="difference"),
+        helper.make_node("MatMul", ["d", "W2"], ["y"], name="head"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 64])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 16])],
+        init,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    model.ir_version = 9
+    onnx.save(model, str(path))
+
+
+@needs_modelopt
+def test_a_fix_that_makes_the_error_worse_is_widened_upstream_and_only_a_measured_pass_is_offered(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "models").mkdir()
+    write_difference_model(tmp_path / "models" / "diff.onnx")
+    (tmp_path / "trtls.toml").write_text(RECIPE_WIDEN)
+    x = np.random.default_rng(1).standard_normal((4, 64)).astype(np.float32)
+    np.savez(tmp_path / "inputs.npz", x=x)
+    code, record, stderr = _run(tmp_path, "--engine", "enc", "--diverge", "--fix", "--inputs", "inputs.npz")
+    assert record is not None, stderr[-2000:]
+    first = record["firstDiverging"]
+    assert first["node"] == "difference" and first["op"] == "Sub", first
+    rounds = record["rounds"]
+    assert [r["excludeNodes"] for r in rounds] == [[], ["difference"], ["difference", "proj_a", "proj_b"]]
+    assert rounds[1]["reason"] == "first_diverging" and not rounds[1]["outputsPass"]
+    assert rounds[1]["outputRangeError"] >= rounds[0]["outputRangeError"], "excluding the Sub alone did not help"
+    assert rounds[2]["reason"] == "widened_upstream" and rounds[2]["outputsPass"]
+    assert code == 0 and record["fixed"] is True and record["widened"] == ["proj_a", "proj_b"]
+    assert measured_exclusion(record) == ["difference", "proj_a", "proj_b"]
+    finding = divergence_finding(record)
+    assert "widened upstream to ['proj_a', 'proj_b']" in finding.message, finding.message
+
+    # independently of the tool: the conversion it settled on, run here, against the fp32 model
+    ref = ort.InferenceSession(str(tmp_path / "models" / "diff.onnx")).run(None, {"x": x})[0]
+    for r, within in ((rounds[1], False), (rounds[2], True)):
+        got = ort.InferenceSession(r["convertedModel"]).run(None, {"x": x})[0].astype(np.float32)
+        assert bool(np.max(np.abs(got - ref)) / np.max(np.abs(ref)) <= record["rangeRtol"]) is within
+
+    # what the editor is given: no quick fix for the round that got worse, nor for a proposal never measured
+    unmeasured = {**record, "fixAsked": False, "fixed": None, "excludeNodes": ["difference"]}
+    worse = {**record, "fixed": False, "excludeNodes": ["difference"]}
+    assert measured_exclusion(unmeasured) is None and measured_exclusion(worse) is None
+    assert "was not measured" in divergence_finding(unmeasured).message
+    assert "none is offered" in divergence_finding(worse).message
