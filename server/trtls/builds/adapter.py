@@ -36,11 +36,12 @@ from trtls.builds.adapter_timing_cache import (
     timing_cache_supported as timing_cache_supported,
 )
 from trtls.builds.cuda import cuda_driver, cuda_runtime, gpu_available
+from trtls.core.vocabulary import BUILDER_MODULES, BUILDER_PREFERENCES
 
 INSTALL_HINT = "pip install tensorrt-rtx-cu13"
 # IProgressMonitor (the reason trtls exists) arrived in TensorRT 9.0; every TensorRT-RTX has it.
 MIN_TENSORRT = (9, 0)
-PREFERENCES = ("auto", "tensorrt", "tensorrt_rtx")
+PREFERENCES = BUILDER_PREFERENCES
 SEVERITY_NAMES = ("INTERNAL_ERROR", "ERROR", "WARNING", "INFO", "VERBOSE")
 TILING_LEVELS = ("none", "fast", "moderate", "full")
 HARDWARE_COMPATIBILITY_LEVELS = ("none", "ampere_plus", "same_compute_capability")
@@ -111,7 +112,7 @@ def load_builder_module(preference: str = "auto") -> BuilderModule:
     """Import the builder. ``auto`` prefers full TensorRT (a user who has it wants it), then TensorRT-RTX."""
     if preference not in PREFERENCES:
         raise ValueError(f"builder preference must be one of {PREFERENCES}, not {preference!r}")
-    names = ("tensorrt", "tensorrt_rtx") if preference == "auto" else (preference,)
+    names = BUILDER_MODULES if preference == "auto" else (preference,)
     reasons: list[str] = []
     for name in names:
         try:

@@ -17,13 +17,9 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from trtls.core.protocol import CANCEL_SOURCES, PROTOCOL, PROTOCOL_VERSION
+from trtls.core.vocabulary import CacheDecision, CancelSource, CleanupStatus, Outcome, PhaseEnd, WorkerEnd
 
-__all__ = ["CANCEL_SOURCES", "PROTOCOL", "PROTOCOL_VERSION"]
-
-CancelSource = Literal["ide_stop", "ctrl_c", "ci_timeout", "service_shutdown", "api", "event_loop"]
-assert CancelSource.__args__ == CANCEL_SOURCES  # type: ignore[attr-defined]  # one list, two spellings
-Outcome = Literal["built", "cancelled", "failed", "forced", "killed"]
-CacheDecision = Literal["cold", "reused", "updated", "discarded", "quarantined", "not_applicable"]
+__all__ = ["CANCEL_SOURCES", "PROTOCOL", "PROTOCOL_VERSION", "CacheDecision", "CancelSource", "Outcome"]
 
 
 class _Event(BaseModel):
@@ -84,7 +80,7 @@ class PhaseFinish(_Event):
 
     type: Literal["phase_finish"]
     phase_id: str
-    status: Literal["done", "cancelled"] = "done"  # cancelled: finished while the builder unwound a cancel
+    status: PhaseEnd = "done"  # cancelled: finished while the builder unwound a cancel
     step: int | None = None  # the phase's last step (steps are coalesced; the finish is never dropped)
 
 
@@ -151,12 +147,12 @@ class BuildFinished(_Event):
     """The last line. `failure` = `{kind: setting|plugin|precision, code, key}` when the worker knows why."""
 
     type: Literal["build_finished"]
-    outcome: Literal["built", "cancelled", "failed"]
+    outcome: WorkerEnd
     error: str | None = None
     # why it failed, when the worker knows: {"kind": "setting"|"plugin"|"precision"|"internal_error", "code",
     # "key" (a flat setting key), ...}; the supervisor also recognises internal errors in the logs itself
     failure: dict[str, Any] | None = None
-    cleanup_status: Literal["cleaned", "quarantined", "failed", "not_needed"] = "not_needed"
+    cleanup_status: CleanupStatus = "not_needed"
     t_cleanup_ns: int | None = None
     engine_bytes: int | None = None
     engine_sha256: str | None = None

@@ -17,7 +17,17 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from trtls.core.protocol import CANCEL_SOURCES
+from trtls.core.vocabulary import (  # the words of each field (re-exported: accept and the tests read them here)
+    CACHE_DECISIONS,
+    CANCEL_SOURCES,
+    CLEANUP_STATUSES,
+    LANGUAGES,
+    NO_WORKER_OUTCOMES,
+    NOT_APPLICABLE,
+    OUTCOMES,
+    RETRY_POLICIES,
+    VALIDATION_STATUSES,
+)
 
 SEED_FIELDS = (
     "framework",
@@ -34,15 +44,7 @@ SEED_FIELDS = (
 )
 # the runbook's fields and the ones that explain them: every evidence record kind carries all of these
 RUNBOOK_FIELDS = (*SEED_FIELDS, "builderModule", "cleanupLatencyMs", "retryRule")
-RETRY_POLICIES = ("not_needed", "retry_cold", "retry_with_cache", "rollback", "investigate")
-CACHE_DECISIONS = ("cold", "reused", "updated", "discarded", "quarantined", "not_applicable")
-CLEANUP_STATUSES = ("cleaned", "quarantined", "failed", "not_needed", "not_applicable")
-VALIDATION_STATUSES = ("not_applicable", "pending", "pass", "fail")
-OUTCOMES = ("built", "cancelled", "failed", "forced", "killed")
-NO_WORKER_OUTCOMES = ("reused", "rolled_back")  # an engine from the store: no worker, no builder, no device
-LANGUAGES = ("python", "cpp")
 UNKNOWN = "unknown"  # a figure that was not measured (never a guess)
-NOT_APPLICABLE = "not_applicable"  # a field about a builder run, in the record of a run that started none
 NO_DEVICE = "no device"  # measured: the CUDA driver answered no device, or there is no CUDA driver
 SHA256 = re.compile(r"^[0-9a-f]{64}$")
 

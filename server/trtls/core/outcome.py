@@ -19,11 +19,9 @@ These tables are the rule's one owner: the server sends both words with every fi
 
 from __future__ import annotations
 
-from typing import Literal
+from trtls.core.vocabulary import NO_WORKER_OUTCOMES, OUTCOMES, OutcomeKind
 
-OutcomeKind = Literal["ok", "cancelled", "failed", "refused"]
-
-BUILD_OUTCOME_KIND: dict[str, OutcomeKind] = {  # every `core.events.Outcome`
+BUILD_OUTCOME_KIND: dict[str, OutcomeKind] = {  # every `core.vocabulary.Outcome`
     "built": "ok",
     "cancelled": "cancelled",
     "failed": "failed",
@@ -35,6 +33,7 @@ STORE_OUTCOME_KIND: dict[str, OutcomeKind] = {  # a build the engine store serve
     "reused": "ok",  # the key was in the store: the engine is the one its build produced
     "rolled_back": "ok",  # a known-good engine restored on request
 }
+assert tuple(BUILD_OUTCOME_KIND) == OUTCOMES and tuple(STORE_OUTCOME_KIND) == NO_WORKER_OUTCOMES, "core.vocabulary"
 
 GATES_OUTCOME_KIND: dict[str, OutcomeKind] = {
     "supported": "ok",

@@ -15,11 +15,11 @@ versions, and identifies the parent of a new phase only by its name. So:
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import Any
 
 from trtls.core.display import STATUS_MARK, folded_detail, folded_label, phase_detail, step_text
+from trtls.core.vocabulary import PhaseStatus
 
-PhaseStatus = Literal["running", "done", "cancelled", "failed"]
 NS = 1_000_000_000
 
 # The stall rule. The builder's silence (time since its last callback) is a property of the build, shown on

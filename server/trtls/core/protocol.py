@@ -10,9 +10,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from trtls.core.vocabulary import CANCEL_SOURCES  # stdlib only, as this module
+
 PROTOCOL = "trtls.events/1"
 PROTOCOL_VERSION = 1
-CANCEL_SOURCES: tuple[str, ...] = ("ide_stop", "ctrl_c", "ci_timeout", "service_shutdown", "api", "event_loop")
+__all__ = ["CANCEL_SOURCES", "PROTOCOL", "PROTOCOL_VERSION"]
 
 
 def stable_json(obj: Any) -> str:

@@ -30,6 +30,7 @@ from trtls.core.route_checks import validate_routes  # routes: validated in a se
 from trtls.core.store_table import StoreTable, store_path_findings
 from trtls.core.tomlpos import SourceMap, TomlSyntaxError, TomlTooDeep, parse
 from trtls.core.validation import findings_from_validation
+from trtls.core.vocabulary import BuilderPreference
 from trtls.core.write_policy import write_policy_findings
 
 ENGINE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
@@ -70,7 +71,7 @@ class EngineRecipe(_Model):
     keep_evidence: bool = Field(
         False, description="Move partial engines and suspect caches to .trtls/quarantine/ instead of deleting them."
     )
-    builder_module: Literal["auto", "tensorrt", "tensorrt_rtx"] = Field(
+    builder_module: BuilderPreference = Field(
         "auto", description="Which TensorRT module the worker imports: auto tries tensorrt, then tensorrt_rtx."
     )
     worker: list[str] | None = Field(

@@ -20,11 +20,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, RootModel
 
 from trtls.core.outcome import OutcomeKind
+from trtls.core.vocabulary import BuildOutcome, PhaseStatus  # a worker's outcome, or reused / rolled_back
 
 BUILD_TREE = "trtls/buildTree"  # the notification's method (BuildTree | MatrixTree)
-PhaseStatus = Literal["running", "done", "cancelled", "failed"]
-# a worker's outcome (core.events.Outcome), or a build that started none: `reused` from the engine store, `rolled_back`
-BuildOutcome = Literal["built", "cancelled", "failed", "forced", "killed", "reused", "rolled_back"]
 # what a run of the registry (trtls.builds.runs) is: a build (a matrix cell, a reduction's trial, a reuse or a
 # rollback are builds too), a matrix or farm run, a gates run, a reduction, a divergence search (lsp/run_kinds.py)
 RunKind = Literal["build", "matrix", "gates", "reduction", "divergence"]

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Literal
-
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from trtls.core.vocabulary import BuilderPreference
 
 
 class Settings(BaseModel):
     model_config = ConfigDict(extra="ignore", populate_by_name=True)
-    builder_module: Literal["auto", "tensorrt", "tensorrt_rtx"] | None = Field(None, alias="builderModule")
+    builder_module: BuilderPreference | None = Field(None, alias="builderModule")
     cancel_grace_s: float | None = Field(None, alias="cancelGraceS", gt=0)
 
 

@@ -33,16 +33,14 @@ from trtls import fs
 from trtls.checkpoint.hashing import DigestCache, hash_files
 from trtls.core.paths import real
 from trtls.core.protocol import PROTOCOL_VERSION, stable_json
+from trtls.core.vocabulary import BUILDER_MODULES
 from trtls.fs import Kind, read_text
 
 KEY_FORMAT = "trtls.engine-key/1"
 KEY_TEXT = re.compile(r"[0-9a-f]{64}")  # a key, and so a name in the store (entries/<key>, locks/<key>.lock)
 INDEX_LIMIT = 16 * 1024 * 1024  # `.trtls/onnx-external.json`: a few KiB per model in practice
-BUILDER_CANDIDATES = {
-    "auto": ("tensorrt", "tensorrt_rtx"),
-    "tensorrt": ("tensorrt",),
-    "tensorrt_rtx": ("tensorrt_rtx",),
-}
+# the modules a preference may load, in the order the worker tries them (builds.adapter.load_builder_module)
+BUILDER_CANDIDATES = {"auto": BUILDER_MODULES, **{m: (m,) for m in BUILDER_MODULES}}
 
 
 class KeyUnavailable(Exception):

@@ -14,6 +14,7 @@ from typing import Any
 
 from trtls.core.farm import RunOn, gpu_choice
 from trtls.core.findings import Finding, Origin, Severity
+from trtls.core.vocabulary import BUILDER_MODULES
 
 NOISY_LABELS = ("ray.io/node-id",)  # unique per node: naming them helps nobody
 
@@ -59,7 +60,7 @@ def builder_of(builder_module: str, external_worker: bool) -> str | None:
         return None
     if builder_module != "auto":
         return builder_module
-    return next((m for m in ("tensorrt", "tensorrt_rtx") if importlib.util.find_spec(m) is not None), None)
+    return next((m for m in BUILDER_MODULES if importlib.util.find_spec(m) is not None), None)
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,8 @@ import signal
 import sys
 import time
 
+from trtls.core.vocabulary import BUILDER_MODULES
+
 
 def main() -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # as the worker: Ctrl-C belongs to the supervisor
@@ -30,7 +32,7 @@ def main() -> int:
         sys.stdout.flush()
         os.dup2(events, 1)  # the worker's own EventWriter takes fd 1 again (and points fd 1 at stderr)
         os.close(events)
-    loaded = [m for m in ("tensorrt", "tensorrt_rtx") if m in sys.modules]
+    loaded = [m for m in BUILDER_MODULES if m in sys.modules]
     info = {"t": time.time(), "importS": round(time.time() - t0, 3), "modules": loaded, "pid": os.getpid()}
     try:
         os.write(fd, (json.dumps(info) + "\n").encode())
