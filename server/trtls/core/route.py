@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError,
 from trtls.core.findings import TomlPath
 from trtls.core.route_lifecycle import CanaryPlan, DriftKind, IntegrationBoundary, PluginLibrary, Precision
 from trtls.core.route_limits import GoldenOutputsRef, Thresholds, Tolerance
+from trtls.core.vocabulary import BUILDER_MODULES, BuilderModule
 
 if TYPE_CHECKING:
     from trtls.core.recipe import LoadedRecipe
@@ -53,9 +54,7 @@ class CheckpointRef(_Model):
 class EnvironmentPins(_Model):
     """What the route was accepted on; gate 2 compares each pin with what it finds (unset = not pinned)."""
 
-    builder_module: Literal["tensorrt", "tensorrt_rtx"] | None = Field(
-        None, description="TensorRT Python module that builds the engine."
-    )
+    builder_module: BuilderModule | None = Field(None, description="TensorRT Python module that builds the engine.")
     builder_version: str | None = Field(None, description="Builder version; `10.3` matches 10.3.x (dotted prefix).")
     cuda_runtime: str | None = Field(None, description="CUDA runtime version (dotted prefix match).")
     cuda_driver: str | None = Field(None, description="NVIDIA driver version (dotted prefix match).")
@@ -255,7 +254,7 @@ class RouteModel(_Model):
         under test when it is one, else the builder pin). `gates.run` prefers the engine table's builder_module."""
         if self.engine is None:
             return "onnxruntime"
-        if self.runtime in ("tensorrt", "tensorrt_rtx"):
+        if self.runtime in BUILDER_MODULES:
             return self.runtime
         return self.environment.builder_module or "tensorrt"
 
