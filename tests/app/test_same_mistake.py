@@ -1,0 +1,62 @@
+"""The same mistake reads the same in every face: a request naming an engine the recipe has no table of is TRT107, a
+matrix cell no matrix has is TRT177 — in `trtls build` (exit 2, a JSON error line) and over the real language server
+(invalid params whose message and `data.code` carry the code), because both ask trtls.app and render its refusal."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import pytest_lsp
+from lsprotocol import types as lsp
+from pygls.exceptions import JsonRpcInvalidParams
+from pytest_lsp import ClientServerConfig, LanguageClient
+
+from tests.lsp.conftest import SERVER, accept_refresh, caps
+from tests.lsp.lsp_helpers import execute, open_recipe
+
+MATRIX = """
+[engines.demo.matrix]
+output = "build/demo-{optimization_level}.engine"
+optimization_level = [0, 1]
+"""
+
+MISTAKES = [  # (what the CLI is given, the editor's command and argument, the code both must say)
+    (["--engine", "nope"], "trtls.buildEngine", {"engine": "nope"}, "TRT107"),
+    (["--matrix", "--engine", "nope"], "trtls.buildMatrix", {"engine": "nope", "matrix": True}, "TRT107"),
+    (["--engine", "demo", "--cell", "o9"], "trtls.buildMatrix", {"engine": "demo", "cell": "o9"}, "TRT177"),
+]
+
+
+@pytest_lsp.fixture(config=ClientServerConfig(server_command=SERVER))
+async def client(lsp_client: LanguageClient):
+    accept_refresh(lsp_client)
+    await lsp_client.initialize_session(lsp.InitializeParams(capabilities=caps()))
+    yield
+    await lsp_client.shutdown_session()
+
+
+def cli_codes(ws: Path, *args: str) -> tuple[int, list[str]]:
+    r = subprocess.run(
+        [sys.executable, "-m", "trtls", "build", str(ws), "--json", *args], capture_output=True, text=True, timeout=300
+    )
+    lines = [json.loads(line) for line in r.stdout.splitlines() if line.startswith("{")]
+    return r.returncode, [rec["code"] for rec in lines if rec.get("type") == "error"]
+
+
+@pytest.mark.parametrize(("cli_args", "command", "arg", "code"), MISTAKES)
+async def test_the_same_mistake_gives_the_same_code_in_the_terminal_and_the_editor(
+    client: LanguageClient, workspace: Path, cli_args: list[str], command: str, arg: dict[str, object], code: str
+) -> None:
+    (workspace / "trtls.toml").write_text((workspace / "trtls.toml").read_text() + MATRIX)
+    assert cli_codes(workspace, *cli_args) == (2, [code])
+
+    uri = open_recipe(client, workspace)
+    with pytest.raises(JsonRpcInvalidParams) as refused:
+        await execute(client, command, {"uri": uri, **arg})
+    assert refused.value.message.startswith(f"{code} "), refused.value.message
+    assert refused.value.data["code"] == code
+    assert not (workspace / ".trtls" / "runs").exists() or not any((workspace / ".trtls" / "runs").iterdir())
