@@ -47,7 +47,9 @@ def build_jobs(lines: list[str]) -> list[str]:
     return [line for line in lines if line.startswith("job ") and not line.startswith("job freshness ")]
 
 
-async def test_one_click_checks_the_recipe_once_and_builds_the_job_once(client: LanguageClient, workspace: Path) -> None:
+async def test_one_click_checks_the_recipe_once_and_builds_the_job_once(
+    client: LanguageClient, workspace: Path
+) -> None:
     trees: list[dict[str, Any]] = []
     client.feature("trtls/buildTree")(lambda params: trees.append(plain(params)))
     uri = open_recipe(client, workspace)
