@@ -29,7 +29,8 @@ variant); gate 4 never passes a route that has it enabled.
 Where the code lives (this module is the public face; each sibling is read in one sitting):
 
 * `runtime_contract` — `RuntimeSpec`, `RunResult`, `.npz` I/O, `validate_feed` (both sides of the boundary);
-* `runtime_calls`    — `probe`, `run_inputs`, `run_concurrent`, `benchmark`: the parent side of a call;
+* `runtime_calls`    — `probe`, `run_inputs`, `run_concurrent`, `benchmark`, `benchmark_paired`: the parent side
+  of a call;
 * `runtime_process`  — one child process: process group, deadline, cut, reap, exit classification;
 * `runtime_adapters` — the onnxruntime, onnx_reference and tensorrt adapters (they run in the child only);
 * `runtime_child`    — the child's entry point: `python -m trtls.runtimes.child REQUEST.json` (internal).
@@ -38,7 +39,7 @@ Where the code lives (this module is the public face; each sibling is read in on
 from __future__ import annotations
 
 from trtls.runtimes.adapters import Unavailable
-from trtls.runtimes.calls import benchmark, probe, run_concurrent, run_inputs
+from trtls.runtimes.calls import benchmark, benchmark_paired, probe, run_concurrent, run_inputs
 from trtls.runtimes.contract import (
     DEFAULT_MAX_INPUT_BYTES,
     DEFAULT_TIMEOUT_S,
@@ -64,6 +65,7 @@ __all__ = [
     "Signature",
     "Unavailable",
     "benchmark",
+    "benchmark_paired",
     "load_npz",
     "probe",
     "run_concurrent",

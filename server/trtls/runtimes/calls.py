@@ -47,6 +47,7 @@ class _Call:
     iterations: int
     concurrency: int
     timeout: float
+    baseline: RuntimeSpec | None = None  # mode paired: the second model, loaded in the same child
 
 
 def _call(
@@ -58,16 +59,17 @@ def _call(
     iterations: int = 0,
     concurrency: int = 1,
     timeout_s: float | None = None,
+    baseline: RuntimeSpec | None = None,
 ) -> RunResult:
     timeout = float(timeout_s if timeout_s is not None else spec.timeout_s)
-    problems = spec.problems()
+    problems = spec.problems() + (baseline.problems() if baseline is not None else [])
     if problems:
         return RunResult("error", "; ".join(problems))
     t0 = time.perf_counter()
     workdir = scratch_dir(prefix="trtls-rt-")
     try:
         in_paths = _write_inputs(inputs, workdir)
-        call = _Call(mode, in_paths, workdir, warmup, iterations, concurrency, timeout)
+        call = _Call(mode, in_paths, workdir, warmup, iterations, concurrency, timeout, baseline)
         result = _call_command(spec, call) if spec.kind == "command" else _call_python(spec, call)
         result.wall_s = time.perf_counter() - t0
         return result
@@ -89,6 +91,8 @@ def _call_python(spec: RuntimeSpec, call: _Call) -> RunResult:
         "concurrency": call.concurrency,
         "result": str(call.workdir / "result.json"),
     }
+    if call.baseline is not None:
+        request["baseline_spec"] = asdict(call.baseline)
     req_path = call.workdir / "request.json"
     atomic_write_text(req_path, json.dumps(request), kind=Kind.scratch, within=call.workdir)
     child = _Child(
@@ -114,7 +118,7 @@ def _call_python(spec: RuntimeSpec, call: _Call) -> RunResult:
         return base
     base.status = record.get("status", "error")
     base.message = record.get("message", "")
-    for key in ("latencies_s", "load_s", "first_run_s", "timed_wall_s", "gpu_mem_bytes"):
+    for key in ("latencies_s", "load_s", "first_run_s", "timed_wall_s", "gpu_mem_bytes", "paired"):
         if key in record:
             setattr(base, key, record[key])
     if base.status == "ok":
@@ -246,3 +250,24 @@ def benchmark(
     if not inputs:
         return RunResult("error", "no inputs")
     return _call(spec, "bench", inputs, warmup=warmup, iterations=max(1, iterations), timeout_s=timeout_s)
+
+
+def benchmark_paired(
+    candidate: RuntimeSpec,
+    baseline: RuntimeSpec,
+    inputs: Sequence[Any],
+    *,
+    warmup: int = 3,
+    pairs: int = 100,
+    timeout_s: float | None = None,
+) -> RunResult:
+    """`pairs` requests on each of two models of one Python adapter kind, loaded in ONE child process and alternated
+    request by request (`runtimes.child.paired`): `RunResult.paired` holds each request's wall and CPU time per side
+    and the input each pair ran. A `command` runtime runs one program per request and cannot pair in one process."""
+    if not inputs:
+        return RunResult("error", "no inputs")
+    if candidate.kind == "command" or baseline.kind != candidate.kind:
+        return RunResult("error", f"{candidate.kind} vs {baseline.kind}: not two models of one in-process runtime")
+    return _call(
+        candidate, "paired", inputs, warmup=warmup, iterations=max(1, pairs), timeout_s=timeout_s, baseline=baseline
+    )

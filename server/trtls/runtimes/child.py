@@ -1,7 +1,7 @@
 """Entry point of a runtime's child process: `python -m trtls.runtimes.child REQUEST.json` (internal).
 
 Reads the request `runtime_calls` wrote, loads the adapter, refuses malformed inputs, runs the mode
-(probe, run, bench, concurrent), writes the outputs and a result record, and exits with a code that says
+(probe, run, bench, paired, concurrent), writes the outputs and a result record, and exits with a code that says
 how it went. Separate from the adapters so the protocol with the parent is in one place.
 """
 
@@ -11,6 +11,7 @@ import json
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,34 @@ _EXIT_OK, _EXIT_ERROR, _EXIT_UNAVAILABLE = 0, 3, 4
 
 class _Refused(Exception):
     """A malformed input refused before running (the documented clean rejection)."""
+
+
+def paired(
+    candidate: Callable[[dict[str, np.ndarray]], Any],
+    baseline: Callable[[dict[str, np.ndarray]], Any],
+    feeds: list[dict[str, np.ndarray]],
+    warmup: int,
+    pairs: int,
+) -> dict[str, list[float] | list[int]]:
+    """The candidate and the baseline in one process, request by request: pair k runs feeds[k % len(feeds)] on both,
+    back to back, the order alternating (baseline first on even pairs), so the machine's drift and another process's
+    burst land on both sides alike. Each request's wall time (perf_counter) and CPU time (process_time: every thread
+    of this process, so a runtime's own thread pool counts, and time spent preempted by another process does not)."""
+    for _ in range(warmup):
+        baseline(feeds[0])
+        candidate(feeds[0])
+    out: dict[str, list[Any]] = {k: [] for k in ("input", "cand_wall_s", "cand_cpu_s", "base_wall_s", "base_cpu_s")}
+    for k in range(pairs):
+        feed = feeds[k % len(feeds)]
+        order = (("base", baseline), ("cand", candidate)) if k % 2 == 0 else (("cand", candidate), ("base", baseline))
+        for side, run in order:
+            c0, w0 = time.process_time(), time.perf_counter()
+            run(feed)
+            w1, c1 = time.perf_counter(), time.process_time()
+            out[f"{side}_wall_s"].append(w1 - w0)
+            out[f"{side}_cpu_s"].append(c1 - c0)
+        out["input"].append(k % len(feeds))
+    return out
 
 
 def _child_main(request_path: str) -> int:
@@ -51,6 +80,14 @@ def _child_main(request_path: str) -> int:
         return finish("error", f"cannot load the model: {type(exc).__name__}: {exc}", _EXIT_ERROR)
     if req["mode"] == "probe":
         return finish("ok", "loaded", _EXIT_OK)
+    baseline = None
+    if req["mode"] == "paired":  # the baseline artifact, loaded in this same process (see `paired`)
+        try:
+            baseline = _ADAPTERS[spec.kind](RuntimeSpec(**req["baseline_spec"]))
+        except Unavailable as exc:
+            return finish("unavailable", f"the baseline: {exc}", _EXIT_UNAVAILABLE)
+        except Exception as exc:
+            return finish("error", f"cannot load the baseline model: {type(exc).__name__}: {exc}", _EXIT_ERROR)
 
     rng = np.random.default_rng(spec.perturb_seed)
     rng_lock = threading.Lock()
@@ -107,6 +144,9 @@ def _child_main(request_path: str) -> int:
                     lat.append(dt)
             record["latencies_s"] = lat
             record["timed_wall_s"] = time.perf_counter() - t_loop if t_loop is not None else None
+        elif mode == "paired":
+            assert baseline is not None
+            record["paired"] = paired(run, baseline.runner(), feeds, req["warmup"], req["iterations"])
         elif mode == "concurrent":
             n = req["concurrency"]
             runners = [run] + [adapter.runner() for _ in range(n - 1)]

@@ -14,7 +14,7 @@ import zipfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
@@ -79,6 +79,8 @@ class RunResult:
     wall_s: float = 0.0  # whole call, parent side (process start included)
     peak_rss_bytes: int | None = None  # max RSS of the runtime child process(es)
     gpu_mem_bytes: int | None = None  # device memory in use at peak (tensorrt only)
+    # mode paired: per request, wall and CPU time of each side (cand_*, base_*) and the input index of each pair
+    paired: dict[str, list[Any]] | None = None
     returncode: int | None = None
     stderr_tail: str = ""
 

@@ -44,13 +44,15 @@ def check_release(
     update_baseline: bool = False,
     paths: Mapping[str, TomlPath] | None = None,
     baseline_spec: RuntimeSpec | str | None = None,
+    input_names: Sequence[str] | None = None,
 ) -> list[GateCheck]:
     """Gate 5's checks.
 
     `spec`: the new bundle's model as a runtime; `inputs`: benchmark inputs (.npz paths or dicts);
     `root`: the folder holding `.trtls/` (the recipe's folder); `build_summary`: the build evidence
     summary.json (`durationS`); `smoke` defaults to `bundle_smoke(bundle, smoke_inputs or inputs)`.
-    `paths` keys: "thresholds", "canary_inputs", "previous_bundle", "bundle", "runtime", "build", "route".
+    `paths` keys: "thresholds", "canary_inputs", "previous_bundle", "bundle", "runtime", "build", "route";
+    `input_names`: the input set each of `inputs` is (the route's set names), judged each on its own.
     """
     paths = dict(paths or {})
     t = Thresholds.of(thresholds)
@@ -87,7 +89,9 @@ def check_release(
         base = load_baseline(root, route)
         if base is not None and baseline_spec is not None:  # the rule established in this run (interleaved.py)
             checks.append(
-                check_baseline_interleaved(spec, baseline_spec, inputs, m, base, t, toml_path(paths, "thresholds"))
+                check_baseline_interleaved(
+                    spec, baseline_spec, inputs, m, base, t, toml_path(paths, "thresholds"), input_names
+                )
             )
         else:
             checks.append(check_baseline(m, base, t, toml_path(paths, "thresholds")))
@@ -269,6 +273,7 @@ def run_gate(ctx: GateContext) -> list[GateCheck]:
                 smoke=smoke,
                 paths={"route": base, "build": ("routes", ctx.route_name, "engine" if route.engine else "onnx")},
                 baseline_spec=baseline_spec,
+                input_names=[n for n, p in set_files.items() if p is not None] if route.named_input_sets else None,
             )
         if route.named_input_sets:
             for c in checks:

@@ -1,5 +1,8 @@
-"""Gate 5's baseline rule, established in one run: the candidate and the baseline artifact measured in interleaved
-rounds (baseline, candidate, candidate, baseline, …: drift of the machine hits both alike), and a stated statistic.
+"""Gate 5's baseline rule, established in one run. A runtime trtls runs in its own child is judged by the paired
+rule (`release.paired`: both artifacts in one process, request by request, per-request CPU time). A `command`
+runner (a program per request, no shared process) by the rule below: the candidate and the baseline artifact
+measured in interleaved rounds (baseline, candidate, candidate, baseline, …: drift of the machine hits both alike),
+and a stated statistic.
 
 The unit of replication is the round, not the request: requests within one round share the machine's state at that
 moment (another process's burst slows a whole round), so resampling requests across pooled rounds gives an interval
@@ -119,8 +122,14 @@ def judge_regression(
         "rounds_over_limit": over,
         "sign_test_p": p_sign,
     }
-    if p95_c - p95_b <= floor_ms:
-        out.update(status="pass", message=f"no regression: the p95 rise is under the {floor_ms:g} ms floor — {figures}")
+    if p95_c <= p95_b:
+        out.update(status="pass", message=f"no regression: the p95 fell ({(1 - ratio) * 100:.0f} %) — {figures}")
+    elif p95_c - p95_b <= floor_ms:
+        out.update(
+            status="pass",
+            message=f"no regression: the p95 rose {(p95_c - p95_b):.3f} ms, under the {floor_ms:g} ms floor — "
+            f"{figures}",
+        )
     elif n >= 5 and over == n:
         out.update(status="reject", message=f"regression established (sign test p = {p_sign:.3f}): {figures}")
     elif over == 0:
@@ -151,12 +160,17 @@ def check_baseline_interleaved(
     recorded: dict[str, Any],
     t: Any,
     path: tuple,
+    set_names: Sequence[str] | None = None,
 ) -> Any:
-    """TRT906 by the interleaved rule: p95 latency measured beside the baseline artifact in this run; peak memory
-    (steady run to run) against the recorded baseline, over both max_regression and regression_floor_mib."""
+    """TRT906 measured beside the baseline artifact in this run: for a runtime trtls runs in its own child, the
+    paired rule (`release.paired`: both artifacts in one process, per-request CPU time, per input set); for a
+    `command` runner, interleaved rounds of wall time (`judge_regression`). Peak memory (steady run to run) against
+    the recorded baseline, over both max_regression and regression_floor_mib."""
     from functools import partial
 
     from trtls.core.gate_result import gate_check
+    from trtls.gates.release.paired import MIN_PAIRS, clock_of, judge_paired
+    from trtls.runtimes import benchmark_paired
 
     check = partial(gate_check, 5)
     ev: dict[str, Any] = {
@@ -173,17 +187,45 @@ def check_baseline_interleaved(
             path,
             ev,
         )
-    got = measure_interleaved(candidate, baseline_spec, inputs, warmup=t.warmup, iterations=t.iterations)
-    if isinstance(got, RunResult):
-        return check(
-            "release.baseline",
-            "not_checked",
-            f"the interleaved rounds could not run: {got.summary()}",
-            "TRT906",
-            path,
-            ev,
+    names = list(set_names) if set_names else [Path(str(p)).stem for p in inputs] if len(inputs) > 1 else ["inputs"]
+    if candidate.kind != "command" and baseline_spec.kind == candidate.kind:
+        pairs = max(t.iterations, MIN_PAIRS)
+        res = benchmark_paired(
+            candidate,
+            baseline_spec,
+            inputs,
+            warmup=t.warmup,
+            pairs=pairs,
+            timeout_s=candidate.timeout_s * 2 * ROUNDS,
         )
-    verdict = judge_regression(got[0], got[1], max_regression=t.max_regression, floor_ms=t.regression_floor_ms)
+        if not res.ok or not res.paired:
+            return check(
+                "release.baseline",
+                "not_checked",
+                f"the paired measurement could not run: {res.summary()}",
+                "TRT906",
+                path,
+                ev,
+            )
+        verdict = judge_paired(
+            res.paired,
+            names,
+            clock=clock_of(candidate.kind),
+            max_regression=t.max_regression,
+            floor_ms=t.regression_floor_ms,
+        )
+    else:
+        got = measure_interleaved(candidate, baseline_spec, inputs, warmup=t.warmup, iterations=t.iterations)
+        if isinstance(got, RunResult):
+            return check(
+                "release.baseline",
+                "not_checked",
+                f"the interleaved rounds could not run: {got.summary()}",
+                "TRT906",
+                path,
+                ev,
+            )
+        verdict = judge_regression(got[0], got[1], max_regression=t.max_regression, floor_ms=t.regression_floor_ms)
     ev["latency"] = {k: v for k, v in verdict.items() if k not in ("status", "message")}
     status, message = verdict["status"], verdict["message"]
     old = (recorded.get("measurement") or {}).get("peak_rss_mib")
