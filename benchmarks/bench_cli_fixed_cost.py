@@ -7,16 +7,25 @@ runs first, so drift in machine load hits both alike. Figures: the median of the
 wall time (the target) and of CPU time (user+sys of the process and its children; less sensitive to other
 load on the machine, reported beside it).
 
-Targets (issue 14): demo ≤ 1.10 (was 1.23, 9 pairs), large ≤ 1.02 (was 1.04, 3 pairs).
+Targets (issue 31): demo ≤ 1.10 including the store's publish, large ≤ 1.02.
+`--store off`: `trtls build --no-store` (no key lookup, no publish); `--store fresh`: every CLI run starts with an
+empty store folder (TRTLS_STORE), so it looks up, misses, builds and publishes — what a first build of a changed
+model costs. A warm store answers from the fast path and starts no build at all: bench_store.py measures that.
+Every Python child runs with its bytecode cached (PYTHONPYCACHEPREFIX in the run's temp folder, written by the
+warm-up round), as an installed trtls has it: with PYTHONDONTWRITEBYTECODE set, as in this repository's shells,
+each run would compile trtls's ~110 imported modules from source (~0.2 s) and the figure would measure that.
 `--baseline DIR`: also run an older trtls (DIR holds its `server/` folder, e.g. from `git archive REV server`)
-in the same interleaved rounds, so "before" and "after" are measured under the same load.
-Usage: python benchmarks/bench_cli_fixed_cost.py [--engine demo|large|both] [--pairs N] [--baseline DIR] [--json F]
+in the same interleaved rounds, so "before" and "after" are measured under the same load. `--trtls DIR`: the CLI
+under test from DIR's `server/` too (a snapshot of a tree other people are editing).
+Usage: python benchmarks/bench_cli_fixed_cost.py [--engine demo|large|both] [--store off|fresh|both] [--pairs N]
+       [--baseline DIR] [--trtls DIR] [--json F]
 """
 
 from __future__ import annotations
 
 import os
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -30,11 +39,26 @@ from _common import emit, figure, parser, workspace
 HERE = Path(__file__).resolve().parent
 TARGETS = {"demo": 1.10, "large": 1.02}
 TRTLS = [sys.executable, "-m", "trtls", "build"]
-os.environ["TRTLS_STORE"] = "off"  # every round must build: the engine store would reuse round 1 (bench_store)
+STORE_MODES = ("off", "fresh")
+
+
+def child_env(tmp: Path, server: Path | None, store: Path | None) -> dict[str, str]:
+    """The environment of every timed child: bytecode cached under `tmp`, trtls from `server` when given, the store
+    folder `store` (emptied before each run) or none."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env["PYTHONPYCACHEPREFIX"] = str(tmp / "pycache")
+    if server is not None:
+        env["PYTHONPATH"] = str(server)
+    env["TRTLS_STORE"] = str(store) if store is not None else "off"
+    return env
 
 
 def timed(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, float]:
-    """(wall s, CPU s of the process tree) of one run; a failed run is an error, never a figure."""
+    """(wall s, CPU s of the process tree) of one run; a failed run is an error, never a figure. A fresh store is
+    emptied first (outside the timing)."""
+    store = (env or {}).get("TRTLS_STORE", "off")
+    if store != "off":
+        shutil.rmtree(store, ignore_errors=True)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
@@ -46,21 +70,27 @@ def timed(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, flo
     return wall, cpu
 
 
-def measure(engine: str, pairs: int, baseline: Path | None = None) -> dict:
-    ws = workspace(Path(tempfile.mkdtemp(prefix="trtls-bench-fixed-")))
+def measure(engine: str, pairs: int, store: str, baseline: Path | None = None, trtls: Path | None = None) -> dict:
+    tmp = Path(tempfile.mkdtemp(prefix="trtls-bench-fixed-"))
+    ws = workspace(tmp)
     onnx = ws / "models" / f"{engine}.onnx"
+    flags = ["--no-store"] if store == "off" else []
     runs: list[tuple[str, list[str], dict[str, str] | None]] = [
-        ("cli", [*TRTLS, str(ws), "--engine", engine], None),
+        (
+            "cli",
+            [*TRTLS, str(ws), "--engine", engine, *flags],
+            child_env(tmp, trtls / "server" if trtls else None, tmp / "store" if store == "fresh" else None),
+        ),
         (
             "bare",
             [sys.executable, str(HERE / "_bare_build.py"), str(onnx), str(ws / "build" / f"{engine}.bare.engine")],
-            None,
+            child_env(tmp, None, None),
         ),
     ]
     if baseline is not None:
         old_ws = workspace(ws.parent, "ws-baseline")  # its own evidence and history
-        env = {**os.environ, "PYTHONPATH": str(baseline / "server")}
-        runs.append(("baseline", [*TRTLS, str(old_ws), "--engine", engine], env))
+        env = child_env(tmp, baseline / "server", tmp / "store-baseline" if store == "fresh" else None)
+        runs.append(("baseline", [*TRTLS, str(old_ws), "--engine", engine, *flags], env))
     for _, cmd, env in runs:  # warm-up: page cache, .pyc files, a previous engine and history (a second build)
         timed(cmd, env)
     rows = []
@@ -70,25 +100,27 @@ def measure(engine: str, pairs: int, baseline: Path | None = None) -> dict:
         rows.append({**got, "first": order[0][0], "load": os.getloadavg()[0]})
         c, b = got["cli"], got["bare"]
         line = (
-            f"  {engine} round {i + 1}/{pairs} ({order[0][0]} first): "
+            f"  {engine}, store {store}, round {i + 1}/{pairs} ({order[0][0]} first): "
             f"wall {c[0]:.2f}/{b[0]:.2f} s = {c[0] / b[0]:.3f}, CPU {c[1]:.2f}/{b[1]:.2f} s = {c[1] / b[1]:.3f}"
         )
         if "baseline" in got:
             o = got["baseline"]
             line += f"; baseline wall {o[0]:.2f} s = {o[0] / b[0]:.3f}, CPU {o[1] / b[1]:.3f}"
         print(f"{line}, load {rows[-1]['load']:.1f}", flush=True)
-    return {"engine": engine, "rows": rows}
+    shutil.rmtree(tmp, ignore_errors=True)
+    return {"engine": engine, "store": store, "rows": rows}
 
 
 def figures_of(m: dict) -> list[dict]:
     engine, rows = m["engine"], m["rows"]
+    label = f"{engine}, store {m['store']}"
     wall = [r["cli"][0] / r["bare"][0] for r in rows]
     cpu = [r["cli"][1] / r["bare"][1] for r in rows]
     target = TARGETS[engine]
     q = statistics.quantiles(wall, n=4) if len(wall) >= 2 else [wall[0]] * 3
     return [
         figure(
-            f"{engine}: wall time ratio CLI/bare (median)",
+            f"{label}: wall time ratio CLI/bare (median)",
             round(statistics.median(wall), 3),
             "×",
             f"≤ {target}",
@@ -101,7 +133,7 @@ def figures_of(m: dict) -> list[dict]:
         *(
             [
                 figure(
-                    f"{engine}: baseline (older trtls) wall time ratio /bare (median), same rounds",
+                    f"{label}: baseline (older trtls) wall time ratio /bare (median), same rounds",
                     round(statistics.median(r["baseline"][0] / r["bare"][0] for r in rows), 3),
                     "×",
                     None,
@@ -113,7 +145,7 @@ def figures_of(m: dict) -> list[dict]:
             else []
         ),
         figure(
-            f"{engine}: CPU time ratio CLI/bare (median)",
+            f"{label}: CPU time ratio CLI/bare (median)",
             round(statistics.median(cpu), 3),
             "×",
             None,
@@ -128,13 +160,17 @@ def main() -> int:
     ap = parser(__doc__)
     ap.add_argument("--engine", choices=("demo", "large", "both"), default="both")
     ap.add_argument("--pairs", type=int, help="pairs per engine (default: demo 9, large 3; --quick: 2 and 1)")
+    ap.add_argument("--store", choices=(*STORE_MODES, "both"), default="both")
     ap.add_argument("--baseline", type=Path, help="a folder holding an older trtls's server/ to measure alongside")
+    ap.add_argument("--trtls", type=Path, help="a folder holding the server/ of the trtls under test (default: this)")
     args = ap.parse_args()
     engines = ["demo", "large"] if args.engine == "both" else [args.engine]
+    stores = STORE_MODES if args.store == "both" else (args.store,)
     figures = []
     for engine in engines:
         default = {"demo": 9, "large": 3}[engine] if not args.quick else {"demo": 2, "large": 1}[engine]
-        figures += figures_of(measure(engine, args.pairs or default, args.baseline))
+        for store in stores:
+            figures += figures_of(measure(engine, args.pairs or default, store, args.baseline, args.trtls))
     emit(
         {
             "title": "Fixed cost of trtls build (whole CLI run vs a bare TensorRT-RTX script)",
@@ -142,7 +178,8 @@ def main() -> int:
             "notes": [
                 "the bare script: benchmarks/_bare_build.py (import, parse, the recipe's profiles, build, fsync)",
                 "the CLI run includes the worker process, events, evidence (summary, events, tree), history and "
-                "the terminal output",
+                "the terminal output; with a fresh store also the key, the lookup and the publish",
+                "bytecode cached for every child (PYTHONPYCACHEPREFIX), as an installed trtls has it",
             ],
         },
         args.json,

@@ -2,12 +2,16 @@
 engine store before the command line's parser and its subcommands (argparse, asyncio, every face's module: ~80 ms)
 are imported; anything else — another command, another flag, a miss — goes to `trtls.cli.main`, which parses it
 as always. The fast path's own rules (what must be unchanged, when it declines) are in builds/reuse.py
-(`fast_hit`); this module only decides whether a command line is one it may answer."""
+(`fast_hit`); this module only decides whether a command line is one it may answer. `trtls serve` goes straight to
+the language server, for the same reason (initialize from spawn)."""
 
 from __future__ import annotations
 
-import argparse
 import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import argparse  # at run time only once a command line is one to answer here (not for `serve`)
 
 # the only flags an unchanged build may carry here; any other word (a typo included) goes to the real parser
 _VALUED = ("--engine",)
@@ -35,6 +39,8 @@ def simple_build(argv: list[str]) -> argparse.Namespace | None:
             recipe = word
     if not engine:
         return None
+    import argparse
+
     return argparse.Namespace(
         command="build", engine=engine, recipe=recipe, json=as_json, all=False, matrix=False, cell=None,
         rebuild=False, no_store=False, cold=False, optimization_level=None, unpin=False,
@@ -43,6 +49,8 @@ def simple_build(argv: list[str]) -> argparse.Namespace | None:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    if argv in (["serve"], ["serve", "--stdio"]):
+        return _serve()
     args = simple_build(argv)
     if args is not None:
         from trtls.cli.console import safe_console
@@ -58,3 +66,18 @@ def main(argv: list[str] | None = None) -> int:
     from trtls.cli.main import main as full
 
     return full(argv)
+
+
+def _serve() -> int:
+    """`trtls serve [--stdio]` straight to the language server: an editor waits for initialize's reply from the moment
+    it spawns the process, and the command line's parser and every other command's module (~0.1 s) serve no part of
+    it. The same Ctrl-C line and code as `cli.main` gives."""
+    from trtls.cli.exits import EXIT_CTRL_C, EXIT_OK
+    from trtls.lsp.server import serve
+
+    try:
+        serve()
+    except KeyboardInterrupt:
+        print("\ntrtls serve: interrupted by Ctrl-C", file=sys.stderr)
+        return EXIT_CTRL_C
+    return EXIT_OK

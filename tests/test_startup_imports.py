@@ -1,0 +1,143 @@
+"""What `trtls build` and `trtls serve` load before the moment a person waits for (issue 31): the build's worker is
+started before the recipe models, pydantic and the store are imported (its Python and TensorRT start-up run beside
+them), the CUDA probe runs no child process (ldconfig, gcc, ld), an entry that declined the fast path does not have it
+tried a second time, the fast path holds for the same interpreter by another name, and the language server answers
+`initialize` before the command line's parser or any recipe model is imported.
+
+Each runs real processes: a driver script with an audit hook (a snapshot of `sys.modules` at the worker's spawn, the
+child processes started, the memo reads) or a stdout that snapshots `sys.modules` at the server's first reply."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+# Loaded before the worker starts, they put ~0.3 s of imports (and the store's) ahead of its start.
+LATE_FOR_A_BUILD = ("pydantic", "trtls.core.recipe", "trtls.builds.avoidance", "trtls.builds.build", "trtls.store.key")
+# Not needed to answer initialize: the command line's parser and the models a request loads on first use.
+LATE_FOR_INITIALIZE = ("argparse", "trtls.cli.main", "pydantic", "trtls.core.recipe", "trtls.builds.supervisor")
+
+BUILD_DRIVER = """
+import json, sys
+report = {"at_spawn": None, "children": [], "memo_reads": 0}
+def hook(event, args):
+    if event == "subprocess.Popen":
+        argv = [str(a) for a in (args[1] or [])]
+        report["children"].append(argv)
+        if report["at_spawn"] is None and "trtls.builds.worker" in argv:
+            report["at_spawn"] = sorted(sys.modules)
+    elif event == "open" and str(args[0]).endswith("demo.hit.json") and not (args[2] or 0) & 0o3:  # O_RDONLY
+        report["memo_reads"] += 1
+sys.addaudithook(hook)
+from trtls.cli.entry import main
+code = main(sys.argv[2:])
+with open(sys.argv[1], "w") as fh:
+    json.dump({**report, "code": code}, fh)
+sys.exit(code)
+"""
+
+SERVE_DRIVER = """
+import io, json, os, sys
+class FirstWrite(io.RawIOBase):
+    seen = False
+    def writable(self):
+        return True
+    def write(self, data):
+        if not FirstWrite.seen:
+            FirstWrite.seen = True
+            with open(sys.argv[1], "w") as fh:
+                json.dump(sorted(sys.modules), fh)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(1, view):]
+        return len(data)
+sys.stdout = io.TextIOWrapper(io.BufferedWriter(FirstWrite()), write_through=True)
+from trtls.cli.entry import main
+sys.exit(main(["serve"]))
+"""
+
+
+def build_report(tmp_path: Path, *argv: str, env: dict[str, str] | None = None) -> dict:
+    out = tmp_path / f"report-{len(list(tmp_path.glob('report-*')))}.json"
+    proc = subprocess.run(
+        [sys.executable, "-c", BUILD_DRIVER, str(out), *argv], capture_output=True, text=True, env=env, timeout=600
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(out.read_text())
+
+
+def test_a_build_starts_its_worker_before_the_recipe_models_and_probes_cuda_without_child_processes(
+    workspace: Path, tmp_path: Path
+) -> None:
+    report = build_report(tmp_path, "build", str(workspace), "--engine", "demo", "--no-store")
+    assert report["code"] == 0
+    assert report["at_spawn"] is not None, "no worker was started"
+    loaded = [m for m in LATE_FOR_A_BUILD if m in report["at_spawn"]]
+    assert loaded == [], f"imported before the worker started: {loaded}"
+    probes = [argv for argv in report["children"] if Path(argv[0]).name in ("ldconfig", "gcc", "ld", "cc")]
+    assert probes == [], f"the CUDA probe ran {probes}"
+
+
+def test_a_fresh_store_miss_reads_the_fast_path_memo_once(workspace: Path, tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    env = {**os.environ, "TRTLS_STORE": str(store)}
+    first = build_report(tmp_path, "build", str(workspace), "--engine", "demo", env=env)  # builds, remembers the key
+    assert first["code"] == 0 and (workspace / ".trtls" / "engines" / "demo.hit.json").is_file()
+    shutil.rmtree(store)  # the same key, an empty store: the entry's fast path declines, the full path builds
+    again = build_report(tmp_path, "build", str(workspace), "--engine", "demo", env=env)
+    assert again["code"] == 0
+    assert again["memo_reads"] == 1, f"the memo was read {again['memo_reads']} times"
+
+
+def test_the_fast_path_holds_for_the_same_interpreter_by_another_name(workspace: Path, tmp_path: Path) -> None:
+    other = Path(sys.executable).with_name("python3")
+    if not other.exists() or other.name == Path(sys.executable).name:
+        pytest.skip(f"no second name for {sys.executable} beside it")
+    env = {**os.environ, "TRTLS_STORE": str(tmp_path / "store")}
+    cmd = ["-m", "trtls", "build", str(workspace), "--engine", "demo", "--json"]
+    built = subprocess.run([sys.executable, *cmd], capture_output=True, text=True, env=env, timeout=600)
+    assert built.returncode == 0, built.stderr[-3000:]
+    reused = subprocess.run([str(other), *cmd], capture_output=True, text=True, env=env, timeout=600)
+    assert reused.returncode == 0, reused.stderr[-3000:]
+    summary = json.loads(reused.stdout.strip().splitlines()[-1])["summary"]
+    assert summary["outcome"] == "reused"
+    assert summary["store"]["source"] == "memo", f"{other.name} took the full path: {summary['store']}"
+
+
+def test_the_language_server_answers_initialize_before_the_cli_parser_or_a_recipe_model_loads(tmp_path: Path) -> None:
+    out = tmp_path / "modules.json"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", SERVE_DRIVER, str(out)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+
+    def send(message: dict) -> None:
+        body = json.dumps(message).encode()
+        assert proc.stdin is not None
+        proc.stdin.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
+        proc.stdin.flush()
+
+    send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"processId": None, "capabilities": {}}})
+    assert proc.stdout is not None
+    header = b""
+    while not header.endswith(b"\r\n\r\n"):
+        byte = proc.stdout.read(1)
+        assert byte, proc.stderr.read().decode() if proc.stderr else "no reply"
+        header += byte
+    length = int(header.split(b"Content-Length:")[1].split(b"\r\n")[0])
+    reply = json.loads(proc.stdout.read(length))
+    assert reply["id"] == 1 and reply["result"]["serverInfo"]["name"] == "trtls"
+    send({"jsonrpc": "2.0", "id": 2, "method": "shutdown"})
+    send({"jsonrpc": "2.0", "method": "exit"})
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err.decode()[-3000:]
+    loaded = [m for m in LATE_FOR_INITIALIZE if m in json.loads(out.read_text())]
+    assert loaded == [], f"imported before initialize was answered: {loaded}"
