@@ -240,10 +240,19 @@ async def _run_reduction(loaded: LoadedRecipe, engine: str, red: Reduction, runn
         red.phase = "probing every tensor's shapes with ONNX Runtime"
         facts = await asyncio.to_thread(probe_tensors, model, profiles)
         red.phase = "cutting candidates"
+        named = _named_node(graph, compute, red.target)
+        if named is not None:  # the failure names its node (a parser rejection, a named layer): that node alone
+            alone = cut(graph, named, named, facts, len(profiles))
+            if (await attempt("named_node", alone)).still_fails:
+                await _settings_cause(red, attempt)
+                red.cause = "configuration" if red.cause_settings else "model"
+                return red
+        # the first node alone, only when the recipe changes a setting: the shortcut to a configuration cause (a
+        # setting that breaks every model); with none changed the bisection finds a failing first node as well
         one = cut(graph, compute[0], compute[0], facts, len(profiles))
-        if (await attempt("one_node", one)).still_fails:
+        if red.settings_changed and (await attempt("one_node", one)).still_fails:
             # the first node alone fails the same way: it is the minimal model; the settings are the cause only
-            # when putting one back makes it build (a recipe that changes none has none to blame)
+            # when putting one back makes it build
             await _settings_cause(red, attempt)
             red.cause = "configuration" if red.cause_settings else "model"
             return red
@@ -305,6 +314,15 @@ async def _run_reduction(loaded: LoadedRecipe, engine: str, red: Reduction, runn
         if red.target is not None and red.cause is None and red.best is not None:
             red.cause = "model"  # the smallest failing model found before the stop
     return red
+
+
+def _named_node(graph: Any, compute: list[int], target: dict[str, Any] | None) -> int | None:
+    """The index of the node the failure names (its `layer`, when that is a node of the model and not a `Constant`),
+    or None."""
+    layer = (target or {}).get("layer")
+    if not isinstance(layer, str) or not layer:
+        return None
+    return next((i for i in compute if graph.nodes[i].name == layer), None)
 
 
 async def _bisect(red: Reduction, attempt: Any, make: Any, count: int, *, invert: bool, step: str) -> int | None:

@@ -190,6 +190,10 @@ def cut(
             if t in graph.constants:
                 read_constants.add(t)
                 continue
+            maker = graph.producer.get(t)
+            if maker is not None and graph.nodes[maker].op_type == "Constant" and not graph.reads[maker]:
+                frozen.append(graph.nodes[maker])  # a Constant before the cut comes along: never a new model input
+                continue
             f = facts.get(t)
             if f is not None and f.value is not None and not f.varies and t not in own_inputs:
                 value = onnx.numpy_helper.from_array(np.asarray(f.value), name=f"{t}_frozen_value")

@@ -1,0 +1,55 @@
+"""Issue 30's "Done means" on trials, and item 8's candidate that made a model input of a constant: a failure that
+names its node (a parser rejection) is tried on that node alone first; a recipe that changes no setting spends no
+trial on the first node alone; a `Constant` made before a cut comes along into the candidate."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper
+
+from tests.triage.test_reduce_cases import _chain, _engine, _reduce
+from trtls.triage.probe import probe_tensors
+from trtls.triage.subgraph import cut, load_graph
+
+
+def test_a_failure_that_names_its_node_is_tried_on_that_node_first(tmp_path: Path) -> None:
+    """A 24-node chain whose 17th node, a Det, TensorRT-RTX's parser rejects: the rejection names `det`, the node
+    alone fails the same way, and the reduction ends in 2 trials (Polygraphy's bisect spends 10 checks on it:
+    docs/performance.md)."""
+    ops = [("Relu", f"r{i}") if i % 2 else ("Sigmoid", f"s{i}") for i in range(16)]
+    ops += [("Det", "det")] + [("Neg", f"n{i}") if i % 2 else ("Abs", f"a{i}") for i in range(7)]
+    _chain(tmp_path / "m.onnx", ops, ["N", 4, 4], ["N"])
+    (tmp_path / "trtls.toml").write_text(_engine("m", "m.onnx", "[N, 4, 4]", smem=False))
+    code, record, stderr = _reduce(tmp_path, "m")
+    assert record is not None, stderr[-2000:]
+    assert code == 0 and record["outcome"] == "reduced" and record["minimal"]["nodeNames"] == ["det"]
+    assert [t["step"] for t in record["trials"]] == ["confirm", "named_node"], record["trials"]
+    assert record["trialsBuilt"] == 2
+
+
+def test_a_constant_made_before_the_cut_comes_along_and_is_no_model_input() -> None:
+    """`bias` is a float Constant node made first; a cut that starts at the Add reading it keeps it as a node, so
+    the candidate's only input is what the Add reads from the cut-off Relu."""
+    bias = onnx.numpy_helper.from_array(np.linspace(0, 1, 16).astype(np.float32), "bias_value")
+    nodes = [
+        helper.make_node("Constant", [], ["bias"], name="bias_const", value=bias),
+        helper.make_node("Relu", ["x"], ["r"], name="relu"),
+        helper.make_node("Add", ["r", "bias"], ["y"], name="add"),
+    ]
+    value = helper.make_tensor_value_info
+    graph = helper.make_graph(
+        nodes, "g", [value("x", TensorProto.FLOAT, ["N", 16])], [value("y", TensorProto.FLOAT, ["N", 16])]
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    g = load_graph(model)
+    profiles = [{"inputs": [{"input": "x", "min": [1, 16], "opt": [2, 16], "max": [4, 16]}]}]
+    facts = probe_tensors(model, profiles)
+    add = [n.name for n in g.nodes].index("add")
+    candidate = cut(g, add, add, facts, len(profiles))
+    assert [i.name for i in candidate.model.graph.input] == ["r"]
+    assert [n.name for n in candidate.model.graph.node] == ["bias_const", "add"]
+    assert candidate.compute_nodes == 1 and candidate.node_names == ["add"]
+    onnx.checker.check_model(candidate.model)
