@@ -22,6 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from trtls.accept.criteria import Observation
+from trtls.app.build import refused_recipe, request_build
+from trtls.app.results import Refused, Started
 from trtls.builds.artifacts import sha256_file
 from trtls.builds.orphans import process_alive
 from trtls.builds.retry import RETRY_FOR_POLICY, retry_overrides
@@ -67,12 +69,10 @@ def _engine_paths(loaded: LoadedRecipe, engine: str) -> dict[str, Path]:
 
 def prepare(recipe_path: Path, engine: str, scratch: Path | None, log: Callable[[str], None]) -> Context:
     loaded = load_recipe(recipe_path)
-    if loaded.recipe is None:
-        raise AcceptError("; ".join(f"{loaded.location(f)}: {f.code} {f.message}" for f in loaded.errors))
-    if engine not in loaded.recipe.engines:
-        raise AcceptError(
-            f"{recipe_path}: TRT107 no engine named {engine} (engines: {', '.join(loaded.recipe.engines) or 'none'})"
-        )
+    refused = refused_recipe(loaded, [engine])  # the refusals of every face: errors, TRT107
+    if refused is not None:
+        raise AcceptError("; ".join(f"{loaded.location(f)}: {f.code} {f.message}" for f in refused.findings))
+    assert loaded.recipe is not None  # refused_recipe refuses a recipe with errors
     folder = loaded.path.parent
     for what, p in _engine_paths(loaded, engine).items():
         if folder not in p.parents:
@@ -134,7 +134,15 @@ async def _build(
     hist: dict,
 ) -> tuple[dict, Build, list]:
     sup = Supervisor()
-    build = sup.start(load_recipe(ws / "trtls.toml"), engine, overrides=overrides, faults=faults)
+    # through the application layer as every face; a scenario's scratch copy is never looked up in the store (it
+    # must build to show its fault) nor published there
+    started = await request_build(
+        sup, load_recipe(ws / "trtls.toml"), engine, overrides=overrides, faults=faults, use_store=False
+    )
+    if isinstance(started, Refused):  # the template's recipe was checked by `prepare`: a copy changed under us
+        raise AcceptError("; ".join(started.lines))
+    assert isinstance(started, Started)  # no store, no registry: nothing is reused or already building
+    build = started.build
     if grace is not None:
         build.grace_s = grace
     live: list[list[dict]] = []

@@ -65,6 +65,9 @@ async def request_build(
     engine: str,
     *,
     overrides: dict[str, Any] | None = None,
+    faults: dict[str, Any] | None = None,
+    use_store: bool = True,
+    parent_id: str | None = None,
     no_store: bool = False,
     rebuild: bool = False,
     unpin: bool = False,
@@ -81,9 +84,13 @@ async def request_build(
     registry a long-lived face keeps (a build of the same engine from the same `scope` running → AlreadyBuilding;
     a started build is registered). `say`: the lines a person reads while the lookup runs (a lifted pin, waiting for
     another process's build of the key); `on_wait(holder)`: once, when it starts waiting; `on_warning`: the store's
-    warnings that come with the build's end (the lookup's are in `Started.use` / `Reused.use`)."""
+    warnings that come with the build's end (the lookup's are in `Started.use` / `Reused.use`).
+
+    `use_store=False`: a build whose output is not the engine's (a reduction's minimal model, an acceptance
+    scenario's scratch copy) is neither looked up nor published; `parent_id` names the run it belongs to. `faults`:
+    injected into the worker (the acceptance harness); such a build is never stored."""
     refused = refused_recipe(loaded, [engine])
-    if refused is None and runs is not None:
+    if refused is None and runs is not None and use_store:  # one build of an engine's output at a time
         for b in runs.running("build"):
             if b.engine == engine and runs.uri(b.id) == scope:
                 await discard(worker)
@@ -91,10 +98,20 @@ async def request_build(
     if refused is not None:
         await discard(worker)
         return refused
-    job = worker_job(loaded, engine, new_build_id(engine), overrides)  # the one job: keyed, then built
+    job = worker_job(loaded, engine, new_build_id(engine), overrides, faults)  # the one job: keyed, then built
+    if not use_store:
+        return _start(supervisor, loaded, engine, job, overrides, worker, wait_for_output, parent_id, runs, scope)
     try:
         use = await asyncio.to_thread(
-            avoidance.prepare, loaded, engine, overrides, no_store=no_store, rebuild=rebuild, unpin=unpin, job=job
+            avoidance.prepare,
+            loaded,
+            engine,
+            overrides,
+            no_store=no_store,
+            rebuild=rebuild,
+            unpin=unpin,
+            faults=faults,
+            job=job,
         )
     except StoreUnusable as exc:
         await discard(worker)
@@ -109,10 +126,32 @@ async def request_build(
     if reused is not None:
         await discard(worker)
         return Reused(reused, evidence_path(loaded.path, reused["buildId"]), use)
+    started = _start(supervisor, loaded, engine, job, overrides, worker, wait_for_output, parent_id, runs, scope)
+    avoidance.attach(use, started.build, on_warning)  # publish and record at the end, before a view reads the summary
+    return Started(started.build, use)
+
+
+def _start(
+    supervisor: Supervisor,
+    loaded: LoadedRecipe,
+    engine: str,
+    job: dict[str, Any],
+    overrides: dict[str, Any] | None,
+    worker: Any,
+    wait_for_output: bool,
+    parent_id: str | None,
+    runs: RunRegistry | None,
+    scope: str,
+) -> Started:
     build = supervisor.start(
-        loaded, engine, overrides=overrides, worker=worker, wait_for_output=wait_for_output, job=job
+        loaded,
+        engine,
+        overrides=overrides,
+        worker=worker,
+        wait_for_output=wait_for_output,
+        parent_id=parent_id,
+        job=job,
     )
-    avoidance.attach(use, build, on_warning)  # publish and record at the end, before any view reads the summary
     if runs is not None:
         runs.add(build, "build", scope)
-    return Started(build, use)
+    return Started(build)

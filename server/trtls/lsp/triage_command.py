@@ -84,7 +84,14 @@ async def start_reduction(ls: Any, raw: Any) -> wire.ReduceEngineReply:
     loaded = await ls.recipe_async(args.uri)
     if loaded.recipe is None or args.engine not in loaded.recipe.engines:
         raise JsonRpcInvalidParams(f"no buildable engine '{args.engine}' in {loaded.path.name}")
-    red = new_reduction(loaded, args.engine, args.maxTrials)
+    red = new_reduction(loaded, args.engine, args.maxTrials, args.failRegex)
+    if args.resume:  # as `trtls reduce --resume`: the note (what is replayed, or why it starts over) is in the record
+        from trtls.triage.resume import prepare_resume
+
+        try:
+            red.resume_note = await prepare_resume(loaded, args.engine, red)
+        except OSError as exc:
+            raise JsonRpcInvalidParams(f"cannot read the model to resume: {exc}") from None
     runner = TrialRunner(loaded, args.engine, red.folder, red.id)
     run = ReductionRun(red)
     ls.runs.add(run, "reduction", args.uri)
@@ -300,6 +307,7 @@ async def build_minimal(ls: Any, raw: Any) -> wire.BuildMinimalReply:
     the engine's output), shown in the TensorRT Builds view like any build."""
     import json
 
+    from trtls.app.results import Started
     from trtls.builds.build import state_dir
     from trtls.fs import read_text
     from trtls.lsp.build_relay import BuildRelay
@@ -323,8 +331,15 @@ async def build_minimal(ls: Any, raw: Any) -> wire.BuildMinimalReply:
         "profiles": record["minimal"]["profiles"],
         "cache_mode": "off",
     }
-    build = ls.supervisor.start(loaded, args.engine, overrides=overrides, parent_id=args.reductionId)
-    ls.runs.add(build, "build", args.uri)
+    from trtls.app.build import request_build
+
+    # the reduction's folder, not the engine's output: never looked up in the store nor published there
+    started = await request_build(
+        ls.supervisor, loaded, args.engine, overrides=overrides, use_store=False, parent_id=args.reductionId,
+        runs=ls.runs, scope=args.uri,
+    )  # fmt: skip
+    assert isinstance(started, Started)  # the recipe and the engine were checked above; no store was asked
+    build = started.build
     has_progress = bool(ls.client_capabilities.window and ls.client_capabilities.window.work_done_progress)
     relay = BuildRelay(ls, build, args.uri, ls.options.build_tree, has_progress, lambda b: ls.runs.evict())
     await relay.start()
