@@ -68,7 +68,7 @@ def lock_route(loaded: Any, route_name: str, *, use_digest_cache: bool = True) -
     from trtls.checkpoint.layout import list_files, resolve_layout
     from trtls.core.route import COMMIT, route_model
 
-    ck = route_model(loaded, route_name).checkpoint
+    ck = route_model(loaded, route_name).source_checkpoint()
     if not COMMIT.match(ck.revision):
         raise LockError(f"revision '{ck.revision}' is not a pinned commit: pin it before locking")
     layout = resolve_layout(Path(loaded.base_dir) / ck.path, ck.revision, ck.id)

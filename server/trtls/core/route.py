@@ -16,7 +16,7 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator, model_validator
 
 from trtls.core.findings import TomlPath
 from trtls.core.route_lifecycle import CanaryPlan, DriftKind, IntegrationBoundary, PluginLibrary, Precision
@@ -84,8 +84,30 @@ class OnnxConversion(_Model):
     )
 
 
+class NoCheckpoint(ValueError):
+    """Code that reads a checkpoint was asked to on a route that starts from an export."""
+
+
+EXPORT_ROUTE_NEEDS = (
+    "a route with no `checkpoint` starts from a model shipped as an export: it needs `onnx` (the ONNX file as "
+    'shipped, deployed as is), `reference = "golden"` and `golden_outputs` (outputs recorded by whoever ran the '
+    "original model: the only reference gate 4 can have without the weights), and no `engine` (an export route "
+    "deploys its ONNX on ONNX Runtime); docs/gates.md, 'Models that ship as an export'"
+)
+
+
 class RouteModel(_Model):
-    checkpoint: CheckpointRef = Field(description="The checkpoint the route starts from.")
+    checkpoint: CheckpointRef | None = Field(
+        None,
+        description="The checkpoint the route starts from. Leave it out for a model that ships only as an export (an "
+        'ONNX file with golden outputs): then `onnx` is that file, `reference = "golden"` with `golden_outputs`, and '
+        "the gates that read a checkpoint are `not_checked` by name (docs/gates.md, 'Models that ship as an export').",
+    )
+    tokenizer_files: list[str] = Field(
+        default_factory=list,
+        description="A route with no `checkpoint`: tokenizer files shipped with the export (e.g. `tokenizer.json`), "
+        "relative to this recipe; the bundle carries each under its file name, its sha256 in the provenance.",
+    )
     engine: str | None = Field(
         None,
         description="Name of the `[engines.X]` table that builds this route's engine: the route deploys that engine "
@@ -117,10 +139,15 @@ class RouteModel(_Model):
         "run can be waived; a hold or a reject never is. Check names: docs/gates.md.",
     )
     intended_use: str = Field(
-        min_length=1, description="What the model will be used for (recorded with the licence review)."
+        min_length=1,
+        description="What the model will be used for (recorded with the licence review and the promotion). Required "
+        "for every route, an export's too: no file can say what a deployment is for.",
     )
     allowed_licenses: list[str] = Field(
-        min_length=1, description='Licence ids (model card `license:`) this use allows, e.g. ["apache-2.0", "mit"].'
+        min_length=1,
+        description='Licence ids (model card `license:`) this use allows, e.g. ["apache-2.0", "mit"]. Required for '
+        "every route: gate 1 compares the model card's licence with it; an export has no model card, so there it "
+        "records the review and gate 1's `license` is `not_checked`.",
     )
     allow_pickle: bool = Field(
         False,
@@ -211,6 +238,28 @@ class RouteModel(_Model):
         "holds (TRT911).",
     )
 
+    @model_validator(mode="after")
+    def _export_route(self) -> RouteModel:
+        if self.checkpoint is None and (
+            self.onnx is None or self.engine is not None or self.reference != "golden" or self.golden_outputs is None
+        ):
+            raise ValueError(EXPORT_ROUTE_NEEDS)
+        if self.checkpoint is not None and self.tokenizer_files:
+            raise ValueError("tokenizer_files is for a route with no checkpoint (a checkpoint's own files are read)")
+        return self
+
+    def source_checkpoint(self) -> CheckpointRef:
+        """The checkpoint, for the code that reads one (gate 1, the lock, the route build's checkpoint read);
+        NoCheckpoint for a route that starts from an export, which none of them runs on."""
+        if self.checkpoint is None:
+            raise NoCheckpoint("the route starts from an export (no checkpoint): there is no checkpoint to read")
+        return self.checkpoint
+
+    @property
+    def from_export(self) -> bool:
+        """Whether the route starts from a model shipped as an export (no checkpoint: docs/gates.md)."""
+        return self.checkpoint is None
+
     @field_validator("reference_inputs", mode="wrap")
     @classmethod
     def _input_sets(cls, value: Any, handler: Any) -> Any:
@@ -240,7 +289,7 @@ class RouteModel(_Model):
 
     @property
     def revision_pinned(self) -> bool:
-        return bool(COMMIT.match(self.checkpoint.revision))
+        return self.checkpoint is not None and bool(COMMIT.match(self.checkpoint.revision))
 
     @property
     def deploys(self) -> Literal["engine", "onnx"]:
@@ -269,6 +318,31 @@ def input_set_paths(route: RouteModel, base: TomlPath = ()) -> list[tuple[str, s
     `reference_inputs` for the one-file form, `reference_inputs.<set>` for a table."""
     key = base + ("reference_inputs",)
     return [(n, rel, key + (n,) if route.named_input_sets else key) for n, rel in route.input_sets.items()]
+
+
+def export_route_findings(loaded: LoadedRecipe, route: RouteModel, base: TomlPath) -> list[Any]:
+    """A route from an export reads the files it names (the ONNX as shipped, its tokenizer files): each must be a
+    file (TRT104, located on its key); its ONNX is an input, never exported over."""
+    from trtls.core.findings import Finding, Origin, Severity
+
+    out = []
+    named = [(str(route.onnx), base + ("onnx",), "the ONNX the export ships")]
+    named += [(rel, base + ("tokenizer_files", i), "tokenizer file") for i, rel in enumerate(route.tokenizer_files)]
+    for rel, where, what in named:
+        path = resolve(loaded, rel)
+        if not path.is_file():
+            out.append(
+                Finding(
+                    "TRT104",
+                    Severity.error,
+                    f"{what} not found: {path}",
+                    tuple(where),
+                    Origin.recipe,
+                    True,
+                    {"resolved": str(path)},
+                )  # fmt: skip
+            )
+    return out
 
 
 def route_model(loaded: LoadedRecipe, name: str) -> RouteModel:

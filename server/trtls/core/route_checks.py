@@ -22,7 +22,7 @@ from pydantic import ValidationError
 
 from trtls.core.findings import Finding, Origin, Severity, TomlPath
 from trtls.core.paths import inside, is_safe_name, real, safe_name
-from trtls.core.route import RouteModel, input_set_paths, route_dir
+from trtls.core.route import RouteModel, export_route_findings, input_set_paths, route_dir
 from trtls.core.validation import findings_from_validation
 
 if TYPE_CHECKING:
@@ -144,8 +144,10 @@ def _semantic(loaded: LoadedRecipe, recipe: RecipeFile, name: str, route: RouteM
                     base + ("waive", reason_key),
                 )
             )
-    ckpt = loaded.resolve(route.checkpoint.path)
-    if not ckpt.is_dir():
+    ckpt = loaded.resolve(route.checkpoint.path) if route.checkpoint else None
+    if route.checkpoint is None:
+        out += export_route_findings(loaded, route, base)  # the files it ships must be there
+    elif ckpt is not None and not ckpt.is_dir():
         what = "is not a folder" if ckpt.exists() else "not found"
         out.append(
             _finding("TRT104", f"checkpoint folder {what}: {ckpt}", base + ("checkpoint", "path"), resolved=str(ckpt))
@@ -184,8 +186,10 @@ def _semantic(loaded: LoadedRecipe, recipe: RecipeFile, name: str, route: RouteM
                 base + ("previous_bundle",),
             )
         )
-    if route.checkpoint.id is not None and not re.match(
-        r"^[A-Za-z0-9][A-Za-z0-9_.-]*(/[A-Za-z0-9][A-Za-z0-9_.-]*)?$", route.checkpoint.id
+    if (
+        route.checkpoint
+        and route.checkpoint.id is not None
+        and not re.match(r"^[A-Za-z0-9][A-Za-z0-9_.-]*(/[A-Za-z0-9][A-Za-z0-9_.-]*)?$", route.checkpoint.id)
     ):
         out.append(
             _finding("TRT102", f"checkpoint id '{route.checkpoint.id}' is not `org/name`", base + ("checkpoint", "id"))

@@ -108,7 +108,8 @@ def recipe_writes(loaded: LoadedRecipe, recipe: RecipeFile, routes: bool = True)
         base = ("routes", rname)
         if isinstance(raw.get("bundle"), str):
             out.append(Write(base + ("bundle",), raw["bundle"], f"the bundle of route '{rname}'", "bundle"))
-        if raw.get("engine") is None and isinstance(raw.get("onnx"), str):
+        # a route from an export (no checkpoint) reads its ONNX as shipped: it writes it never
+        if raw.get("engine") is None and "checkpoint" in raw and isinstance(raw.get("onnx"), str):
             out.append(Write(base + ("onnx",), raw["onnx"], f"the ONNX model route '{rname}' exports", "export"))
         engine = recipe.engines.get(raw["engine"]) if isinstance(raw.get("engine"), str) else None
         if engine is not None:  # `trtls route build` exports the checkpoint to the engine's own ONNX path

@@ -39,6 +39,7 @@ from trtls.fs import Kind, atomic_write_text, ensure_folder
 from trtls.gates import bundle, parity, release, runbook_holds
 from trtls.gates.context import GateContext, GateHook
 from trtls.gates.environment import check_environment
+from trtls.gates.export_source import export_source_checks
 from trtls.gates.lifecycle.notes import promotion_finding, promotion_note
 from trtls.gates.lifecycle.promotion import COMPLETE_SUMMARY
 from trtls.gates.lifecycle.rested_on import run_facts
@@ -53,7 +54,10 @@ ALL_GATES = (1, 2, 3, 4, 5)
 
 
 def run_source(ctx: GateContext) -> list[GateCheck]:
-    """Gate 1 (its result, with the layout and file digests, stays on the context for the later gates)."""
+    """Gate 1 (its result, with the layout and file digests, stays on the context for the later gates); on a route
+    from an export, its checks `not_checked` by name (`gates.export_source`)."""
+    if ctx.route.from_export:
+        return export_source_checks(ctx)
     ctx.gate1 = check_checkpoint(
         ctx.loaded, ctx.route_name, ctx.route, use_digest_cache=ctx.use_digest_cache, cancel=ctx.cancel
     )
@@ -262,7 +266,7 @@ def _summary(
 ) -> dict[str, Any]:
     r = ctx.record
     g1 = ctx.gate1.record if ctx.gate1 else {}
-    revision = g1.get("commit") or ctx.route.checkpoint.revision
+    revision = g1.get("commit") or (ctx.route.checkpoint.revision if ctx.route.checkpoint else None)
     gates: dict[str, Any] = {}
     for gate in ALL_GATES:
         gates[str(gate)] = {
@@ -291,7 +295,7 @@ def _summary(
         "gates_decision": gates_decision,
         "gates_run": selected,
         "cancelled": cancelled,
-        "checkpoint_id": ctx.route.checkpoint.id,
+        "checkpoint_id": ctx.route.checkpoint.id if ctx.route.checkpoint else None,
         "checkpoint_revision": revision,
         "checkpoint_revision_pinned": ctx.route.revision_pinned,
         "bundle_path": str(ctx.resolve(ctx.route.bundle)),

@@ -78,7 +78,7 @@ def check_checkpoint(
     cancel: Callable[[], bool] | None = None,
 ) -> Gate1Result:
     checks = SourceChecks(route_name)
-    ck = route.checkpoint
+    ck = route.source_checkpoint()
     record: dict[str, Any] = {"id": ck.id, "revision": ck.revision, "path": ck.path}
     ck_path = loaded.resolve(ck.path) if hasattr(loaded, "resolve") else Path(ck.path)
     if not ck_path.is_dir():

@@ -211,6 +211,12 @@ async def _build_route(
     if refused:
         f = refused[0]
         raise RouteBuildError(f"{f.code} {f.message}", tuple(f.path[2:]))  # located under routes.<name>
+    if route.from_export:  # a model shipped as an ONNX with golden outputs: nothing to export, no engine
+        from trtls.route.export_route import build_export_route
+
+        return await asyncio.to_thread(
+            build_export_route, loaded, route_name, route, route_roots(loaded, route, None), token=token
+        )
     if route.engine is None:  # the route deploys its ONNX itself: no engine to build
         from trtls.route.onnx_route import build_onnx_route
 

@@ -38,7 +38,7 @@ def files_digest(files: Mapping[str, Mapping[str, Any]]) -> str:
 
 def read_checkpoint(loaded: LoadedRecipe, route: RouteModel, *, use_digest_cache: bool = True) -> CheckpointState:
     """Hash the route's checkpoint the way gate 1 does; RouteBuildError when gate 1 could not accept its layout."""
-    ck = route.checkpoint
+    ck = route.source_checkpoint()
     where = ("checkpoint", "path")
     if not loaded.resolve(ck.path).is_dir():
         raise RouteBuildError(f"checkpoint folder not found: {loaded.resolve(ck.path)}", where)
@@ -139,7 +139,7 @@ def deployment_sections(state: CheckpointState) -> dict[str, bytes]:
 def model_identity(route: RouteModel, config: dict[str, Any], route_name: str) -> dict[str, str]:
     """The bundle header's model_id, model_type and family, from the route's checkpoint id and config.json."""
     return {
-        "model_id": route.checkpoint.id or str(config.get("_name_or_path") or route_name),
+        "model_id": route.source_checkpoint().id or str(config.get("_name_or_path") or route_name),
         "model_type": str(config.get("model_type")),
         "family": str((config.get("architectures") or [config.get("model_type")])[0]),
     }
@@ -149,8 +149,8 @@ def checkpoint_provenance(route: RouteModel, route_name: str, state: CheckpointS
     """The provenance fields that name the route and the checkpoint it was built from (id, revision, commit, files)."""
     return {
         "route": route_name,
-        "checkpoint_id": route.checkpoint.id,
-        "checkpoint_revision": route.checkpoint.revision,
+        "checkpoint_id": route.source_checkpoint().id,
+        "checkpoint_revision": route.source_checkpoint().revision,
         "checkpoint_commit": state.commit,
         "checkpoint_files_sha256": state.files_digest,
         "checkpoint_files": {rel: f["sha256"] for rel, f in sorted(state.files.items())},

@@ -23,7 +23,7 @@ from trtls.route.writes import RouteRoots, write_refused
 
 def checkpoint_url(route: RouteModel, state: CheckpointState) -> str | None:
     """The checkpoint's page at the exact commit, for a Hugging Face cache layout (None for a local folder)."""
-    if state.layout.kind == "hf_cache" and route.checkpoint.id and state.commit:
+    if state.layout.kind == "hf_cache" and route.checkpoint and route.checkpoint.id and state.commit:
         return f"https://huggingface.co/{route.checkpoint.id}/tree/{state.commit}"
     return None
 
@@ -80,8 +80,8 @@ def publish_bundle(
     )
     doc = sbom_mod.make_sbom(
         bundle=sbom_mod.FileDigest(bundle_path.name, digests.file_sha256, digests.size),
-        checkpoint_id=route.checkpoint.id or route_name,
-        checkpoint_revision=state.commit or route.checkpoint.revision,
+        checkpoint_id=(route.checkpoint.id if route.checkpoint else None) or route_name,
+        checkpoint_revision=state.commit or (route.checkpoint.revision if route.checkpoint else "export"),
         checkpoint_files=[sbom_mod.FileDigest(rel, f["sha256"], f["size"]) for rel, f in sorted(state.files.items())],
         builder_name=builder[0],
         builder_version=builder[1],

@@ -24,8 +24,12 @@ def _current_checkpoint(ctx: GateContext) -> tuple[str | None, str | None, str]:
         return g1.record.get("commit"), g1.record.get("files_digest"), "gate 1"
     from trtls.route.checkpoint import read_checkpoint
     from trtls.route.errors import RouteBuildError
+    from trtls.route.export_route import read_export
 
     try:
+        if ctx.route.from_export:  # the files the export ships stand where a checkpoint's would
+            state = read_export(ctx.loaded, ctx.route)[0]
+            return None, state.files_digest, "the export's files as found here (no checkpoint)"
         state = read_checkpoint(ctx.loaded, ctx.route)
     except (RouteBuildError, OSError) as exc:
         return None, None, f"the checkpoint as found here ({exc})"
@@ -58,7 +62,11 @@ def check_checkpoint_provenance(ctx: GateContext, prov: dict[str, Any]) -> GateC
     if prov.get("checkpoint_files_sha256") != digest:
         changed = _changed_files(ctx, prov)
         problems.append(
-            "checkpoint files changed since the build"
+            (
+                "the export's files changed since the build"
+                if ctx.route.from_export
+                else "checkpoint files changed since the build"
+            )
             + (
                 f" ({', '.join(changed)})"
                 if changed
@@ -90,6 +98,14 @@ def check_checkpoint_provenance(ctx: GateContext, prov: dict[str, Any]) -> GateC
 def _changed_files(ctx: GateContext, prov: dict[str, Any]) -> list[str]:
     g1 = ctx.gate1
     now = {rel: f.get("sha256") for rel, f in (g1.files if g1 is not None else {}).items()}
+    if ctx.route.from_export:  # the export's files, hashed here (gate 1 reads none)
+        from trtls.route.errors import RouteBuildError
+        from trtls.route.export_route import read_export
+
+        try:
+            now = {rel: f["sha256"] for rel, f in read_export(ctx.loaded, ctx.route)[0].files.items()}
+        except RouteBuildError:
+            return []
     was = prov.get("checkpoint_files") if isinstance(prov.get("checkpoint_files"), dict) else {}
     if not now or not was:
         return []

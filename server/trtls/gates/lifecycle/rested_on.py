@@ -105,8 +105,17 @@ def current_content(
     stops the hashing too — a 1 TiB checkpoint is hashed for half an hour)."""
     from trtls.checkpoint.current import checkpoint_files
 
-    ck = route.checkpoint
     base = Path(loaded.base_dir)
+    if route.from_export:  # no checkpoint: the files the export ships are the content (route.export_route)
+        from trtls.route.errors import RouteBuildError
+        from trtls.route.export_route import read_export
+
+        try:
+            shipped = read_export(loaded, route)[0].files_digest
+        except RouteBuildError as exc:
+            return content_fact(base, route_name, str(exc))
+        return {"kind": "checkpoint", "label": "export content", "value": f"sha256:{shipped}"}
+    ck = route.source_checkpoint()
     files = checkpoint_files(base, ck.path, ck.revision, ck.id, use_digest_cache=use_digest_cache, cancel=cancel)
     return content_fact(base, route_name, files)
 
@@ -159,7 +168,7 @@ def facts(
         put("onnxruntime", "onnxruntime", "onnxruntime", env.get("onnxruntime"))
     put("python", "python", "Python", env.get("python"))
     put("trtls", "trtls", "trtls", __version__)
-    put("checkpoint", "checkpoint", "checkpoint revision", route.checkpoint.revision)
+    put("checkpoint", "checkpoint", "checkpoint revision", route.checkpoint.revision if route.checkpoint else None)
     put("lock", "lock", "lock entry", lock)
     if content is not None:
         out["checkpoint_content"] = dict(content)

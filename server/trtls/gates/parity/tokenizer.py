@@ -115,7 +115,8 @@ def route_tokenizer(
     from trtls.runtimes.tokenize import runtime_token_ids
 
     route = ctx.route
-    layout = resolve_layout(ctx.resolve(route.checkpoint.path), route.checkpoint.revision, route.checkpoint.id)
+    ck = route.source_checkpoint()
+    layout = resolve_layout(ctx.resolve(ck.path), ck.revision, ck.id)
     snapshot = layout.files_dir
     if layout.problem or snapshot is None:
         return None, f"the checkpoint's files cannot be located ({layout.problem or 'no snapshot for the revision'})"
