@@ -620,7 +620,12 @@ export interface Queued {
 export interface ReduceEngineArgs {
   uri: string;
   engine: string;
+  /** trial builds before it stops, as `trtls reduce --max-trials` */
   maxTrials?: number;
+  /** a failure trtls does not classify, as `--fail-regex` (any pattern matches) */
+  failRegex?: string[] | null;
+  /** continue the engine's latest stopped reduction, as `--resume` */
+  resume?: boolean;
 }
 
 /** `trtls.reduceEngine {uri, engine, maxTrials?}`: the reduction started (docs/triage.md); its result is TRT980 */

@@ -20,6 +20,7 @@ from trtls.cli.common import install_stop_keys, load_or_report, report_error
 from trtls.cli.exits import EXIT_BAD_INPUT, EXIT_CTRL_C, EXIT_FAILED, EXIT_OK, EXIT_TIMEOUT
 from trtls.cli.usage import positive_seconds
 from trtls.core.terminal_text import terminal_safe
+from trtls.triage.reduce_build import MAX_TRIALS
 
 EPILOG = (
     "exit codes: 0 a cause found (the minimal model or the setting), 1 the failure did not reproduce, nothing smaller "
@@ -83,9 +84,6 @@ def register(subparsers: Any) -> None:
     )
     r.add_argument("--json", action="store_true", help="print the result record as JSON")
     r.set_defaults(func=cmd_reduce)
-
-
-MAX_TRIALS = 10_000  # far beyond any bisection (2·log2 of a million nodes is 40): a bound, not a target
 
 
 def _trial_budget(text: str) -> int:
