@@ -23,7 +23,12 @@ CASES = RECORDED["cases"]
 
 @pytest.mark.parametrize(
     ("case", "supported"),
-    [("default", ["8.0", "8.6", "8.9", "12.0", "12.1", ">12.0"]), ("SM89", ["8.9"])],
+    [
+        ("default", ["8.0", "8.6", "8.9", "12.0", "12.1", ">12.0"]),
+        ("SM89", ["8.9"]),
+        ("SM80+SM120", ["8.0", "12.0"]),
+        ("ampere_plus", ["8.0", "8.6", "8.9", "12.0", "12.1", ">12.0"]),  # the hardware level: no wider on TRT-RTX
+    ],
 )
 def test_the_h200_s_words_parse_into_compute_capabilities(case: str, supported: list[str]) -> None:
     ((_, message),) = CASES[case]["logged"]
