@@ -14,6 +14,7 @@ from typing import Any, Protocol
 
 from trtls.builds.history import History
 from trtls.builds.roots import judged_write_root, open_record_stream
+from trtls.builds.time_left import with_time_left
 from trtls.core.build_config import flat_settings
 from trtls.core.cancel import CancelToken
 from trtls.core.display import (
@@ -334,7 +335,7 @@ class Build:
         text = progress_text([p.name for p in path], deepest.detail)
         if self.token.is_set:
             text += f" · {stopping_text(self.token.source)}"
-        return text
+        return with_time_left(self, text, now)  # `· ~40 s left, 25–60 s` or `· no estimate` (builds/time_left.py)
 
     def outcome_message(self) -> str:
         """How it ended, in a sentence (trtls.core.display.outcome_text): `built in 4.1 s`, `cancelled by ide_stop`."""

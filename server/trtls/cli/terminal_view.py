@@ -13,8 +13,9 @@ import time
 from typing import Any, TextIO
 
 from trtls.builds.supervisor import Build
+from trtls.builds.time_left import build_time_left
 from trtls.cli.console import raw
-from trtls.core.display import human_bytes, previous_engine_text
+from trtls.core.display import human_bytes, previous_engine_text, time_left_text
 from trtls.core.phase_tree import PhaseView, row_text, rows_of
 from trtls.core.terminal_text import terminal_safe as safe
 
@@ -84,7 +85,11 @@ class RichView:
 
         b = self.build
         now = time.monotonic_ns()
-        root = Tree(Text.assemble((safe(b.engine), "bold"), f" {safe(b.description(now))}"))
+        heading = b.description(now)
+        if b.running:  # `· ~40 s left, 25–60 s`, the progress message's words (trtls.builds.time_left)
+            left = build_time_left(b, now)
+            heading += f" · {time_left_text(left.seconds, left.low, left.high)}"
+        root = Tree(Text.assemble((safe(b.engine), "bold"), f" {safe(heading)}"))
         views = b.tree.view(now, b.baselines)
 
         def walk(node: Any, parent_id: str | None) -> None:

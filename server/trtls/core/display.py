@@ -245,3 +245,18 @@ def gates_verdict(
     warn = kind in ("refused", "failed")
     return {"outcome": outcome, "outcomeKind": kind, "level": "warning" if warn else "info", "text": text,
             "showProblems": warn}  # fmt: skip
+
+
+def _interval_bound(s: float) -> str:
+    """A bound of a time-left interval without its unit: `4.5`, `25`, `1 min 05 s` (over a minute it keeps one)."""
+    return human_seconds(s).removesuffix(" s") if s < 60 else human_seconds(s)
+
+
+def time_left_text(seconds: float | None, low: float | None, high: float | None) -> str:
+    """`~40 s left, 25–60 s`; `~2 min 10 s left, 1 min 40 s – 3 min 00 s`; `no estimate` without a basis (no
+    finished build of the same engine and settings: trtls.builds.time_left)."""
+    if seconds is None or low is None or high is None:
+        return "no estimate"
+    if high < 60:
+        return f"~{human_seconds(seconds)} left, {_interval_bound(low)}–{human_seconds(high)}"
+    return f"~{human_seconds(seconds)} left, {human_seconds(low)} – {human_seconds(high)}"
