@@ -39,11 +39,11 @@ def test_why_rebuilt_engines_list_and_rollback(seeded: tuple[Path, dict], seed_w
     will = engine_freshness(rec, "demo")
     assert will.state == "will_rebuild" and will.changes == [CHANGE]
     assert will.lens_title == f"▶ Build Engine · {CHANGE}"
-    assert will.hint == f"will rebuild: {CHANGE}"
+    assert will.hint == f"will rebuild because: {CHANGE}"
 
     done = run_build(seed_ws)
     assert done.returncode == 0, done.stderr
-    assert f"rebuilding demo: {CHANGE}" in done.stderr
+    assert f"rebuilding demo because: {CHANGE}" in done.stderr
     latest = summaries(seed_ws)[-1]
     assert latest["outcome"] == "built" and latest["rebuiltBecause"] == [CHANGE]
     # every face says the same why (core.display.rebuilt_text): the report page and the editor's tree row

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from trtls.builds.build import state_dir, worker_job
-from trtls.builds.reuse import ago
+from trtls.core.display import ago, will_rebuild_text
 from trtls.store.diff import key_changes
 from trtls.store.key import KeyUnavailable, engine_key, file_sha256
 from trtls.store.known_good import KnownGood, Pin
@@ -43,9 +43,9 @@ class Freshness:
 
     @property
     def hint(self) -> str | None:
-        """`will rebuild: optimization_level 3 → 5` (TRT336's message), or None."""
+        """`will rebuild because: optimization_level 3 → 5` (TRT336's message), or None."""
         if self.state == "will_rebuild" and self.changes:
-            return "will rebuild: " + "; ".join(self.changes)
+            return will_rebuild_text(self.changes)
         if self.state == "output_differs" and self.last is None:
             return (
                 "the engine at output was not built here: no build of this engine table is recorded"

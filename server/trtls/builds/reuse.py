@@ -23,6 +23,7 @@ from typing import Any
 
 from trtls import __version__
 from trtls.builds.roots import evidence_error, write_record
+from trtls.core.display import ago
 from trtls.core.evidence import runbook_without_worker
 from trtls.fs import open_regular, read_text
 from trtls.store.entries import Entry, Refused, RestoreFailed, Store
@@ -33,19 +34,6 @@ MEMO_FORMAT = "trtls.fast-hit/1"
 KEY_CODE = ("core/recipe.py", "core/build_config.py", "core/profiles.py", "builds/build.py", "store/key.py")
 ENV_KEYS = ("TRTLS_STORE", "TRTLS_STORE_TRUST", "TRTLS_STORE_KEY_FILE", "XDG_CACHE_HOME", "HOME")
 MAX_MEMO_BYTES = 1 << 20  # a memo: a few stats and digests
-
-
-def ago(t: float | None, now: float | None = None) -> str:
-    if not isinstance(t, (int, float)):
-        return "at an unknown time"
-    s = max(0.0, (now or time.time()) - t)
-    if s < 90:
-        return f"{s:.0f} s ago"
-    if s < 5400:
-        return f"{s / 60:.0f} min ago"
-    if s < 172800:
-        return f"{s / 3600:.0f} h ago"
-    return f"{s / 86400:.0f} days ago"
 
 
 def up_to_date_line(src: dict[str, Any]) -> str:

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from trtls.core.display import human_bytes
 from trtls.core.terminal_text import terminal_safe
 
 
@@ -86,8 +87,8 @@ def cmd_gc(args: argparse.Namespace) -> int:
         print(terminal_safe(f"{refused['path']}: {refused['code']} {refused['message']}"), file=sys.stderr)
         return 2
     verb = "would remove" if args.dry_run else "removed"
-    mb = result["freedBytes"] / 1e6
-    print(f"trtls gc: {verb} {len(result['removed'])} run(s), {mb:.1f} MB; kept {len(result['kept'])}")
+    freed = human_bytes(result["freedBytes"])
+    print(f"trtls gc: {verb} {len(result['removed'])} run(s), {freed}; kept {len(result['kept'])}")
     for r in result["removed"]:
         print(f"  {verb}: {r['buildId']} ({r['reason']})")
     for r in result["kept"]:

@@ -80,7 +80,7 @@ def _gc(store: Any, max_size: str | None) -> int:
 def _ls(store: Any, as_json: bool, verify: bool) -> int:
     """The entries, newest use first; each one refused (damaged: quarantined; not trusted: left) with why. With
     `verify` every listed engine is hashed against its record too; 1 when any entry was damaged."""
-    from trtls.builds.reuse import ago
+    from trtls.core.display import ago
     from trtls.store.entries import NotTrusted, Refused
 
     entries, refused = store.scan()

@@ -11,6 +11,7 @@ from typing import Any
 
 from trtls.cli.exits import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
 from trtls.cli.usage import JsonErrors, emit_error
+from trtls.core.display import rebuilding_text
 from trtls.core.terminal_text import terminal_safe
 
 
@@ -29,7 +30,7 @@ def say_lookup(engine: str, use: Any, *, quiet: bool, building: bool = False) ->
     for w in use.all_warnings():
         say_warning(w)
     if building and use.changes and not quiet:
-        say(f"rebuilding {engine}: " + "; ".join(use.changes))
+        say(rebuilding_text(engine, use.changes))
 
 
 def report_refused(loaded: Any, refused: Any) -> int:

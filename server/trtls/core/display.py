@@ -9,6 +9,7 @@ Now the server computes the words and sends them as data (`stepsText`, `detail`,
 from __future__ import annotations
 
 import math
+import time
 from typing import Any, Literal
 
 from trtls.core.outcome import gates_outcome
@@ -69,7 +70,7 @@ def phase_detail(
     as the question reads: silent this long, when it usually takes that long)."""
     parts = [step_text(status, step, num_steps), human_seconds(elapsed_s)]
     if quiet_s is not None:
-        parts.append(f"quiet {human_seconds(quiet_s)}")
+        parts.append(quiet_text(quiet_s))
     if baseline_s is not None:
         parts.append(f"usual {human_seconds(baseline_s)}")
     if stalled:
@@ -77,6 +78,26 @@ def phase_detail(
     if status in ("cancelled", "failed"):
         parts.append(status)
     return " · ".join(p for p in parts if p)
+
+
+def quiet_text(s: Any) -> str:
+    """`quiet 42 s`: how long the builder said nothing (a phase row, the report's timeline gap, the trace's)."""
+    return f"quiet {human_seconds(s)}"
+
+
+def ago(t: Any, now: float | None = None) -> str:
+    """`42 s ago`, `5 min ago`, `3 h ago`, `2 days ago` from a wall-clock time (a build's `startedAt`, a store
+    entry's last use); `at an unknown time` when there is none."""
+    if not isinstance(t, int | float) or isinstance(t, bool) or not math.isfinite(t):
+        return "at an unknown time"
+    s = max(0.0, (now if now is not None else time.time()) - t)
+    if s < 90:
+        return f"{s:.0f} s ago"
+    if s < 5400:
+        return f"{s / 60:.0f} min ago"
+    if s < 172800:
+        return f"{s / 3600:.0f} h ago"
+    return f"{s / 86400:.0f} days ago"
 
 
 def folded_label(name: str, count: int) -> str:
@@ -92,13 +113,29 @@ def progress_text(names: list[str], detail: str) -> str:
     return " › ".join(names) + f" {detail}"
 
 
+def reasons_text(reasons: list[Any]) -> str:
+    """Why an engine is (or was, or will be) built, one reason after the other: `optimization_level 3 → 5;
+    models/demo.onnx: bytes` (the engine store's key diff, or `--rebuild`, or `first build of this engine table`)."""
+    return "; ".join(str(r) for r in reasons)
+
+
 def rebuilt_text(summary: dict[str, Any] | None) -> str | None:
-    """Why a build ran instead of reusing an engine (the evidence's `rebuiltBecause`, from the engine store's key
-    diff), in the words every face shows: `rebuilt because: optimization_level 3 → 5; models/demo.onnx: bytes`."""
+    """Why a build ran instead of reusing an engine (the evidence's `rebuiltBecause`), in the words every face shows
+    after it: `rebuilt because: optimization_level 3 → 5; models/demo.onnx: bytes`."""
     why = (summary or {}).get("rebuiltBecause")
     if not isinstance(why, list) or not why:
         return None
-    return "rebuilt because: " + "; ".join(str(w) for w in why)
+    return f"rebuilt because: {reasons_text(why)}"
+
+
+def rebuilding_text(engine: str, reasons: list[Any]) -> str:
+    """The same, said as the build starts: `rebuilding demo because: optimization_level 3 → 5`."""
+    return f"rebuilding {engine} because: {reasons_text(reasons)}"
+
+
+def will_rebuild_text(reasons: list[Any]) -> str:
+    """The same, said before any build (the editor's hint, TRT336): `will rebuild because: optimization_level 3 → 5`."""
+    return f"will rebuild because: {reasons_text(reasons)}"
 
 
 PREVIOUS_ENGINE_WORDS = {
@@ -126,6 +163,23 @@ def previous_engine_text(summary: dict[str, Any]) -> str:
     """The words every face shows for `previous_engine_state` ('' for a build that replaced the engine)."""
     state = previous_engine_state(summary)
     return "" if state is None else PREVIOUS_ENGINE_WORDS[state]
+
+
+def evidence_lines(summary: dict[str, Any]) -> list[tuple[str, str]]:
+    """The evidence's verdicts as (label, text), in the order the terminal prints them after a build and the report
+    lists them: the timing cache's decision and why, the cleanup and the previous engine, the retry advice and its
+    rule, the validation status and its note."""
+    s = summary
+    raw = s.get("timingCache")
+    cache: dict[str, Any] = raw if isinstance(raw, dict) else {}
+    previous = previous_engine_text(s)
+    lines = [
+        ("timing cache", f"{s.get('timingCacheMode')} — {cache.get('reason', '')}"),
+        ("cleanup", f"{s.get('cleanupStatus')}" + (f"; {previous}" if previous else "")),
+        ("retry", f"{s.get('retryPolicy')} — {s.get('retryRule')}"),
+        ("validation", f"{s.get('validationStatus')} ({s.get('validationNote')})"),
+    ]
+    return lines
 
 
 NOT_STARTED = "not started"

@@ -10,6 +10,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from trtls.core.display import human_bytes
 from trtls.core.recipe import LoadedRecipe
 from trtls.core.tomlpos import TomlPath
 from trtls.onnx_files.fixes import _inline, fill_shapes, toml_key
@@ -64,7 +65,7 @@ def hover_text(loaded: LoadedRecipe, path: TomlPath, is_value: bool, cache: Mode
         return None
     if path[2:] == ("onnx",):
         rows = "\n".join(f"- `{i.name}` · `{i.dtype}` `{i.shape_text()}`" for i in model.inputs)
-        return f"**{model.path.name}** ({model.size / 1e6:.1f} MB, IR {model.ir_version}) inputs:\n\n{rows}"
+        return f"**{model.path.name}** ({human_bytes(model.size)}, IR {model.ir_version}) inputs:\n\n{rows}"
     rest = path[2:]
     name: str | None = None
     if len(rest) >= 4 and rest[0] == "profiles" and rest[2] == "inputs":

@@ -10,7 +10,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from trtls.core.display import human_bytes, human_seconds, phase_detail, previous_engine_text, rebuilt_text
+from trtls.core.display import (
+    evidence_lines,
+    human_bytes,
+    human_seconds,
+    phase_detail,
+    previous_engine_text,
+    quiet_text,
+    reasons_text,
+    rebuilt_text,
+)
 from trtls.report.evidence import QUIET_GAP_S, BuildEvidence, Span
 from trtls.report.page import badge, esc, facts, page, when
 
@@ -37,9 +46,8 @@ def build_report(ev: BuildEvidence) -> str:
                 ("duration", esc(human_seconds(s.get("durationS")))),
                 ("builder", esc(f"{s.get('builderModule')} {s.get('tensorrtVersion')}")),
                 ("config", f"<code>{esc(str(s.get('buildConfigHash') or '—')[:16])}</code>"),
-                ("timing cache", esc(s.get("timingCacheMode"))),
-                ("retry advice", esc(f"{s.get('retryPolicy')} — {s.get('retryRule')}")),
-                ("why this build ran", esc((rebuilt_text(s) or "—").removeprefix("rebuilt because: "))),
+                *((label, esc(text)) for label, text in evidence_lines(s)),  # as the terminal prints them
+                ("why this build ran", esc(reasons_text(s["rebuiltBecause"]) if rebuilt_text(s) else "—")),
             ]
         ),
         '<h2 id="timeline-title">Phase timeline</h2>',
@@ -88,7 +96,7 @@ def timeline_svg(ev: BuildEvidence) -> str:
     for a, b in ev.quiet_gaps:
         parts.append(
             f'<rect class="quiet-gap" x="{x(a):.1f}" y="0" width="{max(x(b) - x(a), 1):.1f}" height="{height - 22}" '
-            f'fill="var(--quiet)" opacity="0.25"><title>quiet {b - a:.2f} s: no builder callback</title></rect>'
+            f'fill="var(--quiet)" opacity="0.25"><title>{quiet_text(b - a)}: no builder callback</title></rect>'
         )
     for i, sp in enumerate(rows):
         y = i * ROW_H + 2

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from trtls.core.display import quiet_text
 from trtls.report.evidence import QUIET_GAP_S, BuildEvidence
 
 PID = 1
@@ -75,7 +76,7 @@ def chrome_trace(ev: BuildEvidence) -> dict[str, Any]:
                 "ph": "X",
                 "pid": PID,
                 "tid": QUIET_TID,
-                "name": f"quiet {b - a:.1f} s",
+                "name": quiet_text(b - a),
                 "cat": "quiet",
                 "ts": _us(a),
                 "dur": _us(b - a),

@@ -25,7 +25,6 @@ import asyncio
 import secrets
 import socket
 import threading
-import time
 from typing import Any
 
 import ray
@@ -35,6 +34,7 @@ from trtls.builds.farm.cell_runner import CellRun, Preloaded, discard, driver_to
 from trtls.builds.farm.node_worker import where_info
 from trtls.builds.farm.placement import Placement
 from trtls.builds.farm.warm_actors import kill_actor
+from trtls.core.display import ago
 
 NAMESPACE = "trtls-farm"
 CALLS_PER_CPU = 8  # a cell's run + engine_chunks + control calls at once, and cells of fractional CPUs
@@ -345,7 +345,7 @@ class HostSlot:
             state = "started for this cell (no idle preloaded worker)"
         elif worker.get("t") is not None:
             mods = ", ".join(worker.get("modules") or []) or "its builder"
-            state = f"imported {mods} {time.time() - float(worker['t']):.1f} s ago"
+            state = f"imported {mods} {ago(float(worker['t']))}"
         msg = (
             f"trtls farm: cell on the warm local farm's node host {self.farm_name} (actor pid "
             f"{where.get('actor_pid')}); its worker (pid {worker.get('pid')}) {state}"
