@@ -33,8 +33,8 @@ async def rollback_engine(ls: Any, raw: Any) -> dict[str, Any]:
 
 def rollback_actions(uri: str, loaded: Any, diagnostics: list[lsp.Diagnostic]) -> list[lsp.CodeAction]:
     """On a TRT205 whose advice is `rollback`: one action per engine to go back to (the newest good one first)."""
-    from trtls.builds.reuse import ago
     from trtls.builds.rollback import RollbackError, rollback_target
+    from trtls.core.display import ago
 
     out: list[lsp.CodeAction] = []
     for d in diagnostics:
