@@ -10,10 +10,11 @@ from typing import Any
 from lsprotocol import types as lsp
 from pygls.exceptions import JsonRpcInvalidParams
 
+from trtls.core.wire import RollbackEngineReply
 from trtls.lsp.command_args import RollbackEngineArgs, parse_args
 
 
-async def rollback_engine(ls: Any, raw: Any) -> dict[str, Any]:
+async def rollback_engine(ls: Any, raw: Any) -> RollbackEngineReply:
     from trtls.builds.rollback import RollbackError, rollback
 
     args = parse_args(RollbackEngineArgs, raw)
@@ -27,8 +28,13 @@ async def rollback_engine(ls: Any, raw: Any) -> dict[str, Any]:
     from trtls.lsp.build_commands import finish_restored
 
     finish_restored(ls, args.uri, summary, loaded.path)  # a finished row, its evidence, lens and diagnostics
-    keep = {k: summary[k] for k in ("buildId", "message", "rolledBackTo")}
-    return {**keep, "engine": args.engine, "status": "rolled_back"}
+    return RollbackEngineReply(
+        buildId=summary["buildId"],
+        engine=args.engine,
+        status="rolled_back",
+        message=summary["message"],
+        rolledBackTo=summary["rolledBackTo"],
+    )
 
 
 def rollback_actions(uri: str, loaded: Any, diagnostics: list[lsp.Diagnostic]) -> list[lsp.CodeAction]:
