@@ -199,13 +199,18 @@ export class UiCommands {
     await this.showResult('trtls.runGates', a, await this.server.command('trtls.runGates', a));
   }
 
-  /** The build a command acts on: the tree item it was run from, or one the user picks (newest first). */
-  private async pickFinishedBuild(arg: unknown, title: string): Promise<{ buildId: string; engine: string } | undefined> {
+  /** The build a command acts on: the tree item it was run from, or one the user picks (newest first). With
+   * `needReport`, only runs the server has a report page for (`hasReport`: no gates run, reduction or divergence). */
+  private async pickFinishedBuild(
+    arg: unknown, title: string, needReport = false,
+  ): Promise<{ buildId: string; engine: string } | undefined> {
     const buildId = buildIdOf(arg);
     if (buildId !== undefined) return { buildId, engine: this.model.get(buildId)?.engine ?? buildId };
     const listed = await this.server.command('trtls.listBuilds', {});
     // only builds that kept their evidence (keep_evidence = false drops it)
-    const done = listed.builds.filter((b) => b.status !== 'running' && b.evidencePath).reverse();
+    const done = listed.builds
+      .filter((b) => b.status !== 'running' && b.evidencePath && (!needReport || b.hasReport === true))
+      .reverse();
     if (done.length === 0) {
       void vscode.window.showInformationMessage('TensorRT: no finished build with evidence yet.');
       return undefined;
@@ -217,7 +222,7 @@ export class UiCommands {
   }
 
   private async showTimeline(arg?: unknown): Promise<void> {
-    const picked = await this.pickFinishedBuild(arg, 'TensorRT: Show Build Timeline');
+    const picked = await this.pickFinishedBuild(arg, 'TensorRT: Show Build Timeline', true);
     if (picked === undefined) return;
     const report = await this.server.command('trtls.buildReport', { buildId: picked.buildId });
     showBuildTimeline(report, picked.engine);
