@@ -120,3 +120,21 @@ def test_a_route_with_no_checkpoint_says_what_an_export_route_needs(tmp_path: Pa
     (root / "trtls.toml").write_text(text.replace('"export/tokenizer.json"', '"export/missing.json"'))
     found = [f for f in load_recipe(root / "trtls.toml").errors if f.path[-2:] == ("tokenizer_files", 0)]
     assert found and found[0].code == "TRT104"
+
+
+def test_the_cli_locks_nothing_and_builds_with_no_checkpoint_for_gate_1_to_read(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    root = shipped_export(tmp_path)
+
+    def cli(*args: str) -> subprocess.CompletedProcess:
+        command = [sys.executable, "-m", "trtls.cli.main", *args]
+        return subprocess.run(command, cwd=root, capture_output=True, text=True, timeout=600)
+
+    r = cli("route", "lock", "--route", "shipped")
+    assert r.returncode == 0 and "nothing to lock: it starts from an export" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr and not (root / "trtls.lock.json").exists()
+    r = cli("route", "build", "--route", "shipped")
+    assert r.returncode == 0 and "the ONNX as shipped, no engine" in r.stdout, r.stdout + r.stderr
+    assert "gate 1 has no checkpoint to read" in r.stderr

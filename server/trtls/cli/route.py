@@ -114,6 +114,12 @@ def _preflight(loaded: Any, name: str, args: Any) -> int | None:
         route = route_model(loaded, name)
     except (KeyError, ValueError):
         return None  # the build reports the recipe's errors itself, located
+    if route.from_export:  # no checkpoint for gate 1 to read: the build reads the shipped files (route.export_route)
+        print(
+            f"{loaded.path}: note: route {name} starts from an export: gate 1 has no checkpoint to read",
+            file=sys.stderr,
+        )
+        return None
     refuse, warn = build_preflight(loaded, name, route, use_digest_cache=not args.no_digest_cache)
     for c in warn:
         print(
@@ -141,7 +147,7 @@ def _preflight(loaded: Any, name: str, args: Any) -> int | None:
 def cmd_route_lock(args: Any) -> int:
     """Exit 0 locked, 2 bad input, 4 a route cannot be locked as it is (nothing written for it)."""
     from trtls.checkpoint.lock import LockError, lock_route
-    from trtls.core.route import route_names
+    from trtls.core.route import route_model, route_names
 
     loaded = load_route_recipe(args.recipe or ".")
     # an engine's ONNX that does not exist yet is what `trtls route build` writes: locking comes first (docs/gates.md)
@@ -160,6 +166,13 @@ def cmd_route_lock(args: Any) -> int:
         return EXIT_BAD_INPUT
     rc = EXIT_OK
     for name in wanted:
+        if route_model(loaded, name).from_export:  # nothing to lock: the bundle provenance pins the shipped files
+            print(
+                f"route {name}: nothing to lock: it starts from an export (no checkpoint); the sha256 of the files it "
+                "ships are recorded in the bundle's provenance and compared by gate 3",
+                file=sys.stderr,
+            )
+            continue
         try:
             entry = lock_route(loaded, name, use_digest_cache=not args.no_digest_cache)
         except LockError as exc:
