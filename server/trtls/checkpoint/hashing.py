@@ -3,7 +3,11 @@
 Speed: hashlib releases the GIL while it hashes a buffer larger than 2 KiB, so a thread pool hashes
 several files at once on several cores. Each file is read with `readinto` into one reused buffer
 per thread (no per-chunk allocation; 1 MiB stays in L2); files are handed out largest first so the pool stays balanced.
-sha256 of one file is sequential by nature: the speed-up comes from hashing several files at once.
+sha256 of one file is sequential by nature: one core's sha256 is the most one file can get. To get that close, a
+file hashed while cores are spare (fewer files left than cores) is read ahead on a thread of its own into a few
+rotating buffers, so the copy out of the page cache (or the wait for the disk) runs beside the hash instead of
+between its calls (~18 % of a core here: docs/performance.md). Each file is opened with POSIX_FADV_SEQUENTIAL (the
+kernel reads ahead further). No mmap: a file truncated while mapped kills the process with SIGBUS.
 
 Cache: `.trtls/digests.json` maps a file's absolute path to (size, mtime_ns, inode, sha256). A file whose
 size, mtime_ns and inode are unchanged is not read again. A file modified within `RACY_NS` of the moment it
@@ -28,6 +32,7 @@ from typing import Any, cast
 from trtls.fs import Kind, atomic_write_text, ensure_folder, open_regular, read_text
 
 BUF = 1024 * 1024  # fits L2: the copy out of the page cache stays hot for the hash (8 MiB measured ~35% slower)
+READ_AHEAD = 3  # buffers going round between a file's reader thread and its hasher: one filling, one hashing, a spare
 CACHE_FORMAT = "trtls.digests/1"
 RACY_NS = 2_000_000_000
 CACHE_LIMIT = 256 * 1024 * 1024  # ~150 bytes an entry: a million files
@@ -56,16 +61,26 @@ def _buffer() -> memoryview:
 
 
 def sha256_file(
-    path: str | os.PathLike[str], cancel: Callable[[], bool] | None = None, *, follow: bool = False
+    path: str | os.PathLike[str],
+    cancel: Callable[[], bool] | None = None,
+    *,
+    follow: bool = False,
+    read_ahead: bool = False,
 ) -> tuple[str, os.stat_result]:
     """(hex digest, the stat of the opened file). Reads through one open descriptor (no TOCTOU on the path), a
     regular file only (`fs.open_regular`: a FIFO or a device is refused before a byte is read); a final symlink is
-    refused unless `follow` (a Hugging Face cache's snapshot links into its blobs)."""
-    buf = _buffer()
+    refused unless `follow` (a Hugging Face cache's snapshot links into its blobs). `read_ahead`: read on a second
+    thread while this one hashes (for a core that would otherwise be idle)."""
     h = hashlib.sha256()
     with open_regular(path, limit=None, follow=follow) as f:
         st = os.fstat(f.fileno())
+        if hasattr(os, "posix_fadvise"):
+            os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_SEQUENTIAL)
         reader = cast(io.BufferedReader, f)  # what open_regular opens: readinto a buffer larger than its own
+        if read_ahead and st.st_size > 2 * BUF:
+            _hash_read_ahead(reader, h, cancel, path)
+            return h.hexdigest(), st
+        buf = _buffer()
         while True:
             n = reader.readinto(buf)  # the one reused buffer: no allocation per chunk
             if not n:
@@ -74,6 +89,46 @@ def sha256_file(
             if cancel is not None and cancel():
                 raise HashCancelled(str(path))
     return h.hexdigest(), st
+
+
+def _hash_read_ahead(reader: io.BufferedReader, h: Any, cancel: Callable[[], bool] | None, path: Any) -> None:
+    """Hash what `reader` reads, the reading on a thread of its own: `READ_AHEAD` buffers go round between the reader
+    (fills a free one) and this thread (hashes a full one, hands it back). Both release the GIL while they work. The
+    reader is joined before returning, whatever happened: the file is never read after its caller closes it."""
+    import queue
+
+    free: queue.SimpleQueue[memoryview | None] = queue.SimpleQueue()
+    full: queue.SimpleQueue[tuple[memoryview, int] | BaseException] = queue.SimpleQueue()
+    for _ in range(READ_AHEAD):
+        free.put(memoryview(bytearray(BUF)))
+
+    def read() -> None:
+        try:
+            while (buf := free.get()) is not None:
+                n = reader.readinto(buf)
+                full.put((buf, n))
+                if not n:
+                    return
+        except BaseException as exc:  # handed to the hashing thread, which raises it
+            full.put(exc)
+
+    thread = threading.Thread(target=read, name="trtls-hash-read", daemon=True)
+    thread.start()
+    try:
+        while True:
+            got = full.get()
+            if isinstance(got, BaseException):
+                raise got
+            buf, n = got
+            if not n:
+                return
+            h.update(buf[:n])
+            free.put(buf)
+            if cancel is not None and cancel():
+                raise HashCancelled(str(path))
+    finally:
+        free.put(None)  # a reader waiting for a buffer stops; one reading stops at its next
+        thread.join()
 
 
 class DigestCache:
@@ -159,15 +214,18 @@ def hash_files(
             todo.append((path, st))
     todo.sort(key=lambda item: item[1].st_size, reverse=True)
 
+    cores = os.cpu_count() or 1
+    n = max(1, min(workers or cores, len(todo)))
+    spare = n < cores  # fewer hashing threads than cores: each file's reading runs on an idle one
+
     def work(item: tuple[Path, os.stat_result]) -> FileDigest:
         path, _ = item
-        sha, st = sha256_file(path, cancel, follow=follow)
+        sha, st = sha256_file(path, cancel, follow=follow, read_ahead=spare)
         if cache is not None:
             cache.put(path, st, sha)
         return FileDigest(path, st.st_size, sha, False)
 
     if todo:
-        n = max(1, min(workers or os.cpu_count() or 1, len(todo)))
         if n == 1:
             results = [work(item) for item in todo]
         else:
