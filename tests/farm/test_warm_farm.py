@@ -201,9 +201,23 @@ def test_a_run_on_a_warm_farm_claims_a_warm_actor_whose_worker_imported_tensorrt
     assert status["workers"] == 1
     recipe = local_recipe(tmp_path / "ws", "demo", 1, 1, "reuse")
     head_procs: dict[int, str] = {}
+    used: set[str] = set()
+
+    def idle_preloaded() -> set[str]:
+        """Pids that imported TensorRT, are alive and built nothing yet: the farm's idle preloaded worker."""
+        pids = {p.name.split("-", 1)[1] for p in probe_dir.glob("tensorrt-*")} - used
+        return {pid for pid in pids if pid.isdigit() and Path(f"/proc/{pid}").exists()}
+
     try:
         runs = []
         for _ in range(2):
+            # what the farm guarantees is a worker that imported TensorRT once it has had the time to: after `up`
+            # and after each build it preloads one (a state to wait for — under load the import takes seconds),
+            # and a run that starts then claims that one, not a fresh process
+            deadline = time.monotonic() + 300
+            while not idle_preloaded() and time.monotonic() < deadline:
+                time.sleep(0.2)
+            assert idle_preloaded(), "the farm never preloaded a worker"
             imported_before = {p.name.split("-", 1)[1] for p in probe_dir.glob("tensorrt-*")}
             built = run("build", str(recipe), "--matrix", "--json")
             assert built.returncode == 0, built.stderr[-2000:]
@@ -211,6 +225,7 @@ def test_a_run_on_a_warm_farm_claims_a_warm_actor_whose_worker_imported_tensorrt
             parent = records[-1]["summary"]
             cell = next(r["summary"] for r in records if r.get("type") == "cell_summary")
             note = next(iter(parent["cluster"]["cells"].values()))
+            used.add(str(note["workerPid"]))
             runs.append((parent, cell, note, imported_before, records))
         for parent, cell, note, imported_before, records in runs:
             assert parent["outcome"] == "built" and parent["cluster"]["warm"] is True
