@@ -71,3 +71,24 @@ def test_the_editors_reduce_takes_the_commands_bounds_patterns_and_resume() -> N
         parse_args(ReduceEngineArgs, {**base, "failRegex": ["(unclosed"]})
     args = parse_args(ReduceEngineArgs, {**base, "maxTrials": 10_000, "failRegex": [r"K exceeds"], "resume": True})
     assert (args.maxTrials, args.failRegex, args.resume) == (10_000, [r"K exceeds"], True)
+
+
+def test_a_profile_the_model_cannot_take_is_said_as_the_cause_not_tensorrt(tmp_path: Path) -> None:
+    """Item 8's headline: the real PP-OCRv4 detector (rapidocr-onnxruntime) with a 100×100 opt profile fails to
+    build, and ONNX Runtime cannot run the model at those shapes either (its Adds broadcast 7 by 8): the record says
+    the profile is the likely cause, not TensorRT, instead of an internal error of the reduction."""
+    import shutil
+
+    from tests.onnx_files.third_party import fetch_all
+
+    shutil.copyfile(fetch_all()["ppocr_det"], tmp_path / "m.onnx")
+    (tmp_path / "trtls.toml").write_text(
+        '[engines.det]\nonnx = "m.onnx"\noutput = "build/det.engine"\n\n[[engines.det.profiles]]\n'
+        "inputs.x = { min = [1, 3, 32, 32], opt = [1, 3, 100, 100], max = [1, 3, 1280, 1280] }\n"
+    )
+    code, record, stderr = _reduce(tmp_path, "det")
+    assert record is not None, stderr[-2000:]
+    assert code == 1 and record["outcome"] == "failed" and record["errorCode"] == "TRT983", record
+    said = "the model itself does not run at profile 0's opt shapes {'x': [1, 3, 100, 100]} in ONNX Runtime either"
+    assert record["error"].startswith(said) and "not TensorRT" in record["error"], record["error"]
+    assert record["causeText"] == record["error"] and "the reduction failed" not in record["error"]

@@ -93,6 +93,20 @@ def every_tensor_session(model: Any) -> Any:
         raise RuntimeError(f"ONNX Runtime cannot load the model with every tensor marked: {exc}") from exc
 
 
+class ProfileShapesRejected(RuntimeError):
+    """The model itself does not run at a profile point's shapes (ONNX Runtime refused them, as a model whose
+    resizes need sizes a multiple of 32 refuses 100×100): the profile is the likely cause of the build's failure,
+    not TensorRT, and there is nothing to reduce."""
+
+    def __init__(self, index: int, point: str, shapes: dict[str, list[int]], reason: str) -> None:
+        self.index, self.point, self.shapes, self.reason = index, point, shapes, reason
+        super().__init__(
+            f"the model itself does not run at profile {index}'s {point} shapes {shapes} in ONNX Runtime either "
+            f"({reason.strip()}): the profile's shapes are the likely cause of the failure, not TensorRT — use "
+            "shapes the model accepts; nothing to reduce"
+        )
+
+
 def probe_tensors(model: Any, profiles: list[dict[str, Any]], seed: int = 0) -> dict[str, TensorFacts]:
     """Run `model` (an onnx ModelProto) once per profile point through ONNX Runtime on the CPU; return the facts of
     every top-level tensor that a run produced. Raises RuntimeError (with ONNX Runtime's message) when a run fails."""
@@ -107,7 +121,8 @@ def probe_tensors(model: Any, profiles: list[dict[str, Any]], seed: int = 0) -> 
             try:
                 values = session.run(names, feed)
             except Exception as exc:
-                raise RuntimeError(f"ONNX Runtime failed on profile {index} {point} shapes: {exc}") from exc
+                shapes = {name: list(np.shape(value)) for name, value in feed.items()}
+                raise ProfileShapesRejected(index, point, shapes, str(exc)) from exc
             for name, value in [*zip(names, values, strict=True), *feed.items()]:
                 arr = np.asarray(value)
                 f = facts.setdefault(name, TensorFacts(dtype=arr.dtype))

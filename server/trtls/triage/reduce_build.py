@@ -130,8 +130,12 @@ async def run_reduction(loaded: LoadedRecipe, engine: str, red: Reduction, runne
         red.error_code = MISSING_MODULE
         red.error = f"{missing_module_text(name)} ({type(exc).__name__}: {exc}; while {red.phase})"
     except Exception as exc:
+        from trtls.triage.probe import ProfileShapesRejected  # (numpy: not imported where `trtls` starts)
+
         red.error_code = REDUCTION_FAILED
         red.error = f"the reduction failed while {red.phase}: {type(exc).__name__}: {exc}"
+        if isinstance(exc, ProfileShapesRejected):  # a profile mistake: said as one, not as the reduction's failure
+            red.error = str(exc)
     return red
 
 
