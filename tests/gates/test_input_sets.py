@@ -77,7 +77,15 @@ def test_two_sets_of_different_lengths_both_pass_parity_with_evidence_per_set(tm
     assert tol.evidence["input_set"] == "short"
     measure = checks["release.measure"]
     assert measure.status == "pass", measure.message
-    assert measure.evidence["input_sets"] == ["short", "long"] and "over input sets short, long" in measure.message
+    assert (
+        list(measure.evidence["input_sets"]) == ["short", "long"] and "per input set (short, long)" in measure.message
+    )
+    # latency is judged per set, never pooled over both shapes: each set's own percentiles over its own requests
+    latency = checks["release.latency"]
+    per = latency.evidence["input_sets"]
+    assert list(per) == ["short", "long"] and "set short:" in latency.message and "set long:" in latency.message
+    assert all(per[n]["iterations"] == measure.evidence["input_sets"][n]["iterations"] == 50 for n in per)
+    assert per["short"]["p50_ms"] != per["long"]["p50_ms"]
 
 
 def _positions_cut_at_16(weights, config):
@@ -174,3 +182,38 @@ def test_divergence_takes_the_first_set_or_the_one_named(tmp_path):
     assert named == loaded.resolve("inputs/long.npz")
     with pytest.raises(DivergenceUnavailable, match="no reference input set 'mid' \\(its sets: short, long\\)"):
         _route_setup(loaded, "e", "mid")
+
+
+def test_the_onnx_runtime_session_settings_are_route_keys_every_measurement_uses(tmp_path):
+    """Issue 29 item 6: intra/inter-op threads, graph optimisation level and provider are runtime_options of the route;
+    gate 4 and gate 5 run with them and the evidence says which; a wrong value holds at its key; a provider this
+    ONNX Runtime does not have is said, never silently replaced by the CPU."""
+    root = _route(tmp_path, '"inputs/short.npz"')
+    assert asyncio.run(route_build.build_route(root / "trtls.toml", "bert")).ok
+    recipe = root / "trtls.toml"
+    text = recipe.read_text()
+    settings = 'threads = 2, inter_threads = 2, graph_optimization = "basic", '
+    recipe.write_text(text.replace("runtime_options = { ", "runtime_options = { " + settings))
+    checks = _gates(root, [4, 5])
+    measure = checks["release.measure"]
+    assert measure.status == "pass", measure.message
+    assert measure.evidence["session"] == {
+        "intra_op_threads": 2,
+        "inter_op_threads": 2,
+        "graph_optimization": "basic",
+        "provider": "CPUExecutionProvider",
+    }
+    assert "2 intra-op / 2 inter-op thread(s), graph optimisation basic" in measure.message
+    assert checks["parity.tolerance:last_hidden_state"].status == "pass"
+
+    recipe.write_text(text.replace("runtime_options = { ", 'runtime_options = { graph_optimization = "max", '))
+    config = _gates(root, [4])["parity.config"]
+    assert config.status == "hold" and "graph_optimization 'max' is not one of disabled, basic" in config.message
+
+    recipe.write_text(
+        text.replace("runtime_options = { ", 'runtime_options = { provider = "NoSuchExecutionProvider", ')
+    )
+    checks = _gates(root, [4, 5])
+    assert checks["parity.runtime_available"].status != "pass"
+    assert "has no NoSuchExecutionProvider" in checks["parity.runtime_available"].message
+    assert checks["release.measure"].status == "not_checked"

@@ -64,10 +64,21 @@ class _OrtAdapter(_Adapter):
         import onnxruntime as ort
 
         opts = ort.SessionOptions()
-        opts.intra_op_num_threads = max(1, spec.threads)
-        opts.inter_op_num_threads = 1
+        opts.intra_op_num_threads = spec.threads
+        opts.inter_op_num_threads = spec.inter_threads
+        opts.graph_optimization_level = {
+            "disabled": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
+            "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
+            "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
+            "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
+        }[spec.graph_optimization]
         opts.log_severity_level = 3
-        self.sess = ort.InferenceSession(spec.model, sess_options=opts, providers=["CPUExecutionProvider"])
+        available = ort.get_available_providers()
+        if spec.provider not in available:  # ONNX Runtime would fall back to another provider without a word
+            raise Unavailable(
+                f"ONNX Runtime {ort.__version__} here has no {spec.provider} (it has {', '.join(available)})"
+            )
+        self.sess = ort.InferenceSession(spec.model, sess_options=opts, providers=[spec.provider])
         self.signature = {}
         for i in self.sess.get_inputs():
             shape = (

@@ -26,6 +26,7 @@ RunStatus = Literal["ok", "error", "timeout", "crash", "unavailable"]
 DEFAULT_TIMEOUT_S = 60.0
 DEFAULT_MAX_INPUT_BYTES = 64 * 1024 * 1024
 STDERR_TAIL = 2000
+GRAPH_OPTIMIZATION = ("disabled", "basic", "extended", "all")  # ONNX Runtime's GraphOptimizationLevel, by its words
 
 
 @dataclass
@@ -37,12 +38,28 @@ class RuntimeSpec:
     perturb: float = 0.0  # FAULT INJECTION (see trtls.runtimes); 0 = off
     perturb_seed: int = 0
     max_input_bytes: int = DEFAULT_MAX_INPUT_BYTES
-    threads: int = 1  # onnxruntime intra-op threads (1 = deterministic, comparable latencies)
+    # ONNX Runtime session settings (the route's runtime_options; every gate 4 run and gate 5 measurement uses them,
+    # and the evidence records them: `session_settings`)
+    threads: int = 1  # intra-op threads (1 = deterministic, comparable latencies)
+    inter_threads: int = 1  # inter-op threads (used when the graph runs parallel branches)
+    graph_optimization: str = "all"  # disabled | basic | extended | all (ONNX Runtime's default is all)
+    provider: str = "CPUExecutionProvider"
     env: dict[str, str] = field(default_factory=dict)  # extra environment for the child
     cwd: str | None = None  # where the child runs (relative model/command paths resolve here); None = caller's cwd
     # False: feeds go to the runtime as they are, without trtls's `validate_feed` (gate 4's malformed-input check
     # measures what the runtime under test does with them, not what trtls's own validation does)
     validate_inputs: bool = True
+
+    def session_settings(self) -> dict[str, Any] | None:
+        """What an ONNX Runtime session is created with, as evidence says it (None for other runtimes)."""
+        if self.kind != "onnxruntime":
+            return None
+        return {
+            "intra_op_threads": self.threads,
+            "inter_op_threads": self.inter_threads,
+            "graph_optimization": self.graph_optimization,
+            "provider": self.provider,
+        }
 
     @property
     def label(self) -> str:
@@ -62,6 +79,12 @@ class RuntimeSpec:
             out.append("timeout_s must be > 0")
         if self.perturb < 0:
             out.append("perturb must be >= 0")
+        for name in ("threads", "inter_threads"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                out.append(f"{name} must be a whole number >= 1 (got {value!r})")
+        if self.graph_optimization not in GRAPH_OPTIMIZATION:
+            out.append(f"graph_optimization {self.graph_optimization!r} is not one of {', '.join(GRAPH_OPTIMIZATION)}")
         if self.perturb and self.kind in ("command", "tensorrt"):
             out.append("perturb (fault injection) is only implemented for onnxruntime and onnx_reference")
         return out

@@ -62,6 +62,9 @@ def runtime_spec(
 
 RUNTIME_OPTIONS = (
     "threads",
+    "inter_threads",
+    "graph_optimization",
+    "provider",
     "timeout_s",
     "command",
     "perturb",
@@ -72,6 +75,19 @@ RUNTIME_OPTIONS = (
     "malformed",
     "concurrency_exact",
     "tokenizer_command",
+)
+
+
+# runtime_options that are RuntimeSpec fields (the ONNX Runtime session settings among them: threads = intra-op)
+SPEC_OPTIONS = (
+    "threads",
+    "inter_threads",
+    "graph_optimization",
+    "provider",
+    "timeout_s",
+    "perturb",
+    "perturb_seed",
+    "max_input_bytes",
 )
 
 
@@ -132,13 +148,9 @@ def route_runtimes(ctx: GateContext) -> tuple[RuntimeSpec | None, RuntimeSpec | 
         command = options.get("command")
         if isinstance(command, str):
             command = shlex.split(command)
-        kw = {
-            k: options[k]
-            for k in ("threads", "timeout_s", "perturb", "perturb_seed", "max_input_bytes")
-            if k in options
-        }
+        kw = {k: options[k] for k in SPEC_OPTIONS if k in options}
         try:
-            return RuntimeSpec(
+            made = RuntimeSpec(
                 kind,
                 model=str(model_path) if model_path else None,
                 command=list(command) if command else None,
@@ -150,6 +162,19 @@ def route_runtimes(ctx: GateContext) -> tuple[RuntimeSpec | None, RuntimeSpec | 
                 _check("parity.config", "hold", f"runtime options: {exc}", "TRT810", base + ("runtime_options",))
             )
             return None
+        wrong = [p for p in made.problems() if p.startswith(("threads", "inter_threads", "graph_optimization"))]
+        if wrong:  # said at the key, not later as a failed runtime call
+            problems.append(
+                _check(
+                    "parity.config",
+                    "hold",
+                    "runtime options: " + "; ".join(wrong),
+                    "TRT810",
+                    base + ("runtime_options",),
+                )
+            )
+            return None
+        return made
 
     under_test = spec_for(route.runtime, opts, "runtime")
     reference = None if route.reference in INDEPENDENT_REFERENCES else spec_for(route.reference, {}, "reference")

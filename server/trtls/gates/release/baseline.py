@@ -38,7 +38,13 @@ def load_baseline(root: str | os.PathLike[str], route: str) -> dict[str, Any] | 
 
 
 def write_baseline(
-    root: str | os.PathLike[str], route: str, m: Measurement, *, bundle_sha256: str | None = None
+    root: str | os.PathLike[str],
+    route: str,
+    m: Measurement,
+    *,
+    bundle_sha256: str | None = None,
+    input_sets: Mapping[str, Any] | None = None,
+    session: Mapping[str, Any] | None = None,
 ) -> Path:
     """Record `m` as the route's baseline, atomically, inside the recipe's real folder `root` (a `.trtls` swapped for
     a symlink leading out is refused: an OSError the caller reports)."""
@@ -51,6 +57,8 @@ def write_baseline(
         "recorded_at": datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z"),
         "bundle_sha256": bundle_sha256,
         "measurement": m.as_dict(),
+        **({"input_sets": dict(input_sets)} if input_sets else {}),  # each set's own figures, never pooled
+        **({"session": dict(session)} if session else {}),  # the ONNX Runtime session it was measured with
     }
     atomic_write_text(path, json.dumps(record, indent=2) + "\n", kind=Kind.evidence, within=within)
     return path

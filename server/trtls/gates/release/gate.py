@@ -16,9 +16,10 @@ from trtls.fs import ensure_folder
 from trtls.gates.context import GateContext
 from trtls.gates.files import scratch as scratch_folder
 from trtls.gates.parity.check import toml_path
+from trtls.gates.parity.route import merge_set_checks
 from trtls.gates.release.baseline import check_baseline, load_baseline, write_baseline
 from trtls.gates.release.interleaved import artifact_spec, check_baseline_interleaved
-from trtls.gates.release.measure import Thresholds, measure
+from trtls.gates.release.measure import Measurement, Thresholds, measure, session_words
 from trtls.gates.release.performance import check_build_time, check_canary, check_performance
 from trtls.gates.release.rollback import SmokeFn, bundle_smoke, rollback_drill
 from trtls.gates.release.scratch import copy_in, deployed_smoke
@@ -57,35 +58,53 @@ def check_release(
     paths = dict(paths or {})
     t = Thresholds.of(thresholds)
     checks: list[GateCheck] = []
-    m = (
-        measure(spec, inputs, warmup=t.warmup, iterations=t.iterations)
-        if inputs
-        else RunResult("error", "no benchmark inputs")
-    )
-    if isinstance(m, RunResult):
-        status: CheckStatus = "not_checked" if m.status == "unavailable" or not inputs else "reject"
+    names = list(input_names) if input_names and len(input_names) == len(inputs) else None
+    # each input set measured on its own: percentiles pooled over two shapes describe neither
+    sets = list(zip(names, ([i] for i in inputs), strict=True)) if names and len(inputs) > 1 else [("", list(inputs))]
+    measured: list[tuple[str, Measurement | RunResult]] = [
+        (name, measure(spec, set_inputs, warmup=t.warmup, iterations=t.iterations))
+        for name, set_inputs in sets
+        if set_inputs
+    ] or [("", RunResult("error", "no benchmark inputs"))]
+    session = spec.session_settings()
+    said = "" if session is None else f" ({session_words(session)})"
+    failed = next(((n, m) for n, m in measured if isinstance(m, RunResult)), None)
+    if failed is not None:
+        name, res = failed
+        assert isinstance(res, RunResult)
+        status: CheckStatus = "not_checked" if res.status == "unavailable" or not inputs else "reject"
+        where = f" on input set {name}" if name else ""
         checks.append(
             _check(
                 "release.measure",
                 status,
-                f"cannot measure the runtime: {m.summary()}",
+                f"cannot measure the runtime{where}: {res.summary()}",
                 "TRT909",
                 toml_path(paths, "runtime"),
+                {"session": session},
             )
         )
-        checks += unmeasured(f"not measured: {m.summary()}", toml_path(paths, "thresholds"))
+        checks += unmeasured(f"not measured: {res.summary()}", toml_path(paths, "thresholds"))
     else:
+        ms = [(n, m) for n, m in measured if isinstance(m, Measurement)]
+        m = max((m for _, m in ms), key=lambda x: x.peak_rss_mib or 0.0)  # the memory figure: the largest set's
+        per_set = {n: x.as_dict() for n, x in ms if n}
         checks.append(
             _check(
                 "release.measure",
                 "pass",
-                f"measured {m.iterations} requests on {m.runtime}",
+                f"measured {m.iterations} requests"
+                + (f" per input set ({', '.join(per_set)})" if per_set else "")
+                + f" on {m.runtime}{said}",
                 "TRT909",
                 toml_path(paths, "runtime"),
-                m.as_dict(),
+                {**m.as_dict(), "session": session, **({"input_sets": per_set} if per_set else {})},
             )
         )
-        checks += check_performance(m, t, paths)
+        if per_set:
+            checks += merge_set_checks([(n, check_performance(x, t, paths)) for n, x in ms])
+        else:
+            checks += check_performance(m, t, paths)
         base = load_baseline(root, route)
         if base is not None and baseline_spec is not None:  # the rule established in this run (interleaved.py)
             checks.append(
@@ -101,6 +120,8 @@ def check_release(
                 route,
                 m,
                 bundle_sha256=sha256_file(active_bundle) if active_bundle and Path(active_bundle).is_file() else None,
+                input_sets=per_set or None,
+                session=session,
             )
     checks.append(check_build_time(build_summary, t, toml_path(paths, "build")))
     checks.append(check_canary(spec, list(canary_inputs or []), t, toml_path(paths, "canary_inputs")))
@@ -275,12 +296,6 @@ def run_gate(ctx: GateContext) -> list[GateCheck]:
                 baseline_spec=baseline_spec,
                 input_names=[n for n, p in set_files.items() if p is not None] if route.named_input_sets else None,
             )
-        if route.named_input_sets:
-            for c in checks:
-                if c.name == "release.measure":
-                    c.evidence["input_sets"] = [n for n, p in set_files.items() if p is not None]
-                    if c.status == "pass":
-                        c.message += f" over input sets {', '.join(c.evidence['input_sets'])}"
         if not gate3_ok:
             why = "gate 3 did not pass: the bundle is not verified"
             checks = [c for c in checks if c.name not in ("release.canary", "release.rollback")]

@@ -22,6 +22,14 @@ def percentile_ci(latencies_ms: Any, q: float) -> tuple[float, float]:
     return ci(latencies_ms, q)
 
 
+def session_words(session: dict[str, Any]) -> str:
+    """An ONNX Runtime session's settings as a measurement states them."""
+    return (
+        f"ONNX Runtime session: {session['intra_op_threads']} intra-op / {session['inter_op_threads']} inter-op "
+        f"thread(s), graph optimisation {session['graph_optimization']}, {session['provider']}"
+    )
+
+
 GATE = 5
 _check = partial(gate_check, GATE)
 MIB = 1024 * 1024
