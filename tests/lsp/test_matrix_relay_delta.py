@@ -1,14 +1,18 @@
 """A farm cell's phase tree goes to the client as deltas. Replayed from a real recorded TensorRT-RTX build (the
 event stream of `large`), every notification the relay makes is put through the extension's real TypeScript model
 (BuildTreeModel.update, via tests/ts_replay.py): after each one, the phases VS Code holds equal the whole tree at
-that point, and the deltas are smaller than whole trees."""
+that point — the build's own snapshot at the same instant (the build's clock held still), not the relay's memory of
+what it sent, so a relay that diffs against the wrong tree fails — and the deltas are smaller than whole trees."""
 
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
+from trtls.builds import build as build_module
 from trtls.builds.supervisor import Build
 from trtls.core.events import parse_event
 from trtls.lsp import matrix_relay
@@ -40,8 +44,17 @@ def by_id(phases: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return {p["id"]: p for p in phases}
 
 
+def held_clock(monkeypatch) -> list[int]:
+    """The build's monotonic clock, set by the test: two snapshots at one instant are the same tree."""
+    now = [time.monotonic_ns()]
+    frozen = SimpleNamespace(monotonic_ns=lambda: now[0], time=time.time, strftime=time.strftime)
+    monkeypatch.setattr(build_module, "time", frozen)
+    return now
+
+
 def test_the_extensions_merge_of_every_delta_is_the_whole_tree(monkeypatch) -> None:
     monkeypatch.setattr(matrix_relay, "FULL_TREE_INTERVAL_S", 1e9)  # only the first notification is whole
+    clock = held_clock(monkeypatch)
     relay, b = bare_relay(), cell()
     payloads: list[dict[str, Any]] = []
     wholes: list[dict[str, dict[str, Any]]] = []
@@ -51,8 +64,9 @@ def test_the_extensions_merge_of_every_delta_is_the_whole_tree(monkeypatch) -> N
         b.tree.apply(ev)
         if i % 7:  # a notification every few events, as the pump would send
             continue
+        clock[0] += 250_000_000  # a notification's worth of time passes: running rows change their words
         payloads.append({"uri": "file:///w/trtls.toml", **relay._cell_tree(b, now=float(i), whole=False)})
-        wholes.append(dict(relay.sent_phases[b.id]))  # the whole tree the relay diffed against
+        wholes.append(by_id(b.snapshot()["phases"]))  # the build's whole tree at that instant
     held = replay(payloads)["held"]
     assert len(held) == len(payloads)
     for k, (phases, whole) in enumerate(zip(held, wholes, strict=True)):
