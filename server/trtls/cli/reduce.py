@@ -20,7 +20,7 @@ from trtls.cli.common import install_stop_keys, load_or_report, report_error
 from trtls.cli.exits import EXIT_BAD_INPUT, EXIT_CTRL_C, EXIT_FAILED, EXIT_OK, EXIT_TIMEOUT
 from trtls.cli.usage import positive_seconds
 from trtls.core.terminal_text import terminal_safe
-from trtls.triage.reduce_build import MAX_TRIALS
+from trtls.triage import MAX_TRIALS
 
 EPILOG = (
     "exit codes: 0 a cause found (the minimal model or the setting), 1 the failure did not reproduce, nothing smaller "
@@ -231,6 +231,9 @@ async def _reduce(args: argparse.Namespace) -> int:
         if record["minimal"]:
             names = ", ".join(record["minimal"]["nodeNames"][:6])
             print(f"minimal model: {red.folder / 'minimal.onnx'} ({record['minimal']['nodes']} nodes: {names})")
+        good = record.get("minGood")
+        if good and not record.get("evidenceError"):
+            print(f"min good: {red.folder / 'min_good.onnx'} ({good['nodes']} nodes, trial {good['trial']}: it builds)")
         evidence = record.get("evidenceError") or red.folder / "result.json"  # TRT413: no result.json to point at
         print(terminal_safe(f"evidence: {evidence}"), file=sys.stderr)
     return _exit(record, red)

@@ -8,7 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pygls.exceptions import JsonRpcInvalidParams
 
 from trtls.builds.retry import RetryKind
-from trtls.triage.reduce_build import MAX_TRIALS
+from trtls.triage import MAX_TRIALS
 
 
 class _Args(BaseModel):

@@ -320,9 +320,6 @@ async def _run_reduction(loaded: LoadedRecipe, engine: str, red: Reduction, runn
     return red
 
 
-MAX_TRIALS = 10_000  # far beyond any bisection (2·log2 of a million nodes is 40): a bound, not a target
-
-
 def _named_node(graph: Any, compute: list[int], target: dict[str, Any] | None) -> int | None:
     """The index of the node the failure names (its `layer`, when that is a node of the model and not a `Constant`),
     or None."""
