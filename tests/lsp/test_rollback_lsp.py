@@ -4,7 +4,6 @@ the output (its bytes), with evidence `rolled_back`."""
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
 from pathlib import Path
@@ -22,14 +21,24 @@ def _sha(path: Path) -> str:
 
 
 async def _build(client: LanguageClient, uri: str, ws: Path) -> dict:
+    """Start a build and wait until its evidence is complete: the engine store's section (`store`) is written into
+    summary.json after the engine is published and its known-good record appended (builds.avoidance.after_build),
+    so a record with it is a build the store and the rollback know. A fixed sleep after the first summary was a
+    guess that a loaded machine could lose."""
     started = await execute(client, "trtls.buildEngine", {"uri": uri, "engine": "demo"})
     summary = ws / ".trtls" / "runs" / started["buildId"] / "summary.json"
-    for _ in range(3000):
-        if summary.is_file():
-            break
-        await asyncio.sleep(0.1)
-    await asyncio.sleep(0.5)  # the store publishes after the summary
-    return json.loads(summary.read_text())
+    record: dict = {}
+
+    def complete() -> bool:
+        nonlocal record
+        try:  # replaced atomically: a read sees the first summary or the completed one, never half of one
+            record = json.loads(summary.read_text())
+        except (OSError, ValueError):
+            return False
+        return "store" in record
+
+    await until(complete, timeout=300)
+    return record
 
 
 def _edit(client: LanguageClient, uri: str, ws: Path, old: str, new: str, version: int) -> None:
