@@ -17,7 +17,9 @@ every face shows are `trtls.core.capability.capability_findings`.
 from __future__ import annotations
 
 import json
+import math
 import os
+import signal
 import sys
 import time
 from typing import Any
@@ -135,6 +137,8 @@ def main() -> int:
     """Read one request on stdin, write one answer on stdout. TensorRT's own prints go to stderr: the answer's line
     is the only thing on the stdout the parent reads."""
     request = json.loads(sys.stdin.read())
+    # a parent that died (the editor's server killed) cannot end a parse that hangs: the child ends itself
+    signal.alarm(math.ceil(float(request.get("timeout_s") or 120)) + 5)
     answer_fd = os.dup(1)
     os.dup2(2, 1)
     result = answer(request)

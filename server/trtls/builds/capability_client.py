@@ -75,7 +75,9 @@ async def ask(request: dict[str, Any], timeout_s: float = TIMEOUT_S) -> dict[str
         *CHILD, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
     )
     try:
-        out, err = await asyncio.wait_for(proc.communicate(json.dumps(request).encode()), timeout_s)
+        out, err = await asyncio.wait_for(
+            proc.communicate(json.dumps({**request, "timeout_s": timeout_s}).encode()), timeout_s
+        )
     except (TimeoutError, asyncio.CancelledError) as exc:
         fs.signal_child(proc)  # our own child, held by this object
         await proc.wait()
@@ -91,7 +93,12 @@ async def ask(request: dict[str, Any], timeout_s: float = TIMEOUT_S) -> dict[str
 
 def ask_blocking(request: dict[str, Any], timeout_s: float = TIMEOUT_S) -> dict[str, Any]:
     try:
-        run = subprocess.run(CHILD, input=json.dumps(request).encode(), capture_output=True, timeout=timeout_s)
+        run = subprocess.run(
+            CHILD,
+            input=json.dumps({**request, "timeout_s": timeout_s}).encode(),
+            capture_output=True,
+            timeout=timeout_s,
+        )
     except subprocess.TimeoutExpired:
         return {
             "status": "not_checked",
