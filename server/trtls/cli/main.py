@@ -113,9 +113,10 @@ async def _build_one(
     view_cls = JsonView if args.json else (RichView if sys.stdout.isatty() else PlainView)
     view = view_cls(build)
     build.listeners.append(view.update)
+    ended = asyncio.ensure_future(build.ended())  # wakes the loop when the evidence is written, not at its next tick
     with view:
         while build.running:
-            await asyncio.sleep(0.125)
+            await asyncio.wait([ended], timeout=0.125)
             view.tick()
         await build.wait()
     if not args.json:
