@@ -5,9 +5,10 @@
                                                  ▼
                                     supervisor ──► worker ──► engine ──► publish to the store + known-good record
 
-Every face goes through `prepare` → `reuse_or_lock` → (on a miss) the supervisor → `after_build`. A hit imports
-no TensorRT and starts no worker: nothing here imports the adapter, and the key is computed from the worker job
-(builds.build.worker_job) with the digest cache. Builds with injected faults, an external worker, or `--no-store`
+Every face goes through trtls.app (`request_build`, `request_matrix`), which calls `prepare` → `reuse_or_lock` → (on
+a miss) the supervisor → `attach` (`after_build` when the build ends). A hit imports no TensorRT and starts no
+worker: nothing here imports the adapter, and the key is computed from the worker job (builds.build.worker_job) with
+the digest cache. Builds with injected faults, an external worker, or `--no-store`
 are not keyed (what an external worker reads is unknown)."""
 
 from __future__ import annotations
@@ -21,11 +22,11 @@ from pathlib import Path
 from typing import Any
 
 from trtls.builds.build import new_build_id, state_dir, worker_job
-from trtls.builds.pinned import PinUnavailable, serve_pin, settle_pin
+from trtls.builds.pinned import serve_pin, settle_pin
 from trtls.builds.restore import WAIT_POLL_S, output_root, remember, restore_hit, restore_now
 from trtls.builds.reuse import OutputHeld, ago, append_known_good
 from trtls.builds.roots import evidence_error, write_record
-from trtls.store.config import StoreConfig, store_config
+from trtls.store.config import store_config
 from trtls.store.diff import key_changes
 from trtls.store.entries import Entry, NotTrusted, Refused, Store, StoreUnusable
 from trtls.store.farm_keys import FULL_TRT_ON_CLUSTER, builder_mismatch, full_tensorrt_on_cluster
@@ -51,7 +52,7 @@ def prepare(
     job: dict[str, Any] | None = None,
 ) -> StoreUse:
     """Key the build and open its store. Raises StoreUnusable (TRT330/TRT331) for a store folder that cannot
-    serve its mode; `located_store_error` places it on the recipe. A rollback's pin is settled here (kept, lifted
+    serve its mode; trtls.app places it on the recipe. A rollback's pin is settled here (kept, lifted
     by a changed key, or removed by `unpin`: builds/pinned.py). `job`: the worker job the build will run, built once
     by the caller (trtls.app); keyed here, never changed (the key reads no build id)."""
     eng = loaded.engine(engine)
@@ -91,14 +92,6 @@ def prepare(
         use.store = Store.from_config(config)  # its trust, its signing key, the recipe's folder
         use.store.check()
     return use
-
-
-def located_store_error(loaded: Any, use_or_none: StoreConfig | None, exc: StoreUnusable) -> tuple[str, int, int]:
-    """(file, line, col) of a store error: the `[store] path` value when the recipe set it, else the recipe."""
-    if loaded.recipe.store is not None and loaded.recipe.store.path is not None:
-        rng = loaded.source_map.range(("store", "path"), True)
-        return str(loaded.path), rng.start_line + 1, rng.start_col + 1
-    return str(loaded.path), 1, 1
 
 
 def _lookup(use: StoreUse) -> Entry | None:
@@ -257,33 +250,6 @@ def attach(use: StoreUse, build: Any, on_warning: Callable[[str], None] | None =
                     on_warning(w)
 
     build.listeners.insert(0, on_end)
-
-
-async def before_build(
-    loaded: Any, engine: str, overrides: dict[str, Any] | None = None
-) -> tuple[StoreUse | None, dict[str, Any] | None]:
-    """The editor's lookup: (use, None) → start the build and `attach(use, build)`; (None, summary) → done: the
-    summary's outcome is `reused`, or `store_error` (TRT330/TRT331: nothing is built, as in the terminal)."""
-    try:
-        use = await asyncio.to_thread(prepare, loaded, engine, overrides)
-        reused = await reuse_or_lock(use, loaded)
-    except (StoreUnusable, PinUnavailable) as exc:
-        return None, {"outcome": "store_error", "code": exc.code, "error": f"{exc.code} {exc}"}
-    return (None, reused) if reused is not None else (use, None)
-
-
-def reply_of(done: dict[str, Any], recipe: Path) -> dict[str, Any]:
-    """`before_build`'s answer as the editor's trtls.buildEngine reply (core.wire.BuildEngineReply)."""
-    if done.get("outcome") == "store_error":
-        return {"buildId": None, "status": "store_error", "errors": [str(done.get("error"))]}
-    return {
-        "buildId": done["buildId"],
-        "status": "reused",
-        "message": done.get("message"),
-        "engineKey": done.get("engineKey"),
-        "reusedFrom": done.get("reusedFrom"),
-        "evidencePath": str(recipe.parent / ".trtls" / "runs" / done["buildId"] / "summary.json"),
-    }
 
 
 # -- matrices: every cell keyed before anything starts (the terminal's --matrix/--all and the editor's Build Matrix) --
