@@ -205,6 +205,15 @@ def test_the_onnx_runtime_session_settings_are_route_keys_every_measurement_uses
     }
     assert "2 intra-op / 2 inter-op thread(s), graph optimisation basic" in measure.message
     assert checks["parity.tolerance:last_hidden_state"].status == "pass"
+    # the bundle was built with the defaults: what was measured is not what it deploys
+    session = checks["release.session"]
+    assert session.status == "hold" and session.code == "TRT912"
+    assert "intra_op_threads 1 in the bundle, 2 measured" in session.message
+    assert "graph_optimization 'all' in the bundle, 'basic' measured" in session.message
+    assert asyncio.run(route_build.build_route(recipe, "bert")).ok  # rebuilt: the bundle records the route's session
+    session = _gates(root, [5])["release.session"]
+    assert session.status == "pass" and session.evidence["recorded"] == session.evidence["measured"]
+    assert session.evidence["recorded"]["inter_op_threads"] == 2
 
     recipe.write_text(text.replace("runtime_options = { ", 'runtime_options = { graph_optimization = "max", '))
     config = _gates(root, [4])["parity.config"]

@@ -225,7 +225,8 @@ _TABLE: tuple[Code, ...] = (
     Code("TRT909", ERROR, "gate-release", "Measurement could not run"),
     Code("TRT910", WARNING, "gate-release", "A path the route names leaves the recipe folder"),
     Code("TRT911", WARNING, "gate-release", "Portability: a target the engine was not built for or validated on"),
-    # TRT912–TRT929: free (one line per new code, here)
+    Code("TRT912", WARNING, "gate-release", "The measured ONNX Runtime session is not the one the bundle records"),
+    # TRT913–TRT929: free (one line per new code, here)
     # -- docs/codes/route-life.md --------------------------------------------------------------------------------------
     Code("TRT950", WARNING, "route-life", "Promoted route must be revalidated"),
     Code("TRT951", ERROR, "route-life", "The promoted bundle's canary failed"),

@@ -22,6 +22,7 @@ from trtls.core.cancel import CancelToken
 from trtls.core.paths import real
 from trtls.core.recipe import LoadedRecipe
 from trtls.core.route import RouteModel
+from trtls.core.runtime_session import runtime_session
 from trtls.fs import TooLarge, read_bytes
 from trtls.route.checkpoint import CheckpointState, files_digest
 from trtls.route.errors import RouteBuildError
@@ -134,6 +135,7 @@ def build_export_route(
         "onnx_sha256": onnx_sha,
         "engine_sha256": None,
         "runtime": f"onnxruntime {ort_version}",
+        "runtime_session": runtime_session(route.runtime, route.runtime_options),  # gate 5: TRT912
         "trtls_version": __version__,
     }
     sections: dict[str, Any] = {"model.onnx": onnx_bytes}

@@ -21,6 +21,7 @@ from typing import Any
 from trtls.core.cancel import CancelToken
 from trtls.core.recipe import LoadedRecipe
 from trtls.core.route import RouteModel
+from trtls.core.runtime_session import runtime_session
 from trtls.fs import read_bytes
 from trtls.route.checkpoint import checkpoint_provenance, deployment_sections, model_identity, read_route_inputs
 from trtls.route.errors import RouteBuildError, recipe_errors
@@ -108,6 +109,7 @@ def build_onnx_route(
         **({"precision_conversion": conversion} if conversion is not None else {}),
         "engine_sha256": None,
         "runtime": f"onnxruntime {ort_version}",
+        "runtime_session": runtime_session(route.runtime, route.runtime_options),  # gate 5: TRT912
         "trtls_version": __version__,
         **({"pooling": pooling.as_dict()} if pooling is not None else {}),  # gate 4's TRT816 checks it (modules.json)
     }

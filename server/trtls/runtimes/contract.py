@@ -19,6 +19,7 @@ from typing import Any, Literal
 import numpy as np
 
 from trtls.core.paths import real
+from trtls.core.runtime_session import SESSION_OPTIONS, runtime_session
 from trtls.fs import Kind, atomic_writer, open_regular
 
 KINDS = ("onnxruntime", "onnx_reference", "tensorrt", "command")
@@ -40,10 +41,10 @@ class RuntimeSpec:
     max_input_bytes: int = DEFAULT_MAX_INPUT_BYTES
     # ONNX Runtime session settings (the route's runtime_options; every gate 4 run and gate 5 measurement uses them,
     # and the evidence records them: `session_settings`)
-    threads: int = 1  # intra-op threads (1 = deterministic, comparable latencies)
-    inter_threads: int = 1  # inter-op threads (used when the graph runs parallel branches)
-    graph_optimization: str = "all"  # disabled | basic | extended | all (ONNX Runtime's default is all)
-    provider: str = "CPUExecutionProvider"
+    threads: int = SESSION_OPTIONS["threads"][1]  # intra-op threads (1 = deterministic, comparable latencies)
+    inter_threads: int = SESSION_OPTIONS["inter_threads"][1]  # inter-op threads (parallel branches of the graph)
+    graph_optimization: str = SESSION_OPTIONS["graph_optimization"][1]  # disabled | basic | extended | all
+    provider: str = SESSION_OPTIONS["provider"][1]
     env: dict[str, str] = field(default_factory=dict)  # extra environment for the child
     cwd: str | None = None  # where the child runs (relative model/command paths resolve here); None = caller's cwd
     # False: feeds go to the runtime as they are, without trtls's `validate_feed` (gate 4's malformed-input check
@@ -52,14 +53,7 @@ class RuntimeSpec:
 
     def session_settings(self) -> dict[str, Any] | None:
         """What an ONNX Runtime session is created with, as evidence says it (None for other runtimes)."""
-        if self.kind != "onnxruntime":
-            return None
-        return {
-            "intra_op_threads": self.threads,
-            "inter_op_threads": self.inter_threads,
-            "graph_optimization": self.graph_optimization,
-            "provider": self.provider,
-        }
+        return runtime_session(self.kind, {key: getattr(self, key) for key in SESSION_OPTIONS})
 
     @property
     def label(self) -> str:

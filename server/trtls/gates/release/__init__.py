@@ -23,7 +23,7 @@ How it is judged (documented in docs/codes/gate-release.md):
 
 Codes: TRT901 latency · TRT902 throughput · TRT903 memory · TRT904 warm-up · TRT905 build time ·
 TRT906 baseline · TRT907 canary · TRT908 rollback · TRT909 measurement failed/unavailable · TRT910 a path
-outside the recipe folder.
+outside the recipe folder · TRT912 the measured ONNX Runtime session is not the one the bundle records.
 """
 
 from trtls.gates.release.baseline import BASELINE_FORMAT, baseline_path, check_baseline, load_baseline, write_baseline

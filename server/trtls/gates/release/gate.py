@@ -23,6 +23,7 @@ from trtls.gates.release.measure import Measurement, Thresholds, measure, sessio
 from trtls.gates.release.performance import check_build_time, check_canary, check_performance
 from trtls.gates.release.rollback import SmokeFn, bundle_smoke, rollback_drill
 from trtls.gates.release.scratch import copy_in, deployed_smoke
+from trtls.gates.release.session import check_session
 from trtls.runtimes import RunResult, RuntimeSpec
 
 GATE = 5
@@ -191,6 +192,15 @@ def _build_summary(ctx: GateContext) -> Path | None:
     return linked[0] if linked else None
 
 
+def _bundle_header(bundle: Path | None) -> dict[str, Any] | None:
+    from trtls.bundle import BundleError, read_bundle
+
+    try:
+        return read_bundle(bundle).header if bundle is not None and bundle.is_file() else None
+    except (BundleError, OSError):
+        return None
+
+
 def _not_run(name: str, code: str, why: str, path: TomlPath) -> GateCheck:
     return _check(name, "not_checked", f"not run: {why}", code, path, {"not_run": True})
 
@@ -296,6 +306,9 @@ def run_gate(ctx: GateContext) -> list[GateCheck]:
                 baseline_spec=baseline_spec,
                 input_names=[n for n, p in set_files.items() if p is not None] if route.named_input_sets else None,
             )
+        if deployed_ok:
+            session = check_session(deployed, _bundle_header(active), base + ("runtime_options",))
+            checks += [session] if session is not None else []
         if not gate3_ok:
             why = "gate 3 did not pass: the bundle is not verified"
             checks = [c for c in checks if c.name not in ("release.canary", "release.rollback")]
