@@ -81,7 +81,6 @@ BY_NAME = {b.name: b for b in BENCHES}
 
 DATE = re.compile(r"\b\d{4}-\d{2}-\d{2}\b")
 RUN_LINE_START, RUN_LINE_END = "<!-- run_all: last run -->", "<!-- /run_all -->"
-MARKED = "<!-- bench: "  # in every generated section
 DOC_WIDTH = 118  # docs/performance.md's prose lines
 
 
@@ -336,6 +335,11 @@ def heading_of(section: str) -> str:
     return section.split("\n", 1)[0][3:].strip()
 
 
+def markers(section: str) -> list[str]:
+    """The `<!-- bench: NAME -->` lines of a section (a marker quoted inside a sentence is not one)."""
+    return [line.strip() for line in section.splitlines() if re.fullmatch(r"<!-- bench: \S+ -->", line.strip())]
+
+
 def hand_subsections(section: str) -> str:
     """The section from its first `### ` on (written by hand under a generated section: kept on a re-run)."""
     fenced, offset = False, 0
@@ -385,13 +389,13 @@ def merge(
             continue  # its previous section and rows stay; the run line names the failure
         bench = BY_NAME[r["bench"]]
         new = render_section(bench, r, meta, quick)
-        at = next((i for i, s in enumerate(sections) if bench.marker in s), None)
+        at = next((i for i, s in enumerate(sections) if bench.marker in markers(s)), None)
         if at is not None:
             sections[at] = new + hand_subsections(sections[at])
         else:  # first time: beside the hand-written section on the same subject, else before the closing sections
             ends = ("Where the time goes", "How to reproduce")
             near = next(
-                (i for i, s in enumerate(sections) if heading_of(s).startswith(bench.title) and MARKED not in s), None
+                (i for i, s in enumerate(sections) if heading_of(s).startswith(bench.title) and not markers(s)), None
             )
             end = next((i for i, s in enumerate(sections) if heading_of(s).startswith(ends)), len(sections))
             sections.insert(near if near is not None else end, new)

@@ -90,7 +90,7 @@ def test_every_summary_row_carries_a_date_or_belongs_to_a_dated_section() -> Non
 
 def test_each_benchmark_marker_is_on_the_page_at_most_once_and_names_a_benchmark() -> None:
     doc = DOC.read_text()
-    named = re.findall(r"<!-- bench: (\S+) -->", doc)
+    named = re.findall(r"^<!-- bench: (\S+) -->$", doc, re.MULTILINE)
     assert named, "the sections run_all.py generates carry their marker"
     assert sorted(set(named)) == sorted(named), f"a marker twice: {named}"
     assert set(named) <= set(run_all.BY_NAME), f"markers of no benchmark: {set(named) - set(run_all.BY_NAME)}"
@@ -131,7 +131,7 @@ def test_list_prints_each_benchmark_and_what_the_skipped_ones_need() -> None:
 
 HAND = """## Store, by hand
 
-Measured 2026-11-02 by hand: 1.5 s.
+Measured 2026-11-02 by hand: 1.5 s. A generated one would carry `<!-- bench: bench_store -->` on a line of its own.
 
 ```
 ## not a heading: inside a fence
@@ -265,6 +265,9 @@ def test_merge_puts_a_first_section_before_the_hand_written_one_on_its_subject()
     assert "| hit | 0.19 s | ≤ 0.5 s | **PASS** | a\\|b |" in parts[2], "a | inside a cell is escaped"
     assert summary_rows(out)[-1] == "| Engine store | hit | 0.19 s | ≤ 0.5 s | **PASS** | 2026-12-03 |"
     assert "Measured 2026-11-01 on Old CPU, 2 cores: 9.9 reports/s." in parts[1], "the other benchmark's section kept"
+    assert parts[3] == HAND.replace("## Store, by hand", "## Engine store: build avoidance (issue 19)"), (
+        "a marker quoted in a sentence does not make a section generated"
+    )
 
 
 def test_only_refuses_a_name_that_is_no_benchmark_before_running_any() -> None:
