@@ -15,7 +15,7 @@ from typing import Any, TextIO
 from trtls.builds.supervisor import Build
 from trtls.builds.time_left import build_time_left
 from trtls.cli.console import raw
-from trtls.core.display import human_bytes, previous_engine_text, time_left_text
+from trtls.core.display import evidence_lines, human_bytes, time_left_text
 from trtls.core.phase_tree import PhaseView, row_text, rows_of
 from trtls.core.terminal_text import terminal_safe as safe
 
@@ -230,18 +230,12 @@ def print_outcome(build: Build, out: TextIO | None = None) -> None:
             f"  cancel: source={s['cancelSource']} request→builder return {s.get('cancelLatencyMs')} ms, "
             f"return→cleanup {s.get('cleanupLatencyMs')} ms, forced={s.get('forced')}"
         )
-    cache = s.get("timingCache") or {}
-    say(f"  timing cache: {s.get('timingCacheMode')} — {cache.get('reason', '')}")
-    say(f"  cleanup: {s.get('cleanupStatus')}{_previous_engine(s)}")
+    verdicts = dict(evidence_lines(s))  # the report lists the same lines (core.display)
+    for label in ("timing cache", "cleanup"):
+        say(f"  {label}: {verdicts[label]}")
     if s.get("engineArtifact"):
         e = s["engineArtifact"]
         say(f"  engine: {e['path']} ({human_bytes(e.get('size'))}, sha256 {str(e.get('sha256'))[:16]}…)")
-    say(f"  retry: {s.get('retryPolicy')} — {s.get('retryRule')}")
-    say(f"  validation: {s.get('validationStatus')} ({s.get('validationNote')})")
+    for label in ("retry", "validation"):
+        say(f"  {label}: {verdicts[label]}")
     say(f"  evidence: {s.get('evidenceError') or build.evidence_dir / 'summary.json'}")  # TRT413: none written
-
-
-def _previous_engine(s: dict[str, Any]) -> str:
-    """What became of the engine that was at the output before this build (core.display's words)."""
-    text = previous_engine_text(s)
-    return f"; {text}" if text else ""  # a built engine replaced it, atomically
