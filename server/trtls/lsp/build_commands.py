@@ -13,15 +13,19 @@ from lsprotocol import types as lsp
 from pygls.exceptions import JsonRpcInvalidParams
 from pygls.uris import from_fs_path
 
+from trtls.app.build import request_build, runs_as_matrix  # imported by the warm-up, not the first click
+from trtls.app.matrix import request_matrix
 from trtls.app.results import AlreadyBuilding, Refused, Reused
 from trtls.builds.retry import retry_overrides
 from trtls.builds.runs import RestoredRun
 from trtls.builds.supervisor import Build
 from trtls.core import wire
-from trtls.core.findings import Origin
+from trtls.core.findings import Finding, Origin
 from trtls.lsp.build_relay import BuildRelay, build_tree, notify_build_tree
+from trtls.lsp.command_args import BuildEngineArgs, BuildMatrixArgs
 
 if TYPE_CHECKING:
+    from trtls.core.recipe import LoadedRecipe
     from trtls.lsp.language_server import TrtlsServer
 
 log = logging.getLogger(__name__)
@@ -34,12 +38,10 @@ def refused_request(refused: Refused) -> JsonRpcInvalidParams:
     return JsonRpcInvalidParams("; ".join(refused.lines), data={"code": first.code, "errors": refused.lines})
 
 
-async def start_build(ls: TrtlsServer, args: Any) -> wire.BuildEngineReply | wire.BuildMatrixReply:
+async def start_build(ls: TrtlsServer, args: BuildEngineArgs) -> wire.BuildEngineReply | wire.BuildMatrixReply:
     """trtls.buildEngine through the application layer (trtls.app.request_build): a build started, one already
     building, a bad recipe, an engine the store served or a store that cannot be used; on a recipe with a
     [cluster], the farm run of that one cell (trtls.buildMatrix's reply)."""
-    from trtls.app.build import request_build, runs_as_matrix
-
     loaded = await ls.recipe_async(args.uri)  # the request's one recipe check
     ls.store.set(args.uri, Origin.recipe, "", loaded.findings)
     if loaded.recipe is None:
@@ -47,8 +49,6 @@ async def start_build(ls: TrtlsServer, args: Any) -> wire.BuildEngineReply | wir
         errors = [f"{loaded.location(f)}: {f.code} {f.message}" for f in loaded.errors]
         return wire.BuildEngineReply(buildId=None, engine=args.engine, status="invalid_recipe", errors=errors)
     if runs_as_matrix(loaded):  # a farm run of one cell
-        from trtls.lsp.command_args import BuildMatrixArgs
-
         return await _matrix(ls, BuildMatrixArgs(uri=args.uri, engine=args.engine, matrix=False), loaded)
     overrides: dict[str, Any] = {}
     if args.engine in loaded.recipe.engines:
@@ -90,16 +90,15 @@ async def start_build(ls: TrtlsServer, args: Any) -> wire.BuildEngineReply | wir
     return wire.BuildEngineReply(buildId=build.id, engine=args.engine, status="started")
 
 
-async def start_matrix_build(ls: TrtlsServer, args: Any) -> wire.BuildMatrixReply:
+async def start_matrix_build(ls: TrtlsServer, args: BuildMatrixArgs) -> wire.BuildMatrixReply:
     """trtls.buildMatrix: a matrix or farm run (docs/farm.md)."""
     return await _matrix(ls, args, await ls.recipe_async(args.uri))
 
 
-async def _matrix(ls: TrtlsServer, args: Any, loaded: Any) -> wire.BuildMatrixReply:
+async def _matrix(ls: TrtlsServer, args: BuildMatrixArgs, loaded: LoadedRecipe) -> wire.BuildMatrixReply:
     """A matrix or farm run through the application layer (trtls.app.request_matrix): one parent, one cell build
     each. Refused with located findings when the recipe is bad or no node can hold some cell (nothing is submitted
     then)."""
-    from trtls.app.matrix import request_matrix
     from trtls.lsp.matrix_relay import MatrixRelay
 
     ls.store.set(args.uri, Origin.recipe, "", loaded.findings)
@@ -160,9 +159,11 @@ async def _matrix(ls: TrtlsServer, args: Any, loaded: Any) -> wire.BuildMatrixRe
     )
 
 
-def _place_refusal(ls: TrtlsServer, uri: str, loaded: Any, findings: list[Any]) -> None:
+def _place_refusal(ls: TrtlsServer, uri: str, loaded: LoadedRecipe, findings: list[Finding]) -> None:
     """No node can hold some cell: the findings on the recipe keys that no node can satisfy, as diagnostics."""
-    for engine in {f.path[1] for f in findings if len(f.path) > 1} or set(loaded.recipe.engines):
+    for engine in {f.path[1] for f in findings if len(f.path) > 1} or set(
+        loaded.recipe.engines if loaded.recipe else ()
+    ):
         ls.store.set(uri, Origin.build, engine, [f for f in findings if engine in f.path[:2]])
     if any(len(f.path) < 2 for f in findings):
         ls.store.set(uri, Origin.build, "[cluster]", [f for f in findings if len(f.path) < 2])
