@@ -48,26 +48,41 @@ def repository_paths(text: str, top: set[str]) -> list[str]:
     return out
 
 
+def spellings(token: str) -> list[str]:
+    """The paths a token may name: itself, a module without `.py` (`builds/avoidance`), a module's attribute
+    (`lsp/triage_command._fix_for` → `lsp/triage_command.py`)."""
+    folder, _, name = token.rpartition("/")
+    module = name.split(".", 1)[0]
+    return [token, f"{token}.py", f"{folder}/{module}.py"]
+
+
+def exists(token: str, md: Path) -> bool:
+    return any((base / path).exists() for base in (*BASES, md.parent) for path in spellings(token))
+
+
 def test_every_backticked_repository_path_exists() -> None:
     top, missing, named = top_level(), [], 0
     for md in pages():
         for token in repository_paths(md.read_text(encoding="utf-8"), top):
             named += 1
-            if token not in ALLOWED and not any((base / token).exists() for base in (*BASES, md.parent)):
+            if token not in ALLOWED and not exists(token, md):
                 missing.append(f"{md.relative_to(ROOT)}: `{token}`")
     assert named > 200  # the rule finds the paths the pages name (not a filter that lets everything through)
     assert missing == []
 
 
 def test_the_rule_finds_a_stale_path_and_leaves_examples_alone() -> None:
-    text = "see `models/assist.py`, `builds/avoidance.py`, `.trtls/runs/<id>/summary.json`, `a/b c`\n```\nx/y.py\n```"
+    text = (
+        "see `models/assist.py`, `builds/avoidance.py`, `lsp/triage_command.fix_x`, `core/nothing_here.run`, "
+        "`.trtls/runs/<id>/summary.json`, `a/b c`\n```\nx/y.py\n```"
+    )
     found = repository_paths(text, top_level())
-    assert found == ["models/assist.py", "builds/avoidance.py"]
-    assert not any((base / found[0]).exists() for base in BASES) and (PACKAGE / found[1]).exists()
+    assert found == ["models/assist.py", "builds/avoidance.py", "lsp/triage_command.fix_x", "core/nothing_here.run"]
+    assert [exists(token, ROOT / "docs" / "x.md") for token in found] == [False, True, True, False]
 
 
 def test_every_allowed_path_is_still_named_and_still_not_here() -> None:
     """An allowance that no page uses any more, or a path that now exists, is removed."""
     named = {t for md in pages() for t in repository_paths(md.read_text(encoding="utf-8"), top_level())}
     assert sorted(set(ALLOWED) - named) == []
-    assert [p for p in ALLOWED if any((base / p).exists() for base in BASES)] == []
+    assert [p for p in ALLOWED if exists(p, ROOT / "docs" / "x.md")] == []
