@@ -137,7 +137,7 @@ async def _matrix(ls: TrtlsServer, args: BuildMatrixArgs, loaded: LoadedRecipe) 
     if isinstance(result, Refused):
         if result.because == "bad_request":
             raise refused_request(result)
-        _place_refusal(ls, args.uri, loaded, result.findings)
+        _place_refusal(ls, args.uri, [args.engine] if args.engine else list(loaded.recipe.engines), result.findings)
         return wire.BuildMatrixReply(buildId=None, status="refused", errors=result.lines)
     reused = [reused_cell(p, summary, loaded.path) for p, summary in result.reused]
     mb = result.matrix
@@ -159,11 +159,10 @@ async def _matrix(ls: TrtlsServer, args: BuildMatrixArgs, loaded: LoadedRecipe) 
     )
 
 
-def _place_refusal(ls: TrtlsServer, uri: str, loaded: LoadedRecipe, findings: list[Finding]) -> None:
-    """No node can hold some cell: the findings on the recipe keys that no node can satisfy, as diagnostics."""
-    for engine in {f.path[1] for f in findings if len(f.path) > 1} or set(
-        loaded.recipe.engines if loaded.recipe else ()
-    ):
+def _place_refusal(ls: TrtlsServer, uri: str, engines: list[str], findings: list[Finding]) -> None:
+    """No node can hold some cell: the findings on the recipe keys that no node can satisfy, as diagnostics (on the
+    engines asked for when no finding names one)."""
+    for engine in {str(f.path[1]) for f in findings if len(f.path) > 1} or set(engines):
         ls.store.set(uri, Origin.build, engine, [f for f in findings if engine in f.path[:2]])
     if any(len(f.path) < 2 for f in findings):
         ls.store.set(uri, Origin.build, "[cluster]", [f for f in findings if len(f.path) < 2])
