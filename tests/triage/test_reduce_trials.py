@@ -92,3 +92,22 @@ def test_a_profile_the_model_cannot_take_is_said_as_the_cause_not_tensorrt(tmp_p
     said = "the model itself does not run at profile 0's opt shapes {'x': [1, 3, 100, 100]} in ONNX Runtime either"
     assert record["error"].startswith(said) and "not TensorRT" in record["error"], record["error"]
     assert record["causeText"] == record["error"] and "the reduction failed" not in record["error"]
+
+
+def test_the_largest_passing_model_near_the_failing_one_is_kept_as_min_good(tmp_path: Path) -> None:
+    """Polygraphy's --min-good: the TopK chain reduced with --fail-regex keeps, beside minimal.onnx, a candidate
+    that built — the one nearest the minimal model — and it builds again here without the TopK."""
+
+    ops = [("Relu", "relu"), ("Sigmoid", "sig"), ("TopK", "topk"), ("Neg", "neg")]
+    _chain(tmp_path / "m.onnx", ops, ["N", 8192], ["N", 5000])
+    (tmp_path / "trtls.toml").write_text(_engine("m", "m.onnx", "[N, 8192]", smem=False))
+    code, record, stderr = _reduce(tmp_path, "m", "--fail-regex", r"K exceeds the maximum value allowed \(3840\)")
+    assert record is not None and code == 0, stderr[-2000:]
+    good = record["minGood"]
+    assert good is not None, record["trials"]
+    (trial,) = [t for t in record["trials"] if t["trial"] == good["trial"]]
+    assert trial["outcome"] == "built" and not trial["stillFails"]
+    kept = onnx.load(str(tmp_path / ".trtls" / "reduce" / record["id"] / "min_good.onnx"))
+    assert len(kept.graph.node) == good["nodes"] and "topk" not in [n.name for n in kept.graph.node]
+    others = [t["nodes"] for t in record["trials"] if t["outcome"] == "built" and t["step"] != "confirm"]
+    assert all(abs(n - record["minimal"]["nodes"]) >= abs(good["nodes"] - record["minimal"]["nodes"]) for n in others)

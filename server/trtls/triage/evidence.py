@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from trtls.builds.roots import evidence_error, state_root
-from trtls.fs import Kind, atomic_write_bytes, atomic_write_text, ensure_folder, remove_file
+from trtls.fs import Kind, atomic_write_bytes, atomic_write_text, ensure_folder, read_bytes, remove_file
 from trtls.triage.reduce_build import Reduction
 from trtls.triage.signature import describe
 
@@ -43,6 +43,16 @@ def headline(red: Reduction) -> str:
     else:
         state = " · does not reproduce" if red.cause == "not_reproduced" else ""
     return f"reduce {red.engine} · trial {len(red.trials)} · {nodes}{state}"
+
+
+def min_good(red: Reduction) -> Any:
+    """Polygraphy's `--min-good`: a model near the minimal one that builds — of the candidates whose build succeeded
+    (no failure at all, measured in this run), the one nearest the minimal model in nodes, the larger on a tie. None
+    when there is no minimal model or no candidate built."""
+    if red.best is None:
+        return None
+    built = [t for t in red.trials if t.outcome == "built" and not t.replayed and t.step not in ("confirm", "settings")]
+    return min(built, key=lambda t: (abs(t.nodes - red.best.nodes), -t.nodes), default=None)
 
 
 def bisect_bound(nodes: int) -> int:
@@ -110,6 +120,10 @@ def result_record(red: Reduction, recipe: Path, onnx: Path) -> dict[str, Any]:
             "outputs": [o.name for o in best.model.graph.output],
             "profiles": best.profiles,
         },
+        # the largest passing model near the failing one (Polygraphy's --min-good): a candidate that built
+        "minGood": None
+        if (good := min_good(red)) is None
+        else {"path": "min_good.onnx", "trial": good.index, "nodes": good.nodes, "step": good.step},
         "trialsUsed": len(red.trials),
         "trialsBuilt": red.builds,
         "resumedFrom": red.resumed_from,
@@ -141,6 +155,11 @@ def write_evidence(red: Reduction, recipe: Path, onnx: Path) -> dict[str, Any]:
         ensure_folder(red.folder, within=root)
         if red.best is not None:
             atomic_write_bytes(path, red.best.model.SerializeToString(), kind=Kind.evidence, within=root)
+        good = min_good(red)
+        if good is not None:  # its candidate is still in trials/ (removed below with the other passing ones)
+            path = red.folder / "min_good.onnx"
+            data = read_bytes(red.trial_dir / f"{good.index:03d}.onnx", limit=None, within=root)  # written by us
+            atomic_write_bytes(path, data, kind=Kind.evidence, within=root)
         for t in red.trials:  # keep the failing candidates (evidence), drop the others
             path = red.trial_dir / f"{t.index:03d}.onnx"
             if not t.still_fails:

@@ -1,0 +1,186 @@
+"""`trtls reduce --diverge` / `--route` (docs/triage.md): where a converted model, or a second given model
+(`--candidate`), leaves tolerance — the search run off the event loop, stoppable (Ctrl-C, --timeout), and its record
+as lines: the first tensor out of tolerance, each --fix round, gate 4 run again, the TensorRT layers.
+
+Exit codes: 0 a diverging tensor found (and, with --fix, fixed), 1 none found, not fixed, or the route's parity gate
+still rejects, 2 bad input, 124 stopped by --timeout, 130 stopped by Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from typing import Any
+
+from trtls.cli.common import install_stop_keys, report_error
+from trtls.cli.exits import EXIT_BAD_INPUT, EXIT_CTRL_C, EXIT_FAILED, EXIT_OK, EXIT_TIMEOUT
+
+
+async def diverge(loaded: Any, args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from trtls.core.cancel import CancelToken
+    from trtls.triage.diverge_run import DivergenceUnavailable, run_divergence
+
+    pair = args.candidate is not None
+    if args.reference is not None and not pair:
+        report_error("TRT104", "--reference needs --candidate: the model compared with it", str(loaded.path))
+        return EXIT_BAD_INPUT
+    if pair and (args.fix or args.route or args.tensorrt):
+        report_error(
+            "TRT104",
+            "--candidate compares two given models: --fix, --route and --tensorrt need a conversion the recipe makes",
+            str(loaded.path),
+        )
+        return EXIT_BAD_INPUT
+    if (args.engine is not None or not pair) and args.route is None and args.engine not in loaded.recipe.engines:
+        report_error("TRT107", f"no engine named {args.engine}", str(loaded.path))
+        return EXIT_BAD_INPUT
+    if pair and args.reference is None and args.engine is None:
+        report_error(
+            "TRT104", "--candidate needs --reference or --engine (whose ONNX is the reference)", str(loaded.path)
+        )
+        return EXIT_BAD_INPUT
+    token = CancelToken()
+
+    class _Token:
+        def cancel(self, source: str) -> Any:
+            return token.request(source)
+
+        def force(self) -> None:
+            token.request("ctrl_c")
+
+    install_stop_keys(_Token(), "the divergence search", quiet=args.json)
+    if args.timeout is not None:  # as the build reduction: a stop with source ci_timeout, exit 124
+        asyncio.get_running_loop().call_later(args.timeout, token.request, "ci_timeout")
+    try:
+        record = (
+            await asyncio.to_thread(_pair, loaded, args, token)
+            if pair
+            else await asyncio.to_thread(
+                run_divergence,
+                loaded,
+                engine=args.engine,
+                route=args.route,
+                inputs=Path(args.inputs) if args.inputs else None,
+                rtol=args.rtol,
+                fix=args.fix,
+                token=token,
+                tensorrt=args.tensorrt,
+            )
+        )
+    except (DivergenceUnavailable, KeyError, OSError) as exc:
+        report_error("TRT107" if isinstance(exc, KeyError) else "TRT104", str(exc).strip("'\""), str(loaded.path))
+        return EXIT_BAD_INPUT
+    from trtls.triage.diverge import error_text
+
+    stopped = {"ci_timeout": "--timeout", "ctrl_c": "Ctrl-C"}.get(record.get("cancelSource") or "", "a stop")
+    if args.json:
+        print(json.dumps(record, allow_nan=False))  # standard JSON: an overflow is null + "overflow": true
+    else:
+        first = record["firstDiverging"]
+        rtol = record["rangeRtol"]
+        if first is None and record["cancelled"]:
+            print(f"stopped by {stopped} before the comparison ended: no result")
+        elif first is None:
+            print("no tensor leaves tolerance: the converted model stays within it on these inputs")
+        else:
+            max_abs = "inf/NaN" if first["maxAbsError"] is None else f"{first['maxAbsError']:.3g}"
+            print(
+                f"first tensor out of tolerance: {first['tensor']} from node {first['node']} ({first['op']}): "
+                f"{error_text(first, rtol)}, max |error| {max_abs}"
+            )
+            for nxt in record["rounds"][0]["next"]:
+                print(f"  then {nxt['tensor']} ({nxt['op']}): {error_text(nxt, rtol)}")
+            if not pair:
+                print(
+                    f"proposal: [precision] exclude_nodes = {record['excludeNodes'] if args.fix else [first['node']]}"
+                )
+        if args.fix:
+            for line in _round_lines(record):
+                print(line)
+            print(
+                f"fixed: with exclude_nodes = {record['excludeNodes']} the outputs are within tolerance"
+                if record["fixed"]
+                else "not fixed within the rounds: no exclusion was measured to pass"
+            )
+        if isinstance(record.get("parityRerun"), dict):
+            print(_rerun_line(record["parityRerun"]))
+        if record["cancelled"] and first is not None:
+            print(f"stopped by {stopped}")
+        trt = record.get("tensorrt")
+        if args.tensorrt and isinstance(trt, dict):
+            print(_tensorrt_line(trt, rtol))
+        print(f"evidence: {record['folder']}/divergence.json", file=sys.stderr)
+    if record["cancelled"]:
+        return EXIT_TIMEOUT if record.get("cancelSource") == "ci_timeout" else EXIT_CTRL_C
+    found = record["firstDiverging"] is not None
+    rerun = record.get("parityRerun")
+    if isinstance(rerun, dict) and rerun.get("status") == "ran" and not rerun.get("parityPasses"):
+        return EXIT_FAILED  # the outputs passed the search's comparison but not the route's parity gate
+    return EXIT_OK if found and (record["fixed"] or not args.fix) else EXIT_FAILED
+
+
+def _pair(loaded: Any, args: argparse.Namespace, token: Any) -> dict[str, Any]:
+    from pathlib import Path
+
+    from trtls.triage.diverge_pair import run_pair_divergence
+
+    engine = args.engine
+    reference = Path(args.reference) if args.reference else loaded.resolve(loaded.engine(engine).onnx)
+    inputs = Path(args.inputs) if args.inputs else None
+    return run_pair_divergence(
+        loaded, reference, Path(args.candidate), engine=engine, inputs=inputs, rtol=args.rtol, token=token
+    )
+
+
+def _round_lines(record: dict[str, Any]) -> list[str]:
+    """Each --fix round after the first: what it excluded and why, and the outputs' worst range error."""
+    lines = []
+    for index, r in enumerate(record["rounds"][1:], start=2):
+        error = r.get("outputRangeError")
+        measured = "overflow" if error is None else f"{error:.3g}"
+        why = {"widened_upstream": "widened upstream", "first_diverging": "the first diverging node"}.get(
+            r.get("reason", ""), r.get("reason", "")
+        )
+        worse = " — worse than before it" if r.get("worseThanBefore") else ""
+        lines.append(
+            f"  round {index}: exclude_nodes = {r['excludeNodes']} (+{r.get('added', [])}: {why}): outputs' range "
+            f"error {measured}{worse}{', within tolerance' if r['outputsPass'] else ''}"
+        )
+    return lines
+
+
+def _rerun_line(rerun: dict[str, Any]) -> str:
+    """Gate 4 run again with the fix: its decision and each parity.tolerance check, or why it did not run."""
+    added = rerun.get("excludeNodesAdded") or []
+    if rerun.get("status") != "ran":
+        return f"gate 4 not re-run ({rerun.get('status')}): {rerun.get('reason', 'stopped')}"
+    model = rerun["runtimeModel"]
+    ran = f"the what-if bundle {rerun['bundle']}, its model.onnx {model}" if rerun.get("bundle") else ""
+    ran = ran or f"the converted model {model}"
+    lines = [f"gate 4 re-run with exclude_nodes += {added} ({ran}): {rerun['decision']}"]
+    for c in rerun["checks"]:
+        if c["name"].startswith("parity.tolerance") or c["status"] != "pass":
+            waived = f" — waived: {c['waived']}" if c.get("waived") else ""
+            lines.append(f"  {c['status']:<11} {c['code']} {c['name']}: {c['message']}{waived}")
+    return "\n".join(lines)
+
+
+def _tensorrt_line(trt: dict[str, Any], rtol: float) -> str:
+    """The TensorRT engine's layer-wise comparison in one line: `not_checked: <why>` is not a verdict."""
+    if trt.get("status") == "not_checked":
+        return f"tensorrt layers: not_checked: {trt['reason']}"
+    if trt.get("status") != "compared":
+        return f"tensorrt layers: {trt.get('status')}: {trt.get('reason')}"
+    from trtls.triage.diverge import error_text
+
+    first = trt.get("firstDiverging")
+    if first is None:
+        return f"tensorrt layers: {trt['markedOutputs']} layer outputs marked, every tensor within tolerance"
+    return (
+        f"tensorrt layers: first tensor out of tolerance: {first['tensor']} from node {first['node']}: "
+        f"{error_text(first, rtol)}"
+    )
