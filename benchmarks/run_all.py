@@ -438,6 +438,8 @@ def main() -> None:
     unknown = [n for n in args.only or [] if n not in BY_NAME]
     if unknown:
         ap.error(f"no such benchmark: {', '.join(unknown)} (python benchmarks/run_all.py --list)")
+    if not args.output.parent.is_dir() or (args.output.exists() and not args.output.is_file()):
+        ap.error(f"--output {args.output}: not a file in an existing folder (checked before any benchmark runs)")
     chosen = [b for b in BENCHES if (b.name in args.only if args.only else not b.needs)]
     skipped = [] if args.only else [b.name for b in BENCHES if b.needs]
     for name in skipped:
