@@ -2,11 +2,13 @@
 
 Like ruff's `codes.rs`: a code exists only if it is registered here, and `tests/test_codes.py` checks that every
 registered code has its section (`## TRTnnn`) on its page under `docs/codes/`, that every documented code is
-registered, and that every code literal in the source is registered. Faces read the table (the LSP's diagnostic
-`codeDescription`, SARIF `helpUri` and rule names, the CLI's `file:line:col: CODE`).
+registered, and that every code literal in the source is registered; each section's title and the pages' index are
+generated from this table (`python -m trtls.schema.code_pages`), so a title cannot drift. Faces read the table (the
+LSP's diagnostic `codeDescription`, SARIF `helpUri` and rule names, the CLI's `file:line:col: CODE`).
 
-Adding a code: one `Code(...)` line in its area's block (the comments mark each area's free range), and its
-`## TRTnnn` section on that page. Severity is the one a finding of the code has; a gate check's is `ERROR` when it
+Adding a code: one `Code(...)` line in its area's block (the comments mark each area's free range), its
+`## TRTnnn` section on that page (the explanation, starting with a `**title**`), then `python -m
+trtls.schema.code_pages` (it writes the title and the index). Severity is the one a finding of the code has; a gate check's is `ERROR` when it
 can reject the route and `WARNING` when it can only hold it (`GateCheck.finding` maps each status).
 """
 
@@ -163,7 +165,8 @@ _TABLE: tuple[Code, ...] = (
     Code("TRT511", WARNING, "gate-source", "Tokenizer / processor files missing or unparsable"),
     Code("TRT512", ERROR, "gate-source", "Checkpoint not locked, or differs from `trtls.lock.json`"),
     Code("TRT513", WARNING, "gate-source", "Revision not verified (a plain folder records no commit)"),
-    # TRT514–TRT529: free (one line per new code, here)
+    Code("TRT514", ERROR, "gate-source", "Tokenizer does not fit the model"),
+    # TRT515–TRT529: free (one line per new code, here)
     # -- docs/codes/gate-environment.md --------------------------------------------------------------------------------
     Code("TRT600", WARNING, "gate-environment", "Gate 2 could not run"),
     Code("TRT601", WARNING, "gate-environment", "Builder not found or other module"),

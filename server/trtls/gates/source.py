@@ -21,6 +21,8 @@ Checks (docs/codes/gate-source.md):
   TRT512 file digests match trtls.lock.json             changed/removed → reject, added → hold, other revision → hold,
                                                         no entry → hold (`trtls route lock` writes it; gates never do)
   TRT513 the files are the pinned revision's            not_checked for a plain folder (it records no commit)
+  TRT514 the tokenizer fits the model (gates.source_tokenizer): vocabulary vs embedding rows  reject; special tokens
+                                                        vs config, max length vs position embeddings  hold
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ from trtls.gates.source_content import (
     check_safetensors,
     check_tokenizer,
 )
+from trtls.gates.source_tokenizer import check_tokenizer_fits
 
 __all__ = ["LOCK_NAME", "Gate1Result", "check_checkpoint", "resolve_layout"]
 
@@ -102,6 +105,7 @@ def check_checkpoint(
     weights = sorted(r for r in by_rel if r.lower().endswith(WEIGHT_SUFFIXES))
     malformed = check_safetensors(checks, by_rel, weights)
     check_tokenizer(checks, by_rel)
+    check_tokenizer_fits(checks, by_rel, config, weights)
     cache = DigestCache(default_cache_path(loaded.base_dir)) if use_digest_cache else None
     digests = hash_files([f.real for f in files], cache, cancel=cancel)
     current = {f.rel: {"sha256": digests[f.real.absolute()].sha256, "size": f.size} for f in files}
