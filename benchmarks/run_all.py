@@ -304,7 +304,7 @@ def render_reproduce() -> str:
                 "says so. Those that need Ray or a 16-core host run only when named with `--only`."
             ),
             "",
-            "| benchmark | section | runs only with `--only`, as it needs |",
+            "| benchmark | section | needs (then it runs only when named with `--only`) |",
             "|---|---|---|",
             *rows,
             "",
