@@ -7,9 +7,10 @@ generated from this table (`python -m trtls.schema.code_pages`), so a title cann
 LSP's diagnostic `codeDescription`, SARIF `helpUri` and rule names, the CLI's `file:line:col: CODE`).
 
 Adding a code: one `Code(...)` line in its area's block (the comments mark each area's free range), its
-`## TRTnnn` section on that page (the explanation, starting with a `**title**`), then `python -m
-trtls.schema.code_pages` (it writes the title and the index). Severity is the one a finding of the code has; a gate check's is `ERROR` when it
-can reject the route and `WARNING` when it can only hold it (`GateCheck.finding` maps each status).
+`## TRTnnn` section on that page (the explanation, starting with a `**title**`), then
+`python -m trtls.schema.code_pages` (it writes the title and the index). Severity is the one a finding of the code
+has; a gate check's is `ERROR` when it can reject the route and `WARNING` when it can only hold it
+(`GateCheck.finding` maps each status).
 """
 
 from __future__ import annotations
@@ -165,8 +166,7 @@ _TABLE: tuple[Code, ...] = (
     Code("TRT511", WARNING, "gate-source", "Tokenizer / processor files missing or unparsable"),
     Code("TRT512", ERROR, "gate-source", "Checkpoint not locked, or differs from `trtls.lock.json`"),
     Code("TRT513", WARNING, "gate-source", "Revision not verified (a plain folder records no commit)"),
-    Code("TRT514", ERROR, "gate-source", "Tokenizer does not fit the model"),
-    # TRT515–TRT529: free (one line per new code, here)
+    # TRT514–TRT529: free (one line per new code, here)
     # -- docs/codes/gate-environment.md --------------------------------------------------------------------------------
     Code("TRT600", WARNING, "gate-environment", "Gate 2 could not run"),
     Code("TRT601", WARNING, "gate-environment", "Builder not found or other module"),
