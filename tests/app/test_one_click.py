@@ -1,11 +1,13 @@
 """One click on Build Engine, over the real server on stdio, counted inside the server process
-(tests/app/counting_server.py): the recipe is checked once and the worker's job is built once — from the command to
+(tests/app/counted_trtls.py): the recipe is checked once and the worker's job is built once — from the command to
 its reply and through the build's end (issue 28: the click used to check the recipe three times and build the job
 twice)."""
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -19,7 +21,7 @@ from tests.lsp.conftest import accept_refresh, caps
 from tests.lsp.lsp_helpers import execute, open_recipe, plain, until
 
 COUNT_FILE = Path(tempfile.mkdtemp(prefix="trtls-one-click-")) / "counts"
-SERVER = [sys.executable, str(Path(__file__).with_name("counting_server.py"))]
+SERVER = [sys.executable, str(Path(__file__).with_name("counted_trtls.py")), "serve"]
 ENV = {**os.environ, "TRTLS_TEST_COUNT_FILE": str(COUNT_FILE)}
 
 
@@ -70,3 +72,24 @@ async def test_one_click_checks_the_recipe_once_and_builds_the_job_once(
     click = counted()[before:]
     assert len(checks(click)) == 1, click
     assert len(build_jobs(click)) == 1, click
+
+
+def test_trtls_build_checks_the_recipe_once_and_builds_the_job_once(workspace: Path) -> None:
+    """The terminal's face of the same request: one check (before the worker's job), one job, keyed and then built."""
+    count_file = COUNT_FILE.with_name("cli-counts")
+    cmd = [
+        sys.executable,
+        str(Path(__file__).with_name("counted_trtls.py")),
+        "build",
+        str(workspace),
+        "--engine",
+        "demo",
+    ]
+    env = {**ENV, "TRTLS_TEST_COUNT_FILE": str(count_file)}
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
+    assert r.returncode == 0, r.stderr
+    lines = count_file.read_text().splitlines()
+    assert len(checks(lines)) == 1, lines
+    (job,) = build_jobs(lines)
+    build_id = json.loads(next((workspace / ".trtls" / "runs").glob("*/summary.json")).read_text())["buildId"]
+    assert job.split()[1] == build_id, lines

@@ -1,7 +1,8 @@
-"""`trtls serve` with two of its functions counted: every full recipe check (`check_recipe`) and every worker job built
-(`worker_job`) appends one line to the file `TRTLS_TEST_COUNT_FILE` names. The wrappers are installed before any
-module binds the names (`from trtls.builds.build import worker_job` in the supervisor and the store glue), so every
-caller in this process is counted, whichever layer it sits in; the worker children run unwrapped."""
+"""`trtls` (`serve`, `build`: the arguments given) with two of its functions counted: every full recipe check
+(`check_recipe`) and every worker job built (`worker_job`) appends one line to the file `TRTLS_TEST_COUNT_FILE`
+names. The wrappers are installed before any module binds the names (`from trtls.builds.build import worker_job` in
+the supervisor and the store glue), so every caller in this process is counted, whichever layer it sits in; the
+worker children run unwrapped."""
 
 from __future__ import annotations
 
@@ -37,7 +38,7 @@ def main() -> int:
     _counted(trtls.builds.build, "worker_job", "job")
     from trtls.cli.main import main as trtls_main
 
-    return trtls_main(["serve"])
+    return trtls_main(sys.argv[1:])
 
 
 if __name__ == "__main__":
