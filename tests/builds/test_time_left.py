@@ -74,8 +74,9 @@ def test_the_interval_is_the_spread_of_the_recorded_builds() -> None:
     left = estimate_time_left(
         tree_until(evs, cut), tree_until(evs, t1).durations(), [total * 0.6, total, total * 2], t0, cut
     )
-    assert left.seconds is not None and left.low == pytest.approx(left.seconds * 0.6)
-    assert left.high == pytest.approx(left.seconds * 2) and left.builds == 3
+    # the spread in seconds around the point: 0.4 × the length below it, 1 × above it
+    assert left.seconds is not None and left.low == pytest.approx(left.seconds - 0.4 * total)
+    assert left.high == pytest.approx(left.seconds + total) and left.builds == 3
 
 
 def test_no_basis_no_estimate() -> None:

@@ -10,9 +10,9 @@ buildConfigHash: the same key the "usual 30 s" of a quiet phase comes from), nev
   a build that is ahead from one that is behind). The phases cover what TensorRT reports; the time after the last
   one (serializing, writing and hashing the engine) is the median whole-build duration less the phases' medians
   and less the time this build took before its first phase.
-- the interval: the spread of the recorded whole-build durations around their median, applied to the point
-  estimate, and never narrower than `MIN_BAND` (with two or three builds the spread says little; the band's width
-  is what the accuracy measurement in docs/performance.md found).
+- the interval: the spread of the recorded whole-build durations around their median (in seconds: what varies
+  between builds of one config is mostly a fixed cost), and never narrower than `MIN_BAND` around the point (with
+  two or three builds the spread says little). How often it held the truth is measured in docs/performance.md.
 With no successful build of this config recorded there is no basis: "no estimate". A build already past the
 slowest recorded one by more than the band has none either (history no longer describes it).
 """
@@ -27,7 +27,11 @@ from typing import Any
 from trtls.core.display import time_left_text
 from trtls.core.phase_tree import NS, PhaseTree
 
-MIN_BAND = (0.75, 1.35)  # the interval's ratios to the point estimate, at the narrowest
+MIN_BAND = (0.75, 1.35)
+PACE_LIMITS = (
+    0.5,
+    2.0,
+)  # a build runs at most twice as fast or as slow as its history, as far as this estimate goes  # the interval's ratios to the point estimate, at the narrowest
 _PAST: OrderedDict[str, list[float]] = OrderedDict()  # build id → recorded durations of its config (read once)
 _PAST_KEEP = 256
 
@@ -50,7 +54,7 @@ def _children_of(baselines: dict[str, float]) -> dict[str | None, list[str]]:
 
 
 def _left_in(
-    pid: str, baselines: dict[str, float], kids: dict[str | None, list[str]], tree: PhaseTree, now_ns: int
+    pid: str, baselines: dict[str, float], kids: dict[str | None, list[str]], tree: PhaseTree, now_ns: int, steps: bool
 ) -> float:
     usual = baselines[pid]
     phase = tree.phases.get(pid)
@@ -61,21 +65,44 @@ def _left_in(
     children = [c for c in kids.get(pid, []) if c in baselines]
     if not children:
         by_clock = max(usual - (now_ns - phase.t_start_ns) / NS, 0.0)
-        if phase.num_steps > 1 and phase.step is not None:  # steps done say how far along it is, at any pace
+        if steps and phase.num_steps > 1 and phase.step is not None:  # steps done say how far along it is, at any pace
             return (by_clock + usual * (1 - (phase.step + 1) / phase.num_steps)) / 2
         return by_clock
     usual_children = sum(baselines[c] for c in children)
-    left_children = sum(_left_in(c, baselines, kids, tree, now_ns) for c in children)
+    left_children = sum(_left_in(c, baselines, kids, tree, now_ns, steps) for c in children)
     own = max(usual - usual_children, 0.0)
     share_left = left_children / usual_children if usual_children > 0 else 0.0
     return left_children + own * share_left
 
 
+def _pace(tree: PhaseTree, baselines: dict[str, float]) -> float:
+    """How this build runs against its history so far: the finished phases' durations over their medians (the
+    outermost finished phases only, so no time counts twice), within PACE_LIMITS; 1 before any phase finished."""
+    took = usual = 0.0
+    for p in tree.phases.values():
+        parent = tree.phases.get(p.parent_id) if p.parent_id is not None else None
+        if p.status == "done" and p.t_finish_ns and p.id in baselines and (parent is None or parent.status != "done"):
+            took += (p.t_finish_ns - p.t_start_ns) / NS
+            usual += baselines[p.id]
+    if usual <= 0:
+        return 1.0
+    return min(max(took / usual, PACE_LIMITS[0]), PACE_LIMITS[1])
+
+
 def estimate_time_left(
-    tree: PhaseTree, baselines: dict[str, float], durations: list[float], t_start_ns: int, now_ns: int
+    tree: PhaseTree,
+    baselines: dict[str, float],
+    durations: list[float],
+    t_start_ns: int,
+    now_ns: int,
+    *,
+    steps: bool = True,
+    pace: bool = False,
 ) -> TimeLeft:
     """The time left of a build started at `t_start_ns` (monotonic ns) whose phases are `tree`, from its config's
-    median phase durations (`History.baselines`) and its recorded whole-build durations (`History.builds`)."""
+    median phase durations (`History.baselines`) and its recorded whole-build durations (`History.builds`).
+    `steps=False` ignores a running leaf's steps; `pace=True` scales the phases left by this build's pace so far
+    (off: on the loaded 2-core host an early pace did not predict the rest, benchmarks/bench_time_left.py)."""
     if not durations or not baselines:
         return TimeLeft(None, None, None, 0, "no finished build of this engine with these settings")
     usual_total = statistics.median(durations)
@@ -86,16 +113,18 @@ def estimate_time_left(
         point = max(usual_total - elapsed, 0.0)
     else:
         before_first_phase = (min(tree.phases[r].t_start_ns for r in tree.roots) - t_start_ns) / NS
-        in_phases = sum(_left_in(r, baselines, kids, tree, now_ns) for r in roots)
+        in_phases = sum(_left_in(r, baselines, kids, tree, now_ns, steps) for r in roots)
         after_last_phase = max(usual_total - sum(baselines[r] for r in roots) - before_first_phase, 0.0)
-        point = in_phases + after_last_phase
-    ratios = [d / usual_total for d in durations] if usual_total > 0 else [1.0]
-    low_ratio, high_ratio = min(min(ratios), MIN_BAND[0]), max(max(ratios), MIN_BAND[1])
+        point = in_phases * (_pace(tree, baselines) if pace else 1.0) + after_last_phase
     n = len(durations)
     basis = f"{n} finished build{'s' if n != 1 else ''} of this engine with these settings"
     if elapsed > max(durations) * MIN_BAND[1]:
         return TimeLeft(None, None, None, n, f"longer than every one of the {basis}")
-    return TimeLeft(point, point * low_ratio, point * high_ratio, n, basis)
+    # the recorded builds' spread as seconds, not as a ratio: what varies between builds of one config is mostly a
+    # fixed cost (worker start, the write), so a ratio of a remaining 0.3 s could not cover a 0.8 s difference
+    low = max(min(point * MIN_BAND[0], point + min(durations) - usual_total), 0.0)
+    high = max(point * MIN_BAND[1], point + max(durations) - usual_total)
+    return TimeLeft(point, low, high, n, basis)
 
 
 def past_durations(build: Any) -> list[float]:
