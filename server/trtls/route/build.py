@@ -21,12 +21,13 @@ Steps, in order; nothing is promoted unless every step succeeds:
    process): the live phase tree goes to `view(build)`; `on_build(build)` may add listeners or cancel.
 4. **Write the bundle** atomically with `bundle.write_bundle`: sections `engine`, `model.onnx`,
    `config.json`, `tokenizer.json` (with `bundle_format = "trtmc"`: TensorRT Model Connect's layout,
-   `route.trtmc_layout`); header model_id, model_type, family, trt_version (builder version from
+   `route.trtmc_layout`, an engine with the I/O its BERT runtime feeds, `route.trtmc_export`, and no
+   `model.onnx`); header model_id, model_type, family, trt_version (builder version from
    the build evidence), trt_abi, gpu_name (or "none (AOT CPU build)"), created_at, precision,
-   runtime_strategy, io_map; provenance (header `trtls.provenance` and sidecar) = checkpoint id, revision,
-   commit, files digest + per-file sha256, build id, buildConfigHash, builder module + version, ONNX and
-   engine sha256. The engine is streamed from one open descriptor and must hash to the build's recorded
-   `engineArtifact.sha256`, else nothing is written.
+   runtime_strategy, io_map (the engine's I/O as the build recorded it: `exporters.engine_io`); provenance
+   (header `trtls.provenance` and sidecar) = checkpoint id, revision, commit, files digest + per-file sha256,
+   build id, buildConfigHash, builder module + version, ONNX and engine sha256. The engine is streamed from one
+   open descriptor and must hash to the build's recorded `engineArtifact.sha256`, else nothing is written.
 5. **SBOM**: CycloneDX 1.5 beside the bundle, `<bundle>.cdx.json` (`sbom.make_sbom` / `write_sbom`).
 
 Previous bundle (rollback): when the route sets `previous_bundle`, no file exists there yet, and the bundle
