@@ -180,7 +180,8 @@ def main() -> None:
                     "s",
                     detail=f"{s['medianAbsErrorPct']} % of the build · builds {lengths} s · interval held "
                     f"{s['intervalHeld']} · clock alone {s['clockMedianAbsErrorS']} s · phases without steps "
-                    f"{s['phasesOnlyMedianAbsErrorS']} s · paced {s['pacedMedianAbsErrorS']} s · by share {s['byShare']}",
+                    f"{s['phasesOnlyMedianAbsErrorS']} s · paced {s['pacedMedianAbsErrorS']} s · by share "
+                    f"{s['byShare']}",
                 )
             )
     total = summary(every)

@@ -27,11 +27,8 @@ from typing import Any
 from trtls.core.display import time_left_text
 from trtls.core.phase_tree import NS, PhaseTree
 
-MIN_BAND = (0.75, 1.35)
-PACE_LIMITS = (
-    0.5,
-    2.0,
-)  # a build runs at most twice as fast or as slow as its history, as far as this estimate goes  # the interval's ratios to the point estimate, at the narrowest
+MIN_BAND = (0.75, 1.35)  # the interval's ratios to the point estimate, at the narrowest
+PACE_LIMITS = (0.5, 2.0)  # with `pace`: a build runs at most twice as fast or as slow as its history
 _PAST: OrderedDict[str, list[float]] = OrderedDict()  # build id → recorded durations of its config (read once)
 _PAST_KEEP = 256
 
