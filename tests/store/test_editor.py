@@ -67,7 +67,8 @@ async def test_lens_says_up_to_date_or_what_changed_and_build_reuses(
     await lens_becomes(client, uri, "▶ Build Engine · optimization_level 3 → 5")  # once the change is checked
     await until(lambda: any(d.code == "TRT336" for d in client.diagnostics.get(uri, [])))
     (hint,) = [d for d in client.diagnostics[uri] if d.code == "TRT336"]
-    assert hint.message == "will rebuild because: optimization_level 3 → 5" and hint.range.start.line == 5  # [engines.demo]
+    assert hint.message == "will rebuild because: optimization_level 3 → 5"
+    assert hint.range.start.line == 5  # [engines.demo]
     change(client, uri, 3, text)
     await lens_becomes(client, uri, "✓ up to date · built ")
     (seed_ws / "build" / "demo.engine").unlink()
