@@ -137,7 +137,7 @@ async def _build(
     # through the application layer as every face; a scenario's scratch copy is never looked up in the store (it
     # must build to show its fault) nor published there
     started = await request_build(
-        sup, load_recipe(ws / "trtls.toml"), engine, overrides=overrides, faults=faults, use_store=False
+        sup, load_recipe(ws / "trtls.toml"), engine, overrides=overrides, faults=faults, scratch=True
     )
     if isinstance(started, Refused):  # the template's recipe was checked by `prepare`: a copy changed under us
         raise AcceptError("; ".join(started.lines))

@@ -66,7 +66,7 @@ async def request_build(
     *,
     overrides: dict[str, Any] | None = None,
     faults: dict[str, Any] | None = None,
-    use_store: bool = True,
+    scratch: bool = False,
     parent_id: str | None = None,
     no_store: bool = False,
     rebuild: bool = False,
@@ -86,11 +86,11 @@ async def request_build(
     another process's build of the key); `on_wait(holder)`: once, when it starts waiting; `on_warning`: the store's
     warnings that come with the build's end (the lookup's are in `Started.use` / `Reused.use`).
 
-    `use_store=False`: a build whose output is not the engine's (a reduction's minimal model, an acceptance
+    `scratch`: a build whose output is not the engine's (a reduction's minimal model, an acceptance
     scenario's scratch copy) is neither looked up nor published; `parent_id` names the run it belongs to. `faults`:
     injected into the worker (the acceptance harness); such a build is never stored."""
     refused = refused_recipe(loaded, [engine])
-    if refused is None and runs is not None and use_store:  # one build of an engine's output at a time
+    if refused is None and runs is not None and not scratch:  # one build of an engine's output at a time
         for b in runs.running("build"):
             if b.engine == engine and runs.uri(b.id) == scope:
                 await discard(worker)
@@ -99,7 +99,7 @@ async def request_build(
         await discard(worker)
         return refused
     job = worker_job(loaded, engine, new_build_id(engine), overrides, faults)  # the one job: keyed, then built
-    if not use_store:
+    if scratch:
         return _start(supervisor, loaded, engine, job, overrides, worker, wait_for_output, parent_id, runs, scope)
     try:
         use = await asyncio.to_thread(

@@ -335,7 +335,7 @@ async def build_minimal(ls: Any, raw: Any) -> wire.BuildMinimalReply:
 
     # the reduction's folder, not the engine's output: never looked up in the store nor published there
     started = await request_build(
-        ls.supervisor, loaded, args.engine, overrides=overrides, use_store=False, parent_id=args.reductionId,
+        ls.supervisor, loaded, args.engine, overrides=overrides, scratch=True, parent_id=args.reductionId,
         runs=ls.runs, scope=args.uri,
     )  # fmt: skip
     assert isinstance(started, Started)  # the recipe and the engine were checked above; no store was asked
