@@ -17,7 +17,6 @@ PACKAGE = ROOT / "server" / "trtls"
 # copies in modules other sessions were changing when the vocabulary arrived: each is to take its words from
 # trtls.core.vocabulary (this list only shrinks)
 KNOWN_COPIES = {
-    "builds/spawn.py": "BUILDER_PREFERENCES",
     "gates/run.py": "BUILDER_MODULES",
     "triage/trt_layers_run.py": "BUILDER_MODULES",
 }

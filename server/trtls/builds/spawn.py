@@ -21,10 +21,11 @@ from typing import Any
 
 from trtls.core.recipe_file import read_recipe_text
 from trtls.core.tomlpos import bounded_loads
+from trtls.core.vocabulary import BUILDER_PREFERENCES
 from trtls.fs.kill import NONCE_ENV, new_nonce, signal_child
 
 BUILTIN_WORKER = [sys.executable, "-m", "trtls.builds.worker"]
-PRELOADABLE = ("auto", "tensorrt", "tensorrt_rtx")
+PRELOADABLE = BUILDER_PREFERENCES
 _NONCES: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()  # worker process → its nonce
 
 
