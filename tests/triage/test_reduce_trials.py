@@ -95,19 +95,57 @@ def test_a_profile_the_model_cannot_take_is_said_as_the_cause_not_tensorrt(tmp_p
 
 
 def test_the_largest_passing_model_near_the_failing_one_is_kept_as_min_good(tmp_path: Path) -> None:
-    """Polygraphy's --min-good: the TopK chain reduced with --fail-regex keeps, beside minimal.onnx, a candidate
-    that built — the one nearest the minimal model — and it builds again here without the TopK."""
+    """Polygraphy's --min-good: the two-output model whose LayerNormalization 32 KiB of shared memory breaks keeps,
+    beside minimal.onnx, a candidate that built — the one nearest the minimal model — without the LayerNorm."""
+    from tests.triage.test_reduce_cases import _two_outputs
 
-    ops = [("Relu", "relu"), ("Sigmoid", "sig"), ("TopK", "topk"), ("Neg", "neg")]
-    _chain(tmp_path / "m.onnx", ops, ["N", 8192], ["N", 5000])
-    (tmp_path / "trtls.toml").write_text(_engine("m", "m.onnx", "[N, 8192]", smem=False))
-    code, record, stderr = _reduce(tmp_path, "m", "--fail-regex", r"K exceeds the maximum value allowed \(3840\)")
+    _two_outputs(tmp_path / "m.onnx")
+    (tmp_path / "trtls.toml").write_text(_engine("m", "m.onnx", "[N, 16, 64]", smem=True))
+    code, record, stderr = _reduce(tmp_path, "m")
     assert record is not None and code == 0, stderr[-2000:]
+    assert record["minimal"]["nodeNames"] == ["ln"]
     good = record["minGood"]
     assert good is not None, record["trials"]
     (trial,) = [t for t in record["trials"] if t["trial"] == good["trial"]]
     assert trial["outcome"] == "built" and not trial["stillFails"]
     kept = onnx.load(str(tmp_path / ".trtls" / "reduce" / record["id"] / "min_good.onnx"))
-    assert len(kept.graph.node) == good["nodes"] and "topk" not in [n.name for n in kept.graph.node]
-    others = [t["nodes"] for t in record["trials"] if t["outcome"] == "built" and t["step"] != "confirm"]
+    assert len(kept.graph.node) == good["nodes"] and "ln" not in [n.name for n in kept.graph.node]
+    cuts = [t for t in record["trials"] if t["step"] not in ("confirm", "settings")]
+    others = [t["nodes"] for t in cuts if t["outcome"] == "built"]
     assert all(abs(n - record["minimal"]["nodes"]) >= abs(good["nodes"] - record["minimal"]["nodes"]) for n in others)
+
+
+def test_a_fail_regex_failure_that_names_its_layer_is_tried_on_it_first(tmp_path: Path) -> None:
+    """The TopK chain's unclassified failure (`ITopKLayer topk: topk: K exceeds …`), reduced with --fail-regex:
+    the layer it names is tried alone first — 2 trials (Polygraphy's bisect: 9 checks on the benchmark's chain)."""
+    ops = [("Relu", "relu"), ("Sigmoid", "sig"), ("TopK", "topk"), ("Neg", "neg")]
+    _chain(tmp_path / "m.onnx", ops, ["N", 8192], ["N", 5000])
+    (tmp_path / "trtls.toml").write_text(_engine("m", "m.onnx", "[N, 8192]", smem=False))
+    code, record, stderr = _reduce(tmp_path, "m", "--fail-regex", r"K exceeds the maximum value allowed \(3840\)")
+    assert record is not None and code == 0, stderr[-2000:]
+    assert record["failure"]["layer"] == "topk" and record["minimal"]["nodeNames"] == ["topk"]
+    assert [t["step"] for t in record["trials"]] == ["confirm", "named_node"]
+
+
+def test_a_shape_computation_that_varies_with_the_profile_comes_along_into_the_cut(tmp_path: Path) -> None:
+    """magika's real model (a jax2tf export) computes its reshapes' shapes from the batch size (Shape, Slice,
+    Concat): a cut that made such a tensor an input failed otherwise (`Optimization profile 0 is missing values for
+    shape input tensor …`), so the inputs bisection lost its way and stopped at 23 nodes. The shape computation
+    comes along now: every candidate builds or fails the same way, and the LayerNorm the 32 KiB of shared memory
+    breaks is found in 2 nodes."""
+    import shutil
+
+    from tests.onnx_files.third_party import fetch_all
+
+    shutil.copyfile(fetch_all()["magika"], tmp_path / "m.onnx")
+    (tmp_path / "trtls.toml").write_text(
+        '[engines.m]\nonnx = "m.onnx"\noutput = "build/m.engine"\n[engines.m.builder]\n'
+        "memory_pool_limits = { tactic_shared_memory_kib = 32 }\n[[engines.m.profiles]]\n"
+        "inputs.bytes = { min = [1, 2048], opt = [1, 2048], max = [8, 2048] }\n"
+    )
+    code, record, stderr = _reduce(tmp_path, "m")
+    assert record is not None and code == 0, stderr[-2000:]
+    assert record["outcome"] == "configuration" and record["causeSettings"] == {"tactic_shared_memory_kib": 32}
+    other = [t for t in record["trials"] if t["outcome"] == "failed" and not t["stillFails"]]
+    assert other == [], "a candidate that fails otherwise (a shape input without values) is a lost bisection step"
+    assert record["minimal"]["nodes"] <= 3, record["minimal"]["nodeNames"]

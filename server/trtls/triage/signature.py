@@ -42,8 +42,13 @@ def regex_signature(summary: dict[str, Any], patterns: list[str]) -> dict[str, A
     for pattern in patterns:
         m = re.search(pattern, text, re.M)
         if m is not None:
-            return {"kind": "fail_regex", "patterns": list(patterns), "pattern": pattern, "matched": m.group(0)[:200]}
+            named = LAYER_NAMED.search(text)  # the layer TensorRT names, if any: a reduction tries it alone first
+            return {"kind": "fail_regex", "patterns": list(patterns), "pattern": pattern, "matched": m.group(0)[:200],
+                    "layer": named.group(1) if named else None}  # fmt: skip
     return None
+
+
+LAYER_NAMED = re.compile(r"\bI[A-Za-z]+Layer ([^\s:]+):")  # `ITopKLayer topk: topk: K exceeds …`
 
 
 def parser_rejection(summary: dict[str, Any]) -> dict[str, Any] | None:

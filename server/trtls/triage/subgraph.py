@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from trtls.triage.probe import POINTS, TensorFacts
+from trtls.triage.probe import CONSTANT_MAX_ELEMENTS, POINTS, TensorFacts
 
 
 @dataclass
@@ -143,6 +143,51 @@ def _needed(graph: Graph, seeds: list[int], first: int) -> list[int]:
     return sorted(keep)
 
 
+def _shape_like_varying(f: TensorFacts | None) -> bool:
+    """A small integer tensor whose values change with the profile's shapes (a batch size computed by Shape, Slice,
+    Concat): TensorRT takes it as an input only with values per profile point, which a cut cannot give."""
+    if f is None or not f.varies or np.issubdtype(f.dtype, np.floating) or f.dtype == np.bool_:
+        return False
+    sizes = [int(np.prod(shape)) for points in f.shapes for shape in points.values()]
+    return bool(sizes) and max(sizes) <= CONSTANT_MAX_ELEMENTS
+
+
+def _with_shape_makers(graph: Graph, kept: list[int], facts: dict[str, TensorFacts]) -> list[int]:
+    """`kept` and, for each shape-like tensor it reads that varies with the profile (`_shape_like_varying`), every
+    node that makes it: the shape computation comes along, from the model's own inputs, instead of becoming an
+    input (what Polygraphy gets by folding at one static shape; here every profile keeps its range)."""
+    keep = set(kept)
+    todo = list(kept)
+    while todo:
+        for t in graph.reads[todo.pop()]:
+            i = graph.producer.get(t)
+            if i is None or i in keep or not _shape_like_varying(facts.get(t)):
+                continue
+            for k in _shape_makers(graph, i):
+                if k not in keep:
+                    keep.add(k)
+                    todo.append(k)
+    return sorted(keep)
+
+
+SHAPE_READERS = {"Shape", "Size"}  # read a tensor's shape, not its values: what makes that tensor is not needed
+
+
+def _shape_makers(graph: Graph, start: int) -> list[int]:
+    """Node `start` and what it depends on, not past a `Shape`/`Size` (the tensor it reads becomes an input)."""
+    keep, todo = {start}, [start]
+    while todo:
+        k = todo.pop()
+        if graph.nodes[k].op_type in SHAPE_READERS:
+            continue
+        for t in graph.reads[k]:
+            i = graph.producer.get(t)
+            if i is not None and i not in keep:
+                keep.add(i)
+                todo.append(i)
+    return sorted(keep)
+
+
 def _span_outputs(graph: Graph, first: int, last: int) -> list[str]:
     """What nodes `first..last` make that the model returns or a node after `last` reads, in the order made."""
     later = {t for k in range(last + 1, len(graph.nodes)) for t in graph.reads[k]} | set(graph.outputs)
@@ -176,6 +221,8 @@ def cut(
     else:
         outputs = list(graph.outputs) if whole else [t for t in _span_outputs(graph, first, last) if t in facts]
         kept = _needed(graph, sorted({graph.producer[t] for t in outputs if t in graph.producer}), first)
+    if not whole:
+        kept = _with_shape_makers(graph, kept, facts)
     made = {o for k in kept for o in graph.nodes[k].output if o}
     own_inputs = {i.name: i for i in g.input}
     new_inputs: list[Any] = []
