@@ -166,7 +166,8 @@ _TABLE: tuple[Code, ...] = (
     Code("TRT511", WARNING, "gate-source", "Tokenizer / processor files missing or unparsable"),
     Code("TRT512", ERROR, "gate-source", "Checkpoint not locked, or differs from `trtls.lock.json`"),
     Code("TRT513", WARNING, "gate-source", "Revision not verified (a plain folder records no commit)"),
-    # TRT514–TRT529: free (one line per new code, here)
+    Code("TRT514", ERROR, "gate-source", "Tokenizer does not fit the model"),
+    # TRT515–TRT529: free (one line per new code, here)
     # -- docs/codes/gate-environment.md --------------------------------------------------------------------------------
     Code("TRT600", WARNING, "gate-environment", "Gate 2 could not run"),
     Code("TRT601", WARNING, "gate-environment", "Builder not found or other module"),
@@ -214,7 +215,8 @@ _TABLE: tuple[Code, ...] = (
     Code("TRT814", WARNING, "gate-parity", "Tokenizer limit and engine profile disagree on sequence length"),
     Code("TRT815", WARNING, "gate-parity", "An input of the checkpoint's model is dropped by the export"),
     Code("TRT816", WARNING, "gate-parity", "Deployed pooling does not match modules.json"),
-    # TRT817–TRT829: free (one line per new code, here)
+    Code("TRT817", ERROR, "gate-parity", "Tokenizer differs from an independent implementation"),
+    # TRT818–TRT829: free (one line per new code, here)
     # -- docs/codes/gate-release.md ------------------------------------------------------------------------------------
     Code("TRT900", WARNING, "gate-release", "Gate 5 could not run"),
     Code("TRT901", ERROR, "gate-release", "Latency"),

@@ -67,6 +67,7 @@ def check_parity(
     tokenizer: TokenizerParity | None = None,
     paths: Mapping[str, TomlPath] | None = None,
     runs: dict[str, RunResult] | None = None,
+    text_limits: Mapping[str, int] | None = None,
 ) -> list[GateCheck]:
     """Gate 4's checks. `inputs`: reference inputs (.npz paths or {name: array}), one request each.
 
@@ -228,7 +229,7 @@ def check_parity(
             )
 
     if malformed:
-        checks.append(check_malformed(under_test, feeds[0], p_rt))
+        checks.append(check_malformed(under_test, feeds[0], p_rt, text_limits))
     if concurrency and concurrency > 1 and not sig:
         checks.append(
             check_concurrency(

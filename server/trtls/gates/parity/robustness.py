@@ -13,6 +13,7 @@ import numpy as np
 from trtls.core.findings import TomlPath
 from trtls.core.gate_result import GateCheck, gate_check
 from trtls.gates.parity.compare import compare_output, signature_problems, tolerance_for
+from trtls.gates.parity.text_malformed import TEXT_MUST_REFUSE, text_cases
 from trtls.runtimes import RunResult, RuntimeSpec, run_concurrent, run_inputs
 
 GATE = 4
@@ -137,7 +138,9 @@ def _malformed_outcome(case: str, result: RunResult) -> tuple[str, str]:
     return "accepted", "the runtime returned outputs instead of refusing the input"
 
 
-def check_malformed(spec: RuntimeSpec, feed: dict[str, np.ndarray], path: TomlPath) -> GateCheck:
+def check_malformed(
+    spec: RuntimeSpec, feed: dict[str, np.ndarray], path: TomlPath, text_limits: Mapping[str, int] | None = None
+) -> GateCheck:
     """TRT807: each malformed input goes to the runtime under test *unfiltered* (trtls's own input validation is
     off for this check), and what the runtime does is the result: a clean error, or outputs (judged per case,
     `MUST_REFUSE`), or a hang (cut at its timeout), or a crash."""
@@ -151,7 +154,7 @@ def check_malformed(spec: RuntimeSpec, feed: dict[str, np.ndarray], path: TomlPa
     out_per_row = (sum(int(a.nbytes) for a in ref.outputs[0].values()) // batch) if ref.ok and ref.outputs else 0
     cap, bound = bounded_cap(feed, spec.max_input_bytes, out_per_row)
     probe = dataclasses.replace(raw, max_input_bytes=cap)  # the runtime is told the cap it is probed at
-    cases = malformed_cases(feed, cap)
+    cases = malformed_cases(feed, cap) + text_cases(feed, text_limits)  # a model over token ids: its own cases too
     runnable = [(c, f, d) for c, f, d in cases if f is not None]
     # each case is its own child with its own timeout; run them side by side so a hanging runtime costs one timeout
     with ThreadPoolExecutor(max_workers=max(1, len(runnable))) as pool:
@@ -161,8 +164,10 @@ def check_malformed(spec: RuntimeSpec, feed: dict[str, np.ndarray], path: TomlPa
     }
     for (case, _, desc), res in zip(runnable, results, strict=True):
         outcome, detail = _malformed_outcome(case, res)
-        if outcome == "accepted" and case not in MUST_REFUSE:
+        if outcome == "accepted" and case not in MUST_REFUSE + TEXT_MUST_REFUSE:
             outcome, detail = "answered", _answer_summary(res)
+            if case == "negative_id":
+                detail = "not refused: id -1 read as a row counted from the end; " + detail
         elif outcome == "hang" and case == "oversized" and not _work_bounded(ref, feed, desc, spec.timeout_s):
             # the probe's batch would take longer than the timeout at the reference input's pace: the timeout cannot
             # tell a hang from work, so it is not called a hang
@@ -209,7 +214,15 @@ def check_malformed(spec: RuntimeSpec, feed: dict[str, np.ndarray], path: TomlPa
             path,
             evidence,
         )
-    said = ", ".join(f"{c}: {o['outcome']}" for c, o in outcomes.items())
+    said = ", ".join(
+        f"{c}: {o['outcome']}"
+        + (
+            " (not refused: id -1 read from the end of the table)"
+            if c == "negative_id" and o["outcome"] == "answered"
+            else ""
+        )
+        for c, o in outcomes.items()
+    )
     return _check(
         "parity.malformed",
         "pass",

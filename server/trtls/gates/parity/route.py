@@ -14,7 +14,8 @@ from trtls.core.gate_result import GateCheck, gate_check
 from trtls.gates.context import GateContext
 from trtls.gates.files import scratch
 from trtls.gates.parity.check import check_parity
-from trtls.gates.parity.tokenizer import check_tokenizer, route_tokenizer
+from trtls.gates.parity.text_malformed import route_text_limits
+from trtls.gates.parity.tokenizer import check_tokenizer, check_tokenizer_reference, route_tokenizer
 from trtls.runtimes import RunResult, RuntimeSpec, load_npz
 
 GATE = 4
@@ -266,6 +267,7 @@ def run_gate(ctx: GateContext) -> list[GateCheck]:
                 malformed=bool(opts.get("malformed", True)) and index == 0,  # probed once, on the first set
                 paths={"route": base, "reference_inputs": p_in},
                 runs=runs,
+                text_limits=route_text_limits(ctx),
             )
             per_set.append((set_name, set_checks))
             if "under_test" in runs:
@@ -291,6 +293,7 @@ def run_gate(ctx: GateContext) -> list[GateCheck]:
                 checks.append(_check("parity.tokenizer", "not_checked", why_not, "TRT806", p_tok))
             else:
                 checks.append(check_tokenizer(tokenizer, p_tok))
+            checks.append(check_tokenizer_reference(ctx, route.tokenizer_texts, p_tok))
     ctx.record["runtime_under_test"] = spec.label
     ctx.record["reference"] = ref_evidence or {"reference": route.reference}
     ctx.record["validation_status"] = {"supported": "pass", "reject": "reject"}.get(decide(checks), "hold")

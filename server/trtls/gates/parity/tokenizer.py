@@ -136,3 +136,98 @@ def route_tokenizer(
     if got.ids is None:
         return TokenizerParity(reference=ref, texts=list(texts), under_test_ids=None, runner_error=got.error), ""
     return TokenizerParity(reference=ref, texts=list(texts), under_test_ids=got.ids), ""
+
+
+def _checkpoint_snapshot(ctx: GateContext) -> tuple[Path | None, str]:
+    """The folder holding the checkpoint's files, or why it cannot be located (gate 1's rule: nothing outside it)."""
+    from trtls.checkpoint.layout import resolve_layout
+
+    ck = ctx.route.source_checkpoint()
+    layout = resolve_layout(ctx.resolve(ck.path), ck.revision, ck.id)
+    if layout.problem or layout.files_dir is None:
+        return None, f"the checkpoint's files cannot be located ({layout.problem or 'no snapshot for the revision'})"
+    return layout.files_dir, str(layout.root)
+
+
+def check_tokenizer_reference(ctx: GateContext, texts: Sequence[str], path: TomlPath) -> GateCheck:
+    """TRT817 `parity.tokenizer_reference`: the checkpoint's tokenizer.json through the `tokenizers` library against
+    an independent implementation over the checkpoint's transformers files (`parity.wordpiece`: vocab.txt and
+    tokenizer_config.json, BERT's WordPiece), on the route's `tokenizer_texts`, padding and truncation off. Where no
+    independent implementation exists (another tokenizer kind, no vocab.txt) it is `not_checked` with the reason."""
+    try:
+        snapshot, root = _checkpoint_snapshot(ctx)
+    except Exception as exc:  # an export route has no checkpoint (route.source_checkpoint)
+        return _check(NAME_REFERENCE, "not_checked", f"no checkpoint tokenizer files: {exc}", "TRT817", path)
+    if snapshot is None:
+        return _check(NAME_REFERENCE, "not_checked", root, "TRT817", path)
+    return tokenizer_reference(snapshot, Path(root), texts, path)
+
+
+NAME_REFERENCE = "parity.tokenizer_reference"
+
+
+def tokenizer_reference(snapshot: Path, root: Path, texts: Sequence[str], path: TomlPath) -> GateCheck:
+    """`check_tokenizer_reference` on the checkpoint files in `snapshot` (none read from outside `root`)."""
+    import json
+
+    from trtls.checkpoint.content import MAX_JSON
+    from trtls.fs import read_text
+    from trtls.gates.parity.wordpiece import read_wordpiece
+
+    name = NAME_REFERENCE
+
+    def read(rel: str) -> str | None:
+        p = snapshot / rel
+        if not p.is_file() or not p.resolve().is_relative_to(root.resolve()):
+            return None
+        return read_text(p, limit=MAX_JSON, follow=True)
+
+    try:
+        tok_json, vocab_txt, config_text = read("tokenizer.json"), read("vocab.txt"), read("tokenizer_config.json")
+        config = json.loads(config_text) if config_text else {}
+    except (OSError, ValueError) as exc:
+        return _check(name, "not_checked", f"the tokenizer files cannot be read: {exc}", "TRT817", path)
+    if tok_json is None:
+        return _check(name, "not_checked", "the checkpoint has no tokenizer.json", "TRT817", path)
+    if vocab_txt is None:
+        return _check(
+            name,
+            "not_checked",
+            "the checkpoint has no vocab.txt: trtls has an independent implementation only for BERT's WordPiece "
+            "(vocab.txt + tokenizer_config.json), so tokenizer.json is compared with nothing",
+            "TRT817",
+            path,
+        )
+    independent = read_wordpiece(vocab_txt.split("\n"), config if isinstance(config, dict) else {})
+    if isinstance(independent, str):
+        return _check(name, "not_checked", independent, "TRT817", path)
+    try:
+        import tokenizers
+        from tokenizers import Tokenizer
+
+        fast = Tokenizer.from_str(tok_json)
+        fast.no_padding()
+        fast.no_truncation()
+        fast_ids = [fast.encode(t).ids for t in texts]
+    except ImportError:
+        return _check(name, "not_checked", "the `tokenizers` library is not installed", "TRT817", path)
+    except Exception as exc:
+        return _check(name, "reject", f"tokenizer.json cannot be used by `tokenizers`: {exc}", "TRT817", path)
+    sides = f"tokenizer.json (tokenizers {tokenizers.__version__}) and trtls's WordPiece over vocab.txt"
+    for i, (text, got) in enumerate(zip(texts, fast_ids, strict=True)):
+        want = independent.encode(text)
+        if got != want:
+            pos = next((k for k, (x, y) in enumerate(zip(got, want, strict=False)) if x != y), min(len(got), len(want)))
+            return _check(
+                name,
+                "reject",
+                f"text {i}: {sides} differ at token {pos} (tokenizer.json {got[pos : pos + 4]}, WordPiece "
+                f"{want[pos : pos + 4]} = {independent.tokens(text)[pos : pos + 4]}; lengths {len(got)} vs "
+                f"{len(want)})",
+                "TRT817",
+                path,
+                {"text_index": i, "position": pos},
+            )
+    return _check(
+        name, "pass", f"identical ids for {len(texts)} texts from {sides}", "TRT817", path, {"texts": len(texts)}
+    )

