@@ -2,7 +2,8 @@
 started before the recipe models, pydantic and the store are imported (its Python and TensorRT start-up run beside
 them), the CUDA probe runs no child process (ldconfig, gcc, ld), an entry that declined the fast path does not have it
 tried a second time, the fast path holds for the same interpreter by another name, and the language server answers
-`initialize` before the command line's parser or any recipe model is imported.
+`initialize` before the command line's parser or any recipe model is imported (and a shutdown with no build to stop
+imports no build core either).
 
 Each runs real processes: a driver script with an audit hook (a snapshot of `sys.modules` at the worker's spawn, the
 child processes started, the memo reads) or a stdout that snapshots `sys.modules` at the server's first reply."""
@@ -59,7 +60,10 @@ class FirstWrite(io.RawIOBase):
         return len(data)
 sys.stdout = io.TextIOWrapper(io.BufferedWriter(FirstWrite()), write_through=True)
 from trtls.cli.entry import main
-sys.exit(main(["serve"]))
+code = main(["serve"])
+with open(sys.argv[2], "w") as fh:
+    json.dump(sorted(sys.modules), fh)
+sys.exit(code)
 """
 
 
@@ -111,9 +115,9 @@ def test_the_fast_path_holds_for_the_same_interpreter_by_another_name(workspace:
 
 
 def test_the_language_server_answers_initialize_before_the_cli_parser_or_a_recipe_model_loads(tmp_path: Path) -> None:
-    out = tmp_path / "modules.json"
+    out, at_exit = tmp_path / "modules.json", tmp_path / "modules-at-exit.json"
     proc = subprocess.Popen(
-        [sys.executable, "-c", SERVE_DRIVER, str(out)],
+        [sys.executable, "-c", SERVE_DRIVER, str(out), str(at_exit)],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -141,3 +145,4 @@ def test_the_language_server_answers_initialize_before_the_cli_parser_or_a_recip
     assert proc.returncode == 0, err.decode()[-3000:]
     loaded = [m for m in LATE_FOR_INITIALIZE if m in json.loads(out.read_text())]
     assert loaded == [], f"imported before initialize was answered: {loaded}"
+    assert "trtls.builds.supervisor" not in json.loads(at_exit.read_text()), "a shutdown with no build loaded it"

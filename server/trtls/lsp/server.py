@@ -137,7 +137,8 @@ def on_initialized(ls: TrtlsServer, params: lsp.InitializedParams) -> None:
 @server.feature(lsp.SHUTDOWN)
 async def on_shutdown(ls: TrtlsServer, params: Any) -> None:
     # pygls 2.1.1 (#606): stop our builds before its own shutdown code iterates the request futures.
-    await ls.supervisor.shutdown("service_shutdown")
+    if (supervisor := ls.supervisor_if_started) is not None:
+        await supervisor.shutdown("service_shutdown")
     await asyncio.sleep(0)
 
 
