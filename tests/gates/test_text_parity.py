@@ -125,3 +125,43 @@ def test_a_runner_that_answers_ids_past_the_vocabulary_rejects_by_name(tmp_path)
     assert c.evidence["cases"]["id_over_vocab"]["outcome"] == "accepted"
     assert c.evidence["cases"]["over_long"]["outcome"] == "accepted"
     assert "id_over_vocab: accepted" in c.message
+
+
+def test_error_statistics_say_where_the_largest_error_is_with_a_histogram_and_cosine(onnx_model):
+    """Issue 29 item 10, on the real MiniLM run by ONNX Runtime: one element of the runtime's output moved by 0.5 is
+    found by input and index with both values, counted in the histogram's 0.1-1 decade, and the token vector it sits
+    in has the smallest cosine similarity; the rest of the histogram is the exact comparison (error 0)."""
+    from trtls.core.route import Tolerance
+    from trtls.gates.parity.compare import compare_output
+    from trtls.runtimes import run_inputs
+
+    path, _ = onnx_model
+    res = run_inputs(RuntimeSpec("onnxruntime", model=str(path)), [_feed(), _feed()])
+    assert res.ok, res.summary()
+    refs = [o["last_hidden_state"] for o in res.outputs]
+    outs = [r.copy() for r in refs]
+    outs[1][0, 3, 17] += 0.5
+    cmp = compare_output("last_hidden_state", outs, refs, Tolerance(atol=1e-4, rtol=1e-3))
+    assert not cmp.passed
+    assert cmp.largest is not None and cmp.largest["input"] == 1 and cmp.largest["index"] == [0, 3, 17]
+    assert cmp.largest["value"] == pytest.approx(float(refs[1][0, 3, 17]) + 0.5, abs=1e-6)
+    assert "largest error at input 1 index [0, 3, 17]" in cmp.message
+    bins = {b["bin"]: b["count"] for b in cmp.histogram}
+    assert bins["1e-01 – 1e+00"] == 1 and bins["< 1e-09"] == 2 * 8 * 384 - 1 and bins["NaN/Inf"] == 0
+    assert cmp.cosine is not None and cmp.cosine["min_at"] == {"input": 1, "index": [0, 3]}
+    assert cmp.cosine["min"] < 1.0 and cmp.cosine["vectors"] == 16 and "cosine similarity min" in cmp.message
+
+
+def test_the_route_report_draws_the_error_histogram():
+    from trtls.gates.parity.compare import error_histogram
+    from trtls.report.route_page import route_report
+
+    bins = error_histogram(np.array([0.0, 0.0, 0.0, 0.2]))
+    check = {"name": "parity.tolerance:logits", "status": "pass", "code": "TRT805", "message": "m", "path": []}
+    summary = {
+        "route_name": "r",
+        "decision": "hold",
+        "gates": {"4": {"name": "parity", "status": "pass", "checks": [{**check, "evidence": {"histogram": bins}}]}},
+    }
+    page = route_report(summary)
+    assert "class='histogram'" in page and "width:120px'></span> 3</div>" in page and "width:40px'></span> 1" in page

@@ -39,13 +39,28 @@ def _figure(value: Any) -> str:
     return esc(value)
 
 
+def _histogram(bins: Any) -> str | None:
+    """Gate 4's error histogram (`[{"bin", "count"}, …]`, gates.parity.compare.error_histogram) as bars."""
+    if not isinstance(bins, list) or not all(isinstance(b, dict) and isinstance(b.get("count"), int) for b in bins):
+        return None
+    most = max((b["count"] for b in bins), default=0) or 1
+    rows = "".join(
+        f"<div class='mono'>{esc(b.get('bin'))} <span style='display:inline-block;background:#888;height:0.7em;"
+        f"width:{120 * b['count'] // most}px'></span> {b['count']}</div>"
+        for b in bins
+    )
+    return f"<div class='histogram'>{rows}</div>"
+
+
 def _evidence(evidence: Any) -> str:
     if not isinstance(evidence, dict) or not evidence:
         return '<span class="muted">—</span>'
-    items = "".join(
-        f"<div><span class='muted'>{esc(k)}</span> <span class='mono'>{_figure(v)}</span></div>"
-        for k, v in evidence.items()
-    )
+
+    def shown(key: str, value: Any) -> str:
+        bars = _histogram(value) if key == "histogram" else None
+        return bars or f"<span class='mono'>{_figure(value)}</span>"
+
+    items = "".join(f"<div><span class='muted'>{esc(k)}</span> {shown(k, v)}</div>" for k, v in evidence.items())
     return f'<div class="figures">{items}</div>'
 
 

@@ -213,6 +213,9 @@ def check_parity(
                 "atol": tol.atol,
                 "rtol": tol.rtol,
                 "check_error_stat": tol.check_error_stat,
+                "largest_error": cmp.largest,
+                "histogram": cmp.histogram,
+                **({"cosine": cmp.cosine} if cmp.cosine is not None else {}),
             }
             if tol.check_error_stat == "quantile":
                 evidence["quantile"] = tol.quantile if tol.quantile is not None else DEFAULT_QUANTILE

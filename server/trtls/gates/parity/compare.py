@@ -93,6 +93,81 @@ def error_stats(absdiff: np.ndarray, reldiff: np.ndarray) -> dict[str, float]:
     return stats
 
 
+# absolute-error histogram bins, fixed so two runs (or two routes) read alike: under 1e-9, each decade to 1, 1 and over
+HISTOGRAM_EDGES = (0.0, *(10.0**e for e in range(-9, 1)), math.inf)
+
+
+def error_histogram(absdiff: np.ndarray, nonfinite: int = 0) -> list[dict[str, Any]]:
+    """Counts of absolute errors per decade (`HISTOGRAM_EDGES`), then NaN/Inf where the reference has a number."""
+    counts, _ = np.histogram(absdiff, bins=np.asarray(HISTOGRAM_EDGES))
+    out = []
+    for lo, hi, n in zip(HISTOGRAM_EDGES[:-1], HISTOGRAM_EDGES[1:], counts, strict=True):
+        label = f"< {hi:.0e}" if lo == 0 else f">= {lo:.0e}" if math.isinf(hi) else f"{lo:.0e} – {hi:.0e}"
+        out.append({"bin": label, "count": int(n)})
+    out.append({"bin": "NaN/Inf", "count": int(nonfinite)})
+    return out
+
+
+def largest_error(outs: Sequence[np.ndarray], refs: Sequence[np.ndarray]) -> dict[str, Any] | None:
+    """Where the largest absolute error is: the reference input, the element's index in the output, both values
+    (a NaN or Inf where the reference has a number counts as the largest)."""
+    best: dict[str, Any] | None = None
+    best_err = -1.0
+    for i, (out, ref) in enumerate(zip(outs, refs, strict=True)):
+        o = np.asarray(out, dtype=np.float64)
+        r = np.asarray(ref, dtype=np.float64)
+        if o.shape != r.shape or o.size == 0:
+            continue
+        finite = np.isfinite(o) & np.isfinite(r)
+        same = (np.isnan(o) & np.isnan(r)) | (o == r)
+        with np.errstate(invalid="ignore"):
+            err = np.where(finite, np.abs(o - r), np.where(same, 0.0, np.inf))
+        k = int(np.argmax(err))
+        if float(err.flat[k]) > best_err:
+            best_err = float(err.flat[k])
+            index = [int(x) for x in np.unravel_index(k, o.shape)]
+            ref_v = float(r.flat[k])
+            best = {
+                "input": i,
+                "index": index,
+                "value": float(o.flat[k]),
+                "reference": ref_v,
+                "abs_error": best_err,
+                "rel_error": best_err / abs(ref_v) if ref_v else (0.0 if best_err == 0 else math.inf),
+            }
+    return best
+
+
+def cosine_similarity(outs: Sequence[np.ndarray], refs: Sequence[np.ndarray]) -> dict[str, Any] | None:
+    """Per-vector cosine similarity over the last axis (an embedding per row, or per token), as TRTMC's BERT
+    comparator judges against transformers: the smallest, where it is, and the mean; None for an output that is not
+    a float array of vectors."""
+    sims: list[float] = []
+    where: list[tuple[int, list[int]]] = []
+    for i, (out, ref) in enumerate(zip(outs, refs, strict=True)):
+        o, r = np.asarray(out), np.asarray(ref)
+        if o.dtype.kind != "f" or o.shape != r.shape or o.ndim < 2 or o.shape[-1] < 2:
+            return None
+        o2 = o.astype(np.float64).reshape(-1, o.shape[-1])
+        r2 = r.astype(np.float64).reshape(-1, r.shape[-1])
+        norms = np.linalg.norm(o2, axis=1) * np.linalg.norm(r2, axis=1)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            cos = np.where(norms > 0, np.sum(o2 * r2, axis=1) / np.where(norms > 0, norms, 1.0), np.nan)
+        for k, c in enumerate(cos):
+            if np.isfinite(c):
+                sims.append(float(c))
+                where.append((i, [int(x) for x in np.unravel_index(k, o.shape[:-1])]))
+    if not sims:
+        return None
+    k = int(np.argmin(sims))
+    return {
+        "min": sims[k],
+        "mean": float(np.mean(sims)),
+        "vectors": len(sims),
+        "min_at": {"input": where[k][0], "index": where[k][1]},
+    }
+
+
 @dataclass
 class OutputComparison:
     name: str
@@ -101,6 +176,9 @@ class OutputComparison:
     tolerance: Tolerance
     tolerance_key: str | None
     stats: dict[str, float] = field(default_factory=dict)
+    largest: dict[str, Any] | None = None  # where the largest absolute error is, with both values
+    histogram: list[dict[str, Any]] = field(default_factory=list)  # absolute errors per decade
+    cosine: dict[str, Any] | None = None  # per-vector cosine similarity (outputs of vectors)
 
 
 def _polygraphy_verdict(
@@ -172,7 +250,18 @@ def compare_output(
             f"{where}: {label} abs error {checked['abs']:.3g} (atol {tol.atol:g}), {label} rel error "
             f"{checked['rel']:.3g} (rtol {tol.rtol:g}): {relation} tolerance (check_error_stat = {stat})"
         )
-    return OutputComparison(name, passed, message, tol, tolerance_key, stats)
+    largest = largest_error(outs, refs)
+    if largest is not None and largest["abs_error"] > 0:
+        message += (
+            f"; largest error at input {largest['input']} index {largest['index']}: {largest['value']:.6g} vs "
+            f"reference {largest['reference']:.6g}"
+        )
+    cosine = cosine_similarity(outs, refs)
+    if cosine is not None and any(w in name for w in ("embedding", "hidden_state")):
+        message += f"; cosine similarity min {cosine['min']:.6f} over {cosine['vectors']} vectors"
+    return OutputComparison(
+        name, passed, message, tol, tolerance_key, stats, largest, error_histogram(absdiff, nonfinite), cosine
+    )
 
 
 def signature_problems(test: Mapping[str, np.ndarray], ref: Mapping[str, np.ndarray]) -> list[str]:
