@@ -8,6 +8,8 @@ shared 2-core machine that second part is the noise (a burner beside the run mov
 artifact against itself between 0.7 and 8.6), and it says nothing about the artifact. A request's CPU time
 (`process_time`: every thread of the process, a runtime's own pool included) leaves it out. For TensorRT the work
 is on the GPU, invisible to the CPU clock, so wall time is the statistic there (the GPU is not shared with a burner).
+With more than one intra-op thread, ONNX Runtime's workers spin while they wait and that spin is CPU time too: both
+sides pay it alike, but the ratio is noisier than at one thread (the interval says so).
 
 The statistic, per input set (never pooled across shapes): the median over pairs of candidate / baseline time, the
 two requests of a pair running the same input back to back, the order alternating. Its 95 % interval: a seeded
