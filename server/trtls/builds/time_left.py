@@ -6,10 +6,10 @@ buildConfigHash: the same key the "usual 30 s" of a quiet phase comes from), nev
   duration. A phase not started yet has its median left; a running phase with children has what its children have
   left (recursively) plus its own time outside them in proportion; a running leaf has its median minus its elapsed
   time (never below zero) or, when it reports steps, the mean of that and its median times the share of steps left
-  (the long silent compile of `large`, "Determining refit engines", reports 171 steps: the clock alone cannot tell
-  a build that is ahead from one that is behind). The phases cover what TensorRT reports; the time after the last
-  one (serializing, writing and hashing the engine) is the median whole-build duration less the phases' medians
-  and less the time this build took before its first phase.
+  (in the recorded `large` build of tests/data, its silent compile "Determining refit engines" reports 171 steps:
+  the clock alone cannot tell a build that is ahead from one that is behind). The phases cover what TensorRT
+  reports; the time after the last one (serializing, writing and hashing the engine) is the median whole-build
+  duration less the phases' medians and less the time this build took before its first phase.
 - the interval: the spread of the recorded whole-build durations around their median (in seconds: what varies
   between builds of one config is mostly a fixed cost), and never narrower than `MIN_BAND` around the point (with
   two or three builds the spread says little). How often it held the truth is measured in docs/performance.md.
