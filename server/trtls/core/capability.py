@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from trtls.core.display import human_seconds
 from trtls.core.findings import Finding, Origin, Severity
 
 MAX_NODES = 20  # one finding per refused node, up to this many; the rest are counted in the last one
@@ -83,7 +84,7 @@ def capability_summary(answer: dict[str, Any]) -> str:
     status = answer.get("status")
     module = answer.get("module") or "TensorRT"
     seconds = answer.get("seconds")
-    took = f" in {seconds:.2f} s" if isinstance(seconds, (int, float)) else ""
+    took = f" in {human_seconds(seconds)}" if isinstance(seconds, (int, float)) else ""
     if status == "supported":
         return f"{module}: the parser takes every node and the builder takes the network{took}"
     if status == "parsed":
