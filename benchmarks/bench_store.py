@@ -9,7 +9,11 @@ All figures from one run, whole processes timed from the outside:
 3. a 4-cell matrix (optimization_level 0–3) built once, then one cell changed (3 → 4): TensorRT builds counted in
    the second run (target exactly 1);
 4. two `trtls build` processes of one key started together on an empty store: worker processes and processes that
-   imported TensorRT, counted (target exactly 1 each).
+   imported TensorRT, counted (target exactly 1 each);
+5. a remote hit over loopback (`remote` part, where nginx is installed: a real nginx WebDAV server, as the tests
+   use): each run starts with an empty local store whose remote holds the engine, so `trtls build` fetches the
+   entry, verifies it and restores it; interleaved with the bare build, median ratio remote hit/bare, and no
+   process imported TensorRT.
 Counting uses a sitecustomize on PYTHONPATH that drops a marker per worker start and per TensorRT import.
 Usage: python benchmarks/bench_store.py [--pairs N] [--quick] [--json F]
 """
@@ -216,10 +220,62 @@ def two_at_once(root: Path) -> list[dict]:
     ]
 
 
+def remote_hit(engine: str, pairs: int, root: Path) -> list[dict]:
+    """A store hit served from a remote (nginx WebDAV on loopback) into an empty local store, vs a bare build."""
+    sys.path.insert(0, str(HERE.parent))
+    from tests.store.nginx_dav import nginx_binary, start_dav
+
+    if nginx_binary() is None:
+        return [figure(f"{engine}: remote hit over loopback", None, "", "stated", None, "not measured: no nginx here")]
+    server = start_dav(root / f"nginx-{engine}")
+    try:
+        ws = workspace(root, f"ws-remote-{engine}")
+        recipe = (ws / "trtls.toml").read_text()
+
+        def store_at(local: Path) -> None:
+            (ws / "trtls.toml").write_text(recipe + f'\n[store]\npath = "{local}"\nremote = "{server.url}"\n')
+
+        store_at(root / f"store-remote-{engine}-seed")
+        build = [*TRTLS, "build", str(ws), "--engine", engine]
+        seed = timed(build)  # the one real build: publishes to the local store and sends it on to the remote
+        onnx = ws / "models" / f"{engine}.onnx"
+        bare = [sys.executable, str(HERE / "_bare_build.py"), str(onnx), str(ws / "build" / f"{engine}.bare.engine")]
+        rows, imports = [], 0
+        for i in range(pairs):
+            store_at(root / f"store-remote-{engine}-{i}")  # an empty local store: only the remote holds the engine
+            (ws / ".trtls" / "engines" / f"{engine}.hit.json").unlink(missing_ok=True)
+            env, marks = probe_env(root / f"probe-remote-{engine}-{i}")
+            order = [("hit", build), ("bare", bare)] if i % 2 == 0 else [("bare", bare), ("hit", build)]
+            got = {name: timed(cmd, env if name == "hit" else None) for name, cmd in order}
+            imports += count(marks, "tensorrt")
+            rows.append(got)
+            print(
+                f"  {engine} remote pair {i + 1}/{pairs}: hit {got['hit']:.3f} s, bare {got['bare']:.2f} s", flush=True
+            )
+        size = (ws / "build" / f"{engine}.engine").stat().st_size
+    finally:
+        server.stop()
+    ratios = [r["hit"] / r["bare"] for r in rows]
+    med = statistics.median(ratios)
+    return [
+        figure(
+            f"{engine}: remote hit over loopback into an empty local store / bare TensorRT-RTX build, wall (median)",
+            round(med, 4),
+            "×",
+            "stated",
+            None if imports == 0 else False,
+            f"{pairs} interleaved pairs; remote hit median {statistics.median(r['hit'] for r in rows):.3f} s for a "
+            f"{size / 1e6:.1f} MB engine, bare median {statistics.median(r['bare'] for r in rows):.2f} s; processes "
+            f"that imported TensorRT during the hits: {imports}; seeding build {seed:.1f} s; load average "
+            f"{os.getloadavg()[0]:.1f}",
+        )
+    ]
+
+
 def main() -> int:
     ap = parser(__doc__)
     ap.add_argument("--pairs", type=int, help="pairs per engine (default 3; --quick 1)")
-    ap.add_argument("--parts", default="two,matrix,big,demo,large", help="which measurements (comma-separated)")
+    ap.add_argument("--parts", default="two,matrix,big,demo,large,remote", help="which measurements (comma-separated)")
     args = ap.parse_args()
     pairs = args.pairs or (1 if args.quick else 3)
     root = Path(tempfile.mkdtemp(prefix="trtls-bench-store-"))
@@ -234,6 +290,9 @@ def main() -> int:
     for engine in ("demo", "large"):
         if engine in parts:
             figures += hit_vs_bare(engine, pairs, root)
+    if "remote" in parts:
+        for engine in ("demo", "large"):
+            figures += remote_hit(engine, pairs, root)
     emit({"title": "Engine store: build avoidance (issue 19)", "figures": figures}, args.json)
     return 0
 
