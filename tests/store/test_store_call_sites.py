@@ -75,12 +75,20 @@ def test_json_stream_says_the_build_waited_for_another_process(
     assert lock.try_acquire("demo-20261201-101500-ab12cd")
     proc = subprocess.Popen([*build_cmd(seed_ws), "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     lines: queue.Queue[str] = queue.Queue()
-    threading.Thread(target=lambda: [lines.put(line) for line in proc.stdout or []], daemon=True).start()
+    # one reader of stdout (the thread): communicate() beside it would read part of the last line itself
+    reader = threading.Thread(target=lambda: [lines.put(line) for line in proc.stdout or []], daemon=True)
+    errors: list[str] = []
+    err_reader = threading.Thread(target=lambda: errors.append(proc.stderr.read() if proc.stderr else ""), daemon=True)
+    reader.start()
+    err_reader.start()
     try:  # a deadline only so that a build that never says it waits fails instead of hanging (it waits on us)
         first = json.loads(lines.get(timeout=120))
     finally:
         lock.release()  # the holder ends without publishing: the waiter builds it itself
-    _, err = proc.communicate(timeout=600)
+    proc.wait(timeout=600)
+    reader.join(timeout=60)
+    err_reader.join(timeout=60)
+    err = "".join(errors)
     assert proc.returncode == 0, err
     rest = []
     while not lines.empty():

@@ -27,7 +27,8 @@ def open_lock_file(
             if exc.errno == errno.ELOOP:
                 raise UnsafeWrite(errno.ELOOP, f"is a symlink; a {kind.label} is never opened through one",
                                   str(path)) from None  # fmt: skip
-            raise
+            # the name was opened under its folder's descriptor: say the whole path (a located message)
+            raise type(exc)(exc.errno, exc.strerror, str(path)) from None
     if not stat.S_ISREG(os.fstat(fd).st_mode):
         os.close(fd)
         raise UnsafeWrite(errno.EINVAL, "is not a regular file", str(path))
