@@ -25,6 +25,7 @@ from trtls.core.paths import MAX_NAME, is_safe_name, path_text_problems, place
 from trtls.core.profiles import SHAPE_KEYS, InputShapes, OptimizationProfile
 from trtls.core.protocol import stable_json
 from trtls.core.recipe_file import RecipeTooLarge, read_recipe_text
+from trtls.core.recipe_triage import TriageSettings
 from trtls.core.route import RouteModel
 from trtls.core.route_checks import validate_routes  # routes: validated in a second pass
 from trtls.core.store_table import StoreTable, store_path_findings
@@ -81,6 +82,7 @@ class EngineRecipe(_Model):
     )
     run_on: RunOn | None = Field(None, description="Where the build runs in the [cluster]: node labels, GPUs, memory.")
     matrix: Matrix | None = Field(None, description="Axes that expand this engine into cells (trtls build --matrix).")
+    triage: TriageSettings = Field(default_factory=TriageSettings, description="What `trtls reduce` needs to know.")
 
     def job_profiles(self) -> list[dict[str, Any]]:
         """The profiles as the worker protocol carries them (and as buildConfigHash covers them)."""
