@@ -28,7 +28,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import dist, emit, figure, fmt_dist, parser, workspace
-from trtls.builds.supervisor import Supervisor
+from trtls.builds.supervisor.supervisor import Supervisor
 from trtls.core.recipe import load_recipe
 
 GRACE_S = 1.0

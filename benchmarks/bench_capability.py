@@ -5,7 +5,8 @@
 For each model, both tools are asked cold, in a fresh process each time, as a user would ask them:
 - `polygraphy inspect capability MODEL` (POLYGRAPHY_USE_TENSORRT_RTX=1: the same TensorRT-RTX module), its verdict
   read from its log ("Graph is fully supported by TensorRT", or its summary table of operators);
-- trtls's child (`trtls.builds.capability`, what `trtls check --capability` and the editor start), its verdict from
+- trtls's child (`trtls.builds.worker.capability`, what `trtls check --capability` and the editor start), its verdict
+from
   the parser part of its answer; its builder part (`is_network_supported` with the model's profile) is reported as
   a column of its own: Polygraphy does not ask the builder.
 Same verdict = both say supported, or both refuse and name the same set of op types. Time to answer = wall time of
@@ -30,7 +31,7 @@ from typing import Any
 
 from _common import ROOT, emit, ensure_models, figure, parser
 
-CAPABILITY_CHILD = [sys.executable, "-m", "trtls.builds.capability"]
+CAPABILITY_CHILD = [sys.executable, "-m", "trtls.builds.worker.capability"]
 POLYGRAPHY = [str(Path(sys.executable).parent / "polygraphy"), "inspect", "capability"]
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import emit, figure, parser
-from trtls.builds.supervisor import Supervisor
+from trtls.builds.supervisor.supervisor import Supervisor
 from trtls.core.recipe import load_recipe
 
 FLOOD = Path(__file__).resolve().parent / "_flood_worker.py"

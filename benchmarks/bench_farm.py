@@ -75,8 +75,8 @@ async def latency_and_throughput(
     rounds: int, cells: int, parts: set[str], tput_rounds: int = 1
 ) -> tuple[list[dict], Path | None]:
     from trtls.builds.farm.submit import prepare
-    from trtls.builds.matrix import plan
-    from trtls.builds.supervisor import Supervisor
+    from trtls.builds.supervisor.matrix import plan
+    from trtls.builds.supervisor.supervisor import Supervisor
     from trtls.core.recipe import load_recipe
 
     root = Path(tempfile.mkdtemp(prefix="trtls-bench-farm-"))
@@ -129,7 +129,7 @@ async def throughput(sup, root: Path, cells: int, rounds: int = 1) -> tuple[list
     """The same N `large` builds, by hand side by side vs as N cells over N slots; `rounds` pairs, the order
     alternating (a `large` build's own time varies by about ±15 % from run to run: one pair is not a figure)."""
     from trtls.builds.farm.submit import prepare
-    from trtls.builds.matrix import plan, start_matrix
+    from trtls.builds.supervisor.matrix import plan, start_matrix
     from trtls.core.recipe import load_recipe
 
     tws = workspace(root, "tput")

@@ -24,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import emit, figure, parser, workspace
-from trtls.builds.supervisor import Supervisor
+from trtls.builds.supervisor.supervisor import Supervisor
 from trtls.core.recipe import load_recipe
 
 TARGET = 1.02
@@ -81,8 +81,8 @@ def callback_cost_ns(n: int = 200_000) -> dict[str, float]:
     import threading
     from queue import SimpleQueue
 
-    from trtls.builds import adapter
-    from trtls.builds.monitor import make_monitor_class
+    from trtls.builds.worker import adapter
+    from trtls.builds.worker.monitor import make_monitor_class
     from trtls.core.cancel import CancelToken
 
     cls = make_monitor_class(adapter.make_progress_monitor_base(adapter.load_builder_module("auto")))

@@ -1,4 +1,5 @@
-"""How right is "~40 s left, 25–60 s"? The time-left estimate (trtls.builds.time_left) at 25, 50 and 75 % of real
+"""How right is "~40 s left, 25–60 s"? The time-left estimate (trtls.builds.supervisor.time_left) at 25, 50 and 75 % of
+real
 builds of the quickstart and sample models, against the time that was really left.
 
     python benchmarks/bench_time_left.py [--quick] [--json FILE] [--builds 3]
@@ -26,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from _common import ROOT, emit, ensure_models, figure, parser
-from trtls.builds.time_left import estimate_time_left
+from trtls.builds.supervisor.time_left import estimate_time_left
 from trtls.core.events import parse_event
 from trtls.core.phase_tree import NS, PhaseTree
 

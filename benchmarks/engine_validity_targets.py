@@ -1,6 +1,6 @@
 """Will each engine load here: build the quickstart's `demo` for several targets with `trtls build` (the default,
 SM89 alone, SM80 + SM120, hardware compatibility `ampere_plus`), then ask TensorRT-RTX's
-`IRuntime.get_engine_validity` about each engine through `python -m trtls.builds.engine_validity`, and print one
+`IRuntime.get_engine_validity` about each engine through `python -m trtls.builds.worker.engine_validity`, and print one
 JSON line per target. Run it on a machine with a GPU (the lent H200 host: `../shared/notes/device-farm.md`); with no
 GPU each answer is `not_checked`. Its output on the H200 is in benchmarks/results/engine-validity-h200-*.txt.
 """
@@ -51,7 +51,7 @@ def main() -> int:
                 line["build"] = {"exit": built.returncode, "tail": built.stdout[-600:] + built.stderr[-600:]}
             else:
                 asked = subprocess.run(
-                    [sys.executable, "-m", "trtls.builds.engine_validity", str(ws / "build" / f"{name}.engine")],
+                    [sys.executable, "-m", "trtls.builds.worker.engine_validity", str(ws / "build" / f"{name}.engine")],
                     capture_output=True,
                     text=True,
                 )

@@ -4,7 +4,8 @@
 A backticked token is a repository path when it is a slash-separated path (two components or more) that ends in a
 file type the repository holds, or that starts with a top-level entry of the repository or a package of
 `server/trtls`. It is looked up where the docs name paths from: the repository root, `server/`, the package
-(`builds/avoidance.py`), the extension (`src/client.ts`) and the page's own folder. Not repository paths, by rule:
+(`builds/avoidance/lookup.py`), the extension (`src/client.ts`) and the page's own folder. Not repository paths, by
+rule:
 `.trtls/…` (the state folder a run writes in a user's workspace). Not repository paths, by name: `ALLOWED`, each
 with its reason."""
 
@@ -73,11 +74,16 @@ def test_every_backticked_repository_path_exists() -> None:
 
 def test_the_rule_finds_a_stale_path_and_leaves_examples_alone() -> None:
     text = (
-        "see `models/assist.py`, `builds/avoidance.py`, `lsp/triage_command.fix_x`, `core/nothing_here.run`, "
+        "see `models/assist.py`, `builds/avoidance/lookup.py`, `lsp/triage_command.fix_x`, `core/nothing_here.run`, "
         "`.trtls/runs/<id>/summary.json`, `a/b c`\n```\nx/y.py\n```"
     )
     found = repository_paths(text, top_level())
-    assert found == ["models/assist.py", "builds/avoidance.py", "lsp/triage_command.fix_x", "core/nothing_here.run"]
+    assert found == [
+        "models/assist.py",
+        "builds/avoidance/lookup.py",
+        "lsp/triage_command.fix_x",
+        "core/nothing_here.run",
+    ]
     assert [exists(token, ROOT / "docs" / "x.md") for token in found] == [False, True, True, False]
 
 

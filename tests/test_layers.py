@@ -62,7 +62,7 @@ ALLOWED: dict[str, set[str]] = {
     "accept": {"core", "fs", "builds", "bundle", "checkpoint", "runtimes", "route", "gates", "app", "accept"},
 }
 # modules that import a module by a computed name, and why (never a first-party one)
-BY_NAME_THIRD_PARTY = {"builds/adapter.py": "tensorrt or tensorrt_rtx, the builder module a recipe asks for"}
+BY_NAME_THIRD_PARTY = {"builds/worker/adapter.py": "tensorrt or tensorrt_rtx, the builder module a recipe asks for"}
 MAX_LINES = 400  # a module is read in one sitting: never more than 400 lines
 
 
@@ -265,7 +265,7 @@ def test_initialize_path_imports_neither_pydantic_nor_the_build_core() -> None:
     """Everything before `initialize` is answered is pygls, lsprotocol and the stdlib (the rest loads after)."""
     code = (
         "import sys, trtls.lsp.server; print(sorted(m for m in ('pydantic', 'trtls.core.recipe', "
-        "'trtls.builds.supervisor', 'trtls.lsp.editor') if m in sys.modules))"
+        "'trtls.builds.supervisor.supervisor', 'trtls.lsp.editor') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == "[]"
@@ -275,7 +275,7 @@ def test_worker_imports_neither_pydantic_nor_the_event_models() -> None:
     """Every build pays the worker's start-up before TensorRT is even imported (issue 14's fixed cost):
     the worker speaks the protocol with the standard library (core.protocol), never core.events."""
     code = (
-        "import sys, trtls.builds.worker; print(sorted(m for m in ('pydantic', 'trtls.core.events', "
+        "import sys, trtls.builds.worker.main; print(sorted(m for m in ('pydantic', 'trtls.core.events', "
         "'trtls.core.recipe') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from trtls.builds.supervisor import Build
+from trtls.builds.supervisor.supervisor import Build
 from trtls.cli.terminal_view import PlainView, RichView
 from trtls.core.events import parse_event
 from trtls.core.phase_tree import NS, row_text
@@ -65,7 +65,7 @@ def test_a_running_build_reads_the_same_in_the_progress_message_the_terminal_and
     names = [p.name for p in b.tree.deepest_running_path()]
 
     message = b.progress_message()  # what BuildRelay sends as the $/progress report's message
-    # the time left is the last part (builds/time_left.py): no history in tmp_path, so no basis
+    # the time left is the last part (builds/supervisor/time_left.py): no history in tmp_path, so no basis
     assert message == " › ".join(names) + " " + deepest.detail + " · no estimate"
 
     rows = vscode_rows(b)

@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from trtls.builds.supervisor import Build, Supervisor
+from trtls.builds.supervisor.supervisor import Build, Supervisor
 from trtls.core.recipe import load_recipe
 
 

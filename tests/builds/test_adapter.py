@@ -18,8 +18,8 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from trtls.builds import adapter
-from trtls.builds.adapter import BuilderUnavailable
+from trtls.builds.worker import adapter
+from trtls.builds.worker.adapter import BuilderUnavailable
 
 SERVER = Path(adapter.__file__).resolve().parents[1]
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from trtls.builds.outcome_findings import build_findings
+from trtls.builds.supervisor.outcome_findings import build_findings
 
 from .helpers import loaded, run_build
 
@@ -18,7 +18,7 @@ BUILDER = "[engines.demo.builder]\noptimization_level = 3\n"
 
 async def _build(ws: Path, edit: dict[str, str]) -> tuple[dict, object]:
     rec = loaded(ws, edit)
-    from trtls.builds.supervisor import Supervisor
+    from trtls.builds.supervisor.supervisor import Supervisor
 
     build = Supervisor().start(rec, "demo")
     return await build.wait(), rec
@@ -116,7 +116,10 @@ def test_autocast_child_without_modelopt_says_what_to_install(tmp_path: Path, qu
     import subprocess
     import sys
 
-    code = "import sys; sys.modules['modelopt'] = None; from trtls.builds.autocast_child import main; sys.exit(main())"
+    code = (
+        "import sys; sys.modules['modelopt'] = None; "
+        "from trtls.builds.worker.autocast_child import main; sys.exit(main())"
+    )
     job = {
         "input": str(quickstart_models / "demo.onnx"),
         "output": str(tmp_path / "m.onnx"),

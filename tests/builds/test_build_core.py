@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from trtls.builds.artifacts import sha256_file
-from trtls.builds.history import History
+from trtls.builds.supervisor.history import History
 from trtls.core.evidence import missing_seed_fields
 
 from .helpers import cancel_at_phase, leftovers, loaded, process_gone, run_build, wait_until
@@ -222,7 +222,7 @@ async def test_previous_engine_survives_cancel_and_failure(workspace: Path) -> N
     assert s["outcome"] == "cancelled" and s["previousEngineIntact"] is True and engine.read_bytes() == good
     # failed rebuild: a profile that contradicts the network (TensorRT refuses it at build time)
     rec = loaded(workspace, {"max = [8, 3, 32, 32]\n\n[engines.large]": "max = [8, 3, 64, 64]\n\n[engines.large]"})
-    from trtls.builds.supervisor import Supervisor
+    from trtls.builds.supervisor.supervisor import Supervisor
 
     failing = Supervisor().start(rec, "demo")
     s = await failing.wait()
@@ -253,7 +253,7 @@ async def test_cancel_during_commit_is_applied_after_the_engine_is_written(works
 
 
 async def test_two_concurrent_builds_never_share_cancel_state(workspace: Path) -> None:
-    from trtls.builds.supervisor import Supervisor
+    from trtls.builds.supervisor.supervisor import Supervisor
 
     sup = Supervisor()
     rec = loaded(workspace)
@@ -313,7 +313,7 @@ async def test_second_interrupt_forces_without_waiting_for_grace(workspace: Path
 
 async def test_keep_evidence_quarantines_partial_files_of_a_dead_worker(workspace: Path) -> None:
     rec = loaded(workspace, {"keep_evidence = false": "keep_evidence = true"})
-    from trtls.builds.supervisor import Supervisor
+    from trtls.builds.supervisor.supervisor import Supervisor
 
     build = Supervisor().start(rec, "large")
 
@@ -377,7 +377,7 @@ async def test_a_force_before_the_worker_exists_is_applied_once_it_does(workspac
 def test_a_control_line_with_an_unknown_source_still_cancels_as_api(workspace: Path) -> None:
     """The protocol's control side (docs/protocol.md) from a foreign supervisor: an unknown source must not be
     ignored (that would let the build run on) nor echoed into the evidence; it is recorded as `api`."""
-    from trtls.builds.supervisor import worker_job
+    from trtls.builds.supervisor.supervisor import worker_job
 
     job = worker_job(loaded(workspace), "large", "unknown-source-test")
     proc = subprocess.Popen(

@@ -8,7 +8,7 @@ import ast
 import asyncio
 from pathlib import Path
 
-from trtls.builds.build import Build
+from trtls.builds.supervisor.build import Build
 
 PKG = Path(__file__).resolve().parents[2] / "server" / "trtls"
 BUILD_PY = PKG / "builds" / "build.py"

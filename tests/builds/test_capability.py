@@ -17,7 +17,7 @@ import onnxruntime
 import pytest
 
 from tests.onnx_files.third_party import fetch_all
-from trtls.builds.capability_client import ask, capability_request
+from trtls.builds.supervisor.capability_client import ask, capability_request
 from trtls.core.capability import capability_findings, capability_summary
 from trtls.onnx_files.profile_checks import check_recipe
 

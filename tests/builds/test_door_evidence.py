@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from trtls.builds.outcome_findings import build_findings
-from trtls.builds.supervisor import Supervisor
+from trtls.builds.supervisor.outcome_findings import build_findings
+from trtls.builds.supervisor.supervisor import Supervisor
 from trtls.core.recipe import load_recipe
 
 WORKER = Path(__file__).parents[1] / "data" / "external_worker.py"

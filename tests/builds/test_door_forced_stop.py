@@ -19,7 +19,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from trtls.builds.orphans import process_alive
+from trtls.builds.supervisor.orphans import process_alive
 from trtls.core.evidence import record_problems
 
 from .cli_procs import pause_env, wait_for_file

@@ -13,8 +13,8 @@ import sys
 
 CHILD = r"""
 import json, os, sys
-from trtls.builds import adapter
-from trtls.builds.log_relay import process_relay
+from trtls.builds.worker import adapter
+from trtls.builds.worker.log_relay import process_relay
 
 bm = adapter.load_builder_module("tensorrt_rtx")
 got = []

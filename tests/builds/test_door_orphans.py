@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-import trtls.builds.orphans as orphans
-from trtls.builds.orphans import process_alive, process_start_id, recover_orphans
+import trtls.builds.supervisor.orphans as orphans
+from trtls.builds.supervisor.orphans import process_alive, process_start_id, recover_orphans
 from trtls.fs.kill import NONCE_ENV
 
 EXTERNAL = Path(__file__).parents[1] / "data" / "external_worker.py"

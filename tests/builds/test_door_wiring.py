@@ -22,10 +22,10 @@ from tests.conftest import QUICKSTART
 from tests.store import conftest as store_fixtures
 from tests.store.conftest import copy_store
 from tests.store.helpers import with_store
-from trtls.builds import avoidance
-from trtls.builds.orphans import recover_orphans
-from trtls.builds.restore import restore_now
-from trtls.builds.rollback import RollbackError, rollback_target
+from trtls.builds.avoidance import lookup as avoidance
+from trtls.builds.avoidance.restore import restore_now
+from trtls.builds.avoidance.rollback import RollbackError, rollback_target
+from trtls.builds.supervisor.orphans import recover_orphans
 from trtls.core.recipe import load_recipe
 
 seeded = store_fixtures.seeded
@@ -81,7 +81,7 @@ def test_orphan_recovery_never_follows_a_swapped_trtls(tmp_path: Path, swapped: 
     (project / swapped).symlink_to(target, target_is_directory=True)
     before = _snapshot(elsewhere)
     assert recover_orphans(project / ".trtls") == []
-    from trtls.builds.running_record import running_records
+    from trtls.builds.supervisor.running_record import running_records
 
     assert running_records(project / ".trtls") == []
     assert _snapshot(elsewhere) == before
@@ -120,7 +120,7 @@ def test_fast_path_needs_the_builder_found_now(
     one it remembered; another `tensorrt_rtx` put first on the path (PYTHONPATH), with its own dist-info version,
     is another builder (before: the remembered site's folders were compared with themselves: 'up to date')."""
     from tests.store.helpers import run_build
-    from trtls.builds import reuse
+    from trtls.builds.avoidance import reuse
 
     with_store(seed_ws, copy_store(seeded, tmp_path))
     done = run_build(seed_ws)

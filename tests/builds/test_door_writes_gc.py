@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from trtls.builds import retention
+from trtls.builds.supervisor import retention
 
 DAY = 86400.0
 

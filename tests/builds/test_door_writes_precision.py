@@ -12,7 +12,7 @@ import onnx
 import pytest
 from onnx import numpy_helper
 
-from trtls.builds import autocast_child
+from trtls.builds.worker import autocast_child
 from trtls.core.paths import UnsafeWrite
 
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from trtls.builds.engine_validity import NO_GPU, parse_validity_message, validity_record
-from trtls.builds.outcome_findings import build_findings
+from trtls.builds.supervisor.outcome_findings import build_findings
+from trtls.builds.worker.engine_validity import NO_GPU, parse_validity_message, validity_record
 
 from .helpers import run_build
 
@@ -69,7 +69,10 @@ async def test_a_real_build_here_is_not_checked_with_the_reason_and_no_fatal_log
     # the lead's command for the H200, run here: the same answer as JSON, exit 2 (not checked)
     engine = workspace / "build" / "demo.engine"
     done = subprocess.run(
-        [sys.executable, "-m", "trtls.builds.engine_validity", str(engine)], capture_output=True, text=True, timeout=120
+        [sys.executable, "-m", "trtls.builds.worker.engine_validity", str(engine)],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert done.returncode == 2, done.stderr
     printed = json.loads(done.stdout)
@@ -80,6 +83,6 @@ async def test_a_real_build_here_is_not_checked_with_the_reason_and_no_fatal_log
 def test_an_engine_that_is_not_there_is_named_without_a_traceback(tmp_path: Path) -> None:
     missing = tmp_path / "none.engine"
     done = subprocess.run(
-        [sys.executable, "-m", "trtls.builds.engine_validity", str(missing)], capture_output=True, text=True
+        [sys.executable, "-m", "trtls.builds.worker.engine_validity", str(missing)], capture_output=True, text=True
     )
     assert done.returncode == 2 and str(missing) in done.stderr and "Traceback" not in done.stderr

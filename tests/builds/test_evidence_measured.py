@@ -9,9 +9,9 @@ import json
 import os
 from pathlib import Path
 
-from trtls.builds import resources
 from trtls.builds.build_facts import build_config_hash
-from trtls.builds.outcome_findings import build_findings
+from trtls.builds.supervisor import resources
+from trtls.builds.supervisor.outcome_findings import build_findings
 from trtls.builds.timing_cache import after_load, plan_cache
 from trtls.core.evidence import UNKNOWN, build_target, gpu_sku, record_problems
 

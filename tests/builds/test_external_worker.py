@@ -6,7 +6,7 @@ import os
 import sys
 from pathlib import Path
 
-from trtls.builds.supervisor import Supervisor
+from trtls.builds.supervisor.supervisor import Supervisor
 from trtls.core.recipe import load_recipe
 
 WORKER = Path(__file__).parents[1] / "data" / "external_worker.py"

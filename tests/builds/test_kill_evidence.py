@@ -14,7 +14,7 @@ import signal
 import time
 from pathlib import Path
 
-from trtls.builds.orphans import process_alive, recover_orphans
+from trtls.builds.supervisor.orphans import process_alive, recover_orphans
 
 from .cli_procs import CliBuild, pause_env, sha256_of, wait_for_file
 from .helpers import leftovers

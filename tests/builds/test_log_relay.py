@@ -12,8 +12,8 @@ from pathlib import Path
 
 CHILD = r"""
 import json, os, sys
-from trtls.builds import adapter
-from trtls.builds.log_relay import process_relay
+from trtls.builds.worker import adapter
+from trtls.builds.worker.log_relay import process_relay
 
 bm = adapter.load_builder_module("tensorrt_rtx")
 got = []
@@ -60,7 +60,7 @@ def test_python_logger_sees_verbose_the_relay_does_not(quickstart_models: Path) 
     """Why the relay exists: the same parse through a Python ILogger calls Python for every VERBOSE message."""
     child = r"""
 import sys
-from trtls.builds import adapter
+from trtls.builds.worker import adapter
 bm = adapter.load_builder_module("tensorrt_rtx")
 calls = []
 logger = adapter.make_logger(bm, lambda s, m: calls.append(s))
@@ -81,8 +81,8 @@ print(sum(1 for s in calls if s == "VERBOSE"))
 # pieces, the text in one write with its own newlines, then "\n" alone.
 STRESS_CHILD = r"""
 import json, os, random, sys, threading, time
-from trtls.builds import adapter
-from trtls.builds.log_relay import process_relay
+from trtls.builds.worker import adapter
+from trtls.builds.worker.log_relay import process_relay
 
 bm = adapter.load_builder_module("tensorrt_rtx")
 got = []
@@ -163,7 +163,7 @@ def test_a_thousand_multiline_messages_under_load_arrive_whole(tmp_path: Path) -
 def test_the_framer_ends_a_message_at_the_next_one_not_at_a_read() -> None:
     """The reads that cut the Myelin error, replayed: the text arrives without its closing newline, then the newline
     alone; a sync marker lands in the middle of the next message's prefix."""
-    from trtls.builds.log_relay import LogFramer
+    from trtls.builds.worker.log_relay import LogFramer
 
     text = "Error Code 1: Myelin (CHECK_GE(smem_limit, 47104) failed.\n  LHS: 31744\n  RHS: 48128\n In compileGraph)"
     framer = LogFramer()

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from trtls.builds.outcome_findings import build_findings
-from trtls.builds.supervisor import Supervisor
+from trtls.builds.supervisor.outcome_findings import build_findings
+from trtls.builds.supervisor.supervisor import Supervisor
 from trtls.core.build_config import BuilderSettings, MemoryPoolLimits
 from trtls.core.builder_errors import LESS_MEMORY_KEYS, classify_failure, memory_exhaustion
 from trtls.core.recipe import load_recipe

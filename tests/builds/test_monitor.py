@@ -7,8 +7,8 @@ from queue import SimpleQueue
 
 import pytest
 
-from trtls.builds import adapter
-from trtls.builds.monitor import make_monitor_class
+from trtls.builds.worker import adapter
+from trtls.builds.worker.monitor import make_monitor_class
 from trtls.core.cancel import CancelToken
 
 

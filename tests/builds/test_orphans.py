@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from trtls.builds.orphans import process_alive, process_start_id, recover_orphans
+from trtls.builds.supervisor.orphans import process_alive, process_start_id, recover_orphans
 from trtls.fs.kill import NONCE_ENV
 
 NONCE = "5" * 32

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from trtls.builds.output_lock import OutputLock, lock_path
-from trtls.builds.output_probe import inode_flags
+from trtls.builds.supervisor.output_lock import OutputLock, lock_path
+from trtls.builds.supervisor.output_probe import inode_flags
 from trtls.core.display import previous_engine_text
 
 from .cli_procs import CliBuild, is_waiting_line, pause_env, sha256_of, wait_for_file
@@ -98,7 +98,7 @@ def test_the_lock_names_its_holder_and_is_released_by_its_death(tmp_path: Path) 
         [
             sys.executable,
             "-c",
-            "import sys, time; from pathlib import Path; from trtls.builds.output_lock import OutputLock; "
+            "import sys, time; from pathlib import Path; from trtls.builds.supervisor.output_lock import OutputLock; "
             f"lk = OutputLock(Path({str(path)!r}), Path({str(out)!r})); "
             "assert lk.try_acquire({'buildId': 'x-1', 'pid': 1}); print('held', flush=True); time.sleep(600)",
         ],

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from trtls.builds.supervisor import Supervisor
+from trtls.builds.supervisor.supervisor import Supervisor
 
 from .helpers import cancel_at_phase, loaded, process_gone
 

@@ -1,4 +1,5 @@
-"""builds.retry is the one owner of the retry kinds and of which retry each advised policy points at (issue 18):
+"""builds.supervisor.retry is the one owner of the retry kinds and of which retry each advised policy points at (issue
+18):
 the LSP quick fixes and the command's argument model follow the table, not a copy of it."""
 
 from __future__ import annotations
@@ -8,7 +9,7 @@ import typing
 import pytest
 from lsprotocol import types as lsp
 
-from trtls.builds import retry
+from trtls.builds.supervisor import retry
 from trtls.lsp.command_args import BuildEngineArgs
 from trtls.lsp.editor import code_actions
 

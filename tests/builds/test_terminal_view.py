@@ -8,7 +8,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from trtls.builds.supervisor import Build
+from trtls.builds.supervisor.supervisor import Build
 from trtls.cli.terminal_view import PlainView, RichView
 from trtls.core.events import PhaseFinish, PhaseStart, Step, parse_event
 from trtls.core.phase_tree import FOLD_AT

@@ -1,4 +1,5 @@
-"""Time left from the engine's own history (trtls.builds.time_left), on recorded TensorRT-RTX builds: nothing here
+"""Time left from the engine's own history (trtls.builds.supervisor.time_left), on recorded TensorRT-RTX builds:
+nothing here
 depends on the clock of the machine running the tests. The traces are `tests/data/trt-rtx-traces/` (a copy of
 ../shared/fixtures/trt-rtx-traces/ plus `large_events.jsonl`, a real `large` build's --json stream)."""
 
@@ -10,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from trtls.builds.history import History
-from trtls.builds.supervisor import Build
-from trtls.builds.time_left import MIN_BAND, estimate_time_left
+from trtls.builds.supervisor.history import History
+from trtls.builds.supervisor.supervisor import Build
+from trtls.builds.supervisor.time_left import MIN_BAND, estimate_time_left
 from trtls.core.display import time_left_text
 from trtls.core.events import parse_event
 from trtls.core.phase_tree import NS, PhaseTree

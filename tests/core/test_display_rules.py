@@ -257,7 +257,7 @@ def test_a_build_says_waiting_and_stopping_in_the_rows_words(tmp_path: Path) -> 
     for a node and for a stop not yet honoured."""
     import time
 
-    from trtls.builds.build import Build
+    from trtls.builds.supervisor.build import Build
 
     b = Build("m:c", "large", tmp_path / "trtls.toml", {"output": str(tmp_path / "large.engine")}, 5.0, ["w"])
     b.parent_id, b.remote = "m", object()
@@ -291,8 +291,8 @@ def test_outcome_text(outcome: str, kwargs: dict, text: str) -> None:
 
 def test_the_finished_cell_count_is_counted_once(tmp_path: Path) -> None:
     """The matrix row, its cellsText and the LSP progress line show one count: MatrixBuild.cells_done."""
-    from trtls.builds.build import Build
-    from trtls.builds.matrix import MatrixBuild, PlannedCell
+    from trtls.builds.supervisor.build import Build
+    from trtls.builds.supervisor.matrix import MatrixBuild, PlannedCell
     from trtls.lsp.matrix_relay import progress_text
 
     planned = [PlannedCell("e", None, {}) for _ in range(4)]

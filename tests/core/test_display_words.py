@@ -1,7 +1,8 @@
 """Display rules written once (issue 28 item 9): "why rebuilt" in one phrasing before, during and after a build,
 "N s ago", the quiet gap, sizes in one unit (KiB/MiB/GiB), and the evidence's verdict lines — each one function in
 `trtls.core.display`, and no other module formats them itself. Before: four phrasings of why rebuilt in three files,
-`ago` in builds/reuse.py, the quiet gap `.2f` in the report and `.1f` in the trace, decimal MB in the hover and in
+`ago` in builds/avoidance/reuse.py, the quiet gap `.2f` in the report and `.1f` in the trace, decimal MB in the hover
+and in
 `trtls gc`, the CLI and the report composing the evidence lines each their own way."""
 
 from __future__ import annotations

@@ -160,7 +160,7 @@ def test_full_tensorrt_on_a_cluster_is_not_looked_up_nor_published(tmp_path: Pat
     """No full TensorRT and no GPU here: a `tensorrt` the key finds (fake) stands for it. On a [cluster] the store
     is not used (the key would hold this machine's device, the node's GPU is what the plan depends on); without a
     cluster it is. And a full-TensorRT build whose device differs from the key's is not published."""
-    from trtls.builds import avoidance
+    from trtls.builds.avoidance import lookup as avoidance
     from trtls.core.recipe import load_recipe
     from trtls.store.farm_keys import FULL_TRT_ON_CLUSTER, builder_mismatch
 

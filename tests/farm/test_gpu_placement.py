@@ -13,8 +13,8 @@ from pathlib import Path
 from tests.farm.conftest import LABEL, engine_table, farm_recipe
 from trtls.builds.farm.placement import Node, Request, place
 from trtls.builds.farm.submit import prepare
-from trtls.builds.matrix import plan
-from trtls.builds.supervisor import Supervisor
+from trtls.builds.supervisor.matrix import plan
+from trtls.builds.supervisor.supervisor import Supervisor
 from trtls.cli.matrix_view import cell_line
 from trtls.core.farm import gpu_choice
 from trtls.core.recipe import load_recipe

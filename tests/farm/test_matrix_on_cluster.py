@@ -9,8 +9,8 @@ from pathlib import Path
 
 from tests.farm.conftest import LABEL, engine_table, farm_recipe
 from trtls.builds.farm.submit import prepare
-from trtls.builds.matrix import plan, start_matrix
-from trtls.builds.supervisor import Supervisor
+from trtls.builds.supervisor.matrix import plan, start_matrix
+from trtls.builds.supervisor.supervisor import Supervisor
 from trtls.core.recipe import load_recipe
 
 MATRIX = """

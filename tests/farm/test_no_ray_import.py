@@ -31,7 +31,7 @@ from trtls.cli.main import main
 code = main(["build", sys.argv[1], "--engine", "demo"])
 assert code == 0, code
 import trtls.lsp.server  # the language server's modules, as loaded by `trtls serve`
-from trtls.builds.matrix import plan
+from trtls.builds.supervisor.matrix import plan
 from trtls.core.recipe import load_recipe
 loaded = load_recipe(sys.argv[1] + "/trtls.toml")
 assert loaded.recipe.cluster is None and plan(loaded, ["demo"], True, {})

@@ -15,9 +15,9 @@ import pytest
 
 from tests.farm.conftest import LABEL, engine_table, farm_recipe, kill_driver_mid_build
 from trtls.builds.farm.submit import prepare
-from trtls.builds.matrix import plan
-from trtls.builds.orphans import process_alive
-from trtls.builds.supervisor import Supervisor
+from trtls.builds.supervisor.matrix import plan
+from trtls.builds.supervisor.orphans import process_alive
+from trtls.builds.supervisor.supervisor import Supervisor
 from trtls.core.recipe import load_recipe
 
 PREVIOUS = b"previous good engine"
@@ -212,7 +212,7 @@ async def test_queue_wait_is_shown_bounded_and_cancellable(ray_cluster, tmp_path
         timed_out = await sup.start(loaded, "demo", remote=specs["demo"]).wait()
         assert timed_out["outcome"] == "failed" and timed_out["error"].startswith("TRT231"), timed_out["error"]
         assert timed_out["node"] == {} and timed_out["workerPid"] is None  # it never reached a node
-        from trtls.builds.outcome_findings import build_findings
+        from trtls.builds.supervisor.outcome_findings import build_findings
 
         assert build_findings(timed_out)[0].code == "TRT231"
     finally:

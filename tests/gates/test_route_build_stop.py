@@ -65,7 +65,8 @@ def test_a_stop_before_the_build_starts_reads_nothing_more(sample, tmp_path) -> 
 
 
 def _conversion_child(parent: int) -> int | None:
-    """The pid of the route build's ModelOpt conversion child (`trtls.builds.autocast_child`), if it is running."""
+    """The pid of the route build's ModelOpt conversion child (`trtls.builds.worker.autocast_child`), if it is
+    running."""
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -75,7 +76,7 @@ def _conversion_child(parent: int) -> int | None:
         except OSError:
             continue
         ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        if ppid == parent and b"trtls.builds.autocast_child" in cmdline:
+        if ppid == parent and b"trtls.builds.worker.autocast_child" in cmdline:
             return int(entry.name)
     return None
 

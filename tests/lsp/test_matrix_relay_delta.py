@@ -12,8 +12,8 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from trtls.builds import build as build_module
-from trtls.builds.supervisor import Build
+from trtls.builds.supervisor import build as build_module
+from trtls.builds.supervisor.supervisor import Build
 from trtls.core.events import parse_event
 from trtls.lsp import matrix_relay
 from trtls.lsp.matrix_relay import MatrixRelay

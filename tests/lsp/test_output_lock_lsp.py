@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from trtls.builds.output_lock import OutputLock, lock_path
+from trtls.builds.supervisor.output_lock import OutputLock, lock_path
 from trtls.core.display import previous_engine_text
 
 from ..builds.cli_procs import CliBuild, is_waiting_line, pause_env, sha256_of, wait_for_file

@@ -10,7 +10,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from trtls.builds.output_guard import OutputGuard
+from trtls.builds.supervisor.output_guard import OutputGuard
 from trtls.lsp.build_relay import BuildRelay
 
 from ..builds.helpers import run_build

@@ -22,7 +22,7 @@ def _sha(path: Path) -> str:
 
 async def _build(client: LanguageClient, uri: str, ws: Path) -> dict:
     """Start a build and wait until its evidence is complete: the engine store's section (`store`) is written into
-    summary.json after the engine is published and its known-good record appended (builds.avoidance.after_build),
+    summary.json after the engine is published and its known-good record appended (builds.avoidance.lookup.after_build),
     so a record with it is a build the store and the rollback know. A fixed sleep after the first summary was a
     guess that a loaded machine could lose."""
     started = await execute(client, "trtls.buildEngine", {"uri": uri, "engine": "demo"})

@@ -167,7 +167,7 @@ def test_every_kind_of_run_has_one_rule_and_the_wire_declares_each() -> None:
     """The registry's kinds, the wire's and the table that decides each kind's row, evidence and report are one set."""
     from typing import get_args
 
-    from trtls.builds.runs import RunKind
+    from trtls.builds.supervisor.runs import RunKind
     from trtls.lsp.run_kinds import KINDS
 
     assert set(KINDS) == set(get_args(RunKind)) == set(get_args(wire.RunKind))

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.builds.helpers import loaded
-from trtls.builds.supervisor import Supervisor
+from trtls.builds.supervisor.supervisor import Supervisor
 
 
 async def _build(ws: Path, engine: str, edit: dict[str, str] | None = None) -> dict:

@@ -9,7 +9,7 @@ import pytest
 
 from tests.onnx_files.test_profile_checks import apply_fix
 from tests.onnx_files.third_party import fetch_all
-from trtls.builds.supervisor import Supervisor
+from trtls.builds.supervisor.supervisor import Supervisor
 from trtls.onnx_files.onnx_reader import ModelInputsCache
 from trtls.onnx_files.profile_checks import check_recipe
 

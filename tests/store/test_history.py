@@ -11,7 +11,7 @@ from pathlib import Path
 from tests.builds.helpers import loaded
 from tests.store.conftest import copy_store
 from tests.store.helpers import entries, run_build, summaries, with_store
-from trtls.builds.freshness import build_lens_title, engine_freshness
+from trtls.builds.avoidance.freshness import build_lens_title, engine_freshness
 
 CHANGE = "profile 0 input.max [8,3,32,32] → [16,3,32,32]"
 

@@ -14,7 +14,7 @@ from tests.builds.helpers import loaded
 from tests.lsp.lsp_helpers import until
 from tests.store.helpers import entries
 from tests.store.test_editor import client, lens_titles  # noqa: F401 (the LSP client fixture)
-from trtls.builds.freshness import engine_freshness, freshness_findings
+from trtls.builds.avoidance.freshness import engine_freshness, freshness_findings
 
 
 def _engine_from_elsewhere(seeded: tuple[Path, dict], ws: Path) -> Path:

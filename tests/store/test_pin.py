@@ -16,7 +16,7 @@ from pathlib import Path
 from tests.builds.helpers import loaded
 from tests.store.conftest import copy_store
 from tests.store.helpers import run_build, summaries, with_store
-from trtls.builds.freshness import build_lens_title, engine_freshness
+from trtls.builds.avoidance.freshness import build_lens_title, engine_freshness
 
 MAX_A, MAX_B, MAX_C = "max = [8, 3, 32, 32]", "max = [16, 3, 32, 32]", "max = [32, 3, 32, 32]"
 

@@ -21,7 +21,7 @@ from typing import Any
 from tests.builds.cli_procs import CliBuild, pause_env, wait_for_file
 from tests.store.conftest import copy_store
 from tests.store.helpers import run_build, summaries, with_store
-from trtls.builds.orphans import process_alive, recover_orphans
+from trtls.builds.supervisor.orphans import process_alive, recover_orphans
 from trtls.core.evidence import NOT_APPLICABLE, RUNBOOK_FIELDS, SEED_FIELDS, record_problems
 
 

@@ -18,8 +18,8 @@ import pytest
 from tests.builds.helpers import loaded
 from tests.store.conftest import copy_store
 from tests.store.helpers import build_cmd, run_build, summaries, with_store
-from trtls.builds import avoidance
-from trtls.builds.reuse import fast_hit
+from trtls.builds.avoidance import lookup as avoidance
+from trtls.builds.avoidance.reuse import fast_hit
 from trtls.store.entries import Store
 from trtls.store.lock import KeyLock
 
@@ -31,9 +31,9 @@ def test_every_hit_and_miss_reaches_the_statistics(
     calls: list[tuple[Any, ...]] = []
     hit = lambda store, entry, engine, how: calls.append(("hit", entry.key, engine, how))  # noqa: E731
     miss = lambda store, key, engine, reasons: calls.append(("miss", key, engine, reasons))  # noqa: E731
-    monkeypatch.setattr("trtls.builds.restore.record_hit", hit)
+    monkeypatch.setattr("trtls.builds.avoidance.restore.record_hit", hit)
     monkeypatch.setattr("trtls.store.stats.record_hit", hit)  # the fast path imports it when it serves
-    monkeypatch.setattr("trtls.builds.avoidance.record_miss", miss)
+    monkeypatch.setattr("trtls.builds.avoidance.lookup.record_miss", miss)
     key = seeded[1]["engineKey"]
 
     async def lookup(edit: dict[str, str] | None = None) -> tuple[Any, dict[str, Any] | None]:

@@ -16,7 +16,7 @@ import onnx
 import pytest
 
 from tests.onnx_files.third_party import fetch_all
-from trtls.builds.supervisor import Supervisor
+from trtls.builds.supervisor.supervisor import Supervisor
 from trtls.core.recipe import load_recipe
 from trtls.triage.signature import same_failure
 

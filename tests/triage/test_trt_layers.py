@@ -25,7 +25,7 @@ needs_builder = pytest.mark.skipif(
 
 @needs_builder
 def test_every_layer_output_of_a_real_network_is_marked_and_the_network_builds(tmp_path: Path) -> None:
-    from trtls.builds.adapter import load_builder_module
+    from trtls.builds.worker.adapter import load_builder_module
     from trtls.triage.trt_layers import Logged, build_marked, network_outputs, parse_marked
 
     write_model(tmp_path / "enc.onnx")

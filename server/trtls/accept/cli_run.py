@@ -14,7 +14,7 @@ from typing import Any
 
 from trtls.accept.criteria import Observation
 from trtls.accept.runner import Context, Recorder, _history
-from trtls.builds.history import History
+from trtls.builds.supervisor.history import History
 from trtls.core.events import Event, ProtocolError, parse_event
 from trtls.core.phase_tree import PhaseTree
 from trtls.fs import signal_child

@@ -18,7 +18,7 @@ from pathlib import Path
 
 
 def deserialize(engine: str) -> dict:
-    from trtls.builds import adapter
+    from trtls.builds.worker import adapter
 
     bm = adapter.load_builder_module("auto")
     from trtls.fs import read_bytes
@@ -28,7 +28,7 @@ def deserialize(engine: str) -> dict:
 
 
 def cache_bytes() -> dict:
-    from trtls.builds import adapter
+    from trtls.builds.worker import adapter
 
     bm = adapter.load_builder_module("auto")
     logger = adapter.make_logger(bm, lambda severity, msg: None)

@@ -25,9 +25,9 @@ from trtls.accept.criteria import Observation
 from trtls.app.build import refused_recipe, request_build
 from trtls.app.results import Refused, Started
 from trtls.builds.artifacts import sha256_file
-from trtls.builds.orphans import process_alive
-from trtls.builds.retry import RETRY_FOR_POLICY, retry_overrides
-from trtls.builds.supervisor import Build, Supervisor
+from trtls.builds.supervisor.orphans import process_alive
+from trtls.builds.supervisor.retry import RETRY_FOR_POLICY, retry_overrides
+from trtls.builds.supervisor.supervisor import Build, Supervisor
 from trtls.builds.timing_cache import identity_path
 from trtls.core.recipe import LoadedRecipe, load_recipe
 from trtls.fs import Kind, open_lock_file, read_text, remove_file, remove_tree, scratch_dir
@@ -291,7 +291,7 @@ class Recorder:
         kind = RETRY_FOR_POLICY.get(str(policy))
         if kind in ("cold", "with_cache"):  # investigate's retry (a reduced search) is a diagnosis: nothing runs
             ov = json.loads(json.dumps(overrides or {}))
-            ov.update(retry_overrides(kind, 0))  # builds.retry owns what each retry means (cold: cache off)
+            ov.update(retry_overrides(kind, 0))  # builds.supervisor.retry owns what each retry means (cold: cache off)
             summary, build, _ = build_sync(self.ws, self.ctx.engine, overrides=ov)
             disk, _ = read_evidence(self.ws, summary.get("buildId"))
             des = deserializes(self.paths["output"]) if summary.get("outcome") == "built" else None

@@ -18,8 +18,8 @@ from trtls.accept.runner import (  # the harness
     in_process_stop,
     workspace,
 )
-from trtls.builds.build import Build
-from trtls.builds.supervisor import Supervisor
+from trtls.builds.supervisor.build import Build
+from trtls.builds.supervisor.supervisor import Supervisor
 from trtls.fs import read_text, signal_child
 from trtls.fs.kill import signal_descendant
 

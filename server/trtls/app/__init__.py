@@ -5,7 +5,7 @@ harness's checks).
     face ──► app.request_build / app.request_matrix ──► Started | Reused | AlreadyBuilding | Refused(findings)
                   │ one recipe (checked by the face's loader, once), one worker job, one store lookup
                   ▼
-             store lookup (builds.avoidance) ──► supervisor.start ──► attach the publish ──► register
+             store lookup (builds.avoidance.lookup) ──► supervisor.start ──► attach the publish ──► register
 
 It sits above the build core, the store, the gates and triage, and below the faces (tests/test_layers.py): it
 imports no editor type and prints nothing. A refusal is a list of findings with codes from core.codes, so the same

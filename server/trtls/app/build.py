@@ -11,12 +11,12 @@ from collections.abc import Callable
 from typing import Any
 
 from trtls.app.results import AlreadyBuilding, Refused, Reused, Started, evidence_path, request_error
-from trtls.builds import avoidance
-from trtls.builds.build import new_build_id, worker_job
-from trtls.builds.pinned import PinUnavailable, unpinned_line
-from trtls.builds.runs import RunRegistry
-from trtls.builds.spawn import discard
-from trtls.builds.supervisor import Supervisor
+from trtls.builds.avoidance import lookup as avoidance
+from trtls.builds.avoidance.pinned import PinUnavailable, unpinned_line
+from trtls.builds.supervisor.build import new_build_id, worker_job
+from trtls.builds.supervisor.runs import RunRegistry
+from trtls.builds.supervisor.spawn import discard
+from trtls.builds.supervisor.supervisor import Supervisor
 from trtls.core.codes import ERROR
 from trtls.core.findings import Finding
 from trtls.core.recipe import LoadedRecipe

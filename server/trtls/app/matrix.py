@@ -8,10 +8,10 @@ from typing import Any
 
 from trtls.app.build import Say, refused_recipe
 from trtls.app.results import MatrixStarted, Refused, request_error
-from trtls.builds import avoidance
-from trtls.builds.matrix import PlannedCell, plan, start_matrix
-from trtls.builds.runs import RunRegistry
-from trtls.builds.supervisor import Supervisor
+from trtls.builds.avoidance import lookup as avoidance
+from trtls.builds.supervisor.matrix import PlannedCell, plan, start_matrix
+from trtls.builds.supervisor.runs import RunRegistry
+from trtls.builds.supervisor.supervisor import Supervisor
 from trtls.core.recipe import LoadedRecipe
 
 FollowerDone = Callable[[str, "dict[str, Any] | None", str], None]

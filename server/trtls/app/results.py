@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from trtls.builds.build import Build
-from trtls.builds.matrix import MatrixBuild, PlannedCell
+from trtls.builds.supervisor.build import Build
+from trtls.builds.supervisor.matrix import MatrixBuild, PlannedCell
 from trtls.core.codes import ERROR
 from trtls.core.findings import Finding, TomlPath
 from trtls.store.use import StoreUse

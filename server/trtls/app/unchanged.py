@@ -1,5 +1,6 @@
 """The store's fast path, before the recipe models are imported: an unchanged build of one engine restored from the
-store (builds/reuse.py). Kept apart from `trtls.app.build` so that taking it imports neither pydantic nor the build
+store (builds/avoidance/reuse.py). Kept apart from `trtls.app.build` so that taking it imports neither pydantic nor the
+build
 core; a miss goes on to `request_build`, which looks up again with everything loaded."""
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from typing import Any
 def reuse_unchanged(recipe: Path, engine: str) -> dict[str, Any] | None:
     """The reuse's evidence record when nothing the engine key reads changed since the last run and the store holds
     the key; None → the full request (which also makes every refusal and warning)."""
-    from trtls.builds.reuse import fast_hit
+    from trtls.builds.avoidance.reuse import fast_hit
     from trtls.core.recipe_file import is_readable_recipe
 
     if not is_readable_recipe(recipe):

@@ -5,7 +5,7 @@ conversion of the ONNX, not a builder flag. This step:
 - keys the result by content: sha256 of the ONNX file (and of every external-data file it names) plus the
   conversion settings and the ModelOpt version; a second build with the same key reuses the converted model
   without starting ModelOpt (`cache: hit`);
-- converts in a child process (`trtls.builds.autocast_child`) that a Stop kills at once;
+- converts in a child process (`trtls.builds.worker.autocast_child`) that a Stop kills at once;
 - publishes the result atomically: the child writes into a temp folder, which is renamed to
   `<cache_dir>/<key>/` only when complete, so a cancelled or failed conversion never leaves a half model
   where a later build would find it.
@@ -180,7 +180,7 @@ def _convert_in_child(
         "exclude_nodes": settings["exclude_nodes"],
     }
     proc = subprocess.Popen(
-        [sys.executable, "-m", "trtls.builds.autocast_child"],
+        [sys.executable, "-m", "trtls.builds.worker.autocast_child"],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

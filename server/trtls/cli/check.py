@@ -98,8 +98,8 @@ def _builder_findings(loaded: Any) -> list[Finding]:
 
 
 def _capability(loaded: Any) -> dict[str, Any]:
-    """Each engine's capability answer (trtls.builds.capability), one child per engine, in the recipe's order."""
-    from trtls.builds.capability_client import ask_blocking, capability_request, engines_to_ask
+    """Each engine's capability answer (trtls.builds.worker.capability), one child per engine, in the recipe's order."""
+    from trtls.builds.supervisor.capability_client import ask_blocking, capability_request, engines_to_ask
     from trtls.onnx_files.profile_checks import valid_engines
 
     engines = engines_to_ask(loaded.findings, valid_engines(loaded))

@@ -84,7 +84,7 @@ def _in_store(loaded: Any, records: list[dict[str, Any]]) -> dict[str, bool | No
 
 
 def cmd_rollback(args: argparse.Namespace) -> int:
-    from trtls.builds.rollback import RollbackError, rollback
+    from trtls.builds.avoidance.rollback import RollbackError, rollback
 
     loaded = load_or_report(args.recipe)
     if loaded is None:

@@ -1,7 +1,7 @@
 """The `trtls` program's entry: an unchanged `trtls build [RECIPE] --engine NAME [--json]` is answered from the
 engine store before the command line's parser and its subcommands (argparse, asyncio, every face's module: ~80 ms)
 are imported; anything else — another command, another flag, a miss — goes to `trtls.cli.main`, which parses it
-as always. The fast path's own rules (what must be unchanged, when it declines) are in builds/reuse.py
+as always. The fast path's own rules (what must be unchanged, when it declines) are in builds/avoidance/reuse.py
 (`fast_hit`); this module only decides whether a command line is one it may answer. `trtls serve` goes straight to
 the language server, for the same reason (initialize from spawn)."""
 

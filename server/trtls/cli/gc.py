@@ -1,7 +1,7 @@
 """`.trtls/` upkeep from the terminal: orphan recovery before `trtls build`, and `trtls gc` (retention).
 
 `trtls build` first completes the evidence of builds whose supervisor died (a SIGKILLed CLI, a crashed language
-server): the same recovery the language server runs when it opens a folder (builds/orphans.py).
+server): the same recovery the language server runs when it opens a folder (builds/supervisor/orphans.py).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from trtls.core.terminal_text import terminal_safe
 
 def recover_before_build(recipe_path: Path, quiet: bool = False) -> list[dict[str, Any]]:
     """Recover orphaned builds of this recipe's folder; one line each on stderr (JSON lines with `--json`)."""
-    from trtls.builds.orphans import recover_orphans
+    from trtls.builds.supervisor.orphans import recover_orphans
 
     trtls_dir = recipe_path.parent / ".trtls"
     if not (trtls_dir / "runs").is_dir():
@@ -65,7 +65,7 @@ def _positive(kind: type) -> Any:
 
 
 def cmd_gc(args: argparse.Namespace) -> int:
-    from trtls.builds.retention import collect, policy_for
+    from trtls.builds.supervisor.retention import collect, policy_for
 
     folder = Path(args.folder)
     if folder.is_file():
@@ -76,7 +76,7 @@ def cmd_gc(args: argparse.Namespace) -> int:
     policy = policy_for(folder, args.keep_runs, args.max_age_days, args.max_size_mb)
     result = collect(folder / ".trtls", policy, dry_run=args.dry_run)
     if (folder / "trtls.toml").is_file():  # what killed restores left beside the engine outputs (issue 32)
-        from trtls.builds.retention import clean_engine_temps
+        from trtls.builds.supervisor.retention import clean_engine_temps
 
         result["engineTemps"] = clean_engine_temps(folder, dry_run=args.dry_run)
     refused = result.get("refused")

@@ -32,8 +32,8 @@ def cmd_build(args: argparse.Namespace) -> int:
 
 
 async def _build_all(args: argparse.Namespace) -> int:
-    from trtls.builds.retry import retry_overrides
-    from trtls.builds.spawn import discard, preload_for, spawn_worker, store_may_serve
+    from trtls.builds.supervisor.retry import retry_overrides
+    from trtls.builds.supervisor.spawn import discard, preload_for, spawn_worker, store_may_serve
 
     # The worker starts first and imports TensorRT while this process loads and checks the recipe (one local
     # build; a matrix or a cluster places its own workers).
@@ -81,7 +81,7 @@ async def _build_one(
     """One engine through the application layer (trtls.app.request_build), rendered in the terminal."""
     from trtls.app.build import request_build
     from trtls.app.results import AlreadyBuilding, Refused, Reused
-    from trtls.builds.supervisor import Supervisor
+    from trtls.builds.supervisor.supervisor import Supervisor
     from trtls.cli.terminal_view import JsonView, PlainView, RichView, print_outcome
 
     result = await request_build(
@@ -127,7 +127,7 @@ async def _build_one(
 def _say_matrices_left_out(loaded: Any, engines: list[str]) -> None:
     """--all builds each engine once with its own settings (--all --matrix builds every cell): a matrix it does
     not expand is said, not left out silently (issue 18)."""
-    from trtls.builds.matrix import plan
+    from trtls.builds.supervisor.matrix import plan
 
     for name in engines:
         cells = sum(1 for p in plan(loaded, [name], True, {}) if p.cell is not None)
@@ -163,7 +163,7 @@ async def _run_matrix(
     """Every cell through the application layer (trtls.app.request_matrix), rendered in the terminal."""
     from trtls.app.matrix import request_matrix
     from trtls.app.results import Refused
-    from trtls.builds.supervisor import Supervisor
+    from trtls.builds.supervisor.supervisor import Supervisor
     from trtls.cli.matrix_view import MatrixJsonView, MatrixPlainView, MatrixRichView, print_matrix_outcome
 
     not_restored: list[str] = []  # a cell of a built key with no engine (its leader's was not stored)

@@ -13,8 +13,8 @@ import sys
 import time
 from typing import Any, TextIO
 
-from trtls.builds.matrix import MatrixBuild
-from trtls.builds.supervisor import Build
+from trtls.builds.supervisor.matrix import MatrixBuild
+from trtls.builds.supervisor.supervisor import Build
 from trtls.cli.console import raw
 from trtls.core.display import NOT_STARTED, OUTCOME_MARK, human_seconds, node_text, not_started_text
 from trtls.core.phase_tree import row_text, rows_of

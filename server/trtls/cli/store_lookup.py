@@ -88,7 +88,8 @@ _declined_by_entry = False  # the program's entry tried this command line and de
 
 def fast_path(args: argparse.Namespace, *, entry: bool = False) -> int | None:
     """An unchanged `trtls build --engine NAME`: restored from the store before the recipe models are even imported
-    (builds/reuse.py); None → the usual path. `entry`: the call of `cli.entry`, whose decline the full path's own
+    (builds/avoidance/reuse.py); None → the usual path. `entry`: the call of `cli.entry`, whose decline the full path's
+    own
     call then takes as its answer (once) instead of hashing the recipe and reading the memo a second time."""
     global _declined_by_entry
     if _declined_by_entry and not entry:

@@ -12,8 +12,8 @@ import sys
 import time
 from typing import Any, TextIO
 
-from trtls.builds.supervisor import Build
-from trtls.builds.time_left import build_time_left
+from trtls.builds.supervisor.supervisor import Build
+from trtls.builds.supervisor.time_left import build_time_left
 from trtls.cli.console import raw
 from trtls.core.display import evidence_lines, human_bytes, time_left_text
 from trtls.core.phase_tree import PhaseView, row_text, rows_of
@@ -86,7 +86,7 @@ class RichView:
         b = self.build
         now = time.monotonic_ns()
         heading = b.description(now)
-        if b.running:  # `· ~40 s left, 25–60 s`, the progress message's words (trtls.builds.time_left)
+        if b.running:  # `· ~40 s left, 25–60 s`, the progress message's words (trtls.builds.supervisor.time_left)
             left = build_time_left(b, now)
             heading += f" · {time_left_text(left.seconds, left.low, left.high)}"
         root = Tree(Text.assemble((safe(b.engine), "bold"), f" {safe(heading)}"))
@@ -218,7 +218,7 @@ def print_outcome(build: Build, out: TextIO | None = None) -> None:
     s = build.summary or {}
     say(f"\n{build.engine}: {build.outcome_message()}")
     if (s.get("outputCheck") or {}).get("writable") is False:  # located on the recipe's `output` key
-        from trtls.builds.outcome_findings import build_findings
+        from trtls.builds.supervisor.outcome_findings import build_findings
         from trtls.core.recipe import load_recipe
 
         loaded = load_recipe(build.recipe_path)

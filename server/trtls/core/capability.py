@@ -1,4 +1,4 @@
-"""The words of a capability answer (trtls.builds.capability): what TensorRT's parser and builder said about an
+"""The words of a capability answer (trtls.builds.worker.capability): what TensorRT's parser and builder said about an
 engine's ONNX before any build, as findings on the engine's `onnx` key.
 
 One function computes them and every face renders them: the editor's diagnostics, `trtls check --capability`

@@ -308,7 +308,7 @@ def _interval_bound(s: float) -> str:
 
 def time_left_text(seconds: float | None, low: float | None, high: float | None) -> str:
     """`~40 s left, 25–60 s`; `~2 min 10 s left, 1 min 40 s – 3 min 00 s`; `no estimate` without a basis (no
-    finished build of the same engine and settings: trtls.builds.time_left)."""
+    finished build of the same engine and settings: trtls.builds.supervisor.time_left)."""
     if seconds is None or low is None or high is None:
         return "no estimate"
     if high < 60:

@@ -158,7 +158,8 @@ class BuildFinished(_Event):
     engine_sha256: str | None = None
     notes: list[str] = []
     peak_rss_bytes: int | None = None  # the worker's own peak RSS (getrusage)
-    # a built engine: can it run on this machine's GPU (builds.engine_validity): {status: valid|suboptimal|invalid|
+    # a built engine: can it run on this machine's GPU (builds.worker.engine_validity): {status:
+    # valid|suboptimal|invalid|
     # not_checked, reason, diagnostics: [{severity, msg}], gpuComputeCapability?, supportedComputeCapabilities?}
     engine_validity: dict[str, Any] | None = None
 

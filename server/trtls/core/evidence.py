@@ -6,7 +6,8 @@ cleanupStatus, retryPolicy, validationStatus). A build never claims the engine i
 validationStatus is `pending` after a good build (nothing has run it) and `not_applicable` otherwise.
 
 Every record kind carries every runbook field (`RUNBOOK_FIELDS`): built, cancelled, failed, forced and killed
-(builds.summary), recovered (builds.orphans), and the records of a run that started no worker — reused from the
+(builds.supervisor.summary), recovered (builds.supervisor.orphans), and the records of a run that started no worker —
+reused from the
 engine store, rolled back — whose builder fields say `not_applicable` (`runbook_without_worker`), so a consumer
 parses one schema.
 """

@@ -2,7 +2,7 @@
 
 Runs a record still points to are never removed whatever the bounds say: the latest run, the last run of each
 engine and its last good build, running builds, and every run a gates, route, store or promotion record names
-(builds/retention.py)."""
+(builds/supervisor/retention.py)."""
 
 from __future__ import annotations
 

@@ -3,7 +3,8 @@
 `outcome` is what happened: a build is built, cancelled, failed, forced or killed; a build that started no
 worker is reused (its engine came from the engine store) or rolled_back (a known-good engine restored); a matrix
 (a farm run) has a build's outcome too, `built` only when every cell built, else the worst of its cells
-(`builds.matrix`); a gates run is supported, hold or reject, `cancelled` when it was stopped (whatever the gates
+(`builds.supervisor.matrix`); a gates run is supported, hold or reject, `cancelled` when it was stopped (whatever the
+gates
 before the stop said), or `no_decision` when it ended without one for another reason (`gates_outcome`).
 `outcomeKind` is how a face should tell the user:
 

@@ -1,4 +1,4 @@
-"""The flat setting keys of a worker job that `builds.build_config_apply` owns (stdlib only: the worker
+"""The flat setting keys of a worker job that `builds.worker.build_config_apply` owns (stdlib only: the worker
 imports this, and the worker imports no pydantic). `core.build_config` checks its models against them."""
 
 from __future__ import annotations

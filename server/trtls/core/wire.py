@@ -23,7 +23,8 @@ from trtls.core.outcome import OutcomeKind
 from trtls.core.vocabulary import BuildOutcome, PhaseStatus  # a worker's outcome, or reused / rolled_back
 
 BUILD_TREE = "trtls/buildTree"  # the notification's method (BuildTree | MatrixTree)
-# what a run of the registry (trtls.builds.runs) is: a build (a matrix cell, a reduction's trial, a reuse or a
+# what a run of the registry (trtls.builds.supervisor.runs) is: a build (a matrix cell, a reduction's trial, a reuse or
+# a
 # rollback are builds too), a matrix or farm run, a gates run, a reduction, a divergence search (lsp/run_kinds.py)
 RunKind = Literal["build", "matrix", "gates", "reduction", "divergence"]
 

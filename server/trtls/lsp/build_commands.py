@@ -16,9 +16,9 @@ from pygls.uris import from_fs_path
 from trtls.app.build import request_build, runs_as_matrix  # imported by the warm-up, not the first click
 from trtls.app.matrix import request_matrix
 from trtls.app.results import AlreadyBuilding, Refused, Reused
-from trtls.builds.retry import retry_overrides
-from trtls.builds.runs import RestoredRun
-from trtls.builds.supervisor import Build
+from trtls.builds.supervisor.retry import retry_overrides
+from trtls.builds.supervisor.runs import RestoredRun
+from trtls.builds.supervisor.supervisor import Build
 from trtls.core import wire
 from trtls.core.findings import Finding, Origin
 from trtls.lsp.build_relay import BuildRelay, build_tree, notify_build_tree
@@ -192,7 +192,7 @@ def finish_restored(
 
 
 def matrix_done(ls: TrtlsServer, mb: Any) -> None:
-    from trtls.builds.outcome_findings import matrix_findings
+    from trtls.builds.supervisor.outcome_findings import matrix_findings
 
     uri = ls.runs.uri(mb.id) or ""
     for engine, findings in matrix_findings([b.summary for b in mb.cells if b.summary]).items():
@@ -203,7 +203,7 @@ def matrix_done(ls: TrtlsServer, mb: Any) -> None:
 
 
 def build_done(ls: TrtlsServer, build: Build | RestoredRun) -> None:
-    from trtls.builds.outcome_findings import build_findings
+    from trtls.builds.supervisor.outcome_findings import build_findings
     from trtls.core.outcome import STORE_OUTCOME_KIND
 
     uri = ls.runs.uri(build.id) or ""
@@ -231,7 +231,7 @@ def refresh_store_hints(ls: TrtlsServer, uri: str) -> None:
         return
 
     async def refresh() -> None:
-        from trtls.builds.freshness import freshness_findings
+        from trtls.builds.avoidance.freshness import freshness_findings
 
         try:
             findings = await asyncio.to_thread(freshness_findings, loaded)
@@ -254,8 +254,8 @@ async def recover(ls: TrtlsServer, folder: Path) -> None:
     trtls_dir = folder / ".trtls"
     if not trtls_dir.is_dir() or folder in ls.recovering:
         return
-    from trtls.builds.orphans import recover_orphans
-    from trtls.builds.outcome_findings import orphan_finding
+    from trtls.builds.supervisor.orphans import recover_orphans
+    from trtls.builds.supervisor.outcome_findings import orphan_finding
 
     ls.recovering.add(folder)
     try:

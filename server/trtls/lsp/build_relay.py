@@ -17,7 +17,7 @@ from typing import Any
 
 from lsprotocol import types as lsp
 
-from trtls.builds.supervisor import Build
+from trtls.builds.supervisor.supervisor import Build
 from trtls.core import wire
 from trtls.core.outcome import build_outcome_kind
 from trtls.lsp.progress_end import begin_stoppable_progress, end_progress

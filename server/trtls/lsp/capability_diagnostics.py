@@ -1,5 +1,5 @@
 """Capability as you type: after a recipe's check, TensorRT's parser and builder are asked about each engine's ONNX
-(trtls.builds.capability, in a child process) and their answers shown at the engine's `onnx` key.
+(trtls.builds.worker.capability, in a child process) and their answers shown at the engine's `onnx` key.
 
 Off the event loop twice over: the ONNX is hashed in a thread (the digest cache makes an unchanged model a stat) and
 TensorRT answers in a child the loop awaits. Debounced: the question goes out `DEBOUNCE_S` after the last check of a
@@ -15,7 +15,13 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from trtls.builds.capability_client import CapabilityCache, ask, cache_key, capability_request, engines_to_ask
+from trtls.builds.supervisor.capability_client import (
+    CapabilityCache,
+    ask,
+    cache_key,
+    capability_request,
+    engines_to_ask,
+)
 from trtls.core.capability import capability_findings
 from trtls.core.findings import Origin
 
@@ -48,7 +54,7 @@ class CapabilityWatch:
         self._due[uri] = asyncio.get_running_loop().call_later(DEBOUNCE_S, due)
 
     async def _ask_all(self, ls: Any, uri: str, loaded: Any) -> None:
-        from trtls.builds.build import state_dir
+        from trtls.builds.supervisor.build import state_dir
         from trtls.onnx_files.profile_checks import valid_engines
 
         try:

@@ -7,7 +7,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pygls.exceptions import JsonRpcInvalidParams
 
-from trtls.builds.retry import RetryKind
+from trtls.builds.supervisor.retry import RetryKind
 from trtls.triage import MAX_TRIALS
 
 
@@ -18,7 +18,7 @@ class _Args(BaseModel):
 class BuildEngineArgs(_Args):
     uri: str
     engine: str
-    retry: RetryKind | None = None  # builds.retry owns the kinds
+    retry: RetryKind | None = None  # builds.supervisor.retry owns the kinds
 
 
 class BuildMatrixArgs(_Args):

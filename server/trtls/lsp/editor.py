@@ -15,7 +15,7 @@ from typing import Any
 from lsprotocol import types as lsp
 from pydantic import BaseModel
 
-from trtls.builds import retry as retry_table
+from trtls.builds.supervisor import retry as retry_table
 from trtls.core.recipe import LoadedRecipe, RecipeFile
 from trtls.core.route import RouteModel
 from trtls.core.validation import model_in
@@ -81,7 +81,7 @@ def table_at_text(lines: list[str], line: int) -> tuple:
 # -- code lens ---------------------------------------------------------------------------------
 def code_lenses(loaded: LoadedRecipe, uri: str, running: dict[str, str], last: dict[str, str]) -> list[lsp.CodeLens]:
     """▶ Build Engine (■ Stop while it builds, Evidence after) over each engine; ▶ Run Gates over routes."""
-    from trtls.builds.freshness import build_lens_title  # the engine store's verdict (docs/store.md)
+    from trtls.builds.avoidance.freshness import build_lens_title  # the engine store's verdict (docs/store.md)
 
     out: list[lsp.CodeLens] = []
     for line, path in loaded.source_map.tables:

@@ -21,7 +21,8 @@ from trtls.lsp.progress_end import begin_stoppable_progress, end_progress
 
 @dataclass
 class GatesRun:
-    """A gates run as the registry of runs holds it (trtls.builds.runs.Run): cancellable by id like a build."""
+    """A gates run as the registry of runs holds it (trtls.builds.supervisor.runs.Run): cancellable by id like a
+    build."""
 
     id: str
     route: str

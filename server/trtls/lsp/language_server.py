@@ -25,9 +25,9 @@ if TYPE_CHECKING:
 # background thread warms them up right after `initialized` (see `warm_up`).
 def warm_up() -> None:
     """Import what the first request will need (plain imports: the import graph stays visible to tools)."""
-    import trtls.builds.orphans
-    import trtls.builds.outcome_findings
-    import trtls.builds.supervisor
+    import trtls.builds.supervisor.orphans
+    import trtls.builds.supervisor.outcome_findings
+    import trtls.builds.supervisor.supervisor
     import trtls.core.recipe
     import trtls.lsp.build_commands
     import trtls.lsp.command_args
@@ -75,16 +75,16 @@ class TrtlsServer(LanguageServer):
     @property
     def supervisor(self) -> Any:
         if self._supervisor is None:
-            from trtls.builds.supervisor import Supervisor
+            from trtls.builds.supervisor.supervisor import Supervisor
 
             self._supervisor = Supervisor()
         return self._supervisor
 
     @property
     def runs(self) -> Any:
-        """Every build, matrix and gates run this server started (trtls.builds.runs), bounded retention."""
+        """Every build, matrix and gates run this server started (trtls.builds.supervisor.runs), bounded retention."""
         if self._runs is None:
-            from trtls.builds.runs import RunRegistry
+            from trtls.builds.supervisor.runs import RunRegistry
 
             self._runs = RunRegistry(self.options.keep_finished_runs, on_evict=self._forget)
         return self._runs
@@ -210,7 +210,9 @@ class TrtlsServer(LanguageServer):
 
                 # off the event loop: judging a promotion's validity probes the environment (nvidia-smi)
                 self.store.set(uri, Origin.gates, "promotion", await asyncio.to_thread(promotion_findings, loaded))
-                from trtls.builds.freshness import freshness_findings  # TRT336/337: will rebuild, stale output
+                from trtls.builds.avoidance.freshness import (
+                    freshness_findings,  # TRT336/337: will rebuild, stale output
+                )
 
                 self.store.set(uri, Origin.build, "freshness", await asyncio.to_thread(freshness_findings, loaded))
                 self.publish(uri)

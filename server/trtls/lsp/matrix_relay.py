@@ -23,8 +23,8 @@ from typing import Any
 
 from lsprotocol import types as lsp
 
-from trtls.builds.matrix import MatrixBuild
-from trtls.builds.supervisor import Build
+from trtls.builds.supervisor.matrix import MatrixBuild
+from trtls.builds.supervisor.supervisor import Build
 from trtls.core import wire
 from trtls.core.display import NOT_STARTED, cells_text, not_started_text, stopping_text
 from trtls.core.outcome import build_outcome_kind

@@ -1,5 +1,6 @@
 """`trtls.rollbackEngine {uri, engine, to?}`: the retry advice `rollback` as an action — restore a known-good engine
-from the store to the output (trtls.builds.rollback, the same as `trtls rollback`), and its quick fix on TRT205
+from the store to the output (trtls.builds.avoidance.rollback, the same as `trtls rollback`), and its quick fix on
+TRT205
 ("Roll back to the engine of <when>")."""
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from trtls.lsp.command_args import RollbackEngineArgs, parse_args
 
 
 async def rollback_engine(ls: Any, raw: Any) -> RollbackEngineReply:
-    from trtls.builds.rollback import RollbackError, rollback
+    from trtls.builds.avoidance.rollback import RollbackError, rollback
 
     args = parse_args(RollbackEngineArgs, raw)
     loaded = await ls.recipe_async(args.uri)
@@ -39,7 +40,7 @@ async def rollback_engine(ls: Any, raw: Any) -> RollbackEngineReply:
 
 def rollback_actions(uri: str, loaded: Any, diagnostics: list[lsp.Diagnostic]) -> list[lsp.CodeAction]:
     """On a TRT205 whose advice is `rollback`: one action per engine to go back to (the newest good one first)."""
-    from trtls.builds.rollback import RollbackError, rollback_target
+    from trtls.builds.avoidance.rollback import RollbackError, rollback_target
     from trtls.core.display import ago
 
     out: list[lsp.CodeAction] = []

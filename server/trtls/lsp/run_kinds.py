@@ -1,4 +1,5 @@
-"""What differs between the kinds of run the server's registry holds (trtls.builds.runs): the row trtls.listBuilds
+"""What differs between the kinds of run the server's registry holds (trtls.builds.supervisor.runs): the row
+trtls.listBuilds
 lists, the file trtls.showEvidence answers, and whether trtls.buildReport has a page. Decided here, once per kind
 (`KINDS`): the handlers look a run's kind up and never branch on it.
 
@@ -20,7 +21,7 @@ from typing import Any
 
 from pygls.exceptions import JsonRpcInvalidParams
 
-from trtls.builds.runs import Entry, RunKind
+from trtls.builds.supervisor.runs import Entry, RunKind
 from trtls.core import wire
 
 

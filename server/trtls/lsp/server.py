@@ -18,7 +18,7 @@ so initialize stays fast. Commands (workspace/executeCommand, one argument objec
 
 A second Build of an engine that is already building does not start another build: it answers
 `already_building` with the running build's id (the progress and tree already show it). Every id-taking command
-looks the id up in one registry of runs (trtls.builds.runs); a `uri` goes through lsp/documents.py first.
+looks the id up in one registry of runs (trtls.builds.supervisor.runs); a `uri` goes through lsp/documents.py first.
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ from trtls.lsp.progress_end import begin_stoppable_progress, end_progress
 
 @dataclass
 class ReductionRun:
-    """A reduction as the registry of runs holds it (trtls.builds.runs.Run)."""
+    """A reduction as the registry of runs holds it (trtls.builds.supervisor.runs.Run)."""
 
     red: Any  # trtls.triage.reduce_build.Reduction
     summary: dict[str, Any] | None = None
@@ -185,7 +185,7 @@ class DivergenceRun:
 async def find_divergence(ls: Any, raw: Any) -> wire.FindDivergenceReply:
     """Start the search and answer at once with its id; one workDoneProgress (its Cancel stops the search, as
     trtls.cancelBuild {buildId: id} does), the result a TRT981 whose quick fix adds `exclude_nodes`."""
-    from trtls.builds.build import new_build_id, state_dir
+    from trtls.builds.supervisor.build import new_build_id, state_dir
     from trtls.core.cancel import CancelToken
     from trtls.triage.diverge_run import DivergenceUnavailable, run_divergence, setup_divergence
 
@@ -308,7 +308,7 @@ async def build_minimal(ls: Any, raw: Any) -> wire.BuildMinimalReply:
     import json
 
     from trtls.app.results import Started
-    from trtls.builds.build import state_dir
+    from trtls.builds.supervisor.build import state_dir
     from trtls.fs import read_text
     from trtls.lsp.build_relay import BuildRelay
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from trtls.builds.history import History
+from trtls.builds.supervisor.history import History
 from trtls.core.phase_tree import NS
 
 QUIET_GAP_S = 0.25  # a stretch with no builder callback at least this long is drawn as a quiet gap

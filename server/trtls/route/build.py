@@ -201,7 +201,7 @@ async def _build_route(
     token: CancelToken,
 ) -> RouteBuildResult:
     from trtls import __version__
-    from trtls.builds.supervisor import Supervisor
+    from trtls.builds.supervisor.supervisor import Supervisor
     from trtls.bundle import sbom as sbom_mod
 
     try:

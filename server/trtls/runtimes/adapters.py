@@ -148,7 +148,10 @@ class _TensorRTAdapter(_Adapter):
         engine_path = Path(spec.model or "")
         if not engine_path.is_file():
             raise FileNotFoundError(f"engine not found: {engine_path}")
-        from trtls.builds.adapter import BuilderUnavailable, load_builder_module  # the one module that imports TensorRT
+        from trtls.builds.worker.adapter import (  # the one module that imports TensorRT
+            BuilderUnavailable,
+            load_builder_module,
+        )
 
         try:
             trt = load_builder_module("auto").trt

@@ -1,6 +1,6 @@
 """The engine key: one sha256 over every byte the builder reads and every input that can change the plan.
 
-Computed from a worker job (`builds.build.worker_job`: exactly what the worker would get) WITHOUT importing
+Computed from a worker job (`builds.supervisor.build.worker_job`: exactly what the worker would get) WITHOUT importing
 TensorRT: the builder module is found with `importlib.util.find_spec` (which does not run the package) and its
 version is read from the installed distributions' `*.dist-info` folder names beside it.
 
@@ -39,7 +39,7 @@ from trtls.fs import Kind, read_text
 KEY_FORMAT = "trtls.engine-key/1"
 KEY_TEXT = re.compile(r"[0-9a-f]{64}")  # a key, and so a name in the store (entries/<key>, locks/<key>.lock)
 INDEX_LIMIT = 16 * 1024 * 1024  # `.trtls/onnx-external.json`: a few KiB per model in practice
-# the modules a preference may load, in the order the worker tries them (builds.adapter.load_builder_module)
+# the modules a preference may load, in the order the worker tries them (builds.worker.adapter.load_builder_module)
 BUILDER_CANDIDATES = {"auto": BUILDER_MODULES, **{m: (m,) for m in BUILDER_MODULES}}
 
 
@@ -66,7 +66,7 @@ class EngineKey:
 
 def builder_identity(preference: str) -> dict[str, Any]:
     """The module a build would import and its version, found without importing it (auto: tensorrt first, as
-    `builds.adapter.load_builder_module` does)."""
+    `builds.worker.adapter.load_builder_module` does)."""
     for name in BUILDER_CANDIDATES.get(preference, (preference,)):
         try:
             spec = importlib.util.find_spec(name)

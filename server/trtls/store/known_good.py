@@ -73,7 +73,7 @@ PIN_LIMIT = 64 * 1024  # a pin: one build's id, key, digest and who pinned it
 class Pin:
     """A rollback that sticks (`<recipe>/.trtls/engines/<name>.pin.json`): the build a rollback restored, its key and
     sha256, and the recipe's own key when it was pinned. While the recipe's key is still that one, a build serves the
-    pinned engine instead of the recipe's (builds/pinned.py); a changed recipe lifts it, `trtls build --unpin`
+    pinned engine instead of the recipe's (builds/avoidance/pinned.py); a changed recipe lifts it, `trtls build --unpin`
     removes it. Read like a known-good record (a regular file, never through a link, bounded), written through the
     door."""
 

@@ -1,4 +1,4 @@
-"""How one build uses the engine store (builds/avoidance.py decides; this is its state): the key, the store, the
+"""How one build uses the engine store (builds/avoidance/lookup.py decides; this is its state): the key, the store, the
 key's lock it holds, what changed since the last build, and — for a matrix — the cells of the same key it serves.
 Store types only (no builds import): the store layer."""
 

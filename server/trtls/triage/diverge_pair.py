@@ -18,8 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from trtls.builds.build import new_build_id, state_dir
 from trtls.builds.roots import state_root
+from trtls.builds.supervisor.build import new_build_id, state_dir
 from trtls.core.cancel import CancelToken
 from trtls.core.recipe import LoadedRecipe
 from trtls.fs import Kind, atomic_write_text, ensure_folder

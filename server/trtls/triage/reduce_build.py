@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from trtls.builds.build import state_dir
 from trtls.builds.roots import state_root
+from trtls.builds.supervisor.build import state_dir
 from trtls.core.build_config import flat_settings
 from trtls.core.cancel import CancelToken
 from trtls.core.recipe import LoadedRecipe
@@ -381,7 +381,7 @@ async def _settings_cause(red: Reduction, attempt: Any, whole: Path | None = Non
 
 
 def new_reduction(loaded: LoadedRecipe, engine: str, max_trials: int, fail_regex: list[str] | None = None) -> Reduction:
-    from trtls.builds.build import new_build_id
+    from trtls.builds.supervisor.build import new_build_id
 
     rid = new_build_id(f"reduce-{engine}")
     red = Reduction(rid, engine, state_dir(loaded.path) / "reduce" / rid, max_trials=max_trials)

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from trtls.builds.roots import state_root
-from trtls.builds.supervisor import Build, Supervisor
+from trtls.builds.supervisor.supervisor import Build, Supervisor
 from trtls.core.recipe import LoadedRecipe
 from trtls.fs import Kind, remove_file
 

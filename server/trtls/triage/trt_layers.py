@@ -55,7 +55,7 @@ class Logged:
 def parse_marked(bm: Any, onnx_path: Path, logged: Logged) -> tuple[Any, Any, Any, list[str]]:
     """(builder, network, parser, marked names) for `onnx_path`, every layer output marked. The parser is returned
     to be kept alive as long as the network (it owns the weights)."""
-    from trtls.builds.adapter import make_logger
+    from trtls.builds.worker.adapter import make_logger
 
     trt = bm.trt
     logger = make_logger(bm, logged)
@@ -87,7 +87,7 @@ def run_engine(bm: Any, serialized: bytes, feed: dict[str, np.ndarray], logged: 
     """Every output of the engine on `feed`, or the reason the runtime refused the engine (a str)."""
     from polygraphy import cuda
 
-    from trtls.builds.adapter import make_logger
+    from trtls.builds.worker.adapter import make_logger
 
     trt = bm.trt
     runtime = trt.Runtime(make_logger(bm, logged))
@@ -125,7 +125,7 @@ def layerwise(job: dict[str, Any], check_device: bool = True) -> dict[str, Any]:
     import onnx
     import onnx_graphsurgeon as gs
 
-    from trtls.builds.adapter import load_builder_module
+    from trtls.builds.worker.adapter import load_builder_module
     from trtls.triage.diverge import NEXT_SHOWN, RULE, compare_values
     from trtls.triage.probe import every_tensor_session
     from trtls.triage.trt_layers_run import execution_blocker, not_checked

@@ -22,7 +22,7 @@ def main() -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # as the worker: Ctrl-C belongs to the supervisor
     fd, module = int(sys.argv[1]), sys.argv[2]
     t0 = time.time()
-    from trtls.builds import worker
+    from trtls.builds.worker import main as worker
 
     events = os.dup(1)  # as the worker's EventWriter does: nothing the import prints may reach the event stream
     os.dup2(2, 1)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from trtls.builds.farm.placement import RemoteSpec, Request, builder_of, place_all
-from trtls.builds.matrix import PlannedCell
+from trtls.builds.supervisor.matrix import PlannedCell
 from trtls.core.farm import LOCAL
 from trtls.core.findings import Finding, Origin, Severity
 from trtls.core.recipe import LoadedRecipe

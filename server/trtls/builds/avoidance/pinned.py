@@ -1,14 +1,15 @@
 """A rollback that sticks: after `trtls rollback` (or the editor's), a build serves the rolled-back engine until the
 recipe's key changes (the pin is lifted) or `trtls build --unpin` (the pin is removed), each said in the evidence
-(`pinned`, `store.unpinned`). The pin itself is `store.known_good.Pin`; the lookup (builds/avoidance.py) settles it
-before anything else, and the fast path never serves a table that has one (builds/reuse.py)."""
+(`pinned`, `store.unpinned`). The pin itself is `store.known_good.Pin`; the lookup (builds/avoidance/lookup.py) settles
+it
+before anything else, and the fast path never serves a table that has one (builds/avoidance/reuse.py)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
-from trtls.builds.restore import restore_hit
+from trtls.builds.avoidance.restore import restore_hit
 from trtls.store.entries import NotTrusted, Refused
 from trtls.store.known_good import Pin
 from trtls.store.use import StoreUse

@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from trtls.builds.history import History
 from trtls.builds.roots import judged_write_root, open_record_stream
-from trtls.builds.time_left import with_time_left
+from trtls.builds.supervisor.history import History
+from trtls.builds.supervisor.time_left import with_time_left
 from trtls.core.build_config import flat_settings
 from trtls.core.cancel import CancelToken
 from trtls.core.display import (
@@ -139,7 +139,7 @@ class Build:
     target: dict[str, Any] = field(default_factory=dict)
     network: dict[str, Any] = field(default_factory=dict)
     output_check: dict[str, Any] | None = None
-    resources: Any = None  # trtls.builds.resources.ResourceSampler of a local worker
+    resources: Any = None  # trtls.builds.supervisor.resources.ResourceSampler of a local worker
     baselines: dict[str, float] = field(default_factory=dict)
     cache: dict[str, Any] | None = None
     artifacts: list[dict[str, Any]] = field(default_factory=list)
@@ -335,7 +335,7 @@ class Build:
         text = progress_text([p.name for p in path], deepest.detail)
         if self.token.is_set:
             text += f" · {stopping_text(self.token.source)}"
-        return with_time_left(self, text, now)  # `· ~40 s left, 25–60 s` or `· no estimate` (builds/time_left.py)
+        return with_time_left(self, text, now)  # `· ~40 s left, 25–60 s` or `· no estimate` (supervisor/time_left.py)
 
     def outcome_message(self) -> str:
         """How it ended, in a sentence (trtls.core.display.outcome_text): `built in 4.1 s`, `cancelled by ide_stop`."""

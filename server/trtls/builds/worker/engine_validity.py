@@ -8,7 +8,8 @@ returns `(EngineValidity.INVALID, 2)` and logs "The engine cannot run on this GP
 Supported compute capabilities: 8.0 8.6 8.9 12.0 12.1 >12.0. TensorRT-RTX does not support this compute capability,
 so the engine cannot be rebuilt for it." (recorded in tests/data/engine_validity/h200.json).
 
-`python -m trtls.builds.engine_validity PLAN` asks the same of an engine file and prints the record as JSON (exit 0
+`python -m trtls.builds.worker.engine_validity PLAN` asks the same of an engine file and prints the record as JSON
+(exit 0
 valid or suboptimal, 1 invalid, 2 not checked or unreadable). TensorRT comes in through `adapter`, as in the worker.
 """
 
@@ -118,10 +119,10 @@ def _collecting_logger(trt: Any, lines: list[tuple[str, str]]) -> Any:
 
 def main(argv: list[str]) -> int:
     if len(argv) != 1:
-        print("usage: python -m trtls.builds.engine_validity PLAN", file=sys.stderr)
+        print("usage: python -m trtls.builds.worker.engine_validity PLAN", file=sys.stderr)
         return 2
-    from trtls.builds import adapter
     from trtls.builds.cuda import cuda_driver
+    from trtls.builds.worker import adapter
     from trtls.fs import read_bytes
 
     try:

@@ -13,11 +13,11 @@ from typing import Any
 
 from trtls import fs
 from trtls.builds.artifacts import remove_or_quarantine, temp_files_near
-from trtls.builds.build import Build, state_dir
-from trtls.builds.output_guard import OutputGuard
 from trtls.builds.roots import evidence_error, state_root, write_record
-from trtls.builds.running_record import RUNNING
-from trtls.builds.summary import build_summary
+from trtls.builds.supervisor.build import Build, state_dir
+from trtls.builds.supervisor.output_guard import OutputGuard
+from trtls.builds.supervisor.running_record import RUNNING
+from trtls.builds.supervisor.summary import build_summary
 
 
 async def finish_build(build: Build, outcome: str, guard: OutputGuard | None) -> None:

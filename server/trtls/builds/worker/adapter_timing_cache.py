@@ -1,6 +1,6 @@
 """The timing-cache calls on TensorRT objects the worker already holds (a builder config, a cache): this module
 imports no TensorRT; it wraps the calls so TensorRT-RTX's no-op warnings stay quiet and the known hang is avoided.
-Re-exported by builds/adapter.py, which the worker calls."""
+Re-exported by builds/worker/adapter.py, which the worker calls."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from trtls.builds.adapter import BuilderModule
+    from trtls.builds.worker.adapter import BuilderModule
 
 
 def timing_cache_supported(bm: BuilderModule) -> bool:

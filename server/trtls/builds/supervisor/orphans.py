@@ -23,7 +23,7 @@ from typing import Any
 
 from trtls import fs
 from trtls.builds.artifacts import remove_or_quarantine, sha256_file, temp_files_near
-from trtls.builds.running_record import output_state, read_running, replaced_since, running_records
+from trtls.builds.supervisor.running_record import output_state, read_running, replaced_since, running_records
 from trtls.core.paths import inside, real
 from trtls.fs.kill import ProcessProof, process_alive, process_start_id
 from trtls.fs.kinds import TEMP_MARK

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from trtls.builds.reuse import OutputHeld, remember_reused, reuse_evidence, write_memo
+from trtls.builds.avoidance.reuse import OutputHeld, remember_reused, reuse_evidence, write_memo
 from trtls.builds.roots import loaded_write_root
 from trtls.core.paths import UnsafeWrite
 from trtls.store.entries import Entry, NotTrusted, Refused, RestoreFailed
@@ -110,6 +110,6 @@ def _restore_held(
 
 
 def remember(use: StoreUse, recipe: Path) -> None:
-    """The fast path's memo for the next unchanged run (builds/reuse.py); only for a table's own build."""
+    """The fast path's memo for the next unchanged run (builds/avoidance/reuse.py); only for a table's own build."""
     if use.store is not None and use.key is not None and use.history == use.engine and not use.overridden:
         write_memo(recipe, use.history, use.key.hex, use.key.parts, use.output, use.store, use.device)

@@ -25,15 +25,15 @@ from pathlib import Path
 from typing import Any
 
 from trtls import fs
-from trtls.builds.build import Build, Listener, WorkerProcess, new_build_id, state_dir, worker_job
-from trtls.builds.build_end import finish_build, probe_environment
-from trtls.builds.output_guard import OutputGuard
-from trtls.builds.output_probe import output_problem
-from trtls.builds.resources import ResourceSampler
-from trtls.builds.retention import Policy, auto_collect, policy_of
 from trtls.builds.roots import evidence_error, state_root
-from trtls.builds.running_record import note_previous_sha, process_owner, running_json
-from trtls.builds.spawn import spawn_worker, worker_nonce
+from trtls.builds.supervisor.build import Build, Listener, WorkerProcess, new_build_id, state_dir, worker_job
+from trtls.builds.supervisor.build_end import finish_build, probe_environment
+from trtls.builds.supervisor.output_guard import OutputGuard
+from trtls.builds.supervisor.output_probe import output_problem
+from trtls.builds.supervisor.resources import ResourceSampler
+from trtls.builds.supervisor.retention import Policy, auto_collect, policy_of
+from trtls.builds.supervisor.running_record import note_previous_sha, process_owner, running_json
+from trtls.builds.supervisor.spawn import spawn_worker, worker_nonce
 from trtls.core.events import CancelControl, ProtocolError, parse_event
 from trtls.core.recipe import LoadedRecipe
 
@@ -116,7 +116,8 @@ class Supervisor:
         """Start a build (needs a running loop). The recipe must have loaded without errors. `remote` (a
         `trtls.builds.farm.run.RemoteSpec`) runs the same worker on a cluster node (docs/farm.md).
 
-        `worker`: a built-in worker the caller started early (`builds.spawn`), already importing TensorRT while
+        `worker`: a built-in worker the caller started early (`builds.supervisor.spawn`), already importing TensorRT
+        while
         the caller loaded the recipe; it gets this build's job. Ignored (and closed) for an external worker.
 
         `wait_for_output`: when another build (any process) holds this output, wait for it (True) or end `failed`

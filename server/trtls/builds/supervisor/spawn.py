@@ -77,7 +77,8 @@ def preload_for(recipe: Path, engine: str | None) -> str | None:
 
 def store_may_serve(recipe: Path, no_store: bool, rebuild: bool) -> bool:
     """From the raw TOML (before the recipe is validated): could this build be served from the store? The CLI then
-    looks up before starting any worker (no early TensorRT import). Here, not in builds.avoidance: deciding whether
+    looks up before starting any worker (no early TensorRT import). Here, not in builds.avoidance.lookup: deciding
+    whether
     to start early must not import what the lookup needs (the recipe models, the store: ~0.3 s)."""
     if no_store or rebuild:
         return False

@@ -1,7 +1,8 @@
 """`running.json`: what a live build leaves on disk for whoever finds it after its supervising process died.
 
 Written by the supervisor when a build starts (and again when the worker exists and when the previous engine's
-sha is known), removed when the summary is written. Orphan recovery (builds/orphans.py) reads it: who supervised
+sha is known), removed when the summary is written. Orphan recovery (builds/supervisor/orphans.py) reads it: who
+supervised
 the build (a `trtls build` in a terminal or a language server — the record names the real cause of a kill), which
 worker to stop, and what the output was before the build, so the recovered record can say whether the engine on
 disk is the old one or a new one this build renamed over it.
@@ -27,8 +28,8 @@ from trtls.fs.kill import process_start_id
 from trtls.fs.read import read_text
 
 if TYPE_CHECKING:
-    from trtls.builds.build import Build
-    from trtls.builds.output_guard import OutputGuard
+    from trtls.builds.supervisor.build import Build
+    from trtls.builds.supervisor.output_guard import OutputGuard
 
 RUNNING = "running.json"
 RECORD_LIMIT = 4 << 20  # a running.json is a few KiB (the job included); anything larger was not written by trtls

@@ -1,6 +1,6 @@
 """The precision step's child process: NVIDIA ModelOpt AutoCast, ONNX in → mixed-precision ONNX out.
 
-Run by the build worker as ``python -m trtls.builds.autocast_child`` with one JSON line on stdin
+Run by the build worker as ``python -m trtls.builds.worker.autocast_child`` with one JSON line on stdin
 ({"input", "output", "low_precision_type", "keep_io_types", "exclude_op_types", "exclude_nodes"}); it
 writes the converted model to ``output`` (a temp name the worker renames) and prints one JSON line:
 {"ok": true, "modelopt_version", "nodes", "low_precision_nodes", "initializers_low"} or {"ok": false,

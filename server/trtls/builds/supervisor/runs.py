@@ -45,8 +45,10 @@ class _NoCancel:
 
 
 class RestoredRun:
-    """A build that started no worker: an engine restored from the engine store (`reused`, builds/avoidance.py) or
-    rolled back to a known-good one (`rolled_back`, builds/rollback.py). Finished when it is registered; answers what
+    """A build that started no worker: an engine restored from the engine store (`reused`, builds/avoidance/lookup.py)
+    or
+    rolled back to a known-good one (`rolled_back`, builds/avoidance/rollback.py). Finished when it is registered;
+    answers what
     a Build answers (listBuilds' row, showEvidence, buildReport, the `trtls/buildTree` payload) from its evidence."""
 
     def __init__(self, summary: dict[str, Any], recipe_path: Path, cell: str | None = None,

@@ -1,6 +1,6 @@
 """The build the worker runs: `Worker` turns one job into one TensorRT build on the builder thread (parse, configure,
 build, commit the engine and timing cache), reporting phases and outcomes as `trtls.events/1` lines. The process around
-it (stdin control, signals, `--probe`, `--preload`) is builds/worker.py."""
+it (stdin control, signals, `--probe`, `--preload`) is builds/worker/main.py."""
 
 from __future__ import annotations
 
@@ -12,13 +12,13 @@ from pathlib import Path
 from queue import SimpleQueue
 from typing import Any
 
-from trtls.builds import engine_validity
 from trtls.builds import timing_cache as tc
 from trtls.builds.artifacts import engine_temp_path, remove_or_quarantine, write_engine
 from trtls.builds.build_facts import build_config_hash, network_types, peak_rss_bytes
-from trtls.builds.commit_guard import SupervisorGone, SupervisorWatch, test_pause
-from trtls.builds.emitter import Emitter, EventWriter
-from trtls.builds.monitor import make_monitor_class
+from trtls.builds.worker import engine_validity
+from trtls.builds.worker.commit_guard import SupervisorGone, SupervisorWatch, test_pause
+from trtls.builds.worker.emitter import Emitter, EventWriter
+from trtls.builds.worker.monitor import make_monitor_class
 from trtls.core.cancel import CancelToken
 from trtls.core.evidence import build_target
 
@@ -70,8 +70,8 @@ class Worker:
             self.done.set()
 
     def _build(self) -> int:
-        from trtls.builds import adapter  # the only module that imports TensorRT
-        from trtls.builds import build_config_apply as bca
+        from trtls.builds.worker import adapter  # the only module that imports TensorRT
+        from trtls.builds.worker import build_config_apply as bca
 
         job = self.job
         faults = job.get("faults") or {}
@@ -181,7 +181,7 @@ class Worker:
     def _logger(self, bm: Any) -> Any:
         """TensorRT's built-in logger read back through fd 1 (log_relay: VERBOSE is filtered in C++, not by a Python
         callback per message)."""
-        from trtls.builds.log_relay import process_relay
+        from trtls.builds.worker.log_relay import process_relay
 
         relay = process_relay(bm.trt, self.on_log)
         self.log_sync = relay.sync

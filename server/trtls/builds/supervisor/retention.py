@@ -12,7 +12,7 @@ while a record still points to it (`pins`):
   entry per engine is pinned as the last good build anyway);
 - the cells of a kept matrix run and the matrix of a kept cell.
 
-`history.json` is bounded separately (builds/history.py keeps the most recently used build configs).
+`history.json` is bounded separately (builds/supervisor/history.py keeps the most recently used build configs).
 """
 
 from __future__ import annotations
@@ -29,13 +29,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from trtls.builds.history import History
+from trtls.builds.supervisor.history import History
 from trtls.core.evidence_table import EvidenceTable
 from trtls.core.recipe_file import read_recipe_text
 from trtls.core.tomlpos import bounded_loads
 from trtls.fs import Kind, ensure_folder, open_lock_file, read_text, remove_tree
 
-RUN_ID = re.compile(r"[A-Za-z0-9_.\-]+-\d{8}-\d{6}-[0-9a-f]{6}")  # builds.build.new_build_id and matrix ids
+RUN_ID = re.compile(r"[A-Za-z0-9_.\-]+-\d{8}-\d{6}-[0-9a-f]{6}")  # builds.supervisor.build.new_build_id and matrix ids
 LEDGERS = ("history.json",)  # files that list every build: they do not pin runs
 NOT_RECORDS = ("runs", "locks", "quarantine", "engines", "precision")  # folders under .trtls/ that pin nothing
 MAX_RECORD_BYTES = 8 << 20  # a record larger than this is not read for references (it pins nothing)
@@ -325,9 +325,9 @@ def clean_engine_temps(folder: Path, dry_run: bool = False) -> dict[str, Any]:
     (`<output name>.trtls-tmp-*`), removed while holding that output's lock (an output another build holds now is
     skipped: its own temp may be one of them). {"removed": [paths], "busy": [outputs]}; a recipe that does not load
     cleans nothing."""
-    from trtls.builds.build import new_build_id, state_dir, worker_job
-    from trtls.builds.reuse import OutputHeld
+    from trtls.builds.avoidance.reuse import OutputHeld
     from trtls.builds.roots import loaded_write_root
+    from trtls.builds.supervisor.build import new_build_id, state_dir, worker_job
     from trtls.core.recipe import load_recipe
     from trtls.fs.kinds import TEMP_MARK
 

@@ -104,7 +104,7 @@ def build_findings(summary: dict[str, Any]) -> list[Finding]:
 
 def _portability_findings(summary: dict[str, Any], engine: str) -> list[Finding]:
     """TRT208 "engine portability": TensorRT-RTX said the engine cannot run on this machine's GPU
-    (builds.engine_validity); the engine was built and written all the same."""
+    (builds.worker.engine_validity); the engine was built and written all the same."""
     validity = summary.get("engineValidity") or {}
     if validity.get("status") != "invalid":
         return []

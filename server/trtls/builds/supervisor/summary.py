@@ -7,8 +7,8 @@ from typing import Any
 
 from trtls import __version__
 from trtls.builds.artifacts import sha256_file
-from trtls.builds.build import Build
-from trtls.builds.history import History
+from trtls.builds.supervisor.build import Build
+from trtls.builds.supervisor.history import History
 from trtls.core.builder_errors import classify_failure
 from trtls.core.evidence import UNKNOWN, gpu_sku, retry_advice, validation_status
 from trtls.core.phase_tree import NS
@@ -16,7 +16,7 @@ from trtls.core.write_policy import job_writes_outside
 
 
 def resources_record(build: Build) -> dict[str, Any]:
-    """Peak RSS, GPU memory and (for a killed build) the OOM verdict (trtls.builds.resources)."""
+    """Peak RSS, GPU memory and (for a killed build) the OOM verdict (trtls.builds.supervisor.resources)."""
     reported = (build.finished or {}).get("peak_rss_bytes")
     if build.resources is not None:
         return build.resources.record(reported, build.outcome or "killed", build.exit_code)
@@ -33,7 +33,7 @@ def resources_record(build: Build) -> dict[str, Any]:
 
 
 def engine_validity_record(build: Build) -> dict[str, Any] | None:
-    """Will the built engine load on this machine's GPU (builds.engine_validity, asked by the worker); None when
+    """Will the built engine load on this machine's GPU (builds.worker.engine_validity, asked by the worker); None when
     nothing was built."""
     if build.outcome != "built":
         return None

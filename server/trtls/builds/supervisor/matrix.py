@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from trtls.builds.build import await_summary
 from trtls.builds.roots import evidence_error, write_record
-from trtls.builds.supervisor import Build, Supervisor
+from trtls.builds.supervisor.build import await_summary
+from trtls.builds.supervisor.supervisor import Build, Supervisor
 from trtls.core.display import cells_text, human_seconds, matrix_description
 from trtls.core.farm import Cell, expand
 from trtls.core.outcome import build_outcome_kind

@@ -7,7 +7,8 @@
 
 Every face goes through trtls.app (`request_build`, `request_matrix`), which calls `prepare` → `reuse_or_lock` → (on
 a miss) the supervisor → `attach` (`after_build` when the build ends). A hit imports no TensorRT and starts no
-worker: nothing here imports the adapter, and the key is computed from the worker job (builds.build.worker_job) with
+worker: nothing here imports the adapter, and the key is computed from the worker job
+(builds.supervisor.build.worker_job) with
 the digest cache. Builds with injected faults, an external worker, or `--no-store`
 are not keyed (what an external worker reads is unknown)."""
 
@@ -21,11 +22,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from trtls.builds.build import new_build_id, state_dir, worker_job
-from trtls.builds.pinned import serve_pin, settle_pin
-from trtls.builds.restore import WAIT_POLL_S, output_root, remember, restore_hit, restore_now
-from trtls.builds.reuse import OutputHeld, ago, append_known_good
+from trtls.builds.avoidance.pinned import serve_pin, settle_pin
+from trtls.builds.avoidance.restore import WAIT_POLL_S, output_root, remember, restore_hit, restore_now
+from trtls.builds.avoidance.reuse import OutputHeld, ago, append_known_good
 from trtls.builds.roots import evidence_error, write_record
+from trtls.builds.supervisor.build import new_build_id, state_dir, worker_job
 from trtls.store.config import store_config
 from trtls.store.diff import key_changes
 from trtls.store.entries import Entry, NotTrusted, Refused, Store, StoreUnusable
@@ -53,7 +54,8 @@ def prepare(
 ) -> StoreUse:
     """Key the build and open its store. Raises StoreUnusable (TRT330/TRT331) for a store folder that cannot
     serve its mode; trtls.app places it on the recipe. A rollback's pin is settled here (kept, lifted
-    by a changed key, or removed by `unpin`: builds/pinned.py). `job`: the worker job the build will run, built once
+    by a changed key, or removed by `unpin`: builds/avoidance/pinned.py). `job`: the worker job the build will run,
+    built once
     by the caller (trtls.app); keyed here, never changed (the key reads no build id)."""
     eng = loaded.engine(engine)
     sdir = state_dir(loaded.path)
@@ -256,7 +258,8 @@ def attach(use: StoreUse, build: Any, on_warning: Callable[[str], None] | None =
 
 
 async def avoid_cells(loaded: Any, planned: list[Any], *, no_store: bool = False, rebuild: bool = False) -> CellsLookup:
-    """Key every planned cell (trtls.builds.matrix.PlannedCell) and restore the ones whose key is in the store (on a
+    """Key every planned cell (trtls.builds.supervisor.matrix.PlannedCell) and restore the ones whose key is in the
+    store (on a
     cluster they cost no node). Cells of this run that share a key build once: the first is built, the others leave
     `left` (`same_key`) and are restored from its entry when it has published (`attach_cells`). A cell whose key
     another process is building is built here too: a matrix does not wait cell by cell. A store that cannot be

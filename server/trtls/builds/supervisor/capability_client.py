@@ -1,6 +1,7 @@
 """Asking TensorRT whether it takes an engine's ONNX, from a process that never imports it.
 
-The question goes to a child (`python -m trtls.builds.capability`): a parser that crashes or spins on a model ends
+The question goes to a child (`python -m trtls.builds.worker.capability`): a parser that crashes or spins on a model
+ends
 that child only, after `TIMEOUT_S` at the latest, and the answer says so (`not_checked`, with the signal or the
 timeout) instead of taking the editor's server down. `ask` is for the event loop (an asyncio child: the loop keeps
 answering meanwhile), `ask_blocking` for the terminal. Answers are cached by what TensorRT reads: the ONNX's sha256
@@ -23,7 +24,7 @@ from trtls.core.build_config import flat_settings
 from trtls.core.protocol import stable_json
 
 TIMEOUT_S = 120.0  # a parse of a multi-GB model takes seconds; a child past this is stuck, not slow
-CHILD = [sys.executable, "-m", "trtls.builds.capability"]
+CHILD = [sys.executable, "-m", "trtls.builds.worker.capability"]
 
 
 def capability_request(loaded: Any, eng: Any) -> dict[str, Any]:

@@ -20,22 +20,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from trtls.builds.adapter_timing_cache import (  # re-exported: the worker calls them as adapter.*
+from trtls.builds.cuda import cuda_driver, cuda_runtime, gpu_available
+from trtls.builds.worker.adapter_timing_cache import (  # re-exported: the worker calls them as adapter.*
     combine_timing_cache as combine_timing_cache,
 )
-from trtls.builds.adapter_timing_cache import (
+from trtls.builds.worker.adapter_timing_cache import (
     create_timing_cache as create_timing_cache,
 )
-from trtls.builds.adapter_timing_cache import (
+from trtls.builds.worker.adapter_timing_cache import (
     serialize_timing_cache as serialize_timing_cache,
 )
-from trtls.builds.adapter_timing_cache import (
+from trtls.builds.worker.adapter_timing_cache import (
     set_timing_cache as set_timing_cache,
 )
-from trtls.builds.adapter_timing_cache import (
+from trtls.builds.worker.adapter_timing_cache import (
     timing_cache_supported as timing_cache_supported,
 )
-from trtls.builds.cuda import cuda_driver, cuda_runtime, gpu_available
 from trtls.core.vocabulary import BUILDER_MODULES, BUILDER_PREFERENCES
 
 INSTALL_HINT = "pip install tensorrt-rtx-cu13"

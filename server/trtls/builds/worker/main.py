@@ -26,19 +26,19 @@ from typing import Any
 from trtls import fs
 from trtls.builds.artifacts import engine_temp_path
 from trtls.builds.build_facts import build_config_hash as build_config_hash
-from trtls.builds.emitter import EventWriter
-from trtls.builds.worker_build import Worker
+from trtls.builds.worker.build import Worker
+from trtls.builds.worker.emitter import EventWriter
 from trtls.core.protocol import CANCEL_SOURCES
 
 
 def probe() -> int:
     """`--probe`: print the builder environment this worker would use (for printDebugInformation)."""
-    from trtls.builds import adapter
+    from trtls.builds.worker import adapter
 
     try:
         bm = adapter.load_builder_module(os.environ.get("TRTLS_BUILDER_MODULE", "auto"))
         record = adapter.environment_record(bm)
-        from trtls.builds.build_config_apply import module_capabilities
+        from trtls.builds.worker.build_config_apply import module_capabilities
 
         record["capabilities"] = module_capabilities(bm)
     except Exception as exc:
@@ -51,7 +51,7 @@ def preload(preference: list[str]) -> None:
     """`--preload [MODULE]`: import the builder while the supervisor is still preparing the job (a CLI starts its
     worker first and loads the recipe meanwhile), so the two start-ups overlap instead of adding up. A failure
     here is silent: the build's own load reports it properly."""
-    from trtls.builds import adapter
+    from trtls.builds.worker import adapter
 
     try:
         adapter.load_builder_module(preference[0] if preference else "auto")

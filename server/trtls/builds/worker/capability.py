@@ -8,9 +8,11 @@ Two questions, both TensorRT's own answers, never a table of ops kept here:
   GPU, and it is what catches silero-vad's If-based export: the parser takes all 121 nodes, the builder refuses the
   network with the same internal error a build would end on (graphScope.cpp, measured with TensorRT-RTX 1.7.1).
 
-This module runs in a child process (`python -m trtls.builds.capability`, a request as JSON on stdin, the answer as
+This module runs in a child process (`python -m trtls.builds.worker.capability`, a request as JSON on stdin, the answer
+as
 JSON on stdout): a parser that crashes or hangs on a hostile model takes down only the child, and the server never
-imports TensorRT (tests/test_layers.py). `trtls.builds.capability_client` starts it and reads the answer; the words
+imports TensorRT (tests/test_layers.py). `trtls.builds.supervisor.capability_client` starts it and reads the answer;
+the words
 every face shows are `trtls.core.capability.capability_findings`.
 """
 
@@ -63,8 +65,8 @@ def ask_parser(bm: Any, builder: Any, logger: Any, model: bytes, path: str) -> d
 def ask_builder(bm: Any, builder: Any, logger: Any, lines: list[tuple[str, str]], request: dict[str, Any]) -> dict:
     """The builder's verdict on the parsed network with the engine's profiles and settings: `supported`, `refused`
     (with TensorRT's logged reason) or `not_checked` (why it could not be asked)."""
-    from trtls.builds import adapter
-    from trtls.builds import build_config_apply as bca
+    from trtls.builds.worker import adapter
+    from trtls.builds.worker import build_config_apply as bca
 
     network = builder.create_network(0)
     errors = adapter.parse_onnx(bm, builder, network, logger, request["onnx"])
@@ -101,7 +103,7 @@ def ask_builder(bm: Any, builder: Any, logger: Any, lines: list[tuple[str, str]]
 def answer(request: dict[str, Any]) -> dict[str, Any]:
     """The whole answer for one request ({onnx, profiles, settings, builder_module}). Never raises for the model:
     what could not be asked is `not_checked` with the reason."""
-    from trtls.builds import adapter
+    from trtls.builds.worker import adapter
     from trtls.fs import read_bytes
 
     started = time.monotonic()

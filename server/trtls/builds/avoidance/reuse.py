@@ -31,7 +31,7 @@ from trtls.store.known_good import KnownGood
 
 MEMO_FORMAT = "trtls.fast-hit/1"
 # the modules whose code turns a recipe into the job the key hashes: changed code, no fast path
-KEY_CODE = ("core/recipe.py", "core/build_config.py", "core/profiles.py", "builds/build.py", "store/key.py")
+KEY_CODE = ("core/recipe.py", "core/build_config.py", "core/profiles.py", "builds/supervisor/build.py", "store/key.py")
 ENV_KEYS = ("TRTLS_STORE", "TRTLS_STORE_TRUST", "TRTLS_STORE_KEY_FILE", "XDG_CACHE_HOME", "HOME")
 MAX_MEMO_BYTES = 1 << 20  # a memo: a few stats and digests
 
@@ -47,17 +47,20 @@ def pinned_line(pin: dict[str, Any]) -> str:
 
 
 def new_reuse_id(engine: str) -> str:
-    return f"{engine}-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"  # as builds.build.new_build_id
+    return (
+        f"{engine}-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"  # as builds.supervisor.build.new_build_id
+    )
 
 
 class OutputHeld:
-    """The output's one-writer lock (builds/output_lock.py) for the length of a restore: a restore never renames over
+    """The output's one-writer lock (builds/supervisor/output_lock.py) for the length of a restore: a restore never
+    renames over
     an output another build is writing. `take()` is False while another process holds it. Once taken, the temps a
     killed restore or build left beside the output (`<output name>.trtls-tmp-*`) are removed: whoever wrote them
     held this lock, so none of them is being written now (`within`: the output's write root; None: left alone)."""
 
     def __init__(self, state_dir: Path, output: Path, build_id: str, engine: str, within: Path | None = None):
-        from trtls.builds.output_lock import OutputLock, lock_path
+        from trtls.builds.supervisor.output_lock import OutputLock, lock_path
 
         self.lock = OutputLock(lock_path(state_dir / "locks", output), output)
         self.holder = {"buildId": build_id, "pid": os.getpid(), "owner": {"kind": "store restore"}, "engine": engine}
