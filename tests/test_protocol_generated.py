@@ -80,7 +80,7 @@ def test_every_field_our_worker_and_transport_write_is_declared() -> None:
 
     builds = ROOT / "server" / "trtls" / "builds"
     undeclared, checked = [], 0
-    for path in [*builds.glob("*.py"), *(builds / "farm").glob("*.py")]:
+    for path in sorted(builds.rglob("*.py")):  # the worker child's, the supervisor's and the farm's
         for node in ast.walk(ast.parse(path.read_text())):
             if not isinstance(node, ast.Call) or not node.args or not isinstance(node.args[0], ast.Constant):
                 continue
@@ -104,7 +104,7 @@ def test_the_cell_node_view_is_declared() -> None:
     """Build.node_view() is sent as a cell's `node` (extra fields would fail the wire model): NodeView's keys only."""
     import ast
 
-    tree = ast.parse((ROOT / "server" / "trtls" / "builds" / "build.py").read_text())
-    fn = next(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == "node_view")
+    trees = [ast.parse(p.read_text()) for p in (ROOT / "server" / "trtls" / "builds").rglob("build.py")]
+    fn = next(n for t in trees for n in ast.walk(t) if isinstance(n, ast.FunctionDef) and n.name == "node_view")
     keys = {k.value for d in ast.walk(fn) if isinstance(d, ast.Dict) for k in d.keys if isinstance(k, ast.Constant)}
     assert keys and keys <= set(wire.NodeView.model_fields), keys - set(wire.NodeView.model_fields)

@@ -3,14 +3,19 @@
 // shapes are the generated protocol types (trtls.core.wire), and every word — a phase's detail, a build's or a
 // matrix's description, where a cell runs, the finished-cell count, the folded rows — is computed once in Python
 // (trtls.core.display) and shown here as it comes. Nothing here formats a number or re-derives a rule.
-import { BUILD_TREE_NOTIFICATION, BuildTree, CellRow, MatrixTree, NodeView, PhaseRow } from './generated/protocol';
+// The server's closed sets of words (outcomes, outcome kinds, phase statuses) are the generated vocabularies: a word is
+// trusted when it is one of them (isWord), and each table keyed by one is a Record over its type, so a word added in
+// trtls.core.vocabulary reaches here by regeneration and fails the type check until it has its icon.
+import {
+  BUILD_OUTCOMES, BUILD_TREE_NOTIFICATION, BuildOutcome, BuildTree, CellRow, isWord, MatrixTree, NodeView, OUTCOME_KINDS,
+  OutcomeKind, PHASE_STATUSES, PhaseRow, PhaseStatus,
+} from './generated/protocol';
 
 export { BUILD_TREE_NOTIFICATION };
-export type { CellRow, PhaseRow };
+export type { CellRow, OutcomeKind, PhaseRow };
 
-export type OutcomeKind = NonNullable<BuildTree['outcomeKind']>;
 /** `lost` is the client's own: the build was running when the server process died (never sent by the server). */
-export type BuildStatus = 'running' | NonNullable<BuildTree['outcome']> | 'lost';
+export type BuildStatus = 'running' | BuildOutcome | 'lost';
 
 /** A build, a cell or a matrix as the model holds it: the server's fields, and `status`, the tree's own state. */
 export interface HeldBuild {
@@ -38,12 +43,8 @@ export interface HeldBuild {
   cells: CellRow[];
 }
 
-// a worker's outcomes, and the builds that started none: `reused` from the engine store, `rolled_back` (docs/store.md)
-const OUTCOMES: readonly string[] = ['built', 'cancelled', 'failed', 'forced', 'killed', 'reused', 'rolled_back'];
-const OUTCOME_KINDS: readonly string[] = ['ok', 'cancelled', 'failed', 'refused'];
-
 export function parseOutcomeKind(v: unknown): OutcomeKind | null {
-  return typeof v === 'string' && OUTCOME_KINDS.includes(v) ? (v as OutcomeKind) : null;
+  return isWord(OUTCOME_KINDS, v) ? v : null;
 }
 
 function isObj(v: unknown): v is Record<string, unknown> {
@@ -64,7 +65,7 @@ function parsePhase(p: unknown): PhaseRow | undefined {
     ...row,
     parentId: strOrNull(p.parentId),
     name: str(p.name, p.id),
-    status: typeof p.status === 'string' && ['running', 'done', 'cancelled', 'failed'].includes(p.status) ? row.status : 'running',
+    status: isWord(PHASE_STATUSES, p.status) ? p.status : 'running',
     stalled: p.stalled === true,
     foldedInto: strOrNull(p.foldedInto),
     detail: str(p.detail, ''),
@@ -85,7 +86,8 @@ export function parseBuildTree(raw: unknown): HeldBuild | undefined {
     return undefined;
   }
   const sent = raw as Partial<BuildTree> & Partial<MatrixTree>;
-  const outcome = typeof raw.outcome === 'string' && OUTCOMES.includes(raw.outcome) ? (raw.outcome as BuildStatus) : 'failed';
+  // a worker's outcomes, and the builds that started none: `reused` from the engine store, `rolled_back` (docs/store.md)
+  const outcome: BuildStatus = isWord(BUILD_OUTCOMES, raw.outcome) ? raw.outcome : 'failed';
   return {
     buildId: raw.buildId,
     engine: str(raw.engine, '?'),
@@ -371,23 +373,16 @@ export function describeCell(c: HeldBuild): ElementView {
   return { ...base, label: c.cell ?? c.engine, tooltip: [base.tooltip, `where: ${c.where}`].join('\n'), icon: waiting ? 'pending' : base.icon };
 }
 
+const OUTCOME_ICON: Record<OutcomeKind, IconKind> = { ok: 'ok', cancelled: 'cancelled', failed: 'error', refused: 'warning' };
+const PHASE_ICON: Record<PhaseStatus, IconKind> = { running: 'running', done: 'ok', cancelled: 'cancelled', failed: 'error' };
+
 /** A finished build's icon from the server's outcomeKind; none (a build the client marked lost) is a warning. */
 function outcomeIcon(kind: OutcomeKind | null): IconKind {
-  switch (kind) {
-    case 'ok': return 'ok';
-    case 'cancelled': return 'cancelled';
-    case 'failed': return 'error';
-    case 'refused': return 'warning';
-    case null: return 'warning';
-  }
+  return kind === null ? 'warning' : OUTCOME_ICON[kind];
 }
 
 export function describePhase(p: PhaseRow, hasChildren: boolean): ElementView {
-  const icon: IconKind = p.stalled ? 'warning'
-    : p.status === 'running' ? 'running'
-      : p.status === 'done' ? 'ok'
-        : p.status === 'cancelled' ? 'cancelled'
-          : 'error';
+  const icon: IconKind = p.stalled ? 'warning' : PHASE_ICON[p.status];
   const tooltip = [
     `${p.name} (${p.status})`,
     ...(p.stalled ? ['⚠ stalled: silent longer than this phase usually takes'] : []),

@@ -1,7 +1,8 @@
 // Typed settings and what the server receives as initializationOptions (no vscode import).
+import { BUILDER_PREFERENCES, BuilderPreference, isWord } from './generated/protocol';
 
-export type BuilderModule = 'auto' | 'tensorrt' | 'tensorrt_rtx';
-const BUILDER_MODULES: readonly BuilderModule[] = ['auto', 'tensorrt', 'tensorrt_rtx'];
+/** What a recipe may ask for (trtls.core.vocabulary.BuilderPreference, generated): `auto` or a TensorRT module. */
+export type BuilderModule = BuilderPreference;
 
 export interface TrtlsSettings {
   python: string;
@@ -22,10 +23,10 @@ export function readSettings(get: (key: string) => unknown): { settings: TrtlsSe
   if (pyRaw !== undefined && pyRaw !== null && typeof pyRaw !== 'string') problems.push('trtls.python must be a string');
   const bmRaw = get('builderModule');
   let builderModule: BuilderModule = 'auto';
-  if (typeof bmRaw === 'string' && (BUILDER_MODULES as readonly string[]).includes(bmRaw)) {
-    builderModule = bmRaw as BuilderModule;
+  if (isWord(BUILDER_PREFERENCES, bmRaw)) {
+    builderModule = bmRaw;
   } else if (bmRaw !== undefined && bmRaw !== null) {
-    problems.push(`trtls.builderModule: ${JSON.stringify(bmRaw)} is not one of ${BUILDER_MODULES.join(', ')}; using auto`);
+    problems.push(`trtls.builderModule: ${JSON.stringify(bmRaw)} is not one of ${BUILDER_PREFERENCES.join(', ')}; using auto`);
   }
   const cgRaw = get('cancelGraceS');
   let cancelGraceS: number | null = null;

@@ -1,6 +1,7 @@
 import { strict as assert } from 'node:assert';
 import { test } from 'node:test';
 import { BuildTreeModel, describeBuild, describePhase, parseBuildTree, PhaseRow, statusBarText } from '../src/buildTree';
+import { BUILD_OUTCOMES, OUTCOME_KINDS, PHASE_STATUSES } from '../src/generated/protocol';
 
 // Payloads as the server sends them: the words (detail, description, groupLabel …) are trtls.core.display's, and the
 // model must show them verbatim. Where a test's words look odd, that is on purpose: nothing is recomputed here.
@@ -128,6 +129,21 @@ test('a finished build\'s icon is the server\'s outcomeKind, whatever its status
   assert.equal(icon('cancelled', 'cancelled'), 'cancelled');
   assert.equal(icon('built', 'ok'), 'ok');
   assert.equal(icon('built', null), 'warning', 'no outcomeKind: not shown as a success');
+});
+
+test('every word of the generated vocabularies is read as sent, and only those', () => {
+  for (const outcome of BUILD_OUTCOMES) {
+    assert.equal(parseBuildTree({ buildId: 'x', running: false, outcome })!.status, outcome);
+  }
+  for (const kind of OUTCOME_KINDS) {
+    assert.equal(parseBuildTree({ buildId: 'x', outcomeKind: kind })!.outcomeKind, kind);
+  }
+  for (const status of PHASE_STATUSES) {
+    const p = parseBuildTree({ buildId: 'x', phases: [{ id: '0', status }] })!.phases[0]!;
+    assert.equal(p.status, status);
+    assert.notEqual(describePhase(p, false).icon, undefined, `phase status ${status} has an icon`);
+  }
+  assert.equal(parseBuildTree({ buildId: 'x', phases: [{ id: '0', status: 'paused' }] })!.phases[0]!.status, 'running');
 });
 
 test('a late running update does not revive a finished build', () => {
