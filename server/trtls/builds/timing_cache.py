@@ -13,10 +13,8 @@ Decisions: cold, reused, updated, discarded, quarantined, not_applicable.
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
-import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -25,7 +23,7 @@ from typing import Any
 
 from trtls.builds.artifacts import quarantine
 from trtls.builds.roots import nearest_folder
-from trtls.fs import Kind, atomic_write_bytes, atomic_write_text, ensure_folder, open_lock_file, read_bytes, read_text
+from trtls.fs import Kind, atomic_write_bytes, atomic_write_text, ensure_folder, held_lock, read_bytes, read_text
 
 NO_DEVICE_MARKER = "Cuda Runtime"
 CORRUPTION_MARKERS = ("Failed to deserialize timing cache", "The timing cache will not be used")
@@ -198,15 +196,8 @@ def cache_lock(path: Path, within: Path | None = None) -> Iterator[None]:
     lock = path.with_name(path.name + ".lock")
     root = within if within is not None else nearest_folder(lock.parent)
     ensure_folder(lock.parent, within=root)
-    fd = open_lock_file(lock, kind=Kind.cache, within=root)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fd, fcntl.LOCK_UN)
-    finally:
-        os.close(fd)
+    with held_lock(lock, kind=Kind.cache, within=root):
+        yield
 
 
 def save_merged(

@@ -31,7 +31,7 @@ from trtls.core.paths import UnsafeWrite
 from trtls.fs.folder import ensure_folder, open_folder
 from trtls.fs.kill import ProcessProof, kill_ray_actor, prove, signal_child, signal_proven
 from trtls.fs.kinds import OWNED_MARK, Kind
-from trtls.fs.lock import open_lock_file
+from trtls.fs.lock import held_lock, open_lock_file
 from trtls.fs.read import TooLarge, open_regular, read_bytes, read_text
 from trtls.fs.remove import remove_file, remove_tree, rename
 from trtls.fs.scratch import scratch_dir, scratch_file
@@ -64,6 +64,7 @@ __all__ = [
     "fsync_dir",
     "kill_ray_actor",
     "open_folder",
+    "held_lock",
     "open_lock_file",
     "open_regular",
     "prove",

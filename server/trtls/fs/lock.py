@@ -3,9 +3,12 @@ through), regular files only, inside the folder the lock belongs to."""
 
 from __future__ import annotations
 
+import contextlib
 import errno
+import fcntl
 import os
 import stat
+from collections.abc import Iterator
 
 from trtls.core.paths import UnsafeWrite
 from trtls.fs.folder import _CLOEXEC, _NOFOLLOW, open_folder
@@ -41,3 +44,18 @@ def truncate_lock(fd: int, text: str) -> None:
     data = text.encode("utf-8")
     os.pwrite(fd, data, 0)
     os.ftruncate(fd, len(data))
+
+
+@contextlib.contextmanager
+def held_lock(path: str | os.PathLike[str], *, kind: Kind, within: str | os.PathLike[str]) -> Iterator[None]:
+    """Hold an exclusive flock on the lock file `path` (created in its folder, which must exist, when missing) for
+    the `with` block; waits for another holder. Released and closed on the way out, exception or not."""
+    fd = open_lock_file(path, kind=kind, within=within)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)

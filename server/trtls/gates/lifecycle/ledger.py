@@ -16,17 +16,15 @@ interleave. The ledger is read bounded and only as a regular file: a FIFO or a s
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import json
-import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from trtls.core.paths import real
-from trtls.fs import Kind, atomic_write_bytes, ensure_folder, open_lock_file, read_bytes
+from trtls.fs import Kind, atomic_write_bytes, ensure_folder, held_lock, read_bytes
 
 LEDGER_NAME = "trtls.promotions.jsonl"
 LEDGER_FORMAT = "trtls.promotion/1"
@@ -108,15 +106,8 @@ def _exclusive(recipe_dir: Path) -> Iterator[None]:
     within = real(recipe_dir)
     lock = Path(recipe_dir) / ".trtls" / "promotions.lock"
     ensure_folder(lock.parent, within=within)
-    fd = open_lock_file(lock, kind=Kind.evidence, within=within)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fd, fcntl.LOCK_UN)
-    finally:
-        os.close(fd)
+    with held_lock(lock, kind=Kind.evidence, within=within):
+        yield
 
 
 def append_record(recipe_dir: Path, record: dict[str, Any]) -> dict[str, Any]:
