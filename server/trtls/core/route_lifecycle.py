@@ -10,7 +10,7 @@ What was promoted itself (the bundle, the checkpoint's revision and its lock) al
 from __future__ import annotations
 
 import re
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -26,18 +26,7 @@ DriftKind = Literal[
     "tolerances",
     "thresholds",
 ]
-DRIFT_KINDS: tuple[str, ...] = (
-    "builder",
-    "cuda_driver",
-    "cuda_runtime",
-    "gpu",
-    "onnxruntime",
-    "python",
-    "trtls",
-    "recipe",
-    "tolerances",
-    "thresholds",
-)
+DRIFT_KINDS: tuple[str, ...] = get_args(DriftKind)  # the Literal is the one list
 ALWAYS_COUNTS: tuple[str, ...] = (
     "bundle",
     "checkpoint",
