@@ -70,3 +70,17 @@ def test_undefined_engine_reported_even_when_schema_fails(tmp_path):
 def test_previous_bundle_cannot_be_the_bundle(tmp_path):
     _, found = _findings(tmp_path, route_table("ck", "a" * 40, extra='previous_bundle = "out/r.bundle"\n'))
     assert ("TRT109", ("routes", "r", "previous_bundle")) in found
+
+
+def test_the_route_choice_is_one_rule(tmp_path):
+    """`chosen_routes` is the one owner of "which route does this command act on" (gates, route build, the route
+    lifecycle used to write it each): the named route, the only one, every one for status, or a TRT107 message."""
+    from trtls.core.route import chosen_routes
+
+    (tmp_path / "ck").mkdir(exist_ok=True)
+    one = load_recipe(write_recipe(tmp_path, route_table("ck", "a" * 40)))
+    assert chosen_routes(one, None) == ["r"] and chosen_routes(one, "r") == ["r"]
+    assert chosen_routes(one, "nope") == "TRT107 no route named nope (routes: r)"
+    two = load_recipe(write_recipe(tmp_path, route_table("ck", "a" * 40) + route_table("ck", "a" * 40, name="s")))
+    assert chosen_routes(two, None) == "TRT107 choose a route with --route (routes: r, s)"
+    assert chosen_routes(two, None, none_means_all=True) == ["r", "s"] and chosen_routes(two, "s") == ["s"]

@@ -134,24 +134,16 @@ def cmd_route_lock(args: argparse.Namespace) -> int:
 
 def cmd_gates(args: argparse.Namespace) -> int:
     from trtls.cli.common import load_or_report
-    from trtls.core.route import route_names
+    from trtls.core.route import chosen_routes
 
     loaded = load_or_report(args.recipe)
     if loaded is None:
         return EXIT_BAD_INPUT
-    names = route_names(loaded)
-    name = args.route
-    if name is None:
-        if len(names) != 1:
-            print(
-                f"{loaded.path}: TRT107 choose a route with --route (routes: {', '.join(names) or 'none'})",
-                file=sys.stderr,
-            )
-            return EXIT_BAD_INPUT
-        name = names[0]
-    if name not in names:
-        print(f"{loaded.path}: TRT107 no route named {name} (routes: {', '.join(names) or 'none'})", file=sys.stderr)
+    chosen = chosen_routes(loaded, args.route)
+    if isinstance(chosen, str):
+        print(f"{loaded.path}: {chosen}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    name = chosen[0]
     if args.record_baseline and args.gate and 5 not in args.gate:
         print("trtls gates: --record-baseline needs gate 5 (it records gate 5's measurement)", file=sys.stderr)
         return EXIT_BAD_INPUT

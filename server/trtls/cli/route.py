@@ -33,19 +33,17 @@ def cmd_route_build(args: Any) -> int:
     (Ctrl-C), 137 forced/killed."""
 
     from trtls.cli.terminal_view import PlainView, RichView, print_outcome
-    from trtls.core.route import route_names
+    from trtls.core.route import chosen_routes
 
     loaded = load_route_recipe(args.recipe or ".")
     if not loaded.text:
         print(f"{loaded.path}: TRT104 recipe file not found or unreadable", file=sys.stderr)
         return EXIT_BAD_INPUT
-    names = route_names(loaded)
-    name = args.route or (names[0] if len(names) == 1 else None)
-    if name is None or name not in names:
-        print(
-            f"{loaded.path}: TRT107 choose a route with --route (routes: {', '.join(names) or 'none'})", file=sys.stderr
-        )
+    chosen = chosen_routes(loaded, args.route)
+    if isinstance(chosen, str):
+        print(f"{loaded.path}: {chosen}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    name = chosen[0]
     from trtls.core.write_policy import route_write_findings
 
     for f in route_write_findings(loaded, name)[:1]:  # the path policy first: bad input, before gate 1 reads anything
@@ -237,7 +235,7 @@ def _names_a_recipe(word: str) -> bool:
 def _lifecycle_route(args: Any) -> tuple[Any, list[str]] | int:
     """The loaded recipe and the routes a lifecycle command acts on (status: every route unless --route names one;
     the others: the named route, else the only one), or the exit code of bad input (said on stderr)."""
-    from trtls.core.route import route_names
+    from trtls.core.route import chosen_routes
 
     got = lifecycle_words(args)
     if isinstance(got, str):
@@ -252,23 +250,9 @@ def _lifecycle_route(args: Any) -> tuple[Any, list[str]] | int:
         for f in loaded.errors[:10]:
             print(f"{loaded.location(f)}: {f.code} {f.message}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    names = route_names(loaded)
-    command = getattr(args, "lifecycle", "status")
-    if name is None and command != "status":
-        if len(names) != 1:
-            print(
-                f"{loaded.path}: TRT107 choose a route with --route (routes: {', '.join(names) or 'none'})",
-                file=sys.stderr,
-            )
-            return EXIT_BAD_INPUT
-        name = names[0]
-    wanted = [name] if name else names
-    unknown = [n for n in wanted if n not in names]
-    if unknown or not wanted:
-        print(
-            f"{loaded.path}: TRT107 no route named {', '.join(unknown) or '?'} (routes: {', '.join(names)})",
-            file=sys.stderr,
-        )
+    wanted = chosen_routes(loaded, name, none_means_all=getattr(args, "lifecycle", "status") == "status")
+    if isinstance(wanted, str):
+        print(f"{loaded.path}: {wanted}", file=sys.stderr)
         return EXIT_BAD_INPUT
     return loaded, wanted
 

@@ -360,6 +360,23 @@ def route_names(loaded: LoadedRecipe) -> list[str]:
     return list(_raw_routes(loaded))
 
 
+def chosen_routes(loaded: LoadedRecipe, name: str | None, *, none_means_all: bool = False) -> list[str] | str:
+    """The routes a command works on: the one named, or — when none is named — the recipe's only route (every route
+    with `none_means_all`). A string is the TRT107 message when the choice cannot be made (the faces prefix the
+    recipe's path)."""
+    names = route_names(loaded)
+    listed = ", ".join(names) or "none"
+    if name is None:
+        if none_means_all and names:
+            return names
+        if len(names) != 1:
+            return f"TRT107 choose a route with --route (routes: {listed})"
+        return names
+    if name not in names:
+        return f"TRT107 no route named {name} (routes: {listed})"
+    return [name]
+
+
 def resolve(loaded: LoadedRecipe, relative: str) -> Path:
     return loaded.resolve(relative)
 
