@@ -10,8 +10,6 @@ from __future__ import annotations
 import importlib.metadata as md
 import platform
 import re
-import shutil
-import subprocess
 from typing import Any
 
 from trtls.fs import read_text
@@ -54,24 +52,12 @@ def _driver_version() -> str | None:
 
 
 def _nvidia_smi() -> dict[str, str]:
-    exe = shutil.which("nvidia-smi")
-    if exe is None:
+    from trtls.builds.nvidia_smi import nvidia_smi_rows
+
+    rows = nvidia_smi_rows("--query-gpu=name,compute_cap,driver_version", timeout_s=10)
+    if not rows or len(rows[0]) < 3:
         return {}
-    try:
-        res = subprocess.run(
-            [exe, "--query-gpu=name,compute_cap,driver_version", "--format=csv,noheader"],
-            capture_output=True,
-            text=True,
-            timeout=10,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return {}
-    line = res.stdout.strip().splitlines()[0] if res.returncode == 0 and res.stdout.strip() else ""
-    parts = [p.strip() for p in line.split(",")]
-    if len(parts) < 3:
-        return {}
-    return {"gpu_name": parts[0], "compute_capability": parts[1], "cuda_driver": parts[2]}
+    return {"gpu_name": rows[0][0], "compute_capability": rows[0][1], "cuda_driver": rows[0][2]}
 
 
 def discover_environment() -> dict[str, Any]:

@@ -14,8 +14,6 @@
 from __future__ import annotations
 
 import re
-import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -86,20 +84,12 @@ def oom_verdict(before: dict[str, Any] | None, after: dict[str, Any] | None) -> 
 
 def gpu_memory_bytes(pid: int) -> int | None:
     """GPU memory the process holds, from nvidia-smi; None when it cannot be read."""
-    exe = shutil.which("nvidia-smi")
-    if exe is None:
+    from trtls.builds.nvidia_smi import nvidia_smi_rows
+
+    rows = nvidia_smi_rows("--query-compute-apps=pid,used_memory", timeout_s=5)
+    if rows is None:
         return None
-    try:
-        out = subprocess.run(
-            [exe, "--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"],
-            capture_output=True,
-            text=True,
-            timeout=5,
-        ).stdout
-    except (OSError, subprocess.SubprocessError):
-        return None
-    for line in out.splitlines():
-        fields = [f.strip() for f in line.split(",")]
+    for fields in rows:
         if len(fields) == 2 and fields[0] == str(pid) and fields[1].isdigit():
             return int(fields[1]) << 20
     return 0
