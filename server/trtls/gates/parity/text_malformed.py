@@ -3,9 +3,11 @@ what a text service meets when a client or a tokenizer goes wrong, sent to the r
 
 * `id_over_vocab`: one id equal to the vocabulary size (config.json `vocab_size`: the embedding has no such row) —
   must be refused: an answer is a read outside the table (ONNX Runtime refuses it; TensorRT's gather does not check);
-* `negative_id`: one id of -1. ONNX Runtime's Gather takes it as "the last row" and answers; the check says so in
-  its message ("answered, not refused: id -1 read as a row counted from the end") rather than rejecting every ONNX
-  Runtime route for its operator's documented semantics — the service in front of the runtime must refuse it;
+* `negative_id`: one id of -1. ONNX's Gather defines a negative index as counted from the end and ONNX Runtime
+  answers it: that outcome is recorded as observed, not judged (`judged: false`, named apart from the cases the pass
+  covers, `robustness.NEGATIVE_ID_OBSERVED`) — the operator's documented reading, the same for every model, so it
+  says nothing about this artifact; the service in front of the runtime must refuse it. A hang or a crash on it is
+  judged (reject);
 * `over_long`: a sequence one token longer than the model's positions (`max_position_embeddings`, less the rows
   RoBERTa-style models reserve) — must be refused: there is no position for the last token;
 * `all_zero_mask`: an attention mask of zeros (a request that is all padding) — an answer is acceptable (finite or
@@ -58,13 +60,14 @@ def text_cases(feed: Mapping[str, np.ndarray], limits: Mapping[str, int] | None)
     else:
         cases.append(("negative_id", None, f"{ids_name!r} is {ids.dtype}: a negative id cannot be expressed"))
     positions = limits.get("positions")
-    if positions and ids.ndim == 2:
+    if positions and ids.ndim in (1, 2):
         length = positions + 1
         out = {}
         for k, v in feed.items():
             a = np.asarray(v)
-            if a.ndim == 2 and a.shape == ids.shape:  # ids, mask, token types: one longer sequence, batch 1
-                out[k] = np.resize(a[:1], (1, length)).astype(a.dtype)
+            if a.shape == ids.shape:  # ids, mask, token types: one longer sequence, batch 1 ([n] for a rank-1 model)
+                out[k] = np.resize(a if a.ndim == 1 else a[:1], (length,) if a.ndim == 1 else (1, length))
+                out[k] = out[k].astype(a.dtype)
             else:
                 out[k] = a
         cases.append(("over_long", out, f"a sequence of {length} tokens (the model has {positions} positions)"))
