@@ -13,9 +13,9 @@ import time
 from typing import Any, TextIO
 
 from trtls.builds.supervisor.supervisor import Build
-from trtls.builds.supervisor.time_left import build_time_left
+from trtls.builds.supervisor.time_left import build_time_left, time_left_words
 from trtls.cli.console import raw
-from trtls.core.display import evidence_lines, human_bytes, time_left_text
+from trtls.core.display import evidence_lines, human_bytes
 from trtls.core.phase_tree import PhaseView, row_text, rows_of
 from trtls.core.terminal_text import terminal_safe as safe
 
@@ -87,8 +87,7 @@ class RichView:
         now = time.monotonic_ns()
         heading = b.description(now)
         if b.running:  # `· ~40 s left, 25–60 s`, the progress message's words (trtls.builds.supervisor.time_left)
-            left = build_time_left(b, now)
-            heading += f" · {time_left_text(left.seconds, left.low, left.high)}"
+            heading += f" · {time_left_words(build_time_left(b, now))}"
         root = Tree(Text.assemble((safe(b.engine), "bold"), f" {safe(heading)}"))
         views = b.tree.view(now, b.baselines)
 

@@ -306,11 +306,16 @@ def _interval_bound(s: float) -> str:
     return human_seconds(s).removesuffix(" s") if s < 60 else human_seconds(s)
 
 
-def time_left_text(seconds: float | None, low: float | None, high: float | None) -> str:
-    """`~40 s left, 25–60 s`; `~2 min 10 s left, 1 min 40 s – 3 min 00 s`; `no estimate` without a basis (no
-    finished build of the same engine and settings: trtls.builds.supervisor.time_left)."""
+def time_left_text(seconds: float | None, low: float | None, high: float | None, similar: int = 0) -> str:
+    """`~40 s left, 25–60 s`; `~2 min 10 s left, 1 min 40 s – 3 min 00 s`; from `similar` builds of other engines
+    (no history of this one): `~40 s left, 25–90 s, from 3 similar builds`; `no estimate` without a basis (no finished
+    build of the same engine and settings, none similar: trtls.builds.supervisor.time_left)."""
     if seconds is None or low is None or high is None:
         return "no estimate"
     if high < 60:
-        return f"~{human_seconds(seconds)} left, {_interval_bound(low)}–{human_seconds(high)}"
-    return f"~{human_seconds(seconds)} left, {human_seconds(low)} – {human_seconds(high)}"
+        text = f"~{human_seconds(seconds)} left, {_interval_bound(low)}–{human_seconds(high)}"
+    else:
+        text = f"~{human_seconds(seconds)} left, {human_seconds(low)} – {human_seconds(high)}"
+    if similar:
+        text += f", from {similar} similar build{'s' if similar != 1 else ''}"
+    return text

@@ -17,6 +17,7 @@ from trtls.builds.roots import evidence_error, state_root, write_record
 from trtls.builds.supervisor.build import Build, state_dir
 from trtls.builds.supervisor.output_guard import OutputGuard
 from trtls.builds.supervisor.running_record import RUNNING
+from trtls.builds.supervisor.similar_builds import model_facts
 from trtls.builds.supervisor.summary import build_summary
 
 
@@ -55,6 +56,7 @@ async def finish_build(build: Build, outcome: str, guard: OutputGuard | None) ->
                 build.config_hash,
                 durations=build.tree.durations(),
                 build={"buildId": build.id, "startedAt": build.started_at, "durationS": build.elapsed_s(t_end)},
+                facts=model_facts(build),  # for engines with no history of their own (supervisor/similar_builds.py)
             )
             if unrecorded:
                 build.notes.append(unrecorded)

@@ -4,6 +4,10 @@ Keyed by buildConfigHash (ONNX bytes + effective settings + builder version), so
 ever compared with builds of the very same network and settings. Phase ids are tree positions, the
 same across such builds. This is the stall evidence a person needs before pressing Stop:
 "quiet 42 s · usual 30 s".
+
+Each config also keeps its model's facts (`facts`: builder, device, ONNX bytes, layers, profiles: see
+supervisor/similar_builds.py), so an engine with no history of its own can be estimated from similar builds of the
+same project.
 """
 
 from __future__ import annotations
@@ -54,6 +58,20 @@ class History:
         entry = self._load().get(config_hash, {})
         return [b for b in entry.get("builds", []) if isinstance(b, dict) and "startedAt" in b and "durationS" in b]
 
+    def others(self, config_hash: str) -> list[tuple[dict[str, Any], list[float]]]:
+        """Every other config that recorded its model's facts: (facts, whole-build durations), for the time left of
+        an engine with no history of its own (supervisor/similar_builds.py)."""
+        out = []
+        for key, entry in self._load().items():
+            facts = entry.get("facts")
+            if key == config_hash or not isinstance(facts, dict):
+                continue
+            durations = [b.get("durationS") for b in entry.get("builds", []) if isinstance(b, dict)]
+            kept = [float(d) for d in durations if isinstance(d, (int, float)) and d > 0]
+            if kept:
+                out.append((facts, kept))
+        return out
+
     def stops(self, config_hash: str) -> list[str]:
         return list(self._load().get(config_hash, {}).get("stops", []))
 
@@ -63,12 +81,14 @@ class History:
         durations: dict[str, float] | None = None,
         stop_phase: str | None = None,
         build: dict[str, Any] | None = None,
+        facts: dict[str, Any] | None = None,
     ) -> str | None:
-        """Add a successful build's phase durations (and, with `build`, its date and total duration), or the
-        phase a stopped build was in. The `builds` list is new; older readers ignore it. Never raises: history is
-        advice. Returns why it was not recorded (a full disk, `.trtls` swapped for a symlink), or None."""
+        """Add a successful build's phase durations (and, with `build`, its date and total duration; with `facts`,
+        its model's facts), or the phase a stopped build was in. The `builds` list and `facts` are new; older readers
+        ignore them. Never raises: history is advice. Returns why it was not recorded (a full disk, `.trtls` swapped
+        for a symlink), or None."""
         try:
-            self._record(config_hash, durations, stop_phase, build)
+            self._record(config_hash, durations, stop_phase, build, facts)
         except OSError as exc:
             return f"history not recorded: {exc.filename or self.path}: {exc.strerror or exc}"
         return None
@@ -79,6 +99,7 @@ class History:
         durations: dict[str, float] | None,
         stop_phase: str | None,
         build: dict[str, Any] | None,
+        facts: dict[str, Any] | None = None,
     ) -> None:
         ensure_folder(self.path.parent, within=self.root)
         with cache_lock(self.path, within=self.root):  # concurrent builds of one workspace share this file
@@ -92,6 +113,8 @@ class History:
                 dated["durationS"] = round(float(build["durationS"]), 3)
                 builds = entry.get("builds") if isinstance(entry.get("builds"), list) else []
                 entry["builds"] = (builds + [dated])[-KEEP_BUILDS:]
+            if facts is not None:
+                entry["facts"] = facts
             if stop_phase is not None:
                 entry["stops"] = (entry["stops"] + [stop_phase])[-KEEP:]
             entry["lastUsed"] = round(time.time(), 3)

@@ -13,8 +13,10 @@ buildConfigHash: the same key the "usual 30 s" of a quiet phase comes from), nev
 - the interval: the spread of the recorded whole-build durations around their median (in seconds: what varies
   between builds of one config is mostly a fixed cost), and never narrower than `MIN_BAND` around the point (with
   two or three builds the spread says little). How often it held the truth is measured in docs/performance.md.
-With no successful build of this config recorded there is no basis: "no estimate". A build already past the
-slowest recorded one by more than the band has none either (history no longer describes it).
+With no successful build of this config recorded, the estimate comes from similar builds of the project's other
+engines, with a wider interval and said so ("~40 s left, 25–90 s, from 3 similar builds": supervisor/similar_builds.py);
+with none similar either there is no basis: "no estimate". A build already past the slowest recorded one by more
+than the band has none either (history no longer describes it).
 """
 
 from __future__ import annotations
@@ -24,12 +26,14 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
+from trtls.builds.supervisor.similar_builds import estimate_from_similar, model_facts, similar
 from trtls.core.display import time_left_text
 from trtls.core.phase_tree import NS, PhaseTree
 
 MIN_BAND = (0.75, 1.35)  # the interval's ratios to the point estimate, at the narrowest
 PACE_LIMITS = (0.5, 2.0)  # with `pace`: a build runs at most twice as fast or as slow as its history
-_PAST: OrderedDict[str, list[float]] = OrderedDict()  # build id → recorded durations of its config (read once)
+# build id → recorded durations of its config, and the similar configs' scaled durations (read once)
+_PAST: OrderedDict[str, tuple[list[float], list[tuple[float, int]]]] = OrderedDict()
 _PAST_KEEP = 256
 
 
@@ -40,6 +44,7 @@ class TimeLeft:
     high: float | None
     builds: int  # recorded builds the estimate rests on
     basis: str  # why there is or is not an estimate, in words
+    similar: bool = False  # from similar builds of other engines, not from this engine's own history
 
 
 def _children_of(baselines: dict[str, float]) -> dict[str | None, list[str]]:
@@ -126,20 +131,41 @@ def estimate_time_left(
 
 def past_durations(build: Any) -> list[float]:
     """The recorded whole-build durations of `build`'s config, read from its history once per build."""
+    return _past(build)[0]
+
+
+def _past(build: Any) -> tuple[list[float], list[tuple[float, int]]]:
     if not build.config_hash:
-        return []
+        return [], []
     if build.id not in _PAST:
-        _PAST[build.id] = [float(b["durationS"]) for b in build.history().builds(build.config_hash)]
+        history = build.history()
+        own = [float(b["durationS"]) for b in history.builds(build.config_hash)]
+        facts = model_facts(build) if not own else None
+        _PAST[build.id] = own, similar(facts, history.others(build.config_hash)) if facts else []
         while len(_PAST) > _PAST_KEEP:
             _PAST.popitem(last=False)
     return _PAST[build.id]
 
 
 def build_time_left(build: Any, now_ns: int) -> TimeLeft:
-    return estimate_time_left(build.tree, build.baselines, past_durations(build), build.t_start_ns, now_ns)
+    """From the engine's own history; with none, from similar builds of the project (supervisor/similar_builds.py)."""
+    own, scaled = _past(build)
+    if own or not scaled:
+        return estimate_time_left(build.tree, build.baselines, own, build.t_start_ns, now_ns)
+    elapsed = (now_ns - build.t_start_ns) / NS
+    found = estimate_from_similar(scaled, elapsed)
+    if found is None:
+        return TimeLeft(None, None, None, 0, "longer than every similar build would take")
+    point, low, high, n = found
+    return TimeLeft(point, low, high, n, f"{n} similar build{'s' if n != 1 else ''} of other engines", similar=True)
 
 
 def with_time_left(build: Any, text: str, now_ns: int) -> str:
     """A running build's progress line with its time left (`… · ~40 s left, 25–60 s`, `… · no estimate`)."""
     left = build_time_left(build, now_ns)
-    return f"{text} · {time_left_text(left.seconds, left.low, left.high)}"
+    return f"{text} · {time_left_words(left)}"
+
+
+def time_left_words(left: TimeLeft) -> str:
+    """The words every face shows (core.display.time_left_text)."""
+    return time_left_text(left.seconds, left.low, left.high, left.builds if left.similar else 0)
