@@ -66,7 +66,8 @@ async def request_matrix(
         if isinstance(remote_for, Refused):  # nothing was submitted: the keys' locks go
             found.release()
             return Refused(remote_for.because, remote_for.findings, found.warnings)
-        mb = start_matrix(supervisor, loaded, found.left, title, remote_for)
+        # each cell's node publishes its engine to the remote store itself (builds/farm/node_store.py)
+        mb = start_matrix(supervisor, loaded, found.left, title, avoidance.with_node_store(remote_for, found.uses))
     except BaseException:
         found.release()
         raise

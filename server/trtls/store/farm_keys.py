@@ -49,3 +49,12 @@ def builder_mismatch(key: EngineKey | None, summary: dict[str, Any]) -> str | No
     if not differs:
         return None
     return f"not stored: {'; '.join(differs)}; the engine is at the output but is not published under key {key.short}"
+
+
+PUBLISHED = "published to the remote store from node"  # a cell's note (builds/farm/node_store.py) the driver reads
+
+
+def published_by_node(notes: list[Any], key: str) -> bool:
+    """Whether a cell's `build_finished` notes say its node published `key` to the remote store itself (the driver
+    does not send the same engine again)."""
+    return any(isinstance(n, str) and n.startswith(PUBLISHED) and key[:12] in n for n in notes)

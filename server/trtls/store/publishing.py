@@ -33,11 +33,14 @@ class PublishingFolder(StoreFolder):
         raise NotImplementedError  # entries.Store.entries
 
     # -- writing -------------------------------------------------------------------------------
-    def publish(self, key: str, parts: dict[str, Any], engine: Path, build: dict[str, Any], sha: str | None) -> Entry:
+    def publish(
+        self, key: str, parts: dict[str, Any], engine: Path, build: dict[str, Any], sha: str | None, push: bool = True
+    ) -> Entry:
         """Store `engine` under `key`. A no-op when the key is stored with these bytes; with other bytes (a
         `--rebuild`) the entry is replaced and `replaced` says what it held. `sha`: the engine's hash as the worker
         wrote it; a copy that reads other bytes (the output changed meanwhile) is not stored. Raises OSError (a full
-        disk, a read-only store, a store refused by `check`)."""
+        disk, a read-only store, a store refused by `check`). `push`: send it on to the remote store (False: a farm
+        node sent it already)."""
         key = self.checked_key(key)
         self.replaced = None
         if self.mode != "read_write":
@@ -77,7 +80,8 @@ class PublishingFolder(StoreFolder):
         except Refused as exc:
             raise OSError(errno.EEXIST, f"the store holds an entry of this key that is not used: {exc}") from exc
         entry = stored or Entry(key, self.root / "entries" / key, record)
-        self._pushed(entry)
+        if push:
+            self._pushed(entry)
         return entry
 
     def _pushed(self, entry: Entry) -> None:

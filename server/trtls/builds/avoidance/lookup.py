@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import os
 from collections.abc import Callable
@@ -30,7 +31,7 @@ from trtls.builds.supervisor.build import new_build_id, state_dir, worker_job
 from trtls.store.config import store_config
 from trtls.store.diff import key_changes
 from trtls.store.entries import Entry, NotTrusted, Refused, Store, StoreUnusable
-from trtls.store.farm_keys import FULL_TRT_ON_CLUSTER, builder_mismatch, full_tensorrt_on_cluster
+from trtls.store.farm_keys import FULL_TRT_ON_CLUSTER, builder_mismatch, full_tensorrt_on_cluster, published_by_node
 from trtls.store.key import KeyUnavailable, engine_key
 from trtls.store.known_good import KnownGood
 from trtls.store.lock import KeyLock
@@ -151,7 +152,8 @@ async def reuse_or_lock(
     lock = KeyLock(use.store.root, use.key.hex) if use.store.writable else None
     waited = False
     while True:
-        entry = None if use.rebuild else _lookup(use)
+        # off the event loop: a local miss may ask the remote store, which can take its timeouts (store/remote.py)
+        entry = None if use.rebuild else await asyncio.to_thread(_lookup, use)
         if entry is not None:
             if lock is not None:
                 lock.release()
@@ -160,7 +162,7 @@ async def reuse_or_lock(
                 return summary
         if lock is None or lock.try_acquire(build_id):
             use.lock = lock
-            if entry is None and not use.rebuild and _lookup(use) is not None:
+            if entry is None and not use.rebuild and await asyncio.to_thread(_lookup, use) is not None:
                 continue  # published between our look and our lock: reuse it
             _missed(use, loaded, build_id)
             return None
@@ -226,8 +228,9 @@ def _publish(use: StoreUse, engine: Path, record: dict[str, Any], sha: str | Non
     if use.store.mode != "read_write":
         use.warnings.append("the store is read-only (mode = read): the engine was not stored")
         return False
-    try:
-        use.store.publish(use.key.hex, use.key.parts, engine, record, sha)
+    try:  # a farm node that published this key to the remote already: not sent twice (builds/farm/node_store.py)
+        pushed = published_by_node(summary.get("notes") or [], use.key.hex)
+        use.store.publish(use.key.hex, use.key.parts, engine, record, sha, push=not pushed)
         return True
     except OSError as exc:
         use.warnings.append(f"TRT333 the engine is built at {engine} but was not stored: {exc.strerror or exc}")
@@ -290,6 +293,26 @@ async def avoid_cells(loaded: Any, planned: list[Any], *, no_store: bool = False
         else:
             found.reused.append((p, reused))
     return found
+
+
+def node_store_plan(use: StoreUse | None) -> dict[str, Any] | None:
+    """What a farm node needs to publish a cell's engine to the remote store itself (builds/farm/node_store.py),
+    or None: no remote, a store this run does not write (`mode = "read"`), a signed store (the signing key stays on
+    this machine: it publishes), or a cell the store does not key."""
+    store = use.store if use is not None else None
+    if use is None or store is None or use.key is None or use.not_used is not None or not store.remote_url:
+        return None
+    if store.mode != "read_write" or store.signing_key_file is not None:
+        return None
+    return {"url": store.remote_url.strip(), "key": use.key.hex, "parts": use.key.parts, "engine": use.engine}
+
+
+def with_node_store(remote_for: Callable[[Any], Any] | None, uses: dict[str, StoreUse]) -> Callable[[Any], Any] | None:
+    """`remote_for` (a cell → its RemoteSpec) with each cell's `node_store_plan` in its spec."""
+    if remote_for is None:
+        return None
+    place = remote_for
+    return lambda p: dataclasses.replace(place(p), store=node_store_plan(uses.get(p.key)))
 
 
 FollowerDone = Callable[[str, "dict[str, Any] | None", str], None]

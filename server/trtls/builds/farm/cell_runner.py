@@ -162,6 +162,7 @@ class CellRun:
 
     def __init__(self, node_id: str, early: Preloaded | None, fetch: Callable[[Any], bytes], farm: str | None = None):
         self.scratch = node_scratch(node_id)
+        self.node_id = node_id
         self.early = early
         self.fetch = fetch
         self.farm = farm
@@ -187,9 +188,17 @@ class CellRun:
         return path, f"trtls farm: ONNX {sha[:12]} received on this node ({len(data)} bytes)"
 
     def run(
-        self, job: dict[str, Any], onnx_sha: str, onnx_box: list, shared_output: bool, command: list[str] | None
+        self,
+        job: dict[str, Any],
+        onnx_sha: str,
+        onnx_box: list,
+        shared_output: bool,
+        command: list[str] | None,
+        store: dict[str, Any] | None = None,
     ) -> Iterator[dict[str, Any]]:
-        """Stream the worker's event lines: {"lines": [...]} batches, then {"exit": code, "stderr": [...]}."""
+        """Stream the worker's event lines: {"lines": [...]} batches, then {"exit": code, "stderr": [...]}. `store`:
+        the driver's plan for the remote engine store (builds/farm/node_store.py): a built engine is published
+        there from this node before its `build_finished` line is passed on."""
         t_job = time.time()
         onnx_path, note = self._onnx(onnx_sha, onnx_box)
         # wall-clock times (the driver turns them into its matrix's fixed-cost breakdown; one clock on one machine)
@@ -224,6 +233,7 @@ class CellRun:
         fd = self.proc.stdout.fileno()
         pending = b""
         reported = False
+        env: dict[str, Any] = {}
         while True:
             select.select([fd], [], [])
             chunk = os.read(fd, 1 << 16)
@@ -240,6 +250,8 @@ class CellRun:
             *lines, pending = pending.split(b"\n")
             if lines:
                 batch: dict[str, Any] = {"lines": [ln.decode() for ln in lines if ln]}
+                if store is not None:
+                    batch["lines"] = self._publish(batch["lines"], job, store, env, t_job)
                 if not reported:  # the worker speaks: its builder import (if preloaded) has been reported
                     reported = True
                     if early is not None:
@@ -253,6 +265,26 @@ class CellRun:
                 break
         code = self.proc.wait()
         yield {"exit": code, "stderr": list(self.stderr_tail)}
+
+    def _publish(
+        self, lines: list[str], job: dict[str, Any], plan: dict[str, Any], env: dict[str, Any], t_job: float
+    ) -> list[str]:
+        """`lines`, the engine published to the remote store when one says `build_finished` (built): that line then
+        carries a note saying so (or why not). `env` keeps the worker's `environment` (its builder) across batches."""
+        from trtls.builds.farm.node_store import finished_with_note, publish_from_node
+
+        out = []
+        for text in lines:
+            if '"environment"' in text[:80]:
+                env.update(json.loads(text).get("environment") or {})
+            elif '"build_finished"' in text[:80] and '"outcome": "built"' in text:
+                node = f"{socket.gethostname()} ({self.node_id[:12]})"
+                finished = json.loads(text)
+                note = publish_from_node(plan, self.scratch, Path(job["output"]), finished, env, node,
+                                         round(time.time() - t_job, 3))  # fmt: skip
+                text = finished_with_note(text, note)
+            out.append(text)
+        return out
 
     def _read_stderr(self) -> None:
         assert self.proc is not None and self.proc.stderr is not None

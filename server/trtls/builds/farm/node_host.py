@@ -90,8 +90,17 @@ class NodeHost:
             "cells": len(self.cells),
         }
 
-    def run(self, cell_id: str, job: dict[str, Any], sha: str, box: list, shared: bool, command: list[str] | None):
-        yield from self.cells[cell_id].run(job, sha, box, shared, command)
+    def run(
+        self,
+        cell_id: str,
+        job: dict[str, Any],
+        sha: str,
+        box: list,
+        shared: bool,
+        command: list[str] | None,
+        store: dict[str, Any] | None = None,
+    ):
+        yield from self.cells[cell_id].run(job, sha, box, shared, command, store)
 
     def control(self, cell_id: str, line: str) -> bool:
         cell = self.cells.get(cell_id)

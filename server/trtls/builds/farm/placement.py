@@ -164,3 +164,5 @@ class RemoteSpec:
     # every node is this machine (a local farm: the embedded instance, or `trtls farm up`'s): the node's worker writes
     # the engine at the requested output itself, as a local build does — nothing to send back (docs/farm.md)
     same_machine: bool = False
+    # the driver's plan for the remote engine store (builds/farm/node_store.py): the node publishes a built engine
+    store: dict[str, Any] | None = None

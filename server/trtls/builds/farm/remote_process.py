@@ -79,7 +79,7 @@ class RemoteProcess:
         self.queue_timeout_s = remote.queue_timeout_s
         # the node's worker writes the engine at the output itself: a shared folder, or a node on this machine
         self.shared_output = remote.shared_dir is not None or remote.same_machine
-        self.same_machine = remote.same_machine
+        self.same_machine, self.store = remote.same_machine, remote.store  # store: builds/farm/node_store.py
         self.keep_warm_s = remote.keep_warm_s
         self._built = False  # the node's worker built and the engine arrived intact: its actor may be reused
         self.stdin = _Control(self)
@@ -300,7 +300,7 @@ class RemoteProcess:
 
     async def _stream(self, sha: str, ref: Any) -> None:
         assert self._actor is not None
-        gen = self._actor.run.remote(self.job, sha, [ref], self.shared_output, self.command)
+        gen = self._actor.run.remote(self.job, sha, [ref], self.shared_output, self.command, self.store)
         self._worker_running = True
         if self._cancel_line is not None:  # cancelled while the node was being chosen
             self._actor.control.remote(self._cancel_line)
