@@ -280,7 +280,8 @@ class CellRun:
             elif '"build_finished"' in text[:80] and '"outcome": "built"' in text:
                 node = f"{socket.gethostname()} ({self.node_id[:12]})"
                 finished = json.loads(text)
-                note = publish_from_node(plan, self.scratch, Path(job["output"]), finished, env, node,
+                of = {**plan, "buildId": job["build_id"], "startedAt": t_job}  # the producing build, as recorded
+                note = publish_from_node(of, self.scratch, Path(job["output"]), finished, env, node,
                                          round(time.time() - t_job, 3))  # fmt: skip
                 text = finished_with_note(text, note)
             out.append(text)
