@@ -36,6 +36,8 @@ export interface HeldBuild {
   /** A farm cell's node (null: local, or not a cell). */
   node: NodeView | null;
   elapsedText: string;
+  /** While it runs: `~40 s left, 25–60 s` or `no estimate`, the server's words (core.display.time_left_text). */
+  timeLeft: string | null;
   cellsText: string | null;
   evidencePath: string | null;
   phases: PhaseRow[];
@@ -105,6 +107,7 @@ export function parseBuildTree(raw: unknown): HeldBuild | undefined {
     where: str(sent.where, ''),
     node: isObj(raw.node) ? raw.node : null,
     elapsedText: str(sent.elapsedText, ''),
+    timeLeft: strOrNull(sent.timeLeft),
     cellsText: strOrNull(sent.cellsText),
     evidencePath: strOrNull(raw.evidencePath),
     phases: Array.isArray(raw.phases) ? raw.phases.map(parsePhase).filter((p): p is PhaseRow => p !== undefined) : [],
@@ -149,7 +152,7 @@ function placeholder(buildId: string, engine: string, uri: string, over: Partial
   return {
     buildId, engine, kind: 'build', uri, status: 'running', parentId: null, cell: null, cancelSource: null, outcomeKind: null,
     outcomeMessage: null, rebuiltBecause: null, description: 'starting', where: '', node: null, elapsedText: '', cellsText: null, evidencePath: null, phases: [],
-    phasesDelta: false, cells: [], ...over,
+    phasesDelta: false, cells: [], timeLeft: null, ...over,
   };
 }
 
@@ -341,7 +344,7 @@ function rowIcon(b: HeldBuild): IconKind {
 }
 
 export function describeBuild(b: HeldBuild): ElementView {
-  const lines = [`${b.engine}: ${b.description}`];
+  const lines = [`${b.engine}: ${runningText(b)}`];
   if (b.outcomeMessage) lines.push(b.outcomeMessage);
   if (b.rebuiltBecause) lines.push(b.rebuiltBecause);  // the server's words: why it did not reuse an engine
   if (b.evidencePath) lines.push(`evidence: ${b.evidencePath}`);
@@ -349,13 +352,18 @@ export function describeBuild(b: HeldBuild): ElementView {
   return {
     // a matrix cell the store served when no matrix run started has no parent row: its name says which cell
     label: b.parentId === null && b.cell !== null ? `${b.engine}/${b.cell}` : b.engine,
-    description: b.description,
+    description: runningText(b),
     tooltip: lines.join('\n'),
     icon: rowIcon(b),
     contextValue: rowContext(b),
     collapsible: b.phases.length > 0,
     openEvidence: b.status !== 'running' && b.evidencePath !== null,
   };
+}
+
+/** The row's text: the server's description, and while it runs the server's time left (`· ~40 s left, 25–60 s`). */
+function runningText(b: HeldBuild): string {
+  return b.status === 'running' && b.timeLeft ? `${b.description} · ${b.timeLeft}` : b.description;
 }
 
 /** A matrix (or farm run): one row over its cells; the count and the status are the server's words. */
@@ -407,7 +415,7 @@ export function statusBarText(running: HeldBuild[]): string | undefined {
   }
   if (running.length === 1) {
     const b = running[0]!;
-    return `$(sync~spin) TensorRT: ${b.engine} · ${b.description}`;
+    return `$(sync~spin) TensorRT: ${b.engine} · ${runningText(b)}`;
   }
   return `$(sync~spin) TensorRT: ${running.length} builds (${running.map((b) => b.engine).join(', ')})`;
 }

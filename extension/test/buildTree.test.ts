@@ -300,3 +300,15 @@ test('a farm cell\'s phasesDelta is merged into the phases held, by id; a whole 
   const whole = m.update(payload({ phases: [phase({ id: '0', name: 'Building engine' })] }))!;
   assert.deepEqual(whole.phases.map((p) => p.id), ['0']);  // no phasesDelta: the list is the whole tree
 });
+
+test('a running build\'s row, tooltip and status bar carry the server\'s time left verbatim; a finished one none', () => {
+  const m = new BuildTreeModel();
+  m.update(payload({ timeLeft: '~40 s left, 25–90 s, from 3 similar builds' }));
+  const v = describeBuild(m.get('b1')!);
+  assert.equal(v.description, 'building · 4.1 s · ~40 s left, 25–90 s, from 3 similar builds');
+  assert.match(v.tooltip, /^large: building · 4\.1 s · ~40 s left, 25–90 s, from 3 similar builds/);
+  assert.equal(statusBarText(m.running()), '$(sync~spin) TensorRT: large · building · 4.1 s · ~40 s left, 25–90 s, from 3 similar builds');
+  m.update(finished('built', 'ok', { timeLeft: 'no estimate' }));
+  assert.equal(describeBuild(m.get('b1')!).description, 'built words');
+  assert.equal(parseBuildTree(payload())!.timeLeft, null);  // a server that sends none: the row as before
+});

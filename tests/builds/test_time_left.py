@@ -128,3 +128,30 @@ def test_a_running_build_reads_its_history_and_says_the_time_left(tmp_path: Path
     message = b.progress_message()
     assert message.endswith(" · " + time_left_text(expected.seconds, expected.low, expected.high)), message
     assert " left, " in message
+
+
+def test_a_running_builds_tree_message_carries_the_time_left(tmp_path: Path, monkeypatch) -> None:
+    """`trtls/buildTree` (the tree the VS Code extension renders, through the LSP's sender) carries the progress
+    message's time-left words in `timeLeft` while the build runs, computed once by the server; none once it ended."""
+    from trtls.lsp.build_relay import build_tree
+
+    evs = large_events()
+    t0, t1 = evs[0].t_ns, evs[-1].t_ns
+    started = next(e for e in evs if e.type == "build_started")
+    history = History(tmp_path / ".trtls" / "history.json")
+    record = {"buildId": "large-0", "startedAt": time.time(), "durationS": (t1 - t0) / NS}
+    assert history.record(started.build_config_hash, durations=tree_until(evs, t1).durations(), build=record) is None
+    now = {"ns": t0 + (t1 - t0) // 2}
+    monkeypatch.setattr(time, "monotonic_ns", lambda: now["ns"])
+    b = Build("large-1", "large", tmp_path / "trtls.toml", {"output": str(tmp_path / "large.engine")}, 5.0, ["w"])
+    b.t_start_ns = t0
+    assert build_tree("file:///w/trtls.toml", b.snapshot()).timeLeft is None  # starting: no phase yet
+    for ev in evs:
+        if ev.t_ns > now["ns"]:
+            break
+        b.fold(ev)
+    tree = build_tree("file:///w/trtls.toml", b.snapshot())
+    assert tree.timeLeft is not None and " left, " in tree.timeLeft
+    assert b.progress_message().endswith(" · " + tree.timeLeft)
+    b.status = b.outcome = "built"
+    assert build_tree("file:///w/trtls.toml", b.snapshot()).timeLeft is None

@@ -216,6 +216,8 @@ export interface BuildTree {
   elapsedS: number;
   /** `4.1 s` */
   elapsedText: string;
+  /** running: `~40 s left, 25–60 s` or `no estimate`, the progress message's words */
+  timeLeft?: string | null;
   /** the row: `building · 4.1 s`; a cell adds where it runs */
   description: string;
   /** `local`, `node gpu-3 (1a2b3c4d5e6f) · GPU 0 · L4`, `waiting for a node 4.0 s` */
@@ -339,6 +341,10 @@ export interface FindDivergenceArgs {
   engine?: string | null;
   route?: string | null;
   fix?: boolean;
+  /** a model's file: URI compared with the reference, as `--candidate` (no conversion) */
+  candidate?: string | null;
+  /** with candidate: the reference model's file: URI (default: the engine's ONNX) */
+  reference?: string | null;
 }
 
 /** `trtls.findDivergence {uri, engine | route, fix?}`: the search started (a stoppable run: trtls.cancelBuild {buildId: divergenceId}); its result is TRT981, with the `exclude_nodes` quick fix (docs/triage.md) */

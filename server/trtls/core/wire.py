@@ -86,6 +86,7 @@ class BuildTree(_Wire):
     rebuiltBecause: str | None = None  # `rebuilt because: optimization_level 3 → 5` (core.display.rebuilt_text)
     elapsedS: float
     elapsedText: str  # `4.1 s`
+    timeLeft: str | None = None  # running: `~40 s left, 25–60 s` or `no estimate`, the progress message's words
     description: str  # the row: `building · 4.1 s`; a cell adds where it runs
     where: str  # `local`, `node gpu-3 (1a2b3c4d5e6f) · GPU 0 · L4`, `waiting for a node 4.0 s`
     evidencePath: str | None

@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 from trtls.builds.roots import judged_write_root, open_record_stream
 from trtls.builds.supervisor.history import History
-from trtls.builds.supervisor.time_left import with_time_left
+from trtls.builds.supervisor.time_left import time_left_now, with_time_left
 from trtls.core.build_config import flat_settings
 from trtls.core.cancel import CancelToken
 from trtls.core.display import (
@@ -300,6 +300,7 @@ class Build:
             "description": self.description(now, node),
             "where": node_text(node, self.running),
             "elapsedText": human_seconds(elapsed),
+            "timeLeft": time_left_now(self, now),  # the progress message's words (supervisor/time_left.py)
         }
 
     def node_view(self, now: int | None = None) -> dict[str, Any]:

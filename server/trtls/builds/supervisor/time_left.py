@@ -166,6 +166,14 @@ def with_time_left(build: Any, text: str, now_ns: int) -> str:
     return f"{text} · {time_left_words(left)}"
 
 
+def time_left_now(build: Any, now_ns: int) -> str | None:
+    """The tree row's time left (`trtls/buildTree`'s `timeLeft`): the progress message's words while the build runs
+    its phases, None before (starting, waiting for a node) and after."""
+    if not build.running or not build.tree.roots:
+        return None
+    return time_left_words(build_time_left(build, now_ns))
+
+
 def time_left_words(left: TimeLeft) -> str:
     """The words every face shows (core.display.time_left_text)."""
     return time_left_text(left.seconds, left.low, left.high, left.builds if left.similar else 0)
