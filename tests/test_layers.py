@@ -1,4 +1,5 @@
-"""The layer rules of docs/architecture.md, checked on the real import graph."""
+"""The layer rules, checked on the real import graph. The table itself (each package's process, concept and what it
+may import) is data in `trtls.schema.layers`, and docs/architecture.md's package table is generated from it."""
 
 from __future__ import annotations
 
@@ -9,58 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from trtls.schema import layers
+
 PKG = Path(__file__).resolve().parents[1] / "server" / "trtls"
-FACES = ("trtls.cli", "trtls.lsp")  # nothing below a face imports one
-EDITOR = ("pygls", "lsprotocol")
-TENSORRT = ("tensorrt", "tensorrt_rtx")
-LOWER = (
-    *("core", "fs", "onnx_files", "importers", "store", "builds", "bundle", "checkpoint", "runtimes", "route", "gates"),
-    *("report", "triage", "app"),
-)
-FORBIDDEN: dict[str, tuple[str, ...]] = {
-    # the pure model: no other trtls layer, no editor, no builder
-    "core": (*FACES, "trtls.accept", *EDITOR, *TENSORRT),
-    # the one door to the filesystem and to signals: stdlib and core.paths only, so every process can import it
-    "fs": (*FACES, "trtls.accept", *EDITOR, *TENSORRT, "pydantic"),
-    "builds": (*FACES, "trtls.accept", *EDITOR),
-    # the engine store keys and restores engines without TensorRT (a hit never imports it)
-    "store": (*FACES, "trtls.accept", *EDITOR, *TENSORRT),
-    # the model checks run on every keystroke: no builder, no editor types, and no `onnx` package (its parser
-    # loads every weight; trtls.onnx_files reads the wire format itself)
-    "onnx_files": (*FACES, "trtls.accept", *EDITOR, *TENSORRT, "onnx"),
-    # importers turn other tools' command lines into recipe text: no builder, no faces
-    "importers": (*FACES, "trtls.accept", *EDITOR, *TENSORRT),
-    "bundle": (*FACES, "trtls.accept", *EDITOR, *TENSORRT),
-    "checkpoint": (*FACES, "trtls.accept", *EDITOR, *TENSORRT),
-    "runtimes": (*FACES, "trtls.accept", *EDITOR),
-    "route": (*FACES, "trtls.accept", *EDITOR),
-    "gates": (*FACES, "trtls.accept", *EDITOR),
-    # pictures read evidence on disk: no builder, no faces
-    "report": (*FACES, "trtls.accept", *EDITOR, *TENSORRT),
-    # triage cuts models and runs trials as worker builds and ONNX Runtime runs: never TensorRT in-process
-    "triage": (*FACES, "trtls.accept", *EDITOR, *TENSORRT),
-    # the application layer: the use cases every face calls (request_build, request_matrix), rendered by the faces
-    "app": (*FACES, "trtls.accept", *EDITOR, *TENSORRT),
-}
-# which first-party packages each lower layer may import (docs/architecture.md, "what may import what")
-ALLOWED: dict[str, set[str]] = {
-    "core": {"core", "fs"},
-    "fs": {"core", "fs"},
-    "onnx_files": {"core", "fs", "onnx_files"},
-    "importers": {"core", "fs", "importers"},
-    "builds": {"core", "fs", "builds", "store"},
-    "store": {"core", "fs", "onnx_files", "checkpoint", "store"},
-    "bundle": {"core", "fs", "bundle"},
-    "checkpoint": {"core", "fs", "checkpoint"},
-    "runtimes": {"core", "fs", "builds", "runtimes"},
-    "route": {"core", "fs", "builds", "bundle", "checkpoint", "route"},
-    "gates": {"core", "fs", "builds", "bundle", "checkpoint", "runtimes", "route", "gates"},
-    "report": {"core", "fs", "builds", "report"},
-    "triage": {"core", "fs", "builds", "onnx_files", "runtimes", "route", "checkpoint", "gates", "triage"},
-    "app": {"core", "fs", "onnx_files", "store", "builds", "bundle", "checkpoint", "runtimes", "route", "gates"}
-    | {"triage", "app"},
-    "accept": {"core", "fs", "builds", "bundle", "checkpoint", "runtimes", "route", "gates", "app", "accept"},
-}
 # modules that import a module by a computed name, and why (never a first-party one)
 BY_NAME_THIRD_PARTY = {"builds/worker/adapter.py": "tensorrt or tensorrt_rtx, the builder module a recipe asks for"}
 MAX_LINES = 400  # a module is read in one sitting: never more than 400 lines
@@ -118,30 +70,78 @@ def first_party_graph() -> dict[str, set[str]]:
     return graph
 
 
-@pytest.mark.parametrize("layer", sorted(FORBIDDEN))
-def test_layer_imports(layer: str) -> None:
+def package_of(path: Path) -> str:
+    return ".".join(path.relative_to(PKG).parent.parts)
+
+
+def first_party_violations(layer: layers.Layer) -> list[str]:
+    """Each import of a module of `layer`'s own folder (its subpackages have rows of their own) that lands in a
+    package its row does not name, or in a third-party module it never imports."""
     bad = []
-    for path in sorted((PKG / layer).rglob("*.py")):
+    for path in sorted((PKG / layer.folder).glob("*.py")):
         for mod in imported_modules(path):
-            if any(mod == f or mod.startswith(f + ".") for f in FORBIDDEN[layer]):
+            if any(mod == m or mod.startswith(m + ".") for m in layer.never_imports):
                 bad.append(f"{path.relative_to(PKG)} imports {mod}")
-    assert bad == []
+            target = layers.layer_of(mod) if mod.startswith("trtls.") else None
+            if target is not None and not layers.may_import(layer, target):
+                bad.append(f"{path.relative_to(PKG)} imports {mod} ({target.folder})")
+    return bad
 
 
-def test_every_lower_layer_is_in_the_tables() -> None:
-    packages = {p.name for p in PKG.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
-    assert packages - {"cli", "lsp", "schema"} <= set(ALLOWED) and set(LOWER) <= set(FORBIDDEN)
+@pytest.mark.parametrize("package", [layer.package for layer in layers.LAYERS])
+def test_each_package_imports_only_what_its_row_names(package: str) -> None:
+    assert first_party_violations(layers.BY_PACKAGE[package]) == []
 
 
-@pytest.mark.parametrize("layer", sorted(ALLOWED))
-def test_layer_imports_only_the_layers_below(layer: str) -> None:
-    bad = []
-    for path in sorted((PKG / layer).rglob("*.py")):
-        for mod in imported_modules(path):
-            parts = mod.split(".")
-            if parts[0] == "trtls" and len(parts) > 1 and (PKG / parts[1]).is_dir() and parts[1] not in ALLOWED[layer]:
-                bad.append(f"{path.relative_to(PKG)} imports {mod}")
-    assert bad == []
+def test_the_rule_finds_an_import_its_row_does_not_name() -> None:
+    """The worker child importing the supervisor, the store or pydantic; the supervisor importing TensorRT; a lower
+    layer importing a face: each is refused by the table."""
+    worker, supervisor, core = (layers.BY_PACKAGE[p] for p in ("builds.worker", "builds.supervisor", "core"))
+    refused = [(worker, "trtls.builds.supervisor.build"), (worker, "trtls.store.key"), (core, "trtls.lsp.server"),
+               (core, "trtls.cli.main"), (supervisor, "trtls.accept.runner")]  # fmt: skip
+    for importer, module in refused:
+        target = layers.layer_of(module)
+        assert target is not None and not layers.may_import(importer, target), (importer.package, module)
+    assert "pydantic" in worker.never_imports and "tensorrt" in supervisor.never_imports
+    assert layers.may_import(worker, layers.BY_PACKAGE["builds"]) and layers.layer_of("trtls.builds.roots").package == (
+        "builds"
+    )
+
+
+def test_every_package_and_subpackage_is_in_the_table() -> None:
+    """A folder of modules added under server/trtls (a new subpackage of builds/ too) needs its row: its process, its
+    concept, what it may import."""
+    assert set(layers.BY_PACKAGE) == layers.packages_on_disk(PKG)
+    assert {"builds.worker", "builds.supervisor", "builds.avoidance", "builds.farm", "gates.parity"} <= set(
+        layers.BY_PACKAGE
+    )
+    for layer in layers.LAYERS:
+        named = [p for p in layer.may_import if p != layers.EVERYTHING]
+        assert set(named) <= set(layers.BY_PACKAGE), f"{layer.package} names a package that is not a row"
+        assert layer.runs_in and set(layer.runs_in) <= set(layers.PROCESSES) and layer.serves
+        assert layer.package not in named, f"{layer.package} names itself"
+    faces = {"cli", "lsp"}
+    assert all(f not in layer.may_import for layer in layers.LAYERS for f in faces), "nothing imports a face"
+
+
+def test_the_key_modules_a_row_names_are_modules_of_its_folder() -> None:
+    missing = [f"{layer.folder}{m}" for layer in layers.LAYERS for m in layer.holds
+               if not (PKG / layer.folder / f"{m}.py").is_file()]  # fmt: skip
+    assert missing == [] and all(layer.holds for layer in layers.LAYERS)
+
+
+def test_the_architecture_table_is_what_the_layer_table_gives() -> None:
+    assert not layers.drifted(), "run .venv/bin/python -m trtls.schema.layers and commit docs/architecture.md"
+    r = subprocess.run([sys.executable, "-m", "trtls.schema.layers", "--check"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+
+
+def test_the_architecture_check_fails_on_a_stale_table(tmp_path: Path, monkeypatch) -> None:
+    stale = tmp_path / "architecture.md"
+    stale.write_text(layers.DOC_FILE.read_text().replace("| `builds/worker/` |", "| `builds/child/` |"))
+    monkeypatch.setattr(layers, "DOC_FILE", stale)
+    assert layers.drifted() and layers.main(["--check"]) == 1
+    assert layers.main([]) == 0 and not layers.drifted() and "| `builds/worker/` |" in stale.read_text()
 
 
 def test_no_import_cycles_among_first_party_modules() -> None:
