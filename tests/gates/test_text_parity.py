@@ -172,3 +172,75 @@ def test_the_route_report_draws_the_error_histogram():
     }
     page = route_report(summary)
     assert "class='histogram'" in page and "width:120px'></span> 3</div>" in page and "width:40px'></span> 1" in page
+
+
+def _cosine_parity(path: Path, refs: list[dict[str, np.ndarray]], tolerance: dict) -> dict:
+    from trtls.gates.parity.check import check_parity
+    from trtls.runtimes import RunResult
+
+    checks = check_parity(
+        RunResult("ok", outputs=refs),  # the reference's outputs, as golden outputs or the checkpoint's come
+        RuntimeSpec("onnxruntime", model=str(path)),
+        [_feed(), _feed()],
+        tolerances={"last_hidden_state": tolerance},
+        concurrency=0,
+        malformed=False,
+        paths={"route": ("routes", "r"), "tolerances": ("routes", "r", "tolerances")},
+    )
+    return {c.name: c for c in checks}
+
+
+def test_cosine_similarity_is_judged_against_a_declared_cosine_min_and_is_a_figure_otherwise(onnx_model):
+    """Issue 29 item 10: a route that declares `cosine_min` for an output gets `parity.cosine:<output>` judged
+    against it; without one the similarity is a figure in the evidence and the message says it is not judged. The
+    real MiniLM on ONNX Runtime against a reference whose token vector (input 1, token 3) points the other way: an
+    elementwise tolerance wide enough to pass it, so only the cosine can tell."""
+    from trtls.runtimes import run_inputs
+
+    path, _ = onnx_model
+    res = run_inputs(RuntimeSpec("onnxruntime", model=str(path)), [_feed(), _feed()])
+    assert res.ok, res.summary()
+    refs = [{"last_hidden_state": o["last_hidden_state"].copy()} for o in res.outputs]
+    refs[1]["last_hidden_state"][0, 3] *= -1
+    wide = {"atol": 100.0, "rtol": 1.0}
+
+    judged = _cosine_parity(path, refs, {**wide, "cosine_min": 0.99})
+    assert judged["parity.tolerance:last_hidden_state"].status == "pass"
+    cosine = judged["parity.cosine:last_hidden_state"]
+    assert (cosine.status, cosine.code) == ("reject", "TRT805"), cosine.message
+    assert "at input 1 vector [0, 3]" in cosine.message and "under cosine_min 0.99" in cosine.message
+    assert cosine.path == ("routes", "r", "tolerances", "last_hidden_state", "cosine_min")
+    assert cosine.evidence["cosine"]["min"] == pytest.approx(-1.0, abs=1e-6)
+    assert "(judged by parity.cosine)" in judged["parity.tolerance:last_hidden_state"].message
+
+    exact = _cosine_parity(path, [{k: v.copy() for k, v in o.items()} for o in res.outputs], {"cosine_min": 0.99})
+    assert exact["parity.cosine:last_hidden_state"].status == "pass"
+    assert "at least cosine_min 0.99" in exact["parity.cosine:last_hidden_state"].message
+
+    figure = _cosine_parity(path, refs, wide)
+    assert not any(n.startswith("parity.cosine") for n in figure)  # no threshold declared: nothing judged
+    states = figure["parity.tolerance:last_hidden_state"]
+    assert states.status == "pass" and states.evidence["cosine_min"] is None
+    assert states.evidence["cosine"]["min"] == pytest.approx(-1.0, abs=1e-6)
+    assert "(a figure, not judged: no cosine_min)" in states.message
+
+
+def test_a_cosine_min_outside_minus_one_to_one_is_a_located_error(onnx_model, tmp_path):
+    from trtls.core.recipe import load_recipe
+
+    path, _ = onnx_model
+    bad = _cosine_parity(path, [], {"cosine_min": 1.5})
+    config = bad["parity.config"]
+    assert (config.status, config.code) == ("hold", "TRT810")
+    assert config.path == ("routes", "r", "tolerances", "last_hidden_state")
+    assert "cosine_min" in config.message and "less than or equal to 1" in config.message
+    (tmp_path / "trtls.toml").write_text(
+        '[routes.r]\nonnx = "m.onnx"\ncheckpoint = { path = "ck", revision = "' + "c" * 40 + '" }\n'
+        'intended_use = "tests"\nallowed_licenses = ["mit"]\nbundle = "b.bundle"\nruntime = "onnxruntime"\n\n'
+        "[routes.r.tolerances]\nlast_hidden_state = { atol = 1e-4, cosine_min = 1.5 }\n"
+    )
+    loaded = load_recipe(tmp_path / "trtls.toml")
+    located = [loaded.location(f) for f in loaded.errors if "cosine_min" in f.message]
+    assert located and located[0].startswith(f"{tmp_path / 'trtls.toml'}:10:"), [
+        loaded.location(f) for f in loaded.errors
+    ]

@@ -21,6 +21,14 @@ class Tolerance(_Model):
         "elemwise", description="How errors are aggregated before comparing (Polygraphy --check-error-stat)."
     )
     quantile: float | None = Field(None, gt=0, le=1, description="Quantile used when check_error_stat = quantile.")
+    cosine_min: float | None = Field(
+        None,
+        ge=-1,
+        le=1,
+        description="Smallest accepted cosine similarity of any vector of the output (its last axis: an embedding, "
+        "a token's hidden state) with the reference's, as TRTMC's BERT comparator judges (0.99 there). Gate 4 "
+        "judges it as `parity.cosine:<output>`; left out, the similarity is recorded as a figure, not judged.",
+    )
 
 
 class GoldenOutputsRef(_Model):

@@ -15,6 +15,7 @@ from trtls.gates.parity.compare import (
     DEFAULT_QUANTILE,
     as_tolerance,
     compare_output,
+    judge_cosine,
     nonfinite_problems,
     signature_problems,
     tolerance_for,
@@ -258,7 +259,7 @@ def check_parity(
                 "check_error_stat": tol.check_error_stat,
                 "largest_error": cmp.largest,
                 "histogram": cmp.histogram,
-                **({"cosine": cmp.cosine} if cmp.cosine is not None else {}),
+                **({"cosine": cmp.cosine, "cosine_min": tol.cosine_min} if cmp.cosine is not None else {}),
                 **adapted,
             }
             if tol.check_error_stat == "quantile":
@@ -274,6 +275,19 @@ def check_parity(
                     evidence,
                 )
             )
+            if tol.cosine_min is not None:  # declared: judged; otherwise the similarity is a figure in the evidence
+                status, message = judge_cosine(name, cmp.cosine, tol.cosine_min)
+                cosine_ev = {"output": name, "cosine_min": tol.cosine_min, "cosine": cmp.cosine, **adapted}
+                checks.append(
+                    _check(
+                        f"parity.cosine:{name}",
+                        status,
+                        message,
+                        "TRT805",
+                        path + ("cosine_min",) if path else path,
+                        cosine_ev,
+                    )
+                )
 
     if malformed:
         checks.append(_with(check_malformed(under_test, first_feed, p_rt, text_limits), adapted))

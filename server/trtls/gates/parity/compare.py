@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 from pydantic import ValidationError
 
+from trtls.core.gate_result import CheckStatus
 from trtls.core.route import Tolerance
 
 DEFAULT_QUANTILE = 0.99
@@ -257,11 +258,32 @@ def compare_output(
             f"reference {largest['reference']:.6g}"
         )
     cosine = cosine_similarity(outs, refs)
-    if cosine is not None and any(w in name for w in ("embedding", "hidden_state")):
-        message += f"; cosine similarity min {cosine['min']:.6f} over {cosine['vectors']} vectors"
+    if cosine is not None and (tol.cosine_min is not None or any(w in name for w in ("embedding", "hidden_state"))):
+        judged = "judged by parity.cosine" if tol.cosine_min is not None else "a figure, not judged: no cosine_min"
+        message += f"; cosine similarity min {cosine['min']:.6f} over {cosine['vectors']} vectors ({judged})"
     return OutputComparison(
         name, passed, message, tol, tolerance_key, stats, largest, error_histogram(absdiff, nonfinite), cosine
     )
+
+
+def judge_cosine(name: str, cosine: Mapping[str, Any] | None, cosine_min: float) -> tuple[CheckStatus, str]:
+    """(status, message) of `parity.cosine:<output>`: every vector's cosine similarity with the reference's at least
+    the tolerance's `cosine_min` (pass), one under it (reject), or none computed (not_checked, saying why)."""
+    where = f"output {name!r}"
+    if cosine is None:
+        return (
+            "not_checked",
+            f"{where}: cosine_min {cosine_min:g} is declared but no cosine similarity could be computed (the output is "
+            "not float vectors along a last axis of 2 or more, or no vector has a nonzero norm on both sides)",
+        )
+    at = cosine["min_at"]
+    figures = (
+        f"cosine similarity min {cosine['min']:.6f} at input {at['input']} vector {at['index']} (mean "
+        f"{cosine['mean']:.6f} over {cosine['vectors']} vectors)"
+    )
+    if cosine["min"] >= cosine_min:
+        return "pass", f"{where}: {figures}, at least cosine_min {cosine_min:g}"
+    return "reject", f"{where}: {figures}, under cosine_min {cosine_min:g}"
 
 
 def signature_problems(test: Mapping[str, np.ndarray], ref: Mapping[str, np.ndarray]) -> list[str]:
