@@ -13,6 +13,7 @@ FACES = ("cli", "lsp", "accept")
 STARTS_WORK = {
     "trtls.builds.avoidance.lookup": None,  # any name: the store lookup before a build, the publish after it
     "trtls.builds.supervisor.matrix": {"start_matrix"},
+    "trtls.builds.avoidance.rollback": {"rollback"},  # a rollback restores and pins: trtls.app.rollback asks it
     "trtls.builds.supervisor.build": {"worker_job"},
     "trtls.builds.supervisor.supervisor": {"worker_job"},
 }

@@ -60,3 +60,19 @@ async def test_the_same_mistake_gives_the_same_code_in_the_terminal_and_the_edit
     assert refused.value.message.startswith(f"{code} "), refused.value.message
     assert refused.value.data["code"] == code
     assert not (workspace / ".trtls" / "runs").exists() or not any((workspace / ".trtls" / "runs").iterdir())
+
+
+async def test_a_rollback_of_an_unknown_engine_reads_the_same_in_both_faces(
+    client: LanguageClient, workspace: Path
+) -> None:
+    """`trtls rollback` and `trtls.rollbackEngine` both ask trtls.app.rollback: TRT107, exit 2 / invalid params (the
+    editor used to answer a bare "no engine 'nope' in a valid recipe" with no code)."""
+    r = subprocess.run(
+        [sys.executable, "-m", "trtls", "rollback", "nope", str(workspace)], capture_output=True, text=True, timeout=300
+    )
+    assert r.returncode == 2 and "TRT107 no engine named nope" in r.stderr, r.stderr
+    uri = open_recipe(client, workspace)
+    with pytest.raises(JsonRpcInvalidParams) as refused:
+        await execute(client, "trtls.rollbackEngine", {"uri": uri, "engine": "nope"})
+    assert refused.value.message.startswith("TRT107 no engine named nope"), refused.value.message
+    assert refused.value.data["code"] == "TRT107"

@@ -84,24 +84,25 @@ def _in_store(loaded: Any, records: list[dict[str, Any]]) -> dict[str, bool | No
 
 
 def cmd_rollback(args: argparse.Namespace) -> int:
-    from trtls.builds.avoidance.rollback import RollbackError, rollback
+    from trtls.app.results import Refused
+    from trtls.app.rollback import RollbackFailed, request_rollback
 
     loaded = load_or_report(args.recipe)
     if loaded is None:
         return EXIT_BAD_INPUT
-    if args.name not in loaded.recipe.engines:
-        report_error("TRT107", f"no engine named {args.name}", str(loaded.path))
+    asked = request_rollback(loaded, args.name, args.to, "trtls rollback")
+    if isinstance(asked, Refused):
+        for f in asked.findings:
+            report_error(f.code, f.message, str(loaded.path))
         return EXIT_BAD_INPUT
-    try:
-        summary = rollback(loaded, args.name, args.to)
-    except RollbackError as exc:
-        report_error(exc.code, str(exc), str(loaded.path))
+    if isinstance(asked, RollbackFailed):
+        report_error(asked.code, asked.message, str(loaded.path))
         return EXIT_FAILED
-    print(terminal_safe(f"{args.name}: {summary['message']}"))
-    if summary.get("evidenceError"):  # restored, but its record could not be written (TRT413)
-        print(terminal_safe(f"  evidence: {summary['evidenceError']}"))
+    print(terminal_safe(f"{args.name}: {asked.summary['message']}"))
+    if asked.evidence_error:  # restored, but its record could not be written (TRT413)
+        print(terminal_safe(f"  evidence: {asked.evidence_error}"))
         return EXIT_FAILED
-    print(terminal_safe(f"  evidence: {loaded.path.parent / '.trtls' / 'runs' / summary['buildId'] / 'summary.json'}"))
+    print(terminal_safe(f"  evidence: {asked.evidence_path}"))
     return EXIT_OK
 
 

@@ -6,28 +6,34 @@ TRT205
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import TYPE_CHECKING
 
 from lsprotocol import types as lsp
 from pygls.exceptions import JsonRpcInvalidParams
 
 from trtls.core.wire import RollbackEngineReply
-from trtls.lsp.command_args import RollbackEngineArgs, parse_args
+
+if TYPE_CHECKING:
+    from trtls.core.recipe import LoadedRecipe
+    from trtls.lsp.command_args import RollbackEngineArgs
+    from trtls.lsp.language_server import TrtlsServer
 
 
-async def rollback_engine(ls: Any, raw: Any) -> RollbackEngineReply:
-    from trtls.builds.avoidance.rollback import RollbackError, rollback
+async def rollback_engine(ls: TrtlsServer, args: RollbackEngineArgs) -> RollbackEngineReply:
+    from trtls.app.results import Refused
+    from trtls.app.rollback import RollbackFailed, request_rollback
 
-    args = parse_args(RollbackEngineArgs, raw)
     loaded = await ls.recipe_async(args.uri)
-    if loaded.recipe is None or args.engine not in loaded.recipe.engines:
-        raise JsonRpcInvalidParams(f"no engine '{args.engine}' in a valid recipe")
-    try:
-        summary = await asyncio.to_thread(rollback, loaded, args.engine, args.to, "the editor (trtls.rollbackEngine)")
-    except RollbackError as exc:
-        raise JsonRpcInvalidParams(f"{exc.code} {exc}") from None
+    asked = await asyncio.to_thread(request_rollback, loaded, args.engine, args.to, "the editor (trtls.rollbackEngine)")
+    if isinstance(asked, Refused):  # the terminal's refusal, code first: the same mistake reads the same
+        from trtls.lsp.build_commands import refused_request
+
+        raise refused_request(asked)
+    if isinstance(asked, RollbackFailed):
+        raise JsonRpcInvalidParams(f"{asked.code} {asked.message}", data={"code": asked.code})
     from trtls.lsp.build_commands import finish_restored
 
+    summary = asked.summary
     finish_restored(ls, args.uri, summary, loaded.path)  # a finished row, its evidence, lens and diagnostics
     return RollbackEngineReply(
         buildId=summary["buildId"],
@@ -38,7 +44,7 @@ async def rollback_engine(ls: Any, raw: Any) -> RollbackEngineReply:
     )
 
 
-def rollback_actions(uri: str, loaded: Any, diagnostics: list[lsp.Diagnostic]) -> list[lsp.CodeAction]:
+def rollback_actions(uri: str, loaded: LoadedRecipe, diagnostics: list[lsp.Diagnostic]) -> list[lsp.CodeAction]:
     """On a TRT205 whose advice is `rollback`: one action per engine to go back to (the newest good one first)."""
     from trtls.builds.avoidance.rollback import RollbackError, rollback_target
     from trtls.core.display import ago
