@@ -111,6 +111,27 @@ def test_a_fresh_store_miss_reads_the_fast_path_memo_once(workspace: Path, tmp_p
     assert again["memo_reads"] == 1, f"the memo was read {again['memo_reads']} times"
 
 
+def test_a_build_whose_key_the_fast_path_found_missing_from_the_store_starts_its_worker_before_the_recipe_models(
+    workspace: Path, tmp_path: Path
+) -> None:
+    """The memo holds (nothing the key reads changed) and the store lacks the key: the build is certain, so its worker
+    starts at once and imports TensorRT while the recipe loads. With no memo the key is unknown until the recipe is
+    loaded, and a hit must start no worker: the worker then starts after the lookup."""
+    store = tmp_path / "store"
+    env = {**os.environ, "TRTLS_STORE": str(store)}
+    first = build_report(tmp_path, "build", str(workspace), "--engine", "demo", env=env)  # no memo yet
+    assert first["code"] == 0 and first["at_spawn"] is not None
+    assert "trtls.core.recipe" in first["at_spawn"], "a build the store might serve started its worker before looking"
+    shutil.rmtree(store)  # the same key, an empty store: a known miss
+    again = build_report(tmp_path, "build", str(workspace), "--engine", "demo", env=env)
+    assert again["code"] == 0 and again["at_spawn"] is not None, "no worker was started"
+    # the store's own modules are loaded by then: the fast path looked the key up with them
+    loaded = [m for m in LATE_FOR_A_BUILD if m in again["at_spawn"] and not m.startswith("trtls.store.")]
+    assert loaded == [], f"imported before the worker started: {loaded}"
+    runs = sorted((workspace / ".trtls" / "runs").glob("demo-*/summary.json"))
+    assert [json.loads(r.read_text())["outcome"] for r in runs] == ["built", "built"]
+
+
 def test_the_fast_path_holds_for_the_same_interpreter_by_another_name(workspace: Path, tmp_path: Path) -> None:
     other = Path(sys.executable).with_name("python3")
     if not other.exists() or other.name == Path(sys.executable).name:

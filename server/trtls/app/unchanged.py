@@ -5,16 +5,18 @@ core; a miss goes on to `request_build`, which looks up again with everything lo
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 
-def reuse_unchanged(recipe: Path, engine: str) -> dict[str, Any] | None:
+def reuse_unchanged(recipe: Path, engine: str, on_miss: Callable[[], None] | None = None) -> dict[str, Any] | None:
     """The reuse's evidence record when nothing the engine key reads changed since the last run and the store holds
-    the key; None → the full request (which also makes every refusal and warning)."""
+    the key; None → the full request (which also makes every refusal and warning). `on_miss`: called when the key is
+    known and the store lacks it (builds/avoidance/reuse.fast_hit)."""
     from trtls.builds.avoidance.reuse import fast_hit
     from trtls.core.recipe_file import is_readable_recipe
 
     if not is_readable_recipe(recipe):
         return None  # a FIFO, a device, a huge file: the full path refuses it (TRT104, TRT125) without reading it
-    return fast_hit(recipe, engine)
+    return fast_hit(recipe, engine, on_miss)

@@ -38,8 +38,9 @@ async def _build_all(args: argparse.Namespace) -> int:
     # The worker starts first and imports TensorRT while this process loads and checks the recipe (one local
     # build; a matrix or a cluster places its own workers).
     farm = args.all or args.matrix or args.cell
-    # A build the store may serve looks up first: a hit must start no worker (and import no TensorRT).
-    servable = store_may_serve(find_recipe(args.recipe), args.no_store, args.rebuild)
+    # A build the store may serve looks up first: a hit must start no worker (and import no TensorRT). One whose key
+    # the fast path already found missing from the store (its memo held) builds: its worker starts now.
+    servable = not store_lookup.known_miss and store_may_serve(find_recipe(args.recipe), args.no_store, args.rebuild)
     preload = None if farm or servable else preload_for(find_recipe(args.recipe), args.engine)
     early = await spawn_worker(preload=preload) if preload is not None else None
     try:

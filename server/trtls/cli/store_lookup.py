@@ -84,6 +84,12 @@ def print_reused(engine: str, reused: dict[str, Any], recipe: Any, as_json: bool
 
 
 _declined_by_entry = False  # the program's entry tried this command line and declined: the full path's call skips
+known_miss = False  # the fast path saw the engine's key (its memo held) absent from the store: a build follows
+
+
+def _note_miss() -> None:
+    global known_miss
+    known_miss = True
 
 
 def fast_path(args: argparse.Namespace, *, entry: bool = False) -> int | None:
@@ -91,10 +97,11 @@ def fast_path(args: argparse.Namespace, *, entry: bool = False) -> int | None:
     (builds/avoidance/reuse.py); None → the usual path. `entry`: the call of `cli.entry`, whose decline the full path's
     own
     call then takes as its answer (once) instead of hashing the recipe and reading the memo a second time."""
-    global _declined_by_entry
+    global _declined_by_entry, known_miss
     if _declined_by_entry and not entry:
         _declined_by_entry = False
         return None
+    known_miss = False  # this command line's answer only (a caller may run several in one process)
     done = _fast_path(args)
     _declined_by_entry = entry and done is None
     return done
@@ -112,7 +119,7 @@ def _fast_path(args: argparse.Namespace) -> int | None:
     from trtls.app.unchanged import reuse_unchanged
 
     recipe = find_recipe(args.recipe).resolve()
-    reused = reuse_unchanged(recipe, args.engine)
+    reused = reuse_unchanged(recipe, args.engine, _note_miss)
     if reused is None:
         return None
     if not args.json:

@@ -18,6 +18,7 @@ import secrets
 import stat
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -302,9 +303,10 @@ def _memo_holds(memo: dict[str, Any], recipe: Path) -> bool:
     )
 
 
-def fast_hit(recipe: Path, engine: str) -> dict[str, Any] | None:
+def fast_hit(recipe: Path, engine: str, on_miss: Callable[[], None] | None = None) -> dict[str, Any] | None:
     """The reuse's summary when nothing the key reads changed since the last run and the store holds the key;
-    None → take the full path (which also handles every refusal and warning)."""
+    None → take the full path (which also handles every refusal and warning). `on_miss`: called when the key is known
+    (the memo holds) and the store has no entry for it — a build follows (the CLI starts its worker at once)."""
     state = recipe.parent / ".trtls"
     try:
         if state.is_symlink() or any((state / "runs").glob("*/running.json")):
@@ -330,6 +332,8 @@ def fast_hit(recipe: Path, engine: str) -> dict[str, Any] | None:
     except Refused:
         return None  # the full path says why (TRT334)
     if entry is None:
+        if on_miss is not None:
+            on_miss()
         return None
     output = Path(memo["output"])
     build_id = new_reuse_id(engine)
