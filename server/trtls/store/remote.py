@@ -14,7 +14,9 @@ record finds its blob.
 
 Nothing raises: an unreachable remote, an error, a bad record or bytes make the lookup a miss with a note in
 `store.notes` (the evidence carries it); a 404 is a plain miss. A remote that sent bad bytes for a key is not asked
-for it again here, an unreachable one not for a minute. Redirects stay on the remote's host and port."""
+for it again here, an unreachable one not for a minute. Redirects stay on the remote's host and port. The HTTP
+side (bounded waits, same-origin redirects, what a remote that could not be reached is remembered as) is
+store/remote_http.py."""
 
 from __future__ import annotations
 
@@ -25,36 +27,40 @@ import http.client
 import json
 import os
 import time
-import urllib.error
-import urllib.request
-from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, BinaryIO, cast
-from urllib.parse import urlsplit
 
 from trtls import fs
-from trtls.core.store_table import remote_problem
-from trtls.core.terminal_text import terminal_safe
-from trtls.core.validation import shown_value
 from trtls.fs import Kind, read_bytes, rename
 from trtls.fs.store_root import shared_modes
 from trtls.store.copying import EntryUnreadable, copy_hashing
 from trtls.store.entry_record import ENTRY_FORMAT, RECORD_LIMIT, Entry
 from trtls.store.folder import StoreFolder, tmp_name
 from trtls.store.key import is_key, key_of_parts
+from trtls.store.remote_http import DOWN_MEMORY_S, PUT_TIMEOUT_S, TIMEOUT_S, RemoteError
+from trtls.store.remote_http import Unusable as _Unusable
+from trtls.store.remote_http import base as _base
+from trtls.store.remote_http import down as _down
+from trtls.store.remote_http import head as _head
+from trtls.store.remote_http import join as _join
+from trtls.store.remote_http import note as _note
+from trtls.store.remote_http import path as _path
+from trtls.store.remote_http import read_all as _read_all
+from trtls.store.remote_http import remembered as _remembered
+from trtls.store.remote_http import request as _request
+from trtls.store.remote_http import request_status as _request_status
+from trtls.store.remote_http import shown as _shown
 from trtls.store.signing import signed_by
+
+__all__ = ["DOWN_MEMORY_S", "ENTRY_FORMAT", "RECORD_LIMIT", "TIMEOUT_S", "RemoteError", "fetch_entry", "push_entry"]
 
 if TYPE_CHECKING:
     from trtls.store.entries import Store
 
-TIMEOUT_S = 5.0  # connecting, and each wait for bytes from the socket
-PUT_TIMEOUT_S = 60.0  # a PUT's answer comes when the server has stored (perhaps hashed) the whole engine
 MIN_RATE = 4 * 1024 * 1024  # bytes/s: an engine slower than this (after a 30 s grace) is given up
 MISS_MEMORY_S = 10.0  # a 404 is remembered this long (a waiter polls the lookup every 0.1 s)
-DOWN_MEMORY_S = 60.0  # a remote that could not be reached is not asked again for this long
 
 _refused: set[tuple[str, str]] = set()  # (remote, key): it sent a bad record or bad bytes for this key
 _missed: dict[tuple[str, str], float] = {}  # (remote, key) → until when its 404 stands
-_down: dict[str, float] = {}  # remote → until when it is taken as unreachable
 _bad_blobs: set[tuple[str, str]] = set()  # (remote, sha256) whose bytes were not that sha256: a push rewrites them
 
 
@@ -62,14 +68,6 @@ def forget_remotes() -> None:
     """Forget what this process learnt about remotes (refused keys, misses, a remote that was down, bad blobs)."""
     for memory in (_refused, _missed, _down, _bad_blobs):
         memory.clear()
-
-
-class RemoteError(Exception):
-    """What went wrong with the remote, said in one short line (the note)."""
-
-
-class _Unusable(RemoteError):
-    """The remote sent something that is not a valid entry for the key: never asked for that key again here."""
 
 
 # -- fetching ------------------------------------------------------------------------------------------
@@ -284,117 +282,3 @@ def _put(url: str, target: str, body: bytes | _Hashing, size: int) -> None:
     status = _request_status(url, "PUT", target, body, size, timeout=PUT_TIMEOUT_S)
     if status not in (200, 201, 204):
         raise RemoteError(f"PUT {_path(target)} answered {status}")
-
-
-# -- HTTP ----------------------------------------------------------------------------------------------
-def _base(store: StoreFolder) -> str | None:
-    """The remote's URL without a trailing slash, or None (a URL that cannot be a remote is said once)."""
-    url = store.remote_url
-    if not url:
-        return None
-    why = remote_problem(url)
-    if why is not None:
-        _note(store, f"the remote store {_shown(url)} is not used: it {why}")
-        return None
-    return url.strip().rstrip("/")
-
-
-def _join(url: str, area: str, name: str) -> str:
-    return f"{url}/{area}/{name}"
-
-
-class _SameOrigin(urllib.request.HTTPRedirectHandler):
-    """A redirect is followed only to the same scheme, host and port (never to another server)."""
-
-    def redirect_request(self, req: Any, fp: Any, code: int, msg: str, headers: Any, newurl: str) -> Any:
-        old, new = urlsplit(req.full_url), urlsplit(newurl)
-        if (old.scheme, old.hostname, old.port) != (new.scheme, new.hostname, new.port):
-            raise urllib.error.HTTPError(newurl, code, f"a redirect to another server ({new.netloc})", headers, fp)
-        return super().redirect_request(req, fp, code, msg, headers, newurl)
-
-
-# an HTTP request, not a file (the one-door test reads any `x.open(...)` as a file's open: this is the opener's)
-_send = urllib.request.build_opener(_SameOrigin).open
-
-
-@contextlib.contextmanager
-def _request(url: str, method: str, target: str) -> Iterator[Any]:
-    """The open response of a GET/HEAD (None on a 404). Any other answer, or none, is a RemoteError; a remote that
-    cannot be reached is remembered as down."""
-    try:
-        response = _send(urllib.request.Request(target, method=method), timeout=TIMEOUT_S)
-    except urllib.error.HTTPError as exc:
-        exc.close()
-        if exc.code == 404:
-            yield None
-            return
-        raise RemoteError(f"{method} {_path(target)} answered {exc.code} {terminal_safe(exc.reason)}") from None
-    except (urllib.error.URLError, http.client.HTTPException, OSError, ValueError) as exc:
-        raise _unreachable(url, exc) from None
-    with response:
-        yield response
-
-
-def _request_status(
-    url: str, method: str, target: str, body: bytes | _Hashing | None = None, size: int = 0, timeout: float = TIMEOUT_S
-) -> int:
-    """The status a PUT or DELETE was answered with."""
-    headers = {"Content-Length": str(size), "Content-Type": "application/octet-stream"} if body is not None else {}
-    request = urllib.request.Request(target, data=cast(Any, body), method=method, headers=headers)
-    try:
-        with _send(request, timeout=timeout) as response:
-            return int(response.status)
-    except urllib.error.HTTPError as exc:
-        exc.close()
-        return int(exc.code)
-    except (urllib.error.URLError, http.client.HTTPException, OSError, ValueError) as exc:
-        raise _unreachable(url, exc) from None
-
-
-def _head(url: str, target: str) -> int | None:
-    """The Content-Length of what the remote holds at `target` (-1 when it does not say), or None (a 404)."""
-    with _request(url, "HEAD", target) as response:
-        if response is None:
-            return None
-        length = response.headers.get("Content-Length")
-        return int(length) if length is not None and length.isdigit() else -1
-
-
-def _read_all(response: Any, limit: int) -> bytes:
-    try:
-        data = bytes(response.read(limit + 1))
-    except (OSError, http.client.HTTPException) as exc:
-        raise RemoteError(f"its answer could not be read: {type(exc).__name__} {exc}") from None
-    if len(data) > limit:
-        raise _Unusable(f"its record is more than {limit} bytes")
-    return data
-
-
-def _unreachable(url: str, exc: BaseException) -> RemoteError:
-    reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc
-    why = getattr(reason, "strerror", None) or str(reason) or type(reason).__name__
-    _down[url] = time.monotonic() + DOWN_MEMORY_S
-    return RemoteError(f"it could not be reached ({terminal_safe(why)})")
-
-
-def _remembered(memory: dict[Any, float], what: Any) -> bool:
-    until = memory.get(what)
-    if until is None:
-        return False
-    if time.monotonic() < until:
-        return True
-    memory.pop(what, None)
-    return False
-
-
-def _note(store: StoreFolder, line: str) -> None:
-    if line not in store.notes:
-        store.notes.append(line)
-
-
-def _shown(url: str) -> str:
-    return terminal_safe(shown_value(url.strip().rstrip("/")), keep_newlines=False)
-
-
-def _path(target: str) -> str:
-    return terminal_safe(urlsplit(target).path, keep_newlines=False)

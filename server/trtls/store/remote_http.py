@@ -1,0 +1,159 @@
+"""The HTTP side of the remote engine store (store/remote.py): requests with bounded waits, redirects kept on the
+remote's scheme, host and port, what a remote that could not be reached is remembered as, and the notes a build
+shows. Nothing here raises anything but RemoteError (an OSError is the local side's)."""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any, cast
+from urllib.parse import urlsplit
+
+from trtls.core.store_table import remote_problem
+from trtls.core.terminal_text import terminal_safe
+from trtls.core.validation import shown_value
+
+if TYPE_CHECKING:
+    from trtls.store.folder import StoreFolder
+
+TIMEOUT_S = 5.0  # connecting, and each wait for bytes from the socket
+PUT_TIMEOUT_S = 60.0  # a PUT's answer comes when the server has stored (perhaps hashed) the whole engine
+RECORD_WAIT_S = 30.0  # a record (at most RECORD_LIMIT bytes) trickled slower than this is given up
+DOWN_MEMORY_S = 60.0  # a remote that could not be reached is not asked again for this long
+
+down: dict[str, float] = {}  # remote → until when it is taken as unreachable
+
+
+class RemoteError(Exception):
+    """What went wrong with the remote, said in one short line (the note)."""
+
+
+class Unusable(RemoteError):
+    """The remote sent something that is not a valid entry for the key: never asked for that key again here."""
+
+
+def base(store: StoreFolder) -> str | None:
+    """The remote's URL without a trailing slash, or None (a URL that cannot be a remote is said once)."""
+    url = store.remote_url
+    if not url:
+        return None
+    why = remote_problem(url)
+    if why is not None:
+        note(store, f"the remote store {shown(url)} is not used: it {why}")
+        return None
+    return url.strip().rstrip("/")
+
+
+def join(url: str, area: str, name: str) -> str:
+    return f"{url}/{area}/{name}"
+
+
+class _SameOrigin(urllib.request.HTTPRedirectHandler):
+    """A redirect is followed only to the same scheme, host and port (never to another server)."""
+
+    def redirect_request(self, req: Any, fp: Any, code: int, msg: str, headers: Any, newurl: str) -> Any:
+        old, new = urlsplit(req.full_url), urlsplit(newurl)
+        if (old.scheme, old.hostname, old.port) != (new.scheme, new.hostname, new.port):
+            raise urllib.error.HTTPError(newurl, code, f"a redirect to another server ({new.netloc})", headers, fp)
+        return super().redirect_request(req, fp, code, msg, headers, newurl)
+
+
+# an HTTP request, not a file (the one-door test reads any `x.open(...)` as a file's open: this is the opener's)
+_send = urllib.request.build_opener(_SameOrigin).open
+
+
+@contextlib.contextmanager
+def request(url: str, method: str, target: str) -> Iterator[Any]:
+    """The open response of a GET/HEAD (None on a 404). Any other answer, or none, is a RemoteError; a remote that
+    cannot be reached is remembered as down."""
+    try:
+        response = _send(urllib.request.Request(target, method=method), timeout=TIMEOUT_S)
+    except urllib.error.HTTPError as exc:
+        exc.close()
+        if exc.code == 404:
+            yield None
+            return
+        raise RemoteError(f"{method} {path(target)} answered {exc.code} {terminal_safe(exc.reason)}") from None
+    except (urllib.error.URLError, http.client.HTTPException, OSError, ValueError) as exc:
+        raise unreachable(url, exc) from None
+    with response:
+        yield response
+
+
+def request_status(
+    url: str, method: str, target: str, body: Any = None, size: int = 0, timeout: float = TIMEOUT_S
+) -> int:
+    """The status a PUT or DELETE was answered with."""
+    headers = {"Content-Length": str(size), "Content-Type": "application/octet-stream"} if body is not None else {}
+    req = urllib.request.Request(target, data=cast(Any, body), method=method, headers=headers)
+    try:
+        with _send(req, timeout=timeout) as response:
+            return int(response.status)
+    except urllib.error.HTTPError as exc:
+        exc.close()
+        return int(exc.code)
+    except (urllib.error.URLError, http.client.HTTPException, OSError, ValueError) as exc:
+        raise unreachable(url, exc) from None
+
+
+def head(url: str, target: str) -> int | None:
+    """The Content-Length of what the remote holds at `target` (-1 when it does not say), or None (a 404)."""
+    with request(url, "HEAD", target) as response:
+        if response is None:
+            return None
+        length = response.headers.get("Content-Length")
+        return int(length) if length is not None and length.isdigit() else -1
+
+
+def read_all(response: Any, limit: int) -> bytes:
+    """A record's bytes, given up past `limit` bytes or when they trickle in for longer than RECORD_WAIT_S (each
+    wait for bytes is bounded by TIMEOUT_S already; this bounds them all)."""
+    deadline = time.monotonic() + RECORD_WAIT_S
+    data = bytearray()
+    try:
+        while len(data) <= limit:
+            if time.monotonic() > deadline:
+                raise RemoteError(f"its record came too slowly (more than {RECORD_WAIT_S:g} s)")
+            block = response.read1(min(1 << 16, limit + 1 - len(data)))
+            if not block:
+                break
+            data += block
+    except (OSError, http.client.HTTPException) as exc:
+        raise RemoteError(f"its answer could not be read: {type(exc).__name__} {exc}") from None
+    if len(data) > limit:
+        raise Unusable(f"its record is more than {limit} bytes")
+    return bytes(data)
+
+
+def unreachable(url: str, exc: BaseException) -> RemoteError:
+    reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc
+    why = getattr(reason, "strerror", None) or str(reason) or type(reason).__name__
+    down[url] = time.monotonic() + DOWN_MEMORY_S
+    return RemoteError(f"it could not be reached ({terminal_safe(why)})")
+
+
+def remembered(memory: dict[Any, float], what: Any) -> bool:
+    until = memory.get(what)
+    if until is None:
+        return False
+    if time.monotonic() < until:
+        return True
+    memory.pop(what, None)
+    return False
+
+
+def note(store: StoreFolder, line: str) -> None:
+    if line not in store.notes:
+        store.notes.append(line)
+
+
+def shown(url: str) -> str:
+    return terminal_safe(shown_value(url.strip().rstrip("/")), keep_newlines=False)
+
+
+def path(target: str) -> str:
+    return terminal_safe(urlsplit(target).path, keep_newlines=False)
