@@ -9,6 +9,7 @@ neither could be asked, why (TRT132, information: nothing was measured).
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from trtls.core.display import human_seconds
@@ -96,3 +97,43 @@ def capability_summary(answer: dict[str, Any]) -> str:
             return f"{module}: the parser refuses {nodes} node{'s' if nodes != 1 else ''}{took}"
         return f"{module}: the builder refuses the network{took}"
     return f"capability not checked: {answer.get('reason') or 'no answer'}"
+
+
+PARSE_FAILED = "ONNX parse failed: "  # the worker's error when its parse of the model refused nodes (builds/worker)
+_PARSER_ERROR = re.compile(r"node (\d+)(?: (['\"])(.*?)\2)?(?: \(([^()]*)\))?: (.*)", re.DOTALL)
+
+
+def _parser_error_node(words: str) -> dict[str, Any]:
+    """One of the worker's parser errors (`node 3 'If_0' (If): <the parser's reason>`) as a capability node."""
+    m = _PARSER_ERROR.fullmatch(words.strip())
+    if m is None:
+        return {"index": None, "name": "", "op": "", "reason": words.strip()}
+    return {"index": int(m.group(1)), "name": m.group(3) or "", "op": m.group(4) or "", "reason": m.group(5).strip()}
+
+
+def build_capability(outcome: str | None, error: str | None, parsed: bool, module: str | None) -> dict[str, Any]:
+    """The capability answer a build measured by building, for its evidence (`summary.json`'s `capability`, shown by
+    the report): its worker parses the model as the parser's own query does, so a parse that went through is "the
+    parser takes every node" (and a built engine, the builder taking the network), and a parse that failed carries the
+    parser's words for each node. `parsed`: the worker reported `build_started` (it comes after the parse). A build that
+    ended before its parse measured nothing: `not_checked`."""
+    answer: dict[str, Any] = {"module": module, "source": "the build's own parse"}
+    if parsed:
+        answer["parser"] = {"supported": True, "nodes": []}
+        if outcome == "built":
+            return {**answer, "status": "supported", "builder": {"status": "supported", "reason": "it built"}}
+        why = f"the build {outcome or 'ended'} after the parse; is_network_supported was not asked"
+        return {**answer, "status": "parsed", "builder": {"status": "not_asked", "reason": why}}
+    if error and error.startswith(PARSE_FAILED):
+        nodes = [_parser_error_node(w) for w in error.removeprefix(PARSE_FAILED).split("; ") if w.strip()]
+        return {**answer, "status": "refused", "parser": {"supported": False, "nodes": nodes}}
+    return {**answer, "status": "not_checked", "reason": "the build ended before its model was parsed"}
+
+
+def recorded_capability(summary: dict[str, Any]) -> dict[str, Any]:
+    """A build's capability answer as its evidence recorded it; `not_checked` for evidence that has none (written
+    before trtls recorded it, or by a path that parsed nothing: an engine reused from the store)."""
+    answer = summary.get("capability")
+    if isinstance(answer, dict) and answer.get("status"):
+        return answer
+    return {"status": "not_checked", "reason": "this build's evidence does not record it"}

@@ -1,4 +1,5 @@
-"""One build as a page: the phase timeline, build time over time, the cancel breakdown, the artifacts.
+"""One build as a page: what TensorRT's parser said of the model, the phase timeline, build time over time, the cancel
+breakdown, the artifacts.
 
 The timeline is a Gantt chart drawn in SVG: one row per phase (the ones deep inside a phase and shorter
 than 1 % of the build are folded into a count, as the terminal folds them), each bar coloured by status,
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from trtls.core.capability import capability_findings, capability_summary, recorded_capability
 from trtls.core.display import (
     evidence_lines,
     human_bytes,
@@ -50,6 +52,8 @@ def build_report(ev: BuildEvidence) -> str:
                 ("why this build ran", esc(reasons_text(s["rebuiltBecause"]) if rebuilt_text(s) else "—")),
             ]
         ),
+        '<h2 id="capability-title">Capability (the ONNX parser and the builder)</h2>',
+        capability_section(s),
         '<h2 id="timeline-title">Phase timeline</h2>',
         timeline_svg(ev),
         '<h2 id="history-title">Build time over time (this configuration)</h2>',
@@ -174,6 +178,21 @@ def history_svg(ev: BuildEvidence) -> str:
     parts.append(f'<text class="muted" x="{w - pad}" y="{h - 6}" text-anchor="end">{esc(when(t_max))}</text>')
     parts.append("</svg>")
     return "".join(parts) + f'<p class="muted">{len(points)} successful build(s) of this configuration.</p>'
+
+
+def capability_section(s: dict[str, Any]) -> str:
+    """The capability answer the build's evidence recorded (core.capability.build_capability: its own parse of the
+    model), in the words every face uses; `not_checked` when the evidence has none. Never asks TensorRT: this process
+    does not import it (tests/test_layers.py)."""
+    answer = recorded_capability(s)
+    status = str(answer.get("status") or "not_checked")
+    words = [f.message for f in capability_findings(str(s.get("engine") or "?"), answer) if f.code != "TRT132"]
+    items = "".join(f'<li class="capability-node">{esc(w)}</li>' for w in words)
+    source = f" ({esc(answer['source'])})" if answer.get("source") else ""
+    return (
+        f'<div id="capability" data-status="{esc(status)}"><p>{badge(status)} {esc(capability_summary(answer))}'
+        f"{source}</p>{f'<ul>{items}</ul>' if items else ''}</div>"
+    )
 
 
 def cancel_section(ev: BuildEvidence) -> str:

@@ -10,6 +10,7 @@ from trtls.builds.artifacts import sha256_file
 from trtls.builds.supervisor.build import Build
 from trtls.builds.supervisor.history import History
 from trtls.core.builder_errors import classify_failure
+from trtls.core.capability import build_capability
 from trtls.core.evidence import UNKNOWN, gpu_sku, retry_advice, validation_status
 from trtls.core.phase_tree import NS
 from trtls.core.write_policy import job_writes_outside
@@ -110,6 +111,7 @@ def build_summary(build: Build, t_end: int, history: History) -> dict[str, Any]:
         "validationNote": "a finished build does not prove the engine correct; parity is checked by the route gates",
         "engineArtifact": engine_written[0] if engine_written else None,
         "engineValidity": engine_validity_record(build),
+        "capability": build_capability(build.outcome, build.error, bool(build.config_hash), env.get("module")),
         "previousEngineIntact": intact,
         "previousEngine": previous,
         "artifacts": build.artifacts,

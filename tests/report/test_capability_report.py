@@ -1,0 +1,80 @@
+"""Capability in `trtls report`: what TensorRT-RTX's parser said of the engine's model, as the build's own parse
+recorded it in its evidence (`summary.json`'s `capability`, core.capability.build_capability), on real builds: the
+quickstart's `demo` (the parser takes every node), a model with an op no importer knows (the parser refuses that node,
+in its own words), and evidence written before capability was recorded (`not_checked`). The report process never
+imports TensorRT."""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import onnx
+from onnx import TensorProto, helper
+
+from tests.store.helpers import probe_env, probes, summaries
+
+
+def trtls(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "trtls", *args], cwd=cwd, capture_output=True, text=True, timeout=600, env=env
+    )
+
+
+def capability_html(page: str) -> str:
+    m = re.search(r'<div id="capability".*?</div>', page, re.DOTALL)
+    assert m is not None, page[:2000]
+    return m.group(0)
+
+
+def test_the_report_shows_what_the_parser_said_as_the_build_recorded_it(workspace: Path, tmp_path: Path) -> None:
+    # an op no ONNX importer knows: TensorRT-RTX's parser refuses that node with its own reason
+    node = helper.make_node("NoSuchOp", ["input"], ["output"], name="mystery", domain="com.example")
+    graph = helper.make_graph(
+        [node],
+        "unknown",
+        [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 4])],
+        [helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, 4])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.example", 1)])
+    onnx.save(model, str(workspace / "models" / "unknown.onnx"))
+    recipe = workspace / "trtls.toml"
+    engine = '\n[engines.unknown]\nonnx = "models/unknown.onnx"\noutput = "build/u.engine"\n'
+    recipe.write_text(recipe.read_text() + engine)
+
+    assert trtls("build", str(workspace), "--engine", "demo", "--no-store", cwd=workspace).returncode == 0
+    refused = trtls("build", str(workspace), "--engine", "unknown", "--no-store", cwd=workspace)
+    assert refused.returncode != 0
+    by_engine = {s["engine"]: s for s in summaries(workspace)}
+    assert by_engine["demo"]["capability"]["status"] == "supported"
+    [refusal] = by_engine["unknown"]["capability"]["parser"]["nodes"]
+    assert refusal["index"] == 0 and refusal["name"] == "mystery" and refusal["op"] == "NoSuchOp" and refusal["reason"]
+
+    probe = tmp_path / "probe"
+    pages = {}
+    for engine, s in by_engine.items():
+        page = tmp_path / f"{engine}.html"
+        r = trtls("report", s["buildId"], "-o", str(page), "--recipe", str(workspace), cwd=workspace,
+                  env=probe_env(probe))  # fmt: skip
+        assert r.returncode == 0, r.stderr
+        pages[engine] = capability_html(page.read_text())
+    assert probes(probe, "tensorrt") == []  # the report read the evidence; it asked TensorRT nothing
+
+    assert 'data-status="supported"' in pages["demo"] and "the parser takes every node" in pages["demo"]
+    assert 'data-status="refused"' in pages["unknown"] and "the parser refuses 1 node" in pages["unknown"]
+    assert "does not support node 0 &#x27;mystery&#x27; (NoSuchOp): " in pages["unknown"]
+    assert refusal["reason"] in html.unescape(pages["unknown"])  # the parser's words, as it said them
+
+    # evidence written before trtls recorded capability: said as not checked, never computed here
+    summary_path = workspace / ".trtls" / "runs" / by_engine["demo"]["buildId"] / "summary.json"
+    old = json.loads(summary_path.read_text())
+    del old["capability"]
+    summary_path.write_text(json.dumps(old))
+    page = tmp_path / "old.html"
+    assert trtls("report", old["buildId"], "-o", str(page), "--recipe", str(workspace), cwd=workspace).returncode == 0
+    section = capability_html(page.read_text())
+    assert 'data-status="not_checked"' in section and "capability not checked: this build" in section
