@@ -126,11 +126,12 @@ def cmd_reduce(args: argparse.Namespace) -> int:
 
 
 def started_as_trtls() -> bool:
-    """This process is the `trtls` command itself (`python -m trtls`, `python -m trtls.cli`, the console script: each
-    runs `trtls.cli.main.main` from `__main__`), not a caller that runs `main([...])` in its own process. By name:
-    `trtls.cli.main` imports this module."""
+    """This process is the `trtls` command itself (`python -m trtls` and the console script run `trtls.cli.entry.main`
+    from `__main__`, `python -m trtls.cli` runs `trtls.cli.main.main`), not a caller that runs `main([...])` in its own
+    process. By name: `trtls.cli.main` imports this module."""
     main = getattr(sys.modules.get("__main__"), "main", None)
-    return getattr(main, "__module__", None) == "trtls.cli.main" and getattr(main, "__qualname__", None) == "main"
+    module = getattr(main, "__module__", None)
+    return module in ("trtls.cli.main", "trtls.cli.entry") and getattr(main, "__qualname__", None) == "main"
 
 
 def exit_promptly(code: int) -> None:

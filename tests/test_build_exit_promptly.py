@@ -1,0 +1,60 @@
+"""`trtls build` ends its process without the interpreter's teardown once the build's records are durable (issue 31:
+the teardown of pydantic's models and every imported module is time a person waits for after the evidence is
+written), and a caller that runs `main([...])` in its own process keeps its process.
+
+A real process: a driver that is the `trtls` command by the rule `cli.reduce.started_as_trtls` reads (`main` in
+`__main__` is `trtls.cli.entry.main`), with an object whose finalizer says on stderr that the interpreter was torn down,
+and an atexit hook that says it ran (the hooks still run: logging's flush is one)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+TORN = "trtls-test: interpreter torn down"
+ATEXIT = "trtls-test: atexit ran"
+
+DRIVER = f"""
+import atexit, os, sys
+class Torn:
+    def __del__(self, write=os.write):
+        write(2, b"\\n{TORN}\\n")
+keep = Torn()
+atexit.register(lambda write=os.write: write(2, b"\\n{ATEXIT}\\n"))
+from trtls.cli.entry import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_a_build_exits_without_the_interpreters_teardown_after_its_evidence_is_written(workspace: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-c", DRIVER, "build", str(workspace), "--engine", "demo", "--no-store"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert ATEXIT in proc.stderr, "the atexit hooks did not run"
+    assert TORN not in proc.stderr, "the process went through the interpreter's teardown after the build"
+    runs = list((workspace / ".trtls" / "runs").glob("demo-*"))
+    assert len(runs) == 1
+    summary = json.loads((runs[0] / "summary.json").read_text())
+    assert summary["outcome"] == "built" and (workspace / summary["engineArtifact"]["path"]).is_file()
+    assert not (runs[0] / "running.json").exists()
+    assert {p.name for p in runs[0].iterdir()} >= {"summary.json", "tree.json", "environment.json", "events.jsonl"}
+
+
+def test_a_caller_running_main_in_its_own_process_keeps_its_process(workspace: Path) -> None:
+    caller = DRIVER.replace("from trtls.cli.entry import main", "from trtls.cli.entry import main as trtls_main")
+    caller = caller.replace("sys.exit(main(sys.argv[1:]))", "code = trtls_main(sys.argv[1:])\nprint('after', code)")
+    proc = subprocess.run(
+        [sys.executable, "-c", caller, "build", str(workspace), "--engine", "demo", "--no-store"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "after 0" in proc.stdout
+    assert TORN in proc.stderr
