@@ -8,6 +8,7 @@ import { currentSettings, RECIPE_GLOB, ServerClient } from './client';
 import { UiCommands } from './commands';
 import { watchPythonExtension } from './python';
 import { needsRestart } from './settings';
+import { registerTriageCommands } from './triageCommands';
 import { BuildViews } from './views';
 
 let server: ServerClient | undefined;
@@ -20,6 +21,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   const s = new ServerClient(context, log, model, views);
   server = s;
   new UiCommands(context, log, s, model, views).register(() => s.restart('command'));
+  registerTriageCommands(context, log, s);
 
   context.subscriptions.push(vscode.workspace.onDidChangeConfiguration((e) => {
     if (needsRestart((k) => e.affectsConfiguration(k))) {

@@ -89,6 +89,8 @@ class FindDivergenceArgs(_Args):
     engine: str | None = None
     route: str | None = None
     fix: bool = False
+    candidate: str | None = None  # a model's file: URI compared with the reference, as `--candidate` (no conversion)
+    reference: str | None = None  # with candidate: the reference model's file: URI (default: the engine's ONNX)
 
 
 class ShowDocumentArgs(_Args):

@@ -1,4 +1,5 @@
-"""`trtls.reduceEngine {uri, engine}` and `trtls.findDivergence {uri, engine | route, fix}`: the triage jobs as
+"""`trtls.reduceEngine {uri, engine}` and `trtls.findDivergence {uri, engine | route, fix}` (or `{uri, candidate,
+reference?, engine?}`: two given models, lsp/triage_pair.py): the triage jobs as
 stoppable runs in the editor (docs/triage.md). A reduction returns its id at once; its progress is one
 workDoneProgress (the Stop button cancels the current trial), every trial is a build in the TensorRT Builds view,
 and the result is a located diagnostic (TRT980) with its quick actions. Logic lives in `trtls.triage`."""
@@ -190,6 +191,12 @@ async def find_divergence(ls: Any, raw: Any) -> wire.FindDivergenceReply:
     from trtls.triage.diverge_run import DivergenceUnavailable, run_divergence, setup_divergence
 
     args = parse_args(FindDivergenceArgs, raw)
+    if args.candidate is not None:  # two given models (`--candidate`): lsp/triage_pair.py
+        from trtls.lsp.triage_pair import find_pair_divergence
+
+        return await find_pair_divergence(ls, args)
+    if args.reference is not None:
+        raise JsonRpcInvalidParams("reference needs candidate: the model compared with it")
     if (args.engine is None) == (args.route is None):
         raise JsonRpcInvalidParams("give one of engine or route")
     loaded = await ls.recipe_async(args.uri)

@@ -67,10 +67,12 @@ def run_pair_divergence(
     inputs: Path | None = None,
     rtol: float | None = None,
     token: CancelToken | None = None,
+    rid: str | None = None,
 ) -> dict[str, Any]:
     """Compare `candidate_path` with `reference_path`; the evidence is written under the recipe's `.trtls/reduce/`.
     `engine` (optional) gives the profiles whose opt shapes seeded random inputs take when `inputs` is None.
-    Raises DivergenceUnavailable (a located, plain reason) for a model that cannot be read or inputs that differ."""
+    `rid` is the search's id when the caller announced one (the editor's). Raises DivergenceUnavailable (a located,
+    plain reason) for a model that cannot be read or inputs that differ."""
     token = token or CancelToken()
     reference = _load(reference_path, "reference")
     candidate = _load(candidate_path, "candidate")
@@ -101,7 +103,7 @@ def run_pair_divergence(
     first = comp.first if comp is not None else None
     shared = {t.tensor for t in comp.tensors} if comp is not None else set()
     made = {o for n in reference.graph.node for o in n.output if o}
-    rid = new_build_id(f"diverge-{engine or reference_path.stem}")
+    rid = rid or new_build_id(f"diverge-{engine or reference_path.stem}")
     folder = state_dir(loaded.path) / "reduce" / rid
     record: dict[str, Any] = {
         "kind": "divergence",

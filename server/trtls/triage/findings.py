@@ -3,6 +3,7 @@ engine or route they were run for: the faces (the language server's diagnostics,
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from trtls.core.codes import lookup
@@ -52,18 +53,23 @@ def divergence_finding(record: dict[str, Any], fix: dict[str, Any] | None = None
     from trtls.triage.diverge import error_text
 
     first = record.get("firstDiverging")
+    compared = f"the {record.get('precision')} conversion"
+    if record.get("mode") == "models":  # two given models (`candidate`)
+        compared = f"the candidate {Path(str(record.get('candidate'))).name} against {record.get('reference')}"
     if record.get("error"):
         message = f"the divergence search failed: {record['error']}"
     elif first is None and record.get("cancelled"):
         message = f"the divergence search was stopped ({record.get('cancelSource')}) before a comparison ended"
     elif first is None:
-        message = f"no tensor of the {record['precision']} conversion leaves tolerance on these inputs"
+        message = f"no tensor of {compared} leaves tolerance on these inputs"
     else:
         message = (
-            f"first tensor out of tolerance in the {record['precision']} conversion: {first['tensor']} from node "
+            f"first tensor out of tolerance in {compared}: {first['tensor']} from node "
             f"{first['node']} ({first['op']}), {error_text(first, record['rangeRtol'])}"
         )
-        if not record.get("fixAsked"):
+        if record.get("mode") == "models":
+            pass  # two given models: the answer is the node named, there is no conversion to exclude it from
+        elif not record.get("fixAsked"):
             message += f"; excluding it (exclude_nodes = {[first['node']]}) was not measured: search with fix to do so"
         elif record.get("fixed"):
             widened = record.get("widened") or []
