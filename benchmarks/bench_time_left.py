@@ -11,6 +11,11 @@ replayed up to 25/50/75 % of its length, and the estimate is compared with the t
 its worker's first event (`environment`, TensorRT imported) to `build_finished`, for the history and the truth alike.
 Reported per engine and overall: the median absolute error (seconds and % of the build), how often the interval held
 the truth, and the same error for the clock alone (median recorded duration minus elapsed) for comparison.
+
+The second part, with no history of the engine (trtls.builds.supervisor.similar_builds): six demo-like models
+(`VARIANTS`: segments x norms of the quickstart's generator, one profile each) are built `--builds` times each; each
+is judged with no history of its own, from the others' builds (their facts as the history records them), at
+25/50/75 %: the median absolute error, how often the wider interval held, and how many got "no estimate".
 """
 
 from __future__ import annotations
@@ -27,11 +32,13 @@ from pathlib import Path
 from typing import Any
 
 from _common import ROOT, emit, ensure_models, figure, parser
+from trtls.builds.supervisor.similar_builds import estimate_from_similar, onnx_bytes, similar
 from trtls.builds.supervisor.time_left import estimate_time_left
 from trtls.core.events import parse_event
 from trtls.core.phase_tree import NS, PhaseTree
 
 SHARES = (0.25, 0.5, 0.75)
+VARIANTS = ((2, 10), (2, 12), (2, 14), (2, 16), (2, 20), (3, 12))  # demo-like graphs: segments x norms, one profile
 
 
 def workspaces(parent: Path) -> list[tuple[Path, list[str]]]:
@@ -149,11 +156,85 @@ def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def similar_workspace(parent: Path) -> tuple[Path, list[str]]:
+    """The quickstart with one engine per VARIANTS model, each with demo's one profile."""
+    import importlib.util
+
+    import onnx
+
+    ws = parent / "similar"
+    shutil.copytree(
+        ROOT / "samples" / "quickstart", ws, ignore=shutil.ignore_patterns(".trtls", "build", "__pycache__")
+    )
+    spec = importlib.util.spec_from_file_location("quickstart_models", ws / "make_models.py")
+    assert spec is not None and spec.loader is not None
+    generator = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(generator)
+    recipe, engines = (ws / "trtls.toml").read_text(), []
+    for segments, norms in VARIANTS:
+        name = f"s{segments}n{norms}"
+        onnx.save(generator.build_model(name, segments, norms), str(ws / "models" / f"{name}.onnx"))
+        recipe += f'\n[engines.{name}]\nonnx = "models/{name}.onnx"\noutput = "build/{name}.engine"\n'
+        recipe += f'[[engines.{name}.profiles]]\ninput = "input"\nmin = [1, 3, 32, 32]\nopt = [4, 3, 32, 32]\n'
+        recipe += "max = [8, 3, 32, 32]\n"
+        engines.append(name)
+    (ws / "trtls.toml").write_text(recipe)
+    return ws, engines
+
+
+def facts_of(ws: Path, engine: str, evs: list[Any]) -> dict[str, Any]:
+    """The facts the history records for a build (similar_builds.model_facts), from its `build_started` event."""
+    started = next(e for e in evs if e.type == "build_started")
+    return {
+        "builder": f"{started.environment.get('module')} {started.environment.get('version')}",
+        "device": started.environment.get("device_name"),
+        "onnxBytes": onnx_bytes(str(ws / "models" / f"{engine}.onnx")),
+        "layers": started.network.get("layers"),
+        "profiles": len(started.optimization_profiles),
+    }
+
+
+def judge_similar(builds: dict[str, list[list[Any]]], facts: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each engine with no history of its own, estimated from the other engines' builds."""
+    rows = []
+    for engine, its in builds.items():
+        others = [(facts[o], [(span(b)[1] - span(b)[0]) / NS for b in bs]) for o, bs in builds.items() if o != engine]
+        scaled = similar(facts[engine], others)
+        for k, evs in enumerate(its):
+            t0, t1 = span(evs)
+            for share in SHARES:
+                elapsed = share * (t1 - t0) / NS
+                truth = (t1 - t0) / NS - elapsed
+                found = estimate_from_similar(scaled, elapsed)
+                point, low, high, _ = found if found else (None, None, None, 0)
+                rows.append({"engine": engine, "build": k, "share": share, "lengthS": round((t1 - t0) / NS, 3),
+                             "truthS": round(truth, 3), "similarConfigs": len(scaled),
+                             "estimateS": None if point is None else round(point, 3),
+                             "low": None if low is None else round(low, 3),
+                             "high": None if high is None else round(high, 3)})  # fmt: skip
+    return rows
+
+
+def similar_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    known = [r for r in rows if r["estimateS"] is not None]
+    errors = [abs(r["estimateS"] - r["truthS"]) for r in known]
+    relative = [abs(r["estimateS"] - r["truthS"]) / r["lengthS"] for r in known]
+    return {
+        "points": len(rows),
+        "noEstimate": len(rows) - len(known),
+        "medianAbsErrorS": round(statistics.median(errors), 3) if errors else None,
+        "medianAbsErrorPct": round(100 * statistics.median(relative), 1) if relative else None,
+        "intervalHeld": f"{sum(r['low'] <= r['truthS'] <= r['high'] for r in known)}/{len(known)}",
+    }
+
+
 def main() -> None:
     ap = parser(__doc__)
     ap.add_argument("--builds", type=int, default=3)
     ap.add_argument("--keep", type=Path, help="keep each build's event stream here (ENGINE-N.jsonl)")
     ap.add_argument("--replay", type=Path, help="judge the streams a --keep run left, without building")
+    ap.add_argument("--no-similar", action="store_true", help="skip the part with no history (similar builds)")
+    ap.add_argument("--similar-only", action="store_true", help="only the part with no history (similar builds)")
     args = ap.parse_args()
     n = 2 if args.quick else args.builds
     parent = Path(tempfile.mkdtemp(prefix="trtls-bench-time-left-"))
@@ -162,7 +243,7 @@ def main() -> None:
         engines_by_ws = [(args.replay, sorted({p.name.rsplit("-", 1)[0] for p in args.replay.glob("*.jsonl")}))]
     else:
         engines_by_ws = workspaces(parent)
-    for ws, engines in engines_by_ws:
+    for ws, engines in [] if args.similar_only else engines_by_ws:
         for engine in engines:
             if args.replay:
                 builds = [saved_events(p) for p in sorted(args.replay.glob(f"{engine}-*.jsonl"))]
@@ -185,23 +266,44 @@ def main() -> None:
                     f"{s['byShare']}",
                 )
             )
-    total = summary(every)
-    figures.insert(
-        0,
-        figure(
-            "all engines: median |error| at 25/50/75 %",
-            total["medianAbsErrorS"],
-            "s",
-            detail=f"{total['medianAbsErrorPct']} % of the build · interval held {total['intervalHeld']} · clock alone "
-            f"{total['clockMedianAbsErrorS']} s · phases without steps {total['phasesOnlyMedianAbsErrorS']} s · "
-            f"paced {total['pacedMedianAbsErrorS']} s · no estimate {total['noEstimate']}/{total['points']}",
-        ),
-    )
+    similar_rows: list[dict[str, Any]] = []
+    if not args.replay and not args.no_similar:
+        ws, engines = similar_workspace(parent)
+        by_engine = {engine: [build_events(ws, engine, args.keep) for _ in range(n)] for engine in engines}
+        facts = {engine: facts_of(ws, engine, by_engine[engine][0]) for engine in engines}
+        similar_rows = judge_similar(by_engine, facts)
+        s = similar_summary(similar_rows)
+        lengths = {e: sorted(round((span(b)[1] - span(b)[0]) / NS, 2) for b in bs) for e, bs in by_engine.items()}
+        figures.append(
+            figure(
+                "no history: from similar builds, median |error| at 25/50/75 %",
+                s["medianAbsErrorS"],
+                "s",
+                detail=f"{s['medianAbsErrorPct']} % of the build · interval held {s['intervalHeld']} · no estimate "
+                f"{s['noEstimate']}/{s['points']} · builds {lengths} s · layers "
+                f"{ {e: f['layers'] for e, f in facts.items()} }",
+            )
+        )
+    if every:
+        total = summary(every)
+        figures.insert(
+            0,
+            figure(
+                "all engines: median |error| at 25/50/75 %",
+                total["medianAbsErrorS"],
+                "s",
+                detail=f"{total['medianAbsErrorPct']} % of the build · interval held {total['intervalHeld']} · "
+                f"clock alone {total['clockMedianAbsErrorS']} s · phases without steps "
+                f"{total['phasesOnlyMedianAbsErrorS']} s · paced {total['pacedMedianAbsErrorS']} s · no estimate "
+                f"{total['noEstimate']}/{total['points']}",
+            ),
+        )
     emit(
         {
             "title": "time left: accuracy on real builds",
             "figures": figures,
             "engines": per_engine,
+            "similar": {"summary": similar_summary(similar_rows) if similar_rows else None, "rows": similar_rows},
             "date": time.strftime("%Y-%m-%d"),
             "builds": n,
         },
