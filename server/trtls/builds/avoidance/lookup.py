@@ -97,10 +97,11 @@ def prepare(
     return use
 
 
-def _lookup(use: StoreUse) -> Entry | None:
+def _lookup(use: StoreUse, remote: bool = True) -> Entry | None:
+    """The key's entry (a local miss asks the remote store unless `remote` is False); damage and distrust said."""
     assert use.store is not None and use.key is not None
     try:
-        return use.store.get(use.key.hex)
+        return use.store.get(use.key.hex, remote)
     except NotTrusted as exc:  # may be whole, but someone the store does not trust could have written it
         use.warnings.append(f"TRT340 {exc}")
         return None
@@ -350,7 +351,7 @@ def follow(leader: StoreUse, build: Any, leader_cell: str, on_follower: Follower
     for cell, use in leader.followers:
         entry = None
         if build.outcome == "built" and use.store is not None and use.key is not None:
-            entry = _lookup(use)
+            entry = _lookup(use, remote=False)  # just published here (on the event loop: never the remote)
         summary = None
         if entry is not None:
             use.waited_for = f"cell {leader_cell} of this matrix (build {build.id})"
