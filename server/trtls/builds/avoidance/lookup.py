@@ -309,11 +309,17 @@ def node_store_plan(use: StoreUse | None) -> dict[str, Any] | None:
 
 
 def with_node_store(remote_for: Callable[[Any], Any] | None, uses: dict[str, StoreUse]) -> Callable[[Any], Any] | None:
-    """`remote_for` (a cell → its RemoteSpec) with each cell's `node_store_plan` in its spec."""
+    """`remote_for` (a cell → its RemoteSpec) with each cell's `node_store_plan` in its spec. A local farm's node is
+    this machine: the engine is already here, and this process sends it on as it publishes it."""
     if remote_for is None:
         return None
     place = remote_for
-    return lambda p: dataclasses.replace(place(p), store=node_store_plan(uses.get(p.key)))
+
+    def spec(p: Any) -> Any:
+        s = place(p)
+        return s if s.same_machine else dataclasses.replace(s, store=node_store_plan(uses.get(p.key)))
+
+    return spec
 
 
 FollowerDone = Callable[[str, "dict[str, Any] | None", str], None]
