@@ -98,6 +98,10 @@ def result_record(red: Reduction, recipe: Path, onnx: Path) -> dict[str, Any]:
         "errorCode": red.error_code if outcome == "failed" else None,
         "headline": headline(red),
         "rule": red.rule,
+        # where the failure pattern came from: "argument" (--fail-regex, failRegex: it wins), "recipe"
+        # ([engines.NAME.triage] fail_regex), or None (the classified failure, no pattern)
+        "failRegex": red.fail_regex or None,
+        "failRegexFrom": red.fail_regex_from,
         "failure": red.target,
         "failureText": describe(red.target) if red.target else None,
         "cause": red.cause,
@@ -124,6 +128,8 @@ def result_record(red: Reduction, recipe: Path, onnx: Path) -> dict[str, Any]:
         "minGood": None
         if (good := min_good(red)) is None
         else {"path": "min_good.onnx", "trial": good.index, "nodes": good.nodes, "step": good.step},
+        # the user's own failed build of the same engine key, reused as the first trial (not built again)
+        "reusedBuild": next((t.build_id for t in red.trials if t.reused), None),
         "trialsUsed": len(red.trials),
         "trialsBuilt": red.builds,
         "resumedFrom": red.resumed_from,

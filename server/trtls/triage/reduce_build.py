@@ -1,11 +1,11 @@
 """`trtls reduce`: a failing build reduced to the smallest model that still fails the same way.
 
-The search is Polygraphy's `debug reduce` (its own `BisectMarker` and `LinearMarker`): bisect the last node kept
-(the candidate is the span up to it, every branch kept), try that node's branch alone, then bisect the first node
-kept, then a linear pass over what is left; every step a real worker build of the candidate (`trials`), judged by
-`signature.same_failure`. Before reducing, the model's first node alone is built: when it fails the same way it is
-the minimal model. Then each setting the recipe changes from its default is put back on the minimal model, one at a
-time: a setting without which the minimal model builds is named as the cause (a recipe that changes none blames none).
+The search is Polygraphy's `debug reduce --mode bisect` (its own `BisectMarker`): bisect the last node kept (the
+candidate is the span up to it, every branch kept), then the first node kept, on that node's branch; every step a
+real worker build of the candidate (`trials`), judged by `signature.same_failure`. The first trial is the whole model
+as the recipe builds it — the user's own failed build when its evidence has the same engine key (`user_build`), not
+built again. Then each setting the recipe changes from its default is put back on the minimal model, one at a time:
+a setting without which the minimal model builds is named as the cause (a recipe that changes none blames none).
 
 A stop (any cancel source, `--timeout`, `--max-trials`) ends the current trial cooperatively and keeps the smallest
 failing model found so far, with every verdict (`resume`). Everything is written atomically under
@@ -85,11 +85,13 @@ class Reduction:
     phase: str = "starting"  # what the reduction was doing (an error says it)
     rule: str = RULE
     fail_regex: list[str] = field(default_factory=list)  # --fail-regex: what the failure looks like, when unclassified
+    fail_regex_from: str | None = None  # argument (--fail-regex, failRegex) | recipe ([engines.NAME.triage])
     # resume: what identifies the model and the recipe's engine, and every verdict so far (candidate key → fails)
     model_sha256: str | None = None
     recipe_sha256: str | None = None
     verdicts: dict[str, dict[str, Any]] = field(default_factory=dict)  # key → {outcome, stillFails}
     replay: dict[str, dict[str, Any]] = field(default_factory=dict)  # verdicts of the reduction this one resumes
+    user_build: dict[str, Any] | None = None  # the user's failed build of this engine key: the confirm trial's verdict
     resumed_from: str | None = None
     resume_note: str | None = None  # why a resume asked for started over, or what it continued from
 
@@ -99,8 +101,9 @@ class Reduction:
 
     @property
     def builds(self) -> int:
-        """The trials that were built (a replayed verdict of a resumed reduction is not a build)."""
-        return sum(1 for t in self.trials if not t.replayed)
+        """The trials that were built (a replayed verdict of a resumed reduction, or the user's own failed build
+        reused as the first trial, is not a build)."""
+        return sum(1 for t in self.trials if not t.replayed and not t.reused)
 
 
 def _compute_indices(graph: Any) -> list[int]:
@@ -116,7 +119,9 @@ def candidate_key(candidate: Any, settings: dict[str, Any] | None = None) -> str
 
 def engine_sha256(eng: Any) -> str:
     """The engine's table as the recipe gives it (settings, profiles, builder module): a change is another search."""
-    body = json.dumps(eng.model_dump(mode="json", exclude={"output", "timing_cache", "cancel_grace_s"}), sort_keys=True)
+    body = json.dumps(
+        eng.model_dump(mode="json", exclude={"output", "timing_cache", "cancel_grace_s", "triage"}), sort_keys=True
+    )
     return hashlib.sha256(body.encode()).hexdigest()
 
 
@@ -207,6 +212,12 @@ async def _run_reduction(loaded: LoadedRecipe, engine: str, red: Reduction, runn
             assert key is not None
             trial.replayed, trial.outcome = True, red.replay[key]["outcome"]
             trial.still_fails = bool(red.replay[key]["stillFails"])
+        elif step == "confirm" and red.user_build is not None:  # the same build, measured by the user: not rebuilt
+            summary = red.user_build
+            trial.reused, trial.build_id = True, str(summary.get("buildId"))
+            trial.outcome, trial.failure = summary.get("outcome"), summary.get("failure")
+            trial.seconds = float(summary.get("durationS") or 0.0)
+            red.target = failure_signature(summary, red.fail_regex or None)
         else:
             summary = await runner.build(trial, path, shown.profiles if shown else None, settings)
             if red.token.is_set and trial.outcome == "cancelled":
@@ -224,15 +235,20 @@ async def _run_reduction(loaded: LoadedRecipe, engine: str, red: Reduction, runn
         return trial
 
     try:
+        if "confirm" not in red.replay:  # the user's own failed build of the same key is the first trial's verdict
+            from trtls.triage.user_build import current_key, failed_build
+
+            red.phase = "looking for the user's failed build of this engine key"
+            key = await asyncio.to_thread(current_key, loaded, engine)
+            red.user_build = await asyncio.to_thread(failed_build, loaded, engine, key)
         first = await attempt("confirm", path=onnx_path)
         if red.target is None:
             red.cause = "not_reproduced"
             if first.outcome == "built":
                 red.error = "the engine builds: nothing to reduce"
             elif red.fail_regex:
-                red.error = (
-                    f"the build {first.outcome}, but what it said matches no --fail-regex pattern: nothing to reduce"
-                )
+                said = "--fail-regex" if red.fail_regex_from == "argument" else f"[engines.{engine}.triage] fail_regex"
+                red.error = f"the build {first.outcome}, but what it said matches no {said} pattern: nothing to reduce"
             else:
                 red.error = (
                     f"the build {first.outcome} without a classified failure: nothing to reduce (to reduce it anyway, "
@@ -251,15 +267,6 @@ async def _run_reduction(loaded: LoadedRecipe, engine: str, red: Reduction, runn
                 await _settings_cause(red, attempt)
                 red.cause = "configuration" if red.cause_settings else "model"
                 return red
-        # the first node alone, only when the recipe changes a setting: the shortcut to a configuration cause (a
-        # setting that breaks every model); with none changed the bisection finds a failing first node as well
-        one = cut(graph, compute[0], compute[0], facts, len(profiles))
-        if red.settings_changed and (await attempt("one_node", one)).still_fails:
-            # the first node alone fails the same way: it is the minimal model; the settings are the cause only
-            # when putting one back makes it build
-            await _settings_cause(red, attempt)
-            red.cause = "configuration" if red.cause_settings else "model"
-            return red
         # outputs: the span from the first node to node i, every branch it holds kept (a failing branch that ends
         # before another output's deeper one stays in); its failure changes once along the order
         last = await _bisect(
@@ -271,42 +278,26 @@ async def _run_reduction(loaded: LoadedRecipe, engine: str, red: Reduction, runn
             step="outputs",
         )
         last_index = compute[last] if last is not None else compute[-1]
-        # the branch: node `last_index` and what it depends on; when it alone fails, the other branches go
-        branch = cut(graph, 0, last_index, facts, len(profiles))
-        span_nodes = cut(graph, 0, last_index, facts, len(profiles), branch=False).node_names
-        # (a branch that keeps the span's very nodes differs only in outputs: the span's verdict holds, no build)
-        only_branch = branch.node_names != span_nodes and (await attempt("branch", branch)).still_fails
+        if last == 1:  # the bisection assumes the first node alone passes and never builds it: one trial says
+            one = cut(graph, compute[0], compute[0], facts, len(profiles))
+            if (await attempt("first_node", one)).still_fails:
+                await _settings_cause(red, attempt)
+                red.cause = "configuration" if red.cause_settings else "model"
+                return red
+        # inputs: the first node kept, on node `last_index`'s branch (what it depends on: the other branches go);
+        # when no branch cut fails the same way (the failure needs another branch of the span), on the span
         upto = [i for i in compute if i <= last_index]
-        start = await _bisect(
-            red,
-            attempt,
-            lambda i: cut(graph, upto[i], last_index, facts, len(profiles), branch=only_branch),
-            len(upto),
-            invert=True,
-            step="inputs",
-        )
-        first_index = upto[start] if start is not None else 0
-        span = [i for i in compute if first_index <= i <= last_index]
-        if len(span) > 1:
-            end = await _linear(
+        for branch in (True, False):
+            start = await _bisect(
                 red,
                 attempt,
-                lambda i: cut(graph, first_index, span[i], facts, len(profiles), branch=only_branch),
-                len(span),
-                invert=False,
-                step="linear_outputs",
-            )
-            last_index = span[end] if end is not None else last_index
-            span = [i for i in span if i <= last_index]
-            begin = await _linear(
-                red,
-                attempt,
-                lambda i: cut(graph, span[i], last_index, facts, len(profiles), branch=only_branch),
-                len(span),
+                lambda i, b=branch: cut(graph, upto[i], last_index, facts, len(profiles), branch=b),
+                len(upto),
                 invert=True,
-                step="linear_inputs",
+                step="inputs" if branch else "inputs_span",
             )
-            first_index = span[begin] if begin is not None else first_index
+            if start is not None or len(upto) < 2:
+                break
         if red.best is None:  # no cut failed the same way: the whole model is the smallest failing one
             await _settings_cause(red, attempt, whole=onnx_path)
             red.cause = "configuration" if red.cause_settings else "not_reduced"
@@ -341,28 +332,6 @@ async def _bisect(red: Reduction, attempt: Any, make: Any, count: int, *, invert
     return marker.best_bad_node_index
 
 
-LINEAR_GIVE_UP = 3  # the linear pass ends after this many candidates in a row that do not reproduce
-
-
-async def _linear(red: Reduction, attempt: Any, make: Any, count: int, *, invert: bool, step: str) -> int | None:
-    """Polygraphy's linear pass over what the bisections left, one node further each trial; it gives up after
-    LINEAR_GIVE_UP misses in a row (past the failing node, smaller candidates only lose it)."""
-    from polygraphy.tools.debug.subtool.reduce import LinearMarker
-
-    marker = LinearMarker(count, invert=invert)
-    marker.step(False, count)  # the whole span is the bisections' result: known to fail, not built again
-    best, misses = None, 0
-    while not marker.stop() and misses < LINEAR_GIVE_UP:
-        candidate = make(marker.node_index)
-        trial = await attempt(step, candidate)
-        if trial.still_fails:
-            best, misses = marker.node_index, 0
-        else:
-            misses += 1
-        marker.step(not trial.still_fails, candidate.compute_nodes)
-    return best
-
-
 async def _settings_cause(red: Reduction, attempt: Any, whole: Path | None = None) -> None:
     """Put each setting the recipe changes back to its default on the minimal model (or, with `whole`, on the
     model itself): one without which it builds is a cause."""
@@ -381,10 +350,16 @@ async def _settings_cause(red: Reduction, attempt: Any, whole: Path | None = Non
 
 
 def new_reduction(loaded: LoadedRecipe, engine: str, max_trials: int, fail_regex: list[str] | None = None) -> Reduction:
+    """A reduction of `engine`; its failure pattern is `fail_regex` when given (the CLI's --fail-regex, the editor's
+    failRegex), else the recipe's `[engines.NAME.triage] fail_regex`, else none (the classified failure)."""
     from trtls.builds.supervisor.build import new_build_id
 
     rid = new_build_id(f"reduce-{engine}")
     red = Reduction(rid, engine, state_dir(loaded.path) / "reduce" / rid, max_trials=max_trials)
+    recipe_patterns = loaded.engine(engine).triage.patterns()
     if fail_regex:
-        red.fail_regex, red.rule = list(fail_regex), RULE_REGEX
+        red.fail_regex, red.rule, red.fail_regex_from = list(fail_regex), RULE_REGEX, "argument"
+    elif recipe_patterns:
+        red.fail_regex, red.fail_regex_from = recipe_patterns, "recipe"
+        red.rule = RULE_REGEX + f" (the patterns are the recipe's [engines.{engine}.triage] fail_regex)"
     return red

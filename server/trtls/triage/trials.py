@@ -22,7 +22,7 @@ from trtls.fs import Kind, remove_file
 @dataclass
 class Trial:
     index: int
-    step: str  # confirm | one_node | outputs | branch | inputs | linear_outputs | linear_inputs | settings
+    step: str  # confirm | named_node | outputs | first_node | inputs | inputs_span | settings
     nodes: int
     first: int
     last: int
@@ -33,6 +33,7 @@ class Trial:
     seconds: float = 0.0
     reverted: dict[str, Any] = field(default_factory=dict)  # settings a `settings` trial put back to their default
     replayed: bool = False  # a resumed reduction's verdict from the stopped one: not built again
+    reused: bool = False  # the user's own failed build of the same engine key (its build id): not built again
 
     def record(self) -> dict[str, Any]:
         return {
@@ -48,6 +49,7 @@ class Trial:
             "seconds": round(self.seconds, 3),
             **({"reverted": self.reverted} if self.reverted else {}),
             **({"replayed": True} if self.replayed else {}),
+            **({"reused": True} if self.reused else {}),
         }
 
 

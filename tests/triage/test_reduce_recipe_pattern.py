@@ -1,0 +1,68 @@
+"""The failure pattern in the recipe (`[engines.NAME.triage] fail_regex`): checked with the recipe (a pattern that
+does not compile is a located TRT102), used by `trtls reduce` when no --fail-regex is given, and the explicit one
+wins; the record says which was used. Real TensorRT-RTX reductions of the TopK chain (an API usage error nothing
+classifies) in the real CLI process."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from trtls.core.recipe import load_recipe, recipe_json_schema
+
+from .test_reduce_cases import _chain, _engine, _reduce
+
+TOPK = r"K exceeds the maximum value allowed \(3840\)"
+
+
+def _topk_workspace(ws: Path, triage: str) -> None:
+    ops = [("Relu", "relu"), ("Sigmoid", "sig"), ("TopK", "topk"), ("Neg", "neg")]
+    _chain(ws / "m.onnx", ops, ["N", 8192], ["N", 5000])
+    (ws / "trtls.toml").write_text(_engine("m", "m.onnx", "[N, 8192]", smem=False) + triage)
+
+
+def test_the_recipes_pattern_reduces_without_a_flag_and_the_explicit_one_wins(tmp_path: Path) -> None:
+    _topk_workspace(tmp_path, f"[engines.m.triage]\nfail_regex = '{TOPK}'\n")
+    code, record, stderr = _reduce(tmp_path, "m")
+    assert record is not None, stderr[-2000:]
+    assert record["failRegexFrom"] == "recipe" and record["failRegex"] == [TOPK]
+    assert record["failure"]["kind"] == "fail_regex" and "[engines.m.triage] fail_regex" in record["rule"]
+    assert code == 0 and record["outcome"] == "reduced" and record["minimal"]["nodeNames"] == ["topk"]
+    # an explicit pattern replaces the recipe's (here one the failure does not match: nothing to reduce)
+    code, record, stderr = _reduce(tmp_path, "m", "--fail-regex", "a message TensorRT never writes")
+    assert record is not None, stderr[-2000:]
+    assert record["failRegexFrom"] == "argument" and record["failRegex"] == ["a message TensorRT never writes"]
+    assert code == 1 and record["outcome"] == "not_reproduced" and "--fail-regex pattern" in record["causeText"]
+
+
+def test_a_list_of_patterns_is_any_of_them(tmp_path: Path) -> None:
+    _topk_workspace(tmp_path, f"[engines.m.triage]\nfail_regex = ['no such text', '{TOPK}']\n")
+    loaded = load_recipe(tmp_path / "trtls.toml")
+    assert not loaded.errors and loaded.engine("m").triage.patterns() == ["no such text", TOPK]
+
+
+def test_a_pattern_that_does_not_compile_is_a_located_recipe_error(tmp_path: Path) -> None:
+    _topk_workspace(tmp_path, "[engines.m.triage]\nfail_regex = ['ok', 'K exceeds (']\n")
+    loaded = load_recipe(tmp_path / "trtls.toml")
+    (finding,) = loaded.errors
+    line = loaded.text.splitlines().index("fail_regex = ['ok', 'K exceeds (']") + 1
+    assert finding.code == "TRT102" and finding.path == ("engines", "m", "triage", "fail_regex")
+    assert "not a regular expression: 'K exceeds ('" in finding.message
+    assert loaded.location(finding).endswith(f"trtls.toml:{line}:14")
+    # the command says it on the recipe's line, before any build
+    proc = subprocess.run(
+        [sys.executable, "-m", "trtls", "reduce", str(tmp_path), "--engine", "m"], capture_output=True, text=True
+    )
+    assert proc.returncode == 2 and f"trtls.toml:{line}:14" in proc.stderr and "TRT102" in proc.stderr
+    assert not (tmp_path / ".trtls").exists()
+
+
+def test_the_schema_editors_load_has_the_key() -> None:
+    schema = recipe_json_schema()
+    assert schema["$defs"]["EngineRecipe"]["properties"]["triage"]["$ref"] == "#/$defs/TriageSettings"
+    triage = schema["$defs"]["TriageSettings"]["properties"]["fail_regex"]
+    assert triage["description"].startswith("What this engine's build failure")
+    shipped = Path(__file__).resolve().parents[2] / "server" / "trtls" / "schema" / "trtls.schema.json"
+    assert json.loads(shipped.read_text()) == schema
