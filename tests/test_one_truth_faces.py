@@ -73,7 +73,7 @@ def test_a_running_build_reads_the_same_in_the_progress_message_the_terminal_and
     assert (ts_row["label"], ts_row["description"]) == (deepest.name, deepest.detail)
     assert message.removesuffix(" · no estimate").endswith(f"{ts_row['label']} {ts_row['description']}")
     (build_row,) = [r for r in rows if r["kind"] == "build"]
-    assert build_row["description"] == b.description()
+    assert build_row["description"] == b.description() + " · no estimate"  # the server's timeLeft, as the terminal's
 
     drawn = io.StringIO()
     Console(file=drawn, width=300, color_system=None).print(RichView(b)._render_tree())

@@ -162,8 +162,7 @@ class Build:
     _done: asyncio.Future | None = None
     _events_file: Any = None
     _force: Callable[[], Any] | None = None
-    # the build farm (docs/farm.md): a remote cell runs through trtls.builds.farm.remote_process
-    remote: Any = None  # trtls.builds.farm.run.RemoteSpec, or None for a local worker
+    remote: Any = None  # the build farm (docs/farm.md): a remote cell's RemoteSpec (farm.remote_process); None: local
     cell: str | None = None  # the matrix cell's name
     parent_id: str | None = None  # the matrix build this cell belongs to
     placement: dict[str, Any] = field(default_factory=dict)  # node id, hostname, labels, accelerator, queue wait
