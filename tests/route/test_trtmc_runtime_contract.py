@@ -272,3 +272,33 @@ def test_gate_4_feeds_a_trtmc_model_through_the_reference_adapter_and_says_what_
     assert checks["parity.concurrency"].status == "pass" and checks["parity.concurrency"].evidence["adapter"]
     assert checks["parity.deployed_artifact"].status == "hold"  # the engine did not run: never claimed
     assert verdict.summary["reference_runtime"]["adapter"] == adapter  # the run's summary says the same
+
+
+def test_reference_inputs_the_adapter_cannot_feed_hold_and_never_reject_the_model(small) -> None:
+    """The adapter's limits are the harness's, said as a hold on the reference inputs (before it, the model was
+    rejected for the harness's dtype and rank); golden outputs without last_hidden_state hold on the reference."""
+    from trtls.gates.parity.check import check_parity
+    from trtls.gates.parity.trtmc_feed import TrtmcFeed
+    from trtls.runtimes import RunResult, RuntimeSpec
+
+    _, root = small
+    spec = RuntimeSpec("onnxruntime", model=str(root / "build" / "st.onnx"))
+    ids = np.array([[1, 7, 8, 2]], np.int64)  # inside the small vocabulary
+    good = {"input_ids": ids, "attention_mask": np.ones_like(ids)}
+    golden = RunResult("ok", outputs=[{"last_hidden_state": np.zeros((1, 4, 32), np.float32)}])
+    paths = {"route": ("routes", "st"), "reference_inputs": ("routes", "st", "reference_inputs")}
+
+    def run(feed: dict, reference: RunResult) -> dict:
+        out = check_parity(reference, spec, [feed], concurrency=0, malformed=False, paths=paths, adapter=TrtmcFeed())
+        return {c.name: c for c in out}
+
+    flat = run({"input_ids": ids[0], "attention_mask": np.ones(4, np.int64)}, golden)["parity.run"]
+    assert (flat.status, flat.path) == ("hold", ("routes", "st", "reference_inputs")), flat.message
+    assert "input 0's 'input_ids' is int64 [4]: the adapter takes integer [batch, sequence]" in flat.message
+    pooled = RunResult("ok", outputs=[{"sentence_embedding": np.zeros((1, 32), np.float32)}])
+    missing = run(good, pooled)["parity.reference_available"]
+    assert missing.status == "hold" and "the reference has no last_hidden_state" in missing.message
+    answered = run(good, golden)
+    assert answered["parity.run"].status == "pass", answered["parity.run"].message
+    assert answered["parity.signature"].status == "pass", answered["parity.signature"].message
+    assert answered["parity.tolerance:hidden_states"].status == "reject"  # zeros are not the model's states: measured
