@@ -13,4 +13,5 @@ mistake reads the same in every face (an unknown engine is TRT107, an unknown ma
 
 Modules: `build` (`request_build`, and `runs_as_matrix`: the rule that sends a request down the matrix path),
 `matrix` (`request_matrix`), `rollback` (`request_rollback`: a known-good engine restored and pinned), `results`
-(what they answer), `unchanged` (the store's fast path, before the recipe models load). Nothing is imported here: the fast path must not pay for the build core."""
+(what they answer), `unchanged` (the store's fast path, before the recipe models load). Nothing is imported here:
+the fast path must not pay for the build core."""
