@@ -91,7 +91,7 @@ async def request_build(
     injected into the worker (the acceptance harness); such a build is never stored."""
     refused = refused_recipe(loaded, [engine])
     if refused is None and runs is not None and not scratch:  # one build of an engine's output at a time
-        for b in runs.running("build"):
+        for b in runs.running_builds():
             if b.engine == engine and runs.uri(b.id) == scope:
                 await discard(worker)
                 return AlreadyBuilding(b)

@@ -4,7 +4,7 @@ cells the store cannot serve built under one parent (on a `[cluster]`, each on a
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trtls.app.build import Say, refused_recipe
 from trtls.app.results import MatrixStarted, Refused, request_error
@@ -13,6 +13,9 @@ from trtls.builds.supervisor.matrix import PlannedCell, plan, start_matrix
 from trtls.builds.supervisor.runs import RunRegistry
 from trtls.builds.supervisor.supervisor import Supervisor
 from trtls.core.recipe import LoadedRecipe
+
+if TYPE_CHECKING:
+    from trtls.builds.farm.placement import RemoteSpec
 
 FollowerDone = Callable[[str, "dict[str, Any] | None", str], None]
 # the lookup's answer, before anything is placed or started: the store's warnings and the cells it served
@@ -83,7 +86,7 @@ async def request_matrix(
 
 async def _placed(
     loaded: LoadedRecipe, left: list[PlannedCell], say: Say | None
-) -> Callable[[PlannedCell], Any] | Refused | None:
+) -> Callable[[PlannedCell], RemoteSpec] | Refused | None:
     """On a `[cluster]`: each cell's place (its RemoteSpec), or the refusal when no node can hold some cell. Local
     cells: None."""
     if loaded.recipe is None or loaded.recipe.cluster is None:

@@ -25,6 +25,7 @@ from trtls.lsp.build_relay import BuildRelay, build_tree, notify_build_tree
 from trtls.lsp.command_args import BuildEngineArgs, BuildMatrixArgs
 
 if TYPE_CHECKING:
+    from trtls.builds.supervisor.matrix import MatrixBuild, PlannedCell
     from trtls.core.recipe import LoadedRecipe
     from trtls.lsp.language_server import TrtlsServer
 
@@ -106,7 +107,7 @@ async def _matrix(ls: TrtlsServer, args: BuildMatrixArgs, loaded: LoadedRecipe) 
         ls.publish(args.uri)
         return wire.BuildMatrixReply(buildId=None, status="invalid_recipe", errors=[f.message for f in loaded.errors])
 
-    def looked_up(warnings: list[str], served: list[Any]) -> None:
+    def looked_up(warnings: list[str], served: list[tuple[PlannedCell, dict[str, Any]]]) -> None:
         for w in warnings:
             ls.window_log_message(lsp.LogMessageParams(type=lsp.MessageType.Warning, message=f"trtls: {w}"))
 
@@ -169,7 +170,7 @@ def _place_refusal(ls: TrtlsServer, uri: str, engines: list[str], findings: list
     ls.publish(uri)
 
 
-def reused_cell(planned: Any, summary: dict[str, Any], recipe: Path) -> wire.ReusedCell:
+def reused_cell(planned: PlannedCell, summary: dict[str, Any], recipe: Path) -> wire.ReusedCell:
     """A cell the store served, as trtls.buildMatrix lists it."""
     evidence = recipe.parent / ".trtls" / "runs" / summary["buildId"] / "summary.json"
     return wire.ReusedCell(cell=planned.key, engine=planned.engine, buildId=summary["buildId"],
@@ -191,7 +192,7 @@ def finish_restored(
     return run
 
 
-def matrix_done(ls: TrtlsServer, mb: Any) -> None:
+def matrix_done(ls: TrtlsServer, mb: MatrixBuild) -> None:
     from trtls.builds.supervisor.outcome_findings import matrix_findings
 
     uri = ls.runs.uri(mb.id) or ""

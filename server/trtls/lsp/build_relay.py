@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types as lsp
 
@@ -22,10 +22,14 @@ from trtls.core import wire
 from trtls.core.outcome import build_outcome_kind
 from trtls.lsp.progress_end import begin_stoppable_progress, end_progress
 
+if TYPE_CHECKING:
+    from trtls.core.events import Event
+    from trtls.lsp.language_server import TrtlsServer
+
 MIN_INTERVAL_S = 0.2  # ≤ 5 reports per second
 
 
-def notify_build_tree(ls: Any, tree: wire.BuildTree | wire.MatrixTree) -> None:
+def notify_build_tree(ls: TrtlsServer, tree: wire.BuildTree | wire.MatrixTree) -> None:
     """Send one `trtls/buildTree` notification."""
     ls.protocol.notify(wire.BUILD_TREE, wire.to_wire(tree))
 
@@ -37,7 +41,13 @@ def build_tree(uri: str, snapshot: dict[str, Any]) -> wire.BuildTree:
 
 class BuildRelay:
     def __init__(
-        self, ls: Any, build: Build, uri: str, send_tree: bool, has_progress: bool, on_done: Callable[[Build], None]
+        self,
+        ls: TrtlsServer,
+        build: Build,
+        uri: str,
+        send_tree: bool,
+        has_progress: bool,
+        on_done: Callable[[Build], object],
     ):
         self.ls = ls
         self.build = build
@@ -48,7 +58,7 @@ class BuildRelay:
         self.token: str | None = None
         self.percentage = 0
         self.last_sent: tuple[str, int] | None = None
-        self.last_tree: Any = None
+        self.last_tree: dict[str, Any] | None = None
         self.dirty = asyncio.Event()
         self.reports_sent = 0
 
@@ -68,7 +78,7 @@ class BuildRelay:
         b.listeners.append(self._on_event)
         asyncio.get_running_loop().create_task(self._pump())
 
-    def _on_event(self, build: Build, ev: Any) -> None:
+    def _on_event(self, build: Build, ev: Event) -> None:
         self.dirty.set()
 
     async def _pump(self) -> None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from trtls.builds.supervisor.capability_client import (
     CapabilityCache,
@@ -24,6 +24,11 @@ from trtls.builds.supervisor.capability_client import (
 )
 from trtls.core.capability import capability_findings
 from trtls.core.findings import Origin
+
+if TYPE_CHECKING:
+    from trtls.core.findings import Finding
+    from trtls.core.recipe import LoadedRecipe
+    from trtls.lsp.language_server import TrtlsServer
 
 DEBOUNCE_S = 0.5
 KEY_PREFIX = "capability:"  # the diagnostics store's key per engine (Origin.recipe): a recipe check never wipes it
@@ -37,7 +42,7 @@ class CapabilityWatch:
         self._running: dict[str, asyncio.Task[None]] = {}
         self.asked = 0  # questions that went to a child (tests: a cached answer costs none)
 
-    def schedule(self, ls: Any, uri: str, loaded: Any) -> None:
+    def schedule(self, ls: TrtlsServer, uri: str, loaded: LoadedRecipe) -> None:
         """Ask about `loaded`'s engines once the document has been quiet for DEBOUNCE_S."""
         if uri in self._due:
             self._due.pop(uri).cancel()
@@ -53,7 +58,7 @@ class CapabilityWatch:
 
         self._due[uri] = asyncio.get_running_loop().call_later(DEBOUNCE_S, due)
 
-    async def _ask_all(self, ls: Any, uri: str, loaded: Any) -> None:
+    async def _ask_all(self, ls: TrtlsServer, uri: str, loaded: LoadedRecipe) -> None:
         from trtls.builds.supervisor.build import state_dir
         from trtls.onnx_files.profile_checks import valid_engines
 
@@ -80,7 +85,7 @@ class CapabilityWatch:
                 del self._running[uri]
 
     @staticmethod
-    def _show(ls: Any, uri: str, key: str, findings: list[Any]) -> None:
+    def _show(ls: TrtlsServer, uri: str, key: str, findings: list[Finding]) -> None:
         shown = ls.store.get(uri, Origin.recipe, key)
         ls.store.set(uri, Origin.recipe, key, findings)
         if shown != findings:  # the same words (or none, still): no publish

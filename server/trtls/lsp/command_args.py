@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal, TypeVar
 
+from lsprotocol import types as lsp
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pygls.exceptions import JsonRpcInvalidParams
 
@@ -109,7 +110,18 @@ class RollbackEngineArgs(_Args):
     to: str | None = None  # a build id (trtls engines NAME); default: the newest good engine not at the output
 
 
-def parse_args(model: type[BaseModel], raw: Any) -> Any:
+Args = TypeVar("Args", bound=BaseModel)
+
+
+def typed_args(name: str) -> type[BaseModel]:
+    """The argument model of this name (as a handler's `args` annotation names it: lsp/server.py's `command`)."""
+    model = globals().get(name)
+    if not (isinstance(model, type) and issubclass(model, BaseModel)):
+        raise TypeError(f"{name} is not an argument model of trtls.lsp.command_args")
+    return model
+
+
+def parse_args(model: type[Args], raw: lsp.LSPAny) -> Args:
     """One typed argument object per command; a wrong one is InvalidParams saying what was expected."""
     try:
         return model.model_validate(raw if raw is not None else {})

@@ -21,8 +21,8 @@ Refusals are `-32602` with one line of text (the codes' page: docs/codes/recipe.
 from __future__ import annotations
 
 import os
+from collections.abc import Container
 from pathlib import Path
-from typing import Any
 from urllib.parse import unquote, urlparse
 
 from pygls.exceptions import JsonRpcInvalidParams
@@ -35,7 +35,7 @@ from trtls.core.tomlpos import SourceMap
 SYNC_CHECK_BYTES = 64 * 1024  # a hover or lens with no checked result yet may check this much on the spot
 
 
-def recipe_path(uri: Any) -> Path:
+def recipe_path(uri: object) -> Path:
     """The recipe file a `uri` names, or InvalidParams saying why it is refused."""
     if not isinstance(uri, str) or "\x00" in uri:
         raise JsonRpcInvalidParams("uri: expected a file: URI of a trtls.toml")
@@ -85,7 +85,7 @@ def check_allowed(path: Path, is_open: bool, folders: list[Path]) -> None:
     )
 
 
-def judge(uri: Any, is_open: bool, folders: list[Path]) -> Path:
+def judge(uri: object, is_open: bool, folders: list[Path]) -> Path:
     """The recipe file `uri` names, judged: an absolute file: URI (`recipe_path`) whose real path the server may
     act in (`check_allowed`). InvalidParams with one line otherwise. Every handler's uri goes through this."""
     path = recipe_path(uri)
@@ -107,7 +107,7 @@ def recipe_folders(roots: list[Path]) -> list[Path]:
     return out
 
 
-def shown_file(path_text: str, open_uris: Any, folders: list[Path]) -> Path:
+def shown_file(path_text: str, open_uris: Container[str], folders: list[Path]) -> Path:
     """The real path of a file trtls wrote under a `.trtls/` folder the server may act in, for
     `trtls.showDocument`; InvalidParams otherwise. Judged by the real path (`.trtls/../../etc/passwd` and a link
     inside `.trtls/` lead elsewhere), and the `.trtls` folder's recipe folder judged like every uri (issue 27, 20)."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 import typing
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING
 
 from lsprotocol import types as lsp
 from pydantic import BaseModel
@@ -20,6 +20,9 @@ from trtls.core.recipe import LoadedRecipe, RecipeFile
 from trtls.core.route import RouteModel
 from trtls.core.validation import model_in
 from trtls.gates.lifecycle.notes import last_gates_lens, promotion_lens
+
+if TYPE_CHECKING:
+    from trtls.onnx_files.onnx_reader import ModelInputs
 
 HEADER = re.compile(r"^\s*(\[\[?)\s*([^\]]+?)\s*\]\]?")
 KEY_BEFORE_EQ = re.compile(r"^\s*([A-Za-z0-9_.\"'-]+)\s*=\s*(.*)$")
@@ -47,7 +50,7 @@ def model_for_table(table: tuple) -> type[BaseModel] | None:
     return model
 
 
-def _enum_values(annotation: Any) -> list[str]:
+def _enum_values(annotation: object) -> list[str]:
     if typing.get_origin(annotation) is typing.Literal:
         return [str(a) for a in typing.get_args(annotation)]
     out: list[str] = []
@@ -56,7 +59,7 @@ def _enum_values(annotation: Any) -> list[str]:
     return out
 
 
-def _type_name(annotation: Any) -> str:
+def _type_name(annotation: object) -> str:
     return str(annotation).replace("typing.", "").replace("<class '", "").replace("'>", "")
 
 
@@ -169,7 +172,7 @@ def hover(loaded: LoadedRecipe, line: int, col: int) -> str | None:
 
 # -- completion --------------------------------------------------------------------------------
 def completions(
-    text: str, line: int, col: int, model_of: Callable[[str], Any] | None = None
+    text: str, line: int, col: int, model_of: Callable[[str], ModelInputs | None] | None = None
 ) -> list[lsp.CompletionItem]:
     """`model_of(engine)` gives the engine's ModelInputs (or None): its input names are offered in profiles."""
     lines = text.splitlines() or [""]
@@ -216,7 +219,9 @@ def completions(
     return items
 
 
-def _input_items(lines: list[str], line: int, col: int, model_of: Callable[[str], Any]) -> list[lsp.CompletionItem]:
+def _input_items(
+    lines: list[str], line: int, col: int, model_of: Callable[[str], ModelInputs | None]
+) -> list[lsp.CompletionItem]:
     from trtls.onnx_files.assist import input_completions, profile_at
 
     where = profile_at(lines, line)

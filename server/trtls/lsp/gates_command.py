@@ -8,7 +8,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types as lsp
 
@@ -17,6 +17,10 @@ from trtls.core.display import gates_verdict
 from trtls.core.findings import Origin
 from trtls.core.outcome import gates_outcome
 from trtls.lsp.progress_end import begin_stoppable_progress, end_progress
+
+if TYPE_CHECKING:
+    from trtls.lsp.command_args import RunGatesArgs
+    from trtls.lsp.language_server import TrtlsServer
 
 
 @dataclass
@@ -64,7 +68,7 @@ class GatesRun:
         return True
 
 
-async def run_gates_command(ls: Any, args: Any) -> wire.RunGatesReply:
+async def run_gates_command(ls: TrtlsServer, args: RunGatesArgs) -> wire.RunGatesReply:
     from trtls.gates.run import run_gates
 
     loaded = await ls.recipe_async(args.uri)

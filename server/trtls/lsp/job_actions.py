@@ -3,12 +3,15 @@ the minimal model) and the rollback of TRT205's `rollback` advice."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from lsprotocol import types as lsp
 
+if TYPE_CHECKING:
+    from trtls.lsp.language_server import TrtlsServer
 
-def job_actions(ls: Any, uri: str, diagnostics: list[lsp.Diagnostic]) -> list[lsp.CodeAction]:
+
+def job_actions(ls: TrtlsServer, uri: str, diagnostics: list[lsp.Diagnostic]) -> list[lsp.CodeAction]:
     from trtls.lsp.triage_command import triage_actions
 
     actions = triage_actions(uri, diagnostics)

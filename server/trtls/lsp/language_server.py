@@ -16,8 +16,15 @@ from pygls.uris import to_fs_path
 
 from trtls import __version__
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # none of these is imported before `initialize` is answered (tests/test_startup_imports.py)
+    from pygls.server import ServerErrors
+
+    from trtls.builds.supervisor.runs import RunRegistry
+    from trtls.builds.supervisor.supervisor import Supervisor
     from trtls.core.recipe import LoadedRecipe
+    from trtls.lsp.capability_diagnostics import CapabilityWatch
+    from trtls.lsp.diagnostics import DiagnosticStore
+    from trtls.lsp.settings import InitOptions
 
 
 # Only pygls, lsprotocol and the standard library are imported before `initialize` is answered:
@@ -44,15 +51,15 @@ log = logging.getLogger("trtls")
 class TrtlsServer(LanguageServer):
     def __init__(self) -> None:
         super().__init__("trtls", __version__)
-        self._supervisor: Any = None
-        self._store: Any = None
-        self._capability: Any = None
-        self._options: Any = None
-        self.raw_init_options: Any = None
+        self._supervisor: Supervisor | None = None
+        self._store: DiagnosticStore | None = None
+        self._capability: CapabilityWatch | None = None
+        self._options: InitOptions | None = None
+        self.raw_init_options: lsp.LSPAny = None  # the client's initializationOptions, parsed on first use
         self.recipes: dict[str, LoadedRecipe] = {}  # uri → its last checked result
         self._lenses_due: set[str] = set()  # uris whose lenses are refreshed after their next check
         self.last_build: dict[tuple[str, str], str] = {}  # (uri, engine) → last finished build id
-        self._runs: Any = None
+        self._runs: RunRegistry | None = None
         self._debounce: dict[str, asyncio.TimerHandle] = {}
         self._validated_at: dict[str, float] = {}  # uri → time.monotonic() of its last check
         self._checking: set[str] = set()  # uris whose check is running in a worker thread
@@ -60,20 +67,20 @@ class TrtlsServer(LanguageServer):
         self._probe: dict[str, Any] | None = None
         self.recovering: set[Path] = set()  # folders whose orphan recovery is running
 
-    def report_server_error(self, error: Exception, source: Any) -> None:
+    def report_server_error(self, error: Exception, source: ServerErrors) -> None:
         """Never a showMessage "Error in server" for what a client sent, never a send after stdout closed."""
         from trtls.lsp.wire_guard import report_server_error
 
         report_server_error(error, source)
 
     @property
-    def supervisor_if_started(self) -> Any:
+    def supervisor_if_started(self) -> Supervisor | None:
         """The supervisor once something created it, else None: a shutdown with no build to stop imports no build
         core for it (~0.25 s of CPU before an editor's `exit`)."""
         return self._supervisor
 
     @property
-    def supervisor(self) -> Any:
+    def supervisor(self) -> Supervisor:
         if self._supervisor is None:
             from trtls.builds.supervisor.supervisor import Supervisor
 
@@ -81,7 +88,7 @@ class TrtlsServer(LanguageServer):
         return self._supervisor
 
     @property
-    def runs(self) -> Any:
+    def runs(self) -> RunRegistry:
         """Every build, matrix and gates run this server started (trtls.builds.supervisor.runs), bounded retention."""
         if self._runs is None:
             from trtls.builds.supervisor.runs import RunRegistry
@@ -95,7 +102,7 @@ class TrtlsServer(LanguageServer):
             del self.last_build[key]
 
     @property
-    def capability(self) -> Any:
+    def capability(self) -> CapabilityWatch:
         """Capability as you type (lsp/capability_diagnostics.py)."""
         if self._capability is None:
             from trtls.lsp.capability_diagnostics import CapabilityWatch
@@ -104,7 +111,7 @@ class TrtlsServer(LanguageServer):
         return self._capability
 
     @property
-    def store(self) -> Any:
+    def store(self) -> DiagnosticStore:
         if self._store is None:
             from trtls.lsp.diagnostics import DiagnosticStore
 
@@ -112,14 +119,15 @@ class TrtlsServer(LanguageServer):
         return self._store
 
     @property
-    def options(self) -> Any:
+    def options(self) -> InitOptions:
         """Typed settings from initializationOptions; invalid ones fall back to defaults with a warning."""
         if self._options is None:
             from trtls.lsp.settings import parse_init_options
 
-            self._options, problem = parse_init_options(self.raw_init_options)
+            options, problem = parse_init_options(self.raw_init_options)
             if problem:
                 log.warning(problem)
+            self._options = options
         return self._options
 
     # -- recipes -------------------------------------------------------------------------------

@@ -3,15 +3,19 @@ the user confirms, since it widens what ships; the edit goes to the editor (work
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from lsprotocol import types as lsp
 from pygls.exceptions import JsonRpcInvalidParams
 
 from trtls.core.wire import AllowLicenseReply
 
+if TYPE_CHECKING:
+    from trtls.lsp.command_args import AllowLicenseArgs
+    from trtls.lsp.language_server import TrtlsServer
 
-async def allow_license_command(ls: Any, a: Any) -> AllowLicenseReply:
+
+async def allow_license_command(ls: TrtlsServer, a: AllowLicenseArgs) -> AllowLicenseReply:
     """Ask, then send the edit of `allowed_licenses` (added under the route's header when the route has none)."""
     loaded = await ls.recipe_async(a.uri)
     route = (loaded.data.get("routes") or {}).get(a.route)

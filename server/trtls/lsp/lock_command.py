@@ -5,14 +5,18 @@ themselves never write the lock."""
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import TYPE_CHECKING
 
 from lsprotocol import types as lsp
 
 from trtls.core.wire import LockRouteReply
 
+if TYPE_CHECKING:
+    from trtls.lsp.command_args import LockRouteArgs
+    from trtls.lsp.language_server import TrtlsServer
 
-async def lock_route_command(ls: Any, args: Any) -> LockRouteReply:
+
+async def lock_route_command(ls: TrtlsServer, args: LockRouteArgs) -> LockRouteReply:
     from trtls.checkpoint.lock import LockError, lock_route
 
     loaded = await ls.recipe_async(args.uri)

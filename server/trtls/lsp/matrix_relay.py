@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types as lsp
 
@@ -30,6 +30,10 @@ from trtls.core.display import NOT_STARTED, cells_text, not_started_text, stoppi
 from trtls.core.outcome import build_outcome_kind
 from trtls.lsp.build_relay import build_tree, notify_build_tree
 from trtls.lsp.progress_end import begin_stoppable_progress, end_progress
+
+if TYPE_CHECKING:
+    from trtls.core.events import Event
+    from trtls.lsp.language_server import TrtlsServer
 
 PUMP_INTERVAL_S = 0.25
 CELL_TREE_INTERVAL_S = 1.0
@@ -70,8 +74,8 @@ def progress_text(mb: MatrixBuild) -> str:
 
 
 class MatrixRelay:
-    def __init__(self, ls: Any, mb: MatrixBuild, uri: str, send_tree: bool, has_progress: bool,
-                 on_done: Callable[[MatrixBuild], None]):  # fmt: skip
+    def __init__(self, ls: TrtlsServer, mb: MatrixBuild, uri: str, send_tree: bool, has_progress: bool,
+                 on_done: Callable[[MatrixBuild], object]):  # fmt: skip
         self.ls, self.mb, self.uri = ls, mb, uri
         self.send_tree, self.has_progress, self.on_done = send_tree, has_progress, on_done
         self.token: str | None = None
@@ -93,7 +97,7 @@ class MatrixRelay:
         self.mb.listeners.append(self._on_event)
         asyncio.get_running_loop().create_task(self._pump())
 
-    def _on_event(self, mb: MatrixBuild, build: Build | None, ev: Any) -> None:
+    def _on_event(self, mb: MatrixBuild, build: Build | None, ev: Event) -> None:
         if build is not None:
             self.dirty.add(build.id)
         self.wake.set()  # cheap: the pump decides what to send

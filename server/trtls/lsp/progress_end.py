@@ -9,15 +9,18 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING
 
 from lsprotocol import types as lsp
 
 from trtls.core.outcome import OutcomeKind
 
+if TYPE_CHECKING:
+    from trtls.lsp.language_server import TrtlsServer
+
 
 async def begin_stoppable_progress(
-    ls: Any, kind: str, begin: lsp.WorkDoneProgressBegin, stop: Callable[[], Any]
+    ls: TrtlsServer, kind: str, begin: lsp.WorkDoneProgressBegin, stop: Callable[[], object]
 ) -> str | None:
     """Create a fresh `trtls-<kind>-<uuid>` token (pygls never frees one), begin it, and make the client's Cancel on
     it call `stop` (the Stop button); None when the client refused the token."""
@@ -33,7 +36,7 @@ async def begin_stoppable_progress(
     return token
 
 
-def end_progress(ls: Any, token: str, message: str, outcome: str, outcome_kind: OutcomeKind) -> None:
+def end_progress(ls: TrtlsServer, token: str, message: str, outcome: str, outcome_kind: OutcomeKind) -> None:
     from trtls.core.wire import ProgressEnd, to_wire
 
     value = to_wire(ProgressEnd(kind="end", message=message, outcome=outcome, outcomeKind=outcome_kind))

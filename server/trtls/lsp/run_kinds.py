@@ -17,27 +17,59 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from pygls.exceptions import JsonRpcInvalidParams
 
-from trtls.builds.supervisor.runs import Entry, RunKind
+from trtls.builds.supervisor.build import Build
+from trtls.builds.supervisor.matrix import MatrixBuild
+from trtls.builds.supervisor.runs import Entry, RestoredRun, Run, RunKind
 from trtls.core import wire
+
+if TYPE_CHECKING:
+    from trtls.lsp.language_server import TrtlsServer
+
+
+@runtime_checkable
+class ListsItself(Run, Protocol):
+    """A run that lists itself (lsp/gates_command.GatesRun, lsp/triage_command.ReductionRun and DivergenceRun)."""
+
+    def row(self, uri: str) -> wire.ListedBuild: ...
+    def evidence_file(self) -> Path | None: ...
+
+
+def _build(run: Run) -> Build | RestoredRun:
+    if not isinstance(run, Build | RestoredRun):
+        raise TypeError(f"registered as a build, not one: {run!r}")
+    return run
+
+
+def _matrix(run: Run) -> MatrixBuild:
+    if not isinstance(run, MatrixBuild):
+        raise TypeError(f"registered as a matrix, not one: {run!r}")
+    return run
+
+
+def _itself(run: Run) -> ListsItself:
+    if not isinstance(run, ListsItself):
+        raise TypeError(f"registered as a run that lists itself, but has no row(): {run!r}")
+    return run
 
 
 @dataclass(frozen=True)
 class KindRules:
     noun: str  # how a sentence names one: "reduction"
-    row: Callable[[Any, str], wire.ListedBuild]  # (run, uri) → its trtls.listBuilds row
-    evidence: Callable[[Any], Path | None]  # the finished run's record file; None: none was written
-    page: Callable[[Any], str] | None  # its HTML report; None: it has none
+    row: Callable[[Run, str], wire.ListedBuild]  # (run, uri) → its trtls.listBuilds row
+    evidence: Callable[[Run], Path | None]  # the finished run's record file; None: none was written
+    page: Callable[[Run], tuple[str, Path]] | None  # its HTML report and the recipe's folder; None: it has none
 
 
-def _summary_json(run: Any) -> Path | None:
+def _summary_json(run: Run) -> Path | None:
     return Path(run.evidence_dir) / "summary.json" if run.summary is not None else None
 
 
-def _build_row(r: Any, uri: str) -> wire.ListedBuild:
+def _build_row(run: Run, uri: str) -> wire.ListedBuild:
+    r = _build(run)
     evidence = _summary_json(r)
     return wire.ListedBuild(
         buildId=r.id,
@@ -54,7 +86,8 @@ def _build_row(r: Any, uri: str) -> wire.ListedBuild:
     )
 
 
-def _matrix_row(r: Any, uri: str) -> wire.ListedBuild:
+def _matrix_row(run: Run, uri: str) -> wire.ListedBuild:
+    r = _matrix(run)
     evidence = _summary_json(r)
     return wire.ListedBuild(
         buildId=r.id,
@@ -69,28 +102,27 @@ def _matrix_row(r: Any, uri: str) -> wire.ListedBuild:
     )
 
 
-def _build_page(run: Any) -> str:
+def _build_page(run: Run) -> tuple[str, Path]:
     from trtls.report.build_page import build_report
     from trtls.report.evidence import load_build
 
-    return build_report(load_build(run.evidence_dir))
+    r = _build(run)
+    return build_report(load_build(r.evidence_dir)), r.recipe_path.parent
 
 
-def _matrix_page(run: Any) -> str:
+def _matrix_page(run: Run) -> tuple[str, Path]:
     from trtls.report.matrix_page import matrix_report
 
-    return matrix_report(run.evidence_dir)
+    r = _matrix(run)
+    return matrix_report(r.evidence_dir), r.recipe_path.parent
 
 
-def _own_row(run: Any, uri: str) -> wire.ListedBuild:
-    """A run that lists itself (lsp/gates_command.GatesRun, lsp/triage_command.ReductionRun and DivergenceRun)."""
-    row: wire.ListedBuild = run.row(uri)
-    return row
+def _own_row(run: Run, uri: str) -> wire.ListedBuild:
+    return _itself(run).row(uri)
 
 
-def _own_evidence(run: Any) -> Path | None:
-    path: Path | None = run.evidence_file()
-    return path
+def _own_evidence(run: Run) -> Path | None:
+    return _itself(run).evidence_file()
 
 
 KINDS: dict[RunKind, KindRules] = {
@@ -107,7 +139,7 @@ def listed(entry: Entry) -> wire.ListedBuild:
     return KINDS[entry.kind].row(entry.run, entry.uri)
 
 
-def finished_run(ls: Any, run_id: str, what: str) -> tuple[Any, RunKind]:
+def finished_run(ls: TrtlsServer, run_id: str, what: str) -> tuple[Run, RunKind]:
     """The finished run of this id and its kind, or a located -32602 error: unknown (or forgotten), still running,
     or over with no record written."""
     run, kind = ls.runs.get(run_id), ls.runs.kind(run_id)
@@ -120,14 +152,14 @@ def finished_run(ls: Any, run_id: str, what: str) -> tuple[Any, RunKind]:
     return run, kind
 
 
-def evidence(ls: Any, run_id: str) -> wire.EvidenceReply:
+def evidence(ls: TrtlsServer, run_id: str) -> wire.EvidenceReply:
     """trtls.showEvidence: the finished run's record file (the one its kind writes) and the record."""
     run, kind = finished_run(ls, run_id, "evidence")
     path = KINDS[kind].evidence(run)
     return wire.EvidenceReply(buildId=run_id, kind=kind, path=str(path) if path else None, summary=run.summary)
 
 
-def report(ls: Any, run_id: str) -> wire.BuildReportReply:
+def report(ls: TrtlsServer, run_id: str) -> wire.BuildReportReply:
     """trtls.buildReport: a finished build's or matrix's HTML report (the `trtls report` page), also written as
     report.html — through the door, inside the recipe's real folder (a run folder swapped for a symlink is refused)
     and only over an HTML file. A kind with no page, evidence that cannot be read, or a report that cannot be written
@@ -143,12 +175,12 @@ def report(ls: Any, run_id: str) -> wire.BuildReportReply:
         where = f"its evidence is {record}" if record else "it wrote no evidence"
         raise JsonRpcInvalidParams(f"no build report for a {rules.noun}: {where}")
     try:
-        html = rules.page(run)
+        html, recipe_folder = rules.page(run)
     except EvidenceError as exc:
         raise JsonRpcInvalidParams(str(exc)) from None
     path = Path(run.evidence_dir) / "report.html"
     try:
-        write_report(path, html, fmt="html", within=real(run.recipe_path.parent))
+        write_report(path, html, fmt="html", within=real(recipe_folder))
     except OSError as exc:
         raise JsonRpcInvalidParams(f"{path}: TRT405 the report cannot be written: {exc.strerror or exc}") from None
     return wire.BuildReportReply(buildId=run.id, path=str(path), html=html)

@@ -24,7 +24,6 @@ looks the id up in one registry of runs (trtls.builds.supervisor.runs); a `uri` 
 from __future__ import annotations
 
 import asyncio
-import functools
 import gc
 import inspect
 import logging
@@ -32,13 +31,34 @@ import os
 import signal
 import sys
 import threading
+from collections.abc import Awaitable, Callable
 from pathlib import Path, PurePosixPath
-from typing import Any
+from types import FrameType
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from lsprotocol import types as lsp
 from pygls.exceptions import JsonRpcException, JsonRpcInternalError, JsonRpcInvalidParams
 
 from trtls.lsp.language_server import TrtlsServer, log, warm_up
+
+if TYPE_CHECKING:  # the models load on the first command, never on initialize's path (no pydantic there)
+    from pydantic import BaseModel
+
+    from trtls.core import wire
+    from trtls.lsp.command_args import (
+        AllowLicenseArgs,
+        BuildEngineArgs,
+        BuildIdArgs,
+        BuildMatrixArgs,
+        CancelBuildArgs,
+        EmptyArgs,
+        LockRouteArgs,
+        RunGatesArgs,
+        UriArgs,
+    )
+
+# A command's handler: (the server, its argument model) → its reply model (trtls.core.wire), or a coroutine of one.
+Handler = TypeVar("Handler", bound=Callable[..., "BaseModel | Awaitable[BaseModel]"])
 
 
 def recover_builds(ls: TrtlsServer, folder: Path) -> None:
@@ -50,47 +70,47 @@ def recover_builds(ls: TrtlsServer, folder: Path) -> None:
 server = TrtlsServer()
 
 
-def command(name: str) -> Any:
-    """`server.command(name)` with a clean error: a JSON-RPC error passes as raised; a recipe nested too deep
-    is InvalidParams (TRT120); anything else is logged here with its traceback and answered -32603 with one line,
-    never a traceback in the response. A handler returns its reply's model (trtls.core.wire), sent by `sent`; its
-    annotation says `Any`, as pygls evaluates it and the models load on first use (never on initialize's path)."""
+def command(name: str, args_model: str | None = None) -> Callable[[Handler], Handler]:
+    """Register `handler(ls, args)` as the command `name`: the raw argument validated into its model (named by the
+    handler's `args` annotation, or by `args_model` for a handler not imported yet: lsp/triage_commands_table.py; a
+    wrong one is InvalidParams saying what was expected), and its reply model (trtls.core.wire) validated and sent by
+    `reply`. A JSON-RPC error passes as raised; a recipe nested too deep is InvalidParams (TRT120); anything else is
+    logged with its traceback and answered -32603 with one line. The handler is returned as written; pygls gets a
+    wrapper whose argument is lsprotocol's `LSPAny` (pygls structures the argument by that annotation), and the
+    models load on the first command, never on initialize's path (no pydantic there)."""
 
-    def sent(answer: Any) -> Any:
-        from trtls.core.wire import reply  # on the first command, never on initialize's path (no pydantic there)
+    def register(handler: Handler) -> Handler:
+        model = args_model or declared_args(handler)
 
-        return reply(name, answer)
+        async def run(ls: TrtlsServer, args: lsp.LSPAny = None) -> dict[str, Any]:
+            from trtls.core.wire import reply
+            from trtls.lsp.command_args import parse_args, typed_args
 
-    def clean(exc: Exception) -> JsonRpcException:
-        if isinstance(exc, JsonRpcException):
-            return exc
-        if isinstance(exc, RecursionError):
-            return JsonRpcInvalidParams("TRT120 recipe nested too deeply to check")
-        log.exception("trtls: %s failed", name)
-        return JsonRpcInternalError(f"{name} failed: {type(exc).__name__}: {exc}")
-
-    def register(fn: Any) -> Any:
-        if inspect.iscoroutinefunction(fn):
-
-            @functools.wraps(fn)
-            async def run_async(ls: TrtlsServer, args: Any = None) -> Any:
-                try:
-                    return sent(await fn(ls, args))
-                except Exception as exc:
-                    raise clean(exc) from None
-
-            return server.command(name)(run_async)
-
-        @functools.wraps(fn)
-        def run(ls: TrtlsServer, args: Any = None) -> Any:
             try:
-                return sent(fn(ls, args))
+                answer = handler(ls, parse_args(typed_args(model), args))
+                return reply(name, await answer if inspect.isawaitable(answer) else answer)
+            except JsonRpcException:
+                raise
+            except RecursionError:
+                raise JsonRpcInvalidParams("TRT120 recipe nested too deeply to check") from None
             except Exception as exc:
-                raise clean(exc) from None
+                log.exception("trtls: %s failed", name)
+                raise JsonRpcInternalError(f"{name} failed: {type(exc).__name__}: {exc}") from None
 
-        return server.command(name)(run)
+        run.__name__ = run.__qualname__ = getattr(handler, "__name__", name)
+        run.__doc__ = handler.__doc__
+        server.command(name)(run)
+        return handler
 
     return register
+
+
+def declared_args(handler: Callable[..., object]) -> str:
+    """The argument model a handler's `args` names, as written (`from __future__ import annotations`: a string)."""
+    annotation = handler.__annotations__.get("args")
+    if not isinstance(annotation, str) or not annotation.isidentifier():
+        raise TypeError(f"{handler.__name__}: `args` must be annotated with one model of trtls.lsp.command_args")
+    return annotation
 
 
 def _doc_uri(ls: TrtlsServer, uri: str) -> Path | None:
@@ -101,13 +121,6 @@ def _doc_uri(ls: TrtlsServer, uri: str) -> Path | None:
     except JsonRpcException as exc:
         log.warning("trtls: document ignored: %s", exc)
         return None
-
-
-def _args(model: str, raw: Any) -> Any:
-    """Validate a command's one argument object (models in command_args, loaded on first use)."""
-    from trtls.lsp import command_args
-
-    return command_args.parse_args(getattr(command_args, model), raw)
 
 
 RECIPE_NAME = "trtls.toml"
@@ -135,7 +148,7 @@ def on_initialized(ls: TrtlsServer, params: lsp.InitializedParams) -> None:
 
 
 @server.feature(lsp.SHUTDOWN)
-async def on_shutdown(ls: TrtlsServer, params: Any) -> None:
+async def on_shutdown(ls: TrtlsServer, params: None) -> None:
     # pygls 2.1.1 (#606): stop our builds before its own shutdown code iterates the request futures.
     if (supervisor := ls.supervisor_if_started) is not None:
         await supervisor.shutdown("service_shutdown")
@@ -178,7 +191,7 @@ def code_lens(ls: TrtlsServer, params: lsp.CodeLensParams) -> list[lsp.CodeLens]
     if loaded is None:
         return []  # a large document's check is still running; its end refreshes the lenses
     # ■ Stop over an engine whose cells build stops the whole matrix (its parent), not one cell
-    running = {b.engine: b.parent_id or b.id for b in ls.runs.running("build") if ls.runs.uri(b.id) == uri}
+    running = {b.engine: b.parent_id or b.id for b in ls.runs.running_builds() if ls.runs.uri(b.id) == uri}
     last = {engine: bid for (u, engine), bid in ls.last_build.items() if u == uri}
     return editor.code_lenses(loaded, uri, running, last)
 
@@ -236,33 +249,32 @@ def code_action(ls: TrtlsServer, params: lsp.CodeActionParams) -> list[lsp.CodeA
 
 # -- commands ------------------------------------------------------------------------------------
 @command("trtls.buildEngine")
-async def build_engine(ls: TrtlsServer, args: Any = None) -> Any:
+async def build_engine(ls: TrtlsServer, args: BuildEngineArgs) -> wire.BuildEngineReply | wire.BuildMatrixReply:
     from trtls.lsp.build_commands import start_build
 
-    return await start_build(ls, _args("BuildEngineArgs", args))
+    return await start_build(ls, args)
 
 
 @command("trtls.buildMatrix")
-async def build_matrix(ls: TrtlsServer, args: Any = None) -> Any:
+async def build_matrix(ls: TrtlsServer, args: BuildMatrixArgs) -> wire.BuildMatrixReply:
     from trtls.lsp.build_commands import start_matrix_build
 
-    return await start_matrix_build(ls, _args("BuildMatrixArgs", args))
+    return await start_matrix_build(ls, args)
 
 
 @command("trtls.cancelBuild")
-def cancel_build(ls: TrtlsServer, args: Any = None) -> Any:
+def cancel_build(ls: TrtlsServer, args: CancelBuildArgs) -> wire.CancelBuildReply:
     from trtls.core.wire import CancelBuildReply
 
-    a = _args("CancelBuildArgs", args)
-    run = ls.runs.get(a.buildId)  # a cell, a build, a whole matrix or a gates run
+    run = ls.runs.get(args.buildId)  # a cell, a build, a whole matrix or a gates run
     if run is None:
-        raise JsonRpcInvalidParams(f"no build with id '{a.buildId}' (see trtls.listBuilds)")
-    accepted = run.running and run.cancel(a.source)
-    return CancelBuildReply(buildId=a.buildId, accepted=bool(accepted), status=run.status)
+        raise JsonRpcInvalidParams(f"no build with id '{args.buildId}' (see trtls.listBuilds)")
+    accepted = run.running and run.cancel(args.source)
+    return CancelBuildReply(buildId=args.buildId, accepted=bool(accepted), status=run.status)
 
 
 @command("trtls.listBuilds")
-def list_builds(ls: TrtlsServer, args: Any = None) -> Any:
+def list_builds(ls: TrtlsServer, args: EmptyArgs) -> wire.ListBuildsReply:
     from trtls.core.wire import ListBuildsReply
     from trtls.lsp.run_kinds import listed
 
@@ -270,54 +282,52 @@ def list_builds(ls: TrtlsServer, args: Any = None) -> Any:
 
 
 @command("trtls.showEvidence")
-def show_evidence(ls: TrtlsServer, args: Any = None) -> Any:
+def show_evidence(ls: TrtlsServer, args: BuildIdArgs) -> wire.EvidenceReply:
     """The finished run's evidence record: the file its kind writes (lsp/run_kinds.py) and the record."""
     from trtls.lsp.run_kinds import evidence
 
-    return evidence(ls, _args("BuildIdArgs", args).buildId)
+    return evidence(ls, args.buildId)
 
 
 @command("trtls.buildReport")
-def build_report(ls: TrtlsServer, args: Any = None) -> Any:
+def build_report(ls: TrtlsServer, args: BuildIdArgs) -> wire.BuildReportReply:
     """The finished build's HTML report (timeline, history, cancel, artifacts), also written as report.html."""
     from trtls.lsp.run_kinds import report
 
-    return report(ls, _args("BuildIdArgs", args).buildId)
+    return report(ls, args.buildId)
 
 
 @command("trtls.listTargets")
-async def list_targets(ls: TrtlsServer, args: Any = None) -> Any:
+async def list_targets(ls: TrtlsServer, args: UriArgs) -> wire.ListTargetsReply:
     from trtls.core.wire import ListTargetsReply
 
-    a = _args("UriArgs", args)
-    loaded = await ls.recipe_async(a.uri)
+    loaded = await ls.recipe_async(args.uri)
     data = loaded.data or {}
     return ListTargetsReply(engines=list((data.get("engines") or {}).keys()),
                             routes=list((data.get("routes") or {}).keys()))  # fmt: skip
 
 
 @command("trtls.runGates")
-async def run_gates(ls: TrtlsServer, args: Any = None) -> Any:
-    a = _args("RunGatesArgs", args)
+async def run_gates(ls: TrtlsServer, args: RunGatesArgs) -> wire.RunGatesReply:
     from trtls.lsp.gates_command import run_gates_command
 
-    return await run_gates_command(ls, a)
+    return await run_gates_command(ls, args)
 
 
 @command("trtls.lockRoute")
-async def lock_route(ls: TrtlsServer, args: Any = None) -> Any:
+async def lock_route(ls: TrtlsServer, args: LockRouteArgs) -> wire.LockRouteReply:
     """Record a route's checkpoint digests in trtls.lock.json, after the user confirms (TRT512's quick fix)."""
     from trtls.lsp.lock_command import lock_route_command
 
-    return await lock_route_command(ls, _args("LockRouteArgs", args))
+    return await lock_route_command(ls, args)
 
 
 @command("trtls.allowLicense")
-async def allow_license(ls: TrtlsServer, args: Any = None) -> Any:
+async def allow_license(ls: TrtlsServer, args: AllowLicenseArgs) -> wire.AllowLicenseReply:
     """Add a licence to a route's allow list — only after the user confirms, since it widens what ships."""
     from trtls.lsp.license_command import allow_license_command
 
-    return await allow_license_command(ls, _args("AllowLicenseArgs", args))
+    return await allow_license_command(ls, args)
 
 
 def _register_more() -> None:
@@ -331,7 +341,7 @@ _register_more()
 
 
 @command("trtls.printDebugInformation")
-def print_debug_information(ls: TrtlsServer, args: Any = None) -> Any:
+def print_debug_information(ls: TrtlsServer, args: EmptyArgs) -> wire.DebugInformationReply:
     from trtls.core.wire import DebugInformationReply
     from trtls.debug_info import as_text, debug_information
 
@@ -353,7 +363,7 @@ async def _terminate() -> None:
     os._exit(143)  # pygls' stdin reader thread blocks a normal exit; everything is on disk by now
 
 
-def _on_sigterm(signum: int, frame: Any) -> None:
+def _on_sigterm(signum: int, frame: FrameType | None) -> None:
     try:
         loop = asyncio.get_running_loop()  # the handler runs on the main thread, which runs the loop
     except RuntimeError:

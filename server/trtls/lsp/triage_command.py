@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types as lsp
 from pygls.exceptions import JsonRpcInvalidParams
@@ -17,8 +17,14 @@ from pygls.exceptions import JsonRpcInvalidParams
 from trtls.core import wire
 from trtls.core.findings import Origin
 from trtls.core.outcome import OutcomeKind
-from trtls.lsp.command_args import BuildMinimalArgs, FindDivergenceArgs, ReduceEngineArgs, ShowDocumentArgs, parse_args
 from trtls.lsp.progress_end import begin_stoppable_progress, end_progress
+
+if TYPE_CHECKING:
+    from trtls.builds.supervisor.build import Build
+    from trtls.lsp.command_args import BuildMinimalArgs, FindDivergenceArgs, ReduceEngineArgs, ShowDocumentArgs
+    from trtls.lsp.language_server import TrtlsServer
+    from trtls.triage.diverge_run import DivergenceSetup
+    from trtls.triage.trials import Trial
 
 
 @dataclass
@@ -74,14 +80,13 @@ class ReductionRun:
         return (self.summary or {}).get("evidenceError")
 
 
-async def start_reduction(ls: Any, raw: Any) -> wire.ReduceEngineReply:
+async def start_reduction(ls: TrtlsServer, args: ReduceEngineArgs) -> wire.ReduceEngineReply:
     from trtls.lsp.build_relay import BuildRelay
     from trtls.triage.evidence import headline, write_evidence
     from trtls.triage.findings import reduction_finding
     from trtls.triage.reduce_build import new_reduction, run_reduction
     from trtls.triage.trials import TrialRunner
 
-    args = parse_args(ReduceEngineArgs, raw)
     loaded = await ls.recipe_async(args.uri)
     if loaded.recipe is None or args.engine not in loaded.recipe.engines:
         raise JsonRpcInvalidParams(f"no buildable engine '{args.engine}' in {loaded.path.name}")
@@ -102,7 +107,7 @@ async def start_reduction(ls: Any, raw: Any) -> wire.ReduceEngineReply:
         begin = lsp.WorkDoneProgressBegin(title=f"Reduce {args.engine}", cancellable=True, message="trial 0")
         token = await begin_stoppable_progress(ls, "reduce", begin, lambda: run.cancel("ide_stop"))
 
-    def on_trial(_trial: Any, build: Any) -> None:  # each trial is a build in the TensorRT Builds view
+    def on_trial(_trial: Trial, build: Build) -> None:  # each trial is a build in the TensorRT Builds view
         ls.runs.add(build, "build", args.uri)
         relay = BuildRelay(ls, build, args.uri, ls.options.build_tree, False, lambda b: ls.runs.evict())
         asyncio.ensure_future(relay.start())
@@ -183,14 +188,13 @@ class DivergenceRun:
         )
 
 
-async def find_divergence(ls: Any, raw: Any) -> wire.FindDivergenceReply:
+async def find_divergence(ls: TrtlsServer, args: FindDivergenceArgs) -> wire.FindDivergenceReply:
     """Start the search and answer at once with its id; one workDoneProgress (its Cancel stops the search, as
     trtls.cancelBuild {buildId: id} does), the result a TRT981 whose quick fix adds `exclude_nodes`."""
     from trtls.builds.supervisor.build import new_build_id, state_dir
     from trtls.core.cancel import CancelToken
     from trtls.triage.diverge_run import DivergenceUnavailable, run_divergence, setup_divergence
 
-    args = parse_args(FindDivergenceArgs, raw)
     if args.candidate is not None:  # two given models (`--candidate`): lsp/triage_pair.py
         from trtls.lsp.triage_pair import find_pair_divergence
 
@@ -249,7 +253,7 @@ async def find_divergence(ls: Any, raw: Any) -> wire.FindDivergenceReply:
     return wire.FindDivergenceReply(divergenceId=rid, engine=setup.engine, route=args.route, status="started")
 
 
-def _failed_record(run: DivergenceRun, setup: Any, error: str) -> dict[str, Any]:
+def _failed_record(run: DivergenceRun, setup: DivergenceSetup, error: str) -> dict[str, Any]:
     return {
         "kind": "divergence", "id": run.id, "engine": run.engine, "route": run.route,
         "precision": setup.spec["convert"], "rangeRtol": setup.threshold, "firstDiverging": None,
@@ -258,7 +262,7 @@ def _failed_record(run: DivergenceRun, setup: Any, error: str) -> dict[str, Any]
     }  # fmt: skip
 
 
-async def _fix_for(ls: Any, uri: str, record: dict[str, Any]) -> dict[str, Any] | None:
+async def _fix_for(ls: TrtlsServer, uri: str, record: dict[str, Any]) -> dict[str, Any] | None:
     """The exclude_nodes edit, on the recipe as the editor holds it now."""
     from trtls.triage.exclude_edit import exclude_nodes_fix
     from trtls.triage.findings import measured_exclusion
@@ -270,11 +274,10 @@ async def _fix_for(ls: Any, uri: str, record: dict[str, Any]) -> dict[str, Any] 
     return exclude_nodes_fix(loaded, record["engine"], nodes, route=record.get("route"))
 
 
-async def show_document(ls: Any, raw: Any) -> wire.ShowDocumentReply:
+async def show_document(ls: TrtlsServer, args: ShowDocumentArgs) -> wire.ShowDocumentReply:
     """Open a file the server produced (the minimal model) in the client: window/showDocument."""
     from trtls.lsp.documents import shown_file
 
-    args = parse_args(ShowDocumentArgs, raw)
     path = shown_file(args.path, ls.workspace.text_documents, ls.folders())
     result = await ls.window_show_document_async(lsp.ShowDocumentParams(uri=path.as_uri(), external=True))
     return wire.ShowDocumentReply(shown=bool(getattr(result, "success", False)))
@@ -309,7 +312,7 @@ def _action(title: str, diagnostic: lsp.Diagnostic, command: str, argument: dict
     )
 
 
-async def build_minimal(ls: Any, raw: Any) -> wire.BuildMinimalReply:
+async def build_minimal(ls: TrtlsServer, args: BuildMinimalArgs) -> wire.BuildMinimalReply:
     """A real build of a reduction's minimal model with the engine's settings, into the reduction's folder (never
     the engine's output), shown in the TensorRT Builds view like any build."""
     import json
@@ -319,7 +322,6 @@ async def build_minimal(ls: Any, raw: Any) -> wire.BuildMinimalReply:
     from trtls.fs import read_text
     from trtls.lsp.build_relay import BuildRelay
 
-    args = parse_args(BuildMinimalArgs, raw)
     loaded = await ls.recipe_async(args.uri)
     if loaded.recipe is None or args.engine not in loaded.recipe.engines:
         raise JsonRpcInvalidParams(f"no buildable engine '{args.engine}'")

@@ -3,29 +3,40 @@ and the build core (tests/test_layers.py); each module is imported on its comman
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 
-COMMANDS = {  # command → (module under trtls.lsp, function)
-    "trtls.reduceEngine": ("triage_command", "start_reduction"),
-    "trtls.findDivergence": ("triage_command", "find_divergence"),
-    "trtls.buildMinimal": ("triage_command", "build_minimal"),
-    "trtls.showDocument": ("triage_command", "show_document"),
-    "trtls.rollbackEngine": ("rollback_command", "rollback_engine"),
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+    from trtls.lsp.language_server import TrtlsServer
+
+# command → (module under trtls.lsp, its handler, the handler's argument model in trtls.lsp.command_args: named here
+# because the handler is not imported to read its annotation; tests/test_typed_seams.py checks the two agree)
+COMMANDS = {
+    "trtls.reduceEngine": ("triage_command", "start_reduction", "ReduceEngineArgs"),
+    "trtls.findDivergence": ("triage_command", "find_divergence", "FindDivergenceArgs"),
+    "trtls.buildMinimal": ("triage_command", "build_minimal", "BuildMinimalArgs"),
+    "trtls.showDocument": ("triage_command", "show_document", "ShowDocumentArgs"),
+    "trtls.rollbackEngine": ("rollback_command", "rollback_engine", "RollbackEngineArgs"),
 }
 
-
-def register(command: Any) -> None:
-    """Register each command with the server's `command` decorator (lsp/server.py)."""
-    for name, (module, handler) in COMMANDS.items():
-        command(name)(_lazy(module, handler))
+LazyHandler = Callable[["TrtlsServer", "BaseModel"], Awaitable["BaseModel"]]
 
 
-def _lazy(module: str, handler: str) -> Any:
-    async def run(ls: Any, args: Any = None) -> Any:  # the (ls, args) shape pygls maps arguments onto
+def register(command: Callable[[str, str], Callable[[LazyHandler], LazyHandler]]) -> None:
+    """Register each command with the server's `command` decorator (lsp/server.py), with its argument model."""
+    for name, (module, handler, args_model) in COMMANDS.items():
+        command(name, args_model)(_lazy(module, handler))
+
+
+def _lazy(module: str, handler: str) -> LazyHandler:
+    async def run(ls: TrtlsServer, args: BaseModel) -> BaseModel:
         if module == "rollback_command":
             from trtls.lsp import rollback_command as loaded
         else:
             from trtls.lsp import triage_command as loaded  # type: ignore[no-redef]
-        return await getattr(loaded, handler)(ls, args)  # its reply model (lsp/server.py's `command` sends it)
+        reply: BaseModel = await getattr(loaded, handler)(ls, args)  # its reply model (sent by lsp/server.py)
+        return reply
 
     return run

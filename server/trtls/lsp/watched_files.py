@@ -8,10 +8,13 @@ the editor without touching the recipe."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlparse
 
 from lsprotocol import types as lsp
+
+if TYPE_CHECKING:
+    from trtls.lsp.language_server import TrtlsServer
 
 LEDGER = "trtls.promotions.jsonl"
 WATCHED_GLOBS = ("**/trtls.toml", f"**/{LEDGER}", "**/.trtls/routes/*/summary.json")
@@ -29,9 +32,9 @@ def recipe_of(changed: Path) -> Path | None:
     return None
 
 
-def register(server: Any) -> None:
+def register(server: TrtlsServer) -> None:
     @server.feature(lsp.WORKSPACE_DID_CHANGE_WATCHED_FILES)
-    def did_change_watched_files(ls: Any, params: lsp.DidChangeWatchedFilesParams) -> None:
+    def did_change_watched_files(ls: TrtlsServer, params: lsp.DidChangeWatchedFilesParams) -> None:
         known = {Path(unquote(urlparse(u).path)): u for u in ls.recipes}  # recipes this server has checked
         for uri in {known[r] for c in params.changes if (r := recipe_of(Path(unquote(urlparse(c.uri).path)))) in known}:
             ls.validate(uri, refresh_lenses=True)

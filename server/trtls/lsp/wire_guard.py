@@ -18,7 +18,11 @@ client nor the end of the session turns into popups or floods of tracebacks.
 from __future__ import annotations
 
 import logging
-from typing import Any, BinaryIO
+from types import TracebackType
+from typing import TYPE_CHECKING, BinaryIO
+
+if TYPE_CHECKING:
+    from pygls.server import ServerErrors
 
 log = logging.getLogger("trtls")
 
@@ -63,7 +67,7 @@ class ClosedSafeStdout:
             log.info("trtls: a message after exit was dropped (stdout is closed)")
 
 
-def report_server_error(error: Exception, source: Any) -> None:
+def report_server_error(error: Exception, source: ServerErrors) -> None:
     """One line on stderr; nothing on the wire (see the module doc). A failed request is already answered with
     its error and logged by pygls (one line, OneLineForClientErrors): nothing more."""
     from pygls.exceptions import FeatureRequestError
@@ -77,7 +81,7 @@ def report_server_error(error: Exception, source: Any) -> None:
     log.warning("trtls: %s ignored: %s: %s", getattr(source, "__name__", source), type(error).__name__, error)
 
 
-def _ours(tb: Any) -> bool:
+def _ours(tb: TracebackType | None) -> bool:
     while tb is not None:
         if "/trtls/" in tb.tb_frame.f_code.co_filename.replace("\\", "/"):
             return True

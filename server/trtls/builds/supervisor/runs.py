@@ -12,12 +12,16 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol, overload
 
 from trtls.core.display import build_description, human_seconds
 from trtls.core.outcome import build_outcome_kind
 
+if TYPE_CHECKING:  # a registry is made before any build is (trtls build imports this, and no build core, first)
+    from trtls.builds.supervisor.build import Build
+
 RunKind = Literal["build", "matrix", "gates", "reduction", "divergence"]  # lsp/run_kinds.py: what each one answers
+OtherKind = Literal["matrix", "gates", "reduction", "divergence"]  # every kind but a build's
 KEEP_FINISHED = 100
 
 
@@ -35,6 +39,19 @@ class Run(Protocol):
     @property
     def evidence_dir(self) -> Path: ...
     def cancel(self, source: str) -> bool: ...
+
+
+class BuildRun(Run, Protocol):
+    """A run of kind "build": a Build (a cell, a trial) or a RestoredRun (a reuse, a rollback)."""
+
+    @property
+    def engine(self) -> str: ...
+    @property
+    def cell(self) -> str | None: ...
+    @property
+    def parent_id(self) -> str | None: ...
+    @property
+    def outcome(self) -> str | None: ...
 
 
 class _NoCancel:
@@ -111,18 +128,22 @@ class Entry:
 
 
 class RunRegistry:
-    def __init__(self, keep_finished: int = KEEP_FINISHED, on_evict: Callable[[str], Any] | None = None) -> None:
+    def __init__(self, keep_finished: int = KEEP_FINISHED, on_evict: Callable[[str], object] | None = None) -> None:
         self.keep_finished = max(0, keep_finished)
         self.on_evict = on_evict
         self._entries: dict[str, Entry] = {}  # insertion order = start order
 
+    @overload
+    def add(self, run: BuildRun, kind: Literal["build"], uri: str) -> None: ...
+    @overload
+    def add(self, run: Run, kind: OtherKind, uri: str) -> None: ...
     def add(self, run: Run, kind: RunKind, uri: str) -> None:
         """Register a run (again: a no-op). Evicts the oldest finished runs beyond the limit."""
         if run.id not in self._entries:
             self._entries[run.id] = Entry(run, kind, uri)
         self.evict()
 
-    def get(self, run_id: str, kind: RunKind | None = None) -> Any:
+    def get(self, run_id: str, kind: RunKind | None = None) -> Run | None:
         """The run with this id (of this kind, if given), or None: unknown, or finished and forgotten."""
         entry = self._entries.get(run_id)
         return entry.run if entry is not None and (kind is None or entry.kind == kind) else None
@@ -138,8 +159,14 @@ class RunRegistry:
     def entries(self, kind: RunKind | None = None) -> Iterator[Entry]:
         return (e for e in list(self._entries.values()) if kind is None or e.kind == kind)
 
-    def running(self, kind: RunKind | None = None) -> list[Any]:
+    def running(self, kind: RunKind | None = None) -> list[Run]:
         return [e.run for e in self.entries(kind) if e.run.running]
+
+    def running_builds(self) -> list[Build]:
+        """The builds running now (a restored run is finished when it is registered: never one of them)."""
+        from trtls.builds.supervisor.build import Build  # a build is running: the build core is loaded
+
+        return [r for e in self.entries("build") if isinstance(r := e.run, Build) and r.running]
 
     def evict(self) -> list[str]:
         """Forget the oldest finished runs beyond `keep_finished` (running ones are never evicted)."""

@@ -1,0 +1,119 @@
+"""The seams between the faces and the layers below them are typed (issue 28, item 5): no function in the language
+server's face (server/trtls/lsp/) or the application layer (server/trtls/app/) takes or returns `Any`, so mypy sees
+the contract at every handler — `ls.supervisor` is a Supervisor, `ls.runs` the RunRegistry, a handler's `args` its
+model in trtls.lsp.command_args and its return its reply in trtls.core.wire.
+
+Two things are let through, each for a stated reason:
+- `dict[str, Any]`: a JSON record (an evidence record, summary.json, a job's overrides) as read from disk or built
+  for it; its typed model is the other half of item 5 (one `Summary` model), not yet built.
+- `ALLOWED` below: the raw argument of a command as lsprotocol declares it (`ExecuteCommandParams.arguments:
+  Sequence[LSPAny]`), before its model validates it; pygls structures it by this very annotation (cattrs has no
+  hook for `object`)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+SERVER = Path(__file__).resolve().parents[1] / "server" / "trtls"
+SEAMS = sorted([*(SERVER / "lsp").glob("*.py"), *(SERVER / "app").glob("*.py")])
+UNTYPED = {"Any", "LSPAny"}
+
+# (file under server/trtls, function, parameter or "return") → why it is untyped
+ALLOWED = {
+    ("lsp/server.py", "run", "args"): "the raw command argument pygls hands over (lsprotocol's LSPAny)",
+    ("lsp/command_args.py", "parse_args", "raw"): "that raw argument, validated here into its model",
+}
+
+
+def _json_record(node: ast.expr) -> bool:
+    """`dict[str, Any]` (see the module doc)."""
+    return (
+        isinstance(node, ast.Subscript)
+        and ast.unparse(node.value) == "dict"
+        and ast.unparse(node.slice) in ("str, Any", "(str, Any)")
+    )
+
+
+def _untyped(annotation: ast.expr) -> bool:
+    """Whether `Any` (or lsprotocol's LSPAny) appears in the annotation outside a `dict[str, Any]` JSON record."""
+    if _json_record(annotation):
+        return False
+    if isinstance(annotation, ast.Name) and annotation.id in UNTYPED:
+        return True
+    if isinstance(annotation, ast.Attribute) and annotation.attr in UNTYPED:
+        return True
+    if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):  # a quoted annotation
+        return _untyped(ast.parse(annotation.value, mode="eval").body)
+    return any(_untyped(child) for child in ast.iter_child_nodes(annotation) if isinstance(child, ast.expr))
+
+
+def untyped_signatures(path: Path) -> list[tuple[str, str, str, int]]:
+    """(file, function, parameter or "return", line) for every `Any` in a signature of `path`."""
+    found = []
+    where = path.relative_to(SERVER).as_posix() if path.is_relative_to(SERVER) else path.name
+    for node in ast.walk(ast.parse(path.read_text())):
+        if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        a = node.args
+        params = [*a.posonlyargs, *a.args, *a.kwonlyargs, *([a.vararg] if a.vararg else []),
+                  *([a.kwarg] if a.kwarg else [])]  # fmt: skip
+        annotated = [(p.arg, p.annotation) for p in params if p.annotation is not None]
+        if node.returns is not None:
+            annotated.append(("return", node.returns))
+        found += [(where, node.name, name, node.lineno) for name, ann in annotated if _untyped(ann)]
+    return found
+
+
+def test_no_seam_takes_or_returns_any() -> None:
+    found = [f for path in SEAMS for f in untyped_signatures(path)]
+    bad = [f"{file}:{line}: {fn}({name})" for file, fn, name, line in found if (file, fn, name) not in ALLOWED]
+    assert not bad, "Any in a signature at the seams (give it its real type):\n" + "\n".join(bad)
+    stale = set(ALLOWED) - {(file, fn, name) for file, fn, name, _ in found}
+    assert not stale, f"allowed but no longer untyped (remove from ALLOWED): {sorted(stale)}"
+
+
+def test_the_rule_sees_what_it_forbids(tmp_path: Path) -> None:
+    """The scan itself: each spelling of Any is found, a JSON record is not."""
+    sample = tmp_path / "sample.py"
+    text = (
+        "from typing import Any\n"
+        "def a(ls: Any) -> None: ...\n"
+        "def b(x: list[Any]) -> 'Any | None': ...\n"
+        "async def c(x: lsp.LSPAny = None) -> typing.Any: ...\n"
+        "def d(record: dict[str, Any]) -> dict[str, Any] | None: ...\n"
+        "def e(table: dict[str, list[Any]]) -> None: ...\n"
+    )
+    sample.write_text(text)
+    found = {(fn, name) for _, fn, name, _ in untyped_signatures(sample)}
+    assert found == {("a", "ls"), ("b", "x"), ("b", "return"), ("c", "x"), ("c", "return"), ("e", "table")}
+
+
+def test_every_command_handler_declares_its_argument_model() -> None:
+    """A handler's `args` names its model in trtls.lsp.command_args (the server validates the raw argument into it
+    by that name), and a handler registered by name before its module is imported (lsp/triage_commands_table.py)
+    is given the same model its handler declares."""
+    from trtls.lsp import command_args, rollback_command, server, triage_command, triage_commands_table
+
+    handlers = [server.build_engine, server.build_matrix, server.cancel_build, server.list_builds,
+                server.show_evidence, server.build_report, server.list_targets, server.run_gates, server.lock_route,
+                server.allow_license, server.print_debug_information]  # fmt: skip
+    for handler in handlers:
+        assert command_args.typed_args(server.declared_args(handler)), handler.__name__
+    modules = {"triage_command": triage_command, "rollback_command": rollback_command}
+    for name, (module, function, args_model) in triage_commands_table.COMMANDS.items():
+        handler = getattr(modules[module], function)
+        assert server.declared_args(handler) == args_model, name
+        assert command_args.typed_args(args_model), name
+
+
+def test_a_handler_without_its_model_is_refused_at_registration() -> None:
+    from trtls.lsp import server
+
+    def untyped(ls: object, args: object) -> None: ...
+
+    untyped.__annotations__["args"] = "dict[str, object]"
+    with pytest.raises(TypeError, match="one model of trtls.lsp.command_args"):
+        server.command("trtls.test.untyped")(untyped)  # type: ignore[type-var]
