@@ -138,14 +138,15 @@ LAYERS: tuple[Layer, ...] = (
     # triage runs trials as worker builds and ONNX Runtime runs: never TensorRT in-process
     Layer("triage", ("supervisor",), "a failing model reduced to the smallest that fails the same way, and the first "
           "tensor that leaves tolerance", (*BUILDS_SHARED, "builds.supervisor", "builds.worker", "onnx_files",
-          "runtimes", "route", "checkpoint", "gates"), (*EDITOR, *TENSORRT),
+          "store", "runtimes", "route", "checkpoint", "gates"), (*EDITOR, *TENSORRT),
           holds=("reduce_build", "diverge", "trials")),
     # the use cases every face calls to start work, rendered by the faces
-    Layer("app", ("supervisor",), "**the application layer**: `request_build`, `request_matrix` and their typed "
-          "results (`Started`, `Reused`, `Refused` …); one store lookup, one recipe check, one job per request",
+    Layer("app", ("supervisor",), "**the application layer**: `request_build`, `request_matrix`, `request_rollback` "
+          "and their typed results (`Started`, `Reused`, `Refused` …); one store lookup, one recipe check, one job "
+          "per request",
           ("core", "fs", "onnx_files", "store", "builds", "builds.supervisor", "builds.avoidance", "builds.farm",
            "bundle", "checkpoint", "runtimes", "route", "gates", "triage"), (*EDITOR, *TENSORRT),
-          holds=("build", "matrix", "results", "unchanged")),
+          holds=("build", "matrix", "rollback", "results", "unchanged")),
     Layer("accept", ("CLI",), "the stuck-build acceptance scenarios (`trtls accept`)", ("core", "fs", "builds",
           "builds.supervisor", "builds.worker", "bundle", "checkpoint", "runtimes", "route", "gates", "app"), EDITOR,
           holds=("runner", "stop_scenarios", "criteria")),
