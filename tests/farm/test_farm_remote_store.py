@@ -84,3 +84,32 @@ def test_a_node_publishes_its_engine_to_the_remote_and_a_fresh_driver_reuses_it(
     assert reused["outcome"] == "reused" and reused["workerPid"] is None and reused["engineKey"] == key
     assert f"fetched from the remote store {nginx_dav.url}" in reused["store"]["warnings"]
     assert (ws2 / "build" / "demo-SM89.engine").read_bytes() == output.read_bytes()
+
+
+def test_a_node_does_not_publish_an_engine_of_another_builder_than_the_key(
+    ray_cluster,
+    nginx_dav: DavServer,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """The submitting machine keys with a tensorrt_rtx that reads 9.9.9; the node builds with the installed one: the
+    node checks its worker's builder against the key and sends nothing to the remote; its note says why."""
+    import os
+
+    from tests.farm.test_farm_store import _fake_builder
+
+    ws = tmp_path / "ws"
+    path = _recipe(ws, ray_cluster.address, f'{{ "{LABEL}" = "SM89" }}')
+    path.write_text(path.read_text() + ONE_CELL)
+    with_store(ws, tmp_path / "store")
+    path.write_text(path.read_text() + f'remote = "{nginx_dav.url}"\n')
+    fake = _fake_builder(tmp_path / "fake", "tensorrt_rtx", "tensorrt_rtx_cu13", "9.9.9")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(fake), os.environ.get("PYTHONPATH")]))}
+    done, _ = _run(ws, env, "--matrix")
+    assert done.returncode == 0, done.stdout + done.stderr
+    (cell,) = [s for s in summaries(ws) if s.get("cell")]
+    assert cell["outcome"] == "built" and (ws / "build" / "demo-SM89.engine").is_file()
+    (said,) = [n for n in cell["notes"] if n.startswith("not stored: builder tensorrt_rtx ")]
+    assert "tensorrt_rtx 9.9.9 (the key's, on the submitting machine)" in said and "(from node " in said, said
+    assert not any(n.startswith("published to the remote store") for n in cell["notes"])
+    assert not (nginx_dav.files / "ac").exists() and not (nginx_dav.files / "cas").exists()
+    assert "PUT /cache/" not in nginx_dav.access_log()
