@@ -224,7 +224,16 @@ class Supervisor:
         # machine, and its worker writes the output in place.)
         root = Path(build.job["write_root"]) if build.job.get("write_root") else None  # judged at load
         here = build.remote is None or bool(getattr(build.remote, "same_machine", False))
-        problem = output_problem(build.output, build.id, within=root) if here else None
+        # The probe (three fsynced writes, a rename, their folder's fsyncs) runs on a thread while this one writes
+        # running.json (fsynced too): a journaling filesystem commits fsyncs issued together at once, and both are on
+        # the way to the worker's job. A failed probe's running.json is removed when its evidence is written.
+        loop = asyncio.get_running_loop()
+        probing = loop.run_in_executor(None, output_problem, build.output, build.id, root) if here else None
+        if proc is not None:  # started early: it waits for its job
+            running_json(build, proc.pid, guard, local=build.remote is None, nonce=worker_nonce(proc))
+        else:
+            running_json(build, None, guard)  # before the spawn: a crash while spawning still leaves the record
+        problem = await probing if probing is not None else None
         build.output_check = {
             "path": str(build.output.parent),
             "writable": problem is None if here else None,
@@ -240,7 +249,6 @@ class Supervisor:
             return
         events = build.open_event_log()  # unbuffered: a next process rebuilds the evidence from what is on disk
         if proc is None:
-            running_json(build, None, guard)  # before the spawn: a crash while spawning still leaves the record
             try:
                 if build.remote is not None:
                     from trtls.builds.farm.remote_process import RemoteProcess  # Ray: only on the remote path
@@ -256,8 +264,8 @@ class Supervisor:
                 build.error = f"cannot start worker {build.command[0]}: {exc}"
                 await self._finish(build, "failed")
                 return
+            running_json(build, proc.pid, guard, local=build.remote is None, nonce=worker_nonce(proc))
         build.worker_started(proc)
-        running_json(build, proc.pid, guard, local=build.remote is None, nonce=worker_nonce(proc))
         if build.remote is None and proc.pid is not None:
             build.resources = ResourceSampler(proc.pid, device=False)
         assert proc.stdin is not None
