@@ -14,6 +14,7 @@ from typing import Any
 
 from trtls.builds.supervisor import build as build_module
 from trtls.builds.supervisor.supervisor import Build
+from trtls.core import wire
 from trtls.core.events import parse_event
 from trtls.lsp import matrix_relay
 from trtls.lsp.matrix_relay import MatrixRelay
@@ -36,7 +37,7 @@ def phase_events() -> list[Any]:
 
 def bare_relay() -> MatrixRelay:
     relay = MatrixRelay.__new__(MatrixRelay)  # only the delta state: no client, no matrix
-    relay.sent_phases, relay.full_sent_at = {}, {}
+    relay.sent_phases, relay.full_sent_at, relay.uri = {}, {}, "file:///w/trtls.toml"
     return relay
 
 
@@ -65,7 +66,7 @@ def test_the_extensions_merge_of_every_delta_is_the_whole_tree(monkeypatch) -> N
         if i % 7:  # a notification every few events, as the pump would send
             continue
         clock[0] += 250_000_000  # a notification's worth of time passes: running rows change their words
-        payloads.append({"uri": "file:///w/trtls.toml", **relay._cell_tree(b, now=float(i), whole=False)})
+        payloads.append(wire.to_wire(relay._cell_tree(b, now=float(i), whole=False)))
         wholes.append(by_id(b.snapshot()["phases"]))  # the build's whole tree at that instant
     held = replay(payloads)["held"]
     assert len(held) == len(payloads)
@@ -83,6 +84,6 @@ def test_a_finished_cell_and_the_first_notification_are_whole() -> None:
     for ev in phase_events()[:40]:
         b.tree.apply(ev)
     assert b.tree.phases
-    assert "phasesDelta" not in relay._cell_tree(b, now=0.0, whole=False)
-    assert relay._cell_tree(b, now=1.0, whole=False).get("phasesDelta") is True
-    assert "phasesDelta" not in relay._cell_tree(b, now=2.0, whole=True)
+    assert relay._cell_tree(b, now=0.0, whole=False).phasesDelta is False
+    assert relay._cell_tree(b, now=1.0, whole=False).phasesDelta is True
+    assert relay._cell_tree(b, now=2.0, whole=True).phasesDelta is False

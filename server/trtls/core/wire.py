@@ -15,7 +15,7 @@ The words (`detail`, `description`, `verdict` …) are trtls.core.display's: the
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, RootModel
 
@@ -384,8 +384,21 @@ def to_wire(model: BaseModel) -> dict[str, Any]:
     return dict(model.model_dump(mode="json"))
 
 
-def reply(command: str, answer: BaseModel | dict[str, Any]) -> dict[str, Any]:
-    """A command's reply as it goes out: `answer` (its model, or a dict still built by hand) validated as the
-    command's declared reply. A reply that is not its model raises here (a -32603 for the client), never drifts."""
-    model = COMMAND_REPLIES[command].model_validate(answer)
-    return to_wire(model)
+def reply(command: str, answer: BaseModel) -> dict[str, Any]:
+    """A command's reply as it goes out: `answer` must be an instance of the command's declared reply (one of its
+    members, for a union), constructed by the handler — a hand-made dict, or another command's model, raises here (a
+    -32603 for the client) instead of being coerced into shape."""
+    declared = COMMAND_REPLIES[command]
+    members = _members(declared)
+    if not isinstance(answer, members):
+        names = " | ".join(m.__name__ for m in members)
+        raise TypeError(f"{command} answered {type(answer).__name__}, not its reply model {names}")
+    return to_wire(answer)
+
+
+def _members(declared: type[BaseModel]) -> tuple[type[BaseModel], ...]:
+    """A reply model, or the members of a RootModel union (BuildEngineResult)."""
+    if issubclass(declared, RootModel):
+        root = declared.model_fields["root"].annotation
+        return tuple(m for m in get_args(root) if isinstance(m, type) and issubclass(m, BaseModel))
+    return (declared,)

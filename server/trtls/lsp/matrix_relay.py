@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from lsprotocol import types as lsp
 
@@ -83,7 +83,7 @@ class MatrixRelay:
         self.wake = asyncio.Event()
         self.cell_sent_at: dict[str, float] = {}
         self.full_sent_at: dict[str, float] = {}
-        self.sent_phases: dict[str, dict[str, dict[str, Any]]] = {}  # cell → phase id → as last sent
+        self.sent_phases: dict[str, dict[str, wire.PhaseRow]] = {}  # cell → phase id → as last sent
         self.notifications = 0
 
     async def start(self) -> None:
@@ -140,21 +140,21 @@ class MatrixRelay:
                     break  # the rest stay dirty: next pump
                 self.dirty.discard(b.id)
                 self.cell_sent_at[b.id] = now
-                self._notify(build_tree(self.uri, self._cell_tree(b, now, whole=final or not b.running)))
+                self._notify(self._cell_tree(b, now, whole=final or not b.running))
         cells = [cell_row(b) for b in mb.cells] + [not_started_row(p.key, p.engine) for p in mb.not_started]
         parent = mb.snapshot(with_cells=False)
         self._notify(wire.MatrixTree.model_validate({"uri": self.uri, **parent, "cells": cells}))
 
-    def _cell_tree(self, b: Build, now: float, whole: bool) -> dict[str, Any]:
-        """The cell's snapshot, its phases as a delta against what this relay last sent for it (see the module doc)."""
-        snap = b.snapshot()
-        phases: list[dict[str, Any]] = snap["phases"]
+    def _cell_tree(self, b: Build, now: float, whole: bool) -> wire.BuildTree:
+        """The cell's tree, its phases as a delta against what this relay last sent for it (see the module doc)."""
+        tree = build_tree(self.uri, b.snapshot())
         last = self.sent_phases.get(b.id)
-        self.sent_phases[b.id] = {p["id"]: p for p in phases}
+        self.sent_phases[b.id] = {p.id: p for p in tree.phases}
         if whole or last is None or now - self.full_sent_at.get(b.id, 0.0) >= FULL_TREE_INTERVAL_S:
             self.full_sent_at[b.id] = now
-            return snap
-        return {**snap, "phases": [p for p in phases if last.get(p["id"]) != p], "phasesDelta": True}
+            return tree
+        changed = [p for p in tree.phases if last.get(p.id) != p]
+        return tree.model_copy(update={"phases": changed, "phasesDelta": True})
 
     def _notify(self, tree: wire.BuildTree | wire.MatrixTree) -> None:
         self.notifications += 1
