@@ -48,7 +48,7 @@ def simple_build(argv: list[str]) -> argparse.Namespace | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
+    given, argv = argv, sys.argv[1:] if argv is None else argv
     if argv in (["serve"], ["serve", "--stdio"]):
         return _serve()
     args = simple_build(argv)
@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
                 return done
     from trtls.cli.main import main as full
 
-    return full(argv)
+    return full(given)  # None: the program's own call (cli.main then ends a build without the teardown)
 
 
 def _serve() -> int:

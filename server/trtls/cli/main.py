@@ -29,7 +29,7 @@ def cmd_build(args: argparse.Namespace) -> int:
     if fast is not None:
         return fast
     code = asyncio.run(_build_all(args))
-    if reduce.started_as_trtls():
+    if _as_program and reduce.started_as_trtls():
         # Every record is durable by now (evidence, history, the store's publish: each written atomically and
         # fsynced before the build's end resolved) and asyncio.run has joined its executor threads (retention's pass):
         # what a normal exit would add is the teardown of pydantic's models and every module the build loaded (~30–50
@@ -327,9 +327,14 @@ def make_parser() -> argparse.ArgumentParser:
     return parser
 
 
+_as_program = False  # main() with no argv: the `trtls` program's own call, not a caller's main([...])
+
+
 def main(argv: list[str] | None = None) -> int:
     """Every command but `serve` (its stdout is the JSON-RPC wire) prints through `cli.console`: each line a person
     reads is escaped there, once, whatever printed it (issue 27, item 13)."""
+    global _as_program
+    _as_program = argv is None
     with safe_console():
         args = parse(make_parser(), argv)
         if args.command != "serve":
