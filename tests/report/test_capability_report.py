@@ -9,6 +9,7 @@ from __future__ import annotations
 import html
 import json
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +17,7 @@ from pathlib import Path
 import onnx
 from onnx import TensorProto, helper
 
+from tests.onnx_files.third_party import fetch_all
 from tests.store.helpers import probe_env, probes, summaries
 
 
@@ -53,6 +55,13 @@ def test_the_report_shows_what_the_parser_said_as_the_build_recorded_it(workspac
     assert by_engine["demo"]["capability"]["status"] == "supported"
     [refusal] = by_engine["unknown"]["capability"]["parser"]["nodes"]
     assert refusal["index"] == 0 and refusal["name"] == "mystery" and refusal["op"] == "NoSuchOp" and refusal["reason"]
+    # sent by the worker as data (build_finished.capability), not read back from its error's text: the parser's own
+    # record, with where in the parser it refused the node, which the error's text never carried
+    finished = _finished_event(workspace, by_engine["unknown"]["buildId"])
+    assert finished["capability"]["parser"]["nodes"] == [refusal] and refusal["where"]
+    assert refusal["where"] not in (by_engine["unknown"]["error"] or "")
+    demo_nodes = len(onnx.load(str(workspace / "models" / "demo.onnx")).graph.node)
+    assert by_engine["demo"]["capability"]["parser"]["subgraphs"] == [{"supported": True, "count": demo_nodes}]
 
     probe = tmp_path / "probe"
     pages = {}
@@ -78,3 +87,61 @@ def test_the_report_shows_what_the_parser_said_as_the_build_recorded_it(workspac
     assert trtls("report", old["buildId"], "-o", str(page), "--recipe", str(workspace), cwd=workspace).returncode == 0
     section = capability_html(page.read_text())
     assert 'data-status="not_checked"' in section and "capability not checked: this build" in section
+
+    # a parse refusal recorded before the worker sent it as data: only its error's text, read back into nodes
+    summary_path = workspace / ".trtls" / "runs" / by_engine["unknown"]["buildId"] / "summary.json"
+    old = json.loads(summary_path.read_text())
+    del old["capability"]
+    summary_path.write_text(json.dumps(old))
+    page = tmp_path / "old-refused.html"
+    assert trtls("report", old["buildId"], "-o", str(page), "--recipe", str(workspace), cwd=workspace).returncode == 0
+    section = capability_html(page.read_text())
+    assert 'data-status="refused"' in section and "does not support node 0 &#x27;mystery&#x27; (NoSuchOp): " in section
+
+
+def _finished_event(ws: Path, build_id: str) -> dict:
+    lines = (ws / ".trtls" / "runs" / build_id / "events.jsonl").read_text().splitlines()
+    [finished] = [e for e in map(json.loads, lines) if e.get("type") == "build_finished"]
+    return finished
+
+
+VAD_ENGINE = """
+[engines.vad]
+onnx = "models/vad.onnx"
+output = "build/vad.engine"
+
+[[engines.vad.profiles]]
+inputs.input = { min = [1, 512], opt = [1, 512], max = [4, 512] }
+inputs.state = { min = [2, 1, 128], opt = [2, 1, 128], max = [2, 4, 128] }
+"""
+
+
+def test_a_build_the_builder_refuses_after_a_whole_parse_records_the_builders_answer(
+    workspace: Path, tmp_path: Path
+) -> None:
+    # silero-vad's If-based export: the parser takes all 121 nodes, the build fails with an internal error; the worker
+    # then asks the builder's own query of its own network and config (no second parse) and records its refusal
+    shutil.copyfile(fetch_all()["silero_vad_if"], workspace / "models" / "vad.onnx")
+    recipe = workspace / "trtls.toml"
+    recipe.write_text(recipe.read_text() + VAD_ENGINE)
+    failed = trtls("build", str(workspace), "--engine", "vad", "--no-store", cwd=workspace)
+    assert failed.returncode != 0
+    [summary] = summaries(workspace)
+    capability = summary["capability"]
+    assert capability["status"] == "refused", capability
+    assert capability["parser"]["supported"] is True and capability["parser"]["subgraphs"] == [
+        {"supported": True, "count": 121}
+    ]
+    builder = capability["builder"]
+    assert builder["status"] == "refused" and "graphScope" in builder["reason"] and builder["asked"]
+    assert builder["reason"] in summary["error"]  # the same internal error the build ended on, in TensorRT's words
+    # the build's own log is the build's: the builder's second answer is kept in the capability, not logged again
+    logged = [e for e in summary["logs"] if "graphScope" in str(e)]
+    assert len(logged) == 1, logged
+
+    page = tmp_path / "vad.html"
+    reported = trtls("report", summary["buildId"], "-o", str(page), "--recipe", str(workspace), cwd=workspace)
+    assert reported.returncode == 0, reported.stderr
+    section = html.unescape(capability_html(page.read_text()))
+    assert 'data-status="refused"' in section and "the builder refuses the network" in section
+    assert "refuses the network although its parser takes every node" in section and builder["reason"] in section

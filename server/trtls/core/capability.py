@@ -99,6 +99,38 @@ def capability_summary(answer: dict[str, Any]) -> str:
     return f"capability not checked: {answer.get('reason') or 'no answer'}"
 
 
+def build_capability(
+    outcome: str | None, sent: dict[str, Any] | None, parsed: bool, module: str | None
+) -> dict[str, Any]:
+    """The capability answer a build measured by building, for its evidence (`summary.json`'s `capability`, shown by
+    the report), from what its worker sent (`build_finished.capability`, builds.worker.capability): the parser's own
+    record of its parse (every node it refused, with its reasons) and, when the build failed after a whole parse, the
+    builder's `is_network_supported` on the build's own network and config. A built engine is the builder taking the
+    network. `parsed`: the worker reported `build_started` (it comes after the parse): a worker that sent no answer
+    (an external one) but parsed says the parser took every node; one that ended before its parse measured nothing."""
+    answer: dict[str, Any] = {"module": module, "source": "the build's own parse"}
+    parser = (sent or {}).get("parser")
+    if not isinstance(parser, dict):
+        if not parsed:
+            why = "the build ended before its model was parsed, or its worker sent no parser answer"
+            return {**answer, "status": "not_checked", "reason": why}
+        parser = {"supported": True, "nodes": []}
+    answer["parser"] = parser
+    if not parser.get("supported", True):
+        return {**answer, "status": "refused"}
+    if outcome == "built":
+        return {**answer, "status": "supported", "builder": {"status": "supported", "reason": "it built"}}
+    builder = (sent or {}).get("builder")
+    if isinstance(builder, dict) and builder.get("status") in ("supported", "refused"):
+        return {**answer, "status": builder["status"], "builder": builder}
+    if not isinstance(builder, dict):
+        why = f"the build {outcome or 'ended'} after the parse; is_network_supported was not asked"
+        if outcome == "cancelled":
+            why = "the build was stopped after the parse; the builder is never asked during a stop"
+        builder = {"status": "not_asked", "reason": why}
+    return {**answer, "status": "parsed", "builder": builder}
+
+
 PARSE_FAILED = "ONNX parse failed: "  # the worker's error when its parse of the model refused nodes (builds/worker)
 _PARSER_ERROR = re.compile(r"node (\d+)(?: (['\"])(.*?)\2)?(?: \(([^()]*)\))?: (.*)", re.DOTALL)
 
@@ -111,29 +143,18 @@ def _parser_error_node(words: str) -> dict[str, Any]:
     return {"index": int(m.group(1)), "name": m.group(3) or "", "op": m.group(4) or "", "reason": m.group(5).strip()}
 
 
-def build_capability(outcome: str | None, error: str | None, parsed: bool, module: str | None) -> dict[str, Any]:
-    """The capability answer a build measured by building, for its evidence (`summary.json`'s `capability`, shown by
-    the report): its worker parses the model as the parser's own query does, so a parse that went through is "the
-    parser takes every node" (and a built engine, the builder taking the network), and a parse that failed carries the
-    parser's words for each node. `parsed`: the worker reported `build_started` (it comes after the parse). A build that
-    ended before its parse measured nothing: `not_checked`."""
-    answer: dict[str, Any] = {"module": module, "source": "the build's own parse"}
-    if parsed:
-        answer["parser"] = {"supported": True, "nodes": []}
-        if outcome == "built":
-            return {**answer, "status": "supported", "builder": {"status": "supported", "reason": "it built"}}
-        why = f"the build {outcome or 'ended'} after the parse; is_network_supported was not asked"
-        return {**answer, "status": "parsed", "builder": {"status": "not_asked", "reason": why}}
-    if error and error.startswith(PARSE_FAILED):
-        nodes = [_parser_error_node(w) for w in error.removeprefix(PARSE_FAILED).split("; ") if w.strip()]
-        return {**answer, "status": "refused", "parser": {"supported": False, "nodes": nodes}}
-    return {**answer, "status": "not_checked", "reason": "the build ended before its model was parsed"}
-
-
 def recorded_capability(summary: dict[str, Any]) -> dict[str, Any]:
     """A build's capability answer as its evidence recorded it; `not_checked` for evidence that has none (written
     before trtls recorded it, or by a path that parsed nothing: an engine reused from the store)."""
     answer = summary.get("capability")
     if isinstance(answer, dict) and answer.get("status"):
         return answer
+    error = summary.get("error")
+    if isinstance(error, str) and error.startswith(PARSE_FAILED):
+        # Only for evidence recorded before the worker sent the parser's answer as data (build_finished.capability):
+        # its parse error's text is all there is, read back into nodes. Never used for a build recorded now.
+        nodes = [_parser_error_node(w) for w in error.removeprefix(PARSE_FAILED).split("; ") if w.strip()]
+        module = summary.get("builderModule")
+        source = "the build's parse error, as its evidence recorded the text"
+        return {"module": module, "source": source, "status": "refused", "parser": {"supported": False, "nodes": nodes}}
     return {"status": "not_checked", "reason": "this build's evidence does not record it"}

@@ -162,6 +162,11 @@ class BuildFinished(_Event):
     # valid|suboptimal|invalid|
     # not_checked, reason, diagnostics: [{severity, msg}], gpuComputeCapability?, supportedComputeCapabilities?}
     engine_validity: dict[str, Any] | None = None
+    # what TensorRT said of the model, once the worker parsed it (builds.worker.capability): {parser: {supported,
+    # subgraphs: [{supported, count, nodes?}], nodes: [{index, name, op, reason, where?, functions?}]}, builder?:
+    # {status: supported|refused|not_checked, reason, errors, asked} (asked only after a failed build)}; None before
+    # the parse. The supervisor folds it into summary.json's `capability` (core.capability.build_capability)
+    capability: dict[str, Any] | None = None
 
 
 class Queued(_Event):

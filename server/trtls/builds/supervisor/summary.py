@@ -42,6 +42,15 @@ def engine_validity_record(build: Build) -> dict[str, Any] | None:
     return sent or {"status": "not_checked", "reason": "the worker did not ask (an external worker)", "diagnostics": []}
 
 
+def capability_record(build: Build) -> dict[str, Any]:
+    """What TensorRT said of the model in this build (the worker's `build_finished.capability`: its parser's answer
+    and, after a failed build, the builder's), in the words of `trtls check --capability`'s answer."""
+    env = build.environment
+    module = " ".join(str(p) for p in (env.get("module"), env.get("version")) if p) or None
+    sent = (build.finished or {}).get("capability")
+    return build_capability(build.outcome, sent, bool(build.config_hash), module)
+
+
 def build_summary(build: Build, t_end: int, history: History) -> dict[str, Any]:
     env = build.environment
     cache = build.cache or {
@@ -111,7 +120,7 @@ def build_summary(build: Build, t_end: int, history: History) -> dict[str, Any]:
         "validationNote": "a finished build does not prove the engine correct; parity is checked by the route gates",
         "engineArtifact": engine_written[0] if engine_written else None,
         "engineValidity": engine_validity_record(build),
-        "capability": build_capability(build.outcome, build.error, bool(build.config_hash), env.get("module")),
+        "capability": capability_record(build),
         "previousEngineIntact": intact,
         "previousEngine": previous,
         "artifacts": build.artifacts,

@@ -165,6 +165,12 @@ def parse_onnx(bm: BuilderModule, builder: Any, network: Any, logger: Any, onnx_
     return errors
 
 
+def parser_of(network: Any) -> Any:
+    """The parser that filled ``network`` (parse_onnx), still holding its answer: its per-node errors and subgraphs
+    (builds.worker.capability.parser_answer reads them; None for a network parse_onnx did not fill)."""
+    return _PARSERS.get(network)
+
+
 def _describe_parser_error(err: Any) -> str:
     where = []
     if err.node() >= 0:

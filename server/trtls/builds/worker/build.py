@@ -15,7 +15,7 @@ from typing import Any
 from trtls.builds import timing_cache as tc
 from trtls.builds.artifacts import engine_temp_path, remove_or_quarantine, write_engine
 from trtls.builds.build_facts import build_config_hash, network_types, peak_rss_bytes
-from trtls.builds.worker import engine_validity
+from trtls.builds.worker import capability, engine_validity
 from trtls.builds.worker.commit_guard import SupervisorGone, SupervisorWatch, test_pause
 from trtls.builds.worker.emitter import Emitter, EventWriter
 from trtls.builds.worker.monitor import make_monitor_class
@@ -42,6 +42,7 @@ class Worker:
         self.exit_code = 1
         self.watch = SupervisorWatch()  # worker.py marks it gone at stdin EOF; checked before the rename
         self.device_name: str | None = None
+        self.capability: dict[str, Any] = {}  # what the parser (and, after a failure, the builder) said: build_finished
 
     # -- control -------------------------------------------------------------------------------
     def request_cancel(self, source: str, t_request_ns: int | None) -> None:
@@ -101,8 +102,10 @@ class Worker:
         except bca.SettingError as exc:
             return self._finish_setting_error(exc, environment)
         flags, _, net_not_applied = bca.network_creation_flags(bm, strongly_typed)
-        builder, network, config = _create_builder(bm, logger, flags)
+        builder = bm.trt.Builder(logger)
+        network, config = builder.create_network(flags), builder.create_builder_config()  # flags: bca's choice
         errors = adapter.parse_onnx(bm, builder, network, logger, str(onnx_path))
+        self.capability = {"parser": capability.worker_parse_answer(adapter.parser_of(network), errors)}
         if errors:
             return self._finish_failed("ONNX parse failed: " + "; ".join(errors), environment)
         if self.cancel.is_set:
@@ -175,6 +178,7 @@ class Worker:
             error = next(
                 (m for s, m in reversed(self.logs) if s in ("ERROR", "INTERNAL_ERROR")), "builder returned no engine"
             )
+            self.capability["builder"] = capability.ask_built_network(self, builder, network, config)
             return self._finish_failed(error, environment, plan_cache)
         return self._commit(bm, adapter, config, plan, plan_cache)
 
@@ -316,6 +320,7 @@ class Worker:
             t_cleanup_ns=t_clean,
             notes=notes,
             peak_rss_bytes=peak_rss_bytes(),
+            capability=self.capability or None,
         )
         return 3
 
@@ -339,6 +344,7 @@ class Worker:
             t_cleanup_ns=t_clean,
             failure=failure,
             peak_rss_bytes=peak_rss_bytes(),
+            capability=self.capability or None,
         )
         return 1
 
@@ -383,15 +389,9 @@ class Worker:
         done: dict[str, Any] = {"engine_bytes": size, "engine_sha256": digest, "cleanup_status": "not_needed"}
         done["engine_validity"] = engine_validity.check(bm, plan, self.device_name)  # will it load here (issue 33)
         done.update(t_cleanup_ns=time.monotonic_ns(), notes=notes, peak_rss_bytes=peak_rss_bytes())
+        done["capability"] = self.capability or None
         self.writer.emit("build_finished", outcome="built", **done)
         return 0
-
-
-def _create_builder(bm: Any, logger: Any, flags: int) -> tuple[Any, Any, Any]:
-    """Builder, network (with the creation flags build_config_apply chose) and config."""
-    builder = bm.trt.Builder(logger)
-    network = builder.create_network(flags)
-    return builder, network, builder.create_builder_config()
 
 
 def _nothing(*_: Any) -> None:

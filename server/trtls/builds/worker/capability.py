@@ -8,12 +8,14 @@ Two questions, both TensorRT's own answers, never a table of ops kept here:
   GPU, and it is what catches silero-vad's If-based export: the parser takes all 121 nodes, the builder refuses the
   network with the same internal error a build would end on (graphScope.cpp, measured with TensorRT-RTX 1.7.1).
 
-This module runs in a child process (`python -m trtls.builds.worker.capability`, a request as JSON on stdin, the answer
-as
-JSON on stdout): a parser that crashes or hangs on a hostile model takes down only the child, and the server never
-imports TensorRT (tests/test_layers.py). `trtls.builds.supervisor.capability_client` starts it and reads the answer;
-the words
-every face shows are `trtls.core.capability.capability_findings`.
+The build worker asks the same two questions of what it already holds, with this module's functions: its parser's
+answer after its parse (`worker_parse_answer`), and, when its build failed, the builder's verdict on its own network
+and config (`ask_built_network`); it sends them in `build_finished.capability`.
+
+This module runs in a child process (`python -m trtls.builds.worker.capability`, a request as JSON on stdin, the
+answer as JSON on stdout): a parser that crashes or hangs on a hostile model takes down only the child, and the server
+never imports TensorRT (tests/test_layers.py). `trtls.builds.supervisor.capability_client` starts it and reads the
+answer; the words every face shows are `trtls.core.capability.capability_findings`.
 """
 
 from __future__ import annotations
@@ -52,7 +54,13 @@ def ask_parser(bm: Any, builder: Any, logger: Any, model: bytes, path: str) -> d
     """The parser's verdict on the whole model: supported, its subgraphs, and every node it refused."""
     network = builder.create_network(0)
     parser = bm.trt.OnnxParser(network, logger)
-    supported = bool(parser.supports_model_v2(model, path))
+    return parser_answer(parser, bool(parser.supports_model_v2(model, path)))
+
+
+def parser_answer(parser: Any, supported: bool) -> dict[str, Any]:
+    """What a parser that has parsed the model holds: its subgraphs (TensorRT-RTX 1.7.1 fills them on
+    `parse_from_file` as on `supports_model_v2`: one supported subgraph of every node when it took them all) and every
+    node it refused. The build worker asks it of its own parser (no second parse)."""
     subgraphs = []
     for i in range(parser.num_subgraphs):
         nodes = [int(n) for n in parser.get_subgraph_nodes(i)]
@@ -60,6 +68,26 @@ def ask_parser(bm: Any, builder: Any, logger: Any, model: bytes, path: str) -> d
         ok = bool(parser.is_subgraph_supported(i))
         subgraphs.append({"supported": ok, "count": len(nodes), **({} if ok else {"nodes": nodes})})
     return {"supported": supported, "subgraphs": subgraphs, "nodes": _parser_nodes(parser)}
+
+
+def worker_parse_answer(parser: Any, errors: list[str]) -> dict[str, Any]:
+    """The build worker's parse as a capability answer's `parser` (sent in `build_finished.capability`): the parser's
+    own record, and, for a refusal the parser itself did not word (adapter.parse_onnx's: no graph outputs, rejected
+    without a reason), the worker's words as an unplaced node."""
+    out = parser_answer(parser, not errors) if parser is not None else {"supported": not errors, "subgraphs": []}
+    if errors and not out.get("nodes"):
+        out["nodes"] = [{"index": None, "name": "", "op": "", "reason": e} for e in errors]
+    out.setdefault("nodes", [])
+    return out
+
+
+def builder_verdict(supported: bool, lines: list[tuple[str, str]]) -> dict[str, Any]:
+    """`IBuilder.is_network_supported`'s answer with the ERRORs TensorRT logged while it was asked (`lines`, as
+    (severity, message)): `supported` or `refused` with the first as its reason."""
+    said = [m.strip() for s, m in lines if s in ("ERROR", "INTERNAL_ERROR") and not any(n in m for n in _NO_DRIVER)]
+    out: dict[str, Any] = {"status": "supported" if supported else "refused", "errors": said}
+    out["reason"] = None if supported else (said[0] if said else "is_network_supported returned False, logging nothing")
+    return out
 
 
 def ask_builder(bm: Any, builder: Any, logger: Any, lines: list[tuple[str, str]], request: dict[str, Any]) -> dict:
@@ -91,13 +119,28 @@ def ask_builder(bm: Any, builder: Any, logger: Any, lines: list[tuple[str, str]]
     except (ValueError, TypeError) as exc:
         return {"status": "not_checked", "reason": f"the profiles do not fit the model: {exc}"}
     del lines[:]
-    supported = bool(builder.is_network_supported(network, config))
-    said = [m.strip() for s, m in lines if s in ("ERROR", "INTERNAL_ERROR") and not any(n in m for n in _NO_DRIVER)]
-    out: dict[str, Any] = {"status": "supported" if supported else "refused", "errors": said}
-    out["reason"] = None if supported else (said[0] if said else "is_network_supported returned False, logging nothing")
+    out = builder_verdict(bool(builder.is_network_supported(network, config)), lines)
     if settings_note:
         out["settingsNote"] = settings_note
     return out
+
+
+def ask_built_network(worker: Any, builder: Any, network: Any, config: Any) -> dict[str, Any]:
+    """The builder's verdict on a build worker's own network and config, asked after its build failed: no second
+    parse, and milliseconds (17 ms for silero-vad's If export, TensorRT-RTX 1.7.1, no GPU). What TensorRT logs meanwhile
+    is held from the build's log (the build's own error was read first) and kept as this answer's reason. Never asked of
+    a stopped build: the stop would wait for it."""
+    first, worker.held_logs = len(worker.logs), []
+    try:
+        supported = bool(builder.is_network_supported(network, config))
+        worker.log_sync()
+    except Exception as exc:  # a builder left unusable by its failure: said, not raised over the build's own error
+        return {"status": "not_checked", "reason": f"is_network_supported raised {type(exc).__name__}: {exc}"}
+    finally:
+        worker.held_logs = None
+    said = worker.logs[first:]
+    del worker.logs[first:]
+    return {**builder_verdict(supported, said), "asked": "after the build failed, on its own network and config"}
 
 
 def answer(request: dict[str, Any]) -> dict[str, Any]:
