@@ -8,7 +8,9 @@ model, each with 32 KiB of tactic shared memory, a Myelin CHECK) and generated o
 LayerNormalization branch ends before the other output's; a 24-node chain whose Det the parser rejects; a chain whose
 TopK exceeds TensorRT's k limit, a failure trtls does not classify, reduced by both with the same `--fail-regex`).
 
-trtls: `trtls reduce DIR --engine E --json` (its own "same failure", no pattern, except the TopK case). Polygraphy:
+trtls: `trtls build DIR --engine E` first, as the user who is told the build failed has run it (not counted: the
+reduction reuses that failed build as its first trial when its engine key is the recipe's, `reusedBuild`), then
+`trtls reduce DIR --engine E --json` (its own "same failure", no pattern, except the TopK case). Polygraphy:
 `polygraphy debug reduce MODEL --mode bisect --model-input-shapes … --check python _rtx_check.py
 polygraphy_debug.onnx … --fail-regex PATTERN` — `_rtx_check.py` is the same build as trtls's trial (TensorRT-RTX,
 optimization level 3, the recipe's shared-memory setting, the opt shapes) in a plain script, TensorRT's errors on
@@ -111,6 +113,8 @@ def _check(model: Path, c: dict[str, Any], profile: dict[str, Any] | None = None
 
 
 def run_trtls(c: dict[str, Any]) -> dict[str, Any]:
+    user = [sys.executable, "-m", "trtls", "build", str(c["ws"]), "--engine", "m"]  # the user's failed build
+    subprocess.run(user, capture_output=True, text=True, env=ENV, timeout=3600)
     cmd = [sys.executable, "-m", "trtls", "reduce", str(c["ws"]), "--engine", "m", "--json"]
     if c["fail_regex"]:
         cmd += ["--fail-regex", c["pattern"]]
@@ -131,6 +135,8 @@ def run_trtls(c: dict[str, Any]) -> dict[str, Any]:
         "outcome": r["outcome"],
         "cause": r.get("causeText"),
         "trials": r["trialsBuilt"],
+        "trials_by_step": r.get("trialsByStep"),
+        "reused_build": r.get("reusedBuild"),
         "wall_s": round(wall, 1),
         "nodes": nodes[0],
         "compute_nodes": nodes[1],
