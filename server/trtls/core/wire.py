@@ -384,21 +384,15 @@ def to_wire(model: BaseModel) -> dict[str, Any]:
     return dict(model.model_dump(mode="json"))
 
 
-def reply(command: str, answer: BaseModel) -> dict[str, Any]:
-    """A command's reply as it goes out: `answer` must be an instance of the command's declared reply (one of its
-    members, for a union), constructed by the handler — a hand-made dict, or another command's model, raises here (a
-    -32603 for the client) instead of being coerced into shape."""
+def reply_models(command: str) -> tuple[type[BaseModel], ...]:
+    """The models a command may answer: its declared reply, or the members of its union (BuildEngineResult)."""
     declared = COMMAND_REPLIES[command]
-    members = _members(declared)
-    if not isinstance(answer, members):
-        names = " | ".join(m.__name__ for m in members)
-        raise TypeError(f"{command} answered {type(answer).__name__}, not its reply model {names}")
+    return get_args(declared.model_fields["root"].annotation) if issubclass(declared, RootModel) else (declared,)
+
+
+def reply(command: str, answer: BaseModel) -> dict[str, Any]:
+    """A command's reply as it goes out: an instance of its reply model, constructed by its handler — a hand-made
+    dict or another command's model raises here (a -32603 for the client) instead of being coerced into shape."""
+    if not isinstance(answer, models := reply_models(command)):
+        raise TypeError(f"{command} answered {type(answer).__name__}, not {' | '.join(m.__name__ for m in models)}")
     return to_wire(answer)
-
-
-def _members(declared: type[BaseModel]) -> tuple[type[BaseModel], ...]:
-    """A reply model, or the members of a RootModel union (BuildEngineResult)."""
-    if issubclass(declared, RootModel):
-        root = declared.model_fields["root"].annotation
-        return tuple(m for m in get_args(root) if isinstance(m, type) and issubclass(m, BaseModel))
-    return (declared,)
