@@ -198,7 +198,7 @@ async def find_divergence(ls: TrtlsServer, args: FindDivergenceArgs) -> wire.Fin
     if args.candidate is not None:  # two given models (`--candidate`): lsp/triage_pair.py
         from trtls.lsp.triage_pair import find_pair_divergence
 
-        return await find_pair_divergence(ls, args)
+        return await find_pair_divergence(ls, args, DivergenceRun)
     if args.reference is not None:
         raise JsonRpcInvalidParams("reference needs candidate: the model compared with it")
     if (args.engine is None) == (args.route is None):

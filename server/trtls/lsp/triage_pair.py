@@ -24,6 +24,7 @@ from trtls.lsp.progress_end import begin_stoppable_progress, end_progress
 if TYPE_CHECKING:
     from trtls.lsp.command_args import FindDivergenceArgs
     from trtls.lsp.language_server import TrtlsServer
+    from trtls.lsp.triage_command import DivergenceRun
 
 
 def judged_model(ls: TrtlsServer, uri: str, what: str) -> Path:
@@ -39,10 +40,12 @@ def judged_model(ls: TrtlsServer, uri: str, what: str) -> Path:
     return path
 
 
-async def find_pair_divergence(ls: TrtlsServer, args: FindDivergenceArgs) -> wire.FindDivergenceReply:
+async def find_pair_divergence(
+    ls: TrtlsServer, args: FindDivergenceArgs, run_type: type[DivergenceRun]
+) -> wire.FindDivergenceReply:
+    """Start the search and answer at once with its id (a `run_type` run: triage_command's, which imports this)."""
     from trtls.builds.supervisor.build import new_build_id, state_dir
     from trtls.core.cancel import CancelToken
-    from trtls.lsp.triage_command import DivergenceRun
     from trtls.triage.diverge_pair import run_pair_divergence
     from trtls.triage.findings import divergence_finding
 
@@ -63,7 +66,7 @@ async def find_pair_divergence(ls: TrtlsServer, args: FindDivergenceArgs) -> wir
         assert args.engine is not None
         reference = loaded.resolve(loaded.engine(args.engine).onnx)
     rid = new_build_id(f"diverge-{args.engine or reference.stem}")
-    run = DivergenceRun(rid, args.engine, None, state_dir(loaded.path) / "reduce" / rid, CancelToken())
+    run = run_type(rid, args.engine, None, state_dir(loaded.path) / "reduce" / rid, CancelToken())
     run.step = f"comparing {candidate.name} with {reference.name}"
     ls.runs.add(run, "divergence", args.uri)
     token = None
@@ -93,7 +96,7 @@ async def find_pair_divergence(ls: TrtlsServer, args: FindDivergenceArgs) -> wir
     return wire.FindDivergenceReply(divergenceId=rid, engine=args.engine, route=None, status="started")
 
 
-def _failed(run: Any, reference: Path, candidate: Path) -> dict[str, Any]:
+def _failed(run: DivergenceRun, reference: Path, candidate: Path) -> dict[str, Any]:
     return {
         "kind": "divergence", "mode": "models", "id": run.id, "engine": run.engine, "route": None,
         "precision": None, "reference": str(reference), "candidate": str(candidate), "firstDiverging": None,
