@@ -19,6 +19,8 @@ from onnx import TensorProto, helper
 
 from tests.onnx_files.third_party import fetch_all
 from tests.store.helpers import probe_env, probes, summaries
+from trtls.core.capability import capability_findings, capability_summary
+from trtls.core.recipe import load_recipe
 
 
 def trtls(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -145,3 +147,21 @@ def test_a_build_the_builder_refuses_after_a_whole_parse_records_the_builders_an
     section = html.unescape(capability_html(page.read_text()))
     assert 'data-status="refused"' in section and "the builder refuses the network" in section
     assert "refuses the network although its parser takes every node" in section and builder["reason"] in section
+
+    # the same words as the as-you-type answer (the capability child, asked before any build: `trtls check
+    # --capability` and the editor's diagnostics): one function computes them from either answer
+    check = subprocess.run(
+        [sys.executable, "-m", "trtls", "check", str(workspace), "--capability", "--format", "json"],
+        capture_output=True,
+        text=True,
+    )
+    before = [(f["code"], f["message"]) for f in json.loads(check.stdout)["findings"] if f["path"][1] == "vad"]
+    assert before == [(f.code, f.message) for f in capability_findings("vad", capability)]
+
+    # and over the engine in the editor after the build: a lens in the report's words
+    from trtls.lsp.editor import code_lenses
+
+    lenses = code_lenses(load_recipe(recipe), "file:///x", {}, {"vad": summary["buildId"]})
+    titles = [lens.command.title for lens in lenses if lens.command and lens.command.command == ""]
+    assert titles == [f"capability · {capability_summary(capability)}"]
+    assert titles[0].endswith(": the builder refuses the network"), titles

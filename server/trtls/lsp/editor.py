@@ -127,6 +127,11 @@ def code_lenses(loaded: LoadedRecipe, uri: str, running: dict[str, str], last: d
                         rng, lsp.Command("Evidence", "trtls.showEvidence", arguments=[{"buildId": last[engine]}])
                     )
                 )
+                from trtls.report.capability_lens import capability_lens_title  # what TensorRT said, as recorded
+
+                said = capability_lens_title(loaded.path, last[engine])
+                if said is not None:
+                    out.append(lsp.CodeLens(rng, lsp.Command(said, "")))
         elif len(path) == 2 and path[0] == "routes":
             out.append(
                 lsp.CodeLens(
