@@ -61,3 +61,30 @@ def test_a_caller_running_main_in_its_own_process_keeps_its_process(workspace: P
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "after 0" in proc.stdout
     assert TORN in proc.stderr
+
+
+INTERRUPTED_AT_IMPORT = """
+import sys
+class CtrlC:  # Ctrl-C while the command line's modules are imported: after the fast path, before any stop of a command
+    def find_spec(self, name, path=None, target=None):
+        if name == "trtls.cli.main":
+            raise KeyboardInterrupt
+        return None
+sys.meta_path.insert(0, CtrlC())
+from trtls.cli.entry import main
+sys.argv = ["trtls", *sys.argv[1:]]
+sys.exit(main())
+"""
+
+
+def test_ctrl_c_before_the_commands_own_stop_is_one_line_and_130_not_a_traceback(workspace: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-c", INTERRUPTED_AT_IMPORT, "build", str(workspace), "--engine", "demo", "--no-store"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 130, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr
+    assert proc.stderr.strip() == "trtls build: interrupted by Ctrl-C"
+    assert not (workspace / ".trtls" / "runs").exists()

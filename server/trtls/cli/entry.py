@@ -63,9 +63,18 @@ def main(argv: list[str] | None = None) -> int:
                 done = None  # nothing was written yet that a rerun would not redo: the full path starts over
             if done is not None:
                 return done
-    from trtls.cli.main import main as full
+    try:
+        from trtls.cli.main import main as full
 
-    return full(given)  # None: the program's own call (cli.main then ends a build without the teardown)
+        return full(given)  # None: the program's own call (cli.main then ends a build without the teardown)
+    except KeyboardInterrupt:
+        # Ctrl-C before a command's own stop is in place (importing the command line's modules, making its parser):
+        # nothing was started or written yet. The same line and code as cli.main's net, not a traceback.
+        from trtls.cli.exits import EXIT_CTRL_C
+
+        command = f" {argv[0]}" if argv and argv[0].isalpha() else ""  # a command's name, never other text
+        print(f"\ntrtls{command}: interrupted by Ctrl-C", file=sys.stderr)
+        return EXIT_CTRL_C
 
 
 def _serve() -> int:
