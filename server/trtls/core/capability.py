@@ -122,7 +122,8 @@ def build_capability(
         return {**answer, "status": "supported", "builder": {"status": "supported", "reason": "it built"}}
     builder = (sent or {}).get("builder")
     if isinstance(builder, dict) and builder.get("status") in ("supported", "refused"):
-        return {**answer, "status": builder["status"], "builder": builder}
+        source = "the build's own parse, and is_network_supported on its network after the build failed"
+        return {**answer, "source": source, "status": builder["status"], "builder": builder}
     if not isinstance(builder, dict):
         why = f"the build {outcome or 'ended'} after the parse; is_network_supported was not asked"
         if outcome == "cancelled":
