@@ -165,3 +165,26 @@ def test_a_build_the_builder_refuses_after_a_whole_parse_records_the_builders_an
     titles = [lens.command.title for lens in lenses if lens.command and lens.command.command == ""]
     assert titles == [f"capability · {capability_summary(capability)}"]
     assert titles[0].endswith(": the builder refuses the network"), titles
+
+
+def test_a_build_stopped_after_its_parse_records_the_parsers_answer_and_never_asks_the_builder(
+    workspace: Path, tmp_path: Path
+) -> None:
+    # held after the parse (TRTLS_TEST_PAUSE before TensorRT builds), then stopped with Ctrl-C: the parser's answer is
+    # sent all the same, and the builder's query is not asked, so nothing delays the stop
+    from tests.builds.cli_procs import CliBuild, pause_env, wait_for_file
+
+    pause = tmp_path / "pause"
+    cli = CliBuild(workspace, "demo", "--no-store", env=pause_env(pause, "before_build"))
+    build_id = wait_for_file(pause, ".before_build").name.removesuffix(".before_build")
+    cli.interrupt()
+    assert cli.finish() != 0
+    summary = json.loads((workspace / ".trtls" / "runs" / build_id / "summary.json").read_text())
+    assert summary["outcome"] == "cancelled"
+    capability = summary["capability"]
+    demo_nodes = len(onnx.load(str(workspace / "models" / "demo.onnx")).graph.node)
+    assert capability["status"] == "parsed" and capability["parser"]["subgraphs"] == [
+        {"supported": True, "count": demo_nodes}
+    ]
+    assert capability["builder"]["status"] == "not_asked" and "stopped" in capability["builder"]["reason"]
+    assert "builder" not in (_finished_event(workspace, build_id)["capability"] or {})
