@@ -137,14 +137,12 @@ async def _build(
     # through the application layer as every face; a scenario's scratch copy is never looked up in the store (it
     # must build to show its fault) nor published there
     started = await request_build(
-        sup, load_recipe(ws / "trtls.toml"), engine, overrides=overrides, faults=faults, scratch=True
+        sup, load_recipe(ws / "trtls.toml"), engine, overrides=overrides, faults=faults, scratch=True, grace_s=grace
     )
     if isinstance(started, Refused):  # the template's recipe was checked by `prepare`: a copy changed under us
         raise AcceptError("; ".join(started.lines))
     assert isinstance(started, Started)  # no store, no registry: nothing is reused or already building
     build = started.build
-    if grace is not None:
-        build.grace_s = grace
     live: list[list[dict]] = []
     seen = {"n": 0}
     waiter = asyncio.ensure_future(build.wait())

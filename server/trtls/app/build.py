@@ -78,6 +78,8 @@ async def request_build(
     say: Say | None = None,
     on_wait: Say | None = None,
     on_warning: Say | None = None,
+    grace_s: float | None = None,
+    notes: tuple[str, ...] = (),
 ) -> Started | Reused | AlreadyBuilding | Refused:
     """Build `engine` of a checked recipe, unless the store serves it. `worker`: a worker a face started early (it
     imports TensorRT while the recipe loads): the build's, or closed here when no build starts. `runs`/`scope`: the
@@ -88,7 +90,8 @@ async def request_build(
 
     `scratch`: a build whose output is not the engine's (a reduction's minimal model, an acceptance
     scenario's scratch copy) is neither looked up nor published; `parent_id` names the run it belongs to. `faults`:
-    injected into the worker (the acceptance harness); such a build is never stored."""
+    injected into the worker (the acceptance harness); such a build is never stored. `grace_s`, `notes`: how the build
+    is run, passed to Supervisor.start (a face never writes them on the Build afterwards)."""
     refused = refused_recipe(loaded, [engine])
     if refused is None and runs is not None and not scratch:  # one build of an engine's output at a time
         for b in runs.running_builds():
@@ -100,7 +103,9 @@ async def request_build(
         return refused
     job = worker_job(loaded, engine, new_build_id(engine), overrides, faults)  # the one job: keyed, then built
     if scratch:
-        return _start(supervisor, loaded, engine, job, overrides, worker, wait_for_output, parent_id, runs, scope)
+        return _start(
+            supervisor, loaded, engine, job, overrides, worker, wait_for_output, parent_id, runs, scope, grace_s, notes
+        )
     try:
         use = await asyncio.to_thread(
             avoidance.prepare,
@@ -126,7 +131,9 @@ async def request_build(
     if reused is not None:
         await discard(worker)
         return Reused(reused, evidence_path(loaded.path, reused["buildId"]), use)
-    started = _start(supervisor, loaded, engine, job, overrides, worker, wait_for_output, parent_id, runs, scope)
+    started = _start(
+        supervisor, loaded, engine, job, overrides, worker, wait_for_output, parent_id, runs, scope, grace_s, notes
+    )
     avoidance.attach(use, started.build, on_warning)  # publish and record at the end, before a view reads the summary
     return Started(started.build, use)
 
@@ -142,6 +149,8 @@ def _start(
     parent_id: str | None,
     runs: RunRegistry | None,
     scope: str,
+    grace_s: float | None,
+    notes: tuple[str, ...],
 ) -> Started:
     build = supervisor.start(
         loaded,
@@ -151,6 +160,8 @@ def _start(
         wait_for_output=wait_for_output,
         parent_id=parent_id,
         job=job,
+        grace_s=grace_s,
+        notes=notes,
     )
     if runs is not None:
         runs.add(build, "build", scope)

@@ -57,7 +57,12 @@ async def start_build(ls: TrtlsServer, args: BuildEngineArgs) -> wire.BuildEngin
     settings = ls.options.settings
     if settings.builder_module:
         overrides["builder_module"] = settings.builder_module
-    result = await request_build(ls.supervisor, loaded, args.engine, overrides=overrides, runs=ls.runs, scope=args.uri)
+    notes: tuple[str, ...] = ()
+    if args.retry:
+        previous = ls.last_build.get((args.uri, args.engine))
+        notes = (f"retry ({args.retry}) of build {previous}; its logs and settings stay in its evidence folder",)
+    result = await request_build(ls.supervisor, loaded, args.engine, overrides=overrides, runs=ls.runs, scope=args.uri,
+                                 grace_s=settings.cancel_grace_s, notes=notes)  # fmt: skip
     if isinstance(result, AlreadyBuilding):
         return wire.BuildEngineReply(buildId=result.build.id, engine=args.engine, status="already_building")
     if isinstance(result, Reused):  # no worker, no TensorRT
@@ -77,13 +82,6 @@ async def start_build(ls: TrtlsServer, args: BuildEngineArgs) -> wire.BuildEngin
         ls.refresh_lenses()  # a store that cannot be used, a pin that cannot be served: nothing is built
         return wire.BuildEngineReply(buildId=None, engine=args.engine, status="store_error", errors=result.lines)
     build = result.build
-    if settings.cancel_grace_s:
-        build.grace_s = settings.cancel_grace_s
-    if args.retry:
-        previous = ls.last_build.get((args.uri, args.engine))
-        build.notes.append(
-            f"retry ({args.retry}) of build {previous}; its logs and settings stay in its evidence folder"
-        )
     has_progress = bool(ls.client_capabilities.window and ls.client_capabilities.window.work_done_progress)
     relay = BuildRelay(ls, build, args.uri, ls.options.build_tree, has_progress, lambda b: build_done(ls, b))
     await relay.start()

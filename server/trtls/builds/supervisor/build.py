@@ -10,11 +10,12 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from trtls.builds.roots import judged_write_root, open_record_stream
 from trtls.builds.supervisor.history import History
 from trtls.builds.supervisor.time_left import time_left_now, with_time_left
+from trtls.builds.supervisor.worker_process import WorkerProcess
 from trtls.core.build_config import flat_settings
 from trtls.core.cancel import CancelToken
 from trtls.core.display import (
@@ -93,29 +94,6 @@ async def await_summary(done: asyncio.Future[dict[str, Any]], cancel: Callable[[
     except asyncio.CancelledError:
         cancel("event_loop")
         raise
-
-
-class WorkerStdin(Protocol):
-    def write(self, data: bytes) -> None: ...
-    def close(self) -> None: ...
-    def is_closing(self) -> bool: ...
-
-
-class WorkerProcess(Protocol):
-    """What the supervisor drives: a local worker (asyncio's Process) or a farm cell
-    (trtls.builds.farm.remote_process.RemoteProcess, whose stdin forwards control lines to its node)."""
-
-    @property
-    def pid(self) -> int | None: ...
-    @property
-    def returncode(self) -> int | None: ...
-    @property
-    def stdin(self) -> WorkerStdin | None: ...
-    @property
-    def stdout(self) -> asyncio.StreamReader | None: ...
-    @property
-    def stderr(self) -> asyncio.StreamReader | None: ...
-    async def wait(self) -> int: ...
 
 
 @dataclass

@@ -26,7 +26,7 @@ from typing import Any
 
 from trtls import fs
 from trtls.builds.roots import evidence_error, state_root
-from trtls.builds.supervisor.build import Build, Listener, WorkerProcess, new_build_id, state_dir, worker_job
+from trtls.builds.supervisor.build import Build, Listener, new_build_id, state_dir, worker_job
 from trtls.builds.supervisor.build_end import finish_build, probe_environment
 from trtls.builds.supervisor.output_guard import OutputGuard
 from trtls.builds.supervisor.output_probe import output_problem
@@ -34,6 +34,7 @@ from trtls.builds.supervisor.resources import ResourceSampler
 from trtls.builds.supervisor.retention import Policy, auto_collect, policy_of
 from trtls.builds.supervisor.running_record import note_previous_sha, process_owner, running_json
 from trtls.builds.supervisor.spawn import spawn_worker, worker_nonce
+from trtls.builds.supervisor.worker_process import WorkerProcess
 from trtls.core.events import CancelControl, ProtocolError, parse_event
 from trtls.core.recipe import LoadedRecipe
 
@@ -112,19 +113,19 @@ class Supervisor:
         worker: asyncio.subprocess.Process | None = None,
         wait_for_output: bool = True,
         job: dict[str, Any] | None = None,
+        grace_s: float | None = None,
+        notes: tuple[str, ...] = (),
     ) -> Build:
         """Start a build (needs a running loop). The recipe must have loaded without errors. `remote` (a
         `trtls.builds.farm.run.RemoteSpec`) runs the same worker on a cluster node (docs/farm.md).
 
         `worker`: a built-in worker the caller started early (`builds.supervisor.spawn`), already importing TensorRT
-        while
-        the caller loaded the recipe; it gets this build's job. Ignored (and closed) for an external worker.
+        while the caller loaded the recipe; it gets this build's job. Ignored (and closed) for an external worker.
 
         `wait_for_output`: when another build (any process) holds this output, wait for it (True) or end `failed`
-        with TRT410 at once (False).
-
-        `job`: the worker job the caller built once for this request (trtls.app, which keyed it first); built here
-        when not given."""
+        with TRT410 at once (False). `job`: the worker job the caller built once for this request (trtls.app, which
+        keyed it first); built here when not given. `grace_s` (None: the recipe's) and `notes` (for the evidence):
+        how a face runs it, passed here — nothing outside the supervisor writes a Build."""
         if loaded.recipe is None:
             raise ValueError("the recipe has errors; no build starts")
         if engine not in loaded.recipe.engines:
@@ -137,7 +138,8 @@ class Supervisor:
             job["output"] = str(remote.shared_dir / Path(job["output"]).relative_to(loaded.base_dir))
         eng = loaded.engine(engine)
         command = list(eng.worker) if eng.worker else [sys.executable, "-m", "trtls.builds.worker"]
-        build = Build(build_id, engine, loaded.path, job, eng.cancel_grace_s, command)
+        grace = eng.cancel_grace_s if grace_s is None else grace_s
+        build = Build(build_id, engine, loaded.path, job, grace, command, notes=list(notes))
         build.remote, build.cell, build.parent_id = remote, cell, parent_id
         if worker is not None and eng.worker:
             worker.stdin.close()  # type: ignore[union-attr]  # an external worker was asked for: not ours to use
