@@ -302,3 +302,19 @@ def test_reference_inputs_the_adapter_cannot_feed_hold_and_never_reject_the_mode
     assert answered["parity.run"].status == "pass", answered["parity.run"].message
     assert answered["parity.signature"].status == "pass", answered["parity.signature"].message
     assert answered["parity.tolerance:hidden_states"].status == "reject"  # zeros are not the model's states: measured
+
+
+def test_gate_5_measures_a_trtmc_model_on_batch_1_requests_it_takes(minilm) -> None:
+    """Gate 5 on the same route: each reference input set is measured as one request of its first row, int32 [n]
+    (TRTMC serves batch 1), and the measurement says so. Before, the model refused the int64 [3, 19] feed and
+    `release.measure` rejected it: "cannot measure the runtime"."""
+    _, root = minilm
+    recipe = root / "trtls-ort5.toml"
+    recipe.write_text((root / "trtls.toml").read_text().replace('runtime = "tensorrt_rtx"', 'runtime = "onnxruntime"'))
+    verdict = run_gates(load_recipe(recipe), "st", [5], write_evidence=False)
+    checks = {c.name: c for c in verdict.checks}
+    measured = checks["release.measure"]
+    assert measured.status == "pass", measured.message
+    assert measured.evidence["adapter"]["adapter"] == "trtmc_bert"
+    assert "first row as one int32 [sequence] request" in measured.evidence["adapter"]["requests"]
+    assert "adapter" not in checks["release.canary"].evidence  # no canary inputs: nothing ran through it

@@ -149,3 +149,38 @@ def trtmc_feed(io_map: Any) -> TrtmcFeed | None:
         if not isinstance(shape, list) or len(shape) != 1:
             return None
     return TrtmcFeed()
+
+
+def adapted_files(
+    adapter: TrtmcFeed, files: Mapping[str, Any], folder: Any, within: Any, *, every_row: bool
+) -> tuple[dict[str, list[Any]], list[str]]:
+    """Gate 5's inputs for a model with TRTMC's I/O: each `.npz` in `files` (name → path or None) written into
+    `folder` as int32 [sequence] requests — its first row only (one request per input set: the set's sequence length,
+    batch 1, as TRTMC serves it) or, with `every_row`, one file per row (the canary). Returns name → request files and
+    why an input could not be adapted (that input then gets no file)."""
+    from pathlib import Path
+
+    from trtls.fs import ensure_folder
+    from trtls.runtimes import load_npz, save_npz
+
+    out: dict[str, list[Any]] = {}
+    problems: list[str] = []
+    ensure_folder(Path(folder), within=within)
+    for index, (name, path) in enumerate(files.items()):
+        if path is None:
+            continue
+        try:
+            feed = load_npz(path)
+        except (OSError, ValueError) as exc:
+            problems.append(f"{name}: unreadable: {exc}")
+            continue
+        unfit = adapter.feed_problems([feed])
+        if unfit:
+            problems += [f"{name}: {p.removeprefix('input 0')}" for p in unfit]
+            continue
+        rows = adapter.rows(feed)
+        out[name] = [
+            save_npz(Path(folder) / f"{index}-{r}.npz", row, within=within)
+            for r, row in enumerate(rows if every_row else rows[:1])
+        ]
+    return out, problems

@@ -17,6 +17,7 @@ from trtls.gates.context import GateContext
 from trtls.gates.files import scratch as scratch_folder
 from trtls.gates.parity.check import toml_path
 from trtls.gates.parity.route import merge_set_checks
+from trtls.gates.parity.trtmc_feed import TrtmcFeed, adapted_files, trtmc_feed
 from trtls.gates.release.baseline import check_baseline, load_baseline, write_baseline
 from trtls.gates.release.interleaved import artifact_spec, check_baseline_interleaved
 from trtls.gates.release.measure import Measurement, Thresholds, measure, session_words
@@ -263,10 +264,13 @@ def run_gate(ctx: GateContext) -> list[GateCheck]:
             name: inside("reference_inputs", rel, where, f"set {name}: " if route.named_input_sets else "")
             for name, rel, where in input_set_paths(route, base)
         }
-        ref_inputs = [p for p in set_files.values() if p is not None]
         canary = [p for p in [inside("canary_inputs")] if p is not None]
         previous = inside("previous_bundle")
         active = inside("bundle")
+        adapter = trtmc_feed((_bundle_header(active) or {}).get("io_map"))
+        if adapter is not None:  # TRTMC's BERT I/O: batch-1 int32 [n] requests (gates.parity.trtmc_feed)
+            set_files, canary = _trtmc_requests(adapter, set_files, canary, scratch, refused, base)
+        ref_inputs = [p for p in set_files.values() if p is not None]
         if isinstance(artifact, str):
             deployed_ok = False
             checks = [
@@ -315,5 +319,47 @@ def run_gate(ctx: GateContext) -> list[GateCheck]:
             checks.append(_not_run("release.canary", "TRT907", why, base + ("canary_inputs",)))
             checks.append(_not_run("release.rollback", "TRT908", why, base + ("previous_bundle",)))
         checks = refused + checks
+        if adapter is not None:
+            checks = [_adapted(c, adapter) for c in checks]
     ctx.record.update(record_of(checks))
     return checks
+
+
+ADAPTED_CHECKS = ("release.measure", "release.latency", "release.throughput", "release.baseline", "release.canary")
+
+
+def _trtmc_requests(
+    adapter: TrtmcFeed,
+    set_files: dict[str, Path | None],
+    canary: list[Path],
+    scratch: Path,
+    refused: list,
+    base: TomlPath,
+) -> tuple[dict[str, Path | None], list[Path]]:
+    """Each reference input set as one TRTMC request (its first row, int32 [sequence]) and every canary row as one,
+    written into the scratch folder; an input that cannot be adapted holds at its key (TRT909) and is not measured."""
+    sets, problems = adapted_files(adapter, set_files, scratch / "trtmc-sets", scratch, every_row=False)
+    rows, canary_problems = adapted_files(
+        adapter, {"canary_inputs": canary[0]} if canary else {}, scratch / "trtmc-canary", scratch, every_row=True
+    )
+    for what, key in ((problems, "reference_inputs"), (canary_problems, "canary_inputs")):
+        if what:
+            why = "the inputs cannot be fed to a model with TRTMC's BERT I/O: " + "; ".join(what[:3])
+            refused.append(_check("release.measure", "hold", why, "TRT909", base + (key,)))
+    return {n: (sets[n][0] if n in sets else None) for n in set_files}, rows.get("canary_inputs", [])
+
+
+def _adapted(check: GateCheck, adapter: TrtmcFeed) -> GateCheck:
+    """A measured check with the adapter it was fed through in its evidence."""
+    import dataclasses
+
+    if check.name not in ADAPTED_CHECKS or (check.name != "release.measure" and check.status == "hold"):
+        return check  # a hold here ran nothing through it (no baseline, no canary inputs)
+    if check.name == "release.canary" and check.status == "not_checked":
+        return check
+    said = {
+        "adapter": "trtmc_bert",
+        "requests": "each reference input set's first row as one int32 [sequence] request (TRTMC serves batch 1); "
+        "each canary row as one",
+    }
+    return dataclasses.replace(check, evidence={**check.evidence, "adapter": said})
