@@ -78,7 +78,7 @@ class BuildRelay:
         b.listeners.append(self._on_event)
         asyncio.get_running_loop().create_task(self._pump())
 
-    def _on_event(self, build: Build, ev: Event) -> None:
+    def _on_event(self, build: Build, ev: Event | None) -> None:
         self.dirty.set()
 
     async def _pump(self) -> None:

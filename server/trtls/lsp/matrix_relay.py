@@ -97,7 +97,7 @@ class MatrixRelay:
         self.mb.listeners.append(self._on_event)
         asyncio.get_running_loop().create_task(self._pump())
 
-    def _on_event(self, mb: MatrixBuild, build: Build | None, ev: Event) -> None:
+    def _on_event(self, mb: MatrixBuild, build: Build | None, ev: Event | None) -> None:
         if build is not None:
             self.dirty.add(build.id)
         self.wake.set()  # cheap: the pump decides what to send

@@ -28,12 +28,12 @@ from trtls.core.display import (
     stopping_text,
     waiting_text,
 )
-from trtls.core.events import PROTOCOL, PROTOCOL_VERSION
+from trtls.core.events import PROTOCOL, PROTOCOL_VERSION, Event
 from trtls.core.outcome import build_outcome_kind
 from trtls.core.phase_tree import NS, PhaseTree
 from trtls.core.recipe import EngineRecipe, LoadedRecipe
 
-Listener = Callable[["Build", Any], None]
+Listener = Callable[["Build", Event | None], object]  # every event, then None once the build is over
 
 
 def state_dir(recipe_path: Path) -> Path:
