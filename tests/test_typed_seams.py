@@ -1,14 +1,15 @@
 """The seams between the faces and the layers below them are typed (issue 28, item 5): no function in the language
-server's face (server/trtls/lsp/) or the application layer (server/trtls/app/) takes or returns `Any`, so mypy sees
-the contract at every handler — `ls.supervisor` is a Supervisor, `ls.runs` the RunRegistry, a handler's `args` its
-model in trtls.lsp.command_args and its return its reply in trtls.core.wire.
+server's face (server/trtls/lsp/) or the application layer (server/trtls/app/) takes or returns `Any`, and no state
+they hold (`self._supervisor`, a run's dataclass field) is declared `Any`, so mypy sees the contract at every handler:
+`ls.supervisor` is a Supervisor, `ls.runs` the RunRegistry, a handler's `args` its model in trtls.lsp.command_args
+and its return its reply in trtls.core.wire.
 
 Two things are let through, each for a stated reason:
 - `dict[str, Any]`: a JSON record (an evidence record, summary.json, a job's overrides) as read from disk or built
   for it; its typed model is the other half of item 5 (one `Summary` model), not yet built.
 - `ALLOWED` below: the raw argument of a command as lsprotocol declares it (`ExecuteCommandParams.arguments:
   Sequence[LSPAny]`), before its model validates it; pygls structures it by this very annotation (cattrs has no
-  hook for `object`)."""
+  hook for `object`); and the client's initializationOptions, LSPAny likewise until parsed."""
 
 from __future__ import annotations
 
@@ -25,6 +26,8 @@ UNTYPED = {"Any", "LSPAny"}
 ALLOWED = {
     ("lsp/server.py", "run", "args"): "the raw command argument pygls hands over (lsprotocol's LSPAny)",
     ("lsp/command_args.py", "parse_args", "raw"): "that raw argument, validated here into its model",
+    ("lsp/language_server.py", "(attribute)", "self.raw_init_options"): "the client's initializationOptions as "
+    "lsprotocol declares them (LSPAny), parsed into InitOptions on first use",
 }
 
 
@@ -54,7 +57,8 @@ def untyped_signatures(path: Path) -> list[tuple[str, str, str, int]]:
     """(file, function, parameter or "return", line) for every `Any` in a signature of `path`."""
     found = []
     where = path.relative_to(SERVER).as_posix() if path.is_relative_to(SERVER) else path.name
-    for node in ast.walk(ast.parse(path.read_text())):
+    tree = ast.parse(path.read_text())
+    for node in ast.walk(tree):
         if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
             continue
         a = node.args
@@ -64,6 +68,9 @@ def untyped_signatures(path: Path) -> list[tuple[str, str, str, int]]:
         if node.returns is not None:
             annotated.append(("return", node.returns))
         found += [(where, node.name, name, node.lineno) for name, ann in annotated if _untyped(ann)]
+    for node in ast.walk(tree):  # the state a seam holds: `self._supervisor: …`, a run's dataclass fields
+        if isinstance(node, ast.AnnAssign) and _untyped(node.annotation):
+            found.append((where, "(attribute)", ast.unparse(node.target), node.lineno))
     return found
 
 
@@ -85,10 +92,12 @@ def test_the_rule_sees_what_it_forbids(tmp_path: Path) -> None:
         "async def c(x: lsp.LSPAny = None) -> typing.Any: ...\n"
         "def d(record: dict[str, Any]) -> dict[str, Any] | None: ...\n"
         "def e(table: dict[str, list[Any]]) -> None: ...\n"
+        "class Run:\n    red: Any\n    summary: dict[str, Any] | None = None\n"
     )
     sample.write_text(text)
     found = {(fn, name) for _, fn, name, _ in untyped_signatures(sample)}
-    assert found == {("a", "ls"), ("b", "x"), ("b", "return"), ("c", "x"), ("c", "return"), ("e", "table")}
+    assert found == {("a", "ls"), ("b", "x"), ("b", "return"), ("c", "x"), ("c", "return"), ("e", "table"),
+                     ("(attribute)", "red")}  # fmt: skip
 
 
 def test_every_command_handler_declares_its_argument_model() -> None:

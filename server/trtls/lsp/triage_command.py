@@ -21,9 +21,11 @@ from trtls.lsp.progress_end import begin_stoppable_progress, end_progress
 
 if TYPE_CHECKING:
     from trtls.builds.supervisor.build import Build
+    from trtls.core.cancel import CancelToken
     from trtls.lsp.command_args import BuildMinimalArgs, FindDivergenceArgs, ReduceEngineArgs, ShowDocumentArgs
     from trtls.lsp.language_server import TrtlsServer
     from trtls.triage.diverge_run import DivergenceSetup
+    from trtls.triage.reduce_build import Reduction
     from trtls.triage.trials import Trial
 
 
@@ -31,7 +33,7 @@ if TYPE_CHECKING:
 class ReductionRun:
     """A reduction as the registry of runs holds it (trtls.builds.supervisor.runs.Run)."""
 
-    red: Any  # trtls.triage.reduce_build.Reduction
+    red: Reduction
     summary: dict[str, Any] | None = None
 
     @property
@@ -146,7 +148,7 @@ class DivergenceRun:
     engine: str | None  # None: a route that deploys its ONNX (converted by [routes.X.precision])
     route: str | None
     folder: Path
-    token: Any  # trtls.core.cancel.CancelToken
+    token: CancelToken
     step: str = "starting"
     summary: dict[str, Any] | None = None
     error: str | None = None
