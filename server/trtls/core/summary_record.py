@@ -1,0 +1,162 @@
+"""One build's evidence record (`.trtls/runs/<build-id>/summary.json`) as a declared model, and its one loader.
+
+Every record kind trtls writes loads as a `Summary`: built, cancelled, failed, forced and killed
+(builds.supervisor.summary), recovered (builds.supervisor.orphans), reused and rolled back (builds.avoidance, which
+start no worker), and the record of a matrix run (`kind: matrix`), which shares the file name. Readers take fields
+from the model (`summary.outcome`, `summary.buildId`), not from a dict by string, so a renamed field is a type error
+and not a silent `None`.
+
+Permissive by design: evidence written by an older trtls must still load. Every field is optional with the default
+an absent key read as before (`None`, or an empty list where readers said `or []`), and fields not declared here are
+kept (`extra="allow"`) and written back unchanged by `record()`. The closed sets of words are the vocabularies'
+(`core.vocabulary`), so a record with a word trtls never wrote is a damaged record, said with its field.
+
+`read_summary(path)` reads through the one door (a regular file, never through a final symlink, at most
+`RECORD_LIMIT` bytes) and answers a `SummaryProblem` — the path and what is wrong, the field included — for a
+record that cannot be read, is not JSON, or does not hold together; never a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from trtls.core.evidence import RUNBOOK_FIELDS
+from trtls.core.vocabulary import (
+    BuilderModule,
+    BuildOutcome,
+    CacheDecision,
+    CancelSource,
+    Language,
+    RecordCleanupStatus,
+    RetryPolicy,
+    ValidationStatus,
+)
+
+RECORD_LIMIT = 16 << 20  # a summary of ~300 phases is ~1 MiB; anything past this was not written by trtls
+SUMMARY_NAME = "summary.json"
+NotApplicable = Literal["not_applicable"]  # a builder field in the record of a run that started no worker
+
+
+class Summary(BaseModel):
+    """The evidence record of one build (or one matrix run). Field names are the record's keys, as written."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    # what was built, and by which trtls
+    framework: str | None = None
+    trtlsVersion: str | None = None
+    buildId: str | None = None
+    kind: Literal["matrix"] | None = None  # a matrix run's record; a build's has no kind
+    engine: str | None = None
+    recipe: str | None = None
+    outcome: BuildOutcome | None = None
+    error: str | None = None
+    message: str | None = None  # a reuse's or a rollback's sentence, as the faces print it
+    startedAt: float | None = None  # seconds since the epoch
+    durationS: float | None = None
+    events: str | None = None  # the events file, a name in the record's own folder
+    # the runbook's fields (core.evidence.RUNBOOK_FIELDS)
+    tensorrtVersion: str | None = None
+    builderModule: BuilderModule | None = None
+    language: Language | NotApplicable | None = None
+    buildConfigHash: str | None = None
+    gpuSku: str | None = None
+    timingCacheMode: CacheDecision | None = None
+    cancelSource: CancelSource | None = None
+    cancelLatencyMs: float | None = None
+    cleanupLatencyMs: float | None = None
+    cleanupStatus: RecordCleanupStatus | None = None
+    retryPolicy: RetryPolicy | None = None
+    retryRule: str | None = None
+    validationStatus: ValidationStatus | None = None
+    # how the build ran and ended
+    computeCapability: str | None = None
+    target: dict[str, Any] | None = None
+    network: dict[str, Any] | None = None
+    effectiveSettings: dict[str, Any] | None = None
+    environment: dict[str, Any] | None = None
+    failure: dict[str, Any] | None = None
+    timingCache: dict[str, Any] | None = None
+    cancelReturnAfterSeenMs: float | None = None
+    forced: bool | None = None
+    engineArtifact: dict[str, Any] | None = None
+    engineValidity: dict[str, Any] | None = None
+    capability: dict[str, Any] | None = None
+    previousEngineIntact: bool | None = None
+    previousEngine: str | None = None
+    artifacts: list[dict[str, Any]] = []
+    notes: list[str] = []
+    resources: dict[str, Any] | None = None
+    cell: str | None = None
+    parentId: str | None = None
+    node: dict[str, Any] | None = None
+    phaseTree: list[dict[str, Any]] = []
+    supervisor: dict[str, Any] | None = None  # a recovered record: the process that died supervising it
+    # what the engine store added (builds.avoidance)
+    engineKey: str | None = None
+    rebuiltBecause: list[Any] | None = None
+    store: dict[str, Any] | None = None
+    reusedFrom: dict[str, Any] | None = None
+    rolledBackTo: dict[str, Any] | None = None
+    pinned: dict[str, Any] | None = None
+    warnings: list[str] = []
+    evidenceError: str | None = None
+    # a matrix run's record
+    title: str | None = None
+    cells: list[dict[str, Any]] = []
+
+    def record(self) -> dict[str, Any]:
+        """The record as JSON data: the keys it was read with (undeclared ones included), none it did not have."""
+        return self.model_dump(mode="json", exclude_unset=True)
+
+    def missing_runbook_fields(self) -> list[str]:
+        """The runbook fields the record does not carry (an old record, or a damaged one)."""
+        return [k for k in RUNBOOK_FIELDS if k not in self.model_fields_set]
+
+
+@dataclass(frozen=True)
+class SummaryProblem:
+    """Why a record could not be read as a `Summary`: its path and what is wrong (the field, for a wrong value)."""
+
+    path: Path
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.message}"
+
+
+def summary_of(data: object, path: Path | str = SUMMARY_NAME) -> Summary | SummaryProblem:
+    """A record already in memory (JSON data) as a `Summary`; `path` names it in a problem."""
+    if not isinstance(data, dict):
+        return SummaryProblem(Path(path), "not a build summary")
+    try:
+        return Summary.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "the record"
+        more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+        got = json.dumps(first.get("input"), default=str)[:80]
+        return SummaryProblem(Path(path), f"not a build summary: {where} is {got}: {first['msg']}{more}")
+
+
+def read_summary(path: Path) -> Summary | SummaryProblem:
+    """The record at `path`, read through the one door: a regular file (a FIFO, a device, a folder or a final
+    symlink is refused before a byte is read), at most RECORD_LIMIT bytes, JSON, holding together."""
+    from trtls.fs import read_text
+
+    try:
+        text = read_text(path, limit=RECORD_LIMIT, follow=False)
+    except OSError as exc:
+        return SummaryProblem(path, f"cannot read ({exc.strerror or exc})")
+    except ValueError as exc:  # bytes that are not UTF-8
+        return SummaryProblem(path, f"not valid JSON ({exc})")
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        return SummaryProblem(path, f"not valid JSON ({exc})")
+    return summary_of(data, path)

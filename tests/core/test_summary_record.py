@@ -1,0 +1,150 @@
+"""The evidence record's model (issue 28 item 5): an old record missing the fields a later trtls added still loads, a
+damaged record is a located problem and never a traceback, and the packages that read records through the model do
+not go back to reading a dict by string. Every record kind trtls writes is validated against the model by
+tests/store/test_record_kinds.py, on records of real runs."""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from trtls.core.summary_record import RECORD_LIMIT, Summary, SummaryProblem, read_summary, summary_of
+
+SERVER = Path(__file__).resolve().parents[2] / "server" / "trtls"
+
+# a record as trtls 0.x wrote it before the runbook fields, the capability, the store and the resources existed
+OLD_RECORD = {
+    "buildId": "20250101-000000-abcd",
+    "engine": "demo",
+    "recipe": "/ws/trtls.toml",
+    "outcome": "built",
+    "error": None,
+    "tensorrtVersion": "1.0.0",
+    "buildConfigHash": "a" * 64,
+    "startedAt": 1735689600,
+    "durationS": 12,
+    "artifacts": [{"kind": "engine", "action": "written", "path": "/ws/build/demo.engine"}],
+    "phaseTree": [{"id": "1", "name": "Build", "status": "done"}],
+    "aFieldNoLongerWritten": {"kept": True},
+}
+
+
+def _write(tmp_path: Path, data: bytes) -> Path:
+    path = tmp_path / "summary.json"
+    path.write_bytes(data)
+    return path
+
+
+def test_an_old_record_missing_later_fields_loads_and_keeps_what_it_had(tmp_path: Path) -> None:
+    got = read_summary(_write(tmp_path, json.dumps(OLD_RECORD).encode()))
+    assert isinstance(got, Summary), got
+    assert got.outcome == "built" and got.buildId == OLD_RECORD["buildId"] and got.durationS == 12
+    # absent fields read as an absent key read before: None, or nothing
+    assert got.cancelSource is None and got.capability is None and got.store is None and got.warnings == []
+    assert got.missing_runbook_fields() == ["framework", "language", "gpuSku", "timingCacheMode", "cancelSource",
+                                            "cancelLatencyMs", "cleanupStatus", "retryPolicy", "validationStatus",
+                                            "builderModule", "cleanupLatencyMs", "retryRule"]  # fmt: skip
+    assert got.record() == OLD_RECORD  # an undeclared field is kept, no declared one is invented
+
+
+@pytest.mark.parametrize(
+    ("data", "words"),
+    [
+        (b"{not json", "not valid JSON"),
+        (b"\xff\xfe{}", "not valid JSON"),
+        (b"[1, 2]", "not a build summary"),
+        (json.dumps({**OLD_RECORD, "outcome": "exploded"}).encode(), 'not a build summary: outcome is "exploded"'),
+        (json.dumps({**OLD_RECORD, "cancelSource": "the cat"}).encode(), 'cancelSource is "the cat"'),
+        (json.dumps({**OLD_RECORD, "phaseTree": "not a list"}).encode(), 'phaseTree is "not a list"'),
+    ],
+)
+def test_a_damaged_record_is_a_problem_that_names_the_file_and_the_field(
+    tmp_path: Path, data: bytes, words: str
+) -> None:
+    path = _write(tmp_path, data)
+    got = read_summary(path)
+    assert isinstance(got, SummaryProblem), got
+    assert str(got).startswith(f"{path}: ") and words in str(got), str(got)
+
+
+def test_a_fifo_is_refused_before_a_byte_is_read(tmp_path: Path) -> None:
+    path = tmp_path / "summary.json"
+    os.mkfifo(path)  # a read would block forever: nobody writes it
+    got = read_summary(path)
+    assert isinstance(got, SummaryProblem) and "not a regular file" in str(got) and str(path) in str(got), got
+
+
+def test_a_100_mb_record_is_refused_before_it_is_read(tmp_path: Path) -> None:
+    path = tmp_path / "summary.json"
+    with path.open("wb") as fh:
+        fh.truncate(100 << 20)  # sparse: 100 MB to stat, nothing on disk
+    got = read_summary(path)
+    assert isinstance(got, SummaryProblem) and f"more than the {RECORD_LIMIT}" in str(got), got
+
+
+def test_a_symlinked_or_missing_record_is_a_problem(tmp_path: Path) -> None:
+    target = _write(tmp_path, json.dumps(OLD_RECORD).encode())
+    link = tmp_path / "link" / "summary.json"
+    link.parent.mkdir()
+    link.symlink_to(target)
+    assert "symlink" in str(read_summary(link))
+    assert "cannot read" in str(read_summary(tmp_path / "gone" / "summary.json"))
+    assert isinstance(summary_of(None), SummaryProblem)
+
+
+# Where a build's evidence record is read, it is read through the model: a `summary[...]` or `summary.get(...)` on a
+# dict is what item 5 of issue 28 removed. A gates run's route record (`.trtls/routes/<route>/summary.json`) is another
+# record, and the engine store's writers build their record as a dict: those files are named with why.
+MIGRATED: tuple[str, ...] = ()
+NOT_A_BUILD_RECORD = {
+    "report/route_page.py": "reads a gates run's route record, not a build's",
+    "gates/run.py": "writes the gates run's route record",
+    "gates/lifecycle/promotion.py": "reads the complete gates run's route record",
+    "gates/lifecycle/notes.py": "reads the gates run's route record",
+    "lsp/triage_command.py": "owned by the triage work (a reduction's record)",
+    "builds/avoidance/lookup.py": "writes the build's record (the store's fields added before it is written)",
+}
+
+
+def raw_summary_reads(source: str) -> list[int]:
+    """Lines where a dict named `summary` (a name or an attribute) is read by key: `summary[...]` in a load, or
+    `summary.get(...)`."""
+
+    def is_summary(node: ast.AST) -> bool:
+        return (isinstance(node, ast.Name) and node.id == "summary") or (
+            isinstance(node, ast.Attribute) and node.attr == "summary"
+        )
+
+    lines = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load) and is_summary(node.value):
+            lines.append(node.lineno)
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "get"
+            and is_summary(node.func.value)
+        ):
+            lines.append(node.lineno)
+    return lines
+
+
+def test_the_source_check_finds_a_raw_read() -> None:
+    assert raw_summary_reads("x = summary['outcome']\ny = build.summary.get('buildId')\nsummary['a'] = 1\n") == [1, 2]
+
+
+def test_the_migrated_packages_read_build_records_through_the_model() -> None:
+    found = {}
+    for package in MIGRATED:
+        for path in sorted((SERVER / package).rglob("*.py")):
+            rel = path.relative_to(SERVER).as_posix()
+            if rel in NOT_A_BUILD_RECORD:
+                continue
+            lines = raw_summary_reads(path.read_text())
+            if lines:
+                found[rel] = lines
+    assert found == {}, f"raw reads of a summary dict (read it with trtls.core.summary_record): {found}"
