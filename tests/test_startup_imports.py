@@ -37,10 +37,12 @@ LATE_FOR_INITIALIZE = (
 )
 
 BUILD_DRIVER = """
-import json, sys
-report = {"at_spawn": None, "children": [], "memo_reads": 0}
+import json, sys, threading
+report = {"at_spawn": None, "children": [], "memo_reads": 0, "at_cuda": None, "cuda_thread": None}
 def hook(event, args):
-    if event == "subprocess.Popen":
+    if event == "ctypes.dlopen" and "cuda" in str(args[0]) and report["at_cuda"] is None:
+        report["at_cuda"], report["cuda_thread"] = sorted(sys.modules), threading.current_thread().name
+    elif event == "subprocess.Popen":
         argv = [str(a) for a in (args[1] or [])]
         report["children"].append(argv)
         if report["at_spawn"] is None and "trtls.builds.worker" in argv:
@@ -98,6 +100,17 @@ def test_a_build_starts_its_worker_before_the_recipe_models_and_probes_cuda_with
     assert loaded == [], f"imported before the worker started: {loaded}"
     probes = [argv for argv in report["children"] if Path(argv[0]).name in ("ldconfig", "gcc", "ld", "cc")]
     assert probes == [], f"the CUDA probe ran {probes}"
+
+
+def test_the_cuda_driver_probe_of_the_store_key_starts_beside_the_recipe_load(workspace: Path, tmp_path: Path) -> None:
+    """The key's device probe (a process's first cuInit: ~0.2 s on a machine with a GPU) is started on a thread of its
+    own before the recipe models load, not after them in the lookup (here libcuda's dlopen is the observable start)."""
+    report = build_report(tmp_path, "build", str(workspace), "--engine", "demo", "--no-store")
+    assert report["code"] == 0
+    assert report["at_cuda"] is not None, "the driver was never probed"
+    loaded = [m for m in LATE_FOR_A_BUILD if m in report["at_cuda"]]
+    assert loaded == [], f"imported before the driver probe started: {loaded}"
+    assert report["cuda_thread"] == "trtls-cuda-warm"
 
 
 def test_a_fresh_store_miss_reads_the_fast_path_memo_once(workspace: Path, tmp_path: Path) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import sys
+import threading
 from typing import Any
 
 
@@ -59,6 +60,16 @@ def cuda_driver() -> dict[str, Any]:
     except (AttributeError, OSError):
         pass
     return found
+
+
+def warm_driver() -> threading.Thread:
+    """Probe the driver on a thread of its own, now. A process's first cuInit takes ~0.2 s on a machine with a GPU (an
+    H200 host, 2026-12-03) and ctypes releases the GIL while it runs, so a caller with Python work to do first (the CLI
+    loading its recipe before the store key's device probe) later finds the driver initialized: its own `cuda_driver()`
+    is then quick, and still measures. Join the thread before the process ends (no thread inside the driver at exit)."""
+    thread = threading.Thread(target=cuda_driver, name="trtls-cuda-warm", daemon=True)
+    thread.start()
+    return thread
 
 
 def cuda_runtime() -> str | None:

@@ -51,6 +51,9 @@ async def _build_all(args: argparse.Namespace) -> int:
     servable = not store_lookup.known_miss and store_may_serve(find_recipe(args.recipe), args.no_store, args.rebuild)
     preload = None if farm or servable else preload_for(find_recipe(args.recipe), args.engine)
     early = await spawn_worker(preload=preload) if preload is not None else None
+    from trtls.builds.cuda import warm_driver
+
+    warming = warm_driver()  # the key's device probe (cuInit: ~0.2 s with a GPU), beside the recipe's load
     try:
         loaded = load_or_report(args.recipe)  # the request's one recipe check
         if loaded is None:
@@ -82,6 +85,7 @@ async def _build_all(args: argparse.Namespace) -> int:
         return code
     finally:
         await discard(early)
+        await asyncio.to_thread(warming.join)  # quick by now: prepare's probe waited for the same cuInit
 
 
 async def _build_one(
