@@ -71,3 +71,48 @@ def test_a_failing_first_node_is_found_by_one_trial_after_the_outputs_bisection(
     assert code == 0 and record["minimal"]["nodeNames"] == ["if"]
     steps = [t["step"] for t in record["trials"]]
     assert steps[-1] == "first_node" and set(steps) == {"confirm", "outputs", "first_node"}, steps
+
+
+def test_a_span_ends_only_where_a_network_makes_a_float_tensor_or_at_control_flow() -> None:
+    """The outputs bisection's points: integer shape arithmetic (Shape, Gather, Cast to int64, Concat) is skipped —
+    Polygraphy folds it before it bisects — while a float node and an If are kept (the probe's own dtypes)."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    from trtls.triage.probe import probe_tensors
+    from trtls.triage.reduce_build import _compute_indices, _span_ends
+    from trtls.triage.subgraph import load_graph
+
+    value = helper.make_tensor_value_info
+    then = helper.make_graph(
+        [helper.make_node("Identity", ["r"], ["t"], name="then_id")], "then", [], [value("t", TensorProto.FLOAT, None)]
+    )
+    other = helper.make_graph(
+        [helper.make_node("Neg", ["r"], ["e"], name="else_neg")], "else", [], [value("e", TensorProto.FLOAT, None)]
+    )
+    nodes = [
+        helper.make_node("Relu", ["x"], ["r"], name="relu"),
+        helper.make_node("Shape", ["r"], ["s"], name="shape"),
+        helper.make_node("Gather", ["s", "first"], ["n"], name="gather", axis=0),
+        helper.make_node("Cast", ["n"], ["n64"], name="cast", to=TensorProto.INT64),
+        helper.make_node("Concat", ["n64", "n64"], ["dims"], name="concat", axis=0),
+        helper.make_node("Greater", ["n64", "zero"], ["cond"], name="greater"),
+        helper.make_node("If", ["cond"], ["picked"], name="if", then_branch=then, else_branch=other),
+        helper.make_node("Reshape", ["picked", "dims_x"], ["y"], name="reshape"),
+    ]
+    init = [
+        numpy_helper.from_array(np.array(0, np.int64), "zero"),
+        numpy_helper.from_array(np.array([0], np.int64), "first"),
+        numpy_helper.from_array(np.array([-1, 8], np.int64), "dims_x"),
+    ]
+    graph = helper.make_graph(
+        nodes, "g", [value("x", TensorProto.FLOAT, ["N", 8])], [value("y", TensorProto.FLOAT, ["N", 8]),
+        value("dims", TensorProto.INT64, [2])], init,
+    )  # fmt: skip
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    onnx.checker.check_model(model)
+    g = load_graph(model)
+    facts = probe_tensors(model, [{"inputs": [{"input": "x", "min": [1, 8], "opt": [2, 8], "max": [4, 8]}]}])
+    ends = [g.nodes[i].name for i in _span_ends(g, _compute_indices(g), facts)]
+    assert ends == ["relu", "if", "reshape"], ends

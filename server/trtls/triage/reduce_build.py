@@ -268,18 +268,21 @@ async def _run_reduction(loaded: LoadedRecipe, engine: str, red: Reduction, runn
                 red.cause = "configuration" if red.cause_settings else "model"
                 return red
         # outputs: the span from the first node to node i, every branch it holds kept (a failing branch that ends
-        # before another output's deeper one stays in); its failure changes once along the order
+        # before another output's deeper one stays in); its failure changes once along the order. A span ends only
+        # at a node that makes a floating-point tensor, or a control-flow node: integer shape arithmetic (Shape,
+        # Gather, Concat, Cast to int64) is no network to build on its own, and Polygraphy folds it before it bisects
+        ends = _span_ends(graph, compute, facts)
         last = await _bisect(
             red,
             attempt,
-            lambda i: cut(graph, 0, compute[i], facts, len(profiles), branch=False),
-            len(compute),
+            lambda i: cut(graph, 0, ends[i], facts, len(profiles), branch=False),
+            len(ends),
             invert=False,
             step="outputs",
         )
-        last_index = compute[last] if last is not None else compute[-1]
-        if last == 1:  # the bisection assumes the first node alone passes and never builds it: one trial says
-            one = cut(graph, compute[0], compute[0], facts, len(profiles))
+        last_index = ends[last] if last is not None else compute[-1]
+        if last == 1:  # the bisection assumes the first span passes and never builds it: one trial says
+            one = cut(graph, 0, ends[0], facts, len(profiles))
             if (await attempt("first_node", one)).still_fails:
                 await _settings_cause(red, attempt)
                 red.cause = "configuration" if red.cause_settings else "model"
@@ -311,6 +314,23 @@ async def _run_reduction(loaded: LoadedRecipe, engine: str, red: Reduction, runn
     return red
 
 
+def _span_ends(graph: Any, compute: list[int], facts: dict[str, Any]) -> list[int]:
+    """The nodes an outputs span may end at: an If/Loop/Scan (its body is what TensorRT may fail on, whatever it
+    returns) and every node that makes a floating-point tensor (a tensor the probe did not see is kept: no fact, no
+    reason to skip it); every compute node when none does."""
+    import numpy as np
+
+    def data(tensor: str) -> bool:
+        fact = facts.get(tensor)
+        return fact is None or bool(np.issubdtype(np.dtype(fact.dtype), np.floating))
+
+    control_flow = ("If", "Loop", "Scan")
+    ends = [
+        i for i in compute if graph.nodes[i].op_type in control_flow or any(data(t) for t in graph.nodes[i].output if t)
+    ]
+    return ends or compute
+
+
 def _named_node(graph: Any, compute: list[int], target: dict[str, Any] | None) -> int | None:
     """The index of the node the failure names (its `layer`, when that is a node of the model and not a `Constant`),
     or None."""
@@ -327,7 +347,10 @@ async def _bisect(red: Reduction, attempt: Any, make: Any, count: int, *, invert
     while not marker.stop():
         candidate = make(marker.node_index)
         trial = await attempt(step, candidate)
-        marker.step(not trial.still_fails, candidate.compute_nodes)
+        # the marker keeps the smallest failing candidate by a size it compares with `count`: the candidate's place
+        # in the order (its node count can exceed `count`: the nodes a cut brings along are not bisection points)
+        size = count - marker.node_index if invert else marker.node_index + 1
+        marker.step(not trial.still_fails, size)
     marker.finish()
     return marker.best_bad_node_index
 
