@@ -40,6 +40,7 @@ from trtls.core.vocabulary import (
 RECORD_LIMIT = 16 << 20  # a summary of ~300 phases is ~1 MiB; anything past this was not written by trtls
 SUMMARY_NAME = "summary.json"
 NotApplicable = Literal["not_applicable"]  # a builder field in the record of a run that started no worker
+Number = int | float  # kept as written: `12` stays 12, so a face prints what the record says (not 12.0)
 
 
 class Summary(BaseModel):
@@ -57,8 +58,8 @@ class Summary(BaseModel):
     outcome: BuildOutcome | None = None
     error: str | None = None
     message: str | None = None  # a reuse's or a rollback's sentence, as the faces print it
-    startedAt: float | None = None  # seconds since the epoch
-    durationS: float | None = None
+    startedAt: Number | None = None  # seconds since the epoch
+    durationS: Number | None = None
     events: str | None = None  # the events file, a name in the record's own folder
     # the runbook's fields (core.evidence.RUNBOOK_FIELDS)
     tensorrtVersion: str | None = None
@@ -68,8 +69,8 @@ class Summary(BaseModel):
     gpuSku: str | None = None
     timingCacheMode: CacheDecision | None = None
     cancelSource: CancelSource | None = None
-    cancelLatencyMs: float | None = None
-    cleanupLatencyMs: float | None = None
+    cancelLatencyMs: Number | None = None
+    cleanupLatencyMs: Number | None = None
     cleanupStatus: RecordCleanupStatus | None = None
     retryPolicy: RetryPolicy | None = None
     retryRule: str | None = None
@@ -82,7 +83,7 @@ class Summary(BaseModel):
     environment: dict[str, Any] | None = None
     failure: dict[str, Any] | None = None
     timingCache: dict[str, Any] | None = None
-    cancelReturnAfterSeenMs: float | None = None
+    cancelReturnAfterSeenMs: Number | None = None
     forced: bool | None = None
     engineArtifact: dict[str, Any] | None = None
     engineValidity: dict[str, Any] | None = None
@@ -99,7 +100,7 @@ class Summary(BaseModel):
     supervisor: dict[str, Any] | None = None  # a recovered record: the process that died supervising it
     # what the engine store added (builds.avoidance)
     engineKey: str | None = None
-    rebuiltBecause: list[Any] | None = None
+    rebuiltBecause: list[str] | None = None
     store: dict[str, Any] | None = None
     reusedFrom: dict[str, Any] | None = None
     rolledBackTo: dict[str, Any] | None = None

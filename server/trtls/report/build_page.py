@@ -9,8 +9,6 @@ gaps as grey bands across all rows, and a cancel's request / seen / return / cle
 
 from __future__ import annotations
 
-from typing import Any
-
 from trtls.core.capability import capability_findings, capability_summary, recorded_capability
 from trtls.core.display import (
     evidence_lines,
@@ -22,6 +20,7 @@ from trtls.core.display import (
     reasons_text,
     rebuilt_text,
 )
+from trtls.core.summary_record import Summary
 from trtls.report.evidence import QUIET_GAP_S, BuildEvidence, Span
 from trtls.report.page import badge, esc, facts, page, when
 
@@ -38,18 +37,19 @@ STATUS_FILL = {
 
 def build_report(ev: BuildEvidence) -> str:
     s = ev.summary
-    title = f"trtls build {s.get('engine')} — {s.get('outcome')}"
+    record = s.record()  # the display rules (core.display) read the record as written
+    title = f"trtls build {s.engine} — {s.outcome}"
     body = [
-        f"<h1>{esc(s.get('engine'))} {badge(s.get('outcome'))}</h1>",
+        f"<h1>{esc(s.engine)} {badge(s.outcome)}</h1>",
         facts(
             [
                 ("build", f"<code>{esc(ev.build_id)}</code>"),
-                ("started", esc(when(s.get("startedAt")))),
-                ("duration", esc(human_seconds(s.get("durationS")))),
-                ("builder", esc(f"{s.get('builderModule')} {s.get('tensorrtVersion')}")),
-                ("config", f"<code>{esc(str(s.get('buildConfigHash') or '—')[:16])}</code>"),
-                *((label, esc(text)) for label, text in evidence_lines(s)),  # as the terminal prints them
-                ("why this build ran", esc(reasons_text(s["rebuiltBecause"]) if rebuilt_text(s) else "—")),
+                ("started", esc(when(s.startedAt))),
+                ("duration", esc(human_seconds(s.durationS))),
+                ("builder", esc(f"{s.builderModule} {s.tensorrtVersion}")),
+                ("config", f"<code>{esc(str(s.buildConfigHash or '—')[:16])}</code>"),
+                *((label, esc(text)) for label, text in evidence_lines(record)),  # as the terminal prints them
+                ("why this build ran", esc(reasons_text(s.rebuiltBecause or []) if rebuilt_text(record) else "—")),
             ]
         ),
         '<h2 id="capability-title">Capability (the ONNX parser and the builder)</h2>',
@@ -180,13 +180,13 @@ def history_svg(ev: BuildEvidence) -> str:
     return "".join(parts) + f'<p class="muted">{len(points)} successful build(s) of this configuration.</p>'
 
 
-def capability_section(s: dict[str, Any]) -> str:
+def capability_section(s: Summary) -> str:
     """The capability answer the build's evidence recorded (core.capability.build_capability: its own parse of the
     model), in the words every face uses; `not_checked` when the evidence has none. Never asks TensorRT: this process
     does not import it (tests/test_layers.py)."""
-    answer = recorded_capability(s)
+    answer = recorded_capability(s.record())
     status = str(answer.get("status") or "not_checked")
-    words = [f.message for f in capability_findings(str(s.get("engine") or "?"), answer) if f.code != "TRT132"]
+    words = [f.message for f in capability_findings(str(s.engine or "?"), answer) if f.code != "TRT132"]
     items = "".join(f'<li class="capability-node">{esc(w)}</li>' for w in words)
     source = f" ({esc(answer['source'])})" if answer.get("source") else ""
     return (
@@ -197,7 +197,7 @@ def capability_section(s: dict[str, Any]) -> str:
 
 def cancel_section(ev: BuildEvidence) -> str:
     s = ev.summary
-    if not s.get("cancelSource"):
+    if not s.cancelSource:
         return '<p id="cancel" class="muted">This build was not cancelled.</p>'
     marks = ev.cancel_marks()
     legs = [
@@ -220,19 +220,19 @@ def cancel_section(ev: BuildEvidence) -> str:
         x0 += w
     svg = f'<svg width="810" height="28" role="img" aria-label="cancel latency">{"".join(bar)}</svg>' if bar else ""
     rows = [
-        ("source", esc(s.get("cancelSource"))),
-        ("request → builder return", esc(f"{s.get('cancelLatencyMs')} ms")),
-        ("callback that saw it → return", esc(f"{s.get('cancelReturnAfterSeenMs')} ms")),
-        ("return → cleanup", esc(f"{s.get('cleanupLatencyMs')} ms")),
-        ("forced (SIGTERM/SIGKILL)", esc(s.get("forced"))),
-        ("cleanup", esc(s.get("cleanupStatus"))),
-        ("previous engine", esc(previous_engine_text(s) or "replaced by this build")),
+        ("source", esc(s.cancelSource)),
+        ("request → builder return", esc(f"{s.cancelLatencyMs} ms")),
+        ("callback that saw it → return", esc(f"{s.cancelReturnAfterSeenMs} ms")),
+        ("return → cleanup", esc(f"{s.cleanupLatencyMs} ms")),
+        ("forced (SIGTERM/SIGKILL)", esc(s.forced)),
+        ("cleanup", esc(s.cleanupStatus)),
+        ("previous engine", esc(previous_engine_text(s.record()) or "replaced by this build")),
     ]
     return f'<div id="cancel">{svg}{facts(rows)}</div>'
 
 
-def artifacts_table(s: dict[str, Any]) -> str:
-    items = list(s.get("artifacts") or [])
+def artifacts_table(s: Summary) -> str:
+    items = s.artifacts
     if not items:
         return '<p id="artifacts" class="muted">This build wrote or removed no file.</p>'
     rows = "".join(

@@ -13,17 +13,15 @@ from trtls.core.capability import capability_summary, recorded_capability
 def capability_lens_title(recipe: Path, build_id: str) -> str | None:
     """`capability · <verdict>` of the build's `summary.json`; None when the evidence cannot be read or recorded no
     answer (a lens that says nothing was measured is not worth its line: the report says it)."""
-    from trtls.report.evidence import EvidenceError, read_json, runs_dir
+    from trtls.core.summary_record import SUMMARY_NAME, SummaryProblem, read_summary
+    from trtls.report.evidence import runs_dir
 
     if not build_id or Path(build_id).name != build_id:
         return None  # a build id is one folder name under .trtls/runs
-    try:
-        summary = read_json(runs_dir(recipe) / build_id / "summary.json")
-    except EvidenceError:
+    summary = read_summary(runs_dir(recipe) / build_id / SUMMARY_NAME)
+    if isinstance(summary, SummaryProblem):
         return None
-    if not isinstance(summary, dict):
-        return None
-    answer = recorded_capability(summary)
+    answer = recorded_capability(summary.record())
     if answer.get("status") == "not_checked":
         return None
     return f"capability · {capability_summary(answer)}"

@@ -15,9 +15,10 @@ from typing import Any
 
 from trtls.builds.supervisor.history import History
 from trtls.core.phase_tree import NS
+from trtls.core.summary_record import SUMMARY_NAME, Summary, SummaryProblem, read_summary
 
 QUIET_GAP_S = 0.25  # a stretch with no builder callback at least this long is drawn as a quiet gap
-RECORD_LIMIT = 16 << 20  # a summary or tree record: ~300 phases are ~1 MiB
+RECORD_LIMIT = 16 << 20  # a tree or matrix record: ~300 phases are ~1 MiB (a summary: core.summary_record's)
 EVENTS_LIMIT = 256 << 20  # events.jsonl of the largest build seen is a few MiB
 
 
@@ -49,7 +50,7 @@ class Span:
 @dataclass
 class BuildEvidence:
     run_dir: Path
-    summary: dict[str, Any]
+    summary: Summary
     events: list[dict[str, Any]]
     t0_ns: int  # the first event's CLOCK_MONOTONIC time: 0 s in every picture
     spans: list[Span] = field(default_factory=list)
@@ -58,7 +59,7 @@ class BuildEvidence:
 
     @property
     def build_id(self) -> str:
-        return str(self.summary.get("buildId", self.run_dir.name))
+        return self.run_dir.name if "buildId" not in self.summary.model_fields_set else str(self.summary.buildId)
 
     def seconds(self, t_ns: int | None) -> float | None:
         return None if t_ns is None else (t_ns - self.t0_ns) / NS
@@ -75,7 +76,7 @@ class BuildEvidence:
                 ):
                     if isinstance(t, int) and t > 0:
                         marks[key] = self.seconds(t)  # type: ignore[assignment]
-            elif ev.get("type") == "build_finished" and ev.get("t_cleanup_ns") and self.summary.get("cancelSource"):
+            elif ev.get("type") == "build_finished" and ev.get("t_cleanup_ns") and self.summary.cancelSource:
                 marks["cleanup"] = self.seconds(ev["t_cleanup_ns"])  # type: ignore[assignment]
         return marks
 
@@ -167,14 +168,20 @@ def read_json(path: Path) -> Any:
         raise EvidenceError(f"{path}: not valid JSON ({exc})") from None
 
 
+def load_summary(path: Path) -> Summary:
+    """A build's (or a matrix run's) evidence record, through the one loader; a damaged one is an EvidenceError."""
+    summary = read_summary(path)
+    if isinstance(summary, SummaryProblem):
+        raise EvidenceError(str(summary))
+    return summary
+
+
 def load_build(run_dir: Path) -> BuildEvidence:
-    summary = read_json(run_dir / "summary.json")
-    if not isinstance(summary, dict):
-        raise EvidenceError(f"{run_dir / 'summary.json'}: not a build summary")
+    summary = load_summary(run_dir / SUMMARY_NAME)
     events: list[dict[str, Any]] = []
     from trtls.fs import read_bytes
 
-    events_name = Path(str(summary.get("events") or "events.jsonl")).name  # a record names a file of its own folder
+    events_name = Path(summary.events or "events.jsonl").name  # a record names a file of its own folder
     try:
         raw = read_bytes(run_dir / events_name, limit=EVENTS_LIMIT, follow=False).splitlines()
     except OSError:
@@ -196,7 +203,7 @@ def load_build(run_dir: Path) -> BuildEvidence:
 
 def _spans(ev: BuildEvidence) -> list[Span]:
     """Phases from the events (exact times); the summary's tree gives status and usual durations."""
-    tree = {p["id"]: p for p in ev.summary.get("phaseTree") or [] if isinstance(p, dict) and "id" in p}
+    tree = {p["id"]: p for p in ev.summary.phaseTree if "id" in p}
     starts: dict[str, dict[str, Any]] = {}
     ends: dict[str, int] = {}
     last_step: dict[str, int] = {}
@@ -245,8 +252,8 @@ def _quiet_gaps(ev: BuildEvidence) -> list[tuple[float, float]]:
     return gaps
 
 
-def _history(run_dir: Path, summary: dict[str, Any]) -> list[dict[str, Any]]:
-    config = summary.get("buildConfigHash")
+def _history(run_dir: Path, summary: Summary) -> list[dict[str, Any]]:
+    config = summary.buildConfigHash
     if not config:
         return []
     return History(run_dir.parent.parent / "history.json").builds(str(config))

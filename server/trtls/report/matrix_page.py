@@ -4,18 +4,17 @@ timeline, drawn by the one build timeline renderer (report/build_page.py) from t
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from trtls.core.display import human_seconds, node_text
 from trtls.report.build_page import timeline_svg
-from trtls.report.evidence import EvidenceError, load_build, read_json
+from trtls.report.evidence import EvidenceError, load_build, load_summary
 from trtls.report.page import badge, esc, facts, page, when
 
 
 def matrix_report(run_dir: Path) -> str:
     """The page of the matrix whose summary is `run_dir/summary.json` (kind: matrix)."""
-    s: dict[str, Any] = read_json(run_dir / "summary.json")
-    cells = [c for c in s.get("cells", []) if isinstance(c, dict)]
+    s = load_summary(run_dir / "summary.json")
+    cells = s.cells
     rows, timelines = [], []
     for c in cells:
         cell_dir = run_dir.parent / str(c.get("buildId")) if c.get("buildId") else None
@@ -26,7 +25,7 @@ def matrix_report(run_dir: Path) -> str:
             except EvidenceError:
                 ev = None
             if ev is not None:
-                duration = ev.summary.get("durationS")
+                duration = ev.summary.durationS
                 timelines.append(f'<h3 data-cell="{esc(c.get("cell"))}">{esc(c.get("cell"))}</h3>{timeline_svg(ev)}')
         node = c.get("node") if isinstance(c.get("node"), dict) else None  # None: it ran here (`local`)
         where = node_text(node, running=False) if c.get("buildId") else "—"  # the words of the tree and terminal
@@ -36,14 +35,14 @@ def matrix_report(run_dir: Path) -> str:
             f"<td><code>{esc(c.get('buildId') or '—')}</code></td></tr>"
         )
     body = [
-        f"<h1>{esc(s.get('title'))} {badge(s.get('outcome'))}</h1>",
+        f"<h1>{esc(s.title)} {badge(s.outcome)}</h1>",
         facts(
             [
-                ("matrix", f"<code>{esc(s.get('buildId'))}</code>"),
-                ("started", esc(when(s.get("startedAt")))),
-                ("duration", esc(human_seconds(s.get("durationS")))),
+                ("matrix", f"<code>{esc(s.buildId)}</code>"),
+                ("started", esc(when(s.startedAt))),
+                ("duration", esc(human_seconds(s.durationS))),
                 ("cells", esc(len(cells))),
-                ("stopped by", esc(s.get("cancelSource") or "—")),
+                ("stopped by", esc(s.cancelSource or "—")),
             ]
         ),
         '<h2 id="cells-title">Cells</h2><table class="cells"><tr><th>cell</th><th>engine</th><th>outcome</th>'
@@ -51,4 +50,4 @@ def matrix_report(run_dir: Path) -> str:
         '<h2 id="timeline-title">Phase timelines</h2>',
         "".join(timelines) or '<p class="muted">no cell left a timeline</p>',
     ]
-    return page(f"trtls matrix {s.get('title')} — {s.get('outcome')}", "".join(body), "matrix")
+    return page(f"trtls matrix {s.title} — {s.outcome}", "".join(body), "matrix")

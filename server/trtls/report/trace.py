@@ -38,7 +38,7 @@ def chrome_trace(ev: BuildEvidence) -> dict[str, Any]:
             "ph": "M",
             "pid": PID,
             "name": "process_name",
-            "args": {"name": f"trtls build {s.get('engine')} ({ev.build_id})"},
+            "args": {"name": f"trtls build {s.engine} ({ev.build_id})"},
         },
         {
             "ph": "M",
@@ -110,18 +110,18 @@ def chrome_trace(ev: BuildEvidence) -> dict[str, Any]:
                 }
             )
     for key, t in sorted(ev.cancel_marks().items(), key=lambda kv: kv[1]):
-        out.append(_instant(CANCEL_LABELS[key], t, {"cancelSource": s.get("cancelSource")}, "cancel", scope="g"))
+        out.append(_instant(CANCEL_LABELS[key], t, {"cancelSource": s.cancelSource}, "cancel", scope="g"))
     return {
         "traceEvents": out,
         "displayTimeUnit": "ms",
         "otherData": {
             "trtls": "build trace",
             "buildId": ev.build_id,
-            "engine": s.get("engine"),
-            "outcome": s.get("outcome"),
-            "cancelSource": s.get("cancelSource"),
-            "cancelLatencyMs": s.get("cancelLatencyMs"),
-            "cleanupLatencyMs": s.get("cleanupLatencyMs"),
+            "engine": s.engine,
+            "outcome": s.outcome,
+            "cancelSource": s.cancelSource,
+            "cancelLatencyMs": s.cancelLatencyMs,
+            "cleanupLatencyMs": s.cleanupLatencyMs,
             "quietGapThresholdS": QUIET_GAP_S,
         },
     }
