@@ -13,6 +13,11 @@ import json
 import re
 import shutil
 import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 from tests.farm.conftest import LABEL
@@ -113,3 +118,92 @@ def test_a_node_does_not_publish_an_engine_of_another_builder_than_the_key(
     assert not any(n.startswith("published to the remote store") for n in cell["notes"])
     assert not (nginx_dav.files / "ac").exists() and not (nginx_dav.files / "cas").exists()
     assert "PUT /cache/" not in nginx_dav.access_log()
+
+
+def _wait_for(what: str, found: Callable[[], bool], proc: subprocess.Popen[str]) -> None:
+    """Until `found()` (no timed assertion: the CLI's own end, or 10 minutes, ends the wait)."""
+    deadline = time.monotonic() + 600
+    while not found():
+        assert proc.poll() is None, f"the build ended before {what}: {proc.communicate()}"
+        assert time.monotonic() < deadline, f"never: {what}"
+        time.sleep(0.1)
+
+
+def test_a_node_serves_an_engine_published_while_its_cell_waited_for_it(
+    ray_cluster,
+    nginx_dav: DavServer,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """Another machine publishes the cell's key to the remote AFTER the submitting machine looked it up (the cell
+    waits for its node, which the test holds with a placement group of its own): the node looks the key up before
+    any worker starts, fetches the verified entry, and the cell ends `reused` — no worker, no TensorRT import on the
+    node, the engine byte-identical, the producing build named, nothing learnt as a build time."""
+    import ray
+
+    from trtls.builds.farm.cell_runner import node_scratch
+
+    # the engine and its record as another machine would publish them: built once on the farm, then taken off the
+    # remote (and off the nodes' own store folders: the node must find it on the remote, not in its copy)
+    ws1 = tmp_path / "ws1"
+    env1 = _workspace(ws1, tmp_path / "store1", ray_cluster.address, nginx_dav.url, tmp_path / "probe1")
+    first, _ = _run(ws1, env1, "--matrix")
+    assert first.returncode == 0, first.stdout + first.stderr
+    (built,) = [s for s in summaries(ws1) if s.get("cell")]
+    key, sha = built["engineKey"], built["engineArtifact"]["sha256"]
+    record, blob = (nginx_dav.files / "ac" / key).read_bytes(), (nginx_dav.files / "cas" / sha).read_bytes()
+    producer = json.loads(record)["build"]["buildId"]  # the build the record names (this one, or an earlier one)
+    (nginx_dav.files / "ac" / key).unlink()
+    (nginx_dav.files / "cas" / sha).unlink()
+    for node in ray.nodes():
+        shutil.rmtree(node_scratch(node["NodeID"]) / "store", ignore_errors=True)
+
+    # the SM89 node is busy: the cell is looked up on this machine (a miss), submitted, and waits for it
+    held = ray.util.placement_group([{"CPU": 1}], bundle_label_selector=[{LABEL: "SM89"}])
+    ray.get(held.ready(), timeout=120)
+    ws2, probe2 = tmp_path / "ws2", tmp_path / "probe2"
+    env2 = _workspace(ws2, tmp_path / "store2", ray_cluster.address, nginx_dav.url, probe2)
+    shutil.copytree(ws1 / "models", ws2 / "models", dirs_exist_ok=True)
+    cmd = [sys.executable, "-m", "trtls", "build", str(ws2), "--engine", "demo", "--matrix"]
+    cli = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env2)
+    try:
+        queued = lambda: any('"queued"' in p.read_text() for p in (ws2 / ".trtls" / "runs").glob("*/events.jsonl"))  # noqa: E731
+        _wait_for("the cell waits for a node", queued, cli)
+        assert f'"GET /cache/ac/{key} HTTP/1.1" 404' in nginx_dav.access_log()  # the submitting machine missed it
+        # … and meanwhile another machine publishes it: the engine first, then its record
+        for name, body in ((f"cas/{sha}", blob), (f"ac/{key}", record)):
+            put = urllib.request.Request(f"{nginx_dav.url}/{name}", data=body, method="PUT")
+            urllib.request.urlopen(put, timeout=30).close()
+    finally:
+        ray.util.remove_placement_group(held)
+    out, err = cli.communicate(timeout=900)
+    assert cli.returncode == 0, out + err
+
+    (cell,) = [s for s in summaries(ws2) if s.get("cell")]
+    node_id = cell["node"]["nodeId"]
+    assert cell["outcome"] == "reused", (cell["outcome"], cell["error"], cell["notes"])
+    assert cell["node"]["labels"][LABEL] == "SM89" and cell["workerPid"] is None and cell["engineKey"] == key
+    # no worker and no TensorRT on the node (a preloaded worker counts as a worker): nothing was built
+    assert probes(probe2, "worker") == [] and probes(probe2, "tensorrt") == []
+    output = ws2 / "build" / "demo-SM89.engine"
+    assert output.read_bytes() == blob and hashlib.sha256(output.read_bytes()).hexdigest() == sha
+    assert cell["engineArtifact"]["action"] == "restored" and cell["engineArtifact"]["sha256"] == sha
+    node = f"{socket.gethostname()} ({node_id[:12]})"
+    assert cell["reusedFrom"]["buildId"] == producer and cell["reusedFrom"]["remote"] == nginx_dav.url
+    assert cell["reusedFrom"]["servedByNode"] == node
+    assert cell["message"].startswith(f"up to date — engine from build {producer} "), cell["message"]
+    assert cell["message"].endswith(f"(from the remote store, served by node {node})"), cell["message"]
+    assert cell["retryPolicy"] == "not_needed" and cell["language"] == "not_applicable"
+    assert cell["store"]["key"] == key and cell["rebuiltBecause"] is None
+    assert any(f"node {node} found key {key[:12]} in the remote store" in m["msg"] for m in cell["logs"]), cell["logs"]
+    # the node fetched it from the remote (record, then the engine by content); the submitting machine never did
+    log = nginx_dav.access_log()
+    assert (
+        log.count(f'"GET /cache/ac/{key} HTTP/1.1" 200') == 1 and log.count(f'"GET /cache/cas/{sha} HTTP/1.1" 200') == 1
+    )
+    # every face: the terminal's line, the matrix's summary, the tree's row; no build time learnt
+    said = f"up to date — engine from build {producer}"
+    assert f"[SM89] {said}" in out and any(ln.strip().startswith("✓ SM89 · ") and said in ln for ln in out.splitlines())
+    (matrix,) = [s for s in summaries(ws2) if s.get("kind") == "matrix"]
+    assert matrix["outcome"] == "built" and [c["outcome"] for c in matrix["cells"]] == ["reused"]
+    history = ws2 / ".trtls" / "history.json"
+    assert not history.exists() or built["buildConfigHash"] not in history.read_text(), history.read_text()

@@ -18,7 +18,15 @@ from trtls.core.protocol import PROTOCOL
 # A phase's mark in text faces (VS Code shows the same status as an icon).
 STATUS_MARK = {"running": "…", "done": "✓", "cancelled": "■", "failed": "✗"}
 # A finished build's or cell's mark.
-OUTCOME_MARK = {"built": "✓", "cancelled": "■", "failed": "✗", "forced": "✗", "killed": "✗", "not started": "·"}
+OUTCOME_MARK = {
+    "built": "✓",
+    "reused": "✓",
+    "cancelled": "■",
+    "failed": "✗",
+    "forced": "✗",
+    "killed": "✗",
+    "not started": "·",
+}
 # The server's status words while a build runs, as a row reads them.
 RUNNING_WORD = {"starting": "starting", "running": "building", "waiting for a node": "waiting for a node"}
 

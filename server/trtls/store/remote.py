@@ -51,7 +51,8 @@ from trtls.store.remote_http import request_status as _request_status
 from trtls.store.remote_http import shown as _shown
 from trtls.store.signing import signed_by
 
-__all__ = ["DOWN_MEMORY_S", "ENTRY_FORMAT", "RECORD_LIMIT", "TIMEOUT_S", "RemoteError", "fetch_entry", "push_entry"]
+__all__ = ["DOWN_MEMORY_S", "ENTRY_FORMAT", "RECORD_LIMIT", "TIMEOUT_S", "RemoteError", "fetch_entry", "push_entry",
+           "remote_record"]  # fmt: skip
 
 if TYPE_CHECKING:
     from trtls.store.entries import Store
@@ -102,6 +103,24 @@ def fetch_entry(store: Store, key: str) -> bool:
         return False
     _note(store, f"fetched from the remote store {_shown(url)}")
     return True
+
+
+def remote_record(store: Store, key: str) -> dict[str, Any] | None:
+    """The remote's record of `key`, checked as a fetch checks it (format, key, parts, engine, the team's
+    signature), without its engine; None when the remote does not hold one, cannot be reached or sent something that
+    is not the key's record (said in `store.notes`). A farm node asks it before serving its own copy of a key: the
+    remote, not the node's folder, says what the key's engine is now (builds/farm/node_store.py). Never raises."""
+    url = _base(store)
+    if url is None or not is_key(key):
+        return None
+    try:
+        raw = _get_record(url, key)
+        return None if raw is None else _checked_record(store, raw, key)
+    except _Unusable as exc:
+        _note(store, f"the remote store {_shown(url)} is not used for {key[:12]}: {exc}")
+    except RemoteError as exc:
+        _note(store, f"the remote store {_shown(url)} was not used: {exc}")
+    return None
 
 
 def _read_only_miss(store: Store, url: str, key: str) -> bool:

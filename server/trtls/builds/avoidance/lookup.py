@@ -187,7 +187,8 @@ def after_build(use: StoreUse, build: Any) -> dict[str, Any]:
         summary = build.summary or {}
         if use.key is not None:
             summary["engineKey"] = use.key.hex
-            summary["rebuiltBecause"] = use.rebuilt_because()
+            if build.outcome != "reused":  # a farm node served it from the remote store: nothing was rebuilt
+                summary["rebuiltBecause"] = use.rebuilt_because()
         if build.outcome == "built" and use.key is not None:
             art = summary.get("engineArtifact") or {}
             record = {

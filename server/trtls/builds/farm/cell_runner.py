@@ -173,6 +173,17 @@ class CellRun:
         # control that arrived while the ONNX was still on its way (the worker not started yet): applied at start
         self.pending: list[str] = []
         self.stdin_closed = False
+        self.node = f"{socket.gethostname()} ({node_id[:12]})"
+        self.looked, self.said = False, ""  # the node's own store lookup (builds/farm/node_store.py): done, its line
+        self.hit: Any = None  # the key's entry (trtls.store.entries.Entry) when the remote store held it
+
+    def look_up(self, plan: dict[str, Any]) -> bool:
+        """Look the cell's key up in the remote store before any worker starts here (None plan: not keyed)."""
+        from trtls.builds.farm.node_store import look_up_on_node
+
+        self.looked = True
+        self.hit, self.said = look_up_on_node(plan, self.scratch, self.node)
+        return self.hit is not None
 
     def _onnx(self, sha: str, box: list) -> tuple[Path, str]:
         path = self.scratch / "onnx" / f"{sha}.onnx"
@@ -200,13 +211,27 @@ class CellRun:
         the driver's plan for the remote engine store (builds/farm/node_store.py): a built engine is published
         there from this node before its `build_finished` line is passed on."""
         t_job = time.time()
-        onnx_path, note = self._onnx(onnx_sha, onnx_box)
-        # wall-clock times (the driver turns them into its matrix's fixed-cost breakdown; one clock on one machine)
-        timing: dict[str, Any] = {"jobT": t_job, "onnxT": time.time(), "actorPid": os.getpid(), "farm": self.farm}
-        yield {"lines": [log_line(note)], "timing": timing}
-        job = dict(job)
         jobs = scratch_folder(self.scratch / "jobs", self.scratch)
         self.job_dir = fs.ensure_folder(jobs / job["build_id"], within=jobs)
+        if store is not None and not self.looked and not shared_output:  # a warm actor's next cell: not looked yet
+            self.look_up(store)
+        said = [log_line(self.said)] if self.said else []
+        if self.hit is not None:  # served from the remote store: no ONNX, no worker, no TensorRT on this node
+            from trtls.builds.farm.node_store import serve_on_node
+
+            out = self.job_dir / Path(job["output"]).name
+            hit, note = serve_on_node(store or {}, self.scratch, self.hit, out, job["build_id"], self.node)
+            timing: dict[str, Any] = {"jobT": t_job, "actorPid": os.getpid(), "farm": self.farm}
+            if hit is not None:
+                yield {"lines": [*said, log_line(note)], "timing": timing, "hit": hit}
+                yield {"exit": 0, "stderr": []}
+                return
+            said.append(log_line(note))  # it could not be served here after all: built
+        onnx_path, note = self._onnx(onnx_sha, onnx_box)
+        # wall-clock times (the driver turns them into its matrix's fixed-cost breakdown; one clock on one machine)
+        timing = {"jobT": t_job, "onnxT": time.time(), "actorPid": os.getpid(), "farm": self.farm}
+        yield {"lines": [*said, log_line(note)], "timing": timing}
+        job = dict(job)
         job["onnx"] = str(onnx_path)
         if not shared_output:
             job["output"] = str(self.job_dir / Path(job["output"]).name)
@@ -278,10 +303,9 @@ class CellRun:
             if '"environment"' in text[:80]:
                 env.update(json.loads(text).get("environment") or {})
             elif '"build_finished"' in text[:80] and '"outcome": "built"' in text:
-                node = f"{socket.gethostname()} ({self.node_id[:12]})"
                 finished = json.loads(text)
                 of = {**plan, "buildId": job["build_id"], "startedAt": t_job}  # the producing build, as recorded
-                note = publish_from_node(of, self.scratch, Path(job["output"]), finished, env, node,
+                note = publish_from_node(of, self.scratch, Path(job["output"]), finished, env, self.node,
                                          round(time.time() - t_job, 3))  # fmt: skip
                 text = finished_with_note(text, note)
             out.append(text)

@@ -66,17 +66,21 @@ class NodeHost:
     def where(self) -> dict[str, Any]:
         return where_info(self.node_id)
 
-    def open(self, cell_id: str, module: str | None, driver: dict[str, Any] | None = None) -> dict[str, Any]:
+    def open(self, cell_id: str, module: str | None, driver: dict[str, Any] | None = None,
+             store: dict[str, Any] | None = None) -> dict[str, Any]:  # fmt: skip
         """A cell placed on this node: its worker is a preloaded one (the farm's), or starts now and imports
-        `module` while the ONNX comes (None: an external worker, started with its job)."""
+        `module` while the ONNX comes (None: an external worker, started with its job). `store`: the driver's plan
+        for the remote store — the key is looked up first, and a hit starts no worker (builds/farm/node_store.py)."""
+        cell = CellRun(self.node_id, None, ray.get, self.farm)
+        hit = store is not None and cell.look_up(store)
         with self.lock:
-            early = self._take(module) if module else None
+            early = self._take(module) if module and not hit else None
             self.served += 1
             served = self.served
         warm = early is not None
-        if early is None and module:
+        if early is None and module and not hit:
             early = Preloaded(module)
-        cell = CellRun(self.node_id, early, ray.get, self.farm)
+        cell.early = early
         ended = threading.Event()
         with self.lock:
             self.cells[cell_id], self.ended[cell_id] = cell, ended
@@ -88,6 +92,7 @@ class NodeHost:
             "preloaded": warm,
             "served": served,
             "cells": len(self.cells),
+            "storeHit": hit,
         }
 
     def run(
@@ -325,14 +330,16 @@ class HostSlot:
         self.node_id = str(table["bundles_to_node_id"][0])
         return True
 
-    async def open_cell(self, job: dict[str, Any], command: list[str] | None, farm_ok: bool) -> dict[str, Any]:
-        """The cell on its node's host: {"where", "worker", "preloaded", "served", "cells"}."""
+    async def open_cell(
+        self, job: dict[str, Any], command: list[str] | None, farm_ok: bool, store: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """The cell on its node's host: {"where", "worker", "preloaded", "served", "cells", "storeHit"}."""
         assert self.node_id is not None
         self.host, self.farm_name = await asyncio.to_thread(HOSTS.acquire, self.node_id, farm_ok)
         self.handle = CellHandle(self.host, self.cell_id)
         module = None if command else str(job.get("builder_module") or "auto")
         driver = driver_token(job["build_id"]) if self.farm_name else None
-        return await _awaited(self.host.open.remote(self.cell_id, module, driver))
+        return await _awaited(self.host.open.remote(self.cell_id, module, driver, store))
 
     def describe(self, answer: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any], str]:
         """From the host's answer to `open`: where the cell runs (the `placed` event; `warm`: no actor started for
@@ -346,7 +353,7 @@ class HostSlot:
             "claims": answer["served"],
             "workerPid": worker.get("pid"),
         }
-        if not self.farm_name:
+        if not self.farm_name or answer.get("storeHit"):  # a hit: no worker to speak of (the node's own line says it)
             return where, note, ""
         note["workerPreloadedAtClaim"] = worker.get("t") is not None
         state = "still importing its builder"

@@ -15,6 +15,14 @@ key and its parts as the driver computed them, and whether this run may write th
 the farm (`store.farm_keys.builder_mismatch`) is applied here to the worker's own `environment` line: an engine of
 another builder than the key's is not published. A signed store is not published from a node (the team's signing key
 stays on the machines that hold it; the driver publishes it, signed). Plain Python, no Ray: the node's actor calls it.
+
+Before anything builds, the node looks the key up itself (`look_up_on_node`, before any worker starts or TensorRT is
+imported there): the driver asked the remote just before it placed the cell, so a hit here is an engine another
+machine published while the cell waited for a node. It is the driver's remote hit, on the node: `Store.get` brings
+the remote's entry into the node-local folder through `store/remote.py`'s `fetch_entry` (the record checked as a
+local one is, the bytes hashed against its sha256 and size), `Store.restore` copies it into the cell's job folder
+hashing it again (`serve_on_node`), and it travels back as a built engine does (engine_transfer.py); the driver
+records the cell `reused` (builds/farm/node_reuse.py).
 """
 
 from __future__ import annotations
@@ -25,8 +33,10 @@ import socket
 from pathlib import Path
 from typing import Any
 
+from trtls.store.entries import Entry, NotTrusted, Refused, RestoreFailed, Store, StoreUnusable
 from trtls.store.farm_keys import PUBLISHED, builder_mismatch
 from trtls.store.key import EngineKey, is_key
+from trtls.store.remote import push_entry
 
 NODE_STORE_MAX = 4 << 30  # the node-local folder the engine is published through: 4 GiB, least recently used first
 
@@ -48,8 +58,6 @@ def publish_from_node(
 ) -> str:
     """Publish the engine a node's worker built (`finished`: its `build_finished`, `env`: its `environment`) to the
     remote store named by `plan`; the line that says what happened (a note of the cell). Never raises."""
-    from trtls.store.entries import Store
-
     key = plan_key(plan)
     url = plan.get("url")
     if key is None or not isinstance(url, str) or not isinstance(plan.get("parts"), dict):
@@ -67,9 +75,12 @@ def publish_from_node(
         "builderModule": env.get("module"),
         "publishedBy": {"hostname": socket.gethostname(), "pid": os.getpid(), "node": node},
     }
-    store = Store(scratch / "store", "read_write", NODE_STORE_MAX, remote=url)
+    store = node_store(scratch, url)
     try:
-        store.publish(key, plan["parts"], engine, record, sha if isinstance(sha, str) else None)
+        entry = store.publish(key, plan["parts"], engine, record, sha if isinstance(sha, str) else None, push=False)
+        # sent here, not by publish: a key this node's folder held already with these bytes (it built the key before,
+        # and the remote has lost it since) is a no-op publish that sends nothing
+        push_entry(store, entry)
     except Exception as exc:  # the node's disk, a store folder that cannot be one: the driver still publishes
         why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         return f"not published from node {node}: {why}"
@@ -84,3 +95,57 @@ def finished_with_note(line: str, note: str) -> str:
     ev = json.loads(line)
     ev["notes"] = [*(ev.get("notes") or []), note]
     return json.dumps(ev)
+
+
+def node_store(scratch: Path, url: str) -> Store:
+    """The node-local store folder a node publishes through and keeps what it fetched from the remote in."""
+    return Store(scratch / "store", "read_write", NODE_STORE_MAX, remote=url)
+
+
+def look_up_on_node(plan: dict[str, Any], scratch: Path, node: str) -> tuple[Entry | None, str]:
+    """The key's entry when the remote store holds it now, verified as the driver's remote hit is (`Store.get`:
+    fetched into this node's folder); and the line that says so, or why the node builds. A copy this node already
+    holds (it published or fetched the key before) serves only when the remote's record names the same engine: the
+    remote, not this folder, says what the key's engine is (a purged or replaced entry is not brought back). Never
+    raises: a store the node cannot use is a miss."""
+    from trtls.store.remote import remote_record
+
+    key, url = plan_key(plan), plan.get("url")
+    if key is None or not isinstance(url, str):
+        return None, "not looked up on this node: the driver's store plan names no key or remote"
+    store = node_store(scratch, url)
+    try:
+        store.check()  # a read-write store folder is created here
+        entry, where = store.get(key, remote=False), "this node's copy of it"
+        if entry is not None:
+            record = remote_record(store, key)
+            if record is None or record["engine"]["sha256"] != entry.sha256:
+                entry = None  # the remote holds no such record now: the node's copy is not served
+                store.notes.append("this node's copy of the key is not the remote's engine now")
+        else:
+            entry, where = store.get(key), "fetched from the remote store"
+    except (StoreUnusable, NotTrusted, Refused, OSError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        return None, f"node {node} did not use the remote store for key {key[:12]}: {why}; it builds"
+    said = "; ".join(n for n in store.notes if "fetched from" not in n)
+    if entry is None:
+        return (
+            None,
+            f"node {node} looked key {key[:12]} up in the remote store: not there{f' ({said})' if said else ''}",
+        )
+    return entry, f"node {node} found key {key[:12]} in the remote store {url} ({where}): no worker, nothing built"
+
+
+def serve_on_node(plan: dict[str, Any], scratch: Path, entry: Entry, output: Path, tag: str, node: str) -> tuple[
+        dict[str, Any] | None, str]:  # fmt: skip
+    """Restore `entry` (from `look_up_on_node`) at `output` in the cell's job folder, hashed while copied: the hit the
+    driver fetches (`{"key", "sha256", "size", "path", "build", "remote", "node"}`), or None and why it builds."""
+    store = node_store(scratch, str(plan.get("url")))
+    try:
+        store.restore(entry, output, tag, output.parent)
+    except (Refused, RestoreFailed, OSError) as exc:  # quarantined (bytes not the record's), the node's disk
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        return None, f"node {node} could not serve key {entry.key[:12]} from the remote store: {why}; it builds"
+    hit = {"key": entry.key, "sha256": entry.sha256, "size": entry.size, "path": str(output), "build": entry.build,
+           "remote": plan.get("url"), "node": node}  # fmt: skip
+    return hit, f"engine {entry.sha256[:12]} ({entry.size} bytes) restored on node {node} from its store entry"

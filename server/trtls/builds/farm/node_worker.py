@@ -43,11 +43,14 @@ def where_info(node_id: str) -> dict[str, Any]:
 
 @ray.remote(max_concurrency=4)
 class NodeWorker:
-    def __init__(self, preload: str | None = None) -> None:
+    def __init__(self, preload: str | None = None, store: dict[str, Any] | None = None) -> None:
         self.node_id = ray.get_runtime_context().get_node_id()
         # The build's worker starts now and imports TensorRT (its largest fixed cost) while the driver learns
-        # where this actor landed and the ONNX arrives, instead of after (as a local CLI build does: spawn.py).
-        self.cell = CellRun(self.node_id, Preloaded(preload) if preload else None, ray.get)
+        # where this actor landed and the ONNX arrives, instead of after (as a local CLI build does: spawn.py) —
+        # unless the remote store holds the cell's key (`store`: the driver's plan, looked up first): then none does.
+        self.cell = CellRun(self.node_id, None, ray.get)
+        if preload and not (store is not None and self.cell.look_up(store)):
+            self.cell.early = Preloaded(preload)
         self.used = False
 
     def where(self) -> dict[str, Any]:

@@ -18,7 +18,8 @@ Where a cell runs: a CPU-only cell reserves its CPUs with a placement group and 
 own (`node_worker`), because Ray sets CUDA_VISIBLE_DEVICES only for the actor that holds the GPU.
 
 The relay (placement wait, control, the node's lines, the end); the engine's way back is `engine_transfer`, reading
-the node's stream `node_stream`, reusing a GPU cell's actor `warm_claim`, the lines it writes `remote_lines`.
+the node's stream `node_stream`, reusing a GPU cell's actor `warm_claim`, the lines it writes `remote_lines`, a
+cell its node served from the remote store `node_reuse` (it sets `reused`: the supervisor ends the cell `reused`).
 """
 
 from __future__ import annotations
@@ -44,7 +45,6 @@ from trtls.builds.farm.warm_claim import take_warm
 
 KILL_ACTOR_AFTER_S = 0.5  # after SIGKILL to the remote group: the actor too, so its slot is free again
 WAIT_TICK_S = 0.25  # a waiting cell looks for a warm worker of its shape this often
-NODE_DEATH_NOTICE_S = 30.0  # how long a failed actor's node has to be declared dead before we call it a node loss
 
 
 class _Control:
@@ -80,6 +80,7 @@ class RemoteProcess:
         # the node's worker writes the engine at the output itself: a shared folder, or a node on this machine
         self.shared_output = remote.shared_dir is not None or remote.same_machine
         self.same_machine, self.store = remote.same_machine, remote.store  # store: builds/farm/node_store.py
+        self._look_up = None if self.shared_output else self.store  # the key looked up on the node, before a worker
         self.keep_warm_s = remote.keep_warm_s
         self._built = False  # the node's worker built and the engine arrived intact: its actor may be reused
         self.stdin = _Control(self)
@@ -89,6 +90,7 @@ class RemoteProcess:
         self.pid: int | None = None
         self.where: dict[str, Any] = {}
         self.lost: str | None = None  # set when the node or the actor died under the build
+        self.reused: dict[str, Any] | None = None  # the node served the cell from the remote store (node_reuse.py)
         self._actor: Any = None
         self._exited = asyncio.Event()
         self._cancel_line: str | None = None  # a cancel that arrived before the worker existed
@@ -199,7 +201,8 @@ class RemoteProcess:
                 self._queue_timeout()
             return False
         fits = farm_actors.fits(self.placement.ray_options(), self.command, cluster.job_runtime_env)
-        answer = await self._slot.open_cell(self.job, self.command, bool(cluster.connection.get("warm")) and fits)
+        warm = bool(cluster.connection.get("warm")) and fits
+        answer = await self._slot.open_cell(self.job, self.command, warm, self._look_up)
         self._actor = self._slot.handle
         self.where, note, msg = self._slot.describe(answer)
         if msg:
@@ -217,7 +220,7 @@ class RemoteProcess:
         # creating an actor registers it with the cluster's control store synchronously: not on the event loop
         actor_class: Any = NodeWorker  # made an actor class by @ray.remote (mypy does not apply class decorators)
         preload = None if self.command else str(self.job.get("builder_module") or "auto")
-        self._actor = await asyncio.to_thread(lambda: actor_class.options(**options).remote(preload))
+        self._actor = await asyncio.to_thread(lambda: actor_class.options(**options).remote(preload, self._look_up))
         shape = self.placement.shape()
         WARM.waiting[shape] = WARM.waiting.get(shape, 0) + 1
         try:
@@ -308,6 +311,9 @@ class RemoteProcess:
         async for item in read_on_thread(gen, cluster.get_object):
             if "timing" in item:
                 self._timing(item["timing"])
+            if "hit" in item:  # served from the remote store on the node: its engine comes back, no worker ran
+                await self._reused(item["hit"], item["lines"])
+                continue
             if "exit" in item:
                 self._end(item["exit"], item.get("stderr", []))
                 break
@@ -355,6 +361,17 @@ class RemoteProcess:
             else:
                 self._kill_actor()  # the slot is free for the next cell
 
+    async def _reused(self, hit: dict[str, Any], lines: list[str]) -> None:
+        """The node's lines, then its engine brought to the output (builds/farm/node_reuse.py); `reused` set once it
+        arrived intact: the supervisor ends the cell `reused`."""
+        from trtls.builds.farm.node_reuse import bring_reused
+
+        for text in lines:
+            self._feed((text + "\n").encode())
+        brought, self.reused = await bring_reused(self._actor, self.job, self.where, hit)
+        for out in brought:
+            self._feed(out)
+
     def _first_stages(self, text: str) -> None:
         if '"build_started"' in text[:60]:
             cluster.mark("buildStarted")
@@ -375,26 +392,8 @@ class RemoteProcess:
                               workerPreloadedBeforeJob=t.get("preloadedBeforeJob"))  # fmt: skip
 
     async def _on_failure(self, exc: Exception) -> None:
-        import ray
+        from trtls.builds.farm.node_loss import loss_of
 
         node = self.where.get("node_id") or (self._slot.node_id if self._slot is not None else None)
-        died = isinstance(exc, ray.exceptions.RayError)  # ActorDied, ActorUnavailable, NodeDied, WorkerCrashed …
-        self._host_dead = isinstance(exc, ray.exceptions.RayActorError)  # a shared host that died is not reused
-        if died and node and await _node_gone(node):
-            self.lost = f"node lost: {self.where.get('hostname')} ({node[:12]}) died during the build"
-        elif died:
-            self.lost = f"the build's actor died on {self.where.get('hostname', 'its node')}: {type(exc).__name__}"
-        else:
-            self.lost = f"remote transport error: {type(exc).__name__}: {exc}"
+        self.lost, self._host_dead = await loss_of(exc, node, self.where.get("hostname"))
         self._end(-int(signal.SIGKILL), [self.lost])
-
-
-async def _node_gone(node_id: str, within_s: float = NODE_DEATH_NOTICE_S) -> bool:
-    """The actor failed: was it its node? The cluster may take a few seconds to declare a node dead."""
-    deadline = time.monotonic() + within_s
-    while True:
-        if not await asyncio.to_thread(cluster.node_alive, node_id):
-            return True
-        if time.monotonic() > deadline:
-            return False
-        await asyncio.sleep(0.25)

@@ -317,6 +317,8 @@ class Build:
 
     def outcome_message(self) -> str:
         """How it ended, in a sentence (trtls.core.display.outcome_text): `built in 4.1 s`, `cancelled by ide_stop`."""
+        if self.outcome == "reused":  # a farm node served the cell from the remote store (builds/farm/node_reuse.py)
+            return str((self.summary or {}).get("message") or "reused: its engine came from the engine store")
         lost = self.remote is not None and (self.error or "").startswith("node lost")
         duration = (self.summary or {}).get("durationS", 0)
         return outcome_text(self.outcome, duration, self.token.source, self.error, self.grace_s, lost,

@@ -2,7 +2,9 @@
 
 Each cell is an ordinary `Build` (its own worker, phase tree, cancel token, escalation and evidence). The parent
 only fans out: Stop on the parent stops every cell, Stop on a cell stops that cell; its outcome is the cells'
-outcomes folded (built only when every cell built) and its evidence lists the cells with where they ran.
+outcomes folded (built only when every cell built — or was reused: a farm cell whose node found its key in the
+remote store ends `reused`, its summary folded into a reuse's here) and its evidence lists the cells with where they
+ran.
 
 Where cells run: on a `[cluster]` every cell is submitted at once and the cluster queues what does not fit
 ("waiting for a node"); without one, cells run here one after another (two local builds side by side would
@@ -183,7 +185,8 @@ class MatrixBuild:
             {"cell": p.key, "engine": p.engine, "buildId": None, "outcome": "not_started"} for p in self.not_started
         ]
         outcomes = {c["outcome"] for c in cells}
-        outcome = "built" if outcomes == {"built"} else next((o for o in OUTCOME_ORDER if o in outcomes), "cancelled")
+        done = bool(outcomes) and outcomes <= {"built", "reused"}  # every engine in place (reused: by its node)
+        outcome = "built" if done else next((o for o in OUTCOME_ORDER if o in outcomes), "cancelled")
         self.summary = {
             "buildId": self.id,
             "kind": "matrix",
@@ -213,6 +216,22 @@ class MatrixBuild:
             self._done.set_result(self.summary)
 
 
+def _fold_node_reuse(build: Build) -> None:
+    """A cell its node served from the remote store (no worker, nothing built): its summary says what a reuse's
+    does, before any listener (the store's record, a view) reads it (builds/farm/node_reuse.py)."""
+    from trtls.builds.farm.node_reuse import fold_node_reuse  # no Ray import
+
+    hit = getattr(build.worker, "reused", None)
+    if not isinstance(hit, dict) or build.summary is None:
+        return
+    fold_node_reuse(build.summary, hit)
+    path = build.evidence_dir / "summary.json"
+    try:
+        write_record(path, json.dumps(build.summary, indent=2, default=str))
+    except OSError as exc:
+        build.summary["evidenceError"] = evidence_error(exc, path)
+
+
 def new_matrix_id(title: str) -> str:
     slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", title).strip("-")
     return f"{slug}-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"
@@ -238,6 +257,8 @@ def start_matrix(
             from trtls.builds.farm.cluster import cell_mark  # no Ray import: only reached on the remote path
 
             cell_mark(build.id, "done")
+            if build.outcome == "reused":
+                _fold_node_reuse(build)
         for listener in list(mb.listeners):
             try:
                 listener(mb, build, ev)
