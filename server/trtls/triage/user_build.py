@@ -12,16 +12,12 @@ is the confirm trial's verdict, and one build fewer is spent. Anything else buil
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
-from trtls.builds.roots import state_root
 from trtls.builds.supervisor.build import state_dir
 from trtls.core.recipe import LoadedRecipe
-from trtls.fs import read_text
 
-RECORD_LIMIT = 16 << 20
 LOOK_BACK = 50  # the newest records of the engine looked at: a failure to reuse is the one the user just saw
 
 
@@ -53,8 +49,9 @@ def failed_build(loaded: LoadedRecipe, engine: str, key: str | None) -> dict[str
 
 
 def _summary(path: Path) -> dict[str, Any] | None:
-    try:
-        value = json.loads(read_text(path, limit=RECORD_LIMIT, within=state_root(path)))
-    except (OSError, ValueError):
-        return None  # a record being written, damaged or too large is not one to reuse
-    return value if isinstance(value, dict) else None
+    """The record as the build wrote it (core.summary_record's one loader); None for one being written, damaged or
+    too large: not one to reuse."""
+    from trtls.core.summary_record import SummaryProblem, read_summary
+
+    found = read_summary(path)
+    return None if isinstance(found, SummaryProblem) else found.record()
