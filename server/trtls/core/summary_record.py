@@ -111,6 +111,12 @@ class Summary(BaseModel):
     title: str | None = None
     cells: list[dict[str, Any]] = []
 
+    @classmethod
+    def written(cls, record: dict[str, Any]) -> Summary:
+        """A record this process just built (a reuse's, a rollback's, a build's), not read from disk: trusted as
+        written, so not validated again (tests/store/test_record_kinds.py validates every kind)."""
+        return cls.model_construct(**record)
+
     def record(self) -> dict[str, Any]:
         """The record as JSON data: the keys it was read with (undeclared ones included), none it did not have."""
         return self.model_dump(mode="json", exclude_unset=True)

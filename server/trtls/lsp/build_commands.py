@@ -21,6 +21,7 @@ from trtls.builds.supervisor.runs import RestoredRun
 from trtls.builds.supervisor.supervisor import Build
 from trtls.core import wire
 from trtls.core.findings import Finding, Origin
+from trtls.core.summary_record import SUMMARY_NAME, Summary
 from trtls.lsp.build_relay import BuildRelay, build_tree, notify_build_tree
 from trtls.lsp.command_args import BuildEngineArgs, BuildMatrixArgs
 
@@ -66,14 +67,15 @@ async def start_build(ls: TrtlsServer, args: BuildEngineArgs) -> wire.BuildEngin
     if isinstance(result, AlreadyBuilding):
         return wire.BuildEngineReply(buildId=result.build.id, engine=args.engine, status="already_building")
     if isinstance(result, Reused):  # no worker, no TensorRT
-        finish_restored(ls, args.uri, result.summary, loaded.path)
+        reuse = Summary.written(result.summary)
+        finish_restored(ls, args.uri, reuse, loaded.path)
         return wire.BuildEngineReply(
             buildId=result.build_id,
             engine=args.engine,
             status="reused",
-            message=result.summary.get("message"),
-            engineKey=result.summary.get("engineKey"),
-            reusedFrom=result.summary.get("reusedFrom"),
+            message=reuse.message,
+            engineKey=reuse.engineKey,
+            reusedFrom=reuse.reusedFrom,
             evidencePath=str(result.evidence_path),
         )
     if isinstance(result, Refused):
@@ -114,7 +116,8 @@ async def _matrix(ls: TrtlsServer, args: BuildMatrixArgs, loaded: LoadedRecipe) 
     def on_follower(cell: str, summary: dict[str, Any] | None, said: str) -> None:
         """A cell of the same key as one this matrix built: its restored row, or a warning that it has no engine."""
         if summary is not None:
-            finish_restored(ls, args.uri, summary, loaded.path, cell=cell.split("/", 1)[-1], parent_id=parent[0])
+            finish_restored(ls, args.uri, Summary.written(summary), loaded.path, cell=cell.split("/", 1)[-1],
+                            parent_id=parent[0])  # fmt: skip
         else:
             ls.window_show_message(
                 lsp.ShowMessageParams(type=lsp.MessageType.Warning, message=f"TensorRT: {cell}: {said}")
@@ -138,15 +141,16 @@ async def _matrix(ls: TrtlsServer, args: BuildMatrixArgs, loaded: LoadedRecipe) 
             raise refused_request(result)
         _place_refusal(ls, args.uri, [args.engine] if args.engine else list(loaded.recipe.engines), result.findings)
         return wire.BuildMatrixReply(buildId=None, status="refused", errors=result.lines)
-    reused = [reused_cell(p, summary, loaded.path) for p, summary in result.reused]
+    reused = [reused_cell(p, Summary.written(summary), loaded.path) for p, summary in result.reused]
     mb = result.matrix
     if mb is None:  # every cell is up to date: no run starts
         for p, summary in result.reused:
-            finish_restored(ls, args.uri, summary, loaded.path, cell=p.cell.name if p.cell else None)
+            finish_restored(ls, args.uri, Summary.written(summary), loaded.path, cell=p.cell.name if p.cell else None)
         return wire.BuildMatrixReply(buildId=None, status="reused", reused=reused)
     parent.append(mb.id)
     for p, summary in result.reused:
-        finish_restored(ls, args.uri, summary, loaded.path, cell=p.cell.name if p.cell else None, parent_id=mb.id)
+        finish_restored(ls, args.uri, Summary.written(summary), loaded.path, cell=p.cell.name if p.cell else None,
+                        parent_id=mb.id)  # fmt: skip
     has_progress = bool(ls.client_capabilities.window and ls.client_capabilities.window.work_done_progress)
     relay = MatrixRelay(ls, mb, args.uri, ls.options.build_tree, has_progress, lambda m: matrix_done(ls, m))
     await relay.start()
@@ -168,21 +172,22 @@ def _place_refusal(ls: TrtlsServer, uri: str, engines: list[str], findings: list
     ls.publish(uri)
 
 
-def reused_cell(planned: PlannedCell, summary: dict[str, Any], recipe: Path) -> wire.ReusedCell:
+def reused_cell(planned: PlannedCell, summary: Summary, recipe: Path) -> wire.ReusedCell:
     """A cell the store served, as trtls.buildMatrix lists it."""
-    evidence = recipe.parent / ".trtls" / "runs" / summary["buildId"] / "summary.json"
-    return wire.ReusedCell(cell=planned.key, engine=planned.engine, buildId=summary["buildId"],
-                           message=summary.get("message"), evidencePath=str(evidence))  # fmt: skip
+    build_id = str(summary.buildId)
+    evidence = recipe.parent / ".trtls" / "runs" / build_id / SUMMARY_NAME
+    return wire.ReusedCell(cell=planned.key, engine=planned.engine, buildId=build_id, message=summary.message,
+                           evidencePath=str(evidence))  # fmt: skip
 
 
 def finish_restored(
-    ls: TrtlsServer, uri: str, summary: dict[str, Any], recipe: Path, cell: str | None = None,
+    ls: TrtlsServer, uri: str, summary: Summary, recipe: Path, cell: str | None = None,
     parent_id: str | None = None,
 ) -> RestoredRun:  # fmt: skip
     """A build that started no worker — reused from the engine store, or rolled back (trtls.rollbackEngine) — as a
     finished run: registered (listBuilds, showEvidence, buildReport know its id), drawn once in the TensorRT Builds
     view (one final `trtls/buildTree`), and the recipe re-checked as after a build (lens, TRT336/TRT337)."""
-    run = RestoredRun(summary, recipe, cell, parent_id)
+    run = RestoredRun(summary.record(), recipe, cell, parent_id)
     ls.runs.add(run, "build", uri)
     if ls.options.build_tree:
         notify_build_tree(ls, build_tree(uri, run.snapshot()))

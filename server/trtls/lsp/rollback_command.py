@@ -31,16 +31,17 @@ async def rollback_engine(ls: TrtlsServer, args: RollbackEngineArgs) -> Rollback
         raise refused_request(asked)
     if isinstance(asked, RollbackFailed):
         raise JsonRpcInvalidParams(f"{asked.code} {asked.message}", data={"code": asked.code})
+    from trtls.core.summary_record import Summary
     from trtls.lsp.build_commands import finish_restored
 
-    summary = asked.summary
+    summary = Summary.written(asked.summary)
     finish_restored(ls, args.uri, summary, loaded.path)  # a finished row, its evidence, lens and diagnostics
     return RollbackEngineReply(
-        buildId=summary["buildId"],
+        buildId=str(summary.buildId),
         engine=args.engine,
         status="rolled_back",
-        message=summary["message"],
-        rolledBackTo=summary["rolledBackTo"],
+        message=str(summary.message),
+        rolledBackTo=summary.rolledBackTo or {},
     )
 
 
