@@ -11,7 +11,7 @@ from pathlib import Path
 from trtls.builds.supervisor.build import Build
 
 PKG = Path(__file__).resolve().parents[2] / "server" / "trtls"
-BUILD_PY = PKG / "builds" / "build.py"
+BUILD_PY = PKG / "builds" / "supervisor" / "build.py"
 
 
 def build_private_names() -> set[str]:
