@@ -141,6 +141,10 @@ def test_a_build_whose_key_the_fast_path_found_missing_from_the_store_starts_its
     # the store's own modules are loaded by then: the fast path looked the key up with them
     loaded = [m for m in LATE_FOR_A_BUILD if m in again["at_spawn"] and not m.startswith("trtls.store.")]
     assert loaded == [], f"imported before the worker started: {loaded}"
+    # the memo's device check: the driver's probe started at the entry, before the fast path's own modules loaded
+    for report in (first, again):
+        assert report["cuda_thread"] == "trtls-cuda-warm"
+        assert "trtls.builds.avoidance.reuse" not in report["at_cuda"]
     runs = sorted((workspace / ".trtls" / "runs").glob("demo-*/summary.json"))
     assert [json.loads(r.read_text())["outcome"] for r in runs] == ["built", "built"]
 
