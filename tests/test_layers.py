@@ -233,6 +233,7 @@ def test_modules_are_read_in_one_sitting() -> None:
 RAY_MODULES = {
     "builds/farm/node_worker.py",
     "builds/farm/remote_process.py",
+    "builds/farm/node_loss.py",  # what a remote cell's failed transport was (Ray's exceptions)
     "builds/farm/cluster.py",
     "builds/farm/warm_actors.py",
     "builds/farm/warm_head.py",  # the warm local farm's head process (`trtls farm up`)

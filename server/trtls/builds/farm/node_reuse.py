@@ -18,7 +18,6 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from trtls.builds.avoidance.reuse import up_to_date_line
 from trtls.core.events import PROTOCOL_VERSION
 from trtls.core.evidence import runbook_without_worker
 
@@ -45,10 +44,11 @@ async def bring_reused(
     return brought[:-1], {**hit, "notes": list(end.get("notes") or [])}
 
 
-def fold_node_reuse(summary: dict[str, Any], hit: dict[str, Any]) -> None:
+def fold_node_reuse(summary: dict[str, Any], hit: dict[str, Any], up_to_date: str) -> None:
     """A cell's summary (a build summary of outcome `reused`) as a reuse's evidence: `reusedFrom` (the producing
     build, the remote and the node that served it), `engineKey`, the runbook fields of a run without a worker, the
-    engine `restored`, `workerPid` null and the line every face shows (`message`)."""
+    engine `restored`, `workerPid` null and the line every face shows (`message`: `up_to_date`, a reuse's line for
+    the producing build — builds/avoidance/reuse.py `up_to_date_line` — and where it came from)."""
     src = hit.get("build") or {}
     key, url, node = str(hit.get("key")), hit.get("remote"), hit.get("node")
     summary.update(runbook_without_worker(src))
@@ -74,4 +74,4 @@ def fold_node_reuse(summary: dict[str, Any], hit: dict[str, Any]) -> None:
         "up (after this machine's lookup had missed it)",
         *hit.get("notes", []),
     ]
-    summary["message"] = f"{up_to_date_line(src)} (from the remote store, served by node {node})"
+    summary["message"] = f"{up_to_date} (from the remote store, served by node {node})"

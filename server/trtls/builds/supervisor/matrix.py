@@ -219,12 +219,13 @@ class MatrixBuild:
 def _fold_node_reuse(build: Build) -> None:
     """A cell its node served from the remote store (no worker, nothing built): its summary says what a reuse's
     does, before any listener (the store's record, a view) reads it (builds/farm/node_reuse.py)."""
+    from trtls.builds.avoidance.reuse import up_to_date_line
     from trtls.builds.farm.node_reuse import fold_node_reuse  # no Ray import
 
     hit = getattr(build.worker, "reused", None)
     if not isinstance(hit, dict) or build.summary is None:
         return
-    fold_node_reuse(build.summary, hit)
+    fold_node_reuse(build.summary, hit, up_to_date_line(hit.get("build") or {}))
     path = build.evidence_dir / "summary.json"
     try:
         write_record(path, json.dumps(build.summary, indent=2, default=str))
