@@ -99,7 +99,7 @@ def test_a_symlinked_or_missing_record_is_a_problem(tmp_path: Path) -> None:
 # Where a build's evidence record is read, it is read through the model: a `summary[...]` or `summary.get(...)` on a
 # dict is what item 5 of issue 28 removed. A gates run's route record (`.trtls/routes/<route>/summary.json`) is another
 # record, and the engine store's writers build their record as a dict: those files are named with why.
-MIGRATED: tuple[str, ...] = ("report", "lsp")
+MIGRATED: tuple[str, ...] = ("report", "lsp", "store", "builds/avoidance")
 NOT_A_BUILD_RECORD = {
     "report/route_page.py": "reads a gates run's route record, not a build's",
     "gates/run.py": "writes the gates run's route record",
@@ -108,6 +108,9 @@ NOT_A_BUILD_RECORD = {
     "lsp/triage_command.py": "owned by the triage work (a reduction's record)",
     "lsp/gates_command.py": "a gates run's row, built in memory (decision, outcome), not a build's record",
     "builds/avoidance/lookup.py": "writes the build's record (the store's fields added before it is written)",
+    "builds/avoidance/reuse.py": "writes the reuse's record",
+    "builds/avoidance/rollback.py": "writes the rollback's record",
+    "store/farm_keys.py": "judges a record a farm node builds in memory; the node imports no pydantic",
 }
 
 

@@ -1,8 +1,9 @@
 """Every evidence record kind carries every runbook field (issue 28 item 10): a consumer parsing `summary.json` meets
 one schema. Real runs of the quickstart's `demo`, each record read from disk: built (the seed), reused from the store,
-rolled back, cancelled (Ctrl-C), killed (its worker SIGKILLed) and recovered (its CLI SIGKILLed, the record completed
-by orphan recovery). The worker's test hook holds each stopped build before TensorRT's build starts, so no test
-waits on time.
+rolled back, cancelled (Ctrl-C), killed (its worker SIGKILLed), recovered (its CLI SIGKILLed, the record completed
+by orphan recovery) and failed (a plugin library that is none). Each also loads as core.summary_record's `Summary`
+(the model every reader uses) and round-trips through it unchanged. The worker's test hook holds each stopped build
+before TensorRT's build starts, so no test waits on time.
 
 Before: a reused or rolled-back record lacked `timingCacheMode`, `cleanupStatus`, `retryPolicy`, `cancelSource`,
 `gpuSku`, `language` and `cancelLatencyMs`."""
@@ -23,6 +24,7 @@ from tests.store.conftest import copy_store
 from tests.store.helpers import run_build, summaries, with_store
 from trtls.builds.supervisor.orphans import process_alive, recover_orphans
 from trtls.core.evidence import NOT_APPLICABLE, RUNBOOK_FIELDS, SEED_FIELDS, record_problems
+from trtls.core.summary_record import Summary, read_summary, summary_of
 
 
 def _record(ws: Path, build_id: str) -> dict[str, Any]:
@@ -80,13 +82,28 @@ def test_every_record_kind_carries_every_runbook_field(seeded: tuple[Path, dict]
     assert [r["buildId"] for r in recover_orphans(seed_ws / ".trtls")] == [build_id]
     records["recovered"] = _record(seed_ws, build_id)
 
+    recipe = seed_ws / "trtls.toml"  # a library that registers no plugin: the worker refuses it (TRT149)
+    recipe.write_text(recipe.read_text() + '[engines.demo.plugins]\nlibraries = ["/lib/x86_64-linux-gnu/libm.so.6"]\n')
+    before = {r["buildId"] for r in summaries(seed_ws)}
+    failed = run_build(seed_ws)
+    assert failed.returncode != 0, failed.stdout
+    new = [r for r in summaries(seed_ws) if r["buildId"] not in before]
+    assert len(new) == 1, ([r["outcome"] for r in new], failed.stderr)
+    records["failed"] = new[0]
+
     outcomes = {kind: r["outcome"] for kind, r in records.items()}
     assert outcomes == {"built": "built", "reused": "reused", "rolled_back": "rolled_back", "cancelled": "cancelled",
-                        "killed": "killed", "recovered": "killed"}, outcomes  # fmt: skip
+                        "killed": "killed", "recovered": "killed", "failed": "failed"}, outcomes  # fmt: skip
     assert "supervisor" in records["recovered"] and "supervisor" not in records["killed"]
     for kind, record in records.items():
         assert set(RUNBOOK_FIELDS) <= set(record), (kind, sorted(set(RUNBOOK_FIELDS) - set(record)))
         assert record_problems(record) == [], (kind, record_problems(record))
+        model = summary_of(record, kind)  # the model every reader uses (core.summary_record)
+        assert isinstance(model, Summary), str(model)
+        assert model.missing_runbook_fields() == [] and model.record() == record, kind
+        assert model.outcome == record["outcome"] and model.buildId == record["buildId"]
+    on_disk = read_summary(seed_ws / ".trtls" / "runs" / records["failed"]["buildId"] / "summary.json")
+    assert isinstance(on_disk, Summary) and on_disk.failure is not None, on_disk
     assert len({frozenset(set(r) & set(RUNBOOK_FIELDS)) for r in records.values()}) == 1
     assert set(SEED_FIELDS) <= set(RUNBOOK_FIELDS)
 
