@@ -99,7 +99,7 @@ def test_a_symlinked_or_missing_record_is_a_problem(tmp_path: Path) -> None:
 # Where a build's evidence record is read, it is read through the model: a `summary[...]` or `summary.get(...)` on a
 # dict is what item 5 of issue 28 removed. A gates run's route record (`.trtls/routes/<route>/summary.json`) is another
 # record, and the engine store's writers build their record as a dict: those files are named with why.
-MIGRATED: tuple[str, ...] = ("report", "lsp", "store", "builds/avoidance")
+MIGRATED: tuple[str, ...] = ("report", "lsp", "store", "builds/avoidance", "gates")
 NOT_A_BUILD_RECORD = {
     "report/route_page.py": "reads a gates run's route record, not a build's",
     "gates/run.py": "writes the gates run's route record",
@@ -152,3 +152,26 @@ def test_the_migrated_packages_read_build_records_through_the_model() -> None:
             if lines:
                 found[rel] = lines
     assert found == {}, f"raw reads of a summary dict (read it with trtls.core.summary_record): {found}"
+
+
+def test_gate_2_links_the_newest_good_record_past_damaged_ones(tmp_path: Path) -> None:
+    """A damaged record beside good ones (a FIFO, a wrong word, a newer one that is not JSON) is no record to the
+    gates: gate 2 links the newest one that holds together, as a Summary, and never hangs or raises."""
+    from trtls.gates.environment_evidence import latest_successful_build
+
+    runs = tmp_path / ".trtls" / "runs"
+    for name, data in (
+        ("old", {**OLD_RECORD, "engine": "demo", "startedAt": 1}),
+        ("good", {**OLD_RECORD, "engine": "demo", "startedAt": 2, "buildId": "good"}),
+        ("other-engine", {**OLD_RECORD, "engine": "large", "startedAt": 9}),
+        ("wrong-word", {**OLD_RECORD, "engine": "demo", "startedAt": 9, "outcome": "exploded"}),
+    ):
+        (runs / name).mkdir(parents=True)
+        (runs / name / "summary.json").write_text(json.dumps(data))
+    (runs / "fifo").mkdir()
+    os.mkfifo(runs / "fifo" / "summary.json")
+    (runs / "cut").mkdir()
+    (runs / "cut" / "summary.json").write_text('{"engine": "demo", "outcome": "built", "startedAt": 9')
+    linked = latest_successful_build(tmp_path, "demo")
+    assert linked is not None and linked[0] == runs / "good" / "summary.json"
+    assert isinstance(linked[1], Summary) and linked[1].buildId == "good"

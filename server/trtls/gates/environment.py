@@ -108,17 +108,16 @@ def check_environment(
     evidence: dict[str, Any] | None = None
     if linked is not None:
         path, summary = linked
-        recorded_env = summary.get("environment")
-        ev_env = recorded_env if isinstance(recorded_env, dict) else {}
+        ev_env = summary.environment or {}
         evidence = {
             "path": str(path),
-            "buildId": summary.get("buildId"),
-            "buildConfigHash": summary.get("buildConfigHash"),
-            "timingCacheMode": summary.get("timingCacheMode"),
-            "timingCache": summary.get("timingCache"),
-            "tensorrtVersion": summary.get("tensorrtVersion"),
-            "builderModule": summary.get("builderModule"),
-            "engineArtifact": summary.get("engineArtifact"),
+            "buildId": summary.buildId,
+            "buildConfigHash": summary.buildConfigHash,
+            "timingCacheMode": summary.timingCacheMode,
+            "timingCache": summary.timingCache,
+            "tensorrtVersion": summary.tensorrtVersion,
+            "builderModule": summary.builderModule,
+            "engineArtifact": summary.engineArtifact,
             "environment": ev_env,
         }
 

@@ -6,20 +6,22 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from trtls.core.summary_record import SUMMARY_NAME, Summary, read_summary
 from trtls.gates.files import read_json
 
 
-def latest_successful_build(recipe_dir: Path, engine: str) -> tuple[Path, dict[str, Any]] | None:
+def latest_successful_build(recipe_dir: Path, engine: str) -> tuple[Path, Summary] | None:
+    """The newest `built` record of `engine` under the recipe's .trtls/runs (core.summary_record's model): a record
+    that cannot be read or does not hold together is no record, never a traceback."""
     runs = recipe_dir / ".trtls" / "runs"
-    best: tuple[float, Path, dict[str, Any]] | None = None
+    best: tuple[float, Path, Summary] | None = None
     if not runs.is_dir():
         return None
-    for summary in runs.glob("*/summary.json"):
-        data = read_json(summary)
-        if not isinstance(data, dict) or data.get("engine") != engine or data.get("outcome") != "built":
+    for summary in runs.glob(f"*/{SUMMARY_NAME}"):
+        data = read_summary(summary)
+        if not isinstance(data, Summary) or data.engine != engine or data.outcome != "built":
             continue
-        recorded = data.get("startedAt")
-        started = float(recorded) if isinstance(recorded, (int, float)) else summary.stat().st_mtime
+        started = float(data.startedAt) if data.startedAt is not None else summary.stat().st_mtime
         if best is None or started > best[0]:
             best = (started, summary, data)
     return (best[1], best[2]) if best else None
@@ -76,7 +78,7 @@ def brief_evidence(evidence: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def stale_reasons(loaded: Any, engine: str, summary: dict[str, Any]) -> list[str]:
+def stale_reasons(loaded: Any, engine: str, summary: Summary) -> list[str]:
     """Why a successful build no longer describes the recipe and the engine on disk."""
     from trtls.builds.build_facts import build_config_hash
     from trtls.checkpoint.hashing import sha256_file
@@ -84,22 +86,22 @@ def stale_reasons(loaded: Any, engine: str, summary: dict[str, Any]) -> list[str
     problems: list[str] = []
     eng = loaded.engine(engine)
     onnx = loaded.resolve(eng.onnx)
-    recorded = summary.get("buildConfigHash")
+    recorded = summary.buildConfigHash
     if not recorded:
         problems.append("it recorded no buildConfigHash")
     elif onnx.is_file():
         now = build_config_hash(
             onnx,
-            summary.get("effectiveSettings") or {},
+            summary.effectiveSettings or {},
             eng.job_profiles(),
-            summary.get("environment") or {},
-            summary.get("target"),  # the hash covers the target the worker built for (build_started.target)
+            summary.environment or {},
+            summary.target,  # the hash covers the target the worker built for (build_started.target)
         )
         if now != recorded:
             problems.append("the ONNX model or the profiles changed since (buildConfigHash differs)")
     else:
         problems.append(f"the ONNX model {onnx} is gone")
-    art = summary.get("engineArtifact") or {}
+    art = summary.engineArtifact or {}
     out = loaded.resolve(eng.output)
     if not out.is_file():
         problems.append(f"the engine {out} is missing")

@@ -220,8 +220,7 @@ def _built_for(ctx: GateContext) -> dict[str, Any]:
     if ctx.route.engine is None:
         return {}
     linked = latest_successful_build(ctx.recipe_dir, ctx.route.engine)
-    target = linked[1].get("target") if linked else None
-    return target if isinstance(target, dict) else {}
+    return (linked[1].target if linked else None) or {}
 
 
 def portability_checks(ctx: GateContext) -> list[GateCheck]:

@@ -125,10 +125,10 @@ def _current_build(ctx: GateContext) -> tuple[dict[str, Any] | None, str]:
     path, s = linked
     return {
         "path": str(path),
-        "buildId": s.get("buildId"),
-        "buildConfigHash": s.get("buildConfigHash"),
-        "tensorrtVersion": s.get("tensorrtVersion"),
-        "builderModule": s.get("builderModule"),
+        "buildId": s.buildId,
+        "buildConfigHash": s.buildConfigHash,
+        "tensorrtVersion": s.tensorrtVersion,
+        "builderModule": s.builderModule,
     }, "build evidence (gate 2 did not run)"
 
 
