@@ -18,7 +18,9 @@ import sys
 import time
 import urllib.request
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from tests.farm.conftest import LABEL
 from tests.farm.test_farm_store import _probe_env, _recipe, _run
@@ -49,6 +51,7 @@ def test_a_node_publishes_its_engine_to_the_remote_and_a_fresh_driver_reuses_it(
 ) -> None:
     ws, probe = tmp_path / "ws", tmp_path / "probe"
     env = _workspace(ws, tmp_path / "store", ray_cluster.address, nginx_dav.url, probe)
+    forget_node_stores()  # a node's folder that held the key would send an earlier build's record of these bytes
     first, cli_pid = _run(ws, env, "--matrix")
     assert first.returncode == 0, first.stdout + first.stderr
     (cell,) = [s for s in summaries(ws) if s.get("cell")]
@@ -120,6 +123,57 @@ def test_a_node_does_not_publish_an_engine_of_another_builder_than_the_key(
     assert "PUT /cache/" not in nginx_dav.access_log()
 
 
+@dataclass
+class Elsewhere:
+    """An engine and its record as another machine publishes them to the remote (built once on the farm, then
+    taken off the remote and off the nodes' own store folders: a node must find it on the remote, not its copy)."""
+
+    key: str
+    sha: str
+    record: bytes
+    blob: bytes
+    producer: str  # the build the record names (the one that built it here, or an earlier one of the same bytes)
+    models: Path
+
+    def publish(self, dav: DavServer) -> None:
+        """PUT on the remote as another runner would: the engine first, then its record."""
+        for name, body in ((f"cas/{self.sha}", self.blob), (f"ac/{self.key}", self.record)):
+            urllib.request.urlopen(urllib.request.Request(f"{dav.url}/{name}", data=body, method="PUT"), timeout=30)
+
+
+def forget_node_stores() -> None:
+    """The nodes' own store folders emptied: what an earlier test built there is not this test's."""
+    import ray
+
+    from trtls.builds.farm.cell_runner import node_scratch
+
+    for node in ray.nodes():
+        shutil.rmtree(node_scratch(node["NodeID"]) / "store", ignore_errors=True)
+
+
+def built_elsewhere(address: str, dav: DavServer, tmp_path: Path) -> Elsewhere:
+    ws1 = tmp_path / "ws1"
+    env1 = _workspace(ws1, tmp_path / "store1", address, dav.url, tmp_path / "probe1")
+    first, _ = _run(ws1, env1, "--matrix")
+    assert first.returncode == 0, first.stdout + first.stderr
+    (built,) = [s for s in summaries(ws1) if s.get("cell")]
+    key, sha = built["engineKey"], built["engineArtifact"]["sha256"]
+    record, blob = (dav.files / "ac" / key).read_bytes(), (dav.files / "cas" / sha).read_bytes()
+    (dav.files / "ac" / key).unlink()
+    (dav.files / "cas" / sha).unlink()
+    forget_node_stores()
+    return Elsewhere(key, sha, record, blob, json.loads(record)["build"]["buildId"], ws1 / "models")
+
+
+def hold_sm89() -> Any:
+    """A placement group of the test's own on the SM89 node's one CPU: a cell placed there waits for a node."""
+    import ray
+
+    held = ray.util.placement_group([{"CPU": 1}], bundle_label_selector=[{LABEL: "SM89"}])
+    ray.get(held.ready(), timeout=120)
+    return held
+
+
 def _wait_for(what: str, found: Callable[[], bool], proc: subprocess.Popen[str]) -> None:
     """Until `found()` (no timed assertion: the CLI's own end, or 10 minutes, ends the wait)."""
     deadline = time.monotonic() + 600
@@ -140,39 +194,20 @@ def test_a_node_serves_an_engine_published_while_its_cell_waited_for_it(
     node, the engine byte-identical, the producing build named, nothing learnt as a build time."""
     import ray
 
-    from trtls.builds.farm.cell_runner import node_scratch
-
-    # the engine and its record as another machine would publish them: built once on the farm, then taken off the
-    # remote (and off the nodes' own store folders: the node must find it on the remote, not in its copy)
-    ws1 = tmp_path / "ws1"
-    env1 = _workspace(ws1, tmp_path / "store1", ray_cluster.address, nginx_dav.url, tmp_path / "probe1")
-    first, _ = _run(ws1, env1, "--matrix")
-    assert first.returncode == 0, first.stdout + first.stderr
-    (built,) = [s for s in summaries(ws1) if s.get("cell")]
-    key, sha = built["engineKey"], built["engineArtifact"]["sha256"]
-    record, blob = (nginx_dav.files / "ac" / key).read_bytes(), (nginx_dav.files / "cas" / sha).read_bytes()
-    producer = json.loads(record)["build"]["buildId"]  # the build the record names (this one, or an earlier one)
-    (nginx_dav.files / "ac" / key).unlink()
-    (nginx_dav.files / "cas" / sha).unlink()
-    for node in ray.nodes():
-        shutil.rmtree(node_scratch(node["NodeID"]) / "store", ignore_errors=True)
-
+    elsewhere = built_elsewhere(ray_cluster.address, nginx_dav, tmp_path)
+    key, sha, blob, producer = elsewhere.key, elsewhere.sha, elsewhere.blob, elsewhere.producer
     # the SM89 node is busy: the cell is looked up on this machine (a miss), submitted, and waits for it
-    held = ray.util.placement_group([{"CPU": 1}], bundle_label_selector=[{LABEL: "SM89"}])
-    ray.get(held.ready(), timeout=120)
+    held = hold_sm89()
     ws2, probe2 = tmp_path / "ws2", tmp_path / "probe2"
     env2 = _workspace(ws2, tmp_path / "store2", ray_cluster.address, nginx_dav.url, probe2)
-    shutil.copytree(ws1 / "models", ws2 / "models", dirs_exist_ok=True)
+    shutil.copytree(elsewhere.models, ws2 / "models", dirs_exist_ok=True)
     cmd = [sys.executable, "-m", "trtls", "build", str(ws2), "--engine", "demo", "--matrix"]
     cli = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env2)
     try:
         queued = lambda: any('"queued"' in p.read_text() for p in (ws2 / ".trtls" / "runs").glob("*/events.jsonl"))  # noqa: E731
         _wait_for("the cell waits for a node", queued, cli)
         assert f'"GET /cache/ac/{key} HTTP/1.1" 404' in nginx_dav.access_log()  # the submitting machine missed it
-        # … and meanwhile another machine publishes it: the engine first, then its record
-        for name, body in ((f"cas/{sha}", blob), (f"ac/{key}", record)):
-            put = urllib.request.Request(f"{nginx_dav.url}/{name}", data=body, method="PUT")
-            urllib.request.urlopen(put, timeout=30).close()
+        elsewhere.publish(nginx_dav)  # … and meanwhile another machine publishes it
     finally:
         ray.util.remove_placement_group(held)
     out, err = cli.communicate(timeout=900)
@@ -206,4 +241,4 @@ def test_a_node_serves_an_engine_published_while_its_cell_waited_for_it(
     (matrix,) = [s for s in summaries(ws2) if s.get("kind") == "matrix"]
     assert matrix["outcome"] == "built" and [c["outcome"] for c in matrix["cells"]] == ["reused"]
     history = ws2 / ".trtls" / "history.json"
-    assert not history.exists() or built["buildConfigHash"] not in history.read_text(), history.read_text()
+    assert not history.exists() or cell["buildId"] not in history.read_text(), history.read_text()
