@@ -175,3 +175,36 @@ def test_gate_2_links_the_newest_good_record_past_damaged_ones(tmp_path: Path) -
     linked = latest_successful_build(tmp_path, "demo")
     assert linked is not None and linked[0] == runs / "good" / "summary.json"
     assert isinstance(linked[1], Summary) and linked[1].buildId == "good"
+
+
+def test_a_record_built_in_this_process_is_taken_as_written() -> None:
+    record = {**OLD_RECORD, "outcome": "reused", "message": "up to date", "reusedFrom": {"buildId": "x"}}
+    model = Summary.written(record)
+    assert model.outcome == "reused" and model.message == "up to date" and model.record() == record
+
+
+def test_report_and_trace_say_a_damaged_record_and_draw_an_old_one(tmp_path: Path) -> None:
+    """The faces: `trtls report` and `trtls trace` on a record with a word trtls never wrote exit 2 with the file and
+    the field (before: the page was drawn from whatever the dict held); an old record without the later fields is
+    drawn, exit 0."""
+    import subprocess
+    import sys
+
+    (tmp_path / "trtls.toml").write_text('[engines.demo]\nonnx = "models/demo.onnx"\noutput = "build/demo.engine"\n')
+    runs = tmp_path / ".trtls" / "runs"
+    bad, old = runs / "20260101-000000-bad000", runs / "20260101-000000-old000"
+    for run, data in ((bad, {**OLD_RECORD, "cancelSource": "the cat"}), (old, OLD_RECORD)):
+        run.mkdir(parents=True)
+        (run / "summary.json").write_text(json.dumps(data))
+
+    def trtls(*args: str) -> subprocess.CompletedProcess[str]:
+        cmd = [sys.executable, "-m", "trtls", *args]
+        return subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+
+    for face in ("report", "trace"):
+        r = trtls(face, bad.name, "-o", str(tmp_path / f"bad.{face}"))
+        assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+        assert f'{bad.name}/summary.json: not a build summary: cancelSource is "the cat"' in r.stderr, r.stderr
+        r = trtls(face, old.name, "-o", str(tmp_path / f"old.{face}"))
+        assert r.returncode == 0, r.stderr
+    assert "<h1>demo " in (tmp_path / "old.report").read_text()
