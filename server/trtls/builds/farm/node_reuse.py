@@ -23,12 +23,22 @@ from trtls.core.evidence import runbook_without_worker
 
 
 async def bring_reused(
-    actor: Any, job: dict[str, Any], where: dict[str, Any], hit: dict[str, Any]
+    actor: Any, job: dict[str, Any], where: dict[str, Any], hit: dict[str, Any], cancel: str | None = None
 ) -> tuple[list[bytes], dict[str, Any] | None]:
     """Fetch the engine a node served from the store into the output: (the lines to pass on, the reuse's record
-    for the supervisor, or None when it did not arrive intact — the lines then end the cell failed, TRT233/TRT412)."""
+    for the supervisor, or None when it did not arrive intact — the lines then end the cell failed, TRT233/TRT412).
+    `cancel`: the control line of a cancel that came while the node looked: nothing is fetched, the cell ends
+    cancelled and the output is as it was."""
+    import json
+
     from trtls.builds.farm.engine_transfer import bring_engine
     from trtls.builds.farm.remote_lines import line, peek
+
+    if cancel is not None:
+        ctl = json.loads(cancel)
+        note = "cancelled before the engine its node found in the remote store was fetched; the output is as it was"
+        acked = line("cancel_acknowledged", source=ctl.get("source", "api"), t_request_ns=ctl.get("t_request_ns"))
+        return [acked, line("build_finished", outcome="cancelled", cleanup_status="not_needed", notes=[note])], None
 
     held = [line("artifact", action="written", kind="engine", path=hit.get("path"), size=hit.get("size"),
                  sha256=hit.get("sha256"))]  # fmt: skip
@@ -68,6 +78,7 @@ def fold_node_reuse(summary: dict[str, Any], hit: dict[str, Any], up_to_date: st
     summary["engineArtifact"] = art
     summary["workerPid"] = None
     summary["failure"] = None
+    summary.pop("capability", None)  # no parse, no builder: a reuse's evidence has none (as builds/avoidance/reuse.py)
     summary["notes"] = [
         *(summary.get("notes") or []),
         f"no worker started: the engine of key {key[:12]} was in the remote store {url} when node {node} looked it "

@@ -368,7 +368,7 @@ class RemoteProcess:
 
         for text in lines:
             self._feed((text + "\n").encode())
-        brought, self.reused = await bring_reused(self._actor, self.job, self.where, hit)
+        brought, self.reused = await bring_reused(self._actor, self.job, self.where, hit, self._cancel_line)
         for out in brought:
             self._feed(out)
 
