@@ -12,8 +12,9 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Literal, get_args
 
+from trtls.core.vocabulary import BuilderModule
 from trtls.fs import Kind, atomic_write_text, read_text
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -34,7 +35,7 @@ PROCESSES: dict[Process, str] = {
     "developer": "run by hand and by CI, never by a user's command (`python -m trtls.schema.…`)",
 }
 EDITOR = ("pygls", "lsprotocol")
-TENSORRT = ("tensorrt", "tensorrt_rtx")
+TENSORRT: tuple[str, ...] = get_args(BuilderModule)  # the builder modules: only the worker child imports them
 EVERYTHING = "*"  # a face (and the generators): may import every package; nothing below a face imports one
 
 
@@ -141,12 +142,12 @@ LAYERS: tuple[Layer, ...] = (
           "store", "runtimes", "route", "checkpoint", "gates"), (*EDITOR, *TENSORRT),
           holds=("reduce_build", "diverge", "trials")),
     # the use cases every face calls to start work, rendered by the faces
-    Layer("app", ("supervisor",), "**the application layer**: `request_build`, `request_matrix`, `request_rollback` "
-          "and their typed results (`Started`, `Reused`, `Refused` …); one store lookup, one recipe check, one job "
-          "per request",
+    Layer("app", ("supervisor",), "**the application layer**: `request_build`, `request_matrix`, `request_rollback`, "
+          "`request_reduction`, `request_divergence` and their typed results (`Started`, `Reused`, `Refused` …); one "
+          "store lookup, one recipe check, one job per request",
           ("core", "fs", "onnx_files", "store", "builds", "builds.supervisor", "builds.avoidance", "builds.farm",
            "bundle", "checkpoint", "runtimes", "route", "gates", "triage"), (*EDITOR, *TENSORRT),
-          holds=("build", "matrix", "rollback", "results", "unchanged")),
+          holds=("build", "matrix", "rollback", "triage", "results", "unchanged")),
     Layer("accept", ("CLI",), "the stuck-build acceptance scenarios (`trtls accept`)", ("core", "fs", "builds",
           "builds.supervisor", "builds.worker", "bundle", "checkpoint", "runtimes", "route", "gates", "app"), EDITOR,
           holds=("runner", "stop_scenarios", "criteria")),
