@@ -8,6 +8,8 @@ per cell that holds a GPU).
 - `control` writes a control line on the worker's stdin — a cancel travels exactly as it does locally;
   `close_stdin` is the protocol's service_shutdown; `signal_group` is the supervisor's escalation;
 - the ONNX is cached on the node by sha256: it crosses the network once per content hash, not once per build;
+- with the driver's remote-store plan, the key is looked up first (`look_up`): a hit sends the verified engine back
+  with no ONNX, no worker and no TensorRT here (node_store.py), a built engine is published from here;
 - `engine_chunks` sends the finished engine back in pieces (the driver writes it atomically and checks its sha256),
   unless the recipe names a shared folder that the worker wrote to directly.
 """
@@ -178,7 +180,8 @@ class CellRun:
         self.hit: Any = None  # the key's entry (trtls.store.entries.Entry) when the remote store held it
 
     def look_up(self, plan: dict[str, Any]) -> bool:
-        """Look the cell's key up in the remote store before any worker starts here (None plan: not keyed)."""
+        """Look the cell's key up in the remote store (`plan`: the driver's, builds/farm/node_store.py) before any
+        worker starts here; True on a hit: the cell is served without one."""
         from trtls.builds.farm.node_store import look_up_on_node
 
         self.looked = True
