@@ -239,7 +239,7 @@ KEYS: tuple[KeyInfo, ...] = (
     KeyInfo("worker", "— (trtls: an external worker)", _APPLIED, _APPLIED, _APPLIED),
     KeyInfo("run_on", "— (trtls build farm: where a build runs)", _APPLIED, _APPLIED, _APPLIED),
     KeyInfo("matrix", "— (trtls build farm: one build per combination)", _APPLIED, _APPLIED, _APPLIED),
-    KeyInfo("triage.fail_regex", "— (trtls reduce: the failure to keep, as --fail-regex)", _APPLIED, _APPLIED, _APPLIED),
+    KeyInfo("triage.fail_regex", "— (trtls reduce: the failure it keeps)", _APPLIED, _APPLIED, _APPLIED),
 )
 
 
