@@ -88,3 +88,33 @@ def test_ctrl_c_before_the_commands_own_stop_is_one_line_and_130_not_a_traceback
     assert "Traceback" not in proc.stderr
     assert proc.stderr.strip() == "trtls build: interrupted by Ctrl-C"
     assert not (workspace / ".trtls" / "runs").exists()
+
+
+INTERRUPTED_IN_THE_FAST_PATH = """
+import sys
+class CtrlC:  # Ctrl-C while the entry's fast path looks the store up (its modules load inside it)
+    def find_spec(self, name, path=None, target=None):
+        if name == "trtls.app.unchanged":
+            raise KeyboardInterrupt
+        if name == "trtls.cli.main":
+            sys.stderr.write("trtls-test: the full path was entered\\n")
+        return None
+sys.meta_path.insert(0, CtrlC())
+from trtls.cli.entry import main
+sys.argv = ["trtls", *sys.argv[1:]]
+sys.exit(main())
+"""
+
+
+def test_ctrl_c_in_the_fast_path_stops_and_builds_nothing(workspace: Path) -> None:
+    """The entry used to take a Ctrl-C during its fast path (~0.3 s of imports and hashes) for "start over": it went
+    on to the full path and built, exit 0 — the user's stop was ignored. Now it stops there: 130, one line."""
+    proc = subprocess.run(
+        [sys.executable, "-c", INTERRUPTED_IN_THE_FAST_PATH, "build", str(workspace), "--engine", "demo"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 130, proc.stderr[-3000:]
+    assert proc.stderr.strip() == "trtls build: interrupted by Ctrl-C"
+    assert not (workspace / ".trtls" / "runs").exists() and not (workspace / "build" / "demo.engine").exists()

@@ -64,13 +64,12 @@ def main(argv: list[str] | None = None) -> int:
         from trtls.cli.store_lookup import fast_path
 
         with safe_console():
-            try:
-                done = fast_path(args, entry=True)
-            except KeyboardInterrupt:
-                done = None  # nothing was written yet that a rerun would not redo: the full path starts over
-            if done is not None:
-                return done
-        return _full(given, argv)
+            done = fast_path(args, entry=True)
+        return done if done is not None else _full(given, argv)
+    except KeyboardInterrupt:
+        # the user's stop, even this early (the fast path's imports, its hashes, a restore): nothing is built, and a
+        # restore is atomic (its temp is the door's to clean), so the output is as it was — never build after it
+        return _interrupted(argv)
     finally:
         warming.join()
 
@@ -83,11 +82,15 @@ def _full(given: list[str] | None, argv: list[str]) -> int:
     except KeyboardInterrupt:
         # Ctrl-C before a command's own stop is in place (importing the command line's modules, making its parser):
         # nothing was started or written yet. The same line and code as cli.main's net, not a traceback.
-        from trtls.cli.exits import EXIT_CTRL_C
+        return _interrupted(argv)
 
-        command = f" {argv[0]}" if argv and argv[0].isalpha() else ""  # a command's name, never other text
-        print(f"\ntrtls{command}: interrupted by Ctrl-C", file=sys.stderr)
-        return EXIT_CTRL_C
+
+def _interrupted(argv: list[str]) -> int:
+    from trtls.cli.exits import EXIT_CTRL_C
+
+    command = f" {argv[0]}" if argv and argv[0].isalpha() else ""  # a command's name, never other text
+    print(f"\ntrtls{command}: interrupted by Ctrl-C", file=sys.stderr)
+    return EXIT_CTRL_C
 
 
 def _serve() -> int:
