@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from trtls.builds.supervisor.outcome_findings import build_findings
+from trtls.core.summary_record import Summary
 
 from .helpers import loaded, run_build
 
@@ -27,7 +28,7 @@ async def _build(ws: Path, edit: dict[str, str]) -> tuple[dict, object]:
 def _codes_at(summary: dict, rec) -> dict[str, list[str]]:
     """code → the recipe text each finding points at."""
     out: dict[str, list[str]] = {}
-    for f in build_findings(summary):
+    for f in build_findings(Summary.written(summary)):
         r = rec.source_map.range(f.path, f.on_value)
         out.setdefault(f.code, []).append(rec.text.splitlines()[r.start_line].strip())
     return out
@@ -80,7 +81,7 @@ async def test_a_real_internal_error_is_recorded_as_one(workspace: Path) -> None
     assert failure["kind"] == "internal_error" and failure["errorCode"] == 1
     assert failure["assertion"].startswith("CHECK_GE(smem_limit") and failure["source"].startswith("kernel_gen_utils")
     assert summary["retryPolicy"] == "investigate" and "blind retry fails the same way" in summary["retryRule"]
-    codes = {f.code for f in build_findings(summary)}
+    codes = {f.code for f in build_findings(Summary.written(summary))}
     assert {"TRT202", "TRT205", "TRT206"} <= codes
 
 
@@ -141,7 +142,7 @@ def test_precision_failures_land_on_the_convert_key() -> None:
         "retryPolicy": "investigate",
         "effectiveSettings": {},
     }
-    found = {f.code: f.path for f in build_findings(summary)}
+    found = {f.code: f.path for f in build_findings(Summary.written(summary))}
     assert found["TRT147"] == ("engines", "demo", "precision", "convert") and "TRT202" in found
 
 
@@ -151,7 +152,7 @@ async def test_version_compatible_needs_exclude_lean_runtime_on_rtx(workspace: P
     summary, rec = await _build(workspace, {BUILDER: BUILDER + "version_compatible = true\n"})
     assert summary["outcome"] == "failed" and summary["failure"]["code"] == "TRT146"
     assert summary["retryPolicy"] == "investigate"
-    (message,) = [f.message for f in build_findings(summary) if f.code == "TRT146"]
+    (message,) = [f.message for f in build_findings(Summary.written(summary)) if f.code == "TRT146"]
     assert "exclude_lean_runtime = true" in message
     assert _codes_at(summary, rec)["TRT146"] == ["version_compatible = true"]
     summary, _ = await _build(

@@ -14,6 +14,7 @@ import pytest
 
 from trtls.builds.supervisor.outcome_findings import build_findings
 from trtls.builds.worker.engine_validity import NO_GPU, parse_validity_message, validity_record
+from trtls.core.summary_record import Summary
 
 from .helpers import run_build
 
@@ -49,14 +50,14 @@ def test_an_invalid_answer_is_recorded_and_becomes_an_engine_portability_finding
     assert record["reason"].startswith("The engine cannot run on this GPU")
     assert record["diagnostics"] == [{"severity": "INFO", "msg": CASES["default"]["logged"][0][1]}]
     summary = {"engine": "demo", "outcome": "built", "buildId": "b1", "engineValidity": record}
-    (finding,) = [f for f in build_findings(summary) if f.code == "TRT208"]
+    (finding,) = [f for f in build_findings(Summary.written(summary)) if f.code == "TRT208"]
     assert finding.path == ("engines", "demo") and "compute capability 9.0" in finding.message
     assert (
         "8.0 8.6 8.9 12.0 12.1 >12.0" in finding.message
         and "cannot build for this compute capability" in finding.message
     )
     valid = {**summary, "engineValidity": validity_record("valid", 0, [])}
-    assert [f for f in build_findings(valid) if f.code == "TRT208"] == []
+    assert [f for f in build_findings(Summary.written(valid)) if f.code == "TRT208"] == []
 
 
 async def test_a_real_build_here_is_not_checked_with_the_reason_and_no_fatal_log(workspace: Path) -> None:
@@ -65,7 +66,7 @@ async def test_a_real_build_here_is_not_checked_with_the_reason_and_no_fatal_log
     assert s["outcome"] == "built"
     assert s["engineValidity"] == {"status": "not_checked", "reason": NO_GPU, "diagnostics": []}
     assert not any("CUDA driver version is insufficient" in entry["msg"] for entry in s["logs"])
-    assert [f for f in build_findings(s) if f.code == "TRT208"] == []
+    assert [f for f in build_findings(Summary.written(s)) if f.code == "TRT208"] == []
     # the lead's command for the H200, run here: the same answer as JSON, exit 2 (not checked)
     engine = workspace / "build" / "demo.engine"
     done = subprocess.run(

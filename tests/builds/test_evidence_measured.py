@@ -14,6 +14,7 @@ from trtls.builds.supervisor import resources
 from trtls.builds.supervisor.outcome_findings import build_findings
 from trtls.builds.timing_cache import after_load, plan_cache
 from trtls.core.evidence import UNKNOWN, build_target, gpu_sku, record_problems
+from trtls.core.summary_record import Summary
 
 from .helpers import run_build
 
@@ -50,7 +51,7 @@ def test_an_unwritable_output_folder_fails_before_the_build(workspace: Path) -> 
     assert s["outputCheck"]["writable"] is False and s["workerPid"] is None
     # no build ran, but the environment was still measured (worker --probe)
     assert s["tensorrtVersion"] not in (None, UNKNOWN) and s["gpuSku"] == gpu_sku(s["environment"]) != UNKNOWN
-    findings = build_findings(s)
+    findings = build_findings(Summary.written(s))
     trt405 = [f for f in findings if f.code == "TRT405"]
     assert trt405 and trt405[0].path == ("engines", "demo", "output")
     assert record_problems(s) == [], record_problems(s)

@@ -14,6 +14,7 @@ from trtls.builds.supervisor.supervisor import Supervisor
 from trtls.core.build_config import BuilderSettings, MemoryPoolLimits
 from trtls.core.builder_errors import LESS_MEMORY_KEYS, classify_failure, memory_exhaustion
 from trtls.core.recipe import load_recipe
+from trtls.core.summary_record import Summary
 
 from ..quickstart import quickstart_profiles
 
@@ -54,7 +55,7 @@ async def test_a_worker_out_of_address_space_is_out_of_memory_with_advice_and_pe
     assert s["retryPolicy"] == "investigate" and s["retryRule"] == failure["advice"]
     assert failure["keys"] == list(LESS_MEMORY_KEYS) and all(_key_exists(k) for k in failure["keys"])
     assert all(k in s["retryRule"] for k in ("workspace_mib", "tactic_dram_mib", "max_aux_streams"))
-    (oom,) = [f for f in build_findings(s) if f.code == "TRT207"]
+    (oom,) = [f for f in build_findings(Summary.written(s)) if f.code == "TRT207"]
     assert oom.path == ("engines", "demo") and "host memory ran out" in oom.message
     assert not (workspace / "build" / "demo.engine").exists()
 
@@ -72,7 +73,7 @@ async def test_a_workspace_pool_too_small_for_any_tactic_says_raise_it(workspace
     assert failure["kind"] == "out_of_memory" and failure["resource"] == "workspace_limit", failure
     assert any("workspace limit" in line for line in failure["evidence"])
     assert "raise builder.memory_pool_limits.workspace_mib" in s["retryRule"]
-    (oom,) = [f for f in build_findings(s) if f.code == "TRT207"]
+    (oom,) = [f for f in build_findings(Summary.written(s)) if f.code == "TRT207"]
     assert oom.path == ("engines", "large", "builder", "memory_pool_limits", "workspace_mib")
 
 

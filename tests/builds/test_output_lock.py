@@ -16,6 +16,7 @@ import pytest
 from trtls.builds.supervisor.output_lock import OutputLock, lock_path
 from trtls.builds.supervisor.output_probe import inode_flags
 from trtls.core.display import previous_engine_text
+from trtls.core.summary_record import Summary
 
 from .cli_procs import CliBuild, is_waiting_line, pause_env, sha256_of, wait_for_file
 from .helpers import leftovers
@@ -207,10 +208,10 @@ def test_a_large_cancelled_while_it_waits_for_a_demo_that_renames_never_says_the
         assert s_large["workerPid"] is None and not [ln for ln in large.seen if ln.get("type") == "phase_start"]
         assert any("while waiting for another build" in n for n in s_large["notes"])
     assert s_large["previousEngineIntact"] is not False, s_large["notes"]
-    assert "NOT intact" not in previous_engine_text(s_large)
+    assert "NOT intact" not in previous_engine_text(Summary.written(s_large))
     if point == "after_rename":  # it never held the output, and says so — not "no previous engine" with one there
         assert s_large["previousEngine"] == "not_inspected", s_large.get("previousEngine")
-        assert "was not touched by this build" in previous_engine_text(s_large)
+        assert "was not touched by this build" in previous_engine_text(Summary.written(s_large))
     assert s_holder["outcome"] == "built"
     art = s_holder["engineArtifact"]
     on_disk = sha256_of(engine)

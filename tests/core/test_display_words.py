@@ -21,6 +21,7 @@ from trtls.core.display import (
     rebuilt_text,
     will_rebuild_text,
 )
+from trtls.core.summary_record import Summary
 
 PACKAGE = Path(__file__).resolve().parents[2] / "server" / "trtls"
 CHANGES = ["optimization_level 3 → 5", "models/demo.onnx: bytes"]
@@ -70,7 +71,7 @@ def test_evidence_lines() -> None:
         "validationStatus": "not_applicable",
         "validationNote": "nothing was built",
     }
-    assert evidence_lines(s) == [
+    assert evidence_lines(Summary.written(s)) == [
         ("timing cache", "cold — no timing cache configured"),
         ("cleanup", "cleaned; previous engine intact (byte for byte)"),
         ("retry", "retry_with_cache — the cancelled build never wrote its cache back"),

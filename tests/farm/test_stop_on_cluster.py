@@ -213,8 +213,9 @@ async def test_queue_wait_is_shown_bounded_and_cancellable(ray_cluster, tmp_path
         assert timed_out["outcome"] == "failed" and timed_out["error"].startswith("TRT231"), timed_out["error"]
         assert timed_out["node"] == {} and timed_out["workerPid"] is None  # it never reached a node
         from trtls.builds.supervisor.outcome_findings import build_findings
+        from trtls.core.summary_record import Summary
 
-        assert build_findings(timed_out)[0].code == "TRT231"
+        assert build_findings(Summary.written(timed_out))[0].code == "TRT231"
     finally:
         holder.cancel("api")
         await holder.wait()

@@ -17,6 +17,7 @@ import pytest
 
 from trtls.builds.supervisor.output_lock import OutputLock, lock_path
 from trtls.core.display import previous_engine_text
+from trtls.core.summary_record import Summary
 
 from ..builds.cli_procs import CliBuild, is_waiting_line, pause_env, sha256_of, wait_for_file
 from ..builds.test_output_lock import older_engine
@@ -166,7 +167,7 @@ def test_a_server_build_cancelled_while_it_waits_for_a_cli_rename_says_nothing_f
     assert s_waiter["outcome"] == "cancelled" and s_waiter["workerPid"] is None
     assert any("while waiting for another build" in n for n in s_waiter["notes"])
     assert s_waiter["previousEngineIntact"] is not False
-    assert "NOT intact" not in previous_engine_text(s_waiter)
+    assert "NOT intact" not in previous_engine_text(Summary.written(s_waiter))
     art = s_holder["engineArtifact"]
     on_disk = sha256_of(workspace / "build" / "demo.engine")
     assert art["sha256"] == on_disk and art["verified"] is True and on_disk != previous

@@ -214,14 +214,17 @@ def print_outcome(build: Build, out: TextIO | None = None) -> None:
     def say(text: str) -> None:
         print(safe(text), file=stream)
 
+    from trtls.core.summary_record import Summary  # the build has ended: its recipe loaded pydantic already
+
     s = build.summary or {}
+    record = Summary.written(s)
     say(f"\n{build.engine}: {build.outcome_message()}")
     if (s.get("outputCheck") or {}).get("writable") is False:  # located on the recipe's `output` key
         from trtls.builds.supervisor.outcome_findings import build_findings
         from trtls.core.recipe import load_recipe
 
         loaded = load_recipe(build.recipe_path)
-        for f in build_findings(s):
+        for f in build_findings(record):
             if f.code == "TRT405":
                 say(f"  {loaded.location(f)}: {f.code} {f.message}")
     if s.get("cancelSource"):
@@ -229,7 +232,7 @@ def print_outcome(build: Build, out: TextIO | None = None) -> None:
             f"  cancel: source={s['cancelSource']} request→builder return {s.get('cancelLatencyMs')} ms, "
             f"return→cleanup {s.get('cleanupLatencyMs')} ms, forced={s.get('forced')}"
         )
-    verdicts = dict(evidence_lines(s))  # the report lists the same lines (core.display)
+    verdicts = dict(evidence_lines(record))  # the report lists the same lines (core.display)
     for label in ("timing cache", "cleanup"):
         say(f"  {label}: {verdicts[label]}")
     if s.get("engineArtifact"):

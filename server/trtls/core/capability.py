@@ -10,10 +10,13 @@ neither could be asked, why (TRT132, information: nothing was measured).
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trtls.core.display import human_seconds
 from trtls.core.findings import Finding, Origin, Severity
+
+if TYPE_CHECKING:
+    from trtls.core.summary_record import Summary
 
 MAX_NODES = 20  # one finding per refused node, up to this many; the rest are counted in the last one
 
@@ -144,18 +147,18 @@ def _parser_error_node(words: str) -> dict[str, Any]:
     return {"index": int(m.group(1)), "name": m.group(3) or "", "op": m.group(4) or "", "reason": m.group(5).strip()}
 
 
-def recorded_capability(summary: dict[str, Any]) -> dict[str, Any]:
+def recorded_capability(summary: Summary) -> dict[str, Any]:
     """A build's capability answer as its evidence recorded it; `not_checked` for evidence that has none (written
     before trtls recorded it, or by a path that parsed nothing: an engine reused from the store)."""
-    answer = summary.get("capability")
+    answer = summary.capability
     if isinstance(answer, dict) and answer.get("status"):
         return answer
-    error = summary.get("error")
+    error = summary.error
     if isinstance(error, str) and error.startswith(PARSE_FAILED):
         # Only for evidence recorded before the worker sent the parser's answer as data (build_finished.capability):
         # its parse error's text is all there is, read back into nodes. Never used for a build recorded now.
         nodes = [_parser_error_node(w) for w in error.removeprefix(PARSE_FAILED).split("; ") if w.strip()]
-        module = summary.get("builderModule")
+        module = summary.builderModule
         source = "the build's parse error, as its evidence recorded the text"
         return {"module": module, "source": source, "status": "refused", "parser": {"supported": False, "nodes": nodes}}
     return {"status": "not_checked", "reason": "this build's evidence does not record it"}

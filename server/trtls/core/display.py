@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from trtls.core.outcome import gates_outcome
 from trtls.core.protocol import PROTOCOL
+
+if TYPE_CHECKING:  # a type only: every face imports this module, the language server before pydantic
+    from trtls.core.summary_record import Summary
 
 # A phase's mark in text faces (VS Code shows the same status as an icon).
 STATUS_MARK = {"running": "…", "done": "✓", "cancelled": "■", "failed": "✗"}
@@ -154,38 +157,37 @@ PREVIOUS_ENGINE_WORDS = {
 }
 
 
-def previous_engine_state(summary: dict[str, Any]) -> str | None:
+def previous_engine_state(summary: Summary) -> str | None:
     """What became of the engine at the output before a build that did not replace it: `intact`, `changed`,
     `not_inspected` (the build ended before it held the output: waiting for another build of it, or stopped first)
     or `absent`; None for a build that replaced it. Older records have only `previousEngineIntact`."""
-    if summary.get("outcome") == "built":
+    if summary.outcome == "built":
         return None
-    state = summary.get("previousEngine")
+    state = summary.previousEngine
     if isinstance(state, str) and state in PREVIOUS_ENGINE_WORDS:
         return state
-    intact = summary.get("previousEngineIntact")
+    intact = summary.previousEngineIntact
     return "intact" if intact is True else "changed" if intact is False else "absent"
 
 
-def previous_engine_text(summary: dict[str, Any]) -> str:
+def previous_engine_text(summary: Summary) -> str:
     """The words every face shows for `previous_engine_state` ('' for a build that replaced the engine)."""
     state = previous_engine_state(summary)
     return "" if state is None else PREVIOUS_ENGINE_WORDS[state]
 
 
-def evidence_lines(summary: dict[str, Any]) -> list[tuple[str, str]]:
+def evidence_lines(summary: Summary) -> list[tuple[str, str]]:
     """The evidence's verdicts as (label, text), in the order the terminal prints them after a build and the report
     lists them: the timing cache's decision and why, the cleanup and the previous engine, the retry advice and its
     rule, the validation status and its note."""
     s = summary
-    raw = s.get("timingCache")
-    cache: dict[str, Any] = raw if isinstance(raw, dict) else {}
+    cache = s.timingCache or {}
     previous = previous_engine_text(s)
     lines = [
-        ("timing cache", f"{s.get('timingCacheMode')} — {cache.get('reason', '')}"),
-        ("cleanup", f"{s.get('cleanupStatus')}" + (f"; {previous}" if previous else "")),
-        ("retry", f"{s.get('retryPolicy')} — {s.get('retryRule')}"),
-        ("validation", f"{s.get('validationStatus')} ({s.get('validationNote')})"),
+        ("timing cache", f"{s.timingCacheMode} — {cache.get('reason', '')}"),
+        ("cleanup", f"{s.cleanupStatus}" + (f"; {previous}" if previous else "")),
+        ("retry", f"{s.retryPolicy} — {s.retryRule}"),
+        ("validation", f"{s.validationStatus} ({s.validationNote})"),
     ]
     return lines
 

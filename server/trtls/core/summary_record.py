@@ -75,6 +75,7 @@ class Summary(BaseModel):
     retryPolicy: RetryPolicy | None = None
     retryRule: str | None = None
     validationStatus: ValidationStatus | None = None
+    validationNote: str | None = None
     # how the build ran and ended
     computeCapability: str | None = None
     target: dict[str, Any] | None = None
@@ -85,6 +86,10 @@ class Summary(BaseModel):
     timingCache: dict[str, Any] | None = None
     cancelReturnAfterSeenMs: Number | None = None
     forced: bool | None = None
+    outputCheck: dict[str, Any] | None = None  # the output folder checked before the build (TRT405, TRT412)
+    workerPid: int | None = None
+    logs: list[dict[str, Any]] = []  # the worker's last log lines (a reduction matches --fail-regex on them)
+    stderrTail: list[str] = []
     engineArtifact: dict[str, Any] | None = None
     engineValidity: dict[str, Any] | None = None
     capability: dict[str, Any] | None = None

@@ -187,7 +187,7 @@ def finish_restored(
     """A build that started no worker — reused from the engine store, or rolled back (trtls.rollbackEngine) — as a
     finished run: registered (listBuilds, showEvidence, buildReport know its id), drawn once in the TensorRT Builds
     view (one final `trtls/buildTree`), and the recipe re-checked as after a build (lens, TRT336/TRT337)."""
-    run = RestoredRun(summary.record(), recipe, cell, parent_id)
+    run = RestoredRun(summary, recipe, cell, parent_id)
     ls.runs.add(run, "build", uri)
     if ls.options.build_tree:
         notify_build_tree(ls, build_tree(uri, run.snapshot()))
@@ -199,7 +199,7 @@ def matrix_done(ls: TrtlsServer, mb: MatrixBuild) -> None:
     from trtls.builds.supervisor.outcome_findings import matrix_findings
 
     uri = ls.runs.uri(mb.id) or ""
-    for engine, findings in matrix_findings([b.summary for b in mb.cells if b.summary]).items():
+    for engine, findings in matrix_findings([Summary.written(b.summary) for b in mb.cells if b.summary]).items():
         ls.store.set(uri, Origin.build, engine, findings)
     ls.publish(uri)
     ls.runs.evict()  # the matrix and its cells count as finished now
@@ -217,7 +217,7 @@ def build_done(ls: TrtlsServer, build: Build | RestoredRun) -> None:
         if build.cell is None:  # a known-good engine is at the output now: the table's last build's findings go
             ls.store.set(uri, Origin.build, build.engine, [])
     elif build.summary is not None:
-        ls.store.set(uri, Origin.build, build.engine, build_findings(build.summary))
+        ls.store.set(uri, Origin.build, build.engine, build_findings(Summary.written(build.summary)))
     ls.publish(uri)
     ls.runs.evict()
     ls.refresh_lenses()

@@ -48,7 +48,7 @@ def build_report(ev: BuildEvidence) -> str:
                 ("duration", esc(human_seconds(s.durationS))),
                 ("builder", esc(f"{s.builderModule} {s.tensorrtVersion}")),
                 ("config", f"<code>{esc(str(s.buildConfigHash or '—')[:16])}</code>"),
-                *((label, esc(text)) for label, text in evidence_lines(record)),  # as the terminal prints them
+                *((label, esc(text)) for label, text in evidence_lines(s)),  # as the terminal prints them
                 ("why this build ran", esc(reasons_text(s.rebuiltBecause or []) if rebuilt_text(record) else "—")),
             ]
         ),
@@ -184,7 +184,7 @@ def capability_section(s: Summary) -> str:
     """The capability answer the build's evidence recorded (core.capability.build_capability: its own parse of the
     model), in the words every face uses; `not_checked` when the evidence has none. Never asks TensorRT: this process
     does not import it (tests/test_layers.py)."""
-    answer = recorded_capability(s.record())
+    answer = recorded_capability(s)
     status = str(answer.get("status") or "not_checked")
     words = [f.message for f in capability_findings(str(s.engine or "?"), answer) if f.code != "TRT132"]
     items = "".join(f'<li class="capability-node">{esc(w)}</li>' for w in words)
@@ -226,7 +226,7 @@ def cancel_section(ev: BuildEvidence) -> str:
         ("return → cleanup", esc(f"{s.cleanupLatencyMs} ms")),
         ("forced (SIGTERM/SIGKILL)", esc(s.forced)),
         ("cleanup", esc(s.cleanupStatus)),
-        ("previous engine", esc(previous_engine_text(s.record()) or "replaced by this build")),
+        ("previous engine", esc(previous_engine_text(s) or "replaced by this build")),
     ]
     return f'<div id="cancel">{svg}{facts(rows)}</div>'
 

@@ -21,7 +21,7 @@ def capability_lens_title(recipe: Path, build_id: str) -> str | None:
     summary = read_summary(runs_dir(recipe) / build_id / SUMMARY_NAME)
     if isinstance(summary, SummaryProblem):
         return None
-    answer = recorded_capability(summary.record())
+    answer = recorded_capability(summary)
     if answer.get("status") == "not_checked":
         return None
     return f"capability · {capability_summary(answer)}"

@@ -7,21 +7,24 @@ the previous build's findings are cleared once their cause is gone.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trtls.core.build_config import setting_path
 from trtls.core.builder_errors import describe, describe_memory
 from trtls.core.findings import Finding, Origin, Severity
+
+if TYPE_CHECKING:  # a type only: the language server loads this module before pydantic (tests/test_layers.py)
+    from trtls.core.summary_record import Summary
 
 
 def _f(code: str, severity: Severity, message: str, path: tuple, **data: Any) -> Finding:
     return Finding(code, severity, message, path, Origin.build, False, data)
 
 
-def build_findings(summary: dict[str, Any]) -> list[Finding]:
-    engine = summary["engine"]
+def build_findings(summary: Summary) -> list[Finding]:
+    engine = summary.engine or ""  # every record trtls writes names its engine
     table = ("engines", engine)
-    outcome = summary.get("outcome")
+    outcome = summary.outcome
     if outcome == "built":  # a quarantined cache, the settings the module could not apply, a record not written
         return (
             [f for f in _cache_findings(summary, engine) if f.code == "TRT301"]
@@ -31,28 +34,27 @@ def build_findings(summary: dict[str, Any]) -> list[Finding]:
         )
     out: list[Finding] = _not_applied(summary, engine) + _failure_findings(summary, engine)
     where = _stopped_in(summary)
-    if outcome == "cancelled" and summary.get("forced"):  # the user asked again: stopped at once, not the builder
+    if outcome == "cancelled" and summary.forced:  # the user asked again: stopped at once, not the builder
         msg = (
-            f"build cancelled by {summary.get('cancelSource')}{where} and stopped at once at the user's second "
-            f"request (the worker was terminated {_ms(summary.get('cancelLatencyMs'))} after the first, without "
+            f"build cancelled by {summary.cancelSource}{where} and stopped at once at the user's second "
+            f"request (the worker was terminated {_ms(summary.cancelLatencyMs)} after the first, without "
             "waiting for the builder); no engine written"
         )
-        out.append(_f("TRT201", Severity.warning, msg, table, buildId=summary["buildId"]))
+        out.append(_f("TRT201", Severity.warning, msg, table, buildId=summary.buildId))
     elif outcome == "cancelled":
         msg = (
-            f"build cancelled by {summary.get('cancelSource')}{where}; builder returned "
-            f"{_ms(summary.get('cancelLatencyMs'))} after the request; no engine written"
+            f"build cancelled by {summary.cancelSource}{where}; builder returned "
+            f"{_ms(summary.cancelLatencyMs)} after the request; no engine written"
         )
-        out.append(_f("TRT201", Severity.warning, msg, table, buildId=summary["buildId"]))
-    elif outcome == "failed" and (summary.get("outputCheck") or {}).get("writable") is False:
-        check = summary["outputCheck"]
+        out.append(_f("TRT201", Severity.warning, msg, table, buildId=summary.buildId))
+    elif outcome == "failed" and (check := summary.outputCheck or {}).get("writable") is False:
         code = check.get("code") or "TRT405"  # TRT412: a writable folder, but the engine there cannot be replaced
         what = "is not writable" if code == "TRT405" else "cannot take the new engine"
         msg = f"the output folder {check.get('path')} {what} ({check.get('error')}): checked before the build, "
         msg += "nothing was built"
-        out.append(_f(code, Severity.error, msg, (*table, "output"), buildId=summary["buildId"]))
+        out.append(_f(code, Severity.error, msg, (*table, "output"), buildId=summary.buildId))
     elif outcome == "failed":
-        error = str(summary.get("error"))
+        error = str(summary.error)
         coded = ("TRT231", "TRT233", "TRT410", "TRT411", "TRT413")  # farm: queue, transfer; output lock; evidence
         code = next((c for c in coded if error.startswith(c)), "TRT202")
         out.append(
@@ -61,51 +63,51 @@ def build_findings(summary: dict[str, Any]) -> list[Finding]:
                 Severity.error,
                 f"build failed: {error.removeprefix(code + ' ')}",
                 table,
-                buildId=summary["buildId"],
+                buildId=summary.buildId,
             )
         )
     elif outcome == "forced":
         msg = (
-            f"the builder ignored the cancel from {summary.get('cancelSource')}{where} past the grace period and "
+            f"the builder ignored the cancel from {summary.cancelSource}{where} past the grace period and "
             "was terminated (forced)"
         )
-        out.append(_f("TRT203", Severity.error, msg, table, buildId=summary["buildId"]))
-    elif outcome == "killed" and str(summary.get("error")).startswith("node lost"):
-        node = summary.get("node") or {}
-        msg = f"{summary.get('error')}; labels {node.get('labels')}; nothing was committed"
-        out.append(_f("TRT232", Severity.error, msg, table, buildId=summary["buildId"], node=node.get("nodeId")))
+        out.append(_f("TRT203", Severity.error, msg, table, buildId=summary.buildId))
+    elif outcome == "killed" and str(summary.error).startswith("node lost"):
+        node = summary.node or {}
+        msg = f"{summary.error}; labels {node.get('labels')}; nothing was committed"
+        out.append(_f("TRT232", Severity.error, msg, table, buildId=summary.buildId, node=node.get("nodeId")))
     elif outcome == "killed":
         out.append(
             _f(
                 "TRT204",
                 Severity.error,
-                f"the build worker died by itself ({summary.get('error')}); nothing was committed",
+                f"the build worker died by itself ({summary.error}); nothing was committed",
                 table,
-                buildId=summary["buildId"],
+                buildId=summary.buildId,
             )
         )
     out.append(
         _f(
             "TRT205",
             Severity.information,
-            f"retry advice: {summary.get('retryPolicy')} — {summary.get('retryRule')}",
+            f"retry advice: {summary.retryPolicy} — {summary.retryRule}",
             table,
-            buildId=summary["buildId"],
+            buildId=summary.buildId,
             engine=engine,
-            retryPolicy=summary.get("retryPolicy"),
+            retryPolicy=summary.retryPolicy,
         )
     )
     out.extend(_cache_findings(summary, engine))
     out.extend(_cleanup_findings(summary, engine))
-    if not str(summary.get("error")).startswith("TRT413"):  # said once: the failure already is TRT413
+    if not str(summary.error).startswith("TRT413"):  # said once: the failure already is TRT413
         out.extend(_evidence_findings(summary, engine))
     return out
 
 
-def _portability_findings(summary: dict[str, Any], engine: str) -> list[Finding]:
+def _portability_findings(summary: Summary, engine: str) -> list[Finding]:
     """TRT208 "engine portability": TensorRT-RTX said the engine cannot run on this machine's GPU
     (builds.worker.engine_validity); the engine was built and written all the same."""
-    validity = summary.get("engineValidity") or {}
+    validity = summary.engineValidity or {}
     if validity.get("status") != "invalid":
         return []
     gpu, supported = validity.get("gpuComputeCapability"), validity.get("supportedComputeCapabilities")
@@ -124,25 +126,25 @@ def _portability_findings(summary: dict[str, Any], engine: str) -> list[Finding]
             Severity.warning,
             f"engine portability: the engine will not load here — {what}{rebuild}",
             ("engines", engine),
-            buildId=summary["buildId"],
+            buildId=summary.buildId,
             gpuComputeCapability=gpu,
             supportedComputeCapabilities=supported,
         )
     ]
 
 
-def _evidence_findings(summary: dict[str, Any], engine: str) -> list[Finding]:
+def _evidence_findings(summary: Summary, engine: str) -> list[Finding]:
     """TRT413 when the build's own records could not be written (`evidenceError`, builds/build_end)."""
-    error = summary.get("evidenceError")
+    error = summary.evidenceError
     if not error:
         return []
     message = str(error).removeprefix("TRT413 ")
-    return [_f("TRT413", Severity.error, message, ("engines", engine), buildId=summary["buildId"])]
+    return [_f("TRT413", Severity.error, message, ("engines", engine), buildId=summary.buildId)]
 
 
-def _not_applied(summary: dict[str, Any], engine: str) -> list[Finding]:
+def _not_applied(summary: Summary, engine: str) -> list[Finding]:
     """TRT140 on each key the loaded module could not apply (the worker read every key back)."""
-    module = f"{summary.get('builderModule')} {summary.get('tensorrtVersion')}"
+    module = f"{summary.builderModule} {summary.tensorrtVersion}"
     return [
         _f(
             "TRT140",
@@ -150,14 +152,14 @@ def _not_applied(summary: dict[str, Any], engine: str) -> list[Finding]:
             f"'{key}' not applied by {module}: {reason}",
             setting_path(engine, key),
             key=key,
-            buildId=summary["buildId"],
+            buildId=summary.buildId,
         )
-        for key, reason in ((summary.get("effectiveSettings") or {}).get("not_applied") or {}).items()
+        for key, reason in ((summary.effectiveSettings or {}).get("not_applied") or {}).items()
     ]
 
 
-def _failure_findings(summary: dict[str, Any], engine: str) -> list[Finding]:
-    failure = summary.get("failure") or {}
+def _failure_findings(summary: Summary, engine: str) -> list[Finding]:
+    failure = summary.failure or {}
     kind = failure.get("kind")
     if kind == "internal_error":
         return [
@@ -166,7 +168,7 @@ def _failure_findings(summary: dict[str, Any], engine: str) -> list[Finding]:
                 Severity.error,
                 describe(failure) + ". A blind retry fails the same way (see the retry advice)",
                 ("engines", engine),
-                buildId=summary["buildId"],
+                buildId=summary.buildId,
                 layer=failure.get("layer"),
             )
         ]
@@ -180,7 +182,7 @@ def _failure_findings(summary: dict[str, Any], engine: str) -> list[Finding]:
                 Severity.error,
                 f"{describe_memory(failure)}. {failure.get('advice')}",
                 where,
-                buildId=summary["buildId"],
+                buildId=summary.buildId,
                 resource=failure.get("resource"),
                 peakRssBytes=failure.get("peakRssBytes"),
                 keys=failure.get("keys"),
@@ -191,9 +193,9 @@ def _failure_findings(summary: dict[str, Any], engine: str) -> list[Finding]:
             _f(
                 failure["code"],
                 Severity.error,
-                failure.get("hint") or str(summary.get("error")),
+                failure.get("hint") or str(summary.error),
                 setting_path(engine, failure.get("key", "")),
-                buildId=summary["buildId"],
+                buildId=summary.buildId,
             )
         ]
     return []
@@ -205,16 +207,16 @@ def _ms(value: float | None) -> str:
     return f"{value:.1f} ms" if value < 10 else f"{value:.0f} ms"
 
 
-def _stopped_in(summary: dict[str, Any]) -> str:
-    stopped = [p for p in summary.get("phaseTree", []) if p.get("status") in ("cancelled", "failed")]
+def _stopped_in(summary: Summary) -> str:
+    stopped = [p for p in summary.phaseTree if p.get("status") in ("cancelled", "failed")]
     if not stopped:
         return ""
     deepest = max(stopped, key=lambda p: p["id"].count("."))
     return f" in '{deepest['name']}'"
 
 
-def _cache_findings(summary: dict[str, Any], engine: str) -> list[Finding]:
-    cache = summary.get("timingCache") or {}
+def _cache_findings(summary: Summary, engine: str) -> list[Finding]:
+    cache = summary.timingCache or {}
     decision = cache.get("decision")
     path = ("engines", engine, "timing_cache")
     if decision == "quarantined":
@@ -234,14 +236,14 @@ def _cache_findings(summary: dict[str, Any], engine: str) -> list[Finding]:
     return []
 
 
-def _cleanup_findings(summary: dict[str, Any], engine: str) -> list[Finding]:
-    status = summary.get("cleanupStatus")
+def _cleanup_findings(summary: Summary, engine: str) -> list[Finding]:
+    status = summary.cleanupStatus
     table = ("engines", engine)
-    removed = [a for a in summary.get("artifacts", []) if a.get("action") in ("removed", "quarantined")]
-    intact = summary.get("previousEngineIntact")
+    removed = [a for a in summary.artifacts if a.get("action") in ("removed", "quarantined")]
+    intact = summary.previousEngineIntact
     keep = " The previous engine is intact." if intact else ""
     if status == "failed":
-        kept = [a["path"] for a in summary.get("artifacts", []) if a.get("action") == "kept"]
+        kept = [a["path"] for a in summary.artifacts if a.get("action") == "kept"]
         return [_f("TRT403", Severity.error, f"cleanup failed; left behind: {', '.join(kept)}", table)]
     if status == "quarantined":
         return [
@@ -265,6 +267,8 @@ def _cleanup_findings(summary: dict[str, Any], engine: str) -> list[Finding]:
 
 
 def orphan_finding(engine: str, recovered: dict[str, Any]) -> Finding:
+    """TRT404 on the engine table: a recovered build (builds.supervisor.orphans.recover_orphans' row, not its
+    record)."""
     return _f(
         "TRT404",
         Severity.warning,
@@ -275,16 +279,17 @@ def orphan_finding(engine: str, recovered: dict[str, Any]) -> Finding:
     )
 
 
-def matrix_findings(cell_summaries: list[dict[str, Any]]) -> dict[str, list[Finding]]:
+def matrix_findings(cell_summaries: list[Summary]) -> dict[str, list[Finding]]:
     """Per engine, the cells' build findings folded into one finding per code: "cells o0-SM89, o1-SM89: …".
 
     32 cells that all failed the same way are one diagnostic on the engine table, not 32; the cells, their
     build ids and each message stay in the finding's data."""
     by_engine: dict[str, dict[str, list[tuple[str, Finding]]]] = {}
     for s in cell_summaries:
-        cell = s.get("cell") or s["engine"]
+        engine = s.engine or ""
+        cell = s.cell or engine
         for f in build_findings(s):
-            by_engine.setdefault(s["engine"], {}).setdefault(f.code, []).append((cell, f))
+            by_engine.setdefault(engine, {}).setdefault(f.code, []).append((cell, f))
     out: dict[str, list[Finding]] = {}
     for engine, codes in by_engine.items():
         merged: list[Finding] = []

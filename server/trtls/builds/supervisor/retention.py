@@ -19,21 +19,23 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import json
 import os
 import re
 import stat
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trtls.builds.supervisor.history import History
 from trtls.core.evidence_table import EvidenceTable
 from trtls.core.recipe_file import read_recipe_text
 from trtls.core.tomlpos import bounded_loads
 from trtls.fs import Kind, ensure_folder, open_lock_file, read_text, remove_tree
+
+if TYPE_CHECKING:  # the supervisor imports this module before a build's worker starts, pydantic after (issue 31)
+    from trtls.core.summary_record import Summary
 
 RUN_ID = re.compile(r"[A-Za-z0-9_.\-]+-\d{8}-\d{6}-[0-9a-f]{6}")  # builds.supervisor.build.new_build_id and matrix ids
 LEDGERS = ("history.json",)  # files that list every build: they do not pin runs
@@ -57,12 +59,12 @@ class Run:
     path: Path
     started: float
     size: int
-    summary: dict[str, Any] = field(default_factory=dict)
+    summary: Summary | None = None  # None: not read, or no record that holds together
     running: bool = False
 
     @property
     def engine(self) -> str | None:
-        return self.summary.get("engine")
+        return self.summary.engine if self.summary else None
 
 
 def policy_for(
@@ -111,13 +113,14 @@ def scan_runs(runs_dir: Path, read_summaries: bool = True) -> list[Run]:
         if not entry.is_dir(follow_symlinks=False) or not RUN_ID.fullmatch(entry.name):
             continue
         path = Path(entry.path)
-        summary: dict[str, Any] = {}
-        if read_summaries:
-            with contextlib.suppress(OSError, ValueError):  # never through a link, never more than a record holds
-                data = json.loads(read_text(path / "summary.json", limit=MAX_RECORD_BYTES))
-                summary = data if isinstance(data, dict) else {}
-        started = summary.get("startedAt")
-        if not isinstance(started, (int, float)):
+        summary = None
+        if read_summaries:  # never through a link, never more than a record holds; a damaged one is no record
+            from trtls.core.summary_record import SUMMARY_NAME, SummaryProblem, read_summary
+
+            found = read_summary(path / SUMMARY_NAME)
+            summary = None if isinstance(found, SummaryProblem) else found
+        started = summary.startedAt if summary else None
+        if started is None:
             started = entry.stat(follow_symlinks=False).st_mtime
         running = (path / "running.json").exists() or not (path / "summary.json").exists()
         runs.append(Run(entry.name, path, float(started), _size(path), summary, running))
@@ -157,9 +160,9 @@ def pins(runs: list[Run], trtls_dir: Path, max_age_days: float) -> dict[str, str
     if runs:
         why.setdefault(runs[0].id, "the latest run")
     for r in runs:  # newest first: the first of each engine wins
-        if r.engine and not r.summary.get("cell"):
+        if r.summary and r.engine and not r.summary.cell:
             why.setdefault(f"latest:{r.engine}", r.id)
-            if r.summary.get("outcome") == "built":
+            if r.summary.outcome == "built":
                 why.setdefault(f"good:{r.engine}", r.id)
     for key in sorted((k for k in why if k.startswith(("latest:", "good:"))), key=lambda k: k[0] != "g"):
         rid, engine = why.pop(key), key.split(":", 1)[1]
@@ -170,7 +173,7 @@ def pins(runs: list[Run], trtls_dir: Path, max_age_days: float) -> dict[str, str
         if rid in by_id:
             why.setdefault(rid, f"named by {record}")
     for r in runs:  # a matrix and its cells go together
-        parent = r.summary.get("parentId")
+        parent = r.summary.parentId if r.summary else None
         if parent in why and r.id not in why:
             why[r.id] = f"a cell of kept matrix {parent}"
         elif r.id in why and parent in by_id:

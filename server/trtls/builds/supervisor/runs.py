@@ -19,6 +19,7 @@ from trtls.core.outcome import build_outcome_kind
 
 if TYPE_CHECKING:  # a registry is made before any build is (trtls build imports this, and no build core, first)
     from trtls.builds.supervisor.build import Build
+    from trtls.core.summary_record import Summary
 
 RunKind = Literal["build", "matrix", "gates", "reduction", "divergence"]  # lsp/run_kinds.py: what each one answers
 OtherKind = Literal["matrix", "gates", "reduction", "divergence"]  # every kind but a build's
@@ -68,13 +69,14 @@ class RestoredRun:
     answers what
     a Build answers (listBuilds' row, showEvidence, buildReport, the `trtls/buildTree` payload) from its evidence."""
 
-    def __init__(self, summary: dict[str, Any], recipe_path: Path, cell: str | None = None,
+    def __init__(self, summary: Summary, recipe_path: Path, cell: str | None = None,
                  parent_id: str | None = None) -> None:  # fmt: skip
-        self.summary: dict[str, Any] | None = summary
-        self.id = str(summary["buildId"])
-        self.engine = str(summary.get("engine") or "?")
+        self.record = summary
+        self.summary: dict[str, Any] | None = summary.record()  # what every kind of run answers (Run.summary)
+        self.id = str(summary.buildId)
+        self.engine = str(summary.engine or "?")
         self.recipe_path = recipe_path
-        self.outcome = str(summary.get("outcome") or "reused")
+        self.outcome = str(summary.outcome or "reused")
         self.status = self.outcome
         self.cell = cell
         self.parent_id = parent_id
@@ -89,10 +91,10 @@ class RestoredRun:
         return False  # it has ended
 
     def elapsed_s(self, now_ns: int | None = None) -> float:
-        return float((self.summary or {}).get("durationS") or 0.0)
+        return float(self.record.durationS or 0.0)
 
     def outcome_message(self) -> str:
-        return str((self.summary or {}).get("message") or self.outcome)
+        return str(self.record.message or self.outcome)
 
     def snapshot(self) -> dict[str, Any]:
         """The `trtls/buildTree` payload (core.wire.BuildTree; the LSP layer adds the document uri): one finished
