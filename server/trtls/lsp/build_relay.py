@@ -20,7 +20,7 @@ from lsprotocol import types as lsp
 from trtls.builds.supervisor.supervisor import Build
 from trtls.core import wire
 from trtls.core.outcome import build_outcome_kind
-from trtls.lsp.progress_end import begin_stoppable_progress, end_progress
+from trtls.lsp.progress import Progress, begin_stoppable_progress
 
 if TYPE_CHECKING:
     from trtls.core.events import Event
@@ -55,7 +55,7 @@ class BuildRelay:
         self.send_tree = send_tree
         self.has_progress = has_progress
         self.on_done = on_done
-        self.token: str | None = None
+        self.progress: Progress | None = None  # None: the client takes no progress (the log says the build)
         self.percentage = 0
         self.last_sent: tuple[str, int] | None = None
         self.last_tree: dict[str, Any] | None = None
@@ -64,17 +64,19 @@ class BuildRelay:
 
     async def start(self) -> None:
         b = self.build
-        if self.has_progress:
-            self.token = await begin_stoppable_progress(
+        starting = f"trtls: building {b.engine} ({b.id})"
+        if self.has_progress:  # the token is asked for beside the reply, never before it (lsp/progress.py)
+            self.progress = begin_stoppable_progress(
                 self.ls,
                 "build",
                 lsp.WorkDoneProgressBegin(
                     title=f"Building {b.engine}", cancellable=True, message="starting worker", percentage=0
                 ),
                 lambda: b.cancel("ide_stop"),
+                on_refused=lambda: self._log(starting),
             )
-        if self.token is None:
-            self._log(f"trtls: building {b.engine} ({b.id})")
+        else:
+            self._log(starting)
         b.listeners.append(self._on_event)
         asyncio.get_running_loop().create_task(self._pump())
 
@@ -108,10 +110,8 @@ class BuildRelay:
         if state != self.last_sent:
             self.last_sent = state
             self.reports_sent += 1
-            if self.token is not None:
-                self.ls.work_done_progress.report(
-                    self.token, lsp.WorkDoneProgressReport(message=message, percentage=self.percentage)
-                )
+            if self.progress is not None and not self.progress.refused:
+                self.progress.report(lsp.WorkDoneProgressReport(message=message, percentage=self.percentage))
             else:
                 self._log(f"trtls: {b.engine}: {message} ({self.percentage}%)")
         if self.send_tree:
@@ -124,9 +124,9 @@ class BuildRelay:
         b = self.build
         if self.send_tree:
             notify_build_tree(self.ls, build_tree(self.uri, b.snapshot()))
-        if self.token is not None:
+        if self.progress is not None and not self.progress.refused:
             outcome = b.outcome or "killed"
-            end_progress(self.ls, self.token, b.outcome_message(), outcome, build_outcome_kind(outcome) or "failed")
+            self.progress.end(b.outcome_message(), outcome, build_outcome_kind(outcome) or "failed")
         else:
             self._log(f"trtls: {b.engine}: {b.outcome_message()}")
         self.on_done(b)

@@ -29,7 +29,7 @@ from trtls.core import wire
 from trtls.core.display import NOT_STARTED, cells_text, not_started_text, stopping_text
 from trtls.core.outcome import build_outcome_kind
 from trtls.lsp.build_relay import build_tree, notify_build_tree
-from trtls.lsp.progress_end import begin_stoppable_progress, end_progress
+from trtls.lsp.progress import Progress, begin_stoppable_progress
 
 if TYPE_CHECKING:
     from trtls.core.events import Event
@@ -78,7 +78,7 @@ class MatrixRelay:
                  on_done: Callable[[MatrixBuild], object]):  # fmt: skip
         self.ls, self.mb, self.uri = ls, mb, uri
         self.send_tree, self.has_progress, self.on_done = send_tree, has_progress, on_done
-        self.token: str | None = None
+        self.progress: Progress | None = None
         self.dirty: set[str] = set()
         self.wake = asyncio.Event()
         self.cell_sent_at: dict[str, float] = {}
@@ -88,7 +88,7 @@ class MatrixRelay:
 
     async def start(self) -> None:
         if self.has_progress:
-            self.token = await begin_stoppable_progress(
+            self.progress = begin_stoppable_progress(  # beside the reply, never before it (lsp/progress.py)
                 self.ls,
                 "matrix",
                 lsp.WorkDoneProgressBegin(title=f"Building {self.mb.title}", cancellable=True, message="submitting"),
@@ -114,20 +114,18 @@ class MatrixRelay:
             self._send(final=False)
             await asyncio.sleep(PUMP_INTERVAL_S)
         self._send(final=True)
-        if self.token is not None:  # with the outcome's kind, so a failed farm run warns (progress_end.py)
+        if self.progress is not None:  # with the outcome's kind, so a failed farm run warns (progress_end.py)
             outcome = self.mb.outcome or "killed"
             kind = build_outcome_kind(outcome) or "failed"
-            end_progress(self.ls, self.token, self.mb.outcome_message(), outcome, kind)
+            self.progress.end(self.mb.outcome_message(), outcome, kind)
         self.on_done(self.mb)
 
     def _send(self, final: bool) -> None:
         mb = self.mb
         total = len(mb.planned) or 1
-        if self.token is not None and not final:
+        if self.progress is not None and not final:
             percentage = int(100 * mb.cells_done / total)
-            self.ls.work_done_progress.report(
-                self.token, lsp.WorkDoneProgressReport(message=progress_text(mb), percentage=percentage)
-            )
+            self.progress.report(lsp.WorkDoneProgressReport(message=progress_text(mb), percentage=percentage))
         if not self.send_tree:
             return
         now = time.monotonic()
