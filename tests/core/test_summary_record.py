@@ -106,6 +106,7 @@ MIGRATED: tuple[str, ...] = (
     "builds/avoidance",
     "gates",
     "builds/supervisor",
+    "triage",
     "core/display.py",
     "core/capability.py",
 )

@@ -26,6 +26,7 @@ from trtls.builds.supervisor.build import state_dir
 from trtls.core.build_config import flat_settings
 from trtls.core.cancel import CancelToken
 from trtls.core.recipe import LoadedRecipe
+from trtls.core.summary_record import Summary
 from trtls.fs import Kind, atomic_write_bytes, ensure_folder
 from trtls.triage.signature import RULE, RULE_REGEX, failure_signature, same_failure
 from trtls.triage.trials import Trial, TrialRunner
@@ -91,7 +92,7 @@ class Reduction:
     recipe_sha256: str | None = None
     verdicts: dict[str, dict[str, Any]] = field(default_factory=dict)  # key → {outcome, stillFails}
     replay: dict[str, dict[str, Any]] = field(default_factory=dict)  # verdicts of the reduction this one resumes
-    user_build: dict[str, Any] | None = None  # the user's failed build of this engine key: the confirm trial's verdict
+    user_build: Summary | None = None  # the user's failed build of this engine key: the confirm trial's verdict
     resumed_from: str | None = None
     resume_note: str | None = None  # why a resume asked for started over, or what it continued from
 
@@ -214,9 +215,9 @@ async def _run_reduction(loaded: LoadedRecipe, engine: str, red: Reduction, runn
             trial.still_fails = bool(red.replay[key]["stillFails"])
         elif step == "confirm" and red.user_build is not None:  # the same build, measured by the user: not rebuilt
             summary = red.user_build
-            trial.reused, trial.build_id = True, str(summary.get("buildId"))
-            trial.outcome, trial.failure = summary.get("outcome"), summary.get("failure")
-            trial.seconds = float(summary.get("durationS") or 0.0)
+            trial.reused, trial.build_id = True, str(summary.buildId)
+            trial.outcome, trial.failure = summary.outcome, summary.failure
+            trial.seconds = float(summary.durationS or 0.0)
             red.target = failure_signature(summary, red.fail_regex or None)
         else:
             summary = await runner.build(trial, path, shown.profiles if shown else None, settings)

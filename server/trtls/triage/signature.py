@@ -12,7 +12,10 @@ option): then a candidate still fails when its build fails and its error or log 
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from trtls.core.summary_record import Summary
 
 RULE = (
     "a candidate still fails when its build fails with the same classified failure as the original: same kind, "
@@ -27,16 +30,16 @@ RULE_REGEX = (
 _PARSE = re.compile(r"ONNX parse failed: node \d+ '(?P<node>[^']*)' \((?P<op>[^)]*)\): (?P<message>.*)", re.S)
 
 
-def failure_text(summary: dict[str, Any]) -> str:
+def failure_text(summary: Summary) -> str:
     """Everything a failed build said: its error, every log line, its stderr's tail."""
-    logs = [str(e.get("msg", "")) for e in summary.get("logs") or [] if isinstance(e, dict)]
-    tail = [str(line) for line in summary.get("stderrTail") or []]
-    return "\n".join([str(summary.get("error") or ""), *logs, *tail])
+    logs = [str(e.get("msg", "")) for e in summary.logs or [] if isinstance(e, dict)]
+    tail = [str(line) for line in summary.stderrTail or []]
+    return "\n".join([str(summary.error or ""), *logs, *tail])
 
 
-def regex_signature(summary: dict[str, Any], patterns: list[str]) -> dict[str, Any] | None:
+def regex_signature(summary: Summary, patterns: list[str]) -> dict[str, Any] | None:
     """The first of `patterns` a failed build's text matches, as a signature; None when none does."""
-    if summary.get("outcome") != "failed":
+    if summary.outcome != "failed":
         return None
     text = failure_text(summary)
     for pattern in patterns:
@@ -51,11 +54,11 @@ def regex_signature(summary: dict[str, Any], patterns: list[str]) -> dict[str, A
 LAYER_NAMED = re.compile(r"\bI[A-Za-z]+Layer ([^\s:]+):")  # `ITopKLayer topk: topk: K exceeds …`
 
 
-def parser_rejection(summary: dict[str, Any]) -> dict[str, Any] | None:
+def parser_rejection(summary: Summary) -> dict[str, Any] | None:
     """A build the ONNX parser refused, by the node it refused and why (its position in the model is not compared:
     it changes with every cut)."""
-    m = _PARSE.search(str(summary.get("error") or ""))
-    if summary.get("outcome") != "failed" or m is None:
+    m = _PARSE.search(str(summary.error or ""))
+    if summary.outcome != "failed" or m is None:
         return None
     return {
         "kind": "parser_rejection",
@@ -67,13 +70,13 @@ def parser_rejection(summary: dict[str, Any]) -> dict[str, Any] | None:
     }
 
 
-def failure_signature(summary: dict[str, Any], patterns: list[str] | None = None) -> dict[str, Any] | None:
+def failure_signature(summary: Summary, patterns: list[str] | None = None) -> dict[str, Any] | None:
     """The parts of a failed build's failure that a reduction compares; None when nothing classified it (and, with
     `patterns`, when its text matches none of them)."""
     if patterns:
         return regex_signature(summary, patterns)
-    failure = summary.get("failure")
-    if summary.get("outcome") != "failed":
+    failure = summary.failure
+    if summary.outcome != "failed":
         return None
     if not isinstance(failure, dict):
         return parser_rejection(summary)
@@ -88,7 +91,7 @@ def failure_signature(summary: dict[str, Any], patterns: list[str] | None = None
     }
 
 
-def same_failure(target: dict[str, Any], summary: dict[str, Any]) -> bool:
+def same_failure(target: dict[str, Any], summary: Summary) -> bool:
     if target.get("kind") == "fail_regex":
         return regex_signature(summary, list(target.get("patterns") or [])) is not None
     got = failure_signature(summary)

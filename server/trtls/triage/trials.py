@@ -16,6 +16,7 @@ from typing import Any
 from trtls.builds.roots import state_root
 from trtls.builds.supervisor.supervisor import Build, Supervisor
 from trtls.core.recipe import LoadedRecipe
+from trtls.core.summary_record import Summary
 from trtls.fs import Kind, remove_file
 
 
@@ -68,7 +69,7 @@ class TrialRunner:
         onnx_path: Path,
         profiles: list[dict[str, Any]] | None,
         settings: dict[str, Any] | None = None,
-    ) -> dict[str, Any]:
+    ) -> Summary:
         output = self.folder / "trials" / f"{trial.index:03d}.engine"  # never beside the user's model
         overrides: dict[str, Any] = {"onnx": str(onnx_path), "output": str(output), "cache_mode": "off"}
         if profiles is not None:
@@ -89,6 +90,7 @@ class TrialRunner:
             trial.seconds = time.monotonic() - started
             with contextlib.suppress(OSError):  # a trial's engine is not a result: only the failing models are kept
                 remove_file(output, kind=Kind.evidence, within=state_root(output))
-        trial.outcome = summary.get("outcome")
-        trial.failure = summary.get("failure")
-        return summary
+        record = Summary.written(summary)  # the record the trial's build just wrote, as it wrote it
+        trial.outcome = record.outcome
+        trial.failure = record.failure
+        return record

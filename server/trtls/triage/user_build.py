@@ -12,11 +12,9 @@ is the confirm trial's verdict, and one build fewer is spent. Anything else buil
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any
-
 from trtls.builds.supervisor.build import state_dir
 from trtls.core.recipe import LoadedRecipe
+from trtls.core.summary_record import SUMMARY_NAME, Summary, SummaryProblem, read_summary
 
 LOOK_BACK = 50  # the newest records of the engine looked at: a failure to reuse is the one the user just saw
 
@@ -33,25 +31,17 @@ def current_key(loaded: LoadedRecipe, engine: str) -> str | None:
         return None
 
 
-def failed_build(loaded: LoadedRecipe, engine: str, key: str | None) -> dict[str, Any] | None:
-    """The newest failed build of `engine` whose `engineKey` is `key`: its summary, or None."""
+def failed_build(loaded: LoadedRecipe, engine: str, key: str | None) -> Summary | None:
+    """The newest failed build of `engine` whose `engineKey` is `key`: its record, or None. A record being written,
+    damaged or too large (core.summary_record's one loader says which) is not one to reuse."""
     runs = state_dir(loaded.path) / "runs"
     if key is None or not runs.is_dir():
         return None
     folders = sorted((p for p in runs.glob(f"{engine}-*") if p.is_dir()), key=lambda p: p.name, reverse=True)
     for folder in folders[:LOOK_BACK]:
-        summary = _summary(folder / "summary.json")
-        if summary is None or summary.get("engine") != engine or summary.get("parentId") or summary.get("cell"):
+        record = read_summary(folder / SUMMARY_NAME)
+        if isinstance(record, SummaryProblem) or record.engine != engine or record.parentId or record.cell:
             continue
-        if summary.get("engineKey") == key and summary.get("outcome") == "failed" and not summary.get("cancelSource"):
-            return summary
+        if record.engineKey == key and record.outcome == "failed" and not record.cancelSource:
+            return record
     return None
-
-
-def _summary(path: Path) -> dict[str, Any] | None:
-    """The record as the build wrote it (core.summary_record's one loader); None for one being written, damaged or
-    too large: not one to reuse."""
-    from trtls.core.summary_record import SummaryProblem, read_summary
-
-    found = read_summary(path)
-    return None if isinstance(found, SummaryProblem) else found.record()
