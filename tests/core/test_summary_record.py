@@ -107,6 +107,7 @@ MIGRATED: tuple[str, ...] = (
     "gates",
     "builds/supervisor",
     "triage",
+    "route",
     "core/display.py",
     "core/capability.py",
 )

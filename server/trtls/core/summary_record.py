@@ -80,6 +80,7 @@ class Summary(BaseModel):
     computeCapability: str | None = None
     target: dict[str, Any] | None = None
     network: dict[str, Any] | None = None
+    optimizationProfiles: list[dict[str, Any]] | None = None  # as the builder config held them (read back)
     effectiveSettings: dict[str, Any] | None = None
     environment: dict[str, Any] | None = None
     failure: dict[str, Any] | None = None

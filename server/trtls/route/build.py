@@ -60,6 +60,7 @@ from trtls.core.cancel import CancelToken
 from trtls.core.paths import real
 from trtls.core.recipe import EngineRecipe, LoadedRecipe, load_recipe
 from trtls.core.route import route_model, route_names
+from trtls.core.summary_record import Summary
 from trtls.core.write_policy import route_write_findings
 from trtls.fs import open_regular
 from trtls.route.checkpoint import (
@@ -280,25 +281,26 @@ async def _build_route(
             while build.running:
                 await asyncio.sleep(0.125)
                 shown.tick()
-            summary = await build.wait()
+            written = await build.wait()
     else:
-        summary = await build.wait()
+        written = await build.wait()
+    summary = Summary.written(written)  # the record the build just wrote, as it wrote it
     result.build_summary_path = str(build.evidence_dir / "summary.json")
-    result.cancel_source = summary.get("cancelSource")
-    if summary.get("outcome") != "built":
-        result.outcome = summary.get("outcome") or "killed"
+    result.cancel_source = summary.cancelSource
+    if summary.outcome != "built":
+        result.outcome = summary.outcome or "killed"
         result.message = f"build {build.outcome_message()}; the bundle was not touched"
         return result
-    artifact = summary.get("engineArtifact") or {}
+    artifact = summary.engineArtifact or {}
     if not artifact.get("sha256"):
         result.outcome, result.message = "failed", "the build recorded no engine artifact; the bundle was not touched"
         return result
 
     # 4. bundle
     engine_io(io_map, summary)  # the engine's I/O as the build recorded it: network dtypes, profiles held
-    env = summary.get("environment") or {}
-    module = summary.get("builderModule") or env.get("module") or "tensorrt"
-    version = str(summary.get("tensorrtVersion") or env.get("version") or "unknown")
+    env = summary.environment or {}
+    module = summary.builderModule or env.get("module") or "tensorrt"
+    version = str(summary.tensorrtVersion or env.get("version") or "unknown")
     onnx_sha = hashlib.sha256(onnx_bytes).hexdigest()
     created_at = datetime.now(UTC).replace(microsecond=0)
     header = {
@@ -313,8 +315,8 @@ async def _build_route(
     }
     provenance = {
         **checkpoint_provenance(route, route_name, state),
-        "build_id": summary.get("buildId"),
-        "build_config_hash": summary.get("buildConfigHash"),
+        "build_id": summary.buildId,
+        "build_config_hash": summary.buildConfigHash,
         "builder": module,
         "builder_version": version,
         "onnx_sha256": onnx_sha,
@@ -360,8 +362,8 @@ async def _build_route(
         engine_file=Path(build.output).name,
         engine_sizes=sizes,
         properties={
-            "build_config_hash": str(summary.get("buildConfigHash")),
-            "build_id": str(summary.get("buildId")),
+            "build_config_hash": str(summary.buildConfigHash),
+            "build_id": str(summary.buildId),
             "route": route_name,
             "checkpoint_files_sha256": state.files_digest,
         },

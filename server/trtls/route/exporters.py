@@ -4,12 +4,15 @@ a JSON header and raw tensors; nothing runs) and return the ONNX as bytes; `rout
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trtls.core.recipe import EngineRecipe
 from trtls.route.checkpoint import CheckpointState, read_verified
 from trtls.route.errors import RouteBuildError
 from trtls.route.pooling import PoolingSpec
+
+if TYPE_CHECKING:
+    from trtls.core.summary_record import Summary
 
 MAX_WEIGHTS = 2 * 1024 * 1024 * 1024  # the in-memory exporters refuse larger weight sets
 
@@ -213,13 +216,12 @@ _TRT_DTYPES = {
 }
 
 
-def engine_io(io_map: dict[str, Any], summary: dict[str, Any]) -> None:
+def engine_io(io_map: dict[str, Any], summary: Summary) -> None:
     """Make `io_map` the engine's I/O as the build recorded it (in place): each input's and output's dtype as the
     parsed network had it (TensorRT's engine keeps them) and each input's profiles as the builder config held them
     (read back by the worker). `io_map["source"]` says where each fact came from."""
-    recorded = summary.get("network")
-    network: dict[str, Any] = recorded if isinstance(recorded, dict) else {}
-    held = [p for p in summary.get("optimizationProfiles") or [] if isinstance(p, dict)]
+    network = summary.network or {}
+    held = [p for p in summary.optimizationProfiles or [] if isinstance(p, dict)]
     for side in ("inputs", "outputs"):
         declared = network.get(side)
         types: dict[str, Any] = declared if isinstance(declared, dict) else {}
