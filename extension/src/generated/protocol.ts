@@ -119,11 +119,11 @@ export interface BuildFinished {
   /** CLOCK_MONOTONIC */
   t_ns: number;
   type: 'build_finished';
-  outcome: 'built' | 'cancelled' | 'failed';
+  outcome: WorkerEnd;
   error?: string | null;
   /** why it failed, when the worker knows: {"kind": "setting"|"plugin"|"precision"|"internal_error", "code", "key" (a flat setting key), ...}; the supervisor also recognises internal errors in the logs itself */
   failure?: Record<string, unknown> | null;
-  cleanup_status?: 'cleaned' | 'quarantined' | 'failed' | 'not_needed';
+  cleanup_status?: CleanupStatus;
   t_cleanup_ns?: number | null;
   engine_bytes?: number | null;
   engine_sha256?: string | null;
@@ -209,8 +209,8 @@ export interface BuildTree {
   status: string;
   running: boolean;
   cancelSource: string | null;
-  outcome: 'built' | 'cancelled' | 'failed' | 'forced' | 'killed' | 'reused' | 'rolled_back' | null;
-  outcomeKind: 'ok' | 'cancelled' | 'failed' | 'refused' | null;
+  outcome: BuildOutcome | null;
+  outcomeKind: OutcomeKind | null;
   /** `built in 3.2 s`, `cancelled by ide_stop`, `failed: …` */
   outcomeMessage: string | null;
   /** `rebuilt because: optimization_level 3 → 5` (core.display.rebuilt_text) */
@@ -252,7 +252,7 @@ export interface CacheDecisionEvent {
   /** CLOCK_MONOTONIC */
   t_ns: number;
   type: 'cache_decision';
-  decision: 'cold' | 'reused' | 'updated' | 'discarded' | 'quarantined' | 'not_applicable';
+  decision: CacheDecision;
   reason: string;
   path?: string | null;
   identity?: Record<string, unknown>;
@@ -266,7 +266,7 @@ export interface CancelAcknowledged {
   /** CLOCK_MONOTONIC */
   t_ns: number;
   type: 'cancel_acknowledged';
-  source: 'ide_stop' | 'ctrl_c' | 'ci_timeout' | 'service_shutdown' | 'api' | 'event_loop';
+  source: CancelSource;
   /** when the cancel was requested (the requester's clock = CLOCK_MONOTONIC) */
   t_request_ns?: number | null;
   /** when a step_complete callback saw it and returned False */
@@ -292,7 +292,7 @@ export interface CancelBuildReply {
 export interface CancelControl {
   type?: 'cancel';
   v?: number;
-  source: 'ide_stop' | 'ctrl_c' | 'ci_timeout' | 'service_shutdown' | 'api' | 'event_loop';
+  source: CancelSource;
   t_request_ns: number;
 }
 
@@ -369,7 +369,7 @@ export interface GateCheck {
 /** How a gates run ends, in words (trtls.core.display.gates_verdict): the extension shows `text` at `level`. */
 export interface GatesVerdict {
   outcome: string;
-  outcomeKind: 'ok' | 'cancelled' | 'failed' | 'refused';
+  outcomeKind: OutcomeKind;
   level: 'info' | 'warning';
   /** `route tiny: supported`, `route lic: reject — see Problems`, `route slow: gates cancelled — …` */
   text: string;
@@ -533,8 +533,8 @@ export interface MatrixTree {
   status: string;
   running: boolean;
   /** the worst outcome of its cells */
-  outcome: 'built' | 'cancelled' | 'failed' | 'forced' | 'killed' | 'reused' | 'rolled_back' | null;
-  outcomeKind: 'ok' | 'cancelled' | 'failed' | 'refused' | null;
+  outcome: BuildOutcome | null;
+  outcomeKind: OutcomeKind | null;
   /** `3 built, 1 failed` */
   outcomeMessage: string | null;
   cancelSource: string | null;
@@ -575,7 +575,7 @@ export interface PhaseFinish {
   type: 'phase_finish';
   phase_id: string;
   /** cancelled: finished while the builder unwound a cancel */
-  status?: 'done' | 'cancelled';
+  status?: PhaseEnd;
   /** the phase's last step (steps are coalesced; the finish is never dropped) */
   step?: number | null;
 }
@@ -589,7 +589,7 @@ export interface PhaseRow {
   numSteps: number;
   /** TensorRT's 0-based index of the last completed step */
   step: number | null;
-  status: 'running' | 'done' | 'cancelled' | 'failed';
+  status: PhaseStatus;
   elapsedS: number;
   /** seconds after the build's start */
   startS: number;
@@ -663,7 +663,7 @@ export interface ProgressEnd {
   kind: 'end';
   message: string;
   outcome: string;
-  outcomeKind: 'ok' | 'cancelled' | 'failed' | 'refused';
+  outcomeKind: OutcomeKind;
 }
 
 /** Farm only (added by the remote transport): submitted; the tree shows "waiting for a node" until `placed`. */

@@ -187,22 +187,35 @@ def vocabulary_ts() -> list[str]:
 
 
 # -- TypeScript -------------------------------------------------------------------------------------------------------
-def ts_type(p: dict[str, Any]) -> str:
+def vocabulary_of_words() -> dict[tuple[str, ...], str]:
+    """A vocabulary's name by its words, as a field's `Literal` of it lists them (the first declared, where two
+    vocabularies had the same words)."""
+    out: dict[tuple[str, ...], str] = {}
+    for name, words in vocabularies().items():
+        out.setdefault(tuple(words), name)
+    return out
+
+
+def ts_type(p: dict[str, Any], named: dict[tuple[str, ...], str] | None = None) -> str:
+    """A property's TypeScript type. `named` (the TypeScript file's): a closed set of words that is a vocabulary is
+    written as the vocabulary's type (`BuildOutcome`), not as an inline union of the same words."""
     if "$ref" in p:
         return str(p["$ref"]).rsplit("/", 1)[-1]
     if "const" in p:
         return json.dumps(p["const"]).replace('"', "'")
     if "enum" in p:
+        if named and (name := named.get(tuple(p["enum"]))):
+            return name
         return " | ".join(json.dumps(v).replace('"', "'") for v in p["enum"])
     if "anyOf" in p or "oneOf" in p:
-        return " | ".join(ts_type(x) for x in p.get("anyOf", p.get("oneOf", [])))
+        return " | ".join(ts_type(x, named) for x in p.get("anyOf", p.get("oneOf", [])))
     t = p.get("type")
     if t == "array":
-        inner = ts_type(p.get("items", {}))
+        inner = ts_type(p.get("items", {}), named)
         return f"({inner})[]" if "|" in inner else f"{inner}[]"
     if t == "object":
         extra = p.get("additionalProperties")
-        return f"Record<string, {ts_type(extra) if isinstance(extra, dict) and extra else 'unknown'}>"
+        return f"Record<string, {ts_type(extra, named) if isinstance(extra, dict) and extra else 'unknown'}>"
     return {"string": "string", "integer": "number", "number": "number", "boolean": "boolean", "null": "null"}.get(
         str(t), "unknown"
     )
@@ -225,16 +238,21 @@ def build_ts(schema: dict[str, Any]) -> str:
         "",
         *vocabulary_ts(),
     ]
+    named = vocabulary_of_words()
     for name, d in schema["$defs"].items():
         if d.get("type") != "object" or "properties" not in d:
-            out += [*ts_doc(d.get("description", "").split("\n")[0], ""), f"export type {name} = {ts_type(d)};", ""]
+            out += [
+                *ts_doc(d.get("description", "").split("\n")[0], ""),
+                f"export type {name} = {ts_type(d, named)};",
+                "",
+            ]
             continue
         out += ts_doc(" ".join(d.get("description", "").split()), "")
         out.append(f"export interface {name} {{")
         required = set(d.get("required", []))
         for prop, p in d["properties"].items():
             out += ts_doc(p.get("description", ""), "  ")
-            out.append(f"  {prop}{'' if prop in required else '?'}: {ts_type(p)};")
+            out.append(f"  {prop}{'' if prop in required else '?'}: {ts_type(p, named)};")
         if d.get("additionalProperties") not in (False, None):
             out.append("  [key: string]: unknown;")
         out += ["}", ""]
