@@ -38,8 +38,8 @@ def test_why_rebuilt_reads_the_same_before_during_and_after() -> None:
     assert reasons_text(CHANGES) == "optimization_level 3 → 5; models/demo.onnx: bytes"
     assert will_rebuild_text(CHANGES) == f"will rebuild because: {reasons_text(CHANGES)}"
     assert rebuilding_text("demo", CHANGES) == f"rebuilding demo because: {reasons_text(CHANGES)}"
-    assert rebuilt_text({"rebuiltBecause": CHANGES}) == f"rebuilt because: {reasons_text(CHANGES)}"
-    assert rebuilt_text({"rebuiltBecause": []}) is None and rebuilt_text(None) is None
+    assert rebuilt_text(Summary.written({"rebuiltBecause": CHANGES})) == f"rebuilt because: {reasons_text(CHANGES)}"
+    assert rebuilt_text(Summary.written({"rebuiltBecause": []})) is None and rebuilt_text(None) is None
 
 
 def test_ago_in_one_place() -> None:

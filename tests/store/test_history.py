@@ -49,15 +49,16 @@ def test_why_rebuilt_engines_list_and_rollback(seeded: tuple[Path, dict], seed_w
     # every face says the same why (core.display.rebuilt_text): the report page and the editor's tree row
     from tests.ts_replay import replay
     from trtls.core.display import rebuilt_text
+    from trtls.core.summary_record import Summary
     from trtls.report.build_page import build_report
     from trtls.report.evidence import load_build
 
-    assert rebuilt_text(latest) == f"rebuilt because: {CHANGE}"
+    assert rebuilt_text(Summary.written(latest)) == f"rebuilt because: {CHANGE}"
     page = build_report(load_build(seed_ws / ".trtls" / "runs" / latest["buildId"]))
     assert "why this build ran" in page and CHANGE in page
     row = {"uri": "file:///w/trtls.toml", "buildId": latest["buildId"], "engine": "demo", "status": "built",
            "running": False, "cancelSource": None, "outcome": "built", "outcomeKind": "ok",
-           "outcomeMessage": "built in 1 s", "rebuiltBecause": rebuilt_text(latest), "elapsedS": 1.0,
+           "outcomeMessage": "built in 1 s", "rebuiltBecause": rebuilt_text(Summary.written(latest)), "elapsedS": 1.0,
            "elapsedText": "1.0 s", "description": "built · 1.0 s", "where": "local", "evidencePath": None,
            "phases": [], "cell": None, "parentId": None, "node": None}  # fmt: skip
     (drawn,) = [r for r in replay([row])["tree"] if r["kind"] == "build"]

@@ -130,10 +130,10 @@ def reasons_text(reasons: list[Any]) -> str:
     return "; ".join(str(r) for r in reasons)
 
 
-def rebuilt_text(summary: dict[str, Any] | None) -> str | None:
+def rebuilt_text(summary: Summary | None) -> str | None:
     """Why a build ran instead of reusing an engine (the evidence's `rebuiltBecause`), in the words every face shows
     after it: `rebuilt because: optimization_level 3 → 5; models/demo.onnx: bytes`."""
-    why = (summary or {}).get("rebuiltBecause")
+    why = summary.rebuiltBecause if summary is not None else None
     if not isinstance(why, list) or not why:
         return None
     return f"rebuilt because: {reasons_text(why)}"

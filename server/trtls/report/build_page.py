@@ -37,7 +37,6 @@ STATUS_FILL = {
 
 def build_report(ev: BuildEvidence) -> str:
     s = ev.summary
-    record = s.record()  # the display rules (core.display) read the record as written
     title = f"trtls build {s.engine} — {s.outcome}"
     body = [
         f"<h1>{esc(s.engine)} {badge(s.outcome)}</h1>",
@@ -49,7 +48,7 @@ def build_report(ev: BuildEvidence) -> str:
                 ("builder", esc(f"{s.builderModule} {s.tensorrtVersion}")),
                 ("config", f"<code>{esc(str(s.buildConfigHash or '—')[:16])}</code>"),
                 *((label, esc(text)) for label, text in evidence_lines(s)),  # as the terminal prints them
-                ("why this build ran", esc(reasons_text(s.rebuiltBecause or []) if rebuilt_text(record) else "—")),
+                ("why this build ran", esc(reasons_text(s.rebuiltBecause or []) if rebuilt_text(s) else "—")),
             ]
         ),
         '<h2 id="capability-title">Capability (the ONNX parser and the builder)</h2>',

@@ -32,6 +32,7 @@ from trtls.core.events import PROTOCOL, PROTOCOL_VERSION, Event
 from trtls.core.outcome import build_outcome_kind
 from trtls.core.phase_tree import NS, PhaseTree
 from trtls.core.recipe import EngineRecipe, LoadedRecipe
+from trtls.core.summary_record import Summary
 
 Listener = Callable[["Build", Event | None], object]  # every event, then None once the build is over
 
@@ -266,7 +267,7 @@ class Build:
             "outcome": self.outcome,
             "outcomeKind": build_outcome_kind(self.outcome),
             "outcomeMessage": self.outcome_message() if self.outcome else None,
-            "rebuiltBecause": rebuilt_text(self.summary),
+            "rebuiltBecause": rebuilt_text(Summary.written(self.summary) if self.summary else None),
             "elapsedS": round(elapsed, 3),
             "evidencePath": str(self.evidence_dir / "summary.json") if self.summary else None,
             "phases": self.tree.snapshot(now, self.baselines, self.t_start_ns),
