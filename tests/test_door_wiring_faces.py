@@ -76,9 +76,9 @@ def test_evidence_error_is_said_instead_of_a_record_path(tmp_path: Path, capsys:
     `evidenceError`): the error is shown, no summary.json/result.json is claimed, and the terminal exits 1."""
     from types import SimpleNamespace
 
+    from trtls.app.triage_runs import ReductionRun
     from trtls.cli.reduce import _exit
     from trtls.cli.store_lookup import print_reused
-    from trtls.lsp.triage_command import ReductionRun
 
     error = f"{tmp_path}/.trtls/runs/x/summary.json: TRT413 cannot write (Read-only file system)"
     reused = {"message": "reused", "engineArtifact": {"path": "build/demo.engine"}, "buildId": "x"}
@@ -92,7 +92,7 @@ def test_evidence_error_is_said_instead_of_a_record_path(tmp_path: Path, capsys:
     assert _exit({"outcome": "reduced"}, red) == 0
     assert _exit({"outcome": "reduced", "evidenceError": error}, red) == 1
 
-    run = ReductionRun(red, summary={"outcome": "reduced", "evidenceError": error})
+    run = ReductionRun(red, loaded=None, runner=None, summary={"outcome": "reduced", "evidenceError": error})
     assert run.error_text == error
-    run_ok = ReductionRun(red, summary={"outcome": "reduced"})
+    run_ok = ReductionRun(red, loaded=None, runner=None, summary={"outcome": "reduced"})
     assert run_ok.error_text is None

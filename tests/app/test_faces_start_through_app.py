@@ -16,6 +16,12 @@ STARTS_WORK = {
     "trtls.builds.avoidance.rollback": {"rollback"},  # a rollback restores and pins: trtls.app.rollback asks it
     "trtls.builds.supervisor.build": {"worker_job"},
     "trtls.builds.supervisor.supervisor": {"worker_job"},
+    # a reduction or a divergence search is constructed and run by trtls.app.triage: a face renders it
+    "trtls.triage.reduce_build": {"new_reduction", "run_reduction", "missing_modules"},
+    "trtls.triage.trials": {"TrialRunner"},
+    "trtls.triage.resume": {"prepare_resume"},
+    "trtls.triage.diverge_run": {"setup_divergence", "run_divergence"},
+    "trtls.triage.diverge_pair": {"run_pair_divergence"},
 }
 # a face that reads a job without starting anything, and why
 READS_A_JOB = {"cli/store_explain.py": "`trtls store why` keys the recipe to explain a key; it starts nothing"}
@@ -58,3 +64,15 @@ def test_the_check_sees_what_it_forbids() -> None:
     tree = ast.parse(app)
     assert any(isinstance(n, ast.Call) and _supervisor_start(n) for n in ast.walk(tree))
     assert any(isinstance(n, ast.ImportFrom) and n.module == "trtls.builds.avoidance" for n in ast.walk(tree))
+
+
+def test_the_check_sees_a_triage_run_constructed_where_it_is() -> None:
+    """trtls.app.triage constructs the reduction and the divergence search the faces used to build themselves: the
+    names the check forbids in a face are the ones imported there."""
+    imported = set()
+    for name in ("triage.py", "triage_runs.py"):
+        for node in ast.walk(ast.parse((PKG / "app" / name).read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module in STARTS_WORK:
+                imported |= {(node.module, a.name) for a in node.names}
+    triage = {(m, n) for m, names in STARTS_WORK.items() if m.startswith("trtls.triage.") for n in names or ()}
+    assert triage and triage <= imported, triage - imported

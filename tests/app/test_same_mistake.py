@@ -76,3 +76,39 @@ async def test_a_rollback_of_an_unknown_engine_reads_the_same_in_both_faces(
         await execute(client, "trtls.rollbackEngine", {"uri": uri, "engine": "nope"})
     assert refused.value.message.startswith("TRT107 no engine named nope"), refused.value.message
     assert refused.value.data["code"] == "TRT107"
+
+
+TRIAGE_MISTAKES = [  # (what `trtls reduce` is given, the editor's command and argument, the code both must say)
+    (["--engine", "nope"], "trtls.reduceEngine", {"engine": "nope"}, "TRT107"),
+    (
+        ["--engine", "demo", "--fail-regex", "K exceeds ("],
+        "trtls.reduceEngine",
+        {"engine": "demo", "failRegex": ["K exceeds ("]},
+        "TRT102",
+    ),
+    (["--engine", "nope", "--diverge"], "trtls.findDivergence", {"engine": "nope"}, "TRT107"),
+]
+
+
+@pytest.mark.parametrize(("cli_args", "command", "arg", "code"), TRIAGE_MISTAKES)
+async def test_a_triage_request_reads_the_same_in_both_faces(
+    client: LanguageClient, workspace: Path, cli_args: list[str], command: str, arg: dict[str, object], code: str
+) -> None:
+    """`trtls reduce` and the editor's Reduce / Find Divergence both ask trtls.app.triage: an unknown engine is TRT107
+    and a failure pattern that does not compile TRT102 (the recipe's own `fail_regex` reads so), exit 2 / invalid
+    params with the code (the editor used to answer "no buildable engine 'nope'" and a pydantic message, no code)."""
+    r = subprocess.run(
+        [sys.executable, "-m", "trtls", "reduce", str(workspace), "--json", *cli_args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    errors = [json.loads(line) for line in r.stdout.splitlines() if line.startswith("{")]
+    assert (r.returncode, [e["code"] for e in errors if e.get("type") == "error"]) == (2, [code]), r.stderr
+    uri = open_recipe(client, workspace)
+    with pytest.raises(JsonRpcInvalidParams) as refused:
+        await execute(client, command, {"uri": uri, **arg})
+    assert refused.value.message.startswith(f"{code} "), refused.value.message
+    assert refused.value.data["code"] == code
+    assert refused.value.message == f"{code} {errors[0]['message']}"  # word for word what the terminal said
+    assert not (workspace / ".trtls" / "reduce").exists()

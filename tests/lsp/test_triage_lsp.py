@@ -113,6 +113,7 @@ async def _start_and_stop(client: LanguageClient, uri: str, how: str, seen: set[
     token = _token(client, "diverge", seen)
     assert token is not None
     seen.add(token)
+    await until(lambda: bool(client.progress_reports[token]))  # begun once the client's answer reached the server
     begin = client.progress_reports[token][0]
     assert isinstance(begin, lsp.WorkDoneProgressBegin) and begin.cancellable is True
     messages = lambda: [getattr(r, "message", "") or "" for r in client.progress_reports[token]]  # noqa: E731

@@ -57,18 +57,20 @@ def test_a_constant_made_before_the_cut_comes_along_and_is_no_model_input() -> N
 
 def test_the_editors_reduce_takes_the_commands_bounds_patterns_and_resume() -> None:
     """Item 8 for the editor: `trtls.reduceEngine`'s maxTrials is 1 to 10,000 like `--max-trials` (10^12 was taken),
-    a failRegex that is no regular expression is refused at the boundary, and resume/failRegex are accepted."""
+    a failRegex that is no regular expression is refused by trtls.app.triage (TRT102, as `--fail-regex` and the
+    recipe's fail_regex), and resume/failRegex are accepted."""
     import pytest
     from pygls.exceptions import JsonRpcInvalidParams
 
+    from trtls.app.triage import bad_pattern
     from trtls.lsp.command_args import ReduceEngineArgs, parse_args
 
     base = {"uri": "file:///r/trtls.toml", "engine": "demo"}
     for budget in (0, 10**12):
         with pytest.raises(JsonRpcInvalidParams, match="maxTrials"):
             parse_args(ReduceEngineArgs, {**base, "maxTrials": budget})
-    with pytest.raises(JsonRpcInvalidParams, match="not a regular expression"):
-        parse_args(ReduceEngineArgs, {**base, "failRegex": ["(unclosed"]})
+    refused = bad_pattern(parse_args(ReduceEngineArgs, {**base, "failRegex": ["(unclosed"]}).failRegex)
+    assert refused is not None and refused.lines[0].startswith("TRT102 not a regular expression: '(unclosed'")
     args = parse_args(ReduceEngineArgs, {**base, "maxTrials": 10_000, "failRegex": [r"K exceeds"], "resume": True})
     assert (args.maxTrials, args.failRegex, args.resume) == (10_000, [r"K exceeds"], True)
 

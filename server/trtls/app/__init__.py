@@ -12,6 +12,7 @@ imports no editor type and prints nothing. A refusal is a list of findings with 
 mistake reads the same in every face (an unknown engine is TRT107, an unknown matrix cell TRT177).
 
 Modules: `build` (`request_build`, and `runs_as_matrix`: the rule that sends a request down the matrix path),
-`matrix` (`request_matrix`), `rollback` (`request_rollback`: a known-good engine restored and pinned), `results`
-(what they answer), `unchanged` (the store's fast path, before the recipe models load). Nothing is imported here:
-the fast path must not pay for the build core."""
+`matrix` (`request_matrix`), `rollback` (`request_rollback`: a known-good engine restored and pinned), `triage`
+(`request_reduction`, `request_divergence`: the runs of `triage_runs`, which run the triage package's search),
+`results` (what they answer), `unchanged` (the store's fast path, before the recipe models load). Nothing is imported
+here: the fast path must not pay for the build core."""

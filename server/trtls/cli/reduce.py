@@ -14,13 +14,17 @@ import argparse
 import asyncio
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trtls.cli.common import install_stop_keys, load_or_report, report_error
 from trtls.cli.exits import EXIT_BAD_INPUT, EXIT_CTRL_C, EXIT_FAILED, EXIT_OK, EXIT_TIMEOUT
 from trtls.cli.usage import positive_seconds
 from trtls.core.terminal_text import terminal_safe
 from trtls.triage import MAX_TRIALS
+
+if TYPE_CHECKING:
+    from trtls.app.triage_runs import ReductionRun
+    from trtls.triage.reduce_build import Reduction
 
 EPILOG = (
     "exit codes: 0 a cause found (the minimal model or the setting), 1 the failure did not reproduce, nothing smaller "
@@ -71,7 +75,6 @@ def register(subparsers: Any) -> None:
     r.add_argument(
         "--fail-regex",
         action="append",
-        type=_pattern,
         metavar="PATTERN",
         help="a failure trtls does not classify (a compiler error, an API usage error): a candidate still fails when "
         "its build fails and its error or log matches PATTERN (repeatable: any of them)",
@@ -96,26 +99,16 @@ def _trial_budget(text: str) -> int:
     return value
 
 
-def _pattern(text: str) -> str:
-    import re
-
-    try:
-        re.compile(text)
-    except re.error as exc:
-        raise argparse.ArgumentTypeError(f"not a regular expression: {text!r} ({exc})") from None
-    return text
-
-
 class _Stoppable:
-    def __init__(self, red: Any, runner: Any) -> None:
-        self.red, self.runner = red, runner
+    def __init__(self, run: ReductionRun) -> None:
+        self.run = run
 
-    def cancel(self, source: str) -> Any:
-        return self.red.token.request(source)
+    def cancel(self, source: str) -> bool:
+        return bool(self.run.red.token.request(source))
 
     def force(self) -> None:
-        if self.runner.current is not None:
-            self.runner.current.force()
+        if self.run.runner.current is not None:
+            self.run.runner.current.force()
 
 
 def cmd_reduce(args: argparse.Namespace) -> int:
@@ -174,32 +167,20 @@ async def _reduce(args: argparse.Namespace) -> int:
         from trtls.cli.reduce_diverge import diverge
 
         return await diverge(loaded, args)
-    if args.engine not in loaded.recipe.engines:
-        report_error("TRT107", f"no engine named {args.engine}", str(loaded.path))
-        return EXIT_BAD_INPUT
-    from trtls.triage.reduce_build import MISSING_MODULE, missing_module_text, missing_modules
+    from trtls.app.results import Refused
+    from trtls.app.triage import request_reduction
+    from trtls.cli.store_lookup import report_refused
+    from trtls.triage.evidence import headline
 
-    missing = missing_modules()  # said before any trial, as the install to run: never a reduction that ends in it
-    if missing:
-        report_error(MISSING_MODULE, "; ".join(missing_module_text(m) for m in missing), str(loaded.path))
-        return EXIT_BAD_INPUT
-    from trtls.triage.evidence import headline, write_evidence
-    from trtls.triage.reduce_build import new_reduction, run_reduction
-    from trtls.triage.trials import TrialRunner
-
-    red = new_reduction(loaded, args.engine, args.max_trials, args.fail_regex)
-    if args.resume:
-        from trtls.triage.resume import prepare_resume
-
-        try:
-            red.resume_note = await prepare_resume(loaded, args.engine, red)
-        except OSError as exc:
-            report_error("TRT104", f"cannot read the model to resume: {exc}", str(loaded.path))
-            return EXIT_BAD_INPUT
-        if not args.json:
-            print(terminal_safe(red.resume_note), file=sys.stderr)
-    runner = TrialRunner(loaded, args.engine, red.folder, red.id)
-    install_stop_keys(_Stoppable(red, runner), f"reduction of {args.engine}", quiet=args.json)
+    asked = await request_reduction(
+        loaded, args.engine, max_trials=args.max_trials, fail_regex=args.fail_regex, resume=args.resume
+    )
+    if isinstance(asked, Refused):
+        return report_refused(loaded, asked)
+    run, red = asked, asked.red
+    if red.resume_note is not None and not args.json:
+        print(terminal_safe(red.resume_note), file=sys.stderr)
+    install_stop_keys(_Stoppable(run), f"reduction of {args.engine}", quiet=args.json)
     if args.timeout is not None:
         asyncio.get_running_loop().call_later(args.timeout, red.token.request, "ci_timeout")
     seen = 0
@@ -215,14 +196,12 @@ async def _reduce(args: argparse.Namespace) -> int:
                 print(f"  trial {t.index:>2} {t.step:<15} {t.nodes:>4} nodes  {verdict}  {took}", flush=True)
             seen += 1
 
-    task = asyncio.ensure_future(run_reduction(loaded, args.engine, red, runner))
+    task = asyncio.ensure_future(run.run())
     while not task.done():
         await asyncio.wait({task}, timeout=0.2)
         progress()
-    task.result()  # run_reduction records what went wrong inside it in red.error; it does not raise
+    record = task.result()  # what went wrong inside is in the record (`error`): run() does not raise
     progress()
-    eng = loaded.engine(args.engine)
-    record = write_evidence(red, loaded.path, loaded.resolve(eng.onnx))
     if args.json:
         print(json.dumps(record, default=str))
     else:
@@ -242,7 +221,7 @@ async def _reduce(args: argparse.Namespace) -> int:
     return _exit(record, red)
 
 
-def _exit(record: dict[str, Any], red: Any) -> int:
+def _exit(record: dict[str, Any], red: Reduction) -> int:
     """The outcome's exit code; 1 whenever the evidence could not be written (TRT413), whatever the outcome."""
     if record.get("evidenceError") and record["outcome"] != "cancelled":
         return EXIT_FAILED

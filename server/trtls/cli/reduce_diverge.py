@@ -12,42 +12,46 @@ import argparse
 import asyncio
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trtls.cli.common import install_stop_keys, report_error
 from trtls.cli.exits import EXIT_BAD_INPUT, EXIT_CTRL_C, EXIT_FAILED, EXIT_OK, EXIT_TIMEOUT
 
+if TYPE_CHECKING:
+    from trtls.core.recipe import LoadedRecipe
 
-async def diverge(loaded: Any, args: argparse.Namespace) -> int:
+
+FLAGS = {name: f"--{name}" for name in ("candidate", "reference", "fix", "route", "tensorrt", "engine")}
+
+
+async def diverge(loaded: LoadedRecipe, args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from trtls.core.cancel import CancelToken
-    from trtls.triage.diverge_run import DivergenceUnavailable, run_divergence
+    from trtls.app.results import Refused
+    from trtls.app.triage import request_divergence
+    from trtls.cli.store_lookup import report_refused
 
     pair = args.candidate is not None
-    if args.reference is not None and not pair:
-        report_error("TRT104", "--reference needs --candidate: the model compared with it", str(loaded.path))
-        return EXIT_BAD_INPUT
-    if pair and (args.fix or args.route or args.tensorrt):
-        report_error(
-            "TRT104",
-            "--candidate compares two given models: --fix, --route and --tensorrt need a conversion the recipe makes",
-            str(loaded.path),
-        )
-        return EXIT_BAD_INPUT
-    if (args.engine is not None or not pair) and args.route is None and args.engine not in loaded.recipe.engines:
-        report_error("TRT107", f"no engine named {args.engine}", str(loaded.path))
-        return EXIT_BAD_INPUT
-    if pair and args.reference is None and args.engine is None:
-        report_error(
-            "TRT104", "--candidate needs --reference or --engine (whose ONNX is the reference)", str(loaded.path)
-        )
-        return EXIT_BAD_INPUT
-    token = CancelToken()
+    asked = await request_divergence(
+        loaded,
+        engine=args.engine,
+        route=args.route,
+        candidate=Path(args.candidate) if pair else None,
+        reference=Path(args.reference) if args.reference else None,
+        fix=args.fix,
+        tensorrt=args.tensorrt,
+        inputs=Path(args.inputs) if args.inputs else None,
+        rtol=args.rtol,
+        spelled=FLAGS,
+    )
+    if isinstance(asked, Refused):
+        return report_refused(loaded, asked)
+    run = asked
+    token = run.token
 
     class _Token:
-        def cancel(self, source: str) -> Any:
-            return token.request(source)
+        def cancel(self, source: str) -> bool:
+            return bool(token.request(source))
 
         def force(self) -> None:
             token.request("ctrl_c")
@@ -55,25 +59,13 @@ async def diverge(loaded: Any, args: argparse.Namespace) -> int:
     install_stop_keys(_Token(), "the divergence search", quiet=args.json)
     if args.timeout is not None:  # as the build reduction: a stop with source ci_timeout, exit 124
         asyncio.get_running_loop().call_later(args.timeout, token.request, "ci_timeout")
-    try:
-        record = (
-            await asyncio.to_thread(_pair, loaded, args, token)
-            if pair
-            else await asyncio.to_thread(
-                run_divergence,
-                loaded,
-                engine=args.engine,
-                route=args.route,
-                inputs=Path(args.inputs) if args.inputs else None,
-                rtol=args.rtol,
-                fix=args.fix,
-                token=token,
-                tensorrt=args.tensorrt,
-            )
-        )
-    except (DivergenceUnavailable, KeyError, OSError) as exc:
-        report_error("TRT107" if isinstance(exc, KeyError) else "TRT104", str(exc).strip("'\""), str(loaded.path))
+    record = await run.run()
+    if run.error_code is not None:  # a model, inputs or a name the search could not use: bad input
+        report_error(run.error_code, run.error or "", str(loaded.path))
         return EXIT_BAD_INPUT
+    if run.error is not None:
+        report_error("TRT983", run.error, str(loaded.path))
+        return EXIT_FAILED
     from trtls.triage.diverge import error_text
 
     stopped = {"ci_timeout": "--timeout", "ctrl_c": "Ctrl-C"}.get(record.get("cancelSource") or "", "a stop")
@@ -121,19 +113,6 @@ async def diverge(loaded: Any, args: argparse.Namespace) -> int:
     if isinstance(rerun, dict) and rerun.get("status") == "ran" and not rerun.get("parityPasses"):
         return EXIT_FAILED  # the outputs passed the search's comparison but not the route's parity gate
     return EXIT_OK if found and (record["fixed"] or not args.fix) else EXIT_FAILED
-
-
-def _pair(loaded: Any, args: argparse.Namespace, token: Any) -> dict[str, Any]:
-    from pathlib import Path
-
-    from trtls.triage.diverge_pair import run_pair_divergence
-
-    engine = args.engine
-    reference = Path(args.reference) if args.reference else loaded.resolve(loaded.engine(engine).onnx)
-    inputs = Path(args.inputs) if args.inputs else None
-    return run_pair_divergence(
-        loaded, reference, Path(args.candidate), engine=engine, inputs=inputs, rtol=args.rtol, token=token
-    )
 
 
 def _round_lines(record: dict[str, Any]) -> list[str]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Literal, TypeVar
 
 from lsprotocol import types as lsp
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pygls.exceptions import JsonRpcInvalidParams
 
 from trtls.builds.supervisor.retry import RetryKind
@@ -71,18 +71,6 @@ class ReduceEngineArgs(_Args):
     maxTrials: int = Field(40, ge=1, le=MAX_TRIALS)  # trial builds before it stops, as `trtls reduce --max-trials`
     failRegex: list[str] | None = None  # a failure trtls does not classify, as `--fail-regex` (any pattern matches)
     resume: bool = False  # continue the engine's latest stopped reduction, as `--resume`
-
-    @field_validator("failRegex")
-    @classmethod
-    def _patterns(cls, value: list[str] | None) -> list[str] | None:
-        import re
-
-        for pattern in value or []:
-            try:
-                re.compile(pattern)
-            except re.error as exc:
-                raise ValueError(f"not a regular expression: {pattern!r} ({exc})") from None
-        return value
 
 
 class FindDivergenceArgs(_Args):

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
 @runtime_checkable
 class ListsItself(Run, Protocol):
-    """A run that lists itself (lsp/gates_command.GatesRun, lsp/triage_command.ReductionRun and DivergenceRun)."""
+    """A run that lists itself (lsp/gates_command.GatesRun, app/triage_runs.ReductionRun and DivergenceRun)."""
 
     def row(self, uri: str) -> wire.ListedBuild: ...
     def evidence_file(self) -> Path | None: ...

@@ -7,261 +7,119 @@ and the result is a located diagnostic (TRT980) with its quick actions. Logic li
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types as lsp
 from pygls.exceptions import JsonRpcInvalidParams
 
+from trtls.app.results import Refused
 from trtls.core import wire
 from trtls.core.findings import Origin
 from trtls.core.outcome import OutcomeKind
-from trtls.lsp.progress_end import begin_stoppable_progress, end_progress
+from trtls.lsp.progress import begin_stoppable_progress
 
 if TYPE_CHECKING:
     from trtls.builds.supervisor.build import Build
-    from trtls.core.cancel import CancelToken
     from trtls.lsp.command_args import BuildMinimalArgs, FindDivergenceArgs, ReduceEngineArgs, ShowDocumentArgs
     from trtls.lsp.language_server import TrtlsServer
-    from trtls.triage.diverge_run import DivergenceSetup
-    from trtls.triage.reduce_build import Reduction
     from trtls.triage.trials import Trial
 
 
-@dataclass
-class ReductionRun:
-    """A reduction as the registry of runs holds it (trtls.builds.supervisor.runs.Run)."""
+def refused_request(refused: Refused) -> JsonRpcInvalidParams:
+    from trtls.lsp.build_commands import refused_request as invalid_params
 
-    red: Reduction
-    summary: dict[str, Any] | None = None
+    return invalid_params(refused)
 
-    @property
-    def id(self) -> str:
-        return str(self.red.id)
 
-    @property
-    def running(self) -> bool:
-        return self.summary is None
-
-    @property
-    def status(self) -> str:
-        return "running" if self.summary is None else str(self.summary["outcome"])
-
-    @property
-    def evidence_dir(self) -> Path:
-        return Path(self.red.folder)
-
-    def cancel(self, source: str) -> bool:
-        return self.summary is None and bool(self.red.token.request(source))
-
-    def evidence_file(self) -> Path | None:
-        """result.json, claimed only once it was written (TRT413 `evidenceError` otherwise)."""
-        return self.evidence_dir / "result.json" if self.summary is not None and not self.error_text else None
-
-    def row(self, uri: str) -> wire.ListedBuild:
-        """The reduction as trtls.listBuilds lists it: its trials are the builds whose parentId is this id."""
-        from trtls.triage.evidence import headline
-
-        evidence = self.evidence_file()
-        return wire.ListedBuild(
-            buildId=self.id,
-            engine=self.red.engine,
-            uri=uri,
-            kind="reduction",
-            status=self.status,
-            cancelSource=self.red.token.source,
-            headline=headline(self.red),
-            evidencePath=str(evidence) if evidence else None,
-            evidenceError=self.error_text,
-        )
-
-    @property
-    def error_text(self) -> str | None:
-        """Why the reduction's evidence could not be written (TRT413), or None."""
-        return (self.summary or {}).get("evidenceError")
+def has_progress(ls: TrtlsServer) -> bool:
+    return bool(ls.client_capabilities.window and ls.client_capabilities.window.work_done_progress)
 
 
 async def start_reduction(ls: TrtlsServer, args: ReduceEngineArgs) -> wire.ReduceEngineReply:
+    from trtls.app.triage import request_reduction
     from trtls.lsp.build_relay import BuildRelay
-    from trtls.triage.evidence import headline, write_evidence
+    from trtls.triage.evidence import headline
     from trtls.triage.findings import reduction_finding
-    from trtls.triage.reduce_build import new_reduction, run_reduction
-    from trtls.triage.trials import TrialRunner
 
     loaded = await ls.recipe_async(args.uri)
-    if loaded.recipe is None or args.engine not in loaded.recipe.engines:
-        raise JsonRpcInvalidParams(f"no buildable engine '{args.engine}' in {loaded.path.name}")
-    red = new_reduction(loaded, args.engine, args.maxTrials, args.failRegex)
-    if args.resume:  # as `trtls reduce --resume`: the note (what is replayed, or why it starts over) is in the record
-        from trtls.triage.resume import prepare_resume
-
-        try:
-            red.resume_note = await prepare_resume(loaded, args.engine, red)
-        except OSError as exc:
-            raise JsonRpcInvalidParams(f"cannot read the model to resume: {exc}") from None
-    runner = TrialRunner(loaded, args.engine, red.folder, red.id)
-    run = ReductionRun(red)
+    asked = await request_reduction(
+        loaded, args.engine, max_trials=args.maxTrials, fail_regex=args.failRegex, resume=args.resume
+    )
+    if isinstance(asked, Refused):  # the terminal's refusal, code first: the same mistake reads the same
+        raise refused_request(asked)
+    run, red = asked, asked.red
     ls.runs.add(run, "reduction", args.uri)
-    has_progress = bool(ls.client_capabilities.window and ls.client_capabilities.window.work_done_progress)
-    token = None
-    if has_progress:
+    progress = None
+    if has_progress(ls):
         begin = lsp.WorkDoneProgressBegin(title=f"Reduce {args.engine}", cancellable=True, message="trial 0")
-        token = await begin_stoppable_progress(ls, "reduce", begin, lambda: run.cancel("ide_stop"))
+        progress = begin_stoppable_progress(ls, "reduce", begin, lambda: run.cancel("ide_stop"))
 
     def on_trial(_trial: Trial, build: Build) -> None:  # each trial is a build in the TensorRT Builds view
         ls.runs.add(build, "build", args.uri)
         relay = BuildRelay(ls, build, args.uri, ls.options.build_tree, False, lambda b: ls.runs.evict())
         asyncio.ensure_future(relay.start())
-        if token is not None:
-            ls.work_done_progress.report(token, lsp.WorkDoneProgressReport(message=headline(red)))
+        if progress is not None:
+            progress.report(lsp.WorkDoneProgressReport(message=headline(red)))
 
-    runner.listeners.append(on_trial)
+    run.runner.listeners.append(on_trial)
 
     async def finish() -> None:
-        try:
-            await run_reduction(loaded, args.engine, red, runner)
-        except Exception as exc:  # an unreadable model, a probe ONNX Runtime refused: the record says it
-            red.error = f"{type(exc).__name__}: {exc}"
-        record = write_evidence(red, loaded.path, loaded.resolve(loaded.engine(args.engine).onnx))
-        run.summary = record
+        record = await run.run()
         ls.store.set(args.uri, Origin.build, f"reduce:{args.engine}", [reduction_finding(record)])
         ls.publish(args.uri)
         ls.runs.evict()
-        if token is not None:
+        if progress is not None:
             kind: OutcomeKind = "cancelled" if record["outcome"] == "cancelled" else "failed" if red.error else "ok"
             said = f"{record['headline']}: {record['causeText']}"
             if record.get("evidenceError"):
                 said, kind = f"{said} — {record['evidenceError']}", "failed"
-            end_progress(ls, token, said, record["outcome"], kind)
+            progress.end(said, record["outcome"], kind)
 
     asyncio.ensure_future(finish())
     return wire.ReduceEngineReply(reductionId=red.id, engine=args.engine, status="started")
 
 
-@dataclass
-class DivergenceRun:
-    """A divergence search as the registry of runs holds it (kind "divergence": listed, stopped by
-    trtls.cancelBuild with its id, its record by trtls.showEvidence)."""
-
-    id: str
-    engine: str | None  # None: a route that deploys its ONNX (converted by [routes.X.precision])
-    route: str | None
-    folder: Path
-    token: CancelToken
-    step: str = "starting"
-    summary: dict[str, Any] | None = None
-    error: str | None = None
-
-    @property
-    def running(self) -> bool:
-        return self.summary is None
-
-    @property
-    def status(self) -> str:
-        if self.summary is None:
-            return "running"
-        return "cancelled" if self.summary.get("cancelled") else "failed" if self.error else "done"
-
-    @property
-    def evidence_dir(self) -> Path:
-        return self.folder
-
-    def cancel(self, source: str) -> bool:
-        return self.summary is None and bool(self.token.request(source))
-
-    def evidence_file(self) -> Path | None:
-        """divergence.json, once the search wrote it (trtls.triage.diverge_run)."""
-        path = self.folder / "divergence.json"
-        return path if self.summary is not None and path.is_file() else None
-
-    def row(self, uri: str) -> wire.ListedBuild:
-        evidence = self.evidence_file()
-        return wire.ListedBuild(
-            buildId=self.id,
-            engine=self.engine or self.route or "?",
-            uri=uri,
-            route=self.route,
-            kind="divergence",
-            status=self.status,
-            cancelSource=self.token.source,
-            headline=f"diverge {self.route or self.engine} · {self.step}",
-            evidencePath=str(evidence) if evidence else None,
-        )
-
-
 async def find_divergence(ls: TrtlsServer, args: FindDivergenceArgs) -> wire.FindDivergenceReply:
     """Start the search and answer at once with its id; one workDoneProgress (its Cancel stops the search, as
-    trtls.cancelBuild {buildId: id} does), the result a TRT981 whose quick fix adds `exclude_nodes`."""
-    from trtls.builds.supervisor.build import new_build_id, state_dir
-    from trtls.core.cancel import CancelToken
-    from trtls.triage.diverge_run import DivergenceUnavailable, run_divergence, setup_divergence
-
-    if args.candidate is not None:  # two given models (`--candidate`): lsp/triage_pair.py
-        from trtls.lsp.triage_pair import find_pair_divergence
-
-        return await find_pair_divergence(ls, args, DivergenceRun)
-    if args.reference is not None:
-        raise JsonRpcInvalidParams("reference needs candidate: the model compared with it")
-    if (args.engine is None) == (args.route is None):
-        raise JsonRpcInvalidParams("give one of engine or route")
-    loaded = await ls.recipe_async(args.uri)
-    if loaded.recipe is None:
-        raise JsonRpcInvalidParams(f"{loaded.path.name} has errors: fix them first")
-    try:
-        setup = setup_divergence(loaded, engine=args.engine, route=args.route)
-    except (DivergenceUnavailable, KeyError) as exc:
-        raise JsonRpcInvalidParams(str(exc).strip("'\"")) from None
-    rid = new_build_id(f"diverge-{setup.engine or setup.route}")
-    run = DivergenceRun(rid, setup.engine, args.route, state_dir(loaded.path) / "reduce" / rid, CancelToken())
-    ls.runs.add(run, "divergence", args.uri)
-    has_progress = bool(ls.client_capabilities.window and ls.client_capabilities.window.work_done_progress)
-    token = None
-    if has_progress:
-        title = f"Find the first diverging layer: {args.route or setup.engine}"
-        begin = lsp.WorkDoneProgressBegin(title=title, cancellable=True, message="starting")
-        token = await begin_stoppable_progress(ls, "diverge", begin, lambda: run.cancel("ide_stop"))
-    loop = asyncio.get_running_loop()
-
-    def step(text: str) -> None:  # on the loop: the search runs in a thread
-        run.step = text
-        if token is not None and run.summary is None:
-            ls.work_done_progress.report(token, lsp.WorkDoneProgressReport(message=text))
-
-    def report(text: str) -> None:
-        loop.call_soon_threadsafe(step, text)
-
-    async def finish() -> None:
-        try:
-            record = await asyncio.to_thread(
-                run_divergence, loaded, fix=args.fix, token=run.token, rid=rid, report=report, setup=setup,
-                tensorrt=True,  # the engine's layers too; `not_checked` with the reason where none can run
-            )  # fmt: skip
-        except Exception as exc:  # ModelOpt missing or failing, unreadable inputs: the record says it
-            run.error = f"{type(exc).__name__}: {exc}"
-            record = _failed_record(run, setup, run.error)
-        run.summary = record
-        finding = divergence_finding(record, await _fix_for(ls, args.uri, record))
-        ls.store.set(args.uri, Origin.build, f"diverge:{args.route or setup.engine}", [finding])
-        ls.publish(args.uri)
-        ls.runs.evict()
-        if token is not None:
-            kind: OutcomeKind = "cancelled" if record.get("cancelled") else "failed" if run.error else "ok"
-            end_progress(ls, token, finding.message, run.status, kind)
-
+    trtls.cancelBuild {buildId: id} does), the result a TRT981 whose quick fix adds `exclude_nodes` (none for two
+    given models: there is no conversion to exclude the node from)."""
+    from trtls.app.triage import request_divergence
+    from trtls.lsp.triage_pair import judged_models
     from trtls.triage.findings import divergence_finding
 
+    candidate, reference = judged_models(ls, args)
+    loaded = await ls.recipe_async(args.uri)
+    asked = await request_divergence(
+        loaded, engine=args.engine, route=args.route, candidate=candidate, reference=reference, fix=args.fix,
+        tensorrt=candidate is None,  # the engine's layers too; `not_checked` with the reason where none can run
+    )  # fmt: skip
+    if isinstance(asked, Refused):
+        raise refused_request(asked)
+    run = asked
+    ls.runs.add(run, "divergence", args.uri)
+    progress = None
+    if has_progress(ls):
+        title = f"Find the first diverging layer: {args.route or run.engine}"
+        if run.pair is not None:
+            title = f"Find the first diverging layer: {run.pair[1].name} against {run.pair[0].name}"
+        begin = lsp.WorkDoneProgressBegin(title=title, cancellable=True, message=run.step)
+        progress = begin_stoppable_progress(ls, "diverge", begin, lambda: run.cancel("ide_stop"))
+        run.listeners.append(lambda text: progress.report(lsp.WorkDoneProgressReport(message=text)))
+
+    async def finish() -> None:
+        record = await run.run()
+        fix = None if run.pair is not None else await _fix_for(ls, args.uri, record)
+        finding = divergence_finding(record, fix)
+        ls.store.set(args.uri, Origin.build, f"diverge:{run.what}", [finding])
+        ls.publish(args.uri)
+        ls.runs.evict()
+        if progress is not None:
+            kind: OutcomeKind = "cancelled" if record.get("cancelled") else "failed" if run.error else "ok"
+            progress.end(finding.message, run.status, kind)
+
     asyncio.ensure_future(finish())
-    return wire.FindDivergenceReply(divergenceId=rid, engine=setup.engine, route=args.route, status="started")
-
-
-def _failed_record(run: DivergenceRun, setup: DivergenceSetup, error: str) -> dict[str, Any]:
-    return {
-        "kind": "divergence", "id": run.id, "engine": run.engine, "route": run.route,
-        "precision": setup.spec["convert"], "rangeRtol": setup.threshold, "firstDiverging": None,
-        "cancelled": run.token.is_set, "cancelSource": run.token.source, "error": error, "rounds": [],
-        "folder": str(run.folder),
-    }  # fmt: skip
+    return wire.FindDivergenceReply(divergenceId=run.id, engine=run.engine, route=args.route, status="started")
 
 
 async def _fix_for(ls: TrtlsServer, uri: str, record: dict[str, Any]) -> dict[str, Any] | None:
