@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import subprocess
 from pathlib import Path
 
@@ -143,6 +144,21 @@ def test_an_unreplaceable_engine_fails_the_probe_before_any_builder_time(workspa
         assert sha256_of(engine) == good and not leftovers(workspace)
     finally:
         subprocess.run(["chattr", attr.replace("+", "-"), str(engine)], check=True)
+
+
+def test_a_fifo_at_the_output_fails_the_probe_before_any_builder_time(workspace: Path) -> None:
+    """A FIFO (or a device, a socket) where the engine goes: the commit refused to rename over it, but only after the
+    whole build (found by the 20,000-state hostile run). The probe refuses it first, TRT412 naming the path."""
+    fifo = workspace / "build" / "demo.engine"
+    fifo.parent.mkdir(exist_ok=True)
+    os.mkfifo(fifo)
+    build = CliBuild(workspace, "demo")
+    s = build.summary()
+    assert build.finish() == 1
+    assert s["outcome"] == "failed" and s["error"].startswith("TRT412")
+    assert f"{fifo} is not a regular file" in s["error"]
+    assert not [ln for ln in build.seen if ln.get("type") == "phase_start"], "the builder ran"
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
 
 
 def test_a_build_cancelled_while_it_waits_ends_cancelled_having_built_nothing(workspace: Path, tmp_path: Path) -> None:

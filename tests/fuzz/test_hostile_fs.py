@@ -562,11 +562,32 @@ def test_hostile_states_at_the_language_server(template: Template, victim: list[
     _template_unchanged(template, before)
 
 
-@pytest.mark.skipif(not os.environ.get("TRTLS_HOSTILE_REPLAY"), reason="set TRTLS_HOSTILE_REPLAY to a printed state")
-def test_replay(request: pytest.FixtureRequest, victim: list[Victim], tmp_path: Path) -> None:
-    """One printed state again (TRTLS_HOSTILE_REPLAY='{"runner": …, "command": …, "target": …, "changes": …}')."""
-    state = json.loads(os.environ["TRTLS_HOSTILE_REPLAY"])
+def _replay(request: pytest.FixtureRequest, victim: list[Victim], tmp_path: Path, state: dict[str, Any]) -> None:
     everything = {c.name: c for c in [*IN_PROCESS, *PROCESS_ONLY, *ROUTE, BUILD_ENGINE]}
     tpl = request.getfixturevalue("route_template" if state["runner"] == "route" else "template")
     runner = Runner(state["runner"], tpl, victim, tmp_path)
     runner.state(everything[state["command"]], state["target"], tuple(tuple(c) for c in state["changes"]))
+
+
+@pytest.mark.skipif(not os.environ.get("TRTLS_HOSTILE_REPLAY"), reason="set TRTLS_HOSTILE_REPLAY to a printed state")
+def test_replay(request: pytest.FixtureRequest, victim: list[Victim], tmp_path: Path) -> None:
+    """One printed state again (TRTLS_HOSTILE_REPLAY='{"runner": …, "command": …, "target": …, "changes": …}')."""
+    _replay(request, victim, tmp_path, json.loads(os.environ["TRTLS_HOSTILE_REPLAY"]))
+
+
+# what the 20,000-state run of 2026-12-03 found (docs/reliability.md), replayed on every run
+FOUND_BY_THE_LONG_RUN = [
+    # `.trtls` swapped for a dangling link mid-rollback: "no earlier known-good engine", no path named
+    {"runner": "in_process", "command": "rollback", "target": None, "changes": [["swap", ".trtls", "twin-trtls", 5]]},
+    # a user's file at the route's bundle path: replaced, exit 0
+    {"runner": "route", "command": "route build", "target": None, "changes": [["user", "build/tiny_ort.bundle"]]},
+    # a FIFO at the output, built from the editor: the failure named no path (not reproduced since; kept as a guard)
+    {"runner": "lsp", "command": "trtls.buildEngine", "target": None, "changes": [["fifo", "build/demo.engine"]]},
+]
+
+
+@pytest.mark.parametrize("state", FOUND_BY_THE_LONG_RUN, ids=lambda s: f"{s['runner']}-{s['command']}")
+def test_the_states_the_long_run_found(
+    request: pytest.FixtureRequest, victim: list[Victim], tmp_path: Path, state: dict[str, Any]
+) -> None:
+    _replay(request, victim, tmp_path, state)

@@ -107,3 +107,32 @@ def test_the_engine_routes_export_over_the_engines_own_model_is_refused_before_a
     assert f"trtls.toml:{key_line}:" in r.stderr and "TRT122" in r.stderr
     assert model.read_bytes() == mine
     assert not (root / ".trtls" / "runs").exists()  # refused before the engine build started
+
+
+def test_a_users_file_at_the_routes_bundle_path_is_never_replaced_and_a_bundle_trtls_wrote_is(root: Path) -> None:
+    """The bundle's twin of the export rule (found by the 20,000-state hostile run: `route build` replaced a user's file
+    at `build/tiny_ort.bundle`, exit 0). A file there with no sidecar of a bundle trtls wrote is refused before
+    anything is built; the bundle a route build wrote (its sidecar records it) is replaced by the next build."""
+    bundle = root / "build" / "tiny_ort.bundle"
+    bundle.parent.mkdir()
+    bundle.write_bytes(mine := b"my own notes, not a bundle\n")
+    key_line = line_of(root, "bundle = ", "[routes.tiny_ort]")
+
+    check = trtls("check", cwd=root)
+    warned = [ln for ln in (check.stdout + check.stderr).splitlines() if "route 'tiny_ort' writes its bundle" in ln]
+    assert len(warned) == 1 and f"trtls.toml:{key_line}:" in warned[0], check.stdout + check.stderr
+
+    r = trtls("route", "build", "--route", "tiny_ort", cwd=root)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert re.search(
+        rf"trtls\.toml:{key_line}:\d+: trtls route build: TRT122 .*tiny_ort\.bundle already exists", r.stderr
+    )
+    assert bundle.read_bytes() == mine and not (root / "build" / "tiny_ort.onnx").exists()
+
+    bundle.unlink()
+    assert trtls("route", "build", "--route", "tiny_ort", cwd=root).returncode == 0
+    assert "writes its bundle to" not in trtls("check", cwd=root).stdout  # its sidecar says trtls wrote it
+    again = trtls("route", "build", "--route", "tiny_ort", cwd=root)
+    assert again.returncode == 0, again.stdout + again.stderr  # a bundle trtls wrote is replaced by the next build
+    sidecar = json.loads((root / "build" / "tiny_ort.bundle.trtls.json").read_text())
+    assert sidecar["origin"] == "trtls" and sidecar["file_sha256"] == hashlib.sha256(bundle.read_bytes()).hexdigest()

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from trtls.core.paths import BUNDLE_SIDECAR_SUFFIX
 from trtls.fs import open_regular
 
 MAGIC = b"BUNDLE\x01\x00"
@@ -42,7 +43,7 @@ MAX_HEADER = 100 * 1024 * 1024  # the format's own cap
 MAX_SIDECAR = 100 * 1024 * 1024
 SECTION_ALIGN = 64  # trtls aligns section starts so engines can be mapped/read without copying
 CHUNK = 1024 * 1024  # streaming unit: hashing never holds more than this of a section in memory
-SIDECAR_SUFFIX = ".trtls.json"
+SIDECAR_SUFFIX = BUNDLE_SIDECAR_SUFFIX  # spelled once, in core.paths (the recipe check reads sidecars too)
 SIDECAR_FORMAT = "trtls.bundle-sidecar/1"
 TRTLS_BLOCK_FORMAT = "trtls.bundle/1"
 MAX_SECTION_NAME = 255

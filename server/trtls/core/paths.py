@@ -55,6 +55,9 @@ PATH_KEYS = frozenset(
      "libraries", "serialize", "allow_outside"}
 )  # fmt: skip
 MAX_COMPONENT_BYTES = 255
+# the record trtls writes beside every bundle (`<bundle>.trtls.json`: its digests, `origin: trtls` or `foreign`): the
+# bundle package writes and reads it, the recipe check reads it to warn before a route build would replace a file
+BUNDLE_SIDECAR_SUFFIX = ".trtls.json"
 MAX_PATH_BYTES = 4000
 
 

@@ -122,9 +122,10 @@ class RouteModel(_Model):
     overwrite: bool = Field(
         False,
         strict=True,
-        description="Let `trtls route build` replace a file at the path it exports the ONNX to (`onnx`, or the "
-        "engine's `onnx`) that trtls did not write. Without it, such a file is never replaced (TRT122) unless the "
-        "export is byte-identical; a file a previous route build of this recipe wrote is replaced either way.",
+        description="Let `trtls route build` replace a file trtls did not write at the path it exports the ONNX to "
+        "(`onnx`, or the engine's `onnx`) or at its `bundle` path. Without it, such a file is never replaced (TRT122) "
+        "unless the export is byte-identical; a file a previous route build of this recipe wrote (an export it "
+        "recorded, a bundle whose sidecar records it) is replaced either way.",
     )
     precision: OnnxConversion | None = Field(
         None,

@@ -76,6 +76,7 @@ def _semantic(loaded: LoadedRecipe, recipe: RecipeFile, name: str, route: RouteM
     if route.engine is not None and route.engine not in recipe.engines:
         out.append(_engine_finding(recipe, base, route.engine))
     out.extend(_export_finding(loaded, recipe, name, route))
+    out.extend(_bundle_finding(loaded, name, route))
     if route.engine is None and route.onnx is None:
         out.append(
             _finding(
@@ -245,6 +246,41 @@ def export_target(recipe: RecipeFile, name: str, route: RouteModel) -> tuple[str
         return route.onnx, base + ("onnx",)
     engine = recipe.engines.get(route.engine)
     return (engine.onnx if engine is not None else None), base + ("engine",)
+
+
+def _bundle_finding(loaded: LoadedRecipe, name: str, route: RouteModel) -> list[Finding]:
+    """TRT122 (a warning), the bundle's twin of the export's: a regular file at the bundle path with no sidecar of a
+    bundle trtls wrote, of its size, beside it. `trtls route build` hashes it against that sidecar and refuses to
+    replace it (route.writes.refuse_foreign_bundle); here only sizes are compared, as this runs on every keystroke."""
+    from trtls.core.paths import BUNDLE_SIDECAR_SUFFIX
+    from trtls.fs import read_text
+
+    if route.overwrite or not route.bundle:
+        return []
+    path = loaded.resolve(route.bundle)
+    try:
+        st = os.lstat(path)
+    except (OSError, ValueError):
+        return []
+    if not stat.S_ISREG(st.st_mode):
+        return []  # a symlink or a folder: the write policy's TRT118 / TRT109 at the route build
+    try:
+        sidecar = json.loads(read_text(path.with_name(path.name + BUNDLE_SIDECAR_SUFFIX), limit=RECORD_LIMIT))
+    except (OSError, ValueError):
+        sidecar = None
+    if isinstance(sidecar, dict) and sidecar.get("origin") == "trtls" and sidecar.get("size") == st.st_size:
+        return []
+    return [
+        _finding(
+            "TRT122",
+            f"route '{name}' writes its bundle to {path}, which already exists and trtls did not write it (no sidecar "
+            "of a bundle trtls wrote beside it): `trtls route build` will not replace it. Move it, point the route's "
+            f"bundle elsewhere, or set overwrite = true in [routes.{name}]",
+            ("routes", name, "bundle"),
+            severity=Severity.warning,
+            resolved=str(path),
+        )
+    ]
 
 
 def _export_finding(loaded: LoadedRecipe, recipe: RecipeFile, name: str, route: RouteModel) -> list[Finding]:

@@ -81,7 +81,7 @@ from trtls.route.publish import publish_bundle
 from trtls.route.result import RouteBuildResult, stopped_before_bundle
 from trtls.route.trtmc_export import check_profiles
 from trtls.route.trtmc_layout import trtmc_layout, trtmc_strategy
-from trtls.route.writes import ROUTE_RECORD, route_roots, write_export, write_record
+from trtls.route.writes import ROUTE_RECORD, refuse_foreign_bundle, route_roots, write_export, write_record
 
 __all__ = [
     "EXPORTERS",
@@ -213,6 +213,7 @@ async def _build_route(
     if refused:
         f = refused[0]
         raise RouteBuildError(f"{f.code} {f.message}", tuple(f.path[2:]))  # located under routes.<name>
+    refuse_foreign_bundle(loaded, route_name, route)  # a file at the bundle path trtls did not write stays
     if route.from_export:  # a model shipped as an ONNX with golden outputs: nothing to export, no engine
         from trtls.route.export_route import build_export_route
 

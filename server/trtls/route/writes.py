@@ -101,6 +101,30 @@ def _written_by_trtls(loaded: LoadedRecipe, path: Path, sha: str) -> bool:
     return False
 
 
+def refuse_foreign_bundle(loaded: LoadedRecipe, route_name: str, route: RouteModel) -> None:
+    """The bundle rule, the export rule's twin: a file already at the route's `bundle` path is replaced only when
+    trtls wrote it — the sidecar trtls writes beside every bundle (`origin: trtls`) records its sha256 — or the route
+    says `overwrite = true`. A user's file there, or a foreign bundle promoted as found (`trtls bundle promote`), is
+    refused before anything is built or written: TRT122 on the route's `bundle` key."""
+    if route.overwrite:
+        return
+    from trtls.bundle.format import sidecar_path
+
+    path = loaded.resolve(route.bundle)
+    current = _sha_of(path, f"the bundle of route '{route_name}'", ("bundle",))
+    if current is None:
+        return
+    sidecar = _read_record(sidecar_path(path))
+    if isinstance(sidecar, dict) and sidecar.get("origin") == "trtls" and sidecar.get("file_sha256") == current:
+        return
+    raise RouteBuildError(
+        f"TRT122 {path} already exists and trtls did not write it (no sidecar of a bundle trtls wrote records its "
+        f"sha256 {current[:12]}…): not replaced, nothing was written. Move it, point the route's bundle elsewhere, "
+        f"or set overwrite = true in [routes.{route_name}]",
+        ("bundle",),
+    )
+
+
 def export_key(route: RouteModel) -> tuple[str]:
     """The route key that names the export path (relative to `routes.<name>`)."""
     return ("onnx",) if route.engine is None else ("engine",)

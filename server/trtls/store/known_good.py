@@ -34,6 +34,11 @@ class KnownGood:
         try:
             data = json.loads(read_text(self.path, limit=RECORD_LIMIT, follow=False, within=self.state_dir.parent))
         except FileNotFoundError:
+            # no record — unless the way to it is a link (a `.trtls` or `engines` swapped for one, dangling or not):
+            # then "nothing known-good" would hide why, and a rollback must name the path
+            link = next((p for p in (self.state_dir, self.path.parent) if p.is_symlink()), None)
+            if link is not None:
+                self.problem = f"{link}: is a symlink; a known-good record is never read through one"
             return []
         except (OSError, ValueError) as exc:
             why = exc.strerror if isinstance(exc, OSError) and exc.strerror else "not JSON"

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import stat
 import struct
 from pathlib import Path
 
@@ -39,11 +40,14 @@ def inode_flags(path: Path) -> int | None:
 def target_unreplaceable(output: Path) -> str | None:
     """Why the existing engine at `output` could not be renamed over; None when it can (or there is none)."""
     try:
-        os.lstat(output)
+        st = os.lstat(output)
     except FileNotFoundError:
         return None
     except OSError as exc:
         return f"cannot examine {output}: {exc.strerror or exc}"
+    if stat.S_ISFIFO(st.st_mode) or stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode) or stat.S_ISSOCK(st.st_mode):
+        # the commit refuses to rename over one (it is not an engine trtls wrote), but only after the whole build
+        return f"{output} is not a regular file (a FIFO, a device or a socket): an engine is never written over one"
     if not os.path.isdir(output) and (flags := inode_flags(output)) is not None:
         if flags & FS_IMMUTABLE_FL:
             return f"the existing {output} is immutable (chattr +i): the rename over it would fail after the build"
