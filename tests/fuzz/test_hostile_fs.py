@@ -583,6 +583,9 @@ FOUND_BY_THE_LONG_RUN = [
     {"runner": "route", "command": "route build", "target": None, "changes": [["user", "build/tiny_ort.bundle"]]},
     # a FIFO at the output, built from the editor: the failure named no path (not reproduced since; kept as a guard)
     {"runner": "lsp", "command": "trtls.buildEngine", "target": None, "changes": [["fifo", "build/demo.engine"]]},
+    # found the same day by a 2,000-state run on the fixed code: a user's file at the bundle path, `route promote`
+    # refused (exit 3) saying "bundle sha256:… → sha256:…" with no path
+    {"runner": "route", "command": "route promote", "target": None, "changes": [["user", "build/tiny_ort.bundle"]]},
 ]
 
 

@@ -190,7 +190,7 @@ def facts(
             put(f"tolerances.{output}.{field}", "tolerances", f"tolerances.{output}.{field}", value)
     for field, value in sorted(route.thresholds.model_dump(mode="json").items()):
         put(f"thresholds.{field}", "thresholds", f"thresholds.{field}", value)
-    put("bundle", "bundle", "bundle", bundle)
+    put("bundle", "bundle", f"bundle {route.bundle}", bundle)  # the path named: which file drifted
     if route.previous_bundle is not None:
         put("rollback_artifact", "rollback_artifact", f"rollback artifact {route.previous_bundle}", rollback_artifact)
     return out
