@@ -396,7 +396,9 @@ try {
       await until('large node cancelled by ide_stop', async () => /cancelled by ide_stop/.test(await row.innerText()), 60000);
       await until('Build button back in the editor title', () => page.locator('.editor-actions .action-label[aria-label*="Build Engine"]').first().isVisible(), 10000);
       await until('the server code lens over [engines.large] back to Build', async () =>
-        (await page.locator('.contentWidgets .codelens-decoration', { hasText: 'Stop' }).count()) === 0, 15000);
+        // the action lens reads "■ Stop"; Playwright's hasText is a case-insensitive substring, and the capability
+        // lens of a stopped build says "the build was stopped after the parse"
+        (await page.locator('.contentWidgets .codelens-decoration', { hasText: '■ Stop' }).count()) === 0, 15000);
       await shot('05-cancelled');
       const now = enginesOnDisk().filter((f) => !largeStart.includes(f));
       assert(now.length === 0, `engine file(s) written by a cancelled build: ${now.join(', ')}`);
