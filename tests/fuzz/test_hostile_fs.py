@@ -586,6 +586,14 @@ FOUND_BY_THE_LONG_RUN = [
     # found the same day by a 2,000-state run on the fixed code: a user's file at the bundle path, `route promote`
     # refused (exit 3) saying "bundle sha256:… → sha256:…" with no path
     {"runner": "route", "command": "route promote", "target": None, "changes": [["user", "build/tiny_ort.bundle"]]},
+    # found by CI's run on 2026-12-03: the bundle's sidecar a symlink to a file outside; TRT122 named the bundle but
+    # not the sidecar it refused to read
+    {
+        "runner": "route",
+        "command": "route build",
+        "target": None,
+        "changes": [["link", "build/tiny_ort.bundle.trtls.json", "@precious.txt"]],
+    },
 ]
 
 

@@ -114,15 +114,32 @@ def refuse_foreign_bundle(loaded: LoadedRecipe, route_name: str, route: RouteMod
     current = _sha_of(path, f"the bundle of route '{route_name}'", ("bundle",))
     if current is None:
         return
-    sidecar = _read_record(sidecar_path(path))
-    if isinstance(sidecar, dict) and sidecar.get("origin") == "trtls" and sidecar.get("file_sha256") == current:
+    side = sidecar_path(path)
+    why = _sidecar_distrust(side, current)
+    if why is None:
         return
     raise RouteBuildError(
-        f"TRT122 {path} already exists and trtls did not write it (no sidecar of a bundle trtls wrote records its "
-        f"sha256 {current[:12]}…): not replaced, nothing was written. Move it, point the route's bundle elsewhere, "
-        f"or set overwrite = true in [routes.{route_name}]",
+        f"TRT122 {path} already exists and trtls did not write it ({why}): not replaced, nothing was written. Move "
+        f"it, point the route's bundle elsewhere, or set overwrite = true in [routes.{route_name}]",
         ("bundle",),
     )
+
+
+def _sidecar_distrust(side: Path, sha: str) -> str | None:
+    """Why the sidecar at `side` does not vouch that trtls wrote the bundle whose sha256 is `sha` (None: it does).
+    The sidecar is named in every reason, so a user sees which file to look at (a symlink planted there is read
+    never, named always)."""
+    try:
+        sidecar = json.loads(read_text(side, limit=RECORD_LIMIT))
+    except FileNotFoundError:
+        return f"no sidecar {side} of a bundle trtls wrote records its sha256 {sha[:12]}…"
+    except OSError as exc:
+        return f"its sidecar {side} cannot be read: {exc.strerror or exc}"
+    except ValueError:
+        return f"its sidecar {side} is not JSON"
+    if isinstance(sidecar, dict) and sidecar.get("origin") == "trtls" and sidecar.get("file_sha256") == sha:
+        return None
+    return f"its sidecar {side} does not record a bundle trtls wrote with sha256 {sha[:12]}…"
 
 
 def export_key(route: RouteModel) -> tuple[str]:
