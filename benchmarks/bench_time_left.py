@@ -95,39 +95,49 @@ def span(evs: list[Any]) -> tuple[int, int]:
     return evs[0].t_ns, next(e.t_ns for e in evs if e.type == "build_finished")
 
 
+def history_of(builds: list[list[Any]]) -> tuple[dict[str, float], list[float]]:
+    """What `.trtls/history.json` keeps of these builds of one config: each phase id's median duration, and the
+    whole-build durations (each build's `span`)."""
+    phases: dict[str, list[float]] = {}
+    for build in builds:
+        for pid, secs in tree_until(build, span(build)[1]).durations().items():
+            phases.setdefault(pid, []).append(secs)
+    return {pid: statistics.median(v) for pid, v in phases.items()}, [(span(b)[1] - span(b)[0]) / NS for b in builds]
+
+
+def judge_build(evs: list[Any], baselines: dict[str, float], durations: list[float]) -> list[dict[str, Any]]:
+    """One build's events replayed up to 25/50/75 % of its `span`, the estimate at each point against the truth."""
+    rows = []
+    t0, t1 = span(evs)
+    for share in SHARES:
+        cut = t0 + int(share * (t1 - t0))
+        truth = (t1 - cut) / NS
+        left = estimate_time_left(tree_until(evs, cut), baselines, durations, t0, cut)
+        clock = max(statistics.median(durations) - (cut - t0) / NS, 0.0)
+        no_steps = estimate_time_left(tree_until(evs, cut), baselines, durations, t0, cut, steps=False).seconds
+        paced = estimate_time_left(tree_until(evs, cut), baselines, durations, t0, cut, pace=True).seconds
+        rows.append(
+            {
+                "share": share,
+                "lengthS": round((t1 - t0) / NS, 3),
+                "truthS": round(truth, 3),
+                "estimateS": None if left.seconds is None else round(left.seconds, 3),
+                "low": None if left.low is None else round(left.low, 3),
+                "high": None if left.high is None else round(left.high, 3),
+                "clockS": round(clock, 3),
+                "phasesOnlyS": None if no_steps is None else round(no_steps, 3),
+                "pacedS": None if paced is None else round(paced, 3),
+            }
+        )
+    return rows
+
+
 def judge(builds: list[list[Any]]) -> list[dict[str, Any]]:
     """Leave one out: each build judged against the history of the others."""
     rows = []
     for k, evs in enumerate(builds):
-        others = [b for i, b in enumerate(builds) if i != k]
-        phases: dict[str, list[float]] = {}
-        for other in others:
-            for pid, secs in tree_until(other, span(other)[1]).durations().items():
-                phases.setdefault(pid, []).append(secs)
-        baselines = {pid: statistics.median(v) for pid, v in phases.items()}
-        durations = [(span(o)[1] - span(o)[0]) / NS for o in others]
-        t0, t1 = span(evs)
-        for share in SHARES:
-            cut = t0 + int(share * (t1 - t0))
-            truth = (t1 - cut) / NS
-            left = estimate_time_left(tree_until(evs, cut), baselines, durations, t0, cut)
-            clock = max(statistics.median(durations) - (cut - t0) / NS, 0.0)
-            no_steps = estimate_time_left(tree_until(evs, cut), baselines, durations, t0, cut, steps=False).seconds
-            paced = estimate_time_left(tree_until(evs, cut), baselines, durations, t0, cut, pace=True).seconds
-            rows.append(
-                {
-                    "build": k,
-                    "share": share,
-                    "lengthS": round((t1 - t0) / NS, 3),
-                    "truthS": round(truth, 3),
-                    "estimateS": None if left.seconds is None else round(left.seconds, 3),
-                    "low": None if left.low is None else round(left.low, 3),
-                    "high": None if left.high is None else round(left.high, 3),
-                    "clockS": round(clock, 3),
-                    "phasesOnlyS": None if no_steps is None else round(no_steps, 3),
-                    "pacedS": None if paced is None else round(paced, 3),
-                }
-            )
+        history = history_of([b for i, b in enumerate(builds) if i != k])
+        rows += [{"build": k, **row} for row in judge_build(evs, *history)]
     return rows
 
 
