@@ -83,9 +83,13 @@ def table_at_text(lines: list[str], line: int) -> tuple:
 
 # -- code lens ---------------------------------------------------------------------------------
 def code_lenses(loaded: LoadedRecipe, uri: str, running: dict[str, str], last: dict[str, str]) -> list[lsp.CodeLens]:
-    """▶ Build Engine (■ Stop while it builds, Evidence after) over each engine; ▶ Run Gates over routes."""
+    """▶ Build Engine (■ Stop while it builds, Evidence after) over each engine; ▶ Run Gates over routes. `last`:
+    each engine's last build made in this editor session; the recipe's recorded runs add, and win for, the engines
+    they hold (a build from a terminal or from before this server started, and a later one than this session's)."""
     from trtls.builds.avoidance.freshness import build_lens_title  # the engine store's verdict (docs/store.md)
+    from trtls.report.capability_lens import latest_runs
 
+    last = {**last, **latest_runs(loaded.path)}
     out: list[lsp.CodeLens] = []
     for line, path in loaded.source_map.tables:
         rng = lsp.Range(lsp.Position(line, 0), lsp.Position(line, 0))
@@ -154,8 +158,18 @@ def hover(loaded: LoadedRecipe, line: int, col: int) -> str | None:
     from trtls.onnx_files.assist import hover_text  # the model's declared inputs, when the cursor is on one
 
     declared = hover_text(loaded, path, is_value)
+    if len(path) == 3 and path[0] == "engines" and path[2] == "onnx":  # what TensorRT said of it, as recorded
+        said = _recorded_capability(loaded, str(path[1]))
+        above = declared or _key_hover(path)
+        if said is not None:
+            return f"{above}\n\n---\n\n{said}" if above else said
     if declared is not None:
         return declared
+    return _key_hover(path)
+
+
+def _key_hover(path: tuple) -> str | None:
+    """The recipe key's own words: its field's type, description, values and default (from the pydantic model)."""
     keys = [p for p in path if not isinstance(p, int)]
     if not keys:
         return None
@@ -173,6 +187,36 @@ def hover(loaded: LoadedRecipe, line: int, col: int) -> str | None:
     if info.default is not None and not callable(info.default) and str(info.default) != "PydanticUndefined":
         text += f"\n\nDefault: `{info.default}`"
     return text
+
+
+def _recorded_capability(loaded: LoadedRecipe, engine: str) -> str | None:
+    """The capability answer of the engine's last recorded build (report/capability_lens.py's words), with whether
+    the model is still the one it read: the model's sha256 now against the one the build's known-good record holds
+    (a successful build's; a failed one records none, and then nothing is said of freshness)."""
+    from trtls.report.capability_lens import capability_hover_text, latest_runs
+
+    build_id = latest_runs(loaded.path).get(engine)
+    if build_id is None:
+        return None
+    return capability_hover_text(loaded.path, engine, build_id, _model_changed(loaded, engine, build_id))
+
+
+def _model_changed(loaded: LoadedRecipe, engine: str, build_id: str) -> bool | None:
+    from trtls.builds.supervisor.build import state_dir
+    from trtls.store.key import KeyUnavailable, file_sha256
+    from trtls.store.known_good import KnownGood
+
+    sdir = state_dir(loaded.path)
+    parts = (KnownGood(sdir, engine).find(build_id) or {}).get("parts")
+    files = parts.get("files") if isinstance(parts, dict) else None
+    recorded = files.get("onnx") if isinstance(files, dict) else None
+    if not isinstance(recorded, str) or loaded.recipe is None or engine not in loaded.recipe.engines:
+        return None
+    try:
+        now = file_sha256(loaded.resolve(loaded.engine(engine).onnx), sdir)
+    except (KeyUnavailable, OSError, ValueError):
+        return None
+    return None if now is None else now != recorded
 
 
 # -- completion --------------------------------------------------------------------------------

@@ -1,27 +1,129 @@
-"""The capability answer a build recorded, over its engine in the editor after the build: a title-only code lens in
-the words of `trtls report` and `trtls check --capability` (core.capability.capability_summary). It reads the build's
-evidence and never imports TensorRT; the as-you-type answer (lsp/capability_diagnostics.py) is the same module's
-words on the capability child's answer."""
+"""The capability answer a build recorded, over its engine in the editor: a title-only code lens and the hover of the
+engine's `onnx` key, in the words of `trtls report` and `trtls check --capability` (core.capability). The build is
+the engine's last one — made in this editor session, or found among the recipe's recorded runs (`latest_runs`: a
+build from a terminal, or from before the server started). It reads the build's evidence and never imports
+TensorRT; the as-you-type answer (lsp/capability_diagnostics.py) is the same module's words on the capability
+child's answer."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from trtls.core.capability import capability_summary, recorded_capability
+from trtls.core.capability import capability_findings, capability_summary, recorded_capability
+
+if TYPE_CHECKING:
+    from trtls.core.summary_record import Summary
+
+MAX_CACHED = 32  # recipe folders whose runs listing is remembered (a server edits a few)
+# runs folder → (what its listing looked like, engine → newest run id): a code lens is asked after every edit, and
+# reading every summary each time (50 runs of ~150 KB) would hold the editor for a noticeable moment
+_latest_cache: dict[Path, tuple[tuple[Any, ...], dict[str, str]]] = {}
 
 
-def capability_lens_title(recipe: Path, build_id: str) -> str | None:
-    """`capability · <verdict>` of the build's `summary.json`; None when the evidence cannot be read or recorded no
-    answer (a lens that says nothing was measured is not worth its line: the report says it)."""
+def latest_runs(recipe: Path) -> dict[str, str]:
+    """Engine → the id of its newest finished build recorded under the recipe's `.trtls/runs` (a matrix record and
+    its cells are not an engine table's last build, as in the editor's own `last_build`). The listing is
+    retention's (`scan_runs`): only real folders named as trtls names a run (the id returned is that folder's name,
+    never a name a record holds), each summary read through the door (a regular file, never through a final link,
+    bounded). A `.trtls` or `runs` that leads out of the recipe's folder is not read at all: {}."""
+    from trtls.builds.supervisor.retention import scan_runs
+    from trtls.core.paths import inside, real
+    from trtls.report.evidence import runs_dir
+
+    runs = runs_dir(recipe)
+    folder = runs.parent.parent
+    try:
+        if not runs.is_dir() or not inside(real(runs), real(folder)):
+            return {}
+    except OSError:
+        return {}
+    listing = tuple((r.id, r.started, r.running) for r in scan_runs(runs, read_summaries=False))
+    cached = _latest_cache.get(runs)
+    if cached is not None and cached[0] == listing:
+        return dict(cached[1])
+    latest: dict[str, str] = {}
+    for run in scan_runs(runs):  # newest first: the first of each engine wins
+        summary = run.summary
+        if run.running or summary is None or not summary.engine or summary.cell or summary.kind == "matrix":
+            continue
+        latest.setdefault(summary.engine, run.id)
+    if len(_latest_cache) >= MAX_CACHED:
+        _latest_cache.clear()
+    _latest_cache[runs] = (listing, latest)
+    return dict(latest)
+
+
+def _recorded(recipe: Path, build_id: str) -> tuple[Summary, dict[str, Any]] | None:
+    """The build's record and its capability answer; None when the evidence cannot be read or recorded no answer."""
+    from trtls.builds.supervisor.retention import RUN_ID
     from trtls.core.summary_record import SUMMARY_NAME, SummaryProblem, read_summary
     from trtls.report.evidence import runs_dir
 
-    if not build_id or Path(build_id).name != build_id:
-        return None  # a build id is one folder name under .trtls/runs
+    if not RUN_ID.fullmatch(build_id) or build_id.startswith("."):
+        return None  # a build id is one folder name under .trtls/runs, as trtls names them
     summary = read_summary(runs_dir(recipe) / build_id / SUMMARY_NAME)
     if isinstance(summary, SummaryProblem):
         return None
     answer = recorded_capability(summary)
     if answer.get("status") == "not_checked":
         return None
-    return f"capability · {capability_summary(answer)}"
+    return summary, answer
+
+
+def capability_lens_title(recipe: Path, build_id: str) -> str | None:
+    """`capability · <verdict>` of the build's `summary.json`; None when the evidence cannot be read or recorded no
+    answer (a lens that says nothing was measured is not worth its line: the report says it)."""
+    found = _recorded(recipe, build_id)
+    return f"capability · {capability_summary(found[1])}" if found is not None else None
+
+
+_MARKDOWN = re.compile(r"([\\`*_\[\]<>#|~])")
+
+
+def _md(text: str) -> str:
+    """Words from a record (a node's name, the parser's reason) as literal Markdown text: they are the model's and
+    TensorRT's, never markup of ours."""
+    from trtls.core.terminal_text import terminal_safe
+
+    return _MARKDOWN.sub(r"\\\1", terminal_safe(text, keep_newlines=False))
+
+
+def capability_hover_text(recipe: Path, engine: str, build_id: str, model_changed: bool | None) -> str | None:
+    """What TensorRT's parser (and builder) said of the engine's model at its build `build_id`, for the hover of the
+    `onnx` key: the verdict of the lens, then each refused node or the builder's refusal in the words of the
+    diagnostics (op type, node name, the parser's reason), dated. `model_changed` (the model's sha256 now against
+    the one the build recorded; None when the record holds none) says whether this is a record of another model:
+    never re-checked here, and nothing is said of freshness that was not compared."""
+    from trtls.core.display import ago
+
+    found = _recorded(recipe, build_id)
+    if found is None:
+        return None
+    summary, answer = found
+    started = summary.startedAt
+    date = _local_time(started)
+    verdict = _md(capability_summary(answer))
+    parts = [f"**What TensorRT said at the build of {date}** ({ago(started)}, `{build_id}`): {verdict}"]
+    said = [f"- {_md(finding.message)}" for finding in capability_findings(engine, answer)]
+    if said:
+        parts.append("\n".join(said))
+    if model_changed:
+        parts.append("_A record of that build, not re-checked now: the model has changed since._")
+    elif model_changed is False:
+        parts.append("_The model is the one that build read (same sha256)._")
+    return "\n\n".join(parts)
+
+
+def _local_time(epoch: float | None) -> str:
+    """`2026-12-03 10:40:15` (local time, as the report dates a build); `an unknown time` for none or nonsense."""
+    import math
+    import time
+
+    if epoch is None or not math.isfinite(epoch):
+        return "an unknown time"
+    try:
+        return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(epoch))
+    except (OverflowError, OSError, ValueError):
+        return "an unknown time"
