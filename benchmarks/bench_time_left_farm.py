@@ -2,26 +2,29 @@
 75 % of every cell of a real `trtls build --matrix` on a real local Ray farm, against the time that was really left.
 
     python3 benchmarks/bench_time_left_farm.py --cells 16 --model large --runs 3 --json out.json  # the 16-core host
-    python benchmarks/bench_time_left_farm.py --quick      # 3 `demo` cells, 3 runs: a smoke run on 2 cores (~1 min)
+    python benchmarks/bench_time_left_farm.py --quick      # 3 `demo` cells, 3 runs: a smoke run on 2 cores (~40 s)
     python benchmarks/bench_time_left_farm.py --replay DIR # judge again the streams a `--keep DIR` run kept
 
-The matrix is bench_farm_overhead's: N cells of the quickstart's `large` (or `demo`), one per avg_timing_iterations
-value 1..N, so each cell is a build config of its own, on an embedded Ray instance (`address = "local"`) with N slots
-(`--warm`: on a farm `trtls farm up` started once for all runs), no engine store, `--rebuild`. It runs `--runs` times
-in one workspace, one run after the other; each cell's event stream is read from its evidence (`.trtls/runs/<cell
-build id>/events.jsonl`) and kept (`--keep DIR`: DIR/run-R/cell-C.jsonl). Run 0 only gives history; every later run's
-cells are judged as benchmarks/bench_time_left.py judges a single build (its `history_of` and `judge_build`): the
-history of a cell is the builds of the same config (buildConfigHash) in the runs before it — what
-`.trtls/history.json` holds at that point, as the product reads it — its events are replayed up to 25/50/75 % of its
-length and the estimate compared with the truth. A cell's length is from its first event (`queued`: the driver's
-build start, the clock the product's time left and history's durationS count from; the JSON's
-`historyVsSpanMaxS` is how far apart the two were) to `build_finished`, so Ray's queue, placement and worker start
-are part of what is estimated. The same judged from the worker's first event (`environment`, TensorRT imported on the
-node) is reported beside it. Reported: the median absolute error (seconds and % of the cell), how often the interval
-held the truth, the clock alone (median recorded duration minus elapsed), by share and by run.
+On the 16-core host (python3 and the kit's wheels, ../shared/notes/device-farm.md), after the kit's `recv` calls:
+`bash .device/on_device.sh go python3 benchmarks/bench_time_left_farm.py --cells 16 --model large --runs 3
+--keep /tmp/tlf --json $OUT/time-left-farm.json > $OUT/time-left-farm.txt 2>&1; tar czf $OUT/time-left-farm-streams.tgz
+-C /tmp/tlf .` (48 streams, and at most 8 files come back: hence the tar) — three matrices of ~80 s each
+(bench_farm_overhead's cold run of the same 16 cells took 78.9 s there), about 4–5 minutes in all.
 
-On the 16-core host (python3 and the kit's wheels: ../shared/notes/device-farm.md) `--cells 16 --model large --runs 3`
-is three matrices of ~80 s each: about 4–5 minutes in all. Here (2 cores) `--quick` is 3 `demo` cells x 3 runs.
+The matrix is bench_farm_overhead's: N cells of the quickstart's `large` (or `demo`), one per avg_timing_iterations
+value 1..N, so each cell is a build config of its own, on an embedded Ray instance (`address = "local"`) with N slots,
+no engine store, `--rebuild`. It runs `--runs` times in one workspace, one run after the other; each cell's event
+stream is read from its evidence (`.trtls/runs/<cell build id>/events.jsonl`) and kept (`--keep DIR`:
+DIR/run-R/cell-C.jsonl). Run 0 only gives history; every later run's cells are judged as benchmarks/bench_time_left.py
+judges a single build (its `history_of` and `judge_build`): the history of a cell is the builds of the same config
+(buildConfigHash) in the runs before it — what `.trtls/history.json` holds at that point — its events are replayed up
+to 25/50/75 % of its length and the estimate compared with the truth. A cell's length is from its first event
+(`queued`, written when the driver starts the cell: the clock the product's time left and history's durationS count
+from, give or take the tenths of a second the JSON's `historyVsSpanMaxS` shows) to `build_finished`, so Ray's queue,
+placement and the node's worker start are part of what is estimated (Ray's own start, import ray and ray.init, comes
+before any cell's clock starts). The same judged from the worker's first event (`environment`, TensorRT imported on
+the node) is reported beside it. Reported: the median absolute error (seconds and % of the cell), how often the
+interval held the truth, the clock alone (median recorded duration minus elapsed), by share and by run.
 """
 
 from __future__ import annotations
@@ -125,7 +128,6 @@ def main() -> None:
     ap.add_argument("--cells", type=int, default=16)
     ap.add_argument("--model", choices=["large", "demo"], default="large")
     ap.add_argument("--runs", type=int, default=3, help="matrix runs, one after the other (the first gives history)")
-    ap.add_argument("--warm", action="store_true", help="on a farm `trtls farm up` started once, not embedded")
     ap.add_argument("--keep", type=Path, help="keep each cell's event stream here (run-R/cell-C.jsonl)")
     ap.add_argument("--replay", type=Path, help="judge the streams a --keep run left, without building")
     args = ap.parse_args()
@@ -145,21 +147,12 @@ def bench(args: argparse.Namespace, tmp: Path) -> None:
     runs_info: list[dict[str, Any]] = []
     if not args.replay:
         ensure_models()
-        # no warm farm but the one this run starts; no engine store (each run must build every cell)
+        # no warm farm: an embedded Ray instance each run; no engine store (each run must build every cell)
         env = {**os.environ, "TRTLS_FARM_STATE": str(tmp / "farm.json"), "TRTLS_STORE": "off"}
         path = recipe(tmp / "ws", args.model, args.cells, args.cells)
-        if args.warm:
-            up = subprocess.run(TRTLS + ["farm", "up", "--num-cpus", str(args.cells), "--label", "trtls/pool=bench"],
-                                env=env, capture_output=True, text=True)  # fmt: skip
-            if up.returncode != 0:
-                raise SystemExit(f"trtls farm up failed: {up.stderr[-600:]}")
-        try:
-            for r in range(args.runs):
-                runs_info.append(run_matrix(path, env, keep / f"run-{r}"))
-                print(f"run {r}: {runs_info[-1]['cells']} cells, {runs_info[-1]['wallS']} s", flush=True)
-        finally:
-            if args.warm:
-                subprocess.run(TRTLS + ["farm", "down"], env=env, capture_output=True)
+        for r in range(args.runs):
+            runs_info.append(run_matrix(path, env, keep / f"run-{r}"))
+            print(f"run {r}: {runs_info[-1]['cells']} cells, {runs_info[-1]['wallS']} s", flush=True)
     runs = kept_runs(keep)
     rows = judge_runs(runs)
     if not rows:

@@ -49,6 +49,7 @@ def test_a_cell_is_judged_against_its_own_configs_earlier_runs_only(tmp_path: Pa
         assert r["estimateS"] is not None and r["low"] <= r["truthS"] <= r["high"]
 
 
+@pytest.mark.slow  # two real matrices on a real Ray instance: ~45 s on 2 cores
 def test_the_bench_on_a_real_local_farm_keeps_every_cells_stream_and_judges_the_later_run(tmp_path: Path) -> None:
     require_ray()
     streams, out = tmp_path / "streams", tmp_path / "out.json"
