@@ -146,6 +146,8 @@ def bench(args: argparse.Namespace, tmp: Path) -> None:
     keep = args.replay or args.keep or tmp / "streams"
     runs_info: list[dict[str, Any]] = []
     if not args.replay:
+        if args.keep and any(args.keep.glob("run-*")):  # a kept run of before would be judged as one of these
+            raise SystemExit(f"--keep {args.keep} already holds runs: give an empty or new folder")
         ensure_models()
         # no warm farm: an embedded Ray instance each run; no engine store (each run must build every cell)
         env = {**os.environ, "TRTLS_FARM_STATE": str(tmp / "farm.json"), "TRTLS_STORE": "off"}
