@@ -56,7 +56,7 @@ def test_a_hit_and_a_miss_are_one_line_each_in_todays_file_of_this_account(tmp_p
     assert hit["event"] == "hit" and hit["how"] == "restored" and hit["savedS"] == 12.5 and hit["size"] == entry.size
     assert {miss["key"], hit["key"]} == {entry.key} and hit["host"] == os.uname().nodename
     counted = stats(store)
-    assert counted["hits"] == {"total": 1, "restored": 1, "kept": 0, "fast": 0}
+    assert counted["hits"] == {"total": 1, "restored": 1, "kept": 0, "fast": 0, "node": 0}
     assert counted["misses"] == {"total": 1, "byReason": {"first build of this engine table": 1}}
     assert counted["timeSavedS"] == 12.5 and counted["hitRate"] == 0.5
     assert counted["entries"] == 1 and counted["size"] == entry.size

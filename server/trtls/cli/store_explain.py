@@ -64,6 +64,7 @@ def stats_lines(c: dict[str, Any]) -> list[str]:
         f"{'  restored (copied to the output)':<34}{hits['restored']:>6}",
         f"{'  kept (the output held it)':<34}{hits['kept']:>6}",
         f"{'  fast path (recipe not re-read)':<34}{hits['fast']:>6}",
+        f"{'  farm node (from the remote)':<34}{hits['node']:>6}",
         f"{'misses':<34}{misses['total']:>6}",
         *(f"  {reason:<32}{n:>6}" for reason, n in misses["byReason"].items()),
         f"{'time saved':<34}{human_seconds(c['timeSavedS']):>6}  (the reused engines' own build times)",

@@ -5,9 +5,10 @@ itself, so every checkout, account and farm node that shares the store adds to o
 
 One file per day and account: an account appends only to its own file, so a team's store needs no lock and no
 shared file mode; each line is one `write` of fewer than `LINE_LIMIT` bytes on an `O_APPEND` descriptor, so lines of
-concurrent builds never interleave. A line says when, which event (`hit`: `how` = restored | kept | fast, with the
-engine's size and the producing build's duration, the time the hit saved; `miss`: the `reasons` the evidence gives
-as `rebuiltBecause`), which engine table and key, and on which host.
+concurrent builds never interleave. A line says when, which event (`hit`: `how` = restored | kept | fast | node — a
+farm node served the cell from the remote store —, with the engine's size and the producing build's duration, the
+time the hit saved; `miss`: the `reasons` the evidence gives as `rebuiltBecause`), which engine table and key, and
+on which host. A matrix cell is counted once, when it ends: a hit when its node served it, else a miss.
 
 Recording never raises and never delays a build by more than an append: a store this process does not write (`mode =
 "read"`, or one found unwritable) records nothing. Days older than `KEEP_DAYS` are not counted, and the first event
@@ -42,7 +43,7 @@ FILE_LIMIT = 256 * 1024 * 1024  # bytes read from one day's file of one account 
 NAME_LIMIT = 200  # characters of an engine name or a host name kept in a line
 REASON_LIMIT = 300  # characters of one miss reason kept in a line
 FILE_NAME = re.compile(r"([0-9]{4}-[0-9]{2}-[0-9]{2})\.([0-9]{1,10})\.jsonl")  # Kind.store_stats allows these only
-HOW = ("restored", "kept", "fast")
+HOW = ("restored", "kept", "fast", "node")
 KEY_TEXT = re.compile(r"[0-9a-f]{64}")
 SETTING_LINE = re.compile(r"[A-Za-z_][A-Za-z0-9_]* .* → |[A-Za-z_][A-Za-z0-9_]* .{200}")  # whole, or cut in its value
 MAX_SAVED_S = 366 * 24 * 3600.0  # a producing build's duration above this is not one (a forged line)
@@ -51,8 +52,9 @@ MAX_SAVED_S = 366 * 24 * 3600.0  # a producing build's duration above this is no
 
 
 def record_hit(store: Store, entry: Entry, engine: str, how: str) -> None:
-    """A build served from the store: `how` is restored | kept | fast (the fast path, restored or kept). Never
-    raises; a read-only store records nothing."""
+    """A build served from the store: `how` is restored | kept | fast (the fast path, restored or kept) | node (a
+    matrix cell its farm node served from the remote store: builds/farm/node_reuse.py). Never raises; a read-only
+    store records nothing."""
     with contextlib.suppress(Exception):
         saved = _seconds(entry.build.get("durationS"))
         _record(store, {"event": "hit", "how": how, "engine": engine, "key": entry.key, "size": entry.size,

@@ -111,10 +111,10 @@ def _lookup(use: StoreUse, remote: bool = True) -> Entry | None:
         return None
 
 
-def _missed(use: StoreUse, loaded: Any, build_id: str) -> None:
+def _missed(use: StoreUse, loaded: Any, build_id: str, count: bool = True) -> None:
     """A build runs: say why when the entry its table last used was quarantined since (by this build's fast path or
     any other process: TRT332, `rebuiltBecause`), remove the temps a killed restore left beside the output, and
-    count the miss (store statistics)."""
+    count the miss (store statistics; `count` False: a matrix cell's is counted when it ends, `after_build`)."""
     assert use.store is not None and use.key is not None
     if use.damaged is None and not use.rebuild and use.last is not None:
         since = use.last.get("startedAt")
@@ -129,7 +129,8 @@ def _missed(use: StoreUse, loaded: Any, build_id: str) -> None:
     with contextlib.suppress(OSError):
         if held.take():  # not waited for: a build of this output that runs now cleans them when it restores
             held.release()
-    record_miss(use.store, use.key.hex, use.engine, use.rebuilt_because())
+    if count:
+        record_miss(use.store, use.key.hex, use.engine, use.rebuilt_because())
 
 
 async def reuse_or_lock(
@@ -139,12 +140,14 @@ async def reuse_or_lock(
     say: Callable[[str], None] | None = None,
     wait: bool = True,
     on_wait: Callable[[str], None] | None = None,
+    count_miss: bool = True,
 ) -> dict[str, Any] | None:
     """A hit: the output restored and the reuse's evidence written; returns that summary. A miss: returns None,
     holding the key's lock when the store is writable (the caller builds, then calls `after_build`). Two processes
     on one key: the second waits for the first's lock, then reuses its entry — or builds itself when the first
     did not publish (cancelled, failed, killed). `on_wait(holder)`: once, when it starts waiting (`pid build-id`). A
-    rollback's pin is served instead of the key's entry (PinUnavailable when it cannot be)."""
+    rollback's pin is served instead of the key's entry (PinUnavailable when it cannot be). `count_miss` False: a
+    miss is not counted in the store's statistics now (a matrix cell's: `after_build` counts how it ended)."""
     if use.store is None or use.key is None:
         return None
     build_id = build_id or new_build_id(use.engine)
@@ -165,10 +168,10 @@ async def reuse_or_lock(
             use.lock = lock
             if entry is None and not use.rebuild and await asyncio.to_thread(_lookup, use) is not None:
                 continue  # published between our look and our lock: reuse it
-            _missed(use, loaded, build_id)
+            _missed(use, loaded, build_id, count_miss)
             return None
         if not wait:
-            _missed(use, loaded, build_id)
+            _missed(use, loaded, build_id, count_miss)
             return None  # another process builds this key; the caller builds too (no lock: its publish is a no-op)
         if not waited:
             use.waited_for = lock.holder()
@@ -180,9 +183,12 @@ async def reuse_or_lock(
         await asyncio.sleep(WAIT_POLL_S)
 
 
-def after_build(use: StoreUse, build: Any) -> dict[str, Any]:
+def after_build(use: StoreUse, build: Any, count: bool = False) -> dict[str, Any]:
     """After a real build: publish a built engine, remember it as known-good, add the key, the store's record and
-    what changed since the last build to the evidence (summary.json rewritten atomically). Releases the lock."""
+    what changed since the last build to the evidence (summary.json rewritten atomically). A farm cell its node
+    served from the remote store (`reused`) is kept as a local reuse is (builds/farm/node_reuse.py
+    `keep_node_served`: the local entry, the known-good record, one hit). `count`: a matrix cell, whose lookup
+    counted nothing: a miss is counted now unless its node served it (a hit, counted once). Releases the lock."""
     try:
         summary = build.summary or {}
         if use.key is not None:
@@ -208,6 +214,12 @@ def after_build(use: StoreUse, build: Any) -> dict[str, Any]:
             known = {**record, "key": use.key.hex, "sha256": art.get("sha256"), "size": art.get("size")}
             known.update(stored=stored, changes=use.changes, parts=use.key.parts)
             append_known_good(KnownGood(use.state_dir, use.history), known, use.warnings)
+        elif build.outcome == "reused" and use.key is not None:
+            from trtls.builds.farm.node_reuse import keep_node_served  # plain Python, no Ray import
+
+            keep_node_served(use, build)
+        if count and build.outcome != "reused" and use.store is not None and use.key is not None:
+            record_miss(use.store, use.key.hex, use.engine, use.rebuilt_because())
         summary["store"] = use.record()
         if build.summary is not None:
             path = build.evidence_dir / "summary.json"
@@ -285,7 +297,8 @@ async def avoid_cells(loaded: Any, planned: list[Any], *, no_store: bool = False
             follows[1].followers.append((p.key, use))
             found.same_key.append((p, follows[0]))
             continue
-        reused = await reuse_or_lock(use, loaded, wait=False)
+        # the miss is counted when the cell ends (after_build): its node may yet serve it from the remote store
+        reused = await reuse_or_lock(use, loaded, wait=False, count_miss=False)
         found.warnings += use.warnings
         if reused is None:
             found.left.append(p)
@@ -346,7 +359,7 @@ def attach_cells(mb: Any, uses: dict[str, StoreUse], on_follower: FollowerDone |
             named.add(build.id)
             use.lock.relabel(build.id)  # waiters in other processes name this cell's build
         elif use is not None and ev is None:
-            after_build(use, build)
+            after_build(use, build, count=True)
             follow(use, build, key, on_follower)
 
     mb.listeners.insert(0, on_cell)

@@ -170,8 +170,9 @@ def append_known_good(known: KnownGood, record: dict[str, Any], warnings: list[s
 
 
 def remember_reused(state_dir: Path, history: str, entry: Entry, build_id: str, changes: list[str],
-                    warnings: list[str]) -> None:  # fmt: skip
-    """A reuse is recorded when it changes which engine the table has (not once per unchanged run)."""
+                    warnings: list[str], stored: bool = True) -> None:  # fmt: skip
+    """A reuse is recorded when it changes which engine the table has (not once per unchanged run). `stored`
+    False: this machine's store could not keep it (a farm node served it: builds/farm/node_reuse.py)."""
     known = KnownGood(state_dir, history)
     last = known.last()
     if last is not None and last.get("key") == entry.key and last.get("sha256") == entry.sha256:
@@ -184,7 +185,7 @@ def remember_reused(state_dir: Path, history: str, entry: Entry, build_id: str, 
             "key": entry.key,
             "sha256": entry.sha256,
             "size": entry.size,
-            "stored": True,
+            "stored": stored,
             "reused": True,
             "changes": changes,
             "parts": entry.record.get("parts"),
