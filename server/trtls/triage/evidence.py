@@ -73,7 +73,8 @@ def result_record(red: Reduction, recipe: Path, onnx: Path) -> dict[str, Any]:
             )
         ),
         "model": "the model is the cause: the minimal model keeps the node(s) below"
-        + ("" if red.settings_changed else " (the recipe changes no builder setting)"),
+        + ("" if red.settings_changed else " (the recipe changes no builder setting)")
+        + (f" ({red.settings_not_tried})" if red.settings_not_tried else ""),
         "not_reproduced": red.error or "the failure did not reproduce",
         "not_reduced": f"no smaller model fails the same way: every cut built or failed otherwise, so the whole "
         f"model ({red.original_nodes} nodes) is the smallest failing one"
@@ -107,6 +108,7 @@ def result_record(red: Reduction, recipe: Path, onnx: Path) -> dict[str, Any]:
         "cause": red.cause,
         "causeText": cause_text,
         "causeSettings": red.cause_settings,
+        "settingsNotTried": red.settings_not_tried,  # why the settings the recipe changes were not put back
         "stoppedBy": red.stopped_by,
         # the stop's bound, as a state: the trial running at the stop is the last one (ended cooperatively), no
         # trial starts after it, and `minimal` is the smallest failing model found before it

@@ -1,11 +1,13 @@
 """`trtls reduce`: a failing build reduced to the smallest model that still fails the same way.
 
-The search is Polygraphy's `debug reduce --mode bisect` (its own `BisectMarker`): bisect the last node kept (the
-candidate is the span up to it, every branch kept), then the first node kept, on that node's branch; every step a
-real worker build of the candidate (`trials`), judged by `signature.same_failure`. The first trial is the whole model
-as the recipe builds it — the user's own failed build when its evidence has the same engine key (`user_build`), not
-built again. Then each setting the recipe changes from its default is put back on the minimal model, one at a time:
-a setting without which the minimal model builds is named as the cause (a recipe that changes none blames none).
+The search is Polygraphy's `debug reduce --mode bisect` (its own `BisectMarker`) for the last node kept (the
+candidate is the span up to it, every branch kept); then the first node kept, on that node's branch, is searched from
+the end (`_search_from_end`: the last node alone, the last two, then a bisection); every step a real worker
+build of the candidate (`trials`), judged by `signature.same_failure`. The first trial is the whole model as the
+recipe builds it — the user's own failed build when its evidence has the same engine key (`user_build`), not built
+again. Then each setting the recipe changes from its default is put back on the minimal model, one at a time: a
+setting without which the minimal model builds is named as the cause (a recipe that changes none blames none, and
+neither does a parser rejection: the parser runs before any builder setting applies).
 
 A stop (any cancel source, `--timeout`, `--max-trials`) ends the current trial cooperatively and keeps the smallest
 failing model found so far, with every verdict (`resume`). Everything is written atomically under
@@ -78,6 +80,7 @@ class Reduction:
     cause: str | None = None  # model | configuration | not_reproduced | not_reduced
     cause_settings: dict[str, Any] = field(default_factory=dict)
     settings_changed: dict[str, Any] = field(default_factory=dict)  # what the recipe changes from the defaults
+    settings_not_tried: str | None = None  # why no setting was put back although the recipe changes some
     stopped_by: str | None = None  # cancel source, or "max_trials"
     stopped_during_trial: int | None = None  # the trial whose build was running when the stop came (it is cancelled)
     trials_at_stop: int | None = None  # trials started when the stop came: no trial starts after it
@@ -292,13 +295,12 @@ async def _run_reduction(loaded: LoadedRecipe, engine: str, red: Reduction, runn
         # when no branch cut fails the same way (the failure needs another branch of the span), on the span
         upto = [i for i in compute if i <= last_index]
         for branch in (True, False):
-            start = await _bisect(
-                red,
+            start = await _search_from_end(
                 attempt,
                 lambda i, b=branch: cut(graph, upto[i], last_index, facts, len(profiles), branch=b),
                 len(upto),
-                invert=True,
                 step="inputs" if branch else "inputs_span",
+                last_first=branch,  # the span pass runs when no branch cut failed: no reason to expect the last nodes
             )
             if start is not None or len(upto) < 2:
                 break
@@ -356,11 +358,42 @@ async def _bisect(red: Reduction, attempt: Any, make: Any, count: int, *, invert
     return marker.best_bad_node_index
 
 
+LAST_NODES = (1, 2)  # the cuts the inputs search tries first: the last node alone, then the last two
+
+
+async def _search_from_end(attempt: Any, make: Any, count: int, *, step: str, last_first: bool = True) -> int | None:
+    """The largest start `i` (of `count`) whose cut `make(i)` still fails, the cut from 0 taken as failing (the
+    outputs search measured it) and nothing at all as passing; None when no cut measured fails.
+
+    A TensorRT failure is most often one layer or two, and the outputs search ended on one of them: so, with
+    `last_first`, the search tries the last node alone, then the last two (`LAST_NODES`), and bisects what is left
+    as Polygraphy's `BisectMarker(invert=True)` does. Where the failure is the last node or the last two (on every
+    model of the benchmark, docs/performance.md) that is 1 or 2 trials where the bisection spends ⌈log2 count⌉;
+    where it needs more, at most 3 trials more than the bisection (counted for every count below 500 and every
+    answer: tests/triage/test_reduce_search.py)."""
+    bad, good = 0, count  # bad: a start whose cut fails (0: assumed); good: one whose cut passes (count: nothing)
+    found, passed, widths = False, False, list(LAST_NODES if last_first else ())
+    while good - bad > 1:
+        middle = (bad + good + passed) // 2  # the marker's rounding: up after a cut that passed, else down
+        width = widths.pop(0) if widths else 0
+        probe = count - width if width and count - width > middle else middle
+        passed = not (await attempt(step, make(probe))).still_fails
+        if passed:
+            good = probe
+        else:
+            bad, found, widths = probe, True, []
+    return bad if found else None
+
+
 async def _settings_cause(red: Reduction, attempt: Any, whole: Path | None = None) -> None:
     """Put each setting the recipe changes back to its default on the minimal model (or, with `whole`, on the
     model itself): one without which it builds is a cause."""
     path = whole or red.best_path
     if path is None:
+        return
+    if red.settings_changed and (red.target or {}).get("kind") == "parser_rejection":
+        # the parser refuses the model before a builder exists: no builder setting can be the cause, no trial needed
+        red.settings_not_tried = "the parser rejects it before any builder setting applies"
         return
     from trtls.core.build_config import BuilderSettings
 
