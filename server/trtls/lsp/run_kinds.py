@@ -144,6 +144,11 @@ def finished_run(ls: TrtlsServer, run_id: str, what: str) -> tuple[Run, RunKind]
     or over with no record written."""
     run, kind = ls.runs.get(run_id), ls.runs.kind(run_id)
     if run is None or kind is None:
+        from trtls.lsp.recorded_runs import recorded_build
+
+        recorded = recorded_build(ls, run_id)  # the one an Evidence lens shows: a terminal's build (issue 33)
+        if recorded is not None:
+            return recorded, "build"
         raise JsonRpcInvalidParams(f"run '{run_id}' is unknown (never started, or finished and forgotten): its {what} "
                                    "is in .trtls/, see trtls.listBuilds")  # fmt: skip
     if run.summary is None:
