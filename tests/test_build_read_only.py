@@ -110,3 +110,133 @@ def elsewhere(self, result):
         "self.build.cell = …",
         "started.environment.update(…)",
     ]
+
+
+# -- the state (core/build_state.py): one writer, BuildState.fold, for every module, the supervisor's included --------
+
+FOLD_OWNER = ("core/build_state.py", "BuildState", {"fold", "_fold_worker"})
+STATE_MUTATORS = MUTATORS | {"apply", "close_open"}  # and the phase tree's own writers
+
+
+def _folded_fields() -> set[str]:
+    from dataclasses import fields
+
+    from trtls.core.build_state import BuildState
+
+    return {f.name for f in fields(BuildState)} - GIVEN
+
+
+GIVEN = {"build_id", "engine", "evidence_dir", "on_farm_node", "baselines_of"}  # the Build's own, given at its start
+
+
+def _state_names(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
+    names = _build_names(fn) | {"state"}
+    for p in [*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs]:
+        if p.annotation is not None and re.search(r"\bBuildState\b", ast.unparse(p.annotation)):
+            names.add(p.arg)
+    return names
+
+
+def _holds_state(node: ast.expr, names: set[str], self_is_build: bool) -> bool:
+    """A Build or a BuildState: by name, `….build`, `….state`, or `self` inside either class."""
+    if isinstance(node, ast.Name):
+        return node.id in names or (self_is_build and node.id == "self")
+    return isinstance(node, ast.Attribute) and node.attr in ("build", "state")
+
+
+def _field_of(node: ast.expr, names: set[str], self_is_build: bool, folded: set[str]) -> str | None:
+    """The folded field `node` is (`build.notes`, `state.tree`, `build.token.t_ack_ns`, `build.summary[…]`), if any."""
+    if isinstance(node, ast.Subscript):
+        node = node.value
+    if not isinstance(node, ast.Attribute):
+        return None
+    if node.attr in folded and _holds_state(node.value, names, self_is_build):
+        return node.attr
+    inner = node.value
+    if isinstance(inner, ast.Attribute) and inner.attr == "token" and _holds_state(inner.value, names, self_is_build):
+        return "token"
+    return None
+
+
+def state_writes(source: str, where: str, folded: set[str]) -> list[str]:
+    """`where:line: what` for each write to a folded field (or into one, or to its cancel token) outside the fold."""
+    out = []
+    tree = ast.parse(source)
+    for cls in [None, *(n for n in ast.walk(tree) if isinstance(n, ast.ClassDef))]:
+        body = tree.body if cls is None else cls.body
+        self_is_build = cls is not None and cls.name in ("Build", "BuildState")
+        fns = [n for n in body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]
+        for fn in fns:
+            owner, owner_cls, owner_fns = FOLD_OWNER
+            if where == owner and cls is not None and cls.name == owner_cls and fn.name in owner_fns:
+                continue
+            names = _state_names(fn)
+            for node in ast.walk(fn):
+                for t in _targets(node):
+                    if _field_of(t, names, self_is_build, folded):
+                        out.append((t.lineno, f"{ast.unparse(t)} = …"))
+                if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+                    if node.func.attr in STATE_MUTATORS and _field_of(node.func.value, names, self_is_build, folded):
+                        out.append((node.lineno, f"{ast.unparse(node.func)}(…)"))
+    return [f"{where}:{line}: {what}" for line, what in sorted(set(out))]
+
+
+def test_only_the_fold_writes_a_builds_state() -> None:
+    """Every change to what a face reads of a build is an event folded by `BuildState.fold` (the worker's, or a fact
+    the supervisor learned: core/build_state.py), the supervisor's own modules included."""
+    folded = _folded_fields()
+    found = []
+    for path in sorted(SERVER.rglob("*.py")):
+        where = path.relative_to(SERVER).as_posix()
+        found += state_writes(path.read_text(encoding="utf-8"), where, folded)
+    assert not found, "fold an event instead (trtls.core.build_state):\n" + "\n".join(found)
+
+
+def test_the_state_rule_sees_the_writes_it_forbids() -> None:
+    """What the supervisor did before the state was split out (issue 28): each line wrote a folded field in place."""
+    before = """
+class Build:
+    def worker_started(self, proc):
+        self._proc, self.pid, self.status = proc, proc.pid, "running"
+
+async def finish_build(build: Build, outcome, guard):
+    build.tree.close_open("failed", 1)
+    build.token.t_ack_ns = 5
+    build.artifacts.extend([])
+    build.summary["outputLock"] = {}
+    build.notes.append("x")
+    build.previous_engine_sha = "kept: the supervisor's own"
+    build.stderr_tail.append("kept: the supervisor's own")
+
+def refold(state: BuildState, ev):
+    state.logs.append({})
+    ev.error = "kept: not a build"
+"""
+    got = [line.split(": ", 1)[1] for line in state_writes(before, "x.py", _folded_fields())]
+    assert got == [
+        "self.pid = …",
+        "self.status = …",
+        "build.tree.close_open(…)",
+        "build.token.t_ack_ns = …",
+        "build.artifacts.extend(…)",
+        "build.summary['outputLock'] = …",
+        "build.notes.append(…)",
+        "state.logs.append(…)",
+    ]
+
+
+def test_a_builds_folded_fields_are_read_only_on_the_build(tmp_path: Path) -> None:
+    """Each field of the state reads through the Build, and writing it there is refused (options go into the
+    constructor; what happens is an event)."""
+    import pytest
+
+    from trtls.builds.supervisor.build import Build, Folded
+
+    b = Build("e-1", "e", tmp_path / "trtls.toml", {"output": str(tmp_path / "e.engine")}, 5.0, ["w"], cell="c")
+    shown = {name for name, value in vars(Build).items() if isinstance(value, Folded)}
+    assert shown == _folded_fields(), "every folded field reads through the Build, and only those"
+    for name in sorted(shown):
+        assert getattr(b, name) is getattr(b.state, name)
+        with pytest.raises(AttributeError, match="folded from its events"):
+            setattr(b, name, getattr(b, name))
+    assert (b.cell, b.grace_s, b.state.evidence_dir) == ("c", 5.0, b.evidence_dir)

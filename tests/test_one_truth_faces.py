@@ -18,6 +18,7 @@ from rich.console import Console
 
 from trtls.builds.supervisor.supervisor import Build
 from trtls.cli.terminal_view import PlainView, RichView
+from trtls.core.build_state import Ended, Recorded
 from trtls.core.events import parse_event
 from trtls.core.phase_tree import NS, row_text
 from trtls.report.build_page import build_report
@@ -87,8 +88,8 @@ def test_a_finished_build_reads_the_same_on_every_face(tmp_path, frozen_clock) -
     frozen_clock["now"] = evs[-1].t_ns
     b, plain = folded(tmp_path, evs)
     duration = (evs[-1].t_ns - evs[0].t_ns) / NS
-    b.outcome = b.status = "built"
-    b.summary = {"durationS": duration}
+    b.fold(Ended("built"))
+    b.fold(Recorded({"durationS": duration}))
 
     rows = vscode_rows(b)
     phase_rows = [f"{r['label']} {r['description']}" for r in rows if r["kind"] == "phase"]

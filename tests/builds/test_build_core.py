@@ -189,8 +189,7 @@ async def test_a_cancel_before_the_build_starts_is_seen_between_the_worker_steps
 
 async def test_silent_builder_is_forced_after_grace(workspace: Path) -> None:
     # Fault injection: the 3rd phase_start blocks for 60 s without callbacks, like a long silent compile.
-    sup, build = await run_build(workspace, faults={"stall": {"at_phase": 3, "seconds": 60}})
-    build.grace_s = 1.0
+    sup, build = await run_build(workspace, faults={"stall": {"at_phase": 3, "seconds": 60}}, grace_s=1.0)
     cancel_at_phase(build, 2, lambda b: b.cancel("api"))
     s = await asyncio.wait_for(build.wait(), 30)
     assert s["outcome"] == "forced" and s["forced"] is True and s["cancelSource"] == "api"
@@ -297,8 +296,8 @@ async def test_damaged_timing_cache_is_quarantined_and_the_build_runs_cold(works
 
 
 async def test_second_interrupt_forces_without_waiting_for_grace(workspace: Path) -> None:
-    sup, build = await run_build(workspace, faults={"stall": {"at_phase": 3, "seconds": 60}})
-    build.grace_s = 600.0  # the grace would never expire within this test: only force() can end it
+    # the grace would never expire within this test: only force() can end it
+    sup, build = await run_build(workspace, faults={"stall": {"at_phase": 3, "seconds": 60}}, grace_s=600.0)
 
     def first_then_second(b) -> None:
         b.cancel("ctrl_c")
@@ -361,8 +360,7 @@ async def test_a_finished_build_cannot_be_cancelled_after_the_fact(workspace: Pa
 async def test_a_force_before_the_worker_exists_is_applied_once_it_does(workspace: Path) -> None:
     """A second Ctrl-C can land before the worker is spawned; it must not be lost (the worker needs ~1 s to
     import TensorRT, so without the pending force this build would end as a cooperative `cancelled`)."""
-    sup, build = await run_build(workspace, engine="large")
-    build.grace_s = 600.0  # only the force can stop this build at once within the test
+    sup, build = await run_build(workspace, engine="large", grace_s=600.0)  # only the force can stop it at once
     assert build.worker is None, "start() returns before the worker is spawned"
     assert build.cancel("ctrl_c") is True
     build.force()

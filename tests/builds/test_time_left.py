@@ -14,6 +14,7 @@ import pytest
 from trtls.builds.supervisor.history import History
 from trtls.builds.supervisor.supervisor import Build
 from trtls.builds.supervisor.time_left import MIN_BAND, estimate_time_left
+from trtls.core.build_state import Ended
 from trtls.core.display import time_left_text
 from trtls.core.events import parse_event
 from trtls.core.phase_tree import NS, PhaseTree
@@ -118,7 +119,7 @@ def test_a_running_build_reads_its_history_and_says_the_time_left(tmp_path: Path
     now = {"ns": t0 + (t1 - t0) // 2}
     monkeypatch.setattr(time, "monotonic_ns", lambda: now["ns"])
     b = Build("large-1", "large", tmp_path / "trtls.toml", {"output": str(tmp_path / "large.engine")}, 5.0, ["w"])
-    b.t_start_ns = t0
+    b.state.t_start_ns = t0  # the replayed build started when its recording did
     for ev in evs:
         if ev.t_ns > now["ns"]:
             break
@@ -144,7 +145,7 @@ def test_a_running_builds_tree_message_carries_the_time_left(tmp_path: Path, mon
     now = {"ns": t0 + (t1 - t0) // 2}
     monkeypatch.setattr(time, "monotonic_ns", lambda: now["ns"])
     b = Build("large-1", "large", tmp_path / "trtls.toml", {"output": str(tmp_path / "large.engine")}, 5.0, ["w"])
-    b.t_start_ns = t0
+    b.state.t_start_ns = t0  # the replayed build started when its recording did
     assert build_tree("file:///w/trtls.toml", b.snapshot()).timeLeft is None  # starting: no phase yet
     for ev in evs:
         if ev.t_ns > now["ns"]:
@@ -153,5 +154,5 @@ def test_a_running_builds_tree_message_carries_the_time_left(tmp_path: Path, mon
     tree = build_tree("file:///w/trtls.toml", b.snapshot())
     assert tree.timeLeft is not None and " left, " in tree.timeLeft
     assert b.progress_message().endswith(" · " + tree.timeLeft)
-    b.status = b.outcome = "built"
+    b.fold(Ended("built"))
     assert build_tree("file:///w/trtls.toml", b.snapshot()).timeLeft is None

@@ -57,7 +57,7 @@ def halfway_message(ws: Path, engine: str, evs: list[Any], monkeypatch: pytest.M
     monkeypatch.setattr(time, "monotonic_ns", lambda: now)
     job = {"onnx": str(ws / "models" / f"{engine}.onnx"), "output": str(ws / "build" / f"{engine}.engine")}
     b = Build(f"{engine}-replayed", engine, ws / "trtls.toml", job, 5.0, ["w"])
-    b.t_start_ns = t0
+    b.state.t_start_ns = t0  # the replayed build started when its recording did
     for ev in evs:
         if ev.t_ns > now:
             break

@@ -258,10 +258,11 @@ def test_a_build_says_waiting_and_stopping_in_the_rows_words(tmp_path: Path) -> 
     import time
 
     from trtls.builds.supervisor.build import Build
+    from trtls.core.events import Queued
 
-    b = Build("m:c", "large", tmp_path / "trtls.toml", {"output": str(tmp_path / "large.engine")}, 5.0, ["w"])
-    b.parent_id, b.remote = "m", object()
-    b.status, b.queued_ns = "waiting for a node", time.monotonic_ns() - 4 * S
+    b = Build("m:c", "large", tmp_path / "trtls.toml", {"output": str(tmp_path / "large.engine")}, 5.0, ["w"],
+              remote=object(), parent_id="m")  # fmt: skip
+    b.fold(Queued(type="queued", t_ns=time.monotonic_ns() - 4 * S))
     assert b.progress_message() == display.waiting_text(4.0) == "waiting for a node 4.0 s"
     assert b.description().startswith("waiting for a node ")
     assert display.node_text({"waitingS": 4.0}, True) == display.waiting_text(4.0)
@@ -293,13 +294,16 @@ def test_the_finished_cell_count_is_counted_once(tmp_path: Path) -> None:
     """The matrix row, its cellsText and the LSP progress line show one count: MatrixBuild.cells_done."""
     from trtls.builds.supervisor.build import Build
     from trtls.builds.supervisor.matrix import MatrixBuild, PlannedCell
+    from trtls.core.build_state import Ended
     from trtls.lsp.matrix_relay import progress_text
 
     planned = [PlannedCell("e", None, {}) for _ in range(4)]
     mb = MatrixBuild("m", "e", tmp_path / "trtls.toml", planned)
     for i, outcome in enumerate(("built", "failed", None)):
-        b = Build(f"m:{i}", "e", tmp_path / "trtls.toml", {"output": str(tmp_path / "e.engine")}, 5.0, ["w"])
-        b.outcome, b.parent_id = outcome, "m"
+        b = Build(f"m:{i}", "e", tmp_path / "trtls.toml", {"output": str(tmp_path / "e.engine")}, 5.0, ["w"],
+                  parent_id="m")  # fmt: skip
+        if outcome is not None:
+            b.fold(Ended(outcome))
         mb.cells.append(b)
     mb.not_started = planned[3:]
     assert mb.cells_done == 2

@@ -12,8 +12,8 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from trtls.builds.supervisor import build as build_module
 from trtls.builds.supervisor.supervisor import Build
+from trtls.core import build_view as build_module  # the view reads the clock
 from trtls.core import wire
 from trtls.core.events import parse_event
 from trtls.lsp import matrix_relay
@@ -25,9 +25,8 @@ TRACE = Path(__file__).parents[1] / "data" / "trt-rtx-traces" / "large_events.js
 
 
 def cell() -> Build:
-    b = Build("m1:cell", "large", Path("/w/trtls.toml"), {"output": "/w/large.engine"}, 5.0, ["worker"])
-    b.parent_id, b.cell = "m1", "cell"
-    return b
+    return Build("m1:cell", "large", Path("/w/trtls.toml"), {"output": "/w/large.engine"}, 5.0, ["worker"],
+                 cell="cell", parent_id="m1")  # fmt: skip
 
 
 def phase_events() -> list[Any]:

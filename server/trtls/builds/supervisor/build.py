@@ -1,5 +1,7 @@
-"""One build as the supervisor sees it: its job, its live state (phase tree, cancel token, what the worker
-reported), and the views every face renders (tree snapshot, progress line, outcome message)."""
+"""One build as the supervisor sees it: its id, job and options, the handles only the supervisor holds (the worker
+process, the event log, the future its waiters await), and its state (`core.build_state.BuildState`: the phase tree,
+cancel token, what the worker reported), which `BuildState.fold` alone changes. A face reads that state through the
+read-only attributes below and renders it with `core.build_view` (the methods here pass the time left in)."""
 
 from __future__ import annotations
 
@@ -8,31 +10,20 @@ import secrets
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, NoReturn, TypeVar, cast
 
 from trtls.builds.roots import judged_write_root, open_record_stream
 from trtls.builds.supervisor.history import History
-from trtls.builds.supervisor.time_left import time_left_now, with_time_left
+from trtls.builds.supervisor.time_left import build_time_left, time_left_words
 from trtls.builds.supervisor.worker_process import WorkerProcess
+from trtls.core import build_view
 from trtls.core.build_config import flat_settings
+from trtls.core.build_state import BuildState, Refused, Supervised, WorkerStarted
 from trtls.core.cancel import CancelToken
-from trtls.core.display import (
-    build_description,
-    human_seconds,
-    node_text,
-    outcome_text,
-    progress_text,
-    rebuilt_text,
-    stopping_text,
-    waiting_text,
-)
-from trtls.core.events import PROTOCOL, PROTOCOL_VERSION, Event
-from trtls.core.outcome import build_outcome_kind
-from trtls.core.phase_tree import NS, PhaseTree
+from trtls.core.events import PROTOCOL_VERSION, Event
+from trtls.core.phase_tree import PhaseTree
 from trtls.core.recipe import EngineRecipe, LoadedRecipe
-from trtls.core.summary_record import Summary
 
 Listener = Callable[["Build", Event | None], object]  # every event, then None once the build is over
 
@@ -97,58 +88,59 @@ async def await_summary(done: asyncio.Future[dict[str, Any]], cancel: Callable[[
         raise
 
 
-@dataclass
+T = TypeVar("T")
+
+
+class Folded(Generic[T]):
+    """A read-only attribute of a Build that is its state's field of the same name: folded from the build's events
+    (`BuildState.fold`), never written on the Build (mypy and the assignment both refuse it)."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, build: Any, owner: type | None = None) -> T:
+        return cast(T, self if build is None else getattr(build.state, self.name))
+
+    def __set__(self, build: Any, value: NoReturn) -> None:
+        raise AttributeError(f"a Build's {self.name} is folded from its events: fold an event (core.build_state)")
+
+
 class Build:
-    id: str
-    engine: str
-    recipe_path: Path
-    job: dict[str, Any]
-    grace_s: float
-    command: list[str]
-    token: CancelToken = field(default_factory=CancelToken)
-    tree: PhaseTree = field(default_factory=PhaseTree)
-    listeners: list[Listener] = field(default_factory=list)
-    status: str = "starting"  # starting, running, then the outcome
-    outcome: str | None = None
-    error: str | None = None
-    environment: dict[str, Any] = field(default_factory=dict)
-    effective_settings: dict[str, Any] = field(default_factory=dict)
-    optimization_profiles: list[dict[str, Any]] = field(default_factory=list)
-    config_hash: str | None = None
-    target: dict[str, Any] = field(default_factory=dict)
-    network: dict[str, Any] = field(default_factory=dict)
-    output_check: dict[str, Any] | None = None
-    resources: Any = None  # trtls.builds.supervisor.resources.ResourceSampler of a local worker
-    baselines: dict[str, float] = field(default_factory=dict)
-    cache: dict[str, Any] | None = None
-    artifacts: list[dict[str, Any]] = field(default_factory=list)
-    logs: list[dict[str, str]] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    finished: dict[str, Any] | None = None
-    builder_returned_ns: int | None = None
-    cancel_seen_ns: int | None = None
-    pid: int | None = None
-    exit_code: int | None = None
-    summary: dict[str, Any] | None = None
-    t_start_ns: int = field(default_factory=time.monotonic_ns)
-    started_at: float = field(default_factory=time.time)
-    previous_engine_sha: str | None = None
-    precision: dict[str, Any] | None = None
-    failure: dict[str, Any] | None = None
-    stderr_tail: deque = field(default_factory=lambda: deque(maxlen=40))
-    _proc: WorkerProcess | None = None
-    _loop: asyncio.AbstractEventLoop | None = None
-    _done: asyncio.Future | None = None
-    _events_file: Any = None
-    _force: Callable[[], Any] | None = None
-    remote: Any = None  # the build farm (docs/farm.md): a remote cell's RemoteSpec (farm.remote_process); None: local
-    cell: str | None = None  # the matrix cell's name
-    parent_id: str | None = None  # the matrix build this cell belongs to
-    placement: dict[str, Any] = field(default_factory=dict)  # node id, hostname, labels, accelerator, queue wait
-    queued_ns: int | None = None
-    refused_lines: int = 0  # worker lines that broke the protocol (core.events.parse_event refused them)
-    first_refusal: str | None = None
-    _previous_sha: asyncio.Future | None = None
+    """A build's id, job and options (given here, never written afterwards), the supervisor's handles, and `state`."""
+
+    def __init__(
+        self,
+        id: str,
+        engine: str,
+        recipe_path: Path,
+        job: dict[str, Any],
+        grace_s: float,
+        command: list[str],
+        *,
+        remote: Any = None,
+        cell: str | None = None,
+        parent_id: str | None = None,
+        notes: tuple[str, ...] | list[str] = (),
+    ) -> None:
+        """`remote`: a farm cell's RemoteSpec (docs/farm.md; None: local), `cell` and `parent_id`: the matrix cell's
+        name and its matrix build, `notes`: a face's sentences for the evidence (a retry's reason)."""
+        self.id, self.engine, self.recipe_path, self.job, self.command = id, engine, recipe_path, job, command
+        self.remote = remote
+        self.state = BuildState(id, engine, self.evidence_dir, grace_s, cell, parent_id, remote is not None,
+                                baselines_of=self.history().baselines, notes=list(notes))  # fmt: skip
+        self.listeners: list[Listener] = []
+        # what only the supervisor learns and keeps: read by the evidence, written by builds/supervisor/ alone
+        self.output_check: dict[str, Any] | None = None
+        self.resources: Any = None  # trtls.builds.supervisor.resources.ResourceSampler of a local worker
+        self.exit_code: int | None = None
+        self.previous_engine_sha: str | None = None
+        self.stderr_tail: deque[str] = deque(maxlen=40)
+        self._proc: WorkerProcess | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._done: asyncio.Future | None = None
+        self._events_file: Any = None
+        self._force: Callable[[], Any] | None = None
+        self._previous_sha: asyncio.Future | None = None
 
     @property
     def evidence_dir(self) -> Path:
@@ -160,7 +152,7 @@ class Build:
 
     @property
     def running(self) -> bool:
-        return self.outcome is None
+        return self.state.running
 
     # -- control -------------------------------------------------------------------------------
     def cancel(self, source: str) -> bool:
@@ -186,7 +178,8 @@ class Build:
         return self._proc
 
     def worker_started(self, proc: WorkerProcess) -> None:
-        self._proc, self.pid, self.status = proc, proc.pid, "running"
+        self._proc = proc
+        self.fold(WorkerStarted(proc.pid))
 
     def open_event_log(self) -> Any:
         """`events.jsonl`, unbuffered: if this process dies, the next one rebuilds the evidence from it."""
@@ -233,149 +226,75 @@ class Build:
             except Exception:
                 pass  # a build that failed to end cleanly: its waiters see the error, a face draws what it has
 
-    # -- views ---------------------------------------------------------------------------------
+    # -- the worker's events and the supervisor's, folded into the state ----------------------------------------
+    def fold(self, ev: Event | Supervised) -> None:
+        """Apply one event to this build's state (`BuildState.fold`, the only place it changes)."""
+        self.state.fold(ev)
+
+    def refuse_line(self, why: str) -> None:
+        """A worker line the protocol refused: in the logs each time, and the first in the evidence's notes."""
+        self.fold(Refused(why))
+
+    # -- views (core.build_view over the state, with the time left from this engine's history) --------------------
+    def time_left(self, now_ns: int) -> str:
+        """`~40 s left, 25–60 s` or `no estimate` (supervisor/time_left.py: the history on disk)."""
+        return time_left_words(build_time_left(self, now_ns))
+
     def elapsed_s(self, now_ns: int | None = None) -> float:
-        return ((now_ns or time.monotonic_ns()) - self.t_start_ns) / NS
+        return build_view.elapsed_s(self.state, now_ns)
 
     def shown_elapsed_s(self, now_ns: int | None = None) -> float:
-        """The build's time as every face shows it: running so far, or the recorded duration once it ended."""
-        return self.elapsed_s(now_ns) if self.outcome is None else float((self.summary or {}).get("durationS", 0.0))
+        return build_view.shown_elapsed_s(self.state, now_ns)
 
     def description(self, now_ns: int | None = None, node: dict[str, Any] | None = None) -> str:
-        """The build's row in words (`building · 4.1 s`, `cancelled by ide_stop · 3.0 s`; trtls.core.display); a
-        matrix cell adds where it runs, and says only that while it waits for a node."""
-        text = build_description(
-            self.running, self.status, self.outcome, self.token.source, self.shown_elapsed_s(now_ns)
-        )
-        if self.parent_id is None:
-            return text
-        if node is None and self.remote is not None:
-            node = self.node_view(now_ns)
-        where = node_text(node, self.running)
-        return where if self.running and node is not None and "nodeId" not in node else f"{text} · {where}"
+        return build_view.description(self.state, now_ns, node)
 
     def snapshot(self) -> dict[str, Any]:
         """The `trtls/buildTree` payload (the LSP layer adds the document uri)."""
-        now = time.monotonic_ns()
-        elapsed = self.shown_elapsed_s(now)
-        node = self.node_view(now) if self.remote is not None else None
-        return {
-            "buildId": self.id,
-            "engine": self.engine,
-            "status": self.status,
-            "cancelSource": self.token.source,
-            "outcome": self.outcome,
-            "outcomeKind": build_outcome_kind(self.outcome),
-            "outcomeMessage": self.outcome_message() if self.outcome else None,
-            "rebuiltBecause": rebuilt_text(Summary.written(self.summary) if self.summary else None),
-            "elapsedS": round(elapsed, 3),
-            "evidencePath": str(self.evidence_dir / "summary.json") if self.summary else None,
-            "phases": self.tree.snapshot(now, self.baselines, self.t_start_ns),
-            "cell": self.cell,
-            "parentId": self.parent_id,
-            "node": node,
-            "running": self.running,
-            "description": self.description(now, node),
-            "where": node_text(node, self.running),
-            "elapsedText": human_seconds(elapsed),
-            "timeLeft": time_left_now(self, now),  # the progress message's words (supervisor/time_left.py)
-        }
+        return build_view.snapshot(self.state, self.time_left)
 
     def node_view(self, now: int | None = None) -> dict[str, Any]:
-        """Where a remote cell is: waiting for a node (with how long), or the node that holds it."""
-        if not self.placement:
-            waited = ((now or time.monotonic_ns()) - self.queued_ns) / NS if self.queued_ns else 0.0
-            return {"waitingS": round(waited, 3)} if self.outcome is None else {}
-        p = self.placement
-        return {
-            "nodeId": p.get("node_id"),
-            "hostname": p.get("hostname"),
-            "labels": p.get("labels", {}),
-            "acceleratorType": p.get("accelerator_type"),
-            "gpuIds": p.get("gpu_ids", []),
-            "queueWaitS": p.get("queue_wait_s"),
-            "warmWorker": p.get("warm", False),
-            "numGpus": p.get("num_gpus"),
-            "gpuRule": p.get("gpu_rule"),
-            "cudaVisibleDevices": p.get("cuda_visible_devices"),
-        }
+        return build_view.node_view(self.state, now)
 
     def progress_message(self) -> str:
-        """`Building engine › Timing tactics 2/3 · 4.1 s · quiet 42 s · usual 30 s` (`stalled` when the stall rule
-        says so)."""
-        now = time.monotonic_ns()
-        path = self.tree.deepest_running_path()
-        if not path and self.status == "waiting for a node" and self.queued_ns:
-            return waiting_text((now - self.queued_ns) / NS)
-        if not path:
-            return "starting worker" if self.status == "starting" else self.status
-        deepest = self.tree.deepest_running_view(now, self.baselines)
-        assert deepest is not None
-        text = progress_text([p.name for p in path], deepest.detail)
-        if self.token.is_set:
-            text += f" · {stopping_text(self.token.source)}"
-        return with_time_left(self, text, now)  # `· ~40 s left, 25–60 s` or `· no estimate` (supervisor/time_left.py)
+        return build_view.progress_message(self.state, self.time_left)
 
     def outcome_message(self) -> str:
-        """How it ended, in a sentence (trtls.core.display.outcome_text): `built in 4.1 s`, `cancelled by ide_stop`."""
-        if self.outcome == "reused":  # a farm node served the cell from the remote store (builds/farm/node_reuse.py)
-            return str((self.summary or {}).get("message") or "reused: its engine came from the engine store")
-        lost = self.remote is not None and (self.error or "").startswith("node lost")
-        duration = (self.summary or {}).get("durationS", 0)
-        return outcome_text(self.outcome, duration, self.token.source, self.error, self.grace_s, lost,
-                            self.refused_lines, self.first_refusal)  # fmt: skip
+        return build_view.outcome_message(self.state)
 
     def history(self) -> History:
         return History(state_dir(self.recipe_path) / "history.json")
 
-    # -- the worker's events -------------------------------------------------------------------
-    def refuse_line(self, why: str) -> None:
-        """A worker line the protocol refused: in the logs each time, and the first in the evidence's notes, so the
-        author of an external worker reads what was wrong in the first build's summary."""
-        self.refused_lines += 1
-        self.logs.append({"severity": "ERROR", "msg": why})
-        if self.refused_lines == 1:
-            self.first_refusal = why
-            self.notes.append(f"the worker broke {PROTOCOL} (docs/protocol.md); its line was refused: {why}")
-
-    def fold(self, ev: Any) -> None:
-        """Apply one worker event to this build's state."""
-        build = self
-        kind = ev.type
-        if kind in ("phase_start", "step", "phase_finish"):
-            build.tree.apply(ev)
-        elif kind == "queued":
-            build.status, build.queued_ns = "waiting for a node", ev.t_ns
-        elif kind == "placed":
-            build.placement = ev.model_dump(exclude={"v", "type", "t_ns"})
-            build.status = "running"
-        elif kind == "environment":
-            build.environment = ev.environment
-        elif kind == "build_started":
-            if build.remote is not None:
-                build.pid = ev.pid  # the worker's pid on its node (the evidence says which node)
-            build.environment, build.config_hash = ev.environment, ev.build_config_hash
-            build.effective_settings, build.optimization_profiles = ev.effective_settings, ev.optimization_profiles
-            build.target, build.network = ev.target, ev.network
-            build.baselines = build.history().baselines(ev.build_config_hash)
-        elif kind == "log":
-            build.logs.append({"severity": ev.severity, "msg": ev.msg})
-        elif kind == "cache_decision":
-            build.cache = ev.model_dump(exclude={"v", "type", "t_ns"})
-        elif kind == "builder_returned":
-            build.builder_returned_ns = ev.t_ns
-        elif kind == "cancel_acknowledged":
-            build.token.t_ack_ns = ev.t_ns
-            build.token.after_complete = ev.after_complete
-            build.cancel_seen_ns = ev.t_seen_ns
-        elif kind == "artifact":
-            build.artifacts.append(ev.model_dump(exclude={"v", "type", "t_ns"}, exclude_none=True))
-        elif kind == "precision":
-            build.precision = ev.record
-        elif kind == "build_finished":
-            build.finished = ev.model_dump()
-            build.error = ev.error
-            build.failure = ev.failure
-            build.notes.extend(ev.notes)
-            if ev.t_cleanup_ns and build.token.is_set:
-                build.token.t_cleanup_ns = ev.t_cleanup_ns
+    # the state, read-only (faces read these; BuildState.fold writes them)
+    token = Folded[CancelToken]()
+    tree = Folded[PhaseTree]()
+    status = Folded[str]()  # starting, running, then the outcome
+    outcome = Folded[str | None]()
+    error = Folded[str | None]()
+    pid = Folded[int | None]()
+    environment = Folded[dict[str, Any]]()
+    effective_settings = Folded[dict[str, Any]]()
+    optimization_profiles = Folded[list[dict[str, Any]]]()
+    config_hash = Folded[str | None]()
+    target = Folded[dict[str, Any]]()
+    network = Folded[dict[str, Any]]()
+    baselines = Folded[dict[str, float]]()
+    cache = Folded[dict[str, Any] | None]()
+    artifacts = Folded[list[dict[str, Any]]]()
+    logs = Folded[list[dict[str, str]]]()
+    notes = Folded[list[str]]()
+    finished = Folded[dict[str, Any] | None]()
+    builder_returned_ns = Folded[int | None]()
+    cancel_seen_ns = Folded[int | None]()
+    precision = Folded[dict[str, Any] | None]()
+    failure = Folded[dict[str, Any] | None]()
+    placement = Folded[dict[str, Any]]()
+    queued_ns = Folded[int | None]()
+    refused_lines = Folded[int]()
+    first_refusal = Folded[str | None]()
+    summary = Folded[dict[str, Any] | None]()
+    t_start_ns = Folded[int]()
+    started_at = Folded[float]()
+    grace_s = Folded[float]()
+    cell = Folded[str | None]()
+    parent_id = Folded[str | None]()

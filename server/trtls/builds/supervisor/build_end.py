@@ -20,6 +20,7 @@ from trtls.builds.supervisor.output_guard import OutputGuard
 from trtls.builds.supervisor.running_record import RUNNING
 from trtls.builds.supervisor.similar_builds import model_facts
 from trtls.builds.supervisor.summary import build_summary
+from trtls.core.build_state import Ended, Noted, Recorded, WorkerGone
 
 
 async def finish_build(build: Build, outcome: str, guard: OutputGuard | None) -> None:
@@ -27,9 +28,6 @@ async def finish_build(build: Build, outcome: str, guard: OutputGuard | None) ->
     resolve `build.wait()`."""
     t_end = time.monotonic_ns()
     if outcome in ("forced", "killed") or build.token.forced:  # the worker was terminated (a user's forced stop too)
-        build.tree.close_open("failed" if outcome == "killed" else "cancelled", t_end)
-        if build.token.is_set and build.token.t_ack_ns is None:
-            build.token.t_ack_ns = t_end  # the worker is gone: nothing will build any more
         # The worker could not clean up after itself: its temp files are ours to remove.
         inventory, status = remove_or_quarantine(
             temp_files_near(build.output, build.id),
@@ -37,19 +35,10 @@ async def finish_build(build: Build, outcome: str, guard: OutputGuard | None) ->
             f"build {build.id} {outcome}",
             within=Path(build.job["write_root"]) if build.job.get("write_root") else None,  # judged at load
         )
-        build.artifacts.extend(inventory)
-        build.finished = {"cleanup_status": status}
-        t_clean = time.monotonic_ns()
-        if build.token.is_set:
-            build.token.t_cleanup_ns = t_clean
-        if build.cache is None and build.job.get("timing_cache"):
-            build.cache = {
-                "decision": "discarded",
-                "reason": f"the worker was {outcome} before deciding; the cache on disk was not written",
-                "path": build.job["timing_cache"]["path"],
-                "written_back": False,
-            }
-    build.outcome = build.status = outcome
+        cache = build.job.get("timing_cache")
+        build.fold(WorkerGone(outcome, t_end, time.monotonic_ns(), tuple(inventory), status,
+                              cache["path"] if cache else None))  # fmt: skip
+    build.fold(Ended(outcome))
     history = build.history()
     if build.config_hash:
         if outcome == "built":
@@ -60,39 +49,39 @@ async def finish_build(build: Build, outcome: str, guard: OutputGuard | None) ->
                 facts=model_facts(build),  # for engines with no history of their own (supervisor/similar_builds.py)
             )
             if unrecorded:
-                build.notes.append(unrecorded)
+                build.fold(Noted(unrecorded))
         elif build.token.is_set and outcome in ("cancelled", "forced"):
             running = [p for p in build.tree.phases.values() if p.status == "cancelled"]
             deepest = max(running, key=lambda p: p.id.count("."), default=None)
             if deepest is not None:
                 unrecorded = history.record(build.config_hash, stop_phase=deepest.id)
                 if unrecorded:
-                    build.notes.append(unrecorded)
+                    build.fold(Noted(unrecorded))
     await build.previous_sha()  # the engine this build found, hashed beside it (summary: is it intact?)
     if guard is not None and outcome == "built":
         await guard.verify_written(build)  # the sha of what is on disk, not of what the worker meant to write
-    build.summary = build_summary(build, t_end, history)
+    summary = build_summary(build, t_end, history)
     if guard is not None:
-        build.summary["outputLock"] = guard.record()
-    write_evidence(build)
+        summary["outputLock"] = guard.record()
+    unwritten = write_evidence(build, summary)
+    build.fold(Recorded(summary, (unwritten,) if unwritten else ()))
     build.close_worker_io()
     for listener in list(build.listeners):
         try:
             listener(build, None)  # None = the build is over; summary is set
         except Exception:
             pass
-    build.resolve(build.summary)
+    build.resolve(build.summary or summary)  # as a listener left it (a farm cell's reuse: supervisor/matrix.py)
 
 
-def write_evidence(build: Build) -> None:
+def write_evidence(build: Build, summary: dict[str, Any]) -> str | None:
     """summary.json, tree.json, environment.json, then running.json removed: each inside the recipe's folder, checked
     at the write (a `.trtls` or `.trtls/runs` swapped for a symlink is refused, never followed). A record that cannot
     be written (full disk, read-only folder, a swapped folder) is said in the summary as TRT413 (`evidenceError`);
-    the build's outcome, and an engine it placed, stand."""
-    assert build.summary is not None
+    the build's outcome, and an engine it placed, stand: the TRT413 sentence is returned, for the notes."""
     records = {
-        "summary.json": json.dumps(build.summary, indent=2, default=str),
-        "tree.json": json.dumps(build.summary["phaseTree"], indent=1),
+        "summary.json": json.dumps(summary, indent=2, default=str),
+        "tree.json": json.dumps(summary["phaseTree"], indent=1),
         "environment.json": json.dumps(build.environment, indent=2, default=str),
     }
     path = build.evidence_dir / "summary.json"
@@ -112,8 +101,9 @@ def write_evidence(build: Build) -> None:
         path = build.evidence_dir / RUNNING
         fs.remove_file(path, kind=fs.Kind.evidence, within=state_root(path))
     except OSError as exc:
-        build.summary["evidenceError"] = evidence_error(exc, path)
-        build.notes.append(build.summary["evidenceError"])
+        summary["evidenceError"] = evidence_error(exc, path)
+        return str(summary["evidenceError"])
+    return None
 
 
 async def probe_environment(build: Build) -> dict[str, Any]:

@@ -14,6 +14,7 @@ spoil each other's timing and double the memory), and a stopped parent never sta
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 import re
 import secrets
@@ -26,6 +27,7 @@ from typing import Any
 from trtls.builds.roots import evidence_error, write_record
 from trtls.builds.supervisor.build import await_summary
 from trtls.builds.supervisor.supervisor import Build, Supervisor
+from trtls.core.build_state import Recorded
 from trtls.core.display import cells_text, human_seconds, matrix_description
 from trtls.core.farm import Cell, expand
 from trtls.core.outcome import build_outcome_kind
@@ -225,12 +227,14 @@ def _fold_node_reuse(build: Build) -> None:
     hit = getattr(build.worker, "reused", None)
     if not isinstance(hit, dict) or build.summary is None:
         return
-    fold_node_reuse(build.summary, hit, up_to_date_line(hit.get("build") or {}))
+    summary = copy.deepcopy(build.summary)  # the state changes by a fold only (core/build_state.py)
+    fold_node_reuse(summary, hit, up_to_date_line(hit.get("build") or {}))
     path = build.evidence_dir / "summary.json"
     try:
-        write_record(path, json.dumps(build.summary, indent=2, default=str))
+        write_record(path, json.dumps(summary, indent=2, default=str))
     except OSError as exc:
-        build.summary["evidenceError"] = evidence_error(exc, path)
+        summary["evidenceError"] = evidence_error(exc, path)
+    build.fold(Recorded(summary))
 
 
 def new_matrix_id(title: str) -> str:

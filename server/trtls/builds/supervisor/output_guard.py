@@ -24,7 +24,8 @@ from trtls.builds.artifacts import sha256_file
 from trtls.builds.supervisor.build import Build, state_dir
 from trtls.builds.supervisor.output_lock import OutputLock, OutputLockError, acquire, describe_holder, lock_path
 from trtls.builds.supervisor.running_record import output_state
-from trtls.core.events import parse_event
+from trtls.core.build_state import EngineVerified, Erred, StatusSaid
+from trtls.core.events import Log, parse_event
 
 
 def locks_dir_for(build: Build) -> Any:
@@ -56,16 +57,16 @@ class OutputGuard:
             if not wait:
                 return
             text = f"waiting for {describe_holder(current)} of the same output {build.output}"
-            build.status = text
+            build.fold(StatusSaid(text))
             _announce(build, "WARNING", f"trtls: {text}")
 
         try:
             taken = await acquire(self.lock, holder, wait=wait, on_wait=on_wait, stop=lambda: build.token.is_set)
         except OutputLockError as exc:
-            build.error = f"TRT411 {exc}; nothing was built"
+            build.fold(Erred(f"TRT411 {exc}; nothing was built"))
             return False
         if taken:
-            build.status = "starting"
+            build.fold(StatusSaid("starting"))
             self.before = output_state(build.output)
             return True
         if not wait:
@@ -73,13 +74,14 @@ class OutputGuard:
                 f"TRT410 the output {build.output} is being built by {describe_holder(self.waited[-1])}; "
                 "this build did not start (--no-wait). Wait for it, or build without --no-wait to queue behind it"
             )
-            build.error = self.refused
+            build.fold(Erred(self.refused))
         return False
 
     async def verify_written(self, build: Build) -> None:
         """Replace the worker's sha of the engine it wrote by the sha of the file on disk now (re-read while the lock
         is still held), keeping the worker's as `reportedSha256`; a difference is said in the notes."""
-        for entry in build.artifacts:
+        artifacts, notes = [dict(entry) for entry in build.artifacts], []
+        for entry in artifacts:
             if entry.get("kind") != "engine" or entry.get("action") != "written":
                 continue
             reported = entry.get("sha256")
@@ -90,15 +92,16 @@ class OutputGuard:
                 on_disk = await asyncio.get_running_loop().run_in_executor(None, sha256_file, build.output)
             except OSError as exc:
                 entry.update(reportedSha256=reported, sha256=None, verified=False, how=f"cannot re-read: {exc}")
-                build.notes.append(f"the engine could not be re-read after the rename: {exc}")
+                notes.append(f"the engine could not be re-read after the rename: {exc}")
                 continue
             entry.update(sha256=on_disk, reportedSha256=reported, verified=on_disk == reported)
             entry["how"] = "re-read from disk after the rename, with the output locked"
             if on_disk != reported:
-                build.notes.append(
+                notes.append(
                     f"the engine on disk (sha256 {on_disk[:16]}…) is not the one the worker wrote "
                     f"({str(reported)[:16]}…): something outside trtls replaced it"
                 )
+        build.fold(EngineVerified(tuple(artifacts), tuple(notes)))
 
     def record(self) -> dict[str, Any]:
         """The summary's `outputLock`: which lock, which builds this one waited for, since when."""
@@ -116,9 +119,9 @@ class OutputGuard:
 def _announce(build: Build, severity: str, msg: str) -> None:
     """A line every face shows (terminal, --json, the editor's log): a `log` event from the supervisor itself."""
     ev = parse_event(json.dumps({"type": "log", "t_ns": time.monotonic_ns(), "severity": severity, "msg": msg}))
-    build.logs.append({"severity": severity, "msg": msg})
+    build.fold(ev)
     for listener in list(build.listeners):
         try:
             listener(build, ev)
         except Exception as exc:
-            build.logs.append({"severity": "ERROR", "msg": f"listener error: {exc!r}"})
+            build.fold(Log(type="log", t_ns=ev.t_ns, severity="ERROR", msg=f"listener error: {exc!r}"))

@@ -35,7 +35,8 @@ from trtls.builds.supervisor.retention import Policy, auto_collect, policy_of
 from trtls.builds.supervisor.running_record import note_previous_sha, process_owner, running_json
 from trtls.builds.supervisor.spawn import spawn_worker, worker_nonce
 from trtls.builds.supervisor.worker_process import WorkerProcess
-from trtls.core.events import CancelControl, ProtocolError, parse_event
+from trtls.core.build_state import Ended, EnvironmentProbed, Erred, Forced, Noted, StoppedWaiting
+from trtls.core.events import CancelControl, Log, ProtocolError, parse_event
 from trtls.core.recipe import LoadedRecipe
 
 KILL_AFTER_TERM_S = 0.1  # SIGTERM → SIGKILL; the forced stop is done within grace + ~200 ms
@@ -139,8 +140,8 @@ class Supervisor:
         eng = loaded.engine(engine)
         command = list(eng.worker) if eng.worker else [sys.executable, "-m", "trtls.builds.worker"]
         grace = eng.cancel_grace_s if grace_s is None else grace_s
-        build = Build(build_id, engine, loaded.path, job, grace, command, notes=list(notes))
-        build.remote, build.cell, build.parent_id = remote, cell, parent_id
+        build = Build(build_id, engine, loaded.path, job, grace, command, remote=remote, cell=cell, parent_id=parent_id,
+                      notes=notes)  # fmt: skip
         if worker is not None and eng.worker:
             worker.stdin.close()  # type: ignore[union-attr]  # an external worker was asked for: not ours to use
         elif worker is not None:
@@ -175,7 +176,7 @@ class Supervisor:
             # running.json and events.jsonl (orphan recovery).
             raise
         except Exception as exc:
-            build.error = _error_of(build, exc)
+            build.fold(Erred(_error_of(build, exc)))
             proc = build.worker
             if proc is not None and proc.returncode is None:
                 signal_group(proc, signal.SIGKILL)
@@ -183,8 +184,8 @@ class Supervisor:
                 try:
                     await self._finish(build, "failed")
                 except BaseException as again:
-                    build.outcome = build.status = "failed"
-                    build.error += f"; evidence not written: {type(again).__name__}: {again}"
+                    build.fold(Ended("failed"))
+                    build.fold(Erred(f"{build.error}; evidence not written: {type(again).__name__}: {again}"))
             build.resolve(
                 build.summary
                 or {"buildId": build.id, "engine": build.engine, "outcome": "failed", "error": build.error}
@@ -205,8 +206,8 @@ class Supervisor:
             # another build holds the output (--no-wait), the build was cancelled while waiting, or no lock
             await self._no_job(proc)
             if build.token.is_set and build.error is None:
-                build.token.t_ack_ns = build.token.t_cleanup_ns = time.monotonic_ns()
-                build.notes.append(f"cancelled while waiting for another build of {build.output}; nothing was built")
+                build.fold(StoppedWaiting(time.monotonic_ns()))
+                build.fold(Noted(f"cancelled while waiting for another build of {build.output}; nothing was built"))
                 await self._finish(build, "cancelled")
             else:
                 await self._finish(build, "failed")
@@ -244,9 +245,9 @@ class Supervisor:
         }
         if problem is not None:
             what = "the output folder is not writable" if problem[0] == "TRT405" else "the output cannot be replaced"
-            build.error = f"{problem[0]} {what}: {problem[1]}; nothing was built"
+            build.fold(Erred(f"{problem[0]} {what}: {problem[1]}; nothing was built"))
             await self._no_job(proc)
-            build.environment = await probe_environment(build)  # the evidence still says what would build
+            build.fold(EnvironmentProbed(await probe_environment(build)))  # the evidence says what would build
             await self._finish(build, "failed")
             return
         events = build.open_event_log()  # unbuffered: a next process rebuilds the evidence from what is on disk
@@ -263,7 +264,7 @@ class Supervisor:
                 else:
                     proc = await spawn_worker(build.command)
             except OSError as exc:
-                build.error = f"cannot start worker {build.command[0]}: {exc}"
+                build.fold(Erred(f"cannot start worker {build.command[0]}: {exc}"))
                 await self._finish(build, "failed")
                 return
             running_json(build, proc.pid, guard, local=build.remote is None, nonce=worker_nonce(proc))
@@ -286,17 +287,13 @@ class Supervisor:
             outcome = "cancelled" if build.id in self.user_forced else "forced"
         elif lost := getattr(proc, "lost", None):  # a remote cell whose node (or actor) died under it
             outcome = "killed"
-            build.error = lost
+            build.fold(Erred(lost))
         else:
             outcome = "killed"
             sig = -build.exit_code if build.exit_code < 0 else None
-            build.error = (
-                f"signal {signal.Signals(sig).name}"
-                if sig
-                else f"exit code {build.exit_code} without a build_finished event"
-            )
-            if build.stderr_tail:
-                build.error += f"; stderr: {build.stderr_tail[-1]}"
+            why = f"exit code {build.exit_code} without a build_finished event"
+            why = f"signal {signal.Signals(sig).name}" if sig else why
+            build.fold(Erred(why + (f"; stderr: {build.stderr_tail[-1]}" if build.stderr_tail else "")))
         await self._finish(build, outcome)
 
     @staticmethod
@@ -321,7 +318,7 @@ class Supervisor:
                 try:
                     listener(build, ev)
                 except Exception as exc:
-                    build.logs.append({"severity": "ERROR", "msg": f"listener error: {exc!r}"})
+                    build.fold(Log(type="log", t_ns=ev.t_ns, severity="ERROR", msg=f"listener error: {exc!r}"))
 
     async def _sample_resources(self, build: Build) -> None:
         sampler = build.resources
@@ -372,15 +369,14 @@ class Supervisor:
             return  # the builder returned in time: the stop was cooperative
         if build.token.forced:
             return  # already being terminated; whoever started it decided why
-        build.token.forced = True
         if by_user:
             self.user_forced.add(build.id)
-            build.notes.append(
+            build.fold(Forced(
                 f"the user forced the stop (asked again after the cancel from {build.token.source}): the builder's "
                 f"grace of {build.grace_s:g} s was not waited for; SIGTERM, then SIGKILL"
-            )
+            ))  # fmt: skip
         else:
-            build.notes.append(f"the builder did not return within {grace_s:g} s of the cancel: SIGTERM, then SIGKILL")
+            build.fold(Forced(f"the builder did not return within {grace_s:g} s of the cancel: SIGTERM, then SIGKILL"))
         for sig, wait in ((signal.SIGTERM, KILL_AFTER_TERM_S), (signal.SIGKILL, None)):
             if not signal_group(proc, sig):
                 return
