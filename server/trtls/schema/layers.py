@@ -58,10 +58,11 @@ GATE_BASE = ("core", "fs", "bundle", "checkpoint", "gates")
 LAYERS: tuple[Layer, ...] = (
     # the pure model: no other trtls layer, no editor, no builder
     Layer("core", ("any",), "the pure models and tables: recipe, route, their located checks, events, wire and "
-          "worker job, phase tree, cancel token, evidence and retry advice, outcome kinds, the vocabularies, the "
-          "registry of codes, display words", ("fs",), (*EDITOR, *TENSORRT),
+          "worker job, phase tree, cancel token, a build's state folded from its events and its view, evidence and "
+          "retry advice, outcome kinds, the vocabularies, the registry of codes, display words", ("fs",),
+          (*EDITOR, *TENSORRT),
           holds=("recipe", "validation", "events", "wire", "worker_job", "vocabulary", "codes", "display", "phase_tree",
-          "evidence", "outcome")),
+          "build_state", "build_view", "evidence", "outcome")),
     # the one door: stdlib and core.paths only, so every process can import it
     Layer("fs", ("any",), "the one door: every create, replace, delete, rename, lock, read of an untrusted file and "
           "signal to a process (`tests/test_one_door.py`)", ("core",), (*EDITOR, *TENSORRT, "pydantic"),
@@ -85,8 +86,9 @@ LAYERS: tuple[Layer, ...] = (
           (*EDITOR, "pydantic"),
           holds=("main", "build", "adapter", "monitor", "emitter")),
     # the parent never imports TensorRT: the builder lives only in the worker child
-    Layer("builds.supervisor", ("supervisor",), "starting workers and following them: the Build folded from their "
-          "events, spawn and kill, orphans, a build's end and evidence, retention, history, the matrix",
+    Layer("builds.supervisor", ("supervisor",), "starting workers and following them: the Build (its job, options and "
+          "worker; its state is core's), spawn and kill, orphans, a build's end and evidence, retention, history, the "
+          "matrix",
           (*BUILDS_SHARED, "store", "builds.avoidance", "builds.farm"), (*EDITOR, *TENSORRT),
           holds=("supervisor", "build", "spawn", "summary", "orphans", "runs", "matrix")),
     # a store hit must not pay for TensorRT
