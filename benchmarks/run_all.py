@@ -66,6 +66,12 @@ BENCHES: list[Bench] = [
     Bench("bench_store", "Engine store"),
     Bench("bench_large_stop", "Stop of `large`"),
     Bench("bench_time_left", "Time left: accuracy on real builds"),
+    Bench(
+        "bench_time_left_farm",
+        "Time left: accuracy on a farm matrix",
+        args=("--cells", "16", "--model", "large", "--runs", "2"),
+        needs=f"a 16-core host (16 cells on 16 cores) and {RAY}",
+    ),
     Bench("bench_capability", "Capability before the build"),
     Bench("bench_reduce", "Triage: `trtls reduce`"),
     Bench("bench_reduce_vs_polygraphy", "Triage: `trtls reduce` vs `polygraphy debug reduce`"),
