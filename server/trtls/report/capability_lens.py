@@ -7,6 +7,7 @@ child's answer."""
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -16,10 +17,11 @@ from trtls.core.capability import capability_findings, capability_summary, recor
 if TYPE_CHECKING:
     from trtls.core.summary_record import Summary
 
-MAX_CACHED = 32  # recipe folders whose runs listing is remembered (a server edits a few)
-# runs folder → (what its listing looked like, engine → newest run id): a code lens is asked after every edit, and
-# reading every summary each time (50 runs of ~150 KB) would hold the editor for a noticeable moment
-_latest_cache: dict[Path, tuple[tuple[Any, ...], dict[str, str]]] = {}
+MAX_REMEMBERED = 10_000  # run folders whose record's facts are remembered (a server edits a few recipes)
+# run folder → (its mtime as listed, the engine and start of an engine table's finished build, or None): a code lens
+# is asked after every edit, and reading every record each time (50 runs of ~150 KB: about half a second) would hold
+# the editor; a record is read again only when its folder changed (a summary is written by a rename into it)
+_seen: dict[Path, tuple[float, tuple[str, float] | None]] = {}
 
 
 def latest_runs(recipe: Path) -> dict[str, str]:
@@ -33,26 +35,36 @@ def latest_runs(recipe: Path) -> dict[str, str]:
     from trtls.report.evidence import runs_dir
 
     runs = runs_dir(recipe)
-    folder = runs.parent.parent
     try:
-        if not runs.is_dir() or not inside(real(runs), real(folder)):
+        if not runs.is_dir() or not inside(real(runs), real(runs.parent.parent)):
             return {}
     except OSError:
         return {}
-    listing = tuple((r.id, r.started, r.running) for r in scan_runs(runs, read_summaries=False))
-    cached = _latest_cache.get(runs)
-    if cached is not None and cached[0] == listing:
-        return dict(cached[1])
-    latest: dict[str, str] = {}
-    for run in scan_runs(runs):  # newest first: the first of each engine wins
-        summary = run.summary
-        if run.running or summary is None or not summary.engine or summary.cell or summary.kind == "matrix":
+    if len(_seen) > MAX_REMEMBERED:
+        _seen.clear()
+    newest: dict[str, tuple[float, str]] = {}
+    for run in scan_runs(runs, read_summaries=False):
+        if run.running:
             continue
-        latest.setdefault(summary.engine, run.id)
-    if len(_latest_cache) >= MAX_CACHED:
-        _latest_cache.clear()
-    _latest_cache[runs] = (listing, latest)
-    return dict(latest)
+        known = _seen.get(run.path)
+        if known is None or known[0] != run.started:  # unread, or its folder changed since
+            known = _seen[run.path] = (run.started, _engine_build(run.path))
+        if known[1] is not None:
+            engine, started = known[1]
+            newest[engine] = max(newest.get(engine, (started, run.id)), (started, run.id))
+    return {engine: run_id for engine, (_, run_id) in newest.items()}
+
+
+def _engine_build(run: Path) -> tuple[str, float] | None:
+    """(engine, start) of the finished build of an engine table recorded in `run` (not a matrix, not a cell); None
+    for any other record, or one that cannot be read or does not hold together."""
+    from trtls.core.summary_record import SUMMARY_NAME, Summary, read_summary
+
+    summary = read_summary(run / SUMMARY_NAME)
+    if not isinstance(summary, Summary) or not summary.engine or summary.cell or summary.kind == "matrix":
+        return None
+    started = float(summary.startedAt) if summary.startedAt is not None else 0.0
+    return summary.engine, started if math.isfinite(started) else 0.0  # a record's nonsense date sorts first
 
 
 def _recorded(recipe: Path, build_id: str) -> tuple[Summary, dict[str, Any]] | None:
@@ -118,7 +130,6 @@ def capability_hover_text(recipe: Path, engine: str, build_id: str, model_change
 
 def _local_time(epoch: float | None) -> str:
     """`2026-12-03 10:40:15` (local time, as the report dates a build); `an unknown time` for none or nonsense."""
-    import math
     import time
 
     if epoch is None or not math.isfinite(epoch):
