@@ -43,7 +43,11 @@ def latest_runs(recipe: Path) -> dict[str, str]:
     if len(_seen) > MAX_REMEMBERED:
         _seen.clear()
     newest: dict[str, tuple[float, str]] = {}
-    for run in scan_runs(runs, read_summaries=False):
+    try:
+        listed = scan_runs(runs, read_summaries=False)
+    except OSError:  # a run folder removed while it was listed (trtls gc): the next lens lists again
+        return {}
+    for run in listed:
         if run.running:
             continue
         known = _seen.get(run.path)
