@@ -24,6 +24,7 @@ from trtls.core.findings import Finding, Origin
 from trtls.core.summary_record import SUMMARY_NAME, Summary
 from trtls.lsp.build_relay import BuildRelay, build_tree, notify_build_tree
 from trtls.lsp.command_args import BuildEngineArgs, BuildMatrixArgs
+from trtls.lsp.progress import wants_progress
 
 if TYPE_CHECKING:
     from trtls.builds.supervisor.matrix import MatrixBuild, PlannedCell
@@ -84,7 +85,7 @@ async def start_build(ls: TrtlsServer, args: BuildEngineArgs) -> wire.BuildEngin
         ls.refresh_lenses()  # a store that cannot be used, a pin that cannot be served: nothing is built
         return wire.BuildEngineReply(buildId=None, engine=args.engine, status="store_error", errors=result.lines)
     build = result.build
-    has_progress = bool(ls.client_capabilities.window and ls.client_capabilities.window.work_done_progress)
+    has_progress = wants_progress(ls)  # before the run starts: a token the client sent is for it
     relay = BuildRelay(ls, build, args.uri, ls.options.build_tree, has_progress, lambda b: build_done(ls, b))
     await relay.start()
     ls.refresh_lenses()
@@ -151,7 +152,7 @@ async def _matrix(ls: TrtlsServer, args: BuildMatrixArgs, loaded: LoadedRecipe) 
     for p, summary in result.reused:
         finish_restored(ls, args.uri, Summary.written(summary), loaded.path, cell=p.cell.name if p.cell else None,
                         parent_id=mb.id)  # fmt: skip
-    has_progress = bool(ls.client_capabilities.window and ls.client_capabilities.window.work_done_progress)
+    has_progress = wants_progress(ls)  # before the run starts: a token the client sent is for it
     relay = MatrixRelay(ls, mb, args.uri, ls.options.build_tree, has_progress, lambda m: matrix_done(ls, m))
     await relay.start()
     return wire.BuildMatrixReply(

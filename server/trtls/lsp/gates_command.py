@@ -1,4 +1,5 @@
-"""`trtls.runGates {uri, route}`: the gates with one progress token, findings as diagnostics."""
+"""`trtls.runGates {uri, route}`: the gates with one progress (lsp/progress.py: the client's token, or one asked for
+beside the run), findings as diagnostics."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from trtls.core import wire
 from trtls.core.display import gates_verdict
 from trtls.core.findings import Origin
 from trtls.core.outcome import gates_outcome
-from trtls.lsp.progress_end import begin_stoppable_progress, end_progress
+from trtls.lsp.progress import begin_stoppable_progress, wants_progress
 
 if TYPE_CHECKING:
     from trtls.lsp.command_args import RunGatesArgs
@@ -89,28 +90,24 @@ async def run_gates_command(ls: TrtlsServer, args: RunGatesArgs) -> wire.RunGate
             f"no route '{args.route}' in {loaded.path.name} (routes: {', '.join(loaded.recipe.routes) or 'none'})"
         )
 
-    has_progress = bool(ls.client_capabilities.window and ls.client_capabilities.window.work_done_progress)
     run = GatesRun(f"gates-{args.route}-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}", args.route,
                    loaded.path)  # fmt: skip
     ls.runs.add(run, "gates", args.uri)
     stop = run.stop
     loop = asyncio.get_running_loop()
-    token = None  # a client that refuses the token still gets its gates run, without a toast
-    if has_progress:
-        token = await begin_stoppable_progress(
+    progress = None  # a client that refuses the token still gets its gates run, without a toast
+    if wants_progress(ls):  # the gates start beside the token's request, never after its answer (lsp/progress.py)
+        progress = begin_stoppable_progress(
             ls,
             "gates",
             lsp.WorkDoneProgressBegin(title=f"Gates {args.route}", cancellable=True, percentage=0),
             lambda: run.cancel("ide_stop"),
         )
 
-    def progress(gate: int, text: str) -> None:
-        if token is not None:
-            loop.call_soon_threadsafe(
-                ls.work_done_progress.report,
-                token,
-                lsp.WorkDoneProgressReport(message=f"gate {gate}: {text}", percentage=min(100, (gate - 1) * 20)),
-            )
+    def report(gate: int, text: str) -> None:
+        if progress is not None:
+            value = lsp.WorkDoneProgressReport(message=f"gate {gate}: {text}", percentage=min(100, (gate - 1) * 20))
+            loop.call_soon_threadsafe(progress.report, value)
 
     try:
         result = await asyncio.to_thread(
@@ -118,11 +115,14 @@ async def run_gates_command(ls: TrtlsServer, args: RunGatesArgs) -> wire.RunGate
             loaded,
             args.route,
             gates=args.gates,
-            progress=progress,
+            progress=report,
             cancel=stop.is_set,
         )
     except BaseException:
         run.summary = {"decision": None, "outcome": "failed"}
+        if progress is not None:  # the toast ends too: the error is the command's reply
+            verdict = gates_verdict(args.route, None, stop.is_set(), "failed")
+            progress.end(verdict["text"], verdict["outcome"], verdict["outcomeKind"])
         raise
     run.summary_path = str(getattr(result, "summary_path", "") or "") or None
     run.summary = {"route": args.route, "decision": result.decision, "stopped": stop.is_set(),
@@ -132,10 +132,10 @@ async def run_gates_command(ls: TrtlsServer, args: RunGatesArgs) -> wire.RunGate
     ls.store.set(args.uri, Origin.gates, args.route, findings)
     ls.publish(args.uri)
     decision = result.decision
-    if token is not None:
+    if progress is not None:
         # the one verdict sentence (core.display.gates_verdict): a cancelled run ends with no decision, never "hold"
         verdict = gates_verdict(args.route, decision, stop.is_set())
-        end_progress(ls, token, verdict["text"], verdict["outcome"], verdict["outcomeKind"])
+        progress.end(verdict["text"], verdict["outcome"], verdict["outcomeKind"])
     return wire.RunGatesReply(
         runId=run.id,
         route=args.route,

@@ -15,6 +15,7 @@ from pygls.lsp.server import LanguageServer
 from pygls.uris import to_fs_path
 
 from trtls import __version__
+from trtls.lsp.client_token import CommandProtocol
 
 if TYPE_CHECKING:  # none of these is imported before `initialize` is answered (tests/test_startup_imports.py)
     from pygls.server import ServerErrors
@@ -50,7 +51,7 @@ log = logging.getLogger("trtls")
 
 class TrtlsServer(LanguageServer):
     def __init__(self) -> None:
-        super().__init__("trtls", __version__)
+        super().__init__("trtls", __version__, protocol_cls=CommandProtocol)  # a command's workDoneToken reaches it
         self._supervisor: Supervisor | None = None
         self._store: DiagnosticStore | None = None
         self._capability: CapabilityWatch | None = None

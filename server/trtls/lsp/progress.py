@@ -1,10 +1,16 @@
-"""A server-created `$/progress` that never holds up the reply of the command that started it.
+"""A command's `$/progress`, which never holds up the reply of the command that started it.
 
-A click on Build Engine used to ask the client for a token (`window/workDoneProgress/create`, a request to the
-client) and wait for its answer before replying: a client slow to answer delayed the reply by a round trip. Here the
-token is asked for on a task of its own; what the run reports meanwhile is kept (the latest report, and the end)
-and sent once the client accepted the token, in order: begin, the latest report, end. A client that refuses the
-token gets nothing on it; `on_refused` is told once (a relay then says the build's lines in the log instead).
+A client that sent its own token with the command (`workDoneToken`, LSP 3.15: lsp/client_token.py) gets the progress
+on that token: no `window/workDoneProgress/create` is asked, begin goes out at once, and the client's
+`window/workDoneProgress/cancel` on it stops the run. A token of the client's that one of our runs still reports on
+(a client that sends the same token with every request) is not taken twice: that run keeps it, the new one gets a
+token of the server's.
+
+Otherwise the server makes a token: a click on Build Engine used to ask the client for one and wait for its answer
+before replying (a client slow to answer delayed the reply by a round trip). Here the token is asked for on a task of
+its own; what the run reports meanwhile is kept (the latest report, and the end) and sent once the client accepted
+the token, in order: begin, the latest report, end. A client that refuses the token gets nothing on it;
+`on_refused` is told once (a relay then says the build's lines in the log instead).
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from typing import TYPE_CHECKING, Literal
 from lsprotocol import types as lsp
 
 from trtls.core.outcome import OutcomeKind
+from trtls.lsp.client_token import client_token_offered, take_client_token
 from trtls.lsp.progress_end import end_progress
 
 if TYPE_CHECKING:
@@ -37,11 +44,18 @@ class Progress:
         on_refused: Callable[[], object] | None = None,
     ) -> None:
         self.ls, self.begin_value, self.stop, self.on_refused = ls, begin, stop, on_refused
-        self.token = f"trtls-{kind}-{uuid.uuid4()}"  # fresh: pygls never frees one
-        self.state: TokenState = "asking"
         self._report: lsp.WorkDoneProgressReport | None = None
         self._end: tuple[str, str, OutcomeKind] | None = None
-        self.created = asyncio.get_running_loop().create_task(self._create(), name=f"trtls-progress-{self.token}")
+        self.state: TokenState = "asking"
+        self.created: asyncio.Task[None] | None = None  # the create request's task; None on the client's token
+        token = take_client_token()  # taken only when no run of ours reports on it still
+        self.on_client_token = token is not None and token not in ls.work_done_progress.tokens
+        if token is not None and self.on_client_token:
+            self.token: lsp.ProgressToken = token
+            self._begin()
+        else:
+            self.token = f"trtls-{kind}-{uuid.uuid4()}"  # fresh: pygls never frees one
+            self.created = asyncio.get_running_loop().create_task(self._create(), name=f"trtls-progress-{self.token}")
 
     @property
     def refused(self) -> bool:
@@ -55,10 +69,14 @@ class Progress:
             if self.on_refused is not None:
                 self.on_refused()
             return
-        self.ls.work_done_progress.begin(self.token, self.begin_value)
+        self._begin()
+
+    def _begin(self) -> None:
+        """Begin on the token, make the client's Cancel on it the Stop button, then send what was kept."""
+        self.ls.work_done_progress.begin(self.token, self.begin_value)  # registers the client's token for its Cancel
         self.state = "begun"
         future = self.ls.work_done_progress.tokens.get(self.token)
-        if future is not None:  # the client's Cancel on the token: the Stop button
+        if future is not None:
             future.add_done_callback(lambda f: self.stop() if f.cancelled() else None)
         if self._report is not None:
             self.ls.work_done_progress.report(self.token, self._report)
@@ -82,6 +100,8 @@ class Progress:
     def _send_end(self, message: str, outcome: str, outcome_kind: OutcomeKind) -> None:
         self.state = "ended"
         end_progress(self.ls, self.token, message, outcome, outcome_kind)
+        if self.on_client_token:  # the client's token is free again: its next request may bring the same one
+            self.ls.work_done_progress.tokens.pop(self.token, None)
 
 
 def begin_stoppable_progress(
@@ -91,6 +111,14 @@ def begin_stoppable_progress(
     stop: Callable[[], object],
     on_refused: Callable[[], object] | None = None,
 ) -> Progress:
-    """Ask for a `trtls-<kind>-<uuid>` token without waiting, begin it once the client accepted it, and make the
-    client's Cancel on it call `stop`. Needs the running loop."""
+    """Begin on the command's own `workDoneToken` when the client sent one, else ask for a `trtls-<kind>-<uuid>`
+    token without waiting and begin it once the client accepted it; the client's Cancel on it calls `stop`. Needs
+    the running loop."""
     return Progress(ls, kind, begin, stop, on_refused)
+
+
+def wants_progress(ls: TrtlsServer) -> bool:
+    """Whether the running command reports `$/progress`: its client sent a token with it, or takes tokens from the
+    server (`window.workDoneProgress`)."""
+    window = ls.client_capabilities.window
+    return client_token_offered() or bool(window and window.work_done_progress)

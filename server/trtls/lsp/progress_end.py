@@ -1,4 +1,4 @@
-"""A server-created `$/progress`: its stoppable start, and its end with the core's outcome beside the message.
+"""A `$/progress` end with the core's outcome beside the message (the progress itself: lsp/progress.py).
 
 `WorkDoneProgressEnd` has only `message`; a client that classified the end by reading that prose would re-derive
 a rule the server owns. So the end also carries `outcome` and `outcomeKind` (`trtls.core.outcome`), extra
@@ -7,8 +7,6 @@ properties every LSP client ignores and the VS Code extension renders.
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from lsprotocol import types as lsp
@@ -19,24 +17,9 @@ if TYPE_CHECKING:
     from trtls.lsp.language_server import TrtlsServer
 
 
-async def begin_stoppable_progress(
-    ls: TrtlsServer, kind: str, begin: lsp.WorkDoneProgressBegin, stop: Callable[[], object]
-) -> str | None:
-    """Create a fresh `trtls-<kind>-<uuid>` token (pygls never frees one), begin it, and make the client's Cancel on
-    it call `stop` (the Stop button); None when the client refused the token."""
-    token = f"trtls-{kind}-{uuid.uuid4()}"
-    try:
-        await ls.work_done_progress.create_async(token)
-    except Exception:
-        return None
-    ls.work_done_progress.begin(token, begin)
-    future = ls.work_done_progress.tokens.get(token)
-    if future is not None:
-        future.add_done_callback(lambda f: stop() if f.cancelled() else None)
-    return token
-
-
-def end_progress(ls: TrtlsServer, token: str, message: str, outcome: str, outcome_kind: OutcomeKind) -> None:
+def end_progress(
+    ls: TrtlsServer, token: lsp.ProgressToken, message: str, outcome: str, outcome_kind: OutcomeKind
+) -> None:
     from trtls.core.wire import ProgressEnd, to_wire
 
     value = to_wire(ProgressEnd(kind="end", message=message, outcome=outcome, outcomeKind=outcome_kind))

@@ -17,7 +17,7 @@ from trtls.app.results import Refused
 from trtls.core import wire
 from trtls.core.findings import Origin
 from trtls.core.outcome import OutcomeKind
-from trtls.lsp.progress import begin_stoppable_progress
+from trtls.lsp.progress import begin_stoppable_progress, wants_progress
 
 if TYPE_CHECKING:
     from trtls.builds.supervisor.build import Build
@@ -30,10 +30,6 @@ def refused_request(refused: Refused) -> JsonRpcInvalidParams:
     from trtls.lsp.build_commands import refused_request as invalid_params
 
     return invalid_params(refused)
-
-
-def has_progress(ls: TrtlsServer) -> bool:
-    return bool(ls.client_capabilities.window and ls.client_capabilities.window.work_done_progress)
 
 
 async def start_reduction(ls: TrtlsServer, args: ReduceEngineArgs) -> wire.ReduceEngineReply:
@@ -51,7 +47,7 @@ async def start_reduction(ls: TrtlsServer, args: ReduceEngineArgs) -> wire.Reduc
     run, red = asked, asked.red
     ls.runs.add(run, "reduction", args.uri)
     progress = None
-    if has_progress(ls):
+    if wants_progress(ls):
         begin = lsp.WorkDoneProgressBegin(title=f"Reduce {args.engine}", cancellable=True, message="trial 0")
         progress = begin_stoppable_progress(ls, "reduce", begin, lambda: run.cancel("ide_stop"))
 
@@ -99,7 +95,7 @@ async def find_divergence(ls: TrtlsServer, args: FindDivergenceArgs) -> wire.Fin
     run = asked
     ls.runs.add(run, "divergence", args.uri)
     progress = None
-    if has_progress(ls):
+    if wants_progress(ls):
         title = f"Find the first diverging layer: {args.route or run.engine}"
         if run.pair is not None:
             title = f"Find the first diverging layer: {run.pair[1].name} against {run.pair[0].name}"
@@ -209,7 +205,6 @@ async def build_minimal(ls: TrtlsServer, args: BuildMinimalArgs) -> wire.BuildMi
     )  # fmt: skip
     assert isinstance(started, Started)  # the recipe and the engine were checked above; no store was asked
     build = started.build
-    has_progress = bool(ls.client_capabilities.window and ls.client_capabilities.window.work_done_progress)
-    relay = BuildRelay(ls, build, args.uri, ls.options.build_tree, has_progress, lambda b: ls.runs.evict())
+    relay = BuildRelay(ls, build, args.uri, ls.options.build_tree, wants_progress(ls), lambda b: ls.runs.evict())
     await relay.start()
     return wire.BuildMinimalReply(buildId=build.id, engine=args.engine, status="started")
