@@ -108,6 +108,21 @@ class Folded(Generic[T]):
 class Build:
     """A build's id, job and options (given here, never written afterwards), the supervisor's handles, and `state`."""
 
+    state: BuildState
+    listeners: list[Listener]  # every event, then None once the build is over (how a face follows it)
+    # what only the supervisor learns and keeps: read by the evidence, written by builds/supervisor/ alone
+    output_check: dict[str, Any] | None
+    resources: Any  # trtls.builds.supervisor.resources.ResourceSampler of a local worker
+    exit_code: int | None
+    previous_engine_sha: str | None
+    stderr_tail: deque[str]
+    _proc: WorkerProcess | None
+    _loop: asyncio.AbstractEventLoop | None
+    _done: asyncio.Future | None
+    _events_file: Any
+    _force: Callable[[], Any] | None
+    _previous_sha: asyncio.Future | None
+
     def __init__(
         self,
         id: str,
@@ -128,19 +143,10 @@ class Build:
         self.remote = remote
         self.state = BuildState(id, engine, self.evidence_dir, grace_s, cell, parent_id, remote is not None,
                                 baselines_of=self.history().baselines, notes=list(notes))  # fmt: skip
-        self.listeners: list[Listener] = []
-        # what only the supervisor learns and keeps: read by the evidence, written by builds/supervisor/ alone
-        self.output_check: dict[str, Any] | None = None
-        self.resources: Any = None  # trtls.builds.supervisor.resources.ResourceSampler of a local worker
-        self.exit_code: int | None = None
-        self.previous_engine_sha: str | None = None
-        self.stderr_tail: deque[str] = deque(maxlen=40)
-        self._proc: WorkerProcess | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._done: asyncio.Future | None = None
-        self._events_file: Any = None
-        self._force: Callable[[], Any] | None = None
-        self._previous_sha: asyncio.Future | None = None
+        self.listeners = []
+        self.output_check, self.resources, self.exit_code, self.previous_engine_sha = None, None, None, None
+        self.stderr_tail = deque(maxlen=40)
+        self._proc = self._loop = self._done = self._events_file = self._force = self._previous_sha = None
 
     @property
     def evidence_dir(self) -> Path:
