@@ -6,6 +6,7 @@ the recorded answer, dated, and whether the model is still the one that build re
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
 from collections.abc import AsyncIterator
@@ -142,3 +143,27 @@ async def test_hover_on_onnx_says_the_recorded_answer_dated_and_whether_the_mode
         changed = await hover("demo")
         assert "A record of that build, not re-checked now: the model has changed since." in changed
         assert "the parser takes every node" in changed
+
+
+async def test_a_terminal_build_after_the_editors_own_is_the_one_the_lenses_show(
+    client: LanguageClient, workspace: Path
+) -> None:
+    uri = open_recipe(client, workspace)
+    mine = (await execute(client, "trtls.buildEngine", {"uri": uri, "engine": "demo"}))["buildId"]
+    while True:  # until this server's build has finished (its row in trtls.listBuilds)
+        rows = (await execute(client, "trtls.listBuilds", {}))["builds"]
+        if [r["status"] for r in rows if r["buildId"] == mine] == ["built"]:
+            break
+        await asyncio.sleep(0.1)
+    terminal = await asyncio.to_thread(_build, workspace, "demo")
+    assert terminal.returncode == 0, terminal.stderr
+    later = [s["buildId"] for s in summaries(workspace) if s["buildId"] != mine]
+    assert len(later) == 1
+    header = (workspace / "trtls.toml").read_text().splitlines().index("[engines.demo]")
+    lenses = await client.text_document_code_lens_async(lsp.CodeLensParams(lsp.TextDocumentIdentifier(uri)))
+    over_demo = [lens.command for lens in lenses or [] if lens.range.start.line == header and lens.command]
+    evidence = [list(c.arguments or []) for c in over_demo if c.title == "Evidence"]
+    assert evidence == [[{"buildId": later[0]}]], "the newer build, not this session's"
+    # this server's own build is still its run; the terminal's is answered as the one its lens shows
+    assert (await execute(client, "trtls.showEvidence", {"buildId": mine}))["summary"]["buildId"] == mine
+    assert (await execute(client, "trtls.showEvidence", {"buildId": later[0]}))["summary"]["buildId"] == later[0]
