@@ -2,7 +2,8 @@
 `trtls build` runs from the CLI of the quickstart `demo` (the parser takes every node) and of a model with an op no
 importer knows (the parser refuses that node), then a real language server over stdio started afterwards. Its lenses
 show Evidence and the recorded capability, showEvidence answers that build, and hovering the engine's `onnx` key says
-the recorded answer, dated, and whether the model is still the one that build read."""
+the recorded answer, dated, and whether the model is still the one that build read. A terminal's build after the
+editor's own is the one the lenses show."""
 
 from __future__ import annotations
 
