@@ -1,8 +1,10 @@
 """Outside the supervisor a Build is read-only (issue 28, item 4): how a build runs (its cancel grace, the notes its
 evidence carries) is passed into `Supervisor.start` (through trtls.app.request_build), never written on the Build
 by a face afterwards. Found on the source: no module outside server/trtls/builds/supervisor/ assigns an attribute
-of a Build, assigns into one of its fields, or mutates a field in place (`build.notes.append`). Subscribing to its
-events (`build.listeners.append`) is how a face follows a build, and stays allowed.
+of a Build, assigns into one of its fields, mutates a field in place (`build.notes.append`), or folds an event into it
+(`build.fold`). Subscribing to its events (`build.listeners.append`) is how a face follows a build, and stays allowed.
+
+Inside the supervisor too, a build's state (core/build_state.py) changes only in `BuildState.fold`: the second half.
 
 A Build is recognised by name, as the code spells it: a variable called `build`, a parameter annotated `Build`, a
 name bound from an expression ending in `.build` (`started.build`, `self.build`), or such an attribute itself."""
@@ -17,6 +19,7 @@ SERVER = Path(__file__).resolve().parents[1] / "server" / "trtls"
 OWNER = "builds/supervisor/"
 MUTATORS = {"append", "extend", "insert", "update", "pop", "clear", "remove", "add", "setdefault", "discard"}
 SUBSCRIBING = {"listeners"}
+FOLDING = {"fold", "refuse_line"}  # Build's doors into its state (core/build_state.py)
 
 
 def _build_names(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
@@ -70,6 +73,9 @@ def build_writes(source: str, where: str) -> list[str]:
                 owner = node.func.value
                 if isinstance(owner, ast.Attribute) and owner.attr not in SUBSCRIBING and _is_build(owner.value, names):
                     out.append((node.lineno, f"{ast.unparse(node.func)}(…)"))
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in FOLDING:
+                if _is_build(node.func.value, names):  # an event folded into a Build is the supervisor's to fold
+                    out.append((node.lineno, f"{ast.unparse(node.func)}(…)"))
     return [f"{where}:{line}: {what}" for line, what in sorted(set(out))]
 
 
@@ -91,6 +97,7 @@ async def start_build(ls, args):
     build.grace_s = settings.cancel_grace_s
     build.notes.append("retry")
     build.listeners.append(relay)
+    build.fold(Noted("retry"))
 
 def on_cell(ls, b: Build | None, ev) -> None:
     b.status, ok = "x", True
@@ -105,6 +112,7 @@ def elsewhere(self, result):
     assert [line.split(": ", 1)[1] for line in build_writes(before, "x.py")] == [
         "build.grace_s = …",
         "build.notes.append(…)",
+        "build.fold(…)",
         "b.status = …",
         "b.placement['node'] = …",
         "self.build.cell = …",
