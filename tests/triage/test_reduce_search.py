@@ -125,7 +125,7 @@ def test_the_search_from_the_end_finds_the_bisections_answer_within_three_trials
     """Every count of starts below 500, every answer (the largest start whose cut fails; 0: only the whole span):
     the same answer as the bisection, 1 trial when it is the last node, 2 when the last two, and never more than
     3 trials beyond the bisection's."""
-    from trtls.triage.reduce_build import _search_from_end
+    from trtls.triage.cut_search import search_from_end
 
     async def search(count: int, answer: int, last_first: bool) -> tuple[int | None, int]:
         made: list[int] = []
@@ -134,7 +134,7 @@ def test_the_search_from_the_end_finds_the_bisections_answer_within_three_trials
             made.append(start)
             return SimpleNamespace(still_fails=start <= answer)
 
-        found = await _search_from_end(attempt, lambda i: i, count, step="inputs", last_first=last_first)
+        found = await search_from_end(attempt, lambda i: i, count, step="inputs", last_first=last_first)
         assert len(set(made)) == len(made), made  # no start tried twice
         return found, len(made)
 

@@ -2,7 +2,7 @@
 
 The search is Polygraphy's `debug reduce --mode bisect` (its own `BisectMarker`) for the last node kept (the
 candidate is the span up to it, every branch kept); then the first node kept, on that node's branch, is searched from
-the end (`_search_from_end`: the last node alone, the last two, then a bisection); every step a real worker
+the end (`cut_search.search_from_end`: the last node alone, the last two, then a bisection); every step a real worker
 build of the candidate (`trials`), judged by `signature.same_failure`. The first trial is the whole model as the
 recipe builds it — the user's own failed build when its evidence has the same engine key (`user_build`), not built
 again. Then each setting the recipe changes from its default is put back on the minimal model, one at a time: a
@@ -30,6 +30,7 @@ from trtls.core.cancel import CancelToken
 from trtls.core.recipe import LoadedRecipe
 from trtls.core.summary_record import Summary
 from trtls.fs import Kind, atomic_write_bytes, ensure_folder
+from trtls.triage.cut_search import bisect_cut, search_from_end
 from trtls.triage.signature import RULE, RULE_REGEX, failure_signature, same_failure
 from trtls.triage.trials import Trial, TrialRunner
 
@@ -276,8 +277,7 @@ async def _run_reduction(loaded: LoadedRecipe, engine: str, red: Reduction, runn
         # at a node that makes a floating-point tensor, or a control-flow node: integer shape arithmetic (Shape,
         # Gather, Concat, Cast to int64) is no network to build on its own, and Polygraphy folds it before it bisects
         ends = _span_ends(graph, compute, facts)
-        last = await _bisect(
-            red,
+        last = await bisect_cut(
             attempt,
             lambda i: cut(graph, 0, ends[i], facts, len(profiles), branch=False),
             len(ends),
@@ -295,7 +295,7 @@ async def _run_reduction(loaded: LoadedRecipe, engine: str, red: Reduction, runn
         # when no branch cut fails the same way (the failure needs another branch of the span), on the span
         upto = [i for i in compute if i <= last_index]
         for branch in (True, False):
-            start = await _search_from_end(
+            start = await search_from_end(
                 attempt,
                 lambda i, b=branch: cut(graph, upto[i], last_index, facts, len(profiles), branch=b),
                 len(upto),
@@ -341,48 +341,6 @@ def _named_node(graph: Any, compute: list[int], target: dict[str, Any] | None) -
     if not isinstance(layer, str) or not layer:
         return None
     return next((i for i in compute if graph.nodes[i].name == layer), None)
-
-
-async def _bisect(red: Reduction, attempt: Any, make: Any, count: int, *, invert: bool, step: str) -> int | None:
-    from polygraphy.tools.debug.subtool.reduce import BisectMarker
-
-    marker = BisectMarker(count, invert=invert)
-    while not marker.stop():
-        candidate = make(marker.node_index)
-        trial = await attempt(step, candidate)
-        # the marker keeps the smallest failing candidate by a size it compares with `count`: the candidate's place
-        # in the order (its node count can exceed `count`: the nodes a cut brings along are not bisection points)
-        size = count - marker.node_index if invert else marker.node_index + 1
-        marker.step(not trial.still_fails, size)
-    marker.finish()
-    return marker.best_bad_node_index
-
-
-LAST_NODES = (1, 2)  # the cuts the inputs search tries first: the last node alone, then the last two
-
-
-async def _search_from_end(attempt: Any, make: Any, count: int, *, step: str, last_first: bool = True) -> int | None:
-    """The largest start `i` (of `count`) whose cut `make(i)` still fails, the cut from 0 taken as failing (the
-    outputs search measured it) and nothing at all as passing; None when no cut measured fails.
-
-    A TensorRT failure is most often one layer or two, and the outputs search ended on one of them: so, with
-    `last_first`, the search tries the last node alone, then the last two (`LAST_NODES`), and bisects what is left
-    as Polygraphy's `BisectMarker(invert=True)` does. Where the failure is the last node or the last two (on every
-    model of the benchmark, docs/performance.md) that is 1 or 2 trials where the bisection spends ⌈log2 count⌉;
-    where it needs more, at most 3 trials more than the bisection (counted for every count below 500 and every
-    answer: tests/triage/test_reduce_search.py)."""
-    bad, good = 0, count  # bad: a start whose cut fails (0: assumed); good: one whose cut passes (count: nothing)
-    found, passed, widths = False, False, list(LAST_NODES if last_first else ())
-    while good - bad > 1:
-        middle = (bad + good + passed) // 2  # the marker's rounding: up after a cut that passed, else down
-        width = widths.pop(0) if widths else 0
-        probe = count - width if width and count - width > middle else middle
-        passed = not (await attempt(step, make(probe))).still_fails
-        if passed:
-            good = probe
-        else:
-            bad, found, widths = probe, True, []
-    return bad if found else None
 
 
 async def _settings_cause(red: Reduction, attempt: Any, whole: Path | None = None) -> None:

@@ -186,7 +186,7 @@ async def reuse_or_lock(
 def after_build(use: StoreUse, build: Any, count: bool = False) -> dict[str, Any]:
     """After a real build: publish a built engine, remember it as known-good, add the key, the store's record and
     what changed since the last build to the evidence (summary.json rewritten atomically). A farm cell its node
-    served from the remote store (`reused`) is kept as a local reuse is (builds/farm/node_reuse.py
+    served from the remote store (`reused`) is kept as a local reuse is (builds/avoidance/node_served.py
     `keep_node_served`: the local entry, the known-good record, one hit). `count`: a matrix cell, whose lookup
     counted nothing: a miss is counted now unless its node served it (a hit, counted once). Releases the lock."""
     try:
@@ -215,7 +215,7 @@ def after_build(use: StoreUse, build: Any, count: bool = False) -> dict[str, Any
             known.update(stored=stored, changes=use.changes, parts=use.key.parts)
             append_known_good(KnownGood(use.state_dir, use.history), known, use.warnings)
         elif build.outcome == "reused" and use.key is not None:
-            from trtls.builds.farm.node_reuse import keep_node_served  # plain Python, no Ray import
+            from trtls.builds.avoidance.node_served import keep_node_served
 
             keep_node_served(use, build)
         if count and build.outcome != "reused" and use.store is not None and use.key is not None:

@@ -9,7 +9,7 @@ passed on — no `build_finished`, so the supervisor ends the build `reused` fro
 `built`: no usual-duration history learns a build time from it). When the cell ends, `fold_node_reuse` gives its
 summary what a reuse's evidence says (builds/avoidance/reuse.py `reuse_evidence`): where the engine came from, the
 producing build, the runbook fields of a run without a worker, and the one line every face shows. Then
-`keep_node_served` (from the store's end of the cell, builds/avoidance/lookup.py `after_build`) keeps it on this
+`keep_node_served` (builds/avoidance/node_served.py, from the store's end of the cell) keeps it on this
 machine as a local reuse is kept: the entry in this machine's store, the table's known-good record, one hit in the
 store's statistics — so `trtls rollback`, `trtls engines` and the next build here know the engine.
 
@@ -19,13 +19,10 @@ Plain Python (no Ray import): the matrix folds a cell's end with it (builds/supe
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from trtls.core.events import PROTOCOL_VERSION
 from trtls.core.evidence import runbook_without_worker
-
-if TYPE_CHECKING:
-    from trtls.store.use import StoreUse
 
 
 async def bring_reused(
@@ -92,41 +89,3 @@ def fold_node_reuse(summary: dict[str, Any], hit: dict[str, Any], up_to_date: st
         *hit.get("notes", []),
     ]
     summary["message"] = f"{up_to_date} (from the remote store, served by node {node})"
-
-
-def keep_node_served(use: StoreUse, build: Any) -> None:
-    """A cell its node served from the remote store, kept on this machine exactly as a local reuse is: the engine at
-    the output (its sha256 checked against the entry's record when it arrived, engine_transfer.py) published into
-    this machine's store under the cell's key with the producing build's record, hashed again as it is copied in
-    (`Store.publish`; not sent back to the remote, it came from there); the table's known-good record
-    (`remember_reused`, as builds/avoidance/restore.py records a local hit); and one hit in the store's statistics
-    (`record_hit`, `how` = node), never a miss. An engine this store could not keep (a full disk, another
-    account's folder) is TRT333 in the cell's store warnings and a known-good record with `stored: false`; the
-    cell stays `reused`. Never raises for the store's own failures."""
-    from pathlib import Path
-
-    from trtls.builds.avoidance.restore import remember
-    from trtls.builds.avoidance.reuse import remember_reused
-    from trtls.store.entry_record import Entry
-    from trtls.store.stats import record_hit
-
-    hit = getattr(build.worker, "reused", None)
-    if use.store is None or use.key is None or not isinstance(hit, dict):
-        return
-    key, sha, size = use.key.hex, hit.get("sha256"), hit.get("size")
-    if hit.get("key") != key or not isinstance(sha, str) or type(size) is not int:  # not this cell's entry
-        use.warnings.append(f"TRT333 the engine at {build.output} was served by a node for another key: not stored")
-        return
-    src = hit.get("build")
-    producer: dict[str, Any] = dict(src) if isinstance(src, dict) else {}
-    try:
-        entry = use.store.publish(key, use.key.parts, Path(build.output), producer, sha, push=False)
-        stored = True
-    except OSError as exc:
-        use.warnings.append(f"TRT333 the engine is at {build.output} but was not stored: {exc.strerror or exc}")
-        record = {"engine": {"sha256": sha, "size": size}, "build": producer, "parts": use.key.parts}
-        entry, stored = Entry(key, Path(build.output).parent, record), False
-    remember_reused(use.state_dir, use.history, entry, build.id, use.changes, use.warnings, stored=stored)
-    if stored:
-        remember(use, build.recipe_path)
-    record_hit(use.store, entry, use.engine, "node")
