@@ -37,8 +37,9 @@ def register(subparsers: Any) -> None:
     r = subparsers.add_parser(
         "reduce",
         help="reduce a failing engine build to the smallest model that still fails the same way",
-        description="Every trial is a real worker build of a candidate cut from the model (Polygraphy's bisect, "
-        "then a linear pass); 'still fails' means the same classified failure. Writes .trtls/reduce/<id>/.",
+        description="Every trial is a real worker build of a candidate cut from the model (Polygraphy's bisect "
+        "for the last node kept, then the last node alone, the last two, and a bisect for the first); 'still "
+        "fails' means the same classified failure. Writes .trtls/reduce/<id>/.",
         epilog=EPILOG,
     )
     r.add_argument("recipe", nargs="?", default=".", help="the folder or trtls.toml (default: .)")
