@@ -32,8 +32,8 @@ from trtls.core.phase_tree import NS, PhaseTree
 
 MIN_BAND = (0.75, 1.35)  # the interval's ratios to the point estimate, at the narrowest
 PACE_LIMITS = (0.5, 2.0)  # with `pace`: a build runs at most twice as fast or as slow as its history
-# build id → recorded durations of its config, and the similar configs' scaled durations (read once)
-_PAST: OrderedDict[str, tuple[list[float], list[tuple[float, int]]]] = OrderedDict()
+# (recipe, build id) → recorded durations of its config, and the similar configs' scaled durations (read once)
+_PAST: OrderedDict[tuple[str, str], tuple[list[float], list[tuple[float, int]]]] = OrderedDict()
 _PAST_KEEP = 256
 
 
@@ -137,14 +137,15 @@ def past_durations(build: Any) -> list[float]:
 def _past(build: Any) -> tuple[list[float], list[tuple[float, int]]]:
     if not build.config_hash:
         return [], []
-    if build.id not in _PAST:
+    key = (str(build.recipe_path), build.id)  # an id is unique within one recipe's runs, not across recipes
+    if key not in _PAST:
         history = build.history()
         own = [float(b["durationS"]) for b in history.builds(build.config_hash)]
         facts = model_facts(build) if not own else None
-        _PAST[build.id] = own, similar(facts, history.others(build.config_hash)) if facts else []
+        _PAST[key] = own, similar(facts, history.others(build.config_hash)) if facts else []
         while len(_PAST) > _PAST_KEEP:
             _PAST.popitem(last=False)
-    return _PAST[build.id]
+    return _PAST[key]
 
 
 def build_time_left(build: Any, now_ns: int) -> TimeLeft:
