@@ -150,3 +150,18 @@ def test_the_search_from_the_end_finds_the_bisections_answer_within_three_trials
                         assert trials == count - answer, (count, answer, trials)
 
     asyncio.run(every())
+
+
+def test_a_parser_rejection_that_cannot_be_reduced_still_says_why_no_setting_was_put_back(tmp_path: Path) -> None:
+    """A model that is the refused node alone cannot be made smaller: the run ends `not_reduced`, and its cause still
+    says why the setting the recipe changes was not tried (the parser runs before any builder setting applies), as
+    the reduced case says it — not silence that reads as "the settings were cleared"."""
+    _chain(tmp_path / "m.onnx", [("Det", "det")], ["N", 4, 4], ["N"])
+    (tmp_path / "trtls.toml").write_text(_engine("m", "m.onnx", "[N, 4, 4]", smem=True))
+    _user_build(tmp_path, "m")
+    code, record, stderr = _reduce(tmp_path, "m")
+    assert record is not None, stderr[-2000:]
+    assert record["failure"]["kind"] == "parser_rejection"
+    assert record["outcome"] == "not_reduced" and code == 1, (code, record["outcome"], record["causeText"])
+    assert record["settingsNotTried"] and "settings" not in _steps(record), _steps(record)
+    assert "parser rejects it before any builder setting applies" in record["causeText"], record["causeText"]

@@ -62,6 +62,8 @@ def bisect_bound(nodes: int) -> int:
 
 def result_record(red: Reduction, recipe: Path, onnx: Path) -> dict[str, Any]:
     best = red.best
+    # why the settings the recipe changes were not put back, said under every cause that kept the model
+    not_tried = f" ({red.settings_not_tried})" if red.settings_not_tried else ""
     cause_text = {
         "configuration": (
             "the settings are the cause: "
@@ -74,17 +76,20 @@ def result_record(red: Reduction, recipe: Path, onnx: Path) -> dict[str, Any]:
         ),
         "model": "the model is the cause: the minimal model keeps the node(s) below"
         + ("" if red.settings_changed else " (the recipe changes no builder setting)")
-        + (f" ({red.settings_not_tried})" if red.settings_not_tried else ""),
+        + not_tried,
         "not_reproduced": red.error or "the failure did not reproduce",
         "not_reduced": f"no smaller model fails the same way: every cut built or failed otherwise, so the whole "
         f"model ({red.original_nodes} nodes) is the smallest failing one"
-        + ("" if red.settings_changed else " (the recipe changes no builder setting)"),
+        + ("" if red.settings_changed else " (the recipe changes no builder setting)")
+        + not_tried,
     }.get(red.cause or "", "no cause found before the stop")
     outcome = outcome_of(red)
     if outcome == "failed":
         cause_text = red.error or cause_text
     elif outcome == "not_reduced" and red.cause == "model":  # a candidate as large as the model is no reduction
-        cause_text = f"no smaller model fails the same way: the whole model ({red.original_nodes} nodes) is kept"
+        cause_text = (
+            f"no smaller model fails the same way: the whole model ({red.original_nodes} nodes) is kept{not_tried}"
+        )
     by_step: dict[str, int] = {}
     for t in red.trials:
         by_step[t.step] = by_step.get(t.step, 0) + 1
