@@ -180,3 +180,27 @@ async def test_a_token_the_client_sends_again_while_a_run_reports_on_it_is_not_t
     assert ends[own]["outcome"] == "built", ends[own]
     begins = [r.title for r in client.progress_reports[token] if isinstance(r, lsp.WorkDoneProgressBegin)]
     assert begins == ["Building large"], begins
+
+
+async def test_a_reduction_reports_on_the_clients_token_and_no_token_is_asked_for(
+    client: LanguageClient, workspace: Path
+) -> None:
+    """Reduce (trtls.reduceEngine) goes through the same progress as Build Engine: on the client's token, begun at
+    once, ended with the reduction's outcome, and no create request."""
+    smem = "[engines.demo.builder]\noptimization_level = 3\n"
+    recipe = workspace / "trtls.toml"
+    recipe.write_text(
+        recipe.read_text().replace(smem, smem + "memory_pool_limits = { tactic_shared_memory_kib = 32 }\n")
+    )
+    asked = record_creates(client)
+    ends = raw_progress_ends(client)
+    uri = open_recipe(client, workspace)
+    token = "client-reduce-1"
+    reply = await execute_with_token(client, "trtls.reduceEngine", {"uri": uri, "engine": "demo"}, token)
+    assert reply["status"] == "started" and reply["reductionId"].startswith("reduce-demo-"), reply
+    await until(lambda: token in ends, timeout=NEVER)
+    assert asked == [], "the server asked for a token of its own although the client sent one"
+    assert list(ends) == [token], "the reduction's progress went on another token"
+    reports = client.progress_reports[token]
+    assert isinstance(reports[0], lsp.WorkDoneProgressBegin) and reports[0].cancellable is True, reports[0]
+    assert ends[token]["outcome"] == "configuration", ends[token]  # the 32 KiB limit is named as the cause
