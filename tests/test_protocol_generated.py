@@ -101,10 +101,40 @@ def test_every_field_our_worker_and_transport_write_is_declared() -> None:
 
 
 def test_the_cell_node_view_is_declared() -> None:
-    """Build.node_view() is sent as a cell's `node` (extra fields would fail the wire model): NodeView's keys only."""
-    import ast
+    """A cell's `node` (core.build_view.node_view, sent in trtls/buildTree) is a NodeView: both of its shapes — waiting
+    for a node, and placed with every placement fact a node reports — validate against the wire model (extra fields
+    are refused), and every key the placed view writes is declared."""
+    from pathlib import Path as P
 
-    trees = [ast.parse(p.read_text()) for p in (ROOT / "server" / "trtls" / "builds").rglob("build.py")]
-    fn = next(n for t in trees for n in ast.walk(t) if isinstance(n, ast.FunctionDef) and n.name == "node_view")
-    keys = {k.value for d in ast.walk(fn) if isinstance(d, ast.Dict) for k in d.keys if isinstance(k, ast.Constant)}
-    assert keys and keys <= set(wire.NodeView.model_fields), keys - set(wire.NodeView.model_fields)
+    from trtls.core.build_state import BuildState
+    from trtls.core.build_view import node_view
+    from trtls.core.events import Placed, Queued
+
+    waiting = BuildState("c-1", "demo", P("/nowhere"), 1.0, cell="c", on_farm_node=True)
+    waiting.fold(Queued(v=1, type="queued", t_ns=1))
+    assert set(wire.NodeView.model_validate(node_view(waiting, now=2_000_000_001)).model_fields_set) == {"waitingS"}
+    placed = BuildState("c-2", "demo", P("/nowhere"), 1.0, cell="c", on_farm_node=True)
+    placed.fold(Placed.model_validate({"v": 1, "type": "placed", "t_ns": 2, **_placement_sample(Placed)}))
+    view = node_view(placed)
+    wire.NodeView.model_validate(view)
+    assert view.keys() <= set(wire.NodeView.model_fields) and len(view) >= 8, view
+
+
+def _placement_sample(model: type) -> dict:
+    """A value of the right type for every field of a `placed` event (a node's report)."""
+    sample: dict = {}
+    for name, info in model.model_fields.items():
+        if name in ("v", "type", "t_ns"):
+            continue
+        text = str(info.annotation)
+        if "dict" in text:
+            sample[name] = {"zone": "a"}
+        elif "list" in text:
+            sample[name] = ["0"]
+        elif "bool" in text:
+            sample[name] = True
+        elif "float" in text or "int" in text:
+            sample[name] = 1
+        else:
+            sample[name] = "x"
+    return sample
