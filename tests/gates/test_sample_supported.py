@@ -36,8 +36,15 @@ NO_GPU = "no GPU that TensorRT accepts on this machine"
 class Ran:
     def __init__(self, root: Path, proc: subprocess.CompletedProcess):
         self.root, self.proc = root, proc
-        self.summary = json.loads((root / ".trtls" / "routes" / "tiny_ort" / "summary.json").read_text())
-        self.tensorrt = json.loads((root / ".trtls" / "routes" / "tiny" / "summary.json").read_text())
+        self.summary, self.tensorrt = self.route_summary("tiny_ort"), self.route_summary("tiny")
+
+    def route_summary(self, route: str) -> dict:
+        path = self.root / ".trtls" / "routes" / route / "summary.json"
+        assert path.is_file(), (
+            f"run_sample.sh (exit {self.proc.returncode}) left no {path}:\n"
+            f"{self.proc.stdout[-4000:]}\n--- stderr ---\n{self.proc.stderr[-4000:]}"
+        )
+        return json.loads(path.read_text())
 
 
 @pytest.fixture(scope="module")
