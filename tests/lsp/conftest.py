@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 import sys
+from pathlib import Path
 
+import pytest
 import pytest_lsp
 from lsprotocol import types as lsp
 from pytest_lsp import ClientServerConfig, LanguageClient
 
 SERVER = [sys.executable, "-m", "trtls", "serve"]
+ROUTE = Path(__file__).resolve().parents[2] / "samples" / "route"
 
 
 def caps(progress: bool = True) -> lsp.ClientCapabilities:
@@ -47,3 +52,16 @@ async def plain_client(lsp_client: LanguageClient):
     await lsp_client.initialize_session(lsp.InitializeParams(capabilities=caps(progress=False)))
     yield
     await lsp_client.shutdown_session()
+
+
+@pytest.fixture(scope="module")
+def route_sample(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The route sample, its checkpoint made (nothing built, locked or recorded): a workspace for the gates."""
+    ws = tmp_path_factory.mktemp("route") / "ws"
+    shutil.copytree(
+        ROUTE,
+        ws,
+        ignore=shutil.ignore_patterns(".trtls", "build", "checkpoints", "inputs", "model.onnx", "trtls.lock.json"),
+    )
+    subprocess.run([sys.executable, str(ws / "make_checkpoint.py")], cwd=ws, check=True, capture_output=True)
+    return ws

@@ -11,43 +11,17 @@ beside their reply (issue 28 item 1). Over the real server on stdio, with real T
 from __future__ import annotations
 
 import asyncio
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
-import pytest
-import pytest_lsp
 from lsprotocol import types as lsp
-from pytest_lsp import ClientServerConfig, LanguageClient
+from pytest_lsp import LanguageClient
 
-from tests.lsp.conftest import SERVER, accept_refresh, caps
 from tests.lsp.lsp_helpers import open_recipe, raw_progress_ends, until
 from tests.lsp.test_progress_beside_reply import SlowCreate
 
 NEVER = 300  # s: a bound on a wait that the old server never ended, not a measure of speed
 ROUTE = Path(__file__).resolve().parents[2] / "samples" / "route"
-
-
-@pytest_lsp.fixture(config=ClientServerConfig(server_command=SERVER))
-async def client(lsp_client: LanguageClient):
-    accept_refresh(lsp_client)
-    await lsp_client.initialize_session(lsp.InitializeParams(capabilities=caps()))
-    yield
-    await lsp_client.shutdown_session()
-
-
-@pytest.fixture(scope="module")
-def route_sample(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    ws = tmp_path_factory.mktemp("route") / "ws"
-    shutil.copytree(
-        ROUTE,
-        ws,
-        ignore=shutil.ignore_patterns(".trtls", "build", "checkpoints", "inputs", "model.onnx", "trtls.lock.json"),
-    )
-    subprocess.run([sys.executable, str(ws / "make_checkpoint.py")], cwd=ws, check=True, capture_output=True)
-    return ws
 
 
 def record_creates(client: LanguageClient) -> list[str]:

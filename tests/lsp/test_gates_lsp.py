@@ -9,27 +9,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 import pytest_lsp
 from lsprotocol import types as lsp
 from pytest_lsp import ClientServerConfig, LanguageClient
 
 from .conftest import SERVER, caps
 from .lsp_helpers import command_of, execute, open_recipe, raw_progress_ends, until
-
-ROUTE = Path(__file__).resolve().parents[2] / "samples" / "route"
-
-
-@pytest.fixture(scope="module")
-def route_sample(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    ws = tmp_path_factory.mktemp("route") / "ws"
-    shutil.copytree(
-        ROUTE,
-        ws,
-        ignore=shutil.ignore_patterns(".trtls", "build", "checkpoints", "inputs", "model.onnx", "trtls.lock.json"),
-    )
-    subprocess.run([sys.executable, str(ws / "make_checkpoint.py")], cwd=ws, check=True, capture_output=True)
-    return ws
 
 
 def line_of(ws: Path, needle: str, after: str) -> int:
