@@ -21,7 +21,6 @@ from tests.lsp.lsp_helpers import open_recipe, raw_progress_ends, until
 from tests.lsp.test_progress_beside_reply import SlowCreate
 
 NEVER = 300  # s: a bound on a wait that the old server never ended, not a measure of speed
-ROUTE = Path(__file__).resolve().parents[2] / "samples" / "route"
 
 
 def record_creates(client: LanguageClient) -> list[str]:
