@@ -248,13 +248,31 @@ def export_target(recipe: RecipeFile, name: str, route: RouteModel) -> tuple[str
     return (engine.onnx if engine is not None else None), base + ("engine",)
 
 
+def bundle_sidecar(bundle: Path) -> tuple[dict[str, Any] | None, str]:
+    """The sidecar trtls writes beside every bundle it writes (`<bundle>.trtls.json`, `origin: trtls`), read through
+    the door (a regular file, never through a symlink, bounded); or None and why not, naming the sidecar. The one
+    reader of the rule "a bundle trtls wrote": `trtls check` compares its size, `route build` its sha256."""
+    from trtls.core.paths import BUNDLE_SIDECAR_SUFFIX
+    from trtls.fs import read_text
+
+    side = bundle.with_name(bundle.name + BUNDLE_SIDECAR_SUFFIX)
+    try:
+        sidecar = json.loads(read_text(side, limit=RECORD_LIMIT))
+    except FileNotFoundError:
+        return None, f"no sidecar {side} of a bundle trtls wrote"
+    except OSError as exc:
+        return None, f"its sidecar {side} cannot be read: {exc.strerror or exc}"
+    except ValueError:
+        return None, f"its sidecar {side} is not JSON"
+    if not isinstance(sidecar, dict) or sidecar.get("origin") != "trtls":
+        return None, f"its sidecar {side} is not one trtls wrote"
+    return sidecar, ""
+
+
 def _bundle_finding(loaded: LoadedRecipe, name: str, route: RouteModel) -> list[Finding]:
     """TRT122 (a warning), the bundle's twin of the export's: a regular file at the bundle path with no sidecar of a
     bundle trtls wrote, of its size, beside it. `trtls route build` hashes it against that sidecar and refuses to
     replace it (route.writes.refuse_foreign_bundle); here only sizes are compared, as this runs on every keystroke."""
-    from trtls.core.paths import BUNDLE_SIDECAR_SUFFIX
-    from trtls.fs import read_text
-
     if route.overwrite or not route.bundle:
         return []
     path = loaded.resolve(route.bundle)
@@ -264,11 +282,8 @@ def _bundle_finding(loaded: LoadedRecipe, name: str, route: RouteModel) -> list[
         return []
     if not stat.S_ISREG(st.st_mode):
         return []  # a symlink or a folder: the write policy's TRT118 / TRT109 at the route build
-    try:
-        sidecar = json.loads(read_text(path.with_name(path.name + BUNDLE_SIDECAR_SUFFIX), limit=RECORD_LIMIT))
-    except (OSError, ValueError):
-        sidecar = None
-    if isinstance(sidecar, dict) and sidecar.get("origin") == "trtls" and sidecar.get("size") == st.st_size:
+    sidecar, _ = bundle_sidecar(path)
+    if sidecar is not None and sidecar.get("size") == st.st_size:
         return []
     return [
         _finding(

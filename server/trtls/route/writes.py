@@ -23,7 +23,13 @@ from trtls import fs
 from trtls.core.paths import real, write_root
 from trtls.core.recipe import LoadedRecipe
 from trtls.core.route import RouteModel, route_dir, route_names
-from trtls.core.route_checks import EXPORTS_RECORD, RECORD_LIMIT, export_record_key, recorded_exports
+from trtls.core.route_checks import (
+    EXPORTS_RECORD,
+    RECORD_LIMIT,
+    bundle_sidecar,
+    export_record_key,
+    recorded_exports,
+)
 from trtls.fs import Kind, read_text
 from trtls.route.errors import RouteBuildError
 
@@ -114,32 +120,15 @@ def refuse_foreign_bundle(loaded: LoadedRecipe, route_name: str, route: RouteMod
     current = _sha_of(path, f"the bundle of route '{route_name}'", ("bundle",))
     if current is None:
         return
-    side = sidecar_path(path)
-    why = _sidecar_distrust(side, current)
-    if why is None:
+    sidecar, why = bundle_sidecar(path)
+    if sidecar is not None and sidecar.get("file_sha256") == current:
         return
+    why = why or f"its sidecar {sidecar_path(path)} records another file, not this sha256 {current[:12]}…"
     raise RouteBuildError(
         f"TRT122 {path} already exists and trtls did not write it ({why}): not replaced, nothing was written. Move "
         f"it, point the route's bundle elsewhere, or set overwrite = true in [routes.{route_name}]",
         ("bundle",),
     )
-
-
-def _sidecar_distrust(side: Path, sha: str) -> str | None:
-    """Why the sidecar at `side` does not vouch that trtls wrote the bundle whose sha256 is `sha` (None: it does).
-    The sidecar is named in every reason, so a user sees which file to look at (a symlink planted there is read
-    never, named always)."""
-    try:
-        sidecar = json.loads(read_text(side, limit=RECORD_LIMIT))
-    except FileNotFoundError:
-        return f"no sidecar {side} of a bundle trtls wrote records its sha256 {sha[:12]}…"
-    except OSError as exc:
-        return f"its sidecar {side} cannot be read: {exc.strerror or exc}"
-    except ValueError:
-        return f"its sidecar {side} is not JSON"
-    if isinstance(sidecar, dict) and sidecar.get("origin") == "trtls" and sidecar.get("file_sha256") == sha:
-        return None
-    return f"its sidecar {side} does not record a bundle trtls wrote with sha256 {sha[:12]}…"
 
 
 def export_key(route: RouteModel) -> tuple[str]:
