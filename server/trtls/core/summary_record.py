@@ -56,6 +56,8 @@ class Summary(BaseModel):
     engine: str | None = None
     recipe: str | None = None
     outcome: BuildOutcome | None = None
+    modelPath: str | None = None  # the model the build read (builds.supervisor.summary.model_read) …
+    modelSha256: str | None = None  # … and its sha256: None when not known; absent from an older trtls's record
     error: str | None = None
     message: str | None = None  # a reuse's or a rollback's sentence, as the faces print it
     startedAt: Number | None = None  # seconds since the epoch

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 import typing
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from lsprotocol import types as lsp
@@ -82,14 +83,22 @@ def table_at_text(lines: list[str], line: int) -> tuple:
 
 
 # -- code lens ---------------------------------------------------------------------------------
-def code_lenses(loaded: LoadedRecipe, uri: str, running: dict[str, str], last: dict[str, str]) -> list[lsp.CodeLens]:
+def code_lenses(
+    loaded: LoadedRecipe,
+    uri: str,
+    running: dict[str, str],
+    last: dict[str, str],
+    recorded: Callable[[Path], dict[str, str]] | None = None,
+) -> list[lsp.CodeLens]:
     """▶ Build Engine (■ Stop while it builds, Evidence after) over each engine; ▶ Run Gates over routes. `last`:
     each engine's last build made in this editor session; the recipe's recorded runs add, and win for, the engines
-    they hold (a build from a terminal or from before this server started, and a later one than this session's)."""
+    they hold when they started later (a build from a terminal or from before this server started). `recorded`:
+    where they come from — the server's last reading (lsp/recorded_runs.py, read off the event loop); by default
+    they are read now (`latest_runs`)."""
     from trtls.builds.avoidance.freshness import build_lens_title  # the engine store's verdict (docs/store.md)
-    from trtls.report.capability_lens import latest_runs
+    from trtls.report.capability_lens import latest_runs, newest_runs
 
-    last = {**last, **latest_runs(loaded.path)}
+    last = newest_runs(last, (recorded or latest_runs)(loaded.path))
     out: list[lsp.CodeLens] = []
     for line, path in loaded.source_map.tables:
         rng = lsp.Range(lsp.Position(line, 0), lsp.Position(line, 0))
@@ -150,7 +159,10 @@ def code_lenses(loaded: LoadedRecipe, uri: str, running: dict[str, str], last: d
 
 
 # -- hover -------------------------------------------------------------------------------------
-def hover(loaded: LoadedRecipe, line: int, col: int) -> str | None:
+def hover(
+    loaded: LoadedRecipe, line: int, col: int, recorded: Callable[[Path], dict[str, str]] | None = None
+) -> str | None:
+    """The hover at (line, col); `recorded`: where the recipe's recorded runs come from, as for `code_lenses`."""
     hit = loaded.source_map.path_at(line, col)
     if hit is None:
         return None
@@ -159,7 +171,7 @@ def hover(loaded: LoadedRecipe, line: int, col: int) -> str | None:
 
     declared = hover_text(loaded, path, is_value)
     if len(path) == 3 and path[0] == "engines" and path[2] == "onnx":  # what TensorRT said of it, as recorded
-        said = _recorded_capability(loaded, str(path[1]))
+        said = _recorded_capability(loaded, str(path[1]), recorded)
         above = declared or _key_hover(path)
         if said is not None:
             return f"{above}\n\n---\n\n{said}" if above else said
@@ -189,34 +201,20 @@ def _key_hover(path: tuple) -> str | None:
     return text
 
 
-def _recorded_capability(loaded: LoadedRecipe, engine: str) -> str | None:
+def _recorded_capability(
+    loaded: LoadedRecipe, engine: str, recorded: Callable[[Path], dict[str, str]] | None
+) -> str | None:
     """The capability answer of the engine's last recorded build (report/capability_lens.py's words), with whether
-    the model is still the one it read: the model's sha256 now against the one the build's known-good record holds
-    (a successful build's; a failed one records none, and then nothing is said of freshness)."""
-    from trtls.report.capability_lens import capability_hover_text, latest_runs
+    the model is still the one that build read (lsp/recorded_runs.model_since: any outcome's record names it)."""
+    from trtls.lsp.recorded_runs import model_since
+    from trtls.report.capability_lens import capability_hover, latest_runs, recorded_answer
 
-    build_id = latest_runs(loaded.path).get(engine)
-    if build_id is None:
+    build_id = (recorded or latest_runs)(loaded.path).get(engine)
+    found = recorded_answer(loaded.path, build_id) if build_id is not None else None
+    if build_id is None or found is None:
         return None
-    return capability_hover_text(loaded.path, engine, build_id, _model_changed(loaded, engine, build_id))
-
-
-def _model_changed(loaded: LoadedRecipe, engine: str, build_id: str) -> bool | None:
-    from trtls.builds.supervisor.build import state_dir
-    from trtls.store.key import KeyUnavailable, file_sha256
-    from trtls.store.known_good import KnownGood
-
-    sdir = state_dir(loaded.path)
-    parts = (KnownGood(sdir, engine).find(build_id) or {}).get("parts")
-    files = parts.get("files") if isinstance(parts, dict) else None
-    recorded = files.get("onnx") if isinstance(files, dict) else None
-    if not isinstance(recorded, str) or loaded.recipe is None or engine not in loaded.recipe.engines:
-        return None
-    try:
-        now = file_sha256(loaded.resolve(loaded.engine(engine).onnx), sdir)
-    except (KeyUnavailable, OSError, ValueError):
-        return None
-    return None if now is None else now != recorded
+    summary, answer = found
+    return capability_hover(engine, build_id, summary, answer, model_since(loaded, engine, summary))
 
 
 # -- completion --------------------------------------------------------------------------------

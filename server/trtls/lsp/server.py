@@ -193,7 +193,9 @@ def code_lens(ls: TrtlsServer, params: lsp.CodeLensParams) -> list[lsp.CodeLens]
     # ■ Stop over an engine whose cells build stops the whole matrix (its parent), not one cell
     running = {b.engine: b.parent_id or b.id for b in ls.runs.running_builds() if ls.runs.uri(b.id) == uri}
     last = {engine: bid for (u, engine), bid in ls.last_build.items() if u == uri}
-    return editor.code_lenses(loaded, uri, running, last)
+    from trtls.lsp.recorded_runs import recorded_runs  # read off the event loop; the lenses are asked again after
+
+    return editor.code_lenses(loaded, uri, running, last, recorded_runs(ls).latest)
 
 
 @server.feature(lsp.TEXT_DOCUMENT_HOVER)
@@ -205,7 +207,9 @@ def hover(ls: TrtlsServer, params: lsp.HoverParams) -> lsp.Hover | None:
     loaded = ls.checked(params.text_document.uri)
     if loaded is None:
         return None
-    text = editor.hover(loaded, params.position.line, params.position.character)
+    from trtls.lsp.recorded_runs import recorded_runs  # the last reading, never a reading on the event loop
+
+    text = editor.hover(loaded, params.position.line, params.position.character, recorded_runs(ls).latest)
     return lsp.Hover(contents=lsp.MarkupContent(kind=lsp.MarkupKind.Markdown, value=text)) if text else None
 
 

@@ -10,13 +10,22 @@ from __future__ import annotations
 import math
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from trtls.core.capability import capability_findings, capability_summary, recorded_capability
 
 if TYPE_CHECKING:
     from trtls.core.summary_record import Summary
 
+# whether an engine's model is still the one a recorded build read (lsp/recorded_runs.model_since): its sha256 now
+# against the record's; `not_recorded`: the record names none (an older trtls's, or a model written while it built)
+ModelSince = Literal["changed", "unchanged", "not_recorded", "unreadable"]
+MODEL_SINCE = {
+    "changed": "_A record of that build, not re-checked now: the model changed since this build (another sha256)._",
+    "unchanged": "_Model unchanged: it is the one that build read (same sha256)._",
+    "not_recorded": "_Whether the model changed since this build is not known: its record names no model sha256._",
+    "unreadable": "_Whether the model changed since this build is not known: the model cannot be read now._",
+}
 MAX_REMEMBERED = 10_000  # run folders whose record's facts are remembered (a server edits a few recipes)
 # run folder → (its mtime as listed, the engine and start of an engine table's finished build, or None): a code lens
 # is asked after every edit, and reading every record each time (50 runs of ~150 KB: about half a second) would hold
@@ -59,6 +68,26 @@ def latest_runs(recipe: Path) -> dict[str, str]:
     return {engine: run_id for engine, (_, run_id) in newest.items()}
 
 
+def newest_runs(session: dict[str, str], recorded: dict[str, str]) -> dict[str, str]:
+    """Engine → its latest build: this editor session's (`session`) or a recorded one (`latest_runs`, maybe read
+    before the session's build ended), whichever started later by its id (`<engine>-<date>-<time>-<hex>`,
+    builds.supervisor.build.new_build_id); a recorded one wins a tie (a terminal's build after the session's, in
+    the same second), as it wins an id that does not say when."""
+    out = dict(session)
+    for engine, run_id in recorded.items():
+        if _id_start(out.get(engine, "")) <= _id_start(run_id):
+            out[engine] = run_id
+    return out
+
+
+_ID_START = re.compile(r"-(\d{8}-\d{6})-[0-9a-f]{6}$")
+
+
+def _id_start(run_id: str) -> str:
+    found = _ID_START.search(run_id)
+    return found.group(1) if found else ""
+
+
 def _engine_build(run: Path) -> tuple[str, float] | None:
     """(engine, start) of the finished build of an engine table recorded in `run` (not a matrix, not a cell); None
     for any other record, or one that cannot be read or does not hold together."""
@@ -71,7 +100,7 @@ def _engine_build(run: Path) -> tuple[str, float] | None:
     return summary.engine, started if math.isfinite(started) else 0.0  # a record's nonsense date sorts first
 
 
-def _recorded(recipe: Path, build_id: str) -> tuple[Summary, dict[str, Any]] | None:
+def recorded_answer(recipe: Path, build_id: str) -> tuple[Summary, dict[str, Any]] | None:
     """The build's record and its capability answer; None when the evidence cannot be read or recorded no answer."""
     from trtls.builds.supervisor.retention import RUN_ID
     from trtls.core.summary_record import SUMMARY_NAME, SummaryProblem, read_summary
@@ -91,7 +120,7 @@ def _recorded(recipe: Path, build_id: str) -> tuple[Summary, dict[str, Any]] | N
 def capability_lens_title(recipe: Path, build_id: str) -> str | None:
     """`capability · <verdict>` of the build's `summary.json`; None when the evidence cannot be read or recorded no
     answer (a lens that says nothing was measured is not worth its line: the report says it)."""
-    found = _recorded(recipe, build_id)
+    found = recorded_answer(recipe, build_id)
     return f"capability · {capability_summary(found[1])}" if found is not None else None
 
 
@@ -106,18 +135,22 @@ def _md(text: str) -> str:
     return _MARKDOWN.sub(r"\\\1", terminal_safe(text, keep_newlines=False))
 
 
-def capability_hover_text(recipe: Path, engine: str, build_id: str, model_changed: bool | None) -> str | None:
+def capability_hover_text(recipe: Path, engine: str, build_id: str, since: ModelSince | None) -> str | None:
     """What TensorRT's parser (and builder) said of the engine's model at its build `build_id`, for the hover of the
-    `onnx` key: the verdict of the lens, then each refused node or the builder's refusal in the words of the
-    diagnostics (op type, node name, the parser's reason), dated. `model_changed` (the model's sha256 now against
-    the one the build recorded; None when the record holds none) says whether this is a record of another model:
-    never re-checked here, and nothing is said of freshness that was not compared."""
+    `onnx` key (`capability_hover`'s words); None when the evidence cannot be read or recorded no answer."""
+    found = recorded_answer(recipe, build_id)
+    return capability_hover(engine, build_id, *found, since) if found is not None else None
+
+
+def capability_hover(
+    engine: str, build_id: str, summary: Summary, answer: dict[str, Any], since: ModelSince | None
+) -> str:
+    """The verdict of the lens, then each refused node or the builder's refusal in the words of the diagnostics (op
+    type, node name, the parser's reason), dated. `since` (lsp/recorded_runs.model_since; None: not compared) says
+    whether this is a record of another model: never re-checked here, and nothing is said of freshness that was not
+    compared."""
     from trtls.core.display import ago
 
-    found = _recorded(recipe, build_id)
-    if found is None:
-        return None
-    summary, answer = found
     started = summary.startedAt
     date = _local_time(started)
     verdict = _md(capability_summary(answer))
@@ -125,10 +158,8 @@ def capability_hover_text(recipe: Path, engine: str, build_id: str, model_change
     said = [f"- {_md(finding.message)}" for finding in capability_findings(engine, answer)]
     if said:
         parts.append("\n".join(said))
-    if model_changed:
-        parts.append("_A record of that build, not re-checked now: the model has changed since._")
-    elif model_changed is False:
-        parts.append("_The model is the one that build read (same sha256)._")
+    if since is not None:
+        parts.append(MODEL_SINCE[since])
     return "\n\n".join(parts)
 
 

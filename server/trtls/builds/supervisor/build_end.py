@@ -19,7 +19,7 @@ from trtls.builds.supervisor.build import Build, state_dir
 from trtls.builds.supervisor.output_guard import OutputGuard
 from trtls.builds.supervisor.running_record import RUNNING
 from trtls.builds.supervisor.similar_builds import model_facts
-from trtls.builds.supervisor.summary import build_summary
+from trtls.builds.supervisor.summary import build_summary, model_read
 from trtls.core.build_state import Ended, Noted, Recorded, WorkerGone
 
 
@@ -60,7 +60,8 @@ async def finish_build(build: Build, outcome: str, guard: OutputGuard | None) ->
     await build.previous_sha()  # the engine this build found, hashed beside it (summary: is it intact?)
     if guard is not None and outcome == "built":
         await guard.verify_written(build)  # the sha of what is on disk, not of what the worker meant to write
-    summary = build_summary(build, t_end, history)
+    model = await asyncio.to_thread(model_read, build)  # a digest cache's answer, or a hash: never on the loop
+    summary = build_summary(build, t_end, history, model)
     if guard is not None:
         summary["outputLock"] = guard.record()
     unwritten = write_evidence(build, summary)

@@ -3,6 +3,7 @@ honoured, what the cache decided, and what a retry should do."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from trtls import __version__
@@ -51,7 +52,33 @@ def capability_record(build: Build) -> dict[str, Any]:
     return build_capability(build.outcome, sent, bool(build.config_hash), module)
 
 
-def build_summary(build: Build, t_end: int, history: History) -> dict[str, Any]:
+def model_read(build: Build) -> dict[str, Any]:
+    """The model the build read, for a record of any outcome: `modelPath` (the job's `onnx`) and `modelSha256`, so a
+    record says whether the model changed since even when no engine or known-good record came of it. The digest is
+    the store key's when there is one: the key hashed the model through the stat-keyed digest cache
+    (`store.key.file_sha256`, the recipe's `.trtls/digests.json`), so an unchanged model is stat'ed, not read; with
+    no key (an external worker, injected faults) or a model too new to be cached, it is hashed now, after the worker
+    is gone — never on the way to the worker's job. A model written after the build started is not vouched for
+    (either version may be the one read): None, as for a model that is gone."""
+    from trtls.builds.supervisor.build import state_dir
+    from trtls.store.key import KeyUnavailable, file_sha256
+
+    onnx = build.job.get("onnx")
+    if not isinstance(onnx, str) or not onnx:
+        return {"modelPath": None, "modelSha256": None}
+    path = Path(onnx)
+    sha = None
+    try:
+        if path.stat().st_mtime <= build.started_at:  # follows a link as the worker's read does
+            sha = file_sha256(path, state_dir(build.recipe_path))
+    except (KeyUnavailable, OSError, ValueError):  # gone, or unreadable
+        sha = None
+    return {"modelPath": str(path), "modelSha256": sha}
+
+
+def build_summary(build: Build, t_end: int, history: History, model: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The record of the build that ended at `t_end`; `model`: `model_read(build)`, computed off the event loop by
+    the caller (computed here when not given)."""
     env = build.environment
     cache = build.cache or {
         "decision": "cold" if not build.job.get("timing_cache") else "not_applicable",
@@ -90,6 +117,7 @@ def build_summary(build: Build, t_end: int, history: History) -> dict[str, Any]:
         "buildId": build.id,
         "engine": build.engine,
         "recipe": str(build.recipe_path),
+        **(model if model is not None else model_read(build)),
         "outcome": build.outcome,
         "error": build.error,
         "tensorrtVersion": env.get("version") or UNKNOWN,
