@@ -134,6 +134,14 @@ def _folded_fields() -> set[str]:
     return {f.name for f in fields(BuildState)} - GIVEN
 
 
+def _folded_names() -> set[str]:
+    """The folded fields by every name a writer could spell them: the state's, and the Build's for the same field
+    (`build.summary` is the state's `record`)."""
+    from trtls.builds.supervisor.build import Build, Folded
+
+    return _folded_fields() | {name for name, value in vars(Build).items() if isinstance(value, Folded)}
+
+
 GIVEN = {"build_id", "engine", "evidence_dir", "on_farm_node", "baselines_of"}  # the Build's own, given at its start
 
 
@@ -192,7 +200,7 @@ def state_writes(source: str, where: str, folded: set[str]) -> list[str]:
 def test_only_the_fold_writes_a_builds_state() -> None:
     """Every change to what a face reads of a build is an event folded by `BuildState.fold` (the worker's, or a fact
     the supervisor learned: core/build_state.py), the supervisor's own modules included."""
-    folded = _folded_fields()
+    folded = _folded_names()
     found = []
     for path in sorted(SERVER.rglob("*.py")):
         where = path.relative_to(SERVER).as_posix()
@@ -220,7 +228,7 @@ def refold(state: BuildState, ev):
     state.logs.append({})
     ev.error = "kept: not a build"
 """
-    got = [line.split(": ", 1)[1] for line in state_writes(before, "x.py", _folded_fields())]
+    got = [line.split(": ", 1)[1] for line in state_writes(before, "x.py", _folded_names())]
     assert got == [
         "self.pid = …",
         "self.status = …",
@@ -234,17 +242,88 @@ def refold(state: BuildState, ev):
 
 
 def test_a_builds_folded_fields_are_read_only_on_the_build(tmp_path: Path) -> None:
-    """Each field of the state reads through the Build, and writing it there is refused (options go into the
-    constructor; what happens is an event)."""
+    """The fields of the state the supervisor reads through the Build are the state's own, and writing one there is
+    refused (options go into the constructor; what happens is an event)."""
     import pytest
 
     from trtls.builds.supervisor.build import Build, Folded
 
     b = Build("e-1", "e", tmp_path / "trtls.toml", {"output": str(tmp_path / "e.engine")}, 5.0, ["w"], cell="c")
-    shown = {name for name, value in vars(Build).items() if isinstance(value, Folded)}
-    assert shown == _folded_fields(), "every folded field reads through the Build, and only those"
-    for name in sorted(shown):
-        assert getattr(b, name) is getattr(b.state, name)
+    shown = {name: value.field for name, value in vars(Build).items() if isinstance(value, Folded)}
+    assert set(shown.values()) <= _folded_fields(), "a Build reads only its state's folded fields"
+    assert not {"placement", "queued_ns", "refused_lines", "first_refusal"} & set(shown), "only a face read these"
+    for name, field in sorted(shown.items()):
+        assert getattr(b, name) is getattr(b.state, field)
         with pytest.raises(AttributeError, match="folded from its events"):
             setattr(b, name, getattr(b, name))
     assert (b.cell, b.grace_s, b.state.evidence_dir) == ("c", 5.0, b.evidence_dir)
+
+
+# -- a face holds the state (issue 28): it reads `build.state`, never the Build's delegating attributes ---------------
+
+FACES = ("cli/", "lsp/", "report/")
+# what every kind of run answers (builds.supervisor.runs.Run, BuildRun): a face may read these of any run, a Build too
+RUN_PROTOCOL = {"status", "outcome", "cell", "parent_id", "summary", "running", "engine", "id", "evidence_dir"}
+# faces that still read the Build itself, each with why (the module is changed by another hand now: move it to
+# `build.state` there, then remove its row)
+NOT_YET = {"cli/main.py": {"token"}}
+
+
+def _delegating() -> set[str]:
+    """The Build's read-only views of its state: the folded fields and the view methods that take only the state."""
+    from trtls.builds.supervisor.build import Build, Folded
+
+    folded = {name for name, value in vars(Build).items() if isinstance(value, Folded)}
+    return folded | {"elapsed_s", "shown_elapsed_s", "description", "node_view", "progress_message",
+                     "outcome_message", "snapshot"}  # fmt: skip
+
+
+def delegated_reads(source: str, where: str, delegating: set[str]) -> list[str]:
+    """`where:line: what` for each read of a Build's delegating attribute (`build.tree`, `b.progress_message`)."""
+    out = []
+    for fn in ast.walk(ast.parse(source)):
+        if not isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        names = _build_names(fn)
+        for node in ast.walk(fn):
+            if isinstance(node, ast.Attribute) and node.attr in delegating and _is_build(node.value, names):
+                out.append((node.lineno, ast.unparse(node)))
+    return [f"{where}:{line}: {what}" for line, what in sorted(set(out))]
+
+
+def test_no_face_reads_a_build_but_through_its_state() -> None:
+    """The terminal, the language server and the reports read `build.state` (core.build_state) and render it with
+    core.build_view, giving it `build.time_left`; what every kind of run answers (the registry's Run) stays readable."""
+    shown = _delegating() - RUN_PROTOCOL
+    found = []
+    for path in sorted(SERVER.rglob("*.py")):
+        where = path.relative_to(SERVER).as_posix()
+        if where.startswith(FACES):
+            found += delegated_reads(path.read_text(encoding="utf-8"), where, shown - NOT_YET.get(where, set()))
+    assert not found, "read build.state (and core.build_view) instead:\n" + "\n".join(found)
+
+
+def test_the_face_rule_sees_the_reads_it_forbids() -> None:
+    """What the terminal's and the editor's views read before they held the state."""
+    before = """
+def cell_line(build: Build) -> str:
+    if build.running:
+        return f"{build.cell} {build.progress_message()} {build.state.outcome}"
+    return build.outcome_message()
+
+def tick(self):
+    b: Build = self.build
+    views = self.build.tree.view(now, self.build.baselines)
+    return b.token.source, b.placement
+
+def _end(self, b: Build):
+    notify(b.snapshot(), b.summary, b.id)
+"""
+    got = [line.split(": ", 1)[1] for line in delegated_reads(before, "x.py", _delegating() - RUN_PROTOCOL)]
+    assert got == [
+        "build.progress_message",
+        "build.outcome_message",
+        "self.build.baselines",
+        "self.build.tree",
+        "b.snapshot",
+    ]

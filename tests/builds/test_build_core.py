@@ -15,6 +15,7 @@ import pytest
 
 from trtls.builds.artifacts import sha256_file
 from trtls.builds.supervisor.history import History
+from trtls.core import build_view
 from trtls.core.evidence import missing_seed_fields
 
 from .helpers import cancel_at_phase, leftovers, loaded, process_gone, run_build, wait_until
@@ -271,7 +272,8 @@ async def test_quiet_for_and_elapsed_are_live(workspace: Path) -> None:
     snap = build.snapshot()
     running = [p for p in snap["phases"] if p["status"] == "running"]
     assert running and all(p["elapsedS"] >= 0 and p["quietForS"] is not None for p in running)
-    assert "›" in build.progress_message() and build.progress_message().startswith(build.tree.phases["0"].name)
+    message = build_view.progress_message(build.state, build.time_left)
+    assert "›" in message and message.startswith(build.tree.phases["0"].name)
     build.cancel("api")
     await build.wait()
 

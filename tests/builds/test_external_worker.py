@@ -56,7 +56,7 @@ async def test_an_undeclared_field_is_refused_with_its_name(tmp_path: Path, monk
     s, build = await run_with_fault(tmp_path, "undeclared", monkeypatch)
     (note,) = [n for n in s["notes"] if "broke trtls.events/1" in n]
     assert "step has the undeclared field 'percent'" in note and "declares: v, t_ns, type, phase_id, step" in note
-    assert build.refused_lines == 5  # every step line; the rest of the build is read as usual
+    assert build.state.refused_lines == 5  # every step line; the rest of the build is read as usual
     assert s["outcome"] == "built" and s["phaseTree"][0]["status"] == "done"
 
 

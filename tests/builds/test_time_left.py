@@ -14,6 +14,7 @@ import pytest
 from trtls.builds.supervisor.history import History
 from trtls.builds.supervisor.supervisor import Build
 from trtls.builds.supervisor.time_left import MIN_BAND, estimate_time_left
+from trtls.core import build_view
 from trtls.core.build_state import Ended
 from trtls.core.display import time_left_text
 from trtls.core.events import parse_event
@@ -126,7 +127,7 @@ def test_a_running_build_reads_its_history_and_says_the_time_left(tmp_path: Path
         b.fold(ev)
     expected = estimate_time_left(tree_until(evs, now["ns"]), history.baselines(started.build_config_hash),
                                   [record["durationS"]], t0, now["ns"])  # fmt: skip
-    message = b.progress_message()
+    message = build_view.progress_message(b.state, b.time_left)
     assert message.endswith(" · " + time_left_text(expected.seconds, expected.low, expected.high)), message
     assert " left, " in message
 
@@ -153,6 +154,6 @@ def test_a_running_builds_tree_message_carries_the_time_left(tmp_path: Path, mon
         b.fold(ev)
     tree = build_tree("file:///w/trtls.toml", b.snapshot())
     assert tree.timeLeft is not None and " left, " in tree.timeLeft
-    assert b.progress_message().endswith(" · " + tree.timeLeft)
+    assert build_view.progress_message(b.state, b.time_left).endswith(" · " + tree.timeLeft)
     b.fold(Ended("built"))
     assert build_tree("file:///w/trtls.toml", b.snapshot()).timeLeft is None

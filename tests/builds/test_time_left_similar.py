@@ -21,6 +21,7 @@ import pytest
 from trtls.builds.supervisor.history import History
 from trtls.builds.supervisor.similar_builds import BAND, estimate_from_similar, similar
 from trtls.builds.supervisor.supervisor import Build
+from trtls.core import build_view
 from trtls.core.events import parse_event
 
 PROFILE = '[[engines.{name}.profiles]]\ninput = "input"\nmin = [1, 3, 32, 32]\nopt = [4, 3, 32, 32]\n'
@@ -62,7 +63,7 @@ def halfway_message(ws: Path, engine: str, evs: list[Any], monkeypatch: pytest.M
         if ev.t_ns > now:
             break
         b.fold(ev)
-    return b.progress_message()
+    return build_view.progress_message(b.state, b.time_left)
 
 
 def test_a_new_engine_is_estimated_from_similar_builds_and_a_dissimilar_one_is_not(

@@ -4,44 +4,30 @@ the same events (`core/build_state.py`, `core/build_view.py`)."""
 
 from __future__ import annotations
 
-import time
-from pathlib import Path
-from typing import Any
-
 import pytest
 
+from tests.recorded_build import frozen_clock, large_events, replayed_build
 from trtls.core import build_view
 from trtls.core.build_state import BuildState, Ended, Forced, Noted, Recorded, Refused, StoppedWaiting, WorkerGone
 from trtls.core.display import human_seconds
-from trtls.core.events import parse_event
+from trtls.core.events import Placed, Queued
 from trtls.core.phase_tree import NS
-
-TRACE = Path(__file__).parents[1] / "data" / "trt-rtx-traces" / "large_events.jsonl"
-
-
-def events() -> list[Any]:
-    return [parse_event(line) for line in TRACE.read_text().splitlines()]
+from trtls.core.summary_record import Summary
 
 
 @pytest.fixture
 def clock(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
-    held = {"now": 0}
-    monkeypatch.setattr(time, "monotonic_ns", lambda: held["now"])
-    return held
+    return frozen_clock(monkeypatch)
 
 
 def test_a_recorded_build_folded_into_a_state_alone_renders_as_the_supervisors_build(tmp_path, clock) -> None:
-    from trtls.builds.supervisor.build import Build
-
-    evs = events()
+    evs = large_events()
     cut = next(i for i, e in enumerate(evs) if e.type == "phase_start" and e.phase_id.count(".") >= 4)
     clock["now"] = evs[0].t_ns
     state = BuildState("large-1", "large", tmp_path / ".trtls" / "runs" / "large-1", 5.0, t_start_ns=evs[0].t_ns)
-    build = Build("large-1", "large", tmp_path / "trtls.toml", {"output": str(tmp_path / "large.engine")}, 5.0, ["w"])
-    build.state.t_start_ns = evs[0].t_ns  # the replayed build started when its recording did
     for ev in evs[: cut + 1]:
         state.fold(ev)
-        build.fold(ev)
+    build = replayed_build(tmp_path, evs[: cut + 1])
     clock["now"] = evs[cut].t_ns + 5 * NS
 
     snap = build_view.snapshot(state)
@@ -50,7 +36,7 @@ def test_a_recorded_build_folded_into_a_state_alone_renders_as_the_supervisors_b
     assert snap == {**build.snapshot(), "timeLeft": None}, "the supervisor's Build adds only the time left"
     line = build_view.progress_message(state)
     assert " › ".join(p.name for p in state.tree.deepest_running_path()) in line and "quiet" in line
-    assert build.progress_message() == line + " · no estimate"
+    assert build_view.progress_message(build.state, build.time_left) == line + " · no estimate"
     assert build_view.progress_message(state, lambda now: "~1 s left") == line + " · ~1 s left"
 
     for ev in evs[cut + 1 :]:
@@ -70,7 +56,7 @@ def test_a_recorded_build_folded_into_a_state_alone_renders_as_the_supervisors_b
 def test_the_supervisors_facts_are_folded_like_the_workers_events(tmp_path, clock) -> None:
     """What the supervisor learns (a refused line, a forced stop, a terminated worker's cleanup) changes the state
     through the same fold, and reads in the outcome sentence."""
-    evs = events()
+    evs = large_events()
     clock["now"] = evs[0].t_ns
     state = BuildState("large-2", "large", tmp_path, 2.0, t_start_ns=evs[0].t_ns)
     started = next(i for i, e in enumerate(evs) if e.type == "phase_start")
@@ -102,3 +88,29 @@ def test_the_supervisors_facts_are_folded_like_the_workers_events(tmp_path, cloc
     waiting.fold(Ended("cancelled"))
     assert (waiting.token.t_ack_ns, waiting.token.t_cleanup_ns, waiting.status) == (42, 42, "cancelled")
     assert build_view.outcome_message(waiting) == "cancelled by ctrl_c"
+
+
+def test_the_evidence_fields_read_typed_and_the_fold_stores_what_the_event_holds(tmp_path, clock) -> None:
+    """The record reads as the one `Summary` model (what the store adds to it in place included: the views read it
+    after the store's listener), and a farm cell's placement is the `Placed` event the edge validated, stored as it
+    is (no dump, no second validation per event) and read by field in the node view."""
+    state = BuildState("m:c", "large", tmp_path, 5.0, parent_id="m", on_farm_node=True)
+    clock["now"] = 10 * NS
+    state.fold(Queued(type="queued", t_ns=6 * NS))
+    assert build_view.node_view(state) == {"waitingS": 4.0} and state.placement is None
+    placed = Placed(type="placed", t_ns=10 * NS, node_id="n1", hostname="h", gpu_ids=["0"], queue_wait_s=4.0,
+                    warm=True, cuda_visible_devices="0")  # fmt: skip
+    state.fold(placed)
+    assert state.placement is placed and state.status == "running"
+    node = build_view.node_view(state)
+    assert (node["nodeId"], node["gpuIds"], node["warmWorker"], node["cudaVisibleDevices"]) == ("n1", ["0"], True, "0")
+
+    assert state.summary is None
+    record = {"buildId": "m:c", "outcome": "built", "durationS": 12, "message": None}
+    state.fold(Ended("built"))
+    state.fold(Recorded(record))
+    assert isinstance(state.summary, Summary) and state.summary.durationS == 12 and state.summary.buildId == "m:c"
+    assert build_view.snapshot(state)["rebuiltBecause"] is None
+    record["rebuiltBecause"] = ["models/large.onnx: bytes"]  # builds.avoidance.lookup.after_build, in place
+    assert build_view.snapshot(state)["rebuiltBecause"] == "rebuilt because: models/large.onnx: bytes"
+    assert build_view.outcome_message(state) == "built in 12 s" and state.summary.record() == record

@@ -258,13 +258,14 @@ def test_a_build_says_waiting_and_stopping_in_the_rows_words(tmp_path: Path) -> 
     import time
 
     from trtls.builds.supervisor.build import Build
+    from trtls.core import build_view
     from trtls.core.events import Queued
 
     b = Build("m:c", "large", tmp_path / "trtls.toml", {"output": str(tmp_path / "large.engine")}, 5.0, ["w"],
               remote=object(), parent_id="m")  # fmt: skip
     b.fold(Queued(type="queued", t_ns=time.monotonic_ns() - 4 * S))
-    assert b.progress_message() == display.waiting_text(4.0) == "waiting for a node 4.0 s"
-    assert b.description().startswith("waiting for a node ")
+    assert build_view.progress_message(b.state) == display.waiting_text(4.0) == "waiting for a node 4.0 s"
+    assert build_view.description(b.state).startswith("waiting for a node ")
     assert display.node_text({"waitingS": 4.0}, True) == display.waiting_text(4.0)
     assert display.stopping_text("ide_stop") == "stopping (ide_stop)"
     assert display.build_description(True, "running", None, "ide_stop", 1.0) == "stopping (ide_stop) · 1.0 s"

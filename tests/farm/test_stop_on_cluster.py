@@ -18,6 +18,7 @@ from trtls.builds.farm.submit import prepare
 from trtls.builds.supervisor.matrix import plan
 from trtls.builds.supervisor.orphans import process_alive
 from trtls.builds.supervisor.supervisor import Supervisor
+from trtls.core import build_view
 from trtls.core.recipe import load_recipe
 
 PREVIOUS = b"previous good engine"
@@ -79,7 +80,7 @@ def assert_clean_stop(build, tmp_path: Path) -> None:
 @pytest.mark.parametrize("source", ["ide_stop", "api", "ci_timeout", "service_shutdown", "event_loop"])
 async def test_cancel_from_each_source_mid_build(ray_cluster, tmp_path: Path, source: str) -> None:
     build = await start_large(tmp_path, ray_cluster.address, "SM89")
-    assert build.running and build.placement["labels"][LABEL] == "SM89"
+    assert build.running and build.state.placement.labels[LABEL] == "SM89"
     if source == "event_loop":
         waiter = asyncio.ensure_future(build.wait())
         await asyncio.sleep(0)
@@ -129,7 +130,7 @@ async def test_node_killed_mid_build_ends_killed_with_evidence(ray_cluster, tmp_
     doomed = ray_cluster.add_node(num_cpus=1, labels={LABEL: "doomed"})
     ray_cluster.wait_for_nodes()
     build = await start_large(tmp_path, ray_cluster.address, "doomed")
-    node_id = build.placement["node_id"]
+    node_id = build.state.placement.node_id
     ray_cluster.remove_node(doomed, allow_graceful=False)
     summary = await build.wait()
     assert summary["outcome"] == "killed", summary
@@ -197,7 +198,10 @@ async def test_queue_wait_is_shown_bounded_and_cancellable(ray_cluster, tmp_path
         waiting = sup.start(loaded, "demo", remote=specs["demo"])
         await eventually(lambda: waiting.status == "waiting for a node", "the cell never showed its queue wait")
         await asyncio.sleep(1.0)
-        assert waiting.progress_message().startswith("waiting for a node") and waiting.node_view()["waitingS"] >= 1.0
+        assert (
+            build_view.progress_message(waiting.state).startswith("waiting for a node")
+            and waiting.node_view()["waitingS"] >= 1.0
+        )
         assert waiting.cancel("ide_stop")
         cancelled = await waiting.wait()
         assert cancelled["outcome"] == "cancelled" and cancelled["cancelSource"] == "ide_stop"

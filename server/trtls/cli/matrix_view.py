@@ -16,6 +16,7 @@ from typing import Any, TextIO
 from trtls.builds.supervisor.matrix import MatrixBuild
 from trtls.builds.supervisor.supervisor import Build
 from trtls.cli.console import raw
+from trtls.core import build_view
 from trtls.core.display import NOT_STARTED, OUTCOME_MARK, human_seconds, node_text, not_started_text
 from trtls.core.phase_tree import row_text, rows_of
 from trtls.core.terminal_text import terminal_safe as safe
@@ -23,14 +24,17 @@ from trtls.core.terminal_text import terminal_safe as safe
 
 def where(build: Build) -> str:
     """`node host (1a2b3c4d5e6f) · GPU 0 · L4 · waited 2.1 s`, `waiting for a node 4.0 s` or `local`."""
-    return node_text(build.node_view() if build.remote is not None else None, build.running)
+    state = build.state
+    return node_text(build_view.node_view(state) if state.on_farm_node else None, state.running)
 
 
 def cell_line(build: Build) -> str:
-    name = build.cell or build.engine
-    if build.running:
-        return f"… {name} · {where(build)} · {build.progress_message()}"
-    return f"{OUTCOME_MARK.get(build.outcome or '', '?')} {name} · {where(build)} · {build.outcome_message()}"
+    state = build.state
+    name = state.cell or state.engine
+    if state.running:
+        return f"… {name} · {where(build)} · {build_view.progress_message(state, build.time_left)}"
+    mark = OUTCOME_MARK.get(state.outcome or "", "?")
+    return f"{mark} {name} · {where(build)} · {build_view.outcome_message(state)}"
 
 
 class MatrixRichView:
@@ -51,7 +55,7 @@ class MatrixRichView:
         root = Tree(Text.assemble((safe(mb.title), "bold"), f" {safe(snap['description'])}"))
         for b in mb.cells:
             node = root.add(Text(safe(cell_line(b))))
-            views = b.tree.view(time.monotonic_ns(), b.baselines)
+            views = b.state.tree.view(time.monotonic_ns(), b.state.baselines)
             for row in rows_of(views, None):
                 node.add(Text(safe(row_text(row))))
         for planned in mb.not_started:
@@ -84,9 +88,9 @@ class MatrixPlainView:
     def update(self, mb: MatrixBuild, build: Build | None, ev: Any) -> None:
         if build is None:
             return
-        name = build.cell or build.engine
+        name = build.state.cell or build.engine
         if ev is None:
-            self._line(f"[{name}] {build.outcome_message()} · {where(build)}")
+            self._line(f"[{name}] {build_view.outcome_message(build.state)} · {where(build)}")
         elif ev.type == "queued":
             why = f": {ev.gpu_rule}" if ev.gpu_rule else ""  # why that many GPUs (core.farm.gpu_choice)
             self._line(f"[{name}] waiting for a node (labels {ev.labels or 'any'}, {ev.num_gpus:g} GPU{why})")
@@ -116,9 +120,10 @@ class MatrixJsonView:
         if build is None:
             rec: dict[str, Any] = {"type": "summary", "summary": mb.summary}
         elif ev is None:
-            rec = {"type": "cell_summary", "cell": build.cell, "buildId": build.id, "summary": build.summary}
+            cell, record = build.state.cell, build.state.record  # the record as written, keys and values
+            rec = {"type": "cell_summary", "cell": cell, "buildId": build.id, "summary": record}
         else:
-            rec = {**ev.model_dump(), "cell": build.cell or build.engine, "buildId": build.id}
+            rec = {**ev.model_dump(), "cell": build.state.cell or build.engine, "buildId": build.id}
         print(json.dumps(rec, default=str), file=self.out, flush=True)
 
     def tick(self) -> None:
@@ -138,10 +143,12 @@ def print_matrix_outcome(mb: MatrixBuild, out: TextIO | None = None) -> None:
     say(f"\n{mb.title}: {mb.outcome_message()} ({human_seconds(s.get('durationS', 0))})")
     for b in mb.cells:
         say(f"  {cell_line(b)}")
-        art = (b.summary or {}).get("engineArtifact")
+        record = b.state.summary
+        art = record.engineArtifact if record is not None else None
         if art:
             say(f"      engine: {art['path']} (sha256 {str(art.get('sha256'))[:16]}…)")
-        say(f"      evidence: {(b.summary or {}).get('evidenceError') or b.evidence_dir / 'summary.json'}")
+        error = record.evidenceError if record is not None else None
+        say(f"      evidence: {error or b.evidence_dir / 'summary.json'}")
     for p in mb.not_started:
         say(f"  · {not_started_text(p.key)}")
     say(f"  evidence: {s.get('evidenceError') or mb.evidence_dir / 'summary.json'}")  # TRT413: none written

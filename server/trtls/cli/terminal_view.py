@@ -13,10 +13,11 @@ import time
 from typing import Any, TextIO
 
 from trtls.builds.supervisor.supervisor import Build
-from trtls.builds.supervisor.time_left import build_time_left, time_left_words
 from trtls.cli.console import raw
+from trtls.core import build_view
 from trtls.core.display import evidence_lines, human_bytes
 from trtls.core.phase_tree import PhaseView, row_text, rows_of
+from trtls.core.summary_record import Summary
 from trtls.core.terminal_text import terminal_safe as safe
 
 STATUS_STYLE = {"running": "cyan", "done": "green", "cancelled": "yellow", "failed": "red"}
@@ -83,13 +84,13 @@ class RichView:
         from rich.text import Text
         from rich.tree import Tree
 
-        b = self.build
+        b, state = self.build, self.build.state
         now = time.monotonic_ns()
-        heading = b.description(now)
-        if b.running:  # `· ~40 s left, 25–60 s`, the progress message's words (trtls.builds.supervisor.time_left)
-            heading += f" · {time_left_words(build_time_left(b, now))}"
-        root = Tree(Text.assemble((safe(b.engine), "bold"), f" {safe(heading)}"))
-        views = b.tree.view(now, b.baselines)
+        heading = build_view.description(state, now)
+        if state.running:  # `· ~40 s left, 25–60 s`, the progress message's words (trtls.builds.supervisor.time_left)
+            heading += f" · {b.time_left(now)}"
+        root = Tree(Text.assemble((safe(state.engine), "bold"), f" {safe(heading)}"))
+        views = state.tree.view(now, state.baselines)
 
         def walk(node: Any, parent_id: str | None) -> None:
             for row in rows_of(views, parent_id):
@@ -145,8 +146,8 @@ class PlainView:
         depth = ev.phase_id.count(".") if ev.type in ("phase_start", "phase_finish") else 0
         if ev.type == "phase_start" and depth <= self.SHOW_DEPTH:
             self._line(f"{'  ' * depth}▶ {ev.name} ({ev.num_steps} steps)")
-        elif ev.type == "phase_finish" and depth <= self.SHOW_DEPTH and ev.phase_id in build.tree.phases:
-            views = build.tree.view(time.monotonic_ns(), build.baselines)
+        elif ev.type == "phase_finish" and depth <= self.SHOW_DEPTH and ev.phase_id in build.state.tree.phases:
+            views = build.state.tree.view(time.monotonic_ns(), build.state.baselines)
             if depth == self.SHOW_DEPTH:
                 self._subtree(views, ev.phase_id, depth + 1)
             else:  # the folded rows among its children (their own finish lines were held back)
@@ -168,14 +169,14 @@ class PlainView:
                 self._subtree(views, row.id, depth + 1)
 
     def tick(self) -> None:
-        b = self.build
-        deepest = b.tree.deepest_running_view(time.monotonic_ns(), b.baselines)
+        b, state = self.build, self.build.state
+        deepest = state.tree.deepest_running_view(time.monotonic_ns(), state.baselines)
         quiet = deepest.quiet_s if deepest is not None else None
         if quiet is None:
             self.last_quiet_report = 0.0
         elif quiet - self.last_quiet_report >= self.REMIND_EVERY_S:
             self.last_quiet_report = quiet
-            self._line(f"  … {b.progress_message()}")
+            self._line(f"  … {build_view.progress_message(state, b.time_left)}")
 
     def _line(self, text: str) -> None:
         print(safe(text), file=self.out, flush=True)
@@ -196,7 +197,8 @@ class JsonView:
 
     def update(self, build: Build, ev: Any) -> None:
         if ev is None:
-            print(json.dumps({"type": "summary", "summary": build.summary}, default=str), file=self.out, flush=True)
+            record = build.state.record  # as written, keys and values (undeclared ones too)
+            print(json.dumps({"type": "summary", "summary": record}, default=str), file=self.out, flush=True)
         else:
             # json.dumps escapes every control character and non-ASCII name (model_dump_json writes C1 raw)
             print(json.dumps(ev.model_dump(mode="json")), file=self.out, flush=True)
@@ -214,12 +216,10 @@ def print_outcome(build: Build, out: TextIO | None = None) -> None:
     def say(text: str) -> None:
         print(safe(text), file=stream)
 
-    from trtls.core.summary_record import Summary  # the build has ended: its recipe loaded pydantic already
-
-    s = build.summary or {}
-    record = Summary.written(s)
-    say(f"\n{build.engine}: {build.outcome_message()}")
-    if (s.get("outputCheck") or {}).get("writable") is False:  # located on the recipe's `output` key
+    state = build.state
+    record = state.summary or Summary()
+    say(f"\n{state.engine}: {build_view.outcome_message(state)}")
+    if (record.outputCheck or {}).get("writable") is False:  # located on the recipe's `output` key
         from trtls.builds.supervisor.outcome_findings import build_findings
         from trtls.core.recipe import load_recipe
 
@@ -227,17 +227,17 @@ def print_outcome(build: Build, out: TextIO | None = None) -> None:
         for f in build_findings(record):
             if f.code == "TRT405":
                 say(f"  {loaded.location(f)}: {f.code} {f.message}")
-    if s.get("cancelSource"):
+    if record.cancelSource:
         say(
-            f"  cancel: source={s['cancelSource']} request→builder return {s.get('cancelLatencyMs')} ms, "
-            f"return→cleanup {s.get('cleanupLatencyMs')} ms, forced={s.get('forced')}"
+            f"  cancel: source={record.cancelSource} request→builder return {record.cancelLatencyMs} ms, "
+            f"return→cleanup {record.cleanupLatencyMs} ms, forced={record.forced}"
         )
     verdicts = dict(evidence_lines(record))  # the report lists the same lines (core.display)
     for label in ("timing cache", "cleanup"):
         say(f"  {label}: {verdicts[label]}")
-    if s.get("engineArtifact"):
-        e = s["engineArtifact"]
+    if record.engineArtifact:
+        e = record.engineArtifact
         say(f"  engine: {e['path']} ({human_bytes(e.get('size'))}, sha256 {str(e.get('sha256'))[:16]}…)")
     for label in ("retry", "validation"):
         say(f"  {label}: {verdicts[label]}")
-    say(f"  evidence: {s.get('evidenceError') or build.evidence_dir / 'summary.json'}")  # TRT413: none written
+    say(f"  evidence: {record.evidenceError or state.evidence_dir / 'summary.json'}")  # TRT413: none written

@@ -6,7 +6,14 @@ supervisor itself learns about the build (below: a note, the worker it started, 
 ended, the evidence it wrote). A face holds a state, never the supervisor's record (`builds.supervisor.build.Build`),
 and renders it with `core.build_view`; a recorded event stream folded here renders as the live build did.
 
-What a build was asked (its id, engine, cell, grace) is given when the state is made; the rest starts empty."""
+What a build was asked (its id, engine, cell, grace) is given when the state is made; the rest starts empty.
+
+Typed where a reader takes fields: the evidence record reads as `core.summary_record.Summary` (`state.summary`), a
+farm cell's placement is the worker's `Placed` event as validated at the edge. The fields kept as JSON records
+(`dict[str, Any]`) are the ones the protocol itself declares free (the environment, target, network, settings,
+profiles, precision and failure records a worker sends) or that `builds.supervisor.summary` copies into summary.json
+as they are (the cache decision, the inventory, the finish): a model there would be dumped back to the same dict on
+the one path that reads it. Folding stores what the event already holds: no validation, no copy, per callback."""
 
 from __future__ import annotations
 
@@ -36,6 +43,7 @@ from trtls.core.events import (
     Step,
 )
 from trtls.core.phase_tree import PhaseTree
+from trtls.core.summary_record import Summary
 
 # -- what the supervisor learns about a build, folded beside the worker's events --------------------------------
 
@@ -77,7 +85,7 @@ class Erred:
 class EnvironmentProbed:
     """The environment of a build whose worker never ran, asked of `worker --probe`."""
 
-    environment: dict[str, Any]
+    environment: dict[str, Any]  # the worker's environment record, free JSON as `EnvironmentCaptured` declares it
 
 
 @dataclass(frozen=True)
@@ -102,7 +110,7 @@ class WorkerGone:
     outcome: str
     t_end_ns: int
     t_cleanup_ns: int
-    inventory: tuple[dict[str, Any], ...]
+    inventory: tuple[dict[str, Any], ...]  # rows of summary.json's `artifacts`, as builds.artifacts writes them
     cleanup_status: str
     timing_cache_path: str | None
 
@@ -116,7 +124,7 @@ class Ended:
 class EngineVerified:
     """The engine re-read from disk after the rename: the artifacts with their verified sha, and what differed."""
 
-    artifacts: tuple[dict[str, Any], ...]
+    artifacts: tuple[dict[str, Any], ...]  # summary.json's `artifacts` rows, each with its verified sha
     notes: tuple[str, ...]
 
 
@@ -124,7 +132,7 @@ class EngineVerified:
 class Recorded:
     """The evidence record (summary.json) as written; a record that could not be written carries its notes."""
 
-    summary: dict[str, Any]
+    record: dict[str, Any]  # JSON as written; readers take it as `BuildState.summary`
     notes: tuple[str, ...] = ()
 
 
@@ -157,6 +165,7 @@ class BuildState:
     outcome: str | None = None
     error: str | None = None
     pid: int | None = None
+    # the worker's records, free JSON as the protocol declares them (core.events.BuildStarted), written as they are
     environment: dict[str, Any] = field(default_factory=dict)
     effective_settings: dict[str, Any] = field(default_factory=dict)
     optimization_profiles: list[dict[str, Any]] = field(default_factory=list)
@@ -164,24 +173,35 @@ class BuildState:
     target: dict[str, Any] = field(default_factory=dict)
     network: dict[str, Any] = field(default_factory=dict)
     baselines: dict[str, float] = field(default_factory=dict)
+    # summary.json's `timingCache`: the worker's cache_decision, or the supervisor's `discarded` for a killed worker
     cache: dict[str, Any] | None = None
-    artifacts: list[dict[str, Any]] = field(default_factory=list)
+    artifacts: list[dict[str, Any]] = field(default_factory=list)  # summary.json's `artifacts` rows
     logs: list[dict[str, str]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    # the worker's build_finished (model_dump: builds.supervisor.summary reads it by key), or a killed worker's cleanup
     finished: dict[str, Any] | None = None
     builder_returned_ns: int | None = None
     cancel_seen_ns: int | None = None
-    precision: dict[str, Any] | None = None
-    failure: dict[str, Any] | None = None
-    placement: dict[str, Any] = field(default_factory=dict)  # node id, hostname, labels, accelerator, queue wait
+    precision: dict[str, Any] | None = None  # the AutoCast record (free JSON: core.events.PrecisionRecord)
+    failure: dict[str, Any] | None = None  # why it failed, as the worker says (free JSON: core.events.BuildFinished)
+    placement: Placed | None = None  # the node that holds a farm cell
     queued_ns: int | None = None
     refused_lines: int = 0  # worker lines that broke the protocol
     first_refusal: str | None = None
-    summary: dict[str, Any] | None = None  # the evidence record, once written
+    # the evidence record as written (summary.json), once written. Kept as the JSON it is because the store amends
+    # it in place before any view reads it (builds.avoidance.lookup.after_build: the key, why rebuilt); readers take
+    # it typed, as `summary`
+    record: dict[str, Any] | None = None
 
     @property
     def running(self) -> bool:
         return self.outcome is None
+
+    @property
+    def summary(self) -> Summary | None:
+        """The evidence record, once written, as the one model every reader takes fields from (not validated again:
+        this process wrote it)."""
+        return None if self.record is None else Summary.written(self.record)
 
     def fold(self, ev: Event | Supervised) -> None:
         """Apply one event, the worker's or the supervisor's, to this state: the only place it changes."""
@@ -231,7 +251,7 @@ class BuildState:
                 self.artifacts = list(ev.artifacts)
                 self.notes.extend(ev.notes)
             case Recorded():
-                self.summary = ev.summary
+                self.record = ev.record
                 self.notes.extend(ev.notes)
             case _:
                 self._fold_worker(ev)
@@ -244,8 +264,7 @@ class BuildState:
             case Queued():
                 self.status, self.queued_ns = "waiting for a node", ev.t_ns
             case Placed():
-                self.placement = ev.model_dump(exclude={"v", "type", "t_ns"})
-                self.status = "running"
+                self.placement, self.status = ev, "running"
             case EnvironmentCaptured():
                 self.environment = ev.environment
             case BuildStarted():

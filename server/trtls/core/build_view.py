@@ -24,7 +24,6 @@ from trtls.core.display import (
 )
 from trtls.core.outcome import build_outcome_kind
 from trtls.core.phase_tree import NS
-from trtls.core.summary_record import Summary
 
 TimeLeftWords = Callable[[int], str | None]  # monotonic now → `~40 s left, 25–60 s`, `no estimate`, or None
 
@@ -37,26 +36,27 @@ def shown_elapsed_s(state: BuildState, now_ns: int | None = None) -> float:
     """The build's time as every face shows it: running so far, or the recorded duration once it ended."""
     if state.outcome is None:
         return elapsed_s(state, now_ns)
-    return float((state.summary or {}).get("durationS", 0.0))
+    summary = state.summary
+    return float(summary.durationS or 0.0) if summary is not None else 0.0
 
 
 def node_view(state: BuildState, now: int | None = None) -> dict[str, Any]:
     """Where a remote cell is: waiting for a node (with how long), or the node that holds it."""
-    if not state.placement:
+    p = state.placement
+    if p is None:
         waited = ((now or time.monotonic_ns()) - state.queued_ns) / NS if state.queued_ns else 0.0
         return {"waitingS": round(waited, 3)} if state.outcome is None else {}
-    p = state.placement
     return {
-        "nodeId": p.get("node_id"),
-        "hostname": p.get("hostname"),
-        "labels": p.get("labels", {}),
-        "acceleratorType": p.get("accelerator_type"),
-        "gpuIds": p.get("gpu_ids", []),
-        "queueWaitS": p.get("queue_wait_s"),
-        "warmWorker": p.get("warm", False),
-        "numGpus": p.get("num_gpus"),
-        "gpuRule": p.get("gpu_rule"),
-        "cudaVisibleDevices": p.get("cuda_visible_devices"),
+        "nodeId": p.node_id,
+        "hostname": p.hostname,
+        "labels": p.labels,
+        "acceleratorType": p.accelerator_type,
+        "gpuIds": p.gpu_ids,
+        "queueWaitS": p.queue_wait_s,
+        "warmWorker": p.warm,
+        "numGpus": p.num_gpus,
+        "gpuRule": p.gpu_rule,
+        "cudaVisibleDevices": p.cuda_visible_devices,
     }
 
 
@@ -75,10 +75,11 @@ def description(state: BuildState, now_ns: int | None = None, node: dict[str, An
 
 def outcome_message(state: BuildState) -> str:
     """How it ended, in a sentence (`built in 4.1 s`, `cancelled by ide_stop`)."""
+    summary = state.summary
     if state.outcome == "reused":  # a farm node served the cell from the remote store (builds/farm/node_reuse.py)
-        return str((state.summary or {}).get("message") or "reused: its engine came from the engine store")
+        return str((summary and summary.message) or "reused: its engine came from the engine store")
     lost = state.on_farm_node and (state.error or "").startswith("node lost")
-    duration = (state.summary or {}).get("durationS", 0)
+    duration = (summary.durationS or 0) if summary is not None else 0
     return outcome_text(state.outcome, duration, state.token.source, state.error, state.grace_s, lost,
                         state.refused_lines, state.first_refusal)  # fmt: skip
 
@@ -108,6 +109,7 @@ def snapshot(state: BuildState, time_left: TimeLeftWords | None = None) -> dict[
     elapsed = shown_elapsed_s(state, now)
     node = node_view(state, now) if state.on_farm_node else None
     left = time_left(now) if time_left is not None and state.running and state.tree.roots else None
+    summary = state.summary
     return {
         "buildId": state.build_id,
         "engine": state.engine,
@@ -116,9 +118,9 @@ def snapshot(state: BuildState, time_left: TimeLeftWords | None = None) -> dict[
         "outcome": state.outcome,
         "outcomeKind": build_outcome_kind(state.outcome),
         "outcomeMessage": outcome_message(state) if state.outcome else None,
-        "rebuiltBecause": rebuilt_text(Summary.written(state.summary) if state.summary else None),
+        "rebuiltBecause": rebuilt_text(summary),
         "elapsedS": round(elapsed, 3),
-        "evidencePath": str(state.evidence_dir / "summary.json") if state.summary else None,
+        "evidencePath": str(state.evidence_dir / "summary.json") if summary is not None else None,
         "phases": state.tree.snapshot(now, state.baselines, state.t_start_ns),
         "cell": state.cell,
         "parentId": state.parent_id,

@@ -200,7 +200,8 @@ def matrix_done(ls: TrtlsServer, mb: MatrixBuild) -> None:
     from trtls.builds.supervisor.outcome_findings import matrix_findings
 
     uri = ls.runs.uri(mb.id) or ""
-    for engine, findings in matrix_findings([Summary.written(b.summary) for b in mb.cells if b.summary]).items():
+    records = [b.state.summary for b in mb.cells]
+    for engine, findings in matrix_findings([r for r in records if r is not None]).items():
         ls.store.set(uri, Origin.build, engine, findings)
     ls.publish(uri)
     ls.runs.evict()  # the matrix and its cells count as finished now
@@ -212,13 +213,15 @@ def build_done(ls: TrtlsServer, build: Build | RestoredRun) -> None:
     from trtls.core.outcome import STORE_OUTCOME_KIND
 
     uri = ls.runs.uri(build.id) or ""
+    # cell and outcome as every kind of run answers them (builds.supervisor.runs.BuildRun); the record typed
+    record = build.record if isinstance(build, RestoredRun) else build.state.summary
     if build.cell is None:  # a matrix cell has its own history (engine.cell); the table's last build is not it
         ls.last_build[(uri, build.engine)] = build.id
-    if build.summary is not None and build.outcome in STORE_OUTCOME_KIND:
+    if record is not None and build.outcome in STORE_OUTCOME_KIND:
         if build.cell is None:  # a known-good engine is at the output now: the table's last build's findings go
             ls.store.set(uri, Origin.build, build.engine, [])
-    elif build.summary is not None:
-        ls.store.set(uri, Origin.build, build.engine, build_findings(Summary.written(build.summary)))
+    elif record is not None:
+        ls.store.set(uri, Origin.build, build.engine, build_findings(record))
     ls.publish(uri)
     ls.runs.evict()
     ls.refresh_lenses()

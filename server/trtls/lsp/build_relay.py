@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from lsprotocol import types as lsp
 
 from trtls.builds.supervisor.supervisor import Build
-from trtls.core import wire
+from trtls.core import build_view, wire
 from trtls.core.outcome import build_outcome_kind
 from trtls.lsp.progress import Progress, begin_stoppable_progress
 
@@ -35,7 +35,8 @@ def notify_build_tree(ls: TrtlsServer, tree: wire.BuildTree | wire.MatrixTree) -
 
 
 def build_tree(uri: str, snapshot: dict[str, Any]) -> wire.BuildTree:
-    """A build's snapshot (Build.snapshot, RestoredRun.snapshot) as the notification for the document `uri`."""
+    """A build's snapshot (core.build_view.snapshot, RestoredRun.snapshot) as the notification for the document
+    `uri`."""
     return wire.BuildTree.model_validate({"uri": uri, **snapshot})
 
 
@@ -86,13 +87,13 @@ class BuildRelay:
     async def _pump(self) -> None:
         """Send the current state at most every MIN_INTERVAL_S while the build runs, then finish."""
         b = self.build
-        while b.running:
+        while b.state.running:
             try:
                 await asyncio.wait_for(self.dirty.wait(), timeout=1.0)  # also tick for elapsed/quiet time
             except TimeoutError:
                 pass
             self.dirty.clear()
-            if not b.running:
+            if not b.state.running:
                 break
             self._send_state()
             await asyncio.sleep(MIN_INTERVAL_S)
@@ -103,32 +104,36 @@ class BuildRelay:
         self._end()
 
     def _send_state(self) -> None:
-        b = self.build
-        self.percentage = max(self.percentage, min(int(b.tree.fraction_done() * 100), 99 if b.running else 100))
-        message = b.progress_message() if b.running else b.outcome_message()
-        state = (message, self.percentage)
-        if state != self.last_sent:
-            self.last_sent = state
+        b, state = self.build, self.build.state
+        done = min(int(state.tree.fraction_done() * 100), 99 if state.running else 100)
+        self.percentage = max(self.percentage, done)
+        if state.running:
+            message = build_view.progress_message(state, b.time_left)
+        else:
+            message = build_view.outcome_message(state)
+        shown = (message, self.percentage)
+        if shown != self.last_sent:
+            self.last_sent = shown
             self.reports_sent += 1
             if self.progress is not None and not self.progress.refused:
                 self.progress.report(lsp.WorkDoneProgressReport(message=message, percentage=self.percentage))
             else:
                 self._log(f"trtls: {b.engine}: {message} ({self.percentage}%)")
         if self.send_tree:
-            snapshot = b.snapshot()
+            snapshot = build_view.snapshot(state, b.time_left)
             if snapshot != self.last_tree:
                 self.last_tree = snapshot
                 notify_build_tree(self.ls, build_tree(self.uri, snapshot))
 
     def _end(self) -> None:
-        b = self.build
+        b, state = self.build, self.build.state
         if self.send_tree:
-            notify_build_tree(self.ls, build_tree(self.uri, b.snapshot()))
+            notify_build_tree(self.ls, build_tree(self.uri, build_view.snapshot(state, b.time_left)))
         if self.progress is not None and not self.progress.refused:
-            outcome = b.outcome or "killed"
-            self.progress.end(b.outcome_message(), outcome, build_outcome_kind(outcome) or "failed")
+            outcome = state.outcome or "killed"
+            self.progress.end(build_view.outcome_message(state), outcome, build_outcome_kind(outcome) or "failed")
         else:
-            self._log(f"trtls: {b.engine}: {b.outcome_message()}")
+            self._log(f"trtls: {b.engine}: {build_view.outcome_message(state)}")
         self.on_done(b)
 
     def _log(self, text: str) -> None:

@@ -25,7 +25,7 @@ from lsprotocol import types as lsp
 
 from trtls.builds.supervisor.matrix import MatrixBuild
 from trtls.builds.supervisor.supervisor import Build
-from trtls.core import wire
+from trtls.core import build_view, wire
 from trtls.core.display import NOT_STARTED, cells_text, not_started_text, stopping_text
 from trtls.core.outcome import build_outcome_kind
 from trtls.lsp.build_relay import build_tree, notify_build_tree
@@ -43,15 +43,16 @@ SEND_BUDGET_S = 0.005
 
 def cell_row(b: Build) -> wire.CellRow:
     """A cell as the parent row carries it: no phase tree (that goes in the cell's own notification)."""
+    state = b.state
     return wire.CellRow(
         buildId=b.id,
-        cell=b.cell or b.engine,
-        engine=b.engine,
-        status=b.status,
-        message=b.progress_message() if b.running else b.outcome_message(),
-        description=b.description(),
-        node=wire.NodeView.model_validate(b.node_view()) if b.remote is not None else None,
-        cancelSource=b.token.source,
+        cell=state.cell or state.engine,
+        engine=state.engine,
+        status=state.status,
+        message=build_view.progress_message(state, b.time_left) if state.running else build_view.outcome_message(state),
+        description=build_view.description(state),
+        node=wire.NodeView.model_validate(build_view.node_view(state)) if state.on_farm_node else None,
+        cancelSource=state.token.source,
     )
 
 
@@ -64,8 +65,8 @@ def not_started_row(cell: str, engine: str) -> wire.CellRow:
 def progress_text(mb: MatrixBuild) -> str:
     """`1/4 cells done · 3 running, 1 built`: the same count the tree's matrix row shows (trtls.core.display)."""
     counts: dict[str, int] = {}
-    for b in mb.cells:
-        key = b.status if b.running else (b.outcome or "?")
+    for state in (b.state for b in mb.cells):
+        key = state.status if state.running else (state.outcome or "?")
         counts[key] = counts.get(key, 0) + 1
     if mb.not_started:
         counts["not started"] = len(mb.not_started)
@@ -133,19 +134,19 @@ class MatrixRelay:
         # Longest-waiting first, so a budget cut never starves the same cells.
         for b in sorted(mb.cells, key=lambda c: self.cell_sent_at.get(c.id, 0.0)):
             due = now - self.cell_sent_at.get(b.id, 0.0) >= CELL_TREE_INTERVAL_S
-            if final or (b.id in self.dirty and (due or not b.running)):
+            if final or (b.id in self.dirty and (due or not b.state.running)):
                 if not final and time.perf_counter() > t_end:
                     break  # the rest stay dirty: next pump
                 self.dirty.discard(b.id)
                 self.cell_sent_at[b.id] = now
-                self._notify(self._cell_tree(b, now, whole=final or not b.running))
+                self._notify(self._cell_tree(b, now, whole=final or not b.state.running))
         cells = [cell_row(b) for b in mb.cells] + [not_started_row(p.key, p.engine) for p in mb.not_started]
         parent = mb.snapshot(with_cells=False)
         self._notify(wire.MatrixTree.model_validate({"uri": self.uri, **parent, "cells": cells}))
 
     def _cell_tree(self, b: Build, now: float, whole: bool) -> wire.BuildTree:
         """The cell's tree, its phases as a delta against what this relay last sent for it (see the module doc)."""
-        tree = build_tree(self.uri, b.snapshot())
+        tree = build_tree(self.uri, build_view.snapshot(b.state, b.time_left))
         last = self.sent_phases.get(b.id)
         self.sent_phases[b.id] = {p.id: p for p in tree.phases}
         if whole or last is None or now - self.full_sent_at.get(b.id, 0.0) >= FULL_TREE_INTERVAL_S:

@@ -1,7 +1,9 @@
 """One build as the supervisor sees it: its id, job and options, the handles only the supervisor holds (the worker
 process, the event log, the future its waiters await), and its state (`core.build_state.BuildState`: the phase tree,
-cancel token, what the worker reported), which `BuildState.fold` alone changes. A face reads that state through the
-read-only attributes below and renders it with `core.build_view` (the methods here pass the time left in)."""
+cancel token, what the worker reported), which `BuildState.fold` alone changes. A face reads `build.state` and renders
+it with `core.build_view` (giving it `build.time_left`, which rests on the history only the supervisor reads); the
+read-only attributes below are the supervisor's and the store's reads of that state (tests/test_build_read_only.py:
+no face reads them)."""
 
 from __future__ import annotations
 
@@ -92,14 +94,19 @@ T = TypeVar("T")
 
 
 class Folded(Generic[T]):
-    """A read-only attribute of a Build that is its state's field of the same name: folded from the build's events
-    (`BuildState.fold`), never written on the Build (mypy and the assignment both refuse it)."""
+    """A read-only attribute of a Build that is a field of its state (of the same name unless `field` says which):
+    folded from the build's events (`BuildState.fold`), never written on the Build (mypy and the assignment both
+    refuse it)."""
+
+    def __init__(self, field: str | None = None) -> None:
+        self.field = field
 
     def __set_name__(self, owner: type, name: str) -> None:
         self.name = name
+        self.field = self.field or name
 
     def __get__(self, build: Any, owner: type | None = None) -> T:
-        return cast(T, self if build is None else getattr(build.state, self.name))
+        return cast(T, self if build is None else getattr(build.state, cast(str, self.field)))
 
     def __set__(self, build: Any, value: NoReturn) -> None:
         raise AttributeError(f"a Build's {self.name} is folded from its events: fold an event (core.build_state)")
@@ -242,18 +249,14 @@ class Build:
         self.fold(Refused(why))
 
     # -- views (core.build_view over the state, with the time left from this engine's history) --------------------
+    # A face renders `self.state` with core.build_view itself, given `time_left`; these are the supervisor's and the
+    # store's (the evidence's node and duration, a matrix's cell rows, a route's sentence, the Run protocol's answers)
     def time_left(self, now_ns: int) -> str:
         """`~40 s left, 25–60 s` or `no estimate` (supervisor/time_left.py: the history on disk)."""
         return time_left_words(build_time_left(self, now_ns))
 
     def elapsed_s(self, now_ns: int | None = None) -> float:
         return build_view.elapsed_s(self.state, now_ns)
-
-    def shown_elapsed_s(self, now_ns: int | None = None) -> float:
-        return build_view.shown_elapsed_s(self.state, now_ns)
-
-    def description(self, now_ns: int | None = None, node: dict[str, Any] | None = None) -> str:
-        return build_view.description(self.state, now_ns, node)
 
     def snapshot(self) -> dict[str, Any]:
         """The `trtls/buildTree` payload (the LSP layer adds the document uri)."""
@@ -262,16 +265,14 @@ class Build:
     def node_view(self, now: int | None = None) -> dict[str, Any]:
         return build_view.node_view(self.state, now)
 
-    def progress_message(self) -> str:
-        return build_view.progress_message(self.state, self.time_left)
-
     def outcome_message(self) -> str:
         return build_view.outcome_message(self.state)
 
     def history(self) -> History:
         return History(state_dir(self.recipe_path) / "history.json")
 
-    # the state, read-only (faces read these; BuildState.fold writes them)
+    # the state, read-only, as the supervisor and the store read it (BuildState.fold writes it; a face reads
+    # `build.state`). What only a face read is not here: placement, queued_ns, refused_lines, first_refusal
     token = Folded[CancelToken]()
     tree = Folded[PhaseTree]()
     status = Folded[str]()  # starting, running, then the outcome
@@ -294,11 +295,8 @@ class Build:
     cancel_seen_ns = Folded[int | None]()
     precision = Folded[dict[str, Any] | None]()
     failure = Folded[dict[str, Any] | None]()
-    placement = Folded[dict[str, Any]]()
-    queued_ns = Folded[int | None]()
-    refused_lines = Folded[int]()
-    first_refusal = Folded[str | None]()
-    summary = Folded[dict[str, Any] | None]()
+    # the evidence record as written: the JSON the store amends (builds.avoidance.lookup); `state.summary` is it typed
+    summary = Folded[dict[str, Any] | None]("record")
     t_start_ns = Folded[int]()
     started_at = Folded[float]()
     grace_s = Folded[float]()
