@@ -309,6 +309,12 @@ export interface CellRow {
   cancelSource?: string | null;
 }
 
+/** Supervisor → worker, on stdin, only to a worker whose job said `hold_commit`: the job was sent before the supervisor had checked the recipe, and the job it checked is the same one, so the engine may now be written. */
+export interface CommitControl {
+  type?: 'commit';
+  v?: number;
+}
+
 /** `trtls.printDebugInformation {}`: `text` for people; the same facts as fields (open-ended: a probe's). */
 export interface DebugInformationReply {
   text: string;
@@ -768,7 +774,7 @@ export interface UriArgs {
   uri: string;
 }
 
-/** The first stdin line of a worker: one build, every path absolute. Then come control lines (`CancelControl`). */
+/** The first stdin line of a worker: one build, every path absolute. Then come control lines (`CancelControl`, `CommitControl`). */
 export interface WorkerJob {
   /** the protocol's version (trtls.core.protocol.PROTOCOL_VERSION) */
   v: 1;
@@ -801,6 +807,8 @@ export interface WorkerJob {
   faults: JobFaults;
   /** build without a progress monitor (benchmarks compare against it) */
   no_monitor: boolean;
+  /** sent before the supervisor checked the recipe (the built-in worker only): build, but write nothing (no engine temp, no rename, no cache) until a `CommitControl` line; a cancel or stdin closing instead discards the build */
+  hold_commit?: boolean;
 }
 
 export type WorkerEvent = EnvironmentCaptured | BuildStarted | PhaseStart | Step | PhaseFinish | Log | CacheDecisionEvent | BuilderReturned | CancelAcknowledged | Artifact | PrecisionRecord | BuildFinished | Queued | Placed;

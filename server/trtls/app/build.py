@@ -16,6 +16,7 @@ from trtls.builds.avoidance.pinned import PinUnavailable, unpinned_line
 from trtls.builds.supervisor.build import new_build_id, worker_job
 from trtls.builds.supervisor.runs import RunRegistry
 from trtls.builds.supervisor.spawn import discard
+from trtls.builds.supervisor.speculation import JobAhead, same_job
 from trtls.builds.supervisor.supervisor import Supervisor
 from trtls.core.codes import ERROR
 from trtls.core.findings import Finding
@@ -80,6 +81,7 @@ async def request_build(
     on_warning: Say | None = None,
     grace_s: float | None = None,
     notes: tuple[str, ...] = (),
+    ahead: JobAhead | None = None,
 ) -> Started | Reused | AlreadyBuilding | Refused:
     """Build `engine` of a checked recipe, unless the store serves it. `worker`: a worker a face started early (it
     imports TensorRT while the recipe loads): the build's, or closed here when no build starts. `runs`/`scope`: the
@@ -91,7 +93,9 @@ async def request_build(
     `scratch`: a build whose output is not the engine's (a reduction's minimal model, an acceptance
     scenario's scratch copy) is neither looked up nor published; `parent_id` names the run it belongs to. `faults`:
     injected into the worker (the acceptance harness); such a build is never stored. `grace_s`, `notes`: how the build
-    is run, passed to Supervisor.start (a face never writes them on the Build afterwards)."""
+    is run, passed to Supervisor.start (a face never writes them on the Build afterwards). `ahead`: the job `worker`
+    was sent before the recipe was checked (builds/supervisor/speculation.py): this request's job takes its id, and
+    the worker may commit only when the two are the same job; otherwise it is discarded and the build starts anew."""
     refused = refused_recipe(loaded, [engine])
     if refused is None and runs is not None and not scratch:  # one build of an engine's output at a time
         for b in runs.running_builds():
@@ -101,7 +105,12 @@ async def request_build(
     if refused is not None:
         await discard(worker)
         return refused
-    job = worker_job(loaded, engine, new_build_id(engine), overrides, faults)  # the one job: keyed, then built
+    build_id = ahead.build_id if ahead is not None else new_build_id(engine)
+    job = worker_job(loaded, engine, build_id, overrides, faults)  # the one job: keyed, then built
+    if ahead is not None and (scratch or not same_job(ahead.job, job)):
+        await discard(worker)  # its input closed: it cancels the build it started and writes nothing
+        worker, ahead = None, None
+        job = worker_job(loaded, engine, new_build_id(engine), overrides, faults)
     if scratch:
         return _start(
             supervisor, loaded, engine, job, overrides, worker, wait_for_output, parent_id, runs, scope, grace_s, notes
@@ -132,7 +141,8 @@ async def request_build(
         await discard(worker)
         return Reused(reused, evidence_path(loaded.path, reused["buildId"]), use)
     started = _start(
-        supervisor, loaded, engine, job, overrides, worker, wait_for_output, parent_id, runs, scope, grace_s, notes
+        supervisor, loaded, engine, job, overrides, worker, wait_for_output, parent_id, runs, scope, grace_s, notes,
+        ahead,
     )
     avoidance.attach(use, started.build, on_warning)  # publish and record at the end, before a view reads the summary
     return Started(started.build, use)
@@ -151,6 +161,7 @@ def _start(
     scope: str,
     grace_s: float | None,
     notes: tuple[str, ...],
+    ahead: JobAhead | None = None,
 ) -> Started:
     build = supervisor.start(
         loaded,
@@ -162,6 +173,7 @@ def _start(
         job=job,
         grace_s=grace_s,
         notes=notes,
+        ahead=ahead,
     )
     if runs is not None:
         runs.add(build, "build", scope)

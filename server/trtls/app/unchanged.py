@@ -10,10 +10,12 @@ from pathlib import Path
 from typing import Any
 
 
-def reuse_unchanged(recipe: Path, engine: str, on_miss: Callable[[], None] | None = None) -> dict[str, Any] | None:
+def reuse_unchanged(
+    recipe: Path, engine: str, on_miss: Callable[[dict[str, Any] | None], None] | None = None
+) -> dict[str, Any] | None:
     """The reuse's evidence record when nothing the engine key reads changed since the last run and the store holds
     the key; None → the full request (which also makes every refusal and warning). `on_miss`: called when the key is
-    known and the store lacks it (builds/avoidance/reuse.fast_hit)."""
+    known and the store lacks it (builds/avoidance/reuse.fast_hit), with the job the memo kept."""
     from trtls.builds.avoidance.reuse import fast_hit
     from trtls.core.recipe_file import is_readable_recipe
 

@@ -51,6 +51,15 @@ async def _build_all(args: argparse.Namespace) -> int:
     servable = not store_lookup.known_miss and store_may_serve(find_recipe(args.recipe), args.no_store, args.rebuild)
     preload = None if farm or servable else preload_for(find_recipe(args.recipe), args.engine)
     early = await spawn_worker(preload=preload) if preload is not None else None
+    ahead = None
+    if early is not None and store_lookup.known_job is not None:
+        # An unchanged recipe whose engine the store lacks: the last build's job goes to the worker now, and TensorRT
+        # builds while this process checks the recipe; the engine is written only if the checked job is the same
+        # (builds/supervisor/speculation.py).
+        from trtls.builds.avoidance.reuse import new_reuse_id
+        from trtls.builds.supervisor.speculation import send_ahead
+
+        ahead = send_ahead(early, store_lookup.known_job, args.engine, new_reuse_id(args.engine))
     from trtls.builds.cuda import warm_driver
 
     warming = warm_driver()  # the key's device probe (cuInit: ~0.2 s with a GPU), beside the recipe's load
@@ -79,7 +88,8 @@ async def _build_all(args: argparse.Namespace) -> int:
         code = EXIT_OK
         for engine in engines:
             worker, early = early, None
-            code = await _build_one(loaded, engine, args, overrides, worker)
+            code = await _build_one(loaded, engine, args, overrides, worker, ahead)
+            ahead = None
             if code != EXIT_OK:
                 break
         return code
@@ -89,9 +99,15 @@ async def _build_all(args: argparse.Namespace) -> int:
 
 
 async def _build_one(
-    loaded: Any, engine: str, args: argparse.Namespace, overrides: dict[str, Any], worker: Any = None
+    loaded: Any,
+    engine: str,
+    args: argparse.Namespace,
+    overrides: dict[str, Any],
+    worker: Any = None,
+    ahead: Any = None,
 ) -> int:
-    """One engine through the application layer (trtls.app.request_build), rendered in the terminal."""
+    """One engine through the application layer (trtls.app.request_build), rendered in the terminal. `ahead`: the
+    job `worker` was sent before the recipe was checked (builds/supervisor/speculation.py)."""
     from trtls.app.build import request_build
     from trtls.app.results import AlreadyBuilding, Refused, Reused
     from trtls.builds.supervisor.supervisor import Supervisor
@@ -106,6 +122,7 @@ async def _build_one(
         rebuild=bool(args.rebuild),
         unpin=bool(args.unpin),
         worker=worker,  # started early, importing TensorRT; closed there when no build starts
+        ahead=ahead,
         wait_for_output=not args.no_wait,
         say=None if args.json else store_lookup.say,
         on_wait=(lambda holder: store_lookup.json_waiting(engine, holder)) if args.json else None,

@@ -85,11 +85,12 @@ def print_reused(engine: str, reused: dict[str, Any], recipe: Any, as_json: bool
 
 _declined_by_entry = False  # the program's entry tried this command line and declined: the full path's call skips
 known_miss = False  # the fast path saw the engine's key (its memo held) absent from the store: a build follows
+known_job: dict[str, Any] | None = None  # that build's job but for its id, as the memo kept it (None: none kept)
 
 
-def _note_miss() -> None:
-    global known_miss
-    known_miss = True
+def _note_miss(job: dict[str, Any] | None) -> None:
+    global known_miss, known_job
+    known_miss, known_job = True, job
 
 
 def fast_path(args: argparse.Namespace, *, entry: bool = False) -> int | None:
@@ -97,11 +98,11 @@ def fast_path(args: argparse.Namespace, *, entry: bool = False) -> int | None:
     (builds/avoidance/reuse.py); None → the usual path. `entry`: the call of `cli.entry`, whose decline the full path's
     own
     call then takes as its answer (once) instead of hashing the recipe and reading the memo a second time."""
-    global _declined_by_entry, known_miss
+    global _declined_by_entry, known_miss, known_job
     if _declined_by_entry and not entry:
         _declined_by_entry = False
         return None
-    known_miss = False  # this command line's answer only (a caller may run several in one process)
+    known_miss, known_job = False, None  # this command line's answer only (a caller may run several in one process)
     done = _fast_path(args)
     _declined_by_entry = entry and done is None
     return done

@@ -287,3 +287,13 @@ class CancelControl(BaseModel):
     v: int = PROTOCOL_VERSION
     source: CancelSource
     t_request_ns: int
+
+
+class CommitControl(BaseModel):
+    """Supervisor → worker, on stdin, only to a worker whose job said `hold_commit`: the job was sent before the
+    supervisor had checked the recipe, and the job it checked is the same one, so the engine may now be written."""
+
+    model_config = ConfigDict(extra="forbid")
+    type: Literal["commit"] = "commit"
+    v: int = PROTOCOL_VERSION
+

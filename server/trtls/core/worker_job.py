@@ -79,7 +79,8 @@ class JobFaults(_Job):
 
 
 class WorkerJob(_Job):
-    """The first stdin line of a worker: one build, every path absolute. Then come control lines (`CancelControl`)."""
+    """The first stdin line of a worker: one build, every path absolute. Then come control lines (`CancelControl`,
+    `CommitControl`)."""
 
     v: Literal[1]  # the protocol's version (trtls.core.protocol.PROTOCOL_VERSION)
     type: Literal["job"]
@@ -102,3 +103,6 @@ class WorkerJob(_Job):
     quarantine_dir: str
     faults: JobFaults  # `{}` except in the acceptance tests
     no_monitor: bool  # build without a progress monitor (benchmarks compare against it)
+    # sent before the supervisor checked the recipe (the built-in worker only): build, but write nothing (no engine
+    # temp, no rename, no cache) until a `CommitControl` line; a cancel or stdin closing instead discards the build
+    hold_commit: bool = False

@@ -97,7 +97,7 @@ def field_comments(cls: type[BaseModel]) -> dict[str, str]:
 
 def all_models() -> list[type[BaseModel]]:
     seen: list[type[BaseModel]] = []
-    listed: list[type[BaseModel]] = [*JOB_MODELS, *WORKER_EVENTS, *FARM_MODELS, events.CancelControl, *WIRE_MODELS]
+    listed: list[type[BaseModel]] = [*JOB_MODELS, *WORKER_EVENTS, *FARM_MODELS, events.CancelControl, events.CommitControl, *WIRE_MODELS]
     for m in [*listed, *wire.COMMAND_REPLIES.values(), *COMMAND_ARGS.values()]:
         if m not in seen:
             seen.append(m)
@@ -130,7 +130,7 @@ def build_schema() -> dict[str, Any]:
             "protocolVersion": events.PROTOCOL_VERSION,
             "job": worker_job.WorkerJob.__name__,
             "workerEvents": {t: m.__name__ for t, m in events.EVENT_MODELS.items()},
-            "control": {"cancel": events.CancelControl.__name__},
+            "control": {"cancel": events.CancelControl.__name__, "commit": events.CommitControl.__name__},
             "notifications": {k: [m.__name__ for m in v] for k, v in wire.NOTIFICATIONS.items()},
             "commands": {
                 c: {"arguments": COMMAND_ARGS[c].__name__, "reply": r.__name__} for c, r in wire.COMMAND_REPLIES.items()
@@ -319,6 +319,7 @@ def doc_tables(schema: dict[str, Any]) -> dict[str, str]:
         "farm-events": events_table(schema, FARM_MODELS),
         "job": "\n\n".join(model_table(schema, m.__name__) for m in JOB_MODELS),
         "control": fields_list(schema, "CancelControl"),
+        "commit-control": fields_list(schema, "CommitControl"),
         "notifications": "\n\n".join(model_table(schema, m.__name__) for m in WIRE_MODELS),
         "commands": commands_table(schema),
         "verdict": model_table(schema, "GatesVerdict"),

@@ -36,6 +36,7 @@ class StoreUse:
     device: dict[str, Any] = field(default_factory=dict)  # the CUDA driver's device record the key used
     # the output's write root as judged when the recipe was loaded (the job's `write_root`): a restore stays in it
     write_root: Path | None = None
+    job: dict[str, Any] | None = None  # the worker job the key was computed from (the fast path's memo keeps it)
     overridden: bool = False  # CLI overrides (a level, cold): not the table as written, so no fast-path memo
     # matrix cells of the same key as this one, in the same run (cell key, their use): restored from this cell's
     # entry when it has published (avoid_cells/attach_cells), never built a second time

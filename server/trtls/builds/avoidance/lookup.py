@@ -63,6 +63,7 @@ def prepare(
     config = store_config(loaded.recipe.store, loaded.base_dir)
     job = job if job is not None else worker_job(loaded, engine, "key", overrides)
     use = StoreUse(engine, sdir, config, Path(job["output"]), history or engine, rebuild=rebuild)
+    use.job = job
     use.write_root = Path(job["write_root"])  # judged now, at load: a restore never judges the output's folder again
     if eng.worker:
         use.not_used = "an external worker builds this engine: what it reads is unknown, so it is not keyed"

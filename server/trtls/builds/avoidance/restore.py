@@ -112,4 +112,4 @@ def _restore_held(
 def remember(use: StoreUse, recipe: Path) -> None:
     """The fast path's memo for the next unchanged run (builds/avoidance/reuse.py); only for a table's own build."""
     if use.store is not None and use.key is not None and use.history == use.engine and not use.overridden:
-        write_memo(recipe, use.history, use.key.hex, use.key.parts, use.output, use.store, use.device)
+        write_memo(recipe, use.history, use.key.hex, use.key.parts, use.output, use.store, use.device, use.job)

@@ -245,8 +245,11 @@ def _builder_site(module: Any) -> str | None:
 
 
 def write_memo(recipe: Path, history: str, key: str, parts: dict[str, Any], output: Path, store: Store,
-               device: dict[str, Any]) -> None:  # fmt: skip
-    """Remember what the key of `history` was computed from (never raises: a memo is only a shortcut)."""
+               device: dict[str, Any], job: dict[str, Any] | None = None) -> None:  # fmt: skip
+    """Remember what the key of `history` was computed from (never raises: a memo is only a shortcut), and the job
+    it was computed from: a known miss sends it to the worker ahead of the check (builds/supervisor/speculation.py)."""
+    from trtls.builds.supervisor.speculation import job_to_remember
+
     site = _builder_site((parts.get("builder") or {}).get("module"))
     p = parts.get("paths") or {}
     files = [p.get("onnx"), *(p.get("external") or {}).values(), *(p.get("plugin_libraries") or []),
@@ -265,6 +268,7 @@ def write_memo(recipe: Path, history: str, key: str, parts: dict[str, Any], outp
         "builderDirs": _builder_dirs(site),
         "device": device,
         "key": key,
+        "job": job_to_remember(job),
         "output": str(output),
         "store": {
             "path": str(store.root),
@@ -304,10 +308,13 @@ def _memo_holds(memo: dict[str, Any], recipe: Path) -> bool:
     )
 
 
-def fast_hit(recipe: Path, engine: str, on_miss: Callable[[], None] | None = None) -> dict[str, Any] | None:
+def fast_hit(
+    recipe: Path, engine: str, on_miss: Callable[[dict[str, Any] | None], None] | None = None
+) -> dict[str, Any] | None:
     """The reuse's summary when nothing the key reads changed since the last run and the store holds the key;
     None → take the full path (which also handles every refusal and warning). `on_miss`: called when the key is known
-    (the memo holds) and the store has no entry for it — a build follows (the CLI starts its worker at once)."""
+    (the memo holds) and the store has no entry for it — a build follows (the CLI starts its worker at once) — with
+    the job the memo kept (None when it kept none): the job of this build but for its id."""
     state = recipe.parent / ".trtls"
     try:
         if state.is_symlink() or any((state / "runs").glob("*/running.json")):
@@ -334,7 +341,7 @@ def fast_hit(recipe: Path, engine: str, on_miss: Callable[[], None] | None = Non
         return None  # the full path says why (TRT334)
     if entry is None:
         if on_miss is not None:
-            on_miss()
+            on_miss(memo.get("job") if isinstance(memo.get("job"), dict) else None)
         return None
     output = Path(memo["output"])
     build_id = new_reuse_id(engine)

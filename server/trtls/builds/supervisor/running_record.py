@@ -16,6 +16,7 @@ plant it in a process of its own.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import sys
@@ -131,3 +132,14 @@ def running_records(trtls_dir: Path) -> list[Path]:
         return sorted(f / RUNNING for f in folders if os.path.lexists(f / RUNNING))
     except OSError:
         return []
+
+
+def sha256_and_close(opened: contextlib.ExitStack, fh: Any) -> str:
+    """The previous engine's sha256, from the file the supervisor opened before the build (then closed)."""
+    import hashlib
+
+    with opened:
+        h = hashlib.sha256()
+        while block := fh.read(1 << 20):
+            h.update(block)
+        return h.hexdigest()

@@ -32,11 +32,12 @@ from trtls.builds.supervisor.output_guard import OutputGuard
 from trtls.builds.supervisor.output_probe import output_problem
 from trtls.builds.supervisor.resources import ResourceSampler
 from trtls.builds.supervisor.retention import Policy, auto_collect, policy_of
-from trtls.builds.supervisor.running_record import note_previous_sha, process_owner, running_json
+from trtls.builds.supervisor.running_record import note_previous_sha, process_owner, running_json, sha256_and_close
 from trtls.builds.supervisor.spawn import spawn_worker, worker_nonce
+from trtls.builds.supervisor.speculation import NOTE, JobAhead
 from trtls.builds.supervisor.worker_process import WorkerProcess
 from trtls.core.build_state import Ended, EnvironmentProbed, Erred, Forced, Noted, StoppedWaiting
-from trtls.core.events import CancelControl, Log, ProtocolError, parse_event
+from trtls.core.events import CancelControl, CommitControl, Log, ProtocolError, parse_event
 from trtls.core.recipe import LoadedRecipe
 
 KILL_AFTER_TERM_S = 0.1  # SIGTERM → SIGKILL; the forced stop is done within grace + ~200 ms
@@ -53,16 +54,6 @@ def signal_group(proc: Any, sig: int) -> bool:
         proc.signal_group(sig)
         return True
     return fs.signal_child(proc, sig, group=True)
-
-
-def _sha256_and_close(opened: contextlib.ExitStack, fh: Any) -> str:
-    import hashlib
-
-    with opened:
-        h = hashlib.sha256()
-        while block := fh.read(1 << 20):
-            h.update(block)
-        return h.hexdigest()
 
 
 def _error_of(build: Build, exc: Exception) -> str:
@@ -96,6 +87,7 @@ class Supervisor:
         self.prespawned: dict[str, WorkerProcess] = {}  # build id → the worker started early for it (until spawned)
         self.force_on_spawn: dict[str, bool] = {}  # forced before their worker existed → by the user (escalate then)
         self.user_forced: set[str] = set()  # stopped at once because the user asked (a second Ctrl-C), not the grace
+        self.sent_ahead: set[str] = set()  # builds whose worker got its job before the check: it waits for `commit`
 
     def running(self) -> list[Build]:
         return [b for b in self.builds.values() if b.running]
@@ -116,6 +108,7 @@ class Supervisor:
         job: dict[str, Any] | None = None,
         grace_s: float | None = None,
         notes: tuple[str, ...] = (),
+        ahead: JobAhead | None = None,
     ) -> Build:
         """Start a build (needs a running loop). The recipe must have loaded without errors. `remote` (a
         `trtls.builds.farm.run.RemoteSpec`) runs the same worker on a cluster node (docs/farm.md).
@@ -126,7 +119,8 @@ class Supervisor:
         `wait_for_output`: when another build (any process) holds this output, wait for it (True) or end `failed`
         with TRT410 at once (False). `job`: the worker job the caller built once for this request (trtls.app, which
         keyed it first); built here when not given. `grace_s` (None: the recipe's) and `notes` (for the evidence):
-        how a face runs it, passed here — nothing outside the supervisor writes a Build."""
+        how a face runs it, passed here — nothing outside the supervisor writes a Build. `ahead`: `job` went to `worker`
+        before the check (builds/supervisor/speculation.py): it gets its `commit` line where the job would be sent."""
         if loaded.recipe is None:
             raise ValueError("the recipe has errors; no build starts")
         if engine not in loaded.recipe.engines:
@@ -140,12 +134,16 @@ class Supervisor:
         eng = loaded.engine(engine)
         command = list(eng.worker) if eng.worker else [sys.executable, "-m", "trtls.builds.worker"]
         grace = eng.cancel_grace_s if grace_s is None else grace_s
+        if ahead is not None:  # the caller checked it is this job (same_job), for its built-in worker
+            notes = (*notes, NOTE)
         build = Build(build_id, engine, loaded.path, job, grace, command, remote=remote, cell=cell, parent_id=parent_id,
                       notes=notes)  # fmt: skip
         if worker is not None and eng.worker:
             worker.stdin.close()  # type: ignore[union-attr]  # an external worker was asked for: not ours to use
         elif worker is not None:
             self.prespawned[build_id] = worker
+            if ahead is not None:
+                self.sent_ahead.add(build_id)
         loop = asyncio.get_running_loop()
         build.attach(loop, force=lambda: self._force_now(build))
         self.builds[build_id] = build
@@ -194,6 +192,7 @@ class Supervisor:
             self.prespawned.pop(build.id, None)
             self.force_on_spawn.pop(build.id, None)
             self.user_forced.discard(build.id)
+            self.sent_ahead.discard(build.id)
             guard = self.guards.get(build.id)
             if guard is not None:
                 guard.release()
@@ -219,7 +218,7 @@ class Supervisor:
             opened = contextlib.ExitStack()
             with contextlib.suppress(OSError):
                 fh = opened.enter_context(fs.open_regular(build.output, limit=None, follow=False))
-                hashing = asyncio.get_running_loop().run_in_executor(None, _sha256_and_close, opened, fh)
+                hashing = asyncio.get_running_loop().run_in_executor(None, sha256_and_close, opened, fh)
                 hashing.add_done_callback(lambda done: note_previous_sha(build, done))
                 build.hashing_previous_engine(hashing)
         # Before the build spends its time: can the engine be written where it must go? (A remote node writes
@@ -272,8 +271,11 @@ class Supervisor:
         if build.remote is None and proc.pid is not None:
             build.resources = ResourceSampler(proc.pid, device=False)
         assert proc.stdin is not None
-        proc.stdin.write((json.dumps(build.job) + "\n").encode())
-        if build.token.is_set:  # cancelled before the worker existed
+        if build.id not in self.sent_ahead:
+            proc.stdin.write((json.dumps(build.job) + "\n").encode())
+        elif not build.token.is_set:  # its job went ahead of the check, which agreed: the engine may be written
+            proc.stdin.write((CommitControl().model_dump_json() + "\n").encode())
+        if build.token.is_set:  # cancelled before the worker existed (or, sent ahead, before its commit)
             self._send_control(build)
             if build.id in self.force_on_spawn:  # and forced before it existed: the grace is already over
                 asyncio.ensure_future(self._escalate(0.0, build, by_user=self.force_on_spawn[build.id]))

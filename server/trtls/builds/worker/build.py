@@ -15,8 +15,8 @@ from typing import Any
 from trtls.builds import timing_cache as tc
 from trtls.builds.artifacts import engine_temp_path, remove_or_quarantine, write_engine
 from trtls.builds.build_facts import build_config_hash, network_types, peak_rss_bytes
-from trtls.builds.worker import capability, engine_validity
-from trtls.builds.worker.commit_guard import SupervisorGone, SupervisorWatch, test_pause
+from trtls.builds.worker import cache_step, capability, engine_validity
+from trtls.builds.worker.commit_guard import CommitGate, SupervisorGone, SupervisorWatch, test_pause
 from trtls.builds.worker.emitter import Emitter, EventWriter
 from trtls.builds.worker.monitor import make_monitor_class
 from trtls.core.cancel import CancelToken
@@ -43,12 +43,16 @@ class Worker:
         self.watch = SupervisorWatch()  # worker.py marks it gone at stdin EOF; checked before the rename
         self.device_name: str | None = None
         self.capability: dict[str, Any] = {}  # what the parser (and, after a failure, the builder) said: build_finished
+        self.gate = CommitGate(bool(job.get("hold_commit")))  # a job sent ahead of the check: commit when told
 
     # -- control -------------------------------------------------------------------------------
     def request_cancel(self, source: str, t_request_ns: int | None) -> None:
         self.cancel_arrived_ns = self.cancel_arrived_ns or time.monotonic_ns()  # this process's clock (farm: a node)
         if self.cancel.request(source, t_request_ns):
             self.writer.emit("log", severity="INFO", msg=f"trtls: cancel requested by {source}")
+
+    def never_committed(self) -> bool:
+        return self.gate.never_allowed(lambda: self.cancel.is_set or self.watch.is_gone())
 
     def on_log(self, severity: str, msg: str) -> None:
         """TensorRT logger callback (any thread): keep warnings and errors, forward them as events
@@ -151,7 +155,7 @@ class Worker:
             network=network_types(bm, network),
         )
 
-        plan_cache = self._prepare_cache(bm, adapter, config, environment, effective)
+        plan_cache = cache_step.load(self, bm, adapter, config, environment, effective)
 
         monitor_cls = make_monitor_class(adapter.make_progress_monitor_base(bm))
         self.monitor = None
@@ -172,6 +176,10 @@ class Worker:
         # a cancel requested after the builder returned a plan is applied after the engine is written (the commit
         # zone); reading is_set alone made that depend on whether this thread got here before the request did
         late = plan is not None and (self.cancel_arrived_ns or 0) > t_return
+        if plan is not None and self.never_committed():
+            late = False  # never allowed to commit: whatever cancelled the wait applies, the engine is discarded
+            if not self.cancel.is_set:
+                self.request_cancel("service_shutdown", None)  # the supervisor left without a word (re-parented)
         if self.cancel.is_set and not late:
             return self._finish_cancelled(t_return, plan, plan_cache)
         if plan is None:
@@ -230,47 +238,6 @@ class Worker:
         failure = {"kind": "plugin" if exc.code == "TRT149" else "setting", "code": exc.code, "key": exc.key}
         return self._finish_failed(str(exc), environment, failure=failure)
 
-    def _prepare_cache(self, bm: Any, adapter: Any, config: Any, environment: dict, effective: dict) -> tc.CachePlan:
-        spec = self.job.get("timing_cache")
-        supported = adapter.timing_cache_supported(bm)
-        identity = tc.cache_identity(environment, effective)
-        path = Path(spec["path"]) if spec else None
-        mode, level = spec["mode"] if spec else "off", effective.get("optimization_level", 3)
-        root = Path(spec["write_root"]) if spec and spec.get("write_root") else None  # judged at load, not now
-        plan = tc.plan_cache(path, mode, identity, supported, level, self.quarantine_dir, within=root)
-        if plan.data is not None:
-            # Corruption never raises: it is logged as an ERROR plus WARNINGs, so capture them all here,
-            # and say once what they mean rather than passing raw driver errors to the user's terminal.
-            self.held_logs = []
-            try:
-                cache = adapter.create_timing_cache(config, plan.data)
-                ok = adapter.set_timing_cache(config, cache, False)
-                self.log_sync()
-            finally:
-                logged, self.held_logs = self.held_logs, None
-            plan = tc.after_load(plan, logged, ok, self.quarantine_dir)
-            if logged:
-                self.writer.emit(
-                    "log",
-                    severity="WARNING",
-                    msg=f"trtls: reading the timing cache {plan.path}: {plan.reason} "
-                    f"(TensorRT logged {len(logged)} line(s) while reading it, first: {logged[0][:160]!r})",
-                )
-            if plan.decision == "quarantined":  # start again from an empty cache
-                adapter.set_timing_cache(config, adapter.create_timing_cache(config, b""), False)
-        return plan
-
-    def _emit_cache(self, plan: tc.CachePlan, written: bool) -> None:
-        self.writer.emit(
-            "cache_decision",
-            decision=plan.decision,
-            reason=plan.reason,
-            path=str(plan.path) if plan.path else None,
-            identity=plan.identity,
-            written_back=written,
-            quarantined_to=plan.quarantined_to,
-        )
-
     def _cleanup(self, reason: str) -> tuple[str, int, list]:
         qdir = self.quarantine_dir if self.job.get("keep_evidence") else None
         inventory: list[dict[str, Any]] = []
@@ -307,7 +274,7 @@ class Worker:
                 "the builder returned a complete engine after the cancel request; it was discarded as requested"
             )
         cache_plan, _ = tc.after_build(cache_plan, "cancelled", False, None, _nothing)
-        self._emit_cache(cache_plan, False)
+        cache_step.emit(self.writer, cache_plan, False)
         return self._end_cancelled(notes)
 
     def _end_cancelled(self, notes: list[str]) -> int:
@@ -334,7 +301,7 @@ class Worker:
         self.log_sync()  # the supervisor classifies a failure from the logged errors: they must come first
         if cache_plan is not None:
             cache_plan, _ = tc.after_build(cache_plan, "failed", False, None, _nothing)
-            self._emit_cache(cache_plan, False)
+            cache_step.emit(self.writer, cache_plan, False)
         status, t_clean, _ = self._cleanup(f"build {self.build_id} failed: {error}")
         self.writer.emit(
             "build_finished",
@@ -374,18 +341,8 @@ class Worker:
                 t_request_ns=self.cancel.t_request_ns,
                 after_complete=True,
             )
-        supported = adapter.timing_cache_supported(bm)
-
-        def new_cache_bytes() -> bytes:
-            return adapter.serialize_timing_cache(config.get_timing_cache())
-
-        def combine(old: bytes, new: bytes) -> bytes | None:
-            a = adapter.create_timing_cache(config, old)
-            b = adapter.create_timing_cache(config, new)
-            return adapter.serialize_timing_cache(a) if adapter.combine_timing_cache(a, b) else None
-
-        cache_plan, written = tc.after_build(cache_plan, "built", supported, new_cache_bytes, combine)
-        self._emit_cache(cache_plan, written)
+        cache_plan, written = cache_step.write_back(adapter, bm, config, cache_plan)
+        cache_step.emit(self.writer, cache_plan, written)
         done: dict[str, Any] = {"engine_bytes": size, "engine_sha256": digest, "cleanup_status": "not_needed"}
         done["engine_validity"] = engine_validity.check(bm, plan, self.device_name)  # will it load here (issue 33)
         done.update(t_cleanup_ns=time.monotonic_ns(), notes=notes, peak_rss_bytes=peak_rss_bytes())

@@ -1,4 +1,5 @@
-"""The worker's last look before it renames a new engine over the output: is anyone still supervising this build?
+"""The worker's last look before it renames a new engine over the output: is anyone still supervising this build,
+and, for a job sent ahead of the supervisor's check, has the supervisor said the engine may be written?
 
 A supervisor that died (a SIGKILLed `trtls build`, a language server the OOM killer took) will never record what the
 worker does next. Renaming a new engine over the old one then would leave an output that no evidence describes, so
@@ -8,6 +9,7 @@ the worker discards it: the next build's orphan recovery finds the output exactl
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -42,6 +44,28 @@ class SupervisorWatch:
                 )
 
         return before_rename
+
+
+class CommitGate:
+    """A job sent before the supervisor checked the recipe (`hold_commit`, builds/supervisor/speculation.py) builds
+    at once but writes nothing — no engine temp, no rename, no timing cache — until the supervisor's `commit` line
+    (`allow`, from the control thread). Any other job is allowed from the start."""
+
+    def __init__(self, held: bool) -> None:
+        self.allowed = threading.Event()
+        if not held:
+            self.allowed.set()
+
+    def allow(self) -> None:
+        self.allowed.set()
+
+    def never_allowed(self, stopped: Callable[[], bool]) -> bool:
+        """Wait for the commit; True when it never came: `stopped()` (a cancel — a job that did not match, a store
+        hit, a refusal, Ctrl-C — or the supervisor gone) ended the wait."""
+        while not self.allowed.wait(0.02):
+            if stopped():
+                return True
+        return False
 
 
 def test_pause(point: str, build_id: str, until: Callable[[], bool] = lambda: False) -> None:

@@ -9,7 +9,8 @@ Threads, and why:
   source service_shutdown: a worker never outlives its supervisor's interest in it.
 
 Job: the first stdin line, a JSON object declared by `trtls.core.worker_job.WorkerJob` (docs/protocol.md § Job; read
-here as a plain dict: this process never imports pydantic). Then control lines: {"type":"cancel","source":...}.
+here as a plain dict: this process never imports pydantic). Then control lines: {"type":"cancel","source":...}, and
+{"type":"commit"} for a job sent with `hold_commit` (the supervisor checked it: the engine may be written).
 """
 
 from __future__ import annotations
@@ -98,6 +99,8 @@ def main() -> int:
             if msg.get("type") == "cancel":
                 source = msg.get("source")
                 worker.request_cancel(source if source in CANCEL_SOURCES else "api", msg.get("t_request_ns"))
+            elif msg.get("type") == "commit":
+                worker.gate.allow()
         # EOF: the supervisor is gone or closed our input; nobody wants this build any more.
         worker.watch.gone = True  # first: the cancel below may fail to report (nobody reads stdout any more)
         worker.request_cancel("service_shutdown", None)

@@ -1,0 +1,103 @@
+"""The job before the check: an unchanged build starts TensorRT while its recipe is still being checked.
+
+The fixed cost of `trtls build` is the parent's serial work before the worker gets its job — pydantic, the recipe and
+build-config models, the ONNX checks, the store's key and lookup, the output's lock and probe, `running.json`: ~0.4 s
+of CPU here, more on a host where each import costs more — while the worker, started first, has TensorRT imported and
+waits (docs/performance.md, "Fixed cost of trtls build"). When the fast path's memo holds (builds/avoidance/reuse.py:
+the recipe's bytes, every file the key reads, the builder, the device and the modules that turn a recipe into a job
+are all those of the last build) and the store lacks the key, the job of this build is the last build's job with a
+new id. It is sent at once with `hold_commit`: the worker builds but writes nothing until the supervisor's `commit`
+line (core.events.CommitControl), which the supervisor sends where it would have sent the job, and only when the job
+it built from the checked recipe is the one sent (`same_job`). Everything else — another job, a refusal, a store hit
+(another process published the key meanwhile), a cancel, a supervisor that died — discards the build like a cancel.
+
+Only what writes nothing before its commit is sent ahead: no precision step (its converted model is cached), no
+plugin libraries (loaded before the recipe's paths are judged), no faults. A timing cache goes: a worker holding its
+commit reads a cache file (which may quarantine it) only after the commit, and writes one back only then. Standard library only: it runs before the recipe models are imported.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from trtls.core.vocabulary import BUILDER_PREFERENCES
+
+HOLD = "hold_commit"
+
+
+def _plain(job: dict[str, Any]) -> Any:
+    """The job as JSON reads it back (tuples → lists, paths → strings): what the worker receives."""
+    return json.loads(json.dumps(job, default=str))
+
+
+def may_go_ahead(job: dict[str, Any]) -> bool:
+    """A job whose worker writes nothing before its commit (module doc), for the built-in worker."""
+    plugins = job.get("plugins") or {}
+    return (
+        job.get("type") == "job"
+        and job.get("builder_module") in BUILDER_PREFERENCES
+        and not (job.get("precision") or {}).get("convert")
+        and not plugins.get("libraries")
+        and not plugins.get("serialize")
+        and not job.get("faults")
+        and not job.get("no_monitor")
+    )
+
+
+def job_to_remember(job: dict[str, Any] | None) -> dict[str, Any] | None:
+    """What the fast path's memo keeps of a build's job for the next unchanged build: the job without its id, or None
+    when such a job is never sent ahead."""
+    if job is None or not may_go_ahead(job):
+        return None
+    kept = _plain(job)
+    kept.pop("build_id", None)
+    kept.pop(HOLD, None)
+    return dict(kept)
+
+
+@dataclass(frozen=True)
+class JobAhead:
+    """A job sent to a worker ahead of the recipe's check, and when: the build started then (its evidence's clock)."""
+
+    job: dict[str, Any]
+    t_sent_ns: int = field(default_factory=time.monotonic_ns)
+    sent_at: float = field(default_factory=time.time)
+
+    @property
+    def build_id(self) -> str:
+        return str(self.job["build_id"])
+
+
+def job_ahead(remembered: Any, engine: str, build_id: str) -> JobAhead | None:
+    """The job to send ahead of the check: the remembered job with this build's id, holding its commit; None when
+    the memo kept none (or one of another engine, or one that may not go ahead)."""
+    if not isinstance(remembered, dict) or remembered.get("engine") != engine or not may_go_ahead(remembered):
+        return None
+    return JobAhead({**remembered, "build_id": build_id, HOLD: True})
+
+
+def same_job(sent: dict[str, Any], job: dict[str, Any]) -> bool:
+    """Whether the job built from the checked recipe is the job sent ahead (its hold aside)."""
+    a, b = _plain(sent), _plain(job)
+    a.pop(HOLD, None)
+    b.pop(HOLD, None)
+    return bool(a == b)
+
+
+def send_ahead(worker: Any, remembered: Any, engine: str, build_id: str) -> JobAhead | None:
+    """Send the remembered job to an early worker (still importing TensorRT: it reads the line when ready); the job
+    sent, or None when none may go."""
+    ahead = job_ahead(remembered, engine, build_id)
+    if ahead is None or worker is None or worker.stdin is None or worker.returncode is not None:
+        return None
+    worker.stdin.write((json.dumps(ahead.job) + "\n").encode())
+    return ahead
+
+
+NOTE = (
+    "TensorRT started from the last build's job while the recipe was checked (an unchanged recipe and inputs whose "
+    "engine the store lacked); the engine was written only after the checked job matched it"
+)

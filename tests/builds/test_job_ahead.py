@@ -1,0 +1,162 @@
+"""The job before the check (builds/supervisor/speculation.py, issue 31): an unchanged recipe whose engine the store
+lacks sends the last build's job to the early worker at once; the worker builds but writes nothing until the
+supervisor's `commit`, which comes only when the job built from the checked recipe is the same job.
+
+Real TensorRT-RTX builds and real processes: `trtls build` as a child process (fresh store each time, so the fast
+path's memo holds and the store misses), and the built-in worker driven by hand over its stdin."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from tests.store.helpers import run_build, summaries, with_store
+
+NOTE_START = "TensorRT started from the last build's job while the recipe was checked"
+
+
+def _fresh_store_build(ws: Path, store: Path) -> subprocess.CompletedProcess[str]:
+    shutil.rmtree(store, ignore_errors=True)  # the key is missing: a known miss once the memo holds
+    return run_build(ws)
+
+
+def _ahead(summary: dict[str, Any]) -> bool:
+    return any(str(n).startswith(NOTE_START) for n in summary.get("notes") or [])
+
+
+def _memo(ws: Path) -> dict[str, Any]:
+    return json.loads((ws / ".trtls" / "engines" / "demo.hit.json").read_text())
+
+
+def test_an_unchanged_build_sends_its_job_ahead_and_commits_after_the_check(workspace: Path, tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    with_store(workspace, store)
+    first = _fresh_store_build(workspace, store)
+    assert first.returncode == 0, first.stderr
+    assert not _ahead(summaries(workspace)[-1])  # no memo yet: the job is built after the check
+    remembered = _memo(workspace)["job"]
+    assert remembered["engine"] == "demo" and "build_id" not in remembered and "hold_commit" not in remembered
+
+    second = _fresh_store_build(workspace, store)
+    assert second.returncode == 0, second.stderr
+    s = summaries(workspace)[-1]
+    assert s["outcome"] == "built" and _ahead(s)
+    engine = workspace / "build" / "demo.engine"
+    assert s["engineArtifact"]["sha256"] and engine.is_file()
+    assert not list(engine.parent.glob("demo.engine.trtls-tmp-*"))
+    # the build's clock starts when its job was sent: no phase starts before the build did
+    assert all(p["startS"] >= 0 for p in s["phaseTree"])
+    assert s["durationS"] >= max(p["startS"] + p["elapsedS"] for p in s["phaseTree"]) - 0.05
+    assert len(list(store.glob("entries/*"))) == 1  # published as any build is
+
+
+def test_a_job_that_differs_from_the_one_sent_ahead_is_discarded_and_built_from_the_check(
+    workspace: Path, tmp_path: Path
+) -> None:
+    """The memo's job edited (the memo still holds: only what the key reads is compared): the worker that got it is
+    discarded before it writes anything, and the engine is built from the checked recipe's own job."""
+    store = tmp_path / "store"
+    with_store(workspace, store)
+    assert _fresh_store_build(workspace, store).returncode == 0
+    memo_path = workspace / ".trtls" / "engines" / "demo.hit.json"
+    memo = _memo(workspace)
+    memo["job"]["settings"]["optimization_level"] = 0  # the recipe says 3
+    memo_path.write_text(json.dumps(memo))
+
+    done = _fresh_store_build(workspace, store)
+    assert done.returncode == 0, done.stderr
+    s = summaries(workspace)[-1]
+    assert s["outcome"] == "built" and not _ahead(s)
+    assert s["effectiveSettings"]["optimization_level"] == 3
+    runs = sorted(p.name for p in (workspace / ".trtls" / "runs").iterdir())
+    assert len(runs) == 2  # the discarded worker's build left no record of its own
+
+
+def test_an_output_folder_swapped_for_a_link_since_the_last_build_gets_nothing_from_the_job_sent_ahead(
+    workspace: Path, tmp_path: Path
+) -> None:
+    """What the memo does not look at (the output's folder) changed into a symlink to a folder outside: the job went
+    ahead, the check refuses the link, and nothing is written through it — not the engine, not a temp."""
+    store = tmp_path / "store"
+    with_store(workspace, store)
+    assert _fresh_store_build(workspace, store).returncode == 0
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "precious.txt").write_text("mine")
+    shutil.rmtree(workspace / "build")
+    (workspace / "build").symlink_to(outside, target_is_directory=True)
+
+    refused = _fresh_store_build(workspace, store)
+    assert refused.returncode != 0
+    assert "Traceback" not in refused.stderr
+    assert sorted(p.name for p in outside.iterdir()) == ["precious.txt"]
+    assert (outside / "precious.txt").read_text() == "mine"
+
+
+# -- the worker's side, driven by hand ----------------------------------------------------------------------------
+
+
+def _job(ws: Path, build_id: str) -> dict[str, Any]:
+    from trtls.builds.supervisor.build import worker_job
+    from trtls.core.recipe import load_recipe
+
+    return {**worker_job(load_recipe(ws / "trtls.toml"), "demo", build_id), "hold_commit": True}
+
+
+def _worker() -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "trtls.builds.worker"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ},
+    )
+
+
+def _events_until(proc: subprocess.Popen[str], kind: str) -> list[dict[str, Any]]:
+    assert proc.stdout is not None
+    seen = []
+    for line in proc.stdout:
+        seen.append(json.loads(line))
+        if seen[-1]["type"] == kind:
+            return seen
+    raise AssertionError(f"the worker ended before {kind}: {[e['type'] for e in seen]}")
+
+
+def test_a_worker_holding_its_commit_writes_nothing_until_the_commit_line(workspace: Path) -> None:
+    job = _job(workspace, "demo-held-1")
+    output = Path(job["output"])
+    proc = _worker()
+    assert proc.stdin is not None
+    proc.stdin.write(json.dumps(job) + "\n")
+    proc.stdin.flush()
+    returned = _events_until(proc, "builder_returned")
+    assert returned[-1]["ok"] is True
+    # the builder is done and waits: nothing beside the output yet, however long it is held
+    assert not output.exists() and not list(output.parent.glob("*.trtls-tmp-*"))
+    proc.stdin.write(json.dumps({"v": 1, "type": "commit"}) + "\n")
+    proc.stdin.flush()
+    finished = _events_until(proc, "build_finished")[-1]
+    assert proc.wait(60) == 0
+    assert finished["outcome"] == "built" and output.is_file()
+
+
+def test_a_worker_holding_its_commit_discards_the_build_when_its_input_closes(workspace: Path) -> None:
+    job = _job(workspace, "demo-held-2")
+    output = Path(job["output"])
+    proc = _worker()
+    assert proc.stdin is not None
+    proc.stdin.write(json.dumps(job) + "\n")
+    proc.stdin.flush()
+    _events_until(proc, "builder_returned")
+    proc.stdin.close()  # the supervisor refused, found a store hit or died: no commit will come
+    finished = _events_until(proc, "build_finished")[-1]
+    proc.wait(60)
+    assert finished["outcome"] == "cancelled"
+    assert not output.exists() and not list(output.parent.glob("*.trtls-tmp-*"))
