@@ -141,7 +141,18 @@ async def request_build(
         await discard(worker)
         return Reused(reused, evidence_path(loaded.path, reused["buildId"]), use)
     started = _start(
-        supervisor, loaded, engine, job, overrides, worker, wait_for_output, parent_id, runs, scope, grace_s, notes,
+        supervisor,
+        loaded,
+        engine,
+        job,
+        overrides,
+        worker,
+        wait_for_output,
+        parent_id,
+        runs,
+        scope,
+        grace_s,
+        notes,
         ahead,
     )
     avoidance.attach(use, started.build, on_warning)  # publish and record at the end, before a view reads the summary

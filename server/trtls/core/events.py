@@ -296,4 +296,3 @@ class CommitControl(BaseModel):
     model_config = ConfigDict(extra="forbid")
     type: Literal["commit"] = "commit"
     v: int = PROTOCOL_VERSION
-

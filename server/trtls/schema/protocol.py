@@ -97,7 +97,14 @@ def field_comments(cls: type[BaseModel]) -> dict[str, str]:
 
 def all_models() -> list[type[BaseModel]]:
     seen: list[type[BaseModel]] = []
-    listed: list[type[BaseModel]] = [*JOB_MODELS, *WORKER_EVENTS, *FARM_MODELS, events.CancelControl, events.CommitControl, *WIRE_MODELS]
+    listed: list[type[BaseModel]] = [
+        *JOB_MODELS,
+        *WORKER_EVENTS,
+        *FARM_MODELS,
+        events.CancelControl,
+        events.CommitControl,
+        *WIRE_MODELS,
+    ]
     for m in [*listed, *wire.COMMAND_REPLIES.values(), *COMMAND_ARGS.values()]:
         if m not in seen:
             seen.append(m)

@@ -12,6 +12,7 @@ import secrets
 import time
 from collections import deque
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Generic, NoReturn, TypeVar, cast
 
@@ -143,13 +144,17 @@ class Build:
         cell: str | None = None,
         parent_id: str | None = None,
         notes: tuple[str, ...] | list[str] = (),
+        started: tuple[int, float] | None = None,
     ) -> None:
         """`remote`: a farm cell's RemoteSpec (docs/farm.md; None: local), `cell` and `parent_id`: the matrix cell's
-        name and its matrix build, `notes`: a face's sentences for the evidence (a retry's reason)."""
+        name and its matrix build, `notes`: a face's sentences for the evidence (a retry's reason), `started`: when
+        it began if before now (monotonic ns, epoch s): a job sent ahead of the check (supervisor/speculation)."""
         self.id, self.engine, self.recipe_path, self.job, self.command = id, engine, recipe_path, job, command
         self.remote = remote
         self.state = BuildState(id, engine, self.evidence_dir, grace_s, cell, parent_id, remote is not None,
                                 baselines_of=self.history().baselines, notes=list(notes))  # fmt: skip
+        if started is not None:  # given when the state is made, as the rest of what the build was asked
+            self.state = replace(self.state, t_start_ns=started[0], started_at=started[1])
         self.listeners = []
         self.output_check, self.resources, self.exit_code, self.previous_engine_sha = None, None, None, None
         self.stderr_tail = deque(maxlen=40)

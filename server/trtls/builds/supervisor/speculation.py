@@ -13,7 +13,8 @@ it built from the checked recipe is the one sent (`same_job`). Everything else â
 
 Only what writes nothing before its commit is sent ahead: no precision step (its converted model is cached), no
 plugin libraries (loaded before the recipe's paths are judged), no faults. A timing cache goes: a worker holding its
-commit reads a cache file (which may quarantine it) only after the commit, and writes one back only then. Standard library only: it runs before the recipe models are imported.
+commit reads a cache file (which may quarantine it) only after the commit, and writes one back only then. Standard
+library only: it runs before the recipe models are imported.
 """
 
 from __future__ import annotations

@@ -136,8 +136,9 @@ class Supervisor:
         grace = eng.cancel_grace_s if grace_s is None else grace_s
         if ahead is not None:  # the caller checked it is this job (same_job), for its built-in worker
             notes = (*notes, NOTE)
+        started = (ahead.t_sent_ns, ahead.sent_at) if ahead is not None else None  # its build began then
         build = Build(build_id, engine, loaded.path, job, grace, command, remote=remote, cell=cell, parent_id=parent_id,
-                      notes=notes)  # fmt: skip
+                      notes=notes, started=started)  # fmt: skip
         if worker is not None and eng.worker:
             worker.stdin.close()  # type: ignore[union-attr]  # an external worker was asked for: not ours to use
         elif worker is not None:
