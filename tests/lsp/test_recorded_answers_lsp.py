@@ -3,7 +3,8 @@
 importer knows (the parser refuses that node), then a real language server over stdio started afterwards. Its lenses
 show Evidence and the recorded capability, showEvidence answers that build, and hovering the engine's `onnx` key says
 the recorded answer, dated, and whether the model is still the one that build read. A terminal's build after the
-editor's own is the one the lenses show."""
+editor's own is the one the lenses show. The records are read off the event loop (lsp/recorded_runs.py): a lens is
+answered from the last reading, so each test asks until the reading it waits for has landed."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from onnx import TensorProto, helper
 from pytest_lsp import ClientServerConfig, LanguageClient
 
 from tests.lsp.conftest import SERVER, accept_refresh, caps
-from tests.lsp.lsp_helpers import execute, open_recipe
+from tests.lsp.lsp_helpers import TIMEOUT, execute, open_recipe
 from tests.store.helpers import summaries
 from trtls.core.capability import capability_summary
 
@@ -73,6 +74,26 @@ def recorded(workspace: Path) -> dict[str, dict[str, Any]]:
     return records
 
 
+async def evidence_lenses(client: LanguageClient, uri: str, want: dict[int, str]) -> dict[int, list[lsp.Command]]:
+    """The lenses by line once every line of `want` has an Evidence lens of that build: asked again after each
+    reading of the records lands (the server asks for a refresh), as an editor does."""
+    loop = asyncio.get_running_loop()
+    end = loop.time() + TIMEOUT
+    while True:
+        lenses = await client.text_document_code_lens_async(lsp.CodeLensParams(lsp.TextDocumentIdentifier(uri)))
+        by_line: dict[int, list[lsp.Command]] = {}
+        for lens in lenses or []:
+            assert lens.command is not None
+            by_line.setdefault(lens.range.start.line, []).append(lens.command)
+        shown = {
+            line: [list(c.arguments or []) for c in by_line.get(line, []) if c.title == "Evidence"] for line in want
+        }
+        if all(shown[line] == [[{"buildId": build_id}]] for line, build_id in want.items()):
+            return by_line
+        assert loop.time() < end, f"the lenses never showed {want}: {shown}"
+        await asyncio.sleep(0.05)
+
+
 @asynccontextmanager
 async def server_started_after(ws: Path) -> AsyncIterator[tuple[LanguageClient, str]]:
     """A real server over stdio that saw none of the builds, with the recipe open."""
@@ -91,11 +112,8 @@ async def test_lenses_show_evidence_and_capability_of_a_terminal_build(
 ) -> None:
     text = (workspace / "trtls.toml").read_text()
     async with server_started_after(workspace) as (client, uri):
-        lenses = await client.text_document_code_lens_async(lsp.CodeLensParams(lsp.TextDocumentIdentifier(uri)))
-        by_line: dict[int, list[lsp.Command]] = {}
-        for lens in lenses or []:
-            assert lens.command is not None
-            by_line.setdefault(lens.range.start.line, []).append(lens.command)
+        header = {engine: text.splitlines().index(f"[engines.{engine}]") for engine in recorded}
+        by_line = await evidence_lenses(client, uri, {header[e]: r["buildId"] for e, r in recorded.items()})
         said: list[str] = []
         for engine, record in recorded.items():
             commands = by_line[text.splitlines().index(f"[engines.{engine}]")]
@@ -117,6 +135,8 @@ async def test_hover_on_onnx_says_the_recorded_answer_dated_and_whether_the_mode
 ) -> None:
     text = (workspace / "trtls.toml").read_text()
     async with server_started_after(workspace) as (client, uri):
+        header = {engine: text.splitlines().index(f"[engines.{engine}]") for engine in recorded}
+        await evidence_lenses(client, uri, {header[e]: r["buildId"] for e, r in recorded.items()})
 
         async def hover(engine: str) -> str:
             where = lsp.Position(_line(text, f"engines.{engine}", "onnx"), 1)
@@ -127,7 +147,7 @@ async def test_hover_on_onnx_says_the_recorded_answer_dated_and_whether_the_mode
         said_demo = await hover("demo")
         assert "What TensorRT said at the build of 20" in said_demo and recorded["demo"]["buildId"] in said_demo
         assert "the parser takes every node and the builder takes the network" in said_demo
-        assert "The model is the one that build read (same sha256)" in said_demo
+        assert "Model unchanged: it is the one that build read (same sha256)" in said_demo
         assert "not re-checked now" not in said_demo
         said_unknown = await hover("unknown")
         [node] = recorded["unknown"]["capability"]["parser"]["nodes"]
@@ -135,14 +155,14 @@ async def test_hover_on_onnx_says_the_recorded_answer_dated_and_whether_the_mode
         assert "node 0 'mystery\\_node' (NoSuchOp)" in said_unknown, said_unknown
         assert node["name"] == "mystery_node" and node["reason"] and node["reason"][:40] in said_unknown
         assert "the parser refuses 1 node" in said_unknown
-        # a failed build leaves no record of the model's sha256: nothing is said of freshness rather than claimed
-        assert "sha256" not in said_unknown and "changed since" not in said_unknown
+        # a failed build's record names the model it read too (tests/lsp/test_failed_build_freshness_lsp.py)
+        assert "Model unchanged" in said_unknown and "not re-checked now" not in said_unknown
 
         model = onnx.load(str(workspace / "models" / "demo.onnx"))
         model.doc_string = "edited after the build"
         onnx.save(model, str(workspace / "models" / "demo.onnx"))
         changed = await hover("demo")
-        assert "A record of that build, not re-checked now: the model has changed since." in changed
+        assert "A record of that build, not re-checked now: the model changed since this build" in changed
         assert "the parser takes every node" in changed
 
 
@@ -161,10 +181,7 @@ async def test_a_terminal_build_after_the_editors_own_is_the_one_the_lenses_show
     later = [s["buildId"] for s in summaries(workspace) if s["buildId"] != mine]
     assert len(later) == 1
     header = (workspace / "trtls.toml").read_text().splitlines().index("[engines.demo]")
-    lenses = await client.text_document_code_lens_async(lsp.CodeLensParams(lsp.TextDocumentIdentifier(uri)))
-    over_demo = [lens.command for lens in lenses or [] if lens.range.start.line == header and lens.command]
-    evidence = [list(c.arguments or []) for c in over_demo if c.title == "Evidence"]
-    assert evidence == [[{"buildId": later[0]}]], "the newer build, not this session's"
+    await evidence_lenses(client, uri, {header: later[0]})  # the newer build, not this session's
     # this server's own build is still its run; the terminal's is answered as the one its lens shows
     assert (await execute(client, "trtls.showEvidence", {"buildId": mine}))["summary"]["buildId"] == mine
     assert (await execute(client, "trtls.showEvidence", {"buildId": later[0]}))["summary"]["buildId"] == later[0]

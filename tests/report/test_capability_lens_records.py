@@ -82,4 +82,4 @@ def test_ids_that_are_paths_read_nothing_and_a_records_words_are_text(built: tup
     assert r"'\[x\](http://a) \*b\*\\x1b\[31m' (If): \<img src=x\> no \`importer\`" in said, said
     assert "\x1b" not in said
     assert "sha256" not in said and "changed" not in said, "no freshness is claimed without a comparison"
-    assert "not re-checked now" in (capability_hover_text(recipe, "demo", refused.name, True) or "")
+    assert "not re-checked now" in (capability_hover_text(recipe, "demo", refused.name, "changed") or "")
