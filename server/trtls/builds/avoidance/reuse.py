@@ -285,9 +285,15 @@ def write_memo(recipe: Path, history: str, key: str, parts: dict[str, Any], outp
         pass
 
 
-def _memo_holds(memo: dict[str, Any], recipe: Path) -> bool:
+def _same_device(memo: dict[str, Any]) -> bool:
+    """The device the key was computed with is this one (the process's first cuInit: ~0.2 s on a GPU host)."""
     from trtls.builds.cuda import cuda_driver
 
+    return bool(json.loads(json.dumps(cuda_driver(), default=str)) == memo.get("device"))
+
+
+def _memo_holds(memo: dict[str, Any], recipe: Path) -> bool:
+    """Everything the key was computed from is as it was, but the device (`_same_device`, asked last)."""
     return (
         memo.get("format") == MEMO_FORMAT
         and memo.get("trtls") == __version__
@@ -304,7 +310,6 @@ def _memo_holds(memo: dict[str, Any], recipe: Path) -> bool:
         and memo.get("builderSite") == _builder_site(memo["builderModule"])
         and memo.get("builderDirs") == _builder_dirs(memo.get("builderSite"))
         and memo.get("recipeSha256") == _sha_of(recipe)
-        and json.loads(json.dumps(cuda_driver(), default=str)) == memo.get("device")
     )
 
 
@@ -340,8 +345,12 @@ def fast_hit(
     except Refused:
         return None  # the full path says why (TRT334)
     if entry is None:
+        # A miss is told before the device is asked: the CLI's worker starts now, not after the first cuInit. Were the
+        # device another (another key, perhaps in the store), the full path finds it and closes that worker unused.
         if on_miss is not None:
             on_miss(memo.get("job") if isinstance(memo.get("job"), dict) else None)
+        return None
+    if not _same_device(memo):
         return None
     output = Path(memo["output"])
     build_id = new_reuse_id(engine)
