@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Iterator
 from pathlib import Path
 
 SERVER = Path(__file__).resolve().parents[1] / "server" / "trtls"
@@ -57,13 +58,17 @@ def _targets(node: ast.AST) -> list[ast.expr]:
     return flat
 
 
+def _functions(source: str) -> Iterator[tuple[ast.FunctionDef | ast.AsyncFunctionDef, set[str]]]:
+    """Each function in `source`, with the names it calls a Build by."""
+    for fn in ast.walk(ast.parse(source)):
+        if isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
+            yield fn, _build_names(fn)
+
+
 def build_writes(source: str, where: str) -> list[str]:
     """`where:line: what` for each write to a Build in `source`."""
     out = []
-    for fn in ast.walk(ast.parse(source)):
-        if not isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
-            continue
-        names = _build_names(fn)
+    for fn, names in _functions(source):
         for node in ast.walk(fn):
             for t in _targets(node):
                 inner = t.value if isinstance(t, ast.Subscript) else t
@@ -281,10 +286,7 @@ def _delegating() -> set[str]:
 def delegated_reads(source: str, where: str, delegating: set[str]) -> list[str]:
     """`where:line: what` for each read of a Build's delegating attribute (`build.tree`, `b.progress_message`)."""
     out = []
-    for fn in ast.walk(ast.parse(source)):
-        if not isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
-            continue
-        names = _build_names(fn)
+    for fn, names in _functions(source):
         for node in ast.walk(fn):
             if isinstance(node, ast.Attribute) and node.attr in delegating and _is_build(node.value, names):
                 out.append((node.lineno, ast.unparse(node)))
