@@ -266,7 +266,7 @@ def test_a_builds_folded_fields_are_read_only_on_the_build(tmp_path: Path) -> No
 
 # -- a face holds the state (issue 28): it reads `build.state`, never the Build's delegating attributes ---------------
 
-FACES = ("cli/", "lsp/", "report/")
+FACES = ("cli/", "lsp/", "report/", "accept/")  # the acceptance harness drives and watches builds as a face
 # what every kind of run answers (builds.supervisor.runs.Run, BuildRun): a face may read these of any run, a Build too
 RUN_PROTOCOL = {"status", "outcome", "cell", "parent_id", "summary", "running", "engine", "id", "evidence_dir"}
 # faces that still read the Build itself, each with why (the module is changed by another hand now: move it to
@@ -294,8 +294,9 @@ def delegated_reads(source: str, where: str, delegating: set[str]) -> list[str]:
 
 
 def test_no_face_reads_a_build_but_through_its_state() -> None:
-    """The terminal, the language server and the reports read `build.state` (core.build_state) and render it with
-    core.build_view, giving it `build.time_left`; what every kind of run answers (the registry's Run) stays readable."""
+    """The terminal, the language server, the reports and the acceptance harness read `build.state`
+    (core.build_state) and render it with core.build_view, giving it `build.time_left`; what every kind of run answers
+    (the registry's Run) stays readable."""
     shown = _delegating() - RUN_PROTOCOL
     found = []
     for path in sorted(SERVER.rglob("*.py")):

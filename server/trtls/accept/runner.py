@@ -29,6 +29,7 @@ from trtls.builds.supervisor.orphans import process_alive
 from trtls.builds.supervisor.retry import RETRY_FOR_POLICY, retry_overrides
 from trtls.builds.supervisor.supervisor import Build, Supervisor
 from trtls.builds.timing_cache import identity_path
+from trtls.core import build_view
 from trtls.core.recipe import LoadedRecipe, load_recipe
 from trtls.fs import Kind, open_lock_file, read_text, remove_file, remove_tree, scratch_dir
 from trtls.fs.copy_tree import copy_tree
@@ -153,7 +154,7 @@ async def _build(
         if ev.type == "build_started":
             hist["had"] = bool((hist["data"].get(ev.build_config_hash) or {}).get("phases"))
         if ev.type in ("phase_start", "phase_finish"):
-            live.append(b.snapshot()["phases"])
+            live.append(build_view.snapshot(b.state)["phases"])  # the tree a face draws (no time left: no history read)
         if ev.type == "phase_start":
             if trigger is not None and seen["n"] == at_phase:
                 trigger(b, sup, waiter)
@@ -164,8 +165,8 @@ async def _build(
     async def ticker() -> None:
         while build.running:
             await asyncio.sleep(TICK_S)
-            if build.running and build.tree.phases:
-                live.append(build.snapshot()["phases"])
+            if build.running and build.state.tree.phases:
+                live.append(build_view.snapshot(build.state)["phases"])
 
     tick = asyncio.ensure_future(ticker())
     try:
@@ -300,7 +301,7 @@ class Recorder:
                 "summary_on_disk": disk,
                 "deserializes": des,
             }
-            self.obs.pids.append(build.pid or 0)
+            self.obs.pids.append(build.state.pid or 0)
         elif policy == "rollback":
             before = self.obs.previous_engine_sha
             now = self.obs.engine_sha_after  # measured where the build wrote (for disk_full: inside its tmpfs)

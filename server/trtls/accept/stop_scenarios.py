@@ -35,10 +35,11 @@ def sc_event_loop(ctx: Context) -> Observation:
 
 
 def _sigkill_worker(b: Build, sup: Supervisor, waiter: asyncio.Future) -> None:
-    if b.pid is None:  # never a signal to pid 0: that is this process group
+    pid = b.state.pid
+    if pid is None:  # never a signal to pid 0: that is this process group
         raise RuntimeError("the worker has no pid yet")
-    if not signal_descendant(b.pid, signal.SIGKILL, os.getpid()):  # the worker this process started, nothing else
-        raise RuntimeError(f"pid {b.pid} is not a worker this process started (or it is already gone)")
+    if not signal_descendant(pid, signal.SIGKILL, os.getpid()):  # the worker this process started, nothing else
+        raise RuntimeError(f"pid {pid} is not a worker this process started (or it is already gone)")
 
 
 def sc_worker_sigkill(ctx: Context) -> Observation:
