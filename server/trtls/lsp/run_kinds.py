@@ -27,6 +27,7 @@ from trtls.builds.supervisor.runs import Entry, RestoredRun, Run, RunKind
 from trtls.core import wire
 
 if TYPE_CHECKING:
+    from trtls.core.summary_record import Summary
     from trtls.lsp.language_server import TrtlsServer
 
 
@@ -71,14 +72,19 @@ def _summary_json(run: Run) -> Path | None:
 def _build_row(run: Run, uri: str) -> wire.ListedBuild:
     r = _build(run)
     evidence = _summary_json(r)
+    record: Summary | None
+    if isinstance(r, RestoredRun):  # finished when registered: its record says it all
+        record, cancel_source = r.record, None
+    else:
+        record, cancel_source = r.state.summary, r.state.token.source
     return wire.ListedBuild(
         buildId=r.id,
         engine=r.engine,
         uri=uri,
         status=r.status,
-        cancelSource=r.token.source,
+        cancelSource=cancel_source,
         kind="build",
-        elapsedS=round(r.elapsed_s(), 3) if r.running else (r.summary or {}).get("durationS"),
+        elapsedS=round(r.elapsed_s(), 3) if r.running else (record.durationS if record is not None else None),
         evidencePath=str(evidence) if evidence else None,
         hasReport=evidence is not None,
         parentId=r.parent_id,
