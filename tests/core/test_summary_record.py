@@ -111,6 +111,10 @@ MIGRATED: tuple[str, ...] = (
     "accept",
     "core/display.py",
     "core/capability.py",
+    "core/build_state.py",
+    "core/build_view.py",
+    "cli/terminal_view.py",
+    "cli/matrix_view.py",
 )
 NOT_A_BUILD_RECORD = {
     "report/route_page.py": "reads a gates run's route record, not a build's",

@@ -19,6 +19,7 @@ from trtls.cli.console import raw
 from trtls.core import build_view
 from trtls.core.display import NOT_STARTED, OUTCOME_MARK, human_seconds, node_text, not_started_text
 from trtls.core.phase_tree import row_text, rows_of
+from trtls.core.summary_record import Summary
 from trtls.core.terminal_text import terminal_safe as safe
 
 
@@ -139,8 +140,8 @@ def print_matrix_outcome(mb: MatrixBuild, out: TextIO | None = None) -> None:
     def say(text: str) -> None:
         print(safe(text), file=stream)
 
-    s = mb.summary or {}
-    say(f"\n{mb.title}: {mb.outcome_message()} ({human_seconds(s.get('durationS', 0))})")
+    s = Summary.written(mb.summary or {})  # the matrix run's record (`kind: matrix`)
+    say(f"\n{mb.title}: {mb.outcome_message()} ({human_seconds(s.durationS or 0)})")
     for b in mb.cells:
         say(f"  {cell_line(b)}")
         record = b.state.summary
@@ -151,4 +152,4 @@ def print_matrix_outcome(mb: MatrixBuild, out: TextIO | None = None) -> None:
         say(f"      evidence: {error or b.evidence_dir / 'summary.json'}")
     for p in mb.not_started:
         say(f"  · {not_started_text(p.key)}")
-    say(f"  evidence: {s.get('evidenceError') or mb.evidence_dir / 'summary.json'}")  # TRT413: none written
+    say(f"  evidence: {s.evidenceError or mb.evidence_dir / 'summary.json'}")  # TRT413: none written
