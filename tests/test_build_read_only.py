@@ -269,9 +269,6 @@ def test_a_builds_folded_fields_are_read_only_on_the_build(tmp_path: Path) -> No
 FACES = ("cli/", "lsp/", "report/", "accept/")  # the acceptance harness drives and watches builds as a face
 # what every kind of run answers (builds.supervisor.runs.Run, BuildRun): a face may read these of any run, a Build too
 RUN_PROTOCOL = {"status", "outcome", "cell", "parent_id", "summary", "running", "engine", "id", "evidence_dir"}
-# faces that still read the Build itself, each with why (the module is changed by another hand now: move it to
-# `build.state` there, then remove its row)
-NOT_YET = {"cli/main.py": {"token"}}
 
 
 def _delegating() -> set[str]:
@@ -302,7 +299,7 @@ def test_no_face_reads_a_build_but_through_its_state() -> None:
     for path in sorted(SERVER.rglob("*.py")):
         where = path.relative_to(SERVER).as_posix()
         if where.startswith(FACES):
-            found += delegated_reads(path.read_text(encoding="utf-8"), where, shown - NOT_YET.get(where, set()))
+            found += delegated_reads(path.read_text(encoding="utf-8"), where, shown)
     assert not found, "read build.state (and core.build_view) instead:\n" + "\n".join(found)
 
 

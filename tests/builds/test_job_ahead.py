@@ -160,3 +160,42 @@ def test_a_worker_holding_its_commit_discards_the_build_when_its_input_closes(wo
     proc.wait(60)
     assert finished["outcome"] == "cancelled"
     assert not output.exists() and not list(output.parent.glob("*.trtls-tmp-*"))
+
+
+def test_ctrl_c_of_a_build_sent_ahead_stops_its_adopted_worker_and_leaves_the_engine_as_it_was(
+    workspace: Path, tmp_path: Path
+) -> None:
+    """A known miss: the worker the fast path started (before asyncio) is adopted by the supervisor, so a Ctrl-C
+    reaches it as any build's: cancelled, 130, the output untouched, no worker left."""
+    import signal
+    import time
+
+    from tests.builds.cli_procs import pause_env, sha256_of, wait_for_file
+    from tests.store.helpers import build_cmd
+
+    store = tmp_path / "store"
+    with_store(workspace, store)
+    assert _fresh_store_build(workspace, store).returncode == 0
+    engine = workspace / "build" / "demo.engine"
+    before = sha256_of(engine)
+    shutil.rmtree(store)
+    pauses = tmp_path / "pauses"
+    proc = subprocess.Popen(
+        build_cmd(workspace), env={**os.environ, **pause_env(pauses, "before_build")}, text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    marker = wait_for_file(pauses, ".before_build")  # the worker holds before TensorRT builds
+    deadline = time.monotonic() + 60
+    while not (workspace / ".trtls" / "runs" / marker.stem / "events.jsonl").exists():
+        assert time.monotonic() < deadline, "the supervisor never adopted the worker"
+        time.sleep(0.02)
+    running = json.loads((workspace / ".trtls" / "runs" / marker.stem / "running.json").read_text())
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    s = json.loads((workspace / ".trtls" / "runs" / marker.stem / "summary.json").read_text())
+    assert s["outcome"] == "cancelled" and _ahead(s)
+    assert sha256_of(engine) == before
+    assert not list(engine.parent.glob("demo.engine.trtls-tmp-*"))
+    pid = running["workerPid"]
+    assert not Path(f"/proc/{pid}").exists() or "zombie" in Path(f"/proc/{pid}/status").read_text().lower()

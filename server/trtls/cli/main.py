@@ -41,7 +41,7 @@ def cmd_build(args: argparse.Namespace) -> int:
 
 async def _build_all(args: argparse.Namespace) -> int:
     from trtls.builds.supervisor.retry import retry_overrides
-    from trtls.builds.supervisor.spawn import discard, preload_for, spawn_worker, store_may_serve
+    from trtls.builds.supervisor.spawn import adopt_started, discard, preload_for, spawn_worker, store_may_serve
 
     # The worker starts first and imports TensorRT while this process loads and checks the recipe (one local
     # build; a matrix or a cluster places its own workers).
@@ -49,17 +49,15 @@ async def _build_all(args: argparse.Namespace) -> int:
     # A build the store may serve looks up first: a hit must start no worker (and import no TensorRT). One whose key
     # the fast path already found missing from the store (its memo held) builds: its worker starts now.
     servable = not store_lookup.known_miss and store_may_serve(find_recipe(args.recipe), args.no_store, args.rebuild)
-    preload = None if farm or servable else preload_for(find_recipe(args.recipe), args.engine)
-    early = await spawn_worker(preload=preload) if preload is not None else None
-    ahead = None
-    if early is not None and store_lookup.known_job is not None:
-        # An unchanged recipe whose engine the store lacks: the last build's job goes to the worker now, and TensorRT
-        # builds while this process checks the recipe; the engine is written only if the checked job is the same
-        # (builds/supervisor/speculation.py).
-        from trtls.builds.avoidance.reuse import new_reuse_id
-        from trtls.builds.supervisor.speculation import send_ahead
-
-        ahead = send_ahead(early, store_lookup.known_job, args.engine, new_reuse_id(args.engine))
+    # A known miss started its worker already, in the fast path, and (an unchanged recipe) sent it this build's job:
+    # TensorRT builds while this process checks the recipe; the engine is written only if the checked job is the same
+    # (builds/supervisor/speculation.py).
+    started, early, ahead = store_lookup.take_started(), None, None
+    if started is not None:
+        early, ahead = await adopt_started(started[0]), started[1]
+    else:
+        preload = None if farm or servable else preload_for(find_recipe(args.recipe), args.engine)
+        early = await spawn_worker(preload=preload) if preload is not None else None
     from trtls.builds.cuda import warm_driver
 
     warming = warm_driver()  # the key's device probe (cuInit: ~0.2 s with a GPU), beside the recipe's load
@@ -151,7 +149,7 @@ async def _build_one(
         await build.wait()
     if not args.json:
         print_outcome(build)
-    return exit_code_of(build.outcome, build.token.source)
+    return exit_code_of(build.state.outcome, build.state.token.source)
 
 
 def _say_matrices_left_out(loaded: Any, engines: list[str]) -> None:

@@ -85,12 +85,46 @@ def print_reused(engine: str, reused: dict[str, Any], recipe: Any, as_json: bool
 
 _declined_by_entry = False  # the program's entry tried this command line and declined: the full path's call skips
 known_miss = False  # the fast path saw the engine's key (its memo held) absent from the store: a build follows
-known_job: dict[str, Any] | None = None  # that build's job but for its id, as the memo kept it (None: none kept)
+_started: tuple[Any, Any] | None = None  # (the worker the miss started, the job it was sent ahead or None)
 
 
-def _note_miss(job: dict[str, Any] | None) -> None:
-    global known_miss, known_job
-    known_miss, known_job = True, job
+def _note_miss(recipe: Any, engine: str, job: dict[str, Any] | None) -> None:
+    """A known miss: the build is certain, so its worker starts now — before the parser, asyncio and the build's
+    modules are imported — and, when the memo kept the last build's job, gets this build's job ahead of the check
+    (builds/supervisor/speculation.py). `cli.main` adopts it (`take_started`)."""
+    global known_miss, _started
+    known_miss = True
+    from trtls.builds.supervisor.spawn import preload_for, start_now
+
+    preload = preload_for(recipe, engine)
+    if preload is None:
+        return  # an external worker, a cluster: the full path places its own
+    try:
+        worker = start_now(preload)
+    except OSError:
+        return  # the full path starts one, and says why it cannot
+    ahead = None
+    if job is not None:
+        from trtls.builds.avoidance.reuse import new_reuse_id
+        from trtls.builds.supervisor.speculation import send_ahead
+
+        ahead = send_ahead(worker, job, engine, new_reuse_id(engine))
+    _started = (worker, ahead)
+
+
+def take_started() -> tuple[Any, Any] | None:
+    """The worker a known miss started and the job it was sent ahead (once), or None."""
+    global _started
+    started, _started = _started, None
+    return started
+
+
+def _drop_started() -> None:
+    """A worker a previous command line started and nobody took (a caller of main([...])): its input closed, it
+    ends without building."""
+    started = take_started()
+    if started is not None and started[0].stdin is not None:
+        started[0].stdin.close()
 
 
 def fast_path(args: argparse.Namespace, *, entry: bool = False) -> int | None:
@@ -98,11 +132,12 @@ def fast_path(args: argparse.Namespace, *, entry: bool = False) -> int | None:
     (builds/avoidance/reuse.py); None → the usual path. `entry`: the call of `cli.entry`, whose decline the full path's
     own
     call then takes as its answer (once) instead of hashing the recipe and reading the memo a second time."""
-    global _declined_by_entry, known_miss, known_job
+    global _declined_by_entry, known_miss
     if _declined_by_entry and not entry:
         _declined_by_entry = False
         return None
-    known_miss, known_job = False, None  # this command line's answer only (a caller may run several in one process)
+    known_miss = False  # this command line's answer only (a caller may run several in one process)
+    _drop_started()
     done = _fast_path(args)
     _declined_by_entry = entry and done is None
     return done
@@ -120,7 +155,7 @@ def _fast_path(args: argparse.Namespace) -> int | None:
     from trtls.app.unchanged import reuse_unchanged
 
     recipe = find_recipe(args.recipe).resolve()
-    reused = reuse_unchanged(recipe, args.engine, _note_miss)
+    reused = reuse_unchanged(recipe, args.engine, lambda job: _note_miss(recipe, args.engine, job))
     if reused is None:
         return None
     if not args.json:

@@ -11,22 +11,26 @@ before it kills it, so a planted record cannot aim the kill at anything else.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import signal
+import subprocess
 import sys
 import weakref
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trtls.core.recipe_file import read_recipe_text
 from trtls.core.tomlpos import bounded_loads
 from trtls.core.vocabulary import BUILDER_PREFERENCES
 from trtls.fs.kill import NONCE_ENV, new_nonce, signal_child
 
+if TYPE_CHECKING:
+    import asyncio  # at run time in the functions that need it: a known miss starts its worker before asyncio loads
+
 BUILTIN_WORKER = [sys.executable, "-m", "trtls.builds.worker"]
 PRELOADABLE = BUILDER_PREFERENCES
 _NONCES: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()  # worker process → its nonce
+_STARTED_NONCES: dict[int, str] = {}  # pid → the nonce of a worker `start_now` started, until it is adopted
 
 
 def worker_nonce(proc: Any) -> str | None:
@@ -40,6 +44,8 @@ def worker_nonce(proc: Any) -> str | None:
 async def spawn_worker(command: list[str] | None = None, preload: str | None = None) -> asyncio.subprocess.Process:
     """Start a worker (the built-in one by default). `preload`: the builder module it imports at once, before
     its job arrives (see worker.preload)."""
+    import asyncio
+
     command = list(command or BUILTIN_WORKER)
     if preload is not None:
         command += ["--preload", preload]
@@ -55,6 +61,34 @@ async def spawn_worker(command: list[str] | None = None, preload: str | None = N
     )
     _NONCES[proc] = nonce
     return proc
+
+
+def start_now(preload: str) -> subprocess.Popen[bytes]:
+    """Start the built-in worker from plain Python, before any event loop runs (the store's fast path found the
+    engine missing: builds/supervisor/adopted_worker.py adopts it once the loop runs). As `spawn_worker` starts it: its
+    own session, the builder preloaded, a nonce only this process and its running.json know."""
+    nonce = new_nonce()
+    proc = subprocess.Popen(
+        [*BUILTIN_WORKER, "--preload", preload],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+        env={**os.environ, NONCE_ENV: nonce},
+    )
+    _STARTED_NONCES[proc.pid] = nonce
+    return proc
+
+
+async def adopt_started(proc: subprocess.Popen[bytes]) -> Any:
+    """A worker `start_now` started, as the supervisor drives it (its nonce kept for running.json)."""
+    from trtls.builds.supervisor.adopted_worker import adopt
+
+    adopted = await adopt(proc)
+    nonce = _STARTED_NONCES.pop(proc.pid, None)
+    if nonce is not None:
+        _NONCES[adopted] = nonce
+    return adopted
 
 
 def preload_for(recipe: Path, engine: str | None) -> str | None:
@@ -94,6 +128,8 @@ def store_may_serve(recipe: Path, no_store: bool, rebuild: bool) -> bool:
 
 async def discard(worker: asyncio.subprocess.Process | None) -> None:
     """An early worker that gets no job: closing its input ends it (it exits without building)."""
+    import asyncio
+
     if worker is None or worker.returncode is not None:
         return
     if worker.stdin is not None:

@@ -95,6 +95,9 @@ def send_ahead(worker: Any, remembered: Any, engine: str, build_id: str) -> JobA
     if ahead is None or worker is None or worker.stdin is None or worker.returncode is not None:
         return None
     worker.stdin.write((json.dumps(ahead.job) + "\n").encode())
+    flush = getattr(worker.stdin, "flush", None)  # a subprocess.Popen's buffered pipe (spawn.start_now)
+    if flush is not None:
+        flush()
     return ahead
 
 
