@@ -87,6 +87,9 @@ def measure(engine: str, pairs: int, store: str, baseline: Path | None = None, t
             child_env(tmp, None, None),
         ),
     ]
+    # the interpreter's own start with this environment's site (its .pth hooks included), measured in the same rounds:
+    # a CLI build starts two interpreters one after the other (itself, then its worker), the bare script one
+    runs.append(("python", [sys.executable, "-c", "pass"], child_env(tmp, None, None)))
     if baseline is not None:
         old_ws = workspace(ws.parent, "ws-baseline")  # its own evidence and history
         env = child_env(tmp, baseline / "server", tmp / "store-baseline" if store == "fresh" else None)
@@ -103,6 +106,7 @@ def measure(engine: str, pairs: int, store: str, baseline: Path | None = None, t
             f"  {engine}, store {store}, round {i + 1}/{pairs} ({order[0][0]} first): "
             f"wall {c[0]:.2f}/{b[0]:.2f} s = {c[0] / b[0]:.3f}, CPU {c[1]:.2f}/{b[1]:.2f} s = {c[1] / b[1]:.3f}"
         )
+        line += f"; python -c pass {got['python'][0]:.2f} s"
         if "baseline" in got:
             o = got["baseline"]
             line += f"; baseline wall {o[0]:.2f} s = {o[0] / b[0]:.3f}, CPU {o[1] / b[1]:.3f}"
@@ -143,6 +147,16 @@ def figures_of(m: dict) -> list[dict]:
             ]
             if "baseline" in rows[0]
             else []
+        ),
+        figure(
+            f"{label}: wall ratio (CLI − one interpreter start)/bare (median): the CLI with its second "
+            "interpreter's start taken out",
+            round(statistics.median((r["cli"][0] - r["python"][0]) / r["bare"][0] for r in rows), 3),
+            "×",
+            None,
+            None,
+            "interpreter start (`python -c pass`, same rounds) median "
+            f"{statistics.median(r['python'][0] for r in rows):.3f} s",
         ),
         figure(
             f"{label}: CPU time ratio CLI/bare (median)",
