@@ -129,15 +129,20 @@ def _events_until(proc: subprocess.Popen[str], kind: str) -> list[dict[str, Any]
     raise AssertionError(f"the worker ended before {kind}: {[e['type'] for e in seen]}")
 
 
-def test_a_worker_holding_its_commit_writes_nothing_until_the_commit_line(workspace: Path) -> None:
-    job = _job(workspace, "demo-held-1")
-    output = Path(job["output"])
+def _held_until_the_builder_returned(ws: Path, build_id: str) -> tuple[subprocess.Popen[str], Path]:
+    """A worker sent a job that holds its commit, once its builder returned an engine; and the job's output."""
+    job = _job(ws, build_id)
     proc = _worker()
     assert proc.stdin is not None
     proc.stdin.write(json.dumps(job) + "\n")
     proc.stdin.flush()
-    returned = _events_until(proc, "builder_returned")
-    assert returned[-1]["ok"] is True
+    assert _events_until(proc, "builder_returned")[-1]["ok"] is True
+    return proc, Path(job["output"])
+
+
+def test_a_worker_holding_its_commit_writes_nothing_until_the_commit_line(workspace: Path) -> None:
+    proc, output = _held_until_the_builder_returned(workspace, "demo-held-1")
+    assert proc.stdin is not None
     # the builder is done and waits: nothing beside the output yet, however long it is held
     assert not output.exists() and not list(output.parent.glob("*.trtls-tmp-*"))
     proc.stdin.write(json.dumps({"v": 1, "type": "commit"}) + "\n")
@@ -148,13 +153,8 @@ def test_a_worker_holding_its_commit_writes_nothing_until_the_commit_line(worksp
 
 
 def test_a_worker_holding_its_commit_discards_the_build_when_its_input_closes(workspace: Path) -> None:
-    job = _job(workspace, "demo-held-2")
-    output = Path(job["output"])
-    proc = _worker()
+    proc, output = _held_until_the_builder_returned(workspace, "demo-held-2")
     assert proc.stdin is not None
-    proc.stdin.write(json.dumps(job) + "\n")
-    proc.stdin.flush()
-    _events_until(proc, "builder_returned")
     proc.stdin.close()  # the supervisor refused, found a store hit or died: no commit will come
     finished = _events_until(proc, "build_finished")[-1]
     proc.wait(60)

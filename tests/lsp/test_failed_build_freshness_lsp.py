@@ -11,36 +11,19 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import shutil
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 
 import onnx
 from lsprotocol import types as lsp
-from pytest_lsp import ClientServerConfig, LanguageClient
+from pytest_lsp import LanguageClient
 
-from tests.lsp.conftest import SERVER, accept_refresh, caps
-from tests.lsp.lsp_helpers import TIMEOUT, open_recipe
+from tests.lsp.lsp_helpers import TIMEOUT
 from tests.lsp.test_recorded_answers_lsp import UNKNOWN_ENGINE, _build, _line, _unknown_op_model, evidence_lenses
+from tests.lsp.test_recorded_answers_lsp import server_started_after as server
 from tests.store.helpers import summaries
 
 COPIES = 50
-
-
-@asynccontextmanager
-async def server(ws: Path, env: dict[str, str] | None = None) -> AsyncIterator[tuple[LanguageClient, str]]:
-    """A real server over stdio that saw none of the builds (`env` added to its environment), the recipe open."""
-    config = ClientServerConfig(server_command=SERVER, server_env={**os.environ, **(env or {})})
-    client = await config.start()
-    try:
-        accept_refresh(client)
-        await client.initialize_session(lsp.InitializeParams(capabilities=caps()))
-        yield client, open_recipe(client, ws)
-    finally:
-        await client.shutdown_session()
-        await client.stop()
 
 
 async def hover_at(client: LanguageClient, uri: str, line: int) -> str:

@@ -9,6 +9,7 @@ answered from the last reading, so each test asks until the reading it waits for
 from __future__ import annotations
 
 import asyncio
+import os
 import subprocess
 import sys
 from collections.abc import AsyncIterator
@@ -95,9 +96,12 @@ async def evidence_lenses(client: LanguageClient, uri: str, want: dict[int, str]
 
 
 @asynccontextmanager
-async def server_started_after(ws: Path) -> AsyncIterator[tuple[LanguageClient, str]]:
-    """A real server over stdio that saw none of the builds, with the recipe open."""
-    client = await ClientServerConfig(server_command=SERVER).start()
+async def server_started_after(
+    ws: Path, env: dict[str, str] | None = None
+) -> AsyncIterator[tuple[LanguageClient, str]]:
+    """A real server over stdio that saw none of the builds (`env` added to its environment), with the recipe open."""
+    config = ClientServerConfig(server_command=SERVER, server_env={**os.environ, **(env or {})})
+    client = await config.start()
     try:
         accept_refresh(client)
         await client.initialize_session(lsp.InitializeParams(capabilities=caps()))
