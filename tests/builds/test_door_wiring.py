@@ -120,7 +120,7 @@ def test_fast_path_needs_the_builder_found_now(
     one it remembered; another `tensorrt_rtx` put first on the path (PYTHONPATH), with its own dist-info version,
     is another builder (before: the remembered site's folders were compared with themselves: 'up to date')."""
     from tests.store.helpers import run_build
-    from trtls.builds.avoidance import reuse
+    from trtls.builds.avoidance import memo as reuse
 
     with_store(seed_ws, copy_store(seeded, tmp_path))
     done = run_build(seed_ws)

@@ -455,7 +455,7 @@ def judge(site: Site, command: Command, target: str | None, changes: tuple[tuple
 
 def _code_stats() -> list[Any]:
     import trtls
-    from trtls.builds.avoidance.reuse import KEY_CODE
+    from trtls.builds.avoidance.memo import KEY_CODE
 
     pkg = Path(trtls.__file__).parent
     out = []

@@ -16,9 +16,18 @@ def reuse_unchanged(
     """The reuse's evidence record when nothing the engine key reads changed since the last run and the store holds
     the key; None → the full request (which also makes every refusal and warning). `on_miss`: called when the key is
     known and the store lacks it (builds/avoidance/reuse.fast_hit), with the job the memo kept."""
-    from trtls.builds.avoidance.reuse import fast_hit
+    from trtls.builds.avoidance.memo import look
     from trtls.core.recipe_file import is_readable_recipe
 
     if not is_readable_recipe(recipe):
         return None  # a FIFO, a device, a huge file: the full path refuses it (TRT104, TRT125) without reading it
-    return fast_hit(recipe, engine, on_miss)
+    looked = look(recipe, engine)  # the memo alone: a miss is known before the store's modules load
+    if looked.memo is None:
+        return None
+    if looked.missing:
+        if on_miss is not None:
+            on_miss(looked.job)
+        return None
+    from trtls.builds.avoidance.reuse import fast_hit
+
+    return fast_hit(recipe, engine, on_miss, looked)

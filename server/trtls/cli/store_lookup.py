@@ -105,10 +105,10 @@ def _note_miss(recipe: Any, engine: str, job: dict[str, Any] | None) -> None:
         return  # the full path starts one, and says why it cannot
     ahead = None
     if job is not None:
-        from trtls.builds.avoidance.reuse import new_reuse_id
+        from trtls.builds.run_ids import new_run_id
         from trtls.builds.supervisor.speculation import send_ahead
 
-        ahead = send_ahead(worker, job, engine, new_reuse_id(engine))
+        ahead = send_ahead(worker, job, engine, new_run_id(engine))
     _started = (worker, ahead)
 
 

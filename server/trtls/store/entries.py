@@ -40,6 +40,7 @@ from trtls.store.copying import EntryUnreadable, copy_hashing, hash_reading
 from trtls.store.entry_record import ENTRY_FORMAT, RECORD_LIMIT, Entry, engine_fields
 from trtls.store.folder import NotTrusted, Refused, RestoreFailed, StoreUnusable
 from trtls.store.key import is_key, key_of_parts
+from trtls.store.layout import ENTRIES, entry_folder
 from trtls.store.publishing import PublishingFolder
 from trtls.store.signing import signed_by
 from trtls.store.up_to_date import output_holds
@@ -63,7 +64,7 @@ class Store(PublishingFolder):
         asks the remote store unless `remote` is False (a publish looks only here: what another machine pushed
         meanwhile is not fetched to be replaced)."""
         key = self.checked_key(key)
-        folder = self.root / "entries" / key
+        folder = entry_folder(self.root, key)
         try:
             st = os.lstat(folder)
         except FileNotFoundError:
@@ -164,7 +165,7 @@ class Store(PublishingFolder):
         """(the whole, trusted entries; each refused one with why): a damaged one is quarantined, one not trusted
         (NotTrusted) is left in place."""
         try:
-            names = sorted(os.listdir(self.root / "entries"))
+            names = sorted(os.listdir(self.root / ENTRIES))
         except OSError:
             return [], []
         out, refused = [], []

@@ -37,6 +37,7 @@ from trtls.fs.store_root import (
     trust_problem,
 )
 from trtls.store.key import is_key
+from trtls.store.layout import entry_folder
 from trtls.store.signing import key_file, read_key
 
 
@@ -254,7 +255,7 @@ class StoreFolder:
         key = self.checked_key(key)
         trash = self.root / "tmp" / tmp_name("evicted", key)
         try:
-            rename(self.root / "entries" / key, trash, kind=Kind.store_entry, within=self.root, replace=False)
+            rename(entry_folder(self.root, key), trash, kind=Kind.store_entry, within=self.root, replace=False)
         except OSError:
             return False
         self.discard(trash)

@@ -18,6 +18,7 @@ from trtls.fs.store_root import shared_modes
 from trtls.store.copying import copy_hashing
 from trtls.store.entry_record import ENTRY_FORMAT, Entry
 from trtls.store.folder import NotTrusted, Refused, StoreFolder, StoreUnusable, tmp_name
+from trtls.store.layout import entry_folder
 from trtls.store.signing import sign
 
 
@@ -79,7 +80,7 @@ class PublishingFolder(StoreFolder):
             stored = self.get(key, remote=False)
         except Refused as exc:
             raise OSError(errno.EEXIST, f"the store holds an entry of this key that is not used: {exc}") from exc
-        entry = stored or Entry(key, self.root / "entries" / key, record)
+        entry = stored or Entry(key, entry_folder(self.root, key), record)
         if push:
             self._pushed(entry)
         return entry
@@ -122,7 +123,7 @@ class PublishingFolder(StoreFolder):
         the entry it replaces aside. Another process that published the key first wins (its entry is whole too);
         a folder there that is not a whole entry (a damaged leftover quarantine could not move) is moved aside and
         the rename tried once more."""
-        dest = self.root / "entries" / key
+        dest = entry_folder(self.root, key)
         if replacing is not None and "damaged" not in replacing:
             self._set_aside(dest, key, missing_ok=False)
         self.replaced = replacing

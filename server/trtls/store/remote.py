@@ -36,6 +36,7 @@ from trtls.store.copying import EntryUnreadable, copy_hashing
 from trtls.store.entry_record import ENTRY_FORMAT, RECORD_LIMIT, Entry
 from trtls.store.folder import StoreFolder, tmp_name
 from trtls.store.key import is_key, key_of_parts
+from trtls.store.layout import entry_folder
 from trtls.store.remote_http import DOWN_MEMORY_S, PUT_TIMEOUT_S, TIMEOUT_S, RemoteError
 from trtls.store.remote_http import Unusable as _Unusable
 from trtls.store.remote_http import base as _base
@@ -209,7 +210,7 @@ def _fetch_into_store(store: Store, url: str, key: str, raw: bytes, record: dict
                 raise RemoteError(f"its engine could not be read: {exc.__cause__ or exc}") from None
         fs.atomic_write_bytes(tmp / "entry.json", raw, kind=Kind.store_entry, within=store.root, mode=file_mode)
         try:
-            rename(tmp, store.root / "entries" / key, kind=Kind.store_entry, within=store.root, replace=False)
+            rename(tmp, entry_folder(store.root, key), kind=Kind.store_entry, within=store.root, replace=False)
         except OSError as exc:
             if exc.errno not in (errno.EEXIST, errno.ENOTEMPTY):
                 raise  # EEXIST/ENOTEMPTY: another process fetched or published this key first

@@ -14,7 +14,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from trtls.builds.avoidance.reuse import OutputHeld, remember_reused, reuse_evidence, write_memo
+from trtls.builds.avoidance.memo import write_memo
+from trtls.builds.avoidance.reuse import OutputHeld, remember_reused, reuse_evidence
 from trtls.builds.roots import loaded_write_root
 from trtls.core.paths import UnsafeWrite
 from trtls.store.entries import Entry, NotTrusted, Refused, RestoreFailed

@@ -11,30 +11,22 @@ warnings are not printed on the fast path: the recipe is byte-identical to one t
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-import secrets
 import stat
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from trtls import __version__
+from trtls.builds.avoidance.memo import Looked, _same_device, look
 from trtls.builds.roots import evidence_error, write_record
+from trtls.builds.run_ids import new_run_id
 from trtls.core.display import ago
 from trtls.core.evidence import runbook_without_worker
-from trtls.fs import open_regular, read_text
 from trtls.store.entries import Entry, Refused, RestoreFailed, Store
 from trtls.store.known_good import KnownGood
-
-MEMO_FORMAT = "trtls.fast-hit/1"
-# the modules whose code turns a recipe into the job the key hashes: changed code, no fast path
-KEY_CODE = ("core/recipe.py", "core/build_config.py", "core/profiles.py", "builds/supervisor/build.py", "store/key.py")
-ENV_KEYS = ("TRTLS_STORE", "TRTLS_STORE_TRUST", "TRTLS_STORE_KEY_FILE", "XDG_CACHE_HOME", "HOME")
-MAX_MEMO_BYTES = 1 << 20  # a memo: a few stats and digests
 
 
 def up_to_date_line(src: dict[str, Any]) -> str:
@@ -48,9 +40,7 @@ def pinned_line(pin: dict[str, Any]) -> str:
 
 
 def new_reuse_id(engine: str) -> str:
-    return (
-        f"{engine}-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"  # as builds.supervisor.build.new_build_id
-    )
+    return new_run_id(engine)
 
 
 class OutputHeld:
@@ -194,149 +184,32 @@ def remember_reused(state_dir: Path, history: str, entry: Entry, build_id: str, 
     )
 
 
-# -- the fast path -------------------------------------------------------------------------------------------------
-
-
-def _stat(path: str) -> list[int] | None:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return [st.st_size, st.st_mtime_ns, st.st_ino]
-
-
-def _code_stats() -> list[list[int] | None]:
-    pkg = Path(__file__).resolve().parents[1]
-    return [_stat(str(pkg / rel)) for rel in KEY_CODE]
-
-
-def _builder_dirs(site: str | None) -> list[str]:
-    try:
-        return sorted(n for n in os.listdir(site) if n.startswith("tensorrt")) if site else []
-    except OSError:
-        return []
-
-
-def _sha_of(path: Path) -> str | None:
-    h = hashlib.sha256()
-    try:
-        with open_regular(path, limit=None, follow=True) as fh:  # the recipe: a FIFO or a device is never read
-            while block := fh.read(1 << 20):
-                h.update(block)
-    except OSError:
-        return None
-    return h.hexdigest()
-
-
-def memo_path(state_dir: Path, history: str) -> Path:
-    return state_dir / "engines" / f"{history}.hit.json"
-
-
-def _builder_site(module: Any) -> str | None:
-    import importlib.util
-
-    try:
-        spec = importlib.util.find_spec(str(module))
-    except (ImportError, ValueError):
-        return None
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    return str(Path(next(iter(spec.submodule_search_locations))).parent)
-
-
-def write_memo(recipe: Path, history: str, key: str, parts: dict[str, Any], output: Path, store: Store,
-               device: dict[str, Any], job: dict[str, Any] | None = None) -> None:  # fmt: skip
-    """Remember what the key of `history` was computed from (never raises: a memo is only a shortcut), and the job
-    it was computed from: a known miss sends it to the worker ahead of the check (builds/supervisor/speculation.py)."""
-    from trtls.builds.supervisor.speculation import job_to_remember
-
-    site = _builder_site((parts.get("builder") or {}).get("module"))
-    p = parts.get("paths") or {}
-    files = [p.get("onnx"), *(p.get("external") or {}).values(), *(p.get("plugin_libraries") or []),
-             *(p.get("plugin_serialize") or [])]  # fmt: skip
-    memo = {
-        "format": MEMO_FORMAT,
-        "trtls": __version__,
-        "python": sys.executable,
-        "prefix": sys.prefix,
-        "recipeSha256": _sha_of(recipe),
-        "env": {k: os.environ.get(k) for k in ENV_KEYS},
-        "files": {f: _stat(f) for f in files if isinstance(f, str)},
-        "code": _code_stats(),
-        "builderModule": (parts.get("builder") or {}).get("module"),
-        "builderSite": site,
-        "builderDirs": _builder_dirs(site),
-        "device": device,
-        "key": key,
-        "job": job_to_remember(job),
-        "output": str(output),
-        "store": {
-            "path": str(store.root),
-            "mode": store.mode,
-            "maxSize": store.max_size,
-            "trust": store.trust,
-            "recipeDir": str(store.recipe_dir) if store.recipe_dir else None,
-            "signingKeyFile": str(store.signing_key_file) if store.signing_key_file else None,
-        },  # fmt: skip
-    }
-    try:
-        write_record(memo_path(recipe.parent / ".trtls", history), json.dumps(memo, default=str) + "\n")
-    except OSError:
-        pass
-
-
-def _same_device(memo: dict[str, Any]) -> bool:
-    """The device the key was computed with is this one (the process's first cuInit: ~0.2 s on a GPU host)."""
-    from trtls.builds.cuda import cuda_driver
-
-    return bool(json.loads(json.dumps(cuda_driver(), default=str)) == memo.get("device"))
-
-
-def _memo_holds(memo: dict[str, Any], recipe: Path) -> bool:
-    """Everything the key was computed from is as it was, but the device (`_same_device`, asked last)."""
-    return (
-        memo.get("format") == MEMO_FORMAT
-        and memo.get("trtls") == __version__
-        # the same interpreter by another name (.venv/bin/python, python3, a symlink) in the same environment: one
-        # realpath and one sys.prefix (a venv's python resolves to its base interpreter but has its own site-packages)
-        and isinstance(memo.get("python"), str)
-        and os.path.realpath(memo["python"]) == os.path.realpath(sys.executable)
-        and memo.get("prefix") == sys.prefix
-        and memo.get("env") == {k: os.environ.get(k) for k in ENV_KEYS}
-        and memo.get("code") == _code_stats()
-        and all(_stat(f) == s and s is not None for f, s in (memo.get("files") or {"": None}).items())
-        # the builder as it is found NOW (sys.path, PYTHONPATH): another site is another builder (issue 32)
-        and "builderModule" in memo
-        and memo.get("builderSite") == _builder_site(memo["builderModule"])
-        and memo.get("builderDirs") == _builder_dirs(memo.get("builderSite"))
-        and memo.get("recipeSha256") == _sha_of(recipe)
-    )
+# -- the fast path: a hit served from the memo (builds/avoidance/memo.py tells a miss before this module loads) ----
 
 
 def fast_hit(
-    recipe: Path, engine: str, on_miss: Callable[[dict[str, Any] | None], None] | None = None
+    recipe: Path,
+    engine: str,
+    on_miss: Callable[[dict[str, Any] | None], None] | None = None,
+    looked: Looked | None = None,
 ) -> dict[str, Any] | None:
     """The reuse's summary when nothing the key reads changed since the last run and the store holds the key;
     None → take the full path (which also handles every refusal and warning). `on_miss`: called when the key is known
     (the memo holds) and the store has no entry for it — a build follows (the CLI starts its worker at once) — with
-    the job the memo kept (None when it kept none): the job of this build but for its id."""
+    the job the memo kept (None when it kept none): the job of this build but for its id. `looked`: the memo's answer
+    (builds/avoidance/memo.look) when the caller already has it."""
+    looked = looked if looked is not None else look(recipe, engine)
+    memo = looked.memo
+    if memo is None:
+        return None
+    if looked.missing:
+        # A miss is told before the device is asked: the CLI's worker starts now, not after the first cuInit. Were the
+        # device another (another key, perhaps in the store), the full path finds it and closes that worker unused.
+        if on_miss is not None:
+            on_miss(looked.job)
+        return None
     state = recipe.parent / ".trtls"
-    try:
-        if state.is_symlink() or any((state / "runs").glob("*/running.json")):
-            return None  # a build whose supervisor died (or one running): the full path recovers or waits for it
-    except OSError:
-        return None  # `.trtls` swapped or gone while looking: the full path says it, located
-    if os.path.lexists(state / "engines" / f"{engine}.pin.json"):
-        return None  # a rollback's pin (store.known_good.Pin): the full path serves it, or lifts it
-    try:
-        memo = json.loads(read_text(memo_path(state, engine), limit=MAX_MEMO_BYTES))  # never through a link
-    except (OSError, ValueError):
-        return None
-    if not isinstance(memo, dict) or not _memo_holds(memo, recipe):
-        return None
     s = memo["store"]
-    if not isinstance(s, dict) or "trust" not in s:
-        return None  # a memo from before trust was remembered: the full path opens the store as configured
     rdir, kfile = s.get("recipeDir"), s.get("signingKeyFile")
     store = Store(Path(s["path"]), s["mode"], s.get("maxSize"), trust=s["trust"],
                   recipe_dir=Path(rdir) if rdir else None, signing_key_file=kfile)  # fmt: skip
@@ -344,11 +217,9 @@ def fast_hit(
         entry = store.get(str(memo["key"]))
     except Refused:
         return None  # the full path says why (TRT334)
-    if entry is None:
-        # A miss is told before the device is asked: the CLI's worker starts now, not after the first cuInit. Were the
-        # device another (another key, perhaps in the store), the full path finds it and closes that worker unused.
+    if entry is None:  # evicted since it was looked at
         if on_miss is not None:
-            on_miss(memo.get("job") if isinstance(memo.get("job"), dict) else None)
+            on_miss(looked.job)
         return None
     if not _same_device(memo):
         return None

@@ -1,0 +1,187 @@
+"""The fast path's memo (`.trtls/engines/<name>.hit.json`): what an engine's key was computed from the last time —
+the recipe file's sha256, the stat (size, mtime_ns, inode) of every file the key read, the builder's distribution
+folders, the device, the store settings, the environment variables that choose the store, the trtls modules that turn
+a recipe into a job — and that job itself. `look` answers from it before anything but the door is imported: "the memo
+does not hold" (the full path computes the key), "a known miss" (the store has no entry folder for the key: the CLI
+starts its worker now and sends the job ahead, builds/supervisor/speculation.py), or "maybe a hit" (builds/avoidance/
+reuse.fast_hit serves it, with the store's modules). Standard library and the door only: it runs first in
+`trtls build`."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from trtls import __version__
+from trtls.fs import open_regular, read_text
+
+MEMO_FORMAT = "trtls.fast-hit/1"
+# the modules whose code turns a recipe into the job the key hashes: changed code, no fast path
+KEY_CODE = ("core/recipe.py", "core/build_config.py", "core/profiles.py", "builds/supervisor/build.py", "store/key.py")
+ENV_KEYS = ("TRTLS_STORE", "TRTLS_STORE_TRUST", "TRTLS_STORE_KEY_FILE", "XDG_CACHE_HOME", "HOME")
+MAX_MEMO_BYTES = 1 << 20  # a memo: a few stats and digests
+HEX = frozenset("0123456789abcdef")
+
+
+def _stat(path: str) -> list[int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return [st.st_size, st.st_mtime_ns, st.st_ino]
+
+
+def _code_stats() -> list[list[int] | None]:
+    pkg = Path(__file__).resolve().parents[2]
+    return [_stat(str(pkg / rel)) for rel in KEY_CODE]
+
+
+def _builder_dirs(site: str | None) -> list[str]:
+    try:
+        return sorted(n for n in os.listdir(site) if n.startswith("tensorrt")) if site else []
+    except OSError:
+        return []
+
+
+def _sha_of(path: Path) -> str | None:
+    h = hashlib.sha256()
+    try:
+        with open_regular(path, limit=None, follow=True) as fh:  # the recipe: a FIFO or a device is never read
+            while block := fh.read(1 << 20):
+                h.update(block)
+    except OSError:
+        return None
+    return h.hexdigest()
+
+
+def memo_path(state_dir: Path, history: str) -> Path:
+    return state_dir / "engines" / f"{history}.hit.json"
+
+
+def _builder_site(module: Any) -> str | None:
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec(str(module))
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return str(Path(next(iter(spec.submodule_search_locations))).parent)
+
+
+def write_memo(recipe: Path, history: str, key: str, parts: dict[str, Any], output: Path, store: Any,
+               device: dict[str, Any], job: dict[str, Any] | None = None) -> None:  # fmt: skip
+    """Remember what the key of `history` was computed from (never raises: a memo is only a shortcut), and the job
+    it was computed from: a known miss sends it to the worker ahead of the check (builds/supervisor/speculation.py)."""
+    from trtls.builds.roots import write_record
+    from trtls.builds.supervisor.speculation import job_to_remember
+
+    site = _builder_site((parts.get("builder") or {}).get("module"))
+    p = parts.get("paths") or {}
+    files = [p.get("onnx"), *(p.get("external") or {}).values(), *(p.get("plugin_libraries") or []),
+             *(p.get("plugin_serialize") or [])]  # fmt: skip
+    memo = {
+        "format": MEMO_FORMAT,
+        "trtls": __version__,
+        "python": sys.executable,
+        "prefix": sys.prefix,
+        "recipeSha256": _sha_of(recipe),
+        "env": {k: os.environ.get(k) for k in ENV_KEYS},
+        "files": {f: _stat(f) for f in files if isinstance(f, str)},
+        "code": _code_stats(),
+        "builderModule": (parts.get("builder") or {}).get("module"),
+        "builderSite": site,
+        "builderDirs": _builder_dirs(site),
+        "device": device,
+        "key": key,
+        "job": job_to_remember(job),
+        "output": str(output),
+        "store": {
+            "path": str(store.root),
+            "mode": store.mode,
+            "maxSize": store.max_size,
+            "trust": store.trust,
+            "recipeDir": str(store.recipe_dir) if store.recipe_dir else None,
+            "signingKeyFile": str(store.signing_key_file) if store.signing_key_file else None,
+        },  # fmt: skip
+    }
+    try:
+        write_record(memo_path(recipe.parent / ".trtls", history), json.dumps(memo, default=str) + "\n")
+    except OSError:
+        pass
+
+
+def _same_device(memo: dict[str, Any]) -> bool:
+    """The device the key was computed with is this one (the process's first cuInit: ~0.2 s on a GPU host)."""
+    from trtls.builds.cuda import cuda_driver
+
+    return bool(json.loads(json.dumps(cuda_driver(), default=str)) == memo.get("device"))
+
+
+def _memo_holds(memo: dict[str, Any], recipe: Path) -> bool:
+    """Everything the key was computed from is as it was, but the device (`_same_device`, asked last)."""
+    return (
+        memo.get("format") == MEMO_FORMAT
+        and memo.get("trtls") == __version__
+        # the same interpreter by another name (.venv/bin/python, python3, a symlink) in the same environment: one
+        # realpath and one sys.prefix (a venv's python resolves to its base interpreter but has its own site-packages)
+        and isinstance(memo.get("python"), str)
+        and os.path.realpath(memo["python"]) == os.path.realpath(sys.executable)
+        and memo.get("prefix") == sys.prefix
+        and memo.get("env") == {k: os.environ.get(k) for k in ENV_KEYS}
+        and memo.get("code") == _code_stats()
+        and all(_stat(f) == s and s is not None for f, s in (memo.get("files") or {"": None}).items())
+        # the builder as it is found NOW (sys.path, PYTHONPATH): another site is another builder (issue 32)
+        and "builderModule" in memo
+        and memo.get("builderSite") == _builder_site(memo["builderModule"])
+        and memo.get("builderDirs") == _builder_dirs(memo.get("builderSite"))
+        and memo.get("recipeSha256") == _sha_of(recipe)
+    )
+
+
+@dataclass(frozen=True)
+class Looked:
+    """What the memo says of an engine before the store's modules load: `memo` (None: it does not hold, or there is
+    none) and whether the store has no entry for its key (`missing`: a known miss)."""
+
+    memo: dict[str, Any] | None
+    missing: bool = False
+
+    @property
+    def job(self) -> dict[str, Any] | None:
+        job = (self.memo or {}).get("job")
+        return job if isinstance(job, dict) else None
+
+
+def look(recipe: Path, engine: str) -> Looked:
+    """The memo of `engine`'s last build, if everything its key read is unchanged but the device; and whether the store
+    it names has no entry folder for that key (`store.layout.entry_folder`: a known miss, before the device is asked —
+    a hit asks it, in reuse.fast_hit). Never raises: a memo is only a shortcut."""
+    from trtls.store.layout import entry_folder
+
+    state = recipe.parent / ".trtls"
+    try:
+        if state.is_symlink() or any((state / "runs").glob("*/running.json")):
+            return Looked(None)  # a build whose supervisor died (or one running): the full path recovers or waits
+    except OSError:
+        return Looked(None)  # `.trtls` swapped or gone while looking: the full path says it, located
+    if os.path.lexists(state / "engines" / f"{engine}.pin.json"):
+        return Looked(None)  # a rollback's pin (store.known_good.Pin): the full path serves it, or lifts it
+    try:
+        memo = json.loads(read_text(memo_path(state, engine), limit=MAX_MEMO_BYTES))  # never through a link
+    except (OSError, ValueError):
+        return Looked(None)
+    if not isinstance(memo, dict) or not _memo_holds(memo, recipe):
+        return Looked(None)
+    store, key = memo.get("store"), memo.get("key")
+    if not isinstance(store, dict) or "trust" not in store or not isinstance(store.get("path"), str):
+        return Looked(None)  # a memo from before trust was remembered: the full path opens the store as configured
+    if not isinstance(key, str) or len(key) != 64 or not set(key) <= HEX:
+        return Looked(None)  # not a key trtls wrote: the full path computes the key itself
+    return Looked(memo, missing=not os.path.lexists(entry_folder(Path(store["path"]), key)))
