@@ -21,6 +21,9 @@ OWNER = "builds/supervisor/"
 MUTATORS = {"append", "extend", "insert", "update", "pop", "clear", "remove", "add", "setdefault", "discard"}
 SUBSCRIBING = {"listeners"}
 FOLDING = {"fold", "refuse_line"}  # Build's doors into its state (core/build_state.py)
+# the store's end of a build amends its evidence record (the key, why rebuilt, the store's record): a new `Recorded`
+# folded by builds/avoidance/lookup.after_build, the one fold outside the supervisor
+STORE = "builds/avoidance/"
 
 
 def _build_names(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
@@ -65,6 +68,17 @@ def _functions(source: str) -> Iterator[tuple[ast.FunctionDef | ast.AsyncFunctio
             yield fn, _build_names(fn)
 
 
+def _store_amends(call: ast.Call, where: str) -> bool:
+    """`build.fold(Recorded(…))` in the store's modules: its amendment of the record."""
+    folded = call.args[0] if len(call.args) == 1 else None
+    return (
+        where.startswith(STORE)
+        and isinstance(folded, ast.Call)
+        and isinstance(folded.func, ast.Name)
+        and folded.func.id == "Recorded"
+    )
+
+
 def build_writes(source: str, where: str) -> list[str]:
     """`where:line: what` for each write to a Build in `source`."""
     out = []
@@ -79,8 +93,8 @@ def build_writes(source: str, where: str) -> list[str]:
                 if isinstance(owner, ast.Attribute) and owner.attr not in SUBSCRIBING and _is_build(owner.value, names):
                     out.append((node.lineno, f"{ast.unparse(node.func)}(…)"))
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in FOLDING:
-                if _is_build(node.func.value, names):  # an event folded into a Build is the supervisor's to fold
-                    out.append((node.lineno, f"{ast.unparse(node.func)}(…)"))
+                if _is_build(node.func.value, names) and not _store_amends(node, where):
+                    out.append((node.lineno, f"{ast.unparse(node.func)}(…)"))  # the supervisor's to fold
     return [f"{where}:{line}: {what}" for line, what in sorted(set(out))]
 
 
@@ -107,6 +121,7 @@ async def start_build(ls, args):
 def on_cell(ls, b: Build | None, ev) -> None:
     b.status, ok = "x", True
     b.placement["node"] = 1
+    b.fold(Recorded(summary))
 
 def elsewhere(self, result):
     started = result.build
@@ -120,6 +135,7 @@ def elsewhere(self, result):
         "build.fold(…)",
         "b.status = …",
         "b.placement['node'] = …",
+        "b.fold(…)",
         "self.build.cell = …",
         "started.environment.update(…)",
     ]

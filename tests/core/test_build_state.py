@@ -10,7 +10,7 @@ from tests.recorded_build import frozen_clock, large_events, replayed_build
 from trtls.core import build_view
 from trtls.core.build_state import BuildState, Ended, Forced, Noted, Recorded, Refused, StoppedWaiting, WorkerGone
 from trtls.core.display import human_seconds
-from trtls.core.events import Placed, Queued
+from trtls.core.events import Artifact, Placed, Queued
 from trtls.core.phase_tree import NS
 from trtls.core.summary_record import Summary
 
@@ -67,13 +67,15 @@ def test_the_supervisors_facts_are_folded_like_the_workers_events(tmp_path, cloc
     state.fold(Refused("line 2: not JSON"))
     state.fold(Forced("the builder did not return within 2 s of the cancel: SIGTERM, then SIGKILL"))
     t_end = evs[started + 2].t_ns + NS
-    state.fold(WorkerGone("forced", t_end, t_end + 1, ({"path": "x.tmp", "action": "removed"},), "cleaned", "t.cache"))
+    removed = Artifact(type="artifact", t_ns=t_end, action="removed", kind="temp", path="x.tmp")
+    state.fold(WorkerGone("forced", t_end, t_end + 1, (removed,), "cleaned", "t.cache"))
     state.fold(Ended("forced"))
     assert state.token.forced and state.token.t_ack_ns == t_end and state.token.t_cleanup_ns == t_end + 1
     assert [p.status for p in state.tree.phases.values()] and all(
         p.status in ("done", "cancelled") for p in state.tree.phases.values()
     ), "the open phases were closed as cancelled"
-    assert state.cache is not None and state.cache["decision"] == "discarded"
+    assert state.cache is not None and state.cache.decision == "discarded" and state.cache.path == "t.cache"
+    assert state.artifacts[-1] is removed and state.cleanup_status == "cleaned"
     assert state.refused_lines == 2 and state.first_refusal == "line 1: not JSON"
     assert len([n for n in state.notes if "refused" in n]) == 1, "the first refusal only, in the notes"
     assert (
@@ -91,7 +93,7 @@ def test_the_supervisors_facts_are_folded_like_the_workers_events(tmp_path, cloc
 
 
 def test_the_evidence_fields_read_typed_and_the_fold_stores_what_the_event_holds(tmp_path, clock) -> None:
-    """The record reads as the one `Summary` model (what the store adds to it in place included: the views read it
+    """The record reads as the one `Summary` model (what the store adds to it included: a new `Recorded` the views read
     after the store's listener), and a farm cell's placement is the `Placed` event the edge validated, stored as it
     is (no dump, no second validation per event) and read by field in the node view."""
     state = BuildState("m:c", "large", tmp_path, 5.0, parent_id="m", on_farm_node=True)
@@ -111,6 +113,7 @@ def test_the_evidence_fields_read_typed_and_the_fold_stores_what_the_event_holds
     state.fold(Recorded(record))
     assert isinstance(state.summary, Summary) and state.summary.durationS == 12 and state.summary.buildId == "m:c"
     assert build_view.snapshot(state)["rebuiltBecause"] is None
-    record["rebuiltBecause"] = ["models/large.onnx: bytes"]  # builds.avoidance.lookup.after_build, in place
+    amended = {**record, "rebuiltBecause": ["models/large.onnx: bytes"]}  # builds.avoidance.lookup.after_build
+    state.fold(Recorded(amended))
     assert build_view.snapshot(state)["rebuiltBecause"] == "rebuilt because: models/large.onnx: bytes"
-    assert build_view.outcome_message(state) == "built in 12 s" and state.summary.record() == record
+    assert build_view.outcome_message(state) == "built in 12 s" and state.summary.record() == amended

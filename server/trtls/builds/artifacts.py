@@ -17,6 +17,7 @@ from typing import Any
 from trtls.builds.roots import nearest_folder, state_root
 from trtls.core.paths import UnsafeWrite, checked_target
 from trtls.core.sha256 import sha256_bytes, sha256_file
+from trtls.core.vocabulary import CleanupStatus
 from trtls.fs import (
     Kind,
     atomic_write_bytes,
@@ -102,12 +103,12 @@ def _copy_aside(path: Path, dest: Path, kind: Kind, source_root: Path, root: Pat
 
 def remove_or_quarantine(
     paths: Iterable[Path], quarantine_dir: Path | None, reason: str, within: Path | None = None
-) -> tuple[list[dict[str, Any]], str]:
+) -> tuple[list[dict[str, Any]], CleanupStatus]:
     """Clean up an engine's partial files (names trtls made: `<output>.trtls-tmp-<build id>`); returns (inventory,
     cleanup status). `within`: the folder they must be taken from (the job's `write_root`; by default each one's
     own folder). Whatever cannot be removed is kept and said (`action: kept`), never a traceback."""
     inventory: list[dict[str, Any]] = []
-    status = "cleaned"
+    status: CleanupStatus = "cleaned"
     for p in paths:
         if not p.exists():
             continue

@@ -8,12 +8,14 @@ and renders it with `core.build_view`; a recorded event stream folded here rende
 
 What a build was asked (its id, engine, cell, grace) is given when the state is made; the rest starts empty.
 
-Typed where a reader takes fields: the evidence record reads as `core.summary_record.Summary` (`state.summary`), a
-farm cell's placement is the worker's `Placed` event as validated at the edge. The fields kept as JSON records
-(`dict[str, Any]`) are the ones the protocol itself declares free (the environment, target, network, settings,
-profiles, precision and failure records a worker sends) or that `builds.supervisor.summary` copies into summary.json
-as they are (the cache decision, the inventory, the finish): a model there would be dumped back to the same dict on
-the one path that reads it. Folding stores what the event already holds: no validation, no copy, per callback."""
+Typed where a reader takes fields: the evidence record reads as `core.summary_record.Summary` (`state.summary`); what
+the worker reported is kept as the event the edge validated (its placement, cache decision, inventory and finish:
+`Placed`, `CacheDecisionEvent`, `Artifact`, `BuildFinished`), dumped into summary.json once, when the record is
+written (`builds.supervisor.summary`); the outcome and cleanup words are `core.vocabulary`'s. The fields kept as JSON
+records (`dict[str, Any]`) are the ones the protocol itself declares free (the environment, target, network,
+settings, profiles, precision and failure records a worker sends). Folding stores what the event already holds: no
+validation, no dump, no copy, per callback. The record itself changes only by a fold too: the store's additions
+(`builds.avoidance.lookup.after_build`) and a farm cell's reuse (`builds.supervisor.matrix`) fold a new `Recorded`."""
 
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from trtls.core.cancel import CancelToken
 from trtls.core.events import (
@@ -44,6 +46,7 @@ from trtls.core.events import (
 )
 from trtls.core.phase_tree import PhaseTree
 from trtls.core.summary_record import Summary
+from trtls.core.vocabulary import BuildOutcome, CleanupStatus
 
 # -- what the supervisor learns about a build, folded beside the worker's events --------------------------------
 
@@ -107,30 +110,54 @@ class WorkerGone:
     """A worker that was terminated or died: its open phases closed, the files it left cleaned up by the
     supervisor, and a timing cache it never decided on said discarded."""
 
-    outcome: str
+    outcome: BuildOutcome  # forced or killed; cancelled when the user forced the stop (failed: the supervisor erred)
     t_end_ns: int
     t_cleanup_ns: int
-    inventory: tuple[dict[str, Any], ...]  # rows of summary.json's `artifacts`, as builds.artifacts writes them
-    cleanup_status: str
+    inventory: tuple[Artifact, ...]  # what the supervisor removed, quarantined or had to keep (builds.artifacts)
+    cleanup_status: CleanupStatus
     timing_cache_path: str | None
 
 
 @dataclass(frozen=True)
+class CacheDiscarded:
+    """The timing cache of a worker terminated (or dead) before it decided: the supervisor's decision, `discarded`
+    (summary.json's `timingCache` says it in these four fields, not a worker's six)."""
+
+    reason: str
+    path: str
+    decision: Literal["discarded"] = "discarded"
+    written_back: Literal[False] = False
+
+
+@dataclass(frozen=True)
 class Ended:
-    outcome: str
+    outcome: BuildOutcome
+
+
+@dataclass(frozen=True)
+class EngineCheck:
+    """An engine the worker said it wrote, re-read from disk after the rename with the output locked: summary.json's
+    row of it carries the sha on disk as `sha256`, the worker's as `reportedSha256`, `verified` and `how`."""
+
+    index: int  # its row in `BuildState.artifacts`
+    reported: str | None  # the worker's sha256
+    on_disk: str | None  # None: unreadable, or not re-read
+    verified: bool | None  # None: not re-read (a remote node wrote it), so the worker's sha stays in `sha256`
+    how: str
 
 
 @dataclass(frozen=True)
 class EngineVerified:
-    """The engine re-read from disk after the rename: the artifacts with their verified sha, and what differed."""
+    """The engines re-read from disk after the rename, and what differed (for the notes)."""
 
-    artifacts: tuple[dict[str, Any], ...]  # summary.json's `artifacts` rows, each with its verified sha
+    checks: tuple[EngineCheck, ...]
     notes: tuple[str, ...]
 
 
 @dataclass(frozen=True)
 class Recorded:
-    """The evidence record (summary.json) as written; a record that could not be written carries its notes."""
+    """The evidence record (summary.json) as written, or as the store amended it; a record that could not be written
+    carries its notes."""
 
     record: dict[str, Any]  # JSON as written; readers take it as `BuildState.summary`
     notes: tuple[str, ...] = ()
@@ -162,7 +189,7 @@ class BuildState:
     token: CancelToken = field(default_factory=CancelToken)
     tree: PhaseTree = field(default_factory=PhaseTree)
     status: str = "starting"  # starting, running, then the outcome
-    outcome: str | None = None
+    outcome: BuildOutcome | None = None
     error: str | None = None
     pid: int | None = None
     # the worker's records, free JSON as the protocol declares them (core.events.BuildStarted), written as they are
@@ -174,12 +201,15 @@ class BuildState:
     network: dict[str, Any] = field(default_factory=dict)
     baselines: dict[str, float] = field(default_factory=dict)
     # summary.json's `timingCache`: the worker's cache_decision, or the supervisor's `discarded` for a killed worker
-    cache: dict[str, Any] | None = None
-    artifacts: list[dict[str, Any]] = field(default_factory=list)  # summary.json's `artifacts` rows
+    cache: CacheDecisionEvent | CacheDiscarded | None = None
+    # summary.json's `artifacts`: the worker's inventory, then what the supervisor cleaned up after a killed one
+    artifacts: list[Artifact] = field(default_factory=list)
+    engine_checks: tuple[EngineCheck, ...] = ()  # the written engines re-read from disk (EngineVerified)
     logs: list[dict[str, str]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
-    # the worker's build_finished (model_dump: builds.supervisor.summary reads it by key), or a killed worker's cleanup
-    finished: dict[str, Any] | None = None
+    finished: BuildFinished | None = None  # the worker's last line
+    # what became of the files a stopped build started: the worker's word, or the supervisor's for a killed worker
+    cleanup_status: CleanupStatus = "not_needed"
     builder_returned_ns: int | None = None
     cancel_seen_ns: int | None = None
     precision: dict[str, Any] | None = None  # the AutoCast record (free JSON: core.events.PrecisionRecord)
@@ -188,9 +218,8 @@ class BuildState:
     queued_ns: int | None = None
     refused_lines: int = 0  # worker lines that broke the protocol
     first_refusal: str | None = None
-    # the evidence record as written (summary.json), once written. Kept as the JSON it is because the store amends
-    # it in place before any view reads it (builds.avoidance.lookup.after_build: the key, why rebuilt); readers take
-    # it typed, as `summary`
+    # the evidence record as written (summary.json), once written, as the JSON written (the store's amendment is a
+    # new `Recorded`: builds.avoidance.lookup.after_build); readers take it typed, as `summary`
     record: dict[str, Any] | None = None
 
     @property
@@ -235,20 +264,18 @@ class BuildState:
                 if token.is_set and token.t_ack_ns is None:
                     token.t_ack_ns = ev.t_end_ns  # the worker is gone: nothing will build any more
                 self.artifacts.extend(ev.inventory)
-                self.finished = {"cleanup_status": ev.cleanup_status}
+                self.cleanup_status = ev.cleanup_status
                 if token.is_set:
                     token.t_cleanup_ns = ev.t_cleanup_ns
                 if self.cache is None and ev.timing_cache_path is not None:
-                    self.cache = {
-                        "decision": "discarded",
-                        "reason": f"the worker was {ev.outcome} before deciding; the cache on disk was not written",
-                        "path": ev.timing_cache_path,
-                        "written_back": False,
-                    }
+                    self.cache = CacheDiscarded(
+                        f"the worker was {ev.outcome} before deciding; the cache on disk was not written",
+                        ev.timing_cache_path,
+                    )
             case Ended(outcome=outcome):
                 self.outcome = self.status = outcome
             case EngineVerified():
-                self.artifacts = list(ev.artifacts)
+                self.engine_checks = ev.checks
                 self.notes.extend(ev.notes)
             case Recorded():
                 self.record = ev.record
@@ -277,7 +304,7 @@ class BuildState:
             case Log():
                 self.logs.append({"severity": ev.severity, "msg": ev.msg})
             case CacheDecisionEvent():
-                self.cache = ev.model_dump(exclude={"v", "type", "t_ns"})
+                self.cache = ev
             case BuilderReturned():
                 self.builder_returned_ns = ev.t_ns
             case CancelAcknowledged():
@@ -285,11 +312,11 @@ class BuildState:
                 token.after_complete = ev.after_complete
                 self.cancel_seen_ns = ev.t_seen_ns
             case Artifact():
-                self.artifacts.append(ev.model_dump(exclude={"v", "type", "t_ns"}, exclude_none=True))
+                self.artifacts.append(ev)
             case PrecisionRecord():
                 self.precision = ev.record
             case BuildFinished():
-                self.finished = ev.model_dump()
+                self.finished, self.cleanup_status = ev, ev.cleanup_status
                 self.error = ev.error
                 self.failure = ev.failure
                 self.notes.extend(ev.notes)

@@ -27,7 +27,8 @@ from trtls.builds.avoidance.pinned import serve_pin, settle_pin
 from trtls.builds.avoidance.restore import WAIT_POLL_S, output_root, remember, restore_hit, restore_now
 from trtls.builds.avoidance.reuse import OutputHeld, ago, append_known_good
 from trtls.builds.roots import evidence_error, write_record
-from trtls.builds.supervisor.build import new_build_id, state_dir, worker_job
+from trtls.builds.supervisor.build import Build, new_build_id, state_dir, worker_job
+from trtls.core.build_state import Recorded
 from trtls.store.config import store_config
 from trtls.store.diff import key_changes
 from trtls.store.entries import Entry, NotTrusted, Refused, Store, StoreUnusable
@@ -184,14 +185,17 @@ async def reuse_or_lock(
         await asyncio.sleep(WAIT_POLL_S)
 
 
-def after_build(use: StoreUse, build: Any, count: bool = False) -> dict[str, Any]:
+def after_build(use: StoreUse, build: Build, count: bool = False) -> dict[str, Any]:
     """After a real build: publish a built engine, remember it as known-good, add the key, the store's record and
-    what changed since the last build to the evidence (summary.json rewritten atomically). A farm cell its node
+    what changed since the last build to the evidence (summary.json rewritten atomically, and folded into the build's
+    state as a new `Recorded`: a listener that comes after, a view, reads it there). A farm cell its node
     served from the remote store (`reused`) is kept as a local reuse is (builds/avoidance/node_served.py
     `keep_node_served`: the local entry, the known-good record, one hit). `count`: a matrix cell, whose lookup
     counted nothing: a miss is counted now unless its node served it (a hit, counted once). Releases the lock."""
     try:
-        summary = build.summary or {}
+        written = build.state.record
+        # a copy (the state changes by a fold only): the keys added here are top-level, so a shallow one
+        summary = dict(written) if written is not None else {}
         if use.key is not None:
             summary["engineKey"] = use.key.hex
             if build.outcome != "reused":  # a farm node served it from the remote store: nothing was rebuilt
@@ -222,12 +226,13 @@ def after_build(use: StoreUse, build: Any, count: bool = False) -> dict[str, Any
         if count and build.outcome != "reused" and use.store is not None and use.key is not None:
             record_miss(use.store, use.key.hex, use.engine, use.rebuilt_because())
         summary["store"] = use.record()
-        if build.summary is not None:
+        if written is not None:
             path = build.evidence_dir / "summary.json"
             try:  # inside the recipe's folder, checked at the write (a .trtls swapped for a symlink is refused)
                 write_record(path, json.dumps(summary, indent=2, default=str))
             except OSError as exc:
                 summary["store"]["warnings"].append(evidence_error(exc, path))
+            build.fold(Recorded(summary))
         return summary
     finally:
         use.release()

@@ -22,11 +22,12 @@ from trtls.builds.supervisor.time_left import build_time_left, time_left_words
 from trtls.builds.supervisor.worker_process import WorkerProcess
 from trtls.core import build_view
 from trtls.core.build_config import flat_settings
-from trtls.core.build_state import BuildState, Refused, Supervised, WorkerStarted
+from trtls.core.build_state import BuildState, CacheDiscarded, EngineCheck, Refused, Supervised, WorkerStarted
 from trtls.core.cancel import CancelToken
-from trtls.core.events import PROTOCOL_VERSION, Event
+from trtls.core.events import PROTOCOL_VERSION, Artifact, BuildFinished, CacheDecisionEvent, Event
 from trtls.core.phase_tree import PhaseTree
 from trtls.core.recipe import EngineRecipe, LoadedRecipe
+from trtls.core.vocabulary import BuildOutcome, CleanupStatus
 
 Listener = Callable[["Build", Event | None], object]  # every event, then None once the build is over
 
@@ -281,7 +282,7 @@ class Build:
     token = Folded[CancelToken]()
     tree = Folded[PhaseTree]()
     status = Folded[str]()  # starting, running, then the outcome
-    outcome = Folded[str | None]()
+    outcome = Folded[BuildOutcome | None]()
     error = Folded[str | None]()
     pid = Folded[int | None]()
     environment = Folded[dict[str, Any]]()
@@ -291,16 +292,19 @@ class Build:
     target = Folded[dict[str, Any]]()
     network = Folded[dict[str, Any]]()
     baselines = Folded[dict[str, float]]()
-    cache = Folded[dict[str, Any] | None]()
-    artifacts = Folded[list[dict[str, Any]]]()
+    cache = Folded[CacheDecisionEvent | CacheDiscarded | None]()
+    artifacts = Folded[list[Artifact]]()
+    engine_checks = Folded[tuple[EngineCheck, ...]]()
     logs = Folded[list[dict[str, str]]]()
     notes = Folded[list[str]]()
-    finished = Folded[dict[str, Any] | None]()
+    finished = Folded[BuildFinished | None]()
+    cleanup_status = Folded[CleanupStatus]()
     builder_returned_ns = Folded[int | None]()
     cancel_seen_ns = Folded[int | None]()
     precision = Folded[dict[str, Any] | None]()
     failure = Folded[dict[str, Any] | None]()
-    # the evidence record as written: the JSON the store amends (builds.avoidance.lookup); `state.summary` is it typed
+    # what every kind of run answers (builds.supervisor.runs.Run.summary): the evidence record as the JSON written.
+    # The supervisor and the store read the state's: `state.record` (the JSON), `state.summary` (the Summary model)
     summary = Folded[dict[str, Any] | None]("record")
     t_start_ns = Folded[int]()
     started_at = Folded[float]()

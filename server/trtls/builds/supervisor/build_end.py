@@ -21,9 +21,11 @@ from trtls.builds.supervisor.running_record import RUNNING
 from trtls.builds.supervisor.similar_builds import model_facts
 from trtls.builds.supervisor.summary import build_summary, model_read
 from trtls.core.build_state import Ended, Noted, Recorded, WorkerGone
+from trtls.core.events import Artifact
+from trtls.core.vocabulary import BuildOutcome
 
 
-async def finish_build(build: Build, outcome: str, guard: OutputGuard | None) -> None:
+async def finish_build(build: Build, outcome: BuildOutcome, guard: OutputGuard | None) -> None:
     """Write the evidence of a build that ended with `outcome` (with its output still locked by `guard`) and
     resolve `build.wait()`."""
     t_end = time.monotonic_ns()
@@ -36,7 +38,8 @@ async def finish_build(build: Build, outcome: str, guard: OutputGuard | None) ->
             within=Path(build.job["write_root"]) if build.job.get("write_root") else None,  # judged at load
         )
         cache = build.job.get("timing_cache")
-        build.fold(WorkerGone(outcome, t_end, time.monotonic_ns(), tuple(inventory), status,
+        removed = tuple(Artifact(type="artifact", t_ns=t_end, **row) for row in inventory)  # the supervisor's own rows
+        build.fold(WorkerGone(outcome, t_end, time.monotonic_ns(), removed, status,
                               cache["path"] if cache else None))  # fmt: skip
     build.fold(Ended(outcome))
     history = build.history()
@@ -72,7 +75,8 @@ async def finish_build(build: Build, outcome: str, guard: OutputGuard | None) ->
             listener(build, None)  # None = the build is over; summary is set
         except Exception:
             pass
-    build.resolve(build.summary or summary)  # as a listener left it (a farm cell's reuse: supervisor/matrix.py)
+    # as the listeners left it: the store's additions (builds/avoidance/lookup.py), a farm cell's reuse (matrix.py)
+    build.resolve(build.state.record or summary)
 
 
 def write_evidence(build: Build, summary: dict[str, Any]) -> str | None:

@@ -170,7 +170,8 @@ class MatrixBuild:
     def _finish(self) -> None:
         cells = []
         for b in self.cells:
-            s = b.summary or {}
+            s = b.state.summary
+            engine = (s.engineArtifact if s is not None else None) or {}
             cells.append(
                 {
                     "cell": b.cell or b.engine,
@@ -178,8 +179,8 @@ class MatrixBuild:
                     "buildId": b.id,
                     "outcome": b.outcome,
                     "output": str(b.output),
-                    "engineSha256": (s.get("engineArtifact") or {}).get("sha256"),
-                    "node": s.get("node"),
+                    "engineSha256": engine.get("sha256"),
+                    "node": s.node if s is not None else None,
                     "evidence": str(b.evidence_dir / "summary.json"),
                 }
             )
@@ -225,9 +226,9 @@ def _fold_node_reuse(build: Build) -> None:
     from trtls.builds.farm.node_reuse import fold_node_reuse  # no Ray import
 
     hit = getattr(build.worker, "reused", None)
-    if not isinstance(hit, dict) or build.summary is None:
+    if not isinstance(hit, dict) or build.state.record is None:
         return
-    summary = copy.deepcopy(build.summary)  # the state changes by a fold only (core/build_state.py)
+    summary = copy.deepcopy(build.state.record)  # the state changes by a fold only (core/build_state.py)
     fold_node_reuse(summary, hit, up_to_date_line(hit.get("build") or {}))
     path = build.evidence_dir / "summary.json"
     try:

@@ -24,7 +24,7 @@ from trtls.builds.artifacts import sha256_file
 from trtls.builds.supervisor.build import Build, state_dir
 from trtls.builds.supervisor.output_lock import OutputLock, OutputLockError, acquire, describe_holder, lock_path
 from trtls.builds.supervisor.running_record import output_state
-from trtls.core.build_state import EngineVerified, Erred, StatusSaid
+from trtls.core.build_state import EngineCheck, EngineVerified, Erred, StatusSaid
 from trtls.core.events import Log, parse_event
 
 
@@ -80,28 +80,28 @@ class OutputGuard:
     async def verify_written(self, build: Build) -> None:
         """Replace the worker's sha of the engine it wrote by the sha of the file on disk now (re-read while the lock
         is still held), keeping the worker's as `reportedSha256`; a difference is said in the notes."""
-        artifacts, notes = [dict(entry) for entry in build.artifacts], []
-        for entry in artifacts:
-            if entry.get("kind") != "engine" or entry.get("action") != "written":
+        checks, notes = [], []
+        for index, entry in enumerate(build.artifacts):
+            if entry.kind != "engine" or entry.action != "written":
                 continue
-            reported = entry.get("sha256")
+            reported = entry.sha256
             if build.remote is not None and not build.output.is_file():
-                entry.update(reportedSha256=reported, verified=None, how="not re-read: a remote node wrote it")
+                checks.append(EngineCheck(index, reported, None, None, "not re-read: a remote node wrote it"))
                 continue
             try:
                 on_disk = await asyncio.get_running_loop().run_in_executor(None, sha256_file, build.output)
             except OSError as exc:
-                entry.update(reportedSha256=reported, sha256=None, verified=False, how=f"cannot re-read: {exc}")
+                checks.append(EngineCheck(index, reported, None, False, f"cannot re-read: {exc}"))
                 notes.append(f"the engine could not be re-read after the rename: {exc}")
                 continue
-            entry.update(sha256=on_disk, reportedSha256=reported, verified=on_disk == reported)
-            entry["how"] = "re-read from disk after the rename, with the output locked"
+            how = "re-read from disk after the rename, with the output locked"
+            checks.append(EngineCheck(index, reported, on_disk, on_disk == reported, how))
             if on_disk != reported:
                 notes.append(
                     f"the engine on disk (sha256 {on_disk[:16]}…) is not the one the worker wrote "
                     f"({str(reported)[:16]}…): something outside trtls replaced it"
                 )
-        build.fold(EngineVerified(tuple(artifacts), tuple(notes)))
+        build.fold(EngineVerified(tuple(checks), tuple(notes)))
 
     def record(self) -> dict[str, Any]:
         """The summary's `outputLock`: which lock, which builds this one waited for, since when."""

@@ -10,16 +10,20 @@ from trtls import __version__
 from trtls.builds.artifacts import sha256_file
 from trtls.builds.supervisor.build import Build
 from trtls.builds.supervisor.history import History
+from trtls.core.build_state import CacheDiscarded, EngineCheck
 from trtls.core.builder_errors import classify_failure
 from trtls.core.capability import build_capability
+from trtls.core.events import Artifact, CacheDecisionEvent
 from trtls.core.evidence import UNKNOWN, gpu_sku, retry_advice, validation_status
 from trtls.core.phase_tree import NS
 from trtls.core.write_policy import job_writes_outside
 
+ENVELOPE = {"v", "type", "t_ns"}  # an event's protocol fields: not in the record of what it said
+
 
 def resources_record(build: Build) -> dict[str, Any]:
     """Peak RSS, GPU memory and (for a killed build) the OOM verdict (trtls.builds.supervisor.resources)."""
-    reported = (build.finished or {}).get("peak_rss_bytes")
+    reported = build.finished.peak_rss_bytes if build.finished is not None else None
     if build.resources is not None:
         return build.resources.record(reported, build.outcome or "killed", build.exit_code)
     if build.remote is None:
@@ -39,7 +43,7 @@ def engine_validity_record(build: Build) -> dict[str, Any] | None:
     nothing was built."""
     if build.outcome != "built":
         return None
-    sent = (build.finished or {}).get("engine_validity")
+    sent = build.finished.engine_validity if build.finished is not None else None
     return sent or {"status": "not_checked", "reason": "the worker did not ask (an external worker)", "diagnostics": []}
 
 
@@ -48,7 +52,7 @@ def capability_record(build: Build) -> dict[str, Any]:
     and, after a failed build, the builder's), in the words of `trtls check --capability`'s answer."""
     env = build.environment
     module = " ".join(str(p) for p in (env.get("module"), env.get("version")) if p) or None
-    sent = (build.finished or {}).get("capability")
+    sent = build.finished.capability if build.finished is not None else None
     return build_capability(build.outcome, sent, bool(build.config_hash), module)
 
 
@@ -76,16 +80,40 @@ def model_read(build: Build) -> dict[str, Any]:
     return {"modelPath": str(path), "modelSha256": sha}
 
 
+def timing_cache_record(build: Build) -> dict[str, Any]:
+    """summary.json's `timingCache`: the worker's decision as it sent it, the supervisor's `discarded` for a worker
+    terminated before it decided, or why there was none."""
+    cache = build.cache
+    if isinstance(cache, CacheDecisionEvent):
+        return cache.model_dump(exclude=ENVELOPE)
+    if isinstance(cache, CacheDiscarded):
+        return {"decision": cache.decision, "reason": cache.reason, "path": cache.path, "written_back": False}
+    if not build.job.get("timing_cache"):
+        return {"decision": "cold", "reason": "no timing cache configured"}
+    return {
+        "decision": "not_applicable",
+        "reason": "the build ended before the timing cache was read; the file was not touched",
+    }
+
+
+def artifact_rows(artifacts: list[Artifact], checks: tuple[EngineCheck, ...]) -> list[dict[str, Any]]:
+    """summary.json's `artifacts`: each row as its event said it (no empty fields), a written engine's with what its
+    re-read found (the sha on disk in `sha256`, the worker's kept as `reportedSha256`)."""
+    rows = [artifact.model_dump(exclude=ENVELOPE, exclude_none=True) for artifact in artifacts]
+    for check in checks:
+        row = rows[check.index]
+        if check.verified is not None:  # re-read, or tried: the file on disk says the sha
+            row["sha256"] = check.on_disk
+        row.update(reportedSha256=check.reported, verified=check.verified, how=check.how)
+    return rows
+
+
 def build_summary(build: Build, t_end: int, history: History, model: dict[str, Any] | None = None) -> dict[str, Any]:
     """The record of the build that ended at `t_end`; `model`: `model_read(build)`, computed off the event loop by
     the caller (computed here when not given)."""
     env = build.environment
-    cache = build.cache or {
-        "decision": "cold" if not build.job.get("timing_cache") else "not_applicable",
-        "reason": "no timing cache configured"
-        if not build.job.get("timing_cache")
-        else "the build ended before the timing cache was read; the file was not touched",
-    }
+    cache = timing_cache_record(build)
+    artifacts = artifact_rows(build.artifacts, build.engine_checks)
     intact = None  # previous_engine_sha: settled by Build.previous_sha() before the summary is written
     previous = None  # core.display.previous_engine_state: what the faces say of the engine that was there
     if build.previous_engine_sha is not None and build.outcome != "built":
@@ -95,7 +123,7 @@ def build_summary(build: Build, t_end: int, history: History, model: dict[str, A
         # never hashed: the build ended before it held the output (it waited for another build of it, or was stopped
         # first) and so never touched it — not "no previous engine" when one is there
         previous = "not_inspected" if build.output.is_file() else "absent"
-    engine_written = [a for a in build.artifacts if a.get("kind") == "engine" and a.get("action") == "written"]
+    engine_written = [a for a in artifacts if a["kind"] == "engine" and a["action"] == "written"]
     repeated = (
         history.repeated_stop_phase(build.config_hash) if build.config_hash and build.outcome != "built" else None
     )
@@ -138,7 +166,7 @@ def build_summary(build: Build, t_end: int, history: History, model: dict[str, A
         "cancelLatencyMs": lat["cancelLatencyMs"],
         "cancelReturnAfterSeenMs": seen,  # builder return minus the callback that saw the cancel
         "cleanupLatencyMs": lat["cleanupLatencyMs"],
-        "cleanupStatus": (build.finished or {}).get("cleanup_status", "not_needed"),
+        "cleanupStatus": build.cleanup_status,
         "forced": build.token.forced,
         "cancelAfterComplete": build.token.after_complete,
         "laterCancelRequests": [{"source": s, "tNs": t} for s, t in build.token.later_requests],
@@ -151,7 +179,7 @@ def build_summary(build: Build, t_end: int, history: History, model: dict[str, A
         "capability": capability_record(build),
         "previousEngineIntact": intact,
         "previousEngine": previous,
-        "artifacts": build.artifacts,
+        "artifacts": artifacts,
         "notes": build.notes,
         "startedAt": build.started_at,
         "durationS": round((t_end - build.t_start_ns) / NS, 3),

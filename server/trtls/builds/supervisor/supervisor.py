@@ -39,6 +39,7 @@ from trtls.builds.supervisor.worker_process import WorkerProcess
 from trtls.core.build_state import Ended, EnvironmentProbed, Erred, Forced, Noted, StoppedWaiting
 from trtls.core.events import CancelControl, CommitControl, Log, ProtocolError, parse_event
 from trtls.core.recipe import LoadedRecipe
+from trtls.core.vocabulary import BuildOutcome
 
 KILL_AFTER_TERM_S = 0.1  # SIGTERM → SIGKILL; the forced stop is done within grace + ~200 ms
 RESOURCE_SAMPLE_S = 0.25  # /proc VmHWM samples of the worker (the peak of a worker that dies)
@@ -186,7 +187,7 @@ class Supervisor:
                     build.fold(Ended("failed"))
                     build.fold(Erred(f"{build.error}; evidence not written: {type(again).__name__}: {again}"))
             build.resolve(
-                build.summary
+                build.state.record
                 or {"buildId": build.id, "engine": build.engine, "outcome": "failed", "error": build.error}
             )
         finally:
@@ -284,8 +285,11 @@ class Supervisor:
         await asyncio.gather(self._read_events(build, events), self._read_stderr(build))
         sampling.cancel()
         build.exit_code = await proc.wait()
-        if (build.finished is not None or getattr(proc, "reused", None)) and not build.token.forced:
-            outcome = (build.finished or {"outcome": "reused"})["outcome"]  # reused: its node's store hit (farm)
+        outcome: BuildOutcome
+        if build.finished is not None and not build.token.forced:
+            outcome = build.finished.outcome
+        elif getattr(proc, "reused", None) and not build.token.forced:
+            outcome = "reused"  # its node's store hit (farm)
         elif build.token.forced:  # the user's forced stop is their cancel; "forced" blames the builder
             outcome = "cancelled" if build.id in self.user_forced else "forced"
         elif lost := getattr(proc, "lost", None):  # a remote cell whose node (or actor) died under it
@@ -392,7 +396,7 @@ class Supervisor:
                 continue
 
     # -- after the worker is gone --------------------------------------------------------------
-    async def _finish(self, build: Build, outcome: str) -> None:
+    async def _finish(self, build: Build, outcome: BuildOutcome) -> None:
         await finish_build(build, outcome, self.guards.get(build.id))
         policy = self.retention.pop(build.id, None)
         if policy is not None and policy.auto_gc:  # in a thread: the build's answer does not wait for upkeep
