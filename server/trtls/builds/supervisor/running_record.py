@@ -87,6 +87,7 @@ def running_json(
         record["workerStart"] = process_start_id(worker_pid) if local else None
         record["workerNonce"] = nonce if local else None
     record.update(supervisorPid=os.getpid(), supervisorStart=process_start_id(os.getpid()), job=build.job)
+    record["startedAt"] = build.started_at  # recovery vouches for the model only if it is older (orphans.model_read)
     # who supervised (the real cause if this process is killed) and the output as this build found it
     record.update(owner=guard.owner, outputBefore=guard.before, previousSha256=build.previous_engine_sha)
     write_running(build.evidence_dir, record)
