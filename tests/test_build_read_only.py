@@ -343,3 +343,31 @@ def _end(self, b: Build):
         "self.build.tree",
         "b.snapshot",
     ]
+
+
+# -- the supervisor and the store read a build's record from its state (issue 28) --------------------------------------
+
+RECORD_READERS = ("builds/", "app/", "route/", "triage/")
+
+
+def test_the_supervisor_and_the_store_read_the_record_from_the_state() -> None:
+    """`build.summary` is what every kind of run answers (the registry's Run): the supervisor's and the store's own
+    modules read the record as the state holds it, `build.state.record` (the JSON, to amend and fold again) or
+    `build.state.summary` (the Summary model), so the Build's answer and the state's model are not read as one."""
+    found = []
+    for path in sorted(SERVER.rglob("*.py")):
+        where = path.relative_to(SERVER).as_posix()
+        if where.startswith(RECORD_READERS):
+            found += delegated_reads(path.read_text(encoding="utf-8"), where, {"summary"})
+    assert not found, "read build.state.record (or build.state.summary) instead:\n" + "\n".join(found)
+
+
+def test_the_stores_amendment_is_the_one_fold_outside_the_supervisor() -> None:
+    """`after_build` folds the amended record as a new `Recorded`; any other event folded there is refused."""
+    source = """
+def after_build(use, build: Build):
+    build.fold(Recorded(summary))
+    build.fold(Noted("x"))
+"""
+    assert [w.split(": ", 1)[1] for w in build_writes(source, "builds/avoidance/lookup.py")] == ["build.fold(…)"]
+    assert len(build_writes(source, "lsp/build_commands.py")) == 2
