@@ -16,7 +16,7 @@ from trtls.builds.avoidance.lookup import after_build
 from trtls.builds.supervisor.build import Build
 from trtls.builds.supervisor.history import History
 from trtls.builds.supervisor.summary import build_summary
-from trtls.core.build_state import EngineCheck, EngineVerified, Ended, Recorded, WorkerGone
+from trtls.core.build_state import Ended, EngineCheck, EngineVerified, Recorded, WorkerGone
 from trtls.core.events import Artifact
 from trtls.store.use import StoreUse
 
