@@ -5,7 +5,8 @@ or a server restart, and whose `onnx` hover says what TensorRT said of the model
 The records are read off the event loop (`RecordedRuns`): the first lens of a recipe with 50 recorded runs would
 otherwise wait on ~0.5–1 s of reading, and with it every hover, completion and cancel behind it. A lens or a hover is
 answered from the last reading (none at first), a fresh one runs in a thread, and the lenses are asked again when it
-lands with another answer.
+lands with another answer. The hover's "model changed since?" never hashes a big model on the loop either
+(`ModelDigests`): a stat and the digest cache answer an unchanged model, an edited one is hashed in a thread.
 
 trtls.showEvidence and trtls.buildReport answer such a build from its evidence as they answer a reuse (a finished
 RestoredRun); it is not registered, so trtls.listBuilds still lists only this server's runs, and an id the registry
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import stat
 import time
 import weakref
 from collections.abc import Callable
@@ -70,16 +72,25 @@ def _read_latest(recipe: Path) -> dict[str, str]:
 
 
 def _test_pause(recipe: Path) -> None:
-    """Test hook (`TRTLS_TEST_PAUSE=recorded_runs:<folder>`), as the worker's (builds/worker/commit_guard.test_pause):
-    write `<folder>/recorded_runs.reading`, then wait until `<folder>/recorded_runs.go` exists, so a test can hold a
+    _test_pause_at(PAUSE_POINT, str(recipe))
+
+
+def _test_pause_at(point: str, said: str) -> None:
+    """Test hook (`TRTLS_TEST_PAUSE=<point>:<folder>`, points `recorded_runs` and `model_digest`), as the worker's
+    (builds/worker/commit_guard.test_pause): write `<folder>/<point>.thread` (the reading thread's name) and
+    `<folder>/<point>.reading` (what it reads), then wait until `<folder>/<point>.go` exists, so a test can hold a
     reading while it asks the server something, without sleeps."""
     name, _, folder = os.environ.get("TRTLS_TEST_PAUSE", "").partition(":")
-    if name != PAUSE_POINT or not folder:
+    if name != point or not folder:
         return
+    import threading
+
     from trtls.fs import Kind, atomic_write_text
 
-    atomic_write_text(Path(folder, f"{PAUSE_POINT}.reading"), str(recipe), kind=Kind.scratch, within=folder)
-    go = Path(folder, f"{PAUSE_POINT}.go")
+    thread = threading.current_thread().name
+    atomic_write_text(Path(folder, f"{point}.thread"), thread, kind=Kind.scratch, within=folder)
+    atomic_write_text(Path(folder, f"{point}.reading"), said, kind=Kind.scratch, within=folder)
+    go = Path(folder, f"{point}.go")
     deadline = time.monotonic() + 600
     while not go.exists() and time.monotonic() < deadline:
         time.sleep(0.01)
@@ -118,11 +129,12 @@ def recorded_build(ls: TrtlsServer, run_id: str) -> RestoredRun | None:
 
 
 def model_since(loaded: LoadedRecipe, engine: str, summary: Summary) -> ModelSince:
-    """Whether the engine's model is still the one the recorded build read: its sha256 now (through the digest
-    cache: a stat when unchanged) against the record's `modelSha256` — written for every outcome, failed and
-    cancelled too — or, for a record of an older trtls, the one its known-good record holds (a built one's)."""
+    """Whether the engine's model is still the one the recorded build read: its sha256 now against the record's
+    `modelSha256` — written for every outcome, failed, cancelled and killed too — or, for a record of an older
+    trtls, the one its known-good record holds (a built one's). The sha256 now is a stat and the digest cache's
+    entry when the model is unchanged (`MODEL_DIGESTS`); a model written since (larger than HASH_IN_PLACE) is hashed
+    in a thread, never on the event loop: `checking` until it lands, and the next hover has it."""
     from trtls.builds.supervisor.build import state_dir
-    from trtls.store.key import KeyUnavailable, file_sha256
     from trtls.store.known_good import KnownGood
 
     sdir = state_dir(loaded.path)
@@ -136,9 +148,105 @@ def model_since(loaded: LoadedRecipe, engine: str, summary: Summary) -> ModelSin
     if loaded.recipe is None or engine not in loaded.recipe.engines:
         return "unreadable"
     try:
-        now = file_sha256(loaded.resolve(loaded.engine(engine).onnx), sdir)
-    except (KeyUnavailable, OSError, ValueError):
+        now = MODEL_DIGESTS.sha256(loaded.resolve(loaded.engine(engine).onnx), sdir)
+    except (OSError, ValueError):
         return "unreadable"
-    if now is None:
-        return "unreadable"
+    if now is CHECKING:
+        return "checking"
     return "changed" if now != recorded else "unchanged"
+
+
+class Checking:
+    """The sha256 of a model that is being hashed in a thread now."""
+
+
+CHECKING = Checking()
+DIGEST_PAUSE_POINT = "model_digest"  # TRTLS_TEST_PAUSE=model_digest:<folder> holds each hashing (tests only)
+MAX_DIGESTS = 256  # models whose sha256 this process remembers (a server hovers a few recipes' models)
+HASH_IN_PLACE = 4 << 20  # a model this small is hashed where it is asked (a few ms); a larger one in a thread
+
+
+class ModelDigests:
+    """The sha256 of the models the hovers ask about, keyed by what a stat says of the file (its real path, device,
+    inode, size and mtime): an unchanged model is a stat and, the first time, the digest cache's entry (the build's
+    key hashed it there); a model with no known digest for that stat is hashed in a thread (one hashing per file
+    state at a time), and CHECKING is answered until it lands. A digest is never answered for another state of the
+    file: a model written since its hash is hashed again, so no stale "unchanged" is said. A model of at most
+    HASH_IN_PLACE bytes is hashed where it is asked (a few milliseconds, an answer at once), as is any model without
+    a running event loop (the CLI, a test calling the hover itself: no loop to hold)."""
+
+    def __init__(self) -> None:
+        self._known: dict[tuple[str, int, int, int, int], str] = {}
+        self._hashing: set[tuple[str, int, int, int, int]] = set()
+
+    def sha256(self, model: Path, state: Path) -> str | Checking:
+        """The model's sha256 now, or CHECKING while a thread hashes it; OSError or ValueError when it cannot be
+        read (gone, not a regular file)."""
+        from trtls.checkpoint.hashing import DigestCache
+        from trtls.core.paths import real
+
+        target = real(Path(model).absolute())  # the builder reads where a link leads (store.key._digests)
+        key = _file_state(target)
+        if key in self._known:
+            return self._known[key]
+        cached = DigestCache(state / "digests.json").get(target, os.stat(target))
+        if cached is not None:
+            return self._remember(key, cached)
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            loop = None
+        if loop is None or key[3] <= HASH_IN_PLACE:
+            return self._remember(key, *_hash(target, state, key))
+        if key not in self._hashing:
+            self._hashing.add(key)
+            hashing = loop.run_in_executor(None, _hash_in_thread, target, state, key)
+            hashing.add_done_callback(lambda done: self._land(key, done))
+        return CHECKING
+
+    def _remember(self, key: tuple[str, int, int, int, int], sha: str, racy: bool = False) -> str:
+        """`racy`: the file was written within RACY_NS of its hash, when a write of the same size in the same clock
+        tick would keep its stat: answered once, never remembered (as the digest cache does)."""
+        if racy:
+            return sha
+        if len(self._known) >= MAX_DIGESTS:
+            self._known.clear()
+        self._known[key] = sha
+        return sha
+
+    def _land(self, key: tuple[str, int, int, int, int], done: asyncio.Future[tuple[str, bool]]) -> None:
+        self._hashing.discard(key)
+        if not done.cancelled() and done.exception() is None:
+            self._remember(key, *done.result())  # else: gone, or written while hashed: the next hover hashes again
+
+
+MODEL_DIGESTS = ModelDigests()
+
+
+def _file_state(target: Path) -> tuple[str, int, int, int, int]:
+    st = os.stat(target)
+    if not stat.S_ISREG(st.st_mode):
+        raise ValueError(f"{target} is not a regular file")
+    return (str(target), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def _hash_in_thread(target: Path, state: Path, key: tuple[str, int, int, int, int]) -> tuple[str, bool]:
+    """`_hash` in the executor's thread, held there by the test hook (`TRTLS_TEST_PAUSE=model_digest:<folder>`)."""
+    _test_pause_at(DIGEST_PAUSE_POINT, str(target))
+    return _hash(target, state, key)
+
+
+def _hash(target: Path, state: Path, key: tuple[str, int, int, int, int]) -> tuple[str, bool]:
+    """In a thread (or in place without a loop): the model's sha256 through the digest cache (saved for the next
+    build's key and the next server), and whether it is racy (written within RACY_NS of now); ValueError when the
+    file was written while it was hashed (that digest is of neither state)."""
+    from trtls.checkpoint.hashing import RACY_NS
+    from trtls.store.key import KeyUnavailable, file_sha256
+
+    try:
+        sha = file_sha256(target, state)
+    except KeyUnavailable as exc:
+        raise ValueError(str(exc)) from exc
+    if sha is None or _file_state(target) != key:
+        raise ValueError(f"{target} changed while it was hashed")
+    return sha, time.time_ns() - key[4] < RACY_NS

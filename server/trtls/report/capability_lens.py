@@ -18,13 +18,16 @@ if TYPE_CHECKING:
     from trtls.core.summary_record import Summary
 
 # whether an engine's model is still the one a recorded build read (lsp/recorded_runs.model_since): its sha256 now
-# against the record's; `not_recorded`: the record names none (an older trtls's, or a model written while it built)
-ModelSince = Literal["changed", "unchanged", "not_recorded", "unreadable"]
+# against the record's; `not_recorded`: the record names none (an older trtls's, or a model written while it built);
+# `checking`: the model was written since it was last hashed, and is being hashed off the event loop now
+ModelSince = Literal["changed", "unchanged", "not_recorded", "unreadable", "checking"]
 MODEL_SINCE = {
     "changed": "_A record of that build, not re-checked now: the model changed since this build (another sha256)._",
     "unchanged": "_Model unchanged: it is the one that build read (same sha256)._",
     "not_recorded": "_Whether the model changed since this build is not known: its record names no model sha256._",
     "unreadable": "_Whether the model changed since this build is not known: the model cannot be read now._",
+    "checking": "_Whether the model changed since this build is being checked: its file was written since it was last "
+    "hashed, and is hashed now (hover again for the answer)._",
 }
 MAX_REMEMBERED = 10_000  # run folders whose record's facts are remembered (a server edits a few recipes)
 # run folder → (its mtime as listed, the engine and start of an engine table's finished build, or None): a code lens
