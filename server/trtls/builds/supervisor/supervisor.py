@@ -285,11 +285,8 @@ class Supervisor:
         await asyncio.gather(self._read_events(build, events), self._read_stderr(build))
         sampling.cancel()
         build.exit_code = await proc.wait()
-        outcome: BuildOutcome
-        if build.finished is not None and not build.token.forced:
-            outcome = build.finished.outcome
-        elif getattr(proc, "reused", None) and not build.token.forced:
-            outcome = "reused"  # its node's store hit (farm)
+        if (build.finished is not None or getattr(proc, "reused", None)) and not build.token.forced:
+            outcome: BuildOutcome = build.finished.outcome if build.finished else "reused"  # reused: a farm node's hit
         elif build.token.forced:  # the user's forced stop is their cancel; "forced" blames the builder
             outcome = "cancelled" if build.id in self.user_forced else "forced"
         elif lost := getattr(proc, "lost", None):  # a remote cell whose node (or actor) died under it
