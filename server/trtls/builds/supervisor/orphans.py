@@ -15,7 +15,6 @@ The language server runs this when it opens a folder, `trtls build` before it bu
 from __future__ import annotations
 
 import json
-import math
 import os
 import signal
 import time
@@ -24,8 +23,8 @@ from typing import Any
 
 from trtls import fs
 from trtls.builds.artifacts import remove_or_quarantine, sha256_file, temp_files_near
+from trtls.builds.supervisor.orphan_model import model_read, started_at
 from trtls.builds.supervisor.running_record import output_state, read_running, replaced_since, running_records
-from trtls.checkpoint.hashing import DigestCache
 from trtls.core.paths import inside, real
 from trtls.fs.kill import ProcessProof, process_alive, process_start_id
 from trtls.fs.kinds import TEMP_MARK
@@ -51,7 +50,6 @@ class RecoveryPass:
         self.listings: dict[str, list[Path]] = {}
         self.hashed = 0  # files actually read and hashed in this pass
         self.listed = 0  # output folders actually listed in this pass
-        self.digests: dict[Path, DigestCache] = {}  # a recipe's `.trtls` → its digest cache, loaded once a pass
 
     def sha256(self, output: Path, now: dict[str, Any]) -> str:
         key = (str(output), now.get("dev"), now.get("inode"), now.get("size"), now.get("mtimeNs"))
@@ -65,19 +63,6 @@ class RecoveryPass:
         if isinstance(known, OSError):
             raise known
         return known
-
-    def model_sha256(self, model: Path, trtls_dir: Path) -> str:
-        """The sha256 of a model (its real path, inside the recipe's folder): the digest cache's when it holds this
-        very file (size, mtime, inode: the build's key hashed it through the cache, so it is stat'ed, not read), else
-        hashed once per file on disk this pass."""
-        st = os.stat(model, follow_symlinks=False)
-        if trtls_dir not in self.digests:
-            self.digests[trtls_dir] = DigestCache(trtls_dir / "digests.json")
-        cached = self.digests[trtls_dir].get(model, st)
-        if cached is not None:
-            return cached
-        now = {"dev": st.st_dev, "inode": st.st_ino, "size": st.st_size, "mtimeNs": st.st_mtime_ns}
-        return self.sha256(model, now)
 
     def temps(self, output: Path, build_id: str) -> list[Path]:
         """This build's temp files beside `output` (`<name>.trtls-tmp-<build id>…`), from one listing per output."""
@@ -184,44 +169,6 @@ def output_truth(
     }
 
 
-def started_at(state: dict[str, Any]) -> float | None:
-    """When the build started (epoch seconds), as its `running.json` says; None for an older record or nonsense."""
-    started = state.get("startedAt")
-    if not isinstance(started, (int, float)) or isinstance(started, bool) or not math.isfinite(started):
-        return None
-    return float(started)
-
-
-def model_read(state: dict[str, Any], trtls_dir: Path, work: RecoveryPass) -> tuple[dict[str, Any], str, bool]:
-    """The model the build read, as the supervisor's record names it (builds/supervisor/summary.model_read):
-    `modelPath` from the job in `running.json`, `modelSha256` only when the model is provably the one read — not
-    modified since the build started (its mtime against the record's `startedAt`) — and only through the door: a
-    regular file whose real path stays inside the recipe's folder (a record can be planted; a link leading out is
-    never followed). Returns (the fields, what is known or not of them, whether it is known)."""
-    job = state.get("job")
-    onnx = job.get("onnx") if isinstance(job, dict) else None
-    if not isinstance(onnx, str) or not onnx:
-        return {"modelPath": None, "modelSha256": None}, "which model the build read (its job names none)", False
-    path, root = Path(onnx), trtls_dir.parent
-    fields: dict[str, Any] = {"modelPath": str(path), "modelSha256": None}
-    started = started_at(state)
-    if started is None:
-        return fields, "the model's sha256 (this older record does not say when the build started)", False
-    try:
-        target = real(path)
-        if not inside(target, real(root)):
-            return fields, f"the model's sha256 ({path} leads out of the recipe's folder: not read)", False
-        if os.stat(target, follow_symlinks=False).st_mtime > started:
-            return fields, "the model's sha256 (the model was written after the build started)", False
-        sha = work.model_sha256(target, trtls_dir)
-        if os.stat(target, follow_symlinks=False).st_mtime > started:  # rewritten while it was hashed
-            return fields, "the model's sha256 (the model was written after the build started)", False
-    except OSError as exc:
-        return fields, f"the model's sha256 ({path} cannot be read now: {exc.strerror or exc})", False
-    fields["modelSha256"] = sha
-    return fields, f"the model the build read: unchanged since it started (sha256 {sha[:16]}…)", True
-
-
 def _output_of(state: dict[str, Any]) -> Path:
     job = state.get("job")
     output = state.get("output") or (job.get("output") if isinstance(job, dict) else None)
@@ -266,7 +213,7 @@ def _orphan_summary(
         }
     temps_left = sum(1 for a in inventory if a.get("kind") == "temp")
     truth = output_truth(state, events, temps_left, work)
-    model, said, known = model_read(state, run_dir.parent.parent, work)
+    model, said, known = model_read(state, run_dir.parent.parent)
     (truth["known"] if known else truth["unknown"]).append(said)
     who = who_supervised(state)
     capability = build_capability("killed", None, started is not None, env.get("module"))
