@@ -71,7 +71,7 @@ def test_a_worker_sigkill_reaches_only_a_process_this_one_started(tmp_path: Path
     pid = int(subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, timeout=60).stdout)
     try:
         with pytest.raises(RuntimeError, match="not a worker this process started"):
-            _sigkill_worker(SimpleNamespace(pid=pid), None, None)  # type: ignore[arg-type]
+            _sigkill_worker(SimpleNamespace(state=SimpleNamespace(pid=pid)), None, None)  # type: ignore[arg-type]
         assert runner.process_alive(pid)
     finally:
         os.kill(pid, signal.SIGKILL)
