@@ -433,6 +433,17 @@ def install_swap_from_env() -> None:
 
 
 # -- judging: snapshots before and after -----------------------------------------------------------------------------
+def where_now(site: Site, path: Path) -> Path:
+    """Where a user's file is after the run: a mid-run swap (`_swap_now`) moved the folder it was in to
+    `<folder>.swapped` — the attacker moved it, not trtls — so it is judged there, not through the link left behind."""
+    for swap in site.swaps:
+        folder = Path(swap["path"])
+        moved = Path(f"{folder}.swapped")
+        if path.is_relative_to(folder) and os.path.lexists(moved) and os.path.islink(folder):
+            return moved / path.relative_to(folder)
+    return path
+
+
 def entry_of(path: Path) -> tuple[Any, ...] | None:
     try:
         st = os.lstat(path)

@@ -427,7 +427,7 @@ def judge(site: Site, command: Command, target: str | None, changes: tuple[tuple
     # real folder): that one file is theirs to ask for, wherever it lands
     asked = os.path.realpath(site.project / target) if target else None
     problems = [f"outside the project changed: {c}" for c in hs.changes(before_out, after_out, asked)]
-    after_user = {u: hs.entry_of(site.project / u) for u in site.user}
+    after_user = {u: hs.entry_of(hs.where_now(site, site.project / u)) for u in site.user}
     problems += [f"user file changed: {c}" for c in hs.changes(before_user, after_user)]
     if outcome.exception:
         problems.append(f"traceback: {outcome.exception.strip().splitlines()[-1][:300]}")
