@@ -39,10 +39,6 @@ def pinned_line(pin: dict[str, Any]) -> str:
     return f"pinned to build {pin.get('buildId')} by a rollback — trtls build --unpin to go back to the recipe's engine"
 
 
-def new_reuse_id(engine: str) -> str:
-    return new_run_id(engine)
-
-
 class OutputHeld:
     """The output's one-writer lock (builds/supervisor/output_lock.py) for the length of a restore: a restore never
     renames over
@@ -224,7 +220,7 @@ def fast_hit(
     if not _same_device(memo):
         return None
     output = Path(memo["output"])
-    build_id = new_reuse_id(engine)
+    build_id = new_run_id(engine)
     held = OutputHeld(state, output, build_id, engine, within=recipe.parent)
     try:
         if not held.take():

@@ -8,8 +8,6 @@ no face reads them)."""
 from __future__ import annotations
 
 import asyncio
-import secrets
-import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import replace
@@ -17,6 +15,7 @@ from pathlib import Path
 from typing import Any, Generic, NoReturn, TypeVar, cast
 
 from trtls.builds.roots import judged_write_root, open_record_stream
+from trtls.builds.run_ids import new_run_id
 from trtls.builds.supervisor.history import History
 from trtls.builds.supervisor.time_left import build_time_left, time_left_words
 from trtls.builds.supervisor.worker_process import WorkerProcess
@@ -37,7 +36,7 @@ def state_dir(recipe_path: Path) -> Path:
 
 
 def new_build_id(engine: str) -> str:
-    return f"{engine}-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"
+    return new_run_id(engine)  # one format for every run's id (builds/run_ids.py)
 
 
 def worker_job(

@@ -41,6 +41,12 @@ def worker_nonce(proc: Any) -> str | None:
         return None
 
 
+def _with_nonce() -> tuple[str, dict[str, str]]:
+    """A fresh nonce and the worker's environment carrying it (see the module doc)."""
+    nonce = new_nonce()
+    return nonce, {**os.environ, NONCE_ENV: nonce}
+
+
 async def spawn_worker(command: list[str] | None = None, preload: str | None = None) -> asyncio.subprocess.Process:
     """Start a worker (the built-in one by default). `preload`: the builder module it imports at once, before
     its job arrives (see worker.preload)."""
@@ -49,7 +55,7 @@ async def spawn_worker(command: list[str] | None = None, preload: str | None = N
     command = list(command or BUILTIN_WORKER)
     if preload is not None:
         command += ["--preload", preload]
-    nonce = new_nonce()
+    nonce, env = _with_nonce()
     proc = await asyncio.create_subprocess_exec(
         *command,
         stdin=asyncio.subprocess.PIPE,
@@ -57,7 +63,7 @@ async def spawn_worker(command: list[str] | None = None, preload: str | None = N
         stderr=asyncio.subprocess.PIPE,
         start_new_session=True,  # Ctrl-C reaches the supervisor only; it decides what the worker gets
         limit=1 << 24,
-        env={**os.environ, NONCE_ENV: nonce},
+        env=env,
     )
     _NONCES[proc] = nonce
     return proc
@@ -67,14 +73,14 @@ def start_now(preload: str) -> subprocess.Popen[bytes]:
     """Start the built-in worker from plain Python, before any event loop runs (the store's fast path found the
     engine missing: builds/supervisor/adopted_worker.py adopts it once the loop runs). As `spawn_worker` starts it: its
     own session, the builder preloaded, a nonce only this process and its running.json know."""
-    nonce = new_nonce()
+    nonce, env = _with_nonce()
     proc = subprocess.Popen(
         [*BUILTIN_WORKER, "--preload", preload],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         start_new_session=True,
-        env={**os.environ, NONCE_ENV: nonce},
+        env=env,
     )
     _STARTED_NONCES[proc.pid] = nonce
     return proc
