@@ -103,5 +103,5 @@ def send_ahead(worker: Any, remembered: Any, engine: str, build_id: str) -> JobA
 
 NOTE = (
     "TensorRT started from the last build's job while the recipe was checked (an unchanged recipe and inputs whose "
-    "engine the store lacked); the engine was written only after the checked job matched it"
+    "engine the store lacked); no engine could be written before the checked job matched it"
 )
