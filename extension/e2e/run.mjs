@@ -575,8 +575,18 @@ try {
       // the newest build is the first row
       const row = buildsPane().locator('.monaco-list-row[aria-level="1"]').first();
       await until('a running large node', async () => /^large/.test(await row.innerText()) && /building/.test(await row.innerText()), 30000);
-      await row.hover();
-      await row.locator('.actions .action-label[aria-label*="Stop Build"]').first().click();
+      // The row's inline actions show on hover, focus or selection; under load the tree re-renders the row
+      // (progress, 4× a second) faster than a pointer click settles, and a re-rendered row loses the hover. So the
+      // row is selected first (its id is stable while it runs, so the selection survives a re-render) and the
+      // click is retried on a fresh locator until one lands.
+      const stop = row.locator('.actions .action-label[aria-label*="Stop Build"]').first();
+      await until('the inline Stop on the running row to take a click', async () => {
+        if (!/building|stopping/.test(await row.innerText())) return true;  // stopped already (by an earlier click)
+        if (!/\bselected\b/.test((await row.getAttribute('class')) ?? '')) await row.locator('.label-name').first().click({ timeout: 3000 });
+        await row.hover({ timeout: 3000 });
+        await stop.click({ timeout: 3000 });
+        return true;
+      }, 60000, 200);
       await until('large node cancelled by ide_stop (an editor button is an IDE stop)', async () => /cancelled by ide_stop/.test(await row.innerText()), 60000);
       await until('its toast to go', async () => (await toastWith('Building large').count()) === 0, 20000);
       say(`tree: ${JSON.stringify(await rowTexts())}`);
