@@ -159,17 +159,35 @@ def code_lenses(
 
 
 # -- hover -------------------------------------------------------------------------------------
-def hover(
-    loaded: LoadedRecipe, line: int, col: int, recorded: Callable[[Path], dict[str, str]] | None = None
-) -> str | None:
-    """The hover at (line, col); `recorded`: where the recipe's recorded runs come from, as for `code_lenses`."""
+_READ_NOW = "read now"  # `hover` reads the model's declared inputs itself (the CLI and tests; the server reads first)
+
+
+def declared_hover(loaded: LoadedRecipe, line: int, col: int) -> str | None:
+    """The model's declared inputs for the key at (line, col), or None: it reads the model (a cache miss opens the
+    ONNX file), so the server calls it in a thread and hands the answer to `hover`."""
     hit = loaded.source_map.path_at(line, col)
     if hit is None:
         return None
-    path, is_value = hit
-    from trtls.onnx_files.assist import hover_text  # the model's declared inputs, when the cursor is on one
+    from trtls.onnx_files.assist import hover_text
 
-    declared = hover_text(loaded, path, is_value)
+    return hover_text(loaded, hit[0], hit[1])
+
+
+def hover(
+    loaded: LoadedRecipe,
+    line: int,
+    col: int,
+    recorded: Callable[[Path], dict[str, str]] | None = None,
+    declared: str | None = _READ_NOW,
+) -> str | None:
+    """The hover at (line, col); `recorded`: where the recipe's recorded runs come from, as for `code_lenses`;
+    `declared`: `declared_hover`'s answer when the caller read it already (off the event loop)."""
+    hit = loaded.source_map.path_at(line, col)
+    if hit is None:
+        return None
+    path, _ = hit
+    if declared is _READ_NOW:
+        declared = declared_hover(loaded, line, col)
     if len(path) == 3 and path[0] == "engines" and path[2] == "onnx":  # what TensorRT said of it, as recorded
         said = _recorded_capability(loaded, str(path[1]), recorded)
         above = declared or _key_hover(path)

@@ -72,14 +72,14 @@ def _read_latest(recipe: Path) -> dict[str, str]:
 
 
 def _test_pause(recipe: Path) -> None:
-    _test_pause_at(PAUSE_POINT, str(recipe))
+    pause_for_test(PAUSE_POINT, str(recipe))
 
 
-def _test_pause_at(point: str, said: str) -> None:
-    """Test hook (`TRTLS_TEST_PAUSE=<point>:<folder>`, points `recorded_runs` and `model_digest`), as the worker's
-    (builds/worker/commit_guard.test_pause): write `<folder>/<point>.thread` (the reading thread's name) and
-    `<folder>/<point>.reading` (what it reads), then wait until `<folder>/<point>.go` exists, so a test can hold a
-    reading while it asks the server something, without sleeps."""
+def pause_for_test(point: str, said: str) -> None:
+    """Test hook (`TRTLS_TEST_PAUSE=<point>:<folder>`, points `recorded_runs`, `model_digest` and `model_inputs`),
+    as the worker's (builds/worker/commit_guard.test_pause): write `<folder>/<point>.thread` (the reading thread's
+    name) and `<folder>/<point>.reading` (what it reads), then wait until `<folder>/<point>.go` exists, so a test can
+    hold a reading while it asks the server something, without sleeps."""
     name, _, folder = os.environ.get("TRTLS_TEST_PAUSE", "").partition(":")
     if name != point or not folder:
         return
@@ -232,7 +232,7 @@ def _file_state(target: Path) -> tuple[str, int, int, int, int]:
 
 def _hash_in_thread(target: Path, state: Path, key: tuple[str, int, int, int, int]) -> tuple[str, bool]:
     """`_hash` in the executor's thread, held there by the test hook (`TRTLS_TEST_PAUSE=model_digest:<folder>`)."""
-    _test_pause_at(DIGEST_PAUSE_POINT, str(target))
+    pause_for_test(DIGEST_PAUSE_POINT, str(target))
     return _hash(target, state, key)
 
 

@@ -45,6 +45,7 @@ if TYPE_CHECKING:  # the models load on the first command, never on initialize's
     from pydantic import BaseModel
 
     from trtls.core import wire
+    from trtls.core.recipe import LoadedRecipe
     from trtls.lsp.command_args import (
         AllowLicenseArgs,
         BuildEngineArgs,
@@ -199,7 +200,7 @@ def code_lens(ls: TrtlsServer, params: lsp.CodeLensParams) -> list[lsp.CodeLens]
 
 
 @server.feature(lsp.TEXT_DOCUMENT_HOVER)
-def hover(ls: TrtlsServer, params: lsp.HoverParams) -> lsp.Hover | None:
+async def hover(ls: TrtlsServer, params: lsp.HoverParams) -> lsp.Hover | None:
     if not is_recipe(params.text_document.uri):
         return None
     from trtls.lsp import editor
@@ -209,12 +210,23 @@ def hover(ls: TrtlsServer, params: lsp.HoverParams) -> lsp.Hover | None:
         return None
     from trtls.lsp.recorded_runs import recorded_runs  # the last reading, never a reading on the event loop
 
-    text = editor.hover(loaded, params.position.line, params.position.character, recorded_runs(ls).latest)
+    line, col = params.position.line, params.position.character
+    # the model's declared inputs are read in a thread: a model not in the inputs cache is opened and walked
+    declared = await asyncio.to_thread(_declared_in_thread, loaded, line, col)
+    text = editor.hover(loaded, line, col, recorded_runs(ls).latest, declared)
     return lsp.Hover(contents=lsp.MarkupContent(kind=lsp.MarkupKind.Markdown, value=text)) if text else None
 
 
+def _declared_in_thread(loaded: LoadedRecipe, line: int, col: int) -> str | None:
+    from trtls.lsp import editor
+    from trtls.lsp.recorded_runs import pause_for_test
+
+    pause_for_test("model_inputs", str(loaded.path))  # TRTLS_TEST_PAUSE=model_inputs:<folder> (tests only)
+    return editor.declared_hover(loaded, line, col)
+
+
 @server.feature(lsp.TEXT_DOCUMENT_COMPLETION, lsp.CompletionOptions(trigger_characters=["=", " ", "["]))
-def completion(ls: TrtlsServer, params: lsp.CompletionParams) -> lsp.CompletionList:
+async def completion(ls: TrtlsServer, params: lsp.CompletionParams) -> lsp.CompletionList:
     if not is_recipe(params.text_document.uri):
         return lsp.CompletionList(is_incomplete=False, items=[])
     from trtls.lsp import editor
@@ -225,11 +237,13 @@ def completion(ls: TrtlsServer, params: lsp.CompletionParams) -> lsp.CompletionL
     if oversized(doc.source):  # not checked either (TRT125): nothing to complete against
         return lsp.CompletionList(is_incomplete=False, items=[])
     path = _doc_uri(ls, params.text_document.uri)  # judged like every uri: no model read through a link out
-    items = editor.completions(
-        doc.source,
+    text = doc.source
+    items = await asyncio.to_thread(  # in a thread: the model's input names may need the model read
+        editor.completions,
+        text,
         params.position.line,
         params.position.character,
-        lambda engine: model_for_engine(path, doc.source, engine) if path is not None else None,
+        lambda engine: model_for_engine(path, text, engine) if path is not None else None,
     )
     return lsp.CompletionList(is_incomplete=False, items=items)
 

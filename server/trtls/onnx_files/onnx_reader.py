@@ -23,6 +23,7 @@ from __future__ import annotations
 import mmap
 import os
 import re
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -337,6 +338,7 @@ class ModelInputsCache:
         self.capacity = capacity
         self._entries: dict[tuple[str, int, int], ModelInputs | NotOnnx | OSError] = {}
         self.reads = 0  # how many times a file was actually read (tests and benchmarks look)
+        self._lock = threading.Lock()  # the server asks from its threads (hover, completion)
 
     def get(self, path: Path | str) -> ModelInputs:
         """The model's inputs; raises NotOnnx or OSError like read_model_inputs (errors are cached too)."""
@@ -345,14 +347,15 @@ class ModelInputsCache:
         key = (str(p.resolve()), st.st_size, st.st_mtime_ns)
         hit = self._entries.get(key)
         if hit is None:
-            self.reads += 1
             try:
                 hit = read_model_inputs(p)
             except (NotOnnx, OSError) as exc:
                 hit = exc
-            if len(self._entries) >= self.capacity:
-                self._entries.pop(next(iter(self._entries)))
-            self._entries[key] = hit
+            with self._lock:
+                self.reads += 1
+                if key not in self._entries and len(self._entries) >= self.capacity:
+                    self._entries.pop(next(iter(self._entries)))
+                self._entries[key] = hit
         if isinstance(hit, BaseException):
             raise hit
         return hit
