@@ -55,6 +55,32 @@ def test_an_unchanged_build_sends_its_job_ahead_and_commits_after_the_check(work
     assert len(list(store.glob("entries/*"))) == 1  # published as any build is
 
 
+def test_an_unchanged_no_store_build_sends_its_job_ahead_from_its_own_memo(workspace: Path, tmp_path: Path) -> None:
+    """`--no-store` is certain to build: its last build's job (kept in `<engine>.job.json`, never in the store's
+    memo) goes ahead of the check when nothing the key reads changed; an edited recipe sends nothing ahead."""
+    store = tmp_path / "store"
+    with_store(workspace, store)
+    engines = workspace / ".trtls" / "engines"
+    first = run_build(workspace, "--no-store")
+    assert first.returncode == 0, first.stderr
+    assert not _ahead(summaries(workspace)[-1])
+    assert (engines / "demo.job.json").is_file() and not (engines / "demo.hit.json").exists()
+    assert json.loads((engines / "demo.job.json").read_text())["store"] is None
+
+    second = run_build(workspace, "--no-store")
+    assert second.returncode == 0, second.stderr
+    s = summaries(workspace)[-1]
+    assert s["outcome"] == "built" and _ahead(s) and s["store"]["used"] is False
+    assert s["engineArtifact"]["sha256"] and (workspace / "build" / "demo.engine").is_file()
+    assert not store.exists() or not list(store.glob("entries/*"))  # --no-store: nothing published
+
+    recipe = workspace / "trtls.toml"
+    recipe.write_text(recipe.read_text() + "\n# edited\n")  # the recipe's bytes changed: the memo does not hold
+    third = run_build(workspace, "--no-store")
+    assert third.returncode == 0, third.stderr
+    assert not _ahead(summaries(workspace)[-1])
+
+
 def test_a_job_that_differs_from_the_one_sent_ahead_is_discarded_and_built_from_the_check(
     workspace: Path, tmp_path: Path
 ) -> None:

@@ -31,3 +31,12 @@ def reuse_unchanged(
     from trtls.builds.avoidance.reuse import fast_hit
 
     return fast_hit(recipe, engine, on_miss, looked)
+
+
+def job_unchanged(recipe: Path, engine: str) -> dict[str, Any] | None:
+    """A `--no-store` build of `engine` (certain to build): the job of its last build when nothing its key reads
+    changed since (builds/avoidance/memo.look_job), to send ahead of the check; None otherwise."""
+    from trtls.builds.avoidance.memo import look_job
+    from trtls.core.recipe_file import is_readable_recipe
+
+    return look_job(recipe, engine) if is_readable_recipe(recipe) else None

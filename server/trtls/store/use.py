@@ -13,6 +13,8 @@ from trtls.store.entries import Store
 from trtls.store.key import EngineKey
 from trtls.store.lock import KeyLock
 
+NO_STORE = "--no-store"  # StoreUse.not_used of a build asked not to use the store (its job is still remembered)
+
 
 @dataclass
 class StoreUse:

@@ -38,7 +38,7 @@ from trtls.store.known_good import KnownGood
 from trtls.store.lock import KeyLock
 from trtls.store.quarantined import quarantined_since
 from trtls.store.stats import record_miss
-from trtls.store.use import CellsLookup, StoreUse, release_uses
+from trtls.store.use import NO_STORE, CellsLookup, StoreUse, release_uses
 
 
 def prepare(
@@ -90,7 +90,7 @@ def prepare(
     if bypass is not None:
         use.not_used = bypass
     elif no_store:
-        use.not_used = "--no-store"
+        use.not_used = NO_STORE
     elif config is None:
         use.not_used = 'the store is off ([store] mode = "off" or TRTLS_STORE=off)'
     if use.not_used is None and config is not None:
@@ -214,7 +214,7 @@ def after_build(use: StoreUse, build: Build, count: bool = False) -> dict[str, A
                 "publishedBy": {"hostname": os.uname().nodename, "pid": os.getpid()},  # on a farm: not a node
             }
             stored = _publish(use, build.output, record, art.get("sha256"), summary)
-            if stored:
+            if stored or use.not_used == NO_STORE:  # --no-store: its job is remembered for the next one
                 remember(use, build.recipe_path)
             known = {**record, "key": use.key.hex, "sha256": art.get("sha256"), "size": art.get("size")}
             known.update(stored=stored, changes=use.changes, parts=use.key.parts)

@@ -13,6 +13,7 @@ import hashlib
 import json
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -63,6 +64,11 @@ def memo_path(state_dir: Path, history: str) -> Path:
     return state_dir / "engines" / f"{history}.hit.json"
 
 
+def job_memo_path(state_dir: Path, history: str) -> Path:
+    """A --no-store build's memo: its job, for the next unchanged --no-store run (no store, no key to serve)."""
+    return state_dir / "engines" / f"{history}.job.json"
+
+
 def _builder_site(module: Any) -> str | None:
     import importlib.util
 
@@ -78,7 +84,8 @@ def _builder_site(module: Any) -> str | None:
 def write_memo(recipe: Path, history: str, key: str, parts: dict[str, Any], output: Path, store: Any,
                device: dict[str, Any], job: dict[str, Any] | None = None) -> None:  # fmt: skip
     """Remember what the key of `history` was computed from (never raises: a memo is only a shortcut), and the job
-    it was computed from: a known miss sends it to the worker ahead of the check (builds/supervisor/speculation.py)."""
+    it was computed from: a known miss sends it to the worker ahead of the check (builds/supervisor/speculation.py).
+    `store` None: a --no-store build's memo (`job_memo_path`), which only `look_job` reads."""
     from trtls.builds.roots import write_record
     from trtls.builds.supervisor.speculation import job_to_remember
 
@@ -102,7 +109,9 @@ def write_memo(recipe: Path, history: str, key: str, parts: dict[str, Any], outp
         "key": key,
         "job": job_to_remember(job),
         "output": str(output),
-        "store": {
+        "store": None
+        if store is None
+        else {
             "path": str(store.root),
             "mode": store.mode,
             "maxSize": store.max_size,
@@ -111,8 +120,10 @@ def write_memo(recipe: Path, history: str, key: str, parts: dict[str, Any], outp
             "signingKeyFile": str(store.signing_key_file) if store.signing_key_file else None,
         },  # fmt: skip
     }
+    state = recipe.parent / ".trtls"
     try:
-        write_record(memo_path(recipe.parent / ".trtls", history), json.dumps(memo, default=str) + "\n")
+        path = memo_path(state, history) if store is not None else job_memo_path(state, history)
+        write_record(path, json.dumps(memo, default=str) + "\n")
     except OSError:
         pass
 
@@ -165,19 +176,8 @@ def look(recipe: Path, engine: str) -> Looked:
     a hit asks it, in reuse.fast_hit). Never raises: a memo is only a shortcut."""
     from trtls.store.layout import entry_folder
 
-    state = recipe.parent / ".trtls"
-    try:
-        if state.is_symlink() or any((state / "runs").glob("*/running.json")):
-            return Looked(None)  # a build whose supervisor died (or one running): the full path recovers or waits
-    except OSError:
-        return Looked(None)  # `.trtls` swapped or gone while looking: the full path says it, located
-    if os.path.lexists(state / "engines" / f"{engine}.pin.json"):
-        return Looked(None)  # a rollback's pin (store.known_good.Pin): the full path serves it, or lifts it
-    try:
-        memo = json.loads(read_text(memo_path(state, engine), limit=MAX_MEMO_BYTES))  # never through a link
-    except (OSError, ValueError):
-        return Looked(None)
-    if not isinstance(memo, dict) or not _memo_holds(memo, recipe):
+    memo = _holding_memo(recipe, engine, memo_path)
+    if memo is None:
         return Looked(None)
     store, key = memo.get("store"), memo.get("key")
     if not isinstance(store, dict) or "trust" not in store or not isinstance(store.get("path"), str):
@@ -185,3 +185,32 @@ def look(recipe: Path, engine: str) -> Looked:
     if not isinstance(key, str) or len(key) != 64 or not set(key) <= HEX:
         return Looked(None)  # not a key trtls wrote: the full path computes the key itself
     return Looked(memo, missing=not os.path.lexists(entry_folder(Path(store["path"]), key)))
+
+
+def look_job(recipe: Path, engine: str) -> dict[str, Any] | None:
+    """For a `--no-store` build (certain to build): the job of the engine's last build when everything its key read
+    is unchanged — from its --no-store memo, else its store memo (the same job) — to send ahead of the check; None
+    when neither holds or it kept no job. The device is not asked: a job names none."""
+    for path in (job_memo_path, memo_path):
+        memo = _holding_memo(recipe, engine, path)
+        job = (memo or {}).get("job")
+        if isinstance(job, dict):
+            return job
+    return None
+
+
+def _holding_memo(recipe: Path, engine: str, path_of: Callable[[Path, str], Path]) -> dict[str, Any] | None:
+    """The memo at `path_of(.trtls, engine)` when it holds (`_memo_holds`), else None; never raises."""
+    state = recipe.parent / ".trtls"
+    try:
+        if state.is_symlink() or any((state / "runs").glob("*/running.json")):
+            return None  # a build whose supervisor died (or one running): the full path recovers or waits
+    except OSError:
+        return None  # `.trtls` swapped or gone while looking: the full path says it, located
+    if os.path.lexists(state / "engines" / f"{engine}.pin.json"):
+        return None  # a rollback's pin (store.known_good.Pin): the full path serves it, or lifts it
+    try:
+        memo = json.loads(read_text(path_of(state, engine), limit=MAX_MEMO_BYTES))  # never through a link
+    except (OSError, ValueError):
+        return None
+    return memo if isinstance(memo, dict) and _memo_holds(memo, recipe) else None

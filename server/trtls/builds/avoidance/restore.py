@@ -20,7 +20,7 @@ from trtls.builds.roots import loaded_write_root
 from trtls.core.paths import UnsafeWrite
 from trtls.store.entries import Entry, NotTrusted, Refused, RestoreFailed
 from trtls.store.stats import record_hit
-from trtls.store.use import StoreUse
+from trtls.store.use import NO_STORE, StoreUse
 
 WAIT_POLL_S = 0.1  # a waiter retries the key's lock this often (flock has no asyncio-friendly blocking form)
 FOLLOW_HELD_S = 30.0  # how long a following matrix cell waits for another build to release its output
@@ -111,6 +111,9 @@ def _restore_held(
 
 
 def remember(use: StoreUse, recipe: Path) -> None:
-    """The fast path's memo for the next unchanged run (builds/avoidance/reuse.py); only for a table's own build."""
-    if use.store is not None and use.key is not None and use.history == use.engine and not use.overridden:
+    """The fast path's memo for the next unchanged run (builds/avoidance/reuse.py); only for a table's own build. A
+    --no-store build's memo keeps its job only (`<engine>.job.json`): its next unchanged run sends it ahead."""
+    if use.key is None or use.history != use.engine or use.overridden:
+        return
+    if use.store is not None or use.not_used == NO_STORE:
         write_memo(recipe, use.history, use.key.hex, use.key.parts, use.output, use.store, use.device, use.job)

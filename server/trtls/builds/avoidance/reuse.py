@@ -198,12 +198,6 @@ def fast_hit(
     memo = looked.memo
     if memo is None:
         return None
-    if looked.missing:
-        # A miss is told before the device is asked: the CLI's worker starts now, not after the first cuInit. Were the
-        # device another (another key, perhaps in the store), the full path finds it and closes that worker unused.
-        if on_miss is not None:
-            on_miss(looked.job)
-        return None
     state = recipe.parent / ".trtls"
     s = memo["store"]
     rdir, kfile = s.get("recipeDir"), s.get("signingKeyFile")
