@@ -1,5 +1,6 @@
-"""The `trtls` entry answers only an unchanged `build [RECIPE] --engine NAME [--json]` before the real parser; every
-other command line goes to `trtls.cli.main` unchanged (a flag it does not know, a typo, a second positional)."""
+"""The `trtls` entry answers only an unchanged `build [RECIPE] --engine NAME [--json]` before the real parser, and
+starts the worker of a certain build (`--no-store`, `--rebuild`) there; every other command line goes to
+`trtls.cli.main` unchanged (a flag it does not know, a typo, a second positional)."""
 
 from __future__ import annotations
 
@@ -27,6 +28,23 @@ def test_an_unchanged_build_is_one_the_entry_may_answer(argv: list[str]) -> None
 
 
 @pytest.mark.parametrize(
+    ("argv", "flags"),
+    [
+        (["build", "--engine", "demo", "--no-store"], {"no_store"}),
+        (["build", ".", "--rebuild", "--engine", "demo"], {"rebuild"}),
+        (["build", "--engine", "demo", "--no-store", "--rebuild", "--json"], {"no_store", "rebuild", "json"}),
+    ],
+)
+def test_a_certain_build_is_taken_by_the_entry_with_its_flags(argv: list[str], flags: set[str]) -> None:
+    """`--no-store` and `--rebuild` build for certain: the entry starts their worker (and sends the last job ahead)
+    before the real parser loads, then the real parser takes the same command line."""
+    args = simple_build(argv)
+    assert args is not None and args.engine == "demo"
+    assert {f for f in ("no_store", "rebuild", "json") if getattr(args, f)} == flags
+    assert not (args.cold or args.all or args.matrix or args.unpin)
+
+
+@pytest.mark.parametrize(
     "argv",
     [
         [],
@@ -34,8 +52,6 @@ def test_an_unchanged_build_is_one_the_entry_may_answer(argv: list[str]) -> None
         ["build"],  # every engine: the real path
         ["build", "--engine"],
         ["build", "--engine", "--json"],
-        ["build", "--engine", "demo", "--rebuild"],
-        ["build", "--engine", "demo", "--no-store"],
         ["build", "--engine", "demo", "--unpin"],
         ["build", "--engine", "demo", "--cold"],
         ["build", "--engine", "demo", "--optimization-level", "3"],

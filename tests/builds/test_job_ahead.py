@@ -81,6 +81,24 @@ def test_an_unchanged_no_store_build_sends_its_job_ahead_from_its_own_memo(works
     assert not _ahead(summaries(workspace)[-1])
 
 
+def test_a_rebuild_of_an_unchanged_recipe_sends_its_job_ahead_and_still_replaces_the_entry(
+    workspace: Path, tmp_path: Path
+) -> None:
+    """`--rebuild` builds even on a hit: certain, so the store's memo's job goes ahead; the engine built goes to the
+    store as a rebuild's always does (the same bytes here: the entry is kept, not replaced)."""
+    store = tmp_path / "store"
+    with_store(workspace, store)
+    assert run_build(workspace).returncode == 0
+    first = summaries(workspace)[-1]
+    rebuilt = run_build(workspace, "--rebuild")
+    assert rebuilt.returncode == 0, rebuilt.stderr
+    s = summaries(workspace)[-1]
+    assert s["outcome"] == "built" and _ahead(s) and s["buildId"] != first["buildId"]
+    (entry,) = store.glob("entries/*")
+    assert json.loads((entry / "entry.json").read_text())["engine"]["sha256"] == s["engineArtifact"]["sha256"]
+    assert s["rebuiltBecause"] == ["--rebuild"], s["rebuiltBecause"]
+
+
 def test_a_job_that_differs_from_the_one_sent_ahead_is_discarded_and_built_from_the_check(
     workspace: Path, tmp_path: Path
 ) -> None:

@@ -13,20 +13,24 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import argparse  # at run time only once a command line is one to answer here (not for `serve`)
 
-# the only flags an unchanged build may carry here; any other word (a typo included) goes to the real parser
+# the only flags an unchanged build may carry here; any other word (a typo included) goes to the real parser.
+# `--no-store` and `--rebuild` are builds for certain: the fast path starts their worker (builds/supervisor/
+# speculation.py) and declines, and the real parser takes the command line as always
 _VALUED = ("--engine",)
-_BARE = ("--json",)
+_BARE = {"--json": "json", "--no-store": "no_store", "--rebuild": "rebuild"}
 
 
 def simple_build(argv: list[str]) -> argparse.Namespace | None:
-    """`build [RECIPE] --engine NAME [--json]` as the namespace `cli.main` would make of it, or None."""
+    """`build [RECIPE] --engine NAME [--json] [--no-store] [--rebuild]` as the namespace `cli.main` would make of it,
+    or None."""
     if not argv or argv[0] != "build":
         return None
-    engine, recipe, as_json = None, None, False
+    engine, recipe = None, None
+    bare = dict.fromkeys(_BARE.values(), False)
     words = iter(argv[1:])
     for word in words:
         if word in _BARE:
-            as_json = True
+            bare[_BARE[word]] = True
         elif word in _VALUED:
             engine = next(words, None)
             if engine is None or engine.startswith("-"):
@@ -42,8 +46,8 @@ def simple_build(argv: list[str]) -> argparse.Namespace | None:
     import argparse
 
     return argparse.Namespace(
-        command="build", engine=engine, recipe=recipe, json=as_json, all=False, matrix=False, cell=None,
-        rebuild=False, no_store=False, cold=False, optimization_level=None, unpin=False,
+        command="build", engine=engine, recipe=recipe, all=False, matrix=False, cell=None, cold=False,
+        optimization_level=None, unpin=False, **bare,
     )  # fmt: skip
 
 

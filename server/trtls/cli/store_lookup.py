@@ -146,14 +146,14 @@ def fast_path(args: argparse.Namespace, *, entry: bool = False) -> int | None:
 def _fast_path(args: argparse.Namespace) -> int | None:
     from trtls.cli.common import find_recipe
 
-    if not args.engine or args.all or args.matrix or args.cell or args.rebuild or args.cold:
+    if not args.engine or args.all or args.matrix or args.cell or args.cold:
         return None
     if getattr(args, "unpin", False):
         return None
     if args.optimization_level is not None:
         return None
     recipe = find_recipe(args.recipe).resolve()
-    if args.no_store:  # a build is certain: its worker starts now, with the last build's job if nothing changed
+    if args.no_store or args.rebuild:  # a build is certain: its worker starts now, with the last job if unchanged
         from trtls.app.unchanged import job_unchanged
 
         _note_miss(recipe, args.engine, job_unchanged(recipe, args.engine))
