@@ -4,10 +4,13 @@ device 0's name and compute capability, for the build evidence and for "can an e
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
+import os
 import sys
 import threading
 from typing import Any
+
+NVIDIA_PROC = "/proc/driver/nvidia"  # the kernel driver's own files: readable without initializing CUDA
+DEVICE_NODES = "/dev"  # where its device nodes (nvidia0, nvidia1, …) are
 
 
 def _load_first(*names: str) -> Any:
@@ -25,7 +28,11 @@ def _find_library(name: str) -> str:
     """ctypes.util.find_library, except on Linux: there it runs `ldconfig -p`, then gcc and ld (~40 ms of child
     processes, on every build's critical path when no driver is installed) to return a soname that dlopen finds by
     itself: the driver's is libcuda.so.1, and a runtime older than libcudart.so.11 is none TensorRT-RTX uses."""
-    return "" if sys.platform.startswith("linux") else ctypes.util.find_library(name) or ""
+    if sys.platform.startswith("linux"):
+        return ""
+    import ctypes.util
+
+    return ctypes.util.find_library(name) or ""
 
 
 def _cuda_version_string(value: int) -> str:
@@ -93,3 +100,38 @@ def cuda_runtime() -> str | None:
 def gpu_available() -> bool:
     """A CUDA driver with at least one device answered. False on this CPU-only machine."""
     return cuda_driver()["device_name"] is not None
+
+
+def device_fingerprint() -> str | None:
+    """What decides `cuda_driver()`'s answer, read without initializing CUDA (a process's first cuInit costs ~0.2 s on
+    a GPU host; this costs a directory listing and a few small reads): the kernel driver's version, the variables
+    that choose and order CUDA's devices, and each GPU this process can open — its device node's minor and the
+    driver's `information` for it (model, UUID, bus). None when the driver's files are not there (no NVIDIA kernel
+    driver, or one that CUDA reaches otherwise, as WSL's): then only `cuda_driver()` can tell. The store's fast path
+    compares it with the one taken beside the memo's device (builds/avoidance/memo.py): equal, same device 0."""
+    proc, dev = NVIDIA_PROC, DEVICE_NODES
+    try:
+        version = _read_small(os.path.join(proc, "version"))
+        gpus = os.path.join(proc, "gpus")
+        infos = [_read_small(os.path.join(gpus, bus, "information")) for bus in sorted(os.listdir(gpus))]
+        nodes = sorted(n for n in os.listdir(dev) if n.startswith("nvidia") and n[6:].isdigit())
+    except OSError:
+        return None
+    usable = {n[6:] for n in nodes if os.access(os.path.join(dev, n), os.R_OK | os.W_OK)}
+    seen = [i for i in infos if _minor(i) in usable]
+    choice = [os.environ.get(k) for k in ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "NVIDIA_VISIBLE_DEVICES")]
+    return repr((version, choice, sorted(usable), seen))
+
+
+def _read_small(path: str) -> str:
+    from trtls.fs import read_text  # the door: a regular file, bounded (a /proc file of the kernel driver)
+
+    return read_text(path, limit=1 << 16, follow=True, errors="replace")
+
+
+def _minor(information: str) -> str | None:
+    for line in information.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() == "Device Minor":
+            return value.strip()
+    return None

@@ -58,11 +58,12 @@ def main(argv: list[str] | None = None) -> int:
     args = simple_build(argv)
     if args is None:
         return _full(given, argv)
-    from trtls.builds.cuda import warm_driver
+    from trtls.builds.cuda import device_fingerprint, warm_driver
 
-    # The memo's last check is the device (a process's first cuInit: ~0.2 s with a GPU, ctypes releases the GIL):
-    # probed from now on, beside the fast path's imports and hashes, and joined before this process ends.
-    warming = warm_driver()
+    # The memo's last check is the device. Where the driver's own files say it (device_fingerprint), that is a few
+    # small reads; elsewhere it is a cuInit (a process's first: ~0.2 s with a GPU, ctypes releases the GIL), probed
+    # from now on, beside the fast path's imports and hashes, and joined before this process ends.
+    warming = warm_driver() if device_fingerprint() is None else None
     try:
         from trtls.cli.console import safe_console
         from trtls.cli.store_lookup import fast_path
@@ -75,7 +76,8 @@ def main(argv: list[str] | None = None) -> int:
         # restore is atomic (its temp is the door's to clean), so the output is as it was — never build after it
         return _interrupted(argv)
     finally:
-        warming.join()
+        if warming is not None:
+            warming.join()
 
 
 def _full(given: list[str] | None, argv: list[str]) -> int:

@@ -86,6 +86,7 @@ def write_memo(recipe: Path, history: str, key: str, parts: dict[str, Any], outp
     """Remember what the key of `history` was computed from (never raises: a memo is only a shortcut), and the job
     it was computed from: a known miss sends it to the worker ahead of the check (builds/supervisor/speculation.py).
     `store` None: a --no-store build's memo (`job_memo_path`), which only `look_job` reads."""
+    from trtls.builds.cuda import device_fingerprint
     from trtls.builds.roots import write_record
     from trtls.builds.supervisor.speculation import job_to_remember
 
@@ -106,6 +107,7 @@ def write_memo(recipe: Path, history: str, key: str, parts: dict[str, Any], outp
         "builderSite": site,
         "builderDirs": _builder_dirs(site),
         "device": device,
+        "deviceFingerprint": device_fingerprint(),  # what the driver's files said beside `device` (`_same_device`)
         "key": key,
         "job": job_to_remember(job),
         "output": str(output),
@@ -129,9 +131,14 @@ def write_memo(recipe: Path, history: str, key: str, parts: dict[str, Any], outp
 
 
 def _same_device(memo: dict[str, Any]) -> bool:
-    """The device the key was computed with is this one (the process's first cuInit: ~0.2 s on a GPU host)."""
-    from trtls.builds.cuda import cuda_driver
+    """The device the key was computed with is this one: when the driver's own files answer and are those read beside
+    the memo's device (builds.cuda.device_fingerprint), it is, without a cuInit; otherwise the driver is asked (a
+    process's first cuInit: ~0.2 s on a GPU host)."""
+    from trtls.builds.cuda import cuda_driver, device_fingerprint
 
+    fingerprint = device_fingerprint()
+    if fingerprint is not None and fingerprint == memo.get("deviceFingerprint"):
+        return True
     return bool(json.loads(json.dumps(cuda_driver(), default=str)) == memo.get("device"))
 
 
