@@ -19,7 +19,7 @@ from typing import Any
 
 from trtls.builds.supervisor.orphans import process_alive, recover_orphans
 from trtls.core.recipe import load_recipe
-from trtls.lsp import editor
+from trtls.lsp.hover import hover_at
 
 from .cli_procs import CliBuild, pause_env, wait_for_file
 
@@ -54,7 +54,7 @@ def _onnx_hover(ws: Path) -> str:
     lines = text.splitlines()
     start = lines.index("[engines.demo]")
     line = next(i for i in range(start + 1, len(lines)) if lines[i].startswith("onnx ="))
-    said = editor.hover(load_recipe(ws / "trtls.toml", text), line, 1)
+    said = hover_at(load_recipe(ws / "trtls.toml", text), line, 1)
     assert said is not None
     return said
 

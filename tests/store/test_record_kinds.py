@@ -32,10 +32,15 @@ def _record(ws: Path, build_id: str) -> dict[str, Any]:
 
 
 def _held_before_build(ws: Path, pause: Path) -> tuple[CliBuild, str, int]:
-    """A `--rebuild` CLI build whose worker waits at `before_build`: (the CLI, the build id, the worker's pid)."""
+    """A `--rebuild` CLI build whose worker waits at `before_build`, once its supervisor runs it: (the CLI, the build
+    id, the worker's pid). A rebuild of an unchanged recipe gets its job before the recipe is checked
+    (builds/supervisor/speculation.py): its worker may wait there before the supervisor has adopted it, when a stop
+    would end a build that never began (nothing recorded, as for any Ctrl-C during the check); so the build's own
+    events file, written once the supervisor runs it, is waited for too."""
     cli = CliBuild(ws, "demo", "--rebuild", env=pause_env(pause, "before_build"))
     marker = wait_for_file(pause, ".before_build")
     build_id, worker = marker.name.removesuffix(".before_build"), int(marker.read_text())
+    wait_for_file(ws / ".trtls" / "runs" / build_id, "events.jsonl")
     marker.rename(marker.with_suffix(".seen"))  # the next build's marker is the only one
     return cli, build_id, worker
 

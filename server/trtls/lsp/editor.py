@@ -1,4 +1,4 @@
-"""Editor features over the recipe schema: code lens, hover, completion, quick fixes.
+"""Editor features over the recipe schema: code lens, completion, quick fixes (the hover: lsp/hover.py).
 
 Everything here is derived from the pydantic models (descriptions, enum values, field names), so a
 new recipe key gets hover and completion without touching this file. Completion works on raw text
@@ -51,16 +51,16 @@ def model_for_table(table: tuple) -> type[BaseModel] | None:
     return model
 
 
-def _enum_values(annotation: object) -> list[str]:
+def enum_values(annotation: object) -> list[str]:
     if typing.get_origin(annotation) is typing.Literal:
         return [str(a) for a in typing.get_args(annotation)]
     out: list[str] = []
     for arg in typing.get_args(annotation):
-        out.extend(_enum_values(arg))
+        out.extend(enum_values(arg))
     return out
 
 
-def _type_name(annotation: object) -> str:
+def type_name(annotation: object) -> str:
     return str(annotation).replace("typing.", "").replace("<class '", "").replace("'>", "")
 
 
@@ -158,83 +158,6 @@ def code_lenses(
     return out
 
 
-# -- hover -------------------------------------------------------------------------------------
-_READ_NOW = "read now"  # `hover` reads the model's declared inputs itself (the CLI and tests; the server reads first)
-
-
-def declared_hover(loaded: LoadedRecipe, line: int, col: int) -> str | None:
-    """The model's declared inputs for the key at (line, col), or None: it reads the model (a cache miss opens the
-    ONNX file), so the server calls it in a thread and hands the answer to `hover`."""
-    hit = loaded.source_map.path_at(line, col)
-    if hit is None:
-        return None
-    from trtls.onnx_files.assist import hover_text
-
-    return hover_text(loaded, hit[0], hit[1])
-
-
-def hover(
-    loaded: LoadedRecipe,
-    line: int,
-    col: int,
-    recorded: Callable[[Path], dict[str, str]] | None = None,
-    declared: str | None = _READ_NOW,
-) -> str | None:
-    """The hover at (line, col); `recorded`: where the recipe's recorded runs come from, as for `code_lenses`;
-    `declared`: `declared_hover`'s answer when the caller read it already (off the event loop)."""
-    hit = loaded.source_map.path_at(line, col)
-    if hit is None:
-        return None
-    path, _ = hit
-    if declared is _READ_NOW:
-        declared = declared_hover(loaded, line, col)
-    if len(path) == 3 and path[0] == "engines" and path[2] == "onnx":  # what TensorRT said of it, as recorded
-        said = _recorded_capability(loaded, str(path[1]), recorded)
-        above = declared or _key_hover(path)
-        if said is not None:
-            return f"{above}\n\n---\n\n{said}" if above else said
-    if declared is not None:
-        return declared
-    return _key_hover(path)
-
-
-def _key_hover(path: tuple) -> str | None:
-    """The recipe key's own words: its field's type, description, values and default (from the pydantic model)."""
-    keys = [p for p in path if not isinstance(p, int)]
-    if not keys:
-        return None
-    model = model_for_table(tuple(path[:-1]) if not isinstance(path[-1], int) else tuple(path[:-2]))
-    key = str(keys[-1])
-    if model is None or key not in model.model_fields:
-        if len(path) == 2 and path[0] == "engines":
-            return f"**engine `{path[1]}`** — built by `trtls build --engine {path[1]}` or the Build Engine lens."
-        return None
-    info = model.model_fields[key]
-    text = f"**{key}** · `{_type_name(info.annotation)}`\n\n{info.description or ''}"
-    values = _enum_values(info.annotation)
-    if values:
-        text += "\n\nOne of: " + ", ".join(f"`{v}`" for v in values)
-    if info.default is not None and not callable(info.default) and str(info.default) != "PydanticUndefined":
-        text += f"\n\nDefault: `{info.default}`"
-    return text
-
-
-def _recorded_capability(
-    loaded: LoadedRecipe, engine: str, recorded: Callable[[Path], dict[str, str]] | None
-) -> str | None:
-    """The capability answer of the engine's last recorded build (report/capability_lens.py's words), with whether
-    the model is still the one that build read (lsp/recorded_runs.model_since: any outcome's record names it)."""
-    from trtls.lsp.recorded_runs import model_since
-    from trtls.report.capability_lens import capability_hover, latest_runs, recorded_answer
-
-    build_id = (recorded or latest_runs)(loaded.path).get(engine)
-    found = recorded_answer(loaded.path, build_id) if build_id is not None else None
-    if build_id is None or found is None:
-        return None
-    summary, answer = found
-    return capability_hover(engine, build_id, summary, answer, model_since(loaded, engine, summary))
-
-
 # -- completion --------------------------------------------------------------------------------
 def completions(
     text: str, line: int, col: int, model_of: Callable[[str], ModelInputs | None] | None = None
@@ -258,7 +181,7 @@ def completions(
             return []
         return [
             lsp.CompletionItem(label=f'"{v}"', kind=lsp.CompletionItemKind.EnumMember, documentation=info.description)
-            for v in _enum_values(info.annotation)
+            for v in enum_values(info.annotation)
         ]
     present = set()
     start = max((i for i in range(line + 1) if HEADER.match(lines[i])), default=-1)
@@ -276,7 +199,7 @@ def completions(
             lsp.CompletionItem(
                 label=name,
                 kind=lsp.CompletionItemKind.Property,
-                detail=_type_name(info.annotation),
+                detail=type_name(info.annotation),
                 documentation=info.description,
                 insert_text=f"{name} = ",
             )

@@ -45,7 +45,6 @@ if TYPE_CHECKING:  # the models load on the first command, never on initialize's
     from pydantic import BaseModel
 
     from trtls.core import wire
-    from trtls.core.recipe import LoadedRecipe
     from trtls.lsp.command_args import (
         AllowLicenseArgs,
         BuildEngineArgs,
@@ -203,26 +202,17 @@ def code_lens(ls: TrtlsServer, params: lsp.CodeLensParams) -> list[lsp.CodeLens]
 async def hover(ls: TrtlsServer, params: lsp.HoverParams) -> lsp.Hover | None:
     if not is_recipe(params.text_document.uri):
         return None
-    from trtls.lsp import editor
-
     loaded = ls.checked(params.text_document.uri)
     if loaded is None:
         return None
+    from trtls.lsp.hover import declared_in_thread, hover_at
     from trtls.lsp.recorded_runs import recorded_runs  # the last reading, never a reading on the event loop
 
     line, col = params.position.line, params.position.character
     # the model's declared inputs are read in a thread: a model not in the inputs cache is opened and walked
-    declared = await asyncio.to_thread(_declared_in_thread, loaded, line, col)
-    text = editor.hover(loaded, line, col, recorded_runs(ls).latest, declared)
+    declared = await asyncio.to_thread(declared_in_thread, loaded, line, col)
+    text = hover_at(loaded, line, col, recorded_runs(ls).latest, declared)
     return lsp.Hover(contents=lsp.MarkupContent(kind=lsp.MarkupKind.Markdown, value=text)) if text else None
-
-
-def _declared_in_thread(loaded: LoadedRecipe, line: int, col: int) -> str | None:
-    from trtls.lsp import editor
-    from trtls.lsp.recorded_runs import pause_for_test
-
-    pause_for_test("model_inputs", str(loaded.path))  # TRTLS_TEST_PAUSE=model_inputs:<folder> (tests only)
-    return editor.declared_hover(loaded, line, col)
 
 
 @server.feature(lsp.TEXT_DOCUMENT_COMPLETION, lsp.CompletionOptions(trigger_characters=["=", " ", "["]))

@@ -1,0 +1,95 @@
+"""The hover over a recipe: a key's own words (its field's type, description, values and default, from the pydantic
+model), the model's declared inputs under an input name or on `onnx` (read in a thread by the server:
+`declared_in_thread`), and on `onnx` what TensorRT said at the engine's last recorded build."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from trtls.core.recipe import LoadedRecipe
+from trtls.lsp.editor import enum_values, model_for_table, type_name
+
+_READ_NOW = "read now"  # `hover_at` reads the declared inputs itself (the CLI and tests; the server reads first)
+
+
+def declared_hover(loaded: LoadedRecipe, line: int, col: int) -> str | None:
+    """The model's declared inputs for the key at (line, col), or None: it reads the model (a cache miss opens the
+    ONNX file), so the server calls it in a thread and hands the answer to `hover_at`."""
+    hit = loaded.source_map.path_at(line, col)
+    if hit is None:
+        return None
+    from trtls.onnx_files.assist import hover_text
+
+    return hover_text(loaded, hit[0], hit[1])
+
+
+def hover_at(
+    loaded: LoadedRecipe,
+    line: int,
+    col: int,
+    recorded: Callable[[Path], dict[str, str]] | None = None,
+    declared: str | None = _READ_NOW,
+) -> str | None:
+    """The hover at (line, col); `recorded`: where the recipe's recorded runs come from, as for `code_lenses`;
+    `declared`: `declared_hover`'s answer when the caller read it already (off the event loop)."""
+    hit = loaded.source_map.path_at(line, col)
+    if hit is None:
+        return None
+    path, _ = hit
+    if declared is _READ_NOW:
+        declared = declared_hover(loaded, line, col)
+    if len(path) == 3 and path[0] == "engines" and path[2] == "onnx":  # what TensorRT said of it, as recorded
+        said = _recorded_capability(loaded, str(path[1]), recorded)
+        above = declared or _key_hover(path)
+        if said is not None:
+            return f"{above}\n\n---\n\n{said}" if above else said
+    if declared is not None:
+        return declared
+    return _key_hover(path)
+
+
+def _key_hover(path: tuple) -> str | None:
+    """The recipe key's own words: its field's type, description, values and default (from the pydantic model)."""
+    keys = [p for p in path if not isinstance(p, int)]
+    if not keys:
+        return None
+    model = model_for_table(tuple(path[:-1]) if not isinstance(path[-1], int) else tuple(path[:-2]))
+    key = str(keys[-1])
+    if model is None or key not in model.model_fields:
+        if len(path) == 2 and path[0] == "engines":
+            return f"**engine `{path[1]}`** — built by `trtls build --engine {path[1]}` or the Build Engine lens."
+        return None
+    info = model.model_fields[key]
+    text = f"**{key}** · `{type_name(info.annotation)}`\n\n{info.description or ''}"
+    values = enum_values(info.annotation)
+    if values:
+        text += "\n\nOne of: " + ", ".join(f"`{v}`" for v in values)
+    if info.default is not None and not callable(info.default) and str(info.default) != "PydanticUndefined":
+        text += f"\n\nDefault: `{info.default}`"
+    return text
+
+
+def _recorded_capability(
+    loaded: LoadedRecipe, engine: str, recorded: Callable[[Path], dict[str, str]] | None
+) -> str | None:
+    """The capability answer of the engine's last recorded build (report/capability_lens.py's words), with whether
+    the model is still the one that build read (lsp/recorded_runs.model_since: any outcome's record names it)."""
+    from trtls.lsp.recorded_runs import model_since
+    from trtls.report.capability_lens import capability_hover, latest_runs, recorded_answer
+
+    build_id = (recorded or latest_runs)(loaded.path).get(engine)
+    found = recorded_answer(loaded.path, build_id) if build_id is not None else None
+    if build_id is None or found is None:
+        return None
+    summary, answer = found
+    return capability_hover(engine, build_id, summary, answer, model_since(loaded, engine, summary))
+
+
+def declared_in_thread(loaded: LoadedRecipe, line: int, col: int) -> str | None:
+    """`declared_hover` as the server runs it, in a thread, held there by the test hook
+    (`TRTLS_TEST_PAUSE=model_inputs:<folder>`, tests only)."""
+    from trtls.lsp.recorded_runs import pause_for_test
+
+    pause_for_test("model_inputs", str(loaded.path))
+    return declared_hover(loaded, line, col)
