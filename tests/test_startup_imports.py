@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from trtls.builds.supervisor.speculation import NOTE
+
 # Loaded before the worker starts, they put ~0.3 s of imports (and the store's) ahead of its start.
 LATE_FOR_A_BUILD = (
     "pydantic",
@@ -100,6 +102,23 @@ def test_a_build_starts_its_worker_before_the_recipe_models_and_probes_cuda_with
     assert loaded == [], f"imported before the worker started: {loaded}"
     probes = [argv for argv in report["children"] if Path(argv[0]).name in ("ldconfig", "gcc", "ld", "cc")]
     assert probes == [], f"the CUDA probe ran {probes}"
+
+
+def test_a_certain_build_starts_its_worker_before_it_hashes_the_inputs_for_the_job_ahead(
+    workspace: Path, tmp_path: Path
+) -> None:
+    """`--no-store` builds whatever the memo says, so its worker starts as soon as the recipe names the builder; the
+    memo's look (reading the job kept by the last build, hashing every input the key reads) runs while the worker
+    imports TensorRT, and its job still goes ahead."""
+    first = build_report(tmp_path, "build", str(workspace), "--engine", "demo", "--no-store")  # keeps its job
+    assert first["code"] == 0 and (workspace / ".trtls" / "engines" / "demo.job.json").is_file()
+    report = build_report(tmp_path, "build", str(workspace), "--engine", "demo", "--no-store")
+    assert report["code"] == 0
+    assert report["at_spawn"] is not None, "no worker was started"
+    assert "trtls.builds.avoidance.memo" not in report["at_spawn"], "the memo was looked at before the spawn"
+    runs = sorted((workspace / ".trtls" / "runs").glob("demo-*/summary.json"), key=lambda p: p.stat().st_mtime)
+    summary = json.loads(runs[-1].read_text())
+    assert NOTE in (summary.get("notes") or []), "the job did not go ahead"
 
 
 def test_the_cuda_driver_probe_of_the_store_key_starts_beside_the_recipe_load(workspace: Path, tmp_path: Path) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from trtls.cli.exits import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
@@ -88,10 +89,12 @@ known_miss = False  # the fast path saw the engine's key (its memo held) absent 
 _started: tuple[Any, Any] | None = None  # (the worker the miss started, the job it was sent ahead or None)
 
 
-def _note_miss(recipe: Any, engine: str, job: dict[str, Any] | None) -> None:
-    """A known miss: the build is certain, so its worker starts now — before the parser, asyncio and the build's
-    modules are imported — and, when the memo kept the last build's job, gets this build's job ahead of the check
-    (builds/supervisor/speculation.py). `cli.main` adopts it (`take_started`)."""
+def _note_miss(recipe: Any, engine: str, job_of: Callable[[], dict[str, Any] | None]) -> None:
+    """A build is certain (a known miss, `--no-store`, `--rebuild`), so its worker starts now — before the parser,
+    asyncio and the build's modules are imported — and, when `job_of` gives the last build's job (the memo's, nothing
+    the key reads changed), gets this build's job ahead of the check (builds/supervisor/speculation.py). `job_of` is
+    asked after the spawn: where it still hashes the inputs (`--no-store`), that runs while the worker starts.
+    `cli.main` adopts the worker (`take_started`)."""
     global known_miss, _started
     known_miss = True
     from trtls.builds.supervisor.spawn import preload_for, start_now
@@ -103,13 +106,13 @@ def _note_miss(recipe: Any, engine: str, job: dict[str, Any] | None) -> None:
         worker = start_now(preload)
     except OSError:
         return  # the full path starts one, and says why it cannot
-    ahead = None
+    _started = (worker, None)  # adopted even if what follows is interrupted
+    job = job_of()
     if job is not None:
         from trtls.builds.run_ids import new_run_id
         from trtls.builds.supervisor.speculation import send_ahead
 
-        ahead = send_ahead(worker, job, engine, new_run_id(engine))
-    _started = (worker, ahead)
+        _started = (worker, send_ahead(worker, job, engine, new_run_id(engine)))
 
 
 def take_started() -> tuple[Any, Any] | None:
@@ -156,11 +159,11 @@ def _fast_path(args: argparse.Namespace) -> int | None:
     if args.no_store or args.rebuild:  # a build is certain: its worker starts now, with the last job if unchanged
         from trtls.app.unchanged import job_unchanged
 
-        _note_miss(recipe, args.engine, job_unchanged(recipe, args.engine))
+        _note_miss(recipe, args.engine, lambda: job_unchanged(recipe, args.engine))
         return None
     from trtls.app.unchanged import reuse_unchanged
 
-    reused = reuse_unchanged(recipe, args.engine, lambda job: _note_miss(recipe, args.engine, job))
+    reused = reuse_unchanged(recipe, args.engine, lambda job: _note_miss(recipe, args.engine, lambda: job))
     if reused is None:
         return None
     if not args.json:
