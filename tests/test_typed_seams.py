@@ -5,8 +5,12 @@ they hold (`self._supervisor`, a run's dataclass field) is declared `Any`, so my
 and its return its reply in trtls.core.wire.
 
 Two things are let through, each for a stated reason:
-- `dict[str, Any]`: a JSON record (an evidence record, summary.json, a job's overrides) as read from disk or built
-  for it; its typed model is the other half of item 5 (one `Summary` model), not yet built.
+- `dict[str, Any]`: JSON that has no model of its own (a job, a build's overrides, a reduction's or a divergence
+  run's result record, a builder probe), as read from disk or built for it. The evidence record (summary.json) has
+  one, `Summary` (core.summary_record): the results the application layer hands the faces carry it (a reuse, a
+  rollback, a matrix's served and restored cells), never the dict. Two readers still take that record as a dict:
+  `app.unchanged`'s reuse on the terminal's fast path, which imports no pydantic by design, and the records of
+  recovered builds that `lsp.build_commands.recover` words.
 - `ALLOWED` below: the raw argument of a command as lsprotocol declares it (`ExecuteCommandParams.arguments:
   Sequence[LSPAny]`), before its model validates it; pygls structures it by this very annotation (cattrs has no
   hook for `object`); and the client's initializationOptions, LSPAny likewise until parsed."""
@@ -80,6 +84,18 @@ def test_no_seam_takes_or_returns_any() -> None:
     assert not bad, "Any in a signature at the seams (give it its real type):\n" + "\n".join(bad)
     stale = set(ALLOWED) - {(file, fn, name) for file, fn, name, _ in found}
     assert not stale, f"allowed but no longer untyped (remove from ALLOWED): {sorted(stale)}"
+
+
+def test_results_carry_the_summary_not_a_dict() -> None:
+    """No field of a result the application layer hands the faces (app/results.py, app/rollback.py) is a JSON dict:
+    the evidence record it carries is a `Summary`, so a face reads `summary.buildId`, not `summary["buildId"]`."""
+    found = []
+    for path in (SERVER / "app" / "results.py", SERVER / "app" / "rollback.py"):
+        for cls in (n for n in ast.walk(ast.parse(path.read_text())) if isinstance(n, ast.ClassDef)):
+            for field in (n for n in cls.body if isinstance(n, ast.AnnAssign)):
+                if any(_json_record(n) for n in ast.walk(field.annotation) if isinstance(n, ast.expr)):
+                    found.append(f"{path.name}:{field.lineno}: {cls.name}.{ast.unparse(field.target)}")
+    assert not found, "a result holding a dict (give it its model):\n" + "\n".join(found)
 
 
 def test_the_rule_sees_what_it_forbids(tmp_path: Path) -> None:

@@ -21,6 +21,7 @@ from trtls.builds.supervisor.supervisor import Supervisor
 from trtls.core.codes import ERROR
 from trtls.core.findings import Finding
 from trtls.core.recipe import LoadedRecipe
+from trtls.core.summary_record import Summary
 from trtls.store.entries import StoreUnusable
 
 Say = Callable[[str], None]
@@ -139,7 +140,8 @@ async def request_build(
         return Refused("pin_unavailable", [Finding(exc.code, ERROR, str(exc))], use.all_warnings())
     if reused is not None:
         await discard(worker)
-        return Reused(reused, evidence_path(loaded.path, reused["buildId"]), use)
+        summary = Summary.written(reused)
+        return Reused(summary, evidence_path(loaded.path, str(summary.buildId)), use)
     started = _start(
         supervisor,
         loaded,

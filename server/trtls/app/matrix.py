@@ -13,13 +13,14 @@ from trtls.builds.supervisor.matrix import PlannedCell, plan, start_matrix
 from trtls.builds.supervisor.runs import RunRegistry
 from trtls.builds.supervisor.supervisor import Supervisor
 from trtls.core.recipe import LoadedRecipe
+from trtls.core.summary_record import Summary
 
 if TYPE_CHECKING:
     from trtls.builds.farm.placement import RemoteSpec
 
-FollowerDone = Callable[[str, "dict[str, Any] | None", str], None]
+FollowerDone = Callable[[str, Summary | None, str], None]
 # the lookup's answer, before anything is placed or started: the store's warnings and the cells it served
-LookedUp = Callable[[list[str], list[tuple[PlannedCell, dict[str, Any]]]], None]
+LookedUp = Callable[[list[str], list[tuple[PlannedCell, Summary]]], None]
 
 
 async def request_matrix(
@@ -60,10 +61,11 @@ async def request_matrix(
         if not planned:
             return Refused("bad_request", [request_error("TRT177", f"no matrix cell named {cell}")])
     found = await avoidance.avoid_cells(loaded, planned, no_store=no_store, rebuild=rebuild)
+    served = [(p, Summary.written(record)) for p, record in found.reused]
     if on_looked_up is not None:
-        on_looked_up(found.warnings, found.reused)
+        on_looked_up(found.warnings, served)
     if not found.left:  # every cell is up to date: no run starts
-        return MatrixStarted(None, [], found.reused, found.warnings)
+        return MatrixStarted(None, [], served, found.warnings)
     try:
         remote_for = await _placed(loaded, found.left, say)
         if isinstance(remote_for, Refused):  # nothing was submitted: the keys' locks go
@@ -74,14 +76,19 @@ async def request_matrix(
     except BaseException:
         found.release()
         raise
-    avoidance.attach_cells(mb, found.uses, on_follower)
+    avoidance.attach_cells(mb, found.uses, None if on_follower is None else _with_summary(on_follower))
     if runs is not None:
         registry = runs
         registry.add(mb, "matrix", scope)
         for b in mb.cells:
             registry.add(b, "build", scope)
         mb.listeners.append(lambda m, b, ev: registry.add(b, "build", scope) if b is not None else None)
-    return MatrixStarted(mb, found.left, found.reused, found.warnings)
+    return MatrixStarted(mb, found.left, served, found.warnings)
+
+
+def _with_summary(on_follower: FollowerDone) -> avoidance.FollowerDone:
+    """`on_follower` as the store calls it, with the restored cell's record as it built it (a dict)."""
+    return lambda cell, record, said: on_follower(cell, None if record is None else Summary.written(record), said)
 
 
 async def _placed(

@@ -5,13 +5,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from trtls.builds.supervisor.build import Build
 from trtls.builds.supervisor.matrix import MatrixBuild, PlannedCell
 from trtls.core.codes import ERROR
 from trtls.core.findings import Finding, TomlPath
 from trtls.store.use import StoreUse
+
+if TYPE_CHECKING:  # the model's pydantic is loaded where a result is made (the recipe models are by then)
+    from trtls.core.summary_record import Summary
 
 # why a request started nothing: the recipe has errors, the request names what the recipe lacks (an engine, a
 # cell), the store cannot serve its mode (TRT330/TRT331), a rollback's pin cannot be served (nothing is built over
@@ -39,13 +42,13 @@ class Reused:
     """The engine store (or a rollback's pin) served the engine: restored to the output, no worker started.
     `summary` is the reuse's evidence record (outcome `reused`), `evidence_path` its summary.json."""
 
-    summary: dict[str, Any]
+    summary: Summary
     evidence_path: Path
     use: StoreUse | None = None
 
     @property
     def build_id(self) -> str:
-        return str(self.summary["buildId"])
+        return str(self.summary.buildId)
 
 
 @dataclass(frozen=True)
@@ -70,7 +73,7 @@ class MatrixStarted:
 
     matrix: MatrixBuild | None
     left: list[PlannedCell]
-    reused: list[tuple[PlannedCell, dict[str, Any]]]
+    reused: list[tuple[PlannedCell, Summary]]
     warnings: list[str] = field(default_factory=list)
 
 

@@ -7,10 +7,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
-from trtls.app.results import Refused
+from trtls.app.results import Refused, evidence_path
 from trtls.core.recipe import LoadedRecipe
+
+if TYPE_CHECKING:
+    from trtls.core.summary_record import Summary
 
 
 @dataclass(frozen=True)
@@ -19,13 +22,12 @@ class RolledBack:
     record (outcome `rolled_back`); `evidence_error` is set when the restore happened but its record could not be
     written (TRT413)."""
 
-    summary: dict[str, Any]
+    summary: Summary
     evidence_path: Path
 
     @property
     def evidence_error(self) -> str | None:
-        error = self.summary.get("evidenceError")
-        return str(error) if error else None
+        return self.summary.evidenceError or None
 
 
 @dataclass(frozen=True)
@@ -48,9 +50,11 @@ def request_rollback(
     if refused is not None:
         return refused
     from trtls.builds.avoidance.rollback import RollbackError, rollback
+    from trtls.core.summary_record import Summary
 
     try:
-        summary = rollback(loaded, engine, to, via)
+        record = rollback(loaded, engine, to, via)
     except RollbackError as exc:
         return RollbackFailed(exc.code, str(exc))
-    return RolledBack(summary, loaded.path.parent / ".trtls" / "runs" / str(summary["buildId"]) / "summary.json")
+    summary = Summary.written(record)
+    return RolledBack(summary, evidence_path(loaded.path, str(summary.buildId)))

@@ -98,7 +98,7 @@ def cmd_rollback(args: argparse.Namespace) -> int:
     if isinstance(asked, RollbackFailed):
         report_error(asked.code, asked.message, str(loaded.path))
         return EXIT_FAILED
-    print(terminal_safe(f"{args.name}: {asked.summary['message']}"))
+    print(terminal_safe(f"{args.name}: {asked.summary.message}"))
     if asked.evidence_error:  # restored, but its record could not be written (TRT413)
         print(terminal_safe(f"  evidence: {asked.evidence_error}"))
         return EXIT_FAILED

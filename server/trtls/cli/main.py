@@ -128,7 +128,7 @@ async def _build_one(
     )
     if isinstance(result, Reused):
         store_lookup.say_lookup(engine, result.use, quiet=args.json)
-        return store_lookup.print_reused(engine, result.summary, loaded.path, bool(args.json))
+        return store_lookup.print_reused(engine, result.summary.record(), loaded.path, bool(args.json))
     if isinstance(result, Refused):
         return store_lookup.report_refused(loaded, result)
     assert not isinstance(result, AlreadyBuilding)  # the terminal keeps no registry of running builds
@@ -207,7 +207,9 @@ async def _run_matrix(
         rebuild=bool(args.rebuild),
         say=None if args.json else store_lookup.say,
         # a hit cell costs no worker, no node
-        on_looked_up=lambda warnings, reused: store_lookup.say_cells_looked_up(warnings, reused, as_json=args.json),
+        on_looked_up=lambda warnings, reused: store_lookup.say_cells_looked_up(
+            warnings, [(p, summary.record()) for p, summary in reused], as_json=args.json
+        ),
         on_follower=store_lookup.follower_said(not_restored, quiet=args.json),
     )
     if isinstance(result, Refused):

@@ -68,15 +68,14 @@ async def start_build(ls: TrtlsServer, args: BuildEngineArgs) -> wire.BuildEngin
     if isinstance(result, AlreadyBuilding):
         return wire.BuildEngineReply(buildId=result.build.id, engine=args.engine, status="already_building")
     if isinstance(result, Reused):  # no worker, no TensorRT
-        reuse = Summary.written(result.summary)
-        finish_restored(ls, args.uri, reuse, loaded.path)
+        finish_restored(ls, args.uri, result.summary, loaded.path)
         return wire.BuildEngineReply(
             buildId=result.build_id,
             engine=args.engine,
             status="reused",
-            message=reuse.message,
-            engineKey=reuse.engineKey,
-            reusedFrom=reuse.reusedFrom,
+            message=result.summary.message,
+            engineKey=result.summary.engineKey,
+            reusedFrom=result.summary.reusedFrom,
             evidencePath=str(result.evidence_path),
         )
     if isinstance(result, Refused):
@@ -108,17 +107,16 @@ async def _matrix(ls: TrtlsServer, args: BuildMatrixArgs, loaded: LoadedRecipe) 
         ls.publish(args.uri)
         return wire.BuildMatrixReply(buildId=None, status="invalid_recipe", errors=[f.message for f in loaded.errors])
 
-    def looked_up(warnings: list[str], served: list[tuple[PlannedCell, dict[str, Any]]]) -> None:
+    def looked_up(warnings: list[str], served: list[tuple[PlannedCell, Summary]]) -> None:
         for w in warnings:
             ls.window_log_message(lsp.LogMessageParams(type=lsp.MessageType.Warning, message=f"trtls: {w}"))
 
     parent: list[str] = []  # the matrix's id, once it started (a follower's row names it)
 
-    def on_follower(cell: str, summary: dict[str, Any] | None, said: str) -> None:
+    def on_follower(cell: str, summary: Summary | None, said: str) -> None:
         """A cell of the same key as one this matrix built: its restored row, or a warning that it has no engine."""
         if summary is not None:
-            finish_restored(ls, args.uri, Summary.written(summary), loaded.path, cell=cell.split("/", 1)[-1],
-                            parent_id=parent[0])  # fmt: skip
+            finish_restored(ls, args.uri, summary, loaded.path, cell=cell.split("/", 1)[-1], parent_id=parent[0])
         else:
             ls.window_show_message(
                 lsp.ShowMessageParams(type=lsp.MessageType.Warning, message=f"TensorRT: {cell}: {said}")
@@ -142,16 +140,15 @@ async def _matrix(ls: TrtlsServer, args: BuildMatrixArgs, loaded: LoadedRecipe) 
             raise refused_request(result)
         _place_refusal(ls, args.uri, [args.engine] if args.engine else list(loaded.recipe.engines), result.findings)
         return wire.BuildMatrixReply(buildId=None, status="refused", errors=result.lines)
-    reused = [reused_cell(p, Summary.written(summary), loaded.path) for p, summary in result.reused]
+    reused = [reused_cell(p, summary, loaded.path) for p, summary in result.reused]
     mb = result.matrix
     if mb is None:  # every cell is up to date: no run starts
         for p, summary in result.reused:
-            finish_restored(ls, args.uri, Summary.written(summary), loaded.path, cell=p.cell.name if p.cell else None)
+            finish_restored(ls, args.uri, summary, loaded.path, cell=p.cell.name if p.cell else None)
         return wire.BuildMatrixReply(buildId=None, status="reused", reused=reused)
     parent.append(mb.id)
     for p, summary in result.reused:
-        finish_restored(ls, args.uri, Summary.written(summary), loaded.path, cell=p.cell.name if p.cell else None,
-                        parent_id=mb.id)  # fmt: skip
+        finish_restored(ls, args.uri, summary, loaded.path, cell=p.cell.name if p.cell else None, parent_id=mb.id)
     has_progress = wants_progress(ls)  # before the run starts: a token the client sent is for it
     relay = MatrixRelay(ls, mb, args.uri, ls.options.build_tree, has_progress, lambda m: matrix_done(ls, m))
     await relay.start()

@@ -31,10 +31,9 @@ async def rollback_engine(ls: TrtlsServer, args: RollbackEngineArgs) -> Rollback
         raise refused_request(asked)
     if isinstance(asked, RollbackFailed):
         raise JsonRpcInvalidParams(f"{asked.code} {asked.message}", data={"code": asked.code})
-    from trtls.core.summary_record import Summary
     from trtls.lsp.build_commands import finish_restored
 
-    summary = Summary.written(asked.summary)
+    summary = asked.summary
     finish_restored(ls, args.uri, summary, loaded.path)  # a finished row, its evidence, lens and diagnostics
     return RollbackEngineReply(
         buildId=str(summary.buildId),
