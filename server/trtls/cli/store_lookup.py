@@ -8,12 +8,16 @@ import argparse
 import json
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trtls.cli.exits import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
 from trtls.cli.usage import JsonErrors, emit_error
 from trtls.core.display import rebuilding_text
 from trtls.core.terminal_text import terminal_safe
+
+if TYPE_CHECKING:  # the fast path imports this module before pydantic: types only
+    from trtls.app.matrix import FollowerDone
+    from trtls.core.summary_record import Summary
 
 
 def say(msg: str) -> None:
@@ -185,12 +189,12 @@ def say_cells_looked_up(warnings: list[str], reused: list[tuple[Any, dict[str, A
             print(f"{p.key}: {summary['message']}")
 
 
-def follower_said(missing: list[str], *, quiet: bool) -> Any:
+def follower_said(missing: list[str], *, quiet: bool) -> FollowerDone:
     """What became of a cell of the same key as one the matrix built (restored from its entry, or not built), said;
     a cell that could not be restored is added to `missing`: the matrix did not produce every output it was asked
     for, whatever its built cells say (the caller's exit code)."""
 
-    def on_follower(cell: str, summary: dict[str, Any] | None, said: str) -> None:
+    def on_follower(cell: str, summary: Summary | None, said: str) -> None:
         if summary is None:
             missing.append(cell)
         if not quiet:
