@@ -115,6 +115,7 @@ MIGRATED: tuple[str, ...] = (
     "core/build_view.py",
     "cli/terminal_view.py",
     "cli/matrix_view.py",
+    "cli/store_explain.py",
 )
 NOT_A_BUILD_RECORD = {
     "report/route_page.py": "reads a gates run's route record, not a build's",
@@ -126,18 +127,9 @@ NOT_A_BUILD_RECORD = {
     "builds/avoidance/lookup.py": "writes the build's record (the store's fields added before it is written)",
     "builds/avoidance/reuse.py": "writes the reuse's record",
     "builds/avoidance/rollback.py": "writes the rollback's record",
-    "store/farm_keys.py": "judges a record a farm node builds in memory; the node imports no pydantic",
     "builds/supervisor/build_end.py": "writes the build's record (and adds the evidence error to it)",
     "builds/supervisor/orphans.py": "builds the recovered record (its engineOnDisk and renamed are working fields)",
     "builds/supervisor/matrix.py": "owned by the farm work: reads back the matrix record it built in memory",
-    # `trtls accept` audits the record as written: criterion 7 judges which keys are there and every value, values
-    # the model refuses included (its tests write `language = "rust"` and delete keys to see it fail), so the
-    # harness keeps the record the face returned and the one on disk as the dicts they are
-    "accept/runner.py": "keeps the face's and the disk's record as written (Observation.summary, .summary_on_disk)",
-    "accept/report.py": "lists the runbook keys the audited record holds, as written",
-    "accept/faults.py": "a scenario reads the record it audits (the face's, as written)",
-    "accept/artifact_scenarios.py": "a scenario reads the record it audits (the face's, as written)",
-    "accept/stop_scenarios.py": "a scenario reads the record it audits (the disk's, as written)",
 }
 
 

@@ -162,6 +162,7 @@ def test_full_tensorrt_on_a_cluster_is_not_looked_up_nor_published(tmp_path: Pat
     cluster it is. And a full-TensorRT build whose device differs from the key's is not published."""
     from trtls.builds.avoidance import lookup as avoidance
     from trtls.core.recipe import load_recipe
+    from trtls.core.summary_record import Summary
     from trtls.store.farm_keys import FULL_TRT_ON_CLUSTER, builder_mismatch
 
     monkeypatch.syspath_prepend(str(_fake_builder(tmp_path / "fake", "tensorrt", "tensorrt_cu12", "10.13.0.35")))
@@ -188,8 +189,8 @@ def test_full_tensorrt_on_a_cluster_is_not_looked_up_nor_published(tmp_path: Pat
         env = {"device_name": device_name}
         return {"builderModule": "tensorrt", "tensorrtVersion": "10.13.0.35", "environment": env}
 
-    said = builder_mismatch(use.key, summary("L4"))
+    said = builder_mismatch(use.key, Summary.written(summary("L4")))
     assert said is not None and f"device L4 (on this build) ≠ {device} (the key's" in said
-    assert builder_mismatch(use.key, summary(device)) is None
-    said = builder_mismatch(use.key, {**summary(device), "tensorrtVersion": "10.14.1"})
+    assert builder_mismatch(use.key, Summary.written(summary(device))) is None
+    said = builder_mismatch(use.key, Summary.written({**summary(device), "tensorrtVersion": "10.14.1"}))
     assert said is not None and "builder tensorrt 10.14.1 (on this build) ≠ tensorrt 10.13.0.35" in said

@@ -55,7 +55,7 @@ def sc_readonly_output(ctx: Context) -> Observation:
     finally:
         _undo_readonly(folder, how, ctx.scratch)
     rec.after(summary, extra)
-    rec.obs.extra["note"] = f"output folder made unwritable with {how}: {(summary or {}).get('error')}"
+    rec.obs.extra["note"] = f"output folder made unwritable with {how}: {summary.error}"
     rec.retry()
     return rec.finish()
 
@@ -93,15 +93,13 @@ def sc_network_change(ctx: Context) -> Observation:
         ctx,
         "network_change",
         ws,
-        {"cancel_source": None, "outcome": "built", "config_hash_differs_from": ctx.baseline.get("buildConfigHash")},
+        {"cancel_source": None, "outcome": "built", "config_hash_differs_from": ctx.baseline.buildConfigHash},
     )
     _change_network(rec.paths["onnx"], ctx.scratch)
     rec.before()
     summary, build, extra = build_sync(ws, ctx.engine)
     rec.after(summary, extra)
-    same_identity = (summary.get("timingCache") or {}).get("identity") == (ctx.baseline.get("timingCache") or {}).get(
-        "identity"
-    )
+    same_identity = (summary.timingCache or {}).get("identity") == (ctx.baseline.timingCache or {}).get("identity")
     rec.obs.extra["note"] = (
         "the cache identity does not include the network (TensorRT timing caches are per layer, shareable across "
         "networks), so it is unchanged; "
@@ -137,10 +135,10 @@ def sc_new_gpu_target(ctx: Context) -> Observation:
     old = {"settings": {"compute_capabilities": ["SM89"]}}
     new = {"settings": {"compute_capabilities": ["SM120"]}}
     first, b1, _ = build_sync(ws, ctx.engine, overrides=old)
-    if first.get("outcome") != "built":
-        obs = Observation("new_gpu_target", error=f"the SM89 build did not succeed: {first.get('error')}")
+    if first.outcome != "built":
+        obs = Observation("new_gpu_target", error=f"the SM89 build did not succeed: {first.error}")
         return obs
-    old_identity = (first.get("timingCache") or {}).get("identity") or {}
+    old_identity = (first.timingCache or {}).get("identity") or {}
     rec = Recorder(
         ctx,
         "new_gpu_target",
@@ -158,7 +156,7 @@ def sc_new_gpu_target(ctx: Context) -> Observation:
     rec.before()
     summary, build, extra = build_sync(ws, ctx.engine, overrides=new)
     rec.after(summary, extra, pids=[b1.pid or 0])
-    rec.obs.extra["note"] = f"SM89 → SM120: decision {summary.get('timingCacheMode')}"
+    rec.obs.extra["note"] = f"SM89 → SM120: decision {summary.timingCacheMode}"
     rec.retry(new)
     return rec.finish()
 
@@ -172,7 +170,7 @@ def sc_tampered_cache(ctx: Context) -> Observation:
     if cache is None:
         rec.obs.skipped = "the engine has no timing_cache in the recipe"
         return rec.obs
-    identity = (ctx.baseline.get("timingCache") or {}).get("identity") or {}
+    identity = (ctx.baseline.timingCache or {}).get("identity") or {}
     good = real_cache_bytes()
     save_merged(cache, good, identity, lambda o, n: None, within=ctx.scratch)
     bad = bytearray(good[: max(1, len(good) // 2)])
@@ -192,7 +190,7 @@ def sc_concurrent_cache(ctx: Context) -> Observation:
     if cache is None:
         rec.obs.skipped = "the engine has no timing_cache in the recipe"
         return rec.obs
-    identity = (ctx.baseline.get("timingCache") or {}).get("identity") or {}
+    identity = (ctx.baseline.timingCache or {}).get("identity") or {}
     save_merged(cache, real_cache_bytes(), identity, lambda o, n: None, within=ctx.scratch)
     n = 40
     procs = [

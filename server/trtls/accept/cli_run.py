@@ -17,6 +17,7 @@ from trtls.accept.runner import Context, Recorder, _history
 from trtls.builds.supervisor.history import History
 from trtls.core.events import Event, ProtocolError, parse_event
 from trtls.core.phase_tree import PhaseTree
+from trtls.core.summary_record import Summary, SummaryProblem, summary_of
 from trtls.fs import signal_child
 
 
@@ -53,7 +54,9 @@ def cli_build(
     prefix: list[str] = (),  # type: ignore[assignment]
 ) -> dict[str, Any]:
     """`trtls build --json` (optionally wrapped, e.g. in `unshare`), folding its stream into live snapshots
-    the way a terminal would; `sig` goes to the CLI process when the phase_start number `signal_at_phase` arrives."""
+    the way a terminal would; `sig` goes to the CLI process when the phase_start number `signal_at_phase` arrives.
+    Its `summary` is the record the CLI sent, as a `Summary`: None when it sent none, or one that does not hold
+    together (`summaryProblem` says why)."""
     hist = _history(ws)
     cmd = [*prefix, sys.executable, "-m", "trtls", "build", str(ws), "--engine", ctx.engine, "--json", *args]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -73,11 +76,13 @@ def cli_build(
             seen += 1
 
     assert proc.stdout is not None
-    summary, other = read_build_stream(proc.stdout, on_event)
+    received, other = read_build_stream(proc.stdout, on_event)
     code = proc.wait(timeout=600)
     stderr = proc.stderr.read() if proc.stderr else ""
+    summary = None if received is None else summary_of(received, "the summary event of `trtls build --json`")
     return {
-        "summary": summary,
+        "summary": summary if isinstance(summary, Summary) else None,
+        "summaryProblem": summary if isinstance(summary, SummaryProblem) else None,
         "code": code,
         "live": live,
         "had": had,
@@ -90,6 +95,8 @@ def cli_build(
 def cli_observation(rec: Recorder, run: dict[str, Any]) -> Observation:
     rec.after(run["summary"], {"live": run["live"], "history_had_baselines": run["had"]}, pids=[run["pid"]])
     rec.obs.extra["exit_code"] = run["code"]
-    if run["summary"] is None:
+    if run["summaryProblem"] is not None:
+        rec.obs.error = f"the CLI exited {run['code']} with {run['summaryProblem']}"
+    elif run["summary"] is None:
         rec.obs.error = f"the CLI exited {run['code']} without a summary: {run['stderr'][-300:]}"
     return rec.obs

@@ -22,6 +22,7 @@ from trtls.accept.cli_run import cli_build, cli_observation
 from trtls.accept.criteria import Observation
 from trtls.accept.lsp_client import LspClient
 from trtls.accept.runner import RECORD_LIMIT, Context, Recorder, _history, build_sync, in_process_stop, workspace
+from trtls.core.summary_record import Summary, SummaryProblem, read_summary
 from trtls.fs import (
     Kind,
     atomic_write_bytes,
@@ -57,11 +58,11 @@ def set_builder_settings(recipe: Path, engine: str, settings: dict[str, Any], *,
     atomic_write_text(recipe, text, kind=Kind.scratch, within=within)
 
 
-def first_timeout(baseline: dict[str, Any]) -> float:
+def first_timeout(baseline: Summary) -> float:
     """When the CI timer should fire to land inside the builder's work: the template build's time before its
     first phase (worker start, parse) plus 40 % of its root phase."""
-    tree = baseline.get("phaseTree") or []
-    total = float(baseline.get("durationS") or 2.0)
+    tree = baseline.phaseTree or []
+    total = float(baseline.durationS or 2.0)
     root = float(tree[0].get("elapsedS") or total) if tree else total
     return round(max(0.5, total - root + 0.4 * root), 2)
 
@@ -78,7 +79,8 @@ def sc_slow_settings(ctx: Context, attempts: int = 3) -> Observation:
         rec = Recorder(ctx, "slow_settings", ws, {"cancel_source": "ci_timeout", "exit_code": 124})
         rec.before()
         run = cli_build(ctx, ws, ["--timeout", str(timeout)])
-        outcome, phases = (run["summary"] or {}).get("outcome"), len((run["summary"] or {}).get("phaseTree") or [])
+        got: Summary = run["summary"] or Summary()  # none: the CLI sent no summary (or one that did not hold)
+        outcome, phases = got.outcome, len(got.phaseTree or [])
         tried.append(f"--timeout {timeout}: {outcome} after {phases} phases")
         if outcome == "built":
             timeout = round(timeout * 0.5, 2)
@@ -86,7 +88,7 @@ def sc_slow_settings(ctx: Context, attempts: int = 3) -> Observation:
             timeout = round(timeout * 1.5, 2)
         else:
             break
-        earlier += [run["pid"], (run["summary"] or {}).get("workerPid") or 0]
+        earlier += [run["pid"], got.workerPid or 0]
     obs = cli_observation(rec, run)
     obs.pids.extend(earlier)  # an earlier attempt's processes must be gone too
     obs.fault = real(f"`trtls build --timeout {timeout}`: the CLI's own timer ({'; '.join(tried)})")
@@ -119,7 +121,7 @@ async def _server_sigterm(ctx: Context) -> Recorder:
     hist = _history(ws)
     client = LspClient()
     await client.start(ws, ctx.scratch / f"{name}-server.log", within=ctx.scratch)
-    summary: dict[str, Any] | None = None
+    found: Summary | SummaryProblem | None = None  # the build's summary.json, read once the server is gone
     try:
         await client.initialize(ws)
         build_id, worker_pid = await client.build_past_phase(ws, ctx.engine, ctx.middle, timeout=600)
@@ -128,15 +130,18 @@ async def _server_sigterm(ctx: Context) -> Recorder:
         code = await asyncio.wait_for(client.proc.wait(), timeout=600)
         rec.obs.extra["exit_code"] = code
         path = ws / ".trtls" / "runs" / build_id / "summary.json"
-        summary = json.loads(read_text(path, limit=RECORD_LIMIT)) if path.is_file() else None
+        found = read_summary(path) if path.is_file() else None
         live = [t.get("phases") or [] for t in client.build_trees(build_id)]
-        had = bool((hist.get((summary or {}).get("buildConfigHash")) or {}).get("phases"))
+        summary = found if isinstance(found, Summary) else None
+        had = bool((hist.get(None if summary is None else summary.buildConfigHash) or {}).get("phases"))
     finally:
         await client.close()
     rec.after(summary, {"live": live, "history_had_baselines": had}, pids=[client.pid or 0, worker_pid or 0])
     rec.obs.fault = real("SIGTERM to a running `trtls serve` (over stdio, building through trtls.buildEngine)")
-    if summary is None:
+    if found is None:
         rec.obs.error = "the language server exited without writing the build's summary.json"
+    elif isinstance(found, SummaryProblem):
+        rec.obs.error = str(found)
     return rec
 
 
@@ -157,7 +162,7 @@ def mount_namespace_works(scratch: Path) -> str | None:
 
 
 def sc_disk_full(ctx: Context) -> Observation:
-    size = (ctx.baseline.get("engineArtifact") or {}).get("size") or (1 << 21)
+    size = (ctx.baseline.engineArtifact or {}).get("size") or (1 << 21)
     why_not = mount_namespace_works(ctx.scratch)
     if why_not is not None:  # the simulation: a file-size limit in the worker (EFBIG, not ENOSPC)
         limit = max(4096, min(1 << 20, size // 2))
@@ -183,9 +188,8 @@ def sc_disk_full(ctx: Context) -> Observation:
     obs.engine_sha_after = inside.get("engine_sha256")
     obs.leftovers = sorted(set(obs.leftovers) | set(inside.get("temp_files") or []))
     obs.pids.append(inside.get("cli_pid") or 0)
-    obs.extra["note"] = (
-        f"tmpfs {inside.get('size')} bytes, {inside.get('free_after')} free after: {(obs.summary or {}).get('error')}"
-    )
+    said = Summary.written(obs.summary or {}).error
+    obs.extra["note"] = f"tmpfs {inside.get('size')} bytes, {inside.get('free_after')} free after: {said}"
     rec.retry()
     return rec.finish()
 
@@ -200,7 +204,7 @@ def _tmpfs_report(lines: list[str]) -> dict[str, Any] | None:
 # -- a network whose types change ---------------------------------------------------------------------------
 def sc_typed_network_change(ctx: Context) -> Observation:
     ws = workspace(ctx, "typed_network_change")
-    base_net = ctx.baseline.get("network") or {}
+    base_net = ctx.baseline.network or {}
     rec = Recorder(
         ctx,
         "typed_network_change",
@@ -208,7 +212,7 @@ def sc_typed_network_change(ctx: Context) -> Observation:
         {
             "cancel_source": None,
             "outcome": "built",
-            "config_hash_differs_from": ctx.baseline.get("buildConfigHash"),
+            "config_hash_differs_from": ctx.baseline.buildConfigHash,
             "network_differs_from": base_net,
             "no_baselines": True,
         },
@@ -217,7 +221,7 @@ def sc_typed_network_change(ctx: Context) -> Observation:
     rec.before()
     summary, build, extra = build_sync(ws, ctx.engine)
     rec.after(summary, extra)
-    net = summary.get("network") or {}
+    net = summary.network or {}
     rec.obs.fault = real(f"the ONNX's inputs/outputs retyped to float16 with Casts ({', '.join(changed)})")
     rec.obs.extra["note"] = (
         f"network types {base_net.get('inputs')}→{net.get('inputs')}, strongly typed {net.get('stronglyTyped')}"
@@ -261,15 +265,15 @@ def retype_io(onnx_path: Path, dtype: str, *, within: Path) -> list[str]:
 DEEP_SETTINGS = {"optimization_level": 5}
 
 
-def builder_work(summary: dict[str, Any]) -> dict[str, Any]:
+def builder_work(summary: Summary) -> dict[str, Any]:
     """What the builder did, by count (not by time: time varies with load): phases and their declared steps."""
-    tree = summary.get("phaseTree") or []
+    tree = summary.phaseTree or []
     return {"phases": len(tree), "steps": sum(int(p.get("numSteps") or 0) for p in tree)}
 
 
 def sc_deep_tactics(ctx: Context) -> Observation:
     base = builder_work(ctx.baseline)
-    level = (ctx.baseline.get("effectiveSettings") or {}).get("optimization_level")
+    level = (ctx.baseline.effectiveSettings or {}).get("optimization_level")
     ws = workspace(ctx, "deep_tactics_probe")
     deep, _, _ = build_sync(ws, ctx.engine, overrides={"settings": DEEP_SETTINGS})
     work = builder_work(deep)
@@ -277,13 +281,13 @@ def sc_deep_tactics(ctx: Context) -> Observation:
         f"level {level}: {base['phases']} phases / {base['steps']} steps; "
         f"{DEEP_SETTINGS}: {work['phases']} phases / {work['steps']} steps"
     )
-    if deep.get("outcome") != "built" or work == base:
+    if deep.outcome != "built" or work == base:
         obs = Observation(
             "deep_tactics",
             skipped=f"cannot be reproduced here: {measured} "
             "(the builder did no more work; TensorRT-RTX on the CPU times no tactics)",
         )
-        obs.summary = obs.summary_on_disk = deep
+        obs.summary = obs.summary_on_disk = deep.record()
         obs.fault = real(f"probe build with {DEEP_SETTINGS}: {measured}")
         return obs
     obs = in_process_stop(ctx, "deep_tactics", "api", overrides={"settings": DEEP_SETTINGS})
@@ -316,7 +320,7 @@ def sc_corrupted_cache(ctx: Context) -> Observation:
     rec.before()
     summary, build, extra = build_sync(ws, ctx.engine)
     rec.after(summary, extra)
-    reason = (summary.get("timingCache") or {}).get("reason", "")
+    reason = (summary.timingCache or {}).get("reason", "")
     rec.obs.fault = real("3000 random bytes at the cache path, no sidecar (a cache another tool left)")
     rec.obs.extra["note"] = f"what could be told: {reason}"
     return rec.finish()

@@ -19,6 +19,7 @@ from typing import Any
 
 from trtls.accept.criteria import FAIL, NA, NOT_CHECKED, PASS, Observation, judge
 from trtls.core.evidence import SEED_FIELDS
+from trtls.core.summary_record import Summary
 from trtls.core.vocabulary import NO_WORKER_OUTCOMES
 
 # The evidence record as the report carries it: the runbook's fields first, then what supports them.
@@ -70,26 +71,27 @@ def latency_table(observations: list[Observation]) -> dict[str, dict[str, Any]]:
     """Per cancel source (forced stops counted apart, never mixed with cooperative ones)."""
     groups: dict[str, dict[str, list[float]]] = {}
     for o in observations:
-        s = o.summary or {}
-        src = s.get("cancelSource")
+        s = Summary.written(o.summary or {})
+        src = s.cancelSource
         if not src or o.skipped:
             continue
-        key = f"{src} (forced)" if s.get("forced") else src
+        key = f"{src} (forced)" if s.forced else src
         g = groups.setdefault(key, {"request_to_ack_ms": [], "ack_to_cleanup_ms": []})
-        if isinstance(s.get("cancelLatencyMs"), (int, float)):
-            g["request_to_ack_ms"].append(float(s["cancelLatencyMs"]))
-        if isinstance(s.get("cleanupLatencyMs"), (int, float)):
-            g["ack_to_cleanup_ms"].append(float(s["cleanupLatencyMs"]))
+        if isinstance(s.cancelLatencyMs, (int, float)):
+            g["request_to_ack_ms"].append(float(s.cancelLatencyMs))
+        if isinstance(s.cleanupLatencyMs, (int, float)):
+            g["ack_to_cleanup_ms"].append(float(s.cleanupLatencyMs))
     return {k: {m: stats(v) for m, v in g.items()} for k, g in sorted(groups.items())}
 
 
-def evidence_record(summary: dict[str, Any] | None) -> dict[str, Any] | None:
-    """The evidence a summary.json holds, every runbook field included (a missing one shows as absent)."""
-    if summary is None:
+def evidence_record(record: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The evidence a summary.json holds, every runbook field included (a missing one shows as absent). Its values
+    are copied from the record as JSON, as it holds them: the report carries them, checked or not."""
+    if record is None:
         return None
-    record = {k: summary[k] for k in EVIDENCE_KEYS if k in summary}
-    record["phases"] = len(summary.get("phaseTree") or [])
-    return record
+    evidence = {k: record[k] for k in EVIDENCE_KEYS if k in record}
+    evidence["phases"] = len(Summary.written(record).phaseTree or [])
+    return evidence
 
 
 def waived(waivers: Iterable[str], scenario: str, criterion: str) -> bool:
@@ -122,7 +124,7 @@ def build_report(
                     "measured": v.measured,
                 }
             )
-        s = o.summary or {}
+        s = Summary.written(o.summary or {})
         r = o.retry or {}
         fault: dict[str, Any] = o.fault or (
             {"kind": sc.fault, "how": sc.how} if sc is not None else {"kind": None, "how": None}
@@ -135,10 +137,10 @@ def build_report(
                 "proves": sc.proves if sc else "",
                 "doesNotProve": sc.does_not_prove if sc else "",
                 "fault": fault,
-                "outcome": s.get("outcome"),
-                "cancelSource": s.get("cancelSource"),
-                "forced": s.get("forced"),
-                "timingCacheMode": s.get("timingCacheMode"),
+                "outcome": s.outcome,
+                "cancelSource": s.cancelSource,
+                "forced": s.forced,
+                "timingCacheMode": s.timingCacheMode,
                 "note": o.extra.get("note"),
                 "skipped": o.skipped,
                 "error": o.error,
@@ -146,7 +148,7 @@ def build_report(
                 "evidence": evidence_record(o.summary_on_disk or o.summary),
                 "evidencePath": _evidence_path(o),
                 "retry": {
-                    "advised": s.get("retryPolicy"),
+                    "advised": s.retryPolicy,
                     "applied": r.get("policy"),
                     "action": r.get("action", "none"),
                     "previousVerified": r.get("previous_verified"),
@@ -181,7 +183,7 @@ def build_report(
 
 
 def _evidence_path(o: Observation) -> str | None:
-    build_id = (o.summary or {}).get("buildId")
+    build_id = Summary.written(o.summary or {}).buildId
     if not build_id or not o.evidence_dir:
         return None
     return f"{o.evidence_dir}/.trtls/runs/{build_id}/summary.json"
@@ -200,13 +202,13 @@ def store_use(observations: list[Observation]) -> tuple[str, bool]:
         retry = o.retry or {}
         for rec in (o.summary_on_disk or o.summary, retry.get("summary_on_disk") or retry.get("summary")):
             if isinstance(rec, dict):
-                records.append((o.scenario, rec))
+                records.append((o.scenario, Summary.written(rec)))
     if not records:
         return "not measured: no scenario left a build record", True
-    served = [f"{name} ({rec.get('outcome')})" for name, rec in records if rec.get("outcome") in NO_WORKER_OUTCOMES]
+    served = [f"{name} ({rec.outcome})" for name, rec in records if rec.outcome in NO_WORKER_OUTCOMES]
     if served:
         return "NOT bypassed: an engine from the store in " + ", ".join(served), False
-    looked = sum(1 for _, rec in records if "store" in rec)
+    looked = sum(1 for _, rec in records if "store" in rec.model_fields_set)
     missed = f"; {looked} looked it up first and built" if looked else ""
     return f"bypassed: none of the {len(records)} build records is an engine from the store{missed}", True
 

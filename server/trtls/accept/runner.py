@@ -31,6 +31,7 @@ from trtls.builds.supervisor.supervisor import Build, Supervisor
 from trtls.builds.timing_cache import identity_path
 from trtls.core import build_view
 from trtls.core.recipe import LoadedRecipe, load_recipe
+from trtls.core.summary_record import Summary
 from trtls.fs import Kind, open_lock_file, read_text, remove_file, remove_tree, scratch_dir
 from trtls.fs.copy_tree import copy_tree
 from trtls.fs.kinds import TEMP_MARK
@@ -50,7 +51,7 @@ class Context:
     engine: str
     scratch: Path
     template: Path = Path()
-    baseline: dict[str, Any] = field(default_factory=dict)  # the template build's summary
+    baseline: Summary = field(default_factory=Summary)  # the template build's evidence record
     phase_count: int = 0
     log: Callable[[str], None] = lambda msg: None
 
@@ -96,13 +97,12 @@ def prepare(recipe_path: Path, engine: str, scratch: Path | None, log: Callable[
     ctx = Context(loaded.path, engine, scratch, template, log=log)
     log(f"scratch folder {scratch}; template build of {engine}…")
     summary, _, _ = build_sync(template, engine)
-    if summary.get("outcome") != "built":
+    if summary.outcome != "built":
         raise AcceptError(
-            f"the template build of {engine} did not succeed ({summary.get('outcome')}: {summary.get('error')}); "
-            "nothing to accept"
+            f"the template build of {engine} did not succeed ({summary.outcome}: {summary.error}); nothing to accept"
         )
     ctx.baseline = summary
-    ctx.phase_count = len(summary.get("phaseTree") or [])
+    ctx.phase_count = len(summary.phaseTree or [])
     remove_tree(template / ".trtls" / "runs", kind=Kind.scratch, within=scratch)
     return ctx
 
@@ -193,10 +193,10 @@ def build_sync(
     grace: float | None = None,
     trigger: Trigger | None = None,
     at_phase: int | None = None,
-) -> tuple[dict, Build, dict]:
+) -> tuple[Summary, Build, dict]:
     hist = {"data": _history(ws), "had": False}
-    summary, build, live = asyncio.run(_build(ws, engine, overrides, faults, grace, trigger, at_phase, hist))
-    return summary, build, {"live": live, "history_had_baselines": hist["had"]}
+    record, build, live = asyncio.run(_build(ws, engine, overrides, faults, grace, trigger, at_phase, hist))
+    return Summary.written(record), build, {"live": live, "history_had_baselines": hist["had"]}
 
 
 # -- observation ---------------------------------------------------------------------------------------
@@ -234,6 +234,8 @@ def lock_probe(ws: Path) -> dict[str, bool]:
 
 
 def read_evidence(ws: Path, build_id: str | None) -> tuple[dict | None, list[dict]]:
+    """The build's summary.json as JSON, unchecked (criterion 7 judges it: core.evidence.record_problems, so a
+    damaged record is a failed criterion, not a broken scenario), and its events."""
     if not build_id:
         return None, []
     run = ws / ".trtls" / "runs" / build_id
@@ -267,37 +269,35 @@ class Recorder:
         self.obs.expect.setdefault("previous_engine", self.obs.previous_engine_sha is not None)
         self.obs.cache_sha_before = _sha(self.paths.get("timing_cache"))
 
-    def after(self, summary: dict | None, extra: dict | None = None, pids: list[int] | None = None) -> None:
+    def after(self, summary: Summary | None, extra: dict | None = None, pids: list[int] | None = None) -> None:
         o = self.obs
-        o.summary = summary
-        build_id = (summary or {}).get("buildId")
-        o.summary_on_disk, o.events = read_evidence(self.ws, build_id)
+        o.summary = None if summary is None else summary.record()  # as JSON: what the criteria judge and report
+        o.summary_on_disk, o.events = read_evidence(self.ws, None if summary is None else summary.buildId)
         o.engine_sha_after = _sha(self.paths["output"])
         o.cache_sha_after = _sha(self.paths.get("timing_cache"))
         o.leftovers = leftovers(self.ws)
         for k, v in (extra or {}).items():
             setattr(o, k, v)
         o.pids.extend(p for p in (pids or []) if p)
-        if summary and summary.get("workerPid"):
-            o.pids.append(summary["workerPid"])
+        if summary is not None and summary.workerPid:
+            o.pids.append(summary.workerPid)
 
     def retry(self, overrides: dict | None = None) -> None:
         """Do what the evidence advises: retry_cold / retry_with_cache rebuild (cold = cache off); rollback
         keeps the previous engine and verifies it byte-for-byte; investigate and not_needed run nothing.
         Then ask a runtime whether the resulting engine loads (None: nothing here can load one)."""
-        s = self.obs.summary or {}
-        policy = s.get("retryPolicy")
+        policy = Summary.written(self.obs.summary or {}).retryPolicy
         kind = RETRY_FOR_POLICY.get(str(policy))
         if kind in ("cold", "with_cache"):  # investigate's retry (a reduced search) is a diagnosis: nothing runs
             ov = json.loads(json.dumps(overrides or {}))
             ov.update(retry_overrides(kind, 0))  # builds.supervisor.retry owns what each retry means (cold: cache off)
             summary, build, _ = build_sync(self.ws, self.ctx.engine, overrides=ov)
-            disk, _ = read_evidence(self.ws, summary.get("buildId"))
-            des = deserializes(self.paths["output"]) if summary.get("outcome") == "built" else None
+            disk, _ = read_evidence(self.ws, summary.buildId)
+            des = deserializes(self.paths["output"]) if summary.outcome == "built" else None
             self.obs.retry = {
                 "policy": policy,
                 "action": "rebuilt",
-                "summary": summary,
+                "summary": summary.record(),
                 "summary_on_disk": disk,
                 "deserializes": des,
             }
@@ -328,7 +328,7 @@ class Recorder:
             time.sleep(0.05)
         o.leftovers = sorted(set(o.leftovers) | set(leftovers(self.ws)))
         o.locks = lock_probe(self.ws)
-        q = ((o.summary or {}).get("timingCache") or {}).get("quarantined_to")
+        q = (Summary.written(o.summary or {}).timingCache or {}).get("quarantined_to")
         o.quarantined_exists = bool(q) and os.path.exists(str(q))  # judged after the scratch folder is gone
         return o
 

@@ -4,7 +4,6 @@ language server that dies mid-build."""
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import signal
 
@@ -20,10 +19,9 @@ from trtls.accept.runner import (  # the harness
 )
 from trtls.builds.supervisor.build import Build
 from trtls.builds.supervisor.supervisor import Supervisor
-from trtls.fs import read_text, signal_child
+from trtls.core.summary_record import SUMMARY_NAME, SummaryProblem, read_summary
+from trtls.fs import signal_child
 from trtls.fs.kill import signal_descendant
-
-RECORD_LIMIT = 16 << 20  # a build's summary.json
 
 
 def sc_api_cancel(ctx: Context) -> Observation:
@@ -107,7 +105,6 @@ async def _lsp_scenario(ctx: Context, name: str, kill_server: bool) -> Recorder:
             )
             rec.obs.extra["user_told"] = bool(told)
             rec.obs.extra["note"] = told[0]["message"]
-            summary = json.loads(read_text(ws / ".trtls" / "runs" / build_id / "summary.json", limit=RECORD_LIMIT))
         else:
             token = next(
                 r["params"]["token"]
@@ -122,14 +119,14 @@ async def _lsp_scenario(ctx: Context, name: str, kill_server: bool) -> Recorder:
                 ),
                 timeout=300,
             )
-            summary = json.loads(read_text(ws / ".trtls" / "runs" / build_id / "summary.json", limit=RECORD_LIMIT))
+        found = read_summary(ws / ".trtls" / "runs" / build_id / SUMMARY_NAME)
+        if isinstance(found, SummaryProblem):
+            raise RuntimeError(str(found))  # cli.accept reports it as the scenario's error, with the record's path
         live = [t.get("phases") or [] for t in client.build_trees(build_id)]
-        had = bool(
-            (hist.get(summary.get("buildConfigHash") or ctx.baseline.get("buildConfigHash")) or {}).get("phases")
-        )
+        had = bool((hist.get(found.buildConfigHash or ctx.baseline.buildConfigHash) or {}).get("phases"))
     finally:
         if second is not None:
             await second.close()
         await client.close()
-    rec.after(summary, {"live": live, "history_had_baselines": had}, pids=pids)
+    rec.after(found, {"live": live, "history_had_baselines": had}, pids=pids)
     return rec

@@ -13,16 +13,18 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trtls.cli.common import find_recipe, load_or_report, report_error
 from trtls.cli.exits import EXIT_BAD_INPUT, EXIT_OK
 from trtls.core.display import human_bytes, human_seconds
 from trtls.core.terminal_text import terminal_safe
 
+if TYPE_CHECKING:  # imported where a record is read: `trtls store stats` loads no model
+    from trtls.core.summary_record import Summary, SummaryProblem
+
 RUN_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,199}")  # a run folder's name as trtls makes one
 KEY_PREFIX = re.compile(r"[0-9a-f]{8,64}")
-SUMMARY_LIMIT = 16 * 1024 * 1024
 
 # -- stats ---------------------------------------------------------------------------------------------------------
 
@@ -234,19 +236,22 @@ def _side(ref: str, loaded: Any, store: Any, known: list[tuple[str, dict[str, An
             if isinstance(record.get("parts"), dict):
                 side.parts = record["parts"]
             return _completed(side, store, known, where)
+    from trtls.core.summary_record import SummaryProblem
+
     summary = _summary(loaded, ref)
+    if isinstance(summary, SummaryProblem):
+        raise Unresolved(str(summary), where)
     if summary is None:
         short = " (an engine key prefix needs 8 or more hex digits)" if re.fullmatch(r"[0-9a-f]{1,7}", text) else ""
         raise Unresolved(f"no build {ref!r} in {loaded.path.parent / '.trtls'} (known-good records and runs){short}",
                          where)  # fmt: skip
     from trtls.store.key import is_key
 
-    recorded: Any = summary.get("engineKey")
+    recorded: Any = summary.engineKey
     if not is_key(recorded):
         raise Unresolved(f"build {ref!r} has no engine key (it was not keyed: an external worker, injected faults, "
                          "--no-store, or it stopped before keying)", where)  # fmt: skip
-    engine = summary.get("engine") if isinstance(summary.get("engine"), str) else None
-    return _completed(Side(ref, "build", str(recorded), {}, build_id=ref, engine=engine), store, known, where)
+    return _completed(Side(ref, "build", str(recorded), {}, build_id=ref, engine=summary.engine), store, known, where)
 
 
 def _completed(side: Side, store: Any, known: list[tuple[str, dict[str, Any]]], where: str) -> Side:
@@ -344,18 +349,20 @@ def _known_good(loaded: Any) -> list[tuple[str, dict[str, Any]]]:
     return out
 
 
-def _summary(loaded: Any, build_id: str) -> dict[str, Any] | None:
-    """`.trtls/runs/<id>/summary.json` of a run of the recipe (a regular file, never through a link), or None."""
+def _summary(loaded: Any, build_id: str) -> Summary | SummaryProblem | None:
+    """`.trtls/runs/<id>/summary.json` of a run of the recipe (a regular file, never through a link, inside the
+    recipe's folder), or None when there is no readable JSON there; a problem when it does not hold together."""
     if not RUN_ID.fullmatch(build_id) or ".." in build_id:
         return None
+    from trtls.core.summary_record import RECORD_LIMIT, SUMMARY_NAME, summary_of
     from trtls.fs import read_text
 
-    path = loaded.path.parent / ".trtls" / "runs" / build_id / "summary.json"
+    path = loaded.path.parent / ".trtls" / "runs" / build_id / SUMMARY_NAME
     try:
-        data = json.loads(read_text(path, limit=SUMMARY_LIMIT, follow=False, within=loaded.path.parent))
+        data = json.loads(read_text(path, limit=RECORD_LIMIT, follow=False, within=loaded.path.parent))
     except (OSError, ValueError):
         return None
-    return data if isinstance(data, dict) else None
+    return summary_of(data, path)
 
 
 # -- the parsers ---------------------------------------------------------------------------------------------------

@@ -7,9 +7,12 @@ Store types only (no builds import): the store layer."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trtls.store.key import EngineKey
+
+if TYPE_CHECKING:  # the annotation only: the caller hands a Summary, and this module stays free of pydantic
+    from trtls.core.summary_record import Summary
 
 FULL_TRT_ON_CLUSTER = (
     "full TensorRT on a [cluster]: it times tactics on the GPU of the node that builds the cell, and the key is"
@@ -23,20 +26,20 @@ def full_tensorrt_on_cluster(cluster: Any, key: EngineKey | None) -> bool:
     return cluster is not None and key is not None and (key.parts.get("builder") or {}).get("module") == "tensorrt"
 
 
-def builder_mismatch(key: EngineKey | None, summary: dict[str, Any]) -> str | None:
+def builder_mismatch(key: EngineKey | None, summary: Summary) -> str | None:
     """Why a built engine must not be published under `key`, or None: its evidence (`summary`) reports a builder
     module or version (or, for full TensorRT, a device) other than the one the key was computed with."""
     if key is None:
         return None
-    env = summary.get("environment") or {}
-    got_module = summary.get("builderModule") or env.get("module")
+    env = summary.environment or {}
+    got_module = summary.builderModule or env.get("module")
     if not got_module:
         return None  # the build reported no builder (nothing to compare)
     builder = key.parts.get("builder") or {}
     target = key.parts.get("target") or {}
     key_module, key_version = builder.get("module"), builder.get("version")
-    got_version = summary.get("tensorrtVersion") or env.get("version")
-    node = summary.get("node") or {}
+    got_version = summary.tensorrtVersion or env.get("version")
+    node = summary.node or {}
     where = f"node {node.get('hostname')} ({str(node.get('nodeId') or '')[:12]})" if node else "this build"
     theirs = "(the key's, on the submitting machine)"
     differs = []

@@ -29,6 +29,7 @@ from trtls.builds.avoidance.reuse import OutputHeld, ago, append_known_good
 from trtls.builds.roots import evidence_error, write_record
 from trtls.builds.supervisor.build import Build, new_build_id, state_dir, worker_job
 from trtls.core.build_state import Recorded
+from trtls.core.summary_record import Summary
 from trtls.store.config import store_config
 from trtls.store.diff import key_changes
 from trtls.store.entries import Entry, NotTrusted, Refused, Store, StoreUnusable
@@ -241,7 +242,8 @@ def after_build(use: StoreUse, build: Build, count: bool = False) -> dict[str, A
 def _publish(use: StoreUse, engine: Path, record: dict[str, Any], sha: str | None, summary: dict[str, Any]) -> bool:
     if use.store is None or use.key is None:
         return False
-    if (mismatch := builder_mismatch(use.key, summary)) is not None:  # a farm cell built by another builder
+    mismatch = builder_mismatch(use.key, Summary.written(summary))  # the record this build just wrote
+    if mismatch is not None:  # a farm cell built by another builder
         use.warnings.append(mismatch)
         record["keyMismatch"] = mismatch  # the known-good record says why it was not stored
         return False

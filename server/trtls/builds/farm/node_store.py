@@ -33,6 +33,7 @@ import socket
 from pathlib import Path
 from typing import Any
 
+from trtls.core.summary_record import Summary
 from trtls.store.entries import Entry, NotTrusted, Refused, RestoreFailed, Store, StoreUnusable
 from trtls.store.farm_keys import PUBLISHED, builder_mismatch
 from trtls.store.key import EngineKey, is_key
@@ -62,7 +63,8 @@ def publish_from_node(
     url = plan.get("url")
     if key is None or not isinstance(url, str) or not isinstance(plan.get("parts"), dict):
         return "not published from this node: the driver's store plan names no key or remote"
-    mismatch = builder_mismatch(EngineKey(key, plan["parts"]), {"environment": env, "node": {"hostname": node}})
+    reported = Summary.written({"environment": env, "node": {"hostname": node}})  # what the worker said of itself
+    mismatch = builder_mismatch(EngineKey(key, plan["parts"]), reported)
     if mismatch is not None:
         return f"{mismatch} (from node {node})"
     sha = finished.get("engine_sha256")
