@@ -97,3 +97,23 @@ def test_names_that_name_nothing_are_located_errors(seeded: tuple[Path, dict], s
     assert as_json.returncode == 2
     (error,) = [json.loads(line) for line in as_json.stdout.splitlines()]
     assert error["code"] == "TRT341" and error["file"] == recipe
+
+
+def test_a_run_record_that_does_not_hold_together_is_a_located_error_naming_its_field(
+    seeded: tuple[Path, dict], seed_ws: Path, tmp_path: Path
+) -> None:
+    """A build's summary.json read back through the evidence model (core.summary_record): a word trtls never writes
+    is TRT341 naming the field, not a record used as if it were whole."""
+    store = copy_store(seeded, tmp_path)
+    with_store(seed_ws, store)
+    assert run_build(seed_ws).returncode == 0
+    build = summaries(seed_ws)[-1]
+    run_id = "demo-20000101-000000-000000"  # a run no known-good record names: its summary.json is what is read
+    (seed_ws / ".trtls" / "runs" / run_id).mkdir()
+    (seed_ws / ".trtls" / "runs" / run_id / "summary.json").write_text(
+        json.dumps({**build, "buildId": run_id, "outcome": "exploded"})
+    )
+    done = trtls("store", "why", run_id, "recipe", str(seed_ws))
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    assert done.stderr.startswith(f"{seed_ws / 'trtls.toml'}: TRT341 "), done.stderr
+    assert "outcome" in done.stderr and "Traceback" not in done.stderr, done.stderr
