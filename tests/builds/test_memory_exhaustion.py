@@ -98,24 +98,24 @@ NO_IMPLEMENTATION = (
 )  # fmt: skip
 def test_recorded_out_of_memory_wordings(logs: list, error: str | None, resource: str) -> None:
     record = classify_failure("failed", None, logs, error)
-    assert record is not None and record["kind"] == "out_of_memory"
-    assert record["resource"] == resource or (resource == "memory" and record["resource"] == "host_memory")
+    assert record is not None and record.kind == "out_of_memory"
+    assert record.resource == resource or (resource == "memory" and record.resource == "host_memory")
 
 
 def test_the_requested_size_is_kept() -> None:
     record = memory_exhaustion([("ERROR", H200_OOM)])
-    assert record is not None and record["requestedBytes"] == 1 << 30
+    assert record is not None and record.requestedBytes == 1 << 30
 
 
 def test_no_implementation_alone_stays_an_internal_error() -> None:
     record = classify_failure("failed", None, [("ERROR", NO_IMPLEMENTATION)])
-    assert record is not None and record["kind"] == "internal_error"
+    assert record is not None and record.kind == "internal_error"
 
 
 def test_a_worker_the_oom_killer_took_is_out_of_memory_and_a_plain_kill_is_not() -> None:
     oom = {"oomKill": True, "how": "memory.events oom_kill 0 → 1 during the build", "exitSignal": 9}
     killed = classify_failure("killed", None, [], "killed signal SIGKILL", (), {"peakRssBytes": 5 << 30, "oom": oom})
-    assert killed is not None and killed["kind"] == "out_of_memory" and killed["oomKill"] is True
-    assert "5120 MiB" in killed["advice"]
+    assert killed is not None and killed.kind == "out_of_memory" and killed.oomKill is True
+    assert "5120 MiB" in str(killed.advice)
     plain = {"peakRssBytes": 1 << 20, "oom": {"oomKill": False, "how": "…", "exitSignal": 9}}
     assert classify_failure("killed", None, [], "killed signal SIGKILL", (), plain) is None

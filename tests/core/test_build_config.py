@@ -179,16 +179,14 @@ NO_IMPL = (
 
 def test_internal_errors_are_recognised_with_their_cause_and_layer() -> None:
     myelin = internal_error([("ERROR", MYELIN)])
-    assert myelin is not None and myelin["errorCode"] == 1
-    assert myelin["assertion"] == "CHECK_GE(smem_limit, kMinSharedMemory - 1024)"
-    assert myelin["source"] == "kernel_gen_utils.hpp:1032" and myelin["function"] == "compileGraph"
+    assert myelin is not None and myelin.errorCode == 1
+    assert myelin.assertion == "CHECK_GE(smem_limit, kMinSharedMemory - 1024)"
+    assert myelin.source == "kernel_gen_utils.hpp:1032" and myelin.function == "compileGraph"
     # the cause, not its consequence, even when the consequence comes last
     sanity = internal_error([{"severity": "ERROR", "msg": SANITY}, {"severity": "ERROR", "msg": CONSEQUENCE}])
-    assert (
-        sanity is not None and sanity["assertion"].startswith("isIOGraph") and sanity["source"] == "checkSanity.cpp:148"
-    )
+    assert sanity is not None and sanity.assertion.startswith("isIOGraph") and sanity.source == "checkSanity.cpp:148"
     no_impl = internal_error([("ERROR", NO_IMPL)])
-    assert no_impl is not None and no_impl["layer"].startswith("{ForeignNode[(Unnamed Layer* 7)")
+    assert no_impl is not None and str(no_impl.layer).startswith("{ForeignNode[(Unnamed Layer* 7)")
     assert "Could not find any implementation" in describe(no_impl) and "layer named by the log" in describe(no_impl)
     api = "IBuilderConfig::setFlag: Error Code 3: API Usage Error (Parameter check failed, condition: x)"
     assert internal_error([("ERROR", api), ("WARNING", SANITY)]) is None, "API errors and warnings are not internal"

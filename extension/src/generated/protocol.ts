@@ -113,7 +113,7 @@ export interface BuildEngineReply {
 /** What `trtls.buildEngine` answers: a build's reply, or (the recipe has a `[cluster]`) the farm run's of that */
 export type BuildEngineResult = BuildEngineReply | BuildMatrixReply;
 
-/** The last line. `failure` = `{kind: setting|plugin|precision, code, key}` when the worker knows why. */
+/** The last line. `failure` = `{kind: setting|plugin|precision, code, key}` when the worker knows why (a `core.failure_record.Failure`: its declared keys typed, any other key kept as sent). */
 export interface BuildFinished {
   v?: number;
   /** CLOCK_MONOTONIC */
@@ -121,8 +121,8 @@ export interface BuildFinished {
   type: 'build_finished';
   outcome: WorkerEnd;
   error?: string | null;
-  /** why it failed, when the worker knows: {"kind": "setting"|"plugin"|"precision"|"internal_error", "code", "key" (a flat setting key), ...}; the supervisor also recognises internal errors in the logs itself */
-  failure?: Record<string, unknown> | null;
+  /** why it failed, when the worker knows: {kind: setting|plugin, code, key (a flat setting key)} or {kind: precision, code, key: convert, reason} (docs/protocol.md's Failure table); the supervisor also classifies internal errors and memory exhaustion from the logs itself (core.builder_errors) */
+  failure?: Failure | null;
   cleanup_status?: CleanupStatus;
   t_cleanup_ns?: number | null;
   engine_bytes?: number | null;
@@ -342,6 +342,51 @@ export interface EvidenceReply {
   path: string | null;
   /** the record */
   summary?: Record<string, unknown> | null;
+}
+
+/** Why a build failed, when the worker or trtls knows: its `kind` and what that kind records. Undeclared keys (an older or an external worker's) are kept as sent. */
+export interface Failure {
+  /** what failed: setting (a recipe key the builder could not apply), plugin (a plugin library or creator), precision (the AutoCast conversion), internal_error (TensorRT's own bug or limit), out_of_memory */
+  kind: 'setting' | 'plugin' | 'precision' | 'internal_error' | 'out_of_memory';
+  /** the trtls diagnostic code (TRT141, TRT146, TRT147, TRT149 …) */
+  code?: string | null;
+  /** the flat recipe key it lands on (`legacy_flags`, `convert`) */
+  key?: string | null;
+  /** precision: why the conversion failed (missing_modelopt …) */
+  reason?: string | null;
+  /** what to change in the recipe, when the log says it */
+  hint?: string | null;
+  /** internal_error: TensorRT's `Error Code N` */
+  errorCode?: number | null;
+  /** internal_error: TensorRT's error line, as logged */
+  message?: string | null;
+  /** internal_error: the assertion or CHECK that failed */
+  assertion?: string | null;
+  /** internal_error: TensorRT's source file and line (`file.cpp:123`) */
+  source?: string | null;
+  /** the layer or node the log names, when it names one */
+  layer?: string | null;
+  /** internal_error without an assertion: the message's first sentence */
+  summary?: string | null;
+  /** internal_error: the TensorRT function it failed in */
+  function?: string | null;
+  /** out_of_memory: what ran out */
+  resource?: 'workspace_limit' | 'device_memory' | 'host_memory' | 'memory' | null;
+  /** out_of_memory: the lines that said so */
+  evidence?: string[] | null;
+  /** out_of_memory: the allocation TensorRT asked for */
+  requestedBytes?: number | null;
+  /** out_of_memory: the worker's peak resident memory */
+  peakRssBytes?: number | null;
+  /** out_of_memory: how the peak was measured */
+  peakRssHow?: string | null;
+  /** out_of_memory: whether the kernel's OOM killer acted */
+  oomKill?: boolean | null;
+  /** out_of_memory: the recipe keys a retry should change */
+  keys?: string[] | null;
+  /** out_of_memory: what a retry should change */
+  advice?: string | null;
+  [key: string]: unknown;
 }
 
 export interface FindDivergenceArgs {

@@ -13,9 +13,10 @@ the worker reported is kept as the event the edge validated (its placement, cach
 `Placed`, `CacheDecisionEvent`, `Artifact`, `BuildFinished`), dumped into summary.json once, when the record is
 written (`builds.supervisor.summary`); the outcome and cleanup words are `core.vocabulary`'s. The fields kept as JSON
 records (`dict[str, Any]`) are the ones the protocol itself declares free (the environment, target, network,
-settings, profiles, precision and failure records a worker sends). Folding stores what the event already holds: no
-validation, no dump, no copy, per callback. The record itself changes only by a fold too: the store's additions
-(`builds.avoidance.lookup.after_build`) and a farm cell's reuse (`builds.supervisor.matrix`) fold a new `Recorded`."""
+settings, profiles and precision records a worker sends); its failure is a `core.failure_record.Failure`. Folding
+stores what the event already holds: no validation, no dump, no copy, per callback. The record itself changes only
+by a fold too: the store's additions (`builds.avoidance.lookup.after_build`) and a farm cell's reuse
+(`builds.supervisor.matrix`) fold a new `Recorded`."""
 
 from __future__ import annotations
 
@@ -44,6 +45,7 @@ from trtls.core.events import (
     Queued,
     Step,
 )
+from trtls.core.failure_record import Failure
 from trtls.core.phase_tree import PhaseTree
 from trtls.core.summary_record import Summary
 from trtls.core.vocabulary import BuildOutcome, CleanupStatus
@@ -213,7 +215,7 @@ class BuildState:
     builder_returned_ns: int | None = None
     cancel_seen_ns: int | None = None
     precision: dict[str, Any] | None = None  # the AutoCast record (free JSON: core.events.PrecisionRecord)
-    failure: dict[str, Any] | None = None  # why it failed, as the worker says (free JSON: core.events.BuildFinished)
+    failure: Failure | None = None  # why it failed, as the worker says (core.events.BuildFinished, validated)
     placement: Placed | None = None  # the node that holds a farm cell
     queued_ns: int | None = None
     refused_lines: int = 0  # worker lines that broke the protocol

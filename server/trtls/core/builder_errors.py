@@ -7,12 +7,17 @@ compiler, `Error Code 1: Myelin ([…] MyelinCheckException: file.cpp:278: CHECK
 …)` — the last measured here: TensorRT-RTX 1.7 on a CPU with `tactic_shared_memory_kib = 32`, and with REFIT
 or STRIP_PLAN (their compile needs a GPU). The first internal error in the log is the cause; later ones
 (`Assertion engine != nullptr failed`) are its consequences.
+
+Every record here is a `core.failure_record.Failure` (the model summary.json's `failure` and the worker's
+`build_finished.failure` share), given only the keys its kind records.
 """
 
 from __future__ import annotations
 
 import re
 from typing import Any
+
+from trtls.core.failure_record import Failure, MemoryResource
 
 _INTERNAL = re.compile(r"Error Code (?P<code>\d+): (?P<family>Internal Error|Myelin) \((?P<detail>.*)\)\s*$", re.S)
 _ASSERTION = re.compile(r"Assertion (?P<assertion>.+?) failed")
@@ -30,9 +35,9 @@ _LAYER_PATTERNS = (
 _CONSEQUENCES = ("engine != nullptr", "enginePtr != nullptr")
 
 
-def internal_error(logs: list[dict[str, str]] | list[tuple[str, str]]) -> dict[str, Any] | None:
+def internal_error(logs: list[dict[str, str]] | list[tuple[str, str]]) -> Failure | None:
     """The first TensorRT internal error in the logs, as a record; None when there is none."""
-    found: list[dict[str, Any]] = []
+    found: list[Failure] = []
     for entry in logs:
         severity, msg = (entry["severity"], entry["msg"]) if isinstance(entry, dict) else entry
         if severity not in ("ERROR", "INTERNAL_ERROR"):
@@ -40,11 +45,11 @@ def internal_error(logs: list[dict[str, str]] | list[tuple[str, str]]) -> dict[s
         record = parse_internal_error(msg)
         if record is not None:
             found.append(record)
-    causes = [r for r in found if not any(c in (r.get("assertion") or "") for c in _CONSEQUENCES)]
+    causes = [r for r in found if not any(c in (r.assertion or "") for c in _CONSEQUENCES)]
     return (causes or found)[0] if found else None
 
 
-def parse_internal_error(msg: str) -> dict[str, Any] | None:
+def parse_internal_error(msg: str) -> Failure | None:
     m = _INTERNAL.search(msg)
     if m is None:
         return None
@@ -79,7 +84,7 @@ def parse_internal_error(msg: str) -> dict[str, Any] | None:
         record["function"] = prefix.group("function")
         record["source"] = record["source"] or f"{prefix.group('file')}:{prefix.group('line')}"
     record["layer"] = _layer(detail)
-    return record
+    return Failure(**record)
 
 
 _SOURCE_FILE = re.compile(r"\.(?:cpp|hpp|h|cu)(?::\d+)?$")
@@ -96,21 +101,19 @@ def _layer(detail: str) -> str | None:
     return None
 
 
-def describe(record: dict[str, Any]) -> str:
+def describe(record: Failure) -> str:
     """One line for a diagnostic: what failed, where, and in which layer when the log names one."""
-    what = (
-        f"{record['assertion']} failed" if record.get("assertion") else record.get("summary") or "internal check failed"
-    )
-    where = f" in {record['function']}" if record.get("function") else ""
-    where += f" ({record['source']})" if record.get("source") else ""
-    layer = f"; layer named by the log: {record['layer']}" if record.get("layer") else ""
-    return f"TensorRT internal error (Error Code {record.get('errorCode')}): {what}{where}{layer}"
+    what = f"{record.assertion} failed" if record.assertion else record.summary or "internal check failed"
+    where = f" in {record.function}" if record.function else ""
+    where += f" ({record.source})" if record.source else ""
+    layer = f"; layer named by the log: {record.layer}" if record.layer else ""
+    return f"TensorRT internal error (Error Code {record.errorCode}): {what}{where}{layer}"
 
 
 _LEAN = re.compile(r"Unable to load library: (?P<lib>libnvinfer_lean[\w.]*)")
 
 
-def setting_failure(logs: list[dict[str, str]] | list[tuple[str, str]]) -> dict[str, Any] | None:
+def setting_failure(logs: list[dict[str, str]] | list[tuple[str, str]]) -> Failure | None:
     """Failures the log pins on one recipe key. Measured: TensorRT-RTX 1.7 with version_compatible alone fails
     with `Error Code 6: API Usage Error (Unable to load library: libnvinfer_lean.so.1 …)` — the wheel ships no
     lean runtime to embed; with exclude_lean_runtime it builds."""
@@ -118,14 +121,14 @@ def setting_failure(logs: list[dict[str, str]] | list[tuple[str, str]]) -> dict[
         severity, msg = (entry["severity"], entry["msg"]) if isinstance(entry, dict) else entry
         m = _LEAN.search(msg) if severity in ("ERROR", "INTERNAL_ERROR") else None
         if m is not None:
-            return {
-                "kind": "setting",
-                "code": "TRT146",
-                "key": "version_compatible",
-                "hint": f"version_compatible embeds the lean runtime, and this TensorRT has no {m.group('lib')} "
+            return Failure(
+                kind="setting",
+                code="TRT146",
+                key="version_compatible",
+                hint=f"version_compatible embeds the lean runtime, and this TensorRT has no {m.group('lib')} "
                 "to embed: set exclude_lean_runtime = true (the lean runtime must then be installed where the "
                 "engine runs)",
-            }
+            )
     return None
 
 
@@ -160,7 +163,7 @@ def memory_exhaustion(
     error: str | None = None,
     stderr_tail: list[str] | tuple[str, ...] = (),
     resources: dict[str, Any] | None = None,
-) -> dict[str, Any] | None:
+) -> Failure | None:
     """The build ran out of memory, as a failure record (`kind: out_of_memory`); None when nothing says so.
 
     Said by: an allocation failure in TensorRT's errors (OutOfMemory, "Requested size was", std::bad_alloc, CUDA's
@@ -182,6 +185,7 @@ def memory_exhaustion(
     evidence = (workspace + said)[:3] + [m for m in lines if _NO_IMPLEMENTATION in m][:1]
     if killed_by_oom:
         evidence.append(f"the kernel's OOM killer acted while the worker ran ({oom.get('how')})")
+    resource: MemoryResource
     if workspace and not said:
         resource = "workspace_limit"
     elif said and any(_DEVICE.search(m) for m in said):
@@ -190,28 +194,30 @@ def memory_exhaustion(
         resource = "host_memory" if (killed_by_oom or said) else "memory"
     requested = next((int(m.group("n")) for m in map(_REQUESTED.search, said) if m), None)
     rss = (resources or {}).get("peakRssBytes")
-    record: dict[str, Any] = {
-        "kind": "out_of_memory",
-        "resource": resource,
-        "evidence": evidence,
-        "requestedBytes": requested,
-        "peakRssBytes": rss,
-        "peakRssHow": (resources or {}).get("how"),
-        "oomKill": oom.get("oomKill"),
-        "keys": [WORKSPACE_KEY] if resource == "workspace_limit" else list(LESS_MEMORY_KEYS),
-    }
-    record["advice"] = memory_advice(record)
-    return record
+    return Failure(
+        kind="out_of_memory",
+        resource=resource,
+        evidence=evidence,
+        requestedBytes=requested,
+        peakRssBytes=rss,
+        peakRssHow=(resources or {}).get("how"),
+        oomKill=oom.get("oomKill"),
+        keys=[WORKSPACE_KEY] if resource == "workspace_limit" else list(LESS_MEMORY_KEYS),
+        advice=_memory_advice(resource, rss),
+    )
 
 
-def memory_advice(record: dict[str, Any]) -> str:
+def memory_advice(record: Failure) -> str:
     """What a retry should change, naming the recipe keys (a blind retry runs out the same way)."""
-    if record.get("resource") == "workspace_limit":
+    return _memory_advice(record.resource, record.peakRssBytes)
+
+
+def _memory_advice(resource: str | None, peak: object) -> str:
+    if resource == "workspace_limit":
         return (
             "the workspace pool limit leaves TensorRT no tactic for a layer: raise "
             f"{WORKSPACE_KEY} (or remove it to use the device's memory); a retry with the same limit fails the same way"
         )
-    peak = record.get("peakRssBytes")
     at = f" (worker peak RSS {peak / (1 << 20):.0f} MiB)" if isinstance(peak, int) else ""
     return (
         f"the build ran out of memory{at}: retry with less memory for the builder — lower "
@@ -221,35 +227,35 @@ def memory_advice(record: dict[str, Any]) -> str:
     )
 
 
-def describe_memory(record: dict[str, Any]) -> str:
+def describe_memory(record: Failure) -> str:
     """One line for a diagnostic: what ran out and what said so."""
     what = {
         "workspace_limit": "the workspace pool limit is too small for any tactic",
         "device_memory": "GPU memory ran out",
         "host_memory": "host memory ran out",
-    }.get(str(record.get("resource")), "memory ran out")
-    requested = record.get("requestedBytes")
+    }.get(str(record.resource), "memory ran out")
+    requested = record.requestedBytes
     asked = f" (TensorRT asked for {requested} bytes)" if requested else ""
-    first = (record.get("evidence") or [""])[0]
+    first = (record.evidence or [""])[0]
     said = f"; the log: {first[:200]}" if first else ""
     return f"out of memory during the build: {what}{asked}{said}"
 
 
 def classify_failure(
     outcome: str,
-    failure: dict[str, Any] | None,
+    failure: Failure | None,
     logs: list[dict[str, str]] | list[tuple[str, str]],
     error: str | None = None,
     stderr_tail: list[str] | tuple[str, ...] = (),
     resources: dict[str, Any] | None = None,
-) -> dict[str, Any] | None:
+) -> Failure | None:
     """Why a build that did not finish failed: the worker's own record (a setting, a plugin, the precision step) when
     it sent one; else memory exhaustion (before an internal error: an allocation failure is often logged as "Could not
     find any implementation"), a TensorRT internal error, or a setting the log pins. A killed worker can only have run
     out of memory (the OOM killer, a MemoryError) — anything else about it is unknown."""
     if outcome not in ("failed", "killed"):
         return failure
-    if failure is not None and failure.get("kind") in ("setting", "plugin", "precision"):
+    if failure is not None and failure.kind in ("setting", "plugin", "precision"):
         return failure
     memory = memory_exhaustion(logs, error, stderr_tail, resources)
     if memory is not None:

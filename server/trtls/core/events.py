@@ -16,6 +16,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
+from trtls.core.failure_record import Failure
 from trtls.core.protocol import CANCEL_SOURCES, PROTOCOL, PROTOCOL_VERSION
 from trtls.core.vocabulary import CacheDecision, CancelSource, CleanupStatus, Outcome, PhaseEnd, WorkerEnd
 
@@ -144,14 +145,16 @@ class PrecisionRecord(_Event):
 
 
 class BuildFinished(_Event):
-    """The last line. `failure` = `{kind: setting|plugin|precision, code, key}` when the worker knows why."""
+    """The last line. `failure` = `{kind: setting|plugin|precision, code, key}` when the worker knows why (a
+    `core.failure_record.Failure`: its declared keys typed, any other key kept as sent)."""
 
     type: Literal["build_finished"]
     outcome: WorkerEnd
     error: str | None = None
-    # why it failed, when the worker knows: {"kind": "setting"|"plugin"|"precision"|"internal_error", "code",
-    # "key" (a flat setting key), ...}; the supervisor also recognises internal errors in the logs itself
-    failure: dict[str, Any] | None = None
+    # why it failed, when the worker knows: {kind: setting|plugin, code, key (a flat setting key)} or {kind:
+    # precision, code, key: convert, reason} (docs/protocol.md's Failure table); the supervisor also classifies
+    # internal errors and memory exhaustion from the logs itself (core.builder_errors)
+    failure: Failure | None = None
     cleanup_status: CleanupStatus = "not_needed"
     t_cleanup_ns: int | None = None
     engine_bytes: int | None = None

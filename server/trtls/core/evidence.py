@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trtls.core.vocabulary import (  # the words of each field (re-exported: accept and the tests read them here)
     CACHE_DECISIONS,
@@ -29,6 +29,9 @@ from trtls.core.vocabulary import (  # the words of each field (re-exported: acc
     RETRY_POLICIES,
     VALIDATION_STATUSES,
 )
+
+if TYPE_CHECKING:  # a type only: the worker imports this module, and never pydantic (tests/test_layers.py)
+    from trtls.core.failure_record import Failure
 
 SEED_FIELDS = (
     "framework",
@@ -61,14 +64,14 @@ def retry_advice(
     cache_decision: str | None,
     previous_engine_intact: bool,
     repeated_stop_phase: str | None = None,
-    failure: dict[str, Any] | None = None,
+    failure: Failure | None = None,
 ) -> RetryAdvice:
     """First matching rule wins; the rule text goes into the evidence so people can see why."""
     if outcome == "built":
         return RetryAdvice("not_needed", "the build succeeded")
-    kind = (failure or {}).get("kind")
+    kind = failure.kind if failure is not None else None
     if outcome == "failed" and kind == "internal_error":
-        layer = (failure or {}).get("layer")
+        layer = failure.layer if failure is not None else None
         at = f" at layer {layer}" if layer else ""
         what = "that layer or its opset" if layer else "the model's export (opset, control flow such as If/Loop)"
         return RetryAdvice(
@@ -78,7 +81,7 @@ def retry_advice(
             "and report it to NVIDIA with this evidence folder",
         )
     if outcome in ("failed", "killed") and kind == "out_of_memory":  # core.builder_errors.memory_exhaustion
-        return RetryAdvice("investigate", str((failure or {}).get("advice")))
+        return RetryAdvice("investigate", str(failure.advice if failure is not None else None))
     if outcome == "failed" and kind in ("setting", "plugin", "precision"):
         return RetryAdvice(
             "investigate",

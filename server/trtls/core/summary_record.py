@@ -26,6 +26,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from trtls.core.evidence import RUNBOOK_FIELDS
+from trtls.core.failure_record import Failure
 from trtls.core.vocabulary import (
     BuilderModule,
     BuildOutcome,
@@ -85,7 +86,7 @@ class Summary(BaseModel):
     optimizationProfiles: list[dict[str, Any]] | None = None  # as the builder config held them (read back)
     effectiveSettings: dict[str, Any] | None = None
     environment: dict[str, Any] | None = None
-    failure: dict[str, Any] | None = None
+    failure: Failure | None = None  # why it failed (core.failure_record: declared keys typed, others kept)
     timingCache: dict[str, Any] | None = None
     cancelReturnAfterSeenMs: Number | None = None
     forced: bool | None = None
@@ -123,6 +124,9 @@ class Summary(BaseModel):
     def written(cls, record: dict[str, Any]) -> Summary:
         """A record this process just built (a reuse's, a rollback's, a build's), not read from disk: trusted as
         written, so not validated again (tests/store/test_record_kinds.py validates every kind)."""
+        failure = record.get("failure")
+        if isinstance(failure, dict):  # its failure typed too: readers take `summary.failure.kind`
+            record = {**record, "failure": Failure.written(failure)}
         return cls.model_construct(**record)
 
     def record(self) -> dict[str, Any]:

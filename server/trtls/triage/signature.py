@@ -78,16 +78,16 @@ def failure_signature(summary: Summary, patterns: list[str] | None = None) -> di
     failure = summary.failure
     if summary.outcome != "failed":
         return None
-    if not isinstance(failure, dict):
+    if failure is None:
         return parser_rejection(summary)
-    source = failure.get("source")
-    layer = failure.get("layer")
+    source, layer = failure.source, failure.layer
     return {
-        "kind": failure.get("kind"),
-        "errorCode": failure.get("errorCode", failure.get("code")),
-        "assertion": failure.get("assertion") or failure.get("summary"),
-        "sourceFile": source.split(":", 1)[0] if isinstance(source, str) else None,
-        "layer": layer if isinstance(layer, str) and "ForeignNode" not in layer else None,
+        "kind": failure.kind,
+        # TensorRT's error code; a setting's, a plugin's, a precision step's trtls code when it has none
+        "errorCode": failure.errorCode if failure.errorCode is not None else failure.code,
+        "assertion": failure.assertion or failure.summary,
+        "sourceFile": source.split(":", 1)[0] if source is not None else None,
+        "layer": layer if layer is not None and "ForeignNode" not in layer else None,
     }
 
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from trtls.builds.roots import state_root
 from trtls.builds.supervisor.supervisor import Build, Supervisor
+from trtls.core.failure_record import Failure
 from trtls.core.recipe import LoadedRecipe
 from trtls.core.summary_record import Summary
 from trtls.fs import Kind, remove_file
@@ -30,7 +31,7 @@ class Trial:
     build_id: str
     outcome: str | None = None
     still_fails: bool = False
-    failure: dict[str, Any] | None = None
+    failure: Failure | None = None  # the trial build's classified failure (summary.json's)
     seconds: float = 0.0
     reverted: dict[str, Any] = field(default_factory=dict)  # settings a `settings` trial put back to their default
     replayed: bool = False  # a resumed reduction's verdict from the stopped one: not built again
@@ -46,7 +47,7 @@ class Trial:
             "buildId": self.build_id,
             "outcome": self.outcome,
             "stillFails": self.still_fails,
-            "failure": self.failure,
+            "failure": self.failure.record() if self.failure is not None else None,
             "seconds": round(self.seconds, 3),
             **({"reverted": self.reverted} if self.reverted else {}),
             **({"replayed": True} if self.replayed else {}),

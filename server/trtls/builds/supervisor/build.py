@@ -24,6 +24,7 @@ from trtls.core.build_config import flat_settings
 from trtls.core.build_state import BuildState, CacheDiscarded, EngineCheck, Refused, Supervised, WorkerStarted
 from trtls.core.cancel import CancelToken
 from trtls.core.events import PROTOCOL_VERSION, Artifact, BuildFinished, CacheDecisionEvent, Event
+from trtls.core.failure_record import Failure
 from trtls.core.phase_tree import PhaseTree
 from trtls.core.recipe import EngineRecipe, LoadedRecipe
 from trtls.core.vocabulary import BuildOutcome, CleanupStatus
@@ -301,7 +302,7 @@ class Build:
     builder_returned_ns = Folded[int | None]()
     cancel_seen_ns = Folded[int | None]()
     precision = Folded[dict[str, Any] | None]()
-    failure = Folded[dict[str, Any] | None]()
+    failure = Folded[Failure | None]()
     # what every kind of run answers (builds.supervisor.runs.Run.summary): the evidence record as the JSON written.
     # The supervisor and the store read the state's: `state.record` (the JSON), `state.summary` (the Summary model)
     summary = Folded[dict[str, Any] | None]("record")

@@ -159,8 +159,10 @@ def _not_applied(summary: Summary, engine: str) -> list[Finding]:
 
 
 def _failure_findings(summary: Summary, engine: str) -> list[Finding]:
-    failure = summary.failure or {}
-    kind = failure.get("kind")
+    failure = summary.failure
+    if failure is None:
+        return []
+    kind = failure.kind
     if kind == "internal_error":
         return [
             _f(
@@ -169,32 +171,32 @@ def _failure_findings(summary: Summary, engine: str) -> list[Finding]:
                 describe(failure) + ". A blind retry fails the same way (see the retry advice)",
                 ("engines", engine),
                 buildId=summary.buildId,
-                layer=failure.get("layer"),
+                layer=failure.layer,
             )
         ]
     if kind == "out_of_memory":
         where: tuple[str, ...] = ("engines", engine)
-        if failure.get("resource") == "workspace_limit":
+        if failure.resource == "workspace_limit":
             where = setting_path(engine, "workspace_mib")
         return [
             _f(
                 "TRT207",
                 Severity.error,
-                f"{describe_memory(failure)}. {failure.get('advice')}",
+                f"{describe_memory(failure)}. {failure.advice}",
                 where,
                 buildId=summary.buildId,
-                resource=failure.get("resource"),
-                peakRssBytes=failure.get("peakRssBytes"),
-                keys=failure.get("keys"),
+                resource=failure.resource,
+                peakRssBytes=failure.peakRssBytes,
+                keys=failure.keys,
             )
         ]
-    if kind in ("setting", "plugin", "precision") and failure.get("code"):
+    if kind in ("setting", "plugin", "precision") and failure.code:
         return [
             _f(
-                failure["code"],
+                failure.code,
                 Severity.error,
-                failure.get("hint") or str(summary.error),
-                setting_path(engine, failure.get("key", "")),
+                failure.hint or str(summary.error),
+                setting_path(engine, failure.key or ""),
                 buildId=summary.buildId,
             )
         ]

@@ -159,7 +159,7 @@ def build_summary(build: Build, t_end: int, history: History, model: dict[str, A
         "effectiveSettings": build.effective_settings,
         "optimizationProfiles": build.optimization_profiles,
         "precision": build.precision,
-        "failure": failure,
+        "failure": failure.record() if failure is not None else None,  # the keys it was given, as given
         "timingCacheMode": cache.get("decision"),
         "timingCache": cache,
         "cancelSource": build.token.source,
