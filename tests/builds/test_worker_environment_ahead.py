@@ -46,3 +46,35 @@ def test_the_worker_names_its_platform_before_it_is_sent_a_job(tmp_path: Path) -
     assert proc.returncode == 2, (tmp_path / "stderr").read_text(errors="replace")
     # asked once, before the job: the record reads the cached answer
     assert [line for line in log.read_text().splitlines() if line.startswith("uname")] == ["uname -p"]
+
+
+STARTS = """
+import runpy, sys, threading
+log = open(sys.argv[1], "a", buffering=1)
+started = []
+start = threading.Thread.start
+def recording_start(self):
+    started.append(self.name)
+    start(self)
+threading.Thread.start = recording_start
+def hook(event, args):
+    if event == "import" and args[0] == "trtls.builds.worker.main":
+        log.write("threads started before the worker's modules: " + ",".join(started) + "\\n")
+sys.addaudithook(hook)
+sys.argv = ["trtls-worker"]
+runpy.run_module("trtls.builds.worker", run_name="__main__")
+"""
+
+
+def test_the_worker_starts_its_cuda_driver_probe_before_its_own_modules_load(tmp_path: Path) -> None:
+    log = tmp_path / "threads.log"
+    proc = subprocess.run(
+        [sys.executable, "-c", STARTS, str(log)],
+        input=b"",
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        timeout=120,
+    )
+    assert proc.returncode == 2, proc.stderr.decode(errors="replace")  # no job: it ends without building
+    lines = log.read_text().splitlines()
+    assert lines and "trtls-cuda-warm" in lines[0].split(": ", 1)[1].split(","), lines

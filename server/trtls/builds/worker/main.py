@@ -61,16 +61,21 @@ def preload(preference: list[str]) -> None:
         pass
 
 
-def main() -> int:
+def main(warming: threading.Thread | None = None) -> int:
+    """`warming`: the CUDA driver's probe, when the entry point already started it (`__main__`)."""
     if "--probe" in sys.argv[1:]:
-        return probe()
+        code = probe()
+        if warming is not None:
+            warming.join()  # no thread inside the driver while the interpreter finalizes
+        return code
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C belongs to the supervisor, which sends a cancel
-    from trtls.builds.cuda import warm_driver
+    if warming is None:
+        from trtls.builds.cuda import warm_driver
 
-    # The build's environment record asks the CUDA driver for device 0 (a process's first cuInit: ~0.2 s on a GPU
-    # host, measured on the H200 host 2026-12-03, while TensorRT-RTX's builder needs no cuInit): started now, beside
-    # TensorRT's import, it is done when the record is made (ctypes releases the GIL inside the driver).
-    warming = warm_driver()
+        # The build's environment record asks the CUDA driver for device 0 (a process's first cuInit: ~0.2 s on a
+        # GPU host, measured on the H200 host 2026-12-03, while TensorRT-RTX's builder needs no cuInit): started
+        # now, beside TensorRT's import, it is done when the record is made (ctypes releases the GIL inside it).
+        warming = warm_driver()
     # The record's `platform` runs `uname -p` as a child (~7 ms here, more under load) the first time it is asked;
     # asked now, it runs while TensorRT imports and the job is awaited, and the record finds it cached.
     naming = threading.Thread(target=platform.platform, name="trtls-platform", daemon=True)
