@@ -8,9 +8,10 @@ Two things are let through, each for a stated reason:
 - `dict[str, Any]`: JSON that has no model of its own (a job, a build's overrides, a reduction's or a divergence
   run's result record, a builder probe), as read from disk or built for it. The evidence record (summary.json) has
   one, `Summary` (core.summary_record): the results the application layer hands the faces carry it (a reuse, a
-  rollback, a matrix's served and restored cells), never the dict. Two readers still take that record as a dict:
-  `app.unchanged`'s reuse on the terminal's fast path, which imports no pydantic by design, and the records of
-  recovered builds that `lsp.build_commands.recover` words.
+  rollback, a matrix's served and restored cells), never the dict. One reader still takes that record as a dict:
+  `app.unchanged`'s reuse on the terminal's fast path, which imports no pydantic by design. The builds orphan
+  recovery completed reach `lsp.build_commands.recover` as `RecoveredBuild` rows (builds.supervisor.orphans), read
+  from running.json's model (builds.supervisor.running_state).
 - `ALLOWED` below: the raw argument of a command as lsprotocol declares it (`ExecuteCommandParams.arguments:
   Sequence[LSPAny]`), before its model validates it; pygls structures it by this very annotation (cattrs has no
   hook for `object`); and the client's initializationOptions, LSPAny likewise until parsed."""

@@ -117,7 +117,7 @@ def test_recovery_leaves_a_stranger_alive_even_with_the_nonce_of_another_run(
     try:
         _plant(tmp_path, "svc-other-run", carrier.pid, workerNonce="2" * 32)
         (found,) = recover_orphans(tmp_path / ".trtls")
-        assert carrier.poll() is None and "left alone" in found["message"]
+        assert carrier.poll() is None and "left alone" in found.message
     finally:
         carrier.kill()
         carrier.wait()
@@ -151,7 +151,7 @@ def test_a_real_orphaned_worker_is_still_proved_and_killed(tmp_path: Path) -> No
         assert process_alive(worker), "the hung worker died with its supervisor; nothing left to recover"
         (found,) = recover_orphans(ws / ".trtls")
         assert _wait_gone(worker), "recovery left the proved worker running"
-        assert "proved to be this build's worker" in found["message"] and "was killed" in found["message"]
+        assert "proved to be this build's worker" in found.message and "was killed" in found.message
         assert not running.exists() and json.loads(running.with_name("summary.json").read_text())["outcome"] == "killed"
     finally:
         if cli.poll() is None:
@@ -191,7 +191,7 @@ def test_three_hundred_stale_records_hash_the_output_once(tmp_path: Path, monkey
             json.dumps({"buildId": run.name, "engine": "svc", "output": str(output), "supervisorPid": dead})
         )
     found = recover_orphans(ws / ".trtls")
-    assert len(found) == 300 and all("removed 1 orphaned temp file(s)" in f["message"] for f in found)
+    assert len(found) == 300 and all("removed 1 orphaned temp file(s)" in f.message for f in found)
     assert calls == {"sha256": 2, "listing": 2}  # one per output on disk (the old code: 300 and 300)
     summaries = [json.loads(p.read_text()) for p in sorted((ws / ".trtls" / "runs").glob("*/summary.json"))]
     assert len(summaries) == 300 and len({s["engineOnDisk"]["sha256"] for s in summaries}) == 2
@@ -228,4 +228,4 @@ def test_a_planted_record_naming_an_output_elsewhere_deletes_nothing_there(tmp_p
     )
     (found,) = recover_orphans(ws / ".trtls")
     assert theirs.read_bytes() == b"another build's engine, half written"
-    assert "were not looked for" in found["message"]
+    assert "were not looked for" in found.message

@@ -82,13 +82,13 @@ def test_a_kill_after_the_rename_is_recorded_with_the_engine_on_disk(workspace: 
     assert on_disk == reported["sha256"]
 
     found = recover_orphans(workspace / ".trtls")
-    assert [r["buildId"] for r in found] == [build_id]
+    assert [r.build_id for r in found] == [build_id]
     s = json.loads((workspace / ".trtls" / "runs" / build_id / "summary.json").read_text())
     assert s["renamed"] is True
     assert s["engineArtifact"]["sha256"] == on_disk and s["engineArtifact"]["reportedSha256"] == reported["sha256"]
     assert s["engineOnDisk"]["sha256"] == on_disk
     assert s["previousEngineIntact"] is (on_disk == good)  # the recorded previous sha against what is there now
-    assert "new engine is on disk" in found[0]["message"]
+    assert "new engine is on disk" in found[0].message
 
 
 def test_temp_files_a_killed_worker_left_are_removed_and_said(workspace: Path, tmp_path: Path) -> None:
@@ -104,6 +104,6 @@ def test_temp_files_a_killed_worker_left_are_removed_and_said(workspace: Path, t
     s = json.loads((workspace / ".trtls" / "runs" / build_id / "summary.json").read_text())
     assert not leftovers(workspace)
     removed = [a for a in s["artifacts"] if a["kind"] == "temp" and a["action"] == "removed"]
-    assert len(removed) == 1 and "removed 1 orphaned temp file" in found[0]["message"]
+    assert len(removed) == 1 and "removed 1 orphaned temp file" in found[0].message
     assert s["renamed"] is False and s["previousEngineIntact"] is True and s["engineOnDisk"]["sha256"] == good
     assert any("temp file" in k for k in s["known"])

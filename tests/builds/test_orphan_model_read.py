@@ -44,7 +44,7 @@ def _killed(ws: Path, tmp_path: Path) -> Path:
 
 def _recovered(ws: Path, run: Path) -> dict[str, Any]:
     [done] = recover_orphans(ws / ".trtls")
-    assert done["buildId"] == run.name
+    assert done.build_id == run.name
     return json.loads((run / "summary.json").read_text())
 
 

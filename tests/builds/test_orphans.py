@@ -74,7 +74,7 @@ def test_a_reused_pid_is_never_killed(tmp_path: Path, stand_in: subprocess.Popen
     recovered = recover_orphans(tmp_path / ".trtls")
     time.sleep(0.2)
     assert process_alive(stand_in.pid), "an unrelated process group was killed"
-    assert "left alone" in recovered[0]["message"]
+    assert "left alone" in recovered[0].message
     summary = json.loads((run / "summary.json").read_text())
     assert summary["outcome"] == "killed" and "left alone" in summary["notes"][0]
 
@@ -91,7 +91,7 @@ def test_the_recorded_worker_is_killed(tmp_path: Path, stand_in: subprocess.Pope
     _running(tmp_path, stand_in, process_start_id(stand_in.pid), NONCE)
     recovered = recover_orphans(tmp_path / ".trtls")
     assert stand_in.wait(timeout=10) == -9
-    assert "was killed" in recovered[0]["message"]
+    assert "was killed" in recovered[0].message
 
 
 def test_an_older_record_says_what_it_cannot_know(tmp_path: Path, stand_in: subprocess.Popen) -> None:

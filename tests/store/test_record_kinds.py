@@ -84,7 +84,7 @@ def test_every_record_kind_carries_every_runbook_field(seeded: tuple[Path, dict]
     cli.proc.send_signal(signal.SIGKILL)  # the CLI dies; the worker sees its stdin close and ends
     cli.proc.wait()
     _wait_gone(worker)
-    assert [r["buildId"] for r in recover_orphans(seed_ws / ".trtls")] == [build_id]
+    assert [r.build_id for r in recover_orphans(seed_ws / ".trtls")] == [build_id]
     records["recovered"] = _record(seed_ws, build_id)
 
     recipe = seed_ws / "trtls.toml"  # a library that registers no plugin: the worker refuses it (TRT149)

@@ -10,13 +10,16 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trtls.core.display import human_bytes
 from trtls.core.terminal_text import terminal_safe
 
+if TYPE_CHECKING:
+    from trtls.builds.supervisor.orphans import RecoveredBuild
 
-def recover_before_build(recipe_path: Path, quiet: bool = False) -> list[dict[str, Any]]:
+
+def recover_before_build(recipe_path: Path, quiet: bool = False) -> list[RecoveredBuild]:
     """Recover orphaned builds of this recipe's folder; one line each on stderr (JSON lines with `--json`)."""
     from trtls.builds.supervisor.orphans import recover_orphans
 
@@ -26,9 +29,9 @@ def recover_before_build(recipe_path: Path, quiet: bool = False) -> list[dict[st
     found = recover_orphans(trtls_dir)
     for r in found:
         if quiet:
-            print(json.dumps({"type": "orphan_recovered", **r}, default=str), file=sys.stderr)
+            print(json.dumps({"type": "orphan_recovered", **r.record()}, default=str), file=sys.stderr)
         else:
-            print(f"trtls: recovered interrupted build {r['buildId']} ({r['engine']}): {r['message']}", file=sys.stderr)
+            print(f"trtls: recovered interrupted build {r.build_id} ({r.engine}): {r.message}", file=sys.stderr)
     return found
 
 

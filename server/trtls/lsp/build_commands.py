@@ -28,6 +28,7 @@ from trtls.lsp.progress import wants_progress
 
 if TYPE_CHECKING:
     from trtls.builds.supervisor.matrix import MatrixBuild, PlannedCell
+    from trtls.builds.supervisor.orphans import RecoveredBuild
     from trtls.core.recipe import LoadedRecipe
     from trtls.lsp.language_server import TrtlsServer
 
@@ -272,14 +273,15 @@ async def recover(ls: TrtlsServer, folder: Path) -> None:
     uri = from_fs_path(str(folder / "trtls.toml"))
     if uri:
         for r in found:
-            ls.store.set(uri, Origin.build, r["engine"], [orphan_finding(r["engine"], r)])
+            engine = r.engine or ""  # a planted record may name none
+            ls.store.set(uri, Origin.build, engine, [orphan_finding(engine, r.record())])
         if uri in ls.recipes:
             ls.publish(uri)
     ls.window_show_message(lsp.ShowMessageParams(type=lsp.MessageType.Warning, message=recovered_message(found)))
 
 
-def recovered_message(found: list[dict[str, Any]]) -> str:
-    listed = "; ".join(f"{r['engine']} ({r['buildId']}): {r['message'][:200]}" for r in found[:MAX_LISTED])
+def recovered_message(found: list[RecoveredBuild]) -> str:
+    listed = "; ".join(f"{r.engine} ({r.build_id}): {r.message[:200]}" for r in found[:MAX_LISTED])
     more = (
         f"; and {len(found) - MAX_LISTED} more (their evidence is in .trtls/runs/)" if len(found) > MAX_LISTED else ""
     )

@@ -6,32 +6,29 @@ stat'ed, not read."""
 
 from __future__ import annotations
 
-import math
 import os
 from pathlib import Path
 from typing import Any
 
+from trtls.builds.supervisor.running_state import RunningState
 from trtls.core.paths import inside, real
 from trtls.store.key import KeyUnavailable, file_sha256
 
 
-def started_at(state: dict[str, Any]) -> float | None:
-    """When the build started (epoch seconds), as its `running.json` says; None for an older record or nonsense."""
-    started = state.get("startedAt")
-    if not isinstance(started, (int, float)) or isinstance(started, bool) or not math.isfinite(started):
-        return None
-    return float(started)
+def started_at(state: RunningState) -> float | None:
+    """When the build started (epoch seconds), as its `running.json` says; None for an older record (or, in a damaged
+    record's partial, one whose `startedAt` is not a finite number: running_state checked it)."""
+    return None if state.started_at is None else float(state.started_at)
 
 
-def model_read(state: dict[str, Any], trtls_dir: Path) -> tuple[dict[str, Any], str, bool]:
+def model_read(state: RunningState, trtls_dir: Path) -> tuple[dict[str, Any], str, bool]:
     """The model the build read, as the supervisor's record names it (builds/supervisor/summary.model_read):
     `modelPath` from the job in `running.json`, `modelSha256` only when the model is provably the one read — not
     modified since the build started (its mtime against the record's `startedAt`) — and only through the door: a
     regular file whose real path stays inside the recipe's folder (a record can be planted; a link leading out is
     never followed). Returns (the fields, what is known or not of them, whether it is known)."""
-    job = state.get("job")
-    onnx = job.get("onnx") if isinstance(job, dict) else None
-    if not isinstance(onnx, str) or not onnx:
+    onnx = state.job.onnx if state.job is not None else None
+    if not onnx:
         return {"modelPath": None, "modelSha256": None}, "which model the build read (its job names none)", False
     path, root = Path(onnx), trtls_dir.parent
     fields: dict[str, Any] = {"modelPath": str(path), "modelSha256": None}

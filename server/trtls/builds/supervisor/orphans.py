@@ -18,21 +18,53 @@ import json
 import os
 import signal
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from trtls import fs
 from trtls.builds.artifacts import remove_or_quarantine, sha256_file, temp_files_near
 from trtls.builds.supervisor.orphan_model import model_read, started_at
-from trtls.builds.supervisor.running_record import output_state, read_running, replaced_since, running_records
+from trtls.builds.supervisor.running_record import running_records
+from trtls.builds.supervisor.running_state import (
+    OutputState,
+    RunningJob,
+    RunningProblem,
+    RunningState,
+    read_running_state,
+)
 from trtls.core.paths import inside, real
+from trtls.core.vocabulary import CleanupStatus
 from trtls.fs.kill import ProcessProof, process_alive, process_start_id
 from trtls.fs.kinds import TEMP_MARK
 from trtls.fs.read import read_bytes
 
-__all__ = ["RecoveryPass", "process_alive", "process_start_id", "recover_orphans", "same_process"]
+__all__ = ["RecoveredBuild", "RecoveryPass", "process_alive", "process_start_id", "recover_orphans", "same_process"]
 
 EVENTS_LIMIT = 64 << 20  # an events.jsonl holds a few MiB even for a long build; past this it was not ours
+
+
+@dataclass(frozen=True)
+class RecoveredBuild:
+    """One build recovery completed: what the faces say of it (the popup, TRT404, a line before `trtls build`).
+    `record()` is its JSON (`trtls build --json`'s `orphan_recovered` line): the keys it has always had."""
+
+    build_id: str
+    engine: str | None
+    message: str
+    cleanup_status: CleanupStatus  # as artifacts.remove_or_quarantine says it
+    artifacts: list[dict[str, Any]]  # the temp files removed or quarantined, as the summary lists them
+    supervisor: dict[str, Any]  # the process that died supervising it, as the summary names it
+
+    def record(self) -> dict[str, Any]:
+        return {
+            "buildId": self.build_id,
+            "engine": self.engine,
+            "message": self.message,
+            "cleanupStatus": self.cleanup_status,
+            "artifacts": self.artifacts,
+            "supervisor": self.supervisor,
+        }
 
 
 def same_process(pid: int | None, recorded_start: str | None) -> bool:
@@ -46,13 +78,13 @@ class RecoveryPass:
     replaced meanwhile is hashed again), and the temp files beside it are listed once per output, not per record."""
 
     def __init__(self) -> None:
-        self.hashes: dict[tuple[Any, ...], str | OSError] = {}
+        self.hashes: dict[tuple[str, int | None, int | None, int | None, int | None], str | OSError] = {}
         self.listings: dict[str, list[Path]] = {}
         self.hashed = 0  # files actually read and hashed in this pass
         self.listed = 0  # output folders actually listed in this pass
 
-    def sha256(self, output: Path, now: dict[str, Any]) -> str:
-        key = (str(output), now.get("dev"), now.get("inode"), now.get("size"), now.get("mtimeNs"))
+    def sha256(self, output: Path, now: OutputState) -> str:
+        key = (str(output), now.dev, now.inode, now.size, now.mtime_ns)
         if key not in self.hashes:
             self.hashed += 1
             try:
@@ -89,39 +121,38 @@ def _read_events(run_dir: Path) -> list[Any]:
     return events
 
 
-def who_supervised(state: dict[str, Any]) -> str:
+def who_supervised(state: RunningState) -> str:
     """`the supervising trtls build (CLI) (pid 123)`: the real cause, from the record the supervisor left."""
-    owner = state.get("owner") or {}
-    pid = state.get("supervisorPid")
-    if owner.get("kind"):
-        return f"the supervising {owner['kind']} (pid {pid})"
+    pid = state.supervisor_pid
+    if state.owner is not None and state.owner.kind:
+        return f"the supervising {state.owner.kind} (pid {pid})"
     return f"the supervising process (pid {pid}; this older record does not say whether it was a CLI or a server)"
 
 
 def output_truth(
-    state: dict[str, Any], events: list[Any], temps_left: int, work: RecoveryPass | None = None
+    state: RunningState, events: list[Any], temps_left: int, work: RecoveryPass | None = None
 ) -> dict[str, Any]:
     """What can be known about the output after the supervisor died: the engine on disk and its sha256, whether this
     build renamed a new engine over it, whether the previous engine is intact — and what is not known."""
-    output = _output_of(state)
-    now = output_state(output)
-    on_disk: dict[str, Any] = {"path": str(output), "exists": now.get("exists")}
-    if now.get("exists") and output.is_file() and not output.is_symlink():
+    output, before = state.output_path, state.output_before
+    now = OutputState.now(output)
+    on_disk: dict[str, Any] = {"path": str(output), "exists": now.exists}
+    if now.exists and output.is_file() and not output.is_symlink():
         try:
-            on_disk.update(sha256=(work or RecoveryPass()).sha256(output, now), size=now["size"])
+            on_disk.update(sha256=(work or RecoveryPass()).sha256(output, now), size=now.size)
         except OSError as exc:
             on_disk["error"] = exc.strerror or str(exc)
     reported = [e for e in events if e.type == "artifact" and e.kind == "engine" and e.action == "written"]
     reported_sha = reported[-1].sha256 if reported else None
-    replaced = replaced_since(state.get("outputBefore"), now)
-    previous = state.get("previousSha256")
+    replaced = now.replaced_since(before)
+    previous = state.previous_sha256
     known: list[str] = []
     unknown: list[str] = ["how far the builder got after the last recorded event", "the worker's peak memory"]
     renamed: bool | None
     if replaced is False:
         renamed = False
         known.append("the output is the file this build found when it started (same inode and mtime): not replaced")
-    elif replaced is None and state.get("outputBefore") is None:
+    elif replaced is None and before is None:
         renamed = None if reported_sha is None else reported_sha == on_disk.get("sha256")
         unknown.append("whether the output was replaced (this older record has no state of the output at the start)")
     elif replaced is None:
@@ -142,10 +173,10 @@ def output_truth(
     if previous is not None and on_disk.get("sha256") is not None:
         intact = previous == on_disk["sha256"]
         known.append(f"the previous engine's sha256 was recorded at the start ({previous[:16]}…)")
-    elif (state.get("outputBefore") or {}).get("exists") and renamed is False:
+    elif before is not None and before.exists and renamed is False:
         intact = True
         unknown.append("the previous engine's sha256 (not recorded before the kill); it was not replaced")
-    elif not (state.get("outputBefore") or {}).get("exists", True):
+    elif before is not None and before.exists is False:
         known.append("there was no engine at the output when the build started")
     artifact = None
     if renamed:
@@ -169,16 +200,10 @@ def output_truth(
     }
 
 
-def _output_of(state: dict[str, Any]) -> Path:
-    job = state.get("job")
-    output = state.get("output") or (job.get("output") if isinstance(job, dict) else None)
-    return Path(output if isinstance(output, str) else "")
-
-
 def _orphan_summary(
     run_dir: Path,
-    state: dict[str, Any],
-    job: dict[str, Any],
+    state: RunningState,
+    job: RunningJob | None,
     cleanup: str,
     inventory: list,
     note: str,
@@ -203,13 +228,13 @@ def _orphan_summary(
     end = tree.t_last_callback_ns or 0
     tree.close_open("failed", end)
     if cache is None:
-        configured = job.get("timing_cache")
+        configured = job is not None and job.timing_cache
         cache = {
             "decision": "discarded" if configured else "cold",
             "reason": "the build was interrupted before deciding; the cache on disk was not written"
             if configured
             else "no timing cache configured",
-            "path": (configured or {}).get("path"),
+            "path": job.timing_cache_path if job is not None else None,
         }
     temps_left = sum(1 for a in inventory if a.get("kind") == "temp")
     truth = output_truth(state, events, temps_left, work)
@@ -222,13 +247,13 @@ def _orphan_summary(
         capability["builder"] = {"status": "not_asked", "reason": why}
     return {
         "framework": "trtls",
-        "buildId": state["buildId"],
-        "engine": state.get("engine"),
+        "buildId": state.build_id,
+        "engine": state.engine,
         **({"startedAt": started_at(state)} if started_at(state) is not None else {}),
         **model,
         "outcome": "killed",
         "error": f"{who} died during the build",
-        "supervisor": state.get("owner") or {"pid": state.get("supervisorPid"), "kind": None},
+        "supervisor": (state.owner.record() if state.owner else None) or {"pid": state.supervisor_pid, "kind": None},
         "tensorrtVersion": env.get("version") or UNKNOWN,
         "builderModule": env.get("module"),
         "language": env.get("language", "python"),
@@ -263,21 +288,18 @@ def _orphan_summary(
     }
 
 
-def _stop_worker(state: dict[str, Any]) -> str:
+def _stop_worker(state: RunningState, problem: RunningProblem | None) -> str:
     """Kill the recorded worker's process group only if it proves to be that worker — its start id and the run nonce
     its supervisor passed only to it (`fs.signal_proven`) — and wait until it is gone (so the output is examined
-    after it can no longer change). A record can be planted: a pid that cannot be proved is never signalled, and
-    the note says why. Returns the note for the record."""
-    worker = state.get("workerPid")
-    if worker is None:
+    after it can no longer change). A record can be planted: a pid that cannot be proved is never signalled, nor is
+    any process a record that does not hold together names, and the note says why. Returns the note for the
+    record."""
+    if problem is not None:
+        return f"; {problem.message}, so no process it names was signalled"
+    worker = state.worker_pid
+    if worker is None or not process_alive(worker):
         return ""
-    if not isinstance(worker, int) or isinstance(worker, bool):
-        return f"; the record names the worker {worker!r}, which is not a pid: nothing was signalled"
-    if not process_alive(worker):
-        return ""
-    why = fs.signal_proven(
-        ProcessProof(worker, state.get("workerStart"), state.get("workerNonce")), signal.SIGKILL, group=True
-    )
+    why = fs.signal_proven(ProcessProof(worker, state.worker_start, state.worker_nonce), signal.SIGKILL, group=True)
     if why is None:
         deadline = time.monotonic() + 10
         while process_alive(worker) and time.monotonic() < deadline:
@@ -303,42 +325,50 @@ def _engine_message(summary: dict[str, Any]) -> str:
 
 def recover_orphans(
     trtls_dir: Path, own_pid: int | None = None, work: RecoveryPass | None = None
-) -> list[dict[str, Any]]:
+) -> list[RecoveredBuild]:
     """Complete the evidence of every build under `trtls_dir/runs` whose supervisor is gone. `work`: the pass's
     shared knowledge (each output hashed and listed once, however many records name it)."""
     own_pid = own_pid or os.getpid()
     work = work or RecoveryPass()
-    root = trtls_dir.parent  # every record written here stays in the recipe's folder (checked at the write)
-    recovered: list[dict[str, Any]] = []
+    recovered: list[RecoveredBuild] = []
     for running in running_records(trtls_dir):  # a swapped .trtls: nothing to recover, never followed
-        try:
-            state = read_running(running)
-        except (OSError, ValueError):
-            continue
-        if state.get("buildId") != running.parent.name:
-            continue  # a record naming another build than its own folder's: not one trtls wrote
-        sup = state.get("supervisorPid")
-        sup = sup if isinstance(sup, int) and not isinstance(sup, bool) else None  # a planted record may say anything
+        found = read_running_state(running)
+        problem = found if isinstance(found, RunningProblem) else None
+        state = found.partial if isinstance(found, RunningProblem) else found
+        if state is None or state.build_id != running.parent.name:
+            continue  # unreadable, or naming another build than its own folder's: not one trtls wrote
+        sup = state.supervisor_pid  # None when the record's is not a pid (a planted record may say anything)
         if sup == own_pid:
             continue
-        if process_alive(sup) and (state.get("supervisorStart") is None or same_process(sup, state["supervisorStart"])):
-            continue  # a live supervisor owns it (an old record without a start id: assume it is that one)
-        recovered.append(_recover_one(running, state, trtls_dir, own_pid, work, root))
+        # an old record without a start id: assume the live pid is that supervisor; a start id that is not one
+        # (a damaged record) names no live process
+        unproved = problem is not None and "supervisorStart" in problem.fields
+        if (
+            process_alive(sup)
+            and not unproved
+            and (state.supervisor_start is None or same_process(sup, state.supervisor_start))
+        ):
+            continue  # a live supervisor owns it
+        recovered.append(_recover_one(running, state, problem, trtls_dir, own_pid, work))
     return recovered
 
 
 def _recover_one(
-    running: Path, state: dict[str, Any], trtls_dir: Path, own_pid: int, work: RecoveryPass, root: Path
-) -> dict[str, Any]:
-    worker_note = _stop_worker(state)
-    raw_job = state.get("job")
-    job: dict[str, Any] = raw_job if isinstance(raw_job, dict) else {}
-    output = _output_of(state)
-    qdir = trtls_dir / "quarantine" if job.get("keep_evidence") else None
+    running: Path,
+    state: RunningState,
+    problem: RunningProblem | None,
+    trtls_dir: Path,
+    own_pid: int,
+    work: RecoveryPass,
+) -> RecoveredBuild:
+    root = trtls_dir.parent  # every record written here stays in the recipe's folder (checked at the write)
+    worker_note = _stop_worker(state, problem)
+    job, output = state.job, state.output_path
+    qdir = trtls_dir / "quarantine" if job is not None and job.keep_evidence else None
     # A record can be planted: its temp files are looked for only beside an output inside the recipe's folder.
     ours = inside(real(output.parent), real(root))
-    temps = work.temps(output, state["buildId"]) if ours else []
-    inventory, status = remove_or_quarantine(temps, qdir, f"orphan of build {state['buildId']}", within=real(root))
+    temps = work.temps(output, state.build_id) if ours else []
+    inventory, status = remove_or_quarantine(temps, qdir, f"orphan of build {state.build_id}", within=real(root))
     if inventory:
         message = f"{'quarantined' if status == 'quarantined' else 'removed'} {len(inventory)} orphaned temp file(s)"
     elif ours:
@@ -357,11 +387,4 @@ def _recover_one(
     except OSError as exc:
         # the run folder leads out of the recipe's folder (a symlink) or the disk refuses: nothing is written there
         message += f"; its record was not completed ({exc.strerror or exc}: {exc.filename})"
-    return {
-        "buildId": state["buildId"],
-        "engine": state.get("engine"),
-        "message": message,
-        "cleanupStatus": status,
-        "artifacts": inventory,
-        "supervisor": summary["supervisor"],
-    }
+    return RecoveredBuild(state.build_id, state.engine, message, status, inventory, summary["supervisor"])

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trtls.builds.supervisor.history import History
+from trtls.builds.supervisor.running_state import RUNNING
 from trtls.core.evidence_table import EvidenceTable
 from trtls.core.recipe_file import read_recipe_text
 from trtls.core.tomlpos import bounded_loads
@@ -122,7 +123,7 @@ def scan_runs(runs_dir: Path, read_summaries: bool = True) -> list[Run]:
         started = summary.startedAt if summary else None
         if started is None:
             started = entry.stat(follow_symlinks=False).st_mtime
-        running = (path / "running.json").exists() or not (path / "summary.json").exists()
+        running = (path / RUNNING).exists() or not (path / "summary.json").exists()
         runs.append(Run(entry.name, path, float(started), _size(path), summary, running))
     runs.sort(key=lambda r: r.started, reverse=True)
     return runs
@@ -153,7 +154,7 @@ def pins(runs: list[Run], trtls_dir: Path, max_age_days: float) -> dict[str, str
     why: dict[str, str] = {}
     now = time.time()
     for r in runs:
-        if (r.path / "running.json").exists():
+        if (r.path / RUNNING).exists():
             why[r.id] = "running (or interrupted, not yet recovered)"
         elif r.running and now - r.started < max_age_days * 86400:
             why[r.id] = "no summary yet (starting, or waiting for its output)"

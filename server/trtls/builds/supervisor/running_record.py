@@ -20,20 +20,19 @@ import contextlib
 import json
 import os
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trtls import fs
 from trtls.builds.roots import state_root
+from trtls.builds.supervisor.running_state import RUNNING, OutputState, RunningState, read_running_state
 from trtls.fs.kill import process_start_id
-from trtls.fs.read import read_text
 
 if TYPE_CHECKING:
     from trtls.builds.supervisor.build import Build
     from trtls.builds.supervisor.output_guard import OutputGuard
 
-RUNNING = "running.json"
-RECORD_LIMIT = 4 << 20  # a running.json is a few KiB (the job included); anything larger was not written by trtls
 RUNNING_MODE = 0o600  # it carries the worker's nonce
 
 OWNER_KINDS = {"build": "trtls build (CLI)", "serve": "language server", "accept": "trtls accept (CLI)"}
@@ -51,28 +50,13 @@ def process_owner(kind: str | None = None) -> dict[str, Any]:
 def output_state(output: Path) -> dict[str, Any]:
     """The output as it is now, without following a final symlink: enough to tell later whether it was replaced
     (a rename always brings a new inode; trtls never writes an engine in place)."""
-    try:
-        st = os.lstat(output)
-    except FileNotFoundError:
-        return {"exists": False}
-    except OSError as exc:
-        return {"exists": None, "error": exc.strerror or str(exc)}
-    return {"exists": True, "dev": st.st_dev, "inode": st.st_ino, "size": st.st_size, "mtimeNs": st.st_mtime_ns}
+    return OutputState.now(output).record()
 
 
 def write_running(evidence_dir: Path, record: dict[str, Any]) -> None:
     """Inside the recipe's folder (`roots.state_root`: found by the path's text, checked at the write), 0600."""
     path = evidence_dir / RUNNING
     fs.atomic_write_text(path, json.dumps(record), kind=fs.Kind.evidence, within=state_root(path), mode=RUNNING_MODE)
-
-
-def read_running(path: Path) -> dict[str, Any]:
-    """A running.json as a dict: a regular file of bounded size, never read through a symlink (OSError or
-    ValueError otherwise)."""
-    record = json.loads(read_text(path, limit=RECORD_LIMIT, follow=False))
-    if not isinstance(record, dict):
-        raise ValueError("not a JSON object")
-    return record
 
 
 def running_json(
@@ -99,26 +83,16 @@ def note_previous_sha(build: Build, done: asyncio.Future) -> None:
     if done.cancelled() or done.exception() is not None:
         return
     build.previous_engine_sha = done.result()
-    try:
-        record = read_running(build.evidence_dir / RUNNING)
-    except (OSError, ValueError):
+    state = read_running_state(build.evidence_dir / RUNNING)
+    if not isinstance(state, RunningState):
         return  # not written yet (running_json will include it) or already removed (the build is over)
-    record["previousSha256"] = build.previous_engine_sha
+    keys = state.present if "previousSha256" in state.present else (*state.present, "previousSha256")
     try:
-        write_running(build.evidence_dir, record)
+        write_running(
+            build.evidence_dir, replace(state, previous_sha256=build.previous_engine_sha, present=keys).record()
+        )
     except OSError:
         pass  # .trtls swapped or full: the summary still records the sha (the record is only for a crash)
-
-
-def replaced_since(before: dict[str, Any] | None, now: dict[str, Any]) -> bool | None:
-    """Was the output replaced since `before` was taken? None when that cannot be told (no record, unreadable)."""
-    if not before or before.get("exists") is None or now.get("exists") is None:
-        return None
-    if not before["exists"]:
-        return bool(now["exists"])
-    if not now["exists"]:
-        return True
-    return (before["dev"], before["inode"], before["mtimeNs"]) != (now["dev"], now["inode"], now["mtimeNs"])
 
 
 def running_records(trtls_dir: Path) -> list[Path]:
