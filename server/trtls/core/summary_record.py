@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, PrivateAttr, ValidationError, model_validator
 
 from trtls.core.evidence import RUNBOOK_FIELDS
 from trtls.core.failure_record import Failure
@@ -120,6 +120,18 @@ class Summary(BaseModel):
     title: str | None = None
     cells: list[dict[str, Any]] = []
 
+    # the keys in the order the record had them: a face that prints it (`--json`) prints what was written, whether it
+    # holds the dict it wrote (the fast path) or this model (the full path)
+    _key_order: tuple[str, ...] = PrivateAttr(default=())
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _keeps_its_key_order(cls, data: Any, handler: Any) -> Summary:
+        summary: Summary = handler(data)
+        if isinstance(data, dict):
+            summary._key_order = tuple(data)
+        return summary
+
     @classmethod
     def written(cls, record: dict[str, Any]) -> Summary:
         """A record this process just built (a reuse's, a rollback's, a build's), not read from disk: trusted as
@@ -127,11 +139,16 @@ class Summary(BaseModel):
         failure = record.get("failure")
         if isinstance(failure, dict):  # its failure typed too: readers take `summary.failure.kind`
             record = {**record, "failure": Failure.written(failure)}
-        return cls.model_construct(**record)
+        summary = cls.model_construct(**record)
+        summary._key_order = tuple(record)
+        return summary
 
     def record(self) -> dict[str, Any]:
-        """The record as JSON data: the keys it was read with (undeclared ones included), none it did not have."""
-        return self.model_dump(mode="json", exclude_unset=True)
+        """The record as JSON data: the keys it was read with (undeclared ones included), none it did not have, in
+        the order it had them."""
+        data = self.model_dump(mode="json", exclude_unset=True)
+        ordered = {k: data[k] for k in self._key_order if k in data}
+        return ordered | data if len(ordered) < len(data) else ordered
 
     def missing_runbook_fields(self) -> list[str]:
         """The runbook fields the record does not carry (an old record, or a damaged one)."""
