@@ -274,7 +274,7 @@ async def recover(ls: TrtlsServer, folder: Path) -> None:
     if uri:
         for r in found:
             engine = r.engine or ""  # a planted record may name none
-            ls.store.set(uri, Origin.build, engine, [orphan_finding(engine, r.record())])
+            ls.store.set(uri, Origin.build, engine, [orphan_finding(engine, r)])
         if uri in ls.recipes:
             ls.publish(uri)
     ls.window_show_message(lsp.ShowMessageParams(type=lsp.MessageType.Warning, message=recovered_message(found)))

@@ -14,6 +14,7 @@ from trtls.core.builder_errors import describe, describe_memory
 from trtls.core.findings import Finding, Origin, Severity
 
 if TYPE_CHECKING:  # a type only: the language server loads this module before pydantic (tests/test_layers.py)
+    from trtls.builds.supervisor.orphans import RecoveredBuild
     from trtls.core.summary_record import Summary
 
 
@@ -268,16 +269,16 @@ def _cleanup_findings(summary: Summary, engine: str) -> list[Finding]:
     ]
 
 
-def orphan_finding(engine: str, recovered: dict[str, Any]) -> Finding:
+def orphan_finding(engine: str, recovered: RecoveredBuild) -> Finding:
     """TRT404 on the engine table: a recovered build (builds.supervisor.orphans.recover_orphans' row, not its
     record)."""
     return _f(
         "TRT404",
         Severity.warning,
-        f"a build of '{engine}' was interrupted when its supervising process died (build {recovered['buildId']}): "
-        f"{recovered['message']}",
+        f"a build of '{engine}' was interrupted when its supervising process died (build {recovered.build_id}): "
+        f"{recovered.message}",
         ("engines", engine),
-        buildId=recovered["buildId"],
+        buildId=recovered.build_id,
     )
 
 
