@@ -193,10 +193,23 @@ export interface BuildStarted {
   effective_settings?: Record<string, unknown>;
   /** as the builder config holds them: index, inputs{min,opt,max} */
   optimization_profiles?: Record<string, unknown>[];
-  /** what the engine is built for (core.evidence.build_target): computeCapabilities, hardwareCompatibilityLevel, device, deviceComputeCapability; part of build_config_hash */
-  target?: Record<string, unknown>;
-  /** the parsed network's typing: stronglyTyped, inputs, outputs (name → dtype), layers */
-  network?: Record<string, unknown>;
+  /** what the engine is built for (core.evidence.build_target): computeCapabilities, hardwareCompatibilityLevel, device, deviceComputeCapability; part of build_config_hash (core.build_records: docs/protocol.md's table) */
+  target?: BuildTarget;
+  /** the parsed network's typing (builds.build_facts.network_types): stronglyTyped, inputs, outputs (name → dtype), layers (core.build_records: docs/protocol.md's table) */
+  network?: NetworkTyping;
+}
+
+/** What the engine is built for (core.evidence.build_target): part of the build-config hash, so durations measured for one target are never shown as the usual duration on another. Undeclared keys are kept as sent. */
+export interface BuildTarget {
+  /** the compute capabilities a TensorRT-RTX engine is built for, as the builder config holds them (["SM89", "SM120"]), or "builder default" */
+  computeCapabilities?: string[] | string | null;
+  /** the hardware-compatibility level (full TensorRT: "ampere_plus" …), or "builder default" */
+  hardwareCompatibilityLevel?: string | null;
+  /** the GPU the worker saw (device 0's name); null without one */
+  device?: string | null;
+  /** that GPU's compute capability ("8.9"); null without one */
+  deviceComputeCapability?: string | null;
+  [key: string]: unknown;
 }
 
 /** `trtls/buildTree` for one build (or one matrix cell): sent while it runs (≤ 5 a second) and once at its end. */
@@ -598,6 +611,19 @@ export interface MatrixTree {
   description: string;
   evidencePath: string | null;
   cells: CellRow[];
+}
+
+/** The parsed network's typing (builds.build_facts.network_types): strongly typed or not, the dtype of every input and output, and its size in layers. Undeclared keys are kept as sent. */
+export interface NetworkTyping {
+  /** whether the network was created STRONGLY_TYPED; null when this TensorRT cannot say */
+  stronglyTyped?: boolean | null;
+  /** input name → TensorRT dtype ("FLOAT", "HALF" …) */
+  inputs?: Record<string, string> | null;
+  /** output name → TensorRT dtype */
+  outputs?: Record<string, string> | null;
+  /** the number of layers the parser made */
+  layers?: number | null;
+  [key: string]: unknown;
 }
 
 /** Where a farm cell is: the node that holds it, or (`waitingS` alone) how long it has waited for one. */

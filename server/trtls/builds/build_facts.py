@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import hashlib
 import resource
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trtls.core.protocol import stable_json
 from trtls.fs.read import open_regular
+
+if TYPE_CHECKING:  # types only: the worker imports this module, and never pydantic (tests/test_layers.py)
+    from trtls.core.build_records import NetworkTypingRecord
 
 
 def peak_rss_bytes() -> int:
@@ -17,8 +21,9 @@ def peak_rss_bytes() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
-def network_types(bm: Any, network: Any) -> dict[str, Any]:
-    """The parsed network's typing: strongly typed or not, and the dtype of every input and output."""
+def network_types(bm: Any, network: Any) -> NetworkTypingRecord:
+    """The parsed network's typing: strongly typed or not, and the dtype of every input and output. A plain dict (the
+    worker's `build_started.network`), validated at the supervisor's edge as `core.build_records.NetworkTyping`."""
     trt = bm.trt
     flag = getattr(trt.NetworkDefinitionCreationFlag, "STRONGLY_TYPED", None)
     strongly = None
@@ -40,7 +45,7 @@ def build_config_hash(
     effective: dict[str, Any],
     profiles: list,
     environment: dict[str, Any],
-    target: dict[str, Any] | None = None,
+    target: Mapping[str, object] | None = None,
 ) -> str:
     """sha256 over the ONNX bytes, the effective builder settings, the builder module + version and the
     target (compute capabilities, hardware compatibility, device): durations on one target are not the usual

@@ -12,11 +12,12 @@ Typed where a reader takes fields: the evidence record reads as `core.summary_re
 the worker reported is kept as the event the edge validated (its placement, cache decision, inventory and finish:
 `Placed`, `CacheDecisionEvent`, `Artifact`, `BuildFinished`), dumped into summary.json once, when the record is
 written (`builds.supervisor.summary`); the outcome and cleanup words are `core.vocabulary`'s. The fields kept as JSON
-records (`dict[str, Any]`) are the ones the protocol itself declares free (the environment, target, network,
-settings, profiles and precision records a worker sends); its failure is a `core.failure_record.Failure`. Folding
-stores what the event already holds: no validation, no dump, no copy, per callback. The record itself changes only
-by a fold too: the store's additions (`builds.avoidance.lookup.after_build`) and a farm cell's reuse
-(`builds.supervisor.matrix`) fold a new `Recorded`."""
+records (`dict[str, Any]`) are the ones the protocol itself declares free (the environment, settings, profiles and
+precision records a worker sends); its failure is a `core.failure_record.Failure`, its target and network typing a
+`core.build_records.BuildTarget` and `NetworkTyping`. Folding stores what the event already holds: no validation,
+no dump, no copy, per callback. The record itself changes only by a fold too: the store's additions
+(`builds.avoidance.lookup.after_build`) and a farm cell's reuse (`builds.supervisor.matrix`) fold a new
+`Recorded`."""
 
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from trtls.core.build_records import BuildTarget, NetworkTyping
 from trtls.core.cancel import CancelToken
 from trtls.core.events import (
     PROTOCOL,
@@ -199,8 +201,10 @@ class BuildState:
     effective_settings: dict[str, Any] = field(default_factory=dict)
     optimization_profiles: list[dict[str, Any]] = field(default_factory=list)
     config_hash: str | None = None
-    target: dict[str, Any] = field(default_factory=dict)
-    network: dict[str, Any] = field(default_factory=dict)
+    # what the engine is built for and the parsed network's typing (core.build_records, validated at the edge);
+    # given no keys until build_started
+    target: BuildTarget = field(default_factory=BuildTarget)
+    network: NetworkTyping = field(default_factory=NetworkTyping)
     baselines: dict[str, float] = field(default_factory=dict)
     # summary.json's `timingCache`: the worker's cache_decision, or the supervisor's `discarded` for a killed worker
     cache: CacheDecisionEvent | CacheDiscarded | None = None

@@ -16,6 +16,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
+from trtls.core.build_records import BuildTarget, NetworkTyping
 from trtls.core.failure_record import Failure
 from trtls.core.protocol import CANCEL_SOURCES, PROTOCOL, PROTOCOL_VERSION
 from trtls.core.vocabulary import CacheDecision, CancelSource, CleanupStatus, Outcome, PhaseEnd, WorkerEnd
@@ -44,9 +45,11 @@ class BuildStarted(_Event):
     effective_settings: dict[str, Any] = {}
     optimization_profiles: list[dict[str, Any]] = []  # as the builder config holds them: index, inputs{min,opt,max}
     # what the engine is built for (core.evidence.build_target): computeCapabilities, hardwareCompatibilityLevel,
-    # device, deviceComputeCapability; part of build_config_hash
-    target: dict[str, Any] = {}
-    network: dict[str, Any] = {}  # the parsed network's typing: stronglyTyped, inputs, outputs (name → dtype), layers
+    # device, deviceComputeCapability; part of build_config_hash (core.build_records: docs/protocol.md's table)
+    target: BuildTarget = BuildTarget()
+    # the parsed network's typing (builds.build_facts.network_types): stronglyTyped, inputs, outputs (name → dtype),
+    # layers (core.build_records: docs/protocol.md's table)
+    network: NetworkTyping = NetworkTyping()
 
 
 class EnvironmentCaptured(_Event):

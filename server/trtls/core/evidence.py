@@ -30,7 +30,8 @@ from trtls.core.vocabulary import (  # the words of each field (re-exported: acc
     VALIDATION_STATUSES,
 )
 
-if TYPE_CHECKING:  # a type only: the worker imports this module, and never pydantic (tests/test_layers.py)
+if TYPE_CHECKING:  # types only: the worker imports this module, and never pydantic (tests/test_layers.py)
+    from trtls.core.build_records import BuildTargetRecord
     from trtls.core.failure_record import Failure
 
 SEED_FIELDS = (
@@ -156,10 +157,12 @@ def gpu_sku(environment: dict[str, Any]) -> str:
     return environment.get("device_name") or NO_DEVICE
 
 
-def build_target(environment: dict[str, Any], effective: dict[str, Any]) -> dict[str, Any]:
+def build_target(environment: dict[str, Any], effective: dict[str, Any]) -> BuildTargetRecord:
     """What the engine is built for: part of the buildConfigHash, so durations measured for one target are
     never shown as the usual duration on another. TensorRT-RTX builds for the listed compute capabilities;
-    full TensorRT builds for the device it runs on (and, with a hardware-compatibility level, for a family)."""
+    full TensorRT builds for the device it runs on (and, with a hardware-compatibility level, for a family).
+    A plain dict (the worker's `build_started.target`), validated at the supervisor's edge as
+    `core.build_records.BuildTarget`."""
     return {
         "computeCapabilities": effective.get("compute_capabilities") or "builder default",
         "hardwareCompatibilityLevel": effective.get("hardware_compatibility_level") or "builder default",

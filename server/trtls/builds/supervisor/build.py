@@ -21,6 +21,7 @@ from trtls.builds.supervisor.time_left import build_time_left, time_left_words
 from trtls.builds.supervisor.worker_process import WorkerProcess
 from trtls.core import build_view
 from trtls.core.build_config import flat_settings
+from trtls.core.build_records import BuildTarget, NetworkTyping
 from trtls.core.build_state import BuildState, CacheDiscarded, EngineCheck, Refused, Supervised, WorkerStarted
 from trtls.core.cancel import CancelToken
 from trtls.core.events import PROTOCOL_VERSION, Artifact, BuildFinished, CacheDecisionEvent, Event
@@ -289,8 +290,8 @@ class Build:
     effective_settings = Folded[dict[str, Any]]()
     optimization_profiles = Folded[list[dict[str, Any]]]()
     config_hash = Folded[str | None]()
-    target = Folded[dict[str, Any]]()
-    network = Folded[dict[str, Any]]()
+    target = Folded[BuildTarget]()
+    network = Folded[NetworkTyping]()
     baselines = Folded[dict[str, float]]()
     cache = Folded[CacheDecisionEvent | CacheDiscarded | None]()
     artifacts = Folded[list[Artifact]]()

@@ -260,8 +260,8 @@ def _orphan_summary(
         "buildConfigHash": started.build_config_hash if started is not None else None,
         "gpuSku": gpu_sku(env),
         "environment": env,
-        "target": getattr(started, "target", None),
-        "network": getattr(started, "network", None),
+        "target": started.target.record() if started is not None else None,  # as the worker sent it
+        "network": started.network.record() if started is not None else None,
         "resources": {
             "peakRssBytes": None,
             "how": "not measured: the supervising process died with its samples",

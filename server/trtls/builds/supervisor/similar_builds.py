@@ -31,7 +31,8 @@ def model_facts(build: Any) -> dict[str, Any] | None:
     """What makes builds comparable, from a build that reported `build_started`: {builder, device, onnxBytes,
     layers, profiles}; None before then (no network parsed yet)."""
     env = getattr(build, "environment", None) or {}
-    layers = (getattr(build, "network", None) or {}).get("layers")
+    network = getattr(build, "network", None)  # core.build_records.NetworkTyping (the worker's build_started)
+    layers = network.layers if network is not None else None
     if not env.get("module") or not isinstance(layers, int) or layers <= 0:
         return None
     return {

@@ -154,8 +154,8 @@ def build_summary(build: Build, t_end: int, history: History, model: dict[str, A
         "buildConfigHash": build.config_hash,
         "gpuSku": gpu_sku(env),
         "computeCapability": env.get("compute_capability"),
-        "target": build.target or None,
-        "network": build.network or None,
+        "target": build.target.record() or None,  # the keys the worker sent, as sent; null when it sent none
+        "network": build.network.record() or None,
         "effectiveSettings": build.effective_settings,
         "optimizationProfiles": build.optimization_profiles,
         "precision": build.precision,

@@ -1,0 +1,105 @@
+"""What a worker says of a build before it builds, as declared models: the target the engine is built for
+(`BuildTarget`, made by core.evidence.build_target) and the parsed network's typing (`NetworkTyping`, made by
+builds.build_facts.network_types). The worker's `build_started.target` and `.network` (core.events.BuildStarted) and
+the state's `target` and `network` (core.build_state.BuildState) are these models, so a reader takes
+`network.layers`, not `network.get("layers")`, and a renamed key is a type error, not a silent `None`.
+
+The worker builds them as plain dicts (it never imports pydantic: tests/test_layers.py), typed for mypy as the
+`TypedDict`s below (`BuildTargetRecord`, `NetworkTypingRecord`: the same keys as the models, checked by
+tests/core/test_build_records.py); they are validated once, at the supervisor's edge (core.events.parse_event), like
+every other field of the line.
+
+Strict where declared: a known key with the wrong type (`deviceComputeCapability: 8.9`, `inputs` a list) is refused
+at the edge, said with its field (`build_started.target.deviceComputeCapability`). Open beyond that
+(`extra="allow"`): a key an older or an external worker adds is kept and written back unchanged. Every key is
+optional (an external worker may send some, or none: `{}`). A record dumps as the keys it was given, no more: a key
+it never had is not written as `null`, so summary.json and the wire stay what they were before these models:
+declared keys in the order the model declares them (the order the worker writes them), then the undeclared ones.
+The same rules as core.failure_record.Failure.
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypedDict
+
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
+
+
+class _GivenKeys(BaseModel):
+    """A worker's JSON record: declared keys typed, undeclared ones kept, dumped as the keys it was given."""
+
+    model_config = ConfigDict(extra="allow", frozen=True, strict=True)
+
+    @model_serializer(mode="wrap")
+    def _as_given(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """The keys it was given (set, or undeclared), none it was not: no `null` for a key it never had."""
+        out: dict[str, Any] = handler(self)
+        given = self.model_fields_set | set(self.__pydantic_extra__ or ())
+        return {k: v for k, v in out.items() if k in given}
+
+    def record(self) -> dict[str, Any]:
+        """As JSON data: the keys it was given, undeclared ones included (`{}` for a record given none)."""
+        return self.model_dump(mode="json")
+
+    @property
+    def extra(self) -> dict[str, Any]:
+        """The keys no field declares (an older or an external worker's), as sent."""
+        return dict(self.__pydantic_extra__ or {})
+
+
+class BuildTargetRecord(TypedDict, total=False):
+    """`BuildTarget` as the worker writes it (core.evidence.build_target), for mypy: the worker imports no pydantic."""
+
+    computeCapabilities: list[str] | str
+    hardwareCompatibilityLevel: str
+    device: str | None
+    deviceComputeCapability: str | None
+
+
+class NetworkTypingRecord(TypedDict, total=False):
+    """`NetworkTyping` as the worker writes it (builds.build_facts.network_types), for mypy."""
+
+    stronglyTyped: bool | None
+    inputs: dict[str, str]
+    outputs: dict[str, str]
+    layers: int
+
+
+class BuildTarget(_GivenKeys):
+    """What the engine is built for (core.evidence.build_target): part of the build-config hash, so durations
+    measured for one target are never shown as the usual duration on another. Undeclared keys are kept as sent."""
+
+    computeCapabilities: list[str] | str | None = Field(
+        None,
+        description="the compute capabilities a TensorRT-RTX engine is built for, as the builder config holds them "
+        '(["SM89", "SM120"]), or "builder default"',
+    )
+    hardwareCompatibilityLevel: str | None = Field(
+        None, description='the hardware-compatibility level (full TensorRT: "ampere_plus" …), or "builder default"'
+    )
+    device: str | None = Field(None, description="the GPU the worker saw (device 0's name); null without one")
+    deviceComputeCapability: str | None = Field(
+        None, description='that GPU\'s compute capability ("8.9"); null without one'
+    )
+
+    @classmethod
+    def written(cls, record: dict[str, Any]) -> BuildTarget:
+        """A target record this process wrote (summary.json's, as just built): trusted, not validated again."""
+        return cls.model_construct(**record)
+
+
+class NetworkTyping(_GivenKeys):
+    """The parsed network's typing (builds.build_facts.network_types): strongly typed or not, the dtype of every input
+    and output, and its size in layers. Undeclared keys are kept as sent."""
+
+    stronglyTyped: bool | None = Field(
+        None, description="whether the network was created STRONGLY_TYPED; null when this TensorRT cannot say"
+    )
+    inputs: dict[str, str] | None = Field(None, description='input name → TensorRT dtype ("FLOAT", "HALF" …)')
+    outputs: dict[str, str] | None = Field(None, description="output name → TensorRT dtype")
+    layers: int | None = Field(None, description="the number of layers the parser made")
+
+    @classmethod
+    def written(cls, record: dict[str, Any]) -> NetworkTyping:
+        """A network record this process wrote (summary.json's, as just built): trusted, not validated again."""
+        return cls.model_construct(**record)
