@@ -183,16 +183,10 @@ def summary_of(data: object, path: Path | str = SUMMARY_NAME) -> Summary | Summa
 def read_summary(path: Path) -> Summary | SummaryProblem:
     """The record at `path`, read through the one door: a regular file (a FIFO, a device, a folder or a final
     symlink is refused before a byte is read), at most RECORD_LIMIT bytes, JSON, holding together."""
-    from trtls.fs import read_text
+    from trtls.fs import UnreadableRecord, read_json_record
 
     try:
-        text = read_text(path, limit=RECORD_LIMIT, follow=False)
-    except OSError as exc:
-        return SummaryProblem(path, f"cannot read ({exc.strerror or exc})")
-    except ValueError as exc:  # bytes that are not UTF-8
-        return SummaryProblem(path, f"not valid JSON ({exc})")
-    try:
-        data = json.loads(text)
-    except ValueError as exc:
-        return SummaryProblem(path, f"not valid JSON ({exc})")
+        data = read_json_record(path, limit=RECORD_LIMIT)
+    except UnreadableRecord as exc:
+        return SummaryProblem(path, str(exc))
     return summary_of(data, path)

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import json
 import os
 import stat
 from collections.abc import Iterator
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from trtls.core.paths import UnsafeWrite, inside, real
 from trtls.fs.folder import _CLOEXEC, _NOFOLLOW
@@ -98,3 +99,23 @@ def read_text(
 ) -> str:
     """`read_bytes` decoded as UTF-8."""
     return read_bytes(path, limit=limit, follow=follow, within=within).decode("utf-8", errors)
+
+
+class UnreadableRecord(Exception):
+    """A JSON record that cannot be read or is not JSON; `str()` says why, without the path."""
+
+
+def read_json_record(path: str | os.PathLike[str], *, limit: int) -> Any:
+    """A JSON record trtls wrote (a summary, a run's running.json, a result): a regular file (a FIFO, a device, a
+    folder or a final symlink is refused before a byte is read), at most `limit` bytes, UTF-8, JSON. The one place
+    that turns each way of not being one into its reason (UnreadableRecord), for the record's own problem type."""
+    try:
+        text = read_text(path, limit=limit, follow=False)
+    except OSError as exc:
+        raise UnreadableRecord(f"cannot read ({exc.strerror or exc})") from None
+    except ValueError as exc:  # bytes that are not UTF-8
+        raise UnreadableRecord(f"not valid JSON ({exc})") from None
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise UnreadableRecord(f"not valid JSON ({exc})") from None

@@ -158,14 +158,12 @@ def _mtime(path: Path) -> float | None:
 
 def read_json(path: Path) -> Any:
     """A record trtls wrote, read through the door: a regular file, never through a final symlink, bounded."""
-    from trtls.fs import read_text
+    from trtls.fs import UnreadableRecord, read_json_record
 
     try:
-        return json.loads(read_text(path, limit=RECORD_LIMIT, follow=False))
-    except OSError as exc:
-        raise EvidenceError(f"{path}: cannot read ({exc.strerror or exc})") from None
-    except ValueError as exc:
-        raise EvidenceError(f"{path}: not valid JSON ({exc})") from None
+        return read_json_record(path, limit=RECORD_LIMIT)
+    except UnreadableRecord as exc:
+        raise EvidenceError(f"{path}: {exc}") from None
 
 
 def load_summary(path: Path) -> Summary:

@@ -298,16 +298,10 @@ def running_state_of(data: object, path: Path | str = RUNNING) -> RunningState |
 def read_running_state(path: Path) -> RunningState | RunningProblem:
     """The record at `path`, read through the one door: a regular file (a FIFO, a folder or a final symlink is
     refused before a byte is read), at most RECORD_LIMIT bytes, JSON, holding together."""
-    from trtls.fs.read import read_text
+    from trtls.fs.read import UnreadableRecord, read_json_record
 
     try:
-        text = read_text(path, limit=RECORD_LIMIT, follow=False)
-    except OSError as exc:
-        return RunningProblem(path, f"cannot read ({exc.strerror or exc})")
-    except ValueError as exc:  # bytes that are not UTF-8
-        return RunningProblem(path, f"not valid JSON ({exc})")
-    try:
-        data = json.loads(text)
-    except ValueError as exc:
-        return RunningProblem(path, f"not valid JSON ({exc})")
+        data = read_json_record(path, limit=RECORD_LIMIT)
+    except UnreadableRecord as exc:
+        return RunningProblem(path, str(exc))
     return running_state_of(data, path)
