@@ -39,6 +39,6 @@ async def test_the_three_evidence_records_are_written_side_by_side(
     assert on_disk["buildId"] == build.id and on_disk["outcome"] == "built"
     assert json.loads((build.evidence_dir / "tree.json").read_text()) == on_disk["phaseTree"]
     assert json.loads((build.evidence_dir / "environment.json").read_text()) == json.loads(
-        json.dumps(build.environment, default=str)
+        json.dumps(build.environment.record(), default=str)
     )
     assert not (build.evidence_dir / "running.json").exists()

@@ -1,8 +1,9 @@
-"""The build's target and the parsed network's typing are declared models (issue 28, "typed seams"):
-`core.build_records.BuildTarget` and `NetworkTyping` on the wire (`build_started.target`, `.network`), in the state
-and in the supervisor's readers. A known key typed wrong is refused at the supervisor's edge with its field; a key no
-model declares survives into summary.json as sent; what the worker writes reads back and writes back byte for byte
-(its keys, their order, its nulls; `{}` and `null` where it sent none); and the readers take attributes."""
+"""What builds the engine, the build's target and the parsed network's typing are declared models (issue 28, "typed
+seams"): `core.build_records.BuildEnvironment`, `BuildTarget` and `NetworkTyping` on the wire (`environment`,
+`build_started.environment`, `.target`, `.network`), in the state and in the supervisor's readers. A known key typed
+wrong is refused at the supervisor's edge with its field; a key no model declares survives into summary.json as
+sent; what the worker writes reads back and writes back byte for byte (its keys, their order, its nulls; `{}` and
+`null` where it sent none); and the readers take attributes."""
 
 from __future__ import annotations
 
@@ -17,9 +18,15 @@ import pytest
 from trtls.builds.supervisor.orphans import recover_orphans
 from trtls.builds.supervisor.similar_builds import model_facts
 from trtls.builds.supervisor.supervisor import Supervisor
-from trtls.core.build_records import BuildTarget, BuildTargetRecord, NetworkTyping, NetworkTypingRecord
+from trtls.core.build_records import (
+    BuildEnvironment,
+    BuildTarget,
+    BuildTargetRecord,
+    NetworkTyping,
+    NetworkTypingRecord,
+)
 from trtls.core.build_state import BuildState
-from trtls.core.events import BuildStarted, ProtocolError, parse_event
+from trtls.core.events import BuildStarted, EnvironmentCaptured, ProtocolError, parse_event
 from trtls.core.evidence import build_target
 from trtls.core.recipe import load_recipe
 
@@ -32,6 +39,12 @@ TARGET = {
     "deviceComputeCapability": None,
 }
 NETWORK = {"stronglyTyped": None, "inputs": {"images": "HALF"}, "outputs": {"logits": "FLOAT"}, "layers": 42}
+ENVIRONMENT = {  # builds.worker.adapter.environment_record on a machine without a GPU
+    "module": "tensorrt_rtx", "version": "1.7.1.116", "is_rtx": True, "onnx_parser_version": 200, "python": "3.11.7",
+    "python_implementation": "CPython", "platform": "Linux-6.18-x86_64-with-glibc2.36", "machine": "x86_64",
+    "executable": "/usr/bin/python3", "cuda_runtime": "13.0", "cuda_driver": None, "device_name": None,
+    "compute_capability": None,
+}  # fmt: skip
 # an older or an external worker's keys, beside the declared ones
 TRACED = {"serviceTrace": {"id": 7, "hops": ["a", "b"]}}
 
@@ -54,12 +67,27 @@ def _started(**fields: object) -> str:
         ({"network": {**NETWORK, "outputs": {"logits": 1}}}, "build_started.network.outputs.logits"),
         ({"network": {**NETWORK, "layers": "42"}}, "build_started.network.layers"),  # a number as a string
         ({"network": {**NETWORK, "stronglyTyped": "yes"}}, "build_started.network.stronglyTyped"),
+        ({"environment": {**ENVIRONMENT, "is_rtx": "yes"}}, "build_started.environment.is_rtx"),
+        ({"environment": {**ENVIRONMENT, "compute_capability": 8.9}}, "build_started.environment.compute_capability"),
+        ({"environment": {**ENVIRONMENT, "onnx_parser_version": "200"}}, "build_started.environment.onnx_parser"),
+        ({"environment": ["tensorrt_rtx"]}, "build_started.environment"),
     ],
 )
 def test_a_known_key_typed_wrong_is_refused_at_the_edge_with_its_field(fields: dict, located: str) -> None:
     with pytest.raises(ProtocolError) as refused:
         parse_event(_started(**fields))
     assert located in str(refused.value), str(refused.value)
+
+
+def test_the_environment_line_is_refused_with_its_field_too() -> None:
+    line = {"v": 1, "type": "environment", "t_ns": 1, "environment": {**ENVIRONMENT, "version": 10}}
+    with pytest.raises(ProtocolError, match=r"environment\.environment\.version"):
+        parse_event(json.dumps(line))
+    ev = parse_event(json.dumps({**line, "environment": {**ENVIRONMENT, **TRACED}}))
+    assert isinstance(ev, EnvironmentCaptured) and isinstance(ev.environment, BuildEnvironment)
+    assert ev.environment.module == "tensorrt_rtx" and ev.environment.is_rtx and ev.environment.device_name is None
+    assert ev.environment.extra == TRACED and ev.environment.language == "python"  # not sent: the trtls worker's
+    assert json.dumps(ev.environment.record()) == json.dumps({**ENVIRONMENT, **TRACED})  # no `language` added
 
 
 def test_the_wire_carries_the_models_and_gives_back_what_was_sent() -> None:
@@ -90,6 +118,8 @@ def test_a_recorded_trace_reads_back_byte_for_byte() -> None:
     assert isinstance(ev, BuildStarted) and ev.network.layers == sent["network"]["layers"] > 0
     assert json.dumps(ev.target.record()) == json.dumps(sent["target"])
     assert json.dumps(ev.network.record()) == json.dumps(sent["network"])
+    assert json.dumps(ev.environment.record()) == json.dumps(sent["environment"])
+    assert list(sent["environment"]) == [k for k in BuildEnvironment.model_fields if k != "language"]
 
 
 def test_what_the_worker_builds_is_what_the_models_declare() -> None:
@@ -111,9 +141,10 @@ job = json.loads(sys.stdin.readline())
 def emit(t, **f):
     sys.stdout.write(json.dumps({"v": 1, "type": t, "t_ns": time.monotonic_ns(), **f}) + "\\n")
     sys.stdout.flush()
-emit("build_started", build_id=job["build_id"], engine=job["engine"], pid=os.getpid(),
-     environment={"module": "cpp-service", "version": "10.9.0", "language": "cpp"}, build_config_hash="f" * 64,
-     **json.loads(os.environ["SENT_RECORDS"]))
+sent = {"environment": {"module": "cpp-service", "version": "10.9.0", "language": "cpp"},
+        **json.loads(os.environ["SENT_RECORDS"])}
+emit("build_started", build_id=job["build_id"], engine=job["engine"], pid=os.getpid(), build_config_hash="f" * 64,
+     **sent)
 emit("build_finished", outcome="failed", error="the service stopped here", cleanup_status="not_needed")
 sys.exit(1)
 """
@@ -122,6 +153,7 @@ sys.exit(1)
 async def _external_build(tmp_path: Path, records: dict, monkeypatch: pytest.MonkeyPatch) -> tuple[dict, dict, str]:
     """A build by a worker written from docs/protocol.md that sends `records` in its build_started: its summary,
     summary.json as parsed, and summary.json's text."""
+    tmp_path.mkdir(exist_ok=True)
     (tmp_path / "worker.py").write_text(WORKER)
     (tmp_path / "trtls.toml").write_text(
         f'[engines.svc]\nonnx = "none.onnx"\noutput = "out/svc.engine"\n'
@@ -145,11 +177,21 @@ async def test_an_undeclared_key_survives_into_summary_json_unchanged(
     # the same keys, in the order sent, no nulls added: summary.json's text holds them as json.dumps wrote them
     assert json.dumps(target, indent=2).replace("\n", "\n  ") in text
     assert json.dumps(on_disk["network"]) == json.dumps(network) and s["network"] == network
+    # what built it: as sent, in summary.json and environment.json, and read by the summary's own fields
+    env = {"module": "cpp-service", "version": "10.9.0", "language": "cpp", **TRACED}
+    _, on_disk, text = await _external_build(tmp_path / "env", {"environment": env}, monkeypatch)
+    assert json.dumps(env, indent=2).replace("\n", "\n  ") in text and on_disk["environment"] == env
+    (run,) = (tmp_path / "env" / ".trtls" / "runs").glob("*/environment.json")
+    assert run.read_text() == json.dumps(env, indent=2)
+    assert on_disk["language"] == "cpp" and on_disk["builderModule"] == "cpp-service"
+    assert on_disk["tensorrtVersion"] == "10.9.0" and on_disk["gpuSku"] == "no device"
 
 
 async def test_a_worker_that_sends_neither_still_writes_null(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    s, on_disk, _ = await _external_build(tmp_path, {}, monkeypatch)
+    s, on_disk, _ = await _external_build(tmp_path, {"environment": {"module": "svc"}}, monkeypatch)
     assert on_disk["target"] is None and on_disk["network"] is None  # as before the models: `{} or None`
+    assert on_disk["environment"] == {"module": "svc"} and on_disk["language"] == "python"  # unsaid: python
+    assert on_disk["tensorrtVersion"] == "unknown" and on_disk["computeCapability"] is None
 
 
 async def test_a_target_typed_wrong_by_a_worker_is_refused_and_said_in_the_evidence(
@@ -196,3 +238,24 @@ def test_a_recovered_orphan_writes_the_records_as_the_worker_sent_them(tmp_path:
     on_disk = json.loads((run / "summary.json").read_text())
     assert json.dumps(on_disk["target"]) == json.dumps(target)
     assert json.dumps(on_disk["network"]) == json.dumps(network)
+
+
+async def test_the_probed_environment_is_validated_as_a_workers_line_is(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A build whose worker never ran records the environment `worker --probe` says (build_end.probe_environment):
+    the real worker's probe validates, its `capabilities` kept as sent; a probe typed wrong is no environment."""
+    from trtls.builds.supervisor import build_end
+    from trtls.builds.supervisor.build import Build
+
+    job = {"output": str(tmp_path / "m.engine")}
+    build = Build("m-1", "m", tmp_path / "trtls.toml", job, 5.0, [sys.executable, "-m", "trtls.builds.worker"])
+    probed = await build_end.probe_environment(build)
+    assert isinstance(probed, BuildEnvironment) and probed.module and probed.version, probed
+    assert "capabilities" in probed.extra and list(probed.record())[-1] == "capabilities"
+
+    async def typed_wrong(build: Build) -> dict:
+        return {**ENVIRONMENT, "is_rtx": "yes"}
+
+    monkeypatch.setattr(build_end, "_probe", typed_wrong)
+    assert (await build_end.probe_environment(build)).record() == {}

@@ -32,7 +32,7 @@ def test_a_recorded_build_folded_into_a_state_alone_renders_as_the_supervisors_b
 
     snap = build_view.snapshot(state)
     assert snap["running"] and snap["status"] == "starting" and snap["timeLeft"] is None  # no history: no estimate
-    assert len(snap["phases"]) > 5 and state.config_hash and state.environment["module"] == "tensorrt_rtx"
+    assert len(snap["phases"]) > 5 and state.config_hash and state.environment.module == "tensorrt_rtx"
     assert snap == {**build.snapshot(), "timeLeft": None}, "the supervisor's Build adds only the time left"
     line = build_view.progress_message(state)
     assert " › ".join(p.name for p in state.tree.deepest_running_path()) in line and "quiet" in line

@@ -113,6 +113,39 @@ export interface BuildEngineReply {
 /** What `trtls.buildEngine` answers: a build's reply, or (the recipe has a `[cluster]`) the farm run's of that */
 export type BuildEngineResult = BuildEngineReply | BuildMatrixReply;
 
+/** What builds the engine (builds.worker.adapter.environment_record): the builder module and its version, the Python that runs it, the CUDA runtime and driver and device 0, when there is one (null without). `worker --probe` adds `capabilities` (kept as sent). Undeclared keys (an older or an external worker's) are kept as sent. */
+export interface BuildEnvironment {
+  /** the builder module ("tensorrt_rtx", "tensorrt", an external name) */
+  module?: string | null;
+  /** its version, as the module says it */
+  version?: string | null;
+  /** whether it is TensorRT-RTX */
+  is_rtx?: boolean | null;
+  /** the ONNX parser's version number; null: not said */
+  onnx_parser_version?: number | null;
+  /** the worker's Python version */
+  python?: string | null;
+  /** CPython, PyPy … */
+  python_implementation?: string | null;
+  /** the OS, as platform.platform() says it */
+  platform?: string | null;
+  /** the CPU architecture (x86_64, aarch64) */
+  machine?: string | null;
+  /** the worker's Python executable */
+  executable?: string | null;
+  /** the libcudart the loader finds (13.0); null: none */
+  cuda_runtime?: string | null;
+  /** the CUDA driver's version; null: no driver */
+  cuda_driver?: string | null;
+  /** device 0's name; null: no device */
+  device_name?: string | null;
+  /** device 0's compute capability ("8.9"); null: none */
+  compute_capability?: string | null;
+  /** the worker's language (an external worker's: cpp); absent: python, the trtls worker */
+  language?: string | null;
+  [key: string]: unknown;
+}
+
 /** The last line. `failure` = `{kind: setting|plugin|precision, code, key}` when the worker knows why (a `core.failure_record.Failure`: its declared keys typed, any other key kept as sent). */
 export interface BuildFinished {
   v?: number;
@@ -188,7 +221,8 @@ export interface BuildStarted {
   build_id: string;
   engine: string;
   pid: number;
-  environment: Record<string, unknown>;
+  /** what builds it (builds.worker.adapter.environment_record): module, version, is_rtx, Python, CUDA and device 0 (core.build_records: docs/protocol.md's table) */
+  environment: BuildEnvironment;
   build_config_hash: string;
   effective_settings?: Record<string, unknown>;
   /** as the builder config holds them: index, inputs{min,opt,max} */
@@ -344,7 +378,8 @@ export interface EnvironmentCaptured {
   /** CLOCK_MONOTONIC */
   t_ns: number;
   type: 'environment';
-  environment: Record<string, unknown>;
+  /** the same record as build_started's (core.build_records) */
+  environment: BuildEnvironment;
 }
 
 /** `trtls.showEvidence {buildId}`: the finished run's evidence file and its content — a build's or a matrix's summary.json, a gates run's summary, a reduction's result.json, a divergence search's divergence.json. */

@@ -1,19 +1,22 @@
-"""What a worker says of a build before it builds, as declared models: the target the engine is built for
-(`BuildTarget`, made by core.evidence.build_target) and the parsed network's typing (`NetworkTyping`, made by
-builds.build_facts.network_types). The worker's `build_started.target` and `.network` (core.events.BuildStarted) and
-the state's `target` and `network` (core.build_state.BuildState) are these models, so a reader takes
-`network.layers`, not `network.get("layers")`, and a renamed key is a type error, not a silent `None`.
+"""What a worker says of a build before it builds, as declared models: what builds it (`BuildEnvironment`, made by
+builds.worker.adapter.environment_record), the target the engine is built for (`BuildTarget`, made by
+core.evidence.build_target) and the parsed network's typing (`NetworkTyping`, made by
+builds.build_facts.network_types). The worker's `environment` line and `build_started.environment`, `.target` and
+`.network` (core.events), and the state's `environment`, `target` and `network` (core.build_state.BuildState) are
+these models, so a reader takes `network.layers`, not `network.get("layers")`, and a renamed key is a type error, not
+a silent `None`.
 
-The worker builds them as plain dicts (it never imports pydantic: tests/test_layers.py), typed for mypy as the
-`TypedDict`s below (`BuildTargetRecord`, `NetworkTypingRecord`: the same keys as the models, checked by
-tests/core/test_build_records.py); they are validated once, at the supervisor's edge (core.events.parse_event), like
-every other field of the line.
+The worker builds them as plain dicts (it never imports pydantic: tests/test_layers.py), the target and the typing
+typed for mypy as the `TypedDict`s below (`BuildTargetRecord`, `NetworkTypingRecord`: the same keys as the models,
+checked by tests/core/test_build_records.py); they are validated once, at the supervisor's edge
+(core.events.parse_event), like every other field of the line; `worker --probe`'s environment too
+(builds.supervisor.build_end.probe_environment).
 
-Strict where declared: a known key with the wrong type (`deviceComputeCapability: 8.9`, `inputs` a list) is refused
-at the edge, said with its field (`build_started.target.deviceComputeCapability`). Open beyond that
-(`extra="allow"`): a key an older or an external worker adds is kept and written back unchanged. Every key is
-optional (an external worker may send some, or none: `{}`). A record dumps as the keys it was given, no more: a key
-it never had is not written as `null`, so summary.json and the wire stay what they were before these models:
+Strict where declared: a known key with the wrong type (`deviceComputeCapability: 8.9`, `inputs` a list,
+`is_rtx: "yes"`) is refused at the edge, said with its field (`build_started.target.deviceComputeCapability`). Open
+beyond that (`extra="allow"`): a key an older or an external worker adds is kept and written back unchanged. Every
+key is optional (an external worker may send some, or none: `{}`). A record dumps as the keys it was given, no more:
+a key it never had is not written as `null`, so summary.json and the wire stay what they were before these models:
 declared keys in the order the model declares them (the order the worker writes them), then the undeclared ones.
 The same rules as core.failure_record.Failure.
 """
@@ -45,6 +48,34 @@ class _GivenKeys(BaseModel):
     def extra(self) -> dict[str, Any]:
         """The keys no field declares (an older or an external worker's), as sent."""
         return dict(self.__pydantic_extra__ or {})
+
+
+class BuildEnvironment(_GivenKeys):
+    """What builds the engine (builds.worker.adapter.environment_record): the builder module and its version, the
+    Python that runs it, the CUDA runtime and driver and device 0, when there is one (null without). `worker --probe`
+    adds `capabilities` (kept as sent). Undeclared keys (an older or an external worker's) are kept as sent."""
+
+    module: str | None = Field(None, description='the builder module ("tensorrt_rtx", "tensorrt", an external name)')
+    version: str | None = Field(None, description="its version, as the module says it")
+    is_rtx: bool | None = Field(None, description="whether it is TensorRT-RTX")
+    onnx_parser_version: int | None = Field(None, description="the ONNX parser's version number; null: not said")
+    python: str | None = Field(None, description="the worker's Python version")
+    python_implementation: str | None = Field(None, description="CPython, PyPy …")
+    platform: str | None = Field(None, description="the OS, as platform.platform() says it")
+    machine: str | None = Field(None, description="the CPU architecture (x86_64, aarch64)")
+    executable: str | None = Field(None, description="the worker's Python executable")
+    cuda_runtime: str | None = Field(None, description="the libcudart the loader finds (13.0); null: none")
+    cuda_driver: str | None = Field(None, description="the CUDA driver's version; null: no driver")
+    device_name: str | None = Field(None, description="device 0's name; null: no device")
+    compute_capability: str | None = Field(None, description='device 0\'s compute capability ("8.9"); null: none')
+    language: str | None = Field(
+        "python", description="the worker's language (an external worker's: cpp); absent: python, the trtls worker"
+    )
+
+    @classmethod
+    def written(cls, record: dict[str, Any]) -> BuildEnvironment:
+        """An environment record this process wrote or validated already: trusted, not validated again."""
+        return cls.model_construct(**record)
 
 
 class BuildTargetRecord(TypedDict, total=False):

@@ -12,11 +12,11 @@ Typed where a reader takes fields: the evidence record reads as `core.summary_re
 the worker reported is kept as the event the edge validated (its placement, cache decision, inventory and finish:
 `Placed`, `CacheDecisionEvent`, `Artifact`, `BuildFinished`), dumped into summary.json once, when the record is
 written (`builds.supervisor.summary`); the outcome and cleanup words are `core.vocabulary`'s. The fields kept as JSON
-records (`dict[str, Any]`) are the ones the protocol itself declares free (the environment, settings, profiles and
-precision records a worker sends); its failure is a `core.failure_record.Failure`, its target and network typing a
-`core.build_records.BuildTarget` and `NetworkTyping`. Folding stores what the event already holds: no validation,
-no dump, no copy, per callback. The record itself changes only by a fold too: the store's additions
-(`builds.avoidance.lookup.after_build`) and a farm cell's reuse (`builds.supervisor.matrix`) fold a new
+records (`dict[str, Any]`) are the ones the protocol itself declares free (the settings, profiles and precision
+records a worker sends); its failure is a `core.failure_record.Failure`, its environment, target and network typing a
+`core.build_records.BuildEnvironment`, `BuildTarget` and `NetworkTyping`. Folding stores what the event already
+holds: no validation, no dump, no copy, per callback. The record itself changes only by a fold too: the store's
+additions (`builds.avoidance.lookup.after_build`) and a farm cell's reuse (`builds.supervisor.matrix`) fold a new
 `Recorded`."""
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from trtls.core.build_records import BuildTarget, NetworkTyping
+from trtls.core.build_records import BuildEnvironment, BuildTarget, NetworkTyping
 from trtls.core.cancel import CancelToken
 from trtls.core.events import (
     PROTOCOL,
@@ -92,7 +92,7 @@ class Erred:
 class EnvironmentProbed:
     """The environment of a build whose worker never ran, asked of `worker --probe`."""
 
-    environment: dict[str, Any]  # the worker's environment record, free JSON as `EnvironmentCaptured` declares it
+    environment: BuildEnvironment  # the worker's environment record (validated by build_end.probe_environment)
 
 
 @dataclass(frozen=True)
@@ -196,8 +196,9 @@ class BuildState:
     outcome: BuildOutcome | None = None
     error: str | None = None
     pid: int | None = None
+    # what builds it (core.build_records, validated at the edge); given no keys until the worker says
+    environment: BuildEnvironment = field(default_factory=BuildEnvironment)
     # the worker's records, free JSON as the protocol declares them (core.events.BuildStarted), written as they are
-    environment: dict[str, Any] = field(default_factory=dict)
     effective_settings: dict[str, Any] = field(default_factory=dict)
     optimization_profiles: list[dict[str, Any]] = field(default_factory=list)
     config_hash: str | None = None

@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
-from trtls.core.build_records import BuildTarget, NetworkTyping
+from trtls.core.build_records import BuildEnvironment, BuildTarget, NetworkTyping
 from trtls.core.failure_record import Failure
 from trtls.core.protocol import CANCEL_SOURCES, PROTOCOL, PROTOCOL_VERSION
 from trtls.core.vocabulary import CacheDecision, CancelSource, CleanupStatus, Outcome, PhaseEnd, WorkerEnd
@@ -40,7 +40,9 @@ class BuildStarted(_Event):
     build_id: str
     engine: str
     pid: int
-    environment: dict[str, Any]
+    # what builds it (builds.worker.adapter.environment_record): module, version, is_rtx, Python, CUDA and device 0
+    # (core.build_records: docs/protocol.md's table)
+    environment: BuildEnvironment
     build_config_hash: str
     effective_settings: dict[str, Any] = {}
     optimization_profiles: list[dict[str, Any]] = []  # as the builder config holds them: index, inputs{min,opt,max}
@@ -57,7 +59,7 @@ class EnvironmentCaptured(_Event):
     built it (build_started repeats it)."""
 
     type: Literal["environment"]
-    environment: dict[str, Any]
+    environment: BuildEnvironment  # the same record as build_started's (core.build_records)
 
 
 class PhaseStart(_Event):

@@ -324,7 +324,9 @@ def doc_tables(schema: dict[str, Any]) -> dict[str, str]:
     return {
         "events": events_table(schema, WORKER_EVENTS),
         "failure": model_table(schema, "Failure"),
-        "build-records": "\n\n".join(model_table(schema, m) for m in ("BuildTarget", "NetworkTyping")),
+        "build-records": "\n\n".join(
+            model_table(schema, m) for m in ("BuildEnvironment", "BuildTarget", "NetworkTyping")
+        ),
         "farm-events": events_table(schema, FARM_MODELS),
         "job": "\n\n".join(model_table(schema, m.__name__) for m in JOB_MODELS),
         "control": fields_list(schema, "CancelControl"),

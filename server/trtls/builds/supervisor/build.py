@@ -21,7 +21,7 @@ from trtls.builds.supervisor.time_left import build_time_left, time_left_words
 from trtls.builds.supervisor.worker_process import WorkerProcess
 from trtls.core import build_view
 from trtls.core.build_config import flat_settings
-from trtls.core.build_records import BuildTarget, NetworkTyping
+from trtls.core.build_records import BuildEnvironment, BuildTarget, NetworkTyping
 from trtls.core.build_state import BuildState, CacheDiscarded, EngineCheck, Refused, Supervised, WorkerStarted
 from trtls.core.cancel import CancelToken
 from trtls.core.events import PROTOCOL_VERSION, Artifact, BuildFinished, CacheDecisionEvent, Event
@@ -286,7 +286,7 @@ class Build:
     outcome = Folded[BuildOutcome | None]()
     error = Folded[str | None]()
     pid = Folded[int | None]()
-    environment = Folded[dict[str, Any]]()
+    environment = Folded[BuildEnvironment]()
     effective_settings = Folded[dict[str, Any]]()
     optimization_profiles = Folded[list[dict[str, Any]]]()
     config_hash = Folded[str | None]()

@@ -12,6 +12,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from trtls import fs
 from trtls.builds.artifacts import remove_or_quarantine, temp_files_near
 from trtls.builds.roots import evidence_error, state_root, write_record
@@ -20,6 +22,7 @@ from trtls.builds.supervisor.output_guard import OutputGuard
 from trtls.builds.supervisor.running_record import RUNNING
 from trtls.builds.supervisor.similar_builds import model_facts
 from trtls.builds.supervisor.summary import build_summary, model_read
+from trtls.core.build_records import BuildEnvironment
 from trtls.core.build_state import Ended, Noted, Recorded, WorkerGone
 from trtls.core.events import Artifact
 from trtls.core.vocabulary import BuildOutcome
@@ -87,7 +90,7 @@ def write_evidence(build: Build, summary: dict[str, Any]) -> str | None:
     records = {
         "summary.json": json.dumps(summary, indent=2, default=str),
         "tree.json": json.dumps(summary["phaseTree"], indent=1),
-        "environment.json": json.dumps(build.environment, indent=2, default=str),
+        "environment.json": json.dumps(build.environment.record(), indent=2, default=str),
     }
     path = build.evidence_dir / "summary.json"
     try:
@@ -111,9 +114,18 @@ def write_evidence(build: Build, summary: dict[str, Any]) -> str | None:
     return None
 
 
-async def probe_environment(build: Build) -> dict[str, Any]:
-    """The environment record of a build that never started its worker (`worker --probe`); {} when the
-    worker is not ours or cannot say within a minute."""
+async def probe_environment(build: Build) -> BuildEnvironment:
+    """The environment record of a build that never started its worker (`worker --probe`), validated as a worker's
+    line is; one given no keys (`{}` in the evidence) when the worker is not ours, cannot say within a minute, or says
+    something that is not an environment record."""
+    record = await _probe(build)
+    try:
+        return BuildEnvironment.model_validate(record)
+    except ValidationError:
+        return BuildEnvironment()
+
+
+async def _probe(build: Build) -> dict[str, Any]:
     if build.command[-1] != "trtls.builds.worker":
         return {}
     env = {**os.environ, "TRTLS_BUILDER_MODULE": str(build.job.get("builder_module") or "auto")}

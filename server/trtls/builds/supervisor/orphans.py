@@ -211,11 +211,12 @@ def _orphan_summary(
 ) -> dict[str, Any]:
     """As complete as the supervisor's summary, rebuilt from the events the dead supervisor had recorded and from
     what is on disk now."""
+    from trtls.core.build_records import BuildEnvironment
     from trtls.core.capability import build_capability
     from trtls.core.evidence import UNKNOWN, gpu_sku
     from trtls.core.phase_tree import PhaseTree
 
-    tree, started, cache, env = PhaseTree(), None, None, {}
+    tree, started, cache, env = PhaseTree(), None, None, BuildEnvironment()
     events = _read_events(run_dir)
     for ev in events:
         tree.apply(ev)
@@ -241,7 +242,7 @@ def _orphan_summary(
     model, said, known = model_read(state, run_dir.parent.parent)
     (truth["known"] if known else truth["unknown"]).append(said)
     who = who_supervised(state)
-    capability = build_capability("killed", None, started is not None, env.get("module"))
+    capability = build_capability("killed", None, started is not None, env.module)
     if isinstance(capability.get("builder"), dict) and capability["builder"].get("status") == "not_asked":
         why = "the build was killed after the parse (its supervisor died); the builder was not asked"
         capability["builder"] = {"status": "not_asked", "reason": why}
@@ -254,12 +255,12 @@ def _orphan_summary(
         "outcome": "killed",
         "error": f"{who} died during the build",
         "supervisor": (state.owner.record() if state.owner else None) or {"pid": state.supervisor_pid, "kind": None},
-        "tensorrtVersion": env.get("version") or UNKNOWN,
-        "builderModule": env.get("module"),
-        "language": env.get("language", "python"),
+        "tensorrtVersion": env.version or UNKNOWN,
+        "builderModule": env.module,
+        "language": env.language,  # python when the worker did not say (its default)
         "buildConfigHash": started.build_config_hash if started is not None else None,
-        "gpuSku": gpu_sku(env),
-        "environment": env,
+        "gpuSku": gpu_sku(env.record()),
+        "environment": env.record(),  # as the worker sent it
         "target": started.target.record() if started is not None else None,  # as the worker sent it
         "network": started.network.record() if started is not None else None,
         "resources": {

@@ -30,14 +30,14 @@ BAND = (0.5, 2.0)  # the interval: shortest scaled duration x 0.5 to the longest
 def model_facts(build: Any) -> dict[str, Any] | None:
     """What makes builds comparable, from a build that reported `build_started`: {builder, device, onnxBytes,
     layers, profiles}; None before then (no network parsed yet)."""
-    env = getattr(build, "environment", None) or {}
-    network = getattr(build, "network", None)  # core.build_records.NetworkTyping (the worker's build_started)
+    # core.build_records.BuildEnvironment and NetworkTyping (the worker's build_started)
+    env, network = getattr(build, "environment", None), getattr(build, "network", None)
     layers = network.layers if network is not None else None
-    if not env.get("module") or not isinstance(layers, int) or layers <= 0:
+    if env is None or not env.module or not isinstance(layers, int) or layers <= 0:
         return None
     return {
-        "builder": f"{env.get('module')} {env.get('version')}",
-        "device": env.get("device_name"),
+        "builder": f"{env.module} {env.version}",
+        "device": env.device_name,
         "onnxBytes": onnx_bytes(build.job.get("onnx")),
         "layers": layers,
         "profiles": len(getattr(build, "optimization_profiles", None) or []),

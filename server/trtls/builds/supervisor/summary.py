@@ -51,7 +51,7 @@ def capability_record(build: Build) -> dict[str, Any]:
     """What TensorRT said of the model in this build (the worker's `build_finished.capability`: its parser's answer
     and, after a failed build, the builder's), in the words of `trtls check --capability`'s answer."""
     env = build.environment
-    module = " ".join(str(p) for p in (env.get("module"), env.get("version")) if p) or None
+    module = " ".join(str(p) for p in (env.module, env.version) if p) or None
     sent = build.finished.capability if build.finished is not None else None
     return build_capability(build.outcome, sent, bool(build.config_hash), module)
 
@@ -148,12 +148,12 @@ def build_summary(build: Build, t_end: int, history: History, model: dict[str, A
         **(model if model is not None else model_read(build)),
         "outcome": build.outcome,
         "error": build.error,
-        "tensorrtVersion": env.get("version") or UNKNOWN,
-        "builderModule": env.get("module"),
-        "language": env.get("language", "python"),
+        "tensorrtVersion": env.version or UNKNOWN,
+        "builderModule": env.module,
+        "language": env.language,  # python when the worker does not say (its default)
         "buildConfigHash": build.config_hash,
-        "gpuSku": gpu_sku(env),
-        "computeCapability": env.get("compute_capability"),
+        "gpuSku": gpu_sku(env.record()),
+        "computeCapability": env.compute_capability,
         "target": build.target.record() or None,  # the keys the worker sent, as sent; null when it sent none
         "network": build.network.record() or None,
         "effectiveSettings": build.effective_settings,
@@ -193,7 +193,7 @@ def build_summary(build: Build, t_end: int, history: History, model: dict[str, A
         "parentId": build.parent_id,
         "node": build.node_view(t_end) if build.remote is not None else None,
         "logs": build.logs[-50:],
-        "environment": env,
+        "environment": env.record(),  # the keys the worker sent, as sent
         "phaseTree": build.tree.snapshot(t_end, build.baselines, build.t_start_ns),
         "events": "events.jsonl",
     }

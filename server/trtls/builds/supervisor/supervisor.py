@@ -327,7 +327,7 @@ class Supervisor:
     async def _sample_resources(self, build: Build) -> None:
         sampler = build.resources
         while sampler is not None:
-            sampler.device = bool(build.environment.get("device_name"))
+            sampler.device = bool(build.environment.device_name)
             if sampler.device:  # nvidia-smi takes a while: not on the loop thread
                 await asyncio.to_thread(sampler.sample)
             else:
