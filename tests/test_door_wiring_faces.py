@@ -79,6 +79,7 @@ def test_evidence_error_is_said_instead_of_a_record_path(tmp_path: Path, capsys:
     from trtls.app.triage_runs import ReductionRun
     from trtls.cli.reduce import _exit
     from trtls.cli.store_lookup import print_reused
+    from trtls.triage.results import ReductionResult
 
     error = f"{tmp_path}/.trtls/runs/x/summary.json: TRT413 cannot write (Read-only file system)"
     reused = {"message": "reused", "engineArtifact": {"path": "build/demo.engine"}, "buildId": "x"}
@@ -89,10 +90,12 @@ def test_evidence_error_is_said_instead_of_a_record_path(tmp_path: Path, capsys:
     assert f"  evidence: {error}\n" in out and not out.endswith("/summary.json\n")
 
     red = SimpleNamespace(stopped_by=None, folder=tmp_path / "red", id="r1", engine="demo", token=None)
-    assert _exit({"outcome": "reduced"}, red) == 0
-    assert _exit({"outcome": "reduced", "evidenceError": error}, red) == 1
+    unwritten = ReductionResult.model_construct(outcome="reduced", evidenceError=error)
+    written = ReductionResult.model_construct(outcome="reduced")
+    assert _exit(written, red) == 0
+    assert _exit(unwritten, red) == 1
 
-    run = ReductionRun(red, loaded=None, runner=None, summary={"outcome": "reduced", "evidenceError": error})
+    run = ReductionRun(red, loaded=None, runner=None, result=unwritten)
     assert run.error_text == error
-    run_ok = ReductionRun(red, loaded=None, runner=None, summary={"outcome": "reduced"})
+    run_ok = ReductionRun(red, loaded=None, runner=None, result=written)
     assert run_ok.error_text is None

@@ -5,11 +5,14 @@ they hold (`self._supervisor`, a run's dataclass field) is declared `Any`, so my
 and its return its reply in trtls.core.wire.
 
 Two things are let through, each for a stated reason:
-- `dict[str, Any]`: JSON that has no model of its own (a job, a build's overrides, a reduction's or a divergence
-  run's result record, a builder probe), as read from disk or built for it. The evidence record (summary.json) has
-  one, `Summary` (core.summary_record): the results the application layer hands the faces carry it (a reuse, a
-  rollback, a matrix's served and restored cells), never the dict. One reader still takes that record as a dict:
-  `app.unchanged`'s reuse on the terminal's fast path, which imports no pydantic by design. The builds orphan
+- `dict[str, Any]`: JSON that has no model of its own (a job, a build's overrides, a builder probe), as read from
+  disk or built for it, and the `summary` every kind of run answers as JSON for the wire (builds.supervisor.runs.Run).
+  The evidence record (summary.json) has one, `Summary` (core.summary_record): the results the application layer
+  hands the faces carry it (a reuse, a rollback, a matrix's served and restored cells), never the dict. One reader still
+  takes that record as a dict: `app.unchanged`'s reuse on the terminal's fast path, which imports no pydantic by
+  design. A reduction's result.json and a divergence search's record have theirs too (triage.results:
+  `ReductionResult`, `DivergenceResult`): the app layer's triage runs return and keep them
+  (tests/triage/test_typed_results.py). The builds orphan
   recovery completed reach `lsp.build_commands.recover` as `RecoveredBuild` rows (builds.supervisor.orphans), read
   from running.json's model (builds.supervisor.running_state).
 - `ALLOWED` below: the raw argument of a command as lsprotocol declares it (`ExecuteCommandParams.arguments:

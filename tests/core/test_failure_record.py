@@ -176,7 +176,7 @@ def test_the_readers_take_attributes() -> None:
     summary = Summary.written({"engine": "m", "buildId": "b", "outcome": "failed", "failure": internal.record()})
     assert summary.failure == internal
     signature = failure_signature(summary)
-    assert signature == {
+    assert signature is not None and signature.record() == {
         "kind": "internal_error",
         "errorCode": 1,
         "assertion": "CHECK_GE(smem_limit, kMinSharedMemory - 1024)",

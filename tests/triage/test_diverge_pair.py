@@ -27,6 +27,7 @@ from tests.triage.diverge_model import RECIPE
 from tests.triage.diverge_model import write_model as _model
 from tests.triage.test_reduce_cases import WITHOUT
 from trtls.triage.findings import divergence_finding, measured_exclusion
+from trtls.triage.results import DivergenceResult
 
 needs_modelopt = pytest.mark.skipif(
     not os.environ.get("TRTLS_REQUIRE_PRECISION") and importlib.util.find_spec("modelopt") is None,
@@ -156,8 +157,9 @@ def test_a_fix_that_makes_the_error_worse_is_widened_upstream_and_only_a_measure
     assert rounds[1]["outputRangeError"] >= rounds[0]["outputRangeError"], "excluding the Sub alone did not help"
     assert rounds[2]["reason"] == "widened_upstream" and rounds[2]["outputsPass"]
     assert code == 0 and record["fixed"] is True and record["widened"] == ["proj_a", "proj_b"]
-    assert measured_exclusion(record) == ["difference", "proj_a", "proj_b"]
-    finding = divergence_finding(record)
+    result = DivergenceResult.model_validate(record)  # what the app layer's run hands the faces
+    assert measured_exclusion(result) == ["difference", "proj_a", "proj_b"]
+    finding = divergence_finding(result)
     assert "widened upstream to ['proj_a', 'proj_b']" in finding.message, finding.message
 
     # independently of the tool: the conversion it settled on, run here, against the fp32 model
@@ -167,8 +169,10 @@ def test_a_fix_that_makes_the_error_worse_is_widened_upstream_and_only_a_measure
         assert bool(np.max(np.abs(got - ref)) / np.max(np.abs(ref)) <= record["rangeRtol"]) is within
 
     # what the editor is given: no quick fix for the round that got worse, nor for a proposal never measured
-    unmeasured = {**record, "fixAsked": False, "fixed": None, "excludeNodes": ["difference"]}
-    worse = {**record, "fixed": False, "excludeNodes": ["difference"]}
+    unmeasured = DivergenceResult.model_validate(
+        {**record, "fixAsked": False, "fixed": None, "excludeNodes": ["difference"]}
+    )
+    worse = DivergenceResult.model_validate({**record, "fixed": False, "excludeNodes": ["difference"]})
     assert measured_exclusion(unmeasured) is None and measured_exclusion(worse) is None
     assert "was not measured" in divergence_finding(unmeasured).message
     assert "none is offered" in divergence_finding(worse).message

@@ -44,7 +44,7 @@ def test_the_evidence_is_written_inside_the_recipes_folder(tmp_path: Path) -> No
     for t in red.trials:
         (red.trial_dir / f"{t.index:03d}.onnx").write_bytes(b"candidate")
     record = write_evidence(red, tmp_path / "trtls.toml", tmp_path / "model.onnx")
-    assert "evidenceError" not in record
+    assert record.evidenceError is None and "evidenceError" not in record.record()
     minimal = onnx.load(str(red.folder / "minimal.onnx"))
     assert [n.name for n in minimal.graph.node] == ["relu0"]
     assert json.loads((red.folder / "result.json").read_text())["minimal"]["nodeNames"] == ["relu0"]
@@ -59,7 +59,8 @@ def test_a_state_folder_swapped_for_a_symlink_is_refused_and_located(tmp_path: P
     link.parent.mkdir(parents=True)
     link.symlink_to(elsewhere, target_is_directory=True)
     record = write_evidence(_reduction(ws), ws / "trtls.toml", ws / "model.onnx")
-    error = record["evidenceError"]
+    error = record.evidenceError
+    assert error is not None
     assert error.startswith("TRT413 ") and "the record minimal.onnx was not written" in error, error
     assert _files(elsewhere) == [], "nothing is written through the link"
     from trtls.triage.findings import reduction_finding
@@ -84,6 +85,6 @@ async def test_a_reduce_folder_swapped_after_the_recipe_loaded_is_refused_before
     assert red.error_code == "TRT983" and UnsafeWrite.__name__ in (red.error or "") and "outside" in (red.error or "")
     assert red.trials == [], "no trial started"
     record = write_evidence(red, loaded.path, workspace / "models" / "demo.onnx")
-    assert record["evidenceError"].startswith("TRT413 ")
+    assert (record.evidenceError or "").startswith("TRT413 ")
     assert _files(elsewhere) == [], "no trial model, no evidence written through the link"
     assert not (workspace / ".trtls" / "runs").exists(), "no trial build started"

@@ -19,6 +19,7 @@ from tests.onnx_files.third_party import fetch_all
 from trtls.builds.supervisor.supervisor import Supervisor
 from trtls.core.recipe import load_recipe
 from trtls.core.summary_record import Summary
+from trtls.triage.results import FailureSignature
 from trtls.triage.signature import same_failure
 
 SMEM = "[engines.demo.builder]\noptimization_level = 3\n"
@@ -72,7 +73,9 @@ async def test_a_setting_that_breaks_every_model_is_named_as_the_cause(workspace
     folder = workspace / ".trtls" / "reduce" / record["id"]
     # the minimal model, built again outside the reduction: the same failure with the setting, built without it
     again = await _rebuild(workspace, "demo", record, folder)
-    assert same_failure(record["failure"], Summary.written(again)), again.get("failure")
+    assert same_failure(FailureSignature.model_validate(record["failure"]), Summary.written(again)), again.get(
+        "failure"
+    )
     fixed = await _rebuild(workspace, "demo", record, folder, {"tactic_shared_memory_kib": None})
     assert fixed["outcome"] == "built"
 
@@ -98,7 +101,9 @@ async def test_silero_vad_if_export_reduces_to_a_smaller_model_that_fails_the_sa
     steps = record["trialsByStep"]
     assert steps["outputs"] + steps["inputs"] <= record["bisectBound"]
     again = await _rebuild(tmp_path, "vad", record, folder)
-    assert same_failure(record["failure"], Summary.written(again)), again.get("failure")
+    assert same_failure(FailureSignature.model_validate(record["failure"]), Summary.written(again)), again.get(
+        "failure"
+    )
     kept = {p.name for p in (folder / "trials").iterdir()}
     assert not any(name.endswith(".engine") for name in kept), "no trial engine is kept"
     failing = {f"{t['trial']:03d}.onnx" for t in record["trials"] if t["stillFails"] and t["step"] != "confirm"}

@@ -18,18 +18,20 @@ if TYPE_CHECKING:
     from trtls.core.recipe import LoadedRecipe
     from trtls.triage.diverge_run import DivergenceSetup
     from trtls.triage.reduce_build import Reduction
+    from trtls.triage.results import DivergenceResult, ReductionResult
     from trtls.triage.trials import TrialRunner
 
 
 @dataclass
 class ReductionRun:
     """A reduction of `red.engine`: `runner` builds its trials (its `listeners` are told each trial's build);
-    `summary` is its evidence record once `run()` wrote it."""
+    `result` is its evidence record (result.json's model) once `run()` wrote it, `summary` the same as JSON data
+    (what every kind of run answers: builds.supervisor.runs.Run, trtls.showEvidence)."""
 
     red: Reduction
     loaded: LoadedRecipe
     runner: TrialRunner
-    summary: dict[str, Any] | None = None
+    result: ReductionResult | None = None
 
     @property
     def id(self) -> str:
@@ -40,28 +42,32 @@ class ReductionRun:
         return str(self.red.engine)
 
     @property
+    def summary(self) -> dict[str, Any] | None:
+        return self.result.record() if self.result is not None else None
+
+    @property
     def running(self) -> bool:
-        return self.summary is None
+        return self.result is None
 
     @property
     def status(self) -> str:
-        return "running" if self.summary is None else str(self.summary["outcome"])
+        return "running" if self.result is None else self.result.outcome
 
     @property
     def evidence_dir(self) -> Path:
         return Path(self.red.folder)
 
     def cancel(self, source: str) -> bool:
-        return self.summary is None and bool(self.red.token.request(source))
+        return self.result is None and bool(self.red.token.request(source))
 
     def evidence_file(self) -> Path | None:
         """result.json, claimed only once it was written (TRT413 `evidenceError` otherwise)."""
-        return self.evidence_dir / "result.json" if self.summary is not None and not self.error_text else None
+        return self.evidence_dir / "result.json" if self.result is not None and not self.error_text else None
 
     @property
     def error_text(self) -> str | None:
         """Why the reduction's evidence could not be written (TRT413), or None."""
-        return (self.summary or {}).get("evidenceError")
+        return self.result.evidenceError if self.result is not None else None
 
     def row(self, uri: str) -> wire.ListedBuild:
         """The reduction as trtls.listBuilds lists it: its trials are the builds whose parentId is this id."""
@@ -80,8 +86,8 @@ class ReductionRun:
             evidenceError=self.error_text,
         )
 
-    async def run(self) -> dict[str, Any]:
-        """Reduce, then write the evidence (result.json, minimal.onnx): the record, also kept as `summary`."""
+    async def run(self) -> ReductionResult:
+        """Reduce, then write the evidence (result.json, minimal.onnx): the record, also kept as `result`."""
         from trtls.triage.evidence import write_evidence
         from trtls.triage.reduce_build import run_reduction
 
@@ -90,14 +96,15 @@ class ReductionRun:
         except Exception as exc:  # run_reduction says what failed inside it; anything else is said the same way
             self.red.error = f"{type(exc).__name__}: {exc}"
         onnx = self.loaded.resolve(self.loaded.engine(self.engine).onnx)
-        self.summary = write_evidence(self.red, self.loaded.path, onnx)
-        return self.summary
+        self.result = write_evidence(self.red, self.loaded.path, onnx)
+        return self.result
 
 
 @dataclass
 class DivergenceRun:
     """A divergence search: of a conversion (`setup`: the engine's or the route's, checked) or of two given models
-    (`pair`: reference, candidate). `step` is what it is doing now; `summary` its record once `run()` ended;
+    (`pair`: reference, candidate). `step` is what it is doing now; `result` its record once `run()` ended
+    (`summary`: the same as JSON data, builds.supervisor.runs.Run);
     `error` / `error_code` what stopped it (TRT104 or TRT107: an input it could not use; None: a failure)."""
 
     id: str
@@ -107,7 +114,7 @@ class DivergenceRun:
     token: CancelToken
     loaded: LoadedRecipe
     step: str = "starting"
-    summary: dict[str, Any] | None = None
+    result: DivergenceResult | None = None
     error: str | None = None
     error_code: str | None = None
     setup: DivergenceSetup | None = None
@@ -119,14 +126,18 @@ class DivergenceRun:
     listeners: list[Callable[[str], object]] = field(default_factory=list)  # told each step, on the loop
 
     @property
+    def summary(self) -> dict[str, Any] | None:
+        return self.result.record() if self.result is not None else None
+
+    @property
     def running(self) -> bool:
-        return self.summary is None
+        return self.result is None
 
     @property
     def status(self) -> str:
-        if self.summary is None:
+        if self.result is None:
             return "running"
-        return "cancelled" if self.summary.get("cancelled") else "failed" if self.error else "done"
+        return "cancelled" if self.result.cancelled else "failed" if self.error else "done"
 
     @property
     def evidence_dir(self) -> Path:
@@ -138,12 +149,12 @@ class DivergenceRun:
         return self.route or self.engine or (self.pair[0].stem if self.pair else "?")
 
     def cancel(self, source: str) -> bool:
-        return self.summary is None and bool(self.token.request(source))
+        return self.result is None and bool(self.token.request(source))
 
     def evidence_file(self) -> Path | None:
         """divergence.json, once the search wrote it (trtls.triage.diverge_run)."""
         path = self.folder / "divergence.json"
-        return path if self.summary is not None and path.is_file() else None
+        return path if self.result is not None and path.is_file() else None
 
     def row(self, uri: str) -> wire.ListedBuild:
         evidence = self.evidence_file()
@@ -159,15 +170,15 @@ class DivergenceRun:
             evidencePath=str(evidence) if evidence else None,
         )
 
-    async def run(self) -> dict[str, Any]:
-        """The search, off the loop (ONNX Runtime, ModelOpt): its record, also kept as `summary`."""
+    async def run(self) -> DivergenceResult:
+        """The search, off the loop (ONNX Runtime, ModelOpt): its record, also kept as `result`."""
         from trtls.triage.diverge_run import DivergenceUnavailable
 
         loop = asyncio.get_running_loop()
 
         def on_step(text: str) -> None:  # on the loop: the search runs in a thread
             self.step = text
-            if self.summary is None:
+            if self.result is None:
                 for listener in self.listeners:
                     listener(text)
 
@@ -183,10 +194,10 @@ class DivergenceRun:
         except Exception as exc:  # ModelOpt missing or failing: the record says it
             self.error = f"{type(exc).__name__}: {exc}"
             record = self._failed()
-        self.summary = record
+        self.result = record
         return record
 
-    def _search(self, report: Callable[[str], object]) -> dict[str, Any]:
+    def _search(self, report: Callable[[str], object]) -> DivergenceResult:
         if self.pair is not None:
             from trtls.triage.diverge_pair import run_pair_divergence
 
@@ -202,15 +213,20 @@ class DivergenceRun:
             tensorrt=self.tensorrt,
         )  # fmt: skip
 
-    def _failed(self) -> dict[str, Any]:
+    def _failed(self) -> DivergenceResult:
         """The record of a search that could not run to its end (nothing written)."""
-        record: dict[str, Any] = {
-            "kind": "divergence", "id": self.id, "engine": self.engine, "route": self.route, "firstDiverging": None,
-            "cancelled": self.token.is_set, "cancelSource": self.token.source, "error": self.error, "rounds": [],
-            "folder": str(self.folder),
-        }  # fmt: skip
+        from trtls.triage.results import DivergenceResult
+
+        failed = DivergenceResult(
+            kind="divergence", id=self.id, engine=self.engine, route=self.route, firstDiverging=None,
+            cancelled=self.token.is_set, cancelSource=self.token.source, error=self.error, rounds=[],
+            folder=str(self.folder),
+        )  # fmt: skip
         if self.pair is not None:
-            record.update(mode="models", precision=None, reference=str(self.pair[0]), candidate=str(self.pair[1]))
-        elif self.setup is not None:
-            record.update(precision=self.setup.spec["convert"], rangeRtol=self.setup.threshold)
-        return record
+            reference, candidate = (str(p) for p in self.pair)
+            return failed.model_copy(
+                update=dict(mode="models", precision=None, reference=reference, candidate=candidate)
+            )
+        if self.setup is not None:
+            return failed.model_copy(update=dict(precision=self.setup.spec["convert"], rangeRtol=self.setup.threshold))
+        return failed

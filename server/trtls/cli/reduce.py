@@ -25,6 +25,7 @@ from trtls.triage import MAX_TRIALS
 if TYPE_CHECKING:
     from trtls.app.triage_runs import ReductionRun
     from trtls.triage.reduce_build import Reduction
+    from trtls.triage.results import ReductionResult
 
 EPILOG = (
     "exit codes: 0 a cause found (the minimal model or the setting), 1 the failure did not reproduce, nothing smaller "
@@ -201,35 +202,35 @@ async def _reduce(args: argparse.Namespace) -> int:
     while not task.done():
         await asyncio.wait({task}, timeout=0.2)
         progress()
-    record = task.result()  # what went wrong inside is in the record (`error`): run() does not raise
+    result = task.result()  # what went wrong inside is in the record (`error`): run() does not raise
     progress()
     if args.json:
-        print(json.dumps(record, default=str))
+        print(json.dumps(result.record(), default=str))
     else:
-        print(record["headline"] if red.trials else headline(red))
-        print(terminal_safe(f"{record['outcome']}: {record['causeText']}"))
-    if record.get("error"):  # located, on stderr (a --json run too): what failed inside, while doing what
-        report_error(record.get("errorCode") or "TRT983", terminal_safe(record["error"]), str(loaded.path))
+        print(result.headline if red.trials else headline(red))
+        print(terminal_safe(f"{result.outcome}: {result.causeText}"))
+    if result.error:  # located, on stderr (a --json run too): what failed inside, while doing what
+        report_error(result.errorCode or "TRT983", terminal_safe(result.error), str(loaded.path))
     if not args.json:
-        if record["minimal"]:
-            names = ", ".join(record["minimal"]["nodeNames"][:6])
-            print(f"minimal model: {red.folder / 'minimal.onnx'} ({record['minimal']['nodes']} nodes: {names})")
-        good = record.get("minGood")
-        if good and not record.get("evidenceError"):
-            print(f"min good: {red.folder / 'min_good.onnx'} ({good['nodes']} nodes, trial {good['trial']}: it builds)")
-        evidence = record.get("evidenceError") or red.folder / "result.json"  # TRT413: no result.json to point at
+        if result.minimal is not None:
+            names = ", ".join(result.minimal.nodeNames[:6])
+            print(f"minimal model: {red.folder / 'minimal.onnx'} ({result.minimal.nodes} nodes: {names})")
+        good = result.minGood
+        if good is not None and not result.evidenceError:
+            print(f"min good: {red.folder / 'min_good.onnx'} ({good.nodes} nodes, trial {good.trial}: it builds)")
+        evidence = result.evidenceError or red.folder / "result.json"  # TRT413: no result.json to point at
         print(terminal_safe(f"evidence: {evidence}"), file=sys.stderr)
-    return _exit(record, red)
+    return _exit(result, red)
 
 
-def _exit(record: dict[str, Any], red: Reduction) -> int:
+def _exit(result: ReductionResult, red: Reduction) -> int:
     """The outcome's exit code; 1 whenever the evidence could not be written (TRT413), whatever the outcome."""
-    if record.get("evidenceError") and record["outcome"] != "cancelled":
+    if result.evidenceError and result.outcome != "cancelled":
         return EXIT_FAILED
-    if record["outcome"] == "cancelled":
+    if result.outcome == "cancelled":
         return EXIT_TIMEOUT if red.stopped_by == "ci_timeout" else EXIT_CTRL_C
-    if record["outcome"] in ("reduced", "configuration", "stopped"):
+    if result.outcome in ("reduced", "configuration", "stopped"):
         return EXIT_OK
-    if record["outcome"] == "failed" and record.get("errorCode") == "TRT982":
+    if result.outcome == "failed" and result.errorCode == "TRT982":
         return EXIT_BAD_INPUT  # the install lacks a module: fixed by installing the extra the message names
     return EXIT_FAILED

@@ -59,7 +59,7 @@ async def diverge(loaded: LoadedRecipe, args: argparse.Namespace) -> int:
     install_stop_keys(_Token(), "the divergence search", quiet=args.json)
     if args.timeout is not None:  # as the build reduction: a stop with source ci_timeout, exit 124
         asyncio.get_running_loop().call_later(args.timeout, token.request, "ci_timeout")
-    record = await run.run()
+    result = await run.run()
     if run.error_code is not None:  # a model, inputs or a name the search could not use: bad input
         report_error(run.error_code, run.error or "", str(loaded.path))
         return EXIT_BAD_INPUT
@@ -67,58 +67,56 @@ async def diverge(loaded: LoadedRecipe, args: argparse.Namespace) -> int:
         report_error("TRT983", run.error, str(loaded.path))
         return EXIT_FAILED
     from trtls.triage.diverge import error_text
+    from trtls.triage.results import TensorDivergence
 
-    stopped = {"ci_timeout": "--timeout", "ctrl_c": "Ctrl-C"}.get(record.get("cancelSource") or "", "a stop")
+    stopped = {"ci_timeout": "--timeout", "ctrl_c": "Ctrl-C"}.get(result.cancelSource or "", "a stop")
     if args.json:
-        print(json.dumps(record, allow_nan=False))  # standard JSON: an overflow is null + "overflow": true
+        print(json.dumps(result.record(), allow_nan=False))  # standard JSON: an overflow is null + "overflow": true
     else:
-        first = record["firstDiverging"]
-        rtol = record["rangeRtol"]
-        if first is None and record["cancelled"]:
+        first = result.firstDiverging
+        rtol = result.rangeRtol or 0.0
+        if first is None and result.cancelled:
             print(f"stopped by {stopped} before the comparison ended: no result")
         elif first is None:
             print("no tensor leaves tolerance: the converted model stays within it on these inputs")
         else:
-            max_abs = "inf/NaN" if first["maxAbsError"] is None else f"{first['maxAbsError']:.3g}"
+            max_abs = "inf/NaN" if first.maxAbsError is None else f"{first.maxAbsError:.3g}"
             print(
-                f"first tensor out of tolerance: {first['tensor']} from node {first['node']} ({first['op']}): "
+                f"first tensor out of tolerance: {first.tensor} from node {first.node} ({first.op}): "
                 f"{error_text(first, rtol)}, max |error| {max_abs}"
             )
-            for nxt in record["rounds"][0]["next"]:
-                print(f"  then {nxt['tensor']} ({nxt['op']}): {error_text(nxt, rtol)}")
+            for nxt in (TensorDivergence.model_validate(t) for t in result.rounds[0]["next"]):
+                print(f"  then {nxt.tensor} ({nxt.op}): {error_text(nxt, rtol)}")
             if not pair:
-                print(
-                    f"proposal: [precision] exclude_nodes = {record['excludeNodes'] if args.fix else [first['node']]}"
-                )
+                print(f"proposal: [precision] exclude_nodes = {result.excludeNodes if args.fix else [first.node]}")
         if args.fix:
-            for line in _round_lines(record):
+            for line in _round_lines(result.rounds):
                 print(line)
             print(
-                f"fixed: with exclude_nodes = {record['excludeNodes']} the outputs are within tolerance"
-                if record["fixed"]
+                f"fixed: with exclude_nodes = {result.excludeNodes} the outputs are within tolerance"
+                if result.fixed
                 else "not fixed within the rounds: no exclusion was measured to pass"
             )
-        if isinstance(record.get("parityRerun"), dict):
-            print(_rerun_line(record["parityRerun"]))
-        if record["cancelled"] and first is not None:
+        if result.parityRerun is not None:
+            print(_rerun_line(result.parityRerun))
+        if result.cancelled and first is not None:
             print(f"stopped by {stopped}")
-        trt = record.get("tensorrt")
-        if args.tensorrt and isinstance(trt, dict):
-            print(_tensorrt_line(trt, rtol))
-        print(f"evidence: {record['folder']}/divergence.json", file=sys.stderr)
-    if record["cancelled"]:
-        return EXIT_TIMEOUT if record.get("cancelSource") == "ci_timeout" else EXIT_CTRL_C
-    found = record["firstDiverging"] is not None
-    rerun = record.get("parityRerun")
-    if isinstance(rerun, dict) and rerun.get("status") == "ran" and not rerun.get("parityPasses"):
+        if args.tensorrt and result.tensorrt is not None:
+            print(_tensorrt_line(result.tensorrt, rtol))
+        print(f"evidence: {result.folder}/divergence.json", file=sys.stderr)
+    if result.cancelled:
+        return EXIT_TIMEOUT if result.cancelSource == "ci_timeout" else EXIT_CTRL_C
+    found = result.firstDiverging is not None
+    rerun = result.parityRerun
+    if rerun is not None and rerun.get("status") == "ran" and not rerun.get("parityPasses"):
         return EXIT_FAILED  # the outputs passed the search's comparison but not the route's parity gate
-    return EXIT_OK if found and (record["fixed"] or not args.fix) else EXIT_FAILED
+    return EXIT_OK if found and (result.fixed or not args.fix) else EXIT_FAILED
 
 
-def _round_lines(record: dict[str, Any]) -> list[str]:
+def _round_lines(rounds: list[dict[str, Any]]) -> list[str]:
     """Each --fix round after the first: what it excluded and why, and the outputs' worst range error."""
     lines = []
-    for index, r in enumerate(record["rounds"][1:], start=2):
+    for index, r in enumerate(rounds[1:], start=2):
         error = r.get("outputRangeError")
         measured = "overflow" if error is None else f"{error:.3g}"
         why = {"widened_upstream": "widened upstream", "first_diverging": "the first diverging node"}.get(
@@ -155,11 +153,11 @@ def _tensorrt_line(trt: dict[str, Any], rtol: float) -> str:
     if trt.get("status") != "compared":
         return f"tensorrt layers: {trt.get('status')}: {trt.get('reason')}"
     from trtls.triage.diverge import error_text
+    from trtls.triage.results import TensorDivergence
 
-    first = trt.get("firstDiverging")
-    if first is None:
+    if trt.get("firstDiverging") is None:
         return f"tensorrt layers: {trt['markedOutputs']} layer outputs marked, every tensor within tolerance"
-    return (
-        f"tensorrt layers: first tensor out of tolerance: {first['tensor']} from node {first['node']}: "
-        f"{error_text(first, rtol)}"
+    first = TensorDivergence.model_validate(trt["firstDiverging"])
+    return f"tensorrt layers: first tensor out of tolerance: {first.tensor} from node {first.node}: " + error_text(
+        first, rtol
     )

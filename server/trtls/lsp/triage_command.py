@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from trtls.builds.supervisor.build import Build
     from trtls.lsp.command_args import BuildMinimalArgs, FindDivergenceArgs, ReduceEngineArgs, ShowDocumentArgs
     from trtls.lsp.language_server import TrtlsServer
+    from trtls.triage.results import DivergenceResult
     from trtls.triage.trials import Trial
 
 
@@ -61,16 +62,16 @@ async def start_reduction(ls: TrtlsServer, args: ReduceEngineArgs) -> wire.Reduc
     run.runner.listeners.append(on_trial)
 
     async def finish() -> None:
-        record = await run.run()
-        ls.store.set(args.uri, Origin.build, f"reduce:{args.engine}", [reduction_finding(record)])
+        result = await run.run()
+        ls.store.set(args.uri, Origin.build, f"reduce:{args.engine}", [reduction_finding(result)])
         ls.publish(args.uri)
         ls.runs.evict()
         if progress is not None:
-            kind: OutcomeKind = "cancelled" if record["outcome"] == "cancelled" else "failed" if red.error else "ok"
-            said = f"{record['headline']}: {record['causeText']}"
-            if record.get("evidenceError"):
-                said, kind = f"{said} — {record['evidenceError']}", "failed"
-            progress.end(said, record["outcome"], kind)
+            kind: OutcomeKind = "cancelled" if result.outcome == "cancelled" else "failed" if red.error else "ok"
+            said = f"{result.headline}: {result.causeText}"
+            if result.evidenceError:
+                said, kind = f"{said} — {result.evidenceError}", "failed"
+            progress.end(said, result.outcome, kind)
 
     asyncio.ensure_future(finish())
     return wire.ReduceEngineReply(reductionId=red.id, engine=args.engine, status="started")
@@ -104,30 +105,30 @@ async def find_divergence(ls: TrtlsServer, args: FindDivergenceArgs) -> wire.Fin
         run.listeners.append(lambda text: progress.report(lsp.WorkDoneProgressReport(message=text)))
 
     async def finish() -> None:
-        record = await run.run()
-        fix = None if run.pair is not None else await _fix_for(ls, args.uri, record)
-        finding = divergence_finding(record, fix)
+        result = await run.run()
+        fix = None if run.pair is not None else await _fix_for(ls, args.uri, result)
+        finding = divergence_finding(result, fix)
         ls.store.set(args.uri, Origin.build, f"diverge:{run.what}", [finding])
         ls.publish(args.uri)
         ls.runs.evict()
         if progress is not None:
-            kind: OutcomeKind = "cancelled" if record.get("cancelled") else "failed" if run.error else "ok"
+            kind: OutcomeKind = "cancelled" if result.cancelled else "failed" if run.error else "ok"
             progress.end(finding.message, run.status, kind)
 
     asyncio.ensure_future(finish())
     return wire.FindDivergenceReply(divergenceId=run.id, engine=run.engine, route=args.route, status="started")
 
 
-async def _fix_for(ls: TrtlsServer, uri: str, record: dict[str, Any]) -> dict[str, Any] | None:
+async def _fix_for(ls: TrtlsServer, uri: str, result: DivergenceResult) -> dict[str, Any] | None:
     """The exclude_nodes edit, on the recipe as the editor holds it now."""
     from trtls.triage.exclude_edit import exclude_nodes_fix
     from trtls.triage.findings import measured_exclusion
 
-    nodes = measured_exclusion(record)  # only an exclusion measured to pass is offered
+    nodes = measured_exclusion(result)  # only an exclusion measured to pass is offered
     if nodes is None:
         return None
     loaded = await ls.recipe_async(uri)
-    return exclude_nodes_fix(loaded, record["engine"], nodes, route=record.get("route"))
+    return exclude_nodes_fix(loaded, result.engine, nodes, route=result.route)
 
 
 async def show_document(ls: TrtlsServer, args: ShowDocumentArgs) -> wire.ShowDocumentReply:
@@ -170,30 +171,28 @@ def _action(title: str, diagnostic: lsp.Diagnostic, command: str, argument: dict
 
 async def build_minimal(ls: TrtlsServer, args: BuildMinimalArgs) -> wire.BuildMinimalReply:
     """A real build of a reduction's minimal model with the engine's settings, into the reduction's folder (never
-    the engine's output), shown in the TensorRT Builds view like any build."""
-    import json
-
+    the engine's output), shown in the TensorRT Builds view like any build. A result.json that is missing or damaged
+    (a field of the wrong type) is refused with its path and the field, never a traceback."""
     from trtls.app.results import Started
     from trtls.builds.supervisor.build import state_dir
-    from trtls.fs import read_text
     from trtls.lsp.build_relay import BuildRelay
+    from trtls.triage.results import RESULT_NAME, ResultProblem, read_reduction_result
 
     loaded = await ls.recipe_async(args.uri)
     if loaded.recipe is None or args.engine not in loaded.recipe.engines:
         raise JsonRpcInvalidParams(f"no buildable engine '{args.engine}'")
     folder = state_dir(loaded.path) / "reduce" / Path(args.reductionId).name
-    try:
-        record = json.loads(read_text(folder / "result.json", limit=16 << 20, follow=False))  # a record, never a link
-        if not isinstance(record, dict):
-            raise ValueError("not a record")
-    except (OSError, ValueError):
-        raise JsonRpcInvalidParams(f"no reduction '{args.reductionId}' with a result in {folder.parent}") from None
-    if not record.get("minimal"):
+    result = read_reduction_result(folder / RESULT_NAME)  # a record, never a link
+    if isinstance(result, ResultProblem):
+        if result.message.startswith("cannot read"):  # none there (or not a regular file): no such reduction
+            raise JsonRpcInvalidParams(f"no reduction '{args.reductionId}' with a result in {folder.parent}")
+        raise JsonRpcInvalidParams(f"reduction '{args.reductionId}': {result}")
+    if result.minimal is None:
         raise JsonRpcInvalidParams(f"reduction '{args.reductionId}' found no minimal model")
     overrides = {
         "onnx": str(folder / "minimal.onnx"),
         "output": str(folder / "minimal.engine"),
-        "profiles": record["minimal"]["profiles"],
+        "profiles": result.minimal.profiles,
         "cache_mode": "off",
     }
     from trtls.app.build import request_build

@@ -23,9 +23,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from trtls.triage.results import TensorDivergence
 
 RANGE_RTOL = {"fp16": 3e-2, "bf16": 2e-1}  # ~60× each type's rounding step (2^-11, 2^-8): a sum of rounded terms
 NEXT_SHOWN = 4  # diverging tensors listed after the first
@@ -90,11 +93,11 @@ def standard_json(value: Any) -> Any:
     return value
 
 
-def error_text(t: dict[str, Any], rtol: float) -> str:
+def error_text(t: TensorDivergence, rtol: float) -> str:
     """A tensor record's error as words: `range error 0.31 > 0.03`, or its overflow with the count of inf/NaN."""
-    if t.get("overflow") or t.get("rangeError") is None:
-        return f"overflow: {t.get('nonFinite', 0)} inf/NaN values where the reference is finite"
-    return f"range error {t['rangeError']:.3g} > {rtol:g}"
+    if t.overflow or t.rangeError is None:
+        return f"overflow: {t.nonFinite} inf/NaN values where the reference is finite"
+    return f"range error {t.rangeError:.3g} > {rtol:g}"
 
 
 @dataclass

@@ -25,6 +25,7 @@ from trtls.core.recipe import LoadedRecipe
 from trtls.fs import Kind, atomic_write_text, ensure_folder
 from trtls.triage.diverge import NEXT_SHOWN, RULE, compare, random_feed, standard_json
 from trtls.triage.diverge_run import DivergenceUnavailable
+from trtls.triage.results import DivergenceResult
 
 # float32 reorderings (another summation order, a fused kernel) move a tensor by ~1e-6 of its range; a changed weight
 # or a different export, by far more than 1e-3
@@ -68,7 +69,7 @@ def run_pair_divergence(
     rtol: float | None = None,
     token: CancelToken | None = None,
     rid: str | None = None,
-) -> dict[str, Any]:
+) -> DivergenceResult:
     """Compare `candidate_path` with `reference_path`; the evidence is written under the recipe's `.trtls/reduce/`.
     `engine` (optional) gives the profiles whose opt shapes seeded random inputs take when `inputs` is None.
     `rid` is the search's id when the caller announced one (the editor's). Raises DivergenceUnavailable (a located,
@@ -153,5 +154,4 @@ def run_pair_divergence(
     record = standard_json(record)
     atomic_write_text(folder / "divergence.json", json.dumps(record, indent=2, allow_nan=False), kind=Kind.evidence,
                       within=root)  # fmt: skip
-    record["folder"] = str(folder)
-    return record
+    return DivergenceResult.written({**record, "folder": str(folder)})

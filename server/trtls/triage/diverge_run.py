@@ -19,6 +19,7 @@ from trtls.core.recipe import LoadedRecipe
 from trtls.core.route import RouteModel
 from trtls.fs import Kind, atomic_write_text, ensure_folder
 from trtls.triage.diverge import RANGE_RTOL, RULE, find_divergence, random_feed, standard_json
+from trtls.triage.results import DivergenceResult
 
 
 class DivergenceUnavailable(ValueError):
@@ -113,7 +114,7 @@ def run_divergence(
     report: Callable[[str], Any] | None = None,
     setup: DivergenceSetup | None = None,
     input_set: str | None = None,
-) -> dict[str, Any]:
+) -> DivergenceResult:
     """The search, its evidence written; `report(text)` is told each step (from this thread); `tensorrt` adds the
     TensorRT engine's layer-wise comparison (`trt_layers`), or why it could not run here."""
     import onnx
@@ -183,8 +184,7 @@ def run_divergence(
     record = standard_json(record)  # no `Infinity`/`NaN` (an fp16 overflow): null, and the tensor says `overflow`
     text = json.dumps(record, indent=2, allow_nan=False)
     atomic_write_text(folder / "divergence.json", text, kind=Kind.evidence, within=root)
-    record["folder"] = str(folder)
-    return record
+    return DivergenceResult.written({**record, "folder": str(folder)})
 
 
 def _parity_rerun(

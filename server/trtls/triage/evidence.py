@@ -12,7 +12,9 @@ from typing import Any
 from trtls.builds.roots import evidence_error, state_root
 from trtls.fs import Kind, atomic_write_bytes, atomic_write_text, ensure_folder, read_bytes, remove_file
 from trtls.triage.reduce_build import Reduction
+from trtls.triage.results import ReductionResult
 from trtls.triage.signature import describe
+from trtls.triage.trials import Trial
 
 
 def outcome_of(red: Reduction) -> str:
@@ -45,7 +47,7 @@ def headline(red: Reduction) -> str:
     return f"reduce {red.engine} · trial {len(red.trials)} · {nodes}{state}"
 
 
-def min_good(red: Reduction) -> Any:
+def min_good(red: Reduction) -> Trial | None:
     """Polygraphy's `--min-good`: a model near the minimal one that builds — of the candidates whose build succeeded
     (no failure at all, measured in this run), the one nearest the minimal model in nodes, the larger on a tie. None
     when there is no minimal model or no candidate built."""
@@ -60,7 +62,8 @@ def bisect_bound(nodes: int) -> int:
     return 2 * math.ceil(math.log2(max(nodes, 2)))
 
 
-def result_record(red: Reduction, recipe: Path, onnx: Path) -> dict[str, Any]:
+def result_record(red: Reduction, recipe: Path, onnx: Path) -> ReductionResult:
+    """The reduction's result.json, as its model (validated: a writer that drifts from it fails here)."""
     best = red.best
     # why the settings the recipe changes were not put back, said under every cause that kept the model
     not_tried = f" ({red.settings_not_tried})" if red.settings_not_tried else ""
@@ -93,7 +96,7 @@ def result_record(red: Reduction, recipe: Path, onnx: Path) -> dict[str, Any]:
     by_step: dict[str, int] = {}
     for t in red.trials:
         by_step[t.step] = by_step.get(t.step, 0) + 1
-    return {
+    record: dict[str, Any] = {
         "kind": "reduction",
         "id": red.id,
         "engine": red.engine,
@@ -154,14 +157,15 @@ def result_record(red: Reduction, recipe: Path, onnx: Path) -> dict[str, Any]:
         "bisectBound": bisect_bound(red.original_nodes),
         "trials": [t.record() for t in red.trials],
     }
+    return ReductionResult.model_validate(record)
 
 
-def write_evidence(red: Reduction, recipe: Path, onnx: Path) -> dict[str, Any]:
+def write_evidence(red: Reduction, recipe: Path, onnx: Path) -> ReductionResult:
     """Write the reduction's evidence inside the recipe's folder (`.trtls` found by the path's text: a `.trtls` or
     `.trtls/reduce` swapped for a symlink is refused at the write). Never raises for the filesystem: a file that
     cannot be written (a full disk, a read-only folder, a symlink) is said in `evidenceError` as a located TRT413
     line, and what was written stays."""
-    record = result_record(red, recipe, onnx)
+    result = result_record(red, recipe, onnx)
     root = state_root(red.folder)
     path = red.folder / "minimal.onnx"
     try:
@@ -178,7 +182,7 @@ def write_evidence(red: Reduction, recipe: Path, onnx: Path) -> dict[str, Any]:
             if not t.still_fails:
                 remove_file(path, kind=Kind.evidence, within=root)
         path = red.folder / "result.json"
-        atomic_write_text(path, json.dumps(record, indent=2, default=str), kind=Kind.evidence, within=root)
+        atomic_write_text(path, json.dumps(result.record(), indent=2, default=str), kind=Kind.evidence, within=root)
     except OSError as exc:
-        record["evidenceError"] = evidence_error(exc, path)
-    return record
+        return result.model_copy(update={"evidenceError": evidence_error(exc, path)})
+    return result

@@ -31,6 +31,7 @@ from trtls.core.recipe import LoadedRecipe
 from trtls.core.summary_record import Summary
 from trtls.fs import Kind, atomic_write_bytes, ensure_folder
 from trtls.triage.cut_search import bisect_cut, search_from_end
+from trtls.triage.results import FailureSignature, Verdict
 from trtls.triage.signature import RULE, RULE_REGEX, failure_signature, same_failure
 from trtls.triage.trials import Trial, TrialRunner
 
@@ -75,7 +76,7 @@ class Reduction:
     token: CancelToken = field(default_factory=CancelToken)
     trials: list[Trial] = field(default_factory=list)
     original_nodes: int = 0
-    target: dict[str, Any] | None = None
+    target: FailureSignature | None = None  # the failure every trial is compared with (triage.signature)
     best: Any = None  # the smallest Candidate that still fails
     best_path: Path | None = None
     cause: str | None = None  # model | configuration | not_reproduced | not_reduced
@@ -94,8 +95,8 @@ class Reduction:
     # resume: what identifies the model and the recipe's engine, and every verdict so far (candidate key → fails)
     model_sha256: str | None = None
     recipe_sha256: str | None = None
-    verdicts: dict[str, dict[str, Any]] = field(default_factory=dict)  # key → {outcome, stillFails}
-    replay: dict[str, dict[str, Any]] = field(default_factory=dict)  # verdicts of the reduction this one resumes
+    verdicts: dict[str, Verdict] = field(default_factory=dict)  # candidate key → its outcome, whether it still fails
+    replay: dict[str, Verdict] = field(default_factory=dict)  # verdicts of the reduction this one resumes
     user_build: Summary | None = None  # the user's failed build of this engine key: the confirm trial's verdict
     resumed_from: str | None = None
     resume_note: str | None = None  # why a resume asked for started over, or what it continued from
@@ -215,8 +216,8 @@ async def _run_reduction(loaded: LoadedRecipe, engine: str, red: Reduction, runn
         assert path is not None
         if replayed:  # a verdict the stopped reduction measured, for the same model, recipe and candidate
             assert key is not None
-            trial.replayed, trial.outcome = True, red.replay[key]["outcome"]
-            trial.still_fails = bool(red.replay[key]["stillFails"])
+            trial.replayed, trial.outcome = True, red.replay[key].outcome
+            trial.still_fails = red.replay[key].stillFails
         elif step == "confirm" and red.user_build is not None:  # the same build, measured by the user: not rebuilt
             summary = red.user_build
             trial.reused, trial.build_id = True, str(summary.buildId)
@@ -231,7 +232,7 @@ async def _run_reduction(loaded: LoadedRecipe, engine: str, red: Reduction, runn
             if red.target is None:
                 red.target = failure_signature(summary, red.fail_regex or None)
         if key is not None and red.target is not None:
-            red.verdicts[key] = {"outcome": trial.outcome, "stillFails": trial.still_fails}
+            red.verdicts[key] = Verdict(outcome=trial.outcome, stillFails=trial.still_fails)
         if candidate is not None:
             tried[key or ""] = trial
         if trial.still_fails and candidate is not None and settings is None:
@@ -261,7 +262,7 @@ async def _run_reduction(loaded: LoadedRecipe, engine: str, red: Reduction, runn
                 )
             return red
         first.still_fails = True
-        red.verdicts["confirm"] = {"outcome": first.outcome, "stillFails": True}
+        red.verdicts["confirm"] = Verdict(outcome=first.outcome, stillFails=True)
         red.phase = "probing every tensor's shapes with ONNX Runtime"
         facts = await asyncio.to_thread(probe_tensors, model, profiles)
         red.phase = "cutting candidates"
@@ -334,11 +335,11 @@ def _span_ends(graph: Any, compute: list[int], facts: dict[str, Any]) -> list[in
     return ends or compute
 
 
-def _named_node(graph: Any, compute: list[int], target: dict[str, Any] | None) -> int | None:
+def _named_node(graph: Any, compute: list[int], target: FailureSignature | None) -> int | None:
     """The index of the node the failure names (its `layer`, when that is a node of the model and not a `Constant`),
     or None."""
-    layer = (target or {}).get("layer")
-    if not isinstance(layer, str) or not layer:
+    layer = target.layer if target is not None else None
+    if not layer:
         return None
     return next((i for i in compute if graph.nodes[i].name == layer), None)
 
@@ -349,7 +350,7 @@ async def _settings_cause(red: Reduction, attempt: Any, whole: Path | None = Non
     path = whole or red.best_path
     if path is None:
         return
-    if red.settings_changed and (red.target or {}).get("kind") == "parser_rejection":
+    if red.settings_changed and red.target is not None and red.target.kind == "parser_rejection":
         # the parser refuses the model before a builder exists: no builder setting can be the cause, no trial needed
         red.settings_not_tried = "the parser rejects it before any builder setting applies"
         return

@@ -11,32 +11,27 @@ only when the model's files and the engine's table hash the same; otherwise it s
 from __future__ import annotations
 
 import asyncio
-import json
 from pathlib import Path
-from typing import Any
 
 from trtls.builds.roots import state_root
 from trtls.core.recipe import LoadedRecipe
-from trtls.fs import read_text
 from trtls.triage.reduce_build import Reduction, engine_sha256
+from trtls.triage.results import RESULT_NAME, ReductionResult, read_reduction_result
 
 RESUMABLE = ("cancelled", "stopped")
-RECORD_LIMIT = 64 << 20
 
 
-def _latest(folder: Path, engine: str, but: str) -> tuple[Path, dict[str, Any]] | None:
+def _latest(folder: Path, engine: str, but: str) -> tuple[Path, ReductionResult] | None:
     """The newest reduction of `engine` under `.trtls/reduce/` with a readable record (ids sort by their time)."""
     if not folder.is_dir():
         return None
     for path in sorted(folder.glob(f"reduce-{engine}-*"), key=lambda p: p.name, reverse=True):
         if path.name == but or not path.is_dir():
             continue
-        try:
-            record = json.loads(read_text(path / "result.json", limit=RECORD_LIMIT, within=state_root(path)))
-        except (OSError, ValueError):
-            continue  # a reduction that left no record (or a damaged one) is not one to continue
-        if isinstance(record, dict) and record.get("engine") == engine:
-            return path, record
+        result = read_reduction_result(path / RESULT_NAME, within=state_root(path))
+        if isinstance(result, ReductionResult) and result.engine == engine:
+            return path, result
+        # a reduction that left no record (or a damaged one) is not one to continue
     return None
 
 
@@ -51,28 +46,25 @@ async def prepare_resume(loaded: LoadedRecipe, engine: str, red: Reduction) -> s
     found = _latest(red.folder.parent, engine, red.id)
     if found is None:
         return f"--resume: no earlier reduction of {engine} to continue: starting from the whole model"
-    path, record = found
-    found_state = record.get("resume")
-    state: dict[str, Any] = found_state if isinstance(found_state, dict) else {}
-    if record.get("outcome") not in RESUMABLE:
+    path, result = found
+    state = result.resume
+    if result.outcome not in RESUMABLE:
         return (
-            f"--resume: the latest reduction of {engine} ({path.name}) ended {record.get('outcome')}, not stopped: "
+            f"--resume: the latest reduction of {engine} ({path.name}) ended {result.outcome}, not stopped: "
             "starting from the whole model"
         )
-    if state.get("modelSha256") != red.model_sha256:
+    if state.modelSha256 != red.model_sha256:
         return f"--resume: the model changed since {path.name}: starting from the whole model"
-    if state.get("recipeSha256") != red.recipe_sha256:
+    if state.recipeSha256 != red.recipe_sha256:
         return f"--resume: the engine's table in the recipe changed since {path.name}: starting from the whole model"
-    recorded = state.get("failure")
-    failure: dict[str, Any] = recorded if isinstance(recorded, dict) else {}
-    if list(failure.get("patterns") or []) != red.fail_regex:
+    failure = state.failure
+    if list((failure.patterns if failure is not None else None) or []) != red.fail_regex:
         return f"--resume: the --fail-regex patterns differ from {path.name}'s: starting from the whole model"
-    verdicts = state.get("verdicts")
-    if not isinstance(verdicts, dict) or not isinstance(state.get("failure"), dict) or "confirm" not in verdicts:
+    if failure is None or "confirm" not in state.verdicts:
         return f"--resume: {path.name} recorded no verdict to continue from: starting from the whole model"
-    red.replay = {str(k): v for k, v in verdicts.items() if isinstance(v, dict) and "stillFails" in v}
-    red.target = state["failure"]
+    red.replay = dict(state.verdicts)
+    red.target = failure
     red.resumed_from = path.name
-    smallest = state.get("smallest") or {}
-    nodes = f"{smallest['nodes']} nodes" if smallest.get("nodes") else "no smaller failing model yet"
+    smallest = state.smallest
+    nodes = f"{smallest.nodes} nodes" if smallest is not None and smallest.nodes else "no smaller failing model yet"
     return f"--resume: continuing {path.name} ({len(red.replay)} verdicts replayed, not rebuilt; {nodes})"

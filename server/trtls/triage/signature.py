@@ -12,7 +12,9 @@ option): then a candidate still fails when its build fails and its error or log 
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from trtls.triage.results import FailureSignature
 
 if TYPE_CHECKING:
     from trtls.core.summary_record import Summary
@@ -37,7 +39,7 @@ def failure_text(summary: Summary) -> str:
     return "\n".join([str(summary.error or ""), *logs, *tail])
 
 
-def regex_signature(summary: Summary, patterns: list[str]) -> dict[str, Any] | None:
+def regex_signature(summary: Summary, patterns: list[str]) -> FailureSignature | None:
     """The first of `patterns` a failed build's text matches, as a signature; None when none does."""
     if summary.outcome != "failed":
         return None
@@ -46,31 +48,31 @@ def regex_signature(summary: Summary, patterns: list[str]) -> dict[str, Any] | N
         m = re.search(pattern, text, re.M)
         if m is not None:
             named = LAYER_NAMED.search(text)  # the layer TensorRT names, if any: a reduction tries it alone first
-            return {"kind": "fail_regex", "patterns": list(patterns), "pattern": pattern, "matched": m.group(0)[:200],
-                    "layer": named.group(1) if named else None}  # fmt: skip
+            return FailureSignature(kind="fail_regex", patterns=list(patterns), pattern=pattern,
+                                    matched=m.group(0)[:200], layer=named.group(1) if named else None)  # fmt: skip
     return None
 
 
 LAYER_NAMED = re.compile(r"\bI[A-Za-z]+Layer ([^\s:]+):")  # `ITopKLayer topk: topk: K exceeds …`
 
 
-def parser_rejection(summary: Summary) -> dict[str, Any] | None:
+def parser_rejection(summary: Summary) -> FailureSignature | None:
     """A build the ONNX parser refused, by the node it refused and why (its position in the model is not compared:
     it changes with every cut)."""
     m = _PARSE.search(str(summary.error or ""))
     if summary.outcome != "failed" or m is None:
         return None
-    return {
-        "kind": "parser_rejection",
-        "errorCode": None,
-        "assertion": m.group("message").strip().splitlines()[0][:300] if m.group("message").strip() else "",
-        "sourceFile": None,
-        "layer": m.group("node") or None,
-        "op": m.group("op"),
-    }
+    return FailureSignature(
+        kind="parser_rejection",
+        errorCode=None,
+        assertion=m.group("message").strip().splitlines()[0][:300] if m.group("message").strip() else "",
+        sourceFile=None,
+        layer=m.group("node") or None,
+        op=m.group("op"),
+    )
 
 
-def failure_signature(summary: Summary, patterns: list[str] | None = None) -> dict[str, Any] | None:
+def failure_signature(summary: Summary, patterns: list[str] | None = None) -> FailureSignature | None:
     """The parts of a failed build's failure that a reduction compares; None when nothing classified it (and, with
     `patterns`, when its text matches none of them)."""
     if patterns:
@@ -81,32 +83,34 @@ def failure_signature(summary: Summary, patterns: list[str] | None = None) -> di
     if failure is None:
         return parser_rejection(summary)
     source, layer = failure.source, failure.layer
-    return {
-        "kind": failure.kind,
+    return FailureSignature(
+        kind=failure.kind,
         # TensorRT's error code; a setting's, a plugin's, a precision step's trtls code when it has none
-        "errorCode": failure.errorCode if failure.errorCode is not None else failure.code,
-        "assertion": failure.assertion or failure.summary,
-        "sourceFile": source.split(":", 1)[0] if source is not None else None,
-        "layer": layer if layer is not None and "ForeignNode" not in layer else None,
-    }
+        errorCode=failure.errorCode if failure.errorCode is not None else failure.code,
+        assertion=failure.assertion or failure.summary,
+        sourceFile=source.split(":", 1)[0] if source is not None else None,
+        layer=layer if layer is not None and "ForeignNode" not in layer else None,
+    )
 
 
-def same_failure(target: dict[str, Any], summary: Summary) -> bool:
-    if target.get("kind") == "fail_regex":
-        return regex_signature(summary, list(target.get("patterns") or [])) is not None
+def same_failure(target: FailureSignature, summary: Summary) -> bool:
+    if target.kind == "fail_regex":
+        return regex_signature(summary, list(target.patterns or [])) is not None
     got = failure_signature(summary)
     if got is None:
         return False
-    keys = ["kind", "errorCode", "assertion", "sourceFile"] + (["layer"] if target.get("layer") else [])
-    return all(got.get(k) == target.get(k) for k in keys)
+    same = (got.kind, got.errorCode, got.assertion, got.sourceFile) == (
+        target.kind, target.errorCode, target.assertion, target.sourceFile,
+    )  # fmt: skip
+    return same and (not target.layer or got.layer == target.layer)
 
 
-def describe(signature: dict[str, Any]) -> str:
+def describe(signature: FailureSignature) -> str:
     """One line: `internal_error 1 · CHECK_GE(smem_limit, …) · kernel_gen_utils.cpp`."""
-    if signature.get("kind") == "fail_regex":
-        return f"fail_regex {signature.get('pattern')!r} · {signature.get('matched')}"
-    if signature.get("kind") == "parser_rejection":
-        return f"parser_rejection · {signature.get('layer')} ({signature.get('op')}) · {signature.get('assertion')}"
-    parts = [str(signature.get("kind")), str(signature.get("errorCode"))]
-    parts += [str(signature[k]) for k in ("assertion", "sourceFile", "layer") if signature.get(k)]
+    if signature.kind == "fail_regex":
+        return f"fail_regex {signature.pattern!r} · {signature.matched}"
+    if signature.kind == "parser_rejection":
+        return f"parser_rejection · {signature.layer} ({signature.op}) · {signature.assertion}"
+    parts = [signature.kind, str(signature.errorCode)]
+    parts += [str(v) for v in (signature.assertion, signature.sourceFile, signature.layer) if v]
     return " · ".join(parts)

@@ -1,0 +1,249 @@
+"""The triage runs' records as declared models (issue 28, typed seams): a reduction's `result.json`
+(`ReductionResult`, written by triage.evidence, read back by triage.resume and the faces), the failure it compares
+(`FailureSignature`, triage.signature) and a divergence search's record (`DivergenceResult`, divergence.json plus the
+folder it was written to). A reader takes `result.outcome`, not `record["outcome"]`: a renamed key is a type error.
+
+Each dumps as the JSON written before these models existed, key for key and in the same order (`record()`): the
+fields are declared in the order the writers write them, and a key the writer leaves out (a trial's `replayed`, a
+signature's `op`, the reduction's `evidenceError`, a two-model search's `mode`) is not written as `null`. Strict where
+declared (a wrong type is refused, said with its field) and closed (`extra="forbid"`): a key no field declares is a
+damaged record, not one kept silently. `read_reduction_result` is the one reader of a result.json from disk.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from trtls.core.failure_record import Failure
+
+RESULT_NAME = "result.json"
+RECORD_LIMIT = 64 << 20
+JsonObject = dict[str, Any]  # nested JSON the search builds and no reader takes apart by field (a round, a rerun)
+
+
+class _Record(BaseModel):
+    model_config = ConfigDict(frozen=True, strict=True, extra="forbid")
+
+    def record(self) -> dict[str, Any]:
+        """As JSON data: the keys it was given, in the order the model declares them (the writers' order)."""
+        return self.model_dump(mode="json", exclude_unset=True)
+
+
+class FailureSignature(_Record):
+    """The parts of a failed build's failure a reduction compares (triage.signature): a classified failure
+    (`kind`, `errorCode`, `assertion`, `sourceFile`, `layer`), a parser rejection (the same, with `op`) or a
+    --fail-regex match (`patterns`, `pattern`, `matched`, `layer`)."""
+
+    kind: str
+    patterns: list[str] | None = None
+    pattern: str | None = None
+    matched: str | None = None
+    errorCode: int | str | None = None  # TensorRT's `Error Code N`, or the trtls code of a setting, a plugin …
+    assertion: str | None = None
+    sourceFile: str | None = None
+    layer: str | None = None
+    op: str | None = None
+
+
+class TrialRecord(_Record):
+    """One trial as result.json lists it (triage.trials.Trial.record)."""
+
+    trial: int
+    step: str
+    nodes: int
+    firstNode: int
+    lastNode: int
+    buildId: str
+    outcome: str | None
+    stillFails: bool
+    failure: Failure | None
+    seconds: float
+    reverted: JsonObject | None = None
+    replayed: bool | None = None
+    reused: bool | None = None
+
+
+class MinimalModel(_Record):
+    path: str
+    nodes: int
+    nodeNames: list[str]
+    inputs: list[str]
+    outputs: list[str]
+    profiles: list[JsonObject]
+
+
+class MinGood(_Record):
+    path: str
+    trial: int
+    nodes: int
+    step: str
+
+
+class Smallest(_Record):
+    nodes: int
+    nodeNames: list[str]
+
+
+class Verdict(_Record):
+    outcome: str | None
+    stillFails: bool
+
+
+class ResumeState(_Record):
+    """What `trtls reduce --resume` continues from (triage.resume)."""
+
+    modelSha256: str | None
+    recipeSha256: str | None
+    failure: FailureSignature | None
+    smallest: Smallest | None
+    verdicts: dict[str, Verdict]
+
+
+class ReductionResult(_Record):
+    """A reduction's result.json (triage.evidence.result_record); `evidenceError` only when it could not be
+    written (TRT413)."""
+
+    kind: Literal["reduction"]
+    id: str
+    engine: str
+    recipe: str
+    onnx: str
+    outcome: str
+    error: str | None
+    errorCode: str | None
+    headline: str
+    rule: str
+    failRegex: list[str] | None
+    failRegexFrom: str | None
+    failure: FailureSignature | None
+    failureText: str | None
+    cause: str | None
+    causeText: str
+    causeSettings: JsonObject
+    settingsNotTried: str | None
+    stoppedBy: str | None
+    stoppedDuringTrial: int | None
+    trialsAtStop: int | None
+    originalNodes: int
+    minimalPath: str | None
+    minimal: MinimalModel | None
+    minGood: MinGood | None
+    reusedBuild: str | None
+    trialsUsed: int
+    trialsBuilt: int
+    resumedFrom: str | None
+    resumeNote: str | None
+    resume: ResumeState
+    trialsByStep: dict[str, int]
+    bisectBound: int
+    trials: list[TrialRecord]
+    evidenceError: str | None = None
+
+
+class TensorDivergence(_Record):
+    """A compared tensor (triage.diverge.TensorError.record): its errors are null when it overflowed."""
+
+    tensor: str
+    node: str
+    op: str
+    maxAbsError: float | None
+    rangeError: float | None
+    relL2: float | None
+    nonFinite: int
+    overflow: bool
+    withinTolerance: bool
+
+
+class DivergenceResult(_Record):
+    """A divergence search's record: of a conversion (triage.diverge_run), of two given models (`mode: models`,
+    triage.diverge_pair) or of a search that could not run to its end (`error`, app.triage_runs, nothing written).
+    divergence.json is this less `folder`, which says where it was written."""
+
+    kind: Literal["divergence"]
+    mode: Literal["models"] | None = None
+    id: str
+    engine: str | None
+    route: str | None
+    precisionTable: str | None = None
+    precision: str | None = None
+    reference: str | None = None
+    candidate: str | None = None
+    inputs: str | None = None
+    rule: str | None = None
+    rangeRtol: float | None = None
+    outputTolerances: dict[str, dict[str, float]] | None = None
+    firstDiverging: TensorDivergence | None
+    proposal: dict[str, list[str]] | None = None
+    fixAsked: bool | None = None
+    fixed: bool | None = None
+    excludeNodes: list[str] | None = None
+    widened: list[str] | None = None
+    cancelled: bool
+    cancelSource: str | None
+    error: str | None = None
+    comparedTensors: int | None = None
+    notCompared: int | None = None
+    notComparedNames: list[str] | None = None
+    rounds: list[JsonObject]
+    ranHere: str | None = None
+    parityRerun: JsonObject | None = None
+    tensorrt: JsonObject | None = None
+    folder: str | None = None
+    evidenceError: str | None = None
+
+    @classmethod
+    def written(cls, record: dict[str, Any]) -> DivergenceResult:
+        """The record a search of this process just built (JSON data): validated, so a writer that drifts from
+        the model fails where it writes."""
+        return cls.model_validate(record)
+
+
+@dataclass(frozen=True)
+class ResultProblem:
+    """Why a result.json could not be read as a `ReductionResult`: its path, the field that is wrong (None: the
+    file itself) and what is wrong."""
+
+    path: Path
+    field: str | None
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.message}"
+
+
+def reduction_result_of(data: object, path: Path) -> ReductionResult | ResultProblem:
+    """JSON data read from `path` as a `ReductionResult`, or the problem naming the first wrong field."""
+    if not isinstance(data, dict):
+        return ResultProblem(path, None, "not a reduction's result (not a JSON object)")
+    try:
+        return ReductionResult.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or None
+        more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+        got = json.dumps(first.get("input"), default=str)[:80]
+        said = f"{where} is {got}: {first['msg']}" if where else first["msg"]
+        return ResultProblem(path, where, f"not a reduction's result: {said}{more}")
+
+
+def read_reduction_result(path: Path, *, within: Path | None = None) -> ReductionResult | ResultProblem:
+    """The result.json at `path`, read through the file door (a regular file, never a final symlink, at most
+    RECORD_LIMIT bytes, inside `within` when given): the model, or the located problem of a missing or damaged one."""
+    from trtls.fs import read_text
+
+    try:
+        text = read_text(path, limit=RECORD_LIMIT, follow=False, within=within)
+    except OSError as exc:
+        return ResultProblem(path, None, f"cannot read ({exc.strerror or exc})")
+    except ValueError as exc:  # too large, or bytes that are not UTF-8
+        return ResultProblem(path, None, f"cannot read ({exc})")
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        return ResultProblem(path, None, f"not valid JSON ({exc})")
+    return reduction_result_of(data, path)

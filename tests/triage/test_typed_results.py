@@ -1,0 +1,182 @@
+"""The triage runs' records are declared models at the application layer's seam (issue 28, typed seams): a
+reduction's result.json is a `ReductionResult` (written and read back as the same JSON, key for key and in order), a
+damaged one is a located problem naming its field on the face that reads it (never a traceback or a silent None),
+and the app layer's runs return the models (`ReductionRun.run`, `DivergenceRun.run`), not dicts."""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from pygls.exceptions import JsonRpcInvalidParams
+
+from tests.triage.test_reduce_cases import _chain, _engine
+from trtls.app.triage_runs import DivergenceRun, ReductionRun
+from trtls.core.cancel import CancelToken
+from trtls.core.recipe import load_recipe
+from trtls.triage.reduce_build import new_reduction
+from trtls.triage.results import (
+    DivergenceResult,
+    FailureSignature,
+    ReductionResult,
+    ResultProblem,
+    read_reduction_result,
+)
+from trtls.triage.trials import TrialRunner
+
+SERVER = Path(__file__).resolve().parents[2] / "server" / "trtls"
+
+
+def _reduce_cli(ws: Path, engine: str) -> tuple[int, dict, str]:
+    proc = subprocess.run(
+        [sys.executable, "-m", "trtls", "reduce", str(ws), "--engine", engine, "--json"],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+    assert lines, proc.stderr[-2000:]
+    return proc.returncode, json.loads(lines[-1]), proc.stderr
+
+
+def test_a_real_reductions_result_json_round_trips_through_the_model(tmp_path: Path) -> None:
+    """A real TensorRT-RTX reduction (the parser refuses Det): result.json read through the one reader is the model,
+    and the model written back is the file byte for byte; `--json` prints that same record."""
+    ops = [("Relu", "relu"), ("Sigmoid", "sig"), ("Det", "det"), ("Neg", "neg")]
+    _chain(tmp_path / "m.onnx", ops, ["N", 4, 4], ["N"])
+    (tmp_path / "trtls.toml").write_text(_engine("m", "m.onnx", "[N, 4, 4]", smem=False))
+    code, printed, stderr = _reduce_cli(tmp_path, "m")
+    assert code == 0 and printed["outcome"] == "reduced", stderr[-2000:]
+    path = tmp_path / ".trtls" / "reduce" / printed["id"] / "result.json"
+    text = path.read_text()
+    result = read_reduction_result(path)
+    assert isinstance(result, ReductionResult), result
+    assert json.dumps(result.record(), indent=2, default=str) == text, "the model writes the file it read"
+    assert list(result.record()) == list(json.loads(text)) and result.record() == printed
+    assert isinstance(result.failure, FailureSignature) and result.failure.kind == "parser_rejection"
+    assert result.failure.layer == "det" and result.resume.failure == result.failure
+    assert result.minimal is not None and result.minimal.nodeNames == ["det"]
+    assert result.resume.verdicts["confirm"].stillFails is True
+    assert all(t.failure is None or t.failure.kind for t in result.trials)
+
+
+def _written_result(tmp_path: Path) -> tuple[Path, dict]:
+    """A reduction's result.json as the writer writes it, without building anything: a reduction whose model ONNX
+    cannot load fails inside (TRT983) and its record is written all the same."""
+    (tmp_path / "m.onnx").write_bytes(b"not a model")
+    (tmp_path / "trtls.toml").write_text(_engine("m", "m.onnx", "[N, 4]", smem=False))
+    loaded = load_recipe(tmp_path / "trtls.toml")
+    red = new_reduction(loaded, "m", 3)
+    run = ReductionRun(red, loaded, TrialRunner(loaded, "m", red.folder, red.id))
+    import asyncio
+
+    asyncio.run(run.run())
+    path = red.folder / "result.json"
+    return path, json.loads(path.read_text())
+
+
+def test_the_app_layers_reduction_run_returns_the_model(tmp_path: Path) -> None:
+    (tmp_path / "m.onnx").write_bytes(b"not a model")
+    (tmp_path / "trtls.toml").write_text(_engine("m", "m.onnx", "[N, 4]", smem=False))
+    loaded = load_recipe(tmp_path / "trtls.toml")
+    red = new_reduction(loaded, "m", 3)
+    run = ReductionRun(red, loaded, TrialRunner(loaded, "m", red.folder, red.id))
+    import asyncio
+
+    result = asyncio.run(run.run())
+    assert isinstance(result, ReductionResult) and run.result is result
+    assert result.outcome == "failed" and result.errorCode == "TRT983" and result.error
+    assert read_reduction_result(red.folder / "result.json") == result, "what the run returns is what it wrote"
+    assert run.summary == result.record() == json.loads((red.folder / "result.json").read_text())
+    row = run.row("file:///r")
+    assert row.status == "failed" and row.evidencePath == str(red.folder / "result.json")
+
+
+def test_the_app_layers_divergence_run_returns_the_model(tmp_path: Path) -> None:
+    (tmp_path / "trtls.toml").write_text(_engine("m", "m.onnx", "[N, 4]", smem=False))
+    loaded = load_recipe(tmp_path / "trtls.toml")
+    missing = tmp_path / "nowhere.onnx"
+    run = DivergenceRun("diverge-x", None, None, tmp_path / "f", CancelToken(), loaded, pair=(missing, missing))
+    import asyncio
+
+    result = asyncio.run(run.run())
+    assert isinstance(result, DivergenceResult) and run.result is result
+    assert run.error_code == "TRT104" and result.error and result.mode == "models" and result.firstDiverging is None
+    assert result.candidate == str(missing) and run.status == "failed" and run.summary == result.record()
+    assert DivergenceResult.model_validate(result.record()) == result
+
+
+def _verdict(record: dict) -> None:
+    record["resume"]["verdicts"]["confirm"] = {"outcome": "failed", "stillFails": "yes"}
+
+
+@pytest.mark.parametrize(
+    ("field", "damage"),
+    [
+        ("outcome", lambda r: r.update(outcome=3)),
+        ("resume.verdicts.confirm.stillFails", _verdict),
+        ("trials", lambda r: r.update(trials={"0": {}})),
+        ("failure.layer", lambda r: r.update(failure={"kind": "parser_rejection", "layer": ["det"]})),
+    ],
+)
+def test_a_damaged_field_is_a_located_problem(tmp_path: Path, field: str, damage: object) -> None:
+    path, record = _written_result(tmp_path)
+    assert callable(damage)
+    damage(record)
+    path.write_text(json.dumps(record, indent=2))
+    problem = read_reduction_result(path)
+    assert isinstance(problem, ResultProblem), problem
+    assert problem.path == path and problem.field == field and field in str(problem), problem
+
+
+def test_a_missing_or_unreadable_result_is_a_problem_not_a_traceback(tmp_path: Path) -> None:
+    assert isinstance(read_reduction_result(tmp_path / "result.json"), ResultProblem)
+    (tmp_path / "result.json").write_text("{not json")
+    problem = read_reduction_result(tmp_path / "result.json")
+    assert isinstance(problem, ResultProblem) and problem.field is None and "not valid JSON" in problem.message
+    (tmp_path / "result.json").write_text("[]")
+    assert isinstance(read_reduction_result(tmp_path / "result.json"), ResultProblem)
+
+
+def test_the_editors_build_minimal_names_the_damaged_field(tmp_path: Path) -> None:
+    """trtls.buildMinimal on a result.json whose minimal model's profiles are not a list: a -32602 error naming
+    the file and the field, before any build (the record used to be handed to the build as it was)."""
+    path, record = _written_result(tmp_path)
+    record["minimal"] = {"path": "minimal.onnx", "nodes": 1, "nodeNames": ["det"], "inputs": ["x"],
+                         "outputs": ["y"], "profiles": "opt"}  # fmt: skip
+    path.write_text(json.dumps(record, indent=2))
+    from trtls.lsp.command_args import BuildMinimalArgs
+    from trtls.lsp.triage_command import build_minimal
+
+    loaded = load_recipe(tmp_path / "trtls.toml")
+
+    async def recipe_async(uri: str) -> object:
+        return loaded
+
+    ls = SimpleNamespace(recipe_async=recipe_async)
+    args = BuildMinimalArgs(uri=(tmp_path / "trtls.toml").as_uri(), reductionId=record["id"], engine="m")
+    import asyncio
+
+    with pytest.raises(JsonRpcInvalidParams) as raised:
+        asyncio.run(build_minimal(ls, args))  # type: ignore[arg-type]
+    said = str(raised.value)
+    assert "minimal.profiles" in said and str(path) in said, said
+
+
+def test_the_runs_seams_hand_over_no_dict() -> None:
+    """`run()`, `_search()` and `_failed()` of the app layer's triage runs, and the state they keep, are the
+    models: no `dict[str, Any]` but the `summary` property every kind of run answers (JSON for the wire)."""
+    tree = ast.parse((SERVER / "app" / "triage_runs.py").read_text())
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name != "summary" and node.returns:
+            if "dict[" in ast.unparse(node.returns):
+                found.append(node.name)
+        if isinstance(node, ast.AnnAssign) and "dict[" in ast.unparse(node.annotation):
+            found.append(ast.unparse(node.target))
+    assert found == [], found
