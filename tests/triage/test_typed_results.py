@@ -180,3 +180,33 @@ def test_the_runs_seams_hand_over_no_dict() -> None:
         if isinstance(node, ast.AnnAssign) and "dict[" in ast.unparse(node.annotation):
             found.append(ast.unparse(node.target))
     assert found == [], found
+
+
+def test_a_real_divergence_search_returns_the_model_of_what_it_wrote(tmp_path: Path) -> None:
+    """Two given models through the app layer's run (ONNX Runtime, for real): the run returns `DivergenceResult`,
+    divergence.json is its record less `folder`, key for key and in order, and the rounds are models too."""
+    from tests.triage.test_diverge_pair import _pair
+
+    candidate = _pair(tmp_path)
+    loaded = load_recipe(tmp_path / "trtls.toml")
+    reference = tmp_path / "models" / "enc.onnx"
+    run = DivergenceRun(
+        "diverge-enc-1", "enc", None, tmp_path / ".trtls" / "reduce" / "diverge-enc-1", CancelToken(), loaded,
+        pair=(reference, candidate), inputs=tmp_path / "inputs.npz",
+    )  # fmt: skip
+    import asyncio
+
+    result = asyncio.run(run.run())
+    assert isinstance(result, DivergenceResult) and run.error is None and run.status == "done"
+    assert result.firstDiverging is not None and result.firstDiverging.node == "norm"
+    (only,) = result.rounds
+    assert [t.tensor for t in only.tensors] == [
+        "h0",
+        "a0",
+        "h",
+        "n",
+        "y",
+    ] and only.firstDiverging == result.firstDiverging
+    written = (Path(str(result.folder)) / "divergence.json").read_text()
+    on_disk = {k: v for k, v in result.record().items() if k != "folder"}
+    assert json.dumps(on_disk, indent=2, allow_nan=False) == written

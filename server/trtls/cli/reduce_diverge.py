@@ -19,6 +19,7 @@ from trtls.cli.exits import EXIT_BAD_INPUT, EXIT_CTRL_C, EXIT_FAILED, EXIT_OK, E
 
 if TYPE_CHECKING:
     from trtls.core.recipe import LoadedRecipe
+    from trtls.triage.results import DivergenceRound
 
 
 FLAGS = {name: f"--{name}" for name in ("candidate", "reference", "fix", "route", "tensorrt", "engine")}
@@ -67,7 +68,6 @@ async def diverge(loaded: LoadedRecipe, args: argparse.Namespace) -> int:
         report_error("TRT983", run.error, str(loaded.path))
         return EXIT_FAILED
     from trtls.triage.diverge import error_text
-    from trtls.triage.results import TensorDivergence
 
     stopped = {"ci_timeout": "--timeout", "ctrl_c": "Ctrl-C"}.get(result.cancelSource or "", "a stop")
     if args.json:
@@ -85,7 +85,7 @@ async def diverge(loaded: LoadedRecipe, args: argparse.Namespace) -> int:
                 f"first tensor out of tolerance: {first.tensor} from node {first.node} ({first.op}): "
                 f"{error_text(first, rtol)}, max |error| {max_abs}"
             )
-            for nxt in (TensorDivergence.model_validate(t) for t in result.rounds[0]["next"]):
+            for nxt in result.rounds[0].next:
                 print(f"  then {nxt.tensor} ({nxt.op}): {error_text(nxt, rtol)}")
             if not pair:
                 print(f"proposal: [precision] exclude_nodes = {result.excludeNodes if args.fix else [first.node]}")
@@ -113,19 +113,20 @@ async def diverge(loaded: LoadedRecipe, args: argparse.Namespace) -> int:
     return EXIT_OK if found and (result.fixed or not args.fix) else EXIT_FAILED
 
 
-def _round_lines(rounds: list[dict[str, Any]]) -> list[str]:
+def _round_lines(rounds: list[DivergenceRound]) -> list[str]:
     """Each --fix round after the first: what it excluded and why, and the outputs' worst range error."""
     lines = []
     for index, r in enumerate(rounds[1:], start=2):
-        error = r.get("outputRangeError")
+        error = r.outputRangeError
         measured = "overflow" if error is None else f"{error:.3g}"
+        reason = r.reason or ""
         why = {"widened_upstream": "widened upstream", "first_diverging": "the first diverging node"}.get(
-            r.get("reason", ""), r.get("reason", "")
+            reason, reason
         )
-        worse = " — worse than before it" if r.get("worseThanBefore") else ""
+        worse = " — worse than before it" if r.worseThanBefore else ""
         lines.append(
-            f"  round {index}: exclude_nodes = {r['excludeNodes']} (+{r.get('added', [])}: {why}): outputs' range "
-            f"error {measured}{worse}{', within tolerance' if r['outputsPass'] else ''}"
+            f"  round {index}: exclude_nodes = {r.excludeNodes} (+{r.added or []}: {why}): outputs' range "
+            f"error {measured}{worse}{', within tolerance' if r.outputsPass else ''}"
         )
     return lines
 

@@ -23,7 +23,7 @@ from trtls.core.failure_record import Failure
 
 RESULT_NAME = "result.json"
 RECORD_LIMIT = 64 << 20
-JsonObject = dict[str, Any]  # nested JSON the search builds and no reader takes apart by field (a round, a rerun)
+JsonObject = dict[str, Any]  # nested JSON no reader takes apart by field (a profile, a setting, gate 4's rerun)
 
 
 class _Record(BaseModel):
@@ -159,6 +159,23 @@ class TensorDivergence(_Record):
     withinTolerance: bool
 
 
+class DivergenceRound(_Record):
+    """One comparison of a search: the conversion with `excludeNodes` (a --fix round says why it excluded more:
+    `reason`, `added`, `worseThanBefore`), or the candidate of two given models."""
+
+    excludeNodes: list[str]
+    reason: str | None = None
+    added: list[str] | None = None
+    convertedModel: str
+    outputsPass: bool
+    outputErrors: dict[str, float | None]
+    outputRangeError: float | None
+    worseThanBefore: bool | None = None
+    firstDiverging: TensorDivergence | None
+    next: list[TensorDivergence]
+    tensors: list[TensorDivergence]
+
+
 class DivergenceResult(_Record):
     """A divergence search's record: of a conversion (triage.diverge_run), of two given models (`mode: models`,
     triage.diverge_pair) or of a search that could not run to its end (`error`, app.triage_runs, nothing written).
@@ -189,7 +206,7 @@ class DivergenceResult(_Record):
     comparedTensors: int | None = None
     notCompared: int | None = None
     notComparedNames: list[str] | None = None
-    rounds: list[JsonObject]
+    rounds: list[DivergenceRound]
     ranHere: str | None = None
     parityRerun: JsonObject | None = None
     tensorrt: JsonObject | None = None
