@@ -60,6 +60,9 @@ def test_an_old_record_missing_later_fields_loads_and_keeps_what_it_had(tmp_path
         (json.dumps({**OLD_RECORD, "outcome": "exploded"}).encode(), 'not a build summary: outcome is "exploded"'),
         (json.dumps({**OLD_RECORD, "cancelSource": "the cat"}).encode(), 'cancelSource is "the cat"'),
         (json.dumps({**OLD_RECORD, "phaseTree": "not a list"}).encode(), 'phaseTree is "not a list"'),
+        (json.dumps({**OLD_RECORD, "environment": {"is_rtx": "yes"}}).encode(), "environment.is_rtx"),
+        (json.dumps({**OLD_RECORD, "target": {"deviceComputeCapability": 8.9}}).encode(), "target.deviceComputeCap"),
+        (json.dumps({**OLD_RECORD, "network": {"inputs": ["x"]}}).encode(), "network.inputs"),
     ],
 )
 def test_a_damaged_record_is_a_problem_that_names_the_file_and_the_field(
@@ -228,3 +231,30 @@ def test_report_and_trace_say_a_damaged_record_and_draw_an_old_one(tmp_path: Pat
         r = trtls(face, old.name, "-o", str(tmp_path / f"old.{face}"))
         assert r.returncode == 0, r.stderr
     assert "<h1>demo " in (tmp_path / "old.report").read_text()
+
+
+# the worker's records as a TensorRT-RTX build wrote them (environment, build_started.target and .network), one key
+# an external worker added
+WORKER_RECORDS = {
+    "environment": {"module": "tensorrt_rtx", "version": "1.7.1.116", "is_rtx": True, "onnx_parser_version": 200,
+                    "python": "3.11.7", "device_name": None, "compute_capability": None, "cudaHome": "/opt/cuda"},
+    "target": {"computeCapabilities": "builder default", "hardwareCompatibilityLevel": "builder default",
+               "device": None, "deviceComputeCapability": None},
+    "network": {"stronglyTyped": True, "inputs": {"input": "FLOAT"}, "outputs": {"output": "FLOAT"}, "layers": 7},
+}  # fmt: skip
+
+
+def test_the_worker_records_read_typed_and_write_back_as_they_were(tmp_path: Path) -> None:
+    record = {**OLD_RECORD, **WORKER_RECORDS}
+    text = json.dumps(record)
+    got = read_summary(_write(tmp_path, text.encode()))
+    assert isinstance(got, Summary), got
+    assert got.environment is not None and got.environment.module == "tensorrt_rtx" and got.environment.is_rtx
+    assert got.environment.extra == {"cudaHome": "/opt/cuda"}
+    assert got.target is not None and got.target.computeCapabilities == "builder default"
+    assert got.network is not None and got.network.inputs == {"input": "FLOAT"} and got.network.layers == 7
+    assert json.dumps(got.record()) == text  # the same keys, values and order: nothing added, nothing dropped
+    written = Summary.written(record)  # a record this process built: typed the same way, not validated again
+    assert written.environment is not None and written.environment.version == "1.7.1.116"
+    assert written.network is not None and written.network.stronglyTyped is True
+    assert json.dumps(written.record()) == text

@@ -204,7 +204,7 @@ def _tmpfs_report(lines: list[str]) -> dict[str, Any] | None:
 # -- a network whose types change ---------------------------------------------------------------------------
 def sc_typed_network_change(ctx: Context) -> Observation:
     ws = workspace(ctx, "typed_network_change")
-    base_net = ctx.baseline.network or {}
+    base_net = ctx.baseline.network.record() if ctx.baseline.network else {}  # the expectation, as recorded
     rec = Recorder(
         ctx,
         "typed_network_change",
@@ -221,10 +221,11 @@ def sc_typed_network_change(ctx: Context) -> Observation:
     rec.before()
     summary, build, extra = build_sync(ws, ctx.engine)
     rec.after(summary, extra)
-    net = summary.network or {}
+    net = summary.network
     rec.obs.fault = real(f"the ONNX's inputs/outputs retyped to float16 with Casts ({', '.join(changed)})")
     rec.obs.extra["note"] = (
-        f"network types {base_net.get('inputs')}→{net.get('inputs')}, strongly typed {net.get('stronglyTyped')}"
+        f"network types {base_net.get('inputs')}→{net.inputs if net else None}, strongly typed "
+        f"{net.stronglyTyped if net else None}"
     )
     return rec.finish()
 

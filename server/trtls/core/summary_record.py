@@ -25,6 +25,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, PrivateAttr, ValidationError, model_validator
 
+from trtls.core.build_records import BuildEnvironment, BuildTarget, NetworkTyping
 from trtls.core.evidence import RUNBOOK_FIELDS
 from trtls.core.failure_record import Failure
 from trtls.core.vocabulary import (
@@ -81,11 +82,11 @@ class Summary(BaseModel):
     validationNote: str | None = None
     # how the build ran and ended
     computeCapability: str | None = None
-    target: dict[str, Any] | None = None
-    network: dict[str, Any] | None = None
+    target: BuildTarget | None = None  # build_started.target (core.build_records)
+    network: NetworkTyping | None = None  # build_started.network
     optimizationProfiles: list[dict[str, Any]] | None = None  # as the builder config held them (read back)
     effectiveSettings: dict[str, Any] | None = None
-    environment: dict[str, Any] | None = None
+    environment: BuildEnvironment | None = None  # the worker's environment record
     failure: Failure | None = None  # why it failed (core.failure_record: declared keys typed, others kept)
     timingCache: dict[str, Any] | None = None
     cancelReturnAfterSeenMs: Number | None = None
@@ -136,9 +137,13 @@ class Summary(BaseModel):
     def written(cls, record: dict[str, Any]) -> Summary:
         """A record this process just built (a reuse's, a rollback's, a build's), not read from disk: trusted as
         written, so not validated again (tests/store/test_record_kinds.py validates every kind)."""
-        failure = record.get("failure")
-        if isinstance(failure, dict):  # its failure typed too: readers take `summary.failure.kind`
-            record = {**record, "failure": Failure.written(failure)}
+        typed = {  # its worker's records typed too: readers take `summary.failure.kind`, `summary.environment.module`
+            key: model.written(record[key])
+            for key, model in _WORKER_RECORDS.items()
+            if isinstance(record.get(key), dict)
+        }
+        if typed:
+            record = {**record, **typed}
         summary = cls.model_construct(**record)
         summary._key_order = tuple(record)
         return summary
@@ -153,6 +158,14 @@ class Summary(BaseModel):
     def missing_runbook_fields(self) -> list[str]:
         """The runbook fields the record does not carry (an old record, or a damaged one)."""
         return [k for k in RUNBOOK_FIELDS if k not in self.model_fields_set]
+
+
+_WORKER_RECORDS: dict[str, Any] = {
+    "failure": Failure,
+    "environment": BuildEnvironment,
+    "target": BuildTarget,
+    "network": NetworkTyping,
+}
 
 
 @dataclass(frozen=True)

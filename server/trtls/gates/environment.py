@@ -108,7 +108,7 @@ def check_environment(
     evidence: dict[str, Any] | None = None
     if linked is not None:
         path, summary = linked
-        ev_env = summary.environment or {}
+        ev_env = summary.environment.record() if summary.environment else {}  # the evidence's copy, as recorded
         evidence = {
             "path": str(path),
             "buildId": summary.buildId,

@@ -94,8 +94,9 @@ def stale_reasons(loaded: Any, engine: str, summary: Summary) -> list[str]:
             onnx,
             summary.effectiveSettings or {},
             eng.job_profiles(),
-            summary.environment or {},
-            summary.target,  # the hash covers the target the worker built for (build_started.target)
+            summary.environment.record() if summary.environment else {},
+            # the hash covers the target the worker built for (build_started.target)
+            summary.target.record() if summary.target else None,
         )
         if now != recorded:
             problems.append("the ONNX model or the profiles changed since (buildConfigHash differs)")

@@ -18,10 +18,13 @@ Each check is made only when there is something to judge (a library, an FFI, a p
 from __future__ import annotations
 
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trtls.core.gate_result import CheckStatus, GateCheck, gate_check
 from trtls.gates.context import GateContext
+
+if TYPE_CHECKING:
+    from trtls.core.build_records import BuildTarget
 
 PLUGIN_FIELDS = ("source", "build_flags", "version", "review", "scan")
 RUNTIME_FFI = {"trtmc": "tvm-ffi"}  # runtimes known to cross an FFI of their own
@@ -213,14 +216,14 @@ def _sm(value: str) -> str | None:
     return f"SM{v}" if v.isdigit() else None
 
 
-def _built_for(ctx: GateContext) -> dict[str, Any]:
-    """The target the linked build recorded (`computeCapabilities`, …); {} for an ONNX route or no build."""
+def _built_for(ctx: GateContext) -> BuildTarget | None:
+    """The target the linked build recorded (`computeCapabilities`, …); None for an ONNX route or no build."""
     from trtls.gates.environment_evidence import latest_successful_build
 
     if ctx.route.engine is None:
-        return {}
+        return None
     linked = latest_successful_build(ctx.recipe_dir, ctx.route.engine)
-    return (linked[1].target if linked else None) or {}
+    return linked[1].target if linked else None
 
 
 def portability_checks(ctx: GateContext) -> list[GateCheck]:
@@ -234,7 +237,8 @@ def portability_checks(ctx: GateContext) -> list[GateCheck]:
         import platform
 
         here = {platform.machine().casefold()}
-    listed = _built_for(ctx).get("computeCapabilities")
+    built_for = _built_for(ctx)
+    listed = built_for.computeCapabilities if built_for else None
     built = [str(x) for x in listed] if isinstance(listed, list) else []  # else "builder default": not known
     check = partial(gate_check, 5)
     out = []

@@ -299,16 +299,16 @@ async def _build_route(
 
     # 4. bundle
     engine_io(io_map, summary)  # the engine's I/O as the build recorded it: network dtypes, profiles held
-    env = summary.environment or {}
-    module = summary.builderModule or env.get("module") or "tensorrt"
-    version = str(summary.tensorrtVersion or env.get("version") or "unknown")
+    env = summary.environment
+    module = summary.builderModule or (env.module if env else None) or "tensorrt"
+    version = str(summary.tensorrtVersion or (env.version if env else None) or "unknown")
     onnx_sha = hashlib.sha256(onnx_bytes).hexdigest()
     created_at = datetime.now(UTC).replace(microsecond=0)
     header = {
         **model_identity(route, config, route_name),
         "trt_version": version,
         "trt_abi": f"{module}-{version.split('.')[0]}",
-        "gpu_name": env.get("device_name") or "none (AOT CPU build)",
+        "gpu_name": (env.device_name if env else None) or "none (AOT CPU build)",
         "created_at": created_at.isoformat().replace("+00:00", "Z"),
         "precision": precision,
         "runtime_strategy": f"{module}-engine",

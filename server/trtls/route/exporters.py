@@ -220,11 +220,11 @@ def engine_io(io_map: dict[str, Any], summary: Summary) -> None:
     """Make `io_map` the engine's I/O as the build recorded it (in place): each input's and output's dtype as the
     parsed network had it (TensorRT's engine keeps them) and each input's profiles as the builder config held them
     (read back by the worker). `io_map["source"]` says where each fact came from."""
-    network = summary.network or {}
+    network = summary.network
     held = [p for p in summary.optimizationProfiles or [] if isinstance(p, dict)]
     for side in ("inputs", "outputs"):
-        declared = network.get(side)
-        types: dict[str, Any] = declared if isinstance(declared, dict) else {}
+        declared = (network.inputs if side == "inputs" else network.outputs) if network else None
+        types: dict[str, Any] = declared or {}
         for name, entry in io_map.get(side, {}).items():
             if name in types:
                 entry["dtype"] = _TRT_DTYPES.get(str(types[name]), str(types[name]).lower())

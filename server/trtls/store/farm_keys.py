@@ -31,14 +31,14 @@ def builder_mismatch(key: EngineKey | None, summary: Summary) -> str | None:
     module or version (or, for full TensorRT, a device) other than the one the key was computed with."""
     if key is None:
         return None
-    env = summary.environment or {}
-    got_module = summary.builderModule or env.get("module")
+    env = summary.environment
+    got_module = summary.builderModule or (env.module if env else None)
     if not got_module:
         return None  # the build reported no builder (nothing to compare)
     builder = key.parts.get("builder") or {}
     target = key.parts.get("target") or {}
     key_module, key_version = builder.get("module"), builder.get("version")
-    got_version = summary.tensorrtVersion or env.get("version")
+    got_version = summary.tensorrtVersion or (env.version if env else None)
     node = summary.node or {}
     where = f"node {node.get('hostname')} ({str(node.get('nodeId') or '')[:12]})" if node else "this build"
     theirs = "(the key's, on the submitting machine)"
@@ -47,8 +47,9 @@ def builder_mismatch(key: EngineKey | None, summary: Summary) -> str | None:
         differs.append(f"builder module {got_module} (on {where}) ≠ {key_module} {theirs}")
     elif key_version and got_version not in (key_version if isinstance(key_version, list) else [key_version]):
         differs.append(f"builder {got_module} {got_version} (on {where}) ≠ {key_module} {key_version} {theirs}")
-    if got_module == "tensorrt" == key_module and env.get("device_name") != target.get("device"):
-        differs.append(f"device {env.get('device_name')} (on {where}) ≠ {target.get('device')} {theirs}")
+    device = env.device_name if env else None
+    if got_module == "tensorrt" == key_module and device != target.get("device"):
+        differs.append(f"device {device} (on {where}) ≠ {target.get('device')} {theirs}")
     if not differs:
         return None
     return f"not stored: {'; '.join(differs)}; the engine is at the output but is not published under key {key.short}"
