@@ -210,3 +210,20 @@ def test_a_real_divergence_search_returns_the_model_of_what_it_wrote(tmp_path: P
     written = (Path(str(result.folder)) / "divergence.json").read_text()
     on_disk = {k: v for k, v in result.record().items() if k != "folder"}
     assert json.dumps(on_disk, indent=2, allow_nan=False) == written
+
+
+def test_resume_says_the_damaged_field_of_the_record_it_cannot_continue(tmp_path: Path) -> None:
+    """`trtls reduce --resume` over a stopped reduction whose result.json has a field of the wrong type: the note
+    names the file and the field (it used to start over as if there were no earlier reduction)."""
+    from trtls.triage.resume import prepare_resume
+
+    path, record = _written_result(tmp_path)
+    record["outcome"], record["resume"]["verdicts"] = "cancelled", {"confirm": {"outcome": "failed", "stillFails": 1}}
+    path.write_text(json.dumps(record, indent=2))
+    loaded = load_recipe(tmp_path / "trtls.toml")
+    red = new_reduction(loaded, "m", 3)
+    import asyncio
+
+    note = asyncio.run(prepare_resume(loaded, "m", red))
+    assert "resume.verdicts.confirm.stillFails" in note and str(path) in note, note
+    assert note.endswith("starting from the whole model") and red.resumed_from is None

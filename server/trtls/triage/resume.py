@@ -16,23 +16,27 @@ from pathlib import Path
 from trtls.builds.roots import state_root
 from trtls.core.recipe import LoadedRecipe
 from trtls.triage.reduce_build import Reduction, engine_sha256
-from trtls.triage.results import RESULT_NAME, ReductionResult, read_reduction_result
+from trtls.triage.results import RESULT_NAME, ReductionResult, ResultProblem, read_reduction_result
 
 RESUMABLE = ("cancelled", "stopped")
 
 
-def _latest(folder: Path, engine: str, but: str) -> tuple[Path, ReductionResult] | None:
-    """The newest reduction of `engine` under `.trtls/reduce/` with a readable record (ids sort by their time)."""
+def _latest(folder: Path, engine: str, but: str) -> tuple[Path, ReductionResult] | ResultProblem | None:
+    """The newest reduction of `engine` under `.trtls/reduce/` with a readable record (ids sort by their time); when
+    none has one, the newest one's problem (a damaged record, said with its field), or None when there is none."""
     if not folder.is_dir():
         return None
+    problem = None
     for path in sorted(folder.glob(f"reduce-{engine}-*"), key=lambda p: p.name, reverse=True):
         if path.name == but or not path.is_dir():
             continue
         result = read_reduction_result(path / RESULT_NAME, within=state_root(path))
         if isinstance(result, ReductionResult) and result.engine == engine:
             return path, result
+        if isinstance(result, ResultProblem) and result.field is not None:  # damaged, not merely never written
+            problem = problem or result
         # a reduction that left no record (or a damaged one) is not one to continue
-    return None
+    return problem
 
 
 async def prepare_resume(loaded: LoadedRecipe, engine: str, red: Reduction) -> str:
@@ -46,6 +50,8 @@ async def prepare_resume(loaded: LoadedRecipe, engine: str, red: Reduction) -> s
     found = _latest(red.folder.parent, engine, red.id)
     if found is None:
         return f"--resume: no earlier reduction of {engine} to continue: starting from the whole model"
+    if isinstance(found, ResultProblem):  # located: the file and the field, not a silent fresh start
+        return f"--resume: no earlier reduction of {engine} to continue ({found}): starting from the whole model"
     path, result = found
     state = result.resume
     if result.outcome not in RESUMABLE:
