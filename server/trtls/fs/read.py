@@ -105,12 +105,13 @@ class UnreadableRecord(Exception):
     """A JSON record that cannot be read or is not JSON; `str()` says why, without the path."""
 
 
-def read_json_record(path: str | os.PathLike[str], *, limit: int) -> Any:
+def read_json_record(path: str | os.PathLike[str], *, limit: int, within: str | os.PathLike[str] | None = None) -> Any:
     """A JSON record trtls wrote (a summary, a run's running.json, a result): a regular file (a FIFO, a device, a
-    folder or a final symlink is refused before a byte is read), at most `limit` bytes, UTF-8, JSON. The one place
-    that turns each way of not being one into its reason (UnreadableRecord), for the record's own problem type."""
+    folder or a final symlink is refused before a byte is read), at most `limit` bytes, inside `within` when given,
+    UTF-8, JSON. The one place that turns each way of not being one into its reason (UnreadableRecord), for the
+    record's own problem type."""
     try:
-        text = read_text(path, limit=limit, follow=False)
+        text = read_text(path, limit=limit, follow=False, within=within)
     except OSError as exc:
         raise UnreadableRecord(f"cannot read ({exc.strerror or exc})") from None
     except ValueError as exc:  # bytes that are not UTF-8

@@ -251,16 +251,10 @@ def reduction_result_of(data: object, path: Path) -> ReductionResult | ResultPro
 def read_reduction_result(path: Path, *, within: Path | None = None) -> ReductionResult | ResultProblem:
     """The result.json at `path`, read through the file door (a regular file, never a final symlink, at most
     RECORD_LIMIT bytes, inside `within` when given): the model, or the located problem of a missing or damaged one."""
-    from trtls.fs import read_text
+    from trtls.fs import UnreadableRecord, read_json_record
 
     try:
-        text = read_text(path, limit=RECORD_LIMIT, follow=False, within=within)
-    except OSError as exc:
-        return ResultProblem(path, None, f"cannot read ({exc.strerror or exc})")
-    except ValueError as exc:  # too large, or bytes that are not UTF-8
-        return ResultProblem(path, None, f"cannot read ({exc})")
-    try:
-        data = json.loads(text)
-    except ValueError as exc:
-        return ResultProblem(path, None, f"not valid JSON ({exc})")
+        data = read_json_record(path, limit=RECORD_LIMIT, within=within)
+    except UnreadableRecord as exc:
+        return ResultProblem(path, None, str(exc))
     return reduction_result_of(data, path)
