@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import subprocess
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -68,3 +72,37 @@ async def wait_until(predicate, timeout: float = 60.0) -> None:
     while not predicate():
         assert loop.time() < end, "condition not met in time"
         await asyncio.sleep(0.02)
+
+
+@contextlib.contextmanager
+def sleeper_with_nonce(nonce: str) -> Iterator[subprocess.Popen[bytes]]:
+    """A live process group leader whose environment carries `nonce` as a trtls worker's would (fs.kill.NONCE_ENV):
+    what a record naming it, planted or true, points at. Killed and reaped afterwards."""
+    from trtls.fs.kill import NONCE_ENV
+
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(60)"],
+        start_new_session=True,
+        env={**os.environ, NONCE_ENV: nonce},
+    )
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+
+
+async def external_worker_build(folder: Path, worker_source: str) -> tuple[Build, dict[str, Any], str]:
+    """A build of engine `svc` by a worker written from docs/protocol.md (`worker_source`, run as a script; what it
+    sends comes from the environment the caller set): the finished Build, its summary, and summary.json's text."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "worker.py").write_text(worker_source)
+    (folder / "trtls.toml").write_text(
+        f'[engines.svc]\nonnx = "none.onnx"\noutput = "out/svc.engine"\n'
+        f'worker = ["{sys.executable}", "{folder / "worker.py"}"]\n'
+    )
+    build = Supervisor().start(load_recipe(folder / "trtls.toml"), "svc")
+    summary = await build.wait()
+    (path,) = (folder / ".trtls" / "runs").glob("*/summary.json")
+    return build, summary, path.read_text()

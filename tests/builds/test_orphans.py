@@ -7,7 +7,6 @@ the supervisor's PID is one of a process that has exited."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
@@ -15,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.builds.helpers import sleeper_with_nonce
 from trtls.builds.supervisor.orphans import process_alive, process_start_id, recover_orphans
-from trtls.fs.kill import NONCE_ENV
 
 NONCE = "5" * 32
 
@@ -50,15 +49,8 @@ def _running(ws: Path, worker: subprocess.Popen, worker_start: str | None, nonce
 def stand_in(tmp_path: Path):
     """A live process group leader that is NOT a trtls worker (what a reused PID would point at); it carries the
     nonce NONCE, as a worker of a record naming that nonce would."""
-    proc = subprocess.Popen(
-        [sys.executable, "-c", "import time; time.sleep(60)"],
-        start_new_session=True,
-        env={**os.environ, NONCE_ENV: NONCE},
-    )
-    yield proc
-    if proc.poll() is None:
-        proc.kill()
-    proc.wait()
+    with sleeper_with_nonce(NONCE) as proc:
+        yield proc
 
 
 def test_start_id_names_one_process(stand_in: subprocess.Popen) -> None:

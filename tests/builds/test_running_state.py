@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from tests.builds.helpers import sleeper_with_nonce
 from trtls.builds.supervisor.orphans import RecoveredBuild, process_alive, process_start_id, recover_orphans
 from trtls.builds.supervisor.running_record import note_previous_sha, output_state, process_owner, running_json
 from trtls.builds.supervisor.running_state import (
@@ -31,7 +32,6 @@ from trtls.builds.supervisor.running_state import (
     read_running_state,
     running_state_of,
 )
-from trtls.fs.kill import NONCE_ENV
 
 NONCE = "7" * 32
 BUILD = "svc-20260101-000000-abcdef"
@@ -146,15 +146,8 @@ def test_a_file_that_is_no_record_is_a_problem_with_nothing_to_recover(tmp_path:
 def provable(tmp_path: Path):
     """A live process group leader carrying NONCE, recorded with its true start id: a record that holds together
     naming it is proof enough to kill it (test_orphans.test_the_recorded_worker_is_killed)."""
-    proc = subprocess.Popen(
-        [sys.executable, "-c", "import time; time.sleep(60)"],
-        start_new_session=True,
-        env={**os.environ, NONCE_ENV: NONCE},
-    )
-    yield proc
-    if proc.poll() is None:
-        proc.kill()
-    proc.wait()
+    with sleeper_with_nonce(NONCE) as proc:
+        yield proc
 
 
 @pytest.mark.parametrize(

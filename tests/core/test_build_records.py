@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.builds.helpers import external_worker_build
 from trtls.builds.supervisor.orphans import recover_orphans
 from trtls.builds.supervisor.similar_builds import model_facts
-from trtls.builds.supervisor.supervisor import Supervisor
 from trtls.core.build_records import (
     BuildEnvironment,
     BuildTarget,
@@ -28,7 +28,6 @@ from trtls.core.build_records import (
 from trtls.core.build_state import BuildState
 from trtls.core.events import BuildStarted, EnvironmentCaptured, ProtocolError, parse_event
 from trtls.core.evidence import build_target
-from trtls.core.recipe import load_recipe
 
 TRACE = Path(__file__).resolve().parents[1] / "data" / "trt-rtx-traces" / "large_events.jsonl"
 # what the worker writes (core.evidence.build_target, builds.build_facts.network_types): keys, order, nulls
@@ -153,18 +152,9 @@ sys.exit(1)
 async def _external_build(tmp_path: Path, records: dict, monkeypatch: pytest.MonkeyPatch) -> tuple[dict, dict, str]:
     """A build by a worker written from docs/protocol.md that sends `records` in its build_started: its summary,
     summary.json as parsed, and summary.json's text."""
-    tmp_path.mkdir(exist_ok=True)
-    (tmp_path / "worker.py").write_text(WORKER)
-    (tmp_path / "trtls.toml").write_text(
-        f'[engines.svc]\nonnx = "none.onnx"\noutput = "out/svc.engine"\n'
-        f'worker = ["{sys.executable}", "{tmp_path / "worker.py"}"]\n'
-    )
     monkeypatch.setenv("SENT_RECORDS", json.dumps(records))
-    build = Supervisor().start(load_recipe(tmp_path / "trtls.toml"), "svc")
-    s = await build.wait()
+    build, s, text = await external_worker_build(tmp_path, WORKER)
     assert isinstance(build.state.target, BuildTarget) and isinstance(build.state.network, NetworkTyping)
-    (path,) = (tmp_path / ".trtls" / "runs").glob("*/summary.json")
-    text = path.read_text()
     return s, json.loads(text), text
 
 

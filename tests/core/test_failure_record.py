@@ -7,18 +7,16 @@ readers take attributes."""
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.builds.helpers import external_worker_build
 from trtls.builds.supervisor.outcome_findings import build_findings
-from trtls.builds.supervisor.supervisor import Supervisor
 from trtls.core.builder_errors import LESS_MEMORY_KEYS, classify_failure, memory_exhaustion, setting_failure
 from trtls.core.events import BuildFinished, ProtocolError, parse_event
 from trtls.core.evidence import retry_advice
 from trtls.core.failure_record import Failure
-from trtls.core.recipe import load_recipe
 from trtls.core.summary_record import Summary, read_summary, summary_of
 from trtls.triage.signature import failure_signature, same_failure
 
@@ -135,16 +133,9 @@ sys.exit(1)
 
 async def _external_build(tmp_path: Path, failure: dict, monkeypatch: pytest.MonkeyPatch) -> tuple[dict, dict]:
     """A build by a worker written from docs/protocol.md that fails with `failure`: its summary and summary.json."""
-    (tmp_path / "worker.py").write_text(WORKER)
-    (tmp_path / "trtls.toml").write_text(
-        f'[engines.svc]\nonnx = "none.onnx"\noutput = "out/svc.engine"\n'
-        f'worker = ["{sys.executable}", "{tmp_path / "worker.py"}"]\n'
-    )
     monkeypatch.setenv("SENT_FAILURE", json.dumps(failure))
-    build = Supervisor().start(load_recipe(tmp_path / "trtls.toml"), "svc")
-    s = await build.wait()
-    (path,) = (tmp_path / ".trtls" / "runs").glob("*/summary.json")
-    return s, json.loads(path.read_text())
+    _, s, text = await external_worker_build(tmp_path, WORKER)
+    return s, json.loads(text)
 
 
 async def test_an_undeclared_key_survives_into_summary_json_unchanged(
