@@ -3,12 +3,11 @@ not), or a divergence search's error per layer along the graph — from the reco
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any
 
-from trtls.fs import read_text
+from trtls.fs import UnreadableRecord, read_json_record
 from trtls.report.evidence import RECORD_LIMIT, EvidenceError
 from trtls.report.page import badge, esc, facts, page
 
@@ -32,11 +31,12 @@ def _record(folder: Path) -> dict[str, Any]:
     for name in ("result.json", "divergence.json"):
         if (folder / name).is_file():
             try:
-                return dict(json.loads(read_text(folder / name, limit=RECORD_LIMIT, follow=False)))
-            except OSError as exc:
-                raise EvidenceError(f"{folder / name}: cannot read ({exc.strerror or exc})") from None
-            except ValueError as exc:
-                raise EvidenceError(f"{folder / name}: not JSON ({exc})") from None
+                record = read_json_record(folder / name, limit=RECORD_LIMIT)
+            except UnreadableRecord as exc:
+                raise EvidenceError(f"{folder / name}: {exc}") from None
+            if not isinstance(record, dict):
+                raise EvidenceError(f"{folder / name}: not a reduction's or a divergence search's record")
+            return record
     raise EvidenceError(f"{folder}: no result.json or divergence.json")
 
 
