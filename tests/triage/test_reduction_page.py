@@ -73,3 +73,13 @@ def test_an_overflowed_layer_is_a_full_height_bar_labelled_overflow(tmp_path: Pa
     assert svg.count(">overflow</text>") == 2
     assert "overflow: 45 inf/NaN values" in svg
     assert len(re.findall(r"<circle ", svg)) == 2  # h0 and y keep their points
+
+
+@pytest.mark.parametrize(("text", "words"), [("[1, 2]", "not a reduction's"), ("{nope", "not valid JSON")])
+def test_a_record_that_is_no_record_is_a_located_error(tmp_path: Path, text: str, words: str) -> None:
+    from trtls.report.evidence import EvidenceError
+
+    (tmp_path / "result.json").write_text(text)
+    with pytest.raises(EvidenceError, match=words) as raised:
+        reduction_report(tmp_path)
+    assert str(raised.value).startswith(str(tmp_path / "result.json"))
