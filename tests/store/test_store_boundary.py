@@ -164,3 +164,29 @@ def test_a_store_of_an_older_trtls_is_recognised_and_marked(seeded: tuple[Path, 
     (store_dir / OWNED_MARK).unlink()  # as an older trtls left it: only its own folders
     Store(store_dir).check()
     assert (store_dir / OWNED_MARK).is_file() and len(Store(store_dir).entries()) == 1
+
+
+def test_a_store_subfolder_swapped_for_a_symlink_is_named_in_the_refusal(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found by the hostile-filesystem property (a `rollback` while `<store>/entries` became a link to a folder
+    outside): TRT331 named the store folder only, not the part of it that was refused. The swap lands after the
+    store's folders were judged (a link seen there is TRT339, naming it) and before the walk that makes them."""
+    import trtls.store.folder as store_folder
+
+    Store(tmp_path / "store").check()  # made and marked
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    entries = tmp_path / "store" / "entries"
+    make_store = store_folder.make_store
+
+    def swapped_then_made(root: Path) -> None:
+        entries.rmdir()
+        entries.symlink_to(outside)
+        make_store(root)
+
+    monkeypatch.setattr(store_folder, "make_store", swapped_then_made)
+    with pytest.raises(StoreUnusable) as refused:
+        Store(tmp_path / "store").check()
+    assert refused.value.code == "TRT331" and str(entries) in str(refused.value)
+    assert list(outside.iterdir()) == []  # nothing made through the link

@@ -160,7 +160,8 @@ class StoreFolder:
             make_store(self.root)
         except OSError as exc:
             if exc.errno not in NOT_WRITABLE:  # under a file, a folder of another kind: no store can be there
-                why = f"the store folder {self.root} cannot be written: {exc.strerror}"
+                where = f"{exc.filename}: " if exc.filename and exc.filename != str(self.root) else ""
+                why = f"the store folder {self.root} cannot be written: {where}{exc.strerror}"  # the part refused
                 raise StoreUnusable("TRT331", why) from exc
             self._not_writable(Path(exc.filename) if exc.filename else self.root)
             return
