@@ -66,7 +66,6 @@ from trtls.fs import open_regular
 from trtls.route.checkpoint import (
     CheckpointState,
     checkpoint_provenance,
-    deployment_sections,
     files_digest,
     model_identity,
     read_checkpoint,
@@ -77,8 +76,8 @@ from trtls.route.errors import RouteBuildError, recipe_errors
 from trtls.route.exporters import EXPORTERS, engine_io, export_mlp, export_onnx, onnx_io_map
 from trtls.route.plugins import plugin_provenance
 from trtls.route.pooling import sentence_pooling
-from trtls.route.publish import publish_bundle
-from trtls.route.result import RouteBuildResult, stopped_before_bundle
+from trtls.route.publish import checkpoint_sections, publish_bundle, route_bundle
+from trtls.route.result import RouteBuildResult
 from trtls.route.trtmc_export import check_profiles
 from trtls.route.trtmc_layout import trtmc_layout, trtmc_strategy
 from trtls.route.writes import ROUTE_RECORD, refuse_foreign_bundle, route_roots, write_export, write_record
@@ -238,15 +237,15 @@ async def _build_route(
         raise recipe_errors(loaded)
     engine = loaded.engine(route.engine) if loaded.recipe is not None else EngineRecipe.model_validate(raw_engine)
     roots = route_roots(loaded, route, engine.onnx)  # judged by the policy above; every write stays in these
-    bundle_path = loaded.resolve(route.bundle)
-    result = RouteBuildResult(route_name, "error", "", str(bundle_path))
 
     # 1-2. checkpoint → ONNX, off the event loop so a stop is seen between the steps
     state, config, config_bytes, tokenizer_bytes = await asyncio.to_thread(
         read_route_inputs, loaded, route, use_digest_cache=use_digest_cache
     )
+    bundle = route_bundle(loaded, route_name, route, state, roots)
+    result = bundle.result
     if token.is_set:
-        return stopped_before_bundle(route_name, str(bundle_path), str(token.source), "the checkpoint read")
+        return bundle.stopped(token, "the checkpoint read")
     if tokenizer_bytes is None:
         result.notes.append(
             "the checkpoint has no tokenizer.json: the bundle carries none (gate 1 judges the tokenizer)"
@@ -261,7 +260,7 @@ async def _build_route(
     await asyncio.to_thread(write_export, loaded, route_name, route, onnx_path, onnx_bytes, roots)
     result.onnx = str(onnx_path)
     if token.is_set:
-        return stopped_before_bundle(route_name, str(bundle_path), str(token.source), "the ONNX export")
+        return bundle.stopped(token, "the ONNX export")
     io_map, precision = onnx_io_map(onnx_bytes, engine)
     if loaded.recipe is None or not isinstance(recipe, LoadedRecipe):
         loaded = load_recipe(loaded.path)  # the ONNX exists now; validate again before building
@@ -330,11 +329,8 @@ async def _build_route(
     sections: dict[str, Any] = {
         "engine": _engine_chunks(Path(artifact.get("path") or build.output), artifact["sha256"], sizes),
         "model.onnx": onnx_bytes,
-        "config.json": config_bytes,
+        **checkpoint_sections(state, config_bytes, tokenizer_bytes),
     }
-    if tokenizer_bytes is not None:
-        sections["tokenizer.json"] = tokenizer_bytes
-    sections.update(deployment_sections(state))  # tokenizer settings, sentence-transformers pooling, …
     if strategy is not None:  # TensorRT Model Connect's layout (route.trtmc_layout)
         header, sections = trtmc_layout(
             header,
@@ -349,16 +345,10 @@ async def _build_route(
         )
     # 5. the bundle and its SBOM (route.publish: the ONNX route writes through the same)
     digests = publish_bundle(
-        loaded,
-        route_name,
-        route,
-        state,
-        result,
-        roots,
-        header=header,
-        sections=sections,
-        provenance=provenance,
-        builder=(module, version),
+        bundle,
+        header,
+        sections,
+        provenance,
         onnx=sbom_mod.FileDigest(onnx_path.name, onnx_sha, len(onnx_bytes)),
         engine_file=Path(build.output).name,
         engine_sizes=sizes,
@@ -369,13 +359,9 @@ async def _build_route(
             "checkpoint_files_sha256": state.files_digest,
         },
         timestamp=created_at,
-        plugins=[
-            sbom_mod.FileDigest(Path(p["library"]).name, p["sha256"].split(":")[-1], p["size"])
-            for p in provenance["plugins"]
-        ],
     )
     result.outcome = "built"
-    result.message = f"bundle written: {bundle_path} ({digests.size} bytes, {result.bundle_digest})"
+    result.message = f"bundle written: {bundle.path} ({digests.size} bytes, {result.bundle_digest})"
     return result
 
 

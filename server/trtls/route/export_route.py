@@ -22,13 +22,13 @@ from trtls.core.cancel import CancelToken
 from trtls.core.paths import real
 from trtls.core.recipe import LoadedRecipe
 from trtls.core.route import RouteModel
-from trtls.core.runtime_session import runtime_session
 from trtls.fs import TooLarge, read_bytes
 from trtls.route.checkpoint import CheckpointState, files_digest
 from trtls.route.errors import RouteBuildError
 from trtls.route.exporters import onnx_io_map
-from trtls.route.publish import publish_bundle
-from trtls.route.result import RouteBuildResult, stopped_before_bundle
+from trtls.route.onnx_route import onnxruntime_fields
+from trtls.route.publish import publish_bundle, route_bundle
+from trtls.route.result import RouteBuildResult
 from trtls.route.writes import RouteRoots
 
 MAX_EXPORT = 4 * 1024 * 1024 * 1024  # the ONNX is read whole (it is the bundle's model.onnx)
@@ -78,12 +78,12 @@ def build_export_route(
     from trtls import __version__
     from trtls.bundle import sbom as sbom_mod
 
-    bundle_path = loaded.resolve(route.bundle)
-    result = RouteBuildResult(route_name, "error", "", str(bundle_path))
     token = token or CancelToken()
     state, data = read_export(loaded, route)
+    bundle = route_bundle(loaded, route_name, route, state, roots)
+    result = bundle.result
     if token.is_set:
-        return stopped_before_bundle(route_name, str(bundle_path), str(token.source), "the export read")
+        return bundle.stopped(token, "the export read")
     onnx_rel = PurePosixPath(Path(str(route.onnx)).as_posix()).as_posix()
     onnx_bytes = data[onnx_rel]
     try:
@@ -91,26 +91,10 @@ def build_export_route(
     except Exception as exc:  # onnx's own DecodeError on a file that is not an ONNX model
         raise RouteBuildError(f"{route.onnx} is not an ONNX model onnx can read: {exc}", ("onnx",)) from None
     result.onnx = str(loaded.resolve(str(route.onnx)))
-    try:
-        import importlib.metadata as md
-
-        ort_version = md.version("onnxruntime")
-    except Exception:
-        ort_version = "not installed"
     onnx_sha = state.files[onnx_rel]["sha256"]
     created_at = datetime.now(UTC)
-    header = {
-        "model_id": route_name,
-        "model_type": "onnx-export",
-        "family": "onnx-export",
-        "trt_version": "none (the route deploys the ONNX model)",
-        "trt_abi": "none",
-        "gpu_name": "none (ONNX Runtime on the CPU)",
-        "created_at": created_at.isoformat().replace("+00:00", "Z"),
-        "precision": precision,
-        "runtime_strategy": f"onnxruntime-{ort_version}-cpu",
-        "io_map": io_map,
-    }
+    runtime_header, runtime_provenance = onnxruntime_fields(route, created_at, precision, io_map)
+    header = {"model_id": route_name, "model_type": "onnx-export", "family": "onnx-export", **runtime_header}
     golden = route.golden_outputs
     provenance = {
         "route": route_name,
@@ -133,10 +117,7 @@ def build_export_route(
         "builder": "none (shipped as an export)",
         "builder_version": __version__,
         "onnx_sha256": onnx_sha,
-        "engine_sha256": None,
-        "runtime": f"onnxruntime {ort_version}",
-        "runtime_session": runtime_session(route.runtime, route.runtime_options),  # gate 5: TRT912
-        "trtls_version": __version__,
+        **runtime_provenance,
     }
     sections: dict[str, Any] = {"model.onnx": onnx_bytes}
     for rel in route.tokenizer_files:
@@ -145,22 +126,16 @@ def build_export_route(
             raise RouteBuildError(f"two tokenizer files are named {name.name!r}", ("tokenizer_files",))
         sections[name.name] = data[name.as_posix()]
     digests = publish_bundle(
-        loaded,
-        route_name,
-        route,
-        state,
-        result,
-        roots,
-        header=header,
-        sections=sections,
-        provenance=provenance,
-        builder=("none (shipped as an export)", __version__),
+        bundle,
+        header,
+        sections,
+        provenance,
         onnx=sbom_mod.FileDigest(Path(onnx_rel).name, onnx_sha, len(onnx_bytes)),
         properties={"route": route_name, "checkpoint_files_sha256": state.files_digest, "source": "export"},
         timestamp=created_at,
     )
     result.outcome = "built"
-    result.message = f"bundle written (the ONNX as shipped, no engine): {bundle_path} ({digests.size} bytes, " + (
+    result.message = f"bundle written (the ONNX as shipped, no engine): {bundle.path} ({digests.size} bytes, " + (
         f"{result.bundle_digest})"
     )
     return result

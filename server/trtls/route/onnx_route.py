@@ -23,12 +23,12 @@ from trtls.core.recipe import LoadedRecipe
 from trtls.core.route import RouteModel
 from trtls.core.runtime_session import runtime_session
 from trtls.fs import read_bytes
-from trtls.route.checkpoint import checkpoint_provenance, deployment_sections, model_identity, read_route_inputs
+from trtls.route.checkpoint import checkpoint_provenance, model_identity, read_route_inputs
 from trtls.route.errors import RouteBuildError, recipe_errors
 from trtls.route.exporters import export_onnx, onnx_io_map
 from trtls.route.pooling import sentence_pooling
-from trtls.route.publish import publish_bundle
-from trtls.route.result import RouteBuildResult, stopped_before_bundle
+from trtls.route.publish import checkpoint_sections, publish_bundle, route_bundle
+from trtls.route.result import RouteBuildResult
 from trtls.route.writes import RouteRoots, write_export
 
 MAX_CONVERTED = 4 * 1024 * 1024 * 1024  # a converted model is read whole: at most the exporters' weights, twice
@@ -52,52 +52,34 @@ def build_onnx_route(
 
     if loaded.recipe is None:
         raise recipe_errors(loaded)
-    bundle_path = loaded.resolve(route.bundle)
-    result = RouteBuildResult(route_name, "error", "", str(bundle_path))
     token = token or CancelToken()
-
-    def stopped(step: str) -> RouteBuildResult:
-        return stopped_before_bundle(route_name, str(bundle_path), str(token.source), step)
-
     state, config, config_bytes, tokenizer_bytes = read_route_inputs(loaded, route, use_digest_cache=use_digest_cache)
+    bundle = route_bundle(loaded, route_name, route, state, roots)
+    result = bundle.result
     if token.is_set:
-        return stopped("the checkpoint read")
+        return bundle.stopped(token, "the checkpoint read")
     onnx_path = loaded.resolve(str(route.onnx))
     pooling = sentence_pooling(state)  # modules.json: the sentence_embedding users of the checkpoint deploy
     onnx_bytes = export_onnx(state, config, pooling)
     write_export(loaded, route_name, route, onnx_path, onnx_bytes, roots)  # never over a file trtls did not write
     result.onnx = str(onnx_path)
     if token.is_set:
-        return stopped("the ONNX export")
+        return bundle.stopped(token, "the ONNX export")
     try:
         deployed, conversion = deployed_onnx(loaded, route, onnx_path, onnx_bytes, token)
     except RouteBuildError:
         if token.is_set:
-            return stopped("the precision conversion")
+            return bundle.stopped(token, "the precision conversion")
         raise
     if token.is_set:
-        return stopped("the precision conversion")
+        return bundle.stopped(token, "the precision conversion")
     io_map, precision = onnx_io_map(deployed, None)
     if conversion is not None:
         precision = str(conversion["low_precision_type"])  # the graph's compute precision, not its (kept) I/O types
-    try:
-        import importlib.metadata as md
-
-        ort_version = md.version("onnxruntime")
-    except Exception:
-        ort_version = "not installed"
     onnx_sha = hashlib.sha256(onnx_bytes).hexdigest()
     created_at = datetime.now(UTC)  # to the microsecond: two builds of the same ONNX are still two bundles
-    header = {
-        **model_identity(route, config, route_name),
-        "trt_version": "none (the route deploys the ONNX model)",
-        "trt_abi": "none",
-        "gpu_name": "none (ONNX Runtime on the CPU)",
-        "created_at": created_at.isoformat().replace("+00:00", "Z"),
-        "precision": precision,
-        "runtime_strategy": f"onnxruntime-{ort_version}-cpu",
-        "io_map": io_map,
-    }
+    runtime_header, runtime_provenance = onnxruntime_fields(route, created_at, precision, io_map)
+    header = {**model_identity(route, config, route_name), **runtime_header}
     provenance = {
         **checkpoint_provenance(route, route_name, state),
         "build_id": None,
@@ -107,27 +89,15 @@ def build_onnx_route(
         "exporter": str(config.get("model_type")),
         "onnx_sha256": onnx_sha,
         **({"precision_conversion": conversion} if conversion is not None else {}),
-        "engine_sha256": None,
-        "runtime": f"onnxruntime {ort_version}",
-        "runtime_session": runtime_session(route.runtime, route.runtime_options),  # gate 5: TRT912
-        "trtls_version": __version__,
+        **runtime_provenance,
         **({"pooling": pooling.as_dict()} if pooling is not None else {}),  # gate 4's TRT816 checks it (modules.json)
     }
-    sections: dict[str, Any] = {"model.onnx": deployed, "config.json": config_bytes}
-    if tokenizer_bytes is not None:
-        sections["tokenizer.json"] = tokenizer_bytes
-    sections.update(deployment_sections(state))  # tokenizer settings, sentence-transformers pooling, …
+    sections = {"model.onnx": deployed, **checkpoint_sections(state, config_bytes, tokenizer_bytes)}
     digests = publish_bundle(
-        loaded,
-        route_name,
-        route,
-        state,
-        result,
-        roots,
-        header=header,
-        sections=sections,
-        provenance=provenance,
-        builder=("trtls-exporter", __version__),
+        bundle,
+        header,
+        sections,
+        provenance,
         onnx=sbom_mod.FileDigest(onnx_path.name, onnx_sha, len(onnx_bytes)),
         properties={
             "route": route_name,
@@ -139,9 +109,41 @@ def build_onnx_route(
     result.outcome = "built"
     converted = f", converted to {conversion['low_precision_type']}" if conversion is not None else ""
     result.message = (
-        f"bundle written (ONNX{converted}, no engine): {bundle_path} ({digests.size} bytes, {result.bundle_digest})"
+        f"bundle written (ONNX{converted}, no engine): {bundle.path} ({digests.size} bytes, {result.bundle_digest})"
     )
     return result
+
+
+def onnxruntime_fields(
+    route: RouteModel, created_at: datetime, precision: str, io_map: dict[str, Any]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """What a bundle with no engine says of how it runs — ONNX Runtime on the CPU, with the route's session options —
+    as (header fields after the model's identity, provenance fields after the ONNX's digest). The ONNX route and the
+    export route both deploy their model.onnx this way."""
+    from trtls import __version__
+
+    try:
+        import importlib.metadata as md
+
+        ort_version = md.version("onnxruntime")
+    except Exception:
+        ort_version = "not installed"
+    header = {
+        "trt_version": "none (the route deploys the ONNX model)",
+        "trt_abi": "none",
+        "gpu_name": "none (ONNX Runtime on the CPU)",
+        "created_at": created_at.isoformat().replace("+00:00", "Z"),
+        "precision": precision,
+        "runtime_strategy": f"onnxruntime-{ort_version}-cpu",
+        "io_map": io_map,
+    }
+    provenance = {
+        "engine_sha256": None,
+        "runtime": f"onnxruntime {ort_version}",
+        "runtime_session": runtime_session(route.runtime, route.runtime_options),  # gate 5: TRT912
+        "trtls_version": __version__,
+    }
+    return header, provenance
 
 
 def deployed_onnx(

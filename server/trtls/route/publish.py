@@ -5,7 +5,8 @@ copy had lost the checkpoint's `checkpoint_url`)."""
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -14,11 +15,42 @@ from trtls import __version__, fs
 from trtls.bundle import BundleDigests, write_bundle
 from trtls.bundle import sbom as sbom_mod
 from trtls.bundle.sections import engine_section
+from trtls.core.cancel import CancelToken
 from trtls.core.recipe import LoadedRecipe
 from trtls.core.route import RouteModel
-from trtls.route.checkpoint import CheckpointState, checkpoint_licence
-from trtls.route.result import RouteBuildResult, keep_previous
+from trtls.route.checkpoint import CheckpointState, checkpoint_licence, deployment_sections
+from trtls.route.result import RouteBuildResult, keep_previous, stopped_before_bundle
 from trtls.route.writes import RouteRoots, write_refused
+
+
+@dataclass(frozen=True)
+class RouteBundle:
+    """What one route build's bundle is for, fixed once the checkpoint (or export) is read: the recipe and route, the
+    files the bundle describes, the folders its writes stay in, and the result each step fills. Every route kind
+    (engine, ONNX, export) makes one and publishes through it, so `publish_bundle` is told these once."""
+
+    loaded: LoadedRecipe
+    route_name: str
+    route: RouteModel
+    state: CheckpointState
+    roots: RouteRoots
+    result: RouteBuildResult
+
+    @property
+    def path(self) -> Path:
+        return Path(self.result.bundle)
+
+    def stopped(self, token: CancelToken, step: str) -> RouteBuildResult:
+        """The result of a build `token` stopped during `step`, before the bundle was touched."""
+        return stopped_before_bundle(self.route_name, self.result.bundle, str(token.source), step)
+
+
+def route_bundle(
+    loaded: LoadedRecipe, route_name: str, route: RouteModel, state: CheckpointState, roots: RouteRoots
+) -> RouteBundle:
+    """The route's bundle at `route.bundle`, with a result that says `error` until a step says otherwise."""
+    result = RouteBuildResult(route_name, "error", "", str(loaded.resolve(route.bundle)))
+    return RouteBundle(loaded, route_name, route, state, roots, result)
 
 
 def checkpoint_url(route: RouteModel, state: CheckpointState) -> str | None:
@@ -28,33 +60,39 @@ def checkpoint_url(route: RouteModel, state: CheckpointState) -> str | None:
     return None
 
 
+def checkpoint_sections(state: CheckpointState, config_bytes: bytes, tokenizer_bytes: bytes | None) -> dict[str, bytes]:
+    """The bundle sections a checkpoint's route carries from the checkpoint, engine or not: config.json,
+    tokenizer.json when the checkpoint has one, and its deployment files (tokenizer settings, sentence-transformers
+    pooling, …)."""
+    sections = {"config.json": config_bytes}
+    if tokenizer_bytes is not None:
+        sections["tokenizer.json"] = tokenizer_bytes
+    sections.update(deployment_sections(state))
+    return sections
+
+
 def publish_bundle(
-    loaded: LoadedRecipe,
-    route_name: str,
-    route: RouteModel,
-    state: CheckpointState,
-    result: RouteBuildResult,
-    roots: RouteRoots,
-    *,
+    bundle: RouteBundle,
     header: Mapping[str, Any],
     sections: Mapping[str, Any],
     provenance: dict[str, Any],
-    builder: tuple[str, str],
+    *,
     onnx: sbom_mod.FileDigest,
     engine_file: str | None = None,
     engine_sizes: Mapping[str, int] | None = None,
     properties: Mapping[str, str],
     timestamp: datetime,
-    plugins: Sequence[sbom_mod.FileDigest] = (),
 ) -> BundleDigests:
     """Keep the previous bundle when the route asks (and it verifies), write the bundle atomically, then its SBOM
-    beside it; `result` records each. `engine_file` names the engine section's file in the SBOM (None: no engine);
-    `engine_sizes` is filled while the engine section streams (its size is known only after the write). Every file
-    is written inside the folder `roots` fixed for it; an OSError (a refusal of the door too) is TRT412 on the key
-    that names the file, and what was there before is whole."""
-    bundle_path = Path(result.bundle)
+    beside it; `bundle.result` records each. The SBOM's builder and plugin libraries are the ones `provenance`
+    records. `engine_file` names the engine section's file in the SBOM (None: no engine); `engine_sizes` is filled
+    while the engine section streams (its size is known only after the write). Every file is written inside the
+    folder `bundle.roots` fixed for it; an OSError (a refusal of the door too) is TRT412 on the key that names the
+    file, and what was there before is whole."""
+    route, state, roots, result = bundle.route, bundle.state, bundle.roots, bundle.result
+    bundle_path = bundle.path
     if bundle_path.is_file() and route.previous_bundle and roots.previous is not None:
-        previous = loaded.resolve(route.previous_bundle)
+        previous = bundle.loaded.resolve(route.previous_bundle)
         result.previous_bundle = str(previous)
         if os.path.lexists(previous):
             result.notes.append(
@@ -80,11 +118,11 @@ def publish_bundle(
     )
     doc = sbom_mod.make_sbom(
         bundle=sbom_mod.FileDigest(bundle_path.name, digests.file_sha256, digests.size),
-        checkpoint_id=(route.checkpoint.id if route.checkpoint else None) or route_name,
+        checkpoint_id=(route.checkpoint.id if route.checkpoint else None) or bundle.route_name,
         checkpoint_revision=state.commit or (route.checkpoint.revision if route.checkpoint else "export"),
         checkpoint_files=[sbom_mod.FileDigest(rel, f["sha256"], f["size"]) for rel, f in sorted(state.files.items())],
-        builder_name=builder[0],
-        builder_version=builder[1],
+        builder_name=str(provenance["builder"]),
+        builder_version=str(provenance["builder_version"]),
         trtls_version=__version__,
         onnx=onnx,
         engine=engine,
@@ -92,7 +130,10 @@ def publish_bundle(
         checkpoint_url=checkpoint_url(route, state),
         properties=dict(properties),
         timestamp=timestamp,
-        plugins=plugins,
+        plugins=[  # each library the engine loads (route.plugins); a route with no engine records none
+            sbom_mod.FileDigest(Path(p["library"]).name, p["sha256"].split(":")[-1], p["size"])
+            for p in provenance.get("plugins", ())
+        ],
     )
     try:
         sbom_mod.write_sbom(sbom_mod.sbom_path(bundle_path), doc, within=roots.bundle)
