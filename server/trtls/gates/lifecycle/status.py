@@ -130,15 +130,23 @@ def judge_figures(rules: Sequence[AbortRule], figures: dict[str, Any]) -> list[d
     return out
 
 
+def route_pointer(base: Path, route_name: str) -> tuple[str | None, list[dict[str, Any]], dict[str, Any] | None]:
+    """(the ledger's problem, the route's records, its promoted pointer): no records and no pointer when the ledger
+    is tampered, for nothing is judged or written on a ledger that was edited."""
+    ledger = read_ledger(base)
+    if ledger.problem is not None:
+        return ledger.problem, [], None
+    records = ledger.for_route(route_name)
+    return None, records, pointer(records)
+
+
 def canary_state(loaded: Any, route_name: str) -> str:
     """The canary status of the route's promoted bundle, from the ledger (the one place it is recorded):
     not_started, running, pass or failed — `not_started` when nothing is promoted, `unknown` on a tampered ledger.
     The gates summary's `canary_status` renders this."""
-    ledger = read_ledger(Path(loaded.base_dir))
-    if ledger.problem is not None:
+    problem, records, ptr = route_pointer(Path(loaded.base_dir), route_name)
+    if problem is not None:
         return "unknown"
-    records = ledger.for_route(route_name)
-    ptr = pointer(records)
     return "not_started" if ptr is None else canary_of(records, ptr)[0]
 
 
@@ -148,6 +156,16 @@ def _previous_promotion(records: list[dict[str, Any]], ptr: dict[str, Any]) -> d
         if r.get("event") == "promote" and r.get("bundle_digest") != ptr.get("bundle_digest"):
             return r
     return None
+
+
+def rollback_target(records: list[dict[str, Any]], ptr: dict[str, Any]) -> dict[str, Any]:
+    """Where a rollback of the pointer `ptr` goes: {digest, rested_on, from, …} of the previous promotion, else of
+    the promotion's rollback artifact (its `digest` None when there is neither)."""
+    prev = _previous_promotion(records, ptr)
+    if prev is None:
+        return {**(ptr.get("rollback_artifact") or {}), "rested_on": None, "from": "the promotion's rollback artifact"}
+    where = f"promotion #{prev['seq']}"
+    return {"digest": prev.get("bundle_digest"), "rested_on": prev.get("rested_on"), "from": where}
 
 
 def judge(
@@ -196,8 +214,7 @@ def judge(
     )
     if status.canary == "failed":
         status.state = "canary_failed"
-        prev = _previous_promotion(records, ptr)
-        to = prev.get("bundle_digest") if prev else (ptr.get("rollback_artifact") or {}).get("digest")
+        to = rollback_target(records, ptr).get("digest")
         status.advice.append(f"the canary failed: roll back with `trtls route rollback --route {route_name}` (to {to})")
     elif status.reasons:
         status.state = "revalidate"
@@ -216,12 +233,10 @@ def route_status(
     environment: dict[str, Any] | None = None,
     now: float | None = None,
 ) -> RouteStatus:
-    base = Path(loaded.base_dir)
-    ledger = read_ledger(base)
-    if ledger.problem is not None:
-        return RouteStatus(route_name, "tampered", f"the promotion ledger is tampered: {ledger.problem}")
-    records = ledger.for_route(route_name)
-    if pointer(records) is None:
+    problem, records, ptr = route_pointer(Path(loaded.base_dir), route_name)
+    if problem is not None:
+        return RouteStatus(route_name, "tampered", f"the promotion ledger is tampered: {problem}")
+    if ptr is None:
         return judge(route_name, route, records, {}, now=utc_now() if now is None else now)
     on_disk = {p: bundle_digest(loaded.resolve(p)) for p in {route.bundle, route.previous_bundle} if p}
     return judge(
@@ -262,11 +277,9 @@ def canary(
 ) -> Outcome:
     """Move the promoted bundle's canary one step (`start`, `pass`, `fail`), recording its figures."""
     base = Path(loaded.base_dir)
-    ledger = read_ledger(base)
-    if ledger.problem is not None:
-        return Outcome(False, f"nothing written: the promotion ledger is tampered: {ledger.problem}")
-    records = ledger.for_route(route_name)
-    ptr = pointer(records)
+    problem, records, ptr = route_pointer(base, route_name)
+    if problem is not None:
+        return Outcome(False, f"nothing written: the promotion ledger is tampered: {problem}")
     if ptr is None or ptr.get("event") != "promote":
         return Outcome(False, f"route {route_name} has no promoted bundle whose canary could run (promote it first)")
     state, _ = canary_of(records, ptr)
@@ -319,8 +332,7 @@ def canary(
     }
     advice = []
     if nxt == "failed":
-        prev = _previous_promotion(records, ptr)
-        to = prev.get("bundle_digest") if prev else (ptr.get("rollback_artifact") or {}).get("digest")
+        to = rollback_target(records, ptr).get("digest")
         advice.append(f"roll back: `trtls route rollback --route {route_name}` moves the promoted pointer to {to}")
     return _append(base, record, f"canary of {route_name} (promotion #{ptr['seq']}): {nxt} (record #?)", advice)
 
@@ -336,19 +348,12 @@ def rollback(
 ) -> Outcome:
     """Move the promoted pointer back (see the module doc). The user's files stay as they are."""
     base = Path(loaded.base_dir)
-    ledger = read_ledger(base)
-    if ledger.problem is not None:
-        return Outcome(False, f"nothing written: the promotion ledger is tampered: {ledger.problem}")
-    records = ledger.for_route(route_name)
-    ptr = pointer(records)
+    problem, records, ptr = route_pointer(base, route_name)
+    if problem is not None:
+        return Outcome(False, f"nothing written: the promotion ledger is tampered: {problem}")
     if ptr is None:
         return Outcome(False, f"route {route_name} has never been promoted: nothing to roll back")
-    prev = _previous_promotion(records, ptr)
-    target = (
-        {"digest": prev["bundle_digest"], "rested_on": prev.get("rested_on"), "from": f"promotion #{prev['seq']}"}
-        if prev
-        else {**(ptr.get("rollback_artifact") or {}), "rested_on": None, "from": "the promotion's rollback artifact"}
-    )
+    target = rollback_target(records, ptr)
     if not target.get("digest"):
         return Outcome(False, f"route {route_name}: no previous promotion and no rollback artifact recorded")
     candidates = [p for p in (route.previous_bundle, route.bundle, target.get("path")) if p]
