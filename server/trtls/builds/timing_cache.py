@@ -39,6 +39,7 @@ TACTIC_SETTINGS = (
 RTX_REASON = "TensorRT-RTX ignores timing caches (its calls are no-ops; it keeps a runtime cache instead)"
 MAX_CACHE_BYTES = 4 << 30  # a timing cache of every tactic of a large network is tens of MB
 MAX_META_BYTES = 1 << 20  # the sidecar: an identity and a sha256
+QUARANTINED = "timing cache quarantined: {}; this build ran cold"  # the reason of every plan that set a cache aside
 
 
 def cache_identity(environment: dict[str, Any], settings: dict[str, Any]) -> dict[str, Any]:
@@ -83,33 +84,20 @@ def plan_cache(
     (truncated, flipped bytes, replaced) is caught here, before TensorRT — which would only log it,
     or not notice at all."""
     root = within if within is not None or path is None else nearest_folder(path.parent)
-    plan = _plan(path, mode, identity, supported, optimization_level, quarantine_dir, root)
-    plan.within = root
-    return plan
 
+    def planned(decision: str, reason: str, **more: Any) -> CachePlan:
+        return CachePlan(path, mode, decision, reason, identity=identity, within=root, **more)
 
-def _plan(
-    path: Path | None,
-    mode: str,
-    identity: dict[str, Any],
-    supported: bool,
-    optimization_level: int,
-    quarantine_dir: Path,
-    root: Path | None,
-) -> CachePlan:
+    def quarantined(file: Path, why: str, said: str) -> CachePlan:
+        dest = _quarantine_pair(file, quarantine_dir, why, root)
+        return planned("quarantined", QUARANTINED.format(said), quarantined_to=dest)
+
     if path is None or mode == "off":
-        return CachePlan(
-            path,
-            mode,
-            "cold",
-            "no timing cache configured" if path is None else "timing cache mode is off",
-            identity=identity,
-        )
+        return planned("cold", "no timing cache configured" if path is None else "timing cache mode is off")
     if optimization_level == 0 and supported:
-        return CachePlan(path, mode, "not_applicable", "optimization level 0 ignores timing caches", identity=identity)
+        return planned("not_applicable", "optimization level 0 ignores timing caches")
     if not path.is_file():
-        decision = "cold" if supported else "not_applicable"
-        return CachePlan(path, mode, decision, "no cache file yet" if supported else RTX_REASON, identity=identity)
+        return planned("cold" if supported else "not_applicable", "no cache file yet" if supported else RTX_REASON)
     data = read_bytes(path, limit=MAX_CACHE_BYTES, follow=True)  # a FIFO or a device is refused, never read
     meta = _read_meta(path)
     if meta is not None and meta.get("sha256") != hashlib.sha256(data).hexdigest():
@@ -117,28 +105,11 @@ def _plan(
             f"cache bytes changed since trtls wrote them (sha256 mismatch, {len(data)} bytes on disk, "
             f"{meta.get('size')} written)"
         )
-        dest = _quarantine_pair(path, quarantine_dir, why, root)
-        return CachePlan(
-            path,
-            mode,
-            "quarantined",
-            f"timing cache quarantined: {why}; this build ran cold",
-            quarantined_to=dest,
-            identity=identity,
-        )
+        return quarantined(path, why, why)
     if supported and meta is not None and meta.get("identity") != identity:
         stored = meta.get("identity") or {}
-        changed = sorted(k for k in identity if stored.get(k) != identity.get(k))
-        why = f"cache identity changed: {', '.join(changed)}"
-        dest = _quarantine_pair(path, quarantine_dir, why, root)
-        return CachePlan(
-            path,
-            mode,
-            "quarantined",
-            f"timing cache quarantined: made for another build identity ({', '.join(changed)}); this build ran cold",
-            quarantined_to=dest,
-            identity=identity,
-        )
+        changed = ", ".join(sorted(k for k in identity if stored.get(k) != identity.get(k)))
+        return quarantined(path, f"cache identity changed: {changed}", f"made for another build identity ({changed})")
     decision = "reused" if supported else "not_applicable"
     reason = "valid cache loaded" if supported else RTX_REASON
     if meta is None:  # a cache trtls did not write: nothing to check its bytes against but TensorRT itself
@@ -147,7 +118,7 @@ def _plan(
             + "; this file was not written by trtls (no sha256 sidecar), "
             + f"so only TensorRT can judge its {len(data)} bytes"
         )
-    return CachePlan(path, mode, decision, reason, data=data, identity=identity)
+    return planned(decision, reason, data=data)
 
 
 def after_load(plan: CachePlan, logged: list[str], set_ok: bool, quarantine_dir: Path) -> CachePlan:
@@ -164,7 +135,7 @@ def after_load(plan: CachePlan, logged: list[str], set_ok: bool, quarantine_dir:
         return plan
     why = bad[0] if bad else "set_timing_cache returned False"
     plan.quarantined_to = _quarantine_pair(plan.path, quarantine_dir, why, plan.within)  # type: ignore[arg-type]
-    plan.decision, plan.reason, plan.data = "quarantined", f"timing cache quarantined: {why}; this build ran cold", None
+    plan.decision, plan.reason, plan.data = "quarantined", QUARANTINED.format(why), None
     return plan
 
 
