@@ -52,7 +52,7 @@ def test_where_no_engine_can_run_the_answer_is_not_checked_with_the_reason() -> 
 
     result = tensorrt_layers(Path("/nonexistent.onnx"), Path("/nonexistent.onnx"), {}, Path("/nonexistent"),
                              None, 0.03, {})  # fmt: skip
-    assert result["status"] == "not_checked" and result["reason"] == f"{UNAVAILABLE}: {blocker}"
+    assert result.status == "not_checked" and result.reason == f"{UNAVAILABLE}: {blocker}"
     assert "firstDiverging" not in result, "no verdict"
 
 

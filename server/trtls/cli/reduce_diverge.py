@@ -12,14 +12,14 @@ import argparse
 import asyncio
 import json
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from trtls.cli.common import install_stop_keys, report_error
 from trtls.cli.exits import EXIT_BAD_INPUT, EXIT_CTRL_C, EXIT_FAILED, EXIT_OK, EXIT_TIMEOUT
 
 if TYPE_CHECKING:
     from trtls.core.recipe import LoadedRecipe
-    from trtls.triage.results import DivergenceRound
+    from trtls.triage.results import DivergenceRound, ParityRerun, TensorrtLayers
 
 
 FLAGS = {name: f"--{name}" for name in ("candidate", "reference", "fix", "route", "tensorrt", "engine")}
@@ -108,7 +108,7 @@ async def diverge(loaded: LoadedRecipe, args: argparse.Namespace) -> int:
         return EXIT_TIMEOUT if result.cancelSource == "ci_timeout" else EXIT_CTRL_C
     found = result.firstDiverging is not None
     rerun = result.parityRerun
-    if rerun is not None and rerun.get("status") == "ran" and not rerun.get("parityPasses"):
+    if rerun is not None and rerun.status == "ran" and not rerun.parityPasses:
         return EXIT_FAILED  # the outputs passed the search's comparison but not the route's parity gate
     return EXIT_OK if found and (result.fixed or not args.fix) else EXIT_FAILED
 
@@ -131,34 +131,33 @@ def _round_lines(rounds: list[DivergenceRound]) -> list[str]:
     return lines
 
 
-def _rerun_line(rerun: dict[str, Any]) -> str:
+def _rerun_line(rerun: ParityRerun) -> str:
     """Gate 4 run again with the fix: its decision and each parity.tolerance check, or why it did not run."""
-    added = rerun.get("excludeNodesAdded") or []
-    if rerun.get("status") != "ran":
-        return f"gate 4 not re-run ({rerun.get('status')}): {rerun.get('reason', 'stopped')}"
-    model = rerun["runtimeModel"]
-    ran = f"the what-if bundle {rerun['bundle']}, its model.onnx {model}" if rerun.get("bundle") else ""
+    added = rerun.excludeNodesAdded or []
+    if rerun.status != "ran":
+        return f"gate 4 not re-run ({rerun.status}): {'stopped' if rerun.reason is None else rerun.reason}"
+    model = rerun.runtimeModel
+    ran = f"the what-if bundle {rerun.bundle}, its model.onnx {model}" if rerun.bundle else ""
     ran = ran or f"the converted model {model}"
-    lines = [f"gate 4 re-run with exclude_nodes += {added} ({ran}): {rerun['decision']}"]
-    for c in rerun["checks"]:
-        if c["name"].startswith("parity.tolerance") or c["status"] != "pass":
-            waived = f" — waived: {c['waived']}" if c.get("waived") else ""
-            lines.append(f"  {c['status']:<11} {c['code']} {c['name']}: {c['message']}{waived}")
+    lines = [f"gate 4 re-run with exclude_nodes += {added} ({ran}): {rerun.decision}"]
+    for c in rerun.checks or []:
+        if c.name.startswith("parity.tolerance") or c.status != "pass":
+            waived = f" — waived: {c.waived}" if c.waived else ""
+            lines.append(f"  {c.status:<11} {c.code} {c.name}: {c.message}{waived}")
     return "\n".join(lines)
 
 
-def _tensorrt_line(trt: dict[str, Any], rtol: float) -> str:
+def _tensorrt_line(trt: TensorrtLayers, rtol: float) -> str:
     """The TensorRT engine's layer-wise comparison in one line: `not_checked: <why>` is not a verdict."""
-    if trt.get("status") == "not_checked":
-        return f"tensorrt layers: not_checked: {trt['reason']}"
-    if trt.get("status") != "compared":
-        return f"tensorrt layers: {trt.get('status')}: {trt.get('reason')}"
+    if trt.status == "not_checked":
+        return f"tensorrt layers: not_checked: {trt.reason}"
+    if trt.status != "compared":
+        return f"tensorrt layers: {trt.status}: {trt.reason}"
     from trtls.triage.diverge import error_text
-    from trtls.triage.results import TensorDivergence
 
-    if trt.get("firstDiverging") is None:
-        return f"tensorrt layers: {trt['markedOutputs']} layer outputs marked, every tensor within tolerance"
-    first = TensorDivergence.model_validate(trt["firstDiverging"])
+    first = trt.firstDiverging
+    if first is None:
+        return f"tensorrt layers: {trt.markedOutputs} layer outputs marked, every tensor within tolerance"
     return f"tensorrt layers: first tensor out of tolerance: {first.tensor} from node {first.node}: " + error_text(
         first, rtol
     )

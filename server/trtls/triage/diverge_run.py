@@ -178,7 +178,8 @@ def run_divergence(
 
         tell("comparing the TensorRT engine's layers")
         converted = Path(found.rounds[-1]["convertedModel"])
-        record["tensorrt"] = tensorrt_layers(s.reference, converted, feed, folder, token, s.threshold, s.tolerances)
+        compared = tensorrt_layers(s.reference, converted, feed, folder, token, s.threshold, s.tolerances)
+        record["tensorrt"] = compared.record()
     root = state_root(folder)  # the recipe's folder: a `.trtls` swapped for a symlink is refused at the write
     ensure_folder(folder, within=root)
     record = standard_json(record)  # no `Infinity`/`NaN` (an fp16 overflow): null, and the tensor says `overflow`

@@ -84,8 +84,8 @@ def divergence_finding(result: DivergenceResult, fix: dict[str, Any] | None = No
         if result.cancelled:
             message += f"; stopped ({result.cancelSource}) before the search ended"
     trt = result.tensorrt
-    if trt is not None and trt.get("status") == "not_checked":
-        message += f"; TensorRT engine layers: not_checked: {trt.get('reason')}"
+    if trt is not None and trt.status == "not_checked":
+        message += f"; TensorRT engine layers: not_checked: {trt.reason}"
     if result.evidenceError:
         message += f"; {result.evidenceError}"
     path = ("routes", result.route) if result.route else ("engines", str(result.engine))

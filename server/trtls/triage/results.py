@@ -1,13 +1,15 @@
 """The triage runs' records as declared models (issue 28, typed seams): a reduction's `result.json`
 (`ReductionResult`, written by triage.evidence, read back by triage.resume and the faces), the failure it compares
 (`FailureSignature`, triage.signature) and a divergence search's record (`DivergenceResult`, divergence.json plus the
-folder it was written to). A reader takes `result.outcome`, not `record["outcome"]`: a renamed key is a type error.
+folder it was written to; its gate-4 re-run `ParityRerun` and its TensorRT comparison `TensorrtLayers`). A reader
+takes `result.outcome`, not `record["outcome"]`: a renamed key is a type error.
 
 Each dumps as the JSON written before these models existed, key for key and in the same order (`record()`): the
 fields are declared in the order the writers write them, and a key the writer leaves out (a trial's `replayed`, a
-signature's `op`, the reduction's `evidenceError`, a two-model search's `mode`) is not written as `null`. Strict where
-declared (a wrong type is refused, said with its field) and closed (`extra="forbid"`): a key no field declares is a
-damaged record, not one kept silently. `read_reduction_result` is the one reader of a result.json from disk.
+signature's `op`, the reduction's `evidenceError`, a two-model search's `mode`, a re-run's `bundle`) is not written as
+`null`. Strict where declared (a wrong type is refused, said with its field) and closed (`extra="forbid"`): a key no
+field declares is a damaged record, not one kept silently. `read_reduction_result` is the one reader of a result.json
+from disk.
 """
 
 from __future__ import annotations
@@ -20,10 +22,11 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from trtls.core.failure_record import Failure
+from trtls.core.gate_result import CheckStatus, Decision
 
 RESULT_NAME = "result.json"
 RECORD_LIMIT = 64 << 20
-JsonObject = dict[str, Any]  # nested JSON no reader takes apart by field (a profile, a setting, gate 4's rerun)
+JsonObject = dict[str, Any]  # nested JSON no reader takes apart by field (a profile, a setting, a check's stats)
 
 
 class _Record(BaseModel):
@@ -176,6 +179,73 @@ class DivergenceRound(_Record):
     tensors: list[TensorDivergence]
 
 
+class TextEdit(_Record):
+    """One edit of the recipe's text: `range` is [line, col, end line, end col], 0-based (triage.exclude_edit)."""
+
+    range: list[int]
+    newText: str
+
+
+class RecipeEdit(_Record):
+    """The quick fix that adds nodes to the conversion's `exclude_nodes` (triage.exclude_edit.exclude_nodes_fix)."""
+
+    title: str
+    edits: list[TextEdit]
+
+
+class ParityCheck(_Record):
+    """One check of gate 4 as the re-run records it; `stats` only for a `parity.tolerance` check, `waived` only
+    when the recipe waives it."""
+
+    name: str
+    status: CheckStatus
+    code: str
+    message: str
+    stats: JsonObject | None = None
+    waived: str | None = None
+
+
+class ParityRerun(_Record):
+    """`parityRerun` of a `--route --fix` search: gate 4 run again with the fix (triage.parity_rerun.rerun_parity,
+    triage.diverge_run). `status` says whether it ran (`decision`, `parityPasses`, `checks`), did not (`reason`)
+    or was stopped; a route that deploys its ONNX adds the what-if bundle it ran on (`bundle`, `bundleSection`,
+    `bundleIsTheConversion`). A search that excluded nothing writes only `gates`, `status` and `reason`."""
+
+    gates: list[int]
+    excludeNodesAdded: list[str] | None = None
+    recipeEdit: RecipeEdit | None = None
+    bundle: str | None = None
+    bundleSection: str | None = None
+    bundleIsTheConversion: bool | None = None
+    status: Literal["ran", "not_run", "cancelled"]
+    reason: str | None = None
+    runtimeModel: str | None = None
+    decision: Decision | None = None
+    parityPasses: bool | None = None
+    checks: list[ParityCheck] | None = None
+
+
+class TensorrtLayers(_Record):
+    """`tensorrt` of a `--tensorrt` search: the TensorRT engine's layer-wise comparison (triage.trt_layers in the
+    child, triage.trt_layers_run in the parent). `compared` carries the engine's builder (`module`, `version`,
+    `markedOutputs`, `engineBytes`) and the tensors as the ONNX Runtime search compares them; `not_checked` says
+    why no engine could run here (`reason`, `detected`: where it was found, and the builder's facts when it was
+    the runtime that refused the built engine); `cancelled` and `error` say why in `reason`."""
+
+    status: Literal["compared", "not_checked", "cancelled", "error"]
+    reason: str | None = None
+    detected: str | None = None
+    rule: str | None = None
+    module: str | None = None
+    version: str | None = None
+    markedOutputs: int | None = None
+    engineBytes: int | None = None
+    outputsPass: bool | None = None
+    firstDiverging: TensorDivergence | None = None
+    next: list[TensorDivergence] | None = None
+    tensors: list[TensorDivergence] | None = None
+
+
 class DivergenceResult(_Record):
     """A divergence search's record: of a conversion (triage.diverge_run), of two given models (`mode: models`,
     triage.diverge_pair) or of a search that could not run to its end (`error`, app.triage_runs, nothing written).
@@ -208,8 +278,8 @@ class DivergenceResult(_Record):
     notComparedNames: list[str] | None = None
     rounds: list[DivergenceRound]
     ranHere: str | None = None
-    parityRerun: JsonObject | None = None
-    tensorrt: JsonObject | None = None
+    parityRerun: ParityRerun | None = None
+    tensorrt: TensorrtLayers | None = None
     folder: str | None = None
     evidenceError: str | None = None
 

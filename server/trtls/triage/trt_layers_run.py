@@ -20,12 +20,14 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from pydantic import ValidationError
 
 from trtls.builds.cuda import cuda_driver, cuda_runtime
 from trtls.builds.killable import ran_to_the_end
 from trtls.builds.roots import state_root
-from trtls.fs import Kind, atomic_write_bytes, atomic_write_text, ensure_folder, read_text
+from trtls.fs import Kind, UnreadableRecord, atomic_write_bytes, atomic_write_text, ensure_folder, read_json_record
 from trtls.fs.capture import new_file
+from trtls.triage.results import TensorrtLayers
 
 RESULT_LIMIT = 64 << 20  # the child's comparison: every tensor's statistics, far below this
 
@@ -58,11 +60,11 @@ def tensorrt_layers(
     token: Any,
     rtol: float,
     output_tolerances: dict[str, tuple[float, float]],
-) -> dict[str, Any]:
-    """`{status: not_checked, reason}` or the child's comparison (`{status: compared, firstDiverging, …}`)."""
+) -> TensorrtLayers:
+    """`not_checked` with its reason, or the child's comparison (`compared`, its firstDiverging, …)."""
     blocker = execution_blocker()
     if blocker is not None:
-        return not_checked(blocker, detected="before building: " + blocker.split(":")[0])
+        return TensorrtLayers.model_validate(not_checked(blocker, detected="before building: " + blocker.split(":")[0]))
     work = folder / "tensorrt"
     root = state_root(work)  # the recipe's folder: `.trtls/reduce/<id>/tensorrt` stays inside it
     ensure_folder(work, within=root)
@@ -88,8 +90,20 @@ def tensorrt_layers(
             start_new_session=True,  # a stop ends the child and what it started
         )
         if not ran_to_the_end(proc, token):
-            return {"status": "cancelled", "reason": f"stopped by {token.source}"}
+            return TensorrtLayers(status="cancelled", reason=f"stopped by {token.source}")
+    return child_answer(work / "result.json", proc.returncode, root)
+
+
+def child_answer(path: Path, returncode: int | None, root: Path) -> TensorrtLayers:
+    """The child's result.json as the comparison it must be; a missing one, or one that is not a comparison (the
+    child is another process: its file is read like any record), is an `error` saying so, never the search's end."""
     try:
-        return dict(json.loads(read_text(work / "result.json", limit=RESULT_LIMIT)))
-    except (OSError, ValueError):
-        return {"status": "error", "reason": f"the TensorRT child ended (exit {proc.returncode}) without a result"}
+        data = read_json_record(path, limit=RESULT_LIMIT, within=root)
+    except UnreadableRecord:
+        return TensorrtLayers(status="error", reason=f"the TensorRT child ended (exit {returncode}) without a result")
+    try:
+        return TensorrtLayers.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "the record"
+        return TensorrtLayers(status="error", reason=f"the TensorRT child's result {path}: {where}: {first['msg']}")
