@@ -28,7 +28,7 @@ from trtls import fs
 from trtls.builds.roots import evidence_error, state_root
 from trtls.builds.supervisor.build import Build, Listener, new_build_id, state_dir, worker_job
 from trtls.builds.supervisor.build_end import finish_build, probe_environment
-from trtls.builds.supervisor.output_guard import OutputGuard
+from trtls.builds.supervisor.output_guard import OutputGuard, fold_and_tell
 from trtls.builds.supervisor.output_probe import output_problem
 from trtls.builds.supervisor.resources import ResourceSampler
 from trtls.builds.supervisor.retention import Policy, auto_collect, policy_of
@@ -37,7 +37,7 @@ from trtls.builds.supervisor.spawn import spawn_worker, worker_nonce
 from trtls.builds.supervisor.speculation import NOTE, JobAhead
 from trtls.builds.supervisor.worker_process import WorkerProcess
 from trtls.core.build_state import Ended, EnvironmentProbed, Erred, Forced, Noted, StoppedWaiting
-from trtls.core.events import CancelControl, CommitControl, Log, ProtocolError, parse_event
+from trtls.core.events import CancelControl, CommitControl, ProtocolError, parse_event
 from trtls.core.recipe import LoadedRecipe
 from trtls.core.vocabulary import BuildOutcome
 
@@ -317,12 +317,7 @@ class Supervisor:
             except ProtocolError as exc:
                 build.refuse_line(str(exc))
                 continue
-            build.fold(ev)
-            for listener in list(build.listeners):
-                try:
-                    listener(build, ev)
-                except Exception as exc:
-                    build.fold(Log(type="log", t_ns=ev.t_ns, severity="ERROR", msg=f"listener error: {exc!r}"))
+            fold_and_tell(build, ev)
 
     async def _sample_resources(self, build: Build) -> None:
         sampler = build.resources
