@@ -30,39 +30,38 @@ def register_lifecycle(rsub: Any) -> None:
     """`trtls route promote|status|canary|rollback [RECIPE] --route NAME` (docs/gates.md, "Promotion and
     revalidation"); the old `NAME --recipe R` still works, with a deprecation note on stderr."""
 
-    def common(p: Any, words: str) -> None:
+    def step(name: str, help: str, epilog: str, words: str = "[RECIPE]") -> Any:
+        """A lifecycle step's parser with what every step takes; it runs `cli.route.cmd_route_<name>`."""
+        p = rsub.add_parser(name, help=help, epilog=epilog)
         p.__class__ = _WordsAnywhereParser  # made by the subparsers action as a TrtlsParser: only this is added
         p.add_argument("words", nargs="*", metavar=words, help="trtls.toml or its folder (default: .)")
         p.add_argument("--route", help="the route (status: default every route)")
         p.add_argument("--recipe", help=argparse.SUPPRESS)  # the old dialect: `NAME --recipe R`
         p.add_argument("--format", choices=("text", "json"), default="text", help="output format (default: text)")
+        p.set_defaults(func=lambda a: _lifecycle(f"cmd_route_{name}", a), lifecycle=name)
+        return p
 
-    pm = rsub.add_parser(
+    pm = step(
         "promote",
-        help="promote a route whose last complete gates run is supported and current (appends to "
-        "trtls.promotions.jsonl)",
-        epilog="exit codes: 0 promoted (or already), 2 bad input, 3 refused (an item missing or not current), "
+        "promote a route whose last complete gates run is supported and current (appends to trtls.promotions.jsonl)",
+        "exit codes: 0 promoted (or already), 2 bad input, 3 refused (an item missing or not current), "
         "4 the promotion ledger is tampered",
     )
-    common(pm, "[RECIPE]")
     pm.add_argument("--approver", help=APPROVER_HELP)
-    pm.set_defaults(func=lambda a: _lifecycle("cmd_route_promote", a), lifecycle="promote")
-    st = rsub.add_parser(
+    step(
         "status",
-        help="what is promoted, since when, and whether it is still valid",
-        epilog="exit codes: 0 promoted and valid, 1 not promoted, 2 bad input, 3 revalidate, 4 canary failed or the "
+        "what is promoted, since when, and whether it is still valid",
+        "exit codes: 0 promoted and valid, 1 not promoted, 2 bad input, 3 revalidate, 4 canary failed or the "
         "ledger is tampered (the worst of the routes shown)",
     )
-    common(st, "[RECIPE]")
-    st.set_defaults(func=lambda a: _lifecycle("cmd_route_status", a), lifecycle="status")
-    cn = rsub.add_parser(
+    cn = step(
         "canary",
-        help="record the promoted bundle's canary: start, then pass or fail with its figures (checked against the "
+        "record the promoted bundle's canary: start, then pass or fail with its figures (checked against the "
         "plan's abort_if)",
-        epilog="exit codes: 0 recorded, 2 bad input, 3 refused (wrong step, a figure the plan needs missing, a pass "
+        "exit codes: 0 recorded, 2 bad input, 3 refused (wrong step, a figure the plan needs missing, a pass "
         "whose figures break abort_if), 4 tampered",
+        "[RECIPE] {start,pass,fail}",
     )
-    common(cn, "[RECIPE] {start,pass,fail}")
     cn.add_argument(
         "--figure",
         action="append",
@@ -70,17 +69,13 @@ def register_lifecycle(rsub: Any) -> None:
         help="a canary figure, e.g. p95_ms=41.5 or error_rate=0.05%% (repeatable)",
     )
     cn.add_argument("--approver", help=APPROVER_HELP)
-    cn.set_defaults(func=lambda a: _lifecycle("cmd_route_canary", a), lifecycle="canary")
-    rb = rsub.add_parser(
+    rb = step(
         "rollback",
-        help="move the promoted pointer back to the previous promoted bundle (a new ledger record; files untouched)",
-        epilog="exit codes: 0 rolled back, 2 bad input, 3 refused (nothing to roll back to, its file is gone), "
-        "4 tampered",
+        "move the promoted pointer back to the previous promoted bundle (a new ledger record; files untouched)",
+        "exit codes: 0 rolled back, 2 bad input, 3 refused (nothing to roll back to, its file is gone), 4 tampered",
     )
-    common(rb, "[RECIPE]")
     rb.add_argument("--approver", help=APPROVER_HELP)
     rb.add_argument("--reason", help="why (recorded)")
-    rb.set_defaults(func=lambda a: _lifecycle("cmd_route_rollback", a), lifecycle="rollback")
 
 
 def _lifecycle(name: str, args: argparse.Namespace) -> int:
