@@ -21,6 +21,17 @@ from typing import Any
 from trtls.cli.exits import DECISION_EXIT, EXIT_BAD_INPUT, EXIT_CTRL_C, EXIT_REJECT
 
 _MARK = {"pass": "ok    ", "hold": "HOLD  ", "reject": "REJECT", "not_checked": "not checked"}
+_BUNDLE_CHECK_EXITS = (
+    "2 missing or unreadable file (no file, a directory, a FIFO), 4 verification failed (container, header, a digest "
+    "or the sidecar)"
+)
+
+
+def _no_digest_cache(p: Any) -> None:
+    """The option of every command that hashes a route's checkpoint."""
+    p.add_argument(
+        "--no-digest-cache", action="store_true", help="hash every checkpoint file, ignoring .trtls/digests.json"
+    )
 
 
 def register(subparsers: Any) -> None:
@@ -37,9 +48,7 @@ def register(subparsers: Any) -> None:
         "--format", choices=("text", "json", "sarif", "junit"), default="text", help="report format (default: text)"
     )
     g.add_argument("--output", "-o", help="write the report here (atomically) instead of stdout")
-    g.add_argument(
-        "--no-digest-cache", action="store_true", help="hash every checkpoint file, ignoring .trtls/digests.json"
-    )
+    _no_digest_cache(g)
     g.add_argument(
         "--record-baseline",
         action="store_true",
@@ -50,24 +59,26 @@ def register(subparsers: Any) -> None:
 
     b = subparsers.add_parser("bundle", help="work with .bundle files")
     bsub = b.add_subparsers(dest="bundle_command", required=True)
-    i = bsub.add_parser(
-        "inspect",
-        help="show a bundle's header, sections and digests",
-        epilog="exit codes: 0 shown and verified, 2 missing or unreadable file (no file, a directory, a FIFO), "
-        "4 verification failed (container, header, a digest or the sidecar)",
-    )
-    i.add_argument("file", help="the .bundle file")
-    i.add_argument("--json", action="store_true", help="print the inspection as one JSON object")
-    i.set_defaults(func=cmd_bundle_inspect)
-    v = bsub.add_parser(
-        "verify",
-        help="verify a bundle (container, header, digests, sidecar); exit 0 only when it verifies",
-        epilog="exit codes: 0 verified, 2 missing or unreadable file (no file, a directory, a FIFO), "
-        "4 verification failed (container, header, a digest or the sidecar)",
-    )
-    v.add_argument("file", help="the .bundle file")
-    v.add_argument("--json", action="store_true", help="print the verdict and problems as one JSON object")
-    v.set_defaults(func=cmd_bundle_verify)
+    for name, what, done, json_help, func in (
+        (
+            "inspect",
+            "show a bundle's header, sections and digests",
+            "shown and verified",
+            "the inspection",
+            cmd_bundle_inspect,
+        ),
+        (
+            "verify",
+            "verify a bundle (container, header, digests, sidecar); exit 0 only when it verifies",
+            "verified",
+            "the verdict and problems",
+            cmd_bundle_verify,
+        ),
+    ):
+        c = bsub.add_parser(name, help=what, epilog=f"exit codes: 0 {done}, {_BUNDLE_CHECK_EXITS}")
+        c.add_argument("file", help="the .bundle file")
+        c.add_argument("--json", action="store_true", help=f"print {json_help} as one JSON object")
+        c.set_defaults(func=func)
     pr = bsub.add_parser(
         "promote",
         help="verify a bundle trtls did not write (e.g. native `trtmc build` output) and record its digests in a "
@@ -99,9 +110,7 @@ def register(subparsers: Any) -> None:
         action="store_true",
         help="build even when gate 1 rejects the checkpoint (pickle, changed weights, branch revision): warns loudly",
     )
-    rb.add_argument(
-        "--no-digest-cache", action="store_true", help="hash every checkpoint file, ignoring .trtls/digests.json"
-    )
+    _no_digest_cache(rb)
     rb.set_defaults(func=cmd_route_build)
     lk = rsub.add_parser(
         "lock",
@@ -111,9 +120,7 @@ def register(subparsers: Any) -> None:
     )
     lk.add_argument("recipe", nargs="?", help="trtls.toml or its folder (default: .)")
     lk.add_argument("--route", action="append", help="route to lock (repeatable; default: every route)")
-    lk.add_argument(
-        "--no-digest-cache", action="store_true", help="hash every checkpoint file, ignoring .trtls/digests.json"
-    )
+    _no_digest_cache(lk)
     lk.set_defaults(func=cmd_route_lock)
     from trtls.cli.route_dialect import register_lifecycle
 
@@ -134,15 +141,14 @@ def cmd_route_lock(args: argparse.Namespace) -> int:
 
 def cmd_gates(args: argparse.Namespace) -> int:
     from trtls.cli.common import load_or_report
-    from trtls.core.route import chosen_routes
+    from trtls.cli.route import chosen_or_exit
 
     loaded = load_or_report(args.recipe)
     if loaded is None:
         return EXIT_BAD_INPUT
-    chosen = chosen_routes(loaded, args.route)
-    if isinstance(chosen, str):
-        print(f"{loaded.path}: {chosen}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+    chosen = chosen_or_exit(loaded, args.route)
+    if isinstance(chosen, int):
+        return chosen
     name = chosen[0]
     if args.record_baseline and args.gate and 5 not in args.gate:
         print("trtls gates: --record-baseline needs gate 5 (it records gate 5's measurement)", file=sys.stderr)

@@ -28,21 +28,31 @@ class _RouteSteps:
         self.token.request("ctrl_c")
 
 
+def chosen_or_exit(loaded: Any, name: str | None, *, none_means_all: bool = False) -> list[str] | int:
+    """The routes a route command acts on (`core.route.chosen_routes`), or EXIT_BAD_INPUT once the reason they cannot
+    be chosen (TRT107) is said on stderr after the recipe's path."""
+    from trtls.core.route import chosen_routes
+
+    chosen = chosen_routes(loaded, name, none_means_all=none_means_all)
+    if isinstance(chosen, str):
+        print(f"{loaded.path}: {chosen}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    return chosen
+
+
 def cmd_route_build(args: Any) -> int:
     """Exit codes: 0 bundle written, 1 build failed, 2 bad input, 4 gate 1 refuses the checkpoint, 130 cancelled
     (Ctrl-C), 137 forced/killed."""
 
     from trtls.cli.terminal_view import PlainView, RichView, print_outcome
-    from trtls.core.route import chosen_routes
 
     loaded = load_route_recipe(args.recipe or ".")
     if not loaded.text:
         print(f"{loaded.path}: TRT104 recipe file not found or unreadable", file=sys.stderr)
         return EXIT_BAD_INPUT
-    chosen = chosen_routes(loaded, args.route)
-    if isinstance(chosen, str):
-        print(f"{loaded.path}: {chosen}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+    chosen = chosen_or_exit(loaded, args.route)
+    if isinstance(chosen, int):
+        return chosen
     name = chosen[0]
     from trtls.core.write_policy import route_write_findings
 
@@ -235,8 +245,6 @@ def _names_a_recipe(word: str) -> bool:
 def _lifecycle_route(args: Any) -> tuple[Any, list[str]] | int:
     """The loaded recipe and the routes a lifecycle command acts on (status: every route unless --route names one;
     the others: the named route, else the only one), or the exit code of bad input (said on stderr)."""
-    from trtls.core.route import chosen_routes
-
     got = lifecycle_words(args)
     if isinstance(got, str):
         print(got, file=sys.stderr)
@@ -250,11 +258,8 @@ def _lifecycle_route(args: Any) -> tuple[Any, list[str]] | int:
         for f in loaded.errors[:10]:
             print(f"{loaded.location(f)}: {f.code} {f.message}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    wanted = chosen_routes(loaded, name, none_means_all=getattr(args, "lifecycle", "status") == "status")
-    if isinstance(wanted, str):
-        print(f"{loaded.path}: {wanted}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    return loaded, wanted
+    wanted = chosen_or_exit(loaded, name, none_means_all=getattr(args, "lifecycle", "status") == "status")
+    return wanted if isinstance(wanted, int) else (loaded, wanted)
 
 
 def _emit(args: Any, payload: dict[str, Any], lines: list[str]) -> None:
