@@ -79,7 +79,7 @@ def test_evidence_error_is_said_instead_of_a_record_path(tmp_path: Path, capsys:
     from trtls.app.triage_runs import ReductionRun
     from trtls.cli.reduce import _exit
     from trtls.cli.store_lookup import print_reused
-    from trtls.triage.results import ReductionResult
+    from trtls.core.triage_records import ReductionResult
 
     error = f"{tmp_path}/.trtls/runs/x/summary.json: TRT413 cannot write (Read-only file system)"
     reused = {"message": "reused", "engineArtifact": {"path": "build/demo.engine"}, "buildId": "x"}

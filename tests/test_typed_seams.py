@@ -10,7 +10,7 @@ Two things are let through, each for a stated reason:
   The evidence record (summary.json) has one, `Summary` (core.summary_record): the results the application layer
   hands the faces carry it (a reuse, a rollback, a matrix's served and restored cells), never the dict. One reader still
   takes that record as a dict: `app.unchanged`'s reuse on the terminal's fast path, which imports no pydantic by
-  design. A reduction's result.json and a divergence search's record have theirs too (triage.results:
+  design. A reduction's result.json and a divergence search's record have theirs too (core.triage_records:
   `ReductionResult`, `DivergenceResult`): the app layer's triage runs return and keep them
   (tests/triage/test_typed_results.py). The builds orphan
   recovery completed reach `lsp.build_commands.recover` as `RecoveredBuild` rows (builds.supervisor.orphans), read

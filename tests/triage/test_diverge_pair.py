@@ -26,8 +26,8 @@ from onnx import TensorProto, helper, numpy_helper
 from tests.triage.diverge_model import RECIPE
 from tests.triage.diverge_model import write_model as _model
 from tests.triage.test_reduce_cases import WITHOUT
+from trtls.core.triage_records import DivergenceResult
 from trtls.triage.findings import divergence_finding, measured_exclusion
-from trtls.triage.results import DivergenceResult
 
 needs_modelopt = pytest.mark.skipif(
     not os.environ.get("TRTLS_REQUIRE_PRECISION") and importlib.util.find_spec("modelopt") is None,

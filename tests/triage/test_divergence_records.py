@@ -15,8 +15,8 @@ from pydantic import ValidationError
 
 from tests.triage.test_reduce_cases import _engine
 from trtls.core.recipe import load_recipe
+from trtls.core.triage_records import DivergenceResult, ParityRerun, TensorrtLayers
 from trtls.triage.diverge import TensorError
-from trtls.triage.results import DivergenceResult, ParityRerun, TensorrtLayers
 from trtls.triage.trt_layers_run import UNAVAILABLE, child_answer, not_checked
 
 FIRST = TensorError("h", "norm", "LayerNormalization", 0.5, 0.2, 0.3, 0, False).record()

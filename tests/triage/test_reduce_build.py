@@ -19,7 +19,7 @@ from tests.onnx_files.third_party import fetch_all
 from trtls.builds.supervisor.supervisor import Supervisor
 from trtls.core.recipe import load_recipe
 from trtls.core.summary_record import Summary
-from trtls.triage.results import FailureSignature
+from trtls.core.triage_records import FailureSignature
 from trtls.triage.signature import same_failure
 
 SMEM = "[engines.demo.builder]\noptimization_level = 3\n"

@@ -19,14 +19,15 @@ from tests.triage.test_reduce_cases import _chain, _engine
 from trtls.app.triage_runs import DivergenceRun, ReductionRun
 from trtls.core.cancel import CancelToken
 from trtls.core.recipe import load_recipe
-from trtls.triage.reduce_build import new_reduction
-from trtls.triage.results import (
+from trtls.core.triage_records import (
     DivergenceResult,
     FailureSignature,
     ReductionResult,
     ResultProblem,
+    read_divergence_result,
     read_reduction_result,
 )
+from trtls.triage.reduce_build import new_reduction
 from trtls.triage.trials import TrialRunner
 
 SERVER = Path(__file__).resolve().parents[2] / "server" / "trtls"
@@ -210,6 +211,8 @@ def test_a_real_divergence_search_returns_the_model_of_what_it_wrote(tmp_path: P
     written = (Path(str(result.folder)) / "divergence.json").read_text()
     on_disk = {k: v for k, v in result.record().items() if k != "folder"}
     assert json.dumps(on_disk, indent=2, allow_nan=False) == written
+    read = read_divergence_result(Path(str(result.folder)) / "divergence.json")
+    assert isinstance(read, DivergenceResult) and read.record() == on_disk, "the reader reads what the search wrote"
 
 
 def test_resume_says_the_damaged_field_of_the_record_it_cannot_continue(tmp_path: Path) -> None:

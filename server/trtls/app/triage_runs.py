@@ -16,9 +16,9 @@ from trtls.core import wire
 if TYPE_CHECKING:
     from trtls.core.cancel import CancelToken
     from trtls.core.recipe import LoadedRecipe
+    from trtls.core.triage_records import DivergenceResult, ReductionResult
     from trtls.triage.diverge_run import DivergenceSetup
     from trtls.triage.reduce_build import Reduction
-    from trtls.triage.results import DivergenceResult, ReductionResult
     from trtls.triage.trials import TrialRunner
 
 
@@ -215,7 +215,7 @@ class DivergenceRun:
 
     def _failed(self) -> DivergenceResult:
         """The record of a search that could not run to its end (nothing written)."""
-        from trtls.triage.results import DivergenceResult
+        from trtls.core.triage_records import DivergenceResult
 
         failed = DivergenceResult(
             kind="divergence", id=self.id, engine=self.engine, route=self.route, firstDiverging=None,

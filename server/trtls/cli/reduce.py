@@ -24,8 +24,8 @@ from trtls.triage import MAX_TRIALS
 
 if TYPE_CHECKING:
     from trtls.app.triage_runs import ReductionRun
+    from trtls.core.triage_records import ReductionResult
     from trtls.triage.reduce_build import Reduction
-    from trtls.triage.results import ReductionResult
 
 EPILOG = (
     "exit codes: 0 a cause found (the minimal model or the setting), 1 the failure did not reproduce, nothing smaller "

@@ -19,7 +19,7 @@ from trtls.cli.exits import EXIT_BAD_INPUT, EXIT_CTRL_C, EXIT_FAILED, EXIT_OK, E
 
 if TYPE_CHECKING:
     from trtls.core.recipe import LoadedRecipe
-    from trtls.triage.results import DivergenceRound, ParityRerun, TensorrtLayers
+    from trtls.core.triage_records import DivergenceRound, ParityRerun, TensorrtLayers
 
 
 FLAGS = {name: f"--{name}" for name in ("candidate", "reference", "fix", "route", "tensorrt", "engine")}

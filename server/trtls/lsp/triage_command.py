@@ -21,9 +21,9 @@ from trtls.lsp.progress import begin_stoppable_progress, wants_progress
 
 if TYPE_CHECKING:
     from trtls.builds.supervisor.build import Build
+    from trtls.core.triage_records import DivergenceResult
     from trtls.lsp.command_args import BuildMinimalArgs, FindDivergenceArgs, ReduceEngineArgs, ShowDocumentArgs
     from trtls.lsp.language_server import TrtlsServer
-    from trtls.triage.results import DivergenceResult
     from trtls.triage.trials import Trial
 
 
@@ -175,8 +175,8 @@ async def build_minimal(ls: TrtlsServer, args: BuildMinimalArgs) -> wire.BuildMi
     (a field of the wrong type) is refused with its path and the field, never a traceback."""
     from trtls.app.results import Started
     from trtls.builds.supervisor.build import state_dir
+    from trtls.core.triage_records import RESULT_NAME, ResultProblem, read_reduction_result
     from trtls.lsp.build_relay import BuildRelay
-    from trtls.triage.results import RESULT_NAME, ResultProblem, read_reduction_result
 
     loaded = await ls.recipe_async(args.uri)
     if loaded.recipe is None or args.engine not in loaded.recipe.engines:

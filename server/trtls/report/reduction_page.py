@@ -1,14 +1,25 @@
 """`trtls report --reduction ID`: a reduction's trial history as a picture (nodes left per trial, still fails or
-not), or a divergence search's error per layer along the graph — from the records under `.trtls/reduce/<id>/`."""
+not), or a divergence search's error per layer along the graph — from the records under `.trtls/reduce/<id>/`, read
+as their models (core.triage_records: the readers every face uses), so a damaged record is said with its field."""
 
 from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any
 
-from trtls.fs import UnreadableRecord, read_json_record
-from trtls.report.evidence import RECORD_LIMIT, EvidenceError
+from trtls.builds.roots import state_root
+from trtls.core.triage_records import (
+    DIVERGENCE_NAME,
+    RESULT_NAME,
+    DivergenceResult,
+    ReductionResult,
+    ResultProblem,
+    TensorDivergence,
+    TrialRecord,
+    read_divergence_result,
+    read_reduction_result,
+)
+from trtls.report.evidence import EvidenceError
 from trtls.report.page import badge, esc, facts, page
 
 W, H, PAD = 760, 220, 40
@@ -27,32 +38,32 @@ def find_reduction(recipe: Path, which: str) -> Path:
     return folders[-1]
 
 
-def _record(folder: Path) -> dict[str, Any]:
-    for name in ("result.json", "divergence.json"):
-        if (folder / name).is_file():
-            try:
-                record = read_json_record(folder / name, limit=RECORD_LIMIT)
-            except UnreadableRecord as exc:
-                raise EvidenceError(f"{folder / name}: {exc}") from None
-            if not isinstance(record, dict):
-                raise EvidenceError(f"{folder / name}: not a reduction's or a divergence search's record")
-            return record
-    raise EvidenceError(f"{folder}: no result.json or divergence.json")
+def _record(folder: Path) -> ReductionResult | DivergenceResult:
+    """The folder's record: a reduction's result.json, else a search's divergence.json, read inside the recipe's
+    folder; a missing, unreadable or damaged one is an EvidenceError naming the file (and the field)."""
+    record: ReductionResult | DivergenceResult | ResultProblem
+    if (folder / RESULT_NAME).is_file():
+        record = read_reduction_result(folder / RESULT_NAME, within=state_root(folder))
+    elif (folder / DIVERGENCE_NAME).is_file():
+        record = read_divergence_result(folder / DIVERGENCE_NAME, within=state_root(folder))
+    else:
+        raise EvidenceError(f"{folder}: no {RESULT_NAME} or {DIVERGENCE_NAME}")
+    if isinstance(record, ResultProblem):
+        raise EvidenceError(str(record))
+    return record
 
 
-def _trials_svg(trials: list[dict[str, Any]], original: int) -> str:
+def _trials_svg(trials: list[TrialRecord], original: int) -> str:
     if not trials:
         return "<p>No trial ran.</p>"
     top = max(original, 1)
     step = (W - 2 * PAD) / max(len(trials), 1)
     bars = []
     for i, t in enumerate(trials):
-        h = (H - 2 * PAD) * math.log1p(t["nodes"]) / math.log1p(top)
+        h = (H - 2 * PAD) * math.log1p(t.nodes) / math.log1p(top)
         x, y = PAD + i * step, H - PAD - h
-        colour = "#c0392b" if t["stillFails"] else "#7f8c8d"
-        label = (
-            f"trial {t['trial']} {t['step']}: {t['nodes']} nodes, {'still fails' if t['stillFails'] else t['outcome']}"
-        )
+        colour = "#c0392b" if t.stillFails else "#7f8c8d"
+        label = f"trial {t.trial} {t.step}: {t.nodes} nodes, {'still fails' if t.stillFails else t.outcome}"
         bars.append(
             f'<rect x="{x:.1f}" y="{y:.1f}" width="{max(step - 2, 1):.1f}" height="{h:.1f}" fill="{colour}">'
             f"<title>{esc(label)}</title></rect>"
@@ -68,20 +79,20 @@ def _trials_svg(trials: list[dict[str, Any]], original: int) -> str:
     )
 
 
-def _overflowed(t: dict[str, Any]) -> bool:
-    """An fp16 overflow (inf/NaN in the converted tensor): `overflow`, a null rangeError, or — in a record written
-    before the flag — a non-finite one."""
-    e = t.get("rangeError")
-    return bool(t.get("overflow")) or e is None or not math.isfinite(float(e))
+def _plotted(t: TensorDivergence) -> float | None:
+    """The range error to plot, or None for an fp16 overflow (inf/NaN in the converted tensor): `overflow`, a null
+    rangeError, or — in a record written before the flag — a non-finite one."""
+    e = t.rangeError
+    return None if t.overflow or e is None or not math.isfinite(e) else max(e, 1e-9)
 
 
-def _layers_svg(tensors: list[dict[str, Any]], limit: float) -> str:
+def _layers_svg(tensors: list[TensorDivergence], limit: float) -> str:
     """Range error per tensor along the graph (log scale); an overflowed tensor has no error to plot: a full-height
     bar labelled 'overflow' stands in its place and breaks the line."""
     if not tensors:
         return "<p>No tensor was compared.</p>"
-    over = [_overflowed(t) for t in tensors]
-    errs = [None if o else max(float(t["rangeError"]), 1e-9) for t, o in zip(tensors, over, strict=True)]
+    errs = [_plotted(t) for t in tensors]
+    over = [e is None for e in errs]
     known = [e for e in errs if e is not None]
     lo, hi = math.log10(min(known + [limit]) / 2), math.log10(max(known + [limit]) * 2)
     step = (W - 2 * PAD) / max(len(tensors) - 1, 1)
@@ -100,17 +111,17 @@ def _layers_svg(tensors: list[dict[str, Any]], limit: float) -> str:
     for i, (t, e) in enumerate(zip(tensors, errs, strict=True)):
         x = PAD + i * step
         if e is None:
-            bad = t.get("nonFinite")
+            bad = t.nonFinite
             what = f"overflow: {bad} inf/NaN values" if bad else "overflow: inf/NaN values"
             marks.append(
                 f'<rect class="overflow" x="{x - 3:.1f}" y="{PAD:.1f}" width="6" height="{H - 2 * PAD:.1f}" '
-                f'fill="#c0392b" opacity="0.8"><title>{esc(t["tensor"])} ({esc(t["op"])}): {esc(what)}</title></rect>'
+                f'fill="#c0392b" opacity="0.8"><title>{esc(t.tensor)} ({esc(t.op)}): {esc(what)}</title></rect>'
                 f'<text x="{x:.1f}" y="{PAD - 2:.1f}" text-anchor="middle" class="muted" font-size="9">overflow</text>'
             )
             continue
         marks.append(
-            f'<circle cx="{x:.1f}" cy="{y(e):.1f}" r="3" fill="{"#7f8c8d" if t["withinTolerance"] else "#c0392b"}">'
-            f"<title>{esc(t['tensor'])} ({esc(t['op'])}): {e:.3g}</title></circle>"
+            f'<circle cx="{x:.1f}" cy="{y(e):.1f}" r="3" fill="{"#7f8c8d" if t.withinTolerance else "#c0392b"}">'
+            f"<title>{esc(t.tensor)} ({esc(t.op)}): {e:.3g}</title></circle>"
         )
     legend = (
         '<p class="muted">range-relative error per tensor, in graph order (log scale)'
@@ -130,42 +141,44 @@ def _layers_svg(tensors: list[dict[str, Any]], limit: float) -> str:
 
 def reduction_report(folder: Path) -> str:
     r = _record(folder)
-    if r.get("kind") == "divergence":
-        rounds = r.get("rounds") or []
-        body = [f"<h1>Divergence · {esc(r['engine'])} · {esc(r['precision'])}</h1>"]
-        first = r.get("firstDiverging") or {}
-        body.append(facts([
-            ("first out of tolerance", esc(f"{first.get('tensor')} ({first.get('op')}, node {first.get('node')})")
-             if first else "none"),
-            ("rule", esc(r["rule"])),
-            ("inputs", esc(r["inputs"])),
-            ("fixed", badge("pass" if r.get("fixed") else "not_checked" if r.get("fixed") is None else "fail")),
-            ("exclude_nodes", esc(r.get("excludeNodes"))),
-        ]))  # fmt: skip
-        for i, rnd in enumerate(rounds):
-            body.append(f"<h2>Round {i}: exclude_nodes = {esc(rnd['excludeNodes'])}</h2>")
-            body.append(_layers_svg(rnd["tensors"], float(r["rangeRtol"])))
-        return page(f"trtls divergence {r['id']}", "".join(body), "divergence")
-    minimal = r.get("minimal") or {}
+    if isinstance(r, DivergenceResult):
+        return _divergence_report(r, folder)
+    minimal = r.minimal
     body = [
-        f"<h1>Reduction · {esc(r['engine'])}</h1>",
+        f"<h1>Reduction · {esc(r.engine)}</h1>",
         facts(
             [
-                ("outcome", esc(r["outcome"])),
-                ("headline", esc(r["headline"])),
-                ("cause", esc(r["causeText"])),
-                ("failure", esc(r.get("failureText"))),
-                ("rule", esc(r["rule"])),
-                ("trials", esc(f"{r['trialsUsed']} ({r['trialsByStep']}); bisection bound {r['bisectBound']}")),
+                ("outcome", esc(r.outcome)),
+                ("headline", esc(r.headline)),
+                ("cause", esc(r.causeText)),
+                ("failure", esc(r.failureText)),
+                ("rule", esc(r.rule)),
+                ("trials", esc(f"{r.trialsUsed} ({r.trialsByStep}); bisection bound {r.bisectBound}")),
                 (
                     "minimal model",
-                    esc(f"{minimal.get('nodes')} nodes: {', '.join(minimal.get('nodeNames') or [])}")
-                    if minimal
-                    else "none",
+                    esc(f"{minimal.nodes} nodes: {', '.join(minimal.nodeNames)}") if minimal is not None else "none",
                 ),
             ]
         ),  # fmt: skip
         "<h2>Trials</h2>",
-        _trials_svg(r.get("trials") or [], int(r.get("originalNodes") or 1)),
+        _trials_svg(r.trials, r.originalNodes or 1),
     ]
-    return page(f"trtls reduction {r['id']}", "".join(body), "reduction")
+    return page(f"trtls reduction {r.id}", "".join(body), "reduction")
+
+
+def _divergence_report(r: DivergenceResult, folder: Path) -> str:
+    body = [f"<h1>Divergence · {esc(r.engine)} · {esc(r.precision)}</h1>"]
+    first = r.firstDiverging
+    body.append(facts([
+        ("first out of tolerance", esc(f"{first.tensor} ({first.op}, node {first.node})") if first else "none"),
+        ("rule", esc(r.rule)),
+        ("inputs", esc(r.inputs)),
+        ("fixed", badge("pass" if r.fixed else "not_checked" if r.fixed is None else "fail")),
+        ("exclude_nodes", esc(r.excludeNodes)),
+    ]))  # fmt: skip
+    if r.rounds and r.rangeRtol is None:  # every writer writes it with its rounds: without it there is no line to draw
+        raise EvidenceError(f"{folder / DIVERGENCE_NAME}: rangeRtol is null: no tolerance to draw its rounds against")
+    for i, rnd in enumerate(r.rounds):
+        body.append(f"<h2>Round {i}: exclude_nodes = {esc(rnd.excludeNodes)}</h2>")
+        body.append(_layers_svg(rnd.tensors, float(r.rangeRtol or 0)))
+    return page(f"trtls divergence {r.id}", "".join(body), "divergence")

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 if TYPE_CHECKING:
-    from trtls.triage.results import TensorDivergence
+    from trtls.core.triage_records import TensorDivergence
 
 RANGE_RTOL = {"fp16": 3e-2, "bf16": 2e-1}  # ~60× each type's rounding step (2^-11, 2^-8): a sum of rounded terms
 NEXT_SHOWN = 4  # diverging tensors listed after the first

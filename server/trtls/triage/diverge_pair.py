@@ -22,10 +22,10 @@ from trtls.builds.roots import state_root
 from trtls.builds.supervisor.build import new_build_id, state_dir
 from trtls.core.cancel import CancelToken
 from trtls.core.recipe import LoadedRecipe
+from trtls.core.triage_records import DIVERGENCE_NAME, DivergenceResult
 from trtls.fs import Kind, atomic_write_text, ensure_folder
 from trtls.triage.diverge import NEXT_SHOWN, RULE, compare, random_feed, standard_json
 from trtls.triage.diverge_run import DivergenceUnavailable
-from trtls.triage.results import DivergenceResult
 
 # float32 reorderings (another summation order, a fused kernel) move a tensor by ~1e-6 of its range; a changed weight
 # or a different export, by far more than 1e-3
@@ -152,6 +152,6 @@ def run_pair_divergence(
     root = state_root(folder)
     ensure_folder(folder, within=root)
     record = standard_json(record)
-    atomic_write_text(folder / "divergence.json", json.dumps(record, indent=2, allow_nan=False), kind=Kind.evidence,
+    atomic_write_text(folder / DIVERGENCE_NAME, json.dumps(record, indent=2, allow_nan=False), kind=Kind.evidence,
                       within=root)  # fmt: skip
     return DivergenceResult.written({**record, "folder": str(folder)})

@@ -17,9 +17,9 @@ from trtls.builds.supervisor.build import new_build_id, state_dir
 from trtls.core.cancel import CancelToken
 from trtls.core.recipe import LoadedRecipe
 from trtls.core.route import RouteModel
+from trtls.core.triage_records import DIVERGENCE_NAME, DivergenceResult
 from trtls.fs import Kind, atomic_write_text, ensure_folder
 from trtls.triage.diverge import RANGE_RTOL, RULE, find_divergence, random_feed, standard_json
-from trtls.triage.results import DivergenceResult
 
 
 class DivergenceUnavailable(ValueError):
@@ -184,7 +184,7 @@ def run_divergence(
     ensure_folder(folder, within=root)
     record = standard_json(record)  # no `Infinity`/`NaN` (an fp16 overflow): null, and the tensor says `overflow`
     text = json.dumps(record, indent=2, allow_nan=False)
-    atomic_write_text(folder / "divergence.json", text, kind=Kind.evidence, within=root)
+    atomic_write_text(folder / DIVERGENCE_NAME, text, kind=Kind.evidence, within=root)
     return DivergenceResult.written({**record, "folder": str(folder)})
 
 

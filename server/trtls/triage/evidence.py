@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from trtls.builds.roots import evidence_error, state_root
+from trtls.core.triage_records import RESULT_NAME, ReductionResult
 from trtls.fs import Kind, atomic_write_bytes, atomic_write_text, ensure_folder, read_bytes, remove_file
 from trtls.triage.reduce_build import Reduction
-from trtls.triage.results import ReductionResult
 from trtls.triage.signature import describe
 from trtls.triage.trials import Trial
 
@@ -181,7 +181,7 @@ def write_evidence(red: Reduction, recipe: Path, onnx: Path) -> ReductionResult:
             path = red.trial_dir / f"{t.index:03d}.onnx"
             if not t.still_fails:
                 remove_file(path, kind=Kind.evidence, within=root)
-        path = red.folder / "result.json"
+        path = red.folder / RESULT_NAME
         atomic_write_text(path, json.dumps(result.record(), indent=2, default=str), kind=Kind.evidence, within=root)
     except OSError as exc:
         return result.model_copy(update={"evidenceError": evidence_error(exc, path)})

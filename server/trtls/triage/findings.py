@@ -8,7 +8,7 @@ from typing import Any
 
 from trtls.core.codes import lookup
 from trtls.core.findings import Finding, Origin
-from trtls.triage.results import DivergenceResult, ReductionResult
+from trtls.core.triage_records import DivergenceResult, ReductionResult
 
 
 def reduction_finding(result: ReductionResult) -> Finding:

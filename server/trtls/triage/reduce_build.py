@@ -29,9 +29,9 @@ from trtls.core.build_config import flat_settings
 from trtls.core.cancel import CancelToken
 from trtls.core.recipe import LoadedRecipe
 from trtls.core.summary_record import Summary
+from trtls.core.triage_records import FailureSignature, Verdict
 from trtls.fs import Kind, atomic_write_bytes, ensure_folder
 from trtls.triage.cut_search import bisect_cut, search_from_end
-from trtls.triage.results import FailureSignature, Verdict
 from trtls.triage.signature import RULE, RULE_REGEX, failure_signature, same_failure
 from trtls.triage.trials import Trial, TrialRunner
 

@@ -15,8 +15,8 @@ from pathlib import Path
 
 from trtls.builds.roots import state_root
 from trtls.core.recipe import LoadedRecipe
+from trtls.core.triage_records import RESULT_NAME, ReductionResult, ResultProblem, read_reduction_result
 from trtls.triage.reduce_build import Reduction, engine_sha256
-from trtls.triage.results import RESULT_NAME, ReductionResult, ResultProblem, read_reduction_result
 
 RESUMABLE = ("cancelled", "stopped")
 

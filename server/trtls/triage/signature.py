@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from trtls.triage.results import FailureSignature
+from trtls.core.triage_records import FailureSignature
 
 if TYPE_CHECKING:
     from trtls.core.summary_record import Summary

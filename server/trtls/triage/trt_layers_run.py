@@ -25,9 +25,9 @@ from pydantic import ValidationError
 from trtls.builds.cuda import cuda_driver, cuda_runtime
 from trtls.builds.killable import ran_to_the_end
 from trtls.builds.roots import state_root
+from trtls.core.triage_records import TensorrtLayers
 from trtls.fs import Kind, UnreadableRecord, atomic_write_bytes, atomic_write_text, ensure_folder, read_json_record
 from trtls.fs.capture import new_file
-from trtls.triage.results import TensorrtLayers
 
 RESULT_LIMIT = 64 << 20  # the child's comparison: every tensor's statistics, far below this
 

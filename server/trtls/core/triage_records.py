@@ -1,5 +1,6 @@
 """The triage runs' records as declared models (issue 28, typed seams): a reduction's `result.json`
-(`ReductionResult`, written by triage.evidence, read back by triage.resume and the faces), the failure it compares
+(`ReductionResult`, written by triage.evidence, read back by triage.resume, the faces and report.reduction_page, which
+is why they live in core: the report may not import triage), the failure it compares
 (`FailureSignature`, triage.signature) and a divergence search's record (`DivergenceResult`, divergence.json plus the
 folder it was written to; its gate-4 re-run `ParityRerun` and its TensorRT comparison `TensorrtLayers`). A reader
 takes `result.outcome`, not `record["outcome"]`: a renamed key is a type error.
@@ -8,8 +9,9 @@ Each dumps as the JSON written before these models existed, key for key and in t
 fields are declared in the order the writers write them, and a key the writer leaves out (a trial's `replayed`, a
 signature's `op`, the reduction's `evidenceError`, a two-model search's `mode`, a re-run's `bundle`) is not written as
 `null`. Strict where declared (a wrong type is refused, said with its field) and closed (`extra="forbid"`): a key no
-field declares is a damaged record, not one kept silently. `read_reduction_result` is the one reader of a result.json
-from disk.
+field declares is a damaged record, not one kept silently. A key that records written before it existed lack (a
+search's `cancelSource`, a round's `outputRangeError`, a tensor's `overflow`) has a default, so those records load.
+`read_reduction_result` and `read_divergence_result` are the readers of the records from disk.
 """
 
 from __future__ import annotations
@@ -17,15 +19,16 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from trtls.core.failure_record import Failure
 from trtls.core.gate_result import CheckStatus, Decision
 
-RESULT_NAME = "result.json"
-RECORD_LIMIT = 64 << 20
+RESULT_NAME = "result.json"  # a reduction's, in `.trtls/reduce/<id>/`
+DIVERGENCE_NAME = "divergence.json"  # a divergence search's, in the same kind of folder
+RECORD_LIMIT = 64 << 20  # either record: every trial's or every tensor's row, far below this
 JsonObject = dict[str, Any]  # nested JSON no reader takes apart by field (a profile, a setting, a check's stats)
 
 
@@ -35,6 +38,9 @@ class _Record(BaseModel):
     def record(self) -> dict[str, Any]:
         """As JSON data: the keys it was given, in the order the model declares them (the writers' order)."""
         return self.model_dump(mode="json", exclude_unset=True)
+
+
+TriageRecord = TypeVar("TriageRecord", bound=_Record)
 
 
 class FailureSignature(_Record):
@@ -158,7 +164,7 @@ class TensorDivergence(_Record):
     rangeError: float | None
     relL2: float | None
     nonFinite: int
-    overflow: bool
+    overflow: bool = False  # an older record: its errors are Infinity instead
     withinTolerance: bool
 
 
@@ -172,7 +178,7 @@ class DivergenceRound(_Record):
     convertedModel: str
     outputsPass: bool
     outputErrors: dict[str, float | None]
-    outputRangeError: float | None
+    outputRangeError: float | None = None
     worseThanBefore: bool | None = None
     firstDiverging: TensorDivergence | None
     next: list[TensorDivergence]
@@ -271,7 +277,7 @@ class DivergenceResult(_Record):
     excludeNodes: list[str] | None = None
     widened: list[str] | None = None
     cancelled: bool
-    cancelSource: str | None
+    cancelSource: str | None = None
     error: str | None = None
     comparedTensors: int | None = None
     notCompared: int | None = None
@@ -292,8 +298,8 @@ class DivergenceResult(_Record):
 
 @dataclass(frozen=True)
 class ResultProblem:
-    """Why a result.json could not be read as a `ReductionResult`: its path, the field that is wrong (None: the
-    file itself) and what is wrong."""
+    """Why a triage record (a reduction's result.json, a search's divergence.json) could not be read as its model:
+    its path, the field that is wrong (None: the file itself) and what is wrong."""
 
     path: Path
     field: str | None
@@ -303,28 +309,37 @@ class ResultProblem:
         return f"{self.path}: {self.message}"
 
 
-def reduction_result_of(data: object, path: Path) -> ReductionResult | ResultProblem:
-    """JSON data read from `path` as a `ReductionResult`, or the problem naming the first wrong field."""
+def _model_of(model: type[TriageRecord], what: str, data: object, path: Path) -> TriageRecord | ResultProblem:
+    """JSON data read from `path` as `model`, or the problem naming the first wrong field."""
     if not isinstance(data, dict):
-        return ResultProblem(path, None, "not a reduction's result (not a JSON object)")
+        return ResultProblem(path, None, f"not {what} (not a JSON object)")
     try:
-        return ReductionResult.model_validate(data)
+        return model.model_validate(data)
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(part) for part in first["loc"]) or None
         more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
         got = json.dumps(first.get("input"), default=str)[:80]
         said = f"{where} is {got}: {first['msg']}" if where else first["msg"]
-        return ResultProblem(path, where, f"not a reduction's result: {said}{more}")
+        return ResultProblem(path, where, f"not {what}: {said}{more}")
 
 
-def read_reduction_result(path: Path, *, within: Path | None = None) -> ReductionResult | ResultProblem:
-    """The result.json at `path`, read through the file door (a regular file, never a final symlink, at most
-    RECORD_LIMIT bytes, inside `within` when given): the model, or the located problem of a missing or damaged one."""
+def _read(model: type[TriageRecord], what: str, path: Path, within: Path | None) -> TriageRecord | ResultProblem:
     from trtls.fs import UnreadableRecord, read_json_record
 
     try:
         data = read_json_record(path, limit=RECORD_LIMIT, within=within)
     except UnreadableRecord as exc:
         return ResultProblem(path, None, str(exc))
-    return reduction_result_of(data, path)
+    return _model_of(model, what, data, path)
+
+
+def read_reduction_result(path: Path, *, within: Path | None = None) -> ReductionResult | ResultProblem:
+    """The result.json at `path`, read through the file door (a regular file, never a final symlink, at most
+    RECORD_LIMIT bytes, inside `within` when given): the model, or the located problem of a missing or damaged one."""
+    return _read(ReductionResult, "a reduction's result", path, within)
+
+
+def read_divergence_result(path: Path, *, within: Path | None = None) -> DivergenceResult | ResultProblem:
+    """The divergence.json at `path`, read as `read_reduction_result` reads a result.json."""
+    return _read(DivergenceResult, "a divergence search's record", path, within)
