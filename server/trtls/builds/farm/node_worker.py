@@ -56,19 +56,12 @@ class NodeWorker:
     def where(self) -> dict[str, Any]:
         return where_info(self.node_id)
 
-    def run(
-        self,
-        job: dict[str, Any],
-        onnx_sha: str,
-        onnx_box: list,
-        shared_output: bool,
-        command: list[str] | None,
-        store: dict[str, Any] | None = None,
-    ):
+    def run(self, *cell_args: Any):
+        """One cell's build: `CellRun.run`'s arguments (that method owns their list), as the driver sends them."""
         if self.used:  # a warm actor runs one build after another: nothing of the last one carries over
             self.cell = CellRun(self.node_id, None, ray.get)
         self.used = True
-        yield from self.cell.run(job, onnx_sha, onnx_box, shared_output, command, store)
+        yield from self.cell.run(*cell_args)
 
     def control(self, line: str) -> bool:
         return self.cell.control(line)
