@@ -74,6 +74,28 @@ def _cc(value: str | None) -> str | None:
     return v
 
 
+def _pin_verdict(
+    add: Any,
+    key: str,
+    code: str,
+    path: tuple[str, ...],
+    pin: str,
+    missing: str | None,
+    mismatch: tuple[str, Any] | None,
+    matched: str,
+    **missing_evidence: Any,
+) -> None:
+    """One pin's check, the same rule for every pin: a hold when nothing was found to compare (`missing` follows
+    "KEY pinned to PIN"), a hold naming what was found instead (`mismatch`: its text and the evidence's `found`), else
+    a pass that says `matched`."""
+    if missing is not None:
+        add(key, "hold", f"{key} pinned to {pin}{missing}", code, path, **missing_evidence)
+    elif mismatch is not None:
+        add(key, "hold", f"{key} pinned to {pin}, found {mismatch[0]}", code, path, pinned=pin, found=mismatch[1])
+    else:
+        add(key, "pass", matched, code, path)
+
+
 def check_environment(
     loaded: Any, route_name: str, route: RouteModel, environment: dict[str, Any] | None = None
 ) -> Gate2Result:
@@ -168,56 +190,36 @@ def check_environment(
         )
     if pins.builder_version is not None:
         bad = [(src, m, v) for src, m, v in relevant if v is None or not version_matches(pins.builder_version, v)]
-        if not relevant:
-            add(
-                "builder_version",
-                "hold",
-                f"builder_version pinned to {pins.builder_version}; no matching builder found to compare",
-                "TRT602",
-                base + ("builder_version",),
-                pinned=pins.builder_version,
-            )
-        elif bad:
-            found = ", ".join(f"{m} {v} ({src})" for src, m, v in bad)
-            add(
-                "builder_version",
-                "hold",
-                f"builder_version pinned to {pins.builder_version}, found {found}",
-                "TRT602",
-                base + ("builder_version",),
-                pinned=pins.builder_version,
-                found=found,
-            )
-        else:
-            add(
-                "builder_version",
-                "pass",
-                f"builder version matches {pins.builder_version}",
-                "TRT602",
-                base + ("builder_version",),
-            )
+        found = ", ".join(f"{m} {v} ({src})" for src, m, v in bad)
+        _pin_verdict(
+            add,
+            "builder_version",
+            "TRT602",
+            base + ("builder_version",),
+            pins.builder_version,
+            None if relevant else "; no matching builder found to compare",
+            (found, found) if bad else None,
+            f"builder version matches {pins.builder_version}",
+            pinned=pins.builder_version,
+        )
 
     # -- python, cuda, gpu: each pin against this machine (and the evidence when it recorded the value)
     def compare(key: str, code: str, pin: str | None, found: list[tuple[str, str | None]], match: Any) -> None:
         if pin is None:
             return
         known = [(src, v) for src, v in found if v]
-        if not known:
-            add(key, "hold", f"{key} pinned to {pin} but could not be discovered here", code, base + (key,), pinned=pin)
-            return
         bad = [(src, v) for src, v in known if not match(pin, v)]
-        if bad:
-            add(
-                key,
-                "hold",
-                f"{key} pinned to {pin}, found " + ", ".join(f"{v} ({src})" for src, v in bad),
-                code,
-                base + (key,),
-                pinned=pin,
-                found=[v for _, v in bad],
-            )
-        else:
-            add(key, "pass", f"{key} {known[0][1]} matches {pin}", code, base + (key,))
+        _pin_verdict(
+            add,
+            key,
+            code,
+            base + (key,),
+            pin,
+            None if known else " but could not be discovered here",
+            (", ".join(f"{v} ({src})" for src, v in bad), [v for _, v in bad]) if bad else None,
+            f"{key} {known[0][1]} matches {pin}" if known else "",
+            pinned=pin,
+        )
 
     compare("python", "TRT603", pins.python, [("this interpreter", env.get("python"))], version_matches)
     compare(
@@ -314,32 +316,16 @@ def _check_onnx_route(
     base = ("routes", route_name, "environment")
     if pins.onnxruntime is not None:
         found = env.get("onnxruntime")
-        if not found:
-            add(
-                "onnxruntime",
-                "hold",
-                f"onnxruntime pinned to {pins.onnxruntime}, not installed",
-                "TRT608",
-                base + ("onnxruntime",),
-            )
-        elif not version_matches(pins.onnxruntime, found):
-            add(
-                "onnxruntime",
-                "hold",
-                f"onnxruntime pinned to {pins.onnxruntime}, found {found}",
-                "TRT608",
-                base + ("onnxruntime",),
-                pinned=pins.onnxruntime,
-                found=found,
-            )
-        else:
-            add(
-                "onnxruntime",
-                "pass",
-                f"onnxruntime {found} matches {pins.onnxruntime}",
-                "TRT608",
-                base + ("onnxruntime",),
-            )
+        _pin_verdict(
+            add,
+            "onnxruntime",
+            "TRT608",
+            base + ("onnxruntime",),
+            pins.onnxruntime,
+            None if found else ", not installed",
+            (found, found) if found and not version_matches(pins.onnxruntime, found) else None,
+            f"onnxruntime {found} matches {pins.onnxruntime}",
+        )
     compare_python = pins.python
     if compare_python is not None:
         found = env.get("python")
