@@ -9,7 +9,7 @@ import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from trtls.core import wire
 
@@ -21,9 +21,34 @@ if TYPE_CHECKING:
     from trtls.triage.reduce_build import Reduction
     from trtls.triage.trials import TrialRunner
 
+Record = TypeVar("Record", bound="ReductionResult | DivergenceResult")
+
+
+class RecordedRun(Generic[Record]):
+    """What a triage run answers from its record (`result`: None while it runs), as every kind of run does
+    (builds.supervisor.runs.Run): `summary`, the record as JSON data (trtls.showEvidence), `running`, and `status`,
+    which the run's `ended` words once the record is there."""
+
+    result: Record | None
+
+    @property
+    def summary(self) -> dict[str, Any] | None:
+        return self.result.record() if self.result is not None else None
+
+    @property
+    def running(self) -> bool:
+        return self.result is None
+
+    @property
+    def status(self) -> str:
+        return "running" if self.result is None else self.ended(self.result)
+
+    def ended(self, result: Record) -> str:
+        raise NotImplementedError
+
 
 @dataclass
-class ReductionRun:
+class ReductionRun(RecordedRun["ReductionResult"]):
     """A reduction of `red.engine`: `runner` builds its trials (its `listeners` are told each trial's build);
     `result` is its evidence record (result.json's model) once `run()` wrote it, `summary` the same as JSON data
     (what every kind of run answers: builds.supervisor.runs.Run, trtls.showEvidence)."""
@@ -41,17 +66,8 @@ class ReductionRun:
     def engine(self) -> str:
         return str(self.red.engine)
 
-    @property
-    def summary(self) -> dict[str, Any] | None:
-        return self.result.record() if self.result is not None else None
-
-    @property
-    def running(self) -> bool:
-        return self.result is None
-
-    @property
-    def status(self) -> str:
-        return "running" if self.result is None else self.result.outcome
+    def ended(self, result: ReductionResult) -> str:
+        return result.outcome
 
     @property
     def evidence_dir(self) -> Path:
@@ -101,7 +117,7 @@ class ReductionRun:
 
 
 @dataclass
-class DivergenceRun:
+class DivergenceRun(RecordedRun["DivergenceResult"]):
     """A divergence search: of a conversion (`setup`: the engine's or the route's, checked) or of two given models
     (`pair`: reference, candidate). `step` is what it is doing now; `result` its record once `run()` ended
     (`summary`: the same as JSON data, builds.supervisor.runs.Run);
@@ -125,19 +141,8 @@ class DivergenceRun:
     rtol: float | None = None
     listeners: list[Callable[[str], object]] = field(default_factory=list)  # told each step, on the loop
 
-    @property
-    def summary(self) -> dict[str, Any] | None:
-        return self.result.record() if self.result is not None else None
-
-    @property
-    def running(self) -> bool:
-        return self.result is None
-
-    @property
-    def status(self) -> str:
-        if self.result is None:
-            return "running"
-        return "cancelled" if self.result.cancelled else "failed" if self.error else "done"
+    def ended(self, result: DivergenceResult) -> str:
+        return "cancelled" if result.cancelled else "failed" if self.error else "done"
 
     @property
     def evidence_dir(self) -> Path:
