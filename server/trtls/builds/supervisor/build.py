@@ -24,7 +24,7 @@ from trtls.core.build_config import flat_settings
 from trtls.core.build_records import BuildEnvironment, BuildTarget, NetworkTyping
 from trtls.core.build_state import BuildState, CacheDiscarded, EngineCheck, Refused, Supervised, WorkerStarted
 from trtls.core.cancel import CancelToken
-from trtls.core.events import PROTOCOL_VERSION, Artifact, BuildFinished, CacheDecisionEvent, Event
+from trtls.core.events import PROTOCOL_VERSION, Artifact, BuildFinished, CacheDecisionEvent, Event, Log
 from trtls.core.failure_record import Failure
 from trtls.core.phase_tree import PhaseTree
 from trtls.core.recipe import EngineRecipe, LoadedRecipe
@@ -250,6 +250,16 @@ class Build:
     def fold(self, ev: Event | Supervised) -> None:
         """Apply one event to this build's state (`BuildState.fold`, the only place it changes)."""
         self.state.fold(ev)
+
+    def deliver(self, ev: Event) -> None:
+        """One event into this build's state, then to each listener (a face); a listener that fails is folded in as an
+        ERROR line and the others are still told. The worker's events and the supervisor's own lines arrive this way."""
+        self.fold(ev)
+        for listener in list(self.listeners):
+            try:
+                listener(self, ev)
+            except Exception as exc:
+                self.fold(Log(type="log", t_ns=ev.t_ns, severity="ERROR", msg=f"listener error: {exc!r}"))
 
     def refuse_line(self, why: str) -> None:
         """A worker line the protocol refused: in the logs each time, and the first in the evidence's notes."""

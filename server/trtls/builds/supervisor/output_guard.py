@@ -25,7 +25,7 @@ from trtls.builds.supervisor.build import Build, state_dir
 from trtls.builds.supervisor.output_lock import OutputLock, OutputLockError, acquire, describe_holder, lock_path
 from trtls.builds.supervisor.running_record import output_state
 from trtls.core.build_state import EngineCheck, EngineVerified, Erred, StatusSaid
-from trtls.core.events import Event, Log, parse_event
+from trtls.core.events import parse_event
 
 
 def locks_dir_for(build: Build) -> Any:
@@ -119,15 +119,4 @@ class OutputGuard:
 def _announce(build: Build, severity: str, msg: str) -> None:
     """A line every face shows (terminal, --json, the editor's log): a `log` event from the supervisor itself."""
     ev = parse_event(json.dumps({"type": "log", "t_ns": time.monotonic_ns(), "severity": severity, "msg": msg}))
-    fold_and_tell(build, ev)
-
-
-def fold_and_tell(build: Build, ev: Event) -> None:
-    """One event into the build's state, then to each listener (a face); a listener that fails is folded in as an
-    ERROR line and the others are still told. The worker's events and the supervisor's own lines arrive this way."""
-    build.fold(ev)
-    for listener in list(build.listeners):
-        try:
-            listener(build, ev)
-        except Exception as exc:
-            build.fold(Log(type="log", t_ns=ev.t_ns, severity="ERROR", msg=f"listener error: {exc!r}"))
+    build.deliver(ev)

@@ -28,7 +28,7 @@ from trtls import fs
 from trtls.builds.roots import evidence_error, state_root
 from trtls.builds.supervisor.build import Build, Listener, new_build_id, state_dir, worker_job
 from trtls.builds.supervisor.build_end import finish_build, probe_environment
-from trtls.builds.supervisor.output_guard import OutputGuard, fold_and_tell
+from trtls.builds.supervisor.output_guard import OutputGuard
 from trtls.builds.supervisor.output_probe import output_problem
 from trtls.builds.supervisor.resources import ResourceSampler
 from trtls.builds.supervisor.retention import Policy, auto_collect, policy_of
@@ -317,7 +317,7 @@ class Supervisor:
             except ProtocolError as exc:
                 build.refuse_line(str(exc))
                 continue
-            fold_and_tell(build, ev)
+            build.deliver(ev)
 
     async def _sample_resources(self, build: Build) -> None:
         sampler = build.resources
