@@ -269,6 +269,16 @@ def bundle_sidecar(bundle: Path) -> tuple[dict[str, Any] | None, str]:
     return sidecar, ""
 
 
+def _regular_file(path: str | os.PathLike[str]) -> os.stat_result | None:
+    """The lstat of a route output that is a regular file; None when there is nothing there, or a symlink or a folder
+    (the write policy's TRT118 / TRT109 say those at the route build)."""
+    try:
+        st = os.lstat(path)
+    except (OSError, ValueError):
+        return None
+    return st if stat.S_ISREG(st.st_mode) else None
+
+
 def _bundle_finding(loaded: LoadedRecipe, name: str, route: RouteModel) -> list[Finding]:
     """TRT122 (a warning), the bundle's twin of the export's: a regular file at the bundle path with no sidecar of a
     bundle trtls wrote, of its size, beside it. `trtls route build` hashes it against that sidecar and refuses to
@@ -276,12 +286,9 @@ def _bundle_finding(loaded: LoadedRecipe, name: str, route: RouteModel) -> list[
     if route.overwrite or not route.bundle:
         return []
     path = loaded.resolve(route.bundle)
-    try:
-        st = os.lstat(path)
-    except (OSError, ValueError):
+    st = _regular_file(path)
+    if st is None:
         return []
-    if not stat.S_ISREG(st.st_mode):
-        return []  # a symlink or a folder: the write policy's TRT118 / TRT109 at the route build
     sidecar, _ = bundle_sidecar(path)
     if sidecar is not None and sidecar.get("size") == st.st_size:
         return []
@@ -306,12 +313,9 @@ def _export_finding(loaded: LoadedRecipe, recipe: RecipeFile, name: str, route: 
     if route.overwrite or not rel:
         return []
     path = loaded.resolve(rel)
-    try:
-        st = os.lstat(path)
-    except (OSError, ValueError):
+    st = _regular_file(path)
+    if st is None:
         return []
-    if not stat.S_ISREG(st.st_mode):
-        return []  # a symlink or a folder: the write policy's TRT118 / TRT109 at the route build
     known = recorded_exports(loaded, recipe.routes).get(export_record_key(loaded, path), [])
     if any(e.get("size") == st.st_size and e.get("mtime_ns") == st.st_mtime_ns for e in known):
         return []
