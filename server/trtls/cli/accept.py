@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from trtls.cli.exits import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
+from trtls.cli.usage import recipe_argument
 
 
 def register(sub: Any) -> None:
@@ -23,7 +24,7 @@ def register(sub: Any) -> None:
         epilog="exit codes: 0 every criterion measured passed (or was not_checked and waived), 1 a criterion failed "
         "or was not checked, 2 bad input (recipe, engine, scenarios, waivers)",
     )
-    a.add_argument("recipe", nargs="?", help="trtls.toml or its folder (default: .)")
+    recipe_argument(a)
     a.add_argument("--engine", help="engine table to exercise (required unless --list)")
     a.add_argument(
         "--scenarios", default="fast", help="fast (default), all, or a comma-separated list of scenario names"

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from trtls.cli.exits import EXIT_BAD_INPUT, EXIT_OK
+from trtls.cli.usage import recipe_argument
 from trtls.core.findings import Finding, Severity
 
 PROBLEM_SEVERITIES = (Severity.error, Severity.warning)
@@ -25,7 +26,7 @@ def register(subparsers: Any) -> None:
         help="report every problem the editor would flag in a recipe, without building",
         epilog="exit codes: 0 nothing to report, 2 any error or warning",
     )
-    c.add_argument("recipe", nargs="?", help="trtls.toml or its folder (default: .)")
+    recipe_argument(c)
     c.add_argument("--format", choices=("text", "json", "sarif"), default="text", help="report format (default: text)")
     c.add_argument("--output", "-o", help="write the report here (atomically) instead of stdout")
     c.add_argument(

@@ -9,6 +9,7 @@ from typing import Any
 
 from trtls.cli.common import load_or_report, report_error
 from trtls.cli.exits import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
+from trtls.cli.usage import recipe_argument
 from trtls.core.display import human_bytes
 from trtls.core.terminal_text import terminal_safe
 
@@ -113,7 +114,7 @@ def register(sub: Any) -> None:
         epilog="exit codes: 0 listed, 2 bad input",
     )
     e.add_argument("name", help="engine table")
-    e.add_argument("recipe", nargs="?", help="trtls.toml or its folder (default: .)")
+    recipe_argument(e)
     e.add_argument("--json", action="store_true", help="one JSON array of the builds")
     e.set_defaults(func=cmd_engines)
     r = sub.add_parser(
@@ -124,7 +125,7 @@ def register(sub: Any) -> None:
         epilog="exit codes: 0 restored, 1 nothing to roll back to or the entry failed verification, 2 bad input",
     )
     r.add_argument("name", help="engine table")
-    r.add_argument("recipe", nargs="?", help="trtls.toml or its folder (default: .)")
+    recipe_argument(r)
     r.add_argument(
         "--to",
         metavar="BUILD",

@@ -19,6 +19,7 @@ import threading
 from typing import Any
 
 from trtls.cli.exits import DECISION_EXIT, EXIT_BAD_INPUT, EXIT_CTRL_C, EXIT_REJECT
+from trtls.cli.usage import recipe_argument
 
 _MARK = {"pass": "ok    ", "hold": "HOLD  ", "reject": "REJECT", "not_checked": "not checked"}
 _BUNDLE_CHECK_EXITS = (
@@ -41,7 +42,7 @@ def register(subparsers: Any) -> None:
         epilog="exit codes: 0 supported, 2 bad input, 3 hold, 4 reject (with --gate: the selected gates' decision), "
         "130 cancelled (Ctrl-C or SIGTERM: the run stops before the next gate; twice: at once)",
     )
-    g.add_argument("recipe", nargs="?", help="trtls.toml or its folder (default: .)")
+    recipe_argument(g)
     g.add_argument("--route", help="route table to check (default: the only route)")
     g.add_argument("--gate", type=int, action="append", choices=range(1, 6), help="run only this gate (repeatable)")
     g.add_argument(
@@ -103,7 +104,7 @@ def register(subparsers: Any) -> None:
         epilog="exit codes: 0 bundle written, 1 build failed, 2 bad input, 4 gate 1 refuses the checkpoint, "
         "130 cancelled (Ctrl-C), 137 forced/killed",
     )
-    rb.add_argument("recipe", nargs="?", help="trtls.toml or its folder (default: .)")
+    recipe_argument(rb)
     rb.add_argument("--route", help="route table to build (default: the only route)")
     rb.add_argument(
         "--unverified-checkpoint",
@@ -118,7 +119,7 @@ def register(subparsers: Any) -> None:
         "it)",
         epilog="exit codes: 0 locked, 2 bad input, 4 a route cannot be locked as it is (nothing written for it)",
     )
-    lk.add_argument("recipe", nargs="?", help="trtls.toml or its folder (default: .)")
+    recipe_argument(lk)
     lk.add_argument("--route", action="append", help="route to lock (repeatable; default: every route)")
     _no_digest_cache(lk)
     lk.set_defaults(func=cmd_route_lock)

@@ -21,7 +21,7 @@ from trtls.cli import gc as gc_cmd
 from trtls.cli.common import find_recipe, install_stop_keys, load_or_report, report_error
 from trtls.cli.console import safe_console
 from trtls.cli.exits import EXIT_BAD_INPUT, EXIT_CTRL_C, EXIT_FAILED, EXIT_OK, exit_code_of
-from trtls.cli.usage import JsonErrors, TrtlsParser, parse, positive_seconds
+from trtls.cli.usage import JsonErrors, TrtlsParser, parse, positive_seconds, recipe_argument
 
 
 def cmd_build(args: argparse.Namespace) -> int:
@@ -293,7 +293,7 @@ def make_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     b = sub.add_parser("build", help="build engines from a trtls.toml with a live phase tree", epilog=BUILD_EXITS)
-    b.add_argument("recipe", nargs="?", help="trtls.toml or its folder (default: .)")
+    recipe_argument(b)
     b.add_argument("--engine", help="engine table to build (default: all, in order)")
     b.add_argument(
         "--timeout",

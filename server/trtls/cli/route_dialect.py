@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from trtls.cli.usage import TrtlsParser
+from trtls.cli.usage import RECIPE_HELP, TrtlsParser
 
 
 class _WordsAnywhereParser(TrtlsParser):
@@ -34,7 +34,7 @@ def register_lifecycle(rsub: Any) -> None:
         """A lifecycle step's parser with what every step takes; it runs `cli.route.cmd_route_<name>`."""
         p = rsub.add_parser(name, help=help, epilog=epilog)
         p.__class__ = _WordsAnywhereParser  # made by the subparsers action as a TrtlsParser: only this is added
-        p.add_argument("words", nargs="*", metavar=words, help="trtls.toml or its folder (default: .)")
+        p.add_argument("words", nargs="*", metavar=words, help=RECIPE_HELP)
         p.add_argument("--route", help="the route (status: default every route)")
         p.add_argument("--recipe", help=argparse.SUPPRESS)  # the old dialect: `NAME --recipe R`
         p.add_argument("--format", choices=("text", "json"), default="text", help="output format (default: text)")

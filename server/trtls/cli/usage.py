@@ -45,6 +45,14 @@ class TrtlsParser(argparse.ArgumentParser):
         self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message}\n")
 
 
+RECIPE_HELP = "trtls.toml or its folder (default: .)"
+
+
+def recipe_argument(parser: argparse.ArgumentParser, help: str = RECIPE_HELP) -> None:
+    """The optional `recipe` positional every command that reads a recipe takes (one wording, one default)."""
+    parser.add_argument("recipe", nargs="?", help=help)
+
+
 def positive_seconds(text: str) -> float:
     """`--timeout`: a finite number of seconds above zero (0 used to mean none and -1 cancelled at once)."""
     try:
