@@ -208,25 +208,43 @@ class DivergenceRun(RecordedRun["DivergenceResult"]):
 
             reference, candidate = self.pair
             return run_pair_divergence(
-                self.loaded, reference, candidate, engine=self.engine, inputs=self.inputs, rtol=self.rtol,
-                token=self.token, rid=self.id,
-            )  # fmt: skip
+                self.loaded,
+                reference,
+                candidate,
+                engine=self.engine,
+                inputs=self.inputs,
+                rtol=self.rtol,
+                token=self.token,
+                rid=self.id,
+            )
         from trtls.triage.diverge_run import run_divergence
 
         return run_divergence(
-            self.loaded, fix=self.fix, token=self.token, rid=self.id, report=report, setup=self.setup,
+            self.loaded,
+            fix=self.fix,
+            token=self.token,
+            rid=self.id,
+            report=report,
+            setup=self.setup,
             tensorrt=self.tensorrt,
-        )  # fmt: skip
+        )
 
     def _failed(self) -> DivergenceResult:
         """The record of a search that could not run to its end (nothing written)."""
         from trtls.core.triage_records import DivergenceResult
 
         failed = DivergenceResult(
-            kind="divergence", id=self.id, engine=self.engine, route=self.route, firstDiverging=None,
-            cancelled=self.token.is_set, cancelSource=self.token.source, error=self.error, rounds=[],
+            kind="divergence",
+            id=self.id,
+            engine=self.engine,
+            route=self.route,
+            firstDiverging=None,
+            cancelled=self.token.is_set,
+            cancelSource=self.token.source,
+            error=self.error,
+            rounds=[],
             folder=str(self.folder),
-        )  # fmt: skip
+        )
         if self.pair is not None:
             reference, candidate = (str(p) for p in self.pair)
             return failed.model_copy(

@@ -46,9 +46,17 @@ def simple_build(argv: list[str]) -> argparse.Namespace | None:
     import argparse
 
     return argparse.Namespace(
-        command="build", engine=engine, recipe=recipe, all=False, matrix=False, cell=None, cold=False,
-        optimization_level=None, unpin=False, **bare,
-    )  # fmt: skip
+        command="build",
+        engine=engine,
+        recipe=recipe,
+        all=False,
+        matrix=False,
+        cell=None,
+        cold=False,
+        optimization_level=None,
+        unpin=False,
+        **bare,
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

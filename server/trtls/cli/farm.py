@@ -34,8 +34,12 @@ def register(subparsers: Any) -> None:
     up = sub.add_parser("up", help="start the warm local farm (or say that it runs)", epilog=EXITS)
     up.add_argument("recipe", nargs="?", help="take num_cpus and labels from this recipe's [cluster] table")
     up.add_argument("--num-cpus", type=int, help="CPUs of the farm's node (default: the recipe's, else all)")
-    up.add_argument("--workers", type=int, metavar="N",
-                    help="warm node workers to keep, TensorRT imported (default: one per CPU; 0: none)")  # fmt: skip
+    up.add_argument(
+        "--workers",
+        type=int,
+        metavar="N",
+        help="warm node workers to keep, TensorRT imported (default: one per CPU; 0: none)",
+    )
     up.add_argument("--label", action="append", default=[], metavar="KEY=VALUE", help="a node label (repeatable)")
     up.set_defaults(func=cmd_up)
     down = sub.add_parser("down", help="stop the warm local farm and every Ray process it started", epilog=EXITS)

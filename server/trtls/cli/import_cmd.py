@@ -77,8 +77,10 @@ def _write(imported: Any, args: argparse.Namespace) -> int:
     try:
         old = read_recipe_text(path) if os.path.lexists(path) else ""  # bounded, a regular file only
     except (OSError, ValueError) as exc:  # RecipeTooLarge and a non-UTF-8 file are ValueErrors
-        print(f"{path}: TRT104 cannot read the recipe: {getattr(exc, 'strerror', None) or exc} (nothing written)",
-              file=sys.stderr)  # fmt: skip
+        print(
+            f"{path}: TRT104 cannot read the recipe: {getattr(exc, 'strerror', None) or exc} (nothing written)",
+            file=sys.stderr,
+        )
         return EXIT_BAD_INPUT
     existing = load_recipe(path, old) if old else None
     if existing is not None and any(f.code == "TRT100" for f in existing.findings):

@@ -101,8 +101,10 @@ def _ls(store: Any, as_json: bool, verify: bool) -> int:
             if verify:
                 rows[-1]["verified"] = True
         if verify:
-            rows += [{"key": key, "verified": False, "refused": str(exc), "damaged": not isinstance(exc, NotTrusted)}
-                     for key, exc in refused]  # fmt: skip
+            rows += [
+                {"key": key, "verified": False, "refused": str(exc), "damaged": not isinstance(exc, NotTrusted)}
+                for key, exc in refused
+            ]
         print(json.dumps(rows))
         return code
     quarantined = store.quarantined()

@@ -168,9 +168,19 @@ class Recorded:
 
 
 Supervised = (
-    Noted | Refused | StatusSaid | WorkerStarted | Erred | EnvironmentProbed | StoppedWaiting | Forced | WorkerGone
-    | Ended | EngineVerified | Recorded
-)  # fmt: skip
+    Noted
+    | Refused
+    | StatusSaid
+    | WorkerStarted
+    | Erred
+    | EnvironmentProbed
+    | StoppedWaiting
+    | Forced
+    | WorkerGone
+    | Ended
+    | EngineVerified
+    | Recorded
+)
 
 
 def no_baselines(config_hash: str) -> dict[str, float]:

@@ -63,8 +63,9 @@ def node_view(state: BuildState, now: int | None = None) -> dict[str, Any]:
 def description(state: BuildState, now_ns: int | None = None, node: dict[str, Any] | None = None) -> str:
     """The build's row in words (`building · 4.1 s`, `cancelled by ide_stop · 3.0 s`); a matrix cell adds where it
     runs, and says only that while it waits for a node."""
-    text = build_description(state.running, state.status, state.outcome, state.token.source,
-                             shown_elapsed_s(state, now_ns))  # fmt: skip
+    text = build_description(
+        state.running, state.status, state.outcome, state.token.source, shown_elapsed_s(state, now_ns)
+    )
     if state.parent_id is None:
         return text
     if node is None and state.on_farm_node:
@@ -80,8 +81,16 @@ def outcome_message(state: BuildState) -> str:
         return str((summary and summary.message) or "reused: its engine came from the engine store")
     lost = state.on_farm_node and (state.error or "").startswith("node lost")
     duration = (summary.durationS or 0) if summary is not None else 0
-    return outcome_text(state.outcome, duration, state.token.source, state.error, state.grace_s, lost,
-                        state.refused_lines, state.first_refusal)  # fmt: skip
+    return outcome_text(
+        state.outcome,
+        duration,
+        state.token.source,
+        state.error,
+        state.grace_s,
+        lost,
+        state.refused_lines,
+        state.first_refusal,
+    )
 
 
 def progress_message(state: BuildState, time_left: TimeLeftWords | None = None) -> str:

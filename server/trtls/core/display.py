@@ -307,8 +307,13 @@ def gates_verdict(
     else:
         text = f"route {route}: {decision} — see {findings}"
     warn = kind in ("refused", "failed")
-    return {"outcome": outcome, "outcomeKind": kind, "level": "warning" if warn else "info", "text": text,
-            "showProblems": warn}  # fmt: skip
+    return {
+        "outcome": outcome,
+        "outcomeKind": kind,
+        "level": "warning" if warn else "info",
+        "text": text,
+        "showProblems": warn,
+    }
 
 
 def _interval_bound(s: float) -> str:

@@ -228,9 +228,23 @@ EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
 # type → model, in the order docs/protocol.md lists them
 EVENT_MODELS: dict[str, type[_Event]] = {
     m.model_fields["type"].annotation.__args__[0]: m  # type: ignore[union-attr]
-    for m in (EnvironmentCaptured, BuildStarted, PhaseStart, Step, PhaseFinish, Log, CacheDecisionEvent,
-              BuilderReturned, CancelAcknowledged, Artifact, PrecisionRecord, BuildFinished, Queued, Placed)
-}  # fmt: skip
+    for m in (
+        EnvironmentCaptured,
+        BuildStarted,
+        PhaseStart,
+        Step,
+        PhaseFinish,
+        Log,
+        CacheDecisionEvent,
+        BuilderReturned,
+        CancelAcknowledged,
+        Artifact,
+        PrecisionRecord,
+        BuildFinished,
+        Queued,
+        Placed,
+    )
+}
 
 
 class ProtocolError(ValueError):

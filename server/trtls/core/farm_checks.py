@@ -57,9 +57,22 @@ def _matrix_checks(
     assert m is not None
     mpath = base + ("matrix",)
     out: list[Finding] = []
-    axes = [a for a in ("optimization_level", "compute_capabilities", "tiling_level", "max_num_tactics",
-                        "max_aux_streams", "avg_timing_iterations", "hardware_compatibility_level", "workspace_mib",
-                        "profiles", "precision") if getattr(m, a) is not None]  # fmt: skip
+    axes = [
+        a
+        for a in (
+            "optimization_level",
+            "compute_capabilities",
+            "tiling_level",
+            "max_num_tactics",
+            "max_aux_streams",
+            "avg_timing_iterations",
+            "hardware_compatibility_level",
+            "workspace_mib",
+            "profiles",
+            "precision",
+        )
+        if getattr(m, a) is not None
+    ]
     if not axes:
         out.append(_f("TRT174", "the matrix has no axis: add e.g. compute_capabilities = [...]", mpath, False))
     for axis in axes:
@@ -70,10 +83,14 @@ def _matrix_checks(
         for variant in getattr(m, axis) or {}:
             if not is_safe_name(variant):
                 out.append(
-                    _f("TRT119", f"{axis} variant name {variant!r} cannot be part of a file name (cell names, build "
-                       f"ids, outputs): use letters, digits, '_', '-', '.' (e.g. {safe_name(variant)!r})",
-                       mpath + (axis, variant), False)
-                )  # fmt: skip
+                    _f(
+                        "TRT119",
+                        f"{axis} variant name {variant!r} cannot be part of a file name (cell names, build "
+                        f"ids, outputs): use letters, digits, '_', '-', '.' (e.g. {safe_name(variant)!r})",
+                        mpath + (axis, variant),
+                        False,
+                    )
+                )
     for axis in axes:
         values = getattr(m, axis)
         if axis == "profiles":
@@ -87,9 +104,12 @@ def _matrix_checks(
             for variant, onnx in values.items():
                 if not loaded.resolve(onnx).is_file():
                     out.append(
-                        _f("TRT173", f"ONNX file of precision '{variant}' not found: {loaded.resolve(onnx)}",
-                           mpath + ("precision", variant))
-                    )  # fmt: skip
+                        _f(
+                            "TRT173",
+                            f"ONNX file of precision '{variant}' not found: {loaded.resolve(onnx)}",
+                            mpath + ("precision", variant),
+                        )
+                    )
         else:
             for i, value in enumerate(values):
                 key = "memory_pool_limits" if axis == "workspace_mib" else axis
@@ -109,9 +129,12 @@ def _matrix_checks(
     for ph in used:
         if ph not in known:
             out.append(
-                _f("TRT170", f"output template uses '{{{ph}}}', which is not an axis (use: {', '.join(sorted(known))})",
-                   mpath + ("output",))
-            )  # fmt: skip
+                _f(
+                    "TRT170",
+                    f"output template uses '{{{ph}}}', which is not an axis (use: {', '.join(sorted(known))})",
+                    mpath + ("output",),
+                )
+            )
     out.extend(_label_placeholders(eng, base, known))
     if any(f.severity == Severity.error for f in out):
         return out
@@ -123,13 +146,21 @@ def _matrix_checks(
         if path in seen:
             hint = f" (the template does not use {', '.join('{' + a + '}' for a in missing)})" if missing else ""
             out.append(
-                _f("TRT171", f"cells {seen[path].name} and {cell.name} would write the same file {cell.output}{hint}",
-                   mpath + ("output",))
-            )  # fmt: skip
+                _f(
+                    "TRT171",
+                    f"cells {seen[path].name} and {cell.name} would write the same file {cell.output}{hint}",
+                    mpath + ("output",),
+                )
+            )
             break
         if path in outputs and outputs[path] != name:
-            out.append(_f("TRT171", f"cell {cell.name} writes {cell.output}, engine '{outputs[path]}'s output",
-                          mpath + ("output",)))  # fmt: skip
+            out.append(
+                _f(
+                    "TRT171",
+                    f"cell {cell.name} writes {cell.output}, engine '{outputs[path]}'s output",
+                    mpath + ("output",),
+                )
+            )
             break
         seen[path] = cell
     return out
@@ -146,7 +177,10 @@ def _label_placeholders(eng: EngineRecipe, base: TomlPath, known: set[str]) -> l
         for ph in used:
             if ph not in known:
                 out.append(
-                    _f("TRT176", f"label '{label}' uses '{{{ph}}}', which is not a matrix axis of this engine",
-                       base + ("run_on", "labels", label))
-                )  # fmt: skip
+                    _f(
+                        "TRT176",
+                        f"label '{label}' uses '{{{ph}}}', which is not a matrix axis of this engine",
+                        base + ("run_on", "labels", label),
+                    )
+                )
     return out

@@ -51,9 +51,20 @@ def is_safe_name(name: object) -> bool:
 # Recipe keys whose string values are paths (the values of `matrix.precision` too): `path_text_problems` checks them
 # before anything stats them (a 300-byte component makes os.stat raise ENAMETOOLONG, not answer "no such file").
 PATH_KEYS = frozenset(
-    {"onnx", "output", "path", "bundle", "previous_bundle", "reference_inputs", "canary_inputs", "shared_dir",
-     "libraries", "serialize", "allow_outside"}
-)  # fmt: skip
+    {
+        "onnx",
+        "output",
+        "path",
+        "bundle",
+        "previous_bundle",
+        "reference_inputs",
+        "canary_inputs",
+        "shared_dir",
+        "libraries",
+        "serialize",
+        "allow_outside",
+    }
+)
 MAX_COMPONENT_BYTES = 255
 # the record trtls writes beside every bundle (`<bundle>.trtls.json`: its digests, `origin: trtls` or `foreign`): the
 # bundle package writes and reads it, the recipe check reads it to warn before a route build would replace a file

@@ -341,7 +341,7 @@ def export_route_findings(loaded: LoadedRecipe, route: RouteModel, base: TomlPat
                     Origin.recipe,
                     True,
                     {"resolved": str(path)},
-                )  # fmt: skip
+                )
             )
     return out
 

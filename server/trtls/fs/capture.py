@@ -29,8 +29,9 @@ def new_file(
         raise UnsafeWrite(errno.EISDIR, "not a file name", str(path))
     with open_folder(target.parent, within) as folder_fd:
         try:
-            fd = os.open(target.name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC, mode,
-                         dir_fd=folder_fd)  # fmt: skip
+            fd = os.open(
+                target.name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC, mode, dir_fd=folder_fd
+            )
         except FileExistsError:
             raise UnsafeWrite(errno.EEXIST, f"already exists; a {kind.label} is always a new file", str(path)) from None
     return os.fdopen(fd, "wb")

@@ -65,8 +65,10 @@ def _copy_folder(src: Path, dst: Path, within: Path, kind: Kind, ignore: Ignore 
 
 
 def _copy_file(src: Path, dst: Path, st: os.stat_result, within: Path, kind: Kind) -> None:
-    with open_regular(src, limit=None) as source, atomic_writer(dst, kind=kind, within=within,
-                                                                mode=stat.S_IMODE(st.st_mode)) as out:  # fmt: skip
+    with (
+        open_regular(src, limit=None) as source,
+        atomic_writer(dst, kind=kind, within=within, mode=stat.S_IMODE(st.st_mode)) as out,
+    ):
         shutil.copyfileobj(source, out, 1 << 20)
         out.flush()
         os.utime(out.fileno(), ns=(st.st_atime_ns, st.st_mtime_ns))  # as shutil.copy2: a copy keeps its times

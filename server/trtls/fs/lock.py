@@ -24,12 +24,17 @@ def open_lock_file(
     target = Path(path)
     with open_folder(target.parent, within) as folder_fd:
         try:
-            fd = os.open(target.name, os.O_RDWR | os.O_CREAT | _NOFOLLOW | _CLOEXEC | getattr(os, "O_NONBLOCK", 0),
-                         mode, dir_fd=folder_fd)  # fmt: skip
+            fd = os.open(
+                target.name,
+                os.O_RDWR | os.O_CREAT | _NOFOLLOW | _CLOEXEC | getattr(os, "O_NONBLOCK", 0),
+                mode,
+                dir_fd=folder_fd,
+            )
         except OSError as exc:
             if exc.errno == errno.ELOOP:
-                raise UnsafeWrite(errno.ELOOP, f"is a symlink; a {kind.label} is never opened through one",
-                                  str(path)) from None  # fmt: skip
+                raise UnsafeWrite(
+                    errno.ELOOP, f"is a symlink; a {kind.label} is never opened through one", str(path)
+                ) from None
             # the name was opened under its folder's descriptor: say the whole path (a located message)
             raise type(exc)(exc.errno, exc.strerror, str(path)) from None
     if not stat.S_ISREG(os.fstat(fd).st_mode):

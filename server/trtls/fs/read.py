@@ -59,8 +59,9 @@ def open_regular(
         if not stat.S_ISREG(st.st_mode):
             raise UnsafeWrite(errno.EINVAL, "is not a regular file (a FIFO, a device or a socket)", str(path))
         if limit is not None and st.st_size > limit:
-            raise TooLarge(errno.EFBIG, f"is {st.st_size} bytes, more than the {limit} a file of this use holds",
-                           str(path))  # fmt: skip
+            raise TooLarge(
+                errno.EFBIG, f"is {st.st_size} bytes, more than the {limit} a file of this use holds", str(path)
+            )
         if expected is not None and st.st_size != expected:
             raise TooLarge(errno.EBADMSG, f"is {st.st_size} bytes, not the {expected} its record says", str(path))
         os.set_blocking(fd, True)

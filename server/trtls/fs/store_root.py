@@ -37,9 +37,23 @@ STORE_MARK = "trtls engine store"  # the first line of a store root's OWNED_MARK
 STORE_FOLDERS = ("entries", "used", "locks", "quarantine", "tmp", "stats")  # stats: store/stats.py
 TRUST = ("user", "group")
 SYSTEM = tuple(
-    Path(p) for p in ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/proc", "/run",
-                      "/sbin", "/sys", "/usr")
-)  # fmt: skip  # nothing inside these
+    Path(p)
+    for p in (
+        "/bin",
+        "/boot",
+        "/dev",
+        "/etc",
+        "/lib",
+        "/lib32",
+        "/lib64",
+        "/libx32",
+        "/proc",
+        "/run",
+        "/sbin",
+        "/sys",
+        "/usr",
+    )
+)  # nothing inside these
 TOP = tuple(Path(p) for p in ("/", "/home", "/media", "/mnt", "/opt", "/root", "/srv", "/tmp", "/var"))  # not these
 
 

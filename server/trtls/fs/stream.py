@@ -36,8 +36,9 @@ def open_stream(
             fd = os.open(target.name, flags, mode, dir_fd=folder_fd)
         except OSError as exc:
             if exc.errno == errno.ELOOP:
-                raise UnsafeWrite(errno.ELOOP, f"is a symlink; a {kind.label} is never written through one",
-                                  str(path)) from None  # fmt: skip
+                raise UnsafeWrite(
+                    errno.ELOOP, f"is a symlink; a {kind.label} is never written through one", str(path)
+                ) from None
             raise
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):

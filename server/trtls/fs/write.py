@@ -232,8 +232,12 @@ def touch(path: str | os.PathLike[str], *, kind: Kind, within: str | os.PathLike
     """Create `path` empty or set its times to now; never through a symlink (a link at the name is refused)."""
     folder, name = _split(path)
     with open_folder(folder, within) as folder_fd:
-        fd = os.open(name, os.O_WRONLY | os.O_CREAT | _NOFOLLOW | _CLOEXEC | getattr(os, "O_NONBLOCK", 0), 0o644,
-                     dir_fd=folder_fd)  # fmt: skip
+        fd = os.open(
+            name,
+            os.O_WRONLY | os.O_CREAT | _NOFOLLOW | _CLOEXEC | getattr(os, "O_NONBLOCK", 0),
+            0o644,
+            dir_fd=folder_fd,
+        )
         try:
             if not stat.S_ISREG(os.fstat(fd).st_mode):
                 raise UnsafeWrite(errno.EINVAL, "is not a regular file", str(path))

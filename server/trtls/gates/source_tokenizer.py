@@ -90,9 +90,17 @@ def tokenizer_vocabulary(by_rel: dict[str, CheckpointFile]) -> tuple[dict[str, i
 
 
 CONVENTIONAL = {  # a special token's usual spelling → its kind, for tokenizer.json's added and template tokens
-    "[PAD]": "pad", "<pad>": "pad", "[CLS]": "cls", "[SEP]": "sep", "[UNK]": "unk", "<unk>": "unk",
-    "[MASK]": "mask", "<mask>": "mask", "<s>": "bos", "</s>": "eos",
-}  # fmt: skip
+    "[PAD]": "pad",
+    "<pad>": "pad",
+    "[CLS]": "cls",
+    "[SEP]": "sep",
+    "[UNK]": "unk",
+    "<unk>": "unk",
+    "[MASK]": "mask",
+    "<mask>": "mask",
+    "<s>": "bos",
+    "</s>": "eos",
+}
 
 
 def _special_tokens(by_rel: dict[str, CheckpointFile]) -> dict[str, str]:

@@ -280,7 +280,7 @@ FLAGS: tuple[TrtexecFlag, ...] = (
             "saveAllDebugTensors",
             "weightStreamingBudget",
         )
-    ),  # fmt: skip
+    ),
     TrtexecFlag(
         "refitFromOnnx", "inference", "inference", note="refits a loaded engine with an ONNX's weights; " + _LOADS
     ),
@@ -300,7 +300,7 @@ FLAGS: tuple[TrtexecFlag, ...] = (
             "helpBuildRoute",
             "setBuildRoute",
         )
-    ),  # fmt: skip
+    ),
     # -- reporting -------------------------------------------------------------------------------------------------
     TrtexecFlag(
         "verbose",

@@ -64,8 +64,16 @@ async def start_build(ls: TrtlsServer, args: BuildEngineArgs) -> wire.BuildEngin
     if args.retry:
         previous = ls.last_build.get((args.uri, args.engine))
         notes = (f"retry ({args.retry}) of build {previous}; its logs and settings stay in its evidence folder",)
-    result = await request_build(ls.supervisor, loaded, args.engine, overrides=overrides, runs=ls.runs, scope=args.uri,
-                                 grace_s=settings.cancel_grace_s, notes=notes)  # fmt: skip
+    result = await request_build(
+        ls.supervisor,
+        loaded,
+        args.engine,
+        overrides=overrides,
+        runs=ls.runs,
+        scope=args.uri,
+        grace_s=settings.cancel_grace_s,
+        notes=notes,
+    )
     if isinstance(result, AlreadyBuilding):
         return wire.BuildEngineReply(buildId=result.build.id, engine=args.engine, status="already_building")
     if isinstance(result, Reused):  # no worker, no TensorRT
@@ -175,14 +183,19 @@ def reused_cell(planned: PlannedCell, summary: Summary, recipe: Path) -> wire.Re
     """A cell the store served, as trtls.buildMatrix lists it."""
     build_id = str(summary.buildId)
     evidence = recipe.parent / ".trtls" / "runs" / build_id / SUMMARY_NAME
-    return wire.ReusedCell(cell=planned.key, engine=planned.engine, buildId=build_id, message=summary.message,
-                           evidencePath=str(evidence))  # fmt: skip
+    return wire.ReusedCell(
+        cell=planned.key, engine=planned.engine, buildId=build_id, message=summary.message, evidencePath=str(evidence)
+    )
 
 
 def finish_restored(
-    ls: TrtlsServer, uri: str, summary: Summary, recipe: Path, cell: str | None = None,
+    ls: TrtlsServer,
+    uri: str,
+    summary: Summary,
+    recipe: Path,
+    cell: str | None = None,
     parent_id: str | None = None,
-) -> RestoredRun:  # fmt: skip
+) -> RestoredRun:
     """A build that started no worker — reused from the engine store, or rolled back (trtls.rollbackEngine) — as a
     finished run: registered (listBuilds, showEvidence, buildReport know its id), drawn once in the TensorRT Builds
     view (one final `trtls/buildTree`), and the recipe re-checked as after a build (lens, TRT336/TRT337)."""

@@ -57,9 +57,16 @@ class GatesRun:
 
     def row(self, uri: str) -> wire.ListedBuild:
         """The gates run as trtls.listBuilds lists it: its route in the engine column, as the editor labels it."""
-        return wire.ListedBuild(buildId=self.id, engine=self.route, route=self.route, uri=uri, kind="gates",
-                                status=self.status, cancelSource=self.cancel_source,
-                                evidencePath=self.summary_path)  # fmt: skip
+        return wire.ListedBuild(
+            buildId=self.id,
+            engine=self.route,
+            route=self.route,
+            uri=uri,
+            kind="gates",
+            status=self.status,
+            cancelSource=self.cancel_source,
+            evidencePath=self.summary_path,
+        )
 
     def cancel(self, source: str) -> bool:
         if self.summary is not None or self.stop.is_set():
@@ -90,8 +97,9 @@ async def run_gates_command(ls: TrtlsServer, args: RunGatesArgs) -> wire.RunGate
             f"no route '{args.route}' in {loaded.path.name} (routes: {', '.join(loaded.recipe.routes) or 'none'})"
         )
 
-    run = GatesRun(f"gates-{args.route}-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}", args.route,
-                   loaded.path)  # fmt: skip
+    run = GatesRun(
+        f"gates-{args.route}-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}", args.route, loaded.path
+    )
     ls.runs.add(run, "gates", args.uri)
     stop = run.stop
     loop = asyncio.get_running_loop()
@@ -125,8 +133,12 @@ async def run_gates_command(ls: TrtlsServer, args: RunGatesArgs) -> wire.RunGate
             progress.end(verdict["text"], verdict["outcome"], verdict["outcomeKind"])
         raise
     run.summary_path = str(getattr(result, "summary_path", "") or "") or None
-    run.summary = {"route": args.route, "decision": result.decision, "stopped": stop.is_set(),
-                   "outcome": gates_outcome(result.decision, stop.is_set())[0]}  # fmt: skip
+    run.summary = {
+        "route": args.route,
+        "decision": result.decision,
+        "stopped": stop.is_set(),
+        "outcome": gates_outcome(result.decision, stop.is_set())[0],
+    }
     ls.runs.evict()
     findings = [f for f in (c.finding() for c in result.checks) if f is not None]
     ls.store.set(args.uri, Origin.gates, args.route, findings)

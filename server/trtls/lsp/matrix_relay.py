@@ -58,8 +58,14 @@ def cell_row(b: Build) -> wire.CellRow:
 
 def not_started_row(cell: str, engine: str) -> wire.CellRow:
     """A planned cell that never started (the run was stopped first)."""
-    return wire.CellRow(buildId=None, cell=cell, engine=engine, status=NOT_STARTED, description=NOT_STARTED,
-                        message=not_started_text(cell))  # fmt: skip
+    return wire.CellRow(
+        buildId=None,
+        cell=cell,
+        engine=engine,
+        status=NOT_STARTED,
+        description=NOT_STARTED,
+        message=not_started_text(cell),
+    )
 
 
 def progress_text(mb: MatrixBuild) -> str:
@@ -75,8 +81,15 @@ def progress_text(mb: MatrixBuild) -> str:
 
 
 class MatrixRelay:
-    def __init__(self, ls: TrtlsServer, mb: MatrixBuild, uri: str, send_tree: bool, has_progress: bool,
-                 on_done: Callable[[MatrixBuild], object]):  # fmt: skip
+    def __init__(
+        self,
+        ls: TrtlsServer,
+        mb: MatrixBuild,
+        uri: str,
+        send_tree: bool,
+        has_progress: bool,
+        on_done: Callable[[MatrixBuild], object],
+    ):
         self.ls, self.mb, self.uri = ls, mb, uri
         self.send_tree, self.has_progress, self.on_done = send_tree, has_progress, on_done
         self.progress: Progress | None = None

@@ -63,6 +63,13 @@ def rollback_actions(uri: str, loaded: LoadedRecipe, diagnostics: list[lsp.Diagn
             continue  # nothing known-good to go back to: no action rather than one that fails
         title = f"Roll back to the engine built {ago(target.get('startedAt'))} (build {target.get('buildId')})"
         arg = {"uri": uri, "engine": engine, "to": target.get("buildId")}
-        out.append(lsp.CodeAction(title=title, kind=lsp.CodeActionKind.QuickFix, diagnostics=[d], is_preferred=True,
-                                  command=lsp.Command(title, "trtls.rollbackEngine", arguments=[arg])))  # fmt: skip
+        out.append(
+            lsp.CodeAction(
+                title=title,
+                kind=lsp.CodeActionKind.QuickFix,
+                diagnostics=[d],
+                is_preferred=True,
+                command=lsp.Command(title, "trtls.rollbackEngine", arguments=[arg]),
+            )
+        )
     return out

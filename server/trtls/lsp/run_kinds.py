@@ -155,8 +155,10 @@ def finished_run(ls: TrtlsServer, run_id: str, what: str) -> tuple[Run, RunKind]
         recorded = recorded_build(ls, run_id)  # the one an Evidence lens shows: a terminal's build (issue 33)
         if recorded is not None:
             return recorded, "build"
-        raise JsonRpcInvalidParams(f"run '{run_id}' is unknown (never started, or finished and forgotten): its {what} "
-                                   "is in .trtls/, see trtls.listBuilds")  # fmt: skip
+        raise JsonRpcInvalidParams(
+            f"run '{run_id}' is unknown (never started, or finished and forgotten): its {what} "
+            "is in .trtls/, see trtls.listBuilds"
+        )
     if run.summary is None:
         state = "still running" if run.running else "over, with no evidence written"
         raise JsonRpcInvalidParams(f"{KINDS[kind].noun} '{run_id}' is {state}; its {what} exists once it has finished")

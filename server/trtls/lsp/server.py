@@ -311,8 +311,9 @@ async def list_targets(ls: TrtlsServer, args: UriArgs) -> wire.ListTargetsReply:
 
     loaded = await ls.recipe_async(args.uri)
     data = loaded.data or {}
-    return ListTargetsReply(engines=list((data.get("engines") or {}).keys()),
-                            routes=list((data.get("routes") or {}).keys()))  # fmt: skip
+    return ListTargetsReply(
+        engines=list((data.get("engines") or {}).keys()), routes=list((data.get("routes") or {}).keys())
+    )
 
 
 @command("trtls.runGates")

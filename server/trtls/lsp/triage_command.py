@@ -88,9 +88,14 @@ async def find_divergence(ls: TrtlsServer, args: FindDivergenceArgs) -> wire.Fin
     candidate, reference = judged_models(ls, args)
     loaded = await ls.recipe_async(args.uri)
     asked = await request_divergence(
-        loaded, engine=args.engine, route=args.route, candidate=candidate, reference=reference, fix=args.fix,
+        loaded,
+        engine=args.engine,
+        route=args.route,
+        candidate=candidate,
+        reference=reference,
+        fix=args.fix,
         tensorrt=candidate is None,  # the engine's layers too; `not_checked` with the reason where none can run
-    )  # fmt: skip
+    )
     if isinstance(asked, Refused):
         raise refused_request(asked)
     run = asked
@@ -199,9 +204,15 @@ async def build_minimal(ls: TrtlsServer, args: BuildMinimalArgs) -> wire.BuildMi
 
     # the reduction's folder, not the engine's output: never looked up in the store nor published there
     started = await request_build(
-        ls.supervisor, loaded, args.engine, overrides=overrides, scratch=True, parent_id=args.reductionId,
-        runs=ls.runs, scope=args.uri,
-    )  # fmt: skip
+        ls.supervisor,
+        loaded,
+        args.engine,
+        overrides=overrides,
+        scratch=True,
+        parent_id=args.reductionId,
+        runs=ls.runs,
+        scope=args.uri,
+    )
     assert isinstance(started, Started)  # the recipe and the engine were checked above; no store was asked
     build = started.build
     relay = BuildRelay(ls, build, args.uri, ls.options.build_tree, wants_progress(ls), lambda b: ls.runs.evict())

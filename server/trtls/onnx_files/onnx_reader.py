@@ -31,8 +31,17 @@ from trtls.fs import open_regular
 from trtls.onnx_files.external_data import READER_VERSION, ExternalData
 from trtls.onnx_files.model_inputs import DTYPES, Dim, GraphInput, ModelInputs, NotOnnx
 
-__all__ = ["DTYPES", "READER_VERSION", "Dim", "ExternalData", "GraphInput", "ModelInputs", "ModelInputsCache",
-           "NotOnnx", "read_model_inputs"]  # fmt: skip
+__all__ = [
+    "DTYPES",
+    "READER_VERSION",
+    "Dim",
+    "ExternalData",
+    "GraphInput",
+    "ModelInputs",
+    "ModelInputsCache",
+    "NotOnnx",
+    "read_model_inputs",
+]
 
 # onnx.proto3 field numbers
 _MODEL_IR_VERSION, _MODEL_GRAPH, _MODEL_OPSET, _MODEL_FUNCTIONS = 1, 7, 8, 25

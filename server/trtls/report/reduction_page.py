@@ -159,7 +159,7 @@ def reduction_report(folder: Path) -> str:
                     esc(f"{minimal.nodes} nodes: {', '.join(minimal.nodeNames)}") if minimal is not None else "none",
                 ),
             ]
-        ),  # fmt: skip
+        ),
         "<h2>Trials</h2>",
         _trials_svg(r.trials, r.originalNodes or 1),
     ]
@@ -169,13 +169,17 @@ def reduction_report(folder: Path) -> str:
 def _divergence_report(r: DivergenceResult, folder: Path) -> str:
     body = [f"<h1>Divergence · {esc(r.engine)} · {esc(r.precision)}</h1>"]
     first = r.firstDiverging
-    body.append(facts([
-        ("first out of tolerance", esc(f"{first.tensor} ({first.op}, node {first.node})") if first else "none"),
-        ("rule", esc(r.rule)),
-        ("inputs", esc(r.inputs)),
-        ("fixed", badge("pass" if r.fixed else "not_checked" if r.fixed is None else "fail")),
-        ("exclude_nodes", esc(r.excludeNodes)),
-    ]))  # fmt: skip
+    body.append(
+        facts(
+            [
+                ("first out of tolerance", esc(f"{first.tensor} ({first.op}, node {first.node})") if first else "none"),
+                ("rule", esc(r.rule)),
+                ("inputs", esc(r.inputs)),
+                ("fixed", badge("pass" if r.fixed else "not_checked" if r.fixed is None else "fail")),
+                ("exclude_nodes", esc(r.excludeNodes)),
+            ]
+        )
+    )
     if r.rounds and r.rangeRtol is None:  # every writer writes it with its rounds: without it there is no line to draw
         raise EvidenceError(f"{folder / DIVERGENCE_NAME}: rangeRtol is null: no tolerance to draw its rounds against")
     for i, rnd in enumerate(r.rounds):

@@ -44,8 +44,9 @@ def render_page(text: str, path: Path) -> str:
         stop = "." if m.group(3).endswith(".") else ""
         return f"## {entry.code}\n**{entry.title}{stop}**"
 
-    untitled = [c for c in re.findall(r"^## (TRT\d{3})\b", text, re.M) if not re.search(
-        rf"^## {c}[ \t]*\n\*\*", text, re.M)]  # fmt: skip
+    untitled = [
+        c for c in re.findall(r"^## (TRT\d{3})\b", text, re.M) if not re.search(rf"^## {c}[ \t]*\n\*\*", text, re.M)
+    ]
     if untitled:
         raise PageError(f"{path}: the section of {untitled[0]} does not start with its **title**")
     return SECTION.sub(titled, text)

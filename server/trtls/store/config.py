@@ -69,10 +69,12 @@ def store_config(table: Any, base_dir: Path) -> StoreConfig | None:
         return None
     if env:
         path = Path(os.path.expanduser(env)).absolute()
-        return StoreConfig(path, "read_write", DEFAULT_MAX_SIZE, "TRTLS_STORE", trust, base, key_file(None),
-                           remote_url())  # fmt: skip
-    return StoreConfig(default_store_path(), "read_write", DEFAULT_MAX_SIZE, "default", trust, base, key_file(None),
-                       remote_url())  # fmt: skip
+        return StoreConfig(
+            path, "read_write", DEFAULT_MAX_SIZE, "TRTLS_STORE", trust, base, key_file(None), remote_url()
+        )
+    return StoreConfig(
+        default_store_path(), "read_write", DEFAULT_MAX_SIZE, "default", trust, base, key_file(None), remote_url()
+    )
 
 
 def remote_url() -> str | None:

@@ -54,8 +54,15 @@ class Store(PublishingFolder):
     @classmethod
     def from_config(cls, config: Any) -> Store:
         """The store a `store.config.StoreConfig` names, with its trust and its recipe's folder."""
-        return cls(config.path, config.mode, config.max_size, trust=config.trust, recipe_dir=config.recipe_dir,
-                   signing_key_file=config.signing_key_file, remote=config.remote)  # fmt: skip
+        return cls(
+            config.path,
+            config.mode,
+            config.max_size,
+            trust=config.trust,
+            recipe_dir=config.recipe_dir,
+            signing_key_file=config.signing_key_file,
+            remote=config.remote,
+        )
 
     # -- reading -------------------------------------------------------------------------------
     def get(self, key: str, remote: bool = True) -> Entry | None:

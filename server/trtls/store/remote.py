@@ -52,8 +52,16 @@ from trtls.store.remote_http import request_status as _request_status
 from trtls.store.remote_http import shown as _shown
 from trtls.store.signing import signed_by
 
-__all__ = ["DOWN_MEMORY_S", "ENTRY_FORMAT", "RECORD_LIMIT", "TIMEOUT_S", "RemoteError", "fetch_entry", "push_entry",
-           "remote_record"]  # fmt: skip
+__all__ = [
+    "DOWN_MEMORY_S",
+    "ENTRY_FORMAT",
+    "RECORD_LIMIT",
+    "TIMEOUT_S",
+    "RemoteError",
+    "fetch_entry",
+    "push_entry",
+    "remote_record",
+]
 
 if TYPE_CHECKING:
     from trtls.store.entries import Store
@@ -133,8 +141,11 @@ def _read_only_miss(store: Store, url: str, key: str) -> bool:
         _note(store, f"the remote store {_shown(url)} was not used: {exc}")
         return False
     if held:
-        _note(store, f"the remote store {_shown(url)} holds {key[:12]}, but the local store is read-only "
-                     "(mode = read) and cannot keep it to restore from")  # fmt: skip
+        _note(
+            store,
+            f"the remote store {_shown(url)} holds {key[:12]}, but the local store is read-only "
+            "(mode = read) and cannot keep it to restore from",
+        )
     else:
         _missed[(url, key)] = time.monotonic() + MISS_MEMORY_S
     return False
@@ -202,8 +213,10 @@ def _fetch_into_store(store: Store, url: str, key: str, raw: bytes, record: dict
                 with fs.atomic_writer(tmp / "engine", kind=Kind.store_entry, within=store.root, mode=file_mode) as dst:
                     got, n = copy_hashing(cast(BinaryIO, _Capped(response, size)), dst, "fetch")
                     if (got, n) != (sha, size):
-                        raise _Unusable(f"its engine's bytes are not the ones its record names ({got[:12]}…, {n} "
-                                        f"bytes ≠ {sha[:12]}…, {size} bytes)")  # fmt: skip
+                        raise _Unusable(
+                            f"its engine's bytes are not the ones its record names ({got[:12]}…, {n} "
+                            f"bytes ≠ {sha[:12]}…, {size} bytes)"
+                        )
             except EntryUnreadable as exc:  # the remote's side of the copy (a write that failed is the local disk's)
                 if isinstance(exc.__cause__, _TooLong):
                     raise _Unusable(f"its engine is longer than the {size} bytes its record says") from None

@@ -39,8 +39,9 @@ def read_key(path: Path) -> bytes:
     bytes. Raises OSError saying why not."""
     secret = read_bytes(path, limit=KEY_LIMIT, follow=True).strip()
     if len(secret) < MIN_KEY:
-        raise OSError(errno.EINVAL, f"holds {len(secret)} bytes of secret; a signing key needs at least {MIN_KEY}",
-                      str(path))  # fmt: skip
+        raise OSError(
+            errno.EINVAL, f"holds {len(secret)} bytes of secret; a signing key needs at least {MIN_KEY}", str(path)
+        )
     return secret
 
 

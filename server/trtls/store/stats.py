@@ -57,8 +57,18 @@ def record_hit(store: Store, entry: Entry, engine: str, how: str) -> None:
     store records nothing."""
     with contextlib.suppress(Exception):
         saved = _seconds(entry.build.get("durationS"))
-        _record(store, {"event": "hit", "how": how, "engine": engine, "key": entry.key, "size": entry.size,
-                        "savedS": saved, "from": _text(entry.build.get("buildId"), NAME_LIMIT)})  # fmt: skip
+        _record(
+            store,
+            {
+                "event": "hit",
+                "how": how,
+                "engine": engine,
+                "key": entry.key,
+                "size": entry.size,
+                "savedS": saved,
+                "from": _text(entry.build.get("buildId"), NAME_LIMIT),
+            },
+        )
 
 
 def record_miss(store: Store, key: str, engine: str, reasons: list[str]) -> None:
@@ -346,8 +356,14 @@ def _contents(store: Store) -> tuple[int, int, int]:
     marks and fetches nothing."""
     from trtls.store.entries import Store as Reader
 
-    reader = Reader(store.root, "read", store.max_size, trust=store.trust, recipe_dir=store.recipe_dir,
-                    signing_key_file=store.signing_key_file)  # fmt: skip
+    reader = Reader(
+        store.root,
+        "read",
+        store.max_size,
+        trust=store.trust,
+        recipe_dir=store.recipe_dir,
+        signing_key_file=store.signing_key_file,
+    )
     try:
         whole, refused = reader.scan()
     except OSError:

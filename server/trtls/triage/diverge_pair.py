@@ -152,6 +152,7 @@ def run_pair_divergence(
     root = state_root(folder)
     ensure_folder(folder, within=root)
     record = standard_json(record)
-    atomic_write_text(folder / DIVERGENCE_NAME, json.dumps(record, indent=2, allow_nan=False), kind=Kind.evidence,
-                      within=root)  # fmt: skip
+    atomic_write_text(
+        folder / DIVERGENCE_NAME, json.dumps(record, indent=2, allow_nan=False), kind=Kind.evidence, within=root
+    )
     return DivergenceResult.written({**record, "folder": str(folder)})

@@ -48,8 +48,13 @@ def regex_signature(summary: Summary, patterns: list[str]) -> FailureSignature |
         m = re.search(pattern, text, re.M)
         if m is not None:
             named = LAYER_NAMED.search(text)  # the layer TensorRT names, if any: a reduction tries it alone first
-            return FailureSignature(kind="fail_regex", patterns=list(patterns), pattern=pattern,
-                                    matched=m.group(0)[:200], layer=named.group(1) if named else None)  # fmt: skip
+            return FailureSignature(
+                kind="fail_regex",
+                patterns=list(patterns),
+                pattern=pattern,
+                matched=m.group(0)[:200],
+                layer=named.group(1) if named else None,
+            )
     return None
 
 
@@ -100,8 +105,11 @@ def same_failure(target: FailureSignature, summary: Summary) -> bool:
     if got is None:
         return False
     same = (got.kind, got.errorCode, got.assertion, got.sourceFile) == (
-        target.kind, target.errorCode, target.assertion, target.sourceFile,
-    )  # fmt: skip
+        target.kind,
+        target.errorCode,
+        target.assertion,
+        target.sourceFile,
+    )
     return same and (not target.layer or got.layer == target.layer)
 
 

@@ -98,8 +98,14 @@ def _stored_build(loaded: Any, key: str) -> dict[str, Any] | None:
         config = store_config(loaded.recipe.store, loaded.base_dir)
         if config is None:
             return None
-        store = Store(config.path, "read", config.max_size, trust=config.trust, recipe_dir=config.recipe_dir,
-                      signing_key_file=config.signing_key_file)  # fmt: skip
+        store = Store(
+            config.path,
+            "read",
+            config.max_size,
+            trust=config.trust,
+            recipe_dir=config.recipe_dir,
+            signing_key_file=config.signing_key_file,
+        )
         entry = store.get(key)
     except (Refused, StoreUnusable, OSError, ValueError):
         return None
@@ -141,7 +147,7 @@ def freshness_findings(loaded: Any) -> list[Any]:
                     ("engines", engine),
                     Origin.build,
                     data={"changes": fresh.changes},
-                )  # fmt: skip
+                )
             )
         elif fresh.state == "output_differs" and fresh.hint:
             out.append(

@@ -81,8 +81,16 @@ def _builder_site(module: Any) -> str | None:
     return str(Path(next(iter(spec.submodule_search_locations))).parent)
 
 
-def write_memo(recipe: Path, history: str, key: str, parts: dict[str, Any], output: Path, store: Any,
-               device: dict[str, Any], job: dict[str, Any] | None = None) -> None:  # fmt: skip
+def write_memo(
+    recipe: Path,
+    history: str,
+    key: str,
+    parts: dict[str, Any],
+    output: Path,
+    store: Any,
+    device: dict[str, Any],
+    job: dict[str, Any] | None = None,
+) -> None:
     """Remember what the key of `history` was computed from (never raises: a memo is only a shortcut), and the job
     it was computed from: a known miss sends it to the worker ahead of the check (builds/supervisor/speculation.py).
     `store` None: a --no-store build's memo (`job_memo_path`), which only `look_job` reads."""
@@ -92,8 +100,12 @@ def write_memo(recipe: Path, history: str, key: str, parts: dict[str, Any], outp
 
     site = _builder_site((parts.get("builder") or {}).get("module"))
     p = parts.get("paths") or {}
-    files = [p.get("onnx"), *(p.get("external") or {}).values(), *(p.get("plugin_libraries") or []),
-             *(p.get("plugin_serialize") or [])]  # fmt: skip
+    files = [
+        p.get("onnx"),
+        *(p.get("external") or {}).values(),
+        *(p.get("plugin_libraries") or []),
+        *(p.get("plugin_serialize") or []),
+    ]
     memo = {
         "format": MEMO_FORMAT,
         "trtls": __version__,
@@ -120,7 +132,7 @@ def write_memo(recipe: Path, history: str, key: str, parts: dict[str, Any], outp
             "trust": store.trust,
             "recipeDir": str(store.recipe_dir) if store.recipe_dir else None,
             "signingKeyFile": str(store.signing_key_file) if store.signing_key_file else None,
-        },  # fmt: skip
+        },
     }
     state = recipe.parent / ".trtls"
     try:

@@ -126,7 +126,7 @@ def reuse_evidence(
             "path": str(output),
             "size": entry.size,
             "sha256": entry.sha256,
-        },  # fmt: skip
+        },
         "store": store_record,
         "startedAt": t0,
         "durationS": round(time.time() - t0, 3),
@@ -155,8 +155,15 @@ def append_known_good(known: KnownGood, record: dict[str, Any], warnings: list[s
         warnings.append(str(why))
 
 
-def remember_reused(state_dir: Path, history: str, entry: Entry, build_id: str, changes: list[str],
-                    warnings: list[str], stored: bool = True) -> None:  # fmt: skip
+def remember_reused(
+    state_dir: Path,
+    history: str,
+    entry: Entry,
+    build_id: str,
+    changes: list[str],
+    warnings: list[str],
+    stored: bool = True,
+) -> None:
     """A reuse is recorded when it changes which engine the table has (not once per unchanged run). `stored`
     False: this machine's store could not keep it (a farm node served it: builds/farm/node_reuse.py)."""
     known = KnownGood(state_dir, history)
@@ -201,8 +208,14 @@ def fast_hit(
     state = recipe.parent / ".trtls"
     s = memo["store"]
     rdir, kfile = s.get("recipeDir"), s.get("signingKeyFile")
-    store = Store(Path(s["path"]), s["mode"], s.get("maxSize"), trust=s["trust"],
-                  recipe_dir=Path(rdir) if rdir else None, signing_key_file=kfile)  # fmt: skip
+    store = Store(
+        Path(s["path"]),
+        s["mode"],
+        s.get("maxSize"),
+        trust=s["trust"],
+        recipe_dir=Path(rdir) if rdir else None,
+        signing_key_file=kfile,
+    )
     try:
         entry = store.get(str(memo["key"]))
     except Refused:
@@ -234,9 +247,17 @@ def fast_hit(
         return None
     finally:
         held.release()
-    record: dict[str, Any] = {"used": True, "why": None, "path": str(store.root), "mode": store.mode, "source": "memo",
-              "warnings": list(store.notes), "key": entry.key, "waitedFor": None,
-              "outputAlreadyCurrent": current}  # fmt: skip
+    record: dict[str, Any] = {
+        "used": True,
+        "why": None,
+        "path": str(store.root),
+        "mode": store.mode,
+        "source": "memo",
+        "warnings": list(store.notes),
+        "key": entry.key,
+        "waitedFor": None,
+        "outputAlreadyCurrent": current,
+    }
     from trtls.store.stats import record_hit
 
     record_hit(store, entry, engine, "fast")

@@ -308,8 +308,9 @@ class CellRun:
             elif '"build_finished"' in text[:80] and '"outcome": "built"' in text:
                 finished = json.loads(text)
                 of = {**plan, "buildId": job["build_id"], "startedAt": t_job}  # the producing build, as recorded
-                note = publish_from_node(of, self.scratch, Path(job["output"]), finished, env, self.node,
-                                         round(time.time() - t_job, 3))  # fmt: skip
+                note = publish_from_node(
+                    of, self.scratch, Path(job["output"]), finished, env, self.node, round(time.time() - t_job, 3)
+                )
                 text = finished_with_note(text, note)
             out.append(text)
         return out

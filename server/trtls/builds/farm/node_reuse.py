@@ -43,13 +43,26 @@ async def bring_reused(
         acked = line("cancel_acknowledged", source=ctl.get("source", "api"), t_request_ns=ctl.get("t_request_ns"))
         return [acked, line("build_finished", outcome="cancelled", cleanup_status="not_needed", notes=[note])], None
 
-    held = [line("artifact", action="written", kind="engine", path=hit.get("path"), size=hit.get("size"),
-                 sha256=hit.get("sha256"))]  # fmt: skip
+    held = [
+        line(
+            "artifact",
+            action="written",
+            kind="engine",
+            path=hit.get("path"),
+            size=hit.get("size"),
+            sha256=hit.get("sha256"),
+        )
+    ]
     finished: dict[str, Any] = {
-        "v": PROTOCOL_VERSION, "type": "build_finished", "t_ns": time.monotonic_ns(), "outcome": "built",
-        "cleanup_status": "not_needed", "engine_sha256": hit.get("sha256"), "engine_bytes": hit.get("size"),
+        "v": PROTOCOL_VERSION,
+        "type": "build_finished",
+        "t_ns": time.monotonic_ns(),
+        "outcome": "built",
+        "cleanup_status": "not_needed",
+        "engine_sha256": hit.get("sha256"),
+        "engine_bytes": hit.get("size"),
         "notes": [],
-    }  # fmt: skip
+    }
     brought = await bring_engine(actor, job, where, finished, held)
     end = peek(brought[-1].decode())
     if end.get("outcome") != "built":

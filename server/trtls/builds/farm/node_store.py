@@ -138,8 +138,9 @@ def look_up_on_node(plan: dict[str, Any], scratch: Path, node: str) -> tuple[Ent
     return entry, f"node {node} found key {key[:12]} in the remote store {url} ({where}): no worker, nothing built"
 
 
-def serve_on_node(plan: dict[str, Any], scratch: Path, entry: Entry, output: Path, tag: str, node: str) -> tuple[
-        dict[str, Any] | None, str]:  # fmt: skip
+def serve_on_node(
+    plan: dict[str, Any], scratch: Path, entry: Entry, output: Path, tag: str, node: str
+) -> tuple[dict[str, Any] | None, str]:
     """Restore `entry` (from `look_up_on_node`) at `output` in the cell's job folder, hashed while copied: the hit the
     driver fetches (`{"key", "sha256", "size", "path", "build", "remote", "node"}`), or None and why it builds."""
     store = node_store(scratch, str(plan.get("url")))
@@ -148,6 +149,13 @@ def serve_on_node(plan: dict[str, Any], scratch: Path, entry: Entry, output: Pat
     except (Refused, RestoreFailed, OSError) as exc:  # quarantined (bytes not the record's), the node's disk
         why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         return None, f"node {node} could not serve key {entry.key[:12]} from the remote store: {why}; it builds"
-    hit = {"key": entry.key, "sha256": entry.sha256, "size": entry.size, "path": str(output), "build": entry.build,
-           "remote": plan.get("url"), "node": node}  # fmt: skip
+    hit = {
+        "key": entry.key,
+        "sha256": entry.sha256,
+        "size": entry.size,
+        "path": str(output),
+        "build": entry.build,
+        "remote": plan.get("url"),
+        "node": node,
+    }
     return hit, f"engine {entry.sha256[:12]} ({entry.size} bytes) restored on node {node} from its store entry"

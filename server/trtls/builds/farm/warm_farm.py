@@ -108,8 +108,9 @@ def read_state(path: Path | None = None) -> WarmHead | None:
 
 def write_state(head: WarmHead) -> None:
     """The state file (0600: it names the token file and carries the head's nonce)."""
-    fs.atomic_write_text(state_path(), json.dumps(asdict(head), indent=2) + "\n", kind=Kind.farm_state,
-                         within=state_folder(), mode=0o600)  # fmt: skip
+    fs.atomic_write_text(
+        state_path(), json.dumps(asdict(head), indent=2) + "\n", kind=Kind.farm_state, within=state_folder(), mode=0o600
+    )
 
 
 def forget(head: WarmHead) -> None:

@@ -153,8 +153,17 @@ class Build:
         it began if before now (monotonic ns, epoch s): a job sent ahead of the check (supervisor/speculation)."""
         self.id, self.engine, self.recipe_path, self.job, self.command = id, engine, recipe_path, job, command
         self.remote = remote
-        self.state = BuildState(id, engine, self.evidence_dir, grace_s, cell, parent_id, remote is not None,
-                                baselines_of=self.history().baselines, notes=list(notes))  # fmt: skip
+        self.state = BuildState(
+            id,
+            engine,
+            self.evidence_dir,
+            grace_s,
+            cell,
+            parent_id,
+            remote is not None,
+            baselines_of=self.history().baselines,
+            notes=list(notes),
+        )
         if started is not None:  # given when the state is made, as the rest of what the build was asked
             self.state = replace(self.state, t_start_ns=started[0], started_at=started[1])
         self.listeners = []

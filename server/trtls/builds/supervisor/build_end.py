@@ -42,8 +42,7 @@ async def finish_build(build: Build, outcome: BuildOutcome, guard: OutputGuard |
         )
         cache = build.job.get("timing_cache")
         removed = tuple(Artifact(type="artifact", t_ns=t_end, **row) for row in inventory)  # the supervisor's own rows
-        build.fold(WorkerGone(outcome, t_end, time.monotonic_ns(), removed, status,
-                              cache["path"] if cache else None))  # fmt: skip
+        build.fold(WorkerGone(outcome, t_end, time.monotonic_ns(), removed, status, cache["path"] if cache else None))
     build.fold(Ended(outcome))
     history = build.history()
     if build.config_hash:

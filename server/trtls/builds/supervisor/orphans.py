@@ -382,8 +382,9 @@ def _recover_one(
     message = f"{summary['error']}; {_engine_message(summary)}; {message}"
     summary["notes"][0] = f"{stamp}: {message}"
     try:
-        fs.atomic_write_text(running.with_name("summary.json"), json.dumps(summary, indent=2), kind=fs.Kind.evidence,
-                             within=root)  # fmt: skip
+        fs.atomic_write_text(
+            running.with_name("summary.json"), json.dumps(summary, indent=2), kind=fs.Kind.evidence, within=root
+        )
         fs.remove_file(running, kind=fs.Kind.evidence, within=root)
     except OSError as exc:
         # the run folder leads out of the recipe's folder (a symlink) or the disk refuses: nothing is written there

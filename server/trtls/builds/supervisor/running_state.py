@@ -189,8 +189,21 @@ class RunningJob:
         )
 
 
-KEYS = ("buildId", "engine", "output", "workerPid", "workerStart", "workerNonce", "supervisorPid", "supervisorStart",
-        "job", "startedAt", "owner", "outputBefore", "previousSha256")  # fmt: skip  # the writer's order
+KEYS = (
+    "buildId",
+    "engine",
+    "output",
+    "workerPid",
+    "workerStart",
+    "workerNonce",
+    "supervisorPid",
+    "supervisorStart",
+    "job",
+    "startedAt",
+    "owner",
+    "outputBefore",
+    "previousSha256",
+)  # the writer's order
 
 
 @dataclass(frozen=True)

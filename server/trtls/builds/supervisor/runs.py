@@ -69,8 +69,9 @@ class RestoredRun:
     answers what
     a Build answers (listBuilds' row, showEvidence, buildReport, the `trtls/buildTree` payload) from its evidence."""
 
-    def __init__(self, summary: Summary, recipe_path: Path, cell: str | None = None,
-                 parent_id: str | None = None) -> None:  # fmt: skip
+    def __init__(
+        self, summary: Summary, recipe_path: Path, cell: str | None = None, parent_id: str | None = None
+    ) -> None:
         self.record = summary
         self.summary: dict[str, Any] | None = summary.record()  # what every kind of run answers (Run.summary)
         self.id = str(summary.buildId)

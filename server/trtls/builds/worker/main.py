@@ -100,8 +100,11 @@ def main(warming: threading.Thread | None = None) -> int:
         # started writing (only possible outside the commit zone's rename) and go.
         if not worker.in_commit:
             with contextlib.suppress(OSError):  # only our own temp name, only inside the write root
-                fs.remove_file(engine_temp_path(worker.output, worker.build_id), kind=fs.Kind.engine_output,
-                               within=worker.root or worker.output.parent)  # fmt: skip
+                fs.remove_file(
+                    engine_temp_path(worker.output, worker.build_id),
+                    kind=fs.Kind.engine_output,
+                    within=worker.root or worker.output.parent,
+                )
         os._exit(143)
 
     signal.signal(signal.SIGTERM, on_sigterm)

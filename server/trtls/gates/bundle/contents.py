@@ -125,8 +125,10 @@ def _conversion_problems(
 
     assert ctx.route.precision is not None
     if not isinstance(conversion, dict):
-        return [f"the route converts {file.name} ([routes.{ctx.route_name}.precision]) but the bundle records no "
-                "precision conversion"]  # fmt: skip
+        return [
+            f"the route converts {file.name} ([routes.{ctx.route_name}.precision]) but the bundle records no "
+            "precision conversion"
+        ]
     out = []
     wanted = conversion_settings(ctx.route.precision.model_dump())
     recorded = {k: conversion.get(k) for k in wanted}
