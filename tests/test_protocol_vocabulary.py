@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Literal, get_args, get_origin
 
 from trtls.core import vocabulary
-from trtls.schema import protocol
+from trtls.schema import protocol, protocol_ts
 
 ROOT = Path(__file__).resolve().parents[1]
 EXTENSION_SRC = ROOT / "extension" / "src"
@@ -28,9 +28,9 @@ def generated_arrays(ts: str) -> dict[str, tuple[str, ...]]:
 def test_every_vocabulary_is_a_const_array_and_a_type_in_the_typescript() -> None:
     ts, arrays = protocol.TS_FILE.read_text(), generated_arrays(protocol.TS_FILE.read_text())
     literals = {n: v for n, v in vars(vocabulary).items() if get_origin(v) is Literal}
-    assert len(literals) >= 10 and literals.keys() == protocol.vocabularies().keys()
+    assert len(literals) >= 10 and literals.keys() == protocol_ts.vocabularies().keys()
     for name, literal in literals.items():
-        const = protocol.const_name(name)
+        const = protocol_ts.const_name(name)
         assert arrays.get(const) == get_args(literal), f"{const} in protocol.ts is not vocabulary.{name}"
         assert f"export type {name} = (typeof {const})[number];" in ts
     # the names the extension imports
@@ -43,7 +43,7 @@ def test_a_word_added_to_the_vocabulary_is_drift_until_regenerated(monkeypatch) 
     assert protocol.TS_FILE not in protocol.drifted()
     monkeypatch.setattr(vocabulary, "PhaseStatus", Literal["running", "done", "cancelled", "failed", "paused"])
     assert protocol.TS_FILE in protocol.drifted()
-    assert "'failed', 'paused'] as const;" in protocol.build_ts(protocol.build_schema())
+    assert "'failed', 'paused'] as const;" in protocol_ts.build_ts(protocol.build_schema())
 
 
 def spelled_word_sets(source: str) -> list[tuple[int, frozenset[str]]]:

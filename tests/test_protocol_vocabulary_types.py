@@ -4,7 +4,8 @@ interface through the one `const` array the extension parses against."""
 
 from __future__ import annotations
 
-from trtls.schema.protocol import TS_FILE, vocabularies
+from trtls.schema.protocol import TS_FILE
+from trtls.schema.protocol_ts import vocabularies
 
 
 def test_no_interface_spells_a_vocabulary_out() -> None:

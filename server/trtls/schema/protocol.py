@@ -22,14 +22,15 @@ import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal, get_args, get_origin
+from typing import Any
 
 from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
-from trtls.core import events, vocabulary, wire, worker_job
+from trtls.core import events, wire, worker_job
 from trtls.fs import Kind, atomic_write_text, ensure_folder, read_text
 from trtls.lsp import command_args
+from trtls.schema.protocol_ts import build_ts, ts_type
 
 ROOT = Path(__file__).resolve().parents[3]
 SCHEMA_FILE = ROOT / "docs" / "protocol.schema.json"
@@ -41,16 +42,32 @@ FARM_EVENTS = ("queued", "placed")
 WORKER_EVENTS = [m for t, m in events.EVENT_MODELS.items() if t not in FARM_EVENTS]
 FARM_MODELS = [events.EVENT_MODELS[t] for t in FARM_EVENTS]
 JOB_MODELS: list[type[BaseModel]] = [
-    worker_job.WorkerJob, worker_job.JobTimingCache, worker_job.JobProfile, worker_job.JobShapes,
-    worker_job.JobPrecision, worker_job.JobPlugins, worker_job.JobFaults, worker_job.JobStall,
-]  # fmt: skip
+    worker_job.WorkerJob,
+    worker_job.JobTimingCache,
+    worker_job.JobProfile,
+    worker_job.JobShapes,
+    worker_job.JobPrecision,
+    worker_job.JobPlugins,
+    worker_job.JobFaults,
+    worker_job.JobStall,
+]
 WIRE_MODELS: list[type[BaseModel]] = [
-    wire.BuildTree, wire.MatrixTree, wire.PhaseRow, wire.NodeView, wire.CellRow, wire.MatrixProgress, wire.ProgressEnd,
-]  # fmt: skip
+    wire.BuildTree,
+    wire.MatrixTree,
+    wire.PhaseRow,
+    wire.NodeView,
+    wire.CellRow,
+    wire.MatrixProgress,
+    wire.ProgressEnd,
+]
 # the models a command reply holds (or is one of), each with its own table under the commands'
 REPLY_PARTS: list[type[BaseModel]] = [
-    wire.BuildEngineReply, wire.MatrixCellPlan, wire.ReusedCell, wire.ListedBuild, wire.GateCheck,
-]  # fmt: skip
+    wire.BuildEngineReply,
+    wire.MatrixCellPlan,
+    wire.ReusedCell,
+    wire.ListedBuild,
+    wire.GateCheck,
+]
 COMMAND_ARGS: dict[str, type[BaseModel]] = {
     "trtls.buildEngine": command_args.BuildEngineArgs,
     "trtls.buildMatrix": command_args.BuildMatrixArgs,
@@ -145,131 +162,6 @@ def build_schema() -> dict[str, Any]:
         },
         "$defs": dict(sorted(defs.items())),
     }
-
-
-# -- the vocabularies -------------------------------------------------------------------------------------------------
-def vocabularies() -> dict[str, tuple[str, ...]]:
-    """Every closed set of words in trtls.core.vocabulary, by its `Literal`'s name, in the order it declares them."""
-    return {name: get_args(v) for name, v in vars(vocabulary).items() if get_origin(v) is Literal}
-
-
-def const_name(type_name: str) -> str:
-    """The TypeScript array of a vocabulary: `CancelSource` → `CANCEL_SOURCES`, `RetryPolicy` → `RETRY_POLICIES`."""
-    snake = re.sub(r"(?<!^)(?=[A-Z])", "_", type_name).upper()
-    return snake[:-1] + "IES" if snake.endswith("Y") else snake + ("ES" if snake.endswith("S") else "S")
-
-
-def vocabulary_comments() -> dict[str, str]:
-    """The comment above each `Name = Literal[...]` of trtls.core.vocabulary (what the words are for)."""
-    out: dict[str, str] = {}
-    pending: list[str] = []
-    for line in inspect.getsource(vocabulary).splitlines():
-        if m := re.match(r"^#\s?(.*)$", line):
-            pending.append(m.group(1).strip())
-            continue
-        if (m := re.match(r"^(\w+) = Literal\[", line)) and pending:
-            out[m.group(1)] = " ".join(pending)
-        pending = []
-    return out
-
-
-def vocabulary_ts() -> list[str]:
-    comments = vocabulary_comments()
-    out = ["// -- the vocabularies (trtls.core.vocabulary): the extension parses the server's words against these"]
-    for name, words in vocabularies().items():
-        where = f"trtls.core.vocabulary.{name}"
-        out += ts_doc(f"{comments[name]} ({where})" if name in comments else where, "")
-        quoted = ", ".join(json.dumps(w).replace('"', "'") for w in words)
-        out.append(f"export const {const_name(name)} = [{quoted}] as const;")
-        out.append(f"export type {name} = (typeof {const_name(name)})[number];")
-    out += [
-        "",
-        "/** Whether `value` is one of `words` (a vocabulary above): how the extension reads a word it was sent. */",
-        "export function isWord<T extends string>(words: readonly T[], value: unknown): value is T {",
-        "  return typeof value === 'string' && (words as readonly string[]).includes(value);",
-        "}",
-        "",
-    ]
-    return out
-
-
-# -- TypeScript -------------------------------------------------------------------------------------------------------
-def vocabulary_of_words() -> dict[tuple[str, ...], str]:
-    """A vocabulary's name by its words, as a field's `Literal` of it lists them (the first declared, where two
-    vocabularies had the same words)."""
-    out: dict[tuple[str, ...], str] = {}
-    for name, words in vocabularies().items():
-        out.setdefault(tuple(words), name)
-    return out
-
-
-def ts_type(p: dict[str, Any], named: dict[tuple[str, ...], str] | None = None) -> str:
-    """A property's TypeScript type. `named` (the TypeScript file's): a closed set of words that is a vocabulary is
-    written as the vocabulary's type (`BuildOutcome`), not as an inline union of the same words."""
-    if "$ref" in p:
-        return str(p["$ref"]).rsplit("/", 1)[-1]
-    if "const" in p:
-        return json.dumps(p["const"]).replace('"', "'")
-    if "enum" in p:
-        if named and (name := named.get(tuple(p["enum"]))):
-            return name
-        return " | ".join(json.dumps(v).replace('"', "'") for v in p["enum"])
-    if "anyOf" in p or "oneOf" in p:
-        return " | ".join(ts_type(x, named) for x in p.get("anyOf", p.get("oneOf", [])))
-    t = p.get("type")
-    if t == "array":
-        inner = ts_type(p.get("items", {}), named)
-        return f"({inner})[]" if "|" in inner else f"{inner}[]"
-    if t == "object":
-        extra = p.get("additionalProperties")
-        return f"Record<string, {ts_type(extra, named) if isinstance(extra, dict) and extra else 'unknown'}>"
-    return {"string": "string", "integer": "number", "number": "number", "boolean": "boolean", "null": "null"}.get(
-        str(t), "unknown"
-    )
-
-
-def ts_doc(text: str, indent: str) -> list[str]:
-    return [f"{indent}/** {text.replace('*/', '*∕')} */"] if text else []
-
-
-def build_ts(schema: dict[str, Any]) -> str:
-    x = schema["x-trtls"]
-    out = [
-        "// GENERATED by `python -m trtls.schema.protocol` from trtls.core (worker_job, events, wire, vocabulary): "
-        "do not edit.",
-        "// The server's models are the protocol; tests/test_protocol_generated.py fails when this file drifts.",
-        "",
-        f"export const PROTOCOL = '{x['protocol']}';",
-        f"export const PROTOCOL_VERSION = {x['protocolVersion']};",
-        f"export const BUILD_TREE_NOTIFICATION = '{wire.BUILD_TREE}';",
-        "",
-        *vocabulary_ts(),
-    ]
-    named = vocabulary_of_words()
-    for name, d in schema["$defs"].items():
-        if d.get("type") != "object" or "properties" not in d:
-            out += [
-                *ts_doc(d.get("description", "").split("\n")[0], ""),
-                f"export type {name} = {ts_type(d, named)};",
-                "",
-            ]
-            continue
-        out += ts_doc(" ".join(d.get("description", "").split()), "")
-        out.append(f"export interface {name} {{")
-        required = set(d.get("required", []))
-        for prop, p in d["properties"].items():
-            out += ts_doc(p.get("description", ""), "  ")
-            out.append(f"  {prop}{'' if prop in required else '?'}: {ts_type(p, named)};")
-        if d.get("additionalProperties") not in (False, None):
-            out.append("  [key: string]: unknown;")
-        out += ["}", ""]
-    out.append(f"export type WorkerEvent = {' | '.join(x['workerEvents'].values())};")
-    out.append(f"export type BuildTreeNotification = {' | '.join(x['notifications'][wire.BUILD_TREE])};")
-    out += ["", "/** Every command: what it takes and what it answers. */", "export interface Commands {"]
-    for c, io in x["commands"].items():
-        out.append(f"  '{c}': {{ arguments: {io['arguments']}; reply: {io['reply']} }};")
-    out += ["}", "export type CommandName = keyof Commands;", ""]
-    return "\n".join(out)
 
 
 # -- docs/protocol.md -------------------------------------------------------------------------------------------------
