@@ -1,4 +1,5 @@
-"""The parent side of a build: start the worker, fold its events, escalate a stop, write the evidence.
+"""The parent side of a build: start the worker, fold its events, escalate a stop (its own module:
+builds/supervisor/stop_escalation.py), write the evidence.
 
 One small API for every face (CLI, language server, acceptance tests):
 
@@ -35,26 +36,17 @@ from trtls.builds.supervisor.retention import Policy, auto_collect, policy_of
 from trtls.builds.supervisor.running_record import note_previous_sha, process_owner, running_json, sha256_and_close
 from trtls.builds.supervisor.spawn import spawn_worker, worker_nonce
 from trtls.builds.supervisor.speculation import NOTE, JobAhead
+from trtls.builds.supervisor.stop_escalation import StopEscalation, signal_group
 from trtls.builds.supervisor.worker_process import WorkerProcess
-from trtls.core.build_state import Ended, EnvironmentProbed, Erred, Forced, Noted, StoppedWaiting
-from trtls.core.events import CancelControl, CommitControl, ProtocolError, parse_event
+from trtls.core.build_state import Ended, EnvironmentProbed, Erred, Noted, StoppedWaiting
+from trtls.core.events import CommitControl, ProtocolError, parse_event
 from trtls.core.recipe import LoadedRecipe
 from trtls.core.vocabulary import BuildOutcome
 
-KILL_AFTER_TERM_S = 0.1  # SIGTERM → SIGKILL; the forced stop is done within grace + ~200 ms
 RESOURCE_SAMPLE_S = 0.25  # /proc VmHWM samples of the worker (the peak of a worker that dies)
 NODE_PYTHON = "{python}"  # in a remote worker command: the node's interpreter (trtls.builds.farm.node_worker)
 
-__all__ = ["Build", "Listener", "Supervisor", "new_build_id", "signal_group", "state_dir", "worker_job"]
-
-
-def signal_group(proc: Any, sig: int) -> bool:
-    """Signal a worker's process group: a local one (our own child, not yet reaped) through the door, a remote one
-    through its node (RemoteProcess)."""
-    if hasattr(proc, "signal_group"):
-        proc.signal_group(sig)
-        return True
-    return fs.signal_child(proc, sig, group=True)
+__all__ = ["Build", "Listener", "Supervisor", "new_build_id", "state_dir", "worker_job"]
 
 
 def _error_of(build: Build, exc: Exception) -> str:
@@ -86,8 +78,7 @@ class Supervisor:
         self.wait_for_output: dict[str, bool] = {}
         self.retention: dict[str, Policy] = {}  # build id → the recipe's [evidence] bounds, for the pass after it
         self.prespawned: dict[str, WorkerProcess] = {}  # build id → the worker started early for it (until spawned)
-        self.force_on_spawn: dict[str, bool] = {}  # forced before their worker existed → by the user (escalate then)
-        self.user_forced: set[str] = set()  # stopped at once because the user asked (a second Ctrl-C), not the grace
+        self.stops = StopEscalation()  # the cancel, then SIGTERM and SIGKILL past the grace; whose stop it was
         self.sent_ahead: set[str] = set()  # builds whose worker got its job before the check: it waits for `commit`
 
     def running(self) -> list[Build]:
@@ -138,8 +129,19 @@ class Supervisor:
         if ahead is not None:  # the caller checked it is this job (same_job), for its built-in worker
             notes = (*notes, NOTE)
         started = (ahead.t_sent_ns, ahead.sent_at) if ahead is not None else None  # its build began then
-        build = Build(build_id, engine, loaded.path, job, grace, command, remote=remote, cell=cell, parent_id=parent_id,
-                      notes=notes, started=started)  # fmt: skip
+        build = Build(
+            build_id,
+            engine,
+            loaded.path,
+            job,
+            grace,
+            command,
+            remote=remote,
+            cell=cell,
+            parent_id=parent_id,
+            notes=notes,
+            started=started,
+        )
         if worker is not None and eng.worker:
             worker.stdin.close()  # type: ignore[union-attr]  # an external worker was asked for: not ours to use
         elif worker is not None:
@@ -147,11 +149,11 @@ class Supervisor:
             if ahead is not None:
                 self.sent_ahead.add(build_id)
         loop = asyncio.get_running_loop()
-        build.attach(loop, force=lambda: self._force_now(build))
+        build.attach(loop, force=lambda: self.stops.force_now(build))
         self.builds[build_id] = build
         self.wait_for_output[build_id] = wait_for_output
         self.retention[build_id] = policy_of(loaded.recipe.evidence)
-        build.token.on_request(lambda source: loop.call_soon_threadsafe(self._on_cancel, build))
+        build.token.on_request(lambda source: loop.call_soon_threadsafe(self.stops.on_cancel, build))
         loop.create_task(self._run(build), name=f"trtls-build-{build_id}")
         return build
 
@@ -192,8 +194,7 @@ class Supervisor:
             )
         finally:
             self.prespawned.pop(build.id, None)
-            self.force_on_spawn.pop(build.id, None)
-            self.user_forced.discard(build.id)
+            self.stops.forget(build.id)
             self.sent_ahead.discard(build.id)
             guard = self.guards.get(build.id)
             if guard is not None:
@@ -277,10 +278,7 @@ class Supervisor:
             proc.stdin.write((json.dumps(build.job) + "\n").encode())
         elif not build.token.is_set:  # its job went ahead of the check, which agreed: the engine may be written
             proc.stdin.write((CommitControl().model_dump_json() + "\n").encode())
-        if build.token.is_set:  # cancelled before the worker existed (or, sent ahead, before its commit)
-            self._send_control(build)
-            if build.id in self.force_on_spawn:  # and forced before it existed: the grace is already over
-                asyncio.ensure_future(self._escalate(0.0, build, by_user=self.force_on_spawn[build.id]))
+        self.stops.worker_started(build)  # a cancel (or a force) that came before the worker reaches it now
         sampling = asyncio.ensure_future(self._sample_resources(build))
         await asyncio.gather(self._read_events(build, events), self._read_stderr(build))
         sampling.cancel()
@@ -288,7 +286,7 @@ class Supervisor:
         if (build.finished is not None or getattr(proc, "reused", None)) and not build.token.forced:
             outcome: BuildOutcome = build.finished.outcome if build.finished else "reused"  # reused: a farm node's hit
         elif build.token.forced:  # the user's forced stop is their cancel; "forced" blames the builder
-            outcome = "cancelled" if build.id in self.user_forced else "forced"
+            outcome = self.stops.forced_outcome(build)
         elif lost := getattr(proc, "lost", None):  # a remote cell whose node (or actor) died under it
             outcome = "killed"
             build.fold(Erred(lost))
@@ -334,58 +332,6 @@ class Supervisor:
         assert proc is not None and proc.stderr is not None
         while line := await proc.stderr.readline():
             build.stderr_tail.append(line.decode(errors="replace").rstrip())
-
-    # -- cancel and escalation -----------------------------------------------------------------
-    def _on_cancel(self, build: Build) -> None:
-        self._send_control(build)
-        if build.running:
-            asyncio.ensure_future(self._escalate(build.grace_s, build))
-
-    def _send_control(self, build: Build) -> None:
-        proc = build.worker
-        if proc is None or proc.stdin is None or proc.stdin.is_closing():
-            return
-        msg = CancelControl(source=build.token.source, t_request_ns=build.token.t_request_ns)
-        try:
-            proc.stdin.write((msg.model_dump_json() + "\n").encode())
-        except (BrokenPipeError, ConnectionResetError):
-            pass
-
-    def _force_now(self, build: Build) -> None:
-        """`Build.force()`: the user asked to stop at once (a second Ctrl-C), so the grace is skipped. The stop is
-        theirs, not the builder's failure to honour a cancel: the outcome stays `cancelled` (issue 27, item 21)."""
-        if not build.token.is_set:
-            build.cancel("api")
-        asyncio.ensure_future(self._escalate(0.0, build, by_user=True))
-
-    async def _escalate(self, grace_s: float, build: Build, by_user: bool = False) -> None:
-        await asyncio.sleep(grace_s)
-        proc = build.worker
-        if proc is None and build.running:  # not spawned yet: escalate as soon as it is
-            self.force_on_spawn[build.id] = self.force_on_spawn.get(build.id, False) or by_user
-            return
-        if proc is None or proc.returncode is not None or build.builder_returned_ns is not None:
-            return  # the builder returned in time: the stop was cooperative
-        if build.token.forced:
-            return  # already being terminated; whoever started it decided why
-        if by_user:
-            self.user_forced.add(build.id)
-            build.fold(Forced(
-                f"the user forced the stop (asked again after the cancel from {build.token.source}): the builder's "
-                f"grace of {build.grace_s:g} s was not waited for; SIGTERM, then SIGKILL"
-            ))  # fmt: skip
-        else:
-            build.fold(Forced(f"the builder did not return within {grace_s:g} s of the cancel: SIGTERM, then SIGKILL"))
-        for sig, wait in ((signal.SIGTERM, KILL_AFTER_TERM_S), (signal.SIGKILL, None)):
-            if not signal_group(proc, sig):
-                return
-            if wait is None:
-                return
-            try:
-                await asyncio.wait_for(asyncio.shield(proc.wait()), wait)
-                return
-            except TimeoutError:
-                continue
 
     # -- after the worker is gone --------------------------------------------------------------
     async def _finish(self, build: Build, outcome: BuildOutcome) -> None:
