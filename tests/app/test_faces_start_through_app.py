@@ -24,7 +24,7 @@ STARTS_WORK = {
     "trtls.triage.diverge_pair": {"run_pair_divergence"},
 }
 # a face that reads a job without starting anything, and why
-READS_A_JOB = {"cli/store_explain.py": "`trtls store why` keys the recipe to explain a key; it starts nothing"}
+READS_A_JOB = {"cli/store_why_sides.py": "`trtls store why` keys the recipe to explain a key; it starts nothing"}
 
 
 def _supervisor_start(node: ast.Call) -> bool:

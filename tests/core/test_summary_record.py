@@ -118,7 +118,7 @@ MIGRATED: tuple[str, ...] = (
     "core/build_view.py",
     "cli/terminal_view.py",
     "cli/matrix_view.py",
-    "cli/store_explain.py",
+    "cli/store_why_sides.py",
 )
 NOT_A_BUILD_RECORD = {
     "report/route_page.py": "reads a gates run's route record, not a build's",
