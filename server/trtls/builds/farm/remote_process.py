@@ -17,15 +17,15 @@ Where a cell runs: a CPU-only cell reserves its CPUs with a placement group and 
 (`node_host`: one actor per node, the warm farm's when connected to one); a cell that holds a GPU has an actor of its
 own (`node_worker`), because Ray sets CUDA_VISIBLE_DEVICES only for the actor that holds the GPU.
 
-The relay (placement wait, control, the node's lines, the end); the engine's way back is `engine_transfer`, reading
-the node's stream `node_stream`, reusing a GPU cell's actor `warm_claim`, the lines it writes `remote_lines`, a
-cell its node served from the remote store `node_reuse` (it sets `reused`: the supervisor ends the cell `reused`).
+The relay (placement, control, the node's lines, the end); the wait for a node and how a cancel or the queue timeout
+ends it is `node_wait`, the engine's way back `engine_transfer`, reading the node's stream `node_stream`, reusing a GPU
+cell's actor `warm_claim`, the lines it writes `remote_lines`, a cell its node served from the remote store
+`node_reuse` (it sets `reused`: the supervisor ends the cell `reused`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import signal
 import time
 from pathlib import Path
@@ -35,16 +35,15 @@ from trtls.builds.farm import cluster
 from trtls.builds.farm.engine_transfer import bring_engine
 from trtls.builds.farm.node_host import HostSlot, shares_host
 from trtls.builds.farm.node_stream import read_on_thread
+from trtls.builds.farm.node_wait import cancelled_lines, left_s, timeout_lines, wait_for_node
 from trtls.builds.farm.placement import RemoteSpec
 from trtls.builds.farm.remote_lines import in_place
 from trtls.builds.farm.remote_lines import line as _line
 from trtls.builds.farm.remote_lines import peek as _peek
-from trtls.builds.farm.warm_actors import DRAIN_AFTER_S, WARM, kill_actor
-from trtls.builds.farm.warm_claim import awaited as _await
+from trtls.builds.farm.warm_actors import WARM, kill_actor
 from trtls.builds.farm.warm_claim import take_warm
 
 KILL_ACTOR_AFTER_S = 0.5  # after SIGKILL to the remote group: the actor too, so its slot is free again
-WAIT_TICK_S = 0.25  # a waiting cell looks for a warm worker of its shape this often
 
 
 class _Control:
@@ -167,9 +166,15 @@ class RemoteProcess:
         req = self.placement.request
         t_submit = time.monotonic_ns()
         self._feed(
-            _line("queued", cell=req.cell, labels=req.labels, num_gpus=self.placement.num_gpus, num_cpus=req.num_cpus,
-                  gpu_rule=self.placement.gpu_rule)
-        )  # fmt: skip
+            _line(
+                "queued",
+                cell=req.cell,
+                labels=req.labels,
+                num_gpus=self.placement.num_gpus,
+                num_cpus=req.num_cpus,
+                gpu_rule=self.placement.gpu_rule,
+            )
+        )
         try:
             sha, ref = await asyncio.to_thread(cluster.onnx_ref, Path(self.job["onnx"]))
             placed = await (self._on_host(t_submit) if self._slot is not None else self._on_own_actor(t_submit))
@@ -192,13 +197,9 @@ class RemoteProcess:
         from trtls.builds.farm import farm_actors
 
         assert self._slot is not None
-        left = t_submit / 1e9 + self.queue_timeout_s - time.monotonic_ns() / 1e9
-        if not await self._slot.reserve(self._cancelled, left):
+        if not await self._slot.reserve(self._cancelled, left_s(t_submit, self.queue_timeout_s)):
             self._slot.end(self.keep_warm_s)
-            if self._cancel_line is not None:
-                self._cancelled_in_queue(t_submit)
-            else:
-                self._queue_timeout()
+            self._queue_ended(t_submit)
             return False
         fits = farm_actors.fits(self.placement.ray_options(), self.command, cluster.job_runtime_env)
         warm = bool(cluster.connection.get("warm")) and fits
@@ -214,92 +215,46 @@ class RemoteProcess:
         """A cell that holds a GPU: an actor of its own (a warm one of its shape, or a new one)."""
         from trtls.builds.farm.node_worker import NodeWorker
 
-        if await self._take_warm():
-            return True
-        options = self.placement.ray_options()
-        # creating an actor registers it with the cluster's control store synchronously: not on the event loop
-        actor_class: Any = NodeWorker  # made an actor class by @ray.remote (mypy does not apply class decorators)
-        preload = None if self.command else str(self.job.get("builder_module") or "auto")
-        self._actor = await asyncio.to_thread(lambda: actor_class.options(**options).remote(preload, self._look_up))
         shape = self.placement.shape()
-        WARM.waiting[shape] = WARM.waiting.get(shape, 0) + 1
-        try:
-            placed = await self._wait_for_node(t_submit)
-        finally:
-            WARM.waiting[shape] -= 1
-        if placed and not self.where.get("warm"):
-            cluster.cell_note(self.job["build_id"], cell=self.placement.request.cell, actor="new", warm=False,
-                              actorPid=self.where.get("actor_pid"))  # fmt: skip
-        return placed
+        got = await take_warm(shape)  # an idle node worker of this shape (checked alive with one round trip)
+        if got is None:
+            options = self.placement.ray_options()
+            # creating an actor registers it with the cluster's control store synchronously: not on the event loop
+            actor_class: Any = NodeWorker  # made an actor class by @ray.remote (mypy does not apply class decorators)
+            preload = None if self.command else str(self.job.get("builder_module") or "auto")
+            self._actor = await asyncio.to_thread(lambda: actor_class.options(**options).remote(preload, self._look_up))
+            WARM.waiting[shape] = WARM.waiting.get(shape, 0) + 1
+            try:
+                got = await wait_for_node(self._actor, shape, self._cancelled, t_submit, self.queue_timeout_s)
+            finally:
+                WARM.waiting[shape] -= 1
+            if got is None:
+                self._queue_ended(t_submit)
+                return False
+        self._actor, self.where = got
+        if not self.where.get("warm"):
+            cluster.cell_note(
+                self.job["build_id"],
+                cell=self.placement.request.cell,
+                actor="new",
+                warm=False,
+                actorPid=self.where.get("actor_pid"),
+            )
+        return True
 
     def _gpus(self) -> dict[str, Any]:
         return {"num_gpus": self.placement.num_gpus, "gpu_rule": self.placement.gpu_rule}
 
-    async def _wait_for_node(self, t_submit: int) -> bool:
-        """True once a node holds the cell (a new actor, or a warm one of its shape that came free); False when the
-        wait ended it: a cancel, or the queue timeout."""
-        assert self._actor is not None
-        where = asyncio.ensure_future(_await(self._actor.where.remote()))
-        while True:
-            # woken by the node, a cancel or the queue deadline; every WAIT_TICK_S only to look for a warm worker
-            # (a 50 ms poll per waiting cell was the driver's CPU while 14 of 16 cells waited)
-            left = t_submit / 1e9 + self.queue_timeout_s - time.monotonic_ns() / 1e9
-            cancelled = asyncio.ensure_future(self._cancelled.wait())
-            done, _ = await asyncio.wait([where, cancelled], timeout=max(0.0, min(WAIT_TICK_S, left)),
-                                         return_when=asyncio.FIRST_COMPLETED)  # fmt: skip
-            cancelled.cancel()
-            done.discard(cancelled)
-            if done:
-                self.where = where.result()
-                return True
-            if self._cancel_line is not None:
-                where.cancel()
-                self._cancelled_in_queue(t_submit)
-                return False
-            if time.monotonic_ns() - t_submit > self.queue_timeout_s * 1e9:
-                where.cancel()
-                self._queue_timeout()
-                return False
-            if WARM.count() and time.monotonic_ns() - t_submit > DRAIN_AFTER_S * 1e9:
-                pending = self._actor
-                if await self._take_warm():  # a cell of this shape just finished: take its worker
-                    where.cancel()
-                    kill_actor(pending)  # withdraw the request for a new one
-                    return True
-                WARM.drain()  # idle workers of other shapes may hold the slot this cell needs
-
-    async def _take_warm(self) -> bool:
-        """Reuse an idle node worker of this cell's shape (checked alive with one round trip)."""
-        got = await take_warm(self.placement.shape())
-        if got is None:
-            return False
-        self._actor, self.where = got
-        return True
-
-    def _cancelled_in_queue(self, t_submit: int) -> None:
+    def _queue_ended(self, t_submit: int) -> None:
+        """A cancel or the queue timeout ended the wait for a node (builds/farm/node_wait.py): the stream says which."""
         self._kill_actor()
-        ctl = json.loads(self._cancel_line or "{}")
-        self._feed(_line("cancel_acknowledged", source=ctl.get("source", "api"), t_request_ns=ctl.get("t_request_ns")))
-        self._feed(
-            _line(
-                "build_finished",
-                outcome="cancelled",
-                cleanup_status="not_needed",
-                t_cleanup_ns=time.monotonic_ns(),
-                notes=[f"cancelled while waiting for a node ({(time.monotonic_ns() - t_submit) / 1e9:.1f} s)"],
-            )
-        )
-        self._end(0)
-
-    def _queue_timeout(self) -> None:
-        self._kill_actor()
-        msg = (
-            f"TRT231 no node was free for this cell within queue_timeout_s = {self.queue_timeout_s:g} s "
-            f"(it needs {self.placement.ray_options()})"
-        )
-        self._feed(_line("log", severity="ERROR", msg=msg))
-        self._feed(_line("build_finished", outcome="failed", error=msg, cleanup_status="not_needed"))
-        self._end(1)
+        if self._cancel_line is not None:
+            lines, code = cancelled_lines(self._cancel_line, t_submit), 0
+        else:
+            lines, code = timeout_lines(self.queue_timeout_s, self.placement.ray_options()), 1
+        for out in lines:
+            self._feed(out)
+        self._end(code)
 
     async def _stream(self, sha: str, ref: Any) -> None:
         assert self._actor is not None
@@ -356,8 +311,12 @@ class RemoteProcess:
             if self._slot is not None:
                 pass  # the shared host stays; _drive ends the cell there and frees its bundle
             elif self._built and self.returncode == 0 and self._cancel_line is None:
-                WARM.put(self.placement.shape(), self._actor, {k: v for k, v in self.where.items() if k != "warm"},
-                         self.keep_warm_s)  # fmt: skip
+                WARM.put(
+                    self.placement.shape(),
+                    self._actor,
+                    {k: v for k, v in self.where.items() if k != "warm"},
+                    self.keep_warm_s,
+                )
             else:
                 self._kill_actor()  # the slot is free for the next cell
 
@@ -387,9 +346,14 @@ class RemoteProcess:
         if worker is not None:
             if worker.get("t") is not None:
                 cluster.mark("workerPreloaded", worker["t"])
-            cluster.cell_note(self.job["build_id"], cell=self.placement.request.cell, workerPid=worker.get("pid"),
-                              workerImportS=worker.get("importS"), workerModules=worker.get("modules"),
-                              workerPreloadedBeforeJob=t.get("preloadedBeforeJob"))  # fmt: skip
+            cluster.cell_note(
+                self.job["build_id"],
+                cell=self.placement.request.cell,
+                workerPid=worker.get("pid"),
+                workerImportS=worker.get("importS"),
+                workerModules=worker.get("modules"),
+                workerPreloadedBeforeJob=t.get("preloadedBeforeJob"),
+            )
 
     async def _on_failure(self, exc: Exception) -> None:
         from trtls.builds.farm.node_loss import loss_of
