@@ -239,6 +239,7 @@ RAY_MODULES = {
     "builds/farm/warm_head.py",  # the warm local farm's head process (`trtls farm up`)
     "builds/farm/farm_actors.py",  # the warm farm's named node host, one per node (started by its head)
     "builds/farm/node_host.py",  # one node-worker actor per node running every CPU-only cell placed there
+    "builds/farm/host_slot.py",  # a CPU-only cell's placement group and place on its node's host (driver side)
 }
 
 

@@ -14,8 +14,9 @@ work unchanged on a remote cell. What this transport adds to the stream, as prot
 - a lost node (or an actor that died) ends the stream with `lost` set: the supervisor records `killed (node lost)`.
 
 Where a cell runs: a CPU-only cell reserves its CPUs with a placement group and runs on its node's shared host
-(`node_host`: one actor per node, the warm farm's when connected to one); a cell that holds a GPU has an actor of its
-own (`node_worker`), because Ray sets CUDA_VISIBLE_DEVICES only for the actor that holds the GPU.
+(`host_slot`; the host is `node_host`: one actor per node, the warm farm's when connected to one); a cell that holds
+a GPU has an actor of its own (`node_worker`), because Ray sets CUDA_VISIBLE_DEVICES only for the actor that holds
+the GPU.
 
 The relay (placement, control, the node's lines, the end); the wait for a node and how a cancel or the queue timeout
 ends it is `node_wait`, the engine's way back `engine_transfer`, reading the node's stream `node_stream`, reusing a GPU
@@ -33,7 +34,7 @@ from typing import Any
 
 from trtls.builds.farm import cluster
 from trtls.builds.farm.engine_transfer import bring_engine
-from trtls.builds.farm.node_host import HostSlot, shares_host
+from trtls.builds.farm.host_slot import HostSlot, shares_host
 from trtls.builds.farm.node_stream import read_on_thread
 from trtls.builds.farm.node_wait import cancelled_lines, left_s, timeout_lines, wait_for_node
 from trtls.builds.farm.placement import RemoteSpec
