@@ -69,14 +69,7 @@ def _in_store(loaded: Any, records: list[dict[str, Any]]) -> dict[str, bool | No
     keys = {str(r.get("key")): r.get("sha256") for r in records}
     if config is None:
         return dict.fromkeys(keys)
-    store = Store(
-        config.path,
-        "read",
-        config.max_size,
-        trust=config.trust,
-        recipe_dir=config.recipe_dir,
-        signing_key_file=config.signing_key_file,
-    )
+    store = Store.read_only(config)
     found: dict[str, bool | None] = {}
     for key, sha in keys.items():
         try:

@@ -156,19 +156,7 @@ def _open_for_why(recipe: str | None) -> tuple[Any, Any] | None:
     if opened is None:
         return None
     loaded, config = opened
-    return loaded, (_reader(Store, config) if config is not None else None)
-
-
-def _reader(store_type: Any, config: Any) -> Any:
-    """The store as `mode = "read"`: asking it whether a key is there quarantines, marks and fetches nothing."""
-    return store_type(
-        config.path,
-        "read",
-        config.max_size,
-        trust=config.trust,
-        recipe_dir=config.recipe_dir,
-        signing_key_file=config.signing_key_file,
-    )
+    return loaded, (Store.read_only(config) if config is not None else None)
 
 
 # -- the parsers ---------------------------------------------------------------------------------------------------

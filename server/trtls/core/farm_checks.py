@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 
 from trtls.core.build_config import BuilderSettings
-from trtls.core.farm import Cell, expand, template_fields
+from trtls.core.farm import AXES, Cell, expand, template_fields
 from trtls.core.findings import Finding, Origin, Severity, TomlPath
 from trtls.core.paths import is_safe_name, safe_name
 from trtls.core.profiles import OptimizationProfile
@@ -57,22 +57,7 @@ def _matrix_checks(
     assert m is not None
     mpath = base + ("matrix",)
     out: list[Finding] = []
-    axes = [
-        a
-        for a in (
-            "optimization_level",
-            "compute_capabilities",
-            "tiling_level",
-            "max_num_tactics",
-            "max_aux_streams",
-            "avg_timing_iterations",
-            "hardware_compatibility_level",
-            "workspace_mib",
-            "profiles",
-            "precision",
-        )
-        if getattr(m, a) is not None
-    ]
+    axes = [a for a in AXES if getattr(m, a) is not None]
     if not axes:
         out.append(_f("TRT174", "the matrix has no axis: add e.g. compute_capabilities = [...]", mpath, False))
     for axis in axes:

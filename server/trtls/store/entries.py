@@ -64,6 +64,23 @@ class Store(PublishingFolder):
             remote=config.remote,
         )
 
+    @classmethod
+    def read_only(cls, config: Any) -> Store:
+        """The store a `StoreConfig` names, opened to be asked only (`reader`)."""
+        return cls.from_config(config).reader()
+
+    def reader(self) -> Store:
+        """This store's folder as `mode = "read"` with no remote: asking it whether a key is there quarantines,
+        marks and fetches nothing."""
+        return Store(
+            self.root,
+            "read",
+            self.max_size,
+            trust=self.trust,
+            recipe_dir=self.recipe_dir,
+            signing_key_file=self.signing_key_file,
+        )
+
     # -- reading -------------------------------------------------------------------------------
     def get(self, key: str, remote: bool = True) -> Entry | None:
         """The entry of `key` if its record holds together (recorded key = its parts' key = its folder's name) and

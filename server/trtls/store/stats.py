@@ -354,16 +354,7 @@ def _safe_name(value: object) -> bool:
 def _contents(store: Store) -> tuple[int, int, int]:
     """(whole entries, their bytes, entries refused): read as a `mode = "read"` store, so counting quarantines,
     marks and fetches nothing."""
-    from trtls.store.entries import Store as Reader
-
-    reader = Reader(
-        store.root,
-        "read",
-        store.max_size,
-        trust=store.trust,
-        recipe_dir=store.recipe_dir,
-        signing_key_file=store.signing_key_file,
-    )
+    reader = store.reader()
     try:
         whole, refused = reader.scan()
     except OSError:

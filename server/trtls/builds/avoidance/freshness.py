@@ -98,15 +98,7 @@ def _stored_build(loaded: Any, key: str) -> dict[str, Any] | None:
         config = store_config(loaded.recipe.store, loaded.base_dir)
         if config is None:
             return None
-        store = Store(
-            config.path,
-            "read",
-            config.max_size,
-            trust=config.trust,
-            recipe_dir=config.recipe_dir,
-            signing_key_file=config.signing_key_file,
-        )
-        entry = store.get(key)
+        entry = Store.read_only(config).get(key)
     except (Refused, StoreUnusable, OSError, ValueError):
         return None
     return entry.build if entry is not None else None

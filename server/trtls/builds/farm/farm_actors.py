@@ -3,10 +3,10 @@
 (cell_runner.Preloaded) waiting for a job.
 
 - The head (`FarmHost`, in trtls.builds.farm.warm_head) starts it with `workers` preloaded workers (default: one per
-  CPU of the farm). The host holds no CPU: each cell of a run reserves its own with a placement group (node_host), so
+  CPU of the farm). The host holds no CPU: each cell of a run reserves its own with a placement group (host_slot), so
   a farm's idle workers never hold a slot another cell needs. Every HEALTH_EVERY_S the head asks the host to drop
   idle workers that died (never handed out) and start their replacements; a host that died is started again.
-- A run (node_host.HostSlot, on the driver) connected to the warm farm sends a cell that fits (`fits`) to the farm's
+- A run (host_slot.HostSlot, on the driver) connected to the warm farm sends a cell that fits (`fits`) to the farm's
   host of the node its bundle landed on: the host hands it an idle preloaded worker (one round trip), and starts the
   next when the cell ends. A driver that dies while its cell builds is noticed by the host (it watches the driver's
   pid): the cell's worker cancels itself as if its stdin had closed.
