@@ -105,6 +105,14 @@ def test_legacy_precision_and_shapes(tmp_path: Path) -> None:
         (["--onnx=m.onnx", "--memPoolSize=l3:1G"], "unknown pool 'l3'"),
         (["--onnx=m.onnx", "--sparsity=maybe"], "--sparsity"),
         (["--onnx=m.onnx", "stray"], "unexpected argument"),
+        # a flag that reads a value, given none: never a recipe with output = "None" or an empty profile
+        (["--onnx=m.onnx", "--saveEngine"], "--saveEngine needs a value"),
+        (["--onnx=m.onnx", "--saveEngine=", "--fp16"], "--saveEngine needs a value"),
+        (["--onnx=m.onnx", "--timingCacheFile", "--fp16"], "--timingCacheFile needs a value"),
+        (["--onnx=m.onnx", "--minShapes"], "--minShapes needs a value"),
+        (["--onnx=m.onnx", "--memPoolSize"], "--memPoolSize needs a value"),
+        (["--onnx=m.onnx", "--profile"], "--profile needs a value"),
+        (["--onnx=m.onnx", "--onnx"], "--onnx needs a value"),
     ],
 )
 def test_bad_command_lines_exit_2(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:

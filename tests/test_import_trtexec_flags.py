@@ -164,6 +164,16 @@ def test_profile_n_takes_the_shapes_after_it() -> None:
     assert not any(n.startswith("--profile") for n in imp.notes)
     with pytest.raises(ImportError_, match="given twice"):
         import_trtexec(["--onnx=m.onnx", "--profile=0", "--minShapes=x:1", "--profile=0", "--minShapes=x:2"])
+    with pytest.raises(ImportError_, match="given twice"):
+        import_trtexec(["--onnx=m.onnx", "--profile=1", "--profile=1", "--minShapes=x:1"])
+
+
+def test_a_profile_with_no_shapes_after_it_is_named() -> None:
+    """`--profile=1` last (or followed by another --profile) makes no profile: the note says so, never silence."""
+    shapes = ["--minShapes=x:1x3", "--optShapes=x:2x3", "--maxShapes=x:4x3"]
+    imp = import_trtexec(["--onnx=m.onnx", *shapes, "--profile=1"])
+    assert imp.profiles == [{"x": {"min": [1, 3], "opt": [2, 3], "max": [4, 3]}}]
+    assert "--profile=1: no --minShapes/--optShapes/--maxShapes after it; no profile made for it" in imp.notes
 
 
 def test_a_tensorrt_11_command_line_builds_for_real(

@@ -22,7 +22,14 @@ from trtls.core.build_config_keys import KEYS
 from trtls.importers.trtexec_flags import BY_FLAG, TrtexecFlag
 from trtls.importers.trtexec_precision import REMOVED_HANDLERS, exclusions
 from trtls.importers.trtexec_precision import precision_flags as set_precision
-from trtls.importers.trtexec_values import ImportError_, parse_shapes, read_int, read_size, split_outside_quotes
+from trtls.importers.trtexec_values import (
+    SWITCHES,
+    ImportError_,
+    parse_shapes,
+    read_int,
+    read_size,
+    split_outside_quotes,
+)
 
 POOLS = {  # trtexec pool name → (recipe key, bytes per unit)
     "workspace": ("workspace_mib", 1 << 20),
@@ -64,86 +71,13 @@ def split_args(argv: list[str]) -> list[tuple[str, str | None]]:
         if "=" in body:
             flag, value = body.split("=", 1)
             out.append((flag, value))
-        elif i + 1 < len(argv) and not argv[i + 1].startswith("--") and body not in _BOOLEAN:
+        elif i + 1 < len(argv) and not argv[i + 1].startswith("--") and body not in SWITCHES:
             out.append((body, argv[i + 1]))
             i += 1
         else:
             out.append((body, None))
         i += 1
     return out
-
-
-_BOOLEAN = {  # flags that take no value: the token after one is the next flag's, never its value
-    "fp16",
-    "bf16",
-    "int8",
-    "fp8",
-    "int4",
-    "fp4",
-    "best",
-    "stronglyTyped",
-    "versionCompatible",
-    "vc",
-    "excludeLeanRuntime",
-    "refit",
-    "stripWeights",
-    "stripAllWeights",
-    "noTF32",
-    "weightStreaming",
-    "allowWeightStreaming",
-    "allowGPUFallback",
-    "verbose",
-    "skipInference",
-    "separateProfileRun",
-    "dumpProfile",
-    "dumpLayerInfo",
-    "useCudaGraph",
-    "noCudaGraph",
-    "useSpinWait",
-    "noSpinWait",
-    "noDataTransfers",
-    "includeDataTransfers",
-    "exposeDMA",
-    "useManagedMemory",
-    "dumpOutput",
-    "dumpRawBindingsToFile",
-    "dumpRefit",
-    "dumpOptimizationProfile",
-    "timeDeserialize",
-    "timeRefit",
-    "help",
-    "h",
-    "noBuilderCache",
-    "noCompilationCache",
-    "errorOnTimingCacheMiss",
-    "directIO",
-    "preferPrecisionConstraints",
-    "obeyPrecisionConstraints",
-    "getPlanVersionOnly",
-    "markUnfusedTensorsAsDebugTensors",
-    "pluginInstanceNorm",
-    "pi",
-    "uint8AsymmetricQuantizationDLA",
-    "reportCapabilityDLA",
-    "adjustForDLA",
-    "enablePluginOverride",
-    "monitorMemory",
-    "distributiveIndependence",
-    "safe",
-    "consistency",
-    "dumpKernelText",
-    "buildDLAStandalone",
-    "cpuOnly",
-    "asyncFileReader",
-    "ignoreParsedPluginLibs",
-    "saveAllDebugTensors",
-    "threads",
-    "dryRun",
-    "continue",
-    "saveAllEngines",
-    "weightless",
-    "restricted",
-}
 
 
 def import_trtexec(argv: list[str], name: str | None = None, legacy_precision: bool = False) -> Imported:
@@ -175,6 +109,8 @@ def import_trtexec(argv: list[str], name: str | None = None, legacy_precision: b
     set_precision(out, precision_flags, legacy_precision)
     exclusions(out)
     out.profiles = _profiles(out, shape_sets.lists())
+    for index in (i for i in shape_sets.declared if i not in shape_sets.by_profile):
+        out.notes.append(f"--profile={index}: no --minShapes/--optShapes/--maxShapes after it; no profile made for it")
     return out
 
 
@@ -199,6 +135,7 @@ class ShapeSets:
     def __init__(self) -> None:
         self.by_profile: dict[int, dict[str, list[dict[str, list[int]]]]] = {}
         self.current: int | None = None
+        self.declared: list[int] = []  # every --profile=N, in order
 
     def add(self, which: str, shapes: dict[str, list[int]]) -> None:
         index = self.current if self.current is not None else len(self._column(which))
@@ -224,6 +161,7 @@ CHOICES = {  # trtexec's spellings of a choice → the recipe's
     "builder.runtime_platform": {"sameasbuild": "same_as_build", "windowsamd64": "windows_amd64"},
 }
 _SECTION = {"builder": "builder", "precision": "precision", "plugins": "plugins"}
+_READS_NO_VALUE = {"true", "false", "precision", "strip_all"}  # a switch; every other kind reads the flag's value
 
 
 def _map_one(out: Imported, flag: str, value: str | None, shapes: ShapeSets, precision_flags: list[str]) -> bool:
@@ -231,6 +169,8 @@ def _map_one(out: Imported, flag: str, value: str | None, shapes: ShapeSets, pre
     if rule is None:
         return False
     key, kind = rule
+    if kind not in _READS_NO_VALUE and not kind.startswith("=") and not (value or "").strip():
+        raise ImportError_(f"--{flag} needs a value (--{flag}=…): trtexec reads one, and the recipe would get none")
     if kind in _SPECIAL:
         _SPECIAL[kind](out, flag, value, shapes, precision_flags)
         return True
@@ -282,9 +222,10 @@ def _profile(out: Imported, flag: str, value: str | None, shapes: ShapeSets, _: 
     index = read_int(flag, value)
     if index < 0:
         raise ImportError_(f"--profile: expected a profile index 0, 1 …, got {value!r}")
-    if index in shapes.by_profile:
+    if index in shapes.by_profile or index in shapes.declared:
         raise ImportError_(f"--profile={index} given twice (trtexec: 'Optimization profile index cannot be the same')")
     shapes.current = index
+    shapes.declared.append(index)
 
 
 def _workspace(out: Imported, flag: str, value: str | None, *_: Any) -> None:  # the pre-8.4 spelling, in MiB
