@@ -99,6 +99,22 @@ def test_two_models_that_take_other_inputs_or_a_fix_are_usage_errors(tmp_path: P
     assert "the candidate model missing.onnx is not a file" in said, said
 
 
+def test_two_models_that_share_no_tensor_name_are_not_said_to_agree(tmp_path: Path) -> None:
+    """Every tensor of the candidate renamed, its output too (an exporter's own names): nothing can be compared, so
+    never "no tensor leaves tolerance" (exit 1) — a usage error naming both models' outputs."""
+    candidate = _pair(tmp_path)
+    renamed = onnx.load(str(candidate))
+    names = {o: f"{o}_r" for n in renamed.graph.node for o in n.output}
+    for node in renamed.graph.node:
+        node.input[:] = [names.get(i, i) for i in node.input]
+        node.output[:] = [names[o] for o in node.output]
+    renamed.graph.output[0].name = "y_r"
+    onnx.save(renamed, str(tmp_path / "renamed.onnx"))
+    said = _refused(tmp_path, "--engine", "enc", "--diverge", "--candidate", str(tmp_path / "renamed.onnx"))
+    assert said.startswith("the two models share no floating-point tensor of the same name and shape"), said
+    assert "returns y," in said and "returns y_r;" in said, said
+
+
 def _refused(ws: Path, *args: str) -> str:
     """A usage error: exit 2, a TRT104 located on the recipe (with --json, the error as JSON), no evidence."""
     code, record, stderr = _run(ws, *args)

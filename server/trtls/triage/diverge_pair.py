@@ -55,6 +55,17 @@ def _same_inputs(reference: Any, candidate: Any, reference_path: Path, candidate
         )
 
 
+def _nothing_shared(reference: Any, candidate: Any, reference_path: Path, candidate_path: Path) -> str:
+    def outputs(model: Any) -> str:
+        return ", ".join(o.name for o in model.graph.output) or "none"
+
+    return (
+        f"the two models share no floating-point tensor of the same name and shape, so nothing can be compared: "
+        f"{reference_path} returns {outputs(reference)}, {candidate_path} returns {outputs(candidate)}; tensors are "
+        "matched by name (an export or optimizer that renames them needs its names mapped back)"
+    )
+
+
 def _names(inputs: dict[str, Any]) -> str:
     return ", ".join(f"{name} ({dtype})" for name, dtype in inputs.items()) or "none"
 
@@ -104,6 +115,8 @@ def run_pair_divergence(
     first = comp.first if comp is not None else None
     shared = {t.tensor for t in comp.tensors} if comp is not None else set()
     made = {o for n in reference.graph.node for o in n.output if o}
+    if comp is not None and not shared:  # "no tensor leaves tolerance" would be said of nothing compared
+        raise DivergenceUnavailable(_nothing_shared(reference, candidate, reference_path, candidate_path))
     rid = rid or new_build_id(f"diverge-{engine or reference_path.stem}")
     folder = state_dir(loaded.path) / "reduce" / rid
     record: dict[str, Any] = {
