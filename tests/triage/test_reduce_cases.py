@@ -319,3 +319,49 @@ def test_the_trial_budget_is_bounded(tmp_path: Path) -> None:
         code, record, stderr = _reduce(tmp_path, "m", "--max-trials", budget)
         assert code == 2 and record is None and "outside 1 to 10000" in stderr, stderr[-500:]
     assert not (tmp_path / ".trtls").exists()
+
+
+def _failing_last(path: Path, depth: int = 30) -> None:
+    """x → c1 … c{depth} → ln (LayerNormalization, the failing node) → y: every span the outputs bisection cuts before
+    the last node builds, so a stop early in it has no smaller failing model yet."""
+    nodes, prev = [], "x"
+    for i in range(1, depth + 1):
+        nodes.append(helper.make_node("Sigmoid" if i % 2 else "Relu", [prev], [f"c{i}"], name=f"c{i}"))
+        prev = f"c{i}"
+    nodes.append(helper.make_node("LayerNormalization", [prev, "g", "b"], ["y"], name="ln", axis=-1))
+    value = helper.make_tensor_value_info
+    graph = helper.make_graph(
+        nodes,
+        "failing_last",
+        [value("x", TensorProto.FLOAT, ["N", 16, 64])],
+        [value("y", TensorProto.FLOAT, ["N", 16, 64])],
+        [numpy_helper.from_array(np.ones(64, np.float32), "g"), numpy_helper.from_array(np.zeros(64, np.float32), "b")],
+    )
+    _save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+
+
+def test_a_stop_before_any_cause_is_headlined_stopped_not_does_not_reproduce(tmp_path: Path) -> None:
+    """Item 8 (accurate headlines): the failure reproduced (trial 0 still fails), then the trial budget or a Ctrl-C
+    stopped the search before a smaller failing model: the headline says `stopped`, never `does not reproduce` (the
+    last trial built, or was cancelled: no verdict)."""
+    _failing_last(tmp_path / "m.onnx")
+    (tmp_path / "trtls.toml").write_text(_engine("m", "m.onnx", "[N, 16, 64]", smem=True))
+    code, record, stderr = _reduce(tmp_path, "m", "--max-trials", "2")
+    assert record is not None, stderr[-2000:]
+    assert record["outcome"] == "stopped" and record["minimal"] is None, record["causeText"]
+    assert record["trials"][0]["stillFails"] and record["trials"][-1]["outcome"] == "built"
+    assert record["headline"] == "reduce m · trial 2 · 31 nodes · stopped", record["headline"]
+    cmd = [sys.executable, "-m", "trtls", "reduce", str(tmp_path), "--engine", "m"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    for line in proc.stdout:  # the first bisection trial has ended (it builds): stop during the next
+        if " outputs " in line:
+            proc.send_signal(signal.SIGINT)
+            break
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 130, err[-2000:]
+    newest = max((tmp_path / ".trtls" / "reduce").iterdir(), key=lambda p: p.stat().st_mtime_ns)
+    stopped = json.loads((newest / "result.json").read_text())
+    assert stopped["outcome"] == "cancelled" and stopped["minimal"] is None, stopped["trials"]
+    assert stopped["headline"].endswith(" · 31 nodes · stopped"), stopped["headline"]
+    assert stopped["headline"] in out and "does not reproduce" not in stopped["headline"]

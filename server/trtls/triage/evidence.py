@@ -38,10 +38,13 @@ def outcome_of(red: Reduction) -> str:
 def headline(red: Reduction) -> str:
     """The one line every face shows: `reduce demo · trial 7 · 244 → 1 nodes · still fails`."""
     nodes = f"{red.original_nodes} → {red.best.nodes} nodes" if red.best is not None else f"{red.original_nodes} nodes"
+    measured = [t for t in red.trials if t.outcome not in (None, "cancelled")]  # a cancelled trial is no verdict
     if red.best is not None or red.cause == "configuration":
         state = " · still fails"
-    elif red.trials and red.cause is None:  # running: what the last trial found
-        state = " · still fails" if red.trials[-1].still_fails else " · does not reproduce"
+    elif red.cause is None and red.stopped_by is not None:  # stopped before any cause: not "does not reproduce"
+        state = " · stopped"
+    elif measured and red.cause is None:  # running: what the last trial found
+        state = " · still fails" if measured[-1].still_fails else " · does not reproduce"
     else:
         state = " · does not reproduce" if red.cause == "not_reproduced" else ""
     return f"reduce {red.engine} · trial {len(red.trials)} · {nodes}{state}"
