@@ -122,3 +122,39 @@ def test_a_second_account_reuses_locks_evicts_and_a_first_quarantines_in_a_share
     assert third.returncode == 0, third.stderr
     assert list((team_store / "entries").iterdir()) == [] and len(list((team_store / "quarantine").iterdir())) == 1
     assert list((team_store / "tmp").iterdir()) == []
+
+
+ALICE_LEAVES_A_PRIVATE_LOCK = """
+import os, sys
+from pathlib import Path
+os.makedirs(Path(sys.argv[1]) / "locks", exist_ok=True)
+os.umask(0o077)  # a lock file made before trtls applied the store's mode, by an account whose umask is 077
+os.close(os.open(Path(sys.argv[1]) / "locks" / (sys.argv[2] + ".lock"), os.O_CREAT | os.O_RDWR, 0o600))
+"""
+
+BOB_LOCKS_THE_KEY = """
+import json, sys
+from pathlib import Path
+from trtls.store.lock import KeyLock
+lock = KeyLock(Path(sys.argv[1]), sys.argv[2])
+said = {"acquired": lock.try_acquire("bob-build"), "note": lock.note}
+lock.release()
+print(json.dumps(said))
+"""
+
+
+def test_a_lock_file_another_account_left_unreadable_is_a_located_warning_not_a_traceback(team_store: Path) -> None:
+    """Issue 32 item 3, the lock's half: a lock file Bob can neither write nor read (Alice's, mode 0600) made his
+    `trtls build` of that key end in a PermissionError traceback. Now the key is built without single flight and the
+    warning names the file, its owner and its mode."""
+    key = "a" * 64
+    left = as_account(ALICE, ALICE_LEAVES_A_PRIVATE_LOCK, str(team_store), key)
+    assert left.returncode == 0, left.stderr
+    lock_file = team_store / "locks" / f"{key}.lock"
+    assert lock_file.stat().st_uid == ALICE and lock_file.stat().st_mode & 0o777 == 0o600
+    bob = as_account(BOB, BOB_LOCKS_THE_KEY, str(team_store), key)
+    assert bob.returncode == 0, bob.stderr
+    said = json.loads(bob.stdout)
+    assert said["acquired"] is True  # Bob builds the key
+    assert said["note"].startswith(f"TRT331 the lock file {lock_file} (owner uid {ALICE}, mode 0600)")
+    assert lock_file.stat().st_uid == ALICE  # not removed: Alice may hold it now

@@ -7,7 +7,10 @@ takes over. The holder writes its pid and build id into the file for the waiters
 The lock file is opened through the door (`fs.open_lock_file`: O_NOFOLLOW, a regular file, inside the store): a
 symlink planted at its name is never truncated or created through — it is removed (the link itself) and the lock
 file made in its place. A lock file another account made (not writable by us) is still locked, through a read-only
-descriptor (`flock` needs none): the key is built, and only the holder line is not written. In a store this account
+descriptor (`flock` needs none): the key is built, and only the holder line is not written. One this account can
+neither write nor read (another account's, mode 0600: made under umask 077 before trtls applied the store's mode) cannot
+be locked at all, and is not removed (its owner may hold it now): the build goes on without single flight, and `note`
+says so, naming the file and its owner (a TRT331 warning in the build's evidence). In a store this account
 cannot write at all (no lock file there, none can be made: `StoreFolder.unwritable`) no lock is taken: this process
 publishes nothing, so there is nothing for single flight to guard, and the build goes on."""
 
@@ -17,6 +20,8 @@ import contextlib
 import errno
 import fcntl
 import os
+import pwd
+import stat
 from pathlib import Path
 
 from trtls import fs
@@ -37,6 +42,7 @@ class KeyLock:
         self.path = self.root / "locks" / f"{key}.lock"
         self._fd: int | None = None
         self._writable = False
+        self.note: str | None = None  # why the key could not be locked though the store is writable (TRT331)
 
     def _open(self) -> int | None:
         """A descriptor of the lock file, or None when there is none and none can be made here."""
@@ -72,6 +78,12 @@ class KeyLock:
                 return os.dup(fh.fileno())
         except FileNotFoundError:
             return None  # no lock file, and this account cannot make one: the store is not written by us
+        except PermissionError:
+            self.note = (
+                f"TRT331 the lock file {self.path}{_owner(self.path)} can be neither written nor read by this account:"
+                " this build of the key is not single-flight with the other accounts' (its owner can `chmod g+rw` it)"
+            )
+            return None
 
     def try_acquire(self, holder: str) -> bool:
         """Take the lock without waiting; False when another process holds it."""
@@ -79,7 +91,7 @@ class KeyLock:
             return True
         fd = self._open()
         if fd is None:
-            return True  # nothing to hold: this process cannot publish to this store (it builds, unlocked)
+            return True  # nothing to hold: this process cannot publish here, or cannot lock the key (`note`): it builds
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -118,3 +130,16 @@ class KeyLock:
 
     def __exit__(self, *exc: object) -> None:
         self.release()
+
+
+def _owner(path: Path) -> str:
+    """` (owner alice, uid N, mode 0600)` for a message, or nothing when it cannot be read."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return ""
+    try:
+        name = f"{pwd.getpwuid(st.st_uid).pw_name}, uid {st.st_uid}"
+    except KeyError:
+        name = f"uid {st.st_uid}"
+    return f" (owner {name}, mode {stat.S_IMODE(st.st_mode):04o})"

@@ -169,6 +169,8 @@ async def reuse_or_lock(
                 return summary
         if lock is None or lock.try_acquire(build_id):
             use.lock = lock
+            if lock is not None and lock.note is not None and lock.note not in use.warnings:
+                use.warnings.append(lock.note)  # another account's lock file it can neither write nor read
             if entry is None and not use.rebuild and await asyncio.to_thread(_lookup, use) is not None:
                 continue  # published between our look and our lock: reuse it
             _missed(use, loaded, build_id, count_miss)
