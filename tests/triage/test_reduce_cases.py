@@ -365,3 +365,18 @@ def test_a_stop_before_any_cause_is_headlined_stopped_not_does_not_reproduce(tmp
     assert stopped["outcome"] == "cancelled" and stopped["minimal"] is None, stopped["trials"]
     assert stopped["headline"].endswith(" · 31 nodes · stopped"), stopped["headline"]
     assert stopped["headline"] in out and "does not reproduce" not in stopped["headline"]
+
+
+def test_a_reduction_folder_that_cannot_be_made_is_said_as_such(tmp_path: Path) -> None:
+    """Item 2: `.trtls/reduce` is a file: the error says the reduction failed making its folder (not "loading the
+    model"), and the evidence line names result.json as the record not written (there is no minimal.onnx to miss)."""
+    _failing_last(tmp_path / "m.onnx", depth=3)
+    (tmp_path / "trtls.toml").write_text(_engine("m", "m.onnx", "[N, 16, 64]", smem=True))
+    (tmp_path / ".trtls").mkdir()
+    (tmp_path / ".trtls" / "reduce").write_text("not a folder")
+    code, record, stderr = _reduce(tmp_path, "m")
+    assert record is not None and code == 1, stderr[-2000:]
+    assert record["outcome"] == "failed" and record["errorCode"] == "TRT983" and record["trials"] == []
+    assert record["error"].startswith("the reduction failed while making the reduction's folder "), record["error"]
+    assert "not a folder" in record["error"] and "loading the model" not in record["error"]
+    assert record["evidenceError"].endswith("the record result.json was not written"), record["evidenceError"]

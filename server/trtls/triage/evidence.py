@@ -170,10 +170,11 @@ def write_evidence(red: Reduction, recipe: Path, onnx: Path) -> ReductionResult:
     line, and what was written stays."""
     result = result_record(red, recipe, onnx)
     root = state_root(red.folder)
-    path = red.folder / "minimal.onnx"
+    path = red.folder / RESULT_NAME  # a folder that cannot be made: no record at all, result.json included
     try:
         ensure_folder(red.folder, within=root)
         if red.best is not None:
+            path = red.folder / "minimal.onnx"
             atomic_write_bytes(path, red.best.model.SerializeToString(), kind=Kind.evidence, within=root)
         good = min_good(red)
         if good is not None:  # its candidate is still in trials/ (removed below with the other passing ones)

@@ -167,6 +167,7 @@ async def _run_reduction(loaded: LoadedRecipe, engine: str, red: Reduction, runn
     compute = _compute_indices(graph)
     red.original_nodes = len(graph.nodes)
     root = state_root(red.trial_dir)  # the recipe's folder: `.trtls/reduce/<id>/trials` stays inside it
+    red.phase = f"making the reduction's folder {red.trial_dir}"
     ensure_folder(red.trial_dir, within=root)
     profiles = eng.job_profiles()
     tried: dict[str, Trial] = {}
