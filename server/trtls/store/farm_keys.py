@@ -45,7 +45,9 @@ def builder_mismatch(key: EngineKey | None, summary: Summary) -> str | None:
     differs = []
     if got_module != key_module:
         differs.append(f"builder module {got_module} (on {where}) ≠ {key_module} {theirs}")
-    elif key_version and got_version not in (key_version if isinstance(key_version, list) else [key_version]):
+    elif got_version and got_version not in (key_version if isinstance(key_version, list) else [key_version]):
+        # a key that knows no version (`[]`: no *.dist-info and no `__version__` line found) names no builder: an
+        # engine published under it would be served to every other version of that builder
         differs.append(f"builder {got_module} {got_version} (on {where}) ≠ {key_module} {key_version} {theirs}")
     device = env.device_name if env else None
     if got_module == "tensorrt" == key_module and device != target.get("device"):

@@ -35,12 +35,15 @@ from trtls.core.paths import real
 from trtls.core.protocol import PROTOCOL_VERSION, stable_json
 from trtls.core.vocabulary import BUILDER_MODULES
 from trtls.fs import Kind, read_text
+from trtls.store.layout import version_sources
 
 KEY_FORMAT = "trtls.engine-key/1"
 KEY_TEXT = re.compile(r"[0-9a-f]{64}")  # a key, and so a name in the store (entries/<key>, locks/<key>.lock)
 INDEX_LIMIT = 16 * 1024 * 1024  # `.trtls/onnx-external.json`: a few KiB per model in practice
 # the modules a preference may load, in the order the worker tries them (builds.worker.adapter.load_builder_module)
 BUILDER_CANDIDATES = {"auto": BUILDER_MODULES, **{m: (m,) for m in BUILDER_MODULES}}
+VERSION_LINE = re.compile(r"^__version__\s*=\s*[\"']([^\"'\s]{1,64})[\"']", re.M)  # a builder's own version line
+VERSION_SOURCE_LIMIT = 1 << 20
 
 
 class KeyUnavailable(Exception):
@@ -76,9 +79,23 @@ def builder_identity(preference: str) -> dict[str, Any]:
             continue
         site = Path(next(iter(spec.submodule_search_locations))).parent
         dists = _distributions_beside(site, name)
-        versions = sorted({v for v in dists.values()})
+        versions = sorted({v for v in dists.values()}) or _version_in_source(site, name)
         return {"module": name, "version": versions[0] if len(versions) == 1 else versions, "distributions": dists}
     raise KeyUnavailable(f"no builder module ({preference}) is installed")
+
+
+def _version_in_source(site: Path, module: str) -> list[str]:
+    """`[version]` from the `__version__ = "…"` line of the builder's own code, for a builder found with no
+    `*.dist-info` beside it (a package tree copied onto PYTHONPATH): without it every version of such a builder had one
+    key (`version: []`), and an engine of another TensorRT was served as up to date (issue 32 item 2)."""
+    for path in version_sources(site, module):
+        try:
+            found = VERSION_LINE.search(read_text(path, limit=VERSION_SOURCE_LIMIT, follow=True, errors="replace"))
+        except OSError:
+            continue
+        if found is not None:
+            return [found.group(1)]
+    return []
 
 
 def _distributions_beside(site: Path, module: str) -> dict[str, str]:

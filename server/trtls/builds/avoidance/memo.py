@@ -42,6 +42,14 @@ def _code_stats() -> list[list[int] | None]:
     return [_stat(str(pkg / rel)) for rel in KEY_CODE]
 
 
+def _version_stats(site: str | None, module: Any) -> list[list[int] | None]:
+    """The stat of the files a builder with no `*.dist-info` says its version in (store.layout.version_sources): a
+    tree swapped in place on PYTHONPATH keeps its folder names, not these."""
+    from trtls.store.layout import version_sources
+
+    return [_stat(str(p)) for p in version_sources(Path(site), str(module))] if site else []
+
+
 def _builder_dirs(site: str | None) -> list[str]:
     try:
         return sorted(n for n in os.listdir(site) if n.startswith("tensorrt")) if site else []
@@ -118,6 +126,7 @@ def write_memo(
         "builderModule": (parts.get("builder") or {}).get("module"),
         "builderSite": site,
         "builderDirs": _builder_dirs(site),
+        "builderSources": _version_stats(site, (parts.get("builder") or {}).get("module")),
         "device": device,
         "deviceFingerprint": device_fingerprint(),  # what the driver's files said beside `device` (`_same_device`)
         "key": key,
@@ -171,6 +180,7 @@ def _memo_holds(memo: dict[str, Any], recipe: Path) -> bool:
         and "builderModule" in memo
         and memo.get("builderSite") == _builder_site(memo["builderModule"])
         and memo.get("builderDirs") == _builder_dirs(memo.get("builderSite"))
+        and memo.get("builderSources") == _version_stats(memo.get("builderSite"), memo["builderModule"])
         and memo.get("recipeSha256") == _sha_of(recipe)
     )
 
