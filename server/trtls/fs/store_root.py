@@ -8,8 +8,9 @@ entries), so its place is judged before anything is created or removed there:
   folder above one, never a `.trtls` folder (evidence), never the recipe's folder
   or a folder above it, never a folder holding a file the recipe reads or writes (a model folder, an output folder);
 * never a non-empty folder trtls did not make a store: a store root carries the store mark (`OWNED_MARK` whose text
-  is `STORE_MARK`), written when trtls creates it. A folder holding only a store's own subfolders (a store made by
-  an older trtls) is recognised and marked;
+  is `STORE_MARK`), written when trtls creates it. A store an older trtls made (all five folders it made at once,
+  nothing else, and in them only names a store makes) is recognised and marked; a user's folder with a `tmp/` or
+  `stats/` of its own is not;
 * never a folder or file that others can write, unless the recipe says whom it trusts (`trust = "group"`): with the
   default trust (`user`) every store folder and entry file must belong to this user (or root) and be writable by
   its owner only; with `group`, the group may write it too. A world-writable one is always refused: anyone could
@@ -23,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import re
 import stat
 from collections.abc import Iterable
 from pathlib import Path
@@ -35,6 +37,8 @@ from trtls.fs.write import chmod
 
 STORE_MARK = "trtls engine store"  # the first line of a store root's OWNED_MARK file
 STORE_FOLDERS = ("entries", "used", "locks", "quarantine", "tmp", "stats")  # stats: store/stats.py
+LEGACY = ("entries", "used", "locks", "quarantine", "tmp")  # what a store made before the mark always held
+_HAS_KEY = re.compile(r"(?<![0-9a-f])[0-9a-f]{64}(?![0-9a-f])")  # every name a store puts in its folders has its key
 TRUST = ("user", "group")
 SYSTEM = tuple(
     Path(p)
@@ -105,9 +109,29 @@ def content_problem(root: Path) -> str | None:
         names = os.listdir(root)
     except OSError as exc:
         return f"{root} cannot be listed: {exc.strerror}"
-    if all(n in STORE_FOLDERS and not os.path.islink(os.path.join(root, n)) for n in names):
+    if not names or _older_store(Path(root), names):
         return None
     return f"{root} is a folder trtls did not make a store (it holds {len(names)} other files and no store mark)"
+
+
+def _older_store(root: Path, names: list[str]) -> bool:
+    """Whether an unmarked folder is a store an older trtls made: every folder it made at once (LEGACY), real
+    folders, nothing else beside them, and in each only names a store makes (each carries the entry's 64-hex key; a
+    day's statistics file). A user's folder that merely has a `tmp/` or `stats/` of its own is not one: marking it
+    would let `store gc` sweep the user's files there."""
+    if not set(LEGACY) <= set(names) <= set(STORE_FOLDERS):
+        return False
+    for sub in names:
+        try:
+            if not stat.S_ISDIR(os.lstat(root / sub).st_mode):
+                return False
+            inside_names = os.listdir(root / sub)
+        except OSError:
+            return False
+        made = Kind.store_stats.deletable.fullmatch if sub == "stats" else _HAS_KEY.search
+        if not all(made(n) for n in inside_names):
+            return False
+    return True
 
 
 def trust_problem(path: object, st: os.stat_result, trust: str) -> str | None:
