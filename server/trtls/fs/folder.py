@@ -27,6 +27,22 @@ def _refuse(err: int, why: str, path: object) -> UnsafeWrite:
     return UnsafeWrite(err, why, str(path))
 
 
+def own_file(st: os.stat_result, path: object, label: str) -> None:
+    """A file changed in place (a lock's holder line, a log appended to, a stream, a touched mark, a mode) must be a
+    regular file with one name: through a hard link planted at its name trtls would change another file (a recipe
+    linked at an output lock's name was truncated). A file trtls made has one name; a replace (a rename) never needs
+    this: it gives the name a new file and leaves the other names' file as it was."""
+    if not stat.S_ISREG(st.st_mode):
+        raise _refuse(errno.EINVAL, "is not a regular file", path)
+    if st.st_nlink > 1:
+        raise _refuse(
+            errno.EMLINK,
+            f"has {st.st_nlink} names (a hard link): trtls changes a file in place ({label}) only when it has one "
+            "name, so the file another name leads to is never changed (remove this name; trtls makes its own)",
+            path,
+        )
+
+
 def _walk(root: Path, parts: tuple[str, ...], create: bool, mode: int) -> int:
     """A descriptor of root/parts..., each component opened without following a symlink (created when asked)."""
     fd = os.open(root, DIR_FLAGS)

@@ -1,5 +1,6 @@
 """Lock files: opened O_NOFOLLOW (a symlink planted at a lock's name is refused, never truncated or created
-through), regular files only, inside the folder the lock belongs to."""
+through), regular files with one name only (a hard link planted there is refused: its holder line would rewrite the
+linked file), inside the folder the lock belongs to."""
 
 from __future__ import annotations
 
@@ -7,11 +8,10 @@ import contextlib
 import errno
 import fcntl
 import os
-import stat
 from collections.abc import Iterator
 
 from trtls.core.paths import UnsafeWrite
-from trtls.fs.folder import _CLOEXEC, _NOFOLLOW, open_folder
+from trtls.fs.folder import _CLOEXEC, _NOFOLLOW, open_folder, own_file
 from trtls.fs.kinds import Kind
 
 
@@ -37,15 +37,19 @@ def open_lock_file(
                 ) from None
             # the name was opened under its folder's descriptor: say the whole path (a located message)
             raise type(exc)(exc.errno, exc.strerror, str(path)) from None
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
+    try:
+        own_file(os.fstat(fd), path, kind.label)
+    except UnsafeWrite:
         os.close(fd)
-        raise UnsafeWrite(errno.EINVAL, "is not a regular file", str(path))
+        raise
     os.set_blocking(fd, True)
     return fd
 
 
 def truncate_lock(fd: int, text: str) -> None:
-    """Replace a held lock file's content (its holder line) in place."""
+    """Replace a held lock file's content (its holder line) in place (never when a hard link to it appeared since it
+    was opened: the other name's file is not ours to rewrite)."""
+    own_file(os.fstat(fd), f"<lock descriptor {fd}>", "lock file")
     data = text.encode("utf-8")
     os.pwrite(fd, data, 0)
     os.ftruncate(fd, len(data))

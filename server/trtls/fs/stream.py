@@ -1,17 +1,17 @@
 """A file written as it goes (a build's `events.jsonl`): not atomic — a next process must find what was written
 before a crash — but opened by the door's rules: inside the folder it must stay in (judged, then opened by
-descriptor without following a link), never through a final symlink, regular files only."""
+descriptor without following a link), never through a final symlink, regular files with one name only (emptied
+only once it proved to be one: a hard link planted at its name is refused, its file untouched)."""
 
 from __future__ import annotations
 
 import errno
 import os
-import stat
 from pathlib import Path
 from typing import BinaryIO
 
 from trtls.core.paths import UnsafeWrite
-from trtls.fs.folder import _CLOEXEC, _NOFOLLOW, open_folder
+from trtls.fs.folder import _CLOEXEC, _NOFOLLOW, open_folder, own_file
 from trtls.fs.kinds import Kind
 from trtls.fs.write import DEFAULT_MODE
 
@@ -30,7 +30,7 @@ def open_stream(
     if target.name in ("", ".", ".."):
         raise UnsafeWrite(errno.EISDIR, "not a file name", str(target))
     flags = os.O_WRONLY | os.O_CREAT | _NOFOLLOW | _CLOEXEC | getattr(os, "O_NONBLOCK", 0)
-    flags |= os.O_TRUNC if truncate else os.O_APPEND
+    flags |= 0 if truncate else os.O_APPEND  # emptied below, once it proved to be its own file (O_TRUNC is at once)
     with open_folder(target.parent, within) as folder_fd:
         try:
             fd = os.open(target.name, flags, mode, dir_fd=folder_fd)
@@ -41,8 +41,9 @@ def open_stream(
                 ) from None
             raise
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise UnsafeWrite(errno.EINVAL, "is not a regular file", str(path))
+        own_file(os.fstat(fd), path, kind.label)
+        if truncate:
+            os.ftruncate(fd, 0)
         os.set_blocking(fd, True)
         return os.fdopen(fd, "wb", buffering=0)
     except BaseException:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from trtls.core.paths import UnsafeWrite
-from trtls.fs.folder import _CLOEXEC, _NOFOLLOW, open_folder
+from trtls.fs.folder import _CLOEXEC, _NOFOLLOW, open_folder, own_file
 from trtls.fs.kinds import TEMP_MARK, Kind
 
 DEFAULT_MODE = 0o644  # mkstemp makes 0600; published artifacts are readable like any file the user writes
@@ -115,9 +115,11 @@ def atomic_writer(
                 os.replace(tmp, name, src_dir_fd=folder_fd, dst_dir_fd=folder_fd)
             except OSError as exc:
                 raise _named(exc, path) from exc
-        except BaseException:
+        except BaseException as exc:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(tmp, dir_fd=folder_fd)
+            if isinstance(exc, OSError) and not exc.filename:  # a write, flush or fsync (a full disk): say where
+                raise _named(exc, path) from exc
             raise
         with contextlib.suppress(OSError):
             os.fsync(folder_fd)
@@ -221,9 +223,10 @@ def append_text(
     with open_folder(folder, within) as folder_fd:
         fd = os.open(name, os.O_WRONLY | os.O_APPEND | os.O_CREAT | _NOFOLLOW | _CLOEXEC, mode, dir_fd=folder_fd)
         try:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                raise UnsafeWrite(errno.EINVAL, "is not a regular file", str(path))
+            own_file(os.fstat(fd), path, kind.label)
             os.write(fd, text.encode("utf-8"))
+        except OSError as exc:
+            raise _named(exc, path) from exc
         finally:
             os.close(fd)
 
@@ -239,8 +242,7 @@ def touch(path: str | os.PathLike[str], *, kind: Kind, within: str | os.PathLike
             dir_fd=folder_fd,
         )
         try:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                raise UnsafeWrite(errno.EINVAL, "is not a regular file", str(path))
+            own_file(os.fstat(fd), path, kind.label)
             os.utime(fd)
         finally:
             os.close(fd)
@@ -252,4 +254,7 @@ def chmod(path: str | os.PathLike[str], mode: int, *, kind: Kind, within: str | 
     with open_folder(folder, within) as folder_fd:
         if _final_is_link(folder_fd, name) is not None:
             raise UnsafeWrite(errno.ELOOP, "is a symlink; trtls never changes a mode through one", str(path))
+        st = os.stat(name, dir_fd=folder_fd, follow_symlinks=False)
+        if not stat.S_ISDIR(st.st_mode):
+            own_file(st, path, kind.label)  # a mode is the file's, not the name's: another name would change too
         os.chmod(name, mode, dir_fd=folder_fd)

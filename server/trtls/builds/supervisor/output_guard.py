@@ -63,7 +63,7 @@ class OutputGuard:
         try:
             taken = await acquire(self.lock, holder, wait=wait, on_wait=on_wait, stop=lambda: build.token.is_set)
         except OutputLockError as exc:
-            build.fold(Erred(f"TRT411 {exc}; nothing was built"))
+            build.fold(Erred(f"TRT411 {exc.strerror or exc}; nothing was built"))
             return False
         if taken:
             build.fold(StatusSaid("starting"))
