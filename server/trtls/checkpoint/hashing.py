@@ -132,7 +132,8 @@ def _hash_read_ahead(reader: io.BufferedReader, h: Any, cancel: Callable[[], boo
 
 
 class DigestCache:
-    """Digests keyed by (absolute path, size, mtime_ns, inode); loaded from and saved to a JSON file atomically.
+    """Digests keyed by (absolute path, size, mtime_ns, inode, ctime_ns); loaded from and saved to a JSON file
+    atomically.
 
     The file lives in a recipe's `.trtls/` (`default_cache_path`): it is saved inside `within`, by default the folder
     above `.trtls` (the recipe's folder), so a `.trtls` swapped for a symlink leading out is refused, never written
@@ -157,12 +158,15 @@ class DigestCache:
             self.entries = {k: v for k, v in data["files"].items() if isinstance(v, dict)}
 
     @staticmethod
-    def _key(st: os.stat_result) -> list[int]:
-        return [st.st_size, st.st_mtime_ns, st.st_ino]
+    def stat_key(st: os.stat_result) -> list[int]:
+        # ctime too: a file rewritten in place at its size with its mtime put back (cp -p, rsync -t --inplace, a
+        # tool that preserves timestamps) keeps size, mtime and inode, and only the ctime, which no one can set back,
+        # says it changed (ccache and Bazel key their caches on it too; issue 32: a stale engine)
+        return [st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns]
 
     def get(self, path: Path, st: os.stat_result) -> str | None:
         entry = self.entries.get(str(path))
-        if entry is None or entry.get("key") != self._key(st):
+        if entry is None or entry.get("key") != self.stat_key(st):
             return None
         sha = entry.get("sha256")
         return sha if isinstance(sha, str) and len(sha) == 64 else None
@@ -171,7 +175,7 @@ class DigestCache:
         if time.time_ns() - st.st_mtime_ns < RACY_NS:
             return
         with self._lock:
-            self.entries[str(path)] = {"key": self._key(st), "sha256": sha}
+            self.entries[str(path)] = {"key": self.stat_key(st), "sha256": sha}
             self.dirty = True
 
     def save(self) -> None:

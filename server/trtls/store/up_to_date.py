@@ -33,7 +33,7 @@ def output_holds(output: Path, entry: Entry, state: Path | None) -> bool:
             sha, st_read = sha256_file(output)
         except OSError:
             return False
-        if (st_read.st_size, st_read.st_mtime_ns, st_read.st_ino) != (st.st_size, st.st_mtime_ns, st.st_ino):
+        if DigestCache.stat_key(st_read) != DigestCache.stat_key(st):
             return False  # changed while it was read
         cache.put(output.absolute(), st, sha)
         try:

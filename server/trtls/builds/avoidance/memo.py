@@ -34,7 +34,7 @@ def _stat(path: str) -> list[int] | None:
         st = os.stat(path)
     except OSError:
         return None
-    return [st.st_size, st.st_mtime_ns, st.st_ino]
+    return [st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns]  # ctime: an in-place rewrite, mtime put back
 
 
 def _code_stats() -> list[list[int] | None]:
