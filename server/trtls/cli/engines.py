@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from typing import Any
 
@@ -26,7 +27,13 @@ def cmd_engines(args: argparse.Namespace) -> int:
         report_error("TRT107", f"no engine named {args.name}", str(loaded.path))
         return EXIT_BAD_INPUT
     state = loaded.path.parent / ".trtls"
-    records = KnownGood(state, args.name).records()
+    known = KnownGood(state, args.name)
+    records = known.records()
+    if known.problem is not None:  # a symlink, a FIFO, a damaged record: never "no build recorded yet"
+        print(
+            terminal_safe(f"warning: the known-good record of {args.name} was not read: {known.problem}"),
+            file=sys.stderr,
+        )
     pin = Pin(state, args.name).read()
     in_store = _in_store(loaded, records)
     if args.json:
@@ -39,8 +46,8 @@ def cmd_engines(args: argparse.Namespace) -> int:
             for r in records
         ]
         print(json.dumps(out, default=str))
-        return EXIT_OK
-    if not records:
+        return EXIT_OK if known.problem is None else EXIT_FAILED
+    if not records and known.problem is None:
         print(f"{args.name}: no successful build recorded yet")
     for r in records:
         when = time.strftime("%Y-%m-%d %H:%M", time.localtime(r.get("startedAt") or 0))
@@ -52,7 +59,7 @@ def cmd_engines(args: argparse.Namespace) -> int:
         marks += "  (pinned)" if _is_pinned(r, pin) else ""
         size = human_bytes(r.get("size") or 0)
         print(terminal_safe(f"{r.get('buildId')}  {when}  {str(r.get('key'))[:12]}  {size}  {changed}{marks}"))
-    return EXIT_OK
+    return EXIT_OK if known.problem is None else EXIT_FAILED
 
 
 def _is_pinned(record: dict[str, Any], pin: dict[str, Any] | None) -> bool:
@@ -110,7 +117,7 @@ def register(sub: Any) -> None:
     e = sub.add_parser(
         "engines",
         help="every successful build of an engine: id, date, key, size, what changed",
-        epilog="exit codes: 0 listed, 2 bad input",
+        epilog="exit codes: 0 listed, 1 the known-good record could not be read (it says why), 2 bad input",
     )
     e.add_argument("name", help="engine table")
     recipe_argument(e)

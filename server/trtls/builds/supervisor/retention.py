@@ -266,7 +266,7 @@ def collect(trtls_dir: Path, policy: Policy, *, dry_run: bool = False, max_remov
     except OSError as exc:  # the lock's folder or the history swapped for a link, a full disk: said, not raised
         # the door works by descriptor: a bare file name is said with the folder it is in
         name = exc.filename if isinstance(exc.filename, str) else None
-        where = Path(name) if name and os.path.isabs(name) else trtls_dir / name if name else trtls_dir
+        where = Path(name) if name and (os.path.isabs(name) or os.sep in name) else trtls_dir / (name or "")
         result["refused"] = {"code": "TRT413", "path": str(where), "message": f"{where}: {exc.strerror or exc}"}
     return result
 
