@@ -115,6 +115,32 @@ def test_two_models_that_share_no_tensor_name_are_not_said_to_agree(tmp_path: Pa
     assert "returns y," in said and "returns y_r;" in said, said
 
 
+def test_an_inputs_file_that_does_not_fit_is_said_before_any_run(tmp_path: Path) -> None:
+    """`--inputs` that names another input, has other dims or dtype, is not an .npz, or is missing: a usage error that
+    says which and what the model takes (TRT104, exit 2) — not ONNX Runtime's words as the search's failure (TRT983),
+    NumPy's advice to unpickle the file, or a path with its closing quote cut off. The same for a conversion search."""
+    candidate = _pair(tmp_path)
+    np.savez(tmp_path / "other.npz", y=np.zeros((4, 64), np.float32))
+    np.savez(tmp_path / "narrow.npz", x=np.zeros((4, 32), np.float32))
+    np.savez(tmp_path / "ints.npz", x=np.zeros((4, 64), np.int64))
+    (tmp_path / "junk.npz").write_bytes(b"not an archive")
+    pair = ("--engine", "enc", "--diverge", "--candidate", str(candidate), "--inputs")
+    takes = "does not fit the model (x (float32, ['batch', 64])): "
+    said = _refused(tmp_path, *pair, str(tmp_path / "other.npz"))
+    assert takes + "no array for input x; an array 'y' the model does not take" in said, said
+    said = _refused(tmp_path, *pair, str(tmp_path / "narrow.npz"))
+    assert takes + "x has shape [4, 32], the model takes ['batch', 64]" in said, said
+    said = _refused(tmp_path, *pair, str(tmp_path / "ints.npz"))
+    assert takes + "x is int64, the model takes float32" in said, said
+    said = _refused(tmp_path, *pair, str(tmp_path / "junk.npz"))
+    assert said.endswith("junk.npz is not a NumPy .npz of arrays by input name (np.savez(path, name=array, …)): it is "
+                         "not an .npz archive") and "pickle" not in said, said  # fmt: skip
+    said = _refused(tmp_path, *pair, "missing.npz")
+    assert said == "the inputs file missing.npz is not a file", said
+    said = _refused(tmp_path, "--engine", "enc", "--diverge", "--inputs", str(tmp_path / "narrow.npz"))
+    assert takes + "x has shape [4, 32]" in said, said
+
+
 def _refused(ws: Path, *args: str) -> str:
     """A usage error: exit 2, a TRT104 located on the recipe (with --json, the error as JSON), no evidence."""
     code, record, stderr = _run(ws, *args)

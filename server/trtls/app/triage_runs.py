@@ -194,7 +194,8 @@ class DivergenceRun(RecordedRun["DivergenceResult"]):
             record = await asyncio.to_thread(self._search, report)
         except (DivergenceUnavailable, KeyError, OSError) as exc:  # a model, inputs or a name it cannot use
             self.error_code = "TRT107" if isinstance(exc, KeyError) else "TRT104"
-            self.error = str(exc).strip("'\"")
+            # a KeyError's str() is its key quoted; an OSError's ends with a quoted path, kept whole
+            self.error = str(exc.args[0]) if isinstance(exc, KeyError) and exc.args else str(exc)
             record = self._failed()
         except Exception as exc:  # ModelOpt missing or failing: the record says it
             self.error = f"{type(exc).__name__}: {exc}"

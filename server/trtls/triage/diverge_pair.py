@@ -25,7 +25,7 @@ from trtls.core.recipe import LoadedRecipe
 from trtls.core.triage_records import DIVERGENCE_NAME, DivergenceResult
 from trtls.fs import Kind, atomic_write_text, ensure_folder
 from trtls.triage.diverge import NEXT_SHOWN, RULE, compare, random_feed, standard_json
-from trtls.triage.diverge_run import DivergenceUnavailable
+from trtls.triage.diverge_run import DivergenceUnavailable, load_feed
 
 # float32 reorderings (another summation order, a fused kernel) move a tensor by ~1e-6 of its range; a changed weight
 # or a different export, by far more than 1e-3
@@ -90,8 +90,7 @@ def run_pair_divergence(
     candidate = _load(candidate_path, "candidate")
     _same_inputs(reference, candidate, reference_path, candidate_path)
     if inputs is not None:
-        with np.load(inputs) as data:
-            feed = {k: data[k] for k in data.files}
+        feed = load_feed(inputs, reference)
         inputs_text = str(inputs)
     else:
         profiles = loaded.engine(engine).job_profiles() if engine is not None else []

@@ -26,6 +26,47 @@ class DivergenceUnavailable(ValueError):
     """Nothing to compare (no precision conversion) or an input that cannot be used: a located, plain reason."""
 
 
+def load_feed(path: Path, model: Any) -> dict[str, np.ndarray]:
+    """The arrays of an inputs file (`np.savez`: one array per model input, by name), checked against what `model`
+    (an onnx ModelProto, its inputs enough) takes — each input given, nothing else, its dtype and rank, its fixed
+    dims — so that a wrong file is said as such (DivergenceUnavailable), not as ONNX Runtime's error mid-search."""
+    import zipfile
+
+    from trtls.triage.probe import model_inputs
+
+    if not path.is_file():
+        raise DivergenceUnavailable(f"the inputs file {path} is not a file")
+    npz = "a NumPy .npz of arrays by input name (np.savez(path, name=array, …))"
+    if not zipfile.is_zipfile(path):  # np.load would read it as a pickle or one .npy array
+        raise DivergenceUnavailable(f"the inputs file {path} is not {npz}: it is not an .npz archive")
+    try:
+        with np.load(path, allow_pickle=False) as data:  # never unpickled: an inputs file is arrays only
+            feed = {k: data[k] for k in data.files}
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
+        raise DivergenceUnavailable(f"the inputs file {path} is not {npz}: {type(exc).__name__}: {exc}") from None
+    if odd := [k for k, v in feed.items() if not isinstance(v, np.ndarray)]:  # a member that is no .npy array
+        raise DivergenceUnavailable(f"the inputs file {path} is not {npz}: {', '.join(odd)} is not an array")
+    wanted = {i.name: i for i in model_inputs(model)}
+    ranked = {v.name for v in model.graph.input if v.type.tensor_type.HasField("shape")}  # else: any rank
+    problems = [f"no array for input {n}" for n in wanted if n not in feed]
+    problems += [f"an array {n!r} the model does not take" for n in feed if n not in wanted]
+    for name, spec in wanted.items():
+        got = feed.get(name)
+        if got is None:
+            continue
+        fixed = [d if isinstance(d, int) and d > 0 else None for d in spec.shape]
+        if got.dtype != spec.dtype:
+            problems.append(f"{name} is {got.dtype}, the model takes {spec.dtype}")
+        elif name in ranked and (
+            got.ndim != len(fixed) or any(d not in (None, g) for d, g in zip(fixed, got.shape, strict=True))
+        ):
+            problems.append(f"{name} has shape {list(got.shape)}, the model takes {[d or '?' for d in spec.shape]}")
+    if problems:
+        takes = ", ".join(f"{n} ({s.dtype}, {[d or '?' for d in s.shape]})" for n, s in wanted.items()) or "none"
+        raise DivergenceUnavailable(f"the inputs file {path} does not fit the model ({takes}): {'; '.join(problems)}")
+    return feed
+
+
 def _route_setup(
     loaded: LoadedRecipe, route: str, input_set: str | None = None
 ) -> tuple[RouteModel, Path | None, dict[str, tuple[float, float]]]:
@@ -134,12 +175,12 @@ def run_divergence(
         except PrecisionCancelled:  # a stop (Ctrl-C, --timeout, the editor's) killed the conversion's child
             return None
 
+    reference = onnx.load(str(s.reference), load_external_data=False)  # its inputs: the feed's names and shapes
     if s.inputs is not None:
-        with np.load(s.inputs) as data:
-            feed = {k: data[k] for k in data.files}
+        feed = load_feed(s.inputs, reference)
         inputs_text = str(s.inputs)
     else:
-        feed = random_feed(onnx.load(str(s.reference), load_external_data=False), s.profiles)
+        feed = random_feed(reference, s.profiles)
         inputs_text = "seeded random inputs at the first profile's opt shapes (no reference inputs given)"
     found = find_divergence(
         s.reference, convert, s.spec, feed, s.threshold, s.tolerances, fix, stop=lambda: token.is_set, report=tell
