@@ -27,8 +27,26 @@ class SafeStream:
         self.inner = inner
 
     def write(self, text: str) -> int:
-        self.inner.write(terminal_safe(text))
+        try:
+            self.inner.write(terminal_safe(text))
+        except BrokenPipeError:
+            self._reader_gone()
         return len(text)
+
+    def flush(self) -> None:
+        try:
+            self.inner.flush()
+        except BrokenPipeError:
+            self._reader_gone()
+
+    def _reader_gone(self) -> None:
+        """The pipe's reader ended (`trtls build … | head -1`): nothing more can be shown, and that is no reason to
+        stop a command midway or end it with a traceback. Its writes go to /dev/null from now on; the command goes on
+        (a build finishes and writes its evidence) and exits with its own code."""
+        from trtls.fs.descriptor import discard_writes
+
+        with contextlib.suppress(OSError, ValueError):
+            discard_writes(self.inner.fileno())
 
     def writelines(self, lines: Iterable[str]) -> None:
         for line in lines:
@@ -47,8 +65,10 @@ def raw(stream: Any) -> Any:
 def safe_console() -> Iterator[None]:
     """stdout and stderr escaped for the block (restored after it, so an in-process caller gets its own back)."""
     out, err = sys.stdout, sys.stderr
-    sys.stdout, sys.stderr = SafeStream(raw(out)), SafeStream(raw(err))
+    sys.stdout, sys.stderr = safe_out, safe_err = SafeStream(raw(out)), SafeStream(raw(err))
     try:
         yield
     finally:
+        safe_out.flush()  # what is still buffered, while a reader that went away is still a quiet end
+        safe_err.flush()
         sys.stdout, sys.stderr = out, err
