@@ -158,3 +158,59 @@ def test_a_lock_file_another_account_left_unreadable_is_a_located_warning_not_a_
     assert said["acquired"] is True  # Bob builds the key
     assert said["note"].startswith(f"TRT331 the lock file {lock_file} (owner uid {ALICE}, mode 0600)")
     assert lock_file.stat().st_uid == ALICE  # not removed: Alice may hold it now
+
+
+ALICE_PUBLISHES_TWO_PRIVATE = """
+import json, os, sys
+from pathlib import Path
+from trtls.store.entries import Store
+from trtls.store.key import key_of_parts
+store, engine = Store(Path(sys.argv[1])), Path(sys.argv[2])
+store.check()
+keys = []
+for name in ("damaged", "whole"):
+    parts = {"format": "forged", "forged": name}
+    keys.append(store.publish(key_of_parts(parts), parts, engine, {"buildId": name}, None).key)
+for key in keys:  # her entries as an older trtls left them: not group-writable
+    folder = store.root / "entries" / key
+    os.chmod(folder, 0o2755)
+with open(store.root / "entries" / keys[0] / "engine", "r+b") as fh:
+    fh.truncate(10)
+print(json.dumps(keys))
+"""
+
+BOB_MEETS_THEM = """
+import json, sys
+from pathlib import Path
+from trtls.store.entries import Refused, Store
+store = Store(Path(sys.argv[1]))
+store.check()
+said = {}
+try:
+    store.get(sys.argv[2])
+    said["refused"] = None
+except Refused as exc:
+    said["refused"] = str(exc)
+said["evicted"] = [e.key for e in store.evict(max_size=1)]
+said["left"] = store.left_in_place
+print(json.dumps(said))
+"""
+
+
+def test_an_entry_another_account_left_unmovable_is_refused_and_kept_with_its_owner_named(team_store: Path) -> None:
+    """Issue 32 item 3, quarantine and eviction: an entry folder another account made without group write (an older
+    trtls, mode 2755) cannot be moved by Bob. Its damage was said as 'could not be moved to quarantine/' with no why,
+    and `gc`'s eviction skipped it in silence; now both name the folder, the error and its owner."""
+    engine = team_store.parent / "alice" / "alice.engine"
+    engine.write_bytes(b"alice's engine " * 200)
+    first = as_account(ALICE, ALICE_PUBLISHES_TWO_PRIVATE, str(team_store), str(engine))
+    assert first.returncode == 0, first.stderr
+    damaged, whole = json.loads(first.stdout)
+    second = as_account(BOB, BOB_MEETS_THEM, str(team_store), damaged)
+    assert second.returncode == 0, second.stderr
+    said = json.loads(second.stdout)
+    located = f"could not be moved: Permission denied (owner uid {ALICE}, mode 2755)"
+    assert said["refused"] is not None and f"{team_store / 'entries' / damaged} {located}" in said["refused"]
+    assert said["evicted"] == []  # not Bob's to remove: nothing claimed
+    assert f"{team_store / 'entries' / whole} {located}" in said["left"]
+    assert sorted(p.name for p in (team_store / "entries").iterdir()) == sorted([damaged, whole])

@@ -166,7 +166,8 @@ class Store(PublishingFolder):
             return Refused(f"{said}; quarantined")
         if not self.writable:
             return Refused(f"{said}; not used, left in place (this store is read-only here)")
-        return Refused(f"{said}; not used (it could not be moved to quarantine/)")
+        where = f": {self.left_in_place[-1]}" if self.left_in_place else ""
+        return Refused(f"{said}; not used (it could not be moved to quarantine/{where})")
 
     def _trusted(self, path: Path, st: os.stat_result, key: str) -> None:
         why = trust_problem(path, st, self.trust)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import pwd
 import re
 import stat
 import time
@@ -116,6 +117,8 @@ class StoreFolder:
         # why this read_write store cannot be written by this account (a TRT331 note), set by `check`: it serves
         # hits, publishes nothing and writes no use time or quarantine (`writable`)
         self.unwritable: str | None = None
+        # why the last entry this process could not move aside was left in place, located (`quarantine`, `remove`)
+        self.left_in_place: list[str] = []
 
     @property
     def writable(self) -> bool:
@@ -174,7 +177,7 @@ class StoreFolder:
         """Serve this read_write store as read for this process, and say so once (`notes`, `unwritable`)."""
         if self.unwritable is None:
             self.unwritable = (
-                f"TRT331 the store folder {folder}{_owner(folder)} is not writable by this user: engines are reused "
+                f"TRT331 the store folder {folder}{owner_of(folder)} is not writable by this user: engines are reused "
                 "from it, none is published"
             )
             self.notes.append(self.unwritable)
@@ -243,7 +246,8 @@ class StoreFolder:
                 fs.ensure_folder(dest, within=self.root)
                 self.fit(dest, folder=True)
                 why += f" (entries/{folder.name} was removed; what it pointed to was not touched)"
-        except OSError:
+        except OSError as exc:
+            self.left_in_place.append(_not_moved(folder, exc))
             return False
         with contextlib.suppress(OSError):  # moved: the entry is out of use even if its WHY cannot be written
             mode = shared_modes(self.root)[1]
@@ -257,7 +261,10 @@ class StoreFolder:
         trash = self.root / "tmp" / tmp_name("evicted", key)
         try:
             rename(entry_folder(self.root, key), trash, kind=Kind.store_entry, within=self.root, replace=False)
-        except OSError:
+        except FileNotFoundError:
+            return False
+        except OSError as exc:
+            self.left_in_place.append(_not_moved(entry_folder(self.root, key), exc))
             return False
         self.discard(trash)
         with contextlib.suppress(OSError):
@@ -351,13 +358,25 @@ def _tree_size(folder: Path) -> int:
     return total
 
 
-def _owner(path: Path) -> str:
-    """` (owner uid N, mode 0755)` for a message, or nothing when it cannot be read."""
+def owner_of(path: Path) -> str:
+    """` (owner alice, uid N, mode 0755)` for a message (` (owner uid N, …)` for a uid no account has), or nothing
+    when it cannot be read."""
     try:
         st = os.stat(path)
     except OSError:
         return ""
-    return f" (owner uid {st.st_uid}, mode {stat.S_IMODE(st.st_mode):04o})"
+    try:
+        who = f"{pwd.getpwuid(st.st_uid).pw_name}, uid {st.st_uid}"
+    except KeyError:
+        who = f"uid {st.st_uid}"
+    return f" (owner {who}, mode {stat.S_IMODE(st.st_mode):04o})"
+
+
+def _not_moved(folder: Path, exc: OSError) -> str:
+    """Why an entry folder could not be moved aside, located: its path, the error, its owner and mode (another account's
+    entry made before trtls applied the store's mode is not group-writable, and a folder is moved only by whoever may
+    write it)."""
+    return f"{folder} could not be moved: {exc.strerror or exc}{owner_of(folder)}"
 
 
 def _lstat_mode(path: Path) -> int:

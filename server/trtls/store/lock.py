@@ -20,8 +20,6 @@ import contextlib
 import errno
 import fcntl
 import os
-import pwd
-import stat
 from pathlib import Path
 
 from trtls import fs
@@ -29,6 +27,7 @@ from trtls.core.paths import UnsafeWrite
 from trtls.fs import Kind, read_text
 from trtls.fs.lock import truncate_lock
 from trtls.fs.store_root import fit_mode, shared_modes
+from trtls.store.folder import owner_of
 from trtls.store.key import is_key
 
 HOLDER_LIMIT = 4096
@@ -80,8 +79,9 @@ class KeyLock:
             return None  # no lock file, and this account cannot make one: the store is not written by us
         except PermissionError:
             self.note = (
-                f"TRT331 the lock file {self.path}{_owner(self.path)} can be neither written nor read by this account:"
-                " this build of the key is not single-flight with the other accounts' (its owner can `chmod g+rw` it)"
+                f"TRT331 the lock file {self.path}{owner_of(self.path)} can be neither written nor read by this"
+                " account: this build of the key is not single-flight with the other accounts' (its owner can"
+                " `chmod g+rw` it)"
             )
             return None
 
@@ -130,16 +130,3 @@ class KeyLock:
 
     def __exit__(self, *exc: object) -> None:
         self.release()
-
-
-def _owner(path: Path) -> str:
-    """` (owner alice, uid N, mode 0600)` for a message, or nothing when it cannot be read."""
-    try:
-        st = os.lstat(path)
-    except OSError:
-        return ""
-    try:
-        name = f"{pwd.getpwuid(st.st_uid).pw_name}, uid {st.st_uid}"
-    except KeyError:
-        name = f"uid {st.st_uid}"
-    return f" (owner {name}, mode {stat.S_IMODE(st.st_mode):04o})"
