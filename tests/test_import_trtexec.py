@@ -121,6 +121,14 @@ def test_bad_command_lines_exit_2(argv: list[str], message: str, capsys: pytest.
     assert message in captured.err and captured.out == ""
 
 
+@pytest.mark.parametrize("program", ["trtexec", "/usr/src/tensorrt/bin/trtexec", "C:\\TensorRT\\bin\\trtexec.exe"])
+def test_a_command_line_pasted_whole_with_its_program_imports(program: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """The user pastes trtexec's command line as it ran, program first: the program is not an argument."""
+    assert main(["import", "trtexec", "--", program, "--onnx", "m.onnx", "--saveEngine", "m.plan"]) == 0
+    out = capsys.readouterr().out
+    assert 'onnx = "m.onnx"' in out and 'output = "m.plan"' in out
+
+
 def test_write_keeps_the_recipe_and_the_imported_engine_builds(
     workspace: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -81,6 +81,8 @@ def split_args(argv: list[str]) -> list[tuple[str, str | None]]:
 
 
 def import_trtexec(argv: list[str], name: str | None = None, legacy_precision: bool = False) -> Imported:
+    if argv and re.split(r"[\\/]", argv[0])[-1].lower() in ("trtexec", "trtexec.exe"):
+        argv = argv[1:]  # the command line pasted whole, program first (/usr/src/tensorrt/bin/trtexec --onnx=…)
     args = split_args(argv)
     flags = [f for f, _ in args]
     onnx = next((v for f, v in args if f == "onnx"), None)
