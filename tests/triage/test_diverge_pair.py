@@ -83,6 +83,22 @@ def test_two_models_with_the_same_inputs_diverge_first_at_the_changed_layer(tmp_
     assert "proposal" not in proc.stdout
 
 
+def test_the_page_of_two_models_names_them_and_no_conversion(tmp_path: Path) -> None:
+    """`trtls report --reduction latest` on a `--candidate` search: the two models (absolute paths, as recorded, for a
+    reader anywhere) and the tensors compared — not a conversion's `fixed` / `exclude_nodes` / rounds."""
+    _pair(tmp_path)
+    code, record, stderr = _run(tmp_path, "--engine", "enc", "--diverge", "--candidate", "candidate.onnx")
+    assert record is not None and code == 0, stderr[-2000:]
+    assert record["candidate"] == str(tmp_path / "candidate.onnx"), "recorded whole, not as typed in the cwd"
+    page = subprocess.run(
+        [sys.executable, "-m", "trtls", "report", "--reduction", "latest", "--recipe", str(tmp_path), "-o", "-"],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    assert "Divergence · enc · two models" in page and str(tmp_path / "candidate.onnx") in page
+    assert str(tmp_path / "models" / "enc.onnx") in page and "tensors compared" in page
+    assert "exclude_nodes" not in page and "Round 0" not in page
+
+
 def test_two_models_that_take_other_inputs_or_a_fix_are_usage_errors(tmp_path: Path) -> None:
     candidate = _pair(tmp_path)
     other = onnx.load(str(candidate))

@@ -351,6 +351,11 @@ def test_a_stop_before_any_cause_is_headlined_stopped_not_does_not_reproduce(tmp
     assert record["outcome"] == "stopped" and record["minimal"] is None, record["causeText"]
     assert record["trials"][0]["stillFails"] and record["trials"][-1]["outcome"] == "built"
     assert record["headline"] == "reduce m · trial 2 · 31 nodes · stopped", record["headline"]
+    page = subprocess.run(
+        [sys.executable, "-m", "trtls", "report", "--reduction", record["id"], "--recipe", str(tmp_path), "-o", "-"],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    assert "reduce m · trial 2 · 31 nodes · stopped" in page and "2 (confirm 1, outputs 1)" in page, "no dict repr"
     cmd = [sys.executable, "-m", "trtls", "reduce", str(tmp_path), "--engine", "m"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert proc.stdout is not None

@@ -153,7 +153,7 @@ def reduction_report(folder: Path) -> str:
                 ("cause", esc(r.causeText)),
                 ("failure", esc(r.failureText)),
                 ("rule", esc(r.rule)),
-                ("trials", esc(f"{r.trialsUsed} ({r.trialsByStep}); bisection bound {r.bisectBound}")),
+                ("trials", esc(f"{r.trialsUsed} ({_by_step(r.trialsByStep)}); bisection bound {r.bisectBound}")),
                 (
                     "minimal model",
                     esc(f"{minimal.nodes} nodes: {', '.join(minimal.nodeNames)}") if minimal is not None else "none",
@@ -166,23 +166,33 @@ def reduction_report(folder: Path) -> str:
     return page(f"trtls reduction {r.id}", "".join(body), "reduction")
 
 
+def _by_step(counts: dict[str, int] | None) -> str:
+    """{'confirm': 1, 'outputs': 4} → 'confirm 1, outputs 4'."""
+    return ", ".join(f"{step} {n}" for step, n in (counts or {}).items()) or "none"
+
+
 def _divergence_report(r: DivergenceResult, folder: Path) -> str:
-    body = [f"<h1>Divergence · {esc(r.engine)} · {esc(r.precision)}</h1>"]
+    pair = r.mode == "models"  # two given models: nothing converted, so no fix and no exclusion to show
+    what = "two models" if pair else r.precision
+    body = [f"<h1>Divergence · {esc(r.engine or r.route)} · {esc(what)}</h1>"]
     first = r.firstDiverging
-    body.append(
-        facts(
-            [
-                ("first out of tolerance", esc(f"{first.tensor} ({first.op}, node {first.node})") if first else "none"),
-                ("rule", esc(r.rule)),
-                ("inputs", esc(r.inputs)),
-                ("fixed", badge("pass" if r.fixed else "not_checked" if r.fixed is None else "fail")),
-                ("exclude_nodes", esc(r.excludeNodes)),
-            ]
-        )
-    )
+    rows = [
+        ("first out of tolerance", esc(f"{first.tensor} ({first.op}, node {first.node})") if first else "none"),
+        ("rule", esc(r.rule)),
+        ("inputs", esc(r.inputs)),
+    ]
+    if pair:
+        skipped = f"; not compared {r.notCompared}: {', '.join(r.notComparedNames or [])}" if r.notCompared else ""
+        rows[1:1] = [("reference", esc(r.reference)), ("candidate", esc(r.candidate))]
+        rows.append(("tensors compared", esc(f"{r.comparedTensors}{skipped}")))
+    else:
+        rows.append(("fixed", badge("pass" if r.fixed else "not_checked" if r.fixed is None else "fail")))
+        rows.append(("exclude_nodes", esc(r.excludeNodes)))
+    body.append(facts(rows))
     if r.rounds and r.rangeRtol is None:  # every writer writes it with its rounds: without it there is no line to draw
         raise EvidenceError(f"{folder / DIVERGENCE_NAME}: rangeRtol is null: no tolerance to draw its rounds against")
     for i, rnd in enumerate(r.rounds):
-        body.append(f"<h2>Round {i}: exclude_nodes = {esc(rnd.excludeNodes)}</h2>")
+        title = "the candidate against the reference" if pair else f"Round {i}: exclude_nodes = {esc(rnd.excludeNodes)}"
+        body.append(f"<h2>{title}</h2>")
         body.append(_layers_svg(rnd.tensors, float(r.rangeRtol or 0)))
     return page(f"trtls divergence {r.id}", "".join(body), "divergence")

@@ -126,7 +126,7 @@ def run_pair_divergence(
         "route": None,
         "precision": None,
         "reference": str(reference_path),
-        "candidate": str(candidate_path),
+        "candidate": str(candidate_path.absolute()),
         "inputs": inputs_text,
         "rule": RULE.replace("converted", "candidate"),
         "rangeRtol": threshold,
@@ -149,7 +149,7 @@ def run_pair_divergence(
         else [
             {
                 "excludeNodes": [],
-                "convertedModel": str(candidate_path),
+                "convertedModel": str(candidate_path.absolute()),
                 "outputsPass": comp.outputs_pass,
                 "outputErrors": comp.output_errors,
                 "outputRangeError": comp.output_range_error,
