@@ -138,7 +138,7 @@ def _reduction() -> dict:
 def test_a_reductions_page_draws_its_trials_from_the_model(tmp_path: Path) -> None:
     (tmp_path / "result.json").write_text(json.dumps(_reduction()))
     html = reduction_report(tmp_path)
-    assert "<dd>1 nodes: det</dd>" in html and "<dd>2 ({&#x27;bisect&#x27;: 2}); bisection bound 2</dd>" in html
+    assert "<dd>1 nodes: det</dd>" in html and "<dd>2 (bisect 2); bisection bound 2</dd>" in html
     assert html.count('fill="#c0392b"><title>trial') == 2 and "trial 1 bisect: 1 nodes, still fails" in html
 
 
