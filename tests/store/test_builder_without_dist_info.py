@@ -64,3 +64,30 @@ def test_a_builder_tree_swapped_in_place_on_pythonpath_is_rebuilt_not_served(
     assert run_build(seed_ws, env=env).returncode == 0
     served = summaries(seed_ws)[-1]
     assert served["outcome"] == "reused" and served["engineKey"] == rebuilt["engineKey"]
+
+
+def test_a_builder_the_preference_tries_first_put_on_pythonpath_ends_the_fast_path(
+    seeded: tuple[Path, dict], seed_ws: Path, tmp_path: Path
+) -> None:
+    """`auto` prefers full TensorRT: one put on PYTHONPATH (pip --target, a .pth) is the builder the key names from
+    then on. The fast path's memo watched only the site of the module it was built with (tensorrt_rtx), so it said
+    "up to date" with the TensorRT-RTX engine while the full path said "rebuilding because: builder tensorrt_rtx →
+    tensorrt". The module here is a stand-in that cannot be imported (no full TensorRT on this machine): the worker
+    falls back to TensorRT-RTX and the engine is not stored under the other builder's key — what matters is that the
+    fast path no longer answers for a builder the key would not name."""
+    with_store(seed_ws, copy_store(seeded, tmp_path))
+    for _ in range(2):
+        assert run_build(seed_ws).returncode == 0
+    hit = summaries(seed_ws)[-1]
+    assert hit["outcome"] == "reused" and any("not re-read" in n for n in hit["notes"]), hit["notes"]
+
+    site = tmp_path / "full-trt"
+    (site / "tensorrt").mkdir(parents=True)
+    (site / "tensorrt" / "__init__.py").write_text("raise ImportError('a stand-in for full TensorRT (a test)')\n")
+    (site / "tensorrt-10.9.0.34.dist-info").mkdir()
+    env = {**os.environ, "PYTHONPATH": str(site), "PYTHONDONTWRITEBYTECODE": "1"}
+    done = run_build(seed_ws, env=env)
+    assert done.returncode == 0, done.stderr
+    after = summaries(seed_ws)[-1]
+    assert after["outcome"] == "built", "the fast path served the engine of a builder the key no longer names"
+    assert any("tensorrt 10.9.0.34" in r for r in after["rebuiltBecause"]), after["rebuiltBecause"]

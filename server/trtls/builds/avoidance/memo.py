@@ -89,6 +89,17 @@ def _builder_site(module: Any) -> str | None:
     return str(Path(next(iter(spec.submodule_search_locations))).parent)
 
 
+def _ahead(job: dict[str, Any] | None, module: Any) -> list[str] | None:
+    """The builder modules the job's preference tries before `module` (auto: full TensorRT before TensorRT-RTX,
+    store.key.BUILDER_CANDIDATES): none of them was found when the key was computed, and if one is found now (a full
+    TensorRT put on PYTHONPATH) the key names another builder. None: the preference did not choose `module`."""
+    from trtls.store.key import BUILDER_CANDIDATES
+
+    preference = str((job or {}).get("builder_module") or "auto")
+    names = BUILDER_CANDIDATES.get(preference, (preference,))
+    return list(names[: names.index(module)]) if module in names else None
+
+
 def write_memo(
     recipe: Path,
     history: str,
@@ -124,6 +135,7 @@ def write_memo(
         "files": {f: _stat(f) for f in files if isinstance(f, str)},
         "code": _code_stats(),
         "builderModule": (parts.get("builder") or {}).get("module"),
+        "builderAhead": _ahead(job, (parts.get("builder") or {}).get("module")),
         "builderSite": site,
         "builderDirs": _builder_dirs(site),
         "builderSources": _version_stats(site, (parts.get("builder") or {}).get("module")),
@@ -178,6 +190,9 @@ def _memo_holds(memo: dict[str, Any], recipe: Path) -> bool:
         and all(_stat(f) == s and s is not None for f, s in (memo.get("files") or {"": None}).items())
         # the builder as it is found NOW (sys.path, PYTHONPATH): another site is another builder (issue 32)
         and "builderModule" in memo
+        # a module the preference tries first (auto: full TensorRT) found now would be the builder: another key
+        and isinstance(memo.get("builderAhead"), list)
+        and not any(_builder_site(name) for name in memo["builderAhead"])
         and memo.get("builderSite") == _builder_site(memo["builderModule"])
         and memo.get("builderDirs") == _builder_dirs(memo.get("builderSite"))
         and memo.get("builderSources") == _version_stats(memo.get("builderSite"), memo["builderModule"])
