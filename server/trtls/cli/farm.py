@@ -103,6 +103,10 @@ def cmd_down(args: argparse.Namespace) -> int:
     if head is None:
         print("no warm local farm is running")
         return EXIT_OK
+    from trtls.fs.kill import process_alive
+
+    # a state file whose pid is gone or runs another program is stale: forgotten, nothing signalled, and not a stop
+    stale = not process_alive(head.pid) or not warm_farm.is_our_head(head.pid)
     try:
         why = warm_farm.stop(head)
     except OSError as exc:  # its state or token file could not be removed (the head itself has stopped)
@@ -110,6 +114,12 @@ def cmd_down(args: argparse.Namespace) -> int:
     if why is not None:
         print(f"trtls farm down: {terminal_safe(why)}", file=sys.stderr)
         return 1
+    if stale:
+        print(
+            f"no warm local farm was running: the state file named pid {head.pid}, which is not a farm head; "
+            "the stale state was removed and nothing was signalled"
+        )
+        return EXIT_OK
     print(f"stopped the warm local farm (pid {head.pid})")
     return EXIT_OK
 
