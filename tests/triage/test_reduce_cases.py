@@ -385,3 +385,26 @@ def test_a_reduction_folder_that_cannot_be_made_is_said_as_such(tmp_path: Path) 
     assert record["error"].startswith("the reduction failed while making the reduction's folder "), record["error"]
     assert "not a folder" in record["error"] and "loading the model" not in record["error"]
     assert record["evidenceError"].endswith("the record result.json was not written"), record["evidenceError"]
+
+
+def test_a_resumed_reduction_names_the_min_good_model_an_uninterrupted_one_names(tmp_path: Path) -> None:
+    """Item 6 with --min-good: stopped by the trial budget after the first bisection trials (all of which build) and
+    resumed, the reduction ends on the same minimal model and the same min good model (the replayed candidates that
+    built count: they are cut again and written) as a reduction never stopped."""
+    fresh_ws, ws = tmp_path / "fresh", tmp_path / "ws"
+    for folder in (fresh_ws, ws):
+        folder.mkdir()
+        _failing_last(folder / "m.onnx")
+        (folder / "trtls.toml").write_text(_engine("m", "m.onnx", "[N, 16, 64]", smem=True))
+    code, fresh, stderr = _reduce(fresh_ws, "m")
+    assert fresh is not None and code == 0, stderr[-2000:]
+    code, stopped, stderr = _reduce(ws, "m", "--max-trials", "3")
+    assert stopped is not None and stopped["outcome"] == "stopped", stderr[-2000:]
+    assert [t["outcome"] for t in stopped["trials"][1:]] == ["built", "built"], "the bisection's first trials build"
+    code, resumed, stderr = _reduce(ws, "m", "--resume")
+    assert resumed is not None and code == 0 and resumed["resumedFrom"] == stopped["id"], stderr[-2000:]
+    assert resumed["minimal"]["nodeNames"] == fresh["minimal"]["nodeNames"] == ["ln"]
+    assert fresh["minGood"] is not None and fresh["minGood"]["trial"] == 1, fresh["minGood"]
+    assert resumed["minGood"] == fresh["minGood"], (resumed["minGood"], fresh["minGood"])
+    good = onnx.load(str(ws / ".trtls" / "reduce" / resumed["id"] / "min_good.onnx"))
+    assert len(good.graph.node) == fresh["minGood"]["nodes"]

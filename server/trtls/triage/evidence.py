@@ -52,11 +52,12 @@ def headline(red: Reduction) -> str:
 
 def min_good(red: Reduction) -> Trial | None:
     """Polygraphy's `--min-good`: a model near the minimal one that builds — of the candidates whose build succeeded
-    (no failure at all, measured in this run), the one nearest the minimal model in nodes, the larger on a tie. None
-    when there is no minimal model or no candidate built."""
+    (no failure at all: measured in this run, or in the stopped one a resume replays, whose candidate is cut again
+    and written here), the one nearest the minimal model in nodes, the larger on a tie — so a resumed reduction
+    names the one an uninterrupted reduction names. None when there is no minimal model or no candidate built."""
     if red.best is None:
         return None
-    built = [t for t in red.trials if t.outcome == "built" and not t.replayed and t.step not in ("confirm", "settings")]
+    built = [t for t in red.trials if t.outcome == "built" and t.step not in ("confirm", "settings")]
     return min(built, key=lambda t: (abs(t.nodes - red.best.nodes), -t.nodes), default=None)
 
 
