@@ -133,6 +133,8 @@ def test_the_tensorrt_11_flags_the_issue_names() -> None:
         assert "refused" in note[flag] and "I/O tensor formats" in note[flag]
     for flag in ("--dumpLayerInfo", "--exportLayerInfo"):
         assert "engine inspection" in note[flag] and "inference only" not in note[flag]
+    assert "prints the built engine's layers" in note["--dumpLayerInfo"]
+    assert "writes the built engine's layers to a JSON file" in note["--exportLayerInfo"], "it prints nothing"
     constraints = note["--precisionConstraints"]
     assert "removed in TensorRT 11" in constraints and "exclude_nodes" in constraints
 

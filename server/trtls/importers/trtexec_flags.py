@@ -318,11 +318,14 @@ FLAGS: tuple[TrtexecFlag, ...] = (
             f,
             "reporting",
             "inspection",
-            note="engine inspection: prints the built engine's layers; trtls does not load engines. Build with "
+            note=f"engine inspection: {what}; trtls does not load engines. Build with "
             'profiling_verbosity = "detailed" (--profilingVerbosity) and read the engine with '
             "IEngineInspector or `polygraphy inspect model`",
         )
-        for f in ("dumpLayerInfo", "exportLayerInfo")
+        for f, what in (
+            ("dumpLayerInfo", "prints the built engine's layers"),
+            ("exportLayerInfo", "writes the built engine's layers to a JSON file"),
+        )
     ),
     TrtexecFlag("dumpRefit", "reporting", "inspection", note="lists a refittable engine's weights; " + _LOADS),
     TrtexecFlag("dumpOptimizationProfile", "reporting", "inspection", note=_LOADS),
