@@ -95,3 +95,23 @@ def test_a_write_that_fails_midway_names_the_file_it_was_writing(tmp_path: Path)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["27", str(target)], done.stdout  # EFBIG, and the record's own path
     assert sorted(p.name for p in target.parent.iterdir()) == []  # the temp file went with the failure
+
+
+def test_a_hard_link_at_a_store_lock_is_replaced_by_a_lock_of_its_own(tmp_path: Path) -> None:
+    """The store's key lock replaces a name planted where its lock goes (a symlink, a FIFO, now a hard link) with a
+    lock file of its own: the file the planted name led to keeps its bytes, the key is still locked."""
+    from trtls.store.entries import Store
+    from trtls.store.lock import KeyLock
+
+    store = tmp_path / "store"
+    Store(store).check()  # made and marked
+    victim = _victim(tmp_path)
+    key = "d" * 64
+    os.link(victim, store / "locks" / f"{key}.lock")
+    lock = KeyLock(store, key)
+    try:
+        assert lock.try_acquire("demo-1")
+    finally:
+        lock.release()
+    assert victim.read_text() == "[engines.mine]\n" and victim.stat().st_nlink == 1
+    assert (store / "locks" / f"{key}.lock").stat().st_nlink == 1

@@ -34,9 +34,9 @@ def own_file(st: os.stat_result, path: object, label: str) -> None:
     this: it gives the name a new file and leaves the other names' file as it was."""
     if not stat.S_ISREG(st.st_mode):
         raise _refuse(errno.EINVAL, "is not a regular file", path)
-    if st.st_nlink > 1:
+    if st.st_nlink > 1:  # EINVAL, as a FIFO there: a caller that replaces a planted name does so for this one too
         raise _refuse(
-            errno.EMLINK,
+            errno.EINVAL,
             f"has {st.st_nlink} names (a hard link): trtls changes a file in place ({label}) only when it has one "
             "name, so the file another name leads to is never changed (remove this name; trtls makes its own)",
             path,
