@@ -171,7 +171,9 @@ def write_evidence(red: Reduction, recipe: Path, onnx: Path) -> ReductionResult:
     line, and what was written stays."""
     result = result_record(red, recipe, onnx)
     root = state_root(red.folder)
-    path = red.folder / RESULT_NAME  # a folder that cannot be made: no record at all, result.json included
+    # a folder that cannot be made: the first record the write would have made is the one named (minimal.onnx, or,
+    # with no minimal model, result.json itself)
+    path = red.folder / ("minimal.onnx" if red.best is not None else RESULT_NAME)
     try:
         ensure_folder(red.folder, within=root)
         if red.best is not None:
