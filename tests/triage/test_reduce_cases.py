@@ -408,3 +408,17 @@ def test_a_resumed_reduction_names_the_min_good_model_an_uninterrupted_one_names
     assert resumed["minGood"] == fresh["minGood"], (resumed["minGood"], fresh["minGood"])
     good = onnx.load(str(ws / ".trtls" / "reduce" / resumed["id"] / "min_good.onnx"))
     assert len(good.graph.node) == fresh["minGood"]["nodes"]
+
+
+def test_the_whole_model_is_not_built_again_by_the_bisection(tmp_path: Path) -> None:
+    """The failing node is the last one: the outputs bisection ends on the span of every node, which is the model the
+    confirm trial built (docs/triage.md: a cut already built is not built again) — its verdict is reused, so no trial
+    after the first builds the whole model, and the reduction still ends on the failing node."""
+    _failing_last(tmp_path / "m.onnx")
+    (tmp_path / "trtls.toml").write_text(_engine("m", "m.onnx", "[N, 16, 64]", smem=True))
+    code, record, stderr = _reduce(tmp_path, "m")
+    assert record is not None and code == 0, stderr[-2000:]
+    whole = [t["trial"] for t in record["trials"] if t["nodes"] == record["originalNodes"]]
+    assert whole == [0], [(t["step"], t["nodes"]) for t in record["trials"]]
+    assert record["minimal"]["nodeNames"] == ["ln"] and record["outcome"] == "configuration"
+    assert record["trialsBuilt"] == len(record["trials"]) == sum(record["trialsByStep"].values())

@@ -155,7 +155,7 @@ async def _run_reduction(loaded: LoadedRecipe, engine: str, red: Reduction, runn
 
     from trtls.builds.precision import input_digest
     from trtls.triage.probe import probe_tensors
-    from trtls.triage.subgraph import cut, load_graph
+    from trtls.triage.subgraph import Whole, cut, load_graph
 
     eng = loaded.engine(engine)
     onnx_path = loaded.resolve(eng.onnx)
@@ -192,7 +192,10 @@ async def _run_reduction(loaded: LoadedRecipe, engine: str, red: Reduction, runn
         if candidate is not None:
             key = candidate_key(candidate, settings)
             if key in tried:  # the same cut again (a marker can land on one): its verdict, not another build
-                return tried[key]
+                known = tried[key]
+                if known.step == "confirm" and red.best is None:  # the model itself: the smallest failing one yet
+                    red.best, red.best_path = candidate, onnx_path
+                return known
         elif step == "confirm":
             key = "confirm"
         replayed = key is not None and key in red.replay and (step != "confirm" or red.target is not None)
@@ -264,6 +267,7 @@ async def _run_reduction(loaded: LoadedRecipe, engine: str, red: Reduction, runn
             return red
         first.still_fails = True
         red.verdicts["confirm"] = Verdict(outcome=first.outcome, stillFails=True)
+        tried[candidate_key(Whole.of(model))] = first  # a bisection's span of every node is this model: not rebuilt
         red.phase = "probing every tensor's shapes with ONNX Runtime"
         facts = await asyncio.to_thread(probe_tensors, model, profiles)
         red.phase = "cutting candidates"

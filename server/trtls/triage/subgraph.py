@@ -284,6 +284,18 @@ def cut(
     )
 
 
+@dataclass
+class Whole:
+    """The key `subgraph.cut` gives the span of every node: the model itself, which the confirm trial built."""
+
+    key: tuple[tuple[str, ...], tuple[str, ...]]
+
+    @classmethod
+    def of(cls, model: Any) -> Whole:
+        names = tuple(n.name for n in model.graph.node if n.op_type != "Constant")
+        return cls((names, tuple(o.name for o in model.graph.output)))
+
+
 def _shell(into: Any, model: Any) -> None:
     """`model` without its graph's contents: the opsets, IR version, functions and metadata a cut keeps."""
     into.ir_version = model.ir_version
