@@ -25,6 +25,7 @@ import importlib.util
 import json
 import os
 import re
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -44,6 +45,7 @@ INDEX_LIMIT = 16 * 1024 * 1024  # `.trtls/onnx-external.json`: a few KiB per mod
 BUILDER_CANDIDATES = {"auto": BUILDER_MODULES, **{m: (m,) for m in BUILDER_MODULES}}
 VERSION_LINE = re.compile(r"^__version__\s*=\s*[\"']([^\"'\s]{1,64})[\"']", re.M)  # a builder's own version line
 VERSION_SOURCE_LIMIT = 1 << 20
+CTIME_SLACK_NS = 20_000_000  # a ctime is the kernel's coarse clock: up to a tick (1-10 ms) behind time.time()
 
 
 class KeyUnavailable(Exception):
@@ -61,6 +63,9 @@ class EngineKey:
     hex: str
     parts: dict[str, Any]  # identity (hashed) + `paths` (not hashed: for messages)
     notes: list[str] = field(default_factory=list, compare=False)  # what the key could not cache (evidence)
+    # the stat of every file the key hashed, taken before it was hashed (`inputs_changed`): not part of the key
+    read_stats: dict[str, list[int] | None] = field(default_factory=dict, compare=False)
+    hashed_at: float | None = field(default=None, compare=False)  # when they were taken (epoch seconds)
 
     @property
     def short(self) -> str:
@@ -210,12 +215,14 @@ def engine_key(job: dict[str, Any], state_dir: Path | None, device: dict[str, An
     cache = DigestCache(state_dir / "digests.json") if state_dir is not None else None
     externals = ExternalIndex(state_dir / "onnx-external.json" if state_dir is not None else None)
     onnx = Path(job["onnx"]).absolute()
+    hashed_at, read_stats = time.time(), {str(onnx): stat_key(onnx)}
     onnx_sha = _digests([onnx], cache)[onnx]
     ext_paths = [(loc, (onnx.parent / loc).absolute()) for loc in externals.locations(onnx, onnx_sha)]
     externals.save()
     plugins = job.get("plugins") or {}
     libs = [Path(p).absolute() for p in plugins.get("libraries") or []]
     serialize = [Path(p).absolute() for p in plugins.get("serialize") or []]
+    read_stats.update((str(p), stat_key(p)) for p in [p for _, p in ext_paths] + libs + serialize)
     shas = _digests([p for _, p in ext_paths] + libs + serialize, cache) if ext_paths or libs or serialize else {}
     settings = dict(job.get("settings") or {})
     precision = {k: v for k, v in (job.get("precision") or {}).items() if k != "cache_dir"}
@@ -250,7 +257,35 @@ def engine_key(job: dict[str, Any], state_dir: Path | None, device: dict[str, An
         "plugin_libraries": [str(p) for p in libs],
         "plugin_serialize": [str(p) for p in serialize],
     }
-    return EngineKey(digest, {**identity, "paths": paths}, externals.notes)
+    return EngineKey(digest, {**identity, "paths": paths}, externals.notes, read_stats, hashed_at)
+
+
+def stat_key(path: Path | str) -> list[int] | None:
+    """What says a file changed: size, mtime, inode and ctime (which no one can set back); None when it is gone."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return [st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns]
+
+
+def inputs_changed(key: EngineKey | None, started_at: object) -> str | None:
+    """Why an engine built for `key` must not be published under it, or None: a file the key hashed changed after it
+    was hashed (the builder may have read either version), or — for a build that started before the key was taken (a
+    job sent to its worker ahead of the check, `started_at` in epoch seconds) — had changed after the build started
+    (the builder may have read the bytes from before that change). A file's ctime comes from the kernel's coarse
+    clock, up to a tick behind `time.time()`: the slack."""
+    if key is None:
+        return None
+    ahead = isinstance(started_at, (int, float)) and key.hashed_at is not None and started_at < key.hashed_at
+    since = int(started_at * 1e9) - CTIME_SLACK_NS if ahead and isinstance(started_at, (int, float)) else None
+    for path, seen in key.read_stats.items():
+        if stat_key(path) != seen or (seen is not None and since is not None and seen[3] >= since):
+            return (
+                f"not stored: {path} changed while the engine was built (the builder may have read other bytes than"
+                f" the key hashed); the engine is at the output but is not published under key {key.short}"
+            )
+    return None
 
 
 def key_of_parts(parts: dict[str, Any]) -> str:

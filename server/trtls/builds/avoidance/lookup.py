@@ -34,7 +34,7 @@ from trtls.store.config import store_config
 from trtls.store.diff import key_changes
 from trtls.store.entries import Entry, NotTrusted, Refused, Store, StoreUnusable
 from trtls.store.farm_keys import FULL_TRT_ON_CLUSTER, builder_mismatch, full_tensorrt_on_cluster, published_by_node
-from trtls.store.key import KeyUnavailable, engine_key
+from trtls.store.key import KeyUnavailable, engine_key, inputs_changed
 from trtls.store.known_good import KnownGood
 from trtls.store.lock import KeyLock
 from trtls.store.quarantined import quarantined_since
@@ -244,8 +244,9 @@ def after_build(use: StoreUse, build: Build, count: bool = False) -> dict[str, A
 def _publish(use: StoreUse, engine: Path, record: dict[str, Any], sha: str | None, summary: dict[str, Any]) -> bool:
     if use.store is None or use.key is None:
         return False
-    mismatch = builder_mismatch(use.key, Summary.written(summary))  # the record this build just wrote
-    if mismatch is not None:  # a farm cell built by another builder
+    # the record this build just wrote: a farm cell built by another builder; an input changed while it was built
+    mismatch = builder_mismatch(use.key, Summary.written(summary)) or inputs_changed(use.key, record["startedAt"])
+    if mismatch is not None:
         use.warnings.append(mismatch)
         record["keyMismatch"] = mismatch  # the known-good record says why it was not stored
         return False
