@@ -14,6 +14,7 @@ from trtls.builds.supervisor.outcome_findings import build_findings
 from trtls.builds.supervisor.supervisor import Supervisor
 from trtls.core.build_config import BuilderSettings, MemoryPoolLimits
 from trtls.core.builder_errors import LESS_MEMORY_KEYS, classify_failure, memory_exhaustion
+from trtls.core.evidence import retry_advice
 from trtls.core.recipe import load_recipe
 from trtls.core.summary_record import Summary
 
@@ -119,6 +120,25 @@ def test_the_requested_size_is_kept() -> None:
 def test_no_implementation_alone_stays_an_internal_error() -> None:
     record = classify_failure("failed", None, [("ERROR", NO_IMPLEMENTATION)])
     assert record is not None and record.kind == "internal_error"
+
+
+def test_no_implementation_alone_is_advised_as_often_memory_before_an_internal_error() -> None:
+    # no allocation failure beside it: still an internal error (nothing measured said memory), but its advice leads
+    # with memory, the usual cause users report — "often", never a claim that memory ran out
+    record = classify_failure("failed", None, [("ERROR", NO_IMPLEMENTATION)])
+    assert record is not None and record.kind == "internal_error"
+    advice = retry_advice("failed", "cold", True, None, record)
+    assert advice.policy == "investigate"
+    rule = advice.rule
+    assert "often memory" in rule and "ran out" not in rule, rule
+    assert "raise builder.memory_pool_limits.workspace_mib" in rule.lower() and "free GPU memory" in rule
+    assert "lower builder.optimization_level" in rule and "/encoder/layer.0/MatMul" in rule
+    assert rule.index("often memory") < rule.index("internal error") < rule.index("report it to NVIDIA")
+    assert _key_exists("builder.memory_pool_limits.workspace_mib") and _key_exists("builder.optimization_level")
+    # an internal error of another kind keeps its advice: no memory guess where the log gives none
+    assertion = "[graphScope.cpp::analyze::471] Error Code 2: Internal Error (Assertion x != nullptr failed. )"
+    other = retry_advice("failed", "cold", True, None, classify_failure("failed", None, [("ERROR", assertion)]))
+    assert "memory," not in other.rule and "often memory" not in other.rule
 
 
 def test_a_worker_the_oom_killer_took_is_out_of_memory_and_a_plain_kill_is_not() -> None:

@@ -169,7 +169,8 @@ def memory_exhaustion(
     Said by: an allocation failure in TensorRT's errors (OutOfMemory, "Requested size was", std::bad_alloc, CUDA's
     out-of-memory), a Python MemoryError in the worker's error or stderr, the kernel's OOM killer acting while the
     worker ran (`resources.oom.oomKill`), or a workspace pool too small for any tactic. TensorRT's "Could not find any
-    implementation for node" counts only next to an allocation failure: alone it is an internal error."""
+    implementation for node" counts only next to an allocation failure: alone it is an internal error (whose retry
+    advice, core.evidence, says it is often memory: nothing measured says so)."""
     lines: list[str] = []
     for entry in logs:
         severity, msg = (entry["severity"], entry["msg"]) if isinstance(entry, dict) else entry

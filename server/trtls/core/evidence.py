@@ -75,6 +75,8 @@ def retry_advice(
         layer = failure.layer if failure is not None else None
         at = f" at layer {layer}" if layer else ""
         what = "that layer or its opset" if layer else "the model's export (opset, control flow such as If/Loop)"
+        if failure is not None and NO_IMPLEMENTATION in (failure.message or ""):
+            return RetryAdvice("investigate", _no_implementation_advice(at, what))
         return RetryAdvice(
             "investigate",
             f"TensorRT hit an internal error{at}: a blind retry fails the same way. Change what the builder sees "
@@ -112,6 +114,24 @@ def retry_advice(
             "retry_with_cache", "the cancelled build never wrote its cache back, so the existing cache is still trusted"
         )
     return RetryAdvice("retry_cold", "there is no trusted timing cache to reuse")
+
+
+# TensorRT's "Error Code 10: Internal Error (Could not find any implementation for node …)": users report it is most
+# often memory (every tactic needs more workspace or GPU memory than there is), yet TensorRT logs no allocation
+# failure beside it — with one, core.builder_errors.memory_exhaustion records out_of_memory instead
+NO_IMPLEMENTATION = "Could not find any implementation for node"
+
+
+def _no_implementation_advice(at: str, what: str) -> str:
+    """Memory first, as it is the usual cause — said as "often": no allocation failure was logged, none measured."""
+    return (
+        f"TensorRT found no implementation{at}: this is often memory, although no allocation failure was logged — "
+        "every tactic may need more workspace or GPU memory than it had. Raise "
+        "builder.memory_pool_limits.workspace_mib (or remove it to use the device's memory), free GPU memory "
+        "(other processes on the device), or try a lower builder.optimization_level; a blind retry fails the same way. "
+        "If it still fails, it is a TensorRT internal error: change what the builder sees "
+        f"({what}, precision) or the TensorRT version, and report it to NVIDIA with this evidence folder"
+    )
 
 
 def validation_status(outcome: str) -> str:
