@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from trtls import __version__
+from trtls.core.paths import real
 from trtls.fs import open_regular, read_text
 
 MEMO_FORMAT = "trtls.fast-hit/1"
@@ -229,6 +230,37 @@ def look(recipe: Path, engine: str) -> Looked:
     if not isinstance(key, str) or len(key) != 64 or not set(key) <= HEX:
         return Looked(None)  # not a key trtls wrote: the full path computes the key itself
     return Looked(memo, missing=not os.path.lexists(entry_folder(Path(store["path"]), key)))
+
+
+def memo_output(memo: dict[str, Any], recipe: Path) -> Path | None:
+    """The output the memo names, when the recipe's write policy still allows it as the memo left it, else None (the
+    full path loads the recipe and judges it, located: TRT109, TRT118). A fast path never writes where the recipe's
+    check would not (issue 27): the output lies in the recipe's folder with no symlinked folder on the way (a folder
+    swapped for a link to the models since the build), is not under `.trtls`, and is neither the recipe nor a file
+    the key read (a forged or damaged memo naming the recipe or the model), by path or by inode (a hard link)."""
+    try:
+        output = Path(os.path.normpath(str(memo["output"])))
+        folder = Path(os.path.abspath(recipe.parent))
+        rel = output.relative_to(folder)
+        if not rel.parts or rel.parts[0] in (".trtls", "..") or rel.name in ("", ".", ".."):
+            return None
+        if real(output.parent) != real(folder) / rel.parent:
+            return None  # a symlinked folder below the recipe's (or an output allow_outside let out)
+        read = [recipe, folder / "trtls.toml", *(Path(f) for f in memo.get("files") or {})]
+        if any(real(output) == real(f) for f in read):
+            return None
+        if os.path.lexists(output):
+            st = os.stat(output, follow_symlinks=False)
+            if any(_stat(str(f)) is not None and _same_inode(st, f) for f in read):
+                return None
+    except (KeyError, TypeError, ValueError, OSError):
+        return None
+    return output
+
+
+def _same_inode(st: os.stat_result, other: Path) -> bool:
+    o = os.stat(other)
+    return (st.st_dev, st.st_ino) == (o.st_dev, o.st_ino)
 
 
 def look_job(recipe: Path, engine: str) -> dict[str, Any] | None:

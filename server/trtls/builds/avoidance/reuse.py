@@ -20,12 +20,12 @@ from pathlib import Path
 from typing import Any
 
 from trtls import __version__
-from trtls.builds.avoidance.memo import Looked, _same_device, look
+from trtls.builds.avoidance.memo import Looked, _same_device, look, memo_output
 from trtls.builds.roots import evidence_error, write_record
 from trtls.builds.run_ids import new_run_id
 from trtls.core.display import ago
 from trtls.core.evidence import runbook_without_worker
-from trtls.store.entries import Entry, Refused, RestoreFailed, Store
+from trtls.store.entries import Entry, Refused, RestoreFailed, Store, StoreUnusable
 from trtls.store.known_good import KnownGood
 
 
@@ -216,17 +216,20 @@ def fast_hit(
         recipe_dir=Path(rdir) if rdir else None,
         signing_key_file=kfile,
     )
+    output = memo_output(memo, recipe)
+    if output is None:
+        return None  # the recipe's write policy no longer allows the memo's output: the full path says why
     try:
+        store.check()  # the store as the full path opens it: placed, trusted (TRT339, TRT340), its key usable
         entry = store.get(str(memo["key"]))
-    except Refused:
-        return None  # the full path says why (TRT334)
+    except (Refused, StoreUnusable, OSError):
+        return None  # the full path says why (TRT334, TRT339, TRT340), located
     if entry is None:  # evicted since it was looked at
         if on_miss is not None:
             on_miss(looked.job)
         return None
     if not _same_device(memo):
         return None
-    output = Path(memo["output"])
     build_id = new_run_id(engine)
     held = OutputHeld(state, output, build_id, engine, within=recipe.parent)
     try:
@@ -253,6 +256,8 @@ def fast_hit(
         "path": str(store.root),
         "mode": store.mode,
         "source": "memo",
+        "trust": store.trust,  # who may have written what served this engine, as the full path's record says
+        "signingKey": str(store.signing_key_file) if store.signing_key_file else None,
         "warnings": list(store.notes),
         "key": entry.key,
         "waitedFor": None,
