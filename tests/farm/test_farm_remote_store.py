@@ -152,6 +152,9 @@ def forget_node_stores() -> None:
 
 
 def built_elsewhere(address: str, dav: DavServer, tmp_path: Path) -> Elsewhere:
+    """The engine as another machine built it: built on a node from nodes' stores emptied first (an earlier test's
+    node may keep this very key, and would serve the build instead of building it), then taken off the remote."""
+    forget_node_stores()
     ws1 = tmp_path / "ws1"
     env1 = _workspace(ws1, tmp_path / "store1", address, dav.url, tmp_path / "probe1")
     first, _ = _run(ws1, env1, "--matrix")
