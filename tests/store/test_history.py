@@ -87,3 +87,22 @@ def test_why_rebuilt_engines_list_and_rollback(seeded: tuple[Path, dict], seed_w
     assert forward.returncode == 0 and sha(out) == larger
     missing = trtls("rollback", "demo", str(seed_ws), "--to", "demo-nope")
     assert missing.returncode == 1 and "TRT338" in missing.stderr
+
+
+def test_a_history_that_cannot_be_read_is_never_replaced_by_one_build(seeded: tuple[Path, dict], seed_ws: Path,
+                                                                      tmp_path: Path) -> None:  # fmt: skip
+    """The known-good record holds every rollback target: one that is there but cannot be read (a user's edit gone
+    wrong, a file of another kind) is left as it is, and the build says so, located (it once replaced the history
+    with this one build)."""
+    store = copy_store(seeded, tmp_path)
+    with_store(seed_ws, store)
+    history = seed_ws / ".trtls" / "engines" / "demo.json"
+    history.parent.mkdir(parents=True)
+    history.write_text('{"format": "trtls.known-good/1", "builds": [ {"key": "…", truncated')
+    damaged = history.read_bytes()
+    done = run_build(seed_ws)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert history.read_bytes() == damaged
+    (summary,) = summaries(seed_ws)
+    said = [w for w in summary["store"]["warnings"] if "not recorded as known-good" in w]
+    assert said and said[0].startswith(f"TRT405 {history}: not JSON"), summary["store"]["warnings"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import errno
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +46,7 @@ class KnownGood:
             self.problem = f"{self.path}: {why}"
             return []
         if not isinstance(data, dict) or data.get("format") != FORMAT or not isinstance(data.get("builds"), list):
+            self.problem = f"{self.path}: not a known-good record trtls wrote"
             return []
         return [r for r in data["builds"] if isinstance(r, dict) and is_key(r.get("key"))]
 
@@ -58,6 +60,11 @@ class KnownGood:
     def append(self, record: dict[str, Any]) -> str | None:
         """Add a build; None when recorded, else the located warning why it was not (nothing written elsewhere)."""
         recs = [*self.records(), record][-MAX_RECORDS:]
+        if self.problem is not None and os.path.lexists(self.path):
+            # a history that is there but cannot be read is never replaced by this one build: the builds it holds
+            # are the rollback targets (a user's edit, a disk error, a file of another kind); the user decides
+            code = "TRT118" if os.path.islink(self.path) else "TRT405"
+            return f"{code} {self.problem}; it is not replaced, and the build was not recorded as known-good"
         within = self.state_dir.parent  # the recipe's folder: a `.trtls` or `engines` that leads out is refused
         try:
             fs.ensure_folder(self.path.parent, within=within)
