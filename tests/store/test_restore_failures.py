@@ -53,6 +53,9 @@ def test_an_immutable_output_is_a_located_error_and_stays_as_it_was(
     with pytest.raises(RestoreFailed) as failed:
         store.restore(entry, out, "t1", within=out.parent)
     assert failed.value.code == "TRT412" and failed.value.filename == str(out)
+    # why, and only why: the caller says "nothing was restored, the output is as it was" once (a build's warning)
+    assert failed.value.strerror.startswith("the engine could not be written there: ")
+    assert "as it was" not in failed.value.strerror, failed.value.strerror
     assert out.read_bytes() == b"an older engine" and sorted(p.name for p in out.parent.iterdir()) == ["demo.engine"]
 
 

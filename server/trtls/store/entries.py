@@ -268,7 +268,7 @@ class Store(PublishingFolder):
                 raise
             except OSError as exc:
                 code = "TRT412" if os.path.lexists(output) else "TRT405"
-                why = f"the engine could not be written there: {exc.strerror or exc}; the output is as it was"
+                why = f"the engine could not be written there: {exc.strerror or exc}"  # callers say the rest
                 raise RestoreFailed(code, exc.errno or errno.EIO, why, output) from exc
         self.mark_used(entry.key)
         return True
