@@ -24,6 +24,7 @@ from trtls.triage import MAX_TRIALS
 
 if TYPE_CHECKING:
     from trtls.app.triage_runs import ReductionRun
+    from trtls.core.recipe import LoadedRecipe
     from trtls.core.triage_records import ReductionResult
     from trtls.triage.reduce_build import Reduction
 
@@ -44,7 +45,11 @@ def register(subparsers: Any) -> None:
         epilog=EPILOG,
     )
     r.add_argument("recipe", nargs="?", default=".", help="the folder or trtls.toml (default: .)")
-    r.add_argument("--engine", help="the engine whose build fails (or, with --diverge, whose conversion diverges)")
+    r.add_argument(
+        "--engine",
+        help="the engine whose build fails (or, with --diverge, whose conversion diverges); default: the recipe's "
+        "only engine",
+    )
     r.add_argument("--route", help="a parity reject: find the first layer where the route's converted model diverges")
     r.add_argument("--diverge", action="store_true", help="with --engine: the first diverging layer of its conversion")
     r.add_argument(
@@ -165,6 +170,8 @@ async def _reduce(args: argparse.Namespace) -> int:
     loaded = load_or_report(args.recipe)
     if loaded is None:
         return EXIT_BAD_INPUT
+    if not _engine_named(loaded, args):
+        return EXIT_BAD_INPUT
     if args.route or args.diverge:
         from trtls.cli.reduce_diverge import diverge
 
@@ -221,6 +228,24 @@ async def _reduce(args: argparse.Namespace) -> int:
         evidence = result.evidenceError or red.folder / "result.json"  # TRT413: no result.json to point at
         print(terminal_safe(f"evidence: {evidence}"), file=sys.stderr)
     return _exit(result, red)
+
+
+def _engine_named(loaded: LoadedRecipe, args: argparse.Namespace) -> bool:
+    """`--engine` where the request needs an engine and none was given: the recipe's only engine; with several, False
+    after a located error naming them (a recipe with errors or with no engine is refused further on, as before). A
+    route, or two given models (--candidate with --reference), needs no engine."""
+    if args.engine is not None or args.route or (args.candidate and args.reference):
+        return True
+    engines = list(loaded.recipe.engines) if loaded.recipe is not None else []
+    if len(engines) == 1:
+        args.engine = engines[0]
+        return True
+    if not engines:
+        return True
+    need = "--engine NAME or --route NAME" if args.diverge else "--engine NAME"
+    message = f"{need} is needed: this recipe has {len(engines)} engines ({', '.join(engines)})"
+    report_error("TRT107", terminal_safe(message), str(loaded.path))
+    return False
 
 
 def _exit(result: ReductionResult, red: Reduction) -> int:
