@@ -200,7 +200,7 @@ async def _reduce(args: argparse.Namespace) -> int:
             if t.outcome is None:
                 return
             if not args.json:
-                verdict = "still fails" if t.still_fails else f"does not reproduce ({t.outcome})"
+                verdict = _verdict(t.outcome, t.still_fails)
                 took = "replayed" if t.replayed else f"{t.seconds:.1f} s"
                 print(f"  trial {t.index:>2} {t.step:<15} {t.nodes:>4} nodes  {verdict}  {took}", flush=True)
             seen += 1
@@ -228,6 +228,14 @@ async def _reduce(args: argparse.Namespace) -> int:
         evidence = result.evidenceError or red.folder / "result.json"  # TRT413: no result.json to point at
         print(terminal_safe(f"evidence: {evidence}"), file=sys.stderr)
     return _exit(result, red)
+
+
+def _verdict(outcome: str, still_fails: bool) -> str:
+    """A trial's line: a trial a stop ended (cancelled, or forced past its grace) built nothing to judge — no verdict,
+    not "does not reproduce"."""
+    if outcome in ("cancelled", "forced"):
+        return f"{outcome} (no verdict)"
+    return "still fails" if still_fails else f"does not reproduce ({outcome})"
 
 
 def _engine_named(loaded: LoadedRecipe, args: argparse.Namespace) -> bool:

@@ -16,10 +16,11 @@ from typing import TYPE_CHECKING
 
 from trtls.cli.common import install_stop_keys, report_error
 from trtls.cli.exits import EXIT_BAD_INPUT, EXIT_CTRL_C, EXIT_FAILED, EXIT_OK, EXIT_TIMEOUT
+from trtls.core.terminal_text import terminal_safe
 
 if TYPE_CHECKING:
     from trtls.core.recipe import LoadedRecipe
-    from trtls.core.triage_records import DivergenceRound, ParityRerun, TensorrtLayers
+    from trtls.core.triage_records import DivergenceResult, DivergenceRound, ParityRerun, TensorrtLayers
 
 
 FLAGS = {name: f"--{name}" for name in ("candidate", "reference", "fix", "route", "tensorrt", "engine")}
@@ -78,7 +79,8 @@ async def diverge(loaded: LoadedRecipe, args: argparse.Namespace) -> int:
         if first is None and result.cancelled:
             print(f"stopped by {stopped} before the comparison ended: no result")
         elif first is None:
-            print("no tensor leaves tolerance: the converted model stays within it on these inputs")
+            model = "the candidate model" if pair else "the converted model"
+            print(f"no tensor leaves tolerance: {model} stays within it on these inputs{_not_compared(result)}")
         else:
             max_abs = "inf/NaN" if first.maxAbsError is None else f"{first.maxAbsError:.3g}"
             print(
@@ -111,6 +113,19 @@ async def diverge(loaded: LoadedRecipe, args: argparse.Namespace) -> int:
     if rerun is not None and rerun.status == "ran" and not rerun.parityPasses:
         return EXIT_FAILED  # the outputs passed the search's comparison but not the route's parity gate
     return EXIT_OK if found and (result.fixed or not args.fix) else EXIT_FAILED
+
+
+def _not_compared(result: DivergenceResult) -> str:
+    """Two given models: the reference's tensors the comparison left out (absent from the candidate, not float, or
+    shaped otherwise) — "within it" is said of the compared ones only."""
+    if not result.notCompared:
+        return ""
+    shown = (result.notComparedNames or [])[:5]
+    names, more = ", ".join(shown), ", …" if result.notCompared > len(shown) else ""
+    return terminal_safe(
+        f" ({result.comparedTensors} tensors compared; {result.notCompared} of the reference's not compared: "
+        f"{names}{more})"
+    )
 
 
 def _round_lines(rounds: list[DivergenceRound]) -> list[str]:
