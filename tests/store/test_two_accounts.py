@@ -214,3 +214,39 @@ def test_an_entry_another_account_left_unmovable_is_refused_and_kept_with_its_ow
     assert said["evicted"] == []  # not Bob's to remove: nothing claimed
     assert f"{team_store / 'entries' / whole} {located}" in said["left"]
     assert sorted(p.name for p in (team_store / "entries").iterdir()) == sorted([damaged, whole])
+
+
+BOB_COLLECTS = """
+import sys
+from trtls.cli.main import main  # imported as root, as BECOME's modules are
+import trtls.cli.store, trtls.store.config
+"""
+
+
+def test_gc_says_each_entry_it_could_not_remove_and_exits_1(team_store: Path) -> None:
+    """`trtls store gc` printed only how many entries it evicted: Alice's two private entries (mode 2755), which Bob
+    cannot move, were left over the bound in silence, exit 0. Now each is said — the folder, the error, its owner —
+    and the command exits 1."""
+    engine = team_store.parent / "alice" / "alice.engine"
+    engine.write_bytes(b"alice's engine " * 200)
+    first = as_account(ALICE, ALICE_PUBLISHES_TWO_PRIVATE, str(team_store), str(engine))
+    assert first.returncode == 0, first.stderr
+    keys = json.loads(first.stdout)
+    code = BOB_COLLECTS + BECOME.format(gid=GID, uid=BOB) + "sys.exit(main(sys.argv[1:]))"
+    argv = ["store", "gc", "--max-size", "1"]  # no recipe in Bob's folder: the store TRTLS_STORE names
+    env = {**os.environ, "TRTLS_STORE_TRUST": "group", "HOME": "/nonexistent", "TRTLS_STORE": str(team_store)}
+    bob = subprocess.run(
+        [sys.executable, "-c", code, *argv],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=team_store.parent / "bob",
+        timeout=120,
+    )
+    assert bob.returncode == 1 and "Traceback" not in bob.stderr, bob.stdout + bob.stderr
+    for key in keys:
+        left = f"  left in place: {team_store / 'entries' / key} could not be moved: Permission denied"
+        assert f"{left} (owner uid {ALICE}, mode 2755)" in bob.stdout, bob.stdout
+    assert bob.stdout.count("left in place: ") == 2, "each entry once"
+    assert "evicted 0 entries" in bob.stdout and "2 entries could not be removed (left in place)" in bob.stdout
+    assert sorted(p.name for p in (team_store / "entries").iterdir()) == sorted(keys)

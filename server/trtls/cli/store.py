@@ -2,7 +2,8 @@
 (docs/store.md); `stats` and `why` are in cli/store_explain.py, `trtls engines` and `trtls rollback` in
 cli/engines.py.
 
-Exit codes: 0 done (listed, collected), 1 a verification found damaged entries, 2 bad input (recipe, store folder)."""
+Exit codes: 0 done (listed, collected), 1 a verification found damaged entries or gc left an entry it could not
+remove, 2 bad input (recipe, store folder)."""
 
 from __future__ import annotations
 
@@ -54,7 +55,8 @@ def cmd_store(args: argparse.Namespace) -> int:
 
 def _gc(store: Any, max_size: str | None) -> int:
     """Evict down to the bound (quarantined entries first: they count against it), prune quarantined entries older
-    than a week, remove what killed publishes left in tmp/; say what went."""
+    than a week, remove what killed publishes left in tmp/; say what went, and each entry that could not be removed
+    or moved aside (`Store.left_in_place`: its folder, the error, its owner and mode) — 1 when any was left."""
     from trtls.store.config import parse_size
 
     refusal = store.sweep_refusal()
@@ -69,12 +71,15 @@ def _gc(store: Any, max_size: str | None) -> int:
     left = store.clean_tmp()
     for q in pruned:
         print(terminal_safe(f"  pruned quarantine/{q.path.name} ({human_bytes(q.size)})"))
+    kept = list(dict.fromkeys(store.left_in_place))  # each entry it could not remove, once, located with why
+    for why in kept:
+        print(terminal_safe(f"  left in place: {why}"))
     print(
         f"evicted {len(evicted)} entries ({human_bytes(sum(e.size for e in evicted))}); "
         f"{len(pruned)} quarantined entries pruned ({human_bytes(sum(q.size for q in pruned))}); "
-        f"{left} leftovers removed"
+        f"{left} leftovers removed" + (f"; {len(kept)} entries could not be removed (left in place)" if kept else "")
     )
-    return EXIT_OK
+    return EXIT_FAILED if kept else EXIT_OK
 
 
 def _ls(store: Any, as_json: bool, verify: bool) -> int:
@@ -132,14 +137,17 @@ def register(sub: Any) -> None:
     s = sub.add_parser(
         "store",
         help="the engine store: list (ls), collect (gc), statistics (stats), explain two keys (why)",
-        epilog="exit codes: 0 listed, collected or explained, 1 a verification found damaged entries, 2 bad input",
+        epilog="exit codes: 0 listed, collected or explained, 1 a verification found damaged entries or gc left one it "
+        "could not remove, 2 bad input",
     )
     actions = s.add_subparsers(dest="action", required=True, metavar="{ls,gc,stats,why}")
     ls = actions.add_parser(
         "ls", help="list the entries", epilog="exit codes: 0 listed, 1 damaged entries, 2 bad input"
     )
     gc = actions.add_parser(
-        "gc", help="evict down to the size bound; remove leftovers", epilog="exit codes: 0 collected, 2 bad input"
+        "gc",
+        help="evict down to the size bound; remove leftovers",
+        epilog="exit codes: 0 collected, 1 an entry could not be removed (left in place, each said), 2 bad input",
     )
     for p in (ls, gc):
         p.add_argument(
