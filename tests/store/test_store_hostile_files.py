@@ -80,6 +80,24 @@ def test_a_use_time_is_never_touched_through_a_planted_symlink(store: Store, tmp
     assert victim.stat().st_mtime == 1_000_000 and victim.read_text() == "precious" and not dangling.exists()
 
 
+def test_a_use_time_planted_as_a_hard_link_or_a_fifo_is_replaced_and_kept(store: Store, tmp_path: Path) -> None:
+    """A second name of another file (the door refuses to touch it: its time would be the other file's) or a FIFO at
+    `used/<key>` is replaced by a use-time file of the store's own, so eviction still sees the entry used now (it was
+    left as it was, and the entry looked unused to LRU)."""
+    entry = forged_entry(store, tmp_path, "used")
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious")
+    os.utime(victim, (1_000_000, 1_000_000))
+    used = store.root / "used" / entry.key
+    for plant in (lambda: os.link(victim, used), lambda: os.mkfifo(used)):
+        used.unlink()
+        plant()
+        store.mark_used(entry.key)
+        assert used.is_file() and not used.is_symlink() and os.stat(used).st_nlink == 1
+        assert store.last_used(entry.key) > 1_000_000
+    assert victim.stat().st_mtime == 1_000_000 and victim.read_text() == "precious"
+
+
 def test_an_entry_folder_that_is_a_symlink_is_refused_and_nothing_is_written_where_it_points(
     store: Store, tmp_path: Path
 ) -> None:

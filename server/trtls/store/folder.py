@@ -210,14 +210,15 @@ class StoreFolder:
         return st.st_mtime if stat.S_ISREG(st.st_mode) else 0.0
 
     def mark_used(self, key: str) -> None:
-        """Mark `key` used now (`used/<key>`, never through a link: one planted there is removed, not followed)."""
+        """Mark `key` used now (`used/<key>`, never through a link: a symlink, a second name of another file or a
+        FIFO planted there is removed, not followed, and a use-time file of the store's own made in its place)."""
         if not self.writable:
             return  # a read-only store is never written, not even its use times
         used = self.root / "used" / self.checked_key(key)
         try:
             touch(used, kind=Kind.store_entry, within=self.root)
         except OSError as exc:
-            if exc.errno != errno.ELOOP:
+            if exc.errno not in (errno.ELOOP, errno.EINVAL):  # a symlink; a hard link or a FIFO (fs refuses both)
                 return
             with contextlib.suppress(OSError):
                 fs.remove_file(used, kind=Kind.store_entry, within=self.root)
