@@ -218,7 +218,8 @@ class StoreFolder:
         try:
             touch(used, kind=Kind.store_entry, within=self.root)
         except OSError as exc:
-            if exc.errno not in (errno.ELOOP, errno.EINVAL):  # a symlink; a hard link or a FIFO (fs refuses both)
+            # a symlink (ELOOP), a second name of another file (EINVAL: the door refuses it), a FIFO (ENXIO)
+            if exc.errno not in (errno.ELOOP, errno.EINVAL, errno.ENXIO):
                 return
             with contextlib.suppress(OSError):
                 fs.remove_file(used, kind=Kind.store_entry, within=self.root)
