@@ -4,6 +4,7 @@ tensors left out of the comparison counted."""
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -61,3 +62,33 @@ def test_two_models_within_tolerance_are_said_as_the_candidate_with_what_was_not
     said = "no tensor leaves tolerance: the candidate model stays within it on these inputs"
     assert said in proc.stdout and "converted model" not in proc.stdout, proc.stdout
     assert "(4 tensors compared; 1 of the reference's not compared: h0)" in proc.stdout, proc.stdout
+
+
+def test_a_trial_forced_after_a_stop_ends_the_reduction_with_no_verdict(workspace: Path, tmp_path: Path) -> None:
+    """The trial's builder is inside one long call (its worker held at the test pause and SIGSTOPped) when Ctrl-C
+    comes: the cancel cannot be seen, the grace (1 s here) runs out and the worker is forced. That trial has no
+    verdict either — the reduction stops (exit 130) instead of taking the forced build as the failure to reduce."""
+    from tests.builds.cli_procs import pause_env
+
+    recipe = workspace / "trtls.toml"
+    recipe.write_text(recipe.read_text().replace("cancel_grace_s = 10", "cancel_grace_s = 1", 1))  # demo's table
+    pause = tmp_path / "pause"
+    cmd = [sys.executable, "-m", "trtls", "reduce", str(workspace), "--engine", "demo"]
+    env = {**os.environ, **pause_env(pause, "before_build")}
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        while not (found := sorted(pause.glob("*.before_build"))):  # a state: the command's own end fails it
+            assert proc.poll() is None, proc.communicate()
+            time.sleep(0.05)
+        marker = found[0]
+        os.kill(int(marker.read_text()), signal.SIGSTOP)  # no callback will see the cancel
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, out + err[-2000:]
+    (trial,) = [ln for ln in out.splitlines() if ln.lstrip().startswith("trial ")]
+    assert "confirm" in trial and "(no verdict)" in trial, trial
+    assert "does not reproduce" not in out and "not_reproduced" not in out, out

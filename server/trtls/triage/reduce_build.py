@@ -230,8 +230,8 @@ async def _run_reduction(loaded: LoadedRecipe, engine: str, red: Reduction, runn
             red.target = failure_signature(summary, red.fail_regex or None)
         else:
             summary = await runner.build(trial, path, shown.profiles if shown else None, settings)
-            if red.token.is_set and trial.outcome == "cancelled":
-                raise Stop
+            if red.token.is_set and trial.outcome in ("cancelled", "forced", "killed"):
+                raise Stop  # a trial the stop ended, cooperatively or not, has no verdict: never a failure target
             trial.still_fails = red.target is not None and same_failure(red.target, summary)
             if red.target is None:
                 red.target = failure_signature(summary, red.fail_regex or None)
