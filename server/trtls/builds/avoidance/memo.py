@@ -247,20 +247,21 @@ def memo_output(memo: dict[str, Any], recipe: Path) -> Path | None:
         if real(output.parent) != real(folder) / rel.parent:
             return None  # a symlinked folder below the recipe's (or an output allow_outside let out)
         read = [recipe, folder / "trtls.toml", *(Path(f) for f in memo.get("files") or {})]
-        if any(real(output) == real(f) for f in read):
-            return None
-        if os.path.lexists(output):
-            st = os.stat(output, follow_symlinks=False)
-            if any(_stat(str(f)) is not None and _same_inode(st, f) for f in read):
-                return None
-    except (KeyError, TypeError, ValueError, OSError):
+        now = _identity(output)  # followed: a link at the output's name to the model is the model
+        if now is not None and now in {_identity(f) for f in read}:
+            return None  # an output that does not exist yet is none of them: they all exist while the memo holds
+    except (KeyError, TypeError, ValueError):
         return None
     return output
 
 
-def _same_inode(st: os.stat_result, other: Path) -> bool:
-    o = os.stat(other)
-    return (st.st_dev, st.st_ino) == (o.st_dev, o.st_ino)
+def _identity(path: Path) -> tuple[int, int] | None:
+    """(device, inode) of the file `path` leads to, or None when there is none: one file by any of its names."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
 
 
 def look_job(recipe: Path, engine: str) -> dict[str, Any] | None:
