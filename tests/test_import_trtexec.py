@@ -173,3 +173,35 @@ def test_write_refuses_a_broken_recipe(tmp_path: Path, capsys: pytest.CaptureFix
     recipe.write_text("[engines.a\nonnx = 1\n")
     assert main(["import", "trtexec", "--write", str(recipe), "--", "--onnx=m.onnx"]) == 2
     assert recipe.read_text() == "[engines.a\nonnx = 1\n" and "syntax error" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "name, text, key",
+    [
+        ("pyproject.toml", '[project]\nname = "mine"\nversion = "1"\n', "project"),  # another tool's valid TOML
+        ("trtls.toml", 'title = "a config"\n\n[engines.a]\nonnx = "a.onnx"\n', "title"),  # a foreign top-level key
+        ("other.toml", '"\\u001b[2Jwiped" = 1\n', "\\x1b[2Jwiped"),  # its key is printed escaped, never raw
+    ],
+)
+def test_write_adds_only_to_a_trtls_recipe(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str, text: str, key: str
+) -> None:
+    """A valid TOML file that is not a trtls recipe (a pyproject.toml) was appended to: `--write` adds tables to a
+    recipe or a new file only; any other file is refused on its first foreign key, byte for byte unchanged."""
+    target = tmp_path / name
+    target.write_text(text)
+    assert main(["import", "trtexec", "--write", str(target), "--", "--onnx=m.onnx"]) == 2
+    err = capsys.readouterr().err
+    assert target.read_text() == text, "the user's file changed"
+    assert f"{target}:1:1: TRT101 '{key}' is not a key of a trtls recipe" in err and "nothing written" in err
+    assert "\x1b" not in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == [name], "a temp file was left"
+
+
+def test_write_adds_to_a_new_file_and_to_one_of_comments_only(tmp_path: Path) -> None:
+    fresh, notes = tmp_path / "fresh.toml", tmp_path / "notes.toml"
+    notes.write_text("# my build notes\n")
+    for target in (fresh, notes):
+        assert main(["import", "trtexec", "--write", str(target), "--", "--onnx=m.onnx"]) == 0
+        assert "[engines.m]" in target.read_text()
+    assert notes.read_text().startswith("# my build notes\n")

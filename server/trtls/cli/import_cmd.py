@@ -83,8 +83,11 @@ def _write(imported: Any, args: argparse.Namespace) -> int:
         )
         return EXIT_BAD_INPUT
     existing = load_recipe(path, old) if old else None
-    if existing is not None and any(f.code == "TRT100" for f in existing.findings):
-        print(f"{path}: the recipe has a TOML syntax error; fix it first (nothing written)", file=sys.stderr)
+    refused = _not_a_recipe(existing) if existing is not None else None
+    if refused is not None:
+        from trtls.core.terminal_text import terminal_safe
+
+        print(terminal_safe(refused), file=sys.stderr)  # a key of someone else's file is printed: no escape in it
         return EXIT_BAD_INPUT
     if existing is not None and imported.name in (existing.data.get("engines") or {}):
         if not args.replace:
@@ -124,6 +127,22 @@ def _write(imported: Any, args: argparse.Namespace) -> int:
     for f in ours:  # e.g. the model is not there yet, a dynamic input with no profile: the user should know
         print(f"{result.location(f)}: {f.code} {f.severity.value}: {f.message}", file=sys.stderr)
     return EXIT_OK
+
+
+def _not_a_recipe(existing: Any) -> str | None:
+    """Why an existing file is not a trtls recipe this import may add to, located, or None. A file with a TOML
+    syntax error, or with a top-level key no recipe has (a pyproject.toml's `[project]`, another tool's config),
+    is someone else's file: `--write` adds tables to a recipe only, never to whatever TOML it is pointed at."""
+    for f in existing.findings:
+        if f.code == "TRT100":
+            return f"{existing.location(f)}: TRT100 the recipe has a TOML syntax error; fix it first (nothing written)"
+    for f in existing.findings:
+        if f.code == "TRT101" and len(f.path) == 1:
+            return (
+                f"{existing.location(f)}: TRT101 '{f.path[0]}' is not a key of a trtls recipe: {existing.path} is "
+                "not a trtls recipe, and --write adds to a recipe (or a new file) only (nothing written)"
+            )
+    return None
 
 
 def _rebase_paths(imported: Any, cwd: Path, recipe_dir: Path) -> None:
