@@ -111,16 +111,40 @@ def table_key_file(table: Any, base_dir: Path) -> Path | None:
     return (Path(base_dir) / os.path.expanduser(table.signing_key_file)).absolute()
 
 
+def env_store_root() -> Path | None:
+    """The folder `TRTLS_STORE` names (`~` expanded, absolute), or None when it names none or says `off`: what a
+    recipe with no `[store]` table uses (store.config), judged as `[store] path` is (`store_path_findings`)."""
+    env = os.environ.get("TRTLS_STORE", "").strip()
+    if not env or env.lower() == "off":
+        return None
+    return Path(os.path.expanduser(env)).absolute()
+
+
 def store_path_findings(loaded: LoadedRecipe, recipe: RecipeFile) -> list[Finding]:
-    """`[store] path` judged like any write (`fs.store_root`), located on the value: never a system or home folder,
+    """The store folder this recipe uses, judged like any write (`fs.store_root`): never a system or home folder,
     the recipe's folder or one above it, `.trtls`, a folder holding a model or an output of the recipe, a non-empty
-    folder trtls did not make a store (TRT339), or one others can write beyond `trust` (TRT340)."""
+    folder trtls did not make a store (TRT339), or one others can write beyond `trust` (TRT340). One rule for
+    both ways of naming it: `[store] path` (located on the value) and, for a recipe with no `[store]` table,
+    `TRTLS_STORE` (located on the recipe: the environment names it, and a build would make it a store and sweep
+    it just the same)."""
     from trtls.core.write_policy import write_plan
-    from trtls.fs.store_root import content_problem, placement_problem, root_problem
+    from trtls.fs.store_root import content_problem, env_trust, placement_problem, root_problem
 
     table = recipe.store
-    root = table_root(table, loaded.base_dir)
-    if table is None or root is None or table.mode == "off":
+    root: Path | None
+    where: tuple[str, ...]
+    if table is not None:
+        root, trust, said, where = (
+            table_root(table, loaded.base_dir),
+            str(table.trust),
+            "[store] path",
+            ("store", "path"),
+        )
+        if table.mode == "off":
+            return []
+    else:
+        root, trust, said, where = env_store_root(), env_trust(), "TRTLS_STORE", ()
+    if root is None:
         return []
     plan = write_plan(loaded, recipe)
     files = [*plan.protected, *(placed for w, placed in plan.writes if not w.folder)]
@@ -129,7 +153,7 @@ def store_path_findings(loaded: LoadedRecipe, recipe: RecipeFile) -> list[Findin
     if why is None and (why := content_problem(root)) is not None and why.endswith(" is not a folder"):
         code = "TRT330"  # the store's own code for a path that names a file (one rule, one code, whoever finds it)
     if why is None:
-        why, code = root_problem(root, trust=table.trust), "TRT340"
+        why, code = root_problem(root, trust=trust), "TRT340"
     if why is None:
         return []
-    return [Finding(code, Severity.error, f"[store] path: {why}", ("store", "path"), Origin.recipe, True, {})]
+    return [Finding(code, Severity.error, f"{said}: {why}", where, Origin.recipe, bool(where), {})]

@@ -134,6 +134,12 @@ def _older_store(root: Path, names: list[str]) -> bool:
     return True
 
 
+def env_trust() -> str:
+    """`TRTLS_STORE_TRUST` (user | group): whom a store named without a recipe's `trust` trusts; `user` when unset."""
+    trust = os.environ.get("TRTLS_STORE_TRUST", "").strip().lower()
+    return trust if trust in TRUST else "user"
+
+
 def trust_problem(path: object, st: os.stat_result, trust: str) -> str | None:
     """Why a store folder or entry file with this stat is not trusted under `trust`, or None."""
     mode = st.st_mode

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from trtls.core.store_table import table_key_file, table_root
+from trtls.core.store_table import env_store_root, table_key_file, table_root
+from trtls.fs.store_root import env_trust
 from trtls.store.signing import key_file
 
 DEFAULT_MAX_SIZE = 20 * 1024**3  # 20 GiB: a few hundred engines of the usual size
@@ -54,8 +55,7 @@ def default_store_path() -> Path:
 def store_config(table: Any, base_dir: Path) -> StoreConfig | None:
     """The store a build of this recipe uses, or None when it is off. `table` is the recipe's `[store]` model."""
     base = Path(base_dir).absolute()
-    env_trust = os.environ.get("TRTLS_STORE_TRUST", "").strip().lower()
-    trust = env_trust if env_trust in ("user", "group") else "user"
+    trust = env_trust()
     if table is not None:
         if table.mode == "off":
             return None
@@ -64,13 +64,12 @@ def store_config(table: Any, base_dir: Path) -> StoreConfig | None:
         key = table_key_file(table, base) or key_file(None)
         remote = table.remote or remote_url()
         return StoreConfig(path, table.mode, size or DEFAULT_MAX_SIZE, "recipe", table.trust, base, key, remote)
-    env = os.environ.get("TRTLS_STORE", "").strip()
-    if env.lower() == "off":
+    if os.environ.get("TRTLS_STORE", "").strip().lower() == "off":
         return None
-    if env:
-        path = Path(os.path.expanduser(env)).absolute()
+    named = env_store_root()  # judged for the recipe as `[store] path` is (core.store_table.store_path_findings)
+    if named is not None:
         return StoreConfig(
-            path, "read_write", DEFAULT_MAX_SIZE, "TRTLS_STORE", trust, base, key_file(None), remote_url()
+            named, "read_write", DEFAULT_MAX_SIZE, "TRTLS_STORE", trust, base, key_file(None), remote_url()
         )
     return StoreConfig(
         default_store_path(), "read_write", DEFAULT_MAX_SIZE, "default", trust, base, key_file(None), remote_url()

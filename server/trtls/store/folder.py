@@ -28,8 +28,8 @@ from trtls.fs import Kind, rename, touch
 from trtls.fs.kill import process_alive
 from trtls.fs.store_root import (
     STORE_FOLDERS,
-    TRUST,
     content_problem,
+    env_trust,
     fit_mode,
     is_store,
     make_store,
@@ -107,8 +107,7 @@ class StoreFolder:
         self.root = Path(root)
         self.mode = mode
         self.max_size = max_size
-        env_trust = os.environ.get("TRTLS_STORE_TRUST", "").strip().lower()
-        self.trust = trust or (env_trust if env_trust in TRUST else "user")
+        self.trust = trust or env_trust()
         self.recipe_dir = recipe_dir
         self.signing_key_file = key_file(signing_key_file)
         self._secret: bytes | None = None
