@@ -61,7 +61,8 @@ def test_ls_verify_hashes_every_engine_and_quarantines_a_damaged_one(
 
     verified = store_cli(seed_ws, "ls", "--verify")
     assert verified.returncode == 1, verified.stdout + verified.stderr
-    assert f"refused: store entry {key[:12]}'s engine bytes do not match its sha256; quarantined" in verified.stdout
+    said = f"refused: TRT334 store entry {key[:12]}'s engine bytes do not match its sha256; quarantined"
+    assert said in verified.stdout
     assert "verified 1 entries; 1 damaged" in verified.stdout and "1 quarantined" in verified.stdout
     assert [p.name for p in entries(store)] == [other.key]
     (moved,) = (store / "quarantine").iterdir()

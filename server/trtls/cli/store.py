@@ -84,9 +84,10 @@ def _gc(store: Any, max_size: str | None) -> int:
 
 def _ls(store: Any, as_json: bool, verify: bool) -> int:
     """The entries, newest use first; each one refused (damaged: quarantined; not trusted: left) with why. With
-    `verify` every listed engine is hashed against its record too; 1 when any entry was damaged."""
+    `verify` every listed engine is hashed against its record too; 1 when any entry was damaged, or when a damaged
+    one stays in entries/ (TRT342: every build of its key rebuilds until it is removed — not a listing to pass)."""
     from trtls.core.display import ago
-    from trtls.store.entries import NotTrusted, Refused
+    from trtls.store.entries import LeftInPlace, NotTrusted, Refused
 
     entries, refused = store.scan()
     if verify:
@@ -97,19 +98,18 @@ def _ls(store: Any, as_json: bool, verify: bool) -> int:
                 entries.remove(e)
                 refused.append((e.key, exc))
     damaged = [(key, exc) for key, exc in refused if not isinstance(exc, NotTrusted)]
+    left = [(key, exc) for key, exc in refused if isinstance(exc, LeftInPlace)]
     entries.sort(key=lambda e: store.last_used(e.key), reverse=True)
-    code = EXIT_FAILED if verify and damaged else EXIT_OK
+    code = EXIT_FAILED if (verify and damaged) or left else EXIT_OK
     if as_json:
         rows: list[dict[str, Any]] = []
         for e in entries:
             rows.append({"key": e.key, "size": e.size, "lastUsed": store.last_used(e.key), **e.build})
             if verify:
                 rows[-1]["verified"] = True
-        if verify:
-            rows += [
-                {"key": key, "verified": False, "refused": str(exc), "damaged": not isinstance(exc, NotTrusted)}
-                for key, exc in refused
-            ]
+        for key, exc in refused if verify else left:  # a damaged entry still in entries/ is listed always
+            row = {"key": key, "refused": str(exc), "damaged": not isinstance(exc, NotTrusted), "code": _code(exc)}
+            rows.append(row | ({"verified": False} if verify else {}))
         print(json.dumps(rows))
         return code
     quarantined = store.quarantined()
@@ -125,10 +125,18 @@ def _ls(store: Any, as_json: bool, verify: bool) -> int:
         line = f"  {e.key[:12]}  {human_bytes(e.size):>10}  {b.get('engine')}  build {b.get('buildId')}  used {used}"
         print(terminal_safe(line + ("  verified" if verify else "")))
     for _, why in refused:
-        print(terminal_safe(f"  refused: {why}"))
+        print(terminal_safe(f"  refused: {_code(why)} {why}"))
     if verify:
         print(f"verified {len(entries)} entries; {len(damaged)} damaged")
     return code
+
+
+def _code(refused: Exception) -> str:
+    """The code a refused entry is said with: TRT342 damaged and left in place, TRT340 not trusted, TRT334 damaged
+    (quarantined)."""
+    from trtls.store.entries import LeftInPlace, NotTrusted
+
+    return "TRT342" if isinstance(refused, LeftInPlace) else "TRT340" if isinstance(refused, NotTrusted) else "TRT334"
 
 
 def register(sub: Any) -> None:

@@ -139,7 +139,8 @@ _TABLE: tuple[Code, ...] = (
     Code("TRT339", ERROR, "store", "Store path is not a place for a store"),
     Code("TRT340", ERROR, "store", "Store writable by untrusted users"),
     Code("TRT341", ERROR, "store", "No such build or engine key"),
-    # TRT342–TRT349: the engine store's (one line per new code, here); TRT350–TRT399: free
+    Code("TRT342", WARNING, "store", "Damaged store entry left in place"),
+    # TRT343–TRT349: the engine store's (one line per new code, here); TRT350–TRT399: free
     # -- docs/codes/cleanup.md -----------------------------------------------------------------------------------------
     Code("TRT401", INFO, "cleanup", "Cleanup done"),
     Code("TRT402", INFO, "cleanup", "Partial files quarantined"),

@@ -98,7 +98,10 @@ def rename(
             dst_st = None
         if dst_st is not None and (not replace or stat.S_ISLNK(dst_st.st_mode)):
             raise UnsafeWrite(errno.EEXIST, "already exists (or is a symlink); not replaced", str(target))
-        os.rename(src_name, dst.name, src_dir_fd=sfd, dst_dir_fd=dfd)
+        try:
+            os.rename(src_name, dst.name, src_dir_fd=sfd, dst_dir_fd=dfd)
+        except OSError as exc:  # by descriptor the error names a bare name: say the whole path that was moved
+            raise OSError(exc.errno, exc.strerror, str(source), None, str(target)) from exc
         for fd in {sfd, dfd}:
             try:
                 os.fsync(fd)

@@ -45,7 +45,7 @@ from trtls.store.publishing import PublishingFolder
 from trtls.store.signing import signed_by
 from trtls.store.up_to_date import output_holds
 
-__all__ = ["ENTRY_FORMAT", "Entry", "NotTrusted", "Refused", "RestoreFailed", "Store", "StoreUnusable"]
+__all__ = ["ENTRY_FORMAT", "Entry", "LeftInPlace", "NotTrusted", "Refused", "RestoreFailed", "Store", "StoreUnusable"]
 
 
 class Store(PublishingFolder):
@@ -161,13 +161,21 @@ class Store(PublishingFolder):
 
     def damaged(self, folder: Path, why: str, said: str) -> Refused:
         """The Refused of a damaged entry, moved to quarantine/ first (`why` in its WHY): `said` and whether it was
-        moved (a store this process does not write leaves it in place: a writer's next use quarantines it)."""
+        moved. One left in place (a store this process does not write: a writer's next use quarantines it; one that
+        cannot be moved: an immutable folder, another account's) is a LeftInPlace: every build of its key rebuilds,
+        and a publish cannot replace it either, so it is said as what it is (TRT342) with what ends it."""
         if self.quarantine(folder, why):
             return Refused(f"{said}; quarantined")
         if not self.writable:
-            return Refused(f"{said}; not used, left in place (this store is read-only here)")
+            return LeftInPlace(
+                f"{said}; not used, left in place (this store is read-only here): every build of this key rebuilds "
+                "the engine until a build that writes the store moves it to quarantine/"
+            )
         where = f": {self.left_in_place[-1]}" if self.left_in_place else ""
-        return Refused(f"{said}; not used (it could not be moved to quarantine/{where})")
+        return LeftInPlace(
+            f"{said}; not used, and it could not be moved to quarantine/{where}: every build of this key rebuilds "
+            f"the engine (and cannot store it) until {folder} is removed by hand"
+        )
 
     def _trusted(self, path: Path, st: os.stat_result, key: str) -> None:
         why = trust_problem(path, st, self.trust)
@@ -281,6 +289,11 @@ class Store(PublishingFolder):
         from trtls.store.remote import fetch_entry
 
         return fetch_entry(self, key)
+
+
+class LeftInPlace(Refused):
+    """A damaged entry that stays in entries/ (not quarantined): said once per build as TRT342, listed by `store ls`
+    (exit 1) until it is removed."""
 
 
 class _Mismatch(Exception):

@@ -32,7 +32,7 @@ from trtls.core.build_state import Recorded
 from trtls.core.summary_record import Summary
 from trtls.store.config import store_config
 from trtls.store.diff import key_changes
-from trtls.store.entries import Entry, NotTrusted, Refused, Store, StoreUnusable
+from trtls.store.entries import Entry, LeftInPlace, NotTrusted, Refused, Store, StoreUnusable
 from trtls.store.farm_keys import FULL_TRT_ON_CLUSTER, builder_mismatch, full_tensorrt_on_cluster, published_by_node
 from trtls.store.key import KeyUnavailable, engine_key, inputs_changed
 from trtls.store.known_good import KnownGood
@@ -110,7 +110,8 @@ def _lookup(use: StoreUse, remote: bool = True) -> Entry | None:
         return None
     except Refused as exc:
         use.damaged = str(exc)
-        use.warnings.append(f"TRT334 {exc}")
+        said = f"{'TRT342' if isinstance(exc, LeftInPlace) else 'TRT334'} {exc}"  # left in place: every build
+        use.warnings += [said] if said not in use.warnings else []  # looked up twice (before and after the lock)
         return None
 
 
@@ -258,7 +259,8 @@ def _publish(use: StoreUse, engine: Path, record: dict[str, Any], sha: str | Non
         use.store.publish(use.key.hex, use.key.parts, engine, record, sha, push=not pushed)
         return True
     except OSError as exc:
-        use.warnings.append(f"TRT333 the engine is built at {engine} but was not stored: {exc.strerror or exc}")
+        where = f"{exc.filename}: " if exc.filename and exc.strerror else ""  # what refused it (an entry's folder)
+        use.warnings.append(f"TRT333 the engine is built at {engine} but was not stored: {where}{exc.strerror or exc}")
         return False
 
 
