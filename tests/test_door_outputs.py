@@ -167,3 +167,26 @@ def test_a_run_folder_swapped_for_a_symlink_gets_no_default_picture(ws: Path, tm
     r = trtls("report", run.name, cwd=ws)
     assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
     assert "report.html: TRT405 " in r.stderr and snapshot(elsewhere) == before
+
+
+def test_a_read_only_file_or_another_tools_file_is_not_replaced(ws: Path) -> None:
+    """A file its owner made read-only was replaced (a rename ignores the mode, root writes anything) and came back
+    0644; a JSON or HTML file was replaced by a text report (`check -o data.json`). Both refused, located, kept."""
+    (ws / "kept.json").write_text('{"mine": 1}\n')
+    (ws / "kept.json").chmod(0o444)
+    (ws / "data.json").write_text('{"mine": 2}\n')
+    (ws / "page.html").write_text("<!doctype html><p>mine</p>\n")
+    before = snapshot(ws)
+    for args, target, why in (
+        (("schema", "-o", "kept.json"), "kept.json", "is read-only"),
+        (("trace", "-o", "kept.json"), "kept.json", "is read-only"),
+        (("check", "-o", "data.json"), "data.json", "not a text file"),
+        (("check", "-o", "page.html"), "page.html", "not a text file"),
+    ):
+        r = trtls(*args, cwd=ws)
+        assert r.returncode == 2 and "Traceback" not in r.stderr, (args, r.stderr)
+        assert [x for x in r.stderr.splitlines() if x.startswith(f"{target}: TRT412 ") and why in x], (args, r.stderr)
+    assert snapshot(ws) == before and (ws / "kept.json").stat().st_mode & 0o777 == 0o444
+    for _ in range(2):  # its own text report is written, then replaced (exit 2 is the recipe's route problems)
+        r = trtls("check", "-o", "report.txt", cwd=ws)
+        assert r.stderr == "" and (ws / "report.txt").read_text().startswith(str(ws / "trtls.toml")), r.stderr

@@ -19,7 +19,7 @@ from typing import Any
 
 from trtls.cli.common import report_error
 from trtls.cli.exits import EXIT_BAD_INPUT
-from trtls.core.paths import inside, place, real
+from trtls.core.paths import UnsafeWrite, inside, place, real
 
 
 def write_output(
@@ -70,8 +70,8 @@ def refusal(exc: OSError, fmt: str) -> tuple[str, str]:
             f"already exists and is not a {fmt} file; it is not replaced (remove it yourself or choose another "
             "path; nothing written)"
         )
-    if exc.errno in (errno.EISDIR, errno.EINVAL):
-        return "TRT412", f"{why} (nothing written)"
+    if exc.errno in (errno.EISDIR, errno.EINVAL) or (isinstance(exc, UnsafeWrite) and exc.errno == errno.EACCES):
+        return "TRT412", f"{why} (nothing written)"  # a folder, a FIFO, a read-only file: not replaced
     if exc.errno == errno.ENOENT:
         return "TRT405", "its folder does not exist (nothing written)"
     return "TRT405", f"cannot be written: {why} (nothing written)"

@@ -10,8 +10,8 @@ feature is safe by calling this package, not by remembering a rule. The policy, 
   write is refused, and the create/rename happens inside that very folder. A final symlink is never written
   through; a temp file is O_EXCL|O_NOFOLLOW.
 * **Replacing an existing file is a rule of the kind**: a report (`-o`) replaces only a file of its own format
-  (an HTML report replaces an HTML file, never `trtls.toml` or an ONNX model); kinds with `replace=False` never
-  replace anything.
+  (an HTML report replaces an HTML file, never `trtls.toml` or an ONNX model; a text report never a JSON, HTML or
+  TOML file), never a file its owner made read-only; kinds with `replace=False` never replace anything.
 * **Deletes remove only what trtls wrote**: the name must match the kind's name pattern, the folder it is removed
   from must be one trtls made (an `OWNED_MARK` file, or the kind's own known layout), nothing is removed through a
   link, and trees are removed by descriptor (a symlink inside is unlinked, never followed).

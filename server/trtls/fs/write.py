@@ -136,6 +136,11 @@ def _check_replace(folder_fd: int, name: str, kind: Kind, may_replace: object, p
         raise UnsafeWrite(errno.EINVAL, "is not a regular file (a FIFO, a device or a socket)", str(path))
     if kind.replace == "no":
         raise UnsafeWrite(errno.EEXIST, f"already exists; a {kind.label} never replaces a file", str(path))
+    if kind in (Kind.report, Kind.generated) and not st.st_mode & stat.S_IWUSR:
+        # a rename replaces a file whatever its mode (and root writes any): a user's read-only file says "keep me"
+        raise UnsafeWrite(
+            errno.EACCES, "is read-only; trtls does not replace it (make it writable or choose another path)", str(path)
+        )
     if kind.replace == "format" or may_replace is not None:
         head = b""
         with contextlib.suppress(OSError):
@@ -203,8 +208,8 @@ def looks_like(fmt: str, head: bytes) -> bool:
         return True
     if fmt == "json" and text.startswith(b"["):  # a JSON array, not a TOML table header like `[engines.demo]`
         return JSON_ARRAY_START.match(text) is not None
-    if fmt == "text":
-        return b"\0" not in head and not text.startswith((b"[", b"#")) and b" = " not in head[:400]
+    if fmt == "text":  # plain text: not TOML, Markdown, JSON, HTML or XML (each another tool's file), not binary
+        return b"\0" not in head and not text.startswith((b"[", b"#", b"{", b"<")) and b" = " not in head[:400]
     return text.startswith(REPORT_FORMATS[fmt])
 
 
