@@ -60,7 +60,7 @@ def _positive(kind: type) -> Any:
             value = kind(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-        if value <= 0:
+        if not value > 0:  # NaN compares false with everything: as a bound it removed runs it should not
             raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
         return value
 

@@ -63,7 +63,11 @@ def _gc(store: Any, max_size: str | None) -> int:
     if refusal is not None:  # not a marked store, or no place for one: gc would remove someone's files
         print(terminal_safe(f"trtls store gc: {refusal}"), file=sys.stderr)
         return EXIT_BAD_INPUT
-    bound = parse_size(max_size) if max_size else store.max_size
+    bound = parse_size(max_size) if max_size is not None else store.max_size
+    if bound is None and max_size is not None:  # was: no bound at all, nothing evicted, exit 0
+        why = f"--max-size {max_size!r} is not a size (e.g. 5GiB, 500 MB, a number of bytes above 0); nothing removed"
+        print(terminal_safe(f"trtls store gc: {why}"), file=sys.stderr)
+        return EXIT_BAD_INPUT
     pruned = store.prune_quarantine()  # older than QUARANTINE_KEEP_S
     if bound is not None:
         pruned += store.prune_quarantine(older_than_s=None, over=store.over_bound(bound))
