@@ -1,7 +1,8 @@
 """`trtls reduce` on the cases issue 30 found broken, each a real TensorRT-RTX reduction in the real CLI process on a
-model made here: the `gates` install without onnx_graphsurgeon, a missing module said with its extra, an error inside
-said with its reason, a model with several outputs whose failing branch ends before another output's deeper one, a
-failing first node with no setting changed, a model nothing smaller of which fails, and a stopped reduction resumed."""
+model made here: the `gates` install without onnx_graphsurgeon, a missing module said with its extra, a model ONNX
+Runtime cannot run reduced with shapes from ONNX shape inference, an error inside said with its reason, a model with
+several outputs whose failing branch ends before another output's deeper one, a failing first node with no setting
+changed, a model nothing smaller of which fails, and a stopped reduction resumed."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ from pathlib import Path
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
+
+from tests.triage.reduce_models import layernorm_last, save
 
 # Runs the trtls command with one top-level module made unimportable, as an install without it is.
 WITHOUT = """
@@ -42,11 +45,6 @@ def _engine(name: str, onnx_file: str, shape: str, *, smem: bool) -> str:
     )
 
 
-def _save(model: onnx.ModelProto, path: Path) -> None:
-    onnx.checker.check_model(model)
-    onnx.save(model, str(path))
-
-
 def _two_outputs(path: Path, depth: int = 20) -> None:
     """x → b0 (Relu) → ln (LayerNormalization) → out1, and b0 → b1 … b{depth} → out2: the failing branch (a
     LayerNormalization, which TensorRT-RTX fails on with 32 KiB of shared memory) ends long before the other output's.
@@ -66,7 +64,7 @@ def _two_outputs(path: Path, depth: int = 20) -> None:
         [value("out1", TensorProto.FLOAT, ["N", 16, 64]), value("out2", TensorProto.FLOAT, ["N", 16, 64])],
         [numpy_helper.from_array(np.ones(64, np.float32), "g"), numpy_helper.from_array(np.zeros(64, np.float32), "b")],
     )
-    _save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
 
 
 def _if_first(path: Path, after: int) -> None:
@@ -109,7 +107,7 @@ def _bf16_then_layernorm(path: Path) -> None:
         [value("y", TensorProto.FLOAT, ["N", 16, 64])],
         [numpy_helper.from_array(np.ones(64, np.float32), "g"), numpy_helper.from_array(np.zeros(64, np.float32), "b")],
     )
-    _save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
 
 
 def _reduce(ws: Path, engine: str, *extra: str, without: str | None = None) -> tuple[int, dict | None, str]:
@@ -144,20 +142,19 @@ def test_a_missing_module_is_said_with_the_extra_that_installs_it(tmp_path: Path
     assert not (tmp_path / ".trtls" / "runs").exists(), "no trial was built"
 
 
-def test_an_error_inside_a_reduction_is_recorded_with_its_reason(tmp_path: Path) -> None:
-    """Item 2: ONNX Runtime cannot run the model the probe needs (no bfloat16 Sigmoid on its CPU): result.json's
-    `error` says so and while doing what, the CLI prints it located (TRT983), exit 1."""
+def test_a_model_onnx_runtime_cannot_run_is_reduced_with_shapes_from_shape_inference(tmp_path: Path) -> None:
+    """Item 2, since issue 30's custom-op item: ONNX Runtime cannot run the model the probe needs (no bfloat16 Sigmoid
+    on its CPU) — once an error inside the reduction (TRT983), now the fallback probe's case: ONNX shape inference
+    gives the shapes, the LayerNormalization alone is the minimal model, and the record says which probe and why."""
     _bf16_then_layernorm(tmp_path / "m.onnx")
     (tmp_path / "trtls.toml").write_text(_engine("m", "m.onnx", "[N, 16, 64]", smem=True))
     code, record, stderr = _reduce(tmp_path, "m")
     assert record is not None, stderr[-2000:]
-    assert code == 1 and record["outcome"] == "failed" and record["errorCode"] == "TRT983"
-    assert "while probing every tensor's shapes with ONNX Runtime" in record["error"]
-    assert "Sigmoid" in record["error"] and record["causeText"] == record["error"]
-    assert "no cause found" not in record["causeText"]
-    assert f"{tmp_path / 'trtls.toml'}: TRT983 the reduction failed while probing" in stderr
-    on_disk = json.loads((tmp_path / ".trtls" / "reduce" / record["id"] / "result.json").read_text())
-    assert on_disk["error"] == record["error"]
+    assert code == 0 and record["outcome"] == "configuration" and record["error"] is None, record["causeText"]
+    assert record["minimal"]["nodeNames"] == ["ln"]
+    probe = record["shapeProbe"]
+    assert probe["probe"] == "onnx_shape_inference" and "Sigmoid" in probe["reason"], probe
+    assert "shapes from ONNX shape inference: ONNX Runtime could not run the model: " in record["causeText"]
 
 
 def test_a_failing_branch_that_ends_before_another_outputs_deeper_branch_is_kept(tmp_path: Path) -> None:
@@ -279,7 +276,7 @@ def _chain(path: Path, ops: list[tuple[str, str]], shape: list[object], out: lis
     graph = helper.make_graph(
         nodes, "chain", [value("x", TensorProto.FLOAT, shape)], [value("y", TensorProto.FLOAT, out)], extra
     )
-    _save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
 
 
 def test_a_parser_rejection_is_classified_and_reduced(tmp_path: Path) -> None:
@@ -321,30 +318,11 @@ def test_the_trial_budget_is_bounded(tmp_path: Path) -> None:
     assert not (tmp_path / ".trtls").exists()
 
 
-def _failing_last(path: Path, depth: int = 30) -> None:
-    """x → c1 … c{depth} → ln (LayerNormalization, the failing node) → y: every span the outputs bisection cuts before
-    the last node builds, so a stop early in it has no smaller failing model yet."""
-    nodes, prev = [], "x"
-    for i in range(1, depth + 1):
-        nodes.append(helper.make_node("Sigmoid" if i % 2 else "Relu", [prev], [f"c{i}"], name=f"c{i}"))
-        prev = f"c{i}"
-    nodes.append(helper.make_node("LayerNormalization", [prev, "g", "b"], ["y"], name="ln", axis=-1))
-    value = helper.make_tensor_value_info
-    graph = helper.make_graph(
-        nodes,
-        "failing_last",
-        [value("x", TensorProto.FLOAT, ["N", 16, 64])],
-        [value("y", TensorProto.FLOAT, ["N", 16, 64])],
-        [numpy_helper.from_array(np.ones(64, np.float32), "g"), numpy_helper.from_array(np.zeros(64, np.float32), "b")],
-    )
-    _save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
-
-
 def test_a_stop_before_any_cause_is_headlined_stopped_not_does_not_reproduce(tmp_path: Path) -> None:
     """Item 8 (accurate headlines): the failure reproduced (trial 0 still fails), then the trial budget or a Ctrl-C
     stopped the search before a smaller failing model: the headline says `stopped`, never `does not reproduce` (the
     last trial built, or was cancelled: no verdict)."""
-    _failing_last(tmp_path / "m.onnx")
+    layernorm_last(tmp_path / "m.onnx")
     (tmp_path / "trtls.toml").write_text(_engine("m", "m.onnx", "[N, 16, 64]", smem=True))
     code, record, stderr = _reduce(tmp_path, "m", "--max-trials", "2")
     assert record is not None, stderr[-2000:]
@@ -375,7 +353,7 @@ def test_a_stop_before_any_cause_is_headlined_stopped_not_does_not_reproduce(tmp
 def test_a_reduction_folder_that_cannot_be_made_is_said_as_such(tmp_path: Path) -> None:
     """Item 2: `.trtls/reduce` is a file: the error says the reduction failed making its folder (not "loading the
     model"), and the evidence line names result.json as the record not written (there is no minimal.onnx to miss)."""
-    _failing_last(tmp_path / "m.onnx", depth=3)
+    layernorm_last(tmp_path / "m.onnx", depth=3)
     (tmp_path / "trtls.toml").write_text(_engine("m", "m.onnx", "[N, 16, 64]", smem=True))
     (tmp_path / ".trtls").mkdir()
     (tmp_path / ".trtls" / "reduce").write_text("not a folder")
@@ -394,7 +372,7 @@ def test_a_resumed_reduction_names_the_min_good_model_an_uninterrupted_one_names
     fresh_ws, ws = tmp_path / "fresh", tmp_path / "ws"
     for folder in (fresh_ws, ws):
         folder.mkdir()
-        _failing_last(folder / "m.onnx")
+        layernorm_last(folder / "m.onnx")
         (folder / "trtls.toml").write_text(_engine("m", "m.onnx", "[N, 16, 64]", smem=True))
     code, fresh, stderr = _reduce(fresh_ws, "m")
     assert fresh is not None and code == 0, stderr[-2000:]
@@ -414,7 +392,7 @@ def test_the_whole_model_is_not_built_again_by_the_bisection(tmp_path: Path) -> 
     """The failing node is the last one: the outputs bisection ends on the span of every node, which is the model the
     confirm trial built (docs/triage.md: a cut already built is not built again) — its verdict is reused, so no trial
     after the first builds the whole model, and the reduction still ends on the failing node."""
-    _failing_last(tmp_path / "m.onnx")
+    layernorm_last(tmp_path / "m.onnx")
     (tmp_path / "trtls.toml").write_text(_engine("m", "m.onnx", "[N, 16, 64]", smem=True))
     code, record, stderr = _reduce(tmp_path, "m")
     assert record is not None and code == 0, stderr[-2000:]

@@ -13,10 +13,8 @@ import sys
 from pathlib import Path
 from types import SimpleNamespace
 
-import numpy as np
-from onnx import TensorProto, helper, numpy_helper
-
-from .test_reduce_cases import SMEM, _chain, _engine, _reduce, _save
+from .reduce_models import layernorm_last
+from .test_reduce_cases import SMEM, _chain, _engine, _reduce
 
 # polygraphy debug reduce --mode bisect on the benchmark's magika case (32 KiB of tactic shared memory): its checks,
 # measured by benchmarks/bench_reduce_vs_polygraphy.py (benchmarks/results/reduce-vs-polygraphy-*-2026-12-03.txt)
@@ -58,29 +56,10 @@ def test_magika_is_reduced_in_no_more_trials_than_polygraphy_and_its_setting_nam
     assert record["trialsBuilt"] <= POLYGRAPHY_MAGIKA_CHECKS, record["trialsByStep"]
 
 
-def _chain_then_layernorm(path: Path, depth: int) -> None:
-    """x → `depth` Relu/Sigmoid nodes → ln (LayerNormalization, which TensorRT-RTX fails with 32 KiB of shared
-    memory) → y: the failure is the last node."""
-    nodes, prev = [], "x"
-    for i in range(depth):
-        nodes.append(helper.make_node("Sigmoid" if i % 2 else "Relu", [prev], [f"t{i}"], name=f"n{i}"))
-        prev = f"t{i}"
-    nodes.append(helper.make_node("LayerNormalization", [prev, "g", "b"], ["y"], name="ln", axis=-1))
-    value = helper.make_tensor_value_info
-    graph = helper.make_graph(
-        nodes,
-        "chain_ln",
-        [value("x", TensorProto.FLOAT, ["N", 16, 64])],
-        [value("y", TensorProto.FLOAT, ["N", 16, 64])],
-        [numpy_helper.from_array(np.ones(64, np.float32), "g"), numpy_helper.from_array(np.zeros(64, np.float32), "b")],
-    )
-    _save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
-
-
 def test_a_failing_last_node_is_found_by_one_inputs_trial(tmp_path: Path) -> None:
     """31 nodes, the failing LayerNormalization last: the outputs bisection ends on it and the inputs search's first
     trial, the node alone, fails the same way — 1 inputs trial where the bisection spends ⌈log2 31⌉ = 5."""
-    _chain_then_layernorm(tmp_path / "m.onnx", depth=30)
+    layernorm_last(tmp_path / "m.onnx", depth=30)
     (tmp_path / "trtls.toml").write_text(_engine("m", "m.onnx", "[N, 16, 64]", smem=True))
     _user_build(tmp_path, "m")
     code, record, stderr = _reduce(tmp_path, "m")

@@ -80,8 +80,9 @@ def test_a_span_ends_only_where_a_network_makes_a_float_tensor_or_at_control_flo
     import onnx
     from onnx import TensorProto, helper, numpy_helper
 
+    from trtls.triage.cut_search import span_ends
     from trtls.triage.probe import probe_tensors
-    from trtls.triage.reduce_build import _compute_indices, _span_ends
+    from trtls.triage.reduce_build import _compute_indices
     from trtls.triage.subgraph import load_graph
 
     value = helper.make_tensor_value_info
@@ -114,5 +115,5 @@ def test_a_span_ends_only_where_a_network_makes_a_float_tensor_or_at_control_flo
     onnx.checker.check_model(model)
     g = load_graph(model)
     facts = probe_tensors(model, [{"inputs": [{"input": "x", "min": [1, 8], "opt": [2, 8], "max": [4, 8]}]}])
-    ends = [g.nodes[i].name for i in _span_ends(g, _compute_indices(g), facts)]
+    ends = [g.nodes[i].name for i in span_ends(g, _compute_indices(g), facts)]
     assert ends == ["relu", "if", "reshape"], ends

@@ -113,6 +113,16 @@ class ResumeState(_Record):
     verdicts: dict[str, Verdict]
 
 
+class ShapeProbeRecord(_Record):
+    """How a reduction learned every tensor's shape (triage.probe.probe_shapes): `onnx_runtime`, one run per profile
+    point, or `onnx_shape_inference`, the fallback when ONNX Runtime could not run the model (`reason`: its message,
+    one line); `text` is the sentence the faces print."""
+
+    probe: Literal["onnx_runtime", "onnx_shape_inference"]
+    reason: str | None = None
+    text: str
+
+
 class ReductionResult(_Record):
     """A reduction's result.json (triage.evidence.result_record); `evidenceError` only when it could not be
     written (TRT413)."""
@@ -127,6 +137,7 @@ class ReductionResult(_Record):
     errorCode: str | None
     headline: str
     rule: str
+    shapeProbe: ShapeProbeRecord | None = None  # None before the probe ran (and in a record written before it existed)
     failRegex: list[str] | None
     failRegexFrom: str | None
     failure: FailureSignature | None

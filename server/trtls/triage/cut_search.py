@@ -6,7 +6,10 @@ layer or two)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from trtls.core.triage_records import FailureSignature
 
 
 async def bisect_cut(attempt: Any, make: Any, count: int, *, invert: bool, step: str) -> int | None:
@@ -49,3 +52,29 @@ async def search_from_end(attempt: Any, make: Any, count: int, *, step: str, las
         else:
             bad, found, widths = probe, True, []
     return bad if found else None
+
+
+def span_ends(graph: Any, compute: list[int], facts: dict[str, Any]) -> list[int]:
+    """The nodes an outputs span may end at: an If/Loop/Scan (its body is what TensorRT may fail on, whatever it
+    returns) and every node that makes a floating-point tensor (a tensor the probe did not see is kept: no fact, no
+    reason to skip it); every compute node when none does."""
+    import numpy as np
+
+    def data(tensor: str) -> bool:
+        fact = facts.get(tensor)
+        return fact is None or bool(np.issubdtype(np.dtype(fact.dtype), np.floating))
+
+    control_flow = ("If", "Loop", "Scan")
+    ends = [
+        i for i in compute if graph.nodes[i].op_type in control_flow or any(data(t) for t in graph.nodes[i].output if t)
+    ]
+    return ends or compute
+
+
+def named_node(graph: Any, compute: list[int], target: FailureSignature | None) -> int | None:
+    """The index of the node the failure names (its `layer`, when that is a node of the model and not a `Constant`),
+    or None."""
+    layer = target.layer if target is not None else None
+    if not layer:
+        return None
+    return next((i for i in compute if graph.nodes[i].name == layer), None)

@@ -97,6 +97,9 @@ def result_record(red: Reduction, recipe: Path, onnx: Path) -> ReductionResult:
         cause_text = (
             f"no smaller model fails the same way: the whole model ({red.original_nodes} nodes) is kept{not_tried}"
         )
+    probe = red.shape_probe
+    if probe is not None and probe.reason is not None:  # the fallback: why some cuts could not be made
+        cause_text += f"; {probe.text} (a tensor whose shape it could not infer is never a cut's input or output)"
     by_step: dict[str, int] = {}
     for t in red.trials:
         by_step[t.step] = by_step.get(t.step, 0) + 1
@@ -111,6 +114,7 @@ def result_record(red: Reduction, recipe: Path, onnx: Path) -> ReductionResult:
         "errorCode": red.error_code if outcome == "failed" else None,
         "headline": headline(red),
         "rule": red.rule,
+        "shapeProbe": probe,  # which probe gave every tensor's shape (ONNX Runtime, or shape inference and why)
         # where the failure pattern came from: "argument" (--fail-regex, failRegex: it wins), "recipe"
         # ([engines.NAME.triage] fail_regex), or None (the classified failure, no pattern)
         "failRegex": red.fail_regex or None,

@@ -5,6 +5,9 @@ A reduced model gets new graph inputs in the middle of the network; TensorRT nee
 and a tensor that carries shape values (an int64 `Shape → Gather → Concat` chain) must be frozen to the value it had,
 because TensorRT cannot take a shape tensor as a profiled input. The probe records both — the same facts Polygraphy's
 `debug reduce` gets from its ONNX Runtime fallback inference.
+
+A model ONNX Runtime cannot load (a custom op it does not know, a TensorRT plugin node) is probed by ONNX shape
+inference instead (`shape_inference.probe_shapes`): fewer facts, and the record says which probe gave them and why.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ class TensorFacts:
     shapes: list[dict[str, list[int]]] = field(default_factory=list)  # per profile: {min, opt, max} → shape
     value: Any = None  # the value when it never changed across the runs and is small (a shape-like tensor)
     varies: bool = False
+    value_known: bool = True  # False: no run measured the value (shape inference): never frozen, never guessed
 
 
 def _feed(inputs: list[InputSpec], profile: dict[str, Any], point: str, rng: np.random.Generator) -> dict[str, Any]:
@@ -107,11 +111,15 @@ class ProfileShapesRejected(RuntimeError):
         )
 
 
-def probe_tensors(model: Any, profiles: list[dict[str, Any]], seed: int = 0) -> dict[str, TensorFacts]:
-    """Run `model` (an onnx ModelProto) once per profile point through ONNX Runtime on the CPU; return the facts of
-    every top-level tensor that a run produced. Raises RuntimeError (with ONNX Runtime's message) when a run fails."""
+def probe_tensors(
+    model: Any, profiles: list[dict[str, Any]], seed: int = 0, session: Any = None
+) -> dict[str, TensorFacts]:
+    """Run `model` (an onnx ModelProto) once per profile point through ONNX Runtime on the CPU (`session`, when
+    given, is its `every_tensor_session`); return the facts of every top-level tensor that a run produced. Raises
+    RuntimeError (with ONNX Runtime's message) when the model cannot be loaded, ProfileShapesRejected when a run
+    fails."""
     inputs = model_inputs(model)
-    session = every_tensor_session(model)
+    session = session if session is not None else every_tensor_session(model)
     names = [o.name for o in session.get_outputs()]
     facts: dict[str, TensorFacts] = {}
     rng = np.random.default_rng(seed)

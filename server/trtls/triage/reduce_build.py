@@ -3,11 +3,14 @@
 The search is Polygraphy's `debug reduce --mode bisect` (its own `BisectMarker`) for the last node kept (the
 candidate is the span up to it, every branch kept); then the first node kept, on that node's branch, is searched from
 the end (`cut_search.search_from_end`: the last node alone, the last two, then a bisection); every step a real worker
-build of the candidate (`trials`), judged by `signature.same_failure`. The first trial is the whole model as the
-recipe builds it — the user's own failed build when its evidence has the same engine key (`user_build`), not built
-again. Then each setting the recipe changes from its default is put back on the minimal model, one at a time: a
-setting without which the minimal model builds is named as the cause (a recipe that changes none blames none, and
-neither does a parser rejection: the parser runs before any builder setting applies).
+build of the candidate (`trials`), judged by `signature.same_failure`. The cuts' new inputs get their shapes from
+`shape_inference.probe_shapes`: ONNX Runtime, or, for a model it cannot run (a custom op), ONNX shape inference —
+then a cut that needs a tensor inference has no facts for is not made (`Candidate.unknown`), and the record says
+which probe it was and why (`shape_probe`). The first trial is the whole model as the recipe builds it — the user's
+own failed build when its evidence has the same engine key (`user_build`), not built again. Then each setting the
+recipe changes from its default is put back on the minimal model, one at a time: a setting without which the
+minimal model builds is named as the cause (a recipe that changes none blames none, and neither does a parser
+rejection: the parser runs before any builder setting applies).
 
 A stop (any cancel source, `--timeout`, `--max-trials`) ends the current trial cooperatively and keeps the smallest
 failing model found so far, with every verdict (`resume`). Everything is written atomically under
@@ -29,9 +32,9 @@ from trtls.core.build_config import flat_settings
 from trtls.core.cancel import CancelToken
 from trtls.core.recipe import LoadedRecipe
 from trtls.core.summary_record import Summary
-from trtls.core.triage_records import FailureSignature, Verdict
+from trtls.core.triage_records import FailureSignature, ShapeProbeRecord, Verdict
 from trtls.fs import Kind, atomic_write_bytes, ensure_folder
-from trtls.triage.cut_search import bisect_cut, search_from_end
+from trtls.triage.cut_search import bisect_cut, named_node, search_from_end, span_ends
 from trtls.triage.signature import RULE, RULE_REGEX, failure_signature, same_failure
 from trtls.triage.trials import Trial, TrialRunner
 
@@ -98,6 +101,7 @@ class Reduction:
     verdicts: dict[str, Verdict] = field(default_factory=dict)  # candidate key → its outcome, whether it still fails
     replay: dict[str, Verdict] = field(default_factory=dict)  # verdicts of the reduction this one resumes
     user_build: Summary | None = None  # the user's failed build of this engine key: the confirm trial's verdict
+    shape_probe: ShapeProbeRecord | None = None  # which probe gave the tensors' shapes, and why (None: not probed)
     resumed_from: str | None = None
     resume_note: str | None = None  # why a resume asked for started over, or what it continued from
 
@@ -154,8 +158,8 @@ async def _run_reduction(loaded: LoadedRecipe, engine: str, red: Reduction, runn
     import onnx
 
     from trtls.builds.precision import input_digest
-    from trtls.triage.probe import probe_tensors
-    from trtls.triage.subgraph import Whole, cut, load_graph
+    from trtls.triage.shape_inference import probe_shapes
+    from trtls.triage.subgraph import Whole, cut, load_graph, unknown_tensors
 
     eng = loaded.engine(engine)
     onnx_path = loaded.resolve(eng.onnx)
@@ -268,13 +272,22 @@ async def _run_reduction(loaded: LoadedRecipe, engine: str, red: Reduction, runn
         first.still_fails = True
         red.verdicts["confirm"] = Verdict(outcome=first.outcome, stillFails=True)
         tried[candidate_key(Whole.of(model))] = first  # a bisection's span of every node is this model: not rebuilt
-        red.phase = "probing every tensor's shapes with ONNX Runtime"
-        facts = await asyncio.to_thread(probe_tensors, model, profiles)
+        red.phase = "probing every tensor's shapes (ONNX Runtime, or ONNX shape inference where it cannot run)"
+        probe = await asyncio.to_thread(probe_shapes, model, profiles)
+        red.shape_probe, facts = probe.record, probe.facts
         red.phase = "cutting candidates"
-        named = _named_node(graph, compute, red.target)
+
+        def known(unknown: Any, indices: list[int]) -> list[int]:
+            """`indices` whose cut needs no tensor without facts (`unknown(i)`: the ones it needs). Only shape
+            inference leaves tensors out: with ONNX Runtime's facts no index is dropped, so none is cut to check."""
+            return [i for i in indices if not unknown(i)] if probe.inferred else indices
+
+        named = named_node(graph, compute, red.target)
         if named is not None:  # the failure names its node (a parser rejection, a named layer): that node alone
             alone = cut(graph, named, named, facts, len(profiles))
-            if (await attempt("named_node", alone)).still_fails:
+            # outputs without facts are written untyped: a parser rejection of the node comes before they are read
+            inputs_known = set(alone.unknown) <= set(graph.nodes[named].output)
+            if inputs_known and (await attempt("named_node", alone)).still_fails:
                 await _settings_cause(red, attempt)
                 red.cause = "configuration" if red.cause_settings else "model"
                 return red
@@ -282,18 +295,20 @@ async def _run_reduction(loaded: LoadedRecipe, engine: str, red: Reduction, runn
         # before another output's deeper one stays in); its failure changes once along the order. A span ends only
         # at a node that makes a floating-point tensor, or a control-flow node: integer shape arithmetic (Shape,
         # Gather, Concat, Cast to int64) is no network to build on its own, and Polygraphy folds it before it bisects
-        ends = _span_ends(graph, compute, facts)
-        last = await bisect_cut(
-            attempt,
-            lambda i: cut(graph, 0, ends[i], facts, len(profiles), branch=False),
-            len(ends),
-            invert=False,
-            step="outputs",
-        )
+        ends = known(lambda i: unknown_tensors(graph, 0, i, facts, branch=False), span_ends(graph, compute, facts))
+        last = None
+        if ends:
+            last = await bisect_cut(
+                attempt,
+                lambda i: cut(graph, 0, ends[i], facts, len(profiles), branch=False),
+                len(ends),
+                invert=False,
+                step="outputs",
+            )
         last_index = ends[last] if last is not None else compute[-1]
         if last == 1:  # the bisection assumes the first span passes and never builds it: one trial says
             one = cut(graph, 0, ends[0], facts, len(profiles))
-            if (await attempt("first_node", one)).still_fails:
+            if not one.unknown and (await attempt("first_node", one)).still_fails:
                 await _settings_cause(red, attempt)
                 red.cause = "configuration" if red.cause_settings else "model"
                 return red
@@ -301,14 +316,15 @@ async def _run_reduction(loaded: LoadedRecipe, engine: str, red: Reduction, runn
         # when no branch cut fails the same way (the failure needs another branch of the span), on the span
         upto = [i for i in compute if i <= last_index]
         for branch in (True, False):
+            starts = known(lambda i, b=branch: unknown_tensors(graph, i, last_index, facts, branch=b), upto)
             start = await search_from_end(
                 attempt,
-                lambda i, b=branch: cut(graph, upto[i], last_index, facts, len(profiles), branch=b),
-                len(upto),
+                lambda i, b=branch, s=starts: cut(graph, s[i], last_index, facts, len(profiles), branch=b),
+                len(starts),
                 step="inputs" if branch else "inputs_span",
                 last_first=branch,  # the span pass runs when no branch cut failed: no reason to expect the last nodes
             )
-            if start is not None or len(upto) < 2:
+            if start is not None or len(starts) < 2:
                 break
         if red.best is None:  # no cut failed the same way: the whole model is the smallest failing one
             await _settings_cause(red, attempt, whole=onnx_path)
@@ -321,32 +337,6 @@ async def _run_reduction(loaded: LoadedRecipe, engine: str, red: Reduction, runn
         if red.target is not None and red.cause is None and red.best is not None:
             red.cause = "model"  # the smallest failing model found before the stop
     return red
-
-
-def _span_ends(graph: Any, compute: list[int], facts: dict[str, Any]) -> list[int]:
-    """The nodes an outputs span may end at: an If/Loop/Scan (its body is what TensorRT may fail on, whatever it
-    returns) and every node that makes a floating-point tensor (a tensor the probe did not see is kept: no fact, no
-    reason to skip it); every compute node when none does."""
-    import numpy as np
-
-    def data(tensor: str) -> bool:
-        fact = facts.get(tensor)
-        return fact is None or bool(np.issubdtype(np.dtype(fact.dtype), np.floating))
-
-    control_flow = ("If", "Loop", "Scan")
-    ends = [
-        i for i in compute if graph.nodes[i].op_type in control_flow or any(data(t) for t in graph.nodes[i].output if t)
-    ]
-    return ends or compute
-
-
-def _named_node(graph: Any, compute: list[int], target: FailureSignature | None) -> int | None:
-    """The index of the node the failure names (its `layer`, when that is a node of the model and not a `Constant`),
-    or None."""
-    layer = target.layer if target is not None else None
-    if not layer:
-        return None
-    return next((i for i in compute if graph.nodes[i].name == layer), None)
 
 
 async def _settings_cause(red: Reduction, attempt: Any, whole: Path | None = None) -> None:

@@ -9,7 +9,9 @@ smaller one: whether it fails changes once along the order, which is what a bise
 
 The candidate's inputs are the tensors its nodes read that it does not make (including the outer-scope tensors an
 `If`/`Loop` body reads); a tensor the probe saw with one small integer value in every run is frozen to that value (a
-shape tensor cannot be a profiled input). Its profiles come from the probed shapes, profile by profile.
+shape tensor cannot be a profiled input). Its profiles come from the probed shapes, profile by profile. A tensor the
+probe has no facts for (shape inference's, after an op it does not know) is never guessed: a cut that needs it as an
+input or an output says so (`Candidate.unknown`) and the searches do not build it.
 """
 
 from __future__ import annotations
@@ -34,6 +36,9 @@ class Candidate:
     profiles: list[dict[str, Any]]  # as the worker protocol carries them
     outputs: tuple[str, ...] = ()
     branch: bool = True  # a branch (node `last` and what it depends on) or a span (every branch of the run)
+    # the inputs and outputs it needs whose shape (or, for a small integer tensor, value) the probe does not know:
+    # written without a type, so TensorRT cannot build it as the original model would be built
+    unknown: tuple[str, ...] = ()
 
     @property
     def key(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -145,8 +150,9 @@ def _needed(graph: Graph, seeds: list[int], first: int) -> list[int]:
 
 def _shape_like_varying(f: TensorFacts | None) -> bool:
     """A small integer tensor whose values change with the profile's shapes (a batch size computed by Shape, Slice,
-    Concat): TensorRT takes it as an input only with values per profile point, which a cut cannot give."""
-    if f is None or not f.varies or np.issubdtype(f.dtype, np.floating) or f.dtype == np.bool_:
+    Concat), or whose values no probe measured (shape inference's facts): TensorRT takes it as an input only with
+    values per profile point, which a cut cannot give."""
+    if f is None or (not f.varies and f.value_known) or np.issubdtype(f.dtype, np.floating) or f.dtype == np.bool_:
         return False
     sizes = [int(np.prod(shape)) for points in f.shapes for shape in points.values()]
     return bool(sizes) and max(sizes) <= CONSTANT_MAX_ELEMENTS
@@ -205,27 +211,37 @@ def _value_info(name: str, facts: TensorFacts | None, fallback: Any = None) -> A
     return onnx.helper.make_tensor_value_info(name, elem, _input_shape(facts))
 
 
-def cut(
-    graph: Graph, first: int, last: int, facts: dict[str, TensorFacts], n_profiles: int, *, branch: bool = True
-) -> Candidate:
-    """Nodes `first..last` of `graph` as a model of its own: with `branch`, node `last` and what it depends on
-    (its outputs are node `last`'s); without, the span (its outputs are what the rest of the model reads from it).
-    The whole model (`first` 0, `last` the final node, a span) is the model, unchanged."""
+@dataclass
+class _Selection:
+    """What a cut keeps and reads, before any model is made (`cut` makes it; `unknown_tensors` needs only this)."""
+
+    whole: bool
+    kept: list[int]
+    outputs: list[str]
+    new_inputs: list[str]
+    frozen: list[Any]  # Constant nodes: the ones before the cut, and the frozen values
+    read_constants: set[str]
+    unknown: list[str]
+
+
+def _select(graph: Graph, first: int, last: int, facts: dict[str, TensorFacts], branch: bool) -> _Selection:
     import onnx
 
     g = graph.model.graph
     whole = first == 0 and last == len(graph.nodes) - 1 and not branch
     if branch:
-        outputs = [t for t in graph.nodes[last].output if t and t in facts]
+        outputs = [t for t in graph.nodes[last].output if t]
         kept = _needed(graph, [last], first)
     else:
-        outputs = list(graph.outputs) if whole else [t for t in _span_outputs(graph, first, last) if t in facts]
+        outputs = list(graph.outputs) if whole else _span_outputs(graph, first, last)
         kept = _needed(graph, sorted({graph.producer[t] for t in outputs if t in graph.producer}), first)
     if not whole:
         kept = _with_shape_makers(graph, kept, facts)
     made = {o for k in kept for o in graph.nodes[k].output if o}
-    own_inputs = {i.name: i for i in g.input}
-    new_inputs: list[Any] = []
+    own_inputs = {i.name for i in g.input}
+    own_outputs = _typed_outputs(g)
+    unknown = [] if whole else [t for t in outputs if t not in facts and t not in own_outputs]
+    new_inputs: list[str] = []
     frozen: list[Any] = []
     read_constants: set[str] = set()
     seen: set[str] = set()
@@ -246,19 +262,49 @@ def cut(
                 value = onnx.numpy_helper.from_array(np.asarray(f.value), name=f"{t}_frozen_value")
                 frozen.append(onnx.helper.make_node("Constant", [], [t], name=f"{t}_frozen", value=value))
                 continue
-            new_inputs.append(_value_info(t, f, own_inputs.get(t)))
+            if t not in own_inputs and (f is None or _shape_like_varying(f)):
+                unknown.append(t)  # no shape to give it, or values per profile point no cut can give
+            new_inputs.append(t)
+    return _Selection(whole, kept, outputs, new_inputs, frozen, read_constants, unknown)
+
+
+def _typed_outputs(g: Any) -> dict[str, Any]:
+    """The model's outputs it declares with a type: one keeps its declaration where the probe has no facts for it."""
+    return {o.name: o for o in g.output if o.type.tensor_type.elem_type}
+
+
+def unknown_tensors(
+    graph: Graph, first: int, last: int, facts: dict[str, TensorFacts], *, branch: bool = True
+) -> tuple[str, ...]:
+    """`cut(graph, first, last, facts, …).unknown`, without making the model (a search filters every cut by it)."""
+    return tuple(_select(graph, first, last, facts, branch).unknown)
+
+
+def cut(
+    graph: Graph, first: int, last: int, facts: dict[str, TensorFacts], n_profiles: int, *, branch: bool = True
+) -> Candidate:
+    """Nodes `first..last` of `graph` as a model of its own: with `branch`, node `last` and what it depends on
+    (its outputs are node `last`'s); without, the span (its outputs are what the rest of the model reads from it).
+    The whole model (`first` 0, `last` the final node, a span) is the model, unchanged."""
+    import onnx
+
+    g = graph.model.graph
+    sel = _select(graph, first, last, facts, branch)
+    own_inputs = {i.name: i for i in g.input}
+    own_outputs = _typed_outputs(g)
     model = onnx.ModelProto()
-    if whole:
+    if sel.whole:
         model.CopyFrom(graph.model)
     else:
+        made = {o for k in sel.kept for o in graph.nodes[k].output if o}
         _shell(model, graph.model)
         out = model.graph
         out.name = g.name
-        out.node.extend([*frozen, *(graph.nodes[k] for k in kept)])
-        out.input.extend(new_inputs)
-        out.output.extend(_value_info(t, facts.get(t)) for t in outputs)
-        out.initializer.extend(i for i in g.initializer if i.name in read_constants)
-        out.sparse_initializer.extend(s for s in g.sparse_initializer if s.values.name in read_constants)
+        out.node.extend([*sel.frozen, *(graph.nodes[k] for k in sel.kept)])
+        out.input.extend(_value_info(t, facts.get(t), own_inputs.get(t)) for t in sel.new_inputs)
+        out.output.extend(_value_info(t, facts.get(t), own_outputs.get(t)) for t in sel.outputs)
+        out.initializer.extend(i for i in g.initializer if i.name in sel.read_constants)
+        out.sparse_initializer.extend(s for s in g.sparse_initializer if s.values.name in sel.read_constants)
         ends = {i.name for i in out.input} | {o.name for o in out.output}
         out.value_info.extend(v for v in g.value_info if v.name in made and v.name not in ends)
     profiles = []
@@ -281,6 +327,7 @@ def cut(
         profiles,
         tuple(o.name for o in model.graph.output),
         branch,
+        tuple(sel.unknown),
     )
 
 

@@ -1,0 +1,70 @@
+"""The small models the reduction tests make with onnx.helper and share: a chain whose last node, a
+LayerNormalization, is the one TensorRT-RTX fails (with 32 KiB of tactic shared memory), and a chain with a node of
+a custom domain in the middle (ONNX Runtime and ONNX shape inference know no op there)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+PLUGIN_DOMAIN = "trt.plugins"
+
+
+def save(model: onnx.ModelProto, path: Path) -> None:
+    onnx.checker.check_model(model)
+    onnx.save(model, str(path))
+
+
+def _layernorm_weights() -> list[onnx.TensorProto]:
+    return [
+        numpy_helper.from_array(np.ones(64, np.float32), "g"),
+        numpy_helper.from_array(np.zeros(64, np.float32), "b"),
+    ]
+
+
+def layernorm_last(path: Path, depth: int = 30) -> None:
+    """x → c1 … c{depth} (Sigmoid, Relu in turn) → ln (LayerNormalization, which TensorRT-RTX fails with 32 KiB of
+    tactic shared memory) → y: the failure is the last node, and every span before it builds."""
+    nodes, prev = [], "x"
+    for i in range(1, depth + 1):
+        nodes.append(helper.make_node("Sigmoid" if i % 2 else "Relu", [prev], [f"c{i}"], name=f"c{i}"))
+        prev = f"c{i}"
+    nodes.append(helper.make_node("LayerNormalization", [prev, "g", "b"], ["y"], name="ln", axis=-1))
+    value = helper.make_tensor_value_info
+    graph = helper.make_graph(
+        nodes,
+        "layernorm_last",
+        [value("x", TensorProto.FLOAT, ["N", 16, 64])],
+        [value("y", TensorProto.FLOAT, ["N", 16, 64])],
+        _layernorm_weights(),
+    )
+    save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+
+
+def custom_op_between(path: Path, op: str, before: int, after: list[str]) -> None:
+    """x → a0 … a{before-1} (Relu, Sigmoid in turn) → `op` of the domain `trt.plugins` (node `custom`, output `p`)
+    → one node per op of `after` (named b0, b1 …; a LayerNormalization reads the weights g, b) → y [N, 16, 64]."""
+    nodes, prev = [], "x"
+    for i in range(before):
+        nodes.append(helper.make_node("Sigmoid" if i % 2 else "Relu", [prev], [f"a{i}"], name=f"a{i}"))
+        prev = f"a{i}"
+    nodes.append(helper.make_node(op, [prev], ["p"], name="custom", domain=PLUGIN_DOMAIN))
+    prev = "p"
+    for i, after_op in enumerate(after):
+        made = "y" if i == len(after) - 1 else f"b{i}"
+        reads = [prev, "g", "b"] if after_op == "LayerNormalization" else [prev]
+        nodes.append(helper.make_node(after_op, reads, [made], name=f"b{i}"))
+        prev = made
+    value = helper.make_tensor_value_info
+    graph = helper.make_graph(
+        nodes,
+        "custom_op_between",
+        [value("x", TensorProto.FLOAT, ["N", 16, 64])],
+        [value("y", TensorProto.FLOAT, ["N", 16, 64])],
+        _layernorm_weights() if "LayerNormalization" in after else [],
+    )
+    opsets = [helper.make_opsetid("", 17), helper.make_opsetid(PLUGIN_DOMAIN, 1)]
+    save(helper.make_model(graph, opset_imports=opsets), path)
