@@ -205,3 +205,25 @@ def test_write_adds_to_a_new_file_and_to_one_of_comments_only(tmp_path: Path) ->
         assert main(["import", "trtexec", "--write", str(target), "--", "--onnx=m.onnx"]) == 0
         assert "[engines.m]" in target.read_text()
     assert notes.read_text().startswith("# my build notes\n")
+
+
+def test_replace_never_takes_lines_that_only_look_like_the_engines_header(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--replace` cut the file from a line inside a multi-line string that read `[engines.x]` up to the next header:
+    the string's last line and its closing quotes went, the recipe no longer parsed, and the import said exit 0."""
+    monkeypatch.chdir(tmp_path)  # trtexec's paths are relative to where it ran
+    recipe = tmp_path / "trtls.toml"
+    text = (
+        '[engines.x]\nonnx = "x.onnx"\noutput = "build/x.engine"\n\n'
+        '[routes.r]\nengine = "x"\nintended_use = """\nour notes, pasted:\n[engines.x]\nan important line\n"""\n'
+    )
+    recipe.write_text(text)
+    assert main(["import", "trtexec", "--write", str(recipe), "--name", "x", "--replace", "--", "--onnx=x2.onnx"]) == 2
+    assert recipe.read_text() == text and "edit it by hand (nothing written)" in capsys.readouterr().err
+    # the same engine with no such line is replaced, the route's string kept whole
+    kept = text.replace("[engines.x]\nan", "an")
+    recipe.write_text(kept)
+    assert main(["import", "trtexec", "--write", str(recipe), "--name", "x", "--replace", "--", "--onnx=x2.onnx"]) == 0
+    after = recipe.read_text()
+    assert 'onnx = "x2.onnx"' in after and 'intended_use = """\nour notes, pasted:\nan important line\n"""' in after

@@ -97,10 +97,11 @@ def _write(imported: Any, args: argparse.Namespace) -> int:
             )
             return EXIT_BAD_INPUT
         removed = remove_engine_tables(old, imported.name)
-        if removed is None:
+        if removed is None or not removed_only(old, removed, imported.name):
+            how = "is not written as its own" if removed is None else "cannot be told from the rest of the file by its"
             print(
-                f"{path}: engine '{imported.name}' is not written as its own [engines.{imported.name}] tables; "
-                "edit it by hand (nothing written)",
+                f"{path}: engine '{imported.name}' {how} [engines.{imported.name}] tables; edit it by hand "
+                "(nothing written)",
                 file=sys.stderr,
             )
             return EXIT_BAD_INPUT
@@ -108,7 +109,7 @@ def _write(imported: Any, args: argparse.Namespace) -> int:
     text = (old.rstrip("\n") + "\n\n" if old.strip() else "") + imported.toml()
     result = load_recipe(path, text)
     ours = [f for f in result.findings if f.path[:2] == ("engines", imported.name)]
-    broken = [f for f in ours if f.code in REFUSE_CODES]
+    broken = [f for f in result.findings if f.code == "TRT100"] + [f for f in ours if f.code in REFUSE_CODES]
     if broken:
         for f in broken:
             print(f"{result.location(f)}: {f.code} {f.message} (nothing written)", file=sys.stderr)
@@ -158,6 +159,22 @@ def _rebase_paths(imported: Any, cwd: Path, recipe_dir: Path) -> None:
             imported.engine[key] = rebase(imported.engine[key])
     for key, paths in imported.plugins.items():
         imported.plugins[key] = [rebase(p) for p in paths]
+
+
+def removed_only(old: str, removed: str, name: str) -> bool:
+    """Whether `removed` holds exactly what `old` holds but engine `name`: a line that only looks like its header
+    (inside a multi-line string) must not take the lines after it away."""
+    import tomllib
+
+    def without(data: dict[str, Any]) -> dict[str, Any]:
+        engines = {k: v for k, v in (data.get("engines") or {}).items() if k != name}
+        return {k: v for k, v in data.items() if k != "engines"} | ({"engines": engines} if engines else {})
+
+    try:
+        after = tomllib.loads(removed)
+        return name not in (after.get("engines") or {}) and without(after) == without(tomllib.loads(old))
+    except tomllib.TOMLDecodeError:
+        return False
 
 
 _HEADER = re.compile(r"^\s*\[\[?\s*(?P<name>[^\]]+?)\s*\]\]?\s*(#.*)?$")
