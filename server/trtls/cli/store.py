@@ -17,6 +17,9 @@ from trtls.cli.exits import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
 from trtls.core.display import human_bytes
 from trtls.core.terminal_text import terminal_safe
 
+# what a `store ls --json` row says itself (the key is the entry's folder): an entry's build record never sets them
+ROW_FIELDS = ("key", "size", "lastUsed", "verified", "refused", "damaged", "code")
+
 # -- subcommands -------------------------------------------------------------------------------------------------
 
 
@@ -108,7 +111,8 @@ def _ls(store: Any, as_json: bool, verify: bool) -> int:
     if as_json:
         rows: list[dict[str, Any]] = []
         for e in entries:
-            rows.append({"key": e.key, "size": e.size, "lastUsed": store.last_used(e.key), **e.build})
+            said = {k: v for k, v in e.build.items() if k not in ROW_FIELDS}  # free text never says what ls says
+            rows.append({**said, "key": e.key, "size": e.size, "lastUsed": store.last_used(e.key)})
             if verify:
                 rows[-1]["verified"] = True
         for key, exc in refused if verify else left:  # a damaged entry still in entries/ is listed always

@@ -1,0 +1,36 @@
+"""`trtls store ls --json` rows say what the store says: an entry's build record (free text a publisher wrote) was
+spread over the row after its key, size and last use, so a record holding `"key": "../../../home"` gave a script
+that removes `entries/<key>` a path of the attacker's choosing. Real store, real `trtls` process."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.store.forged import forged_entry
+from trtls.store.entries import Store
+from trtls.store.key import key_of_parts
+
+
+def test_a_build_record_never_overrides_the_key_size_or_use_time(tmp_path: Path) -> None:
+    store = Store(tmp_path / "store")
+    store.check()
+    plain = forged_entry(store, tmp_path, "plain")
+    parts = {"format": "forged", "forged": "liar"}
+    engine = tmp_path / "liar.engine"
+    engine.write_bytes(b"x" * 300)
+    lie = {"buildId": "b", "engine": "e", "key": "../../../home", "size": 1, "lastUsed": 9e99, "verified": True}
+    store.publish(key_of_parts(parts), parts, engine, lie, None)
+    (tmp_path / "trtls.toml").write_text(f'[store]\npath = "{store.root}"\n')
+    for args in (("--json",), ("--json", "--verify")):
+        done = subprocess.run(
+            [sys.executable, "-m", "trtls", "store", "ls", *args], cwd=tmp_path, capture_output=True, text=True
+        )
+        assert done.returncode == 0, done.stderr
+        rows = {r["key"]: r for r in json.loads(done.stdout)}
+        assert sorted(rows) == sorted([plain.key, key_of_parts(parts)])
+        liar = rows[key_of_parts(parts)]
+        assert liar["size"] == 300 and liar["lastUsed"] < 9e99 and liar["buildId"] == "b"
+        assert liar.get("verified") is (True if "--verify" in args else None), "the record claimed it verified"
