@@ -1,6 +1,7 @@
 """The small models the reduction tests make with onnx.helper and share: a chain whose last node, a
-LayerNormalization, is the one TensorRT-RTX fails (with 32 KiB of tactic shared memory), and a chain with a node of
-a custom domain in the middle (ONNX Runtime and ONNX shape inference know no op there)."""
+LayerNormalization, is the one TensorRT-RTX fails (with 32 KiB of tactic shared memory), a chain with a node of a
+custom domain in the middle (ONNX Runtime and ONNX shape inference know no op there), and a reshape by a shape
+computed from its input beside such a node."""
 
 from __future__ import annotations
 
@@ -65,6 +66,38 @@ def custom_op_between(path: Path, op: str, before: int, after: list[str]) -> Non
         [value("x", TensorProto.FLOAT, ["N", 16, 64])],
         [value("y", TensorProto.FLOAT, ["N", 16, 64])],
         _layernorm_weights() if "LayerNormalization" in after else [],
+    )
+    opsets = [helper.make_opsetid("", 17), helper.make_opsetid(PLUGIN_DOMAIN, 1)]
+    save(helper.make_model(graph, opset_imports=opsets), path)
+
+
+def reshape_by_its_shape_then_layernorm(path: Path) -> None:
+    """x → a0 (Sigmoid) → its batch size (Shape, Gather, Unsqueeze, Concat with 1024: int64 shape arithmetic) →
+    reshape [N, 1024] → r1 (Relu) → ln (LayerNormalization over 1024) → output l; beside it, a Relu of the domain
+    `trt.plugins` on x → output p (TensorRT-RTX's parser imports it by its name; ONNX Runtime cannot load it)."""
+    nodes = [
+        helper.make_node("Sigmoid", ["x"], ["a0"], name="a0"),
+        helper.make_node("Shape", ["a0"], ["s"], name="shape"),
+        helper.make_node("Gather", ["s", "zero"], ["n"], name="gather", axis=0),
+        helper.make_node("Unsqueeze", ["n", "zero"], ["n1"], name="unsq"),
+        helper.make_node("Concat", ["n1", "rest"], ["dims"], name="concat", axis=0),
+        helper.make_node("Reshape", ["a0", "dims"], ["r"], name="reshape"),
+        helper.make_node("Relu", ["r"], ["r1"], name="r1"),
+        helper.make_node("LayerNormalization", ["r1", "g", "b"], ["l"], name="ln", axis=-1),
+        helper.make_node("Relu", ["x"], ["p"], name="custom", domain=PLUGIN_DOMAIN),
+    ]
+    value = helper.make_tensor_value_info
+    graph = helper.make_graph(
+        nodes,
+        "reshape_by_its_shape",
+        [value("x", TensorProto.FLOAT, ["N", 16, 64])],
+        [value("l", TensorProto.FLOAT, ["N", 1024]), value("p", TensorProto.FLOAT, ["N", 16, 64])],
+        [
+            numpy_helper.from_array(np.array(0, np.int64), "zero"),
+            numpy_helper.from_array(np.array([1024], np.int64), "rest"),
+            numpy_helper.from_array(np.ones(1024, np.float32), "g"),
+            numpy_helper.from_array(np.zeros(1024, np.float32), "b"),
+        ],
     )
     opsets = [helper.make_opsetid("", 17), helper.make_opsetid(PLUGIN_DOMAIN, 1)]
     save(helper.make_model(graph, opset_imports=opsets), path)

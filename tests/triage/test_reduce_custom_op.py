@@ -11,7 +11,7 @@ from pathlib import Path
 
 import onnx
 
-from tests.triage.reduce_models import custom_op_between
+from tests.triage.reduce_models import custom_op_between, reshape_by_its_shape_then_layernorm
 from tests.triage.test_reduce_cases import _engine, _reduce
 
 INFERRED = "shapes from ONNX shape inference: ONNX Runtime could not run the model: "
@@ -102,3 +102,31 @@ def test_the_fallback_probe_gives_no_facts_after_an_op_it_does_not_know_and_cuts
     model.graph.node[3].op_type = "Relu\x1b[2J\x07"
     reason = probe_shapes(model, profiles).record.reason or ""
     assert "Relu" in reason and not any(ord(c) < 32 or 0x7F <= ord(c) < 0xA0 for c in reason), reason
+
+
+def test_a_shape_computation_whose_values_inference_never_measured_comes_along_never_an_input(tmp_path: Path) -> None:
+    """Shape inference measures no value: the int64 tensors of a Shape → Gather → Unsqueeze → Concat chain (the
+    reshape's target) are never frozen nor made profiled inputs — a cut from the reshape on brings the chain along,
+    back to the Shape, whose float input is the cut's one input. The real reduction builds such a span (it builds,
+    before the LayerNormalization) and ends on the LayerNormalization alone, the setting named."""
+    from trtls.triage.shape_inference import probe_shapes
+    from trtls.triage.subgraph import cut, load_graph
+
+    reshape_by_its_shape_then_layernorm(tmp_path / "m.onnx")
+    model = onnx.load(str(tmp_path / "m.onnx"))
+    profiles = [{"inputs": [{"input": "x", "min": [1, 16, 64], "opt": [2, 16, 64], "max": [4, 16, 64]}]}]
+    probe = probe_shapes(model, profiles)
+    assert probe.inferred and probe.facts["dims"].shapes == [{"min": [2], "opt": [2], "max": [2]}]
+    graph = load_graph(model)
+    reshape = [n.name for n in graph.nodes].index("reshape")
+    candidate = cut(graph, reshape, reshape + 2, probe.facts, 1)
+    assert candidate.node_names == ["shape", "gather", "unsq", "concat", "reshape", "r1", "ln"]
+    assert [i.name for i in candidate.model.graph.input] == ["a0"] and candidate.unknown == ()
+    (tmp_path / "trtls.toml").write_text(_engine("m", "m.onnx", "[N, 16, 64]", smem=True))
+    code, record, stderr = _reduce(tmp_path, "m")
+    assert record is not None, stderr[-2000:]
+    assert record["shapeProbe"]["probe"] == "onnx_shape_inference"
+    assert code == 0 and record["outcome"] == "configuration", record["causeText"]
+    assert record["minimal"]["nodeNames"] == ["ln"]
+    spans = [t for t in record["trials"] if t["step"] == "outputs"]
+    assert any(t["outcome"] == "built" and t["lastNode"] >= reshape for t in spans), spans
