@@ -115,8 +115,8 @@ def _ls(store: Any, as_json: bool, verify: bool) -> int:
             rows.append({**said, "key": e.key, "size": e.size, "lastUsed": store.last_used(e.key)})
             if verify:
                 rows[-1]["verified"] = True
-        for key, exc in refused if verify else left:  # a damaged entry still in entries/ is listed always
-            row = {"key": key, "refused": str(exc), "damaged": not isinstance(exc, NotTrusted), "code": _code(exc)}
+        for key, why in refused if verify else left:  # a damaged entry still in entries/ is listed always
+            row = {"key": key, "refused": str(why), "damaged": not isinstance(why, NotTrusted), "code": _code(why)}
             rows.append(row | ({"verified": False} if verify else {}))
         print(json.dumps(rows))
         return code
