@@ -1,10 +1,13 @@
 """`trtls store ls --json` rows say what the store says: an entry's build record (free text a publisher wrote) was
 spread over the row after its key, size and last use, so a record holding `"key": "../../../home"` gave a script
-that removes `entries/<key>` a path of the attacker's choosing. Real store, real `trtls` process."""
+that removes `entries/<key>` a path of the attacker's choosing. And a signing key that cannot be read (a FIFO, a
+missing file) refused every entry one by one (`the signing key No such file or directory`) and exited 0, where a
+build says TRT340 once and exits 2. Real store, real `trtls` processes, a real FIFO."""
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -34,3 +37,19 @@ def test_a_build_record_never_overrides_the_key_size_or_use_time(tmp_path: Path)
         liar = rows[key_of_parts(parts)]
         assert liar["size"] == 300 and liar["lastUsed"] < 9e99 and liar["buildId"] == "b"
         assert liar.get("verified") is (True if "--verify" in args else None), "the record claimed it verified"
+
+
+def test_a_signing_key_that_cannot_be_used_is_said_once_like_a_build_says_it(tmp_path: Path) -> None:
+    store = Store(tmp_path / "store")
+    store.check()
+    forged_entry(store, tmp_path, "plain")
+    (tmp_path / "trtls.toml").write_text(f'[store]\npath = "{store.root}"\n')
+    os.mkfifo(tmp_path / "key.fifo")
+    for key, why in ((tmp_path / "key.fifo", "is not a regular file"), (tmp_path / "none", "No such file")):
+        env = {**os.environ, "TRTLS_STORE_KEY_FILE": str(key)}
+        done = subprocess.run(
+            [sys.executable, "-m", "trtls", "store", "ls"], cwd=tmp_path, capture_output=True, text=True, env=env
+        )
+        assert done.returncode == 2 and done.stdout == "", done.stdout + done.stderr
+        expected = f"{store.root}: TRT340 the store is not trusted: its signing key {key} cannot be used: {why}"
+        assert done.stderr.startswith(expected), done.stderr

@@ -53,6 +53,13 @@ def cmd_store(args: argparse.Namespace) -> int:
     _, store = opened
     if args.action == "gc":
         return _gc(store, args.max_size)
+    try:  # every entry is judged by the team's key: one that cannot be read is said once, as a build says it
+        store.secret()
+    except OSError as exc:
+        why = f"its signing key {store.signing_key_file} cannot be used: {exc.strerror or exc}"
+        why = f"the store is not trusted: {why}"
+        report_error("TRT340", terminal_safe(why), terminal_safe(str(store.root)))
+        return EXIT_BAD_INPUT
     return _ls(store, bool(args.json), bool(args.verify))
 
 

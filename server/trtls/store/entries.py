@@ -186,7 +186,8 @@ class Store(PublishingFolder):
         try:
             secret = self.secret()
         except OSError as exc:
-            raise NotTrusted(f"store entry {key[:12]} is not used: the signing key {exc.strerror or exc}") from exc
+            why = f"its signing key {self.signing_key_file} cannot be used: {exc.strerror or exc}"
+            raise NotTrusted(f"store entry {key[:12]} is not used: {why}") from exc
         if secret is not None and not signed_by(record, secret):
             raise NotTrusted(f"store entry {key[:12]} is not used: not signed with the team's key")
 
