@@ -60,3 +60,13 @@ def test_a_store_beside_the_recipe_is_still_used(project: Path, tmp_path: Path) 
     build = trtls("build", "--engine", "demo", cwd=project, store=str(store))
     assert build.returncode == 0, build.stdout + build.stderr
     assert (store / OWNED_MARK).is_file() and len(list((store / "entries").iterdir())) == 1
+
+
+@pytest.mark.parametrize("key", ["path", "signing_key_file"])
+def test_an_empty_store_path_or_key_file_is_a_located_error_not_the_default(project: Path, key: str) -> None:
+    """`[store] path = ""` was silently the per-user store (and an empty key file no key): a careless edit that
+    sends every build's engines somewhere the recipe does not say."""
+    (project / "trtls.toml").write_text(RECIPE + f'\n[store]\n{key} = " "\n')
+    check = trtls("check", cwd=project, store="off")
+    said = check.stdout + check.stderr
+    assert check.returncode == 2 and f"TRT102 error: '{key}': Value error, is empty" in said, said

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from trtls.core.findings import Finding, Origin, Severity
 
@@ -55,6 +55,14 @@ class StoreTable(BaseModel):
         "backend layout): `ac/<key>` holds an entry's record, `cas/<sha256>` its engine. A local miss is looked up "
         "there (verified like a local entry), a publish is sent there. Default: $TRTLS_STORE_REMOTE, else none.",
     )
+
+    @field_validator("path", "signing_key_file")
+    @classmethod
+    def _named(cls, v: str | None, info: ValidationInfo) -> str | None:
+        if v is not None and not v.strip():  # was silently the default store (or no key): leave the key out for that
+            what = "the store's folder" if info.field_name == "path" else "the key file"
+            raise ValueError(f"is empty: name {what}, or leave {info.field_name} out for the default")
+        return v
 
     @field_validator("max_size")
     @classmethod
