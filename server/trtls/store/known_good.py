@@ -94,16 +94,29 @@ class Pin:
         self.path = self.state_dir / "engines" / f"{engine}.pin.json"
 
     def read(self) -> dict[str, Any] | None:
-        """The pin, or None (none, or one that is not a pin trtls wrote: a link, a FIFO, not JSON, a bad key)."""
+        """The pin, or None (none, or one that is not a pin trtls wrote: a link, a FIFO, not JSON, a bad key — which
+        `damaged` says)."""
+        return self._load()[0]
+
+    def damaged(self) -> str | None:
+        """Why the pin file that is there is not a pin trtls wrote, or None (no pin file, or a whole pin): a build
+        never takes such a file for "no rollback" (it would build over the rollback the user asked for)."""
+        return self._load()[1] if os.path.lexists(self.path) else None
+
+    def _load(self) -> tuple[dict[str, Any] | None, str | None]:
         try:
             data = json.loads(read_text(self.path, limit=PIN_LIMIT, follow=False, within=self.state_dir.parent))
-        except (OSError, ValueError):
-            return None
+        except FileNotFoundError:
+            return None, None
+        except OSError as exc:
+            return None, f"cannot be read ({exc.strerror or exc})"
+        except ValueError as exc:
+            return None, f"is not JSON ({exc})"
         if not isinstance(data, dict) or data.get("format") != PIN_FORMAT or not is_key(data.get("key")):
-            return None
+            return None, "is not a pin trtls wrote (no pin format or no engine key)"
         if data.get("recipeKey") is not None and not is_key(data.get("recipeKey")):
-            return None
-        return data
+            return None, "is not a pin trtls wrote (its recipe key is not an engine key)"
+        return data, None
 
     def write(self, pin: dict[str, Any]) -> str | None:
         """Record `pin`; None when recorded, else the located warning why it was not."""

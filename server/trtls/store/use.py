@@ -47,6 +47,7 @@ class StoreUse:
     # since the table's last build): TRT332 in the warnings, first in `rebuiltBecause`
     damaged: str | None = None
     pin: dict[str, Any] | None = None  # a rollback's pin this build serves (store.known_good.Pin)
+    pin_damaged: str | None = None  # why the pin file there is not a pin: nothing is built over it (PinUnavailable)
     # the pin this build lifted (the recipe's key changed) or removed (--unpin): {"pin", "why"} in the evidence
     unpinned: dict[str, Any] | None = None
 

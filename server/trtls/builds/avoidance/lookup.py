@@ -155,7 +155,7 @@ async def reuse_or_lock(
     if use.store is None or use.key is None:
         return None
     build_id = build_id or new_build_id(use.engine)
-    if use.pin is not None and not use.rebuild:
+    if (use.pin is not None or use.pin_damaged is not None) and not use.rebuild:
         return await serve_pin(use, loaded.path, build_id)  # PinUnavailable: nothing is built over the rollback
     lock = KeyLock(use.store.root, use.key.hex) if use.store.writable else None
     waited = False

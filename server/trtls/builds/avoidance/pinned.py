@@ -35,9 +35,16 @@ def settle_pin(use: StoreUse, unpin: bool) -> None:
         return
     pins = Pin(use.state_dir, use.engine)
     pin = pins.read()
+    damaged = pins.damaged() if pin is None else None
+    if damaged is not None and not unpin:  # a rollback the user asked for, unreadable: never "nothing pinned"
+        use.pin_damaged = f"the rollback's pin {pins.path} {damaged}"
+        return
     if pin is None:
-        if unpin:
-            use.unpinned = {"pin": None, "why": "--unpin: nothing was pinned"}
+        problem = pins.remove() if damaged is not None else None
+        if problem is not None:
+            use.warnings.append(problem)
+        why = "nothing was pinned" if damaged is None else f"the damaged pin {pins.path} ({damaged}) was removed"
+        use.unpinned = {"pin": None, "why": f"--unpin: {why}", "damaged": damaged}
         return
     if not unpin and pin.get("recipeKey") == use.key.hex:
         use.pin = pin
@@ -50,6 +57,8 @@ def settle_pin(use: StoreUse, unpin: bool) -> None:
 
 def unpinned_line(use: StoreUse) -> str | None:
     """What a build says when it removed or lifted a pin, or None."""
+    if use.unpinned is not None and use.unpinned.get("damaged") is not None:
+        return f"unpinned: {str(use.unpinned['why']).removeprefix('--unpin: ')}; the recipe's engine is used"
     if use.unpinned is None or use.unpinned.get("pin") is None:
         return None
     build = use.unpinned["pin"].get("buildId")
@@ -61,9 +70,11 @@ def unpinned_line(use: StoreUse) -> str | None:
 async def serve_pin(use: StoreUse, recipe: Path, build_id: str) -> dict[str, Any]:
     """Restore the pinned engine to the output (verified, atomic, under the output's lock): the reuse's summary, with
     `pinned`. PinUnavailable when it cannot be: the output is left as it is, nothing is built over the rollback."""
+    how = "trtls build --unpin builds the recipe's engine"
+    if use.pin_damaged is not None:
+        raise PinUnavailable("TRT338", f"{use.pin_damaged}: nothing was built over the rollback; {how}")
     assert use.store is not None and use.pin is not None
     pin = use.pin
-    how = "trtls build --unpin builds the recipe's engine"
     named = f"pinned to build {pin.get('buildId')}"
     try:
         entry = await asyncio.to_thread(use.store.get, str(pin["key"]))  # may ask the remote: off the event loop
