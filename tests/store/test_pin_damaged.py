@@ -7,6 +7,8 @@ it names) and says so. Real builds, a real store, real files and symlinks."""
 from __future__ import annotations
 
 import hashlib
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -43,6 +45,9 @@ def test_a_damaged_pin_stops_the_build_and_unpin_removes_it(
     assert f"TRT338 error: the rollback's pin {pin} " in done.stderr, done.stderr
     assert "nothing was built over the rollback; trtls build --unpin" in done.stderr
     assert output.read_bytes() == b"the engine the user rolled back to"
+    engines = [sys.executable, "-m", "trtls", "engines", "demo", str(seed_ws)]
+    listed = subprocess.run(engines, capture_output=True, text=True, timeout=120)
+    assert f"warning: TRT338 the rollback's pin {pin} " in listed.stderr, listed.stderr
 
     unpinned = run_build(seed_ws, "--unpin")
     assert unpinned.returncode == 0, unpinned.stderr

@@ -34,7 +34,10 @@ def cmd_engines(args: argparse.Namespace) -> int:
             terminal_safe(f"warning: the known-good record of {args.name} was not read: {known.problem}"),
             file=sys.stderr,
         )
-    pin = Pin(state, args.name).read()
+    pins = Pin(state, args.name)
+    pin, damaged = pins.read(), pins.damaged()
+    if damaged is not None:  # a build refuses it (TRT338): say it here too, where the builds are listed
+        print(terminal_safe(f"warning: TRT338 the rollback's pin {pins.path} {damaged}"), file=sys.stderr)
     in_store = _in_store(loaded, records)
     if args.json:
         out = [
