@@ -12,6 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.store.forged import forged_entry
 from trtls.store.entries import Store
 from trtls.store.key import key_of_parts
@@ -53,3 +55,27 @@ def test_a_signing_key_that_cannot_be_used_is_said_once_like_a_build_says_it(tmp
         assert done.returncode == 2 and done.stdout == "", done.stdout + done.stderr
         expected = f"{store.root}: TRT340 the store is not trusted: its signing key {key} cannot be used: {why}"
         assert done.stderr.startswith(expected), done.stderr
+
+
+@pytest.mark.parametrize("linked", ["entries", "quarantine", "tmp"])
+def test_ls_and_gc_never_read_or_sweep_through_a_store_folder_swapped_for_a_link(tmp_path: Path, linked: str) -> None:
+    """A build refused a store whose `entries` is a symlink (TRT339), but `store ls` listed the entries of the folder
+    it named, read their records and tried to move a damaged one aside; now both say what a build says."""
+    store = Store(tmp_path / "store")
+    store.check()
+    entry = forged_entry(store, tmp_path, "elsewhere")
+    (entry.folder / "engine").write_bytes(b"cut")  # damaged: a listing would try to quarantine it
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    os.rename(store.root / linked, outside / linked)
+    (store.root / linked).symlink_to(outside / linked)
+    before = sorted(str(p.relative_to(outside)) for p in outside.rglob("*"))
+    (tmp_path / "trtls.toml").write_text(f'[store]\npath = "{store.root}"\n')
+    for action in ("ls", "gc"):
+        done = subprocess.run(
+            [sys.executable, "-m", "trtls", "store", action], cwd=tmp_path, capture_output=True, text=True
+        )
+        assert done.returncode == 2 and done.stdout == "", done.stdout + done.stderr
+        said = f"{store.root}: TRT339 the store's {linked} is a symlink or not a folder: {store.root / linked}"
+        assert done.stderr.startswith(said), done.stderr
+    assert sorted(str(p.relative_to(outside)) for p in outside.rglob("*")) == before

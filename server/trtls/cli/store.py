@@ -51,6 +51,13 @@ def cmd_store(args: argparse.Namespace) -> int:
     if opened is None:
         return EXIT_BAD_INPUT
     _, store = opened
+    from trtls.store.entries import StoreUnusable
+
+    try:  # as a build judges it first: an `entries` that is a link to elsewhere is never listed nor swept
+        store.check_folders()
+    except StoreUnusable as exc:
+        report_error(exc.code, terminal_safe(str(exc)), terminal_safe(str(store.root)))
+        return EXIT_BAD_INPUT
     if args.action == "gc":
         return _gc(store, args.max_size)
     try:  # every entry is judged by the team's key: one that cannot be read is said once, as a build says it

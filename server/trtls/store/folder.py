@@ -150,7 +150,7 @@ class StoreFolder:
         why = placement_problem(self.root, self.recipe_dir) or content_problem(self.root)
         if why is not None:
             raise StoreUnusable("TRT339", f"the store path cannot be used: {why}")
-        self._check_folders()
+        self.check_folders()
         try:
             self.secret()
         except OSError as exc:
@@ -181,8 +181,9 @@ class StoreFolder:
             )
             self.notes.append(self.unwritable)
 
-    def _check_folders(self) -> None:
-        """The root and each store folder: real folders (a `tmp` swapped for a link is refused), trusted."""
+    def check_folders(self) -> None:
+        """The root and each store folder: real folders (an `entries` or `tmp` swapped for a link is refused: nothing
+        is read or swept through it), trusted. What `check` and `trtls store ls|gc` judge before any entry."""
         for path in (self.root, *(self.root / sub for sub in STORE_FOLDERS)):
             try:
                 st = os.stat(path) if path == self.root else os.lstat(path)
