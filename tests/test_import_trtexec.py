@@ -227,3 +227,33 @@ def test_replace_never_takes_lines_that_only_look_like_the_engines_header(
     assert main(["import", "trtexec", "--write", str(recipe), "--name", "x", "--replace", "--", "--onnx=x2.onnx"]) == 0
     after = recipe.read_text()
     assert 'onnx = "x2.onnx"' in after and 'intended_use = """\nour notes, pasted:\nan important line\n"""' in after
+
+
+@pytest.mark.parametrize(
+    "argv, said",
+    [
+        (["--minShapes=x:0x-1"], "--minShapes: dimensions of 'x' must each be from 1 to 2^63-1, got '0x-1'"),
+        (["--optShapes=x:99999999999999999999x1"], "must each be from 1 to 2^63-1"),
+        (["--minShapes=:1"], "--minShapes: ':1' names no input"),
+        (["--minShapes=x:4", "--maxShapes=x:2"], "TRT105 dimension 0: need min ≤ opt ≤ max, got 4, 2, 2"),
+        (["--minShapes=x:1x3", "--maxShapes=x:2"], "TRT105 min/opt/max must have the same rank"),
+    ],
+)
+def test_a_shape_the_recipe_refuses_is_bad_input_printed_or_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], said: str
+) -> None:
+    """Shapes of 0 or -1, an input with no name, a dimension past int64, min > max: printed with exit 0, or written
+    into the recipe with exit 0 and a TRT105 the next `trtls check` refused. Now exit 2 either way, nothing out."""
+    assert main(["import", "trtexec", "--", "--onnx=m.onnx", *argv]) == 2
+    out = capsys.readouterr()
+    assert out.out == "" and said in out.err
+    recipe = tmp_path / "trtls.toml"
+    assert main(["import", "trtexec", "--write", str(recipe), "--", "--onnx=m.onnx", *argv]) == 2
+    assert not recipe.exists() and said in capsys.readouterr().err
+
+
+def test_a_name_the_recipe_refuses_is_never_printed(capsys: pytest.CaptureFixture[str]) -> None:
+    for name, said in (("a b", "TRT108 engine name 'a b' must be"), ("a\x1b[2J", "TRT100")):
+        assert main(["import", "trtexec", "--name", name, "--", "--onnx=m.onnx"]) == 2
+        out = capsys.readouterr()
+        assert out.out == "" and said in out.err and "\x1b" not in out.err

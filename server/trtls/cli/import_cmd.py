@@ -17,8 +17,9 @@ from typing import Any
 
 from trtls.cli.exits import EXIT_BAD_INPUT, EXIT_OK
 
-# a schema error in the table we wrote would be our bug: never write such a recipe
-REFUSE_CODES = {"TRT100", "TRT101", "TRT102", "TRT103", "TRT106", "TRT108"}
+# a schema error in the table we wrote would be our bug, a bad profile or engine name the command line's: never write
+# such a recipe
+REFUSE_CODES = {"TRT100", "TRT101", "TRT102", "TRT103", "TRT105", "TRT106", "TRT108"}
 
 
 def register(subparsers: Any) -> None:
@@ -61,7 +62,16 @@ def cmd_import_trtexec(args: argparse.Namespace) -> int:
     except ImportError_ as exc:
         print(f"trtls import trtexec: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    if not args.write:
+    if not args.write:  # judged as --write judges it: a table a recipe would refuse is never printed as done
+        from trtls.core.recipe import load_recipe
+        from trtls.core.terminal_text import terminal_safe
+
+        result = load_recipe(Path.cwd() / "trtls.toml", imported.toml())
+        broken = [f for f in result.findings if f.code == "TRT100" or _ours(f, imported.name)]
+        for f in broken:
+            print(terminal_safe(f"trtls import trtexec: {f.code} {f.message} (nothing printed)"), file=sys.stderr)
+        if broken:
+            return EXIT_BAD_INPUT
         sys.stdout.write(imported.toml())
         return EXIT_OK
     return _write(imported, args)
@@ -109,7 +119,7 @@ def _write(imported: Any, args: argparse.Namespace) -> int:
     text = (old.rstrip("\n") + "\n\n" if old.strip() else "") + imported.toml()
     result = load_recipe(path, text)
     ours = [f for f in result.findings if f.path[:2] == ("engines", imported.name)]
-    broken = [f for f in result.findings if f.code == "TRT100"] + [f for f in ours if f.code in REFUSE_CODES]
+    broken = [f for f in result.findings if f.code == "TRT100" or _ours(f, imported.name)]
     if broken:
         for f in broken:
             print(f"{result.location(f)}: {f.code} {f.message} (nothing written)", file=sys.stderr)
@@ -128,6 +138,11 @@ def _write(imported: Any, args: argparse.Namespace) -> int:
     for f in ours:  # e.g. the model is not there yet, a dynamic input with no profile: the user should know
         print(f"{result.location(f)}: {f.code} {f.severity.value}: {f.message}", file=sys.stderr)
     return EXIT_OK
+
+
+def _ours(finding: Any, name: str) -> bool:
+    """Whether a finding refuses the imported table: an error of its own tables a recipe would not load with."""
+    return finding.code in REFUSE_CODES and finding.path[:2] == ("engines", name)
 
 
 def _not_a_recipe(existing: Any) -> str | None:

@@ -81,6 +81,9 @@ SWITCHES = {  # flags that take no value: the token after one is the next flag's
 UNITS = {"B": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
 
 
+MAX_DIM = 2**63 - 1  # TensorRT's dimensions are int64
+
+
 class ImportError_(ValueError):
     """The command line cannot become a recipe (no --onnx, a malformed shape…): exit 2 with this message."""
 
@@ -93,10 +96,14 @@ def parse_shapes(flag: str, value: str) -> dict[str, list[int]]:
             raise ImportError_(f"--{flag}: {part!r} is not NAME:DIMS (e.g. input:1x3x224x224)")
         name, dims = part.rsplit(":", 1)
         name = name.strip().strip("'\"")
+        if not name:
+            raise ImportError_(f"--{flag}: {part!r} names no input (NAME:DIMS, e.g. input:1x3x224x224)")
         try:
             shapes[name] = [int(d) for d in dims.lower().split("x")] if dims else []
         except ValueError:
             raise ImportError_(f"--{flag}: dimensions of {name!r} must be integers joined by x, got {dims!r}") from None
+        if any(not 1 <= d <= MAX_DIM for d in shapes[name]):  # the recipe's rule (TRT105): never a table it refuses
+            raise ImportError_(f"--{flag}: dimensions of {name!r} must each be from 1 to 2^63-1, got {dims!r}")
     return shapes
 
 
