@@ -257,3 +257,9 @@ def test_a_name_the_recipe_refuses_is_never_printed(capsys: pytest.CaptureFixtur
         assert main(["import", "trtexec", "--name", name, "--", "--onnx=m.onnx"]) == 2
         out = capsys.readouterr()
         assert out.out == "" and said in out.err and "\x1b" not in out.err
+
+
+def test_write_naming_no_file_is_bad_input(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["import", "trtexec", "--write", " ", "--", "--onnx=m.onnx"]) == 2
+    out = capsys.readouterr()
+    assert out.out == "" and "--write names no file" in out.err

@@ -57,6 +57,9 @@ def cmd_import_trtexec(args: argparse.Namespace) -> int:
     if not argv:
         print("trtls import trtexec: give trtexec's arguments after --", file=sys.stderr)
         return EXIT_BAD_INPUT
+    if args.write is not None and not args.write.strip():  # was taken for no --write: printed, exit 0
+        print("trtls import trtexec: --write names no file (give a recipe or its folder)", file=sys.stderr)
+        return EXIT_BAD_INPUT
     try:
         imported = import_trtexec(argv, args.name, args.legacy_precision)
     except ImportError_ as exc:
