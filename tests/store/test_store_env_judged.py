@@ -70,3 +70,18 @@ def test_an_empty_store_path_or_key_file_is_a_located_error_not_the_default(proj
     check = trtls("check", cwd=project, store="off")
     said = check.stdout + check.stderr
     assert check.returncode == 2 and f"TRT102 error: '{key}': Value error, is empty" in said, said
+
+
+def test_a_relative_xdg_cache_home_is_ignored_as_the_spec_says(tmp_path: Path) -> None:
+    """`XDG_CACHE_HOME=cache` put the default store in whatever folder a command ran in (a recipe's folder, beside
+    its models); the XDG base directory specification says a relative path is invalid and ignored."""
+    home, here = tmp_path / "home", tmp_path / "somewhere"
+    home.mkdir()
+    here.mkdir()
+    env = {k: v for k, v in os.environ.items() if k != "TRTLS_STORE"} | {"HOME": str(home)}
+    relative, absolute = home / ".cache" / "trtls" / "store", tmp_path / "x" / "trtls" / "store"
+    for xdg, store in (("cache", relative), (str(tmp_path / "x"), absolute)):
+        argv, xdg_env = [sys.executable, "-m", "trtls", "store", "ls"], env | {"XDG_CACHE_HOME": xdg}
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=120, cwd=here, env=xdg_env)
+        assert done.returncode == 0 and done.stdout.startswith(f"{store} (read_write)"), done.stdout + done.stderr
+    assert list(here.iterdir()) == []

@@ -48,8 +48,11 @@ class StoreConfig:
 
 
 def default_store_path() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "trtls" / "store"
+    """`$XDG_CACHE_HOME/trtls/store`, else `~/.cache/trtls/store`. A relative XDG_CACHE_HOME is ignored, as the XDG
+    base directory specification says: it would put the store wherever a command happens to run (in the recipe's
+    folder, beside its models), a place no one chose."""
+    base = os.environ.get("XDG_CACHE_HOME", "")
+    return Path(base if os.path.isabs(base) else Path.home() / ".cache") / "trtls" / "store"
 
 
 def store_config(table: Any, base_dir: Path) -> StoreConfig | None:
