@@ -263,3 +263,24 @@ def test_write_naming_no_file_is_bad_input(capsys: pytest.CaptureFixture[str]) -
     assert main(["import", "trtexec", "--write", " ", "--", "--onnx=m.onnx"]) == 2
     out = capsys.readouterr()
     assert out.out == "" and "--write names no file" in out.err
+
+
+@pytest.mark.parametrize(
+    "flag, what",
+    [
+        ("--saveEngine=m.onnx", "the output of engine 'm' would overwrite the ONNX model"),
+        ("--saveEngine=trtls.toml", "the output of engine 'm' would overwrite the recipe"),
+        ("--timingCacheFile=m.onnx", "the timing cache of engine 'm' would overwrite the ONNX model"),
+    ],
+)
+def test_an_output_over_the_model_or_the_recipe_is_never_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, flag: str, what: str
+) -> None:
+    """`--saveEngine=model.onnx` wrote a recipe whose every build TRT109 refuses, and said exit 0."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "m.onnx").write_bytes(b"the model")
+    recipe = tmp_path / "trtls.toml"
+    assert main(["import", "trtexec", "--write", str(recipe), "--", "--onnx=m.onnx", flag]) == 2
+    err = capsys.readouterr().err
+    assert f"TRT109 {what}" in err and "(nothing written)" in err and not recipe.exists()
+    assert (tmp_path / "m.onnx").read_bytes() == b"the model"

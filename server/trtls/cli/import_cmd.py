@@ -17,9 +17,9 @@ from typing import Any
 
 from trtls.cli.exits import EXIT_BAD_INPUT, EXIT_OK
 
-# a schema error in the table we wrote would be our bug, a bad profile or engine name the command line's: never write
-# such a recipe
-REFUSE_CODES = {"TRT100", "TRT101", "TRT102", "TRT103", "TRT105", "TRT106", "TRT108"}
+# a schema error in the table we wrote would be our bug, a bad profile or engine name the command line's, an output or
+# cache over the model or the recipe (TRT109) its too: never write such a recipe
+REFUSE_CODES = {"TRT100", "TRT101", "TRT102", "TRT103", "TRT105", "TRT106", "TRT108", "TRT109"}
 
 
 def register(subparsers: Any) -> None:
