@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from trtls import fs
+from trtls.builds.farm.builder_env import builder_environment, spawn_worker
 from trtls.core.paths import UnsafeWrite, inside, real
 from trtls.fs import Kind
 from trtls.fs.descriptor import file_of
@@ -57,17 +58,6 @@ def scratch_folder(folder: Path, scratch: Path) -> Path:
     return fs.ensure_folder(folder, within=scratch.parents[1], mark="trtls farm node scratch")
 
 
-def _spawn(args: list[str]) -> subprocess.Popen:
-    """Our worker (no args), or an external worker command when `args` is one."""
-    return subprocess.Popen(
-        args or [sys.executable, "-m", "trtls.builds.worker"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        start_new_session=True,  # its own process group: escalation kills the group
-    )
-
-
 class Preloaded:
     """Our worker started before its job, importing `module` now (trtls.builds.farm.preloaded_worker); `info` is its
     report once the import ended: {"t", "importS", "modules", "pid"} (`ready` is set then, or when it died)."""
@@ -83,6 +73,7 @@ class Preloaded:
                 stderr=subprocess.PIPE,
                 start_new_session=True,
                 pass_fds=(w,),
+                env=builder_environment(),
             )
         finally:
             os.close(w)
@@ -249,7 +240,7 @@ class CellRun:
         preloaded_before_job = early is not None and early.info is not None
         with self.lock:  # the job line is written before any control line can be
             argv = [sys.executable if part == "{python}" else part for part in command or []]
-            self.proc = early.proc if early else _spawn(argv)
+            self.proc = early.proc if early else spawn_worker(argv)
             assert self.proc.stdin is not None and self.proc.stdout is not None
             self.proc.stdin.write((json.dumps(job) + "\n").encode())
             for line in self.pending:
