@@ -284,3 +284,24 @@ def test_an_output_over_the_model_or_the_recipe_is_never_written(
     err = capsys.readouterr().err
     assert f"TRT109 {what}" in err and "(nothing written)" in err and not recipe.exists()
     assert (tmp_path / "m.onnx").read_bytes() == b"the model"
+
+
+def test_a_crlf_recipe_stays_crlf_and_a_huge_one_is_said_as_check_says_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Windows recipe got LF lines appended (a file of mixed line endings); a recipe over the size bound was
+    TRT104 here and TRT125 in `trtls check`."""
+    monkeypatch.chdir(tmp_path)
+    recipe = tmp_path / "trtls.toml"
+    recipe.write_bytes(b'[engines.a]\r\nonnx = "a.onnx"\r\noutput = "a.engine"\r\n')
+    assert main(["import", "trtexec", "--write", str(recipe), "--", "--onnx=m.onnx"]) == 0
+    data = recipe.read_bytes()
+    assert b"[engines.m]\r\n" in data and data.count(b"\n") == data.count(b"\r\n")
+    assert main(["import", "trtexec", "--write", str(recipe), "--name", "m", "--replace", "--", "--onnx=n.onnx"]) == 0
+    data = recipe.read_bytes()
+    assert data.count(b"[engines.m]") == 1 and b'onnx = "n.onnx"\r\n' in data
+    assert data.count(b"\n") == data.count(b"\r\n")
+    big = tmp_path / "big.toml"
+    big.write_text("# notes\n" * 40_000)
+    assert main(["import", "trtexec", "--write", str(big), "--", "--onnx=m.onnx"]) == 2
+    assert f"{big}: TRT125 cannot read the recipe: recipe too large" in capsys.readouterr().err

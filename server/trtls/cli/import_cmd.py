@@ -82,7 +82,7 @@ def cmd_import_trtexec(args: argparse.Namespace) -> int:
 
 def _write(imported: Any, args: argparse.Namespace) -> int:
     from trtls.core.recipe import load_recipe
-    from trtls.core.recipe_file import read_recipe_text
+    from trtls.core.recipe_file import RecipeTooLarge, read_recipe_text
 
     path = Path(args.write)
     path = path / "trtls.toml" if path.is_dir() else path
@@ -90,8 +90,9 @@ def _write(imported: Any, args: argparse.Namespace) -> int:
     try:
         old = read_recipe_text(path) if os.path.lexists(path) else ""  # bounded, a regular file only
     except (OSError, ValueError) as exc:  # RecipeTooLarge and a non-UTF-8 file are ValueErrors
+        code = "TRT125" if isinstance(exc, RecipeTooLarge) else "TRT104"  # the code `trtls check` says it with
         print(
-            f"{path}: TRT104 cannot read the recipe: {getattr(exc, 'strerror', None) or exc} (nothing written)",
+            f"{path}: {code} cannot read the recipe: {getattr(exc, 'strerror', None) or exc} (nothing written)",
             file=sys.stderr,
         )
         return EXIT_BAD_INPUT
@@ -119,7 +120,9 @@ def _write(imported: Any, args: argparse.Namespace) -> int:
             )
             return EXIT_BAD_INPUT
         old = removed
-    text = (old.rstrip("\n") + "\n\n" if old.strip() else "") + imported.toml()
+    newline = "\r\n" if "\r\n" in old else "\n"  # a CRLF recipe stays CRLF: no file of mixed line endings
+    table = imported.toml().replace("\n", newline)
+    text = (old.rstrip("\r\n") + newline * 2 if old.strip() else "") + table
     result = load_recipe(path, text)
     ours = [f for f in result.findings if f.path[:2] == ("engines", imported.name)]
     broken = [f for f in result.findings if f.code == "TRT100" or _ours(f, imported.name)]
