@@ -594,6 +594,9 @@ FOUND_BY_THE_LONG_RUN = [
         "target": None,
         "changes": [["link", "build/tiny_ort.bundle.trtls.json", "@precious.txt"]],
     },
+    # found by a 2,000-state run on 2026-12-04: `.trtls` swapped for a link out of the project before `route
+    # promote` read the gates run; it read the other folder and said "no complete gates run", no path named
+    {"runner": "route", "command": "route promote", "target": None, "changes": [["swap", ".trtls", "twin-trtls", 4]]},
 ]
 
 

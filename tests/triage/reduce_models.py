@@ -19,7 +19,24 @@ def save(model: onnx.ModelProto, path: Path) -> None:
     onnx.save(model, str(path))
 
 
-def _layernorm_weights() -> list[onnx.TensorProto]:
+def save_chain(
+    path: Path, nodes: list[onnx.NodeProto], name: str, weights: list[onnx.TensorProto], domains: tuple[str, ...] = ()
+) -> None:
+    """Save the graph of `nodes` from input x to output y, both float [N, 16, 64], at opset 17 (and opset 1 of each
+    custom domain in `domains`)."""
+    value = helper.make_tensor_value_info
+    graph = helper.make_graph(
+        nodes,
+        name,
+        [value("x", TensorProto.FLOAT, ["N", 16, 64])],
+        [value("y", TensorProto.FLOAT, ["N", 16, 64])],
+        weights,
+    )
+    opsets = [helper.make_opsetid("", 17), *(helper.make_opsetid(d, 1) for d in domains)]
+    save(helper.make_model(graph, opset_imports=opsets), path)
+
+
+def layernorm_weights() -> list[onnx.TensorProto]:
     return [
         numpy_helper.from_array(np.ones(64, np.float32), "g"),
         numpy_helper.from_array(np.zeros(64, np.float32), "b"),
@@ -34,15 +51,7 @@ def layernorm_last(path: Path, depth: int = 30) -> None:
         nodes.append(helper.make_node("Sigmoid" if i % 2 else "Relu", [prev], [f"c{i}"], name=f"c{i}"))
         prev = f"c{i}"
     nodes.append(helper.make_node("LayerNormalization", [prev, "g", "b"], ["y"], name="ln", axis=-1))
-    value = helper.make_tensor_value_info
-    graph = helper.make_graph(
-        nodes,
-        "layernorm_last",
-        [value("x", TensorProto.FLOAT, ["N", 16, 64])],
-        [value("y", TensorProto.FLOAT, ["N", 16, 64])],
-        _layernorm_weights(),
-    )
-    save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    save_chain(path, nodes, "layernorm_last", layernorm_weights())
 
 
 def custom_op_between(path: Path, op: str, before: int, after: list[str]) -> None:
@@ -59,16 +68,8 @@ def custom_op_between(path: Path, op: str, before: int, after: list[str]) -> Non
         reads = [prev, "g", "b"] if after_op == "LayerNormalization" else [prev]
         nodes.append(helper.make_node(after_op, reads, [made], name=f"b{i}"))
         prev = made
-    value = helper.make_tensor_value_info
-    graph = helper.make_graph(
-        nodes,
-        "custom_op_between",
-        [value("x", TensorProto.FLOAT, ["N", 16, 64])],
-        [value("y", TensorProto.FLOAT, ["N", 16, 64])],
-        _layernorm_weights() if "LayerNormalization" in after else [],
-    )
-    opsets = [helper.make_opsetid("", 17), helper.make_opsetid(PLUGIN_DOMAIN, 1)]
-    save(helper.make_model(graph, opset_imports=opsets), path)
+    weights = layernorm_weights() if "LayerNormalization" in after else []
+    save_chain(path, nodes, "custom_op_between", weights, (PLUGIN_DOMAIN,))
 
 
 def reshape_by_its_shape_then_layernorm(path: Path) -> None:

@@ -16,7 +16,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from tests.triage.reduce_models import layernorm_last, save
+from tests.triage.reduce_models import layernorm_last, layernorm_weights, save, save_chain
 
 # Runs the trtls command with one top-level module made unimportable, as an install without it is.
 WITHOUT = """
@@ -99,15 +99,7 @@ def _bf16_then_layernorm(path: Path) -> None:
         helper.make_node("Cast", ["sb"], ["s"], name="to_f32", to=TensorProto.FLOAT),
         helper.make_node("LayerNormalization", ["s", "g", "b"], ["y"], name="ln", axis=-1),
     ]
-    value = helper.make_tensor_value_info
-    graph = helper.make_graph(
-        nodes,
-        "bf16",
-        [value("x", TensorProto.FLOAT, ["N", 16, 64])],
-        [value("y", TensorProto.FLOAT, ["N", 16, 64])],
-        [numpy_helper.from_array(np.ones(64, np.float32), "g"), numpy_helper.from_array(np.zeros(64, np.float32), "b")],
-    )
-    save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    save_chain(path, nodes, "bf16", layernorm_weights())
 
 
 def _reduce(ws: Path, engine: str, *extra: str, without: str | None = None) -> tuple[int, dict | None, str]:

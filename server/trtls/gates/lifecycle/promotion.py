@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from trtls.core.paths import real
+from trtls.core.paths import UnsafeWrite, real
 from trtls.core.route import RouteModel, route_dir
 from trtls.core.terminal_text import terminal_safe
 from trtls.fs import Kind, atomic_write_bytes, ensure_folder, read_bytes
@@ -108,10 +108,15 @@ def approver_from_env(explicit: str | None, recipe_dir: Path | None = None) -> s
 
 
 def last_complete_run(loaded: Any, route_name: str) -> tuple[Path, bytes, dict[str, Any]] | None:
+    """The route's last complete gates run (its path, bytes and summary), or None when there is none. Read within
+    the recipe's folder: a `.trtls` (or a folder under it) swapped for a link out of it raises UnsafeWrite naming the
+    path, never reads another folder's evidence as if it were this route's (or none, as if it had never run)."""
     path = route_dir(loaded, route_name) / COMPLETE_SUMMARY
     try:
-        data = read_bytes(path, limit=RECORD_LIMIT, follow=False)
+        data = read_bytes(path, limit=RECORD_LIMIT, follow=False, within=real(loaded.base_dir))
         summary = json.loads(data)
+    except UnsafeWrite:
+        raise
     except (OSError, ValueError):
         return None
     return (path, data, summary) if isinstance(summary, dict) else None
@@ -148,7 +153,11 @@ def promote(
             None,
             [{"item": "ledger", "reason": ledger.problem}],
         )
-    run = last_complete_run(loaded, route_name)
+    try:
+        run = last_complete_run(loaded, route_name)
+    except UnsafeWrite as exc:
+        said = f"the gates evidence cannot be read: {exc}"
+        return Outcome(False, f"not promoted: {said}", None, [{"item": "gates evidence", "reason": str(exc)}])
     summary: dict[str, Any] = run[2] if run else {}
     evidence_digest = f"sha256:{hashlib.sha256(run[1]).hexdigest()}" if run else None
     if run is None:
