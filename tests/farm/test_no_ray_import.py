@@ -92,7 +92,20 @@ def test_ci_fails_the_farm_suite_when_ray_is_missing(tmp_path: Path) -> None:
     for required in ("1", ""):
         env = {**os.environ, "PYTHONPATH": str(fake.parent), "TRTLS_REQUIRE_FARM": required}
         r = subprocess.run(
-            [sys.executable, "-m", "pytest", *tests, "-q", "-rsE", "-p", "no:cacheprovider", "-p", "no:randomly", "-p", "no:xdist"],
+            [
+                sys.executable,
+                "-m",
+                "pytest",
+                *tests,
+                "-q",
+                "-rsE",
+                "-p",
+                "no:cacheprovider",
+                "-p",
+                "no:randomly",
+                "-p",
+                "no:xdist",
+            ],
             capture_output=True,
             text=True,
             timeout=300,
