@@ -11,7 +11,7 @@ TESTS = Path(__file__).parent
 
 def test_every_test_file_is_collected() -> None:
     out = subprocess.run(
-        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:xdist", str(TESTS)],
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-n", "0", str(TESTS)],
         capture_output=True,
         text=True,
         cwd=TESTS.parent,

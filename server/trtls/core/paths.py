@@ -115,6 +115,14 @@ def place(base: str | os.PathLike[str], relative: str | os.PathLike[str]) -> Pat
     return Path(os.path.realpath(joined.parent)) / name
 
 
+def user_cache_dir() -> Path:
+    """trtls's per-user cache folder: `$XDG_CACHE_HOME/trtls`, else `~/.cache/trtls` (the engine store and the warm
+    farm's state live there). A relative XDG_CACHE_HOME is ignored, as the XDG base directory specification says: it
+    would put them wherever a command happens to run (in a recipe's folder, beside its models), a place no one chose."""
+    base = os.environ.get("XDG_CACHE_HOME", "")
+    return Path(base if os.path.isabs(base) else Path.home() / ".cache") / "trtls"
+
+
 def real(path: str | os.PathLike[str]) -> Path:
     """Every symlink followed (what a read of `path` opens)."""
     return Path(os.path.realpath(path))

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from trtls.core.paths import user_cache_dir
 from trtls.core.store_table import env_store_root, table_key_file, table_root
 from trtls.fs.store_root import env_trust
 from trtls.store.signing import key_file
@@ -48,11 +49,9 @@ class StoreConfig:
 
 
 def default_store_path() -> Path:
-    """`$XDG_CACHE_HOME/trtls/store`, else `~/.cache/trtls/store`. A relative XDG_CACHE_HOME is ignored, as the XDG
-    base directory specification says: it would put the store wherever a command happens to run (in the recipe's
-    folder, beside its models), a place no one chose."""
-    base = os.environ.get("XDG_CACHE_HOME", "")
-    return Path(base if os.path.isabs(base) else Path.home() / ".cache") / "trtls" / "store"
+    """`$XDG_CACHE_HOME/trtls/store`, else `~/.cache/trtls/store` (core.paths.user_cache_dir: a relative
+    XDG_CACHE_HOME is ignored)."""
+    return user_cache_dir() / "store"
 
 
 def store_config(table: Any, base_dir: Path) -> StoreConfig | None:

@@ -31,6 +31,7 @@ from typing import Any
 
 from trtls import fs
 from trtls.builds.farm import local_guard
+from trtls.core.paths import user_cache_dir
 from trtls.fs import Kind, ProcessProof, read_bytes, read_text
 from trtls.fs.kill import NONCE_ENV, new_nonce, process_alive
 from trtls.fs.stream import open_stream
@@ -40,11 +41,11 @@ STATE_LIMIT = 64 << 10  # a state file is a few hundred bytes; anything larger i
 
 
 def state_path() -> Path:
-    """`$TRTLS_FARM_STATE`, else `$XDG_CACHE_HOME/trtls/farm.json` (default `~/.cache/trtls/farm.json`)."""
+    """`$TRTLS_FARM_STATE`, else `$XDG_CACHE_HOME/trtls/farm.json` (default `~/.cache/trtls/farm.json`; a relative
+    XDG_CACHE_HOME is ignored: core.paths.user_cache_dir)."""
     if env := os.environ.get("TRTLS_FARM_STATE"):
         return Path(env)
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return cache / "trtls" / "farm.json"
+    return user_cache_dir() / "farm.json"
 
 
 def token_path() -> Path:
