@@ -61,3 +61,26 @@ def test_gc_evicts_least_recently_used_first_never_the_one_just_used(
     assert second.returncode == 0 and "evicted 1 entries" in second.stdout
     assert [e.name for e in entries(store_dir)] == [seed_entry.key]
     assert not (store_dir / "used" / others[1]).exists()
+
+
+def test_a_use_time_planted_in_the_future_does_not_keep_its_entry_from_eviction(
+    seeded: tuple[Path, dict], seed_ws: Path, tmp_path: Path
+) -> None:
+    """A use time ten years ahead (a planted one: a use writes this machine's clock) would make its entry the most
+    recently used forever; it counts as never used, so that entry goes first."""
+    store_dir = copy_store(seeded, tmp_path)
+    with_store(seed_ws, store_dir)
+    store = Store(store_dir)
+    (seed_entry,) = store.entries()
+    parts = copy.deepcopy(seed_entry.record["parts"])
+    parts["settings"]["optimization_level"] = 0
+    engine = bytearray(seed_entry.engine.read_bytes())
+    engine[-1] ^= 1
+    (tmp_path / "other.engine").write_bytes(bytes(engine))
+    other = store.publish(key_of_parts(parts), parts, tmp_path / "other.engine", {"buildId": "other"}, None).key
+    os.utime(store_dir / "used" / other, (1_000_000, 1_000_000))  # used long ago, honestly
+    ahead = 10 * 365 * 24 * 3600
+    os.utime(store_dir / "used" / seed_entry.key, (os.path.getmtime(store_dir) + ahead,) * 2)
+    done = gc(seed_ws, seed_entry.size)  # room for one
+    assert done.returncode == 0 and "evicted 1 entries" in done.stdout, done.stdout + done.stderr
+    assert [e.name for e in entries(store_dir)] == [other]

@@ -72,6 +72,7 @@ class RestoreFailed(OSError):
 
 
 QUARANTINE_KEEP_S = 7 * 24 * 3600  # `trtls store gc` prunes quarantined entries older than this
+FUTURE_SKEW_S = 24 * 3600  # a use time further ahead than this is not one (Folder.last_used)
 QUARANTINED = re.compile(r"([0-9a-f]{64})-([0-9]{8}-[0-9]{6})-([0-9]+)")  # `<key>-YYYYmmdd-HHMMSS-<pid>`
 NOT_WRITABLE = (errno.EACCES, errno.EPERM, errno.EROFS)  # a store this account cannot write: served as read
 
@@ -203,11 +204,13 @@ class StoreFolder:
 
     # -- use times -------------------------------------------------------------------------------
     def last_used(self, key: str) -> float:
+        """When `key` was last used; 0 for never, and for a time over FUTURE_SKEW_S ahead of this clock (planted:
+        machines sharing a store differ by minutes, not days), which would keep its entry from ever going first."""
         try:
             st = os.lstat(self.root / "used" / self.checked_key(key))
         except (OSError, Refused):
             return 0.0
-        return st.st_mtime if stat.S_ISREG(st.st_mode) else 0.0
+        return st.st_mtime if stat.S_ISREG(st.st_mode) and st.st_mtime <= time.time() + FUTURE_SKEW_S else 0.0
 
     def mark_used(self, key: str) -> None:
         """Mark `key` used now (`used/<key>`, never through a link: a symlink, a second name of another file or a
