@@ -3,6 +3,7 @@ the key table the docs show, internal-error records from real TensorRT log lines
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -199,3 +200,15 @@ def test_internal_error_advice_says_a_blind_retry_will_not_help() -> None:
     assert "{ForeignNode[" in advice.rule
     # without the record, the old rules still apply (rollback to a good engine)
     assert retry_advice("failed", "cold", True, None, None).policy == "rollback"
+
+
+def test_a_plugin_library_that_is_a_fifo_or_a_folder_is_said_to_be_no_regular_file(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "libfifo.so")
+    (tmp_path / "libdir.so").mkdir()
+    loaded = load(tmp_path, '\n[engines.demo.plugins]\nlibraries = ["libfifo.so", "libdir.so", "nothere.so"]\n')
+    said = [f.message for f in loaded.findings if f.code == "TRT144"]
+    assert said == [
+        f"plugin library not a regular file (a folder, a FIFO or a device): {tmp_path / 'libfifo.so'}",
+        f"plugin library not a regular file (a folder, a FIFO or a device): {tmp_path / 'libdir.so'}",
+        f"plugin library not found: {tmp_path / 'nothere.so'}",
+    ], said

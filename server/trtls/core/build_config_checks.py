@@ -93,8 +93,9 @@ def build_config_checks(resolve: Callable[[str], Path], engine: str, eng: Any) -
     for i, lib in enumerate(plugins.libraries):
         path = resolve(lib)
         if not path.is_file():
+            what = "not a regular file (a folder, a FIFO or a device)" if path.exists() else "not found"
             out.append(
-                _f("TRT144", Severity.error, f"plugin library not found: {path}", (*base, "plugins", "libraries", i))
+                _f("TRT144", Severity.error, f"plugin library {what}: {path}", (*base, "plugins", "libraries", i))
             )
     loaded = {resolve(lib) for lib in plugins.libraries}
     for i, lib in enumerate(plugins.serialize):

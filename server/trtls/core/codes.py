@@ -83,7 +83,7 @@ _TABLE: tuple[Code, ...] = (
     Code("TRT141", ERROR, "build-config", "Legacy precision flag not in this module"),
     Code("TRT142", ERROR, "build-config", "exclude_lean_runtime without version_compatible"),
     Code("TRT143", ERROR, "build-config", "Plugin library serialized but not loaded"),
-    Code("TRT144", ERROR, "build-config", "Plugin library not found"),
+    Code("TRT144", ERROR, "build-config", "Plugin library not found or not a regular file"),
     Code("TRT145", ERROR, "build-config", "Legacy precision flags on a strongly typed network"),
     Code("TRT146", ERROR, "build-config", "version_compatible needs the lean runtime"),
     Code("TRT147", ERROR, "build-config", "ModelOpt is not installed"),
