@@ -15,6 +15,8 @@ import pytest
 
 from tests.store.conftest import copy_store
 from tests.store.helpers import run_build, with_store
+from trtls.builds.avoidance.freshness import build_lens_title, freshness_findings
+from trtls.core.recipe import load_recipe
 
 
 def sha(path: Path) -> str:
@@ -40,6 +42,12 @@ def test_a_damaged_pin_stops_the_build_and_unpin_removes_it(
     else:
         pin.symlink_to(outside)
 
+    # the editor says it before any build, from the function every face's lens and diagnostics come from
+    loaded = load_recipe(seed_ws / "trtls.toml")
+    assert build_lens_title(loaded, "demo").startswith("⚠ the rollback's pin is damaged")
+    (said,) = [f for f in freshness_findings(loaded) if f.code == "TRT338"]
+    assert said.message.startswith(f"the rollback's pin {pin} ") and said.message.endswith("--unpin` removes it")
+
     done = run_build(seed_ws)
     assert done.returncode == 1 and "Traceback" not in done.stderr, done.stdout + done.stderr
     assert f"TRT338 error: the rollback's pin {pin} " in done.stderr, done.stderr
@@ -55,3 +63,5 @@ def test_a_damaged_pin_stops_the_build_and_unpin_removes_it(
     assert not pin.is_symlink() and not pin.exists() and outside.read_text() == '{"format": "trtls.pin/1"}\n'
     store_engine = tmp_path / "store" / "entries" / seeded[1]["engineKey"] / "engine"
     assert sha(output) == sha(store_engine), "the recipe's engine, restored once the pin is gone"
+
+    assert build_lens_title(load_recipe(seed_ws / "trtls.toml"), "demo").startswith("✓ up to date")

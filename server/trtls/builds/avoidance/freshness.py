@@ -17,7 +17,7 @@ from trtls.store.known_good import KnownGood, Pin
 
 @dataclass(frozen=True)
 class Freshness:
-    state: str  # up_to_date | will_rebuild | in_store | pinned | output_differs | never_built | unknown
+    state: str  # up_to_date | will_rebuild | in_store | pinned | pin_damaged | output_differs | never_built | unknown
     # output_differs with `last` None: an engine at `output` and no build of the table recorded (TRT337 too)
     changes: list[str] = field(default_factory=list)
     last: dict[str, Any] | None = None
@@ -35,6 +35,8 @@ class Freshness:
         if self.state == "will_rebuild" and self.changes:
             more = f" (+{len(self.changes) - 1})" if len(self.changes) > 1 else ""
             return f"▶ Build Engine · {self.changes[0]}{more}"
+        if self.state == "pin_damaged":
+            return "⚠ the rollback's pin is damaged · Build Engine refuses until --unpin"
         if self.state == "output_differs" and self.last is None:
             return "▶ Build Engine · no build recorded for the engine at output"
         if self.state == "output_differs":
@@ -46,6 +48,8 @@ class Freshness:
         """`will rebuild because: optimization_level 3 → 5` (TRT336's message), or None."""
         if self.state == "will_rebuild" and self.changes:
             return will_rebuild_text(self.changes)
+        if self.state == "pin_damaged" and self.changes:  # what a build says (TRT338), and what ends it
+            return f"{self.changes[0]}; `trtls build --unpin` removes it"
         if self.state == "output_differs" and self.last is None:
             return (
                 "the engine at output was not built here: no build of this engine table is recorded"
@@ -63,6 +67,11 @@ def engine_freshness(loaded: Any, engine: str) -> Freshness:
     eng = loaded.engine(engine)
     if eng.worker:  # an external worker's builds are not keyed nor recorded: nothing to compare
         return Freshness("unknown", last=last) if last is not None else Freshness("never_built")
+    pins = Pin(sdir, engine)
+    pin = pins.read()
+    damaged = pins.damaged() if pin is None else None
+    if damaged is not None:  # Build Engine refuses it (builds/avoidance/pinned.settle_pin: TRT338) — said before
+        return Freshness("pin_damaged", [f"the rollback's pin {pins.path} {damaged}"], last)
     job = worker_job(loaded, engine, "freshness")
     if last is None:  # no build of this table recorded here: an engine at `output` is one no record describes
         return Freshness("output_differs") if _is_file(Path(job["output"])) else Freshness("never_built")
@@ -73,7 +82,6 @@ def engine_freshness(loaded: Any, engine: str) -> Freshness:
         out_sha = file_sha256(Path(job["output"]), sdir)
     except (KeyUnavailable, OSError):
         return Freshness("unknown", last=last)
-    pin = Pin(sdir, engine).read()
     if pin is not None and pin.get("recipeKey") == key.hex:  # a rollback that sticks until the recipe changes
         return Freshness("pinned", last=last, source=pin)
     if key.hex != last.get("key"):
@@ -121,8 +129,9 @@ def build_lens_title(loaded: Any, engine: str) -> str:
 
 
 def freshness_findings(loaded: Any) -> list[Any]:
-    """TRT336 (will rebuild: what changed) on each engine table, TRT337 (the engine at output is not the last
-    build's) on its `output` — computed from the recipe and the digest cache, without TensorRT."""
+    """TRT336 (will rebuild: what changed) on each engine table, TRT338 (its rollback's pin is damaged: a build
+    refuses it), TRT337 (the engine at output is not the last build's) on its `output` — computed from the recipe and
+    the digest cache, without TensorRT."""
     from trtls.core.findings import Finding, Origin, Severity
 
     out: list[Any] = []
@@ -141,6 +150,8 @@ def freshness_findings(loaded: Any) -> list[Any]:
                     data={"changes": fresh.changes},
                 )
             )
+        elif fresh.state == "pin_damaged" and fresh.hint:
+            out.append(Finding("TRT338", Severity.error, fresh.hint, ("engines", engine), Origin.build))
         elif fresh.state == "output_differs" and fresh.hint:
             out.append(
                 Finding("TRT337", Severity.information, fresh.hint, ("engines", engine, "output"), Origin.build, True)
