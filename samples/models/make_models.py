@@ -17,7 +17,9 @@ external.onnx    an MLP whose weights live in `external.onnx.data` (ONNX externa
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -145,22 +147,27 @@ def mlp() -> onnx.ModelProto:
 
 
 def write_all(out: Path) -> list[Path]:
+    """Write every model into `out`. Each file is replaced atomically, and only when its bytes differ: a test run in
+    several processes calls this once in each while others read the models (a rewrite in place tore their reads)."""
     out.mkdir(parents=True, exist_ok=True)
     written = []
-    for name, make in (("encoder", encoder), ("detector", detector), ("tokens", tokens)):
-        path = out / f"{name}.onnx"
-        onnx.save(make(), path)
-        written.append(path)
-    path = out / "external.onnx"
-    onnx.save(
-        mlp(),
-        path,
-        save_as_external_data=True,
-        all_tensors_to_one_file=True,
-        location="external.onnx.data",
-        size_threshold=0,
-    )
-    written += [path, out / "external.onnx.data"]
+    with tempfile.TemporaryDirectory(dir=out, prefix=".make-") as tmp:
+        for name, make in (("encoder", encoder), ("detector", detector), ("tokens", tokens)):
+            onnx.save(make(), Path(tmp) / f"{name}.onnx")
+            written.append(out / f"{name}.onnx")
+        onnx.save(
+            mlp(),
+            Path(tmp) / "external.onnx",
+            save_as_external_data=True,
+            all_tensors_to_one_file=True,
+            location="external.onnx.data",
+            size_threshold=0,
+        )
+        written += [out / "external.onnx.data", out / "external.onnx"]  # its data in place before the model
+        for path in written:
+            made = Path(tmp) / path.name
+            if not path.is_file() or path.read_bytes() != made.read_bytes():
+                os.replace(made, path)
     return written
 
 

@@ -37,6 +37,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -155,11 +156,13 @@ def write_model(name: str, out: Path) -> str:
         if recorded.get("spec") == spec_key(name) and recorded.get("sha256") == sha256(path):
             return f"{path}: up to date (sha256 {recorded['sha256'][:12]})"
     data = build_model(name, **MODELS[name]).SerializeToString()
-    tmp = path.with_suffix(".onnx.tmp")
+    tmp = path.with_suffix(f".onnx.{os.getpid()}.tmp")  # its own: test processes may write the same model at once
     tmp.write_bytes(data)
     tmp.replace(path)
     digest = hashlib.sha256(data).hexdigest()
-    marker.write_text(json.dumps({"spec": spec_key(name), "sha256": digest}) + "\n")
+    marker_tmp = marker.with_name(f"{marker.name}.{os.getpid()}.tmp")
+    marker_tmp.write_text(json.dumps({"spec": spec_key(name), "sha256": digest}) + "\n")
+    marker_tmp.replace(marker)
     return f"{path}: wrote {len(data) / 1e6:.1f} MB (sha256 {digest[:12]})"
 
 
