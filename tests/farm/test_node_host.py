@@ -32,15 +32,20 @@ def no_placement_group_left() -> bool:
     return all(pg["state"] == "REMOVED" for pg in ray.util.placement_group_table().values())
 
 
-def actors(class_name: str, node_id: str | None = None, alive_only: bool = True) -> list:
-    """Actors of `class_name` on the test cluster (on `node_id` when given; alive ones unless `alive_only` is off)."""
-    import ray
-    from ray.util.state import list_actors
+def actors(class_name: str, node_id: str | None = None, alive_only: bool = True) -> list[dict]:
+    """Actors of `class_name` on the test cluster (on `node_id` when given; alive ones unless `alive_only` is off),
+    from the GCS's own actor table (this driver's connection). Ray's state API (`ray.util.state.list_actors`) asks
+    the dashboard, which on a loaded machine was not up within its 40 s of retries ("Could not read 'dashboard'
+    from GCS"): the question is the cluster's, not the dashboard's."""
+    from ray._private.state import actors as actor_table
 
-    address = ray.get_runtime_context().gcs_address
-    alive = [("state", "=", "ALIVE")] if alive_only else []
-    found = list_actors(address=address, filters=[("class_name", "=", class_name), *alive], limit=10_000)
-    return [a for a in found if node_id is None or a["node_id"] == node_id]
+    return [
+        a
+        for a in actor_table().values()
+        if a["ActorClassName"] == class_name
+        and (not alive_only or a["State"] == "ALIVE")
+        and (node_id is None or a["Address"]["NodeID"] == node_id)
+    ]
 
 
 async def test_three_cells_on_a_two_cpu_node_share_one_actor_and_the_third_waits_for_a_bundle(

@@ -27,15 +27,9 @@ PREVIOUS = b"previous good engine"
 def alive_node_workers() -> list:
     """Node-worker actors alive on the test cluster (named by address: other Ray instances may run on this machine):
     a GPU cell's own NodeWorker, or a node's shared NodeHost (it ends a few seconds after its last cell)."""
-    import ray
-    from ray.util.state import list_actors
+    from tests.farm.test_node_host import actors
 
-    address = ray.get_runtime_context().gcs_address
-    return [
-        a
-        for cls in ("NodeWorker", "NodeHost")
-        for a in list_actors(address=address, filters=[("class_name", "=", cls), ("state", "=", "ALIVE")])
-    ]
+    return [a for cls in ("NodeWorker", "NodeHost") for a in actors(cls)]
 
 
 def no_placement_group_left() -> bool:
