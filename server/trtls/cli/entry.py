@@ -111,12 +111,11 @@ def _serve() -> int:
     """`trtls serve [--stdio]` straight to the language server: an editor waits for initialize's reply from the moment
     it spawns the process, and the command line's parser and every other command's module (~0.1 s) serve no part of
     it. The same Ctrl-C line and code as `cli.main` gives."""
-    from trtls.cli.exits import EXIT_CTRL_C, EXIT_OK
+    from trtls.cli.exits import EXIT_CTRL_C
     from trtls.lsp.server import serve
 
     try:
-        serve()
+        return serve()  # the protocol's exit code: 0 after shutdown, 1 without
     except KeyboardInterrupt:
         print("\ntrtls serve: interrupted by Ctrl-C", file=sys.stderr)
         return EXIT_CTRL_C
-    return EXIT_OK

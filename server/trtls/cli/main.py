@@ -241,8 +241,7 @@ async def _run_matrix(
 def cmd_serve(args: argparse.Namespace) -> int:
     from trtls.lsp.server import serve
 
-    serve()
-    return 0
+    return serve()
 
 
 def cmd_info(args: argparse.Namespace) -> int:

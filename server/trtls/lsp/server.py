@@ -155,6 +155,13 @@ async def on_shutdown(ls: TrtlsServer, params: None) -> None:
     await asyncio.sleep(0)
 
 
+@server.feature(lsp.EXIT)
+def on_exit(ls: TrtlsServer, params: None) -> None:
+    from trtls.lsp import wire_guard
+
+    wire_guard.exit_no_later_than(0 if ls.protocol._shutdown else 1)  # pygls then unwinds (wire_guard's doc)
+
+
 @server.feature(lsp.TEXT_DOCUMENT_DID_OPEN)
 def did_open(ls: TrtlsServer, params: lsp.DidOpenTextDocumentParams) -> None:
     if not is_recipe(params.text_document.uri):
@@ -380,7 +387,7 @@ def _on_sigterm(signum: int, frame: FrameType | None) -> None:
     loop.call_soon_threadsafe(lambda: loop.create_task(_terminate()))
 
 
-def serve() -> None:
+def serve() -> int:
     from trtls.lsp import wire_guard
 
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
@@ -391,3 +398,4 @@ def serve() -> None:
     # pause the one event loop hover and completion share (farm/cluster.py does the same after Ray connects).
     gc.freeze()
     server.start_io(sys.stdin.buffer, wire_guard.ClosedSafeStdout(sys.stdout.buffer))  # type: ignore[arg-type]
+    return wire_guard.exit_code  # 0 after shutdown, 1 without (wire_guard's doc)

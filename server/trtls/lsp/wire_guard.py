@@ -13,11 +13,21 @@ client nor the end of the session turns into popups or floods of tracebacks.
   closed stdout, failing again, recursing until RecursionError: ~200 tracebacks per late notification (measured:
   one `notify` after close → 198). `ClosedSafeStdout` drops writes once stdout is closed (one log line), and
   `report_server_error` never sends anything, so the recursion cannot start.
+- `exit` ends the process, always. pygls ends it by unwinding its event loop and joining its threads; one left
+  blocked (a read of stdin the client keeps open, a build's thread) would keep a server the client has let go of
+  alive forever, and the client (an editor, or a test that waits for the process) waits with it.
+  `exit_no_later_than` is the bound: a daemon thread that ends the process with `exit`'s own code if it is still
+  there `EXIT_BOUND_S` later (builds were stopped at `shutdown`; what they wrote is on disk by then). The code is the
+  protocol's (0 after `shutdown`, 1 without) on the normal path too: pygls 2.1.1 raises it inside its loop, and its
+  own `start_io` swallows the SystemExit, so the process ended 0 either way; `serve` ends with `exit_code`.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import threading
+import time
 from types import TracebackType
 from typing import TYPE_CHECKING, BinaryIO
 
@@ -25,6 +35,24 @@ if TYPE_CHECKING:
     from pygls.server import ServerErrors
 
 log = logging.getLogger("trtls")
+
+EXIT_BOUND_S = 10.0
+exit_code = 0  # set by `exit` (exit_no_later_than); what `serve` ends with
+
+
+def exit_no_later_than(code: int, seconds: float = EXIT_BOUND_S) -> threading.Thread:
+    """After `exit`: end the process with `code` if the normal unwinding has not within `seconds` (module doc)."""
+    global exit_code
+    exit_code = code
+
+    def bound() -> None:
+        time.sleep(seconds)
+        log.warning("trtls: still running %.0f s after exit; ending the process", seconds)
+        os._exit(code)
+
+    watchdog = threading.Thread(target=bound, name="trtls-exit-bound", daemon=True)
+    watchdog.start()
+    return watchdog
 
 
 class ClosedSafeStdout:
