@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from lsprotocol import types as lsp
 from pygls.exceptions import JsonRpcException, JsonRpcInternalError, JsonRpcInvalidParams
 
+from trtls.lsp import wire_guard
 from trtls.lsp.language_server import TrtlsServer, log, warm_up
 
 if TYPE_CHECKING:  # the models load on the first command, never on initialize's path (no pydantic there)
@@ -157,8 +158,6 @@ async def on_shutdown(ls: TrtlsServer, params: None) -> None:
 
 @server.feature(lsp.EXIT)
 def on_exit(ls: TrtlsServer, params: None) -> None:
-    from trtls.lsp import wire_guard
-
     wire_guard.exit_no_later_than(0 if ls.protocol._shutdown else 1)  # pygls then unwinds (wire_guard's doc)
 
 
@@ -388,8 +387,6 @@ def _on_sigterm(signum: int, frame: FrameType | None) -> None:
 
 
 def serve() -> int:
-    from trtls.lsp import wire_guard
-
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
     logging.getLogger("pygls").setLevel(logging.WARNING)  # pygls logs every message it sends at INFO
     wire_guard.install()  # one line per client error; no popups; nothing sent after exit (see its doc)
