@@ -65,3 +65,28 @@ def test_a_model_saved_while_its_engine_is_built_is_not_stored_under_the_old_key
     again = run_build(seed_ws)
     assert again.returncode == 0, again.stderr
     assert sha(seed_ws / "build" / "demo.engine") == seeded[1]["engineArtifact"]["sha256"]
+
+
+def test_a_job_sent_ahead_of_the_key_is_not_stored_when_an_input_changed_after_the_build_started(
+    tmp_path: Path,
+) -> None:
+    """The other half (a job sent to its worker ahead of the check): the worker may have read the model before the key
+    hashed it, so a file the key saw unchanged since hashing is still refused when it changed after the build started
+    (its ctime, which no one can set back), and kept when it last changed before."""
+    import time
+
+    from trtls.store.key import EngineKey, inputs_changed, stat_key
+
+    before, after = tmp_path / "before.onnx", tmp_path / "after.onnx"
+    before.write_bytes(b"saved before the build started")
+    time.sleep(0.2)  # well past the ctime's coarse tick (CTIME_SLACK_NS)
+    started_at = time.time()  # the job went to the worker here, ahead of the key
+    time.sleep(0.2)
+    after.write_bytes(b"saved after the build started, before the key hashed it")
+    hashed_at = time.time()
+    for path, refused in ((before, False), (after, True)):
+        key = EngineKey("ab" * 32, {}, [], {str(path): stat_key(path)}, hashed_at)
+        said = inputs_changed(key, started_at)
+        assert (said is not None) is refused, (path.name, said)
+        assert inputs_changed(key, hashed_at + 1) is None, "a build started after the key: only a change since counts"
+    assert said is not None and str(after) in said and "not published under key" in said
