@@ -31,6 +31,8 @@ import time
 from types import TracebackType
 from typing import TYPE_CHECKING, BinaryIO
 
+from trtls.core.terminal_text import terminal_safe  # the standard library's `re` alone
+
 if TYPE_CHECKING:
     from pygls.server import ServerErrors
 
@@ -106,7 +108,8 @@ def report_server_error(error: Exception, source: ServerErrors) -> None:
     if "/trtls/" in trace:  # a bug in one of our notification handlers: worth its traceback
         log.error("trtls: %s: %s: %s\n%s", getattr(source, "__name__", source), type(error).__name__, error, trace)
         return
-    log.warning("trtls: %s ignored: %s: %s", getattr(source, "__name__", source), type(error).__name__, error)
+    said = terminal_safe(error, keep_newlines=False)  # what the client sent, never raw control characters
+    log.warning("trtls: %s ignored: %s: %s", getattr(source, "__name__", source), type(error).__name__, said)
 
 
 def _ours(tb: TracebackType | None) -> bool:
@@ -119,7 +122,8 @@ def _ours(tb: TracebackType | None) -> bool:
 
 class OneLineForClientErrors(logging.Filter):
     """On pygls' loggers: a record about an exception that is the client's doing (a JSON-RPC error such as invalid
-    params, or any exception that never passed through trtls's code) loses its traceback and keeps one line."""
+    params, or any exception that never passed through trtls's code) loses its traceback and keeps one line, every
+    control character in it (an escape sequence, a newline a hostile id carried) written visibly."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         if record.exc_info and record.exc_info[1] is not None:
@@ -131,7 +135,9 @@ class OneLineForClientErrors(logging.Filter):
             # happened (lsp/server.py `command`), a notification handler's by report_server_error
             client_error = isinstance(exc, JsonRpcException)
             if client_error or not _ours(record.exc_info[2]) and not (cause is not None and _ours(cause.__traceback__)):
-                record.msg = f"{record.getMessage()} ({type(exc).__name__}: {str(exc)[:300]})"
+                # the message quotes what the client sent (an id, a name): one line, its control characters visible
+                said = f"{record.getMessage()} ({type(exc).__name__}: {str(exc)[:300]})"
+                record.msg = terminal_safe(said, keep_newlines=False)
                 record.args = None
                 record.exc_info = None
                 record.exc_text = None
