@@ -90,6 +90,13 @@ def result_record(red: Reduction, recipe: Path, onnx: Path) -> ReductionResult:
         + ("" if red.settings_changed else " (the recipe changes no builder setting)")
         + not_tried,
     }.get(red.cause or "", "no cause found before the stop")
+    if red.cause is None and best is not None and red.stopped_by is not None:  # a failing model, no cause measured
+        cause_text = (
+            "the stop came before the settings the recipe changes ("
+            + ", ".join(sorted(red.settings_changed))
+            + ") were put back: whether the model or one of them is the cause was not checked; the smallest "
+            "failing model found so far is below"
+        )
     outcome = outcome_of(red)
     if outcome == "failed":
         cause_text = red.error or cause_text

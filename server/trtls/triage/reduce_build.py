@@ -335,7 +335,13 @@ async def _run_reduction(loaded: LoadedRecipe, engine: str, red: Reduction, runn
     except Stop:
         red.stopped_by = red.stopped_by or red.token.source
         if red.target is not None and red.cause is None and red.best is not None:
-            red.cause = "model"  # the smallest failing model found before the stop
+            # the smallest failing model found before the stop; the model is said to be the cause only where no
+            # setting could be: a setting measured as one before the stop is the cause, and a stop before the
+            # settings were put back leaves the cause unmeasured (None: the record says so)
+            if red.cause_settings:
+                red.cause = "configuration"
+            elif not red.settings_changed or red.settings_not_tried:
+                red.cause = "model"
     return red
 
 
