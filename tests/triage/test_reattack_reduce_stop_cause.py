@@ -45,3 +45,14 @@ def test_a_budget_stop_before_the_settings_trial_names_no_cause(tmp_path: Path) 
     # the uninterrupted reduction measures the setting as the cause: what the stopped one must not contradict
     code, whole, _ = reduce(ws)
     assert code == 0 and whole["cause"] == "configuration", whole["causeText"]
+
+
+def test_a_budget_stop_before_any_smaller_failing_model_does_not_exit_0(tmp_path: Path) -> None:
+    """`--max-trials 1`: the failure reproduced, then the budget ran out — no minimal model, "no cause found before
+    the stop": exit 1 (exit 0 is a cause found), the record kept."""
+    ws = failing_demo(tmp_path)
+    code, record, stderr = reduce(ws, "--max-trials", "1")
+    assert record["outcome"] == "stopped" and record["minimal"] is None, record["causeText"]
+    assert code == 1, (code, stderr[-1000:])
+    code, record, _ = reduce(ws, "--max-trials", "3")
+    assert record["outcome"] == "stopped" and record["minimal"] is not None and code == 0, (code, record["causeText"])

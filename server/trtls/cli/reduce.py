@@ -3,9 +3,9 @@
 is cancelled cooperatively and keeps the smallest failing model found so far.
 
 Exit codes: 0 a cause was found (a minimal model, or the settings), 1 the failure did not reproduce, nothing
-classified it, no smaller model fails the same way, or the reduction failed (its `error` says why), 2 bad input or a
-module the reduction needs is not installed (TRT982, with the extra to install), 124 stopped by --timeout, 130 stopped
-by Ctrl-C.
+classified it, no smaller model fails the same way, the trial budget ran out before any smaller failing model, or the
+reduction failed (its `error` says why), 2 bad input or a module the reduction needs is not installed (TRT982, with
+the extra to install), 124 stopped by --timeout, 130 stopped by Ctrl-C.
 """
 
 from __future__ import annotations
@@ -30,7 +30,8 @@ if TYPE_CHECKING:
 
 EPILOG = (
     "exit codes: 0 a cause found (the minimal model or the setting), 1 the failure did not reproduce, nothing smaller "
-    "fails the same way, or the reduction failed, 2 bad input or a missing module (TRT982: the extra to install), "
+    "fails the same way, the trial budget ran out before any smaller failing model, or the reduction failed, "
+    "2 bad input or a missing module (TRT982: the extra to install), "
     "124 stopped by --timeout, 130 stopped by Ctrl-C"
 )
 
@@ -262,8 +263,10 @@ def _exit(result: ReductionResult, red: Reduction) -> int:
         return EXIT_FAILED
     if result.outcome == "cancelled":
         return EXIT_TIMEOUT if red.stopped_by == "ci_timeout" else EXIT_CTRL_C
-    if result.outcome in ("reduced", "configuration", "stopped"):
+    if result.outcome in ("reduced", "configuration"):
         return EXIT_OK
+    if result.outcome == "stopped":  # the budget ran out: 0 only with a smaller failing model found before it
+        return EXIT_OK if result.minimal is not None else EXIT_FAILED
     if result.outcome == "failed" and result.errorCode == "TRT982":
         return EXIT_BAD_INPUT  # the install lacks a module: fixed by installing the extra the message names
     return EXIT_FAILED
