@@ -35,7 +35,7 @@ def process_alive(pid: int | None) -> bool:
         return False
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
+    except (ProcessLookupError, OverflowError):  # OverflowError: a record's pid larger than any pid (not a process)
         return False
     except PermissionError:
         return True

@@ -103,7 +103,7 @@ def read_state(path: Path | None = None) -> WarmHead | None:
             str(data.get("start_id") or ""),
             str(data.get("nonce") or ""),
         )
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, KeyError, TypeError, OverflowError):  # OverflowError: "pid": Infinity
         return None
 
 
