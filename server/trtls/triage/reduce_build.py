@@ -236,6 +236,10 @@ async def _run_reduction(loaded: LoadedRecipe, engine: str, red: Reduction, runn
             summary = await runner.build(trial, path, shown.profiles if shown else None, settings)
             if red.token.is_set and trial.outcome in ("cancelled", "forced", "killed"):
                 raise Stop  # a trial the stop ended, cooperatively or not, has no verdict: never a failure target
+            if trial.outcome in ("cancelled", "forced"):  # its own build stopped (its Stop in the Builds view): no
+                red.trials_at_stop, red.stopped_during_trial = len(red.trials), trial.index  # verdict, never a pass
+                red.token.request(summary.cancelSource or "api")  # the reduction stops there, as at any stop
+                raise Stop
             trial.still_fails = red.target is not None and same_failure(red.target, summary)
             if red.target is None:
                 red.target = failure_signature(summary, red.fail_regex or None)

@@ -1,0 +1,78 @@
+"""A trial's own Stop (trtls.cancelBuild on a trial's build id: its row in the TensorRT Builds view) during a
+reduction: the cancelled build is no verdict. The reduction stops there (outcome `cancelled`, the trial recorded as
+the one the stop ended) — it once read the cancelled confirm build as "the failure did not reproduce: nothing to
+reduce", and a cancelled bisection trial as a pass (the search went on to a larger "minimal" model, and a resume
+replayed the cancel as a verdict)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+from .raw_stdio import RawServer
+
+QUICKSTART = Path(__file__).resolve().parents[2] / "samples" / "quickstart"
+SMEM = "[engines.demo.builder]\noptimization_level = 3\n"
+
+
+def _workspace(tmp_path: Path) -> Path:
+    ws = tmp_path / "q"
+    shutil.copytree(QUICKSTART, ws, ignore=shutil.ignore_patterns(".trtls", "build", "large.onnx"))
+    text = (ws / "trtls.toml").read_text()
+    text = text[: text.index("[engines.large]")]
+    (ws / "trtls.toml").write_text(
+        text.replace(SMEM, SMEM + "memory_pool_limits = { tactic_shared_memory_kib = 32 }\n")
+    )
+    return ws
+
+
+def _command(s: RawServer, name: str, arg: Any) -> dict[str, Any]:
+    reply = s.request("workspace/executeCommand", {"command": name, "arguments": [arg]}, timeout=120)
+    assert "result" in reply, reply
+    result: dict[str, Any] = reply["result"]
+    return result
+
+
+def _rows(s: RawServer) -> dict[str, dict[str, Any]]:
+    return {r["buildId"]: r for r in _command(s, "trtls.listBuilds", {})["builds"]}
+
+
+def test_stopping_a_trial_build_stops_the_reduction_without_a_verdict(tmp_path: Path) -> None:
+    ws = _workspace(tmp_path)
+    s = RawServer(cwd=ws)
+    try:
+        s.initialize(ws)
+        uri = (ws / "trtls.toml").as_uri()
+        rid = _command(s, "trtls.reduceEngine", {"uri": uri, "engine": "demo"})["reductionId"]
+        stopped = None
+        end = time.monotonic() + 300
+        while stopped is None and time.monotonic() < end:
+            rows = _rows(s)
+            if rows[rid]["status"] not in ("starting", "running"):
+                break
+            for build_id, row in sorted(rows.items()):
+                if build_id.startswith(rid + ".t") and row["status"] in ("starting", "running"):
+                    cancel = _command(s, "trtls.cancelBuild", {"buildId": build_id, "source": "ide_stop"})
+                    if cancel["accepted"]:
+                        stopped = build_id
+                        break
+            time.sleep(0.02)
+        assert stopped is not None, "a trial's build was caught running and stopped"
+        while time.monotonic() < end and _rows(s)[rid]["status"] in ("starting", "running"):
+            time.sleep(0.1)
+    finally:
+        s.close()
+    record = json.loads((ws / ".trtls" / "reduce" / rid / "result.json").read_text())
+    index = int(stopped.rsplit(".t", 1)[1])
+    trial = record["trials"][index]
+    assert trial["outcome"] == "cancelled", trial
+    assert record["outcome"] == "cancelled" and record["stoppedBy"] == "ide_stop", (
+        record["outcome"],
+        record["causeText"],
+    )
+    assert record["stoppedDuringTrial"] == index and len(record["trials"]) == index + 1, "no trial after the stop"
+    assert "did not reproduce" not in record["causeText"], record["causeText"]
+    assert all(v["outcome"] != "cancelled" for v in record["resume"]["verdicts"].values()), "no verdict to replay"
