@@ -192,6 +192,10 @@ async def build_minimal(ls: TrtlsServer, args: BuildMinimalArgs) -> wire.BuildMi
         if result.message.startswith("cannot read"):  # none there (or not a regular file): no such reduction
             raise JsonRpcInvalidParams(f"no reduction '{args.reductionId}' with a result in {folder.parent}")
         raise JsonRpcInvalidParams(f"reduction '{args.reductionId}': {result}")
+    if result.engine != args.engine:  # its model with another engine's settings and profiles is no reproduction
+        raise JsonRpcInvalidParams(
+            f"reduction '{args.reductionId}' reduced engine '{result.engine}', not '{args.engine}'"
+        )
     if result.minimal is None:
         raise JsonRpcInvalidParams(f"reduction '{args.reductionId}' found no minimal model")
     overrides = {
