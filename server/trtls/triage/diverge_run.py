@@ -61,6 +61,12 @@ def load_feed(path: Path, model: Any) -> dict[str, np.ndarray]:
             got.ndim != len(fixed) or any(d not in (None, g) for d, g in zip(fixed, got.shape, strict=True))
         ):
             problems.append(f"{name} has shape {list(got.shape)}, the model takes {[d or '?' for d in spec.shape]}")
+        elif got.size == 0:  # no element: every tensor after it compared on nothing would read "within tolerance"
+            problems.append(f"{name} is empty (shape {list(got.shape)}): nothing would be compared")
+        elif got.dtype.kind in "fc" and (bad := int(np.count_nonzero(~np.isfinite(got)))):
+            problems.append(
+                f"{name} holds {bad} inf/NaN values: no error is measured where the reference is not finite"
+            )
     if problems:
         takes = ", ".join(f"{n} ({s.dtype}, {[d or '?' for d in s.shape]})" for n, s in wanted.items()) or "none"
         raise DivergenceUnavailable(f"the inputs file {path} does not fit the model ({takes}): {'; '.join(problems)}")
