@@ -152,7 +152,7 @@ class DigestCache:
         assert self.path is not None
         try:
             data = json.loads(read_text(self.path, limit=CACHE_LIMIT, follow=False))
-        except (OSError, ValueError):
+        except (OSError, ValueError, RecursionError):  # RecursionError: JSON nested deeper than the parser's stack
             return  # a missing or damaged cache is just an empty one
         if isinstance(data, dict) and data.get("format") == CACHE_FORMAT and isinstance(data.get("files"), dict):
             self.entries = {k: v for k, v in data["files"].items() if isinstance(v, dict)}

@@ -22,7 +22,7 @@ def read_lock(path: Path) -> dict[str, Any]:
     the recipe: a symlink to one is followed; it is never written through one)."""
     try:
         data = json.loads(read_text(path, limit=LOCK_LIMIT, follow=True))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):  # RecursionError: JSON nested deeper than the parser's stack
         return {"format": LOCK_FORMAT, "routes": {}}
     if not isinstance(data, dict) or not isinstance(data.get("routes"), dict):
         return {"format": LOCK_FORMAT, "routes": {}}

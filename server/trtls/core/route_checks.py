@@ -229,7 +229,7 @@ def recorded_exports(loaded: LoadedRecipe, routes: Iterable[str]) -> dict[str, l
             continue
         try:
             data = json.loads(read_text(route_dir(loaded, name) / EXPORTS_RECORD, limit=RECORD_LIMIT))
-        except (OSError, ValueError):
+        except (OSError, ValueError, RecursionError):  # RecursionError: JSON nested deeper than the parser's stack
             continue
         files = data.get("files") if isinstance(data, dict) else None
         for path, entry in files.items() if isinstance(files, dict) else ():
@@ -262,7 +262,7 @@ def bundle_sidecar(bundle: Path) -> tuple[dict[str, Any] | None, str]:
         return None, f"no sidecar {side} of a bundle trtls wrote"
     except OSError as exc:
         return None, f"its sidecar {side} cannot be read: {exc.strerror or exc}"
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: JSON nested deeper than the parser's stack
         return None, f"its sidecar {side} is not JSON"
     if not isinstance(sidecar, dict) or sidecar.get("origin") != "trtls":
         return None, f"its sidecar {side} is not one trtls wrote"

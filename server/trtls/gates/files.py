@@ -21,7 +21,7 @@ def read_json(path: str | Path, *, follow: bool = False, limit: int = RECORD_LIM
     `follow`), larger than `limit`, or not JSON: a bad record is no record, never a hang or a traceback."""
     try:
         return json.loads(read_text(path, limit=limit, follow=follow))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):  # RecursionError: JSON nested deeper than the parser's stack
         return None
 
 

@@ -80,7 +80,7 @@ def keep_previous(bundle: Path, previous: Path, notes: list[str], *, within: str
             if isinstance(record, dict):
                 record["bundle"] = previous.name
                 side_bytes = (json.dumps(record, indent=2, ensure_ascii=False) + "\n").encode()
-        except ValueError:
+        except (ValueError, RecursionError):
             pass
         fs.atomic_write_bytes(prev_side, side_bytes, kind=Kind.route_artefact, within=within)
     if sbom_bytes is not None:

@@ -76,7 +76,7 @@ def write_record(loaded: LoadedRecipe, route_name: str, name: str, data: dict[st
 def _read_record(path: Path) -> Any:
     try:
         return json.loads(read_text(path, limit=RECORD_LIMIT))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):  # RecursionError: JSON nested deeper than the parser's stack
         return None
 
 

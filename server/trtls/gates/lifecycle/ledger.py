@@ -79,7 +79,7 @@ def read_ledger(recipe_dir: Path) -> Ledger:
         where = f"{path.name}:{number}"
         try:
             record = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: a line nested deeper than the parser's stack
             ledger.problem = f"{where}: not a JSON record"
             break
         if not isinstance(record, dict) or record.get("format") != LEDGER_FORMAT:

@@ -117,7 +117,7 @@ def last_complete_run(loaded: Any, route_name: str) -> tuple[Path, bytes, dict[s
         summary = json.loads(data)
     except UnsafeWrite:
         raise
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):  # RecursionError: JSON nested deeper than the parser's stack
         return None
     return (path, data, summary) if isinstance(summary, dict) else None
 

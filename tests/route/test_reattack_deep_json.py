@@ -1,0 +1,45 @@
+"""A route record nested deeper than Python's JSON parser's stack (`[` × 200,000: a few hundred KB, far under every
+record's size bound) is a bad record like any other: `trtls route status|promote|rollback` say what they can and
+never end in a traceback. Before, each of these files raised RecursionError out of the command: the promotion
+ledger, the last complete gates summary, the exports record, the checkpoint digest cache, trtls.lock.json and the
+bundle's sidecar."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from _lifecycle_sample import ROUTE, copy, trtls
+
+DEEP = "[" * 200_000
+RECORDS = [
+    "trtls.promotions.jsonl",
+    f".trtls/routes/{ROUTE}/complete-summary.json",
+    f".trtls/routes/{ROUTE}/exports.json",
+    ".trtls/digests.json",
+    "trtls.lock.json",
+    f"build/{ROUTE}.bundle.trtls.json",
+]
+
+
+@pytest.fixture
+def root(prepared, tmp_path) -> Path:
+    root = copy(prepared, tmp_path / "route")
+    r = trtls("route", "promote", "--route", ROUTE, "--approver", "ci@example.com", cwd=root)
+    assert r.returncode == 0, r.stdout + r.stderr
+    return root
+
+
+@pytest.mark.parametrize("record", RECORDS)
+def test_a_record_nested_too_deeply_is_a_bad_record_not_a_traceback(root: Path, record: str) -> None:
+    path = root / record
+    assert path.is_file(), record
+    path.write_text(DEEP + "\n")
+    for command in ("status", "promote", "rollback"):
+        r = trtls("route", command, "--route", ROUTE, "--approver", "ci@example.com", cwd=root)
+        assert "Traceback" not in r.stderr and "RecursionError" not in r.stderr, (record, command, r.stderr[-2000:])
+        assert r.returncode in (0, 2, 3, 4), (record, command, r.returncode, r.stdout, r.stderr)
+    if record == "trtls.promotions.jsonl":  # a ledger trtls cannot read is tampered: exit 4, never appended to
+        r = trtls("route", "status", "--route", ROUTE, cwd=root)
+        assert r.returncode == 4 and "not a JSON record" in r.stdout + r.stderr, r.stdout + r.stderr
+        assert path.read_text() == DEEP + "\n"
