@@ -85,12 +85,12 @@ def cmd_report(args: argparse.Namespace) -> int:
     from trtls.report.evidence import EvidenceError, find_run, load_build
 
     try:
-        if args.reduction:
+        if args.reduction is not None:  # `--reduction ""` is no reduction, never the latest build
             from trtls.report.reduction_page import find_reduction, reduction_report
 
             folder = find_reduction(Path(args.recipe), args.reduction)
             text, default = reduction_report(folder), folder / "report.html"
-        elif args.route:
+        elif args.route is not None:
             from trtls.report.route_page import load_route, route_report, route_summary_path
 
             summary = load_route(Path(args.recipe), args.route)
