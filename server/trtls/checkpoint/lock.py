@@ -30,8 +30,23 @@ def read_lock(path: Path) -> dict[str, Any]:
 
 
 def write_lock_entry(path: Path, route_name: str, entry: dict[str, Any], *, within: Path | None = None) -> None:
-    """Replace the route's entry, atomically, inside `within` (the recipe's real folder; None: the lock's own)."""
-    data = read_lock(path)
+    """Replace the route's entry, atomically, inside `within` (the recipe's real folder; None: the lock's own). A lock
+    file that is there but is not a lock (a merge conflict, a truncated file) is never replaced: LockError, so the
+    other routes' reviewed digests in it are not lost."""
+    try:
+        text = read_text(path, limit=LOCK_LIMIT, follow=True)
+    except FileNotFoundError:
+        data: Any = {"format": LOCK_FORMAT, "routes": {}}
+    else:
+        try:
+            data = json.loads(text)
+        except (ValueError, RecursionError):
+            data = None
+        if not isinstance(data, dict) or not isinstance(data.get("routes"), dict):
+            raise LockError(
+                f"{LOCK_NAME} is there but is not a trtls lock (not JSON with a routes table: a merge conflict, a "
+                "truncated file?): it is unchanged; repair or remove it, then lock again"
+            )
     data["format"] = LOCK_FORMAT
     data["routes"][route_name] = entry
     text = json.dumps(data, indent=2, sort_keys=True) + "\n"
