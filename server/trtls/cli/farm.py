@@ -65,6 +65,10 @@ def cmd_up(args: argparse.Namespace) -> int:
         print(f"trtls farm up: {problem}", file=sys.stderr)
         return 1
 
+    for option, value, least in (("--num-cpus", args.num_cpus, 1), ("--workers", args.workers, 0)):
+        if value is not None and value < least:  # Ray refused a negative count only inside the head, in its log
+            print(f"trtls farm up: {option} {value}: must be at least {least}", file=sys.stderr)
+            return EXIT_BAD_INPUT
     labels: dict[str, str] = {}
     num_cpus = args.num_cpus
     if args.recipe:
