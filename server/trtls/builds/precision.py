@@ -20,6 +20,7 @@ import os
 import subprocess
 import sys
 import time
+import uuid
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -121,17 +122,12 @@ def run_precision_step(
     step(0)
     key = cache_key(digest, settings, tool_version)
     entry = cache_dir / key
-    record_path = entry / RECORD_NAME
     base = {"input": str(onnx_path), "input_sha256": digest, "key": key, **settings, "modelopt_version": tool_version}
-    if (entry / MODEL_NAME).is_file() and record_path.is_file():
-        try:
-            stored = json.loads(read_text(record_path, limit=MAX_RECORD_BYTES))
-            if stored.get("output_sha256") == sha256_file(entry / MODEL_NAME):
-                step(1)
-                step(2)
-                return PrecisionResult(entry / MODEL_NAME, {**stored, **base, "cache": "hit", "seconds": 0.0})
-        except (OSError, ValueError):
-            pass  # a damaged entry is converted again and replaced
+    stored = _stored(entry)
+    if stored is not None:
+        step(1)
+        step(2)
+        return PrecisionResult(entry / MODEL_NAME, {**stored, **base, "cache": "hit", "seconds": 0.0})
     if tool_version is None:
         raise PrecisionFailed(
             "missing_modelopt",
@@ -140,9 +136,9 @@ def run_precision_step(
         )
     root = state_root(cache_dir)  # `<recipe>/.trtls/precision`: the recipe's folder (a swapped .trtls is refused)
     ensure_folder(cache_dir, within=root)
-    tmp = cache_dir / f".{key}.tmp-{os.getpid()}"
-    with contextlib.suppress(OSError):
-        remove_tree(tmp, kind=Kind.cache, within=root)  # what a killed conversion of this process id left
+    # one folder per conversion: two of the same key in one process (the language server's divergence searches of
+    # one engine side by side) once shared `.<key>.tmp-<pid>`, each removing the other's half-written model
+    tmp = cache_dir / f".{key}.tmp-{os.getpid()}-{uuid.uuid4().hex[:12]}"
     ensure_folder(tmp, within=root)
     try:
         result = _convert_in_child(onnx_path, tmp / MODEL_NAME, settings, cancel, root)
@@ -158,13 +154,35 @@ def run_precision_step(
             "initializers": result.get("initializers"),
         }
         atomic_write_text(tmp / RECORD_NAME, json.dumps(record, indent=2), kind=Kind.cache, within=root)
-        remove_tree(entry, kind=Kind.cache, within=root)  # a damaged entry with this key
-        rename(tmp, entry, kind=Kind.cache, within=root)
+        placed = _stored(entry)  # by a conversion of the same key that finished first: its model is the one used
+        if placed is None:
+            remove_tree(entry, kind=Kind.cache, within=root)  # a damaged entry with this key
+            try:
+                rename(tmp, entry, kind=Kind.cache, within=root)
+            except OSError:
+                placed = _stored(entry)  # placed by another in between; else the rename's own error
+                if placed is None:
+                    raise
+        if placed is not None:
+            record = {**placed, **base}
         step(2)
     finally:
         with contextlib.suppress(OSError):
             remove_tree(tmp, kind=Kind.cache, within=root)
     return PrecisionResult(entry / MODEL_NAME, {**record, "cache": "miss", "seconds": round(time.monotonic() - t0, 3)})
+
+
+def _stored(entry: Path) -> dict[str, Any] | None:
+    """The cache entry's record when the entry is whole (its model's bytes are the ones recorded), else None."""
+    if not ((entry / MODEL_NAME).is_file() and (entry / RECORD_NAME).is_file()):
+        return None
+    try:
+        stored = json.loads(read_text(entry / RECORD_NAME, limit=MAX_RECORD_BYTES))
+        if isinstance(stored, dict) and stored.get("output_sha256") == sha256_file(entry / MODEL_NAME):
+            return stored
+    except (OSError, ValueError):
+        pass  # a damaged entry is converted again and replaced
+    return None
 
 
 def _convert_in_child(
