@@ -44,6 +44,17 @@ def lock_digest(recipe_dir: Path, route_name: str) -> str | None:
     return _digest({"checkpoint": entry.get("checkpoint"), "files": entry.get("files")})
 
 
+def recorded_inside(loaded: Any, recorded: Any) -> str | None:
+    """A bundle path read out of the ledger (a promotion's rollback artifact), or None unless it is a path inside the
+    recipe's real folder: a record never sends trtls to read a file elsewhere (an edited ledger naming /proc/kcore or
+    another project's bundle). The route's own paths are the recipe's, judged when it loads."""
+    from trtls.core.paths import inside, real
+
+    if not isinstance(recorded, str) or not recorded or "\0" in recorded:
+        return None
+    return recorded if inside(real(loaded.resolve(recorded)), real(loaded.base_dir)) else None
+
+
 def bundle_digest(path: Path, recipe_dir: Path | None = None) -> str | None:
     """ "sha256:<hex>" of the file (None when it is not a readable file). With `recipe_dir`, through its digest cache
     (`.trtls/digests.json`, keyed by size, mtime and inode): the editor asks often, and bundles can be large."""

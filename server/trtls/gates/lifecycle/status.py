@@ -33,7 +33,7 @@ from trtls.core.route import RouteModel
 from trtls.core.route_lifecycle import AbortRule, CanaryPlan
 from trtls.gates.lifecycle.ledger import LedgerTampered, append_record, read_ledger
 from trtls.gates.lifecycle.promotion import APPROVER_HOW, Outcome, approver_from_env, iso, pointer, utc_now
-from trtls.gates.lifecycle.rested_on import Fact, bundle_digest, current_facts, drifts
+from trtls.gates.lifecycle.rested_on import Fact, bundle_digest, current_facts, drifts, recorded_inside
 
 CANARY_NEXT = {"start": ("not_started", "running"), "pass": ("running", "pass"), "fail": ("running", "failed")}
 
@@ -356,7 +356,7 @@ def rollback(
     target = rollback_target(records, ptr)
     if not target.get("digest"):
         return Outcome(False, f"route {route_name}: no previous promotion and no rollback artifact recorded")
-    candidates = [p for p in (route.previous_bundle, route.bundle, target.get("path")) if p]
+    candidates = [p for p in (route.previous_bundle, route.bundle, recorded_inside(loaded, target.get("path"))) if p]
     held = next((p for p in candidates if bundle_digest(loaded.resolve(p)) == target["digest"]), None)
     if held is None:
         return Outcome(
