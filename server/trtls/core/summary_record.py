@@ -193,13 +193,14 @@ def summary_of(data: object, path: Path | str = SUMMARY_NAME) -> Summary | Summa
         return SummaryProblem(Path(path), f"not a build summary: {where} is {got}: {first['msg']}{more}")
 
 
-def read_summary(path: Path) -> Summary | SummaryProblem:
+def read_summary(path: Path, *, within: Path | None = None) -> Summary | SummaryProblem:
     """The record at `path`, read through the one door: a regular file (a FIFO, a device, a folder or a final
-    symlink is refused before a byte is read), at most RECORD_LIMIT bytes, JSON, holding together."""
+    symlink is refused before a byte is read), at most RECORD_LIMIT bytes, inside `within` when given (a run
+    folder that is a link out of the project is refused), JSON, holding together."""
     from trtls.fs import UnreadableRecord, read_json_record
 
     try:
-        data = read_json_record(path, limit=RECORD_LIMIT)
+        data = read_json_record(path, limit=RECORD_LIMIT, within=within)
     except UnreadableRecord as exc:
         return SummaryProblem(path, str(exc))
     return summary_of(data, path)

@@ -12,6 +12,7 @@ is the confirm trial's verdict, and one build fewer is spent. Anything else buil
 
 from __future__ import annotations
 
+from trtls.builds.roots import state_root
 from trtls.builds.supervisor.build import state_dir
 from trtls.core.recipe import LoadedRecipe
 from trtls.core.summary_record import SUMMARY_NAME, Summary, SummaryProblem, read_summary
@@ -39,7 +40,7 @@ def failed_build(loaded: LoadedRecipe, engine: str, key: str | None) -> Summary 
         return None
     folders = sorted((p for p in runs.glob(f"{engine}-*") if p.is_dir()), key=lambda p: p.name, reverse=True)
     for folder in folders[:LOOK_BACK]:
-        record = read_summary(folder / SUMMARY_NAME)
+        record = read_summary(folder / SUMMARY_NAME, within=state_root(folder))  # never through a link out
         if isinstance(record, SummaryProblem) or record.engine != engine or record.parentId or record.cell:
             continue
         if record.engineKey == key and record.outcome == "failed" and not record.cancelSource:
