@@ -25,12 +25,15 @@ class SafeStream:
 
     def __init__(self, inner: TextIO) -> None:
         self.inner = inner
+        self.lost: str | None = None  # why some output could not be written (a full disk, an I/O error)
 
     def write(self, text: str) -> int:
         try:
             self.inner.write(terminal_safe(text))
         except BrokenPipeError:
             self._reader_gone()
+        except OSError as exc:
+            self._lost(exc)
         return len(text)
 
     def flush(self) -> None:
@@ -38,6 +41,14 @@ class SafeStream:
             self.inner.flush()
         except BrokenPipeError:
             self._reader_gone()
+        except OSError as exc:
+            self._lost(exc)
+
+    def _lost(self, exc: OSError) -> None:
+        """The output could not be written (`trtls … > file` on a full disk: ENOSPC, an I/O error): never a traceback;
+        the rest is discarded and `exit_code` turns the command's 0 into 1, for its reader got a cut-off answer."""
+        self.lost = self.lost or exc.strerror or str(exc)
+        self._reader_gone()
 
     def _reader_gone(self) -> None:
         """The pipe's reader ended (`trtls build … | head -1`): nothing more can be shown, and that is no reason to
@@ -61,13 +72,24 @@ def raw(stream: Any) -> Any:
     return stream.inner if isinstance(stream, SafeStream) else stream
 
 
+def exit_code(out: SafeStream, command: str, code: int) -> int:
+    """The command's exit code, or 1 for a 0 when some of what it printed on stdout could not be written (said on
+    stderr, where that still can be)."""
+    if out.lost is None:
+        return code
+    with contextlib.suppress(OSError, ValueError):
+        print(f"trtls {command}: its output could not all be written ({out.lost})", file=sys.stderr)
+    return code or 1
+
+
 @contextlib.contextmanager
-def safe_console() -> Iterator[None]:
-    """stdout and stderr escaped for the block (restored after it, so an in-process caller gets its own back)."""
+def safe_console() -> Iterator[SafeStream]:
+    """stdout and stderr escaped for the block (restored after it, so an in-process caller gets its own back); it
+    gives the stdout stream, whose `lost` says after the block whether all of it was written."""
     out, err = sys.stdout, sys.stderr
     sys.stdout, sys.stderr = safe_out, safe_err = SafeStream(raw(out)), SafeStream(raw(err))
     try:
-        yield
+        yield safe_out
     finally:
         safe_out.flush()  # what is still buffered, while a reader that went away is still a quiet end
         safe_err.flush()

@@ -73,12 +73,12 @@ def main(argv: list[str] | None = None) -> int:
     # from now on, beside the fast path's imports and hashes, and joined before this process ends.
     warming = warm_driver() if device_fingerprint() is None else None
     try:
-        from trtls.cli.console import safe_console
+        from trtls.cli.console import exit_code, safe_console
         from trtls.cli.store_lookup import fast_path
 
-        with safe_console():
+        with safe_console() as out:
             done = fast_path(args, entry=True)
-        return done if done is not None else _full(given, argv)
+        return exit_code(out, "build", done) if done is not None else _full(given, argv)
     except KeyboardInterrupt:
         # the user's stop, even this early (the fast path's imports, its hashes, a restore): nothing is built, and a
         # restore is atomic (its temp is the door's to clean), so the output is as it was — never build after it

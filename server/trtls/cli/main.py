@@ -19,7 +19,7 @@ from trtls.cli import accept, check, gates, import_cmd, pictures, reduce, store,
 from trtls.cli import farm as farm_cmd
 from trtls.cli import gc as gc_cmd
 from trtls.cli.common import find_recipe, install_stop_keys, load_or_report, report_error
-from trtls.cli.console import safe_console
+from trtls.cli.console import exit_code, safe_console
 from trtls.cli.exits import EXIT_BAD_INPUT, EXIT_CTRL_C, EXIT_FAILED, EXIT_OK, exit_code_of
 from trtls.cli.usage import JsonErrors, TrtlsParser, parse, positive_seconds, recipe_argument
 
@@ -355,11 +355,10 @@ def main(argv: list[str] | None = None) -> int:
     reads is escaped there, once, whatever printed it (issue 27, item 13)."""
     global _as_program
     _as_program = argv is None
-    with safe_console():
+    with safe_console() as out:
         args = parse(make_parser(), argv)
-        if args.command != "serve":
-            return _run(args)
-    return _run(args)
+        code = None if args.command == "serve" else _run(args)
+    return _run(args) if code is None else exit_code(out, args.command, code)
 
 
 def _run(args: argparse.Namespace) -> int:
