@@ -97,6 +97,19 @@ class TrtlsServer(LanguageServer):
             self._runs = RunRegistry(self.options.keep_finished_runs, on_evict=self._forget)
         return self._runs
 
+    async def stop_triage_runs(self, bound_s: float = 8.0) -> None:
+        """At shutdown: stop every running reduction and divergence search (their trials' builds are their own, not
+        the supervisor's that `shutdown` stops) and wait, within `bound_s` (below wire_guard's exit bound), for each
+        to write its record: a reduction the editor's exit ended keeps what it found, and `--resume` continues it."""
+        if self._runs is None:
+            return
+        runs = [*self._runs.running("reduction"), *self._runs.running("divergence")]
+        for run in runs:
+            run.cancel("service_shutdown")
+        end = time.monotonic() + bound_s
+        while any(r.running for r in runs) and time.monotonic() < end:
+            await asyncio.sleep(0.05)
+
     def _forget(self, run_id: str) -> None:
         self.supervisor.builds.pop(run_id, None)
         for key in [k for k, v in self.last_build.items() if v == run_id]:

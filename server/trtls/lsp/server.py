@@ -153,6 +153,7 @@ async def on_shutdown(ls: TrtlsServer, params: None) -> None:
     # pygls 2.1.1 (#606): stop our builds before its own shutdown code iterates the request futures.
     if (supervisor := ls.supervisor_if_started) is not None:
         await supervisor.shutdown("service_shutdown")
+    await ls.stop_triage_runs()  # a reduction's or a search's record, written before the process ends
     await asyncio.sleep(0)
 
 
