@@ -1,12 +1,13 @@
-"""The editor closing (shutdown, exit) while a reduction runs: its trials' builds are the reduction's own, not the
-supervisor's that shutdown stops, so the reduction was dropped mid-search — no result.json, nothing for `--resume`,
-and "Task was destroyed but it is pending!" on stderr. It is stopped as any stop now (`service_shutdown`), its
-record written before the process ends, and `trtls reduce --resume` continues it."""
+"""The editor closing (shutdown, exit) or a SIGTERM while a reduction runs: its trials' builds are the reduction's
+own, not the supervisor's that shutdown stops, so the reduction was dropped mid-search — no result.json, nothing for
+`--resume`, and "Task was destroyed but it is pending!" on stderr. It is stopped as any stop now
+(`service_shutdown`), its record written before the process ends, and `trtls reduce --resume` continues it."""
 
 from __future__ import annotations
 
 import json
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -18,7 +19,7 @@ QUICKSTART = Path(__file__).resolve().parents[2] / "samples" / "quickstart"
 SMEM = "[engines.demo.builder]\noptimization_level = 3\n"
 
 
-def test_a_reduction_the_editors_exit_ends_keeps_its_record(tmp_path: Path) -> None:
+def _workspace(tmp_path: Path) -> Path:
     ws = tmp_path / "q"
     shutil.copytree(QUICKSTART, ws, ignore=shutil.ignore_patterns(".trtls", "build", "large.onnx"))
     text = (ws / "trtls.toml").read_text()
@@ -26,25 +27,47 @@ def test_a_reduction_the_editors_exit_ends_keeps_its_record(tmp_path: Path) -> N
     (ws / "trtls.toml").write_text(
         text.replace(SMEM, SMEM + "memory_pool_limits = { tactic_shared_memory_kib = 32 }\n")
     )
-    s = RawServer(cwd=ws)
+    return ws
+
+
+def _reduction_under_way(s: RawServer, ws: Path) -> str:
     s.initialize(ws)
-    uri = (ws / "trtls.toml").as_uri()
-    reply = s.request(
-        "workspace/executeCommand", {"command": "trtls.reduceEngine", "arguments": [{"uri": uri, "engine": "demo"}]}
-    )
-    rid = reply["result"]["reductionId"]
+    arg = {"uri": (ws / "trtls.toml").as_uri(), "engine": "demo"}
+    reply = s.request("workspace/executeCommand", {"command": "trtls.reduceEngine", "arguments": [arg]})
+    rid: str = reply["result"]["reductionId"]
     end = time.monotonic() + 120
     while time.monotonic() < end:  # a trial or two in: the search is under way
         rows = s.request("workspace/executeCommand", {"command": "trtls.listBuilds", "arguments": [{}]})
         if sum(r["buildId"].startswith(rid + ".t") for r in rows["result"]["builds"]) >= 2:
             break
         time.sleep(0.05)
-    assert s.close() == 0
-    record_path = ws / ".trtls" / "reduce" / rid / "result.json"
-    assert record_path.is_file(), "the reduction's record is written before the server exits"
-    record = json.loads(record_path.read_text())
+    return rid
+
+
+def _record(ws: Path, rid: str) -> dict:
+    path = ws / ".trtls" / "reduce" / rid / "result.json"
+    assert path.is_file(), "the reduction's record is written before the server exits"
+    record: dict = json.loads(path.read_text())
     assert record["outcome"] == "cancelled" and record["stoppedBy"] == "service_shutdown", record["outcome"]
+    return record
+
+
+def test_a_reduction_the_editors_exit_ends_keeps_its_record(tmp_path: Path) -> None:
+    ws = _workspace(tmp_path)
+    s = RawServer(cwd=ws)
+    rid = _reduction_under_way(s, ws)
+    assert s.close() == 0
+    _record(ws, rid)
     assert b"Task was destroyed but it is pending" not in s.stderr, s.stderr[-1500:]
     cmd = [sys.executable, "-m", "trtls", "reduce", str(ws), "--engine", "demo", "--resume", "--max-trials", "1"]
     resumed = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     assert f"--resume: continuing {rid}" in resumed.stderr, resumed.stderr[-1500:]
+
+
+def test_a_reduction_a_sigterm_ends_keeps_its_record(tmp_path: Path) -> None:
+    ws = _workspace(tmp_path)
+    s = RawServer(cwd=ws)
+    rid = _reduction_under_way(s, ws)
+    s.proc.send_signal(signal.SIGTERM)
+    assert s.proc.wait(60) == 143
+    _record(ws, rid)

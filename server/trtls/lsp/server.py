@@ -376,6 +376,7 @@ async def _terminate() -> None:
     """SIGTERM (a service manager stopping us): stop every build cooperatively, let each write its evidence
     (the supervisor bounds this by each build's grace + the kill), then exit 143 as the signal would."""
     await server.supervisor.shutdown("service_shutdown")
+    await server.stop_triage_runs()  # a reduction's or a search's record too
     os._exit(143)  # pygls' stdin reader thread blocks a normal exit; everything is on disk by now
 
 
