@@ -10,7 +10,7 @@ What was promoted itself (the bundle, the checkpoint's revision and its lock) al
 from __future__ import annotations
 
 import re
-from typing import Any, Literal, get_args
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -40,7 +40,7 @@ Precision = Literal["fp32", "tf32", "fp16", "bf16", "int8"]
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)  # a nan threshold judges nothing
 
 
 Comparison = Literal[">", ">=", "<", "<="]
@@ -121,9 +121,11 @@ def _abort_if_in_words_too(schema: dict[str, Any]) -> None:
 class CanaryPlan(_Model):
     """How the promoted bundle meets real traffic: `trtls route promote` records it; `trtls route canary` follows it."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, json_schema_extra=_abort_if_in_words_too)
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, allow_inf_nan=False, json_schema_extra=_abort_if_in_words_too
+    )
 
-    stages: list[float] = Field(
+    stages: list[Annotated[float, Field(gt=0, le=100)]] = Field(
         min_length=1, description="Traffic percentages in order, e.g. [1, 10, 100] (each > 0 and ≤ 100)."
     )
     abort_if: list[AbortRule] = Field(
