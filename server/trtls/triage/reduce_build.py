@@ -276,6 +276,10 @@ async def _run_reduction(loaded: LoadedRecipe, engine: str, red: Reduction, runn
         first.still_fails = True
         red.verdicts["confirm"] = Verdict(outcome=first.outcome, stillFails=True)
         tried[candidate_key(Whole.of(model))] = first  # a bisection's span of every node is this model: not rebuilt
+        if not compute:  # no node to cut (none, or constants only): the whole model is the smallest failing one
+            await _settings_cause(red, attempt, whole=onnx_path)
+            red.cause = "configuration" if red.cause_settings else "not_reduced"
+            return red
         red.phase = "probing every tensor's shapes (ONNX Runtime, or ONNX shape inference where it cannot run)"
         probe = await asyncio.to_thread(probe_shapes, model, profiles)
         red.shape_probe, facts = probe.record, probe.facts
