@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -175,11 +176,31 @@ def find(labels: dict[str, str] | None = None) -> tuple[WarmHead | None, str]:
     return head, head.describe()
 
 
+def refuse_foreign(path: Path) -> None:
+    """RuntimeError when the state path (`$TRTLS_FARM_STATE`) or the token path beside it holds a file that is not
+    the farm's own (a recipe, a user's JSON): `farm up` would replace it and `farm down` remove it."""
+    if os.path.lexists(path) and read_state(path) is None:
+        raise RuntimeError(
+            f"{path} is there but is not a trtls farm state file: it is left as it is (unset "
+            "TRTLS_FARM_STATE or point it at a path of its own)"
+        )
+    token = token_path()
+    try:
+        ours = re.fullmatch(r"[0-9a-f]{64}", read_text(token, limit=256, follow=False)) is not None
+    except FileNotFoundError:
+        ours = True
+    except (OSError, ValueError):
+        ours = False
+    if not ours:
+        raise RuntimeError(f"{token} is there but is not a trtls farm token: it is left as it is")
+
+
 def start(num_cpus: int, labels: dict[str, str], wait_s: float = 600.0, workers: int | None = None) -> WarmHead:
     """Start the head in its own session (it outlives this command) and wait until it has written its state. The
     farm's token is written first (0600); the head gets it, and a nonce of its own, in its environment."""
     path = state_path()
     folder = state_folder()
+    refuse_foreign(path)
     fs.remove_file(path, kind=Kind.farm_state, within=folder)
     token = token_path()
     local_guard.write_token(token, folder)

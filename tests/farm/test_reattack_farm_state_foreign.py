@@ -1,0 +1,49 @@
+"""`trtls farm up` with `$TRTLS_FARM_STATE` naming a file that is not a farm state (a user's JSON, a recipe) replaced it
+with the farm's state, and `trtls farm down` then removed it: the user's file was lost. A token path beside it holding
+a user's file was replaced too. Both are refused now, before anything is written or started; the files are
+unchanged."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+
+def farm(state: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "TRTLS_FARM_STATE": str(state)}
+    return subprocess.run(
+        [sys.executable, "-m", "trtls.cli.main", "farm", *args], capture_output=True, text=True, env=env, timeout=180
+    )
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "token_text"),
+    [
+        ("data.json", '{"mine": true}\n', None),
+        ("trtls.toml", "version = 1\n", None),
+        ("farm.json", None, "my notes, not a token\n"),
+    ],
+)
+def test_a_file_that_is_not_the_farms_is_never_replaced(
+    tmp_path: Path, name: str, text: str | None, token_text: str | None
+) -> None:
+    state = tmp_path / name
+    token = state.with_suffix(".token")
+    if text is not None:
+        state.write_text(text)
+    if token_text is not None:
+        token.write_text(token_text)
+    try:
+        r = farm(state, "up", "--num-cpus", "1", "--workers", "0")
+    finally:  # a farm the command wrongly started is stopped, never left running
+        if text is None and state.exists() or text is not None and state.read_text() != text:
+            farm(state, "down")
+    assert r.returncode == 1, (r.stdout, r.stderr)
+    assert "is there but is not a trtls farm" in r.stderr and "left as it is" in r.stderr, r.stderr
+    assert (state.read_text() if state.exists() else None) == text
+    assert (token.read_text() if token.exists() else None) == token_text
+    assert not state.with_suffix(".log").exists()  # nothing started
