@@ -90,7 +90,8 @@ async def diverge(loaded: LoadedRecipe, args: argparse.Namespace) -> int:
             for nxt in result.rounds[0].next:
                 print(f"  then {nxt.tensor} ({nxt.op}): {error_text(nxt, rtol)}")
             if not pair:
-                print(f"proposal: [precision] exclude_nodes = {result.excludeNodes if args.fix else [first.node]}")
+                tried = args.fix and not result.cancelled  # a stopped --fix measured no exclusion: the first node
+                print(f"proposal: [precision] exclude_nodes = {result.excludeNodes if tried else [first.node]}")
         if args.fix:
             for line in _round_lines(result.rounds):
                 print(line)
@@ -98,6 +99,8 @@ async def diverge(loaded: LoadedRecipe, args: argparse.Namespace) -> int:
                 f"fixed: with exclude_nodes = {result.excludeNodes} the outputs are within tolerance"
                 if result.fixed
                 else "not fixed within the rounds: no exclusion was measured to pass"
+                if result.fixed is False
+                else "whether an exclusion fixes it was not checked: the stop came first"
             )
         if result.parityRerun is not None:
             print(_rerun_line(result.parityRerun))

@@ -265,9 +265,11 @@ def find_divergence(
     reason = "recipe"
     for index in range(MAX_FIX_ROUNDS if fix else 1):
         if stop():
+            out.fixed = None  # the stop came before an exclusion was measured to pass or not: not checked
             break
         converted_path = convert({**spec, "exclude_nodes": excluded})
         if converted_path is None or stop():  # the conversion was stopped, or a stop came while it ran
+            out.fixed = None
             break
         report(f"round {index + 1}: comparing every tensor" + (f" (exclude_nodes = {excluded})" if excluded else ""))
         comp = compare(reference, onnx.load(str(converted_path)), feed, rtol, output_tolerances)
