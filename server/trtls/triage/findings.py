@@ -79,6 +79,8 @@ def divergence_finding(result: DivergenceResult, fix: dict[str, Any] | None = No
                 if widened
                 else ""
             )
+        elif result.fixed is None:  # a stop before any exclusion was measured: nothing tried, nothing failed
+            message += f"; whether excluding it (exclude_nodes = {[first.node]}) fixes it was not checked"
         else:
             message += "; no exclusion tried brought the outputs within tolerance: none is offered"
         if result.cancelled:
