@@ -18,7 +18,7 @@ import sys
 import threading
 from typing import Any
 
-from trtls.cli.exits import DECISION_EXIT, EXIT_BAD_INPUT, EXIT_CTRL_C, EXIT_REJECT
+from trtls.cli.exits import DECISION_EXIT, EXIT_BAD_INPUT, EXIT_CTRL_C, EXIT_FAILED, EXIT_OK, EXIT_REJECT
 from trtls.cli.usage import recipe_argument
 
 _MARK = {"pass": "ok    ", "hold": "HOLD  ", "reject": "REJECT", "not_checked": "not checked"}
@@ -39,7 +39,8 @@ def register(subparsers: Any) -> None:
     g = subparsers.add_parser(
         "gates",
         help="run a route's acceptance gates (checkpoint → bundle)",
-        epilog="exit codes: 0 supported, 2 bad input, 3 hold, 4 reject (with --gate: the selected gates' decision), "
+        epilog="exit codes: 0 supported, 1 supported but its evidence could not be written (TRT412), 2 bad input, "
+        "3 hold, 4 reject (with --gate: the selected gates' decision), "
         "130 cancelled (Ctrl-C or SIGTERM: the run stops before the next gate; twice: at once)",
     )
     recipe_argument(g)
@@ -205,7 +206,11 @@ def cmd_gates(args: argparse.Namespace) -> int:
         sys.stdout.write(text)
     if result.cancelled:
         return EXIT_CTRL_C
-    return DECISION_EXIT[result.gates_decision if args.gate else result.decision]
+    code = DECISION_EXIT[result.gates_decision if args.gate else result.decision]
+    unrecorded = [f for f in result.findings if f.code == "TRT412"]
+    for f in unrecorded:  # the run's evidence could not be written: said here too, not only as an editor diagnostic
+        print(f"{loaded.path}: {f.code} error: {f.message}", file=sys.stderr)
+    return EXIT_FAILED if unrecorded and code == EXIT_OK else code  # a pass `route promote` cannot see is not earned
 
 
 class GatesStopKeys:
