@@ -13,7 +13,8 @@ from trtls.triage import MAX_TRIALS
 
 
 class _Args(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # strict: a client's JSON has its own types; `true` is not 1 trial, "yes" is not a flag, 2.0 is not a gate
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 class BuildEngineArgs(_Args):
