@@ -84,12 +84,13 @@ def cmd_up(args: argparse.Namespace) -> int:
             print(f"trtls farm up: --label {item!r} is not KEY=VALUE", file=sys.stderr)
             return EXIT_BAD_INPUT
         labels[key] = value
-    head = warm_farm.read_state()
-    if head is not None and warm_farm.alive(head):
-        print(f"already running: {head.describe()}")
-        return EXIT_OK
     try:
-        head = warm_farm.start(num_cpus or os.cpu_count() or 1, labels, workers=args.workers)
+        with warm_farm.up_lock():  # a second `farm up` at the same time waits here, then finds this one's head
+            head = warm_farm.read_state()
+            if head is not None and warm_farm.alive(head):
+                print(f"already running: {head.describe()}")
+                return EXIT_OK
+            head = warm_farm.start(num_cpus or os.cpu_count() or 1, labels, workers=args.workers)
     except (RuntimeError, OSError) as exc:  # OSError: a state, token or log file the door refused or could not write
         print(f"trtls farm up: {terminal_safe(str(exc))}", file=sys.stderr)
         return 1

@@ -176,6 +176,14 @@ def find(labels: dict[str, str] | None = None) -> tuple[WarmHead | None, str]:
     return head, head.describe()
 
 
+def up_lock() -> Any:
+    """Held by `trtls farm up` from its look at the state to the new head's state written: two at once start one
+    head (the second waits, then finds it running), never two heads of which the state file names one."""
+    return fs.held_lock(
+        state_path().with_name(state_path().name + ".lock"), kind=Kind.farm_state, within=state_folder()
+    )
+
+
 def refuse_foreign(path: Path) -> None:
     """RuntimeError when the state path (`$TRTLS_FARM_STATE`) or the token path beside it holds a file that is not
     the farm's own (a recipe, a user's JSON): `farm up` would replace it and `farm down` remove it."""
