@@ -111,3 +111,45 @@ async def test_two_input_encoder_fp16_and_external_data_bf16(models_ws: Path) ->
     again = await Supervisor().start(loaded(models_ws), "external").wait()
     assert again["outcome"] == "built"
     assert again["precision"]["cache"] == "miss" and again["precision"]["key"] != external["precision"]["key"]
+
+
+def test_a_killed_conversions_temp_folder_is_removed_by_the_next_and_a_live_ones_is_left(
+    quickstart_models: Path, tmp_path: Path
+) -> None:
+    """Each conversion has its own temp folder (`.<key>.tmp-<pid>-<id>`, so two of one key in one process never
+    remove each other's model); one a SIGKILLed conversion left is removed by the next conversion of the key once its
+    process is gone, and one of a live process is left alone. A real AutoCast conversion of the quickstart's model."""
+    import shutil
+    import subprocess
+    import sys
+
+    from trtls.builds.precision import (
+        cache_key,
+        conversion_settings,
+        input_digest,
+        modelopt_version,
+        run_precision_step,
+    )
+    from trtls.core.cancel import CancelToken
+
+    ws = tmp_path / "ws"
+    (ws / "models").mkdir(parents=True)
+    model = ws / "models" / "demo.onnx"
+    shutil.copyfile(quickstart_models / "demo.onnx", model)
+    spec = {"convert": "fp16"}
+    cache_dir = ws / ".trtls" / "precision"
+    cache_dir.mkdir(parents=True)
+    key = cache_key(input_digest(model), conversion_settings(spec), modelopt_version())
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead = cache_dir / f".{key}.tmp-{int(gone.stdout)}-0123456789ab"  # its process has ended
+    live = cache_dir / f".{key}.tmp-{os.getpid()}-ba9876543210"  # this test's own process: alive
+    other = cache_dir / f".{'0' * 64}.tmp-{int(gone.stdout)}-0123456789ab"  # another key's: not this conversion's
+    for folder in (dead, live, other):
+        folder.mkdir()
+        (folder / "model.onnx").write_bytes(b"half-written")
+
+    result = run_precision_step(model, spec, cache_dir, CancelToken())
+    assert result.record["cache"] == "miss" and result.onnx.is_file()
+    assert result.record["key"] == key
+    assert not dead.exists(), "the killed conversion's temp folder was left"
+    assert (live / "model.onnx").read_bytes() == b"half-written" and (other / "model.onnx").exists()

@@ -139,6 +139,7 @@ def run_precision_step(
     # one folder per conversion: two of the same key in one process (the language server's divergence searches of
     # one engine side by side) once shared `.<key>.tmp-<pid>`, each removing the other's half-written model
     tmp = cache_dir / f".{key}.tmp-{os.getpid()}-{uuid.uuid4().hex[:12]}"
+    _remove_dead_temps(cache_dir, key, root)
     ensure_folder(tmp, within=root)
     try:
         result = _convert_in_child(onnx_path, tmp / MODEL_NAME, settings, cancel, root)
@@ -170,6 +171,20 @@ def run_precision_step(
         with contextlib.suppress(OSError):
             remove_tree(tmp, kind=Kind.cache, within=root)
     return PrecisionResult(entry / MODEL_NAME, {**record, "cache": "miss", "seconds": round(time.monotonic() - t0, 3)})
+
+
+def _remove_dead_temps(cache_dir: Path, key: str, root: Path) -> None:
+    """The temp folders of this key that a killed conversion left (`.<key>.tmp-<pid>[-<id>]`, its process gone):
+    removed through the door. A live process's, or one whose pid another process took since, is left."""
+    from trtls.fs.kill import process_alive
+
+    prefix = f".{key}.tmp-"
+    with contextlib.suppress(OSError):
+        for name in os.listdir(cache_dir):
+            pid = name[len(prefix) :].split("-", 1)[0] if name.startswith(prefix) else ""
+            if pid.isdigit() and not process_alive(int(pid)):
+                with contextlib.suppress(OSError):
+                    remove_tree(cache_dir / name, kind=Kind.cache, within=root)
 
 
 def _stored(entry: Path) -> dict[str, Any] | None:
