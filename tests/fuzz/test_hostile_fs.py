@@ -602,6 +602,9 @@ FOUND_BY_THE_LONG_RUN = [
     # found by a 2,000-state run on 2026-12-04: `.trtls` swapped for a link out of the project before `route
     # promote` read the gates run; it read the other folder and said "no complete gates run", no path named
     {"runner": "route", "command": "route promote", "target": None, "changes": [["swap", ".trtls", "twin-trtls", 4]]},
+    # found by the 20,000-state run of 2026-12-04 afternoon: the same swap one event later, as the read walked the
+    # path (ELOOP, an OSError, taken for "no complete gates run"): no path named
+    {"runner": "route", "command": "route promote", "target": None, "changes": [["swap", ".trtls", "twin-trtls", 5]]},
 ]
 
 

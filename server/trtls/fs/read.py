@@ -42,17 +42,21 @@ def open_regular(
     stay inside `within`."""
     target = Path(path)
     if within is not None:  # a record's folder swapped for a link leading out is refused, not read through
-        resolved = real(target) if follow else real(target.parent) / target.name
-        if not inside(resolved, real(within)):
-            raise UnsafeWrite(errno.EXDEV, f"leads out of {real(within)} (to {resolved})", str(path))
+        _refuse_outside(target, follow, within)
     flags = os.O_RDONLY | _NONBLOCK | _CLOEXEC | (0 if follow else _NOFOLLOW)
     try:
         fd = os.open(target, flags)
     except OSError as exc:
         if exc.errno == errno.ELOOP and not follow:
             raise UnsafeWrite(errno.ELOOP, "is a symlink; trtls never reads a record through one", str(path)) from None
+        if within is not None:  # a folder on the way swapped for a link since the check: that, not "no such file"
+            _refuse_outside(target, follow, within)
         raise
     try:
+        if within is not None:
+            # the check above is by name, the open by name again: a folder on the way swapped for a link in between
+            # (the 20,000-state run of 2026-12-04 swapped `.trtls` there) is caught by where the open really landed
+            _refuse_opened_outside(fd, target, within)
         st = os.fstat(fd)
         if stat.S_ISDIR(st.st_mode):
             raise UnsafeWrite(errno.EISDIR, "is a folder, not a file", str(path))
@@ -71,6 +75,23 @@ def open_regular(
         raise
     with handle:
         yield handle
+
+
+def _refuse_outside(target: Path, follow: bool, within: str | os.PathLike[str]) -> None:
+    resolved = real(target) if follow else real(target.parent) / target.name
+    if not inside(resolved, real(within)):
+        raise UnsafeWrite(errno.EXDEV, f"leads out of {real(within)} (to {resolved})", str(target))
+
+
+def _refuse_opened_outside(fd: int, target: Path, within: str | os.PathLike[str]) -> None:
+    """The file `fd` is open on must lie inside `within` (its path from /proc; where there is none, the check by
+    name before the open stands alone)."""
+    try:
+        opened = Path(os.readlink(f"/proc/self/fd/{fd}"))
+    except OSError:
+        return
+    if opened.is_absolute() and not inside(opened, real(within)):
+        raise UnsafeWrite(errno.EXDEV, f"leads out of {real(within)} (to {opened}) as it was opened", str(target))
 
 
 def read_bytes(

@@ -110,14 +110,20 @@ def approver_from_env(explicit: str | None, recipe_dir: Path | None = None) -> s
 def last_complete_run(loaded: Any, route_name: str) -> tuple[Path, bytes, dict[str, Any]] | None:
     """The route's last complete gates run (its path, bytes and summary), or None when there is none. Read within
     the recipe's folder: a `.trtls` (or a folder under it) swapped for a link out of it raises UnsafeWrite naming the
-    path, never reads another folder's evidence as if it were this route's (or none, as if it had never run)."""
+    path, never reads another folder's evidence as if it were this route's (or none, as if it had never run); so
+    does a read that fails for any reason but the file's absence (a link met mid-walk when the swap came during the
+    read itself, found by the 20,000-state run of 2026-12-04)."""
     path = route_dir(loaded, route_name) / COMPLETE_SUMMARY
     try:
         data = read_bytes(path, limit=RECORD_LIMIT, follow=False, within=real(loaded.base_dir))
         summary = json.loads(data)
     except UnsafeWrite:
         raise
-    except (OSError, ValueError, RecursionError):  # RecursionError: JSON nested deeper than the parser's stack
+    except FileNotFoundError:
+        return None
+    except OSError as exc:  # a link met on the way as the read walked it (ELOOP), a FIFO, a folder: said, not "none"
+        raise UnsafeWrite(f"{path}: {exc.strerror or exc}") from None
+    except (ValueError, RecursionError):  # RecursionError: JSON nested deeper than the parser's stack
         return None
     return (path, data, summary) if isinstance(summary, dict) else None
 
