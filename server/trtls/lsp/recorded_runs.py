@@ -112,6 +112,7 @@ def recorded_build(ls: TrtlsServer, run_id: str) -> RestoredRun | None:
     a run folder's name, found by listing, never a path taken from the client), its record read through the door and
     naming that very id; None otherwise. The last reading answers (it is what the lenses show); a recipe not read
     yet is read now."""
+    from trtls.builds.roots import state_root
     from trtls.builds.supervisor.runs import RestoredRun
     from trtls.core.summary_record import SUMMARY_NAME, Summary, read_summary
     from trtls.report.capability_lens import latest_runs
@@ -122,7 +123,8 @@ def recorded_build(ls: TrtlsServer, run_id: str) -> RestoredRun | None:
         shown = readings.last_read(loaded.path)
         if run_id not in (shown if shown is not None else latest_runs(loaded.path)).values():
             continue
-        summary = read_summary(runs_dir(loaded.path) / run_id / SUMMARY_NAME)
+        record = runs_dir(loaded.path) / run_id / SUMMARY_NAME
+        summary = read_summary(record, within=state_root(record))  # a run folder linked out is no record
         if isinstance(summary, Summary) and summary.buildId == run_id:
             return RestoredRun(summary, loaded.path)
     return None

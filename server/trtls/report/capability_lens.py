@@ -12,6 +12,7 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from trtls.builds.roots import state_root
 from trtls.core.capability import capability_findings, capability_summary, recorded_capability
 
 if TYPE_CHECKING:
@@ -96,7 +97,7 @@ def _engine_build(run: Path) -> tuple[str, float] | None:
     for any other record, or one that cannot be read or does not hold together."""
     from trtls.core.summary_record import SUMMARY_NAME, Summary, read_summary
 
-    summary = read_summary(run / SUMMARY_NAME)
+    summary = read_summary(run / SUMMARY_NAME, within=state_root(run))  # a run folder linked out is no record
     if not isinstance(summary, Summary) or not summary.engine or summary.cell or summary.kind == "matrix":
         return None
     started = float(summary.startedAt) if summary.startedAt is not None else 0.0
@@ -111,7 +112,8 @@ def recorded_answer(recipe: Path, build_id: str) -> tuple[Summary, dict[str, Any
 
     if not RUN_ID.fullmatch(build_id) or build_id.startswith("."):
         return None  # a build id is one folder name under .trtls/runs, as trtls names them
-    summary = read_summary(runs_dir(recipe) / build_id / SUMMARY_NAME)
+    record = runs_dir(recipe) / build_id / SUMMARY_NAME
+    summary = read_summary(record, within=state_root(record))
     if isinstance(summary, SummaryProblem):
         return None
     answer = recorded_capability(summary)

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from trtls.builds.roots import state_root
 from trtls.builds.supervisor.history import History
 from trtls.core.phase_tree import NS
 from trtls.core.summary_record import SUMMARY_NAME, Summary, SummaryProblem, read_summary
@@ -168,7 +169,7 @@ def read_json(path: Path) -> Any:
 
 def load_summary(path: Path) -> Summary:
     """A build's (or a matrix run's) evidence record, through the one loader; a damaged one is an EvidenceError."""
-    summary = read_summary(path)
+    summary = read_summary(path, within=state_root(path))  # a run folder linked out of its project is refused
     if isinstance(summary, SummaryProblem):
         raise EvidenceError(str(summary))
     return summary

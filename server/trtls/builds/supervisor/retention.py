@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from trtls.builds.roots import state_root
 from trtls.builds.supervisor.history import History
 from trtls.builds.supervisor.running_state import RUNNING
 from trtls.core.evidence_table import EvidenceTable
@@ -118,7 +119,7 @@ def scan_runs(runs_dir: Path, read_summaries: bool = True) -> list[Run]:
         if read_summaries:  # never through a link, never more than a record holds; a damaged one is no record
             from trtls.core.summary_record import SUMMARY_NAME, SummaryProblem, read_summary
 
-            found = read_summary(path / SUMMARY_NAME)
+            found = read_summary(path / SUMMARY_NAME, within=state_root(path))  # `.trtls/runs` linked out: none
             summary = None if isinstance(found, SummaryProblem) else found
         started = summary.startedAt if summary else None
         if started is None:
