@@ -4,15 +4,13 @@ naming the engine the reduction was of (it once started that build, and answered
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+from ..triage.reduce_models import failing_demo
 from .raw_stdio import RawServer
 
-QUICKSTART = Path(__file__).resolve().parents[2] / "samples" / "quickstart"
-SMEM = "[engines.demo.builder]\noptimization_level = 3\n"
 OTHER = """
 [engines.other]
 onnx = "models/demo.onnx"
@@ -27,13 +25,8 @@ max = [2, 3, 32, 32]
 
 
 def test_a_reduction_of_one_engine_is_not_built_as_another(tmp_path: Path) -> None:
-    ws = tmp_path / "q"
-    shutil.copytree(QUICKSTART, ws, ignore=shutil.ignore_patterns(".trtls", "build", "large.onnx"))
-    text = (ws / "trtls.toml").read_text()
-    text = text[: text.index("[engines.large]")].replace(
-        SMEM, SMEM + "memory_pool_limits = { tactic_shared_memory_kib = 32 }\n"
-    )
-    (ws / "trtls.toml").write_text(text + OTHER)
+    ws = failing_demo(tmp_path)
+    (ws / "trtls.toml").write_text((ws / "trtls.toml").read_text() + OTHER)
     cmd = [sys.executable, "-m", "trtls", "reduce", str(ws), "--engine", "demo"]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr

@@ -4,15 +4,12 @@ ended `ok`, where the terminal exits 1; it ends `failed` now, and a reduction th
 
 from __future__ import annotations
 
-import shutil
 import time
 from pathlib import Path
 from typing import Any
 
+from ..triage.reduce_models import failing_demo
 from .raw_stdio import RawServer
-
-QUICKSTART = Path(__file__).resolve().parents[2] / "samples" / "quickstart"
-SMEM = "[engines.demo.builder]\noptimization_level = 3\n"
 
 
 def _end(s: RawServer, uri: str, **extra: Any) -> dict[str, Any]:
@@ -35,13 +32,7 @@ def _end(s: RawServer, uri: str, **extra: Any) -> dict[str, Any]:
 
 
 def test_a_budget_spent_before_any_smaller_failing_model_does_not_end_ok(tmp_path: Path) -> None:
-    ws = tmp_path / "q"
-    shutil.copytree(QUICKSTART, ws, ignore=shutil.ignore_patterns(".trtls", "build", "large.onnx"))
-    text = (ws / "trtls.toml").read_text()
-    text = text[: text.index("[engines.large]")]
-    (ws / "trtls.toml").write_text(
-        text.replace(SMEM, SMEM + "memory_pool_limits = { tactic_shared_memory_kib = 32 }\n")
-    )
+    ws = failing_demo(tmp_path)
     s = RawServer(cwd=ws)
     try:
         s.initialize(ws)

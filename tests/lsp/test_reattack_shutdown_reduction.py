@@ -6,28 +6,14 @@ own, not the supervisor's that shutdown stops, so the reduction was dropped mid-
 from __future__ import annotations
 
 import json
-import shutil
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+from ..triage.reduce_models import failing_demo
 from .raw_stdio import RawServer
-
-QUICKSTART = Path(__file__).resolve().parents[2] / "samples" / "quickstart"
-SMEM = "[engines.demo.builder]\noptimization_level = 3\n"
-
-
-def _workspace(tmp_path: Path) -> Path:
-    ws = tmp_path / "q"
-    shutil.copytree(QUICKSTART, ws, ignore=shutil.ignore_patterns(".trtls", "build", "large.onnx"))
-    text = (ws / "trtls.toml").read_text()
-    text = text[: text.index("[engines.large]")]
-    (ws / "trtls.toml").write_text(
-        text.replace(SMEM, SMEM + "memory_pool_limits = { tactic_shared_memory_kib = 32 }\n")
-    )
-    return ws
 
 
 def _reduction_under_way(s: RawServer, ws: Path) -> str:
@@ -53,7 +39,7 @@ def _record(ws: Path, rid: str) -> dict:
 
 
 def test_a_reduction_the_editors_exit_ends_keeps_its_record(tmp_path: Path) -> None:
-    ws = _workspace(tmp_path)
+    ws = failing_demo(tmp_path)
     s = RawServer(cwd=ws)
     rid = _reduction_under_way(s, ws)
     assert s.close() == 0
@@ -65,7 +51,7 @@ def test_a_reduction_the_editors_exit_ends_keeps_its_record(tmp_path: Path) -> N
 
 
 def test_a_reduction_a_sigterm_ends_keeps_its_record(tmp_path: Path) -> None:
-    ws = _workspace(tmp_path)
+    ws = failing_demo(tmp_path)
     s = RawServer(cwd=ws)
     rid = _reduction_under_way(s, ws)
     s.proc.send_signal(signal.SIGTERM)

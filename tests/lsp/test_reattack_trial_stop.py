@@ -7,26 +7,12 @@ replayed the cancel as a verdict)."""
 from __future__ import annotations
 
 import json
-import shutil
 import time
 from pathlib import Path
 from typing import Any
 
+from ..triage.reduce_models import failing_demo
 from .raw_stdio import RawServer
-
-QUICKSTART = Path(__file__).resolve().parents[2] / "samples" / "quickstart"
-SMEM = "[engines.demo.builder]\noptimization_level = 3\n"
-
-
-def _workspace(tmp_path: Path) -> Path:
-    ws = tmp_path / "q"
-    shutil.copytree(QUICKSTART, ws, ignore=shutil.ignore_patterns(".trtls", "build", "large.onnx"))
-    text = (ws / "trtls.toml").read_text()
-    text = text[: text.index("[engines.large]")]
-    (ws / "trtls.toml").write_text(
-        text.replace(SMEM, SMEM + "memory_pool_limits = { tactic_shared_memory_kib = 32 }\n")
-    )
-    return ws
 
 
 def _command(s: RawServer, name: str, arg: Any) -> dict[str, Any]:
@@ -41,7 +27,7 @@ def _rows(s: RawServer) -> dict[str, dict[str, Any]]:
 
 
 def test_stopping_a_trial_build_stops_the_reduction_without_a_verdict(tmp_path: Path) -> None:
-    ws = _workspace(tmp_path)
+    ws = failing_demo(tmp_path)
     s = RawServer(cwd=ws)
     try:
         s.initialize(ws)

@@ -1,10 +1,12 @@
 """The small models the reduction tests make with onnx.helper and share: a chain whose last node, a
 LayerNormalization, is the one TensorRT-RTX fails (with 32 KiB of tactic shared memory), a chain with a node of a
 custom domain in the middle (ONNX Runtime and ONNX shape inference know no op there), and a reshape by a shape
-computed from its input beside such a node."""
+computed from its input beside such a node; and the quickstart's `demo` alone, failing on that setting
+(`failing_demo`)."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -12,6 +14,21 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 PLUGIN_DOMAIN = "trt.plugins"
+QUICKSTART = Path(__file__).resolve().parents[2] / "samples" / "quickstart"
+SMEM = "[engines.demo.builder]\noptimization_level = 3\n"
+
+
+def failing_demo(tmp_path: Path) -> Path:
+    """The quickstart with its one engine `demo`, which TensorRT-RTX fails to build with 32 KiB of tactic shared
+    memory (a setting's failure: the cause a reduction finds)."""
+    ws = tmp_path / "q"
+    shutil.copytree(QUICKSTART, ws, ignore=shutil.ignore_patterns(".trtls", "build", "large.onnx"))
+    text = (ws / "trtls.toml").read_text()
+    text = text[: text.index("[engines.large]")]  # one engine
+    (ws / "trtls.toml").write_text(
+        text.replace(SMEM, SMEM + "memory_pool_limits = { tactic_shared_memory_kib = 32 }\n")
+    )
+    return ws
 
 
 def save(model: onnx.ModelProto, path: Path) -> None:

@@ -5,24 +5,11 @@ whose cause is `tactic_shared_memory_kib = 32`, once said the model was, when it
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
-QUICKSTART = Path(__file__).resolve().parents[2] / "samples" / "quickstart"
-SMEM = "[engines.demo.builder]\noptimization_level = 3\n"
-
-
-def failing_demo(tmp_path: Path) -> Path:
-    ws = tmp_path / "q"
-    shutil.copytree(QUICKSTART, ws, ignore=shutil.ignore_patterns(".trtls", "build", "large.onnx"))
-    text = (ws / "trtls.toml").read_text()
-    text = text[: text.index("[engines.large]")]  # one engine
-    (ws / "trtls.toml").write_text(
-        text.replace(SMEM, SMEM + "memory_pool_limits = { tactic_shared_memory_kib = 32 }\n")
-    )
-    return ws
+from .reduce_models import failing_demo
 
 
 def reduce(ws: Path, *extra: str) -> tuple[int, dict, str]:

@@ -11,8 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-QUICKSTART = Path(__file__).resolve().parents[2] / "samples" / "quickstart"
-SMEM = "[engines.demo.builder]\noptimization_level = 3\n"
+from .reduce_models import failing_demo
 
 
 def _run(*args: str) -> subprocess.CompletedProcess[str]:
@@ -28,13 +27,7 @@ def _reduce(ws: Path) -> dict:
 
 
 def test_a_run_folder_linked_out_of_the_project_is_not_the_users_build(tmp_path: Path) -> None:
-    ws = tmp_path / "q"
-    shutil.copytree(QUICKSTART, ws, ignore=shutil.ignore_patterns(".trtls", "build", "large.onnx"))
-    text = (ws / "trtls.toml").read_text()
-    text = text[: text.index("[engines.large]")]
-    (ws / "trtls.toml").write_text(
-        text.replace(SMEM, SMEM + "memory_pool_limits = { tactic_shared_memory_kib = 32 }\n")
-    )
+    ws = failing_demo(tmp_path)
     assert _run("build", str(ws), "--engine", "demo").returncode == 1, "the engine fails to build"
     (run,) = (ws / ".trtls" / "runs").iterdir()
     outside = tmp_path / "elsewhere" / "run"
