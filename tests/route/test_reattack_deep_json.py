@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from _lifecycle_sample import ROUTE, copy, trtls
+from _lifecycle_sample import ROUTE, trtls
 
 DEEP = "[" * 200_000
 RECORDS = [
@@ -23,11 +23,8 @@ RECORDS = [
 
 
 @pytest.fixture
-def root(prepared, tmp_path) -> Path:
-    root = copy(prepared, tmp_path / "route")
-    r = trtls("route", "promote", "--route", ROUTE, "--approver", "ci@example.com", cwd=root)
-    assert r.returncode == 0, r.stdout + r.stderr
-    return root
+def root(promoted: Path) -> Path:
+    return promoted
 
 
 @pytest.mark.parametrize("record", RECORDS)

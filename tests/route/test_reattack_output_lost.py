@@ -10,17 +10,14 @@ import sys
 from pathlib import Path
 
 import pytest
-from _lifecycle_sample import ROUTE, copy, trtls
+from _lifecycle_sample import trtls
 
 pytestmark = pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full (Linux)")
 
 
 @pytest.fixture
-def root(prepared, tmp_path) -> Path:
-    root = copy(prepared, tmp_path / "route")
-    r = trtls("route", "promote", "--route", ROUTE, "--approver", "ci@example.com", cwd=root)
-    assert r.returncode == 0, r.stdout + r.stderr
-    return root
+def root(promoted: Path) -> Path:
+    return promoted
 
 
 @pytest.mark.parametrize("fmt", ["text", "json"])

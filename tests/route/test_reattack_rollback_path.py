@@ -12,17 +12,14 @@ import shutil
 from pathlib import Path
 
 import pytest
-from _lifecycle_sample import ROUTE, copy, trtls
+from _lifecycle_sample import ROUTE, trtls
 
 from trtls.gates.lifecycle.ledger import record_digest
 
 
 @pytest.fixture
-def root(prepared, tmp_path) -> Path:
-    root = copy(prepared, tmp_path / "route")
-    r = trtls("route", "promote", "--route", ROUTE, "--approver", "ci@example.com", cwd=root)
-    assert r.returncode == 0, r.stdout + r.stderr
-    return root
+def root(promoted: Path) -> Path:
+    return promoted
 
 
 def forge_rollback_artifact(root: Path, path: str, data: bytes) -> None:
