@@ -51,6 +51,13 @@ class RawServer:
         self.send({"id": rid, "method": method, **({"params": params} if params is not None else {})})
         return self.wait_for(lambda m: m.get("id") == rid and "method" not in m, timeout)
 
+    def command(self, name: str, arg: Any, timeout: float = 120) -> dict[str, Any]:
+        """`workspace/executeCommand` of `name` with one argument; its result (a reply without one fails here)."""
+        reply = self.request("workspace/executeCommand", {"command": name, "arguments": [arg]}, timeout)
+        assert "result" in reply, reply
+        result: dict[str, Any] = reply["result"]
+        return result
+
     def wait_for(self, predicate: Any, timeout: float = 120) -> dict[str, Any]:
         end = time.monotonic() + timeout
         with self._lock:

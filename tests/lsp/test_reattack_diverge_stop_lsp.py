@@ -8,18 +8,10 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 from tests.triage.diverge_model import RECIPE, write_model
 
 from .raw_stdio import RawServer
-
-
-def _command(s: RawServer, name: str, arg: Any) -> dict[str, Any]:
-    reply = s.request("workspace/executeCommand", {"command": name, "arguments": [arg]}, timeout=120)
-    assert "result" in reply, reply
-    result: dict[str, Any] = reply["result"]
-    return result
 
 
 def test_a_fix_stopped_before_its_exclusion_was_measured_says_not_checked(tmp_path: Path) -> None:
@@ -32,15 +24,15 @@ def test_a_fix_stopped_before_its_exclusion_was_measured_says_not_checked(tmp_pa
     try:
         s.initialize(tmp_path)
         uri = (tmp_path / "trtls.toml").as_uri()
-        rid = _command(s, "trtls.findDivergence", {"uri": uri, "engine": "enc", "fix": True})["divergenceId"]
+        rid = s.command("trtls.findDivergence", {"uri": uri, "engine": "enc", "fix": True})["divergenceId"]
         stopped = False
         end = time.monotonic() + 300
         while time.monotonic() < end:
-            row = next(r for r in _command(s, "trtls.listBuilds", {})["builds"] if r["buildId"] == rid)
+            row = next(r for r in s.command("trtls.listBuilds", {})["builds"] if r["buildId"] == rid)
             if row["status"] not in ("starting", "running"):
                 break
             if "without proj_tiny" in (row.get("headline") or ""):  # round 2: the exclusion being converted
-                stopped = _command(s, "trtls.cancelBuild", {"buildId": rid})["accepted"]
+                stopped = s.command("trtls.cancelBuild", {"buildId": rid})["accepted"]
                 break
             time.sleep(0.02)
         assert stopped, "the search was caught converting the exclusion"

@@ -8,18 +8,10 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Any
 
 from tests.triage.diverge_model import RECIPE, write_model
 
 from .raw_stdio import RawServer
-
-
-def _command(s: RawServer, name: str, arg: Any) -> dict[str, Any]:
-    reply = s.request("workspace/executeCommand", {"command": name, "arguments": [arg]}, timeout=120)
-    assert "result" in reply, reply
-    result: dict[str, Any] = reply["result"]
-    return result
 
 
 def test_two_searches_of_one_engine_at_once_both_convert(tmp_path: Path) -> None:
@@ -30,10 +22,10 @@ def test_two_searches_of_one_engine_at_once_both_convert(tmp_path: Path) -> None
     try:
         s.initialize(tmp_path)
         uri = (tmp_path / "trtls.toml").as_uri()
-        ids = [_command(s, "trtls.findDivergence", {"uri": uri, "engine": "enc"})["divergenceId"] for _ in range(2)]
+        ids = [s.command("trtls.findDivergence", {"uri": uri, "engine": "enc"})["divergenceId"] for _ in range(2)]
         end = time.monotonic() + 400
         while time.monotonic() < end:
-            rows = {r["buildId"]: r for r in _command(s, "trtls.listBuilds", {})["builds"]}
+            rows = {r["buildId"]: r for r in s.command("trtls.listBuilds", {})["builds"]}
             if all(rows[i]["status"] not in ("starting", "running") for i in ids):
                 break
             time.sleep(0.2)

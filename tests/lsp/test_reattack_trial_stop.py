@@ -15,15 +15,8 @@ from ..triage.reduce_models import failing_demo
 from .raw_stdio import RawServer
 
 
-def _command(s: RawServer, name: str, arg: Any) -> dict[str, Any]:
-    reply = s.request("workspace/executeCommand", {"command": name, "arguments": [arg]}, timeout=120)
-    assert "result" in reply, reply
-    result: dict[str, Any] = reply["result"]
-    return result
-
-
 def _rows(s: RawServer) -> dict[str, dict[str, Any]]:
-    return {r["buildId"]: r for r in _command(s, "trtls.listBuilds", {})["builds"]}
+    return {r["buildId"]: r for r in s.command("trtls.listBuilds", {})["builds"]}
 
 
 def test_stopping_a_trial_build_stops_the_reduction_without_a_verdict(tmp_path: Path) -> None:
@@ -32,7 +25,7 @@ def test_stopping_a_trial_build_stops_the_reduction_without_a_verdict(tmp_path: 
     try:
         s.initialize(ws)
         uri = (ws / "trtls.toml").as_uri()
-        rid = _command(s, "trtls.reduceEngine", {"uri": uri, "engine": "demo"})["reductionId"]
+        rid = s.command("trtls.reduceEngine", {"uri": uri, "engine": "demo"})["reductionId"]
         stopped = None
         end = time.monotonic() + 300
         while stopped is None and time.monotonic() < end:
@@ -41,7 +34,7 @@ def test_stopping_a_trial_build_stops_the_reduction_without_a_verdict(tmp_path: 
                 break
             for build_id, row in sorted(rows.items()):
                 if build_id.startswith(rid + ".t") and row["status"] in ("starting", "running"):
-                    cancel = _command(s, "trtls.cancelBuild", {"buildId": build_id, "source": "ide_stop"})
+                    cancel = s.command("trtls.cancelBuild", {"buildId": build_id, "source": "ide_stop"})
                     if cancel["accepted"]:
                         stopped = build_id
                         break
