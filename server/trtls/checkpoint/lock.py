@@ -17,16 +17,23 @@ LOCK_FORMAT = "trtls.lock/1"
 LOCK_LIMIT = 64 * 1024 * 1024  # digests of every file of every route: large checkpoints have thousands of files
 
 
+def _parsed(text: str) -> dict[str, Any] | None:
+    """The lock's JSON when it is a lock (an object with a routes table), else None."""
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError):  # RecursionError: JSON nested deeper than the parser's stack
+        return None
+    return data if isinstance(data, dict) and isinstance(data.get("routes"), dict) else None
+
+
 def read_lock(path: Path) -> dict[str, Any]:
     """The lock file, read bounded and only if it is a regular file (committed beside the recipe, it is read like
     the recipe: a symlink to one is followed; it is never written through one)."""
     try:
-        data = json.loads(read_text(path, limit=LOCK_LIMIT, follow=True))
-    except (OSError, ValueError, RecursionError):  # RecursionError: JSON nested deeper than the parser's stack
-        return {"format": LOCK_FORMAT, "routes": {}}
-    if not isinstance(data, dict) or not isinstance(data.get("routes"), dict):
-        return {"format": LOCK_FORMAT, "routes": {}}
-    return data
+        data = _parsed(read_text(path, limit=LOCK_LIMIT, follow=True))
+    except (OSError, ValueError):
+        data = None
+    return data if data is not None else {"format": LOCK_FORMAT, "routes": {}}
 
 
 def write_lock_entry(path: Path, route_name: str, entry: dict[str, Any], *, within: Path | None = None) -> None:
@@ -34,15 +41,11 @@ def write_lock_entry(path: Path, route_name: str, entry: dict[str, Any], *, with
     file that is there but is not a lock (a merge conflict, a truncated file) is never replaced: LockError, so the
     other routes' reviewed digests in it are not lost."""
     try:
-        text = read_text(path, limit=LOCK_LIMIT, follow=True)
+        data = _parsed(read_text(path, limit=LOCK_LIMIT, follow=True))
     except FileNotFoundError:
-        data: Any = {"format": LOCK_FORMAT, "routes": {}}
+        data = {"format": LOCK_FORMAT, "routes": {}}
     else:
-        try:
-            data = json.loads(text)
-        except (ValueError, RecursionError):
-            data = None
-        if not isinstance(data, dict) or not isinstance(data.get("routes"), dict):
+        if data is None:
             raise LockError(
                 f"{LOCK_NAME} is there but is not a trtls lock (not JSON with a routes table: a merge conflict, a "
                 "truncated file?): it is unchanged; repair or remove it, then lock again"
