@@ -263,10 +263,8 @@ def _exit(result: ReductionResult, red: Reduction) -> int:
         return EXIT_FAILED
     if result.outcome == "cancelled":
         return EXIT_TIMEOUT if red.stopped_by == "ci_timeout" else EXIT_CTRL_C
-    if result.outcome in ("reduced", "configuration"):
+    if result.found:  # a cause found (a budget stop: only with a smaller failing model found before it)
         return EXIT_OK
-    if result.outcome == "stopped":  # the budget ran out: 0 only with a smaller failing model found before it
-        return EXIT_OK if result.minimal is not None else EXIT_FAILED
     if result.outcome == "failed" and result.errorCode == "TRT982":
         return EXIT_BAD_INPUT  # the install lacks a module: fixed by installing the extra the message names
     return EXIT_FAILED

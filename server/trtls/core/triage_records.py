@@ -164,6 +164,12 @@ class ReductionResult(_Record):
     trials: list[TrialRecord]
     evidenceError: str | None = None
 
+    @property
+    def found(self) -> bool:
+        """A cause was found — a smaller failing model or a setting; a budget stop counts only with a smaller failing
+        model found before it: what `trtls reduce`'s exit 0 and the editor's `ok` both mean."""
+        return self.outcome in ("reduced", "configuration") or (self.outcome == "stopped" and self.minimal is not None)
+
 
 class TensorDivergence(_Record):
     """A compared tensor (triage.diverge.TensorError.record): its errors are null when it overflowed."""

@@ -67,12 +67,8 @@ async def start_reduction(ls: TrtlsServer, args: ReduceEngineArgs) -> wire.Reduc
         ls.publish(args.uri)
         ls.runs.evict()
         if progress is not None:
-            # ok as the terminal's exit 0: a cause found (a minimal model, a setting); not_reduced, not_reproduced, a
-            # budget spent before any smaller failing model and an error are not
-            found = result.outcome in ("reduced", "configuration") or (
-                result.outcome == "stopped" and result.minimal is not None
-            )
-            kind: OutcomeKind = "cancelled" if result.outcome == "cancelled" else "ok" if found else "failed"
+            # ok as the terminal's exit 0 (ReductionResult.found): a cause found, not a budget spent before any
+            kind: OutcomeKind = "cancelled" if result.outcome == "cancelled" else "ok" if result.found else "failed"
             said = f"{result.headline}: {result.causeText}"
             if result.evidenceError:
                 said, kind = f"{said} — {result.evidenceError}", "failed"
