@@ -109,3 +109,24 @@ def test_ctrl_c_during_a_precision_conversion_exits_130_and_writes_no_bundle(sam
     assert "Traceback" not in err and "stopped by ctrl_c during the precision conversion" in out, out + err
     assert not (root / "build" / "tiny_ort.bundle").exists()
     assert not Path(f"/proc/{child}").exists() or b"autocast_child" not in Path(f"/proc/{child}/cmdline").read_bytes()
+
+
+def test_a_stop_after_the_engine_is_built_writes_no_bundle(sample, tmp_path) -> None:
+    """The window between the engine build's end and the bundle write: a stop there is a stop (the bundle stays as it
+    was), and the route's result still names the build that ran, whose record says `built`."""
+    root = copy_sample(sample, tmp_path / "route")
+    token = CancelToken()
+
+    def stop_when_the_build_ends(build) -> None:
+        build.listeners.append(lambda _build, event: token.request("api") if event is None else None)
+
+    result = asyncio.run(
+        route_build.build_route(root / "trtls.toml", "tiny", on_build=stop_when_the_build_ends, cancel=token)
+    )
+    assert result.outcome == "cancelled" and result.cancel_source == "api", result.message
+    assert "after the engine was built; the bundle was not touched" in result.message
+    assert not Path(result.bundle).exists()
+    assert result.build_id is not None and result.build_summary_path is not None
+    assert json.loads(Path(result.build_summary_path).read_text())["outcome"] == "built"
+    record = json.loads((root / ".trtls" / "routes" / "tiny" / "route-build.json").read_text())
+    assert record["outcome"] == "cancelled" and record["build_id"] == result.build_id

@@ -291,6 +291,10 @@ async def _build_route(
         result.outcome = summary.outcome or "killed"
         result.message = f"build {build.outcome_message()}; the bundle was not touched"
         return result
+    if token.is_set:  # a stop after the engine was built and before the bundle: the build's record stays, no bundle
+        stopped = bundle.stopped(token, "the bundle's assembly, after the engine was built")
+        stopped.build_id, stopped.build_summary_path = result.build_id, result.build_summary_path
+        return stopped
     artifact = summary.engineArtifact or {}
     if not artifact.get("sha256"):
         result.outcome, result.message = "failed", "the build recorded no engine artifact; the bundle was not touched"
