@@ -66,3 +66,37 @@ def test_the_schema_editors_load_has_the_key() -> None:
     assert triage["description"].startswith("What this engine's build failure")
     shipped = Path(__file__).resolve().parents[2] / "server" / "trtls" / "schema" / "trtls.schema.json"
     assert json.loads(shipped.read_text()) == schema
+
+
+NESTED = r"(\w+\s?)+: K exceeds"  # a repeat of an unbounded repeat: exponential backtracking on a near match
+
+
+def test_a_pattern_that_repeats_a_repeat_is_refused_in_every_face(tmp_path: Path) -> None:
+    """`(\\w+\\s?)+` against a TensorRT log line that almost matches backtracks for hours in Python's re, on the loop
+    that serves Stop. One rule (core/recipe_triage.pattern_problem) refuses it as TRT102 in the recipe, on
+    --fail-regex and on the editor's failRegex, before any build; the possessive or atomic spelling is accepted."""
+    from trtls.app.triage import bad_pattern
+    from trtls.core.recipe_triage import pattern_problem
+
+    refused = [r"(a+)+$", r"(.*x){20}", NESTED, r"(?:x*)*y"]
+    accepted = [TOPK, r"Error Code \d+: .*", r"(\d{1,3}\.)+x", r"(?>\w+\s?)+: K", r"(\w++\s?)+: K", r"(a|b)+"]
+    assert [p for p in refused if pattern_problem(p) is None] == []
+    assert [p for p in accepted if pattern_problem(p) is not None] == []
+    assert "repeats an unbounded repeat" in str(pattern_problem(NESTED))
+    # the editor's face asks the same rule
+    face = bad_pattern([TOPK, NESTED])
+    assert face is not None and face.lines[0].startswith(f"TRT102 {NESTED!r} repeats an unbounded repeat")
+    # the recipe: a located error on the value
+    _topk_workspace(tmp_path, f"[engines.m.triage]\nfail_regex = '{NESTED}'\n")
+    loaded = load_recipe(tmp_path / "trtls.toml")
+    (finding,) = loaded.errors
+    assert finding.code == "TRT102" and finding.path == ("engines", "m", "triage", "fail_regex")
+    # the terminal: refused before any build, whatever the recipe says
+    (tmp_path / "trtls.toml").write_text((tmp_path / "trtls.toml").read_text().split("[engines.m.triage]")[0])
+    proc = subprocess.run(
+        [sys.executable, "-m", "trtls", "reduce", str(tmp_path), "--engine", "m", "--fail-regex", NESTED],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 2 and "TRT102" in proc.stderr and "repeats an unbounded repeat" in proc.stderr
+    assert "Traceback" not in proc.stderr and not (tmp_path / ".trtls" / "triage").exists()

@@ -1,8 +1,8 @@
 """`request_reduction` and `request_divergence`: the triage jobs (docs/triage.md) as use cases. The terminal (`trtls
 reduce`, `--diverge`) and the editor (Reduce, Find Divergence) both ask here, so a request is checked once, by one
 rule, and the same mistake reads the same in both faces: an engine the recipe has no table of is TRT107, a failure
-pattern that does not compile TRT102 (as the recipe's own `fail_regex`), a module the reduction needs TRT982, a
-request that names nothing to compare TRT104.
+pattern that does not compile or could backtrack for hours TRT102 (the rule of the recipe's own `fail_regex`), a
+module the reduction needs TRT982, a request that names nothing to compare TRT104.
 
 A request answers the run it constructed (app/triage_runs.py: `ReductionRun`, `DivergenceRun`), not started: the
 face subscribes to it (its lines, its progress, its registry row), then awaits `run()`, which never raises and
@@ -10,13 +10,13 @@ returns the evidence record. The search itself is the triage package's; this mod
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from trtls.app.results import Refused, request_error
 from trtls.app.triage_runs import DivergenceRun, ReductionRun
+from trtls.core.recipe_triage import pattern_problem
 
 if TYPE_CHECKING:
     from trtls.core.recipe import LoadedRecipe
@@ -39,10 +39,9 @@ def _engine_refused(loaded: LoadedRecipe, engines: list[str]) -> Refused | None:
 def bad_pattern(patterns: list[str] | None) -> Refused | None:
     """A failure pattern that does not compile: TRT102, worded as the recipe's `[engines.NAME.triage] fail_regex`."""
     for pattern in patterns or []:
-        try:
-            re.compile(pattern)
-        except re.error as exc:
-            return _bad_request("TRT102", f"not a regular expression: {pattern!r} ({exc})")
+        why = pattern_problem(pattern)
+        if why is not None:
+            return _bad_request("TRT102", why)
     return None
 
 
