@@ -230,3 +230,30 @@ def test_resume_says_the_damaged_field_of_the_record_it_cannot_continue(tmp_path
     note = asyncio.run(prepare_resume(loaded, "m", red))
     assert "resume.verdicts.confirm.stillFails" in note and str(path) in note, note
     assert note.endswith("starting from the whole model") and red.resumed_from is None
+
+
+def test_resume_says_a_damaged_newer_record_it_passed_over(tmp_path: Path) -> None:
+    """The newest reduction's result.json is damaged and an older one reads: --resume considers the older one and
+    says which newer record it passed over and why (it used to pass over it in silence)."""
+    import asyncio
+    import shutil
+
+    from trtls.triage.resume import prepare_resume
+
+    path, record = _written_result(tmp_path)
+    record["outcome"], record["resume"]["verdicts"] = (
+        "cancelled",
+        {"confirm": {"outcome": "failed", "stillFails": True}},
+    )
+    path.write_text(json.dumps(record, indent=2))
+    newer = path.parent.with_name(path.parent.name + "z")  # ids sort by their time: this one is newer
+    shutil.copytree(path.parent, newer)
+    damaged = json.loads((newer / "result.json").read_text())
+    damaged["resume"]["verdicts"] = {"confirm": {"outcome": "failed", "stillFails": "yes"}}
+    (newer / "result.json").write_text(json.dumps(damaged, indent=2))
+    loaded = load_recipe(tmp_path / "trtls.toml")
+    red = new_reduction(loaded, "m", 3)
+    note = asyncio.run(prepare_resume(loaded, "m", red))
+    assert path.parent.name in note, note  # the older record is the one considered
+    assert "a newer reduction's record is damaged and was passed over" in note, note
+    assert str(newer / "result.json") in note and "resume.verdicts.confirm.stillFails" in note, note

@@ -21,22 +21,23 @@ from trtls.triage.reduce_build import Reduction, engine_sha256
 RESUMABLE = ("cancelled", "stopped")
 
 
-def _latest(folder: Path, engine: str, but: str) -> tuple[Path, ReductionResult] | ResultProblem | None:
-    """The newest reduction of `engine` under `.trtls/reduce/` with a readable record (ids sort by their time); when
-    none has one, the newest one's problem (a damaged record, said with its field), or None when there is none."""
+def _latest(folder: Path, engine: str, but: str) -> tuple[tuple[Path, ReductionResult] | None, ResultProblem | None]:
+    """The newest reduction of `engine` under `.trtls/reduce/` with a readable record (ids sort by their time), or
+    None; and the newest damaged record (said with its field) among those newer than it, or among all when none is
+    readable — so a damaged newest record is said, not silently passed over for an older one."""
     if not folder.is_dir():
-        return None
+        return None, None
     problem = None
     for path in sorted(folder.glob(f"reduce-{engine}-*"), key=lambda p: p.name, reverse=True):
         if path.name == but or not path.is_dir():
             continue
         result = read_reduction_result(path / RESULT_NAME, within=state_root(path))
         if isinstance(result, ReductionResult) and result.engine == engine:
-            return path, result
+            return (path, result), problem
         if isinstance(result, ResultProblem) and result.field is not None:  # damaged, not merely never written
             problem = problem or result
         # a reduction that left no record (or a damaged one) is not one to continue
-    return problem
+    return None, problem
 
 
 async def prepare_resume(loaded: LoadedRecipe, engine: str, red: Reduction) -> str:
@@ -47,30 +48,39 @@ async def prepare_resume(loaded: LoadedRecipe, engine: str, red: Reduction) -> s
     eng = loaded.engine(engine)
     red.model_sha256 = await asyncio.to_thread(input_digest, loaded.resolve(eng.onnx))
     red.recipe_sha256 = engine_sha256(eng)
-    found = _latest(red.folder.parent, engine, red.id)
-    if found is None:
+    found, damaged = _latest(red.folder.parent, engine, red.id)
+    if found is None and damaged is None:
         return f"--resume: no earlier reduction of {engine} to continue: starting from the whole model"
-    if isinstance(found, ResultProblem):  # located: the file and the field, not a silent fresh start
-        return f"--resume: no earlier reduction of {engine} to continue ({found}): starting from the whole model"
+    if found is None:  # located: the file and the field, not a silent fresh start
+        return f"--resume: no earlier reduction of {engine} to continue ({damaged}): starting from the whole model"
+    note = _passed_over(damaged)
     path, result = found
     state = result.resume
     if result.outcome not in RESUMABLE:
         return (
             f"--resume: the latest reduction of {engine} ({path.name}) ended {result.outcome}, not stopped: "
-            "starting from the whole model"
+            "starting from the whole model" + note
         )
     if state.modelSha256 != red.model_sha256:
-        return f"--resume: the model changed since {path.name}: starting from the whole model"
+        return f"--resume: the model changed since {path.name}: starting from the whole model" + note
     if state.recipeSha256 != red.recipe_sha256:
-        return f"--resume: the engine's table in the recipe changed since {path.name}: starting from the whole model"
+        return (
+            f"--resume: the engine's table in the recipe changed since {path.name}: starting from the whole model"
+            + note
+        )
     failure = state.failure
     if list((failure.patterns if failure is not None else None) or []) != red.fail_regex:
-        return f"--resume: the --fail-regex patterns differ from {path.name}'s: starting from the whole model"
+        return f"--resume: the --fail-regex patterns differ from {path.name}'s: starting from the whole model" + note
     if failure is None or "confirm" not in state.verdicts:
-        return f"--resume: {path.name} recorded no verdict to continue from: starting from the whole model"
+        return f"--resume: {path.name} recorded no verdict to continue from: starting from the whole model" + note
     red.replay = dict(state.verdicts)
     red.target = failure
     red.resumed_from = path.name
     smallest = state.smallest
     nodes = f"{smallest.nodes} nodes" if smallest is not None and smallest.nodes else "no smaller failing model yet"
-    return f"--resume: continuing {path.name} ({len(red.replay)} verdicts replayed, not rebuilt; {nodes})"
+    return f"--resume: continuing {path.name} ({len(red.replay)} verdicts replayed, not rebuilt; {nodes})" + note
+
+
+def _passed_over(damaged: ResultProblem | None) -> str:
+    """What the note adds when a newer reduction's record is damaged and an older one is the one considered."""
+    return "" if damaged is None else f"; a newer reduction's record is damaged and was passed over ({damaged})"
