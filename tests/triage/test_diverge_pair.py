@@ -234,3 +234,64 @@ def test_a_fix_that_makes_the_error_worse_is_widened_upstream_and_only_a_measure
     assert measured_exclusion(unmeasured) is None and measured_exclusion(worse) is None
     assert "was not measured" in divergence_finding(unmeasured).message
     assert "none is offered" in divergence_finding(worse).message
+
+
+def _nan_pair(ws: Path, changed: float) -> tuple[Path, Path]:
+    """A model whose reference itself makes NaN — `l = Log(-|x| - 1)` (every element) and `s = Sqrt(x)` (the negative
+    ones) — and a copy whose `y = s · w` has `w` scaled by `changed`."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 8])
+    outputs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, [4, 8]) for n in ("l", "y")]
+    nodes = [
+        helper.make_node("Abs", ["x"], ["a"], name="abs"),
+        helper.make_node("Neg", ["a"], ["n"], name="neg"),
+        helper.make_node("Sub", ["n", "one"], ["m"], name="sub"),
+        helper.make_node("Log", ["m"], ["l"], name="log"),
+        helper.make_node("Sqrt", ["x"], ["s"], name="sqrt"),
+        helper.make_node("Mul", ["s", "w"], ["y"], name="scale"),
+    ]
+    paths = []
+    for name, factor in (("reference.onnx", 1.0), ("candidate.onnx", changed)):
+        inits = [
+            numpy_helper.from_array(np.ones((4, 8), np.float32), "one"),
+            numpy_helper.from_array(np.full((4, 8), 2.0 * factor, np.float32), "w"),
+        ]
+        graph = helper.make_graph(nodes, "nan", [x], outputs, inits)
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+        model.ir_version = 9
+        onnx.save(model, str(ws / name))
+        paths.append(ws / name)
+    np.savez(ws / "inputs.npz", x=np.random.default_rng(5).standard_normal((4, 8)).astype(np.float32))
+    return paths[0], paths[1]
+
+
+def test_a_tensor_whose_reference_is_all_nan_is_not_checked_never_within(tmp_path: Path) -> None:
+    """A NaN the reference model makes itself is no number to match: the elements are counted as not compared, and a
+    tensor with no finite reference element is not_checked (withinTolerance null), never "within tolerance" (before,
+    its error over no element was 0 and it was said to pass). Real ONNX Runtime runs of both models."""
+    (tmp_path / "trtls.toml").write_text(RECIPE)
+    (tmp_path / "models").mkdir()
+    _model(tmp_path / "models" / "enc.onnx")
+    reference, candidate = _nan_pair(tmp_path, changed=1.5)
+    args = ["--diverge", "--reference", str(reference), "--candidate", str(candidate), "--inputs", "inputs.npz"]
+    code, record, stderr = _run(tmp_path, *args, without="onnx_graphsurgeon")
+    assert record is not None, stderr[-2000:]
+    by_name = {t["tensor"]: t for t in record["rounds"][0]["tensors"]}
+    assert by_name["l"]["withinTolerance"] is None and by_name["l"]["notCompared"] == 32, by_name["l"]
+    x = np.load(tmp_path / "inputs.npz")["x"]
+    negative = int(np.count_nonzero(x < 0))
+    assert 0 < negative < 32 and by_name["s"]["notCompared"] == negative and by_name["s"]["withinTolerance"] is True
+    assert by_name["m"]["notCompared"] == 0 and by_name["m"]["withinTolerance"] is True
+    assert record["rounds"][0]["outputsNotChecked"] == ["l"]
+    first = record["firstDiverging"]
+    assert (first["tensor"], first["notCompared"]) == ("y", negative) and code == 0, record
+    assert [t["tensor"] for t in record["rounds"][0]["next"]] == [], "a not_checked tensor is not a diverging one"
+
+    # the same model on both sides: nothing diverges, and the human lines say what was not checked
+    proc = subprocess.run(
+        [sys.executable, "-m", "trtls", "reduce", str(tmp_path), "--diverge", "--reference", str(reference),
+         "--candidate", str(reference), "--inputs", "inputs.npz"], capture_output=True, text=True, timeout=600,
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 1, proc.stdout + proc.stderr[-2000:]
+    assert "no tensor leaves tolerance" in proc.stdout
+    assert "not_checked (1): the reference holds only inf/NaN in l" in proc.stdout, proc.stdout

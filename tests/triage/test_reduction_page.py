@@ -30,7 +30,7 @@ def _tensor(name: str, error: float | None, within: bool, nonfinite: int = 0) ->
 
 def _record(tensors: list[dict]) -> dict:
     """A search's divergence.json as trtls.triage.diverge_run writes it."""
-    first = next(t for t in tensors if not t["withinTolerance"])
+    first = next(t for t in tensors if t["withinTolerance"] is False)
     return {
         "kind": "divergence",
         "id": "diverge-enc-1",
@@ -97,6 +97,20 @@ def test_an_overflowed_layer_is_a_full_height_bar_labelled_overflow(tmp_path: Pa
     assert svg.count(">overflow</text>") == 2
     assert "overflow: 45 inf/NaN values" in svg
     assert len(re.findall(r"<circle ", svg)) == 2  # h0 and y keep their points
+
+
+def test_a_tensor_nothing_was_compared_in_is_a_hollow_mark_not_a_passing_point(tmp_path: Path) -> None:
+    """A tensor whose reference holds only inf/NaN (withinTolerance null, every element notCompared): no error is
+    drawn for it (its 0 over no element is no measurement), a hollow mark on the axis says not_checked."""
+    unchecked = {**_tensor("l", 0.0, True), "withinTolerance": None, "notCompared": 32}
+    tensors = [_tensor("h0", 1e-3, True), unchecked, _tensor("y", 0.5, False)]
+    (tmp_path / "divergence.json").write_text(json.dumps(_record(tensors), allow_nan=False))
+    svg = (html := reduction_report(tmp_path))[html.index("<svg") : html.index("</svg>")]
+    hollow = re.findall(r'<circle class="not-checked" cx="[\d.]+" cy="([\d.]+)" r="3" fill="none"', svg)
+    assert hollow == ["180.0"], svg  # on the axis, one mark: l
+    assert "l (MatMul): not_checked, the reference holds only inf/NaN" in svg
+    assert len(re.findall(r"<circle (?!class)", svg)) == 2  # h0 and y keep their points; l has none
+    assert "a hollow mark on the axis: not_checked" in html
 
 
 @pytest.mark.parametrize(("text", "words"), [("[1, 2]", "not a reduction's"), ("{nope", "not valid JSON")])

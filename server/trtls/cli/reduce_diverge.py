@@ -92,15 +92,24 @@ async def diverge(loaded: LoadedRecipe, args: argparse.Namespace) -> int:
             if not pair:
                 tried = args.fix and not result.cancelled  # a stopped --fix measured no exclusion: the first node
                 print(f"proposal: [precision] exclude_nodes = {result.excludeNodes if tried else [first.node]}")
+        unchecked = _not_checked(result)
+        if unchecked:
+            print(unchecked)
         if args.fix:
             for line in _round_lines(result.rounds):
                 print(line)
+            last = result.rounds[-1] if result.rounds else None
             print(
                 f"fixed: with exclude_nodes = {result.excludeNodes} the outputs are within tolerance"
                 if result.fixed
                 else "not fixed within the rounds: no exclusion was measured to pass"
                 if result.fixed is False
                 else "whether an exclusion fixes it was not checked: the stop came first"
+                if result.cancelled or last is None or not last.outputsNotChecked
+                else terminal_safe(
+                    "whether an exclusion fixes it was not checked: the reference's "
+                    f"{', '.join(last.outputsNotChecked)} holds no finite value to compare"
+                )
             )
         if result.parityRerun is not None:
             print(_rerun_line(result.parityRerun))
@@ -129,6 +138,16 @@ def _not_compared(result: DivergenceResult) -> str:
         f" ({result.comparedTensors} tensors compared; {result.notCompared} of the reference's not compared: "
         f"{names}{more})"
     )
+
+
+def _not_checked(result: DivergenceResult) -> str:
+    """The last round's tensors whose reference holds only inf/NaN: nothing was compared, so they are not_checked,
+    never "within tolerance" (empty when there are none)."""
+    names = [t.tensor for t in result.rounds[-1].tensors if t.withinTolerance is None] if result.rounds else []
+    if not names:
+        return ""
+    shown = ", ".join(names[:5]) + (", …" if len(names) > 5 else "")
+    return terminal_safe(f"not_checked ({len(names)}): the reference holds only inf/NaN in {shown}")
 
 
 def _round_lines(rounds: list[DivergenceRound]) -> list[str]:

@@ -182,7 +182,8 @@ class TensorDivergence(_Record):
     relL2: float | None
     nonFinite: int
     overflow: bool = False  # an older record: its errors are Infinity instead
-    withinTolerance: bool
+    notCompared: int = 0  # elements where the reference is inf/NaN (an older record: not counted)
+    withinTolerance: bool | None  # None: not_checked, no finite reference element to compare
 
 
 class DivergenceRound(_Record):
@@ -193,10 +194,11 @@ class DivergenceRound(_Record):
     reason: str | None = None
     added: list[str] | None = None
     convertedModel: str
-    outputsPass: bool
     outputErrors: dict[str, float | None]
     outputRangeError: float | None = None
     worseThanBefore: bool | None = None
+    outputsPass: bool  # the comparison's verdict (triage.diverge.Comparison.verdict), in the order it writes it
+    outputsNotChecked: list[str] | None = None  # outputs with no finite reference element (older records: absent)
     firstDiverging: TensorDivergence | None
     next: list[TensorDivergence]
     tensors: list[TensorDivergence]
@@ -264,6 +266,7 @@ class TensorrtLayers(_Record):
     markedOutputs: int | None = None
     engineBytes: int | None = None
     outputsPass: bool | None = None
+    outputsNotChecked: list[str] | None = None
     firstDiverging: TensorDivergence | None = None
     next: list[TensorDivergence] | None = None
     tensors: list[TensorDivergence] | None = None

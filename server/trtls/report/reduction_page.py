@@ -83,7 +83,8 @@ def _plotted(t: TensorDivergence) -> float | None:
     """The range error to plot, or None for an fp16 overflow (inf/NaN in the converted tensor): `overflow`, a null
     rangeError, or — in a record written before the flag — a non-finite one."""
     e = t.rangeError
-    return None if t.overflow or e is None or not math.isfinite(e) else max(e, 1e-9)
+    unchecked = t.withinTolerance is None  # nothing compared: a 0 here is no measurement
+    return None if unchecked or t.overflow or e is None or not math.isfinite(e) else max(e, 1e-9)
 
 
 def _layers_svg(tensors: list[TensorDivergence], limit: float) -> str:
@@ -92,7 +93,7 @@ def _layers_svg(tensors: list[TensorDivergence], limit: float) -> str:
     if not tensors:
         return "<p>No tensor was compared.</p>"
     errs = [_plotted(t) for t in tensors]
-    over = [e is None for e in errs]
+    over = [e is None and t.withinTolerance is not None for t, e in zip(tensors, errs, strict=True)]
     known = [e for e in errs if e is not None]
     lo, hi = math.log10(min(known + [limit]) / 2), math.log10(max(known + [limit]) * 2)
     step = (W - 2 * PAD) / max(len(tensors) - 1, 1)
@@ -110,6 +111,12 @@ def _layers_svg(tensors: list[TensorDivergence], limit: float) -> str:
     marks = []
     for i, (t, e) in enumerate(zip(tensors, errs, strict=True)):
         x = PAD + i * step
+        if t.withinTolerance is None:  # not_checked: a hollow mark on the axis, no error drawn
+            marks.append(
+                f'<circle class="not-checked" cx="{x:.1f}" cy="{H - PAD:.1f}" r="3" fill="none" stroke="#7f8c8d">'
+                f"<title>{esc(t.tensor)} ({esc(t.op)}): not_checked, the reference holds only inf/NaN</title></circle>"
+            )
+            continue
         if e is None:
             bad = t.nonFinite
             what = f"overflow: {bad} inf/NaN values" if bad else "overflow: inf/NaN values"
@@ -126,6 +133,11 @@ def _layers_svg(tensors: list[TensorDivergence], limit: float) -> str:
     legend = (
         '<p class="muted">range-relative error per tensor, in graph order (log scale)'
         + ("; a full-height red bar: the converted tensor overflowed (inf/NaN, no finite error)" if any(over) else "")
+        + (
+            "; a hollow mark on the axis: not_checked, the reference holds only inf/NaN"
+            if any(t.withinTolerance is None for t in tensors)
+            else ""
+        )
         + "</p>"
     )
     return (

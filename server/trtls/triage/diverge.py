@@ -37,7 +37,9 @@ MAX_FIX_ROUNDS = 6
 RULE = (
     "a tensor leaves tolerance when max|converted - reference| / max|reference| exceeds the precision's relative "
     "tolerance; outputs must also pass |converted - reference| <= atol + rtol*|reference| elementwise; a converted "
-    "tensor holding inf/NaN where the reference is finite is out of tolerance as an overflow (its errors are null)"
+    "tensor holding inf/NaN where the reference is finite is out of tolerance as an overflow (its errors are null); "
+    "elements where the reference itself is inf/NaN are not compared (notCompared), and a tensor with no finite "
+    "reference element is not_checked (withinTolerance null), never within tolerance"
 )
 
 
@@ -50,7 +52,8 @@ class TensorError:
     range_error: float
     rel_l2: float
     nonfinite: int
-    within: bool
+    within: bool | None  # None: not_checked, the reference held no finite element to compare
+    not_compared: int = 0  # elements where the reference is inf/NaN: not a number to match
 
     @property
     def overflow(self) -> bool:
@@ -67,6 +70,7 @@ class TensorError:
             "relL2": finite_or_none(self.rel_l2),
             "nonFinite": self.nonfinite,
             "overflow": self.overflow,
+            "notCompared": self.not_compared,
             "withinTolerance": self.within,
         }
 
@@ -103,24 +107,44 @@ def error_text(t: TensorDivergence, rtol: float) -> str:
 @dataclass
 class Comparison:
     tensors: list[TensorError] = field(default_factory=list)
-    outputs_pass: bool = True
+    outputs_pass: bool = True  # no output was measured out of tolerance
+    outputs_not_checked: list[str] = field(default_factory=list)  # outputs with no finite reference element
     output_errors: dict[str, float] = field(default_factory=dict)
     output_range_error: float = 0.0  # the worst output's range error (inf for an overflow): rounds are ranked by it
 
     @property
     def first(self) -> TensorError | None:
-        return next((t for t in self.tensors if not t.within), None)
+        return next((t for t in self.tensors if t.within is False), None)
+
+    @property
+    def outputs_checked_pass(self) -> bool:
+        """Every output was compared and passed: what `fixed` and the route's parity may claim."""
+        return self.outputs_pass and not self.outputs_not_checked
+
+    def verdict(self) -> dict[str, Any]:
+        """The comparison's verdict as every piece of evidence records it (a search's round, two models' comparison,
+        the TensorRT engine's layer-wise comparison): whether the outputs passed, which could not be checked, the
+        first diverging tensor, the next few, and every tensor compared."""
+        first = self.first
+        return {
+            "outputsPass": self.outputs_pass,
+            "outputsNotChecked": list(self.outputs_not_checked),
+            "firstDiverging": first.record() if first else None,
+            "next": [t.record() for t in self.tensors if t.within is False and t is not first][:NEXT_SHOWN],
+            "tensors": [t.record() for t in self.tensors],
+        }
 
 
 def _error(ref: np.ndarray, got: np.ndarray) -> tuple[float, float, float, int]:
-    """(max |error|, range error, relative L2, count of inf/NaN). A converted tensor holding inf or NaN where the
-    reference is finite (an fp16 overflow, or a value computed from one) has no finite error: all three are inf,
-    and the record says `overflow` instead of a number."""
+    """(max |error|, range error, relative L2, count of inf/NaN), over the elements where the reference is finite
+    (a reference inf/NaN is not a number to match; `compare_values` counts them as not compared). A converted tensor
+    holding inf or NaN where the reference is finite (an fp16 overflow, or a value computed from one) has no finite
+    error: all three are inf, and the record says `overflow` instead of a number."""
     ref64, got64 = ref.astype(np.float64), got.astype(np.float64)
-    bad = int(np.count_nonzero(~np.isfinite(got64) & np.isfinite(ref64)))
+    finite = np.isfinite(ref64)
+    bad = int(np.count_nonzero(~np.isfinite(got64) & finite))
     if bad:
         return math.inf, math.inf, math.inf, bad
-    finite = np.isfinite(ref64)  # compared where the reference is finite (a reference inf is not a number to match)
     diff = np.abs(got64[finite] - ref64[finite])
     scale = float(np.max(np.abs(ref64[finite]), initial=0.0))
     max_abs = float(np.max(diff, initial=0.0))
@@ -208,16 +232,23 @@ def compare_values(
             if a.shape != b.shape:
                 continue
             max_abs, range_error, rel_l2, bad = _error(a, b)
-            within = bad == 0 and range_error <= rtol
-            if t.name in outputs:  # elementwise too, with the tolerances given for it (a route's)
-                if t.name in output_tolerances:
-                    atol_o, rtol_o = output_tolerances[t.name]
-                    diff = np.abs(b.astype(np.float64) - a)
-                    within = within and bad == 0 and bool(np.all(diff <= atol_o + rtol_o * np.abs(a)))
+            finite = np.isfinite(a)
+            not_compared = int(a.size - np.count_nonzero(finite))
+            within: bool | None = bad == 0 and range_error <= rtol
+            if t.name in outputs and t.name in output_tolerances:  # elementwise too, with the tolerances given for it
+                atol_o, rtol_o = output_tolerances[t.name]
+                a_f, b_f = a[finite].astype(np.float64), b[finite].astype(np.float64)
+                within = within and bool(np.all(np.abs(b_f - a_f) <= atol_o + rtol_o * np.abs(a_f)))
+            if not_compared == a.size:  # no finite reference element: nothing was compared, so nothing passed
+                within = None
+            if t.name in outputs:
                 result.output_errors[t.name] = max_abs  # inf when it overflowed: standard_json makes it null
                 result.output_range_error = max(result.output_range_error, range_error)
-                result.outputs_pass = result.outputs_pass and within
-            result.tensors.append(TensorError(t.name, node.name, node.op, max_abs, range_error, rel_l2, bad, within))
+                result.outputs_pass = result.outputs_pass and within is not False
+                if within is None:
+                    result.outputs_not_checked.append(t.name)
+            error = TensorError(t.name, node.name, node.op, max_abs, range_error, rel_l2, bad, within, not_compared)
+            result.tensors.append(error)
     return result
 
 
@@ -281,17 +312,15 @@ def find_divergence(
                 "reason": reason,
                 "added": list(added),
                 "convertedModel": str(converted_path),
-                "outputsPass": comp.outputs_pass,
                 "outputErrors": comp.output_errors,
                 "outputRangeError": comp.output_range_error,
                 "worseThanBefore": bool(before is not None and added and comp.output_range_error > before),
-                "firstDiverging": first.record() if first else None,
-                "next": [t.record() for t in comp.tensors if not t.within and t is not first][:NEXT_SHOWN],
-                "tensors": [t.record() for t in comp.tensors],
+                **comp.verdict(),
             }
         )
         if comp.outputs_pass or first is None:
-            out.fixed = True if fix else None
+            # fixed only when every output was compared: an output with no finite reference value is not_checked
+            out.fixed = (True if comp.outputs_checked_pass else None) if fix else None
             break
         if no_better:  # excluding `added` did not help: what it reads was already damaged upstream
             wider = upstream(reference, added)

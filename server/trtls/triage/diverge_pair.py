@@ -24,7 +24,7 @@ from trtls.core.cancel import CancelToken
 from trtls.core.recipe import LoadedRecipe
 from trtls.core.triage_records import DIVERGENCE_NAME, DivergenceResult
 from trtls.fs import Kind, atomic_write_text, ensure_folder
-from trtls.triage.diverge import NEXT_SHOWN, RULE, compare, random_feed, standard_json
+from trtls.triage.diverge import RULE, compare, random_feed, standard_json
 from trtls.triage.diverge_run import DivergenceUnavailable, load_feed
 
 # float32 reorderings (another summation order, a fused kernel) move a tensor by ~1e-6 of its range; a changed weight
@@ -150,12 +150,9 @@ def run_pair_divergence(
             {
                 "excludeNodes": [],
                 "convertedModel": str(candidate_path.absolute()),
-                "outputsPass": comp.outputs_pass,
                 "outputErrors": comp.output_errors,
                 "outputRangeError": comp.output_range_error,
-                "firstDiverging": first.record() if first else None,
-                "next": [t.record() for t in comp.tensors if not t.within and t is not first][:NEXT_SHOWN],
-                "tensors": [t.record() for t in comp.tensors],
+                **comp.verdict(),
             }
         ],
         "ranHere": "onnxruntime (CPU) for both models",

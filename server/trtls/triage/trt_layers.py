@@ -126,7 +126,7 @@ def layerwise(job: dict[str, Any], check_device: bool = True) -> dict[str, Any]:
     import onnx_graphsurgeon as gs
 
     from trtls.builds.worker.adapter import load_builder_module
-    from trtls.triage.diverge import NEXT_SHOWN, RULE, compare_values
+    from trtls.triage.diverge import RULE, compare_values
     from trtls.triage.probe import every_tensor_session
     from trtls.triage.trt_layers_run import execution_blocker, not_checked
 
@@ -150,16 +150,7 @@ def layerwise(job: dict[str, Any], check_device: bool = True) -> dict[str, Any]:
     graph.toposort()
     tolerances = {k: (float(v[0]), float(v[1])) for k, v in (job.get("outputTolerances") or {}).items()}
     comp = compare_values(graph, ref, got, float(job["rtol"]), tolerances)
-    first = comp.first
-    return {
-        "status": "compared",
-        "rule": RULE,
-        **base,
-        "outputsPass": comp.outputs_pass,
-        "firstDiverging": first.record() if first else None,
-        "next": [t.record() for t in comp.tensors if not t.within and t is not first][:NEXT_SHOWN],
-        "tensors": [t.record() for t in comp.tensors],
-    }
+    return {"status": "compared", "rule": RULE, **base, **comp.verdict()}
 
 
 def main(argv: list[str]) -> int:
