@@ -294,3 +294,46 @@ def test_a_nan_where_the_reference_has_a_number_is_counted_and_fails():
     same = ref.copy()
     same[0, 0] = ref[0, 0] = np.inf  # identical non-finite values are equal (infinities_compare_equal)
     assert P.compare_output("o", [same], [ref], P.Tolerance(atol=1e-3, rtol=1e-3)).passed
+
+
+def test_an_output_with_no_element_to_compare_is_not_checked_never_a_pass():
+    """Every element NaN on both sides alike, or an empty output: Polygraphy's comparator finds nothing outside the
+    tolerance, and the check used to say `pass` over zero elements. Nothing was measured: not_checked, said so."""
+    ref = np.full((2, 3), np.nan, np.float32)
+    tol = P.Tolerance(atol=1e-3, rtol=1e-3)
+    got = P.compare_output("o", [ref.copy()], [ref], tol)
+    assert got.compared == 0 and got.status == "not_checked", got.message
+    assert "not_checked: no element to compare" in got.message
+    empty = np.zeros((0, 4), np.float32)
+    assert P.compare_output("o", [empty], [empty], tol).status == "not_checked"
+    # one number on both sides is enough to measure; a number against the reference's NaN is a reject, as before
+    partly = np.full((2, 3), np.inf, np.float32)
+    assert P.compare_output("o", [partly.copy()], [partly], tol).status == "not_checked"
+    partly[0, 0] = 1.0
+    assert P.compare_output("o", [partly.copy()], [partly], tol).status == "pass"
+    assert P.compare_output("o", [np.zeros((2, 3), np.float32)], [ref], tol).status == "reject"
+
+
+def test_a_model_whose_outputs_are_all_nan_gets_no_tolerance_pass(tmp_path):
+    """Real runtimes (onnx.reference and ONNX Runtime) of a model whose output is Log(-|x| - 1), NaN everywhere: the
+    tolerance check of that output is not_checked, and the gate does not support the route."""
+    graph = helper.make_graph(
+        [
+            helper.make_node("Abs", ["x"], ["a"]),
+            helper.make_node("Neg", ["a"], ["n"]),
+            helper.make_node("Sub", ["n", "one"], ["m"]),
+            helper.make_node("Log", ["m"], ["y"]),
+        ],
+        "nan",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 4])],
+        [helper.make_tensor("one", TensorProto.FLOAT, [], [1.0])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, tmp_path / "nan.onnx")
+    ref = P.runtime_spec("onnx.reference", tmp_path / "nan.onnx")
+    ut = P.runtime_spec("onnxruntime", tmp_path / "nan.onnx")
+    checks = by_name(P.check_parity(ref, ut, inputs(), paths=PATHS))
+    assert checks["parity.tolerance:y"].status == "not_checked", checks["parity.tolerance:y"].message
+    assert decide(list(checks.values())) != "supported"

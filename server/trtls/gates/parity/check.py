@@ -268,7 +268,7 @@ def check_parity(
             checks.append(
                 _check(
                     f"parity.tolerance:{name}",
-                    "pass" if cmp.passed else "reject",
+                    cmp.status,
                     cmp.message + (_adapted_note(name, adapter) if adapter is not None else ""),
                     "TRT805",
                     path,

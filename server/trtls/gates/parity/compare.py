@@ -180,6 +180,14 @@ class OutputComparison:
     largest: dict[str, Any] | None = None  # where the largest absolute error is, with both values
     histogram: list[dict[str, Any]] = field(default_factory=list)  # absolute errors per decade
     cosine: dict[str, Any] | None = None  # per-vector cosine similarity (outputs of vectors)
+    compared: int = -1  # elements with a number on both sides; 0: nothing was compared (not_checked, not a pass)
+
+    @property
+    def status(self) -> CheckStatus:
+        """`parity.tolerance`'s status: pass or reject as measured, not_checked when no element was compared."""
+        if self.compared == 0 and not self.stats.get("nonfinite_mismatches"):
+            return "not_checked"  # Polygraphy's own verdict over no number (a fail for NaN against NaN) is no measure
+        return "pass" if self.passed else "reject"
 
 
 def _polygraphy_verdict(
@@ -251,6 +259,12 @@ def compare_output(
             f"{where}: {label} abs error {checked['abs']:.3g} (atol {tol.atol:g}), {label} rel error "
             f"{checked['rel']:.3g} (rtol {tol.rtol:g}): {relation} tolerance (check_error_stat = {stat})"
         )
+    compared = int(absdiff.size)
+    if compared == 0 and nonfinite == 0:  # every element NaN/Inf alike on both sides, or none: nothing measured
+        message = (
+            f"{where}: not_checked: no element to compare (the output is empty, or every element is NaN or Inf on "
+            "both sides alike)"
+        )
     largest = largest_error(outs, refs)
     if largest is not None and largest["abs_error"] > 0:
         message += (
@@ -262,7 +276,7 @@ def compare_output(
         judged = "judged by parity.cosine" if tol.cosine_min is not None else "a figure, not judged: no cosine_min"
         message += f"; cosine similarity min {cosine['min']:.6f} over {cosine['vectors']} vectors ({judged})"
     return OutputComparison(
-        name, passed, message, tol, tolerance_key, stats, largest, error_histogram(absdiff, nonfinite), cosine
+        name, passed, message, tol, tolerance_key, stats, largest, error_histogram(absdiff, nonfinite), cosine, compared
     )
 
 
