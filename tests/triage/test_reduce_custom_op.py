@@ -130,3 +130,45 @@ def test_a_shape_computation_whose_values_inference_never_measured_comes_along_n
     assert record["minimal"]["nodeNames"] == ["ln"]
     spans = [t for t in record["trials"] if t["step"] == "outputs"]
     assert any(t["outcome"] == "built" and t["lastNode"] >= reshape for t in spans), spans
+
+
+def test_an_unknown_ops_output_the_model_declares_is_a_cut_and_the_record_says_it_rests_on_the_declaration(
+    tmp_path: Path,
+) -> None:
+    """The model of the test above, with the custom node's output declared as exporters write it (`value_info` p:
+    float [N, 16, 64], N the input's batch): shape inference is given that declaration at each profile point and
+    carries it on, so the tensors after the custom node have facts and are cuts. The LayerNormalization that 32 KiB
+    of shared memory breaks is reduced to itself alone, its input b1 — past the op inference does not know — and the
+    record names p as the tensor whose shape rests on the model's declaration, not on inference."""
+    from onnx import TensorProto, helper
+
+    custom_op_between(tmp_path / "m.onnx", "Relu", 3, ["Relu", "Sigmoid", "LayerNormalization"])
+    model = onnx.load(str(tmp_path / "m.onnx"))
+    model.graph.value_info.append(helper.make_tensor_value_info("p", TensorProto.FLOAT, ["N", 16, 64]))
+    onnx.save(model, str(tmp_path / "m.onnx"))
+    (tmp_path / "trtls.toml").write_text(_engine("m", "m.onnx", "[N, 16, 64]", smem=True))
+    code, record, stderr = _reduce(tmp_path, "m")
+    assert record is not None, stderr[-2000:]
+    probe = record["shapeProbe"]
+    assert probe["probe"] == "onnx_shape_inference" and probe["declared"] == ["p"], probe
+    assert probe["text"].endswith("(an unknown op's outputs as the model declares them: p)"), probe["text"]
+    assert code == 0 and record["outcome"] == "configuration", record["causeText"]
+    assert record["minimal"]["nodeNames"] == ["b2"] and record["minimal"]["inputs"] == ["b1"], record["minimal"]
+    profile = {"input": "b1", "min": [1, 16, 64], "opt": [2, 16, 64], "max": [4, 16, 64]}
+    assert record["minimal"]["profiles"] == [{"inputs": [profile]}]
+
+
+def test_a_declaration_in_a_dimension_no_input_names_gives_no_facts(tmp_path: Path) -> None:
+    """A declared output whose dimension no input names (`[M, 16, 64]`) cannot be sized at a profile point: it stays
+    as declared, and nothing after the custom node has facts (as without a declaration)."""
+    from onnx import TensorProto, helper
+
+    from trtls.triage.shape_inference import probe_shapes
+
+    custom_op_between(tmp_path / "m.onnx", "Relu", 3, ["Relu", "Sigmoid", "LayerNormalization"])
+    model = onnx.load(str(tmp_path / "m.onnx"))
+    model.graph.value_info.append(helper.make_tensor_value_info("p", TensorProto.FLOAT, ["M", 16, 64]))
+    profiles = [{"inputs": [{"input": "x", "min": [1, 16, 64], "opt": [2, 16, 64], "max": [4, 16, 64]}]}]
+    probe = probe_shapes(model, profiles)
+    assert probe.inferred and probe.record.declared is None
+    assert not {"p", "b0", "b1", "y"} & set(probe.facts) and "a2" in probe.facts

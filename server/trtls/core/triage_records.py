@@ -121,6 +121,7 @@ class ShapeProbeRecord(_Record):
     probe: Literal["onnx_runtime", "onnx_shape_inference"]
     reason: str | None = None
     text: str
+    declared: list[str] | None = None  # an unknown op's outputs whose shapes are the model's declaration, not inferred
 
 
 class ReductionResult(_Record):

@@ -4,9 +4,14 @@ inference (`onnx.shape_inference.infer_shapes`, `data_prop=True`) once per profi
 fixed to that point's shapes.
 
 It says less than a run: a tensor has facts only where inference gave its dtype and every dimension at every point
-of every profile — nothing after an op inference does not know (no schema, so no output shape), and nothing whose
-size depends on data. It never measures a value: every tensor's `value_known` is False, so a small integer tensor
-(a shape-like one) is never frozen nor made a profiled input; the nodes that compute it come along into a cut instead
+of every profile — nothing after an op inference does not know (no schema, so no output shape) unless the model
+declares that op's output, and nothing whose size depends on data. The declaration: the model's `value_info` or graph
+output for an unknown op's output (as exporters write them), in dimensions the inputs name (`[N, 16, 64]` beside an
+input `x: [N, 16, 64]`); at each point it is given to inference with `N` at the input's size there, and inference
+carries it on through the ops it knows (`declared_outputs`). A declaration is a claim, not a measurement, so the
+record names the tensors that rest on one; a wrong one only makes a trial fail otherwise, which a reduction counts as
+"does not reproduce". It never measures a value: every tensor's `value_known` is False, so a small integer tensor (a
+shape-like one) is never frozen nor made a profiled input; the nodes that compute it come along into a cut instead
 (`subgraph`). A tensor without facts is never a cut's input or output (`subgraph.Candidate.unknown`).
 """
 
@@ -50,10 +55,55 @@ def _inferred(value: Any) -> tuple[Any, list[int]] | None:
     return dtype, [int(d.dim_value) for d in tensor.shape.dim]
 
 
-def inferred_tensors(model: Any, profiles: list[dict[str, Any]]) -> dict[str, TensorFacts]:
+def declared_outputs(model: Any) -> dict[str, Any]:
+    """The outputs of the ops ONNX shape inference has no schema for, that the model declares with a type and a
+    shape (`value_info`, else a graph output): name → that declaration (an onnx ValueInfoProto)."""
+    import onnx
+
+    g = model.graph
+    declared = {v.name: v for v in [*g.output, *g.value_info]}  # a value_info wins over the output's own
+    unknown_ops = [n for n in g.node if not onnx.defs.has(n.op_type, n.domain or "")]
+    found = {}
+    for node in unknown_ops:
+        for name in node.output:
+            value = declared.get(name)
+            if value is not None and value.type.tensor_type.elem_type and value.type.tensor_type.HasField("shape"):
+                found[name] = value
+    return found
+
+
+def _resolved(value: Any, sizes: dict[str, int]) -> list[int] | None:
+    """A declared shape with each named dimension at its size in `sizes`; None when one is neither a number nor
+    named by an input."""
+    out = []
+    for d in value.type.tensor_type.shape.dim:
+        if d.HasField("dim_value"):
+            out.append(int(d.dim_value))
+        elif d.dim_param in sizes:
+            out.append(sizes[d.dim_param])
+        else:
+            return None
+    return out
+
+
+def _sizes(inputs: list[Any], shapes: dict[str, list[int]]) -> dict[str, int]:
+    """What each named dimension of the inputs is at one point (a name two inputs give two sizes is left out)."""
+    sizes: dict[str, int] = {}
+    clash: set[str] = set()
+    for spec in inputs:
+        shape = shapes.get(spec.name, _fixed_shape(spec.shape or []))
+        for dim, size in zip(spec.shape or [], shape, strict=False):
+            if isinstance(dim, str):
+                if sizes.setdefault(dim, int(size)) != int(size):
+                    clash.add(dim)
+    return {k: v for k, v in sizes.items() if k not in clash}
+
+
+def inferred_tensors(model: Any, profiles: list[dict[str, Any]]) -> tuple[dict[str, TensorFacts], list[str]]:
     """The facts ONNX shape inference gives for every top-level tensor of `model` (an onnx ModelProto), profile point
-    by profile point: only the tensors whose dtype and shape it inferred at every point (see the module's text).
-    Raises what `infer_shapes` raises (a model it cannot read)."""
+    by profile point: only the tensors whose dtype and shape it inferred at every point (see the module's text); and
+    the outputs of unknown ops whose facts rest on the model's declaration (`declared_outputs`). Raises what
+    `infer_shapes` raises (a model it cannot read)."""
     import onnx
 
     inputs = model_inputs(model)
@@ -61,6 +111,12 @@ def inferred_tensors(model: Any, profiles: list[dict[str, Any]]) -> dict[str, Te
     fixed = onnx.ModelProto()
     fixed.CopyFrom(model)
     graph_inputs = {value.name: value for value in fixed.graph.input if value.name not in constants}
+    declared = declared_outputs(model)
+    fixed_values = {v.name: v for v in fixed.graph.value_info}
+    for name, value in declared.items():  # given to inference as a value_info, resolved point by point below
+        if name not in fixed_values:
+            fixed_values[name] = fixed.graph.value_info.add()
+            fixed_values[name].CopyFrom(value)
     facts: dict[str, TensorFacts] = {}
     conflicting: set[str] = set()  # a tensor inference gave two dtypes at two points: no fact to trust
     points = 0
@@ -69,6 +125,13 @@ def inferred_tensors(model: Any, profiles: list[dict[str, Any]]) -> dict[str, Te
             shapes = {i["input"]: i[point] for i in profile["inputs"]}
             for spec in inputs:
                 _set_shape(graph_inputs[spec.name], shapes.get(spec.name, _fixed_shape(spec.shape or [])))
+            sizes = _sizes(inputs, shapes)
+            for name, value in declared.items():
+                resolved = _resolved(value, sizes)
+                if resolved is not None:
+                    _set_shape(fixed_values[name], resolved)
+                else:  # a dimension the inputs do not name: as declared, so no facts at this point
+                    fixed_values[name].CopyFrom(value)
             inferred = onnx.shape_inference.infer_shapes(fixed, data_prop=True)
             points += 1
             g = inferred.graph
@@ -85,7 +148,8 @@ def inferred_tensors(model: Any, profiles: list[dict[str, Any]]) -> dict[str, Te
                 f.shapes[index][point] = shape
     # a tensor some point did not infer has no facts: a profile needs its shape at min, opt and max
     complete = {name: f for name, f in facts.items() if sum(len(per) for per in f.shapes) == points}
-    return {name: f for name, f in complete.items() if name not in conflicting}
+    kept = {name: f for name, f in complete.items() if name not in conflicting}
+    return kept, sorted(name for name in declared if name in kept)
 
 
 RUNTIME: Final = "onnx_runtime"
@@ -124,12 +188,16 @@ def probe_shapes(model: Any, profiles: list[dict[str, Any]]) -> ShapeProbe:
     except RuntimeError as exc:
         reason = one_line(str(exc.__cause__ or exc))
         try:
-            facts = inferred_tensors(model, profiles)
+            facts, declared = inferred_tensors(model, profiles)
         except Exception as inference:  # neither probe: the reduction's error says both reasons
             said = one_line(f"{type(inference).__name__}: {inference}")
             message = f"ONNX Runtime could not run the model ({reason}), nor ONNX shape inference ({said})"
             raise RuntimeError(message) from inference
         text = f"shapes from ONNX shape inference: ONNX Runtime could not run the model: {reason}"
-        return ShapeProbe(facts, ShapeProbeRecord(probe=INFERENCE, reason=reason, text=text))
+        if declared:
+            shown = ", ".join(declared[:5]) + (", …" if len(declared) > 5 else "")
+            text += one_line(f" (an unknown op's outputs as the model declares them: {shown})")
+        record = ShapeProbeRecord(probe=INFERENCE, reason=reason, text=text, declared=declared or None)
+        return ShapeProbe(facts, record)
     text = "shapes from ONNX Runtime: one run per profile point"
     return ShapeProbe(probe_tensors(model, profiles, session=session), ShapeProbeRecord(probe=RUNTIME, text=text))
