@@ -284,7 +284,7 @@ def test_a_builds_folded_fields_are_read_only_on_the_build(tmp_path: Path) -> No
 
 FACES = ("cli/", "lsp/", "report/", "accept/")  # the acceptance harness drives and watches builds as a face
 # what every kind of run answers (builds.supervisor.runs.Run, BuildRun): a face may read these of any run, a Build too
-RUN_PROTOCOL = {"status", "outcome", "cell", "parent_id", "summary", "running", "engine", "id", "evidence_dir"}
+RUN_PROTOCOL = {"status", "outcome", "cell", "parent_id", "record", "running", "engine", "id", "evidence_dir"}
 
 
 def _delegating() -> set[str]:
@@ -293,7 +293,7 @@ def _delegating() -> set[str]:
 
     folded = {name for name, value in vars(Build).items() if isinstance(value, Folded)}
     return folded | {"elapsed_s", "shown_elapsed_s", "description", "node_view", "progress_message",
-                     "outcome_message", "snapshot"}  # fmt: skip
+                     "outcome_message", "snapshot", "record"}  # fmt: skip
 
 
 def delegated_reads(source: str, where: str, delegating: set[str]) -> list[str]:
@@ -342,6 +342,7 @@ def _end(self, b: Build):
         "self.build.baselines",
         "self.build.tree",
         "b.snapshot",
+        "b.summary",  # the record's JSON: a face reads the run's `record` (its model) or the state's
     ]
 
 
@@ -351,14 +352,15 @@ RECORD_READERS = ("builds/", "app/", "route/", "triage/")
 
 
 def test_the_supervisor_and_the_store_read_the_record_from_the_state() -> None:
-    """`build.summary` is what every kind of run answers (the registry's Run): the supervisor's and the store's own
-    modules read the record as the state holds it, `build.state.record` (the JSON, to amend and fold again) or
-    `build.state.summary` (the Summary model), so the Build's answer and the state's model are not read as one."""
+    """`build.record` is what every kind of run answers (the registry's Run), `build.summary` its JSON: the
+    supervisor's and the store's own modules read the record as the state holds it, `build.state.record` (the JSON, to
+    amend and fold again) or `build.state.summary` (the Summary model), so the Build's answer and the state's model are
+    not read as one."""
     found = []
     for path in sorted(SERVER.rglob("*.py")):
         where = path.relative_to(SERVER).as_posix()
         if where.startswith(RECORD_READERS):
-            found += delegated_reads(path.read_text(encoding="utf-8"), where, {"summary"})
+            found += delegated_reads(path.read_text(encoding="utf-8"), where, {"summary", "record"})
     assert not found, "read build.state.record (or build.state.summary) instead:\n" + "\n".join(found)
 
 

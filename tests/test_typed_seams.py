@@ -6,13 +6,15 @@ and its return its reply in trtls.core.wire.
 
 Two things are let through, each for a stated reason:
 - `dict[str, Any]`: JSON that has no model of its own (a job, a build's overrides, a builder probe), as read from
-  disk or built for it, and the `summary` every kind of run answers as JSON for the wire (builds.supervisor.runs.Run).
-  The evidence record (summary.json) has one, `Summary` (core.summary_record): the results the application layer
-  hands the faces carry it (a reuse, a rollback, a matrix's served and restored cells), never the dict. One reader still
-  takes that record as a dict: `app.unchanged`'s reuse on the terminal's fast path, which imports no pydantic by
-  design. A reduction's result.json and a divergence search's record have theirs too (core.triage_records:
-  `ReductionResult`, `DivergenceResult`): the app layer's triage runs return and keep them
-  (tests/triage/test_typed_results.py). The builds orphan
+  disk or built for it, and the wire's `EvidenceReply.summary`, which trtls.showEvidence makes in one place
+  (lsp.run_kinds.evidence) from the record's model. Every kind of run answers its evidence record typed
+  (builds.supervisor.runs.Run.record, a `RunRecord`: see test_a_run_answers_its_record_typed): a build's and a
+  matrix's summary.json is a `Summary` (core.summary_record), a gates run's verdict a `GatesRunRecord`
+  (core.gates_run_record), a reduction's result.json and a divergence search's record a `ReductionResult` and a
+  `DivergenceResult` (core.triage_records; the app layer's triage runs return and keep them:
+  tests/triage/test_typed_results.py). The results the application layer hands the faces carry the `Summary` too (a
+  reuse, a rollback, a matrix's served and restored cells), never the dict. One reader still takes that record as a
+  dict: `app.unchanged`'s reuse on the terminal's fast path, which imports no pydantic by design. The builds orphan
   recovery completed reach `lsp.build_commands.recover` as `RecoveredBuild` rows (builds.supervisor.orphans), read
   from running.json's model (builds.supervisor.running_state).
 - `ALLOWED` below: the raw argument of a command as lsprotocol declares it (`ExecuteCommandParams.arguments:
@@ -22,6 +24,7 @@ Two things are let through, each for a stated reason:
 from __future__ import annotations
 
 import ast
+import json
 from pathlib import Path
 
 import pytest
@@ -100,6 +103,78 @@ def test_results_carry_the_summary_not_a_dict() -> None:
                 if any(_json_record(n) for n in ast.walk(field.annotation) if isinstance(n, ast.expr)):
                     found.append(f"{path.name}:{field.lineno}: {cls.name}.{ast.unparse(field.target)}")
     assert not found, "a result holding a dict (give it its model):\n" + "\n".join(found)
+
+
+RUNS = SERVER / "builds" / "supervisor" / "runs.py"
+RECORD_MODELS = {"Summary", "GatesRunRecord", "ReductionResult", "DivergenceResult"}
+
+
+def _protocol_members(tree: ast.Module, protocol: str) -> dict[str, ast.expr]:
+    """A protocol class's members: name → the annotation it answers (a property's return, an attribute's type)."""
+    cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == protocol)
+    members: dict[str, ast.expr] = {}
+    for node in cls.body:
+        if isinstance(node, ast.FunctionDef) and node.returns is not None:
+            members[node.name] = node.returns
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            members[node.target.id] = node.annotation
+    return members
+
+
+def test_a_run_answers_its_record_typed() -> None:
+    """What every kind of run answers (builds.supervisor.runs.Run, and BuildRun over it) holds no JSON dict and no
+    `Any`: its evidence record is `record: RunRecord | None`, the union of the record models, so a face reads
+    `run.record.outcome`, never `run.summary["outcome"]`; the wire's JSON is made from it (lsp.run_kinds.evidence)."""
+    tree = ast.parse(RUNS.read_text())
+    bad = [
+        f"{protocol}.{name}: {ast.unparse(annotation)}"
+        for protocol in ("Run", "BuildRun")
+        for name, annotation in _protocol_members(tree, protocol).items()
+        if _untyped(annotation) or any(_json_record(n) for n in ast.walk(annotation) if isinstance(n, ast.expr))
+    ]
+    assert not bad, "a run answers JSON or Any (give it its model):\n" + "\n".join(bad)
+    members = _protocol_members(tree, "Run")
+    assert "summary" not in members, "the record is `record`, its model; the JSON is made from it for the wire"
+    assert ast.unparse(members["record"]) == "RunRecord | None"
+    alias = next(
+        n.value
+        for n in ast.walk(tree)
+        if isinstance(n, ast.AnnAssign) and ast.unparse(n.target) == "RunRecord" and n.value is not None
+    )
+    assert {n.id for n in ast.walk(alias) if isinstance(n, ast.Name)} == RECORD_MODELS
+    makers = sorted(
+        path.relative_to(SERVER).as_posix()
+        for path in SERVER.rglob("*.py")
+        if "EvidenceReply" in (text := path.read_text())
+        and any(
+            isinstance(n, ast.Call) and ast.unparse(n.func).endswith("EvidenceReply") for n in ast.walk(ast.parse(text))
+        )
+    )
+    assert makers == ["lsp/run_kinds.py"], "the wire's record is made from the model in one place (run_kinds.evidence)"
+
+
+def test_each_kind_of_run_holds_its_model(tmp_path: Path) -> None:
+    """The runs answer the models the protocol names (mypy checks each against `Run`; this, that the names are the
+    classes the faces get): a finished gates run, reduction, matrix and restored build."""
+    from trtls.app.triage_runs import RecordedRun
+    from trtls.builds.supervisor.matrix import MatrixBuild
+    from trtls.builds.supervisor.runs import RestoredRun
+    from trtls.core.gates_run_record import GatesRunRecord
+    from trtls.core.summary_record import Summary
+    from trtls.lsp.gates_command import GatesRun
+
+    gates = GatesRun("g", "r", tmp_path / "trtls.toml", record=GatesRunRecord(decision=None, outcome="failed"))
+    assert gates.status == "failed" and not gates.running
+    assert gates.record is not None and gates.record.record() == {"decision": None, "outcome": "failed"}
+    restored = RestoredRun(Summary.written({"buildId": "b", "outcome": "reused"}), tmp_path / "trtls.toml")
+    assert restored.record.outcome == "reused"
+    matrix = MatrixBuild("m", "e", tmp_path / "trtls.toml", [])
+    assert matrix.record is None and matrix.summary is None and matrix.running
+    matrix._finish()  # no cell ran: its record is written all the same
+    assert isinstance(matrix.record, Summary) and matrix.record.kind == "matrix" and matrix.status == "cancelled"
+    written = (matrix.evidence_dir / "summary.json").read_text()
+    assert written == json.dumps(matrix.summary, indent=2), "the JSON answered is the file, byte for byte"
+    assert "record" in vars(RecordedRun)  # a triage run's `record` is its `result` (tests/triage/test_typed_results)
 
 
 def test_the_rule_sees_what_it_forbids(tmp_path: Path) -> None:

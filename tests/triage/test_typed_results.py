@@ -93,7 +93,7 @@ def test_the_app_layers_reduction_run_returns_the_model(tmp_path: Path) -> None:
     assert isinstance(result, ReductionResult) and run.result is result
     assert result.outcome == "failed" and result.errorCode == "TRT983" and result.error
     assert read_reduction_result(red.folder / "result.json") == result, "what the run returns is what it wrote"
-    assert run.summary == result.record() == json.loads((red.folder / "result.json").read_text())
+    assert run.record is result and result.record() == json.loads((red.folder / "result.json").read_text())
     row = run.row("file:///r")
     assert row.status == "failed" and row.evidencePath == str(red.folder / "result.json")
 
@@ -108,7 +108,7 @@ def test_the_app_layers_divergence_run_returns_the_model(tmp_path: Path) -> None
     result = asyncio.run(run.run())
     assert isinstance(result, DivergenceResult) and run.result is result
     assert run.error_code == "TRT104" and result.error and result.mode == "models" and result.firstDiverging is None
-    assert result.candidate == str(missing) and run.status == "failed" and run.summary == result.record()
+    assert result.candidate == str(missing) and run.status == "failed" and run.record is result
     assert DivergenceResult.model_validate(result.record()) == result
 
 

@@ -9,7 +9,7 @@ import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 from trtls.core import wire
 
@@ -26,14 +26,14 @@ Record = TypeVar("Record", bound="ReductionResult | DivergenceResult")
 
 class RecordedRun(Generic[Record]):
     """What a triage run answers from its record (`result`: None while it runs), as every kind of run does
-    (builds.supervisor.runs.Run): `summary`, the record as JSON data (trtls.showEvidence), `running`, and `status`,
-    which the run's `ended` words once the record is there."""
+    (builds.supervisor.runs.Run): `record`, the record's model (trtls.showEvidence sends its JSON), `running`, and
+    `status`, which the run's `ended` words once the record is there."""
 
     result: Record | None
 
     @property
-    def summary(self) -> dict[str, Any] | None:
-        return self.result.record() if self.result is not None else None
+    def record(self) -> Record | None:
+        return self.result
 
     @property
     def running(self) -> bool:
@@ -50,8 +50,8 @@ class RecordedRun(Generic[Record]):
 @dataclass
 class ReductionRun(RecordedRun["ReductionResult"]):
     """A reduction of `red.engine`: `runner` builds its trials (its `listeners` are told each trial's build);
-    `result` is its evidence record (result.json's model) once `run()` wrote it, `summary` the same as JSON data
-    (what every kind of run answers: builds.supervisor.runs.Run, trtls.showEvidence)."""
+    `result` is its evidence record (result.json's model) once `run()` wrote it, also answered as `record` (what every
+    kind of run answers: builds.supervisor.runs.Run, trtls.showEvidence)."""
 
     red: Reduction
     loaded: LoadedRecipe
@@ -120,7 +120,7 @@ class ReductionRun(RecordedRun["ReductionResult"]):
 class DivergenceRun(RecordedRun["DivergenceResult"]):
     """A divergence search: of a conversion (`setup`: the engine's or the route's, checked) or of two given models
     (`pair`: reference, candidate). `step` is what it is doing now; `result` its record once `run()` ended
-    (`summary`: the same as JSON data, builds.supervisor.runs.Run);
+    (also answered as `record`: builds.supervisor.runs.Run);
     `error` / `error_code` what stopped it (TRT104 or TRT107: an input it could not use; None: a failure)."""
 
     id: str

@@ -140,7 +140,7 @@ def print_matrix_outcome(mb: MatrixBuild, out: TextIO | None = None) -> None:
     def say(text: str) -> None:
         print(safe(text), file=stream)
 
-    s = Summary.written(mb.summary or {})  # the matrix run's record (`kind: matrix`)
+    s = mb.record or Summary()  # the matrix run's record (`kind: matrix`)
     say(f"\n{mb.title}: {mb.outcome_message()} ({human_seconds(s.durationS or 0)})")
     for b in mb.cells:
         say(f"  {cell_line(b)}")

@@ -224,8 +224,8 @@ def build_done(ls: TrtlsServer, build: Build | RestoredRun) -> None:
     from trtls.core.outcome import STORE_OUTCOME_KIND
 
     uri = ls.runs.uri(build.id) or ""
-    # cell and outcome as every kind of run answers them (builds.supervisor.runs.BuildRun); the record typed
-    record = build.record if isinstance(build, RestoredRun) else build.state.summary
+    # cell, outcome and the record (its model) as every kind of run answers them (builds.supervisor.runs.BuildRun)
+    record = build.record
     if build.cell is None:  # a matrix cell has its own history (engine.cell); the table's last build is not it
         ls.last_build[(uri, build.engine)] = build.id
     if record is not None and build.outcome in STORE_OUTCOME_KIND:

@@ -9,13 +9,14 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from lsprotocol import types as lsp
 
 from trtls.core import wire
 from trtls.core.display import gates_verdict
 from trtls.core.findings import Origin
+from trtls.core.gates_run_record import GatesRunRecord
 from trtls.core.outcome import gates_outcome
 from trtls.lsp.progress import begin_stoppable_progress, wants_progress
 
@@ -34,17 +35,17 @@ class GatesRun:
     recipe_path: Path
     stop: threading.Event = field(default_factory=threading.Event)
     cancel_source: str | None = None
-    summary: dict[str, Any] | None = None
+    record: GatesRunRecord | None = None  # its verdict, once the gates are over (what trtls.showEvidence sends)
     summary_path: str | None = None
 
     @property
     def running(self) -> bool:
-        return self.summary is None
+        return self.record is None
 
     @property
     def status(self) -> str:
-        if self.summary is not None:  # a cancelled run made no decision (core.outcome), whatever the gates said
-            return str(self.summary["outcome"])
+        if self.record is not None:  # a cancelled run made no decision (core.outcome), whatever the gates said
+            return self.record.outcome
         return "stopping" if self.stop.is_set() else "running"
 
     @property
@@ -69,7 +70,7 @@ class GatesRun:
         )
 
     def cancel(self, source: str) -> bool:
-        if self.summary is not None or self.stop.is_set():
+        if self.record is not None or self.stop.is_set():
             return False
         self.cancel_source = source
         self.stop.set()
@@ -127,18 +128,18 @@ async def run_gates_command(ls: TrtlsServer, args: RunGatesArgs) -> wire.RunGate
             cancel=stop.is_set,
         )
     except BaseException:
-        run.summary = {"decision": None, "outcome": "failed"}
+        run.record = GatesRunRecord(decision=None, outcome="failed")
         if progress is not None:  # the toast ends too: the error is the command's reply
             verdict = gates_verdict(args.route, None, stop.is_set(), "failed")
             progress.end(verdict["text"], verdict["outcome"], verdict["outcomeKind"])
         raise
     run.summary_path = str(getattr(result, "summary_path", "") or "") or None
-    run.summary = {
-        "route": args.route,
-        "decision": result.decision,
-        "stopped": stop.is_set(),
-        "outcome": gates_outcome(result.decision, stop.is_set())[0],
-    }
+    run.record = GatesRunRecord(
+        route=args.route,
+        decision=result.decision,
+        stopped=stop.is_set(),
+        outcome=gates_outcome(result.decision, stop.is_set())[0],
+    )
     ls.runs.evict()
     findings = [f for f in (c.finding() for c in result.checks) if f is not None]
     ls.store.set(args.uri, Origin.gates, args.route, findings)

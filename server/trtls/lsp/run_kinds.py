@@ -27,7 +27,6 @@ from trtls.builds.supervisor.runs import Entry, RestoredRun, Run, RunKind
 from trtls.core import wire
 
 if TYPE_CHECKING:
-    from trtls.core.summary_record import Summary
     from trtls.lsp.language_server import TrtlsServer
 
 
@@ -66,17 +65,14 @@ class KindRules:
 
 
 def _summary_json(run: Run) -> Path | None:
-    return Path(run.evidence_dir) / "summary.json" if run.summary is not None else None
+    return Path(run.evidence_dir) / "summary.json" if run.record is not None else None
 
 
 def _build_row(run: Run, uri: str) -> wire.ListedBuild:
     r = _build(run)
     evidence = _summary_json(r)
-    record: Summary | None
-    if isinstance(r, RestoredRun):  # finished when registered: its record says it all
-        record, cancel_source = r.record, None
-    else:
-        record, cancel_source = r.state.summary, r.state.token.source
+    record = r.record
+    cancel_source = None if isinstance(r, RestoredRun) else r.state.token.source  # finished when registered
     return wire.ListedBuild(
         buildId=r.id,
         engine=r.engine,
@@ -159,17 +155,19 @@ def finished_run(ls: TrtlsServer, run_id: str, what: str) -> tuple[Run, RunKind]
             f"run '{run_id}' is unknown (never started, or finished and forgotten): its {what} "
             "is in .trtls/, see trtls.listBuilds"
         )
-    if run.summary is None:
+    if run.record is None:
         state = "still running" if run.running else "over, with no evidence written"
         raise JsonRpcInvalidParams(f"{KINDS[kind].noun} '{run_id}' is {state}; its {what} exists once it has finished")
     return run, kind
 
 
 def evidence(ls: TrtlsServer, run_id: str) -> wire.EvidenceReply:
-    """trtls.showEvidence: the finished run's record file (the one its kind writes) and the record."""
+    """trtls.showEvidence: the finished run's record file (the one its kind writes) and the record: its model's JSON
+    (`record()`, the keys as written), made here and nowhere else."""
     run, kind = finished_run(ls, run_id, "evidence")
     path = KINDS[kind].evidence(run)
-    return wire.EvidenceReply(buildId=run_id, kind=kind, path=str(path) if path else None, summary=run.summary)
+    record = run.record.record() if run.record is not None else None
+    return wire.EvidenceReply(buildId=run_id, kind=kind, path=str(path) if path else None, summary=record)
 
 
 def report(ls: TrtlsServer, run_id: str) -> wire.BuildReportReply:

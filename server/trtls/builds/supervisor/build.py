@@ -28,6 +28,7 @@ from trtls.core.events import PROTOCOL_VERSION, Artifact, BuildFinished, CacheDe
 from trtls.core.failure_record import Failure
 from trtls.core.phase_tree import PhaseTree
 from trtls.core.recipe import EngineRecipe, LoadedRecipe
+from trtls.core.summary_record import Summary
 from trtls.core.vocabulary import BuildOutcome, CleanupStatus
 
 Listener = Callable[["Build", Event | None], object]  # every event, then None once the build is over
@@ -323,11 +324,17 @@ class Build:
     cancel_seen_ns = Folded[int | None]()
     precision = Folded[dict[str, Any] | None]()
     failure = Folded[Failure | None]()
-    # what every kind of run answers (builds.supervisor.runs.Run.summary): the evidence record as the JSON written.
-    # The supervisor and the store read the state's: `state.record` (the JSON), `state.summary` (the Summary model)
+    # the evidence record as the JSON written; its model is `record` (what every kind of run answers,
+    # builds.supervisor.runs.Run.record). The supervisor and the store read the state's: `state.record` (the JSON),
+    # `state.summary` (the Summary model)
     summary = Folded[dict[str, Any] | None]("record")
     t_start_ns = Folded[int]()
     started_at = Folded[float]()
     grace_s = Folded[float]()
     cell = Folded[str | None]()
     parent_id = Folded[str | None]()
+
+    @property
+    def record(self) -> Summary | None:
+        """The evidence record, once written, as its model (the state's `summary`): builds.supervisor.runs.Run."""
+        return self.state.summary

@@ -32,6 +32,7 @@ from trtls.core.display import cells_text, human_seconds, matrix_description
 from trtls.core.farm import Cell, expand
 from trtls.core.outcome import build_outcome_kind
 from trtls.core.recipe import LoadedRecipe
+from trtls.core.summary_record import Summary
 
 OUTCOME_ORDER = ("killed", "forced", "failed", "cancelled")  # the parent shows the worst outcome of its cells
 
@@ -72,7 +73,7 @@ class MatrixBuild:
     cells: list[Build] = field(default_factory=list)
     not_started: list[PlannedCell] = field(default_factory=list)
     cancel_source: str | None = None
-    summary: dict[str, Any] | None = None
+    record: Summary | None = None  # the evidence record (summary.json, `kind: matrix`) once every cell is over
     t_start_ns: int = field(default_factory=time.monotonic_ns)
     started_at: float = field(default_factory=time.time)
     listeners: list[Callable[[MatrixBuild, Build | None, Any], object]] = field(default_factory=list)
@@ -80,7 +81,12 @@ class MatrixBuild:
 
     @property
     def running(self) -> bool:
-        return self.summary is None
+        return self.record is None
+
+    @property
+    def summary(self) -> dict[str, Any] | None:
+        """The evidence record as JSON data, as written (what `wait()` answers and `trtls build --json` prints)."""
+        return self.record.record() if self.record is not None else None
 
     @property
     def evidence_dir(self) -> Path:
@@ -88,12 +94,12 @@ class MatrixBuild:
 
     @property
     def outcome(self) -> str | None:
-        return self.summary["outcome"] if self.summary else None
+        return self.record.outcome if self.record is not None else None
 
     @property
     def status(self) -> str:
-        if self.summary:
-            return self.summary["outcome"]
+        if self.record is not None:
+            return str(self.record.outcome)
         return "stopping" if self.cancel_source else "running"
 
     @property
@@ -111,7 +117,7 @@ class MatrixBuild:
 
     def cancel(self, source: str) -> bool:
         """Stop every cell (and never start the ones still waiting here)."""
-        if self.summary is not None:
+        if self.record is not None:
             return False
         self.cancel_source = self.cancel_source or source
         hit = [b.cancel(source) for b in self.cells]
@@ -131,9 +137,10 @@ class MatrixBuild:
         """The parent row of the tree: its cells (each a build snapshot, phase tree included) under it; `with_cells`
         False leaves them out (a live view sends each cell on its own: 32 `large` trees are ~2 MB to build)."""
         done = self.cells_done
-        elapsed = (time.monotonic_ns() - self.t_start_ns) / 1e9 if self.summary is None else self.summary["durationS"]
-        message = self.outcome_message() if self.summary else None
-        row = {
+        record = self.record
+        elapsed = (time.monotonic_ns() - self.t_start_ns) / 1e9 if record is None else float(record.durationS or 0)
+        message = self.outcome_message() if record is not None else None
+        row: dict[str, Any] = {
             "buildId": self.id,
             "engine": self.title,
             "kind": "matrix",
@@ -141,12 +148,10 @@ class MatrixBuild:
             "outcome": self.outcome,
             "outcomeKind": build_outcome_kind(self.outcome),
             "cancelSource": self.cancel_source,
-            "elapsedS": round((time.monotonic_ns() - self.t_start_ns) / 1e9, 3)
-            if self.summary is None
-            else self.summary["durationS"],
+            "elapsedS": round((time.monotonic_ns() - self.t_start_ns) / 1e9, 3) if record is None else record.durationS,
             "progress": {"done": done, "total": len(self.planned)},
-            "outcomeMessage": self.outcome_message() if self.summary else None,
-            "evidencePath": str(self.evidence_dir / "summary.json") if self.summary else None,
+            "outcomeMessage": message,
+            "evidencePath": str(self.evidence_dir / "summary.json") if record is not None else None,
             # the words (trtls.core.display): every face shows these, none counts the cells again
             "running": self.running,
             "cellsText": cells_text(done, len(self.planned)),
@@ -163,7 +168,7 @@ class MatrixBuild:
 
     def outcome_message(self) -> str:
         counts: dict[str, int] = {}
-        for c in (self.summary or {}).get("cells", []):
+        for c in self.record.cells if self.record is not None else []:
             counts[c["outcome"]] = counts.get(c["outcome"], 0) + 1
         return ", ".join(f"{n} {k}" for k, n in counts.items()) or "no cell ran"
 
@@ -190,7 +195,7 @@ class MatrixBuild:
         outcomes = {c["outcome"] for c in cells}
         done = bool(outcomes) and outcomes <= {"built", "reused"}  # every engine in place (reused: by its node)
         outcome = "built" if done else next((o for o in OUTCOME_ORDER if o in outcomes), "cancelled")
-        self.summary = {
+        summary: dict[str, Any] = {
             "buildId": self.id,
             "kind": "matrix",
             "title": self.title,
@@ -204,19 +209,20 @@ class MatrixBuild:
         if any(b.remote is not None for b in self.cells):  # how the run reached its cluster: warm farm or not
             from trtls.builds.farm.cluster import connection, seconds_since_start  # no Ray import
 
-            self.summary["cluster"] = {**connection, "summaryS": seconds_since_start()}
+            summary["cluster"] = {**connection, "summaryS": seconds_since_start()}
         path = self.evidence_dir / "summary.json"
         try:
-            write_record(path, json.dumps(self.summary, indent=2, default=str))
+            write_record(path, json.dumps(summary, indent=2, default=str))
         except OSError as exc:  # a full disk, a swapped .trtls: said in the summary every face shows, not raised
-            self.summary["evidenceError"] = evidence_error(exc, path)
+            summary["evidenceError"] = evidence_error(exc, path)
+        self.record = Summary.written(summary)  # as written: the faces read its fields
         for listener in list(self.listeners):
             try:
                 listener(self, None, None)
             except Exception:
                 pass
         if self._done is not None and not self._done.done():
-            self._done.set_result(self.summary)
+            self._done.set_result(summary)
 
 
 def _fold_node_reuse(build: Build) -> None:

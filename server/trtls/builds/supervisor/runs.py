@@ -18,8 +18,17 @@ from trtls.core.display import build_description, human_seconds
 from trtls.core.outcome import build_outcome_kind
 
 if TYPE_CHECKING:  # a registry is made before any build is (trtls build imports this, and no build core, first)
+    from typing import TypeAlias
+
     from trtls.builds.supervisor.build import Build
+    from trtls.core.gates_run_record import GatesRunRecord
     from trtls.core.summary_record import Summary
+    from trtls.core.triage_records import DivergenceResult, ReductionResult
+
+    # a run's evidence record, typed: a build's or a matrix's summary.json (`kind: matrix`), a gates run's verdict, a
+    # reduction's result.json, a divergence search's divergence.json. A face reads its fields; trtls.showEvidence
+    # sends its `record()` (lsp.run_kinds.evidence, the one place the JSON is made from it)
+    RunRecord: TypeAlias = Summary | GatesRunRecord | ReductionResult | DivergenceResult
 
 RunKind = Literal["build", "matrix", "gates", "reduction", "divergence"]  # lsp/run_kinds.py: what each one answers
 OtherKind = Literal["matrix", "gates", "reduction", "divergence"]  # every kind but a build's
@@ -27,7 +36,8 @@ KEEP_FINISHED = 100
 
 
 class Run(Protocol):
-    """What every kind of run answers (Build, MatrixBuild and GatesRun all do)."""
+    """What every kind of run answers (Build, RestoredRun, MatrixBuild, GatesRun, ReductionRun and DivergenceRun
+    all do). `record` is its evidence record as its model (`RunRecord`), None until it has finished and recorded."""
 
     @property
     def id(self) -> str: ...
@@ -36,7 +46,7 @@ class Run(Protocol):
     @property
     def status(self) -> str: ...
     @property
-    def summary(self) -> dict[str, Any] | None: ...
+    def record(self) -> RunRecord | None: ...
     @property
     def evidence_dir(self) -> Path: ...
     def cancel(self, source: str) -> bool: ...
@@ -72,8 +82,7 @@ class RestoredRun:
     def __init__(
         self, summary: Summary, recipe_path: Path, cell: str | None = None, parent_id: str | None = None
     ) -> None:
-        self.record = summary
-        self.summary: dict[str, Any] | None = summary.record()  # what every kind of run answers (Run.summary)
+        self.record = summary  # what every kind of run answers (Run.record)
         self.id = str(summary.buildId)
         self.engine = str(summary.engine or "?")
         self.recipe_path = recipe_path
