@@ -83,6 +83,8 @@ def test_a_pattern_that_repeats_a_repeat_is_refused_in_every_face(tmp_path: Path
     assert [p for p in refused if pattern_problem(p) is None] == []
     assert [p for p in accepted if pattern_problem(p) is not None] == []
     assert "repeats an unbounded repeat" in str(pattern_problem(NESTED))
+    deep = "(" * 5000 + "a" + ")" * 5000  # Python's own parser raises RecursionError on it: a refusal, no traceback
+    assert "nests its groups too deeply" in str(pattern_problem(deep))
     # the editor's face asks the same rule
     face = bad_pattern([TOPK, NESTED])
     assert face is not None and face.lines[0].startswith(f"TRT102 {NESTED!r} repeats an unbounded repeat")

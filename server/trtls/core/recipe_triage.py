@@ -49,9 +49,12 @@ def pattern_problem(pattern: str) -> str | None:
     """Why `pattern` cannot be a failure pattern (it does not compile, or it repeats an unbounded repeat), or None."""
     try:
         re.compile(pattern)
+        nested = _repeats_a_repeat(sre_parser.parse(pattern))
     except re.error as exc:
         return f"not a regular expression: {pattern!r} ({exc})"
-    if _repeats_a_repeat(sre_parser.parse(pattern)):
+    except RecursionError:  # Python's own parser gives up on groups nested hundreds deep
+        return f"{pattern[:60]!r}… nests its groups too deeply to be compiled and checked"
+    if nested:
         return (
             f"{pattern!r} repeats an unbounded repeat (like `(a+)+`): on a failure text that almost matches, Python's "
             "re can take hours; make the inner repeat possessive (`a++`) or atomic (`(?>a+)`), or drop the nesting"
