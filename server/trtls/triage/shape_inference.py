@@ -77,8 +77,10 @@ def _resolved(value: Any, sizes: dict[str, int]) -> list[int] | None:
     named by an input."""
     out = []
     for d in value.type.tensor_type.shape.dim:
-        if d.HasField("dim_value"):
+        if d.HasField("dim_value") and d.dim_value >= 0:
             out.append(int(d.dim_value))
+        elif d.HasField("dim_value"):  # a negative size is no size
+            return None
         elif d.dim_param in sizes:
             out.append(sizes[d.dim_param])
         else:
