@@ -258,3 +258,31 @@ def test_the_worker_records_read_typed_and_write_back_as_they_were(tmp_path: Pat
     assert written.environment is not None and written.environment.version == "1.7.1.116"
     assert written.network is not None and written.network.stronglyTyped is True
     assert json.dumps(written.record()) == text
+
+
+# a matrix run's record as builds.supervisor.matrix writes it: a cell that ran on a node, one never started
+MATRIX_RECORD = {
+    "buildId": "demo-20260101-000000-abc123", "kind": "matrix", "title": "demo", "recipe": "/ws/trtls.toml",
+    "outcome": "cancelled", "cancelSource": "ide_stop", "startedAt": 1767225600.25, "durationS": 4.5,
+    "cells": [
+        {"cell": "demo/fp16", "engine": "demo", "buildId": "b-1", "outcome": "built", "output": "/ws/build/a.engine",
+         "engineSha256": "ab" * 32, "node": {"nodeId": "n1", "queueWaitS": 0.5}, "evidence": "/ws/x/summary.json"},
+        {"cell": "demo/int8", "engine": "demo", "buildId": None, "outcome": "not_started"},
+    ],
+    "cluster": {"how": "a local Ray cluster", "warm": False, "summaryS": 3.0},
+}  # fmt: skip
+
+
+def test_a_matrix_records_cells_read_typed_and_write_back_as_they_were(tmp_path: Path) -> None:
+    """The cells of a matrix run's record are `MatrixCell`s (`summary.cells[0].outcome`, not `cell["outcome"]`), read
+    from disk or built in this process, and write back key for key and in order (`MatrixBuild.summary`, --json)."""
+    text = json.dumps(MATRIX_RECORD)
+    got = read_summary(_write(tmp_path, text.encode()))
+    assert isinstance(got, Summary), got
+    for model in (got, Summary.written(MATRIX_RECORD)):
+        assert model.kind == "matrix" and [c.outcome for c in model.cells] == ["built", "not_started"]
+        assert model.cells[0].node == {"nodeId": "n1", "queueWaitS": 0.5} and model.cells[1].buildId is None
+        assert json.dumps(model.record()) == text
+    damaged = {**MATRIX_RECORD, "cells": [{"cell": "demo/x", "outcome": "exploded"}]}
+    problem = read_summary(_write(tmp_path, json.dumps(damaged).encode()))
+    assert isinstance(problem, SummaryProblem) and "cells.0.outcome" in str(problem)

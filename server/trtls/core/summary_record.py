@@ -2,9 +2,9 @@
 
 Every record kind trtls writes loads as a `Summary`: built, cancelled, failed, forced and killed
 (builds.supervisor.summary), recovered (builds.supervisor.orphans), reused and rolled back (builds.avoidance, which
-start no worker), and the record of a matrix run (`kind: matrix`), which shares the file name. Readers take fields
-from the model (`summary.outcome`, `summary.buildId`), not from a dict by string, so a renamed field is a type error
-and not a silent `None`.
+start no worker), and the record of a matrix run (`kind: matrix`, its cells `MatrixCell`s), which shares the file
+name. Readers take fields from the model (`summary.outcome`, `summary.buildId`), not from a dict by string, so a
+renamed field is a type error and not a silent `None`.
 
 Permissive by design: evidence written by an older trtls must still load. Every field is optional with the default
 an absent key read as before (`None`, or an empty list where readers said `or []`), and fields not declared here are
@@ -43,6 +43,23 @@ RECORD_LIMIT = 16 << 20  # a summary of ~300 phases is ~1 MiB; anything past thi
 SUMMARY_NAME = "summary.json"
 NotApplicable = Literal["not_applicable"]  # a builder field in the record of a run that started no worker
 Number = int | float  # kept as written: `12` stays 12, so a face prints what the record says (not 12.0)
+
+
+class MatrixCell(BaseModel):
+    """One cell as a matrix run's record lists it (builds.supervisor.matrix): the build it started (`buildId` None and
+    outcome `not_started`: never started), the engine it wrote, where it ran (`node`; None: here) and its own
+    summary.json (`evidence`). Declared in the order the matrix writes them; undeclared keys are kept."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    cell: str | None = None
+    engine: str | None = None
+    buildId: str | None = None
+    outcome: BuildOutcome | Literal["not_started"] | None = None
+    output: str | None = None
+    engineSha256: str | None = None
+    node: dict[str, Any] | None = None
+    evidence: str | None = None
 
 
 class Summary(BaseModel):
@@ -119,7 +136,7 @@ class Summary(BaseModel):
     evidenceError: str | None = None
     # a matrix run's record
     title: str | None = None
-    cells: list[dict[str, Any]] = []
+    cells: list[MatrixCell] = []
 
     # the keys in the order the record had them: a face that prints it (`--json`) prints what was written, whether it
     # holds the dict it wrote (the fast path) or this model (the full path)
@@ -142,6 +159,8 @@ class Summary(BaseModel):
             for key, model in _WORKER_RECORDS.items()
             if isinstance(record.get(key), dict)
         }
+        if isinstance(record.get("cells"), list):  # a matrix run's: `summary.cells[0].outcome`
+            typed["cells"] = [MatrixCell.model_construct(**c) if isinstance(c, dict) else c for c in record["cells"]]
         if typed:
             record = {**record, **typed}
         summary = cls.model_construct(**record)

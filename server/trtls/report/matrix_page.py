@@ -17,7 +17,7 @@ def matrix_report(run_dir: Path) -> str:
     cells = s.cells
     rows, timelines = [], []
     for c in cells:
-        cell_dir = run_dir.parent / str(c.get("buildId")) if c.get("buildId") else None
+        cell_dir = run_dir.parent / c.buildId if c.buildId else None
         duration = None
         if cell_dir is not None:
             try:
@@ -26,13 +26,12 @@ def matrix_report(run_dir: Path) -> str:
                 ev = None
             if ev is not None:
                 duration = ev.summary.durationS
-                timelines.append(f'<h3 data-cell="{esc(c.get("cell"))}">{esc(c.get("cell"))}</h3>{timeline_svg(ev)}')
-        node = c.get("node") if isinstance(c.get("node"), dict) else None  # None: it ran here (`local`)
-        where = node_text(node, running=False) if c.get("buildId") else "—"  # the words of the tree and terminal
+                timelines.append(f'<h3 data-cell="{esc(c.cell)}">{esc(c.cell)}</h3>{timeline_svg(ev)}')
+        where = node_text(c.node, running=False) if c.buildId else "—"  # node None: it ran here (`local`)
         rows.append(
-            f"<tr><td>{esc(c.get('cell'))}</td><td>{esc(c.get('engine'))}</td><td>{badge(c.get('outcome'))}</td>"
+            f"<tr><td>{esc(c.cell)}</td><td>{esc(c.engine)}</td><td>{badge(c.outcome)}</td>"
             f"<td>{esc(where)}</td><td>{esc(human_seconds(duration) if duration is not None else '—')}</td>"
-            f"<td><code>{esc(c.get('buildId') or '—')}</code></td></tr>"
+            f"<td><code>{esc(c.buildId or '—')}</code></td></tr>"
         )
     body = [
         f"<h1>{esc(s.title)} {badge(s.outcome)}</h1>",

@@ -169,7 +169,7 @@ class MatrixBuild:
     def outcome_message(self) -> str:
         counts: dict[str, int] = {}
         for c in self.record.cells if self.record is not None else []:
-            counts[c["outcome"]] = counts.get(c["outcome"], 0) + 1
+            counts[str(c.outcome)] = counts.get(str(c.outcome), 0) + 1
         return ", ".join(f"{n} {k}" for k, n in counts.items()) or "no cell ran"
 
     def _finish(self) -> None:
