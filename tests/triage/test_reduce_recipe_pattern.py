@@ -102,3 +102,34 @@ def test_a_pattern_that_repeats_a_repeat_is_refused_in_every_face(tmp_path: Path
     )
     assert proc.returncode == 2 and "TRT102" in proc.stderr and "repeats an unbounded repeat" in proc.stderr
     assert "Traceback" not in proc.stderr and not (tmp_path / ".trtls" / "triage").exists()
+
+
+AMBIGUOUS = r"(.|\s)*: K exceeds"  # a space is both `.` and `\s`: 2^n ways through n spaces on a near match
+
+
+def test_a_pattern_that_repeats_a_choice_of_overlapping_ways_is_refused_in_every_face(tmp_path: Path) -> None:
+    """`(.|\\s)*` (the careless "anything, newlines too") and `(a|aa)+` hold no nested repeat, yet Python's re tries
+    every way through a run of characters both branches match: a real `trtls reduce --fail-regex '(.|\\s)*…'` on a
+    model whose failure text carries 40 spaces matched for over ten minutes and ignored Ctrl-C. The one rule refuses
+    a repeated choice two of whose ways can begin on the same character — in the recipe (`trtls check`) and on
+    --fail-regex, before any build — and still accepts exclusive ways and an atomic group."""
+    from trtls.core.recipe_triage import pattern_problem
+
+    refused = [AMBIGUOUS, r"(a|aa)+$", r"(\s|.)+x", r"(a?a)+b", r"(x|x)*y", r"(?s)(.|\n)*x", r"(a{1,2})+b"]
+    accepted = [r"(.|\n)*: K", r"(foo|bar)+", r"(error|exception)+", r"(?:\w|-)+", r"(ab?)+c", r"(?>.|\s)*: K"]
+    assert [p for p in refused if pattern_problem(p) is None] == []
+    assert [p for p in accepted if pattern_problem(p) is not None] == []
+    assert "repeats a choice two of whose ways can begin on the same character" in str(pattern_problem(AMBIGUOUS))
+    # the recipe: `trtls check` says it on the value's line
+    _topk_workspace(tmp_path, f"[engines.m.triage]\nfail_regex = '{AMBIGUOUS}'\n")
+    check = subprocess.run([sys.executable, "-m", "trtls", "check", str(tmp_path)], capture_output=True, text=True)
+    assert check.returncode != 0 and "TRT102" in check.stdout + check.stderr, check.stdout + check.stderr
+    # the terminal: refused before any build
+    (tmp_path / "trtls.toml").write_text((tmp_path / "trtls.toml").read_text().split("[engines.m.triage]")[0])
+    proc = subprocess.run(
+        [sys.executable, "-m", "trtls", "reduce", str(tmp_path), "--engine", "m", "--fail-regex", AMBIGUOUS],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 2 and "TRT102" in proc.stderr and "repeats a choice" in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr and not (tmp_path / ".trtls" / "reduce").exists()
