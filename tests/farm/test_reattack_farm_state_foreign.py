@@ -47,3 +47,21 @@ def test_a_file_that_is_not_the_farms_is_never_replaced(
     assert (state.read_text() if state.exists() else None) == text
     assert (token.read_text() if token.exists() else None) == token_text
     assert not state.with_suffix(".log").exists()  # nothing started
+
+
+def test_a_users_log_beside_the_state_path_is_never_appended_to(tmp_path: Path) -> None:
+    """`$TRTLS_FARM_STATE=…/notes.json` beside a user's `notes.log`: `farm up` appended the head's output (and its
+    SIGTERM dump at `farm down`) to the user's file. A log that is not the farm's (neither empty nor beginning
+    `trtls farm`) is refused now like the state and the token, before anything is written or started."""
+    state = tmp_path / "notes.json"
+    log = tmp_path / "notes.log"
+    log.write_text("my precious notes\n")
+    try:
+        r = farm(state, "up", "--num-cpus", "1", "--workers", "0")
+    finally:  # a farm the command wrongly started is stopped, never left running
+        if state.exists():
+            farm(state, "down")
+    assert r.returncode == 1, (r.stdout, r.stderr)
+    assert f"{log} is there but is not a trtls farm log" in r.stderr and "left as it is" in r.stderr, r.stderr
+    assert log.read_text() == "my precious notes\n"
+    assert not state.exists() and not state.with_suffix(".token").exists()  # nothing written, nothing started

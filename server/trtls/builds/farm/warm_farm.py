@@ -53,6 +53,14 @@ def token_path() -> Path:
     return state_path().with_suffix(".token")
 
 
+def log_path() -> Path:
+    """The head's log beside the state file (appended to by each `farm up`; its every run begins `LOG_MARK`)."""
+    return state_path().with_suffix(".log")
+
+
+LOG_MARK = "trtls farm"  # how each run's part of the log begins (the head's own lines say "trtls farm: …")
+
+
 def state_folder() -> Path:
     """The state file's folder, created (0700) when missing, never through a symlink below what exists: the real
     folder every farm file is written in."""
@@ -185,8 +193,10 @@ def up_lock() -> Any:
 
 
 def refuse_foreign(path: Path) -> None:
-    """RuntimeError when the state path (`$TRTLS_FARM_STATE`) or the token path beside it holds a file that is not
-    the farm's own (a recipe, a user's JSON): `farm up` would replace it and `farm down` remove it."""
+    """RuntimeError when the state path (`$TRTLS_FARM_STATE`) or the token or log path beside it holds a file that is
+    not the farm's own (a recipe, a user's JSON, a user's `notes.log` beside `notes.json`): `farm up` would replace
+    the state and token and append the head's output to the log, and `farm down` remove the state and token. A log
+    is the farm's when it is empty or begins `LOG_MARK`."""
     if os.path.lexists(path) and read_state(path) is None:
         raise RuntimeError(
             f"{path} is there but is not a trtls farm state file: it is left as it is (unset "
@@ -201,6 +211,19 @@ def refuse_foreign(path: Path) -> None:
         ours = False
     if not ours:
         raise RuntimeError(f"{token} is there but is not a trtls farm token: it is left as it is")
+    log = log_path()
+    try:
+        with fs.open_regular(log, limit=None, follow=False) as handle:
+            ours = handle.read(len(LOG_MARK)) in (b"", LOG_MARK.encode())
+    except FileNotFoundError:
+        ours = True
+    except (OSError, ValueError):
+        ours = False
+    if not ours:
+        raise RuntimeError(
+            f"{log} is there but is not a trtls farm log: it is left as it is (unset TRTLS_FARM_STATE or point it at "
+            "a path of its own)"
+        )
 
 
 def start(num_cpus: int, labels: dict[str, str], wait_s: float = 600.0, workers: int | None = None) -> WarmHead:
@@ -215,8 +238,10 @@ def start(num_cpus: int, labels: dict[str, str], wait_s: float = 600.0, workers:
     nonce = new_nonce()
     env = {k: v for k, v in os.environ.items() if k != "RAY_AUTH_TOKEN"}
     env.update(local_guard.token_env(folder / token.name), **{NONCE_ENV: nonce})
-    log = path.with_suffix(".log")
+    log = log_path()
     with open_stream(log, kind=Kind.farm_state, within=folder, truncate=False, mode=0o600) as out:
+        out.write(f"{LOG_MARK} up at {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}\n".encode())
+        out.flush()
         proc = subprocess.Popen(
             [sys.executable, "-m", HEAD_MODULE, "--num-cpus", str(num_cpus), "--labels", json.dumps(labels)]
             + ([] if workers is None else ["--workers", str(workers)]),
