@@ -97,3 +97,19 @@ def test_the_summary_canary_status_is_the_ledger_s(root):
     st = json.loads(trtls("route", "status", "--route", ROUTE, "--format", "json", cwd=root).stdout)["routes"][0]
     assert result.summary["canary_status"] == st["canary"] == "failed"
     assert route_model(loaded, ROUTE).canary_plan is not None
+
+
+def test_a_figure_given_twice_is_refused_not_the_last_one_taken(root):
+    """`--figure p95_ms=30 --figure p95_ms=10`: the first value breaks `p95 > 20 ms`, and the pass was recorded on the
+    second alone (the last won, silently). Two values of one figure are bad input now (exit 2, both named), nothing
+    recorded."""
+    assert trtls("route", "promote", "--route", ROUTE, cwd=root, env=ALICE).returncode == 0
+    assert trtls("route", "canary", "--route", ROUTE, "start", cwd=root, env=ALICE).returncode == 0
+    before = (root / "trtls.promotions.jsonl").read_bytes()
+    r = trtls(
+        "route", "canary", "--route", ROUTE, "pass", "--figure", "p95_ms=30", "--figure", "error_rate=0%",
+        "--figure", "p95_ms=10", cwd=root, env=ALICE,
+    )  # fmt: skip
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "'p95_ms' is given twice ('30' and '10')" in r.stderr, r.stderr
+    assert (root / "trtls.promotions.jsonl").read_bytes() == before  # nothing recorded

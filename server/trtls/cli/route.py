@@ -305,11 +305,20 @@ def cmd_route_canary(args: Any) -> int:
         return got
     loaded, (name,) = got
     figures: dict[str, Any] = {}
+    given: dict[str, str] = {}  # each figure as typed
     for item in args.figure or []:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
             print(f"trtls route canary: --figure takes NAME=VALUE, not {item!r}", file=sys.stderr)
             return EXIT_BAD_INPUT
+        if key.strip() in given:  # two values of one figure: neither is taken for the other (the last won)
+            print(
+                f"trtls route canary: --figure {key.strip()!r} is given twice ({given[key.strip()]!r} and "
+                f"{value.strip()!r}): give each figure once",
+                file=sys.stderr,
+            )
+            return EXIT_BAD_INPUT
+        given[key.strip()] = value.strip()
         try:
             figures[key.strip()] = float(value)
         except ValueError:
