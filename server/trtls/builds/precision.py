@@ -31,7 +31,16 @@ from trtls.builds.roots import state_root
 from trtls.core.cancel import CancelToken
 from trtls.core.protocol import stable_json
 from trtls.core.sha256 import sha256_file
-from trtls.fs import Kind, atomic_write_text, ensure_folder, open_regular, read_text, remove_tree, rename
+from trtls.fs import (
+    Kind,
+    atomic_write_text,
+    ensure_folder,
+    open_regular,
+    parse_json,
+    read_text,
+    remove_tree,
+    rename,
+)
 
 MODEL_NAME = "model.onnx"
 RECORD_NAME = "precision.json"
@@ -192,7 +201,7 @@ def _stored(entry: Path) -> dict[str, Any] | None:
     if not ((entry / MODEL_NAME).is_file() and (entry / RECORD_NAME).is_file()):
         return None
     try:
-        stored = json.loads(read_text(entry / RECORD_NAME, limit=MAX_RECORD_BYTES))
+        stored = parse_json(read_text(entry / RECORD_NAME, limit=MAX_RECORD_BYTES))
         if isinstance(stored, dict) and stored.get("output_sha256") == sha256_file(entry / MODEL_NAME):
             return stored
     except (OSError, ValueError):

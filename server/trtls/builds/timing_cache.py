@@ -23,7 +23,16 @@ from typing import Any
 
 from trtls.builds.artifacts import quarantine
 from trtls.builds.roots import nearest_folder
-from trtls.fs import Kind, atomic_write_bytes, atomic_write_text, ensure_folder, held_lock, read_bytes, read_text
+from trtls.fs import (
+    Kind,
+    atomic_write_bytes,
+    atomic_write_text,
+    ensure_folder,
+    held_lock,
+    parse_json,
+    read_bytes,
+    read_text,
+)
 
 NO_DEVICE_MARKER = "Cuda Runtime"
 CORRUPTION_MARKERS = ("Failed to deserialize timing cache", "The timing cache will not be used")
@@ -196,7 +205,7 @@ def save_merged(
 def _read_meta(path: Path) -> dict[str, Any] | None:
     """The sidecar trtls writes with every cache: its identity and the sha256 of its bytes (never through a link)."""
     try:
-        meta = json.loads(read_text(identity_path(path), limit=MAX_META_BYTES))
+        meta = parse_json(read_text(identity_path(path), limit=MAX_META_BYTES))
     except (OSError, ValueError):
         return None
     return meta if isinstance(meta, dict) else None

@@ -9,7 +9,6 @@ nothing is started, built or written."""
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from dataclasses import dataclass
@@ -219,11 +218,11 @@ def _summary(loaded: Any, build_id: str) -> Summary | SummaryProblem | None:
     if not RUN_ID.fullmatch(build_id) or ".." in build_id:
         return None
     from trtls.core.summary_record import RECORD_LIMIT, SUMMARY_NAME, summary_of
-    from trtls.fs import read_text
+    from trtls.fs import parse_json, read_text
 
     path = loaded.path.parent / ".trtls" / "runs" / build_id / SUMMARY_NAME
     try:
-        data = json.loads(read_text(path, limit=RECORD_LIMIT, follow=False, within=loaded.path.parent))
+        data = parse_json(read_text(path, limit=RECORD_LIMIT, follow=False, within=loaded.path.parent))
     except (OSError, ValueError):
         return None
     return summary_of(data, path)

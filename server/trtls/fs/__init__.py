@@ -32,7 +32,15 @@ from trtls.fs.folder import ensure_folder, open_folder
 from trtls.fs.kill import ProcessProof, kill_ray_actor, prove, signal_child, signal_proven
 from trtls.fs.kinds import OWNED_MARK, Kind
 from trtls.fs.lock import held_lock, open_lock_file
-from trtls.fs.read import TooLarge, UnreadableRecord, open_regular, read_bytes, read_json_record, read_text
+from trtls.fs.read import (
+    TooLarge,
+    UnreadableRecord,
+    open_regular,
+    parse_json,
+    read_bytes,
+    read_json_record,
+    read_text,
+)
 from trtls.fs.remove import remove_file, remove_tree, rename
 from trtls.fs.scratch import scratch_dir, scratch_file
 from trtls.fs.write import (
@@ -67,6 +75,7 @@ __all__ = [
     "held_lock",
     "open_lock_file",
     "open_regular",
+    "parse_json",
     "prove",
     "read_bytes",
     "read_text",

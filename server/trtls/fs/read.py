@@ -123,6 +123,16 @@ def read_text(
     return read_bytes(path, limit=limit, follow=follow, within=within).decode("utf-8", errors)
 
 
+def parse_json(text: str | bytes) -> Any:
+    """`json.loads`, where JSON nested deeper than the parser's stack (`[[[[…` 3,000 deep in a planted record) is a
+    ValueError like any other text that is not JSON; `json.loads` raises RecursionError, which no reader's
+    `except ValueError` takes, so a record another user damaged ended a command in a traceback."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError("nested deeper than the JSON parser can read") from None
+
+
 class UnreadableRecord(Exception):
     """A JSON record that cannot be read or is not JSON; `str()` says why, without the path."""
 
@@ -139,6 +149,6 @@ def read_json_record(path: str | os.PathLike[str], *, limit: int, within: str | 
     except ValueError as exc:  # bytes that are not UTF-8
         raise UnreadableRecord(f"not valid JSON ({exc})") from None
     try:
-        return json.loads(text)
+        return parse_json(text)
     except ValueError as exc:
         raise UnreadableRecord(f"not valid JSON ({exc})") from None

@@ -8,7 +8,6 @@ missing history gives an empty one.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -178,7 +177,7 @@ def load_summary(path: Path) -> Summary:
 def load_build(run_dir: Path) -> BuildEvidence:
     summary = load_summary(run_dir / SUMMARY_NAME)
     events: list[dict[str, Any]] = []
-    from trtls.fs import read_bytes
+    from trtls.fs import parse_json, read_bytes
 
     events_name = Path(summary.events or "events.jsonl").name  # a record names a file of its own folder
     try:
@@ -187,7 +186,7 @@ def load_build(run_dir: Path) -> BuildEvidence:
         raw = []
     for line in raw:
         try:
-            ev = json.loads(line)
+            ev = parse_json(line)
         except ValueError:
             continue  # a line cut where a process died; the rest still draws
         if isinstance(ev, dict) and isinstance(ev.get("t_ns"), int) and isinstance(ev.get("type"), str):

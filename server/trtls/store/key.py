@@ -35,7 +35,7 @@ from trtls.checkpoint.hashing import DigestCache, hash_files
 from trtls.core.paths import real
 from trtls.core.protocol import PROTOCOL_VERSION, stable_json
 from trtls.core.vocabulary import BUILDER_MODULES
-from trtls.fs import Kind, read_text
+from trtls.fs import Kind, parse_json, read_text
 from trtls.store.layout import version_sources
 
 KEY_FORMAT = "trtls.engine-key/1"
@@ -147,7 +147,7 @@ class ExternalIndex:
         self.notes: list[str] = []
         if path is not None:
             try:
-                data = json.loads(read_text(path, limit=INDEX_LIMIT, follow=False))
+                data = parse_json(read_text(path, limit=INDEX_LIMIT, follow=False))
                 if isinstance(data, dict):
                     self.entries = {k: v for k, v in data.items() if isinstance(v, list)}
             except FileNotFoundError:

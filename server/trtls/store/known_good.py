@@ -17,7 +17,7 @@ from typing import Any
 
 from trtls import fs
 from trtls.core.paths import UnsafeWrite
-from trtls.fs import Kind, read_text
+from trtls.fs import Kind, parse_json, read_text
 from trtls.store.key import is_key
 
 FORMAT = "trtls.known-good/1"
@@ -33,7 +33,7 @@ class KnownGood:
 
     def records(self) -> list[dict[str, Any]]:
         try:
-            data = json.loads(read_text(self.path, limit=RECORD_LIMIT, follow=False, within=self.state_dir.parent))
+            data = parse_json(read_text(self.path, limit=RECORD_LIMIT, follow=False, within=self.state_dir.parent))
         except FileNotFoundError:
             # no record — unless the way to it is a link (a `.trtls` or `engines` swapped for one, dangling or not):
             # then "nothing known-good" would hide why, and a rollback must name the path
@@ -105,7 +105,7 @@ class Pin:
 
     def _load(self) -> tuple[dict[str, Any] | None, str | None]:
         try:
-            data = json.loads(read_text(self.path, limit=PIN_LIMIT, follow=False, within=self.state_dir.parent))
+            data = parse_json(read_text(self.path, limit=PIN_LIMIT, follow=False, within=self.state_dir.parent))
         except FileNotFoundError:
             return None, None
         except OSError as exc:

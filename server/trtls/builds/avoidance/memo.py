@@ -20,7 +20,7 @@ from typing import Any
 
 from trtls import __version__
 from trtls.core.paths import real
-from trtls.fs import open_regular, read_text
+from trtls.fs import open_regular, parse_json, read_text
 
 MEMO_FORMAT = "trtls.fast-hit/1"
 # the modules whose code turns a recipe into the job the key hashes: changed code, no fast path
@@ -287,7 +287,7 @@ def _holding_memo(recipe: Path, engine: str, path_of: Callable[[Path, str], Path
     if os.path.lexists(state / "engines" / f"{engine}.pin.json"):
         return None  # a rollback's pin (store.known_good.Pin): the full path serves it, or lifts it
     try:
-        memo = json.loads(read_text(path_of(state, engine), limit=MAX_MEMO_BYTES))  # never through a link
+        memo = parse_json(read_text(path_of(state, engine), limit=MAX_MEMO_BYTES))  # never through a link
     except (OSError, ValueError):
         return None
     return memo if isinstance(memo, dict) and _memo_holds(memo, recipe) else None

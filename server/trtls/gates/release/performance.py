@@ -3,7 +3,6 @@ canary run."""
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping, Sequence
 from functools import partial
@@ -14,7 +13,7 @@ import numpy as np
 
 from trtls.core.findings import TomlPath
 from trtls.core.gate_result import GateCheck, gate_check
-from trtls.fs import read_text
+from trtls.fs import parse_json, read_text
 from trtls.gates.files import RECORD_LIMIT
 from trtls.gates.parity.check import toml_path
 from trtls.gates.release.measure import Measurement, Thresholds
@@ -225,7 +224,7 @@ def check_build_time(summary_json: str | os.PathLike[str] | None, t: Thresholds,
         )
     p = Path(summary_json)
     try:
-        data = json.loads(read_text(p, limit=RECORD_LIMIT, follow=False))
+        data = parse_json(read_text(p, limit=RECORD_LIMIT, follow=False))
         duration = float(data["durationS"])
     except (OSError, ValueError, KeyError, TypeError) as exc:
         return _check(
