@@ -24,11 +24,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from trtls.core.paths import real
+from trtls.core.paths import BUNDLE_SBOM_SUFFIX, real
 from trtls.fs import Kind, atomic_write_text
 
 SPEC_VERSION = "1.5"
-SBOM_SUFFIX = ".cdx.json"  # the SBOM sits beside its bundle: <bundle>.cdx.json
+SBOM_SUFFIX = BUNDLE_SBOM_SUFFIX  # the SBOM sits beside its bundle: <bundle>.cdx.json
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 
 

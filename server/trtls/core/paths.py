@@ -69,6 +69,8 @@ MAX_COMPONENT_BYTES = 255
 # the record trtls writes beside every bundle (`<bundle>.trtls.json`: its digests, `origin: trtls` or `foreign`): the
 # bundle package writes and reads it, the recipe check reads it to warn before a route build would replace a file
 BUNDLE_SIDECAR_SUFFIX = ".trtls.json"
+# the CycloneDX SBOM trtls writes beside every bundle (`<bundle>.cdx.json`; bundle.sbom writes and reads it)
+BUNDLE_SBOM_SUFFIX = ".cdx.json"
 MAX_PATH_BYTES = 4000
 
 

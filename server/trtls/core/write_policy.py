@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trtls.core.findings import Finding, Origin, Severity, TomlPath
-from trtls.core.paths import inside, lexically_inside, place, real
+from trtls.core.paths import BUNDLE_SBOM_SUFFIX, BUNDLE_SIDECAR_SUFFIX, inside, lexically_inside, place, real
 
 if TYPE_CHECKING:
     from trtls.core.recipe import LoadedRecipe, RecipeFile
@@ -140,6 +140,12 @@ def _protected_reads(plan: WritePlan, loaded: LoadedRecipe, recipe: RecipeFile) 
             continue
         for key in ("reference_inputs", "canary_inputs", "previous_bundle"):
             _protect(plan, loaded, raw.get(key), f"the {key.replace('_', ' ')} of route '{rname}'")
+        for key in ("bundle", "previous_bundle"):  # the records a route build writes beside each bundle, gate 3 reads
+            bundle = raw.get(key)
+            if isinstance(bundle, str) and bundle:
+                what = f"the {key.replace('_', ' ')} of route '{rname}'"
+                _protect(plan, loaded, bundle + BUNDLE_SIDECAR_SUFFIX, f"the sidecar record of {what}")
+                _protect(plan, loaded, bundle + BUNDLE_SBOM_SUFFIX, f"the SBOM of {what}")
         sets = raw.get("reference_inputs")
         for set_name, rel in sets.items() if isinstance(sets, dict) else ():  # a table of named input sets
             _protect(plan, loaded, rel, f"the reference inputs (set '{set_name}') of route '{rname}'")
