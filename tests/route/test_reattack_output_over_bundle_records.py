@@ -37,3 +37,21 @@ def test_no_report_is_written_over_a_bundles_sidecar_or_sbom(prepared: Path, tmp
     # the bundle is still one trtls wrote: gate 3 accepts its sidecar and SBOM
     r = trtls("gates", "--route", ROUTE, "--gate", "3", cwd=root)
     assert "TRT703" in r.stdout and "REJECT TRT703" not in r.stdout and "HOLD   TRT708" not in r.stdout, r.stdout
+
+
+def test_no_report_is_written_over_the_promotion_ledger(promoted: Path) -> None:
+    """A ledger of one promotion is one JSON line: `gates --format json -o trtls.promotions.jsonl` replaced the
+    hash-chained audit record with the report, and `route status` then called the ledger tampered. The ledger is
+    protected like the lock file now (TRT109, nothing written); the route's own steps still append to it."""
+    ledger = promoted / "trtls.promotions.jsonl"
+    before = ledger.read_bytes()
+    for command in (
+        ("gates", "--route", ROUTE, "--gate", "1", "--format", "json", "-o", ledger.name),
+        ("check", ".", "--format", "json", "-o", ledger.name),
+    ):
+        r = trtls(*command, cwd=promoted)
+        assert r.returncode == 2 and "TRT109 is the promotion ledger" in r.stderr, (command, r.stdout, r.stderr)
+        assert ledger.read_bytes() == before, command
+    r = trtls("route", "canary", "--route", ROUTE, "start", "--approver", "ci@example.com", cwd=promoted)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert ledger.read_bytes().startswith(before) and len(ledger.read_bytes().splitlines()) == 2

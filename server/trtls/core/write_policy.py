@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 STATE_DIR = ".trtls"  # trtls's own records: evidence, history, locks, quarantine
 STATE_SUBDIRS = ("runs", "routes", "locks", "quarantine", "precision", "reduce", "engines")  # under .trtls/
 LOCK_FILE = "trtls.lock.json"  # `trtls route lock`'s checkpoint digests (checkpoint.lock.LOCK_NAME)
+LEDGER_FILE = "trtls.promotions.jsonl"  # the promotion ledger (gates.lifecycle.ledger.LEDGER_NAME)
 
 
 def _f(code: str, msg: str, path: TomlPath, severity: Severity = Severity.error, **data: Any) -> Finding:
@@ -126,6 +127,7 @@ def _protected_reads(plan: WritePlan, loaded: LoadedRecipe, recipe: RecipeFile) 
     plan.protected.setdefault(real(loaded.path), "the recipe")
     _protect(plan, loaded, "trtls.toml", "the folder's recipe trtls.toml")
     _protect(plan, loaded, LOCK_FILE, "the lock file")
+    _protect(plan, loaded, LEDGER_FILE, "the promotion ledger")
     _protect(plan, loaded, STATE_DIR, "trtls's own records (.trtls)", folder=True)
     for name, eng in recipe.engines.items():
         _protect(plan, loaded, eng.onnx, f"the ONNX model of engine '{name}'")

@@ -24,9 +24,10 @@ from pathlib import Path
 from typing import Any
 
 from trtls.core.paths import real
+from trtls.core.write_policy import LEDGER_FILE
 from trtls.fs import Kind, atomic_write_bytes, ensure_folder, held_lock, read_bytes
 
-LEDGER_NAME = "trtls.promotions.jsonl"
+LEDGER_NAME = LEDGER_FILE  # beside the recipe; the write policy protects it from every other write
 LEDGER_FORMAT = "trtls.promotion/1"
 GENESIS = "0" * 64
 LEDGER_LIMIT = 256 * 1024 * 1024  # ~1 KiB a record: a quarter of a million promotions
