@@ -6,8 +6,10 @@ never through a symlink, and replacing an existing file only when it is of the r
 replaces an HTML file, never `trtls.toml` or an ONNX model). Before that, a file the recipe protects is refused by
 name, whatever its content: the recipe, the folder's `trtls.toml`, the lock file, every model and input the recipe
 reads, and anything under `.trtls/` (`core.write_policy`'s protected set) — of the recipe the command loaded and of
-the recipe in the file's own folder. A refusal is one located line (`FILE: CODE why`) and exit 2; nothing is
-written.
+the recipe in the file's own folder — and anything in trtls's own caches: the engine store a recipe uses (its
+`[store] path`, `$TRTLS_STORE`) and the per-user cache folder (`~/.cache/trtls`: the default store, the farm's
+state), whose `entry.json` a `--format json` report would replace. A refusal is one located line (`FILE: CODE why`)
+and exit 2; nothing is written.
 """
 
 from __future__ import annotations
@@ -95,13 +97,46 @@ def protected_by(target: Path, recipes: tuple[Path | None, ...]) -> str | None:
             continue
         seen.add(recipe)
         files, folders = _protected(recipe)
+        folders = {**folders, **_stores(recipe)}
         for c in candidates:
             if c in files:
                 return files[c]
             for folder, what in folders.items():
                 if inside(c, folder):
                     return f"inside {what}"
+    for c in candidates:
+        for folder, what in _own_caches().items():
+            if inside(c, folder):
+                return f"inside {what}"
     return None
+
+
+def _own_caches() -> dict[Path, str]:
+    """trtls's own per-user cache folder (the default engine store, the farm's state) and `$TRTLS_STORE`, placed and
+    real."""
+    from trtls.core.paths import user_cache_dir
+    from trtls.core.store_table import env_store_root
+
+    found = {user_cache_dir(): "trtls's own cache folder (the engine store, the farm's state)"}
+    named = env_store_root()
+    if named is not None:
+        found[named] = "the engine store ($TRTLS_STORE)"
+    return {**found, **{real(p): what for p, what in found.items()}}
+
+
+def _stores(recipe: Path) -> dict[Path, str]:
+    """The engine store the recipe's builds use (its `[store] path`), placed and real; none when it is off or the
+    recipe does not load."""
+    from trtls.core.recipe import load_recipe
+    from trtls.store.config import store_config
+
+    loaded = load_recipe(recipe)
+    if loaded.recipe is None:
+        return {}
+    config = store_config(loaded.recipe.store, loaded.base_dir)
+    if config is None:
+        return {}
+    return {config.path: "the engine store", real(config.path): "the engine store"}
 
 
 def _protected(recipe: Path) -> tuple[dict[Path, str], dict[Path, str]]:
