@@ -198,7 +198,7 @@ def probe_shapes(model: Any, profiles: list[dict[str, Any]]) -> ShapeProbe:
         text = f"shapes from ONNX shape inference: ONNX Runtime could not run the model: {reason}"
         if declared:
             shown = ", ".join(declared[:5]) + (", …" if len(declared) > 5 else "")
-            text += one_line(f" (an unknown op's outputs as the model declares them: {shown})")
+            text += " " + one_line(f"(an unknown op's outputs as the model declares them: {shown})")  # one_line strips
         record = ShapeProbeRecord(probe=INFERENCE, reason=reason, text=text, declared=declared or None)
         return ShapeProbe(facts, record)
     text = "shapes from ONNX Runtime: one run per profile point"
