@@ -295,3 +295,30 @@ def test_a_tensor_whose_reference_is_all_nan_is_not_checked_never_within(tmp_pat
     assert proc.returncode == 1, proc.stdout + proc.stderr[-2000:]
     assert "no tensor leaves tolerance" in proc.stdout
     assert "not_checked (1): the reference holds only inf/NaN in l" in proc.stdout, proc.stdout
+
+
+def test_an_output_the_candidate_makes_in_another_shape_is_not_checked_never_passed(tmp_path: Path) -> None:
+    """The candidate's output `y` made `[4, 1, 64]` (an Unsqueeze after the same graph): every other tensor agrees, and
+    the record said `outputsPass: true` with `outputsNotChecked: []` — a pass over an output nothing measured. The
+    output is not_checked now, in the record and in the human lines. Real ONNX Runtime runs of both models."""
+    _pair(tmp_path)
+    model = onnx.load(str(tmp_path / "models" / "enc.onnx"))
+    g = model.graph
+    (maker,) = [n for n in g.node if "y" in n.output]
+    maker.output[list(maker.output).index("y")] = "y_pre"
+    g.node.append(helper.make_node("Unsqueeze", ["y_pre", "axis1"], ["y"], name="unsq"))
+    g.initializer.append(numpy_helper.from_array(np.array([1], np.int64), "axis1"))
+    del g.output[:]
+    g.output.append(helper.make_tensor_value_info("y", TensorProto.FLOAT, None))
+    onnx.save(model, str(tmp_path / "reshaped.onnx"))
+    args = ["--diverge", "--candidate", str(tmp_path / "reshaped.onnx"), "--inputs", "inputs.npz"]
+    code, record, stderr = _run(tmp_path, "--engine", "enc", *args, without="onnx_graphsurgeon")
+    assert record is not None, stderr[-2000:]
+    assert record["firstDiverging"] is None and "y" in record["notComparedNames"], record
+    assert record["rounds"][0]["outputsNotChecked"] == ["y"], record["rounds"][0]
+    proc = subprocess.run(
+        [sys.executable, "-m", "trtls", "reduce", str(tmp_path), "--engine", "enc", *args],
+        capture_output=True, text=True, timeout=600, cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 1, proc.stdout + proc.stderr[-2000:]
+    assert "not_checked (1): the output y could not be compared" in proc.stdout, proc.stdout

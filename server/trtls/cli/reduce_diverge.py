@@ -107,8 +107,9 @@ async def diverge(loaded: LoadedRecipe, args: argparse.Namespace) -> int:
                 else "whether an exclusion fixes it was not checked: the stop came first"
                 if result.cancelled or last is None or not last.outputsNotChecked
                 else terminal_safe(
-                    "whether an exclusion fixes it was not checked: the reference's "
-                    f"{', '.join(last.outputsNotChecked)} holds no finite value to compare"
+                    "whether an exclusion fixes it was not checked: the output "
+                    f"{', '.join(last.outputsNotChecked)} could not be compared (no finite reference value, or the "
+                    "converted model lacks it or makes it in another shape)"
                 )
             )
         if result.parityRerun is not None:
@@ -141,13 +142,22 @@ def _not_compared(result: DivergenceResult) -> str:
 
 
 def _not_checked(result: DivergenceResult) -> str:
-    """The last round's tensors whose reference holds only inf/NaN: nothing was compared, so they are not_checked,
-    never "within tolerance" (empty when there are none)."""
-    names = [t.tensor for t in result.rounds[-1].tensors if t.withinTolerance is None] if result.rounds else []
-    if not names:
-        return ""
-    shown = ", ".join(names[:5]) + (", …" if len(names) > 5 else "")
-    return terminal_safe(f"not_checked ({len(names)}): the reference holds only inf/NaN in {shown}")
+    """The last round's tensors whose reference holds only inf/NaN, and its outputs the other side lacks or makes in
+    another shape: nothing was compared, so they are not_checked, never "within tolerance" (empty when none)."""
+    last = result.rounds[-1] if result.rounds else None
+    names = [t.tensor for t in last.tensors if t.withinTolerance is None] if last else []
+    lines = []
+    if names:
+        shown = ", ".join(names[:5]) + (", …" if len(names) > 5 else "")
+        lines.append(f"not_checked ({len(names)}): the reference holds only inf/NaN in {shown}")
+    missing = [o for o in (last.outputsNotChecked or []) if o not in names] if last else []
+    if missing:
+        shown = ", ".join(missing[:5]) + (", …" if len(missing) > 5 else "")
+        lines.append(
+            f"not_checked ({len(missing)}): the output {shown} could not be compared (the other model lacks it or "
+            "makes it in another shape)"
+        )
+    return terminal_safe("\n".join(lines))
 
 
 def _round_lines(rounds: list[DivergenceRound]) -> list[str]:

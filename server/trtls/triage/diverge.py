@@ -39,7 +39,8 @@ RULE = (
     "tolerance; outputs must also pass |converted - reference| <= atol + rtol*|reference| elementwise; a converted "
     "tensor holding inf/NaN where the reference is finite is out of tolerance as an overflow (its errors are null); "
     "elements where the reference itself is inf/NaN are not compared (notCompared), and a tensor with no finite "
-    "reference element is not_checked (withinTolerance null), never within tolerance"
+    "reference element is not_checked (withinTolerance null), never within tolerance; an output the converted model "
+    "lacks or makes in another shape is not_checked too (outputsNotChecked)"
 )
 
 
@@ -108,7 +109,9 @@ def error_text(t: TensorDivergence, rtol: float) -> str:
 class Comparison:
     tensors: list[TensorError] = field(default_factory=list)
     outputs_pass: bool = True  # no output was measured out of tolerance
-    outputs_not_checked: list[str] = field(default_factory=list)  # outputs with no finite reference element
+    # outputs with no finite reference element, or that could not be compared (absent from the other side, or
+    # shaped otherwise): nothing was measured of them, so the outputs never pass as a whole
+    outputs_not_checked: list[str] = field(default_factory=list)
     output_errors: dict[str, float] = field(default_factory=dict)
     output_range_error: float = 0.0  # the worst output's range error (inf for an overflow): rounds are ranked by it
 
@@ -249,6 +252,11 @@ def compare_values(
                     result.outputs_not_checked.append(t.name)
             error = TensorError(t.name, node.name, node.op, max_abs, range_error, rel_l2, bad, within, not_compared)
             result.tensors.append(error)
+    compared = {t.tensor for t in result.tensors}
+    for t in graph.outputs:  # a float output the other side lacks, or makes in another shape: nothing was measured
+        a = ref.get(t.name)
+        if a is not None and np.issubdtype(np.asarray(a).dtype, np.floating) and t.name not in compared:
+            result.outputs_not_checked.append(t.name)
     return result
 
 
