@@ -322,3 +322,19 @@ def test_an_output_the_candidate_makes_in_another_shape_is_not_checked_never_pas
     )  # fmt: skip
     assert proc.returncode == 1, proc.stdout + proc.stderr[-2000:]
     assert "not_checked (1): the output y could not be compared" in proc.stdout, proc.stdout
+
+
+@pytest.mark.parametrize("rtol", ["nan", "-1", "inf"])
+def test_a_tolerance_that_is_not_a_finite_number_of_0_or_more_is_refused(tmp_path: Path, rtol: str) -> None:
+    """`--rtol -1` (or nan) made every tensor "leave tolerance" — the model against itself diverged at its first node
+    (`range error 0 > -1`) and the search exited 0, a cause found; `--rtol inf` let any error pass. Each is bad input
+    now (TRT104, exit 2), before anything runs."""
+    _pair(tmp_path)
+    model = str(tmp_path / "models" / "enc.onnx")
+    proc = subprocess.run(
+        [sys.executable, "-m", "trtls", "reduce", str(tmp_path), "--engine", "enc", "--diverge", "--candidate", model,
+         "--inputs", "inputs.npz", "--rtol", rtol], capture_output=True, text=True, timeout=600, cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stdout + proc.stderr[-2000:]
+    assert "TRT104 --rtol must be a finite number of 0 or more" in proc.stderr, proc.stderr
+    assert not (tmp_path / ".trtls" / "reduce").exists()

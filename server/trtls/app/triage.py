@@ -10,6 +10,7 @@ returns the evidence record. The search itself is the triage package's; this mod
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -104,6 +105,10 @@ async def request_divergence(
 
     if reference is not None and candidate is None:
         return _bad_request("TRT104", f"{n('reference')} needs {n('candidate')}: the model compared with it")
+    if rtol is not None and not (math.isfinite(rtol) and rtol >= 0):  # nan or < 0: every tensor "diverges", even
+        return _bad_request(  # a model against itself (range error 0 > -1, exit 0); inf: nothing ever would
+            "TRT104", f"{n('rtol')} must be a finite number of 0 or more (a range-relative tolerance), not {rtol!r}"
+        )
     if candidate is not None and (fix or route is not None or tensorrt):
         return _bad_request(
             "TRT104",

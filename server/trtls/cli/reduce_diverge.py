@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from trtls.core.triage_records import DivergenceResult, DivergenceRound, ParityRerun, TensorrtLayers
 
 
-FLAGS = {name: f"--{name}" for name in ("candidate", "reference", "fix", "route", "tensorrt", "engine")}
+FLAGS = {name: f"--{name}" for name in ("candidate", "reference", "fix", "route", "tensorrt", "engine", "rtol")}
 
 
 async def diverge(loaded: LoadedRecipe, args: argparse.Namespace) -> int:
