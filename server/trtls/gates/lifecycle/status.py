@@ -12,7 +12,7 @@
 
 The canary of a promotion: `not_started → running → pass | failed`, one ledger record per step, each with its
 figures. `rollback` moves the pointer to the ledger's previous promoted bundle (else the promotion's rollback
-artifact) with a new record; it never touches the user's files, and says so.
+artifact) with a new record — never to a bundle whose canary failed; it never touches the user's files, and says so.
 """
 
 from __future__ import annotations
@@ -150,10 +150,22 @@ def canary_state(loaded: Any, route_name: str) -> str:
     return "not_started" if ptr is None else canary_of(records, ptr)[0]
 
 
+def _failed_canary(records: list[dict[str, Any]], digest: Any) -> dict[str, Any] | None:
+    """The latest promotion of bundle `digest` when its canary failed, else None: a bundle whose canary failed is never
+    a rollback's target (a second rollback restored it, said `valid`, its failed canary forgotten) — until it is
+    promoted again and that canary does not fail."""
+    latest = next(
+        (r for r in reversed(records) if r.get("event") == "promote" and r.get("bundle_digest") == digest), None
+    )
+    return latest if latest is not None and canary_of(records, latest)[0] == "failed" else None
+
+
 def _previous_promotion(records: list[dict[str, Any]], ptr: dict[str, Any]) -> dict[str, Any] | None:
-    """The newest promote record before the pointer whose bundle is another one: what a rollback returns to."""
+    """The newest promote record before the pointer whose bundle is another one and did not fail its canary: what a
+    rollback returns to."""
     for r in reversed([r for r in records if r.get("seq", 0) < ptr.get("seq", 0)]):
-        if r.get("event") == "promote" and r.get("bundle_digest") != ptr.get("bundle_digest"):
+        digest = r.get("bundle_digest")
+        if r.get("event") == "promote" and digest != ptr.get("bundle_digest") and not _failed_canary(records, digest):
             return r
     return None
 
@@ -163,7 +175,10 @@ def rollback_target(records: list[dict[str, Any]], ptr: dict[str, Any]) -> dict[
     the promotion's rollback artifact (its `digest` None when there is neither)."""
     prev = _previous_promotion(records, ptr)
     if prev is None:
-        return {**(ptr.get("rollback_artifact") or {}), "rested_on": None, "from": "the promotion's rollback artifact"}
+        artifact = ptr.get("rollback_artifact") or {}
+        if _failed_canary(records, artifact.get("digest")) is not None:
+            artifact = {}  # the artifact holds a bundle whose canary failed: nowhere to go
+        return {**artifact, "rested_on": None, "from": "the promotion's rollback artifact"}
     where = f"promotion #{prev['seq']}"
     return {"digest": prev.get("bundle_digest"), "rested_on": prev.get("rested_on"), "from": where}
 
@@ -355,7 +370,19 @@ def rollback(
         return Outcome(False, f"route {route_name} has never been promoted: nothing to roll back")
     target = rollback_target(records, ptr)
     if not target.get("digest"):
-        return Outcome(False, f"route {route_name}: no previous promotion and no rollback artifact recorded")
+        failed = sorted(
+            {
+                f"#{r['seq']}"
+                for r in records
+                if r.get("event") == "promote" and _failed_canary(records, r.get("bundle_digest")) is r
+            }
+        )
+        said = (
+            f" (the canary failed for promotion {', '.join(failed)}: its bundle is never rolled back to)"
+            if failed
+            else ""
+        )
+        return Outcome(False, f"route {route_name}: no previous promotion and no rollback artifact recorded{said}")
     candidates = [p for p in (route.previous_bundle, route.bundle, recorded_inside(loaded, target.get("path"))) if p]
     held = next((p for p in candidates if bundle_digest(loaded.resolve(p)) == target["digest"]), None)
     if held is None:
