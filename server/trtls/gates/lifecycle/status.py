@@ -18,9 +18,6 @@ artifact) with a new record — never to a bundle whose canary failed; it never 
 from __future__ import annotations
 
 import calendar
-import math
-import operator
-import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -30,7 +27,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from trtls.core.route import RouteModel
-from trtls.core.route_lifecycle import AbortRule, CanaryPlan
+from trtls.core.route_lifecycle import CanaryPlan
+from trtls.gates.lifecycle.figures import judge_figures
 from trtls.gates.lifecycle.ledger import LedgerTampered, append_record, read_ledger
 from trtls.gates.lifecycle.promotion import APPROVER_HOW, Outcome, approver_from_env, iso, pointer, utc_now
 from trtls.gates.lifecycle.rested_on import Fact, bundle_digest, current_facts, drifts, recorded_inside
@@ -84,50 +82,6 @@ def canary_of(records: list[dict[str, Any]], ptr: dict[str, Any]) -> tuple[str, 
         if r.get("event") == "canary" and r.get("pointer_seq") == ptr.get("seq"):
             state, figures = str(r.get("state")), dict(r.get("figures") or {})
     return state, figures
-
-
-_TO_UNIT = {("s", "ms"): 1000.0, ("ms", "s"): 0.001}
-_COMPARE = {">": operator.gt, ">=": operator.ge, "<": operator.lt, "<=": operator.le}
-
-
-def figure_value(raw: Any, unit: str | None) -> float | str:
-    """A canary figure in `unit`: a number, or text with its unit ("0.5%", "80ms", "0.08 s"), converted between s
-    and ms; the reason when it is neither (a figure without a unit is read in the rule's unit)."""
-    if isinstance(raw, bool):
-        return f"{raw!r} is not a number"
-    if isinstance(raw, (int, float)):
-        value, given = float(raw), None
-    else:
-        m = re.fullmatch(r"\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*(%|ms|s)?\s*", str(raw))
-        if m is None:
-            return f"{raw!r} is not a number with an optional unit (%, ms, s)"
-        value, given = float(m[1]), m[2]
-    if not math.isfinite(value):
-        return f"{raw!r} is not a finite number"
-    if given is None or given == unit:
-        return value
-    factor = _TO_UNIT.get((given, unit or ""))
-    if factor is not None:
-        return value * factor
-    return f"{raw!r} is in {given}, the rule in {unit or 'no unit'}"
-
-
-def judge_figures(rules: Sequence[AbortRule], figures: dict[str, Any]) -> list[dict[str, Any]]:
-    """Each abort rule against the canary's figures: {rule, figure, value, broken, why}; `broken` is None when the
-    figure is missing or cannot be read in the rule's unit (`why` says which)."""
-    out = []
-    for rule in rules:
-        raw = figures.get(rule.metric)
-        value = figure_value(raw, rule.unit) if rule.metric in figures else f"{rule.metric} was not given"
-        entry: dict[str, Any] = {"rule": rule.text(), "figure": rule.metric, "value": raw}
-        if isinstance(value, str):
-            entry.update(broken=None, why=f"{rule.metric}: {value}")
-        else:
-            broken = _COMPARE[rule.comparison](value, rule.threshold)
-            unit = f" {rule.unit}" if rule.unit else ""
-            entry.update(broken=broken, why=f"{rule.metric} = {value:g}{unit} breaks `{rule.text()}`" if broken else "")
-        out.append(entry)
-    return out
 
 
 def route_pointer(base: Path, route_name: str) -> tuple[str | None, list[dict[str, Any]], dict[str, Any] | None]:
