@@ -5,13 +5,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 from typing import Any
 
 from trtls.cli.common import load_or_report, report_error
 from trtls.cli.exits import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
 from trtls.cli.usage import recipe_argument
-from trtls.core.display import human_bytes
+from trtls.core.display import human_bytes, local_time
 from trtls.core.terminal_text import terminal_safe
 
 
@@ -53,7 +52,7 @@ def cmd_engines(args: argparse.Namespace) -> int:
     if not records and known.problem is None:
         print(f"{args.name}: no successful build recorded yet")
     for r in records:
-        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(r.get("startedAt") or 0))
+        when = local_time(r.get("startedAt"), "%Y-%m-%d %H:%M", "an unknown time")
         changed = "; ".join(r.get("changes") or []) or "—"
         if not r.get("stored"):
             marks = "  (not in the store)"

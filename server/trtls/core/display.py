@@ -111,6 +111,18 @@ def ago(t: Any, now: float | None = None) -> str:
     return f"{s / 86400:.0f} days ago"
 
 
+def local_time(t: Any, fmt: str = "%Y-%m-%d %H:%M:%S", unknown: str = "—") -> str:
+    """A wall-clock time (a build's `startedAt`) as local time in `fmt`; `unknown` for none or one no calendar holds
+    (a record's `1e300`, `-1e18`, NaN or text: `time.localtime` raised OverflowError, OSError, ValueError or
+    TypeError out of `trtls report` and `trtls engines`)."""
+    if not isinstance(t, int | float) or isinstance(t, bool) or not math.isfinite(t):
+        return unknown
+    try:
+        return time.strftime(fmt, time.localtime(t))
+    except (OverflowError, OSError, ValueError):
+        return unknown
+
+
 def folded_label(name: str, count: int) -> str:
     return f"{name} ×{count}"
 

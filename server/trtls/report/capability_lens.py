@@ -170,11 +170,6 @@ def capability_hover(
 
 def _local_time(epoch: float | None) -> str:
     """`2026-12-03 10:40:15` (local time, as the report dates a build); `an unknown time` for none or nonsense."""
-    import time
+    from trtls.core.display import local_time
 
-    if epoch is None or not math.isfinite(epoch):
-        return "an unknown time"
-    try:
-        return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(epoch))
-    except (OverflowError, OSError, ValueError):
-        return "an unknown time"
+    return local_time(epoch, unknown="an unknown time")

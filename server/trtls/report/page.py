@@ -11,6 +11,8 @@ import html
 import time
 from typing import Any
 
+from trtls.core.display import local_time
+
 CSS = """
 :root { color-scheme: light dark; --fg:#1f2328; --muted:#656d76; --bg:#ffffff; --panel:#f6f8fa; --line:#d0d7de;
   --done:#2da44e; --running:#0969da; --cancelled:#bf8700; --failed:#cf222e; --quiet:#8c959f; --usual:#6e7781; }
@@ -57,9 +59,7 @@ def badge(status: Any) -> str:
 
 
 def when(epoch: Any) -> str:
-    if not isinstance(epoch, int | float):
-        return "—"
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(epoch))
+    return local_time(epoch)
 
 
 def facts(pairs: list[tuple[str, Any]]) -> str:
