@@ -40,3 +40,23 @@ def test_a_record_nested_too_deeply_is_a_bad_record_not_a_traceback(root: Path, 
         r = trtls("route", "status", "--route", ROUTE, cwd=root)
         assert r.returncode == 4 and "not a JSON record" in r.stdout + r.stderr, r.stdout + r.stderr
         assert path.read_text() == DEEP + "\n"
+
+
+@pytest.mark.parametrize("name", ["config.json", "tokenizer_config.json"])
+def test_a_checkpoint_json_nested_too_deeply_is_a_file_that_does_not_parse(prepared: Path, tmp_path: Path, name: str):
+    """The checkpoint's own JSON files (config.json, a tokenizer's) are read by gate 1 and by `route build`'s preflight:
+    nested deeper than the parser's stack, `route build` ended in a RecursionError traceback and gate 1 said "could
+    not run: RecursionError". It is a file that does not parse now (TRT504/TRT511 hold), and the build is refused
+    located (the lock sees the changed file too)."""
+    from _lifecycle_sample import copy
+
+    root = copy(prepared, tmp_path / "route")
+    (snapshot,) = (root / "checkpoints" / "models--trtls--tiny-mlp" / "snapshots").iterdir()
+    (snapshot / name).unlink()  # a link into blobs/: the damaged file replaces the link, the blob stays
+    (snapshot / name).write_text(DEEP + "]" * 200_000)
+    r = trtls("route", "build", "--route", ROUTE, cwd=root)
+    assert "Traceback" not in r.stderr and "RecursionError" not in r.stdout + r.stderr, r.stderr[-2000:]
+    assert r.returncode == 4 and "gate 1 refuses the checkpoint" in r.stdout + r.stderr, (r.stdout, r.stderr)
+    r = trtls("gates", "--route", ROUTE, "--gate", "1", cwd=root)
+    assert "RecursionError" not in r.stdout and f"{name}" in r.stdout, r.stdout
+    assert "nested deeper than the JSON parser can read" in r.stdout, r.stdout

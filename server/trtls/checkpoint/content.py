@@ -4,11 +4,10 @@ pickles, tokenizer or processor files; a bounded JSON read; a safetensors header
 from __future__ import annotations
 
 import hashlib
-import json
 from pathlib import Path
 from typing import Any
 
-from trtls.fs import TooLarge, read_bytes, read_text
+from trtls.fs import TooLarge, parse_json, read_bytes, read_text
 
 PICKLE_SUFFIXES = (".bin", ".pt", ".pkl", ".pth", ".ckpt", ".pickle")
 WEIGHT_SUFFIXES = (".safetensors", ".gguf", ".onnx", ".msgpack", ".h5") + PICKLE_SUFFIXES
@@ -34,11 +33,14 @@ GIT_BLOB_CHECK_MAX = 16 * 1024 * 1024
 
 
 def load_json(path: Path) -> Any:
+    """A checkpoint's JSON file (config.json, a tokenizer's): ValueError when it is larger than 64 MiB or not JSON —
+    nested deeper than the parser can read included (`fs.parse_json`: json.loads's RecursionError ended
+    `trtls route build` in a traceback and turned every gate into "could not run: RecursionError")."""
     try:
         text = read_text(path, limit=MAX_JSON, follow=True)
     except TooLarge:
         raise ValueError("larger than 64 MiB") from None
-    return json.loads(text)
+    return parse_json(text)
 
 
 def safetensors_problem(path: Path) -> str | None:
