@@ -14,7 +14,7 @@ from trtls.checkpoint.hashing import DigestCache, default_cache_path, hash_files
 from trtls.checkpoint.layout import Layout, list_files, resolve_layout
 from trtls.core.recipe import LoadedRecipe
 from trtls.core.route import COMMIT, RouteModel
-from trtls.fs import TooLarge, read_bytes
+from trtls.fs import TooLarge, parse_json, read_bytes
 from trtls.route.errors import RouteBuildError
 
 MAX_EMBED = 64 * 1024 * 1024  # config.json / tokenizer.json read into memory at most this large
@@ -106,7 +106,7 @@ def read_route_inputs(loaded: LoadedRecipe, route: RouteModel, *, use_digest_cac
         raise RouteBuildError("checkpoint has no config.json (model_type chooses the exporter)", ("checkpoint", "path"))
     config_bytes = read_verified(state, "config.json", MAX_EMBED)
     try:
-        config = json.loads(config_bytes)
+        config = parse_json(config_bytes)
     except ValueError as exc:
         raise RouteBuildError(f"config.json does not parse: {exc}") from None
     if not isinstance(config, dict):

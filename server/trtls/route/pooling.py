@@ -14,10 +14,10 @@ the checkpoint's own modules.json.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
+from trtls.fs import parse_json
 from trtls.route.checkpoint import MAX_EMBED, CheckpointState, read_verified
 from trtls.route.errors import RouteBuildError
 
@@ -55,7 +55,7 @@ class PoolingSpec:
 
 def _json(state: CheckpointState, rel: str) -> Any:
     try:
-        return json.loads(read_verified(state, rel, MAX_EMBED))
+        return parse_json(read_verified(state, rel, MAX_EMBED))
     except ValueError as exc:
         raise RouteBuildError(f"{rel} does not parse: {exc}", _WHERE) from None
 

@@ -168,10 +168,9 @@ NAME_REFERENCE = "parity.tokenizer_reference"
 
 def tokenizer_reference(snapshot: Path, root: Path, texts: Sequence[str], path: TomlPath) -> GateCheck:
     """`check_tokenizer_reference` on the checkpoint files in `snapshot` (none read from outside `root`)."""
-    import json
 
     from trtls.checkpoint.content import MAX_JSON
-    from trtls.fs import read_text
+    from trtls.fs import parse_json, read_text
     from trtls.gates.parity.wordpiece import read_wordpiece
 
     name = NAME_REFERENCE
@@ -184,7 +183,7 @@ def tokenizer_reference(snapshot: Path, root: Path, texts: Sequence[str], path: 
 
     try:
         tok_json, vocab_txt, config_text = read("tokenizer.json"), read("vocab.txt"), read("tokenizer_config.json")
-        config = json.loads(config_text) if config_text else {}
+        config = parse_json(config_text) if config_text else {}
     except (OSError, ValueError) as exc:
         return _check(name, "not_checked", f"the tokenizer files cannot be read: {exc}", "TRT817", path)
     if tok_json is None:
