@@ -133,3 +133,25 @@ def test_a_pattern_that_repeats_a_choice_of_overlapping_ways_is_refused_in_every
     )
     assert proc.returncode == 2 and "TRT102" in proc.stderr and "repeats a choice" in proc.stderr, proc.stderr
     assert "Traceback" not in proc.stderr and not (tmp_path / ".trtls" / "reduce").exists()
+
+
+def test_a_pattern_that_matches_the_empty_text_is_refused_it_would_match_every_failure(tmp_path: Path) -> None:
+    """`--fail-regex ''` (or `.*`, `x*`, `^`) matches every text, so every failing trial — a parser rejection of a cut,
+    any error at all — "still failed", which the classified rule exists to prevent; a real reduction with it reported
+    a 6-node "minimal model" of whatever failed. Refused now (TRT102) in every face, before any build."""
+    from trtls.core.recipe_triage import pattern_problem
+
+    for pattern in ["", ".*", "x*", "^", "|", "(?:K exceeds)?"]:
+        assert "matches the empty text" in str(pattern_problem(pattern)), pattern
+    assert pattern_problem(TOPK) is None and pattern_problem(r"^\[E\] Error") is None
+    _topk_workspace(tmp_path, "")
+    proc = subprocess.run(
+        [sys.executable, "-m", "trtls", "reduce", str(tmp_path), "--engine", "m", "--fail-regex", ".*"],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 2 and "TRT102" in proc.stderr and "matches the empty text" in proc.stderr, proc.stderr
+    assert not (tmp_path / ".trtls" / "reduce").exists()
+    _topk_workspace(tmp_path, "[engines.m.triage]\nfail_regex = ''\n")
+    (finding,) = load_recipe(tmp_path / "trtls.toml").errors
+    assert finding.code == "TRT102" and "matches the empty text" in finding.message

@@ -3,6 +3,7 @@ r"""`[engines.NAME.triage]`: what `trtls reduce` and the editor's Reduce need to
 `fail_regex` is Polygraphy's `--fail-regex` kept in the recipe: what a failure trtls does not classify looks like
 (an API usage error, a compiler message without an error code), so a reduction of it needs no flag each time. A
 pattern that does not compile is a recipe error (TRT102) on its own value, like any other wrong value; so is one that
+matches the empty text (`''`, `.*`, `x*`: it matches every failure, so any failure would "still fail"), one that
 repeats an unbounded repeat (`(a+)+`, `(.*x){20}`), and one that repeats a choice two of whose ways can begin on the
 same character (`(.|\s)*`: a space is `.` and `\s`; `(a|aa)+`): Python's `re` backtracks through either for
 exponential time on a text that almost matches, and a reduction matches its patterns against every trial's failure
@@ -57,6 +58,11 @@ def pattern_problem(pattern: str) -> str | None:
         return f"not a regular expression: {pattern!r} ({exc})"
     except RecursionError:  # Python's own parser gives up on groups nested hundreds deep
         return f"{pattern[:60]!r}… nests its groups too deeply to be compiled and checked"
+    if re.search(pattern, "", re.M) is not None:  # as regex_signature searches: it matches every text
+        return (
+            f"{pattern!r} matches the empty text, so it matches every failure: any failure at all would count as the "
+            "same failure; name what the failure says (a code, a message's words)"
+        )
     if nested:
         return (
             f"{pattern!r} repeats an unbounded repeat (like `(a+)+`): on a failure text that almost matches, Python's "
