@@ -52,3 +52,20 @@ def test_no_report_is_written_over_the_farms_state(seed_ws: Path, tmp_path: Path
     # a report anywhere else is written as before
     r = _check(seed_ws, tmp_path / "report.json", {"XDG_CACHE_HOME": str(cache)})
     assert r.returncode == 0 and (tmp_path / "report.json").is_file(), r.stderr
+
+
+def test_no_report_is_written_into_another_projects_records(seed_ws: Path, tmp_path: Path) -> None:
+    """`trtls check --format json -o ../other/.trtls/history.json`, run in one project, replaced the other project's
+    build history: only the loaded recipe's `.trtls/` and the recipe beside the file were asked. A file under any
+    folder's `.trtls/` is refused now (TRT109, nothing written)."""
+    other = tmp_path / "other"
+    (other / ".trtls" / "runs" / "demo-1").mkdir(parents=True)
+    (other / "trtls.toml").write_text("version = 1\n")
+    history = other / ".trtls" / "history.json"
+    history.write_text('{"demo": []}\n')
+    summary = other / ".trtls" / "runs" / "demo-1" / "summary.json"
+    summary.write_text('{"buildId": "demo-1"}\n')
+    for target in (history, summary):
+        r = _check(seed_ws, target)
+        assert r.returncode == 2 and "TRT109 is inside trtls's own records (.trtls)" in r.stderr, (r.stdout, r.stderr)
+    assert history.read_text() == '{"demo": []}\n' and summary.read_text() == '{"buildId": "demo-1"}\n'

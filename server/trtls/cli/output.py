@@ -6,7 +6,8 @@ never through a symlink, and replacing an existing file only when it is of the r
 replaces an HTML file, never `trtls.toml` or an ONNX model). Before that, a file the recipe protects is refused by
 name, whatever its content: the recipe, the folder's `trtls.toml`, the lock file, every model and input the recipe
 reads, and anything under `.trtls/` (`core.write_policy`'s protected set) — of the recipe the command loaded and of
-the recipe in the file's own folder — and anything in trtls's own caches: the engine store a recipe uses (its
+the recipe in the file's own folder, and anything under any folder's `.trtls/` (another project's records) — and
+anything in trtls's own caches: the engine store a recipe uses (its
 `[store] path`, `$TRTLS_STORE`) and the per-user cache folder (`~/.cache/trtls`: the default store, the farm's
 state), whose `entry.json` a `--format json` report would replace. A refusal is one located line (`FILE: CODE why`)
 and exit 2; nothing is written.
@@ -22,6 +23,7 @@ from typing import Any
 from trtls.cli.common import report_error
 from trtls.cli.exits import EXIT_BAD_INPUT
 from trtls.core.paths import UnsafeWrite, inside, place, real
+from trtls.core.write_policy import STATE_DIR
 
 
 def write_output(
@@ -108,6 +110,8 @@ def protected_by(target: Path, recipes: tuple[Path | None, ...]) -> str | None:
         for folder, what in _own_caches().items():
             if inside(c, folder):
                 return f"inside {what}"
+        if STATE_DIR in c.parent.parts:  # any project's records: `.trtls/history.json` of a recipe not loaded here
+            return f"inside trtls's own records ({STATE_DIR})"
     return None
 
 
