@@ -78,16 +78,18 @@ def test_a_pattern_that_repeats_a_repeat_is_refused_in_every_face(tmp_path: Path
     from trtls.app.triage import bad_pattern
     from trtls.core.recipe_triage import pattern_problem
 
-    refused = [r"(a+)+$", r"(.*x){20}", NESTED, r"(?:x*)*y"]
-    accepted = [TOPK, r"Error Code \d+: .*", r"(\d{1,3}\.)+x", r"(?>\w+\s?)+: K", r"(\w++\s?)+: K", r"(a|b)+"]
+    refused = [r"(a+)+$", r"(.*x){20}", NESTED, r"(?:x*)*y", r"(x+x+)+y", r"(a+b?)+c"]
+    # a nested repeat whose inner repeat cannot go on where the outer one's next text begins is linear: accepted
+    accepted = [TOPK, r"Error Code \d+: .*", r"(\d{1,3}\.)+x", r"(?>\w+\s?)+: K", r"(\w++\s?)+: K", r"(a|b)+",
+                r"(\d+\.){3}\d+", r"(\[\w+\] )*ERROR", r"((ab)*c)+"]  # fmt: skip
     assert [p for p in refused if pattern_problem(p) is None] == []
     assert [p for p in accepted if pattern_problem(p) is not None] == []
-    assert "repeats an unbounded repeat" in str(pattern_problem(NESTED))
+    assert "can match one text in more than one way" in str(pattern_problem(NESTED))
     deep = "(" * 5000 + "a" + ")" * 5000  # Python's own parser raises RecursionError on it: a refusal, no traceback
     assert "nests its groups too deeply" in str(pattern_problem(deep))
     # the editor's face asks the same rule
     face = bad_pattern([TOPK, NESTED])
-    assert face is not None and face.lines[0].startswith(f"TRT102 {NESTED!r} repeats an unbounded repeat")
+    assert face is not None and face.lines[0].startswith(f"TRT102 {NESTED!r} repeats something that can match")
     # the recipe: a located error on the value
     _topk_workspace(tmp_path, f"[engines.m.triage]\nfail_regex = '{NESTED}'\n")
     loaded = load_recipe(tmp_path / "trtls.toml")
@@ -100,7 +102,7 @@ def test_a_pattern_that_repeats_a_repeat_is_refused_in_every_face(tmp_path: Path
         capture_output=True,
         text=True,
     )
-    assert proc.returncode == 2 and "TRT102" in proc.stderr and "repeats an unbounded repeat" in proc.stderr
+    assert proc.returncode == 2 and "TRT102" in proc.stderr and "more than one way" in proc.stderr
     assert "Traceback" not in proc.stderr and not (tmp_path / ".trtls" / "triage").exists()
 
 
@@ -119,7 +121,7 @@ def test_a_pattern_that_repeats_a_choice_of_overlapping_ways_is_refused_in_every
     accepted = [r"(.|\n)*: K", r"(foo|bar)+", r"(error|exception)+", r"(?:\w|-)+", r"(ab?)+c", r"(?>.|\s)*: K"]
     assert [p for p in refused if pattern_problem(p) is None] == []
     assert [p for p in accepted if pattern_problem(p) is not None] == []
-    assert "repeats a choice two of whose ways can begin on the same character" in str(pattern_problem(AMBIGUOUS))
+    assert "a choice two of whose ways can begin on the same character" in str(pattern_problem(AMBIGUOUS))
     # the recipe: `trtls check` says it on the value's line
     _topk_workspace(tmp_path, f"[engines.m.triage]\nfail_regex = '{AMBIGUOUS}'\n")
     check = subprocess.run([sys.executable, "-m", "trtls", "check", str(tmp_path)], capture_output=True, text=True)
@@ -131,7 +133,7 @@ def test_a_pattern_that_repeats_a_choice_of_overlapping_ways_is_refused_in_every
         capture_output=True,
         text=True,
     )
-    assert proc.returncode == 2 and "TRT102" in proc.stderr and "repeats a choice" in proc.stderr, proc.stderr
+    assert proc.returncode == 2 and "TRT102" in proc.stderr and "a choice two of whose ways" in proc.stderr, proc.stderr
     assert "Traceback" not in proc.stderr and not (tmp_path / ".trtls" / "reduce").exists()
 
 
@@ -155,3 +157,20 @@ def test_a_pattern_that_matches_the_empty_text_is_refused_it_would_match_every_f
     _topk_workspace(tmp_path, "[engines.m.triage]\nfail_regex = ''\n")
     (finding,) = load_recipe(tmp_path / "trtls.toml").errors
     assert finding.code == "TRT102" and "matches the empty text" in finding.message
+
+
+def test_each_line_a_pattern_is_matched_against_is_cut(tmp_path: Path) -> None:
+    """An accepted pattern is still matched from every start of a line (`\\d+\\.` on a line of digits: the square of
+    its length); the failure text cuts each line at LINE_LIMIT characters, and a match within the cut is kept."""
+    from trtls.core.summary_record import Summary
+    from trtls.triage.signature import LINE_LIMIT, failure_text, regex_signature
+
+    long = "1" * (3 * LINE_LIMIT)
+    summary = Summary.model_validate(
+        {"outcome": "failed", "error": f"K exceeds {long}", "stderrTail": ["short line", long + " tail"]}
+    )
+    text = failure_text(summary)
+    assert max(len(line) for line in text.split("\n")) == LINE_LIMIT and "short line" in text
+    assert "tail" not in text  # beyond the cut
+    found = regex_signature(summary, [r"K exceeds \d+"])
+    assert found is not None and found.matched is not None and len(found.matched) <= 200

@@ -50,10 +50,14 @@ class TriageSettings(BaseModel):
 
 
 def pattern_problem(pattern: str) -> str | None:
-    """Why `pattern` cannot be a failure pattern (it does not compile, or it repeats an unbounded repeat), or None."""
+    """Why `pattern` cannot be a failure pattern (it does not compile, it matches the empty text, or a repeat in it
+    can match one text in more than one way), or None."""
     try:
+        parsed = sre_parser.parse(pattern)
         re.compile(pattern)
-        nested = _repeats_a_repeat(sre_parser.parse(pattern))
+        ambiguous = _repeats_an_ambiguous_choice(
+            parsed, frozenset(), bool(parsed.state.flags & sre_constants.SRE_FLAG_DOTALL)
+        )
     except re.error as exc:
         return f"not a regular expression: {pattern!r} ({exc})"
     except RecursionError:  # Python's own parser gives up on groups nested hundreds deep
@@ -63,17 +67,13 @@ def pattern_problem(pattern: str) -> str | None:
             f"{pattern!r} matches the empty text, so it matches every failure: any failure at all would count as the "
             "same failure; name what the failure says (a code, a message's words)"
         )
-    if nested:
+    if ambiguous:
         return (
-            f"{pattern!r} repeats an unbounded repeat (like `(a+)+`): on a failure text that almost matches, Python's "
-            "re can take hours; make the inner repeat possessive (`a++`) or atomic (`(?>a+)`), or drop the nesting"
-        )
-    parsed = sre_parser.parse(pattern)
-    if _repeats_an_ambiguous_choice(parsed, frozenset(), bool(parsed.state.flags & sre_constants.SRE_FLAG_DOTALL)):
-        return (
-            f"{pattern!r} repeats a choice two of whose ways can begin on the same character (like `(.|\\s)*`, where "
-            "a space is both, or `(a|aa)+`): on a failure text that almost matches, Python's re can take hours; "
-            "make the ways exclusive (`[^\\n]*`, `a+`) or the group atomic (`(?>.|\\s)*`)"
+            f"{pattern!r} repeats something that can match one text in more than one way (like `(a+)+`, "
+            "`(\\w+\\s?)+` or `(.|\\s)*`: a choice two of whose ways can begin on the same character, or a repeat "
+            "that can stop or go on at the same character): on a failure text that almost matches, Python's re can "
+            "take hours; make the inner repeat possessive (`\\w++`) or the group atomic (`(?>\\w+\\s?)+`), or the "
+            "ways exclusive (`[^\\n]*`)"
         )
     return None
 
@@ -88,29 +88,6 @@ def _parts(av: Any) -> list[Any]:
     if isinstance(av, (tuple, list)):
         return [part for item in av for part in _parts(item)]
     return []
-
-
-def _has_unbounded(items: Any) -> bool:
-    """Whether a backtracking `*`, `+` or `{n,}` is somewhere in `items` (an atomic group or a possessive repeat
-    gives nothing back, so what it holds cannot blow up)."""
-    for op, av in items:
-        if op is sre_constants.ATOMIC_GROUP or op is sre_constants.POSSESSIVE_REPEAT:
-            continue
-        if op in _BACKTRACKING and av[1] is sre_constants.MAXREPEAT:
-            return True
-        if any(_has_unbounded(part) for part in _parts(av)):
-            return True
-    return False
-
-
-def _repeats_a_repeat(items: Any) -> bool:
-    """Whether a backtracking repeat of more than one (`+`, `*`, `{2,}`, `{20}`) holds an unbounded one."""
-    for op, av in items:
-        if op in _BACKTRACKING and av[1] != 1 and _has_unbounded(av[2]):
-            return True
-        if any(_repeats_a_repeat(part) for part in _parts(av)):
-            return True
-    return False
 
 
 # The characters a first-character set is taken over: ASCII and a few others of each category (`\w`, `\s`, `\d`

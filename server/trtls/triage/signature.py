@@ -32,11 +32,18 @@ RULE_REGEX = (
 _PARSE = re.compile(r"ONNX parse failed: node \d+ '(?P<node>[^']*)' \((?P<op>[^)]*)\): (?P<message>.*)", re.S)
 
 
+LINE_LIMIT = 4096  # characters of one line a failure pattern is matched against
+
+
 def failure_text(summary: Summary) -> str:
-    """Everything a failed build said: its error, every log line, its stderr's tail."""
+    """Everything a failed build said: its error, every log line, its stderr's tail — each line cut at LINE_LIMIT
+    characters. A pattern pattern_problem accepts is still matched from every start, so its time can grow with the
+    square of a line's length (`\\d+\\.` on a line of digits); a cut line bounds that, on the loop that serves
+    Stop, and no message TensorRT writes is that long."""
     logs = [str(e.get("msg", "")) for e in summary.logs or [] if isinstance(e, dict)]
     tail = [str(line) for line in summary.stderrTail or []]
-    return "\n".join([str(summary.error or ""), *logs, *tail])
+    text = "\n".join([str(summary.error or ""), *logs, *tail])
+    return "\n".join(line[:LINE_LIMIT] for line in text.split("\n"))
 
 
 def regex_signature(summary: Summary, patterns: list[str]) -> FailureSignature | None:
