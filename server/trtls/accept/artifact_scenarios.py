@@ -19,7 +19,7 @@ from trtls.accept.runner import (  # the harness
     workspace,
 )
 from trtls.builds.timing_cache import identity_path, save_merged
-from trtls.fs import Kind, atomic_write_bytes, chmod, ensure_folder, read_bytes, read_text, remove_file
+from trtls.fs import Kind, atomic_write_bytes, chmod, ensure_folder, parse_json, read_bytes, read_text, remove_file
 
 CACHE_LIMIT = 1 << 30  # a timing cache of one scratch build; its sidecar is a few hundred bytes
 
@@ -224,7 +224,7 @@ def cache_consistency(cache: Path, identity: dict, records: set[bytes]) -> list[
 
     data = read_bytes(cache, limit=CACHE_LIMIT)
     try:
-        meta = json.loads(read_text(identity_path(cache), limit=1 << 20))
+        meta = parse_json(read_text(identity_path(cache), limit=1 << 20))
     except (OSError, ValueError) as exc:
         return [f"no readable sidecar: {exc}"]
     problems = []

@@ -3,7 +3,6 @@ every acceptance scenario that drives the CLI (Ctrl-C, a CI timeout, SIGTERM, a 
 
 from __future__ import annotations
 
-import json
 import signal
 import subprocess
 import sys
@@ -18,7 +17,7 @@ from trtls.builds.supervisor.history import History
 from trtls.core.events import Event, ProtocolError, parse_event
 from trtls.core.phase_tree import PhaseTree
 from trtls.core.summary_record import Summary, SummaryProblem, summary_of
-from trtls.fs import signal_child
+from trtls.fs import parse_json, signal_child
 
 
 def read_build_stream(
@@ -29,7 +28,7 @@ def read_build_stream(
     summary, other = None, []
     for line in lines:
         try:
-            record = json.loads(line)
+            record = parse_json(line)
         except ValueError:
             record = None
         if isinstance(record, dict) and record.get("type") == "summary":

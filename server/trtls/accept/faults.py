@@ -28,6 +28,7 @@ from trtls.fs import (
     atomic_write_bytes,
     atomic_write_text,
     ensure_folder,
+    parse_json,
     read_bytes,
     read_text,
     remove_tree,
@@ -197,7 +198,7 @@ def sc_disk_full(ctx: Context) -> Observation:
 def _tmpfs_report(lines: list[str]) -> dict[str, Any] | None:
     for line in reversed(lines):
         if line.startswith('{"type": "tmpfs"'):
-            return json.loads(line)
+            return parse_json(line)
     return None
 
 

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from trtls.fs import Kind, read_text, signal_child
+from trtls.fs import Kind, parse_json, read_text, signal_child
 from trtls.fs.stream import open_stream
 
 RECORD_LIMIT = 16 << 20  # the recipe the client opens, a build's running.json
@@ -75,7 +75,7 @@ class LspClient:
                         length = int(line.split(b":")[1])
                 if length is None:
                     continue
-                msg = json.loads(await out.readexactly(length))
+                msg = parse_json(await out.readexactly(length))
                 self._dispatch(msg)
         except (asyncio.IncompleteReadError, ConnectionError):
             return
@@ -170,7 +170,7 @@ class LspClient:
             lambda: any(len(t.get("phases") or []) > phases for t in self.build_trees(build_id)), timeout=timeout
         )
         running = ws / ".trtls" / "runs" / build_id / "running.json"
-        worker_pid = json.loads(read_text(running, limit=RECORD_LIMIT)).get("workerPid") if running.is_file() else None
+        worker_pid = parse_json(read_text(running, limit=RECORD_LIMIT)).get("workerPid") if running.is_file() else None
         return build_id, worker_pid
 
     async def close(self, timeout: float = 30.0) -> None:

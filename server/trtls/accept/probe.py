@@ -16,6 +16,8 @@ import json
 import sys
 from pathlib import Path
 
+from trtls.fs import parse_json
+
 
 def deserialize(engine: str) -> dict:
     from trtls.builds.worker import adapter
@@ -45,7 +47,7 @@ def union(old: bytes, new: bytes) -> bytes:
 def hammer(cache: str, identity_json: str, tag: str, n: int) -> dict:
     from trtls.builds.timing_cache import save_merged
 
-    identity = json.loads(identity_json)
+    identity = parse_json(identity_json)
     for i in range(n):
         save_merged(Path(cache), f"{tag}:{i:05d}".encode() + b"\n", identity, union)
     return {"tag": tag, "saves": n}

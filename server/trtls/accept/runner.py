@@ -32,7 +32,7 @@ from trtls.builds.timing_cache import identity_path
 from trtls.core import build_view
 from trtls.core.recipe import LoadedRecipe, load_recipe
 from trtls.core.summary_record import Summary
-from trtls.fs import Kind, open_lock_file, read_text, remove_file, remove_tree, scratch_dir
+from trtls.fs import Kind, open_lock_file, parse_json, read_text, remove_file, remove_tree, scratch_dir
 from trtls.fs.copy_tree import copy_tree
 from trtls.fs.kinds import TEMP_MARK
 
@@ -179,7 +179,7 @@ async def _build(
 
 def _history(ws: Path) -> dict:
     try:
-        return json.loads(read_text(ws / ".trtls" / "history.json", limit=RECORD_LIMIT))
+        return parse_json(read_text(ws / ".trtls" / "history.json", limit=RECORD_LIMIT))
     except (OSError, ValueError):
         return {}
 
@@ -240,14 +240,14 @@ def read_evidence(ws: Path, build_id: str | None) -> tuple[dict | None, list[dic
         return None, []
     run = ws / ".trtls" / "runs" / build_id
     try:
-        summary = json.loads(read_text(run / "summary.json", limit=RECORD_LIMIT))
+        summary = parse_json(read_text(run / "summary.json", limit=RECORD_LIMIT))
     except (OSError, ValueError):
         summary = None
     events = []
     try:
         for line in read_text(run / "events.jsonl", limit=RECORD_LIMIT, errors="replace").splitlines():
             try:
-                events.append(json.loads(line))
+                events.append(parse_json(line))
             except ValueError:
                 pass
     except OSError:
@@ -289,7 +289,7 @@ class Recorder:
         policy = Summary.written(self.obs.summary or {}).retryPolicy
         kind = RETRY_FOR_POLICY.get(str(policy))
         if kind in ("cold", "with_cache"):  # investigate's retry (a reduced search) is a diagnosis: nothing runs
-            ov = json.loads(json.dumps(overrides or {}))
+            ov = parse_json(json.dumps(overrides or {}))
             ov.update(retry_overrides(kind, 0))  # builds.supervisor.retry owns what each retry means (cold: cache off)
             summary, build, _ = build_sync(self.ws, self.ctx.engine, overrides=ov)
             disk, _ = read_evidence(self.ws, summary.buildId)
@@ -341,7 +341,7 @@ def deserializes(engine: Path) -> bool | None:
         timeout=300,
     )
     try:
-        return json.loads(out.stdout.strip().splitlines()[-1])["deserializes"]
+        return parse_json(out.stdout.strip().splitlines()[-1])["deserializes"]
     except (ValueError, IndexError, KeyError):
         raise RuntimeError(f"deserialise probe failed: {out.stderr.strip()[-300:]}") from None
 
@@ -351,7 +351,7 @@ def real_cache_bytes() -> bytes:
         [sys.executable, "-m", "trtls.accept.probe", "cache-bytes"], capture_output=True, text=True, timeout=300
     )
     try:
-        return bytes.fromhex(json.loads(out.stdout.strip().splitlines()[-1])["hex"])
+        return bytes.fromhex(parse_json(out.stdout.strip().splitlines()[-1])["hex"])
     except (ValueError, IndexError, KeyError):
         raise RuntimeError(f"cache-bytes probe failed: {out.stderr.strip()[-300:]}") from None
 

@@ -237,7 +237,7 @@ def _convert_in_child(
     err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
     lines = [ln for ln in out.splitlines() if ln.strip()]
     try:
-        result = json.loads(lines[-1])
+        result = parse_json(lines[-1])
     except (IndexError, ValueError):
         tail = err.strip().splitlines()[-1:] or [f"exit code {proc.returncode}"]
         raise PrecisionFailed("conversion_failed", f"AutoCast died without a result: {tail[0]}") from None

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from trtls.checkpoint.sniff import safetensors_problems
-from trtls.fs import TooLarge, read_text
+from trtls.fs import TooLarge, parse_json, read_text
 
 
 class ForwardError(Exception):
@@ -122,10 +122,9 @@ MAX_ST_FILE = 1024 * 1024
 
 
 def _read_small_json(path: Path, rel: str) -> Any:
-    import json
 
     try:
-        return json.loads(read_text(path, limit=MAX_ST_FILE, follow=True))
+        return parse_json(read_text(path, limit=MAX_ST_FILE, follow=True))
     except TooLarge:
         raise ForwardError(f"{rel} is larger than {MAX_ST_FILE} bytes") from None
     except (OSError, ValueError) as exc:

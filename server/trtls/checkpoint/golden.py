@@ -21,6 +21,8 @@ from typing import Any
 
 import numpy as np
 
+from trtls.fs import parse_json
+
 
 class GoldenError(Exception):
     pass
@@ -113,7 +115,7 @@ def read_recorder(outputs: Path, within: Path) -> dict[str, Any] | str:
 
     path = recorder_path(outputs)
     try:
-        record = json.loads(read_text(path, limit=RECORDER_LIMIT, follow=False))
+        record = parse_json(read_text(path, limit=RECORDER_LIMIT, follow=False))
     except FileNotFoundError:
         return f"no record of who recorded the golden outputs ({path.name} is not beside {outputs.name})"
     except (OSError, TooLarge, ValueError) as exc:

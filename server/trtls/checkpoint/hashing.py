@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
-from trtls.fs import Kind, atomic_write_text, ensure_folder, open_regular, read_text
+from trtls.fs import Kind, atomic_write_text, ensure_folder, open_regular, parse_json, read_text
 
 BUF = 1024 * 1024  # fits L2: the copy out of the page cache stays hot for the hash (8 MiB measured ~35% slower)
 READ_AHEAD = 3  # buffers going round between a file's reader thread and its hasher: one filling, one hashing, a spare
@@ -151,7 +151,7 @@ class DigestCache:
     def _load(self) -> None:
         assert self.path is not None
         try:
-            data = json.loads(read_text(self.path, limit=CACHE_LIMIT, follow=False))
+            data = parse_json(read_text(self.path, limit=CACHE_LIMIT, follow=False))
         except (OSError, ValueError, RecursionError):  # RecursionError: JSON nested deeper than the parser's stack
             return  # a missing or damaged cache is just an empty one
         if isinstance(data, dict) and data.get("format") == CACHE_FORMAT and isinstance(data.get("files"), dict):

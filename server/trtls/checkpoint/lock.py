@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from trtls.core.paths import real
-from trtls.fs import Kind, atomic_write_text, read_text
+from trtls.fs import Kind, atomic_write_text, parse_json, read_text
 
 LOCK_NAME = "trtls.lock.json"
 LOCK_FORMAT = "trtls.lock/1"
@@ -20,7 +20,7 @@ LOCK_LIMIT = 64 * 1024 * 1024  # digests of every file of every route: large che
 def _parsed(text: str) -> dict[str, Any] | None:
     """The lock's JSON when it is a lock (an object with a routes table), else None."""
     try:
-        data = json.loads(text)
+        data = parse_json(text)
     except (ValueError, RecursionError):  # RecursionError: JSON nested deeper than the parser's stack
         return None
     return data if isinstance(data, dict) and isinstance(data.get("routes"), dict) else None

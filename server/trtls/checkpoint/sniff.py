@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import bz2
 import io
-import json
 import lzma
 import os
 import pickletools
@@ -29,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from trtls.fs import open_regular
+from trtls.fs import open_regular, parse_json
 
 SNIFF_BYTES = 64 * 1024  # protocol 0/1 pickles are confirmed on this much of the stream
 MAX_ZIP_MEMBERS = 100_000
@@ -206,7 +205,7 @@ def read_safetensors_header(path: str | Path) -> tuple[int, dict[str, Safetensor
             (n,) = struct.unpack("<Q", head)
             if n > MAX_SAFETENSORS_HEADER or 8 + n > size:
                 return 0, {}, [f"{p.name}: header length {n} runs past the file ({size} bytes)"]
-            header = json.loads(f.read(n).decode("utf-8"))
+            header = parse_json(f.read(n).decode("utf-8"))
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         return 0, {}, [f"{p.name}: unreadable header: {exc}"]
     if not isinstance(header, dict):

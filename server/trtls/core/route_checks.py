@@ -10,7 +10,6 @@ the file system (which files exist, their size and time) and trtls's own small r
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import stat
@@ -24,6 +23,7 @@ from trtls.core.findings import Finding, Origin, Severity, TomlPath
 from trtls.core.paths import inside, is_safe_name, real, safe_name
 from trtls.core.route import RouteModel, export_route_findings, input_set_paths, route_dir
 from trtls.core.validation import findings_from_validation
+from trtls.fs import parse_json
 
 if TYPE_CHECKING:
     from trtls.core.recipe import LoadedRecipe, RecipeFile
@@ -228,7 +228,7 @@ def recorded_exports(loaded: LoadedRecipe, routes: Iterable[str]) -> dict[str, l
         if not isinstance(name, str) or not ROUTE_NAME.match(name) or not is_safe_name(name):
             continue
         try:
-            data = json.loads(read_text(route_dir(loaded, name) / EXPORTS_RECORD, limit=RECORD_LIMIT))
+            data = parse_json(read_text(route_dir(loaded, name) / EXPORTS_RECORD, limit=RECORD_LIMIT))
         except (OSError, ValueError, RecursionError):  # RecursionError: JSON nested deeper than the parser's stack
             continue
         files = data.get("files") if isinstance(data, dict) else None
@@ -257,7 +257,7 @@ def bundle_sidecar(bundle: Path) -> tuple[dict[str, Any] | None, str]:
 
     side = bundle.with_name(bundle.name + BUNDLE_SIDECAR_SUFFIX)
     try:
-        sidecar = json.loads(read_text(side, limit=RECORD_LIMIT))
+        sidecar = parse_json(read_text(side, limit=RECORD_LIMIT))
     except FileNotFoundError:
         return None, f"no sidecar {side} of a bundle trtls wrote"
     except OSError as exc:

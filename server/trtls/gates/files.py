@@ -6,12 +6,11 @@ recipe's real folder."""
 from __future__ import annotations
 
 import contextlib
-import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from trtls.fs import Kind, read_text, remove_tree, scratch_dir
+from trtls.fs import Kind, parse_json, read_text, remove_tree, scratch_dir
 
 RECORD_LIMIT = 64 * 1024 * 1024  # the most a record the gates read (a summary, an SBOM, a baseline) can hold
 
@@ -20,7 +19,7 @@ def read_json(path: str | Path, *, follow: bool = False, limit: int = RECORD_LIM
     """A JSON record's value, or None when it is missing, not a regular file (a FIFO, a device; a symlink unless
     `follow`), larger than `limit`, or not JSON: a bad record is no record, never a hang or a traceback."""
     try:
-        return json.loads(read_text(path, limit=limit, follow=follow))
+        return parse_json(read_text(path, limit=limit, follow=follow))
     except (OSError, ValueError, RecursionError):  # RecursionError: JSON nested deeper than the parser's stack
         return None
 

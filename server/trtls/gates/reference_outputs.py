@@ -17,14 +17,13 @@ error with the reason) and the provenance recorded as evidence.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from trtls.fs import TooLarge, read_text
+from trtls.fs import TooLarge, parse_json, read_text
 from trtls.runtimes import RunResult
 
 MAX_CONFIG = 16 * 1024 * 1024
@@ -46,7 +45,7 @@ def checkpoint_outputs(ctx: Any, feeds: Sequence[dict[str, np.ndarray]]) -> tupl
         return RunResult("unavailable", "the checkpoint has no config.json (model_type names the family)"), {}
     try:
         try:
-            config = json.loads(read_text(by_rel["config.json"], limit=MAX_CONFIG, follow=True))
+            config = parse_json(read_text(by_rel["config.json"], limit=MAX_CONFIG, follow=True))
         except TooLarge:
             raise ValueError("config.json is larger than 16 MiB") from None
         if not isinstance(config, dict):

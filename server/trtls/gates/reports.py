@@ -35,7 +35,7 @@ from urllib.parse import quote
 from trtls.core.codes import CODES
 from trtls.core.findings import DOCS_BASE, Finding, Severity, TomlPath
 from trtls.core.paths import real
-from trtls.fs import write_report
+from trtls.fs import parse_json, write_report
 
 SARIF_SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
 TOOL_URI = DOCS_BASE.split("/blob/")[0]
@@ -53,7 +53,7 @@ def _title(code: str) -> str:
 
 def _jsonable(value: Any) -> Any:
     """Finding.data may hold anything; SARIF property bags must be JSON."""
-    return json.loads(json.dumps(value, default=str))
+    return parse_json(json.dumps(value, default=str))
 
 
 def _artifact_location(recipe_path: str | os.PathLike[str]) -> dict[str, Any]:

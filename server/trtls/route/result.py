@@ -13,7 +13,7 @@ from typing import Any
 from trtls import fs
 from trtls.bundle import sidecar_path, verify_bundle
 from trtls.bundle.sbom import sbom_path
-from trtls.fs import Kind, read_bytes
+from trtls.fs import Kind, parse_json, read_bytes
 
 SIDE_LIMIT = 64 * 1024 * 1024  # a sidecar or an SBOM lists files and digests: never this large
 
@@ -76,7 +76,7 @@ def keep_previous(bundle: Path, previous: Path, notes: list[str], *, within: str
     fs.atomic_write_bytes(previous, chunks(), kind=Kind.route_artefact, within=within)
     if side_bytes is not None:
         try:
-            record = json.loads(side_bytes)
+            record = parse_json(side_bytes)
             if isinstance(record, dict):
                 record["bundle"] = previous.name
                 side_bytes = (json.dumps(record, indent=2, ensure_ascii=False) + "\n").encode()

@@ -30,7 +30,7 @@ from trtls.core.route_checks import (
     export_record_key,
     recorded_exports,
 )
-from trtls.fs import Kind, read_text
+from trtls.fs import Kind, parse_json, read_text
 from trtls.route.errors import RouteBuildError
 
 ROUTE_RECORD = "route-build.json"
@@ -75,7 +75,7 @@ def write_record(loaded: LoadedRecipe, route_name: str, name: str, data: dict[st
 
 def _read_record(path: Path) -> Any:
     try:
-        return json.loads(read_text(path, limit=RECORD_LIMIT))
+        return parse_json(read_text(path, limit=RECORD_LIMIT))
     except (OSError, ValueError, RecursionError):  # RecursionError: JSON nested deeper than the parser's stack
         return None
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from trtls.fs import Kind, atomic_write_text, read_text, remove_tree, scratch_dir
+from trtls.fs import Kind, atomic_write_text, parse_json, read_text, remove_tree, scratch_dir
 from trtls.runtimes.contract import RunResult, RuntimeSpec, load_npz, save_npz
 from trtls.runtimes.process import _Child, _child_env, _classify_exit, _cwd, _wait_all
 
@@ -109,7 +109,7 @@ def _call_python(spec: RuntimeSpec, call: _Call) -> RunResult:
         base.status, base.message = bad
         return base
     try:
-        record = json.loads(read_text(call.workdir / "result.json", limit=RESULT_LIMIT, follow=False))
+        record = parse_json(read_text(call.workdir / "result.json", limit=RESULT_LIMIT, follow=False))
     except (OSError, ValueError):
         base.status = "crash"
         base.message = f"the runtime process exited with code {child.returncode} without a result" + (

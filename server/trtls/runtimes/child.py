@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from trtls.fs import Kind, atomic_write_text, read_text
+from trtls.fs import Kind, atomic_write_text, parse_json, read_text
 from trtls.runtimes.adapters import _ADAPTERS, Unavailable
 from trtls.runtimes.contract import RuntimeSpec, load_npz, save_npz, validate_feed
 
@@ -59,7 +59,7 @@ def paired(
 
 
 def _child_main(request_path: str) -> int:
-    req = json.loads(read_text(request_path, limit=REQUEST_LIMIT, follow=False))
+    req = parse_json(read_text(request_path, limit=REQUEST_LIMIT, follow=False))
     spec = RuntimeSpec(**req["spec"])
     result_path = Path(req["result"])
     scratch = result_path.parent  # the call's private scratch folder: every file this child writes stays in it

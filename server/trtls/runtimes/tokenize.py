@@ -17,7 +17,7 @@ import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from trtls.fs import Kind, atomic_write_text, remove_tree, scratch_dir
+from trtls.fs import Kind, atomic_write_text, parse_json, remove_tree, scratch_dir
 
 STDERR_TAIL = 1000
 
@@ -55,7 +55,7 @@ def runtime_token_ids(command: Sequence[str], texts: Sequence[str], *, cwd: str 
     if proc.returncode != 0:
         return TokenIds(None, f"tokenizer command exited {proc.returncode}" + (f": {tail}" if tail else ""))
     try:
-        data = json.loads(proc.stdout.decode("utf-8"))
+        data = parse_json(proc.stdout.decode("utf-8"))
         ids = data["ids"]
         if not (
             isinstance(ids, list)

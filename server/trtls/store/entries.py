@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import json
 import os
 import stat
 from collections.abc import Iterator
@@ -34,7 +33,7 @@ from typing import Any, BinaryIO
 
 from trtls import fs
 from trtls.core.paths import UnsafeWrite
-from trtls.fs import Kind
+from trtls.fs import Kind, parse_json
 from trtls.fs.store_root import trust_problem
 from trtls.store.copying import EntryUnreadable, copy_hashing, hash_reading
 from trtls.store.entry_record import ENTRY_FORMAT, RECORD_LIMIT, Entry, engine_fields
@@ -107,7 +106,7 @@ class Store(PublishingFolder):
         try:
             with fs.open_regular(folder / "entry.json", limit=RECORD_LIMIT, follow=False) as fh:
                 self._trusted(folder / "entry.json", os.fstat(fh.fileno()), key)
-                record = json.loads(fh.read(RECORD_LIMIT + 1))
+                record = parse_json(fh.read(RECORD_LIMIT + 1))
         except PermissionError as exc:
             raise NotTrusted(f"store entry {key[:12]}'s record cannot be read: {exc.strerror}") from exc
         except FileNotFoundError:

@@ -24,13 +24,12 @@ import contextlib
 import errno
 import hashlib
 import http.client
-import json
 import os
 import time
 from typing import TYPE_CHECKING, Any, BinaryIO, cast
 
 from trtls import fs
-from trtls.fs import Kind, read_bytes, rename
+from trtls.fs import Kind, parse_json, read_bytes, rename
 from trtls.fs.store_root import shared_modes
 from trtls.store.copying import EntryUnreadable, copy_hashing
 from trtls.store.entry_record import ENTRY_FORMAT, RECORD_LIMIT, Entry
@@ -166,7 +165,7 @@ def _get_record(url: str, key: str) -> bytes | None:
 def _checked_record(store: Store, raw: bytes, key: str) -> dict[str, Any]:
     """The record, when it is an entry of `key` as a local one must be; _Unusable says what is wrong."""
     try:
-        record = json.loads(raw)
+        record = parse_json(raw)
     except (ValueError, RecursionError):
         raise _Unusable("its record is not JSON") from None
     if not isinstance(record, dict) or record.get("format") != ENTRY_FORMAT:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from trtls.core.protocol import stable_json
-from trtls.fs import read_bytes
+from trtls.fs import parse_json, read_bytes
 
 KEY_ENV = "TRTLS_STORE_KEY_FILE"
 KEY_LIMIT = 4096  # a key file holds one secret
@@ -47,7 +47,7 @@ def read_key(path: Path) -> bytes:
 
 def _message(record: dict[str, Any]) -> bytes:
     """What is signed: the record as it reads back from entry.json, without its signature."""
-    as_read = json.loads(json.dumps({k: v for k, v in record.items() if k != "signature"}, default=str))
+    as_read = parse_json(json.dumps({k: v for k, v in record.items() if k != "signature"}, default=str))
     return stable_json(as_read).encode("utf-8")
 
 

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trtls import fs
-from trtls.fs import Kind
+from trtls.fs import Kind, parse_json
 
 if TYPE_CHECKING:
     from trtls.store.entries import Entry, Store
@@ -316,7 +316,7 @@ def _events(root: Path, path: Path) -> list[dict[str, Any] | None]:
 def _event(raw: bytes) -> dict[str, Any] | None:
     """A line as this module writes it, or None."""
     try:
-        data = json.loads(raw)
+        data = parse_json(raw)
     except ValueError:
         return None
     if not isinstance(data, dict):

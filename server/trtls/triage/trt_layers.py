@@ -20,6 +20,8 @@ from typing import Any
 
 import numpy as np
 
+from trtls.fs import parse_json
+
 
 def mark_every_layer(network: Any) -> list[str]:
     """Mark every output of every layer as a network output; the names, in layer order (already-marked outputs
@@ -158,7 +160,7 @@ def main(argv: list[str]) -> int:
     from trtls.fs import Kind, atomic_write_text, read_text
     from trtls.triage.diverge import standard_json
 
-    job = json.loads(read_text(argv[0], limit=1 << 20))  # the parent's job.json, written by the door beside it
+    job = parse_json(read_text(argv[0], limit=1 << 20))  # the parent's job.json, written by the door beside it
     try:
         result = layerwise(job)
     except Exception as exc:  # a parser or builder refusal: the parent reports it, never a verdict

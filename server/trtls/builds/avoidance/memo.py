@@ -173,7 +173,7 @@ def _same_device(memo: dict[str, Any]) -> bool:
     fingerprint = device_fingerprint()
     if fingerprint is not None and fingerprint == memo.get("deviceFingerprint"):
         return True
-    return bool(json.loads(json.dumps(cuda_driver(), default=str)) == memo.get("device"))
+    return bool(parse_json(json.dumps(cuda_driver(), default=str)) == memo.get("device"))
 
 
 def _memo_holds(memo: dict[str, Any], recipe: Path) -> bool:

@@ -37,7 +37,7 @@ from typing import Any
 from trtls import fs
 from trtls.builds.farm.builder_env import builder_environment, spawn_worker
 from trtls.core.paths import UnsafeWrite, inside, real
-from trtls.fs import Kind
+from trtls.fs import Kind, parse_json
 from trtls.fs.descriptor import file_of
 
 CHUNK = 8 << 20
@@ -86,7 +86,7 @@ class Preloaded:
         with file_of(fd, "rb") as fh:
             line = fh.readline()
         try:
-            self.info = json.loads(line) if line else None
+            self.info = parse_json(line) if line else None
         except ValueError:
             self.info = None
         self.ready.set()
@@ -295,9 +295,9 @@ class CellRun:
         out = []
         for text in lines:
             if '"environment"' in text[:80]:
-                env.update(json.loads(text).get("environment") or {})
+                env.update(parse_json(text).get("environment") or {})
             elif '"build_finished"' in text[:80] and '"outcome": "built"' in text:
-                finished = json.loads(text)
+                finished = parse_json(text)
                 of = {**plan, "buildId": job["build_id"], "startedAt": t_job}  # the producing build, as recorded
                 note = publish_from_node(
                     of, self.scratch, Path(job["output"]), finished, env, self.node, round(time.time() - t_job, 3)

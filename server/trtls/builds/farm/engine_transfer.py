@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import json
 import queue
 import threading
 from pathlib import Path
@@ -23,7 +22,7 @@ from typing import Any
 from trtls import fs
 from trtls.builds.artifacts import engine_temp_path
 from trtls.builds.farm.remote_lines import encode, line
-from trtls.fs import Kind
+from trtls.fs import Kind, parse_json
 
 
 class _Damaged(ValueError):
@@ -43,7 +42,7 @@ async def bring_engine(
     The chunks are fetched on the event loop; hashing, writing, the fsync and the rename run on a thread of this
     transfer's own. Why: 16 cells of 138 MB engines ending together held the loop for each cell's hash, write and
     fsync in turn (every other cell's events waited behind them)."""
-    node_art = json.loads(held[0]) if held else {}
+    node_art = parse_json(held[0]) if held else {}
     output = Path(job["output"])
     tmp = engine_temp_path(output, job["build_id"])
     root = job["write_root"]  # judged when the recipe was loaded: the write must stay in it

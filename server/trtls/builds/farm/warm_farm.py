@@ -33,7 +33,7 @@ from typing import Any
 from trtls import fs
 from trtls.builds.farm import local_guard
 from trtls.core.paths import user_cache_dir
-from trtls.fs import Kind, ProcessProof, read_bytes, read_text
+from trtls.fs import Kind, ProcessProof, parse_json, read_bytes, read_text
 from trtls.fs.kill import NONCE_ENV, new_nonce, process_alive
 from trtls.fs.stream import open_stream
 
@@ -98,7 +98,7 @@ class WarmHead:
 
 def read_state(path: Path | None = None) -> WarmHead | None:
     try:
-        data = json.loads(read_text(path or state_path(), limit=STATE_LIMIT, follow=False))
+        data = parse_json(read_text(path or state_path(), limit=STATE_LIMIT, follow=False))
         return WarmHead(
             str(data["address"]),
             int(data["pid"]),

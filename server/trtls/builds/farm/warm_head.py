@@ -13,7 +13,6 @@ is shut down and the head exits 1 (TRT237 in its log).
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import signal
@@ -24,6 +23,7 @@ from trtls.builds.farm import local_guard, proc_tree
 from trtls.builds.farm.cluster import QUIET_DRIVER
 from trtls.builds.farm.lean_node import lean_node
 from trtls.builds.farm.warm_farm import WarmHead, forget, write_state
+from trtls.fs import parse_json
 from trtls.fs.kill import NONCE_ENV, process_start_id
 from trtls.fs.lineage import witness
 
@@ -36,7 +36,7 @@ def main() -> int:
     ap.add_argument("--labels", default="{}", help="the node's labels as a JSON object")
     ap.add_argument("--workers", type=int, default=None, help="preloaded workers to keep (default: --num-cpus)")
     args = ap.parse_args()
-    labels = json.loads(args.labels)
+    labels = parse_json(args.labels)
     problem = local_guard.version_problem(local_guard.installed_ray())
     if problem is not None or os.environ.get("RAY_AUTH_MODE") != "token":
         print(f"trtls farm: TRT237 {problem or 'started without its token (RAY_AUTH_MODE=token)'}", flush=True)

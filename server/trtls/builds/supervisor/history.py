@@ -20,7 +20,7 @@ from typing import Any
 
 from trtls.builds.roots import state_root
 from trtls.builds.timing_cache import cache_lock
-from trtls.fs import Kind, atomic_write_text, ensure_folder, read_text
+from trtls.fs import Kind, atomic_write_text, ensure_folder, parse_json, read_text
 
 KEEP = 20  # durations kept per phase
 KEEP_BUILDS = 100  # dated whole-build durations kept per config (the report's "build time over time")
@@ -37,7 +37,7 @@ class History:
         """The history file, or {} when it is missing, damaged, a symlink or not a file (history is advice, never a
         reason to fail)."""
         try:
-            data = json.loads(read_text(self.path, limit=MAX_HISTORY_BYTES))
+            data = parse_json(read_text(self.path, limit=MAX_HISTORY_BYTES))
         except (OSError, ValueError):
             return {}
         if not isinstance(data, dict):

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from trtls.builds.roots import state_root
-from trtls.fs import Kind, ensure_folder, open_lock_file, read_bytes
+from trtls.fs import Kind, ensure_folder, open_lock_file, parse_json, read_bytes
 from trtls.fs.lock import truncate_lock
 
 MAX_HOLDER_BYTES = 64 << 10  # a holder line is a few hundred bytes
@@ -86,7 +86,7 @@ class OutputLock:
         """Who holds the lock, as it wrote itself down ({} when it has not yet, or the file cannot be read: a
         symlink, not a file, larger than a holder line)."""
         try:
-            data = json.loads(read_bytes(self.path, limit=MAX_HOLDER_BYTES) or b"{}")
+            data = parse_json(read_bytes(self.path, limit=MAX_HOLDER_BYTES) or b"{}")
         except (OSError, ValueError):
             return {}
         return data if isinstance(data, dict) else {}

@@ -19,6 +19,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from trtls.fs import parse_json
+
 LOW = {"fp16": 10, "bf16": 16}  # onnx.TensorProto.FLOAT16, BFLOAT16
 SINGLE_FILE_LIMIT = 1_900_000_000  # protobuf's 2 GiB ceiling, with room for the graph
 
@@ -98,7 +100,7 @@ def main() -> int:
     os.dup2(2, 1)
     line = sys.stdin.readline()
     try:
-        job = json.loads(line)
+        job = parse_json(line)
         result = convert(job)
     except Exception as exc:
         result = {"ok": False, "kind": "conversion_failed", "error": f"{type(exc).__name__}: {exc}"}

@@ -28,6 +28,8 @@ import sys
 import time
 from typing import Any
 
+from trtls.fs import parse_json
+
 # ERRORs TensorRT logs on a machine with no CUDA driver after any refusal: a fact about the machine, not the model
 _NO_DRIVER = ("CUDA driver version is insufficient", "cudaError 35")
 
@@ -181,7 +183,7 @@ def answer(request: dict[str, Any]) -> dict[str, Any]:
 def main() -> int:
     """Read one request on stdin, write one answer on stdout. TensorRT's own prints go to stderr: the answer's line
     is the only thing on the stdout the parent reads."""
-    request = json.loads(sys.stdin.read())
+    request = parse_json(sys.stdin.read())
     # a parent that died (the editor's server killed) cannot end a parse that hangs: the child ends itself
     signal.alarm(math.ceil(float(request.get("timeout_s") or 120)) + 5)
     answer_fd = os.dup(1)

@@ -3,7 +3,6 @@ names them with their digests (TRT708)."""
 
 from __future__ import annotations
 
-import json
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -11,7 +10,7 @@ from typing import Any
 from trtls.bundle.sbom import SBOM_SUFFIX, sbom_path
 from trtls.bundle.sections import ENGINE_SECTIONS, engine_section  # one list: trtls's and TRTMC's names
 from trtls.core.gate_result import GateCheck, gate_check
-from trtls.fs import TooLarge, read_text
+from trtls.fs import TooLarge, parse_json, read_text
 from trtls.gates.bundle.provenance import rebuild_advice
 from trtls.gates.context import GateContext
 
@@ -165,7 +164,7 @@ def check_sbom(ctx: GateContext, bundle: Path, info: dict[str, Any]) -> GateChec
             {"sbom": str(sp)},
         )
     try:
-        doc = json.loads(read_text(sp, limit=MAX_SBOM, follow=True))
+        doc = parse_json(read_text(sp, limit=MAX_SBOM, follow=True))
     except TooLarge:
         exc_text = f"larger than {MAX_SBOM} bytes"
         return _check(name, "hold", f"SBOM {sp.name} does not parse: {exc_text}", "TRT708", path, {"sbom": str(sp)})

@@ -25,7 +25,7 @@ from typing import Any
 
 from trtls.core.paths import real
 from trtls.core.write_policy import LEDGER_FILE
-from trtls.fs import Kind, atomic_write_bytes, ensure_folder, held_lock, read_bytes
+from trtls.fs import Kind, atomic_write_bytes, ensure_folder, held_lock, parse_json, read_bytes
 
 LEDGER_NAME = LEDGER_FILE  # beside the recipe; the write policy protects it from every other write
 LEDGER_FORMAT = "trtls.promotion/1"
@@ -79,7 +79,7 @@ def read_ledger(recipe_dir: Path) -> Ledger:
     for number, line in enumerate(data.splitlines(), 1):
         where = f"{path.name}:{number}"
         try:
-            record = json.loads(line)
+            record = parse_json(line)
         except (ValueError, RecursionError):  # RecursionError: a line nested deeper than the parser's stack
             ledger.problem = f"{where}: not a JSON record"
             break

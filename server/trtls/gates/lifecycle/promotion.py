@@ -13,7 +13,6 @@ The promoted pointer of a route is its last `promote` or `rollback` record; `sta
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import time
 from dataclasses import dataclass, field
@@ -23,7 +22,7 @@ from typing import Any
 from trtls.core.paths import UnsafeWrite, real
 from trtls.core.route import RouteModel, route_dir
 from trtls.core.terminal_text import terminal_safe
-from trtls.fs import Kind, atomic_write_bytes, ensure_folder, read_bytes
+from trtls.fs import Kind, atomic_write_bytes, ensure_folder, parse_json, read_bytes
 from trtls.gates.files import RECORD_LIMIT
 from trtls.gates.lifecycle.ledger import LedgerTampered, append_record, read_ledger
 from trtls.gates.lifecycle.rested_on import bundle_digest, current_facts, drifts
@@ -116,7 +115,7 @@ def last_complete_run(loaded: Any, route_name: str) -> tuple[Path, bytes, dict[s
     path = route_dir(loaded, route_name) / COMPLETE_SUMMARY
     try:
         data = read_bytes(path, limit=RECORD_LIMIT, follow=False, within=real(loaded.base_dir))
-        summary = json.loads(data)
+        summary = parse_json(data)
     except UnsafeWrite:
         raise
     except FileNotFoundError:
