@@ -207,3 +207,17 @@ def test_a_record_behind_a_link_out_of_the_recipes_folder_is_refused(tmp_path: P
 
     with pytest.raises(EvidenceError, match="leads out of"):
         reduction_report(folder / "diverge-enc-1")
+
+
+def test_a_name_with_control_and_bidi_characters_is_written_visibly_on_the_page(tmp_path: Path) -> None:
+    """A node name a model carried (`n0` ESC [31m U+202E `evil` BEL) is shown as `\\x1b`, `\\u202e`, `\\x07` on the
+    page, never raw: the page's one escape (report.page.esc) applies the terminal's rule after HTML's."""
+    from trtls.report.page import esc
+
+    name = "n0\x1b[31m\u202eevil\x07"
+    assert esc(name) == "n0\\x1b[31m\\u202eevil\\x07" and esc("<b>") == "&lt;b&gt;"
+    tensors = [_tensor("h0", 1e-3, True), {**_tensor("y", 0.5, False), "node": name, "tensor": name}]
+    (tmp_path / "divergence.json").write_text(json.dumps(_record(tensors), allow_nan=False))
+    page = reduction_report(tmp_path)
+    assert "\x1b" not in page and "\u202e" not in page and "\x07" not in page
+    assert "n0\\x1b[31m\\u202eevil\\x07" in page

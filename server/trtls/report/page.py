@@ -12,6 +12,7 @@ import time
 from typing import Any
 
 from trtls.core.display import local_time
+from trtls.core.terminal_text import terminal_safe
 
 CSS = """
 :root { color-scheme: light dark; --fg:#1f2328; --muted:#656d76; --bg:#ffffff; --panel:#f6f8fa; --line:#d0d7de;
@@ -50,7 +51,10 @@ CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
 
 
 def esc(value: Any) -> str:
-    return html.escape("" if value is None else str(value), quote=True)
+    """Text for the page: HTML-escaped, and every control character, bidi override and lone surrogate a name carried
+    written visibly (core.terminal_text's one rule: a page is read by a person too, and a U+202E in a node's name
+    would show another name)."""
+    return html.escape(terminal_safe("" if value is None else value), quote=True)
 
 
 def badge(status: Any) -> str:
