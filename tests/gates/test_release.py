@@ -317,3 +317,16 @@ def test_gates_4_and_5_through_run_gates(tmp_path):
     # the drill ran on copies: the user's bundles are byte-identical, same inode and mode, nothing left beside them
     after = {p.name: (p.read_bytes(), p.stat().st_ino, p.stat().st_mode) for p in (tmp_path / "out").iterdir()}
     assert after == before
+
+
+@pytest.mark.parametrize("planted", [float("nan"), float("inf"), -5.0, "text", True])
+def test_a_baseline_figure_that_is_no_positive_number_is_said_not_compared(tmp_path, spec, planted):
+    """A baseline.json whose peak_rss_mib is NaN, Infinity, negative, text or a boolean (damaged, or planted): the
+    memory comparison used to be left out in silence, the check saying "no regression" over p95 alone (inf even
+    compared, as a fall of 100 %). It is said: the message and `not_compared` name the figure and its value."""
+    m = G.measure(spec, [feed()], warmup=1, iterations=5)
+    base = {"measurement": {**m.as_dict(), "peak_rss_mib": planted}}
+    got = G.check_baseline(m, base, G.Thresholds())
+    assert "peak_rss_mib" not in got.evidence["compared"], got.evidence
+    assert got.evidence["not_compared"] and "peak memory not compared" in got.message, got.message
+    assert "p95_ms" in got.evidence["compared"]  # what could be compared still is

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 from collections.abc import Mapping
 from datetime import UTC, datetime
@@ -77,14 +78,18 @@ def check_baseline(m: Measurement, baseline: Mapping[str, Any] | None, t: Thresh
             {"measurement": m.as_dict()},
         )
     b = baseline.get("measurement", {})
-    regressions, under_floor = [], []
+    b = b if isinstance(b, Mapping) else {}
+    regressions, under_floor, not_compared = [], [], []
     compared = {}
     for key, label, unit, floor in (
         ("p95_ms", "p95 latency", "ms", t.regression_floor_ms),
         ("peak_rss_mib", "peak memory", "MiB", t.regression_floor_mib),
     ):
         old, new = b.get(key), getattr(m, key)
-        if isinstance(old, (int, float)) and old > 0 and new is not None:
+        usable = isinstance(old, (int, float)) and not isinstance(old, bool) and math.isfinite(old) and old > 0
+        if new is not None and not usable:  # said, never left out in silence: a pass rests only on what was compared
+            not_compared.append(f"{label} not compared: the baseline's {key} is {old!r}, not a positive number")
+        if usable and new is not None:
             change = new / old - 1.0
             compared[key] = {"baseline": old, "now": new, "change": change, "floor": floor}
             if change > t.max_regression:
@@ -98,7 +103,12 @@ def check_baseline(m: Measurement, baseline: Mapping[str, Any] | None, t: Thresh
                         f"{label} +{change * 100:.0f} % is only +{new - old:.3g} {unit}, under the {floor:g} {unit} "
                         "noise floor"
                     )
-    ev = {"compared": compared, "baseline_recorded_at": baseline.get("recorded_at"), "under_noise_floor": under_floor}
+    ev = {
+        "compared": compared,
+        "baseline_recorded_at": baseline.get("recorded_at"),
+        "under_noise_floor": under_floor,
+        "not_compared": not_compared,
+    }
     if regressions:
         return _check(
             "release.baseline",
@@ -114,4 +124,6 @@ def check_baseline(m: Measurement, baseline: Mapping[str, Any] | None, t: Thresh
     within = f"no regression over {t.max_regression * 100:.0f} % against the baseline ({changes})"
     if under_floor:
         within += "; " + "; ".join(under_floor)
+    if not_compared:
+        within += "; " + "; ".join(not_compared)
     return _check("release.baseline", "pass", within, "TRT906", path, ev)
