@@ -65,3 +65,19 @@ def test_a_users_log_beside_the_state_path_is_never_appended_to(tmp_path: Path) 
     assert f"{log} is there but is not a trtls farm log" in r.stderr and "left as it is" in r.stderr, r.stderr
     assert log.read_text() == "my precious notes\n"
     assert not state.exists() and not state.with_suffix(".token").exists()  # nothing written, nothing started
+
+
+@pytest.mark.parametrize("name", ["farm.token", "farm.log", "relative"])
+def test_a_state_path_the_state_token_and_log_cannot_share_is_refused(tmp_path: Path, name: str) -> None:
+    """`$TRTLS_FARM_STATE=…/f.token` made the state and its token one file (the token written over the state, drivers'
+    authentication broken); `…/f.log` the state and the head's log; a relative path a farm each command looks for in
+    its own folder. `farm up` refuses each, exit 1, before anything is written or started."""
+    state = Path("farm.json") if name == "relative" else tmp_path / name
+    env = {**os.environ, "TRTLS_FARM_STATE": str(state)}
+    r = subprocess.run(
+        [sys.executable, "-m", "trtls.cli.main", "farm", "up", "--num-cpus", "1", "--workers", "0"],
+        capture_output=True, text=True, env=env, timeout=180, cwd=tmp_path,
+    )  # fmt: skip
+    assert r.returncode == 1, (r.stdout, r.stderr)
+    assert ("relative path" if name == "relative" else "would be one file") in r.stderr, r.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == [], "nothing written"

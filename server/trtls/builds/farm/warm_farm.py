@@ -184,9 +184,27 @@ def find(labels: dict[str, str] | None = None) -> tuple[WarmHead | None, str]:
     return head, head.describe()
 
 
+def refuse_unshareable(path: Path) -> None:
+    """RuntimeError for a state path the state, its token and its log cannot share: a relative one (each command
+    would look for the farm in the folder it runs in) or one ending `.token` or `.log` (the state would be its own
+    token or log, and the token written over it)."""
+    if not path.is_absolute():
+        raise RuntimeError(
+            f"TRTLS_FARM_STATE={path} is a relative path: each command would look for the farm in the folder it runs "
+            "in; give an absolute path"
+        )
+    if path.suffix in (".token", ".log"):
+        raise RuntimeError(
+            f"TRTLS_FARM_STATE={path} ends in {path.suffix}: the farm's state, its token and its log would be one "
+            "file; name the state file otherwise (farm.json)"
+        )
+
+
 def up_lock() -> Any:
     """Held by `trtls farm up` from its look at the state to the new head's state written: two at once start one
-    head (the second waits, then finds it running), never two heads of which the state file names one."""
+    head (the second waits, then finds it running), never two heads of which the state file names one. A state path
+    `refuse_unshareable` refuses is refused before the lock beside it is made."""
+    refuse_unshareable(state_path())
     return fs.held_lock(
         state_path().with_name(state_path().name + ".lock"), kind=Kind.farm_state, within=state_folder()
     )
@@ -197,6 +215,7 @@ def refuse_foreign(path: Path) -> None:
     not the farm's own (a recipe, a user's JSON, a user's `notes.log` beside `notes.json`): `farm up` would replace
     the state and token and append the head's output to the log, and `farm down` remove the state and token. A log
     is the farm's when it is empty or begins `LOG_MARK`."""
+    refuse_unshareable(path)
     if os.path.lexists(path) and read_state(path) is None:
         raise RuntimeError(
             f"{path} is there but is not a trtls farm state file: it is left as it is (unset "
