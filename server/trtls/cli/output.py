@@ -6,7 +6,8 @@ never through a symlink, and replacing an existing file only when it is of the r
 replaces an HTML file, never `trtls.toml` or an ONNX model). Before that, a file the recipe protects is refused by
 name, whatever its content: the recipe, the folder's `trtls.toml`, the lock file, every model and input the recipe
 reads, and anything under `.trtls/` (`core.write_policy`'s protected set) — of the recipe the command loaded and of
-the recipe in the file's own folder, and anything under any folder's `.trtls/` (another project's records) — and
+the recipe in the file's own folder, and anything under any folder's `.trtls/` (another project's records), and any
+bundle's sidecar (`*.trtls.json`), SBOM (`*.cdx.json`) or promotion ledger by its name wherever it lies — and
 anything in trtls's own caches: the engine store a recipe uses (its
 `[store] path`, `$TRTLS_STORE`) and the per-user cache folder (`~/.cache/trtls`: the default store, the farm's
 state), whose `entry.json` a `--format json` report would replace. A refusal is one located line (`FILE: CODE why`)
@@ -112,6 +113,24 @@ def protected_by(target: Path, recipes: tuple[Path | None, ...]) -> str | None:
                 return f"inside {what}"
         if STATE_DIR in c.parent.parts:  # any project's records: `.trtls/history.json` of a recipe not loaded here
             return f"inside trtls's own records ({STATE_DIR})"
+        owned = _owned_by_name(c.name)  # any project's bundle records and ledger, by their names alone
+        if owned is not None:
+            return owned
+    return None
+
+
+def _owned_by_name(name: str) -> str | None:
+    """What a file named `name` is to trtls wherever it lies: a bundle's sidecar record or SBOM, or a promotion
+    ledger — another project's too (a recipe not loaded here protects its own by path, not these by name)."""
+    from trtls.core.paths import BUNDLE_SBOM_SUFFIX, BUNDLE_SIDECAR_SUFFIX
+    from trtls.core.write_policy import LEDGER_FILE
+
+    if name.endswith(BUNDLE_SIDECAR_SUFFIX):
+        return "a bundle's sidecar record (by its name)"
+    if name.endswith(BUNDLE_SBOM_SUFFIX):
+        return "a bundle's SBOM (by its name)"
+    if name == LEDGER_FILE:
+        return "a promotion ledger (by its name)"
     return None
 
 
