@@ -113,3 +113,19 @@ def test_a_figure_given_twice_is_refused_not_the_last_one_taken(root):
     assert r.returncode == 2, r.stdout + r.stderr
     assert "'p95_ms' is given twice ('30' and '10')" in r.stderr, r.stderr
     assert (root / "trtls.promotions.jsonl").read_bytes() == before  # nothing recorded
+
+
+def test_a_negative_rate_or_time_is_no_figure_a_pass_rests_on(root):
+    """`--figure p95_ms=-1 --figure error_rate=-5%` broke no `>` rule and was recorded as a pass: a rate or a latency
+    is never below 0. Each is read as a figure that cannot be judged, so the pass is refused (exit 3), nothing
+    recorded; the rules' units make a bare `-1` a time here."""
+    assert trtls("route", "promote", "--route", ROUTE, cwd=root, env=ALICE).returncode == 0
+    assert trtls("route", "canary", "--route", ROUTE, "start", cwd=root, env=ALICE).returncode == 0
+    before = (root / "trtls.promotions.jsonl").read_bytes()
+    r = trtls(
+        "route", "canary", "--route", ROUTE, "pass", "--figure", "p95_ms=-1", "--figure", "error_rate=-5%",
+        cwd=root, env=ALICE,
+    )  # fmt: skip
+    assert r.returncode == 3, r.stdout + r.stderr
+    assert "is negative: a rate or a time is never below 0" in r.stdout, r.stdout
+    assert (root / "trtls.promotions.jsonl").read_bytes() == before  # nothing recorded

@@ -12,6 +12,7 @@ from typing import Any
 from trtls.core.route_lifecycle import AbortRule
 
 _TO_UNIT = {("s", "ms"): 1000.0, ("ms", "s"): 0.001}
+_NEVER_NEGATIVE = ("%", "ms", "s")  # the units a canary's figures come in: error rates and latencies
 _COMPARE = {">": operator.gt, ">=": operator.ge, "<": operator.lt, "<=": operator.le}
 
 
@@ -29,6 +30,8 @@ def figure_value(raw: Any, unit: str | None) -> float | str:
         value, given = float(m[1]), m[2]
     if not math.isfinite(value):
         return f"{raw!r} is not a finite number"
+    if value < 0 and (given or unit) in _NEVER_NEGATIVE:  # a rate or a time a canary measured is never below 0
+        return f"{raw!r} is negative: a rate or a time is never below 0"
     if given is None or given == unit:
         return value
     factor = _TO_UNIT.get((given, unit or ""))
