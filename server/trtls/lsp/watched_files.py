@@ -13,10 +13,11 @@ from urllib.parse import unquote, urlparse
 
 from lsprotocol import types as lsp
 
+from trtls.core.write_policy import LEDGER_FILE as LEDGER
+
 if TYPE_CHECKING:
     from trtls.lsp.language_server import TrtlsServer
 
-LEDGER = "trtls.promotions.jsonl"
 WATCHED_GLOBS = ("**/trtls.toml", f"**/{LEDGER}", "**/.trtls/routes/*/summary.json")
 
 
