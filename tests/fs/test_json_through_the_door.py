@@ -68,3 +68,16 @@ def test_a_history_nested_too_deeply_does_not_stop_a_build(workspace: Path) -> N
     )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert "RecursionError" not in proc.stdout + proc.stderr and (workspace / "build" / "demo.engine").is_file()
+
+
+def test_lines_and_sections_nested_too_deeply_are_not_json_where_they_are_parsed_in_memory() -> None:
+    """What is parsed from memory, not read through the door — a worker's or a node's event line (an external worker
+    implements the protocol), a bundle's tokenizer section — answers "not JSON" for JSON nested 5,000 deep, as for
+    any other text that is not JSON, instead of raising RecursionError into the supervisor or gate 3."""
+    from trtls.builds.farm.remote_lines import peek
+    from trtls.bundle.trtmc import tokenizer_adds_special_tokens
+    from trtls.core.events import _json_object
+
+    deep = "[" * 5000 + "]" * 5000
+    assert _json_object(deep) is None and peek(deep) == {}
+    assert tokenizer_adds_special_tokens(deep.encode()) is False

@@ -110,7 +110,7 @@ def tokenizer_adds_special_tokens(tokenizer_json: bytes | None) -> bool:
         return False
     try:
         data = json.loads(tokenizer_json)
-    except ValueError:
+    except (ValueError, RecursionError):
         return False
     return isinstance(data, dict) and isinstance(data.get("post_processor"), dict)
 
@@ -240,7 +240,7 @@ def read_trtmc(path: str | os.PathLike[str]) -> TrtmcView:
         config_text = bundle.read_section(CONFIG).decode("utf-8", errors="replace")
         try:
             parsed = json.loads(config_text)
-        except ValueError:
+        except (ValueError, RecursionError):  # a bundle's config nested deeper than the parser reads: none
             parsed = None
         config = parsed if isinstance(parsed, dict) else None
     return TrtmcView(bundle.header, header_text, {n: s.size for n, s in bundle.sections.items()}, config, config_text)

@@ -276,7 +276,7 @@ def _version_mismatch(v: Any, event_type: Any) -> str:
 def _json_object(line: bytes | str) -> dict[str, Any] | None:
     try:
         raw = json.loads(line)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested deeper than the parser reads: not an event
         return None
     return raw if isinstance(raw, dict) else None
 

@@ -31,7 +31,7 @@ def peek(text: str) -> dict[str, Any]:
     try:
         ev = json.loads(text)
         return ev if isinstance(ev, dict) else {}
-    except ValueError:
+    except (ValueError, RecursionError):  # nested deeper than the parser reads: not an event either
         return {}
 
 

@@ -58,7 +58,7 @@ def _answer_of(returncode: int | None, stdout: bytes, stderr: bytes) -> dict[str
     if returncode == 0 and lines:
         try:
             answer = json.loads(lines[-1])
-        except ValueError:
+        except (ValueError, RecursionError):
             answer = None
         if isinstance(answer, dict):
             return answer
