@@ -64,3 +64,17 @@ def summaries(ws: Path) -> list[dict[str, Any]]:
 
 def entries(store: Path) -> list[Path]:
     return sorted((store / "entries").glob("*"))
+
+
+def built_once(seeded_ws: Path, root: Path) -> tuple[Path, str]:
+    """The seed's pristine workspace copied under `root` and built once into a store of its own: the workspace and
+    its one run's id (every record a build leaves, for a test to damage)."""
+    import shutil
+
+    ws = root / "ws"
+    shutil.copytree(seeded_ws.parent / "pristine", ws)
+    with_store(ws, root / "store")
+    done = run_build(ws)
+    assert done.returncode == 0, done.stderr
+    (run,) = [p.name for p in (ws / ".trtls" / "runs").iterdir()]
+    return ws, run

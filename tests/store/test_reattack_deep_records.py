@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.store.helpers import run_build, with_store
+from tests.store.helpers import built_once
 
 DEEP = "[" * 3000 + "]" * 3000
 
@@ -23,14 +23,7 @@ DEEP = "[" * 3000 + "]" * 3000
 @pytest.fixture(scope="module")
 def built(seeded: tuple[Path, dict], tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     """The seed's workspace built once more into a store of its own: every record a build leaves, its run id."""
-    root = tmp_path_factory.mktemp("deep")
-    ws = root / "ws"
-    shutil.copytree(seeded[0].parent / "pristine", ws)
-    with_store(ws, root / "store")
-    done = run_build(ws)
-    assert done.returncode == 0, done.stderr
-    (run,) = [p.name for p in (ws / ".trtls" / "runs").iterdir()]
-    return ws, run
+    return built_once(seeded[0], tmp_path_factory.mktemp("deep"))
 
 
 CASES = [

@@ -13,19 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.store.helpers import run_build, with_store
+from tests.store.helpers import built_once
 
 
 @pytest.fixture(scope="module")
 def built(seeded: tuple[Path, dict], tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
-    root = tmp_path_factory.mktemp("times")
-    ws = root / "ws"
-    shutil.copytree(seeded[0].parent / "pristine", ws)
-    with_store(ws, root / "store")
-    done = run_build(ws)
-    assert done.returncode == 0, done.stderr
-    (run,) = [p.name for p in (ws / ".trtls" / "runs").iterdir()]
-    return ws, run
+    return built_once(seeded[0], tmp_path_factory.mktemp("times"))
 
 
 def _trtls(ws: Path, *args: str) -> subprocess.CompletedProcess[str]:
