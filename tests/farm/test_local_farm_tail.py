@@ -98,7 +98,8 @@ def test_an_embedded_run_starts_no_idle_ray_worker_writes_engines_in_place_and_r
     # the raylet prestarted nobody: every Ray worker the run saw became the node's host actor
     assert workers.titles, "no Ray worker process was seen under the run"
     assert workers.never_claimed() == [], workers.titles
-    assert all(t & {"ray::NodeHost"} for t in workers.titles.values()), workers.titles
+    # a title is sampled: a worker may be seen only while it runs one of the host's methods (`ray::NodeHost.open`)
+    assert all(any(x.startswith("ray::NodeHost") for x in t) for t in workers.titles.values()), workers.titles
     assert workers.api_servers == set()  # nor the head's API server (Ray's job and state APIs: never called)
 
     # each engine was written at its output by the node's worker on this machine, and is what the summary says
