@@ -16,8 +16,6 @@ import json
 import sys
 from pathlib import Path
 
-from trtls.fs import parse_json
-
 
 def deserialize(engine: str) -> dict:
     from trtls.builds.worker import adapter
@@ -46,6 +44,7 @@ def union(old: bytes, new: bytes) -> bytes:
 
 def hammer(cache: str, identity_json: str, tag: str, n: int) -> dict:
     from trtls.builds.timing_cache import save_merged
+    from trtls.fs import parse_json
 
     identity = parse_json(identity_json)
     for i in range(n):

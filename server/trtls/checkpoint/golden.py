@@ -21,8 +21,6 @@ from typing import Any
 
 import numpy as np
 
-from trtls.fs import parse_json
-
 
 class GoldenError(Exception):
     pass
@@ -111,7 +109,7 @@ def write_recorder(outputs: Path, runner: str, version: str, ran: dict[str, Any]
 def read_recorder(outputs: Path, within: Path) -> dict[str, Any] | str:
     """The recorder record of `outputs`, checked against the outputs' bytes, or why there is none to judge from."""
     from trtls.core.sha256 import sha256_file
-    from trtls.fs import TooLarge, read_text
+    from trtls.fs import TooLarge, parse_json, read_text
 
     path = recorder_path(outputs)
     try:

@@ -23,7 +23,6 @@ from trtls.core.findings import Finding, Origin, Severity, TomlPath
 from trtls.core.paths import inside, is_safe_name, real, safe_name
 from trtls.core.route import RouteModel, export_route_findings, input_set_paths, route_dir
 from trtls.core.validation import findings_from_validation
-from trtls.fs import parse_json
 
 if TYPE_CHECKING:
     from trtls.core.recipe import LoadedRecipe, RecipeFile
@@ -221,7 +220,7 @@ def recorded_exports(loaded: LoadedRecipe, routes: Iterable[str]) -> dict[str, l
     """`export_record_key` → every {sha256, size, mtime_ns} the routes' builds recorded writing there (routes may
     share an export, so each route's record counts). Records are read bounded, never through a symlink; a bad one is
     none."""
-    from trtls.fs import read_text
+    from trtls.fs import parse_json, read_text
 
     out: dict[str, list[dict[str, Any]]] = {}
     for name in routes:
@@ -253,7 +252,7 @@ def bundle_sidecar(bundle: Path) -> tuple[dict[str, Any] | None, str]:
     the door (a regular file, never through a symlink, bounded); or None and why not, naming the sidecar. The one
     reader of the rule "a bundle trtls wrote": `trtls check` compares its size, `route build` its sha256."""
     from trtls.core.paths import BUNDLE_SIDECAR_SUFFIX
-    from trtls.fs import read_text
+    from trtls.fs import parse_json, read_text
 
     side = bundle.with_name(bundle.name + BUNDLE_SIDECAR_SUFFIX)
     try:

@@ -20,8 +20,6 @@ from typing import Any
 
 import numpy as np
 
-from trtls.fs import parse_json
-
 
 def mark_every_layer(network: Any) -> list[str]:
     """Mark every output of every layer as a network output; the names, in layer order (already-marked outputs
@@ -157,7 +155,7 @@ def layerwise(job: dict[str, Any], check_device: bool = True) -> dict[str, Any]:
 
 def main(argv: list[str]) -> int:
     from trtls.builds.roots import state_root
-    from trtls.fs import Kind, atomic_write_text, read_text
+    from trtls.fs import Kind, atomic_write_text, parse_json, read_text
     from trtls.triage.diverge import standard_json
 
     job = parse_json(read_text(argv[0], limit=1 << 20))  # the parent's job.json, written by the door beside it

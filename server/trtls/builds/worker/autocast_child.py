@@ -19,8 +19,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from trtls.fs import parse_json
-
 LOW = {"fp16": 10, "bf16": 16}  # onnx.TensorProto.FLOAT16, BFLOAT16
 SINGLE_FILE_LIMIT = 1_900_000_000  # protobuf's 2 GiB ceiling, with room for the graph
 
@@ -100,6 +98,8 @@ def main() -> int:
     os.dup2(2, 1)
     line = sys.stdin.readline()
     try:
+        from trtls.fs import parse_json  # here, as save()'s door imports: not before the child needs it
+
         job = parse_json(line)
         result = convert(job)
     except Exception as exc:

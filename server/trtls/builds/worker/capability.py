@@ -28,8 +28,6 @@ import sys
 import time
 from typing import Any
 
-from trtls.fs import parse_json
-
 # ERRORs TensorRT logs on a machine with no CUDA driver after any refusal: a fact about the machine, not the model
 _NO_DRIVER = ("CUDA driver version is insufficient", "cudaError 35")
 
@@ -183,6 +181,8 @@ def answer(request: dict[str, Any]) -> dict[str, Any]:
 def main() -> int:
     """Read one request on stdin, write one answer on stdout. TensorRT's own prints go to stderr: the answer's line
     is the only thing on the stdout the parent reads."""
+    from trtls.fs import parse_json  # here, not at import: the child's start stays as light as before
+
     request = parse_json(sys.stdin.read())
     # a parent that died (the editor's server killed) cannot end a parse that hangs: the child ends itself
     signal.alarm(math.ceil(float(request.get("timeout_s") or 120)) + 5)
