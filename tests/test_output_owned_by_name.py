@@ -13,6 +13,12 @@ from pathlib import Path
 import pytest
 
 
+def _check_to(workspace: Path, target: Path) -> subprocess.CompletedProcess[str]:
+    """`trtls check WS --format json -o TARGET` in a real process."""
+    argv = [sys.executable, "-m", "trtls", "check", str(workspace), "--format", "json", "-o", str(target)]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=300)
+
+
 @pytest.mark.parametrize(
     ("name", "what"),
     [
@@ -25,21 +31,11 @@ def test_another_projects_bundle_records_are_never_written_over(workspace: Path,
     target = tmp_path / "other" / name
     target.parent.mkdir(parents=True)
     target.write_text('{"theirs": true}\n')
-    r = subprocess.run(
-        [sys.executable, "-m", "trtls", "check", str(workspace), "--format", "json", "-o", str(target)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    r = _check_to(workspace, target)
     assert r.returncode == 2 and f"TRT109 is {what} (by its name)" in r.stderr, (r.stdout, r.stderr)
     assert target.read_text() == '{"theirs": true}\n'
     # an ordinary JSON file beside it is still a report's to replace
     plain = target.with_name("report.json")
     plain.write_text("{}\n")
-    ok = subprocess.run(
-        [sys.executable, "-m", "trtls", "check", str(workspace), "--format", "json", "-o", str(plain)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    ok = _check_to(workspace, plain)
     assert ok.returncode == 0 and plain.read_text() != "{}\n", ok.stderr
