@@ -7,12 +7,15 @@ asked as before)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
 from trtls.builds import cuda
-from trtls.builds.avoidance.memo import _same_device
+from trtls.builds.avoidance.lookup import prepare
+from trtls.builds.avoidance.memo import _same_device, remembered_device
+from trtls.core.recipe import load_recipe
 
 INFO = "Model: \t\t NVIDIA H200\nGPU UUID: \t GPU-4fd2\nBus Location: \t 0000:{bus}:00.0\nDevice Minor: \t {minor}\n"
 
@@ -32,7 +35,7 @@ def driver(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     (dev / "nvidiactl").write_text("")
     monkeypatch.setattr(cuda, "NVIDIA_PROC", str(proc))
     monkeypatch.setattr(cuda, "DEVICE_NODES", str(dev))
-    for var in ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "NVIDIA_VISIBLE_DEVICES"):
+    for var in cuda.CHOOSING_VARIABLES:
         monkeypatch.delenv(var, raising=False)
     return tmp_path
 
@@ -74,3 +77,49 @@ def test_the_fast_paths_device_check_takes_the_fingerprint_else_asks_the_driver(
     assert not _same_device({"device": elsewhere, "deviceFingerprint": fingerprint + " changed"})
     assert not _same_device({"device": elsewhere})  # a memo from before the fingerprint: the driver decides
     assert _same_device({"device": here})  # no fingerprint kept: the driver asked, and it agrees
+
+
+def _memo(state: Path, name: str, device: dict, fingerprint: str | None) -> None:
+    (state / "engines").mkdir(parents=True, exist_ok=True)
+    (state / "engines" / name).write_text(json.dumps({"device": device, "deviceFingerprint": fingerprint}))
+
+
+def test_a_build_takes_its_device_from_the_memo_while_the_driver_files_say_the_same(
+    driver: Path, workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The key's device without a cuInit (issue 31): the last build's memo says device 0 was an H200 (this host's
+    driver, asked, finds none), and the driver's files are those read beside it, so `prepare` keys the build with the
+    H200 and the driver is never asked; another fingerprint, a damaged memo, a memo of another engine or a device with
+    other fields: the driver is asked, as before."""
+    elsewhere = {"cuda_driver": "13.0", "device_name": "NVIDIA H200", "compute_capability": "9.0"}
+    state = workspace / ".trtls"
+    asked: list[int] = []
+    real_driver = cuda.cuda_driver
+    monkeypatch.setattr(cuda, "cuda_driver", lambda: asked.append(1) or real_driver())
+
+    _memo(state, "demo.hit.json", elsewhere, cuda.device_fingerprint())
+    assert remembered_device(state, "demo") == elsewhere
+    use = prepare(load_recipe(workspace / "trtls.toml"), "demo", no_store=True)
+    assert use.device == elsewhere and asked == [], "the memo said the device: no cuInit"
+    assert use.key is not None and use.key.parts["target"]["device"] == "NVIDIA H200"
+
+    assert remembered_device(state, "other") is None  # no memo of that engine
+    _memo(state, "demo.hit.json", elsewhere, "another driver")
+    assert remembered_device(state, "demo") is None
+    _memo(state, "demo.job.json", elsewhere, cuda.device_fingerprint())  # a --no-store build's memo says it too
+    assert remembered_device(state, "demo") == elsewhere
+    (state / "engines" / "demo.job.json").write_text("{not json")
+    assert remembered_device(state, "demo") is None
+    _memo(state, "demo.job.json", {**elsewhere, "extra": 1}, cuda.device_fingerprint())
+    assert remembered_device(state, "demo") is None, "only the driver probe's own fields"
+    use = prepare(load_recipe(workspace / "trtls.toml"), "demo", no_store=True)
+    assert asked == [1] and use.device == real_driver(), "no memo holds: the driver is asked"
+
+
+def test_the_library_path_is_part_of_the_fingerprint(driver: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A CUDA forward-compatibility libcuda (found through LD_LIBRARY_PATH) reports another driver version than the
+    kernel module: another library path, another fingerprint."""
+    monkeypatch.delenv("LD_LIBRARY_PATH", raising=False)
+    first = cuda.device_fingerprint()
+    monkeypatch.setenv("LD_LIBRARY_PATH", "/usr/local/cuda/compat")
+    assert cuda.device_fingerprint() not in (None, first)

@@ -11,6 +11,9 @@ from typing import Any
 
 NVIDIA_PROC = "/proc/driver/nvidia"  # the kernel driver's own files: readable without initializing CUDA
 DEVICE_NODES = "/dev"  # where its device nodes (nvidia0, nvidia1, …) are
+# what chooses and orders CUDA's devices, and which libcuda answers (LD_LIBRARY_PATH: a CUDA forward-compatibility
+# libcuda reports another driver version than the kernel module's)
+CHOOSING_VARIABLES = ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "NVIDIA_VISIBLE_DEVICES", "LD_LIBRARY_PATH")
 
 
 def _load_first(*names: str) -> Any:
@@ -105,9 +108,10 @@ def gpu_available() -> bool:
 def device_fingerprint() -> str | None:
     """What decides `cuda_driver()`'s answer, read without initializing CUDA (a process's first cuInit costs ~0.2 s on
     a GPU host; this costs a directory listing and a few small reads): the kernel driver's version, the variables
-    that choose and order CUDA's devices, and each GPU this process can open — its device node's minor and the
-    driver's `information` for it (model, UUID, bus). None when the driver's files are not there (no NVIDIA kernel
-    driver, or one that CUDA reaches otherwise, as WSL's): then only `cuda_driver()` can tell. The store's fast path
+    that choose and order CUDA's devices and find libcuda (`CHOOSING_VARIABLES`), and each GPU this process can open
+    — its device node's minor and the driver's `information` for it (model, UUID, bus). None when the driver's files
+    are not there (no NVIDIA kernel driver, or one that CUDA reaches otherwise, as WSL's): then only `cuda_driver()`
+    can tell. The store's fast path
     compares it with the one taken beside the memo's device (builds/avoidance/memo.py): equal, same device 0."""
     proc, dev = NVIDIA_PROC, DEVICE_NODES
     try:
@@ -119,7 +123,7 @@ def device_fingerprint() -> str | None:
         return None
     usable = {n[6:] for n in nodes if os.access(os.path.join(dev, n), os.R_OK | os.W_OK)}
     seen = [i for i in infos if _minor(i) in usable]
-    choice = [os.environ.get(k) for k in ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "NVIDIA_VISIBLE_DEVICES")]
+    choice = [os.environ.get(k) for k in CHOOSING_VARIABLES]
     return repr((version, choice, sorted(usable), seen))
 
 

@@ -58,9 +58,14 @@ async def _build_all(args: argparse.Namespace) -> int:
     else:
         preload = None if farm or servable else preload_for(find_recipe(args.recipe), args.engine)
         early = await spawn_worker(preload=preload) if preload is not None else None
+    from trtls.builds.avoidance.memo import remembered_device
     from trtls.builds.cuda import warm_driver
 
-    warming = warm_driver()  # the key's device probe (cuInit: ~0.2 s with a GPU), beside the recipe's load
+    # The key's device probe (cuInit: ~0.2 s with a GPU), beside the recipe's load — unless the last build's memo
+    # still says the device (the driver's files unchanged): then the key takes it from there and no cuInit runs here.
+    recipe_folder = find_recipe(args.recipe).parent
+    known = args.engine is not None and not farm and remembered_device(recipe_folder / ".trtls", args.engine)
+    warming = None if known else warm_driver()
     try:
         loaded = load_or_report(args.recipe)  # the request's one recipe check
         if loaded is None:
@@ -93,7 +98,8 @@ async def _build_all(args: argparse.Namespace) -> int:
         return code
     finally:
         await discard(early)
-        await asyncio.to_thread(warming.join)  # quick by now: prepare's probe waited for the same cuInit
+        if warming is not None:
+            await asyncio.to_thread(warming.join)  # quick by now: prepare's probe waited for the same cuInit
 
 
 async def _build_one(

@@ -73,9 +73,9 @@ def prepare(
     if faults:
         use.not_used = "a build with injected faults is never stored"
         return use
-    from trtls.builds.cuda import cuda_driver  # the device the key covers (a driver probe, no TensorRT)
+    from trtls.builds.avoidance.memo import key_device  # the device the key covers (no TensorRT)
 
-    use.device = cuda_driver()
+    use.device = key_device(sdir, use.history)
     use.overridden = bool(overrides)
     try:
         use.key = engine_key(job, sdir, use.device)

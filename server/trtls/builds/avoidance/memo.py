@@ -28,6 +28,7 @@ KEY_CODE = ("core/recipe.py", "core/build_config.py", "core/profiles.py", "build
 ENV_KEYS = ("TRTLS_STORE", "TRTLS_STORE_TRUST", "TRTLS_STORE_KEY_FILE", "XDG_CACHE_HOME", "HOME")
 MAX_MEMO_BYTES = 1 << 20  # a memo: a few stats and digests
 HEX = frozenset("0123456789abcdef")
+DEVICE_FIELDS = frozenset({"cuda_driver", "device_name", "compute_capability"})  # builds.cuda.cuda_driver's answer
 
 
 def _stat(path: str) -> list[int] | None:
@@ -174,6 +175,36 @@ def _same_device(memo: dict[str, Any]) -> bool:
     if fingerprint is not None and fingerprint == memo.get("deviceFingerprint"):
         return True
     return bool(parse_json(json.dumps(cuda_driver(), default=str)) == memo.get("device"))
+
+
+def remembered_device(state_dir: Path, history: str) -> dict[str, Any] | None:
+    """Device 0 as the last build of `history` found it (its store memo, else its --no-store memo), when the driver's
+    own files still say what they said beside it (builds.cuda.device_fingerprint); None when they do not, or cannot
+    tell, or no memo says it: then only the driver can (`cuda_driver()`). It spares a build's supervisor its cuInit —
+    ~0.19 s of CPU on an H200 host, and ~60 ms more at the process's exit, when the driver unmaps what cuInit mapped
+    (`benchmarks/probe_cuda_exit.py`, 2026-12-04) — by the rule the fast path already decides a hit with
+    (`_same_device`). Never raises: a memo is only a shortcut."""
+    from trtls.builds.cuda import device_fingerprint
+
+    fingerprint = device_fingerprint()
+    if fingerprint is None:
+        return None
+    for path_of in (memo_path, job_memo_path):
+        try:
+            memo = parse_json(read_text(path_of(state_dir, history), limit=MAX_MEMO_BYTES))  # never through a link
+        except (OSError, ValueError):
+            continue
+        device = memo.get("device") if isinstance(memo, dict) else None
+        if memo.get("deviceFingerprint") == fingerprint and isinstance(device, dict) and set(device) == DEVICE_FIELDS:
+            return device
+    return None
+
+
+def key_device(state_dir: Path, history: str) -> dict[str, Any]:
+    """The device a build's key covers: as its last build found it (`remembered_device`), else the driver's answer."""
+    from trtls.builds.cuda import cuda_driver
+
+    return remembered_device(state_dir, history) or cuda_driver()
 
 
 def _memo_holds(memo: dict[str, Any], recipe: Path) -> bool:
