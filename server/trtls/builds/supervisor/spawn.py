@@ -21,13 +21,14 @@ from typing import TYPE_CHECKING, Any
 
 from trtls.core.recipe_file import read_recipe_text
 from trtls.core.tomlpos import bounded_loads
-from trtls.core.vocabulary import BUILDER_PREFERENCES
+from trtls.core.vocabulary import BUILDER_MODULES, BUILDER_PREFERENCES
 from trtls.fs.kill import NONCE_ENV, new_nonce, signal_child
 
 if TYPE_CHECKING:
     import asyncio  # at run time in the functions that need it: a known miss starts its worker before asyncio loads
 
 BUILTIN_WORKER = [sys.executable, "-m", "trtls.builds.worker"]
+SITE_ENV = "TRTLS_WORKER_SITE"  # "1": start the built-in worker with `site`, as any Python (`_launch`)
 PRELOADABLE = BUILDER_PREFERENCES
 _NONCES: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()  # worker process → its nonce
 _STARTED_NONCES: dict[int, str] = {}  # pid → the nonce of a worker `start_now` started, until it is adopted
@@ -47,6 +48,40 @@ def _with_nonce() -> tuple[str, dict[str, str]]:
     return nonce, {**os.environ, NONCE_ENV: nonce}
 
 
+def _launch(command: list[str], env: dict[str, str]) -> list[str]:
+    """The argv that starts `command`: the built-in worker without `site` (`python -S`), its module path carried in
+    PYTHONPATH, when that finds the very modules this process would import — trtls and every builder module the worker
+    may load. Site's walk of the `.pth` files is most of an interpreter's start where many packages are installed
+    (67 of 80 ms on the 16-core host, 2026-12-04: a `.pth` that imports importlib.resources, others), and the worker's
+    start is on a build's critical path, after this process's own. A path a `.pth` adds is in `sys.path`, so it is
+    carried; a `.pth`'s `import` line (a startup hook: coverage, an editable install's finder) does not run in the
+    worker — where that would change what the worker imports (a finder that maps trtls elsewhere), the paths do not
+    find the same modules and the worker starts with `site` as before. `sitecustomize` still runs (the worker's
+    `__main__`). TRTLS_WORKER_SITE=1 keeps `site` always."""
+    if command[:3] != BUILTIN_WORKER or env.get(SITE_ENV) == "1":
+        return command
+    path = [p for p in sys.path if p]  # '': the parent's working folder, which `-m` puts first in the worker anyway
+    if not _found_alike(("trtls", *BUILDER_MODULES), path):
+        return command
+    env["PYTHONPATH"] = os.pathsep.join(path)
+    return [command[0], "-S", *command[1:]]
+
+
+def _found_alike(names: tuple[str, ...], path: list[str]) -> bool:
+    """Whether a plain search of `path` finds each of `names` where this process's import system does (the same
+    file or package folders; absent from both is alike)."""
+    import importlib.util
+    from importlib.machinery import PathFinder
+
+    def where(spec: Any) -> Any:
+        return None if spec is None else (spec.origin, list(spec.submodule_search_locations or ()))
+
+    try:
+        return all(where(importlib.util.find_spec(n)) == where(PathFinder.find_spec(n, path)) for n in names)
+    except (ImportError, ValueError):
+        return False
+
+
 async def spawn_worker(command: list[str] | None = None, preload: str | None = None) -> asyncio.subprocess.Process:
     """Start a worker (the built-in one by default). `preload`: the builder module it imports at once, before
     its job arrives (see worker.preload)."""
@@ -57,7 +92,7 @@ async def spawn_worker(command: list[str] | None = None, preload: str | None = N
         command += ["--preload", preload]
     nonce, env = _with_nonce()
     proc = await asyncio.create_subprocess_exec(
-        *command,
+        *_launch(command, env),
         stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
@@ -75,7 +110,7 @@ def start_now(preload: str) -> subprocess.Popen[bytes]:
     own session, the builder preloaded, a nonce only this process and its running.json know."""
     nonce, env = _with_nonce()
     proc = subprocess.Popen(
-        [*BUILTIN_WORKER, "--preload", preload],
+        _launch([*BUILTIN_WORKER, "--preload", preload], env),
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

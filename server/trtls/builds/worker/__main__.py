@@ -2,6 +2,15 @@
 
 import sys
 
+if sys.flags.no_site:
+    # Started without `site` (builds/supervisor/spawn.py `_launch`: its module path came in PYTHONPATH): the hooks
+    # site would have run still do, as site runs them — a sitecustomize, and a usercustomize where user site is on.
+    import site
+
+    site.execsitecustomize()
+    if site.check_enableusersite():
+        site.execusercustomize()
+
 from trtls.builds.cuda import warm_driver
 
 # The environment record asks the CUDA driver for device 0, and a process's first cuInit is ~0.15 s on a GPU host
