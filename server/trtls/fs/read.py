@@ -3,7 +3,10 @@ store entries) never through a final symlink.
 
 A FIFO would hang a read, `/dev/zero` would fill memory or a disk, a 10 GB `entry.json` would exhaust memory: each
 is refused before a byte is read (the open is O_NONBLOCK, then fstat decides). `limit` is the most bytes a file of
-this use can hold; `expected` is the exact size a record promised (a store entry's engine), checked too.
+this use can hold; `expected` is the exact size a record promised (a store entry's engine), checked too. `owned`: a
+record trtls acts on before anything else is read (the fast path's memo names where an engine goes and which store
+and trust serve it) is taken only from a file this account (or root) owns and no other account can write, judged on
+the descriptor that is read — another account that can write the folder could otherwise copy it and change it.
 """
 
 from __future__ import annotations
@@ -35,11 +38,12 @@ def open_regular(
     follow: bool = False,
     expected: int | None = None,
     within: str | os.PathLike[str] | None = None,
+    owned: bool = False,
 ) -> Iterator[BinaryIO]:
     """A binary file object of the regular file at `path`. `follow=False` (records, store entries): a final
     symlink is refused; `follow=True` (a user's model and its external data, which may live in a cache through a
     link): the link is followed. With `within`, the real path (of the file, or without `follow` of its folder) must
-    stay inside `within`."""
+    stay inside `within`. `owned`: the file must be this account's (or root's) and writable by no other account."""
     target = Path(path)
     if within is not None:  # a record's folder swapped for a link leading out is refused, not read through
         _refuse_outside(target, follow, within)
@@ -68,6 +72,8 @@ def open_regular(
             )
         if expected is not None and st.st_size != expected:
             raise TooLarge(errno.EBADMSG, f"is {st.st_size} bytes, not the {expected} its record says", str(path))
+        if owned:
+            _refuse_foreign(st, path)
         os.set_blocking(fd, True)
         handle = os.fdopen(fd, "rb")
     except BaseException:
@@ -75,6 +81,18 @@ def open_regular(
         raise
     with handle:
         yield handle
+
+
+def _refuse_foreign(st: os.stat_result, path: object) -> None:
+    """A file another account wrote, or one any other account could have rewritten, is not this account's record."""
+    if st.st_uid not in (os.geteuid(), 0):
+        raise UnsafeWrite(
+            errno.EPERM, f"belongs to another account (uid {st.st_uid}); trtls acts only on its own records", str(path)
+        )
+    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        raise UnsafeWrite(
+            errno.EPERM, "is writable by other accounts; trtls acts only on records no one else can rewrite", str(path)
+        )
 
 
 def _refuse_outside(target: Path, follow: bool, within: str | os.PathLike[str]) -> None:
@@ -101,10 +119,11 @@ def read_bytes(
     follow: bool = False,
     expected: int | None = None,
     within: str | os.PathLike[str] | None = None,
+    owned: bool = False,
 ) -> bytes:
     """The whole file, refused when it is not a regular file or larger than `limit` (also when it grows past it
-    while read)."""
-    with open_regular(path, limit=limit, follow=follow, expected=expected, within=within) as handle:
+    while read); `owned`: see `open_regular`."""
+    with open_regular(path, limit=limit, follow=follow, expected=expected, within=within, owned=owned) as handle:
         data = handle.read(limit + 1) if limit is not None else handle.read()
     if limit is not None and len(data) > limit:
         raise TooLarge(errno.EFBIG, f"grew past {limit} bytes while it was read", str(path))

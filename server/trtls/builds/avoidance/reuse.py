@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from trtls import __version__
-from trtls.builds.avoidance.memo import Looked, _same_device, look, memo_output
+from trtls.builds.avoidance.memo import MAX_MEMO_BYTES, Looked, _same_device, look, memo_output, memo_path
 from trtls.builds.roots import evidence_error, write_record
 from trtls.builds.run_ids import new_run_id
 from trtls.core.display import ago
@@ -190,6 +190,19 @@ def remember_reused(
 # -- the fast path: a hit served from the memo (builds/avoidance/memo.py tells a miss before this module loads) ----
 
 
+def own_memo(state: Path, engine: str, memo: dict[str, Any]) -> bool:
+    """Whether the memo that was read is this account's own: the file at its name is this account's (or root's) and
+    no other account can write it (`fs.read_bytes(owned=True)`, on the descriptor read), and it says what was read.
+    The memo names the output and the store, trust and signing key that serve it, acted on before the recipe is read:
+    an account that can write `.trtls/engines` could copy it (it is readable) and change them."""
+    from trtls.fs import parse_json, read_bytes
+
+    try:
+        return bool(parse_json(read_bytes(memo_path(state, engine), limit=MAX_MEMO_BYTES, owned=True)) == memo)
+    except (OSError, ValueError):
+        return False
+
+
 def fast_hit(
     recipe: Path,
     engine: str,
@@ -206,6 +219,8 @@ def fast_hit(
     if memo is None:
         return None
     state = recipe.parent / ".trtls"
+    if not own_memo(state, engine, memo):
+        return None  # another account's memo (or one others can rewrite): the full path reads the recipe
     s = memo["store"]
     rdir, kfile = s.get("recipeDir"), s.get("signingKeyFile")
     store = Store(
