@@ -67,3 +67,11 @@ os.replace(tmp, out)
 emit("artifact", action="written", kind="engine", path=out, size=30)
 emit("cache_decision", decision="cold", reason="no cache")
 emit("build_finished", outcome="built", cleanup_status="not_needed", t_cleanup_ns=time.monotonic_ns())
+if os.environ.get("LINGER_UNTIL"):  # a worker slow to exit once it reported (the GPU's teardown on a real host)
+    sys.stdout.flush()
+    os.close(1)  # its output ends here: the supervisor has read every event
+    os.close(2)
+    deadline = time.monotonic() + 120
+    while not os.path.exists(os.environ["LINGER_UNTIL"]) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    os._exit(7)

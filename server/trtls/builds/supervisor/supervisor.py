@@ -80,6 +80,7 @@ class Supervisor:
         self.prespawned: dict[str, WorkerProcess] = {}  # build id → the worker started early for it (until spawned)
         self.stops = StopEscalation()  # the cancel, then SIGTERM and SIGKILL past the grace; whose stop it was
         self.sent_ahead: set[str] = set()  # builds whose worker got its job before the check: it waits for `commit`
+        self.reaping: set[asyncio.Future[int]] = set()  # the exits of workers whose last event ended their build
 
     def running(self) -> list[Build]:
         return [b for b in self.builds.values() if b.running]
@@ -282,7 +283,17 @@ class Supervisor:
         sampling = asyncio.ensure_future(self._sample_resources(build))
         await asyncio.gather(self._read_events(build, events), self._read_stderr(build))
         sampling.cancel()
-        build.exit_code = await proc.wait()
+        if build.finished is not None and build.remote is None and not build.token.forced:
+            # Its last event (build_finished) said how the build ended and what it wrote; the process only exits now.
+            # The evidence does not wait for its reap: on a GPU host without persistence mode the last process to
+            # close the driver pays the GPU's teardown (50–90 ms on the H200 host, benchmarks/probe_cuda_exit.py),
+            # which every build's end waited for. It is reaped beside (a CLI that ends first leaves it to init), and
+            # `workerExitCode` stays null: nothing waited to measure it.
+            exiting = asyncio.ensure_future(proc.wait())
+            self.reaping.add(exiting)
+            exiting.add_done_callback(self.reaping.discard)
+        else:
+            build.exit_code = await proc.wait()
         if (build.finished is not None or getattr(proc, "reused", None)) and not build.token.forced:
             outcome: BuildOutcome = build.finished.outcome if build.finished else "reused"  # reused: a farm node's hit
         elif build.token.forced:  # the user's forced stop is their cancel; "forced" blames the builder
@@ -292,7 +303,8 @@ class Supervisor:
             build.fold(Erred(lost))
         else:
             outcome = "killed"
-            sig = -build.exit_code if build.exit_code < 0 else None
+            code = build.exit_code or 0  # awaited above: no build_finished came
+            sig = -code if code < 0 else None
             why = f"exit code {build.exit_code} without a build_finished event"
             why = f"signal {signal.Signals(sig).name}" if sig else why
             build.fold(Erred(why + (f"; stderr: {build.stderr_tail[-1]}" if build.stderr_tail else "")))
