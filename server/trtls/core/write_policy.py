@@ -261,6 +261,15 @@ def _judge(
             resolved=str(placed),
         )
     if not inside(placed, plan.root):
+        system = _system_place(placed, plan.root)
+        if system is not None:
+            return _f(
+                "TRT117",
+                f"{w.what} {placed} is {system}: no allow_outside entry lets trtls write there (choose a folder of "
+                "your own)",
+                w.where,
+                resolved=str(placed),
+            )
         if lexically_inside(loaded.base_dir, w.relative, Path(loaded.base_dir)) and not _allowed(plan, placed, used):
             return _f(
                 "TRT118",
@@ -299,6 +308,22 @@ def _clash(plan: WritePlan, w: Write, placed: Path, seen: dict[Path, Write]) -> 
     if w.kind == other.kind and w.kind in ("bundle", "export"):
         return None  # routes may share a bundle or an export (a route that checks another's bundle): one at a time
     return f"{other.what} (also written there)"
+    return None
+
+
+def _system_place(placed: Path, root: Path) -> str | None:
+    """Why a write outside the recipe folder lands where no recipe may write, whatever `allow_outside` says (one
+    written `allow_outside = ["/"]` let `output = "/etc/hosts"` pass the check and replace the file): the file system's
+    root itself, or a system folder (`/etc`, `/usr`, `/bin`, ... as `fs.store_root` names them for a store) the recipe
+    folder is not in itself. None when it is not such a place."""
+    from trtls.fs.store_root import SYSTEM
+
+    target = real(placed)
+    for folder in SYSTEM:
+        if inside(target, folder) and not inside(root, folder):
+            return f"in the system folder {folder}"
+    if target.parent == Path(target.anchor):
+        return "in the file system's root folder"
     return None
 
 
