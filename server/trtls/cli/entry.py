@@ -70,8 +70,10 @@ def main(argv: list[str] | None = None) -> int:
 
     # The memo's last check is the device. Where the driver's own files say it (device_fingerprint), that is a few
     # small reads; elsewhere it is a cuInit (a process's first: ~0.2 s with a GPU, ctypes releases the GIL), probed
-    # from now on, beside the fast path's imports and hashes, and joined before this process ends.
-    warming = warm_driver() if device_fingerprint() is None else None
+    # from now on, beside the fast path's imports and hashes, and joined before this process ends. A certain build
+    # (--no-store, --rebuild) asks no memo for a hit: its worker starts first, and the key's device is cli.main's.
+    certain = args.no_store or args.rebuild
+    warming = warm_driver() if not certain and device_fingerprint() is None else None
     try:
         from trtls.cli.console import exit_code, safe_console
         from trtls.cli.store_lookup import fast_path

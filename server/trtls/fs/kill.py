@@ -17,7 +17,6 @@ process for ever.
 from __future__ import annotations
 
 import os
-import secrets
 import signal as _signal
 from dataclasses import dataclass
 from typing import Any
@@ -26,7 +25,7 @@ NONCE_ENV = "TRTLS_RUN_NONCE"  # the per-run secret a supervisor passes to the o
 
 
 def new_nonce() -> str:
-    return secrets.token_hex(16)
+    return os.urandom(16).hex()  # what secrets.token_hex(16) returns, without importing secrets (random, hmac, base64)
 
 
 def process_alive(pid: int | None) -> bool:
