@@ -67,6 +67,24 @@ def unpinned_line(use: StoreUse) -> str | None:
     return f"the pin to build {build} was lifted: {LIFTED}"
 
 
+def pin_mismatch(use: StoreUse, pin: dict[str, Any], served: str) -> str | None:
+    """Why the pin does not describe the engine its key would serve (`served`: the entry's sha256), or None. A pin is
+    a rollback to one known-good build of this table: its key and digest must be that build's, and the entry must
+    hold those bytes — a pin naming another engine's key (another project's in a shared store) or another digest is
+    damaged or not trtls's, and the output is never given an engine the pin does not describe."""
+    from trtls.store.known_good import KnownGood
+
+    known = KnownGood(use.state_dir, use.engine)
+    build = known.find(str(pin.get("buildId")))
+    if build is None:
+        return f"the pin names no known-good build of {use.engine} ({known.problem or known.path})"
+    if build.get("key") != pin.get("key") or build.get("sha256") != pin.get("sha256"):
+        return f"the pin's key or sha256 is not that build's in {known.path} (the pin is damaged)"
+    if served != pin.get("sha256"):
+        return f"the store's entry for its key holds another engine (sha256 {served[:12]}…), not the pinned one"
+    return None
+
+
 async def serve_pin(use: StoreUse, recipe: Path, build_id: str) -> dict[str, Any]:
     """Restore the pinned engine to the output (verified, atomic, under the output's lock): the reuse's summary, with
     `pinned`. PinUnavailable when it cannot be: the output is left as it is, nothing is built over the rollback."""
@@ -85,6 +103,9 @@ async def serve_pin(use: StoreUse, recipe: Path, build_id: str) -> dict[str, Any
     if entry is None:
         why = f"pinned to build {pin.get('buildId')} by a rollback, whose engine is no longer in the store"
         raise PinUnavailable("TRT338", f"{why}: nothing was restored; {how}")
+    mismatch = pin_mismatch(use, pin, entry.sha256)
+    if mismatch is not None:
+        raise PinUnavailable("TRT338", f"{named}: {mismatch}: nothing was restored; {how}")
     summary = await restore_hit(use, recipe, entry, build_id, False, pinned=pin)
     if summary is None:
         said = use.warnings[-1] if use.warnings else "the pinned engine could not be restored"

@@ -95,6 +95,12 @@ def rollback(loaded: Any, engine: str, to: str | None = None, via: str = "trtls 
         raise RollbackError("TRT334", str(exc)) from exc
     if entry is None:
         raise RollbackError("TRT338", f"the engine of build {rec.get('buildId')} is no longer in the store (evicted)")
+    if entry.sha256 != rec.get("sha256"):  # the record's key leads to other bytes: another engine, or a replaced one
+        raise RollbackError(
+            "TRT338",
+            f"the store's entry for the key of build {rec.get('buildId')} holds another engine (sha256 "
+            f"{entry.sha256[:12]}…, the build's was {str(rec.get('sha256'))[:12]}…): nothing was restored",
+        )
     build_id = new_build_id(engine)
     job = worker_job(loaded, engine, build_id)  # the output placed and judged now, its write root with it
     output, root = Path(job["output"]), Path(job["write_root"])
