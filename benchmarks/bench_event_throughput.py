@@ -51,15 +51,15 @@ async def supervisor_only(events: int) -> dict:
     times: list[float] = []
     build.listeners.append(lambda b, ev: times.append(time.perf_counter()) if ev is not None else None)
     s = await build.wait()
-    assert s["outcome"] == "built", s.get("error") or s.get("stderrTail")
+    assert s.outcome == "built", s.error or s.stderrTail
     n = len(times)
-    folded = sum((p.get("step") or 0) + 1 for p in s["phaseTree"] if p["id"] != "0")
-    flood = next((json.loads(x) for x in s["stderrTail"] if x.startswith("{")), {})
+    folded = sum((p.get("step") or 0) + 1 for p in s.phaseTree if p["id"] != "0")
+    flood = next((json.loads(x) for x in s.stderrTail if x.startswith("{")), {})
     return {
         "events": n,
         "seconds": times[-1] - times[0],
         "rate": n / (times[-1] - times[0]),
-        "phases": len(s["phaseTree"]),
+        "phases": len(s.phaseTree),
         "stepsFolded": folded,
         "workerWriteRate": flood.get("flood_rate"),
     }

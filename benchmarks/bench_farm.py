@@ -56,7 +56,7 @@ async def one(sup, loaded, engine: str, spec) -> dict:
 
     b.listeners.append(record)
     summary = await b.wait()
-    assert summary["outcome"] == "built", summary.get("error")
+    assert summary.outcome == "built", summary.error
     first_remote = next((t for t, kind, _ in seen if kind == "node_first"), None)
     started = next((t for t, kind, _ in seen if kind == "build_started"), None)
     # the transport re-stamps only what it writes itself (queued, placed, the node's ONNX line, the held engine lines)
@@ -66,7 +66,7 @@ async def one(sup, loaded, engine: str, spec) -> dict:
         "firstEventMs": (first_remote - t_submit) / 1e6 if first_remote else None,
         "buildStartedMs": (started - t_submit) / 1e6 if started else None,
         "latMs": lat,
-        "events": summary.get("events"),
+        "events": summary.events,
         "evidence": b.evidence_dir,
     }
 
@@ -142,7 +142,7 @@ async def throughput(sup, root: Path, cells: int, rounds: int = 1) -> tuple[list
         t0 = time.monotonic()
         hand[:] = [sup.start(tl, n) for n in names]
         summaries = await asyncio.gather(*(b.wait() for b in hand))
-        assert all(s["outcome"] == "built" for s in summaries)
+        assert all(s.outcome == "built" for s in summaries)
         return time.monotonic() - t0
 
     async def as_cells() -> float:
@@ -151,7 +151,7 @@ async def throughput(sup, root: Path, cells: int, rounds: int = 1) -> tuple[list
         assert isinstance(tspecs, dict), tspecs
         mb = start_matrix(sup, tl, planned, "throughput", lambda p: tspecs[p.key])
         farm_summary = await mb.wait()
-        assert farm_summary["outcome"] == "built", farm_summary
+        assert farm_summary.outcome == "built", farm_summary
         return time.monotonic() - t0
 
     ratios, pairs = [], []

@@ -119,8 +119,8 @@ async def one(ws: Path, no_monitor: bool) -> tuple[float, float, float, Path]:
     wall = time.perf_counter() - t0
     r1 = resource.getrusage(resource.RUSAGE_CHILDREN)  # the reaped worker: its user+sys CPU seconds
     cpu = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
-    if s["outcome"] != "built":
-        raise RuntimeError(f"build {s['outcome']}: {s.get('error')}")
+    if s.outcome != "built":
+        raise RuntimeError(f"build {s.outcome}: {s.error}")
     ev = {}
     for line in (build.evidence_dir / "events.jsonl").read_text().splitlines():
         e = json.loads(line)

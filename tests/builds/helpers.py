@@ -13,6 +13,7 @@ from typing import Any
 
 from trtls.builds.supervisor.supervisor import Build, Supervisor
 from trtls.core.recipe import load_recipe
+from trtls.core.summary_record import Summary
 
 
 def loaded(ws: Path, edit: dict[str, str] | None = None):
@@ -93,7 +94,7 @@ def sleeper_with_nonce(nonce: str) -> Iterator[subprocess.Popen[bytes]]:
         proc.wait()
 
 
-async def external_worker_build(folder: Path, worker_source: str) -> tuple[Build, dict[str, Any], str]:
+async def external_worker_build(folder: Path, worker_source: str) -> tuple[Build, Summary, str]:
     """A build of engine `svc` by a worker written from docs/protocol.md (`worker_source`, run as a script; what it
     sends comes from the environment the caller set): the finished Build, its summary, and summary.json's text."""
     folder.mkdir(parents=True, exist_ok=True)

@@ -17,7 +17,7 @@ from .helpers import loaded, run_build
 BUILDER = "[engines.demo.builder]\noptimization_level = 3\n"
 
 
-async def _build(ws: Path, edit: dict[str, str]) -> tuple[dict, object]:
+async def _build(ws: Path, edit: dict[str, str]) -> tuple[Summary, object]:
     rec = loaded(ws, edit)
     from trtls.builds.supervisor.supervisor import Supervisor
 
@@ -25,10 +25,10 @@ async def _build(ws: Path, edit: dict[str, str]) -> tuple[dict, object]:
     return await build.wait(), rec
 
 
-def _codes_at(summary: dict, rec) -> dict[str, list[str]]:
+def _codes_at(summary: Summary, rec) -> dict[str, list[str]]:
     """code → the recipe text each finding points at."""
     out: dict[str, list[str]] = {}
-    for f in build_findings(Summary.written(summary)):
+    for f in build_findings(summary):
         r = rec.source_map.range(f.path, f.on_value)
         out.setdefault(f.code, []).append(rec.text.splitlines()[r.start_line].strip())
     return out
@@ -37,7 +37,7 @@ def _codes_at(summary: dict, rec) -> dict[str, list[str]]:
 async def test_applied_keys_change_the_engine_and_unapplicable_keys_are_reported(workspace: Path) -> None:
     _, baseline = await run_build(workspace)
     base = await baseline.wait()
-    assert base["outcome"] == "built", base.get("error")
+    assert base.outcome == "built", base.error
     summary, rec = await _build(
         workspace,
         {
@@ -49,16 +49,16 @@ async def test_applied_keys_change_the_engine_and_unapplicable_keys_are_reported
             + "[engines.demo.precision]\nstrongly_typed = true\n"
         },
     )
-    assert summary["outcome"] == "built", summary.get("error")
-    eff = summary["effectiveSettings"]
+    assert summary.outcome == "built", summary.error
+    eff = summary.effectiveSettings
     # read back from the IBuilderConfig, not echoed
     assert eff["tf32"] is False and eff["sparse_weights"] is True and eff["weight_streaming"] is True
     assert eff["refit"] == "individual" and eff["profiling_verbosity"] == "detailed"
     assert eff["tactic_sources"] == ["EDGE_MASK_CONVOLUTIONS"] and eff["l2_limit_for_tiling"] == 1048576
     assert eff["tactic_dram_mib"] == 512 and eff["strongly_typed"] is True
     # what was applied changed what was built: REFIT_INDIVIDUAL adds refit data (measured: 13383244 → 13418140 B)
-    assert summary["engineArtifact"]["size"] != base["engineArtifact"]["size"]
-    assert summary["buildConfigHash"] != base["buildConfigHash"]
+    assert summary.engineArtifact["size"] != base.engineArtifact["size"]
+    assert summary.buildConfigHash != base.buildConfigHash
     # what this module could not apply: in the evidence with the reason, and on the key
     na = eff["not_applied"]
     assert set(na) == {"tactic_sources", "runtime_platform", "dla_core", "dla_managed_sram_mib"}
@@ -75,13 +75,13 @@ async def test_a_real_internal_error_is_recorded_as_one(workspace: Path) -> None
     summary, rec = await _build(
         workspace, {BUILDER: BUILDER + "memory_pool_limits = { tactic_shared_memory_kib = 32 }\n"}
     )
-    assert summary["outcome"] == "failed"
-    assert summary["effectiveSettings"]["tactic_shared_memory_kib"] == 32
-    failure = summary["failure"]
-    assert failure["kind"] == "internal_error" and failure["errorCode"] == 1
-    assert failure["assertion"].startswith("CHECK_GE(smem_limit") and failure["source"].startswith("kernel_gen_utils")
-    assert summary["retryPolicy"] == "investigate" and "blind retry fails the same way" in summary["retryRule"]
-    codes = {f.code for f in build_findings(Summary.written(summary))}
+    assert summary.outcome == "failed"
+    assert summary.effectiveSettings["tactic_shared_memory_kib"] == 32
+    failure = summary.failure
+    assert failure.kind == "internal_error" and failure.errorCode == 1
+    assert failure.assertion.startswith("CHECK_GE(smem_limit") and failure.source.startswith("kernel_gen_utils")
+    assert summary.retryPolicy == "investigate" and "blind retry fails the same way" in summary.retryRule
+    codes = {f.code for f in build_findings(summary)}
     assert {"TRT202", "TRT205", "TRT206"} <= codes
 
 
@@ -89,10 +89,10 @@ async def test_legacy_precision_flags_name_the_migration_and_build_nothing(works
     summary, rec = await _build(
         workspace, {BUILDER: BUILDER + '[engines.demo.precision]\nlegacy_flags = ["fp16", "int8"]\n'}
     )
-    assert summary["outcome"] == "failed"
-    assert summary["failure"] == {"kind": "setting", "code": "TRT141", "key": "legacy_flags"}
-    assert "FP16, INT8" in summary["error"] and 'convert = "fp16"' in summary["error"] and "Q/DQ" in summary["error"]
-    assert summary["phaseTree"] == [], "TensorRT never started building"
+    assert summary.outcome == "failed"
+    assert summary.failure.record() == {"kind": "setting", "code": "TRT141", "key": "legacy_flags"}
+    assert "FP16, INT8" in summary.error and 'convert = "fp16"' in summary.error and "Q/DQ" in summary.error
+    assert summary.phaseTree == [], "TensorRT never started building"
     at = _codes_at(summary, rec)
     assert at["TRT141"] == ['legacy_flags = ["fp16", "int8"]']
 
@@ -100,14 +100,14 @@ async def test_legacy_precision_flags_name_the_migration_and_build_nothing(works
 async def test_plugin_problems_name_the_library_or_the_creator(workspace: Path) -> None:
     libm = "/lib/x86_64-linux-gnu/libm.so.6"
     summary, rec = await _build(workspace, {BUILDER: BUILDER + f'[engines.demo.plugins]\nlibraries = ["{libm}"]\n'})
-    assert summary["outcome"] == "failed" and summary["failure"]["code"] == "TRT149"
-    assert libm in summary["error"]
+    assert summary.outcome == "failed" and summary.failure.code == "TRT149"
+    assert libm in summary.error
     summary, rec = await _build(
         workspace,
         {f'libraries = ["{libm}"]\n': 'require_creators = ["ROIAlign_TRT@2", "MyNMS_TRT"]\n'},
     )
-    assert summary["outcome"] == "failed" and "MyNMS_TRT" in summary["error"]
-    assert "ROIAlign_TRT@2" in summary["error"], "the registered creators are listed"
+    assert summary.outcome == "failed" and "MyNMS_TRT" in summary.error
+    assert "ROIAlign_TRT@2" in summary.error, "the registered creators are listed"
     assert _codes_at(summary, rec)["TRT149"] == ['require_creators = ["ROIAlign_TRT@2", "MyNMS_TRT"]']
 
 
@@ -150,17 +150,17 @@ async def test_version_compatible_needs_exclude_lean_runtime_on_rtx(workspace: P
     """Measured on TensorRT-RTX 1.7: VERSION_COMPATIBLE alone fails (no libnvinfer_lean.so.1 in the wheel) —
     located on the key with the fix; with EXCLUDE_LEAN_RUNTIME the engine builds and both flags are read back."""
     summary, rec = await _build(workspace, {BUILDER: BUILDER + "version_compatible = true\n"})
-    assert summary["outcome"] == "failed" and summary["failure"]["code"] == "TRT146"
-    assert summary["retryPolicy"] == "investigate"
-    (message,) = [f.message for f in build_findings(Summary.written(summary)) if f.code == "TRT146"]
+    assert summary.outcome == "failed" and summary.failure.code == "TRT146"
+    assert summary.retryPolicy == "investigate"
+    (message,) = [f.message for f in build_findings(summary) if f.code == "TRT146"]
     assert "exclude_lean_runtime = true" in message
     assert _codes_at(summary, rec)["TRT146"] == ["version_compatible = true"]
     summary, _ = await _build(
         workspace, {"version_compatible = true\n": "version_compatible = true\nexclude_lean_runtime = true\n"}
     )
-    assert summary["outcome"] == "built", summary.get("error")
-    assert summary["effectiveSettings"]["version_compatible"] is True
-    assert summary["effectiveSettings"]["exclude_lean_runtime"] is True
+    assert summary.outcome == "built", summary.error
+    assert summary.effectiveSettings["version_compatible"] is True
+    assert summary.effectiveSettings["exclude_lean_runtime"] is True
 
 
 def test_check_with_the_builder_flags_what_this_module_cannot_apply(

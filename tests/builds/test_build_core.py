@@ -51,7 +51,7 @@ def check_evidence(build, ws: Path) -> dict:
 async def test_success_path_complete_evidence(workspace: Path) -> None:
     sup, build = await run_build(workspace)
     summary = await build.wait()
-    assert summary["outcome"] == "built", summary.get("error")
+    assert summary.outcome == "built", summary.error
     s = check_evidence(build, workspace)
     engine = workspace / "build" / "demo.engine"
     assert engine.is_file() and s["engineArtifact"]["sha256"] == sha256_file(engine)
@@ -84,11 +84,11 @@ async def test_success_path_complete_evidence(workspace: Path) -> None:
     # a second build of the same config gets baselines from history
     sup2, build2 = await run_build(workspace)
     s2 = await build2.wait()
-    assert s2["buildConfigHash"] == s["buildConfigHash"]
-    assert any(p["baselineS"] is not None for p in s2["phaseTree"]), "history gives running phases a usual duration"
+    assert s2.buildConfigHash == s["buildConfigHash"]
+    assert any(p["baselineS"] is not None for p in s2.phaseTree), "history gives running phases a usual duration"
     # tree.json can draw a timeline on its own: each phase starts at or after its parent, inside the build
     tree = {p["id"]: p for p in json.loads((build2.evidence_dir / "tree.json").read_text())}
-    assert all(0 <= p["startS"] <= s2["durationS"] for p in tree.values())
+    assert all(0 <= p["startS"] <= s2.durationS for p in tree.values())
     assert all(p["startS"] >= tree[p["parentId"]]["startS"] for p in tree.values() if p["parentId"])
     # history.json dates every successful build of this config (for the report's build time over time)
     dated = History(workspace / ".trtls" / "history.json").builds(s["buildConfigHash"])
@@ -118,7 +118,7 @@ async def test_cancel_in_process_sources(workspace: Path, demo_phase_count: int,
         summary = await build.wait()
     else:
         summary = await waiter
-    assert summary["outcome"] == "cancelled", summary.get("error")
+    assert summary.outcome == "cancelled", summary.error
     s = check_evidence(build, workspace)
     assert s["cancelSource"] == source and s["forced"] is False
     assert s["cancelLatencyMs"] is not None and s["cancelLatencyMs"] >= 0
@@ -180,9 +180,9 @@ async def test_a_cancel_before_the_build_starts_is_seen_between_the_worker_steps
     sup, build = await run_build(workspace, engine="large")
     build.cancel("api")
     s = await asyncio.wait_for(build.wait(), 120)
-    assert s["outcome"] == "cancelled" and s["cancelSource"] == "api" and s["forced"] is False
-    assert s["phaseTree"] == []  # TensorRT's build never started
-    (note,) = [n for n in s["notes"] if n.startswith("stopped before TensorRT's build started")]
+    assert s.outcome == "cancelled" and s.cancelSource == "api" and s.forced is False
+    assert s.phaseTree == []  # TensorRT's build never started
+    (note,) = [n for n in s.notes if n.startswith("stopped before TensorRT's build started")]
     assert "TensorRT was being imported" in note or "the ONNX model was being parsed" in note
     check_evidence(build, workspace)
     assert not (workspace / "build" / "large.engine").exists() and leftovers(workspace) == []
@@ -193,8 +193,8 @@ async def test_silent_builder_is_forced_after_grace(workspace: Path) -> None:
     sup, build = await run_build(workspace, faults={"stall": {"at_phase": 3, "seconds": 60}}, grace_s=1.0)
     cancel_at_phase(build, 2, lambda b: b.cancel("api"))
     s = await asyncio.wait_for(build.wait(), 30)
-    assert s["outcome"] == "forced" and s["forced"] is True and s["cancelSource"] == "api"
-    assert s["retryPolicy"] == "retry_cold" and s["cleanupStatus"] == "cleaned"
+    assert s.outcome == "forced" and s.forced is True and s.cancelSource == "api"
+    assert s.retryPolicy == "retry_cold" and s.cleanupStatus == "cleaned"
     check_evidence(build, workspace)
     assert not (workspace / "build" / "demo.engine").exists()
     assert build.exit_code in (-signal.SIGTERM, -signal.SIGKILL, 143)
@@ -204,42 +204,42 @@ async def test_worker_killed_mid_build_is_killed_not_cancelled(workspace: Path) 
     sup, build = await run_build(workspace)
     cancel_at_phase(build, 3, lambda b: os.kill(b.pid, signal.SIGKILL))
     s = await build.wait()
-    assert s["outcome"] == "killed" and s["cancelSource"] is None and "SIGKILL" in s["error"]
+    assert s.outcome == "killed" and s.cancelSource is None and "SIGKILL" in s.error
     check_evidence(build, workspace)
     assert not (workspace / "build" / "demo.engine").exists()
-    assert all(p["status"] != "running" for p in s["phaseTree"])
+    assert all(p["status"] != "running" for p in s.phaseTree)
 
 
 async def test_previous_engine_survives_cancel_and_failure(workspace: Path) -> None:
     sup, first = await run_build(workspace)
-    assert (await first.wait())["outcome"] == "built"
+    assert (await first.wait()).outcome == "built"
     engine = workspace / "build" / "demo.engine"
     good = engine.read_bytes()
     # cancelled rebuild
     sup, again = await run_build(workspace)
     cancel_at_phase(again, 4, lambda b: b.cancel("api"))
     s = await again.wait()
-    assert s["outcome"] == "cancelled" and s["previousEngineIntact"] is True and engine.read_bytes() == good
+    assert s.outcome == "cancelled" and s.previousEngineIntact is True and engine.read_bytes() == good
     # failed rebuild: a profile that contradicts the network (TensorRT refuses it at build time)
     rec = loaded(workspace, {"max = [8, 3, 32, 32]\n\n[engines.large]": "max = [8, 3, 64, 64]\n\n[engines.large]"})
     from trtls.builds.supervisor.supervisor import Supervisor
 
     failing = Supervisor().start(rec, "demo")
     s = await failing.wait()
-    assert s["outcome"] == "failed" and "Error Code" in s["error"]
-    assert s["previousEngineIntact"] is True and engine.read_bytes() == good
-    assert s["retryPolicy"] == "rollback" and leftovers(workspace) == []
+    assert s.outcome == "failed" and "Error Code" in s.error
+    assert s.previousEngineIntact is True and engine.read_bytes() == good
+    assert s.retryPolicy == "rollback" and leftovers(workspace) == []
 
 
 async def test_disk_full_while_writing_engine_keeps_previous(workspace: Path) -> None:
     sup, first = await run_build(workspace)
-    assert (await first.wait())["outcome"] == "built"
+    assert (await first.wait()).outcome == "built"
     engine = workspace / "build" / "demo.engine"
     good = engine.read_bytes()
     sup, full = await run_build(workspace, faults={"fsize_limit_bytes": 1 << 20})  # 1 MiB "disk"
     s = await full.wait()
-    assert s["outcome"] == "failed" and "cannot write engine" in s["error"]
-    assert engine.read_bytes() == good and s["previousEngineIntact"] is True
+    assert s.outcome == "failed" and "cannot write engine" in s.error
+    assert engine.read_bytes() == good and s.previousEngineIntact is True
     assert leftovers(workspace) == []
 
 
@@ -247,8 +247,8 @@ async def test_cancel_during_commit_is_applied_after_the_engine_is_written(works
     sup, build = await run_build(workspace, faults={"commit_delay_s": 1.0})
     build.listeners.append(lambda b, ev: b.cancel("api") if ev is not None and ev.type == "builder_returned" else None)
     s = await build.wait()
-    assert s["outcome"] == "built" and s["cancelAfterComplete"] is True and s["cancelSource"] == "api"
-    assert any("after the engine was complete" in n for n in s["notes"])
+    assert s.outcome == "built" and s.cancelAfterComplete is True and s.cancelSource == "api"
+    assert any("after the engine was complete" in n for n in s.notes)
     assert (workspace / "build" / "demo.engine").is_file() and leftovers(workspace) == []
 
 
@@ -261,7 +261,7 @@ async def test_two_concurrent_builds_never_share_cancel_state(workspace: Path) -
     b = sup.start(rec, "large")
     cancel_at_phase(b, 2, lambda x: x.cancel("api"))
     sb, sa = await b.wait(), await a.wait()
-    assert sb["outcome"] == "cancelled" and sa["outcome"] == "built"
+    assert sb.outcome == "cancelled" and sa.outcome == "built"
     assert a.token is not b.token and a.token.source is None
     assert (workspace / "build" / "demo.engine").is_file() and not (workspace / "build" / "large.engine").exists()
 
@@ -291,9 +291,9 @@ async def test_damaged_timing_cache_is_quarantined_and_the_build_runs_cold(works
     cache.write_bytes(bytes(data))
     sup, build = await run_build(workspace)
     s = await build.wait()
-    assert s["outcome"] == "built" and s["timingCacheMode"] == "quarantined"
-    assert "ran cold" in s["timingCache"]["reason"] and not cache.exists()
-    quarantined = Path(s["timingCache"]["quarantined_to"])
+    assert s.outcome == "built" and s.timingCacheMode == "quarantined"
+    assert "ran cold" in s.timingCache["reason"] and not cache.exists()
+    quarantined = Path(s.timingCache["quarantined_to"])
     assert quarantined.read_bytes() == bytes(data), "the suspect file is kept as evidence, byte for byte"
 
 
@@ -308,8 +308,8 @@ async def test_second_interrupt_forces_without_waiting_for_grace(workspace: Path
     cancel_at_phase(build, 2, first_then_second)
     s = await asyncio.wait_for(build.wait(), 60)
     # the user forced the stop: their cancel, stopped at once, not a builder that ignored it (issue 27, item 21)
-    assert s["outcome"] == "cancelled" and s["forced"] is True and s["cancelSource"] == "ctrl_c"
-    assert leftovers(workspace) == [] and any("the user forced the stop" in n for n in s["notes"])
+    assert s.outcome == "cancelled" and s.forced is True and s.cancelSource == "ctrl_c"
+    assert leftovers(workspace) == [] and any("the user forced the stop" in n for n in s.notes)
 
 
 async def test_keep_evidence_quarantines_partial_files_of_a_dead_worker(workspace: Path) -> None:
@@ -327,8 +327,8 @@ async def test_keep_evidence_quarantines_partial_files_of_a_dead_worker(workspac
 
     cancel_at_phase(build, 3, crash_mid_write)
     s = await build.wait()
-    assert s["outcome"] == "killed" and s["cleanupStatus"] == "quarantined"
-    moved = [a for a in s["artifacts"] if a["action"] == "quarantined"]
+    assert s.outcome == "killed" and s.cleanupStatus == "quarantined"
+    moved = [a for a in s.artifacts if a["action"] == "quarantined"]
     assert len(moved) == 1 and Path(moved[0]["moved_to"]).read_bytes() == b"half an engine"
     assert Path(moved[0]["moved_to"]).parent == workspace / ".trtls" / "quarantine"
     assert leftovers(workspace) == [] and not (workspace / "build" / "large.engine").exists()
@@ -345,16 +345,16 @@ async def test_a_damaged_state_folder_never_leaves_a_build_running(workspace: Pa
     s = await asyncio.wait_for(build.wait(), 120)
     assert not build.running
     if damage == "history_is_a_list":
-        assert s["outcome"] == "built"
+        assert s.outcome == "built"
     else:
-        assert s["outcome"] == "failed" and s["error"].startswith("TRT413 ") and ".trtls" in s["error"]
+        assert s.outcome == "failed" and s.error.startswith("TRT413 ") and ".trtls" in s.error
         assert process_gone(build.pid)
 
 
 async def test_a_finished_build_cannot_be_cancelled_after_the_fact(workspace: Path) -> None:
     sup, build = await run_build(workspace)
     s = await build.wait()
-    assert s["outcome"] == "built"
+    assert s.outcome == "built"
     assert build.cancel("ide_stop") is False and build.token.source is None
     assert build.snapshot()["cancelSource"] is None
 
@@ -368,8 +368,8 @@ async def test_a_force_before_the_worker_exists_is_applied_once_it_does(workspac
     build.force()
     s = await asyncio.wait_for(build.wait(), 60)
     # forced by the user: `cancelled` with forced=True, the stop theirs, not the builder's (issue 27, item 21)
-    assert s["outcome"] == "cancelled" and s["forced"] is True and s["cancelSource"] == "ctrl_c", s
-    assert any("the user forced the stop" in n for n in s["notes"])
+    assert s.outcome == "cancelled" and s.forced is True and s.cancelSource == "ctrl_c", s
+    assert any("the user forced the stop" in n for n in s.notes)
     assert process_gone(build.pid) and leftovers(workspace) == []
     assert not (workspace / "build" / "large.engine").exists()
 

@@ -73,7 +73,7 @@ async def test_resolve_answers_wait_and_ended_once(tmp_path: Path) -> None:
     build.resolve({"outcome": "built"})
     build.resolve({"outcome": "failed"})  # a second answer is ignored: the first stands
     await asyncio.wait_for(build.ended(), 1)
-    assert await asyncio.wait_for(build.wait(), 1) == {"outcome": "built"}
+    assert (await asyncio.wait_for(build.wait(), 1)).record() == {"outcome": "built"}
 
 
 async def test_previous_sha_is_recorded_once_hashed_and_none_when_unreadable(tmp_path: Path) -> None:

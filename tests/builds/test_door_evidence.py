@@ -14,7 +14,6 @@ import pytest
 from trtls.builds.supervisor.outcome_findings import build_findings
 from trtls.builds.supervisor.supervisor import Supervisor
 from trtls.core.recipe import load_recipe
-from trtls.core.summary_record import Summary
 
 WORKER = Path(__file__).parents[1] / "data" / "external_worker.py"
 
@@ -42,9 +41,9 @@ async def test_runs_swapped_for_a_symlink_mid_build_is_trt413_and_nothing_is_wri
 
     build.listeners.append(swap)
     s = await build.wait()
-    assert swapped and s["outcome"] == "built"  # the engine was placed; only its records could not be written
-    assert s["evidenceError"].startswith("TRT413 ") and "summary.json" in s["evidenceError"]
+    assert swapped and s.outcome == "built"  # the engine was placed; only its records could not be written
+    assert s.evidenceError.startswith("TRT413 ") and "summary.json" in s.evidenceError
     assert list((elsewhere / build.id).iterdir()) == [], "a record was written through the swapped .trtls/runs"
-    (finding,) = [f for f in build_findings(Summary.written(s)) if f.code == "TRT413"]
+    (finding,) = [f for f in build_findings(s) if f.code == "TRT413"]
     assert "summary.json" in finding.message and finding.path == ("engines", "svc")
     assert (ws / "out" / "svc.engine").read_bytes() == b"engine from an external worker"

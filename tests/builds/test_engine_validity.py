@@ -63,10 +63,10 @@ def test_an_invalid_answer_is_recorded_and_becomes_an_engine_portability_finding
 async def test_a_real_build_here_is_not_checked_with_the_reason_and_no_fatal_log(workspace: Path) -> None:
     _, build = await run_build(workspace, "demo")
     s = await build.wait()
-    assert s["outcome"] == "built"
-    assert s["engineValidity"] == {"status": "not_checked", "reason": NO_GPU, "diagnostics": []}
-    assert not any("CUDA driver version is insufficient" in entry["msg"] for entry in s["logs"])
-    assert [f for f in build_findings(Summary.written(s)) if f.code == "TRT208"] == []
+    assert s.outcome == "built"
+    assert s.engineValidity == {"status": "not_checked", "reason": NO_GPU, "diagnostics": []}
+    assert not any("CUDA driver version is insufficient" in entry["msg"] for entry in s.logs)
+    assert [f for f in build_findings(s) if f.code == "TRT208"] == []
     # the lead's command for the H200, run here: the same answer as JSON, exit 2 (not checked)
     engine = workspace / "build" / "demo.engine"
     done = subprocess.run(

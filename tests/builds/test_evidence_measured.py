@@ -19,8 +19,8 @@ from trtls.core.summary_record import Summary
 from .helpers import run_build
 
 
-def _build(ws: Path, **kw) -> dict:
-    async def go() -> dict:
+def _build(ws: Path, **kw) -> Summary:
+    async def go() -> Summary:
         _, build = await run_build(ws, **kw)
         return await build.wait()
 
@@ -31,30 +31,28 @@ def test_a_truncated_onnx_still_records_what_would_have_built_it(workspace: Path
     onnx = workspace / "models" / "demo.onnx"
     onnx.write_bytes(onnx.read_bytes()[:5000])
     s = _build(workspace)
-    assert s["outcome"] == "failed" and "ONNX parse failed" in s["error"]
-    assert s["tensorrtVersion"] not in (None, UNKNOWN) and s["environment"]["module"]
-    assert s["gpuSku"] == gpu_sku(s["environment"]) != UNKNOWN
-    env_file = json.loads(
-        (Path(s["recipe"]).parent / ".trtls" / "runs" / s["buildId"] / "environment.json").read_text()
-    )
-    assert env_file["version"] == s["tensorrtVersion"]
+    assert s.outcome == "failed" and "ONNX parse failed" in s.error
+    assert s.tensorrtVersion not in (None, UNKNOWN) and s.environment.module
+    assert s.gpuSku == gpu_sku(s.environment.record()) != UNKNOWN
+    env_file = json.loads((Path(s.recipe).parent / ".trtls" / "runs" / s.buildId / "environment.json").read_text())
+    assert env_file["version"] == s.tensorrtVersion
     # the cache was never read: not "discarded"
-    assert s["timingCacheMode"] == "not_applicable" and "before the timing cache was read" in s["timingCache"]["reason"]
-    assert s["buildConfigHash"] is None and record_problems(s) == []
-    assert s["resources"]["peakRssBytes"] > 0 and "getrusage" in s["resources"]["how"]
+    assert s.timingCacheMode == "not_applicable" and "before the timing cache was read" in s.timingCache["reason"]
+    assert s.buildConfigHash is None and record_problems(s.record()) == []
+    assert s.resources["peakRssBytes"] > 0 and "getrusage" in s.resources["how"]
 
 
 def test_an_unwritable_output_folder_fails_before_the_build(workspace: Path) -> None:
     (workspace / "build").write_text("a file where the output folder should be")  # not writable, even for root
     s = _build(workspace)
-    assert s["outcome"] == "failed" and s["error"].startswith("TRT405") and s["phaseTree"] == []
-    assert s["outputCheck"]["writable"] is False and s["workerPid"] is None
+    assert s.outcome == "failed" and s.error.startswith("TRT405") and s.phaseTree == []
+    assert s.outputCheck["writable"] is False and s.workerPid is None
     # no build ran, but the environment was still measured (worker --probe)
-    assert s["tensorrtVersion"] not in (None, UNKNOWN) and s["gpuSku"] == gpu_sku(s["environment"]) != UNKNOWN
-    findings = build_findings(Summary.written(s))
+    assert s.tensorrtVersion not in (None, UNKNOWN) and s.gpuSku == gpu_sku(s.environment.record()) != UNKNOWN
+    findings = build_findings(s)
     trt405 = [f for f in findings if f.code == "TRT405"]
     assert trt405 and trt405[0].path == ("engines", "demo", "output")
-    assert record_problems(s) == [], record_problems(s)
+    assert record_problems(s.record()) == [], record_problems(s.record())
 
 
 def test_the_target_is_part_of_the_build_config_hash(tmp_path: Path) -> None:

@@ -33,7 +33,7 @@ async def test_the_three_evidence_records_are_written_side_by_side(
     monkeypatch.setattr(build_end, "write_record", write_record)
     _, build = await run_build(workspace)
     summary = await build.wait()
-    assert summary["outcome"] == "built" and "evidenceError" not in summary
+    assert summary.outcome == "built" and "evidenceError" not in summary.model_fields_set
     assert sorted(written) == ["environment.json", "summary.json", "tree.json"]
     on_disk = json.loads((build.evidence_dir / "summary.json").read_text())
     assert on_disk["buildId"] == build.id and on_disk["outcome"] == "built"

@@ -36,7 +36,7 @@ def _key_exists(dotted: str) -> bool:
     return len(rest) == 1 and rest[0] in BuilderSettings.model_fields
 
 
-async def _build(ws: Path, table: str, engine: str) -> dict:
+async def _build(ws: Path, table: str, engine: str) -> Summary:
     (ws / "trtls.toml").write_text(table)
     loaded = load_recipe(ws / "trtls.toml")
     assert loaded.recipe is not None, [f.message for f in loaded.findings]
@@ -56,16 +56,16 @@ async def test_a_worker_out_of_address_space_is_out_of_memory_with_advice_and_pe
         f'worker = ["sh", "-c", "{worker}"]\n{quickstart_profiles("demo")}\n'
     )
     s = await _build(workspace, table, "demo")
-    assert s["outcome"] == "failed", s["error"]
-    failure = s["failure"]
-    assert failure["kind"] == "out_of_memory" and failure["resource"] == "host_memory", failure
-    assert any("bad_alloc" in line for line in failure["evidence"])
-    assert failure["peakRssBytes"] and failure["peakRssBytes"] == s["resources"]["peakRssBytes"]
-    assert "getrusage" in failure["peakRssHow"] or "VmHWM" in failure["peakRssHow"]
-    assert s["retryPolicy"] == "investigate" and s["retryRule"] == failure["advice"]
-    assert failure["keys"] == list(LESS_MEMORY_KEYS) and all(_key_exists(k) for k in failure["keys"])
-    assert all(k in s["retryRule"] for k in ("workspace_mib", "tactic_dram_mib", "max_aux_streams"))
-    (oom,) = [f for f in build_findings(Summary.written(s)) if f.code == "TRT207"]
+    assert s.outcome == "failed", s.error
+    failure = s.failure
+    assert failure.kind == "out_of_memory" and failure.resource == "host_memory", failure
+    assert any("bad_alloc" in line for line in failure.evidence)
+    assert failure.peakRssBytes and failure.peakRssBytes == s.resources["peakRssBytes"]
+    assert "getrusage" in failure.peakRssHow or "VmHWM" in failure.peakRssHow
+    assert s.retryPolicy == "investigate" and s.retryRule == failure.advice
+    assert failure.keys == list(LESS_MEMORY_KEYS) and all(_key_exists(k) for k in failure.keys)
+    assert all(k in s.retryRule for k in ("workspace_mib", "tactic_dram_mib", "max_aux_streams"))
+    (oom,) = [f for f in build_findings(s) if f.code == "TRT207"]
     assert oom.path == ("engines", "demo") and "host memory ran out" in oom.message
     assert not (workspace / "build" / "demo.engine").exists()
 
@@ -78,12 +78,12 @@ async def test_a_workspace_pool_too_small_for_any_tactic_says_raise_it(workspace
         "min = [1, 3, 32, 32]\nopt = [4, 3, 32, 32]\nmax = [8, 3, 32, 32]\n"
     )
     s = await _build(workspace, table, "large")
-    assert s["outcome"] == "failed"
-    failure = s["failure"]
-    assert failure["kind"] == "out_of_memory" and failure["resource"] == "workspace_limit", failure
-    assert any("workspace limit" in line for line in failure["evidence"])
-    assert "raise builder.memory_pool_limits.workspace_mib" in s["retryRule"]
-    (oom,) = [f for f in build_findings(Summary.written(s)) if f.code == "TRT207"]
+    assert s.outcome == "failed"
+    failure = s.failure
+    assert failure.kind == "out_of_memory" and failure.resource == "workspace_limit", failure
+    assert any("workspace limit" in line for line in failure.evidence)
+    assert "raise builder.memory_pool_limits.workspace_mib" in s.retryRule
+    (oom,) = [f for f in build_findings(s) if f.code == "TRT207"]
     assert oom.path == ("engines", "large", "builder", "memory_pool_limits", "workspace_mib")
 
 

@@ -40,15 +40,15 @@ def _entries(ws: Path) -> list[Path]:
 async def test_fp16_conversion_is_a_phase_cached_by_content_and_recorded(workspace: Path) -> None:
     rec = loaded(workspace, {BUILDER: BUILDER + PRECISION})
     first = await Supervisor().start(rec, "demo").wait()
-    assert first["outcome"] == "built", first.get("error")
-    tree = {p["id"]: p for p in first["phaseTree"]}
+    assert first.outcome == "built", first.error
+    tree = {p["id"]: p for p in first.phaseTree}
     assert tree["0"]["name"] == "Precision conversion (ModelOpt AutoCast fp16)" and tree["0"]["status"] == "done"
     assert tree["1"]["parentId"] is None and tree["1.0"]["parentId"] == "1", "TensorRT's phases follow as 1, 1.0 …"
-    record = first["precision"]
+    record = first.precision
     assert record["cache"] == "miss" and record["low_precision_type"] == "fp16" and record["keep_io_types"] is True
     assert record["exclude_op_types"] == ["GlobalAveragePool"] and record["modelopt_version"]
     assert record["initializers_low"] > 0 and len(record["input_sha256"]) == 64
-    assert first["effectiveSettings"]["strongly_typed"] is True, "convert implies a strongly typed network"
+    assert first.effectiveSettings["strongly_typed"] is True, "convert implies a strongly typed network"
     (entry,) = _entries(workspace)
     assert (
         entry.name == record["key"]
@@ -56,23 +56,23 @@ async def test_fp16_conversion_is_a_phase_cached_by_content_and_recorded(workspa
     )
     # the rebuild reuses the converted model: no ModelOpt, same bytes, same build config
     second = await Supervisor().start(loaded(workspace), "demo").wait()
-    assert second["outcome"] == "built"
-    assert second["precision"]["cache"] == "hit" and second["precision"]["output_sha256"] == record["output_sha256"]
-    assert second["buildConfigHash"] == first["buildConfigHash"]
+    assert second.outcome == "built"
+    assert second.precision["cache"] == "hit" and second.precision["output_sha256"] == record["output_sha256"]
+    assert second.buildConfigHash == first.buildConfigHash
     # a different setting is a different key
     third = await Supervisor().start(loaded(workspace, {'"GlobalAveragePool"': '"Relu"'}), "demo").wait()
-    assert third["precision"]["cache"] == "miss" and len(_entries(workspace)) == 2
+    assert third.precision["cache"] == "miss" and len(_entries(workspace)) == 2
 
 
 async def test_fp16_engine_differs_from_fp32(workspace: Path) -> None:
     fp32 = await Supervisor().start(loaded(workspace), "demo").wait()
     fp16 = await Supervisor().start(loaded(workspace, {BUILDER: BUILDER + PRECISION}), "demo").wait()
-    assert fp32["outcome"] == fp16["outcome"] == "built"
+    assert fp32.outcome == fp16.outcome == "built"
     # fp16 changes what TensorRT builds: other bytes, from a model whose initializers AutoCast made fp16. The size is
     # no measure: the quickstart's demo is LayerNorm-heavy (no warning, issue 18), and AutoCast keeps norms in fp32
     # behind casts (measured 2574852 B fp32 → 3004580 B fp16; the older conv demo shrank 13383244 → 11573332 B).
-    assert fp16["engineArtifact"]["sha256"] != fp32["engineArtifact"]["sha256"]
-    assert fp32["precision"] is None and fp16["precision"]["initializers_low"] > 0
+    assert fp16.engineArtifact["sha256"] != fp32.engineArtifact["sha256"]
+    assert fp32.precision is None and fp16.precision["initializers_low"] > 0
 
 
 async def test_stop_during_conversion_kills_the_child_and_caches_nothing(workspace: Path) -> None:
@@ -80,10 +80,10 @@ async def test_stop_during_conversion_kills_the_child_and_caches_nothing(workspa
     build = Supervisor().start(rec, "demo")
     cancel_at_phase(build, 0, lambda b: b.cancel("ide_stop"))
     summary = await build.wait()
-    assert summary["outcome"] == "cancelled" and summary["cancelSource"] == "ide_stop"
-    assert not summary["forced"], "the worker stopped the conversion itself, within the grace"
-    assert summary["phaseTree"][0]["status"] == "cancelled" and len(summary["phaseTree"]) == 1
-    assert summary["precision"] is None
+    assert summary.outcome == "cancelled" and summary.cancelSource == "ide_stop"
+    assert not summary.forced, "the worker stopped the conversion itself, within the grace"
+    assert summary.phaseTree[0]["status"] == "cancelled" and len(summary.phaseTree) == 1
+    assert summary.precision is None
     assert [p for p in (workspace / ".trtls" / "precision").glob("*")] == [], "no entry, no temp folder"
     assert process_gone(build.pid)
     assert not (workspace / "build" / "demo.engine").exists()
@@ -98,19 +98,19 @@ async def test_two_input_encoder_fp16_and_external_data_bf16(models_ws: Path) ->
     }
     rec = loaded(models_ws, edit)
     encoder = await Supervisor().start(rec, "encoder").wait()
-    assert encoder["outcome"] == "built", encoder.get("error")
-    assert encoder["precision"]["low_precision_type"] == "fp16" and len(encoder["optimizationProfiles"]) == 2
+    assert encoder.outcome == "built", encoder.error
+    assert encoder.precision["low_precision_type"] == "fp16" and len(encoder.optimizationProfiles) == 2
     external = await Supervisor().start(rec, "external").wait()
-    assert external["outcome"] == "built", external.get("error")
-    assert external["precision"]["low_precision_type"] == "bf16" and external["precision"]["cache"] == "miss"
+    assert external.outcome == "built", external.error
+    assert external.precision["low_precision_type"] == "bf16" and external.precision["cache"] == "miss"
     # the weights changed, the .onnx did not: a new key, converted again
     data = models_ws / "models" / "external.onnx.data"
     raw = bytearray(data.read_bytes())
     raw[0] ^= 0x01
     data.write_bytes(bytes(raw))
     again = await Supervisor().start(loaded(models_ws), "external").wait()
-    assert again["outcome"] == "built"
-    assert again["precision"]["cache"] == "miss" and again["precision"]["key"] != external["precision"]["key"]
+    assert again.outcome == "built"
+    assert again.precision["cache"] == "miss" and again.precision["key"] != external.precision["key"]
 
 
 def test_a_killed_conversions_temp_folder_is_removed_by_the_next_and_a_live_ones_is_left(

@@ -50,8 +50,8 @@ async def test_the_probe_runs_beside_the_running_record_of_an_early_worker(
     summary = await build.wait()
     assert seen["on_loop_thread"] is False, "the probe ran on the event loop's thread, before running.json"
     assert seen["running"] is not None and seen["running"]["workerPid"] == early.pid
-    assert summary["outcome"] == "built" and summary["workerPid"] == early.pid
-    assert summary["outputCheck"]["writable"] is True
+    assert summary.outcome == "built" and summary.workerPid == early.pid
+    assert summary.outputCheck["writable"] is True
     assert not (build.evidence_dir / "running.json").exists()
     assert process_gone(early.pid)
 
@@ -65,7 +65,7 @@ async def test_a_failed_probe_beside_an_early_worker_leaves_the_same_evidence_an
     build = Supervisor().start(loaded(workspace), "demo", worker=early)
     s = await build.wait()
     assert seen["on_loop_thread"] is False
-    assert s["outcome"] == "failed" and s["error"].startswith("TRT405") and s["phaseTree"] == []
-    assert s["outputCheck"]["writable"] is False and s["workerPid"] is None
+    assert s.outcome == "failed" and s.error.startswith("TRT405") and s.phaseTree == []
+    assert s.outputCheck["writable"] is False and s.workerPid is None
     assert sorted(p.name for p in build.evidence_dir.iterdir()) == ["environment.json", "summary.json", "tree.json"]
     assert early.returncode is not None and process_gone(early.pid)  # it got no job, exited and was reaped

@@ -31,7 +31,7 @@ async def _build(workspace: Path, engine: str) -> tuple[list[str], list[str]]:
     _, build = await run_build(workspace, engine=engine)
     build.listeners.append(listen)
     summary = await build.wait()
-    assert summary["outcome"] == "built", summary.get("error")
+    assert summary.outcome == "built", summary.error
     return warnings, phases
 
 

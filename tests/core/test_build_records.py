@@ -28,6 +28,7 @@ from trtls.core.build_records import (
 from trtls.core.build_state import BuildState
 from trtls.core.events import BuildStarted, EnvironmentCaptured, ProtocolError, parse_event
 from trtls.core.evidence import build_target
+from trtls.core.summary_record import Summary
 
 TRACE = Path(__file__).resolve().parents[1] / "data" / "trt-rtx-traces" / "large_events.jsonl"
 # what the worker writes (core.evidence.build_target, builds.build_facts.network_types): keys, order, nulls
@@ -149,7 +150,7 @@ sys.exit(1)
 """
 
 
-async def _external_build(tmp_path: Path, records: dict, monkeypatch: pytest.MonkeyPatch) -> tuple[dict, dict, str]:
+async def _external_build(tmp_path: Path, records: dict, monkeypatch: pytest.MonkeyPatch) -> tuple[Summary, dict, str]:
     """A build by a worker written from docs/protocol.md that sends `records` in its build_started: its summary,
     summary.json as parsed, and summary.json's text."""
     monkeypatch.setenv("SENT_RECORDS", json.dumps(records))
@@ -166,7 +167,8 @@ async def test_an_undeclared_key_survives_into_summary_json_unchanged(
     assert on_disk["target"] == target and on_disk["network"] == network, (on_disk["target"], on_disk["network"])
     # the same keys, in the order sent, no nulls added: summary.json's text holds them as json.dumps wrote them
     assert json.dumps(target, indent=2).replace("\n", "\n  ") in text
-    assert json.dumps(on_disk["network"]) == json.dumps(network) and s["network"] == network
+    assert json.dumps(on_disk["network"]) == json.dumps(network)
+    assert s.network is not None and s.network.record() == network  # read back typed, written back as sent
     # what built it: as sent, in summary.json and environment.json, and read by the summary's own fields
     env = {"module": "cpp-service", "version": "10.9.0", "language": "cpp", **TRACED}
     _, on_disk, text = await _external_build(tmp_path / "env", {"environment": env}, monkeypatch)

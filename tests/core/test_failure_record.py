@@ -131,7 +131,7 @@ sys.exit(1)
 """
 
 
-async def _external_build(tmp_path: Path, failure: dict, monkeypatch: pytest.MonkeyPatch) -> tuple[dict, dict]:
+async def _external_build(tmp_path: Path, failure: dict, monkeypatch: pytest.MonkeyPatch) -> tuple[Summary, dict]:
     """A build by a worker written from docs/protocol.md that fails with `failure`: its summary and summary.json."""
     monkeypatch.setenv("SENT_FAILURE", json.dumps(failure))
     _, s, text = await external_worker_build(tmp_path, WORKER)
@@ -142,15 +142,14 @@ async def test_an_undeclared_key_survives_into_summary_json_unchanged(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     sent = {**OLD_SETTING, "serviceTrace": {"id": 7, "hops": ["a", "b"]}, "retryable": False}
-    s, on_disk = await _external_build(tmp_path, sent, monkeypatch)
-    assert s["outcome"] == "failed" and on_disk["failure"] == sent, on_disk["failure"]
+    summary, on_disk = await _external_build(tmp_path, sent, monkeypatch)
+    assert summary.outcome == "failed" and on_disk["failure"] == sent, on_disk["failure"]
     assert json.dumps(on_disk["failure"]) == json.dumps(sent)  # the same keys, in the order sent, no nulls added
     # the readers take it typed: the finding lands on the key the worker named, the advice reads its kind
-    summary = Summary.written(s)
     assert isinstance(summary.failure, Failure) and summary.failure.key == "legacy_flags"
     (finding,) = [f for f in build_findings(summary) if f.code == "TRT141"]
     assert finding.path[-1] == "legacy_flags"
-    assert s["retryPolicy"] == "investigate" and "(setting)" in s["retryRule"]
+    assert summary.retryPolicy == "investigate" and "(setting)" in str(summary.retryRule)
 
 
 async def test_a_failure_typed_wrong_by_a_worker_is_refused_and_said_in_the_evidence(

@@ -75,10 +75,10 @@ async def test_an_rtx_cell_is_not_queued_behind_a_cell_that_holds_the_gpu(ray_cl
             )
         )
         summary = await aot.wait()
-        assert summary["outcome"] == "built", summary["error"]
+        assert summary.outcome == "built", summary.error
         # the GPU was held by `large` the whole time: the AOT cell ran beside it, not after it
         assert holder_running_when_placed == [True] and holder.running
-        node = summary["node"]
+        node = summary.node
         assert node["numGpus"] == 0.0 and node["gpuIds"] == [] and "TensorRT-RTX" in node["gpuRule"]
         assert node["labels"][LABEL] == "gpu"
         assert holder.node_view()["gpuIds"] == ["0"] and holder.node_view()["cudaVisibleDevices"] == "0"
@@ -86,6 +86,6 @@ async def test_an_rtx_cell_is_not_queued_behind_a_cell_that_holds_the_gpu(ray_cl
     finally:
         holder.cancel("api")
         held = await holder.wait()
-    assert held["outcome"] == "cancelled", held["error"]
-    assert held["node"]["numGpus"] == 1.0 and held["node"]["cudaVisibleDevices"] == "0"
-    assert "as the recipe asks" in held["node"]["gpuRule"]
+    assert held.outcome == "cancelled", held.error
+    assert held.node["numGpus"] == 1.0 and held.node["cudaVisibleDevices"] == "0"
+    assert "as the recipe asks" in held.node["gpuRule"]

@@ -37,7 +37,7 @@ async def test_four_cells_over_two_labelled_nodes(ray_cluster, tmp_path: Path) -
     mb.listeners.append(lambda m, b, ev: seen.append((b.cell, ev.type)) if b is not None and ev is not None else None)
     summary = await mb.wait()
 
-    assert summary["outcome"] == "built", [(c["cell"], c["outcome"]) for c in summary["cells"]]
+    assert summary.outcome == "built", [(c.cell, c.outcome) for c in summary.cells]
     nodes = {}
     for cell in mb.cells:
         s = cell.summary
@@ -107,8 +107,8 @@ async def test_shared_dir_nodes_write_the_engine_there(ray_cluster, tmp_path: Pa
     specs = await prepare(loaded, plan(loaded, ["demo"], False, {}))
     build = Supervisor().start(loaded, "demo", remote=specs["demo"])
     s = await build.wait()
-    assert s["outcome"] == "built", s["error"]
+    assert s.outcome == "built", s.error
     engine = tmp_path / "shared" / "build" / "demo.engine"
-    assert Path(s["engineArtifact"]["path"]) == engine and engine.is_file()
-    assert hashlib.sha256(engine.read_bytes()).hexdigest() == s["engineArtifact"]["sha256"]
-    assert "node_path" not in s["engineArtifact"] and not (tmp_path / "build" / "demo.engine").exists()
+    assert Path(s.engineArtifact["path"]) == engine and engine.is_file()
+    assert hashlib.sha256(engine.read_bytes()).hexdigest() == s.engineArtifact["sha256"]
+    assert "node_path" not in s.engineArtifact and not (tmp_path / "build" / "demo.engine").exists()

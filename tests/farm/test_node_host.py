@@ -75,7 +75,7 @@ async def test_three_cells_on_a_two_cpu_node_share_one_actor_and_the_third_waits
     mb = start_matrix(Supervisor(), loaded, planned, "demo (matrix)", lambda p: specs[p.key])
     mb.listeners.append(seen)
     summary = await mb.wait()
-    assert summary["outcome"] == "built", [(c.cell, c.summary["error"]) for c in mb.cells]
+    assert summary.outcome == "built", [(c.cell, c.summary["error"]) for c in mb.cells]
 
     # one actor ran the three cells: one process, and no per-cell NodeWorker actor at any placement
     placed = [e for e in order if e[1] == "placed"]
@@ -111,6 +111,6 @@ async def test_a_failed_cell_leaves_no_placement_group(ray_cluster, tmp_path: Pa
     specs = await prepare(loaded, plan(loaded, ["demo"], False, {}))
     assert isinstance(specs, dict), specs
     s = await Supervisor().start(loaded, "demo", remote=specs["demo"]).wait()
-    assert s["outcome"] == "failed", s
-    assert s["node"]["labels"][LABEL] == "SM89"  # it reached its node, and failed there
+    assert s.outcome == "failed", s
+    assert s.node["labels"][LABEL] == "SM89"  # it reached its node, and failed there
     await eventually(no_placement_group_left, "the failed cell's placement group was left")

@@ -82,9 +82,9 @@ async def test_cancel_from_each_source_mid_build(ray_cluster, tmp_path: Path, so
     else:
         assert build.cancel(source)
     summary = await build.wait()
-    assert summary["outcome"] == "cancelled", (summary["error"], summary["stderrTail"])
-    assert summary["cancelSource"] == source and summary["forced"] is False
-    assert summary["cancelLatencyMs"] is not None
+    assert summary.outcome == "cancelled", (summary.error, summary.stderrTail)
+    assert summary.cancelSource == source and summary.forced is False
+    assert summary.cancelLatencyMs is not None
     assert_clean_stop(build, tmp_path)
     await eventually(lambda: not alive_node_workers(), "the cell's actor was not released")
     await eventually(no_placement_group_left, "the cancelled cell's placement group was left")
@@ -113,8 +113,8 @@ async def test_forced_stop_kills_the_remote_group_then_the_actor(ray_cluster, tm
     await asyncio.sleep(0.5)
     build.cancel("ide_stop")
     summary = await build.wait()
-    assert summary["outcome"] == "forced" and summary["forced"] is True, summary["error"]
-    assert any("SIGTERM" in n for n in summary["notes"])
+    assert summary.outcome == "forced" and summary.forced is True, summary.error
+    assert any("SIGTERM" in n for n in summary.notes)
     await eventually(lambda: not process_alive(build.pid), "the remote worker survived SIGKILL")
     await eventually(lambda: not alive_node_workers(), "the actor survived the forced stop")
     await eventually(no_placement_group_left, "the forced cell's placement group was left")
@@ -127,11 +127,11 @@ async def test_node_killed_mid_build_ends_killed_with_evidence(ray_cluster, tmp_
     node_id = build.state.placement.node_id
     ray_cluster.remove_node(doomed, allow_graceful=False)
     summary = await build.wait()
-    assert summary["outcome"] == "killed", summary
-    assert summary["error"].startswith("node lost") and node_id[:12] in summary["error"]
+    assert summary.outcome == "killed", summary
+    assert summary.error.startswith("node lost") and node_id[:12] in summary.error
     assert build.outcome_message().startswith("killed: node lost")
-    assert summary["node"]["nodeId"] == node_id and summary["node"]["labels"][LABEL] == "doomed"
-    assert summary["retryPolicy"]  # the evidence is complete: advice, tree, cleanup
+    assert summary.node["nodeId"] == node_id and summary.node["labels"][LABEL] == "doomed"
+    assert summary.retryPolicy  # the evidence is complete: advice, tree, cleanup
     assert_clean_stop(build, tmp_path)
     await eventually(lambda: not process_alive(build.pid), "the worker of the lost node is still running")
 
@@ -198,8 +198,8 @@ async def test_queue_wait_is_shown_bounded_and_cancellable(ray_cluster, tmp_path
         )
         assert waiting.cancel("ide_stop")
         cancelled = await waiting.wait()
-        assert cancelled["outcome"] == "cancelled" and cancelled["cancelSource"] == "ide_stop"
-        assert any("while waiting for a node" in n for n in cancelled["notes"]) and cancelled["workerPid"] is None
+        assert cancelled.outcome == "cancelled" and cancelled.cancelSource == "ide_stop"
+        assert any("while waiting for a node" in n for n in cancelled.notes) and cancelled.workerPid is None
 
         short = farm_recipe(
             tmp_path / "c", ray_cluster.address, engine_table("demo", "demo", f'{{ "{LABEL}" = "SM89" }}')
@@ -208,12 +208,11 @@ async def test_queue_wait_is_shown_bounded_and_cancellable(ray_cluster, tmp_path
         loaded = load_recipe(short)
         specs = await prepare(loaded, plan(loaded, ["demo"], False, {}))
         timed_out = await sup.start(loaded, "demo", remote=specs["demo"]).wait()
-        assert timed_out["outcome"] == "failed" and timed_out["error"].startswith("TRT231"), timed_out["error"]
-        assert timed_out["node"] == {} and timed_out["workerPid"] is None  # it never reached a node
+        assert timed_out.outcome == "failed" and timed_out.error.startswith("TRT231"), timed_out.error
+        assert timed_out.node == {} and timed_out.workerPid is None  # it never reached a node
         from trtls.builds.supervisor.outcome_findings import build_findings
-        from trtls.core.summary_record import Summary
 
-        assert build_findings(Summary.written(timed_out))[0].code == "TRT231"
+        assert build_findings(timed_out)[0].code == "TRT231"
     finally:
         holder.cancel("api")
         await holder.wait()

@@ -44,7 +44,7 @@ async def test_the_last_tree_of_a_finished_build_names_its_evidence(workspace: P
     await relay.start()
     summary = await build.wait()
     await asyncio.wait_for(_until(lambda: done), 30)
-    assert summary["outcome"] == "built", summary.get("error")
+    assert summary.outcome == "built", summary.error
     last = ls.trees[-1]
     assert last["status"] == "built"
     assert last["evidencePath"] == str(build.evidence_dir / "summary.json") and Path(last["evidencePath"]).is_file()

@@ -45,7 +45,7 @@ async def test_the_job_a_real_build_sends_is_the_declared_model(workspace: Path,
     _, build = await run_build(workspace)
     summary = await build.wait()
 
-    assert summary["outcome"] == "built", summary.get("error")
+    assert summary.outcome == "built", summary.error
     sent = json.loads(recorded.read_text())
     job = WorkerJob.model_validate(sent)  # raises on a key the protocol does not declare, or one it lacks
     assert job.model_dump(mode="json", exclude_unset=True) == sent, "every key and value as sent"

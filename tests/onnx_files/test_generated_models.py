@@ -9,12 +9,13 @@ import pytest
 
 from tests.builds.helpers import loaded
 from trtls.builds.supervisor.supervisor import Supervisor
+from trtls.core.summary_record import Summary
 
 
-async def _build(ws: Path, engine: str, edit: dict[str, str] | None = None) -> dict:
+async def _build(ws: Path, engine: str, edit: dict[str, str] | None = None) -> Summary:
     build = Supervisor().start(loaded(ws, edit), engine)
     summary = await build.wait()
-    assert summary["outcome"] == "built", summary.get("error")
+    assert summary.outcome == "built", summary.error
     assert (ws / "build" / f"{engine}.engine").stat().st_size > 0
     return summary
 
@@ -22,7 +23,7 @@ async def _build(ws: Path, engine: str, edit: dict[str, str] | None = None) -> d
 async def test_encoder_with_two_dynamic_inputs_and_two_profiles(models_ws: Path) -> None:
     """The issue's failing case: input_ids + attention_mask [batch, seq]; each recipe profile gives both."""
     summary = await _build(models_ws, "encoder")
-    held = summary["optimizationProfiles"]
+    held = summary.optimizationProfiles
     assert [p["index"] for p in held] == [0, 1], "one TensorRT profile per recipe profile"
     for profile in held:
         assert set(profile["inputs"]) == {"input_ids", "attention_mask"}, "every dynamic input in every profile"
@@ -33,7 +34,7 @@ async def test_encoder_with_two_dynamic_inputs_and_two_profiles(models_ws: Path)
 @pytest.mark.parametrize("engine", ["detector", "tokens", "external"])
 async def test_single_input_models_build(models_ws: Path, engine: str) -> None:
     summary = await _build(models_ws, engine)
-    assert len(summary["optimizationProfiles"]) == 1
+    assert len(summary.optimizationProfiles) == 1
 
 
 async def test_three_profiles_for_a_detector(models_ws: Path) -> None:
@@ -49,5 +50,5 @@ max = [1, 3, 1280, 1280]
 inputs.images = { min = [4, 3, 32, 32], opt = [8, 3, 64, 64], max = [8, 3, 128, 128] }
 """
     summary = await _build(models_ws, "detector", {"max = [2, 3, 640, 640]\n": "max = [2, 3, 640, 640]\n" + extra})
-    held = summary["optimizationProfiles"]
+    held = summary.optimizationProfiles
     assert [p["inputs"]["images"]["max"] for p in held] == [[2, 3, 640, 640], [1, 3, 1280, 1280], [8, 3, 128, 128]]

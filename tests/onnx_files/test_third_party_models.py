@@ -10,6 +10,7 @@ import pytest
 from tests.onnx_files.test_profile_checks import apply_fix
 from tests.onnx_files.third_party import fetch_all
 from trtls.builds.supervisor.supervisor import Supervisor
+from trtls.core.summary_record import Summary
 from trtls.onnx_files.onnx_reader import ModelInputsCache
 from trtls.onnx_files.profile_checks import check_recipe
 
@@ -25,11 +26,11 @@ def _recipe(tmp_path: Path, text: str):
     return check_recipe(path, cache=ModelInputsCache())
 
 
-async def _build(loaded, engine: str) -> dict:
+async def _build(loaded, engine: str) -> Summary:
     assert loaded.recipe is not None, [(f.code, f.message) for f in loaded.findings]
     summary = await Supervisor().start(loaded, engine).wait()
-    assert summary["outcome"] == "built", summary.get("error")
-    assert Path(summary["engineArtifact"]["path"]).stat().st_size > 0
+    assert summary.outcome == "built", summary.error
+    assert Path(summary.engineArtifact["path"]).stat().st_size > 0
     return summary
 
 
@@ -58,7 +59,7 @@ inputs.state = {{ min = [2, 8, 128], opt = [2, 16, 128], max = [2, 32, 128] }}
     loaded = _recipe(tmp_path, fixed)
     assert loaded.findings == []
     summary = await _build(loaded, "vad")
-    held = summary["optimizationProfiles"]
+    held = summary.optimizationProfiles
     assert [sorted(p["inputs"]) for p in held] == [["input", "state"], ["input", "state"]]
     assert held[1]["inputs"]["state"]["max"] == [2, 32, 128]
 
@@ -84,7 +85,7 @@ max = [256, 2048]
     wrong = _recipe(tmp_path, text.replace("max = [8, 2048]", "max = [8, 1024]"))
     assert ("TRT115", ("engines", "magika", "profiles", 0, "max", 1)) in [(f.code, f.path) for f in wrong.findings]
     summary = await _build(_recipe(tmp_path, text), "magika")
-    assert [p["inputs"]["bytes"]["max"] for p in summary["optimizationProfiles"]] == [[8, 2048], [256, 2048]]
+    assert [p["inputs"]["bytes"]["max"] for p in summary.optimizationProfiles] == [[8, 2048], [256, 2048]]
 
 
 async def test_ppocr_detector_dynamic_height_width_two_profiles(tmp_path: Path, third_party: dict[str, Path]) -> None:
@@ -102,7 +103,7 @@ inputs.x = {{ min = [4, 3, 160, 160], opt = [8, 3, 320, 320], max = [8, 3, 480, 
     misspelt = _recipe(tmp_path, text.replace("inputs.x =", "inputs.image =", 1))
     assert {f.code for f in misspelt.findings} == {"TRT112", "TRT113"}
     summary = await _build(_recipe(tmp_path, text), "det")
-    assert [p["inputs"]["x"]["opt"] for p in summary["optimizationProfiles"]] == [[1, 3, 640, 640], [8, 3, 320, 320]]
+    assert [p["inputs"]["x"]["opt"] for p in summary.optimizationProfiles] == [[1, 3, 640, 640], [8, 3, 320, 320]]
 
 
 async def test_a_real_tensorrt_internal_error_is_recorded_as_one(tmp_path: Path, third_party: dict[str, Path]) -> None:
@@ -121,9 +122,9 @@ inputs.state = {{ min = [2, 1, 128], opt = [2, 1, 128], max = [2, 4, 128] }}
     loaded = _recipe(tmp_path, text)
     assert loaded.findings == [], "the recipe is right; the failure is TensorRT's"
     summary = await Supervisor().start(loaded, "vad").wait()
-    assert summary["outcome"] == "failed"
-    failure = summary["failure"]
-    assert failure["kind"] == "internal_error" and failure["errorCode"] == 2
-    assert failure["source"].startswith("graphScope.cpp:") and failure["layer"] is None
-    assert summary["retryPolicy"] == "investigate" and "blind retry" in summary["retryRule"]
+    assert summary.outcome == "failed"
+    failure = summary.failure
+    assert failure.kind == "internal_error" and failure.errorCode == 2
+    assert failure.source.startswith("graphScope.cpp:") and failure.layer is None
+    assert summary.retryPolicy == "investigate" and "blind retry" in summary.retryRule
     assert not (tmp_path / "build" / "vad.engine").exists()

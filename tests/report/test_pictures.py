@@ -37,12 +37,12 @@ def runs(tmp_path_factory, quickstart_models) -> dict:
         ids = {}
         for name in ("first", "second"):
             _, build = await run_build(ws)
-            assert (await build.wait())["outcome"] == "built"
+            assert (await build.wait()).outcome == "built"
             ids[name] = build.id
         _, build = await run_build(ws)
         cancel_at_phase(build, 6, lambda b: b.cancel("api"))  # mid-build: demo has 12 phases
         summary = await build.wait()
-        assert summary["outcome"] == "cancelled", summary["outcome"]
+        assert summary.outcome == "cancelled", summary.outcome
         ids["cancelled"] = build.id
         return ids
 

@@ -133,7 +133,7 @@ async def _build(
     trigger: Trigger | None,
     at_phase: int | None,
     hist: dict,
-) -> tuple[dict, Build, list]:
+) -> tuple[Summary, Build, list]:
     sup = Supervisor()
     # through the application layer as every face; a scenario's scratch copy is never looked up in the store (it
     # must build to show its fault) nor published there
@@ -196,7 +196,7 @@ def build_sync(
 ) -> tuple[Summary, Build, dict]:
     hist = {"data": _history(ws), "had": False}
     record, build, live = asyncio.run(_build(ws, engine, overrides, faults, grace, trigger, at_phase, hist))
-    return Summary.written(record), build, {"live": live, "history_had_baselines": hist["had"]}
+    return record, build, {"live": live, "history_had_baselines": hist["had"]}
 
 
 # -- observation ---------------------------------------------------------------------------------------

@@ -103,11 +103,13 @@ class Summary(BaseModel):
     network: NetworkTyping | None = None  # build_started.network
     optimizationProfiles: list[dict[str, Any]] | None = None  # as the builder config held them (read back)
     effectiveSettings: dict[str, Any] | None = None
+    precision: dict[str, Any] | None = None  # the AutoCast conversion's record (core.events.PrecisionRecord)
     environment: BuildEnvironment | None = None  # the worker's environment record
     failure: Failure | None = None  # why it failed (core.failure_record: declared keys typed, others kept)
     timingCache: dict[str, Any] | None = None
     cancelReturnAfterSeenMs: Number | None = None
     forced: bool | None = None
+    cancelAfterComplete: bool | None = None  # a stop that came once the engine was complete (it stands)
     outputCheck: dict[str, Any] | None = None  # the output folder checked before the build (TRT405, TRT412)
     workerPid: int | None = None
     logs: list[dict[str, Any]] = []  # the worker's last log lines (a reduction matches --fail-regex on them)

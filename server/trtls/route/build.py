@@ -60,7 +60,6 @@ from trtls.core.cancel import CancelToken
 from trtls.core.paths import real
 from trtls.core.recipe import EngineRecipe, LoadedRecipe, load_recipe
 from trtls.core.route import route_model, route_names
-from trtls.core.summary_record import Summary
 from trtls.core.write_policy import route_write_findings
 from trtls.fs import open_regular
 from trtls.route.checkpoint import (
@@ -281,10 +280,9 @@ async def _build_route(
             while build.running:
                 await asyncio.sleep(0.125)
                 shown.tick()
-            written = await build.wait()
+            summary = await build.wait()  # the record the build just wrote, as it wrote it
     else:
-        written = await build.wait()
-    summary = Summary.written(written)  # the record the build just wrote, as it wrote it
+        summary = await build.wait()
     result.build_summary_path = str(build.evidence_dir / "summary.json")
     result.cancel_source = summary.cancelSource
     if summary.outcome != "built":

@@ -85,13 +85,12 @@ class TrialRunner:
         for listener in self.listeners:
             listener(trial, build)
         try:
-            summary = await build.wait()
+            record = await build.wait()  # the record the trial's build just wrote, as it wrote it
         finally:
             self.current = None
             trial.seconds = time.monotonic() - started
             with contextlib.suppress(OSError):  # a trial's engine is not a result: only the failing models are kept
                 remove_file(output, kind=Kind.evidence, within=state_root(output))
-        record = Summary.written(summary)  # the record the trial's build just wrote, as it wrote it
         trial.outcome = record.outcome
         trial.failure = record.failure
         return record

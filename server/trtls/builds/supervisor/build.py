@@ -84,9 +84,9 @@ def worker_job(
     }
 
 
-async def await_summary(done: asyncio.Future[dict[str, Any]], cancel: Callable[[str], Any]) -> dict[str, Any]:
-    """The summary once `done` resolves, the future itself shielded: cancelling the awaiting task stops the work
-    (`cancel("event_loop")`) and lets the stop finish and write its evidence instead of abandoning it."""
+async def await_summary(done: asyncio.Future[Summary], cancel: Callable[[str], Any]) -> Summary:
+    """The evidence record once `done` resolves, the future itself shielded: cancelling the awaiting task stops the
+    work (`cancel("event_loop")`) and lets the stop finish and write its evidence instead of abandoning it."""
     try:
         return await asyncio.shield(done)
     except asyncio.CancelledError:
@@ -129,7 +129,7 @@ class Build:
     stderr_tail: deque[str]
     _proc: WorkerProcess | None
     _loop: asyncio.AbstractEventLoop | None
-    _done: asyncio.Future | None
+    _done: asyncio.Future[Summary] | None
     _events_file: Any
     _force: Callable[[], Any] | None
     _previous_sha: asyncio.Future | None
@@ -237,12 +237,14 @@ class Build:
         return self.previous_engine_sha
 
     def resolve(self, summary: dict[str, Any]) -> None:
-        """Answer `wait()` and `ended()` with the evidence record; the first answer stands."""
+        """Answer `wait()` and `ended()` with the evidence record (the JSON written, as its model); the first answer
+        stands."""
         if self._done is not None and not self._done.done():
-            self._done.set_result(summary)
+            self._done.set_result(Summary.written(summary))
 
-    async def wait(self) -> dict[str, Any]:
-        """The summary once the build is over. Cancelling the awaiting task stops the build (event_loop)."""
+    async def wait(self) -> Summary:
+        """The evidence record once the build is over, as its model (`Summary`; `.record()` is the JSON written).
+        Cancelling the awaiting task stops the build (event_loop)."""
         assert self._done is not None
         return await await_summary(self._done, self.cancel)
 

@@ -77,7 +77,7 @@ class MatrixBuild:
     t_start_ns: int = field(default_factory=time.monotonic_ns)
     started_at: float = field(default_factory=time.time)
     listeners: list[Callable[[MatrixBuild, Build | None, Any], object]] = field(default_factory=list)
-    _done: asyncio.Future | None = None
+    _done: asyncio.Future[Summary] | None = None
 
     @property
     def running(self) -> bool:
@@ -85,7 +85,8 @@ class MatrixBuild:
 
     @property
     def summary(self) -> dict[str, Any] | None:
-        """The evidence record as JSON data, as written (what `wait()` answers and `trtls build --json` prints)."""
+        """The evidence record as JSON data, as written (what `trtls build --json` prints; `wait()` answers its
+        model, `record`)."""
         return self.record.record() if self.record is not None else None
 
     @property
@@ -128,8 +129,9 @@ class MatrixBuild:
             if b.running:
                 b.force()
 
-    async def wait(self) -> dict[str, Any]:
-        """The matrix summary once every cell is over. Cancelling the awaiting task stops every cell (event_loop)."""
+    async def wait(self) -> Summary:
+        """The matrix's evidence record once every cell is over, as its model (`kind: matrix`; `.record()` is the JSON
+        written). Cancelling the awaiting task stops every cell (event_loop)."""
         assert self._done is not None
         return await await_summary(self._done, self.cancel)
 
@@ -215,14 +217,14 @@ class MatrixBuild:
             write_record(path, json.dumps(summary, indent=2, default=str))
         except OSError as exc:  # a full disk, a swapped .trtls: said in the summary every face shows, not raised
             summary["evidenceError"] = evidence_error(exc, path)
-        self.record = Summary.written(summary)  # as written: the faces read its fields
+        self.record = record = Summary.written(summary)  # as written: the faces read its fields
         for listener in list(self.listeners):
             try:
                 listener(self, None, None)
             except Exception:
                 pass
         if self._done is not None and not self._done.done():
-            self._done.set_result(summary)
+            self._done.set_result(record)
 
 
 def _fold_node_reuse(build: Build) -> None:

@@ -7,7 +7,7 @@ One small API for every face (CLI, language server, acceptance tests):
     build = sup.start(loaded_recipe, "demo")          # inside a running event loop
     build.listeners.append(lambda b, ev: ...)         # every event, on the loop thread
     build.cancel("ide_stop")                          # any source, any thread
-    summary = await build.wait()                      # the evidence record (summary.json)
+    summary = await build.wait()                      # the evidence record (summary.json) as a Summary
 
 Outcomes: built, cancelled (the builder returned after a cooperative cancel, or the user forced the stop with a
 second request: `forced: true` then), failed, forced (the builder ignored the cancel past `cancel_grace_s`: SIGTERM,
