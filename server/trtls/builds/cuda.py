@@ -4,6 +4,7 @@ device 0's name and compute capability, for the build evidence and for "can an e
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import sys
 import threading
@@ -72,16 +73,25 @@ def cuda_driver() -> dict[str, Any]:
     return found
 
 
-def warm_driver() -> threading.Thread:
+def warm_driver(runtime: bool = False) -> threading.Thread:
     """Probe the driver on a thread of its own, now. A process's first cuInit takes ~0.2 s on a machine with a GPU (an
     H200 host, 2026-12-03) and ctypes releases the GIL while it runs, so a caller with Python work to do first (the CLI
     loading its recipe before the store key's device probe) later finds the driver initialized: its own `cuda_driver()`
-    is then quick, and still measures. Join the thread before the process ends (no thread inside the driver at exit)."""
-    thread = threading.Thread(target=cuda_driver, name="trtls-cuda-warm", daemon=True)
+    is then quick, and still measures. Join the thread before the process ends (no thread inside the driver at exit).
+    `runtime`: the CUDA runtime's version too (`cuda_runtime`, remembered: a worker's environment record asks it, and
+    its dlopen took ~20 ms of the 16-core host's build start, 2026-12-03)."""
+
+    def probe() -> None:
+        cuda_driver()
+        if runtime:
+            cuda_runtime()
+
+    thread = threading.Thread(target=probe, name="trtls-cuda-warm", daemon=True)
     thread.start()
     return thread
 
 
+@functools.cache  # one loader, one answer per process: the worker's warm thread asks first (`warm_driver`)
 def cuda_runtime() -> str | None:
     """Version of the libcudart the loader finds (cudaRuntimeGetVersion needs no driver).
 

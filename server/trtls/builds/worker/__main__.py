@@ -15,8 +15,9 @@ from trtls.builds.cuda import warm_driver
 
 # The environment record asks the CUDA driver for device 0, and a process's first cuInit is ~0.15 s on a GPU host
 # (the 16-core H200 host, 2026-12-03): the builder waited ~70–100 ms for it once TensorRT was imported. Started here,
-# before the worker's own modules load, it runs ~40 ms sooner beside them and TensorRT's import.
-warming = warm_driver()
+# before the worker's own modules load, it runs ~40 ms sooner beside them and TensorRT's import; so does the runtime's
+# version (a dlopen of libcudart), which the same record asks.
+warming = warm_driver(runtime=True)
 
 from trtls.builds.worker.main import main  # noqa: E402 (after the probe's start, on purpose)
 
