@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -47,3 +48,31 @@ def _alive(pid: int) -> bool:
             return fh.read().split(") ")[1][0] != "Z"  # a zombie has exited
     except FileNotFoundError:
         return False
+
+
+def test_a_worker_reaped_after_its_loop_closed_prints_nothing(tmp_path: Path) -> None:
+    """A CLI's loop closes once the build is answered, while the worker may still be exiting: asyncio's child watcher
+    (a thread on Python 3.11) then reaps it with a WARNING "Loop … that handles pid … is closed", which would reach the
+    person's terminal. A real process, reaped after its loop closed, in a real interpreter: nothing on stderr."""
+    go = tmp_path / "go"
+    code = f"""
+import asyncio, os, sys, time
+from trtls.builds.supervisor.spawn import reap_beside
+async def main():
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", "import os, time\\nwhile not os.path.exists({str(go)!r}): time.sleep(0.01)")
+    reap_beside(proc)
+    return proc.pid
+pid = asyncio.run(main())
+open({str(go)!r}, "w").close()
+for _ in range(6000):  # until the watcher has reaped it (no timing asserted)
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        break
+    time.sleep(0.01)
+time.sleep(0.2)  # the watcher's own log call comes right after its waitpid
+print("reaped")
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert out.stdout.strip() == "reaped" and out.stderr == "", out.stderr

@@ -31,6 +31,7 @@ BUILTIN_WORKER = [sys.executable, "-m", "trtls.builds.worker"]
 SITE_ENV = "TRTLS_WORKER_SITE"  # "1": start the built-in worker with `site`, as any Python (`_launch`)
 PRELOADABLE = BUILDER_PREFERENCES
 _NONCES: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()  # worker process → its nonce
+_quieted = False  # reap_beside's filter is on the asyncio logger
 _STARTED_NONCES: dict[int, str] = {}  # pid → the nonce of a worker `start_now` started, until it is adopted
 
 
@@ -119,6 +120,25 @@ def start_now(preload: str) -> subprocess.Popen[bytes]:
     )
     _STARTED_NONCES[proc.pid] = nonce
     return proc
+
+
+def reap_beside(proc: Any) -> asyncio.Future[int]:
+    """Reap a worker that has reported its end without waiting for it here (builds/supervisor/supervisor.py: the GPU's
+    teardown at its exit is not the build's). A loop that closes first — a CLI's, once the build is answered — leaves
+    the reap to asyncio's child watcher, whose thread (Python 3.11) then logs "Loop … that handles pid … is closed" at
+    WARNING, which would reach the person's terminal: that one record is dropped (`_closed_loop_reap`)."""
+    import asyncio
+    import logging
+
+    global _quieted
+    if not _quieted:
+        logging.getLogger("asyncio").addFilter(_closed_loop_reap)
+        _quieted = True
+    return asyncio.ensure_future(proc.wait())
+
+
+def _closed_loop_reap(record: Any) -> bool:
+    return record.msg != "Loop %r that handles pid %r is closed"
 
 
 async def adopt_started(proc: subprocess.Popen[bytes]) -> Any:

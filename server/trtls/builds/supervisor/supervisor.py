@@ -34,7 +34,7 @@ from trtls.builds.supervisor.output_probe import output_problem
 from trtls.builds.supervisor.resources import ResourceSampler
 from trtls.builds.supervisor.retention import Policy, auto_collect, policy_of
 from trtls.builds.supervisor.running_record import note_previous_sha, process_owner, running_json, sha256_and_close
-from trtls.builds.supervisor.spawn import spawn_worker, worker_nonce
+from trtls.builds.supervisor.spawn import reap_beside, spawn_worker, worker_nonce
 from trtls.builds.supervisor.speculation import NOTE, JobAhead
 from trtls.builds.supervisor.stop_escalation import StopEscalation, signal_group
 from trtls.builds.supervisor.worker_process import WorkerProcess
@@ -289,7 +289,7 @@ class Supervisor:
             # close the driver pays the GPU's teardown (50–90 ms on the H200 host, benchmarks/probe_cuda_exit.py),
             # which every build's end waited for. It is reaped beside (a CLI that ends first leaves it to init), and
             # `workerExitCode` stays null: nothing waited to measure it.
-            exiting = asyncio.ensure_future(proc.wait())
+            exiting = reap_beside(proc)
             self.reaping.add(exiting)
             exiting.add_done_callback(self.reaping.discard)
         else:
