@@ -5,6 +5,11 @@ rename a complete engine over the same path, and each one's evidence records the
 when it ends. The lock is an `fcntl.flock` on `.trtls/locks/<hash of the output path>.lock` — never a file beside
 the user's engine — opened with `O_NOFOLLOW`, so a symlink planted where a lock goes is refused, not followed. The
 kernel releases a flock when its holder dies (SIGKILL included), so a dead build never keeps an output locked.
+An output outside the recipe folder (`allow_outside`) can be another project's output too (two checkouts of one
+repository deploying to `/srv/engines`): its lock is in the per-user cache folder (`~/.cache/trtls/locks/`), the one
+place every project agrees on — each project locking in its own `.trtls` let one's restore remove the other's
+half-written engine as a stale temp (the other then said "No such file or directory" and rebuilt). Where that folder
+cannot be used (no writable home), the project's own lock is taken, as before.
 
 The holder writes who it is into the lock file (build id, pid, owner) so a second build can say what it waits for.
 """
@@ -46,6 +51,20 @@ def lock_path(locks_dir: Path, output: Path) -> Path:
     return locks_dir / f"{hashlib.sha256(output_key(output).encode()).hexdigest()[:32]}.lock"
 
 
+def shared_lock_path(project_lock: Path, output: Path) -> Path | None:
+    """Where every project locks `output` when it lies outside the recipe folder of `project_lock`
+    (`<recipe>/.trtls/locks/<hash>.lock`): the per-user cache folder's `locks/`, same name. None for an output inside
+    the recipe folder (only this project writes it) or a lock that is not in a `.trtls/locks` folder."""
+    from trtls.core.paths import inside, real, user_cache_dir
+
+    locks = project_lock.parent
+    if locks.name != "locks" or locks.parent.name != ".trtls":
+        return None
+    if inside(Path(output_key(output)), real(locks.parent.parent)):
+        return None
+    return user_cache_dir() / "locks" / project_lock.name
+
+
 @dataclass
 class OutputLock:
     """A held (or not yet held) lock on one output. `holder()` reads who holds it when `try_acquire` fails."""
@@ -55,15 +74,33 @@ class OutputLock:
     fd: int | None = None
     waited_for: list[dict[str, Any]] = field(default_factory=list)
     acquired_at: float | None = None
+    project: Path | None = None  # the project's own lock when `path` is the shared one (used where that cannot be)
+
+    def __post_init__(self) -> None:
+        shared = shared_lock_path(self.path, self.output)
+        if shared is not None:
+            self.project, self.path = self.path, shared
 
     def _open(self) -> int:
-        root = state_root(self.path)  # the recipe's folder: a `.trtls` swapped for a symlink is refused
+        if self.project is not None:
+            cache = self.path.parent.parent.parent  # `~/.cache` (or $XDG_CACHE_HOME), made inside an existing home only
+            root = next((f for f in (cache, cache.parent) if f.is_dir()), None)
+            try:
+                if root is None:
+                    raise FileNotFoundError(cache)
+                return self._open_at(self.path, root)
+            except OSError:  # no usable per-user cache folder: the project's lock, as every build took before
+                self.path, self.project = self.project, None
+        return self._open_at(self.path, state_root(self.path))  # the recipe's folder: a swapped `.trtls` is refused
+
+    @staticmethod
+    def _open_at(path: Path, root: Path) -> int:
         try:
-            ensure_folder(self.path.parent, within=root)
-            return open_lock_file(self.path, kind=Kind.evidence, within=root)
+            ensure_folder(path.parent, within=root)
+            return open_lock_file(path, kind=Kind.evidence, within=root)
         except OSError as exc:
             why = "it is a symlink" if exc.errno == errno.ELOOP else (exc.strerror or str(exc))
-            raise OutputLockError(exc.errno, f"cannot open the output lock {self.path}: {why}") from None
+            raise OutputLockError(exc.errno, f"cannot open the output lock {path}: {why}") from None
 
     def try_acquire(self, holder: dict[str, Any]) -> bool:
         """Take the lock without waiting; on success write `holder` into the lock file."""
