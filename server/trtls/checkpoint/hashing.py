@@ -151,9 +151,11 @@ class DigestCache:
     def _load(self) -> None:
         assert self.path is not None
         try:
-            data = parse_json(read_text(self.path, limit=CACHE_LIMIT, follow=False))
+            # this account's own only: a cache another account wrote (or could rewrite) maps a file's stat to any digest
+            # it likes — a changed model or checkpoint taken for the one reviewed (a stale engine, gate 1 passed)
+            data = parse_json(read_text(self.path, limit=CACHE_LIMIT, follow=False, owned=True))
         except (OSError, ValueError, RecursionError):  # RecursionError: JSON nested deeper than the parser's stack
-            return  # a missing or damaged cache is just an empty one
+            return  # a missing, damaged or foreign cache is just an empty one
         if isinstance(data, dict) and data.get("format") == CACHE_FORMAT and isinstance(data.get("files"), dict):
             self.entries = {k: v for k, v in data["files"].items() if isinstance(v, dict)}
 

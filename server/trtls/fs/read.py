@@ -4,9 +4,10 @@ store entries) never through a final symlink.
 A FIFO would hang a read, `/dev/zero` would fill memory or a disk, a 10 GB `entry.json` would exhaust memory: each
 is refused before a byte is read (the open is O_NONBLOCK, then fstat decides). `limit` is the most bytes a file of
 this use can hold; `expected` is the exact size a record promised (a store entry's engine), checked too. `owned`: a
-record trtls acts on before anything else is read (the fast path's memo names where an engine goes and which store
-and trust serve it) is taken only from a file this account (or root) owns and no other account can write, judged on
-the descriptor that is read — another account that can write the folder could otherwise copy it and change it.
+record trtls trusts instead of reading what it stands for (the fast path's memo: where an engine goes and which store
+and trust serve it; the digest cache and the external-data index: what a model's bytes are) is taken only from a file
+this account (or root) owns and no other account can write, judged on the descriptor that is read — another account
+that can write the folder could otherwise copy it and change it.
 """
 
 from __future__ import annotations
@@ -137,9 +138,10 @@ def read_text(
     follow: bool = False,
     within: str | os.PathLike[str] | None = None,
     errors: str = "strict",
+    owned: bool = False,
 ) -> str:
     """`read_bytes` decoded as UTF-8."""
-    return read_bytes(path, limit=limit, follow=follow, within=within).decode("utf-8", errors)
+    return read_bytes(path, limit=limit, follow=follow, within=within, owned=owned).decode("utf-8", errors)
 
 
 def parse_json(text: str | bytes) -> Any:

@@ -147,7 +147,7 @@ class ExternalIndex:
         self.notes: list[str] = []
         if path is not None:
             try:
-                data = parse_json(read_text(path, limit=INDEX_LIMIT, follow=False))
+                data = parse_json(read_text(path, limit=INDEX_LIMIT, follow=False, owned=True))  # as the digests
                 if isinstance(data, dict):
                     self.entries = {k: v for k, v in data.items() if isinstance(v, list)}
             except FileNotFoundError:
