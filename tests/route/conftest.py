@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,3 +21,13 @@ def promoted(prepared, tmp_path) -> Path:
     r = trtls("route", "promote", "--route", ROUTE, "--approver", "ci@example.com", cwd=root)
     assert r.returncode == 0, r.stdout + r.stderr
     return root
+
+
+@pytest.fixture(scope="session", autouse=True)
+def route_summaries_round_trip(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Every route summary the route tests wrote in this session loads as its model and writes back byte for byte
+    (tests/core/test_route_summary_record.py)."""
+    yield
+    from tests.core.test_route_summary_record import assert_route_summaries_round_trip
+
+    assert_route_summaries_round_trip(tmp_path_factory.getbasetemp())
