@@ -82,13 +82,14 @@ def cmd_import_trtexec(args: argparse.Namespace) -> int:
 
 def _write(imported: Any, args: argparse.Namespace) -> int:
     from trtls.core.recipe import load_recipe
-    from trtls.core.recipe_file import RecipeTooLarge, read_recipe_text
+    from trtls.core.recipe_file import RecipeTooLarge, read_recipe_bytes
 
     path = Path(args.write)
     path = path / "trtls.toml" if path.is_dir() else path
     _rebase_paths(imported, Path.cwd(), path.resolve().parent)
     try:
-        old = read_recipe_text(path) if os.path.lexists(path) else ""  # bounded, a regular file only
+        raw = read_recipe_bytes(path) if os.path.lexists(path) else b""  # bounded, a regular file only
+        old = raw.decode("utf-8")
     except (OSError, ValueError) as exc:  # RecipeTooLarge and a non-UTF-8 file are ValueErrors
         code = "TRT125" if isinstance(exc, RecipeTooLarge) else "TRT104"  # the code `trtls check` says it with
         print(
@@ -133,7 +134,8 @@ def _write(imported: Any, args: argparse.Namespace) -> int:
     try:  # the user's own recipe, rewritten on request: through the door, never through a symlink
         from trtls.fs import Kind, atomic_write_text
 
-        atomic_write_text(path, text, kind=Kind.generated, within=os.path.realpath(path.parent))
+        # replaced only while it holds what was read: an edit made meanwhile (another import, an editor) is kept
+        atomic_write_text(path, text, kind=Kind.generated, within=os.path.realpath(path.parent), unchanged=raw)
     except OSError as exc:
         from trtls.cli.output import refusal
 

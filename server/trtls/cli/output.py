@@ -75,6 +75,8 @@ def refusal(exc: OSError, fmt: str) -> tuple[str, str]:
             f"already exists and is not a {fmt} file; it is not replaced (remove it yourself or choose another "
             "path; nothing written)"
         )
+    if exc.errno == errno.ESTALE and isinstance(exc, UnsafeWrite):  # the file changed while it was edited
+        return "TRT412", why
     if exc.errno in (errno.EISDIR, errno.EINVAL) or (isinstance(exc, UnsafeWrite) and exc.errno == errno.EACCES):
         return "TRT412", f"{why} (nothing written)"  # a folder, a FIFO, a read-only file: not replaced
     if exc.errno == errno.ENOENT:

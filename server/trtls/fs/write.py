@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import os
 import re
 import secrets
@@ -89,10 +90,14 @@ def atomic_writer(
     mode: int = DEFAULT_MODE,
     temp_name: str | None = None,
     may_replace: object = None,
+    unchanged: bytes | None = None,
 ) -> Iterator[BinaryIO]:
     """Yield a binary file that replaces `path` when the block ends without an exception (on an exception the temp
     file is removed and `path` is untouched). `may_replace(head: bytes) -> bool`: asked with the first 4 KiB of an
-    existing regular file before it is replaced (a `-o` report replaces only a file of its own format)."""
+    existing regular file before it is replaced (a `-o` report replaces only a file of its own format). `unchanged`:
+    the bytes the caller read and edited (b"" for a file that was not there) — a file of the user's that trtls edits
+    is replaced only while it still holds them, compared and renamed under a lock on its folder, so an edit made
+    meanwhile (another `trtls import`, an editor's save) is never lost: refused, nothing written."""
     folder, name = _split(path)
     with open_folder(folder, within) as folder_fd:
         link = _final_is_link(folder_fd, name)
@@ -111,6 +116,12 @@ def atomic_writer(
                 os.fsync(out.fileno())
             if _final_is_link(folder_fd, name) is not None:  # planted while the file was written
                 raise UnsafeWrite(errno.ELOOP, "became a symlink while it was written", str(path))
+            if unchanged is not None:  # released when the folder's descriptor closes, after the rename
+                fcntl.flock(folder_fd, fcntl.LOCK_EX)
+                if _current(folder_fd, name, len(unchanged)) != unchanged:
+                    raise UnsafeWrite(
+                        errno.ESTALE, "changed while trtls was writing it; nothing written (run it again)", str(path)
+                    )
             try:
                 os.replace(tmp, name, src_dir_fd=folder_fd, dst_dir_fd=folder_fd)
             except OSError as exc:
@@ -123,6 +134,27 @@ def atomic_writer(
             raise
         with contextlib.suppress(OSError):
             os.fsync(folder_fd)
+
+
+def _current(folder_fd: int, name: str, expected: int) -> bytes | None:
+    """The bytes at `name` now (b"" when there is none; at most `expected` + 1 read), None when it is no regular
+    file."""
+    try:
+        fd = os.open(name, os.O_RDONLY | _NOFOLLOW | getattr(os, "O_NONBLOCK", 0) | _CLOEXEC, dir_fd=folder_fd)
+    except FileNotFoundError:
+        return b""
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        chunks, left = [], expected + 1
+        while left > 0 and (chunk := os.read(fd, min(left, 1 << 20))):
+            chunks.append(chunk)
+            left -= len(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
 
 
 def _check_replace(folder_fd: int, name: str, kind: Kind, may_replace: object, path: object) -> None:
@@ -168,9 +200,12 @@ def atomic_write_bytes(
     mode: int = DEFAULT_MODE,
     temp_name: str | None = None,
     may_replace: object = None,
+    unchanged: bytes | None = None,
 ) -> None:
-    """Write `data` (bytes, or an iterable of byte chunks) to `path` atomically."""
-    with atomic_writer(path, kind=kind, within=within, mode=mode, temp_name=temp_name, may_replace=may_replace) as out:
+    """Write `data` (bytes, or an iterable of byte chunks) to `path` atomically (`unchanged`: see atomic_writer)."""
+    with atomic_writer(
+        path, kind=kind, within=within, mode=mode, temp_name=temp_name, may_replace=may_replace, unchanged=unchanged
+    ) as out:
         if isinstance(data, (bytes, bytearray, memoryview)):
             out.write(data)
         else:
@@ -186,9 +221,11 @@ def atomic_write_text(
     within: str | os.PathLike[str],
     mode: int = DEFAULT_MODE,
     may_replace: object = None,
+    unchanged: bytes | None = None,
 ) -> None:
-    """Write `text` (UTF-8, no newline translation) to `path` atomically."""
-    atomic_write_bytes(path, text.encode("utf-8"), kind=kind, within=within, mode=mode, may_replace=may_replace)
+    """Write `text` (UTF-8, no newline translation) to `path` atomically (`unchanged`: see atomic_writer)."""
+    data = text.encode("utf-8")
+    atomic_write_bytes(path, data, kind=kind, within=within, mode=mode, may_replace=may_replace, unchanged=unchanged)
 
 
 JSON_ARRAY_START = re.compile(rb"\[\s*(?:[{\[\"\]]|-?\d|true\b|false\b|null\b)")
