@@ -241,9 +241,10 @@ def test_the_terminal_ends_a_gates_run_with_the_verdict_sentence() -> None:
     from types import SimpleNamespace
 
     from trtls.cli.gates import render_text
+    from trtls.core.route_summary_record import RouteSummary
 
-    summary = {"checkpoint_revision": "abc", "runtime_target": "onnxruntime", "validation_status": "validated",
-               "canary_status": "not_started", "rollback_status": "ready"}  # fmt: skip
+    summary = RouteSummary.model_validate({"checkpoint_revision": "abc", "runtime_target": "onnxruntime",
+        "validation_status": "validated", "canary_status": "not_started", "rollback_status": "ready"})  # fmt: skip
     for decision, ends in (("supported", "route r: supported"), ("reject", "route r: reject — see the findings above")):
         result = SimpleNamespace(route_name="r", checks=[], decision=decision, gates_decision=decision,
                                  summary=summary, summary_path=None, cancelled=False)  # fmt: skip

@@ -83,8 +83,8 @@ def test_bert_engine_route_holds_here_on_the_engine_that_cannot_run(built: Path)
         (c.name, c.message) for c in res.checks if c.gate == 3 and c.status != "pass"
     ]
     deployed = by["parity.deployed_artifact"]
-    gpu = (res.summary.get("environment") or {}).get("gpu_name")
+    gpu = (res.summary.environment or {}).get("gpu_name")
     if not gpu:
         assert deployed.status == "hold" and "no GPU that TensorRT accepts" in deployed.message
-        assert res.decision == "hold" and res.summary["engine_executed"] is False
+        assert res.decision == "hold" and res.summary.engine_executed is False
     assert by["parity.reference_independent"].evidence["family"] == "bert"

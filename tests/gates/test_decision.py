@@ -61,11 +61,11 @@ def test_route_summary_records_waivers_and_hold_reasons(tmp_path) -> None:
     res = run_gates(loaded, "r", gates=[1, 2])
     gpu = next(c for c in res.checks if c.name == "gpu_name")
     assert gpu.status == "not_checked" and gpu.waived == "sample: any GPU"
-    assert res.summary["waivers"]["gpu_name"]["applied_to"] == ["gpu_name"]
-    assert res.summary["waivers"]["no_such_check"]["applied_to"] == []
+    assert res.summary.waivers["gpu_name"]["applied_to"] == ["gpu_name"]
+    assert res.summary.waivers["no_such_check"]["applied_to"] == []
     unwaived = next(c for c in res.checks if c.name == "cuda_driver")
     assert unwaived.status == "not_checked" and unwaived.waived is None
-    assert res.decision == "hold" and any(r.startswith("cuda_driver: ") for r in res.summary["hold_reasons"])
+    assert res.decision == "hold" and any(r.startswith("cuda_driver: ") for r in res.summary.hold_reasons)
     saved = json.loads(res.summary_path.read_text())  # type: ignore[union-attr]
     entry = next(c for c in saved["gates"]["2"]["checks"] if c["name"] == "gpu_name")
     assert entry["status"] == "not_checked" and entry["waived"] == "sample: any GPU"

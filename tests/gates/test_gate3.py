@@ -55,7 +55,7 @@ def test_gate3_passes_on_a_fresh_route_build(root):
     assert res.gate_status(3) == "supported" and res.gate_status(1) == "supported"
     # gate 2 holds only on what the TensorRT route leaves unpinned (no GPU here to pin it to): never a pass
     assert {c.name for c in res.checks if c.gate == 2 and c.status != "pass"} == {"cuda_driver", "gpu_name"}
-    assert res.summary["bundle_digest"] == f"sha256:{sha256(root / 'build' / 'tiny.bundle')}"
+    assert res.summary.bundle_digest == f"sha256:{sha256(root / 'build' / 'tiny.bundle')}"
     assert checks["bundle.provenance.checkpoint"].evidence["source"] == "gate 1"
 
 
@@ -80,7 +80,7 @@ def test_tampered_engine_byte_rejects_with_the_digest_checks(root):
     assert checks["bundle.file_digest"].status == "reject"
     assert "bundle.container" in checks and checks["bundle.container"].status == "pass"  # the container itself is sound
     assert (
-        res.summary["bundle_digest"] == f"sha256:{sha256(bundle)}"
+        res.summary.bundle_digest == f"sha256:{sha256(bundle)}"
     )  # the digest of what is there, not of what was recorded
 
 
@@ -130,7 +130,7 @@ def test_missing_bundle_holds(root):
     c = checks["bundle.present"]
     assert c.status == "hold" and c.code == "TRT701" and "trtls route build" in c.message
     assert c.path == ("routes", "tiny", "bundle")
-    assert res.summary["bundle_digest"] is None
+    assert res.summary.bundle_digest is None
 
 
 def test_missing_sbom_and_sbom_of_another_bundle_hold(root):

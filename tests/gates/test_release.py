@@ -312,8 +312,8 @@ def test_gates_4_and_5_through_run_gates(tmp_path):
     assert checks[(5, "release.rollback")].status == "pass"
     assert checks[(5, "release.baseline")].status == "hold"
     assert checks[(5, "release.latency")].path == ("routes", "r", "thresholds", "latency_p99_ms")
-    assert res.summary["validation_status"] == "reject"
-    assert res.summary["canary_inputs_status"] == "pass" and res.summary["rollback_status"] == "tested"
+    assert res.summary.validation_status == "reject"
+    assert res.summary.canary_inputs_status == "pass" and res.summary.rollback_status == "tested"
     # the drill ran on copies: the user's bundles are byte-identical, same inode and mode, nothing left beside them
     after = {p.name: (p.read_bytes(), p.stat().st_ino, p.stat().st_mode) for p in (tmp_path / "out").iterdir()}
     assert after == before

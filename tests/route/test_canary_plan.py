@@ -87,7 +87,7 @@ def test_the_summary_canary_status_is_the_ledger_s(root):
     assert trtls("route", "promote", "--route", ROUTE, cwd=root, env=ALICE).returncode == 0
     assert trtls("route", "canary", "--route", ROUTE, "start", cwd=root, env=ALICE).returncode == 0
     result = run_gates(loaded, ROUTE, gates=[1], write_evidence=False)
-    assert result.summary["canary_status"] == "running"
+    assert result.summary.canary_status == "running"
     r = trtls(
         "route", "canary", "--route", ROUTE, "fail", "--figure", "error_rate=3", "--figure", "p95_ms=9", cwd=root,
         env=ALICE,
@@ -95,7 +95,7 @@ def test_the_summary_canary_status_is_the_ledger_s(root):
     assert r.returncode == 0, r.stdout + r.stderr
     result = run_gates(load_recipe(root / "trtls.toml"), ROUTE, gates=[1], write_evidence=False)
     st = json.loads(trtls("route", "status", "--route", ROUTE, "--format", "json", cwd=root).stdout)["routes"][0]
-    assert result.summary["canary_status"] == st["canary"] == "failed"
+    assert result.summary.canary_status == st["canary"] == "failed"
     assert route_model(loaded, ROUTE).canary_plan is not None
 
 

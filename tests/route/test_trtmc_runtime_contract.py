@@ -271,7 +271,7 @@ def test_gate_4_feeds_a_trtmc_model_through_the_reference_adapter_and_says_what_
     assert (cases["negative_id"]["outcome"], cases["negative_id"]["judged"]) == ("answered", False)
     assert checks["parity.concurrency"].status == "pass" and checks["parity.concurrency"].evidence["adapter"]
     assert checks["parity.deployed_artifact"].status == "hold"  # the engine did not run: never claimed
-    assert verdict.summary["reference_runtime"]["adapter"] == adapter  # the run's summary says the same
+    assert verdict.summary.reference_runtime["adapter"] == adapter  # the run's summary says the same
 
 
 def test_reference_inputs_the_adapter_cannot_feed_hold_and_never_reject_the_model(small) -> None:

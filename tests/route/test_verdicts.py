@@ -73,7 +73,7 @@ def test_a_tensorrt_rtx_route_is_tensorrt_rtx_and_lists_its_unmeasured_release_c
     add_engine_route(root)
     loaded = load_recipe(root / "trtls.toml")
     result = run_gates(loaded, "trt", [3, 5], write_evidence=False)
-    assert result.summary["runtime_target"] == "tensorrt_rtx"
+    assert result.summary.runtime_target == "tensorrt_rtx"
     got = {c.name: c for c in result.checks}
     for name in ("release.latency", "release.throughput", "release.memory", "release.warmup", "release.baseline"):
         assert got[name].status == "not_checked" and got[name].message.startswith("not measured: "), name

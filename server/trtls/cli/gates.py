@@ -16,10 +16,13 @@ import json
 import signal
 import sys
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trtls.cli.exits import DECISION_EXIT, EXIT_BAD_INPUT, EXIT_CTRL_C, EXIT_FAILED, EXIT_OK, EXIT_REJECT
 from trtls.cli.usage import recipe_argument
+
+if TYPE_CHECKING:
+    from trtls.gates.run import RouteResult
 
 _MARK = {"pass": "ok    ", "hold": "HOLD  ", "reject": "REJECT", "not_checked": "not checked"}
 _BUNDLE_CHECK_EXITS = (
@@ -187,7 +190,7 @@ def cmd_gates(args: argparse.Namespace) -> int:
         else:
             print(f"baseline not recorded: {b['reason']}", file=sys.stderr)
     if args.format == "json":
-        text = json.dumps(result.summary, indent=2, default=str) + "\n"
+        text = result.summary.text()
     elif args.format == "sarif":
         text = json.dumps(sarif_of(loaded, result), indent=2, default=str) + "\n"
     elif args.format == "junit":
@@ -244,7 +247,7 @@ class GatesStopKeys:
             signal.signal(s, handler)
 
 
-def render_text(loaded: Any, result: Any) -> str:
+def render_text(loaded: Any, result: RouteResult) -> str:
     from trtls.core.display import gates_verdict
     from trtls.core.gate_result import GATE_NAMES
 
@@ -259,16 +262,15 @@ def render_text(loaded: Any, result: Any) -> str:
     lines.append(
         f"decision: {result.decision}"
         + (f" (selected gates: {result.gates_decision})" if result.decision != result.gates_decision else "")
-        + f" · revision {s['checkpoint_revision']} · runtime {s['runtime_target']} · validation "
-        f"{s['validation_status']}"
-        + f" · canary {s['canary_status']} (canary inputs {s.get('canary_inputs_status')})"
-        + f" · rollback {s['rollback_status']}"
+        + f" · revision {s.checkpoint_revision} · runtime {s.runtime_target} · validation {s.validation_status}"
+        + f" · canary {s.canary_status} (canary inputs {s.canary_inputs_status})"
+        + f" · rollback {s.rollback_status}"
     )
-    if s.get("runtime_note"):
-        lines.append(f"note: {s['runtime_note']}")
-    for reason in s.get("hold_reasons") or []:
+    if s.runtime_note:
+        lines.append(f"note: {s.runtime_note}")
+    for reason in s.hold_reasons:
         lines.append(f"holds: {reason}")
-    promotion = s.get("promotion")
+    promotion = s.promotion
     if promotion:
         lines.append(f"promotion: {promotion['message']}")
         lines += [f"promotion: revalidate: {r}" for r in promotion.get("reasons") or []]

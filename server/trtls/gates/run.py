@@ -33,6 +33,7 @@ from trtls.core.findings import Finding, Origin, Severity
 from trtls.core.gate_result import GATE_NAMES, Decision, GateCheck, apply_waivers, decide
 from trtls.core.paths import real
 from trtls.core.route import route_dir, route_model
+from trtls.core.route_summary_record import ROUTE_SUMMARY_FORMAT, RouteSummary
 from trtls.core.sha256 import sha256_file
 from trtls.core.terminal_text import terminal_safe
 from trtls.fs import Kind, atomic_write_text, ensure_folder
@@ -49,7 +50,7 @@ from trtls.gates.release import Measurement, write_baseline
 from trtls.gates.reports import to_junit, to_sarif
 from trtls.gates.source import check_checkpoint
 
-SUMMARY_FORMAT = "trtls.route-summary/1"
+SUMMARY_FORMAT = ROUTE_SUMMARY_FORMAT
 ALL_GATES = (1, 2, 3, 4, 5)
 
 
@@ -99,7 +100,7 @@ class RouteResult:
     checks: list[GateCheck]
     decision: Decision  # of the route: supported only when all five gates ran and passed
     gates_decision: Decision  # of the gates that ran (what `trtls gates --gate N` exits with)
-    summary: dict[str, Any]
+    summary: RouteSummary  # the route record, as summary.json holds it (core.route_summary_record)
     findings: list[Finding]
     summary_path: Path | None = None
     cancelled: bool = False
@@ -190,7 +191,8 @@ def run_gates(
         findings += unmatched_waivers(route_name, waivers)
     if promotion is not None and promotion["state"] != "valid":
         findings.append(promotion_finding(route_name, promotion))
-    result = RouteResult(route_name, checks, decision, gates_decision, summary, findings, None, cancelled, baseline)
+    record = RouteSummary.written(summary)  # built as a dict above, typed once: what the file will hold
+    result = RouteResult(route_name, checks, decision, gates_decision, record, findings, None, cancelled, baseline)
     if write_evidence:
         try:
             result.summary_path = write_route_evidence(loaded, result)
@@ -385,10 +387,10 @@ def write_route_evidence(loaded: Any, result: RouteResult) -> Path:
     folder = route_dir(loaded, result.route_name)
     within = real(loaded.base_dir)
     ensure_folder(folder, within=within)
-    summary = json.dumps(result.summary, indent=2, default=str) + "\n"
+    summary = result.summary.text()
     sarif = json.dumps(sarif_of(loaded, result), indent=2, default=str) + "\n"
     files = {"summary.json": summary, "report.sarif": sarif, "junit.xml": junit_of(result)}
-    if result.summary.get("complete"):  # what `trtls route promote` promotes: a later --gate N run leaves it be
+    if result.summary.complete:  # what `trtls route promote` promotes: a later --gate N run leaves it be
         files[COMPLETE_SUMMARY] = summary
     for name, text in files.items():
         atomic_write_text(folder / name, text, kind=Kind.evidence, within=within)
