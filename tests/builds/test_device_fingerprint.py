@@ -108,6 +108,10 @@ def test_a_build_takes_its_device_from_the_memo_while_the_driver_files_say_the_s
     assert remembered_device(state, "demo") is None
     _memo(state, "demo.job.json", elsewhere, cuda.device_fingerprint())  # a --no-store build's memo says it too
     assert remembered_device(state, "demo") == elsewhere
+    (state / "engines" / "demo.job.json").chmod(0o666)  # another account could have written what it says
+    assert remembered_device(state, "demo") is None, "only this account's own memo says the device"
+    (state / "engines" / "demo.job.json").chmod(0o644)
+    assert remembered_device(state, "demo") == elsewhere
     (state / "engines" / "demo.job.json").write_text("{not json")
     assert remembered_device(state, "demo") is None
     _memo(state, "demo.job.json", {**elsewhere, "extra": 1}, cuda.device_fingerprint())

@@ -191,7 +191,8 @@ def remembered_device(state_dir: Path, history: str) -> dict[str, Any] | None:
         return None
     for path_of in (memo_path, job_memo_path):
         try:
-            memo = parse_json(read_text(path_of(state_dir, history), limit=MAX_MEMO_BYTES))  # never through a link
+            # owned: the device is keyed as said here, so only this account's own memo may say it (reuse.own_memo)
+            memo = parse_json(read_text(path_of(state_dir, history), limit=MAX_MEMO_BYTES, owned=True))
         except (OSError, ValueError):
             continue
         device = memo.get("device") if isinstance(memo, dict) else None
