@@ -7,6 +7,7 @@ the language server, for the same reason (initialize from spawn)."""
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import TYPE_CHECKING
 
@@ -61,6 +62,10 @@ def simple_build(argv: list[str]) -> argparse.Namespace | None:
 
 def main(argv: list[str] | None = None) -> int:
     given, argv = argv, sys.argv[1:] if argv is None else argv
+    # The first pydantic model a process makes scans every installed distribution's entry points for pydantic plugins
+    # (on the 16-core host's Python, with torch and its kin installed: ~56 ms of the recipe's check, a build's critical
+    # path). trtls's own models want none; a PYDANTIC_DISABLE_PLUGINS the person set is theirs.
+    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
     if argv in (["serve"], ["serve", "--stdio"]):
         return _serve()
     args = simple_build(argv)
