@@ -62,3 +62,19 @@ def test_the_check_refuses_the_root_and_system_folders_and_still_allows_a_folder
     text = (workspace / "trtls.toml").read_text().replace(f'output = "{output}"', f'output = "{mine}"', 1)
     (workspace / "trtls.toml").write_text(text)
     assert not [f for f in load_recipe(workspace / "trtls.toml").findings if f.severity.value == "error"]
+
+
+def test_a_path_a_shell_would_have_expanded_is_refused_before_it_makes_a_folder_called_tilde(workspace: Path) -> None:
+    """`output = "~/engines/demo.engine"` made a folder literally called `~` in the recipe folder (trtls expands no
+    `~` or `$HOME`): the trap of a later `rm -rf ~`. Refused (TRT102, located), nothing made; `build/~x.engine` (a
+    name that merely holds the character) is not."""
+    text = (workspace / "trtls.toml").read_text()
+    for output, said in (("~/engines/demo.engine", "'~'"), ("$HOME/demo.engine", "'$HOME'"), ("./~me/x", "'~me'")):
+        (workspace / "trtls.toml").write_text(text.replace('output = "build/demo.engine"', f'output = "{output}"', 1))
+        check = _trtls("check", str(workspace))
+        assert check.returncode == 2 and "TRT102" in check.stdout and said in check.stdout, check.stdout
+        build = _trtls("build", str(workspace), "--engine", "demo")
+        assert build.returncode == 2 and "Traceback" not in build.stderr, build.stdout + build.stderr
+        assert not [p for p in workspace.iterdir() if p.name.startswith(("~", "$"))], "a folder called ~ was made"
+    (workspace / "trtls.toml").write_text(text.replace('output = "build/demo.engine"', 'output = "build/~x.engine"', 1))
+    assert _trtls("check", str(workspace)).returncode == 0

@@ -21,6 +21,7 @@ route's writes are judged by `trtls route build` (`route_write_findings`), the o
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -179,8 +180,24 @@ def write_plan(
             why = "is empty" if not w.relative else "contains a NUL character"
             plan.findings.append(_f("TRT102", f"{w.what}: the path {why}", w.where))
             continue
+        shell = _UNEXPANDED.search(w.relative)
+        if shell is not None:
+            plan.findings.append(
+                _f(
+                    "TRT102",
+                    f"{w.what}: {shell.group(2)!r} is not expanded in a recipe (no shell reads it): the path names a "
+                    f"file or folder called {shell.group(2)!r} in the recipe folder (a later `rm -rf {shell.group(2)}` "
+                    "would take your home instead); write the folder out, or a path relative to the recipe",
+                    w.where,
+                )
+            )
+            continue
         plan.writes.append((w, placed))
     return plan
+
+
+# a first component a shell would have expanded: `~`, `~user`, `$HOME`, `${VAR}` (trtls expands none of them)
+_UNEXPANDED = re.compile(r"^(\./)*((~[A-Za-z0-9_.-]*)|(\$\{?[A-Za-z_][A-Za-z0-9_]*\}?))(/|$)")
 
 
 def write_policy_findings(
