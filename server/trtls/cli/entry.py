@@ -56,6 +56,8 @@ def simple_build(argv: list[str]) -> argparse.Namespace | None:
         cold=False,
         optimization_level=None,
         unpin=False,
+        no_wait=False,
+        timeout=None,
         **bare,
     )
 
@@ -85,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
 
         with safe_console() as out:
             done = fast_path(args, entry=True)
-        return exit_code(out, "build", done) if done is not None else _full(given, argv)
+        return exit_code(out, "build", done) if done is not None else _full(given, argv, args)
     except KeyboardInterrupt:
         # the user's stop, even this early (the fast path's imports, its hashes, a restore): nothing is built, and a
         # restore is atomic (its temp is the door's to clean), so the output is as it was — never build after it
@@ -95,11 +97,14 @@ def main(argv: list[str] | None = None) -> int:
             warming.join()
 
 
-def _full(given: list[str] | None, argv: list[str]) -> int:
+def _full(given: list[str] | None, argv: list[str], parsed: argparse.Namespace | None = None) -> int:
+    """`parsed`: the simple build this module already read, so cli.main makes no parser for it (the full command line's
+    parser, every subcommand's: ~40 ms here, on the recipe check's path); tests/test_cli_entry.py holds it equal to
+    what the parser makes of the same words."""
     try:
         from trtls.cli.main import main as full
 
-        return full(given)  # None: the program's own call (cli.main then ends a build without the teardown)
+        return full(given, parsed)  # None: the program's own call (cli.main then ends a build without the teardown)
     except KeyboardInterrupt:
         # Ctrl-C before a command's own stop is in place (importing the command line's modules, making its parser):
         # nothing was started or written yet. The same line and code as cli.main's net, not a traceback.

@@ -356,15 +356,21 @@ def make_parser() -> argparse.ArgumentParser:
 _as_program = False  # main() with no argv: the `trtls` program's own call, not a caller's main([...])
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, parsed: argparse.Namespace | None = None) -> int:
     """Every command but `serve` (its stdout is the JSON-RPC wire) prints through `cli.console`: each line a person
-    reads is escaped there, once, whatever printed it (issue 27, item 13)."""
+    reads is escaped there, once, whatever printed it (issue 27, item 13). `parsed`: a `build` command line cli.entry
+    already read (`entry.simple_build`), run without making the parser."""
     global _as_program
     _as_program = argv is None
     with safe_console() as out:
-        args = parse(make_parser(), argv)
+        args = parse(make_parser(), argv) if parsed is None else _simple_build(parsed)
         code = None if args.command == "serve" else _run(args)
     return _run(args) if code is None else exit_code(out, args.command, code)
+
+
+def _simple_build(parsed: argparse.Namespace) -> argparse.Namespace:
+    JsonErrors.enabled = parsed.json  # as `parse` sets it from the words
+    return argparse.Namespace(**vars(parsed), func=cmd_build)
 
 
 def _run(args: argparse.Namespace) -> int:
