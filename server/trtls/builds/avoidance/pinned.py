@@ -78,9 +78,10 @@ def pin_mismatch(use: StoreUse, pin: dict[str, Any], served: str) -> str | None:
     build = known.find(str(pin.get("buildId")))
     if build is None:
         return f"the pin names no known-good build of {use.engine} ({known.problem or known.path})"
-    if build.get("key") != pin.get("key") or build.get("sha256") != pin.get("sha256"):
+    pinned = pin.get("sha256")  # every pin a rollback wrote has one; a record without one is judged by its key
+    if build.get("key") != pin.get("key") or (pinned is not None and build.get("sha256") not in (None, pinned)):
         return f"the pin's key or sha256 is not that build's in {known.path} (the pin is damaged)"
-    if served != pin.get("sha256"):
+    if pinned is not None and served != pinned:
         return f"the store's entry for its key holds another engine (sha256 {served[:12]}…), not the pinned one"
     return None
 

@@ -95,7 +95,7 @@ def rollback(loaded: Any, engine: str, to: str | None = None, via: str = "trtls 
         raise RollbackError("TRT334", str(exc)) from exc
     if entry is None:
         raise RollbackError("TRT338", f"the engine of build {rec.get('buildId')} is no longer in the store (evicted)")
-    if entry.sha256 != rec.get("sha256"):  # the record's key leads to other bytes: another engine, or a replaced one
+    if rec.get("sha256") is not None and entry.sha256 != rec["sha256"]:  # the key leads to bytes not this build's
         raise RollbackError(
             "TRT338",
             f"the store's entry for the key of build {rec.get('buildId')} holds another engine (sha256 "
