@@ -121,10 +121,6 @@ MIGRATED: tuple[str, ...] = (
     "cli/store_why_sides.py",
 )
 NOT_A_BUILD_RECORD = {
-    "report/route_page.py": "reads a gates run's route record, not a build's",
-    "gates/run.py": "writes the gates run's route record",
-    "gates/lifecycle/promotion.py": "reads the complete gates run's route record",
-    "gates/lifecycle/notes.py": "reads the gates run's route record",
     "lsp/triage_command.py": "owned by the triage work (a reduction's record)",
     "lsp/gates_command.py": "a gates run's row, built in memory (decision, outcome), not a build's record",
     "builds/avoidance/lookup.py": "writes the build's record (the store's fields added before it is written)",

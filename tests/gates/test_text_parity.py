@@ -160,6 +160,7 @@ def test_error_statistics_say_where_the_largest_error_is_with_a_histogram_and_co
 
 
 def test_the_route_report_draws_the_error_histogram():
+    from trtls.core.route_summary_record import RouteSummary
     from trtls.gates.parity.compare import error_histogram
     from trtls.report.route_page import route_report
 
@@ -170,7 +171,7 @@ def test_the_route_report_draws_the_error_histogram():
         "decision": "hold",
         "gates": {"4": {"name": "parity", "status": "pass", "checks": [{**check, "evidence": {"histogram": bins}}]}},
     }
-    page = route_report(summary)
+    page = route_report(RouteSummary.model_validate(summary))
     assert "class='histogram'" in page and "width:120px'></span> 3</div>" in page and "width:40px'></span> 1" in page
 
 

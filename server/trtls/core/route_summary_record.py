@@ -143,8 +143,19 @@ class RouteSummary(_Ordered):
         return self.gates.get(str(number))
 
 
+def loaded_route_summary(data: object) -> RouteSummary | None:
+    """JSON data read from a route's summary as a `RouteSummary`, or None when it is no record (not an object, or
+    one that does not hold together): what promotion and the code lens read, as they read any JSON object before."""
+    if not isinstance(data, dict):
+        return None
+    try:
+        return RouteSummary.model_validate(data)
+    except ValidationError:
+        return None
+
+
 def route_summary_of(data: object) -> RouteSummary | str:
-    """JSON data read from a route's summary as a `RouteSummary`, or what is wrong with it."""
+    """JSON data read from a route's summary as a `RouteSummary` (its gates included), or what is wrong with it."""
     if not isinstance(data, dict) or not isinstance(data.get("gates"), dict):
         return "not a route summary"
     try:

@@ -177,10 +177,10 @@ def run_gates(
     decision: Decision = gates_decision if (complete or gates_decision == "reject") else "hold"
     summary = _summary(ctx, selected, decision, gates_decision, cancelled)
     summary["waivers"] = waivers
-    summary["rested_on"] = run_facts(ctx)
+    summary["rested_on"] = rested_on = run_facts(ctx)
     summary["complete"] = complete
     rejects = [c.name for c in checks if c.status == "reject"]
-    promotion = promotion_note(loaded, route_name, route, summary["rested_on"], rejects)
+    promotion = promotion_note(loaded, route_name, route, rested_on, rejects)
     if promotion is not None:
         summary["promotion"] = promotion
     baseline = _record_baseline(ctx, gates_decision, cancelled) if record_baseline else None

@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from trtls.core.route_summary_record import GateRow, RouteSummary, route_summary_of
 from trtls.report.evidence import EvidenceError, read_json
 from trtls.report.page import badge, esc, facts, page
 
@@ -22,13 +23,13 @@ def route_summary_path(recipe: Path, route: str) -> Path:
     return folder / ".trtls" / "routes" / route / "summary.json"
 
 
-def load_route(recipe: Path, route: str) -> dict[str, Any]:
+def load_route(recipe: Path, route: str) -> RouteSummary:
     path = route_summary_path(recipe, route)
     if not path.is_file():
         raise EvidenceError(f"{path}: no gates run recorded for route {route!r} (run `trtls gates --route {route}`)")
-    summary = read_json(path)
-    if not isinstance(summary, dict) or not isinstance(summary.get("gates"), dict):
-        raise EvidenceError(f"{path}: not a route summary")
+    summary = route_summary_of(read_json(path))
+    if isinstance(summary, str):
+        raise EvidenceError(f"{path}: {summary}")
     return summary
 
 
@@ -68,45 +69,45 @@ def _toml_path(path: Any) -> str:
     return ".".join(map(str, path)) if isinstance(path, list) else ""
 
 
-def route_report(summary: dict[str, Any]) -> str:
-    name = summary.get("route_name")
+def route_report(summary: RouteSummary) -> str:
+    s = summary
+    name = s.route_name
     body = [
-        f"<h1>route {esc(name)} {badge(summary.get('decision'))}</h1>",
+        f"<h1>route {esc(name)} {badge(s.decision)}</h1>",
         facts(
             [
-                ("checkpoint", esc(f"{summary.get('checkpoint_id')} @ {summary.get('checkpoint_revision')}")),
-                ("bundle", f"<code>{esc(summary.get('bundle_path'))}</code>"),
-                ("bundle digest", f"<code>{esc(str(summary.get('bundle_digest') or '—')[:24])}</code>"),
-                ("runtime", esc(summary.get("runtime_target"))),
-                ("engine executed", esc(summary.get("engine_executed"))),
-                ("runtime note", esc(summary.get("runtime_note"))),
-                ("validation", esc(summary.get("validation_status"))),
-                ("gates run", esc(", ".join(str(g) for g in summary.get("gates_run") or []))),
-                ("cancelled", esc(summary.get("cancelled"))),
-                ("generated", esc(summary.get("generatedAt"))),
+                ("checkpoint", esc(f"{s.checkpoint_id} @ {s.checkpoint_revision}")),
+                ("bundle", f"<code>{esc(s.bundle_path)}</code>"),
+                ("bundle digest", f"<code>{esc(str(s.bundle_digest or '—')[:24])}</code>"),
+                ("runtime", esc(s.runtime_target)),
+                ("engine executed", esc(s.engine_executed)),
+                ("runtime note", esc(s.runtime_note)),
+                ("validation", esc(s.validation_status)),
+                ("gates run", esc(", ".join(str(g) for g in s.gates_run))),
+                ("cancelled", esc(s.cancelled)),
+                ("generated", esc(s.generatedAt)),
             ]
         ),
     ]
-    gates = summary["gates"]
     for number in GATE_ORDER:
-        gate = gates.get(number) or {"name": f"gate {number}", "status": "not_run", "checks": []}
-        checks = [c for c in gate.get("checks") or [] if isinstance(c, dict)]
+        gate = s.gates.get(number) or GateRow(name=f"gate {number}", status="not_run")
+        checks = gate.checks
         body.append(
-            f'<section class="gate" id="gate-{number}" data-status="{esc(gate.get("status"))}">'
-            f"<h2>Gate {number}: {esc(gate.get('name'))} {badge(gate.get('status'))}</h2>"
+            f'<section class="gate" id="gate-{number}" data-status="{esc(gate.status)}">'
+            f"<h2>Gate {number}: {esc(gate.name)} {badge(gate.status)}</h2>"
         )
         if not checks:
             body.append('<p class="muted">No check of this gate ran.</p></section>')
             continue
         rows = "".join(
-            f'<tr class="check" data-status="{esc(c.get("status"))}"><td>{esc(c.get("name"))}</td>'
-            f"<td>{badge(c.get('status'))}</td><td class='mono'>{esc(c.get('code') or '')}</td>"
-            f"<td>{esc(c.get('message'))}<div class='muted mono'>{esc(_toml_path(c.get('path')))}</div></td>"
-            f"<td>{_evidence(c.get('evidence'))}</td></tr>"
+            f'<tr class="check" data-status="{esc(c.status)}"><td>{esc(c.name)}</td>'
+            f"<td>{badge(c.status)}</td><td class='mono'>{esc(c.code or '')}</td>"
+            f"<td>{esc(c.message)}<div class='muted mono'>{esc(_toml_path(c.path))}</div></td>"
+            f"<td>{_evidence(c.evidence)}</td></tr>"
             for c in checks
         )
         body.append(
             "<table><thead><tr><th>check</th><th>status</th><th>code</th><th>message</th><th>figures</th></tr></thead>"
             f"<tbody>{rows}</tbody></table></section>"
         )
-    return page(f"trtls route {name} — {summary.get('decision')}", "".join(body), "route")
+    return page(f"trtls route {name} — {s.decision}", "".join(body), "route")

@@ -132,18 +132,19 @@ def last_gates_lens(loaded: Any, route_name: str) -> str | None:
     """`last gates: supported · 2026-12-01 14:02` from the route's last evidence record (None: never run here). A
     run that was cancelled says so: it decided nothing."""
     from trtls.core.route import route_dir
+    from trtls.core.route_summary_record import loaded_route_summary
     from trtls.gates.files import read_json
 
     path = route_dir(loaded, route_name) / "summary.json"
-    summary = read_json(path)
+    summary = loaded_route_summary(read_json(path))
     try:
         when = time.strftime("%Y-%m-%d %H:%M", time.localtime(path.stat().st_mtime))
     except OSError:
         return None
-    if not isinstance(summary, dict):
+    if summary is None:
         return None
-    if summary.get("cancelled"):
+    if summary.cancelled:
         return f"last gates: cancelled (no decision) · {when}"
-    decision = summary.get("decision") or "no decision"
-    scope = "" if summary.get("complete") else f" (gates {', '.join(str(g) for g in summary.get('gates_run') or [])})"
+    decision = summary.decision or "no decision"
+    scope = "" if summary.complete else f" (gates {', '.join(str(g) for g in summary.gates_run)})"
     return f"last gates: {decision}{scope} · {when}"

@@ -21,6 +21,7 @@ from typing import Any
 
 from trtls.core.paths import UnsafeWrite, real
 from trtls.core.route import RouteModel, route_dir
+from trtls.core.route_summary_record import RouteSummary, loaded_route_summary
 from trtls.core.terminal_text import terminal_safe
 from trtls.fs import Kind, atomic_write_bytes, ensure_folder, parse_json, read_bytes
 from trtls.gates.files import RECORD_LIMIT
@@ -106,7 +107,7 @@ def approver_from_env(explicit: str | None, recipe_dir: Path | None = None) -> s
     return user.strip() if user and user.strip() else None
 
 
-def last_complete_run(loaded: Any, route_name: str) -> tuple[Path, bytes, dict[str, Any]] | None:
+def last_complete_run(loaded: Any, route_name: str) -> tuple[Path, bytes, RouteSummary] | None:
     """The route's last complete gates run (its path, bytes and summary), or None when there is none. Read within
     the recipe's folder: a `.trtls` (or a folder under it) swapped for a link out of it raises UnsafeWrite naming the
     path, never reads another folder's evidence as if it were this route's (or none, as if it had never run); so
@@ -124,7 +125,8 @@ def last_complete_run(loaded: Any, route_name: str) -> tuple[Path, bytes, dict[s
         raise UnsafeWrite(f"{path}: {exc.strerror or exc}") from None
     except (ValueError, RecursionError):  # RecursionError: JSON nested deeper than the parser's stack
         return None
-    return (path, data, summary) if isinstance(summary, dict) else None
+    record = loaded_route_summary(summary)  # a record that is no JSON object, or does not hold together: none
+    return (path, data, record) if record is not None else None
 
 
 def pointer(records: list[dict[str, Any]]) -> dict[str, Any] | None:
@@ -163,26 +165,26 @@ def promote(
     except UnsafeWrite as exc:
         said = f"the gates evidence cannot be read: {exc}"
         return Outcome(False, f"not promoted: {said}", None, [{"item": "gates evidence", "reason": str(exc)}])
-    summary: dict[str, Any] = run[2] if run else {}
+    summary = run[2] if run else RouteSummary()
     evidence_digest = f"sha256:{hashlib.sha256(run[1]).hexdigest()}" if run else None
     if run is None:
         refuse(
             "gates evidence", f"no complete gates run of route '{route_name}': run `trtls gates --route {route_name}`"
         )
-    elif summary.get("decision") != "supported":
-        reasons = "; ".join(summary.get("hold_reasons") or [])[:300]
+    elif summary.decision != "supported":
+        reasons = "; ".join(summary.hold_reasons)[:300]
         refuse(
             "decision",
-            f"the last complete gates run decided {summary.get('decision')}" + (f" ({reasons})" if reasons else ""),
+            f"the last complete gates run decided {summary.decision}" + (f" ({reasons})" if reasons else ""),
         )
     now_facts = current_facts(loaded, route_name, route, environment)
     if run is not None:
-        rested = summary.get("rested_on")
-        if not isinstance(rested, dict):
+        rested = summary.rested_on
+        if rested is None:
             refuse("gates evidence", "the last complete gates run records nothing it rested on: run the gates again")
         else:
             for d in drifts(rested, now_facts):
-                refuse("current", f"{d['message']} since the gates run at {summary.get('generatedAt')}")
+                refuse("current", f"{d['message']} since the gates run at {summary.generatedAt}")
     bundle = now_facts["bundle"]["value"]
     if bundle is None:
         refuse("bundle digest", f"no bundle at {route.bundle}")
@@ -217,14 +219,14 @@ def promote(
         "bundle_digest": bundle,
         "bundle_path": route.bundle,
         "evidence_digest": evidence_digest,
-        "verdict_at": summary.get("generatedAt"),
-        "runtime_target": summary.get("runtime_target") or route.runtime_target,  # what the gates judged it for
+        "verdict_at": summary.generatedAt,
+        "runtime_target": summary.runtime_target or route.runtime_target,  # what the gates judged it for
         "approver": approver,
         "when": iso(now),
         "canary_plan": route.canary_plan.model_dump(mode="json") if route.canary_plan else None,
         "canary": "not_started",
         "rollback_artifact": rollback,
-        "rested_on": summary.get("rested_on"),
+        "rested_on": summary.rested_on,
     }
     assert run is not None
     keep = route_dir(loaded, route_name) / "evidence" / f"{evidence_digest.split(':')[1]}.json"  # type: ignore[union-attr]
