@@ -42,7 +42,7 @@ def cmd_engines(args: argparse.Namespace) -> int:
         out = [
             {
                 **{k: v for k, v in r.items() if k != "parts"},
-                "inStore": in_store.get(str(r.get("key"))),
+                "inStore": in_store.get(_held(r)),
                 "pinned": _is_pinned(r, pin),
             }
             for r in records
@@ -57,7 +57,9 @@ def cmd_engines(args: argparse.Namespace) -> int:
         if not r.get("stored"):
             marks = "  (not in the store)"
         else:
-            marks = "  (evicted)" if in_store.get(str(r.get("key"))) is False else ""
+            marks = "  (evicted)" if in_store.get(_held(r)) is False else ""
+            if marks and any(ok for (key, _), ok in in_store.items() if key == _held(r)[0]):
+                marks = "  (replaced: the store's entry of its key holds another build's bytes)"
         marks += "  (pinned)" if _is_pinned(r, pin) else ""
         size = human_bytes(r.get("size") or 0)
         print(terminal_safe(f"{r.get('buildId')}  {when}  {str(r.get('key'))[:12]}  {size}  {changed}{marks}"))
@@ -68,27 +70,33 @@ def _is_pinned(record: dict[str, Any], pin: dict[str, Any] | None) -> bool:
     return pin is not None and record.get("buildId") == pin.get("buildId") and record.get("key") == pin.get("key")
 
 
-def _in_store(loaded: Any, records: list[dict[str, Any]]) -> dict[str, bool | None]:
-    """Key → whether the store holds an entry of the same bytes, looked up read-only (nothing restored, quarantined
-    or marked used); None for every key when there is no store to ask (off, or not usable)."""
+def _held(record: dict[str, Any]) -> tuple[str, Any]:
+    """A build's engine as the store would hold it: its key and its bytes' sha256 (two builds of one key may differ in
+    bytes — a --rebuild that was not deterministic replaced the entry — and a rollback restores only the same bytes)."""
+    return str(record.get("key")), record.get("sha256")
+
+
+def _in_store(loaded: Any, records: list[dict[str, Any]]) -> dict[tuple[str, Any], bool | None]:
+    """(key, sha256) → whether the store holds an entry of that key with those bytes, looked up read-only (nothing
+    restored, quarantined or marked used); None for every build when there is no store to ask (off, or not usable)."""
     from trtls.store.config import store_config
     from trtls.store.entries import NotTrusted, Refused, Store
 
     config = store_config(loaded.recipe.store, loaded.base_dir)
-    keys = {str(r.get("key")): r.get("sha256") for r in records}
+    held = {_held(r) for r in records}
     if config is None:
-        return dict.fromkeys(keys)
+        return dict.fromkeys(held)
     store = Store.read_only(config)
-    found: dict[str, bool | None] = {}
-    for key, sha in keys.items():
+    found: dict[tuple[str, Any], bool | None] = {}
+    for key, sha in held:
         try:
             entry = store.get(key)
         except NotTrusted:
-            found[key] = None  # perhaps whole, not ours to trust: unknown
+            found[key, sha] = None  # perhaps whole, not ours to trust: unknown
             continue
         except (Refused, OSError):
             entry = None
-        found[key] = entry is not None and (sha is None or entry.sha256 == sha)
+        found[key, sha] = entry is not None and (sha is None or entry.sha256 == sha)
     return found
 
 
