@@ -110,11 +110,11 @@ def test_a_restore_over_an_immutable_engine_is_a_located_trt412_with_evidence(
     with_store(seed_ws, copy_store(seeded, tmp_path))
     out = seed_ws / "build" / "demo.engine"
     out.parent.mkdir()
-    out.write_bytes(b"the engine the user keeps")
+    out.write_bytes(b"vtrt the engine the user keeps")
     with immutable(out):
         done = run_build(seed_ws)
     _located_failure(done, seed_ws, "TRT412")
-    assert out.read_bytes() == b"the engine the user keeps"
+    assert out.read_bytes() == b"vtrt the engine the user keeps"
 
 
 def test_a_restore_into_an_immutable_folder_is_a_located_trt405_with_evidence(
@@ -185,7 +185,7 @@ def test_a_rollback_onto_an_immutable_engine_is_a_located_trt412_with_evidence(
     with_store(seed_ws, copy_store(seeded, tmp_path))
     assert run_build(seed_ws).returncode == 0  # a reuse: the table now remembers the seeded build as known-good
     out = seed_ws / "build" / "demo.engine"
-    out.write_bytes(b"an engine built since")
+    out.write_bytes(b"vtrt an engine built since")
     with immutable(out):
         done = subprocess.run(
             [sys.executable, "-m", "trtls", "rollback", "demo", str(seed_ws), "--to", seeded[1]["buildId"]],
@@ -198,4 +198,4 @@ def test_a_rollback_onto_an_immutable_engine_is_a_located_trt412_with_evidence(
     assert "TRT412" in text and "evidence:" in text, text
     (failed,) = [s for s in summaries(seed_ws) if s.get("outcome") == "failed"]
     assert failed["error"].startswith("TRT412") and failed["rolledBackTo"]["buildId"] == seeded[1]["buildId"]
-    assert out.read_bytes() == b"an engine built since"
+    assert out.read_bytes() == b"vtrt an engine built since"

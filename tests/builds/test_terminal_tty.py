@@ -79,7 +79,7 @@ def test_a_build_in_a_terminal_draws_the_live_tree_and_ends_built(workspace: Pat
 def test_ctrl_c_keystroke_stops_the_large_build_cleanly(workspace: Path) -> None:
     engine = workspace / "build" / "large.engine"
     engine.parent.mkdir(parents=True, exist_ok=True)
-    engine.write_bytes(b"a previous good engine")
+    engine.write_bytes(b"vtrt a previous good engine")
     term = Terminal(str(workspace), "--engine", "large", cwd=workspace)
     assert term.read_until("…".encode()), "a running phase was drawn"  # the running mark of a phase
     # inside TensorRT's build: large's 48 profiles are compiled one by one, each a "Determining refit engines"
@@ -89,7 +89,7 @@ def test_ctrl_c_keystroke_stops_the_large_build_cleanly(workspace: Path) -> None
     out = term.text()
     assert "stopping large (cooperative; Ctrl-C again to force)" in out
     assert "large: cancelled by ctrl_c" in out and "forced=False" in out, out[-2000:]
-    assert engine.read_bytes() == b"a previous good engine", "the previous engine is byte for byte intact"
+    assert engine.read_bytes() == b"vtrt a previous good engine", "the previous engine is byte for byte intact"
     assert "previous engine intact (byte for byte)" in out
     assert leftovers(workspace) == []
 

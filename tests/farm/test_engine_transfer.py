@@ -18,7 +18,7 @@ import pytest
 from trtls.builds.farm.engine_transfer import bring_engine
 
 ENGINE = bytes(range(256)) * 40_000  # ~10 MB: two chunks of 8 MiB
-PREVIOUS = b"the previous, good engine"
+PREVIOUS = b"vtrt the previous, good engine"
 
 
 def chunk_actor(data: bytes, fail_at: int | None = None):

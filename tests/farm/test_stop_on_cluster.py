@@ -21,7 +21,7 @@ from trtls.builds.supervisor.supervisor import Supervisor
 from trtls.core import build_view
 from trtls.core.recipe import load_recipe
 
-PREVIOUS = b"previous good engine"
+PREVIOUS = b"vtrt previous good engine"
 
 
 def alive_node_workers() -> list:

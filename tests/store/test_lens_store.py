@@ -52,7 +52,7 @@ async def test_the_editors_rollback_pins_and_the_lens_says_pinned_or_in_the_stor
     await lens_becomes(client, uri, f"📌 pinned to build {a_id}")
 
     out = seed_ws / "build" / "demo.engine"
-    out.write_bytes(b"not an engine")
+    out.write_bytes(b"vtrt not the pinned engine")
     served = await execute(client, "trtls.buildEngine", {"uri": uri, "engine": "demo"})
     assert served["status"] == "reused" and served["message"].startswith(f"pinned to build {a_id} by a rollback")
     assert hashlib.sha256(out.read_bytes()).hexdigest() == seeded[1]["engineArtifact"]["sha256"] != b_sha

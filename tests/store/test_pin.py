@@ -70,7 +70,7 @@ def test_rollback_goes_back_and_sticks_until_the_recipe_changes_or_unpin(
     fresh = engine_freshness(loaded(seed_ws), "demo")
     assert fresh.state == "pinned" and build_lens_title(loaded(seed_ws), "demo") == f"📌 pinned to build {ids[0]}"
 
-    out.write_bytes(b"not an engine")  # the next build restores the pinned engine, not the recipe's (C)
+    out.write_bytes(b"vtrt not the pinned engine")  # the next build restores the pinned engine, not the recipe's (C)
     pinned = run_build(seed_ws)  # the recipe is unchanged since C: its fast path would restore C
     assert pinned.returncode == 0, pinned.stderr
     message = f"pinned to build {ids[0]} by a rollback — trtls build --unpin to go back to the recipe's engine"

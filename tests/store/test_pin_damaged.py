@@ -32,7 +32,7 @@ def test_a_damaged_pin_stops_the_build_and_unpin_removes_it(
     pin.parent.mkdir(parents=True)
     output = seed_ws / "build" / "demo.engine"
     output.parent.mkdir()
-    output.write_bytes(b"the engine the user rolled back to")
+    output.write_bytes(b"vtrt the engine the user rolled back to")
     outside = tmp_path / "outside.json"
     outside.write_text('{"format": "trtls.pin/1"}\n')
     if damage == "truncated":
@@ -52,7 +52,7 @@ def test_a_damaged_pin_stops_the_build_and_unpin_removes_it(
     assert done.returncode == 1 and "Traceback" not in done.stderr, done.stdout + done.stderr
     assert f"TRT338 error: the rollback's pin {pin} " in done.stderr, done.stderr
     assert "nothing was built over the rollback; trtls build --unpin" in done.stderr
-    assert output.read_bytes() == b"the engine the user rolled back to"
+    assert output.read_bytes() == b"vtrt the engine the user rolled back to"
     engines = [sys.executable, "-m", "trtls", "engines", "demo", str(seed_ws)]
     listed = subprocess.run(engines, capture_output=True, text=True, timeout=120)
     assert f"warning: TRT338 the rollback's pin {pin} " in listed.stderr, listed.stderr

@@ -48,7 +48,7 @@ def test_an_immutable_output_is_a_located_error_and_stays_as_it_was(
     store, entry = store_and_entry
     out = tmp_path / "out" / "demo.engine"
     out.parent.mkdir()
-    out.write_bytes(b"an older engine")
+    out.write_bytes(b"vtrt an older engine")
     _make_immutable(out, immutable)
     with pytest.raises(RestoreFailed) as failed:
         store.restore(entry, out, "t1", within=out.parent)
@@ -56,7 +56,8 @@ def test_an_immutable_output_is_a_located_error_and_stays_as_it_was(
     # why, and only why: the caller says "nothing was restored, the output is as it was" once (a build's warning)
     assert failed.value.strerror.startswith("the engine could not be written there: ")
     assert "as it was" not in failed.value.strerror, failed.value.strerror
-    assert out.read_bytes() == b"an older engine" and sorted(p.name for p in out.parent.iterdir()) == ["demo.engine"]
+    assert out.read_bytes() == b"vtrt an older engine"
+    assert sorted(p.name for p in out.parent.iterdir()) == ["demo.engine"]
 
 
 def test_an_immutable_output_folder_is_a_located_error(
@@ -92,7 +93,7 @@ size = "size=64k" if how == "full" else "size=4m"
 subprocess.run(["mount", "-t", "tmpfs", "-o", size, "tmpfs", str(mnt)], check=True)
 out = mnt / "build" / "demo.engine"
 out.parent.mkdir()
-out.write_bytes(b"an older engine")
+out.write_bytes(b"vtrt an older engine")
 if how == "read-only":
     subprocess.run(["mount", "-o", "remount,ro", str(mnt)], check=True)
 store = Store(store_dir)
@@ -120,7 +121,7 @@ def test_a_read_only_mount_or_a_full_disk_is_a_located_error(tmp_path: Path, how
     assert done.returncode == 0, done.stderr
     said = json.loads(done.stdout)
     assert said == {"code": "TRT412", "errno": err, "filename": str(mnt / "build" / "demo.engine"),
-                    "left": ["demo.engine"], "output": "an older engine"}  # fmt: skip
+                    "left": ["demo.engine"], "output": "vtrt an older engine"}  # fmt: skip
 
 
 def test_a_store_folder_that_cannot_be_written_is_named(tmp_path: Path, immutable: list[Path]) -> None:

@@ -46,7 +46,7 @@ def test_hit_starts_no_worker_imports_no_tensorrt_and_names_the_producing_build(
     assert os.stat(out).st_ino != os.stat(entries(store)[0] / "engine").st_ino  # a copy, never a hard link
     assert "the key was computed" in s["notes"][0]
     # unchanged since: the fast path restores without importing the recipe models (pydantic) at all
-    out.write_bytes(b"damaged")
+    out.write_bytes(b"vtrt damaged")
     fast_probe = tmp_path / "probe-fast"
     again = run_build(seed_ws, env=probe_env(fast_probe))
     assert again.returncode == 0 and "up to date — engine from build" in again.stdout, again.stderr
@@ -111,14 +111,14 @@ def test_sigkill_during_restore_leaves_the_previous_output_whole(
     with_store(seed_ws, store)
     out = seed_ws / "build" / "demo.engine"
     out.parent.mkdir(parents=True)
-    out.write_bytes(b"the previous engine")
+    out.write_bytes(b"vtrt the previous engine")
     marker = tmp_path / "paused"
     env = probe_env(tmp_path / "probe", TRTLS_STORE_PAUSE="restore", TRTLS_STORE_PAUSE_FILE=str(marker))
     proc = subprocess.Popen(build_cmd(seed_ws), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     _wait_for(marker, proc)  # half the engine is in the temp file beside the output
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    assert out.read_bytes() == b"the previous engine"
+    assert out.read_bytes() == b"vtrt the previous engine"
     temps = [p.name for p in out.parent.iterdir() if p != out]
     assert temps and all(".trtls-tmp-" in t for t in temps)  # the half-copy never had the output's name
     done = run_build(seed_ws)

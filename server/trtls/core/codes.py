@@ -66,6 +66,7 @@ _TABLE: tuple[Code, ...] = (
     Code("TRT120", ERROR, "recipe", "Nesting too deep"),
     Code("TRT121", WARNING, "recipe", "allow_outside entry allows nothing"),
     Code("TRT122", WARNING, "recipe", "Route build would replace a file trtls did not write (its export or bundle)"),
+    Code("TRT123", ERROR, "recipe", "Engine output would replace a file that is not an engine"),
     Code("TRT125", ERROR, "recipe", "Recipe too large to check"),
     # -- docs/codes/models.md ------------------------------------------------------------------------------------------
     Code("TRT110", ERROR, "models", "Not a valid ONNX model"),

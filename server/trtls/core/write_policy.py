@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from trtls.core.findings import Finding, Origin, Severity, TomlPath
 from trtls.core.paths import BUNDLE_SBOM_SUFFIX, BUNDLE_SIDECAR_SUFFIX, inside, lexically_inside, place, real
+from trtls.fs.read import engine_output_refusal
 
 if TYPE_CHECKING:
     from trtls.core.recipe import LoadedRecipe, RecipeFile
@@ -307,6 +308,9 @@ def _judge(
     clash = _clash(plan, w, placed, seen)
     if clash is not None:
         return _f("TRT109", f"{w.what} would overwrite {clash}: {placed}", w.where, resolved=str(placed))
+    why = engine_output_refusal(placed) if w.kind in ("output", "cell") else None  # the door's rule, said first
+    if why is not None:
+        return _f("TRT123", f"{w.what} {placed} {why}", w.where, resolved=str(placed))
     return None
 
 
@@ -325,7 +329,6 @@ def _clash(plan: WritePlan, w: Write, placed: Path, seen: dict[Path, Write]) -> 
     if w.kind == other.kind and w.kind in ("bundle", "export"):
         return None  # routes may share a bundle or an export (a route that checks another's bundle): one at a time
     return f"{other.what} (also written there)"
-    return None
 
 
 def _system_place(placed: Path, root: Path) -> str | None:

@@ -11,7 +11,9 @@ feature is safe by calling this package, not by remembering a rule. The policy, 
   through; a temp file is O_EXCL|O_NOFOLLOW.
 * **Replacing an existing file is a rule of the kind**: a report (`-o`) replaces only a file of its own format
   (an HTML report replaces an HTML file, never `trtls.toml` or an ONNX model; a text report never a JSON, HTML or
-  TOML file), never a file its owner made read-only; kinds with `replace=False` never replace anything.
+  TOML file), never a file its owner made read-only; an engine output replaces only a TensorRT engine or an empty
+  file (`fs.kinds.engine_replace_refusal`, judged again right before the rename: never a user's `notes.md`); kinds
+  with `replace=False` never replace anything.
 * **Deletes remove only what trtls wrote**: the name must match the kind's name pattern, the folder it is removed
   from must be one trtls made (an `OWNED_MARK` file, or the kind's own known layout), nothing is removed through a
   link, and trees are removed by descriptor (a symlink inside is unlinked, never followed).

@@ -16,13 +16,16 @@ TEMP_MARK = ".trtls-tmp-"  # engine temp files carry this mark; orphan scans loo
 _HEX64 = r"[0-9a-f]{64}"
 _RUN_ID = r"[A-Za-z0-9_.-]{1,200}"
 _TEMP = r"(?:\..+\.[0-9a-f]{8}\.tmp|.+\.trtls-tmp-[A-Za-z0-9_.-]+)"
+ENGINE_MAGIC = (b"vtrt", b"ftrt")  # a serialized plan's first bytes: TensorRT-RTX, full TensorRT
+ENGINE_HEAD = 16  # bytes of an existing output read to judge it (and, escaped, shown when it is refused)
 
 
 class Kind(enum.Enum):
     """(value, deletable-name pattern, replace): replace says whether an existing file may be replaced at all
-    ("format": only a file of the same format, see `fs.write.write_report`)."""
+    ("format": only a file of the same format, see `fs.write.write_report`; "engine": only a TensorRT engine or an
+    empty file, `engine_replace_refusal`)."""
 
-    engine_output = ("engine output", _TEMP, "yes")  # placed and judged by core.write_policy when the recipe loads
+    engine_output = ("engine output", _TEMP, "engine")  # placed and judged by core.write_policy when the recipe loads
     evidence = ("evidence", rf"{_RUN_ID}|{_TEMP}", "yes")  # .trtls/: runs, history, known-good records, locks
     store_entry = (
         "store entry",
@@ -45,3 +48,17 @@ class Kind(enum.Enum):
 
     def may_delete(self, name: str) -> bool:
         return name not in ("", ".", "..", OWNED_MARK) and "/" not in name and bool(self.deletable.fullmatch(name))
+
+
+def engine_replace_refusal(head: bytes | None) -> str | None:
+    """The one rule for a file already at an engine output (the door at every engine write, restore and rollback;
+    `core.write_policy` when the recipe loads, TRT123): None when an engine may replace it — it is empty, or it starts
+    as a serialized TensorRT plan does (a previous engine) — else why not, to follow the path in a message. `head`:
+    the file's first `ENGINE_HEAD` bytes, None when it could not be read."""
+    if head is not None and (not head or head.startswith(ENGINE_MAGIC)):
+        return None
+    shown = "cannot be read" if head is None else f"starts with {repr(head[:ENGINE_HEAD])[1:]}"  # escaped, never raw
+    return (
+        f"already exists and is not a TensorRT engine (it {shown}): trtls replaces only an engine or an empty file "
+        "there, so nothing is written; move the file or name another output"
+    )

@@ -23,6 +23,7 @@ from typing import Any, BinaryIO
 
 from trtls.core.paths import UnsafeWrite, inside, real
 from trtls.fs.folder import _CLOEXEC, _NOFOLLOW
+from trtls.fs.kinds import ENGINE_HEAD, engine_replace_refusal
 
 _NONBLOCK = getattr(os, "O_NONBLOCK", 0)
 
@@ -173,3 +174,17 @@ def read_json_record(path: str | os.PathLike[str], *, limit: int, within: str | 
         return parse_json(text)
     except ValueError as exc:
         raise UnreadableRecord(f"not valid JSON ({exc})") from None
+
+
+def engine_output_refusal(path: str | os.PathLike[str]) -> str | None:
+    """Why an engine may not replace the file now at `path` (`fs.kinds.engine_replace_refusal`, the rule the door
+    applies at the write), for the recipe check (TRT123); None when it may, or when there is no regular file there
+    (a folder, a symlink, a FIFO: refused by their own findings and by the door)."""
+    try:
+        with open_regular(path, limit=None) as fh:
+            head: bytes | None = fh.read(ENGINE_HEAD)
+    except PermissionError:
+        head = None
+    except (OSError, ValueError):
+        return None
+    return engine_replace_refusal(head)

@@ -18,6 +18,7 @@ from pathlib import Path
 from trtls.core.paths import UnsafeWrite
 from trtls.fs.folder import is_owned, open_folder
 from trtls.fs.kinds import Kind
+from trtls.fs.write import refuse_non_engine
 
 
 def _check_name(path: str | os.PathLike[str], kind: Kind) -> tuple[Path, str]:
@@ -98,6 +99,8 @@ def rename(
             dst_st = None
         if dst_st is not None and (not replace or stat.S_ISLNK(dst_st.st_mode)):
             raise UnsafeWrite(errno.EEXIST, "already exists (or is a symlink); not replaced", str(target))
+        if dst_st is not None and kind.replace == "engine":
+            refuse_non_engine(dfd, dst.name, target)  # the kind's replace rule, as every write of it obeys
         try:
             os.rename(src_name, dst.name, src_dir_fd=sfd, dst_dir_fd=dfd)
         except OSError as exc:  # by descriptor the error names a bare name: say the whole path that was moved

@@ -21,7 +21,7 @@ from typing import BinaryIO
 
 from trtls.core.paths import UnsafeWrite
 from trtls.fs.folder import _CLOEXEC, _NOFOLLOW, open_folder, own_file
-from trtls.fs.kinds import TEMP_MARK, Kind
+from trtls.fs.kinds import ENGINE_HEAD, TEMP_MARK, Kind, engine_replace_refusal
 
 DEFAULT_MODE = 0o644  # mkstemp makes 0600; published artifacts are readable like any file the user writes
 
@@ -123,6 +123,8 @@ def atomic_writer(
                     raise UnsafeWrite(
                         errno.ESTALE, "changed while trtls was writing it; nothing written (run it again)", str(path)
                     )
+            if kind.replace == "engine":  # judged again at the rename: a file put there while the engine was written
+                refuse_non_engine(folder_fd, name, path)
             try:
                 os.replace(tmp, name, src_dir_fd=folder_fd, dst_dir_fd=folder_fd)
             except OSError as exc:
@@ -174,14 +176,10 @@ def _check_replace(folder_fd: int, name: str, kind: Kind, may_replace: object, p
         raise UnsafeWrite(
             errno.EACCES, "is read-only; trtls does not replace it (make it writable or choose another path)", str(path)
         )
+    if kind.replace == "engine":
+        refuse_non_engine(folder_fd, name, path)
     if kind.replace == "format" or may_replace is not None:
-        head = b""
-        with contextlib.suppress(OSError):
-            fd = os.open(name, os.O_RDONLY | _NOFOLLOW | getattr(os, "O_NONBLOCK", 0) | _CLOEXEC, dir_fd=folder_fd)
-            try:
-                head = os.read(fd, 4096)
-            finally:
-                os.close(fd)
+        head = _head(folder_fd, name, 4096) or b""
         ok = may_replace(head) if callable(may_replace) else st.st_size == 0
         if not ok:
             raise UnsafeWrite(
@@ -190,6 +188,30 @@ def _check_replace(folder_fd: int, name: str, kind: Kind, may_replace: object, p
                 "(remove it yourself or choose another path)",
                 str(path),
             )
+
+
+def _head(folder_fd: int, name: str, size: int) -> bytes | None:
+    """The first `size` bytes of the regular file `name` in the folder (b"" when there is none), None when it cannot
+    be read (or is no regular file)."""
+    try:
+        fd = os.open(name, os.O_RDONLY | _NOFOLLOW | getattr(os, "O_NONBLOCK", 0) | _CLOEXEC, dir_fd=folder_fd)
+    except FileNotFoundError:
+        return b""
+    except OSError:
+        return None
+    try:
+        return os.read(fd, size) if stat.S_ISREG(os.fstat(fd).st_mode) else None
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def refuse_non_engine(folder_fd: int, name: str, path: object) -> None:
+    """An engine output replaces only an engine or an empty file (`fs.kinds.engine_replace_refusal`, the one rule)."""
+    why = engine_replace_refusal(_head(folder_fd, name, ENGINE_HEAD))
+    if why is not None:
+        raise UnsafeWrite(errno.EEXIST, why, str(path))
 
 
 def atomic_write_bytes(

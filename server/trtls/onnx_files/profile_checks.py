@@ -39,8 +39,14 @@ def check_recipe(path: Path | str, text: str | None = None, cache: ModelInputsCa
     """Load the recipe and check it against its models. `recipe` is None when anything is an error."""
     loaded = load_recipe(path, text)
     loaded.findings.extend(model_findings(loaded, cache))
-    if loaded.recipe is not None:  # the path policy, for the files only a model names (its external data)
-        loaded.findings.extend(clash_findings(loaded, loaded.recipe, external_data_files(loaded, cache)))
+    recipe = loaded.recipe
+    if recipe is None and loaded.errors and all(f.code == "TRT123" for f in loaded.errors):
+        recipe = loaded.validated_file()  # an output over a file that is no engine: is it a model's external data?
+    if recipe is not None:  # the path policy, for the files only a model names (its external data)
+        clash = clash_findings(loaded, recipe, external_data_files(loaded, cache))
+        named = {f.path for f in clash}  # TRT109 says what the file is: it stands for the TRT123 on the same key
+        loaded.findings[:] = [f for f in loaded.findings if not (f.code == "TRT123" and f.path in named)]
+        loaded.findings.extend(clash)
     if loaded.errors:
         loaded.recipe = None
     return loaded

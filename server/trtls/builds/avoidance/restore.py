@@ -10,6 +10,7 @@ the caller builds instead, and the build's own probe ends it located, with its e
 from __future__ import annotations
 
 import asyncio
+import errno
 import time
 from pathlib import Path
 from typing import Any
@@ -90,8 +91,9 @@ def _restore_held(
         use.damaged = str(exc)
         use.warnings.append(f"TRT332 {exc}; the engine is rebuilt")
         return None
-    except UnsafeWrite as exc:  # the output's folder became a symlink leading out since the recipe was checked
-        use.warnings.append(f"TRT118 {exc.filename}: {exc.strerror}; nothing was restored")
+    except UnsafeWrite as exc:  # the output's folder became a symlink leading out, or a file of the user's is there
+        code = "TRT123" if exc.errno == errno.EEXIST else "TRT118"
+        use.warnings.append(f"{code} {exc.filename}: {exc.strerror}; nothing was restored")
         return None
     except RestoreFailed as exc:  # immutable, read-only, full: the build's own probe says it, with its evidence
         use.warnings.append(f"{exc.code} {exc.filename}: {exc.strerror}; nothing was restored, the output is as it was")

@@ -3,6 +3,7 @@ by sha256 on the way), recorded as evidence (`outcome: rolled_back`) like any bu
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import time
@@ -117,7 +118,8 @@ def rollback(loaded: Any, engine: str, to: str | None = None, via: str = "trtls 
     except Refused as exc:
         raise RollbackError("TRT332", str(exc)) from exc
     except UnsafeWrite as exc:
-        raise RollbackError("TRT118", f"{exc.filename}: {exc.strerror}; nothing was restored") from exc
+        code = "TRT123" if exc.errno == errno.EEXIST else "TRT118"  # a file of the user's there, or a symlink
+        raise RollbackError(code, f"{exc.filename}: {exc.strerror}; nothing was restored") from exc
     except OSError as exc:  # an immutable output, a read-only or full disk (RestoreFailed): located, with evidence
         code = exc.code if isinstance(exc, RestoreFailed) else "TRT405"
         summary.update(outcome="failed", error=f"{code} {exc.filename or output}: {exc.strerror or exc}")
