@@ -119,7 +119,7 @@ def atomic_writer(
             if unchanged is not None:  # released when the folder's descriptor closes, after the rename
                 with contextlib.suppress(OSError):  # NFS emulates flock with write locks: a folder's fd has none
                     fcntl.flock(folder_fd, fcntl.LOCK_EX)  # there the comparison alone stands (a narrow window)
-                if _current(folder_fd, name, len(unchanged)) != unchanged:
+                if _head(folder_fd, name, len(unchanged) + 1) != unchanged:  # one more: a file grown since
                     raise UnsafeWrite(
                         errno.ESTALE, "changed while trtls was writing it; nothing written (run it again)", str(path)
                     )
@@ -137,27 +137,6 @@ def atomic_writer(
             raise
         with contextlib.suppress(OSError):
             os.fsync(folder_fd)
-
-
-def _current(folder_fd: int, name: str, expected: int) -> bytes | None:
-    """The bytes at `name` now (b"" when there is none; at most `expected` + 1 read), None when it is no regular
-    file."""
-    try:
-        fd = os.open(name, os.O_RDONLY | _NOFOLLOW | getattr(os, "O_NONBLOCK", 0) | _CLOEXEC, dir_fd=folder_fd)
-    except FileNotFoundError:
-        return b""
-    except OSError:
-        return None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        chunks, left = [], expected + 1
-        while left > 0 and (chunk := os.read(fd, min(left, 1 << 20))):
-            chunks.append(chunk)
-            left -= len(chunk)
-        return b"".join(chunks)
-    finally:
-        os.close(fd)
 
 
 def _check_replace(folder_fd: int, name: str, kind: Kind, may_replace: object, path: object) -> None:
@@ -191,8 +170,8 @@ def _check_replace(folder_fd: int, name: str, kind: Kind, may_replace: object, p
 
 
 def _head(folder_fd: int, name: str, size: int) -> bytes | None:
-    """The first `size` bytes of the regular file `name` in the folder (b"" when there is none), None when it cannot
-    be read (or is no regular file)."""
+    """At most the first `size` bytes of the regular file `name` in the folder (b"" when there is none), None when it
+    cannot be read (or is no regular file): what an existing target is, judged through the folder's descriptor."""
     try:
         fd = os.open(name, os.O_RDONLY | _NOFOLLOW | getattr(os, "O_NONBLOCK", 0) | _CLOEXEC, dir_fd=folder_fd)
     except FileNotFoundError:
@@ -200,7 +179,13 @@ def _head(folder_fd: int, name: str, size: int) -> bytes | None:
     except OSError:
         return None
     try:
-        return os.read(fd, size) if stat.S_ISREG(os.fstat(fd).st_mode) else None
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        chunks, left = [], size
+        while left > 0 and (chunk := os.read(fd, min(left, 1 << 20))):
+            chunks.append(chunk)
+            left -= len(chunk)
+        return b"".join(chunks)
     except OSError:
         return None
     finally:
