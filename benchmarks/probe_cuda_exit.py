@@ -56,7 +56,10 @@ def main() -> int:
     for mode in ("none", "init", "init-close"):
         rows = [one(mode) for _ in range(args.rounds)]
         init, eof, exit_, total = (statistics.median(c) for c in zip(*rows, strict=True))
-        print(f"{mode:>10}: cuInit {init:6.1f} ms  end of output {eof:6.1f} ms  exit {exit_:6.1f} ms  process {total:6.1f} ms")
+        print(
+            f"{mode:>10}: cuInit {init:6.1f} ms  end of output {eof:6.1f} ms  exit {exit_:6.1f} ms  "
+            f"process {total:6.1f} ms"
+        )
     return 0
 
 
