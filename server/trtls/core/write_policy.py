@@ -305,9 +305,6 @@ def _judge(
             )
     if _is(placed, Path.is_dir):
         return _f("TRT109", f"{w.what} is a folder: {placed}", w.where)
-    under = next((p for p in placed.parents if _is(p, Path.is_file)), None)  # a file where a folder must be
-    if under is not None:
-        return _f("TRT109", f"{w.what} {placed} would be inside {under}, a file, not a folder", w.where)
     clash = _clash(plan, w, placed, seen)
     if clash is not None:
         return _f("TRT109", f"{w.what} would overwrite {clash}: {placed}", w.where, resolved=str(placed))
