@@ -79,21 +79,49 @@ def test_a_profile_the_model_cannot_take_is_said_as_the_cause_not_tensorrt(tmp_p
     """Item 8's headline: the real PP-OCRv4 detector (rapidocr-onnxruntime) with a 100×100 opt profile fails to
     build, and ONNX Runtime cannot run the model at those shapes either (its Adds broadcast 7 by 8): the record says
     the profile is the likely cause, not TensorRT, instead of an internal error of the reduction."""
-    import shutil
-
-    from tests.onnx_files.third_party import fetch_all
-
-    shutil.copyfile(fetch_all()["ppocr_det"], tmp_path / "m.onnx")
-    (tmp_path / "trtls.toml").write_text(
-        '[engines.det]\nonnx = "m.onnx"\noutput = "build/det.engine"\n\n[[engines.det.profiles]]\n'
-        "inputs.x = { min = [1, 3, 32, 32], opt = [1, 3, 100, 100], max = [1, 3, 1280, 1280] }\n"
-    )
+    _ppocr_at_100(tmp_path)
     code, record, stderr = _reduce(tmp_path, "det")
     assert record is not None, stderr[-2000:]
     assert code == 1 and record["outcome"] == "failed" and record["errorCode"] == "TRT983", record
     said = "the model itself does not run at profile 0's opt shapes {'x': [1, 3, 100, 100]} in ONNX Runtime either"
     assert record["error"].startswith(said) and "not TensorRT" in record["error"], record["error"]
     assert record["causeText"] == record["error"] and "the reduction failed" not in record["error"]
+
+
+def test_the_builds_advice_for_a_profile_the_model_cannot_take_names_the_profile_not_nvidia(tmp_path: Path) -> None:
+    """Item 8 for `trtls build`: the same real build fails with TensorRT's `Error Code 4: Internal Error (kOPT values
+    for profile 0 violate shape constraints: p2o.Add.248 …)`; its retry advice (core.evidence.retry_advice, in
+    summary.json and on the CLI's retry line) says the profile is the likely cause and names `trtls reduce`, never
+    "report it to NVIDIA"."""
+    import json
+    import subprocess
+    import sys
+
+    _ppocr_at_100(tmp_path)
+    proc = subprocess.run(
+        [sys.executable, "-m", "trtls", "build", str(tmp_path)], capture_output=True, text=True, timeout=900
+    )
+    (summary_file,) = (tmp_path / ".trtls" / "runs").glob("det-*/summary.json")
+    summary = json.loads(summary_file.read_text())
+    assert summary["outcome"] == "failed" and summary["failure"]["kind"] == "internal_error", proc.stdout[-2000:]
+    rule = summary["retryRule"]
+    assert "profile 0's opt shapes" in rule and "not TensorRT" in rule and "`trtls reduce --engine det`" in rule
+    assert "NVIDIA" not in rule, rule
+    (line,) = [ln for ln in proc.stdout.splitlines() if ln.strip().startswith("retry:")]
+    assert line.strip() == f"retry: investigate — {rule}"
+
+
+def _ppocr_at_100(ws: Path) -> None:
+    """The real PP-OCRv4 detector (rapidocr-onnxruntime) with a 100×100 opt point its Adds cannot broadcast."""
+    import shutil
+
+    from tests.onnx_files.third_party import fetch_all
+
+    shutil.copyfile(fetch_all()["ppocr_det"], ws / "m.onnx")
+    (ws / "trtls.toml").write_text(
+        '[engines.det]\nonnx = "m.onnx"\noutput = "build/det.engine"\n\n[[engines.det.profiles]]\n'
+        "inputs.x = { min = [1, 3, 32, 32], opt = [1, 3, 100, 100], max = [1, 3, 1280, 1280] }\n"
+    )
 
 
 def test_the_largest_passing_model_near_the_failing_one_is_kept_as_min_good(tmp_path: Path) -> None:

@@ -66,8 +66,10 @@ def retry_advice(
     previous_engine_intact: bool,
     repeated_stop_phase: str | None = None,
     failure: Failure | None = None,
+    engine: str | None = None,
 ) -> RetryAdvice:
-    """First matching rule wins; the rule text goes into the evidence so people can see why."""
+    """First matching rule wins; the rule text goes into the evidence so people can see why. `engine`: the recipe's
+    name for it, in the `trtls reduce --engine …` an internal error's advice names."""
     if outcome == "built":
         return RetryAdvice("not_needed", "the build succeeded")
     kind = failure.kind if failure is not None else None
@@ -76,12 +78,15 @@ def retry_advice(
         at = f" at layer {layer}" if layer else ""
         what = "that layer or its opset" if layer else "the model's export (opset, control flow such as If/Loop)"
         if failure is not None and NO_IMPLEMENTATION in (failure.message or ""):
-            return RetryAdvice("investigate", _no_implementation_advice(at, what))
+            return RetryAdvice("investigate", _no_implementation_advice(at, what, engine))
+        profile = PROFILE_SHAPES.search(failure.message or "") if failure is not None else None
+        if profile is not None:
+            return RetryAdvice("investigate", _profile_shapes_advice(profile, engine))
         return RetryAdvice(
             "investigate",
-            f"TensorRT hit an internal error{at}: a blind retry fails the same way. Change what the builder sees "
-            f"({what}, precision, memory pool limits, optimization level) or the TensorRT version, "
-            "and report it to NVIDIA with this evidence folder",
+            f"TensorRT hit an internal error{at}: a blind retry fails the same way. {_model_or_profile(engine)} "
+            f"Change what the builder sees ({what}, precision, memory pool limits, optimization level) or the "
+            f"TensorRT version; {TO_NVIDIA}",
         )
     if outcome in ("failed", "killed") and kind == "out_of_memory":  # core.builder_errors.memory_exhaustion
         return RetryAdvice("investigate", str(failure.advice if failure is not None else None))
@@ -122,15 +127,47 @@ def retry_advice(
 NO_IMPLEMENTATION = "Could not find any implementation for node"
 
 
-def _no_implementation_advice(at: str, what: str) -> str:
+def _no_implementation_advice(at: str, what: str, engine: str | None) -> str:
     """Memory first, as it is the usual cause — said as "often": no allocation failure was logged, none measured."""
     return (
         f"TensorRT found no implementation{at}: this is often memory, although no allocation failure was logged — "
         "every tactic may need more workspace or GPU memory than it had. Raise "
         "builder.memory_pool_limits.workspace_mib (or remove it to use the device's memory), free GPU memory "
         "(other processes on the device), or try a lower builder.optimization_level; a blind retry fails the same way. "
-        "If it still fails, it is a TensorRT internal error: change what the builder sees "
-        f"({what}, precision) or the TensorRT version, and report it to NVIDIA with this evidence folder"
+        f"If it still fails: {_model_or_profile(engine)} Change what the builder sees ({what}, precision) or the "
+        f"TensorRT version; {TO_NVIDIA}"
+    )
+
+
+# an internal error by TensorRT's words may still be the model's or its profiles' — never said as TensorRT's alone:
+# `trtls reduce` tells them apart (a profile the model cannot take: triage.probe.ProfileShapesRejected; a setting;
+# or the smallest model that fails), so the advice points there before NVIDIA (issue 30, item 8)
+def _model_or_profile(engine: str | None) -> str:
+    return (
+        f"The cause may be the model or its profiles as much as TensorRT: {_reduce_command(engine)} tells them apart "
+        "(a profile the model cannot take, a setting, or the smallest model that still fails)."
+    )
+
+
+def _reduce_command(engine: str | None) -> str:
+    return f"`trtls reduce --engine {engine or '<name>'}`"
+
+
+TO_NVIDIA = "a reduced model that still fails is the one to send NVIDIA, with this evidence folder"
+# TensorRT's "Error Code 4: Internal Error (kOPT values for profile 0 violate shape constraints: p2o.Add.248:
+# dimensions not compatible for elementwise …)": internal by name, yet the profile's shapes are what the model cannot
+# take (the real PP-OCRv4 detector at a 100×100 opt point; ONNX Runtime cannot run it there either)
+PROFILE_SHAPES = re.compile(r"\bk(MIN|OPT|MAX) values for profile (\d+) violate shape constraints(?:: ([^:()]+):)?")
+
+
+def _profile_shapes_advice(said: re.Match[str], engine: str | None) -> str:
+    point, index, node = said.group(1).lower(), said.group(2), said.group(3)
+    at = f" (at {node.strip()})" if node else ""
+    return (
+        f"TensorRT says profile {index}'s {point} shapes violate the model's shape constraints{at}: the likely cause "
+        "is the profile, not TensorRT — use shapes the model accepts at min, opt and max; a blind retry fails the "
+        f"same way. {_reduce_command(engine)} checks the profile's shapes in ONNX Runtime and tells a profile "
+        "the model cannot take from a model or a TensorRT cause"
     )
 
 

@@ -134,7 +134,9 @@ def build_summary(build: Build, t_end: int, history: History, model: dict[str, A
     failure = classify_failure(
         build.outcome or "killed", build.failure, build.logs, build.error, list(build.stderr_tail), resources
     )
-    advice = retry_advice(build.outcome or "killed", cache.get("decision"), bool(intact), repeated, failure)
+    advice = retry_advice(
+        build.outcome or "killed", cache.get("decision"), bool(intact), repeated, failure, build.engine
+    )
     lat = build.token.latencies_ms()
     seen = None
     if build.cancel_seen_ns and build.token.t_ack_ns:
