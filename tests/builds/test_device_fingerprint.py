@@ -37,6 +37,9 @@ def driver(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setattr(cuda, "DEVICE_NODES", str(dev))
     for var in cuda.CHOOSING_VARIABLES:
         monkeypatch.delenv(var, raising=False)
+    # the account's device memo (memo.account_device_path) of this fake driver stays in the test's own folder
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    (tmp_path / "cache").mkdir()
     return tmp_path
 
 
@@ -127,3 +130,43 @@ def test_the_library_path_is_part_of_the_fingerprint(driver: Path, monkeypatch: 
     first = cuda.device_fingerprint()
     monkeypatch.setenv("LD_LIBRARY_PATH", "/usr/local/cuda/compat")
     assert cuda.device_fingerprint() not in (None, first)
+
+
+def test_a_projects_first_build_takes_the_device_this_account_last_probed_on_this_host(
+    driver: Path, workspace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fresh checkout, a CI job's clone or a removed memo has no memo of its own: the key's device then comes from
+    this account's last driver probe on this host ($XDG_CACHE_HOME/trtls/device.json, written beside the driver
+    fingerprint), so the project's first build — a store hit on the full path included — runs no cuInit (~0.2 s and
+    ~60 ms at exit on an H200 host). Only while the driver's files say what they said, and only the account's own
+    file."""
+    import shutil
+
+    from trtls.builds.avoidance.memo import account_device_path
+
+    elsewhere = {"cuda_driver": "13.0", "device_name": "NVIDIA H200", "compute_capability": "9.0"}
+    asked: list[int] = []
+    monkeypatch.setattr(cuda, "cuda_driver", lambda: asked.append(1) or dict(elsewhere))
+
+    use = prepare(load_recipe(workspace / "trtls.toml"), "demo", no_store=True)
+    assert asked == [1] and use.device == elsewhere, "nothing remembered yet: the driver is asked"
+    kept = json.loads(account_device_path().read_text())
+    assert kept == {"deviceFingerprint": cuda.device_fingerprint(), "device": elsewhere}
+
+    fresh = tmp_path / "fresh-checkout"
+    shutil.copytree(workspace, fresh, ignore=shutil.ignore_patterns(".trtls"))
+    assert remembered_device(fresh / ".trtls", "demo") == elsewhere
+    use = prepare(load_recipe(fresh / "trtls.toml"), "demo", no_store=True)
+    assert asked == [1] and use.device == elsewhere, "the account's probe said the device: no cuInit"
+
+    account_device_path().chmod(0o666)  # another account could have written what it says
+    assert remembered_device(fresh / ".trtls", "other") is None
+    account_device_path().chmod(0o644)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")  # another device 0: another fingerprint
+    assert remembered_device(fresh / ".trtls", "other") is None
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    assert remembered_device(fresh / ".trtls", "other") == elsewhere
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "no-such-cache" / "deeper"))  # no existing folder to make it in
+    prepare(load_recipe(fresh / "trtls.toml"), "demo", no_store=True)
+    assert not (tmp_path / "no-such-cache").exists(), "a cache folder is made only inside an existing one or a home"

@@ -189,10 +189,10 @@ def remembered_device(state_dir: Path, history: str) -> dict[str, Any] | None:
     fingerprint = device_fingerprint()
     if fingerprint is None:
         return None
-    for path_of in (memo_path, job_memo_path):
+    for path in (memo_path(state_dir, history), job_memo_path(state_dir, history), account_device_path()):
         try:
             # owned: the device is keyed as said here, so only this account's own memo may say it (reuse.own_memo)
-            memo = parse_json(read_text(path_of(state_dir, history), limit=MAX_MEMO_BYTES, owned=True))
+            memo = parse_json(read_text(path, limit=MAX_MEMO_BYTES, owned=True))
         except (OSError, ValueError):
             continue
         device = memo.get("device") if isinstance(memo, dict) else None
@@ -201,11 +201,45 @@ def remembered_device(state_dir: Path, history: str) -> dict[str, Any] | None:
     return None
 
 
-def key_device(state_dir: Path, history: str) -> dict[str, Any]:
-    """The device a build's key covers: as its last build found it (`remembered_device`), else the driver's answer."""
-    from trtls.builds.cuda import cuda_driver
+def account_device_path() -> Path:
+    """Device 0 as this account's last cuInit on this host found it, beside the driver fingerprint read with it
+    (`$XDG_CACHE_HOME/trtls/device.json`): a project's first build — a fresh checkout, a CI job's clone, a memo
+    removed — takes its key's device from here instead of a cuInit, while the driver's files say what they said."""
+    from trtls.core.paths import user_cache_dir
 
-    return remembered_device(state_dir, history) or cuda_driver()
+    return user_cache_dir() / "device.json"
+
+
+def key_device(state_dir: Path, history: str) -> dict[str, Any]:
+    """The device a build's key covers: as its last build, or this account's last driver probe on this host, found
+    it (`remembered_device`), else the driver's answer — then kept for the account's next first build."""
+    from trtls.builds.cuda import cuda_driver, device_fingerprint
+
+    remembered = remembered_device(state_dir, history)
+    if remembered is not None:
+        return remembered
+    device = cuda_driver()
+    fingerprint = device_fingerprint()  # read after the probe: a driver changed in between is seen next time
+    if fingerprint is not None and set(device) == DEVICE_FIELDS:
+        _remember_for_account({"deviceFingerprint": fingerprint, "device": device})
+    return device
+
+
+def _remember_for_account(memo: dict[str, Any]) -> None:
+    """Writes `account_device_path()` through the door, inside an existing cache folder or home only (as the shared
+    output locks are: builds/supervisor/output_lock.py). Never raises: it is only a shortcut."""
+    from trtls.fs import Kind, atomic_write_text, ensure_folder
+
+    path = account_device_path()
+    cache = path.parent.parent  # ~/.cache, or $XDG_CACHE_HOME
+    root = next((f for f in (cache, cache.parent) if f.is_dir()), None)
+    if root is None:
+        return
+    try:
+        ensure_folder(path.parent, within=root)
+        atomic_write_text(path, json.dumps(memo, default=str) + "\n", kind=Kind.cache, within=root)
+    except OSError:
+        pass
 
 
 def _memo_holds(memo: dict[str, Any], recipe: Path) -> bool:
