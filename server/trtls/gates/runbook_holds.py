@@ -9,22 +9,21 @@ engine portability are common reasons to pause".
 * `precision` (gate 4, TRT813): when the deployed artifact's precision differs from the checkpoint's (an fp16
   AutoCast, a quantized graph), the route holds until `tolerance_precision` says the tolerances were set for it
   (presets: `TOLERANCE_PRESETS`, reasoning in docs/gates.md).
-* `portability` (gate 5, TRT911): every GPU in `targets` must be one the engine was built for and was validated on
-  (the deployed artifact executed on it, in this run); each other target holds, by name.
+* `portability` (gate 5, TRT911): the engine must load on the GPU its build asked TensorRT-RTX about ("engine
+  portability", gates.engine_portability), and every GPU in `targets` must be one the engine loads on (core.loads_on)
+  and was validated on (the deployed artifact executed on it, in this run); each other target holds, by name.
 
-Each check is made only when there is something to judge (a library, an FFI, a precision change, a target).
+Each check is made only when there is something to judge (a library, an FFI, a precision change, a target, an
+engine).
 """
 
 from __future__ import annotations
 
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from trtls.core.gate_result import CheckStatus, GateCheck, gate_check
 from trtls.gates.context import GateContext
-
-if TYPE_CHECKING:
-    from trtls.core.build_records import BuildTarget
 
 PLUGIN_FIELDS = ("source", "build_flags", "version", "review", "scan")
 RUNTIME_FFI = {"trtmc": "tvm-ffi"}  # runtimes known to cross an FFI of their own
@@ -216,20 +215,18 @@ def _sm(value: str) -> str | None:
     return f"SM{v}" if v.isdigit() else None
 
 
-def _built_for(ctx: GateContext) -> BuildTarget | None:
-    """The target the linked build recorded (`computeCapabilities`, …); None for an ONNX route or no build."""
-    from trtls.gates.environment_evidence import latest_successful_build
-
-    if ctx.route.engine is None:
-        return None
-    linked = latest_successful_build(ctx.recipe_dir, ctx.route.engine)
-    return linked[1].target if linked else None
-
-
 def portability_checks(ctx: GateContext) -> list[GateCheck]:
+    """`release.engine_portability` (gates.engine_portability: what TensorRT-RTX said of the linked build's engine),
+    then each target: outside what the engine loads on (core.loads_on) holds as "engine portability"; inside, it
+    passes only where the deployed artifact executed in this run."""
+    from trtls.core.loads_on import compute_capability
+    from trtls.gates.engine_portability import REASON, built_loads_on, linked_build, validity_check
+
     route, name = ctx.route, ctx.route_name
+    linked = linked_build(ctx)
+    out = [c for c in (validity_check(ctx, linked),) if c is not None]
     if not route.targets:
-        return []
+        return out
     env = ctx.gate2.environment if ctx.gate2 else {}
     executed = any(c.name == "parity.deployed_artifact" and c.status == "pass" for c in ctx.checks)
     here = {str(env.get("gpu_name") or "").casefold(), _sm(str(env.get("compute_capability") or "")) or ""} - {""}
@@ -237,16 +234,19 @@ def portability_checks(ctx: GateContext) -> list[GateCheck]:
         import platform
 
         here = {platform.machine().casefold()}
-    built_for = _built_for(ctx)
-    listed = built_for.computeCapabilities if built_for else None
-    built = [str(x) for x in listed] if isinstance(listed, list) else []  # else "builder default": not known
+    summary = linked[1] if linked else None
+    built = built_loads_on(ctx, summary)
+    validity = (summary.engineValidity or {}) if summary else {}
+    checked_on = str((summary.target.device if summary and summary.target else None) or "").casefold()
     check = partial(gate_check, 5)
-    out = []
     for i, target in enumerate(route.targets):
-        sm = _sm(target)
+        sm, cc = _sm(target), compute_capability(target)
+        covered = built.covers(cc) if built is not None and cc else None
+        if checked_on and target.casefold() == checked_on and validity.get("status") == "invalid":
+            covered = False  # TensorRT-RTX said so on that very GPU
         status: CheckStatus = "pass"
-        if sm and built and sm not in {_sm(b) for b in built}:
-            status, why = "hold", f"the engine is not built for it (built for {', '.join(built)})"
+        if covered is False and built is not None:
+            status, why = "hold", f"{REASON}: the engine will not load on it (it loads on {built.text()})"
         elif executed and (target.casefold() in here or (sm is not None and sm in here)):
             why = "the deployed artifact was built for it and executed on it in this run"
         else:
@@ -262,7 +262,13 @@ def portability_checks(ctx: GateContext) -> list[GateCheck]:
                 f"target {target}: {why}",
                 "TRT911",
                 ("routes", name, "targets", i),
-                {"target": target, "executed_here": executed, "here": sorted(here), "built_for": built},
+                {
+                    "target": target,
+                    "compute_capability": cc,
+                    "executed_here": executed,
+                    "here": sorted(here),
+                    "loads_on": built.record() if built is not None else None,
+                },
             )
         )
     return out

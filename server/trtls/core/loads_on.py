@@ -1,0 +1,133 @@
+"""Will it load there, before the build: the compute capabilities an engine will load on, from the builder module, its
+`compute_capabilities` setting (or the builder's default) and its hardware-compatibility level. One rule, here; the
+faces render it: the engine's hover and lens (lsp), `trtls check --builder` (TRT153), a route's `targets` at check
+time (TRT152) and at gate 5 (TRT911, gates.runbook_holds), and the route summary's `runtime_target_loads_on`.
+
+What the rule rests on (docs/build-config.md, "Will the engine load on this GPU"):
+
+* TensorRT-RTX builds for its `compute_capabilities` and loads on exactly those. Its default, in its own words on the
+  lent H200 (tests/data/engine_validity/h200.json): "Supported compute capabilities: 8.0 8.6 8.9 12.0 12.1 >12.0";
+  `["SM89"]` alone: "8.9"; `["SM80", "SM120"]`: "8.0 12.0". It does not apply `hardware_compatibility_level` (the
+  worker reports it not applied; with `ampere_plus` TensorRT-RTX said the default's list). `CURRENT`: the GPU the build
+  runs on.
+* Full TensorRT builds for the GPU it runs on (`compute_capabilities` is not applied): the engine loads on that GPU's
+  compute capability, unless `hardware_compatibility_level = "ampere_plus"` (Ampere, 8.0, and later).
+
+Tokens are TensorRT's own: "8.9", and ">12.0" for any later compute capability.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+RTX = "tensorrt_rtx"
+TRT = "tensorrt"
+# TensorRT-RTX 1.7's default targets, as it named them on the H200 (tests/data/engine_validity/h200.json)
+RTX_DEFAULT = ("8.0", "8.6", "8.9", "12.0", "12.1", ">12.0")
+AMPERE_PLUS = ("8.0", ">8.0")  # full TensorRT's hardware_compatibility_level = "ampere_plus": Ampere and later
+BUILD_GPU = "the GPU it is built on"
+DEFAULT = "builder default"  # what the build record says of a setting left unset (core.evidence.build_target)
+_SM = re.compile(r"^(?:SM_?)?(\d{2,3})$", re.I)
+_DOTTED = re.compile(r"^(\d{1,2})\.(\d)$")
+
+
+def compute_capability(value: str) -> str | None:
+    """A GPU target as a dotted compute capability: "SM89" / "sm_89" / "89" / "8.9" → "8.9", "SM120" → "12.0";
+    None when it is not one (a GPU's name, "CURRENT")."""
+    v = value.strip()
+    dotted = _DOTTED.match(v)
+    if dotted:
+        return f"{int(dotted.group(1))}.{dotted.group(2)}"
+    sm = _SM.match(v)
+    return f"{int(sm.group(1)[:-1])}.{sm.group(1)[-1]}" if sm else None
+
+
+def _key(cc: str) -> tuple[int, int]:
+    major, _, minor = cc.partition(".")
+    return int(major), int(minor or 0)
+
+
+@dataclass(frozen=True)
+class LoadsOn:
+    """The compute capabilities an engine will load on (`capabilities`, TensorRT's tokens), and why (`basis`).
+    `capabilities` is empty when they are not known before the build: the GPU it is built on (`build_gpu`), or a
+    builder module not known yet (`module` None: `builder_module = "auto"` and nothing probed)."""
+
+    module: str | None
+    capabilities: tuple[str, ...]
+    basis: str
+    build_gpu: bool = False
+
+    def covers(self, cc: str) -> bool | None:
+        """Whether it loads on compute capability `cc` ("9.0"); None when that is not known before the build."""
+        if not self.capabilities:
+            return None
+        key = _key(cc)
+        for token in self.capabilities:
+            if token.startswith(">") and key > _key(token[1:]):
+                return True
+            if not token.startswith(">") and key == _key(token):
+                return True
+        return False
+
+    def text(self) -> str:
+        """The words every face shows: "8.0 8.6 8.9 12.0 12.1 >12.0 (builder default)"."""
+        if self.capabilities:
+            return f"{' '.join(self.capabilities)} ({self.basis})"
+        return self.basis
+
+    def record(self) -> dict[str, object]:
+        """As records carry it (the route summary's `runtime_target_loads_on`)."""
+        return {"module": self.module, "computeCapabilities": list(self.capabilities), "basis": self.basis}
+
+
+def loads_on(
+    module: str | None,
+    compute_capabilities: list[str] | str | None = None,
+    hardware_level: str | None = None,
+    build_gpu_cc: str | None = None,
+) -> LoadsOn:
+    """The rule. `module`: "tensorrt_rtx", "tensorrt", or None/"auto" when not known; `compute_capabilities`: the
+    recipe's list (["SM89"]) or a build record's (its read-back names, or "builder default"); `hardware_level`: the
+    recipe's or the record's level; `build_gpu_cc`: the compute capability of the GPU the build runs (ran) on, when
+    known ("9.0")."""
+    ccs = [str(c).upper() for c in compute_capabilities] if isinstance(compute_capabilities, list) else []
+    level = str(hardware_level or "").lower()
+    level = "" if level in ("", DEFAULT, "none") else level
+    if module == RTX:
+        if ccs == ["CURRENT"]:
+            return _on_build_gpu(module, build_gpu_cc, 'compute_capabilities = ["CURRENT"]')
+        if ccs:
+            listed = tuple(dict.fromkeys(c for c in (compute_capability(x) for x in ccs) if c))
+            return LoadsOn(module, listed, "compute_capabilities = [" + ", ".join(f'"{c}"' for c in ccs) + "]")
+        return LoadsOn(module, RTX_DEFAULT, DEFAULT + " (TensorRT-RTX)")
+    if module == TRT:
+        if level == "ampere_plus":
+            return LoadsOn(module, AMPERE_PLUS, 'hardware_compatibility_level = "ampere_plus"')
+        why = f'hardware_compatibility_level = "{level}"' if level else "full TensorRT"
+        return _on_build_gpu(module, build_gpu_cc, why)
+    return LoadsOn(
+        None,
+        (),
+        'not known before the build: builder_module = "auto" loads full TensorRT if installed (the GPU it is built '
+        f"on), else TensorRT-RTX ({' '.join(RTX_DEFAULT)} by default)",
+    )
+
+
+def _on_build_gpu(module: str, build_gpu_cc: str | None, why: str) -> LoadsOn:
+    if build_gpu_cc:
+        return LoadsOn(module, (build_gpu_cc,), f"{why}: {BUILD_GPU}", True)
+    return LoadsOn(module, (), f"{BUILD_GPU} ({why})", True)
+
+
+def engine_loads_on(eng: object, module: str | None = None, build_gpu_cc: str | None = None) -> LoadsOn:
+    """An `[engines.X]` table's answer: its `builder_module` when it names one, else `module` (the probed one)."""
+    preference = getattr(eng, "builder_module", "auto")
+    builder = getattr(eng, "builder", None)
+    return loads_on(
+        preference if preference != "auto" else module,
+        getattr(builder, "compute_capabilities", None),
+        getattr(builder, "hardware_compatibility_level", None),
+        build_gpu_cc,
+    )

@@ -1,0 +1,75 @@
+"""Will it load there, before the build (issue 33, "Will it load there"): `core.loads_on`, the one rule every face
+renders. Its TensorRT-RTX answers are the lists TensorRT-RTX itself named on the lent H200 for the same settings
+(tests/data/engine_validity/h200.json, parsed by the worker's own parser)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from trtls.builds.worker.engine_validity import parse_validity_message
+from trtls.core.loads_on import RTX_DEFAULT, compute_capability, engine_loads_on, loads_on
+from trtls.core.recipe import EngineRecipe
+
+H200 = json.loads((Path(__file__).parents[1] / "data" / "engine_validity" / "h200.json").read_text())
+
+
+def said_on_the_h200(case: str) -> list[str]:
+    ((_, message),) = H200["cases"][case]["logged"]
+    parsed = parse_validity_message(message)
+    assert parsed is not None
+    return parsed["supported"]
+
+
+@pytest.mark.parametrize(
+    ("case", "settings"),
+    [
+        ("default", {}),
+        ("SM89", {"compute_capabilities": ["SM89"]}),
+        ("SM80+SM120", {"compute_capabilities": ["SM80", "SM120"]}),
+        ("ampere_plus", {"hardware_compatibility_level": "ampere_plus"}),
+    ],
+)
+def test_before_the_build_it_says_what_tensorrt_rtx_said_after_it(case: str, settings: dict) -> None:
+    eng = EngineRecipe.model_validate(
+        {"onnx": "m.onnx", "output": "m.engine", "builder_module": "tensorrt_rtx", "builder": settings}
+    )
+    assert list(engine_loads_on(eng).capabilities) == said_on_the_h200(case)
+
+
+def test_the_build_record_s_words_give_the_same_answer() -> None:
+    """A build record says "builder default" for a setting left unset, and the read-back names otherwise."""
+    assert loads_on("tensorrt_rtx", "builder default", "builder default").capabilities == RTX_DEFAULT
+    assert loads_on("tensorrt_rtx", ["SM89"]).text() == '8.9 (compute_capabilities = ["SM89"])'
+    assert loads_on("tensorrt_rtx").text() == "8.0 8.6 8.9 12.0 12.1 >12.0 (builder default (TensorRT-RTX))"
+
+
+def test_covers_reads_tensorrt_s_later_than_token() -> None:
+    default = loads_on("tensorrt_rtx")
+    assert default.covers("8.9") and default.covers("12.0") and default.covers("13.0")
+    assert default.covers("9.0") is False and default.covers("7.5") is False  # the H200; Turing
+    assert loads_on("tensorrt_rtx", ["SM89"]).covers("12.0") is False
+
+
+def test_where_it_is_not_known_before_the_build_it_says_so() -> None:
+    current = loads_on("tensorrt_rtx", ["CURRENT"])
+    assert current.capabilities == () and current.covers("8.9") is None and current.build_gpu
+    assert "the GPU it is built on" in current.text()
+    assert loads_on("tensorrt_rtx", ["CURRENT"], build_gpu_cc="8.9").capabilities == ("8.9",)
+    full = loads_on("tensorrt", ["SM89"])  # full TensorRT does not apply compute_capabilities
+    assert full.capabilities == () and full.covers("8.9") is None and "the GPU it is built on" in full.text()
+    assert loads_on("tensorrt", None, "ampere_plus").covers("9.0") is True
+    assert loads_on("tensorrt", None, "ampere_plus").covers("7.5") is False
+    assert loads_on("tensorrt", None, "same_compute_capability", "9.0").capabilities == ("9.0",)
+    auto = loads_on("auto")
+    assert auto.module is None and auto.covers("8.9") is None and 'builder_module = "auto"' in auto.text()
+
+
+@pytest.mark.parametrize(
+    ("target", "cc"),
+    [("SM89", "8.9"), ("sm_90", "9.0"), ("SM120", "12.0"), ("8.6", "8.6"), ("86", "8.6"), ("NVIDIA H200", None)],
+)
+def test_a_target_s_compute_capability(target: str, cc: str | None) -> None:
+    assert compute_capability(target) == cc
