@@ -72,9 +72,11 @@ def cmd_store(args: argparse.Namespace) -> int:
 
 def _gc(store: Any, max_size: str | None) -> int:
     """Evict down to the bound (quarantined entries first: they count against it), prune quarantined entries older
-    than a week, remove what killed publishes left in tmp/; say what went, and each entry that could not be removed
-    or moved aside (`Store.left_in_place`: its folder, the error, its owner and mode) — 1 when any was left."""
+    than a week, remove what killed publishes left in tmp/ and the lock files no build holds; say what went, and each
+    entry that could not be removed or moved aside (`Store.left_in_place`: its folder, the error, its owner and mode)
+    — 1 when any was left."""
     from trtls.store.config import parse_size
+    from trtls.store.lock import clean_locks
 
     refusal = store.sweep_refusal()
     if refusal is not None:  # not a marked store, or no place for one: gc would remove someone's files
@@ -90,6 +92,7 @@ def _gc(store: Any, max_size: str | None) -> int:
         pruned += store.prune_quarantine(older_than_s=None, over=store.over_bound(bound))
     evicted = store.evict(max_size=bound)
     left = store.clean_tmp()
+    locks = clean_locks(store.root)  # none held: a build of a key makes its lock file again
     for q in pruned:
         print(terminal_safe(f"  pruned quarantine/{q.path.name} ({human_bytes(q.size)})"))
     kept = list(dict.fromkeys(store.left_in_place))  # each entry it could not remove, once, located with why
@@ -98,7 +101,8 @@ def _gc(store: Any, max_size: str | None) -> int:
     print(
         f"evicted {len(evicted)} entries ({human_bytes(sum(e.size for e in evicted))}); "
         f"{len(pruned)} quarantined entries pruned ({human_bytes(sum(q.size for q in pruned))}); "
-        f"{left} leftovers removed" + (f"; {len(kept)} entries could not be removed (left in place)" if kept else "")
+        f"{left} leftovers removed; {locks} unheld lock files removed"
+        + (f"; {len(kept)} entries could not be removed (left in place)" if kept else "")
     )
     return EXIT_FAILED if kept else EXIT_OK
 

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from trtls.fs.folder import ensure_folder, open_folder
     from trtls.fs.kill import ProcessProof, kill_ray_actor, prove, signal_child, signal_proven
     from trtls.fs.kinds import OWNED_MARK, Kind
-    from trtls.fs.lock import held_lock, open_lock_file
+    from trtls.fs.lock import held_lock, open_lock_file, remove_unheld_lock
     from trtls.fs.read import (
         TooLarge,
         UnreadableRecord,
@@ -87,6 +87,7 @@ __all__ = [
     "read_json_record",
     "UnreadableRecord",
     "remove_file",
+    "remove_unheld_lock",
     "remove_tree",
     "rename",
     "scratch_dir",
@@ -106,7 +107,7 @@ _HOME = {
     **dict.fromkeys(("ensure_folder", "open_folder"), "folder"),
     **dict.fromkeys(("ProcessProof", "kill_ray_actor", "prove", "signal_child", "signal_proven"), "kill"),
     **dict.fromkeys(("OWNED_MARK", "Kind"), "kinds"),
-    **dict.fromkeys(("held_lock", "open_lock_file"), "lock"),
+    **dict.fromkeys(("held_lock", "open_lock_file", "remove_unheld_lock"), "lock"),
     **dict.fromkeys(
         ("TooLarge", "UnreadableRecord", "open_regular", "parse_json", "read_bytes", "read_json_record", "read_text"),
         "read",

@@ -8,6 +8,7 @@ import contextlib
 import errno
 import fcntl
 import os
+import stat
 from collections.abc import Iterator
 
 from trtls.core.paths import UnsafeWrite
@@ -53,6 +54,36 @@ def truncate_lock(fd: int, text: str) -> None:
     data = text.encode("utf-8")
     os.pwrite(fd, data, 0)
     os.ftruncate(fd, len(data))
+
+
+def remove_unheld_lock(path: str | os.PathLike[str], *, kind: Kind, within: str | os.PathLike[str]) -> bool:
+    """Unlink the lock file `path` when no process holds it: opened under its folder's descriptor (O_NOFOLLOW, never
+    created: a symlink there is left), flock'ed without waiting (held: left), and unlinked while held only when it is
+    still the file at that name (st_dev, st_ino). A process that opened it before sees, once it has the lock, that
+    the name leads elsewhere and opens it again (store/lock.py). False when held, gone, or not ours to open."""
+    from pathlib import Path
+
+    target = Path(path)
+    if not kind.may_delete(target.name):
+        raise UnsafeWrite(errno.EPERM, f"is not a name trtls makes for a {kind.label}; it is left alone", str(path))
+    with open_folder(target.parent, within) as folder_fd:
+        try:
+            fd = os.open(target.name, os.O_RDONLY | _NOFOLLOW | _CLOEXEC | os.O_NONBLOCK, dir_fd=folder_fd)
+        except OSError:
+            return False  # gone, a symlink (ELOOP), another account's private file (EACCES): left
+        try:
+            opened = os.fstat(fd)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                return False  # a build holds it
+            named = os.stat(target.name, dir_fd=folder_fd, follow_symlinks=False)
+            if not stat.S_ISREG(opened.st_mode) or (named.st_dev, named.st_ino) != (opened.st_dev, opened.st_ino):
+                return False
+            os.unlink(target.name, dir_fd=folder_fd)
+            return True
+        finally:
+            os.close(fd)  # the lock goes with the descriptor
 
 
 @contextlib.contextmanager

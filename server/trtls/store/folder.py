@@ -261,7 +261,7 @@ class StoreFolder:
 
     def remove(self, key: str) -> bool:
         """Remove an entry (renamed into tmp/ first: gone from entries/ at once, a restore holding its engine open
-        still reads it). False when it was not removed (gone already, or not ours to remove)."""
+        still reads it), its use time and its unheld lock file. False when it was not removed (gone, or not ours)."""
         key = self.checked_key(key)
         trash = self.root / "tmp" / tmp_name("evicted", key)
         try:
@@ -274,11 +274,12 @@ class StoreFolder:
         self.discard(trash)
         with contextlib.suppress(OSError):
             fs.remove_file(self.root / "used" / key, kind=Kind.store_entry, within=self.root)
+        with contextlib.suppress(OSError):  # and its lock file, unless a build of the key holds it now
+            fs.remove_unheld_lock(self.root / "locks" / f"{key}.lock", kind=Kind.store_lock, within=self.root)
         return True
 
     def discard(self, trash: Path) -> None:
-        """Remove a folder of ours in tmp/ (a replaced or evicted entry, an abandoned publish); a leftover is swept
-        later (`clean_tmp`)."""
+        """Remove a folder of ours in tmp/ (a replaced or evicted entry); a leftover is swept later (`clean_tmp`)."""
         with contextlib.suppress(OSError):
             fs.remove_tree(trash, kind=Kind.store_entry, within=self.root)
 

@@ -4,6 +4,11 @@
 cancel, a failure, SIGKILL), so a waiter that then finds no entry knows the first build did not publish and
 takes over. The holder writes its pid and build id into the file for the waiters' message.
 
+Lock files do not pile up: an evicted entry's is removed, and `trtls store gc` removes every one no build holds
+(`clean_locks`), each locked first and unlinked only while it is still the file at its name (`fs.remove_unheld_lock`).
+A build that opened a lock file just before a sweep removed it sees, once it holds the lock, that the file has no name
+any more (`_still_named`) and locks the one at the name now: never two holders of one key.
+
 The lock file is opened through the door (`fs.open_lock_file`: O_NOFOLLOW, a regular file, inside the store): a
 symlink planted at its name is never truncated or created through — it is removed (the link itself) and the lock
 file made in its place. A lock file another account made (not writable by us) is still locked, through a read-only
@@ -20,6 +25,7 @@ import contextlib
 import errno
 import fcntl
 import os
+import stat
 from pathlib import Path
 
 from trtls import fs
@@ -100,6 +106,9 @@ class KeyLock:
         except OSError:
             os.close(fd)
             raise
+        if not _still_named(fd, self.path):  # swept (`store gc`, an eviction) between our open and our lock
+            os.close(fd)
+            return self.try_acquire(holder)  # the name holds a new file now (or none): that one is the lock
         self._fd = fd
         self.relabel(holder)
         return True
@@ -130,3 +139,31 @@ class KeyLock:
 
     def __exit__(self, *exc: object) -> None:
         self.release()
+
+
+def _still_named(fd: int, path: Path) -> bool:
+    """Whether the locked descriptor is still the file at `path` (st_dev, st_ino): a sweep unlinks a lock file only
+    while it holds it (`fs.remove_unheld_lock`), so a file locked after that has no name any other process can open."""
+    try:
+        named, held = os.lstat(path), os.fstat(fd)
+    except OSError:
+        return False
+    return (named.st_dev, named.st_ino) == (held.st_dev, held.st_ino)
+
+
+def clean_locks(root: Path) -> int:
+    """Remove the lock files in `<root>/locks` that no build holds (`trtls store gc`): only names trtls makes there,
+    each through the door (`fs.remove_unheld_lock`: locked first, unlinked only while it is still the file at its
+    name, never through a symlink). A lock file this account cannot open (another account's, mode 0600) is left.
+    How many were removed."""
+    folder = root / "locks"
+    try:
+        names = os.listdir(folder) if stat.S_ISDIR(os.lstat(folder).st_mode) else []
+    except OSError:
+        return 0
+    removed = 0
+    for name in names:
+        if Kind.store_lock.may_delete(name):
+            with contextlib.suppress(OSError):
+                removed += fs.remove_unheld_lock(folder / name, kind=Kind.store_lock, within=root)
+    return removed
