@@ -232,7 +232,8 @@ def build_done(ls: TrtlsServer, build: Build | RestoredRun) -> None:
         if build.cell is None:  # a known-good engine is at the output now: the table's last build's findings go
             ls.store.set(uri, Origin.build, build.engine, [])
     elif record is not None:
-        ls.store.set(uri, Origin.build, build.engine, build_findings(record))
+        # TRT207's quick fix is computed on the recipe as the editor holds it now
+        ls.store.set(uri, Origin.build, build.engine, build_findings(record, ls.recipes.get(uri)))
     ls.publish(uri)
     ls.runs.evict()
     ls.refresh_lenses()

@@ -15,6 +15,7 @@ from trtls.core.findings import Finding, Origin, Severity
 
 if TYPE_CHECKING:  # a type only: the language server loads this module before pydantic (tests/test_layers.py)
     from trtls.builds.supervisor.orphans import RecoveredBuild
+    from trtls.core.recipe import LoadedRecipe
     from trtls.core.summary_record import Summary
 
 
@@ -22,7 +23,8 @@ def _f(code: str, severity: Severity, message: str, path: tuple, **data: Any) ->
     return Finding(code, severity, message, path, Origin.build, False, data)
 
 
-def build_findings(summary: Summary) -> list[Finding]:
+def build_findings(summary: Summary, loaded: LoadedRecipe | None = None) -> list[Finding]:
+    """`loaded`: the recipe as the editor holds it, for the quick fixes computed with a finding (TRT207's)."""
     engine = summary.engine or ""  # every record trtls writes names its engine
     table = ("engines", engine)
     outcome = summary.outcome
@@ -33,7 +35,7 @@ def build_findings(summary: Summary) -> list[Finding]:
             + _portability_findings(summary, engine)
             + _evidence_findings(summary, engine)
         )
-    out: list[Finding] = _not_applied(summary, engine) + _failure_findings(summary, engine)
+    out: list[Finding] = _not_applied(summary, engine) + _failure_findings(summary, engine, loaded)
     where = _stopped_in(summary)
     if outcome == "cancelled" and summary.forced:  # the user asked again: stopped at once, not the builder
         msg = (
@@ -159,7 +161,7 @@ def _not_applied(summary: Summary, engine: str) -> list[Finding]:
     ]
 
 
-def _failure_findings(summary: Summary, engine: str) -> list[Finding]:
+def _failure_findings(summary: Summary, engine: str, loaded: LoadedRecipe | None = None) -> list[Finding]:
     failure = summary.failure
     if failure is None:
         return []
@@ -176,21 +178,25 @@ def _failure_findings(summary: Summary, engine: str) -> list[Finding]:
             )
         ]
     if kind == "out_of_memory":
+        from trtls.builds.supervisor.memory_fix import memory_fix
+
         where: tuple[str, ...] = ("engines", engine)
         if failure.resource == "workspace_limit":
             where = setting_path(engine, "workspace_mib")
-        return [
-            _f(
-                "TRT207",
-                Severity.error,
-                f"{describe_memory(failure)}. {failure.advice}",
-                where,
-                buildId=summary.buildId,
-                resource=failure.resource,
-                peakRssBytes=failure.peakRssBytes,
-                keys=failure.keys,
-            )
-        ]
+        finding = _f(
+            "TRT207",
+            Severity.error,
+            f"{describe_memory(failure)}. {failure.advice}",
+            where,
+            buildId=summary.buildId,
+            resource=failure.resource,
+            peakRssBytes=failure.peakRssBytes,
+            keys=failure.keys,
+        )
+        fix = memory_fix(loaded, engine, failure.resource)
+        if fix is not None:  # the editor turns it into a WorkspaceEdit quick fix (lsp/editor.code_actions)
+            finding.data["fix"] = fix
+        return [finding]
     if kind in ("setting", "plugin", "precision") and failure.code:
         return [
             _f(
