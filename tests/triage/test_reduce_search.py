@@ -16,9 +16,13 @@ from types import SimpleNamespace
 from .reduce_models import layernorm_last
 from .test_reduce_cases import SMEM, _chain, _engine, _reduce
 
-# polygraphy debug reduce --mode bisect on the benchmark's magika case (32 KiB of tactic shared memory): its checks,
-# measured by benchmarks/bench_reduce_vs_polygraphy.py (benchmarks/results/reduce-vs-polygraphy-*-2026-12-03.txt)
+# polygraphy debug reduce --mode bisect on the benchmark's cases (32 KiB of tactic shared memory): its checks and the
+# nodes of the model it ends on (not Constant), measured by benchmarks/bench_reduce_vs_polygraphy.py
+# (benchmarks/results/reduce-vs-polygraphy-search-from-end-2026-12-03.txt; docs/performance.md)
 POLYGRAPHY_MAGIKA_CHECKS = 11
+POLYGRAPHY_TWO_OUTPUTS_CHECKS = 10  # the two-output model, its LayerNorm branch ending first (depth 40: 42 nodes)
+POLYGRAPHY_TWO_OUTPUTS_NODES = 41
+TWO_OUTPUTS_DEPTH = 40  # the benchmark's
 
 
 def _user_build(ws: Path, engine: str) -> None:
@@ -54,6 +58,31 @@ def test_magika_is_reduced_in_no_more_trials_than_polygraphy_and_its_setting_nam
     steps = _steps(record)
     assert steps.count("inputs") == 2 and steps.count("settings") == 1, steps
     assert record["trialsBuilt"] <= POLYGRAPHY_MAGIKA_CHECKS, record["trialsByStep"]
+    assert _with_the_user_build(record) <= POLYGRAPHY_MAGIKA_CHECKS, record["trialsByStep"]
+
+
+def test_the_two_output_model_is_reduced_in_no_more_trials_than_polygraphy(tmp_path: Path) -> None:
+    """The benchmark's two-output model (42 nodes; the failing LayerNorm branch ends before the other output's) with
+    32 KiB of tactic shared memory: trtls ends on the LayerNorm alone (Polygraphy: 41 nodes) and names the setting,
+    within Polygraphy's 10 checks — the user's failed build it reuses counted too (docs/performance.md: without it
+    every trtls count is one more)."""
+    from .test_reduce_cases import _two_outputs
+
+    _two_outputs(tmp_path / "m.onnx", depth=TWO_OUTPUTS_DEPTH)
+    (tmp_path / "trtls.toml").write_text(_engine("m", "m.onnx", "[N, 16, 64]", smem=True))
+    _user_build(tmp_path, "m")
+    code, record, stderr = _reduce(tmp_path, "m")
+    assert record is not None, stderr[-2000:]
+    assert code == 0 and record["outcome"] == "configuration", record["causeText"]
+    assert record["minimal"]["nodeNames"] == ["ln"] and record["minimal"]["nodes"] <= POLYGRAPHY_TWO_OUTPUTS_NODES
+    assert record["causeSettings"] == {"tactic_shared_memory_kib": 32} and record["reusedBuild"]
+    assert record["trialsBuilt"] <= POLYGRAPHY_TWO_OUTPUTS_CHECKS, record["trialsByStep"]
+    assert _with_the_user_build(record) <= POLYGRAPHY_TWO_OUTPUTS_CHECKS, record["trialsByStep"]
+
+
+def _with_the_user_build(record: dict) -> int:
+    """The builds a reduction costs when there is no failed build of the same engine key to reuse: one more."""
+    return int(record["trialsBuilt"]) + (1 if record["reusedBuild"] else 0)
 
 
 def test_a_failing_last_node_is_found_by_one_inputs_trial(tmp_path: Path) -> None:

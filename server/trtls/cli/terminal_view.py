@@ -15,7 +15,7 @@ from typing import Any, TextIO
 from trtls.builds.supervisor.supervisor import Build
 from trtls.cli.console import raw
 from trtls.core import build_view
-from trtls.core.display import evidence_lines, human_bytes
+from trtls.core.display import evidence_lines, human_bytes, peak_memory_text
 from trtls.core.phase_tree import PhaseView, row_text, rows_of
 from trtls.core.summary_record import Summary
 from trtls.core.terminal_text import terminal_safe as safe
@@ -240,4 +240,7 @@ def print_outcome(build: Build, out: TextIO | None = None) -> None:
         say(f"  engine: {e['path']} ({human_bytes(e.get('size'))}, sha256 {str(e.get('sha256'))[:16]}…)")
     for label in ("retry", "validation"):
         say(f"  {label}: {verdicts[label]}")
+    peaks = build.history().peaks(record.buildConfigHash) if record.buildConfigHash else []
+    if peaks and peaks[-1].get("buildId") == record.buildId:  # this build's peak, with its settings' history
+        say(f"  memory: {peak_memory_text(peaks, lead='peaked at')}")
     say(f"  evidence: {record.evidenceError or state.evidence_dir / 'summary.json'}")  # TRT413: none written

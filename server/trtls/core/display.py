@@ -346,3 +346,24 @@ def time_left_text(seconds: float | None, low: float | None, high: float | None,
     if similar:
         text += f", from {similar} similar build{'s' if similar != 1 else ''}"
     return text
+
+
+def peak_memory_text(
+    peaks: list[dict[str, Any]], now: float | None = None, lead: str = "last build peaked at"
+) -> str | None:
+    """`last build peaked at 412.3 MiB (worker RSS; failed, 3 min ago); 4 builds of these settings: 380.0 MiB–412.3
+    MiB` from the history's peaks of one config, oldest first (builds.supervisor.history.History.peaks); None when no
+    build of it measured one. Said before a build (the engine's hover) and, led by `peaked at`, of the build just
+    ended (the terminal) or shown (the report: the peaks up to it)."""
+    if not peaks:
+        return None
+    last = peaks[-1]
+    text = (
+        f"{lead} {human_bytes(last.get('peakRssBytes'))} (worker RSS; {last.get('outcome') or 'built'}, "
+        f"{ago(last.get('startedAt'), now)})"
+    )
+    sizes = [p["peakRssBytes"] for p in peaks]
+    if len(sizes) > 1:
+        low, high = human_bytes(min(sizes)), human_bytes(max(sizes))
+        text += f"; {len(sizes)} builds of these settings: " + (low if low == high else f"{low}–{high}")
+    return text

@@ -1,6 +1,7 @@
 """The hover over a recipe: a key's own words (its field's type, description, values and default, from the pydantic
 model), the model's declared inputs under an input name or on `onnx` (read in a thread by the server:
-`declared_in_thread`), and on `onnx` what TensorRT said at the engine's last recorded build."""
+`read_in_thread`), on `onnx` what TensorRT said at the engine's last recorded build, and on the engine's table
+and its memory keys the peak memory of its last build (`memory_hover`, in the same thread: report/memory_lens.py)."""
 
 from __future__ import annotations
 
@@ -30,9 +31,43 @@ def hover_at(
     col: int,
     recorded: Callable[[Path], dict[str, str]] | None = None,
     declared: str | None = _READ_NOW,
+    memory: str | None = _READ_NOW,
 ) -> str | None:
     """The hover at (line, col); `recorded`: where the recipe's recorded runs come from, as for `code_lenses`;
-    `declared`: `declared_hover`'s answer when the caller read it already (off the event loop)."""
+    `declared`: `declared_hover`'s answer when the caller read it already (off the event loop); `memory`:
+    `memory_hover`'s, likewise."""
+    if memory is _READ_NOW:
+        memory = memory_hover(loaded, line, col, recorded)
+    text = _hover(loaded, line, col, recorded, declared)
+    if memory is None:
+        return text
+    return f"{text}\n\n---\n\n{memory}" if text else memory
+
+
+def memory_hover(
+    loaded: LoadedRecipe, line: int, col: int, recorded: Callable[[Path], dict[str, str]] | None = None
+) -> str | None:
+    """On an engine's table or one of its memory keys: the peak memory of its last recorded build and of the builds of
+    the same settings (report/memory_lens.py); it reads the build's record and the history, so the server calls it in
+    a thread."""
+    from trtls.report.capability_lens import latest_runs
+    from trtls.report.memory_lens import is_memory_path, recorded_peak_text
+
+    hit = loaded.source_map.path_at(line, col)
+    if hit is None or not is_memory_path(hit[0]):
+        return None
+    build_id = (recorded or latest_runs)(loaded.path).get(str(hit[0][1]))
+    said = recorded_peak_text(loaded.path, build_id) if build_id is not None else None
+    return f"**Memory** · {said}" if said else None
+
+
+def _hover(
+    loaded: LoadedRecipe,
+    line: int,
+    col: int,
+    recorded: Callable[[Path], dict[str, str]] | None,
+    declared: str | None,
+) -> str | None:
     hit = loaded.source_map.path_at(line, col)
     if hit is None:
         return None
@@ -86,10 +121,12 @@ def _recorded_capability(
     return capability_hover(engine, build_id, summary, answer, model_since(loaded, engine, summary))
 
 
-def declared_in_thread(loaded: LoadedRecipe, line: int, col: int) -> str | None:
-    """`declared_hover` as the server runs it, in a thread, held there by the test hook
+def read_in_thread(
+    loaded: LoadedRecipe, line: int, col: int, recorded: Callable[[Path], dict[str, str]] | None
+) -> tuple[str | None, str | None]:
+    """`declared_hover` and `memory_hover` as the server runs them, in a thread, held there by the test hook
     (`TRTLS_TEST_PAUSE=model_inputs:<folder>`, tests only)."""
     from trtls.lsp.recorded_runs import pause_for_test
 
     pause_for_test("model_inputs", str(loaded.path))
-    return declared_hover(loaded, line, col)
+    return declared_hover(loaded, line, col), memory_hover(loaded, line, col, recorded)

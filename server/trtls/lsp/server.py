@@ -212,13 +212,13 @@ async def hover(ls: TrtlsServer, params: lsp.HoverParams) -> lsp.Hover | None:
     loaded = ls.checked(params.text_document.uri)
     if loaded is None:
         return None
-    from trtls.lsp.hover import declared_in_thread, hover_at
+    from trtls.lsp.hover import hover_at, read_in_thread
     from trtls.lsp.recorded_runs import recorded_runs  # the last reading, never a reading on the event loop
 
     line, col = params.position.line, params.position.character
-    # the model's declared inputs are read in a thread: a model not in the inputs cache is opened and walked
-    declared = await asyncio.to_thread(declared_in_thread, loaded, line, col)
-    text = hover_at(loaded, line, col, recorded_runs(ls).latest, declared)
+    # in a thread: the model's declared inputs (a model may be opened and walked), its last build's memory (history)
+    declared, memory = await asyncio.to_thread(read_in_thread, loaded, line, col, latest := recorded_runs(ls).latest)
+    text = hover_at(loaded, line, col, latest, declared, memory)
     return lsp.Hover(contents=lsp.MarkupContent(kind=lsp.MarkupKind.Markdown, value=text)) if text else None
 
 

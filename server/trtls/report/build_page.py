@@ -14,6 +14,7 @@ from trtls.core.display import (
     evidence_lines,
     human_bytes,
     human_seconds,
+    peak_memory_text,
     phase_detail,
     previous_engine_text,
     quiet_text,
@@ -48,6 +49,7 @@ def build_report(ev: BuildEvidence) -> str:
                 ("builder", esc(f"{s.builderModule} {s.tensorrtVersion}")),
                 ("config", f"<code>{esc(str(s.buildConfigHash or '—')[:16])}</code>"),
                 *((label, esc(text)) for label, text in evidence_lines(s)),  # as the terminal prints them
+                ("memory", esc(memory_text(ev))),
                 ("why this build ran", esc(reasons_text(s.rebuiltBecause or []) if rebuilt_text(s) else "—")),
             ]
         ),
@@ -63,6 +65,15 @@ def build_report(ev: BuildEvidence) -> str:
         artifacts_table(s),
     ]
     return page(title, "".join(body), "build")
+
+
+def memory_text(ev: BuildEvidence) -> str:
+    """This build's peak memory, with its configuration's earlier builds (core.display.peak_memory_text, the words of
+    the terminal after a build); the evidence's own figure for a build the history does not hold."""
+    if ev.peaks and ev.peaks[-1].get("buildId") == ev.build_id:
+        return str(peak_memory_text(ev.peaks, lead="peaked at"))
+    peak = (ev.summary.resources or {}).get("peakRssBytes")
+    return f"peaked at {human_bytes(peak)} (worker RSS)" if isinstance(peak, int) else "not measured"
 
 
 def _rows(ev: BuildEvidence) -> tuple[list[Span], int]:

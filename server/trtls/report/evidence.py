@@ -56,6 +56,7 @@ class BuildEvidence:
     spans: list[Span] = field(default_factory=list)
     quiet_gaps: list[tuple[float, float]] = field(default_factory=list)
     history: list[dict[str, Any]] = field(default_factory=list)  # dated builds of this config, oldest first
+    peaks: list[dict[str, Any]] = field(default_factory=list)  # this config's builds' peak memory, oldest first
 
     @property
     def build_id(self) -> str:
@@ -196,6 +197,7 @@ def load_build(run_dir: Path) -> BuildEvidence:
     evidence.spans = _spans(evidence)
     evidence.quiet_gaps = _quiet_gaps(evidence)
     evidence.history = _history(run_dir, summary)
+    evidence.peaks = _peaks(run_dir, summary)
     return evidence
 
 
@@ -255,3 +257,12 @@ def _history(run_dir: Path, summary: Summary) -> list[dict[str, Any]]:
     if not config:
         return []
     return History(run_dir.parent.parent / "history.json").builds(str(config))
+
+
+def _peaks(run_dir: Path, summary: Summary) -> list[dict[str, Any]]:
+    """The peak memory of this config's builds up to this one (History.peaks)."""
+    config, started = summary.buildConfigHash, summary.startedAt
+    if not config or not isinstance(started, int | float):
+        return []
+    peaks = History(run_dir.parent.parent / "history.json").peaks(str(config))
+    return [p for p in peaks if isinstance(p.get("startedAt"), int | float) and p["startedAt"] <= round(started, 3)]

@@ -46,22 +46,26 @@ async def finish_build(build: Build, outcome: BuildOutcome, guard: OutputGuard |
     build.fold(Ended(outcome))
     history = build.history()
     if build.config_hash:
+        peak = peak_record(build, outcome)  # every outcome's: "last build peaked at …" before the next build
+        unrecorded = None
         if outcome == "built":
             unrecorded = history.record(
                 build.config_hash,
                 durations=build.tree.durations(),
                 build={"buildId": build.id, "startedAt": build.started_at, "durationS": build.elapsed_s(t_end)},
                 facts=model_facts(build),  # for engines with no history of their own (supervisor/similar_builds.py)
+                peak=peak,
             )
-            if unrecorded:
-                build.fold(Noted(unrecorded))
-        elif build.token.is_set and outcome in ("cancelled", "forced"):
-            running = [p for p in build.tree.phases.values() if p.status == "cancelled"]
-            deepest = max(running, key=lambda p: p.id.count("."), default=None)
-            if deepest is not None:
-                unrecorded = history.record(build.config_hash, stop_phase=deepest.id)
-                if unrecorded:
-                    build.fold(Noted(unrecorded))
+        else:
+            stop = None
+            if build.token.is_set and outcome in ("cancelled", "forced"):
+                running = [p for p in build.tree.phases.values() if p.status == "cancelled"]
+                deepest = max(running, key=lambda p: p.id.count("."), default=None)
+                stop = deepest.id if deepest is not None else None
+            if stop is not None or peak is not None:
+                unrecorded = history.record(build.config_hash, stop_phase=stop, peak=peak)
+        if unrecorded:
+            build.fold(Noted(unrecorded))
     await build.previous_sha()  # the engine this build found, hashed beside it (summary: is it intact?)
     if guard is not None and outcome == "built":
         await guard.verify_written(build)  # the sha of what is on disk, not of what the worker meant to write
@@ -79,6 +83,22 @@ async def finish_build(build: Build, outcome: BuildOutcome, guard: OutputGuard |
             pass
     # as the listeners left it: the store's additions (builds/avoidance/lookup.py), a farm cell's reuse (matrix.py)
     build.resolve(build.state.record or summary)
+
+
+def peak_record(build: Build, outcome: BuildOutcome) -> dict[str, Any] | None:
+    """The build's peak memory for the history: the worker's own getrusage peak, else the supervisor's last VmHWM
+    sample (as the evidence's `resources.peakRssBytes`, builds/supervisor/resources.py); None when none was measured."""
+    reported = build.finished.peak_rss_bytes if build.finished is not None else None
+    sampled = getattr(build.resources, "peak_rss", None) if build.resources is not None else None
+    peak = reported if reported is not None else sampled
+    if not isinstance(peak, int) or peak <= 0:
+        return None
+    return {
+        "buildId": build.id,
+        "startedAt": round(float(build.started_at), 3),
+        "outcome": outcome,
+        "peakRssBytes": peak,
+    }
 
 
 def write_evidence(build: Build, summary: dict[str, Any]) -> str | None:

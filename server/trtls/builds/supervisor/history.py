@@ -5,6 +5,10 @@ ever compared with builds of the very same network and settings. Phase ids are t
 same across such builds. This is the stall evidence a person needs before pressing Stop:
 "quiet 42 s · usual 30 s".
 
+Each config also keeps the peak memory of its builds (`peaks`: buildId, startedAt, outcome and the worker's peak RSS,
+for every outcome that measured one: a build that ran out of memory is the one to remember), said before the next
+build as "last build peaked at 412 MiB" (core.display.peak_memory_text).
+
 Each config also keeps its model's facts (`facts`: builder, device, ONNX bytes, layers, profiles: see
 supervisor/similar_builds.py), so an engine with no history of its own can be estimated from similar builds of the
 same project.
@@ -72,6 +76,18 @@ class History:
                 out.append((facts, kept))
         return out
 
+    def peaks(self, config_hash: str) -> list[dict[str, Any]]:
+        """The peak memory of this config's builds, oldest first: {buildId, startedAt, outcome, peakRssBytes}
+        (histories written before peaks were kept have none)."""
+        entry = self._load().get(config_hash, {})
+        return [
+            p
+            for p in entry.get("peaks", [])
+            if isinstance(p, dict)
+            and isinstance(p.get("peakRssBytes"), int)
+            and not isinstance(p["peakRssBytes"], bool)
+        ]
+
     def stops(self, config_hash: str) -> list[str]:
         return list(self._load().get(config_hash, {}).get("stops", []))
 
@@ -82,13 +98,15 @@ class History:
         stop_phase: str | None = None,
         build: dict[str, Any] | None = None,
         facts: dict[str, Any] | None = None,
+        peak: dict[str, Any] | None = None,
     ) -> str | None:
         """Add a successful build's phase durations (and, with `build`, its date and total duration; with `facts`,
-        its model's facts), or the phase a stopped build was in. The `builds` list and `facts` are new; older readers
+        its model's facts), or the phase a stopped build was in; with `peak`, a build's peak memory (any outcome:
+        {buildId, startedAt, outcome, peakRssBytes}). The `builds`, `peaks` lists and `facts` are new; older readers
         ignore them. Never raises: history is advice. Returns why it was not recorded (a full disk, `.trtls` swapped
         for a symlink), or None."""
         try:
-            self._record(config_hash, durations, stop_phase, build, facts)
+            self._record(config_hash, durations, stop_phase, build, facts, peak)
         except OSError as exc:
             return f"history not recorded: {exc.filename or self.path}: {exc.strerror or exc}"
         return None
@@ -100,6 +118,7 @@ class History:
         stop_phase: str | None,
         build: dict[str, Any] | None,
         facts: dict[str, Any] | None = None,
+        peak: dict[str, Any] | None = None,
     ) -> None:
         ensure_folder(self.path.parent, within=self.root)
         with cache_lock(self.path, within=self.root):  # concurrent builds of one workspace share this file
@@ -115,6 +134,9 @@ class History:
                 entry["builds"] = (builds + [dated])[-KEEP_BUILDS:]
             if facts is not None:
                 entry["facts"] = facts
+            if peak is not None:
+                peaks = entry.get("peaks") if isinstance(entry.get("peaks"), list) else []
+                entry["peaks"] = (peaks + [peak])[-KEEP_BUILDS:]
             if stop_phase is not None:
                 entry["stops"] = (entry["stops"] + [stop_phase])[-KEEP:]
             entry["lastUsed"] = round(time.time(), 3)
