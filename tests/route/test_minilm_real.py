@@ -308,6 +308,7 @@ ENGINE_HOLDS = {
     "release.baseline": ("not_checked", "TRT906"),
     "release.canary": ("not_checked", "TRT907"),
     "release.rollback": ("not_checked", "TRT908"),  # the previous bundle is restored and verified; no smoke run
+    "release.engine_portability": ("not_checked", "TRT911"),  # built with no GPU: TensorRT-RTX was not asked
 }
 
 

@@ -24,6 +24,7 @@ from trtls.core.cancel import CancelToken
 from trtls.core.recipe import LoadedRecipe
 from trtls.core.triage_records import DIVERGENCE_NAME, DivergenceResult
 from trtls.fs import Kind, atomic_write_text, ensure_folder
+from trtls.fs.models import load_onnx
 from trtls.triage.diverge import RULE, compare, random_feed, standard_json
 from trtls.triage.diverge_run import DivergenceUnavailable, load_feed
 
@@ -33,12 +34,13 @@ PAIR_RTOL = 1e-3
 
 
 def _load(path: Path, what: str) -> Any:
-    import onnx
 
     if not path.is_file():
         raise DivergenceUnavailable(f"the {what} model {path} is not a file")
     try:
-        return onnx.load(str(path))  # external data from the model's own folder, as ONNX Runtime reads it
+        return load_onnx(path)  # external data from the model's own folder, as ONNX Runtime reads it
+    except OSError as exc:  # a FIFO, a device, external data out of the folder: the door's reason, with the path
+        raise DivergenceUnavailable(f"the {what} model {path} cannot be read: {exc.strerror or exc}") from None
     except Exception as exc:  # a truncated or foreign file: said with its path, never a traceback
         raise DivergenceUnavailable(f"the {what} model {path} cannot be read as ONNX: {exc}") from None
 

@@ -19,6 +19,7 @@ from trtls.core.recipe import LoadedRecipe
 from trtls.core.route import RouteModel
 from trtls.core.triage_records import DIVERGENCE_NAME, DivergenceResult
 from trtls.fs import Kind, atomic_write_text, ensure_folder
+from trtls.fs.models import load_npz, load_onnx
 from trtls.triage.diverge import RANGE_RTOL, RULE, find_divergence, random_feed, standard_json
 
 
@@ -32,17 +33,19 @@ def load_feed(path: Path, model: Any) -> dict[str, np.ndarray]:
     dims — so that a wrong file is said as such (DivergenceUnavailable), not as ONNX Runtime's error mid-search."""
     import zipfile
 
+    from trtls.fs.models import NotAnArchive
     from trtls.triage.probe import model_inputs
 
     if not path.is_file():
         raise DivergenceUnavailable(f"the inputs file {path} is not a file")
     npz = "a NumPy .npz of arrays by input name (np.savez(path, name=array, …))"
-    if not zipfile.is_zipfile(path):  # np.load would read it as a pickle or one .npy array
-        raise DivergenceUnavailable(f"the inputs file {path} is not {npz}: it is not an .npz archive")
     try:
-        with np.load(path, allow_pickle=False) as data:  # never unpickled: an inputs file is arrays only
-            feed = {k: data[k] for k in data.files}
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
+        feed = load_npz(path)  # a regular file only, never unpickled: an inputs file is arrays only
+    except NotAnArchive as exc:  # np.load would read it as a pickle or one .npy array
+        raise DivergenceUnavailable(f"the inputs file {path} is not {npz}: {exc}") from None
+    except OSError as exc:  # a FIFO or a device swapped in after the check above: the door's reason
+        raise DivergenceUnavailable(f"the inputs file {path} cannot be read: {exc.strerror or exc}") from None
+    except (ValueError, EOFError, zipfile.BadZipFile) as exc:
         raise DivergenceUnavailable(f"the inputs file {path} is not {npz}: {type(exc).__name__}: {exc}") from None
     if odd := [k for k, v in feed.items() if not isinstance(v, np.ndarray)]:  # a member that is no .npy array
         raise DivergenceUnavailable(f"the inputs file {path} is not {npz}: {', '.join(odd)} is not an array")
@@ -164,7 +167,6 @@ def run_divergence(
 ) -> DivergenceResult:
     """The search, its evidence written; `report(text)` is told each step (from this thread); `tensorrt` adds the
     TensorRT engine's layer-wise comparison (`trt_layers`), or why it could not run here."""
-    import onnx
 
     from trtls.builds.precision import PrecisionCancelled, run_precision_step
 
@@ -181,7 +183,7 @@ def run_divergence(
         except PrecisionCancelled:  # a stop (Ctrl-C, --timeout, the editor's) killed the conversion's child
             return None
 
-    reference = onnx.load(str(s.reference), load_external_data=False)  # its inputs: the feed's names and shapes
+    reference = load_onnx(s.reference, external_data=False)  # its inputs: the feed's names and shapes
     if s.inputs is not None:
         feed = load_feed(s.inputs, reference)
         inputs_text = str(s.inputs)

@@ -34,6 +34,7 @@ from trtls.core.recipe import LoadedRecipe
 from trtls.core.summary_record import Summary
 from trtls.core.triage_records import FailureSignature, ShapeProbeRecord, Verdict
 from trtls.fs import Kind, atomic_write_bytes, ensure_folder
+from trtls.fs.models import load_onnx
 from trtls.triage.cut_search import bisect_cut, named_node, search_from_end, span_ends
 from trtls.triage.signature import RULE, RULE_REGEX, failure_signature, same_failure
 from trtls.triage.trials import Trial, TrialRunner
@@ -155,7 +156,6 @@ async def run_reduction(loaded: LoadedRecipe, engine: str, red: Reduction, runne
 
 
 async def _run_reduction(loaded: LoadedRecipe, engine: str, red: Reduction, runner: TrialRunner) -> Reduction:
-    import onnx
 
     from trtls.builds.precision import input_digest
     from trtls.triage.shape_inference import probe_shapes
@@ -166,7 +166,7 @@ async def _run_reduction(loaded: LoadedRecipe, engine: str, red: Reduction, runn
     red.phase = f"loading the model {onnx_path}"
     red.model_sha256 = red.model_sha256 or await asyncio.to_thread(input_digest, onnx_path)
     red.recipe_sha256 = engine_sha256(eng)
-    model = onnx.load(str(onnx_path))  # external data from the model's own folder, as the parser reads it
+    model = load_onnx(onnx_path)  # external data from the model's own folder, as the parser reads it
     graph = load_graph(model)
     compute = _compute_indices(graph)
     red.original_nodes = len(graph.nodes)

@@ -18,7 +18,6 @@ while a record still points to it (`pins`):
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import re
 import stat
@@ -35,6 +34,7 @@ from trtls.core.evidence_table import EvidenceTable
 from trtls.core.recipe_file import read_recipe_text
 from trtls.core.tomlpos import bounded_loads
 from trtls.fs import Kind, ensure_folder, open_lock_file, read_text, remove_tree
+from trtls.fs.lock import try_lock
 
 if TYPE_CHECKING:  # the supervisor imports this module before a build's worker starts, pydantic after (issue 31)
     from trtls.core.summary_record import Summary
@@ -315,12 +315,7 @@ def _gc_lock(trtls_dir: Path) -> Iterator[bool]:
     locks = ensure_folder(trtls_dir / "locks", within=root)
     fd = open_lock_file(locks / "gc.lock", kind=Kind.evidence, within=root)
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            yield False
-            return
-        yield True
+        yield try_lock(fd)
     finally:
         os.close(fd)
 
