@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -20,6 +19,8 @@ from trtls.accept.runner import (  # the harness
 )
 from trtls.builds.timing_cache import identity_path, save_merged
 from trtls.fs import Kind, atomic_write_bytes, chmod, ensure_folder, parse_json, read_bytes, read_text, remove_file
+from trtls.fs.attrs import set_immutable
+from trtls.fs.models import load_onnx
 
 CACHE_LIMIT = 1 << 30  # a timing cache of one scratch build; its sidecar is a few hundred bytes
 
@@ -62,18 +63,17 @@ def sc_readonly_output(ctx: Context) -> Observation:
 
 def _make_readonly(folder: Path, within: Path) -> str | None:
     """Make the scratch output folder unwritable (a hostile state, made through the door inside `within`, the
-    run's scratch folder): `chattr +i` when it holds even for root, else mode 0555 for a non-root user."""
+    run's scratch folder): the immutable flag (`chattr +i`, `fs.attrs.set_immutable`) when it holds even for root,
+    else mode 0555 for a non-root user."""
     ensure_folder(folder, within=within)
-    if shutil.which("chattr"):
-        r = subprocess.run(["chattr", "+i", str(folder)], capture_output=True)
-        if r.returncode == 0:
-            probe = folder / ".trtls-accept-probe"
-            try:
-                atomic_write_bytes(probe, b"x", kind=Kind.scratch, within=within)
-                remove_file(probe, kind=Kind.scratch, within=within)
-                subprocess.run(["chattr", "-i", str(folder)], capture_output=True)
-            except OSError:
-                return "chattr +i"
+    if set_immutable(folder, True, kind=Kind.scratch, within=within):
+        probe = folder / ".trtls-accept-probe"
+        try:
+            atomic_write_bytes(probe, b"x", kind=Kind.scratch, within=within)
+            remove_file(probe, kind=Kind.scratch, within=within)
+            set_immutable(folder, False, kind=Kind.scratch, within=within)
+        except OSError:
+            return "chattr +i"
     if os.geteuid() != 0:
         chmod(folder, 0o555, kind=Kind.scratch, within=within)
         return "chmod 0555"
@@ -82,7 +82,7 @@ def _make_readonly(folder: Path, within: Path) -> str | None:
 
 def _undo_readonly(folder: Path, how: str, within: Path) -> None:
     if how == "chattr +i":
-        subprocess.run(["chattr", "-i", str(folder)], capture_output=True)
+        set_immutable(folder, False, kind=Kind.scratch, within=within)
     else:
         chmod(folder, 0o755, kind=Kind.scratch, within=within)
 
@@ -114,10 +114,9 @@ def sc_network_change(ctx: Context) -> Observation:
 def _change_network(onnx_path: Path, within: Path) -> None:
     """The same graph with different weights: another network for the builder, valid ONNX (the scratch copy,
     rewritten inside `within` with its weights inline, as `onnx.load` read them)."""
-    import onnx
     from onnx import numpy_helper
 
-    model = onnx.load(str(onnx_path))
+    model = load_onnx(onnx_path)
     for i, init in enumerate(model.graph.initializer):
         arr = numpy_helper.to_array(init)
         if arr.dtype.kind == "f" and arr.size:

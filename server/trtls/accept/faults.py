@@ -34,6 +34,7 @@ from trtls.fs import (
     remove_tree,
     signal_child,
 )
+from trtls.fs.models import load_onnx
 
 
 def real(how: str) -> dict[str, str]:
@@ -235,10 +236,9 @@ def retype_io(onnx_path: Path, dtype: str, *, within: Path) -> list[str]:
     """Give every float32 graph input and output another element type, with Casts at the boundary: the same
     computation, but a strongly-typed network whose types differ (what a precision change does to a network).
     The scratch copy of the model is rewritten inside `within` (weights inline, as `onnx.load` read them)."""
-    import onnx
     from onnx import TensorProto, helper
 
-    model = onnx.load(str(onnx_path))
+    model = load_onnx(onnx_path)
     g, to = model.graph, getattr(TensorProto, dtype)
     changed = []
     for vi in g.input:

@@ -10,7 +10,6 @@ its own copy of the template, provokes its fault, runs a retry, and returns an `
 from __future__ import annotations
 
 import asyncio
-import fcntl
 import json
 import os
 import subprocess
@@ -35,6 +34,7 @@ from trtls.core.summary_record import Summary
 from trtls.fs import Kind, open_lock_file, parse_json, read_text, remove_file, remove_tree, scratch_dir
 from trtls.fs.copy_tree import copy_tree
 from trtls.fs.kinds import TEMP_MARK
+from trtls.fs.lock import try_lock, unlock
 
 RECORD_LIMIT = 16 << 20  # a summary, the history or a build's events: records of one scratch build
 
@@ -223,11 +223,10 @@ def lock_probe(ws: Path) -> dict[str, bool]:
             out[str(lock.relative_to(ws))] = False
             continue
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            fcntl.flock(fd, fcntl.LOCK_UN)
-            out[str(lock.relative_to(ws))] = True
-        except BlockingIOError:
-            out[str(lock.relative_to(ws))] = False
+            free = try_lock(fd)
+            if free:
+                unlock(fd)
+            out[str(lock.relative_to(ws))] = free
         finally:
             os.close(fd)
     return out

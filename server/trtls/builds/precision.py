@@ -73,10 +73,11 @@ def modelopt_version() -> str | None:
 def _external_data_files(onnx_path: Path) -> list[Path]:
     """External-data files the model names (without loading them), so they are part of the key."""
     try:
-        import onnx
         from onnx.external_data_helper import _get_all_tensors, uses_external_data
 
-        model = onnx.load(str(onnx_path), load_external_data=False)
+        from trtls.fs.models import load_onnx
+
+        model = load_onnx(onnx_path, external_data=False)
     except Exception:
         return []  # not loadable here: the child or the parser will say why
     names = set()

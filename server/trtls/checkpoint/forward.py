@@ -39,7 +39,7 @@ class ForwardError(Exception):
 def load_safetensors(shards: Path | Sequence[Path]) -> dict[str, np.ndarray]:
     """Every tensor of the given *.safetensors shards (or of a folder's top-level shards), each header validated
     first (`checkpoint.sniff`): a header that lies is a ForwardError naming the tensor, never the loader's crash."""
-    from safetensors.numpy import load_file
+    from trtls.fs.models import load_safetensors as load_file
 
     paths = sorted(p for p in shards.glob("*.safetensors") if p.is_file()) if isinstance(shards, Path) else list(shards)
     if not paths:
@@ -49,7 +49,7 @@ def load_safetensors(shards: Path | Sequence[Path]) -> dict[str, np.ndarray]:
         problems = safetensors_problems(shard)
         if problems:
             raise ForwardError("; ".join(problems))
-        for name, arr in load_file(str(shard)).items():
+        for name, arr in load_file(shard).items():
             if name in weights:
                 raise ForwardError(f"tensor {name!r} appears in two weight shards")
             weights[name] = arr

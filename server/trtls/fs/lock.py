@@ -47,6 +47,21 @@ def open_lock_file(
     return fd
 
 
+def try_lock(fd: int) -> bool:
+    """An exclusive flock on a descriptor from `open_lock_file`, without waiting: False when another process holds
+    it. The kernel drops it when the holder closes the descriptor or dies, SIGKILL included."""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True
+
+
+def unlock(fd: int) -> None:
+    """Release a flock `try_lock` took (the descriptor stays open: the caller closes it)."""
+    fcntl.flock(fd, fcntl.LOCK_UN)
+
+
 def truncate_lock(fd: int, text: str) -> None:
     """Replace a held lock file's content (its holder line) in place (never when a hard link to it appeared since it
     was opened: the other name's file is not ours to rewrite)."""

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from trtls.core.paths import inside, real
+from trtls.fs.models import data_root
 
 READER_VERSION = 2  # 2: every tensor the model can reference (attributes, sparse, subgraphs, functions)
 
@@ -34,17 +35,6 @@ class ExternalData:
     @property
     def described(self) -> str:
         return self.where or f"tensor {self.tensor!r}"
-
-
-def data_root(model: str | os.PathLike[str]) -> Path:
-    """The folder an external data file's real path must stay inside: the model's real folder, or, for a model
-    inside a Hugging Face cache snapshot (`<repo>/snapshots/<rev>/…` beside `<repo>/blobs`), the repository's."""
-    folder = Path(os.path.abspath(model)).parent
-    parts = folder.parts
-    for index in range(len(parts) - 2, 0, -1):
-        if parts[index] == "snapshots" and os.path.isdir(Path(*parts[:index], "blobs")):
-            return real(Path(*parts[:index]))
-    return real(folder)
 
 
 def locate(model: str | os.PathLike[str], location: str) -> tuple[Path, str | None]:

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from trtls.fs import read_bytes
+from trtls.fs.models import load_onnx
 from trtls.runtimes.contract import RuntimeSpec, Signature
 
 
@@ -98,12 +99,11 @@ class _OrtAdapter(_Adapter):
 
 class _ReferenceAdapter(_Adapter):
     def __init__(self, spec: RuntimeSpec):
-        import onnx
         from onnx import helper
         from onnx.reference import ReferenceEvaluator  # noqa: F401 - fail here, not per request, when it is missing
 
         assert spec.model is not None  # RuntimeSpec.problems() refuses a model runtime without one
-        model = onnx.load(spec.model)
+        model = load_onnx(spec.model)
         initializers = {t.name for t in model.graph.initializer}
         self.signature = {}
         for vi in model.graph.input:

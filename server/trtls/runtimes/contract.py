@@ -20,7 +20,7 @@ import numpy as np
 
 from trtls.core.paths import real
 from trtls.core.runtime_session import SESSION_OPTIONS, runtime_session
-from trtls.fs import Kind, atomic_writer, open_regular
+from trtls.fs import Kind, atomic_writer
 
 KINDS = ("onnxruntime", "onnx_reference", "tensorrt", "command")
 RunStatus = Literal["ok", "error", "timeout", "crash", "unavailable"]
@@ -131,8 +131,9 @@ def save_npz(
 def load_npz(path: str | os.PathLike[str]) -> dict[str, np.ndarray]:
     """Load arrays (never pickles: a hostile .npz cannot run code) from a regular file only (`fs.open_regular`: a
     FIFO or a device named as reference inputs is refused, never waited on)."""
-    with open_regular(path, limit=None, follow=True) as fh, np.load(fh, allow_pickle=False) as z:
-        return {k: z[k] for k in z.files}
+    from trtls.fs.models import load_npz as door_load_npz
+
+    return door_load_npz(path)
 
 
 # ------------------------------------------------------------------------------------ input validation

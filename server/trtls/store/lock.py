@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import fcntl
 import os
 import stat
 from pathlib import Path
@@ -31,7 +30,7 @@ from pathlib import Path
 from trtls import fs
 from trtls.core.paths import UnsafeWrite
 from trtls.fs import Kind, read_text
-from trtls.fs.lock import truncate_lock
+from trtls.fs.lock import truncate_lock, try_lock, unlock
 from trtls.fs.store_root import fit_mode, shared_modes
 from trtls.store.folder import owner_of
 from trtls.store.key import is_key
@@ -99,13 +98,13 @@ class KeyLock:
         if fd is None:
             return True  # nothing to hold: this process cannot publish here, or cannot lock the key (`note`): it builds
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            return False
+            taken = try_lock(fd)
         except OSError:
             os.close(fd)
             raise
+        if not taken:
+            os.close(fd)
+            return False
         if not _still_named(fd, self.path):  # swept (`store gc`, an eviction) between our open and our lock
             os.close(fd)
             return self.try_acquire(holder)  # the name holds a new file now (or none): that one is the lock
@@ -131,7 +130,7 @@ class KeyLock:
     def release(self) -> None:
         if self._fd is not None:
             fd, self._fd = self._fd, None
-            fcntl.flock(fd, fcntl.LOCK_UN)
+            unlock(fd)
             os.close(fd)
 
     def __enter__(self) -> KeyLock:

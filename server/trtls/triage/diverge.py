@@ -27,6 +27,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from trtls.fs.models import load_onnx
+
 if TYPE_CHECKING:
     from trtls.core.triage_records import TensorDivergence
 
@@ -294,9 +296,8 @@ def find_divergence(
     nodes were excluded (`reason`: first_diverging | widened_upstream) and whether its outputs did worse
     (`worseThanBefore`). `stop()` is read before each conversion and each comparison; `report(text)` is told each
     comparison as it starts (the editor's progress)."""
-    import onnx
 
-    reference = onnx.load(str(reference_path))
+    reference = load_onnx(reference_path)
     out = Divergence(fixed=False if fix else None)
     excluded = list(spec.get("exclude_nodes") or [])
     before: float | None = None  # the outputs' error before the exclusion now being tried
@@ -311,7 +312,7 @@ def find_divergence(
             out.fixed = None
             break
         report(f"round {index + 1}: comparing every tensor" + (f" (exclude_nodes = {excluded})" if excluded else ""))
-        comp = compare(reference, onnx.load(str(converted_path)), feed, rtol, output_tolerances)
+        comp = compare(reference, load_onnx(converted_path), feed, rtol, output_tolerances)
         first = comp.first
         no_better = bool(before is not None and added and not comp.outputs_pass and comp.output_range_error >= before)
         out.rounds.append(

@@ -20,6 +20,8 @@ from typing import Any
 
 import numpy as np
 
+from trtls.fs.models import load_npz, load_onnx
+
 
 def mark_every_layer(network: Any) -> list[str]:
     """Mark every output of every layer as a network output; the names, in layer order (already-marked outputs
@@ -122,7 +124,6 @@ def run_engine(bm: Any, serialized: bytes, feed: dict[str, np.ndarray], logged: 
 def layerwise(job: dict[str, Any], check_device: bool = True) -> dict[str, Any]:
     """The whole comparison for a job (the parent's JSON). `check_device=False` builds even where no device was
     found (a test of the refusal path: the runtime's own answer)."""
-    import onnx
     import onnx_graphsurgeon as gs
 
     from trtls.builds.worker.adapter import load_builder_module
@@ -132,8 +133,7 @@ def layerwise(job: dict[str, Any], check_device: bool = True) -> dict[str, Any]:
 
     if check_device and (blocker := execution_blocker()) is not None:
         return not_checked(blocker, detected="in the child, before building")
-    with np.load(job["inputs"]) as data:
-        feed = {k: data[k] for k in data.files}
+    feed = load_npz(job["inputs"])
     bm = load_builder_module(job.get("builder") or "auto")
     logged = Logged()
     builder, network, _parser, marked = parse_marked(bm, Path(job["onnx"]), logged)
@@ -142,7 +142,7 @@ def layerwise(job: dict[str, Any], check_device: bool = True) -> dict[str, Any]:
     base = {"module": bm.name, "version": bm.version, "markedOutputs": len(marked), "engineBytes": len(serialized)}
     if isinstance(got, str):
         return not_checked(got, detected="deserializing the built engine", **base)
-    reference = onnx.load(job["reference"])
+    reference = load_onnx(job["reference"])
     session = every_tensor_session(reference)
     ref_names = [o.name for o in session.get_outputs()]
     ref = dict(zip(ref_names, session.run(ref_names, feed), strict=True))

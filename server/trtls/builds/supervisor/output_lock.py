@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import fcntl
 import hashlib
 import json
 import os
@@ -30,7 +29,7 @@ from typing import Any
 
 from trtls.builds.roots import state_root
 from trtls.fs import Kind, ensure_folder, open_lock_file, parse_json, read_bytes
-from trtls.fs.lock import truncate_lock
+from trtls.fs.lock import truncate_lock, try_lock
 
 MAX_HOLDER_BYTES = 64 << 10  # a holder line is a few hundred bytes
 POLL_S = 0.1  # a waiting build retries this often (a cancel while waiting is seen at once: it is not a blocking call)
@@ -107,9 +106,7 @@ class OutputLock:
         if self.fd is not None:
             return True
         fd = self._open()
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+        if not try_lock(fd):
             os.close(fd)
             return False
         self.fd = fd
