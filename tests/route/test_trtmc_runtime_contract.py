@@ -33,7 +33,7 @@ from tests.onnx_files.third_party import FOLDERS, fetch_folder
 from tests.route.test_fidelity import sentence_transformers_checkpoint
 from tests.route.test_trtmc_format import RECIPE
 
-from trtls.bundle.trtmc_contract import contract_problems
+from trtls.bundle.trtmc_contract import RTX_PROBLEM, contract_problems
 from trtls.checkpoint.forward import load_safetensors, reference_forward
 from trtls.checkpoint.lock import lock_route
 from trtls.core.recipe import load_recipe
@@ -147,7 +147,8 @@ def test_trtmcs_pipeline_runs_the_bundle_and_serves_the_checkpoints_token_states
     assert "model.onnx" not in runtime.sections  # no payload TRTMC never reads
     verdict = run_gates(load_recipe(root / "trtls.toml"), "st", [3], write_evidence=False)
     load = {c.name: c for c in verdict.checks}["bundle.trtmc_load"]
-    assert load.status == "pass" and load.evidence["engine_io_not_checked"] == []
+    assert load.evidence["engine_io_not_checked"] == []
+    assert load.status == "hold" and load.evidence["problems"] == [RTX_PROBLEM]  # only the TensorRT-RTX build
 
 
 def test_the_engine_trtls_built_before_breaks_trtmcs_contract_on_every_point_gate_3_reads(small) -> None:
@@ -155,7 +156,7 @@ def test_the_engine_trtls_built_before_breaks_trtmcs_contract_on_every_point_gat
     from trtls.bundle import read_bundle
 
     header = dict(read_bundle(root / "build" / "st.bundle").header)
-    assert contract_problems(header, "bert_encoder_only") == ([], [])
+    assert contract_problems(header, "bert_encoder_only", backend="trt", length_cap=16) == ([], [])
     old = {  # the io_map of the TRTMC bundle trtls wrote before issue 29 (int64 [batch, sequence], two outputs)
         "inputs": {
             n: {
@@ -191,10 +192,14 @@ def test_a_trtmc_route_whose_profiles_trtmc_cannot_feed_is_refused_before_any_bu
 
 
 MINILM = next(f for f in FOLDERS if f.key == "all_minilm_l6_v2")
-MINILM_RECIPE = RECIPE.replace("min = [1], opt = [8], max = [16]", "min = [1], opt = [32], max = [128]").replace(
-    'checkpoint = { path = "ck", revision = "cccccccccccccccccccccccccccccccccccccccc" }',
-    'checkpoint = { path = "ck", id = "sentence-transformers/all-MiniLM-L6-v2", '
-    f'revision = "{MINILM.wheel_sha256[:40]}" }}',
+MINILM_RECIPE = (
+    RECIPE.replace("min = [1], opt = [8], max = [16]", "min = [1], opt = [32], max = [128]")
+    .replace("max_input_tokens = 16", "max_input_tokens = 128")
+    .replace(
+        'checkpoint = { path = "ck", revision = "cccccccccccccccccccccccccccccccccccccccc" }',
+        'checkpoint = { path = "ck", id = "sentence-transformers/all-MiniLM-L6-v2", '
+        f'revision = "{MINILM.wheel_sha256[:40]}" }}',
+    )
 )
 
 
@@ -232,7 +237,8 @@ def test_the_real_minilm_package_runs_in_trtmcs_pipeline(minilm) -> None:
     assert name == "hidden_states" and flat.shape == (len(ids) * 384,)
     np.testing.assert_allclose(flat.reshape(len(ids), 384), ref, atol=1e-4, rtol=1e-3)
     verdict = run_gates(load_recipe(root / "trtls.toml"), "st", [3], write_evidence=False)
-    assert verdict.gate_status(3) == "supported", [(c.name, c.message) for c in verdict.checks if c.status != "pass"]
+    held = [(c.name, c.evidence.get("problems")) for c in verdict.checks if c.status != "pass"]
+    assert held == [("bundle.trtmc_load", [RTX_PROBLEM])], held  # all but the TensorRT-RTX build is TRTMC's
 
 
 def test_gate_4_feeds_a_trtmc_model_through_the_reference_adapter_and_says_what_it_compared(minilm) -> None:
@@ -318,3 +324,82 @@ def test_gate_5_measures_a_trtmc_model_on_batch_1_requests_it_takes(minilm) -> N
     assert measured.evidence["adapter"]["adapter"] == "trtmc_bert"
     assert "first row as one int32 [sequence] request" in measured.evidence["adapter"]["requests"]
     assert "adapter" not in checks["release.canary"].evidence  # no canary inputs: nothing ran through it
+
+
+BUILT_IO = {  # what the route build records of a TRTMC-contract engine (exporters.engine_io), 16 tokens long
+    "inputs": {
+        n: {"dtype": "int32", "shape": ["sequence"], "profile": {"min": [1], "opt": [8], "max": [16]}}
+        for n in ("input_ids", "attention_mask")
+    },
+    "outputs": {"hidden_states": {"dtype": "float32", "shape": ["sequence", 32]}},
+    "source": {"profiles": "the build's builder config"},
+}
+HEADER = {"io_map": BUILT_IO, "max_cache_length": 16, "hidden_size": 32, "engine_backend": "trt"}
+
+
+def test_an_rtx_bert_engine_holds_because_trtmcs_bert_builder_refuses_tensorrt_rtx() -> None:
+    """Issue 29: `engine_backend = "trt_rtx"` passed with no word. TRTMC's runtime would load it (the backend is taken
+    from config.json for every strategy), but TRTMC's BERT builder refuses RTX (model.py:993-994): a hold that says
+    so, whichever way the backend is read (config.json, else the header)."""
+    assert contract_problems(HEADER, "bert_encoder_only", backend="trt") == ([], [])
+    for header, backend in (({**HEADER, "engine_backend": "trt_rtx"}, None), (HEADER, "trt_rtx")):
+        problems, not_checked = contract_problems(header, "bert_encoder_only", backend=backend)
+        assert problems == [RTX_PROBLEM] and not not_checked
+    assert "model.py:993-994" in RTX_PROBLEM and "would load" in RTX_PROBLEM  # loaded, not refused: TRTMC's runtime
+    problems, not_checked = contract_problems({"engine_backend": "trt_rtx"}, "bert_encoder_only")  # no io_map either
+    assert problems == [RTX_PROBLEM] and "no io_map" in not_checked[0]
+
+
+def test_requests_past_the_profile_hold_unless_the_engine_takes_every_position_or_the_route_caps_them() -> None:
+    """Issue 29: TRTMC's tokenizers never truncate, setInputShape is unchecked and the copy is min(bytes), so 17-64
+    tokens on a 16-token engine over a 64-position model were answered silently wrong, and nothing said so."""
+
+    def said(**kw) -> tuple[list[str], list[str]]:
+        return contract_problems(HEADER, "bert_encoder_only", backend="trt", **kw)
+
+    problems, _ = said(positions=64, routed=True)
+    assert len(problems) == 1 and "at most 16 tokens" in problems[0] and "17-64 tokens" in problems[0]
+    assert "max_input_tokens" in problems[0] and "trt_module_impl.cpp:269" in problems[0]
+    assert said(positions=64, length_cap=16, routed=True) == ([], [])  # the route says its service cuts at 16
+    assert said(positions=64, length_cap=12, routed=True) == ([], [])
+    over, _ = said(positions=64, length_cap=32, routed=True)
+    assert len(over) == 1 and "max_input_tokens 32 is over the engine's longest input (16" in over[0]
+    assert said(positions=16, routed=True) == ([], [])  # the engine takes every position the model has
+    problems, not_checked = said(positions=64)  # a bundle on its own (bundle inspect/verify): no route to state it
+    assert problems == [] and len(not_checked) == 1 and "no route here to state a cap" in not_checked[0]
+
+
+def test_profiles_taken_from_the_recipe_leave_the_contract_not_checked_never_passed() -> None:
+    """Issue 29: when the build summary lacked optimizationProfiles, exporters.engine_io recorded the recipe's
+    profiles ("profiles: the engine recipe") and gate 3 judged the engine by them. Now every profile point is
+    not_checked, saying why; what was read from the build (names, dtypes, ranks, outputs) is still judged."""
+    io_map = {**BUILT_IO, "source": {"profiles": "the engine recipe"}}
+    problems, not_checked = contract_problems({**HEADER, "io_map": io_map}, "bert_encoder_only", backend="trt")
+    assert problems == [] and len(not_checked) == 1
+    assert "took them from the engine recipe" in not_checked[0] and "unread" in not_checked[0]
+    wrong = {**io_map, "inputs": {**io_map["inputs"], "input_ids": {**io_map["inputs"]["input_ids"], "dtype": "int64"}}}
+    problems, _ = contract_problems({**HEADER, "io_map": wrong}, "bert_encoder_only", positions=512, backend="trt")
+    assert len(problems) == 1 and "'input_ids' is int64" in problems[0]  # still judged; no length claim made
+
+
+def test_gate_3_says_not_checked_for_a_bundle_whose_profiles_came_from_the_recipe(small, tmp_path: Path) -> None:
+    from trtls.bundle import read_bundle, write_bundle
+
+    _, root = small
+    copy = tmp_path / "copy"
+    shutil.copytree(root, copy, symlinks=True)
+    path = copy / "build" / "st.bundle"
+    bundle = read_bundle(path)
+    header = {k: v for k, v in bundle.header.items() if k not in ("sections", "trtls")}
+    header["io_map"] = {**header["io_map"], "source": {**header["io_map"]["source"], "profiles": "the engine recipe"}}
+    header["engine_backend"] = "trt"
+    sections = {n: bundle.read_section(n) for n in bundle.sections}
+    config = json.loads(sections["config.json"])
+    sections["config.json"] = json.dumps({**config, "engine_backend": "trt"}).encode()
+    write_bundle(path, header, sections, provenance=bundle.header["trtls"].get("provenance"), within=copy)
+    load = {c.name: c for c in run_gates(load_recipe(copy / "trtls.toml"), "st", [3], write_evidence=False).checks}
+    got = load["bundle.trtmc_load"]
+    assert got.status == "not_checked", got.message
+    assert "took them from the engine recipe" in got.message and got.evidence["engine_io_source"]["profiles"] == (
+        "the engine recipe"
+    )

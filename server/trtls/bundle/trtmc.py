@@ -166,8 +166,9 @@ class TrtmcView:
     def dispatch(self, key: str) -> Any:
         return first_value(self.config_text, key)[1]
 
-    def load_problems(self) -> list[str]:
-        """Why TRTMC's native loader would not load this bundle as an encoder pipeline (empty: nothing found)."""
+    def load_problems(self, length_cap: int | None = None, *, routed: bool = False) -> list[str]:
+        """Why TRTMC's native loader would not load this bundle as an encoder pipeline, or its runtime would not run
+        it as TRTMC supports (empty: nothing found). `length_cap`, `routed`: `trtmc_contract.contract_problems`'s."""
         problems = []
         if self.config is None:
             problems.append("no config.json section holding a JSON object (TRTMC's dispatch record)")
@@ -209,7 +210,7 @@ class TrtmcView:
             f"header {f['field']!r} is missing at the top level and would be read from {f['at']}"
             for f in shadowed_fields(self.header)
         ]
-        problems += self.engine_io()[0]
+        problems += self.engine_io(length_cap, routed=routed)[0]
         cache, positions = self.header.get("max_cache_length"), self.dispatch("max_position_embeddings")
         if isinstance(cache, int) and isinstance(positions, int) and cache > positions:
             problems.append(
@@ -218,12 +219,19 @@ class TrtmcView:
             )
         return problems
 
-    def engine_io(self) -> tuple[list[str], list[str]]:
+    def engine_io(self, length_cap: int | None = None, *, routed: bool = False) -> tuple[list[str], list[str]]:
         """(problems, not_checked) of the engine's recorded I/O against the runtime contract of its strategy
-        (`bundle.trtmc_contract`)."""
+        (`bundle.trtmc_contract`), with config.json's engine_backend and max_position_embeddings as TRTMC reads them."""
         from trtls.bundle.trtmc_contract import contract_problems
 
-        return contract_problems(self.header, self.dispatch("runtime_strategy"))
+        return contract_problems(
+            self.header,
+            self.dispatch("runtime_strategy"),
+            backend=self.dispatch("engine_backend"),
+            positions=self.dispatch("max_position_embeddings"),
+            length_cap=length_cap,
+            routed=routed,
+        )
 
 
 def read_trtmc(path: str | os.PathLike[str]) -> TrtmcView:

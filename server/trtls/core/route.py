@@ -199,6 +199,13 @@ class RouteModel(_Model):
         "`trt_abi` as major.minor), the tokenizer and sentence-transformers files under their own names. Engine "
         "routes only, for model types TRTMC registers a strategy for (bert).",
     )
+    max_input_tokens: int | None = Field(
+        None,
+        gt=0,
+        description='With `bundle_format = "trtmc"`: the longest request, in tokens, the service in front of TRTMC\'s '
+        "runtime lets through (it truncates or refuses longer ones; TRTMC itself never does). Needed when the engine's "
+        "profile stops short of the model's max_position_embeddings; at most the profile's max (gate 3, TRT702).",
+    )
     tokenizer_texts: list[str] | None = Field(
         None,
         min_length=1,

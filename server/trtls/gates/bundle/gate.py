@@ -243,8 +243,12 @@ def _trtmc_check(ctx: GateContext, bundle: Any, path: tuple) -> GateCheck:
         view = read_trtmc(bundle)
     except (BundleError, OSError, UnicodeDecodeError) as exc:
         return _check("bundle.trtmc_load", "hold", f"cannot read the bundle as TRTMC does: {exc}", "TRT702", path)
-    problems = view.load_problems()
-    io_not_checked = view.engine_io()[1]  # no io_map: the engine cannot be read here (no GPU to deserialize it)
+    problems = view.load_problems(ctx.route.max_input_tokens, routed=True)
+    io_not_checked = view.engine_io(ctx.route.max_input_tokens, routed=True)[
+        1
+    ]  # no io_map / recipe profiles: not read here (no GPU to deserialize it)
+    io_map = view.header.get("io_map")
+    # what the build did not record is not_checked (waivable); no io_map at all is a hold (nothing of it was read)
     ev = {
         "runtime_strategy": view.dispatch("runtime_strategy"),
         "engine_backend": view.dispatch("engine_backend"),
@@ -258,13 +262,15 @@ def _trtmc_check(ctx: GateContext, bundle: Any, path: tuple) -> GateCheck:
         else None,
         "runtime_ran": False,
     }
+    ev["max_input_tokens"] = ctx.route.max_input_tokens
     if problems or io_not_checked:
+        unread = not problems and isinstance(io_map, dict)
         problems = problems + [f"{n}: TRTMC's input contract is unverified" for n in io_not_checked]
         return _check(
             "bundle.trtmc_load",
-            "hold",
-            'the route asks for bundle_format = "trtmc", but TensorRT Model Connect\'s loader would not load this '
-            "bundle: " + "; ".join(problems[:5]) + f"; {rebuild_advice(ctx.route_name)}",
+            "not_checked" if unread else "hold",
+            'the route asks for bundle_format = "trtmc", but TensorRT Model Connect\'s runtime would not load and run '
+            "this bundle as TRTMC supports it: " + "; ".join(problems[:5]) + f"; {rebuild_advice(ctx.route_name)}",
             "TRT702",
             path,
             ev,
