@@ -60,6 +60,8 @@ def key_changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
         out.append(
             f"builder {ob.get('module')} {_short(ob.get('version'))} → {nb.get('module')} {_short(nb.get('version'))}"
         )
+    elif ob.get("libraries") != nb.get("libraries"):  # the same version, other library bytes (replaced in place)
+        out.append(_library_change(nb.get("module"), ob.get("libraries") or {}, nb.get("libraries") or {}))
     ot, nt = old.get("target") or {}, new.get("target") or {}
     for k in sorted(set(ot) | set(nt)):
         if ot.get(k) != nt.get(k):
@@ -68,6 +70,14 @@ def key_changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
         if old.get(k) != new.get(k):
             out.append(f"{k} {old.get(k)} → {new.get(k)}")
     return out
+
+
+def _library_change(module: Any, old: dict[str, Any], new: dict[str, Any]) -> str:
+    """`builder tensorrt_rtx library libtensorrt_rtx.so.1 bytes changed` (each library that differs, by name)."""
+    if not old or not new:
+        return f"builder {module} libraries {'now' if new else 'no longer'} in the key"
+    names = sorted(Path(n).name for n in set(old) | set(new) if old.get(n) != new.get(n))
+    return f"builder {module} library {', '.join(names)} bytes changed"
 
 
 def _profile_changes(index: int, a: Any, b: Any) -> list[str]:

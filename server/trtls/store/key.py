@@ -1,16 +1,18 @@
 """The engine key: one sha256 over every byte the builder reads and every input that can change the plan.
 
-Computed from a worker job (`builds.supervisor.build.worker_job`: exactly what the worker would get) WITHOUT importing
+Computed from a worker job (`builds.supervisor.job.worker_job`: exactly what the worker would get) WITHOUT importing
 TensorRT: the builder module is found with `importlib.util.find_spec` (which does not run the package) and its
 version is read from the installed distributions' `*.dist-info` folder names beside it.
 
 What the key covers (its *parts*, kept in every store entry so two keys can be compared by name):
-- `files`: the ONNX file's bytes, every external-data file its initializers name, each plugin library and each
-  plugin to serialize — by content (sha256), through the stat-keyed digest cache (`checkpoint.hashing`), so an
+- `files`: the ONNX file's bytes, every external-data file any tensor it holds names (initializers, sparse
+  initializers, tensor attributes of nodes, in every subgraph and function), each plugin library and each plugin to
+  serialize — by content (sha256), through the stat-keyed digest cache (`checkpoint.hashing`), so an
   unchanged 500 MB model is stat'ed, not read;
 - `settings`: the requested builder settings (the same inputs on the same builder version give the same effective
   settings); `profiles`; `precision`: the AutoCast settings and, when a conversion runs, ModelOpt's version;
-- `plugins`: the creator names a build requires; `builder`: module name and version (+ its distributions);
+- `plugins`: the creator names a build requires; `builder`: module name and version (+ its distributions) and the
+  sha256 of each native library it loads (`libraries`: through a per-user digest cache, a stat each on a warm one);
 - `target`: compute capabilities, hardware compatibility level, and the device when a driver reports one;
 - `format` (this key's layout) and `protocol` (the worker protocol version).
 
@@ -36,7 +38,7 @@ from trtls.core.paths import real
 from trtls.core.protocol import PROTOCOL_VERSION, stable_json
 from trtls.core.vocabulary import BUILDER_MODULES
 from trtls.fs import Kind, parse_json, read_text
-from trtls.store.layout import version_sources
+from trtls.store.layout import library_files, version_sources
 
 KEY_FORMAT = "trtls.engine-key/1"
 KEY_TEXT = re.compile(r"[0-9a-f]{64}")  # a key, and so a name in the store (entries/<key>, locks/<key>.lock)
@@ -73,20 +75,47 @@ class EngineKey:
 
 
 def builder_identity(preference: str) -> dict[str, Any]:
-    """The module a build would import and its version, found without importing it (auto: tensorrt first, as
-    `builds.worker.adapter.load_builder_module` does)."""
+    """The module a build would import, its version and the sha256 of each native library it loads, found without
+    importing it (auto: tensorrt first, as `builds.worker.adapter.load_builder_module` does). The module's file and its
+    libraries' paths are kept beside the key (`paths`), not in it: the same builder bytes in another venv are the same
+    builder, and a store shared by machines whose venvs differ must match their engines."""
+    name, site = _builder_found(preference)
+    dists = _distributions_beside(site, name)
+    versions = sorted({v for v in dists.values()}) or _version_in_source(site, name)
+    return {
+        "module": name,
+        "version": versions[0] if len(versions) == 1 else versions,
+        "distributions": dists,
+        "libraries": _library_digests(site, name),
+    }
+
+
+def _builder_found(preference: str) -> tuple[str, Path]:
+    """(module, the folder it is found in) of the builder `preference` would import."""
     for name in BUILDER_CANDIDATES.get(preference, (preference,)):
         try:
             spec = importlib.util.find_spec(name)
         except (ImportError, ValueError):
             spec = None
-        if spec is None or not spec.submodule_search_locations:
-            continue
-        site = Path(next(iter(spec.submodule_search_locations))).parent
-        dists = _distributions_beside(site, name)
-        versions = sorted({v for v in dists.values()}) or _version_in_source(site, name)
-        return {"module": name, "version": versions[0] if len(versions) == 1 else versions, "distributions": dists}
+        if spec is not None and spec.submodule_search_locations:
+            return name, Path(next(iter(spec.submodule_search_locations))).parent
     raise KeyUnavailable(f"no builder module ({preference}) is installed")
+
+
+def _library_digests(site: Path, module: str) -> dict[str, str]:
+    """`{"<package>/<library>": sha256}` of the builder's native libraries (store.layout.library_files): a library
+    replaced in place at the same version (a patched build, a copied tree) is another builder, and its engines are
+    others. Through a per-user digest cache (`builder-digests.json` in trtls's cache folder, this account's own): one
+    stat a library on every key, the hash once per library file (~0.4 s for TensorRT-RTX's 234 MB) on this host."""
+    from trtls.core.paths import user_cache_dir
+
+    files = library_files(site, module)
+    if not files:
+        return {}
+    folder = user_cache_dir()
+    within = next((f for f in (folder, folder.parent) if f.is_dir()), folder)  # saved only inside an existing one
+    shas = _digests(files, DigestCache(folder / "builder-digests.json", within=within))
+    return {f"{p.parent.name}/{p.name}": shas[p] for p in files}
 
 
 def _version_in_source(site: Path, module: str) -> list[str]:
@@ -229,6 +258,10 @@ def engine_key(job: dict[str, Any], state_dir: Path | None, device: dict[str, An
     if precision.get("convert"):
         precision["modelopt"] = _modelopt_version()
     dev = device or {}
+    preference = str(job.get("builder_module") or "auto")
+    module, site = _builder_found(preference)
+    libraries = library_files(site, module)
+    read_stats.update((str(p), stat_key(p)) for p in libraries)  # one replaced while it builds: not published
     identity = {
         "format": KEY_FORMAT,
         "protocol": PROTOCOL_VERSION,
@@ -242,7 +275,7 @@ def engine_key(job: dict[str, Any], state_dir: Path | None, device: dict[str, An
         "profiles": job.get("profiles") or [],
         "precision": precision,
         "plugins": {k: v for k, v in plugins.items() if k not in ("libraries", "serialize")},
-        "builder": builder_identity(str(job.get("builder_module") or "auto")),
+        "builder": builder_identity(preference),
         "target": {
             "computeCapabilities": settings.get("compute_capabilities") or "builder default",
             "hardwareCompatibilityLevel": settings.get("hardware_compatibility_level") or "builder default",
@@ -256,6 +289,8 @@ def engine_key(job: dict[str, Any], state_dir: Path | None, device: dict[str, An
         "external": {loc: str(p) for loc, p in ext_paths},
         "plugin_libraries": [str(p) for p in libs],
         "plugin_serialize": [str(p) for p in serialize],
+        "builder": str(site / module / "__init__.py"),
+        "builder_libraries": [str(p) for p in libraries],
     }
     return EngineKey(digest, {**identity, "paths": paths}, externals.notes, read_stats, hashed_at)
 

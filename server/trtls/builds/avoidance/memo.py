@@ -1,11 +1,11 @@
 """The fast path's memo (`.trtls/engines/<name>.hit.json`): what an engine's key was computed from the last time —
 the recipe file's sha256, the stat (size, mtime_ns, inode) of every file the key read, the builder's distribution
-folders, the device, the store settings, the environment variables that choose the store, the trtls modules that turn
-a recipe into a job — and that job itself. `look` answers from it before anything but the door is imported: "the memo
-does not hold" (the full path computes the key), "a known miss" (the store has no entry folder for the key: the CLI
-starts its worker now and sends the job ahead, builds/supervisor/speculation.py), or "maybe a hit" (builds/avoidance/
-reuse.fast_hit serves it, with the store's modules). Standard library and the door only: it runs first in
-`trtls build`."""
+folders and the stat of each native library it loads, the device, the store settings, the environment variables that
+choose the store, the trtls modules that turn a recipe into a job — and that job itself. `look` answers from it before
+anything but the door is imported: "the memo does not hold" (the full path computes the key), "a known miss" (the store
+has no entry folder for the key: the CLI starts its worker now and sends the job ahead, builds/supervisor/
+speculation.py), or "maybe a hit" (builds/avoidance/reuse.fast_hit serves it, with the store's modules). Standard
+library and the door only: it runs first in `trtls build`."""
 
 from __future__ import annotations
 
@@ -50,6 +50,14 @@ def _version_stats(site: str | None, module: Any) -> list[list[int] | None]:
     from trtls.store.layout import version_sources
 
     return [_stat(str(p)) for p in version_sources(Path(site), str(module))] if site else []
+
+
+def _library_stats(site: str | None, module: Any) -> list[list[Any]]:
+    """The name and stat of each native library the builder loads (store.layout.library_files, listed again): one
+    replaced in place at the same version is another builder (the key hashes them), and so is one added."""
+    from trtls.store.layout import library_files
+
+    return [[str(p), _stat(str(p))] for p in library_files(Path(site), str(module))] if site else []
 
 
 def _builder_dirs(site: str | None) -> list[str]:
@@ -141,6 +149,7 @@ def write_memo(
         "builderSite": site,
         "builderDirs": _builder_dirs(site),
         "builderSources": _version_stats(site, (parts.get("builder") or {}).get("module")),
+        "builderLibraries": _library_stats(site, (parts.get("builder") or {}).get("module")),
         "device": device,
         "deviceFingerprint": device_fingerprint(),  # what the driver's files said beside `device` (`_same_device`)
         "key": key,
@@ -263,6 +272,7 @@ def _memo_holds(memo: dict[str, Any], recipe: Path) -> bool:
         and memo.get("builderSite") == _builder_site(memo["builderModule"])
         and memo.get("builderDirs") == _builder_dirs(memo.get("builderSite"))
         and memo.get("builderSources") == _version_stats(memo.get("builderSite"), memo["builderModule"])
+        and memo.get("builderLibraries") == _library_stats(memo.get("builderSite"), memo["builderModule"])
         and memo.get("recipeSha256") == _sha_of(recipe)
     )
 
