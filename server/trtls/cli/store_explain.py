@@ -47,6 +47,7 @@ def stats_lines(c: dict[str, Any]) -> list[str]:
         f"{'store':<34}{c['store']} ({c['mode']})",
         f"{'entries':<34}{c['entries']} ({human_bytes(c['size'])})"
         + (f", {c['refusedEntries']} refused (damaged or not trusted)" if c["refusedEntries"] else ""),
+        *_dedup(c),
         f"{'counted since':<34}{c['since']} (the last {c['days']} days, UTC)",
     ]
     if hits["total"] + misses["total"] == 0:
@@ -69,6 +70,19 @@ def stats_lines(c: dict[str, Any]) -> list[str]:
         *(_row(day, row) for day, row in c["perDay"].items()),
     ]
     return lines + _skipped(c)
+
+
+def _dedup(c: dict[str, Any]) -> list[str]:
+    """How many distinct engines the entries hold, and how many entries share one (docs/store.md, Content dedup)."""
+    d = c.get("dedup") or {}
+    if not c["entries"]:
+        return []
+    shared = (
+        f"{d['sharedEntries']} entries share one ({human_bytes(d['duplicateSize'])} in copies beyond the first)"
+        if d.get("sharedEntries")
+        else "no two entries hold the same engine"
+    )
+    return [f"{'distinct engines':<34}{d.get('distinctEngines', 0)} ({shared})"]
 
 
 def _row(name: str, row: dict[str, Any]) -> str:

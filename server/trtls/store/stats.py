@@ -219,8 +219,8 @@ def _part(reason: str) -> str:
 
 def stats(store: Store, days: int = KEEP_DAYS, now: float | None = None) -> dict[str, Any]:
     """The store's counts over the last `days` days (at most KEEP_DAYS), as `trtls store stats --json` prints them:
-    hits by how, misses by reason, hit rate, time saved, per engine and per day; the store's entries and size; how
-    many lines were skipped (unreadable or not ours)."""
+    hits by how, misses by reason, hit rate, time saved, per engine and per day; the store's entries and size, and
+    how many of them share one engine (`dedup`); how many lines were skipped (unreadable or not ours)."""
     days = max(1, min(int(days), KEEP_DAYS))
     now = time.time() if now is None else now
     since = now - days * 86400
@@ -257,7 +257,7 @@ def stats(store: Store, days: int = KEEP_DAYS, now: float | None = None) -> dict
                 for row in rows:
                     row["misses"] += 1
     total_hits = sum(hits.values())
-    entries, size, refused = _contents(store)
+    entries, size, refused, dedup = _contents(store)
     return {
         "store": str(root),
         "mode": store.mode,
@@ -271,6 +271,7 @@ def stats(store: Store, days: int = KEEP_DAYS, now: float | None = None) -> dict
         "entries": entries,
         "size": size,
         "refusedEntries": refused,
+        "dedup": dedup,
         "perEngine": {k: _rounded(v) for k, v in sorted(per_engine.items())},
         "perDay": {k: _rounded(v) for k, v in sorted(per_day.items())},
         "skippedLines": skipped,
@@ -351,12 +352,20 @@ def _safe_name(value: object) -> bool:
     return terminal_safe(value, keep_newlines=False) == value
 
 
-def _contents(store: Store) -> tuple[int, int, int]:
-    """(whole entries, their bytes, entries refused): read as a `mode = "read"` store, so counting quarantines,
-    marks and fetches nothing."""
+def _contents(store: Store) -> tuple[int, int, int, dict[str, int]]:
+    """(whole entries, their bytes, entries refused, what their engines share): read as a `mode = "read"` store, so
+    counting quarantines, marks and fetches nothing. `dedup`: how many distinct engines (by sha256) the entries hold,
+    how many entries hold an engine another entry holds too, and the bytes those copies beyond the first take — the
+    figure docs/store.md's "Content dedup" says to watch before the local store shares blobs."""
     reader = store.reader()
     try:
         whole, refused = reader.scan()
     except OSError:
-        return 0, 0, 0
-    return len(whole), sum(e.size for e in whole), len(refused)
+        whole, refused = [], []
+    by_sha = Counter(e.sha256 for e in whole)
+    dedup = {
+        "distinctEngines": len(by_sha),
+        "sharedEntries": sum(n for n in by_sha.values() if n > 1),
+        "duplicateSize": sum(e.size for e in whole) - sum({e.sha256: e.size for e in whole}.values()),
+    }
+    return len(whole), sum(e.size for e in whole), len(refused), dedup
