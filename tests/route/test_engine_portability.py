@@ -68,6 +68,24 @@ def test_built_here_without_a_gpu_it_is_not_checked_with_the_reason_never_a_pass
         "(it loads on 8.0 8.6 8.9 12.0 12.1 >12.0 (builder default (TensorRT-RTX)))"
     )
     assert sm90.evidence["loads_on"]["computeCapabilities"] == ["8.0", "8.6", "8.9", "12.0", "12.1", ">12.0"]
+    # the route's runtime target carries the same answer, and the faces print it
+    assert result.summary.runtime_target == "tensorrt_rtx"
+    assert result.summary.runtime_target_loads_on == {
+        "module": "tensorrt_rtx",
+        "computeCapabilities": ["8.0", "8.6", "8.9", "12.0", "12.1", ">12.0"],
+        "basis": "builder default (TensorRT-RTX)",
+    }
+    r = trtls("gates", "--route", "trt", "--gate", "5", cwd=root)
+    assert "runtime tensorrt_rtx (loads on 8.0 8.6 8.9 12.0 12.1 >12.0 (builder default (TensorRT-RTX)))" in r.stdout, (
+        r.stdout[-3000:] + r.stderr[-2000:]
+    )
+
+
+def test_an_onnx_route_s_runtime_target_loads_on_nothing_said(prepared, tmp_path):
+    loaded = load_recipe(copy(prepared, tmp_path / "route") / "trtls.toml")
+    result = run_gates(loaded, "tiny_ort", [5], write_evidence=False)
+    assert result.summary.runtime_target == "onnxruntime" and result.summary.runtime_target_loads_on is None
+    assert "release.engine_portability" not in {c.name for c in result.checks}
 
 
 def test_what_tensorrt_rtx_said_on_the_h200_holds_the_route_with_its_own_sentence(root):

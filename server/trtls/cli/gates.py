@@ -250,6 +250,7 @@ class GatesStopKeys:
 def render_text(loaded: Any, result: RouteResult) -> str:
     from trtls.core.display import gates_verdict
     from trtls.core.gate_result import GATE_NAMES
+    from trtls.core.loads_on import runtime_target_text
 
     lines = [f"route {result.route_name}"]
     for gate in sorted({c.gate for c in result.checks}):
@@ -262,7 +263,9 @@ def render_text(loaded: Any, result: RouteResult) -> str:
     lines.append(
         f"decision: {result.decision}"
         + (f" (selected gates: {result.gates_decision})" if result.decision != result.gates_decision else "")
-        + f" · revision {s.checkpoint_revision} · runtime {s.runtime_target} · validation {s.validation_status}"
+        + f" · revision {s.checkpoint_revision}"
+        + f" · runtime {runtime_target_text(s.runtime_target, s.runtime_target_loads_on)}"
+        + f" · validation {s.validation_status}"
         + f" · canary {s.canary_status} (canary inputs {s.canary_inputs_status})"
         + f" · rollback {s.rollback_status}"
     )

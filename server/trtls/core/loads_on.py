@@ -81,6 +81,19 @@ class LoadsOn:
         """As records carry it (the route summary's `runtime_target_loads_on`)."""
         return {"module": self.module, "computeCapabilities": list(self.capabilities), "basis": self.basis}
 
+    @classmethod
+    def from_record(cls, record: object) -> LoadsOn | None:
+        """`record()` read back (a face rendering a summary); None for anything else."""
+        if not isinstance(record, dict) or not isinstance(record.get("basis"), str):
+            return None
+        listed = record.get("computeCapabilities")
+        module = record.get("module")
+        return cls(
+            module if isinstance(module, str) else None,
+            tuple(str(c) for c in listed) if isinstance(listed, list) else (),
+            record["basis"],
+        )
+
 
 def loads_on(
     module: str | None,
@@ -113,6 +126,13 @@ def loads_on(
         'not known before the build: builder_module = "auto" loads full TensorRT if installed (the GPU it is built '
         f"on), else TensorRT-RTX ({' '.join(RTX_DEFAULT)} by default)",
     )
+
+
+def runtime_target_text(runtime_target: object, record: object) -> str:
+    """The route summary's runtime target as the faces print it (`trtls gates`, the route report):
+    "tensorrt_rtx (loads on 8.0 8.6 8.9 12.0 12.1 >12.0 (builder default (TensorRT-RTX)))"."""
+    built = LoadsOn.from_record(record)
+    return f"{runtime_target}" + (f" (loads on {built.text()})" if built is not None else "")
 
 
 def _on_build_gpu(module: str, build_gpu_cc: str | None, why: str) -> LoadsOn:

@@ -102,6 +102,7 @@ class RouteSummary(_Ordered):
     bundle_path: str | None = None
     bundle_digest: str | None = None
     runtime_target: str | None = None
+    runtime_target_loads_on: dict[str, Any] | None = None  # core.loads_on.LoadsOn.record(); None: ONNX
     deployed_artifact: Any = None
     runtime_under_test: Any = None
     reference_runtime: Any = None

@@ -57,6 +57,12 @@ def built_loads_on(ctx: GateContext, summary: Summary | None = None) -> LoadsOn 
     return engine_loads_on(eng) if eng is not None else None
 
 
+def loads_on_record(ctx: GateContext) -> dict[str, object] | None:
+    """The route summary's `runtime_target_loads_on`: `built_loads_on`'s answer as a record; None for an ONNX route."""
+    built = built_loads_on(ctx)
+    return built.record() if built is not None else None
+
+
 def validity_check(ctx: GateContext, linked: tuple[str, Summary] | None) -> GateCheck | None:
     """The linked build's `engineValidity`, as a check (None for a route that deploys its ONNX)."""
     route, name = ctx.route, ctx.route_name

@@ -39,6 +39,7 @@ from trtls.core.terminal_text import terminal_safe
 from trtls.fs import Kind, atomic_write_text, ensure_folder
 from trtls.gates import bundle, parity, release, runbook_holds
 from trtls.gates.context import GateContext, GateHook
+from trtls.gates.engine_portability import loads_on_record
 from trtls.gates.environment import check_environment
 from trtls.gates.export_source import export_source_checks
 from trtls.gates.lifecycle.notes import promotion_finding, promotion_note
@@ -303,6 +304,7 @@ def _summary(
         "bundle_path": str(ctx.resolve(ctx.route.bundle)),
         "bundle_digest": r.get("bundle_digest"),
         "runtime_target": runtime_target(ctx),
+        "runtime_target_loads_on": loads_on_record(ctx),  # core.loads_on's answer for the engine (None: ONNX)
         "deployed_artifact": r.get("deployed_artifact"),
         "runtime_under_test": r.get("runtime_under_test") or ctx.route.runtime,
         "reference_runtime": r.get("reference") or ctx.route.reference,

@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from trtls.core.loads_on import runtime_target_text
 from trtls.core.route_summary_record import GateRow, RouteSummary, route_summary_of
 from trtls.report.evidence import EvidenceError, read_json
 from trtls.report.page import badge, esc, facts, page
@@ -79,7 +80,7 @@ def route_report(summary: RouteSummary) -> str:
                 ("checkpoint", esc(f"{s.checkpoint_id} @ {s.checkpoint_revision}")),
                 ("bundle", f"<code>{esc(s.bundle_path)}</code>"),
                 ("bundle digest", f"<code>{esc(str(s.bundle_digest or '—')[:24])}</code>"),
-                ("runtime", esc(s.runtime_target)),
+                ("runtime", esc(runtime_target_text(s.runtime_target, s.runtime_target_loads_on))),
                 ("engine executed", esc(s.engine_executed)),
                 ("runtime note", esc(s.runtime_note)),
                 ("validation", esc(s.validation_status)),
