@@ -122,11 +122,12 @@ def _recorded_capability(
 
 
 def read_in_thread(
-    loaded: LoadedRecipe, line: int, col: int, recorded: Callable[[Path], dict[str, str]] | None
+    loaded: LoadedRecipe, line: int, col: int, runs: dict[str, str] | None
 ) -> tuple[str | None, str | None]:
     """`declared_hover` and `memory_hover` as the server runs them, in a thread, held there by the test hook
-    (`TRTLS_TEST_PAUSE=model_inputs:<folder>`, tests only)."""
+    (`TRTLS_TEST_PAUSE=model_inputs:<folder>`, tests only). `runs`: the server's last reading of the recorded runs
+    (lsp/recorded_runs.RecordedRuns.latest, asked on the event loop before the thread starts)."""
     from trtls.lsp.recorded_runs import pause_for_test
 
     pause_for_test("model_inputs", str(loaded.path))
-    return declared_hover(loaded, line, col), memory_hover(loaded, line, col, recorded)
+    return declared_hover(loaded, line, col), memory_hover(loaded, line, col, None if runs is None else lambda _: runs)

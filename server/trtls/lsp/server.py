@@ -215,10 +215,10 @@ async def hover(ls: TrtlsServer, params: lsp.HoverParams) -> lsp.Hover | None:
     from trtls.lsp.hover import hover_at, read_in_thread
     from trtls.lsp.recorded_runs import recorded_runs  # the last reading, never a reading on the event loop
 
-    line, col = params.position.line, params.position.character
-    # in a thread: the model's declared inputs (a model may be opened and walked), its last build's memory (history)
-    declared, memory = await asyncio.to_thread(read_in_thread, loaded, line, col, latest := recorded_runs(ls).latest)
-    text = hover_at(loaded, line, col, latest, declared, memory)
+    line, col = params.position.line, params.position.character  # in a thread: declared inputs, the last build's memory
+    runs = recorded_runs(ls).latest  # asked here, on the event loop: the reading is started from it
+    declared, memory = await asyncio.to_thread(read_in_thread, loaded, line, col, runs(loaded.path))
+    text = hover_at(loaded, line, col, runs, declared, memory)
     return lsp.Hover(contents=lsp.MarkupContent(kind=lsp.MarkupKind.Markdown, value=text)) if text else None
 
 
