@@ -16,6 +16,11 @@ import { checkServerVersion, expandPath, initializationOptions, readSettings, re
 import { BuildViews } from './views';
 
 export const RECIPE_GLOB = '**/trtls.toml';
+// what the server re-checks a recipe for when it changes on disk (server/trtls/lsp/watched_files.py WATCHED_GLOBS)
+export const WATCHED_GLOBS = [
+  RECIPE_GLOB, '**/trtls.promotions.jsonl', '**/.trtls/routes/*/summary.json',
+  '**/*.onnx', '**/*.onnx.data', '**/*.onnx_data',
+];
 
 /** Crashes the language client restarts before it gives up (its default; 5 crashes within 3 minutes stop it). */
 const MAX_RESTARTS = 4;
@@ -113,9 +118,9 @@ export class ServerClient {
     let stock: ErrorHandler | undefined;  // the client's default handler, made once the client exists
     const clientOptions: LanguageClientOptions = {
       documentSelector: [{ scheme: 'file', pattern: RECIPE_GLOB }],
-      // the recipe, and what its lenses and diagnostics rest on: the promotion ledger, each route's last gates record
-      synchronize: { fileEvents: [RECIPE_GLOB, '**/trtls.promotions.jsonl', '**/.trtls/routes/*/summary.json']
-        .map((glob) => vscode.workspace.createFileSystemWatcher(glob)) },
+      // the recipe, and what its lenses and diagnostics rest on: the promotion ledger, each route's last gates record,
+      // the ONNX models (and their external data) its engines name: the server's lsp/watched_files.WATCHED_GLOBS
+      synchronize: { fileEvents: WATCHED_GLOBS.map((glob) => vscode.workspace.createFileSystemWatcher(glob)) },
       outputChannel: log,
       traceOutputChannel: log,
       revealOutputChannelOn: RevealOutputChannelOn.Never,
