@@ -73,3 +73,56 @@ def test_where_it_is_not_known_before_the_build_it_says_so() -> None:
 )
 def test_a_target_s_compute_capability(target: str, cc: str | None) -> None:
     assert compute_capability(target) == cc
+
+
+RECIPE = """version = 1
+
+[engines.e]
+onnx = "m.onnx"
+output = "build/e.engine"
+builder_module = "tensorrt_rtx"
+builder = { compute_capabilities = ["SM89"] }
+
+[engines.auto]
+onnx = "m.onnx"
+output = "build/auto.engine"
+
+[routes.r]
+engine = "e"
+checkpoint = { path = "ck", id = "org/m", revision = "d065c296e0fef52b015f4755c02dda4b3064c1d2" }
+intended_use = "tests"
+allowed_licenses = ["mit"]
+bundle = "build/r.bundle"
+targets = ["SM89", "SM120", "9.0", "NVIDIA H200"]
+
+[routes.a]
+engine = "auto"
+checkpoint = { path = "ck", id = "org/m", revision = "d065c296e0fef52b015f4755c02dda4b3064c1d2" }
+intended_use = "tests"
+allowed_licenses = ["mit"]
+bundle = "build/a.bundle"
+targets = ["SM90"]
+"""
+
+
+def test_a_route_target_the_engine_will_not_load_on_is_a_located_trt152_at_check_time(tmp_path: Path) -> None:
+    from trtls.core.recipe import load_recipe
+
+    (tmp_path / "trtls.toml").write_text(RECIPE)
+    loaded = load_recipe(tmp_path / "trtls.toml")
+    found = [f for f in loaded.findings if f.code == "TRT152"]
+    assert [f.path for f in found] == [("routes", "r", "targets", 1), ("routes", "r", "targets", 2)]
+    sm120, hopper = found
+    assert sm120.severity.value == "warning"
+    assert sm120.message == (
+        "target SM120: engine portability: engine e will not load on compute capability 12.0 (it loads on 8.9 "
+        '(compute_capabilities = ["SM89"])); add "SM120" to engines.e.builder.compute_capabilities'
+    )
+    assert hopper.message.endswith(
+        "TensorRT-RTX cannot build for compute capability 9.0: build it with full TensorRT on that GPU"
+    )
+    where = loaded.source_map.range(sm120.path, True)
+    line = RECIPE.splitlines()[where.start_line]
+    assert line[where.start_col : where.end_col] == '"SM120"'
+    # builder_module = "auto": which module builds it is not known before the build; gate 5 judges it (TRT911)
+    assert not [f for f in found if f.path[1] == "a"]

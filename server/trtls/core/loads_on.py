@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any
 
 RTX = "tensorrt_rtx"
 TRT = "tensorrt"
@@ -151,3 +152,43 @@ def engine_loads_on(eng: object, module: str | None = None, build_gpu_cc: str | 
         getattr(builder, "hardware_compatibility_level", None),
         build_gpu_cc,
     )
+
+
+def rtx_buildable() -> dict[str, str]:
+    """Compute capability → the `compute_capabilities` name TensorRT-RTX builds it by ("8.9" → "SM89")."""
+    from typing import get_args
+
+    from trtls.core.build_config import ComputeCapability
+
+    names = [n for n in get_args(ComputeCapability) if n != "CURRENT"]
+    return {str(compute_capability(n)): n for n in names}
+
+
+def target_findings(route_name: str, targets: list[str], engine_name: str, eng: Any) -> list[Any]:
+    """TRT152, at check time: each `targets` entry of an engine route that names a compute capability (`SM89`,
+    `8.9`) the engine will not load on, located on that entry, with what it loads on and how to get there. Said only
+    where the rule knows (a named builder module, a known GPU): `builder_module = "auto"` or a full TensorRT engine
+    built for the GPU it is built on is judged at gate 5 instead (TRT911)."""
+    from trtls.core.findings import Finding, Origin, Severity
+
+    built = engine_loads_on(eng)
+    out = []
+    for i, target in enumerate(targets):
+        cc = compute_capability(target)
+        if cc is None or built.covers(cc) is not False:
+            continue
+        sm = rtx_buildable().get(cc)
+        if built.module == RTX and sm:
+            fix = f'add "{sm}" to engines.{engine_name}.builder.compute_capabilities'
+        elif built.module == RTX:
+            fix = f"TensorRT-RTX cannot build for compute capability {cc}: build it with full TensorRT on that GPU"
+        else:
+            fix = f"build it on a GPU of compute capability {cc}"
+        message = (
+            f"target {target}: engine portability: engine {engine_name} will not load on compute capability {cc} "
+            f"(it loads on {built.text()}); {fix}"
+        )
+        data = {"target": target, "computeCapability": cc, "loadsOn": built.record()}
+        where = ("routes", route_name, "targets", i)
+        out.append(Finding("TRT152", Severity.warning, message, where, Origin.recipe, True, data))
+    return out

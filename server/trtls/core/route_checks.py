@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 
 from trtls.core.findings import Finding, Origin, Severity, TomlPath
+from trtls.core.loads_on import target_findings
 from trtls.core.paths import inside, is_safe_name, real, safe_name
 from trtls.core.route import RouteModel, export_route_findings, input_set_paths, route_dir
 from trtls.core.validation import findings_from_validation
@@ -74,6 +75,8 @@ def _semantic(loaded: LoadedRecipe, recipe: RecipeFile, name: str, route: RouteM
     out: list[Finding] = []
     if route.engine is not None and route.engine not in recipe.engines:
         out.append(_engine_finding(recipe, base, route.engine))
+    elif route.engine is not None and route.targets:  # will the engine load on them (core.loads_on)
+        out.extend(target_findings(name, route.targets, route.engine, recipe.engines[route.engine]))
     out.extend(_export_finding(loaded, recipe, name, route))
     out.extend(_bundle_finding(loaded, name, route))
     if route.engine is None and route.onnx is None:
