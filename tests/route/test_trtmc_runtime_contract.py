@@ -272,8 +272,13 @@ def test_gate_4_feeds_a_trtmc_model_through_the_reference_adapter_and_says_what_
     malformed = checks["parity.malformed"]
     cases = malformed.evidence["cases"]
     assert malformed.evidence["adapter"] == adapter
-    assert cases["id_over_vocab"]["outcome"] == "clean" and cases["over_long"]["outcome"] == "clean"
-    assert "513 tokens" in cases["over_long"]["input"]
+    assert cases["id_over_vocab"]["outcome"] == "clean" and cases["over_positions"]["outcome"] == "clean"
+    assert "513 tokens" in cases["over_positions"]["input"]
+    # over_long is built from the engine's profile (128), so 129-512 is tried: ONNX Runtime on the ONNX (no profile)
+    # answers it rightly, so it is observed, not judged; the engine's runtime must refuse it (TRTMC would misread it)
+    assert "129 tokens (one past the engine profile's max 128" in cases["over_long"]["input"]
+    assert (cases["over_long"]["outcome"], cases["over_long"]["judged"]) == ("answered", False)
+    assert "observed, not judged: over_long answered (answered by onnxruntime" in malformed.message
     assert (cases["negative_id"]["outcome"], cases["negative_id"]["judged"]) == ("answered", False)
     assert checks["parity.concurrency"].status == "pass" and checks["parity.concurrency"].evidence["adapter"]
     assert checks["parity.deployed_artifact"].status == "hold"  # the engine did not run: never claimed
@@ -403,3 +408,26 @@ def test_gate_3_says_not_checked_for_a_bundle_whose_profiles_came_from_the_recip
     assert "took them from the engine recipe" in got.message and got.evidence["engine_io_source"]["profiles"] == (
         "the engine recipe"
     )
+
+
+def test_the_over_long_case_of_a_trtmc_engine_is_one_past_its_profile_and_judged_where_the_engine_runs() -> None:
+    """Issue 29: `over_long` was max_position_embeddings + 1 (513) on a 128-token TRTMC engine, so the lengths TRTMC
+    answers silently wrong (129-512) were never tried."""
+    from trtls.gates.parity.text_malformed import adapted_limits, over_long_observed, text_cases
+
+    feed = {"input_ids": np.array([101, 7, 102], np.int32), "attention_mask": np.ones(3, np.int32)}
+    limits = adapted_limits({"vocab_size": 30522, "positions": 512}, BUILT_IO, None)
+    assert limits == {"vocab_size": 30522, "positions": 512, "profile_max": 16}
+    cases = {name: (f, desc) for name, f, desc in text_cases(feed, limits)}
+    over, desc = cases["over_long"]
+    assert over is not None and over["input_ids"].shape == (17,) and over["input_ids"].dtype == np.int32
+    assert over["attention_mask"].shape == (17,) and "one past the engine profile's max 16" in desc
+    assert cases["over_positions"][0]["input_ids"].shape == (513,)
+    assert over_long_observed(limits, "tensorrt") is None  # an engine's runtime must refuse it: judged
+    assert over_long_observed(limits, "command") is None  # TRTMC's runner: an answer is the silent misread
+    assert "no profile" in (over_long_observed(limits, "onnxruntime") or "")
+    capped = adapted_limits({"positions": 512}, BUILT_IO, 16)
+    assert "max_input_tokens = 16" in (over_long_observed(capped, "tensorrt") or "")
+    assert over_long_observed(adapted_limits({"positions": 512}, BUILT_IO, 32), "tensorrt") is None
+    plain = {n: f for n, f, _ in text_cases(feed, {"positions": 512})}  # not adapted: past the positions, as before
+    assert plain["over_long"]["input_ids"].shape == (513,) and "over_positions" not in plain

@@ -133,6 +133,12 @@ def length_problems(longest: int, positions: Any, length_cap: int | None) -> lis
     ]
 
 
+def longest_request(io_map: Any) -> int | None:
+    """The longest `input_ids` the engine an io_map records takes (a static length, or profile 0's max)."""
+    inputs = io_map.get("inputs") if isinstance(io_map, Mapping) else None
+    return _longest(inputs) if isinstance(inputs, Mapping) else None
+
+
 def _longest(inputs: Mapping[str, Any]) -> int | None:
     entry = inputs.get("input_ids")
     if not isinstance(entry, dict):

@@ -13,7 +13,7 @@ import numpy as np
 from trtls.core.findings import TomlPath
 from trtls.core.gate_result import GateCheck, gate_check
 from trtls.gates.parity.compare import compare_output, signature_problems, tolerance_for
-from trtls.gates.parity.text_malformed import TEXT_MUST_REFUSE, text_cases
+from trtls.gates.parity.text_malformed import TEXT_MUST_REFUSE, over_long_observed, text_cases
 from trtls.runtimes import RunResult, RuntimeSpec, run_concurrent, run_inputs
 
 GATE = 4
@@ -169,9 +169,14 @@ def check_malformed(
     outcomes: dict[str, dict[str, Any]] = {
         c: {"outcome": "not_applicable", "detail": d} for c, f, d in cases if f is None
     }
+    notes: dict[str, str] = {}  # answered cases observed, not judged, with why
     for (case, _, desc), res in zip(runnable, results, strict=True):
         outcome, detail = _malformed_outcome(case, res)
-        if outcome == "accepted" and case not in MUST_REFUSE + TEXT_MUST_REFUSE:
+        beyond_profile = over_long_observed(text_limits, spec.kind) if case == "over_long" else None
+        if outcome == "accepted" and beyond_profile:
+            outcome, detail = "answered", f"{beyond_profile}; {_answer_summary(res)}"
+            notes[case] = beyond_profile
+        elif outcome == "accepted" and case not in MUST_REFUSE + TEXT_MUST_REFUSE:
             outcome, detail = "answered", _answer_summary(res)
             if case == "negative_id":
                 detail = f"{NEGATIVE_ID_OBSERVED}; {detail}"
@@ -222,11 +227,12 @@ def check_malformed(
             evidence,
         )
     # a negative id that is answered is observed, not judged (NEGATIVE_ID_OBSERVED): the pass claims the other cases
-    observed = {c: o for c, o in outcomes.items() if c == "negative_id" and o["outcome"] == "answered"}
+    notes.update({c: NEGATIVE_ID_OBSERVED for c, o in outcomes.items() if c == "negative_id"})
+    observed = {c: o for c, o in outcomes.items() if c in notes and o["outcome"] == "answered"}
     for o in observed.values():
         o["judged"] = False
     said = ", ".join(f"{c}: {o['outcome']}" for c, o in outcomes.items() if c not in observed)
-    seen = "".join(f"; observed, not judged: {c} answered ({NEGATIVE_ID_OBSERVED})" for c in observed)
+    seen = "".join(f"; observed, not judged: {c} answered ({notes[c]})" for c in observed)
     return _check(
         "parity.malformed",
         "pass",

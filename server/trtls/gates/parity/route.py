@@ -14,7 +14,7 @@ from trtls.core.gate_result import GateCheck, gate_check
 from trtls.gates.context import GateContext
 from trtls.gates.files import scratch
 from trtls.gates.parity.check import check_parity
-from trtls.gates.parity.text_malformed import route_text_limits
+from trtls.gates.parity.text_malformed import adapted_limits, route_text_limits
 from trtls.gates.parity.tokenizer import check_tokenizer, check_tokenizer_reference, route_tokenizer
 from trtls.gates.parity.trtmc_feed import trtmc_feed
 from trtls.runtimes import RunResult, RuntimeSpec, load_npz
@@ -270,7 +270,9 @@ def run_gate(ctx: GateContext) -> list[GateCheck]:
                 malformed=bool(opts.get("malformed", True)) and index == 0,  # probed once, on the first set
                 paths={"route": base, "reference_inputs": p_in},
                 runs=runs,
-                text_limits=route_text_limits(ctx),
+                text_limits=route_text_limits(ctx)  # TRTMC's I/O: over_long from the engine profile
+                if adapter is None
+                else adapted_limits(route_text_limits(ctx), deployed_io, route.max_input_tokens),
                 adapter=adapter,
             )
             if adapter is not None:

@@ -10,6 +10,13 @@ what a text service meets when a client or a tokenizer goes wrong, sent to the r
   judged (reject);
 * `over_long`: a sequence one token longer than the model's positions (`max_position_embeddings`, less the rows
   RoBERTa-style models reserve) — must be refused: there is no position for the last token;
+* on a model with TRTMC's BERT I/O (`gates.parity.trtmc_feed`) whose engine profile stops short of the positions,
+  `over_long` is one token past profile 0's max instead (129 for a 128-token engine of a 512-position model: the
+  lengths TRTMC's runtime answers silently wrong, since nothing in it truncates or checks setInputShape), and
+  `over_positions` is the sequence one past the positions. An engine's runtime must refuse `over_long`; ONNX Runtime
+  on the ONNX the engine was built from has no profile and answers it rightly, and a route that states
+  `max_input_tokens` ≤ the profile's max has its service cut it first: either answer is observed, not judged
+  (`over_long_observed`);
 * `all_zero_mask`: an attention mask of zeros (a request that is all padding) — an answer is acceptable (finite or
   NaN, said in the evidence), a hang or a crash is not.
 
@@ -24,7 +31,8 @@ from typing import Any
 
 import numpy as np
 
-TEXT_MUST_REFUSE = ("id_over_vocab", "over_long")
+TEXT_MUST_REFUSE = ("id_over_vocab", "over_long", "over_positions")
+ONNX_KINDS = ("onnxruntime", "onnx_reference")  # RuntimeSpec kinds that run the ONNX, not an engine with a profile
 OFFSET_POSITIONS = ("roberta", "xlm-roberta", "camembert", "longformer", "mpnet")
 
 Case = tuple[str, dict[str, np.ndarray] | None, str]
@@ -59,9 +67,9 @@ def text_cases(feed: Mapping[str, np.ndarray], limits: Mapping[str, int] | None)
         cases.append(("negative_id", with_ids(-1), f"{ids_name!r} with id -1"))
     else:
         cases.append(("negative_id", None, f"{ids_name!r} is {ids.dtype}: a negative id cannot be expressed"))
-    positions = limits.get("positions")
-    if positions and ids.ndim in (1, 2):
-        length = positions + 1
+    positions, profile = limits.get("positions"), limits.get("profile_max")
+
+    def longer(length: int) -> dict[str, np.ndarray]:
         out = {}
         for k, v in feed.items():
             a = np.asarray(v)
@@ -70,7 +78,18 @@ def text_cases(feed: Mapping[str, np.ndarray], limits: Mapping[str, int] | None)
                 out[k] = out[k].astype(a.dtype)
             else:
                 out[k] = a
-        cases.append(("over_long", out, f"a sequence of {length} tokens (the model has {positions} positions)"))
+        return out
+
+    if positions and profile and profile < positions and ids.ndim in (1, 2):
+        said = f"one past the engine profile's max {profile}; the model has {positions} positions"
+        cases.append(("over_long", longer(profile + 1), f"a sequence of {profile + 1} tokens ({said})"))
+        beyond = f"a sequence of {positions + 1} tokens (the model has {positions} positions)"
+        cases.append(("over_positions", longer(positions + 1), beyond))
+    elif positions and ids.ndim in (1, 2):
+        length = positions + 1
+        cases.append(
+            ("over_long", longer(length), f"a sequence of {length} tokens (the model has {positions} positions)")
+        )
     else:
         cases.append(("over_long", None, "the model's positions are unknown (no config.json max_position_embeddings)"))
     mask_name = _named(feed, "attention_mask")
@@ -81,6 +100,37 @@ def text_cases(feed: Mapping[str, np.ndarray], limits: Mapping[str, int] | None)
     else:
         cases.append(("all_zero_mask", None, "no integer attention_mask input"))
     return cases
+
+
+def over_long_observed(limits: Mapping[str, int] | None, kind: str) -> str | None:
+    """Why an answered `over_long` built from the engine profile is observed, not judged (None: it is judged)."""
+    limits = limits or {}
+    profile, cap = limits.get("profile_max"), limits.get("length_cap")
+    if not profile or not limits.get("positions") or profile >= limits["positions"]:
+        return None
+    if kind in ONNX_KINDS:
+        return (
+            f"answered by {kind} on the ONNX the engine was built from, which has no profile and a position for every "
+            f"token up to {limits['positions']}: right there; the engine's runtime must refuse it (TRTMC's would "
+            "answer it from a cut input)"
+        )
+    if cap is not None and cap <= profile:
+        return f"the route's service cuts requests at max_input_tokens = {cap} before the runtime sees them"
+    return None
+
+
+def adapted_limits(limits: Mapping[str, int], io_map: Any, length_cap: int | None) -> dict[str, int]:
+    """`limits` with the deployed engine's longest input (`profile_max`, from the bundle's io_map) and the route's
+    `length_cap` (max_input_tokens), for a model with TRTMC's BERT I/O."""
+    from trtls.bundle.trtmc_contract import longest_request
+
+    out = dict(limits)
+    profile = longest_request(io_map)
+    if profile is not None:
+        out["profile_max"] = profile
+    if length_cap is not None:
+        out["length_cap"] = length_cap
+    return out
 
 
 def text_limits(config: Any) -> dict[str, int]:
