@@ -6,6 +6,7 @@ the fix, whose peak the history keeps and whose terminal summary says it."""
 from __future__ import annotations
 
 import asyncio
+import html
 import io
 import shutil
 import sys
@@ -21,6 +22,8 @@ from trtls.builds.supervisor.supervisor import Supervisor
 from trtls.cli.terminal_view import print_outcome
 from trtls.core.display import peak_memory_text
 from trtls.core.recipe import load_recipe
+from trtls.report.build_page import build_report
+from trtls.report.evidence import load_build
 
 from ..quickstart import QUICKSTART, quickstart_profiles
 
@@ -120,4 +123,8 @@ async def test_a_real_out_of_memory_build_carries_the_fix_and_its_peak_is_kept(w
     }
     out = io.StringIO()
     print_outcome(build, out)
-    assert f"  memory: peaked at {peak_memory_text([peak]).split(' at ', 1)[1]}" in out.getvalue()
+    words = str(peak_memory_text([peak], lead="peaked at"))
+    assert f"  memory: {words}" in out.getvalue()
+    # the report's facts say the same (its "ago" counted at its own time: compared up to it)
+    page = build_report(load_build(workspace / ".trtls" / "runs" / str(s.buildId)))
+    assert "<dt>memory</dt>" in page and html.escape(words.split(", ")[0]) in page

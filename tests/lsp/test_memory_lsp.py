@@ -67,7 +67,7 @@ async def test_a_workspace_limit_failure_is_fixed_by_its_quick_fix_and_the_hover
         for e in fixes[0].edit.changes[uri]
     ]  # fmt: skip
     fixed = applied(RECIPE, edits)
-    assert "workspace_mib" not in fixed and "[engines.large.builder]\nmemory_pool_limits = {  }\n" in fixed
+    assert "workspace_mib" not in fixed and "[engines.large.builder]\nmemory_pool_limits = { }\n" in fixed
 
     # the editor applies it and saves; the next build succeeds
     (workspace / "trtls.toml").write_text(fixed)

@@ -105,7 +105,10 @@ def _remove(loaded: LoadedRecipe, path: TomlPath) -> dict[str, Any] | None:
         return _edit(k.start_line, k.start_col, v.end_line, end, "")
     if before.rstrip().endswith(","):
         return _edit(k.start_line, len(before.rstrip()) - 1, v.end_line, v.end_col, "")
-    return _edit(k.start_line, k.start_col, v.end_line, v.end_col, "")
+    spaces = len(after) - len(after.lstrip(" "))  # the only key of `{ key = 1 }`: `{ }` is left
+    return _edit(
+        k.start_line, k.start_col, v.end_line, v.end_col + (spaces if after.lstrip().startswith("}") else 0), ""
+    )
 
 
 def _merged(edits: list[dict[str, Any] | None]) -> list[dict[str, Any] | None]:
