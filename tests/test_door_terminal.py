@@ -149,3 +149,36 @@ def test_the_live_tree_on_a_terminal_escapes_each_name(ws: Path) -> None:
     for sequence in (b"\x1b]52", b"\x1b[2J", b"\x07", b"\xc2\x9b"):
         assert sequence not in seen, (sequence, seen[-2000:])
     assert b"plain\\x1b[2J" in seen  # the output path was drawn, escaped
+
+
+def test_an_unknown_recipe_key_with_control_characters_is_said_escaped(ws: Path) -> None:
+    """An unknown key is echoed by every face that checks the recipe (TRT101): a quoted TOML key may carry any
+    character, and it is shown escaped, never raw."""
+    text = (ws / "trtls.toml").read_text()
+    (ws / "trtls.toml").write_text(text.replace("[routes.r]", f'"fo{TOML_EVIL}o" = 1\n\n[routes.r]', 1))
+    for args in (("check",), ("build", "--no-store")):
+        r = trtls(*args, cwd=ws)
+        said = assert_clean(r)
+        assert r.returncode == 2 and "TRT101" in said and "fo\\x1b[2J\\x1b]52;c;SGVsbG8=\\x07\\x9b31mo" in said, said
+
+
+def test_a_build_id_read_from_a_record_is_said_escaped(ws: Path) -> None:
+    """A known-good record (`.trtls/engines/<name>.json`) is a file anyone who can write the folder can change: a
+    build id carrying the sequences is listed by `trtls engines` escaped, and `trtls rollback --to` it prints no
+    raw byte either: it names the id, escaped (a store is on for it: known-good engines are kept there)."""
+    built = trtls("build", "--no-store", "--engine", "plain", cwd=ws)
+    assert built.returncode == 0, assert_clean(built)
+    record = ws / ".trtls" / "engines" / "plain.json"
+    data = json.loads(record.read_text())
+    data["builds"][0]["buildId"] = f"plain{EVIL}"
+    record.write_text(json.dumps(data))
+    listed = trtls("engines", "plain", cwd=ws)
+    said = assert_clean(listed)
+    assert listed.returncode == 0 and "plain\\x1b[2J\\x1b]52;c;SGVsbG8=\\x07\\x9b31m" in said, said
+    import os
+
+    store = {**os.environ, "TRTLS_STORE": str(ws.parent / "store")}
+    argv = [sys.executable, "-m", "trtls", "rollback", "plain", "--to", f"plain{EVIL}"]
+    rolled = subprocess.run(argv, cwd=ws, capture_output=True, timeout=300, env=store)
+    said = assert_clean(rolled)
+    assert rolled.returncode in (0, 1) and "plain\\x1b[2J\\x1b]52;c;SGVsbG8=\\x07\\x9b31m" in said, said
