@@ -1,9 +1,8 @@
 """`trtls` (`serve`, `build`: the arguments given) with two of its functions counted: every full recipe check
 (`check_recipe`) and every worker job built (`worker_job`) appends one line to the file `TRTLS_TEST_COUNT_FILE`
-names. The wrappers are installed before any module binds the names (`from trtls.builds.supervisor.build import
-worker_job` in
-the supervisor and the store glue), so every caller in this process is counted, whichever layer it sits in; the
-worker children run unwrapped."""
+names. The wrappers are installed before any module binds the names (`from trtls.builds.supervisor.job import
+worker_job` in the supervisor and the store glue), so every caller in this process is counted, whichever layer it
+sits in; the worker children run unwrapped."""
 
 from __future__ import annotations
 
@@ -32,11 +31,11 @@ def _counted(module: Any, name: str, label: str) -> None:
 
 
 def main() -> int:
-    import trtls.builds.supervisor.build
+    import trtls.builds.supervisor.job
     import trtls.onnx_files.profile_checks
 
     _counted(trtls.onnx_files.profile_checks, "check_recipe", "check")
-    _counted(trtls.builds.supervisor.build, "worker_job", "job")
+    _counted(trtls.builds.supervisor.job, "worker_job", "job")
     from trtls.cli.main import main as trtls_main
 
     return trtls_main(sys.argv[1:])

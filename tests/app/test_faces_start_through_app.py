@@ -14,7 +14,8 @@ STARTS_WORK = {
     "trtls.builds.avoidance.lookup": None,  # any name: the store lookup before a build, the publish after it
     "trtls.builds.supervisor.matrix": {"start_matrix"},
     "trtls.builds.avoidance.rollback": {"rollback"},  # a rollback restores and pins: trtls.app.rollback asks it
-    "trtls.builds.supervisor.build": {"worker_job"},
+    "trtls.builds.supervisor.job": {"worker_job"},
+    "trtls.builds.avoidance.cells": None,  # a matrix's cells looked up before it starts, restored after
     "trtls.builds.supervisor.supervisor": {"worker_job"},
     # a reduction or a divergence search is constructed and run by trtls.app.triage: a face renders it
     "trtls.triage.reduce_build": {"new_reduction", "run_reduction", "missing_modules"},

@@ -169,4 +169,4 @@ def test_a_projects_first_build_takes_the_device_this_account_last_probed_on_thi
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "no-such-cache" / "deeper"))  # no existing folder to make it in
     prepare(load_recipe(fresh / "trtls.toml"), "demo", no_store=True)
-    assert not (tmp_path / "no-such-cache").exists(), "a cache folder is made only inside an existing one or a home"
+    assert not account_device_path().exists(), "the memo's folder is made only inside an existing cache or home"

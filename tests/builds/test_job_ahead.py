@@ -146,7 +146,7 @@ def test_an_output_folder_swapped_for_a_link_since_the_last_build_gets_nothing_f
 
 
 def _job(ws: Path, build_id: str) -> dict[str, Any]:
-    from trtls.builds.supervisor.build import worker_job
+    from trtls.builds.supervisor.job import worker_job
     from trtls.core.recipe import load_recipe
 
     return {**worker_job(load_recipe(ws / "trtls.toml"), "demo", build_id), "hold_commit": True}

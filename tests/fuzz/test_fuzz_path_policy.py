@@ -26,7 +26,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from tests.lsp.raw_stdio import RawServer
 
-from trtls.builds.supervisor.build import new_build_id, state_dir, worker_job
+from trtls.builds.supervisor.job import new_build_id, state_dir, worker_job
 from trtls.builds.supervisor.matrix import plan
 from trtls.core.paths import inside, real
 from trtls.core.tomlpos import MAX_DEPTH

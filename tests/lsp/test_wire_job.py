@@ -1,6 +1,6 @@
 """The worker's job is what trtls.core.worker_job.WorkerJob declares (extra="forbid"): the first stdin line a real
 build's supervisor writes to its worker, recorded by a worker command that passes it on to the built-in worker (the
-build still succeeds), and the jobs builds.supervisor.build.worker_job makes for the quickstart's engines, a matrix
+build still succeeds), and the jobs builds.supervisor.job.worker_job makes for the quickstart's engines, a matrix
 cell's
 overrides and injected faults. A key the job gains without a declaration, or loses, fails here; docs/protocol.md's
 job table is generated from the same model (its `write_root` included)."""
@@ -55,7 +55,7 @@ async def test_the_job_a_real_build_sends_is_the_declared_model(workspace: Path,
 
 
 def test_the_jobs_worker_job_makes_are_the_declared_model(workspace: Path) -> None:
-    from trtls.builds.supervisor.build import worker_job
+    from trtls.builds.supervisor.job import worker_job
     from trtls.core.recipe import load_recipe
 
     loaded = load_recipe(workspace / "trtls.toml")

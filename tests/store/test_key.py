@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from tests.builds.helpers import loaded
-from trtls.builds.supervisor.build import worker_job
+from trtls.builds.supervisor.job import worker_job
 from trtls.checkpoint.hashing import DigestCache
 from trtls.store.diff import key_changes
 from trtls.store.key import builder_identity, engine_key, key_of_parts

@@ -1,4 +1,4 @@
-"""`trtls build --matrix` keys every cell before anything starts (trtls.builds.avoidance.lookup.avoid_cells, shared
+"""`trtls build --matrix` keys every cell before anything starts (trtls.builds.avoidance.cells.avoid_cells, shared
 with the
 editor's Build Matrix): built twice unchanged, the second run restores both cells and starts no worker; cells of one
 key build once; a 4-cell matrix with one cell changed runs one TensorRT build (workers counted by the probe)."""

@@ -8,21 +8,23 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trtls.app.results import AlreadyBuilding, Refused, Reused, Started, evidence_path, request_error
 from trtls.builds.avoidance import lookup as avoidance
 from trtls.builds.avoidance.pinned import PinUnavailable, unpinned_line
-from trtls.builds.supervisor.build import new_build_id, worker_job
-from trtls.builds.supervisor.runs import RunRegistry
+from trtls.builds.supervisor.job import new_build_id, worker_job
 from trtls.builds.supervisor.spawn import discard
 from trtls.builds.supervisor.speculation import JobAhead, same_job
-from trtls.builds.supervisor.supervisor import Supervisor
 from trtls.core.codes import ERROR
 from trtls.core.findings import Finding
 from trtls.core.recipe import LoadedRecipe
 from trtls.core.summary_record import Summary
 from trtls.store.entries import StoreUnusable
+
+if TYPE_CHECKING:  # a store hit starts nothing: the build core (its state, events, view) is loaded by the build
+    from trtls.builds.supervisor.runs import RunRegistry
+    from trtls.builds.supervisor.supervisor import Supervisor
 
 Say = Callable[[str], None]
 
@@ -62,7 +64,7 @@ def store_error(loaded: LoadedRecipe, exc: StoreUnusable) -> Finding:
 
 
 async def request_build(
-    supervisor: Supervisor,
+    supervisor: Supervisor | None,
     loaded: LoadedRecipe,
     engine: str,
     *,
@@ -84,8 +86,10 @@ async def request_build(
     notes: tuple[str, ...] = (),
     ahead: JobAhead | None = None,
 ) -> Started | Reused | AlreadyBuilding | Refused:
-    """Build `engine` of a checked recipe, unless the store serves it. `worker`: a worker a face started early (it
-    imports TensorRT while the recipe loads): the build's, or closed here when no build starts. `runs`/`scope`: the
+    """Build `engine` of a checked recipe, unless the store serves it. `supervisor`: the one a long-lived face keeps;
+    None: a new one, made only when a build starts (the terminal's one build: a store hit loads no build core).
+    `worker`: a worker a face started early (it imports TensorRT while the recipe loads): the build's, or closed here
+    when no build starts. `runs`/`scope`: the
     registry a long-lived face keeps (a build of the same engine from the same `scope` running → AlreadyBuilding;
     a started build is registered). `say`: the lines a person reads while the lookup runs (a lifted pin, waiting for
     another process's build of the key); `on_wait(holder)`: once, when it starts waiting; `on_warning`: the store's
@@ -162,7 +166,7 @@ async def request_build(
 
 
 def _start(
-    supervisor: Supervisor,
+    supervisor: Supervisor | None,
     loaded: LoadedRecipe,
     engine: str,
     job: dict[str, Any],
@@ -176,6 +180,10 @@ def _start(
     notes: tuple[str, ...],
     ahead: JobAhead | None = None,
 ) -> Started:
+    if supervisor is None:
+        from trtls.builds.supervisor.supervisor import Supervisor
+
+        supervisor = Supervisor()
     build = supervisor.start(
         loaded,
         engine,

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from trtls.app.build import Say, refused_recipe
 from trtls.app.results import MatrixStarted, Refused, request_error
-from trtls.builds.avoidance import lookup as avoidance
+from trtls.builds.avoidance import cells as avoidance
 from trtls.builds.supervisor.matrix import PlannedCell, plan, start_matrix
 from trtls.builds.supervisor.runs import RunRegistry
 from trtls.builds.supervisor.supervisor import Supervisor

@@ -7,13 +7,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from trtls.builds.supervisor.build import Build
-from trtls.builds.supervisor.matrix import MatrixBuild, PlannedCell
 from trtls.core.codes import ERROR
 from trtls.core.findings import Finding, TomlPath
 from trtls.store.use import StoreUse
 
-if TYPE_CHECKING:  # the model's pydantic is loaded where a result is made (the recipe models are by then)
+if TYPE_CHECKING:  # the model's pydantic is loaded where a result is made (the recipe models are by then); a
+    # store hit makes no Build: the build core is loaded where one starts
+    from trtls.builds.supervisor.build import Build
+    from trtls.builds.supervisor.matrix import MatrixBuild, PlannedCell
     from trtls.core.summary_record import Summary
 
 # why a request started nothing: the recipe has errors, the request names what the recipe lacks (an engine, a

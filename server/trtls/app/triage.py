@@ -120,7 +120,7 @@ async def request_divergence(
     refused = _engine_refused(loaded, [engine] if engine is not None else [])
     if refused is not None:
         return refused
-    from trtls.builds.supervisor.build import new_build_id, state_dir
+    from trtls.builds.supervisor.job import new_build_id, state_dir
     from trtls.core.cancel import CancelToken
 
     if candidate is not None:

@@ -114,11 +114,9 @@ async def _build_one(
     job `worker` was sent before the recipe was checked (builds/supervisor/speculation.py)."""
     from trtls.app.build import request_build
     from trtls.app.results import AlreadyBuilding, Refused, Reused
-    from trtls.builds.supervisor.supervisor import Supervisor
-    from trtls.cli.terminal_view import JsonView, PlainView, RichView, print_outcome
 
     result = await request_build(
-        Supervisor(),
+        None,  # a supervisor of its own, made only when a build starts: a store hit loads no build core
         loaded,
         engine,
         overrides=overrides,
@@ -138,6 +136,8 @@ async def _build_one(
     if isinstance(result, Refused):
         return store_lookup.report_refused(loaded, result)
     assert not isinstance(result, AlreadyBuilding)  # the terminal keeps no registry of running builds
+    from trtls.cli.terminal_view import JsonView, PlainView, RichView, print_outcome
+
     store_lookup.say_lookup(engine, result.use, quiet=args.json, building=True)
     build = result.build
     install_stop_keys(build, engine, quiet=args.json)

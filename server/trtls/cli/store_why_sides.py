@@ -179,7 +179,7 @@ def _recipe_side(loaded: Any, store: Any, engine: str | None, where: str) -> Sid
     if loaded.engine(engine).worker:
         raise Unresolved(f"{engine} is built by an external worker: its builds are not keyed", where)
     from trtls.builds.cuda import cuda_driver
-    from trtls.builds.supervisor.build import state_dir, worker_job
+    from trtls.builds.supervisor.job import state_dir, worker_job
     from trtls.store.key import KeyUnavailable, engine_key
 
     try:

@@ -4,7 +4,7 @@ It is the contract an external worker (a recipe's `worker = [...]`) implements, 
 events (trtls.core.events) and the control line (`CancelControl`) the same processes exchange; docs/protocol.md's
 job table, docs/protocol.schema.json and the extension's types are generated from it (trtls.schema.protocol).
 
-trtls.builds.supervisor.build.worker_job writes the job as a plain dict, and the built-in worker reads it as one: the
+trtls.builds.supervisor.job.worker_job writes the job as a plain dict, and the built-in worker reads it as one: the
 worker
 never imports pydantic (its start-up is paid on every build, tests/test_layers.py). tests/lsp/test_wire_job.py
 validates the job a real build sends against `WorkerJob` (extra="forbid": a key the job gains without being

@@ -59,7 +59,7 @@ class CapabilityWatch:
         self._due[uri] = asyncio.get_running_loop().call_later(DEBOUNCE_S, due)
 
     async def _ask_all(self, ls: TrtlsServer, uri: str, loaded: LoadedRecipe) -> None:
-        from trtls.builds.supervisor.build import state_dir
+        from trtls.builds.supervisor.job import state_dir
         from trtls.onnx_files.profile_checks import valid_engines
 
         try:

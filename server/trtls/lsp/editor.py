@@ -96,6 +96,7 @@ def code_lenses(
     where they come from — the server's last reading (lsp/recorded_runs.py, read off the event loop); by default
     they are read now (`latest_runs`)."""
     from trtls.builds.avoidance.freshness import build_lens_title  # the engine store's verdict (docs/store.md)
+    from trtls.core.loads_on import engine_loads_on  # where the engine will load (issue 33)
     from trtls.report.capability_lens import latest_runs, newest_runs
 
     last = newest_runs(last, (recorded or latest_runs)(loaded.path))
@@ -127,6 +128,9 @@ def code_lenses(
                     )
                 )
             eng = loaded.recipe.engines.get(engine) if loaded.recipe is not None else None
+            loads = engine_loads_on(eng) if eng is not None else None
+            if loads is not None and loads.module is not None:  # before the build: where it will load (title only)
+                out.append(lsp.CodeLens(rng, lsp.Command(f"loads on {loads.text()}", "")))
             if eng is not None and eng.matrix is not None:
                 out.append(
                     lsp.CodeLens(

@@ -1,7 +1,8 @@
 """The hover over a recipe: a key's own words (its field's type, description, values and default, from the pydantic
 model), the model's declared inputs under an input name or on `onnx` (read in a thread by the server:
 `read_in_thread`), on `onnx` what TensorRT said at the engine's last recorded build, and on the engine's table
-and its memory keys the peak memory of its last build (`memory_hover`, in the same thread: report/memory_lens.py)."""
+and its memory keys the peak memory of its last build (`memory_hover`, in the same thread: report/memory_lens.py);
+on the engine's table and the keys that decide it, the compute capabilities it will load on (core.loads_on)."""
 
 from __future__ import annotations
 
@@ -79,9 +80,27 @@ def _hover(
         above = declared or _key_hover(path)
         if said is not None:
             return f"{above}\n\n---\n\n{said}" if above else said
-    if declared is not None:
-        return declared
-    return _key_hover(path)
+    text = declared if declared is not None else _key_hover(path)
+    loads = _loads_on(loaded, path)
+    return f"{text}\n\n---\n\n{loads}" if text and loads else text or loads
+
+
+# the keys whose hover says where the engine will load (the engine's header, and the keys that decide it)
+_LOADS_ON_KEYS = frozenset(
+    {(), ("builder_module",), ("builder",), ("builder", "compute_capabilities")}
+    | {("builder", "hardware_compatibility_level")}
+)
+
+
+def _loads_on(loaded: LoadedRecipe, path: tuple) -> str | None:
+    """Before the build: the compute capabilities the engine will load on (core.loads_on's words)."""
+    from trtls.core.loads_on import engine_loads_on
+
+    keys = tuple(p for p in path[2:] if not isinstance(p, int))
+    if len(path) < 2 or path[0] != "engines" or keys not in _LOADS_ON_KEYS or loaded.recipe is None:
+        return None
+    eng = loaded.recipe.engines.get(str(path[1]))
+    return f"**Will load on** (compute capabilities): {engine_loads_on(eng).text()}" if eng is not None else None
 
 
 def _key_hover(path: tuple) -> str | None:

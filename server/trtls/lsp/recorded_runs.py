@@ -136,7 +136,7 @@ def model_since(loaded: LoadedRecipe, engine: str, summary: Summary) -> ModelSin
     trtls, the one its known-good record holds (a built one's). The sha256 now is a stat and the digest cache's
     entry when the model is unchanged (`MODEL_DIGESTS`); a model written since (larger than HASH_IN_PLACE) is hashed
     in a thread, never on the event loop: `checking` until it lands, and the next hover has it."""
-    from trtls.builds.supervisor.build import state_dir
+    from trtls.builds.supervisor.job import state_dir
     from trtls.store.known_good import KnownGood
 
     sdir = state_dir(loaded.path)

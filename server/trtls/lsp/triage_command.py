@@ -180,7 +180,7 @@ async def build_minimal(ls: TrtlsServer, args: BuildMinimalArgs) -> wire.BuildMi
     the engine's output), shown in the TensorRT Builds view like any build. A result.json that is missing or damaged
     (a field of the wrong type) is refused with its path and the field, never a traceback."""
     from trtls.app.results import Started
-    from trtls.builds.supervisor.build import state_dir
+    from trtls.builds.supervisor.job import state_dir
     from trtls.core.triage_records import RESULT_NAME, ResultProblem, read_reduction_result
     from trtls.lsp.build_relay import BuildRelay
 

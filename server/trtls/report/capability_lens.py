@@ -75,7 +75,7 @@ def latest_runs(recipe: Path) -> dict[str, str]:
 def newest_runs(session: dict[str, str], recorded: dict[str, str]) -> dict[str, str]:
     """Engine → its latest build: this editor session's (`session`) or a recorded one (`latest_runs`, maybe read
     before the session's build ended), whichever started later by its id (`<engine>-<date>-<time>-<hex>`,
-    builds.supervisor.build.new_build_id); a recorded one wins a tie (a terminal's build after the session's, in
+    builds.supervisor.job.new_build_id); a recorded one wins a tie (a terminal's build after the session's, in
     the same second), as it wins an id that does not say when."""
     out = dict(session)
     for engine, run_id in recorded.items():

@@ -153,7 +153,7 @@ def deployed_onnx(
     `route.precision`) the export converted by ModelOpt AutoCast through the build's precision step and cache.
     RouteBuildError, located at `precision`, when ModelOpt is missing or the conversion fails or is stopped."""
     from trtls.builds.precision import PrecisionCancelled, PrecisionFailed, run_precision_step
-    from trtls.builds.supervisor.build import state_dir
+    from trtls.builds.supervisor.job import state_dir
 
     if route.precision is None:
         return onnx_bytes, None

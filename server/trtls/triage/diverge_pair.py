@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from trtls.builds.roots import state_root
-from trtls.builds.supervisor.build import new_build_id, state_dir
+from trtls.builds.supervisor.job import new_build_id, state_dir
 from trtls.core.cancel import CancelToken
 from trtls.core.recipe import LoadedRecipe
 from trtls.core.triage_records import DIVERGENCE_NAME, DivergenceResult

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from trtls.builds.roots import state_root
-from trtls.builds.supervisor.build import state_dir
+from trtls.builds.supervisor.job import state_dir
 from trtls.core.build_config import flat_settings
 from trtls.core.cancel import CancelToken
 from trtls.core.recipe import LoadedRecipe
@@ -377,7 +377,7 @@ async def _settings_cause(red: Reduction, attempt: Any, whole: Path | None = Non
 def new_reduction(loaded: LoadedRecipe, engine: str, max_trials: int, fail_regex: list[str] | None = None) -> Reduction:
     """A reduction of `engine`; its failure pattern is `fail_regex` when given (the CLI's --fail-regex, the editor's
     failRegex), else the recipe's `[engines.NAME.triage] fail_regex`, else none (the classified failure)."""
-    from trtls.builds.supervisor.build import new_build_id
+    from trtls.builds.supervisor.job import new_build_id
 
     rid = new_build_id(f"reduce-{engine}")
     red = Reduction(rid, engine, state_dir(loaded.path) / "reduce" / rid, max_trials=max_trials)

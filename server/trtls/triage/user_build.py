@@ -13,7 +13,7 @@ is the confirm trial's verdict, and one build fewer is spent. Anything else buil
 from __future__ import annotations
 
 from trtls.builds.roots import state_root
-from trtls.builds.supervisor.build import state_dir
+from trtls.builds.supervisor.job import state_dir
 from trtls.core.recipe import LoadedRecipe
 from trtls.core.summary_record import SUMMARY_NAME, Summary, SummaryProblem, read_summary
 
@@ -23,7 +23,7 @@ LOOK_BACK = 50  # the newest records of the engine looked at: a failure to reuse
 def current_key(loaded: LoadedRecipe, engine: str) -> str | None:
     """The engine's store key as the recipe gives it now (None when it cannot be computed: no builder, no model)."""
     from trtls.builds.cuda import cuda_driver
-    from trtls.builds.supervisor.build import worker_job
+    from trtls.builds.supervisor.job import worker_job
     from trtls.store.key import KeyUnavailable, engine_key
 
     try:

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from trtls.builds.supervisor.build import state_dir, worker_job
+from trtls.builds.supervisor.job import state_dir, worker_job
 from trtls.core.display import ago, will_rebuild_text
 from trtls.store.diff import key_changes
 from trtls.store.key import KeyUnavailable, engine_key, file_sha256

@@ -6,40 +6,40 @@
                                     supervisor ──► worker ──► engine ──► publish to the store + known-good record
 
 Every face goes through trtls.app (`request_build`, `request_matrix`), which calls `prepare` → `reuse_or_lock` → (on
-a miss) the supervisor → `attach` (`after_build` when the build ends). A hit imports no TensorRT and starts no
-worker: nothing here imports the adapter, and the key is computed from the worker job
-(builds.supervisor.build.worker_job) with
-the digest cache. Builds with injected faults, an external worker, or `--no-store`
-are not keyed (what an external worker reads is unknown)."""
+a miss) the supervisor → `attach` (`after_build` when the build ends). A hit imports no TensorRT, starts no worker
+and loads no build core (its state, events, view): the key is computed from the worker job (builds.supervisor.job)
+with the digest cache. Builds with injected faults, an external worker, or `--no-store` are not keyed (what an
+external worker reads is unknown)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import json
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trtls.builds.avoidance.pinned import serve_pin, settle_pin
-from trtls.builds.avoidance.restore import WAIT_POLL_S, output_root, remember, restore_hit, restore_now
+from trtls.builds.avoidance.restore import WAIT_POLL_S, output_root, remember, restore_hit
 from trtls.builds.avoidance.reuse import OutputHeld, ago, append_known_good
 from trtls.builds.roots import evidence_error, write_record
-from trtls.builds.supervisor.build import Build, new_build_id, state_dir, worker_job
-from trtls.core.build_state import Recorded
+from trtls.builds.supervisor.job import new_build_id, state_dir, worker_job
 from trtls.core.summary_record import Summary
 from trtls.store.config import store_config
 from trtls.store.diff import key_changes
-from trtls.store.entries import Entry, LeftInPlace, NotTrusted, Refused, Store, StoreUnusable
+from trtls.store.entries import Entry, LeftInPlace, NotTrusted, Refused, Store
 from trtls.store.farm_keys import FULL_TRT_ON_CLUSTER, builder_mismatch, full_tensorrt_on_cluster, published_by_node
 from trtls.store.key import KeyUnavailable, engine_key, inputs_changed
 from trtls.store.known_good import KnownGood
 from trtls.store.lock import KeyLock
 from trtls.store.quarantined import quarantined_since
 from trtls.store.stats import record_miss
-from trtls.store.use import NO_STORE, CellsLookup, StoreUse, release_uses
+from trtls.store.use import NO_STORE, StoreUse
+
+if TYPE_CHECKING:
+    from trtls.builds.supervisor.build import Build
 
 
 def prepare(
@@ -100,7 +100,7 @@ def prepare(
     return use
 
 
-def _lookup(use: StoreUse, remote: bool = True) -> Entry | None:
+def find_entry(use: StoreUse, remote: bool = True) -> Entry | None:
     """The key's entry (a local miss asks the remote store unless `remote` is False); damage and distrust said."""
     assert use.store is not None and use.key is not None
     try:
@@ -161,7 +161,7 @@ async def reuse_or_lock(
     waited = False
     while True:
         # off the event loop: a local miss may ask the remote store, which can take its timeouts (store/remote.py)
-        entry = None if use.rebuild else await asyncio.to_thread(_lookup, use)
+        entry = None if use.rebuild else await asyncio.to_thread(find_entry, use)
         if entry is not None:
             if lock is not None:
                 lock.release()
@@ -172,7 +172,7 @@ async def reuse_or_lock(
             use.lock = lock
             if lock is not None and lock.note is not None and lock.note not in use.warnings:
                 use.warnings.append(lock.note)  # another account's lock file it can neither write nor read
-            if entry is None and not use.rebuild and await asyncio.to_thread(_lookup, use) is not None:
+            if entry is None and not use.rebuild and await asyncio.to_thread(find_entry, use) is not None:
                 continue  # published between our look and our lock: reuse it
             _missed(use, loaded, build_id, count_miss)
             return None
@@ -236,6 +236,8 @@ def after_build(use: StoreUse, build: Build, count: bool = False) -> dict[str, A
                 write_record(path, json.dumps(summary, indent=2, default=str))
             except OSError as exc:
                 summary["store"]["warnings"].append(evidence_error(exc, path))
+            from trtls.core.build_state import Recorded  # loaded with the build it folds into
+
             build.fold(Recorded(summary))
         return summary
     finally:
@@ -282,119 +284,3 @@ def attach(use: StoreUse, build: Any, on_warning: Callable[[str], None] | None =
                     on_warning(w)
 
     build.listeners.insert(0, on_end)
-
-
-# -- matrices: every cell keyed before anything starts (the terminal's --matrix/--all and the editor's Build Matrix) --
-
-
-async def avoid_cells(loaded: Any, planned: list[Any], *, no_store: bool = False, rebuild: bool = False) -> CellsLookup:
-    """Key every planned cell (trtls.builds.supervisor.matrix.PlannedCell) and restore the ones whose key is in the
-    store (on a
-    cluster they cost no node). Cells of this run that share a key build once: the first is built, the others leave
-    `left` (`same_key`) and are restored from its entry when it has published (`attach_cells`). A cell whose key
-    another process is building is built here too: a matrix does not wait cell by cell. A store that cannot be
-    used: every cell is built without it (one warning)."""
-    if no_store:
-        return CellsLookup(list(planned))
-    found = CellsLookup([])
-    leaders: dict[str, tuple[str, StoreUse]] = {}  # engine key → (the cell of this run that builds it, its use)
-    for p in planned:
-        history = p.key.replace("/", ".")
-        try:
-            use = await asyncio.to_thread(prepare, loaded, p.engine, p.overrides, rebuild=rebuild, history=history)
-        except StoreUnusable as exc:
-            found.release()
-            return CellsLookup(list(planned), warnings=[f"{exc.code} {exc}: the matrix builds without the store"])
-        follows = leaders.get(use.key.hex) if use.key is not None else None
-        if follows is not None:
-            follows[1].followers.append((p.key, use))
-            found.same_key.append((p, follows[0]))
-            continue
-        # the miss is counted when the cell ends (after_build): its node may yet serve it from the remote store
-        reused = await reuse_or_lock(use, loaded, wait=False, count_miss=False)
-        found.warnings += use.warnings
-        if reused is None:
-            found.left.append(p)
-            found.uses[p.key] = use
-            if use.key is not None and use.store is not None and use.store.writable:
-                leaders[use.key.hex] = (p.key, use)  # a read-only store never holds its engine: both build
-        else:
-            found.reused.append((p, reused))
-    return found
-
-
-def node_store_plan(use: StoreUse | None) -> dict[str, Any] | None:
-    """What a farm node needs to publish a cell's engine to the remote store itself (builds/farm/node_store.py),
-    or None: no remote, a store this run does not write (`mode = "read"`), a signed store (the signing key stays on
-    this machine: it publishes), or a cell the store does not key."""
-    store = use.store if use is not None else None
-    if use is None or store is None or use.key is None or use.not_used is not None or not store.remote_url:
-        return None
-    if store.mode != "read_write" or store.signing_key_file is not None:
-        return None
-    return {"url": store.remote_url.strip(), "key": use.key.hex, "parts": use.key.parts, "engine": use.engine}
-
-
-def with_node_store(remote_for: Callable[[Any], Any] | None, uses: dict[str, StoreUse]) -> Callable[[Any], Any] | None:
-    """`remote_for` (a cell → its RemoteSpec) with each cell's `node_store_plan` in its spec. A local farm's node is
-    this machine: the engine is already here, and this process sends it on as it publishes it."""
-    if remote_for is None:
-        return None
-    place = remote_for
-
-    def spec(p: Any) -> Any:
-        s = place(p)
-        return s if s.same_machine else dataclasses.replace(s, store=node_store_plan(uses.get(p.key)))
-
-    return spec
-
-
-FollowerDone = Callable[[str, "dict[str, Any] | None", str], None]
-
-
-def attach_cells(mb: Any, uses: dict[str, StoreUse], on_follower: FollowerDone | None = None) -> None:
-    """Publish each cell that builds when it ends (before any view reads its summary), then restore the cells of
-    the same key from its entry (`on_follower(cell key, the reuse's summary or None, what happened)`); when the
-    matrix ends, release the locks of cells that never started (it was stopped first)."""
-    named: set[str] = set()
-
-    def on_cell(m: Any, build: Any, ev: Any) -> None:
-        if build is None:  # the matrix is over: the cells still here never ran
-            if ev is None:
-                for cell in (c for u in uses.values() for c, _ in u.followers):
-                    if on_follower is not None:
-                        on_follower(cell, None, "not built: the cell of the same engine key never ran")
-                release_uses(uses)
-            return
-        key = f"{build.engine}/{build.cell}" if build.cell else build.engine
-        use = uses.get(key) if ev is not None else uses.pop(key, None)
-        if use is not None and ev is not None and use.lock is not None and build.id not in named:
-            named.add(build.id)
-            use.lock.relabel(build.id)  # waiters in other processes name this cell's build
-        elif use is not None and ev is None:
-            after_build(use, build, count=True)
-            follow(use, build, key, on_follower)
-
-    mb.listeners.insert(0, on_cell)
-
-
-def follow(leader: StoreUse, build: Any, leader_cell: str, on_follower: FollowerDone | None) -> None:
-    """Restore every cell of `leader`'s key from the entry its build has just published (verified, atomic, evidence
-    `reused` with `store.waitedFor` naming the cell): one TensorRT build for all of them."""
-    for cell, use in leader.followers:
-        entry = None
-        if build.outcome == "built" and use.store is not None and use.key is not None:
-            entry = _lookup(use, remote=False)  # just published here (on the event loop: never the remote)
-        summary = None
-        if entry is not None:
-            use.waited_for = f"cell {leader_cell} of this matrix (build {build.id})"
-            summary = restore_now(use, build.recipe_path, entry, new_build_id(use.engine))
-        if summary is not None:
-            said = f"{summary['message']} (same engine key as {leader_cell}: built once)"
-        elif build.outcome != "built":
-            said = f"not built: {leader_cell}, of the same engine key, ended {build.outcome}"
-        else:
-            said = "; ".join(use.warnings) or f"not built: {leader_cell}'s engine (the same key) was not stored"
-        if on_follower is not None:
-            on_follower(cell, summary, said)
-    leader.followers.clear()

@@ -14,7 +14,7 @@ from trtls import __version__
 from trtls.builds.artifacts import sha256_file
 from trtls.builds.avoidance.reuse import OutputHeld
 from trtls.builds.roots import evidence_error, write_record
-from trtls.builds.supervisor.build import new_build_id, state_dir, worker_job
+from trtls.builds.supervisor.job import new_build_id, state_dir, worker_job
 from trtls.core.display import ago
 from trtls.core.evidence import runbook_without_worker
 from trtls.core.paths import UnsafeWrite

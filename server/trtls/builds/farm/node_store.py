@@ -10,7 +10,7 @@ with its length), then the record, so a reader that finds the record finds its b
 holds: the node's key lock (`locks/<key>.lock` in its folder) serialises the cells of one node; two machines that
 publish one key both PUT the same blob name and a valid record.
 
-What the driver hands over (`NodeStore`, built by `builds.avoidance.lookup.node_store_plan`): the remote's URL, the
+What the driver hands over (`NodeStore`, built by `builds.avoidance.cells.node_store_plan`): the remote's URL, the
 key and its parts as the driver computed them, and whether this run may write the remote. The key's honesty rule of
 the farm (`store.farm_keys.builder_mismatch`) is applied here to the worker's own `environment` line: an engine of
 another builder than the key's is not published. A signed store is not published from a node (the team's signing key

@@ -14,74 +14,22 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Generic, NoReturn, TypeVar, cast
 
-from trtls.builds.roots import judged_write_root, open_record_stream
-from trtls.builds.run_ids import new_run_id
+from trtls.builds.roots import open_record_stream
 from trtls.builds.supervisor.history import History
+from trtls.builds.supervisor.job import state_dir
 from trtls.builds.supervisor.time_left import build_time_left, time_left_words
 from trtls.builds.supervisor.worker_process import WorkerProcess
 from trtls.core import build_view
-from trtls.core.build_config import flat_settings
 from trtls.core.build_records import BuildEnvironment, BuildTarget, NetworkTyping
 from trtls.core.build_state import BuildState, CacheDiscarded, EngineCheck, Refused, Supervised, WorkerStarted
 from trtls.core.cancel import CancelToken
-from trtls.core.events import PROTOCOL_VERSION, Artifact, BuildFinished, CacheDecisionEvent, Event, Log
+from trtls.core.events import Artifact, BuildFinished, CacheDecisionEvent, Event, Log
 from trtls.core.failure_record import Failure
 from trtls.core.phase_tree import PhaseTree
-from trtls.core.recipe import EngineRecipe, LoadedRecipe
 from trtls.core.summary_record import Summary
 from trtls.core.vocabulary import BuildOutcome, CleanupStatus
 
 Listener = Callable[["Build", Event | None], object]  # every event, then None once the build is over
-
-
-def state_dir(recipe_path: Path) -> Path:
-    return recipe_path.parent / ".trtls"
-
-
-def new_build_id(engine: str) -> str:
-    return new_run_id(engine)  # one format for every run's id (builds/run_ids.py)
-
-
-def worker_job(
-    loaded: LoadedRecipe,
-    engine: str,
-    build_id: str,
-    overrides: dict[str, Any] | None = None,
-    faults: dict | None = None,
-) -> dict[str, Any]:
-    eng: EngineRecipe = loaded.engine(engine)
-    settings = flat_settings(eng.builder)
-    overrides = overrides or {}
-    settings.update(overrides.get("settings", {}))  # a matrix cell replaces settings, profiles, onnx, output
-    cache = None
-    if eng.timing_cache is not None:
-        path = loaded.resolve(eng.timing_cache.path)
-        mode = overrides.get("cache_mode", eng.timing_cache.mode)
-        cache = {"path": str(path), "mode": mode, "write_root": str(judged_write_root(loaded, path))}
-    return {
-        "v": PROTOCOL_VERSION,
-        "type": "job",
-        "build_id": build_id,
-        "engine": engine,
-        "onnx": str(loaded.resolve(overrides.get("onnx", eng.onnx))),
-        "output": str(loaded.resolve(overrides.get("output", eng.output))),
-        # where the engine's rename must still land when it happens (a folder swapped for a symlink is refused)
-        "write_root": str(judged_write_root(loaded, loaded.resolve(overrides.get("output", eng.output)))),
-        "timing_cache": cache,
-        "settings": settings,
-        "profiles": overrides["profiles"] if "profiles" in overrides else eng.job_profiles(),
-        "precision": {**eng.precision.model_dump(), "cache_dir": str(state_dir(loaded.path) / "precision")},
-        "plugins": {
-            **eng.plugins.model_dump(),
-            "libraries": [str(loaded.resolve(p)) for p in eng.plugins.libraries],
-            "serialize": [str(loaded.resolve(p)) for p in eng.plugins.serialize],
-        },
-        "builder_module": overrides.get("builder_module", eng.builder_module),
-        "keep_evidence": eng.keep_evidence,
-        "quarantine_dir": str(state_dir(loaded.path) / "quarantine"),
-        "faults": faults or {},
-        "no_monitor": bool(overrides.get("no_monitor")),
-    }
 
 
 async def await_summary(done: asyncio.Future[Summary], cancel: Callable[[str], Any]) -> Summary:

@@ -17,7 +17,8 @@ from pydantic import ValidationError
 from trtls import fs
 from trtls.builds.artifacts import remove_or_quarantine, temp_files_near
 from trtls.builds.roots import evidence_error, state_root, write_record
-from trtls.builds.supervisor.build import Build, state_dir
+from trtls.builds.supervisor.build import Build
+from trtls.builds.supervisor.job import state_dir
 from trtls.builds.supervisor.output_guard import OutputGuard
 from trtls.builds.supervisor.running_record import RUNNING
 from trtls.builds.supervisor.similar_builds import model_facts

@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from trtls.builds.artifacts import sha256_file
-from trtls.builds.supervisor.build import Build, state_dir
+from trtls.builds.supervisor.build import Build
+from trtls.builds.supervisor.job import state_dir
 from trtls.builds.supervisor.output_lock import OutputLock, OutputLockError, acquire, describe_holder, lock_path
 from trtls.builds.supervisor.running_record import output_state
 from trtls.core.build_state import EngineCheck, EngineVerified, Erred, StatusSaid

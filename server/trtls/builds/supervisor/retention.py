@@ -39,7 +39,7 @@ from trtls.fs.lock import try_lock
 if TYPE_CHECKING:  # the supervisor imports this module before a build's worker starts, pydantic after (issue 31)
     from trtls.core.summary_record import Summary
 
-RUN_ID = re.compile(r"[A-Za-z0-9_.\-]+-\d{8}-\d{6}-[0-9a-f]{6}")  # builds.supervisor.build.new_build_id and matrix ids
+RUN_ID = re.compile(r"[A-Za-z0-9_.\-]+-\d{8}-\d{6}-[0-9a-f]{6}")  # builds.supervisor.job.new_build_id and matrix ids
 LEDGERS = ("history.json",)  # files that list every build: they do not pin runs
 NOT_RECORDS = ("runs", "locks", "quarantine", "engines", "precision")  # folders under .trtls/ that pin nothing
 MAX_RECORD_BYTES = 8 << 20  # a record larger than this is not read for references (it pins nothing)
@@ -327,7 +327,7 @@ def clean_engine_temps(folder: Path, dry_run: bool = False) -> dict[str, Any]:
     cleans nothing."""
     from trtls.builds.avoidance.reuse import OutputHeld
     from trtls.builds.roots import loaded_write_root
-    from trtls.builds.supervisor.build import new_build_id, state_dir, worker_job
+    from trtls.builds.supervisor.job import new_build_id, state_dir, worker_job
     from trtls.core.recipe import load_recipe
     from trtls.fs.kinds import TEMP_MARK
 

@@ -64,7 +64,7 @@ def model_read(build: Build) -> dict[str, Any]:
     no key (an external worker, injected faults) or a model too new to be cached, it is hashed now, after the worker
     is gone — never on the way to the worker's job. A model written after the build started is not vouched for
     (either version may be the one read): None, as for a model that is gone."""
-    from trtls.builds.supervisor.build import state_dir
+    from trtls.builds.supervisor.job import state_dir
     from trtls.store.key import KeyUnavailable, file_sha256
 
     onnx = build.job.get("onnx")

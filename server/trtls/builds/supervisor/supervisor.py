@@ -27,8 +27,9 @@ from typing import Any
 
 from trtls import fs
 from trtls.builds.roots import evidence_error, state_root
-from trtls.builds.supervisor.build import Build, Listener, new_build_id, state_dir, worker_job
+from trtls.builds.supervisor.build import Build, Listener
 from trtls.builds.supervisor.build_end import finish_build, probe_environment
+from trtls.builds.supervisor.job import new_build_id, state_dir, worker_job
 from trtls.builds.supervisor.output_guard import OutputGuard
 from trtls.builds.supervisor.output_probe import output_problem
 from trtls.builds.supervisor.resources import ResourceSampler
