@@ -22,8 +22,10 @@ from trtls.builds.supervisor.supervisor import Supervisor
 from trtls.cli.terminal_view import print_outcome
 from trtls.core.display import peak_memory_text
 from trtls.core.recipe import load_recipe
+from trtls.lsp.hover import memory_hover
 from trtls.report.build_page import build_report
 from trtls.report.evidence import load_build
+from trtls.report.memory_lens import is_memory_path
 
 from ..quickstart import QUICKSTART, quickstart_profiles
 
@@ -125,6 +127,13 @@ async def test_a_real_out_of_memory_build_carries_the_fix_and_its_peak_is_kept(w
     print_outcome(build, out)
     words = str(peak_memory_text([peak], lead="peaked at"))
     assert f"  memory: {words}" in out.getvalue()
+    # before the next build: the engine's hover (read now, as `trtls` reads it outside a server)
+    said = memory_hover(load_recipe(workspace / "trtls.toml"), 0, 3)
+    said_then = str(peak_memory_text([peak])).split(", ")[0]  # up to its "… ago", which counts on
+    assert said is not None and said.startswith(f"**Memory** · {said_then}, ") and said.endswith(" ago)")
+    assert said_then.startswith("last build peaked at ") and said_then.endswith("(worker RSS; failed")
+    assert is_memory_path(("engines", "demo", "builder", "memory_pool_limits", "workspace_mib"))
+    assert not is_memory_path(("engines", "demo", "onnx"))
     # the report's facts say the same (its "ago" counted at its own time: compared up to it)
     page = build_report(load_build(workspace / ".trtls" / "runs" / str(s.buildId)))
     assert "<dt>memory</dt>" in page and html.escape(words.split(", ")[0]) in page
