@@ -194,3 +194,47 @@ def test_golden_outputs_recorded_from_the_deployed_onnx_are_not_independent_what
     assert "the export under test checked against itself" in ind.message
     assert "the recipe says framework = 'torch', the record says onnxruntime" in ind.message
     assert "recorded by torch" not in ind.message
+
+
+def test_a_hand_written_recorder_record_does_not_make_outputs_of_the_deployed_onnx_independent(tmp_path):
+    """Issue 29: golden.json.recorder.json is a file anyone can write. Outputs recorded by ONNX Runtime from the very
+    ONNX the route deploys, with a record rewritten to say numpy ran the checkpoint's weights, passed TRT812. Every
+    output matching the deployed model bit for bit (error exactly 0) is the telltale: it holds, whatever the record
+    says; outputs really recorded from the checkpoint (test_golden_outputs_with_provenance) differ in the last bits."""
+    root = _bert_route(tmp_path)
+    toml = root / "trtls.toml"
+    assert asyncio.run(route_build.build_route(toml, "bert")).ok
+    inputs = root / "inputs" / "reference.npz"
+    inputs_sha = hashlib.sha256(inputs.read_bytes()).hexdigest()
+    golden = root / "golden.json"
+    record_golden_onnx(root / "build" / "bert.onnx", dict(np.load(inputs)), inputs_sha, golden)
+    ran = {"kind": "checkpoint", "id": "bert-test", "revision": "0" * 40}
+    write_recorder(golden, "numpy", np.__version__, ran, inputs_sha)  # the lie, in the record's own format
+    extra = (
+        'golden_outputs = { path = "golden.json", framework = "numpy", framework_version = "1", '
+        f'inputs_sha256 = "{inputs_sha}" }}\n'
+    )
+    toml.write_text(toml.read_text().replace('reference = "checkpoint"', 'reference = "golden"') + extra)
+    checks = _gate4(root, "bert")
+    assert checks["parity.tolerance:last_hidden_state"].evidence["stats"]["max_abs"] == 0.0
+    ind = checks["parity.reference_independent"]
+    assert ind.status == "hold", ind.message
+    assert "matches the golden outputs bit for bit (error exactly 0" in ind.message
+    assert "the recorder record says numpy" in ind.message and "a record is a file anyone can write" in ind.message
+    assert ind.evidence["bit_identical"] == ["last_hidden_state"]
+
+
+def test_bit_identical_needs_every_output_and_every_set_exactly_equal():
+    from trtls.core.gate_result import gate_check
+    from trtls.gates.parity.independence import bit_identical
+
+    def tol(name: str, max_abs: float, elements: int = 8, **more) -> object:
+        evidence = {"stats": {"max_abs": max_abs, "elements": elements}, **more}
+        return gate_check(4, f"parity.tolerance:{name}", "pass", "", "TRT805", (), evidence)
+
+    assert bit_identical([tol("a", 0.0), tol("b", 0.0)]) == ["a", "b"]
+    assert bit_identical([tol("a", 0.0), tol("b", 1e-9)]) == []  # one output differs: an independent reference
+    assert bit_identical([tol("a", 0.0, elements=0)]) == []  # nothing measured
+    assert bit_identical([]) == []
+    sets = {"short": {"stats": {"max_abs": 0.0, "elements": 4}}, "long": {"stats": {"max_abs": 2e-7, "elements": 4}}}
+    assert bit_identical([tol("a", 0.0, input_sets=sets)]) == []  # merged sets: every set counts

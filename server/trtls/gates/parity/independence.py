@@ -1,11 +1,16 @@
 """Gate 4's TRT812, `parity.reference_independent`: is the reference independent of the export under test? The
 checkpoint's own forward pass is; golden outputs are judged from the recorder record beside them (who ran what,
 `checkpoint.golden.read_recorder`), never from the `framework` typed in the recipe; a runtime on the same ONNX is
-not (not_checked)."""
+not (not_checked).
+
+A recorder record is a file anyone can write, so it is not the last word: golden outputs that every output of the
+deployed model matches bit for bit (error exactly 0 on every element, `bit_identical`) hold whatever the record says.
+That is the telltale of outputs recorded from the deployed ONNX itself: an independent implementation (another
+framework, the checkpoint's own weights in another library) differs from the export in the last bits of a float."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -40,7 +45,26 @@ def export_digests(ctx: Any, artifact: Any) -> dict[str, str]:
     return found
 
 
-def _golden_independence(route: Any, ev: Mapping[str, Any], path: TomlPath, exports: Mapping[str, str]) -> GateCheck:
+def bit_identical(checks: Sequence[GateCheck]) -> list[str]:
+    """The outputs compared (`parity.tolerance:<output>`, every input set) when each one matched the reference bit for
+    bit — max abs error exactly 0 over at least one element; empty when any output differs or none was measured."""
+    outputs: list[str] = []
+    for c in checks:
+        if not c.name.startswith("parity.tolerance:"):
+            continue
+        sets = c.evidence.get("input_sets")
+        evs = [e for e in sets.values() if isinstance(e, Mapping)] if isinstance(sets, Mapping) else [c.evidence]
+        for ev in evs:
+            stats = ev.get("stats")
+            if not isinstance(stats, Mapping) or stats.get("max_abs") != 0.0 or not stats.get("elements"):
+                return []
+        outputs.append(c.name.removeprefix("parity.tolerance:"))
+    return outputs
+
+
+def _golden_independence(
+    route: Any, ev: Mapping[str, Any], path: TomlPath, exports: Mapping[str, str], identical: Sequence[str] = ()
+) -> GateCheck:
     """TRT812 for golden outputs: judged from the recorder record beside them (who ran what), never from the
     `framework` typed in the recipe; a typed framework the record contradicts is said."""
     record = ev.get("recorder")
@@ -91,6 +115,21 @@ def _golden_independence(route: Any, ev: Mapping[str, Any], path: TomlPath, expo
     elif ran.get("kind") == "checkpoint":
         what = f"the checkpoint {ran.get('id') or ''} {ran.get('revision') or ''}".rstrip() + "'s own weights"
     else:
+        what = ""
+    if identical:  # the record is a claim too: bit-identical outputs say where they came from
+        return _check(
+            "parity.reference_independent",
+            "hold",
+            f"every output the deployed model gives ({', '.join(identical)}) matches the golden outputs bit for bit "
+            "(error exactly 0 on every element): the telltale of golden outputs recorded from the deployed ONNX "
+            "itself, since an independent implementation differs in the last bits; the recorder record says "
+            f"{who} ran {what or 'something'} — a record is a file anyone can write, the numbers are not. Record them "
+            f"from the checkpoint or the original model in its own framework{said}",
+            "TRT812",
+            path,
+            {**evidence, "bit_identical": list(identical)},
+        )
+    if not what:
         return _check(
             "parity.reference_independent",
             "not_checked",
@@ -111,9 +150,14 @@ def _golden_independence(route: Any, ev: Mapping[str, Any], path: TomlPath, expo
 
 
 def reference_independence(
-    route: Any, ref_evidence: Mapping[str, Any], base: TomlPath, exports: Mapping[str, str] | None = None
+    route: Any,
+    ref_evidence: Mapping[str, Any],
+    base: TomlPath,
+    exports: Mapping[str, str] | None = None,
+    identical: Sequence[str] = (),
 ) -> GateCheck:
-    """TRT812: the reference does not run the export under test (so an exporter bug shows)."""
+    """TRT812: the reference does not run the export under test (so an exporter bug shows). `identical`: the outputs
+    that matched golden outputs bit for bit, all of them (`bit_identical`)."""
     path = base + ("reference",)
     if route.reference == "checkpoint":
         return _check(
@@ -126,7 +170,7 @@ def reference_independence(
             dict(ref_evidence),
         )
     if route.reference == "golden":
-        return _golden_independence(route, ref_evidence, path, exports or {})
+        return _golden_independence(route, ref_evidence, path, exports or {}, identical)
     return _check(
         "parity.reference_independent",
         "not_checked",

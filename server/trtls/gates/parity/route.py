@@ -204,7 +204,7 @@ def run_gate(ctx: GateContext) -> list[GateCheck]:
 
     from trtls.core.gate_result import decide
     from trtls.gates.deployed import RefusedPath, contained, deployed_check, extract_artifact
-    from trtls.gates.parity.independence import export_digests, reference_independence
+    from trtls.gates.parity.independence import bit_identical, export_digests, reference_independence
     from trtls.gates.reference_outputs import checkpoint_outputs, golden_outputs
 
     route = ctx.route
@@ -293,7 +293,7 @@ def run_gate(ctx: GateContext) -> list[GateCheck]:
             ref_evidence["input_sets"] = evidence_by_set
         checks.append(deployed_check(ctx, spec, test_run, artifact, base + ("runtime",)))
         exports = export_digests(ctx, artifact) if route.reference == "golden" else {}
-        checks.append(reference_independence(route, ref_evidence, base, exports))
+        checks.append(reference_independence(route, ref_evidence, base, exports, bit_identical(checks)))
         if route.tokenizer_texts:
             tokenizer, why_not = route_tokenizer(ctx, route.tokenizer_texts, opts)
             p_tok = base + ("tokenizer_texts",)
