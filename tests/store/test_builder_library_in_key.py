@@ -15,6 +15,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.store.conftest import copy_store
 from tests.store.helpers import run_build, summaries, with_store
 
@@ -101,3 +103,40 @@ def test_a_builder_library_changed_in_place_at_the_same_version_is_rebuilt_on_bo
     assert run_build(seed_ws, env=env).returncode == 0
     served = summaries(seed_ws)[-1]
     assert served["outcome"] == "reused" and served["engineKey"] == built["engineKey"]
+
+
+def _library_entries(digests: Path) -> list[str]:
+    import json
+
+    if not digests.exists():
+        return []
+    return sorted(p for p in json.loads(digests.read_text())["files"] if Path(p).name.startswith("libtensorrt"))
+
+
+def test_the_library_digests_are_cached_per_account_else_in_the_recipes_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Hashed once on a host (TensorRT-RTX's library is 234 MB): in this account's cache folder, shared by every
+    checkout; an account with no home folder (a CI runner, a service) keeps them in the recipe's digest cache, so
+    they are not hashed again on every key."""
+    from tests.onnx_files.external_layouts import build
+    from trtls.store.key import engine_key
+
+    model, _ = build(tmp_path / "ws", "initializer")
+    state = tmp_path / "ws" / ".trtls"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    (tmp_path / "cache").mkdir()
+    key = engine_key({"onnx": str(model)}, state)
+    assert set(key.parts["builder"]["libraries"]) >= {
+        f"tensorrt_rtx_libs/{PARSER}",
+        "tensorrt_rtx_libs/libtensorrt_rtx.so.1",
+    }
+    assert len(_library_entries(tmp_path / "cache" / "trtls" / "builder-digests.json")) == 2
+    assert _library_entries(state / "digests.json") == []
+    assert key.parts["paths"]["builder"].endswith("tensorrt_rtx/__init__.py")
+
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "no-such-home"))
+    again = engine_key({"onnx": str(model)}, state)
+    assert again.hex == key.hex
+    assert len(_library_entries(state / "digests.json")) == 2

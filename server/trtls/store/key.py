@@ -74,7 +74,7 @@ class EngineKey:
         return self.hex[:12]
 
 
-def builder_identity(preference: str) -> dict[str, Any]:
+def builder_identity(preference: str, cache: DigestCache | None = None) -> dict[str, Any]:
     """The module a build would import, its version and the sha256 of each native library it loads, found without
     importing it (auto: tensorrt first, as `builds.worker.adapter.load_builder_module` does). The module's file and its
     libraries' paths are kept beside the key (`paths`), not in it: the same builder bytes in another venv are the same
@@ -86,7 +86,7 @@ def builder_identity(preference: str) -> dict[str, Any]:
         "module": name,
         "version": versions[0] if len(versions) == 1 else versions,
         "distributions": dists,
-        "libraries": _library_digests(site, name),
+        "libraries": _library_digests(site, name, cache),
     }
 
 
@@ -102,19 +102,20 @@ def _builder_found(preference: str) -> tuple[str, Path]:
     raise KeyUnavailable(f"no builder module ({preference}) is installed")
 
 
-def _library_digests(site: Path, module: str) -> dict[str, str]:
+def _library_digests(site: Path, module: str, fallback: DigestCache | None) -> dict[str, str]:
     """`{"<package>/<library>": sha256}` of the builder's native libraries (store.layout.library_files): a library
     replaced in place at the same version (a patched build, a copied tree) is another builder, and its engines are
     others. Through a per-user digest cache (`builder-digests.json` in trtls's cache folder, this account's own): one
-    stat a library on every key, the hash once per library file (~0.4 s for TensorRT-RTX's 234 MB) on this host."""
+    stat a library on every key, the hash once per library file (~0.4 s for TensorRT-RTX's 234 MB) on this host. An
+    account with no cache folder (HOME unset or not a folder: a CI runner, a service) uses `fallback`, the recipe's."""
     from trtls.core.paths import user_cache_dir
 
     files = library_files(site, module)
     if not files:
         return {}
     folder = user_cache_dir()
-    within = next((f for f in (folder, folder.parent) if f.is_dir()), folder)  # saved only inside an existing one
-    shas = _digests(files, DigestCache(folder / "builder-digests.json", within=within))
+    within = next((f for f in (folder, folder.parent) if f.is_dir()), None)  # saved only inside an existing one
+    shas = _digests(files, DigestCache(folder / "builder-digests.json", within=within) if within else fallback)
     return {f"{p.parent.name}/{p.name}": shas[p] for p in files}
 
 
@@ -275,7 +276,7 @@ def engine_key(job: dict[str, Any], state_dir: Path | None, device: dict[str, An
         "profiles": job.get("profiles") or [],
         "precision": precision,
         "plugins": {k: v for k, v in plugins.items() if k not in ("libraries", "serialize")},
-        "builder": builder_identity(preference),
+        "builder": builder_identity(preference, cache),
         "target": {
             "computeCapabilities": settings.get("compute_capabilities") or "builder default",
             "hardwareCompatibilityLevel": settings.get("hardware_compatibility_level") or "builder default",
