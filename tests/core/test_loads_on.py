@@ -126,3 +126,30 @@ def test_a_route_target_the_engine_will_not_load_on_is_a_located_trt152_at_check
     assert line[where.start_col : where.end_col] == '"SM120"'
     # builder_module = "auto": which module builds it is not known before the build; gate 5 judges it (TRT911)
     assert not [f for f in found if f.path[1] == "a"]
+
+
+def test_check_with_the_builder_says_where_each_engine_will_load(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`trtls check --builder` probes the module a build would load (a real child process) and says, per engine,
+    where it will load (TRT153, information: not a problem, the exit stays 0)."""
+    from tests.lsp.lsp_helpers import write_static_onnx
+    from trtls.cli.main import main
+    from trtls.debug_info import probe_builder
+
+    write_static_onnx(tmp_path / "m.onnx")
+    (tmp_path / "trtls.toml").write_text(
+        'version = 1\n\n[engines.demo]\nonnx = "m.onnx"\noutput = "build/demo.engine"\n\n'
+        '[engines.sm89]\nonnx = "m.onnx"\noutput = "build/sm89.engine"\nbuilder_module = "tensorrt_rtx"\n'
+        'builder = { compute_capabilities = ["SM89"] }\n'
+    )
+    probe = probe_builder()
+    assert main(["check", str(tmp_path), "--builder"]) == 0
+    out = capsys.readouterr().out
+    said = [line.split(": TRT153 information: ", 1)[1] for line in out.splitlines() if "TRT153" in line]
+    auto = (
+        "engine demo will load on compute capabilities 8.0 8.6 8.9 12.0 12.1 >12.0 (builder default (TensorRT-RTX))"
+        if probe.get("module") == "tensorrt_rtx"
+        else "engine demo will load on the GPU it is built on (full TensorRT)"
+    )
+    assert said == [auto, 'engine sm89 will load on compute capabilities 8.9 (compute_capabilities = ["SM89"])'], out

@@ -33,7 +33,8 @@ def register(subparsers: Any) -> None:
         "--builder",
         action="store_true",
         help="also check the build keys against the TensorRT module a build would load (probed in a child "
-        "process): legacy precision flags it lacks (TRT141), keys it cannot apply (TRT140)",
+        "process): legacy precision flags it lacks (TRT141), keys it cannot apply (TRT140), and where each engine "
+        "will load (TRT153)",
     )
     c.add_argument(
         "--capability",
@@ -87,6 +88,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 def _builder_findings(loaded: Any) -> list[Finding]:
     from trtls.core.build_config_checks import capability_findings
+    from trtls.core.loads_on import loads_on_findings
     from trtls.debug_info import probe_builder
     from trtls.onnx_files.profile_checks import valid_engines
 
@@ -95,7 +97,8 @@ def _builder_findings(loaded: Any) -> list[Finding]:
         print(f"trtls check --builder: no builder module to check against ({probe.get('error')})", file=sys.stderr)
         return []
     module = f"{probe['module']} {probe['version']}"
-    return capability_findings(valid_engines(loaded), probe["capabilities"], module)
+    engines = valid_engines(loaded)
+    return capability_findings(engines, probe["capabilities"], module) + loads_on_findings(engines, module)
 
 
 def _capability(loaded: Any) -> dict[str, Any]:

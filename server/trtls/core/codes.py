@@ -93,7 +93,8 @@ _TABLE: tuple[Code, ...] = (
     Code("TRT150", WARNING, "build-config", "l2_limit_for_tiling without tiling"),
     Code("TRT151", WARNING, "build-config", "Precision keys that do nothing together"),
     Code("TRT152", WARNING, "build-config", "Engine portability: a route target the engine will not load on"),
-    # TRT153–TRT169: free (one line per new code, here)
+    Code("TRT153", INFO, "build-config", "Where the engine will load"),
+    # TRT154–TRT169: free (one line per new code, here)
     # -- docs/codes/farm.md --------------------------------------------------------------------------------------------
     Code("TRT170", ERROR, "farm", "Bad matrix output template"),
     Code("TRT171", ERROR, "farm", "Two cells, one file"),

@@ -192,3 +192,20 @@ def target_findings(route_name: str, targets: list[str], engine_name: str, eng: 
         where = ("routes", route_name, "targets", i)
         out.append(Finding("TRT152", Severity.warning, message, where, Origin.recipe, True, data))
     return out
+
+
+def loads_on_findings(engines: dict[str, Any], module: str) -> list[Any]:
+    """TRT153 (`trtls check --builder`, information, on each engine's table): where the engine will load, with the
+    probed module (`module`: "tensorrt_rtx 1.7.1.116") standing in for `builder_module = "auto"`."""
+    from trtls.core.findings import Finding, Origin, Severity
+
+    name = module.split()[0] if module else None
+    out = []
+    for engine, eng in engines.items():
+        built = engine_loads_on(eng, name)
+        message = f"engine {engine} will load on compute capabilities {built.text()}"
+        if built.build_gpu and not built.capabilities:
+            message = f"engine {engine} will load on {built.text()}"
+        data = {"loadsOn": built.record(), "module": module}
+        out.append(Finding("TRT153", Severity.information, message, ("engines", engine), Origin.recipe, False, data))
+    return out
