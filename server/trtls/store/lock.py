@@ -90,8 +90,10 @@ class KeyLock:
             )
             return None
 
-    def try_acquire(self, holder: str) -> bool:
-        """Take the lock without waiting; False when another process holds it."""
+    def try_acquire(self, holder: str, again: int = 3) -> bool:
+        """Take the lock without waiting; False when another process holds it. `again`: how often a file a sweep removed
+        between our open and our lock is followed to the one at the name (then it is kept as taken: on a file system
+        whose names and descriptors never agree, a build locks as before sweeps existed and never waits forever)."""
         if self._fd is not None:
             return True
         fd = self._open()
@@ -105,9 +107,9 @@ class KeyLock:
         if not taken:
             os.close(fd)
             return False
-        if not _still_named(fd, self.path):  # swept (`store gc`, an eviction) between our open and our lock
+        if again > 0 and not _still_named(fd, self.path):  # swept (`store gc`, an eviction) since our open
             os.close(fd)
-            return self.try_acquire(holder)  # the name holds a new file now (or none): that one is the lock
+            return self.try_acquire(holder, again - 1)  # the name holds a new file now (or none): that one is the lock
         self._fd = fd
         self.relabel(holder)
         return True
