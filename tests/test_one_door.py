@@ -41,6 +41,9 @@ TOOLS |= {"tar", "unzip", "install", "shred", "touch", "mkdir"}
 RUNNERS = {"subprocess.run", "subprocess.Popen", "subprocess.call", "subprocess.check_call", "subprocess.check_output"}
 RUNNERS |= {"asyncio.create_subprocess_exec", "asyncio.create_subprocess_shell", "os.system", "os.popen"}
 RUNNERS |= {f"os.{name}" for name in ("execv", "execve", "execvp", "execvpe", "execl", "execlp", "spawnv", "spawnvp")}
+# a library that must be given the model's path (it resolves external data beside it): only right after the door
+# said the path is a regular file (`fs.models.require_regular`, called in the same function)
+PATH_READERS = {"parse_from_file", "InferenceSession"}
 DOOR_OWNERS = ("trtls.fs", "fs")  # `fs.chmod(…)`, `fs.touch(…)`: the door's own functions, named like the forms above
 
 
@@ -91,10 +94,30 @@ def _tool(node: ast.Call, aliases: dict[str, str]) -> str | None:
     return None
 
 
+def _guarded(tree: ast.AST) -> set[int]:
+    """The calls (by id) inside a function that calls `require_regular` (the innermost function decides)."""
+    guarded: dict[int, bool] = {}
+    for fn in ast.walk(tree):  # breadth first: an outer function before the ones inside it
+        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            calls = [n for n in ast.walk(fn) if isinstance(n, ast.Call)]
+            checks = any(_dotted(c.func).rpartition(".")[2] == "require_regular" for c in calls)
+            guarded.update((id(c), checks) for c in calls)
+    return {k for k, v in guarded.items() if v}
+
+
+def _serialized(node: ast.Call) -> bool:
+    """`InferenceSession(model.SerializeToString(), …)` or `(b"…")`: bytes, no path to open."""
+    first = node.args[0] if node.args else None
+    if isinstance(first, ast.Call) and isinstance(first.func, ast.Attribute):
+        return first.func.attr == "SerializeToString"
+    return isinstance(first, ast.Constant) and isinstance(first.value, bytes)
+
+
 def violations(path: Path) -> list[str]:
     """`line: what` for every call in `path` that reaches the filesystem or a process without the door."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
     aliases = _aliases(tree)
+    guarded = _guarded(tree)
     out: list[str] = []
     for node in ast.walk(tree):
         if not isinstance(node, ast.Call):
@@ -119,6 +142,8 @@ def violations(path: Path) -> list[str]:
             what = f"{name}()"
         elif name in RUNNERS and (tool := _tool(node, aliases)) in TOOLS:
             what = f"{name}() runs {tool}"
+        elif attr in PATH_READERS and not _serialized(node) and id(node) not in guarded:
+            what = f"{attr}() of a path no fs.models.require_regular checked"
         elif owner in SAVE_OWNERS and attr in SAVE_CALLS:
             what = f"{name}()"
         elif not isinstance(func, ast.Attribute) or owner in DOOR_OWNERS or owner.startswith("trtls."):
@@ -180,14 +205,16 @@ def test_the_walker_sees_each_forbidden_form(tmp_path: Path) -> None:
         "tf.extractall('d')", "z.extractall()", "shutil.unpack_archive('a.zip', 'd')",
         "shutil.make_archive('b', 'zip', 'd')", "fcntl.flock(fd, fcntl.LOCK_EX)", "fcntl.lockf(fd, fcntl.LOCK_EX)",
         "flock(fd, 2)", "onnx.load('m.onnx')", "onnx.load_model('m.onnx')", "np.load('x.npz')",
-        "load_file('w.safetensors')",
+        "load_file('w.safetensors')", "ort.InferenceSession('m.onnx')", "parser.parse_from_file('m.onnx')",
     ]  # fmt: skip
     allowed = [
         "'a'.replace('b', 'c')", "fs.chmod(p, 0o600, kind=K, within=w)", "fs.touch(p, kind=K, within=w)",
         "chmod(p, 0o600, kind=K, within=w)", "touch(p, kind=K, within=w)", "subprocess.run(['git', 'status'])",
         "subprocess.run([sys.executable, '-m', 'trtls'])", "onnx.load_from_string(b'')", "np.asarray([1])",
+        "ort.InferenceSession(m.SerializeToString())",
     ]  # fmt: skip
-    probe.write_text("\n".join(imports + calls + allowed) + "\n", encoding="utf-8")
+    guarded = "def f(p):\n    require_regular(p)\n    ort.InferenceSession(p)\n    parser.parse_from_file(p)\n"
+    probe.write_text("\n".join(imports + calls + allowed) + "\n" + guarded, encoding="utf-8")
     try:
         found = violations(probe)
     finally:

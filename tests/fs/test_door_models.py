@@ -15,7 +15,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from trtls.core.paths import UnsafeWrite
-from trtls.fs.models import NotAnArchive, load_npz, load_onnx, load_safetensors
+from trtls.fs.models import NotAnArchive, load_npz, load_onnx, load_safetensors, require_regular
 
 
 def _model(path: Path, *, external: bool = False) -> onnx.ModelProto:
@@ -52,6 +52,27 @@ def test_a_fifo_or_dev_zero_named_as_a_model_is_refused_before_a_byte_is_read(tm
             load_onnx(path)
         assert caught.value.errno == errno.EINVAL and caught.value.filename == str(path), caught.value
         assert "not a regular file" in str(caught.value), caught.value
+
+
+def test_a_path_handed_to_tensorrts_parser_or_onnx_runtime_is_a_regular_file_first(tmp_path: Path) -> None:
+    """TensorRT's parser and ONNX Runtime must be given the path (they read external data beside it): the worker's
+    parse, the TensorRT layer check, the ONNX Runtime adapter and the golden recorder call `require_regular` first,
+    which refuses what `load_onnx` refuses (tests/test_one_door.py fails on a call site without it)."""
+    from trtls.builds.worker.adapter import parse_onnx
+
+    for path in _hostile(tmp_path, "model.onnx"):
+        with pytest.raises(UnsafeWrite, match="not a regular file"):
+            require_regular(path)
+
+        class _Trt:  # never reached: the parser is not built for a path the door refused
+            def OnnxParser(self, *args: object) -> object:
+                raise AssertionError("the parser was handed a FIFO or a device")
+
+        bm = type("BM", (), {"trt": _Trt()})()
+        errors = parse_onnx(bm, object(), object(), object(), path)
+        assert errors == [f"{path}: is not a regular file (a FIFO, a device or a socket)"], errors
+    _model(tmp_path / "ok.onnx")
+    require_regular(tmp_path / "ok.onnx")
 
 
 def test_a_model_and_its_external_data_read_through_the_door_equal_onnx_load(tmp_path: Path) -> None:

@@ -144,7 +144,9 @@ def record_golden_onnx(model: Path, feed: dict[str, np.ndarray], inputs_sha256: 
     import onnxruntime as ort
 
     from trtls.core.sha256 import sha256_file
+    from trtls.fs.models import require_regular
 
+    require_regular(model)  # ONNX Runtime opens the path itself (external data beside it)
     session = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
     names = [o.name for o in session.get_outputs()]
     values = session.run(names, feed)

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import errno
 import os
-import zipfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -89,10 +88,23 @@ def load_external_data(model: onnx.ModelProto, path: str | os.PathLike[str]) -> 
         del tensor.external_data[:]
 
 
+def require_regular(path: str | os.PathLike[str]) -> None:
+    """For a library that must be given the model's path itself — TensorRT's parser (`parse_from_file`) and ONNX
+    Runtime (`InferenceSession(path)`) resolve external data relative to it, and read files onnx cannot: refuse a
+    FIFO, a device or a folder named as the model before the library opens it (an OSError with the path and why,
+    instead of a hang or memory filled by /dev/zero). The library opens the name again after this; a caller that can
+    take the model's bytes uses `load_onnx`, which has no such gap. `tests/test_one_door.py` fails on a
+    `parse_from_file` or an `InferenceSession` of a path in a function that does not call this first."""
+    with open_regular(path, limit=None, follow=True):
+        pass
+
+
 def load_npz(path: str | os.PathLike[str]) -> dict[str, np.ndarray]:
     """The arrays of a NumPy .npz by name, never unpickled (a hostile .npz cannot run code), from a regular file
     only. NotAnArchive for a file that is not a zip archive; OSError, ValueError or zipfile.BadZipFile for one that
     cannot be read."""
+    import zipfile
+
     import numpy as np
 
     with open_regular(path, limit=None, follow=True) as fh:

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from trtls.fs import read_bytes
-from trtls.fs.models import load_onnx
+from trtls.fs.models import load_onnx, require_regular
 from trtls.runtimes.contract import RuntimeSpec, Signature
 
 
@@ -79,6 +79,11 @@ class _OrtAdapter(_Adapter):
             raise Unavailable(
                 f"ONNX Runtime {ort.__version__} here has no {spec.provider} (it has {', '.join(available)})"
             )
+        assert spec.model is not None  # RuntimeSpec.problems() refuses a model runtime without one
+        try:
+            require_regular(spec.model)  # ONNX Runtime opens the path itself (external data beside it)
+        except OSError as exc:
+            raise Unavailable(f"the model {spec.model} cannot be read: {exc.strerror or exc}") from None
         self.sess = ort.InferenceSession(spec.model, sess_options=opts, providers=[spec.provider])
         self.signature = {}
         for i in self.sess.get_inputs():

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from trtls.fs.models import load_npz, load_onnx
+from trtls.fs.models import load_npz, load_onnx, require_regular
 
 
 def mark_every_layer(network: Any) -> list[str]:
@@ -63,6 +63,10 @@ def parse_marked(bm: Any, onnx_path: Path, logged: Logged) -> tuple[Any, Any, An
     logger = make_logger(bm, logged)
     builder = trt.Builder(logger)
     network = builder.create_network(0)
+    try:
+        require_regular(onnx_path)  # a FIFO or a device named as the model: said, never handed to the parser
+    except OSError as exc:
+        raise RuntimeError(f"the ONNX parser cannot read {onnx_path}: {exc.strerror or exc}") from None
     parser = trt.OnnxParser(network, logger)
     if not parser.parse_from_file(str(onnx_path)):
         errors = [str(parser.get_error(i)) for i in range(parser.num_errors)]

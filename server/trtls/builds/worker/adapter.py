@@ -153,6 +153,12 @@ _PARSERS: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
 def parse_onnx(bm: BuilderModule, builder: Any, network: Any, logger: Any, onnx_path: str | Path) -> list[str]:
     """Parse an ONNX file into ``network``; returns the parser's errors (empty on success)."""
     del builder  # the same signature on every helper; the parser needs only network and logger
+    from trtls.fs.models import require_regular
+
+    try:
+        require_regular(onnx_path)  # a FIFO or a device named as the model: said, never handed to the parser
+    except OSError as exc:
+        return [f"{onnx_path}: {exc.strerror or exc}"]
     parser = bm.trt.OnnxParser(network, logger)
     _PARSERS[network] = parser
     ok = parser.parse_from_file(str(onnx_path))
