@@ -148,3 +148,16 @@ def test_bad_targets_exit_2_with_the_path(tmp_path: Path) -> None:
     assert r.returncode == 2 and ".trtls/runs" in r.stderr
     r = trtls("report", "--route", "r", "--recipe", str(tmp_path), cwd=tmp_path)
     assert r.returncode == 2 and "no gates run recorded" in r.stderr
+
+
+def test_a_route_report_takes_the_one_route_dialect(tmp_path: Path) -> None:
+    """`trtls report [RECIPE] --route NAME`, as every route command takes it (issue 29: report alone took
+    `--route NAME --recipe R`). The word is the recipe (a build id would say "no such finished build"); the old form
+    still works, with a note naming the new one; a recipe given twice is refused."""
+    r = trtls("report", str(tmp_path), "--route", "r", cwd=tmp_path.parent)
+    assert r.returncode == 2 and "no gates run recorded" in r.stderr and "deprecated" not in r.stderr, r.stderr
+    r = trtls("report", "--route", "r", "--recipe", str(tmp_path), cwd=tmp_path.parent)
+    assert r.returncode == 2 and "no gates run recorded" in r.stderr
+    assert f"is deprecated; write `trtls report {tmp_path} --route r`" in r.stderr, r.stderr
+    r = trtls("report", str(tmp_path), "--route", "r", "--recipe", str(tmp_path), cwd=tmp_path.parent)
+    assert r.returncode == 2 and "two recipes given" in r.stderr, r.stderr

@@ -40,10 +40,12 @@ def register(subparsers: Any) -> None:
         "The page loads nothing from the network.",
         epilog=EPILOG,
     )
-    r.add_argument("build", nargs="?", default="latest", help=TARGET_HELP)
-    r.add_argument("--route", help="report this route's last gates run instead of a build")
+    r.add_argument("build", nargs="?", help=f"{TARGET_HELP}; with --route: the recipe, as `trtls gates` takes it")
+    r.add_argument(
+        "--route", help="report this route's last gates run instead of a build: trtls report [RECIPE] --route NAME"
+    )
     r.add_argument("--reduction", help="report a reduction or divergence search (its id, or latest): docs/triage.md")
-    r.add_argument("--recipe", default=".", help=RECIPE_HELP)
+    r.add_argument("--recipe", help=RECIPE_HELP)
     r.add_argument("-o", "--output", help="write here (default: <run folder>/report.html, or the route's folder)")
     r.set_defaults(func=cmd_report)
 
@@ -81,9 +83,35 @@ def cmd_trace(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def report_target(args: argparse.Namespace) -> tuple[str, str] | str:
+    """(build, recipe) of `trtls report`, or what is wrong. A route's report takes the one dialect of every route
+    command, `[RECIPE] --route NAME` (cli.route_dialect): the word is the recipe; the old `--route NAME --recipe R`
+    still works, with a note on stderr."""
+    if args.route is None:
+        return args.build or "latest", args.recipe or "."
+    if args.build is not None and args.recipe is not None:
+        return (
+            f"trtls report: two recipes given: {args.build} and --recipe {args.recipe} "
+            "(trtls report RECIPE --route NAME)"
+        )
+    if args.recipe is not None:
+        where = "" if args.recipe == "." else f"{args.recipe} "
+        print(
+            f"trtls report: note: `report --route NAME --recipe R` is deprecated; write "
+            f"`trtls report {where}--route {args.route}`",
+            file=sys.stderr,
+        )
+    return "latest", args.build or args.recipe or "."
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     from trtls.report.evidence import EvidenceError, find_run, load_build
 
+    target = report_target(args)
+    if isinstance(target, str):
+        print(target, file=sys.stderr)
+        return EXIT_BAD_INPUT
+    args.build, args.recipe = target
     try:
         if args.reduction is not None:  # `--reduction ""` is no reduction, never the latest build
             from trtls.report.reduction_page import find_reduction, reduction_report
