@@ -23,7 +23,11 @@ feature is safe by calling this package, not by remembering a rule. The policy, 
   be the trtls worker of a given build (its start id and the per-build nonce in its environment).
 * Special cases keep to the same rules, one module each: `stream` (events.jsonl written as it goes), `capture`
   (a child's output files, a spool), `copy_tree`, `descriptor`, `lineage` (processes seen under ours, signalled
-  later only while their start id holds), `store_root` (where an engine store may be, and who may have written it).
+  later only while their start id holds), `store_root` (where an engine store may be, and who may have written it),
+  `models` (ONNX models and their external data, .npz inputs and safetensors shards a user names, read by
+  `open_regular` and handed to the library as bytes or an open file; `require_regular` before a path must be given
+  to TensorRT's parser or ONNX Runtime), `attrs` (the immutable flag, by descriptor); a lock is taken and released
+  by `lock.try_lock`/`unlock` on a descriptor of `open_lock_file`, never by `fcntl` elsewhere.
 * Every refusal is an `UnsafeWrite` (an OSError) with the path and why; faces turn it into a located error.
 """
 
