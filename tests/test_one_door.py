@@ -43,7 +43,7 @@ RUNNERS |= {"asyncio.create_subprocess_exec", "asyncio.create_subprocess_shell",
 RUNNERS |= {f"os.{name}" for name in ("execv", "execve", "execvp", "execvpe", "execl", "execlp", "spawnv", "spawnvp")}
 # a library that must be given the model's path (it resolves external data beside it): only right after the door
 # said the path is a regular file (`fs.models.require_regular`, called in the same function)
-PATH_READERS = {"parse_from_file", "InferenceSession"}
+PATH_READERS = {"parse_from_file", "InferenceSession", "convert_to_mixed_precision"}
 DOOR_OWNERS = ("trtls.fs", "fs")  # `fs.chmod(…)`, `fs.touch(…)`: the door's own functions, named like the forms above
 
 
@@ -206,6 +206,7 @@ def test_the_walker_sees_each_forbidden_form(tmp_path: Path) -> None:
         "shutil.make_archive('b', 'zip', 'd')", "fcntl.flock(fd, fcntl.LOCK_EX)", "fcntl.lockf(fd, fcntl.LOCK_EX)",
         "flock(fd, 2)", "onnx.load('m.onnx')", "onnx.load_model('m.onnx')", "np.load('x.npz')",
         "load_file('w.safetensors')", "ort.InferenceSession('m.onnx')", "parser.parse_from_file('m.onnx')",
+        "convert_to_mixed_precision(onnx_path='m.onnx')",
     ]  # fmt: skip
     allowed = [
         "'a'.replace('b', 'c')", "fs.chmod(p, 0o600, kind=K, within=w)", "fs.touch(p, kind=K, within=w)",

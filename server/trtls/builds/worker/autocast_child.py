@@ -68,6 +68,12 @@ def convert(job: dict[str, Any]) -> dict[str, Any]:
         modelopt_version = version("nvidia-modelopt")
     except Exception:
         modelopt_version = "unknown"
+    from trtls.fs.models import require_regular
+
+    try:
+        require_regular(job["input"])  # ModelOpt opens the path itself: a FIFO or a device is said, never read
+    except OSError as exc:
+        return {"ok": False, "kind": "conversion_failed", "error": f"{job['input']}: {exc.strerror or exc}"}
     try:
         model = convert_to_mixed_precision(
             onnx_path=job["input"],
