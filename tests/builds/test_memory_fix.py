@@ -16,12 +16,13 @@ from pathlib import Path
 import pytest
 
 from trtls.builds.supervisor.history import History
-from trtls.builds.supervisor.memory_fix import applied, memory_fix
+from trtls.builds.supervisor.memory_fix import memory_fix
 from trtls.builds.supervisor.outcome_findings import build_findings
 from trtls.builds.supervisor.supervisor import Supervisor
 from trtls.cli.terminal_view import print_outcome
 from trtls.core.display import peak_memory_text
 from trtls.core.recipe import load_recipe
+from trtls.core.tomlpos import apply_edits
 from trtls.lsp.hover import memory_hover
 from trtls.report.build_page import build_report
 from trtls.report.evidence import load_build
@@ -38,7 +39,7 @@ def _fixed(tmp_path: Path, text: str, resource: str) -> tuple[dict | None, dict]
     loaded = load_recipe(tmp_path / "trtls.toml")
     assert loaded.recipe is not None, [f.message for f in loaded.findings]
     fix = memory_fix(loaded, "e", resource)
-    after = tomllib.loads(applied(text, fix["edits"])) if fix else {}
+    after = tomllib.loads(apply_edits(text, fix["edits"])) if fix else {}
     return fix, after.get("engines", {}).get("e", {}).get("builder", {})
 
 
@@ -113,7 +114,7 @@ async def test_a_real_out_of_memory_build_carries_the_fix_and_its_peak_is_kept(w
     (oom,) = [f for f in build_findings(s, loaded) if f.code == "TRT207"]
     fix = oom.data["fix"]
     assert fix["title"] == "Use less memory for the builder: max_aux_streams = 0"
-    assert tomllib.loads(applied(table, fix["edits"]))["engines"]["demo"]["builder"] == {"max_aux_streams": 0}
+    assert tomllib.loads(apply_edits(table, fix["edits"]))["engines"]["demo"]["builder"] == {"max_aux_streams": 0}
     assert "fix" not in next(f for f in build_findings(s) if f.code == "TRT207").data  # no recipe: no edit
     # the history keeps this failed build's peak, as the evidence measured it
     (peak,) = History(workspace / ".trtls" / "history.json").peaks(str(s.buildConfigHash))

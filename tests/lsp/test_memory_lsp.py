@@ -12,7 +12,7 @@ from lsprotocol import types as lsp
 from pytest_lsp import LanguageClient
 
 from trtls.builds.supervisor.history import History
-from trtls.builds.supervisor.memory_fix import applied
+from trtls.core.tomlpos import apply_edits
 
 from .lsp_helpers import TIMEOUT, execute, open_recipe, until
 
@@ -66,7 +66,7 @@ async def test_a_workspace_limit_failure_is_fixed_by_its_quick_fix_and_the_hover
          "newText": e.new_text}
         for e in fixes[0].edit.changes[uri]
     ]  # fmt: skip
-    fixed = applied(RECIPE, edits)
+    fixed = apply_edits(RECIPE, edits)
     assert "workspace_mib" not in fixed and "[engines.large.builder]\nmemory_pool_limits = { }\n" in fixed
 
     # the editor applies it and saves; the next build succeeds

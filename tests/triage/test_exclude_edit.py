@@ -10,8 +10,8 @@ import pytest
 
 from trtls.core.recipe import load_recipe
 from trtls.core.route import route_model
+from trtls.core.tomlpos import apply_edits
 from trtls.triage.exclude_edit import exclude_nodes_fix
-from trtls.triage.parity_rerun import apply_edits
 
 ROUTE = """\
 [routes.r]

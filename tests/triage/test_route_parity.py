@@ -45,8 +45,8 @@ from trtls.bundle import read_bundle, write_bundle
 from trtls.core.cancel import CancelToken
 from trtls.core.recipe import load_recipe
 from trtls.core.route import route_model
+from trtls.core.tomlpos import apply_edits
 from trtls.route.onnx_route import deployed_onnx
-from trtls.triage.parity_rerun import apply_edits
 
 pytestmark = pytest.mark.skipif(
     not os.environ.get("TRTLS_REQUIRE_PRECISION") and importlib.util.find_spec("modelopt") is None,

@@ -342,3 +342,21 @@ class _Scanner:
                 self.i += 1
             while self.i > j and self.s[self.i - 1] in " \t\r":
                 self.i -= 1
+
+
+def apply_edits(text: str, edits: list[dict[str, Any]]) -> str:
+    """`text` with the text edits (`range` = [line, col, end line, end col], 0-based, non-overlapping; `newText`)
+    applied, last first: what an editor does with a finding's `fix`, for a check of the recipe it would leave."""
+    lines = text.splitlines(keepends=True)
+    starts = [0]
+    for line in lines:
+        starts.append(starts[-1] + len(line))
+
+    def offset(line: int, col: int) -> int:
+        return starts[min(line, len(lines))] + col
+
+    out = text
+    for e in sorted(edits, key=lambda e: (e["range"][0], e["range"][1]), reverse=True):
+        a, b = offset(*e["range"][:2]), offset(*e["range"][2:])
+        out = out[:a] + e["newText"] + out[b:]
+    return out

@@ -30,27 +30,11 @@ from typing import Any
 from trtls.builds.roots import state_root
 from trtls.core.cancel import CancelToken
 from trtls.core.recipe import LoadedRecipe, load_recipe
+from trtls.core.tomlpos import apply_edits
 from trtls.fs import Kind, atomic_writer, ensure_folder, open_regular
 from trtls.triage.exclude_edit import exclude_nodes_fix
 
 ONNX_RUNTIMES = ("onnxruntime", "onnx.reference", "onnx_reference")
-
-
-def apply_edits(text: str, edits: list[dict[str, Any]]) -> str:
-    """`text` with the text edits (`range` = [line, col, end line, end col], 0-based) applied, last first."""
-    lines = text.splitlines(keepends=True)
-    starts = [0]
-    for line in lines:
-        starts.append(starts[-1] + len(line))
-
-    def offset(line: int, col: int) -> int:
-        return starts[min(line, len(lines))] + col
-
-    out = text
-    for e in sorted(edits, key=lambda e: (e["range"][0], e["range"][1]), reverse=True):
-        a, b = offset(e["range"][0], e["range"][1]), offset(e["range"][2], e["range"][3])
-        out = out[:a] + e["newText"] + out[b:]
-    return out
 
 
 def rerun_parity(

@@ -18,7 +18,7 @@ import tomllib
 from typing import Any
 
 from trtls.core.recipe import LoadedRecipe
-from trtls.core.tomlpos import TomlPath
+from trtls.core.tomlpos import TomlPath, apply_edits
 
 POOLS = ("builder", "memory_pool_limits")
 
@@ -123,30 +123,13 @@ def _merged(edits: list[dict[str, Any] | None]) -> list[dict[str, Any] | None]:
     return out
 
 
-def applied(text: str, edits: list[dict[str, Any]]) -> str:
-    """`text` with `edits` (non-overlapping, positions in `text`) applied."""
-    lines = text.splitlines(keepends=True)
-    starts = [0]
-    for line in lines:
-        starts.append(starts[-1] + len(line))
-
-    def offset(line: int, col: int) -> int:
-        return starts[min(line, len(lines))] + col
-
-    out = text
-    for e in sorted(edits, key=lambda e: (e["range"][0], e["range"][1]), reverse=True):
-        a, b = offset(*e["range"][:2]), offset(*e["range"][2:])
-        out = out[:a] + e["newText"] + out[b:]
-    return out
-
-
 def _checked(loaded: LoadedRecipe, fix: dict[str, Any], wanted: dict[TomlPath, int | None]) -> dict[str, Any] | None:
     """`fix` when every edit was placed and the edited recipe parses and holds `wanted` (None: the key is gone)."""
     edits = fix["edits"]
     if not edits or any(e is None for e in edits):
         return None
     try:
-        data: Any = tomllib.loads(applied(loaded.text, edits))
+        data: Any = tomllib.loads(apply_edits(loaded.text, edits))
     except tomllib.TOMLDecodeError:
         return None
     for path, value in wanted.items():
