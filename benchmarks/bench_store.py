@@ -2,7 +2,9 @@
 
 All figures from one run, whole processes timed from the outside:
 1. an unchanged `trtls build` (a store hit) of `large` and of `demo`, against a bare TensorRT-RTX build of the same
-   model in the same run (`_bare_build.py`), interleaved pairs: median ratio hit/bare (targets ≤ 0.03 and ≤ 0.25);
+   model in the same run (`_bare_build.py`), interleaved pairs: median ratio hit/bare (targets ≤ 0.03 and ≤ 0.2,
+   issue 32), on the fast path (unchanged since the last run) and on the full path (the engine's memo removed, as in
+   a fresh checkout: the recipe loaded and checked, the key computed from the warm digest cache);
 2. a hit on a ≥ 500 MB ONNX (demo's graph + a 512 MiB initializer) with a warm digest cache: wall seconds of the
    whole `trtls build` process (target ≤ 0.5 s) on the fast path (unchanged since the last run) and on the full
    path (recipe loaded, key computed from the warm digest cache), and with a cold digest cache beside them;
@@ -80,27 +82,40 @@ def hit_vs_bare(engine: str, pairs: int, root: Path) -> list[dict]:
     seed = timed(build)  # the one real build: publishes the engine
     onnx = ws / "models" / f"{engine}.onnx"
     bare = [sys.executable, str(HERE / "_bare_build.py"), str(onnx), str(ws / "build" / f"{engine}.bare.engine")]
+    memo = ws / ".trtls" / "engines" / f"{engine}.hit.json"
+
+    def full_path() -> float:
+        memo.unlink(missing_ok=True)  # no memo, as in a fresh checkout: the recipe is loaded and the key computed
+        return timed(build)
+
     rows = []
     for i in range(pairs):
-        order = [("hit", build), ("bare", bare)] if i % 2 == 0 else [("bare", bare), ("hit", build)]
-        got = {name: timed(cmd) for name, cmd in order}
+        runs = [("hit", lambda: timed(build)), ("bare", lambda: timed(bare)), ("full", full_path)]
+        got = {name: run() for name, run in (runs if i % 2 == 0 else runs[::-1])}
         rows.append(got)
-        print(f"  {engine} pair {i + 1}/{pairs}: hit {got['hit']:.3f} s, bare {got['bare']:.2f} s", flush=True)
-    ratios = [r["hit"] / r["bare"] for r in rows]
-    target = {"large": 0.03, "demo": 0.25}[engine]
-    med = statistics.median(ratios)
-    return [
-        figure(
-            f"{engine}: unchanged trtls build (store hit) / bare TensorRT-RTX build, wall (median)",
-            round(med, 4),
-            "×",
-            f"≤ {target}",
-            med <= target,
-            f"{pairs} interleaved pairs; hit median {statistics.median(r['hit'] for r in rows):.3f} s, bare median "
-            f"{statistics.median(r['bare'] for r in rows):.2f} s; the first (seeding) build took {seed:.1f} s; "
-            f"ratios {min(ratios):.4f}–{max(ratios):.4f}; load average {os.getloadavg()[0]:.1f}",
+        print(
+            f"  {engine} pair {i + 1}/{pairs}: hit {got['hit']:.3f} s, full path {got['full']:.3f} s, bare "
+            f"{got['bare']:.2f} s",
+            flush=True,
         )
-    ]
+    target = {"large": 0.03, "demo": 0.2}[engine]  # issue 32: demo ≤ 0.2 (was 0.25)
+    out = []
+    for kind, label in (("hit", "unchanged trtls build (store hit)"), ("full", "store hit on the full path (no memo)")):
+        ratios = [r[kind] / r["bare"] for r in rows]
+        med = statistics.median(ratios)
+        out.append(
+            figure(
+                f"{engine}: {label} / bare TensorRT-RTX build, wall (median)",
+                round(med, 4),
+                "×",
+                f"≤ {target}" if kind == "hit" else "(reported: a fresh checkout's hit; issue 32 measured 0.70)",
+                med <= target if kind == "hit" else None,
+                f"{pairs} interleaved rounds; {kind} median {statistics.median(r[kind] for r in rows):.3f} s, bare "
+                f"median {statistics.median(r['bare'] for r in rows):.2f} s; the first (seeding) build took "
+                f"{seed:.1f} s; ratios {min(ratios):.4f}–{max(ratios):.4f}; load average {os.getloadavg()[0]:.1f}",
+            )
+        )
+    return out
 
 
 def make_big_model(src: Path, dst: Path, mib: int = 512) -> None:
@@ -279,6 +294,10 @@ def main() -> int:
     args = ap.parse_args()
     pairs = args.pairs or (1 if args.quick else 3)
     root = Path(tempfile.mkdtemp(prefix="trtls-bench-store-"))
+    # every child's bytecode cached, as an installed trtls has it (with PYTHONDONTWRITEBYTECODE, as in this
+    # repository's shells, each run would compile the modules changed since the last cached bytecode: ~0.1-0.2 s)
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+    os.environ["PYTHONPYCACHEPREFIX"] = str(root / "pycache")
     parts = args.parts.split(",")
     figures = []
     if "two" in parts:
