@@ -92,10 +92,10 @@ def require_regular(path: str | os.PathLike[str]) -> None:
     """For a library that must be given the model's path itself — TensorRT's parser (`parse_from_file`), ONNX
     Runtime (`InferenceSession(path)`) and ModelOpt (`convert_to_mixed_precision(onnx_path=…)`) resolve external data
     relative to it: refuse a FIFO, a device or a folder named as the model before the library opens it (an OSError
-    with the path and why, instead of a hang or memory filled by /dev/zero). The library opens the name again after this; a caller that can
-    take the model's bytes uses `load_onnx`, which has no such gap. `tests/test_one_door.py` fails on a
-    `parse_from_file`, an `InferenceSession` or a `convert_to_mixed_precision` of a path in a function that does not
-    call this first."""
+    with the path and why, instead of a hang or memory filled by /dev/zero). The library opens the name again after
+    this; a caller that can take the model's bytes uses `load_onnx`, which has no such gap. `tests/test_one_door.py`
+    fails on a `parse_from_file`, an `InferenceSession` or a `convert_to_mixed_precision` of a path in a function
+    that does not call this first."""
     with open_regular(path, limit=None, follow=True):
         pass
 
