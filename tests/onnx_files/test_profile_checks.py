@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from trtls.core.tomlpos import apply_edits
 from trtls.onnx_files.onnx_reader import ModelInputsCache
 from trtls.onnx_files.profile_checks import check_recipe
 
@@ -32,19 +33,7 @@ def where(loaded, code: str) -> list[str]:
 
 
 def apply_fix(text: str, fix: dict) -> str:
-    lines = text.splitlines(keepends=True)
-    offsets = [0]
-    for line in lines:
-        offsets.append(offsets[-1] + len(line))
-    for edit in sorted(fix["edits"], key=lambda e: e["range"], reverse=True):
-        sl, sc, el, ec = edit["range"]
-        a, b = offsets[min(sl, len(lines))] + sc, offsets[min(el, len(lines))] + ec
-        text = text[:a] + edit["newText"] + text[b:]
-        lines = text.splitlines(keepends=True)
-        offsets = [0]
-        for line in lines:
-            offsets.append(offsets[-1] + len(line))
-    return text
+    return apply_edits(text, fix["edits"])
 
 
 def test_a_good_two_input_recipe_is_clean(models_ws: Path) -> None:

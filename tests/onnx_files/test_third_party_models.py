@@ -4,6 +4,7 @@ against their recipes and built for real with TensorRT-RTX, with several optimiz
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -128,3 +129,52 @@ inputs.state = {{ min = [2, 1, 128], opt = [2, 1, 128], max = [2, 4, 128] }}
     assert failure.source.startswith("graphScope.cpp:") and failure.layer is None
     assert summary.retryPolicy == "investigate" and "blind retry" in summary.retryRule
     assert not (tmp_path / "build" / "vad.engine").exists()
+
+
+async def test_a_third_party_models_memory_and_time_left_come_from_its_own_builds(
+    tmp_path: Path, third_party: dict[str, Path]
+) -> None:
+    """Issue 33 on a model nobody here wrote (silero-vad, from its wheel): a fresh project has no basis for a time
+    left (`no estimate` at every event of the first build: no history, no similar build), its second build is
+    estimated from the first; each build's peak memory is the worker's, kept in the history as the evidence measured
+    it, and said before the next build in core.display's words."""
+    import time
+
+    from trtls.builds.supervisor.history import History
+    from trtls.core.display import peak_memory_text
+
+    text = f"""\
+[engines.vad]
+onnx = "{third_party["silero_vad"]}"
+output = "build/vad.engine"
+
+[[engines.vad.profiles]]
+inputs.input = {{ min = [1, 512], opt = [1, 512], max = [4, 512] }}
+inputs.state = {{ min = [2, 1, 128], opt = [2, 1, 128], max = [2, 4, 128] }}
+"""
+    loaded = _recipe(tmp_path, text)
+    assert loaded.findings == []
+    summaries, said = [], []
+    for _ in range(2):
+        build = Supervisor().start(loaded, "vad")
+        words: list[str] = []
+
+        def sample(b: Any, _: object, words: list[str] = words) -> None:  # the words a running build's row shows
+            if b.running:
+                words.append(b.time_left(time.monotonic_ns()))
+
+        build.listeners.append(sample)
+        summary = await build.wait()
+        assert summary.outcome == "built", summary.error
+        summaries.append(summary)
+        said.append(words)
+    assert said[0] and set(said[0]) == {"no estimate"}, said[0]
+    assert any(w != "no estimate" and "left" in w for w in said[1]), said[1]
+
+    peaks = History(tmp_path / ".trtls" / "history.json").peaks(str(summaries[1].buildConfigHash))
+    assert [(p["buildId"], p["peakRssBytes"]) for p in peaks] == [
+        (s.buildId, s.resources["peakRssBytes"]) for s in summaries
+    ]
+    assert all(p["peakRssBytes"] > 50 * 2**20 for p in peaks), "the worker imported TensorRT-RTX: tens of MiB at least"
+    before = peak_memory_text(peaks)
+    assert before is not None and before.startswith("last build peaked at ") and "2 builds of these settings" in before
