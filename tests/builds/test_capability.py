@@ -1,8 +1,9 @@
 """Capability before any build (issue 33): TensorRT's own parser and builder asked, in a child process, whether they
 take an engine's ONNX. Real models nobody on this project wrote: silero-vad's If-based export (the parser takes it,
 the builder refuses it with the internal error its build ends on), ONNX Runtime's own scikit-learn sample
-(`logreg_iris.onnx`: LinearClassifier, Normalizer, ZipMap, which the parser has no importer for), and the quickstart
-`demo`, which builds and is not flagged."""
+(`logreg_iris.onnx`: LinearClassifier, Normalizer, ZipMap, which the parser has no importer for), the quickstart
+`demo`, which builds and is not flagged, and osam's NonMaxSuppression model, which every query takes and whose build
+fails (a known miss, pinned below)."""
 
 from __future__ import annotations
 
@@ -43,6 +44,17 @@ def refused_ws(tmp_path: Path) -> Path:
     shutil.copyfile(IRIS, tmp_path / "iris.onnx")
     (tmp_path / "trtls.toml").write_text(VAD_RECIPE)
     return tmp_path
+
+
+NMS_RECIPE = """\
+[engines.nms]
+onnx = "nms.onnx"
+output = "build/nms.engine"
+
+[[engines.nms.profiles]]
+inputs.boxes = { min = [1, 1, 4], opt = [1, 100, 4], max = [4, 1000, 4] }
+inputs.scores = { min = [1, 1, 1], opt = [1, 3, 100], max = [4, 80, 1000] }
+"""
 
 
 def _check(folder: Path, *extra: str) -> tuple[int, dict]:
@@ -112,3 +124,28 @@ async def test_the_child_is_awaited_off_the_loop_and_a_stuck_one_is_ended(worksp
     assert stuck["status"] == "not_checked" and stuck["child"] == "timeout"
     (finding,) = capability_findings("demo", stuck)
     assert finding.code == "TRT132" and "did not answer within" in finding.message
+
+
+def test_an_nms_model_every_query_takes_fails_its_build(tmp_path: Path) -> None:
+    """osam 0.8.1's `non_maximum_suppression.onnx` (one NonMaxSuppression node, what osam runs after its YOLO-World
+    detector), as TensorRT-RTX 1.7.1 answers it here: the parser takes the node, `is_network_supported` takes the
+    network with the engine's profile, and the build fails — the NMS layer TensorRT made of the node has no runner
+    (tacticSupply.cpp), whatever the compute capabilities (SM80, SM89, SM120 tried) and with the thresholds as
+    constants too. `check --capability` asks only TensorRT's own queries, so it says nothing: a miss, held here so that
+    a TensorRT-RTX that builds the model, or a check that learns to flag it, has to change this test."""
+    shutil.copyfile(fetch_all()["osam_nms"], tmp_path / "nms.onnx")
+    (tmp_path / "trtls.toml").write_text(NMS_RECIPE)
+    code, report = _check(tmp_path, "--capability")
+    assert code == 0 and report["findings"] == [], "no finding: TensorRT's queries take it"
+    answer = report["capability"]["nms"]
+    assert answer["module"].startswith("tensorrt_rtx 1.7.1")
+    assert answer["parser"]["supported"] is True and answer["parser"]["nodes"] == []
+    assert answer["builder"]["status"] == "supported" and answer["status"] == "supported"
+    build = subprocess.run([sys.executable, "-m", "trtls", "build", str(tmp_path)], capture_output=True, text=True)
+    said = build.stdout + build.stderr
+    assert build.returncode != 0 and not (tmp_path / "build" / "nms.engine").exists()
+    assert "tacticSupply.cpp" in said and "node_of_selected_indices_2 has no runners that implement it" in said
+    (summary_path,) = (tmp_path / ".trtls" / "runs").glob("nms-*/summary.json")
+    summary = json.loads(summary_path.read_text())
+    assert "has no runners" in summary["error"]
+    assert summary["capability"]["status"] == "supported", "asked again after the failed build, the builder says yes"

