@@ -17,7 +17,6 @@ import hashlib
 import json
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -65,16 +64,36 @@ def identity_path(cache: Path) -> Path:
     return cache.with_name(cache.name + ".identity.json")
 
 
-@dataclass
 class CachePlan:
-    path: Path | None
-    mode: str
-    decision: str
-    reason: str
-    data: bytes | None = None  # bytes to hand to the builder
-    quarantined_to: str | None = None
-    identity: dict[str, Any] = field(default_factory=dict)
-    within: Path | None = None  # the folder its writes must stay in (the job's timing_cache.write_root)
+    """What the build does with its timing cache, and why. A plain class (the worker imports this module before
+    TensorRT, and `dataclasses` would bring `inspect`, `ast` and `dis`): fields, equality and repr as a dataclass's."""
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, compared by value: unhashable, as the dataclass was
+    _FIELDS = ("path", "mode", "decision", "reason", "data", "quarantined_to", "identity", "within")
+
+    def __init__(
+        self,
+        path: Path | None,
+        mode: str,
+        decision: str,
+        reason: str,
+        data: bytes | None = None,  # bytes to hand to the builder
+        quarantined_to: str | None = None,
+        identity: dict[str, Any] | None = None,
+        within: Path | None = None,  # the folder its writes must stay in (the job's timing_cache.write_root)
+    ) -> None:
+        self.path, self.mode, self.decision, self.reason = path, mode, decision, reason
+        self.data, self.quarantined_to = data, quarantined_to
+        self.identity: dict[str, Any] = {} if identity is None else identity
+        self.within = within
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return all(getattr(self, k) == getattr(other, k) for k in self._FIELDS)
+
+    def __repr__(self) -> str:
+        return f"CachePlan({', '.join(f'{k}={getattr(self, k)!r}' for k in self._FIELDS)})"
 
 
 def plan_cache(

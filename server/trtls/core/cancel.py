@@ -12,22 +12,38 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 from trtls.core.protocol import CANCEL_SOURCES
 
 
-@dataclass
 class CancelToken:
-    source: str | None = None
-    t_request_ns: int | None = None
-    t_ack_ns: int | None = None  # builder returned after the request
-    t_cleanup_ns: int | None = None  # partial files removed or quarantined
-    forced: bool = False  # cooperative cancel did not finish within the grace: SIGTERM/SIGKILL
-    after_complete: bool = False  # the request came while the finished engine was being committed
-    later_requests: list[tuple[str, int]] = field(default_factory=list)
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
-    _listeners: list[Callable[[str], object]] = field(default_factory=list, repr=False)
+    """A plain class, not a dataclass (the worker imports it before TensorRT, and `dataclasses` would bring `inspect`,
+    `ast` and `dis`): the same constructor, fields and repr; compared by identity, as the dataclass's unique lock made
+    it."""
+
+    def __init__(
+        self,
+        source: str | None = None,
+        t_request_ns: int | None = None,
+        t_ack_ns: int | None = None,  # builder returned after the request
+        t_cleanup_ns: int | None = None,  # partial files removed or quarantined
+        forced: bool = False,  # cooperative cancel did not finish within the grace: SIGTERM/SIGKILL
+        after_complete: bool = False,  # the request came while the finished engine was being committed
+        later_requests: list[tuple[str, int]] | None = None,
+    ) -> None:
+        self.source = source
+        self.t_request_ns = t_request_ns
+        self.t_ack_ns = t_ack_ns
+        self.t_cleanup_ns = t_cleanup_ns
+        self.forced = forced
+        self.after_complete = after_complete
+        self.later_requests: list[tuple[str, int]] = [] if later_requests is None else later_requests
+        self._lock = threading.Lock()
+        self._listeners: list[Callable[[str], object]] = []
+
+    def __repr__(self) -> str:
+        fields = ("source", "t_request_ns", "t_ack_ns", "t_cleanup_ns", "forced", "after_complete", "later_requests")
+        return f"CancelToken({', '.join(f'{k}={getattr(self, k)!r}' for k in fields)})"
 
     @property
     def is_set(self) -> bool:

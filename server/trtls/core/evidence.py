@@ -15,8 +15,7 @@ parses one schema.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from trtls.core.vocabulary import (  # the words of each field (re-exported: accept and the tests read them here)
     CACHE_DECISIONS,
@@ -54,8 +53,7 @@ NO_DEVICE = "no device"  # measured: the CUDA driver answered no device, or ther
 SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
 
-@dataclass(frozen=True)
-class RetryAdvice:
+class RetryAdvice(NamedTuple):  # not a dataclass: the worker imports this module (build_target), never dataclasses
     policy: str
     rule: str
 

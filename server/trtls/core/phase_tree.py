@@ -3,7 +3,7 @@
 TensorRT names phases in English text, reuses a name once its phase ends, changes names between
 versions, and identifies the parent of a new phase only by its name. So:
 
-- `OpenPhases` (used by the progress monitor in the worker) turns the name-based callbacks into ids.
+- `OpenPhases` (core.open_phases, used by the progress monitor in the worker) turns the name-based callbacks into ids.
   An id is the phase's position: the dotted path of sibling indexes ("0", "0.1", "0.3.2"). It never
   depends on a name, and the same network + settings give the same ids, so history can give a
   running phase its usual duration (`baseline`).
@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from trtls.core.display import STATUS_MARK, folded_detail, folded_label, phase_detail, step_text
+from trtls.core.open_phases import OpenPhases as OpenPhases  # the worker's half, re-exported
 from trtls.core.vocabulary import PhaseStatus
 
 NS = 1_000_000_000
@@ -59,33 +60,6 @@ def fold_groups(siblings: list[Phase], finished: set[str]) -> dict[str, str]:
         if p.id in finished:
             by_name.setdefault(p.name, []).append(p.id)
     return {pid: ids[0] for ids in by_name.values() if len(ids) >= FOLD_AT for pid in ids}
-
-
-class OpenPhases:
-    """Name → id for the phases open right now. Not thread-safe by itself: the monitor holds a lock."""
-
-    def __init__(self, first_root: int = 0) -> None:
-        self._open: dict[str, str] = {}  # name → id; TensorRT keeps open names unique
-        # parent id → children started so far; first_root > 0 when the worker's own phases (the precision
-        # step) come before TensorRT's, so TensorRT's root is "1" and ids stay positions in one tree
-        self._children: dict[str | None, int] = {None: first_root}
-
-    def start(self, name: str, parent_name: str | None) -> tuple[str, str | None]:
-        parent_id = self._open.get(parent_name) if parent_name is not None else None
-        index = self._children.get(parent_id, 0)
-        self._children[parent_id] = index + 1
-        phase_id = str(index) if parent_id is None else f"{parent_id}.{index}"
-        self._open[name] = phase_id
-        return phase_id, parent_id
-
-    def id_of(self, name: str) -> str | None:
-        return self._open.get(name)
-
-    def finish(self, name: str) -> str | None:
-        return self._open.pop(name, None)
-
-    def open_ids(self) -> list[str]:
-        return list(self._open.values())
 
 
 @dataclass

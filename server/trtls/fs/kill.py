@@ -18,8 +18,7 @@ from __future__ import annotations
 
 import os
 import signal as _signal
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 NONCE_ENV = "TRTLS_RUN_NONCE"  # the per-run secret a supervisor passes to the one process it starts for a run
 
@@ -71,9 +70,9 @@ def _environ_has(pid: int, entry: str) -> bool | None:
     return entry.encode() in data.split(b"\0")
 
 
-@dataclass(frozen=True)
-class ProcessProof:
-    """What a record must carry for trtls to signal the process it names."""
+class ProcessProof(NamedTuple):
+    """What a record must carry for trtls to signal the process it names. Immutable (a NamedTuple, not a frozen
+    dataclass: a CLI build imports this module before it starts its worker, and `dataclasses` brings `inspect`)."""
 
     pid: int
     start_id: str | None

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import errno
 import os
-import shutil
 import stat
 from pathlib import Path
 
@@ -53,6 +52,8 @@ def _remove(path: str | os.PathLike[str], kind: Kind, within: str | os.PathLike[
                 raise UnsafeWrite(errno.ELOOP, "is a symlink; trtls never deletes through one", str(path))
             if not stat.S_ISDIR(st.st_mode):
                 raise UnsafeWrite(errno.ENOTDIR, "is not a folder", str(path))
+            import shutil  # here: a build's worker imports this module and removes no folder (shutil brings bz2, lzma)
+
             shutil.rmtree(name, dir_fd=folder_fd)
             return True
     except FileNotFoundError:

@@ -13,7 +13,6 @@ import errno
 import fcntl
 import os
 import re
-import secrets
 import stat
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -74,7 +73,7 @@ def _create_temp(folder_fd: int, name: str, temp_name: str | None, mode: int) ->
     if temp_name is not None:
         return os.open(temp_name, flags, mode, dir_fd=folder_fd), temp_name
     while True:
-        candidate = f".{name[:120]}.{secrets.token_hex(4)}.tmp"
+        candidate = f".{name[:120]}.{os.urandom(4).hex()}.tmp"  # secrets.token_hex(4), without `secrets`
         try:
             return os.open(candidate, flags, mode, dir_fd=folder_fd), candidate
         except FileExistsError:

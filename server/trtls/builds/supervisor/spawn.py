@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trtls.core.recipe_file import read_recipe_text
-from trtls.core.tomlpos import bounded_loads
+from trtls.core.toml_bounded import bounded_loads
 from trtls.core.vocabulary import BUILDER_MODULES, BUILDER_PREFERENCES
 from trtls.fs.kill import NONCE_ENV, new_nonce, signal_child
 

@@ -16,9 +16,8 @@ import platform
 import sys
 import weakref
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from trtls.builds.cuda import cuda_driver, cuda_runtime, gpu_available
 from trtls.builds.worker.adapter_timing_cache import (  # re-exported: the worker calls them as adapter.*
@@ -51,8 +50,7 @@ class BuilderUnavailable(RuntimeError):
     """No usable TensorRT builder: not installed, broken, or too old. The message says what to do."""
 
 
-@dataclass(frozen=True)
-class BuilderModule:
+class BuilderModule(NamedTuple):  # immutable, as the frozen dataclass it was; no `dataclasses` import in the worker
     trt: Any  # the imported module: tensorrt or tensorrt_rtx
     name: str  # "tensorrt" | "tensorrt_rtx"
     version: str

@@ -17,7 +17,7 @@ from queue import SimpleQueue
 from typing import Any
 
 from trtls.core.cancel import CancelToken
-from trtls.core.phase_tree import OpenPhases
+from trtls.core.open_phases import OpenPhases
 
 # Records put on the queue, as plain tuples (cheapest to build on a builder thread):
 #   ("phase_start", t_ns, tid, phase_id, parent_id, name, num_steps)
