@@ -124,6 +124,7 @@ NOT_A_BUILD_RECORD = {
     "lsp/triage_command.py": "owned by the triage work (a reduction's record)",
     "lsp/gates_command.py": "a gates run's row, built in memory (decision, outcome), not a build's record",
     "builds/avoidance/lookup.py": "writes the build's record (the store's fields added before it is written)",
+    "builds/avoidance/cells.py": "reads the message of the reuse record its follower's restore just wrote",
     "builds/avoidance/reuse.py": "writes the reuse's record",
     "builds/avoidance/rollback.py": "writes the rollback's record",
     "builds/supervisor/build_end.py": "writes the build's record (and adds the evidence error to it)",

@@ -120,7 +120,8 @@ async def test_cancel_build_command_is_api_and_success_clears(client: LanguageCl
     res = await execute(client, "trtls.buildEngine", {"uri": uri, "engine": "demo"})
     await until(lambda: build_token(client, "demo") is not None)
     token = build_token(client, "demo")
-    await until(lambda: len(client.progress_reports[token]) > 2)
+    # at once: a demo build is ~0.5 CPU-s, so waiting for its phases first raced its end (ack accepted False in a
+    # loaded CI run: the build had finished); the cancel's path is the same from the worker's start on
     ack = await execute(client, "trtls.cancelBuild", {"buildId": res["buildId"]})
     assert ack["accepted"] is True
     await until(lambda: ended(client, token))
