@@ -37,6 +37,11 @@ class LedgerTampered(Exception):
     """The ledger's chain is broken: the message names the line."""
 
 
+def tampered_text(problem: object) -> str:
+    """How every face says the chain is broken (promote, canary, rollback refuse; status and a gates run report it)."""
+    return f"the promotion ledger is tampered: {problem}"
+
+
 @dataclass
 class Ledger:
     path: Path

@@ -11,7 +11,7 @@ from typing import Any
 
 from trtls.core.findings import Finding, Origin, Severity
 from trtls.core.route import RouteModel
-from trtls.gates.lifecycle.ledger import read_ledger
+from trtls.gates.lifecycle.ledger import read_ledger, tampered_text
 from trtls.gates.lifecycle.promotion import pointer, utc_now
 from trtls.gates.lifecycle.rested_on import Fact, current_facts
 from trtls.gates.lifecycle.status import RouteStatus, judge, route_status
@@ -27,7 +27,7 @@ def promotion_note(
     never promoted). One output never says `decision: reject` beside `promotion: valid`."""
     ledger = read_ledger(Path(loaded.base_dir))
     if ledger.problem is not None:
-        return RouteStatus(route_name, "tampered", f"the promotion ledger is tampered: {ledger.problem}").as_dict()
+        return RouteStatus(route_name, "tampered", tampered_text(ledger.problem)).as_dict()
     records = ledger.for_route(route_name)
     if pointer(records) is None:
         return None

@@ -25,7 +25,7 @@ from trtls.core.route_summary_record import RouteSummary, loaded_route_summary
 from trtls.core.terminal_text import terminal_safe
 from trtls.fs import Kind, atomic_write_bytes, ensure_folder, parse_json, read_bytes
 from trtls.gates.files import RECORD_LIMIT
-from trtls.gates.lifecycle.ledger import LedgerTampered, append_record, read_ledger
+from trtls.gates.lifecycle.ledger import LedgerTampered, append_record, read_ledger, tampered_text
 from trtls.gates.lifecycle.rested_on import bundle_digest, current_facts, drifts
 
 COMPLETE_SUMMARY = "complete-summary.json"
@@ -156,7 +156,7 @@ def promote(
     if ledger.problem is not None:
         return Outcome(
             False,
-            f"not promoted: the promotion ledger is tampered: {ledger.problem}",
+            "not promoted: " + tampered_text(ledger.problem),
             None,
             [{"item": "ledger", "reason": ledger.problem}],
         )
@@ -238,7 +238,7 @@ def promote(
     except LedgerTampered as exc:
         return Outcome(
             False,
-            f"not promoted: the promotion ledger is tampered: {exc}",
+            "not promoted: " + tampered_text(exc),
             None,
             [{"item": "ledger", "reason": str(exc)}],
         )

@@ -29,7 +29,7 @@ from pydantic import ValidationError
 from trtls.core.route import RouteModel
 from trtls.core.route_lifecycle import CanaryPlan
 from trtls.gates.lifecycle.figures import judge_figures
-from trtls.gates.lifecycle.ledger import LedgerTampered, append_record, read_ledger
+from trtls.gates.lifecycle.ledger import LedgerTampered, append_record, read_ledger, tampered_text
 from trtls.gates.lifecycle.promotion import APPROVER_HOW, Outcome, approver_from_env, iso, pointer, utc_now
 from trtls.gates.lifecycle.rested_on import Fact, bundle_digest, current_facts, drifts, recorded_inside
 
@@ -204,7 +204,7 @@ def route_status(
 ) -> RouteStatus:
     problem, records, ptr = route_pointer(Path(loaded.base_dir), route_name)
     if problem is not None:
-        return RouteStatus(route_name, "tampered", f"the promotion ledger is tampered: {problem}")
+        return RouteStatus(route_name, "tampered", tampered_text(problem))
     if ptr is None:
         return judge(route_name, route, records, {}, now=utc_now() if now is None else now)
     on_disk = {p: bundle_digest(loaded.resolve(p)) for p in {route.bundle, route.previous_bundle} if p}
@@ -224,7 +224,7 @@ def _append(base: Path, record: dict[str, Any], message: str, advice: list[str] 
     except LedgerTampered as exc:
         return Outcome(
             False,
-            f"nothing written: the promotion ledger is tampered: {exc}",
+            "nothing written: " + tampered_text(exc),
             refused=[{"item": "ledger", "reason": str(exc)}],
         )
     except OSError as exc:  # a refused or failing write (a symlinked lock or ledger, a full disk): nothing recorded
@@ -248,7 +248,7 @@ def canary(
     base = Path(loaded.base_dir)
     problem, records, ptr = route_pointer(base, route_name)
     if problem is not None:
-        return Outcome(False, f"nothing written: the promotion ledger is tampered: {problem}")
+        return Outcome(False, "nothing written: " + tampered_text(problem))
     if ptr is None or ptr.get("event") != "promote":
         return Outcome(False, f"route {route_name} has no promoted bundle whose canary could run (promote it first)")
     state, _ = canary_of(records, ptr)
@@ -319,7 +319,7 @@ def rollback(
     base = Path(loaded.base_dir)
     problem, records, ptr = route_pointer(base, route_name)
     if problem is not None:
-        return Outcome(False, f"nothing written: the promotion ledger is tampered: {problem}")
+        return Outcome(False, "nothing written: " + tampered_text(problem))
     if ptr is None:
         return Outcome(False, f"route {route_name} has never been promoted: nothing to roll back")
     target = rollback_target(records, ptr)
