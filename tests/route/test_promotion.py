@@ -101,7 +101,8 @@ def test_drift_after_promotion_is_revalidate_named_and_said_by_the_next_gates_ru
     # the next gates run (on another environment) says it, in its summary, text and SARIF
     result = run_gates(load_recipe(root / "trtls.toml"), ROUTE, environment=dict(env, python="3.99.0"))
     note = result.summary.promotion
-    assert note["state"] == "revalidate" and any("Python" in r and "→ 3.99.0" in r for r in note["reasons"])
+    assert note is not None and note.state == "revalidate"
+    assert any("Python" in r and "→ 3.99.0" in r for r in note.reasons)
     assert any(f.code == "TRT950" and f.path == ("routes", ROUTE) for f in result.findings)
 
 

@@ -274,9 +274,9 @@ def render_text(loaded: Any, result: RouteResult) -> str:
     for reason in s.hold_reasons:
         lines.append(f"holds: {reason}")
     promotion = s.promotion
-    if promotion:
-        lines.append(f"promotion: {promotion['message']}")
-        lines += [f"promotion: revalidate: {r}" for r in promotion.get("reasons") or []]
+    if promotion is not None:
+        lines.append(f"promotion: {promotion.message}")
+        lines += [f"promotion: revalidate: {r}" for r in promotion.reasons]
     if result.summary_path:
         lines.append(f"evidence: {result.summary_path}")
     # the sentence the run ends with, in the editor's words (trtls.core.display.gates_verdict)

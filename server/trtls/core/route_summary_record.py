@@ -86,6 +86,37 @@ class GateRow(_Ordered):
     checks: list[CheckRow] = []
 
 
+class PromotionState(_Ordered):
+    """The promoted pointer judged against this run (gates.lifecycle.status.RouteStatus, as its `as_dict` writes it):
+    never `decision: reject` beside `promotion: valid` in one output."""
+
+    route: str | None = None
+    state: str | None = None  # valid, revalidate, tampered, …
+    message: str | None = None
+    promoted_bundle: str | None = None  # the pointer's bundle digest
+    seq: int | None = Field(None, alias="record")  # the ledger record of the pointer (`record()` is the JSON)
+    event: str | None = None
+    decision: str | None = None  # the ledger record's (promote, rollback, …), not a gates decision
+    approver: str | None = None
+    since: str | None = None
+    canary: str | None = None
+    canary_figures: dict[str, Any] = {}
+    reasons: list[str] = []  # why it must be revalidated
+    drifts: list[dict[str, Any]] = []
+    advice: list[str] = []
+
+
+class BaselineNote(_Ordered):
+    """What `--record-baseline` did (gates.run): recorded with its path, the bundle's sha256 and the measurement, or
+    not recorded and why."""
+
+    recorded: bool | None = None
+    path: str | None = None
+    reason: str | None = None
+    bundle_sha256: str | None = None
+    measurement: dict[str, Any] | None = None
+
+
 class RouteSummary(_Ordered):
     """The record of one gates run of one route. Field names are the record's keys, as written."""
 
@@ -127,8 +158,8 @@ class RouteSummary(_Ordered):
     waivers: dict[str, dict[str, Any]] = {}
     rested_on: dict[str, Any] | None = None  # what the verdict rested on (gates.lifecycle.rested_on)
     complete: bool | None = None  # all five gates ran, not cancelled: the record promotion reads
-    promotion: dict[str, Any] | None = None  # the promoted pointer judged against this run
-    baseline: dict[str, Any] | None = None  # what --record-baseline did
+    promotion: PromotionState | None = None  # the promoted pointer judged against this run
+    baseline: BaselineNote | None = None  # what --record-baseline did
 
     @classmethod
     def written(cls, record: dict[str, Any]) -> RouteSummary:
