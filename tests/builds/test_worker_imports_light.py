@@ -1,7 +1,8 @@
 """What a CLI build imports on its critical path (issue 31): the worker, before TensorRT, and the command line, before
 it starts that worker. Neither loads `dataclasses` (which brings `inspect`, `ast`, `dis`, `tokenize`), and the worker
-loads neither the supervisor's phase tree (core.phase_tree, core.display) nor `shutil` (bz2, lzma) or `secrets`
-(random, hmac, base64): a build that removes no folder and names its temp files from os.urandom needs none of them.
+loads neither the supervisor's phase tree (core.phase_tree, core.display), core.evidence (build_target is in
+core.build_target) nor `shutil` (bz2, lzma) or `secrets` (random, hmac, base64): a build that removes no folder and
+names its temp files from os.urandom needs none of them.
 
 Each runs a fresh interpreter without `site`, as the worker starts (builds/supervisor/spawn.py `_launch`), so a `.pth`
 hook of this environment cannot import them first."""
@@ -31,7 +32,7 @@ def test_the_worker_imports_none_of_them_before_tensorrt() -> None:
     imports = (
         "import trtls.builds.cuda, trtls.builds.worker.main, trtls.builds.worker.adapter, trtls.builds.worker.monitor"
     )
-    assert _loaded(imports, (*HEAVY, "trtls.core.phase_tree", "trtls.core.display")) == []
+    assert _loaded(imports, (*HEAVY, "trtls.core.phase_tree", "trtls.core.display", "trtls.core.evidence")) == []
 
 
 def test_the_command_line_starts_its_worker_before_dataclasses_load() -> None:
@@ -42,9 +43,10 @@ def test_the_command_line_starts_its_worker_before_dataclasses_load() -> None:
 
 
 def test_the_moved_names_are_the_same_objects() -> None:
-    from trtls.core import open_phases, phase_tree, toml_bounded, tomlpos
+    from trtls.core import build_target, evidence, open_phases, phase_tree, toml_bounded, tomlpos
 
     assert phase_tree.OpenPhases is open_phases.OpenPhases
+    assert evidence.build_target is build_target.build_target
     for name in ("bounded_loads", "nesting_error", "data_problem", "TomlSyntaxError", "TomlTooDeep", "MAX_DEPTH"):
         assert getattr(tomlpos, name) is getattr(toml_bounded, name)
 

@@ -17,6 +17,8 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+# re-exported: the worker imports build_target from core.build_target, and nothing else of this module
+from trtls.core.build_target import build_target as build_target
 from trtls.core.vocabulary import (  # the words of each field (re-exported: accept and the tests read them here)
     CACHE_DECISIONS,
     CANCEL_SOURCES,
@@ -29,8 +31,7 @@ from trtls.core.vocabulary import (  # the words of each field (re-exported: acc
     VALIDATION_STATUSES,
 )
 
-if TYPE_CHECKING:  # types only: the worker imports this module, and never pydantic (tests/test_layers.py)
-    from trtls.core.build_records import BuildTargetRecord
+if TYPE_CHECKING:  # types only: never pydantic at run time (tests/test_layers.py)
     from trtls.core.failure_record import Failure
 
 SEED_FIELDS = (
@@ -53,7 +54,7 @@ NO_DEVICE = "no device"  # measured: the CUDA driver answered no device, or ther
 SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
 
-class RetryAdvice(NamedTuple):  # not a dataclass: the worker imports this module (build_target), never dataclasses
+class RetryAdvice(NamedTuple):  # was a frozen dataclass
     policy: str
     rule: str
 
@@ -210,20 +211,6 @@ def gpu_sku(environment: dict[str, Any]) -> str:
     if not environment or not environment.get("module"):
         return UNKNOWN
     return environment.get("device_name") or NO_DEVICE
-
-
-def build_target(environment: dict[str, Any], effective: dict[str, Any]) -> BuildTargetRecord:
-    """What the engine is built for: part of the buildConfigHash, so durations measured for one target are
-    never shown as the usual duration on another. TensorRT-RTX builds for the listed compute capabilities;
-    full TensorRT builds for the device it runs on (and, with a hardware-compatibility level, for a family).
-    A plain dict (the worker's `build_started.target`), validated at the supervisor's edge as
-    `core.build_records.BuildTarget`."""
-    return {
-        "computeCapabilities": effective.get("compute_capabilities") or "builder default",
-        "hardwareCompatibilityLevel": effective.get("hardware_compatibility_level") or "builder default",
-        "device": environment.get("device_name"),
-        "deviceComputeCapability": environment.get("compute_capability"),
-    }
 
 
 def _number(v: Any) -> bool:

@@ -19,8 +19,8 @@ from trtls.builds.worker import cache_step, capability, engine_validity
 from trtls.builds.worker.commit_guard import CommitGate, SupervisorGone, SupervisorWatch, test_pause
 from trtls.builds.worker.emitter import Emitter, EventWriter
 from trtls.builds.worker.monitor import make_monitor_class
+from trtls.core.build_target import build_target
 from trtls.core.cancel import CancelToken
-from trtls.core.evidence import build_target
 
 
 class Worker:
