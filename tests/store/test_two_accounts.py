@@ -68,6 +68,7 @@ BECOME = """
 import json, os, sys, traceback
 from pathlib import Path
 import trtls.store.entries, trtls.store.lock, trtls.store.key  # imported as root: the interpreter lives in /root
+import math, shutil  # and the standard library trtls imports where it is used (fs.remove_tree, store.stats)
 os.setgroups([{gid}])
 os.setgid({gid})
 os.setuid({uid})  # from here on every file system call is the account's
