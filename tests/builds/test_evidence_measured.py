@@ -13,7 +13,8 @@ from trtls.builds.build_facts import build_config_hash
 from trtls.builds.supervisor import resources
 from trtls.builds.supervisor.outcome_findings import build_findings
 from trtls.builds.timing_cache import after_load, plan_cache
-from trtls.core.evidence import UNKNOWN, build_target, gpu_sku, record_problems
+from trtls.core.build_target import build_target
+from trtls.core.evidence import UNKNOWN, gpu_sku, record_problems
 from trtls.core.summary_record import Summary
 
 from .helpers import run_build

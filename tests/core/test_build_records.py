@@ -26,12 +26,12 @@ from trtls.core.build_records import (
     NetworkTypingRecord,
 )
 from trtls.core.build_state import BuildState
+from trtls.core.build_target import build_target
 from trtls.core.events import BuildStarted, EnvironmentCaptured, ProtocolError, parse_event
-from trtls.core.evidence import build_target
 from trtls.core.summary_record import Summary
 
 TRACE = Path(__file__).resolve().parents[1] / "data" / "trt-rtx-traces" / "large_events.jsonl"
-# what the worker writes (core.evidence.build_target, builds.build_facts.network_types): keys, order, nulls
+# what the worker writes (core.build_target.build_target, builds.build_facts.network_types): keys, order, nulls
 TARGET = {
     "computeCapabilities": ["SM89", "SM120"],
     "hardwareCompatibilityLevel": "builder default",

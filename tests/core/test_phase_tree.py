@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from trtls.core.phase_tree import OpenPhases, PhaseTree, tree_from_callbacks
+from trtls.core.open_phases import OpenPhases
+from trtls.core.phase_tree import PhaseTree, tree_from_callbacks
 
 TRACES = Path(__file__).parents[1] / "data" / "trt-rtx-traces"
 

@@ -29,7 +29,7 @@ from tests.lsp.raw_stdio import RawServer
 from trtls.builds.supervisor.job import new_build_id, state_dir, worker_job
 from trtls.builds.supervisor.matrix import plan
 from trtls.core.paths import inside, real
-from trtls.core.tomlpos import MAX_DEPTH
+from trtls.core.toml_bounded import MAX_DEPTH
 from trtls.core.write_policy import route_write_findings, write_plan
 from trtls.onnx_files.onnx_reader import ModelInputsCache
 from trtls.onnx_files.profile_checks import check_recipe

@@ -227,13 +227,13 @@ export interface BuildStarted {
   effective_settings?: Record<string, unknown>;
   /** as the builder config holds them: index, inputs{min,opt,max} */
   optimization_profiles?: Record<string, unknown>[];
-  /** what the engine is built for (core.evidence.build_target): computeCapabilities, hardwareCompatibilityLevel, device, deviceComputeCapability; part of build_config_hash (core.build_records: docs/protocol.md's table) */
+  /** what the engine is built for (core.build_target.build_target): computeCapabilities, hardwareCompatibilityLevel, device, deviceComputeCapability; part of build_config_hash (core.build_records: docs/protocol.md's table) */
   target?: BuildTarget;
   /** the parsed network's typing (builds.build_facts.network_types): stronglyTyped, inputs, outputs (name → dtype), layers (core.build_records: docs/protocol.md's table) */
   network?: NetworkTyping;
 }
 
-/** What the engine is built for (core.evidence.build_target): part of the build-config hash, so durations measured for one target are never shown as the usual duration on another. Undeclared keys are kept as sent. */
+/** What the engine is built for (core.build_target.build_target): part of the build-config hash, so durations measured for one target are never shown as the usual duration on another. Undeclared keys are kept as sent. */
 export interface BuildTarget {
   /** the compute capabilities a TensorRT-RTX engine is built for, as the builder config holds them (["SM89", "SM120"]), or "builder default" */
   computeCapabilities?: string[] | string | null;

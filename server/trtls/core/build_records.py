@@ -1,6 +1,6 @@
 """What a worker says of a build before it builds, as declared models: what builds it (`BuildEnvironment`, made by
 builds.worker.adapter.environment_record), the target the engine is built for (`BuildTarget`, made by
-core.evidence.build_target) and the parsed network's typing (`NetworkTyping`, made by
+core.build_target.build_target) and the parsed network's typing (`NetworkTyping`, made by
 builds.build_facts.network_types). The worker's `environment` line and `build_started.environment`, `.target` and
 `.network` (core.events), and the state's `environment`, `target` and `network` (core.build_state.BuildState) are
 these models, so a reader takes `network.layers`, not `network.get("layers")`, and a renamed key is a type error, not
@@ -79,7 +79,7 @@ class BuildEnvironment(_GivenKeys):
 
 
 class BuildTargetRecord(TypedDict, total=False):
-    """`BuildTarget` as the worker writes it (core.evidence.build_target), for mypy: the worker imports no pydantic."""
+    """`BuildTarget` as the worker writes it (core.build_target), for mypy: the worker imports no pydantic."""
 
     computeCapabilities: list[str] | str
     hardwareCompatibilityLevel: str
@@ -97,7 +97,7 @@ class NetworkTypingRecord(TypedDict, total=False):
 
 
 class BuildTarget(_GivenKeys):
-    """What the engine is built for (core.evidence.build_target): part of the build-config hash, so durations
+    """What the engine is built for (core.build_target.build_target): part of the build-config hash, so durations
     measured for one target are never shown as the usual duration on another. Undeclared keys are kept as sent."""
 
     computeCapabilities: list[str] | str | None = Field(

@@ -46,7 +46,7 @@ class BuildStarted(_Event):
     build_config_hash: str
     effective_settings: dict[str, Any] = {}
     optimization_profiles: list[dict[str, Any]] = []  # as the builder config holds them: index, inputs{min,opt,max}
-    # what the engine is built for (core.evidence.build_target): computeCapabilities, hardwareCompatibilityLevel,
+    # what the engine is built for (core.build_target.build_target): computeCapabilities, hardwareCompatibilityLevel,
     # device, deviceComputeCapability; part of build_config_hash (core.build_records: docs/protocol.md's table)
     target: BuildTarget = BuildTarget()
     # the parsed network's typing (builds.build_facts.network_types): stronglyTyped, inputs, outputs (name → dtype),

@@ -17,8 +17,6 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-# re-exported: the worker imports build_target from core.build_target, and nothing else of this module
-from trtls.core.build_target import build_target as build_target
 from trtls.core.vocabulary import (  # the words of each field (re-exported: accept and the tests read them here)
     CACHE_DECISIONS,
     CANCEL_SOURCES,

@@ -28,7 +28,7 @@ TRT = "tensorrt"
 RTX_DEFAULT = ("8.0", "8.6", "8.9", "12.0", "12.1", ">12.0")
 AMPERE_PLUS = ("8.0", ">8.0")  # full TensorRT's hardware_compatibility_level = "ampere_plus": Ampere and later
 BUILD_GPU = "the GPU it is built on"
-DEFAULT = "builder default"  # what the build record says of a setting left unset (core.evidence.build_target)
+DEFAULT = "builder default"  # what the build record says of a setting left unset (core.build_target.build_target)
 _SM = re.compile(r"^(?:SM_?)?(\d{2,3})$", re.I)
 _DOTTED = re.compile(r"^(\d{1,2})\.(\d)$")
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from trtls.core.display import STATUS_MARK, folded_detail, folded_label, phase_detail, step_text
-from trtls.core.open_phases import OpenPhases as OpenPhases  # the worker's half, re-exported
+from trtls.core.open_phases import OpenPhases  # the worker's half
 from trtls.core.vocabulary import PhaseStatus
 
 NS = 1_000_000_000

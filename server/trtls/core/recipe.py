@@ -29,7 +29,8 @@ from trtls.core.recipe_triage import TriageSettings
 from trtls.core.route import RouteModel
 from trtls.core.route_checks import validate_routes  # routes: validated in a second pass
 from trtls.core.store_table import StoreTable, store_path_findings
-from trtls.core.tomlpos import SourceMap, TomlSyntaxError, TomlTooDeep, parse
+from trtls.core.toml_bounded import TomlSyntaxError, TomlTooDeep
+from trtls.core.tomlpos import SourceMap, parse
 from trtls.core.validation import findings_from_validation
 from trtls.core.vocabulary import BuilderPreference
 from trtls.core.write_policy import write_policy_findings

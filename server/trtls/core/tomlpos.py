@@ -16,14 +16,12 @@ import tomllib
 from dataclasses import dataclass, field
 from typing import Any
 
-# re-exported: the checks and the language server import these from here
-from trtls.core.toml_bounded import MAX_DEPTH as MAX_DEPTH
-from trtls.core.toml_bounded import TomlPath as TomlPath
-from trtls.core.toml_bounded import TomlSyntaxError as TomlSyntaxError
-from trtls.core.toml_bounded import TomlTooDeep as TomlTooDeep
-from trtls.core.toml_bounded import bounded_loads as bounded_loads
-from trtls.core.toml_bounded import data_problem as data_problem
-from trtls.core.toml_bounded import nesting_error as nesting_error
+from trtls.core.toml_bounded import (
+    TomlPath,
+    TomlTooDeep,
+    bounded_loads,
+    data_problem,
+)
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from trtls.core.display import human_bytes
 from trtls.core.recipe import LoadedRecipe
-from trtls.core.tomlpos import TomlPath
+from trtls.core.toml_bounded import TomlPath
 from trtls.onnx_files.fixes import _inline, fill_shapes, toml_key
 from trtls.onnx_files.onnx_reader import CACHE, GraphInput, ModelInputs, ModelInputsCache, NotOnnx
 

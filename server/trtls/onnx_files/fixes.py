@@ -13,7 +13,7 @@ import re
 from typing import Any
 
 from trtls.core.recipe import LoadedRecipe, OptimizationProfile
-from trtls.core.tomlpos import TomlPath
+from trtls.core.toml_bounded import TomlPath
 from trtls.onnx_files.onnx_reader import GraphInput
 
 _BARE = re.compile(r"^[A-Za-z0-9_-]+$")

@@ -18,7 +18,8 @@ import tomllib
 from typing import Any
 
 from trtls.core.recipe import LoadedRecipe
-from trtls.core.tomlpos import TomlPath, apply_edits
+from trtls.core.toml_bounded import TomlPath
+from trtls.core.tomlpos import apply_edits
 
 POOLS = ("builder", "memory_pool_limits")
 

@@ -32,7 +32,7 @@ from trtls.builds.supervisor.history import History
 from trtls.builds.supervisor.running_state import RUNNING
 from trtls.core.evidence_table import EvidenceTable
 from trtls.core.recipe_file import read_recipe_text
-from trtls.core.tomlpos import bounded_loads
+from trtls.core.toml_bounded import bounded_loads
 from trtls.fs import Kind, ensure_folder, open_lock_file, read_text, remove_tree
 from trtls.fs.lock import try_lock
 
