@@ -1,6 +1,6 @@
 """`build_target`: what the engine is built for, as the worker writes it in `build_started.target`. Its own module,
-standard library only: the worker imports it before TensorRT and needs nothing else of core.evidence (which
-re-exports it)."""
+standard library only: the worker imports it before TensorRT and needs nothing else of core.evidence; every caller
+imports it from here."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """`OpenPhases`: the progress monitor's name → id map for TensorRT's phases (core.phase_tree's module doc says what the
 ids are). Its own module, standard library only: the worker imports it before TensorRT, and core.phase_tree (the
-supervisor's tree, core.display, two dataclasses) is none of the worker's business; core.phase_tree re-exports it."""
+supervisor's tree, core.display, two dataclasses) is none of the worker's business; core.phase_tree uses it."""
 
 from __future__ import annotations
 

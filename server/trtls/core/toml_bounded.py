@@ -1,7 +1,7 @@
 """`tomllib.loads` bounded (`bounded_loads`: no recursion out of stack, errors located) and the checks it rests on.
 Standard library only and no dataclasses: a CLI build reads its recipe's raw TOML with it before it starts its worker
 (builds/supervisor/spawn.py `preload_for`), and everything imported before that spawn delays the build. core.tomlpos
-(the source map, the scanner) re-exports all of it."""
+(the source map, the scanner) builds on it; every caller imports these from here."""
 
 from __future__ import annotations
 
