@@ -27,6 +27,19 @@ def _recipe(tmp_path: Path, text: str):
     return check_recipe(path, cache=ModelInputsCache())
 
 
+def _vad_recipe(model: Path) -> str:
+    """One silero-vad engine with one profile of both dynamic inputs (input [batch, 512], state [2, batch, 128])."""
+    return f"""\
+[engines.vad]
+onnx = "{model}"
+output = "build/vad.engine"
+
+[[engines.vad.profiles]]
+inputs.input = {{ min = [1, 512], opt = [1, 512], max = [4, 512] }}
+inputs.state = {{ min = [2, 1, 128], opt = [2, 1, 128], max = [2, 4, 128] }}
+"""
+
+
 async def _build(loaded, engine: str) -> Summary:
     assert loaded.recipe is not None, [(f.code, f.message) for f in loaded.findings]
     summary = await Supervisor().start(loaded, engine).wait()
@@ -111,15 +124,7 @@ async def test_a_real_tensorrt_internal_error_is_recorded_as_one(tmp_path: Path,
     """silero-vad's If-based export makes TensorRT-RTX 1.7 fail an internal assertion (graphScope.cpp): the build
     fails, the evidence records an internal error with TensorRT's source (not mistaken for a layer), and the
     advice says a blind retry will not help."""
-    text = f"""\
-[engines.vad]
-onnx = "{third_party["silero_vad_if"]}"
-output = "build/vad.engine"
-
-[[engines.vad.profiles]]
-inputs.input = {{ min = [1, 512], opt = [1, 512], max = [4, 512] }}
-inputs.state = {{ min = [2, 1, 128], opt = [2, 1, 128], max = [2, 4, 128] }}
-"""
+    text = _vad_recipe(third_party["silero_vad_if"])
     loaded = _recipe(tmp_path, text)
     assert loaded.findings == [], "the recipe is right; the failure is TensorRT's"
     summary = await Supervisor().start(loaded, "vad").wait()
@@ -143,15 +148,7 @@ async def test_a_third_party_models_memory_and_time_left_come_from_its_own_build
     from trtls.builds.supervisor.history import History
     from trtls.core.display import peak_memory_text
 
-    text = f"""\
-[engines.vad]
-onnx = "{third_party["silero_vad"]}"
-output = "build/vad.engine"
-
-[[engines.vad.profiles]]
-inputs.input = {{ min = [1, 512], opt = [1, 512], max = [4, 512] }}
-inputs.state = {{ min = [2, 1, 128], opt = [2, 1, 128], max = [2, 4, 128] }}
-"""
+    text = _vad_recipe(third_party["silero_vad"])
     loaded = _recipe(tmp_path, text)
     assert loaded.findings == []
     summaries, said = [], []
