@@ -7,7 +7,8 @@ For each model, both tools are asked cold, in a fresh process each time, as a us
   read from its log ("Graph is fully supported by TensorRT", or its summary table of operators);
 - trtls's child (`trtls.builds.worker.capability`, what `trtls check --capability` and the editor start), its
   verdict from the parser part of its answer; its builder part (`is_network_supported` with the model's profile) is
-  reported as a column of its own: Polygraphy does not ask the builder.
+  reported as a column of its own: Polygraphy does not ask the builder; so is the trial build (the engine's build
+  stopped at its first tactic timing, asked when the builder takes the network) with its own seconds.
 Same verdict = both say supported, or both refuse and name the same set of op types. Time to answer = wall time of
 the whole process (start, TensorRT import, parse), the median of `--repeat` runs.
 
@@ -117,11 +118,14 @@ def main() -> None:
         agree = ours == poly and our_ops == poly_ops
         same += agree
         builder = (answer.get("builder") or {}).get("status", "—")
+        trial = answer.get("trial") or {}
         row = {
             "model": label,
             "polygraphy": poly + (f" {sorted(poly_ops)}" if poly_ops else ""),
             "trtls_parser": ours + (f" {sorted(our_ops)}" if our_ops else ""),
             "trtls_builder": builder,
+            "trtls_trial": trial.get("status", "—"),
+            "trtls_trial_s": trial.get("seconds"),
             "same": agree,
             "polygraphy_s": round(statistics.median(poly_times), 3),
             "trtls_s": round(statistics.median(trtls_times), 3),
@@ -134,15 +138,16 @@ def main() -> None:
                 row["trtls_s"],
                 "s",
                 detail=f"polygraphy {row['polygraphy_s']} s · verdicts {row['polygraphy']} / {row['trtls_parser']}"
-                f" · builder {builder} · same {agree}",
+                f" · builder {builder} · trial {row['trtls_trial']} ({row['trtls_trial_s']} s) · same {agree}",
             )
         )
     figures.insert(0, figure("same parser verdict", f"{same}/{len(rows)}", target="all", ok=same == len(rows)))
-    print("\n| model | polygraphy | trtls parser | trtls builder | same | polygraphy s | trtls s |")
-    print("|---|---|---|---|---|---|---|")
+    print("\n| model | polygraphy | trtls parser | trtls builder | trtls trial (s) | same | polygraphy s | trtls s |")
+    print("|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(
             f"| {r['model']} | {r['polygraphy']} | {r['trtls_parser']} | {r['trtls_builder']} | "
+            f"{r['trtls_trial']} ({r['trtls_trial_s']}) | "
             f"{'yes' if r['same'] else 'NO'} | {r['polygraphy_s']} | {r['trtls_s']} |"
         )
     emit(

@@ -2,8 +2,8 @@
 take an engine's ONNX. Real models nobody on this project wrote: silero-vad's If-based export (the parser takes it,
 the builder refuses it with the internal error its build ends on), ONNX Runtime's own scikit-learn sample
 (`logreg_iris.onnx`: LinearClassifier, Normalizer, ZipMap, which the parser has no importer for), the quickstart
-`demo`, which builds and is not flagged, and osam's NonMaxSuppression model, which every query takes and whose build
-fails (a known miss, pinned below)."""
+`demo`, which builds and is not flagged, and osam's NonMaxSuppression model, which both queries take and whose trial
+build — the engine's build stopped at its first tactic timing — fails as its build does."""
 
 from __future__ import annotations
 
@@ -126,26 +126,56 @@ async def test_the_child_is_awaited_off_the_loop_and_a_stuck_one_is_ended(worksp
     assert finding.code == "TRT132" and "did not answer within" in finding.message
 
 
-def test_an_nms_model_every_query_takes_fails_its_build(tmp_path: Path) -> None:
+def test_an_nms_model_both_queries_take_is_flagged_by_the_trial_build_before_any_build(tmp_path: Path) -> None:
     """osam 0.8.1's `non_maximum_suppression.onnx` (one NonMaxSuppression node, what osam runs after its YOLO-World
-    detector), as TensorRT-RTX 1.7.1 answers it here: the parser takes the node, `is_network_supported` takes the
-    network with the engine's profile, and the build fails — the NMS layer TensorRT made of the node has no runner
-    (tacticSupply.cpp), whatever the compute capabilities (SM80, SM89, SM120 tried) and with the thresholds as
-    constants too. `check --capability` asks only TensorRT's own queries, so it says nothing: a miss, held here so that
-    a TensorRT-RTX that builds the model, or a check that learns to flag it, has to change this test."""
+    detector), as TensorRT-RTX 1.7.1 answers it here: the parser takes the node and `is_network_supported` the network
+    with the engine's profile, but the NMS layer TensorRT makes of it has no runner (tacticSupply.cpp), whatever the
+    compute capabilities. The trial build — the engine's own build, stopped by its progress monitor at its first
+    tactic timing — fails before that timing with the error the build ends on: TRT133 before any build, and the
+    build's evidence says the same of the build itself."""
     shutil.copyfile(fetch_all()["osam_nms"], tmp_path / "nms.onnx")
     (tmp_path / "trtls.toml").write_text(NMS_RECIPE)
     code, report = _check(tmp_path, "--capability")
-    assert code == 0 and report["findings"] == [], "no finding: TensorRT's queries take it"
     answer = report["capability"]["nms"]
     assert answer["module"].startswith("tensorrt_rtx 1.7.1")
-    assert answer["parser"]["supported"] is True and answer["parser"]["nodes"] == []
-    assert answer["builder"]["status"] == "supported" and answer["status"] == "supported"
+    assert answer["parser"]["supported"] is True and answer["builder"]["status"] == "supported", "both queries take it"
+    assert answer["trial"]["status"] == "refused" and answer["status"] == "refused"
+    (finding,) = report["findings"]
+    assert code == 2 and finding["code"] == "TRT133" and finding["path"] == ["engines", "nms", "onnx"]
+    assert "node_of_selected_indices_2 has no runners that implement it" in finding["message"]
+    assert "stopped at its first tactic timing" in finding["message"]
+    assert not (tmp_path / ".trtls" / "runs").exists(), "no build ran"
     build = subprocess.run([sys.executable, "-m", "trtls", "build", str(tmp_path)], capture_output=True, text=True)
     said = build.stdout + build.stderr
     assert build.returncode != 0 and not (tmp_path / "build" / "nms.engine").exists()
     assert "tacticSupply.cpp" in said and "node_of_selected_indices_2 has no runners that implement it" in said
+    assert "no implementation at layer node_of_selected_indices_2" in said and "not for lack of memory" in said
     (summary_path,) = (tmp_path / ".trtls" / "runs").glob("nms-*/summary.json")
     summary = json.loads(summary_path.read_text())
     assert "has no runners" in summary["error"]
-    assert summary["capability"]["status"] == "supported", "asked again after the failed build, the builder says yes"
+    recorded = summary["capability"]
+    assert recorded["builder"]["status"] == "supported", "asked again after the failed build, the builder says yes"
+    assert recorded["status"] == "refused" and recorded["trial"]["asked"].startswith("the build itself, which failed")
+    (again,) = capability_findings("nms", recorded)
+    assert again.code == "TRT133" and again.message.startswith("the build by tensorrt_rtx 1.7.1")
+
+
+def test_the_trial_reaches_the_first_timing_of_a_model_that_builds_and_says_when_its_budget_ran_out(
+    workspace: Path,
+) -> None:
+    """The quickstart `demo` builds: its trial reaches 'Timing tactics' and is stopped there (no engine is built);
+    with a budget no builder can meet, the trial is `not_checked`, said as TRT132 (information), never a refusal."""
+    from trtls.builds.supervisor.capability_client import ask_blocking
+
+    loaded = check_recipe(workspace / "trtls.toml")
+    assert loaded.recipe is not None
+    request = capability_request(loaded, loaded.recipe.engines["demo"])
+    answer = ask_blocking(request)
+    assert answer["trial"]["status"] == "supported" and answer["trial"]["reason"] == "it reached 'Timing tactics'"
+    assert "a trial build reaches its first timing" in capability_summary(answer)
+    assert not (workspace / "build").exists(), "the trial writes no engine"
+    short = ask_blocking({**request, "trial_budget_s": 1e-9})
+    assert short["status"] == "supported" and short["trial"]["status"] == "not_checked"
+    (finding,) = capability_findings("demo", short)
+    assert finding.code == "TRT132" and finding.severity.value == "information"
+    assert "did not reach its first timing within 1e-09 s" in finding.message

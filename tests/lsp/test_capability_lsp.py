@@ -1,6 +1,6 @@
 """Capability as you type, over real LSP (stdio): TensorRT's parser and builder asked in a child after each check,
 their answers published at the engine's `onnx` key (TRT130 per node the parser refuses, TRT131 when the builder
-refuses the network), and withdrawn once the recipe names a model TensorRT takes."""
+refuses the network, TRT133 when the trial build fails before its first timing), and withdrawn once the recipe names a model TensorRT takes."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 from lsprotocol import types as lsp
 from pytest_lsp import LanguageClient
 
-from tests.builds.test_capability import IRIS, VAD_RECIPE
+from tests.builds.test_capability import IRIS, NMS_RECIPE, VAD_RECIPE
 from tests.lsp.lsp_helpers import open_recipe, until
 from tests.onnx_files.third_party import fetch_all
 
@@ -48,3 +48,18 @@ async def test_unsupported_models_are_flagged_at_their_onnx_key_and_cleared_when
         )
     )
     await until(lambda: _codes(client, uri) == [])
+
+
+async def test_an_nms_model_both_queries_take_is_flagged_as_you_type_by_its_trial_build(
+    client: LanguageClient, tmp_path: Path
+) -> None:
+    """osam's NonMaxSuppression model: the parser and `is_network_supported` take it, its build has no runner for the
+    NMS layer; the trial build (stopped at its first tactic timing) says so at the `onnx` key before any build."""
+    shutil.copyfile(fetch_all()["osam_nms"], tmp_path / "nms.onnx")
+    (tmp_path / "trtls.toml").write_text(NMS_RECIPE)
+    uri = open_recipe(client, tmp_path)
+    await until(lambda: _codes(client, uri) == [("TRT133", 1)])
+    (nms,) = client.diagnostics[uri]
+    assert nms.severity == lsp.DiagnosticSeverity.Error
+    assert "node_of_selected_indices_2 has no runners that implement it" in nms.message
+    assert not (tmp_path / "build").exists() and not (tmp_path / ".trtls" / "runs").exists(), "no build ran"

@@ -165,7 +165,7 @@ export interface BuildFinished {
   peak_rss_bytes?: number | null;
   /** a built engine: can it run on this machine's GPU (builds.worker.engine_validity): {status: valid|suboptimal|invalid| not_checked, reason, diagnostics: [{severity, msg}], gpuComputeCapability?, supportedComputeCapabilities?} */
   engine_validity?: Record<string, unknown> | null;
-  /** what TensorRT said of the model, once the worker parsed it (builds.worker.capability): {parser: {supported, subgraphs: [{supported, count, nodes?}], nodes: [{index, name, op, reason, where?, functions?}]}, builder?: {status: supported|refused|not_checked, reason, errors, asked} (asked only after a failed build)}; None before the parse. The supervisor folds it into summary.json's `capability` (core.capability.build_capability) */
+  /** what TensorRT said of the model, once the worker parsed it (builds.worker.capability): {parser: {supported, subgraphs: [{supported, count, nodes?}], nodes: [{index, name, op, reason, where?, functions?}]}, builder?: {status: supported|refused|not_checked, reason, errors, asked} (asked only after a failed build), trial?: {status: supported|refused, reason, asked} (a failed build: did it fail before its first tactic timing)}; None before the parse. The supervisor folds it into summary.json's `capability` (core.capability.build_capability) */
   capability?: Record<string, unknown> | null;
 }
 

@@ -31,6 +31,7 @@ _LAYER_PATTERNS = (
     re.compile(r"\blayer (?P<layer>[^\s,;:)]+)"),
     re.compile(r"\b(?:for|at|in) (?P<layer>/[^\s,;:)]+)"),
     re.compile(r"^(?P<layer>/[^\s:]+|[A-Za-z_][\w./-]*_\d+):\s"),
+    re.compile(r"(?P<layer>[^\s.]\S*) has no runners that implement it"),  # TensorRT-RTX 1.7.1, tacticSupply.cpp
 )
 _CONSEQUENCES = ("engine != nullptr", "enginePtr != nullptr")
 

@@ -3,8 +3,9 @@ engine's ONNX before any build, as findings on the engine's `onnx` key.
 
 One function computes them and every face renders them: the editor's diagnostics, `trtls check --capability`
 (text, JSON, SARIF) and the HTML report. A finding says only what TensorRT answered: the parser's own reason for each
-node it refused (TRT130), the builder's own logged reason when it refuses the parsed network (TRT131), and, when
-neither could be asked, why (TRT132, information: nothing was measured).
+node it refused (TRT130), the builder's own logged reason when it refuses the parsed network (TRT131), the error of a
+trial build stopped at its first tactic timing when it fails before it (TRT133), and, when a question could not be
+asked, why (TRT132, information: nothing was measured).
 """
 
 from __future__ import annotations
@@ -76,6 +77,19 @@ def capability_findings(engine: str, answer: dict[str, Any]) -> list[Finding]:
             f"(is_network_supported, with this engine's profiles and settings): {builder.get('reason')}"
         )
         out.append(_finding("TRT131", Severity.error, words, path, {"builder": builder, "module": module}))
+    trial = answer.get("trial") or {}
+    if trial.get("status") == "refused" and builder.get("status") != "refused":  # one builder error, said once
+        lead = f"a trial build by {module} (this engine's profiles and settings, stopped at its first tactic timing)"
+        if str(trial.get("asked") or "").startswith("the build itself"):
+            lead = f"the build by {module}"
+        words = (
+            f"{lead} fails before the builder times any tactic, although its parser and is_network_supported take "
+            f"the network: {trial.get('reason')}"
+        )
+        out.append(_finding("TRT133", Severity.error, words, path, {"trial": trial, "module": module}))
+    elif trial.get("status") == "not_checked":
+        words = f"capability checked in part: the parser and the builder take the network; {trial.get('reason')}"
+        out.append(_finding("TRT132", Severity.information, words, path, {"trial": trial, "module": module}))
     return out
 
 
@@ -89,8 +103,11 @@ def capability_summary(answer: dict[str, Any]) -> str:
     module = answer.get("module") or "TensorRT"
     seconds = answer.get("seconds")
     took = f" in {human_seconds(seconds)}" if isinstance(seconds, (int, float)) else ""
+    trial = (answer.get("trial") or {}).get("status")
     if status == "supported":
-        return f"{module}: the parser takes every node and the builder takes the network{took}"
+        tried = {"supported": ", and a trial build reaches its first timing", "not_checked": " (trial not finished)"}
+        said = tried.get(str(trial), "")
+        return f"{module}: the parser takes every node and the builder takes the network{said}{took}"
     if status == "parsed":
         why = (answer.get("builder") or {}).get("reason") or "not asked"
         return f"{module}: the parser takes every node{took}; the builder was not asked ({why})"
@@ -98,6 +115,8 @@ def capability_summary(answer: dict[str, Any]) -> str:
         nodes = len((answer.get("parser") or {}).get("nodes") or [])
         if nodes:
             return f"{module}: the parser refuses {nodes} node{'s' if nodes != 1 else ''}{took}"
+        if trial == "refused" and (answer.get("builder") or {}).get("status") != "refused":
+            return f"{module}: a trial build fails before its first timing{took}"
         return f"{module}: the builder refuses the network{took}"
     return f"capability not checked: {answer.get('reason') or 'no answer'}"
 
@@ -124,9 +143,14 @@ def build_capability(
     if outcome == "built":
         return {**answer, "status": "supported", "builder": {"status": "supported", "reason": "it built"}}
     builder = (sent or {}).get("builder")
+    trial = (sent or {}).get("trial")
     if isinstance(builder, dict) and builder.get("status") in ("supported", "refused"):
         source = "the build's own parse, and is_network_supported on its network after the build failed"
-        return {**answer, "source": source, "status": builder["status"], "builder": builder}
+        status = builder["status"]
+        if isinstance(trial, dict) and trial.get("status") in ("supported", "refused"):
+            answer["trial"] = trial  # the build itself as the trial: did it fail before its first timing
+            status = "refused" if "refused" in (status, trial["status"]) else status
+        return {**answer, "source": source, "status": status, "builder": builder}
     if not isinstance(builder, dict):
         why = f"the build {outcome or 'ended'} after the parse; is_network_supported was not asked"
         if outcome == "cancelled":

@@ -78,7 +78,8 @@ _TABLE: tuple[Code, ...] = (
     Code("TRT130", ERROR, "models", "The ONNX parser does not support a node"),
     Code("TRT131", ERROR, "models", "The builder refuses the parsed network"),
     Code("TRT132", INFO, "models", "Capability not checked"),
-    # TRT133–TRT139: free (one line per new code, here)
+    Code("TRT133", ERROR, "models", "A trial build fails before its first timing"),
+    # TRT134–TRT139: free (one line per new code, here)
     # -- docs/codes/build-config.md ------------------------------------------------------------------------------------
     Code("TRT140", WARNING, "build-config", "Setting not applied by this builder module"),
     Code("TRT141", ERROR, "build-config", "Legacy precision flag not in this module"),

@@ -172,8 +172,9 @@ class BuildFinished(_Event):
     engine_validity: dict[str, Any] | None = None
     # what TensorRT said of the model, once the worker parsed it (builds.worker.capability): {parser: {supported,
     # subgraphs: [{supported, count, nodes?}], nodes: [{index, name, op, reason, where?, functions?}]}, builder?:
-    # {status: supported|refused|not_checked, reason, errors, asked} (asked only after a failed build)}; None before
-    # the parse. The supervisor folds it into summary.json's `capability` (core.capability.build_capability)
+    # {status: supported|refused|not_checked, reason, errors, asked} (asked only after a failed build), trial?:
+    # {status: supported|refused, reason, asked} (a failed build: did it fail before its first tactic timing)}; None
+    # before the parse. The supervisor folds it into summary.json's `capability` (core.capability.build_capability)
     capability: dict[str, Any] | None = None
 
 

@@ -74,6 +74,8 @@ def retry_advice(
         layer = failure.layer if failure is not None else None
         at = f" at layer {layer}" if layer else ""
         what = "that layer or its opset" if layer else "the model's export (opset, control flow such as If/Loop)"
+        if failure is not None and NO_RUNNERS in (failure.message or ""):
+            return RetryAdvice("investigate", _no_runners_advice(at))
         if failure is not None and NO_IMPLEMENTATION in (failure.message or ""):
             return RetryAdvice("investigate", _no_implementation_advice(at, what, engine))
         profile = PROFILE_SHAPES.search(failure.message or "") if failure is not None else None
@@ -122,6 +124,21 @@ def retry_advice(
 # often memory (every tactic needs more workspace or GPU memory than there is), yet TensorRT logs no allocation
 # failure beside it — with one, core.builder_errors.memory_exhaustion records out_of_memory instead
 NO_IMPLEMENTATION = "Could not find any implementation for node"
+
+
+# TensorRT-RTX 1.7.1's words for a layer it has no implementation of at all (tacticSupply.cpp, before any timing:
+# osam's NonMaxSuppression model); not memory, which fails while tactics are timed
+NO_RUNNERS = "has no runners that implement it"
+
+
+def _no_runners_advice(at: str) -> str:
+    return (
+        f"this TensorRT has no implementation{at}: the build failed while it chose each layer's implementation, "
+        "before timing any tactic, so not for lack of memory, and a retry fails the same way. Take that op out of the "
+        "engine (run it beside the engine, e.g. NonMaxSuppression in the application), give it a plugin "
+        "([engines.NAME.plugins]), or build with a TensorRT version that implements it. `trtls check --capability` "
+        "says this before a build (TRT133)"
+    )
 
 
 def _no_implementation_advice(at: str, what: str, engine: str | None) -> str:

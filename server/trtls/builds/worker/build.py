@@ -187,6 +187,8 @@ class Worker:
                 (m for s, m in reversed(self.logs) if s in ("ERROR", "INTERNAL_ERROR")), "builder returned no engine"
             )
             self.capability["builder"] = capability.ask_built_network(self, builder, network, config)
+            if self.monitor is not None:
+                self.capability["trial"] = capability.build_trial(self.monitor.timed, error)
             return self._finish_failed(error, environment, plan_cache)
         return self._commit(bm, adapter, config, plan, plan_cache)
 

@@ -28,6 +28,8 @@ import sys
 import time
 from typing import Any
 
+from trtls.builds.worker.monitor import TIMING_PHASE
+
 # ERRORs TensorRT logs on a machine with no CUDA driver after any refusal: a fact about the machine, not the model
 _NO_DRIVER = ("CUDA driver version is insufficient", "cudaError 35")
 
@@ -122,7 +124,59 @@ def ask_builder(bm: Any, builder: Any, logger: Any, lines: list[tuple[str, str]]
     out = builder_verdict(bool(builder.is_network_supported(network, config)), lines)
     if settings_note:
         out["settingsNote"] = settings_note
+    if out["status"] == "supported":
+        budget = float(request.get("trial_budget_s") or min(20.0, 0.4 * float(request.get("timeout_s") or 120)))
+        out["trial"] = trial_build(bm, builder, network, config, lines, budget)
     return out
+
+
+def _trial_monitor(bm: Any, deadline: float) -> Any:
+    class TrialMonitor(bm.trt.IProgressMonitor):
+        """Stops the trial at its first timing, or at the deadline; `reached` is the phase it stopped at."""
+
+        def __init__(self) -> None:
+            bm.trt.IProgressMonitor.__init__(self)
+            self.reached: str | None = None
+            self.over = False
+
+        def phase_start(self, phase_name: str, parent_phase: str | None, num_steps: int) -> None:
+            if self.reached is None and str(phase_name).startswith(TIMING_PHASE):
+                self.reached = str(phase_name)
+
+        def step_complete(self, phase_name: str, step: int) -> bool:
+            self.over = self.over or time.monotonic() > deadline
+            return self.reached is None and not self.over
+
+        def phase_finish(self, phase_name: str) -> None:
+            return None
+
+    return TrialMonitor()
+
+
+def trial_build(bm: Any, builder: Any, network: Any, config: Any, lines: list, budget_s: float) -> dict[str, Any]:
+    """A build of the network with the engine's profiles and settings, stopped by its progress monitor when the
+    builder starts timing tactics: what the builder does before it (graph analysis and optimization, each layer's
+    runners and formats) is asked for real, and what a build spends its hours on (the timing) is never started.
+    `supported`: the builder reached its first timing (or built: a network with nothing to time); `refused`: the build
+    failed before it, with TensorRT's logged reason (the error the whole build would end on); `not_checked`: the
+    budget ran out first. Without a GPU too (TensorRT-RTX 1.7.1): the formats are chosen before any device is used."""
+    started = time.monotonic()
+    monitor = _trial_monitor(bm, started + budget_s)
+    config.progress_monitor = monitor
+    del lines[:]
+    plan = builder.build_serialized_network(network, config)
+    seconds = round(time.monotonic() - started, 4)
+    said = [m.strip() for s, m in lines if s in ("ERROR", "INTERNAL_ERROR") and not any(n in m for n in _NO_DRIVER)]
+    base = {"seconds": seconds, "asked": "a build stopped at its first tactic timing"}
+    if plan is not None:
+        return {**base, "status": "supported", "reason": "it built: the network had nothing to time", "errors": []}
+    if monitor.reached is not None:
+        return {**base, "status": "supported", "reason": f"it reached '{monitor.reached}'", "errors": []}
+    if monitor.over:
+        why = f"the trial build did not reach its first timing within {budget_s:g} s"
+        return {**base, "status": "not_checked", "reason": why, "errors": []}
+    reason = said[0] if said else "the build failed before its first timing, logging nothing"
+    return {**base, "status": "refused", "reason": reason, "errors": said}
 
 
 def ask_built_network(worker: Any, builder: Any, network: Any, config: Any) -> dict[str, Any]:
@@ -141,6 +195,15 @@ def ask_built_network(worker: Any, builder: Any, network: Any, config: Any) -> d
     said = worker.logs[first:]
     del worker.logs[first:]
     return {**builder_verdict(supported, said), "asked": "after the build failed, on its own network and config"}
+
+
+def build_trial(timed: str | None, error: str) -> dict[str, Any]:
+    """What a failed build says as a trial (`trial_build`'s answer): it failed before its first timing (`refused`,
+    with the build's error) or after it (`supported`: its layers had runners; the failure is another's)."""
+    asked = "the build itself"
+    if timed is not None:
+        return {"status": "supported", "reason": f"the build reached '{timed}' before it failed", "asked": asked}
+    return {"status": "refused", "reason": error, "asked": asked + ", which failed before its first tactic timing"}
 
 
 def answer(request: dict[str, Any]) -> dict[str, Any]:
@@ -172,7 +235,10 @@ def answer(request: dict[str, Any]) -> dict[str, Any]:
         out["builder"] = ask_builder(bm, builder, logger, lines, request)
     else:
         out["builder"] = {"status": "not_checked", "reason": "the parser refused nodes: the network is incomplete"}
-    refused = not out["parser"]["supported"] or out["builder"]["status"] == "refused"
+    trial = out["builder"].pop("trial", None)
+    if trial is not None:
+        out["trial"] = trial
+    refused = not out["parser"]["supported"] or "refused" in (out["builder"]["status"], (trial or {}).get("status"))
     out["status"] = "refused" if refused else ("supported" if out["builder"]["status"] == "supported" else "parsed")
     out["seconds"] = round(time.monotonic() - started, 4)
     return out

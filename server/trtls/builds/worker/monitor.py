@@ -19,6 +19,11 @@ from typing import Any
 from trtls.core.cancel import CancelToken
 from trtls.core.open_phases import OpenPhases
 
+# A phase whose name starts so is the builder timing tactics (TensorRT-RTX 1.7.1: "Timing tactics", inside "Computing
+# profile costs"). Every layer's runners are chosen before it (tacticSupply.cpp, getSupportedFormats): a network
+# whose layer has none fails before the first timing starts (capability.trial_build, capability.build_trial).
+TIMING_PHASE = "Timing"
+
 # Records put on the queue, as plain tuples (cheapest to build on a builder thread):
 #   ("phase_start", t_ns, tid, phase_id, parent_id, name, num_steps)
 #   ("step", t_ns, phase_id, step)
@@ -40,6 +45,7 @@ def make_monitor_class(base: Any) -> type:
             self.returned_false = False  # after the first False, every phase that finishes was cancelled
             self.cancel_seen_ns: int | None = None
             self.phases_started = 0
+            self.timed: str | None = None  # the first timing phase the build started (capability.build_trial)
             # Fault injection for the acceptance tests only (never set from a recipe): block inside one
             # callback to reproduce a builder that is silent past the cancel grace.
             self.stall = stall
@@ -51,6 +57,8 @@ def make_monitor_class(base: Any) -> type:
                     phase_id, parent_id = self.names.start(phase_name, parent_phase)
                     self.phases_started += 1
                     index = self.phases_started
+                    if self.timed is None and phase_name.startswith(TIMING_PHASE):
+                        self.timed = phase_name
                 self.queue.put(("phase_start", t, threading.get_ident(), phase_id, parent_id, phase_name, num_steps))
                 if self.stall is not None and index == self.stall.get("at_phase", 1):
                     time.sleep(self.stall["seconds"])
