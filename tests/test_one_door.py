@@ -119,6 +119,7 @@ def violations(path: Path) -> list[str]:
     aliases = _aliases(tree)
     guarded = _guarded(tree)
     out: list[str] = []
+    written_out: set[int] = set()
     for node in ast.walk(tree):
         if not isinstance(node, ast.Call):
             continue
@@ -162,6 +163,22 @@ def violations(path: Path) -> list[str]:
             what = ".tofile()"
         if what is not None:
             out.append(f"{path.relative_to(PKG.parent)}:{node.lineno}: {what}")
+        if name in RUNNERS and node.args and isinstance(node.args[0], (ast.List, ast.Tuple)):
+            written_out.add(id(node.args[0]))  # judged above, as the call's own argv
+    for node in ast.walk(tree):  # an argv held in a variable before it runs: `argv = ["rm", "-rf", p]`
+        held = node.value if isinstance(node, (ast.Assign, ast.AnnAssign)) else node
+        if isinstance(held, (ast.List, ast.Tuple)) and held.elts and id(held) not in written_out:
+            program = held.elts[0]
+        elif held is not node and isinstance(held, ast.Constant):  # `cmd = "rm -rf d"`, for a shell
+            program = held
+        else:
+            continue
+        words = program.value.split() if isinstance(program, ast.Constant) and isinstance(program.value, str) else []
+        # a program is one word in an argv, the first of several in a command line
+        if words and len(words) == (1 if program is not held else max(2, len(words))):
+            if (tool := Path(words[0]).name) in TOOLS:
+                written_out.add(id(held))
+                out.append(f"{path.relative_to(PKG.parent)}:{getattr(node, 'lineno', 0)}: an argv that runs {tool}")
     return out
 
 
@@ -207,12 +224,16 @@ def test_the_walker_sees_each_forbidden_form(tmp_path: Path) -> None:
         "flock(fd, 2)", "onnx.load('m.onnx')", "onnx.load_model('m.onnx')", "np.load('x.npz')",
         "load_file('w.safetensors')", "ort.InferenceSession('m.onnx')", "parser.parse_from_file('m.onnx')",
         "convert_to_mixed_precision(onnx_path='m.onnx')",
+        # an argv held in a variable before it runs
+        "argv = ['rm', '-rf', 'd']; subprocess.run(argv)", "cmd = ('/bin/kill', '-9', '1'); subprocess.Popen(cmd)",
+        "line = 'chattr -i d'; subprocess.run(line, shell=True)", "argv: list[str] = ['mv', 'a', 'b']",
     ]  # fmt: skip
     allowed = [
         "'a'.replace('b', 'c')", "fs.chmod(p, 0o600, kind=K, within=w)", "fs.touch(p, kind=K, within=w)",
         "chmod(p, 0o600, kind=K, within=w)", "touch(p, kind=K, within=w)", "subprocess.run(['git', 'status'])",
         "subprocess.run([sys.executable, '-m', 'trtls'])", "onnx.load_from_string(b'')", "np.asarray([1])",
-        "ort.InferenceSession(m.SerializeToString())",
+        "ort.InferenceSession(m.SerializeToString())", "argv = ['git', 'status']; subprocess.run(argv)",
+        "words = ['rm is a program', 'x']", "note = 'cp'",
     ]  # fmt: skip
     guarded = "def f(p):\n    require_regular(p)\n    ort.InferenceSession(p)\n    parser.parse_from_file(p)\n"
     probe.write_text("\n".join(imports + calls + allowed) + "\n" + guarded, encoding="utf-8")
