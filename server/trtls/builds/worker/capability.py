@@ -20,6 +20,7 @@ answer; the words every face shows are `trtls.core.capability.capability_finding
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -160,6 +161,8 @@ def trial_build(bm: Any, builder: Any, network: Any, config: Any, lines: list, b
     `supported`: the builder reached its first timing (or built: a network with nothing to time); `refused`: the build
     failed before it, with TensorRT's logged reason (the error the whole build would end on); `not_checked`: the
     budget ran out first. Without a GPU too (TensorRT-RTX 1.7.1): the formats are chosen before any device is used."""
+    with contextlib.suppress(OSError):
+        os.nice(10)  # asked as the user types: a build running beside it keeps the CPU first
     started = time.monotonic()
     monitor = _trial_monitor(bm, started + budget_s)
     config.progress_monitor = monitor
