@@ -19,13 +19,39 @@ CHOOSING_VARIABLES = ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "NVIDIA_VISIB
 
 def _load_first(*names: str) -> Any:
     for name in names:
-        if not name:
-            continue
+        if name and (lib := load_library(name)) is not None:
+            return lib
+    return None
+
+
+def load_library(name: str) -> ctypes.CDLL | None:
+    """`ctypes.CDLL(name)`, None when it does not load; on Linux the loader runs without the GIL. `ctypes.CDLL` holds
+    the GIL while the loader maps a library (libcudart: ~20 ms of a worker's start on the 16-core host, 2026-12-03),
+    so a thread loading one stalled every other thread's Python; libc's `dlopen`, called as a foreign function, releases
+    it. Same flags as ctypes gives (RTLD_NOW | RTLD_LOCAL), same search: the library is then wrapped by its handle."""
+    dlopen = _libc_dlopen()
+    if dlopen is None:
         try:
             return ctypes.CDLL(name)
         except OSError:
-            continue
-    return None
+            return None
+    sys.audit("ctypes.dlopen", name)  # what ctypes.CDLL says to an audit hook before it loads a library
+    handle = dlopen(os.fsencode(name), os.RTLD_NOW | os.RTLD_LOCAL)
+    return ctypes.CDLL(name, handle=handle) if handle else None
+
+
+@functools.cache
+def _libc_dlopen() -> Any:
+    """libc's `dlopen(path, flags)` as a foreign function (which ctypes calls without the GIL); None off Linux."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        dlopen = ctypes.CDLL(None).dlopen
+    except (OSError, AttributeError):
+        return None
+    dlopen.argtypes = [ctypes.c_char_p, ctypes.c_int]
+    dlopen.restype = ctypes.c_void_p
+    return dlopen
 
 
 def _find_library(name: str) -> str:

@@ -68,7 +68,7 @@ class KnownGood:
         within = self.state_dir.parent  # the recipe's folder: a `.trtls` or `engines` that leads out is refused
         try:
             fs.ensure_folder(self.path.parent, within=within)
-            text = json.dumps({"format": FORMAT, "builds": recs}, indent=1) + "\n"
+            text = records_text(recs)
             fs.atomic_write_text(self.path, text, kind=Kind.evidence, within=within)
         except UnsafeWrite as exc:
             return f"TRT118 {exc.filename}: {exc.strerror}; the build was not recorded as known-good"
@@ -76,6 +76,13 @@ class KnownGood:
             code = "TRT405" if exc.errno in (errno.ENOSPC, errno.EROFS, errno.EACCES, errno.EPERM) else "TRT118"
             return f"{code} {self.path}: {exc.strerror or exc}; the build was not recorded as known-good"
         return None
+
+
+def records_text(recs: list[dict[str, Any]]) -> str:
+    """The record's text: one build per line. Written by json's C encoder, which an indented dump never uses: a table's
+    200 builds (~700 KB with their keys' parts) take 4 ms, against 15 ms indented, on every build (issue 31)."""
+    builds = ",\n".join(json.dumps(r) for r in recs)
+    return f'{{"format": {json.dumps(FORMAT)}, "builds": [\n{builds}\n]}}\n'
 
 
 PIN_FORMAT = "trtls.pin/1"

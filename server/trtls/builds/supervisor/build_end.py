@@ -18,6 +18,7 @@ from trtls import fs
 from trtls.builds.artifacts import remove_or_quarantine, temp_files_near
 from trtls.builds.roots import evidence_error, state_root, write_record
 from trtls.builds.supervisor.build import Build
+from trtls.builds.supervisor.history import History
 from trtls.builds.supervisor.job import state_dir
 from trtls.builds.supervisor.output_guard import OutputGuard
 from trtls.builds.supervisor.running_record import RUNNING
@@ -46,31 +47,13 @@ async def finish_build(build: Build, outcome: BuildOutcome, guard: OutputGuard |
         build.fold(WorkerGone(outcome, t_end, time.monotonic_ns(), removed, status, cache["path"] if cache else None))
     build.fold(Ended(outcome))
     history = build.history()
-    if build.config_hash:
-        peak = peak_record(build, outcome)  # every outcome's: "last build peaked at …" before the next build
-        unrecorded = None
-        if outcome == "built":
-            unrecorded = history.record(
-                build.config_hash,
-                durations=build.tree.durations(),
-                build={"buildId": build.id, "startedAt": build.started_at, "durationS": build.elapsed_s(t_end)},
-                facts=model_facts(build),  # for engines with no history of their own (supervisor/similar_builds.py)
-                peak=peak,
-            )
-        else:
-            stop = None
-            if build.token.is_set and outcome in ("cancelled", "forced"):
-                running = [p for p in build.tree.phases.values() if p.status == "cancelled"]
-                deepest = max(running, key=lambda p: p.id.count("."), default=None)
-                stop = deepest.id if deepest is not None else None
-            if stop is not None or peak is not None:
-                unrecorded = history.record(build.config_hash, stop_phase=stop, peak=peak)
-        if unrecorded:
-            build.fold(Noted(unrecorded))
+    recording = record_history(build, outcome, history, t_end)
     await build.previous_sha()  # the engine this build found, hashed beside it (summary: is it intact?)
     if guard is not None and outcome == "built":
         await guard.verify_written(build)  # the sha of what is on disk, not of what the worker meant to write
     model = await asyncio.to_thread(model_read, build)  # a digest cache's answer, or a hash: never on the loop
+    if unrecorded := await recording:
+        build.fold(Noted(unrecorded))
     summary = build_summary(build, t_end, history, model)
     if guard is not None:
         summary["outputLock"] = guard.record()
@@ -84,6 +67,40 @@ async def finish_build(build: Build, outcome: BuildOutcome, guard: OutputGuard |
             pass
     # as the listeners left it: the store's additions (builds/avoidance/lookup.py), a farm cell's reuse (matrix.py)
     build.resolve(build.state.record or summary)
+
+
+def record_history(build: Build, outcome: BuildOutcome, history: History, t_end: int) -> asyncio.Future[str | None]:
+    """This build in its config's history (the phases' durations and the dated build when built; the phase a stop
+    was in; the peak memory), answering why it was not recorded (or None). A built engine's is written on a thread
+    while the engine is re-read from disk and the model's digest looked up (its first fsync also commits what the
+    worker's engine left in the filesystem's journal: 6-9 ms of 28 here, 2026-12-05): the summary reads nothing of
+    it. Any other outcome's is written before the summary, which says a stop repeated in the same phase."""
+    done: asyncio.Future[str | None] = asyncio.get_running_loop().create_future()
+    if not build.config_hash:
+        done.set_result(None)
+        return done
+    peak = peak_record(build, outcome)  # every outcome's: "last build peaked at …" before the next build
+    if outcome == "built":
+        return asyncio.ensure_future(
+            asyncio.to_thread(
+                history.record,
+                build.config_hash,
+                durations=build.tree.durations(),
+                build={"buildId": build.id, "startedAt": build.started_at, "durationS": build.elapsed_s(t_end)},
+                facts=model_facts(build),  # for engines with no history of their own (supervisor/similar_builds.py)
+                peak=peak,
+            )
+        )
+    stop = None
+    if build.token.is_set and outcome in ("cancelled", "forced"):
+        running = [p for p in build.tree.phases.values() if p.status == "cancelled"]
+        deepest = max(running, key=lambda p: p.id.count("."), default=None)
+        stop = deepest.id if deepest is not None else None
+    unrecorded = None
+    if stop is not None or peak is not None:
+        unrecorded = history.record(build.config_hash, stop_phase=stop, peak=peak)
+    done.set_result(unrecorded)
+    return done
 
 
 def peak_record(build: Build, outcome: BuildOutcome) -> dict[str, Any] | None:

@@ -19,6 +19,12 @@ from trtls.builds.cuda import warm_driver
 # version (a dlopen of libcudart), which the same record asks.
 warming = warm_driver(runtime=True)
 
+from trtls.builds.worker.prefetch import prefetch_builder  # noqa: E402 (after the probe's start, on purpose)
+
+# TensorRT's libraries load on a thread of their own (libc's dlopen, without the GIL) while the modules below import:
+# the builder's import then finds them loaded (~20 ms of its ~38 ms here, 2026-12-05; builds/worker/prefetch.py).
+loading = prefetch_builder(sys.argv[1:])
+
 from trtls.builds.worker.main import main  # noqa: E402 (after the probe's start, on purpose)
 
-sys.exit(main(warming))
+sys.exit(main(warming, loading))

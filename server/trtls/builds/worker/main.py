@@ -61,12 +61,14 @@ def preload(preference: list[str]) -> None:
         pass
 
 
-def main(warming: threading.Thread | None = None) -> int:
-    """`warming`: the CUDA driver's probe, when the entry point already started it (`__main__`)."""
+def main(warming: threading.Thread | None = None, loading: threading.Thread | None = None) -> int:
+    """`warming`: the CUDA driver's probe, when the entry point already started it (`__main__`); `loading`: the
+    builder's libraries being loaded (builds/worker/prefetch.py), joined before the interpreter could finalize."""
     if "--probe" in sys.argv[1:]:
         code = probe()
-        if warming is not None:
-            warming.join()  # no thread inside the driver while the interpreter finalizes
+        for thread in (warming, loading):
+            if thread is not None:
+                thread.join()  # no thread inside the driver or the loader while the interpreter finalizes
         return code
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C belongs to the supervisor, which sends a cancel
     if warming is None:
@@ -87,6 +89,8 @@ def main(warming: threading.Thread | None = None) -> int:
     if not line:
         warming.join()  # no thread inside the driver while the interpreter finalizes
         naming.join()
+        if loading is not None:
+            loading.join()  # nor inside the loader
         return 2
     job = json.loads(line)
     limit = (job.get("faults") or {}).get("fsize_limit_bytes")
