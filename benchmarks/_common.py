@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import shutil
 import statistics
 import subprocess
@@ -25,6 +26,13 @@ sys.path.insert(0, str(ROOT))  # tests.quickstart: the quickstart recipe's profi
 from tests.quickstart import quickstart_profiles  # noqa: E402
 
 __all__ = ["quickstart_profiles"]  # re-exported for the benchmarks that write recipes
+
+
+def every_build_builds() -> None:
+    """For a benchmark that times or stops builds: each must really build. With the engine store on, a second build
+    of the same unchanged engine is served from it (nothing to time or stop), and builds of one key started together
+    wait for the first and are then served. Off for this process and every server or CLI it starts."""
+    os.environ["TRTLS_STORE"] = "off"
 
 
 def ensure_models() -> None:

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import dist, emit, figure, fmt_dist, parser, workspace
+from _common import dist, emit, every_build_builds, figure, fmt_dist, parser, workspace
 from trtls.builds.supervisor.supervisor import Supervisor
 from trtls.core.recipe import load_recipe
 
@@ -143,8 +143,8 @@ async def cli_run(ws: Path, source: str, window_s: float, to_first_s: float) -> 
 
 async def forced_run(ws: Path) -> dict[str, Any]:
     sup = Supervisor()
-    build = sup.start(load_recipe(ws / "trtls.toml"), "demo", faults={"stall": {"at_phase": 3, "seconds": 60}})
-    build.grace_s = GRACE_S
+    faults = {"stall": {"at_phase": 3, "seconds": 60}}
+    build = sup.start(load_recipe(ws / "trtls.toml"), "demo", faults=faults, grace_s=GRACE_S)
     third = asyncio.get_running_loop().create_future()
     seen = {"n": 0}
 
@@ -319,6 +319,7 @@ def main() -> None:
     args = ap.parse_args()
     if args.quick:
         args.n, args.n_cli, args.n_forced = 2, 2, 2
+    every_build_builds()  # else the calibration's engine is served to the editor's and the CLI's runs: no stop
     emit(asyncio.run(run(args.n, args.n_cli, args.n_forced)), args.json)
 
 

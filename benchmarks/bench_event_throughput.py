@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import emit, figure, parser
+from _common import emit, every_build_builds, figure, parser
 from trtls.builds.supervisor.supervisor import Supervisor
 from trtls.core.recipe import load_recipe
 
@@ -174,6 +174,7 @@ def main() -> None:
     ap.add_argument("--events", type=int, default=200_000, help="(a): a fixed count")
     ap.add_argument("--seconds", type=float, default=8.0, help="(b): flood the server for this long")
     args = ap.parse_args()
+    every_build_builds()
     emit(asyncio.run(run(20_000 if args.quick else args.events, 3.0 if args.quick else args.seconds)), args.json)
 
 

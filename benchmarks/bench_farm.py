@@ -24,7 +24,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from lsprotocol import types as lsp
 
-from _common import dist, emit, figure, fmt_dist, parser, quickstart_profiles, workspace
+from _common import dist, emit, every_build_builds, figure, fmt_dist, parser, quickstart_profiles, workspace
 from _lsp import execute, open_recipe, start_server, until
 
 HERE = Path(__file__).resolve().parent
@@ -276,6 +276,7 @@ def main() -> None:
     ap.add_argument("--tput-rounds", type=int, default=3, help="alternating by-hand/farm pairs for throughput")
     ap.add_argument("--recording", type=Path, help="with --parts lsp: replay this large build's events.jsonl")
     args = ap.parse_args()
+    every_build_builds()
     if args.quick:
         args.rounds, args.lsp_cells, args.requests = 3, 8, 30
     emit(

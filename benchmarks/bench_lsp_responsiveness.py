@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from lsprotocol import types as lsp
 from pytest_lsp import make_test_lsp_client
 
-from _common import dist, emit, figure, fmt_dist, parser, workspace
+from _common import dist, emit, every_build_builds, figure, fmt_dist, parser, workspace
 from _lsp import SERVER, caps, execute, open_recipe, start_server, until
 
 TARGET_MS = 20.0
@@ -190,6 +190,7 @@ def main() -> None:
     ap.add_argument("--builds", type=int, nargs="+", default=[4, 16])
     ap.add_argument("--init-runs", type=int, default=10)
     args = ap.parse_args()
+    every_build_builds()
     if args.quick:
         args.requests, args.builds, args.init_runs = 30, [2], 4
     emit(asyncio.run(run(args.requests, args.builds, args.init_runs)), args.json)
