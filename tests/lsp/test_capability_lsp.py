@@ -1,6 +1,7 @@
 """Capability as you type, over real LSP (stdio): TensorRT's parser and builder asked in a child after each check,
 their answers published at the engine's `onnx` key (TRT130 per node the parser refuses, TRT131 when the builder
-refuses the network, TRT133 when the trial build fails before its first timing), and withdrawn once the recipe names a model TensorRT takes."""
+refuses the network, TRT133 when the trial build fails before its first timing), and withdrawn once the recipe names
+a model TensorRT takes."""
 
 from __future__ import annotations
 

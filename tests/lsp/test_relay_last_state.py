@@ -11,6 +11,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from trtls.builds.supervisor.output_guard import OutputGuard
+from trtls.lsp import build_relay
 from trtls.lsp.build_relay import BuildRelay
 
 from ..builds.helpers import run_build
@@ -21,7 +22,12 @@ class RecordingTransport:
 
     def __init__(self) -> None:
         self.trees: list[dict[str, Any]] = []
-        self.protocol = SimpleNamespace(notify=lambda method, params: self.trees.append(params))
+        self.sent_at: list[float] = []
+        self.protocol = SimpleNamespace(notify=self._notify)
+
+    def _notify(self, method: str, params: dict[str, Any]) -> None:
+        self.trees.append(params)
+        self.sent_at.append(asyncio.get_running_loop().time())
 
     def window_log_message(self, params: Any) -> None:
         pass
@@ -53,3 +59,25 @@ async def test_the_last_tree_of_a_finished_build_names_its_evidence(workspace: P
 async def _until(cond: Any) -> None:
     while not cond():
         await asyncio.sleep(0.05)
+
+
+async def test_running_builds_share_the_trees_a_second_and_the_last_state_still_goes(
+    workspace: Path, monkeypatch
+) -> None:
+    """With 29 other builds' relays counted as running, a real build's relay sends a tree at most every 3 s (30 builds
+    / TREES_PER_S): the first, then none while it runs less than that, then its finished state before `end`."""
+    others = {object() for _ in range(29)}
+    monkeypatch.setattr(build_relay, "_tree_relays", set(others))
+    assert build_relay.tree_interval() == 2.9  # before this build's relay joins
+    _, build = await run_build(workspace)
+    ls = RecordingTransport()
+    done: list[Any] = []
+    relay = BuildRelay(ls, build, "file:///w/trtls.toml", send_tree=True, has_progress=False, on_done=done.append)
+    await relay.start()
+    assert build_relay.tree_interval() == 3.0
+    await build.wait()
+    await asyncio.wait_for(_until(lambda: done), 30)
+    running = [t for t, tree in zip(ls.sent_at, ls.trees, strict=True) if tree["running"]]
+    assert all(b - a >= 3.0 - 0.01 for a, b in zip(running, running[1:], strict=False)), ls.sent_at
+    assert ls.trees[-1]["status"] == "built" and not ls.trees[-1]["running"]
+    assert build_relay._tree_relays == others, "its relay left the count at its end"

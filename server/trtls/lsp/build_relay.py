@@ -1,7 +1,8 @@
 """Relay one build to the client: workDoneProgress (or log lines), `trtls/buildTree`, and Stop.
 
 Throttled: at most 5 updates a second per build, only when something changed, and the last state
-always goes out before `end` (slow clients have been flooded by chatty servers: rust-analyzer#7590).
+always goes out before `end` (slow clients have been flooded by chatty servers: rust-analyzer#7590); the trees of
+all running builds share TREES_PER_S.
 The percentage never falls, even though a phase's step count is only known once it starts.
 
 `notify_build_tree` is the one place a `trtls/buildTree` goes out (a build's, a matrix's, a cell's, a restored
@@ -27,6 +28,17 @@ if TYPE_CHECKING:
     from trtls.lsp.language_server import TrtlsServer
 
 MIN_INTERVAL_S = 0.2  # ≤ 5 reports per second
+# Every running build's trees together, per second. A tree is the whole phase tree (`large`: ~300 phases, ~100 KB of
+# JSON, ~5 ms of the server's CPU to draw, validate and send, and the client's to parse): 16 builds at 5 a second each
+# starved a 2-core host's server and client behind the builds themselves (hover p95 6.9 s, 2026-12-05). Shared, each
+# of n builds sends a tree at most every max(MIN_INTERVAL_S, n / TREES_PER_S) seconds; progress reports are not held.
+TREES_PER_S = 10.0
+_tree_relays: set[BuildRelay] = set()  # the relays whose build is running and that send trees
+
+
+def tree_interval() -> float:
+    """The least time between two trees of one build, with every running build's relay counted."""
+    return max(MIN_INTERVAL_S, len(_tree_relays) / TREES_PER_S)
 
 
 def notify_build_tree(ls: TrtlsServer, tree: wire.BuildTree | wire.MatrixTree) -> None:
@@ -62,6 +74,7 @@ class BuildRelay:
         self.last_tree: dict[str, Any] | None = None
         self.dirty = asyncio.Event()
         self.reports_sent = 0
+        self.tree_sent_at: float | None = None  # loop time of the last tree sent
 
     async def start(self) -> None:
         b = self.build
@@ -79,6 +92,8 @@ class BuildRelay:
         else:
             self._log(starting)
         b.listeners.append(self._on_event)
+        if self.send_tree:
+            _tree_relays.add(self)
         asyncio.get_running_loop().create_task(self._pump())
 
     def _on_event(self, build: Build, ev: Event | None) -> None:
@@ -120,13 +135,17 @@ class BuildRelay:
             else:
                 self._log(f"trtls: {b.engine}: {message} ({self.percentage}%)")
         if self.send_tree:
+            now = asyncio.get_running_loop().time()
+            if state.running and self.tree_sent_at is not None and now - self.tree_sent_at < tree_interval():
+                return  # shared with the other running builds: the last state always goes, before `end`
             snapshot = build_view.snapshot(state, b.time_left)
             if snapshot != self.last_tree:
-                self.last_tree = snapshot
+                self.last_tree, self.tree_sent_at = snapshot, now
                 notify_build_tree(self.ls, build_tree(self.uri, snapshot))
 
     def _end(self) -> None:
         b, state = self.build, self.build.state
+        _tree_relays.discard(self)
         if self.send_tree:
             notify_build_tree(self.ls, build_tree(self.uri, build_view.snapshot(state, b.time_left)))
         if self.progress is not None and not self.progress.refused:
