@@ -24,6 +24,10 @@ _ASSERTION = re.compile(r"Assertion (?P<assertion>.+?) failed")
 _CHECK = re.compile(r"(?P<where>[\w./-]+\.(?:cpp|hpp|h|cu)):(?P<line>\d+): (?P<assertion>CHECK\w*\(.*?\)) failed")
 _IN_AT = re.compile(r"In (?P<function>\w+) at (?P<file>[^\s)]+?\.(?:cpp|hpp|h|cu))(?::(?P<line>\d+))?")
 _PREFIX = re.compile(r"\[(?P<file>[\w.]+\.(?:cpp|hpp|h|cu))::(?P<function>\w+)::(?P<line>\d+)\]")
+# TensorRT's words for a node it found no tactic for (often memory: the workspace each tactic needs), and TensorRT-RTX
+# 1.7.1's for a layer it has no implementation of at all (tacticSupply.cpp, before any timing: osam's NMS model)
+NO_IMPLEMENTATION = "Could not find any implementation for node"
+NO_RUNNERS = "has no runners that implement it"
 # Where TensorRT names the layer: "… for node X.", "node {ForeignNode[A...B]}", "(X: message", "layer X"
 _LAYER_PATTERNS = (
     re.compile(r"for node (?P<layer>\{ForeignNode\[.*?\]\}|[^\s.,)]+(?:\.[^\s.,)]+)*)"),
@@ -31,7 +35,7 @@ _LAYER_PATTERNS = (
     re.compile(r"\blayer (?P<layer>[^\s,;:)]+)"),
     re.compile(r"\b(?:for|at|in) (?P<layer>/[^\s,;:)]+)"),
     re.compile(r"^(?P<layer>/[^\s:]+|[A-Za-z_][\w./-]*_\d+):\s"),
-    re.compile(r"(?P<layer>[^\s.]\S*) has no runners that implement it"),  # TensorRT-RTX 1.7.1, tacticSupply.cpp
+    re.compile(rf"(?P<layer>[^\s.]\S*) {NO_RUNNERS}"),  # TensorRT-RTX 1.7.1, tacticSupply.cpp
 )
 _CONSEQUENCES = ("engine != nullptr", "enginePtr != nullptr")
 
@@ -148,7 +152,6 @@ _ALLOCATION = re.compile(
 _WORKSPACE_LIMIT = re.compile(r"within workspace limit|increase the allowed workspace size|[Ii]nsufficient workspace")
 _DEVICE = re.compile(r"\bcuda|\bGPU\b|\bdevice\b", re.I)
 _REQUESTED = re.compile(r"Requested size was (?P<n>\d+)\s*bytes", re.I)
-_NO_IMPLEMENTATION = "Could not find any implementation for node"
 # the recipe keys a retry can change (core.build_config: BuilderSettings, MemoryPoolLimits)
 LESS_MEMORY_KEYS = (
     "builder.memory_pool_limits.workspace_mib",
@@ -184,7 +187,7 @@ def memory_exhaustion(
     killed_by_oom = oom.get("oomKill") is True
     if not said and not workspace and not killed_by_oom:
         return None
-    evidence = (workspace + said)[:3] + [m for m in lines if _NO_IMPLEMENTATION in m][:1]
+    evidence = (workspace + said)[:3] + [m for m in lines if NO_IMPLEMENTATION in m][:1]
     if killed_by_oom:
         evidence.append(f"the kernel's OOM killer acted while the worker ran ({oom.get('how')})")
     resource: MemoryResource

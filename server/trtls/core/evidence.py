@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from trtls.core.builder_errors import NO_IMPLEMENTATION, NO_RUNNERS
 from trtls.core.vocabulary import (  # the words of each field (re-exported: accept and the tests read them here)
     CACHE_DECISIONS,
     CANCEL_SOURCES,
@@ -123,12 +124,6 @@ def retry_advice(
 # TensorRT's "Error Code 10: Internal Error (Could not find any implementation for node …)": users report it is most
 # often memory (every tactic needs more workspace or GPU memory than there is), yet TensorRT logs no allocation
 # failure beside it — with one, core.builder_errors.memory_exhaustion records out_of_memory instead
-NO_IMPLEMENTATION = "Could not find any implementation for node"
-
-
-# TensorRT-RTX 1.7.1's words for a layer it has no implementation of at all (tacticSupply.cpp, before any timing:
-# osam's NonMaxSuppression model); not memory, which fails while tactics are timed
-NO_RUNNERS = "has no runners that implement it"
 
 
 def _no_runners_advice(at: str) -> str:
