@@ -18,16 +18,13 @@ import re
 from typing import Any
 
 from trtls.core.failure_record import Failure, MemoryResource
+from trtls.core.tensorrt_log_words import NO_IMPLEMENTATION, NO_RUNNERS
 
 _INTERNAL = re.compile(r"Error Code (?P<code>\d+): (?P<family>Internal Error|Myelin) \((?P<detail>.*)\)\s*$", re.S)
 _ASSERTION = re.compile(r"Assertion (?P<assertion>.+?) failed")
 _CHECK = re.compile(r"(?P<where>[\w./-]+\.(?:cpp|hpp|h|cu)):(?P<line>\d+): (?P<assertion>CHECK\w*\(.*?\)) failed")
 _IN_AT = re.compile(r"In (?P<function>\w+) at (?P<file>[^\s)]+?\.(?:cpp|hpp|h|cu))(?::(?P<line>\d+))?")
 _PREFIX = re.compile(r"\[(?P<file>[\w.]+\.(?:cpp|hpp|h|cu))::(?P<function>\w+)::(?P<line>\d+)\]")
-# TensorRT's words for a node it found no tactic for (often memory: the workspace each tactic needs), and TensorRT-RTX
-# 1.7.1's for a layer it has no implementation of at all (tacticSupply.cpp, before any timing: osam's NMS model)
-NO_IMPLEMENTATION = "Could not find any implementation for node"
-NO_RUNNERS = "has no runners that implement it"
 # Where TensorRT names the layer: "… for node X.", "node {ForeignNode[A...B]}", "(X: message", "layer X"
 _LAYER_PATTERNS = (
     re.compile(r"for node (?P<layer>\{ForeignNode\[.*?\]\}|[^\s.,)]+(?:\.[^\s.,)]+)*)"),

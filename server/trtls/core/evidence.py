@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from trtls.core.builder_errors import NO_IMPLEMENTATION, NO_RUNNERS
+from trtls.core.tensorrt_log_words import NO_IMPLEMENTATION, NO_RUNNERS
 from trtls.core.vocabulary import (  # the words of each field (re-exported: accept and the tests read them here)
     CACHE_DECISIONS,
     CANCEL_SOURCES,
@@ -119,11 +119,6 @@ def retry_advice(
             "retry_with_cache", "the cancelled build never wrote its cache back, so the existing cache is still trusted"
         )
     return RetryAdvice("retry_cold", "there is no trusted timing cache to reuse")
-
-
-# TensorRT's "Error Code 10: Internal Error (Could not find any implementation for node …)": users report it is most
-# often memory (every tactic needs more workspace or GPU memory than there is), yet TensorRT logs no allocation
-# failure beside it — with one, core.builder_errors.memory_exhaustion records out_of_memory instead
 
 
 def _no_runners_advice(at: str) -> str:
