@@ -284,6 +284,7 @@ STAGE_TEXT = {
     "runStart": "CLI start-up (Python, recipe, plan)",
     "connected": "connect to Ray (import ray, ray.init)",
     "placed": "look at the nodes, place every cell",
+    "reserved": "the first cell's bundle reserved (its placement group ready)",
     "actorReady": "node worker ready (new actor, or a warm one claimed)",
     "onnxOnNode": "ONNX on the node",
     "buildStarted": "worker starts the build (job read, TensorRT imported)",

@@ -61,7 +61,8 @@ _token_dir: list[Path] = []  # the embedded instance's private folder (0700) hol
 
 # Where a run's fixed cost goes (the matrix summary's `cluster.fixedCost`): seconds since this process started, each
 # stage when it first happened in the run — runStart (the run asked for the cluster), connected, placed (every cell
-# placed), actorReady (the first cell's node worker answered: a new actor, or a warm one claimed), workerPreloaded
+# placed), reserved (a CPU-only cell's bundle reserved by Ray on a node), actorReady (the first cell's node worker
+# answered: a new actor, or a warm one claimed), workerPreloaded
 # (its worker had TensorRT imported: negative when that was before this process started — a warm farm's worker),
 # onnxOnNode, buildStarted and firstPhaseStart (the first cell's builder). Node-side stages come as wall-clock
 # times: exact on one machine (the local and warm farm), subject to clock skew across machines.
@@ -69,6 +70,7 @@ STAGES = (
     "runStart",
     "connected",
     "placed",
+    "reserved",
     "actorReady",
     "workerPreloaded",
     "onnxOnNode",

@@ -24,12 +24,14 @@ from typing import Any
 import ray
 
 from trtls.builds.farm.cell_runner import driver_token
+from trtls.builds.farm.cluster import mark
 from trtls.builds.farm.node_host import NAMESPACE, host_name, new_host
 from trtls.builds.farm.placement import Placement
 from trtls.builds.farm.warm_actors import kill_actor
 from trtls.core.display import ago
 
 LINGER_S = 5.0  # a driver's host with no cell waits this long (at least keep_warm_s) for the next before it ends
+WARM_UP_TIMEOUT_S = 10.0  # a farm host that has not answered by then is left to the cell's own call
 
 
 def shares_host(placement: Placement) -> bool:
@@ -87,6 +89,21 @@ class Hosts:
                 entry[2] = None
             entry[1] += 1
             return entry[0], None
+
+    def warm_up(self, node_ids: list[str]) -> None:
+        """Blocking (a daemon thread, started as the run's cells are placed): the warm farm's host on each node looked
+        up and answered once, so a cell's first call to it does not also pay the name's lookup and this process's
+        first connection to the actor — it overlaps the cells' placement groups instead (warm fixed cost, issue 31).
+        A node with no farm host (or one that does not answer) is left to `acquire`, which says why."""
+        for node_id in node_ids:
+            if node_id in self.farm:
+                continue
+            try:
+                actor = ray.get_actor(host_name(node_id), namespace=NAMESPACE)
+                ray.get(actor.where.remote(), timeout=WARM_UP_TIMEOUT_S)
+            except Exception:
+                continue
+            self.farm.setdefault(node_id, actor)
 
     def release(self, node_id: str, actor: Any, linger_s: float, dead: bool = False) -> None:
         with self.lock:
@@ -170,6 +187,7 @@ class HostSlot:
             return False
         table = await asyncio.to_thread(ray.util.placement_group_table, self.pg)
         self.node_id = str(table["bundles_to_node_id"][0])
+        mark("reserved")
         return True
 
     async def open_cell(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 
 from trtls.builds.farm.placement import RemoteSpec, Request, builder_of, place_all
 from trtls.builds.supervisor.matrix import PlannedCell
@@ -37,6 +38,11 @@ async def prepare(loaded: LoadedRecipe, planned: list[PlannedCell]) -> dict[str,
     if findings:
         return findings
     cluster.mark("placed")
+    if cluster.connection.get("warm"):  # the farm's hosts answered once while the cells' bundles are reserved
+        from trtls.builds.farm.host_slot import HOSTS, shares_host
+
+        node_ids = sorted({n for pl in placements if shares_host(pl) for n in pl.candidates})
+        threading.Thread(target=HOSTS.warm_up, args=(node_ids,), name="trtls-farm-warm-up", daemon=True).start()
     shared = loaded.resolve(table.shared_dir) if table.shared_dir else None
     # a local farm listens on 127.0.0.1 only: its one node is this machine, so its workers write in place
     same_machine = shared is None and table.address == LOCAL

@@ -57,7 +57,9 @@ async def finish_build(build: Build, outcome: BuildOutcome, guard: OutputGuard |
     summary = build_summary(build, t_end, history, model)
     if guard is not None:
         summary["outputLock"] = guard.record()
-    unwritten = write_evidence(build, summary)
+    # on a thread: its fsyncs (and the records' json) would hold the loop, and on a farm the loop is every cell's —
+    # 16 cells ending together waited in turn (the tail's `done` step, 0.78–0.95 s a cell, 16-core host 2026-12-05)
+    unwritten = await asyncio.to_thread(write_evidence, build, summary)
     build.fold(Recorded(summary, (unwritten,) if unwritten else ()))
     build.close_worker_io()
     for listener in list(build.listeners):
