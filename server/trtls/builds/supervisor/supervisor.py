@@ -334,10 +334,9 @@ class Supervisor:
         sampler = build.resources
         while sampler is not None:
             sampler.device = bool(build.environment.device_name)
-            if sampler.device:  # nvidia-smi takes a while: not on the loop thread
-                await asyncio.to_thread(sampler.sample)
-            else:
-                sampler.sample()
+            sampler.sample_rss()
+            if sampler.gpu_due():  # nvidia-smi takes a while: not on the loop thread, and seldom (resources.py)
+                await asyncio.to_thread(sampler.sample_gpu)
             await asyncio.sleep(RESOURCE_SAMPLE_S)
 
     async def _read_stderr(self, build: Build) -> None:
