@@ -81,3 +81,22 @@ async def test_running_builds_share_the_trees_a_second_and_the_last_state_still_
     assert all(b - a >= 3.0 - 0.01 for a, b in zip(running, running[1:], strict=False)), ls.sent_at
     assert ls.trees[-1]["status"] == "built" and not ls.trees[-1]["running"]
     assert build_relay._tree_relays == others, "its relay left the count at its end"
+
+
+async def test_a_relay_whose_send_raises_leaves_the_shared_count(workspace: Path, monkeypatch) -> None:
+    """A relay that could not send (a client gone, a tree its model refused) used to stay counted as running: every
+    other build's trees were then held for a build that had ended. A real build; the transport raises on each tree."""
+    monkeypatch.setattr(build_relay, "_tree_relays", set())
+    _, build = await run_build(workspace)
+    ls = RecordingTransport()
+
+    def refuse(method: str, params: dict[str, Any]) -> None:
+        raise ConnectionResetError("the client went away")
+
+    ls.protocol.notify = refuse
+    relay = BuildRelay(ls, build, "file:///w/trtls.toml", send_tree=True, has_progress=False, on_done=lambda b: None)
+    await relay.start()
+    assert build_relay._tree_relays == {relay}
+    await build.wait()
+    await asyncio.wait_for(_until(lambda: not build_relay._tree_relays), 30)
+    assert build_relay.tree_interval() == build_relay.MIN_INTERVAL_S

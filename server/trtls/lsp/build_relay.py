@@ -100,7 +100,14 @@ class BuildRelay:
         self.dirty.set()
 
     async def _pump(self) -> None:
-        """Send the current state at most every MIN_INTERVAL_S while the build runs, then finish."""
+        """Send the current state at most every MIN_INTERVAL_S while the build runs, then finish. Whatever ends it (a
+        send that raised too), this relay leaves the shared count: other builds' trees are not held for it."""
+        try:
+            await self._relay()
+        finally:
+            _tree_relays.discard(self)
+
+    async def _relay(self) -> None:
         b = self.build
         while b.state.running:
             try:
