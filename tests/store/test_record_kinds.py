@@ -23,8 +23,9 @@ from tests.builds.cli_procs import CliBuild, pause_env, wait_for_file
 from tests.store.conftest import copy_store
 from tests.store.helpers import run_build, summaries, with_store
 from trtls.builds.supervisor.orphans import process_alive, recover_orphans
-from trtls.core.evidence import NOT_APPLICABLE, RUNBOOK_FIELDS, SEED_FIELDS, record_problems
+from trtls.core.evidence import RUNBOOK_FIELDS, SEED_FIELDS, record_problems
 from trtls.core.summary_record import Summary, read_summary, summary_of
+from trtls.core.vocabulary import NOT_APPLICABLE
 
 
 def _record(ws: Path, build_id: str) -> dict[str, Any]:

@@ -16,7 +16,8 @@ from collections.abc import Callable
 from typing import Any
 
 from trtls.accept.observation import FAIL, NA, NOT_CHECKED, PASS, Observation, Verdict, measured
-from trtls.core.evidence import CACHE_DECISIONS, record_problems
+from trtls.core.evidence import record_problems
+from trtls.core.vocabulary import CACHE_DECISIONS
 
 __all__ = ["FAIL", "NA", "NOT_CHECKED", "PASS", "Observation", "Verdict", "judge"]
 PHASE_ID = re.compile(r"^\d+(\.\d+)*$")

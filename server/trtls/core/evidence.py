@@ -18,7 +18,7 @@ import re
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from trtls.core.tensorrt_log_words import NO_IMPLEMENTATION, NO_RUNNERS
-from trtls.core.vocabulary import (  # the words of each field (re-exported: accept and the tests read them here)
+from trtls.core.vocabulary import (  # the words of each field, which the record's checks below hold it to
     CACHE_DECISIONS,
     CANCEL_SOURCES,
     CLEANUP_STATUSES,
