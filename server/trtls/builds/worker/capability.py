@@ -93,16 +93,19 @@ def builder_verdict(supported: bool, lines: list[tuple[str, str]]) -> dict[str, 
     return out
 
 
-def ask_builder(bm: Any, builder: Any, logger: Any, lines: list[tuple[str, str]], request: dict[str, Any]) -> dict:
+def ask_builder(
+    bm: Any, builder: Any, logger: Any, lines: list[tuple[str, str]], request: dict[str, Any]
+) -> tuple[dict[str, Any], dict[str, Any] | None]:
     """The builder's verdict on the parsed network with the engine's profiles and settings: `supported`, `refused`
-    (with TensorRT's logged reason) or `not_checked` (why it could not be asked)."""
+    (with TensorRT's logged reason) or `not_checked` (why it could not be asked); and, for a network it supports, the
+    trial build's answer (`trial_build`), else None."""
     from trtls.builds.worker import adapter
     from trtls.builds.worker import build_config_apply as bca
 
     network = builder.create_network(0)
     errors = adapter.parse_onnx(bm, builder, network, logger, request["onnx"])
     if errors:
-        return {"status": "not_checked", "reason": "the ONNX parser refused the model: " + "; ".join(errors)}
+        return {"status": "not_checked", "reason": "the ONNX parser refused the model: " + "; ".join(errors)}, None
     config = builder.create_builder_config()
     settings = {k: v for k, v in (request.get("settings") or {}).items() if v is not None}
     settings_note: str | None = None
@@ -116,19 +119,19 @@ def ask_builder(bm: Any, builder: Any, logger: Any, lines: list[tuple[str, str]]
     dynamic = [network.get_input(i).name for i in range(network.num_inputs) if -1 in tuple(network.get_input(i).shape)]
     profiles = request.get("profiles") or []
     if dynamic and not profiles:
-        return {"status": "not_checked", "reason": f"no optimization profile for the dynamic inputs {dynamic}"}
+        return {"status": "not_checked", "reason": f"no optimization profile for the dynamic inputs {dynamic}"}, None
     try:
         adapter.add_profiles(bm, builder, config, profiles, network)
     except (ValueError, TypeError) as exc:
-        return {"status": "not_checked", "reason": f"the profiles do not fit the model: {exc}"}
+        return {"status": "not_checked", "reason": f"the profiles do not fit the model: {exc}"}, None
     del lines[:]
     out = builder_verdict(bool(builder.is_network_supported(network, config)), lines)
     if settings_note:
         out["settingsNote"] = settings_note
-    if out["status"] == "supported":
-        budget = float(request.get("trial_budget_s") or min(20.0, 0.4 * float(request.get("timeout_s") or 120)))
-        out["trial"] = trial_build(bm, builder, network, config, lines, budget)
-    return out
+    if out["status"] != "supported":
+        return out, None
+    budget = float(request.get("trial_budget_s") or min(20.0, 0.4 * float(request.get("timeout_s") or 120)))
+    return out, trial_build(bm, builder, network, config, lines, budget)
 
 
 def _trial_monitor(bm: Any, deadline: float) -> Any:
@@ -234,11 +237,11 @@ def answer(request: dict[str, Any]) -> dict[str, Any]:
     except OSError as exc:
         return {"status": "not_checked", "reason": f"{path}: cannot read the model: {exc.strerror or exc}"}
     out: dict[str, Any] = {"module": f"{bm.name} {bm.version}", "parser": ask_parser(bm, builder, logger, model, path)}
+    trial = None
     if out["parser"]["supported"]:
-        out["builder"] = ask_builder(bm, builder, logger, lines, request)
+        out["builder"], trial = ask_builder(bm, builder, logger, lines, request)
     else:
         out["builder"] = {"status": "not_checked", "reason": "the parser refused nodes: the network is incomplete"}
-    trial = out["builder"].pop("trial", None)
     if trial is not None:
         out["trial"] = trial
     refused = not out["parser"]["supported"] or "refused" in (out["builder"]["status"], (trial or {}).get("status"))
