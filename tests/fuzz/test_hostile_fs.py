@@ -298,10 +298,14 @@ def run_language_server(site: Site, argv: list[str]) -> Outcome:
         said.append(reply)
         build_id = (reply.get("result") or {}).get("buildId")
         end = time.monotonic() + 180
+        ended_at = None  # the outcome is listed before its record is written (the output's sha is re-read first):
+        # the build is at its end once its record is written or said unwritable, or 10 s after its outcome
         while build_id and (reply.get("result") or {}).get("status") == "started" and time.monotonic() < end:
             rows = s.request("workspace/executeCommand", {"command": "trtls.listBuilds", "arguments": [{}]}, 60)
             row = next((r for r in (rows.get("result") or {}).get("builds", []) if r["buildId"] == build_id), {})
-            if row.get("evidencePath") or row.get("status") not in ("running", "starting", "stopping", None):
+            if row.get("status") not in ("running", "starting", "stopping", None):
+                ended_at = ended_at or time.monotonic()
+            if row.get("evidencePath") or row.get("evidenceError") or (ended_at and time.monotonic() - ended_at > 10):
                 said.append(row)
                 break
             time.sleep(0.25)
