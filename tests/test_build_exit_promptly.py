@@ -118,3 +118,37 @@ def test_ctrl_c_in_the_fast_path_stops_and_builds_nothing(workspace: Path) -> No
     assert proc.returncode == 130, proc.stderr[-3000:]
     assert proc.stderr.strip() == "trtls build: interrupted by Ctrl-C"
     assert not (workspace / ".trtls" / "runs").exists() and not (workspace / "build" / "demo.engine").exists()
+
+
+THREADS = """
+import _thread, os, sys, threading, time
+from trtls.cli.reduce import exit_promptly
+class Torn:
+    def __del__(self, write=os.write):
+        write(2, b"torn down\\n")
+keep = Torn()
+kind = sys.argv[1]
+if kind == "foreign":  # a library's thread that asked for current_thread once: listed as a _DummyThread ever after
+    _thread.start_new_thread(threading.current_thread, ())
+    time.sleep(0.2)
+    assert any(isinstance(t, threading._DummyThread) for t in threading.enumerate())
+elif kind == "finishing":  # a thread ending its last lines (beside a burner) when the command ends
+    threading.Thread(target=time.sleep, args=(0.1,)).start()
+elif kind == "running":  # one that does not end: the normal exit, which waits for it
+    threading.Thread(target=time.sleep, args=(2.0,)).start()
+exit_promptly(7)
+print("normal exit", flush=True)
+sys.exit(7)
+"""
+
+
+def test_the_prompt_exit_waits_briefly_for_threads_and_does_not_count_a_foreign_thread_that_ended() -> None:
+    """The rule behind both commands' prompt end (`cli.reduce._threads_ended`): a foreign thread that once asked for
+    `threading.current_thread()` stays listed after it ended and kept every later exit normal; a thread finishing
+    within half a second is waited for; one still running keeps the normal exit."""
+    ends = {}
+    for kind in ("foreign", "finishing", "running"):
+        proc = subprocess.run([sys.executable, "-c", THREADS, kind], capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 7, proc.stderr[-2000:]
+        ends[kind] = "normal exit" in proc.stdout, "torn down" in proc.stderr
+    assert ends == {"foreign": (False, False), "finishing": (False, False), "running": (True, True)}

@@ -145,17 +145,35 @@ def exit_promptly(code: int) -> None:
     the probe's tensors (ONNX Runtime also commits its own telemetry store, SQLite, which is left as a crash would
     leave it: consistent): no file of ours, no output, no exit code depends on it, and it was most of the margin of a
     reduction's stop over a build's (docs/performance.md, "Triage: trtls reduce"). So: the two streams, the atexit
-    hooks (logging's flush; they run once), the streams again, then `os._exit`. A Python thread still running or a
-    stream that cannot be flushed (a closed pipe) keeps the normal exit, which knows how to report them."""
+    hooks (logging's flush; they run once), the streams again, then `os._exit`. A Python thread still running half a
+    second on (`_threads_ended`) or a stream that cannot be flushed (a closed pipe) keeps the normal exit, which knows
+    how to report them."""
     import atexit
     import os
-    import threading
 
-    if threading.active_count() > 1 or not _flushed():
+    if not _threads_ended() or not _flushed():
         return
     atexit._run_exitfuncs()  # (and forgets them: a normal exit after this does not run them twice)
     if _flushed():
         os._exit(code)
+
+
+def _threads_ended(bound_s: float = 0.5) -> bool:
+    """Every other Python thread has ended, or ends within `bound_s` (one finishing its last lines beside a CPU
+    burner). A thread the interpreter did not start — a library's own, that once asked for `threading.current_thread()`
+    (logging does) — stays listed as a `_DummyThread` after it ended, and neither exit waits for it: it does not count.
+    `threading.active_count() > 1` counted it, and a process that had one always took the normal exit."""
+    import threading
+    import time
+
+    deadline = time.monotonic() + bound_s
+    for thread in threading.enumerate():
+        if thread is threading.current_thread() or isinstance(thread, threading._DummyThread):
+            continue
+        thread.join(max(0.0, deadline - time.monotonic()))
+        if thread.is_alive():
+            return False
+    return True
 
 
 def _flushed() -> bool:
