@@ -101,13 +101,14 @@ def _note_miss(recipe: Any, engine: str, job_of: Callable[[], dict[str, Any] | N
     `cli.main` adopts the worker (`take_started`)."""
     global known_miss, _started
     known_miss = True
-    from trtls.builds.supervisor.spawn import preload_for, start_now
+    from trtls.builds.supervisor.spawn import drop_ahead, preload_for, start_now, take_ahead
 
     preload = preload_for(recipe, engine)
     if preload is None:
+        drop_ahead()
         return  # an external worker, a cluster: the full path places its own
     try:
-        worker = start_now(preload)
+        worker = take_ahead(preload) or start_now(preload)  # the program's entry may have started it already
     except OSError:
         return  # the full path starts one, and says why it cannot
     _started = (worker, None)  # adopted even if what follows is interrupted

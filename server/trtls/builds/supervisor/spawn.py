@@ -16,16 +16,14 @@ import signal
 import subprocess
 import sys
 import weakref
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from trtls.core.recipe_file import read_recipe_text
-from trtls.core.toml_bounded import bounded_loads
 from trtls.core.vocabulary import BUILDER_MODULES, BUILDER_PREFERENCES
 from trtls.fs.kill import NONCE_ENV, new_nonce, signal_child
 
 if TYPE_CHECKING:
     import asyncio  # at run time in the functions that need it: a known miss starts its worker before asyncio loads
+    from pathlib import Path  # the recipe readers below import what reads it (`start_ahead` runs before them)
 
 BUILTIN_WORKER = [sys.executable, "-m", "trtls.builds.worker"]
 SITE_ENV = "TRTLS_WORKER_SITE"  # "1": start the built-in worker with `site`, as any Python (`_launch`)
@@ -33,6 +31,8 @@ PRELOADABLE = BUILDER_PREFERENCES
 _NONCES: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()  # worker process → its nonce
 _quieted = False  # reap_beside's filter is on the asyncio logger
 _STARTED_NONCES: dict[int, str] = {}  # pid → the nonce of a worker `start_now` started, until it is adopted
+_AHEAD: subprocess.Popen[bytes] | None = None  # the worker `start_ahead` started, until `take_ahead` or `drop_ahead`
+AHEAD_PRELOAD = "auto"  # what a worker started ahead preloads: a recipe's engine that names no builder module
 
 
 def worker_nonce(proc: Any) -> str | None:
@@ -122,6 +122,49 @@ def start_now(preload: str) -> subprocess.Popen[bytes]:
     return proc
 
 
+def start_ahead() -> None:
+    """A certain build from the program's entry (`trtls build --engine NAME --no-store` or `--rebuild`, no other
+    flag): its worker starts now, first of all, before this process imports what reads the recipe and hashes its
+    inputs (~30 ms of small imports here, 2026-12-05: the worker's start — its interpreter, TensorRT's import — is the
+    build's critical path, and it runs beside them). It preloads what a recipe's engine that names no builder module
+    preloads (`AHEAD_PRELOAD`); the fast path takes it (`take_ahead`) once the raw recipe says the engine wants that,
+    and otherwise its input is closed and it ends without building. Nothing is sent to it before the recipe is read."""
+    global _AHEAD
+    drop_ahead()
+    try:
+        _AHEAD = start_now(AHEAD_PRELOAD)
+    except OSError:
+        _AHEAD = None  # the fast path starts its own, and the full path says why it cannot
+
+
+def take_ahead(preload: str) -> subprocess.Popen[bytes] | None:
+    """The worker `start_ahead` started, when `preload` is what it preloads; else None (it is dropped)."""
+    global _AHEAD
+    worker, _AHEAD = _AHEAD, None
+    if worker is not None and preload != AHEAD_PRELOAD:
+        _close_input(worker)
+        return None
+    return worker
+
+
+def drop_ahead() -> None:
+    """A worker started ahead that nobody took (a recipe that could not be read, an external worker, a cluster, the
+    person's Ctrl-C): its input closed, it ends without building (`worker.preload` reads its job from stdin)."""
+    global _AHEAD
+    worker, _AHEAD = _AHEAD, None
+    if worker is not None:
+        _close_input(worker)
+
+
+def _close_input(worker: subprocess.Popen[bytes]) -> None:
+    _STARTED_NONCES.pop(worker.pid, None)
+    if worker.stdin is not None:
+        try:
+            worker.stdin.close()
+        except OSError:
+            pass
+
+
 def reap_beside(proc: Any) -> asyncio.Future[int]:
     """Reap a worker that has reported its end without waiting for it here (builds/supervisor/supervisor.py: the GPU's
     teardown at its exit is not the build's). A loop that closes first — a CLI's, once the build is answered — leaves
@@ -156,6 +199,9 @@ def preload_for(recipe: Path, engine: str | None) -> str | None:
     """The builder module to preload for the first engine a build will start, read from the raw TOML; None when
     an early worker would not be used (unreadable recipe, unknown engine, an external worker). The recipe is
     validated properly afterwards; this only decides whether to start early."""
+    from trtls.core.recipe_file import read_recipe_text
+    from trtls.core.toml_bounded import bounded_loads
+
     try:
         data = bounded_loads(read_recipe_text(recipe))  # 400-deep nesting is TRT120 later, not a crash
     except (OSError, ValueError):
@@ -177,6 +223,9 @@ def store_may_serve(recipe: Path, no_store: bool, rebuild: bool) -> bool:
     to start early must not import what the lookup needs (the recipe models, the store: ~0.3 s)."""
     if no_store or rebuild:
         return False
+    from trtls.core.recipe_file import read_recipe_text
+    from trtls.core.toml_bounded import bounded_loads
+
     try:
         data = bounded_loads(read_recipe_text(recipe))  # deep nesting: TRT120 later, not a crash
     except (OSError, ValueError):
