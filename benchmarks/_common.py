@@ -35,6 +35,23 @@ def every_build_builds() -> None:
     os.environ["TRTLS_STORE"] = "off"
 
 
+def bytecode_as_installed(*packages: str) -> None:
+    """Every process this benchmark starts reads its modules' bytecode, as an installed trtls and Ray have it (pip
+    compiles at install): PYTHONDONTWRITEBYTECODE — set in this repository's shells — is dropped for this process and
+    its children, and trtls's own modules and `packages` (a farm's: `ray`) are compiled once, here, outside any timing.
+    With it set, each process of a farm run — the CLI, Ray's workers and agents, every build worker — compiled trtls's
+    modules from source (~0.2–0.3 s per process here) and the fixed cost measured that. No PYTHONPYCACHEPREFIX (as the
+    single-process benchmarks use): Ray's own processes would then compile all of Ray's modules into it, cold."""
+    import importlib.util
+
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+    folders = [str(ROOT / "server" / "trtls")]
+    for name in packages:
+        spec = importlib.util.find_spec(name)
+        folders += list(spec.submodule_search_locations or []) if spec is not None else []
+    subprocess.run([sys.executable, "-m", "compileall", "-q", "-j", "0", *folders], check=False, capture_output=True)
+
+
 def ensure_models() -> None:
     models = SAMPLE / "models"
     if not (models / "demo.onnx").is_file() or not (models / "large.onnx").is_file():

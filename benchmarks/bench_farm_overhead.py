@@ -17,6 +17,8 @@
    `cancelled`, nothing the command started left running; at the first cell's `phase_start`, or (`--stop-when all`)
    1 s after all N running cells are inside TensorRT's build.
 
+Every process reads trtls's and Ray's bytecode, as installed (`_common.bytecode_as_installed`).
+
 Usage: python benchmarks/bench_farm_overhead.py [--cells 2] [--model large|demo] [--parts bare cold warm stop]
        [--stop-when first|all] [--json out.json]
 """
@@ -35,7 +37,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "server"))
-from _common import SAMPLE, emit, ensure_models, figure, parser, quickstart_profiles
+from _common import SAMPLE, bytecode_as_installed, emit, ensure_models, figure, parser, quickstart_profiles
 from trtls.builds.farm import proc_tree
 
 HERE = Path(__file__).resolve().parent
@@ -366,6 +368,7 @@ def main() -> int:
     )  # fmt: skip
     args = ap.parse_args()
     ensure_models()
+    bytecode_as_installed("ray")
     tmp = Path(tempfile.mkdtemp(prefix="trtls-bench-farm-"))
     # no warm farm but the one this run starts; no engine store (a cell built once would be a hit the next time)
     env = {**os.environ, "TRTLS_FARM_STATE": str(tmp / "farm.json"), "TRTLS_STORE": "off"}

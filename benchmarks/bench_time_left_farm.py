@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import emit, ensure_models, figure, parser
+from _common import bytecode_as_installed, emit, ensure_models, figure, parser
 from bench_farm_overhead import TRTLS, recipe
 from bench_time_left import SHARES, history_of, judge_build, saved_events, span, summary
 from trtls.core.phase_tree import NS
@@ -149,6 +149,7 @@ def bench(args: argparse.Namespace, tmp: Path) -> None:
         if args.keep and any(args.keep.glob("run-*")):  # a kept run of before would be judged as one of these
             raise SystemExit(f"--keep {args.keep} already holds runs: give an empty or new folder")
         ensure_models()
+        bytecode_as_installed("ray")
         # no warm farm: an embedded Ray instance each run; no engine store (each run must build every cell)
         env = {**os.environ, "TRTLS_FARM_STATE": str(tmp / "farm.json"), "TRTLS_STORE": "off"}
         path = recipe(tmp / "ws", args.model, args.cells, args.cells)
