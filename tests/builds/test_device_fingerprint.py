@@ -8,6 +8,9 @@ asked as before)."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -170,3 +173,47 @@ def test_a_projects_first_build_takes_the_device_this_account_last_probed_on_thi
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "no-such-cache" / "deeper"))  # no existing folder to make it in
     prepare(load_recipe(fresh / "trtls.toml"), "demo", no_store=True)
     assert not account_device_path().exists(), "the memo's folder is made only inside an existing cache or home"
+
+
+MATRIX_DRIVER = """
+import json, sys
+from trtls.builds import cuda
+cuda.NVIDIA_PROC, cuda.DEVICE_NODES = sys.argv[1], sys.argv[2]
+asked = []
+cuda.cuda_driver = lambda: asked.append("cuInit") or {"cuda_driver": "13.0", "device_name": "NVIDIA H200",
+                                                       "compute_capability": "9.0"}
+real_warm = cuda.warm_driver
+cuda.warm_driver = lambda *a, **k: asked.append("warm thread") or real_warm(*a, **k)
+from trtls.cli.main import main
+code = main(["build", sys.argv[3], *sys.argv[4:]])
+print(json.dumps({"code": code, "asked": asked}))
+"""
+
+
+def test_a_matrix_takes_its_device_from_the_accounts_probe_and_starts_no_cuinit(
+    driver: Path, workspace: Path, tmp_path: Path
+) -> None:
+    """`--all` and `--matrix` (a farm run's driver) key their cells in this process; where this account's last probe
+    on this host still says the device, that process starts no cuInit thread at all (~0.19 s of CPU and ~60 ms at its
+    exit on an H200 host). A real process with this fake driver's files; its first run probes (and remembers), the
+    second asks nothing."""
+    recipe = workspace / "trtls.toml"
+    recipe.write_text(recipe.read_text().split("[engines.large]")[0])  # `--all`: demo only
+    env = {**os.environ, "XDG_CACHE_HOME": str(driver / "cache"), "TRTLS_STORE": "off"}
+    answers = []
+    for _ in range(2):
+        proc = subprocess.run(
+            [sys.executable, "-c", MATRIX_DRIVER, str(driver / "proc"), str(driver / "dev"), str(workspace), "--all"],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            env=env,
+        )
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        answers.append(json.loads(proc.stdout.strip().splitlines()[-1]))
+    assert answers[0]["code"] == 0 and "cuInit" in answers[0]["asked"], answers[0]
+    assert answers[1] == {"code": 0, "asked": []}, "the account's probe said the device: no cuInit, no thread for it"
+    assert (
+        remembered_device(workspace / ".trtls", None)
+        == json.loads((driver / "cache" / "trtls" / "device.json").read_text())["device"]
+    )

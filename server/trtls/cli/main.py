@@ -61,10 +61,12 @@ async def _build_all(args: argparse.Namespace) -> int:
     from trtls.builds.avoidance.memo import remembered_device
     from trtls.builds.cuda import warm_driver
 
-    # The key's device probe (cuInit: ~0.2 s with a GPU), beside the recipe's load — unless the last build's memo
-    # still says the device (the driver's files unchanged): then the key takes it from there and no cuInit runs here.
+    # The key's device probe (cuInit: ~0.2 s with a GPU), beside the recipe's load — unless the last build's memo, or
+    # this account's last probe on this host, still says the device (the driver's files unchanged): then every key
+    # takes it from there and no cuInit runs here. A matrix (a farm run's included: its cells are keyed here) or every
+    # engine asks the account's probe: a cuInit would also cost the command ~60 ms at its exit on a GPU host.
     recipe_folder = find_recipe(args.recipe).parent
-    known = args.engine is not None and not farm and remembered_device(recipe_folder / ".trtls", args.engine)
+    known = remembered_device(recipe_folder / ".trtls", None if farm else args.engine) is not None
     warming = None if known else warm_driver()
     try:
         loaded = load_or_report(args.recipe)  # the request's one recipe check

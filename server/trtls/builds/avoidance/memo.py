@@ -186,8 +186,9 @@ def _same_device(memo: dict[str, Any]) -> bool:
     return bool(parse_json(json.dumps(cuda_driver(), default=str)) == memo.get("device"))
 
 
-def remembered_device(state_dir: Path, history: str) -> dict[str, Any] | None:
-    """Device 0 as the last build of `history` found it (its store memo, else its --no-store memo), when the driver's
+def remembered_device(state_dir: Path, history: str | None) -> dict[str, Any] | None:
+    """Device 0 as the last build of `history` found it (its store memo, else its --no-store memo; None: no engine's
+    own, as for a matrix whose cells each have theirs — only the account's probe below), when the driver's
     own files still say what they said beside it (builds.cuda.device_fingerprint); None when they do not, or cannot
     tell, or no memo says it: then only the driver can (`cuda_driver()`). It spares a build's supervisor its cuInit —
     ~0.19 s of CPU on an H200 host, and ~60 ms more at the process's exit, when the driver unmaps what cuInit mapped
@@ -198,7 +199,8 @@ def remembered_device(state_dir: Path, history: str) -> dict[str, Any] | None:
     fingerprint = device_fingerprint()
     if fingerprint is None:
         return None
-    for path in (memo_path(state_dir, history), job_memo_path(state_dir, history), account_device_path()):
+    own = () if history is None else (memo_path(state_dir, history), job_memo_path(state_dir, history))
+    for path in (*own, account_device_path()):
         try:
             # owned: the device is keyed as said here, so only this account's own memo may say it (reuse.own_memo)
             memo = parse_json(read_text(path, limit=MAX_MEMO_BYTES, owned=True))
