@@ -73,19 +73,19 @@ def main(argv: list[str] | None = None) -> int:
     args = simple_build(argv)
     if args is None:
         return _full(given, argv)
-    certain = args.no_store or args.rebuild
-    if certain:  # a build for certain: its worker starts first of all (builds/supervisor/spawn.start_ahead)
-        from trtls.builds.supervisor.spawn import start_ahead
+    certain, warming = args.no_store or args.rebuild, None
+    try:  # from here a Ctrl-C is the person's stop (`_interrupted`), with a worker started ahead dropped
+        if certain:  # a build for certain: its worker starts first of all (builds/supervisor/spawn.start_ahead)
+            from trtls.builds.supervisor.spawn import start_ahead
 
-        start_ahead()
-    from trtls.builds.cuda import device_fingerprint, warm_driver
+            start_ahead()
+        from trtls.builds.cuda import device_fingerprint, warm_driver
 
-    # The memo's last check is the device. Where the driver's own files say it (device_fingerprint), that is a few
-    # small reads; elsewhere it is a cuInit (a process's first: ~0.2 s with a GPU, ctypes releases the GIL), probed
-    # from now on, beside the fast path's imports and hashes, and joined before this process ends. A certain build
-    # (--no-store, --rebuild) asks no memo for a hit: its worker started first, and the key's device is cli.main's.
-    warming = warm_driver() if not certain and device_fingerprint() is None else None
-    try:
+        # The memo's last check is the device. Where the driver's own files say it (device_fingerprint), that is a few
+        # small reads; elsewhere it is a cuInit (a process's first: ~0.2 s with a GPU, ctypes releases the GIL), probed
+        # from now on, beside the fast path's imports and hashes, and joined before this process ends. A certain build
+        # (--no-store, --rebuild) asks no memo for a hit: its worker started first, and the key's device is cli.main's.
+        warming = warm_driver() if not certain and device_fingerprint() is None else None
         from trtls.cli.console import exit_code, safe_console
         from trtls.cli.store_lookup import fast_path
 
