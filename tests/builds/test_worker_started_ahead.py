@@ -13,6 +13,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 DRIVER = """
@@ -82,3 +83,37 @@ def test_an_engine_that_wants_another_builder_module_gets_its_own_worker_and_the
     summary = json.loads(next((workspace / ".trtls" / "runs").glob("demo-*/summary.json")).read_text())
     assert summary["outcome"] == "built"
     assert os.path.isfile(workspace / "build" / "demo.engine")
+
+
+CTRL_C_DRIVER = """
+import json, os, subprocess, sys
+from trtls.builds.supervisor import spawn
+started = spawn.start_ahead
+pid = []
+def ahead_then_ctrl_c():
+    started()
+    pid.append(spawn._AHEAD.pid)
+    raise KeyboardInterrupt  # the person's Ctrl-C, just after the worker was started ahead
+spawn.start_ahead = ahead_then_ctrl_c
+from trtls.cli.entry import main
+code = main(["build", sys.argv[1], "--engine", "demo", "--no-store"])
+os.write(1, json.dumps({"code": code, "pid": pid[0]}).encode())
+"""
+
+
+def test_a_ctrl_c_just_after_the_worker_started_ahead_is_the_persons_stop_and_the_worker_ends(
+    workspace: Path,
+) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-c", CTRL_C_DRIVER, str(workspace)], capture_output=True, text=True, timeout=120
+    )
+    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    assert "trtls build: interrupted by Ctrl-C" in proc.stderr
+    got = json.loads(proc.stdout)
+    assert got["code"] == 130
+    # its input closed, it ends once its preload is done (it reads EOF where its job would be), building nothing
+    deadline = time.monotonic() + 60
+    while _running(got["pid"]) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _running(got["pid"]), "the worker started ahead did not end after the command ended"
+    assert not (workspace / ".trtls" / "runs").exists() and not (workspace / "build").exists(), "nothing is built"
