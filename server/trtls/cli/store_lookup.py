@@ -131,8 +131,10 @@ def _drop_started() -> None:
     """A worker a previous command line started and nobody took (a caller of main([...])): its input closed, it
     ends without building."""
     started = take_started()
-    if started is not None and started[0].stdin is not None:
-        started[0].stdin.close()
+    if started is not None:
+        from trtls.builds.supervisor.spawn import drop_unadopted
+
+        drop_unadopted(started[0])
 
 
 def fast_path(args: argparse.Namespace, *, entry: bool = False) -> int | None:

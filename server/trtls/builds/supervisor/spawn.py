@@ -140,23 +140,24 @@ def start_ahead() -> None:
 def take_ahead(preload: str) -> subprocess.Popen[bytes] | None:
     """The worker `start_ahead` started, when `preload` is what it preloads; else None (it is dropped)."""
     global _AHEAD
+    if preload != AHEAD_PRELOAD:
+        drop_ahead()
     worker, _AHEAD = _AHEAD, None
-    if worker is not None and preload != AHEAD_PRELOAD:
-        _close_input(worker)
-        return None
     return worker
 
 
 def drop_ahead() -> None:
     """A worker started ahead that nobody took (a recipe that could not be read, an external worker, a cluster, the
-    person's Ctrl-C): its input closed, it ends without building (`worker.preload` reads its job from stdin)."""
+    person's Ctrl-C): it ends without building (`drop_unadopted`)."""
     global _AHEAD
     worker, _AHEAD = _AHEAD, None
     if worker is not None:
-        _close_input(worker)
+        drop_unadopted(worker)
 
 
-def _close_input(worker: subprocess.Popen[bytes]) -> None:
+def drop_unadopted(worker: subprocess.Popen[bytes]) -> None:
+    """A worker `start_now` started that no supervisor adopted: its input closed, it ends without building (its
+    preload reads EOF where its job would be), and its nonce is forgotten."""
     _STARTED_NONCES.pop(worker.pid, None)
     if worker.stdin is not None:
         try:
