@@ -11,7 +11,9 @@ trtls: `sha256_file` on the one file without and with its read-ahead thread, and
 thread per core), then the digest cache's re-run of the shards. CPU seconds of this process are printed beside each
 wall figure: under load from other processes they say what the wall time cannot.
 
-Target (issue 31): ≥ 2.5 GB/s, or the physical limit of this machine's sha256, stated.
+Target (issue 31): ≥ 2.5 GB/s, or the physical limit of this machine's sha256, stated. One file's sha256 is sequential:
+its limit is one thread's in-memory sha256, measured in the same rounds, and a one-file figure within 5 % of it
+(≥ 0.95 × that ceiling) is at the limit (PASS); a set of files is held to 2.5 GB/s.
 Usage: python benchmarks/bench_hashing.py [--gb 1.0] [--shards 6] [--shard-mb 250] [--rounds 3] [--json F]
 """
 
@@ -34,6 +36,7 @@ from _common import emit, figure, parser
 from trtls.checkpoint.hashing import RACY_NS, DigestCache, hash_files, sha256_file
 
 TARGET = 2.5
+AT_LIMIT = 0.95  # of one thread's in-memory sha256: what one file can reach, sha256 being sequential
 
 
 def write_random(path: Path, size: int) -> None:
@@ -155,18 +158,25 @@ def main() -> int:
         rerun = time.perf_counter() - again_t0
         assert all(d.cached for d in again.values())
         figures = []
+        ceiling = statistics.median(g for g, _ in got["ceiling: in-memory sha256, 1 thread"])
         for name in names:
             wall = statistics.median(g for g, _ in got[name])
             per_cpu = statistics.median(c for _, c in got[name])
-            target = f"≥ {TARGET}" if name.startswith("trtls") and "cold" not in name else None
+            target, met, limit = None, None, ""
+            if name.startswith("trtls") and "cold" not in name:
+                target, met = f"≥ {TARGET}", wall >= TARGET
+                if "one file" in name:  # sequential: held to one thread's ceiling when that is below the target
+                    target = f"≥ {TARGET}, or ≥ {AT_LIMIT:.2f} × one thread's sha256 ({ceiling:.2f})"
+                    met = wall >= TARGET or wall >= AT_LIMIT * ceiling
+                    limit = f"{wall / ceiling:.0%} of one thread's in-memory sha256 ({ceiling:.2f} GB/s); "
             figures.append(
                 figure(
                     name,
                     round(wall, 2),
                     "GB/s",
                     target,
-                    wall >= TARGET if target else None,
-                    f"{per_cpu:.2f} GB per CPU-second; {len(got[name])} rounds, "
+                    met,
+                    f"{limit}{per_cpu:.2f} GB per CPU-second; {len(got[name])} rounds, "
                     f"min {min(g for g, _ in got[name]):.2f}, max {max(g for g, _ in got[name]):.2f} GB/s",
                 )
             )

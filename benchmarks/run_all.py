@@ -87,6 +87,10 @@ BY_NAME = {b.name: b for b in BENCHES}
 
 DATE = re.compile(r"\b\d{4}-\d{2}-\d{2}\b")
 RUN_LINE_START, RUN_LINE_END = "<!-- run_all: last run -->", "<!-- /run_all -->"
+# Between the two: the paragraph of the last run of every benchmark that runs on one machine (`run_all.py` without
+# --only). A run with --only keeps it as it was, words added by hand included, so the page always says when it was
+# last measured whole and what that run left out.
+FULL_RUN = "<!-- run_all: last full run -->"
 DOC_WIDTH = 118  # docs/performance.md's prose lines
 
 
@@ -255,8 +259,18 @@ def paragraph(text: str) -> str:
 
 
 def render_run_line(
-    results: Sequence[dict[str, Any]], skipped: Sequence[str], meta: dict[str, Any], cmdline: str
+    results: Sequence[dict[str, Any]],
+    skipped: Sequence[str],
+    meta: dict[str, Any],
+    cmdline: str,
+    *,
+    full: bool = True,
+    kept_full_run: str | None = None,
 ) -> str:
+    """The page's run paragraph. `full`: this run ran every benchmark that needs nothing more (no --only), and its
+    line is also the last full run's; otherwise `kept_full_run`, the previous page's full-run paragraph, stays as it
+    was (None: the page had none yet)."""
+
     def titles(rs: Sequence[dict[str, Any]]) -> str:
         return ", ".join(f'"{BY_NAME[r["bench"]].title}"' for r in rs) or "none"
 
@@ -266,24 +280,35 @@ def render_run_line(
     if failed:
         line += " Failed, their sections and rows kept as they were: "
         line += ", ".join(f'"{BY_NAME[r["bench"]].title}" (exit {r["returncode"]})' for r in failed) + "."
+    not_run = ""
     if skipped:
-        line += " Not run: "
-        line += "; ".join(f'"{BY_NAME[n].title}" (needs {BY_NAME[n].needs}: `--only {n}`)' for n in skipped) + "."
-    return (
-        "\n".join(
-            [
-                RUN_LINE_START,
-                paragraph(
-                    "Each section names the date and the machine it was measured on; a section or Summary row "
-                    "that a run did not re-measure keeps its own date. `python benchmarks/run_all.py` replaces only "
-                    "the sections (marked `<!-- bench: NAME -->`) and Summary rows of the benchmarks it ran, and "
-                    "keeps everything else as written. " + line
-                ),
-                RUN_LINE_END,
-            ]
-        )
-        + "\n"
+        not_run = " Not run: "
+        not_run += "; ".join(f'"{BY_NAME[n].title}" (needs {BY_NAME[n].needs}: `--only {n}`)' for n in skipped) + "."
+    intro = paragraph(
+        "Each section names the date and the machine it was measured on; a section or Summary row "
+        "that a run did not re-measure keeps its own date. `python benchmarks/run_all.py` replaces only "
+        "the sections (marked `<!-- bench: NAME -->`) and Summary rows of the benchmarks it ran, and "
+        "keeps everything else as written. " + line + ("" if full else not_run)
     )
+    if full:
+        full_run = paragraph(f"**Last full run: {measured_on(meta)}** (`{cmdline}`)." + not_run)
+    elif kept_full_run:
+        full_run = kept_full_run.strip("\n")
+    else:
+        full_run = "No full run on record (`python benchmarks/run_all.py`)."
+    return "\n".join([RUN_LINE_START, intro, "", FULL_RUN, full_run, RUN_LINE_END]) + "\n"
+
+
+def kept_full_run(head: str) -> str | None:
+    """The full-run paragraph of a page's run block as it stands (hand-added words included); for a page written
+    before the block had one, the sentence that begins `**Last full run` in its run paragraph."""
+    if RUN_LINE_START not in head or RUN_LINE_END not in head:
+        return None
+    block = head[head.index(RUN_LINE_START) + len(RUN_LINE_START) : head.index(RUN_LINE_END)]
+    if FULL_RUN in block:
+        return block.split(FULL_RUN, 1)[1].strip("\n") or None
+    at = block.find("**Last full run")
+    return paragraph(" ".join(block[at:].split())) if at >= 0 else None
 
 
 def render_reproduce() -> str:
@@ -385,10 +410,12 @@ def merge(
     *,
     quick: bool = False,
     skipped: Sequence[str] = (),
+    full: bool = False,
 ) -> str:
     """docs/performance.md with the results of this run merged in (see the module's docstring). `results` are the
     benchmarks' JSON with run_one's keys (`bench`, `command`, `seconds`, `loadavg`, `settled_s`, `returncode`, and
-    `error` for one that failed); `meta` has `date`, `machine` and `versions`."""
+    `error` for one that failed); `meta` has `date`, `machine` and `versions`. `full`: every benchmark that needs
+    nothing more ran (no --only)."""
     head, sections = split_sections(doc)
     for r in results:
         if r.get("error"):
@@ -411,7 +438,7 @@ def merge(
             sections.insert(0, "## Summary\n\n")
             at = 0
         sections[at] = merge_summary(sections[at], bench, rows)
-    run_line = render_run_line(results, skipped, meta, cmdline)
+    run_line = render_run_line(results, skipped, meta, cmdline, full=full, kept_full_run=kept_full_run(head))
     if RUN_LINE_START in head and RUN_LINE_END in head:
         start = head.index(RUN_LINE_START)
         end = head.index(RUN_LINE_END) + len(RUN_LINE_END)
@@ -467,7 +494,7 @@ def main() -> None:
         ]
     )
     doc = args.output.read_text() if args.output.is_file() else "# trtls performance\n"
-    args.output.write_text(merge(doc, results, meta, cmdline, quick=args.quick, skipped=skipped))
+    args.output.write_text(merge(doc, results, meta, cmdline, quick=args.quick, skipped=skipped, full=not args.only))
     failed = [r["bench"] for r in results if r.get("error")]
     print(
         f"\nmerged {len(results) - len(failed)} section(s) into {args.output}"

@@ -235,6 +235,49 @@ def test_merge_replaces_the_rerun_section_and_its_rows_and_keeps_the_rest_byte_f
     assert summary_rows(again) == rows
 
 
+def run_block(doc: str) -> str:
+    head, _ = run_all.split_sections(doc)
+    return head[head.index(run_all.RUN_LINE_START) : head.index(run_all.RUN_LINE_END)]
+
+
+def test_a_run_with_only_keeps_the_last_full_runs_paragraph_and_a_full_run_replaces_it() -> None:
+    full = run_all.merge(
+        SYNTHETIC,
+        [result("bench_event_throughput")],
+        META,
+        "python benchmarks/run_all.py",
+        full=True,
+        skipped=["bench_farm"],
+    )
+    block = run_block(full)
+    said = " ".join(block.split(run_all.FULL_RUN)[1].split())
+    assert said.startswith(
+        "**Last full run: 2026-12-03 14:05 UTC on Fake CPU, 16 cores** (`python benchmarks/run_all.py`)"
+    )
+    assert 'Not run: "Build farm (Ray)"' in said, "what the full run left out stays with it"
+    # words added by hand to the full run's paragraph survive a run with --only, byte for byte
+    full = full.replace(run_all.RUN_LINE_END, "Added by hand: the farm on 2026-12-04.\n" + run_all.RUN_LINE_END, 1)
+    kept = run_block(full).split(run_all.FULL_RUN)[1]
+    later = {**META, "date": "2026-12-04 09:00 UTC"}
+    partial = run_all.merge(full, [result("bench_event_throughput")], later, "python benchmarks/run_all.py --only x")
+    assert run_block(partial).split(run_all.FULL_RUN)[1] == kept
+    assert "Last run: 2026-12-04 09:00 UTC" in " ".join(run_block(partial).split(run_all.FULL_RUN)[0].split())
+    again = run_all.merge(partial, [result("bench_event_throughput")], later, "python benchmarks/run_all.py", full=True)
+    assert "Added by hand" not in again, "a full run writes its own paragraph"
+    assert "**Last full run: 2026-12-04 09:00 UTC" in " ".join(run_block(again).split())
+
+
+def test_a_page_from_before_the_full_run_block_keeps_its_last_full_run_sentence() -> None:
+    old = SYNTHETIC.replace(
+        "Some words about the page.\n",
+        f"{run_all.RUN_LINE_START}\nIntro. Last run: then. **Last full run: 2026-11-30** on Old CPU, its\nnotes."
+        f"\n{run_all.RUN_LINE_END}\n",
+    )
+    out = run_all.merge(old, [result("bench_event_throughput")], META, "python benchmarks/run_all.py --only x")
+    assert run_block(out).split(run_all.FULL_RUN)[1].strip() == "**Last full run: 2026-11-30** on Old CPU, its notes."
+    assert "Last run: then" not in out
+
+
 def test_merge_keeps_a_failed_benchmarks_section_and_says_so() -> None:
     failed = result("bench_event_throughput", figures=[], error="Traceback ...", returncode=1)
     out = run_all.merge(SYNTHETIC, [failed], META, "python benchmarks/run_all.py", skipped=["bench_farm"])
