@@ -141,6 +141,8 @@ export interface BuildEnvironment {
   device_name?: string | null;
   /** device 0's compute capability ("8.9"); null: none */
   compute_capability?: string | null;
+  /** the glibc malloc arena limit the worker set before its first thread (1: the builder thread allocates from the main arena, as a build on a script's main thread does); null: left as it was (not glibc, or a malloc policy in the environment) */
+  malloc_arena_max?: number | null;
   /** the worker's language (an external worker's: cpp); absent: python, the trtls worker */
   language?: string | null;
   [key: string]: unknown;

@@ -68,6 +68,12 @@ class BuildEnvironment(_GivenKeys):
     cuda_driver: str | None = Field(None, description="the CUDA driver's version; null: no driver")
     device_name: str | None = Field(None, description="device 0's name; null: no device")
     compute_capability: str | None = Field(None, description='device 0\'s compute capability ("8.9"); null: none')
+    malloc_arena_max: int | None = Field(
+        None,
+        description="the glibc malloc arena limit the worker set before its first thread (1: the builder thread "
+        "allocates from the main arena, as a build on a script's main thread does); null: left as it was (not glibc, "
+        "or a malloc policy in the environment)",
+    )
     language: str | None = Field(
         "python", description="the worker's language (an external worker's: cpp); absent: python, the trtls worker"
     )

@@ -35,6 +35,7 @@ from trtls.builds.worker.adapter_timing_cache import (
 from trtls.builds.worker.adapter_timing_cache import (
     timing_cache_supported as timing_cache_supported,
 )
+from trtls.builds.worker.heap import arena_limit_set
 from trtls.core.vocabulary import BUILDER_MODULES, BUILDER_PREFERENCES
 
 INSTALL_HINT = "pip install tensorrt-rtx-cu13"
@@ -353,6 +354,7 @@ def environment_record(bm: BuilderModule) -> dict[str, Any]:
         "executable": sys.executable,
         "cuda_runtime": cuda_runtime(),
         **cuda_driver(),
+        "malloc_arena_max": arena_limit_set(),  # builds/worker/heap.py: it shapes the build's time, not its engine
     }
 
 
