@@ -98,7 +98,13 @@ def measure(engine: str, pairs: int, store: str, baseline: Path | None = None, t
         timed(cmd, env)
     rows = []
     for i in range(pairs):
-        order = runs[i % len(runs) :] + runs[: i % len(runs)]
+        # rotated so each starts a round in turn; with a baseline, its place and the CLI's swap every other round: in
+        # one rotation of [cli, bare, python, baseline] the CLI always ran right after the baseline (across rounds
+        # too), and a run right after another trtls build paid for what that build left (an A/A run of one code
+        # against itself, `large`, 3 pairs: +1.2 to +4.7 s, all on the same side; benchmarks/results/
+        # builder-heap-2026-12-05.txt)
+        base = runs if i % 2 == 0 or baseline is None else [runs[-1], *runs[1:-1], runs[0]]
+        order = base[i % len(base) :] + base[: i % len(base)]
         got = {name: timed(cmd, env) for name, cmd, env in order}
         rows.append({**got, "first": order[0][0], "load": os.getloadavg()[0]})
         c, b = got["cli"], got["bare"]

@@ -4,10 +4,11 @@ TensorRT builds on the worker's builder thread (builds/worker/build.py), not on 
 new thread an arena of its own: a heap that hands the free memory at its top back to the kernel as soon as it passes
 the trim threshold (`heap_trim`), so the builder's next growth faults the same pages in again. The main arena grows
 with `brk` and adapts its thresholds to the program. Measured on `demo`'s `build_serialized_network` (2 cores, 20
-interleaved runs each, 2026-12-05; docs/performance.md, "The builder's heap"): 422 ms on a script's main thread, 438 ms
-on a second thread, 421 ms on a second thread sharing the main arena; a whole `trtls build --no-store` 570 against 596
-ms. A 64 MiB top pad did as well on `demo` but cost `large` ~2.5 % (it turns off glibc's sliding mmap threshold);
-sharing the arena cost `large` nothing measurable (27.26 against 27.35 s).
+interleaved runs each, 2026-12-05; benchmarks/probe_builder_heap.py, docs/performance.md "The builder's heap"): 399 ms
+on a script's main thread, 422 ms on a second thread, 402 ms on a second thread sharing the main arena; a whole
+`trtls build` of `demo` ~20 ms sooner. A 64 MiB top pad did as well on `demo`, but turns off glibc's sliding mmap
+threshold (43 % more page faults on `large`) and was ~2 % slower on `large` once; sharing the arena was within
+`large`'s own spread both times.
 
 Why sharing is safe here: a TensorRT-RTX build runs on one thread (CPU time = wall time, 2 and 16 cores), and the
 worker's other threads (events, the control line, the log relay) allocate little. The limit is read when a thread
