@@ -15,21 +15,31 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tests.quickstart import quickstart_profile_list
 
 
-def main() -> int:
-    onnx, output = sys.argv[1], sys.argv[2]
+def prepared(onnx: str) -> tuple | None:
+    """(logger, builder, network, parser, config) ready to build `onnx` with the recipe's profiles, or None when the
+    parse fails. All five are returned: the network holds the parser's weights and the builder its logger."""
     logger = trt.Logger(trt.Logger.ERROR)
     builder = trt.Builder(logger)
     network = builder.create_network(0)
     parser = trt.OnnxParser(network, logger)
     if not parser.parse_from_file(onnx):
-        print("parse failed", file=sys.stderr)
-        return 1
+        return None
     config = builder.create_builder_config()
     config.builder_optimization_level = 3
     for p in quickstart_profile_list(Path(onnx).stem):
         profile = builder.create_optimization_profile()
         profile.set_shape(p["input"], p["min"], p["opt"], p["max"])
         config.add_optimization_profile(profile)
+    return logger, builder, network, parser, config
+
+
+def main() -> int:
+    onnx, output = sys.argv[1], sys.argv[2]
+    ready = prepared(onnx)
+    if ready is None:
+        print("parse failed", file=sys.stderr)
+        return 1
+    _, builder, network, _, config = ready
     plan = builder.build_serialized_network(network, config)
     if plan is None:
         return 1

@@ -21,29 +21,19 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import workspace
 
+HERE = Path(__file__).resolve().parent
+
 CHILD = r"""
 import sys
 if sys.argv[3] == "thread-main-arena":
     import ctypes
     ctypes.CDLL(None).mallopt(-8, 1)  # M_ARENA_MAX, before any thread
-import os, threading, time
-from pathlib import Path
-import tensorrt_rtx as trt
+import threading, time
 sys.path.insert(0, sys.argv[4])
-from tests.quickstart import quickstart_profile_list
+from _bare_build import prepared  # the bare script's own preparation: parse, the recipe's profiles, settings
 
 def build(out):
-    logger = trt.Logger(trt.Logger.WARNING)
-    builder = trt.Builder(logger)
-    network = builder.create_network(0)
-    parser = trt.OnnxParser(network, logger)
-    assert parser.parse_from_file(sys.argv[1])
-    config = builder.create_builder_config()
-    config.builder_optimization_level = 3
-    for p in quickstart_profile_list(Path(sys.argv[1]).stem):
-        profile = builder.create_optimization_profile()
-        profile.set_shape(p["input"], p["min"], p["opt"], p["max"])
-        config.add_optimization_profile(profile)
+    _, builder, network, _, config = prepared(sys.argv[1])
     t = time.monotonic_ns()
     plan = builder.build_serialized_network(network, config)
     out.append((time.monotonic_ns() - t) / 1e6)
@@ -72,7 +62,6 @@ def main() -> int:
     ap.add_argument("--model", default="demo", choices=("demo", "large"))
     ap.add_argument("--rounds", type=int, default=20)
     args = ap.parse_args()
-    repo = Path(__file__).resolve().parents[1]
     ws = workspace(Path(tempfile.mkdtemp(prefix="trtls-probe-heap-")))
     onnx = ws / "models" / f"{args.model}.onnx"
     base = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_") and k != "GLIBC_TUNABLES"}
@@ -82,7 +71,7 @@ def main() -> int:
         for name in names[r % len(names) :] + names[: r % len(names)]:
             before = resource.getrusage(resource.RUSAGE_CHILDREN)
             done = subprocess.run(
-                [sys.executable, "-c", CHILD, str(onnx), "-", name, str(repo)],
+                [sys.executable, "-c", CHILD, str(onnx), "-", name, str(HERE)],
                 capture_output=True,
                 text=True,
                 check=True,

@@ -264,7 +264,7 @@ def render_run_line(
     meta: dict[str, Any],
     cmdline: str,
     *,
-    full: bool = True,
+    full: bool = False,
     kept_full_run: str | None = None,
 ) -> str:
     """The page's run paragraph. `full`: this run ran every benchmark that needs nothing more (no --only), and its
