@@ -9,15 +9,19 @@ load on the machine, reported beside it).
 
 Targets (issue 31): demo ≤ 1.10 including the store's publish, large ≤ 1.02.
 `--store off`: `trtls build --no-store` (no key lookup, no publish); `--store fresh`: every CLI run starts with an
-empty store folder (TRTLS_STORE), so it looks up, misses, builds and publishes — what a first build of a changed
-model costs. A warm store answers from the fast path and starts no build at all: bench_store.py measures that.
+empty store folder (TRTLS_STORE), so it looks up, misses, builds and publishes; the fast path's memo still holds
+(nothing the key reads changed), so the miss is known before the recipe loads. `--store edited`: the same, with a
+comment added to the recipe before each run (outside the timing): the memo no longer holds, as after any edit, and
+the key is known only once the recipe is loaded — what a first build after an edit costs. A warm store answers from
+the fast path and starts no build at all: bench_store.py measures that.
 Every Python child runs with its bytecode cached (PYTHONPYCACHEPREFIX in the run's temp folder, written by the
 warm-up round), as an installed trtls has it: with PYTHONDONTWRITEBYTECODE set, as in this repository's shells,
 each run would compile trtls's ~110 imported modules from source (~0.2 s) and the figure would measure that.
 `--baseline DIR`: also run an older trtls (DIR holds its `server/` folder, e.g. from `git archive REV server`)
 in the same interleaved rounds, so "before" and "after" are measured under the same load. `--trtls DIR`: the CLI
 under test from DIR's `server/` too (a snapshot of a tree other people are editing).
-Usage: python benchmarks/bench_cli_fixed_cost.py [--engine demo|large|both] [--store off|fresh|both] [--pairs N]
+Usage: python benchmarks/bench_cli_fixed_cost.py [--engine demo|large|both] [--store off|fresh|edited|both|all]
+       [--pairs N]
        [--baseline DIR] [--trtls DIR] [--json F]
 """
 
@@ -39,7 +43,8 @@ from _common import emit, figure, parser, workspace
 HERE = Path(__file__).resolve().parent
 TARGETS = {"demo": 1.10, "large": 1.02}
 TRTLS = [sys.executable, "-m", "trtls", "build"]
-STORE_MODES = ("off", "fresh")
+STORE_MODES = ("off", "fresh", "edited")
+STORE_CHOICES = {**{m: (m,) for m in STORE_MODES}, "both": ("off", "fresh"), "all": STORE_MODES}
 
 
 def child_env(tmp: Path, server: Path | None, store: Path | None) -> dict[str, str]:
@@ -53,12 +58,16 @@ def child_env(tmp: Path, server: Path | None, store: Path | None) -> dict[str, s
     return env
 
 
-def timed(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, float]:
+def timed(cmd: list[str], env: dict[str, str] | None = None, edit: Path | None = None) -> tuple[float, float]:
     """(wall s, CPU s of the process tree) of one run; a failed run is an error, never a figure. A fresh store is
-    emptied first (outside the timing)."""
+    emptied first, and the recipe `edit` gets a comment line (the memo no longer holds; the key is the same), outside
+    the timing."""
     store = (env or {}).get("TRTLS_STORE", "off")
     if store != "off":
         shutil.rmtree(store, ignore_errors=True)
+    if edit is not None:
+        with open(edit, "a") as fh:
+            fh.write(f"# edited before run {time.time_ns()}\n")
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
@@ -75,27 +84,38 @@ def measure(engine: str, pairs: int, store: str, baseline: Path | None = None, t
     ws = workspace(tmp)
     onnx = ws / "models" / f"{engine}.onnx"
     flags = ["--no-store"] if store == "off" else []
-    runs: list[tuple[str, list[str], dict[str, str] | None]] = [
+    stored = store != "off"
+    edit = store == "edited"
+    runs: list[tuple[str, list[str], dict[str, str] | None, Path | None]] = [
         (
             "cli",
             [*TRTLS, str(ws), "--engine", engine, *flags],
-            child_env(tmp, trtls / "server" if trtls else None, tmp / "store" if store == "fresh" else None),
+            child_env(tmp, trtls / "server" if trtls else None, tmp / "store" if stored else None),
+            ws / "trtls.toml" if edit else None,
         ),
         (
             "bare",
             [sys.executable, str(HERE / "_bare_build.py"), str(onnx), str(ws / "build" / f"{engine}.bare.engine")],
             child_env(tmp, None, None),
+            None,
         ),
     ]
     # the interpreter's own start with this environment's site (its .pth hooks included), measured in the same rounds:
     # a CLI build starts two interpreters one after the other (itself, then its worker), the bare script one
-    runs.append(("python", [sys.executable, "-c", "pass"], child_env(tmp, None, None)))
+    runs.append(("python", [sys.executable, "-c", "pass"], child_env(tmp, None, None), None))
     if baseline is not None:
         old_ws = workspace(ws.parent, "ws-baseline")  # its own evidence and history
-        env = child_env(tmp, baseline / "server", tmp / "store-baseline" if store == "fresh" else None)
-        runs.append(("baseline", [*TRTLS, str(old_ws), "--engine", engine, *flags], env))
-    for _, cmd, env in runs:  # warm-up: page cache, .pyc files, a previous engine and history (a second build)
-        timed(cmd, env)
+        env = child_env(tmp, baseline / "server", tmp / "store-baseline" if stored else None)
+        runs.append(
+            (
+                "baseline",
+                [*TRTLS, str(old_ws), "--engine", engine, *flags],
+                env,
+                old_ws / "trtls.toml" if edit else None,
+            )
+        )
+    for _, cmd, env, recipe in runs:  # warm-up: page cache, .pyc files, a previous engine and history (a second build)
+        timed(cmd, env, recipe)
     rows = []
     for i in range(pairs):
         # rotated so each starts a round in turn; with a baseline, its place and the CLI's swap every other round: in
@@ -105,7 +125,7 @@ def measure(engine: str, pairs: int, store: str, baseline: Path | None = None, t
         # builder-heap-2026-12-05.txt)
         base = runs if i % 2 == 0 or baseline is None else [runs[-1], *runs[1:-1], runs[0]]
         order = base[i % len(base) :] + base[: i % len(base)]
-        got = {name: timed(cmd, env) for name, cmd, env in order}
+        got = {name: timed(cmd, env, recipe) for name, cmd, env, recipe in order}
         rows.append({**got, "first": order[0][0], "load": os.getloadavg()[0]})
         c, b = got["cli"], got["bare"]
         line = (
@@ -180,12 +200,12 @@ def main() -> int:
     ap = parser(__doc__)
     ap.add_argument("--engine", choices=("demo", "large", "both"), default="both")
     ap.add_argument("--pairs", type=int, help="pairs per engine (default: demo 9, large 3; --quick: 2 and 1)")
-    ap.add_argument("--store", choices=(*STORE_MODES, "both"), default="both")
+    ap.add_argument("--store", choices=tuple(STORE_CHOICES), default="all")
     ap.add_argument("--baseline", type=Path, help="a folder holding an older trtls's server/ to measure alongside")
     ap.add_argument("--trtls", type=Path, help="a folder holding the server/ of the trtls under test (default: this)")
     args = ap.parse_args()
     engines = ["demo", "large"] if args.engine == "both" else [args.engine]
-    stores = STORE_MODES if args.store == "both" else (args.store,)
+    stores = STORE_CHOICES[args.store]
     figures = []
     for engine in engines:
         default = {"demo": 9, "large": 3}[engine] if not args.quick else {"demo": 2, "large": 1}[engine]
@@ -198,7 +218,9 @@ def main() -> int:
             "notes": [
                 "the bare script: benchmarks/_bare_build.py (import, parse, the recipe's profiles, build, fsync)",
                 "the CLI run includes the worker process, events, evidence (summary, events, tree), history and "
-                "the terminal output; with a fresh store also the key, the lookup and the publish",
+                "the terminal output; with a fresh store also the key, the lookup and the publish; `edited`: the "
+                "same after an edit to the recipe (the fast path's memo no longer holds, the key is known only once "
+                "the recipe is loaded)",
                 "bytecode cached for every child (PYTHONPYCACHEPREFIX), as an installed trtls has it",
             ],
         },

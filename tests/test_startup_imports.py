@@ -40,7 +40,7 @@ LATE_FOR_INITIALIZE = (
 
 BUILD_DRIVER = """
 import json, sys, threading
-report = {"at_spawn": None, "children": [], "memo_reads": 0, "at_cuda": None, "cuda_thread": None}
+report = {"at_spawn": None, "children": [], "memo_reads": 0, "at_cuda": None, "cuda_thread": None, "group_kills": []}
 def hook(event, args):
     if event == "ctypes.dlopen" and "cuda" in str(args[0]) and report["at_cuda"] is None:
         report["at_cuda"], report["cuda_thread"] = sorted(sys.modules), threading.current_thread().name
@@ -49,6 +49,8 @@ def hook(event, args):
         report["children"].append(argv)
         if report["at_spawn"] is None and "trtls.builds.worker" in argv:
             report["at_spawn"] = sorted(sys.modules)
+    elif event == "os.killpg":
+        report["group_kills"].append(list(args))
     elif event == "open" and str(args[0]).endswith("demo.hit.json") and not (args[2] or 0) & 0o3:  # O_RDONLY
         report["memo_reads"] += 1
 sys.addaudithook(hook)
@@ -148,7 +150,7 @@ def test_a_build_whose_key_the_fast_path_found_missing_from_the_store_starts_its
 ) -> None:
     """The memo holds (nothing the key reads changed) and the store lacks the key: the build is certain, so its worker
     starts at once and imports TensorRT while the recipe loads. With no memo the key is unknown until the recipe is
-    loaded, and a hit must start no worker: the worker then starts after the lookup."""
+    loaded, and a hit (a team's store) is as likely as a miss: the worker then starts after the lookup."""
     store = tmp_path / "store"
     env = {**os.environ, "TRTLS_STORE": str(store)}
     first = build_report(tmp_path, "build", str(workspace), "--engine", "demo", env=env)  # no memo yet
@@ -172,6 +174,35 @@ def test_a_build_whose_key_the_fast_path_found_missing_from_the_store_starts_its
         assert "trtls.builds.avoidance.reuse" not in report["at_cuda"]
     runs = sorted((workspace / ".trtls" / "runs").glob("demo-*/summary.json"))
     assert [json.loads(r.read_text())["outcome"] for r in runs] == ["built", "built"]
+
+
+def test_an_edited_recipe_starts_its_worker_before_the_lookup_and_a_hit_kills_it_unused(
+    workspace: Path, tmp_path: Path
+) -> None:
+    """After an edit the memo is there but no longer holds (the recipe's bytes changed): the key is known only once the
+    recipe loads, and most lookups after an edit miss, so the worker starts before the recipe models. Here the edit is
+    a comment, the key is the same and the store serves it: the worker, sent nothing, is killed at once (its session's
+    group, SIGKILL) rather than waited for while it imports TensorRT, and nothing else was built. The same edit with
+    the store emptied builds with the worker started ahead."""
+    store = tmp_path / "store"
+    env = {**os.environ, "TRTLS_STORE": str(store)}
+    first = build_report(tmp_path, "build", str(workspace), "--engine", "demo", env=env)
+    assert first["code"] == 0 and first["group_kills"] == []
+    recipe = workspace / "trtls.toml"
+    recipe.write_text(recipe.read_text() + "\n# a comment: the same engine key\n")
+    hit = build_report(tmp_path, "build", str(workspace), "--engine", "demo", env=env)
+    assert hit["code"] == 0
+    assert hit["at_spawn"] is not None, "no worker was started ahead of the lookup"
+    loaded = [m for m in LATE_FOR_A_BUILD if m in hit["at_spawn"]]
+    assert loaded == [], f"imported before an edited recipe's worker started: {loaded}"
+    assert [k[1] for k in hit["group_kills"]] == [9], f"the unused worker was not killed: {hit['group_kills']}"
+    recipe.write_text(recipe.read_text() + "# another comment\n")
+    shutil.rmtree(store)
+    miss = build_report(tmp_path, "build", str(workspace), "--engine", "demo", env=env)
+    assert miss["code"] == 0 and miss["group_kills"] == []
+    assert [m for m in LATE_FOR_A_BUILD if m in miss["at_spawn"]] == []
+    runs = sorted((workspace / ".trtls" / "runs").glob("demo-*/summary.json"), key=lambda p: p.stat().st_mtime)
+    assert [json.loads(r.read_text())["outcome"] for r in runs] == ["built", "reused", "built"]
 
 
 def test_the_fast_path_holds_for_the_same_interpreter_by_another_name(workspace: Path, tmp_path: Path) -> None:

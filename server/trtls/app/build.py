@@ -143,7 +143,7 @@ async def request_build(
         await discard(worker)
         return Refused("pin_unavailable", [Finding(exc.code, ERROR, str(exc))], use.all_warnings())
     if reused is not None:
-        await discard(worker)
+        await discard(worker, sent_nothing=ahead is None)
         summary = Summary.written(reused)
         return Reused(summary, evidence_path(loaded.path, str(summary.buildId)), use)
     started = _start(

@@ -11,18 +11,25 @@ from typing import Any
 
 
 def reuse_unchanged(
-    recipe: Path, engine: str, on_miss: Callable[[dict[str, Any] | None], None] | None = None
+    recipe: Path,
+    engine: str,
+    on_miss: Callable[[dict[str, Any] | None], None] | None = None,
+    on_changed: Callable[[], None] | None = None,
 ) -> dict[str, Any] | None:
     """The reuse's evidence record when nothing the engine key reads changed since the last run and the store holds
     the key; None → the full request (which also makes every refusal and warning). `on_miss`: called when the key is
-    known and the store lacks it (builds/avoidance/reuse.fast_hit), with the job the memo kept."""
-    from trtls.builds.avoidance.memo import look
+    known and the store lacks it (builds/avoidance/reuse.fast_hit), with the job the memo kept. `on_changed`: called
+    when the engine's memo is there but no longer holds (something the key reads changed since its last build here):
+    the key is then known only once the recipe is loaded, and most lookups after an edit miss."""
+    from trtls.builds.avoidance.memo import built_here_before, look
     from trtls.core.recipe_file import is_readable_recipe
 
     if not is_readable_recipe(recipe):
         return None  # a FIFO, a device, a huge file: the full path refuses it (TRT104, TRT125) without reading it
     looked = look(recipe, engine)  # the memo alone: a miss is known before the store's modules load
     if looked.memo is None:
+        if on_changed is not None and built_here_before(recipe, engine):
+            on_changed()
         return None
     if looked.missing:
         if on_miss is not None:

@@ -90,7 +90,7 @@ def print_reused(engine: str, reused: dict[str, Any], recipe: Any, as_json: bool
 
 _declined_by_entry = False  # the program's entry tried this command line and declined: the full path's call skips
 known_miss = False  # the fast path saw the engine's key (its memo held) absent from the store: a build follows
-_started: tuple[Any, Any] | None = None  # (the worker the miss started, the job it was sent ahead or None)
+_started: tuple[Any, Any] | None = None  # (the worker the fast path started, the job it was sent ahead or None)
 
 
 def _note_miss(recipe: Any, engine: str, job_of: Callable[[], dict[str, Any] | None]) -> None:
@@ -99,8 +99,23 @@ def _note_miss(recipe: Any, engine: str, job_of: Callable[[], dict[str, Any] | N
     the key reads changed), gets this build's job ahead of the check (builds/supervisor/speculation.py). `job_of` is
     asked after the spawn: where it still hashes the inputs (`--no-store`), that runs while the worker starts.
     `cli.main` adopts the worker (`take_started`)."""
-    global known_miss, _started
+    global known_miss
     known_miss = True
+    _start_worker(recipe, engine, job_of)
+
+
+def _note_changed(recipe: Any, engine: str) -> None:
+    """The engine's memo no longer holds (something the key reads changed since its last build here): the key is known
+    only after the recipe models load, ~0.2 s here (issue 31), and the lookup after an edit mostly misses. Its worker
+    starts now, with no job, and imports TensorRT while the recipe is checked and looked up; the full path still looks
+    up (`known_miss` stays False), and a hit kills the worker unused (app.build.request_build `discard`): a worker
+    that was sent nothing has written nothing. With no memo at all (a fresh clone, a team's store) a hit is as likely
+    and nothing starts before the lookup."""
+    _start_worker(recipe, engine, lambda: None)
+
+
+def _start_worker(recipe: Any, engine: str, job_of: Callable[[], dict[str, Any] | None]) -> None:
+    global _started
     from trtls.builds.supervisor.spawn import drop_ahead, preload_for, start_now, take_ahead
 
     preload = preload_for(recipe, engine)
@@ -170,7 +185,12 @@ def _fast_path(args: argparse.Namespace) -> int | None:
         return None
     from trtls.app.unchanged import reuse_unchanged
 
-    reused = reuse_unchanged(recipe, args.engine, lambda job: _note_miss(recipe, args.engine, lambda: job))
+    reused = reuse_unchanged(
+        recipe,
+        args.engine,
+        lambda job: _note_miss(recipe, args.engine, lambda: job),
+        lambda: _note_changed(recipe, args.engine),
+    )
     if reused is None:
         return None
     if not args.json:

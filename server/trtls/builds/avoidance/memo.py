@@ -81,6 +81,13 @@ def memo_path(state_dir: Path, history: str) -> Path:
     return state_dir / "engines" / f"{history}.hit.json"
 
 
+def built_here_before(recipe: Path, engine: str) -> bool:
+    """Whether `engine` was built or served here before: its memo is there, holding or not. One that no longer holds
+    says that something the key reads changed since (an edit), and a lookup after an edit mostly misses; with no memo
+    at all (a fresh clone, a team's store) a hit is as likely (cli/store_lookup._note_changed)."""
+    return os.path.lexists(memo_path(recipe.parent / ".trtls", engine))
+
+
 def job_memo_path(state_dir: Path, history: str) -> Path:
     """A --no-store build's memo: its job, for the next unchanged --no-store run (no store, no key to serve)."""
     return state_dir / "engines" / f"{history}.job.json"
