@@ -49,7 +49,8 @@ def main() -> int:
         if ws is None:
             cmd = [sys.executable, str(HERE / "_bare_build.py"), str(onnx), str(root / "bare.engine")]
         else:
-            with open(ws / "trtls.toml", "a") as fh:  # outside the timing: the memo no longer holds, the key is the same
+            # outside the timing: the memo no longer holds, the key is the same
+            with open(ws / "trtls.toml", "a") as fh:
                 fh.write(f"# edited before run {time.time_ns()}\n")
             if args.mode == "miss":
                 shutil.rmtree(env["TRTLS_STORE"], ignore_errors=True)

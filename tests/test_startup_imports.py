@@ -85,12 +85,12 @@ sys.exit(code)
 """
 
 
-def build_report(tmp_path: Path, *argv: str, env: dict[str, str] | None = None) -> dict:
+def build_report(tmp_path: Path, *argv: str, env: dict[str, str] | None = None, expect: int = 0) -> dict:
     out = tmp_path / f"report-{len(list(tmp_path.glob('report-*')))}.json"
     proc = subprocess.run(
         [sys.executable, "-c", BUILD_DRIVER, str(out), *argv], capture_output=True, text=True, env=env, timeout=600
     )
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.returncode == expect, proc.stderr[-3000:]
     return json.loads(out.read_text())
 
 
@@ -183,7 +183,7 @@ def test_an_edited_recipe_starts_its_worker_before_the_lookup_and_a_hit_kills_it
     recipe loads, and most lookups after an edit miss, so the worker starts before the recipe models. Here the edit is
     a comment, the key is the same and the store serves it: the worker, sent nothing, is killed at once (its session's
     group, SIGKILL) rather than waited for while it imports TensorRT, and nothing else was built. The same edit with
-    the store emptied builds with the worker started ahead."""
+    the store emptied builds with the worker started ahead; an edit the recipe's check refuses kills it too."""
     store = tmp_path / "store"
     env = {**os.environ, "TRTLS_STORE": str(store)}
     first = build_report(tmp_path, "build", str(workspace), "--engine", "demo", env=env)
@@ -203,6 +203,13 @@ def test_an_edited_recipe_starts_its_worker_before_the_lookup_and_a_hit_kills_it
     assert [m for m in LATE_FOR_A_BUILD if m in miss["at_spawn"]] == []
     runs = sorted((workspace / ".trtls" / "runs").glob("demo-*/summary.json"), key=lambda p: p.stat().st_mtime)
     assert [json.loads(r.read_text())["outcome"] for r in runs] == ["built", "reused", "built"]
+    # an edit that the recipe's check refuses (an optimization level TensorRT has not): the worker started ahead of
+    # the check is killed as the refusal is said, not waited for; exit 2, nothing built
+    recipe.write_text(recipe.read_text().replace("optimization_level = 3", "optimization_level = 99"))
+    refused = build_report(tmp_path, "build", str(workspace), "--engine", "demo", env=env, expect=2)
+    assert refused["code"] == 2 and refused["at_spawn"] is not None
+    assert [k[1] for k in refused["group_kills"]] == [9], refused["group_kills"]
+    assert len(list((workspace / ".trtls" / "runs").glob("demo-*/summary.json"))) == 3
 
 
 def test_the_fast_path_holds_for_the_same_interpreter_by_another_name(workspace: Path, tmp_path: Path) -> None:

@@ -105,10 +105,10 @@ async def request_build(
     if refused is None and runs is not None and not scratch:  # one build of an engine's output at a time
         for b in runs.running_builds():
             if b.engine == engine and runs.uri(b.id) == scope:
-                await discard(worker)
+                await discard(worker, sent_nothing=ahead is None)
                 return AlreadyBuilding(b)
     if refused is not None:
-        await discard(worker)
+        await discard(worker, sent_nothing=ahead is None)
         return refused
     build_id = ahead.build_id if ahead is not None else new_build_id(engine)
     job = worker_job(loaded, engine, build_id, overrides, faults)  # the one job: keyed, then built
@@ -133,14 +133,14 @@ async def request_build(
             job=job,
         )
     except StoreUnusable as exc:
-        await discard(worker)
+        await discard(worker, sent_nothing=ahead is None)
         return Refused("store_error", [store_error(loaded, exc)])
     if say is not None and (lifted := unpinned_line(use)) is not None:
         say(f"{engine}: {lifted}")
     try:
         reused = await avoidance.reuse_or_lock(use, loaded, job["build_id"], say=say, on_wait=on_wait)
     except PinUnavailable as exc:  # nothing is built over a rollback: the user decides (--unpin)
-        await discard(worker)
+        await discard(worker, sent_nothing=ahead is None)
         return Refused("pin_unavailable", [Finding(exc.code, ERROR, str(exc))], use.all_warnings())
     if reused is not None:
         await discard(worker, sent_nothing=ahead is None)
