@@ -14,10 +14,11 @@ lists, the file trtls.showEvidence answers, and whether trtls.buildReport has a 
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, TypeVar, runtime_checkable
 
 from pygls.exceptions import JsonRpcInvalidParams
 
@@ -28,6 +29,8 @@ from trtls.core import wire
 
 if TYPE_CHECKING:
     from trtls.lsp.language_server import TrtlsServer
+
+T = TypeVar("T")
 
 
 @runtime_checkable
@@ -159,6 +162,21 @@ def finished_run(ls: TrtlsServer, run_id: str, what: str) -> tuple[Run, RunKind]
         state = "still running" if run.running else "over, with no evidence written"
         raise JsonRpcInvalidParams(f"{KINDS[kind].noun} '{run_id}' is {state}; its {what} exists once it has finished")
     return run, kind
+
+
+async def once_settled(ls: TrtlsServer, run_id: str, answer: Callable[[TrtlsServer, str], T], limit_s: float = 60) -> T:
+    """`answer(ls, run_id)` once the run has settled. A build's outcome is set (its row says `failed`, `built`) before
+    its engine is verified and its summary written (builds/supervisor/build_end.py): a client that saw the row end and
+    asks for the evidence at once waits for it here — bounded; after `limit_s` the answer is the located "no evidence
+    written" error as before."""
+    run = ls.runs.get(run_id)
+    ended = getattr(run, "ended", None)  # a Build's: resolved once its evidence is written
+    if run is not None and not run.running and run.record is None and ended is not None:
+        try:
+            await asyncio.wait_for(ended(), limit_s)
+        except TimeoutError:
+            pass
+    return answer(ls, run_id)
 
 
 def evidence(ls: TrtlsServer, run_id: str) -> wire.EvidenceReply:

@@ -297,19 +297,19 @@ def list_builds(ls: TrtlsServer, args: EmptyArgs) -> wire.ListBuildsReply:
 
 
 @command("trtls.showEvidence")
-def show_evidence(ls: TrtlsServer, args: BuildIdArgs) -> wire.EvidenceReply:
+async def show_evidence(ls: TrtlsServer, args: BuildIdArgs) -> wire.EvidenceReply:
     """The finished run's evidence record: the file its kind writes (lsp/run_kinds.py) and the record."""
-    from trtls.lsp.run_kinds import evidence
+    from trtls.lsp.run_kinds import evidence, once_settled
 
-    return evidence(ls, args.buildId)
+    return await once_settled(ls, args.buildId, evidence)
 
 
 @command("trtls.buildReport")
-def build_report(ls: TrtlsServer, args: BuildIdArgs) -> wire.BuildReportReply:
+async def build_report(ls: TrtlsServer, args: BuildIdArgs) -> wire.BuildReportReply:
     """The finished build's HTML report (timeline, history, cancel, artifacts), also written as report.html."""
-    from trtls.lsp.run_kinds import report
+    from trtls.lsp.run_kinds import once_settled, report
 
-    return report(ls, args.buildId)
+    return await once_settled(ls, args.buildId, report)
 
 
 @command("trtls.listTargets")
