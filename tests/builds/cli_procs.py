@@ -95,7 +95,7 @@ def share_output(ws: Path, engine: str = "large", output: str = "build/demo.engi
 
 
 def pause_env(folder: Path, point: str) -> dict[str, str]:
-    """The worker's test hook (builds/commit_guard.test_pause): stop at `point` until released or no longer wanted."""
+    """The worker's test hook (fs/hold.test_pause): stop at `point` until released or no longer wanted."""
     folder.mkdir(parents=True, exist_ok=True)
     return {"TRTLS_TEST_PAUSE": f"{point}:{folder}"}
 

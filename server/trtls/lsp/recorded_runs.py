@@ -77,7 +77,7 @@ def _test_pause(recipe: Path) -> None:
 
 def pause_for_test(point: str, said: str) -> None:
     """Test hook (`TRTLS_TEST_PAUSE=<point>:<folder>`, points `recorded_runs`, `model_digest` and `model_inputs`),
-    as the worker's (builds/worker/commit_guard.test_pause): write `<folder>/<point>.thread` (the reading thread's
+    as the worker's (fs/hold.test_pause): write `<folder>/<point>.thread` (the reading thread's
     name) and `<folder>/<point>.reading` (what it reads), then wait until `<folder>/<point>.go` exists, so a test can
     hold a reading while it asks the server something, without sleeps."""
     name, _, folder = os.environ.get("TRTLS_TEST_PAUSE", "").partition(":")

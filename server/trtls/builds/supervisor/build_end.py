@@ -28,6 +28,7 @@ from trtls.core.build_records import BuildEnvironment
 from trtls.core.build_state import Ended, Noted, Recorded, WorkerGone
 from trtls.core.events import Artifact
 from trtls.core.vocabulary import BuildOutcome
+from trtls.fs.hold import test_pause
 
 
 async def finish_build(build: Build, outcome: BuildOutcome, guard: OutputGuard | None) -> None:
@@ -126,7 +127,7 @@ def write_evidence(build: Build, summary: dict[str, Any]) -> str | None:
     at the write (a `.trtls` or `.trtls/runs` swapped for a symlink is refused, never followed). A record that cannot
     be written (full disk, read-only folder, a swapped folder) is said in the summary as TRT413 (`evidenceError`);
     the build's outcome, and an engine it placed, stand: the TRT413 sentence is returned, for the notes."""
-    _held_for_test(build.id)
+    test_pause("evidence", build.id)  # tests: a build that is over, its evidence not yet written
     records = {
         "summary.json": json.dumps(summary, indent=2, default=str),
         "tree.json": json.dumps(summary["phaseTree"], indent=1),
@@ -152,20 +153,6 @@ def write_evidence(build: Build, summary: dict[str, Any]) -> str | None:
         summary["evidenceError"] = evidence_error(exc, path)
         return str(summary["evidenceError"])
     return None
-
-
-def _held_for_test(build_id: str) -> None:
-    """Test hook (`TRTLS_TEST_PAUSE=evidence:<folder>`): the build is over (its outcome set, `running` False) and its
-    evidence not yet written — write `<folder>/<build id>.evidence`, then wait (on the evidence's thread, never the
-    loop) until `<folder>/<build id>.go` exists, so a test can ask a face for that build's evidence in this moment
-    without sleeps."""
-    name, _, folder = os.environ.get("TRTLS_TEST_PAUSE", "").partition(":")
-    if name != "evidence" or not folder:
-        return
-    fs.atomic_write_text(Path(folder, f"{build_id}.evidence"), build_id, kind=fs.Kind.scratch, within=folder)
-    go, deadline = Path(folder, f"{build_id}.go"), time.monotonic() + 600
-    while not go.exists() and time.monotonic() < deadline:
-        time.sleep(0.01)
 
 
 async def probe_environment(build: Build) -> BuildEnvironment:

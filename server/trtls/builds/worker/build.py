@@ -16,11 +16,12 @@ from trtls.builds import timing_cache as tc
 from trtls.builds.artifacts import engine_temp_path, remove_or_quarantine, write_engine
 from trtls.builds.build_facts import build_config_hash, network_types, peak_rss_bytes
 from trtls.builds.worker import cache_step, capability, engine_validity
-from trtls.builds.worker.commit_guard import CommitGate, SupervisorGone, SupervisorWatch, test_pause
+from trtls.builds.worker.commit_guard import CommitGate, SupervisorGone, SupervisorWatch
 from trtls.builds.worker.emitter import Emitter, EventWriter
 from trtls.builds.worker.monitor import make_monitor_class
 from trtls.core.build_target import build_target
 from trtls.core.cancel import CancelToken
+from trtls.fs.hold import test_pause
 
 
 class Worker:
