@@ -38,7 +38,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import emit, figure, parser, workspace
+from _common import edit_recipe, emit, figure, parser, workspace
 
 HERE = Path(__file__).resolve().parent
 TARGETS = {"demo": 1.10, "large": 1.02}
@@ -66,8 +66,7 @@ def timed(cmd: list[str], env: dict[str, str] | None = None, edit: Path | None =
     if store != "off":
         shutil.rmtree(store, ignore_errors=True)
     if edit is not None:
-        with open(edit, "a") as fh:
-            fh.write(f"# edited before run {time.time_ns()}\n")
+        edit_recipe(edit)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)

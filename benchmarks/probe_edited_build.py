@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import workspace
+from _common import edit_recipe, workspace
 
 HERE = Path(__file__).resolve().parent
 SAID = {"hit": "up to date", "miss": "built in"}
@@ -49,9 +49,7 @@ def main() -> int:
         if ws is None:
             cmd = [sys.executable, str(HERE / "_bare_build.py"), str(onnx), str(root / "bare.engine")]
         else:
-            # outside the timing: the memo no longer holds, the key is the same
-            with open(ws / "trtls.toml", "a") as fh:
-                fh.write(f"# edited before run {time.time_ns()}\n")
+            edit_recipe(ws / "trtls.toml")  # outside the timing
             if args.mode == "miss":
                 shutil.rmtree(env["TRTLS_STORE"], ignore_errors=True)
             cmd = [sys.executable, "-m", "trtls", "build", str(ws), "--engine", "demo"]
