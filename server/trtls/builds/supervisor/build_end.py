@@ -178,7 +178,7 @@ async def _probe(build: Build) -> dict[str, Any]:
         return {}
     try:
         out, _ = await asyncio.wait_for(proc.communicate(), 60)
-        record = json.loads(out.decode().strip().splitlines()[-1])
+        record = fs.parse_json(out.decode().strip().splitlines()[-1])
     except TimeoutError:
         fs.signal_child(proc, signal.SIGKILL)
         await proc.wait()
