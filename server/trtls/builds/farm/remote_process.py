@@ -101,6 +101,7 @@ class RemoteProcess:
         self._slot = HostSlot(self.placement, job["build_id"]) if shares_host(self.placement) else None
         self._phase_seen = False
         self._host_dead = False
+        self._signalled = False  # the supervisor sent the remote worker a signal (escalation)
 
     @classmethod
     async def start(cls, job: dict[str, Any], remote: RemoteSpec, command: list[str] | None = None) -> RemoteProcess:
@@ -133,6 +134,7 @@ class RemoteProcess:
             self._end_without_worker(-sig, "stopped before it reached a node")
             return
         self._actor.signal_group.remote(int(sig))
+        self._signalled = True
         if sig == signal.SIGKILL:
             asyncio.get_running_loop().call_later(KILL_ACTOR_AFTER_S, self._kill_actor)
 
@@ -264,6 +266,7 @@ class RemoteProcess:
         if self._cancel_line is not None:  # cancelled while the node was being chosen
             self._actor.control.remote(self._cancel_line)
         held: list[bytes] = []  # the node's engine `artifact` line waits for the engine to arrive here
+        exited: dict[str, Any] | None = None
         async for item in read_on_thread(gen, cluster.get_object):
             if "timing" in item:
                 self._timing(item["timing"])
@@ -271,7 +274,13 @@ class RemoteProcess:
                 await self._reused(item["hit"], item["lines"])
                 continue
             if "exit" in item:
-                self._end(item["exit"], item.get("stderr", []))
+                exited = item
+                if item["exit"] >= 0 or self._signalled:
+                    self._end(item["exit"], item.get("stderr", []))
+                # else a signal nobody here sent: when the node itself is going, its Ray worker kills the build's
+                # group on the way down and relays that exit before its own death is known. The cleanup below
+                # reaches the actor or fails; failing, the cell ends as a lost node (`_on_failure`), not
+                # "signal SIGKILL".
                 break
             for text in item["lines"]:
                 raw = (text + "\n").encode()
@@ -320,6 +329,8 @@ class RemoteProcess:
                 )
             else:
                 self._kill_actor()  # the slot is free for the next cell
+        if exited is not None:  # the actor answered: the signal was the worker's own (the OOM killer, a user)
+            self._end(exited["exit"], exited.get("stderr", []))
 
     async def _reused(self, hit: dict[str, Any], lines: list[str]) -> None:
         """The node's lines, then its engine brought to the output (builds/farm/node_reuse.py); `reused` set once it
