@@ -11,6 +11,7 @@ import argparse
 import json
 import math
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -68,11 +69,26 @@ def workspace(parent: Path | None = None, name: str = "ws") -> Path:
     return ws
 
 
-def edit_recipe(recipe: Path) -> None:
-    """A comment added to the recipe, as a person's edit is: the fast path's memo no longer holds (the recipe's bytes
-    changed) and the engine key is the same."""
-    with open(recipe, "a") as fh:
-        fh.write(f"# edited before run {time.time_ns()}\n")
+def edit_recipe(recipe: Path, engine: str | None = None) -> None:
+    """A person's edit to the recipe before a build. `engine` None: a comment added — the fast path's memo no longer
+    holds by the recipe's bytes, while every engine's view of the recipe, so its job and key, is the same
+    (builds/avoidance/recipe_view.py). `engine`: that engine's own `cancel_grace_s` changed (10 ↔ 11) — its view
+    changed, so the key is known only once the recipe loads, though the job (and the key) is the same: the
+    supervisor's grace is not in it."""
+    if engine is None:
+        with open(recipe, "a") as fh:
+            fh.write(f"# edited before run {time.time_ns()}\n")
+        return
+    text = recipe.read_text()
+    header = f"[engines.{engine}]\n"
+    start = text.index(header) + len(header)
+    end = text.find("\n[", start)
+    end = len(text) if end < 0 else end
+    grace = re.search(r"^cancel_grace_s = (\d+)$", text[start:end], re.M)
+    if grace is None:
+        raise ValueError(f"{recipe}: [engines.{engine}] has no `cancel_grace_s = N` line to edit")
+    value = "11" if grace.group(1) == "10" else "10"
+    recipe.write_text(text[: start + grace.start(1)] + value + text[start + grace.end(1) :])
 
 
 def percentile(values: Iterable[float], p: float) -> float | None:

@@ -11,16 +11,19 @@ Targets (issue 31): demo ≤ 1.10 including the store's publish, large ≤ 1.02.
 `--store off`: `trtls build --no-store` (no key lookup, no publish); `--store fresh`: every CLI run starts with an
 empty store folder (TRTLS_STORE), so it looks up, misses, builds and publishes; the fast path's memo still holds
 (nothing the key reads changed), so the miss is known before the recipe loads. `--store edited`: the same, with a
-comment added to the recipe before each run (outside the timing): the memo no longer holds, as after any edit, and
-the key is known only once the recipe is loaded — what a first build after an edit costs. A warm store answers from
-the fast path and starts no build at all: bench_store.py measures that.
+comment added to the recipe before each run (outside the timing): the memo no longer holds by the recipe's bytes,
+while the engine's view of the recipe is the same, so the miss is still known before the recipe loads and the last
+job goes ahead (builds/avoidance/recipe_view.py). `--store retuned`: the engine's own table edited before each run
+(its `cancel_grace_s`, 10 ↔ 11: the same job and key): the key is known only once the recipe is loaded — what a
+first build after an edit to the engine costs. A warm store answers from the fast path and starts no build at all:
+bench_store.py measures that.
 Every Python child runs with its bytecode cached (PYTHONPYCACHEPREFIX in the run's temp folder, written by the
 warm-up round), as an installed trtls has it: with PYTHONDONTWRITEBYTECODE set, as in this repository's shells,
 each run would compile trtls's ~110 imported modules from source (~0.2 s) and the figure would measure that.
 `--baseline DIR`: also run an older trtls (DIR holds its `server/` folder, e.g. from `git archive REV server`)
 in the same interleaved rounds, so "before" and "after" are measured under the same load. `--trtls DIR`: the CLI
 under test from DIR's `server/` too (a snapshot of a tree other people are editing).
-Usage: python benchmarks/bench_cli_fixed_cost.py [--engine demo|large|both] [--store off|fresh|edited|both|all]
+Usage: python benchmarks/bench_cli_fixed_cost.py [--engine demo|large|both] [--store off|fresh|edited|retuned|both|all]
        [--pairs N]
        [--baseline DIR] [--trtls DIR] [--json F]
 """
@@ -43,7 +46,7 @@ from _common import edit_recipe, emit, figure, parser, workspace
 HERE = Path(__file__).resolve().parent
 TARGETS = {"demo": 1.10, "large": 1.02}
 TRTLS = [sys.executable, "-m", "trtls", "build"]
-STORE_MODES = ("off", "fresh", "edited")
+STORE_MODES = ("off", "fresh", "edited", "retuned")
 STORE_CHOICES = {**{m: (m,) for m in STORE_MODES}, "both": ("off", "fresh"), "all": STORE_MODES}
 
 
@@ -58,15 +61,17 @@ def child_env(tmp: Path, server: Path | None, store: Path | None) -> dict[str, s
     return env
 
 
-def timed(cmd: list[str], env: dict[str, str] | None = None, edit: Path | None = None) -> tuple[float, float]:
+def timed(
+    cmd: list[str], env: dict[str, str] | None = None, edit: tuple[Path, str | None] | None = None
+) -> tuple[float, float]:
     """(wall s, CPU s of the process tree) of one run; a failed run is an error, never a figure. A fresh store is
-    emptied first, and the recipe `edit` gets a comment line (the memo no longer holds; the key is the same), outside
-    the timing."""
+    emptied first, and `edit` (the recipe, the engine whose table is edited or None: a comment) is made as
+    `_common.edit_recipe` says, outside the timing."""
     store = (env or {}).get("TRTLS_STORE", "off")
     if store != "off":
         shutil.rmtree(store, ignore_errors=True)
     if edit is not None:
-        edit_recipe(edit)
+        edit_recipe(*edit)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
@@ -84,13 +89,14 @@ def measure(engine: str, pairs: int, store: str, baseline: Path | None = None, t
     onnx = ws / "models" / f"{engine}.onnx"
     flags = ["--no-store"] if store == "off" else []
     stored = store != "off"
-    edit = store == "edited"
-    runs: list[tuple[str, list[str], dict[str, str] | None, Path | None]] = [
+    edit = store in ("edited", "retuned")
+    edited = engine if store == "retuned" else None
+    runs: list[tuple[str, list[str], dict[str, str] | None, tuple[Path, str | None] | None]] = [
         (
             "cli",
             [*TRTLS, str(ws), "--engine", engine, *flags],
             child_env(tmp, trtls / "server" if trtls else None, tmp / "store" if stored else None),
-            ws / "trtls.toml" if edit else None,
+            (ws / "trtls.toml", edited) if edit else None,
         ),
         (
             "bare",
@@ -110,7 +116,7 @@ def measure(engine: str, pairs: int, store: str, baseline: Path | None = None, t
                 "baseline",
                 [*TRTLS, str(old_ws), "--engine", engine, *flags],
                 env,
-                old_ws / "trtls.toml" if edit else None,
+                (old_ws / "trtls.toml", edited) if edit else None,
             )
         )
     for _, cmd, env, recipe in runs:  # warm-up: page cache, .pyc files, a previous engine and history (a second build)
@@ -218,8 +224,9 @@ def main() -> int:
                 "the bare script: benchmarks/_bare_build.py (import, parse, the recipe's profiles, build, fsync)",
                 "the CLI run includes the worker process, events, evidence (summary, events, tree), history and "
                 "the terminal output; with a fresh store also the key, the lookup and the publish; `edited`: the "
-                "same after an edit to the recipe (the fast path's memo no longer holds, the key is known only once "
-                "the recipe is loaded)",
+                "same after a comment added to the recipe (the engine's view of it unchanged: the miss known and the "
+                "last job sent before the recipe loads); `retuned`: after an edit to the engine's own table (the key "
+                "known only once the recipe is loaded)",
                 "bytecode cached for every child (PYTHONPYCACHEPREFIX), as an installed trtls has it",
             ],
         },

@@ -1,11 +1,13 @@
 """A build right after an edit to the recipe, this trtls against an older one in the same interleaved rounds, with the
 bare TensorRT-RTX script beside them: `--mode miss` (an empty store: the edit's build) and `--mode hit` (the store
-holds the key: the edit was a comment). After an edit the fast path's memo no longer holds, so the engine key is known
-only once the recipe is loaded; since 8aea05c the worker starts before that and a hit kills it unused. This probe says
-what that gives a miss and costs a hit. Not a `run_all` benchmark: `bench_cli_fixed_cost --store edited` carries the
-miss's figure; this one adds the hit's.
+holds the key). `--edit engine` (the default) edits the engine's own table (its cancel grace: the same key): the fast
+path's memo no longer holds, so the engine key is known only once the recipe is loaded; since 8aea05c the worker
+starts before that and a hit kills it unused. `--edit comment` adds a comment: the engine's view of the recipe is the
+same (builds/avoidance/recipe_view.py), so a miss is known before the recipe loads and the last job goes ahead, and a
+hit starts no worker. This probe says what each gives a miss and costs a hit. Not a `run_all` benchmark:
+`bench_cli_fixed_cost --store retuned|edited` carries the misses' figures; this one adds the hits'.
 
-Usage: python benchmarks/probe_edited_build.py --baseline DIR [--mode hit|miss] [--rounds N]
+Usage: python benchmarks/probe_edited_build.py --baseline DIR [--mode hit|miss] [--edit engine|comment] [--rounds N]
 (DIR holds the older trtls's `server/`, e.g. from `git archive REV server`.)
 """
 
@@ -32,6 +34,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--baseline", type=Path, required=True)
     ap.add_argument("--mode", choices=tuple(SAID), default="hit")
+    ap.add_argument("--edit", choices=("engine", "comment"), default="engine")
     ap.add_argument("--rounds", type=int, default=10)
     args = ap.parse_args()
     root = Path(tempfile.mkdtemp(prefix="trtls-probe-edited-"))
@@ -49,7 +52,7 @@ def main() -> int:
         if ws is None:
             cmd = [sys.executable, str(HERE / "_bare_build.py"), str(onnx), str(root / "bare.engine")]
         else:
-            edit_recipe(ws / "trtls.toml")  # outside the timing
+            edit_recipe(ws / "trtls.toml", "demo" if args.edit == "engine" else None)  # outside the timing
             if args.mode == "miss":
                 shutil.rmtree(env["TRTLS_STORE"], ignore_errors=True)
             cmd = [sys.executable, "-m", "trtls", "build", str(ws), "--engine", "demo"]
@@ -75,7 +78,7 @@ def main() -> int:
                 + ", ".join(f"{n} {walls[n] * 1000:.0f} ms" for n in names),
                 flush=True,
             )
-    print(f"== an edited recipe, store {args.mode}: {args.rounds} interleaved rounds ==")
+    print(f"== an edited recipe ({args.edit}), store {args.mode}: {args.rounds} interleaved rounds ==")
     for n in names:
         ratios = [w / b for w, b in zip(got[n], got["bare"], strict=True)]
         print(f"  {n}: median {statistics.median(got[n]) * 1000:.0f} ms, /bare {statistics.median(ratios):.3f} ×")

@@ -179,36 +179,76 @@ def test_a_build_whose_key_the_fast_path_found_missing_from_the_store_starts_its
 def test_an_edited_recipe_starts_its_worker_before_the_lookup_and_a_hit_kills_it_unused(
     workspace: Path, tmp_path: Path
 ) -> None:
-    """After an edit the memo is there but no longer holds (the recipe's bytes changed): the key is known only once the
-    recipe loads, and most lookups after an edit miss, so the worker starts before the recipe models. Here the edit is
-    a comment, the key is the same and the store serves it: the worker, sent nothing, is killed at once (its session's
-    group, SIGKILL) rather than waited for while it imports TensorRT, and nothing else was built. The same edit with
-    the store emptied builds with the worker started ahead; an edit the recipe's check refuses kills it too."""
+    """After an edit to the engine's own table the memo is there but no longer holds: the key is known only once the
+    recipe loads, and most lookups after an edit miss, so the worker starts before the recipe models. Here the edit
+    is the engine's cancel grace (the supervisor's, not in the job: the same engine key) and the store serves it: the
+    worker, sent nothing, is killed at once (its session's group, SIGKILL) rather than waited for while it imports
+    TensorRT, and nothing else was built. Another such edit with the store emptied builds with the worker started
+    ahead (sent no job: the engine's view changed); an edit the recipe's check refuses kills it too."""
     store = tmp_path / "store"
     env = {**os.environ, "TRTLS_STORE": str(store)}
     first = build_report(tmp_path, "build", str(workspace), "--engine", "demo", env=env)
     assert first["code"] == 0 and first["group_kills"] == []
     recipe = workspace / "trtls.toml"
-    recipe.write_text(recipe.read_text() + "\n# a comment: the same engine key\n")
+    demo_grace = "cancel_grace_s = {}\n\n[engines.demo.builder]"
+    recipe.write_text(recipe.read_text().replace(demo_grace.format(10), demo_grace.format(11)))
     hit = build_report(tmp_path, "build", str(workspace), "--engine", "demo", env=env)
     assert hit["code"] == 0
     assert hit["at_spawn"] is not None, "no worker was started ahead of the lookup"
     loaded = [m for m in LATE_FOR_A_BUILD if m in hit["at_spawn"]]
     assert loaded == [], f"imported before an edited recipe's worker started: {loaded}"
     assert [k[1] for k in hit["group_kills"]] == [9], f"the unused worker was not killed: {hit['group_kills']}"
-    recipe.write_text(recipe.read_text() + "# another comment\n")
+    recipe.write_text(recipe.read_text().replace(demo_grace.format(11), demo_grace.format(12)))
     shutil.rmtree(store)
     miss = build_report(tmp_path, "build", str(workspace), "--engine", "demo", env=env)
     assert miss["code"] == 0 and miss["group_kills"] == []
     assert [m for m in LATE_FOR_A_BUILD if m in miss["at_spawn"]] == []
     runs = sorted((workspace / ".trtls" / "runs").glob("demo-*/summary.json"), key=lambda p: p.stat().st_mtime)
-    assert [json.loads(r.read_text())["outcome"] for r in runs] == ["built", "reused", "built"]
+    summaries = [json.loads(r.read_text()) for r in runs]
+    assert [s["outcome"] for s in summaries] == ["built", "reused", "built"]
+    assert NOTE not in summaries[-1]["notes"]  # the engine's own table changed: no job went ahead
     # an edit that the recipe's check refuses (an optimization level TensorRT has not): the worker started ahead of
     # the check is killed as the refusal is said, not waited for; exit 2, nothing built
     recipe.write_text(recipe.read_text().replace("optimization_level = 3", "optimization_level = 99"))
     refused = build_report(tmp_path, "build", str(workspace), "--engine", "demo", env=env, expect=2)
     assert refused["code"] == 2 and refused["at_spawn"] is not None
     assert [k[1] for k in refused["group_kills"]] == [9], refused["group_kills"]
+    assert len(list((workspace / ".trtls" / "runs").glob("demo-*/summary.json"))) == 3
+
+
+def test_an_edit_outside_the_engines_view_is_a_known_miss_or_a_hit_that_starts_no_worker(
+    workspace: Path, tmp_path: Path
+) -> None:
+    """A comment and another engine's table edited (builds/avoidance/recipe_view.py): the engine's job, so its key,
+    is the memo's. With the key in the store no worker starts at all (the full path checks the edit, then serves
+    it); with the store emptied the miss is known before the recipe models load, and the memo's job goes ahead with
+    the worker, committed after the check found the same job. An edit the check refuses after such a job went ahead
+    kills its worker: nothing is built and nothing written."""
+    store = tmp_path / "store"
+    env = {**os.environ, "TRTLS_STORE": str(store)}
+    assert build_report(tmp_path, "build", str(workspace), "--engine", "demo", env=env)["code"] == 0
+    recipe = workspace / "trtls.toml"
+    large_grace = "cancel_grace_s = {}\nkeep_evidence = false"
+    recipe.write_text("# a comment\n" + recipe.read_text().replace(large_grace.format(10), large_grace.format(20)))
+    hit = build_report(tmp_path, "build", str(workspace), "--engine", "demo", env=env)
+    assert hit["code"] == 0 and hit["at_spawn"] is None and hit["group_kills"] == []
+    recipe.write_text(recipe.read_text() + "\n# another comment\n")
+    shutil.rmtree(store)
+    miss = build_report(tmp_path, "build", str(workspace), "--engine", "demo", env=env)
+    assert miss["code"] == 0 and miss["group_kills"] == []
+    assert [m for m in LATE_FOR_A_BUILD if m in miss["at_spawn"]] == []
+    runs = sorted((workspace / ".trtls" / "runs").glob("demo-*/summary.json"), key=lambda p: p.stat().st_mtime)
+    summaries = [json.loads(r.read_text()) for r in runs]
+    assert [s["outcome"] for s in summaries] == ["built", "reused", "built"]
+    assert NOTE in summaries[-1]["notes"] and summaries[-1]["engineArtifact"]["sha256"]
+    # another engine's table made invalid: the whole recipe is refused; the job sent ahead is never committed
+    engine = workspace / "build" / "demo.engine"
+    before = engine.read_bytes()
+    recipe.write_text(recipe.read_text().replace(large_grace.format(20), large_grace.format('"soon"')))
+    shutil.rmtree(store)
+    refused = build_report(tmp_path, "build", str(workspace), "--engine", "demo", env=env, expect=2)
+    assert refused["at_spawn"] is not None and [k[1] for k in refused["group_kills"]] == [9]
+    assert engine.read_bytes() == before and not list(engine.parent.glob("*.trtls-tmp-*"))
     assert len(list((workspace / ".trtls" / "runs").glob("demo-*/summary.json"))) == 3
 
 

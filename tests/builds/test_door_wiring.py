@@ -128,7 +128,7 @@ def test_fast_path_needs_the_builder_found_now(
     memo = json.loads(reuse.memo_path(seed_ws / ".trtls", "demo").read_text())
     recipe = seed_ws / "trtls.toml"
     module = seeded[1]["builderModule"]  # the builder the seed was built with
-    assert reuse._memo_holds(memo, recipe), "the memo holds while nothing changed"
+    assert reuse._memo_holds(memo, recipe, "demo"), "the memo holds while nothing changed"
     site = tmp_path / "other-site"
     (site / module).mkdir(parents=True)
     (site / module / "__init__.py").write_text("__version__ = '99.0'\n")
@@ -137,4 +137,4 @@ def test_fast_path_needs_the_builder_found_now(
     for name in [m for m in sys.modules if m == module or m.startswith(f"{module}.")]:
         monkeypatch.delitem(sys.modules, name)
     assert reuse._builder_site(module) == str(site)
-    assert not reuse._memo_holds(memo, recipe), "another builder on the path is not up to date"
+    assert not reuse._memo_holds(memo, recipe, "demo", edited=True), "another builder on the path is not up to date"

@@ -57,7 +57,8 @@ def test_an_unchanged_build_sends_its_job_ahead_and_commits_after_the_check(work
 
 def test_an_unchanged_no_store_build_sends_its_job_ahead_from_its_own_memo(workspace: Path, tmp_path: Path) -> None:
     """`--no-store` is certain to build: its last build's job (kept in `<engine>.job.json`, never in the store's
-    memo) goes ahead of the check when nothing the key reads changed; an edited recipe sends nothing ahead."""
+    memo) goes ahead of the check when nothing the key reads changed, or the recipe changed only outside the engine's
+    view (a comment); an edit to the engine's own table sends nothing ahead."""
     store = tmp_path / "store"
     with_store(workspace, store)
     engines = workspace / ".trtls" / "engines"
@@ -75,10 +76,15 @@ def test_an_unchanged_no_store_build_sends_its_job_ahead_from_its_own_memo(works
     assert not store.exists() or not list(store.glob("entries/*"))  # --no-store: nothing published
 
     recipe = workspace / "trtls.toml"
-    recipe.write_text(recipe.read_text() + "\n# edited\n")  # the recipe's bytes changed: the memo does not hold
+    recipe.write_text(recipe.read_text() + "\n# edited\n")  # the recipe's bytes changed, the engine's view did not
     third = run_build(workspace, "--no-store")
     assert third.returncode == 0, third.stderr
-    assert not _ahead(summaries(workspace)[-1])
+    assert _ahead(summaries(workspace)[-1])
+    recipe.write_text(recipe.read_text().replace("optimization_level = 3", "optimization_level = 2"))  # demo's own
+    fourth = run_build(workspace, "--no-store")
+    assert fourth.returncode == 0, fourth.stderr
+    s = summaries(workspace)[-1]
+    assert not _ahead(s) and s["effectiveSettings"]["optimization_level"] == 2
 
 
 def test_a_rebuild_of_an_unchanged_recipe_sends_its_job_ahead_and_still_replaces_the_entry(

@@ -105,15 +105,15 @@ async def request_build(
     if refused is None and runs is not None and not scratch:  # one build of an engine's output at a time
         for b in runs.running_builds():
             if b.engine == engine and runs.uri(b.id) == scope:
-                await discard(worker, sent_nothing=ahead is None)
+                await discard(worker)
                 return AlreadyBuilding(b)
     if refused is not None:
-        await discard(worker, sent_nothing=ahead is None)
+        await discard(worker)
         return refused
     build_id = ahead.build_id if ahead is not None else new_build_id(engine)
     job = worker_job(loaded, engine, build_id, overrides, faults)  # the one job: keyed, then built
     if ahead is not None and (scratch or not same_job(ahead.job, job)):
-        await discard(worker)  # its input closed: it cancels the build it started and writes nothing
+        await discard(worker)  # it held its commit: it wrote nothing
         worker, ahead = None, None
         job = worker_job(loaded, engine, new_build_id(engine), overrides, faults)
     if scratch:
@@ -133,17 +133,17 @@ async def request_build(
             job=job,
         )
     except StoreUnusable as exc:
-        await discard(worker, sent_nothing=ahead is None)
+        await discard(worker)
         return Refused("store_error", [store_error(loaded, exc)])
     if say is not None and (lifted := unpinned_line(use)) is not None:
         say(f"{engine}: {lifted}")
     try:
         reused = await avoidance.reuse_or_lock(use, loaded, job["build_id"], say=say, on_wait=on_wait)
     except PinUnavailable as exc:  # nothing is built over a rollback: the user decides (--unpin)
-        await discard(worker, sent_nothing=ahead is None)
+        await discard(worker)
         return Refused("pin_unavailable", [Finding(exc.code, ERROR, str(exc))], use.all_warnings())
     if reused is not None:
-        await discard(worker, sent_nothing=ahead is None)
+        await discard(worker)
         summary = Summary.written(reused)
         return Reused(summary, evidence_path(loaded.path, str(summary.buildId)), use)
     started = _start(

@@ -26,7 +26,10 @@ def reuse_unchanged(
 
     if not is_readable_recipe(recipe):
         return None  # a FIFO, a device, a huge file: the full path refuses it (TRT104, TRT125) without reading it
-    looked = look(recipe, engine)  # the memo alone: a miss is known before the store's modules load
+    # the memo alone: a miss is known before the store's modules load. An edit outside the engine's view of the
+    # recipe (a comment, another engine's table: builds/avoidance/recipe_view.py) leaves its job, so its key, as the
+    # memo says: a miss is known the same way; a hit is left to the full path, which checks the edited recipe first.
+    looked = look(recipe, engine, edited=True)
     if looked.memo is None:
         if on_changed is not None and built_here_before(recipe, engine):
             on_changed()
@@ -35,14 +38,17 @@ def reuse_unchanged(
         if on_miss is not None:
             on_miss(looked.job)
         return None
+    if looked.edited:
+        return None
     from trtls.builds.avoidance.reuse import fast_hit
 
     return fast_hit(recipe, engine, on_miss, looked)
 
 
 def job_unchanged(recipe: Path, engine: str) -> dict[str, Any] | None:
-    """A `--no-store` build of `engine` (certain to build): the job of its last build when nothing its key reads
-    changed since (builds/avoidance/memo.look_job), to send ahead of the check; None otherwise."""
+    """A `--no-store` or `--rebuild` build of `engine` (certain to build): the job of its last build when nothing its
+    key reads changed since, or the recipe changed only outside the engine's view (builds/avoidance/memo.look_job), to
+    send ahead of the check; None otherwise."""
     from trtls.builds.avoidance.memo import look_job
     from trtls.core.recipe_file import is_readable_recipe
 

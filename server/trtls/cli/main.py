@@ -88,7 +88,7 @@ async def _build_all(args: argparse.Namespace) -> int:
         if args.optimization_level is not None:
             overrides["settings"] = {"optimization_level": args.optimization_level}
         if runs_as_matrix(loaded, every_engine=args.all, matrix=args.matrix, cell=args.cell):
-            await discard(early, sent_nothing=ahead is None)
+            await discard(early)
             return await _build_matrix(loaded, engines, args, overrides)
         code = EXIT_OK
         for engine in engines:
@@ -99,7 +99,7 @@ async def _build_all(args: argparse.Namespace) -> int:
                 break
         return code
     finally:
-        await discard(early, sent_nothing=ahead is None)  # a worker sent nothing (a refused recipe): ended at once
+        await discard(early)  # a worker sent nothing (a refused recipe): ended at once
         if warming is not None:
             await asyncio.to_thread(warming.join)  # quick by now: prepare's probe waited for the same cuInit
 

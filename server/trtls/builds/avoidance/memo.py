@@ -129,6 +129,7 @@ def write_memo(
     """Remember what the key of `history` was computed from (never raises: a memo is only a shortcut), and the job
     it was computed from: a known miss sends it to the worker ahead of the check (builds/supervisor/speculation.py).
     `store` None: a --no-store build's memo (`job_memo_path`), which only `look_job` reads."""
+    from trtls.builds.avoidance.recipe_view import recipe_view
     from trtls.builds.cuda import device_fingerprint
     from trtls.builds.roots import write_record
     from trtls.builds.supervisor.speculation import job_to_remember
@@ -147,6 +148,7 @@ def write_memo(
         "python": sys.executable,
         "prefix": sys.prefix,
         "recipeSha256": _sha_of(recipe),
+        "recipeView": recipe_view(recipe, history),  # an edit outside the engine's view still sends its job ahead
         "env": {k: os.environ.get(k) for k in ENV_KEYS},
         "files": {f: _stat(f) for f in files if isinstance(f, str)},
         "code": _code_stats(),
@@ -259,8 +261,10 @@ def _remember_for_account(memo: dict[str, Any]) -> None:
         pass
 
 
-def _memo_holds(memo: dict[str, Any], recipe: Path) -> bool:
-    """Everything the key was computed from is as it was, but the device (`_same_device`, asked last)."""
+def _memo_holds(memo: dict[str, Any], recipe: Path, engine: str, *, edited: bool = False) -> bool:
+    """Everything the key was computed from is as it was, but the device (`_same_device`, asked last). `edited`: the
+    recipe's bytes may differ where the engine's view of it does not (builds/avoidance/recipe_view.py): its job is
+    then the memo's, though its key must be computed again."""
     return (
         memo.get("format") == MEMO_FORMAT
         and memo.get("trtls") == __version__
@@ -281,18 +285,28 @@ def _memo_holds(memo: dict[str, Any], recipe: Path) -> bool:
         and memo.get("builderDirs") == _builder_dirs(memo.get("builderSite"))
         and memo.get("builderSources") == _version_stats(memo.get("builderSite"), memo["builderModule"])
         and memo.get("builderLibraries") == _library_stats(memo.get("builderSite"), memo["builderModule"])
-        and memo.get("recipeSha256") == _sha_of(recipe)
+        and (memo.get("recipeSha256") == _sha_of(recipe) or (edited and _same_view(memo, recipe, engine)))
     )
+
+
+def _same_view(memo: dict[str, Any], recipe: Path, engine: str) -> bool:
+    from trtls.builds.avoidance.recipe_view import recipe_view
+
+    view = memo.get("recipeView")
+    return isinstance(view, str) and view == recipe_view(recipe, engine)
 
 
 class Looked(NamedTuple):
     """What the memo says of an engine before the store's modules load: `memo` (None: it does not hold, or there is
-    none) and whether the store has no entry for its key (`missing`: a known miss). A NamedTuple, not a dataclass:
+    none), whether the store has no entry for its key (`missing`: a known miss) and whether it holds only because the
+    recipe was edited outside the engine's view (`edited`: nothing may be served before the edit is checked). A
+    NamedTuple, not a dataclass:
     `dataclasses` (with `inspect`, `ast`, `dis`, `tokenize`: ~6 ms here) was the largest import on the fast path
     before a known miss starts its worker, and before a hit is restored."""
 
     memo: dict[str, Any] | None
     missing: bool = False
+    edited: bool = False
 
     @property
     def job(self) -> dict[str, Any] | None:
@@ -300,13 +314,14 @@ class Looked(NamedTuple):
         return job if isinstance(job, dict) else None
 
 
-def look(recipe: Path, engine: str) -> Looked:
+def look(recipe: Path, engine: str, *, edited: bool = False) -> Looked:
     """The memo of `engine`'s last build, if everything its key read is unchanged but the device; and whether the store
     it names has no entry folder for that key (`store.layout.entry_folder`: a known miss, before the device is asked —
-    a hit asks it, in reuse.fast_hit). Never raises: a memo is only a shortcut."""
+    a hit asks it, in reuse.fast_hit). `edited`: also when the recipe was edited only outside the engine's view
+    (`_memo_holds`): the key is the memo's, for it is computed from the job. Never raises: a memo is only a shortcut."""
     from trtls.store.layout import entry_folder
 
-    memo = _holding_memo(recipe, engine, memo_path)
+    memo = _holding_memo(recipe, engine, memo_path, edited=edited)
     if memo is None:
         return Looked(None)
     store, key = memo.get("store"), memo.get("key")
@@ -314,7 +329,8 @@ def look(recipe: Path, engine: str) -> Looked:
         return Looked(None)  # a memo from before trust was remembered: the full path opens the store as configured
     if not isinstance(key, str) or len(key) != 64 or not set(key) <= HEX:
         return Looked(None)  # not a key trtls wrote: the full path computes the key itself
-    return Looked(memo, missing=not os.path.lexists(entry_folder(Path(store["path"]), key)))
+    missing = not os.path.lexists(entry_folder(Path(store["path"]), key))
+    return Looked(memo, missing, edited and memo.get("recipeSha256") != _sha_of(recipe))
 
 
 def memo_output(memo: dict[str, Any], recipe: Path) -> Path | None:
@@ -350,19 +366,23 @@ def _identity(path: Path) -> tuple[int, int] | None:
 
 
 def look_job(recipe: Path, engine: str) -> dict[str, Any] | None:
-    """For a `--no-store` build (certain to build): the job of the engine's last build when everything its key read
-    is unchanged — from its --no-store memo, else its store memo (the same job) — to send ahead of the check; None
-    when neither holds or it kept no job. The device is not asked: a job names none."""
+    """For a build certain to build (`--no-store`, `--rebuild`, a memo that no longer holds after an edit): the job of
+    the engine's last build when everything its key read is unchanged, or the recipe was edited only outside the
+    engine's view (`_memo_holds`, `edited`) — from its --no-store memo, else its store memo (the same job) — to send
+    ahead of the check; None when neither holds or it kept no job. The device is not asked: a job names none."""
     for path in (job_memo_path, memo_path):
-        memo = _holding_memo(recipe, engine, path)
+        memo = _holding_memo(recipe, engine, path, edited=True)
         job = (memo or {}).get("job")
         if isinstance(job, dict):
             return job
     return None
 
 
-def _holding_memo(recipe: Path, engine: str, path_of: Callable[[Path, str], Path]) -> dict[str, Any] | None:
-    """The memo at `path_of(.trtls, engine)` when it holds (`_memo_holds`), else None; never raises."""
+def _holding_memo(
+    recipe: Path, engine: str, path_of: Callable[[Path, str], Path], *, edited: bool = False
+) -> dict[str, Any] | None:
+    """The memo at `path_of(.trtls, engine)` when it holds (`_memo_holds`, `edited` as there), else None; never
+    raises."""
     state = recipe.parent / ".trtls"
     try:
         if state.is_symlink() or any((state / "runs").glob("*/running.json")):
@@ -375,4 +395,4 @@ def _holding_memo(recipe: Path, engine: str, path_of: Callable[[Path, str], Path
         memo = parse_json(read_text(path_of(state, engine), limit=MAX_MEMO_BYTES))  # never through a link
     except (OSError, ValueError):
         return None
-    return memo if isinstance(memo, dict) and _memo_holds(memo, recipe) else None
+    return memo if isinstance(memo, dict) and _memo_holds(memo, recipe, engine, edited=edited) else None

@@ -237,19 +237,20 @@ def store_may_serve(recipe: Path, no_store: bool, rebuild: bool) -> bool:
     return os.environ.get("TRTLS_STORE", "").strip().lower() != "off"
 
 
-async def discard(worker: asyncio.subprocess.Process | None, *, sent_nothing: bool = False) -> None:
-    """An early worker that gets no job: closing its input ends it (it exits without building). `sent_nothing`: it was
-    sent no job at all (one started ahead of a lookup that then hit: cli/store_lookup._note_changed), so it has written
-    nothing and owes nothing: it is ended at once (SIGKILL to its session's group) rather than waited for while it
-    finishes importing TensorRT (~30 ms of such a hit here, 2026-12-05)."""
+async def discard(worker: asyncio.subprocess.Process | None) -> None:
+    """An early worker that gets no build: sent no job (a lookup that then hit, a refused recipe), or a job sent ahead
+    of the check that is not to be built (a hit, a refusal, another job: builds/supervisor/speculation.py). Neither has
+    written anything — a job sent ahead writes nothing, not even a temp, before the supervisor's commit
+    (worker/commit_guard.CommitGate), and a discarded worker was never committed — so it owes nothing and is ended at
+    once: SIGKILL to its session's group (its own children with it), rather than waited for while it finishes
+    importing TensorRT or cancels the build it began (~30 ms of a hit after an edit here, 2026-12-05)."""
     import asyncio
 
     if worker is None or worker.returncode is not None:
         return
     if worker.stdin is not None:
         worker.stdin.close()
-    if sent_nothing:
-        signal_child(worker, signal.SIGKILL, group=True)
+    signal_child(worker, signal.SIGKILL, group=True)
     try:
         await asyncio.wait_for(worker.wait(), 5.0)
     except TimeoutError:

@@ -102,7 +102,7 @@ def send_ahead(worker: Any, remembered: Any, engine: str, build_id: str) -> JobA
 
 
 NOTE = (
-    "TensorRT started from the last build's job while the recipe was checked (an unchanged recipe and inputs, and a "
-    "build certain: the store lacked the engine, or --no-store); no engine could be written before the checked job "
-    "matched it"
+    "TensorRT started from the last build's job while the recipe was checked (the inputs unchanged, the recipe too or "
+    "edited only outside this engine's table, and a build certain: the store lacked the engine, or --no-store); no "
+    "engine could be written before the checked job matched it"
 )

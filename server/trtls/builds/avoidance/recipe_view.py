@@ -1,0 +1,40 @@
+"""What of a recipe one engine's job is built from, as a digest the fast path's memo keeps (`recipeView`).
+
+An edit to the recipe changes its bytes, so the memo no longer holds and the key is known only once the recipe models
+load (~0.2 s here, issue 31). Many edits leave the engine's job as it was: a comment, the layout, another engine's
+table. The job is built from the recipe's data — every top-level table, and of `[engines]` this engine's own table
+alone (a recipe has no inheritance between engines) — so two recipes whose views are equal give this engine the same
+job from the same files. The view is only a reason to send the last job ahead of the check
+(builds/supervisor/speculation.py); the check's own job still decides (`same_job`), and a job built from anything the
+view leaves out that differed would be discarded there, never built. Standard library only: it runs before the
+recipe models are imported.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+
+def view_of(data: dict[str, Any], engine: str) -> str | None:
+    """The digest of `engine`'s view of the recipe's raw TOML `data`; None when the recipe has no such engine."""
+    engines = data.get("engines")
+    if not isinstance(engines, dict) or not isinstance(engines.get(engine), dict):
+        return None
+    view = {**data, "engines": {engine: engines[engine]}}
+    text = json.dumps(view, sort_keys=True, default=repr, ensure_ascii=True)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def recipe_view(recipe: Path, engine: str) -> str | None:
+    """`view_of` the recipe file (read bounded, through the door); None when it cannot be read or parsed — then no
+    memo's job goes ahead of an edit."""
+    from trtls.core.recipe_file import read_recipe_text
+    from trtls.core.toml_bounded import bounded_loads
+
+    try:
+        return view_of(bounded_loads(read_recipe_text(recipe)), engine)
+    except (OSError, ValueError):
+        return None
