@@ -76,24 +76,17 @@ def _test_pause(recipe: Path) -> None:
 
 
 def pause_for_test(point: str, said: str) -> None:
-    """Test hook (`TRTLS_TEST_PAUSE=<point>:<folder>`, points `recorded_runs`, `model_digest` and `model_inputs`),
-    as the worker's (fs/hold.test_pause): write `<folder>/<point>.thread` (the reading thread's
-    name) and `<folder>/<point>.reading` (what it reads), then wait until `<folder>/<point>.go` exists, so a test can
-    hold a reading while it asks the server something, without sleeps."""
-    name, _, folder = os.environ.get("TRTLS_TEST_PAUSE", "").partition(":")
-    if name != point or not folder:
+    """Test hook (`TRTLS_TEST_PAUSE=<point>:<folder>`, points `recorded_runs`, `model_digest` and `model_inputs`):
+    fs/hold.test_pause, writing `<folder>/<point>.thread` (the reading thread's name) and `<folder>/<point>.reading`
+    (what it reads), then holding until `<folder>/<point>.go` exists, so a test can hold a reading while it asks the
+    server something, without sleeps."""
+    if not os.environ.get("TRTLS_TEST_PAUSE", "").startswith(f"{point}:"):
         return
     import threading
 
-    from trtls.fs import Kind, atomic_write_text
+    from trtls.fs.hold import test_pause
 
-    thread = threading.current_thread().name
-    atomic_write_text(Path(folder, f"{point}.thread"), thread, kind=Kind.scratch, within=folder)
-    atomic_write_text(Path(folder, f"{point}.reading"), said, kind=Kind.scratch, within=folder)
-    go = Path(folder, f"{point}.go")
-    deadline = time.monotonic() + 600
-    while not go.exists() and time.monotonic() < deadline:
-        time.sleep(0.01)
+    test_pause(point, point, marks={"thread": threading.current_thread().name, "reading": said})
 
 
 _by_server: weakref.WeakKeyDictionary[TrtlsServer, RecordedRuns] = weakref.WeakKeyDictionary()
