@@ -50,6 +50,26 @@ STORE_MODES = ("off", "fresh", "edited", "retuned")
 STORE_CHOICES = {**{m: (m,) for m in STORE_MODES}, "both": ("off", "fresh"), "all": STORE_MODES}
 
 
+def become_subreaper() -> None:
+    """Orphans of the timed runs come back to this process (Linux's PR_SET_CHILD_SUBREAPER): the CLI may exit before
+    its worker has (the worker's own teardown, a CUDA context's unmapping on a GPU host), and a worker reaped by init
+    is in no one's RUSAGE_CHILDREN — the CPU ratio then left it out (it read < 1 on the H100 host, 2026-12-05)."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(36, 1, 0, 0, 0) != 0:  # PR_SET_CHILD_SUBREAPER
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER) failed: the CPU figures would miss orphans")
+
+
+def reap_orphans() -> None:
+    """Waits for every descendant a timed run left (after its wall time was taken), so its CPU is counted."""
+    while True:
+        try:
+            os.wait()
+        except ChildProcessError:
+            return
+
+
 def child_env(tmp: Path, server: Path | None, store: Path | None) -> dict[str, str]:
     """The environment of every timed child: bytecode cached under `tmp`, trtls from `server` when given, the store
     folder `store` (emptied before each run) or none."""
@@ -76,6 +96,7 @@ def timed(
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
     wall = time.perf_counter() - t0
+    reap_orphans()
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} exited {proc.returncode}: {proc.stderr[-1000:]}")
@@ -209,6 +230,7 @@ def main() -> int:
     ap.add_argument("--baseline", type=Path, help="a folder holding an older trtls's server/ to measure alongside")
     ap.add_argument("--trtls", type=Path, help="a folder holding the server/ of the trtls under test (default: this)")
     args = ap.parse_args()
+    become_subreaper()
     engines = ["demo", "large"] if args.engine == "both" else [args.engine]
     stores = STORE_CHOICES[args.store]
     figures = []
