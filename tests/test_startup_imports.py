@@ -176,6 +176,19 @@ def test_a_build_whose_key_the_fast_path_found_missing_from_the_store_starts_its
     assert [json.loads(r.read_text())["outcome"] for r in runs] == ["built", "built"]
 
 
+def _miss_with_the_store_emptied(workspace: Path, tmp_path: Path, store: Path, env: dict[str, str]) -> list[dict]:
+    """A build of `demo` after its store was emptied: it builds, with its worker started before the recipe models and
+    nothing killed; the evidence of the three builds so far (built, reused, built), oldest first."""
+    shutil.rmtree(store)
+    miss = build_report(tmp_path, "build", str(workspace), "--engine", "demo", env=env)
+    assert miss["code"] == 0 and miss["group_kills"] == []
+    assert [m for m in LATE_FOR_A_BUILD if m in miss["at_spawn"]] == []
+    runs = sorted((workspace / ".trtls" / "runs").glob("demo-*/summary.json"), key=lambda p: p.stat().st_mtime)
+    summaries = [json.loads(r.read_text()) for r in runs]
+    assert [s["outcome"] for s in summaries] == ["built", "reused", "built"]
+    return summaries
+
+
 def test_an_edited_recipe_starts_its_worker_before_the_lookup_and_a_hit_kills_it_unused(
     workspace: Path, tmp_path: Path
 ) -> None:
@@ -199,13 +212,7 @@ def test_an_edited_recipe_starts_its_worker_before_the_lookup_and_a_hit_kills_it
     assert loaded == [], f"imported before an edited recipe's worker started: {loaded}"
     assert [k[1] for k in hit["group_kills"]] == [9], f"the unused worker was not killed: {hit['group_kills']}"
     recipe.write_text(recipe.read_text().replace(demo_grace.format(11), demo_grace.format(12)))
-    shutil.rmtree(store)
-    miss = build_report(tmp_path, "build", str(workspace), "--engine", "demo", env=env)
-    assert miss["code"] == 0 and miss["group_kills"] == []
-    assert [m for m in LATE_FOR_A_BUILD if m in miss["at_spawn"]] == []
-    runs = sorted((workspace / ".trtls" / "runs").glob("demo-*/summary.json"), key=lambda p: p.stat().st_mtime)
-    summaries = [json.loads(r.read_text()) for r in runs]
-    assert [s["outcome"] for s in summaries] == ["built", "reused", "built"]
+    summaries = _miss_with_the_store_emptied(workspace, tmp_path, store, env)
     assert NOTE not in summaries[-1]["notes"]  # the engine's own table changed: no job went ahead
     # an edit that the recipe's check refuses (an optimization level TensorRT has not): the worker started ahead of
     # the check is killed as the refusal is said, not waited for; exit 2, nothing built
@@ -233,13 +240,7 @@ def test_an_edit_outside_the_engines_view_is_a_known_miss_or_a_hit_that_starts_n
     hit = build_report(tmp_path, "build", str(workspace), "--engine", "demo", env=env)
     assert hit["code"] == 0 and hit["at_spawn"] is None and hit["group_kills"] == []
     recipe.write_text(recipe.read_text() + "\n# another comment\n")
-    shutil.rmtree(store)
-    miss = build_report(tmp_path, "build", str(workspace), "--engine", "demo", env=env)
-    assert miss["code"] == 0 and miss["group_kills"] == []
-    assert [m for m in LATE_FOR_A_BUILD if m in miss["at_spawn"]] == []
-    runs = sorted((workspace / ".trtls" / "runs").glob("demo-*/summary.json"), key=lambda p: p.stat().st_mtime)
-    summaries = [json.loads(r.read_text()) for r in runs]
-    assert [s["outcome"] for s in summaries] == ["built", "reused", "built"]
+    summaries = _miss_with_the_store_emptied(workspace, tmp_path, store, env)
     assert NOTE in summaries[-1]["notes"] and summaries[-1]["engineArtifact"]["sha256"]
     # another engine's table made invalid: the whole recipe is refused; the job sent ahead is never committed
     engine = workspace / "build" / "demo.engine"
