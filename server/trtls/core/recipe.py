@@ -26,8 +26,6 @@ from trtls.core.profiles import SHAPE_KEYS, InputShapes, OptimizationProfile
 from trtls.core.protocol import stable_json
 from trtls.core.recipe_file import RecipeTooLarge, read_recipe_text
 from trtls.core.recipe_triage import TriageSettings
-from trtls.core.route import RouteModel
-from trtls.core.route_checks import validate_routes  # routes: validated in a second pass
 from trtls.core.store_table import StoreTable, store_path_findings
 from trtls.core.toml_bounded import TomlSyntaxError, TomlTooDeep
 from trtls.core.tomlpos import SourceMap, parse
@@ -194,7 +192,10 @@ def load_recipe(path: Path | str, text: str | None = None) -> LoadedRecipe:
     if recipe is not None:
         findings.extend(_semantic_checks(loaded, recipe))
         findings.extend(farm_checks(loaded, recipe))  # the farm tables: templates, axes, placement
-        findings.extend(validate_routes(loaded, recipe))  # routes share the located-error rules
+        if recipe.routes:  # routes share the located-error rules; their models load only for a recipe with routes
+            from trtls.core.route_checks import validate_routes  # (~13 ms of imports before a build's job, issue 31)
+
+            findings.extend(validate_routes(loaded, recipe))
         findings.extend(write_policy_findings(loaded, recipe))  # where the recipe may write (one policy)
         findings.extend(store_path_findings(loaded, recipe))  # `[store] path`: a place a store may be (TRT339/340)
     if not any(f.severity == Severity.error for f in findings):
@@ -274,6 +275,7 @@ SCHEMA_ID = "https://raw.githubusercontent.com/trtls/trtls/main/server/trtls/sch
 
 
 def recipe_json_schema() -> dict[str, Any]:
+    from trtls.core.route import RouteModel
 
     schema = RecipeFile.model_json_schema()
     # `routes` is typed `dict[str, Any]` so one bad route never hides the engines' findings; editors still get
