@@ -263,8 +263,8 @@ def _remember_for_account(memo: dict[str, Any]) -> None:
 
 def _memo_holds(memo: dict[str, Any], recipe: Path, engine: str, *, edited: bool = False) -> bool:
     """Everything the key was computed from is as it was, but the device (`_same_device`, asked last). `edited`: the
-    recipe's bytes may differ where the engine's view of it does not (builds/avoidance/recipe_view.py): its job is
-    then the memo's, though its key must be computed again."""
+    recipe's bytes may differ where the engine's view of it does not (builds/avoidance/recipe_view.py): its job, so
+    its key, is then the memo's, though nothing may be served before the edited recipe is checked (`Looked.edited`)."""
     return (
         memo.get("format") == MEMO_FORMAT
         and memo.get("trtls") == __version__
@@ -300,9 +300,8 @@ class Looked(NamedTuple):
     """What the memo says of an engine before the store's modules load: `memo` (None: it does not hold, or there is
     none), whether the store has no entry for its key (`missing`: a known miss) and whether it holds only because the
     recipe was edited outside the engine's view (`edited`: nothing may be served before the edit is checked). A
-    NamedTuple, not a dataclass:
-    `dataclasses` (with `inspect`, `ast`, `dis`, `tokenize`: ~6 ms here) was the largest import on the fast path
-    before a known miss starts its worker, and before a hit is restored."""
+    NamedTuple, not a dataclass: `dataclasses` (with `inspect`, `ast`, `dis`, `tokenize`: ~6 ms here) was the largest
+    import on the fast path before a known miss starts its worker, and before a hit is restored."""
 
     memo: dict[str, Any] | None
     missing: bool = False
@@ -366,10 +365,10 @@ def _identity(path: Path) -> tuple[int, int] | None:
 
 
 def look_job(recipe: Path, engine: str) -> dict[str, Any] | None:
-    """For a build certain to build (`--no-store`, `--rebuild`, a memo that no longer holds after an edit): the job of
-    the engine's last build when everything its key read is unchanged, or the recipe was edited only outside the
-    engine's view (`_memo_holds`, `edited`) — from its --no-store memo, else its store memo (the same job) — to send
-    ahead of the check; None when neither holds or it kept no job. The device is not asked: a job names none."""
+    """For a build certain to build (`--no-store`, `--rebuild`): the job of the engine's last build when everything
+    its key read is unchanged, or the recipe was edited only outside the engine's view (`_memo_holds`, `edited`) —
+    from its --no-store memo, else its store memo (the same job) — to send ahead of the check; None when neither
+    holds or it kept no job. The device is not asked: a job names none."""
     for path in (job_memo_path, memo_path):
         memo = _holding_memo(recipe, engine, path, edited=True)
         job = (memo or {}).get("job")
