@@ -253,6 +253,28 @@ def test_an_edit_outside_the_engines_view_is_a_known_miss_or_a_hit_that_starts_n
     assert len(list((workspace / ".trtls" / "runs").glob("demo-*/summary.json"))) == 3
 
 
+def test_a_recipe_without_routes_is_checked_without_the_route_models(workspace: Path) -> None:
+    """The route models (~13 ms of imports here) load only for a recipe that has routes: a build's check of one without
+    them, on the critical path after an edit to the engine's table, does not pay for them; one with a route still
+    gets its route findings, located."""
+    probe = (
+        "import json, sys\n"
+        "from trtls.onnx_files.profile_checks import check_recipe\n"
+        "loaded = check_recipe(sys.argv[1])\n"
+        "print(json.dumps({'route': 'trtls.core.route' in sys.modules, 'codes': [f.code for f in loaded.findings]}))\n"
+    )
+    recipe = workspace / "trtls.toml"
+    plain = json.loads(
+        subprocess.run([sys.executable, "-c", probe, str(recipe)], capture_output=True, text=True, check=True).stdout
+    )
+    assert plain == {"route": False, "codes": []}
+    recipe.write_text(recipe.read_text() + '\n[routes."bad name!"]\nengine = "demo"\n')
+    routed = json.loads(
+        subprocess.run([sys.executable, "-c", probe, str(recipe)], capture_output=True, text=True, check=True).stdout
+    )
+    assert routed["route"] is True and "TRT108" in routed["codes"]
+
+
 def test_the_fast_path_holds_for_the_same_interpreter_by_another_name(workspace: Path, tmp_path: Path) -> None:
     other = Path(sys.executable).with_name("python3")
     if not other.exists() or other.name == Path(sys.executable).name:
