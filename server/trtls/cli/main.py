@@ -99,7 +99,7 @@ async def _build_all(args: argparse.Namespace) -> int:
                 break
         return code
     finally:
-        await discard(early)  # a worker sent nothing (a refused recipe): ended at once
+        await discard(early)  # an early worker no build took (a refused recipe): ended at once
         if warming is not None:
             await asyncio.to_thread(warming.join)  # quick by now: prepare's probe waited for the same cuInit
 
