@@ -13,6 +13,9 @@
    command's exit, as a table of when the last cell reached each stage;
 3. warm: the same after `trtls farm up` (the head's processes counted by their CPU delta over the run) — a first
    and a second run on the same farm (`--warm-runs`): the farm's actors and their preloaded workers are kept;
+   With `--bare-beside`, N bare builds run again just before each farm run, and each run's throughput is read
+   against the bare builds beside it (and the spread of all the bare runs is printed): a `large` build's own
+   spread (±5-8 % from one run to the next on the 16-core host) is larger than the gaps the figure is meant to show;
 4. stop: SIGINT to a running matrix (N running + N waiting cells), cold and warm: signal → exit, every cell
    `cancelled`, nothing the command started left running; at the first cell's `phase_start`, or (`--stop-when all`)
    1 s after all N running cells are inside TensorRT's build.
@@ -20,7 +23,7 @@
 Every process reads trtls's and Ray's bytecode, as installed (`_common.bytecode_as_installed`).
 
 Usage: python benchmarks/bench_farm_overhead.py [--cells 2] [--model large|demo] [--parts bare cold warm stop]
-       [--stop-when first|all] [--json out.json]
+       [--bare-beside] [--stop-when first|all] [--json out.json]
 """
 
 from __future__ import annotations
@@ -366,6 +369,7 @@ def main() -> int:
         "--stop-when", choices=["first", "all"], default="first",
         help="stop part: SIGINT at the first cell's phase_start, or 1 s after all N running cells are building",
     )  # fmt: skip
+    ap.add_argument("--bare-beside", action="store_true", help="N bare builds again just before each farm run")
     args = ap.parse_args()
     ensure_models()
     bytecode_as_installed("ray")
@@ -380,7 +384,15 @@ def main() -> int:
     if "bare" in args.parts:
         res["bare"] = bare(args.model, n, tmp)
         print(f"bare: {n} builds side by side {res['bare']}", flush=True)
+    beside: dict[str, dict] = res.setdefault("bareBeside", {})
+
+    def bare_before(label: str) -> None:
+        if args.bare_beside and "bare" in args.parts:
+            beside[label] = bare(args.model, n, tmp)
+            print(f"bare before {label}: {beside[label]}", flush=True)
+
     if "cold" in args.parts:
+        bare_before("cold")
         res["cold"] = matrix_run(path, env, None)
         print(f"cold: {res['cold']}", flush=True)
     if "stop" in args.parts:
@@ -398,6 +410,7 @@ def main() -> int:
         try:
             for i in range(args.warm_runs):
                 key = "warm" if i == 0 else f"warm{i + 1}"
+                bare_before(key)
                 res[key] = matrix_run(path, env, head)
                 print(f"{key}: {res[key]}", flush=True)
             if "stop" in args.parts:
@@ -429,7 +442,21 @@ def main() -> int:
         figures.append(figure(f"fixed cost, {label}: start → first build_started", r["fixedCostS"], "s",
                               "≤ 3 s warm" if warm else "stated", (r["fixedCostS"] or 99) <= 3 if warm else None,
                               "\n".join(breakdown(label, r))))  # fmt: skip
-        if "bare" in res:
+        if label in beside:
+            walls = [res["bare"]["wallS"]] + [b["wallS"] for b in beside.values()]
+            figures.append(
+                figure(
+                    f"{label}: {n} cells vs the {n} bare builds just before it, wall",
+                    round(beside[label]["wallS"] / r["wallS"], 3),
+                    "× throughput",
+                    "≥ 0.9 (on a 16-core host)",
+                    None,
+                    f"bare {beside[label]['wallS']} s, this run "
+                    f"{r['wallS']} s; every bare run of this benchmark: {min(walls)}–{max(walls)} s "
+                    f"({walls}); against their mean: {round(sum(walls) / len(walls) / r['wallS'], 3)} ×",
+                )
+            )
+        elif "bare" in res:
             figures.append(figure(f"{label}: {n} cells vs {n} bare builds, wall", round(res["bare"]["wallS"] /
                                   r["wallS"], 3), "× throughput", "≥ 0.9 (on a 16-core host)", None))  # fmt: skip
     for label in ("stopCold", "stopWarm"):

@@ -114,3 +114,43 @@ async def test_a_failed_cell_leaves_no_placement_group(ray_cluster, tmp_path: Pa
     assert s.outcome == "failed", s
     assert s.node["labels"][LABEL] == "SM89"  # it reached its node, and failed there
     await eventually(no_placement_group_left, "the failed cell's placement group was left")
+
+
+async def test_a_cell_waiting_for_its_bundle_finds_its_nodes_host_already_made_and_runs_on_it(
+    ray_cluster, tmp_path: Path
+) -> None:
+    """The host is made as the cells are placed (`host_slot.Hosts.start_own`), not once a bundle is reserved: its Ray
+    worker starts while the cell waits in Ray's queue (cold fixed cost, issue 31). The node's one CPU is held by a
+    placement group of this test's until the host is seen alive; then the cell gets the bundle and runs on that host."""
+    import ray
+
+    from tests.farm.test_stop_on_cluster import eventually
+
+    ray_cluster.add_node(num_cpus=1, labels={LABEL: "ahead"})
+    ray_cluster.wait_for_nodes()
+    holder = ray.util.placement_group([{"CPU": 1.0}], bundle_label_selector=[{LABEL: "ahead"}])
+    ray.get(holder.ready(), timeout=60)
+    node_id = str(ray.util.placement_group_table(holder)["bundles_to_node_id"][0])
+    path = farm_recipe(tmp_path, ray_cluster.address, engine_table("demo", "demo", f'{{ "{LABEL}" = "ahead" }}'))
+    loaded = load_recipe(path)
+    planned = plan(loaded, ["demo"], False, {})
+    specs = await prepare(loaded, planned)
+    assert isinstance(specs, dict), specs
+    placed: list[int | None] = []
+
+    def seen(m, b, ev) -> None:
+        if ev is not None and ev.type == "placed":
+            placed.append(ev.actor_pid)
+
+    mb = start_matrix(Supervisor(), loaded, planned, "demo", lambda p: specs[p.key])
+    mb.listeners.append(seen)
+    try:
+        await eventually(lambda: len(actors("NodeHost", node_id)) == 1, "no host on the node while the cell waited")
+        assert placed == []  # the cell still waits for its bundle: the node's only CPU is the test's
+        host_pid = actors("NodeHost", node_id)[0]["Pid"]
+    finally:
+        ray.util.remove_placement_group(holder)
+    summary = await mb.wait()
+    assert summary.outcome == "built", [(c.cell, c.summary["error"]) for c in mb.cells]
+    assert placed == [host_pid]  # it ran on the host made ahead of it, not on one made for it
+    assert mb.cells[0].summary["node"]["nodeId"] == node_id

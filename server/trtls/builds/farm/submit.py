@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import threading
 
-from trtls.builds.farm.placement import RemoteSpec, Request, builder_of, place_all
+from trtls.builds.farm.placement import Placement, RemoteSpec, Request, builder_of, place_all
 from trtls.builds.supervisor.matrix import PlannedCell
 from trtls.core.farm import LOCAL
 from trtls.core.findings import Finding, Origin, Severity
@@ -38,11 +38,7 @@ async def prepare(loaded: LoadedRecipe, planned: list[PlannedCell]) -> dict[str,
     if findings:
         return findings
     cluster.mark("placed")
-    if cluster.connection.get("warm"):  # the farm's hosts answered once while the cells' bundles are reserved
-        from trtls.builds.farm.host_slot import HOSTS, shares_host
-
-        node_ids = sorted({n for pl in placements if shares_host(pl) for n in pl.candidates})
-        threading.Thread(target=HOSTS.warm_up, args=(node_ids,), name="trtls-farm-warm-up", daemon=True).start()
+    _hosts_ahead(placements, bool(cluster.connection.get("warm")))
     shared = loaded.resolve(table.shared_dir) if table.shared_dir else None
     # a local farm listens on 127.0.0.1 only: its one node is this machine, so its workers write in place
     same_machine = shared is None and table.address == LOCAL
@@ -50,6 +46,20 @@ async def prepare(loaded: LoadedRecipe, planned: list[PlannedCell]) -> dict[str,
         p.key: RemoteSpec(pl, table.queue_timeout_s, shared, table.keep_warm_s, same_machine)
         for p, pl in zip(planned, placements, strict=False)
     }
+
+
+def _hosts_ahead(placements: list[Placement], warm: bool) -> None:
+    """While the cells' bundles are reserved: the warm farm's hosts looked up and answered once, or this driver's own
+    hosts made (their Ray workers start meanwhile) — on the nodes a CPU-only cell may get, and, for its own, only
+    when those are no more than such cells (each node likely gets one; a host no cell claims ends LINGER_S later)."""
+    from trtls.builds.farm.host_slot import HOSTS, shares_host
+
+    sharing = [pl for pl in placements if shares_host(pl)]
+    node_ids = sorted({n for pl in sharing for n in pl.candidates})
+    if not node_ids or (not warm and len(node_ids) > len(sharing)):
+        return
+    target, name = (HOSTS.warm_up, "trtls-farm-warm-up") if warm else (HOSTS.start_own, "trtls-farm-hosts-ahead")
+    threading.Thread(target=target, args=(node_ids,), name=name, daemon=True).start()
 
 
 def _labels(loaded: LoadedRecipe, p: PlannedCell) -> dict[str, str]:
