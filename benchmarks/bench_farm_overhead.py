@@ -16,6 +16,8 @@
    With `--bare-beside`, N bare builds run again just before each farm run, and each run's throughput is read
    against the bare builds beside it (and the spread of all the bare runs is printed): a `large` build's own
    spread (±5-8 % from one run to the next on the 16-core host) is larger than the gaps the figure is meant to show;
+   `--parts cold-ab --baseline DIR`: cold runs of this code and of an older trtls (DIR holds its `server/`, e.g. from
+   `git archive REV server`) alternated for `--rounds` rounds: the fixed cost and each stage's median, side by side;
 4. stop: SIGINT to a running matrix (N running + N waiting cells), cold and warm: signal → exit, every cell
    `cancelled`, nothing the command started left running; at the first cell's `phase_start`, or (`--stop-when all`)
    1 s after all N running cells are inside TensorRT's build.
@@ -23,7 +25,7 @@
 Every process reads trtls's and Ray's bytecode, as installed (`_common.bytecode_as_installed`).
 
 Usage: python benchmarks/bench_farm_overhead.py [--cells 2] [--model large|demo] [--parts bare cold warm stop]
-       [--bare-beside] [--stop-when first|all] [--json out.json]
+       [--bare-beside] [--stop-when first|all] [--baseline DIR --rounds N] [--json out.json]
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -141,6 +144,40 @@ def bare(model: str, n: int, out: Path) -> dict:
         assert os.waitstatus_to_exitcode(status) == 0
         cpu += ru.ru_utime + ru.ru_stime
     return {"wallS": round(time.monotonic() - t0, 2), "cpuS": round(cpu, 2)}
+
+
+def cold_ab(path: Path, env: dict[str, str], baseline: Path, rounds: int) -> dict:
+    """Cold runs of this code and of the trtls in `baseline`, alternated (who goes first swaps every round)."""
+    bytecode_as_installed()  # this code's modules compiled; the baseline's next
+    subprocess.run([sys.executable, "-m", "compileall", "-q", "-j", "0", str(baseline / "server" / "trtls")],
+                   check=False, capture_output=True)  # fmt: skip
+    old = {**env, "PYTHONPATH": os.pathsep.join(filter(None, [str(baseline / "server"), env.get("PYTHONPATH")]))}
+    runs: dict[str, list[dict]] = {"now": [], "baseline": []}
+    for i in range(rounds):
+        order = [("now", env), ("baseline", old)] if i % 2 == 0 else [("baseline", old), ("now", env)]
+        for label, e in order:
+            r = matrix_run(path, e, None)
+            assert r["exit"] == 0 and r["outcome"] == "built", (label, r["exit"], r["outcome"])
+            runs[label].append({"fixedCostS": r["fixedCostS"], "stages": r["stages"], "wallS": r["wallS"]})
+            print(f"cold-ab round {i + 1}/{rounds} {label}: fixed cost {r['fixedCostS']} s", flush=True)
+    return runs
+
+
+def cold_ab_figures(ab: dict) -> list[dict]:
+    now, base = ab["now"], ab["baseline"]
+    sooner = sum(a["fixedCostS"] < b["fixedCostS"] for a, b in zip(now, base, strict=True))
+    med = statistics.median
+    lines = []
+    for stage in STAGE_TEXT:
+        a = [r["stages"][stage] for r in now if stage in r["stages"]]
+        b = [r["stages"][stage] for r in base if stage in r["stages"]]
+        lines.append(f"{stage:>16}  {round(med(a), 3) if a else '—':>6}  {round(med(b), 3) if b else '—':>6}")
+    return [
+        figure(f"cold fixed cost, this code vs the baseline ({len(now)} alternated rounds, median)",
+               med(r["fixedCostS"] for r in now), "s", "stated", None,
+               f"baseline {med(r['fixedCostS'] for r in base)} s; this code sooner in {sooner} of {len(now)}; "
+               "stage (s since the CLI started, median): this code, baseline\n" + "\n".join(lines)),
+    ]  # fmt: skip
 
 
 def matrix_run(path: Path, env: dict[str, str], head_pid: int | None) -> dict:
@@ -369,6 +406,8 @@ def main() -> int:
         "--stop-when", choices=["first", "all"], default="first",
         help="stop part: SIGINT at the first cell's phase_start, or 1 s after all N running cells are building",
     )  # fmt: skip
+    ap.add_argument("--baseline", type=Path, help="an older trtls's server/ folder, for the cold-ab part")
+    ap.add_argument("--rounds", type=int, default=5, help="cold-ab: rounds of one run each")
     ap.add_argument("--bare-beside", action="store_true", help="N bare builds again just before each farm run")
     args = ap.parse_args()
     ensure_models()
@@ -395,6 +434,10 @@ def main() -> int:
         bare_before("cold")
         res["cold"] = matrix_run(path, env, None)
         print(f"cold: {res['cold']}", flush=True)
+    if "cold-ab" in args.parts:
+        assert args.baseline is not None, "cold-ab needs --baseline DIR"
+        res["coldAB"] = cold_ab(path, env, args.baseline, args.rounds)
+        figures += cold_ab_figures(res["coldAB"])
     if "stop" in args.parts:
         res["stopCold"] = stop_run(stop_path, env, n if args.stop_when == "all" else 1)
         print(f"stop (embedded): {res['stopCold']}", flush=True)

@@ -3,7 +3,8 @@ happens beside and after the builds (issue 31).
 
 - the instance starts no Ray worker nobody uses: its raylet would prestart one idle Python worker per CPU when the
   driver connects (15 on the 16-core host, 18.5 CPU-s of a 16-cell run); every Ray worker process of the run is the
-  node's host actor; nor the head's API server (`dashboard.py`, for Ray's job and state APIs);
+  node's host actor; nor the head's API server (`dashboard.py`, for Ray's job and state APIs); its dashboard agent
+  runs `--minimal` (no servers of its own);
 - the node is this machine, so each cell's worker writes its engine at the requested output in place (nothing is
   sent back through Ray, written and fsynced a second time), and the evidence says so;
 - the matrix summary reports each cell's tail — builderReturned, finishedOnNode, engineLocal, done — and when the
@@ -14,6 +15,7 @@ States and orders, not durations: the seconds are the benchmark's.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -52,6 +54,7 @@ class RayWorkers:
         self.root = root
         self.titles: dict[tuple[int, int], set[str]] = {}
         self.api_servers: set[int] = set()  # Ray's head API server (`dashboard/dashboard.py`), if one ran
+        self.raylets: dict[int, list[str]] = {}  # pid → its argv (with the agents' commands it starts)
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.thread.start()
@@ -61,6 +64,10 @@ class RayWorkers:
             for p in proc_tree.descendants(self.root).values():
                 if "dashboard/dashboard.py" in p.name:
                     self.api_servers.add(p.pid)
+                if p.name.split(" ", 1)[0].endswith("/raylet") and p.pid not in self.raylets:
+                    with contextlib.suppress(OSError):
+                        argv = Path(f"/proc/{p.pid}/cmdline").read_bytes().split(b"\0")
+                        self.raylets[p.pid] = [a.decode(errors="replace") for a in argv]
                 title = p.name.split(" ", 1)[0]
                 if title.startswith("ray::") and "Agent" not in title:
                     self.titles.setdefault((p.pid, p.start), set()).add(title)
@@ -101,6 +108,10 @@ def test_an_embedded_run_starts_no_idle_ray_worker_writes_engines_in_place_and_r
     # a title is sampled: a worker may be seen only while it runs one of the host's methods (`ray::NodeHost.open`)
     assert all(any(x.startswith("ray::NodeHost") for x in t) for t in workers.titles.values()), workers.titles
     assert workers.api_servers == set()  # nor the head's API server (Ray's job and state APIs: never called)
+    # its raylet starts the dashboard agent minimal (lean_node: no gRPC or HTTP server of its own, no metrics)
+    assert len(workers.raylets) == 1, workers.raylets
+    agent = [a for a in next(iter(workers.raylets.values())) if a.startswith("--dashboard_agent_command=")]
+    assert len(agent) == 1 and "--minimal" in agent[0].split(" "), workers.raylets
 
     # each engine was written at its output by the node's worker on this machine, and is what the summary says
     summaries = {r["buildId"]: r["summary"] for r in records if r.get("type") == "cell_summary"}
