@@ -18,6 +18,7 @@ import queue
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -127,8 +128,9 @@ def cell_note(build_id: str, **fields: Any) -> None:
     connection.setdefault("cells", {}).setdefault(build_id, {}).update(fields)
 
 
-def connect(cluster: ClusterTable) -> None:
-    """Blocking (run it on a thread). Idempotent for one address; a second address in one process is refused."""
+def connect(cluster: ClusterTable, while_waiting: Callable[[], None] | None = None) -> None:
+    """Blocking (run it on a thread). Idempotent for one address; a second address in one process is refused.
+    `while_waiting` is called once Ray is imported, before `ray.init` (it must not block: start a thread)."""
     global _connected
     warm = None
     if cluster.address == LOCAL and not _connected:
@@ -150,6 +152,8 @@ def connect(cluster: ClusterTable) -> None:
         raise FarmUnavailable(
             "TRT234", f"the recipe has [cluster] but Ray is not installed ({exc}): pip install 'trtls[farm]'"
         ) from None
+    if while_waiting is not None:  # Ray imported, its configuration read: the caller's work beside ray.init's wait
+        while_waiting()
     with _lock:
         if ray.is_initialized():
             if _connected not in (None, cluster.address):

@@ -14,13 +14,13 @@ from trtls.core.recipe import LoadedRecipe
 
 async def prepare(loaded: LoadedRecipe, planned: list[PlannedCell]) -> dict[str, RemoteSpec] | list[Finding]:
     """cell key → RemoteSpec, or the findings that stop the run (nothing was submitted)."""
-    from trtls.builds.farm import cluster
+    from trtls.builds.farm import cluster, driver_preload
 
     assert loaded.recipe is not None and loaded.recipe.cluster is not None
     table = loaded.recipe.cluster
     cluster.begin_run()
     try:
-        await asyncio.to_thread(cluster.connect, table)
+        await asyncio.to_thread(cluster.connect, table, driver_preload.start)
         nodes = await asyncio.to_thread(cluster.nodes)
     except cluster.FarmUnavailable as exc:
         return [Finding(exc.code, Severity.error, str(exc), ("cluster", "address"), Origin.build, True)]
