@@ -40,7 +40,8 @@ LATE_FOR_INITIALIZE = (
 
 BUILD_DRIVER = """
 import json, sys, threading
-report = {"at_spawn": None, "children": [], "memo_reads": 0, "at_cuda": None, "cuda_thread": None, "group_kills": []}
+report = {"at_spawn": None, "children": [], "memo_reads": 0, "recipe_reads": 0, "at_cuda": None, "cuda_thread": None,
+          "group_kills": []}
 def hook(event, args):
     if event == "ctypes.dlopen" and "cuda" in str(args[0]) and report["at_cuda"] is None:
         report["at_cuda"], report["cuda_thread"] = sorted(sys.modules), threading.current_thread().name
@@ -53,6 +54,8 @@ def hook(event, args):
         report["group_kills"].append(list(args))
     elif event == "open" and str(args[0]).endswith("demo.hit.json") and not (args[2] or 0) & 0o3:  # O_RDONLY
         report["memo_reads"] += 1
+    elif event == "open" and str(args[0]).endswith("trtls.toml") and not (args[2] or 0) & 0o3:
+        report["recipe_reads"] += 1
 sys.addaudithook(hook)
 from trtls.cli.entry import main
 code = main(sys.argv[2:])
@@ -239,6 +242,9 @@ def test_an_edit_outside_the_engines_view_is_a_known_miss_or_a_hit_that_starts_n
     recipe.write_text("# a comment\n" + recipe.read_text().replace(large_grace.format(10), large_grace.format(20)))
     hit = build_report(tmp_path, "build", str(workspace), "--engine", "demo", env=env)
     assert hit["code"] == 0 and hit["at_spawn"] is None and hit["group_kills"] == []
+    # the recipe read once for every question asked of it (the early worker, the store's say, the memo's hash, the
+    # engine's view, the check, the evidence's retention): core.recipe_file.recipe_snapshot
+    assert hit["recipe_reads"] == 1, hit["recipe_reads"]
     recipe.write_text(recipe.read_text() + "\n# another comment\n")
     summaries = _miss_with_the_store_emptied(workspace, tmp_path, store, env)
     assert NOTE in summaries[-1]["notes"] and summaries[-1]["engineArtifact"]["sha256"]

@@ -70,6 +70,16 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
     if argv in (["serve"], ["serve", "--stdio"]):
         return _serve()
+    from trtls.core.recipe_file import remember_snapshots
+
+    remember_snapshots(True)  # one command: each version of a recipe read once, whoever asks (core.recipe_file)
+    try:
+        return _command(given, argv)
+    finally:
+        remember_snapshots(False)
+
+
+def _command(given: list[str] | None, argv: list[str]) -> int:
     args = simple_build(argv)
     if args is None:
         return _full(given, argv)

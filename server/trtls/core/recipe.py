@@ -24,7 +24,7 @@ from trtls.core.findings import Finding, Origin, Severity, TomlPath
 from trtls.core.paths import MAX_NAME, is_safe_name, path_text_problems, place
 from trtls.core.profiles import SHAPE_KEYS, InputShapes, OptimizationProfile
 from trtls.core.protocol import stable_json
-from trtls.core.recipe_file import RecipeTooLarge, read_recipe_text
+from trtls.core.recipe_file import RecipeTooLarge, recipe_snapshot
 from trtls.core.recipe_triage import TriageSettings
 from trtls.core.store_table import StoreTable, store_path_findings
 from trtls.core.toml_bounded import TomlSyntaxError, TomlTooDeep
@@ -156,7 +156,7 @@ def load_recipe(path: Path | str, text: str | None = None) -> LoadedRecipe:
     path = Path(path).resolve()
     if text is None:
         try:
-            text = read_recipe_text(path)  # a regular file, bounded: never a FIFO's block or /dev/zero's no end
+            text = recipe_snapshot(path).raw.decode()  # a regular file, bounded (never a FIFO's block), read once
         except OSError as exc:
             f = _finding("TRT104", f"cannot read recipe: {exc.strerror}", ())
             return LoadedRecipe(path, "", SourceMap(), [f], None)

@@ -9,7 +9,6 @@ library and the door only: it runs first in `trtls build`."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import sys
@@ -19,7 +18,7 @@ from typing import Any, NamedTuple
 
 from trtls import __version__
 from trtls.core.paths import real
-from trtls.fs import open_regular, parse_json, read_text
+from trtls.fs import parse_json, read_text
 
 MEMO_FORMAT = "trtls.fast-hit/1"
 # the modules whose code turns a recipe into the job the key hashes: changed code, no fast path
@@ -67,14 +66,14 @@ def _builder_dirs(site: str | None) -> list[str]:
 
 
 def _sha_of(path: Path) -> str | None:
-    h = hashlib.sha256()
+    """The recipe's sha256 (`recipe_snapshot`: hashed once per version of the file; a FIFO or a device is never
+    read); None when it cannot be read."""
+    from trtls.core.recipe_file import recipe_snapshot
+
     try:
-        with open_regular(path, limit=None, follow=True) as fh:  # the recipe: a FIFO or a device is never read
-            while block := fh.read(1 << 20):
-                h.update(block)
-    except OSError:
+        return recipe_snapshot(path).sha256
+    except (OSError, ValueError):
         return None
-    return h.hexdigest()
 
 
 def memo_path(state_dir: Path, history: str) -> Path:

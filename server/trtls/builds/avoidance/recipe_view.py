@@ -29,12 +29,11 @@ def view_of(data: dict[str, Any], engine: str) -> str | None:
 
 
 def recipe_view(recipe: Path, engine: str) -> str | None:
-    """`view_of` the recipe file (read bounded, through the door); None when it cannot be read or parsed — then no
-    memo's job goes ahead of an edit."""
-    from trtls.core.recipe_file import read_recipe_text
-    from trtls.core.toml_bounded import bounded_loads
+    """`view_of` the recipe file (read bounded, through the door, once per version: `recipe_snapshot`); None when it
+    cannot be read or parsed — then no memo's job goes ahead of an edit."""
+    from trtls.core.recipe_file import recipe_snapshot
 
     try:
-        return view_of(bounded_loads(read_recipe_text(recipe)), engine)
+        return view_of(recipe_snapshot(recipe).data, engine)
     except (OSError, ValueError):
         return None

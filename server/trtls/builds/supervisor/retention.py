@@ -31,8 +31,7 @@ from trtls.builds.roots import state_root
 from trtls.builds.supervisor.history import History
 from trtls.builds.supervisor.running_state import RUNNING
 from trtls.core.evidence_table import EvidenceTable
-from trtls.core.recipe_file import read_recipe_text
-from trtls.core.toml_bounded import bounded_loads
+from trtls.core.recipe_file import recipe_snapshot
 from trtls.fs import Kind, ensure_folder, open_lock_file, read_text, remove_tree
 from trtls.fs.lock import try_lock
 
@@ -76,7 +75,7 @@ def policy_for(
     retention is upkeep, never a reason to fail), overridden by the given values."""
     table = EvidenceTable()
     try:
-        raw = bounded_loads(read_recipe_text(folder / "trtls.toml")).get("evidence")
+        raw = recipe_snapshot(folder / "trtls.toml").data.get("evidence")
         if isinstance(raw, dict):
             table = EvidenceTable(**raw)
     except (OSError, ValueError):

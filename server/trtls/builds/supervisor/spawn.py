@@ -200,11 +200,10 @@ def preload_for(recipe: Path, engine: str | None) -> str | None:
     """The builder module to preload for the first engine a build will start, read from the raw TOML; None when
     an early worker would not be used (unreadable recipe, unknown engine, an external worker). The recipe is
     validated properly afterwards; this only decides whether to start early."""
-    from trtls.core.recipe_file import read_recipe_text
-    from trtls.core.toml_bounded import bounded_loads
+    from trtls.core.recipe_file import recipe_snapshot
 
     try:
-        data = bounded_loads(read_recipe_text(recipe))  # 400-deep nesting is TRT120 later, not a crash
+        data = recipe_snapshot(recipe).data  # 400-deep nesting is TRT120 later, not a crash
     except (OSError, ValueError):
         return None
     engines = data.get("engines")
@@ -224,11 +223,10 @@ def store_may_serve(recipe: Path, no_store: bool, rebuild: bool) -> bool:
     to start early must not import what the lookup needs (the recipe models, the store: ~0.3 s)."""
     if no_store or rebuild:
         return False
-    from trtls.core.recipe_file import read_recipe_text
-    from trtls.core.toml_bounded import bounded_loads
+    from trtls.core.recipe_file import recipe_snapshot
 
     try:
-        data = bounded_loads(read_recipe_text(recipe))  # deep nesting: TRT120 later, not a crash
+        data = recipe_snapshot(recipe).data  # deep nesting: TRT120 later, not a crash
     except (OSError, ValueError):
         return True
     table = data.get("store")
