@@ -8,6 +8,10 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+import time
+from pathlib import Path
+
+from trtls.builds.farm import proc_tree
 
 from .raw_stdio import RawServer
 
@@ -42,3 +46,32 @@ def test_the_server_ends_on_exit_with_0_after_shutdown_and_1_without() -> None:
         finally:
             if s.proc.poll() is None:
                 s.proc.kill()
+
+
+def test_a_shutdown_while_capability_is_asked_ends_its_child_and_prints_no_traceback(workspace: Path) -> None:
+    """A recipe opened, its capability question out (a TensorRT child of the server's, `trtls.builds.worker
+    .capability`), then `shutdown` and `exit`: the question is cancelled and its child killed and reaped before the
+    shutdown's reply (`TrtlsServer.stop_own_work`). Left to the loop's end, a child still being started printed
+    asyncio's "Event loop is closed" traceback (a CI run, 2026-12-05), and one running outlived the shutdown. Waits on
+    processes seen, not on time."""
+    s = RawServer(cwd=workspace)
+    try:
+        s.initialize(workspace)
+        recipe = workspace / "trtls.toml"
+        s.notify("textDocument/didOpen", {"textDocument": {"uri": recipe.as_uri(), "languageId": "toml", "version": 1,
+                                                            "text": recipe.read_text()}})  # fmt: skip
+        deadline, child = time.monotonic() + 120, None
+        while child is None:
+            assert time.monotonic() < deadline, "no capability child was started"
+            child = next((p for p in proc_tree.descendants(s.proc.pid).values() if "worker.capability" in p.name), None)
+            time.sleep(0.02)
+        assert "result" in s.request("shutdown")
+        # ended before the reply: left to the process's end, it was still running here
+        again = proc_tree.read(child.pid)
+        assert again is None or again.start != child.start, "the capability child outlived the shutdown"
+        s.notify("exit")
+        assert s.wait() == 0
+    finally:
+        if s.proc.poll() is None:
+            s.proc.kill()
+    assert b"Traceback" not in s.stderr, s.stderr.decode(errors="replace")[-3000:]

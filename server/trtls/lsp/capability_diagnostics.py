@@ -91,8 +91,14 @@ class CapabilityWatch:
         if shown != findings:  # the same words (or none, still): no publish
             ls.publish(uri)
 
-    def close(self) -> None:
+    async def aclose(self, bound_s: float = 5.0) -> None:
+        """No question goes out any more, and one in flight ends within `bound_s`: cancelled, its child killed and
+        reaped (`capability_client.ask`), or, still being started, closed by asyncio's own cancel of the spawn."""
         for handle in self._due.values():
             handle.cancel()
-        for task in self._running.values():
+        self._due.clear()
+        tasks = list(self._running.values())
+        for task in tasks:
             task.cancel()
+        if tasks:
+            await asyncio.wait(tasks, timeout=bound_s)

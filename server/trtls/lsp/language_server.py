@@ -110,6 +110,14 @@ class TrtlsServer(LanguageServer):
         while any(r.running for r in runs) and time.monotonic() < end:
             await asyncio.sleep(0.05)
 
+    async def stop_own_work(self) -> None:
+        """At shutdown or SIGTERM, after the builds: the triage runs (each writes its record) and a capability
+        question in flight (its child killed and reaped before the loop closes: left to the loop's end, its pipes were
+        still connecting when it closed, and asyncio printed a traceback; lsp/capability_diagnostics.py)."""
+        await self.stop_triage_runs()
+        if self._capability is not None:
+            await self._capability.aclose()
+
     def _forget(self, run_id: str) -> None:
         self.supervisor.builds.pop(run_id, None)
         for key in [k for k, v in self.last_build.items() if v == run_id]:

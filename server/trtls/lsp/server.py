@@ -153,7 +153,7 @@ async def on_shutdown(ls: TrtlsServer, params: None) -> None:
     # pygls 2.1.1 (#606): stop our builds before its own shutdown code iterates the request futures.
     if (supervisor := ls.supervisor_if_started) is not None:
         await supervisor.shutdown("service_shutdown")
-    await ls.stop_triage_runs()  # a reduction's or a search's record, written before the process ends
+    await ls.stop_own_work()  # a reduction's or a search's record written, a capability child ended
     await asyncio.sleep(0)
 
 
@@ -376,7 +376,7 @@ async def _terminate() -> None:
     """SIGTERM (a service manager stopping us): stop every build cooperatively, let each write its evidence
     (the supervisor bounds this by each build's grace + the kill), then exit 143 as the signal would."""
     await server.supervisor.shutdown("service_shutdown")
-    await server.stop_triage_runs()  # a reduction's or a search's record too
+    await server.stop_own_work()  # a reduction's or a search's record too, a capability child ended
     os._exit(143)  # pygls' stdin reader thread blocks a normal exit; everything is on disk by now
 
 
