@@ -70,18 +70,24 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
     if argv in (["serve"], ["serve", "--stdio"]):
         return _serve()
-    from trtls.core.recipe_file import remember_snapshots
-
-    remember_snapshots(True)  # one command: each version of a recipe read once, whoever asks (core.recipe_file)
     try:
         return _command(given, argv)
     finally:
-        remember_snapshots(False)
+        _remember_snapshots(False)
+
+
+def _remember_snapshots(on: bool) -> None:
+    """One command: each version of a recipe read once, whoever asks (core.recipe_file.recipe_snapshot). Turned on
+    after a worker started ahead is spawned: nothing of the recipe's readers is imported before that spawn."""
+    from trtls.core.recipe_file import remember_snapshots
+
+    remember_snapshots(on)
 
 
 def _command(given: list[str] | None, argv: list[str]) -> int:
     args = simple_build(argv)
     if args is None:
+        _remember_snapshots(True)
         return _full(given, argv)
     certain, warming = args.no_store or args.rebuild, None
     try:  # from here a Ctrl-C is the person's stop (`_interrupted`), with a worker started ahead dropped
@@ -89,6 +95,7 @@ def _command(given: list[str] | None, argv: list[str]) -> int:
             from trtls.builds.supervisor.spawn import start_ahead
 
             start_ahead()
+        _remember_snapshots(True)
         from trtls.builds.cuda import device_fingerprint, warm_driver
 
         # The memo's last check is the device. Where the driver's own files say it (device_fingerprint), that is a few
