@@ -247,8 +247,10 @@ async def _run_matrix(
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    from trtls.core.recipe_file import remember_snapshots
     from trtls.lsp.server import serve
 
+    remember_snapshots(False)  # a one-shot command's, never the server's: its life outlasts edits (core.recipe_file)
     return serve()
 
 
