@@ -15,7 +15,14 @@ from pathlib import Path
 import pytest
 
 from tests.farm.test_local_farm_tail import embedded_recipe
-from trtls.builds.farm.driver_preload import CELL_PATH
+
+# what a farm run's driver imports between `connected` and its first cell's host, in builds/farm/driver_preload.py
+CELL_PATH = (
+    "trtls.builds.farm.host_slot",
+    "trtls.builds.farm.remote_process",
+    "trtls.builds.farm.farm_actors",
+    "pydantic.v1",
+)
 
 WHO_IMPORTED = """
 import json, sys, threading

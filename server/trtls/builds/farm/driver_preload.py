@@ -15,13 +15,6 @@ from __future__ import annotations
 
 import threading
 
-CELL_PATH = (
-    "trtls.builds.farm.host_slot",
-    "trtls.builds.farm.remote_process",
-    "trtls.builds.farm.farm_actors",
-    "pydantic.v1",  # Ray's serialization imports it at the first actor's creation (ray._common.pydantic_compat)
-)
-
 _started = threading.Event()
 
 
@@ -35,7 +28,7 @@ def start() -> None:
 
 
 def _import_all() -> None:
-    try:
+    try:  # pydantic.v1: Ray's serialization imports it at the first actor's creation (ray._common.pydantic_compat)
         import pydantic.v1  # noqa: F401
 
         from trtls.builds.farm import farm_actors, host_slot, remote_process  # noqa: F401
