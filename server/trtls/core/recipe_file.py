@@ -47,13 +47,14 @@ def file_kind(mode: int) -> str:
     return "not a regular file"
 
 
-def read_recipe_bytes(path: str | os.PathLike[str]) -> bytes:
+def read_recipe_bytes(path: str | os.PathLike[str], st: os.stat_result | None = None) -> bytes:
     """The file's bytes; raises NotARegularFile, RecipeTooLarge or OSError (missing, unreadable) — before it reads
     anything that could block or never end. Read through the door (`fs.read_bytes`: opened non-blocking, fstat'ed
-    before a byte is read, bounded); a symlinked recipe is followed, as a user's input is."""
+    before a byte is read, bounded); a symlinked recipe is followed, as a user's input is. `st`: the path's stat the
+    caller just took (`recipe_snapshot`), judged here as this one's own would be."""
     from trtls.fs import TooLarge, UnsafeWrite, read_bytes
 
-    st = os.stat(path)
+    st = os.stat(path) if st is None else st
     if not stat.S_ISREG(st.st_mode):
         raise NotARegularFile(
             errno.EINVAL, f"not a regular file ({file_kind(st.st_mode)}); recipes are files", str(path)
@@ -141,7 +142,7 @@ def recipe_snapshot(path: str | os.PathLike[str]) -> Snapshot:
     seen = _SNAPSHOTS.get(key)
     if seen is not None and seen[0] == version:
         return seen[1]
-    snapshot = Snapshot(read_recipe_bytes(path))
+    snapshot = Snapshot(read_recipe_bytes(path, st))
     if len(_SNAPSHOTS) >= _MAX_SNAPSHOTS:
         _SNAPSHOTS.pop(next(iter(_SNAPSHOTS)))
     _SNAPSHOTS[key] = (version, snapshot)

@@ -108,20 +108,24 @@ class Hosts:
         ~0.5 s on the 16-core host) while the cells' bundles are reserved, not after the first one is (cold fixed
         cost, issue 31: `reserved` then `actorReady` had run one after the other). A host no cell claims ends
         LINGER_S later, as one its last cell left."""
+        try:
+            cpus = _node_cpus()  # asked once for every node (a cluster-wide call)
+        except Exception:  # the cluster refused: each cell's own `acquire` says why
+            return
         for node_id in node_ids:
             with self.lock:
                 if node_id in self.own:
                     continue
                 try:
-                    entry = self._new_own(node_id)
+                    entry = self._new_own(node_id, cpus)
                 except Exception:  # the node went, or the cluster refused: the cell's own `acquire` says why
                     continue
                 entry[2] = self._linger(node_id, entry[0], LINGER_S)
 
-    def _new_own(self, node_id: str) -> list[Any]:
+    def _new_own(self, node_id: str, cpus: dict[str, float] | None = None) -> list[Any]:
         """Under self.lock: a new host of this driver's on `node_id`, claimed by no cell yet."""
-        cpus = next((n["Resources"].get("CPU", 1.0) for n in ray.nodes() if n["NodeID"] == node_id), 1.0)
-        entry = self.own[node_id] = [new_host(node_id, cpus), 0, None]
+        known = cpus if cpus is not None and node_id in cpus else _node_cpus()
+        entry = self.own[node_id] = [new_host(node_id, known.get(node_id, 1.0)), 0, None]
         return entry
 
     def _linger(self, node_id: str, actor: Any, linger_s: float) -> threading.Timer:
@@ -156,6 +160,11 @@ class Hosts:
 
 
 HOSTS = Hosts()
+
+
+def _node_cpus() -> dict[str, float]:
+    """Each node's CPUs, as the cluster states them (node id → count; 1 where it states none)."""
+    return {n["NodeID"]: n["Resources"].get("CPU", 1.0) for n in ray.nodes()}
 
 
 def _remove_when_made(made: Any) -> None:
