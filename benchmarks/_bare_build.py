@@ -5,14 +5,18 @@ A plain TensorRT-RTX script a person would write: import, parse the ONNX, the re
 Usage: python _bare_build.py MODEL.onnx OUTPUT.engine    (MODEL: a quickstart model, demo or large)
 """
 
+import json
 import os
 import sys
+import time
 from pathlib import Path
 
 import tensorrt_rtx as trt
 
+T_IMPORTED_NS = time.monotonic_ns()  # the stages bench_cli_fixed_cost.py compares with the worker's events
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from tests.quickstart import quickstart_profile_list
+from tests.quickstart import quickstart_profile_list  # noqa: E402
 
 
 def prepared(onnx: str) -> tuple | None:
@@ -40,13 +44,19 @@ def main() -> int:
         print("parse failed", file=sys.stderr)
         return 1
     _, builder, network, _, config = ready
+    t_call = time.monotonic_ns()
     plan = builder.build_serialized_network(network, config)
+    t_return = time.monotonic_ns()
     if plan is None:
         return 1
     with open(output, "wb") as fh:
         fh.write(plan)
         fh.flush()
         os.fsync(fh.fileno())
+    stamps = os.environ.get("TRTLS_BENCH_STAMPS")  # a file for the stages (CLOCK_MONOTONIC, as the worker's t_ns)
+    if stamps:
+        with open(stamps, "w") as fh:
+            json.dump({"ready": T_IMPORTED_NS, "call": t_call, "return": t_return}, fh)
     return 0
 
 

@@ -30,6 +30,7 @@ Usage: python benchmarks/bench_cli_fixed_cost.py [--engine demo|large|both] [--s
 
 from __future__ import annotations
 
+import json
 import os
 import resource
 import shutil
@@ -83,25 +84,63 @@ def child_env(tmp: Path, server: Path | None, store: Path | None) -> dict[str, s
 
 def timed(
     cmd: list[str], env: dict[str, str] | None = None, edit: tuple[Path, str | None] | None = None
-) -> tuple[float, float]:
-    """(wall s, CPU s of the process tree) of one run; a failed run is an error, never a figure. A fresh store is
-    emptied first, and `edit` (the recipe, the engine whose table is edited or None: a comment) is made as
-    `_common.edit_recipe` says, outside the timing."""
+) -> tuple[float, float, int, int]:
+    """(wall s, CPU s of the process tree, launch and exit on CLOCK_MONOTONIC in ns) of one run; a failed run is an
+    error, never a figure. A fresh store is emptied first, and `edit` (the recipe, the engine whose table is edited
+    or None: a comment) is made as `_common.edit_recipe` says, outside the timing."""
     store = (env or {}).get("TRTLS_STORE", "off")
     if store != "off":
         shutil.rmtree(store, ignore_errors=True)
     if edit is not None:
         edit_recipe(*edit)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    launch = time.monotonic_ns()
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
     wall = time.perf_counter() - t0
+    ended = time.monotonic_ns()
     reap_orphans()
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} exited {proc.returncode}: {proc.stderr[-1000:]}")
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return wall, cpu
+    return wall, cpu, launch, ended
+
+
+def stages(launch: int, ready: int, call: int, returned: int, ended: int) -> dict[str, float]:
+    """One run's wall time in ms by stage, on the one clock every process here shares: to TensorRT imported (the
+    CLI's worker: with its job in hand, its `environment` event), to the builder called (the ONNX parsed, the
+    profiles; the worker's `build_started`), the builder itself, and from its return to the process's exit."""
+    ms = [(b - a) / 1e6 for a, b in zip((launch, ready, call, returned), (ready, call, returned, ended), strict=True)]
+    return dict(zip(STAGES, ms, strict=True))
+
+
+STAGES = ("to TensorRT ready", "to the builder's call", "the builder", "after the builder")
+
+
+def cli_stages(ws: Path, run: tuple[float, float, int, int]) -> dict[str, float] | None:
+    """The stages of the CLI run just made, from its evidence's events (the newest run folder of `ws`)."""
+    runs = sorted((ws / ".trtls" / "runs").glob("*/events.jsonl"), key=lambda p: p.stat().st_mtime_ns)
+    if not runs:
+        return None
+    first: dict[str, int] = {}
+    for line in runs[-1].read_text().splitlines():
+        rec = json.loads(line)
+        first.setdefault(rec.get("type"), rec.get("t_ns"))
+    points = [first.get(k) for k in ("environment", "build_started", "builder_returned")]
+    if None in points:
+        return None
+    return stages(run[2], *points, run[3])  # type: ignore[arg-type]
+
+
+def bare_stages(stamps: Path, run: tuple[float, float, int, int]) -> dict[str, float] | None:
+    """The stages of the bare run just made (benchmarks/_bare_build.py's TRTLS_BENCH_STAMPS file)."""
+    try:
+        got = json.loads(stamps.read_text())
+        stamps.unlink()
+    except (OSError, ValueError):
+        return None
+    return stages(run[2], got["ready"], got["call"], got["return"], run[3])
 
 
 def measure(engine: str, pairs: int, store: str, baseline: Path | None = None, trtls: Path | None = None) -> dict:
@@ -122,7 +161,7 @@ def measure(engine: str, pairs: int, store: str, baseline: Path | None = None, t
         (
             "bare",
             [sys.executable, str(HERE / "_bare_build.py"), str(onnx), str(ws / "build" / f"{engine}.bare.engine")],
-            child_env(tmp, None, None),
+            {**child_env(tmp, None, None), "TRTLS_BENCH_STAMPS": str(tmp / "stamps.json")},
             None,
         ),
     ]
@@ -151,8 +190,14 @@ def measure(engine: str, pairs: int, store: str, baseline: Path | None = None, t
         # builder-heap-2026-12-05.txt)
         base = runs if i % 2 == 0 or baseline is None else [runs[-1], *runs[1:-1], runs[0]]
         order = base[i % len(base) :] + base[: i % len(base)]
-        got = {name: timed(cmd, env, recipe) for name, cmd, env, recipe in order}
-        rows.append({**got, "first": order[0][0], "load": os.getloadavg()[0]})
+        got, staged = {}, {}
+        for name, cmd, env, recipe in order:
+            got[name] = timed(cmd, env, recipe)
+            if name == "cli":
+                staged[name] = cli_stages(ws, got[name])
+            elif name == "bare":
+                staged[name] = bare_stages(tmp / "stamps.json", got[name])
+        rows.append({**got, "first": order[0][0], "load": os.getloadavg()[0], "stages": staged})
         c, b = got["cli"], got["bare"]
         line = (
             f"  {engine}, store {store}, round {i + 1}/{pairs} ({order[0][0]} first): "
@@ -210,6 +255,7 @@ def figures_of(m: dict) -> list[dict]:
             "interpreter start (`python -c pass`, same rounds) median "
             f"{statistics.median(r['python'][0] for r in rows):.3f} s",
         ),
+        *stage_figures(label, rows),
         figure(
             f"{label}: CPU time ratio CLI/bare (median)",
             round(statistics.median(cpu), 3),
@@ -219,6 +265,27 @@ def figures_of(m: dict) -> list[dict]:
             f"user+sys of the whole process tree; median {statistics.median(r['cli'][1] for r in rows):.2f} s vs "
             f"{statistics.median(r['bare'][1] for r in rows):.2f} s",
         ),
+    ]
+
+
+def stage_figures(label: str, rows: list[dict]) -> list[dict]:
+    """Where the CLI's extra wall time goes: each stage's median, CLI against bare (reported; no target)."""
+    both = [r["stages"] for r in rows if r.get("stages", {}).get("cli") and r["stages"].get("bare")]
+    if not both:
+        return []
+    med = {k: {w: statistics.median(s[w][k] for s in both) for w in ("cli", "bare")} for k in STAGES}
+    parts = "; ".join(f"{k} {med[k]['cli']:.0f} vs {med[k]['bare']:.0f}" for k in STAGES)
+    extra = {k: med[k]["cli"] - med[k]["bare"] for k in STAGES}
+    return [
+        figure(
+            f"{label}: wall by stage, CLI − bare (median ms)",
+            " / ".join(f"{extra[k]:+.0f}" for k in STAGES),
+            "ms",
+            None,
+            None,
+            f"{' / '.join(STAGES)}; CLI vs bare, ms: {parts} ({len(both)} pairs; one clock, CLOCK_MONOTONIC: the "
+            "CLI's from its worker's events, the bare script's from its own stamps)",
+        )
     ]
 
 
