@@ -15,7 +15,7 @@ from trtls.builds.avoidance import lookup as avoidance
 from trtls.builds.avoidance.pinned import PinUnavailable, unpinned_line
 from trtls.builds.supervisor.job import new_build_id, worker_job
 from trtls.builds.supervisor.spawn import discard
-from trtls.builds.supervisor.speculation import JobAhead, same_job
+from trtls.builds.supervisor.speculation import JobAhead, same_job, send_checked
 from trtls.core.codes import ERROR
 from trtls.core.findings import Finding
 from trtls.core.recipe import LoadedRecipe
@@ -146,6 +146,8 @@ async def request_build(
         await discard(worker)
         summary = Summary.written(reused)
         return Reused(summary, evidence_path(loaded.path, str(summary.buildId)), use)
+    if worker is not None and ahead is None and not loaded.engine(engine).worker:
+        ahead = send_checked(worker, job)  # a miss this process builds: the worker need not wait for the supervisor
     started = _start(
         supervisor,
         loaded,

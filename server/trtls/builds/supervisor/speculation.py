@@ -27,6 +27,15 @@ from typing import Any
 from trtls.core.vocabulary import BUILDER_PREFERENCES
 
 HOLD = "hold_commit"
+NOTE = (
+    "TensorRT started from the last build's job while the recipe was checked (the inputs unchanged, the recipe too or "
+    "edited only outside this engine's table, and a build certain: the store lacked the engine, or --no-store); no "
+    "engine could be written before the checked job matched it"
+)
+CHECKED_NOTE = (
+    "TensorRT started from this build's checked job as soon as the store missed, while the supervisor locked and "
+    "probed the output; no engine could be written before the supervisor's commit"
+)
 
 
 def _plain(job: dict[str, Any]) -> Any:
@@ -61,11 +70,14 @@ def job_to_remember(job: dict[str, Any] | None) -> dict[str, Any] | None:
 
 @dataclass(frozen=True)
 class JobAhead:
-    """A job sent to a worker ahead of the recipe's check, and when: the build started then (its evidence's clock)."""
+    """A job sent to a worker ahead of the supervisor, and when: the build started then (its evidence's clock).
+    `note`: what the evidence says of it — the last build's job sent before the check (`NOTE`), or this build's own
+    checked job sent as soon as the store missed (`CHECKED_NOTE`, `send_checked`)."""
 
     job: dict[str, Any]
     t_sent_ns: int = field(default_factory=time.monotonic_ns)
     sent_at: float = field(default_factory=time.time)
+    note: str = NOTE
 
     @property
     def build_id(self) -> str:
@@ -91,7 +103,21 @@ def same_job(sent: dict[str, Any], job: dict[str, Any]) -> bool:
 def send_ahead(worker: Any, remembered: Any, engine: str, build_id: str) -> JobAhead | None:
     """Send the remembered job to an early worker (still importing TensorRT: it reads the line when ready); the job
     sent, or None when none may go."""
-    ahead = job_ahead(remembered, engine, build_id)
+    return _send(worker, job_ahead(remembered, engine, build_id))
+
+
+def send_checked(worker: Any, job: dict[str, Any]) -> JobAhead | None:
+    """This build's own job, built from the checked recipe, to the early worker that was sent nothing (the recipe
+    changed since the engine's last build here, so no job could go before the check) once the store has missed and
+    this process holds the key: the worker builds while the supervisor is imported and made, locks and probes the
+    output and writes running.json (~30–40 ms here, 2026-12-05), and writes nothing before its `commit`, which the
+    supervisor sends where it would have sent the job. None when such a job may not go ahead (`may_go_ahead`)."""
+    if not may_go_ahead(job):
+        return None
+    return _send(worker, JobAhead({**job, HOLD: True}, note=CHECKED_NOTE))
+
+
+def _send(worker: Any, ahead: JobAhead | None) -> JobAhead | None:
     if ahead is None or worker is None or worker.stdin is None or worker.returncode is not None:
         return None
     worker.stdin.write((json.dumps(ahead.job) + "\n").encode())
@@ -99,10 +125,3 @@ def send_ahead(worker: Any, remembered: Any, engine: str, build_id: str) -> JobA
     if flush is not None:
         flush()
     return ahead
-
-
-NOTE = (
-    "TensorRT started from the last build's job while the recipe was checked (the inputs unchanged, the recipe too or "
-    "edited only outside this engine's table, and a build certain: the store lacked the engine, or --no-store); no "
-    "engine could be written before the checked job matched it"
-)

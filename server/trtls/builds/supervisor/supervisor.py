@@ -36,7 +36,7 @@ from trtls.builds.supervisor.resources import ResourceSampler
 from trtls.builds.supervisor.retention import Policy, auto_collect, policy_of
 from trtls.builds.supervisor.running_record import note_previous_sha, process_owner, running_json, sha256_and_close
 from trtls.builds.supervisor.spawn import reap_beside, spawn_worker, worker_nonce
-from trtls.builds.supervisor.speculation import NOTE, JobAhead
+from trtls.builds.supervisor.speculation import JobAhead
 from trtls.builds.supervisor.stop_escalation import StopEscalation, signal_group
 from trtls.builds.supervisor.worker_process import WorkerProcess
 from trtls.core.build_state import Ended, EnvironmentProbed, Erred, Noted, StoppedWaiting
@@ -129,7 +129,7 @@ class Supervisor:
         command = list(eng.worker) if eng.worker else [sys.executable, "-m", "trtls.builds.worker"]
         grace = eng.cancel_grace_s if grace_s is None else grace_s
         if ahead is not None:  # the caller checked it is this job (same_job), for its built-in worker
-            notes = (*notes, NOTE)
+            notes = (*notes, ahead.note)
         started = (ahead.t_sent_ns, ahead.sent_at) if ahead is not None else None  # its build began then
         build = Build(
             build_id,
