@@ -19,7 +19,6 @@ from trtls.builds.supervisor.speculation import JobAhead, same_job, send_checked
 from trtls.core.codes import ERROR
 from trtls.core.findings import Finding
 from trtls.core.recipe import LoadedRecipe
-from trtls.core.summary_record import Summary
 from trtls.store.entries import StoreUnusable
 
 if TYPE_CHECKING:  # a store hit starts nothing: the build core (its state, events, view) is loaded by the build
@@ -144,6 +143,8 @@ async def request_build(
         return Refused("pin_unavailable", [Finding(exc.code, ERROR, str(exc))], use.all_warnings())
     if reused is not None:
         await discard(worker)
+        from trtls.core.summary_record import Summary  # a reuse's only: a miss's job goes first (send_checked)
+
         summary = Summary.written(reused)
         return Reused(summary, evidence_path(loaded.path, str(summary.buildId)), use)
     if worker is not None and ahead is None and not loaded.engine(engine).worker:

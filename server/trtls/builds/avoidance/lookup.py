@@ -27,7 +27,6 @@ from trtls.builds.avoidance.restore import WAIT_POLL_S, output_root, remember, r
 from trtls.builds.avoidance.reuse import OutputHeld, ago, append_known_good
 from trtls.builds.roots import evidence_error, write_record
 from trtls.builds.supervisor.job import new_build_id, state_dir, worker_job
-from trtls.core.summary_record import Summary
 from trtls.store.config import store_config
 from trtls.store.diff import key_changes
 from trtls.store.entries import Entry, LeftInPlace, NotTrusted, Refused, Store
@@ -253,7 +252,10 @@ def after_build(use: StoreUse, build: Build, count: bool = False) -> dict[str, A
 def _publish(use: StoreUse, engine: Path, record: dict[str, Any], sha: str | None, summary: dict[str, Any]) -> bool:
     if use.store is None or use.key is None:
         return False
-    # the record this build just wrote: a farm cell built by another builder; an input changed while it was built
+    # the record this build just wrote: a farm cell built by another builder; an input changed while it was built.
+    # The summary's model is imported here, after the build: a miss's job goes to its worker before (app/build.py)
+    from trtls.core.summary_record import Summary
+
     mismatch = builder_mismatch(use.key, Summary.written(summary)) or inputs_changed(use.key, record["startedAt"])
     if mismatch is not None:
         use.warnings.append(mismatch)
