@@ -171,6 +171,10 @@ def test_a_build_whose_key_the_fast_path_found_missing_from_the_store_starts_its
     # and before `dataclasses` (with inspect, ast, dis, tokenize: ~6 ms here): memo.Looked is a NamedTuple
     early = [m for m in ("asyncio", "trtls.cli.main", "trtls.store.entries", "dataclasses") if m in again["at_spawn"]]
     assert early == [], f"imported before a known miss started its worker: {early}"
+    # and before the raw recipe's TOML is parsed: the memo's job names the builder to preload, and the parse that
+    # confirms it runs while the worker starts (spawn.preload_of_job)
+    parsed = [m for m in ("tomllib", "trtls.core.toml_bounded") if m in again["at_spawn"]]
+    assert parsed == [], f"the raw recipe was parsed before a known miss started its worker: {parsed}"
     # the memo's device check: the driver's probe started at the entry, before the fast path's own modules loaded
     for report in (first, again):
         assert report["cuda_thread"] == "trtls-cuda-warm"

@@ -216,6 +216,14 @@ def preload_for(recipe: Path, engine: str | None) -> str | None:
     return module if module in PRELOADABLE else None
 
 
+def preload_of_job(job: Any) -> str | None:
+    """The builder module a remembered job names, when it is one a worker may preload; else None. A known miss spawns
+    its worker with it before the raw recipe is parsed (`cli/store_lookup._start_worker`), and `preload_for` confirms
+    it once the worker is starting: the memo held, so the engine's view of the recipe is its last build's."""
+    module = job.get("builder_module") if isinstance(job, dict) else None
+    return module if module in PRELOADABLE else None
+
+
 def store_may_serve(recipe: Path, no_store: bool, rebuild: bool) -> bool:
     """From the raw TOML (before the recipe is validated): could this build be served from the store? The CLI then
     looks up before starting any worker (no early TensorRT import). Here, not in builds.avoidance.lookup: deciding
