@@ -68,6 +68,9 @@ def main(argv: list[str] | None = None) -> int:
     # (on the 16-core host's Python, with torch and its kin installed: ~56 ms of the recipe's check, a build's critical
     # path). trtls's own models want none; a PYDANTIC_DISABLE_PLUGINS the person set is theirs.
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
+    from trtls.core.pydantic_plugins import defer_plugin_loader
+
+    defer_plugin_loader()  # and pydantic's loader is not imported only to read that (core/pydantic_plugins.py)
     if argv in (["serve"], ["serve", "--stdio"]):
         return _serve()
     try:
