@@ -65,6 +65,7 @@ def write_engine(
     root = Path(within) if within is not None else nearest_folder(output.parent)
     ensure_folder(output.parent, within=root)
     temp = engine_temp_path(output, build_id).name
+    uncache_replaced(output, root)
     # The bytes' sha on a thread beside their write and fsync (hashlib releases the GIL): it was ~1.5 ms of a 2.5 MB
     # engine after them, on every build's way to build_finished, while a core waited for the disk (issue 31).
     digest: list[str] = []
@@ -80,6 +81,19 @@ def write_engine(
     finally:
         hashing.join()
     return len(plan), digest[0] if digest else sha256_bytes(plan)
+
+
+def uncache_replaced(output: Path, root: Path) -> None:
+    """Drop the page cache of the engine a new one is about to replace; its bytes stay on disk, untouched, and the
+    rename frees its pages anyway. Writing into memory the kernel freed moments ago is fast, into memory untouched
+    since is not where the host reclaims a guest's free memory: 138 MB (`large`) took ~30 ms against ~300 ms on this
+    machine, a Firecracker guest (2026-12-05), and a bare script that truncates the old engine first paid the 30. A
+    file that is not a regular one inside `root` (nothing there, a FIFO, a link) is left alone: only a hint is lost."""
+    try:
+        with open_regular(output, limit=None, follow=False, within=root) as old:
+            os.posix_fadvise(old.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+    except (OSError, AttributeError):  # AttributeError: no posix_fadvise on this platform
+        pass
 
 
 def quarantine(path: Path, quarantine_dir: Path, reason: str, *, kind: Kind, within: Path | None = None) -> Path:
