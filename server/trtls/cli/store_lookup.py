@@ -120,34 +120,17 @@ def _start_worker(
     recipe: Any, engine: str, job_of: Callable[[], dict[str, Any] | None], known: dict[str, Any] | None = None
 ) -> None:
     global _started
-    from trtls.builds.supervisor.spawn import (
-        drop_ahead,
-        drop_unadopted,
-        preload_for,
-        preload_of_job,
-        start_now,
-        take_ahead,
-    )
+    from trtls.builds.supervisor.spawn import drop_unadopted, preload_for, preload_of_job
 
     # A known miss's memo job names the builder to preload: the worker starts before the raw recipe is parsed (the
     # TOML reader and its parse, ~6 ms of the spawn's path here, 2026-12-05), which then confirms it beside the start.
     guess = preload_of_job(known)
-    preload = guess or preload_for(recipe, engine)
-    if preload is None:
-        drop_ahead()
-        return  # an external worker, a cluster: the full path places its own
-    try:
-        worker = take_ahead(preload) or start_now(preload)  # the program's entry may have started it already
-    except OSError:
-        return  # the full path starts one, and says why it cannot
-    if guess is not None and (confirmed := preload_for(recipe, engine)) != guess:
+    worker = _spawn(guess or preload_for(recipe, engine))
+    if worker is not None and guess is not None and (confirmed := preload_for(recipe, engine)) != guess:
         drop_unadopted(worker)  # the recipe's engine wants another builder, or none started early: as if not guessed
-        if confirmed is None:
-            return
-        try:
-            worker = start_now(confirmed)
-        except OSError:
-            return
+        worker = _spawn(confirmed)
+    if worker is None:
+        return
     _started = (worker, None)  # adopted even if what follows is interrupted
     job = job_of()
     if job is not None:
@@ -155,6 +138,20 @@ def _start_worker(
         from trtls.builds.supervisor.speculation import send_ahead
 
         _started = (worker, send_ahead(worker, job, engine, new_run_id(engine)))
+
+
+def _spawn(preload: str | None) -> Any:
+    """The early worker preloading `preload` (the one the program's entry started, when it did), or None: no preload
+    (an external worker, a cluster: the full path places its own) or no process (the full path says why)."""
+    from trtls.builds.supervisor.spawn import drop_ahead, start_now, take_ahead
+
+    if preload is None:
+        drop_ahead()
+        return None
+    try:
+        return take_ahead(preload) or start_now(preload)
+    except OSError:
+        return None
 
 
 def take_started() -> tuple[Any, Any] | None:
