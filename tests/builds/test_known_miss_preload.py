@@ -1,13 +1,14 @@
 """A known miss starts its worker with the builder module its memo's job names, before the raw recipe is parsed
 (cli/store_lookup._start_worker, builds/supervisor/spawn.preload_of_job), and the parse that follows confirms it.
-Where the recipe says otherwise, the guessed worker ends without building and the recipe's answer stands: a worker
-preloading what the recipe's engine wants, or none at all (a `[cluster]` places its own workers).
+Where the recipe says otherwise, the guessed worker is ended (killed: it was sent nothing) and the recipe's answer
+stands: a worker preloading what the recipe's engine wants, or none at all (a `[cluster]` places its own workers).
 
 Real worker processes (`python -m trtls.builds.worker --preload …`), started as the fast path starts them; nothing is
 sent to them, so nothing is built."""
 
 from __future__ import annotations
 
+import signal
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,7 +18,7 @@ import pytest
 from trtls.builds.supervisor import spawn
 from trtls.cli import store_lookup
 
-EOF_EXIT = 2  # a worker whose input closed before a job came (builds/worker/main.py)
+DROPPED = -signal.SIGKILL  # a worker no build took is ended at once (spawn.drop_unadopted), never left importing
 
 
 @pytest.fixture
@@ -32,7 +33,7 @@ def spawned(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[subprocess.Popen[b
 
     monkeypatch.setattr(spawn, "start_now", recorded)
     yield workers
-    store_lookup._drop_started()
+    store_lookup.drop_started()
     for w in workers:
         spawn.drop_unadopted(w)
         w.wait(timeout=60)
@@ -54,7 +55,7 @@ def test_a_guess_the_recipe_refutes_is_dropped_for_the_recipes_builder(workspace
     assert _preloads(spawned) == ["tensorrt", "auto"]  # the guess first, then what the raw recipe says
     started = store_lookup.take_started()
     assert started is not None and started[0] is spawned[1]
-    assert spawned[0].wait(timeout=60) == EOF_EXIT  # its input closed: it ended without building
+    assert spawned[0].wait(timeout=60) == DROPPED  # ended without building
     assert spawned[1].poll() is None  # the recipe's worker waits for its job
 
 
@@ -64,4 +65,4 @@ def test_a_guess_for_a_recipe_with_a_cluster_leaves_no_worker(workspace: Path, s
     store_lookup._start_worker(recipe, "demo", lambda: None, {"builder_module": "auto"})
     assert store_lookup.take_started() is None  # the farm places its own workers
     assert _preloads(spawned) == ["auto"]
-    assert spawned[0].wait(timeout=60) == EOF_EXIT
+    assert spawned[0].wait(timeout=60) == DROPPED

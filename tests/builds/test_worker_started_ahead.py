@@ -111,7 +111,7 @@ def test_a_ctrl_c_just_after_the_worker_started_ahead_is_the_persons_stop_and_th
     assert "trtls build: interrupted by Ctrl-C" in proc.stderr
     got = json.loads(proc.stdout)
     assert got["code"] == 130
-    # its input closed, it ends once its preload is done (it reads EOF where its job would be), building nothing
+    # ended at once (spawn.drop_unadopted: killed and reaped), building nothing
     deadline = time.monotonic() + 60
     while _running(got["pid"]) and time.monotonic() < deadline:
         time.sleep(0.05)

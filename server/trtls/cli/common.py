@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import signal
 import sys
+from collections.abc import Awaitable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from trtls.cli.usage import emit_error
+
+T = TypeVar("T")
 
 RECIPE_HINT = "trtls build takes a trtls.toml recipe or the folder that holds one"
 
@@ -53,26 +56,87 @@ class Stoppable(Protocol):
     def force(self) -> None: ...
 
 
-def install_stop_keys(target: Stoppable, what: str, *, quiet: bool = False) -> None:
+class StopKeys:
     """Ctrl-C once: a cooperative cancel (source ctrl_c), said on stderr unless `quiet`; twice: force (skip the
-    grace). SIGTERM: a cooperative cancel with source service_shutdown. Needs the running loop."""
+    grace). SIGTERM: a cooperative cancel with source service_shutdown.
+
+    Installed before its target exists (`bind`), as a build's are: from the moment a job may reach a worker (the
+    request's own job goes to an early worker as soon as the store misses: builds/supervisor/speculation.py) a press is
+    this build's stop, never the event loop's teardown (which would end the command with the worker still building
+    and no evidence). A stop asked before the target is bound is kept and applied at `bind`; meanwhile it cancels the
+    request awaited (`request`: a lookup, a wait for another process's build of the same output), which then started
+    no build (`source` says why it ended)."""
+
+    def __init__(self, target: Stoppable | None, what: str, quiet: bool) -> None:
+        self.target, self.what, self.quiet = target, what, quiet
+        self.presses = 0
+        self.source: str | None = None  # the first stop asked before a target was bound
+        self.request: Any = None  # the task awaiting the request, until the request returns
+
+    def on_sigint(self) -> None:
+        self.presses += 1
+        if self.presses == 1:
+            self._cancel("ctrl_c")
+            if not self.quiet:
+                print(f"\nstopping {self.what} (cooperative; Ctrl-C again to force)…", file=sys.stderr, flush=True)
+        elif self.target is not None:
+            self.target.force()
+
+    def on_sigterm(self) -> None:
+        self._cancel("service_shutdown")
+
+    def _cancel(self, source: str) -> None:
+        if self.target is not None:
+            self.target.cancel(source)
+            return
+        self.source = self.source or source
+        if self.request is not None:
+            self.request.cancel()
+
+    async def request_until_stopped(self, request: Awaitable[T]) -> T | None:
+        """`request` awaited until it returns its target (bind it then); None when a stop asked meanwhile cancelled
+        it (`said_stopped` gives the command's line and code). It runs in this task, not one of its own: what the
+        request starts (a supervisor's task) runs only after the caller has bound its target and attached its view,
+        as when it was awaited plainly, so no event of the build is missed."""
+        import asyncio
+
+        self.request = asyncio.current_task()
+        try:
+            return await request
+        except asyncio.CancelledError:
+            if self.source is None or self.request is None or self.request.uncancel() > 0:
+                raise  # a cancel of this task by someone else too: theirs to handle
+            return None
+        finally:
+            self.request = None  # a stop asked from now on waits for `bind`
+
+    def said_stopped(self, command: str) -> int:
+        """The line and exit code of a request a stop ended before it started anything to stop (`source`)."""
+        from trtls.cli.exits import exit_code_of, say_interrupted
+
+        if self.source == "ctrl_c":
+            return say_interrupted(command)
+        print(f"\ntrtls {command}: stopped ({self.source}) before anything started", file=sys.stderr)
+        return exit_code_of("cancelled", self.source)
+
+    def bind(self, target: Stoppable) -> None:
+        """The target from now on; a stop asked before it is applied to it at once (twice pressed: forced too)."""
+        self.target = target
+        if self.source is not None:
+            target.cancel(self.source)
+            if self.presses >= 2:
+                target.force()
+
+
+def install_stop_keys(target: Stoppable | None, what: str, *, quiet: bool = False) -> StopKeys:
+    """`StopKeys` on the running loop's SIGINT and SIGTERM (a target of None: bound later)."""
     import asyncio  # here, not at the top: an unchanged build answered from the store never starts a loop
 
     loop = asyncio.get_running_loop()
-    presses = 0
-
-    def on_sigint() -> None:
-        nonlocal presses
-        presses += 1
-        if presses == 1:
-            target.cancel("ctrl_c")
-            if not quiet:
-                print(f"\nstopping {what} (cooperative; Ctrl-C again to force)…", file=sys.stderr, flush=True)
-        else:
-            target.force()
-
-    loop.add_signal_handler(signal.SIGINT, on_sigint)
-    loop.add_signal_handler(signal.SIGTERM, lambda: target.cancel("service_shutdown"))
+    keys = StopKeys(target, what, quiet)
+    loop.add_signal_handler(signal.SIGINT, keys.on_sigint)
+    loop.add_signal_handler(signal.SIGTERM, keys.on_sigterm)
+    return keys
 
 
 def _kind_of(path: Path) -> str:

@@ -114,7 +114,11 @@ def _command(given: list[str] | None, argv: list[str]) -> int:
         return exit_code(out, "build", done) if done is not None else _full(given, argv, args)
     except KeyboardInterrupt:
         # the user's stop, even this early (the fast path's imports, its hashes, a restore): nothing is built, and a
-        # restore is atomic (its temp is the door's to clean), so the output is as it was — never build after it
+        # restore is atomic (its temp is the door's to clean), so the output is as it was — never build after it. A
+        # worker the fast path started, and perhaps sent the last build's job, ends now (it wrote nothing)
+        from trtls.cli.store_lookup import drop_started
+
+        drop_started()
         return _interrupted(argv)
     finally:
         if certain:  # a worker started ahead that the fast path did not take ends without building
@@ -140,22 +144,19 @@ def _full(given: list[str] | None, argv: list[str], parsed: argparse.Namespace |
 
 
 def _interrupted(argv: list[str]) -> int:
-    from trtls.cli.exits import EXIT_CTRL_C
+    from trtls.cli.exits import say_interrupted
 
-    command = f" {argv[0]}" if argv and argv[0].isalpha() else ""  # a command's name, never other text
-    print(f"\ntrtls{command}: interrupted by Ctrl-C", file=sys.stderr)
-    return EXIT_CTRL_C
+    return say_interrupted(argv[0] if argv else "")  # a command's name, never other text
 
 
 def _serve() -> int:
     """`trtls serve [--stdio]` straight to the language server: an editor waits for initialize's reply from the moment
     it spawns the process, and the command line's parser and every other command's module (~0.1 s) serve no part of
     it. The same Ctrl-C line and code as `cli.main` gives."""
-    from trtls.cli.exits import EXIT_CTRL_C
+    from trtls.cli.exits import say_interrupted
     from trtls.lsp.server import serve
 
     try:
         return serve()  # the protocol's exit code: 0 after shutdown, 1 without
     except KeyboardInterrupt:
-        print("\ntrtls serve: interrupted by Ctrl-C", file=sys.stderr)
-        return EXIT_CTRL_C
+        return say_interrupted("serve")

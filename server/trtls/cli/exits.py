@@ -28,3 +28,13 @@ def exit_code_of(outcome: str | None, cancel_source: str | None) -> int:
     if outcome == "cancelled":
         return EXIT_TIMEOUT if cancel_source == "ci_timeout" else EXIT_CTRL_C
     return EXIT_FAILED  # failed, or a route build that stopped with an error
+
+
+def say_interrupted(command: str = "") -> int:
+    """The one line (and code) of a command the person's Ctrl-C ended before it started anything of its own to stop:
+    `trtls build: interrupted by Ctrl-C`, never a traceback. `command`: its name (a word of letters, or left out)."""
+    import sys
+
+    name = f" {command}" if command.isalpha() else ""
+    print(f"\ntrtls{name}: interrupted by Ctrl-C", file=sys.stderr)
+    return EXIT_CTRL_C

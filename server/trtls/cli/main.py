@@ -9,18 +9,17 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import sys
 from typing import Any
 
 from trtls import __version__
-from trtls.cli import accept, check, gates, import_cmd, pictures, reduce, store, store_lookup
+from trtls.cli import accept, build_matrix, check, gates, import_cmd, pictures, reduce, store, store_lookup
 from trtls.cli import farm as farm_cmd
 from trtls.cli import gc as gc_cmd
-from trtls.cli.common import find_recipe, install_stop_keys, load_or_report, report_error
+from trtls.cli.common import find_recipe, install_stop_keys, load_or_report
 from trtls.cli.console import exit_code, safe_console
-from trtls.cli.exits import EXIT_BAD_INPUT, EXIT_CTRL_C, EXIT_FAILED, EXIT_OK, exit_code_of
+from trtls.cli.exits import EXIT_BAD_INPUT, EXIT_OK, exit_code_of, say_interrupted
 from trtls.cli.usage import JsonErrors, TrtlsParser, parse, positive_seconds, recipe_argument
 
 
@@ -81,7 +80,7 @@ async def _build_all(args: argparse.Namespace) -> int:
         if (refused := refused_recipe(loaded, engines)) is not None:
             return store_lookup.report_refused(loaded, refused)
         if args.all and not args.matrix:
-            _say_matrices_left_out(loaded, engines)
+            build_matrix.say_matrices_left_out(loaded, engines)
         overrides: dict[str, Any] = {}
         if args.cold:
             overrides.update(retry_overrides("cold", 0))
@@ -89,7 +88,7 @@ async def _build_all(args: argparse.Namespace) -> int:
             overrides["settings"] = {"optimization_level": args.optimization_level}
         if runs_as_matrix(loaded, every_engine=args.all, matrix=args.matrix, cell=args.cell):
             await discard(early)
-            return await _build_matrix(loaded, engines, args, overrides)
+            return await build_matrix.build_matrix(loaded, engines, args, overrides)
         code = EXIT_OK
         for engine in engines:
             worker, early = early, None
@@ -116,22 +115,35 @@ async def _build_one(
     job `worker` was sent before the recipe was checked (builds/supervisor/speculation.py)."""
     from trtls.app.build import request_build
     from trtls.app.results import AlreadyBuilding, Refused, Reused
+    from trtls.builds.supervisor.spawn import discard
 
-    result = await request_build(
-        None,  # a supervisor of its own, made only when a build starts: a store hit loads no build core
-        loaded,
-        engine,
-        overrides=overrides,
-        no_store=bool(args.no_store),
-        rebuild=bool(args.rebuild),
-        unpin=bool(args.unpin),
-        worker=worker,  # started early, importing TensorRT; closed there when no build starts
-        ahead=ahead,
-        wait_for_output=not args.no_wait,
-        say=None if args.json else store_lookup.say,
-        on_wait=(lambda holder: store_lookup.json_waiting(engine, holder)) if args.json else None,
-        on_warning=None if args.json else store_lookup.say_warning,
-    )
+    # The stop keys first: this request's job may reach `worker` before the request returns (a miss's checked job goes
+    # as soon as the store misses), and from then a Ctrl-C is this build's stop, with its evidence (cli/common.StopKeys)
+    keys = install_stop_keys(None, engine, quiet=args.json)
+    try:
+        result = await keys.request_until_stopped(
+            request_build(
+                None,  # a supervisor of its own, made only when a build starts: a store hit loads no build core
+                loaded,
+                engine,
+                overrides=overrides,
+                no_store=bool(args.no_store),
+                rebuild=bool(args.rebuild),
+                unpin=bool(args.unpin),
+                worker=worker,  # started early, importing TensorRT; closed there when no build starts
+                ahead=ahead,
+                wait_for_output=not args.no_wait,
+                say=None if args.json else store_lookup.say,
+                on_wait=(lambda holder: store_lookup.json_waiting(engine, holder)) if args.json else None,
+                on_warning=None if args.json else store_lookup.say_warning,
+            )
+        )
+    except BaseException:
+        await asyncio.shield(discard(worker))  # no build took it: ended with any job it was sent, never left running
+        raise
+    if result is None:  # stopped before a build started
+        await discard(worker)
+        return keys.said_stopped("build")
     if isinstance(result, Reused):
         store_lookup.say_lookup(engine, result.use, quiet=args.json)
         return store_lookup.print_reused(engine, result.summary.record(), loaded.path, bool(args.json))
@@ -142,7 +154,7 @@ async def _build_one(
 
     store_lookup.say_lookup(engine, result.use, quiet=args.json, building=True)
     build = result.build
-    install_stop_keys(build, engine, quiet=args.json)
+    keys.bind(build)  # a stop asked meanwhile is applied now
     loop = asyncio.get_running_loop()
     if args.timeout is not None:
         loop.call_later(args.timeout, build.cancel, "ci_timeout")
@@ -158,92 +170,6 @@ async def _build_one(
     if not args.json:
         print_outcome(build)
     return exit_code_of(build.state.outcome, build.state.token.source)
-
-
-def _say_matrices_left_out(loaded: Any, engines: list[str]) -> None:
-    """--all builds each engine once with its own settings (--all --matrix builds every cell): a matrix it does
-    not expand is said, not left out silently (issue 18)."""
-    from trtls.builds.supervisor.matrix import plan
-
-    for name in engines:
-        cells = sum(1 for p in plan(loaded, [name], True, {}) if p.cell is not None)
-        if cells:
-            print(
-                f"{name}: built once with its own settings; its [engines.{name}.matrix] ({cells} cells) was left out:"
-                " add --matrix to build every cell",
-                file=sys.stderr,
-            )
-
-
-async def _build_matrix(loaded: Any, engines: list[str], args: argparse.Namespace, overrides: dict[str, Any]) -> int:
-    """--all / --matrix / a recipe with [cluster]: one parent, one child per cell (docs/farm.md).
-    With --json on a cluster, stdout carries only our JSON lines: Ray's driver prints its raylet's warnings to
-    sys.stdout from a thread of its own (`(raylet) WARNING: 8 PYTHON worker processes …` under load, whatever
-    log_to_driver says), so sys.stdout is lent to stderr for the run and the JSON goes to the real stdout."""
-    json_out = sys.stdout
-    if args.json and loaded.recipe.cluster is not None:
-        JsonErrors.out = json_out
-        with contextlib.redirect_stdout(sys.stderr):
-            try:
-                return await _run_matrix(loaded, engines, args, overrides, json_out)
-            finally:
-                from trtls.builds.farm import cluster
-
-                cluster.disconnect()  # Ray's printing thread ends while stdout is still lent (atexit: a no-op)
-    return await _run_matrix(loaded, engines, args, overrides, json_out)
-
-
-async def _run_matrix(
-    loaded: Any, engines: list[str], args: argparse.Namespace, overrides: dict[str, Any], json_out: Any
-) -> int:
-    """Every cell through the application layer (trtls.app.request_matrix), rendered in the terminal."""
-    from trtls.app.matrix import request_matrix
-    from trtls.app.results import Refused
-    from trtls.builds.supervisor.supervisor import Supervisor
-    from trtls.cli.matrix_view import MatrixJsonView, MatrixPlainView, MatrixRichView, print_matrix_outcome
-
-    not_restored: list[str] = []  # a cell of a built key with no engine (its leader's was not stored)
-    result = await request_matrix(
-        Supervisor(),
-        loaded,
-        engines,
-        (args.engine or "all") + (" (matrix)" if args.matrix else ""),
-        matrix=bool(args.matrix),
-        cell=args.cell,
-        overrides=overrides,
-        no_store=bool(args.no_store),
-        rebuild=bool(args.rebuild),
-        say=None if args.json else store_lookup.say,
-        # a hit cell costs no worker, no node
-        on_looked_up=lambda warnings, reused: store_lookup.say_cells_looked_up(
-            warnings, [(p, summary.record()) for p, summary in reused], as_json=args.json
-        ),
-        on_follower=store_lookup.follower_said(not_restored, quiet=args.json),
-    )
-    if isinstance(result, Refused):
-        return store_lookup.report_refused(loaded, Refused(result.because, result.findings))  # warnings: said
-    mb = result.matrix
-    if mb is None:
-        return EXIT_OK  # every cell was up to date
-    install_stop_keys(mb, "every cell", quiet=args.json)
-    loop = asyncio.get_running_loop()
-    if args.timeout:
-        loop.call_later(args.timeout, mb.cancel, "ci_timeout")
-    view_cls = MatrixJsonView if args.json else (MatrixRichView if sys.stdout.isatty() else MatrixPlainView)
-    view = MatrixJsonView(mb, json_out) if args.json else view_cls(mb)
-    mb.listeners.append(view.update)
-    with view:
-        while mb.running:
-            await asyncio.sleep(0.25)
-            view.tick()
-        await mb.wait()
-    if not args.json:
-        print_matrix_outcome(mb)
-    code = exit_code_of(mb.outcome, mb.cancel_source)
-    if code == EXIT_OK and not_restored:
-        report_error("TRT332", f"not built: {', '.join(not_restored)} (see above)", str(loaded.path))
-        return EXIT_FAILED
-    return code
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -384,8 +310,7 @@ def _run(args: argparse.Namespace) -> int:
         # The safety net for a command with no stop of its own (build, matrix, route build, gates and reduce have
         # theirs: a cooperative stop, evidence, 130). Every file trtls writes is a temp file until its rename, so an
         # interrupted write replaced nothing; the user gets one line and 130, not a traceback.
-        print(f"\ntrtls {args.command}: interrupted by Ctrl-C", file=sys.stderr)
-        return EXIT_CTRL_C
+        return say_interrupted(args.command)
 
 
 if __name__ == "__main__":

@@ -161,9 +161,9 @@ def take_started() -> tuple[Any, Any] | None:
     return started
 
 
-def _drop_started() -> None:
-    """A worker a previous command line started and nobody took (a caller of main([...])): its input closed, it
-    ends without building."""
+def drop_started() -> None:
+    """A worker the fast path started that nobody took (the person's Ctrl-C before the full path; a previous command
+    line's, for a caller of main([...])): it ends without building (`drop_unadopted`)."""
     started = take_started()
     if started is not None:
         from trtls.builds.supervisor.spawn import drop_unadopted
@@ -181,7 +181,7 @@ def fast_path(args: argparse.Namespace, *, entry: bool = False) -> int | None:
         _declined_by_entry = False
         return None
     known_miss = False  # this command line's answer only (a caller may run several in one process)
-    _drop_started()
+    drop_started()
     done = _fast_path(args)
     _declined_by_entry = entry and done is None
     return done

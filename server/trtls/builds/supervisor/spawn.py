@@ -128,7 +128,8 @@ def start_ahead() -> None:
     inputs (~30 ms of small imports here, 2026-12-05: the worker's start — its interpreter, TensorRT's import — is the
     build's critical path, and it runs beside them). It preloads what a recipe's engine that names no builder module
     preloads (`AHEAD_PRELOAD`); the fast path takes it (`take_ahead`) once the raw recipe says the engine wants that,
-    and otherwise its input is closed and it ends without building. Nothing is sent to it before the recipe is read."""
+    and otherwise it is ended at once (`drop_unadopted`), having built nothing. Nothing is sent to it before the
+    recipe is read."""
     global _AHEAD
     drop_ahead()
     try:
@@ -156,14 +157,19 @@ def drop_ahead() -> None:
 
 
 def drop_unadopted(worker: subprocess.Popen[bytes]) -> None:
-    """A worker `start_now` started that no supervisor adopted: its input closed, it ends without building (its
-    preload reads EOF where its job would be), and its nonce is forgotten."""
+    """A worker `start_now` started that no supervisor adopted (a guess the recipe refuted, the person's Ctrl-C before
+    the full path): ended now and reaped, its nonce forgotten. It may have been sent a job ahead of the check
+    (builds/supervisor/speculation.py) and be inside TensorRT's builder, where it would read the EOF of its input only
+    at a callback; such a job holds its commit, so it has written nothing and owes nothing: SIGKILL to its session's
+    group, as `discard` ends an adopted one."""
     _STARTED_NONCES.pop(worker.pid, None)
     if worker.stdin is not None:
         try:
             worker.stdin.close()
         except OSError:
             pass
+    if signal_child(worker, signal.SIGKILL, group=True):
+        worker.wait()
 
 
 def reap_beside(proc: Any) -> asyncio.Future[int]:
