@@ -62,10 +62,11 @@ class StopKeys:
 
     Installed before its target exists (`bind`), as a build's are: from the moment a job may reach a worker (the
     request's own job goes to an early worker as soon as the store misses: builds/supervisor/speculation.py) a press is
-    this build's stop, never the event loop's teardown (which would end the command with the worker still building
-    and no evidence). A stop asked before the target is bound is kept and applied at `bind`; meanwhile it cancels the
-    request awaited (`request`: a lookup, a wait for another process's build of the same output), which then started
-    no build (`source` says why it ended)."""
+    this build's stop, never asyncio's default one (which cancelled the main task at once: the command ended with no
+    evidence and the worker still building). The loop runs these handlers between task steps only, so a press lands
+    either while the request waits — it is cancelled (`request_until_stopped` gives None, `source` says why): a lookup,
+    a wait for another process's build of the same key, nothing built — or once the target is bound (the request's
+    return and `bind` share one step). A stop kept for `bind` is the net for a caller that awaits between the two."""
 
     def __init__(self, target: Stoppable | None, what: str, quiet: bool) -> None:
         self.target, self.what, self.quiet = target, what, quiet
