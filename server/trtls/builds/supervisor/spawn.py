@@ -169,7 +169,10 @@ def drop_unadopted(worker: subprocess.Popen[bytes]) -> None:
         except OSError:
             pass
     if signal_child(worker, signal.SIGKILL, group=True):
-        worker.wait()
+        try:
+            worker.wait(5.0)  # as `discard` bounds it: a reap never holds the command's end
+        except subprocess.TimeoutExpired:
+            signal_child(worker, signal.SIGKILL)
 
 
 def reap_beside(proc: Any) -> asyncio.Future[int]:
