@@ -380,10 +380,19 @@ try {
       const texts = await rowTexts();
       say(`tree: ${JSON.stringify(texts)}`);
       assert(texts.some((t) => /\d+\/\d+/.test(t)), 'no phase with a step count');
-      await row.hover();
-      assert(await row.locator('.actions .action-label[aria-label*="Stop Build"]').first().isVisible(), 'no inline Stop button on the running build');
       assert(await page.locator('.statusbar-item', { hasText: /TensorRT: large · building/ }).first().isVisible(), 'no status bar item for the running build');
       assert(await page.locator('.editor-actions .action-label[aria-label*="Stop Build"]').first().isVisible(), 'no Stop button in the editor title while building');
+      // A row's inline actions show on hover, focus or selection. The tree re-renders a running row (progress, 4× a
+      // second) and a re-rendered row loses the hover: one hover then one look failed the project's CI under load.
+      // So the row is selected (its id is stable while it runs, so the selection survives a re-render) and hovered
+      // again until the button is seen; the row must still be building, or the look proves nothing.
+      const inlineStop = row.locator('.actions .action-label[aria-label*="Stop Build"]').first();
+      await until('an inline Stop button on the running build', async () => {
+        assert(/building/.test(await row.innerText()), 'the large build stopped before its inline Stop was seen');
+        if (!/\bselected\b/.test((await row.getAttribute('class')) ?? '')) await row.locator('.label-name').first().click({ timeout: 3000 });
+        await row.hover({ timeout: 3000 });
+        return inlineStop.isVisible();
+      }, 15000, 200);
       await shot('04-tree-running');
     });
 
