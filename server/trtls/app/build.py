@@ -147,7 +147,7 @@ async def request_build(
 
         summary = Summary.written(reused)
         return Reused(summary, evidence_path(loaded.path, str(summary.buildId)), use)
-    if worker is not None and ahead is None and not loaded.engine(engine).worker:
+    if worker is not None and ahead is None and loaded.engine(engine).builds_in_our_worker:
         ahead = send_checked(worker, job)  # a miss this process builds: the worker need not wait for the supervisor
     started = _start(
         supervisor,

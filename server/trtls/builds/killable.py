@@ -4,12 +4,11 @@ conversion and the triage's TensorRT comparison; the build worker has its own co
 
 from __future__ import annotations
 
-import signal
 import subprocess
 import time
 from typing import Any
 
-from trtls.fs.kill import signal_child
+from trtls.fs.kill import end_child
 
 POLL_S = 0.05
 
@@ -19,8 +18,7 @@ def ran_to_the_end(proc: subprocess.Popen[Any], token: Any) -> bool:
     reap it and return False."""
     while proc.poll() is None:
         if token.is_set:
-            signal_child(proc, signal.SIGKILL, group=True)  # not reaped yet: its pid is still its own
-            proc.wait()
+            end_child(proc)  # not reaped yet: its pid is still its own
             return False
         time.sleep(POLL_S)
     return True

@@ -83,6 +83,12 @@ class EngineRecipe(_Model):
     matrix: Matrix | None = Field(None, description="Axes that expand this engine into cells (trtls build --matrix).")
     triage: TriageSettings = Field(default_factory=TriageSettings, description="What `trtls reduce` needs to know.")
 
+    @property
+    def builds_in_our_worker(self) -> bool:
+        """The built-in worker builds it (no external `worker` command), so a worker started early for it may take its
+        job: the one rule the application layer (its job sent ahead) and the supervisor (its worker adopted) share."""
+        return not self.worker
+
     def job_profiles(self) -> list[dict[str, Any]]:
         """The profiles as the worker protocol carries them (and as buildConfigHash covers them)."""
         return [p.job() for p in self.profiles]

@@ -38,7 +38,15 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from trtls.core.paths import UnsafeWrite
     from trtls.fs.folder import ensure_folder, open_folder
-    from trtls.fs.kill import ProcessProof, kill_ray_actor, prove, signal_child, signal_proven
+    from trtls.fs.kill import (
+        ProcessProof,
+        end_child,
+        end_child_async,
+        kill_ray_actor,
+        prove,
+        signal_child,
+        signal_proven,
+    )
     from trtls.fs.kinds import OWNED_MARK, Kind
     from trtls.fs.lock import held_lock, open_lock_file, remove_unheld_lock
     from trtls.fs.read import (
@@ -97,6 +105,8 @@ __all__ = [
     "scratch_dir",
     "scratch_file",
     "signal_child",
+    "end_child",
+    "end_child_async",
     "signal_proven",
     "temp_path_for",
     "touch",
@@ -109,7 +119,10 @@ __all__ = [
 _HOME = {
     "UnsafeWrite": "paths",
     **dict.fromkeys(("ensure_folder", "open_folder"), "folder"),
-    **dict.fromkeys(("ProcessProof", "kill_ray_actor", "prove", "signal_child", "signal_proven"), "kill"),
+    **dict.fromkeys(
+        ("ProcessProof", "end_child", "end_child_async", "kill_ray_actor", "prove", "signal_child", "signal_proven"),
+        "kill",
+    ),
     **dict.fromkeys(("OWNED_MARK", "Kind"), "kinds"),
     **dict.fromkeys(("held_lock", "open_lock_file", "remove_unheld_lock"), "lock"),
     **dict.fromkeys(

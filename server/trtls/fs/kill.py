@@ -2,7 +2,9 @@
 
 * `signal_child`: a child we started and still hold a handle to (a `subprocess.Popen` or an asyncio process) and
   have not reaped (a reaped pid may already belong to someone else). `group=True` signals its process group, and
-  only when the child leads one (it was started with `start_new_session=True`).
+  only when the child leads one (it was started with `start_new_session=True`). `end_child` (a Popen) and
+  `end_child_async` (an asyncio process) are the one rule for a child that owes nothing: SIGKILL to the group it
+  leads, then a reap bounded at `REAP_WITHIN_S`.
 * `signal_proven`: a process named by a record on disk (orphan recovery's `running.json`, the warm farm's pid
   file). A record can be planted, so its pid proves nothing: the process must have the recorded start id (not a
   reused pid) **and** carry in its environment the per-run nonce the supervisor passed only to it
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import os
 import signal as _signal
+import subprocess
 from typing import Any, NamedTuple
 
 NONCE_ENV = "TRTLS_RUN_NONCE"  # the per-run secret a supervisor passes to the one process it starts for a run
@@ -132,6 +135,36 @@ def signal_child(proc: Any, sig: int = _signal.SIGKILL, *, group: bool = False) 
         return True
     except (ProcessLookupError, PermissionError):
         return False
+
+
+REAP_WITHIN_S = 5.0  # a reap never holds a command's end for longer: a child stuck in the kernel is the OS's to reap
+
+
+def end_child(proc: subprocess.Popen[Any], *, within: float = REAP_WITHIN_S) -> bool:
+    """End a child we hold that owes nothing (a worker never committed, a preloaded worker nobody took): SIGKILL to the
+    session's group it leads (its own children with it), then reaped within `within` s. False when it had already
+    ended, or did not end in time (killed, left to the OS: a task in uninterruptible sleep)."""
+    if not signal_child(proc, _signal.SIGKILL, group=True):
+        proc.poll()
+        return False
+    try:
+        proc.wait(within)
+    except subprocess.TimeoutExpired:
+        return False
+    return True
+
+
+async def end_child_async(proc: Any, *, within: float = REAP_WITHIN_S) -> bool:
+    """`end_child` for an asyncio process."""
+    import asyncio
+
+    if not signal_child(proc, _signal.SIGKILL, group=True):
+        return False
+    try:
+        await asyncio.wait_for(proc.wait(), within)
+    except TimeoutError:
+        return False
+    return True
 
 
 def _parent(pid: int) -> int | None:

@@ -116,11 +116,7 @@ def discard(proc: subprocess.Popen) -> None:
 
 
 def kill_group(proc: subprocess.Popen) -> None:
-    fs.signal_child(proc, signal.SIGKILL, group=True)  # our child, leader of its own group
-    try:
-        proc.wait(5)
-    except Exception:
-        pass
+    fs.end_child(proc)  # our child, leader of its own group
 
 
 def pid_alive(pid: int, start: int) -> bool:

@@ -12,14 +12,13 @@ before it kills it, so a planted record cannot aim the kill at anything else.
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import weakref
 from typing import TYPE_CHECKING, Any
 
 from trtls.core.vocabulary import BUILDER_MODULES, BUILDER_PREFERENCES
-from trtls.fs.kill import NONCE_ENV, new_nonce, signal_child
+from trtls.fs.kill import NONCE_ENV, end_child, end_child_async, new_nonce
 
 if TYPE_CHECKING:
     import asyncio  # at run time in the functions that need it: a known miss starts its worker before asyncio loads
@@ -168,11 +167,7 @@ def drop_unadopted(worker: subprocess.Popen[bytes]) -> None:
             worker.stdin.close()
         except OSError:
             pass
-    if signal_child(worker, signal.SIGKILL, group=True):
-        try:
-            worker.wait(5.0)  # as `discard` bounds it: a reap never holds the command's end
-        except subprocess.TimeoutExpired:
-            signal_child(worker, signal.SIGKILL)
+    end_child(worker)
 
 
 def reap_beside(proc: Any) -> asyncio.Future[int]:
@@ -259,15 +254,8 @@ async def discard(worker: asyncio.subprocess.Process | None) -> None:
     (worker/commit_guard.CommitGate), and a discarded worker was never committed — so it owes nothing and is ended at
     once: SIGKILL to its session's group (its own children with it), rather than waited for while it finishes
     importing TensorRT or cancels the build it began (~30 ms of a hit after an edit here, 2026-12-05)."""
-    import asyncio
-
     if worker is None or worker.returncode is not None:
         return
     if worker.stdin is not None:
         worker.stdin.close()
-    signal_child(worker, signal.SIGKILL, group=True)
-    try:
-        await asyncio.wait_for(worker.wait(), 5.0)
-    except TimeoutError:
-        signal_child(worker, signal.SIGKILL)
-        await worker.wait()
+    await end_child_async(worker)

@@ -126,7 +126,7 @@ class Supervisor:
         if remote is not None and remote.shared_dir is not None:  # nodes write straight to shared storage
             job["output"] = str(remote.shared_dir / Path(job["output"]).relative_to(loaded.base_dir))
         eng = loaded.engine(engine)
-        command = list(eng.worker) if eng.worker else [sys.executable, "-m", "trtls.builds.worker"]
+        command = [sys.executable, "-m", "trtls.builds.worker"] if eng.builds_in_our_worker else list(eng.worker or ())
         grace = eng.cancel_grace_s if grace_s is None else grace_s
         if ahead is not None:  # the caller checked it is this job (same_job), for its built-in worker
             notes = (*notes, ahead.note)
@@ -144,7 +144,7 @@ class Supervisor:
             notes=notes,
             started=started,
         )
-        if worker is not None and eng.worker:
+        if worker is not None and not eng.builds_in_our_worker:
             worker.stdin.close()  # type: ignore[union-attr]  # an external worker was asked for: not ours to use
         elif worker is not None:
             self.prespawned[build_id] = worker
