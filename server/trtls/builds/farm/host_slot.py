@@ -66,6 +66,7 @@ class Hosts:
         self.lock = threading.Lock()
         self.own: dict[str, list[Any]] = {}  # node id → [actor, cells using it, linger timer]
         self.farm: dict[str, Any] = {}  # node id → the warm farm's host there
+        self.cpus: dict[str, float] = {}  # node id → its CPUs, as last asked of the cluster (`_new_own`)
 
     def acquire(self, node_id: str, farm_ok: bool) -> tuple[Any, str | None]:
         """Blocking: (the host for a cell on `node_id`, the farm host's name or None)."""
@@ -114,18 +115,22 @@ class Hosts:
             return
         for node_id in node_ids:
             with self.lock:
+                self.cpus.update(cpus)
                 if node_id in self.own:
                     continue
                 try:
-                    entry = self._new_own(node_id, cpus)
+                    entry = self._new_own(node_id)
                 except Exception:  # the node went, or the cluster refused: the cell's own `acquire` says why
                     continue
                 entry[2] = self._linger(node_id, entry[0], LINGER_S)
 
-    def _new_own(self, node_id: str, cpus: dict[str, float] | None = None) -> list[Any]:
-        """Under self.lock: a new host of this driver's on `node_id`, claimed by no cell yet."""
-        known = cpus if cpus is not None and node_id in cpus else _node_cpus()
-        entry = self.own[node_id] = [new_host(node_id, known.get(node_id, 1.0)), 0, None]
+    def _new_own(self, node_id: str) -> list[Any]:
+        """Under self.lock: a new host of this driver's on `node_id`, claimed by no cell yet. The cluster is asked for
+        the nodes' CPUs (a cluster-wide call) only for a node this driver has not seen yet: a node's CPUs do not change
+        while it lives, and a node that joined later is not in the last answer."""
+        if node_id not in self.cpus:
+            self.cpus.update(_node_cpus())
+        entry = self.own[node_id] = [new_host(node_id, self.cpus.get(node_id, 1.0)), 0, None]
         return entry
 
     def _linger(self, node_id: str, actor: Any, linger_s: float) -> threading.Timer:
