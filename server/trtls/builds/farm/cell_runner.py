@@ -112,11 +112,7 @@ def discard(proc: subprocess.Popen) -> None:
         proc.stdin.close()
         proc.wait(2)
     except Exception:
-        kill_group(proc)
-
-
-def kill_group(proc: subprocess.Popen) -> None:
-    fs.end_child(proc)  # our child, leader of its own group
+        fs.end_child(proc)  # our child, leader of its own group
 
 
 def pid_alive(pid: int, start: int) -> bool:
@@ -362,7 +358,7 @@ class CellRun:
         with self.lock:
             proc, early, self.early = self.proc, self.early, None
         if proc is not None and proc.poll() is None:
-            kill_group(proc)
+            fs.end_child(proc)
         if early is not None:
             discard(early.proc)
         self.cleanup()

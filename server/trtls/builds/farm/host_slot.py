@@ -113,9 +113,10 @@ class Hosts:
             cpus = _node_cpus()  # asked once for every node (a cluster-wide call)
         except Exception:  # the cluster refused: each cell's own `acquire` says why
             return
+        with self.lock:
+            self.cpus.update(cpus)
         for node_id in node_ids:
             with self.lock:
-                self.cpus.update(cpus)
                 if node_id in self.own:
                     continue
                 try:
