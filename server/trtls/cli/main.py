@@ -139,7 +139,7 @@ async def _build_one(
             )
         )
     except BaseException:
-        await asyncio.shield(discard(worker))  # no build took it: ended with any job it was sent, never left running
+        await asyncio.shield(discard(worker))  # ended unless a build took it (then its own: spawn.taken_by_build)
         raise
     if result is None:  # stopped before a build started
         await discard(worker)

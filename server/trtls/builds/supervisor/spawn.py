@@ -28,6 +28,7 @@ BUILTIN_WORKER = [sys.executable, "-m", "trtls.builds.worker"]
 SITE_ENV = "TRTLS_WORKER_SITE"  # "1": start the built-in worker with `site`, as any Python (`_launch`)
 PRELOADABLE = BUILDER_PREFERENCES
 _NONCES: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()  # worker process → its nonce
+_TAKEN: weakref.WeakSet[Any] = weakref.WeakSet()  # early workers a build took (`taken_by_build`): its to end
 _quieted = False  # reap_beside's filter is on the asyncio logger
 _STARTED_NONCES: dict[int, str] = {}  # pid → the nonce of a worker `start_now` started, until it is adopted
 _AHEAD: subprocess.Popen[bytes] | None = None  # the worker `start_ahead` started, until `take_ahead` or `drop_ahead`
@@ -254,8 +255,16 @@ async def discard(worker: asyncio.subprocess.Process | None) -> None:
     (worker/commit_guard.CommitGate), and a discarded worker was never committed — so it owes nothing and is ended at
     once: SIGKILL to its session's group (its own children with it), rather than waited for while it finishes
     importing TensorRT or cancels the build it began (~30 ms of a hit after an edit here, 2026-12-05)."""
-    if worker is None or worker.returncode is not None:
-        return
+    if worker is None or worker.returncode is not None or worker in _TAKEN:
+        return  # a worker a build took is that build's to end, with its evidence: a face's cleanup never kills it
     if worker.stdin is not None:
         worker.stdin.close()
     await end_child_async(worker)
+
+
+def taken_by_build(worker: Any) -> None:
+    """The supervisor has taken `worker` for a build whose task now runs: from here `discard` leaves it alone. A
+    face discards the early worker it passed on any path where no build took it — a refusal, a hit, an error — and
+    one such path may come after the handoff (an exception raised once the build started); ending the worker then
+    would kill a running build behind its supervisor's back, which owns its stop and its evidence."""
+    _TAKEN.add(worker)

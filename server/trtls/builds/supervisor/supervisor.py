@@ -35,7 +35,7 @@ from trtls.builds.supervisor.output_probe import output_problem
 from trtls.builds.supervisor.resources import ResourceSampler
 from trtls.builds.supervisor.retention import Policy, auto_collect, policy_of
 from trtls.builds.supervisor.running_record import note_previous_sha, process_owner, running_json, sha256_and_close
-from trtls.builds.supervisor.spawn import reap_beside, spawn_worker, worker_nonce
+from trtls.builds.supervisor.spawn import reap_beside, spawn_worker, taken_by_build, worker_nonce
 from trtls.builds.supervisor.speculation import JobAhead
 from trtls.builds.supervisor.stop_escalation import StopEscalation, signal_group
 from trtls.builds.supervisor.worker_process import WorkerProcess
@@ -157,6 +157,8 @@ class Supervisor:
         self.retention[build_id] = policy_of(loaded.recipe.evidence)
         build.token.on_request(lambda source: loop.call_soon_threadsafe(self.stops.on_cancel, build))
         loop.create_task(self._run(build), name=f"trtls-build-{build_id}")
+        if worker is not None and eng.builds_in_our_worker:
+            taken_by_build(worker)  # its build's task owns it now: a face's discard of it is a no-op (spawn.py)
         return build
 
     async def shutdown(self, source: str = "service_shutdown") -> None:
