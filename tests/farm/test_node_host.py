@@ -13,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tests.farm.conftest import LABEL, engine_table, farm_recipe
+from trtls.builds.farm.host_slot import HOSTS, LINGER_S
 from trtls.builds.farm.submit import prepare
 from trtls.builds.supervisor.matrix import plan, start_matrix
 from trtls.builds.supervisor.supervisor import Supervisor
@@ -132,6 +133,7 @@ async def test_a_cell_waiting_for_its_bundle_finds_its_nodes_host_already_made_a
     ray.get(holder.ready(), timeout=60)
     node_id = str(ray.util.placement_group_table(holder)["bundles_to_node_id"][0])
     path = farm_recipe(tmp_path, ray_cluster.address, engine_table("demo", "demo", f'{{ "{LABEL}" = "ahead" }}'))
+    path.write_text(path.read_text().replace("keep_warm_s = 0", "keep_warm_s = 6"))  # longer than LINGER_S
     loaded = load_recipe(path)
     planned = plan(loaded, ["demo"], False, {})
     specs = await prepare(loaded, planned)
@@ -148,6 +150,10 @@ async def test_a_cell_waiting_for_its_bundle_finds_its_nodes_host_already_made_a
         await eventually(lambda: len(actors("NodeHost", node_id)) == 1, "no host on the node while the cell waited")
         assert placed == []  # the cell still waits for its bundle: the node's only CPU is the test's
         host_pid = actors("NodeHost", node_id)[0]["Pid"]
+        # unclaimed, it lingers as a host whose last cell left: the farm's keep_warm_s, not a shorter rule of its own
+        with HOSTS.lock:  # start_own holds it while it makes the host and sets its timer
+            linger = HOSTS.own[node_id][2]
+        assert linger is not None and linger.interval == max(LINGER_S, loaded.recipe.cluster.keep_warm_s) > LINGER_S
     finally:
         ray.util.remove_placement_group(holder)
     summary = await mb.wait()

@@ -103,12 +103,13 @@ class Hosts:
                 continue
             self.farm.setdefault(node_id, actor)
 
-    def start_own(self, node_ids: list[str]) -> None:
+    def start_own(self, node_ids: list[str], linger_s: float = 0.0) -> None:
         """Blocking (a daemon thread, started as the run's cells are placed on an instance this driver did not find
         warm): this driver's host made on each node now, so Ray starts its worker process (a Python that imports Ray,
         ~0.5 s on the 16-core host) while the cells' bundles are reserved, not after the first one is (cold fixed
-        cost, issue 31: `reserved` then `actorReady` had run one after the other). A host no cell claims ends
-        LINGER_S later, as one its last cell left."""
+        cost, issue 31: `reserved` then `actorReady` had run one after the other). A host no cell claims lingers as
+        one its last cell left (`release`: the farm's keep_warm_s, at least LINGER_S) — one rule for every own host, so
+        a cell whose bundle waits that long behind other work still finds the host made for it."""
         try:
             cpus = _node_cpus()  # asked once for every node (a cluster-wide call)
         except Exception:  # the cluster refused: each cell's own `acquire` says why
@@ -123,7 +124,7 @@ class Hosts:
                     entry = self._new_own(node_id)
                 except Exception:  # the node went, or the cluster refused: the cell's own `acquire` says why
                     continue
-                entry[2] = self._linger(node_id, entry[0], LINGER_S)
+                entry[2] = self._linger(node_id, entry[0], linger_s)
 
     def _new_own(self, node_id: str) -> list[Any]:
         """Under self.lock: a new host of this driver's on `node_id`, claimed by no cell yet. The cluster is asked for

@@ -38,7 +38,7 @@ async def prepare(loaded: LoadedRecipe, planned: list[PlannedCell]) -> dict[str,
     if findings:
         return findings
     cluster.mark("placed")
-    _hosts_ahead(placements, bool(cluster.connection.get("warm")))
+    _hosts_ahead(placements, bool(cluster.connection.get("warm")), table.keep_warm_s)
     shared = loaded.resolve(table.shared_dir) if table.shared_dir else None
     # a local farm listens on 127.0.0.1 only: its one node is this machine, so its workers write in place
     same_machine = shared is None and table.address == LOCAL
@@ -48,10 +48,11 @@ async def prepare(loaded: LoadedRecipe, planned: list[PlannedCell]) -> dict[str,
     }
 
 
-def _hosts_ahead(placements: list[Placement], warm: bool) -> None:
+def _hosts_ahead(placements: list[Placement], warm: bool, linger_s: float) -> None:
     """While the cells' bundles are reserved: the warm farm's hosts looked up and answered once, or this driver's own
     hosts made (their Ray workers start meanwhile) — on the nodes a CPU-only cell may get, and, for its own, only
-    when those are no more than such cells (each node likely gets one; a host no cell claims ends LINGER_S later)."""
+    when those are no more than such cells (each node likely gets one; a host no cell claims lingers as one whose
+    last cell left: `linger_s`, the farm's keep_warm_s, at least host_slot.LINGER_S)."""
     from trtls.builds.farm.host_slot import HOSTS, shares_host
 
     sharing = [pl for pl in placements if shares_host(pl)]
@@ -59,7 +60,8 @@ def _hosts_ahead(placements: list[Placement], warm: bool) -> None:
     if not node_ids or (not warm and len(node_ids) > len(sharing)):
         return
     target, name = (HOSTS.warm_up, "trtls-farm-warm-up") if warm else (HOSTS.start_own, "trtls-farm-hosts-ahead")
-    threading.Thread(target=target, args=(node_ids,), name=name, daemon=True).start()
+    args = (node_ids,) if warm else (node_ids, linger_s)
+    threading.Thread(target=target, args=args, name=name, daemon=True).start()
 
 
 def _labels(loaded: LoadedRecipe, p: PlannedCell) -> dict[str, str]:
