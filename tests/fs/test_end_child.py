@@ -30,13 +30,16 @@ def _gone(pid: int) -> bool:
 
 
 def test_end_child_kills_the_group_and_reaps_the_child() -> None:
-    proc = subprocess.Popen([sys.executable, "-c", _PARENT], stdout=subprocess.PIPE, start_new_session=True)
-    assert proc.stdout is not None
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _PARENT], stdin=subprocess.PIPE, stdout=subprocess.PIPE, start_new_session=True
+    )
+    assert proc.stdout is not None and proc.stdin is not None
     grandchild = int(proc.stdout.readline())
     assert process_alive(grandchild)
 
     assert end_child(proc) is True
     assert proc.returncode == -9  # reaped by end_child: SIGKILL
+    assert proc.stdin.closed  # our end of its input: no pipe left open
     assert _gone(grandchild), "the child's own child outlived it"
     assert end_child(proc) is False  # already ended: nothing signalled (its pid may be someone else's by now)
 
@@ -57,11 +60,12 @@ def test_end_child_of_a_child_that_exited_unreaped_reaps_it_with_its_own_status(
 def test_end_child_async_kills_the_group_and_reaps_the_child() -> None:
     async def run() -> tuple[int, int | None]:
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-c", _PARENT, stdout=subprocess.PIPE, start_new_session=True
+            sys.executable, "-c", _PARENT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, start_new_session=True
         )
-        assert proc.stdout is not None
+        assert proc.stdout is not None and proc.stdin is not None
         grandchild = int(await proc.stdout.readline())
         assert await end_child_async(proc) is True
+        assert proc.stdin.is_closing()  # our end of its input: no pipe left open
         return grandchild, proc.returncode
 
     grandchild, returncode = asyncio.run(run())

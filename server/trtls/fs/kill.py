@@ -141,9 +141,11 @@ REAP_WITHIN_S = 5.0  # a reap never holds a command's end for longer: a child st
 
 
 def end_child(proc: subprocess.Popen[Any], *, within: float = REAP_WITHIN_S) -> bool:
-    """End a child we hold that owes nothing (a worker never committed, a preloaded worker nobody took): SIGKILL to the
-    session's group it leads (its own children with it), then reaped within `within` s. False when it had already
-    ended, or did not end in time (killed, left to the OS: a task in uninterruptible sleep)."""
+    """End a child we hold that owes nothing (a worker never committed, a preloaded worker nobody took): our end of its
+    input closed, SIGKILL to the session's group it leads (its own children with it), then reaped within `within` s.
+    False when it had already ended, or did not end in time (killed, left to the OS: a task in uninterruptible
+    sleep)."""
+    _close_input(proc)
     if not signal_child(proc, _signal.SIGKILL, group=True):
         proc.poll()
         return False
@@ -158,6 +160,7 @@ async def end_child_async(proc: Any, *, within: float = REAP_WITHIN_S) -> bool:
     """`end_child` for an asyncio process."""
     import asyncio
 
+    _close_input(proc)
     if not signal_child(proc, _signal.SIGKILL, group=True):
         return False
     try:
@@ -165,6 +168,17 @@ async def end_child_async(proc: Any, *, within: float = REAP_WITHIN_S) -> bool:
     except TimeoutError:
         return False
     return True
+
+
+def _close_input(proc: Any) -> None:
+    """Nothing more goes to a child being ended, and no pipe of ours to it stays open (a child that had already ended
+    included). A pipe whose reader is gone may refuse its last flush: nothing was owed to it."""
+    stdin = getattr(proc, "stdin", None)
+    if stdin is not None:
+        try:
+            stdin.close()
+        except OSError:
+            pass
 
 
 def _parent(pid: int) -> int | None:

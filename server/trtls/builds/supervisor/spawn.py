@@ -163,11 +163,6 @@ def drop_unadopted(worker: subprocess.Popen[bytes]) -> None:
     at a callback; such a job holds its commit, so it has written nothing and owes nothing: SIGKILL to its session's
     group, as `discard` ends an adopted one."""
     _STARTED_NONCES.pop(worker.pid, None)
-    if worker.stdin is not None:
-        try:
-            worker.stdin.close()
-        except OSError:
-            pass
     end_child(worker)
 
 
@@ -257,8 +252,6 @@ async def discard(worker: asyncio.subprocess.Process | None) -> None:
     importing TensorRT or cancels the build it began (~30 ms of a hit after an edit here, 2026-12-05)."""
     if worker is None or worker.returncode is not None or worker in _TAKEN:
         return  # a worker a build took is that build's to end, with its evidence: a face's cleanup never kills it
-    if worker.stdin is not None:
-        worker.stdin.close()
     await end_child_async(worker)
 
 
