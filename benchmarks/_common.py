@@ -40,18 +40,25 @@ def every_build_builds() -> None:
 def bytecode_as_installed(*packages: str) -> None:
     """Every process this benchmark starts reads its modules' bytecode, as an installed trtls and Ray have it (pip
     compiles at install): PYTHONDONTWRITEBYTECODE — set in this repository's shells — is dropped for this process and
-    its children, and trtls's own modules and `packages` (a farm's: `ray`) are compiled once, here, outside any timing.
-    With it set, each process of a farm run — the CLI, Ray's workers and agents, every build worker — compiled trtls's
-    modules from source (~0.2–0.3 s per process here) and the fixed cost measured that. No PYTHONPYCACHEPREFIX (as the
-    single-process benchmarks use): Ray's own processes would then compile all of Ray's modules into it, cold."""
+    its children, and trtls's own modules and the whole folder each of `packages` (a farm's: `ray`) is installed in
+    — its dependencies with it (pydantic, aiohttp, grpc: what the CLI and Ray's agents import) — are compiled once,
+    here, outside any timing; where they already are (a pip install), that is a look at each file's time stamp. With it
+    set, each process of a farm run — the CLI, Ray's workers and agents, every build worker — compiled trtls's modules
+    from source (~0.2–0.3 s per process here) and the fixed cost measured that; and where the packages came without
+    bytecode (the device kit's payload), the first cold run compiled the dependencies (2026-12-06: the 16-core host's
+    first cold run, CLI start-up 0.96 s against 0.43–0.58 s after it). No PYTHONPYCACHEPREFIX (as the single-process
+    benchmarks use): Ray's own processes would then compile all of Ray's modules into it, cold."""
     import importlib.util
 
     os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
     folders = [str(ROOT / "server" / "trtls")]
     for name in packages:
         spec = importlib.util.find_spec(name)
-        folders += list(spec.submodule_search_locations or []) if spec is not None else []
-    subprocess.run([sys.executable, "-m", "compileall", "-q", "-j", "0", *folders], check=False, capture_output=True)
+        for location in (spec.submodule_search_locations or []) if spec is not None else []:
+            folders.append(str(Path(location).parent))  # the site folder: the package and what it imports
+    subprocess.run(
+        [sys.executable, "-m", "compileall", "-q", "-j", "0", *dict.fromkeys(folders)], check=False, capture_output=True
+    )
 
 
 def ensure_models() -> None:
