@@ -44,10 +44,9 @@ def bytecode_as_installed(*packages: str) -> None:
     — its dependencies with it (pydantic, aiohttp, grpc: what the CLI and Ray's agents import) — are compiled once,
     here, outside any timing; where they already are (a pip install), that is a look at each file's time stamp. With it
     set, each process of a farm run — the CLI, Ray's workers and agents, every build worker — compiled trtls's modules
-    from source (~0.2–0.3 s per process here) and the fixed cost measured that; and where the packages came without
-    bytecode (the device kit's payload), the first cold run compiled the dependencies (2026-12-06: the 16-core host's
-    first cold run, CLI start-up 0.96 s against 0.43–0.58 s after it). No PYTHONPYCACHEPREFIX (as the single-process
-    benchmarks use): Ray's own processes would then compile all of Ray's modules into it, cold."""
+    from source (~0.2–0.3 s per process here) and the fixed cost measured that; the device kit's payload comes with no
+    bytecode at all. No PYTHONPYCACHEPREFIX (as the single-process benchmarks use): Ray's own processes would then
+    compile all of Ray's modules into it, cold."""
     import importlib.util
 
     os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
