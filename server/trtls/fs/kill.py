@@ -18,6 +18,7 @@ process for ever.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal as _signal
 import subprocess
@@ -175,10 +176,8 @@ def _close_input(proc: Any) -> None:
     included). A pipe whose reader is gone may refuse its last flush: nothing was owed to it."""
     stdin = getattr(proc, "stdin", None)
     if stdin is not None:
-        try:
+        with contextlib.suppress(OSError):
             stdin.close()
-        except OSError:
-            pass
 
 
 def _parent(pid: int) -> int | None:

@@ -103,7 +103,7 @@ class Hosts:
                 continue
             self.farm.setdefault(node_id, actor)
 
-    def start_own(self, node_ids: list[str], linger_s: float = 0.0) -> None:
+    def start_own(self, node_ids: list[str], linger_s: float) -> None:
         """Blocking (a daemon thread, started as the run's cells are placed on an instance this driver did not find
         warm): this driver's host made on each node now, so Ray starts its worker process (a Python that imports Ray,
         ~0.5 s on the 16-core host) while the cells' bundles are reserved, not after the first one is (cold fixed

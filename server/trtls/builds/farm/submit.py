@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import threading
 
 from trtls.builds.farm.placement import Placement, RemoteSpec, Request, builder_of, place_all
@@ -59,9 +60,11 @@ def _hosts_ahead(placements: list[Placement], warm: bool, linger_s: float) -> No
     node_ids = sorted({n for pl in sharing for n in pl.candidates})
     if not node_ids or (not warm and len(node_ids) > len(sharing)):
         return
-    target, name = (HOSTS.warm_up, "trtls-farm-warm-up") if warm else (HOSTS.start_own, "trtls-farm-hosts-ahead")
-    args = (node_ids,) if warm else (node_ids, linger_s)
-    threading.Thread(target=target, args=args, name=name, daemon=True).start()
+    if warm:
+        target, name = HOSTS.warm_up, "trtls-farm-warm-up"
+    else:
+        target, name = functools.partial(HOSTS.start_own, linger_s=linger_s), "trtls-farm-hosts-ahead"
+    threading.Thread(target=target, args=(node_ids,), name=name, daemon=True).start()
 
 
 def _labels(loaded: LoadedRecipe, p: PlannedCell) -> dict[str, str]:
