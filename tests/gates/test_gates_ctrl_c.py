@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -26,12 +27,17 @@ def sample(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_ctrl_c_stops_the_gates_before_the_next_gate_and_exits_130(sample, tmp_path) -> None:
     root = copy_sample(sample, tmp_path / "route")
     assert asyncio.run(route_build.build_route(root / "trtls.toml", "tiny_ort")).ok
+    hold = tmp_path / "hold"
+    hold.mkdir()
     proc = subprocess.Popen(
         [sys.executable, "-m", "trtls", "gates", str(root), "--route", "tiny_ort"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # as in a terminal, not a background job
+        # held at the start of gate 2 until the stop is asked: before, a loaded machine let the run pass gate 3's
+        # check before the signal landed (CI: gate 3 `pass`)
+        env={**os.environ, "TRTLS_TEST_PAUSE": f"gate_2:{hold}"},
     )
     assert proc.stderr is not None
     seen = []
@@ -46,4 +52,6 @@ def test_ctrl_c_stops_the_gates_before_the_next_gate_and_exits_130(sample, tmp_p
     assert "Traceback" not in err and "gates cancelled — no decision" in out, out + err
     summary = json.loads((root / ".trtls" / "routes" / "tiny_ort" / "summary.json").read_text())
     assert summary["cancelled"] is True
-    assert summary["gates"]["3"]["status"] == "not_run" and summary["gates"]["5"]["status"] == "not_run"
+    assert (hold / "tiny_ort.gate_2").read_text() == str(proc.pid)  # the hook held this run at gate 2
+    assert summary["gates"]["2"]["status"] != "not_run"  # the gate the stop came in ran to its end
+    assert all(summary["gates"][g]["status"] == "not_run" for g in ("3", "4", "5"))

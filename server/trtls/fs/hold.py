@@ -1,6 +1,7 @@
 """The test hook that holds a process at a named point (`TRTLS_TEST_PAUSE=<point>:<folder>`): the worker before and
 after its rename (builds/worker), the supervisor before a build's evidence is written (builds/supervisor/build_end.py),
-the language server's readings of recorded runs and models (lsp/recorded_runs.py).
+the language server's readings of recorded runs and models (lsp/recorded_runs.py), the start of
+a gate (`gate_<n>`, gates/run.py).
 Its marker goes through the door like any file trtls writes; with the variable unset it is one environment lookup."""
 
 from __future__ import annotations

@@ -37,6 +37,7 @@ from trtls.core.route_summary_record import ROUTE_SUMMARY_FORMAT, RouteSummary
 from trtls.core.sha256 import sha256_file
 from trtls.core.terminal_text import terminal_safe
 from trtls.fs import Kind, atomic_write_text, ensure_folder
+from trtls.fs.hold import test_pause
 from trtls.gates import bundle, parity, release, runbook_holds
 from trtls.gates.context import GateContext, GateHook
 from trtls.gates.engine_portability import loads_on_record
@@ -113,15 +114,7 @@ class RouteResult:
 
 
 def _not_run(gate: int, message: str) -> GateCheck:
-    return GateCheck(
-        gate,
-        "not_run",
-        "hold",
-        message,
-        GATE_CODES[gate],
-        (),
-        False,
-    )
+    return GateCheck(gate, "not_run", "hold", message, GATE_CODES[gate], (), False)
 
 
 def run_gates(
@@ -155,6 +148,9 @@ def run_gates(
             break
         if progress is not None:
             progress(gate, f"gate {gate}: {GATE_NAMES[gate]}")
+        # tests only (`TRTLS_TEST_PAUSE=gate_<n>:<folder>`): hold at the start of gate n until a stop is asked, so a
+        # test's Ctrl-C lands inside a known gate however loaded the machine is
+        test_pause(f"gate_{gate}", route_name, until=lambda: cancel is not None and cancel())
         t0 = time.monotonic()
         try:
             new = list(GATES[gate](ctx))
