@@ -1,8 +1,12 @@
 """Real ONNX models (built with the onnx package, checked by onnx's checker) whose weights live in external data
 files referenced from every place a tensor can be: a top-level initializer, a Constant node's `value` attribute,
 an If branch's initializer, a Constant inside an If nested in an If, a Loop body's Constant, a sparse initializer,
-and a Constant inside a local function. Each layout writes one external file per referenced tensor, named after
-the place, so a test can change or delete exactly one."""
+and a Constant inside a local function — and three written as protobuf allows but onnx never writes: the graph in two
+parts (`graph-in-parts`: ModelProto.graph twice, its initializer in the first), a Constant's `value` in two parts
+(`constant-in-parts`: the location in one, "external" in the other) and a Constant whose attribute tag has its long
+form (`constant-long-tag`: 0xAA 0x00 for 0x2A); protobuf parses each as the merge of its parts, and so does TensorRT's
+parser. Each layout writes one external file per referenced tensor, named after the place, so a test can change or
+delete exactly one."""
 
 from __future__ import annotations
 
@@ -10,10 +14,12 @@ from pathlib import Path
 
 import numpy as np
 import onnx
+from google.protobuf.internal.encoder import _VarintBytes
 from onnx import TensorProto, helper, numpy_helper
 from onnx.external_data_helper import set_external_data
 
 LAYOUTS = ("initializer", "constant", "if-branch", "nested-if-constant", "loop-body-constant", "sparse", "function")
+LAYOUTS += ("graph-in-parts", "constant-in-parts", "constant-long-tag")
 F4 = [4]
 
 
@@ -92,6 +98,8 @@ def build(folder: Path, layout: str) -> tuple[Path, str]:
         nodes.append(helper.make_node("Add", ["x", "sw"], ["y"]))
         graph = helper.make_graph(nodes, "g", inputs, [y], inits, sparse_initializer=[sparse])
         return _save(folder, graph, []), place
+    elif layout in ("graph-in-parts", "constant-in-parts", "constant-long-tag"):
+        return _written_in_parts(folder, layout, place, inputs, y), place
     elif layout == "function":
         fn = helper.make_function(
             "local", "AddWeights", ["a"], ["b"],
@@ -104,6 +112,40 @@ def build(folder: Path, layout: str) -> tuple[Path, str]:
         raise ValueError(layout)
     graph = helper.make_graph(nodes, "g", inputs, [y], inits)
     return _save(folder, graph, functions), place
+
+
+def _field(number: int, body: bytes, tag: bytes | None = None) -> bytes:
+    """A length-delimited field, its tag in the canonical form unless `tag` gives another."""
+    return (tag or _VarintBytes((number << 3) | 2)) + _VarintBytes(len(body)) + body
+
+
+def _written_in_parts(folder: Path, layout: str, place: str, inputs: list, y: onnx.ValueInfoProto) -> Path:
+    if layout == "graph-in-parts":  # ModelProto.graph (7) twice: the first part holds only the initializer
+        rest = helper.make_graph([helper.make_node("Add", ["x", "w"], ["y"])], "g", inputs, [y])
+        first = onnx.GraphProto(initializer=[external(folder, "w", _weights(1), place)])
+        return _save_raw(folder, _field(7, first.SerializeToString()) + _field(7, rest.SerializeToString()))
+    value = external(folder, "cv", _weights(3), place)
+    if layout == "constant-in-parts":  # AttributeProto.t (5) twice: the location in one part, "external" in the other
+        located = TensorProto()
+        located.CopyFrom(value)
+        located.ClearField("data_location")
+        held = _field(5, located.SerializeToString()) + _field(5, TensorProto(data_location=1).SerializeToString())
+    else:  # AttributeProto.t with its tag in two bytes, 0xAA 0x00: the same field 5 to protobuf
+        held = _field(5, value.SerializeToString(), tag=b"\xaa\x00")
+    attribute = _field(1, b"value") + b"\xa0\x01\x04" + held  # name, type TENSOR (field 20), the tensor
+    constant = helper.make_node("Constant", [], ["cw"], name="c").SerializeToString() + _field(5, attribute)
+    rest = helper.make_graph([helper.make_node("Add", ["x", "cw"], ["y"])], "g", inputs, [y])
+    return _save_raw(folder, _field(7, _field(1, constant) + rest.SerializeToString()))
+
+
+def _save_raw(folder: Path, graph_fields: bytes) -> Path:
+    model = helper.make_model(helper.make_graph([], "g", [], []), opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    model.ClearField("graph")
+    path = folder / "model.onnx"
+    path.write_bytes(model.SerializeToString() + graph_fields)
+    onnx.checker.check_model(str(path))  # protobuf merged the parts: onnx's checker reads every external reference
+    return path
 
 
 def _save(folder: Path, graph: onnx.GraphProto, functions: list) -> Path:

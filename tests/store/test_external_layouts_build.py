@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.onnx_files.external_layouts import build
 from tests.store.helpers import run_build, summaries, with_store
 
@@ -65,3 +67,35 @@ def test_a_constant_attributes_external_weights_changed_are_rebuilt_on_the_fast_
     third = _built(ws)
     assert third["outcome"] == "built" and named in third["rebuiltBecause"], third["rebuiltBecause"]
     assert third["engineKey"] not in (first["engineKey"], second["engineKey"])
+
+
+@pytest.mark.parametrize("layout", ["graph-in-parts", "constant-in-parts", "constant-long-tag"])
+def test_weights_of_a_model_written_in_parts_changed_are_rebuilt(tmp_path: Path, layout: str) -> None:
+    """The attack's two models and a third of their kind: the graph written twice (its initializer in the first part),
+    a Constant's `value` in two parts, an attribute tag in its long form. TensorRT's parser reads each as protobuf
+    merges it and builds from the external file; the key's reader kept only the last `graph`, and its byte filters
+    missed the long tag, so after the file changed the build said "up to date" with the old weights' engine."""
+    ws = tmp_path / "ws"
+    _, place = build(ws, layout)
+    (ws / "trtls.toml").write_text('[engines.demo]\nonnx = "model.onnx"\noutput = "build/demo.engine"\n')
+    with_store(ws, tmp_path / "store")
+    first = _built(ws)
+    assert first["outcome"] == "built", first
+    _flip_one_byte(ws / place)
+    second = _built(ws)
+    assert second["outcome"] == "built", "an engine built from the old weights was served as up to date"
+    assert f"external data {place} bytes changed" in second["rebuiltBecause"], second["rebuiltBecause"]
+    assert second["engineArtifact"]["sha256"] != first["engineArtifact"]["sha256"]  # TensorRT read the file
+
+
+def test_a_fast_path_memo_does_not_outlive_the_reader_that_listed_its_files() -> None:
+    """The memo stats every file the key read; a memo a reader wrote that missed an external file never stats it, so
+    after an upgrade of that reader the memo would still answer "up to date" while the file changed. The reader's
+    modules are among the code whose change ends every memo (a new trtls version ends them too)."""
+    import trtls
+    from trtls.builds.avoidance.memo import KEY_CODE
+    from trtls.onnx_files import external_data, onnx_reader, protobuf_wire
+
+    pkg = Path(trtls.__file__).parent
+    for module in (onnx_reader, protobuf_wire, external_data):
+        assert Path(module.__file__).relative_to(pkg).as_posix() in KEY_CODE, module.__name__

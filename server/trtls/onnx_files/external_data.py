@@ -21,7 +21,9 @@ from pathlib import Path
 from trtls.core.paths import inside, real
 from trtls.fs.models import data_root
 
-READER_VERSION = 2  # 2: every tensor the model can reference (attributes, sparse, subgraphs, functions)
+# 2: every tensor the model can reference (attributes, sparse, subgraphs, functions); 3: a message written in parts
+# (a second `graph`, a Constant's `value` twice) read as their merge, a tag in its long form seen by the byte filters
+READER_VERSION = 3
 
 
 @dataclass(frozen=True)

@@ -11,25 +11,24 @@ subgraph (If/Loop/Scan bodies, recursively) and in every local function — so t
 byte and a missing or short data file is reported, located, before TensorRT's parser fails on it. Nodes are
 walked for that; the tensors' bytes are still skipped by their length.
 
-Wire format (https://protobuf.dev/programming-guides/encoding/): each field is a varint tag
-`(number << 3) | wire_type`, then a varint (0), 8 bytes (1), a varint length and that many bytes (2), or
-4 bytes (5). Field numbers are those of onnx/onnx.proto3 (ModelProto.graph = 7, GraphProto.input = 11 …).
-Anything that does not follow the format — a wrong wire type, a length past the end of the file — means the
-file is not an ONNX model (or is truncated), and is reported as such with the offset.
+The wire format is read by `protobuf_wire` (field numbers here are those of onnx/onnx.proto3: ModelProto.graph = 7,
+GraphProto.input = 11 …) as protobuf reads it, not as onnx happens to write it: a singular message field written more
+than once (a second `graph`, a Constant's `value` in two parts) is read over all its parts (`Spans`), never the last
+one alone, and the byte filters that skip nodes and attributes with no tensor know a tag's long form. A reader that
+saw less than the parser would leave external data out of the engine key, and the store would serve a stale engine.
 """
 
 from __future__ import annotations
 
 import mmap
 import os
-import re
 import threading
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from trtls.fs import open_regular
 from trtls.onnx_files.external_data import READER_VERSION, ExternalData
 from trtls.onnx_files.model_inputs import DTYPES, Dim, GraphInput, ModelInputs, NotOnnx
+from trtls.onnx_files.protobuf_wire import Spans, WireReader, first_bytes
 
 __all__ = [
     "DTYPES",
@@ -51,7 +50,7 @@ _NODE_NAME, _NODE_OP_TYPE, _NODE_ATTRIBUTE = 3, 4, 5
 # AttributeProto: name, and the fields that hold tensors or graphs (types TENSOR, GRAPH, TENSORS, GRAPHS, SPARSE…)
 _ATTR_NAME, _ATTR_T, _ATTR_G, _ATTR_TENSORS, _ATTR_GRAPHS, _ATTR_SPARSE, _ATTR_SPARSES = 1, 5, 6, 10, 11, 22, 23
 _ATTR_HOLDERS = frozenset((_ATTR_T, _ATTR_G, _ATTR_TENSORS, _ATTR_GRAPHS, _ATTR_SPARSE, _ATTR_SPARSES))
-_HOLDER_TAG = re.compile(b"[\x2a\x32\x52\x5a\xb2\xba]")  # the first byte of each holder's length-delimited tag
+_NODE_ATTRIBUTE_TAG = first_bytes(frozenset((_NODE_ATTRIBUTE,)))  # a byte every attribute's tag starts with
 _VALUE_NAME, _VALUE_TYPE = 1, 2
 _TYPE_TENSOR = 1
 _TENSOR_TYPE_ELEM, _TENSOR_TYPE_SHAPE = 1, 2
@@ -61,86 +60,30 @@ _TENSOR_NAME, _TENSOR_EXTERNAL_DATA, _TENSOR_DATA_LOCATION = 8, 13, 14
 _SPARSE_VALUES, _SPARSE_INDICES = 1, 2
 _ENTRY_KEY, _ENTRY_VALUE = 1, 2
 _OPSET_DOMAIN, _OPSET_VERSION = 1, 2
+_SINGULAR_HOLDERS = frozenset((_ATTR_T, _ATTR_G, _ATTR_SPARSE))  # one message each, merged when written twice
 MAX_GRAPH_DEPTH = 64  # subgraphs in subgraphs: onnx's own parser stops far earlier (protobuf's nesting limit)
 
 
-@dataclass
-class _Reader:
-    buf: mmap.mmap | bytes
-    path: str
-    external: list[ExternalData] = field(default_factory=list)
+_HOLDER_TAG = first_bytes(_ATTR_HOLDERS)  # a byte every attribute that holds a tensor or a graph has
 
-    def varint(self, pos: int, end: int) -> tuple[int, int]:
-        result = shift = 0
-        buf = self.buf
-        while True:
-            if pos >= end:
-                raise NotOnnx(f"truncated varint at byte {pos}")
-            b = buf[pos]
-            pos += 1
-            result |= (b & 0x7F) << shift
-            if b < 0x80:
-                return result, pos
-            shift += 7
-            if shift > 63:
-                raise NotOnnx(f"varint longer than 10 bytes at byte {pos}")
 
-    def fields(self, pos: int, end: int):
-        """Yield (field number, wire type, value or (start, stop) for length-delimited) over [pos, end)."""
-        buf = self.buf
-        while pos < end:
-            tag = buf[pos]  # one-byte tags and lengths (fields 1-15, messages under 128 bytes) without a call
-            if tag < 0x80:
-                pos += 1
-            else:
-                tag, pos = self.varint(pos, end)
-            number, wire = tag >> 3, tag & 7
-            if number == 0:
-                raise NotOnnx(f"field number 0 at byte {pos}")
-            if wire == 0:
-                value, pos = self.varint(pos, end)
-                yield number, wire, value
-            elif wire == 2:
-                if pos < end and buf[pos] < 0x80:
-                    length = buf[pos]
-                    pos += 1
-                else:
-                    length, pos = self.varint(pos, end)
-                if pos + length > end:
-                    raise NotOnnx(
-                        f"field {number} at byte {pos} needs {length} bytes but its message ends at byte {end}"
-                        + (" (the file is truncated)" if end == len(self.buf) else "")
-                    )
-                yield number, wire, (pos, pos + length)
-                pos += length
-            elif wire == 1:
-                if pos + 8 > end:
-                    raise NotOnnx(f"truncated 8-byte field {number} at byte {pos}")
-                pos += 8
-            elif wire == 5:
-                if pos + 4 > end:
-                    raise NotOnnx(f"truncated 4-byte field {number} at byte {pos}")
-                pos += 4
-            else:
-                raise NotOnnx(f"wire type {wire} (field {number}) at byte {pos} is not protobuf")
-
-    def text(self, span: tuple[int, int]) -> str:
-        try:
-            return bytes(self.buf[span[0] : span[1]]).decode("utf-8")
-        except UnicodeDecodeError:
-            raise NotOnnx(f"a name at byte {span[0]} is not UTF-8") from None
+class _Reader(WireReader):
+    def __init__(self, buf: mmap.mmap | bytes, path: str) -> None:
+        super().__init__(buf)
+        self.path = path
+        self.external: list[ExternalData] = []
 
     # -- messages ---------------------------------------------------------------------------------
     def model(self) -> tuple[int | None, dict[str, int], list[GraphInput], set[str], int]:
         ir_version: int | None = None
         opsets: dict[str, int] = {}
-        graph: tuple[int, int] | None = None
+        graph: Spans = []
         functions: list[tuple[int, int]] = []
         for number, wire, value in self.fields(0, len(self.buf)):
             if number == _MODEL_IR_VERSION and wire == 0:
                 ir_version = value
             elif number == _MODEL_GRAPH and wire == 2:
-                graph = value
+                graph.append(value)
             elif number == _MODEL_OPSET and wire == 2:
                 domain, version = self.opset(value)
                 opsets[domain] = version
@@ -148,8 +91,8 @@ class _Reader:
                 functions.append(value)
             elif number in (_MODEL_IR_VERSION, _MODEL_GRAPH, _MODEL_OPSET):
                 raise NotOnnx(f"ModelProto field {number} has wire type {wire}")
-        if ir_version is None or graph is None:
-            missing = " and ".join(n for n, v in (("ir_version", ir_version), ("graph", graph)) if v is None)
+        if ir_version is None or not graph:
+            missing = " and ".join(n for n, v in (("ir_version", ir_version), ("graph", graph or None)) if v is None)
             raise NotOnnx(f"no {missing} (an ONNX ModelProto has both)")
         inputs, initializers, count = self.graph(graph, "", 0)
         for span in functions:
@@ -165,7 +108,7 @@ class _Reader:
                 version = value
         return domain or "ai.onnx", version
 
-    def graph(self, span: tuple[int, int], scope: str, depth: int) -> tuple[list[GraphInput], set[str], int]:
+    def graph(self, spans: Spans, scope: str, depth: int) -> tuple[list[GraphInput], set[str], int]:
         """Inputs, initializer names and count of a graph (`scope` "" for the top graph: a subgraph's inputs and
         initializers are its own), every external-data record of its tensors, its nodes' and its subgraphs'."""
         if depth > MAX_GRAPH_DEPTH:
@@ -173,16 +116,16 @@ class _Reader:
         inputs: list[GraphInput] = []
         initializers: set[str] = set()
         count = 0
-        for number, wire, value in self.fields(*span):
+        for number, wire, value in self.fields_of(spans):
             if wire != 2:
                 continue
             if number == _GRAPH_INPUT and not scope:
                 inputs.append(self.value_info(value))
             elif number == _GRAPH_INITIALIZER:
-                initializers.add(self.tensor(value, "initializer", scope))
+                initializers.add(self.tensor([value], "initializer", scope))
                 count += 1
             elif number == _GRAPH_SPARSE_INITIALIZER:
-                initializers.add(self.sparse(value, "sparse initializer", scope))
+                initializers.add(self.sparse([value], "sparse initializer", scope))
                 count += 1
             elif number == _GRAPH_NODE:
                 self.node(value, scope, depth)
@@ -202,7 +145,7 @@ class _Reader:
     def node(self, span: tuple[int, int], scope: str, depth: int) -> None:
         """The tensors and graphs a node's attributes hold (a Constant's `value`, an If's branches, a Loop's body)."""
         data = self.buf[span[0] : span[1]]  # a node's few bytes, copied: indexing bytes beats indexing the mmap
-        if b"\x2a" not in data:  # no byte of an attribute's tag (field 5, length-delimited): nothing to look at
+        if _NODE_ATTRIBUTE_TAG.search(data) is None:  # no byte an attribute's tag starts with: nothing to look at
             return
         base = span[0]
         spans: dict[int, tuple[int, int]] = {}  # name and op_type, decoded only for a node that holds a tensor
@@ -225,12 +168,17 @@ class _Reader:
             if _HOLDER_TAG.search(data, attr_span[0] - base, attr_span[1] - base) is None:
                 continue  # no byte of a holder's tag anywhere in it: an int, a float, a string, their lists
             attr_name: tuple[int, int] | None = None
-            held: list[tuple[int, tuple[int, int]]] = []
+            held: list[tuple[int, Spans]] = []
+            singular: dict[int, Spans] = {}  # `t`, `g`, `sparse_tensor` written twice: one message, merged
             for number, wire, value in self.fields(*attr_span):
                 if number == _ATTR_NAME and wire == 2:
                     attr_name = value
+                elif wire == 2 and number in _SINGULAR_HOLDERS:
+                    if number not in singular:
+                        held.append((number, singular.setdefault(number, [])))
+                    singular[number].append(value)
                 elif wire == 2 and number in _ATTR_HOLDERS:
-                    held.append((number, value))
+                    held.append((number, [value]))
             if not held:
                 continue
             name, op = (self.text(spans[n]) if n in spans else "" for n in (_NODE_NAME, _NODE_OP_TYPE))
@@ -245,22 +193,26 @@ class _Reader:
                     inner = f"{op or 'a'} node {name!r} › {attr}"
                     self.graph(value, f"{scope} › {inner}" if scope else inner, depth + 1)
 
-    def sparse(self, span: tuple[int, int], what: str, scope: str) -> str:
+    def sparse(self, spans: Spans, what: str, scope: str) -> str:
         """A SparseTensorProto's name (its values' name); its values and indices may each be external."""
-        name = ""
-        for number, wire, value in self.fields(*span):
+        values: Spans = []
+        indices: Spans = []
+        for number, wire, value in self.fields_of(spans):
             if number == _SPARSE_VALUES and wire == 2:
-                name = self.tensor(value, what, scope)
+                values.append(value)
             elif number == _SPARSE_INDICES and wire == 2:
-                self.tensor(value, f"{what} (its indices)", scope)
+                indices.append(value)
+        name = self.tensor(values, what, scope) if values else ""
+        if indices:
+            self.tensor(indices, f"{what} (its indices)", scope)
         return name
 
-    def tensor(self, span: tuple[int, int], what: str = "initializer", scope: str = "") -> str:
+    def tensor(self, spans: Spans, what: str = "initializer", scope: str = "") -> str:
         """A TensorProto's name and external-data record; its data fields are skipped by length."""
         name = ""
         entries: dict[str, str] = {}
         location = 0
-        for number, wire, value in self.fields(*span):
+        for number, wire, value in self.fields_of(spans):
             if number == _TENSOR_NAME and wire == 2:
                 name = self.text(value)
             elif number == _TENSOR_EXTERNAL_DATA and wire == 2:
@@ -288,25 +240,27 @@ class _Reader:
 
     def value_info(self, span: tuple[int, int]) -> GraphInput:
         name = ""
-        dtype = "non-tensor"
-        dims: tuple[Dim, ...] | None = None
+        types: Spans = []
         for number, wire, value in self.fields(*span):
             if number == _VALUE_NAME and wire == 2:
                 name = self.text(value)
             elif number == _VALUE_TYPE and wire == 2:
-                for n, w, v in self.fields(*value):
-                    if n == _TYPE_TENSOR and w == 2:
-                        dtype, dims = self.tensor_type(v)
+                types.append(value)
+        tensor_types = [v for n, w, v in self.fields_of(types) if n == _TYPE_TENSOR and w == 2]
+        dtype, dims = self.tensor_type(tensor_types) if tensor_types else ("non-tensor", None)
         return GraphInput(name, dtype, dims)
 
-    def tensor_type(self, span: tuple[int, int]) -> tuple[str, tuple[Dim, ...] | None]:
+    def tensor_type(self, spans: Spans) -> tuple[str, tuple[Dim, ...] | None]:
         elem = 0
-        dims: tuple[Dim, ...] | None = None
-        for number, wire, value in self.fields(*span):
+        shapes: Spans = []
+        for number, wire, value in self.fields_of(spans):
             if number == _TENSOR_TYPE_ELEM and wire == 0:
                 elem = value
             elif number == _TENSOR_TYPE_SHAPE and wire == 2:
-                dims = tuple(self.dim(v) for n, w, v in self.fields(*value) if n == _SHAPE_DIM and w == 2)
+                shapes.append(value)
+        dims = (
+            tuple(self.dim(v) for n, w, v in self.fields_of(shapes) if n == _SHAPE_DIM and w == 2) if shapes else None
+        )
         return DTYPES.get(elem, f"elem_type {elem}"), dims
 
     def dim(self, span: tuple[int, int]) -> Dim:

@@ -21,8 +21,12 @@ from trtls.core.paths import real
 from trtls.fs import parse_json, read_text
 
 MEMO_FORMAT = "trtls.fast-hit/1"
-# the modules whose code turns a recipe into the job the key hashes: changed code, no fast path
-KEY_CODE = ("core/recipe.py", "core/build_config.py", "core/profiles.py", "builds/supervisor/build.py", "store/key.py")
+# the modules whose code turns a recipe into the job the key hashes, and those that list the files it reads (the
+# model's external data: a memo from a reader that missed one never stats it): changed code, no fast path
+KEY_CODE = (
+    *("core/recipe.py", "core/build_config.py", "core/profiles.py", "builds/supervisor/build.py", "store/key.py"),
+    *("onnx_files/onnx_reader.py", "onnx_files/protobuf_wire.py", "onnx_files/external_data.py"),
+)
 ENV_KEYS = ("TRTLS_STORE", "TRTLS_STORE_TRUST", "TRTLS_STORE_KEY_FILE", "XDG_CACHE_HOME", "HOME")
 MAX_MEMO_BYTES = 1 << 20  # a memo: a few stats and digests
 HEX = frozenset("0123456789abcdef")
