@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-import trtls.builds.supervisor.orphans as orphans
+import trtls.builds.supervisor.orphan_output as orphan_output
 from trtls.builds.supervisor.orphans import process_alive, process_start_id, recover_orphans
 from trtls.fs.kill import NONCE_ENV
 
@@ -169,7 +169,7 @@ def test_three_hundred_stale_records_hash_the_output_once(tmp_path: Path, monkey
     engine.write_bytes(os.urandom(1 << 20))
     other.write_bytes(b"another engine")
     calls = {"sha256": 0, "listing": 0}
-    real_sha, real_list = orphans.sha256_file, orphans.temp_files_near
+    real_sha, real_list = orphan_output.sha256_file, orphan_output.temp_files_near
 
     def counted_sha(path, *args, **kwargs):
         calls["sha256"] += 1
@@ -179,8 +179,8 @@ def test_three_hundred_stale_records_hash_the_output_once(tmp_path: Path, monkey
         calls["listing"] += 1
         return real_list(*args, **kwargs)
 
-    monkeypatch.setattr(orphans, "sha256_file", counted_sha)
-    monkeypatch.setattr(orphans, "temp_files_near", counted_list)
+    monkeypatch.setattr(orphan_output, "sha256_file", counted_sha)
+    monkeypatch.setattr(orphan_output, "temp_files_near", counted_list)
     dead = _dead_pid()
     for i in range(300):
         run = ws / ".trtls" / "runs" / f"svc-stale-{i:03d}"

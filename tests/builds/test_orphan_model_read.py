@@ -106,3 +106,29 @@ def test_a_model_that_leads_out_of_the_recipes_folder_is_not_read(workspace: Pat
     record = _recovered(workspace, run)
     assert record["modelPath"] == str(link) and record["modelSha256"] is None
     assert any("leads out of the recipe's folder" in u for u in record["unknown"]), record["unknown"]
+
+
+def test_an_output_outside_the_recipes_folder_is_not_hashed_or_looked_at(workspace: Path, tmp_path: Path) -> None:
+    """A planted `running.json` named `/etc/shadow` as its output: recovery hashed it (no size limit) and wrote its
+    sha256 into the record and the terminal. An output outside the recipe's folder — named outright or through a
+    folder link that leads out — is not read; the record says so and claims nothing of what is there."""
+    from trtls.builds.supervisor.orphans import RecoveryPass
+
+    run = _killed(workspace, tmp_path)
+    secret = tmp_path / "outside" / "secret.engine"
+    secret.parent.mkdir()
+    secret.write_bytes(b"not yours")
+    (workspace / "out-link").symlink_to(secret.parent)
+    state = json.loads((run / "running.json").read_text())
+    for named in (str(secret), str(workspace / "out-link" / "secret.engine")):
+        state["output"] = named  # a record can be planted: it names a file outside
+        (run / "running.json").write_text(json.dumps(state))
+        (run / "summary.json").unlink(missing_ok=True)
+        work = RecoveryPass()
+        [done] = recover_orphans(workspace / ".trtls", work=work)  # (it removes running.json: written again above)
+        record = json.loads((run / "summary.json").read_text())
+        assert work.hashed == 0, "a file outside the recipe's folder was read"
+        assert "sha256" not in record["engineOnDisk"] and record["engineArtifact"] is None, record["engineOnDisk"]
+        assert hashlib.sha256(b"not yours").hexdigest() not in json.dumps(record) + done.message
+        assert any("outside the recipe's folder" in u for u in record["unknown"]), record["unknown"]
+        assert "outside the recipe's folder and was not looked at" in done.message, done.message

@@ -129,6 +129,7 @@ NOT_A_BUILD_RECORD = {
     "builds/avoidance/rollback.py": "writes the rollback's record",
     "builds/supervisor/build_end.py": "writes the build's record (and adds the evidence error to it)",
     "builds/supervisor/orphans.py": "builds the recovered record (its engineOnDisk and renamed are working fields)",
+    "builds/supervisor/orphan_output.py": "builds the recovered record's engineOnDisk and renamed (working fields)",
     "builds/supervisor/matrix.py": "owned by the farm work: reads back the matrix record it built in memory",
 }
 

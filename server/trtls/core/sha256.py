@@ -14,15 +14,21 @@ def sha256_bytes(data: bytes | memoryview) -> str:
 
 
 def sha256_file(
-    path: str | os.PathLike[str], block: int = BLOCK, *, follow: bool = True, expected: int | None = None
+    path: str | os.PathLike[str],
+    block: int = BLOCK,
+    *,
+    follow: bool = True,
+    expected: int | None = None,
+    within: str | os.PathLike[str] | None = None,
 ) -> str:
     """Streamed through the door (`fs.open_regular`): a FIFO or a device is refused before a byte is read (a FIFO
     would hang the hash, `/dev/zero` never ends). `follow=False` for records and store entries (a final symlink is
-    refused); `expected`: the size a record promised, checked before hashing."""
+    refused); `expected`: the size a record promised, checked before hashing; `within`: the real path must stay inside
+    it (a file a record names)."""
     from trtls.fs import open_regular
 
     h = hashlib.sha256()
-    with open_regular(path, limit=None, follow=follow, expected=expected) as fh:
+    with open_regular(path, limit=None, follow=follow, expected=expected, within=within) as fh:
         while chunk := fh.read(block):
             h.update(chunk)
     return h.hexdigest()

@@ -23,11 +23,11 @@ from pathlib import Path
 from typing import Any
 
 from trtls import fs
-from trtls.builds.artifacts import remove_or_quarantine, sha256_file, temp_files_near
+from trtls.builds.artifacts import remove_or_quarantine
 from trtls.builds.supervisor.orphan_model import model_read, started_at
+from trtls.builds.supervisor.orphan_output import RecoveryPass, engine_message, output_truth
 from trtls.builds.supervisor.running_record import running_records
 from trtls.builds.supervisor.running_state import (
-    OutputState,
     RunningJob,
     RunningProblem,
     RunningState,
@@ -36,7 +36,6 @@ from trtls.builds.supervisor.running_state import (
 from trtls.core.paths import inside, real
 from trtls.core.vocabulary import CleanupStatus
 from trtls.fs.kill import ProcessProof, process_alive, process_start_id
-from trtls.fs.kinds import TEMP_MARK
 from trtls.fs.read import read_bytes
 
 __all__ = ["RecoveredBuild", "RecoveryPass", "process_alive", "process_start_id", "recover_orphans", "same_process"]
@@ -72,39 +71,6 @@ def same_process(pid: int | None, recorded_start: str | None) -> bool:
     return bool(recorded_start) and process_alive(pid) and process_start_id(pid) == recorded_start
 
 
-class RecoveryPass:
-    """What one recovery pass learns once and every record shares. 300 stale records of one engine are 300 looks at
-    one output: its sha256 is computed once per file on disk (keyed by device, inode, size and mtime, so a file
-    replaced meanwhile is hashed again), and the temp files beside it are listed once per output, not per record."""
-
-    def __init__(self) -> None:
-        self.hashes: dict[tuple[str, int | None, int | None, int | None, int | None], str | OSError] = {}
-        self.listings: dict[str, list[Path]] = {}
-        self.hashed = 0  # files actually read and hashed in this pass
-        self.listed = 0  # output folders actually listed in this pass
-
-    def sha256(self, output: Path, now: OutputState) -> str:
-        key = (str(output), now.dev, now.inode, now.size, now.mtime_ns)
-        if key not in self.hashes:
-            self.hashed += 1
-            try:
-                self.hashes[key] = sha256_file(output, follow=False)
-            except OSError as exc:
-                self.hashes[key] = exc
-        known = self.hashes[key]
-        if isinstance(known, OSError):
-            raise known
-        return known
-
-    def temps(self, output: Path, build_id: str) -> list[Path]:
-        """This build's temp files beside `output` (`<name>.trtls-tmp-<build id>…`), from one listing per output."""
-        if str(output) not in self.listings:
-            self.listed += 1
-            self.listings[str(output)] = temp_files_near(output)
-        prefix = f"{output.name}{TEMP_MARK}{build_id}"
-        return [p for p in self.listings[str(output)] if p.name.startswith(prefix)]
-
-
 def _read_events(run_dir: Path) -> list[Any]:
     from trtls.core.events import ProtocolError, parse_event
 
@@ -127,77 +93,6 @@ def who_supervised(state: RunningState) -> str:
     if state.owner is not None and state.owner.kind:
         return f"the supervising {state.owner.kind} (pid {pid})"
     return f"the supervising process (pid {pid}; this older record does not say whether it was a CLI or a server)"
-
-
-def output_truth(
-    state: RunningState, events: list[Any], temps_left: int, work: RecoveryPass | None = None
-) -> dict[str, Any]:
-    """What can be known about the output after the supervisor died: the engine on disk and its sha256, whether this
-    build renamed a new engine over it, whether the previous engine is intact — and what is not known."""
-    output, before = state.output_path, state.output_before
-    now = OutputState.now(output)
-    on_disk: dict[str, Any] = {"path": str(output), "exists": now.exists}
-    if now.exists and output.is_file() and not output.is_symlink():
-        try:
-            on_disk.update(sha256=(work or RecoveryPass()).sha256(output, now), size=now.size)
-        except OSError as exc:
-            on_disk["error"] = exc.strerror or str(exc)
-    reported = [e for e in events if e.type == "artifact" and e.kind == "engine" and e.action == "written"]
-    reported_sha = reported[-1].sha256 if reported else None
-    replaced = now.replaced_since(before)
-    previous = state.previous_sha256
-    known: list[str] = []
-    unknown: list[str] = ["how far the builder got after the last recorded event", "the worker's peak memory"]
-    renamed: bool | None
-    if replaced is False:
-        renamed = False
-        known.append("the output is the file this build found when it started (same inode and mtime): not replaced")
-    elif replaced is None and before is None:
-        renamed = None if reported_sha is None else reported_sha == on_disk.get("sha256")
-        unknown.append("whether the output was replaced (this older record has no state of the output at the start)")
-    elif replaced is None:
-        renamed = None
-        unknown.append("whether the output was replaced (it cannot be read now)")
-    elif reported_sha is not None and reported_sha == on_disk.get("sha256"):
-        renamed = True
-        known.append("this build renamed a new engine over the output: its worker reported it and the sha matches")
-    else:
-        renamed = None
-        unknown.append(
-            "who replaced the output: it changed after this build started, but no artifact event of this build "
-            "reports the engine now on disk"
-        )
-    if temps_left:
-        known.append(f"{temps_left} temp file(s) of this build were left beside the output (the rename had not run)")
-    intact: bool | None = None
-    if previous is not None and on_disk.get("sha256") is not None:
-        intact = previous == on_disk["sha256"]
-        known.append(f"the previous engine's sha256 was recorded at the start ({previous[:16]}…)")
-    elif before is not None and before.exists and renamed is False:
-        intact = True
-        unknown.append("the previous engine's sha256 (not recorded before the kill); it was not replaced")
-    elif before is not None and before.exists is False:
-        known.append("there was no engine at the output when the build started")
-    artifact = None
-    if renamed:
-        artifact = {
-            "action": "written",
-            "kind": "engine",
-            "path": str(output),
-            "size": on_disk.get("size"),
-            "sha256": on_disk.get("sha256"),
-            "reportedSha256": reported_sha,
-            "verified": True,
-            "how": "re-read from disk by orphan recovery; the worker's artifact event reports the same sha256",
-        }
-    return {
-        "engineOnDisk": on_disk,
-        "renamed": renamed,
-        "engineArtifact": artifact,
-        "previousEngineIntact": intact,
-        "known": known,
-        "unknown": unknown,
-    }
 
 
 def _orphan_summary(
@@ -238,7 +133,7 @@ def _orphan_summary(
             "path": job.timing_cache_path if job is not None else None,
         }
     temps_left = sum(1 for a in inventory if a.get("kind") == "temp")
-    truth = output_truth(state, events, temps_left, work)
+    truth = output_truth(state, events, temps_left, run_dir.parent.parent.parent, work)
     model, said, known = model_read(state, run_dir.parent.parent)
     (truth["known"] if known else truth["unknown"]).append(said)
     who = who_supervised(state)
@@ -314,16 +209,6 @@ def _stop_worker(state: RunningState, problem: RunningProblem | None) -> str:
     return f"; pid {worker} is alive but was not proved to be this build's worker ({why}), so it was left alone"
 
 
-def _engine_message(summary: dict[str, Any]) -> str:
-    disk = summary["engineOnDisk"]
-    sha = f"sha256 {disk['sha256'][:16]}…" if disk.get("sha256") else "no engine"
-    if summary["renamed"] is True:
-        return f"this build's new engine is on disk ({sha})"
-    if summary["renamed"] is False:
-        return f"the output was not replaced ({sha} on disk)"
-    return f"whether this build replaced the output is not known ({sha} on disk)"
-
-
 def recover_orphans(
     trtls_dir: Path, own_pid: int | None = None, work: RecoveryPass | None = None
 ) -> list[RecoveredBuild]:
@@ -379,7 +264,7 @@ def _recover_one(
     message += worker_note
     stamp = f"recovered at {time.strftime('%Y-%m-%d %H:%M:%S')} by process {own_pid}"
     summary = _orphan_summary(running.parent, state, job, status, inventory, f"{stamp}: {message}", work)
-    message = f"{summary['error']}; {_engine_message(summary)}; {message}"
+    message = f"{summary['error']}; {engine_message(summary)}; {message}"
     summary["notes"][0] = f"{stamp}: {message}"
     try:
         fs.atomic_write_text(
