@@ -75,3 +75,42 @@ def test_a_worker_sigkill_reaches_only_a_process_this_one_started(tmp_path: Path
         assert runner.process_alive(pid)
     finally:
         os.kill(pid, signal.SIGKILL)
+
+
+def test_a_copy_into_its_own_source_is_refused_before_anything_is_made(tmp_path: Path) -> None:
+    """The door's rule for every copy: `copy_tree(folder, folder/…)` copied its own copy at every level (266 levels
+    of the user's models) until a name was too long."""
+    from trtls.fs.copy_tree import copy_tree
+
+    template, _ = _template(tmp_path)
+    with pytest.raises(UnsafeWrite, match="never a copy into itself"):
+        copy_tree(template, template / "scratch" / "template", within=template)
+    assert not (template / "scratch").exists()
+
+
+def _accept(recipe_folder: Path, scratch: str) -> subprocess.CompletedProcess[str]:
+    cmd = [sys.executable, "-m", "trtls", "accept", str(recipe_folder), "--engine", "demo", "--scratch", scratch]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+
+
+def test_accept_refuses_a_scratch_folder_it_cannot_use_with_one_line_and_writes_nothing(
+    quickstart_models: Path, tmp_path: Path
+) -> None:
+    """`--scratch .` inside the recipe's folder (the copy would go into itself), a folder that does not exist, a FIFO:
+    exit 2, one located line, no traceback, nothing made in the recipe's folder."""
+    import shutil
+
+    ws = tmp_path / "ws"
+    shutil.copytree(quickstart_models.parent, ws, ignore=shutil.ignore_patterns(".trtls", "build"))
+    before = sorted(p.relative_to(ws) for p in ws.rglob("*"))
+    os.mkfifo(tmp_path / "pipe")
+    for scratch, said in (
+        (str(ws), "is inside the recipe folder"),
+        (str(ws / "models"), "is inside the recipe folder"),
+        (str(tmp_path / "missing"), "No such file or directory"),
+        (str(tmp_path / "pipe"), "Not a directory"),
+    ):
+        done = _accept(ws, scratch)
+        assert done.returncode == 2, done.stdout + done.stderr
+        assert "Traceback" not in done.stderr and said in done.stderr, done.stderr
+        assert sorted(p.relative_to(ws) for p in ws.rglob("*")) == before

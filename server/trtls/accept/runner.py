@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from trtls.accept.criteria import Observation
+from trtls.accept.scratch import AcceptError, scratch_for
 from trtls.app.build import refused_recipe, request_build
 from trtls.app.results import Refused, Started
 from trtls.builds.artifacts import sha256_file
@@ -31,7 +32,7 @@ from trtls.builds.timing_cache import identity_path
 from trtls.core import build_view
 from trtls.core.recipe import LoadedRecipe, load_recipe
 from trtls.core.summary_record import Summary
-from trtls.fs import Kind, open_lock_file, parse_json, read_text, remove_file, remove_tree, scratch_dir
+from trtls.fs import Kind, open_lock_file, parse_json, read_text, remove_file, remove_tree
 from trtls.fs.copy_tree import copy_tree
 from trtls.fs.kinds import TEMP_MARK
 from trtls.fs.lock import try_lock, unlock
@@ -39,10 +40,6 @@ from trtls.fs.lock import try_lock, unlock
 RECORD_LIMIT = 16 << 20  # a summary, the history or a build's events: records of one scratch build
 
 TICK_S = 0.2  # live snapshots while a build runs (besides one per phase start/finish)
-
-
-class AcceptError(Exception):
-    """Bad input: the recipe, the engine or the scenario list (exit 2)."""
 
 
 @dataclass
@@ -86,7 +83,7 @@ def prepare(recipe_path: Path, engine: str, scratch: Path | None, log: Callable[
         for what, p in _engine_paths(loaded, name).items():
             if what != "onnx":
                 outputs.update({p, identity_path(p), p.with_name(p.name + ".lock")})
-    scratch = scratch_dir(prefix="trtls-accept-", parent=scratch)  # every write of the run stays inside it
+    scratch = scratch_for(folder, scratch)  # every write of the run stays inside it
     template = scratch / "template"
 
     def ignore(directory: str, names: list[str]) -> set[str]:

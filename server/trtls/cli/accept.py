@@ -135,7 +135,7 @@ def list_scenarios() -> str:
 
 def cmd_accept(args: argparse.Namespace) -> int:
     from trtls.accept.report import render
-    from trtls.accept.runner import AcceptError
+    from trtls.accept.scratch import AcceptError
     from trtls.accept.scenarios import select
 
     if args.list:

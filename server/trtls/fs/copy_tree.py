@@ -5,7 +5,8 @@ a symlink in it is copied as a symlink (its text, never followed: what it points
 a FIFO, a socket or a device is skipped (reading a FIFO would hang, a device would never end). The copy is written
 by the door's rules: every folder created by descriptor inside `within`, every file written atomically there, every
 symlink created inside a folder opened by descriptor. A destination that already exists is refused, so a copy
-never mixes with (or overwrites) what was there.
+never mixes with (or overwrites) what was there; so is one inside the source, which would copy its own copy again at
+every level until the names are too long (hundreds of copies of every model, and a disk filled).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import stat
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from trtls.core.paths import UnsafeWrite
+from trtls.core.paths import UnsafeWrite, inside, real
 from trtls.fs.folder import ensure_folder, open_folder
 from trtls.fs.kinds import Kind
 from trtls.fs.read import open_regular
@@ -39,6 +40,8 @@ def copy_tree(
     src, dst = Path(source), Path(target)
     if os.path.lexists(dst):
         raise UnsafeWrite(errno.EEXIST, "already exists; a copy is always made into a new folder", str(dst))
+    if inside(real(dst), real(src)):
+        raise UnsafeWrite(errno.EINVAL, f"is inside {src}, the folder it copies: never a copy into itself", str(dst))
     skipped: list[Path] = []
     _copy_folder(src, dst, Path(within), kind, ignore, skipped)
     return skipped
