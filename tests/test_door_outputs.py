@@ -139,14 +139,16 @@ def test_a_missing_folder_is_a_located_line(ws: Path) -> None:
     assert r.stderr.startswith("no/such/folder/schema.json: TRT405 ") and not (ws / "no").exists()
 
 
-def test_outputs_of_their_own_format_are_written_and_replaced(ws: Path) -> None:
+def test_outputs_are_written_and_a_report_trtls_wrote_is_replaced(ws: Path) -> None:
     r = trtls("schema", "-o", "schema.json", cwd=ws)
     assert r.returncode == 0, r.stderr
     assert json.loads((ws / "schema.json").read_text())["title"]
-    (ws / "page.html").write_text("<!DOCTYPE html><p>an older report</p>\n")
-    r = trtls("report", "-o", "page.html", cwd=ws)
-    assert r.returncode == 0, r.stderr
-    assert "an older report" not in (ws / "page.html").read_text()
+    assert trtls("schema", "-o", "schema.json", cwd=ws).returncode == 0  # its own report, recorded: replaced
+    (ws / "page.html").write_text("")  # an empty file: nothing to lose
+    for _ in range(2):
+        r = trtls("report", "-o", "page.html", cwd=ws)
+        assert r.returncode == 0, r.stderr
+        assert (ws / "page.html").read_text().lower().startswith("<!doctype html")
     r = trtls("trace", "-o", "trace.json", cwd=ws)
     assert r.returncode == 0 and json.loads((ws / "trace.json").read_text())["traceEvents"]
     r = trtls("gates", "--gate", "1", "--format", "junit", "-o", "junit.xml", cwd=ws)
@@ -174,17 +176,28 @@ def test_a_run_folder_swapped_for_a_symlink_gets_no_default_picture(ws: Path, tm
 
 def test_a_read_only_file_or_another_tools_file_is_not_replaced(ws: Path) -> None:
     """A file its owner made read-only was replaced (a rename ignores the mode, root writes anything) and came back
-    0644; a JSON or HTML file was replaced by a text report (`check -o data.json`). Both refused, located, kept."""
+    0644; a JSON or HTML file was replaced by a text report (`check -o data.json`); and a file of the report's own
+    kind was replaced as if it were a report — `check -o LICENSE` (text), `schema -o package.json` (JSON), `report -o
+    index.html`, `gates --format junit -o pom.xml` (XML). Every one refused, located, kept: a report replaces only a
+    report trtls wrote (`fs.report_ledger`)."""
     (ws / "kept.json").write_text('{"mine": 1}\n')
     (ws / "kept.json").chmod(0o444)
     (ws / "data.json").write_text('{"mine": 2}\n')
     (ws / "page.html").write_text("<!doctype html><p>mine</p>\n")
+    (ws / "LICENSE").write_text("MIT License\n\nCopyright (c) 2026\n")
+    (ws / "package.json").write_text('{"name": "myapp"}\n')
+    (ws / "pom.xml").write_text('<?xml version="1.0"?>\n<project/>\n')
     before = snapshot(ws)
+    mine = "not a {} report trtls wrote"
     for args, target, why in (
         (("schema", "-o", "kept.json"), "kept.json", "is read-only"),
         (("trace", "-o", "kept.json"), "kept.json", "is read-only"),
-        (("check", "-o", "data.json"), "data.json", "not a text file"),
-        (("check", "-o", "page.html"), "page.html", "not a text file"),
+        (("check", "-o", "data.json"), "data.json", mine.format("text")),
+        (("check", "-o", "page.html"), "page.html", mine.format("text")),
+        (("check", "-o", "LICENSE"), "LICENSE", mine.format("text")),
+        (("schema", "-o", "package.json"), "package.json", mine.format("json")),
+        (("report", "-o", "page.html"), "page.html", mine.format("html")),
+        (("gates", "--gate", "1", "--format", "junit", "-o", "pom.xml"), "pom.xml", mine.format("xml")),
     ):
         r = trtls(*args, cwd=ws)
         assert r.returncode == 2 and "Traceback" not in r.stderr, (args, r.stderr)

@@ -34,8 +34,8 @@ def test_another_projects_bundle_records_are_never_written_over(workspace: Path,
     r = _check_to(workspace, target)
     assert r.returncode == 2 and f"TRT109 is {what} (by its name)" in r.stderr, (r.stdout, r.stderr)
     assert target.read_text() == '{"theirs": true}\n'
-    # an ordinary JSON file beside it is still a report's to replace
+    # a report this command writes beside it is written, and replaced by the next one
     plain = target.with_name("report.json")
-    plain.write_text("{}\n")
-    ok = _check_to(workspace, plain)
-    assert ok.returncode == 0 and plain.read_text() != "{}\n", ok.stderr
+    for _ in range(2):
+        ok = _check_to(workspace, plain)
+        assert ok.returncode == 0 and plain.read_text().startswith("{"), ok.stderr

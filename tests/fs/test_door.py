@@ -42,14 +42,31 @@ def test_a_folder_that_leads_out_is_refused(tmp_path: Path) -> None:
     assert list(outside.iterdir()) == []
 
 
-def test_report_replaces_only_its_own_format(tmp_path: Path) -> None:
+def test_report_replaces_only_a_report_trtls_wrote(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file's format proves nothing (`-o LICENSE`, `-o package.json` were replaced as "text" and "JSON"): only a
+    report the ledger recorded, unchanged since, or an empty file is replaced."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     (tmp_path / "trtls.toml").write_text('[engines.demo]\nonnx = "m.onnx"\n')
-    with pytest.raises(UnsafeWrite, match="not a report of this format"):
-        fs.write_report(tmp_path / "trtls.toml", "{}", fmt="json", within=tmp_path)
-    assert (tmp_path / "trtls.toml").read_text().startswith("[engines.demo]")
-    (tmp_path / "old.json").write_text('{"a": 1}')
-    fs.write_report(tmp_path / "old.json", '{"b": 2}', fmt="json", within=tmp_path)
-    assert (tmp_path / "old.json").read_text() == '{"b": 2}'
+    (tmp_path / "LICENSE").write_text("MIT License\n")
+    (tmp_path / "package.json").write_text('{"name": "myapp"}')
+    for name in ("trtls.toml", "LICENSE", "package.json"):
+        before = (tmp_path / name).read_bytes()
+        with pytest.raises(UnsafeWrite, match="not a report trtls wrote"):
+            fs.write_report(tmp_path / name, "{}", within=tmp_path)
+        assert (tmp_path / name).read_bytes() == before
+    (tmp_path / "empty.json").write_text("")
+    fs.write_report(tmp_path / "empty.json", '{"a": 1}', within=tmp_path)  # an empty file: nothing to lose
+    fs.write_report(tmp_path / "empty.json", '{"b": 2}', within=tmp_path)  # the report trtls wrote: recorded
+    assert (tmp_path / "empty.json").read_text() == '{"b": 2}'
+    (tmp_path / "empty.json").write_text('{"b": 2, "mine": true}')  # edited since: the person's now
+    with pytest.raises(UnsafeWrite, match="not a report trtls wrote"):
+        fs.write_report(tmp_path / "empty.json", '{"c": 3}', within=tmp_path)
+    assert "mine" in (tmp_path / "empty.json").read_text()
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "other-cache"))  # another account's record: not this one's
+    fs.write_report(tmp_path / "new.txt", "one\n", within=tmp_path)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    with pytest.raises(UnsafeWrite, match="not a report trtls wrote"):
+        fs.write_report(tmp_path / "new.txt", "two\n", within=tmp_path)
 
 
 def test_deletes_take_only_names_trtls_makes_and_never_through_a_link(tmp_path: Path) -> None:

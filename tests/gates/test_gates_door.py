@@ -1,6 +1,7 @@
-"""The gates' writes through the door (issue 27): a `-o` report replaces only a file of its own format (item 4,
-`trtls gates … -o trtls.toml`), and the promotion ledger's lock is never opened through a planted symlink (item 3's
-rule, for `.trtls/promotions.lock`), nor the ledger read through one. Real files and real symlinks in tmp folders."""
+"""The gates' writes through the door (issue 27): a `-o` report replaces only a report trtls wrote (item 4,
+`trtls gates … -o trtls.toml`, `-o pom.xml`), and the promotion ledger's lock is never opened through a planted
+symlink (item 3's rule, for `.trtls/promotions.lock`), nor the ledger read through one. Real files and real symlinks
+in tmp folders."""
 
 from __future__ import annotations
 
@@ -17,24 +18,33 @@ from trtls.gates.reports import to_junit, to_sarif, write_junit, write_report_fi
 RECIPE = '[engines.demo]\nonnx = "models/demo.onnx"\noutput = "build/demo.engine"\n'
 
 
-def test_a_report_replaces_only_a_report_of_its_own_format_never_the_recipe_or_a_model(tmp_path: Path) -> None:
+def test_a_report_replaces_only_a_report_trtls_wrote_never_the_recipe_or_a_model(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path.parent / f"{tmp_path.name}-cache"))
     recipe = tmp_path / "trtls.toml"
     recipe.write_text(RECIPE)
     model = tmp_path / "demo.onnx"
     model.write_bytes(b"\x08\x07\x12\x07pytorch" + bytes(range(256)))
     sarif = to_sarif([], lambda path: None, "trtls.toml", "0.1.0")
     for target in (recipe, model):
-        with pytest.raises(UnsafeWrite, match="not a report of this format"):
+        with pytest.raises(UnsafeWrite, match="not a report trtls wrote"):
             write_sarif(target, sarif)
-        with pytest.raises(UnsafeWrite, match="not a report of this format"):
+        with pytest.raises(UnsafeWrite, match="not a report trtls wrote"):
             write_junit(target, to_junit([]))
-        for fmt in ("json", "text"):
-            with pytest.raises(UnsafeWrite):
-                write_report_file(target, "report\n", fmt)
+        with pytest.raises(UnsafeWrite):
+            write_report_file(target, "report\n")
     assert recipe.read_text() == RECIPE and model.read_bytes().startswith(b"\x08\x07\x12\x07pytorch")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["demo.onnx", "trtls.toml"]  # no temp file left behind
 
-    # an older report of the same format is replaced; a symlink at the name is refused, what it points to unchanged
+    # a Maven project file is XML, as JUnit is: not replaced
+    pom = tmp_path / "pom.xml"
+    pom.write_text('<?xml version="1.0"?>\n<project/>\n')
+    with pytest.raises(UnsafeWrite, match="not a report trtls wrote"):
+        write_junit(pom, to_junit([]))
+    assert pom.read_text().endswith("<project/>\n")
+    pom.unlink()
+    # a report trtls wrote is replaced; a symlink at the name is refused, what it points to unchanged
     out = tmp_path / "gates.sarif"
     write_sarif(out, to_sarif([], lambda path: None, "trtls.toml", "0.1.0"))
     write_sarif(out, to_sarif([], lambda path: None, "trtls.toml", "0.2.0"))

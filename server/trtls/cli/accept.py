@@ -135,8 +135,8 @@ def list_scenarios() -> str:
 
 def cmd_accept(args: argparse.Namespace) -> int:
     from trtls.accept.report import render
-    from trtls.accept.scratch import AcceptError
     from trtls.accept.scenarios import select
+    from trtls.accept.scratch import AcceptError
 
     if args.list:
         sys.stdout.write(list_scenarios())

@@ -1,17 +1,17 @@
 """Every `-o FILE` of the command line (`check`, `gates`, `accept`, `report`, `trace`, `schema`) and the pictures'
 default files: one writer, one rule (issue 27, item 4).
 
-A report file is written through the door (`fs.write_report`): atomically, inside the file's own real folder,
-never through a symlink, and replacing an existing file only when it is of the report's own format (an HTML report
-replaces an HTML file, never `trtls.toml` or an ONNX model). Before that, a file the recipe protects is refused by
-name, whatever its content: the recipe, the folder's `trtls.toml`, the lock file, every model and input the recipe
-reads, and anything under `.trtls/` (`core.write_policy`'s protected set) — of the recipe the command loaded and of
-the recipe in the file's own folder, and anything under any folder's `.trtls/` (another project's records), and any
-bundle's sidecar (`*.trtls.json`), SBOM (`*.cdx.json`) or promotion ledger by its name wherever it lies — and
-anything in trtls's own caches: the engine store a recipe uses (its
-`[store] path`, `$TRTLS_STORE`) and the per-user cache folder (`~/.cache/trtls`: the default store, the farm's
-state), whose `entry.json` a `--format json` report would replace. A refusal is one located line (`FILE: CODE why`)
-and exit 2; nothing is written.
+A report file is written through the door (`fs.write_report`): atomically, inside the file's own real folder, never
+through a symlink, and replacing an existing file only when it is empty or is a report trtls wrote and no one changed
+since (`fs.report_ledger`: never `LICENSE` or `package.json` because they are text or JSON). Before that, a file the
+recipe protects is refused by name, whatever its content: the recipe, the folder's `trtls.toml`, the lock file, every
+model and input the recipe reads, and anything under `.trtls/` (`core.write_policy`'s protected set) — of the recipe
+the command loaded and of the recipe in the file's own folder, and anything under any folder's `.trtls/` (another
+project's records), and any bundle's sidecar (`*.trtls.json`), SBOM (`*.cdx.json`) or promotion ledger by its name
+wherever it lies — and anything in trtls's own caches: the engine store a recipe uses (its `[store] path`,
+`$TRTLS_STORE`) and the per-user cache folder (`~/.cache/trtls`: the default store, the farm's state), whose
+`entry.json` a `--format json` report would replace. A refusal is one located line (`FILE: CODE why`) and exit 2;
+nothing is written.
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ def write_output(
         if inside(Path(os.path.abspath(path)), folder):
             within = real(folder)
     try:
-        write_report(path, data, fmt=fmt, within=within)
+        write_report(path, data, within=within)
     except OSError as exc:
         code, why = refusal(exc, fmt)
         report_error(code, why, str(target))
@@ -72,8 +72,8 @@ def refusal(exc: OSError, fmt: str) -> tuple[str, str]:
         return "TRT118", f"{why} (nothing written)"
     if exc.errno == errno.EEXIST:
         return "TRT412", (
-            f"already exists and is not a {fmt} file; it is not replaced (remove it yourself or choose another "
-            "path; nothing written)"
+            f"already exists and is not a {fmt} report trtls wrote (or it changed since); it is not replaced (remove "
+            "it yourself or choose another path; nothing written)"
         )
     if exc.errno == errno.ESTALE and isinstance(exc, UnsafeWrite):  # the file changed while it was edited
         return "TRT412", why

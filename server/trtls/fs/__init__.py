@@ -9,11 +9,11 @@ feature is safe by calling this package, not by remembering a rule. The policy, 
   `within`'s real path (`fs.folder.open_folder`), so a folder swapped for a symlink between the judgement and the
   write is refused, and the create/rename happens inside that very folder. A final symlink is never written
   through; a temp file is O_EXCL|O_NOFOLLOW.
-* **Replacing an existing file is a rule of the kind**: a report (`-o`) replaces only a file of its own format
-  (an HTML report replaces an HTML file, never `trtls.toml` or an ONNX model; a text report never a JSON, HTML or
-  TOML file), never a file its owner made read-only; an engine output replaces only a TensorRT engine or an empty
-  file (`fs.kinds.engine_replace_refusal`, judged again right before the rename: never a user's `notes.md`); kinds
-  with `replace=False` never replace anything.
+* **Replacing an existing file is a rule of the kind**: a report (`-o`) replaces only a report trtls wrote and no one
+  changed since, or an empty file (`fs.report_ledger`: a file's format proves nothing — `-o LICENSE` is text, `-o
+  package.json` JSON), never a file its owner made read-only; an engine output replaces only a TensorRT engine or
+  an empty file (`fs.kinds.engine_replace_refusal`, judged again right before the rename: never a user's
+  `notes.md`); kinds with `replace=False` never replace anything.
 * **Deletes remove only what trtls wrote**: the name must match the kind's name pattern, the folder it is removed
   from must be one trtls made (an `OWNED_MARK` file, or the kind's own known layout), nothing is removed through a
   link, and trees are removed by descriptor (a symlink inside is unlinked, never followed).
@@ -59,6 +59,7 @@ if TYPE_CHECKING:
         read_text,
     )
     from trtls.fs.remove import remove_file, remove_tree, rename
+    from trtls.fs.report_ledger import write_report
     from trtls.fs.scratch import scratch_dir, scratch_file
     from trtls.fs.write import (
         DEFAULT_MODE,
@@ -70,7 +71,6 @@ if TYPE_CHECKING:
         fsync_dir,
         temp_path_for,
         touch,
-        write_report,
     )
 
 __all__ = [
@@ -142,10 +142,10 @@ _HOME = {
             "fsync_dir",
             "temp_path_for",
             "touch",
-            "write_report",
         ),
         "write",
     ),
+    "write_report": "report_ledger",
 }
 
 
@@ -192,6 +192,10 @@ def _module(home: str) -> object:
         from trtls.fs import scratch
 
         return scratch
+    if home == "report_ledger":
+        from trtls.fs import report_ledger
+
+        return report_ledger
     from trtls.fs import write
 
     return write

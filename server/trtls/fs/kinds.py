@@ -22,8 +22,8 @@ ENGINE_HEAD = 16  # bytes of an existing output read to judge it (and, escaped, 
 
 class Kind(enum.Enum):
     """(value, deletable-name pattern, replace): replace says whether an existing file may be replaced at all
-    ("format": only a file of the same format, see `fs.write.write_report`; "engine": only a TensorRT engine or an
-    empty file, `engine_replace_refusal`)."""
+    ("format": only an empty file, or what the caller's `may_replace` proves — a report trtls wrote, see
+    `fs.write.write_report`; "engine": only a TensorRT engine or an empty file, `engine_replace_refusal`)."""
 
     engine_output = ("engine output", _TEMP, "engine")  # placed and judged by core.write_policy when the recipe loads
     evidence = ("evidence", rf"{_RUN_ID}|{_TEMP}", "yes")  # .trtls/: runs, history, known-good records, locks

@@ -12,7 +12,6 @@ import contextlib
 import errno
 import fcntl
 import os
-import re
 import stat
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -93,7 +92,7 @@ def atomic_writer(
 ) -> Iterator[BinaryIO]:
     """Yield a binary file that replaces `path` when the block ends without an exception (on an exception the temp
     file is removed and `path` is untouched). `may_replace(head: bytes) -> bool`: asked with the first 4 KiB of an
-    existing regular file before it is replaced (a `-o` report replaces only a file of its own format). `unchanged`:
+    existing regular file before it is replaced (a `-o` report replaces only a report trtls wrote). `unchanged`:
     the bytes the caller read and edited (b"" for a file that was not there) — a file of the user's that trtls edits
     is replaced only while it still holds them, compared and renamed under a lock on its folder, so an edit made
     meanwhile (another `trtls import`, an editor's save) is never lost: refused, nothing written."""
@@ -162,7 +161,7 @@ def _check_replace(folder_fd: int, name: str, kind: Kind, may_replace: object, p
         if not ok:
             raise UnsafeWrite(
                 errno.EEXIST,
-                f"already exists and is not a {kind.label} of this format; trtls does not replace it "
+                f"already exists and is not a {kind.label} trtls wrote; trtls does not replace it "
                 "(remove it yourself or choose another path)",
                 str(path),
             )
@@ -233,35 +232,6 @@ def atomic_write_text(
     """Write `text` (UTF-8, no newline translation) to `path` atomically (`unchanged`: see atomic_writer)."""
     data = text.encode("utf-8")
     atomic_write_bytes(path, data, kind=kind, within=within, mode=mode, may_replace=may_replace, unchanged=unchanged)
-
-
-JSON_ARRAY_START = re.compile(rb"\[\s*(?:[{\[\"\]]|-?\d|true\b|false\b|null\b)")
-REPORT_FORMATS = {
-    # what the first bytes of a file of each format look like (whitespace and a BOM skipped)
-    "json": (b"{", b"["),
-    "html": (b"<!doctype html", b"<html"),
-    "xml": (b"<?xml", b"<testsuites", b"<testsuite"),
-    "text": (),
-}
-
-
-def looks_like(fmt: str, head: bytes) -> bool:
-    """Whether a file starting with `head` is a file of `fmt` trtls may replace (an empty file always is)."""
-    text = head.lstrip(b"\xef\xbb\xbf \t\r\n").lower()
-    if not text:
-        return True
-    if fmt == "json" and text.startswith(b"["):  # a JSON array, not a TOML table header like `[engines.demo]`
-        return JSON_ARRAY_START.match(text) is not None
-    if fmt == "text":  # plain text: not TOML, Markdown, JSON, HTML or XML (each another tool's file), not binary
-        return b"\0" not in head and not text.startswith((b"[", b"#", b"{", b"<")) and b" = " not in head[:400]
-    return text.startswith(REPORT_FORMATS[fmt])
-
-
-def write_report(path: str | os.PathLike[str], data: bytes | str, *, fmt: str, within: str | os.PathLike[str]) -> None:
-    """A `-o` file: written atomically, replacing an existing file only when it is of the same format (`fmt`: json,
-    html, xml, text). `trtls schema -o trtls.toml` or `trtls trace -o model.onnx` are refused, nothing changed."""
-    payload = data.encode("utf-8") if isinstance(data, str) else data
-    atomic_write_bytes(path, payload, kind=Kind.report, within=within, may_replace=lambda head: looks_like(fmt, head))
 
 
 def append_text(

@@ -130,20 +130,16 @@ def to_sarif(
 
 def write_sarif(path: str | os.PathLike[str], sarif: Mapping[str, Any]) -> None:
     """A `-o` SARIF file: it replaces only a JSON file, never the recipe or a model (`write_report_file`)."""
-    write_report_file(path, json.dumps(sarif, indent=2, ensure_ascii=False) + "\n", "sarif")
+    write_report_file(path, json.dumps(sarif, indent=2, ensure_ascii=False) + "\n")
 
 
-# what each `trtls gates --format` is on disk: an existing file is replaced only when it is of that format
-REPORT_FILE_FORMATS = {"json": "json", "sarif": "json", "junit": "xml", "text": "text"}
-
-
-def write_report_file(path: str | os.PathLike[str], text: str, report_format: str) -> None:
-    """Write a `-o` report (`report_format`: json, sarif, junit or text) atomically inside the output's own real
-    folder, replacing an existing file only when it is a report of the same format (`fs.write_report`): `trtls gates
-    -o trtls.toml` or `-o model.onnx` is refused (an OSError naming the file) and the file is unchanged."""
+def write_report_file(path: str | os.PathLike[str], text: str) -> None:
+    """Write a `-o` report atomically inside the output's own real folder, replacing an existing file only when it is
+    empty or a report trtls wrote (`fs.write_report`): `trtls gates -o trtls.toml`, `-o model.onnx` or `-o pom.xml`
+    is refused (an OSError naming the file) and the file is unchanged."""
     target = Path(path)
     folder = real(target.parent if str(target.parent) else ".")
-    write_report(target, text, fmt=REPORT_FILE_FORMATS[report_format], within=folder)
+    write_report(target, text, within=folder)
 
 
 # ---------------------------------------------------------------------------------------------- JUnit
@@ -224,4 +220,4 @@ def to_junit(checks: Iterable[Check | Mapping[str, Any] | Any], *, name: str = "
 
 def write_junit(path: str | os.PathLike[str], xml_text: str) -> None:
     """A `-o` JUnit file: it replaces only an XML file (`write_report_file`)."""
-    write_report_file(path, xml_text, "junit")
+    write_report_file(path, xml_text)

@@ -191,8 +191,8 @@ def evidence(ls: TrtlsServer, run_id: str) -> wire.EvidenceReply:
 def report(ls: TrtlsServer, run_id: str) -> wire.BuildReportReply:
     """trtls.buildReport: a finished build's or matrix's HTML report (the `trtls report` page), also written as
     report.html — through the door, inside the recipe's real folder (a run folder swapped for a symlink is refused)
-    and only over an HTML file. A kind with no page, evidence that cannot be read, or a report that cannot be written
-    answers a one-line located error (-32602), never a traceback."""
+    and only over a report trtls wrote (fs.report_ledger). A kind with no page, evidence that cannot be read, or a
+    report that cannot be written answers a one-line located error (-32602), never a traceback."""
     from trtls.core.paths import real
     from trtls.fs import write_report
     from trtls.report.evidence import EvidenceError
@@ -209,7 +209,7 @@ def report(ls: TrtlsServer, run_id: str) -> wire.BuildReportReply:
         raise JsonRpcInvalidParams(str(exc)) from None
     path = Path(run.evidence_dir) / "report.html"
     try:
-        write_report(path, html, fmt="html", within=real(recipe_folder))
+        write_report(path, html, within=real(recipe_folder))
     except OSError as exc:
         raise JsonRpcInvalidParams(f"{path}: TRT405 the report cannot be written: {exc.strerror or exc}") from None
     return wire.BuildReportReply(buildId=run.id, path=str(path), html=html)
