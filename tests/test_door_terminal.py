@@ -182,3 +182,16 @@ def test_a_build_id_read_from_a_record_is_said_escaped(ws: Path) -> None:
     rolled = subprocess.run(argv, cwd=ws, capture_output=True, timeout=300, env=store)
     said = assert_clean(rolled)
     assert rolled.returncode in (0, 1) and "plain\\x1b[2J\\x1b]52;c;SGVsbG8=\\x07\\x9b31m" in said, said
+
+
+def test_a_newline_in_a_name_never_forges_a_line(ws: Path) -> None:
+    """A quoted TOML key may hold a newline: `[engines."ok\\nFAKE: …"]` printed its finding as two lines, the second
+    one the recipe's author wrote. Every finding's message is escaped once, where it is made (`core.findings`)."""
+    forged = "ok\\nFAKE: demo built, all gates pass"
+    text = (ws / "trtls.toml").read_text().replace("[engines.plain]", f'[engines."{forged}"]')
+    (ws / "trtls.toml").write_text(text.replace('engine = "plain"', f'engine = "{forged}"'))
+    for args in (("check",), ("build", "--no-store")):
+        r = trtls(*args, cwd=ws)
+        said = assert_clean(r)
+        assert r.returncode == 2 and "TRT108" in said and "ok\\x0aFAKE: demo built" in said, said
+        assert not any(line.startswith("FAKE") for line in said.splitlines()), said

@@ -12,6 +12,7 @@ from enum import StrEnum
 from typing import Any
 
 from trtls.core.codes import DOCS_BASE, Severity, doc_url
+from trtls.core.terminal_text import terminal_safe
 
 __all__ = ["DOCS_BASE", "Finding", "Origin", "Severity", "TomlPath"]
 
@@ -36,6 +37,12 @@ class Finding:
     origin: Origin = Origin.recipe
     on_value: bool = False  # point at the value rather than the key
     data: dict[str, Any] = field(default_factory=dict)  # machine-readable extras (quick fixes, figures)
+
+    def __post_init__(self) -> None:
+        # A message quotes names a recipe, a model or a record carried (`engine name 'ok\n'`, an ESC in a key, a
+        # right-to-left override in an input's name): escaped here, once, for every face — the terminal's one-line
+        # `file:line:col` (a newline forged a second line), the editor's diagnostics, SARIF, JUnit.
+        object.__setattr__(self, "message", terminal_safe(self.message, keep_newlines=False))
 
     @property
     def doc_url(self) -> str:
