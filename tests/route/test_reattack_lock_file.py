@@ -49,3 +49,13 @@ def test_a_good_lock_keeps_the_other_routes_and_a_missing_one_is_created(root: P
     r = trtls("route", "lock", "--route", ROUTE, cwd=root)
     assert r.returncode == 0, r.stdout + r.stderr
     assert set(json.loads(lock.read_text())["routes"]) == {ROUTE}
+
+
+def test_a_recipe_with_no_route_is_not_locked_and_says_so(tmp_path: Path) -> None:
+    """`trtls route lock` on a recipe with no `[routes]` printed nothing and exited 0 — its help's "locked" — having
+    locked nothing: the TRT107 every route command says, exit 2, no lock file."""
+    (tmp_path / "trtls.toml").write_text('[engines.demo]\nonnx = "m.onnx"\noutput = "build/demo.engine"\n')
+    r = trtls("route", "lock", cwd=tmp_path)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "TRT107 choose a route with --route (routes: none)" in r.stderr, r.stderr
+    assert not (tmp_path / "trtls.lock.json").exists()

@@ -155,7 +155,7 @@ def _preflight(loaded: Any, name: str, args: Any) -> int | None:
 def cmd_route_lock(args: Any) -> int:
     """Exit 0 locked, 2 bad input, 4 a route cannot be locked as it is (nothing written for it)."""
     from trtls.checkpoint.lock import LockError, lock_route
-    from trtls.core.route import route_model, route_names
+    from trtls.core.route import chosen_routes, route_model, route_names
 
     loaded = load_route_recipe(args.recipe or ".")
     # an engine's ONNX that does not exist yet is what `trtls route build` writes: locking comes first (docs/gates.md)
@@ -165,6 +165,9 @@ def cmd_route_lock(args: Any) -> int:
             print(f"{loaded.location(f)}: {f.code} {f.message}", file=sys.stderr)
         return EXIT_BAD_INPUT
     names = route_names(loaded)
+    if not args.route and not names:  # nothing locked is not "locked": the TRT107 every route command says
+        print(f"{loaded.path}: {chosen_routes(loaded, None, none_means_all=True)}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     wanted = args.route or names
     unknown = [n for n in wanted if n not in names]
     if unknown:
