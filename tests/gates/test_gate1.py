@@ -4,6 +4,7 @@ import json
 import os
 import time
 
+import pytest
 from _route_helpers import by_name, checkpoint_files, load, make_cache, make_folder, route_table, write_recipe
 
 from trtls.checkpoint.lock import LockError, lock_route
@@ -121,6 +122,28 @@ def test_remote_code_holds_naming_files_and_is_never_run(tmp_path):
     c = by_name(res.checks, "remote_code")
     assert c.status == "hold" and "modeling_tiny.py" in c.message and "auto_map" in c.message
     assert not marker.exists()
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        {"trust_remote_code": 1},
+        {"trust_remote_code": "yes"},
+        {"text_config": {"auto_map": {"AutoModel": "m.M"}}},  # a multimodal model's sub-config loads code too
+        {"vision_config": {"trust_remote_code": True}},
+    ],
+)
+def test_remote_code_in_any_form_or_place_of_a_config_holds(tmp_path, config):
+    """`trust_remote_code` not literally `true`, or an `auto_map` in a sub-config, passed as "no remote code"."""
+    make_folder(tmp_path / "ck", checkpoint_files(extra={"config.json": json.dumps(config).encode()}))
+    c = by_name(_run(tmp_path).checks, "remote_code")
+    assert c.status == "hold", c.message
+    assert ("auto_map" in c.message) or ("trust_remote_code" in c.message), c.message
+
+
+def test_remote_code_false_or_absent_passes(tmp_path):
+    make_folder(tmp_path / "ck", checkpoint_files(extra={"config.json": b'{"trust_remote_code": false}'}))
+    assert by_name(_run(tmp_path).checks, "remote_code").status == "pass"
 
 
 def test_pickle_weights_reject_unless_allowed_and_are_never_unpickled(tmp_path):

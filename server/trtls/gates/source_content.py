@@ -4,6 +4,7 @@ one route."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from trtls.checkpoint.content import (
@@ -107,6 +108,26 @@ def check_card_and_licence(checks: SourceChecks, by_rel: dict[str, CheckpointFil
     return licence
 
 
+def _remote_code_keys(obj: Any, where: str = "", depth: int = 0) -> list[str]:
+    """Every `auto_map` and every `trust_remote_code` that is not plainly false, at any depth of a config (a
+    multimodal model's `text_config.auto_map` loads code as the top one does; `"trust_remote_code": 1` or `"yes"` is
+    as much a request as `true`): each one said with its place."""
+    found: list[str] = []
+    if depth > 32:  # a config nests a few levels; deeper is not one any loader reads
+        return found
+    items = obj.items() if isinstance(obj, dict) else enumerate(obj) if isinstance(obj, list) else ()
+    for key, value in items:
+        place = f"{where}.{key}" if where else str(key)
+        if key == "auto_map" and isinstance(obj, dict):
+            names = ", ".join(sorted(map(str, value))) if isinstance(value, dict) else str(value)
+            found.append(f"{place}: {names}")
+        elif key == "trust_remote_code" and isinstance(obj, dict) and value not in (False, None):
+            found.append(f"{place} = {json.dumps(value, default=str)[:80]}")
+        else:
+            found += _remote_code_keys(value, place, depth + 1)
+    return found
+
+
 def check_remote_code(checks: SourceChecks, by_rel: dict[str, CheckpointFile], config: Any) -> None:
     remote: list[str] = sorted(r for r in by_rel if r.endswith(".py"))
     for rel, f in by_rel.items():
@@ -118,14 +139,7 @@ def check_remote_code(checks: SourceChecks, by_rel: dict[str, CheckpointFile], c
             obj = config if rel == "config.json" else load_json(f.real)
         except (OSError, ValueError):
             continue
-        if not isinstance(obj, dict):
-            continue
-        if "auto_map" in obj:
-            auto_map = obj["auto_map"]
-            names = ", ".join(sorted(map(str, auto_map))) if isinstance(auto_map, dict) else str(auto_map)
-            remote.append(f"{rel} (auto_map: {names})")
-        if obj.get("trust_remote_code") is True:
-            remote.append(f"{rel} (trust_remote_code = true)")
+        remote += [f"{rel} ({said})" for said in _remote_code_keys(obj)]
     if remote:
         checks.add(
             "remote_code",
