@@ -207,6 +207,20 @@ def test_write_adds_to_a_new_file_and_to_one_of_comments_only(tmp_path: Path) ->
     assert notes.read_text().startswith("# my build notes\n")
 
 
+@pytest.mark.parametrize("name", ["deploy.sh", "NOTES"])
+def test_write_never_adds_to_a_file_of_comments_that_is_not_toml(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str
+) -> None:
+    """A shell script or a notes file of `#` lines parses as an empty TOML document: `--write` appended an engine table
+    to it. A file of comments only is a recipe to add to when it is a .toml file (above), never otherwise."""
+    target = tmp_path / name
+    text = "#!/bin/sh\n# deploy notes\n"
+    target.write_text(text)
+    assert main(["import", "trtexec", "--write", str(target), "--", "--onnx=m.onnx"]) == 2
+    err = capsys.readouterr().err
+    assert target.read_text() == text and "not a trtls recipe" in err and "nothing written" in err, err
+
+
 def test_replace_never_takes_lines_that_only_look_like_the_engines_header(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -166,6 +166,12 @@ def _not_a_recipe(existing: Any) -> str | None:
                 f"{existing.location(f)}: TRT101 '{f.path[0]}' is not a key of a trtls recipe: {existing.path} is "
                 "not a trtls recipe, and --write adds to a recipe (or a new file) only (nothing written)"
             )
+    if not existing.data and Path(existing.path).suffix != ".toml":
+        # comments alone parse as an empty TOML document: a shell script's `# deploy notes`, a NOTES file
+        return (
+            f"{existing.path}: TRT101 holds no table of a trtls recipe and is not a .toml file: not a trtls recipe, "
+            "and --write adds to a recipe (or a new file) only (nothing written)"
+        )
     return None
 
 
