@@ -206,3 +206,13 @@ def test_a_read_only_file_or_another_tools_file_is_not_replaced(ws: Path) -> Non
     for _ in range(2):  # its own text report is written, then replaced (exit 2 is the recipe's route problems)
         r = trtls("check", "-o", "report.txt", cwd=ws)
         assert r.stderr == "" and (ws / "report.txt").read_text().startswith(str(ws / "trtls.toml")), r.stderr
+
+
+@pytest.mark.parametrize(
+    "args",
+    [("check",), ("schema",), ("gates", "--gate", "1"), ("trace",), ("report",), ("accept", "--engine", "demo")],
+)
+def test_a_blank_output_name_is_bad_input_not_stdout(ws: Path, args: tuple[str, ...]) -> None:
+    """`-o "$OUT"` with OUT unset: the report went to stdout, exit 0, and no file was where the script looks."""
+    r = trtls(*args, "-o", "", cwd=ws)
+    assert r.returncode == 2 and "names no file" in r.stderr and r.stdout == "", (r.stdout, r.stderr)

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from trtls.cli.exits import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
-from trtls.cli.usage import recipe_argument
+from trtls.cli.usage import output_file, recipe_argument
 
 
 def register(sub: Any) -> None:
@@ -38,7 +38,7 @@ def register(sub: Any) -> None:
         "(deep_tactics) or scenario:criterion (disk_full:6); repeatable. Failures are never waived",
     )
     a.add_argument("--format", choices=("text", "json", "junit"), default="text", help="report format (default: text)")
-    a.add_argument("--output", "-o", help="write the report here (default: stdout)")
+    a.add_argument("--output", "-o", type=output_file, help="write the report here (default: stdout)")
     a.add_argument("--scratch", help="parent folder for the scratch copies (default: the system temp folder)")
     a.add_argument("--keep", action="store_true", help="keep every scenario's folder (failed ones are always kept)")
     a.add_argument("--list", action="store_true", help="list the scenarios, what each proves and does not, then exit")

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from trtls.cli.exits import EXIT_BAD_INPUT, EXIT_OK
-from trtls.cli.usage import recipe_argument
+from trtls.cli.usage import output_file, recipe_argument
 from trtls.core.findings import Finding, Severity
 
 PROBLEM_SEVERITIES = (Severity.error, Severity.warning)
@@ -28,7 +28,7 @@ def register(subparsers: Any) -> None:
     )
     recipe_argument(c)
     c.add_argument("--format", choices=("text", "json", "sarif"), default="text", help="report format (default: text)")
-    c.add_argument("--output", "-o", help="write the report here (atomically) instead of stdout")
+    c.add_argument("--output", "-o", type=output_file, help="write the report here (atomically) instead of stdout")
     c.add_argument(
         "--builder",
         action="store_true",

@@ -19,7 +19,7 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 from trtls.cli.exits import DECISION_EXIT, EXIT_BAD_INPUT, EXIT_CTRL_C, EXIT_FAILED, EXIT_OK, EXIT_REJECT
-from trtls.cli.usage import recipe_argument
+from trtls.cli.usage import output_file, recipe_argument
 
 if TYPE_CHECKING:
     from trtls.gates.run import RouteResult
@@ -52,7 +52,7 @@ def register(subparsers: Any) -> None:
     g.add_argument(
         "--format", choices=("text", "json", "sarif", "junit"), default="text", help="report format (default: text)"
     )
-    g.add_argument("--output", "-o", help="write the report here (atomically) instead of stdout")
+    g.add_argument("--output", "-o", type=output_file, help="write the report here (atomically) instead of stdout")
     _no_digest_cache(g)
     g.add_argument(
         "--record-baseline",

@@ -20,7 +20,7 @@ from trtls.cli import gc as gc_cmd
 from trtls.cli.common import find_recipe, install_stop_keys, load_or_report
 from trtls.cli.console import exit_code, safe_console
 from trtls.cli.exits import EXIT_BAD_INPUT, EXIT_OK, exit_code_of, say_interrupted
-from trtls.cli.usage import JsonErrors, TrtlsParser, parse, positive_seconds, recipe_argument
+from trtls.cli.usage import JsonErrors, TrtlsParser, output_file, parse, positive_seconds, recipe_argument
 
 
 def cmd_build(args: argparse.Namespace) -> int:
@@ -275,7 +275,9 @@ def make_parser() -> argparse.ArgumentParser:
     sc = sub.add_parser(
         "schema", help="print (or write) the JSON Schema of trtls.toml", epilog="exit codes: 0 printed or written"
     )
-    sc.add_argument("-o", "--output", help="write the schema to this file (atomically) instead of stdout")
+    sc.add_argument(
+        "-o", "--output", type=output_file, help="write the schema to this file (atomically) instead of stdout"
+    )
     sc.set_defaults(func=cmd_schema)
 
     for register in SUBCOMMANDS:

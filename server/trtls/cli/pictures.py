@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from trtls.cli.exits import EXIT_BAD_INPUT, EXIT_OK
+from trtls.cli.usage import output_file
 
 EPILOG = "exit codes: 0 written, 2 bad input (no such build or route, unreadable evidence)"
 TARGET_HELP = "a build id from .trtls/runs/, `latest` (default), or a run folder"
@@ -29,7 +30,9 @@ def register(subparsers: Any) -> None:
     )
     t.add_argument("build", nargs="?", default="latest", help=TARGET_HELP)
     t.add_argument("--recipe", default=".", help=RECIPE_HELP)
-    t.add_argument("-o", "--output", help="write here (default: <run folder>/trace.json); `-` for stdout")
+    t.add_argument(
+        "-o", "--output", type=output_file, help="write here (default: <run folder>/trace.json); `-` for stdout"
+    )
     t.set_defaults(func=cmd_trace)
 
     r = subparsers.add_parser(
@@ -46,7 +49,9 @@ def register(subparsers: Any) -> None:
     )
     r.add_argument("--reduction", help="report a reduction or divergence search (its id, or latest): docs/triage.md")
     r.add_argument("--recipe", help=RECIPE_HELP)
-    r.add_argument("-o", "--output", help="write here (default: <run folder>/report.html, or the route's folder)")
+    r.add_argument(
+        "-o", "--output", type=output_file, help="write here (default: <run folder>/report.html, or the route's folder)"
+    )
     r.set_defaults(func=cmd_report)
 
 

@@ -64,6 +64,14 @@ def positive_seconds(text: str) -> float:
     return value
 
 
+def output_file(value: str) -> str:
+    """`-o`'s argument type: a blank name (`-o "$OUT"` with OUT unset) is bad input, never "no -o" — the report went to
+    stdout and the command said exit 0, with no file written where the script looks for one."""
+    if not value.strip():
+        raise argparse.ArgumentTypeError("names no file (give a path, or leave -o out for stdout)")
+    return value
+
+
 def mark_leaf_parsers(parser: argparse.ArgumentParser) -> None:
     """Every parser records itself as the one that handles its arguments (the deepest chosen one wins)."""
     for action in parser._actions:
