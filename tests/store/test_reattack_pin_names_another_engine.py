@@ -91,3 +91,49 @@ def test_a_known_good_record_whose_key_leads_to_another_engine_is_not_rolled_bac
     assert _sha(out) == before, "a rollback restored the other project's engine"
     assert done.returncode == 1 and "TRT338" in done.stdout + done.stderr, done.stdout + done.stderr
     assert not (ws / ".trtls" / "engines" / "demo.pin.json").exists()
+
+
+def _rollback(ws: Path, to: str) -> subprocess.CompletedProcess[str]:
+    cmd = [sys.executable, "-m", "trtls", "rollback", "demo", str(ws), "--to", to]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+
+
+def test_another_projects_whole_record_copied_in_is_not_rolled_back_to(
+    seeded: tuple[Path, dict], seed_ws: Path, tmp_path: Path
+) -> None:
+    """The other project's record copied whole — its real key AND sha256, only a new build id (or its own): the
+    store's entry matches it byte for byte, so the digest check passed; the rollback restored the other engine,
+    called it this engine's build and pinned it. The store entry's publisher (another engine, another recipe) and
+    this folder's runs (none built or reused it) do not bear it out: TRT338, nothing restored, no pin. A record with
+    no sha256 is not one trtls wrote: refused too (it rolled back, and pinned a null digest)."""
+    ws, mine, theirs = _two_projects(seeded, seed_ws, tmp_path)
+    out = ws / "build" / "demo.engine"
+    before = _sha(out)
+    record = ws / ".trtls" / "engines" / "demo.json"
+    data = json.loads(record.read_text())
+    theirs_record = json.loads((tmp_path / "other" / ".trtls" / "engines" / "demo.json").read_text())["builds"][-1]
+    nosha = {k: v for k, v in data["builds"][-1].items() if k != "sha256"} | {"buildId": "demo-20200101-000000-nosha"}
+    for forged in (
+        {**theirs_record, "buildId": "demo-20200101-000000-aaaaaa"},
+        theirs_record,  # its own build id: the entry's publisher is that build, of the other recipe
+        nosha,
+    ):
+        record.write_text(json.dumps({**data, "builds": [forged, *data["builds"]]}))
+        done = _rollback(ws, forged["buildId"])
+        assert _sha(out) == before, f"a forged record was rolled back to: {forged['buildId']}"
+        assert done.returncode == 1 and "TRT338" in done.stdout + done.stderr, done.stdout + done.stderr
+        assert "Traceback" not in done.stderr
+        assert not (ws / ".trtls" / "engines" / "demo.pin.json").exists()
+    # this table's own record (a reuse of the seed, published by another checkout's build) still rolls back
+    record.write_text(json.dumps(data))
+    own = data["builds"][-1]
+    assert own.get("restoredAs") and _rollback(ws, own["buildId"]).returncode == 0
+
+
+def test_a_hostile_build_id_to_roll_back_to_is_said_on_one_escaped_line(seed_ws: Path) -> None:
+    """`--to` (or the editor's `to`) is echoed in the refusal: its ESC and BEL reached the editor raw, its newline
+    split the terminal's line."""
+    done = _rollback(seed_ws, "x\x1b]0;pwn\x07\nFAKE: rolled back")
+    assert done.returncode == 1 and "TRT338" in done.stderr, done.stderr
+    assert "\x1b" not in done.stderr and "\x07" not in done.stderr and "x\\x1b]0;pwn\\x07\\x0aFAKE" in done.stderr
+    assert not any(line.startswith("FAKE") for line in done.stderr.splitlines()), done.stderr
