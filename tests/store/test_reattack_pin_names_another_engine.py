@@ -124,6 +124,17 @@ def test_another_projects_whole_record_copied_in_is_not_rolled_back_to(
         assert done.returncode == 1 and "TRT338" in done.stdout + done.stderr, done.stdout + done.stderr
         assert "Traceback" not in done.stderr
         assert not (ws / ".trtls" / "engines" / "demo.pin.json").exists()
+    # the copied record and a pin to it, written by hand: a build does not serve the other engine either
+    forged = {**theirs_record, "buildId": "demo-20200101-000000-aaaaaa"}
+    record.write_text(json.dumps({**data, "builds": [forged, *data["builds"]]}))
+    pin = {k: forged.get(k) for k in ("buildId", "key", "sha256", "size", "startedAt")}
+    (ws / ".trtls" / "engines" / "demo.pin.json").write_text(
+        json.dumps({"format": "trtls.pin/1", **pin, "recipeKey": mine["engineKey"]})
+    )
+    served = run_build(ws)
+    assert _sha(out) == before, "a build served the other project's engine through a hand-written pin"
+    assert served.returncode != 0 and "TRT338" in served.stdout + served.stderr, served.stdout + served.stderr
+    (ws / ".trtls" / "engines" / "demo.pin.json").unlink()
     # this table's own record (a reuse of the seed, published by another checkout's build) still rolls back
     record.write_text(json.dumps(data))
     own = data["builds"][-1]

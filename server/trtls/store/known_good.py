@@ -144,3 +144,31 @@ class Pin:
         except OSError as exc:
             return f"TRT405 {self.path}: {exc.strerror or exc}; the pin was not removed"
         return None
+
+
+def uncorroborated(
+    recipe: Path, state_dir: Path, engine: str, rec: dict[str, Any], published: dict[str, Any]
+) -> str | None:
+    """Why a known-good record is not one trtls wrote for this engine, or None. A record is a file anyone who can
+    write `.trtls/` can edit: one copied from another project's engine (its real key and sha256, a new build id)
+    restored that engine's bytes here, said it was this engine's build and pinned it. The record must name a sha256
+    (every record a build writes does), and what it says must be borne out by the store entry's publisher — this
+    engine of this recipe — or by this folder's own run record of that build (its engine and key). A rollback and a
+    build serving a pin both ask it."""
+    if not isinstance(rec.get("sha256"), str):
+        return "names no sha256 (every record a build writes does): not a record trtls wrote"
+    if published.get("engine") == engine and str(published.get("recipe")) == str(recipe):
+        return None
+    from trtls.core.summary_record import Summary, read_summary
+
+    build_id = str(rec.get("buildId"))
+    local = str(rec.get("restoredAs") or build_id)  # a reuse's record names the publisher's build and its own run
+    runs = state_dir / "runs"
+    said = read_summary(runs / local / "summary.json", within=runs) if "/" not in local and local != ".." else None
+    if isinstance(said, Summary) and said.engine == engine and said.engineKey == rec.get("key"):
+        return None
+    by = f"build {published.get('buildId')} of engine {published.get('engine')!r} in {published.get('recipe')}"
+    return (
+        f"is not borne out: the store's engine for its key was published by {by}, and this folder keeps no run "
+        f"record of {local} building or reusing {engine} with that key"
+    )

@@ -67,13 +67,14 @@ def unpinned_line(use: StoreUse) -> str | None:
     return f"the pin to build {build} was lifted: {LIFTED}"
 
 
-def pin_mismatch(use: StoreUse, pin: dict[str, Any], served: str) -> str | None:
+def pin_mismatch(use: StoreUse, recipe: Path, pin: dict[str, Any], entry: Any) -> str | None:
     """Why the pin does not describe the engine its key would serve (`served`: the entry's sha256), or None. A pin is
     a rollback to one known-good build of this table: its key and digest must be that build's, and the entry must
     hold those bytes — a pin naming another engine's key (another project's in a shared store) or another digest is
     damaged or not trtls's, and the output is never given an engine the pin does not describe."""
-    from trtls.store.known_good import KnownGood
+    from trtls.store.known_good import KnownGood, uncorroborated
 
+    served = entry.sha256
     known = KnownGood(use.state_dir, use.engine)
     build = known.find(str(pin.get("buildId")))
     if build is None:
@@ -83,7 +84,8 @@ def pin_mismatch(use: StoreUse, pin: dict[str, Any], served: str) -> str | None:
         return f"the pin's key or sha256 is not that build's in {known.path} (the pin is damaged)"
     if pinned is not None and served != pinned:
         return f"the store's entry for its key holds another engine (sha256 {served[:12]}…), not the pinned one"
-    return None
+    forged = uncorroborated(recipe, use.state_dir, use.engine, build, entry.build)
+    return None if forged is None else f"its known-good record {forged}"
 
 
 async def serve_pin(use: StoreUse, recipe: Path, build_id: str) -> dict[str, Any]:
@@ -104,7 +106,7 @@ async def serve_pin(use: StoreUse, recipe: Path, build_id: str) -> dict[str, Any
     if entry is None:
         why = f"pinned to build {pin.get('buildId')} by a rollback, whose engine is no longer in the store"
         raise PinUnavailable("TRT338", f"{why}: nothing was restored; {how}")
-    mismatch = pin_mismatch(use, pin, entry.sha256)
+    mismatch = pin_mismatch(use, recipe, pin, entry)
     if mismatch is not None:
         raise PinUnavailable("TRT338", f"{named}: {mismatch}: nothing was restored; {how}")
     summary = await restore_hit(use, recipe, entry, build_id, False, pinned=pin)

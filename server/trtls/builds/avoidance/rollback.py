@@ -22,7 +22,7 @@ from trtls.core.terminal_text import terminal_safe
 from trtls.store.config import store_config
 from trtls.store.entries import NotTrusted, Refused, RestoreFailed, Store
 from trtls.store.folder import StoreUnusable
-from trtls.store.known_good import KnownGood, Pin
+from trtls.store.known_good import KnownGood, Pin, uncorroborated
 
 
 class RollbackError(Exception):
@@ -55,31 +55,6 @@ def rollback_target(loaded: Any, engine: str, to: str | None) -> dict[str, Any]:
     if rec is None:
         raise RollbackError("TRT338", f"no earlier known-good engine of {engine} to roll back to{refused}")
     return rec
-
-
-def uncorroborated(loaded: Any, engine: str, rec: dict[str, Any], published: dict[str, Any]) -> str | None:
-    """Why a known-good record is not one trtls wrote for this engine, or None. A record is a file anyone who can
-    write `.trtls/` can edit: one copied from another project's engine (its real key and sha256, a new build id)
-    restored that engine's bytes here, said it was this engine's build and pinned it. The record must name a sha256
-    (every record a build writes does), and what it says must be borne out by the store entry's publisher — this
-    engine of this recipe — or by this folder's own run record of that build (its engine and key)."""
-    if not isinstance(rec.get("sha256"), str):
-        return "names no sha256 (every record a build writes does): not a record trtls wrote"
-    if published.get("engine") == engine and str(published.get("recipe")) == str(loaded.path):
-        return None
-    from trtls.core.summary_record import Summary, read_summary
-
-    build_id = str(rec.get("buildId"))
-    local = str(rec.get("restoredAs") or build_id)  # a reuse's record names the publisher's build and its own run
-    runs = state_dir(loaded.path) / "runs"
-    said = read_summary(runs / local / "summary.json", within=runs) if "/" not in local and local != ".." else None
-    if isinstance(said, Summary) and said.engine == engine and said.engineKey == rec.get("key"):
-        return None
-    by = f"build {published.get('buildId')} of engine {published.get('engine')!r} in {published.get('recipe')}"
-    return (
-        f"is not borne out: the store's engine for its key was published by {by}, and this folder keeps no run "
-        f"record of {local} building or reusing {engine} with that key"
-    )
 
 
 def _when(record: dict[str, Any]) -> float:
@@ -123,7 +98,7 @@ def rollback(loaded: Any, engine: str, to: str | None = None, via: str = "trtls 
         raise RollbackError("TRT334", str(exc)) from exc
     if entry is None:
         raise RollbackError("TRT338", f"the engine of build {rec.get('buildId')} is no longer in the store (evicted)")
-    forged = uncorroborated(loaded, engine, rec, entry.build)
+    forged = uncorroborated(loaded.path, state_dir(loaded.path), engine, rec, entry.build)
     if forged is not None:
         raise RollbackError("TRT338", f"the known-good record of build {rec.get('buildId')} {forged}: nothing restored")
     if entry.sha256 != rec["sha256"]:  # the key leads to bytes not this build's
