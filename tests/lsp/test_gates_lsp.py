@@ -269,3 +269,59 @@ async def test_a_gates_run_in_a_terminal_reaches_the_lens_through_a_watched_file
     )
     await until(lambda: client.lens_refreshes > before)  # type: ignore[attr-defined]
     assert any(t.startswith("last gates: reject (gates 1) · ") for t in await titles())
+
+
+async def test_allow_licence_sends_only_the_edit_it_asked_about(client: LanguageClient, route_sample: Path) -> None:
+    """The allow list was written by pasting quotes around each entry: an entry holding `\\"` came out unclosed (the
+    recipe no longer parsed), a licence `x", "gpl-3.0` became two licences, a newline could start a new table; and a
+    route written as an inline table got its list as a top-level key below it, the route's own list unchanged — each
+    answered `applied: true`. Now every entry is a TOML string, and the edit is read back before it is sent: the
+    route's list must be the one asked for and nothing else may change, else a located error and no edit."""
+
+    @client.feature(lsp.WINDOW_SHOW_MESSAGE_REQUEST)
+    def confirm(params: lsp.ShowMessageRequestParams) -> lsp.MessageActionItem:
+        return lsp.MessageActionItem(title="Allow")
+
+    applied: list[lsp.ApplyWorkspaceEditParams] = []
+
+    @client.feature(lsp.WORKSPACE_APPLY_EDIT)
+    def apply(params: lsp.ApplyWorkspaceEditParams) -> lsp.ApplyWorkspaceEditResult:
+        applied.append(params)
+        return lsp.ApplyWorkspaceEditResult(applied=True)
+
+    import tomllib
+
+    from trtls.core.tomlpos import apply_edits
+
+    text = (
+        (route_sample / "trtls.toml")
+        .read_text()
+        .replace(
+            'allowed_licenses = ["mit"]\nbundle = "build/license.bundle"',
+            'allowed_licenses = ["a\\"b", "mit"]\nbundle = "build/license.bundle"',
+        )
+    )
+    text += '\n[routes]\ninline_r = { engine = "tiny", intended_use = "y" }\n'
+    uri = (route_sample / "trtls.toml").as_uri()
+    client.text_document_did_open(
+        lsp.DidOpenTextDocumentParams(lsp.TextDocumentItem(uri=uri, language_id="toml", version=1, text=text))
+    )
+    hostile = 'x", "gpl-3.0\n[engines.pwn]'
+    out = await execute(client, "trtls.allowLicense", {"uri": uri, "route": "license", "license": hostile})
+    assert out == {"applied": True}
+    (edit,) = applied[-1].edit.changes[uri]
+    r = edit.range
+    after = tomllib.loads(
+        apply_edits(
+            text, [{"range": [r.start.line, r.start.character, r.end.line, r.end.character], "newText": edit.new_text}]
+        )
+    )
+    assert after["routes"]["license"]["allowed_licenses"] == ['a"b', "mit", hostile]  # one licence, as asked
+    assert "pwn" not in after.get("engines", {})
+    sent = len(applied)
+    try:
+        await execute(client, "trtls.allowLicense", {"uri": uri, "route": "inline_r", "license": "mit"})
+        raise AssertionError("an edit that would not change the inline route's list was sent")
+    except Exception as exc:  # the command's located refusal (-32602)
+        assert "add the licence by hand" in str(exc), exc
+    assert len(applied) == sent

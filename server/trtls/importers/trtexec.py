@@ -12,13 +12,13 @@ else is named as not a trtexec 11.1 flag.
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from pathlib import PurePath
 from typing import Any
 
 from trtls.core.build_config_keys import KEYS
+from trtls.core.toml_text import toml_string
 from trtls.importers.trtexec_flags import BY_FLAG, TrtexecFlag
 from trtls.importers.trtexec_precision import REMOVED_HANDLERS, exclusions
 from trtls.importers.trtexec_precision import precision_flags as set_precision
@@ -301,7 +301,7 @@ def _engine_name(onnx: str) -> str:
 
 
 def _key(name: str) -> str:
-    return name if BARE_KEY.match(name) else json.dumps(name)
+    return name if BARE_KEY.match(name) else toml_string(name)
 
 
 def _value(value: Any) -> str:
@@ -313,7 +313,7 @@ def _value(value: Any) -> str:
         return "[" + ", ".join(_value(v) for v in value) + "]"
     if isinstance(value, dict):
         return "{ " + ", ".join(f"{_key(k)} = {_value(v)}" for k, v in value.items()) + " }"
-    return json.dumps(str(value))
+    return toml_string(str(value))
 
 
 def render(imp: Imported) -> str:
