@@ -429,6 +429,10 @@ def test_percentiles_and_scenario_selection() -> None:
     assert [s.name for s in select("ctrl_c,fast")][0] == "ctrl_c" and len(select("all")) == len(SCENARIOS) == 20
     with pytest.raises(ValueError):
         select("nope")
+    for blank in ("", " ", ","):  # an unset variable: never the default scenarios' real builds
+        with pytest.raises(ValueError, match="no scenario selected"):
+            select(blank)
+    assert [s.name for s in select(None)] == [s.name for s in select("fast")]
 
 
 def test_cli_bad_input_exits_2(tmp_path: Path) -> None:

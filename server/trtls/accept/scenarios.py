@@ -258,9 +258,10 @@ GROUPS = {"fast": [s.name for s in SCENARIOS if s.fast], "all": [s.name for s in
 
 
 def select(spec: str | None) -> list[Scenario]:
-    """`fast`, `all`, or a comma-separated list of names (groups may be mixed in). ValueError on an unknown name."""
+    """`fast`, `all`, or a comma-separated list of names (groups may be mixed in); None (no `--scenarios`) is `fast`.
+    ValueError on an unknown name, and on a list that names none (`--scenarios ''` ran the default real builds)."""
     names: list[str] = []
-    for part in (spec or "fast").split(","):
+    for part in ("fast" if spec is None else spec).split(","):
         part = part.strip()
         if not part:
             continue
