@@ -23,7 +23,9 @@ async def lock_route_command(ls: TrtlsServer, args: LockRouteArgs) -> LockRouteR
     if loaded.recipe is None or args.route not in loaded.recipe.routes:
         from pygls.exceptions import JsonRpcInvalidParams
 
-        raise JsonRpcInvalidParams(f"no valid route '{args.route}' in {loaded.path.name}")
+        first = next(iter(loaded.errors), None)  # a recipe that does not load says why (a `.trtls` link: TRT118)
+        why = f": {loaded.location(first)}: {first.code} {first.message}" if loaded.recipe is None and first else ""
+        raise JsonRpcInvalidParams(f"no valid route '{args.route}' in {loaded.path.name}{why}")
     yes = lsp.MessageActionItem(title="Lock these files")
     answer = await ls.window_show_message_request_async(
         lsp.ShowMessageRequestParams(
