@@ -516,12 +516,17 @@ def test_inspect_of_a_broken_bundle_explains_instead_of_raising(tmp_path):
 
 def test_inspect_escapes_terminal_control_sequences_from_the_header(tmp_path):
     path = tmp_path / "ansi.bundle"
-    path.write_bytes(raw_bundle(foreign_header({}) | {"gpu_name": "\x1b[2J\x1b[31mOK\ud800\u202egnp.exe"}))
+    path.write_bytes(raw_bundle(foreign_header({}) | {"gpu_name": "\x1b[2J\x1b[31mOK\u202egnp.exe"}))
     text = B.inspect_text(path)
-    assert "\x1b" not in text and "\ud800" not in text and "\u202e" not in text
+    assert "\x1b" not in text and "\u202e" not in text
     text.encode("utf-8")  # printable without errors
     info = B.inspect_json(path)
     assert info["header"]["gpu_name"].startswith("\x1b[2J")  # JSON output keeps the real value
+    # a lone surrogate is no text at all: the header is refused, said printably (before: kept, then a traceback)
+    path.write_bytes(raw_bundle(foreign_header({}) | {"gpu_name": "OK\ud800"}))
+    said = B.inspect_text(path)
+    said.encode("utf-8")
+    assert "lone UTF-16 surrogate" in said, said
 
 
 def test_trtmc_optimized_bundles_name_artifacts_by_relative_path_and_record_no_trt_version(tmp_path):
@@ -549,3 +554,22 @@ def test_trtmc_optimized_bundles_name_artifacts_by_relative_path_and_record_no_t
     plain = tmp_path / "plain.bundle"
     plain.write_bytes(raw_bundle({**foreign_header({"engine": {"offset": 0, "size": 4}}), "trt_version": ""}, b"PLAN"))
     assert B.CHECK_FIELD_TYPE in checks(verify_bundle(plain))
+
+
+@pytest.mark.parametrize(
+    "sections",
+    [
+        {"cfg\ud800": {"offset": 0, "size": 4}},  # a section name no UTF-8 can hold
+        {"weights": {"offset": 0, "size": 4}, "x": {"offset": 4, "size": 0, "note": "\udfff"}},
+    ],
+)
+def test_a_lone_surrogate_in_a_header_is_a_located_problem_never_a_traceback(tmp_path, sections):
+    """JSON's `\\ud800` escape decodes to a string no UTF-8 can encode: `bundle verify` said "verified", then `bundle
+    promote` (and inspect, `route build`, an optimized bundle's tree digest) ended in a UnicodeEncodeError traceback.
+    The header is not valid JSON text: the header check fails, promote refuses, nothing is written."""
+    path = tmp_path / "s.bundle"
+    path.write_bytes(raw_bundle(foreign_header(sections), b"WWWW"))
+    assert B.CHECK_HEADER_JSON in checks(verify_bundle(path))
+    with pytest.raises(BundleError):
+        promote_foreign(path)
+    assert not B.sidecar_path(path).exists()

@@ -36,6 +36,7 @@ from typing import Any, BinaryIO
 
 from trtls.core.paths import BUNDLE_SIDECAR_SUFFIX
 from trtls.fs import open_regular
+from trtls.fs.read import refuse_lone_surrogates
 
 MAGIC = b"BUNDLE\x01\x00"
 PREAMBLE_SIZE = len(MAGIC) + 8  # magic + u64 header length
@@ -204,7 +205,8 @@ def _parse_json_object(raw: bytes) -> Any:
     """json.loads that refuses duplicate keys and NaN/Infinity; every parse failure becomes ValueError."""
     try:
         text = raw.decode("utf-8")
-        return json.loads(text, object_pairs_hook=_reject_duplicates, parse_constant=_reject_constant)
+        parsed = json.loads(text, object_pairs_hook=_reject_duplicates, parse_constant=_reject_constant)
+        return refuse_lone_surrogates(raw, parsed)  # a section named "cfg\ud800" crashed verify and promote
     except RecursionError:
         raise ValueError("nested too deeply") from None
     except UnicodeDecodeError as exc:

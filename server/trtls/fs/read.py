@@ -16,6 +16,7 @@ import contextlib
 import errno
 import json
 import os
+import re
 import stat
 from collections.abc import Iterator
 from pathlib import Path
@@ -145,12 +146,31 @@ def read_text(
     return read_bytes(path, limit=limit, follow=follow, within=within, owned=owned).decode("utf-8", errors)
 
 
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")  # `\ud800`…`\udfff` in the raw text: rare, checked then
+
+
+def refuse_lone_surrogates(text: str | bytes, value: Any) -> Any:
+    """`value`, parsed from `text`, unless a string in it holds a lone UTF-16 surrogate (`"\ud800"`): JSON's escapes
+    decode to one, and the first `.encode("utf-8")` of it — a sidecar written, a digest of a name — ended a command in
+    a UnicodeEncodeError traceback. ValueError then, as for any text that is not a record; looked for only when the
+    text holds such an escape at all."""
+    raw = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text
+    if _SURROGATE_ESCAPE.search(raw) is None:
+        return value
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError("a string holds a lone UTF-16 surrogate (\\ud800-\\udfff): not text") from None
+    return value
+
+
 def parse_json(text: str | bytes) -> Any:
     """`json.loads`, where JSON nested deeper than the parser's stack (`[[[[…` 3,000 deep in a planted record) is a
     ValueError like any other text that is not JSON; `json.loads` raises RecursionError, which no reader's
-    `except ValueError` takes, so a record another user damaged ended a command in a traceback."""
+    `except ValueError` takes, so a record another user damaged ended a command in a traceback. A string holding a
+    lone surrogate is refused the same way (`refuse_lone_surrogates`)."""
     try:
-        return json.loads(text)
+        return refuse_lone_surrogates(text, json.loads(text))
     except RecursionError:
         raise ValueError("nested deeper than the JSON parser can read") from None
 
