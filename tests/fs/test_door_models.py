@@ -140,6 +140,30 @@ def test_an_inputs_npz_is_a_regular_zip_of_arrays(tmp_path: Path) -> None:
     assert list(got) == ["x"] and got["x"].shape == (2, 3)
 
 
+def test_an_inputs_npz_that_would_take_more_memory_than_it_holds_is_refused_before_loading(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A 1 MB .npz of deflated zeros took 1.1 GB and 9.5 s before its shape was judged; a 268-byte one whose array
+    header claimed (100000, 100000) asked for 37 GiB (a MemoryError, 'the reduction failed'). Both are refused before
+    a byte is decompressed: the members' declared sizes against a bound, each header's claim against its member."""
+    import io
+    import zipfile
+
+    import trtls.fs.models as models
+
+    monkeypatch.setattr(models, "MAX_NPZ_ARRAYS_BYTES", 1 << 20)  # the bound, scaled down: the same rule, less to write
+    np.savez_compressed(tmp_path / "bomb.npz", x=np.zeros(1 << 19, np.float32))  # 2 MiB of zeros, a few KB on disk
+    assert (tmp_path / "bomb.npz").stat().st_size < 1 << 16
+    with pytest.raises(ValueError, match="uncompressed, more than"):
+        load_npz(tmp_path / "bomb.npz")
+    header = io.BytesIO()
+    np.lib.format.write_array_header_1_0(header, {"descr": "<f4", "fortran_order": False, "shape": (100000, 100000)})
+    with zipfile.ZipFile(tmp_path / "claim.npz", "w") as archive:
+        archive.writestr("x.npy", header.getvalue() + b"\0" * 16)  # the header writer puts the magic first
+    with pytest.raises(ValueError, match="claims 40,000,000,000 bytes"):
+        load_npz(tmp_path / "claim.npz")
+
+
 def test_a_safetensors_shard_is_read_from_the_regular_file_the_door_opened(tmp_path: Path) -> None:
     safetensors_numpy = pytest.importorskip("safetensors.numpy")
     for path in _hostile(tmp_path, "model.safetensors"):

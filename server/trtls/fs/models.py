@@ -15,7 +15,7 @@ from __future__ import annotations
 import errno
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from trtls.core.paths import UnsafeWrite, real
 from trtls.fs.read import open_regular, read_bytes
@@ -112,8 +112,44 @@ def load_npz(path: str | os.PathLike[str]) -> dict[str, np.ndarray]:
         if not zipfile.is_zipfile(fh):
             raise NotAnArchive("it is not an .npz archive")
         fh.seek(0)
+        _bounded_npz(fh)
+        fh.seek(0)
         with np.load(fh, allow_pickle=False) as z:
             return {k: z[k] for k in z.files}
+
+
+MAX_NPZ_ARRAYS_BYTES = 1 << 30  # the arrays of one inputs file, uncompressed: a model's inputs, never a disk's worth
+
+
+def _bounded_npz(fh: Any) -> None:
+    """Refuse, before any array is decompressed or allocated, an .npz whose members hold more than
+    MAX_NPZ_ARRAYS_BYTES uncompressed (1 MB of deflated zeros was 1 GiB in memory) or whose array header claims more
+    bytes than its member holds (a 268-byte file whose header said (100000, 100000) asked for 37 GiB). Zip's own
+    reader stops each member at its declared size, so these two numbers bound what the load can use."""
+    import zipfile
+
+    import numpy as np
+
+    with zipfile.ZipFile(fh) as archive:
+        members = archive.infolist()
+        total = sum(info.file_size for info in members)
+        if total > MAX_NPZ_ARRAYS_BYTES:
+            raise ValueError(f"its arrays hold {total:,} bytes uncompressed, more than {MAX_NPZ_ARRAYS_BYTES:,}")
+        for info in members:
+            if not info.filename.endswith(".npy"):
+                continue
+            with archive.open(info) as member:
+                version = np.lib.format.read_magic(member)
+                read_header = (
+                    np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+                )
+                shape, _, dtype = read_header(member)
+                claimed = int(np.prod(shape, dtype=object)) * dtype.itemsize
+                if claimed > info.file_size:
+                    raise ValueError(
+                        f"array {info.filename!r} claims {claimed:,} bytes (shape {tuple(shape)}) in a member of "
+                        f"{info.file_size:,}"
+                    )
 
 
 def load_safetensors(path: str | os.PathLike[str]) -> dict[str, np.ndarray]:
