@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import onnx
+import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from tests.triage.reduce_models import layernorm_last, layernorm_weights, save, save_chain
@@ -281,6 +282,22 @@ def test_a_parser_rejection_is_classified_and_reduced(tmp_path: Path) -> None:
     assert record is not None, stderr[-2000:]
     assert record["failure"]["kind"] == "parser_rejection" and record["failure"]["layer"] == "det"
     assert code == 0 and record["outcome"] == "reduced" and record["minimal"]["nodeNames"] == ["det"]
+
+
+@pytest.mark.parametrize("name", ["o'det", "det\x1b]0;x\x07"])
+def test_a_parser_rejection_of_a_node_whose_name_needs_quoting_is_classified_by_its_real_name(
+    tmp_path: Path, name: str
+) -> None:
+    """The worker writes the node's name as `repr()` writes it: in double quotes when it holds an apostrophe, its
+    control characters as escapes. The classifier read only '…': a rejection of `o'det` was "not reproduced" — the
+    original failure itself said not to reproduce — and an escaped name never equalled the node's."""
+    ops = [("Relu", "relu"), ("Sigmoid", "sig"), ("Det", name), ("Neg", "neg"), ("Abs", "abs")]
+    _chain(tmp_path / "m.onnx", ops, ["N", 4, 4], ["N"])
+    (tmp_path / "trtls.toml").write_text(_engine("m", "m.onnx", "[N, 4, 4]", smem=False))
+    code, record, stderr = _reduce(tmp_path, "m")
+    assert record is not None, stderr[-2000:]
+    assert record["failure"]["kind"] == "parser_rejection" and record["failure"]["layer"] == name, record["failure"]
+    assert code == 0 and record["outcome"] == "reduced" and record["minimal"]["nodeNames"] == [name]
 
 
 def test_a_failure_nothing_classifies_is_reduced_with_fail_regex(tmp_path: Path) -> None:

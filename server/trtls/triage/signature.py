@@ -11,6 +11,7 @@ option): then a candidate still fails when its build fails and its error or log 
 
 from __future__ import annotations
 
+import ast
 import re
 from typing import TYPE_CHECKING
 
@@ -29,7 +30,12 @@ RULE_REGEX = (
     "patterns; any other outcome counts as not reproducing"
 )
 
-_PARSE = re.compile(r"ONNX parse failed: node \d+ '(?P<node>[^']*)' \((?P<op>[^)]*)\): (?P<message>.*)", re.S)
+# the node's name as the worker writes it, `repr()` of it (builds/worker/adapter): in single quotes, or in double
+# quotes when it holds an apostrophe (`"o'det"`), its control characters as escapes — read back by literal_eval
+_PARSE = re.compile(
+    r"ONNX parse failed: node \d+ (?P<node>'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\") \((?P<op>[^)]*)\): (?P<message>.*)",
+    re.S,
+)
 
 
 LINE_LIMIT = 4096  # characters of one line a failure pattern is matched against
@@ -79,9 +85,18 @@ def parser_rejection(summary: Summary) -> FailureSignature | None:
         errorCode=None,
         assertion=m.group("message").strip().splitlines()[0][:300] if m.group("message").strip() else "",
         sourceFile=None,
-        layer=m.group("node") or None,
+        layer=_node_name(m.group("node")) or None,
         op=m.group("op"),
     )
+
+
+def _node_name(literal: str) -> str:
+    """The node's real name from the string literal the worker wrote (a literal only: nothing else is evaluated)."""
+    try:
+        name = ast.literal_eval(literal)
+    except (ValueError, SyntaxError):
+        return literal[1:-1]
+    return name if isinstance(name, str) else literal[1:-1]
 
 
 def failure_signature(summary: Summary, patterns: list[str] | None = None) -> FailureSignature | None:
