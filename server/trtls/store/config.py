@@ -8,6 +8,7 @@ Whom a store's writers are trusted as (`trust`, `fs.store_root`): the recipe's `
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from dataclasses import dataclass
@@ -32,7 +33,10 @@ def parse_size(value: int | str) -> int | None:
     m = SIZE.match(str(value))
     if m is None or m.group(2).lower() not in _UNITS:
         return None
-    n = int(float(m.group(1)) * _UNITS[m.group(2).lower()])
+    number = float(m.group(1)) * _UNITS[m.group(2).lower()]
+    if not math.isfinite(number) or number >= 1 << 63:  # `999…9` (400 digits) is a float infinity: no size at all
+        return None
+    n = int(number)
     return n if n > 0 else None
 
 

@@ -25,6 +25,7 @@ import errno
 import hashlib
 import http.client
 import os
+import shutil
 import time
 from typing import TYPE_CHECKING, Any, BinaryIO, cast
 
@@ -36,9 +37,11 @@ from trtls.store.entry_record import ENTRY_FORMAT, RECORD_LIMIT, Entry
 from trtls.store.folder import StoreFolder, tmp_name
 from trtls.store.key import is_key, key_of_parts
 from trtls.store.layout import entry_folder
-from trtls.store.remote_http import DOWN_MEMORY_S, PUT_TIMEOUT_S, TIMEOUT_S, RemoteError
+from trtls.store.remote_http import DOWN_MEMORY_S, MIN_RATE, PUT_TIMEOUT_S, TIMEOUT_S, RemoteError
 from trtls.store.remote_http import Unusable as _Unusable
 from trtls.store.remote_http import base as _base
+from trtls.store.remote_http import content_length as _content_length
+from trtls.store.remote_http import cut as _cut
 from trtls.store.remote_http import down as _down
 from trtls.store.remote_http import head as _head
 from trtls.store.remote_http import join as _join
@@ -65,7 +68,6 @@ __all__ = [
 if TYPE_CHECKING:
     from trtls.store.entries import Store
 
-MIN_RATE = 4 * 1024 * 1024  # bytes/s: an engine slower than this (after a 30 s grace) is given up
 MISS_MEMORY_S = 10.0  # a 404 is remembered this long (a waiter polls the lookup every 0.1 s)
 
 _refused: set[tuple[str, str]] = set()  # (remote, key): it sent a bad record or bad bytes for this key
@@ -155,8 +157,8 @@ def _get_record(url: str, key: str) -> bytes | None:
     with _request(url, "GET", _join(url, "ac", key)) as response:
         if response is None:
             return None
-        length = response.headers.get("Content-Length")
-        if length is not None and length.isdigit() and int(length) > RECORD_LIMIT:
+        length = _content_length(response.headers)
+        if length is not None and length > RECORD_LIMIT:
             raise _Unusable(f"its record is {length} bytes, more than a record holds ({RECORD_LIMIT})")
         raw = _read_all(response, RECORD_LIMIT)
     return raw
@@ -197,16 +199,19 @@ def _fetch_into_store(store: Store, url: str, key: str, raw: bytes, record: dict
     """Stream cas/<sha256> into `tmp/` while hashing it; only bytes of the recorded sha256 and size, with the record
     beside them, are renamed into `entries/<key>` (another process that did so first wins: its entry is whole too)."""
     sha, size = str(record["engine"]["sha256"]), int(record["engine"]["size"])
+    room = _room(store)
+    if size > room:  # judged before a byte comes: the remote's own claim was the only bound (100 MiB into 1 MiB)
+        raise _Unusable(f"its engine would be {size:,} bytes, more than this store can take ({room:,})")
     file_mode = shared_modes(store.root)[1]
     tmp = store.root / "tmp" / tmp_name("fetch", key)
     fs.ensure_folder(tmp, within=store.root)
     store.fit(tmp, folder=True)
     try:
-        with _request(url, "GET", _join(url, "cas", sha)) as response:
+        with _request(url, "GET", _join(url, "cas", sha), whole=30 + size / MIN_RATE) as response:
             if response is None:
                 raise _Unusable(f"its record names the engine {sha[:12]}…, which it does not hold")
-            length = response.headers.get("Content-Length")
-            if length is not None and length.isdigit() and int(length) != size:
+            length = _content_length(response.headers)
+            if length is not None and length != size:
                 raise _Unusable(f"its engine is {length} bytes, not the {size} its record says")
             try:
                 with fs.atomic_writer(tmp / "engine", kind=Kind.store_entry, within=store.root, mode=file_mode) as dst:
@@ -240,6 +245,15 @@ class _TooLong(OSError):
     pass
 
 
+def _room(store: Store) -> int:
+    """The most bytes one fetched engine may be: the store's size limit, and what its disk has free."""
+    try:
+        free = shutil.disk_usage(store.root).free
+    except OSError:
+        free = 0
+    return min(v for v in (store.max_size, free) if v is not None)
+
+
 class _Capped:
     """A response read no further than the size its record gives (and given up when it trickles): a server cannot
     fill the disk or hold a build forever."""
@@ -253,16 +267,20 @@ class _Capped:
         return int(self._response.fileno())
 
     def read(self, n: int = -1) -> bytes:
-        if time.monotonic() > self._deadline:
+        if time.monotonic() > self._deadline or _cut(self._response):
             raise TimeoutError(errno.ETIMEDOUT, "the remote sent its engine too slowly")
         try:
             if self._left <= 0:
                 if self._response.read(1):
                     raise _TooLong(errno.EFBIG, "longer than its record says")
                 return b""
-            block = bytes(self._response.read(min(n if n > 0 else self._left, self._left)))
+            # read1: what has come, at most a block — a body trickled a byte at a time is looked at between bytes,
+            # not after a whole 1 MiB block has filled (the request's own deadline cuts its socket anyway)
+            block = bytes(self._response.read1(min(n if n > 0 else self._left, self._left, 1 << 16)))
         except http.client.HTTPException as exc:  # a body cut short (IncompleteRead), a broken chunk
             raise ConnectionError(errno.ECONNRESET, f"the answer was cut short ({type(exc).__name__})") from None
+        if _cut(self._response):  # the bound passed while it waited: what came is a cut answer, not the engine
+            raise TimeoutError(errno.ETIMEDOUT, "the remote sent its engine too slowly")
         self._left -= len(block)
         return block
 
@@ -293,8 +311,10 @@ def push_entry(store: StoreFolder, entry: Entry) -> None:
         _missed.pop((url, entry.key), None)  # this process just put it there
     except RemoteError as exc:
         _note(store, f"the engine was not sent to the remote store {_shown(url)}: {exc}")
-    except OSError as exc:
-        _note(store, f"the engine was not sent to the remote store {_shown(url)}: {exc.strerror or exc}")
+    except (OSError, ValueError) as exc:  # ValueError: an answer no code path expected; the build's records stand
+        _note(
+            store, f"the engine was not sent to the remote store {_shown(url)}: {getattr(exc, 'strerror', None) or exc}"
+        )
 
 
 class _Hashing:

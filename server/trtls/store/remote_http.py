@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import contextlib
 import http.client
+import re
+import socket
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -23,6 +26,8 @@ if TYPE_CHECKING:
 TIMEOUT_S = 5.0  # connecting, and each wait for bytes from the socket
 PUT_TIMEOUT_S = 60.0  # a PUT's answer comes when the server has stored (perhaps hashed) the whole engine
 RECORD_WAIT_S = 30.0  # a record (at most RECORD_LIMIT bytes) trickled slower than this is given up
+MIN_RATE = 4 * 1024 * 1024  # bytes/s: an engine slower than this (after a 30 s grace) is given up
+_DIGITS = re.compile(r"[0-9]{1,19}")
 DOWN_MEMORY_S = 60.0  # a remote that could not be reached is not asked again for this long
 
 down: dict[str, float] = {}  # remote → until when it is taken as unreachable
@@ -62,26 +67,102 @@ class _SameOrigin(urllib.request.HTTPRedirectHandler):
         return super().redirect_request(req, fp, code, msg, headers, newurl)
 
 
-# an HTTP request, not a file (the one-door test reads any `x.open(...)` as a file's open: this is the opener's)
-_send = urllib.request.build_opener(_SameOrigin).open
+class _Deadline:
+    """A whole request's bound: its socket is shut down when the bound passes, whatever the request is waiting for —
+    a status line or headers trickled a byte every few seconds (each wait under TIMEOUT_S) held a build, and its
+    Ctrl-C, for as long as the server liked; a body read in blocks the same."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.timers: list[threading.Timer] = []
+        self.passed = threading.Event()  # the bound passed and the socket was cut: what was read is not the answer
+
+    def arm(self, sock: Any) -> None:
+        def cut() -> None:
+            self.passed.set()
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+
+        timer = threading.Timer(self.seconds, cut)
+        timer.daemon = True
+        timer.start()
+        self.timers.append(timer)
+
+    def disarm(self) -> None:
+        for timer in self.timers:
+            timer.cancel()
+
+
+def _handlers(deadline: _Deadline) -> list[Any]:
+    """urllib's HTTP and HTTPS handlers, their connections arming `deadline` once connected."""
+
+    class Http(http.client.HTTPConnection):
+        def connect(self) -> None:
+            super().connect()
+            deadline.arm(self.sock)
+
+    class Https(http.client.HTTPSConnection):
+        def connect(self) -> None:
+            super().connect()
+            deadline.arm(self.sock)
+
+    class HttpHandler(urllib.request.HTTPHandler):
+        def http_open(self, req: Any) -> Any:
+            return self.do_open(Http, req)
+
+    class HttpsHandler(urllib.request.HTTPSHandler):
+        def https_open(self, req: Any) -> Any:
+            return self.do_open(Https, req)
+
+    return [_SameOrigin, HttpHandler, HttpsHandler]
+
+
+def _send(deadline: _Deadline, req: Any, timeout: float) -> Any:
+    """`req` sent by an opener whose connections arm `deadline`: an HTTP request, not a file (the one-door test reads
+    any `x.open(...)` as a file's open, so the opener's is named `send`)."""
+    send = urllib.request.build_opener(*_handlers(deadline)).open
+    return send(req, timeout=timeout)
+
+
+def cut(response: Any) -> bool:
+    """Whether the request's bound passed while `response` was read (its socket was cut: a short read, not the end)."""
+    deadline = getattr(response, "deadline", None)
+    return isinstance(deadline, _Deadline) and deadline.passed.is_set()
+
+
+def content_length(headers: Any) -> int | None:
+    """The Content-Length a response says, when it is one (ASCII digits only: `str.isdigit` takes '²', which `int`
+    does not — a traceback before); None when it says none or something else."""
+    length = headers.get("Content-Length")
+    return int(length) if isinstance(length, str) and _DIGITS.fullmatch(length) else None
 
 
 @contextlib.contextmanager
-def request(url: str, method: str, target: str) -> Iterator[Any]:
-    """The open response of a GET/HEAD (None on a 404). Any other answer, or none, is a RemoteError; a remote that
-    cannot be reached is remembered as down."""
+def request(url: str, method: str, target: str, whole: float = RECORD_WAIT_S) -> Iterator[Any]:
+    """The open response of a GET/HEAD (None on a 404), the whole request — headers and the body read in the block —
+    bounded by `whole` seconds. Any other answer, or none, is a RemoteError; a remote that cannot be reached is
+    remembered as down."""
+    deadline = _Deadline(whole)
     try:
-        response = _send(urllib.request.Request(target, method=method), timeout=TIMEOUT_S)
+        response = _send(deadline, urllib.request.Request(target, method=method), TIMEOUT_S)
     except urllib.error.HTTPError as exc:
+        deadline.disarm()
         exc.close()
         if exc.code == 404:
             yield None
             return
         raise RemoteError(f"{method} {path(target)} answered {exc.code} {terminal_safe(exc.reason)}") from None
     except (urllib.error.URLError, http.client.HTTPException, OSError, ValueError) as exc:
+        deadline.disarm()
         raise unreachable(url, exc) from None
-    with response:
-        yield response
+    response.deadline = deadline  # read_all and the engine's reader say a cut answer is one that came too slowly
+    try:
+        with response:
+            if deadline.passed.is_set():  # the headers were still trickling in when the bound passed
+                raise RemoteError(f"its answer came too slowly (more than {whole:g} s)")
+            yield response
+    finally:
+        deadline.disarm()
 
 
 def request_status(
@@ -90,14 +171,17 @@ def request_status(
     """The status a PUT or DELETE was answered with."""
     headers = {"Content-Length": str(size), "Content-Type": "application/octet-stream"} if body is not None else {}
     req = urllib.request.Request(target, data=cast(Any, body), method=method, headers=headers)
+    deadline = _Deadline(timeout + size / MIN_RATE)
     try:
-        with _send(req, timeout=timeout) as response:
+        with _send(deadline, req, timeout) as response:
             return int(response.status)
     except urllib.error.HTTPError as exc:
         exc.close()
         return int(exc.code)
     except (urllib.error.URLError, http.client.HTTPException, OSError, ValueError) as exc:
         raise unreachable(url, exc) from None
+    finally:
+        deadline.disarm()
 
 
 def head(url: str, target: str) -> int | None:
@@ -105,8 +189,8 @@ def head(url: str, target: str) -> int | None:
     with request(url, "HEAD", target) as response:
         if response is None:
             return None
-        length = response.headers.get("Content-Length")
-        return int(length) if length is not None and length.isdigit() else -1
+        length = content_length(response.headers)
+        return -1 if length is None else length
 
 
 def read_all(response: Any, limit: int) -> bytes:
@@ -123,7 +207,11 @@ def read_all(response: Any, limit: int) -> bytes:
                 break
             data += block
     except (OSError, http.client.HTTPException) as exc:
+        if cut(response):
+            raise RemoteError(f"its record came too slowly (more than {RECORD_WAIT_S:g} s)") from None
         raise RemoteError(f"its answer could not be read: {type(exc).__name__} {exc}") from None
+    if cut(response):
+        raise RemoteError(f"its record came too slowly (more than {RECORD_WAIT_S:g} s)")
     if len(data) > limit:
         raise Unusable(f"its record is more than {limit} bytes")
     return bytes(data)
