@@ -191,7 +191,13 @@ def test_an_engine_larger_than_the_store_can_take_is_refused_before_a_byte_comes
         server.stop()
 
 
-def test_a_size_of_four_hundred_digits_is_no_size_never_an_overflow() -> None:
-    """`[store] max_size = "999…9"` and `store gc --max-size 999…9` ended in OverflowError (a float infinity)."""
+def test_a_size_of_four_hundred_digits_is_no_size_never_an_overflow(tmp_path: Path) -> None:
+    """`[store] max_size = "999…9"` and `store gc --max-size 999…9` ended in OverflowError (a float infinity), and
+    `trtls check` said ok: one rule (`core.store_table.parse_size`) for the check, the store and gc."""
+    from trtls.core.recipe import load_recipe
+
     assert parse_size("9" * 400) is None and parse_size("9" * 400 + " GiB") is None
     assert parse_size("20 GiB") == 20 << 30
+    recipe = tmp_path / "trtls.toml"
+    recipe.write_text(f'[engines.demo]\nonnx = "m.onnx"\noutput = "b/d.engine"\n\n[store]\nmax_size = "{"9" * 400}"\n')
+    assert any(f.code == "TRT102" and "max_size" in f.message for f in load_recipe(recipe).findings)

@@ -4,6 +4,7 @@ and again when a build uses the store (a located TRT330/TRT331/TRT339/TRT340).""
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from pathlib import Path
@@ -17,7 +18,24 @@ from trtls.core.findings import Finding, Origin, Severity
 if TYPE_CHECKING:
     from trtls.core.recipe import LoadedRecipe, RecipeFile
 
-SIZE_TEXT = re.compile(r"^\s*\d+(\.\d+)?\s*(b|k|kb|kib|m|mb|mib|g|gb|gib|t|tb|tib)?\s*$", re.IGNORECASE)
+_UNITS = {"": 1, "b": 1, "k": 1024, "kb": 1000, "kib": 1024, "m": 1024**2, "mb": 1000**2, "mib": 1024**2}
+_UNITS |= {"g": 1024**3, "gb": 1000**3, "gib": 1024**3, "t": 1024**4, "tb": 1000**4, "tib": 1024**4}
+SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
+
+
+def parse_size(value: int | str) -> int | None:
+    """`20 GiB`, `500MB`, `1048576` → bytes; None when it is not a size (the one rule: the recipe's check, the store
+    and `store gc --max-size` all ask it)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value if value > 0 else None
+    m = SIZE.match(str(value))
+    if m is None or m.group(2).lower() not in _UNITS:
+        return None
+    number = float(m.group(1)) * _UNITS[m.group(2).lower()]
+    if not math.isfinite(number) or number >= 1 << 63:  # `999…9` (400 digits) is a float infinity: no size at all
+        return None
+    n = int(number)
+    return n if n > 0 else None
 
 
 class StoreTable(BaseModel):
@@ -71,7 +89,7 @@ class StoreTable(BaseModel):
             return v
         if isinstance(v, int) and v <= 0:
             raise ValueError("max_size must be a positive number of bytes")
-        if isinstance(v, str) and not SIZE_TEXT.match(v):
+        if parse_size(v) is None:  # `999…9` (400 digits) passed the check, then the build said 20 GiB (or crashed)
             raise ValueError('max_size must be a size such as "20 GiB", "500 MB" or a number of bytes')
         return v
 

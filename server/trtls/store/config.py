@@ -8,36 +8,17 @@ Whom a store's writers are trusted as (`trust`, `fs.store_root`): the recipe's `
 
 from __future__ import annotations
 
-import math
 import os
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from trtls.core.paths import user_cache_dir
-from trtls.core.store_table import env_store_root, table_key_file, table_root
+from trtls.core.store_table import env_store_root, parse_size, table_key_file, table_root
 from trtls.fs.store_root import env_trust
 from trtls.store.signing import key_file
 
 DEFAULT_MAX_SIZE = 20 * 1024**3  # 20 GiB: a few hundred engines of the usual size
-_UNITS = {"": 1, "b": 1, "k": 1024, "kb": 1000, "kib": 1024, "m": 1024**2, "mb": 1000**2, "mib": 1024**2}
-_UNITS |= {"g": 1024**3, "gb": 1000**3, "gib": 1024**3, "t": 1024**4, "tb": 1000**4, "tib": 1024**4}
-SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
-
-
-def parse_size(value: int | str) -> int | None:
-    """`20 GiB`, `500MB`, `1048576` → bytes; None when it is not a size."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value if value > 0 else None
-    m = SIZE.match(str(value))
-    if m is None or m.group(2).lower() not in _UNITS:
-        return None
-    number = float(m.group(1)) * _UNITS[m.group(2).lower()]
-    if not math.isfinite(number) or number >= 1 << 63:  # `999…9` (400 digits) is a float infinity: no size at all
-        return None
-    n = int(number)
-    return n if n > 0 else None
 
 
 @dataclass(frozen=True)
