@@ -61,7 +61,10 @@ _SPARSE_VALUES, _SPARSE_INDICES = 1, 2
 _ENTRY_KEY, _ENTRY_VALUE = 1, 2
 _OPSET_DOMAIN, _OPSET_VERSION = 1, 2
 _SINGULAR_HOLDERS = frozenset((_ATTR_T, _ATTR_G, _ATTR_SPARSE))  # one message each, merged when written twice
-MAX_GRAPH_DEPTH = 64  # subgraphs in subgraphs: onnx's own parser stops far earlier (protobuf's nesting limit)
+# subgraphs in subgraphs: protobuf's parsers stop at 100 nested messages (upb, which `onnx.load` uses, and C++'s
+# default), three per level of graph (graph › node › attribute › graph): a model 34 levels deep passed this check
+# and then failed the reduction's load (TRT983) — deeper than 30 is said here, located, as not ONNX one can load
+MAX_GRAPH_DEPTH = 30
 
 
 _HOLDER_TAG = first_bytes(_ATTR_HOLDERS)  # a byte every attribute that holds a tensor or a graph has
