@@ -79,5 +79,11 @@ def test_a_foreign_trtmc_encoder_bundle_is_checked_as_trtmcs_loader_and_bert_pip
         assert r.returncode == 4 and words in r.stderr, (name, r.stderr)
     r = cli("bundle", "verify", encoder_bundle(tmp_path / "ok.bundle", io_map=ENGINE_IO))
     assert r.returncode == 0, r.stderr
+    # a foreign bundle with no trtls record and no sidecar: its structure holds, its bytes have nothing to be
+    # compared with — said, never a plain "verified"
+    assert "structure verified" in r.stdout and "contents not_checked" in r.stdout, r.stdout
+    assert cli("bundle", "promote", tmp_path / "ok.bundle").returncode == 0
+    r = cli("bundle", "verify", tmp_path / "ok.bundle")
+    assert r.returncode == 0 and ": verified (sha256" in r.stdout and "not_checked" not in r.stdout, r.stdout
     r = cli("bundle", "inspect", tmp_path / "ok.bundle")  # 16 tokens of 512 positions: said, no route to cap it
     assert r.returncode == 0 and "not checked: the engine takes at most 16 tokens" in r.stdout, r.stdout
