@@ -12,6 +12,7 @@ from trtls.core.toml_text import toml_string
 from trtls.core.wire import AllowLicenseReply
 
 if TYPE_CHECKING:
+    from trtls.core.recipe import LoadedRecipe
     from trtls.lsp.command_args import AllowLicenseArgs
     from trtls.lsp.language_server import TrtlsServer
 
@@ -56,7 +57,7 @@ async def allow_license_command(ls: TrtlsServer, a: AllowLicenseArgs) -> AllowLi
     return AllowLicenseReply(applied=bool(result.applied))
 
 
-def _not_this_edit(loaded: Any, route: str, wanted: list[str], edit: lsp.TextEdit) -> str | None:
+def _not_this_edit(loaded: LoadedRecipe, route: str, wanted: list[str], edit: lsp.TextEdit) -> str | None:
     """Why `edit` would not do exactly what the person allowed, or None: the recipe it leaves is read back — its
     route's allow list must be `wanted` and nothing else in the recipe may change. A route written as an inline table
     got its list as a top-level key below it (the route's own list unchanged) and an entry with a quote became two
@@ -68,7 +69,7 @@ def _not_this_edit(loaded: Any, route: str, wanted: list[str], edit: lsp.TextEdi
     span = [r.start.line, r.start.character, r.end.line, r.end.character]
     after = load_recipe(loaded.path, apply_edits(loaded.text, [{"range": span, "newText": edit.new_text}]))
 
-    def without_the_list(data: dict[str, Any]) -> tuple[dict[str, Any], Any]:
+    def without_the_list(data: dict[str, Any]) -> tuple[dict[str, Any], object]:
         found = data.get("routes")
         routes: dict[str, Any] = found if isinstance(found, dict) else {}
         own = routes.get(route)
