@@ -40,20 +40,27 @@ async def test_unpinned_revision_hold_at_value_with_pin_fix(client: LanguageClie
     assert len(commit) == 40 and pin.edit.changes[uri][0].new_text == f'"{commit}"'
 
 
-async def test_licence_reject_on_allow_list_and_confirmed_fix(client: LanguageClient, route_sample: Path) -> None:
+def allowing_editor(client: LanguageClient) -> tuple[list[str], list[lsp.ApplyWorkspaceEditParams]]:
+    """The editor's side of `trtls.allowLicense`: every question answered "Allow", every edit applied; (questions
+    asked, edits sent)."""
     asked: list[str] = []
+    applied: list[lsp.ApplyWorkspaceEditParams] = []
 
     @client.feature(lsp.WINDOW_SHOW_MESSAGE_REQUEST)
     def confirm(params: lsp.ShowMessageRequestParams) -> lsp.MessageActionItem:
         asked.append(params.message)
         return lsp.MessageActionItem(title="Allow")
 
-    applied: list[lsp.ApplyWorkspaceEditParams] = []
-
     @client.feature(lsp.WORKSPACE_APPLY_EDIT)
     def apply(params: lsp.ApplyWorkspaceEditParams) -> lsp.ApplyWorkspaceEditResult:
         applied.append(params)
         return lsp.ApplyWorkspaceEditResult(applied=True)
+
+    return asked, applied
+
+
+async def test_licence_reject_on_allow_list_and_confirmed_fix(client: LanguageClient, route_sample: Path) -> None:
+    asked, applied = allowing_editor(client)
 
     ends = raw_progress_ends(client)
     uri = open_recipe(client, route_sample)
@@ -277,17 +284,7 @@ async def test_allow_licence_sends_only_the_edit_it_asked_about(client: Language
     route written as an inline table got its list as a top-level key below it, the route's own list unchanged — each
     answered `applied: true`. Now every entry is a TOML string, and the edit is read back before it is sent: the
     route's list must be the one asked for and nothing else may change, else a located error and no edit."""
-
-    @client.feature(lsp.WINDOW_SHOW_MESSAGE_REQUEST)
-    def confirm(params: lsp.ShowMessageRequestParams) -> lsp.MessageActionItem:
-        return lsp.MessageActionItem(title="Allow")
-
-    applied: list[lsp.ApplyWorkspaceEditParams] = []
-
-    @client.feature(lsp.WORKSPACE_APPLY_EDIT)
-    def apply(params: lsp.ApplyWorkspaceEditParams) -> lsp.ApplyWorkspaceEditResult:
-        applied.append(params)
-        return lsp.ApplyWorkspaceEditResult(applied=True)
+    _, applied = allowing_editor(client)
 
     import tomllib
 
