@@ -112,7 +112,7 @@ def _handlers(deadline: _Deadline) -> list[Any]:
 
     class HttpsHandler(urllib.request.HTTPSHandler):
         def https_open(self, req: Any) -> Any:
-            return self.do_open(Https, req)
+            return self.do_open(Https, req, context=getattr(self, "_context", None))  # as urllib's own, verified
 
     return [_SameOrigin, HttpHandler, HttpsHandler]
 
