@@ -141,6 +141,37 @@ def test_an_engine_trickled_a_byte_at_a_time_is_given_up_at_its_bound(
         server.stop()
 
 
+def test_an_engine_trickled_under_the_rate_is_given_up_as_it_comes_not_at_its_sizes_end(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The rate is judged as the bytes come: a record claiming a large engine (its size's time at 4 MiB/s: long) whose
+    bytes trickle is given up once the grace has passed and the bytes are behind the rate."""
+    engine = b"E" * 4096
+    sha = hashlib.sha256(engine).hexdigest()
+    monkeypatch.setattr(remote, "ENGINE_GRACE_S", 1.0)  # the grace, scaled down; the rate as it is (4 MiB/s)
+
+    def answer(line: str, conn: socket.socket) -> None:
+        if " /cache/ac/" in line:
+            body = _record(len(engine), sha)
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+            return
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(engine))
+        for byte in engine:
+            conn.sendall(bytes([byte]))
+            time.sleep(0.3)
+
+    server = ScriptedServer(answer)
+    try:
+        store = Store(tmp_path / "store", remote=server.url)
+        store.check()
+        thread, got = _get_in_a_thread(store)
+        thread.join(120)
+        assert not thread.is_alive() and got == [None], "a trickled engine was waited for past the rate"
+        assert any("too slowly" in n for n in store.notes), store.notes
+    finally:
+        server.stop()
+
+
 def _with_whole(request: Callable[..., object], whole: float) -> Callable[..., object]:
     """`remote_http.request` with every request's whole bound at `whole` seconds (the engine's is 30 s + its size's)."""
 

@@ -37,7 +37,7 @@ from trtls.store.entry_record import ENTRY_FORMAT, RECORD_LIMIT, Entry
 from trtls.store.folder import StoreFolder, tmp_name
 from trtls.store.key import is_key, key_of_parts
 from trtls.store.layout import entry_folder
-from trtls.store.remote_http import DOWN_MEMORY_S, MIN_RATE, PUT_TIMEOUT_S, TIMEOUT_S, RemoteError
+from trtls.store.remote_http import DOWN_MEMORY_S, ENGINE_GRACE_S, MIN_RATE, PUT_TIMEOUT_S, TIMEOUT_S, RemoteError
 from trtls.store.remote_http import Unusable as _Unusable
 from trtls.store.remote_http import base as _base
 from trtls.store.remote_http import content_length as _content_length
@@ -207,7 +207,7 @@ def _fetch_into_store(store: Store, url: str, key: str, raw: bytes, record: dict
     fs.ensure_folder(tmp, within=store.root)
     store.fit(tmp, folder=True)
     try:
-        with _request(url, "GET", _join(url, "cas", sha), whole=30 + size / MIN_RATE) as response:
+        with _request(url, "GET", _join(url, "cas", sha), whole=ENGINE_GRACE_S + size / MIN_RATE) as response:
             if response is None:
                 raise _Unusable(f"its record names the engine {sha[:12]}…, which it does not hold")
             length = _content_length(response.headers)
@@ -261,13 +261,20 @@ class _Capped:
     def __init__(self, response: Any, size: int):
         self._response = response
         self._left = size
-        self._deadline = time.monotonic() + 30 + size / MIN_RATE
+        self._start = time.monotonic()
+        self._got = 0
 
     def fileno(self) -> int:
         return int(self._response.fileno())
 
+    def _too_slow(self) -> bool:
+        """Slower than MIN_RATE after the 30 s grace, judged as it comes — not only once the size's whole time has
+        passed (a claimed 20 GiB trickled a byte at a time would have held a build for an hour and a half)."""
+        late = time.monotonic() - self._start - ENGINE_GRACE_S
+        return late > 0 and self._got < late * MIN_RATE
+
     def read(self, n: int = -1) -> bytes:
-        if time.monotonic() > self._deadline or _cut(self._response):
+        if self._too_slow() or _cut(self._response):
             raise TimeoutError(errno.ETIMEDOUT, "the remote sent its engine too slowly")
         try:
             if self._left <= 0:
@@ -282,6 +289,7 @@ class _Capped:
         if _cut(self._response):  # the bound passed while it waited: what came is a cut answer, not the engine
             raise TimeoutError(errno.ETIMEDOUT, "the remote sent its engine too slowly")
         self._left -= len(block)
+        self._got += len(block)
         return block
 
 

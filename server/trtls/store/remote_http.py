@@ -26,7 +26,8 @@ if TYPE_CHECKING:
 TIMEOUT_S = 5.0  # connecting, and each wait for bytes from the socket
 PUT_TIMEOUT_S = 60.0  # a PUT's answer comes when the server has stored (perhaps hashed) the whole engine
 RECORD_WAIT_S = 30.0  # a record (at most RECORD_LIMIT bytes) trickled slower than this is given up
-MIN_RATE = 4 * 1024 * 1024  # bytes/s: an engine slower than this (after a 30 s grace) is given up
+MIN_RATE = 4 * 1024 * 1024  # bytes/s: an engine slower than this (after ENGINE_GRACE_S) is given up
+ENGINE_GRACE_S = 30.0
 _DIGITS = re.compile(r"[0-9]{1,19}")
 DOWN_MEMORY_S = 60.0  # a remote that could not be reached is not asked again for this long
 
