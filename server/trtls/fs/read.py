@@ -146,7 +146,8 @@ def read_text(
     return read_bytes(path, limit=limit, follow=follow, within=within, owned=owned).decode("utf-8", errors)
 
 
-_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")  # `\ud800`…`\udfff` in the raw text: rare, checked then
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+_SURROGATE_ESCAPE_TEXT = re.compile(r"\\u[dD][89a-fA-F]")  # `\ud800`…`\udfff` in the raw text: rare, checked then
 
 
 def refuse_lone_surrogates(text: str | bytes, value: Any) -> Any:
@@ -154,8 +155,8 @@ def refuse_lone_surrogates(text: str | bytes, value: Any) -> Any:
     decode to one, and the first `.encode("utf-8")` of it — a sidecar written, a digest of a name — ended a command in
     a UnicodeEncodeError traceback. ValueError then, as for any text that is not a record; looked for only when the
     text holds such an escape at all."""
-    raw = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text
-    if _SURROGATE_ESCAPE.search(raw) is None:
+    found = _SURROGATE_ESCAPE_TEXT.search(text) if isinstance(text, str) else _SURROGATE_ESCAPE.search(text)
+    if found is None:  # the common case: one scan of the text as it came, no copy of it
         return value
     try:
         json.dumps(value, ensure_ascii=False).encode("utf-8")
