@@ -1,7 +1,7 @@
 """The test hook that holds a process at a named point (`TRTLS_TEST_PAUSE=<point>:<folder>`): the worker before and
 after its rename (builds/worker), the supervisor before a build's evidence is written (builds/supervisor/build_end.py),
 the language server's readings of recorded runs and models (lsp/recorded_runs.py), the start of
-a gate (`gate_<n>`, gates/run.py).
+a gate (`gate_<n>`, gates/run.py), the worker's k-th phase_start (`phase_start_<k>`, `held_phase`).
 Its marker goes through the door like any file trtls writes; with the variable unset it is one environment lookup."""
 
 from __future__ import annotations
@@ -32,3 +32,14 @@ def test_pause(
     deadline = time.monotonic() + 600
     while not go.exists() and not until() and time.monotonic() < deadline:
         time.sleep(0.01)
+
+
+def held_phase() -> dict[str, object] | None:
+    """Test hook (`TRTLS_TEST_PAUSE=phase_start_<k>:<folder>`): the worker's progress monitor holds inside the k-th
+    phase_start callback until a stop is asked (at most 600 s), so a test's Ctrl-C lands inside the builder, before
+    its next callback, however loaded the machine is — read once per build, not per callback."""
+    name, _, _ = os.environ.get("TRTLS_TEST_PAUSE", "").partition(":")
+    number = name.removeprefix("phase_start_")
+    if number == name or not number.isdecimal():
+        return None
+    return {"at_phase": int(number), "until_cancel": True, "seconds": 600}

@@ -21,7 +21,7 @@ from trtls.builds.worker.emitter import Emitter, EventWriter
 from trtls.builds.worker.monitor import make_monitor_class
 from trtls.core.build_target import build_target
 from trtls.core.cancel import CancelToken
-from trtls.fs.hold import test_pause
+from trtls.fs.hold import held_phase, test_pause
 
 
 class Worker:
@@ -161,7 +161,7 @@ class Worker:
         monitor_cls = make_monitor_class(adapter.make_progress_monitor_base(bm))
         self.monitor = None
         if not job.get("no_monitor"):  # benchmarks compare against a build with no monitor attached
-            self.monitor = monitor_cls(self.queue, self.cancel, faults.get("stall"), first_root)
+            self.monitor = monitor_cls(self.queue, self.cancel, faults.get("stall") or held_phase(), first_root)
             config.progress_monitor = self.monitor
         self.emitter.start()
 

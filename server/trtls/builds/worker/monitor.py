@@ -61,7 +61,12 @@ def make_monitor_class(base: Any) -> type:
                         self.timed = phase_name
                 self.queue.put(("phase_start", t, threading.get_ident(), phase_id, parent_id, phase_name, num_steps))
                 if self.stall is not None and index == self.stall.get("at_phase", 1):
-                    time.sleep(self.stall["seconds"])
+                    if self.stall.get("until_cancel"):  # tests (fs.hold.held_phase): a stop that lands mid-build
+                        end = time.monotonic() + self.stall["seconds"]
+                        while not self.cancel.is_set and time.monotonic() < end:
+                            time.sleep(0.01)
+                    else:
+                        time.sleep(self.stall["seconds"])
             except BaseException:
                 pass
 
