@@ -84,6 +84,22 @@ def _get_in_a_thread(store: Store) -> tuple[threading.Thread, list[object]]:
     return thread, got
 
 
+def _trickled_engine(engine: bytes, sha: str) -> Callable[[str, socket.socket], None]:
+    """A remote whose record names `engine` at once and whose engine then comes a byte every 0.3 s."""
+
+    def answer(line: str, conn: socket.socket) -> None:
+        if " /cache/ac/" in line:
+            body = _record(len(engine), sha)
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+            return
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(engine))
+        for byte in engine:
+            conn.sendall(bytes([byte]))
+            time.sleep(0.3)
+
+    return answer
+
+
 def test_headers_trickled_a_byte_at_a_time_are_given_up_at_the_requests_bound(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -117,17 +133,7 @@ def test_an_engine_trickled_a_byte_at_a_time_is_given_up_at_its_bound(
     monkeypatch.setattr(remote_http, "MIN_RATE", 1 << 40)  # the engine's share of the bound: nothing
     monkeypatch.setattr(remote, "MIN_RATE", 1 << 40)
 
-    def answer(line: str, conn: socket.socket) -> None:
-        if " /cache/ac/" in line:
-            body = _record(len(engine), sha)
-            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
-            return
-        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(engine))
-        for byte in engine:
-            conn.sendall(bytes([byte]))
-            time.sleep(0.3)
-
-    server = ScriptedServer(answer)
+    server = ScriptedServer(_trickled_engine(engine, sha))
     monkeypatch.setattr(remote, "_request", _with_whole(remote_http.request, 2.0))
     try:
         store = Store(tmp_path / "store", remote=server.url)
@@ -150,17 +156,7 @@ def test_an_engine_trickled_under_the_rate_is_given_up_as_it_comes_not_at_its_si
     sha = hashlib.sha256(engine).hexdigest()
     monkeypatch.setattr(remote, "ENGINE_GRACE_S", 1.0)  # the grace, scaled down; the rate as it is (4 MiB/s)
 
-    def answer(line: str, conn: socket.socket) -> None:
-        if " /cache/ac/" in line:
-            body = _record(len(engine), sha)
-            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
-            return
-        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(engine))
-        for byte in engine:
-            conn.sendall(bytes([byte]))
-            time.sleep(0.3)
-
-    server = ScriptedServer(answer)
+    server = ScriptedServer(_trickled_engine(engine, sha))
     try:
         store = Store(tmp_path / "store", remote=server.url)
         store.check()
