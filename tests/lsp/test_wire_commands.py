@@ -220,7 +220,8 @@ def test_build_replies_and_trees_are_their_models(sessions: Any, workspace: Path
     other = s.open(unusable / "trtls.toml")
     failed = s.command("trtls.buildEngine", {"uri": other, "engine": "demo"})
     assert failed["status"] == "store_error" and failed["buildId"] is None, failed
-    assert failed["errors"][0].startswith("TRT339 "), failed
+    said = failed["errors"][0]  # located on the recipe's `[store] path`: the workspace holds two recipes
+    assert said.startswith(f"{unusable / 'trtls.toml'}:") and ": TRT339 the store" in said, failed
     s.change(other, "[engines.demo]\nonnx = 3\n")  # the editor's text, not the file's
     assert s.command("trtls.buildEngine", {"uri": other, "engine": "demo"})["status"] == "invalid_recipe"
 

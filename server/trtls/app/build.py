@@ -140,7 +140,8 @@ async def request_build(
         reused = await avoidance.reuse_or_lock(use, loaded, job["build_id"], say=say, on_wait=on_wait)
     except PinUnavailable as exc:  # nothing is built over a rollback: the user decides (--unpin)
         await discard(worker)
-        return Refused("pin_unavailable", [Finding(exc.code, ERROR, str(exc))], use.all_warnings())
+        pinned = Finding(exc.code, ERROR, str(exc), ("engines", engine))  # on the table: a face locates it
+        return Refused("pin_unavailable", [pinned], use.all_warnings())
     if reused is not None:
         await discard(worker)
         from trtls.core.summary_record import Summary  # a reuse's only: a miss's job goes first (send_checked)

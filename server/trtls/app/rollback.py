@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from trtls.app.results import Refused, evidence_path
+from trtls.core.codes import ERROR
+from trtls.core.findings import Finding, TomlPath
 from trtls.core.recipe import LoadedRecipe
 
 if TYPE_CHECKING:
@@ -33,10 +35,16 @@ class RolledBack:
 @dataclass(frozen=True)
 class RollbackFailed:
     """The rollback was tried and did not restore (nothing known-good, evicted, the store unusable, the output held
-    or not writable): `code` and `message` say why; the output is as it was."""
+    or not writable): `code` and `message` say why, `path` the engine table it is about; the output is as it was."""
 
     code: str
     message: str
+    path: TomlPath = ()
+
+    @property
+    def finding(self) -> Finding:
+        """The failure as a finding on the engine's table: a face locates it in the recipe (file, line)."""
+        return Finding(self.code, ERROR, self.message, self.path)
 
 
 def request_rollback(
@@ -55,6 +63,6 @@ def request_rollback(
     try:
         record = rollback(loaded, engine, to, via)
     except RollbackError as exc:
-        return RollbackFailed(exc.code, str(exc))
+        return RollbackFailed(exc.code, str(exc), ("engines", engine))
     summary = Summary.written(record)
     return RolledBack(summary, evidence_path(loaded.path, str(summary.buildId)))

@@ -42,6 +42,13 @@ def refused_request(refused: Refused) -> JsonRpcInvalidParams:
     return JsonRpcInvalidParams("; ".join(refused.lines), data={"code": first.code, "errors": refused.lines})
 
 
+def located(loaded: LoadedRecipe, findings: list[Finding]) -> list[str]:
+    """`file:line:col: CODE message` per finding, located in the recipe by its TOML path (`LoadedRecipe.location`):
+    what a reply's `errors` lists, so a workspace of many recipes says which one (a rollback's pin that cannot be
+    served, TRT338, on its engine's table; a store that cannot be used on `[store] path`)."""
+    return [f"{loaded.location(f)}: {f.code} {f.message}" for f in findings]
+
+
 async def start_build(ls: TrtlsServer, args: BuildEngineArgs) -> wire.BuildEngineReply | wire.BuildMatrixReply:
     """trtls.buildEngine through the application layer (trtls.app.request_build): a build started, one already
     building, a bad recipe, an engine the store served or a store that cannot be used; on a recipe with a
@@ -50,7 +57,7 @@ async def start_build(ls: TrtlsServer, args: BuildEngineArgs) -> wire.BuildEngin
     ls.store.set(args.uri, Origin.recipe, "", loaded.findings)
     if loaded.recipe is None:
         ls.publish(args.uri)
-        errors = [f"{loaded.location(f)}: {f.code} {f.message}" for f in loaded.errors]
+        errors = located(loaded, loaded.errors)
         return wire.BuildEngineReply(buildId=None, engine=args.engine, status="invalid_recipe", errors=errors)
     if runs_as_matrix(loaded):  # a farm run of one cell
         return await _matrix(ls, BuildMatrixArgs(uri=args.uri, engine=args.engine, matrix=False), loaded)
@@ -91,7 +98,8 @@ async def start_build(ls: TrtlsServer, args: BuildEngineArgs) -> wire.BuildEngin
         if result.because == "bad_request":
             raise refused_request(result)
         ls.refresh_lenses()  # a store that cannot be used, a pin that cannot be served: nothing is built
-        return wire.BuildEngineReply(buildId=None, engine=args.engine, status="store_error", errors=result.lines)
+        errors = located(loaded, result.findings)
+        return wire.BuildEngineReply(buildId=None, engine=args.engine, status="store_error", errors=errors)
     build = result.build
     has_progress = wants_progress(ls)  # before the run starts: a token the client sent is for it
     relay = BuildRelay(ls, build, args.uri, ls.options.build_tree, has_progress, lambda b: build_done(ls, b))

@@ -170,6 +170,25 @@ def check_text(path: Path, text: str | None) -> LoadedRecipe:
         )
 
 
+def check_saved(path: Path, open_text: str | None) -> tuple[LoadedRecipe, bool]:
+    """The recipe as saved on disk, checked, and whether the editor holds it open with other text (unsaved changes;
+    `open_text`: the open document's, None when it is not open). What a command writes that outlives the editor (a
+    rollback's pin, the route lock) must describe the file the terminal and CI read: such a command acts on this."""
+    source = read_recipe_file(path)
+    if isinstance(source, Finding):
+        return failed(path, source), open_text is not None
+    return check_text(path, source), open_text is not None and open_text != source
+
+
+def unsaved_note(path: Path, used: str) -> str:
+    """What a command that acted on the saved recipe says while the editor holds unsaved changes to it (`used`: what
+    of the saved file it used): nothing typed is written or lost, and the user knows which text counted."""
+    return (
+        f"{path} has unsaved changes in the editor: {used} the saved file, not the open buffer (save, then run it "
+        "again to use them)"
+    )
+
+
 def failed(path: Path, finding: Finding) -> LoadedRecipe:
     """A recipe that could not be parsed: its one finding on the first line, no tables (so no Build lens)."""
     return LoadedRecipe(Path(os.path.abspath(path)), "", SourceMap(), [finding], None)

@@ -187,6 +187,17 @@ class TrtlsServer(LanguageServer):
         self.recipes[uri] = loaded
         return loaded
 
+    async def saved_recipe_async(self, uri: str) -> tuple[LoadedRecipe, bool]:
+        """The recipe as saved on disk, checked in a worker thread, and whether the open document has unsaved
+        changes (lsp/documents.check_saved): for a command whose writes outlive the editor (rollback, lockRoute).
+        Kept as the uri's last check only when the open text is the saved one (diagnostics are placed on the text)."""
+        from trtls.lsp.documents import check_saved
+
+        loaded, unsaved = await asyncio.to_thread(check_saved, *self._source(uri))
+        if not unsaved:
+            self.recipes[uri] = loaded
+        return loaded, unsaved
+
     def checked(self, uri: str) -> LoadedRecipe | None:
         """The last checked result for a hover or a lens; a small document not checked yet is checked now, a large
         one answers None until its check (in a thread) lands."""

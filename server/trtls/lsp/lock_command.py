@@ -17,21 +17,27 @@ if TYPE_CHECKING:
 
 
 async def lock_route_command(ls: TrtlsServer, args: LockRouteArgs) -> LockRouteReply:
+    """The lock records the route as saved (`trtls gates` and CI read the saved recipe beside the lock): with unsaved
+    changes open, the question asked first and a refusal say the saved file is used (lsp/documents.unsaved_note);
+    the lock is not the recipe, so nothing typed is written over or lost."""
     from trtls.checkpoint.lock import LockError, lock_route
+    from trtls.lsp.documents import unsaved_note
 
-    loaded = await ls.recipe_async(args.uri)
+    loaded, unsaved = await ls.saved_recipe_async(args.uri)
+    note = unsaved_note(loaded.path, "the lock is taken from") if unsaved else None
+    then = f" — {note}" if note else ""
     if loaded.recipe is None or args.route not in loaded.recipe.routes:
         from pygls.exceptions import JsonRpcInvalidParams
 
         first = next(iter(loaded.errors), None)  # a recipe that does not load says why (a `.trtls` link: TRT118)
         why = f": {loaded.location(first)}: {first.code} {first.message}" if loaded.recipe is None and first else ""
-        raise JsonRpcInvalidParams(f"no valid route '{args.route}' in {loaded.path.name}{why}")
+        raise JsonRpcInvalidParams(f"no valid route '{args.route}' in {loaded.path.name}{why}{then}")
     yes = lsp.MessageActionItem(title="Lock these files")
     answer = await ls.window_show_message_request_async(
         lsp.ShowMessageRequestParams(
             type=lsp.MessageType.Warning,
             message=f"Record the checkpoint files of route '{args.route}' as they are now in trtls.lock.json "
-            "(only after reviewing them)?",
+            f"(only after reviewing them)?{f' {note}.' if note else ''}",
             actions=[yes, lsp.MessageActionItem(title="Cancel")],
         )
     )
@@ -40,7 +46,8 @@ async def lock_route_command(ls: TrtlsServer, args: LockRouteArgs) -> LockRouteR
     try:
         entry = await asyncio.to_thread(lock_route, loaded, args.route)
     except LockError as exc:
-        ls.window_show_message(lsp.ShowMessageParams(type=lsp.MessageType.Error, message=f"not locked: {exc}"))
-        return LockRouteReply(route=args.route, locked=False, status="refused", reason=str(exc))
+        said = f"not locked: {exc}{then}"
+        ls.window_show_message(lsp.ShowMessageParams(type=lsp.MessageType.Error, message=said))
+        return LockRouteReply(route=args.route, locked=False, status="refused", reason=f"{exc}{then}")
     commit = entry["checkpoint"]["commit"]
     return LockRouteReply(route=args.route, locked=True, files=len(entry["files"]), commit=commit)

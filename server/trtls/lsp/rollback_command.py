@@ -20,26 +20,31 @@ if TYPE_CHECKING:
 
 
 async def rollback_engine(ls: TrtlsServer, args: RollbackEngineArgs) -> RollbackEngineReply:
+    """The rollback acts on the recipe as saved: its pin holds the saved recipe's engine key, which the terminal and
+    CI read too (a pin keyed on unsaved text is lifted by the next `trtls build`). It writes no recipe, so nothing
+    typed is lost; with unsaved changes open, every answer says the saved file was used (lsp/documents.unsaved_note).
+    A failure is located on the engine's table of that file, as the terminal names the recipe."""
     from trtls.app.results import Refused
     from trtls.app.rollback import RollbackFailed, request_rollback
+    from trtls.lsp.build_commands import finish_restored, located, refused_request
+    from trtls.lsp.documents import unsaved_note
 
-    loaded = await ls.recipe_async(args.uri)
+    loaded, unsaved = await ls.saved_recipe_async(args.uri)
+    note = f" — {unsaved_note(loaded.path, 'the rollback used')}" if unsaved else ""
     asked = await asyncio.to_thread(request_rollback, loaded, args.engine, args.to, "the editor (trtls.rollbackEngine)")
     if isinstance(asked, Refused):  # the terminal's refusal, code first: the same mistake reads the same
-        from trtls.lsp.build_commands import refused_request
-
-        raise refused_request(asked)
+        refused = refused_request(asked)
+        raise JsonRpcInvalidParams(f"{refused.message}{note}", data=refused.data)
     if isinstance(asked, RollbackFailed):
-        raise JsonRpcInvalidParams(f"{asked.code} {asked.message}", data={"code": asked.code})
-    from trtls.lsp.build_commands import finish_restored
-
+        (said,) = located(loaded, [asked.finding])
+        raise JsonRpcInvalidParams(f"{said}{note}", data={"code": asked.code})
     summary = asked.summary
     finish_restored(ls, args.uri, summary, loaded.path)  # a finished row, its evidence, lens and diagnostics
     return RollbackEngineReply(
         buildId=str(summary.buildId),
         engine=args.engine,
         status="rolled_back",
-        message=str(summary.message),
+        message=f"{summary.message}{note}",
         rolledBackTo=summary.rolledBackTo or {},
     )
 
