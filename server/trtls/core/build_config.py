@@ -16,19 +16,20 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
 from trtls.core.build_config_keys import KEYS as KEYS
 from trtls.core.build_config_keys import KeyInfo as KeyInfo
 from trtls.core.build_config_keys import keys_markdown as keys_markdown
 from trtls.core.setting_keys import FLAG_KEYS, POOL_KEYS
+from trtls.core.validation import RECIPE_TABLE
 
 ComputeCapability = Literal["SM75", "SM80", "SM86", "SM89", "SM120", "SM121", "CURRENT"]
 LegacyPrecisionFlag = Literal["fp16", "bf16", "int8", "fp8"]
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = RECIPE_TABLE  # strict: `optimization_level = "3"` is a located TRT102, not 3
 
 
 class MemoryPoolLimits(_Model):

@@ -6,7 +6,9 @@ engine and its last good build, running builds, and every run a gates, route, st
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
+
+from trtls.core.validation import RECIPE_TABLE
 
 DEFAULT_KEEP_RUNS = 50
 DEFAULT_MAX_AGE_DAYS = 30.0
@@ -14,7 +16,7 @@ DEFAULT_MAX_SIZE_MB = 500.0
 
 
 class EvidenceTable(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = RECIPE_TABLE
 
     keep_runs: int = Field(DEFAULT_KEEP_RUNS, ge=1, description="Newest runs always kept (pinned runs come on top).")
     max_age_days: float = Field(DEFAULT_MAX_AGE_DAYS, gt=0, description="Runs older than this are removed.")

@@ -15,10 +15,11 @@ import string
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, Field, field_validator
 
 from trtls.core.paths import NAME_UNSAFE, safe_name
 from trtls.core.profiles import OptimizationProfile
+from trtls.core.validation import RECIPE_TABLE
 
 LOCAL = "local"
 # Matrix axes that replace one builder setting each; `profiles` and `precision` are handled apart.
@@ -37,7 +38,7 @@ PLACEHOLDER_SAFE = NAME_UNSAFE  # kept for importers; names are made safe by cor
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = RECIPE_TABLE
 
 
 class ClusterTable(_Model):

@@ -15,7 +15,7 @@ from trtls.core.build_config import BuilderSettings
 from trtls.core.farm import AXES, Cell, expand, template_fields
 from trtls.core.findings import Finding, Origin, Severity, TomlPath
 from trtls.core.paths import is_safe_name, safe_name
-from trtls.core.profiles import OptimizationProfile
+from trtls.core.profiles import OptimizationProfile, profile_findings
 from trtls.core.validation import findings_from_validation
 
 if TYPE_CHECKING:
@@ -81,10 +81,11 @@ def _matrix_checks(
         if axis == "profiles":
             for variant, profs in values.items():
                 for i, prof in enumerate(profs):
-                    try:
-                        OptimizationProfile.model_validate(prof)
+                    ppath = mpath + ("profiles", variant, i)
+                    try:  # a variant's profile is held to what an engine's own profile is (the cell builds it)
+                        out.extend(profile_findings(OptimizationProfile.model_validate(prof), ppath))
                     except ValidationError as exc:
-                        out.extend(findings_from_validation(exc, mpath + ("profiles", variant, i), OptimizationProfile))
+                        out.extend(findings_from_validation(exc, ppath, OptimizationProfile))
         elif axis == "precision":
             for variant, onnx in values.items():
                 if not loaded.resolve(onnx).is_file():

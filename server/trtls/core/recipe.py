@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError
 
 from trtls.core.build_config import BuilderSettings, PluginSettings, PrecisionSettings
 from trtls.core.build_config_checks import build_config_checks
@@ -22,14 +22,15 @@ from trtls.core.farm import ClusterTable, Matrix, RunOn
 from trtls.core.farm_checks import farm_checks
 from trtls.core.findings import Finding, Origin, Severity, TomlPath
 from trtls.core.paths import MAX_NAME, is_safe_name, path_text_problems, place
-from trtls.core.profiles import SHAPE_KEYS, InputShapes, OptimizationProfile
+from trtls.core.profiles import SHAPE_KEYS as SHAPE_KEYS  # onnx_files.profile_checks reads it here
+from trtls.core.profiles import OptimizationProfile, profile_findings
 from trtls.core.protocol import stable_json
 from trtls.core.recipe_file import RecipeTooLarge, recipe_snapshot
 from trtls.core.recipe_triage import TriageSettings
 from trtls.core.store_table import StoreTable, store_path_findings
 from trtls.core.toml_bounded import TomlSyntaxError, TomlTooDeep
 from trtls.core.tomlpos import SourceMap, parse
-from trtls.core.validation import findings_from_validation
+from trtls.core.validation import RECIPE_TABLE, findings_from_validation
 from trtls.core.vocabulary import BuilderPreference
 from trtls.core.write_policy import write_policy_findings
 
@@ -37,7 +38,7 @@ ENGINE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = RECIPE_TABLE
 
 
 class TimingCache(_Model):
@@ -221,7 +222,7 @@ def _semantic_checks(loaded: LoadedRecipe, recipe: RecipeFile) -> list[Finding]:
         if eng.worker is None and onnx is not None and not onnx.is_file():
             out.append(_finding("TRT104", f"ONNX file not found: {onnx}", base + ("onnx",), True, resolved=str(onnx)))
         for i, prof in enumerate(eng.profiles):
-            out.extend(_profile_checks(prof, base + ("profiles", i)))
+            out.extend(profile_findings(prof, base + ("profiles", i)))
         out.extend(build_config_checks(loaded.resolve, name, eng))
     return out
 
@@ -231,50 +232,6 @@ def _placed(loaded: LoadedRecipe, relative: str) -> Path | None:
         return loaded.resolve(relative)
     except ValueError:  # a NUL character: the write policy or TRT102 says so
         return None
-
-
-def _profile_checks(prof: OptimizationProfile, ppath: TomlPath) -> list[Finding]:
-    """One profile is either `inputs.NAME = {min, opt, max}` or the one-input shorthand, never both."""
-    shorthand = {k: getattr(prof, k) for k in ("input", *SHAPE_KEYS) if getattr(prof, k) is not None}
-    if prof.inputs is not None:
-        out = [
-            _finding("TRT105", f"'{k}' belongs to the one-input shorthand; put it under inputs.NAME", ppath + (k,))
-            for k in shorthand
-        ]
-        if not prof.inputs:
-            out.append(_finding("TRT105", "profile has no inputs", ppath + ("inputs",), True))
-        for name, shapes in prof.inputs.items():
-            out.extend(_shape_checks(shapes, ppath + ("inputs", name)))
-        return out
-    missing = [k for k in ("input", *SHAPE_KEYS) if k not in shorthand]
-    if len(missing) == 4:
-        return [_finding("TRT103", "profile needs 'inputs' (or the shorthand 'input', 'min', 'opt', 'max')", ppath)]
-    if missing:
-        return [_finding("TRT103", f"missing required key '{k}'", ppath + (k,), key=k) for k in missing]
-    return _shape_checks(InputShapes(min=prof.min, opt=prof.opt, max=prof.max), ppath)
-
-
-def _shape_checks(prof: InputShapes, ppath: TomlPath) -> list[Finding]:
-    out: list[Finding] = []
-    shapes = {"min": prof.min, "opt": prof.opt, "max": prof.max}
-    for key, shape in shapes.items():
-        if not shape:
-            out.append(_finding("TRT105", f"'{key}' shape is empty", ppath + (key,), True))
-        for j, dim in enumerate(shape):
-            if dim <= 0:
-                out.append(_finding("TRT105", f"'{key}' dimension {j} must be ≥ 1, got {dim}", ppath + (key, j), True))
-    if len({len(s) for s in shapes.values()}) > 1:
-        ranks = ", ".join(f"{k}={len(v)}" for k, v in shapes.items())
-        out.append(_finding("TRT105", f"min/opt/max must have the same rank ({ranks})", ppath, False))
-        return out
-    for j, (lo, mid, hi) in enumerate(zip(prof.min, prof.opt, prof.max, strict=True)):  # ranks checked above
-        if not lo <= mid <= hi:
-            out.append(
-                _finding(
-                    "TRT105", f"dimension {j}: need min ≤ opt ≤ max, got {lo}, {mid}, {hi}", ppath + ("opt", j), True
-                )
-            )
-    return out
 
 
 SCHEMA_ID = "https://raw.githubusercontent.com/trtls/trtls/main/server/trtls/schema/trtls.schema.json"

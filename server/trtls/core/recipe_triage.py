@@ -19,12 +19,14 @@ import re._parser as sre_parser  # type: ignore[import-not-found]
 from itertools import combinations
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, Field, field_validator
 from pydantic_core import PydanticCustomError
+
+from trtls.core.validation import RECIPE_TABLE
 
 
 class TriageSettings(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = RECIPE_TABLE
 
     fail_regex: str | list[str] | None = Field(
         None,

@@ -11,9 +11,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import BaseModel, Field, ValidationInfo, field_validator
 
 from trtls.core.findings import Finding, Origin, Severity
+from trtls.core.validation import RECIPE_TABLE
 
 if TYPE_CHECKING:
     from trtls.core.recipe import LoadedRecipe, RecipeFile
@@ -39,7 +40,7 @@ def parse_size(value: int | str) -> int | None:
 
 
 class StoreTable(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = RECIPE_TABLE
 
     path: str | None = Field(
         None,

@@ -1,5 +1,6 @@
 """Pydantic errors as located findings: the one translation every recipe model uses (engines, routes, farm tables),
-so a wrong key, type or value is shown on the exact TOML key with a 'did you mean' hint."""
+so a wrong key, type or value is shown on the exact TOML key with a 'did you mean' hint; and `RECIPE_TABLE`, the
+configuration the recipe's tables share."""
 
 from __future__ import annotations
 
@@ -7,9 +8,16 @@ import difflib
 import re
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from trtls.core.findings import Finding, Origin, Severity, TomlPath
+
+# Every table of an engine's recipe (the engine, its builder, precision, plugins, profiles, matrix, run_on, triage and
+# timing cache; [store], [evidence], [cluster]; routes keep their own models): an unknown key is an error (TRT101), a
+# loaded table never changes, and a value of the wrong TOML type is an error (TRT102), never converted: pydantic's lax
+# mode read `optimization_level = "3"` as 3, `keep_evidence = "yes"` as true, `max = [8.0]` as [8]. An integer is
+# still a number (`cancel_grace_s = 10`): strict mode takes an int for a float.
+RECIPE_TABLE = ConfigDict(extra="forbid", frozen=True, strict=True)
 
 
 def _finding(code: str, message: str, path: TomlPath, on_value: bool = False, **data: Any) -> Finding:
@@ -37,10 +45,40 @@ def findings_from_validation(exc: ValidationError, prefix: TomlPath, root: Any) 
             hint = difflib.get_close_matches(str(err.get("input")), options, n=1)
             msg = f"'{name}' must be one of {expected}, not {err.get('input')!r}"
             out.append(_finding("TRT106", msg, loc, True, options=options, suggestion=hint[0] if hint else None))
+        elif kind in _TOML_TYPES and name != "":
+            out.append(_finding("TRT102", _type_message(loc, kind, err.get("input")), loc, True))
         else:
             msg = f"'{name}': {err['msg']} (got {shown_value(err.get('input'))!r})" if name != "" else err["msg"]
             out.append(_finding("TRT102", msg, loc, True))
     return out
+
+
+# what a strict number or boolean field wants, in TOML's words, and how a string holding one is spelled
+_TOML_TYPES = {
+    "int_type": ("an integer", re.compile(r"[+-]?\d+")),
+    "float_type": ("a number", re.compile(r"[+-]?\d+(\.\d+)?([eE][+-]?\d+)?")),
+    "bool_type": ("true or false", re.compile(r"true|false")),
+}
+
+
+def _type_message(loc: TomlPath, kind: str, value: Any) -> str:
+    """`'optimization_level' must be an integer, not the string '3' (write 3 without quotes)`; a list's item is named
+    by its index (`'max[0]' must be an integer, not 8.0`)."""
+    key = f"{loc[-2]}[{loc[-1]}]" if isinstance(loc[-1], int) and len(loc) > 1 else str(loc[-1])
+    wanted, spelled = _TOML_TYPES[kind]
+    if isinstance(value, str):
+        shown = f"the string {shown_value(value)!r}"
+        if spelled.fullmatch(value.strip()):
+            shown += f" (write {value.strip()} without quotes)"
+    elif isinstance(value, bool):
+        shown = "true" if value else "false"
+    elif isinstance(value, dict):
+        shown = "a table"
+    elif isinstance(value, list):
+        shown = "an array"
+    else:
+        shown = repr(value)
+    return f"'{key}' must be {wanted}, not {shown}"
 
 
 _USERINFO = re.compile(r"(?<=://)[^/@\s]*@")
