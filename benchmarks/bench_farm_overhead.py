@@ -24,7 +24,10 @@
 
 Every process reads trtls's and Ray's bytecode, as installed (`_common.bytecode_as_installed`).
 
-Usage: python benchmarks/bench_farm_overhead.py [--cells 2] [--model large|demo] [--parts bare cold warm stop]
+`--parts cli`: N `trtls build --no-store` of the same engine started by hand side by side (no farm): whether a
+cell's extra CPU is the farm's or the worker's own.
+
+Usage: python benchmarks/bench_farm_overhead.py [--cells 2] [--model large|demo] [--parts bare cli cold warm stop]
        [--bare-beside] [--stop-when first|all] [--baseline DIR --rounds N] [--json out.json]
 """
 
@@ -32,6 +35,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import statistics
 import subprocess
@@ -137,6 +141,30 @@ def bare(model: str, n: int, out: Path) -> dict:
         subprocess.Popen([sys.executable, str(HERE / "_bare_build.py"), str(SAMPLE / "models" / f"{model}.onnx"),
                           str(out / f"bare-{i}.engine")])
         for i in range(n)
+    ]  # fmt: skip
+    cpu = 0.0
+    for p in procs:
+        _, status, ru = os.wait4(p.pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+        cpu += ru.ru_utime + ru.ru_stime
+    return {"wallS": round(time.monotonic() - t0, 2), "cpuS": round(cpu, 2)}
+
+
+def by_hand_cli(model: str, n: int, out: Path, env: dict[str, str]) -> dict:
+    """N `trtls build --no-store` of the same engine started by hand side by side, each in its own copy of the
+    quickstart: the worker's own cost at N slots with no farm at all (is a farm cell's extra CPU the farm's, or the
+    worker's?). Measured as `bare` is: the CPU of each whole process tree (wait4), the wall of all N."""
+    folders = []
+    for i in range(n):
+        ws = out / f"hand-{i}"
+        if not ws.exists():
+            shutil.copytree(SAMPLE, ws, ignore=shutil.ignore_patterns(".trtls", "build", "*.engine"))
+        folders.append(ws)
+    t0 = time.monotonic()
+    procs = [
+        subprocess.Popen(TRTLS + ["build", str(ws), "--engine", model, "--no-store"], env=env,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        for ws in folders
     ]  # fmt: skip
     cpu = 0.0
     for p in procs:
@@ -430,6 +458,10 @@ def main() -> int:
             beside[label] = bare(args.model, n, tmp)
             print(f"bare before {label}: {beside[label]}", flush=True)
 
+    if "cli" in args.parts:
+        bare_before("cli")
+        res["cli"] = by_hand_cli(args.model, n, tmp, env)
+        print(f"cli: {n} `trtls build --no-store` side by side {res['cli']}", flush=True)
     if "cold" in args.parts:
         bare_before("cold")
         res["cold"] = matrix_run(path, env, None)
