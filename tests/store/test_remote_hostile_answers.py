@@ -14,9 +14,11 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from tests.store.scripted_remote import ScriptedServer
 from trtls.store import remote, remote_http
 from trtls.store.config import parse_size
 from trtls.store.entries import Store
@@ -29,45 +31,6 @@ KEY = key_of_parts(PARTS)
 def _record(size: int, sha: str) -> bytes:
     record = {"format": "trtls.store-entry/1", "key": KEY, "parts": PARTS, "engine": {"sha256": sha, "size": size}}
     return json.dumps({**record, "build": {"buildId": "build-elsewhere"}}).encode()
-
-
-class ScriptedServer:
-    """Answers each request with `answer(request_line, conn)`; records the request lines."""
-
-    def __init__(self, answer: Callable[[str, socket.socket], None]) -> None:
-        self.answer = answer
-        self.requests: list[str] = []
-        self.sock = socket.create_server(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}/cache"
-        self.stopped = threading.Event()
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while not self.stopped.is_set():
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
-
-    def _serve(self, conn: socket.socket) -> None:
-        with conn:
-            head = b""
-            while b"\r\n\r\n" not in head:
-                chunk = conn.recv(4096)
-                if not chunk:
-                    return
-                head += chunk
-            line = head.split(b"\r\n", 1)[0].decode()
-            self.requests.append(line)
-            try:
-                self.answer(line, conn)
-            except OSError:
-                pass  # the client cut the connection: what the bound is for
-
-    def stop(self) -> None:
-        self.stopped.set()
-        self.sock.close()
 
 
 @pytest.fixture(autouse=True)
@@ -171,8 +134,8 @@ def test_an_engine_trickled_under_the_rate_is_given_up_as_it_comes_not_at_its_si
 def _with_whole(request: Callable[..., object], whole: float) -> Callable[..., object]:
     """`remote_http.request` with every request's whole bound at `whole` seconds (the engine's is 30 s + its size's)."""
 
-    def bounded(url: str, method: str, target: str, **asked: float) -> object:
-        return request(url, method, target, whole=min(whole, asked.get("whole", whole)))
+    def bounded(url: str, method: str, target: str, **asked: Any) -> object:
+        return request(url, method, target, **{**asked, "whole": min(whole, asked.get("whole", whole))})
 
     return bounded
 

@@ -92,7 +92,7 @@ class StopKeys:
             return
         self.source = self.source or source
         if self.request is not None:
-            self.request.cancel()
+            self.request.cancel(source)  # the source as its message: the store lookup's cut says it (avoidance.lookup)
 
     async def request_until_stopped(self, request: Awaitable[T]) -> T | None:
         """`request` awaited until it returns its target (bind it then); None when a stop asked meanwhile cancelled

@@ -14,9 +14,10 @@ record finds its blob.
 
 Nothing raises: an unreachable remote, an error, a bad record or bytes make the lookup a miss with a note in
 `store.notes` (the evidence carries it); a 404 is a plain miss. A remote that sent bad bytes for a key is not asked
-for it again here, an unreachable one not for a minute. Redirects stay on the remote's host and port. The HTTP
-side (bounded waits, same-origin redirects, what a remote that could not be reached is remembered as) is
-store/remote_http.py."""
+for it again here, an unreachable one not for a minute. Redirects stay on the remote's host and port. A fetch is cut
+at once when the build it serves is stopped (`store.stop`, its cancel state: a Ctrl-C): its temp folder is discarded,
+nothing is kept or remembered. The HTTP side (bounded waits, the cut, same-origin redirects, what a remote that could
+not be reached is remembered as) is store/remote_http.py."""
 
 from __future__ import annotations
 
@@ -38,6 +39,7 @@ from trtls.store.folder import StoreFolder, tmp_name
 from trtls.store.key import is_key, key_of_parts
 from trtls.store.layout import entry_folder
 from trtls.store.remote_http import DOWN_MEMORY_S, ENGINE_GRACE_S, MIN_RATE, PUT_TIMEOUT_S, TIMEOUT_S, RemoteError
+from trtls.store.remote_http import Stopped as _Stopped
 from trtls.store.remote_http import Unusable as _Unusable
 from trtls.store.remote_http import base as _base
 from trtls.store.remote_http import content_length as _content_length
@@ -52,6 +54,7 @@ from trtls.store.remote_http import remembered as _remembered
 from trtls.store.remote_http import request as _request
 from trtls.store.remote_http import request_status as _request_status
 from trtls.store.remote_http import shown as _shown
+from trtls.store.remote_http import stopped as _stopped
 from trtls.store.signing import signed_by
 
 __all__ = [
@@ -95,12 +98,15 @@ def fetch_entry(store: Store, key: str) -> bool:
     if store.mode != "read_write":
         return _read_only_miss(store, url, key)
     try:
-        raw = _get_record(url, key)
+        raw = _get_record(url, key, store)
         if raw is None:
             _missed[(url, key)] = time.monotonic() + MISS_MEMORY_S
             return False
         record = _checked_record(store, raw, key)
         _fetch_into_store(store, url, key, raw, record)
+    except _Stopped as exc:  # the build was stopped: nothing kept, nothing learnt about the remote
+        _note(store, f"the remote store {_shown(url)} was not used: {exc}")
+        return False
     except _Unusable as exc:
         _refused.add((url, key))
         _note(store, f"the remote store {_shown(url)} is not used for {key[:12]}: {exc}")
@@ -124,7 +130,7 @@ def remote_record(store: Store, key: str) -> dict[str, Any] | None:
     if url is None or not is_key(key):
         return None
     try:
-        raw = _get_record(url, key)
+        raw = _get_record(url, key, store)
         return None if raw is None else _checked_record(store, raw, key)
     except _Unusable as exc:
         _note(store, f"the remote store {_shown(url)} is not used for {key[:12]}: {exc}")
@@ -137,7 +143,7 @@ def _read_only_miss(store: Store, url: str, key: str) -> bool:
     """A read-only local store keeps nothing, so a remote entry cannot become a local one to restore from: say so
     when the remote holds the key (a HEAD, no bytes moved), and build."""
     try:
-        held = _head(url, _join(url, "ac", key)) is not None
+        held = _head(url, _join(url, "ac", key), store.stop) is not None
     except RemoteError as exc:
         _note(store, f"the remote store {_shown(url)} was not used: {exc}")
         return False
@@ -152,9 +158,9 @@ def _read_only_miss(store: Store, url: str, key: str) -> bool:
     return False
 
 
-def _get_record(url: str, key: str) -> bytes | None:
+def _get_record(url: str, key: str, store: Store) -> bytes | None:
     """The record's bytes, or None on a 404."""
-    with _request(url, "GET", _join(url, "ac", key)) as response:
+    with _request(url, "GET", _join(url, "ac", key), stop=store.stop) as response:
         if response is None:
             return None
         length = _content_length(response.headers)
@@ -207,7 +213,8 @@ def _fetch_into_store(store: Store, url: str, key: str, raw: bytes, record: dict
     fs.ensure_folder(tmp, within=store.root)
     store.fit(tmp, folder=True)
     try:
-        with _request(url, "GET", _join(url, "cas", sha), whole=ENGINE_GRACE_S + size / MIN_RATE) as response:
+        whole = ENGINE_GRACE_S + size / MIN_RATE
+        with _request(url, "GET", _join(url, "cas", sha), whole=whole, stop=store.stop) as response:
             if response is None:
                 raise _Unusable(f"its record names the engine {sha[:12]}…, which it does not hold")
             length = _content_length(response.headers)
@@ -222,6 +229,8 @@ def _fetch_into_store(store: Store, url: str, key: str, raw: bytes, record: dict
                             f"bytes ≠ {sha[:12]}…, {size} bytes)"
                         )
             except EntryUnreadable as exc:  # the remote's side of the copy (a write that failed is the local disk's)
+                if _stopped(response):
+                    raise _Stopped() from None  # its socket cut by the build's stop: what came is not the engine
                 if isinstance(exc.__cause__, _TooLong):
                     raise _Unusable(f"its engine is longer than the {size} bytes its record says") from None
                 raise RemoteError(f"its engine could not be read: {exc.__cause__ or exc}") from None

@@ -1,6 +1,7 @@
-"""The HTTP side of the remote engine store (store/remote.py): requests with bounded waits, redirects kept on the
-remote's scheme, host and port, what a remote that could not be reached is remembered as, and the notes a build
-shows. Nothing here raises anything but RemoteError (an OSError is the local side's)."""
+"""The HTTP side of the remote engine store (store/remote.py): requests with bounded waits, cut at once when the build
+they serve is stopped, redirects kept on the remote's scheme, host and port, what a remote that could not be reached
+is remembered as, and the notes a build shows. Nothing here raises anything but RemoteError (an OSError is the local
+side's)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from trtls.core.terminal_text import terminal_safe
 from trtls.core.validation import shown_value
 
 if TYPE_CHECKING:
+    from trtls.core.cancel import CancelToken
     from trtls.store.folder import StoreFolder
 
 TIMEOUT_S = 5.0  # connecting, and each wait for bytes from the socket
@@ -40,6 +42,14 @@ class RemoteError(Exception):
 
 class Unusable(RemoteError):
     """The remote sent something that is not a valid entry for the key: never asked for that key again here."""
+
+
+class Stopped(RemoteError):
+    """The build the request served was stopped (its cancel state set: a Ctrl-C, the editor's Stop) and the request's
+    socket cut: nothing it brought is kept, and nothing is remembered of the remote (it did no wrong)."""
+
+    def __init__(self) -> None:
+        super().__init__("the build was stopped while it was asked")
 
 
 def base(store: StoreFolder) -> str | None:
@@ -71,27 +81,43 @@ class _SameOrigin(urllib.request.HTTPRedirectHandler):
 class _Deadline:
     """A whole request's bound: its socket is shut down when the bound passes, whatever the request is waiting for —
     a status line or headers trickled a byte every few seconds (each wait under TIMEOUT_S) held a build, and its
-    Ctrl-C, for as long as the server liked; a body read in blocks the same."""
+    Ctrl-C, for as long as the server liked; a body read in blocks the same. The same cut comes at once when `stop`,
+    the cancel state of the build the request serves, is set: a Ctrl-C while an engine downloaded (the lookup's thread
+    reading on) held the command until the download's own bound had passed, and kept an engine that came meanwhile."""
 
-    def __init__(self, seconds: float) -> None:
+    def __init__(self, seconds: float, stop: CancelToken | None = None) -> None:
         self.seconds = seconds
+        self.stop = stop
         self.timers: list[threading.Timer] = []
-        self.passed = threading.Event()  # the bound passed and the socket was cut: what was read is not the answer
+        self.socks: list[Any] = []  # the connections armed and not yet disarmed: what a cut shuts down
+        self.passed = threading.Event()  # the socket was cut: what was read is not the answer
+        self.stopped = False  # it was cut by the build's stop, not by the bound (set before `passed`)
 
     def arm(self, sock: Any) -> None:
-        def cut() -> None:
-            self.passed.set()
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
-
-        timer = threading.Timer(self.seconds, cut)
+        self.socks.append(sock)
+        timer = threading.Timer(self.seconds, self.cut)
         timer.daemon = True
         timer.start()
         self.timers.append(timer)
+        if self.stop is not None:
+            self.stop.on_request(self._stopped)  # at once when the build was stopped while this one connected
+
+    def _stopped(self, source: str) -> None:
+        self.stopped = True
+        self.cut()
+
+    def cut(self) -> None:
+        """Shut the request's sockets down (from the timer's thread, or the one that set the cancel state): a read
+        waiting on them returns at once."""
+        self.passed.set()
+        for sock in list(self.socks):
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
 
     def disarm(self) -> None:
         for timer in self.timers:
             timer.cancel()
+        self.socks.clear()  # a stop from now on cuts nothing (the cancel state keeps its listener, holding no socket)
 
 
 def _handlers(deadline: _Deadline) -> list[Any]:
@@ -126,9 +152,21 @@ def _send(deadline: _Deadline, req: Any, timeout: float) -> Any:
 
 
 def cut(response: Any) -> bool:
-    """Whether the request's bound passed while `response` was read (its socket was cut: a short read, not the end)."""
+    """Whether the request's bound passed, or its build was stopped, while `response` was read (its socket was cut: a
+    short read, not the end)."""
     deadline = getattr(response, "deadline", None)
     return isinstance(deadline, _Deadline) and deadline.passed.is_set()
+
+
+def stopped(response: Any) -> bool:
+    """Whether `response`'s socket was cut because the build it served was stopped (`Stopped`, not too slow)."""
+    deadline = getattr(response, "deadline", None)
+    return isinstance(deadline, _Deadline) and deadline.stopped
+
+
+def cut_error(response: Any, slow: str) -> RemoteError:
+    """What a cut answer was: the build's stop, or the bound passing (`slow` says which bound)."""
+    return Stopped() if stopped(response) else RemoteError(slow)
 
 
 def content_length(headers: Any) -> int | None:
@@ -139,11 +177,16 @@ def content_length(headers: Any) -> int | None:
 
 
 @contextlib.contextmanager
-def request(url: str, method: str, target: str, whole: float = RECORD_WAIT_S) -> Iterator[Any]:
+def request(
+    url: str, method: str, target: str, whole: float | None = None, stop: CancelToken | None = None
+) -> Iterator[Any]:
     """The open response of a GET/HEAD (None on a 404), the whole request — headers and the body read in the block —
-    bounded by `whole` seconds. Any other answer, or none, is a RemoteError; a remote that cannot be reached is
-    remembered as down."""
-    deadline = _Deadline(whole)
+    bounded by `whole` seconds, and cut at once when `stop` is set (`Stopped`; not sent at all when it is set
+    already). Any other answer, or none, is a RemoteError; a remote that cannot be reached is remembered as down."""
+    if stop is not None and stop.is_set:
+        raise Stopped()
+    whole = RECORD_WAIT_S if whole is None else whole  # read now, not when the module was (a test scales it down)
+    deadline = _Deadline(whole, stop)
     try:
         response = _send(deadline, urllib.request.Request(target, method=method), TIMEOUT_S)
     except urllib.error.HTTPError as exc:
@@ -155,12 +198,14 @@ def request(url: str, method: str, target: str, whole: float = RECORD_WAIT_S) ->
         raise RemoteError(f"{method} {path(target)} answered {exc.code} {terminal_safe(exc.reason)}") from None
     except (urllib.error.URLError, http.client.HTTPException, OSError, ValueError) as exc:
         deadline.disarm()
+        if deadline.stopped:
+            raise Stopped() from None  # cut by the build's stop: the remote is not taken as down
         raise unreachable(url, exc) from None
     response.deadline = deadline  # read_all and the engine's reader say a cut answer is one that came too slowly
     try:
         with response:
-            if deadline.passed.is_set():  # the headers were still trickling in when the bound passed
-                raise RemoteError(f"its answer came too slowly (more than {whole:g} s)")
+            if deadline.passed.is_set():  # the headers were still trickling in when the bound passed (or a stop came)
+                raise cut_error(response, f"its answer came too slowly (more than {whole:g} s)")
             yield response
     finally:
         deadline.disarm()
@@ -185,9 +230,9 @@ def request_status(
         deadline.disarm()
 
 
-def head(url: str, target: str) -> int | None:
+def head(url: str, target: str, stop: CancelToken | None = None) -> int | None:
     """The Content-Length of what the remote holds at `target` (-1 when it does not say), or None (a 404)."""
-    with request(url, "HEAD", target) as response:
+    with request(url, "HEAD", target, stop=stop) as response:
         if response is None:
             return None
         length = content_length(response.headers)
@@ -209,10 +254,10 @@ def read_all(response: Any, limit: int) -> bytes:
             data += block
     except (OSError, http.client.HTTPException) as exc:
         if cut(response):
-            raise RemoteError(f"its record came too slowly (more than {RECORD_WAIT_S:g} s)") from None
+            raise cut_error(response, f"its record came too slowly (more than {RECORD_WAIT_S:g} s)") from None
         raise RemoteError(f"its answer could not be read: {type(exc).__name__} {exc}") from None
     if cut(response):
-        raise RemoteError(f"its record came too slowly (more than {RECORD_WAIT_S:g} s)")
+        raise cut_error(response, f"its record came too slowly (more than {RECORD_WAIT_S:g} s)")
     if len(data) > limit:
         raise Unusable(f"its record is more than {limit} bytes")
     return bytes(data)

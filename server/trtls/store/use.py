@@ -4,14 +4,17 @@ Store types only (no builds import): the store layer."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from trtls.store.config import StoreConfig
 from trtls.store.entries import Store
 from trtls.store.key import EngineKey
 from trtls.store.lock import KeyLock
+
+T = TypeVar("T")
 
 NO_STORE = "--no-store"  # StoreUse.not_used of a build asked not to use the store (its job is still remembered)
 
@@ -54,6 +57,26 @@ class StoreUse:
     def release(self) -> None:
         if self.lock is not None:
             self.lock.release()
+
+    async def looked_up(self, lookup: Callable[[], T]) -> T:
+        """`lookup` (the store's `get`: a local miss may ask the remote store, which can take its timeouts) on a
+        thread, off the event loop. A stop of the request meanwhile — the terminal's Ctrl-C, the editor's Stop: the
+        awaiting task cancelled, its message the source — sets the store's cancel state (`Store.stop`), which cuts
+        the remote request in flight at once, as its deadline would (store/remote_http.py `_Deadline`): the thread
+        no longer reads an engine on for its whole bound after the person stopped the build (the command could not
+        end until then, and an engine that came meanwhile was kept)."""
+        import asyncio  # here: the fast path's restore reads this module and starts no loop
+
+        from trtls.core.protocol import CANCEL_SOURCES
+
+        try:
+            return await asyncio.to_thread(lookup)
+        except asyncio.CancelledError as exc:
+            stop = self.store.stop if self.store is not None else None
+            if stop is not None:
+                said = exc.args[0] if exc.args else None
+                stop.request(said if said in CANCEL_SOURCES else "event_loop")
+            raise
 
     def record(self) -> dict[str, Any]:
         """The `store` object of the evidence."""

@@ -27,6 +27,7 @@ from trtls.builds.avoidance.restore import WAIT_POLL_S, output_root, remember, r
 from trtls.builds.avoidance.reuse import OutputHeld, ago, append_known_good
 from trtls.builds.roots import evidence_error, write_record
 from trtls.builds.supervisor.job import new_build_id, state_dir, worker_job
+from trtls.core.cancel import CancelToken
 from trtls.store.config import store_config
 from trtls.store.diff import key_changes
 from trtls.store.entries import Entry, LeftInPlace, NotTrusted, Refused, Store
@@ -96,6 +97,7 @@ def prepare(
         use.not_used = 'the store is off ([store] mode = "off" or TRTLS_STORE=off)'
     if use.not_used is None and config is not None:
         use.store = Store.from_config(config)  # its trust, its signing key, the recipe's folder
+        use.store.stop = CancelToken()  # the lookup's cancel state: set, it cuts a remote fetch (StoreUse.looked_up)
         use.store.check()
     return use
 
@@ -160,8 +162,7 @@ async def reuse_or_lock(
     lock = KeyLock(use.store.root, use.key.hex) if use.store.writable else None
     waited = False
     while True:
-        # off the event loop: a local miss may ask the remote store, which can take its timeouts (store/remote.py)
-        entry = None if use.rebuild else await asyncio.to_thread(find_entry, use)
+        entry = None if use.rebuild else await use.looked_up(lambda: find_entry(use))  # off the event loop
         if entry is not None:
             if lock is not None:
                 lock.release()
@@ -172,7 +173,7 @@ async def reuse_or_lock(
             use.lock = lock
             if lock is not None and lock.note is not None and lock.note not in use.warnings:
                 use.warnings.append(lock.note)  # another account's lock file it can neither write nor read
-            if entry is None and not use.rebuild and await asyncio.to_thread(find_entry, use) is not None:
+            if entry is None and not use.rebuild and await use.looked_up(lambda: find_entry(use)) is not None:
                 continue  # published between our look and our lock: reuse it
             _missed(use, loaded, build_id, count_miss)
             return None

@@ -6,7 +6,6 @@ before anything else, and the fast path never serves a table that has one (build
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -98,7 +97,8 @@ async def serve_pin(use: StoreUse, recipe: Path, build_id: str) -> dict[str, Any
     pin = use.pin
     named = f"pinned to build {pin.get('buildId')}"
     try:
-        entry = await asyncio.to_thread(use.store.get, str(pin["key"]))  # may ask the remote: off the event loop
+        store = use.store
+        entry = await use.looked_up(lambda: store.get(str(pin["key"])))  # may ask the remote: off the event loop
     except NotTrusted as exc:
         raise PinUnavailable("TRT340", f"{named}, whose entry is not used: {exc}; {how}") from None
     except Refused as exc:
