@@ -2,8 +2,10 @@
 by `trtls build` with TensorRT-RTX, a real store, a real checkpoint):
 
 - a TRT338 (a rollback's pin that cannot be served, nothing to roll back to) names the recipe it is about, located on
-  its engine table (`file:line:col`), as the terminal names it: a workspace may hold many recipes, and the editor's
-  answer used to be a bare `TRT338 …`;
+  its engine table (`file:line:col`), in the editor and in the terminal alike: a workspace may hold many recipes, and
+  the editor's answer used to be a bare `TRT338 …`, the terminal's `trtls.toml: TRT338 error: …` (no line);
+- a rollback of a recipe with errors is refused with each error located on its own key, the place `trtls rollback`
+  prints (the editor's refusal used to be bare `CODE message` lines);
 - a rollback or a lock run while the editor holds unsaved changes to the recipe acts on the saved file (what the
   terminal, CI and the next `trtls build` read) and says so; neither writes the recipe, so nothing typed is lost."""
 
@@ -62,7 +64,22 @@ async def test_a_pin_that_cannot_be_served_names_its_recipe_in_both_faces(
         "over the rollback; trtls build --unpin builds the recipe's engine"
     )
     terminal = _cli("build", str(workspace), "--engine", "demo")
-    assert terminal.returncode == 1 and f"{recipe}: {why.replace(' ', ' error: ', 1)}" in terminal.stderr
+    said = f"{recipe}:6:1: {why.replace(' ', ' error: ', 1)}"  # as every finding the terminal prints
+    assert terminal.returncode == 1 and said in terminal.stderr.splitlines(), terminal.stderr
+    scripted = _cli("build", str(workspace), "--engine", "demo", "--json")
+    errors = [json.loads(line) for line in scripted.stdout.splitlines() if line.startswith('{"type": "error"')]
+    message = why.split(" ", 1)[1]
+    assert scripted.returncode == 1 and errors == [
+        {
+            "type": "error",
+            "code": "TRT338",
+            "message": message,
+            "severity": "error",
+            "file": str(recipe),
+            "line": 6,
+            "col": 1,
+        }
+    ], scripted.stdout
 
     uri = open_recipe(client, workspace)
     reply = await execute(client, "trtls.buildEngine", {"uri": uri, "engine": "demo"})
@@ -74,11 +91,38 @@ async def test_nothing_to_roll_back_to_names_its_recipe(
     client: LanguageClient, workspace: Path, tmp_path: Path
 ) -> None:
     recipe = _with_store(workspace, tmp_path / "store")
+    terminal = _cli("rollback", "demo", str(workspace))
+    said = f"{recipe}:6:1: TRT338 error: no earlier known-good engine of demo to roll back to"
+    assert terminal.returncode == 1 and terminal.stderr.splitlines() == [said], terminal.stderr
+
     uri = open_recipe(client, workspace)
     with pytest.raises(JsonRpcInvalidParams) as failed:
         await execute(client, "trtls.rollbackEngine", {"uri": uri, "engine": "demo"})
-    assert failed.value.message == f"{recipe}:6:1: TRT338 no earlier known-good engine of demo to roll back to"
-    assert failed.value.data == {"code": "TRT338"}
+    said = f"{recipe}:6:1: TRT338 no earlier known-good engine of demo to roll back to"
+    assert failed.value.message == said
+    assert failed.value.data == {"code": "TRT338", "errors": [said]}
+
+
+async def test_a_rollback_of_a_recipe_with_errors_locates_each_error(
+    client: LanguageClient, workspace: Path, tmp_path: Path
+) -> None:
+    """Two errors in the saved recipe, on two keys: the editor's refusal places each where `trtls rollback` (every
+    terminal command's recipe check) places it — it used to be `TRT102 …; TRT102 …`, naming no file or line."""
+    recipe = _with_store(workspace, tmp_path / "store")
+    text = recipe.read_text().replace("optimization_level = 3\n", 'optimization_level = "3"\n', 1)
+    recipe.write_text(text.replace("cancel_grace_s = 10\n", 'cancel_grace_s = "ten"\n', 1))
+    terminal = _cli("rollback", "demo", str(workspace))
+    grace = "TRT102 'cancel_grace_s' must be a number, not the string 'ten'"
+    level = "TRT102 'optimization_level' must be an integer, not the string '3' (write 3 without quotes)"
+    located = [f"{recipe}:10:18: {grace}", f"{recipe}:13:22: {level}"]  # in file order, each on its own value
+    printed = [line.replace(" TRT102 ", " TRT102 error: ", 1) for line in located]  # the terminal says the severity
+    assert terminal.returncode == 2 and terminal.stderr.splitlines() == printed, terminal.stderr
+
+    uri = open_recipe(client, workspace)
+    with pytest.raises(JsonRpcInvalidParams) as refused:
+        await execute(client, "trtls.rollbackEngine", {"uri": uri, "engine": "demo"})
+    assert refused.value.message == "; ".join(located), refused.value.message
+    assert refused.value.data == {"code": "TRT102", "errors": located}
 
 
 async def test_a_rollback_with_unsaved_changes_acts_on_the_saved_recipe_and_says_so(

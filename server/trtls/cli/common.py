@@ -7,9 +7,13 @@ import signal
 import sys
 from collections.abc import Awaitable
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from trtls.cli.usage import emit_error
+from trtls.core.terminal_text import terminal_safe
+
+if TYPE_CHECKING:
+    from trtls.core.findings import Finding
 
 T = TypeVar("T")
 
@@ -37,11 +41,22 @@ def load_or_report(recipe_arg: str | None) -> Any:
     loaded = check_recipe(path)
     hint = "" if path.suffix == ".toml" else f" ({RECIPE_HINT})"
     located = [(loaded.source_map.range(f.path, f.on_value), f) for f in loaded.findings]
-    for rng, f in sorted(located, key=lambda item: (item[0].start_line, item[0].start_col)):
-        print(f"{loaded.path}:{rng.human()}: {f.code} {f.severity.value}: {f.message}{hint}", file=sys.stderr)
-        line, col = rng.start_line + 1, rng.start_col + 1
-        emit_error(f.code, f.message + hint, file=str(loaded.path), line=line, col=col, severity=f.severity.value)
+    for _, f in sorted(located, key=lambda item: (item[0].start_line, item[0].start_col)):
+        report_finding(loaded, f, hint)
     return loaded if loaded.recipe is not None else None
+
+
+def report_finding(loaded: Any, f: Finding, hint: str = "") -> None:
+    """The one way the terminal says a finding about a recipe: `file:line:col: CODE severity: message` on stderr, placed
+    by the finding's own TOML path (`LoadedRecipe.location`, the rule the editor's answers use too: a rollback's pin
+    that cannot be served, TRT338, on its `[engines.NAME]` table), and in --json mode one JSON line with the same
+    place. A command's recipe check (`load_or_report`), a refused request (`store_lookup.report_refused`: a pin that
+    cannot be served) and a failed rollback (`trtls rollback`) print their findings here, never by hand."""
+    rng = loaded.source_map.range(f.path, f.on_value)
+    said = f"{loaded.location(f)}: {f.code} {f.severity.value}: {f.message}{hint}"
+    print(terminal_safe(said), file=sys.stderr)
+    line, col = rng.start_line + 1, rng.start_col + 1
+    emit_error(f.code, f.message + hint, file=str(loaded.path), line=line, col=col, severity=f.severity.value)
 
 
 def report_error(code: str, message: str, file: str) -> None:

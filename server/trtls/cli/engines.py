@@ -7,7 +7,7 @@ import json
 import sys
 from typing import Any
 
-from trtls.cli.common import load_or_report, report_error
+from trtls.cli.common import load_or_report, report_error, report_finding
 from trtls.cli.exits import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
 from trtls.cli.usage import recipe_argument
 from trtls.core.display import human_bytes, local_time
@@ -103,17 +103,16 @@ def _in_store(loaded: Any, records: list[dict[str, Any]]) -> dict[tuple[str, Any
 def cmd_rollback(args: argparse.Namespace) -> int:
     from trtls.app.results import Refused
     from trtls.app.rollback import RollbackFailed, request_rollback
+    from trtls.cli.store_lookup import report_refused
 
     loaded = load_or_report(args.recipe)
     if loaded is None:
         return EXIT_BAD_INPUT
     asked = request_rollback(loaded, args.name, args.to, "trtls rollback")
-    if isinstance(asked, Refused):
-        for f in asked.findings:
-            report_error(f.code, f.message, str(loaded.path))
-        return EXIT_BAD_INPUT
-    if isinstance(asked, RollbackFailed):
-        report_error(asked.code, asked.message, str(loaded.path))
+    if isinstance(asked, Refused):  # an engine the recipe has no table of (TRT107), as `trtls build` says it
+        return report_refused(loaded, asked)
+    if isinstance(asked, RollbackFailed):  # located on the engine's table, as the editor's refusal
+        report_finding(loaded, asked.finding)
         return EXIT_FAILED
     print(terminal_safe(f"{args.name}: {asked.summary.message}"))
     if asked.evidence_error:  # restored, but its record could not be written (TRT413)

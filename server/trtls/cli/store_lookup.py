@@ -10,8 +10,9 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from trtls.cli.common import find_recipe, report_error, report_finding
 from trtls.cli.exits import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
-from trtls.cli.usage import JsonErrors, emit_error
+from trtls.cli.usage import JsonErrors
 from trtls.core.display import rebuilding_text
 from trtls.core.terminal_text import terminal_safe
 
@@ -39,23 +40,18 @@ def say_lookup(engine: str, use: Any, *, quiet: bool, building: bool = False) ->
 
 
 def report_refused(loaded: Any, refused: Any) -> int:
-    """A request the application layer refused (trtls.app.results.Refused), each finding located on the recipe the
-    way `trtls check` prints one; exit 1 when a rollback's pin could not be served (the recipe is fine: the store is
-    not), else 2."""
+    """A request the application layer refused (trtls.app.results.Refused), each finding located on the recipe by
+    `cli/common.report_finding`, as `trtls check` prints one (a rollback's pin that cannot be served, TRT338, on its
+    `[engines.NAME]` table: `trtls.toml:6:1: TRT338 error: …`); a request naming what the recipe lacks is about no key
+    (`file: CODE message`). Exit 1 when a rollback's pin could not be served (the recipe is fine: the store is not),
+    else 2."""
     for w in refused.warnings:
         say_warning(w)
     for f in refused.findings:
-        if refused.because == "pin_unavailable":
-            print(terminal_safe(f"{loaded.path}: {f.code} error: {f.message}"), file=sys.stderr)
-            emit_error(f.code, f.message, file=str(loaded.path))
-        elif refused.because == "bad_request":  # the request, not a key of the recipe, is wrong
-            print(f"{loaded.path}: {f.code} {f.message}", file=sys.stderr)
-            emit_error(f.code, f.message, file=str(loaded.path))
+        if refused.because == "bad_request":  # the request, not a key of the recipe, is wrong
+            report_error(f.code, f.message, str(loaded.path))
         else:
-            rng = loaded.source_map.range(f.path, f.on_value)
-            print(f"{loaded.path}:{rng.human()}: {f.code} {f.severity.value}: {f.message}", file=sys.stderr)
-            line, col = rng.start_line + 1, rng.start_col + 1
-            emit_error(f.code, f.message, file=str(loaded.path), line=line, col=col)
+            report_finding(loaded, f)
     return EXIT_FAILED if refused.because == "pin_unavailable" else EXIT_BAD_INPUT
 
 
@@ -188,8 +184,6 @@ def fast_path(args: argparse.Namespace, *, entry: bool = False) -> int | None:
 
 
 def _fast_path(args: argparse.Namespace) -> int | None:
-    from trtls.cli.common import find_recipe
-
     if not args.engine or args.all or args.matrix or args.cell or args.cold:
         return None
     if getattr(args, "unpin", False):
