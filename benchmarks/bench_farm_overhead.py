@@ -135,6 +135,16 @@ class Sampler:
         self.thread.join()
 
 
+def side_by_side(procs: list[subprocess.Popen], t0: float) -> dict:
+    """The wall since `t0` until every one of `procs` has exited 0, and the CPU of each whole process tree (wait4)."""
+    cpu = 0.0
+    for p in procs:
+        _, status, ru = os.wait4(p.pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+        cpu += ru.ru_utime + ru.ru_stime
+    return {"wallS": round(time.monotonic() - t0, 2), "cpuS": round(cpu, 2)}
+
+
 def bare(model: str, n: int, out: Path) -> dict:
     t0 = time.monotonic()
     procs = [
@@ -142,12 +152,7 @@ def bare(model: str, n: int, out: Path) -> dict:
                           str(out / f"bare-{i}.engine")])
         for i in range(n)
     ]  # fmt: skip
-    cpu = 0.0
-    for p in procs:
-        _, status, ru = os.wait4(p.pid, 0)
-        assert os.waitstatus_to_exitcode(status) == 0
-        cpu += ru.ru_utime + ru.ru_stime
-    return {"wallS": round(time.monotonic() - t0, 2), "cpuS": round(cpu, 2)}
+    return side_by_side(procs, t0)
 
 
 def by_hand_cli(model: str, n: int, out: Path, env: dict[str, str]) -> dict:
@@ -166,12 +171,7 @@ def by_hand_cli(model: str, n: int, out: Path, env: dict[str, str]) -> dict:
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         for ws in folders
     ]  # fmt: skip
-    cpu = 0.0
-    for p in procs:
-        _, status, ru = os.wait4(p.pid, 0)
-        assert os.waitstatus_to_exitcode(status) == 0
-        cpu += ru.ru_utime + ru.ru_stime
-    return {"wallS": round(time.monotonic() - t0, 2), "cpuS": round(cpu, 2)}
+    return side_by_side(procs, t0)
 
 
 def cold_ab(path: Path, env: dict[str, str], baseline: Path, rounds: int) -> dict:

@@ -29,9 +29,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import ROOT, emit, figure, parser, workspace
+from trtls.fs.kinds import ENGINE_MAGIC
 
 ENV = {**os.environ, "TRTLS_STORE": "off"}
-PREVIOUS = b"a previous good engine"
+# a previous engine as the output rule sees one (a plan's magic first: trtls replaces only an engine or an empty file)
+PREVIOUS = ENGINE_MAGIC[0] + b" a previous good engine"
 
 
 def stop_once(ws: Path, at_s: float) -> dict[str, Any]:

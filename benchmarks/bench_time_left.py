@@ -196,8 +196,8 @@ def facts_of(ws: Path, engine: str, evs: list[Any]) -> dict[str, Any]:
     """The facts the history records for a build (similar_builds.model_facts), from its `build_started` event."""
     started = next(e for e in evs if e.type == "build_started")
     return {
-        "builder": f"{started.environment.get('module')} {started.environment.get('version')}",
-        "device": started.environment.get("device_name"),
+        "builder": f"{started.environment.module} {started.environment.version}",
+        "device": started.environment.device_name,
         "onnxBytes": onnx_bytes(str(ws / "models" / f"{engine}.onnx")),
         "layers": started.network.get("layers"),
         "profiles": len(started.optimization_profiles),
