@@ -29,7 +29,7 @@ import os
 import stat
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO
+from typing import Any, BinaryIO
 
 from trtls import fs
 from trtls.core.paths import UnsafeWrite
@@ -46,14 +46,9 @@ from trtls.store.up_to_date import output_holds
 
 __all__ = ["ENTRY_FORMAT", "Entry", "LeftInPlace", "NotTrusted", "Refused", "RestoreFailed", "Store", "StoreUnusable"]
 
-if TYPE_CHECKING:
-    from trtls.core.cancel import CancelToken
-
 
 class Store(PublishingFolder):
     """A store folder, read and verified on every use (this module) and published to (store/publishing.py)."""
-
-    stop: CancelToken | None = None  # the cancel state of the lookup it serves: set, it cuts a remote fetch at once
 
     @classmethod
     def from_config(cls, config: Any) -> Store:

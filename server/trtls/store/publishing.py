@@ -10,7 +10,7 @@ import json
 import os
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trtls import fs
 from trtls.fs import Kind, rename
@@ -21,11 +21,16 @@ from trtls.store.folder import NotTrusted, Refused, StoreFolder, StoreUnusable, 
 from trtls.store.layout import entry_folder
 from trtls.store.signing import sign
 
+if TYPE_CHECKING:
+    from trtls.core.cancel import CancelToken
+
 
 class PublishingFolder(StoreFolder):
     """The store's writing side; `Store` (entries.py) adds the reading side this one asks (`get`, `entries`)."""
 
     replaced: dict[str, Any] | None = None  # what the last publish replaced (the evidence says so)
+    # the cancel state of the build it serves: set, it cuts a remote fetch or upload at once (store/remote_http.py)
+    stop: CancelToken | None = None
 
     def get(self, key: str, remote: bool = True) -> Entry | None:
         raise NotImplementedError  # entries.Store.get

@@ -16,8 +16,8 @@ Nothing raises: an unreachable remote, an error, a bad record or bytes make the 
 `store.notes` (the evidence carries it); a 404 is a plain miss. A remote that sent bad bytes for a key is not asked
 for it again here, an unreachable one not for a minute. Redirects stay on the remote's host and port. A fetch is cut
 at once when the build it serves is stopped (`store.stop`, its cancel state: a Ctrl-C): its temp folder is discarded,
-nothing is kept or remembered. The HTTP side (bounded waits, the cut, same-origin redirects, what a remote that could
-not be reached is remembered as) is store/remote_http.py."""
+nothing is kept or remembered. An upload is cut the same way and then sends no record. The HTTP side (bounded waits,
+the cut, same-origin redirects, what a remote that could not be reached is remembered as) is store/remote_http.py."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ from trtls.fs import Kind, parse_json, read_bytes, rename
 from trtls.fs.store_root import shared_modes
 from trtls.store.copying import EntryUnreadable, copy_hashing
 from trtls.store.entry_record import ENTRY_FORMAT, RECORD_LIMIT, Entry
-from trtls.store.folder import StoreFolder, tmp_name
+from trtls.store.folder import tmp_name
 from trtls.store.key import is_key, key_of_parts
 from trtls.store.layout import entry_folder
 from trtls.store.remote_http import DOWN_MEMORY_S, ENGINE_GRACE_S, MIN_RATE, PUT_TIMEOUT_S, TIMEOUT_S, RemoteError
@@ -69,7 +69,9 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
+    from trtls.core.cancel import CancelToken
     from trtls.store.entries import Store
+    from trtls.store.publishing import PublishingFolder
 
 MISS_MEMORY_S = 10.0  # a 404 is remembered this long (a waiter polls the lookup every 0.1 s)
 
@@ -303,29 +305,40 @@ class _Capped:
 
 
 # -- pushing -------------------------------------------------------------------------------------------
-def push_entry(store: StoreFolder, entry: Entry) -> None:
+def push_entry(store: PublishingFolder, entry: Entry) -> None:
     """Send a local entry to the remote (its engine first, unless the remote holds that blob already, then its
-    record); a failure is a note. Only from a read-write store. Never raises."""
+    record); a failure is a note. Only from a read-write store. Never raises. Cut at once when the build it serves
+    is stopped (`store.stop`: a Ctrl-C while a large engine goes to a slow remote): the engine's PUT is cut mid-body
+    (a WebDAV server keeps no part of it: nginx stores a PUT's body only once it came whole) and no record is sent
+    for it; the local entry stands."""
     url = _base(store)
     if url is None or store.mode != "read_write":
         return
     if _remembered(_down, url):
         _note(store, f"the engine was not sent to the remote store {_shown(url)}: it could not be reached a moment ago")
         return
+    stop = store.stop
     try:
         record = read_bytes(entry.folder / "entry.json", limit=RECORD_LIMIT, follow=False)
         blob = _join(url, "cas", entry.sha256)
-        if (url, entry.sha256) in _bad_blobs or _head(url, blob) != entry.size:  # a bad blob is rewritten
+        if (url, entry.sha256) in _bad_blobs or _head(url, blob, stop) != entry.size:  # a bad blob is rewritten
             with fs.open_regular(entry.engine, limit=None, follow=False, expected=entry.size) as src:
                 hashing = _Hashing(src)
-                _put(url, blob, hashing, entry.size)
+                _put(url, blob, hashing, entry.size, stop)
             if hashing.sha.hexdigest() != entry.sha256:
                 with contextlib.suppress(RemoteError):
                     _request_status(url, "DELETE", blob)
                 raise RemoteError("the local entry's engine changed while it was sent; its record was not sent")
             _bad_blobs.discard((url, entry.sha256))
-        _put(url, _join(url, "ac", entry.key), record, len(record))
+        _put(url, _join(url, "ac", entry.key), record, len(record), stop)  # never when the engine's PUT was cut
         _missed.pop((url, entry.key), None)  # this process just put it there
+    except _Stopped:
+        how = f" ({stop.source})" if stop is not None and stop.source else ""
+        _note(
+            store,
+            f"the engine was not sent to the remote store {_shown(url)}: its upload was stopped{how} and no record "
+            "was sent; the engine is built and kept in the local store",
+        )
     except RemoteError as exc:
         _note(store, f"the engine was not sent to the remote store {_shown(url)}: {exc}")
     except (OSError, ValueError) as exc:  # ValueError: an answer no code path expected; the build's records stand
@@ -347,7 +360,7 @@ class _Hashing:
         return block
 
 
-def _put(url: str, target: str, body: bytes | _Hashing, size: int) -> None:
-    status = _request_status(url, "PUT", target, body, size, timeout=PUT_TIMEOUT_S)
+def _put(url: str, target: str, body: bytes | _Hashing, size: int, stop: CancelToken | None) -> None:
+    status = _request_status(url, "PUT", target, body, size, timeout=PUT_TIMEOUT_S, stop=stop)
     if status not in (200, 201, 204):
         raise RemoteError(f"PUT {_path(target)} answered {status}")

@@ -45,8 +45,8 @@ class Unusable(RemoteError):
 
 
 class Stopped(RemoteError):
-    """The build the request served was stopped (its cancel state set: a Ctrl-C, the editor's Stop) and the request's
-    socket cut: nothing it brought is kept, and nothing is remembered of the remote (it did no wrong)."""
+    """The build the request served was stopped (its cancel state set: a Ctrl-C, the editor's Stop, a SIGTERM) and
+    the request's socket cut: nothing it brought is kept, and nothing is remembered of the remote (it did no wrong)."""
 
     def __init__(self) -> None:
         super().__init__("the build was stopped while it was asked")
@@ -212,19 +212,34 @@ def request(
 
 
 def request_status(
-    url: str, method: str, target: str, body: Any = None, size: int = 0, timeout: float = TIMEOUT_S
+    url: str,
+    method: str,
+    target: str,
+    body: Any = None,
+    size: int = 0,
+    timeout: float = TIMEOUT_S,
+    stop: CancelToken | None = None,
 ) -> int:
-    """The status a PUT or DELETE was answered with."""
+    """The status a PUT or DELETE was answered with. Cut at once when `stop` is set, as a GET is (`Stopped`; not sent
+    at all when it is set already): an engine's upload while the body is still going out or its answer awaited."""
+    if stop is not None and stop.is_set:
+        raise Stopped()
     headers = {"Content-Length": str(size), "Content-Type": "application/octet-stream"} if body is not None else {}
     req = urllib.request.Request(target, data=cast(Any, body), method=method, headers=headers)
-    deadline = _Deadline(timeout + size / MIN_RATE)
+    deadline = _Deadline(timeout + size / MIN_RATE, stop)
     try:
         with _send(deadline, req, timeout) as response:
+            if deadline.stopped:  # cut as its answer came: what the remote made of a cut body is not ours to trust
+                raise Stopped()
             return int(response.status)
     except urllib.error.HTTPError as exc:
         exc.close()
+        if deadline.stopped:
+            raise Stopped() from None
         return int(exc.code)
     except (urllib.error.URLError, http.client.HTTPException, OSError, ValueError) as exc:
+        if deadline.stopped:
+            raise Stopped() from None  # cut by the build's stop: the remote is not taken as down
         raise unreachable(url, exc) from None
     finally:
         deadline.disarm()

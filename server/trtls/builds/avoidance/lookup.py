@@ -17,7 +17,7 @@ import asyncio
 import contextlib
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -278,18 +278,27 @@ def _publish(use: StoreUse, engine: Path, record: dict[str, Any], sha: str | Non
 def attach(use: StoreUse, build: Any, on_warning: Callable[[str], None] | None = None) -> None:
     """Publish and record when `build` ends, before any other listener (a view) reads its summary, and say the
     warnings that came with it (`on_warning`). The key's lock names this build from now on (waiters say which build
-    they wait for)."""
+    they wait for). The publish runs on a thread, the build's end awaiting it (builds/supervisor/build_end.py): it
+    sends the engine to the remote store, which a large engine to a slow remote makes long, and a stop of the build
+    meanwhile (a Ctrl-C, a SIGTERM: the loop answers it) cuts that upload at once through the store's cancel state
+    (`Store.stop`, the lookup's: `Build.stop_end_with`), as it cuts a fetch. On the loop, the stop waited until the
+    upload's whole bound had passed."""
     if use.lock is not None:
         use.lock.relabel(build.id)
+    if use.store is not None:
+        use.store.stop = use.store.stop or CancelToken()
+        build.stop_end_with(use.store.stop)
     # the lookup's were said before the build (`trtls build` prints them). A set, not a count: the build's own
     # warnings (TRT333) land in `warnings`, which all_warnings lists before the key's and the store's notes
     said = set(use.all_warnings())
 
-    def on_end(b: Any, ev: Any) -> None:
-        if ev is None:
-            after_build(use, b)
-            for w in use.all_warnings():
-                if w not in said and on_warning is not None:
-                    on_warning(w)
+    async def ended(b: Any) -> None:
+        await use.looked_up(lambda: after_build(use, b))  # off the loop; a stop of this task cuts it too
+        for w in use.all_warnings():
+            if w not in said and on_warning is not None:
+                on_warning(w)
+
+    def on_end(b: Any, ev: Any) -> Coroutine[Any, Any, None] | None:
+        return ended(b) if ev is None else None
 
     build.listeners.insert(0, on_end)

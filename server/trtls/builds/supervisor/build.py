@@ -81,6 +81,7 @@ class Build:
     _events_file: Any
     _force: Callable[[], Any] | None
     _previous_sha: asyncio.Future | None
+    end_stop: CancelToken | None  # the cancel state of the work its end still does (the store's upload: attach)
 
     def __init__(
         self,
@@ -119,6 +120,7 @@ class Build:
         self.output_check, self.resources, self.exit_code, self.previous_engine_sha = None, None, None, None
         self.stderr_tail = deque(maxlen=40)
         self._proc = self._loop = self._done = self._events_file = self._force = self._previous_sha = None
+        self.end_stop = None
 
     @property
     def evidence_dir(self) -> Path:
@@ -135,10 +137,20 @@ class Build:
     # -- control -------------------------------------------------------------------------------
     def cancel(self, source: str) -> bool:
         """Cooperative stop from any source and any thread; escalates after the grace period.
-        A build that has ended cannot be cancelled (a stale Stop must not rewrite its evidence)."""
+        A build that has ended cannot be cancelled (a stale Stop must not rewrite its evidence); a stop that comes
+        while its end's own work still runs (`end_stop`: its engine sent to the remote store) stops that work."""
         if self.outcome is not None:
+            if self.end_stop is not None and self._done is not None and not self._done.done():
+                self.end_stop.request(source)  # the build stands; its upload is cut (builds/avoidance/lookup.attach)
             return False
         return self.token.request(source)
+
+    def stop_end_with(self, stop: CancelToken) -> None:
+        """Hand a stop of this build to `stop` too, the cancel state of the work its end does (a listener's: the store
+        sending the engine to the remote, builds/avoidance/lookup.attach): while the build runs, through its own
+        cancel state; once it has ended and until its end is written, directly (the build itself stands then)."""
+        self.end_stop = stop
+        self.token.on_request(stop.request)
 
     def force(self) -> None:
         """Skip the grace (a second Ctrl-C): terminate the worker now."""

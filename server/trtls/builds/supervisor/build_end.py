@@ -4,6 +4,7 @@ history, verify what is on disk, and write the evidence (summary.json, tree.json
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import os
 import signal
@@ -65,7 +66,9 @@ async def finish_build(build: Build, outcome: BuildOutcome, guard: OutputGuard |
     build.close_worker_io()
     for listener in list(build.listeners):
         try:
-            listener(build, None)  # None = the build is over; summary is set
+            ending = listener(build, None)  # None = the build is over; summary is set
+            if inspect.isawaitable(ending):
+                await ending  # the store's publish, on a thread: the loop answers a stop (a Ctrl-C) meanwhile
         except Exception:
             pass
     # as the listeners left it: the store's additions (builds/avoidance/lookup.py), a farm cell's reuse (matrix.py)
