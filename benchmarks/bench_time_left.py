@@ -199,7 +199,7 @@ def facts_of(ws: Path, engine: str, evs: list[Any]) -> dict[str, Any]:
         "builder": f"{started.environment.module} {started.environment.version}",
         "device": started.environment.device_name,
         "onnxBytes": onnx_bytes(str(ws / "models" / f"{engine}.onnx")),
-        "layers": started.network.get("layers"),
+        "layers": started.network.layers,
         "profiles": len(started.optimization_profiles),
     }
 
