@@ -249,8 +249,8 @@ def test_replace_never_takes_lines_that_only_look_like_the_engines_header(
         (["--minShapes=x:0x-1"], "--minShapes: dimensions of 'x' must each be from 1 to 2^63-1, got '0x-1'"),
         (["--optShapes=x:99999999999999999999x1"], "must each be from 1 to 2^63-1"),
         (["--minShapes=:1"], "--minShapes: ':1' names no input"),
-        (["--minShapes=x:4", "--maxShapes=x:2"], "TRT105 dimension 0: need min ≤ opt ≤ max, got 4, 2, 2"),
-        (["--minShapes=x:1x3", "--maxShapes=x:2"], "TRT105 min/opt/max must have the same rank"),
+        (["--minShapes=x:4", "--maxShapes=x:2"], "TRT105 error: dimension 0: need min ≤ opt ≤ max, got 4, 2, 2"),
+        (["--minShapes=x:1x3", "--maxShapes=x:2"], "TRT105 error: min/opt/max must have the same rank"),
     ],
 )
 def test_a_shape_the_recipe_refuses_is_bad_input_printed_or_written(
@@ -267,7 +267,7 @@ def test_a_shape_the_recipe_refuses_is_bad_input_printed_or_written(
 
 
 def test_a_name_the_recipe_refuses_is_never_printed(capsys: pytest.CaptureFixture[str]) -> None:
-    for name, said in (("a b", "TRT108 engine name 'a b' must be"), ("a\x1b[2J", "TRT100")):
+    for name, said in (("a b", "TRT108 error: engine name 'a b' must be"), ("a\x1b[2J", "TRT100")):
         assert main(["import", "trtexec", "--name", name, "--", "--onnx=m.onnx"]) == 2
         out = capsys.readouterr()
         assert out.out == "" and said in out.err and "\x1b" not in out.err
@@ -296,7 +296,7 @@ def test_an_output_over_the_model_or_the_recipe_is_never_written(
     recipe = tmp_path / "trtls.toml"
     assert main(["import", "trtexec", "--write", str(recipe), "--", "--onnx=m.onnx", flag]) == 2
     err = capsys.readouterr().err
-    assert f"TRT109 {what}" in err and "(nothing written)" in err and not recipe.exists()
+    assert f"TRT109 error: {what}" in err and "(nothing written)" in err and not recipe.exists()
     assert (tmp_path / "m.onnx").read_bytes() == b"the model"
 
 

@@ -25,7 +25,7 @@ def test_a_supported_run_whose_evidence_cannot_be_written_is_said_and_not_exit_0
     assert "Traceback" not in r.stderr, r.stderr
     assert r.returncode == 1, (r.returncode, r.stdout[-2000:], r.stderr[-2000:])
     line = next((x for x in r.stderr.splitlines() if "TRT412" in x), "")
-    assert line.startswith(f"{root / 'trtls.toml'}: TRT412 error: the gates' evidence cannot be written"), r.stderr
+    assert line.startswith(f"{root / 'trtls.toml'}:1:1: TRT412 error: the gates' evidence cannot be written"), r.stderr
     assert "unrecorded" in line and "summary.json" in line
     assert summary.is_fifo()  # never written through, never replaced
 

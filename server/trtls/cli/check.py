@@ -117,7 +117,9 @@ def _region(loaded: Any, f: Finding) -> tuple[int, int, int, int]:
 
 
 def as_text(loaded: Any, findings: list[Finding], problems: int) -> str:
-    lines = [f"{loaded.location(f)}: {f.code} {f.severity.value}: {f.message}" for f in findings]
+    from trtls.cli.common import finding_line
+
+    lines = [finding_line(loaded, f) for f in findings]
     lines.append(
         f"{loaded.path}: {problems} problem{'s' if problems != 1 else ''}" if problems else f"{loaded.path}: ok"
     )

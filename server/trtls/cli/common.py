@@ -53,10 +53,24 @@ def report_finding(loaded: Any, f: Finding, hint: str = "") -> None:
     place. A command's recipe check (`load_or_report`), a refused request (`store_lookup.report_refused`: a pin that
     cannot be served) and a failed rollback (`trtls rollback`) print their findings here, never by hand."""
     rng = loaded.source_map.range(f.path, f.on_value)
-    said = f"{loaded.location(f)}: {f.code} {f.severity.value}: {f.message}{hint}"
-    print(terminal_safe(said), file=sys.stderr)
+    print(finding_line(loaded, f, hint), file=sys.stderr)
     line, col = rng.start_line + 1, rng.start_col + 1
     emit_error(f.code, f.message + hint, file=str(loaded.path), line=line, col=col, severity=f.severity.value)
+
+
+def finding_text(f: Finding, hint: str = "") -> str:
+    """`CODE severity: message` of a finding, terminal-safe and one line (a newline or an escape in a message is
+    printed as `\\x0a`/`\\x1b`, never acted on): the part of `finding_line` a command with no file to place it in
+    says after its own name (`trtls import trtexec: …`)."""
+    return terminal_safe(f"{f.code} {f.severity.value}: {f.message}{hint}", keep_newlines=False)
+
+
+def finding_line(loaded: Any, f: Finding, hint: str = "") -> str:
+    """The one rendering of a recipe finding for people: `file:line:col: CODE severity: message`, placed by
+    `LoadedRecipe.location`. `report_finding` prints it, and every command that lists findings uses it — `trtls check`
+    (its text report), `trtls route`, `trtls import trtexec`, `trtls gates`, a build's outcome — so a finding reads
+    the same in each."""
+    return f"{terminal_safe(loaded.location(f), keep_newlines=False)}: {finding_text(f, hint)}"
 
 
 def report_error(code: str, message: str, file: str) -> None:

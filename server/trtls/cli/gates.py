@@ -18,6 +18,7 @@ import sys
 import threading
 from typing import TYPE_CHECKING, Any
 
+from trtls.cli.common import finding_line
 from trtls.cli.exits import DECISION_EXIT, EXIT_BAD_INPUT, EXIT_CTRL_C, EXIT_FAILED, EXIT_OK, EXIT_REJECT
 from trtls.cli.usage import output_file, recipe_argument
 
@@ -212,7 +213,7 @@ def cmd_gates(args: argparse.Namespace) -> int:
     code = DECISION_EXIT[result.gates_decision if args.gate else result.decision]
     unrecorded = [f for f in result.findings if f.code == "TRT412"]
     for f in unrecorded:  # the run's evidence could not be written: said here too, not only as an editor diagnostic
-        print(f"{loaded.path}: {f.code} error: {f.message}", file=sys.stderr)
+        print(finding_line(loaded, f), file=sys.stderr)
     return EXIT_FAILED if unrecorded and code == EXIT_OK else code  # a pass `route promote` cannot see is not earned
 
 

@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from trtls.cli.common import finding_line, finding_text
 from trtls.cli.exits import EXIT_BAD_INPUT, EXIT_OK
 
 # a schema error in the table we wrote would be our bug, a bad profile or engine name the command line's, an output or
@@ -67,12 +68,11 @@ def cmd_import_trtexec(args: argparse.Namespace) -> int:
         return EXIT_BAD_INPUT
     if not args.write:  # judged as --write judges it: a table a recipe would refuse is never printed as done
         from trtls.core.recipe import load_recipe
-        from trtls.core.terminal_text import terminal_safe
 
         result = load_recipe(Path.cwd() / "trtls.toml", imported.toml())
         broken = [f for f in result.findings if f.code == "TRT100" or _ours(f, imported.name)]
         for f in broken:
-            print(terminal_safe(f"trtls import trtexec: {f.code} {f.message} (nothing printed)"), file=sys.stderr)
+            print(f"trtls import trtexec: {finding_text(f, ' (nothing printed)')}", file=sys.stderr)
         if broken:
             return EXIT_BAD_INPUT
         sys.stdout.write(imported.toml())
@@ -129,7 +129,7 @@ def _write(imported: Any, args: argparse.Namespace) -> int:
     broken = [f for f in result.findings if f.code == "TRT100" or _ours(f, imported.name)]
     if broken:
         for f in broken:
-            print(f"{result.location(f)}: {f.code} {f.message} (nothing written)", file=sys.stderr)
+            print(finding_line(result, f, " (nothing written)"), file=sys.stderr)
         return EXIT_BAD_INPUT
     try:  # the user's own recipe, rewritten on request: through the door, never through a symlink
         from trtls.fs import Kind, atomic_write_text
@@ -144,7 +144,7 @@ def _write(imported: Any, args: argparse.Namespace) -> int:
         return EXIT_BAD_INPUT
     print(f"{path}: wrote [engines.{imported.name}]", file=sys.stderr)
     for f in ours:  # e.g. the model is not there yet, a dynamic input with no profile: the user should know
-        print(f"{result.location(f)}: {f.code} {f.severity.value}: {f.message}", file=sys.stderr)
+        print(finding_line(result, f), file=sys.stderr)
     return EXIT_OK
 
 

@@ -8,7 +8,7 @@ import sys
 from typing import Any
 
 from trtls.bundle import BundleError, sidecar_path
-from trtls.cli.common import install_stop_keys
+from trtls.cli.common import finding_line, install_stop_keys
 from trtls.cli.exits import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_HOLD, EXIT_OK, EXIT_REJECT, exit_code_of
 from trtls.core.cancel import CancelToken
 from trtls.route.build import RouteBuildError, build_route, load_route_recipe
@@ -57,7 +57,7 @@ def cmd_route_build(args: Any) -> int:
     from trtls.core.write_policy import route_write_findings
 
     for f in route_write_findings(loaded, name)[:1]:  # the path policy first: bad input, before gate 1 reads anything
-        print(f"{loaded.location(f)}: {f.code} error: {f.message}", file=sys.stderr)
+        print(finding_line(loaded, f), file=sys.stderr)
         return EXIT_BAD_INPUT
     refused = _preflight(loaded, name, args)
     if refused is not None:
@@ -162,7 +162,7 @@ def cmd_route_lock(args: Any) -> int:
     blocking = [f for f in loaded.errors if not (f.code == "TRT104" and tuple(f.path)[::2] == ("engines", "onnx"))]
     if not loaded.text or blocking:
         for f in blocking[:10]:
-            print(f"{loaded.location(f)}: {f.code} {f.message}", file=sys.stderr)
+            print(finding_line(loaded, f), file=sys.stderr)
         return EXIT_BAD_INPUT
     names = route_names(loaded)
     if not args.route and not names:  # nothing locked is not "locked": the TRT107 every route command says
@@ -259,7 +259,7 @@ def _lifecycle_route(args: Any) -> tuple[Any, list[str]] | int:
     loaded = load_route_recipe(recipe)
     if loaded.recipe is None:
         for f in loaded.errors[:10]:
-            print(f"{loaded.location(f)}: {f.code} {f.message}", file=sys.stderr)
+            print(finding_line(loaded, f), file=sys.stderr)
         return EXIT_BAD_INPUT
     wanted = chosen_or_exit(loaded, name, none_means_all=getattr(args, "lifecycle", "status") == "status")
     return wanted if isinstance(wanted, int) else (loaded, wanted)

@@ -13,6 +13,7 @@ import time
 from typing import Any, TextIO
 
 from trtls.builds.supervisor.supervisor import Build
+from trtls.cli.common import finding_line
 from trtls.cli.console import raw
 from trtls.core import build_view
 from trtls.core.display import evidence_lines, human_bytes, peak_memory_text
@@ -226,7 +227,7 @@ def print_outcome(build: Build, out: TextIO | None = None) -> None:
         loaded = load_recipe(build.recipe_path)
         for f in build_findings(record):
             if f.code == "TRT405":
-                say(f"  {loaded.location(f)}: {f.code} {f.message}")
+                say(f"  {finding_line(loaded, f)}")
     if record.cancelSource:
         say(
             f"  cancel: source={record.cancelSource} request→builder return {record.cancelLatencyMs} ms, "
