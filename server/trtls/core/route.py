@@ -16,11 +16,12 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, Field, TypeAdapter, ValidationError, field_validator, model_validator
 
 from trtls.core.findings import TomlPath
 from trtls.core.route_lifecycle import CanaryPlan, DriftKind, IntegrationBoundary, PluginLibrary, Precision
 from trtls.core.route_limits import GoldenOutputsRef, Thresholds, Tolerance
+from trtls.core.validation import RECIPE_TABLE, either_error, findings_from_validation
 from trtls.core.vocabulary import BUILDER_MODULES, BuilderModule
 
 if TYPE_CHECKING:
@@ -35,7 +36,7 @@ _INPUT_SETS: TypeAdapter[dict[str, str]] = TypeAdapter(dict[str, str])
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = RECIPE_TABLE  # strict: `overwrite = 1`, `max_input_tokens = "512"` are located TRT102s
 
 
 class CheckpointRef(_Model):
@@ -121,7 +122,6 @@ class RouteModel(_Model):
     )
     overwrite: bool = Field(
         False,
-        strict=True,
         description="Let `trtls route build` replace a file trtls did not write at the path it exports the ONNX to "
         "(`onnx`, or the engine's `onnx`) or at its `bundle` path. Without it, such a file is never replaced (TRT122) "
         "unless the export is byte-identical; a file a previous route build of this recipe wrote (an export it "
@@ -152,7 +152,6 @@ class RouteModel(_Model):
     )
     allow_pickle: bool = Field(
         False,
-        strict=True,
         description="Accept pickle weights (.bin/.pt/.pkl/.pth). They are never unpickled either way.",
     )
     environment: EnvironmentPins = Field(default_factory=EnvironmentPins, description="Environment pins (gate 2).")
@@ -278,7 +277,7 @@ class RouteModel(_Model):
             return _INPUT_SETS.validate_python(value)
         if value is None or isinstance(value, str):
             return value
-        raise ValueError('a .npz path, or a table of named input sets { short = "a.npz", long = "b.npz" }')
+        raise either_error('a .npz path or a table of named input sets { short = "a.npz", long = "b.npz" }')
 
     @property
     def input_sets(self) -> dict[str, str]:
@@ -360,8 +359,10 @@ def route_model(loaded: LoadedRecipe, name: str) -> RouteModel:
         raise KeyError(name)
     try:
         return RouteModel.model_validate(raw[name])
-    except ValidationError as exc:
-        raise ValueError(f"route '{name}' is invalid: {exc.error_count()} error(s)") from exc
+    except ValidationError as exc:  # said located, as `trtls check` says it (its first five)
+        found = findings_from_validation(exc, ("routes", name), RouteModel)[:5]
+        said = "; ".join(f"{loaded.location(f)}: {f.code} {f.message}" for f in found)
+        raise ValueError(f"route '{name}' is invalid: {said}") from exc
 
 
 def route_names(loaded: LoadedRecipe) -> list[str]:

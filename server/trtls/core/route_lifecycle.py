@@ -14,6 +14,8 @@ from typing import Annotated, Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from trtls.core.validation import RECIPE_TABLE, either_error
+
 DriftKind = Literal[
     "builder",
     "cuda_driver",
@@ -40,7 +42,8 @@ Precision = Literal["fp32", "tf32", "fp16", "bf16", "int8"]
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)  # a nan threshold judges nothing
+    # the recipe's strict tables (`stages = ["10"]` is a located TRT102, not 10), and a nan threshold judges nothing
+    model_config = RECIPE_TABLE | ConfigDict(allow_inf_nan=False)
 
 
 Comparison = Literal[">", ">=", "<", "<="]
@@ -121,9 +124,7 @@ def _abort_if_in_words_too(schema: dict[str, Any]) -> None:
 class CanaryPlan(_Model):
     """How the promoted bundle meets real traffic: `trtls route promote` records it; `trtls route canary` follows it."""
 
-    model_config = ConfigDict(
-        extra="forbid", frozen=True, allow_inf_nan=False, json_schema_extra=_abort_if_in_words_too
-    )
+    model_config = RECIPE_TABLE | ConfigDict(allow_inf_nan=False, json_schema_extra=_abort_if_in_words_too)
 
     stages: list[Annotated[float, Field(gt=0, le=100)]] = Field(
         min_length=1, description="Traffic percentages in order, e.g. [1, 10, 100] (each > 0 and ≤ 100)."
@@ -145,7 +146,11 @@ class CanaryPlan(_Model):
     @field_validator("abort_if", mode="before")
     @classmethod
     def _words_to_rules(cls, value: Any) -> Any:
-        return parse_abort_if(value) if isinstance(value, str) else value
+        if isinstance(value, str):
+            return parse_abort_if(value)
+        if not isinstance(value, list):
+            raise either_error("an array of rule tables or the rules in words (a string)")
+        return value
 
     @property
     def needed(self) -> list[str]:

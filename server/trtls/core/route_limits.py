@@ -7,10 +7,13 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from trtls.core.validation import RECIPE_TABLE
+
 
 class _Model(BaseModel):
-    # inf and nan are refused: an infinite limit or tolerance passes every measurement (a pass that judged nothing)
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+    # the recipe's strict tables (`warmup = "5"`, `atol = "1e-4"` are located TRT102s, never converted); inf and nan
+    # are refused: an infinite limit or tolerance passes every measurement (a pass that judged nothing)
+    model_config = RECIPE_TABLE | ConfigDict(allow_inf_nan=False)
 
 
 class Tolerance(_Model):

@@ -1,22 +1,26 @@
 """Pydantic errors as located findings: the one translation every recipe model uses (engines, routes, farm tables),
-so a wrong key, type or value is shown on the exact TOML key with a 'did you mean' hint; and `RECIPE_TABLE`, the
-configuration the recipe's tables share."""
+so a wrong key, type or value is shown on the exact TOML key with a 'did you mean' hint, an either/or field's wrong
+value as one message naming the field; and `RECIPE_TABLE`, the configuration the recipe's tables share."""
 
 from __future__ import annotations
 
 import difflib
 import re
-from typing import Any
+import types
+from functools import lru_cache
+from typing import Any, Literal, Union, get_args, get_origin
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
+from pydantic_core import PydanticCustomError
 
 from trtls.core.findings import Finding, Origin, Severity, TomlPath
 
-# Every table of an engine's recipe (the engine, its builder, precision, plugins, profiles, matrix, run_on, triage and
-# timing cache; [store], [evidence], [cluster]; routes keep their own models): an unknown key is an error (TRT101), a
-# loaded table never changes, and a value of the wrong TOML type is an error (TRT102), never converted: pydantic's lax
-# mode read `optimization_level = "3"` as 3, `keep_evidence = "yes"` as true, `max = [8.0]` as [8]. An integer is
-# still a number (`cancel_grace_s = 10`): strict mode takes an int for a float.
+# Every table of the recipe (an engine's: the engine, its builder, precision, plugins, profiles, matrix, run_on, triage
+# and timing cache; [store], [evidence], [cluster]; a route's: [routes.NAME], its tolerances, thresholds, precision,
+# canary plan, …): an unknown key is an error (TRT101), a loaded table never changes, and a value of the wrong TOML
+# type is an error (TRT102), never converted: pydantic's lax mode read `optimization_level = "3"` as 3, `keep_evidence =
+# "yes"` as true, `max = [8.0]` as [8], `warmup = "50"` as 50. An integer is still a number (`cancel_grace_s = 10`):
+# strict mode takes an int for a float. (The route's numbers add allow_inf_nan=False: core.route_limits.)
 RECIPE_TABLE = ConfigDict(extra="forbid", frozen=True, strict=True)
 
 
@@ -27,7 +31,7 @@ def _finding(code: str, message: str, path: TomlPath, on_value: bool = False, **
 def findings_from_validation(exc: ValidationError, prefix: TomlPath, root: Any) -> list[Finding]:
     """Turn pydantic errors into located findings (shared by engine and route models)."""
     out: list[Finding] = []
-    for err in exc.errors():
+    for err in _unions_named([dict(e) for e in exc.errors()], root):
         loc = prefix + tuple(err["loc"])
         kind = err["type"]
         name = loc[-1] if loc else ""
@@ -43,42 +47,186 @@ def findings_from_validation(exc: ValidationError, prefix: TomlPath, root: Any) 
             expected = err.get("ctx", {}).get("expected", "")
             options = re.findall(r"'([^']*)'", expected)
             hint = difflib.get_close_matches(str(err.get("input")), options, n=1)
-            msg = f"'{name}' must be one of {expected}, not {err.get('input')!r}"
+            msg = f"'{_key(loc)}' must be one of {expected}, not {err.get('input')!r}"
             out.append(_finding("TRT106", msg, loc, True, options=options, suggestion=hint[0] if hint else None))
+        elif kind == _EITHER and name != "":  # an either/or field
+            out.append(_finding("TRT102", _either_message(loc, err, err.get("input")), loc, True))
         elif kind in _TOML_TYPES and name != "":
             out.append(_finding("TRT102", _type_message(loc, kind, err.get("input")), loc, True))
         else:
-            msg = f"'{name}': {err['msg']} (got {shown_value(err.get('input'))!r})" if name != "" else err["msg"]
+            msg = f"'{_key(loc)}': {err['msg']} (got {shown_value(err.get('input'))!r})" if name != "" else err["msg"]
             out.append(_finding("TRT102", msg, loc, True))
     return out
 
 
-# what a strict number or boolean field wants, in TOML's words, and how a string holding one is spelled
+# what a strict field wants, in TOML's words, and how a string holding such a value is spelled
 _TOML_TYPES = {
     "int_type": ("an integer", re.compile(r"[+-]?\d+")),
     "float_type": ("a number", re.compile(r"[+-]?\d+(\.\d+)?([eE][+-]?\d+)?")),
     "bool_type": ("true or false", re.compile(r"true|false")),
 }
+_KIND_OF = {int: "int_type", float: "float_type", bool: "bool_type"}
+_PLURAL: dict[Any, str] = {int: "integers", float: "numbers", bool: "booleans", str: "strings"}
+
+
+def _key(loc: TomlPath) -> str:
+    """The key as the person wrote it: a list's item is named by its index (`max[0]`, `compute_capabilities[1]`)."""
+    at = len(loc)
+    while at > 1 and isinstance(loc[at - 1], int):
+        at -= 1
+    return str(loc[at - 1]) + "".join(f"[{i}]" for i in loc[at:]) if loc else ""
 
 
 def _type_message(loc: TomlPath, kind: str, value: Any) -> str:
     """`'optimization_level' must be an integer, not the string '3' (write 3 without quotes)`; a list's item is named
     by its index (`'max[0]' must be an integer, not 8.0`)."""
-    key = f"{loc[-2]}[{loc[-1]}]" if isinstance(loc[-1], int) and len(loc) > 1 else str(loc[-1])
-    wanted, spelled = _TOML_TYPES[kind]
+    return f"'{_key(loc)}' must be {_TOML_TYPES[kind][0]}, not {_shown(value, [kind])}"
+
+
+def _shown(value: Any, kinds: list[str]) -> str:
+    """The value in TOML's words; a string that spells a value of one of `kinds` says to write it without quotes."""
     if isinstance(value, str):
         shown = f"the string {shown_value(value)!r}"
-        if spelled.fullmatch(value.strip()):
-            shown += f" (write {value.strip()} without quotes)"
-    elif isinstance(value, bool):
-        shown = "true" if value else "false"
-    elif isinstance(value, dict):
-        shown = "a table"
-    elif isinstance(value, list):
-        shown = "an array"
-    else:
-        shown = repr(value)
-    return f"'{key}' must be {wanted}, not {shown}"
+        spelled = any(_TOML_TYPES[k][1].fullmatch(value.strip()) for k in kinds)
+        return shown + (f" (write {value.strip()} without quotes)" if spelled else "")
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, dict):
+        return "a table"
+    if isinstance(value, list):
+        return "an array"
+    return repr(value)
+
+
+# An either/or field (`num_gpus = 1` or `"auto"`, `fail_regex` a pattern or a list of them): pydantic refuses a value
+# once per member, each error's loc holding the member's tag (`num_gpus.float`, `num_gpus.literal['auto']`), so the
+# messages named the tags. `_unions_named` turns them into one error on the field (kind _EITHER) naming what it takes;
+# a validator that reads either of two shapes itself (`abort_if`, `reference_inputs`) raises one: `either_error`.
+_EITHER = "either_type"
+
+
+def either_error(wanted: str) -> PydanticCustomError:
+    """What a validator raises for a value neither of its shapes takes: `'abort_if' must be {wanted}, not 5`."""
+    return PydanticCustomError(_EITHER, "must be {wanted}", {"wanted": wanted})
+
+
+def _unions_named(errors: list[dict[str, Any]], root: Any) -> list[dict[str, Any]]:
+    """The errors with each either/or field's member errors regrouped: when the value has the shape of one member (an
+    array whose item is wrong) that member's errors stay, located without the tag; otherwise one _EITHER error."""
+    out: list[dict[str, Any]] = []
+    by_member: dict[tuple[Any, ...], dict[Any, list[dict[str, Any]]]] = {}
+    for err in errors:
+        loc = tuple(err["loc"])
+        found = _union_at(root, loc)
+        if found is None:
+            out.append(err)
+            continue
+        at, members = found
+        field = loc[:at]
+        if field not in by_member:
+            by_member[field] = {}
+            out.append({"type": _EITHER, "loc": field, "input": err.get("input"), "members": members, "msg": ""})
+        by_member[field].setdefault(loc[at], []).append({**err, "loc": field + loc[at + 1 :]})
+    named: list[dict[str, Any]] = []
+    for err in out:
+        tried = by_member.get(err["loc"]) if err["type"] == _EITHER else None
+        if tried is None:
+            named.append(err)
+            continue
+        fits = [errs for errs in tried.values() if any(len(e["loc"]) > len(err["loc"]) or _fits(e) for e in errs)]
+        named.extend(fits[0] if fits else [err])
+    return named
+
+
+def _fits(err: dict[str, Any]) -> bool:
+    """Whether the value had this member's type and failed on something else (a bound, a pattern)."""
+    kind = str(err["type"])
+    return not (kind.endswith("_type") or kind in ("literal_error", "enum", "is_instance_of", "none_required"))
+
+
+def _plain(ann: Any) -> Any:
+    """The type without Annotated's constraints and without `| None`."""
+    while True:
+        if hasattr(ann, "__metadata__"):
+            ann = get_args(ann)[0]
+        elif _is_union(ann) and len(_members(ann)) == 1:
+            ann = _members(ann)[0]
+        else:
+            return ann
+
+
+def _is_union(ann: Any) -> bool:
+    return get_origin(ann) in (Union, types.UnionType)
+
+
+def _members(ann: Any) -> tuple[Any, ...]:
+    return tuple(a for a in get_args(ann) if a is not type(None)) if _is_union(ann) else (ann,)
+
+
+def _union_at(root: Any, loc: tuple[Any, ...]) -> tuple[int, tuple[Any, ...]] | None:
+    """Where in `loc` the member tag of the either/or field the error is in stands, and the field's members."""
+    ann: Any = root
+    for i, part in enumerate(loc):
+        ann = _plain(ann)
+        if len(_members(ann)) > 1:  # else a validator's own error inside the field (a named input set)
+            return (i, _members(ann)) if part in _tags(ann) else None
+        if isinstance(ann, type) and issubclass(ann, BaseModel):
+            field = ann.model_fields.get(str(part))
+            ann = field.annotation if field is not None else None
+        elif get_origin(ann) in (list, tuple, set, frozenset) and isinstance(part, int) and get_args(ann):
+            ann = get_args(ann)[0]
+        elif get_origin(ann) is dict and len(get_args(ann)) == 2:
+            ann = get_args(ann)[1]
+        else:
+            return None
+    return None
+
+
+def _tags(union: Any) -> frozenset[Any]:
+    try:
+        return _cached_tags(union)
+    except TypeError:  # an unhashable annotation
+        return _cached_tags.__wrapped__(union)
+
+
+@lru_cache(maxsize=64)
+def _cached_tags(union: Any) -> frozenset[Any]:
+    """The tags pydantic names the union's members by: those a value no member takes is refused with."""
+    try:
+        TypeAdapter(union).validate_python(object())
+    except ValidationError as exc:
+        return frozenset(e["loc"][0] for e in exc.errors() if e["loc"])
+    return frozenset()
+
+
+def _either_message(loc: TomlPath, err: dict[str, Any], value: Any) -> str:
+    """`'num_gpus' must be a number or 'auto', not the string '2' (write 2 without quotes)`."""
+    members = err.get("members", ())
+    words = [_words(m) for m in members]
+    wanted = " or ".join(words) if len(words) < 3 else ", ".join(words[:-1]) + " or " + words[-1]
+    wanted = str((err.get("ctx") or {}).get("wanted", wanted))
+    plain = [_plain(m) for m in members]  # a string that spells a member's value: unless a string is one too
+    kinds = [k for m in plain if (k := _KIND_OF.get(m)) is not None] if str not in plain else []
+    return f"'{_key(loc)}' must be {wanted}, not {_shown(value, kinds)}"
+
+
+def _words(ann: Any) -> str:
+    """A member type in TOML's words: `a number`, `'auto'`, `an array of strings`, `a table`."""
+    ann = _plain(ann)
+    if ann in _KIND_OF:
+        return _TOML_TYPES[_KIND_OF[ann]][0]
+    if ann is str:
+        return "a string"
+    if get_origin(ann) is Literal:
+        options = ", ".join(f"'{o}'" for o in get_args(ann))
+        return options if len(get_args(ann)) == 1 else f"one of {options}"
+    if get_origin(ann) in (list, tuple, set, frozenset):
+        item: Any = _plain(get_args(ann)[0]) if get_args(ann) else None
+        plural = _PLURAL.get(item)
+        return "an array" + (f" of {plural}" if plural else "")
+    if get_origin(ann) is dict or (isinstance(ann, type) and issubclass(ann, BaseModel)):
+        return "a table"
+    return f"a {getattr(ann, '__name__', ann)}"
 
 
 _USERINFO = re.compile(r"(?<=://)[^/@\s]*@")
