@@ -35,6 +35,19 @@ async def until(predicate, timeout: float = TIMEOUT) -> None:
         await asyncio.sleep(0.05)
 
 
+def answering(client: LanguageClient, title: str) -> list[str]:
+    """The editor's side of the server's questions (window/showMessageRequest): each one answered `title`; the
+    questions asked, as they come."""
+    asked: list[str] = []
+
+    @client.feature(lsp.WINDOW_SHOW_MESSAGE_REQUEST)
+    def confirm(params: lsp.ShowMessageRequestParams) -> lsp.MessageActionItem:
+        asked.append(params.message)
+        return lsp.MessageActionItem(title=title)
+
+    return asked
+
+
 def raw_progress_ends(client: LanguageClient) -> dict[str, dict[str, Any]]:
     """The `$/progress` end values as sent (token → JSON). The test client types them as WorkDoneProgressEnd,
     which has only `message`: the extra `outcome`/`outcomeKind` the server sends would be dropped."""

@@ -14,7 +14,7 @@ from lsprotocol import types as lsp
 from pytest_lsp import ClientServerConfig, LanguageClient
 
 from .conftest import SERVER, caps
-from .lsp_helpers import command_of, execute, open_recipe, raw_progress_ends, until
+from .lsp_helpers import answering, command_of, execute, open_recipe, raw_progress_ends, until
 
 
 def line_of(ws: Path, needle: str, after: str) -> int:
@@ -43,13 +43,8 @@ async def test_unpinned_revision_hold_at_value_with_pin_fix(client: LanguageClie
 def allowing_editor(client: LanguageClient) -> tuple[list[str], list[lsp.ApplyWorkspaceEditParams]]:
     """The editor's side of `trtls.allowLicense`: every question answered "Allow", every edit applied; (questions
     asked, edits sent)."""
-    asked: list[str] = []
+    asked = answering(client, "Allow")
     applied: list[lsp.ApplyWorkspaceEditParams] = []
-
-    @client.feature(lsp.WINDOW_SHOW_MESSAGE_REQUEST)
-    def confirm(params: lsp.ShowMessageRequestParams) -> lsp.MessageActionItem:
-        asked.append(params.message)
-        return lsp.MessageActionItem(title="Allow")
 
     @client.feature(lsp.WORKSPACE_APPLY_EDIT)
     def apply(params: lsp.ApplyWorkspaceEditParams) -> lsp.ApplyWorkspaceEditResult:
@@ -102,13 +97,7 @@ async def test_missing_lock_holds_and_its_quick_fix_runs_route_lock_after_confir
     ws = tmp_path / "ws"
     shutil.copytree(route_sample, ws, symlinks=True)
     (ws / "trtls.lock.json").unlink(missing_ok=True)
-    asked: list[str] = []
-
-    @client.feature(lsp.WINDOW_SHOW_MESSAGE_REQUEST)
-    def confirm(params: lsp.ShowMessageRequestParams) -> lsp.MessageActionItem:
-        asked.append(params.message)
-        return lsp.MessageActionItem(title="Lock these files")
-
+    asked = answering(client, "Lock these files")
     uri = open_recipe(client, ws)
 
     def lock_status(result: dict) -> str:

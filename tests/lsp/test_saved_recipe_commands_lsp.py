@@ -23,7 +23,7 @@ from lsprotocol import types as lsp
 from pygls.exceptions import JsonRpcInvalidParams
 from pytest_lsp import LanguageClient
 
-from .lsp_helpers import execute, open_recipe
+from .lsp_helpers import answering, execute, open_recipe
 
 SAVED_REVISION = "d065c296e0fef52b015f4755c02dda4b3064c1d2"  # samples/route's route `tiny`
 
@@ -170,13 +170,7 @@ async def test_a_lock_with_unsaved_changes_asks_about_the_saved_recipe(
     shutil.copytree(route_sample, ws, symlinks=True)
     recipe = ws / "trtls.toml"
     saved = recipe.read_text()
-    asked: list[str] = []
-
-    @client.feature(lsp.WINDOW_SHOW_MESSAGE_REQUEST)
-    def confirm(params: lsp.ShowMessageRequestParams) -> lsp.MessageActionItem:
-        asked.append(params.message)
-        return lsp.MessageActionItem(title="Lock these files")
-
+    asked = answering(client, "Lock these files")
     uri = open_recipe(client, ws)
     _type_unsaved(client, uri, saved.replace(SAVED_REVISION, "1" * 40))
     reply = await execute(client, "trtls.lockRoute", {"uri": uri, "route": "tiny"})

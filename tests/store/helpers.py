@@ -26,11 +26,15 @@ if _d:
 """
 
 
-def with_store(ws: Path, store: Path, mode: str = "read_write", max_size: str | None = None) -> None:
+def with_store(
+    ws: Path, store: Path, mode: str = "read_write", max_size: str | None = None, remote: str | None = None
+) -> None:
     text = (ws / "trtls.toml").read_text()
     table = f'\n[store]\npath = "{store}"\nmode = "{mode}"\n'
     if max_size:
         table += f'max_size = "{max_size}"\n'
+    if remote:
+        table += f'remote = "{remote}"\n'
     (ws / "trtls.toml").write_text(text + table)
 
 

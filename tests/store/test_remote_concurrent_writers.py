@@ -17,87 +17,52 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 import shutil
 import socket
 import subprocess
 import threading
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 from tests.store.helpers import build_cmd, entries, run_build, summaries, with_store
 from tests.store.nginx_dav import DavServer
+from tests.store.scripted_remote import Proxy, Request, pass_half, pass_rest
 
 PAIR_WAIT_S = 40.0  # how long a held PUT waits for the other build's (a PUT's answer is waited for 60 s)
 
 
-class RacingProxy:
+class RacingProxy(Proxy):
     """A loopback proxy in front of nginx. GET and HEAD pass straight through; a PUT is held, half its body sent to
     nginx, until a second PUT of its area is held the same way (`raced`), or PAIR_WAIT_S passes (`alone`)."""
 
     def __init__(self, upstream: str) -> None:
-        target = urlsplit(upstream)
-        self.upstream = (str(target.hostname), int(target.port or 80))
         self.pairs = {area: threading.Barrier(2, timeout=PAIR_WAIT_S) for area in ("ac", "cas")}
         self.raced: list[str] = []
         self.alone: list[str] = []
         self.answers: list[tuple[str, int]] = []  # request line, the status nginx answered
-        self.sock = socket.create_server(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}{target.path}"
-        threading.Thread(target=self._accept, daemon=True).start()
+        super().__init__(upstream)
 
-    def _accept(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+    def forward(self, conn: socket.socket, up: socket.socket, request: Request) -> None:
+        if request.line.startswith("PUT "):
+            self._put(conn, up, request)
+        else:
+            up.sendall(request.data)
+        answer = b""
+        while chunk := up.recv(1 << 16):  # nginx's answer as it comes, until it closes (Connection: close)
+            conn.sendall(chunk)
+            answer += chunk
+        self.answers.append((request.line, int(answer.split(b" ", 2)[1])))
 
-    def _serve(self, conn: socket.socket) -> None:
-        with conn, socket.create_connection(self.upstream, timeout=120) as up:
-            data = b""
-            while b"\r\n\r\n" not in data:
-                chunk = conn.recv(1 << 16)
-                if not chunk:
-                    return
-                data += chunk
-            head, _, body = data.partition(b"\r\n\r\n")
-            line = head.split(b"\r\n", 1)[0].decode()
-            if line.startswith("PUT "):
-                self._put(conn, up, head + b"\r\n\r\n", body, line)
-            else:
-                up.sendall(data)
-            answer = b""
-            while chunk := up.recv(1 << 16):  # nginx's answer as it comes, until it closes (Connection: close)
-                conn.sendall(chunk)
-                answer += chunk
-            self.answers.append((line, int(answer.split(b" ", 2)[1])))
-
-    def _put(self, conn: socket.socket, up: socket.socket, head: bytes, body: bytes, line: str) -> None:
-        found = re.search(rb"(?im)^content-length:\s*(\d+)", head)
-        assert found is not None, head
-        length = int(found.group(1))
-        while len(body) < length // 2:
-            body += conn.recv(1 << 16)
-        up.sendall(head + body[: length // 2])
-        area = line.split()[1].split("/")[2]  # /cache/<area>/<name>
+    def _put(self, conn: socket.socket, up: socket.socket, request: Request) -> None:
+        length, rest = pass_half(conn, up, request)
+        area = request.line.split()[1].split("/")[2]  # /cache/<area>/<name>
         try:
             self.pairs[area].wait()
             self.raced.append(area)
         except threading.BrokenBarrierError:
             self.alone.append(area)
-        up.sendall(body[length // 2 :])
-        sent = len(body)
-        while sent < length:
-            chunk = conn.recv(1 << 16)
-            assert chunk, "the build sent less than its Content-Length"
-            up.sendall(chunk)
-            sent += len(chunk)
-
-    def stop(self) -> None:
-        self.sock.close()
+        up.sendall(rest)
+        assert pass_rest(conn, up, length, length // 2 + len(rest)), "the build sent less than its Content-Length"
 
 
 def _sha(data: bytes) -> str:
@@ -109,8 +74,7 @@ def _folder(seeded: tuple[Path, dict], tmp_path: Path, name: str, url: str, leve
     shutil.copytree(seeded[0].parent / "pristine", ws)
     recipe = ws / "trtls.toml"
     recipe.write_text(recipe.read_text().replace("optimization_level = 3", f"optimization_level = {level}", 1))
-    with_store(ws, store)
-    recipe.write_text(recipe.read_text() + f'remote = "{url}"\n')
+    with_store(ws, store, remote=url)
     return ws, store
 
 

@@ -21,26 +21,23 @@ import os
 import select
 import signal
 import socket
-import subprocess
 import threading
 import time
 from pathlib import Path
 
-from tests.store.helpers import build_cmd, with_store
-from tests.store.scripted_remote import ScriptedServer
+from tests.store.scripted_remote import ScriptedServer, SignalledBuild, build_against
 from trtls.core.cancel import CancelToken
 
 HOLD_S = 20.0  # what the server waits for the build to let go before it sends the rest (under the 30 s grace)
 
 
-class EngineThenCtrlC:
+class EngineThenCtrlC(SignalledBuild):
     """The seed's record at once; its engine half, then the build's SIGINT, then a byte every half second until the
     build cuts the connection — or, after HOLD_S, the rest at once (what the old code waited for and kept)."""
 
     def __init__(self, record: bytes, engine: bytes) -> None:
+        super().__init__()
         self.record, self.engine = record, engine
-        self.pid: int | None = None
-        self.started = threading.Event()  # the build's pid is known
         self.signalled = threading.Event()
         self.let_go = threading.Event()  # the build cut the connection before the whole engine was sent
         self.sent_all = threading.Event()
@@ -73,8 +70,7 @@ class EngineThenCtrlC:
         self.let_go.set()  # the build cut the connection before the whole engine was sent
 
     def interrupt(self) -> bool:
-        assert self.started.wait(120) and self.pid is not None
-        os.kill(self.pid, signal.SIGINT)  # the person's Ctrl-C, while the engine is coming
+        self.signal_the_build(signal.SIGINT)  # the person's Ctrl-C, while the engine is coming
         return True
 
 
@@ -95,22 +91,9 @@ def test_a_ctrl_c_while_the_engine_is_fetched_cuts_the_download_and_keeps_nothin
     answer = EngineThenCtrlC(record, engine)
     server = ScriptedServer(answer)
     store = tmp_path / "store-b"
-    with_store(seed_ws, store)
-    (seed_ws / "trtls.toml").write_text((seed_ws / "trtls.toml").read_text() + f'remote = "{server.url}"\n')
-    try:
-        proc = subprocess.Popen(build_cmd(seed_ws), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        answer.pid = proc.pid
-        answer.started.set()
-        try:
-            out, err = proc.communicate(timeout=300)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-    finally:
-        server.stop()
+    returncode, err = build_against(seed_ws, store, server, answer)
     assert answer.signalled.is_set(), f"the engine was never asked for: {server.requests}\n{err[-3000:]}"
-    assert proc.returncode == 130, err[-3000:]
+    assert returncode == 130, err[-3000:]
     assert err.strip().endswith("trtls build: interrupted by Ctrl-C") and "Traceback" not in err, err[-3000:]
     assert answer.let_go.is_set() and not answer.sent_all.is_set(), (
         f"the build read on after its Ctrl-C (the server sent the whole engine after {HOLD_S:g} s)"

@@ -25,98 +25,60 @@ import re
 import select
 import signal
 import socket
-import subprocess
 import threading
 import time
 from pathlib import Path
-from urllib.parse import urlsplit
 
 import pytest
 
-from tests.store.helpers import build_cmd, entries, summaries, with_store
+from tests.store.helpers import entries, summaries
 from tests.store.nginx_dav import DavServer
+from tests.store.scripted_remote import (
+    Listener,
+    Proxy,
+    Request,
+    SignalledBuild,
+    build_against,
+    content_length,
+    pass_half,
+    pass_rest,
+)
 from trtls.core.cancel import CancelToken
 
 HOLD_S = 20.0  # how long the proxy waits for the build to let the PUT go before it sends nginx the rest
 
 
-class HoldingProxy:
+class HoldingProxy(Proxy):
     """A loopback proxy in front of nginx: every request passes through, except the PUT of an engine (`cas/`), held
     half sent while the build is signalled (`signum`)."""
 
     def __init__(self, upstream: str, signum: int) -> None:
-        target = urlsplit(upstream)
-        self.upstream = (str(target.hostname), int(target.port or 80))
+        self.build = SignalledBuild()
         self.signum = signum
-        self.pid: int | None = None
-        self.started = threading.Event()  # the build's pid is known
         self.signalled = threading.Event()
         self.let_go = threading.Event()  # the build cut its PUT before it had sent it whole
         self.sent_all = threading.Event()  # HOLD_S passed: the whole engine went to nginx
-        self.requests: list[str] = []
-        self.sock = socket.create_server(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}{target.path}"
-        threading.Thread(target=self._accept, daemon=True).start()
+        super().__init__(upstream)
 
-    def _accept(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+    def forward(self, conn: socket.socket, up: socket.socket, request: Request) -> None:
+        if request.line.startswith("PUT ") and "/cas/" in request.line:
+            if not self._hold(conn, up, request):
+                return  # the build let go: nginx is left with half a body and a closed connection
+        else:
+            up.sendall(request.data)
+            if request.line.startswith("PUT "):  # a record's body may come after its headers
+                pass_rest(conn, up, content_length(request.head), len(request.body))
+        try:
+            while chunk := up.recv(1 << 16):  # nginx's answer as it comes, until it closes
+                conn.sendall(chunk)
+        except OSError:
+            pass
 
-    def _serve(self, conn: socket.socket) -> None:
-        with conn, socket.create_connection(self.upstream, timeout=120) as up:
-            data = b""
-            while b"\r\n\r\n" not in data:
-                chunk = conn.recv(1 << 16)
-                if not chunk:
-                    return
-                data += chunk
-            head, _, body = data.partition(b"\r\n\r\n")
-            line = head.split(b"\r\n", 1)[0].decode()
-            self.requests.append(line)
-            if line.startswith("PUT ") and "/cas/" in line:
-                if not self._hold(conn, up, head + b"\r\n\r\n", body):
-                    return  # the build let go: nginx is left with half a body and a closed connection
-            else:
-                up.sendall(data)
-                if line.startswith("PUT "):  # a record's body may come after its headers
-                    self._rest(conn, up, head, len(body))
-            try:
-                while chunk := up.recv(1 << 16):  # nginx's answer as it comes, until it closes
-                    conn.sendall(chunk)
-            except OSError:
-                pass
-
-    @staticmethod
-    def _length(head: bytes) -> int:
-        found = re.search(rb"(?im)^content-length:\s*(\d+)", head)
-        assert found is not None, head
-        return int(found.group(1))
-
-    def _rest(self, conn: socket.socket, up: socket.socket, head: bytes, sent: int) -> None:
-        length = self._length(head)
-        while sent < length:
-            chunk = conn.recv(1 << 16)
-            if not chunk:
-                return
-            up.sendall(chunk)
-            sent += len(chunk)
-
-    def _hold(self, conn: socket.socket, up: socket.socket, head: bytes, body: bytes) -> bool:
+    def _hold(self, conn: socket.socket, up: socket.socket, request: Request) -> bool:
         """Half the engine to nginx, the build's signal, then what the build still sends read and kept back: False
         when the build let the connection go first, True when HOLD_S passed (the rest then went to nginx)."""
-        length = self._length(head)
-        while len(body) < length // 2:
-            chunk = conn.recv(1 << 16)
-            assert chunk, "the build sent less than half its engine"
-            body += chunk
-        up.sendall(head + body[: length // 2])
-        kept = body[length // 2 :]
-        assert self.started.wait(120) and self.pid is not None
-        os.kill(self.pid, self.signum)  # the person's Ctrl-C (CI's SIGTERM) while the engine goes out
+        length, kept = pass_half(conn, up, request)
+        self.build.signal_the_build(self.signum)  # the person's Ctrl-C (CI's SIGTERM) while the engine goes out
         self.signalled.set()
         until = time.monotonic() + HOLD_S
         while time.monotonic() < until:
@@ -133,11 +95,8 @@ class HoldingProxy:
             kept += chunk
         up.sendall(kept)  # not let go: the rest of the engine, as the old code waited for
         self.sent_all.set()
-        self._rest(conn, up, head, length // 2 + len(kept))
+        pass_rest(conn, up, length, length // 2 + len(kept))
         return True
-
-    def stop(self) -> None:
-        self.sock.close()
 
 
 def _sha(data: bytes) -> str:
@@ -161,27 +120,14 @@ def test_a_stop_while_the_engine_is_sent_cuts_the_upload_and_sends_no_record(
 
     proxy = HoldingProxy(nginx_dav.url, signum)
     store = tmp_path / "store-b"
-    with_store(seed_ws, store)
-    (seed_ws / "trtls.toml").write_text((seed_ws / "trtls.toml").read_text() + f'remote = "{proxy.url}"\n')
-    try:
-        proc = subprocess.Popen(build_cmd(seed_ws), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        proxy.pid = proc.pid
-        proxy.started.set()
-        try:
-            out, err = proc.communicate(timeout=300)  # a bound for something that must happen, not a speed
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-    finally:
-        proxy.stop()
+    returncode, err = build_against(seed_ws, store, proxy, proxy.build)
     assert proxy.signalled.is_set(), f"the engine was never sent: {proxy.requests}\n{err[-3000:]}"
     assert proxy.let_go.is_set() and not proxy.sent_all.is_set(), (
         f"the build sent its engine on after the stop (the proxy passed it to nginx after {HOLD_S:g} s)\n{err[-3000:]}"
     )
 
     # the build stands: built, exit 0 (a stop that came once the engine was complete), its engine in place
-    assert proc.returncode == 0 and "Traceback" not in err, err[-3000:]
+    assert returncode == 0 and "Traceback" not in err, err[-3000:]
     (summary,) = summaries(seed_ws)
     key, sha = str(summary["engineKey"]), str(summary["engineArtifact"]["sha256"])
     assert summary["outcome"] == "built", summary
@@ -215,71 +161,50 @@ def test_a_stop_while_the_engine_is_sent_cuts_the_upload_and_sends_no_record(
     assert json.loads((store / "entries" / key / "entry.json").read_text())["engine"]["sha256"] == sha
 
 
-class ReadsThePutSlowly:
-    """A remote on a loopback socket that holds no blob (HEAD: 404) and stores every PUT — except, while `stop` is
+class ReadsThePutSlowly(Listener):
+    """A remote on a loopback socket that holds no blob (HEAD: 404) and stores every PUT — except, while `cancel` is
     given, an engine's (`cas/`): it reads half of it (the client's send blocks: its buffers are full), sets the
     store's cancel state from its own thread (as a Ctrl-C would), then reads on: a client that lets go sends the rest
     short; one that does not sends it whole and has it stored (what the old code did)."""
 
-    def __init__(self, stop: CancelToken | None) -> None:
-        self.stop = stop
+    def __init__(self, cancel: CancelToken | None) -> None:
+        self.cancel = cancel
         self.let_go = threading.Event()  # the client cut the engine's PUT short
         self.decided = threading.Event()  # the held PUT is over, cut or whole
-        self.requests: list[str] = []
         self.stored: dict[str, int] = {}  # target → bytes stored
-        self.sock = socket.create_server(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}/cache"
-        threading.Thread(target=self._accept, daemon=True).start()
+        super().__init__()
 
-    def _accept(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
+    def answer(self, conn: socket.socket, request: Request) -> None:
+        method, target = request.line.split()[:2]
+        if method != "PUT":
+            conn.sendall(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+            return
+        length = content_length(request.head)
+        held = self.cancel is not None and "/cas/" in target
+        got = len(request.body)
+        while got < (length // 2 if held else length):
+            chunk = conn.recv(1 << 16)
+            if not chunk:
                 return
-            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
-
-    def _serve(self, conn: socket.socket) -> None:
-        with conn:
-            data = b""
-            while b"\r\n\r\n" not in data:
-                chunk = conn.recv(1 << 16)
-                if not chunk:
-                    return
-                data += chunk
-            head, _, body = data.partition(b"\r\n\r\n")
-            line = head.split(b"\r\n", 1)[0].decode()
-            self.requests.append(line)
-            method, target = line.split()[:2]
-            if method != "PUT":
-                conn.sendall(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+            got += len(chunk)
+        if held:
+            got = self._held(conn, got, length)
+            if got < length:
+                self.let_go.set()
+            self.decided.set()
+        while got < length:
+            chunk = conn.recv(1 << 16)
+            if not chunk:
                 return
-            length = HoldingProxy._length(head)
-            held = self.stop is not None and "/cas/" in target
-            got = len(body)
-            while got < (length // 2 if held else length):
-                chunk = conn.recv(1 << 16)
-                if not chunk:
-                    return
-                got += len(chunk)
-            if held:
-                got = self._held(conn, got, length)
-                if got < length:
-                    self.let_go.set()
-                self.decided.set()
-            while got < length:
-                chunk = conn.recv(1 << 16)
-                if not chunk:
-                    return
-                got += len(chunk)
-            self.stored[target] = got
-            conn.sendall(b"HTTP/1.1 201 Created\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+            got += len(chunk)
+        self.stored[target] = got
+        conn.sendall(b"HTTP/1.1 201 Created\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
 
     def _held(self, conn: socket.socket, got: int, length: int) -> int:
         """The stop set (its cut runs in this thread, before `request` returns), then what is left read as it comes:
         the bytes the client sent in all — short of `length` when it let go."""
-        assert self.stop is not None
-        self.stop.request("ctrl_c")
+        assert self.cancel is not None
+        self.cancel.request("ctrl_c")
         while got < length:
             try:
                 chunk = conn.recv(1 << 16)
@@ -289,9 +214,6 @@ class ReadsThePutSlowly:
                 break
             got += len(chunk)
         return got
-
-    def stop_serving(self) -> None:
-        self.sock.close()
 
 
 def test_the_stop_cuts_a_put_while_its_body_is_still_going_out(tmp_path: Path) -> None:
@@ -329,12 +251,12 @@ def test_the_stop_cuts_a_put_while_its_body_is_still_going_out(tmp_path: Path) -
         assert server.stored == {}
         store.verify(entry)
 
-        server.stop = None  # the next build's publish: its own cancel state, not set
+        server.cancel = None  # the next build's publish: its own cancel state, not set
         again = Store(tmp_path / "store", remote=server.url)
         again.stop = CancelToken()
         remote.push_entry(again, entry)
         assert again.notes == [], "the remote was held against after a stop"
         assert sorted(server.stored) == [f"/cache/ac/{key}", blob] and server.stored[blob] == entry.size
     finally:
-        server.stop_serving()
+        server.stop()
         remote.forget_remotes()

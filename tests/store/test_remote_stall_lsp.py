@@ -21,30 +21,21 @@ from pytest_lsp import ClientServerConfig, LanguageClient
 from tests.lsp.conftest import SERVER, accept_refresh, caps
 from tests.lsp.lsp_helpers import execute, open_recipe, until
 from tests.store.helpers import with_store
+from tests.store.scripted_remote import Listener
 
 
-class SilentServer:
+class SilentServer(Listener):
     """Accepts every connection, reads what is sent, answers nothing; counts the connections the client closed."""
 
     def __init__(self) -> None:
-        self.sock = socket.create_server(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}/cache"
         self.accepted = 0
         self.closed = 0
         self.lock = threading.Lock()
-        threading.Thread(target=self._accept, daemon=True).start()
+        super().__init__()
 
-    def _accept(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return  # stopped
-            with self.lock:
-                self.accepted += 1
-            threading.Thread(target=self._hold, args=(conn,), daemon=True).start()
-
-    def _hold(self, conn: socket.socket) -> None:
+    def serve(self, conn: socket.socket) -> None:
+        with self.lock:
+            self.accepted += 1
         with conn:
             try:
                 while conn.recv(65536):
@@ -53,9 +44,6 @@ class SilentServer:
                 pass
         with self.lock:
             self.closed += 1
-
-    def stop(self) -> None:
-        self.sock.close()
 
 
 @pytest_lsp.fixture(config=ClientServerConfig(server_command=SERVER))
@@ -82,8 +70,7 @@ async def test_a_stalled_remote_leaves_the_server_answering_and_the_build_names_
 ) -> None:
     silent = SilentServer()
     try:
-        with_store(workspace, tmp_path / "store")
-        (workspace / "trtls.toml").write_text((workspace / "trtls.toml").read_text() + f'remote = "{silent.url}"\n')
+        with_store(workspace, tmp_path / "store", remote=silent.url)
         uri = open_recipe(client, workspace)
         build = asyncio.ensure_future(execute(client, "trtls.buildEngine", {"uri": uri, "engine": "demo"}))
         await until(lambda: silent.accepted >= 1 or build.done(), timeout=300)
