@@ -1,6 +1,6 @@
 """Where TensorRT's builder allocates from, and what it costs: `build_serialized_network` of a quickstart model in a
 plain TensorRT-RTX script, on the script's main thread against a second thread (as trtls's worker builds), with the
-second thread's allocations from glibc's main arena (`mallopt(M_ARENA_MAX, 1)` first, as builds/worker/heap.py does)
+second thread's allocations from glibc's main arena (`mallopt(M_ARENA_MAX, 1)` first, as trtls's worker did on 2026-12-05; today's worker builds on its main thread)
 or from its own arena with a 64 MiB top pad (`MALLOC_TOP_PAD_`). Each variant a fresh process, interleaved; the build
 call's own wall time, the process's minor page faults and CPU time. No trtls code in the timed process.
 

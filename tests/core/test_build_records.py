@@ -119,8 +119,8 @@ def test_a_recorded_trace_reads_back_byte_for_byte() -> None:
     assert json.dumps(ev.target.record()) == json.dumps(sent["target"])
     assert json.dumps(ev.network.record()) == json.dumps(sent["network"])
     assert json.dumps(ev.environment.record()) == json.dumps(sent["environment"])
-    # `malloc_arena_max` came after the trace was recorded (builds/worker/heap.py); today's worker's keys are held to
-    # the model's in tests/builds/test_builder_heap.py
+    # `malloc_arena_max` came after the trace was recorded; today's worker's keys are held to
+    # the model's in tests/builds/test_builder_thread.py
     later = ("language", "malloc_arena_max")
     assert list(sent["environment"]) == [k for k in BuildEnvironment.model_fields if k not in later]
 

@@ -141,7 +141,7 @@ export interface BuildEnvironment {
   device_name?: string | null;
   /** device 0's compute capability ("8.9"); null: none */
   compute_capability?: string | null;
-  /** the glibc malloc arena limit the worker set before its first thread (1: the builder thread allocates from the main arena, as a build on a script's main thread does); null: left as it was (not glibc, or a malloc policy in the environment) */
+  /** the glibc malloc arena limit the worker set before its first thread; null: left as it was (today's worker builds on its main thread and sets none; the workers of 2026-12-05 set 1, their builder thread then sharing the main arena) */
   malloc_arena_max?: number | null;
   /** the worker's language (an external worker's: cpp); absent: python, the trtls worker */
   language?: string | null;

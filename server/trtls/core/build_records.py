@@ -70,9 +70,9 @@ class BuildEnvironment(_GivenKeys):
     compute_capability: str | None = Field(None, description='device 0\'s compute capability ("8.9"); null: none')
     malloc_arena_max: int | None = Field(
         None,
-        description="the glibc malloc arena limit the worker set before its first thread (1: the builder thread "
-        "allocates from the main arena, as a build on a script's main thread does); null: left as it was (not glibc, "
-        "or a malloc policy in the environment)",
+        description="the glibc malloc arena limit the worker set before its first thread; null: left as it was "
+        "(today's worker builds on its main thread and sets none; the workers of 2026-12-05 set 1, their builder "
+        "thread then sharing the main arena)",
     )
     language: str | None = Field(
         "python", description="the worker's language (an external worker's: cpp); absent: python, the trtls worker"

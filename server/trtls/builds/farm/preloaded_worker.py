@@ -15,12 +15,10 @@ import signal
 import sys
 import time
 
-from trtls.builds.worker.heap import share_main_arena
 from trtls.core.vocabulary import BUILDER_MODULES
 
 
 def main() -> int:
-    share_main_arena()  # before any thread, as the worker's own entry does (builds/worker/heap.py)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # as the worker: Ctrl-C belongs to the supervisor
     fd, module = int(sys.argv[1]), sys.argv[2]
     t0 = time.time()

@@ -11,13 +11,7 @@ if sys.flags.no_site:
     if site.check_enableusersite():
         site.execusercustomize()
 
-from trtls.builds.worker.heap import share_main_arena
-
-# First of all, before any thread: the builder thread allocates from the main arena, as a script's main thread does
-# (a thread arena of its own trimmed and re-faulted its heap: ~20 ms of `demo`'s build; builds/worker/heap.py).
-share_main_arena()
-
-from trtls.builds.cuda import warm_driver  # noqa: E402 (after the arena's limit, on purpose)
+from trtls.builds.cuda import warm_driver
 
 # The environment record asks the CUDA driver for device 0, and a process's first cuInit is ~0.15 s on a GPU host
 # (the 16-core H200 host, 2026-12-03): the builder waited ~70–100 ms for it once TensorRT was imported. Started here,

@@ -35,7 +35,6 @@ from trtls.builds.worker.adapter_timing_cache import (
 from trtls.builds.worker.adapter_timing_cache import (
     timing_cache_supported as timing_cache_supported,
 )
-from trtls.builds.worker.heap import arena_limit_set
 from trtls.core.vocabulary import BUILDER_MODULES, BUILDER_PREFERENCES
 
 INSTALL_HINT = "pip install tensorrt-rtx-cu13"
@@ -354,7 +353,9 @@ def environment_record(bm: BuilderModule) -> dict[str, Any]:
         "executable": sys.executable,
         "cuda_runtime": cuda_runtime(),
         **cuda_driver(),
-        "malloc_arena_max": arena_limit_set(),  # builds/worker/heap.py: it shapes the build's time, not its engine
+        # the builder runs on the worker's main thread, on glibc's own malloc policy (builds/worker/main.py); workers
+        # of 2026-12-05 limited it to one arena and said 1 here
+        "malloc_arena_max": None,
     }
 
 

@@ -1,12 +1,17 @@
 """The build worker: one TensorRT build in a child process, speaking `trtls.events/1` (docs/protocol.md).
 
 Threads, and why:
-- the builder thread runs TensorRT, which can stay inside one C++ call (GIL released) for minutes;
+- the main thread runs TensorRT, as a plain script does: a build on a second thread allocates from a malloc arena of
+  its own, and glibc's thread arenas cost TensorRT's builder 5–19 % on the 16-core host (`large`, 2026-12-06:
+  42.9 s on a script's main thread, 45.2 s on a second thread, 51.1 s on a second thread sharing the main arena;
+  docs/performance.md "The builder on the main thread");
 - the emitter thread turns the monitor's queue into JSON lines, coalescing steps (latest step per
   phase at most every 50 ms; phase starts and finishes are never dropped);
-- the main thread reads control messages on stdin and owns the signal handlers, so SIGTERM is
-  handled even while the builder is silent. stdin closing (the supervisor died) is a cancel with
-  source service_shutdown: a worker never outlives its supervisor's interest in it.
+- the control thread reads control messages on stdin. stdin closing (the supervisor died) is a cancel with
+  source service_shutdown: a worker never outlives its supervisor's interest in it;
+- the signal thread acts on SIGTERM even while the builder is silent inside one C++ call for minutes (the main
+  thread, where Python runs signal handlers, is busy there): the signal's C handler writes its number to a pipe
+  (`signal.set_wakeup_fd`) that this thread reads (`_escalation_watch`).
 
 Job: the first stdin line, a JSON object declared by `trtls.core.worker_job.WorkerJob` (docs/protocol.md § Job; read
 here as a plain dict: this process never imports pydantic). Then control lines: {"type":"cancel","source":...}, and
@@ -23,6 +28,7 @@ import resource
 import signal
 import sys
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from trtls import fs
@@ -99,7 +105,7 @@ def main(warming: threading.Thread | None = None, loading: threading.Thread | No
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
     worker = Worker(job, writer)
 
-    def on_sigterm(signum: int, frame: Any) -> None:
+    def on_sigterm(*_: Any) -> None:
         # The escalation path: the builder ignored the cooperative cancel. Remove what we may have
         # started writing (only possible outside the commit zone's rename) and go.
         if not worker.in_commit:
@@ -111,9 +117,7 @@ def main(warming: threading.Thread | None = None, loading: threading.Thread | No
                 )
         os._exit(143)
 
-    signal.signal(signal.SIGTERM, on_sigterm)
-    builder_thread = threading.Thread(target=worker.run, name="trtls-builder", daemon=True)
-    builder_thread.start()
+    _escalation_watch(on_sigterm)
 
     def read_control() -> None:
         for raw in sys.stdin:
@@ -131,8 +135,7 @@ def main(warming: threading.Thread | None = None, loading: threading.Thread | No
         worker.request_cancel("service_shutdown", None)
 
     threading.Thread(target=read_control, name="trtls-control", daemon=True).start()
-    while not worker.done.wait(0.1):  # wake regularly so signal handlers run on this thread
-        pass
+    worker.run()  # on this thread (see the module doc)
     writer.out.flush()
     warming.join()  # long done (the environment record waited for the same driver): no thread inside it at exit
     naming.join()
@@ -149,6 +152,31 @@ def main(warming: threading.Thread | None = None, loading: threading.Thread | No
         with contextlib.suppress(OSError):
             os.close(fd)
     os._exit(worker.exit_code)
+
+
+def _escalation_watch(on_sigterm: Callable[[], None]) -> None:
+    """SIGTERM runs `on_sigterm` at once, whatever the main thread is doing. Python runs a signal's handler on the main
+    thread only, between two bytecodes, and the main thread may sit inside TensorRT's builder for minutes; but the
+    signal's C handler, whichever thread the kernel picked, writes the signal's number to the wakeup fd, and a thread
+    of ours reads it there. The Python-level handler does the same, whichever comes first (`on_sigterm` ends the
+    process). Nothing else is changed: no signal mask, so children the worker starts inherit none."""
+    read_end, write_end = os.pipe()
+    os.set_blocking(write_end, False)  # set_wakeup_fd's requirement: a full pipe never blocks a signal handler
+    signal.set_wakeup_fd(write_end, warn_on_full_buffer=False)
+    signal.signal(signal.SIGTERM, lambda *_: on_sigterm())
+
+    def watch() -> None:
+        while True:
+            try:
+                got = os.read(read_end, 64)
+            except InterruptedError:
+                continue
+            if not got:
+                return
+            if signal.SIGTERM in got:
+                on_sigterm()
+
+    threading.Thread(target=watch, name="trtls-signals", daemon=True).start()
 
 
 if __name__ == "__main__":
