@@ -74,6 +74,13 @@ class CancelToken:
         if fire is not None:
             listener(fire)
 
+    def off_request(self, listener: Callable[[str], object]) -> None:
+        """Stop calling `listener` (its work is over): a token that lives long — the editor's lookups, a matrix —
+        must not keep a listener per request it served."""
+        with self._lock:
+            if listener in self._listeners:
+                self._listeners.remove(listener)
+
     def latencies_ms(self) -> dict[str, float | None]:
         def ms(a: int | None, b: int | None) -> float | None:
             return None if a is None or b is None else round((b - a) / 1e6, 3)

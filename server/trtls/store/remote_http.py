@@ -6,8 +6,11 @@ side's)."""
 from __future__ import annotations
 
 import contextlib
+import errno
 import http.client
+import os
 import re
+import selectors
 import socket
 import threading
 import time
@@ -83,24 +86,60 @@ class _Deadline:
     a status line or headers trickled a byte every few seconds (each wait under TIMEOUT_S) held a build, and its
     Ctrl-C, for as long as the server liked; a body read in blocks the same. The same cut comes at once when `stop`,
     the cancel state of the build the request serves, is set: a Ctrl-C while an engine downloaded (the lookup's thread
-    reading on) held the command until the download's own bound had passed, and kept an engine that came meanwhile."""
+    reading on) held the command until the download's own bound had passed, and kept an engine that came meanwhile.
+    A connect in progress is cut by the stop too (`connect`): a remote that took no connection held a Ctrl-C for the
+    whole connect timeout. Its listener on `stop` lives as long as the request (`disarm` takes it off): one cancel
+    state serves many requests — the editor's lookups, a matrix — and kept one listener for each."""
 
     def __init__(self, seconds: float, stop: CancelToken | None = None) -> None:
         self.seconds = seconds
         self.stop = stop
         self.timers: list[threading.Timer] = []
-        self.socks: list[Any] = []  # the connections armed and not yet disarmed: what a cut shuts down
+        self.socks: list[Any] = []  # the connections armed (or connecting) and not yet disarmed: what a cut shuts down
         self.passed = threading.Event()  # the socket was cut: what was read is not the answer
         self.stopped = False  # it was cut by the build's stop, not by the bound (set before `passed`)
+        if stop is not None:
+            stop.on_request(self._stopped)  # at once when the build was stopped already
+
+    def connect(self, address: tuple[str, int], timeout: float, source_address: Any = None) -> socket.socket:
+        """`socket.create_connection`, each address's connect cut at once by a stop: the socket is among `socks`
+        before its connect starts, and a shut down socket whose connect is in progress returns from the wait at
+        once. The stop is looked at after the connect began, so one that came just before is not missed either."""
+        host, port = address
+        last: OSError = OSError(f"getaddrinfo returns nothing for {host}")
+        for family, kind, proto, _, where in socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM):
+            sock = socket.socket(family, kind, proto)
+            self.socks.append(sock)
+            try:
+                if source_address:
+                    sock.bind(source_address)
+                sock.setblocking(False)
+                code = sock.connect_ex(where)
+                if code in (errno.EINPROGRESS, errno.EWOULDBLOCK, errno.EAGAIN) and not self.stopped:
+                    with selectors.DefaultSelector() as waiting:
+                        waiting.register(sock, selectors.EVENT_WRITE)
+                        if not waiting.select(timeout):
+                            raise TimeoutError("timed out")  # socket.create_connection's own words
+                    code = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+                if self.stopped:
+                    raise ConnectionAbortedError(errno.ECONNABORTED, "the build was stopped")
+                if code:
+                    raise OSError(code, os.strerror(code))
+                sock.settimeout(timeout)
+                return sock
+            except OSError as exc:
+                self.socks.remove(sock)
+                sock.close()
+                last = exc
+        raise last
 
     def arm(self, sock: Any) -> None:
-        self.socks.append(sock)
+        if sock not in self.socks:
+            self.socks.append(sock)  # an HTTPS connection's socket wraps the one that connected
         timer = threading.Timer(self.seconds, self.cut)
         timer.daemon = True
         timer.start()
         self.timers.append(timer)
-        if self.stop is not None:
-            self.stop.on_request(self._stopped)  # at once when the build was stopped while this one connected
 
     def _stopped(self, source: str) -> None:
         self.stopped = True
@@ -108,27 +147,40 @@ class _Deadline:
 
     def cut(self) -> None:
         """Shut the request's sockets down (from the timer's thread, or the one that set the cancel state): a read
-        waiting on them returns at once."""
+        waiting on them, or a connect, returns at once."""
         self.passed.set()
         for sock in list(self.socks):
             with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
 
     def disarm(self) -> None:
+        """The request is over (answered, failed or stopped): no timer, no socket, no listener on the cancel state
+        is left of it. Called once or more."""
         for timer in self.timers:
             timer.cancel()
-        self.socks.clear()  # a stop from now on cuts nothing (the cancel state keeps its listener, holding no socket)
+        self.socks.clear()
+        if self.stop is not None:
+            self.stop.off_request(self._stopped)
 
 
 def _handlers(deadline: _Deadline) -> list[Any]:
-    """urllib's HTTP and HTTPS handlers, their connections arming `deadline` once connected."""
+    """urllib's HTTP and HTTPS handlers, their connections connecting through `deadline` (a stop cuts a connect) and
+    arming it once connected."""
 
     class Http(http.client.HTTPConnection):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self._create_connection = deadline.connect
+
         def connect(self) -> None:
             super().connect()
             deadline.arm(self.sock)
 
     class Https(http.client.HTTPSConnection):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self._create_connection = deadline.connect
+
         def connect(self) -> None:
             super().connect()
             deadline.arm(self.sock)
@@ -187,22 +239,21 @@ def request(
         raise Stopped()
     whole = RECORD_WAIT_S if whole is None else whole  # read now, not when the module was (a test scales it down)
     deadline = _Deadline(whole, stop)
-    try:
-        response = _send(deadline, urllib.request.Request(target, method=method), TIMEOUT_S)
-    except urllib.error.HTTPError as exc:
-        deadline.disarm()
-        exc.close()
-        if exc.code == 404:
-            yield None
-            return
-        raise RemoteError(f"{method} {path(target)} answered {exc.code} {terminal_safe(exc.reason)}") from None
-    except (urllib.error.URLError, http.client.HTTPException, OSError, ValueError) as exc:
-        deadline.disarm()
-        if deadline.stopped:
-            raise Stopped() from None  # cut by the build's stop: the remote is not taken as down
-        raise unreachable(url, exc) from None
-    response.deadline = deadline  # read_all and the engine's reader say a cut answer is one that came too slowly
-    try:
+    try:  # whatever ends the request, its deadline is disarmed (its listener taken off `stop`)
+        try:
+            response = _send(deadline, urllib.request.Request(target, method=method), TIMEOUT_S)
+        except urllib.error.HTTPError as exc:
+            deadline.disarm()  # a 404's block is the caller's: a stop meanwhile is not this request's
+            exc.close()
+            if exc.code == 404:
+                yield None
+                return
+            raise RemoteError(f"{method} {path(target)} answered {exc.code} {terminal_safe(exc.reason)}") from None
+        except (urllib.error.URLError, http.client.HTTPException, OSError, ValueError) as exc:
+            if deadline.stopped:
+                raise Stopped() from None  # cut by the build's stop: the remote is not taken as down
+            raise unreachable(url, exc) from None
+        response.deadline = deadline  # read_all and the engine's reader say a cut answer is one that came too slowly
         with response:
             if deadline.passed.is_set():  # the headers were still trickling in when the bound passed (or a stop came)
                 raise cut_error(response, f"its answer came too slowly (more than {whole:g} s)")
