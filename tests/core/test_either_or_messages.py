@@ -67,7 +67,7 @@ CASES = [
         "1.5",
         "1.5",
         "",
-        "'max_size' must be an integer or a string, not 1.5",
+        "'max_size' must be an integer or a string, not the number 1.5",
         id="max_size-float",
     ),
     pytest.param(
@@ -76,7 +76,7 @@ CASES = [
         "1",
         "1",
         "",
-        "'fail_regex' must be a string or an array of strings, not 1",
+        "'fail_regex' must be a string or an array of strings, not the number 1",
         id="fail_regex-number",
     ),
     pytest.param(
@@ -85,7 +85,7 @@ CASES = [
         '["out of memory", 2]',
         "2",
         "",
-        "'fail_regex[1]': Input should be a valid string (got 2)",
+        "'fail_regex[1]' must be a string, not the number 2",
         id="fail_regex-array-item",
     ),
     pytest.param(
@@ -94,7 +94,7 @@ CASES = [
         '["SM89", 7]',
         "7",
         MATRIX,
-        "'compute_capabilities[1]' must be a string or an array of strings, not 7",
+        "'compute_capabilities[1]' must be a string or an array of strings, not the number 7",
         id="compute_capabilities-item",
     ),
     pytest.param(
@@ -103,7 +103,7 @@ CASES = [
         '[["SM89", 7]]',
         "7",
         MATRIX,
-        "'compute_capabilities[0][1]': Input should be a valid string (got 7)",
+        "'compute_capabilities[0][1]' must be a string, not the number 7",
         id="compute_capabilities-inner-item",
     ),
 ]

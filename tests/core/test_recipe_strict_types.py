@@ -53,21 +53,29 @@ def test_a_quoted_optimization_level_is_a_located_error_and_nothing_is_built(wor
 @pytest.mark.parametrize(
     ("old", "new", "said"),
     [
-        ("optimization_level = 3", "optimization_level = 3.0", "'optimization_level' must be an integer, not 3.0"),
+        (
+            "optimization_level = 3",
+            "optimization_level = 3.0",
+            "'optimization_level' must be an integer, not the number 3.0",
+        ),
         ("optimization_level = 3", "optimization_level = true", "'optimization_level' must be an integer, not true"),
         (
             "optimization_level = 3",
             'optimization_level = 3\nmemory_pool_limits = { workspace_mib = "1024" }',
             "'workspace_mib' must be an integer, not the string '1024' (write 1024 without quotes)",
         ),
-        ("optimization_level = 3", "optimization_level = 3\ntf32 = 1", "'tf32' must be true or false, not 1"),
+        (
+            "optimization_level = 3",
+            "optimization_level = 3\ntf32 = 1",
+            "'tf32' must be true or false, not the number 1",
+        ),
         (
             "cancel_grace_s = 10",
             'cancel_grace_s = "10"',
             "'cancel_grace_s' must be a number, not the string '10' (write 10 without quotes)",
         ),
         ("cancel_grace_s = 10", 'cancel_grace_s = 10\nkeep_evidence = "yes"', "'keep_evidence' must be true or false"),
-        ("max = [8, 3, 32, 32]", "max = [8.0, 3, 32, 32]", "'max[0]' must be an integer, not 8.0"),
+        ("max = [8, 3, 32, 32]", "max = [8.0, 3, 32, 32]", "'max[0]' must be an integer, not the number 8.0"),
     ],
 )
 def test_every_build_setting_takes_only_its_own_toml_type(workspace: Path, old: str, new: str, said: str) -> None:

@@ -136,7 +136,7 @@ def _findings(tmp_path: Path, inputs: str) -> dict[tuple, object]:
         ('{ "short seq" = "inputs/short.npz" }', "TRT119", ("short seq",), "'short_seq'"),
         ('{ ".." = "inputs/short.npz" }', "TRT119", ("..",), "cannot name evidence"),
         ('{ short = "inputs/short.npz", long = "inputs/none.npz" }', "TRT104", ("long",), "of set 'long' not found"),
-        ('{ short = "inputs/short.npz", long = 3 }', "TRT102", ("long",), "valid string"),
+        ('{ short = "inputs/short.npz", long = 3 }', "TRT102", ("long",), "must be a string, not the number 3"),
         ("{}", "TRT102", (), "empty table"),
         ("3", "TRT102", (), "table of named input sets"),
     ],

@@ -33,10 +33,10 @@ def check(folder: Path) -> subprocess.CompletedProcess:
 @pytest.mark.parametrize(
     ("old", "new", "said"),
     [
-        ("latency_p50_ms = 5.0", "latency_p50_ms = inf", "'latency_p50_ms': Input should be a finite number"),
-        ("memory_mib = 1024", "memory_mib = 1e999", "'memory_mib': Input should be a finite number"),
-        ("atol = 1e-4", "atol = inf", "'atol': Input should be a finite number"),
-        ("stages = [1, 10, 100]", "stages = [1, 10, nan]", "Input should be a finite number"),
+        ("latency_p50_ms = 5.0", "latency_p50_ms = inf", "'latency_p50_ms' must be a finite number, not inf"),
+        ("memory_mib = 1024", "memory_mib = 1e999", "'memory_mib' must be a finite number, not inf"),
+        ("atol = 1e-4", "atol = inf", "'atol' must be a finite number, not inf"),
+        ("stages = [1, 10, 100]", "stages = [1, 10, nan]", "'stages[2]' must be a finite number, not nan"),
         ("stages = [1, 10, 100]", "stages = [-1, 10, 100]", "Input should be greater than 0"),
         ("stages = [1, 10, 100]", "stages = [1, 10, 500]", "Input should be less than or equal to 100"),
     ],

@@ -53,7 +53,7 @@ CASES = [
         "iterations = 1000",
         "iterations = 1000.0",
         "1000.0",
-        "'iterations' must be an integer, not 1000.0",
+        "'iterations' must be an integer, not the number 1000.0",
         id="thresholds-iterations-float",
     ),
     pytest.param(
@@ -74,7 +74,7 @@ CASES = [
         'runtime = "onnxruntime"',
         'runtime = "onnxruntime"\nprecision = { convert = "fp16", keep_io_types = 1 }',
         "1 }",
-        "'keep_io_types' must be true or false, not 1",
+        "'keep_io_types' must be true or false, not the number 1",
         id="precision-bool-as-1",
     ),
     pytest.param(
@@ -95,7 +95,7 @@ CASES = [
         'abort_if = "error rate > 0.1 % or p95 > 20 ms"',
         "abort_if = 5",
         "5,",
-        "'abort_if' must be an array of rule tables or the rules in words (a string), not 5",
+        "'abort_if' must be an array of rule tables or the rules in words (a string), not the number 5",
         id="canary-abort_if-number",
     ),
     pytest.param(  # either/or: one file or a table of named sets
@@ -110,7 +110,7 @@ CASES = [
         'reference_inputs = "inputs/reference.npz"',
         'reference_inputs = { short = 1, long = "inputs/long.npz" }',
         "1,",
-        "'short': Input should be a valid string (got 1)",
+        "'short' must be a string, not the number 1",
         id="reference_inputs-set-number",
     ),
 ]

@@ -43,7 +43,7 @@ Precision = Literal["fp32", "tf32", "fp16", "bf16", "int8"]
 
 class _Model(BaseModel):
     # the recipe's strict tables (`stages = ["10"]` is a located TRT102, not 10), and a nan threshold judges nothing
-    model_config = RECIPE_TABLE | ConfigDict(allow_inf_nan=False)
+    model_config = RECIPE_TABLE
 
 
 Comparison = Literal[">", ">=", "<", "<="]
@@ -124,7 +124,7 @@ def _abort_if_in_words_too(schema: dict[str, Any]) -> None:
 class CanaryPlan(_Model):
     """How the promoted bundle meets real traffic: `trtls route promote` records it; `trtls route canary` follows it."""
 
-    model_config = RECIPE_TABLE | ConfigDict(allow_inf_nan=False, json_schema_extra=_abort_if_in_words_too)
+    model_config = RECIPE_TABLE | ConfigDict(json_schema_extra=_abort_if_in_words_too)
 
     stages: list[Annotated[float, Field(gt=0, le=100)]] = Field(
         min_length=1, description="Traffic percentages in order, e.g. [1, 10, 100] (each > 0 and ≤ 100)."

@@ -5,15 +5,15 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
 from trtls.core.validation import RECIPE_TABLE
 
 
 class _Model(BaseModel):
     # the recipe's strict tables (`warmup = "5"`, `atol = "1e-4"` are located TRT102s, never converted); inf and nan
-    # are refused: an infinite limit or tolerance passes every measurement (a pass that judged nothing)
-    model_config = RECIPE_TABLE | ConfigDict(allow_inf_nan=False)
+    # are refused there too: an infinite limit or tolerance passes every measurement (a pass that judged nothing)
+    model_config = RECIPE_TABLE
 
 
 class Tolerance(_Model):

@@ -1,14 +1,17 @@
 """Pydantic errors as located findings: the one translation every recipe model uses (engines, routes, farm tables),
-so a wrong key, type or value is shown on the exact TOML key with a 'did you mean' hint, an either/or field's wrong
+so a wrong key, type or value is shown on the exact TOML key with a 'did you mean' hint, a value of the wrong type in
+one sentence whatever the type (`_must_be`: `'name' must be a string, not the number 3`), an either/or field's wrong
 value as one message naming the field; and `RECIPE_TABLE`, the configuration the recipe's tables share."""
 
 from __future__ import annotations
 
+import datetime
 import difflib
+import math
 import re
 import types
 from functools import lru_cache
-from typing import Any, Literal, Union, get_args, get_origin
+from typing import Any, Literal, Union, get_args, get_origin, overload
 
 from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 from pydantic_core import PydanticCustomError
@@ -20,8 +23,10 @@ from trtls.core.findings import Finding, Origin, Severity, TomlPath
 # canary plan, …): an unknown key is an error (TRT101), a loaded table never changes, and a value of the wrong TOML
 # type is an error (TRT102), never converted: pydantic's lax mode read `optimization_level = "3"` as 3, `keep_evidence =
 # "yes"` as true, `max = [8.0]` as [8], `warmup = "50"` as 50. An integer is still a number (`cancel_grace_s = 10`):
-# strict mode takes an int for a float. (The route's numbers add allow_inf_nan=False: core.route_limits.)
-RECIPE_TABLE = ConfigDict(extra="forbid", frozen=True, strict=True)
+# strict mode takes an int for a float. TOML's `inf`, `-inf` and `nan` (and `1e999`, read as inf) are refused in every
+# number field (TRT102): an infinite tolerance or threshold passes every measurement, an infinite timeout or grace
+# never ends, a nan compares false with every bound (`gt=0` is no guard against it).
+RECIPE_TABLE = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
 
 
 def _finding(code: str, message: str, path: TomlPath, on_value: bool = False, **data: Any) -> Finding:
@@ -50,23 +55,35 @@ def findings_from_validation(exc: ValidationError, prefix: TomlPath, root: Any) 
             msg = f"'{_key(loc)}' must be one of {expected}, not {err.get('input')!r}"
             out.append(_finding("TRT106", msg, loc, True, options=options, suggestion=hint[0] if hint else None))
         elif kind == _EITHER and name != "":  # an either/or field
-            out.append(_finding("TRT102", _either_message(loc, err, err.get("input")), loc, True))
-        elif kind in _TOML_TYPES and name != "":
-            out.append(_finding("TRT102", _type_message(loc, kind, err.get("input")), loc, True))
+            out.append(_finding("TRT102", _either_message(loc, err), loc, True))
+        elif kind in _TYPE_WORDS and name != "":  # a value of the wrong kind, or a number that is not finite
+            wanted = _field_words(root, tuple(err["loc"]), kind)
+            out.append(_finding("TRT102", _must_be(loc, wanted, err.get("input"), [kind]), loc, True))
         else:
             msg = f"'{_key(loc)}': {err['msg']} (got {shown_value(err.get('input'))!r})" if name != "" else err["msg"]
             out.append(_finding("TRT102", msg, loc, True))
     return out
 
 
-# what a strict field wants, in TOML's words, and how a string holding such a value is spelled
-_TOML_TYPES = {
+# what a value of each pydantic type error should have been, in TOML's words, and how a string holding such a value is
+# spelled (`optimization_level = "3"`: write 3 without quotes)
+_TYPE_WORDS: dict[str, tuple[str, re.Pattern[str] | None]] = {
     "int_type": ("an integer", re.compile(r"[+-]?\d+")),
     "float_type": ("a number", re.compile(r"[+-]?\d+(\.\d+)?([eE][+-]?\d+)?")),
     "bool_type": ("true or false", re.compile(r"true|false")),
+    "finite_number": ("a finite number", None),  # inf, -inf, nan (RECIPE_TABLE's allow_inf_nan=False)
+    "string_type": ("a string", None),
+    "list_type": ("an array", None),
+    "tuple_type": ("an array", None),
+    "set_type": ("an array", None),
+    "frozen_set_type": ("an array", None),
+    "dict_type": ("a table", None),
+    "model_type": ("a table", None),
+    "model_attributes_type": ("a table", None),
 }
 _KIND_OF = {int: "int_type", float: "float_type", bool: "bool_type"}
 _PLURAL: dict[Any, str] = {int: "integers", float: "numbers", bool: "booleans", str: "strings"}
+_SHOWN_CHARS = 80  # a longer string given is cut: the message stays one readable line
 
 
 def _key(loc: TomlPath) -> str:
@@ -77,25 +94,55 @@ def _key(loc: TomlPath) -> str:
     return str(loc[at - 1]) + "".join(f"[{i}]" for i in loc[at:]) if loc else ""
 
 
-def _type_message(loc: TomlPath, kind: str, value: Any) -> str:
-    """`'optimization_level' must be an integer, not the string '3' (write 3 without quotes)`; a list's item is named
-    by its index (`'max[0]' must be an integer, not 8.0`)."""
-    return f"'{_key(loc)}' must be {_TOML_TYPES[kind][0]}, not {_shown(value, [kind])}"
+def _must_be(loc: TomlPath, wanted: str, value: Any, kinds: list[str]) -> str:
+    """The one sentence for a value a key does not take, whatever its type: the key, what it must be, what was given
+    (`'name' must be a string, not the number 3`; `'optimization_level' must be an integer, not the string '3' (write
+    3 without quotes)`; `'atol' must be a finite number, not inf`; an either/or field: `'num_gpus' must be a number
+    or 'auto', not true`). A string that spells a value of one of `kinds` says to write it without quotes."""
+    return f"'{_key(loc)}' must be {wanted}, not {_shown(value, kinds)}"
 
 
 def _shown(value: Any, kinds: list[str]) -> str:
-    """The value in TOML's words; a string that spells a value of one of `kinds` says to write it without quotes."""
+    """The value given, in TOML's words: `the string '3'`, `the number 3`, `true`, `inf`, `a table`, `an array`."""
     if isinstance(value, str):
-        shown = f"the string {shown_value(value)!r}"
-        spelled = any(_TOML_TYPES[k][1].fullmatch(value.strip()) for k in kinds)
-        return shown + (f" (write {value.strip()} without quotes)" if spelled else "")
+        spells = [p for k in kinds if (p := _TYPE_WORDS.get(k, ("", None))[1]) is not None]
+        spelled = any(p.fullmatch(value.strip()) for p in spells)
+        return f"the string {_quoted(value)}" + (f" (write {value.strip()} without quotes)" if spelled else "")
     if isinstance(value, bool):
         return "true" if value else "false"
+    if isinstance(value, float) and not math.isfinite(value):  # as TOML spells them
+        return "nan" if math.isnan(value) else "inf" if value > 0 else "-inf"
+    if isinstance(value, int | float):
+        return f"the number {value!r}"
     if isinstance(value, dict):
         return "a table"
-    if isinstance(value, list):
+    if isinstance(value, list | tuple):
         return "an array"
-    return repr(value)
+    if isinstance(value, datetime.datetime):  # TOML's date and time values (a datetime is a date too: first)
+        return f"the date-time {value.isoformat()}"
+    if isinstance(value, datetime.date):
+        return f"the date {value.isoformat()}"
+    if isinstance(value, datetime.time):
+        return f"the time {value.isoformat()}"
+    return _quoted(str(value))
+
+
+def _quoted(text: str) -> str:
+    """`text` in quotes as an error echoes it: a URL's secret replaced (`shown_value`), every control character,
+    escape and bidi override written visibly (`repr`: `\\x1b`, `\\u202e`), a long one cut."""
+    text = shown_value(text)
+    return repr(text if len(text) <= _SHOWN_CHARS else text[: _SHOWN_CHARS - 1] + "…")
+
+
+def _field_words(root: Any, loc: tuple[Any, ...], kind: str) -> str:
+    """What the field at `loc` takes, from its annotation where that is plain (`an array of strings`), else what the
+    error's kind says (an either/or member's item, a validator's own type: `a string`)."""
+    found = _annotation_at(root, loc)
+    if kind != "finite_number" and found is not None and found[0] == len(loc):
+        words = _words(found[1], default=None)
+        if words is not None:
+            return words
+    return _TYPE_WORDS[kind][0]
 
 
 # An either/or field (`num_gpus = 1` or `"auto"`, `fail_regex` a pattern or a list of them): pydantic refuses a value
@@ -163,13 +210,14 @@ def _members(ann: Any) -> tuple[Any, ...]:
     return tuple(a for a in get_args(ann) if a is not type(None)) if _is_union(ann) else (ann,)
 
 
-def _union_at(root: Any, loc: tuple[Any, ...]) -> tuple[int, tuple[Any, ...]] | None:
-    """Where in `loc` the member tag of the either/or field the error is in stands, and the field's members."""
+def _annotation_at(root: Any, loc: tuple[Any, ...]) -> tuple[int, Any] | None:
+    """The annotation of what `loc` names under `root` (a model), as (len(loc), it); or the first either/or field on
+    the way, as (where it stands in `loc`, the union); None where `loc` leaves the annotations (an `Any` value)."""
     ann: Any = root
     for i, part in enumerate(loc):
         ann = _plain(ann)
-        if len(_members(ann)) > 1:  # else a validator's own error inside the field (a named input set)
-            return (i, _members(ann)) if part in _tags(ann) else None
+        if len(_members(ann)) > 1:
+            return i, ann
         if isinstance(ann, type) and issubclass(ann, BaseModel):
             field = ann.model_fields.get(str(part))
             ann = field.annotation if field is not None else None
@@ -179,7 +227,16 @@ def _union_at(root: Any, loc: tuple[Any, ...]) -> tuple[int, tuple[Any, ...]] | 
             ann = get_args(ann)[1]
         else:
             return None
-    return None
+    return len(loc), _plain(ann)
+
+
+def _union_at(root: Any, loc: tuple[Any, ...]) -> tuple[int, tuple[Any, ...]] | None:
+    """Where in `loc` the member tag of the either/or field the error is in stands, and the field's members."""
+    found = _annotation_at(root, loc)
+    if found is None or found[0] == len(loc):
+        return None
+    at, union = found  # a part that is no tag: a validator's own error inside the field (a named input set)
+    return (at, _members(union)) if loc[at] in _tags(union) else None
 
 
 def _tags(union: Any) -> frozenset[Any]:
@@ -199,7 +256,7 @@ def _cached_tags(union: Any) -> frozenset[Any]:
     return frozenset()
 
 
-def _either_message(loc: TomlPath, err: dict[str, Any], value: Any) -> str:
+def _either_message(loc: TomlPath, err: dict[str, Any]) -> str:
     """`'num_gpus' must be a number or 'auto', not the string '2' (write 2 without quotes)`."""
     members = err.get("members", ())
     words = [_words(m) for m in members]
@@ -207,14 +264,19 @@ def _either_message(loc: TomlPath, err: dict[str, Any], value: Any) -> str:
     wanted = str((err.get("ctx") or {}).get("wanted", wanted))
     plain = [_plain(m) for m in members]  # a string that spells a member's value: unless a string is one too
     kinds = [k for m in plain if (k := _KIND_OF.get(m)) is not None] if str not in plain else []
-    return f"'{_key(loc)}' must be {wanted}, not {_shown(value, kinds)}"
+    return _must_be(loc, wanted, err.get("input"), kinds)
 
 
-def _words(ann: Any) -> str:
-    """A member type in TOML's words: `a number`, `'auto'`, `an array of strings`, `a table`."""
+@overload
+def _words(ann: Any) -> str: ...
+@overload
+def _words(ann: Any, default: None) -> str | None: ...
+def _words(ann: Any, default: Any = ...) -> str | None:
+    """A type in TOML's words: `a number`, `'auto'`, `an array of strings`, `a table`; `default` for one it does not
+    know (else `a <name>`)."""
     ann = _plain(ann)
     if ann in _KIND_OF:
-        return _TOML_TYPES[_KIND_OF[ann]][0]
+        return _TYPE_WORDS[_KIND_OF[ann]][0]
     if ann is str:
         return "a string"
     if get_origin(ann) is Literal:
@@ -222,11 +284,15 @@ def _words(ann: Any) -> str:
         return options if len(get_args(ann)) == 1 else f"one of {options}"
     if get_origin(ann) in (list, tuple, set, frozenset):
         item: Any = _plain(get_args(ann)[0]) if get_args(ann) else None
-        plural = _PLURAL.get(item)
+        plural = "tables" if _is_table(item) else _PLURAL.get(item)
         return "an array" + (f" of {plural}" if plural else "")
-    if get_origin(ann) is dict or (isinstance(ann, type) and issubclass(ann, BaseModel)):
+    if _is_table(ann):
         return "a table"
-    return f"a {getattr(ann, '__name__', ann)}"
+    return f"a {getattr(ann, '__name__', ann)}" if default is ... else default
+
+
+def _is_table(ann: Any) -> bool:
+    return get_origin(ann) is dict or ann is dict or (isinstance(ann, type) and issubclass(ann, BaseModel))
 
 
 _USERINFO = re.compile(r"(?<=://)[^/@\s]*@")
