@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import signal
 import sys
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
@@ -79,6 +79,11 @@ def report_error(code: str, message: str, file: str) -> None:
     emit_error(code, message, file=file)
 
 
+def cooperative_stop_line(what: str) -> str:
+    """The line of a Ctrl-C while `what` runs: its cooperative stop, and what a second press does."""
+    return f"stopping {what} (cooperative; Ctrl-C again to force)…"
+
+
 class Stoppable(Protocol):
     def cancel(self, source: str) -> Any: ...
 
@@ -87,7 +92,7 @@ class Stoppable(Protocol):
 
 class StopKeys:
     """Ctrl-C once: a cooperative cancel (source ctrl_c), said on stderr unless `quiet`; twice: force (skip the
-    grace). SIGTERM: a cooperative cancel with source service_shutdown.
+    grace). SIGTERM: a cooperative cancel with source service_shutdown. `--timeout`: `stop("ci_timeout")`.
 
     Installed before its target exists (`bind`), as a build's are: from the moment a job may reach a worker (the
     request's own job goes to an early worker as soon as the store misses: builds/supervisor/speculation.py) a press is
@@ -95,25 +100,39 @@ class StopKeys:
     evidence and the worker still building). The loop runs these handlers between task steps only, so a press lands
     either while the request waits — it is cancelled (`request_until_stopped` gives None, `source` says why): a lookup,
     a wait for another process's build of the same key, nothing built — or once the target is bound (the request's
-    return and `bind` share one step). A stop kept for `bind` is the net for a caller that awaits between the two."""
+    return and `bind` share one step). A stop kept for `bind` is the net for a caller that awaits between the two.
+
+    What a stop is said as comes from `words` (the stop's source → its line, or None for nothing): the cooperative
+    stop's line until the target binds words of its own — a build that has ended says what its end still does that a
+    stop cuts, from its state (`store_lookup.stop_words`), never that the build is stopping."""
 
     def __init__(self, target: Stoppable | None, what: str, quiet: bool) -> None:
         self.target, self.what, self.quiet = target, what, quiet
         self.presses = 0
         self.source: str | None = None  # the first stop asked before a target was bound
         self.request: Any = None  # the task awaiting the request, until the request returns
+        self.words: Callable[[str], str | None] = self._cooperative
+
+    def _cooperative(self, source: str) -> str | None:
+        return cooperative_stop_line(self.what) if source == "ctrl_c" else None
 
     def on_sigint(self) -> None:
         self.presses += 1
         if self.presses == 1:
-            self._cancel("ctrl_c")
-            if not self.quiet:
-                print(f"\nstopping {self.what} (cooperative; Ctrl-C again to force)…", file=sys.stderr, flush=True)
+            self.stop("ctrl_c")
         elif self.target is not None:
             self.target.force()
 
     def on_sigterm(self) -> None:
-        self._cancel("service_shutdown")
+        self.stop("service_shutdown")
+
+    def stop(self, source: str) -> None:
+        """A stop from `source`, said first (unless `quiet`) in the words of what it cuts now: read before the stop
+        is applied, from the state it finds."""
+        line = None if self.quiet else self.words(source)
+        self._cancel(source)
+        if line is not None:
+            print(f"\n{line}", file=sys.stderr, flush=True)
 
     def _cancel(self, source: str) -> None:
         if self.target is not None:
@@ -149,9 +168,12 @@ class StopKeys:
         print(f"\ntrtls {command}: stopped ({self.source}) before anything started", file=sys.stderr)
         return exit_code_of("cancelled", self.source)
 
-    def bind(self, target: Stoppable) -> None:
-        """The target from now on; a stop asked before it is applied to it at once (twice pressed: forced too)."""
+    def bind(self, target: Stoppable, words: Callable[[str], str | None] | None = None) -> None:
+        """The target from now on, with the words of its stop (`words`; default: the cooperative stop's); a stop
+        asked before it is applied to it at once (twice pressed: forced too)."""
         self.target = target
+        if words is not None:
+            self.words = words
         if self.source is not None:
             target.cancel(self.source)
             if self.presses >= 2:

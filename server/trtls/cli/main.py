@@ -154,10 +154,11 @@ async def _build_one(
 
     store_lookup.say_lookup(engine, result.use, quiet=args.json, building=True)
     build = result.build
-    keys.bind(build)  # a stop asked meanwhile is applied now
+    # a stop asked meanwhile is applied now; one asked after the build has ended says what it still cuts
+    keys.bind(build, store_lookup.stop_words(build, result.use, args.timeout))
     loop = asyncio.get_running_loop()
     if args.timeout is not None:
-        loop.call_later(args.timeout, build.cancel, "ci_timeout")
+        loop.call_later(args.timeout, keys.stop, "ci_timeout")
     view_cls = JsonView if args.json else (RichView if sys.stdout.isatty() else PlainView)
     view = view_cls(build)
     build.listeners.append(view.update)

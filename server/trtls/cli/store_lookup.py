@@ -39,6 +39,38 @@ def say_lookup(engine: str, use: Any, *, quiet: bool, building: bool = False) ->
         say(rebuilding_text(engine, use.changes))
 
 
+def stop_words(build: Any, use: Any, timeout_s: float | None = None) -> Callable[[str], str | None]:
+    """The words of a stop of `build` (`cli/common.StopKeys.bind`), given its source, read from the build's state at
+    the stop. While it runs: the cooperative stop (a Ctrl-C's line). Once it has ended, a stop no longer stops it
+    (`Build.cancel`): what it still cuts is its end's upload of the engine to the remote store (the store's cancel
+    state, `builds/avoidance/lookup.attach`) — said when the build is built, its store sends to a remote, and the
+    store's end is not over yet (the store amends the record, with its `store` object, once the upload is done or cut);
+    otherwise nothing is said but the outcome that follows. A Ctrl-C or the `--timeout` (`timeout_s`) is said this way;
+    a SIGTERM, as before, not."""
+    from trtls.cli.common import cooperative_stop_line
+    from trtls.core.display import human_seconds
+
+    def words(source: str) -> str | None:
+        state = build.state
+        if state.outcome is None:
+            return cooperative_stop_line(build.engine) if source == "ctrl_c" else None
+        store = use.store if use is not None else None
+        if state.outcome != "built" or store is None or store.remote_url is None or store.mode != "read_write":
+            return None
+        if state.record is not None and "store" in state.record:  # the store's end is over: nothing left to cut
+            return None
+        from trtls.store.remote_http import shown
+
+        what = f"stopping the upload of its engine to the remote store {shown(store.remote_url)} (the engine stays)…"
+        if source == "ctrl_c":
+            return f"{build.engine} is built already; {what}"
+        if source == "ci_timeout" and timeout_s is not None:
+            return f"--timeout: {human_seconds(timeout_s)} passed after {build.engine} was built; {what}"
+        return None
+
+    return words
+
+
 def report_refused(loaded: Any, refused: Any) -> int:
     """A request the application layer refused (trtls.app.results.Refused), each finding located on the recipe by
     `cli/common.report_finding`, as `trtls check` prints one (a rollback's pin that cannot be served, TRT338, on its
