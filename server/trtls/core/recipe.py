@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -153,6 +154,16 @@ class LoadedRecipe:
     def location(self, finding: Finding) -> str:
         """`file:line:col` for a CLI message."""
         return f"{self.path}:{self.source_map.range(finding.path, finding.on_value).human()}"
+
+    def in_file_order(self, findings: Iterable[Finding]) -> list[Finding]:
+        """`findings` in the order they stand in the recipe (line, then column, where `location` places them), never
+        in the order the models validated them: what a person reads top to bottom, and the order the terminal prints."""
+
+        def place(finding: Finding) -> tuple[int, int]:
+            rng = self.source_map.range(finding.path, finding.on_value)
+            return rng.start_line, rng.start_col
+
+        return sorted(findings, key=place)
 
 
 def _finding(code: str, message: str, path: TomlPath, on_value: bool = False, **data: Any) -> Finding:

@@ -43,10 +43,11 @@ def refused_request(refused: Refused) -> JsonRpcInvalidParams:
 
 
 def located(loaded: LoadedRecipe, findings: list[Finding]) -> list[str]:
-    """`file:line:col: CODE message` per finding, located in the recipe by its TOML path (`LoadedRecipe.location`):
-    what a reply's `errors` lists, so a workspace of many recipes says which one (a rollback's pin that cannot be
-    served, TRT338, on its engine's table; a store that cannot be used on `[store] path`)."""
-    return [f"{loaded.location(f)}: {f.code} {f.message}" for f in findings]
+    """`file:line:col: CODE message` per finding, located in the recipe by its TOML path (`LoadedRecipe.location`) and
+    in file order (`LoadedRecipe.in_file_order`, as the terminal prints them): what a reply's `errors` lists, so a
+    workspace of many recipes says which one (a rollback's pin that cannot be served, TRT338, on its engine's table; a
+    store that cannot be used on `[store] path`)."""
+    return [f"{loaded.location(f)}: {f.code} {f.message}" for f in loaded.in_file_order(findings)]
 
 
 async def start_build(ls: TrtlsServer, args: BuildEngineArgs) -> wire.BuildEngineReply | wire.BuildMatrixReply:
@@ -122,7 +123,8 @@ async def _matrix(ls: TrtlsServer, args: BuildMatrixArgs, loaded: LoadedRecipe) 
     ls.store.set(args.uri, Origin.recipe, "", loaded.findings)
     if loaded.recipe is None:
         ls.publish(args.uri)
-        return wire.BuildMatrixReply(buildId=None, status="invalid_recipe", errors=[f.message for f in loaded.errors])
+        errors = [f.message for f in loaded.in_file_order(loaded.errors)]
+        return wire.BuildMatrixReply(buildId=None, status="invalid_recipe", errors=errors)
 
     def looked_up(warnings: list[str], served: list[tuple[PlannedCell, Summary]]) -> None:
         for w in warnings:

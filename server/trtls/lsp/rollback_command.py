@@ -58,11 +58,7 @@ def refusal(loaded: LoadedRecipe, findings: list[Finding], note: str = "") -> Js
     `data`: the first code and the lines."""
     from trtls.lsp.build_commands import located
 
-    def place(f: Finding) -> tuple[int, int]:
-        rng = loaded.source_map.range(f.path, f.on_value)
-        return rng.start_line, rng.start_col
-
-    ordered = sorted(findings, key=place)
+    ordered = loaded.in_file_order(findings)
     said = located(loaded, ordered)
     return JsonRpcInvalidParams(f"{'; '.join(said)}{note}", data={"code": ordered[0].code, "errors": said})
 
