@@ -72,11 +72,6 @@ def read_recipe_bytes(path: str | os.PathLike[str], st: os.stat_result | None = 
         raise
 
 
-def read_recipe_text(path: str | os.PathLike[str]) -> str:
-    """`read_recipe_bytes` decoded as UTF-8 (UnicodeDecodeError, a ValueError, for anything else)."""
-    return read_recipe_bytes(path).decode("utf-8")
-
-
 def is_readable_recipe(path: Path) -> bool:
     """A regular file no larger than the bound (what a fast path may hash without risk)."""
     try:

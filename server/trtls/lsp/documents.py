@@ -29,7 +29,7 @@ from pygls.exceptions import JsonRpcInvalidParams
 
 from trtls.core.findings import Finding, Origin, Severity
 from trtls.core.recipe import LoadedRecipe
-from trtls.core.recipe_file import MAX_RECIPE_BYTES, NotARegularFile, RecipeTooLarge, read_recipe_text
+from trtls.core.recipe_file import MAX_RECIPE_BYTES, NotARegularFile, RecipeTooLarge, recipe_snapshot
 from trtls.core.tomlpos import SourceMap
 
 SYNC_CHECK_BYTES = 64 * 1024  # a hover or lens with no checked result yet may check this much on the spot
@@ -128,11 +128,11 @@ def shown_file(path_text: str, open_uris: Container[str], folders: list[Path]) -
 
 
 def read_recipe_file(path: Path) -> str | Finding:
-    """The text of a recipe on disk through the one bounded reader (core.recipe_file): a finding (TRT104
-    missing/unreadable, TRT125 too large, TRT100 not UTF-8) otherwise; a FIFO or a device is refused before it is
-    opened (InvalidParams)."""
+    """The text of a recipe as saved, read by the one reader of a recipe's saved version (core.recipe_file.
+    recipe_snapshot, bounded, through the door): a finding (TRT104 missing/unreadable, TRT125 too large, TRT100 not
+    UTF-8) otherwise; a FIFO or a device is refused before it is opened (InvalidParams)."""
     try:
-        return read_recipe_text(path)
+        return recipe_snapshot(path).raw.decode("utf-8")
     except NotARegularFile as exc:
         raise JsonRpcInvalidParams(f"{path}: TRT104 {exc.strerror}") from None
     except RecipeTooLarge as exc:
@@ -173,7 +173,9 @@ def check_text(path: Path, text: str | None) -> LoadedRecipe:
 def check_saved(path: Path, open_text: str | None) -> tuple[LoadedRecipe, bool]:
     """The recipe as saved on disk, checked, and whether the editor holds it open with other text (unsaved changes;
     `open_text`: the open document's, None when it is not open). What a command writes that outlives the editor (a
-    rollback's pin, the route lock) must describe the file the terminal and CI read: such a command acts on this."""
+    rollback's pin, the route lock) must describe the file the terminal and CI read: such a command acts on this.
+    Read once (`read_recipe_file`: the snapshot every face reads a saved recipe by), so the text compared with the
+    editor's is the text checked."""
     source = read_recipe_file(path)
     if isinstance(source, Finding):
         return failed(path, source), open_text is not None
