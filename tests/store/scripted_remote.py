@@ -159,13 +159,13 @@ class SignalledBuild:
         os.kill(self.pid, signum)
 
 
-def build_against(ws: Path, store: Path, server: Listener, build: SignalledBuild) -> tuple[int, str]:
-    """A real `trtls build` of `ws` with the local store `store` (empty) and `server` as its remote store, its pid
-    given to `build` (which the server's thread signals); the server stopped once it ended: its exit status and its
-    stderr."""
+def build_against(ws: Path, store: Path, server: Listener, build: SignalledBuild, *args: str) -> tuple[int, str]:
+    """A real `trtls build` of `ws` (with `args`: `--matrix`) with the local store `store` (empty) and `server` as its
+    remote store, its pid given to `build` (which the server's thread signals); the server stopped once it ended: its
+    exit status and its stderr."""
     try:
         with_store(ws, store, remote=server.url)
-        proc = subprocess.Popen(build_cmd(ws), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        proc = subprocess.Popen(build_cmd(ws, *args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         build.pid = proc.pid
         build.started.set()
         try:

@@ -9,7 +9,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
-from trtls.builds.avoidance.lookup import after_build, find_entry, prepare, reuse_or_lock
+from trtls.builds.avoidance.lookup import after_build, attach, find_entry, prepare, reuse_or_lock
 from trtls.builds.avoidance.restore import restore_now
 from trtls.builds.supervisor.job import new_build_id
 from trtls.store.entries import StoreUnusable
@@ -84,8 +84,18 @@ FollowerDone = Callable[[str, "dict[str, Any] | None", str], None]
 def attach_cells(mb: Any, uses: dict[str, StoreUse], on_follower: FollowerDone | None = None) -> None:
     """Publish each cell that builds when it ends (before any view reads its summary), then restore the cells of
     the same key from its entry (`on_follower(cell key, the reuse's summary or None, what happened)`); when the
-    matrix ends, release the locks of cells that never started (it was stopped first)."""
-    named: set[str] = set()
+    matrix ends, release the locks of cells that never started (it was stopped first).
+
+    A cell is published as a single build is (`lookup.attach`, from its first event): on a thread its end awaits,
+    and a stop of the matrix — it stops every cell: the terminal's Ctrl-C, the editor's Stop — cuts the engine's
+    upload to the remote store at once (the cell's `Build.stop_end_with`). On the loop, inside the matrix's listener,
+    the upload held the loop: the stop waited for the upload's whole bound, cell after cell."""
+    attached: set[str] = set()  # the cells' build ids whose end the store's listener does (attach)
+
+    def settle(key: str, build: Any) -> None:
+        use = uses.pop(key, None)  # published: the cells of its key are restored from it
+        if use is not None:
+            follow(use, build, key, on_follower)
 
     def on_cell(m: Any, build: Any, ev: Any) -> None:
         if build is None:  # the matrix is over: the cells still here never ran
@@ -96,13 +106,15 @@ def attach_cells(mb: Any, uses: dict[str, StoreUse], on_follower: FollowerDone |
                 release_uses(uses)
             return
         key = f"{build.engine}/{build.cell}" if build.cell else build.engine
-        use = uses.get(key) if ev is not None else uses.pop(key, None)
-        if use is not None and ev is not None and use.lock is not None and build.id not in named:
-            named.add(build.id)
-            use.lock.relabel(build.id)  # waiters in other processes name this cell's build
-        elif use is not None and ev is None:
+        use = uses.get(key)
+        if use is None or build.id in attached:
+            return
+        if ev is not None:  # its first event: the store's end goes before this listener's (a view's) at its end
+            attached.add(build.id)
+            attach(use, build, count=True, then=lambda b: settle(key, b))
+        else:  # over before any event (its worker never started): nothing was built, nothing is sent
             after_build(use, build, count=True)
-            follow(use, build, key, on_follower)
+            settle(key, build)
 
     mb.listeners.insert(0, on_cell)
 

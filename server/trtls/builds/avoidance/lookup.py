@@ -275,14 +275,23 @@ def _publish(use: StoreUse, engine: Path, record: dict[str, Any], sha: str | Non
         return False
 
 
-def attach(use: StoreUse, build: Any, on_warning: Callable[[str], None] | None = None) -> None:
+def attach(
+    use: StoreUse,
+    build: Any,
+    on_warning: Callable[[str], None] | None = None,
+    *,
+    count: bool = False,
+    then: Callable[[Any], None] | None = None,
+) -> None:
     """Publish and record when `build` ends, before any other listener (a view) reads its summary, and say the
     warnings that came with it (`on_warning`). The key's lock names this build from now on (waiters say which build
     they wait for). The publish runs on a thread, the build's end awaiting it (builds/supervisor/build_end.py): it
     sends the engine to the remote store, which a large engine to a slow remote makes long, and a stop of the build
     meanwhile (a Ctrl-C, a SIGTERM: the loop answers it) cuts that upload at once through the store's cancel state
     (`Store.stop`, the lookup's: `Build.stop_end_with`), as it cuts a fetch. On the loop, the stop waited until the
-    upload's whole bound had passed."""
+    upload's whole bound had passed. A matrix's cell is attached here too (builds/avoidance/cells.py): `count`, its
+    miss counted as it ends (`after_build`); `then(build)`, on the loop once it has published (the cells of its key
+    restored from its entry)."""
     if use.lock is not None:
         use.lock.relabel(build.id)
     if use.store is not None:
@@ -293,7 +302,9 @@ def attach(use: StoreUse, build: Any, on_warning: Callable[[str], None] | None =
     said = set(use.all_warnings())
 
     async def ended(b: Any) -> None:
-        await use.looked_up(lambda: after_build(use, b))  # off the loop; a stop of this task cuts it too
+        await use.looked_up(lambda: after_build(use, b, count))  # off the loop; a stop of this task cuts it too
+        if then is not None:
+            then(b)
         for w in use.all_warnings():
             if w not in said and on_warning is not None:
                 on_warning(w)

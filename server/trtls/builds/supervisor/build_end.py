@@ -9,6 +9,7 @@ import json
 import os
 import signal
 import time
+from collections.abc import Awaitable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -64,15 +65,40 @@ async def finish_build(build: Build, outcome: BuildOutcome, guard: OutputGuard |
     unwritten = await asyncio.to_thread(write_evidence, build, summary)
     build.fold(Recorded(summary, (unwritten,) if unwritten else ()))
     build.close_worker_io()
+    cancelled: asyncio.CancelledError | None = None
     for listener in list(build.listeners):
         try:
             ending = listener(build, None)  # None = the build is over; summary is set
             if inspect.isawaitable(ending):
-                await ending  # the store's publish, on a thread: the loop answers a stop (a Ctrl-C) meanwhile
+                # the store's publish, on a thread: the loop answers a stop (a Ctrl-C) meanwhile
+                cancelled = await ended_work(build, ending) or cancelled
         except Exception:
             pass
     # as the listeners left it: the store's additions (builds/avoidance/lookup.py), a farm cell's reuse (matrix.py)
     build.resolve(build.state.record or summary)
+    if cancelled is not None:
+        raise cancelled  # the end is written and answered: the task's cancellation goes on
+
+
+async def ended_work(build: Build, ending: Awaitable[object]) -> asyncio.CancelledError | None:
+    """`ending` (a listener's work at the build's end: the store's publish, on a thread) awaited until it is over,
+    and the cancellation of this task meanwhile, if one came (its loop going away: the caller raises it once the
+    end is written). Cancelled, the work is stopped as any stop of the build that comes then stops it (`Build.cancel`
+    → its `end_stop`: the engine's upload cut at once) and still awaited: abandoned, the build's end was never
+    answered (`wait()`, `ended()`: a matrix waited for its cell forever) nor the listeners after it told, and the
+    thread wrote the store's record into the evidence after the build's task had gone. What the work raised is the
+    listener's failure, ignored as the caller ignores a listener's."""
+    work = asyncio.ensure_future(ending)
+    cancelled: asyncio.CancelledError | None = None
+    while not work.done():
+        try:
+            await asyncio.wait([work])  # cancelling this task does not cancel `work` (as `shield` would not)
+        except asyncio.CancelledError as exc:
+            cancelled = cancelled or exc
+            build.cancel("event_loop")  # the build stands; what its end still does is cut
+    if not work.cancelled():
+        work.exception()  # retrieved: a listener's failure does not end the build's end
+    return cancelled
 
 
 def record_history(build: Build, outcome: BuildOutcome, history: History, t_end: int) -> asyncio.Future[str | None]:
