@@ -158,31 +158,31 @@ def either_error(wanted: str) -> PydanticCustomError:
 
 
 def _unions_named(errors: list[dict[str, Any]], root: Any) -> list[dict[str, Any]]:
-    """The errors with each either/or field's member errors regrouped: when the value has the shape of one member (an
-    array whose item is wrong) that member's errors stay, located without the tag; otherwise one _EITHER error."""
-    out: list[dict[str, Any]] = []
-    by_member: dict[tuple[Any, ...], dict[Any, list[dict[str, Any]]]] = {}
-    for err in errors:
+    """The errors, each either/or field's member errors regrouped in the place of its first (`_one_of`)."""
+    grouped: dict[Any, list[dict[str, Any]]] = {}  # a plain error alone (keyed by its index), a field's members by it
+    for i, err in enumerate(errors):
         loc = tuple(err["loc"])
         found = _union_at(root, loc)
         if found is None:
-            out.append(err)
-            continue
-        at, members = found
-        field = loc[:at]
-        if field not in by_member:
-            by_member[field] = {}
-            out.append({"type": _EITHER, "loc": field, "input": err.get("input"), "members": members, "msg": ""})
-        by_member[field].setdefault(loc[at], []).append({**err, "loc": field + loc[at + 1 :]})
-    named: list[dict[str, Any]] = []
-    for err in out:
-        tried = by_member.get(err["loc"]) if err["type"] == _EITHER else None
-        if tried is None:
-            named.append(err)
-            continue
-        fits = [errs for errs in tried.values() if any(len(e["loc"]) > len(err["loc"]) or _fits(e) for e in errs)]
-        named.extend(fits[0] if fits else [err])
-    return named
+            grouped[i] = [err]
+        else:
+            at, members = found
+            member = {**err, "loc": loc[:at] + loc[at + 1 :], "member": loc[at], "members": members}
+            grouped.setdefault(loc[:at], []).append(member)
+    return [e for key, errs in grouped.items() for e in (errs if isinstance(key, int) else _one_of(key, errs))]
+
+
+def _one_of(field: tuple[Any, ...], errors: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """An either/or field's member errors, located without the tag: those of the member whose shape the value has (an
+    array whose item is wrong, a number out of bounds), else one _EITHER error naming the field and its members."""
+    by_member: dict[Any, list[dict[str, Any]]] = {}
+    for err in errors:
+        by_member.setdefault(err["member"], []).append(err)
+    for errs in by_member.values():
+        if any(len(e["loc"]) > len(field) or _fits(e) for e in errs):
+            return errs
+    first = errors[0]  # every error is on the field itself: its input is the value
+    return [{"type": _EITHER, "loc": field, "input": first.get("input"), "members": first["members"], "msg": ""}]
 
 
 def _fits(err: dict[str, Any]) -> bool:
@@ -306,21 +306,9 @@ def shown_value(value: Any) -> Any:
 
 def _allowed_keys(table: TomlPath, root: Any) -> list[str]:
     """Field names of the model that owns `table`, for 'did you mean' hints."""
-    model: Any = root
-    skip_next = False  # the key after a dict/list field is a name or an index, not a field
-    for part in table:
-        if skip_next:
-            skip_next = False
-            continue
-        fields = getattr(model, "model_fields", {})
-        if part not in fields:
-            return []
-        ann = fields[part].annotation
-        skip_next = getattr(ann, "__origin__", None) in (dict, list) or "dict[" in str(ann) or "list[" in str(ann)
-        model = model_in(ann)
-        if model is None:
-            return []
-    return list(getattr(model, "model_fields", {}).keys())
+    found = _annotation_at(root, tuple(table))
+    model = found[1] if found is not None and found[0] == len(table) else None
+    return list(model.model_fields) if isinstance(model, type) and issubclass(model, BaseModel) else []
 
 
 def model_in(annotation: Any) -> Any:
