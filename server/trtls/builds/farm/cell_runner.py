@@ -5,7 +5,8 @@ per cell that holds a GPU).
 
 - `run` is a generator: the worker's stdout, batched as it arrives (one Ray object per batch, not per line: the
   worker already coalesces steps to 50 ms, and a batch keeps Ray's per-object cost off the event path);
-- `control` writes a control line on the worker's stdin — a cancel travels exactly as it does locally;
+- `control` writes a control line on the worker's stdin — a cancel travels exactly as it does locally — and a cancel
+  (or stdin closed, or the cell's end) sets the cell's cancel state (`stop`), which cuts the engine's upload;
   `close_stdin` is the protocol's service_shutdown; `signal_group` is the supervisor's escalation;
 - the ONNX is cached on the node by sha256: it crosses the network once per content hash, not once per build;
 - with the driver's remote-store plan, the key is looked up first (`look_up`): a hit sends the verified engine back
@@ -36,6 +37,7 @@ from typing import Any
 
 from trtls import fs
 from trtls.builds.farm.builder_env import builder_environment, spawn_worker
+from trtls.core.cancel import CancelToken
 from trtls.core.paths import UnsafeWrite, inside, real
 from trtls.fs import Kind, parse_json
 from trtls.fs.descriptor import file_of
@@ -161,6 +163,10 @@ class CellRun:
         self.node = f"{socket.gethostname()} ({node_id[:12]})"
         self.looked, self.said = False, ""  # the node's own store lookup (builds/farm/node_store.py): done, its line
         self.hit: Any = None  # the key's entry (trtls.store.entries.Entry) when the remote store held it
+        # the cell's cancel state here: the driver's cancel line, its stdin closed, the cell's end. It cuts the node's
+        # upload of the engine to the remote store at once (the worker said it built by then: a cancel line to it
+        # stops nothing, and the upload ran to its bound, then sent the record)
+        self.stop = CancelToken()
 
     def look_up(self, plan: dict[str, Any]) -> bool:
         """Look the cell's key up in the remote store (`plan`: the driver's, builds/farm/node_store.py) before any
@@ -291,9 +297,9 @@ class CellRun:
             elif '"build_finished"' in text[:80] and '"outcome": "built"' in text:
                 finished = parse_json(text)
                 of = {**plan, "buildId": job["build_id"], "startedAt": t_job}  # the producing build, as recorded
-                note = publish_from_node(
-                    of, self.scratch, Path(job["output"]), finished, env, self.node, round(time.time() - t_job, 3)
-                )
+                took = round(time.time() - t_job, 3)
+                output = Path(job["output"])
+                note = publish_from_node(of, self.scratch, output, finished, env, self.node, took, self.stop)
                 text = finished_with_note(text, note)
             out.append(text)
         return out
@@ -304,6 +310,10 @@ class CellRun:
             self.stderr_tail.append(raw.decode(errors="replace").rstrip())
 
     def control(self, line: str) -> bool:
+        if '"cancel"' in line:  # not a commit line: the cell's cancel state is set too
+            from trtls.builds.farm.node_store import stop_on
+
+            stop_on(self.stop, line)
         with self.lock:
             proc = self.proc
             if proc is None:
@@ -319,6 +329,7 @@ class CellRun:
             return False
 
     def close_stdin(self) -> None:
+        self.stop.request("service_shutdown")  # stdin closing is the protocol's service_shutdown
         with self.lock:
             self.stdin_closed = True
             proc = self.proc
@@ -355,6 +366,7 @@ class CellRun:
     def end(self) -> None:
         """The cell is over (whatever the outcome): its process group ends if it still runs, an unused preloaded
         worker is discarded, its job folder removed."""
+        self.stop.request("service_shutdown")  # an upload still going (the farm goes down) is cut
         with self.lock:
             proc, early, self.early = self.proc, self.early, None
         if proc is not None and proc.poll() is None:

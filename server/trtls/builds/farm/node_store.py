@@ -8,7 +8,9 @@ the engine is hashed into a node-local store folder (`<node scratch>/store`, bou
 only bytes of the sha256 the worker reported become an entry; the blob is sent first (skipped when a HEAD finds it
 with its length), then the record, so a reader that finds the record finds its blob. The same single-flight rule
 holds: the node's key lock (`locks/<key>.lock` in its folder) serialises the cells of one node; two machines that
-publish one key both PUT the same blob name and a valid record.
+publish one key both PUT the same blob name and a valid record. A stop of the cell — its cancel state on the node
+(`cell_runner.CellRun.stop`: the driver's cancel line, its input closed, its end) — cuts the upload at once, as a CLI
+build's stop cuts its own: the worker has built by then, so the cancel line that reaches it stops nothing there.
 
 What the driver hands over (`NodeStore`, built by `builds.avoidance.cells.node_store_plan`): the remote's URL, the
 key and its parts as the driver computed them, and whether this run may write the remote. The key's honesty rule of
@@ -33,6 +35,10 @@ import socket
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
+from trtls.core.cancel import CancelToken
+from trtls.core.events import CancelControl
 from trtls.core.summary_record import Summary
 from trtls.store.entries import Entry, NotTrusted, Refused, RestoreFailed, Store, StoreUnusable
 from trtls.store.farm_keys import PUBLISHED, builder_mismatch
@@ -56,9 +62,12 @@ def publish_from_node(
     env: dict[str, Any],
     node: str,
     duration_s: float | None = None,
+    stop: CancelToken | None = None,
 ) -> str:
     """Publish the engine a node's worker built (`finished`: its `build_finished`, `env`: its `environment`) to the
-    remote store named by `plan`; the line that says what happened (a note of the cell). Never raises."""
+    remote store named by `plan`; the line that says what happened (a note of the cell). Never raises. `stop`: the
+    cell's cancel state on the node (`cell_runner.CellRun.stop`); set, it cuts the upload as a stop of a CLI build
+    cuts its own (`Store.stop`): no record is sent, and the line says the upload was stopped."""
     key = plan_key(plan)
     url = plan.get("url")
     if key is None or not isinstance(url, str) or not isinstance(plan.get("parts"), dict):
@@ -78,6 +87,7 @@ def publish_from_node(
         "publishedBy": {"hostname": socket.gethostname(), "pid": os.getpid(), "node": node},
     }
     store = node_store(scratch, url)
+    store.stop = stop
     try:
         entry = store.publish(key, plan["parts"], engine, record, sha if isinstance(sha, str) else None, push=False)
         # sent here, not by publish: a key this node's folder held already with these bytes (it built the key before,
@@ -90,6 +100,16 @@ def publish_from_node(
     if sent:
         return f"not published from node {node}: {'; '.join(sent)}"
     return f"{PUBLISHED} {node}: key {key[:12]}, engine {str(sha)[:12]}"
+
+
+def stop_on(stop: CancelToken, line: str) -> None:
+    """Set `stop`, a cell's cancel state on its node (`CellRun.stop`), when `line` — a control line the driver sent
+    the cell — is a cancel, with its source (the person's Ctrl-C says `ctrl_c` on the node too)."""
+    try:
+        cancel = CancelControl.model_validate_json(line)
+    except ValidationError:
+        return  # a commit line, or not the wire's
+    stop.request(cancel.source)
 
 
 def finished_with_note(line: str, note: str) -> str:
