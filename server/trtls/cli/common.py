@@ -52,8 +52,14 @@ def report_finding(loaded: Any, f: Finding, hint: str = "") -> None:
     that cannot be served, TRT338, on its `[engines.NAME]` table), and in --json mode one JSON line with the same
     place. A command's recipe check (`load_or_report`), a refused request (`store_lookup.report_refused`: a pin that
     cannot be served) and a failed rollback (`trtls rollback`) print their findings here, never by hand."""
-    rng = loaded.source_map.range(f.path, f.on_value)
     print(finding_line(loaded, f, hint), file=sys.stderr)
+    emit_finding(loaded, f, hint)
+
+
+def emit_finding(loaded: Any, f: Finding, hint: str = "") -> None:
+    """A recipe finding as a script reads it (--json mode only): one JSON line, placed as `report_finding` places it;
+    for a command whose text for people says the finding its own way (`trtls route build`'s refused route)."""
+    rng = loaded.source_map.range(f.path, f.on_value)
     line, col = rng.start_line + 1, rng.start_col + 1
     emit_error(f.code, f.message + hint, file=str(loaded.path), line=line, col=col, severity=f.severity.value)
 
@@ -73,10 +79,20 @@ def finding_line(loaded: Any, f: Finding, hint: str = "") -> str:
     return f"{terminal_safe(loaded.location(f), keep_newlines=False)}: {finding_text(f, hint)}"
 
 
-def report_error(code: str, message: str, file: str) -> None:
-    """A CLI error that is not a recipe finding: text on stderr, and a JSON line in --json mode."""
-    print(f"{file}: {code} {message}", file=sys.stderr)
-    emit_error(code, message, file=file)
+def report_error(code: str, message: str, file: str, line: int | None = None, col: int | None = None) -> None:
+    """A CLI error that is not a recipe finding: `file[:line:col]: CODE message` on stderr, and a JSON line in --json
+    mode with the same place."""
+    where = file if line is None else f"{file}:{line}:{col or 1}"
+    print(f"{where}: {code} {message}", file=sys.stderr)
+    emit_error(code, message, file=file, line=line, col=col)
+
+
+def report_command_error(command: str, code: str, message: str, severity: str = "error") -> None:
+    """An error of a command's own words or of what it was given that no file holds (`usage`: a bad argument): `trtls
+    COMMAND: message` on stderr, and in --json mode the same error record a file's error is (`report_error`), with
+    no place."""
+    print(f"trtls {command}: {message}", file=sys.stderr)
+    emit_error(code, message, severity=severity)
 
 
 def cooperative_stop_line(what: str) -> str:

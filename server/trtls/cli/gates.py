@@ -117,6 +117,7 @@ def register(subparsers: Any) -> None:
         help="build even when gate 1 rejects the checkpoint (pickle, changed weights, branch revision): warns loudly",
     )
     _no_digest_cache(rb)
+    _json_errors(rb, "the build's events, its summary, then the route's result as JSON lines")
     rb.set_defaults(func=cmd_route_build)
     lk = rsub.add_parser(
         "lock",
@@ -127,10 +128,17 @@ def register(subparsers: Any) -> None:
     recipe_argument(lk)
     lk.add_argument("--route", action="append", help="route to lock (repeatable; default: every route)")
     _no_digest_cache(lk)
+    _json_errors(lk, "each route locked as one JSON line")
     lk.set_defaults(func=cmd_route_lock)
     from trtls.cli.route_dialect import register_lifecycle
 
     register_lifecycle(rsub)
+
+
+def _json_errors(p: argparse.ArgumentParser, what: str) -> None:
+    """`--json` of a route command: what it prints, and every error as one JSON record on stdout (`{"type": "error",
+    "code", "message", "file", "line", "col"}`, cli/usage.emit_error), the text on stderr, the exit code the same."""
+    p.add_argument("--json", action="store_true", help=f"print {what}; every error as a JSON line too (on stdout)")
 
 
 def cmd_route_build(args: argparse.Namespace) -> int:

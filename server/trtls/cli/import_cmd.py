@@ -15,8 +15,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from trtls.cli.common import finding_line, finding_text
+from trtls.cli.common import finding_text, report_command_error, report_error, report_finding
 from trtls.cli.exits import EXIT_BAD_INPUT, EXIT_OK
+from trtls.cli.usage import JsonErrors, emit_error
+
+COMMAND = "import trtexec"
 
 # a schema error in the table we wrote would be our bug, a bad profile or engine name the command line's, an output or
 # cache over the model or the recipe (TRT109) its too: never write such a recipe
@@ -45,6 +48,12 @@ def register(subparsers: Any) -> None:
         action="store_true",
         help="keep --fp16/--bf16/--int8/--fp8 as TensorRT 10.x legacy_flags instead of the AutoCast step",
     )
+    t.add_argument(
+        "--json",
+        action="store_true",
+        help="print the result as one JSON object ({type: imported, engine, toml} or {type: written, engine, file}); "
+        "an error as one JSON error record (code, message, file, line, col) — on stdout, the text on stderr",
+    )
     t.add_argument("trtexec_args", nargs=argparse.REMAINDER, help="trtexec's arguments, after --")
     t.set_defaults(func=cmd_import_trtexec)
 
@@ -56,26 +65,30 @@ def cmd_import_trtexec(args: argparse.Namespace) -> int:
     if argv[:1] == ["--"]:
         argv = argv[1:]
     if not argv:
-        print("trtls import trtexec: give trtexec's arguments after --", file=sys.stderr)
+        report_command_error(COMMAND, "usage", "give trtexec's arguments after --")
         return EXIT_BAD_INPUT
     if args.write is not None and not args.write.strip():  # was taken for no --write: printed, exit 0
-        print("trtls import trtexec: --write names no file (give a recipe or its folder)", file=sys.stderr)
+        report_command_error(COMMAND, "usage", "--write names no file (give a recipe or its folder)")
         return EXIT_BAD_INPUT
     try:
         imported = import_trtexec(argv, args.name, args.legacy_precision)
-    except ImportError_ as exc:
-        print(f"trtls import trtexec: {exc}", file=sys.stderr)
+    except ImportError_ as exc:  # a trtexec argument trtls cannot take: the command's words are wrong
+        report_command_error(COMMAND, "usage", str(exc))
         return EXIT_BAD_INPUT
     if not args.write:  # judged as --write judges it: a table a recipe would refuse is never printed as done
         from trtls.core.recipe import load_recipe
 
         result = load_recipe(Path.cwd() / "trtls.toml", imported.toml())
         broken = [f for f in result.findings if f.code == "TRT100" or _ours(f, imported.name)]
-        for f in broken:
+        for f in broken:  # of the table printed, not of a file: no place but the key (its TOML path)
             print(f"trtls import trtexec: {finding_text(f, ' (nothing printed)')}", file=sys.stderr)
+            emit_error(f.code, f.message + " (nothing printed)", key=".".join(map(str, f.path)) or None)
         if broken:
             return EXIT_BAD_INPUT
-        sys.stdout.write(imported.toml())
+        if args.json:
+            _print_json({"type": "imported", "engine": imported.name, "toml": imported.toml()})
+        else:
+            sys.stdout.write(imported.toml())
         return EXIT_OK
     return _write(imported, args)
 
@@ -92,32 +105,25 @@ def _write(imported: Any, args: argparse.Namespace) -> int:
         old = raw.decode("utf-8")
     except (OSError, ValueError) as exc:  # RecipeTooLarge and a non-UTF-8 file are ValueErrors
         code = "TRT125" if isinstance(exc, RecipeTooLarge) else "TRT104"  # the code `trtls check` says it with
-        print(
-            f"{path}: {code} cannot read the recipe: {getattr(exc, 'strerror', None) or exc} (nothing written)",
-            file=sys.stderr,
-        )
+        why = getattr(exc, "strerror", None) or exc
+        report_error(code, f"cannot read the recipe: {why} (nothing written)", str(path))
         return EXIT_BAD_INPUT
     existing = load_recipe(path, old) if old else None
-    refused = _not_a_recipe(existing) if existing is not None else None
-    if refused is not None:
-        from trtls.core.terminal_text import terminal_safe
-
-        print(terminal_safe(refused), file=sys.stderr)  # a key of someone else's file is printed: no escape in it
+    if existing is not None and _refused_as_not_a_recipe(existing):
         return EXIT_BAD_INPUT
     if existing is not None and imported.name in (existing.data.get("engines") or {}):
         if not args.replace:
-            print(
-                f"{path}: engine '{imported.name}' already exists; use --replace or --name (nothing written)",
-                file=sys.stderr,
+            _report_on_engine(
+                existing, imported.name, f"engine '{imported.name}' already exists; use --replace or --name"
             )
             return EXIT_BAD_INPUT
         removed = remove_engine_tables(old, imported.name)
         if removed is None or not removed_only(old, removed, imported.name):
             how = "is not written as its own" if removed is None else "cannot be told from the rest of the file by its"
-            print(
-                f"{path}: engine '{imported.name}' {how} [engines.{imported.name}] tables; edit it by hand "
-                "(nothing written)",
-                file=sys.stderr,
+            _report_on_engine(
+                existing,
+                imported.name,
+                f"engine '{imported.name}' {how} [engines.{imported.name}] tables; edit it by hand",
             )
             return EXIT_BAD_INPUT
         old = removed
@@ -129,7 +135,7 @@ def _write(imported: Any, args: argparse.Namespace) -> int:
     broken = [f for f in result.findings if f.code == "TRT100" or _ours(f, imported.name)]
     if broken:
         for f in broken:
-            print(finding_line(result, f, " (nothing written)"), file=sys.stderr)
+            report_finding(result, f, " (nothing written)")
         return EXIT_BAD_INPUT
     try:  # the user's own recipe, rewritten on request: through the door, never through a symlink
         from trtls.fs import Kind, atomic_write_text
@@ -140,12 +146,20 @@ def _write(imported: Any, args: argparse.Namespace) -> int:
         from trtls.cli.output import refusal
 
         code, why = refusal(exc, "TOML")
-        print(f"{path}: {code} {why}", file=sys.stderr)
+        report_error(code, why, str(path))
         return EXIT_BAD_INPUT
     print(f"{path}: wrote [engines.{imported.name}]", file=sys.stderr)
     for f in ours:  # e.g. the model is not there yet, a dynamic input with no profile: the user should know
-        print(finding_line(result, f), file=sys.stderr)
+        report_finding(result, f)
+    if args.json:
+        _print_json({"type": "written", "engine": imported.name, "file": str(path)})
     return EXIT_OK
+
+
+def _print_json(record: dict[str, Any]) -> None:
+    import json
+
+    print(json.dumps(record), file=JsonErrors.out or sys.stdout, flush=True)
 
 
 def _ours(finding: Any, name: str) -> bool:
@@ -153,26 +167,48 @@ def _ours(finding: Any, name: str) -> bool:
     return finding.code in REFUSE_CODES and finding.path[:2] == ("engines", name)
 
 
-def _not_a_recipe(existing: Any) -> str | None:
-    """Why an existing file is not a trtls recipe this import may add to, located, or None. A file with a TOML
-    syntax error, or with a top-level key no recipe has (a pyproject.toml's `[project]`, another tool's config),
-    is someone else's file: `--write` adds tables to a recipe only, never to whatever TOML it is pointed at."""
+def _refused_as_not_a_recipe(existing: Any) -> bool:
+    """Whether an existing file is not a trtls recipe this import may add to; if so, why is said, located (a key of
+    someone else's file is printed: the console escapes it). A file with a TOML syntax error, or with a top-level key
+    no recipe has (a pyproject.toml's `[project]`, another tool's config), is someone else's file: `--write` adds
+    tables to a recipe only, never to whatever TOML it is pointed at."""
     for f in existing.findings:
         if f.code == "TRT100":
-            return f"{existing.location(f)}: TRT100 the recipe has a TOML syntax error; fix it first (nothing written)"
+            _report_at(existing, f, "TRT100", "the recipe has a TOML syntax error; fix it first (nothing written)")
+            return True
     for f in existing.findings:
         if f.code == "TRT101" and len(f.path) == 1:
-            return (
-                f"{existing.location(f)}: TRT101 '{f.path[0]}' is not a key of a trtls recipe: {existing.path} is "
-                "not a trtls recipe, and --write adds to a recipe (or a new file) only (nothing written)"
+            _report_at(
+                existing,
+                f,
+                "TRT101",
+                f"'{f.path[0]}' is not a key of a trtls recipe: {existing.path} is not a trtls recipe, and --write "
+                "adds to a recipe (or a new file) only (nothing written)",
             )
+            return True
     if not existing.data and Path(existing.path).suffix != ".toml":
         # comments alone parse as an empty TOML document: a shell script's `# deploy notes`, a NOTES file
-        return (
-            f"{existing.path}: TRT101 holds no table of a trtls recipe and is not a .toml file: not a trtls recipe, "
-            "and --write adds to a recipe (or a new file) only (nothing written)"
+        report_error(
+            "TRT101",
+            "holds no table of a trtls recipe and is not a .toml file: not a trtls recipe, and --write adds to a "
+            "recipe (or a new file) only (nothing written)",
+            str(existing.path),
         )
-    return None
+        return True
+    return False
+
+
+def _report_at(existing: Any, f: Any, code: str, message: str) -> None:
+    """`message` under `code`, placed where the finding `f` stands in `existing` (`file:line:col`)."""
+    rng = existing.source_map.range(f.path, f.on_value)
+    report_error(code, message, str(existing.path), rng.start_line + 1, rng.start_col + 1)
+
+
+def _report_on_engine(existing: Any, name: str, message: str) -> None:
+    """Why `--write` leaves the recipe's engine `name` alone, placed on its `[engines.NAME]` table: the command's
+    words (`--replace`, `--name`) decide, so its code is `usage`."""
+    rng = existing.source_map.range(("engines", name))
+    report_error("usage", f"{message} (nothing written)", str(existing.path), rng.start_line + 1, rng.start_col + 1)
 
 
 def _rebase_paths(imported: Any, cwd: Path, recipe_dir: Path) -> None:

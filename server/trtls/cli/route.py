@@ -8,8 +8,9 @@ import sys
 from typing import Any
 
 from trtls.bundle import BundleError, sidecar_path
-from trtls.cli.common import finding_line, install_stop_keys
-from trtls.cli.exits import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_HOLD, EXIT_OK, EXIT_REJECT, exit_code_of
+from trtls.cli.common import emit_finding, install_stop_keys, report_command_error, report_error, report_finding
+from trtls.cli.exits import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, EXIT_REJECT, exit_code_of
+from trtls.cli.usage import JsonErrors, emit_error
 from trtls.core.cancel import CancelToken
 from trtls.route.build import RouteBuildError, build_route, load_route_recipe
 
@@ -35,9 +36,22 @@ def chosen_or_exit(loaded: Any, name: str | None, *, none_means_all: bool = Fals
 
     chosen = chosen_routes(loaded, name, none_means_all=none_means_all)
     if isinstance(chosen, str):
-        print(f"{loaded.path}: {chosen}", file=sys.stderr)
+        code, _, message = chosen.partition(" ")  # "TRT107 …"
+        report_error(code, message, str(loaded.path))
         return EXIT_BAD_INPUT
     return chosen
+
+
+def report_recipe_unread(loaded: Any) -> int:
+    """A route command's recipe that could not be read (missing, a folder, unreadable): TRT104 on its path."""
+    report_error("TRT104", "recipe file not found or unreadable", str(loaded.path))
+    return EXIT_BAD_INPUT
+
+
+def _print_json(record: dict[str, Any]) -> None:
+    import json
+
+    print(json.dumps(record, default=str), file=JsonErrors.out or sys.stdout, flush=True)
 
 
 def cmd_route_build(args: Any) -> int:
@@ -48,8 +62,7 @@ def cmd_route_build(args: Any) -> int:
 
     loaded = load_route_recipe(args.recipe or ".")
     if not loaded.text:
-        print(f"{loaded.path}: TRT104 recipe file not found or unreadable", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return report_recipe_unread(loaded)
     chosen = chosen_or_exit(loaded, args.route)
     if isinstance(chosen, int):
         return chosen
@@ -57,7 +70,7 @@ def cmd_route_build(args: Any) -> int:
     from trtls.core.write_policy import route_write_findings
 
     for f in route_write_findings(loaded, name)[:1]:  # the path policy first: bad input, before gate 1 reads anything
-        print(finding_line(loaded, f), file=sys.stderr)
+        report_finding(loaded, f)
         return EXIT_BAD_INPUT
     refused = _preflight(loaded, name, args)
     if refused is not None:
@@ -68,7 +81,10 @@ def cmd_route_build(args: Any) -> int:
         holder["build"] = build
         install_stop_keys(build, build.engine)
 
-    view_cls = RichView if sys.stdout.isatty() else PlainView
+    from trtls.cli.terminal_view import JsonView
+
+    as_json = bool(getattr(args, "json", False))
+    view_cls = JsonView if as_json else (RichView if sys.stdout.isatty() else PlainView)
 
     async def run_route_build() -> Any:
         # Ctrl-C and SIGTERM stop the steps before the engine build too (the checkpoint read, the export, a
@@ -83,20 +99,36 @@ def cmd_route_build(args: Any) -> int:
     try:
         result = asyncio.run(run_route_build())
     except RouteBuildError as exc:
-        where = ""
+        line = col = None
         if exc.path and loaded.source_map is not None:
             try:
-                where = f"{loaded.path}:{loaded.source_map.range(('routes', name) + tuple(exc.path), True).human()}: "
+                rng = loaded.source_map.range(("routes", name) + tuple(exc.path), True)
+                line, col = rng.start_line + 1, rng.start_col + 1
             except Exception:
-                where = f"{loaded.path}: "
-        print(f"{where or str(loaded.path) + ': '}trtls route build: {exc}", file=sys.stderr)
+                pass
+        where = str(loaded.path) if line is None else f"{loaded.path}:{line}:{col}"
+        print(f"{where}: trtls route build: {exc}", file=sys.stderr)
+        # the route's own table refused (core.route.route_model, the build's first step): its findings, each on its
+        # place, are the error records; anything else is the build's one error, coded where its text says a code
+        own = loaded.in_file_order(f for f in loaded.errors if tuple(f.path[:2]) == ("routes", name))
+        for f in own[:10]:
+            emit_finding(loaded, f)
+        if not own:
+            code, message = _coded(str(exc), "route_build")
+            emit_error(code, message, file=str(loaded.path), line=line, col=col)
         return EXIT_BAD_INPUT
     except BundleError as exc:
-        print(f"trtls route build: bundle not written: {exc}", file=sys.stderr)
+        report_command_error("route build", "bundle", f"bundle not written: {exc}")
         return EXIT_FAILED
     except OSError as exc:
         print(f"{loaded.path}: trtls route build: {exc.strerror or exc} ({exc.filename or ''})", file=sys.stderr)
+        emit_error("os_error", str(exc.strerror or exc), file=str(exc.filename or loaded.path))
         return EXIT_FAILED
+    if as_json:  # the build's events and summary came as JSON lines (JsonView); the route's result is the last
+        import dataclasses
+
+        _print_json({"type": "route", **dataclasses.asdict(result)})
+        return exit_code_of(result.outcome, result.cancel_source)
     if "build" in holder:
         print_outcome(holder["build"])
     print(f"\nroute {name}: {result.message}")
@@ -110,6 +142,15 @@ def cmd_route_build(args: Any) -> int:
     for note in result.notes:
         print(f"  note: {note}")
     return exit_code_of(result.outcome, result.cancel_source)
+
+
+def _coded(text: str, default: str) -> tuple[str, str]:
+    """(code, message) of an error whose text may start with its code (`TRT412 the bundle cannot be written …`);
+    `default` when it does not."""
+    import re
+
+    found = re.match(r"(TRT\d{3}) (.*)", text, re.S)
+    return (found.group(1), found.group(2)) if found else (default, text)
 
 
 def _preflight(loaded: Any, name: str, args: Any) -> int | None:
@@ -138,10 +179,9 @@ def _preflight(loaded: Any, name: str, args: Any) -> int | None:
     forced = bool(getattr(args, "unverified_checkpoint", False))
     for c in refuse:
         level = "WARNING (building anyway: --unverified-checkpoint)" if forced else "error"
-        print(
-            f"{loaded.path}: {c.code} {level}: gate 1 {c.status}s the checkpoint: {c.name}: {c.message}",
-            file=sys.stderr,
-        )
+        said = f"gate 1 {c.status}s the checkpoint: {c.name}: {c.message}"
+        print(f"{loaded.path}: {c.code} {level}: {said}", file=sys.stderr)
+        emit_error(c.code, said, file=str(loaded.path), severity="warning" if forced else "error")
     if forced:
         return None
     print(
@@ -155,25 +195,26 @@ def _preflight(loaded: Any, name: str, args: Any) -> int | None:
 def cmd_route_lock(args: Any) -> int:
     """Exit 0 locked, 2 bad input, 4 a route cannot be locked as it is (nothing written for it)."""
     from trtls.checkpoint.lock import LockError, lock_route
-    from trtls.core.route import chosen_routes, route_model, route_names
+    from trtls.core.route import route_model, route_names
 
     loaded = load_route_recipe(args.recipe or ".")
+    if not loaded.text:
+        return report_recipe_unread(loaded)
     # an engine's ONNX that does not exist yet is what `trtls route build` writes: locking comes first (docs/gates.md)
     blocking = [f for f in loaded.errors if not (f.code == "TRT104" and tuple(f.path)[::2] == ("engines", "onnx"))]
-    if not loaded.text or blocking:
-        for f in blocking[:10]:
-            print(finding_line(loaded, f), file=sys.stderr)
+    if blocking:
+        for f in loaded.in_file_order(blocking)[:10]:
+            report_finding(loaded, f)
         return EXIT_BAD_INPUT
     names = route_names(loaded)
     if not args.route and not names:  # nothing locked is not "locked": the TRT107 every route command says
-        print(f"{loaded.path}: {chosen_routes(loaded, None, none_means_all=True)}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        chosen = chosen_or_exit(loaded, None, none_means_all=True)
+        assert isinstance(chosen, int)  # no route at all: nothing to choose
+        return chosen
     wanted = args.route or names
     unknown = [n for n in wanted if n not in names]
     if unknown:
-        print(
-            f"{loaded.path}: TRT107 no route named {', '.join(unknown)} (routes: {', '.join(names)})", file=sys.stderr
-        )
+        report_error("TRT107", f"no route named {', '.join(unknown)} (routes: {', '.join(names)})", str(loaded.path))
         return EXIT_BAD_INPUT
     rc = EXIT_OK
     for name in wanted:
@@ -188,187 +229,12 @@ def cmd_route_lock(args: Any) -> int:
             entry = lock_route(loaded, name, use_digest_cache=not args.no_digest_cache)
         except LockError as exc:
             print(f"{loaded.path}: route {name}: not locked: {exc}", file=sys.stderr)
+            emit_error("lock", f"route {name}: not locked: {exc}", file=str(loaded.path))
             rc = EXIT_REJECT
             continue
-        print(f"route {name}: locked {len(entry['files'])} files at commit {entry['checkpoint']['commit']}")
+        if getattr(args, "json", False):
+            commit = entry["checkpoint"]["commit"]
+            _print_json({"type": "locked", "route": name, "files": len(entry["files"]), "commit": commit})
+        else:
+            print(f"route {name}: locked {len(entry['files'])} files at commit {entry['checkpoint']['commit']}")
     return rc
-
-
-# -- a route's life: promote, status, canary, rollback (the rules are in trtls.gates.lifecycle; this only renders)
-
-
-CANARY_STEPS = ("start", "pass", "fail")
-
-
-def lifecycle_words(args: Any) -> tuple[str, str | None, str | None, str | None] | str:
-    """(recipe, route or None, canary step or None, deprecation note or None) from a lifecycle command's words and
-    options, or what is wrong with them. The one dialect is `[RECIPE] --route NAME` (as `trtls gates`, `route build`
-    and `route lock` take it); the old `NAME --recipe R` (or a bare `NAME`) still works, with a note."""
-    command = getattr(args, "lifecycle", "status")
-    words = list(getattr(args, "words", None) or [])
-    step = None
-    if command == "canary":
-        if not words or words[-1] not in CANARY_STEPS:
-            return (
-                "trtls route canary: give the step: start, pass or fail (trtls route canary [RECIPE] --route NAME STEP)"
-            )
-        step = words.pop()
-    route, old_recipe = getattr(args, "route", None), getattr(args, "recipe", None)
-    if len(words) > 1:
-        return f"trtls route {command}: too many words: {' '.join(words)} (trtls route {command} [RECIPE] --route NAME)"
-    word = words[0] if words else None
-    old = False
-    if old_recipe is not None:  # `NAME --recipe R`: the word, if any, is the route
-        recipe, old = old_recipe, True
-        if word is not None:
-            if route is not None and route != word:
-                return f"trtls route {command}: two routes given: {word} and --route {route}"
-            route = word
-    elif route is not None or word is None or _names_a_recipe(word):
-        recipe = word or "."
-    else:  # a bare `NAME`: the old dialect, on the recipe in this folder
-        recipe, route, old = ".", word, True
-    note = None
-    if old:
-        tail = f" {step}" if step else ""
-        where = "" if recipe == "." else f"{recipe} "
-        note = (
-            f"trtls route {command}: note: `{command} NAME --recipe R` is deprecated; write "
-            f"`trtls route {command} {where}--route {route or 'NAME'}{tail}`"
-        )
-    return recipe, route, step, note
-
-
-def _names_a_recipe(word: str) -> bool:
-    from pathlib import Path
-
-    return word.endswith(".toml") or "/" in word or word in (".", "..") or Path(word).is_dir()
-
-
-def _lifecycle_route(args: Any) -> tuple[Any, list[str]] | int:
-    """The loaded recipe and the routes a lifecycle command acts on (status: every route unless --route names one;
-    the others: the named route, else the only one), or the exit code of bad input (said on stderr)."""
-    got = lifecycle_words(args)
-    if isinstance(got, str):
-        print(got, file=sys.stderr)
-        return EXIT_BAD_INPUT
-    recipe, name, step, note = got
-    if note is not None:
-        print(note, file=sys.stderr)
-    args.step = step
-    loaded = load_route_recipe(recipe)
-    if loaded.recipe is None:
-        for f in loaded.errors[:10]:
-            print(finding_line(loaded, f), file=sys.stderr)
-        return EXIT_BAD_INPUT
-    wanted = chosen_or_exit(loaded, name, none_means_all=getattr(args, "lifecycle", "status") == "status")
-    return wanted if isinstance(wanted, int) else (loaded, wanted)
-
-
-def _emit(args: Any, payload: dict[str, Any], lines: list[str]) -> None:
-    import json
-
-    if getattr(args, "format", "text") == "json":
-        print(json.dumps(payload, indent=2, default=str))
-    else:
-        print("\n".join(lines))
-
-
-def _outcome_exit(args: Any, outcome: Any) -> int:
-    lines = [outcome.message]
-    lines += [f"  missing: {r['item']}: {r['reason']}" for r in outcome.refused if r["item"] != "ledger"]
-    lines += [f"  {a}" for a in outcome.advice]
-    _emit(args, outcome.as_dict(), lines)
-    if outcome.ok:
-        return EXIT_OK
-    tampered = any(r["item"] == "ledger" for r in outcome.refused) or "tampered" in outcome.message
-    return EXIT_REJECT if tampered else EXIT_HOLD
-
-
-def cmd_route_promote(args: Any) -> int:
-    """Exit 0 promoted (or already), 3 refused (an item missing or not current), 4 the ledger is tampered, 2 bad
-    input."""
-    from trtls.core.route import route_model
-    from trtls.gates.lifecycle.promotion import promote
-
-    got = _lifecycle_route(args)
-    if isinstance(got, int):
-        return got
-    loaded, (name,) = got
-    return _outcome_exit(args, promote(loaded, name, route_model(loaded, name), approver=args.approver))
-
-
-def cmd_route_canary(args: Any) -> int:
-    """Exit 0 recorded, 3 refused (wrong step, a watched figure missing), 4 tampered ledger, 2 bad input."""
-    from trtls.core.route import route_model
-    from trtls.gates.lifecycle.status import canary
-
-    got = _lifecycle_route(args)
-    if isinstance(got, int):
-        return got
-    loaded, (name,) = got
-    figures: dict[str, Any] = {}
-    given: dict[str, str] = {}  # each figure as typed
-    for item in args.figure or []:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            print(f"trtls route canary: --figure takes NAME=VALUE, not {item!r}", file=sys.stderr)
-            return EXIT_BAD_INPUT
-        if key.strip() in given:  # two values of one figure: neither is taken for the other (the last won)
-            print(
-                f"trtls route canary: --figure {key.strip()!r} is given twice ({given[key.strip()]!r} and "
-                f"{value.strip()!r}): give each figure once",
-                file=sys.stderr,
-            )
-            return EXIT_BAD_INPUT
-        given[key.strip()] = value.strip()
-        try:
-            figures[key.strip()] = float(value)
-        except ValueError:
-            figures[key.strip()] = value.strip()
-    outcome = canary(loaded, name, route_model(loaded, name), args.step, figures, approver=args.approver)
-    return _outcome_exit(args, outcome)
-
-
-def cmd_route_rollback(args: Any) -> int:
-    """Exit 0 the pointer moved, 3 refused (nothing to roll back to, its file is gone), 4 tampered, 2 bad input."""
-    from trtls.core.route import route_model
-    from trtls.gates.lifecycle.status import rollback
-
-    got = _lifecycle_route(args)
-    if isinstance(got, int):
-        return got
-    loaded, (name,) = got
-    outcome = rollback(loaded, name, route_model(loaded, name), approver=args.approver, reason=args.reason)
-    return _outcome_exit(args, outcome)
-
-
-STATUS_EXIT = {
-    "valid": EXIT_OK,
-    "not_promoted": EXIT_FAILED,
-    "revalidate": EXIT_HOLD,
-    "canary_failed": EXIT_REJECT,
-    "tampered": EXIT_REJECT,
-}
-
-
-def cmd_route_status(args: Any) -> int:
-    """Exit 0 every route shown is promoted and valid; 1 one is not promoted; 3 one must be revalidated; 4 a canary
-    failed or the ledger is tampered; 2 bad input (the worst of the routes shown)."""
-    from trtls.core.route import route_model
-    from trtls.gates.lifecycle.status import route_status
-
-    got = _lifecycle_route(args)
-    if isinstance(got, int):
-        return got
-    loaded, names = got
-    statuses = [route_status(loaded, n, route_model(loaded, n)) for n in names]
-    lines = []
-    for st in statuses:
-        lines.append(f"route {st.route}: {st.message}")
-        lines += [f"  revalidate: {r}" for r in st.reasons]
-        if st.canary_figures:
-            lines.append("  canary figures: " + ", ".join(f"{k}={v}" for k, v in st.canary_figures.items()))
-        lines += [f"  {a}" for a in st.advice]
-    _emit(args, {"routes": [st.as_dict() for st in statuses]}, lines)
-    return max((STATUS_EXIT[st.state] for st in statuses), default=EXIT_OK)

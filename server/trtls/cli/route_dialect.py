@@ -1,6 +1,7 @@
 """The one dialect of the route lifecycle commands: `trtls route promote|status|canary|rollback [RECIPE] --route
 NAME` (as `trtls gates`, `route build` and `route lock` take it), registered under `trtls route` by
-`cli.gates.register`; `cli.route.lifecycle_words` reads the words (and the old `NAME --recipe R`, with a note)."""
+`cli.gates.register`; `cli.route_lifecycle.lifecycle_words` reads the words (and the old `NAME --recipe R`, with a
+note)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ class _WordsAnywhereParser(TrtlsParser):
     """A lifecycle command's parser: its words (RECIPE, the canary's step, the old dialect's route name) may come
     before or after the options. argparse takes a command's positionals from the first run of words only, so
     `route canary RECIPE --route NAME pass` would leave `pass` unrecognized; the words after an option are taken
-    back here and `cli.route.lifecycle_words` reads them all."""
+    back here and `cli.route_lifecycle.lifecycle_words` reads them all."""
 
     def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
         parsed, extra = super().parse_known_args(args, namespace)
@@ -31,13 +32,14 @@ def register_lifecycle(rsub: Any) -> None:
     revalidation"); the old `NAME --recipe R` still works, with a deprecation note on stderr."""
 
     def step(name: str, help: str, epilog: str, words: str = "[RECIPE]") -> Any:
-        """A lifecycle step's parser with what every step takes; it runs `cli.route.cmd_route_<name>`."""
+        """A lifecycle step's parser with what every step takes; it runs `cli.route_lifecycle.cmd_route_<name>`."""
         p = rsub.add_parser(name, help=help, epilog=epilog)
         p.__class__ = _WordsAnywhereParser  # made by the subparsers action as a TrtlsParser: only this is added
         p.add_argument("words", nargs="*", metavar=words, help=RECIPE_HELP)
         p.add_argument("--route", help="the route (status: default every route)")
         p.add_argument("--recipe", help=argparse.SUPPRESS)  # the old dialect: `NAME --recipe R`
         p.add_argument("--format", choices=("text", "json"), default="text", help="output format (default: text)")
+        p.add_argument("--json", action="store_true", help="--format json; every error as a JSON line too (on stdout)")
         p.set_defaults(func=lambda a: _lifecycle(f"cmd_route_{name}", a), lifecycle=name)
         return p
 
@@ -79,6 +81,12 @@ def register_lifecycle(rsub: Any) -> None:
 
 
 def _lifecycle(name: str, args: argparse.Namespace) -> int:
-    import trtls.cli.route as route
+    import trtls.cli.route_lifecycle as route
+    from trtls.cli.usage import JsonErrors
+
+    if args.json:
+        args.format = "json"
+    if args.format == "json":  # the reply is JSON: so is an error (one record on stdout, the text on stderr)
+        JsonErrors.enabled = True
 
     return int(getattr(route, name)(args))

@@ -82,7 +82,9 @@ def mark_leaf_parsers(parser: argparse.ArgumentParser) -> None:
 
 
 def parse(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
-    JsonErrors.enabled = "--json" in (sys.argv[1:] if argv is None else argv)
+    words = sys.argv[1:] if argv is None else argv
+    # trtls's own words only: `trtls import trtexec -- …` passes what follows `--` on as another tool's arguments
+    JsonErrors.enabled = "--json" in (words[: words.index("--")] if "--" in words else words)
     mark_leaf_parsers(parser)
     args, extra = parser.parse_known_args(argv)
     if extra:
