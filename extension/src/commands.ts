@@ -139,11 +139,14 @@ export class UiCommands {
         }
         break;
       }
-      case 'trtls.cancelBuild':
-        if ((res as CancelBuildReply).accepted === false) {
-          void vscode.window.showInformationMessage('TensorRT: that build is no longer running.');
+      case 'trtls.cancelBuild': {
+        // a stopped run shows itself in the tree; the server's sentence says a stop that cut only an upload, or nothing
+        const r = res as CancelBuildReply;
+        if (r.stopped !== 'run') {
+          void vscode.window.showInformationMessage(`TensorRT: ${r.message}`);
         }
         break;
+      }
       case 'trtls.showEvidence':
         await openEvidence((res as EvidenceReply).path);
         break;

@@ -48,10 +48,11 @@ def test_every_handler_is_declared_to_return_its_reply_model() -> None:
 
 
 def test_the_one_reply_function_refuses_a_hand_made_dict_or_another_commands_model() -> None:
-    made = wire.CancelBuildReply(buildId="demo-1", accepted=False, status="built")
-    assert wire.reply("trtls.cancelBuild", made) == {"buildId": "demo-1", "accepted": False, "status": "built"}
+    sent = {"buildId": "demo-1", "accepted": False, "status": "built", "stopped": "nothing", "message": "nothing"}
+    made = wire.CancelBuildReply.model_validate(sent)
+    assert wire.reply("trtls.cancelBuild", made) == sent
     with pytest.raises(TypeError, match="answered dict, not CancelBuildReply"):
-        wire.reply("trtls.cancelBuild", {"buildId": "demo-1", "accepted": False, "status": "built"})  # type: ignore[arg-type]
+        wire.reply("trtls.cancelBuild", sent)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="BuildEngineReply | BuildMatrixReply"):
         wire.reply("trtls.buildEngine", made)
     matrix = wire.BuildMatrixReply(buildId=None, status="reused")

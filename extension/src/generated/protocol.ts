@@ -330,11 +330,15 @@ export interface CancelBuildArgs {
   source?: 'api' | 'ide_stop';
 }
 
-/** `trtls.cancelBuild {buildId, source?}`: `accepted` false when the build had already ended. */
+/** `trtls.cancelBuild {buildId, source?}`: what the stop cut (trtls.app.stop); `accepted`: it cut something. */
 export interface CancelBuildReply {
   buildId: string;
   accepted: boolean;
   status: string;
+  /** the run; only a built engine's upload to the remote store; nothing */
+  stopped: 'run' | 'upload' | 'nothing';
+  /** what the stop cut, in a sentence (`demo is built already; stopping the upload of its engine …`) */
+  message: string;
 }
 
 /** Supervisor → worker, on stdin. The first cancel wins; stdin closing is a cancel from `service_shutdown`. */

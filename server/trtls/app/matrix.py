@@ -39,6 +39,7 @@ async def request_matrix(
     say: Say | None = None,
     on_looked_up: LookedUp | None = None,
     on_follower: FollowerDone | None = None,
+    on_warning: Callable[[str, str], None] | None = None,
 ) -> MatrixStarted | Refused:
     """`engines` (None: every engine), each once or — `matrix`, or one `cell` by name — each cell of its
     `[engines.NAME.matrix]`. A refusal starts nothing: a recipe with errors, an engine it lacks (TRT107), a cell no
@@ -48,7 +49,8 @@ async def request_matrix(
     served cell's engine is in place whatever follows). `on_follower(cell, summary or None, what happened)`: a cell
     of the same key as one this run builds, restored from its entry after it (or not). `runs`/`scope`: the parent and
     every cell registered, a cell that starts later (it waited for a node) at its first event. `say`: a line for a
-    person (connecting to the cluster)."""
+    person (connecting to the cluster). `on_warning(cell, line)`: the store's warnings that come with a cell's end
+    (its engine's upload to the remote store stopped, or failed)."""
     if loaded.recipe is None:
         return Refused("invalid_recipe", list(loaded.errors))
     names = list(engines) if engines else list(loaded.recipe.engines)
@@ -76,7 +78,7 @@ async def request_matrix(
     except BaseException:
         found.release()
         raise
-    avoidance.attach_cells(mb, found.uses, None if on_follower is None else _with_summary(on_follower))
+    avoidance.attach_cells(mb, found.uses, None if on_follower is None else _with_summary(on_follower), on_warning)
     if runs is not None:
         registry = runs
         registry.add(mb, "matrix", scope)

@@ -195,11 +195,13 @@ class BuildEngineResult(RootModel[BuildEngineReply | BuildMatrixReply]):
 
 
 class CancelBuildReply(_Wire):
-    """`trtls.cancelBuild {buildId, source?}`: `accepted` false when the build had already ended."""
+    """`trtls.cancelBuild {buildId, source?}`: what the stop cut (trtls.app.stop); `accepted`: it cut something."""
 
     buildId: str
     accepted: bool
     status: str
+    stopped: Literal["run", "upload", "nothing"]  # the run; only a built engine's upload to the remote store; nothing
+    message: str  # what the stop cut, in a sentence (`demo is built already; stopping the upload of its engine …`)
 
 
 class ListedBuild(_Wire):

@@ -23,7 +23,7 @@ from trtls.core import wire
 from trtls.core.findings import Finding, Origin
 from trtls.core.summary_record import SUMMARY_NAME, Summary
 from trtls.lsp.build_relay import BuildRelay, build_tree, notify_build_tree
-from trtls.lsp.command_args import BuildEngineArgs, BuildMatrixArgs
+from trtls.lsp.command_args import BuildEngineArgs, BuildMatrixArgs, CancelBuildArgs
 from trtls.lsp.progress import wants_progress
 
 if TYPE_CHECKING:
@@ -79,6 +79,7 @@ async def start_build(ls: TrtlsServer, args: BuildEngineArgs) -> wire.BuildEngin
         overrides=overrides,
         runs=ls.runs,
         scope=args.uri,
+        on_warning=lambda line: store_warning(ls, args.engine, line),
         grace_s=settings.cancel_grace_s,
         notes=notes,
     )
@@ -153,6 +154,7 @@ async def _matrix(ls: TrtlsServer, args: BuildMatrixArgs, loaded: LoadedRecipe) 
         scope=args.uri,
         on_looked_up=looked_up,
         on_follower=on_follower,
+        on_warning=lambda cell, line: store_warning(ls, cell, line),
     )
     if isinstance(result, Refused):
         if result.because == "bad_request":
@@ -177,6 +179,29 @@ async def _matrix(ls: TrtlsServer, args: BuildMatrixArgs, loaded: LoadedRecipe) 
         cells=[wire.MatrixCellPlan(cell=p.key, engine=p.engine) for p in result.left],
         reused=reused,
     )
+
+
+def stop_command(ls: TrtlsServer, args: CancelBuildArgs) -> wire.CancelBuildReply:
+    """trtls.cancelBuild: stop any run by id (a build, a cell, a whole matrix, a gates or triage run) and say what the
+    stop cut (trtls.app.stop): the run, only the upload of a built engine to the remote store, or nothing."""
+    from trtls.app.stop import stop_run
+
+    run = ls.runs.get(args.buildId)
+    if run is None:
+        raise JsonRpcInvalidParams(f"no build with id '{args.buildId}' (see trtls.listBuilds)")
+    said = stop_run(run, args.source)
+    return wire.CancelBuildReply(
+        buildId=args.buildId, accepted=said.accepted, status=said.status, stopped=said.cut, message=said.text
+    )
+
+
+def store_warning(ls: TrtlsServer, name: str, line: str) -> None:
+    """A warning the store said as a build ended (before its last `trtls/buildTree`): its engine's upload to the
+    remote store stopped (the editor's Stop) or failed, the engine not stored — a log line, as the lookup's are."""
+    from trtls.core.terminal_text import terminal_safe
+
+    said = terminal_safe(f"trtls: {name}: {line}", keep_newlines=False)
+    ls.window_log_message(lsp.LogMessageParams(type=lsp.MessageType.Warning, message=said))
 
 
 def _place_refusal(ls: TrtlsServer, uri: str, engines: list[str], findings: list[Finding]) -> None:

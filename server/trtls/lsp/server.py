@@ -5,7 +5,7 @@ so initialize stays fast. Commands (workspace/executeCommand, one argument objec
 
     trtls.buildEngine {uri, engine, retry?}  → {buildId, engine, status: "started" | "already_building"}
     trtls.buildMatrix {uri, engine?, cell?, matrix?} → {buildId, status, cells}  (a matrix or farm run)
-    trtls.cancelBuild {buildId, source?}     → {buildId, accepted, status}  (any run: build, cell, matrix, gates)
+    trtls.cancelBuild {buildId, source?}     → {buildId, accepted, status, stopped, message}  (any run; app/stop.py)
                                                (source: api, or ide_stop from an editor button)
     trtls.listBuilds {}                      → {builds: [...]}
     trtls.showEvidence {buildId}             → {buildId, path, summary}
@@ -279,13 +279,9 @@ async def build_matrix(ls: TrtlsServer, args: BuildMatrixArgs) -> wire.BuildMatr
 
 @command("trtls.cancelBuild")
 def cancel_build(ls: TrtlsServer, args: CancelBuildArgs) -> wire.CancelBuildReply:
-    from trtls.core.wire import CancelBuildReply
+    from trtls.lsp.build_commands import stop_command
 
-    run = ls.runs.get(args.buildId)  # a cell, a build, a whole matrix or a gates run
-    if run is None:
-        raise JsonRpcInvalidParams(f"no build with id '{args.buildId}' (see trtls.listBuilds)")
-    accepted = run.running and run.cancel(args.source)
-    return CancelBuildReply(buildId=args.buildId, accepted=bool(accepted), status=run.status)
+    return stop_command(ls, args)
 
 
 @command("trtls.listBuilds")

@@ -81,10 +81,16 @@ def with_node_store(remote_for: Callable[[Any], Any] | None, uses: dict[str, Sto
 FollowerDone = Callable[[str, "dict[str, Any] | None", str], None]
 
 
-def attach_cells(mb: Any, uses: dict[str, StoreUse], on_follower: FollowerDone | None = None) -> None:
+def attach_cells(
+    mb: Any,
+    uses: dict[str, StoreUse],
+    on_follower: FollowerDone | None = None,
+    on_warning: Callable[[str, str], None] | None = None,
+) -> None:
     """Publish each cell that builds when it ends (before any view reads its summary), then restore the cells of
     the same key from its entry (`on_follower(cell key, the reuse's summary or None, what happened)`); when the
-    matrix ends, release the locks of cells that never started (it was stopped first).
+    matrix ends, release the locks of cells that never started (it was stopped first). `on_warning(cell key, line)`:
+    the store's warnings that come with a cell's end (its upload stopped), as `lookup.attach` says a build's.
 
     A cell is published as a single build is (`lookup.attach`, from its first event): on a thread its end awaits,
     and a stop of the matrix — it stops every cell: the terminal's Ctrl-C, the editor's Stop — cuts the engine's
@@ -111,7 +117,8 @@ def attach_cells(mb: Any, uses: dict[str, StoreUse], on_follower: FollowerDone |
             return
         if ev is not None:  # its first event: the store's end goes before this listener's (a view's) at its end
             attached.add(build.id)
-            attach(use, build, count=True, then=lambda b: settle(key, b))
+            said = None if on_warning is None else lambda line: on_warning(key, line)
+            attach(use, build, said, count=True, then=lambda b: settle(key, b))
         else:  # over before any event (its worker never started): nothing was built, nothing is sent
             after_build(use, build, count=True)
             settle(key, build)

@@ -260,24 +260,35 @@ def _publish(use: StoreUse, engine: Path, record: dict[str, Any], sha: str | Non
     mismatch = builder_mismatch(use.key, Summary.written(summary)) or inputs_changed(use.key, record["startedAt"])
     if mismatch is not None:
         use.warnings.append(mismatch)
-        use.store.upload.skipped(mismatch)  # what a stop now cuts (store/upload_state.py): no upload
         record["keyMismatch"] = mismatch  # the known-good record says why it was not stored
         return False
     if use.store.mode != "read_write":
         use.warnings.append("the store is read-only (mode = read): the engine was not stored")
-        use.store.upload.skipped("the store is read-only (mode = read)")
         return False
     try:  # a farm node that published this key to the remote already: not sent twice (builds/farm/node_store.py)
         pushed = published_by_node(summary.get("notes") or [], use.key.hex)
-        if pushed:
-            use.store.upload.skipped("a farm node sent the engine to the remote store already")
         use.store.publish(use.key.hex, use.key.parts, engine, record, sha, push=not pushed)
         return True
     except OSError as exc:
         where = f"{exc.filename}: " if exc.filename and exc.strerror else ""  # what refused it (an entry's folder)
         use.warnings.append(f"TRT333 the engine is built at {engine} but was not stored: {where}{exc.strerror or exc}")
-        use.store.upload.skipped(f"the engine was not stored in the local store: {exc.strerror or exc}")
         return False
+
+
+def upload_a_stop_cuts(use: StoreUse, build: Build) -> str | None:
+    """The remote store (its URL as shown) whose upload of `build`'s engine a stop of the build cuts now: a built
+    engine, a store that writes to a remote, and the store's end of it not over (it amends the build's record, with
+    its `store` object, once the upload is done or cut); None otherwise. Read on the loop while the end runs on its
+    thread (`attach`)."""
+    store = use.store
+    if store is None or build.outcome != "built" or store.remote_url is None or store.mode != "read_write":
+        return None
+    record = build.state.record
+    if record is not None and "store" in record:
+        return None
+    from trtls.store.remote_http import shown
+
+    return shown(store.remote_url)
 
 
 def attach(
@@ -301,7 +312,7 @@ def attach(
         use.lock.relabel(build.id)
     if use.store is not None:
         use.store.stop = use.store.stop or CancelToken()
-        build.stop_end_with(use.store.stop)
+        build.stop_end_with(use.store.stop, lambda: upload_a_stop_cuts(use, build))
     # the lookup's were said before the build (`trtls build` prints them). A set, not a count: the build's own
     # warnings (TRT333) land in `warnings`, which all_warnings lists before the key's and the store's notes
     said = set(use.all_warnings())

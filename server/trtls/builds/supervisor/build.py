@@ -82,6 +82,7 @@ class Build:
     _force: Callable[[], Any] | None
     _previous_sha: asyncio.Future | None
     end_stop: CancelToken | None  # the cancel state of the work its end still does (the store's upload: attach)
+    end_upload: Callable[[], str | None] | None  # that work's upload now: the remote store it sends the engine to
 
     def __init__(
         self,
@@ -120,7 +121,7 @@ class Build:
         self.output_check, self.resources, self.exit_code, self.previous_engine_sha = None, None, None, None
         self.stderr_tail = deque(maxlen=40)
         self._proc = self._loop = self._done = self._events_file = self._force = self._previous_sha = None
-        self.end_stop = None
+        self.end_stop = self.end_upload = None
 
     @property
     def evidence_dir(self) -> Path:
@@ -140,17 +141,33 @@ class Build:
         A build that has ended cannot be cancelled (a stale Stop must not rewrite its evidence); a stop that comes
         while its end's own work still runs (`end_stop`: its engine sent to the remote store) stops that work."""
         if self.outcome is not None:
-            if self.end_stop is not None and self._done is not None and not self._done.done():
+            if self.end_stop is not None and self.ending:
                 self.end_stop.request(source)  # the build stands; its upload is cut (builds/avoidance/lookup.attach)
             return False
         return self.token.request(source)
 
-    def stop_end_with(self, stop: CancelToken) -> None:
+    def stop_end_with(self, stop: CancelToken, upload: Callable[[], str | None] | None = None) -> None:
         """Hand a stop of this build to `stop` too, the cancel state of the work its end does (a listener's: the store
         sending the engine to the remote, builds/avoidance/lookup.attach): while the build runs, through its own
-        cancel state; once it has ended and until its end is written, directly (the build itself stands then)."""
-        self.end_stop = stop
+        cancel state; once it has ended and until its end is written, directly (the build itself stands then).
+        `upload()`: the remote store (as shown) that work is sending the engine to now, or will, else None — its
+        owner's reading (the store's end: builds/avoidance/lookup.upload_a_stop_cuts)."""
+        self.end_stop, self.end_upload = stop, upload
         self.token.on_request(stop.request)
+
+    def upload_a_stop_cuts(self) -> str | None:
+        """The remote store (as shown) whose upload of this build's engine a stop now cuts (`cancel`; app/stop.py
+        says it), or None: the build still runs (a stop stops the build), its end is over, its end's work was stopped
+        already, or its end sends nothing (`stop_end_with`'s `upload`)."""
+        if not self.ending or self.end_stop is None or self.end_stop.is_set or self.end_upload is None:
+            return None
+        return self.end_upload()
+
+    @property
+    def ending(self) -> bool:
+        """It has its outcome and its end is not over yet (its evidence, then its listeners' work: the store's
+        publish); `wait()` answers once it is."""
+        return self.outcome is not None and self._done is not None and not self._done.done()
 
     def force(self) -> None:
         """Skip the grace (a second Ctrl-C): terminate the worker now."""
