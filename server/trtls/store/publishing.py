@@ -20,6 +20,7 @@ from trtls.store.entry_record import ENTRY_FORMAT, Entry
 from trtls.store.folder import NotTrusted, Refused, StoreFolder, StoreUnusable, tmp_name
 from trtls.store.layout import entry_folder
 from trtls.store.signing import sign
+from trtls.store.upload_state import UploadState, cut_by_a_stop
 
 if TYPE_CHECKING:
     from trtls.core.cancel import CancelToken
@@ -31,6 +32,17 @@ class PublishingFolder(StoreFolder):
     replaced: dict[str, Any] | None = None  # what the last publish replaced (the evidence says so)
     # the cancel state of the build it serves: set, it cuts a remote fetch or upload at once (store/remote_http.py)
     stop: CancelToken | None = None
+
+    def __init__(self, *args: Any, **named: Any) -> None:
+        super().__init__(*args, **named)
+        # where its upload of the engine it publishes to the remote store stands (store/upload_state.py), read from
+        # any thread: a stop of a build that has ended says what it still cuts from it (`upload_a_stop_cuts`)
+        self.upload = UploadState()
+
+    def upload_a_stop_cuts(self) -> str | None:
+        """The remote store (its URL as shown) whose upload of the engine a stop of the build would cut now, or None
+        when it cuts nothing there (no remote; the upload skipped — and why is in `upload` — or done)."""
+        return cut_by_a_stop(self)
 
     def get(self, key: str, remote: bool = True) -> Entry | None:
         raise NotImplementedError  # entries.Store.get
@@ -67,6 +79,8 @@ class PublishingFolder(StoreFolder):
         if existing is not None:
             if sha is not None and existing.sha256 == sha:
                 self.mark_used(key)
+                if push:
+                    self.upload.skipped("the local store held this engine already: nothing is sent")
                 return existing
             replacing = {"sha256": existing.sha256, "size": existing.size, "buildId": existing.build.get("buildId")}
         tmp = self.root / "tmp" / tmp_name("publish", key)
@@ -92,6 +106,7 @@ class PublishingFolder(StoreFolder):
 
     def _pushed(self, entry: Entry) -> None:
         if self.remote_url is None:
+            self.upload.skipped("the store has no remote store")
             return
         from trtls.store.remote import push_entry
 

@@ -313,11 +313,15 @@ def push_entry(store: PublishingFolder, entry: Entry) -> None:
     for it; the local entry stands."""
     url = _base(store)
     if url is None or store.mode != "read_write":
+        store.upload.skipped("no usable remote store" if url is None else "the store is read-only (mode = read)")
         return
     if _remembered(_down, url):
+        why = f"the remote store {_shown(url)} could not be reached a moment ago"
         _note(store, f"the engine was not sent to the remote store {_shown(url)}: it could not be reached a moment ago")
+        store.upload.skipped(why)
         return
     stop = store.stop
+    store.upload.sending()
     try:
         record = read_bytes(entry.folder / "entry.json", limit=RECORD_LIMIT, follow=False)
         blob = _join(url, "cas", entry.sha256)
@@ -332,19 +336,22 @@ def push_entry(store: PublishingFolder, entry: Entry) -> None:
             _bad_blobs.discard((url, entry.sha256))
         _put(url, _join(url, "ac", entry.key), record, len(record), stop)  # never when the engine's PUT was cut
         _missed.pop((url, entry.key), None)  # this process just put it there
+        store.upload.done("sent")
     except _Stopped:
         how = f" ({stop.source})" if stop is not None and stop.source else ""
+        store.upload.done(f"stopped{how}: no record was sent")
         _note(
             store,
             f"the engine was not sent to the remote store {_shown(url)}: its upload was stopped{how} and no record "
             "was sent; the engine is built and kept in the local store",
         )
     except RemoteError as exc:
+        store.upload.done(f"not sent: {exc}")
         _note(store, f"the engine was not sent to the remote store {_shown(url)}: {exc}")
     except (OSError, ValueError) as exc:  # ValueError: an answer no code path expected; the build's records stand
-        _note(
-            store, f"the engine was not sent to the remote store {_shown(url)}: {getattr(exc, 'strerror', None) or exc}"
-        )
+        failed = getattr(exc, "strerror", None) or exc
+        store.upload.done(f"not sent: {failed}")
+        _note(store, f"the engine was not sent to the remote store {_shown(url)}: {failed}")
 
 
 class _Hashing:

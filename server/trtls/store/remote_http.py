@@ -58,13 +58,14 @@ class Stopped(RemoteError):
 def base(store: StoreFolder) -> str | None:
     """The remote's URL without a trailing slash, or None (a URL that cannot be a remote is said once)."""
     url = store.remote_url
-    if not url:
-        return None
-    why = remote_problem(url)
-    if why is not None:
+    if url and (why := remote_problem(url)) is not None:
         note(store, f"the remote store {shown(url)} is not used: it {why}")
-        return None
-    return url.strip().rstrip("/")
+    return usable(url)
+
+
+def usable(url: str | None) -> str | None:
+    """`url` without a trailing slash when it can be a remote store's, else None (`base` says why, once)."""
+    return url.strip().rstrip("/") if url and remote_problem(url) is None else None
 
 
 def join(url: str, area: str, name: str) -> str:

@@ -260,18 +260,23 @@ def _publish(use: StoreUse, engine: Path, record: dict[str, Any], sha: str | Non
     mismatch = builder_mismatch(use.key, Summary.written(summary)) or inputs_changed(use.key, record["startedAt"])
     if mismatch is not None:
         use.warnings.append(mismatch)
+        use.store.upload.skipped(mismatch)  # what a stop now cuts (store/upload_state.py): no upload
         record["keyMismatch"] = mismatch  # the known-good record says why it was not stored
         return False
     if use.store.mode != "read_write":
         use.warnings.append("the store is read-only (mode = read): the engine was not stored")
+        use.store.upload.skipped("the store is read-only (mode = read)")
         return False
     try:  # a farm node that published this key to the remote already: not sent twice (builds/farm/node_store.py)
         pushed = published_by_node(summary.get("notes") or [], use.key.hex)
+        if pushed:
+            use.store.upload.skipped("a farm node sent the engine to the remote store already")
         use.store.publish(use.key.hex, use.key.parts, engine, record, sha, push=not pushed)
         return True
     except OSError as exc:
         where = f"{exc.filename}: " if exc.filename and exc.strerror else ""  # what refused it (an entry's folder)
         use.warnings.append(f"TRT333 the engine is built at {engine} but was not stored: {where}{exc.strerror or exc}")
+        use.store.upload.skipped(f"the engine was not stored in the local store: {exc.strerror or exc}")
         return False
 
 

@@ -6,7 +6,8 @@ per cell that holds a GPU).
 - `run` is a generator: the worker's stdout, batched as it arrives (one Ray object per batch, not per line: the
   worker already coalesces steps to 50 ms, and a batch keeps Ray's per-object cost off the event path);
 - `control` writes a control line on the worker's stdin — a cancel travels exactly as it does locally — and a cancel
-  (or stdin closed, or the cell's end) sets the cell's cancel state (`stop`), which cuts the engine's upload;
+  (or stdin closed, or the cell's end) sets the cell's cancel state (`stop`), which cuts the node's store lookup
+  and the engine's upload;
   `close_stdin` is the protocol's service_shutdown; `signal_group` is the supervisor's escalation;
 - the ONNX is cached on the node by sha256: it crosses the network once per content hash, not once per build;
 - with the driver's remote-store plan, the key is looked up first (`look_up`): a hit sends the verified engine back
@@ -164,17 +165,19 @@ class CellRun:
         self.looked, self.said = False, ""  # the node's own store lookup (builds/farm/node_store.py): done, its line
         self.hit: Any = None  # the key's entry (trtls.store.entries.Entry) when the remote store held it
         # the cell's cancel state here: the driver's cancel line, its stdin closed, the cell's end. It cuts the node's
-        # upload of the engine to the remote store at once (the worker said it built by then: a cancel line to it
-        # stops nothing, and the upload ran to its bound, then sent the record)
+        # lookup of the key in the remote store (no worker runs then to take a cancel line) and its upload of the
+        # engine at once (the worker said it built by then: a cancel line to it stops nothing, and the upload ran to
+        # its bound, then sent the record)
         self.stop = CancelToken()
 
     def look_up(self, plan: dict[str, Any]) -> bool:
         """Look the cell's key up in the remote store (`plan`: the driver's, builds/farm/node_store.py) before any
-        worker starts here; True on a hit: the cell is served without one."""
+        worker starts here; True on a hit: the cell is served without one. The cell's cancel state (`stop`) cuts it:
+        its host registers the cell before it looks up, so a stop of the cell reaches the lookup."""
         from trtls.builds.farm.node_store import look_up_on_node
 
         self.looked = True
-        self.hit, self.said = look_up_on_node(plan, self.scratch, self.node)
+        self.hit, self.said = look_up_on_node(plan, self.scratch, self.node, self.stop)
         return self.hit is not None
 
     def _onnx(self, sha: str, box: list) -> tuple[Path, str]:

@@ -229,12 +229,21 @@ class HostSlot:
         return True
 
     async def open_cell(
-        self, job: dict[str, Any], command: list[str] | None, farm_ok: bool, store: dict[str, Any] | None = None
-    ) -> dict[str, Any]:
-        """The cell on its node's host: {"where", "worker", "preloaded", "served", "cells", "storeHit"}."""
+        self,
+        job: dict[str, Any],
+        command: list[str] | None,
+        farm_ok: bool,
+        cancelled: asyncio.Event,
+        store: dict[str, Any] | None = None,
+    ) -> dict[str, Any] | None:
+        """The cell on its node's host: {"where", "worker", "preloaded", "served", "cells", "storeHit"}; None when a
+        cancel came while the host was found (the cell is not opened). From `handle`'s being set, a cancel goes to the
+        host too (`remote_process`): `open` looks the key up there, and the cell's stop cuts that lookup."""
         assert self.node_id is not None
         self.host, self.farm_name = await asyncio.to_thread(HOSTS.acquire, self.node_id, farm_ok)
         self.handle = CellHandle(self.host, self.cell_id)
+        if cancelled.is_set():
+            return None
         module = None if command else str(job.get("builder_module") or "auto")
         driver = driver_token(job["build_id"]) if self.farm_name else None
         return await _awaited(self.host.open.remote(self.cell_id, module, driver, store))

@@ -31,6 +31,7 @@ from trtls.builds.farm.node_worker import where_info
 
 NAMESPACE = "trtls-farm"
 CALLS_PER_CPU = 8  # a cell's run + engine_chunks + control calls at once, and cells of fractional CPUs
+EARLY_CANCELS = 256  # cancels of cells not open (yet) kept, oldest dropped first: a late one for a closed cell too
 
 
 def host_name(node_id: str) -> str:
@@ -44,6 +45,7 @@ class NodeHost:
         self.farm, self.preload, self.keep = farm, preload, keep
         self.cells: dict[str, CellRun] = {}
         self.ended: dict[str, threading.Event] = {}
+        self.early_cancels: dict[str, str] = {}  # cell id → a cancel line that came before its `open` (`control`)
         self.ready: list[Preloaded] = []  # the farm's idle workers, TensorRT imported (or importing)
         self.lock = threading.Lock()
         self.served = 0
@@ -61,22 +63,36 @@ class NodeHost:
     ) -> dict[str, Any]:
         """A cell placed on this node: its worker is a preloaded one (the farm's), or starts now and imports
         `module` while the ONNX comes (None: an external worker, started with its job). `store`: the driver's plan
-        for the remote store — the key is looked up first, and a hit starts no worker (builds/farm/node_store.py)."""
+        for the remote store — the key is looked up first, and a hit starts no worker (builds/farm/node_store.py).
+        The cell is registered before that lookup: a stop of the cell (the driver's cancel line, its input closed, its
+        close, its driver's death) reaches it there and cuts it (`CellRun.stop`); a stopped cell starts no worker.
+        Registered after it, no stop could reach the lookup, which a stalled remote held to its bound after the person
+        pressed Ctrl-C."""
         cell = CellRun(self.node_id, None, ray.get, self.farm)
-        hit = store is not None and cell.look_up(store)
-        with self.lock:
-            early = self._take(module) if module and not hit else None
-            self.served += 1
-            served = self.served
-        warm = early is not None
-        if early is None and module and not hit:
-            early = Preloaded(module)
-        cell.early = early
         ended = threading.Event()
         with self.lock:
             self.cells[cell_id], self.ended[cell_id] = cell, ended
+            early_cancel = self.early_cancels.pop(cell_id, None)
+        if early_cancel is not None:
+            cell.control(early_cancel)
         if self.farm and driver and driver.get("host") == socket.gethostname() and driver.get("pid"):
             threading.Thread(target=self._watch, args=(cell_id, cell, driver, ended), daemon=True).start()
+        hit = store is not None and cell.look_up(store)
+        wanted = bool(module) and not hit and not cell.stop.is_set
+        with self.lock:
+            early = self._take(str(module)) if wanted else None
+            self.served += 1
+            served = self.served
+        warm = early is not None
+        if early is None and wanted:
+            early = Preloaded(str(module))
+        with self.lock:
+            open_still = self.cells.get(cell_id) is cell
+            if open_still:
+                cell.early = early
+        if not open_still and early is not None:  # closed while it looked up: its worker is nobody's
+            discard(early.proc)
+            early = None
         return {
             "where": where_info(self.node_id),
             "worker": early.report() if early else None,
@@ -91,7 +107,14 @@ class NodeHost:
         yield from self.cells[cell_id].run(*cell_args)
 
     def control(self, cell_id: str, line: str) -> bool:
-        cell = self.cells.get(cell_id)
+        with self.lock:
+            cell = self.cells.get(cell_id)
+            if cell is None and '"cancel"' in line:
+                # an actor's calls run on its threads in no set order: a cancel the driver sent just after `open` may
+                # come before `open` registered its cell, and is applied there
+                self.early_cancels[cell_id] = line
+                while len(self.early_cancels) > EARLY_CANCELS:
+                    self.early_cancels.pop(next(iter(self.early_cancels)))
         return cell.control(line) if cell else False
 
     def close_stdin(self, cell_id: str) -> None:

@@ -124,18 +124,23 @@ def node_store(scratch: Path, url: str) -> Store:
     return Store(scratch / "store", "read_write", NODE_STORE_MAX, remote=url)
 
 
-def look_up_on_node(plan: dict[str, Any], scratch: Path, node: str) -> tuple[Entry | None, str]:
+def look_up_on_node(
+    plan: dict[str, Any], scratch: Path, node: str, stop: CancelToken | None = None
+) -> tuple[Entry | None, str]:
     """The key's entry when the remote store holds it now, verified as the driver's remote hit is (`Store.get`:
     fetched into this node's folder); and the line that says so, or why the node builds. A copy this node already
     holds (it published or fetched the key before) serves only when the remote's record names the same engine: the
     remote, not this folder, says what the key's engine is (a purged or replaced entry is not brought back). Never
-    raises: a store the node cannot use is a miss."""
+    raises: a store the node cannot use is a miss. `stop`: the cell's cancel state on the node (`CellRun.stop`, its
+    cell registered before the lookup starts); set, it cuts the lookup's requests at once (`Store.stop`), keeps
+    nothing, and the line says the lookup was stopped — a stalled remote held a stopped cell for the lookup's bound."""
     from trtls.store.remote import remote_record
 
     key, url = plan_key(plan), plan.get("url")
     if key is None or not isinstance(url, str):
         return None, "not looked up on this node: the driver's store plan names no key or remote"
     store = node_store(scratch, url)
+    store.stop = stop
     try:
         store.check()  # a read-write store folder is created here
         entry, where = store.get(key, remote=False), "this node's copy of it"
@@ -149,6 +154,10 @@ def look_up_on_node(plan: dict[str, Any], scratch: Path, node: str) -> tuple[Ent
     except (StoreUnusable, NotTrusted, Refused, OSError) as exc:
         why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         return None, f"node {node} did not use the remote store for key {key[:12]}: {why}; it builds"
+    if stop is not None and stop.is_set:  # whatever the cut request left, the cell is stopped: nothing is served
+        from trtls.store.remote_http import shown
+
+        return None, f"node {node} stopped looking key {key[:12]} up in the remote store {shown(url)} ({stop.source})"
     said = "; ".join(n for n in store.notes if "fetched from" not in n)
     if entry is None:
         return (

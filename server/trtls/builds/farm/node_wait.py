@@ -58,8 +58,9 @@ async def wait_for_node(
             WARM.drain()  # idle workers of other shapes may hold the slot this cell needs
 
 
-def cancelled_lines(cancel_line: str | None, t_submit: int) -> list[bytes]:
-    """A cancel ended the wait: acknowledged, and the cell finished cancelled with nothing to clean up."""
+def cancelled_lines(cancel_line: str | None, t_submit: int, doing: str = "while waiting for a node") -> list[bytes]:
+    """A cancel ended the wait (or the cell's opening on its node: `doing`): acknowledged, and the cell finished
+    cancelled with nothing to clean up."""
     ctl = json.loads(cancel_line or "{}")
     acknowledged = line("cancel_acknowledged", source=ctl.get("source", "api"), t_request_ns=ctl.get("t_request_ns"))
     return [
@@ -69,7 +70,7 @@ def cancelled_lines(cancel_line: str | None, t_submit: int) -> list[bytes]:
             outcome="cancelled",
             cleanup_status="not_needed",
             t_cleanup_ns=time.monotonic_ns(),
-            notes=[f"cancelled while waiting for a node ({(time.monotonic_ns() - t_submit) / 1e9:.1f} s)"],
+            notes=[f"cancelled {doing} ({(time.monotonic_ns() - t_submit) / 1e9:.1f} s)"],
         ),
     ]
 

@@ -118,9 +118,13 @@ class RemoteProcess:
     def _control(self, line: str) -> None:
         if self._worker_running and self._actor is not None:
             self._actor.control.remote(line)
-        else:
-            self._cancel_line = line  # applied as soon as there is a worker (or ends the queue wait)
-            self._cancelled.set()
+            return
+        self._cancel_line = line  # applied as soon as there is a worker (or ends the queue wait)
+        self._cancelled.set()
+        if self._slot is not None and self._slot.handle is not None:
+            # the cell is being opened on its node's host, which looks its key up in the remote store first: the stop
+            # reaches the cell there and cuts that lookup (node_host.NodeHost.open)
+            self._slot.handle.control.remote(line)
 
     def _close_stdin(self) -> None:
         if self._actor is not None and self.returncode is None:
@@ -206,8 +210,11 @@ class RemoteProcess:
             return False
         fits = farm_actors.fits(self.placement.ray_options(), self.command, cluster.job_runtime_env)
         warm = bool(cluster.connection.get("warm")) and fits
-        answer = await self._slot.open_cell(self.job, self.command, warm, self._look_up)
+        answer = await self._slot.open_cell(self.job, self.command, warm, self._cancelled, self._look_up)
         self._actor = self._slot.handle
+        if answer is None or self._cancel_line is not None:  # stopped before or while its node looked the key up
+            self._queue_ended(t_submit, "while its node looked its key up in the remote store")
+            return False
         self.where, note, msg = self._slot.describe(answer)
         if msg:
             self._feed(_line("log", severity="INFO", msg=msg))
@@ -248,11 +255,12 @@ class RemoteProcess:
     def _gpus(self) -> dict[str, Any]:
         return {"num_gpus": self.placement.num_gpus, "gpu_rule": self.placement.gpu_rule}
 
-    def _queue_ended(self, t_submit: int) -> None:
-        """A cancel or the queue timeout ended the wait for a node (builds/farm/node_wait.py): the stream says which."""
+    def _queue_ended(self, t_submit: int, doing: str = "while waiting for a node") -> None:
+        """A cancel or the queue timeout ended the wait for a node (builds/farm/node_wait.py), or a cancel its opening
+        on the node (`doing`: what it was stopped doing): the stream says which."""
         self._kill_actor()
         if self._cancel_line is not None:
-            lines, code = cancelled_lines(self._cancel_line, t_submit), 0
+            lines, code = cancelled_lines(self._cancel_line, t_submit, doing), 0
         else:
             lines, code = timeout_lines(self.queue_timeout_s, self.placement.ray_options()), 1
         for out in lines:
