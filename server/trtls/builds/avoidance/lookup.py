@@ -282,18 +282,12 @@ def _publish(use: StoreUse, engine: Path, record: dict[str, Any], sha: str | Non
 
 def upload_a_stop_cuts(use: StoreUse, build: Build) -> str | None:
     """The remote store (its URL as shown) whose upload of `build`'s engine a stop of the build cuts now: a built
-    engine, a store that writes to a remote, and the store's end of it not over (it amends the build's record, with
-    its `store` object, once the upload is done or cut); None otherwise. Read on the loop while the end runs on its
-    thread (`attach`)."""
-    store = use.store
-    if store is None or build.outcome != "built" or store.remote_url is None or store.mode != "read_write":
+    engine whose store's upload is sending, or still to come from a store that would send it (`Store.upload`, read
+    from the loop while the end publishes on its thread: store/upload_state.py); None otherwise — nothing was built,
+    the upload is done or the store skips it (a farm node sent it, the key did not match, the remote was down)."""
+    if use.store is None or build.outcome != "built":
         return None
-    record = build.state.record
-    if record is not None and "store" in record:
-        return None
-    from trtls.store.remote_http import shown
-
-    return shown(store.remote_url)
+    return use.store.upload_a_stop_cuts()
 
 
 def attach(
