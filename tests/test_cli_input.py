@@ -83,7 +83,7 @@ def test_usage_errors_in_json_mode_are_json_lines_too(tmp_path: Path) -> None:
     r = trtls("build", str(tmp_path), "--json", "--timeout=-1")
     assert r.returncode == 2
     (line,) = [json.loads(x) for x in r.stdout.splitlines()]
-    assert line["type"] == "error" and line["code"] == "usage" and "--timeout" in line["message"]
+    assert line["type"] == "error" and line["code"] == "TRT420" and "--timeout" in line["message"]
 
 
 def test_errors_are_listed_in_file_order(tmp_path: Path) -> None:

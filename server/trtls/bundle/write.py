@@ -13,7 +13,7 @@ import hashlib
 import json
 import os
 import struct
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -66,7 +66,9 @@ class _Staged:
     file: Path | BinaryIO | None = None  # content streamed from a file (a caller's, or our spool)
 
 
-def _stage(name: str, source: Any, spool_dir: Path, within: Path, stack: contextlib.ExitStack) -> _Staged:
+def _stage(
+    name: str, source: Any, spool_dir: Path, within: Path, stack: contextlib.ExitStack, stop: Callable[[], None]
+) -> _Staged:
     if isinstance(source, (bytes, bytearray, memoryview)):
         data = memoryview(source).cast("B")
         return _Staged(name, data.nbytes, hashlib.sha256(data).hexdigest(), data=data)
@@ -74,6 +76,7 @@ def _stage(name: str, source: Any, spool_dir: Path, within: Path, stack: context
         h, size = hashlib.sha256(), 0
         with open_regular(source, limit=None, follow=True) as f:  # a model the caller names: a regular file only
             while part := f.read(CHUNK):
+                stop()
                 h.update(part)
                 size += len(part)
         return _Staged(name, size, h.hexdigest(), file=Path(source))
@@ -82,6 +85,7 @@ def _stage(name: str, source: Any, spool_dir: Path, within: Path, stack: context
         spool = stack.enter_context(spool_file(spool_dir, within=within))
         h, size = hashlib.sha256(), 0
         for part in source:
+            stop()
             h.update(part)
             spool.write(part)
             size += len(part)
@@ -89,7 +93,7 @@ def _stage(name: str, source: Any, spool_dir: Path, within: Path, stack: context
     raise TypeError(f"section {name!r}: expected bytes, a path or an iterable of bytes, got {type(source).__name__}")
 
 
-def _copy_staged(staged: _Staged, out: BinaryIO, file_hash: Any) -> None:
+def _copy_staged(staged: _Staged, out: BinaryIO, file_hash: Any, stop: Callable[[], None]) -> None:
     if staged.data is not None:
         out.write(staged.data)
         file_hash.update(staged.data)
@@ -106,6 +110,7 @@ def _copy_staged(staged: _Staged, out: BinaryIO, file_hash: Any) -> None:
             src.seek(0)
         left = staged.size
         while left > 0:
+            stop()
             part = src.read(min(CHUNK, left))
             if not part:
                 break
@@ -151,6 +156,7 @@ def write_bundle(
     *,
     provenance: Mapping[str, Any] | None = None,
     within: str | os.PathLike[str] | None = None,
+    stop: Callable[[], None] = lambda: None,
 ) -> BundleDigests:
     """Write a bundle atomically, then its sidecar; return the digests recorded.
 
@@ -163,12 +169,14 @@ def write_bundle(
     checkpoint_revision, checkpoint_files_sha256, build_config_hash, builder, builder_version.
     The header gets no timestamp from here, so the same inputs give a byte-identical bundle.
     If anything fails, the previous file at `path` (if any) is left untouched and no temp file remains.
+    `stop()` is called between chunks and once more before the rename: what it raises stops the write so (a route
+    build's stop: no bundle, never a partial one).
     """
     target = Path(path)
     root = Path(within) if within is not None else real(target.parent)
     _check_writable_header(header, sections.keys())
     with contextlib.ExitStack() as stack:
-        staged = [_stage(name, source, target.parent, root, stack) for name, source in sections.items()]
+        staged = [_stage(name, source, target.parent, root, stack, stop) for name, source in sections.items()]
 
         table: dict[str, dict[str, int]] = {}
         cursor = 0
@@ -217,8 +225,9 @@ def write_bundle(
                 pad = table[s.name]["offset"] - payload_pos
                 out.write(b"\x00" * pad)
                 file_hash.update(b"\x00" * pad)
-                _copy_staged(s, out, file_hash)
+                _copy_staged(s, out, file_hash, stop)
                 payload_pos = table[s.name]["offset"] + s.size
+            stop()  # the last moment a stop leaves no bundle: the rename follows
             written += payload_pos
 
     digests = BundleDigests(file_hash.hexdigest(), written, section_sha, sidecar_path(target))

@@ -85,10 +85,11 @@ async def _run_matrix(
     mb = result.matrix
     if mb is None:
         return EXIT_OK  # every cell was up to date
-    keys.bind(mb)
+    # once every cell has ended, a stop says what it still cuts (their engines' upload), never that cells stop
+    keys.bind(mb, store_lookup.stop_words(mb, _cells_remote(loaded, args), args.timeout))
     loop = asyncio.get_running_loop()
     if args.timeout:
-        loop.call_later(args.timeout, mb.cancel, "ci_timeout")
+        loop.call_later(args.timeout, keys.stop, "ci_timeout")
     view_cls = MatrixJsonView if args.json else (MatrixRichView if sys.stdout.isatty() else MatrixPlainView)
     view = MatrixJsonView(mb, json_out) if args.json else view_cls(mb)
     mb.listeners.append(view.update)
@@ -98,9 +99,19 @@ async def _run_matrix(
             view.tick()
         await mb.wait()
     if not args.json:
-        print_matrix_outcome(mb)
+        print_matrix_outcome(mb, said=result.warnings)
     code = exit_code_of(mb.outcome, mb.cancel_source)
     if code == EXIT_OK and not_restored:
         report_error("TRT332", f"not built: {', '.join(not_restored)} (see above)", str(loaded.path))
         return EXIT_FAILED
     return code
+
+
+def _cells_remote(loaded: Any, args: argparse.Namespace) -> str | None:
+    """The remote store the cells' ends send their engines to: the recipe's store's (`store_lookup.upload_remote`),
+    none with `--no-store`."""
+    if args.no_store:
+        return None
+    from trtls.store.config import store_config
+
+    return store_lookup.upload_remote(store_config(loaded.recipe.store, loaded.base_dir))

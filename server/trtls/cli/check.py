@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 from typing import Any
 
 from trtls.cli.exits import EXIT_BAD_INPUT, EXIT_OK
@@ -46,12 +45,14 @@ def register(subparsers: Any) -> None:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
+    from trtls.cli.common import find_recipe, recipe_file_or_report
+    from trtls.cli.usage import JsonErrors
     from trtls.onnx_files.profile_checks import check_recipe
 
-    path = Path(args.recipe or ".")
-    path = path / "trtls.toml" if path.is_dir() else path
-    if not path.is_file():
-        print(f"{path}: TRT104 recipe file not found", file=sys.stderr)
+    if args.format == "json":  # the report is JSON: so is a failure (one error record on stdout, the text on stderr)
+        JsonErrors.enabled = True
+    path = find_recipe(args.recipe)
+    if not recipe_file_or_report(path, "trtls check takes a trtls.toml recipe or the folder that holds one"):
         return EXIT_BAD_INPUT
     loaded = check_recipe(path)
     if getattr(args, "builder", False):
@@ -63,7 +64,7 @@ def cmd_check(args: argparse.Namespace) -> int:
             from trtls.core.capability import capability_findings
 
             loaded.findings.extend(capability_findings(engine, answer))
-    findings = loaded.findings
+    findings = loaded.in_file_order(loaded.findings)  # as a person reads the recipe, not as the models validated it
     problems = [f for f in findings if f.severity in PROBLEM_SEVERITIES]
     if args.format == "json":
         report = as_json(loaded, findings, len(problems))

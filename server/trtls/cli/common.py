@@ -32,18 +32,26 @@ def load_or_report(recipe_arg: str | None) -> Any:
     from trtls.onnx_files.profile_checks import check_recipe
 
     path = find_recipe(recipe_arg)
-    if not path.is_file():
-        why = "recipe file not found"
-        if path.exists():
-            why = f"not a regular file ({_kind_of(path)}); recipes are files"
-        report_error("TRT104", f"{why} ({RECIPE_HINT})", str(path))
+    if not recipe_file_or_report(path):
         return None
     loaded = check_recipe(path)
     hint = "" if path.suffix == ".toml" else f" ({RECIPE_HINT})"
-    located = [(loaded.source_map.range(f.path, f.on_value), f) for f in loaded.findings]
-    for _, f in sorted(located, key=lambda item: (item[0].start_line, item[0].start_col)):
+    for f in loaded.in_file_order(loaded.findings):
         report_finding(loaded, f, hint)
     return loaded if loaded.recipe is not None else None
+
+
+def recipe_file_or_report(path: Path, hint: str = RECIPE_HINT) -> bool:
+    """True when `path` is a regular file a recipe can be read from; else its TRT104 said on its path, as text on
+    stderr and, in JSON mode, one error record (`report_error`) — what every command says of a recipe it cannot find
+    (`load_or_report`, `trtls check`)."""
+    if path.is_file():
+        return True
+    why = "recipe file not found"
+    if path.exists():
+        why = f"not a regular file ({_kind_of(path)}); recipes are files"
+    report_error("TRT104", f"{why} ({hint})", str(path))
+    return False
 
 
 def report_finding(loaded: Any, f: Finding, hint: str = "") -> None:

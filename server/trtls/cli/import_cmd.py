@@ -17,7 +17,7 @@ from typing import Any
 
 from trtls.cli.common import finding_text, report_command_error, report_error, report_finding
 from trtls.cli.exits import EXIT_BAD_INPUT, EXIT_OK
-from trtls.cli.usage import JsonErrors, emit_error
+from trtls.cli.usage import USAGE, JsonErrors, emit_error
 
 COMMAND = "import trtexec"
 
@@ -65,15 +65,15 @@ def cmd_import_trtexec(args: argparse.Namespace) -> int:
     if argv[:1] == ["--"]:
         argv = argv[1:]
     if not argv:
-        report_command_error(COMMAND, "usage", "give trtexec's arguments after --")
+        report_command_error(COMMAND, USAGE, "give trtexec's arguments after --")
         return EXIT_BAD_INPUT
     if args.write is not None and not args.write.strip():  # was taken for no --write: printed, exit 0
-        report_command_error(COMMAND, "usage", "--write names no file (give a recipe or its folder)")
+        report_command_error(COMMAND, USAGE, "--write names no file (give a recipe or its folder)")
         return EXIT_BAD_INPUT
     try:
         imported = import_trtexec(argv, args.name, args.legacy_precision)
     except ImportError_ as exc:  # a trtexec argument trtls cannot take: the command's words are wrong
-        report_command_error(COMMAND, "usage", str(exc))
+        report_command_error(COMMAND, USAGE, str(exc))
         return EXIT_BAD_INPUT
     if not args.write:  # judged as --write judges it: a table a recipe would refuse is never printed as done
         from trtls.core.recipe import load_recipe
@@ -206,9 +206,9 @@ def _report_at(existing: Any, f: Any, code: str, message: str) -> None:
 
 def _report_on_engine(existing: Any, name: str, message: str) -> None:
     """Why `--write` leaves the recipe's engine `name` alone, placed on its `[engines.NAME]` table: the command's
-    words (`--replace`, `--name`) decide, so its code is `usage`."""
+    words (`--replace`, `--name`) decide, so its code is the command line's (`USAGE`, TRT420)."""
     rng = existing.source_map.range(("engines", name))
-    report_error("usage", f"{message} (nothing written)", str(existing.path), rng.start_line + 1, rng.start_col + 1)
+    report_error(USAGE, f"{message} (nothing written)", str(existing.path), rng.start_line + 1, rng.start_col + 1)
 
 
 def _rebase_paths(imported: Any, cwd: Path, recipe_dir: Path) -> None:

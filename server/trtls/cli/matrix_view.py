@@ -134,7 +134,10 @@ class MatrixJsonView:
         pass
 
 
-def print_matrix_outcome(mb: MatrixBuild, out: TextIO | None = None) -> None:
+def print_matrix_outcome(mb: MatrixBuild, out: TextIO | None = None, said: list[str] | tuple[str, ...] = ()) -> None:
+    """The end of a matrix: each cell's line, its engine, the store's warnings about it (its upload stopped, its
+    engine not stored: what its evidence's `store.warnings` says, less the lookup's, `said` before the cells ran) and
+    its evidence; then the cells that never started and the matrix's evidence."""
     stream = out or sys.stdout
 
     def say(text: str) -> None:
@@ -148,8 +151,19 @@ def print_matrix_outcome(mb: MatrixBuild, out: TextIO | None = None) -> None:
         art = record.engineArtifact if record is not None else None
         if art:
             say(f"      engine: {art['path']} (sha256 {str(art.get('sha256'))[:16]}…)")
+        for warning in cell_store_warnings(record, said):  # as a single build says its store's (one line each)
+            say(f"      warning: {safe(warning, keep_newlines=False)}")
         error = record.evidenceError if record is not None else None
         say(f"      evidence: {error or b.evidence_dir / 'summary.json'}")
     for p in mb.not_started:
         say(f"  · {not_started_text(p.key)}")
     say(f"  evidence: {s.evidenceError or mb.evidence_dir / 'summary.json'}")  # TRT413: none written
+
+
+def cell_store_warnings(record: Summary | None, said: list[str] | tuple[str, ...] = ()) -> list[str]:
+    """What the store warned about a cell (its evidence's `store.warnings`), each once, less what was `said` already."""
+    store = record.store if record is not None else None
+    warnings = store.get("warnings") if isinstance(store, dict) else None
+    if not isinstance(warnings, list):
+        return []
+    return [w for w in dict.fromkeys(str(w) for w in warnings) if w not in said]

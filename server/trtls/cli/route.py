@@ -15,18 +15,41 @@ from trtls.core.cancel import CancelToken
 from trtls.route.build import RouteBuildError, build_route, load_route_recipe
 
 
-class _RouteSteps:
-    """What Ctrl-C stops before a route's engine build starts (the checkpoint read, the export, a conversion): the
-    route build's token. There is no worker to force yet, so a second Ctrl-C is one more request."""
+class _RouteStop:
+    """The route build's one stop, whatever step it is in: its token, which the steps before the engine build (the
+    checkpoint read, the export, a conversion) and the bundle step after it check, and which the engine build takes
+    as its own cancel while it runs (`route.build`: `token.on_request(build.cancel)`). A second Ctrl-C forces the
+    engine build while it runs (skips its grace); before it and after it there is no worker to force, so it is one
+    more request."""
 
     def __init__(self, token: CancelToken) -> None:
         self.token = token
+        self.build: Any = None  # the engine build, once it has started
 
     def cancel(self, source: str) -> bool:
         return self.token.request(source)
 
     def force(self) -> None:
-        self.token.request("ctrl_c")
+        if self.build is not None and self.build.running:
+            self.build.force()
+        else:
+            self.token.request("ctrl_c")
+
+
+def route_stop_words(stop: _RouteStop, name: str) -> Any:
+    """The words of the route build's stop once its engine build has started: the build's (`store_lookup.stop_words`:
+    the cooperative stop while it runs), then, once it is built, the bundle step's (what a stop there stops)."""
+    from trtls.cli.store_lookup import stop_words
+
+    def bundle_step(source: str) -> str | None:
+        if source != "ctrl_c":
+            return None
+        return (
+            f"{stop.build.engine} is built already; stopping route {name}'s bundle step "
+            "(a bundle is written whole or not at all)…"
+        )
+
+    return stop_words(stop.build, None, then=bundle_step)
 
 
 def chosen_or_exit(loaded: Any, name: str | None, *, none_means_all: bool = False) -> list[str] | int:
@@ -75,25 +98,23 @@ def cmd_route_build(args: Any) -> int:
     refused = _preflight(loaded, name, args)
     if refused is not None:
         return refused
-    holder: dict[str, Any] = {}
-
-    def on_build(build: Any) -> None:
-        holder["build"] = build
-        install_stop_keys(build, build.engine)
-
     from trtls.cli.terminal_view import JsonView
 
     as_json = bool(getattr(args, "json", False))
     view_cls = JsonView if as_json else (RichView if sys.stdout.isatty() else PlainView)
+    stop = _RouteStop(CancelToken())
 
     async def run_route_build() -> Any:
-        # Ctrl-C and SIGTERM stop the steps before the engine build too (the checkpoint read, the export, a
-        # conversion): they run off the loop and check this token; once the engine build starts, its own keys
-        # (on_build) take over and the token is forwarded to it.
-        token = CancelToken()
-        install_stop_keys(_RouteSteps(token), f"route {name}")
+        # One stop for every step (Ctrl-C, SIGTERM): the steps off the loop check the token, the engine build takes
+        # it as its cancel; the words follow the step — the engine build's, then the bundle step's (on_build)
+        keys = install_stop_keys(stop, f"route {name}")
+
+        def on_build(build: Any) -> None:
+            stop.build = build
+            keys.bind(stop, route_stop_words(stop, name))
+
         return await build_route(
-            loaded, name, view=view_cls, on_build=on_build, use_digest_cache=not args.no_digest_cache, cancel=token
+            loaded, name, view=view_cls, on_build=on_build, use_digest_cache=not args.no_digest_cache, cancel=stop.token
         )
 
     try:
@@ -113,24 +134,24 @@ def cmd_route_build(args: Any) -> int:
         own = loaded.in_file_order(f for f in loaded.errors if tuple(f.path[:2]) == ("routes", name))
         for f in own[:10]:
             emit_finding(loaded, f)
-        if not own:
-            code, message = _coded(str(exc), "route_build")
+        if not own:  # TRT953: the route cannot be built as asked (docs/codes/route-life.md)
+            code, message = _coded(str(exc), "TRT953")
             emit_error(code, message, file=str(loaded.path), line=line, col=col)
         return EXIT_BAD_INPUT
-    except BundleError as exc:
-        report_command_error("route build", "bundle", f"bundle not written: {exc}")
+    except BundleError as exc:  # TRT412: the bundle cannot be written; the one there is whole (docs/codes/cleanup.md)
+        report_command_error("route build", "TRT412", f"bundle not written: {exc}")
         return EXIT_FAILED
-    except OSError as exc:
+    except OSError as exc:  # TRT421: a file the build read or wrote (docs/codes/command-line.md)
         print(f"{loaded.path}: trtls route build: {exc.strerror or exc} ({exc.filename or ''})", file=sys.stderr)
-        emit_error("os_error", str(exc.strerror or exc), file=str(exc.filename or loaded.path))
+        emit_error("TRT421", str(exc.strerror or exc), file=str(exc.filename or loaded.path))
         return EXIT_FAILED
     if as_json:  # the build's events and summary came as JSON lines (JsonView); the route's result is the last
         import dataclasses
 
         _print_json({"type": "route", **dataclasses.asdict(result)})
         return exit_code_of(result.outcome, result.cancel_source)
-    if "build" in holder:
-        print_outcome(holder["build"])
+    if stop.build is not None:
+        print_outcome(stop.build)
     print(f"\nroute {name}: {result.message}")
     if result.ok:
         print(f"  sidecar: {sidecar_path(result.bundle)}\n  sbom: {result.sbom}")
@@ -229,7 +250,8 @@ def cmd_route_lock(args: Any) -> int:
             entry = lock_route(loaded, name, use_digest_cache=not args.no_digest_cache)
         except LockError as exc:
             print(f"{loaded.path}: route {name}: not locked: {exc}", file=sys.stderr)
-            emit_error("lock", f"route {name}: not locked: {exc}", file=str(loaded.path))
+            # TRT512: the checkpoint stays unlocked (docs/codes/gate-source.md)
+            emit_error("TRT512", f"route {name}: not locked: {exc}", file=str(loaded.path))
             rc = EXIT_REJECT
             continue
         if getattr(args, "json", False):

@@ -10,7 +10,7 @@ from typing import Any
 from trtls.cli.common import report_command_error, report_finding
 from trtls.cli.exits import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_HOLD, EXIT_OK, EXIT_REJECT
 from trtls.cli.route import chosen_or_exit, report_recipe_unread
-from trtls.cli.usage import emit_error
+from trtls.cli.usage import USAGE, emit_error
 from trtls.route.build import load_route_recipe
 
 CANARY_STEPS = ("start", "pass", "fail")
@@ -67,7 +67,7 @@ def _lifecycle_route(args: Any) -> tuple[Any, list[str]] | int:
     got = lifecycle_words(args)
     if isinstance(got, str):
         print(got, file=sys.stderr)
-        emit_error("usage", got)
+        emit_error(USAGE, got)
         return EXIT_BAD_INPUT
     recipe, name, step, note = got
     if note is not None:
@@ -131,12 +131,12 @@ def cmd_route_canary(args: Any) -> int:
     for item in args.figure or []:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
-            report_command_error("route canary", "usage", f"--figure takes NAME=VALUE, not {item!r}")
+            report_command_error("route canary", USAGE, f"--figure takes NAME=VALUE, not {item!r}")
             return EXIT_BAD_INPUT
         if key.strip() in given:  # two values of one figure: neither is taken for the other (the last won)
             report_command_error(
                 "route canary",
-                "usage",
+                USAGE,
                 f"--figure {key.strip()!r} is given twice ({given[key.strip()]!r} and {value.strip()!r}): give each "
                 "figure once",
             )

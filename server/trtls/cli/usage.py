@@ -18,6 +18,8 @@ from typing import Any, NoReturn
 
 from trtls.cli.exits import EXIT_BAD_INPUT
 
+USAGE = "TRT420"  # the code of a command line not understood: a bad option or argument (docs/codes/command-line.md)
+
 
 class JsonErrors:
     """Whether errors are also JSON lines on stdout (set once from argv, before parsing)."""
@@ -40,7 +42,7 @@ class TrtlsParser(argparse.ArgumentParser):
     """An ArgumentParser whose errors (usage and exit 2) are also JSON lines in JSON mode."""
 
     def error(self, message: str) -> NoReturn:
-        emit_error("usage", f"{self.prog}: {message}")
+        emit_error(USAGE, f"{self.prog}: {message}")
         self.print_usage(sys.stderr)
         self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message}\n")
 

@@ -156,6 +156,10 @@ _TABLE: tuple[Code, ...] = (
     Code("TRT412", ERROR, "cleanup", "Output file cannot be replaced"),
     Code("TRT413", ERROR, "cleanup", "Evidence cannot be written"),
     # TRT406–TRT409, TRT414–TRT419: free (one line per new code, here)
+    # -- docs/codes/command-line.md ------------------------------------------------------------------------------------
+    Code("TRT420", ERROR, "command-line", "Command line not understood"),
+    Code("TRT421", ERROR, "command-line", "A file could not be read or written"),
+    # TRT422–TRT429: free (one line per new code, here)
     # -- docs/codes/gate-source.md -------------------------------------------------------------------------------------
     Code("TRT500", WARNING, "gate-source", "Gate 1 could not run"),
     Code("TRT501", WARNING, "gate-source", "Revision not pinned"),
@@ -241,7 +245,8 @@ _TABLE: tuple[Code, ...] = (
     Code("TRT950", WARNING, "route-life", "Promoted route must be revalidated"),
     Code("TRT951", ERROR, "route-life", "The promoted bundle's canary failed"),
     Code("TRT952", ERROR, "route-life", "The promotion ledger is tampered"),
-    # TRT953–TRT979: free (one line per new code, here)
+    Code("TRT953", ERROR, "route-life", "The route cannot be built as asked"),
+    # TRT954–TRT979: free (one line per new code, here)
     # -- docs/codes/triage.md ------------------------------------------------------------------------------------------
     Code("TRT980", WARNING, "triage", "Reduced to a minimal failing model"),
     Code("TRT981", WARNING, "triage", "First layer out of tolerance"),

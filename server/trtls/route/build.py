@@ -75,7 +75,7 @@ from trtls.route.errors import RouteBuildError, recipe_errors
 from trtls.route.exporters import EXPORTERS, engine_io, export_mlp, export_onnx, onnx_io_map
 from trtls.route.plugins import plugin_provenance
 from trtls.route.pooling import sentence_pooling
-from trtls.route.publish import checkpoint_sections, publish_bundle, route_bundle
+from trtls.route.publish import BundleStepStopped, bundle_stop, checkpoint_sections, publish_bundle, route_bundle
 from trtls.route.result import RouteBuildResult
 from trtls.route.trtmc_export import check_profiles
 from trtls.route.trtmc_layout import trtmc_layout, trtmc_strategy
@@ -290,9 +290,7 @@ async def _build_route(
         result.message = f"build {build.outcome_message()}; the bundle was not touched"
         return result
     if token.is_set:  # a stop after the engine was built and before the bundle: the build's record stays, no bundle
-        stopped = bundle.stopped(token, "the bundle's assembly, after the engine was built")
-        stopped.build_id, stopped.build_summary_path = result.build_id, result.build_summary_path
-        return stopped
+        return bundle.stopped_after_build(token)
     artifact = summary.engineArtifact or {}
     if not artifact.get("sha256"):
         result.outcome, result.message = "failed", "the build recorded no engine artifact; the bundle was not touched"
@@ -345,25 +343,35 @@ async def _build_route(
             version=version,
             precision=precision,
         )
-    # 5. the bundle and its SBOM (route.publish: the ONNX route writes through the same)
-    digests = publish_bundle(
-        bundle,
-        header,
-        sections,
-        provenance,
-        onnx=sbom_mod.FileDigest(onnx_path.name, onnx_sha, len(onnx_bytes)),
-        engine_file=Path(build.output).name,
-        engine_sizes=sizes,
-        properties={
-            "build_config_hash": str(summary.buildConfigHash),
-            "build_id": str(summary.buildId),
-            "route": route_name,
-            "checkpoint_files_sha256": state.files_digest,
-        },
-        timestamp=created_at,
-    )
+
+    # 5. the bundle and its SBOM (route.publish: the ONNX route writes through the same), off the event loop: the
+    # route build's stop (a Ctrl-C, answered on the loop) is seen while the engine is read and the bundle written, and
+    # stops the write before its rename — no bundle, never a partial one
+    try:
+        digests = await asyncio.to_thread(
+            publish_bundle,
+            bundle,
+            header,
+            sections,
+            provenance,
+            onnx=sbom_mod.FileDigest(onnx_path.name, onnx_sha, len(onnx_bytes)),
+            engine_file=Path(build.output).name,
+            engine_sizes=sizes,
+            properties={
+                "build_config_hash": str(summary.buildConfigHash),
+                "build_id": str(summary.buildId),
+                "route": route_name,
+                "checkpoint_files_sha256": state.files_digest,
+            },
+            timestamp=created_at,
+            stop=bundle_stop(token),
+        )
+    except BundleStepStopped:
+        return bundle.stopped_after_build(token)
     result.outcome = "built"
     result.message = f"bundle written: {bundle.path} ({digests.size} bytes, {result.bundle_digest})"
+    if token.is_set:  # after the bundle's rename: it stands, whole (its sidecar and SBOM are written with it)
+        result.notes.append(f"a stop ({token.source}) came after the bundle was written: it stands, whole")
     return result
 
 

@@ -5,7 +5,7 @@ copy had lost the checkpoint's `checkpoint_url`)."""
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -43,6 +43,32 @@ class RouteBundle:
     def stopped(self, token: CancelToken, step: str) -> RouteBuildResult:
         """The result of a build `token` stopped during `step`, before the bundle was touched."""
         return stopped_before_bundle(self.route_name, self.result.bundle, str(token.source), step)
+
+    def stopped_after_build(self, token: CancelToken) -> RouteBuildResult:
+        """The result of a route build `token` stopped after its engine was built, before its bundle was written: the
+        build's record stays (its engine at its output), the bundle is as it was; what the step did already (the
+        previous bundle kept) is in its notes."""
+        stopped = self.stopped(token, "the bundle's assembly, after the engine was built")
+        done = self.result
+        stopped.build_id, stopped.build_summary_path = done.build_id, done.build_summary_path
+        stopped.previous_bundle, stopped.previous_kept = done.previous_bundle, done.previous_kept
+        stopped.notes = done.notes
+        return stopped
+
+
+class BundleStepStopped(Exception):
+    """The route build's stop, seen during the bundle step (`bundle_stop`): the bundle's write ends there, its temp
+    file removed."""
+
+
+def bundle_stop(token: CancelToken) -> Callable[[], None]:
+    """`publish_bundle`'s `stop` for a route build's `token`: raises BundleStepStopped once a stop was asked."""
+
+    def stop() -> None:
+        if token.is_set:
+            raise BundleStepStopped
+
+    return stop
 
 
 def route_bundle(
@@ -82,15 +108,19 @@ def publish_bundle(
     engine_sizes: Mapping[str, int] | None = None,
     properties: Mapping[str, str],
     timestamp: datetime,
+    stop: Callable[[], None] = lambda: None,
 ) -> BundleDigests:
     """Keep the previous bundle when the route asks (and it verifies), write the bundle atomically, then its SBOM
     beside it; `bundle.result` records each. The SBOM's builder and plugin libraries are the ones `provenance`
     records. `engine_file` names the engine section's file in the SBOM (None: no engine); `engine_sizes` is filled
     while the engine section streams (its size is known only after the write). Every file is written inside the
     folder `bundle.roots` fixed for it; an OSError (a refusal of the door too) is TRT412 on the key that names the
-    file, and what was there before is whole."""
+    file, and what was there before is whole. `stop()` raises to stop the step (a route build's stop): asked before
+    anything is written and through the bundle's write until its rename (`write_bundle`), so a stop leaves the bundle
+    as it was, never a part of a new one."""
     route, state, roots, result = bundle.route, bundle.state, bundle.roots, bundle.result
     bundle_path = bundle.path
+    stop()
     if bundle_path.is_file() and route.previous_bundle and roots.previous is not None:
         previous = bundle.loaded.resolve(route.previous_bundle)
         result.previous_bundle = str(previous)
@@ -105,7 +135,9 @@ def publish_bundle(
                 raise write_refused(exc, "the previous bundle", ("previous_bundle",)) from None
     try:
         fs.ensure_folder(bundle_path.parent, within=roots.bundle)
-        digests = write_bundle(bundle_path, dict(header), dict(sections), provenance=provenance, within=roots.bundle)
+        digests = write_bundle(
+            bundle_path, dict(header), dict(sections), provenance=provenance, within=roots.bundle, stop=stop
+        )
     except OSError as exc:
         raise write_refused(exc, "the bundle", ("bundle",)) from None
     result.bundle_digest = f"sha256:{digests.file_sha256}"
