@@ -86,7 +86,7 @@ async def _run_matrix(
     if mb is None:
         return EXIT_OK  # every cell was up to date
     # once every cell has ended, a stop says what it still cuts (their engines' upload), never that cells stop
-    keys.bind(mb, store_lookup.stop_words(mb, _cells_remote(loaded, args), args.timeout))
+    keys.bind(mb, store_lookup.stop_words(mb, args.timeout))
     loop = asyncio.get_running_loop()
     if args.timeout:
         loop.call_later(args.timeout, keys.stop, "ci_timeout")
@@ -105,13 +105,3 @@ async def _run_matrix(
         report_error("TRT332", f"not built: {', '.join(not_restored)} (see above)", str(loaded.path))
         return EXIT_FAILED
     return code
-
-
-def _cells_remote(loaded: Any, args: argparse.Namespace) -> str | None:
-    """The remote store the cells' ends send their engines to: the recipe's store's (`store_lookup.upload_remote`),
-    none with `--no-store`."""
-    if args.no_store:
-        return None
-    from trtls.store.config import store_config
-
-    return store_lookup.upload_remote(store_config(loaded.recipe.store, loaded.base_dir))

@@ -155,7 +155,7 @@ async def _build_one(
     store_lookup.say_lookup(engine, result.use, quiet=args.json, building=True)
     build = result.build
     # a stop asked meanwhile is applied now; one asked after the build has ended says what it still cuts
-    keys.bind(build, store_lookup.stop_words(build, store_lookup.upload_remote(result.use), args.timeout))
+    keys.bind(build, store_lookup.stop_words(build, args.timeout))
     loop = asyncio.get_running_loop()
     if args.timeout is not None:
         loop.call_later(args.timeout, keys.stop, "ci_timeout")

@@ -49,7 +49,7 @@ def route_stop_words(stop: _RouteStop, name: str) -> Any:
             "(a bundle is written whole or not at all)…"
         )
 
-    return stop_words(stop.build, None, then=bundle_step)
+    return stop_words(stop.build, then=bundle_step)
 
 
 def chosen_or_exit(loaded: Any, name: str | None, *, none_means_all: bool = False) -> list[str] | int:

@@ -39,27 +39,17 @@ def say_lookup(engine: str, use: Any, *, quiet: bool, building: bool = False) ->
         say(rebuilding_text(engine, use.changes))
 
 
-def upload_remote(use: Any) -> str | None:
-    """The remote store a build's end sends its engine to (`use`: its store use, or the recipe's `StoreConfig` for a
-    matrix's cells): the remote of a store this build writes (`read_write`), else None."""
-    store = getattr(use, "store", use)  # a StoreUse's Store, or a StoreConfig itself
-    if store is None or getattr(store, "mode", None) != "read_write":
-        return None
-    remote = getattr(store, "remote_url", None) or getattr(store, "remote", None)
-    return str(remote) if remote else None
-
-
 def stop_words(
-    run: Any, remote: str | None, timeout_s: float | None = None, then: Callable[[str], str | None] | None = None
+    run: Any, timeout_s: float | None = None, then: Callable[[str], str | None] | None = None
 ) -> Callable[[str], str | None]:
     """The words of a stop of `run` — a build, or a matrix and its cells — (`cli/common.StopKeys.bind`), given its
     source, read from its state at the stop. While a build of it runs (or a cell waits to start): the cooperative stop
     (a Ctrl-C's line). Once every build has ended, a stop no longer stops one (`Build.cancel`): what it still cuts is
-    their ends' upload of the engine to the remote store `remote` (`upload_remote`; the store's cancel state,
-    `builds/avoidance/lookup.attach`) — said for each built engine whose store end is not over yet (the store amends
-    the record, with its `store` object, once the upload is done or cut); else, when every build is built, what the
-    caller's own step after them stops (`then`: a route build's bundle step); otherwise nothing is said but the
-    outcome that follows. A Ctrl-C or the `--timeout` (`timeout_s`) is said this way; a SIGTERM, as before, not."""
+    their ends' upload of the engine to the remote store — said for each build whose upload a stop cuts now
+    (`Build.upload_a_stop_cuts`, the store's own reading: sending, or still to come); else, when every build is
+    built, what the caller's own step after them stops (`then`: a route build's bundle step); otherwise nothing is
+    said but the outcome that follows. A Ctrl-C or the `--timeout` (`timeout_s`) is said this way; a SIGTERM, as
+    before, not."""
     from trtls.cli.common import cooperative_stop_line
     from trtls.core.display import human_seconds
 
@@ -70,37 +60,26 @@ def stop_words(
         builds = list(cells) if isinstance(cells, list) else [run]
         if (matrix and run.not_started) or any(b.state.outcome is None for b in builds):
             return cooperative_stop_line("every cell" if matrix else run.engine) if source == "ctrl_c" else None
-        sending = [b for b in builds if _uploading(b)] if remote is not None else []
-        if remote is None or not sending:
+        cut = [(b, url) for b in builds if (url := b.upload_a_stop_cuts()) is not None]
+        if not cut:
             if then is not None and builds and all(b.state.outcome == "built" for b in builds):
                 return then(source)
             return None
-        from trtls.store.remote_http import shown
-
-        names = ", ".join(f"{b.engine}/{b.state.cell}" if b.state.cell else b.engine for b in sending)
-        one = len(sending) == 1
+        names = ", ".join(f"{b.engine}/{b.state.cell}" if b.state.cell else b.engine for b, _ in cut)
+        remotes = ", ".join(dict.fromkeys(url for _, url in cut))  # one store: the recipe's
+        one = len(cut) == 1
         verb, past = ("is", "was") if one else ("are", "were")
-        built = f"{names} {verb} built already"
         what = (
-            f"stopping the upload of {'its engine' if one else 'their engines'} to the remote store {shown(remote)} "
+            f"stopping the upload of {'its engine' if one else 'their engines'} to the remote store {remotes} "
             f"(the engine{' stays' if one else 's stay'})…"
         )
         if source == "ctrl_c":
-            return f"{built}; {what}"
+            return f"{names} {verb} built already; {what}"
         if source == "ci_timeout" and timeout_s is not None:
             return f"--timeout: {human_seconds(timeout_s)} passed after {names} {past} built; {what}"
         return None
 
     return words
-
-
-def _uploading(build: Any) -> bool:
-    """A built engine its end is still sending to the remote store: the build is attached to a store (its end's
-    cancel state, `Build.end_stop`) and the store has not amended its record yet."""
-    state = build.state
-    if state.outcome != "built" or build.end_stop is None:
-        return False
-    return state.record is None or "store" not in state.record
 
 
 def report_refused(loaded: Any, refused: Any) -> int:
