@@ -97,3 +97,21 @@ def plain(obj: Any) -> Any:
     if isinstance(obj, (list, tuple)):
         return [plain(v) for v in obj]
     return obj
+
+
+def record_trees(client: LanguageClient) -> list[dict[str, Any]]:
+    """Every `trtls/buildTree` notification the server sends the client, as plain data, as they come."""
+    trees: list[dict[str, Any]] = []
+    client.feature("trtls/buildTree")(lambda params: trees.append(plain(params)))
+    return trees
+
+
+def last_of(trees: list[dict[str, Any]], build_id: str) -> dict[str, Any] | None:
+    mine = [t for t in trees if t.get("buildId") == build_id]
+    return mine[-1] if mine else None
+
+
+def finished(trees: list[dict[str, Any]], build_id: str) -> bool:
+    """The build's last row is final: not running, with its evidence."""
+    t = last_of(trees, build_id)
+    return t is not None and t["running"] is False and t.get("evidencePath") is not None

@@ -23,13 +23,11 @@ import socket
 from pathlib import Path
 from typing import Any
 
-import pytest_lsp
 from lsprotocol import types as lsp
-from pytest_lsp import ClientServerConfig, LanguageClient
+from pytest_lsp import LanguageClient
 
-from tests.lsp.conftest import SERVER, accept_refresh, caps
-from tests.lsp.lsp_helpers import execute, open_recipe, plain, until
-from tests.store.helpers import entries, with_store
+from tests.lsp.lsp_helpers import execute, finished, open_recipe, record_trees, until
+from tests.store.helpers import entries, local_entry_whole, with_store
 from tests.store.scripted_remote import Request, content_length
 from tests.store.test_remote_push_stop_said import StalledRemote
 
@@ -65,27 +63,6 @@ class SecondPutStalled(StalledRemote):
         super().answer(conn, request)
 
 
-@pytest_lsp.fixture(config=ClientServerConfig(server_command=SERVER))
-async def client(lsp_client: LanguageClient):
-    accept_refresh(lsp_client)
-    await lsp_client.initialize_session(
-        lsp.InitializeParams(capabilities=caps(), initialization_options={"buildTree": True})
-    )
-    yield
-    await lsp_client.shutdown_session()
-
-
-def _record_trees(client: LanguageClient) -> list[dict[str, Any]]:
-    trees: list[dict[str, Any]] = []
-    client.feature("trtls/buildTree")(lambda params: trees.append(plain(params)))
-    return trees
-
-
-def _finished(trees: list[dict[str, Any]], build_id: str) -> bool:
-    mine = [t for t in trees if t.get("buildId") == build_id]
-    return bool(mine) and mine[-1]["running"] is False and mine[-1].get("evidencePath") is not None
-
-
 def _summary(ws: Path, build_id: str) -> dict[str, Any]:
     return dict(json.loads((ws / ".trtls" / "runs" / build_id / "summary.json").read_text()))
 
@@ -93,6 +70,34 @@ def _summary(ws: Path, build_id: str) -> dict[str, Any]:
 async def _held(remote: StalledRemote) -> None:
     """The engine's PUT is held by the remote's thread (a bound for something that must happen: the build)."""
     assert await asyncio.to_thread(remote.held.wait, 600), f"no engine was sent: {remote.requests}"
+
+
+async def _started(
+    client: LanguageClient, ws: Path, store: Path, remote: StalledRemote, command: str, arg: dict[str, Any]
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The local store `store` with `remote` as its remote store, the recipe opened and `command` sent for it: every
+    `trtls/buildTree` row from then on, and the command's reply."""
+    with_store(ws, store, remote=remote.url)
+    trees = record_trees(client)
+    uri = open_recipe(client, ws)
+    return trees, await execute(client, command, {"uri": uri, **arg})
+
+
+async def _stop(client: LanguageClient, build_id: str) -> dict[str, Any]:
+    return dict(await execute(client, "trtls.cancelBuild", {"buildId": build_id, "source": "ide_stop"}))
+
+
+async def _cut_and_ended(remote: StalledRemote, trees: list[dict[str, Any]], build_id: str) -> None:
+    """The held upload let go soon after the Stop, and the run then ended with its evidence."""
+    assert await asyncio.to_thread(remote.let_go.wait, LET_GO_S), "the upload went on after the Stop"
+    await until(lambda: finished(trees, build_id), timeout=300)
+
+
+async def _nothing_left(client: LanguageClient, build_id: str, message: str) -> None:
+    """A Stop once the run has ended: not accepted, nothing stopped, and it says so (`message`)."""
+    again = await _stop(client, build_id)
+    assert again["accepted"] is False and again["stopped"] == "nothing", again
+    assert again["message"] == message, again
 
 
 def _stopped_line(remote: StalledRemote) -> str:
@@ -104,16 +109,11 @@ def _stopped_line(remote: StalledRemote) -> str:
 
 def _built_and_kept(ws: Path, store: Path, summary: dict[str, Any]) -> None:
     """The build stands: built, its engine in place as recorded, its local store entry whole."""
-    from trtls.store.entries import Store
-
     assert summary["outcome"] == "built" and summary.get("cancelSource") is None, summary
     key, sha = str(summary["engineKey"]), str(summary["engineArtifact"]["sha256"])
     assert hashlib.sha256(Path(summary["engineArtifact"]["path"]).read_bytes()).hexdigest() == sha
     assert key in [e.name for e in entries(store)]
-    local = Store(store)
-    entry = local.get(key, remote=False)
-    assert entry is not None and entry.sha256 == sha
-    local.verify(entry)
+    local_entry_whole(store, key, sha)
     assert list((store / "tmp").iterdir()) == [], "a temp folder was left"
 
 
@@ -123,23 +123,19 @@ async def test_the_stop_of_a_built_build_cuts_its_upload_and_says_so(
     remote = StalledRemote()
     store = tmp_path / "store"
     try:
-        with_store(workspace, store, remote=remote.url)
-        trees = _record_trees(client)
-        uri = open_recipe(client, workspace)
-        started = await execute(client, "trtls.buildEngine", {"uri": uri, "engine": "demo"})
+        trees, started = await _started(client, workspace, store, remote, "trtls.buildEngine", {"engine": "demo"})
         assert started["status"] == "started", started
         bid = started["buildId"]
         await _held(remote)
 
-        stop = await execute(client, "trtls.cancelBuild", {"buildId": bid, "source": "ide_stop"})
+        stop = await _stop(client, bid)
         assert stop["accepted"] is True and stop["stopped"] == "upload" and stop["status"] == "built", stop
         assert stop["message"] == (
             f"demo is built already; stopping the upload of its engine to the remote store {remote.url} "
             "(the engine stays)"
         ), stop
-        assert await asyncio.to_thread(remote.let_go.wait, LET_GO_S), "the upload went on after the Stop"
+        await _cut_and_ended(remote, trees, bid)
 
-        await until(lambda: _finished(trees, bid), timeout=300)
         summary = _summary(workspace, bid)
         assert _stopped_line(remote) in summary["store"]["warnings"], summary["store"]
         said = [m.message for m in client.log_messages if m.type == lsp.MessageType.Warning]
@@ -147,9 +143,7 @@ async def test_the_stop_of_a_built_build_cuts_its_upload_and_says_so(
         _built_and_kept(workspace, store, summary)
         assert not [r for r in remote.requests if r.startswith("PUT ") and "/ac/" in r], remote.requests
 
-        again = await execute(client, "trtls.cancelBuild", {"buildId": bid, "source": "ide_stop"})
-        assert again["accepted"] is False and again["stopped"] == "nothing", again
-        assert again["message"] == "nothing left to stop: demo has ended (built)", again
+        await _nothing_left(client, bid, "nothing left to stop: demo has ended (built)")
     finally:
         remote.stop()
 
@@ -162,22 +156,20 @@ async def test_the_stop_of_a_matrix_whose_last_cell_sends_its_engine_cuts_that_u
     remote = SecondPutStalled()
     store = tmp_path / "store"
     try:
-        with_store(workspace, store, remote=remote.url)
-        trees = _record_trees(client)
-        uri = open_recipe(client, workspace)
-        started = await execute(client, "trtls.buildMatrix", {"uri": uri, "engine": "demo", "matrix": True})
+        trees, started = await _started(
+            client, workspace, store, remote, "trtls.buildMatrix", {"engine": "demo", "matrix": True}
+        )
         assert started["status"] == "started" and len(started["cells"]) == 2, started
         mid, last = started["buildId"], started["cells"][1]["cell"]  # the cells build one after the other
         await _held(remote)
 
-        stop = await execute(client, "trtls.cancelBuild", {"buildId": mid, "source": "ide_stop"})
+        stop = await _stop(client, mid)
         assert stop["accepted"] is True and stop["stopped"] == "upload", stop
         assert stop["message"] == (
             f"demo matrix: stopping the upload of {last}'s engine to the remote store {remote.url} (the engine stays)"
         ), stop
-        assert await asyncio.to_thread(remote.let_go.wait, LET_GO_S), "the upload went on after the Stop"
+        await _cut_and_ended(remote, trees, mid)
 
-        await until(lambda: _finished(trees, mid), timeout=300)
         matrix = _summary(workspace, mid)
         assert [c["outcome"] for c in matrix["cells"]] == ["built", "built"], matrix["cells"]
         first, second = (_summary(workspace, c["buildId"]) for c in matrix["cells"])
@@ -190,9 +182,7 @@ async def test_the_stop_of_a_matrix_whose_last_cell_sends_its_engine_cuts_that_u
         records = [r.split()[1] for r in remote.requests if r.startswith("PUT ") and "/ac/" in r]
         assert records == [f"/cache/ac/{first['engineKey']}"], remote.requests  # none for the cut cell
 
-        again = await execute(client, "trtls.cancelBuild", {"buildId": mid, "source": "ide_stop"})
-        assert again["accepted"] is False and again["stopped"] == "nothing", again
-        assert again["message"] == f"nothing left to stop: demo matrix has ended ({matrix['outcome']})", again
+        await _nothing_left(client, mid, f"nothing left to stop: demo matrix has ended ({matrix['outcome']})")
     finally:
         remote.stop()
 
@@ -207,23 +197,21 @@ async def test_the_stop_of_a_matrix_while_its_first_cell_sends_its_engine_stops_
     remote = StalledRemote()
     store = tmp_path / "store"
     try:
-        with_store(workspace, store, remote=remote.url)
-        trees = _record_trees(client)
-        uri = open_recipe(client, workspace)
-        started = await execute(client, "trtls.buildMatrix", {"uri": uri, "engine": "demo", "matrix": True})
+        trees, started = await _started(
+            client, workspace, store, remote, "trtls.buildMatrix", {"engine": "demo", "matrix": True}
+        )
         assert started["status"] == "started" and len(started["cells"]) == 2, started
         mid, first = started["buildId"], started["cells"][0]["cell"]
         await _held(remote)
 
-        stop = await execute(client, "trtls.cancelBuild", {"buildId": mid, "source": "ide_stop"})
+        stop = await _stop(client, mid)
         assert stop["accepted"] is True and stop["stopped"] == "run" and stop["status"] == "stopping", stop
         assert stop["message"] == (
             f"stopping demo matrix; stopping the upload of {first}'s engine to the remote store {remote.url} "
             "(the engine stays)"
         ), stop
-        assert await asyncio.to_thread(remote.let_go.wait, LET_GO_S), "the upload went on after the Stop"
+        await _cut_and_ended(remote, trees, mid)
 
-        await until(lambda: _finished(trees, mid), timeout=300)
         matrix = _summary(workspace, mid)
         assert matrix["outcome"] == "cancelled" and matrix["cancelSource"] == "ide_stop", matrix
         assert [c["outcome"] for c in matrix["cells"]] == ["built", "not_started"], matrix["cells"]
@@ -232,8 +220,6 @@ async def test_the_stop_of_a_matrix_while_its_first_cell_sends_its_engine_stops_
         _built_and_kept(workspace, store, cell)
         assert not [r for r in remote.requests if r.startswith("PUT ") and "/ac/" in r], remote.requests
 
-        again = await execute(client, "trtls.cancelBuild", {"buildId": mid, "source": "ide_stop"})
-        assert again["accepted"] is False and again["stopped"] == "nothing", again
-        assert again["message"] == "nothing left to stop: demo matrix has ended (cancelled)", again
+        await _nothing_left(client, mid, "nothing left to stop: demo matrix has ended (cancelled)")
     finally:
         remote.stop()

@@ -17,7 +17,7 @@ from lsprotocol import types as lsp
 from pytest_lsp import ClientServerConfig, LanguageClient
 
 from tests.lsp.conftest import SERVER, accept_refresh, caps
-from tests.lsp.lsp_helpers import execute, open_recipe, plain, until
+from tests.lsp.lsp_helpers import execute, finished, last_of, open_recipe, record_trees, until
 from tests.store.helpers import probe_env, probes, with_store
 from tests.ts_replay import EXTENSION, replay
 from trtls.core import wire
@@ -39,22 +39,6 @@ async def client(lsp_client: LanguageClient):
     )
     yield
     await lsp_client.shutdown_session()
-
-
-def record_trees(client: LanguageClient) -> list[dict[str, Any]]:
-    trees: list[dict[str, Any]] = []
-    client.feature("trtls/buildTree")(lambda params: trees.append(plain(params)))
-    return trees
-
-
-def last_of(trees: list[dict[str, Any]], build_id: str) -> dict[str, Any] | None:
-    mine = [t for t in trees if t.get("buildId") == build_id]
-    return mine[-1] if mine else None
-
-
-def finished(trees: list[dict[str, Any]], build_id: str) -> bool:
-    t = last_of(trees, build_id)
-    return t is not None and t["running"] is False and t.get("evidencePath") is not None
 
 
 def ts_view(notifications: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -70,6 +70,16 @@ def entries(store: Path) -> list[Path]:
     return sorted((store / "entries").glob("*"))
 
 
+def local_entry_whole(store: Path, key: str, sha: str) -> None:
+    """The local store's entry `key` holds together (its record and its engine) and its engine hashes to `sha`."""
+    from trtls.store.entries import Store
+
+    local = Store(store)
+    entry = local.get(key, remote=False)
+    assert entry is not None and entry.sha256 == sha
+    local.verify(entry)
+
+
 def built_once(seeded_ws: Path, root: Path) -> tuple[Path, str]:
     """The seed's pristine workspace copied under `root` and built once into a store of its own: the workspace and
     its one run's id (every record a build leaves, for a test to damage)."""

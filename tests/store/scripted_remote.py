@@ -7,15 +7,18 @@ test_remote_fetch_ctrl_c.py), by a `Proxy` in front of nginx (test_remote_push_c
 test_remote_concurrent_writers.py: `pass_half` and `pass_rest` pass a body on), by a remote of its own
 (test_remote_push_ctrl_c.py) or one that never answers (test_remote_stall_lsp.py). The server thread knows when a
 request came, so a test acts there, never on reading a child's output: `build_against` runs the real `trtls build`
-that such a thread signals (`SignalledBuild`)."""
+(`run_signalled`, any `trtls` command) that such a thread signals (`SignalledBuild`); `held_until_let_go` holds a
+request's body unanswered until the build lets it go."""
 
 from __future__ import annotations
 
 import os
 import re
+import select
 import socket
 import subprocess
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
@@ -133,6 +136,24 @@ def pass_rest(conn: socket.socket, up: socket.socket, length: int, sent: int) ->
     return True
 
 
+def held_until_let_go(conn: socket.socket, hold_s: float) -> bytes | None:
+    """What the client still sends on `conn`, read and kept back (never answered) until it lets the connection go —
+    None — or `hold_s` passes: what it sent by then."""
+    kept = b""
+    until = time.monotonic() + hold_s
+    while time.monotonic() < until:
+        if not select.select([conn], [], [], 0.5)[0]:
+            continue
+        try:
+            chunk = conn.recv(CHUNK)
+        except ConnectionResetError:
+            chunk = b""
+        if not chunk:
+            return None
+        kept += chunk
+    return kept
+
+
 class ScriptedServer(Listener):
     """Answers each request with `script(request_line, conn)`; records the request lines."""
 
@@ -159,21 +180,41 @@ class SignalledBuild:
         os.kill(self.pid, signum)
 
 
-def build_against(ws: Path, store: Path, server: Listener, build: SignalledBuild, *args: str) -> tuple[int, str]:
-    """A real `trtls build` of `ws` (with `args`: `--matrix`) with the local store `store` (empty) and `server` as its
-    remote store, its pid given to `build` (which the server's thread signals); the server stopped once it ended: its
-    exit status and its stderr."""
+def run_signalled(
+    cmd: list[str], server: Listener, build: SignalledBuild, timeout: float = 300
+) -> tuple[int, str, str]:
+    """A real `trtls` command `cmd`, its pid given to `build` (which the server's thread signals); the server stopped
+    once it ended: its exit status, its stdout and its stderr. `timeout` is a bound for something that must happen,
+    not a speed: the command is killed past it."""
     try:
-        with_store(ws, store, remote=server.url)
-        proc = subprocess.Popen(build_cmd(ws, *args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         build.pid = proc.pid
         build.started.set()
         try:
-            _, err = proc.communicate(timeout=300)  # a bound for something that must happen, not a speed
+            out, err = proc.communicate(timeout=timeout)
         finally:
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
     finally:
         server.stop()
-    return proc.returncode, err
+    return proc.returncode, out, err
+
+
+def build_against_out(
+    ws: Path, store: Path, server: Listener, build: SignalledBuild, *args: str
+) -> tuple[int, str, str]:
+    """A real `trtls build` of `ws` (with `args`: `--matrix`) with the local store `store` (empty) and `server` as its
+    remote store (`run_signalled`): its exit status, its stdout and its stderr."""
+    try:
+        with_store(ws, store, remote=server.url)
+    except BaseException:
+        server.stop()
+        raise
+    return run_signalled(build_cmd(ws, *args), server, build)
+
+
+def build_against(ws: Path, store: Path, server: Listener, build: SignalledBuild, *args: str) -> tuple[int, str]:
+    """`build_against_out`, its stdout left out: its exit status and its stderr."""
+    returncode, _, err = build_against_out(ws, store, server, build, *args)
+    return returncode, err

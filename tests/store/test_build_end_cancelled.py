@@ -17,7 +17,7 @@ import threading
 from pathlib import Path
 
 from tests.builds.helpers import loaded
-from tests.store.helpers import entries, with_store
+from tests.store.helpers import entries, local_entry_whole, with_store
 from tests.store.test_remote_push_ctrl_c import ReadsThePutSlowly
 from trtls.core.cancel import CancelToken
 
@@ -31,7 +31,6 @@ async def test_a_task_cancelled_while_its_end_awaits_the_publish_still_writes_an
     from trtls.app.results import Started
     from trtls.builds.supervisor.supervisor import Supervisor
     from trtls.store import remote
-    from trtls.store.entries import Store
 
     half_read = CancelToken()  # set by the server's thread once it has read half the engine's PUT
     server = ReadsThePutSlowly(half_read)
@@ -84,8 +83,5 @@ async def test_a_task_cancelled_while_its_end_awaits_the_publish_still_writes_an
     assert not [t for t in server.stored if "/ac/" in t], server.stored
     key, sha = str(summary["engineKey"]), str(summary["engineArtifact"]["sha256"])
     assert [e.name for e in entries(store)] == [key]
-    local = Store(store)
-    entry = local.get(key, remote=False)
-    assert entry is not None and entry.sha256 == sha
-    local.verify(entry)
+    local_entry_whole(store, key, sha)
     assert list((store / "tmp").iterdir()) == [], "a temp folder was left"

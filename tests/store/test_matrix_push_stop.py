@@ -16,14 +16,13 @@ thread that holds it, and keeps back what comes next — until the command lets 
 from __future__ import annotations
 
 import hashlib
-import re
 import signal
 from pathlib import Path
 
-from tests.store.helpers import entries, summaries
+from tests.store.helpers import entries, local_entry_whole, summaries
 from tests.store.nginx_dav import DavServer
 from tests.store.scripted_remote import build_against
-from tests.store.test_remote_push_ctrl_c import HOLD_S, HoldingProxy, _nginx_done_with
+from tests.store.test_remote_push_ctrl_c import HOLD_S, HoldingProxy, cut_put_left_nothing
 
 TWO_CELLS = """
 [engines.demo.matrix]
@@ -35,8 +34,6 @@ optimization_level = [0, 1]
 def test_a_stop_of_the_matrix_while_a_cell_sends_its_engine_cuts_the_upload(
     workspace: Path, nginx_dav: DavServer, tmp_path: Path
 ) -> None:
-    from trtls.store.entries import Store
-
     recipe = workspace / "trtls.toml"
     recipe.write_text(recipe.read_text() + TWO_CELLS)
     proxy = HoldingProxy(nginx_dav.url, signal.SIGINT)
@@ -65,18 +62,8 @@ def test_a_stop_of_the_matrix_while_a_cell_sends_its_engine_cuts_the_upload(
     assert said in cell["store"]["warnings"], cell["store"]
     # its local store entry, whole, and nothing left half-written
     assert [e.name for e in entries(store)] == [key]
-    local = Store(store)
-    entry = local.get(key, remote=False)
-    assert entry is not None and entry.sha256 == sha
-    local.verify(entry)
+    local_entry_whole(store, key, sha)
     assert list((store / "tmp").iterdir()) == [], "a temp folder was left"
 
     # the remote: the engine's PUT cut, no record sent; nginx kept nothing of the half it was sent
-    puts = [line.split()[1] for line in proxy.requests if line.startswith("PUT ")]
-    assert puts == [f"/cache/cas/{sha}"], proxy.requests
-    log = _nginx_done_with(nginx_dav, f"PUT /cache/cas/{sha}")
-    assert not re.search(rf"PUT /cache/cas/{sha} HTTP/1\.1\" 20[014]", log), log
-    held = [p for p in nginx_dav.files.rglob("*") if p.is_file()]
-    assert held == [], held
-    body_temps = [p for p in (nginx_dav.folder / "body").rglob("*") if p.is_file()]
-    assert body_temps == [], f"nginx kept the cut body: {body_temps}"
+    cut_put_left_nothing(proxy, nginx_dav, sha)

@@ -13,10 +13,10 @@ remote of test_remote_push_stop_said.py stalling the engine's PUT and sending SI
 from __future__ import annotations
 
 import signal
-import subprocess
 from pathlib import Path
 
-from tests.store.helpers import build_cmd, summaries, with_store
+from tests.store.helpers import summaries
+from tests.store.scripted_remote import build_against_out
 from tests.store.test_remote_push_stop_said import StalledRemote
 
 ONE_CELL = """
@@ -32,21 +32,7 @@ def test_a_stop_after_the_cells_ended_says_the_upload_and_the_end_shows_its_warn
     recipe = workspace / "trtls.toml"
     recipe.write_text(recipe.read_text() + ONE_CELL)
     remote = StalledRemote(signal.SIGINT)
-    try:
-        with_store(workspace, tmp_path / "store", remote=remote.url)
-        proc = subprocess.Popen(
-            build_cmd(workspace, "--matrix"), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-        )
-        remote.build.pid = proc.pid
-        remote.build.started.set()
-        try:
-            out, err = proc.communicate(timeout=300)  # a bound for something that must happen, not a speed
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-    finally:
-        remote.stop()
+    _, out, err = build_against_out(workspace, tmp_path / "store", remote, remote.build, "--matrix")
     assert remote.held.is_set(), f"the cell's engine was never sent: {err[-3000:]}"
     assert "Traceback" not in err, err[-3000:]
 

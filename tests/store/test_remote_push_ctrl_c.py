@@ -22,7 +22,6 @@ import hashlib
 import json
 import os
 import re
-import select
 import signal
 import socket
 import threading
@@ -31,7 +30,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.store.helpers import entries, summaries
+from tests.store.helpers import entries, local_entry_whole, summaries
 from tests.store.nginx_dav import DavServer
 from tests.store.scripted_remote import (
     Listener,
@@ -40,6 +39,7 @@ from tests.store.scripted_remote import (
     SignalledBuild,
     build_against,
     content_length,
+    held_until_let_go,
     pass_half,
     pass_rest,
 )
@@ -80,19 +80,11 @@ class HoldingProxy(Proxy):
         length, kept = pass_half(conn, up, request)
         self.build.signal_the_build(self.signum)  # the person's Ctrl-C (CI's SIGTERM) while the engine goes out
         self.signalled.set()
-        until = time.monotonic() + HOLD_S
-        while time.monotonic() < until:
-            readable, _, _ = select.select([conn], [], [], 0.5)
-            if not readable:
-                continue
-            try:
-                chunk = conn.recv(1 << 16)
-            except ConnectionResetError:
-                chunk = b""
-            if not chunk:
-                self.let_go.set()
-                return False
-            kept += chunk
+        rest = held_until_let_go(conn, HOLD_S)
+        if rest is None:
+            self.let_go.set()
+            return False
+        kept += rest
         up.sendall(kept)  # not let go: the rest of the engine, as the old code waited for
         self.sent_all.set()
         pass_rest(conn, up, length, length // 2 + len(kept))
@@ -112,12 +104,23 @@ def _nginx_done_with(nginx: DavServer, line: str) -> str:
     return log
 
 
+def cut_put_left_nothing(proxy: HoldingProxy, nginx: DavServer, sha: str) -> None:
+    """The remote: the engine's PUT (`sha`) the only one the build sent, and cut; nginx kept nothing of the half it
+    was sent — no file, no body left in its temp folder."""
+    puts = [line.split()[1] for line in proxy.requests if line.startswith("PUT ")]
+    assert puts == [f"/cache/cas/{sha}"], proxy.requests
+    log = _nginx_done_with(nginx, f"PUT /cache/cas/{sha}")
+    assert not re.search(rf"PUT /cache/cas/{sha} HTTP/1\.1\" 20[014]", log), log
+    held = [p for p in nginx.files.rglob("*") if p.is_file()]
+    assert held == [], held
+    body_temps = [p for p in (nginx.folder / "body").rglob("*") if p.is_file()]
+    assert body_temps == [], f"nginx kept the cut body: {body_temps}"
+
+
 @pytest.mark.parametrize(("signum", "source"), [(signal.SIGINT, "ctrl_c"), (signal.SIGTERM, "service_shutdown")])
 def test_a_stop_while_the_engine_is_sent_cuts_the_upload_and_sends_no_record(
     seed_ws: Path, nginx_dav: DavServer, tmp_path: Path, signum: int, source: str
 ) -> None:
-    from trtls.store.entries import Store
-
     proxy = HoldingProxy(nginx_dav.url, signum)
     store = tmp_path / "store-b"
     returncode, err = build_against(seed_ws, store, proxy, proxy.build)
@@ -140,24 +143,14 @@ def test_a_stop_while_the_engine_is_sent_cuts_the_upload_and_sends_no_record(
     assert said in summary["store"]["warnings"], summary["store"]
     # … and its local store entry, whole: its record holds together and its engine hashes to the recorded sha256
     assert [e.name for e in entries(store)] == [key]
-    local = Store(store)
-    entry = local.get(key, remote=False)
-    assert entry is not None and entry.sha256 == sha
-    local.verify(entry)
+    local_entry_whole(store, key, sha)
     assert list((store / "tmp").iterdir()) == [], "a temp folder was left"
 
     # the remote: the engine's PUT cut, no record asked for; nginx kept nothing of the half it was sent
-    puts = [line.split()[1] for line in proxy.requests if line.startswith("PUT ")]
-    assert puts == [f"/cache/cas/{sha}"], proxy.requests
-    log = _nginx_done_with(nginx_dav, f"PUT /cache/cas/{sha}")
-    assert not re.search(rf"PUT /cache/cas/{sha} HTTP/1\.1\" 20[014]", log), log
+    cut_put_left_nothing(proxy, nginx_dav, sha)
     files = nginx_dav.files
     assert not (files / "ac" / key).exists(), "a record was sent for an engine that was not"
     assert not (files / "cas" / sha).exists(), "the remote kept part of the engine under its name"
-    held = [p for p in files.rglob("*") if p.is_file()]
-    assert held == [], held
-    body_temps = [p for p in (nginx_dav.folder / "body").rglob("*") if p.is_file()]
-    assert body_temps == [], f"nginx kept the cut body: {body_temps}"
     assert json.loads((store / "entries" / key / "entry.json").read_text())["engine"]["sha256"] == sha
 
 

@@ -18,7 +18,6 @@ holds the PUT (`SignalledBuild`), never on reading the child's output."""
 from __future__ import annotations
 
 import hashlib
-import select
 import signal
 import socket
 import subprocess
@@ -26,8 +25,15 @@ import threading
 import time
 from pathlib import Path
 
-from tests.store.helpers import build_cmd, entries, summaries, with_store
-from tests.store.scripted_remote import Listener, Request, SignalledBuild, build_against, content_length
+from tests.store.helpers import build_cmd, entries, local_entry_whole, summaries, with_store
+from tests.store.scripted_remote import (
+    Listener,
+    Request,
+    SignalledBuild,
+    build_against,
+    content_length,
+    held_until_let_go,
+)
 
 HOLD_S = 240.0  # how long the remote holds a PUT the build does not let go of: past the upload's own bound (60 s +)
 TIMEOUT_S = 30  # the build's --timeout: far past the demo's build (about a second), far short of HOLD_S
@@ -59,32 +65,18 @@ class StalledRemote(Listener):
         self.held.set()
         if self.signum is not None:
             self.build.signal_the_build(self.signum)
-        until = time.monotonic() + HOLD_S
-        while time.monotonic() < until:
-            if not select.select([conn], [], [], 0.5)[0]:
-                continue
-            try:
-                chunk = conn.recv(1 << 16)
-            except ConnectionResetError:
-                chunk = b""
-            if not chunk:
-                self.let_go.set()
-                return
+        if held_until_let_go(conn, HOLD_S) is None:
+            self.let_go.set()
 
 
 def _built_and_kept(ws: Path, store: Path) -> str:
     """The build stands: built, its engine in place as recorded, its local store entry whole. The engine's sha256."""
-    from trtls.store.entries import Store
-
     (summary,) = summaries(ws)
     assert summary["outcome"] == "built", summary
     key, sha = str(summary["engineKey"]), str(summary["engineArtifact"]["sha256"])
     assert hashlib.sha256((ws / "build" / "demo.engine").read_bytes()).hexdigest() == sha
     assert [e.name for e in entries(store)] == [key]
-    local = Store(store)
-    entry = local.get(key, remote=False)
-    assert entry is not None and entry.sha256 == sha
-    local.verify(entry)
+    local_entry_whole(store, key, sha)
     return sha
 
 

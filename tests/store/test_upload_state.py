@@ -66,13 +66,24 @@ def _store(root: Path, url: str) -> Store:
     return store
 
 
-def test_the_upload_is_sending_while_the_put_is_held_and_done_once_sent(tmp_path: Path) -> None:
+def _held_store(tmp_path: Path) -> tuple[Store, HoldsTheEnginePut]:
+    """A store (remotes forgotten) whose remote holds its engine's PUT, the server told the store to read its upload
+    state from; the caller stops the server."""
     remote.forget_remotes()
     holder: list[Store] = []
     server = HoldsTheEnginePut(holder)
     try:
         store = _store(tmp_path / "store", server.url)
-        holder.append(store)
+    except BaseException:
+        server.stop()
+        raise
+    holder.append(store)
+    return store, server
+
+
+def test_the_upload_is_sending_while_the_put_is_held_and_done_once_sent(tmp_path: Path) -> None:
+    store, server = _held_store(tmp_path)
+    try:
         assert str(store.upload.now()) == "not started"
         assert store.upload_a_stop_cuts() == server.url, "a stop before the upload starts cuts it"
         engine, sha = _engine(tmp_path)
@@ -118,12 +129,8 @@ def test_a_key_that_does_not_match_what_was_built_skips_the_upload(tmp_path: Pat
     from trtls.builds.avoidance.lookup import _publish
     from trtls.store.use import StoreUse
 
-    remote.forget_remotes()
-    holder: list[Store] = []
-    server = HoldsTheEnginePut(holder)
+    store, server = _held_store(tmp_path)
     try:
-        store = _store(tmp_path / "store", server.url)
-        holder.append(store)
         onnx = tmp_path / "demo.onnx"
         onnx.write_bytes(b"onnx")
         key = EngineKey(key_of_parts(PARTS), PARTS, read_stats={str(onnx): [0, 0, 0, 0]}, hashed_at=time.time())
