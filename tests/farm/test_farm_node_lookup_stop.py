@@ -18,7 +18,6 @@ from __future__ import annotations
 import select
 import signal
 import socket
-import subprocess
 import sys
 import threading
 import time
@@ -28,7 +27,7 @@ from tests.farm.conftest import LABEL
 from tests.farm.test_farm_remote_store import ONE_CELL, forget_node_stores
 from tests.farm.test_farm_store import _recipe
 from tests.store.helpers import summaries, with_store
-from tests.store.scripted_remote import ScriptedServer, SignalledBuild
+from tests.store.scripted_remote import ScriptedServer, SignalledBuild, run_signalled
 
 HOLD_S = 20.0  # what the remote holds the node's lookup for before it answers (under the cell's 30 s grace)
 NOT_FOUND = b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n"
@@ -87,24 +86,13 @@ def test_a_ctrl_c_of_the_matrix_cuts_the_nodes_stalled_lookup_and_builds_nothing
     with_store(ws, tmp_path / "store", remote=server.url)
     forget_node_stores()  # a node's folder that held the key would ask the remote for its record only
     cmd = [sys.executable, "-m", "trtls", "build", str(ws), "--engine", "demo", "--matrix"]
-    try:
-        cli = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        answer.pid = cli.pid
-        answer.started.set()
-        try:
-            out, err = cli.communicate(timeout=900)  # a bound for something that must happen, not a speed
-        finally:
-            if cli.poll() is None:
-                cli.kill()
-                cli.wait()
-    finally:
-        server.stop()
+    returncode, out, err = run_signalled(cmd, server, answer, timeout=900)
     assert answer.signalled.is_set(), f"the node never looked the key up: {server.requests}\n{out}\n{err[-3000:]}"
     assert answer.let_go.is_set() and not answer.answered.is_set(), (
         f"the node's lookup waited for the remote after the matrix was stopped (answered after {HOLD_S:g} s)\n"
         f"{err[-3000:]}"
     )
-    assert cli.returncode == 130 and "Traceback" not in out + err, out + err[-3000:]
+    assert returncode == 130 and "Traceback" not in out + err, out + err[-3000:]
 
     # the cell ended cancelled by the Ctrl-C, on its node, before any worker: nothing built, nothing written
     records = summaries(ws)

@@ -18,7 +18,6 @@ from __future__ import annotations
 import re
 import signal
 import socket
-import subprocess
 import sys
 from pathlib import Path
 
@@ -27,6 +26,7 @@ from tests.farm.test_farm_remote_store import ONE_CELL, forget_node_stores
 from tests.farm.test_farm_store import _recipe
 from tests.store.helpers import summaries, with_store
 from tests.store.nginx_dav import DavServer, nginx_dav  # noqa: F401  (a fixture: a real nginx WebDAV server)
+from tests.store.scripted_remote import run_signalled
 from tests.store.test_remote_push_ctrl_c import HOLD_S, HoldingProxy
 
 
@@ -43,18 +43,7 @@ def test_a_ctrl_c_of_the_matrix_cuts_the_nodes_upload_and_sends_no_record(
     path.write_text(path.read_text() + f'remote = "{proxy.url}"\n')
     forget_node_stores()  # a node's folder that held the key would find its blob on the remote unsent
     cmd = [sys.executable, "-m", "trtls", "build", str(ws), "--engine", "demo", "--matrix"]
-    try:
-        cli = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        proxy.build.pid = cli.pid
-        proxy.build.started.set()
-        try:
-            out, err = cli.communicate(timeout=900)  # a bound for something that must happen, not a speed
-        finally:
-            if cli.poll() is None:
-                cli.kill()
-                cli.wait()
-    finally:
-        proxy.stop()
+    _, out, err = run_signalled(cmd, proxy, proxy.build, timeout=900)
     assert proxy.signalled.is_set(), f"the node never sent the engine: {proxy.requests}\n{out}\n{err[-3000:]}"
     assert proxy.let_go.is_set() and not proxy.sent_all.is_set(), (
         f"the node sent its engine on after the matrix was stopped (the proxy passed it to nginx after {HOLD_S:g} s)"
