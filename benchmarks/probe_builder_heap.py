@@ -1,8 +1,9 @@
 """Where TensorRT's builder allocates from, and what it costs: `build_serialized_network` of a quickstart model in a
-plain TensorRT-RTX script, on the script's main thread against a second thread (as trtls's worker builds), with the
-second thread's allocations from glibc's main arena (`mallopt(M_ARENA_MAX, 1)` first, as trtls's worker did on 2026-12-05; today's worker builds on its main thread)
-or from its own arena with a 64 MiB top pad (`MALLOC_TOP_PAD_`). Each variant a fresh process, interleaved; the build
-call's own wall time, the process's minor page faults and CPU time. No trtls code in the timed process.
+plain TensorRT-RTX script, on the script's main thread (as trtls's worker builds since 2026-12-06) against a second
+thread (as it built before), with the second thread's allocations from glibc's main arena (`mallopt(M_ARENA_MAX, 1)`
+first, as the worker of 2026-12-05 did) or from its own arena with a 64 MiB top pad (`MALLOC_TOP_PAD_`). Each variant
+a fresh process, interleaved; the build call's own wall time, the process's minor page faults and CPU time. No trtls
+code in the timed process.
 
     python benchmarks/probe_builder_heap.py [--model demo|large] [--rounds 20]
 """
