@@ -50,6 +50,7 @@ def stop_words(
     built, what the caller's own step after them stops (`then`: a route build's bundle step); otherwise nothing is
     said but the outcome that follows. A Ctrl-C or the `--timeout` (`timeout_s`) is said this way; a SIGTERM, as
     before, not."""
+    from trtls.app.stop import run_name
     from trtls.cli.common import cooperative_stop_line
     from trtls.core.display import human_seconds
 
@@ -65,7 +66,7 @@ def stop_words(
             if then is not None and builds and all(b.state.outcome == "built" for b in builds):
                 return then(source)
             return None
-        names = ", ".join(f"{b.engine}/{b.state.cell}" if b.state.cell else b.engine for b, _ in cut)
+        names = ", ".join(run_name(b) for b, _ in cut)  # as the editor's Stop names them: escaped
         remotes = ", ".join(dict.fromkeys(url for _, url in cut))  # one store: the recipe's
         one = len(cut) == 1
         verb, past = ("is", "was") if one else ("are", "were")
