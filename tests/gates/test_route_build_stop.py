@@ -130,3 +130,46 @@ def test_a_stop_after_the_engine_is_built_writes_no_bundle(sample, tmp_path) -> 
     assert json.loads(Path(result.build_summary_path).read_text())["outcome"] == "built"
     record = json.loads((root / ".trtls" / "routes" / "tiny" / "route-build.json").read_text())
     assert record["outcome"] == "cancelled" and record["build_id"] == result.build_id
+
+
+def _stop_in_the_bundle_write(monkeypatch: pytest.MonkeyPatch, token: CancelToken) -> None:
+    """The real bundle write, and a stop that arrives once it has begun (as a Ctrl-C would, from the loop's thread)."""
+    from trtls.route import publish
+
+    real = publish.write_bundle
+
+    def stop_then_write(*args, **kwargs):
+        token.request("api")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(publish, "write_bundle", stop_then_write)
+
+
+def _shipped_export_root(tmp_path: Path) -> Path:
+    from tests.route.test_export_route import shipped_export
+
+    return shipped_export(tmp_path / "shipped")
+
+
+@pytest.mark.parametrize("route", ["tiny_ort", "shipped"])  # the ONNX route; the export route (no checkpoint)
+def test_a_stop_during_a_bundle_write_with_no_engine_keeps_the_bundle_there_whole(
+    sample, tmp_path, monkeypatch, route
+) -> None:
+    """The routes that build no engine wrote their bundle with no stop: a stop during the write was not seen, the new
+    bundle replaced the old one and the route said `built`. Now their write stops before its rename, as the engine
+    route's does: the bundle that was there stays as it was, no temp file, the result and its record `cancelled`."""
+    root = copy_sample(sample, tmp_path / "route") if route == "tiny_ort" else _shipped_export_root(tmp_path)
+    first = asyncio.run(route_build.build_route(root / "trtls.toml", route))
+    assert first.outcome == "built", first.message
+    bundle = Path(first.bundle)
+    before, listing = bundle.read_bytes(), sorted(p.name for p in bundle.parent.iterdir())
+
+    token = CancelToken()
+    _stop_in_the_bundle_write(monkeypatch, token)
+    result = asyncio.run(route_build.build_route(root / "trtls.toml", route, cancel=token))
+    assert result.outcome == "cancelled" and result.cancel_source == "api", result.message
+    assert "during the bundle's write; the bundle was not touched" in result.message
+    assert bundle.read_bytes() == before
+    assert sorted(p.name for p in bundle.parent.iterdir()) == listing  # no temp file left, nothing else written
+    record = json.loads((root / ".trtls" / "routes" / route / "route-build.json").read_text())
+    assert record["outcome"] == "cancelled" and record["cancel_source"] == "api"
