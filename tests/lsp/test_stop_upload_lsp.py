@@ -107,6 +107,22 @@ def _stopped_line(remote: StalledRemote) -> str:
     )
 
 
+UPLOAD_STOPPED = "; its upload to the remote store was stopped (ide_stop): the engine is kept in the local store"
+
+
+def _said_at_the_end(trees: list[dict[str, Any]], summary: dict[str, Any], cut: bool) -> None:
+    """The evidence says how the upload ended, and the build's last row says the Stop cut it (before, the row said
+    only `built in …`: the cut upload was a log line)."""
+    upload = summary["store"]["upload"]
+    last = [t for t in trees if t["buildId"] == summary["buildId"]][-1]
+    if cut:
+        assert upload == {"phase": "done", "reason": "stopped (ide_stop): no record was sent", "stoppedBy": "ide_stop"}
+        assert last["outcomeMessage"].startswith("built in ") and last["outcomeMessage"].endswith(UPLOAD_STOPPED)
+    else:
+        assert upload == {"phase": "done", "reason": "sent", "stoppedBy": None}, upload
+        assert "upload" not in last["outcomeMessage"], last
+
+
 def _built_and_kept(ws: Path, store: Path, summary: dict[str, Any]) -> None:
     """The build stands: built, its engine in place as recorded, its local store entry whole."""
     assert summary["outcome"] == "built" and summary.get("cancelSource") is None, summary
@@ -141,6 +157,7 @@ async def test_the_stop_of_a_built_build_cuts_its_upload_and_says_so(
         said = [m.message for m in client.log_messages if m.type == lsp.MessageType.Warning]
         assert f"trtls: demo: {_stopped_line(remote)}" in said, said
         _built_and_kept(workspace, store, summary)
+        _said_at_the_end(trees, summary, cut=True)
         assert not [r for r in remote.requests if r.startswith("PUT ") and "/ac/" in r], remote.requests
 
         await _nothing_left(client, bid, "nothing left to stop: demo has ended (built)")
@@ -179,6 +196,8 @@ async def test_the_stop_of_a_matrix_whose_last_cell_sends_its_engine_cuts_that_u
         assert f"trtls: {last}: {_stopped_line(remote)}" in said, said
         for cell in (first, second):
             _built_and_kept(workspace, store, cell)
+        _said_at_the_end(trees, first, cut=False)
+        _said_at_the_end(trees, second, cut=True)
         records = [r.split()[1] for r in remote.requests if r.startswith("PUT ") and "/ac/" in r]
         assert records == [f"/cache/ac/{first['engineKey']}"], remote.requests  # none for the cut cell
 

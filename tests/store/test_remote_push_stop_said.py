@@ -154,4 +154,5 @@ def test_the_timeout_while_the_upload_stalls_cuts_it_and_the_build_stands(seed_w
     (summary,) = summaries(seed_ws)
     assert summary.get("cancelSource") is None, summary  # the build itself was never cancelled
     assert any("stopped (ci_timeout)" in w for w in summary["store"]["warnings"]), summary["store"]
+    assert summary["store"]["upload"]["stoppedBy"] == "ci_timeout", summary["store"]  # the outcome's last words
     assert [r.split()[:2] for r in remote.requests if r.startswith("PUT ")] == [["PUT", f"/cache/cas/{sha}"]]

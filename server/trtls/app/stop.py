@@ -25,6 +25,13 @@ if TYPE_CHECKING:
 StopCut = Literal["run", "upload", "nothing"]
 
 
+def upload_cut_text(whose: str, remotes: str, many: bool = False) -> str:
+    """The upload a stop cuts, as every face says it: `the upload of its engine to the remote store <url> (the engine
+    stays)`; `many`: `their engines … (the engines stay)`. `whose`: `its`, `their`, `demo/o1's`."""
+    engines, stay = ("engines", "the engines stay") if many else ("engine", "the engine stays")
+    return f"the upload of {whose} {engines} to the remote store {remotes} ({stay})"
+
+
 @dataclass(frozen=True)
 class UploadCut:
     """The upload of `name`'s engine (an engine, or `engine/cell`) to the remote store `remote` (as shown)."""
@@ -34,8 +41,7 @@ class UploadCut:
 
     def text(self, whose: str | None = None) -> str:
         """`the upload of demo/o1's engine to …`; `whose`: the owner's word instead of the name (`its`)."""
-        owner = whose or f"{self.name}'s"
-        return f"the upload of {owner} engine to the remote store {self.remote} (the engine stays)"
+        return upload_cut_text(whose or f"{self.name}'s", self.remote)
 
 
 @dataclass(frozen=True)

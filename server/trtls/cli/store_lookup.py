@@ -50,7 +50,7 @@ def stop_words(
     built, what the caller's own step after them stops (`then`: a route build's bundle step); otherwise nothing is
     said but the outcome that follows. A Ctrl-C or the `--timeout` (`timeout_s`) is said this way; a SIGTERM, as
     before, not."""
-    from trtls.app.stop import run_name
+    from trtls.app.stop import run_name, upload_cut_text
     from trtls.cli.common import cooperative_stop_line
     from trtls.core.display import human_seconds
 
@@ -70,10 +70,7 @@ def stop_words(
         remotes = ", ".join(dict.fromkeys(url for _, url in cut))  # one store: the recipe's
         one = len(cut) == 1
         verb, past = ("is", "was") if one else ("are", "were")
-        what = (
-            f"stopping the upload of {'its engine' if one else 'their engines'} to the remote store {remotes} "
-            f"(the engine{' stays' if one else 's stay'})…"
-        )
+        what = f"stopping {upload_cut_text('its' if one else 'their', remotes, many=not one)}…"  # the editor's words
         if source == "ctrl_c":
             return f"{names} {verb} built already; {what}"
         if source == "ci_timeout" and timeout_s is not None:

@@ -20,6 +20,7 @@ from trtls.core.display import (
     progress_text,
     rebuilt_text,
     stopping_text,
+    upload_stopped_text,
     waiting_text,
 )
 from trtls.core.outcome import build_outcome_kind
@@ -81,7 +82,7 @@ def outcome_message(state: BuildState) -> str:
         return str((summary and summary.message) or "reused: its engine came from the engine store")
     lost = state.on_farm_node and (state.error or "").startswith("node lost")
     duration = (summary.durationS or 0) if summary is not None else 0
-    return outcome_text(
+    text = outcome_text(
         state.outcome,
         duration,
         state.token.source,
@@ -91,6 +92,10 @@ def outcome_message(state: BuildState) -> str:
         state.refused_lines,
         state.first_refusal,
     )
+    upload = ((summary.store if summary is not None else None) or {}).get("upload")
+    if isinstance(upload, dict) and upload.get("stoppedBy"):  # the build stands; the stop cut only its upload
+        text += f"; {upload_stopped_text(str(upload['stoppedBy']))}"
+    return text
 
 
 def progress_message(state: BuildState, time_left: TimeLeftWords | None = None) -> str:

@@ -226,6 +226,12 @@ def cancelled_text(cancel_source: str | None) -> str:
     return f"cancelled by {cancel_source}"
 
 
+def upload_stopped_text(source: str) -> str:
+    """What a build's outcome adds when a stop came after it was built and cut its engine's upload to the remote
+    store (the evidence's `store.upload.stoppedBy`): every face's last word on the build says it, not only a log."""
+    return f"its upload to the remote store was stopped ({source}): the engine is kept in the local store"
+
+
 def outcome_text(
     outcome: str | None,
     duration_s: Any,

@@ -338,8 +338,9 @@ def push_entry(store: PublishingFolder, entry: Entry) -> None:
         _missed.pop((url, entry.key), None)  # this process just put it there
         store.upload.done("sent")
     except _Stopped:
-        how = f" ({stop.source})" if stop is not None and stop.source else ""
-        store.upload.done(f"stopped{how}: no record was sent")
+        source = stop.source if stop is not None else None
+        how = f" ({source})" if source else ""
+        store.upload.stopped(source)
         _note(
             store,
             f"the engine was not sent to the remote store {_shown(url)}: its upload was stopped{how} and no record "

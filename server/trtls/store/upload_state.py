@@ -28,10 +28,16 @@ class UploadNow:
 
     phase: UploadPhase
     reason: str | None = None
+    stopped_by: str | None = None  # `done` because a stop cut it: the stop's source (`ide_stop`, `ctrl_c`, …)
 
     def __str__(self) -> str:
         said = self.phase.replace("_", " ")
         return f"{said}: {self.reason}" if self.reason else said
+
+    def record(self) -> dict[str, str | None]:
+        """The evidence's `store.upload`: how the upload ended (`sent`, `stopped (ide_stop): no record was sent`, `not
+        sent: …`) or why it was skipped, and `stoppedBy` when a stop cut it (core/build_view: the outcome says so)."""
+        return {"phase": self.phase, "reason": self.reason, "stoppedBy": self.stopped_by}
 
 
 class UploadState:
@@ -51,6 +57,11 @@ class UploadState:
 
     def done(self, how: str) -> None:
         self._move(UploadNow("done", how))
+
+    def stopped(self, source: str | None) -> None:
+        """A stop cut the upload (`source`: its source, if it named one): no record was sent."""
+        how = f" ({source})" if source else ""
+        self._move(UploadNow("done", f"stopped{how}: no record was sent", source or "a stop"))
 
     def skipped(self, why: str) -> None:
         self._move(UploadNow("skipped", why))

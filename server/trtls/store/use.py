@@ -94,6 +94,8 @@ class StoreUse:
             "replaced": self.store.replaced if self.store is not None else None,  # the entry a --rebuild replaced
             "pinned": self.pin,
             "unpinned": self.unpinned,
+            # how the engine's upload to the remote store ended (store/upload_state.py), or why none was sent
+            "upload": self.store.upload.now().record() if self.store is not None else None,
         }
 
     def all_warnings(self) -> list[str]:
