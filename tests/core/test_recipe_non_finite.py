@@ -20,6 +20,7 @@ from pydantic import BaseModel
 
 from trtls.core.recipe import RecipeFile
 from trtls.core.route import RouteModel
+from trtls.core.validation import _finite_table
 
 VALUES = ["inf", "-inf", "nan"]
 FINITE = "a finite number"
@@ -185,3 +186,62 @@ def test_every_recipe_table_shares_the_one_configuration() -> None:
     config = {t.__name__: t.model_config for t in tables}
     loose = sorted(n for n, c in config.items() if (c.get("strict"), c.get("extra")) != (True, "forbid"))
     assert lax == [] and loose == [], (lax, loose)
+
+
+FREE_CLUSTER = """
+[cluster]
+runtime_env = {{ env_vars = {{ A = "1" }}, weights = [1.0, {v}] }}
+"""
+FREE_ROUTE = """version = 1
+
+[routes.numbers]
+onnx = "build/numbers.onnx"
+checkpoint = {{ path = "checkpoint", revision = "d065c296e0fef52b015f4755c02dda4b3064c1d2" }}
+intended_use = "numbers that judge nothing"
+allowed_licenses = ["mit"]
+bundle = "build/numbers.bundle"
+runtime = "onnxruntime"
+runtime_options = {{ threads = 1, timeout_s = {v} }}
+"""
+
+
+def _said_at(recipe: Path, text: str, starts: str, at: str, key: str, value: str) -> str:
+    """`recipe` written `text`: the TRT102 line for `key`, placed on the value `at` of the line that starts `starts`."""
+    recipe.write_text(text)
+    lines = text.splitlines()
+    number = next(n for n, line in enumerate(lines, 1) if line.startswith(starts))
+    column = lines[number - 1].rindex(at) + 1
+    return f"{recipe}:{number}:{column}: TRT102 error: '{key}' must be a finite number, not {value}"
+
+
+@pytest.mark.parametrize("value", VALUES)
+def test_a_free_form_table_refuses_a_number_that_is_not_finite_on_its_key(
+    workspace: Path, tmp_path: Path, value: str
+) -> None:
+    """A route's `runtime_options` and `[cluster] runtime_env` take keys the recipe does not fix (`dict[str, Any]`),
+    so no field refused `timeout_s = inf` there: gate 4's runtime was given a timeout that never ends. Now a number
+    that is not finite anywhere in such a table, however deep, is the same TRT102 on the key that holds it."""
+    recipe = workspace / "trtls.toml"
+    cluster = recipe.read_text() + FREE_CLUSTER.format(v=value)
+    said = _said_at(recipe, cluster, "runtime_env = ", value + "]", "weights[1]", value)
+    check = _trtls("check", str(workspace))
+    assert check.returncode == 2 and _trt102s(check) == [said], check.stdout + check.stderr
+
+    route = tmp_path / "route" / "trtls.toml"
+    route.parent.mkdir()
+    said = _said_at(route, FREE_ROUTE.format(v=value), "runtime_options = ", value, "timeout_s", value)
+    check = _trtls("check", str(route.parent))
+    assert check.returncode == 2 and _trt102s(check) == [said], check.stdout + check.stderr
+
+
+def test_every_free_form_table_of_a_recipe_refuses_what_is_not_finite() -> None:
+    """A free-form table added later is a FreeTable (core.validation), never a bare `dict[str, Any]` no rule reads."""
+    tables = _tables(RecipeFile, set()) | _tables(RouteModel, set())
+    free_form = {
+        f"{t.__name__}.{name}": [getattr(m, "func", None) for m in field.metadata]
+        for t in tables
+        for name, field in t.model_fields.items()
+        if field.annotation == dict[str, Any]
+    }
+    assert sorted(free_form) == ["ClusterTable.runtime_env", "RouteModel.runtime_options"], free_form
+    assert all(rules == [_finite_table] for rules in free_form.values()), free_form

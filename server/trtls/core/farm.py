@@ -19,7 +19,7 @@ from pydantic import BaseModel, Field, field_validator
 
 from trtls.core.paths import NAME_UNSAFE, safe_name
 from trtls.core.profiles import OptimizationProfile
-from trtls.core.validation import RECIPE_TABLE
+from trtls.core.validation import RECIPE_TABLE, FreeTable
 
 LOCAL = "local"
 # Matrix axes that replace one builder setting each; `profiles` and `precision` are handled apart.
@@ -49,7 +49,7 @@ class ClusterTable(_Model):
         description="local: an embedded Ray instance started by trtls (this machine only); auto: the cluster "
         "this machine belongs to (`ray start`); ray://host:port (Ray Client) or host:port (GCS address).",
     )
-    runtime_env: dict[str, Any] = Field(
+    runtime_env: FreeTable = Field(
         default_factory=dict, description="Ray runtime environment for the remote workers (pip, env_vars, …)."
     )
     queue_timeout_s: float = Field(

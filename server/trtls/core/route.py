@@ -21,7 +21,7 @@ from pydantic import BaseModel, Field, TypeAdapter, ValidationError, field_valid
 from trtls.core.findings import TomlPath
 from trtls.core.route_lifecycle import CanaryPlan, DriftKind, IntegrationBoundary, PluginLibrary, Precision
 from trtls.core.route_limits import GoldenOutputsRef, Thresholds, Tolerance
-from trtls.core.validation import RECIPE_TABLE, either_error, findings_from_validation
+from trtls.core.validation import RECIPE_TABLE, FreeTable, either_error, findings_from_validation
 from trtls.core.vocabulary import BUILDER_MODULES, BuilderModule
 
 if TYPE_CHECKING:
@@ -168,7 +168,7 @@ class RouteModel(_Model):
     golden_outputs: GoldenOutputsRef | None = Field(
         None, description='With `reference = "golden"`: the recorded reference outputs and their provenance.'
     )
-    runtime_options: dict[str, Any] = Field(
+    runtime_options: FreeTable = Field(
         default_factory=dict,
         description="Options for the runtime under test, passed to gate 4's runtime_spec (e.g. threads, timeout_s, "
         "command; "

@@ -11,9 +11,9 @@ import math
 import re
 import types
 from functools import lru_cache
-from typing import Any, Literal, Union, get_args, get_origin, overload
+from typing import Annotated, Any, Literal, Union, get_args, get_origin, overload
 
-from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, TypeAdapter, ValidationError
 from pydantic_core import PydanticCustomError
 
 from trtls.core.findings import Finding, Origin, Severity, TomlPath
@@ -29,6 +29,29 @@ from trtls.core.findings import Finding, Origin, Severity, TomlPath
 RECIPE_TABLE = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
 
 
+def _non_finite_in(value: Any, at: tuple[str | int, ...] = ()) -> tuple[tuple[str | int, ...], float] | None:
+    """The first inf, -inf or nan anywhere in a free-form value (tables and arrays walked), with its path in it."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return at, value
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list | tuple) else ()
+    for key, item in items:
+        if (found := _non_finite_in(item, (*at, key))) is not None:
+            return found
+    return None
+
+
+def _finite_table(value: dict[str, Any]) -> dict[str, Any]:
+    found = _non_finite_in(value)
+    if found is not None:  # located on the key that holds it (`findings_from_validation` appends `at`)
+        raise PydanticCustomError("finite_number", "not a finite number", {"at": found[0], "value": found[1]})
+    return value
+
+
+# A table whose keys the recipe does not fix (a route's `runtime_options`, `[cluster] runtime_env`): no number in it,
+# however deep, is inf, -inf or nan — the rule RECIPE_TABLE gives every typed number (`timeout_s = inf` never ended)
+FreeTable = Annotated[dict[str, Any], AfterValidator(_finite_table)]
+
+
 def _finding(code: str, message: str, path: TomlPath, on_value: bool = False, **data: Any) -> Finding:
     return Finding(code, Severity.error, message, tuple(path), Origin.recipe, on_value, data)
 
@@ -37,6 +60,9 @@ def findings_from_validation(exc: ValidationError, prefix: TomlPath, root: Any) 
     """Turn pydantic errors into located findings (shared by engine and route models)."""
     out: list[Finding] = []
     for err in _unions_named([dict(e) for e in exc.errors()], root):
+        within = (err.get("ctx") or {}).get("at") if err["type"] == "finite_number" else None
+        if within is not None:  # in a free-form table (FreeTable): the key that holds the number, however deep
+            err["loc"], err["input"] = (*err["loc"], *within), err["ctx"]["value"]
         loc = prefix + tuple(err["loc"])
         kind = err["type"]
         name = loc[-1] if loc else ""
