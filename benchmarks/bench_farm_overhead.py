@@ -27,7 +27,10 @@ Every process reads trtls's and Ray's bytecode, as installed (`_common.bytecode_
 `--parts cli`: N `trtls build --no-store` of the same engine started by hand side by side (no farm): whether a
 cell's extra CPU is the farm's or the worker's own.
 
-Usage: python benchmarks/bench_farm_overhead.py [--cells 2] [--model large|demo] [--parts bare cli cold warm stop]
+`--parts mixed`: on the warm farm, N/2 cells and N/2 bare builds started in the same moment: a farm build's CPU against
+a bare build's in the same minute, free of the host's drift between runs.
+
+Usage: python benchmarks/bench_farm_overhead.py [--cells 2] [--model large|demo] [--parts bare cli cold warm mixed stop]
        [--bare-beside] [--stop-when first|all] [--baseline DIR --rounds N] [--json out.json]
 """
 
@@ -172,6 +175,33 @@ def by_hand_cli(model: str, n: int, out: Path, env: dict[str, str]) -> dict:
         for ws in folders
     ]  # fmt: skip
     return side_by_side(procs, t0)
+
+
+def mixed(model: str, n: int, out: Path, env: dict[str, str], head_pid: int) -> dict:
+    """N/2 cells on the warm farm and N/2 bare builds started in the same moment, on the same cores: each farm build's
+    CPU against each bare build's, in the same minute. A host's build speed drifts by more than the farm's cost from
+    one run to the next (699.7–927.4 CPU-s for the same 16 bare builds within 20 minutes, 2026-12-06): runs one after
+    the other cannot tell a farm cost of a few percent from that drift; builds side by side share it. A bare build's
+    CPU includes its interpreter's start and TensorRT's import (~0.5 CPU-s on the 16-core host), which a warm farm's
+    preloaded worker paid before the run: ~1 % of a `large` build."""
+    half = n // 2
+    path = recipe(out / "mixed", model, half, n)
+    t0 = time.monotonic()
+    procs = [
+        subprocess.Popen([sys.executable, str(HERE / "_bare_build.py"), str(SAMPLE / "models" / f"{model}.onnx"),
+                          str(out / f"mixed-bare-{i}.engine")])
+        for i in range(half)
+    ]  # fmt: skip
+    farm = matrix_run(path, env, head_pid)
+    beside = side_by_side(procs, t0)
+    farm_cpu = farm["cpuByKindS"].get("builds", 0.0)
+    return {
+        "cells": half,
+        "bare": beside,
+        "farm": farm,
+        "cpuPerBuildS": {"bare": round(beside["cpuS"] / half, 2), "farm": round(farm_cpu / half, 2)},
+        "cpuRatio": round(farm_cpu / beside["cpuS"], 3) if beside["cpuS"] else None,
+    }
 
 
 def cold_ab(path: Path, env: dict[str, str], baseline: Path, rounds: int) -> dict:
@@ -474,7 +504,7 @@ def main() -> int:
         res["stopCold"] = stop_run(stop_path, env, n if args.stop_when == "all" else 1)
         print(f"stop (embedded): {res['stopCold']}", flush=True)
     head = None
-    if {"warm", "stop"} & set(args.parts) and ("warm" in args.parts):
+    if "warm" in args.parts or "mixed" in args.parts:
         t0 = time.monotonic()
         up = subprocess.run(TRTLS + ["farm", "up", "--num-cpus", str(n), "--label", "trtls/pool=bench"], env=env,
                             capture_output=True, text=True)  # fmt: skip
@@ -483,11 +513,14 @@ def main() -> int:
         head = json.loads(subprocess.run(TRTLS + ["farm", "status", "--json"], env=env, capture_output=True,
                                          text=True).stdout)["pid"]  # fmt: skip
         try:
-            for i in range(args.warm_runs):
+            for i in range(args.warm_runs if "warm" in args.parts else 0):
                 key = "warm" if i == 0 else f"warm{i + 1}"
                 bare_before(key)
                 res[key] = matrix_run(path, env, head)
                 print(f"{key}: {res[key]}", flush=True)
+            if "mixed" in args.parts:
+                res["mixed"] = mixed(args.model, n, tmp, env, head)
+                print(f"mixed: {res['mixed']['cpuPerBuildS']} CPU-s a build, farm/bare {res['mixed']['cpuRatio']}")
             if "stop" in args.parts:
                 res["stopWarm"] = stop_run(stop_path, env, n if args.stop_when == "all" else 1)
                 print(f"stop (warm farm): {res['stopWarm']}", flush=True)
@@ -534,6 +567,20 @@ def main() -> int:
         elif "bare" in res:
             figures.append(figure(f"{label}: {n} cells vs {n} bare builds, wall", round(res["bare"]["wallS"] /
                                   r["wallS"], 3), "× throughput", "≥ 0.9 (on a 16-core host)", None))  # fmt: skip
+    if res.get("mixed"):
+        m = res["mixed"]
+        figures.append(
+            figure(
+                f"mixed: a farm build's CPU / a bare build's, {m['cells']} of each side by side on the warm farm",
+                m["cpuRatio"],
+                "×",
+                "stated (a farm cost in the builds themselves shows here, free of the host's drift)",
+                None,
+                f"CPU-s a build: farm {m['cpuPerBuildS']['farm']}, bare {m['cpuPerBuildS']['bare']}; the farm's run "
+                f"{m['farm']['wallS']} s, the bare builds' {m['bare']['wallS']} s; the farm's own CPU "
+                f"{m['farm']['cpuByKindS']}",
+            )
+        )
     for label in ("stopCold", "stopWarm"):
         r = res.get(label)
         if r:
