@@ -148,14 +148,18 @@ def side_by_side(procs: list[subprocess.Popen], t0: float) -> dict:
     return {"wallS": round(time.monotonic() - t0, 2), "cpuS": round(cpu, 2)}
 
 
-def bare(model: str, n: int, out: Path) -> dict:
-    t0 = time.monotonic()
-    procs = [
+def start_bare(model: str, n: int, out: Path, name: str = "bare") -> list[subprocess.Popen]:
+    """N bare builds (benchmarks/_bare_build.py) of `model` started now, their engines `out/<name>-<i>.engine`."""
+    return [
         subprocess.Popen([sys.executable, str(HERE / "_bare_build.py"), str(SAMPLE / "models" / f"{model}.onnx"),
-                          str(out / f"bare-{i}.engine")])
+                          str(out / f"{name}-{i}.engine")])
         for i in range(n)
     ]  # fmt: skip
-    return side_by_side(procs, t0)
+
+
+def bare(model: str, n: int, out: Path) -> dict:
+    t0 = time.monotonic()
+    return side_by_side(start_bare(model, n, out), t0)
 
 
 def by_hand_cli(model: str, n: int, out: Path, env: dict[str, str]) -> dict:
@@ -187,11 +191,7 @@ def mixed(model: str, n: int, out: Path, env: dict[str, str], head_pid: int) -> 
     half = n // 2
     path = recipe(out / "mixed", model, half, n)
     t0 = time.monotonic()
-    procs = [
-        subprocess.Popen([sys.executable, str(HERE / "_bare_build.py"), str(SAMPLE / "models" / f"{model}.onnx"),
-                          str(out / f"mixed-bare-{i}.engine")])
-        for i in range(half)
-    ]  # fmt: skip
+    procs = start_bare(model, half, out, "mixed-bare")
     farm = matrix_run(path, env, head_pid)
     beside = side_by_side(procs, t0)
     farm_cpu = farm["cpuByKindS"].get("builds", 0.0)

@@ -68,6 +68,14 @@ def ray_cluster():
         c.shutdown()
 
 
+def gpu_node(cluster) -> None:
+    """A node of the session's cluster that advertises one GPU under the label `gpu` (Ray schedules the resource; the
+    node has none): added by the first test that asks for it."""
+    if not any(getattr(node._ray_params, "num_gpus", None) for node in cluster.list_all_nodes()):
+        cluster.add_node(num_cpus=2, num_gpus=1, labels={LABEL: "gpu"})
+        cluster.wait_for_nodes()
+
+
 def farm_recipe(ws: Path, address: str, body: str) -> Path:
     """A recipe beside a copy of the quickstart models, pointed at the test cluster."""
     (ws / "models").mkdir(parents=True, exist_ok=True)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from tests.farm.conftest import LABEL, engine_table, farm_recipe
+from tests.farm.conftest import LABEL, engine_table, farm_recipe, gpu_node
 from trtls.builds.farm.placement import Node, Request, place
 from trtls.builds.farm.submit import prepare
 from trtls.builds.supervisor.matrix import plan
@@ -55,8 +55,7 @@ async def _prepared(ws: Path, address: str, name: str, model: str, extra: str):
 
 
 async def test_an_rtx_cell_is_not_queued_behind_a_cell_that_holds_the_gpu(ray_cluster, tmp_path: Path) -> None:
-    ray_cluster.add_node(num_cpus=2, num_gpus=1, labels={LABEL: "gpu"})
-    ray_cluster.wait_for_nodes()
+    gpu_node(ray_cluster)
     sup = Supervisor()
     loaded, spec = await _prepared(tmp_path / "holder", ray_cluster.address, "large", "large", "num_gpus = 1\n")
     assert spec.placement.num_gpus == 1.0

@@ -27,7 +27,7 @@ from trtls.route.checkpoint import CheckpointState, files_digest
 from trtls.route.errors import RouteBuildError
 from trtls.route.exporters import onnx_io_map
 from trtls.route.onnx_route import onnxruntime_fields
-from trtls.route.publish import BundleStepStopped, bundle_stop, publish_bundle, route_bundle
+from trtls.route.publish import publish_unless_stopped, route_bundle
 from trtls.route.result import RouteBuildResult
 from trtls.route.writes import RouteRoots
 
@@ -125,18 +125,18 @@ def build_export_route(
         if name.name in sections:
             raise RouteBuildError(f"two tokenizer files are named {name.name!r}", ("tokenizer_files",))
         sections[name.name] = data[name.as_posix()]
-    try:  # the route build's stop is seen until the bundle's rename: no bundle, never a partial one
-        digests = publish_bundle(
-            bundle,
-            header,
-            sections,
-            provenance,
-            onnx=sbom_mod.FileDigest(Path(onnx_rel).name, onnx_sha, len(onnx_bytes)),
-            properties={"route": route_name, "checkpoint_files_sha256": state.files_digest, "source": "export"},
-            timestamp=created_at,
-            stop=bundle_stop(token),
-        )
-    except BundleStepStopped:
+    # the route build's stop is seen until the bundle's rename: no bundle, never a partial one
+    digests = publish_unless_stopped(
+        bundle,
+        token,
+        header,
+        sections,
+        provenance,
+        onnx=sbom_mod.FileDigest(Path(onnx_rel).name, onnx_sha, len(onnx_bytes)),
+        properties={"route": route_name, "checkpoint_files_sha256": state.files_digest, "source": "export"},
+        timestamp=created_at,
+    )
+    if digests is None:
         return bundle.stopped(token, "the bundle's write")
     result.outcome = "built"
     result.message = f"bundle written (the ONNX as shipped, no engine): {bundle.path} ({digests.size} bytes, " + (

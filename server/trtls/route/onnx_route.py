@@ -27,7 +27,7 @@ from trtls.route.checkpoint import checkpoint_provenance, model_identity, read_r
 from trtls.route.errors import RouteBuildError, recipe_errors
 from trtls.route.exporters import export_onnx, onnx_io_map
 from trtls.route.pooling import sentence_pooling
-from trtls.route.publish import BundleStepStopped, bundle_stop, checkpoint_sections, publish_bundle, route_bundle
+from trtls.route.publish import checkpoint_sections, publish_unless_stopped, route_bundle
 from trtls.route.result import RouteBuildResult
 from trtls.route.writes import RouteRoots, write_export
 
@@ -93,22 +93,22 @@ def build_onnx_route(
         **({"pooling": pooling.as_dict()} if pooling is not None else {}),  # gate 4's TRT816 checks it (modules.json)
     }
     sections = {"model.onnx": deployed, **checkpoint_sections(state, config_bytes, tokenizer_bytes)}
-    try:  # the route build's stop is seen until the bundle's rename: no bundle, never a partial one
-        digests = publish_bundle(
-            bundle,
-            header,
-            sections,
-            provenance,
-            onnx=sbom_mod.FileDigest(onnx_path.name, onnx_sha, len(onnx_bytes)),
-            properties={
-                "route": route_name,
-                "checkpoint_files_sha256": state.files_digest,
-                "runtime": str(header["runtime_strategy"]),
-            },
-            timestamp=created_at,
-            stop=bundle_stop(token),
-        )
-    except BundleStepStopped:
+    # the route build's stop is seen until the bundle's rename: no bundle, never a partial one
+    digests = publish_unless_stopped(
+        bundle,
+        token,
+        header,
+        sections,
+        provenance,
+        onnx=sbom_mod.FileDigest(onnx_path.name, onnx_sha, len(onnx_bytes)),
+        properties={
+            "route": route_name,
+            "checkpoint_files_sha256": state.files_digest,
+            "runtime": str(header["runtime_strategy"]),
+        },
+        timestamp=created_at,
+    )
+    if digests is None:
         return bundle.stopped(token, "the bundle's write")
     result.outcome = "built"
     converted = f", converted to {conversion['low_precision_type']}" if conversion is not None else ""

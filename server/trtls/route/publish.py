@@ -71,6 +71,34 @@ def bundle_stop(token: CancelToken) -> Callable[[], None]:
     return stop
 
 
+def publish_unless_stopped(
+    bundle: RouteBundle,
+    token: CancelToken,
+    header: Mapping[str, Any],
+    sections: Mapping[str, Any],
+    provenance: dict[str, Any],
+    *,
+    onnx: sbom_mod.FileDigest,
+    properties: Mapping[str, str],
+    timestamp: datetime,
+) -> BundleDigests | None:
+    """`publish_bundle` with the route build's stop (`bundle_stop(token)`), for a route that builds no engine: None
+    when the stop came before the bundle's rename (the bundle there stays as it was, no temp file)."""
+    try:
+        return publish_bundle(
+            bundle,
+            header,
+            sections,
+            provenance,
+            onnx=onnx,
+            properties=properties,
+            timestamp=timestamp,
+            stop=bundle_stop(token),
+        )
+    except BundleStepStopped:
+        return None
+
+
 def route_bundle(
     loaded: LoadedRecipe, route_name: str, route: RouteModel, state: CheckpointState, roots: RouteRoots
 ) -> RouteBundle:

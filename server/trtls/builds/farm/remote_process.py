@@ -238,8 +238,9 @@ class RemoteProcess:
                 got = await wait_for_node(self._actor, shape, self._cancelled, t_submit, self.queue_timeout_s)
             finally:
                 WARM.waiting[shape] -= 1
-            if got is None:
-                self._queue_ended(t_submit)
+            if got is None:  # a stop kills the new actor: a lookup of the key its construction made is cut with it
+                looking = " or for its node's lookup of its key in the remote store" if self._look_up else ""
+                self._queue_ended(t_submit, f"while waiting for a node{looking}")
                 return False
         self._actor, self.where = got
         if not self.where.get("warm"):
