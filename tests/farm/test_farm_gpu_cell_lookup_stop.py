@@ -12,15 +12,14 @@ second until the node lets the connection go (or 20 s pass: what a stop that did
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 from tests.farm.conftest import LABEL, gpu_node
-from tests.farm.test_farm_node_lookup_stop import HOLD_S, StallsTheNodesLookup
+from tests.farm.test_farm_node_lookup_stop import StallsTheNodesLookup, stopped_during_the_nodes_lookup
 from tests.farm.test_farm_remote_store import forget_node_stores
 from tests.farm.test_farm_store import _recipe
-from tests.store.helpers import summaries, with_store
-from tests.store.scripted_remote import ScriptedServer, run_signalled
+from tests.store.helpers import with_store
+from tests.store.scripted_remote import ScriptedServer
 
 
 def test_a_ctrl_c_cuts_a_gpu_cells_stalled_node_lookup_and_builds_nothing(ray_cluster, tmp_path: Path) -> None:
@@ -36,22 +35,6 @@ def test_a_ctrl_c_cuts_a_gpu_cells_stalled_node_lookup_and_builds_nothing(ray_cl
                     "optimization_level = [2]\n")  # fmt: skip
     with_store(ws, tmp_path / "store", remote=server.url)
     forget_node_stores()
-    cmd = [sys.executable, "-m", "trtls", "build", str(ws), "--engine", "demo", "--matrix"]
-    returncode, out, err = run_signalled(cmd, server, answer, timeout=900)
-    assert answer.signalled.is_set(), f"the node never looked the key up: {server.requests}\n{out}\n{err[-3000:]}"
-    assert answer.let_go.is_set() and not answer.answered.is_set(), (
-        f"the GPU cell's lookup waited for the remote after the matrix was stopped (answered after {HOLD_S:g} s)\n"
-        f"{err[-3000:]}"
-    )
-    assert returncode == 130 and "Traceback" not in out + err, out + err[-3000:]
-
-    records = summaries(ws)
-    (matrix,) = [s for s in records if s.get("kind") == "matrix"]
-    assert matrix["outcome"] == "cancelled" and matrix["cancelSource"] == "ctrl_c", matrix
-    (cell,) = [s for s in records if s.get("cell")]
-    assert cell["outcome"] == "cancelled" and cell["cancelSource"] == "ctrl_c", cell
+    cell = stopped_during_the_nodes_lookup(ws, tmp_path / "store", server, answer)
     said = "cancelled while waiting for a node or for its node's lookup of its key in the remote store"
     assert any(n.startswith(said) for n in cell["notes"]), cell["notes"]
-    assert not (ws / "build").exists() or list((ws / "build").iterdir()) == [], "an engine was written"
-    assert [r.split()[0] for r in server.requests] == ["GET", "GET"], server.requests  # no PUT, no further lookup
-    assert not list((tmp_path / "store" / "entries").glob("*")), "a local entry was written"

@@ -77,14 +77,12 @@ def _recv_or_reset(conn: socket.socket) -> bytes:
         return b""
 
 
-def test_a_ctrl_c_of_the_matrix_cuts_the_nodes_stalled_lookup_and_builds_nothing(ray_cluster, tmp_path: Path) -> None:
-    answer = StallsTheNodesLookup()
-    server = ScriptedServer(answer)
-    ws = tmp_path / "ws"
-    path = _recipe(ws, ray_cluster.address, f'{{ "{LABEL}" = "{{compute_capabilities}}" }}')
-    path.write_text(path.read_text() + ONE_CELL)
-    with_store(ws, tmp_path / "store", remote=server.url)
-    forget_node_stores()  # a node's folder that held the key would ask the remote for its record only
+def stopped_during_the_nodes_lookup(
+    ws: Path, store: Path, server: ScriptedServer, answer: StallsTheNodesLookup
+) -> dict:
+    """`trtls build --matrix` of the one cell in `ws`, given its SIGINT while its node's lookup is held: the lookup was
+    cut (the node let the connection go before the remote answered), the command ended 130, the matrix and its cell
+    `cancelled` by the Ctrl-C, nothing built or written. The cell's record."""
     cmd = [sys.executable, "-m", "trtls", "build", str(ws), "--engine", "demo", "--matrix"]
     returncode, out, err = run_signalled(cmd, server, answer, timeout=900)
     assert answer.signalled.is_set(), f"the node never looked the key up: {server.requests}\n{out}\n{err[-3000:]}"
@@ -93,15 +91,26 @@ def test_a_ctrl_c_of_the_matrix_cuts_the_nodes_stalled_lookup_and_builds_nothing
         f"{err[-3000:]}"
     )
     assert returncode == 130 and "Traceback" not in out + err, out + err[-3000:]
-
-    # the cell ended cancelled by the Ctrl-C, on its node, before any worker: nothing built, nothing written
     records = summaries(ws)
     (matrix,) = [s for s in records if s.get("kind") == "matrix"]
     assert matrix["outcome"] == "cancelled" and matrix["cancelSource"] == "ctrl_c", matrix
     (cell,) = [s for s in records if s.get("cell")]
     assert cell["outcome"] == "cancelled" and cell["cancelSource"] == "ctrl_c", cell
-    said = [n for n in cell["notes"] if n.startswith("cancelled while its node looked its key up in the remote store")]
-    assert said, cell["notes"]
     assert not (ws / "build").exists() or list((ws / "build").iterdir()) == [], "an engine was written"
     assert [r.split()[0] for r in server.requests] == ["GET", "GET"], server.requests  # no PUT, no further lookup
-    assert not list((tmp_path / "store" / "entries").glob("*")), "a local entry was written"
+    assert not list((store / "entries").glob("*")), "a local entry was written"
+    return cell
+
+
+def test_a_ctrl_c_of_the_matrix_cuts_the_nodes_stalled_lookup_and_builds_nothing(ray_cluster, tmp_path: Path) -> None:
+    answer = StallsTheNodesLookup()
+    server = ScriptedServer(answer)
+    ws = tmp_path / "ws"
+    path = _recipe(ws, ray_cluster.address, f'{{ "{LABEL}" = "{{compute_capabilities}}" }}')
+    path.write_text(path.read_text() + ONE_CELL)
+    with_store(ws, tmp_path / "store", remote=server.url)
+    forget_node_stores()  # a node's folder that held the key would ask the remote for its record only
+    cell = stopped_during_the_nodes_lookup(ws, tmp_path / "store", server, answer)
+    # it ended on its node, before any worker
+    said = [n for n in cell["notes"] if n.startswith("cancelled while its node looked its key up in the remote store")]
+    assert said, cell["notes"]
