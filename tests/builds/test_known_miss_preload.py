@@ -15,27 +15,27 @@ from pathlib import Path
 
 import pytest
 
-from trtls.builds.supervisor import spawn
+from trtls.builds.supervisor import worker_launch
 from trtls.cli import store_lookup
 
-DROPPED = -signal.SIGKILL  # a worker no build took is ended at once (spawn.drop_unadopted), never left importing
+DROPPED = -signal.SIGKILL  # a worker no build took is ended at once (worker_launch.drop_unadopted), never importing
 
 
 @pytest.fixture
 def spawned(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[subprocess.Popen[bytes]]]:
-    """Every worker `spawn.start_now` starts in the test (the real function, recorded); all ended afterwards."""
+    """Every worker `worker_launch.start_now` starts in the test (the real function, recorded); all ended afterwards."""
     workers: list[subprocess.Popen[bytes]] = []
-    real = spawn.start_now
+    real = worker_launch.start_now
 
     def recorded(preload: str) -> subprocess.Popen[bytes]:
         workers.append(real(preload))
         return workers[-1]
 
-    monkeypatch.setattr(spawn, "start_now", recorded)
+    monkeypatch.setattr(worker_launch, "start_now", recorded)
     yield workers
     store_lookup.drop_started()
     for w in workers:
-        spawn.drop_unadopted(w)
+        worker_launch.drop_unadopted(w)
         w.wait(timeout=60)
 
 

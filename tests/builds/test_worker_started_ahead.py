@@ -1,6 +1,6 @@
 """A build for certain (`trtls build --engine NAME --no-store` or `--rebuild`) starts its worker first of all, from
-the program's entry (builds/supervisor/spawn.start_ahead), before the command imports what reads the recipe — the
-worker's start (its interpreter, TensorRT's import) is the build's critical path and runs beside those imports —
+the program's entry (builds/supervisor/worker_launch.start_ahead), before the command imports what reads the recipe —
+the worker's start (its interpreter, TensorRT's import) is the build's critical path and runs beside those imports —
 and the worker that builds is that one. An engine that wants another builder module gets a worker of its own, and
 the one started ahead ends without building.
 
@@ -87,14 +87,14 @@ def test_an_engine_that_wants_another_builder_module_gets_its_own_worker_and_the
 
 CTRL_C_DRIVER = """
 import json, os, subprocess, sys
-from trtls.builds.supervisor import spawn
-started = spawn.start_ahead
+from trtls.builds.supervisor import worker_launch
+started = worker_launch.start_ahead
 pid = []
 def ahead_then_ctrl_c():
     started()
-    pid.append(spawn._AHEAD.pid)
+    pid.append(worker_launch._AHEAD.pid)
     raise KeyboardInterrupt  # the person's Ctrl-C, just after the worker was started ahead
-spawn.start_ahead = ahead_then_ctrl_c
+worker_launch.start_ahead = ahead_then_ctrl_c
 from trtls.cli.entry import main
 code = main(["build", sys.argv[1], "--engine", "demo", "--no-store"])
 os.write(1, json.dumps({"code": code, "pid": pid[0]}).encode())
@@ -111,7 +111,7 @@ def test_a_ctrl_c_just_after_the_worker_started_ahead_is_the_persons_stop_and_th
     assert "trtls build: interrupted by Ctrl-C" in proc.stderr
     got = json.loads(proc.stdout)
     assert got["code"] == 130
-    # ended at once (spawn.drop_unadopted: killed and reaped), building nothing
+    # ended at once (worker_launch.drop_unadopted: killed and reaped), building nothing
     deadline = time.monotonic() + 60
     while _running(got["pid"]) and time.monotonic() < deadline:
         time.sleep(0.05)

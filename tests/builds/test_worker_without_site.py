@@ -15,7 +15,8 @@ from typing import Any
 
 import pytest
 
-from trtls.builds.supervisor import spawn
+from trtls.builds.supervisor import worker_launch
+from trtls.builds.supervisor.worker_launch import BUILTIN_WORKER, SITE_ENV, launch_argv
 
 
 def test_the_worker_starts_without_site_and_still_runs_sitecustomize(tmp_path: Path) -> None:
@@ -30,7 +31,7 @@ def test_the_worker_starts_without_site_and_still_runs_sitecustomize(tmp_path: P
     env = {**os.environ, "PYTHONPATH": str(hooks), "SEEN": str(tmp_path / "seen")}
     code = (
         "import sys; sys.path.insert(0, sys.argv[1]); "
-        "from trtls.builds.supervisor import spawn; p = spawn.start_now('auto'); "
+        "from trtls.builds.supervisor import worker_launch; p = worker_launch.start_now('auto'); "
         "print(' '.join(p.args)); p.stdin.close(); p.wait(60)"
     )
     out = subprocess.run(
@@ -53,20 +54,20 @@ def test_site_is_kept_when_a_plain_search_would_find_another_module(monkeypatch:
             return None
 
     env: dict[str, str] = {}
-    assert spawn._launch(list(spawn.BUILTIN_WORKER), env)[1] == "-S" and "PYTHONPATH" in env
+    assert launch_argv(list(BUILTIN_WORKER), env)[1] == "-S" and "PYTHONPATH" in env
     monkeypatch.setattr(sys, "meta_path", [Hook(), *sys.meta_path])
     env = {}
-    assert spawn._launch(list(spawn.BUILTIN_WORKER), env) == spawn.BUILTIN_WORKER and env == {}
+    assert launch_argv(list(BUILTIN_WORKER), env) == BUILTIN_WORKER and env == {}
 
 
 def test_trtls_itself_must_be_found_on_the_path(monkeypatch: pytest.MonkeyPatch) -> None:
-    here = str(Path(spawn.__file__).resolve().parents[3])  # the folder trtls is imported from
+    here = str(Path(worker_launch.__file__).resolve().parents[3])  # the folder trtls is imported from
     monkeypatch.setattr(sys, "path", [p for p in sys.path if os.path.realpath(p or ".") != os.path.realpath(here)])
-    assert not spawn._found_alike(("trtls",), [p for p in sys.path if p])
-    assert spawn._launch(list(spawn.BUILTIN_WORKER), {}) == spawn.BUILTIN_WORKER
+    assert not worker_launch._found_alike(("trtls",), [p for p in sys.path if p])
+    assert launch_argv(list(BUILTIN_WORKER), {}) == BUILTIN_WORKER
 
 
 def test_an_external_worker_or_the_opt_out_keeps_site() -> None:
     external = [sys.executable, "my_worker.py"]
-    assert spawn._launch(list(external), {}) == external
-    assert spawn._launch(list(spawn.BUILTIN_WORKER), {spawn.SITE_ENV: "1"}) == spawn.BUILTIN_WORKER
+    assert launch_argv(list(external), {}) == external
+    assert launch_argv(list(BUILTIN_WORKER), {SITE_ENV: "1"}) == BUILTIN_WORKER

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import TYPE_CHECKING
 
+TYPE_CHECKING = False  # not `typing`'s: a certain build starts its worker before this process imports more (typing)
 if TYPE_CHECKING:
-    import argparse  # at run time only once a command line is one to answer here (not for `serve`)
+    import argparse  # at run time only once a command line is one to answer here, after a certain build's spawn
 
 # the only flags an unchanged build may carry here; any other word (a typo included) goes to the real parser.
 # `--no-store` and `--rebuild` are builds for certain: the fast path starts their worker (builds/supervisor/
@@ -24,10 +24,17 @@ _BARE = {"--json": "json", "--no-store": "no_store", "--rebuild": "rebuild"}
 def simple_build(argv: list[str]) -> argparse.Namespace | None:
     """`build [RECIPE] --engine NAME [--json] [--no-store] [--rebuild]` as the namespace `cli.main` would make of it,
     or None."""
+    words = simple_words(argv)
+    return None if words is None else _namespace(words)
+
+
+def simple_words(argv: list[str]) -> dict[str, str | bool | None] | None:
+    """`simple_build`'s reading of the command line, before `argparse` is imported (a certain build's worker starts
+    from it: `_command`), or None."""
     if not argv or argv[0] != "build":
         return None
     engine, recipe = None, None
-    bare = dict.fromkeys(_BARE.values(), False)
+    bare: dict[str, str | bool | None] = dict.fromkeys(_BARE.values(), False)
     words = iter(argv[1:])
     for word in words:
         if word in _BARE:
@@ -44,12 +51,14 @@ def simple_build(argv: list[str]) -> argparse.Namespace | None:
             recipe = word
     if not engine:
         return None
+    return {"engine": engine, "recipe": recipe, **bare}
+
+
+def _namespace(words: dict[str, str | bool | None]) -> argparse.Namespace:
     import argparse
 
     return argparse.Namespace(
         command="build",
-        engine=engine,
-        recipe=recipe,
         all=False,
         matrix=False,
         cell=None,
@@ -58,7 +67,7 @@ def simple_build(argv: list[str]) -> argparse.Namespace | None:
         unpin=False,
         no_wait=False,
         timeout=None,
-        **bare,
+        **words,
     )
 
 
@@ -88,16 +97,17 @@ def _remember_snapshots(on: bool) -> None:
 
 
 def _command(given: list[str] | None, argv: list[str]) -> int:
-    args = simple_build(argv)
-    if args is None:
+    words = simple_words(argv)
+    if words is None:
         _remember_snapshots(True)
         return _full(given, argv)
-    certain, warming = args.no_store or args.rebuild, None
+    certain, warming = bool(words["no_store"] or words["rebuild"]), None
     try:  # from here a Ctrl-C is the person's stop (`_interrupted`), with a worker started ahead dropped
-        if certain:  # a build for certain: its worker starts first of all (builds/supervisor/spawn.start_ahead)
-            from trtls.builds.supervisor.spawn import start_ahead
+        if certain:  # a build for certain: its worker starts first of all, on `os`, `sys` and `subprocess` only
+            from trtls.builds.supervisor.worker_launch import start_ahead
 
             start_ahead()
+        args = _namespace(words)
         _remember_snapshots(True)
         from trtls.builds.cuda import device_fingerprint, warm_driver
 
@@ -122,7 +132,7 @@ def _command(given: list[str] | None, argv: list[str]) -> int:
         return _interrupted(argv)
     finally:
         if certain:  # a worker started ahead that the fast path did not take ends without building
-            from trtls.builds.supervisor.spawn import drop_ahead
+            from trtls.builds.supervisor.worker_launch import drop_ahead
 
             drop_ahead()
         if warming is not None:

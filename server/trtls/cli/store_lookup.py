@@ -157,7 +157,8 @@ def _start_worker(
     recipe: Any, engine: str, job_of: Callable[[], dict[str, Any] | None], known: dict[str, Any] | None = None
 ) -> None:
     global _started
-    from trtls.builds.supervisor.spawn import drop_unadopted, preload_for, preload_of_job
+    from trtls.builds.supervisor.spawn import preload_for, preload_of_job
+    from trtls.builds.supervisor.worker_launch import drop_unadopted
 
     # A known miss's memo job names the builder to preload: the worker starts before the raw recipe is parsed (the
     # TOML reader and its parse, ~6 ms of the spawn's path here, 2026-12-05), which then confirms it beside the start.
@@ -180,7 +181,7 @@ def _start_worker(
 def _spawn(preload: str | None) -> Any:
     """The early worker preloading `preload` (the one the program's entry started, when it did), or None: no preload
     (an external worker, a cluster: the full path places its own) or no process (the full path says why)."""
-    from trtls.builds.supervisor.spawn import drop_ahead, start_now, take_ahead
+    from trtls.builds.supervisor.worker_launch import drop_ahead, start_now, take_ahead
 
     if preload is None:
         drop_ahead()
@@ -203,7 +204,7 @@ def drop_started() -> None:
     line's, for a caller of main([...])): it ends without building (`drop_unadopted`)."""
     started = take_started()
     if started is not None:
-        from trtls.builds.supervisor.spawn import drop_unadopted
+        from trtls.builds.supervisor.worker_launch import drop_unadopted
 
         drop_unadopted(started[0])
 

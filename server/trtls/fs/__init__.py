@@ -33,7 +33,7 @@ feature is safe by calling this package, not by remembering a rule. The policy, 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+TYPE_CHECKING = False  # not `typing`'s: a certain build's entry imports this package before it starts its worker
 
 if TYPE_CHECKING:
     from trtls.core.paths import UnsafeWrite

@@ -24,11 +24,8 @@ import signal as _signal
 import subprocess
 from typing import Any, NamedTuple
 
-NONCE_ENV = "TRTLS_RUN_NONCE"  # the per-run secret a supervisor passes to the one process it starts for a run
-
-
-def new_nonce() -> str:
-    return os.urandom(16).hex()  # what secrets.token_hex(16) returns, without importing secrets (random, hmac, base64)
+from trtls.fs.nonce import NONCE_ENV as NONCE_ENV
+from trtls.fs.nonce import new_nonce as new_nonce
 
 
 def process_alive(pid: int | None) -> bool:

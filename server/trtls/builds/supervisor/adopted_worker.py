@@ -2,9 +2,9 @@
 
 `trtls build` of an unchanged recipe whose engine the store lacks learns it inside the store's fast path, before the
 command line's parser, asyncio and the build's modules are imported (~0.1–0.2 s): the worker is started right there
-with `subprocess` (`spawn.start_now`), gets its job ahead (builds/supervisor/speculation.py), and is adopted here once
-the event loop runs: its pipes read through asyncio's streams, its end awaited through a pidfd (a thread where the
-kernel has none). Standard library only."""
+with `subprocess` (`worker_launch.start_now`), gets its job ahead (builds/supervisor/speculation.py), and is adopted
+here once the event loop runs: its pipes read through asyncio's streams, its end awaited through a pidfd (a thread
+where the kernel has none). Standard library only."""
 
 from __future__ import annotations
 

@@ -121,7 +121,7 @@ def _send(worker: Any, ahead: JobAhead | None) -> JobAhead | None:
     if ahead is None or worker is None or worker.stdin is None or worker.returncode is not None:
         return None
     worker.stdin.write((json.dumps(ahead.job) + "\n").encode())
-    flush = getattr(worker.stdin, "flush", None)  # a subprocess.Popen's buffered pipe (spawn.start_now)
+    flush = getattr(worker.stdin, "flush", None)  # a subprocess.Popen's buffered pipe (worker_launch.start_now)
     if flush is not None:
         flush()
     return ahead

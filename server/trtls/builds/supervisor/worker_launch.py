@@ -1,0 +1,144 @@
+"""How the built-in worker process starts: its command line, its environment, its pipes — on nothing but `os`, `sys`
+and `subprocess`, so that a certain build's entry (`trtls build --engine NAME --no-store` or `--rebuild`:
+cli/entry.py) starts its worker before it imports anything else.
+
+The worker's start — an interpreter, its modules, TensorRT's import — is a `demo` build's critical path, and it runs
+beside everything the command line does until it sends the job. Every module imported before the spawn is paid
+twice over on that path (once here, then again in the worker), so this module imports no `typing`, no
+`core.vocabulary` and none of the door but its nonce (`trtls.fs.nonce`): on the 2-core machine the spawn came 28 ms
+after the launch when it waited for the entry's and `spawn`'s imports, ~17 ms from here (docs/performance.md,
+2026-12-06 night). `spawn` keeps everything else about workers (adoption, the ends, the preload rules).
+
+Every worker gets a fresh nonce in its environment (`trtls.fs.nonce.NONCE_ENV`), known only to the process that
+started it (`started_nonce`) and to the build's `running.json` (0600): the proof orphan recovery asks of a live pid
+before it kills it, so a planted record cannot aim the kill at anything else.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from trtls.fs.nonce import NONCE_ENV, new_nonce
+
+BUILTIN_WORKER = [sys.executable, "-m", "trtls.builds.worker"]
+SITE_ENV = "TRTLS_WORKER_SITE"  # "1": start the built-in worker with `site`, as any Python (`launch_argv`)
+AHEAD_PRELOAD = "auto"  # what a worker started ahead preloads: a recipe's engine that names no builder module
+# core.vocabulary.BUILDER_MODULES, which reads them from their `Literal` with `typing` (this module imports no
+# typing: see the module doc); tests/builds/test_worker_launch.py holds the two equal
+BUILDER_MODULE_NAMES = ("tensorrt", "tensorrt_rtx")
+_STARTED_NONCES: dict[int, str] = {}  # pid → the nonce of a worker `start_now` started, until it is adopted
+_AHEAD: subprocess.Popen[bytes] | None = None  # the worker `start_ahead` started, until it is taken or dropped
+
+
+def with_nonce() -> tuple[str, dict[str, str]]:
+    """A fresh nonce and the worker's environment carrying it (see the module doc)."""
+    nonce = new_nonce()
+    return nonce, {**os.environ, NONCE_ENV: nonce}
+
+
+def launch_argv(command: list[str], env: dict[str, str]) -> list[str]:
+    """The argv that starts `command`: the built-in worker without `site` (`python -S`), its module path carried in
+    PYTHONPATH, when that finds the very modules this process would import — trtls and every builder module the worker
+    may load. Site's walk of the `.pth` files is most of an interpreter's start where many packages are installed
+    (67 of 80 ms on the 16-core host, 2026-12-04: a `.pth` that imports importlib.resources, others), and the worker's
+    start is on a build's critical path, after this process's own. A path a `.pth` adds is in `sys.path`, so it is
+    carried; a `.pth`'s `import` line (a startup hook: coverage, an editable install's finder) does not run in the
+    worker — where that would change what the worker imports (a finder that maps trtls elsewhere), the paths do not
+    find the same modules and the worker starts with `site` as before. `sitecustomize` still runs (the worker's
+    `__main__`). TRTLS_WORKER_SITE=1 keeps `site` always."""
+    if command[:3] != BUILTIN_WORKER or env.get(SITE_ENV) == "1":
+        return command
+    path = [p for p in sys.path if p]  # '': the parent's working folder, which `-m` puts first in the worker anyway
+    if not _found_alike(("trtls", *BUILDER_MODULE_NAMES), path):
+        return command
+    env["PYTHONPATH"] = os.pathsep.join(path)
+    return [command[0], "-S", *command[1:]]
+
+
+def _found_alike(names: tuple[str, ...], path: list[str]) -> bool:
+    """Whether a plain search of `path` finds each of `names` where this process's import system does (the same
+    file or package folders; absent from both is alike)."""
+    import importlib.util
+    from importlib.machinery import PathFinder
+
+    def where(spec: object) -> object:
+        if spec is None:
+            return None
+        return (getattr(spec, "origin", None), list(getattr(spec, "submodule_search_locations", None) or ()))
+
+    try:
+        return all(where(importlib.util.find_spec(n)) == where(PathFinder.find_spec(n, path)) for n in names)
+    except (ImportError, ValueError):
+        return False
+
+
+def start_now(preload: str) -> subprocess.Popen[bytes]:
+    """Start the built-in worker from plain Python, before any event loop runs (a certain build, or the store's fast
+    path found the engine missing: builds/supervisor/adopted_worker.py adopts it once the loop runs). As
+    `spawn.spawn_worker` starts one: its own session, the builder preloaded, a nonce only this process and its
+    running.json know (`started_nonce`)."""
+    nonce, env = with_nonce()
+    proc = subprocess.Popen(
+        launch_argv([*BUILTIN_WORKER, "--preload", preload], env),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+        env=env,
+    )
+    _STARTED_NONCES[proc.pid] = nonce
+    return proc
+
+
+def started_nonce(pid: int) -> str | None:
+    """The nonce of the worker `start_now` started as `pid`, handed over once (to the supervisor that adopts it, or to
+    nobody when it is dropped)."""
+    return _STARTED_NONCES.pop(pid, None)
+
+
+def start_ahead() -> None:
+    """A certain build from the program's entry (`trtls build --engine NAME --no-store` or `--rebuild`, no other
+    flag): its worker starts now, first of all, before this process imports what reads the recipe and hashes its
+    inputs. It preloads what a recipe's engine that names no builder module preloads (`AHEAD_PRELOAD`); the fast path
+    takes it (`take_ahead`) once the raw recipe says the engine wants that, and otherwise it is ended at once
+    (`drop_unadopted`), having built nothing. Nothing is sent to it before the recipe is read. One started ahead
+    before and never taken is ended first."""
+    global _AHEAD
+    drop_ahead()
+    try:
+        _AHEAD = start_now(AHEAD_PRELOAD)
+    except OSError:
+        _AHEAD = None  # the fast path starts its own, and the full path says why it cannot
+
+
+def take_ahead(preload: str) -> subprocess.Popen[bytes] | None:
+    """The worker `start_ahead` started, now the caller's, when `preload` is what it preloads; else None (it is
+    dropped)."""
+    global _AHEAD
+    if preload != AHEAD_PRELOAD:
+        drop_ahead()
+    worker, _AHEAD = _AHEAD, None
+    return worker
+
+
+def drop_ahead() -> None:
+    """A worker started ahead that nobody took (a recipe that could not be read, an external worker, a cluster, the
+    person's Ctrl-C): it ends without building (`drop_unadopted`)."""
+    global _AHEAD
+    worker, _AHEAD = _AHEAD, None
+    if worker is not None:
+        drop_unadopted(worker)
+
+
+def drop_unadopted(worker: subprocess.Popen[bytes]) -> None:
+    """A worker `start_now` started that no supervisor adopted (a guess the recipe refuted, the person's Ctrl-C before
+    the full path): ended now and reaped, its nonce forgotten. It may have been sent a job ahead of the check
+    (builds/supervisor/speculation.py) and be inside TensorRT's builder, where it would read the EOF of its input only
+    at a callback; such a job holds its commit, so it has written nothing and owes nothing: SIGKILL to its session's
+    group, as `spawn.discard` ends an adopted one."""
+    from trtls.fs.kill import end_child  # the door's end of a child; only once a worker is to be ended
+
+    started_nonce(worker.pid)  # forgotten: nobody adopts it
+    end_child(worker)

@@ -1,0 +1,57 @@
+"""A certain build (`trtls build --engine NAME --no-store` or `--rebuild`) starts its worker before the command line
+imports anything but `os`, `sys` and `subprocess` (builds/supervisor/worker_launch.py, issue 31): each module imported
+before the spawn delays the worker's start, the build's critical path, and the worker imports most of them again."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import trtls
+from trtls.builds.supervisor import worker_launch
+from trtls.core.vocabulary import BUILDER_MODULES
+
+SERVER = Path(trtls.__file__).resolve().parent.parent
+LATER = ("typing", "argparse", "trtls.core.vocabulary", "trtls.fs.kill", "trtls.builds.supervisor.spawn", "asyncio")
+
+DRIVER = """
+import json, sys
+from trtls.builds.supervisor import worker_launch
+seen = []
+def start_now(preload):
+    seen.append({"preload": preload, "loaded": sorted(m for m in LATER if m in sys.modules)})
+    raise KeyboardInterrupt  # no worker in this test: the person's Ctrl-C right at the spawn
+worker_launch.start_now = start_now
+from trtls.cli.entry import main
+code = main(["build", sys.argv[1], "--engine", "demo", *sys.argv[2:]])
+print(json.dumps({"code": code, "seen": seen}))
+"""
+
+
+def _entry(tmp_path: Path, *flags: str) -> dict:
+    (tmp_path / "trtls.toml").write_text('[engines.demo]\nonnx = "m.onnx"\noutput = "demo.engine"\n')
+    code = f"LATER = {LATER!r}\n{DRIVER}"
+    env = {**os.environ, "PYTHONPATH": str(SERVER)}
+    out = subprocess.run(
+        [sys.executable, "-S", "-c", code, str(tmp_path), *flags],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        cwd=tmp_path,
+    )
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_a_certain_build_spawns_its_worker_before_typing_argparse_and_the_door_load(tmp_path: Path) -> None:
+    for flag in ("--no-store", "--rebuild"):
+        got = _entry(tmp_path, flag)
+        assert got["seen"] == [{"preload": "auto", "loaded": []}], (flag, got)
+        assert got["code"] == 130, got  # the Ctrl-C at the spawn is the person's stop, said as such
+
+
+def test_the_launchers_builder_names_are_the_vocabularys() -> None:
+    assert worker_launch.BUILDER_MODULE_NAMES == BUILDER_MODULES
