@@ -214,7 +214,7 @@ export interface BuildReportReply {
   html: string;
 }
 
-/** Once, after the network is parsed and settings applied; `build_config_hash` covers the ONNX bytes, settings, profiles, builder module + version and the target. */
+/** Once, after the network is parsed and settings applied; `build_config_hash` covers the ONNX bytes, settings, profiles, builder module + version and the target. Where TensorRT's builder starts before the CUDA driver has answered the environment record (a GPU host's first cuInit; nothing before the builder reads the record), it is sent once the driver answers, stamped with the builder's start, and every event of the build comes after it. */
 export interface BuildStarted {
   v?: number;
   /** CLOCK_MONOTONIC */
@@ -378,7 +378,7 @@ export interface EmptyArgs {
   [key: string]: unknown;
 }
 
-/** Optional; once, before the ONNX is parsed, so a build that fails on its input still records what would have built it (build_started repeats it). */
+/** Optional; once, stamped when TensorRT was loaded (before the ONNX is parsed), so a build that fails on its input still records what would have built it (build_started repeats it). Sent ahead of every other event of the build: where the builder starts before the CUDA driver has answered, the events meanwhile wait for it (build_started). */
 export interface EnvironmentCaptured {
   v?: number;
   /** CLOCK_MONOTONIC */

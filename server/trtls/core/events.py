@@ -34,7 +34,9 @@ class _Event(BaseModel):
 
 class BuildStarted(_Event):
     """Once, after the network is parsed and settings applied; `build_config_hash` covers the ONNX bytes, settings,
-    profiles, builder module + version and the target."""
+    profiles, builder module + version and the target. Where TensorRT's builder starts before the CUDA driver has
+    answered the environment record (a GPU host's first cuInit; nothing before the builder reads the record), it is
+    sent once the driver answers, stamped with the builder's start, and every event of the build comes after it."""
 
     type: Literal["build_started"]
     build_id: str
@@ -55,8 +57,9 @@ class BuildStarted(_Event):
 
 
 class EnvironmentCaptured(_Event):
-    """Optional; once, before the ONNX is parsed, so a build that fails on its input still records what would have
-    built it (build_started repeats it)."""
+    """Optional; once, stamped when TensorRT was loaded (before the ONNX is parsed), so a build that fails on its input
+    still records what would have built it (build_started repeats it). Sent ahead of every other event of the build:
+    where the builder starts before the CUDA driver has answered, the events meanwhile wait for it (build_started)."""
 
     type: Literal["environment"]
     environment: BuildEnvironment  # the same record as build_started's (core.build_records)

@@ -18,6 +18,7 @@ from trtls.builds.build_facts import build_config_hash, network_types, peak_rss_
 from trtls.builds.worker import cache_step, capability, engine_validity
 from trtls.builds.worker.commit_guard import CommitGate, SupervisorGone, SupervisorWatch
 from trtls.builds.worker.emitter import Emitter, EventWriter
+from trtls.builds.worker.environment import EnvironmentRecord
 from trtls.builds.worker.monitor import make_monitor_class
 from trtls.core.build_target import build_target
 from trtls.core.cancel import CancelToken
@@ -42,7 +43,8 @@ class Worker:
         self.done = threading.Event()
         self.exit_code = 1
         self.watch = SupervisorWatch()  # worker.py marks it gone at stdin EOF; checked before the rename
-        self.device_name: str | None = None
+        self.environment = EnvironmentRecord(writer)  # made once; beside the builder where it can be (`_build`)
+        self.builder_returned = threading.Event()  # TensorRT's builder has returned (or was never called)
         self.capability: dict[str, Any] = {}  # what the parser (and, after a failure, the builder) said: build_finished
         self.gate = CommitGate(bool(job.get("hold_commit")))  # a job sent ahead of the check: commit when told
 
@@ -70,6 +72,7 @@ class Worker:
         try:
             self.exit_code = self._build()
         except BaseException as exc:
+            self.environment.settle()  # whatever was held (the environment record's wait) goes out before the end
             self.writer.emit("build_finished", outcome="failed", error=f"worker error: {type(exc).__name__}: {exc}")
             self.exit_code = 1
         finally:
@@ -83,15 +86,21 @@ class Worker:
         faults = job.get("faults") or {}
 
         bm = adapter.load_builder_module(job.get("builder_module", "auto"))
-        # Measured before anything can fail on the input, so a failed build still says what would have built it.
-        environment = adapter.environment_record(bm)
-        self.device_name = environment.get("device_name")  # engine_validity asks TensorRT only when there is a GPU
-        self.writer.emit("environment", environment=environment)
+        self.environment.loaded(bm)
+        precision = job.get("precision") or {}
+        cache_spec = cache_step.spec_now(self)
+        # The environment record waits for the CUDA driver's first answer, which the builder does not need: unless
+        # something before the builder's call reads it (a timing cache handed to TensorRT, the precision step's
+        # phase), it is made beside the builder, the events held meanwhile (builds/worker/environment.py).
+        beside = not precision.get("convert") and not (cache_spec and adapter.timing_cache_supported(bm))
+        if beside:
+            self.writer.hold()
+        else:
+            self.environment.get()  # measured before anything can fail on the input: a failed build says what built it
         if self.cancel.is_set:
             return self._cancelled_before_build("TensorRT was being imported")
         logger = self._logger(bm)
         onnx_path = Path(job["onnx"])
-        precision = job.get("precision") or {}
         first_root = 0
         if precision.get("convert"):
             first_root = 1  # the precision step is phase "0"; TensorRT's root becomes "1"
@@ -105,14 +114,14 @@ class Worker:
         try:
             plugin_record = bca.load_plugins(bm, job.get("plugins") or {})
         except bca.SettingError as exc:
-            return self._finish_setting_error(exc, environment)
+            return self._finish_setting_error(exc)
         flags, _, net_not_applied = bca.network_creation_flags(bm, strongly_typed)
         builder = bm.trt.Builder(logger)
         network, config = builder.create_network(flags), builder.create_builder_config()  # flags: bca's choice
         errors = adapter.parse_onnx(bm, builder, network, logger, str(onnx_path))
         self.capability = {"parser": capability.worker_parse_answer(adapter.parser_of(network), errors)}
         if errors:
-            return self._finish_failed("ONNX parse failed: " + "; ".join(errors), environment)
+            return self._finish_failed("ONNX parse failed: " + "; ".join(errors), self.environment.get())
         if self.cancel.is_set:
             return self._cancelled_before_build("the ONNX model was being parsed")
         settings = job.get("settings") or {}
@@ -134,29 +143,36 @@ class Worker:
             if (job.get("plugins") or {}).get("serialize"):
                 effective["serialize"] = bca.serialize_plugins(bm, config, job["plugins"]["serialize"])
         except bca.SettingError as exc:
-            return self._finish_setting_error(exc, environment)
+            return self._finish_setting_error(exc)
         if not_applied:
             effective["not_applied"] = not_applied
+        profiles: list[dict[str, Any]] = job.get("profiles") or []
         profiles_held: list[dict[str, Any]] = []
-        adapter.add_profiles(bm, builder, config, job.get("profiles") or [], network, profiles_held)
-        config_hash = build_config_hash(
-            onnx_path, effective, job.get("profiles") or [], environment, build_target(environment, effective)
-        )
+        adapter.add_profiles(bm, builder, config, profiles, network, profiles_held)
+        network_record = network_types(bm, network)  # here: the builder owns the network once it runs
 
-        self.writer.emit(
-            "build_started",
-            build_id=self.build_id,
-            engine=job["engine"],
-            pid=os.getpid(),
-            environment=environment,
-            build_config_hash=config_hash,
-            effective_settings=effective,
-            optimization_profiles=profiles_held,
-            target=build_target(environment, effective),
-            network=network_types(bm, network),
-        )
+        def started(environment: dict[str, Any]) -> tuple[str, int | None, dict[str, Any]]:
+            target = build_target(environment, effective)
+            return (
+                "build_started",
+                t_call,
+                {
+                    "build_id": self.build_id,
+                    "engine": job["engine"],
+                    "pid": os.getpid(),
+                    "environment": environment,
+                    "build_config_hash": build_config_hash(onnx_path, effective, profiles, environment, target),
+                    "effective_settings": effective,
+                    "optimization_profiles": profiles_held,
+                    "target": target,
+                    "network": network_record,
+                },
+            )
 
-        plan_cache = cache_step.load(self, bm, adapter, config, environment, effective)
+        t_call: int | None = None  # the builder's start, where the record is made beside it; else when it is sent
+        if not beside:
+            self.writer.release(started(self.environment.get()))
+            plan_cache = cache_step.load(self, bm, adapter, config, self.environment.get(), effective, cache_spec)
 
         monitor_cls = make_monitor_class(adapter.make_progress_monitor_base(bm))
         self.monitor = None
@@ -164,12 +180,18 @@ class Worker:
             self.monitor = monitor_cls(self.queue, self.cancel, faults.get("stall") or held_phase(), first_root)
             config.progress_monitor = self.monitor
         self.emitter.start()
+        if beside:
+            t_call = time.monotonic_ns()
+            self.environment.beside(started, self.build_id, self.builder_returned)
 
         plan = None
         test_pause("before_build", self.build_id, lambda: self.cancel.is_set)  # tests: a build that holds its output
         if not self.cancel.is_set:
             plan = builder.build_serialized_network(network, config)
         t_return = time.monotonic_ns()
+        self.builder_returned.set()
+        if beside:  # the record is made and sent: nothing after this waits for it
+            plan_cache = cache_step.load(self, bm, adapter, config, self.environment.joined(), effective, cache_spec)
         self.log_sync()  # every warning and error the build logged is an event before its outcome is
         if self.emitter.is_alive():
             self.emitter.drain()
@@ -190,7 +212,7 @@ class Worker:
             self.capability["builder"] = capability.ask_built_network(self, builder, network, config)
             if self.monitor is not None:
                 self.capability["trial"] = capability.build_trial(self.monitor.timed, error)
-            return self._finish_failed(error, environment, plan_cache)
+            return self._finish_failed(error, self.environment.get(), plan_cache)
         return self._commit(bm, adapter, config, plan, plan_cache)
 
     def _logger(self, bm: Any) -> Any:
@@ -237,9 +259,9 @@ class Worker:
         self.writer.emit("precision", record=result.record)
         return result.onnx
 
-    def _finish_setting_error(self, exc: Any, environment: dict) -> int:
+    def _finish_setting_error(self, exc: Any) -> int:
         failure = {"kind": "plugin" if exc.code == "TRT149" else "setting", "code": exc.code, "key": exc.key}
-        return self._finish_failed(str(exc), environment, failure=failure)
+        return self._finish_failed(str(exc), self.environment.get(), failure=failure)
 
     def _cleanup(self, reason: str) -> tuple[str, int, list]:
         qdir = self.quarantine_dir if self.job.get("keep_evidence") else None
@@ -256,6 +278,7 @@ class Worker:
         """A cancel seen between the worker's preparing steps (no monitor yet, no cache touched): importing TensorRT
         and parsing a large model take seconds, and a cancel that waited for the build's first callback could
         outlast the grace and be forced."""
+        self.environment.get()  # what would have built it, as a build that went on would have said
         t = time.monotonic_ns()
         self.writer.emit(
             "cancel_acknowledged", t, source=self.cancel.source, t_request_ns=self.cancel.t_request_ns, t_seen_ns=t
@@ -347,7 +370,8 @@ class Worker:
         cache_plan, written = cache_step.write_back(adapter, bm, config, cache_plan)
         cache_step.emit(self.writer, cache_plan, written)
         done: dict[str, Any] = {"engine_bytes": size, "engine_sha256": digest, "cleanup_status": "not_needed"}
-        done["engine_validity"] = engine_validity.check(bm, plan, self.device_name)  # will it load here (issue 33)
+        # will it load here (issue 33)
+        done["engine_validity"] = engine_validity.check(bm, plan, self.environment.device_name)
         done.update(t_cleanup_ns=time.monotonic_ns(), notes=notes, peak_rss_bytes=peak_rss_bytes())
         done["capability"] = self.capability or None
         self.writer.emit("build_finished", outcome="built", **done)

@@ -15,13 +15,23 @@ if TYPE_CHECKING:
     from trtls.builds.worker.emitter import EventWriter
 
 
-def load(worker: Worker, bm: Any, adapter: Any, config: Any, environment: dict, effective: dict) -> tc.CachePlan:
-    """Before the build: the cache decision (builds/timing_cache.plan_cache), the cache's bytes handed to TensorRT."""
+def spec_now(worker: Worker) -> dict[str, Any] | None:
+    """The job's timing cache as the build may read it, decided before TensorRT's builder starts."""
     spec = worker.job.get("timing_cache")
     if spec and os.path.lexists(spec["path"]) and worker.never_committed():
         # sent ahead of the check (hold_commit): a cache on disk may be quarantined when read, so it is read only
         # once the supervisor has checked the job; a build never allowed to commit reads none
-        spec = None
+        return None
+    return spec or None
+
+
+def load(
+    worker: Worker, bm: Any, adapter: Any, config: Any, environment: dict, effective: dict, spec: dict[str, Any] | None
+) -> tc.CachePlan:
+    """The cache decision (builds/timing_cache.plan_cache) for `spec` (`spec_now`), and the cache's bytes handed to
+    TensorRT: before the build where the builder reads them; after it where it cannot (TensorRT-RTX: the decision,
+    and a changed file's quarantine, are all there is, and they wait for the environment record, which the builder
+    does not: builds/worker/build.py)."""
     supported = adapter.timing_cache_supported(bm)
     identity = tc.cache_identity(environment, effective)
     path = Path(spec["path"]) if spec else None

@@ -20,20 +20,47 @@ STEP_INTERVAL_NS = 50_000_000
 
 class EventWriter:
     """JSON lines on a private copy of stdout; fd 1 itself is pointed at stderr so that nothing TensorRT
-    or a library prints can corrupt the event stream."""
+    or a library prints can corrupt the event stream.
+
+    `hold` keeps the lines emitted from then on (each stamped when it was emitted) until `release`, which writes the
+    events it is given first and the held lines after them: the worker starts TensorRT's builder before its
+    environment record can be made (the CUDA driver's first answer: builds/worker/build.py `_announce_beside`), and
+    the stream still says `environment` and `build_started` before any phase."""
 
     def __init__(self) -> None:
         out_fd = os.dup(1)
         os.dup2(2, 1)
         self.out = file_of(out_fd, "w", buffering=1 << 16)
         self.lock = threading.Lock()
+        self.held: list[str] | None = None
 
     def emit(self, event_type: str, t_ns: int | None = None, **fields: Any) -> None:
-        record = {"v": PROTOCOL_VERSION, "type": event_type, "t_ns": t_ns or time.monotonic_ns(), **fields}
-        line = json.dumps(record, default=str) + "\n"
+        line = self._line(event_type, t_ns, fields)
         with self.lock:
+            if self.held is not None:
+                self.held.append(line)
+                return
             self.out.write(line)
             self.out.flush()
+
+    def hold(self) -> None:
+        with self.lock:
+            if self.held is None:
+                self.held = []
+
+    def release(self, *first: tuple[str, int | None, dict[str, Any]]) -> None:
+        """Write `first` (type, t_ns, fields), then every line held since `hold`, and stop holding; with nothing held,
+        `first` is written as `emit` would."""
+        lines = [self._line(event_type, t_ns, fields) for event_type, t_ns, fields in first]
+        with self.lock:
+            held, self.held = self.held or [], None
+            self.out.write("".join(lines + held))
+            self.out.flush()
+
+    @staticmethod
+    def _line(event_type: str, t_ns: int | None, fields: dict[str, Any]) -> str:
+        record = {"v": PROTOCOL_VERSION, "type": event_type, "t_ns": t_ns or time.monotonic_ns(), **fields}
+        return json.dumps(record, default=str) + "\n"
 
 
 class Emitter(threading.Thread):

@@ -11,7 +11,9 @@ Threads, and why:
   source service_shutdown: a worker never outlives its supervisor's interest in it;
 - the signal thread acts on SIGTERM even while the builder is silent inside one C++ call for minutes (the main
   thread, where Python runs signal handlers, is busy there): the signal's C handler writes its number to a pipe
-  (`signal.set_wakeup_fd`) that this thread reads (`_escalation_watch`).
+  (`signal.set_wakeup_fd`) that this thread reads (`_escalation_watch`);
+- the CUDA driver's probe (builds/cuda.warm_driver, started first thing) and the environment record's thread, which
+  waits for it and sends the record while TensorRT's builder already runs (builds/worker/environment.py).
 
 Job: the first stdin line, a JSON object declared by `trtls.core.worker_job.WorkerJob` (docs/protocol.md § Job; read
 here as a plain dict: this process never imports pydantic). Then control lines: {"type":"cancel","source":...}, and
@@ -104,6 +106,7 @@ def main(warming: threading.Thread | None = None, loading: threading.Thread | No
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
     worker = Worker(job, writer)
+    worker.environment.device_probe = warming  # the environment record waits for it, beside the builder where it can
 
     def on_sigterm(*_: Any) -> None:
         # The escalation path: the builder ignored the cooperative cancel. Remove what we may have
@@ -137,7 +140,7 @@ def main(warming: threading.Thread | None = None, loading: threading.Thread | No
     threading.Thread(target=read_control, name="trtls-control", daemon=True).start()
     worker.run()  # on this thread (see the module doc)
     writer.out.flush()
-    warming.join()  # long done (the environment record waited for the same driver): no thread inside it at exit
+    warming.join()  # long done (the environment record waited for it): no thread inside the driver at exit
     naming.join()
     # Everything is written, fsynced and reported: skip the interpreter's teardown (TensorRT's destructors and
     # module cleanup take 30–100 ms that every build would wait for). Nothing is buffered any more.
