@@ -88,11 +88,10 @@ class Worker:
         bm = adapter.load_builder_module(job.get("builder_module", "auto"))
         self.environment.loaded(bm)
         precision = job.get("precision") or {}
-        cache_spec = cache_step.spec_now(self)
         # The environment record waits for the CUDA driver's first answer, which the builder does not need: unless
         # something before the builder's call reads it (a timing cache handed to TensorRT, the precision step's
         # phase), it is made beside the builder, the events held meanwhile (builds/worker/environment.py).
-        beside = not precision.get("convert") and not (cache_spec and adapter.timing_cache_supported(bm))
+        beside = not precision.get("convert") and not (job.get("timing_cache") and adapter.timing_cache_supported(bm))
         if beside:
             self.writer.hold()
         else:
@@ -172,6 +171,7 @@ class Worker:
         t_call: int | None = None  # the builder's start, where the record is made beside it; else when it is sent
         if not beside:
             self.writer.release(started(self.environment.get()))
+            cache_spec = cache_step.spec_now(self)  # a job sent ahead waits here for its commit to read a cache file
             plan_cache = cache_step.load(self, bm, adapter, config, self.environment.get(), effective, cache_spec)
 
         monitor_cls = make_monitor_class(adapter.make_progress_monitor_base(bm))
@@ -190,8 +190,9 @@ class Worker:
             plan = builder.build_serialized_network(network, config)
         t_return = time.monotonic_ns()
         self.builder_returned.set()
-        if beside:  # the record is made and sent: nothing after this waits for it
-            plan_cache = cache_step.load(self, bm, adapter, config, self.environment.joined(), effective, cache_spec)
+        if beside:  # the record is made and sent: nothing after this waits for it; the cache is not the builder's
+            environment, cache_spec = self.environment.joined(), cache_step.spec_now(self)
+            plan_cache = cache_step.load(self, bm, adapter, config, environment, effective, cache_spec)
         self.log_sync()  # every warning and error the build logged is an event before its outcome is
         if self.emitter.is_alive():
             self.emitter.drain()
