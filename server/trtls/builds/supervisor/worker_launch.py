@@ -1,12 +1,11 @@
-"""How the built-in worker process starts: its command line, its environment, its pipes — on nothing but `os`, `sys`
-and `subprocess`, so that a certain build's entry (`trtls build --engine NAME --no-store` or `--rebuild`:
-cli/entry.py) starts its worker before it imports anything else.
+"""How the built-in worker process starts: its command line, its environment, its pipes — on `os`, `sys`,
+`subprocess` and `core.vocabulary` (the builder modules' names) only, so that a certain build's entry (`trtls build
+--engine NAME --no-store` or `--rebuild`: cli/entry.py) starts its worker before it imports anything else.
 
 The worker's start — an interpreter, its modules, TensorRT's import — is a `demo` build's critical path, and it runs
-beside everything the command line does until it sends the job. Every module imported before the spawn is paid
-twice over on that path (once here, then again in the worker), so this module imports no `typing`, no
-`core.vocabulary` and none of the door but its nonce (`trtls.fs.nonce`): on the 2-core machine the spawn came 28 ms
-after the launch when it waited for the entry's and `spawn`'s imports, ~17 ms from here (docs/performance.md,
+beside everything the command line does until it sends the job. Every module imported before the spawn delays it, so
+nothing before the spawn imports `argparse`, the door's process rules (`fs.kill`) or `spawn`'s: on the 2-core machine
+the spawn came 8–12 ms sooner than when it waited for them, on the 16-core host 2.4 ms (docs/performance.md,
 2026-12-06 night). `spawn` keeps everything else about workers (adoption, the ends, the preload rules).
 
 Every worker gets a fresh nonce in its environment (`trtls.fs.nonce.NONCE_ENV`), known only to the process that
@@ -25,9 +24,6 @@ from trtls.fs.nonce import NONCE_ENV, new_nonce
 BUILTIN_WORKER = [sys.executable, "-m", "trtls.builds.worker"]
 SITE_ENV = "TRTLS_WORKER_SITE"  # "1": start the built-in worker with `site`, as any Python (`launch_argv`)
 AHEAD_PRELOAD = "auto"  # what a worker started ahead preloads: a recipe's engine that names no builder module
-# core.vocabulary.BUILDER_MODULES, which reads them from their `Literal` with `typing` (this module imports no
-# typing: see the module doc); tests/builds/test_worker_launch.py holds the two equal
-BUILDER_MODULE_NAMES = ("tensorrt", "tensorrt_rtx")
 _STARTED_NONCES: dict[int, str] = {}  # pid → the nonce of a worker `start_now` started, until it is adopted
 _AHEAD: subprocess.Popen[bytes] | None = None  # the worker `start_ahead` started, until it is taken or dropped
 
@@ -50,8 +46,10 @@ def launch_argv(command: list[str], env: dict[str, str]) -> list[str]:
     `__main__`). TRTLS_WORKER_SITE=1 keeps `site` always."""
     if command[:3] != BUILTIN_WORKER or env.get(SITE_ENV) == "1":
         return command
+    from trtls.core.vocabulary import BUILDER_MODULES  # its words' one home (it imports `typing`: only here)
+
     path = [p for p in sys.path if p]  # '': the parent's working folder, which `-m` puts first in the worker anyway
-    if not _found_alike(("trtls", *BUILDER_MODULE_NAMES), path):
+    if not _found_alike(("trtls", *BUILDER_MODULES), path):
         return command
     env["PYTHONPATH"] = os.pathsep.join(path)
     return [command[0], "-S", *command[1:]]
