@@ -3,7 +3,7 @@ sent as the `environment` event ahead of every other event of the build, stamped
 
 Its device half is the CUDA driver's first answer: a cuInit, begun on a thread when the worker started
 (builds/cuda.warm_driver) and ~0.2 s on a GPU host; TensorRT-RTX's builder needs no driver. On the 16-core H200 host
-the record came ~165 ms after TensorRT was ready (2026-12-06 night, benchmarks/probe_cli_timeline.py), the build's
+the record came ~130 ms after TensorRT was ready (2026-12-06 night, benchmarks/probe_cli_timeline.py), the build's
 start waiting for it. So where nothing before the builder's call reads the record (a timing cache handed to TensorRT,
 the precision step's phase: Worker._build decides), the worker starts the builder at once and the record is made
 `beside` it, on a thread of its own: the events the build emits meanwhile are held (EventWriter.hold) and follow the
