@@ -186,17 +186,21 @@ class Worker:
 
         plan = None
         test_pause("before_build", self.build_id, lambda: self.cancel.is_set)  # tests: a build that holds its output
-        if not self.cancel.is_set:
-            plan = builder.build_serialized_network(network, config)
+        try:
+            if not self.cancel.is_set:
+                plan = builder.build_serialized_network(network, config)
+        finally:
+            self.builder_returned.set()
         t_return = time.monotonic_ns()
-        self.builder_returned.set()
-        if beside:  # the record is made and sent: nothing after this waits for it; the cache is not the builder's
-            environment, cache_spec = self.environment.joined(), cache_step.spec_now(self)
-            plan_cache = cache_step.load(self, bm, adapter, config, environment, effective, cache_spec)
+        if beside:
+            self.environment.joined()  # the record and build_started are sent: nothing after this waits for them
         self.log_sync()  # every warning and error the build logged is an event before its outcome is
         if self.emitter.is_alive():
             self.emitter.drain()
         self.writer.emit("builder_returned", t_return, ok=plan is not None)
+        if beside:  # the cache is not the builder's: decided now (a job sent ahead waits for its commit to read one)
+            cache_spec = cache_step.spec_now(self)
+            plan_cache = cache_step.load(self, bm, adapter, config, self.environment.get(), effective, cache_spec)
         # a cancel requested after the builder returned a plan is applied after the engine is written (the commit
         # zone); reading is_set alone made that depend on whether this thread got here before the request did
         late = plan is not None and (self.cancel_arrived_ns or 0) > t_return
