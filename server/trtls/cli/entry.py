@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import TYPE_CHECKING
 
-TYPE_CHECKING = False  # not `typing`'s: a certain build starts its worker before this process imports more (typing)
 if TYPE_CHECKING:
     import argparse  # at run time only once a command line is one to answer here, after a certain build's spawn
 
@@ -103,7 +103,7 @@ def _command(given: list[str] | None, argv: list[str]) -> int:
         return _full(given, argv)
     certain, warming = bool(words["no_store"] or words["rebuild"]), None
     try:  # from here a Ctrl-C is the person's stop (`_interrupted`), with a worker started ahead dropped
-        if certain:  # a build for certain: its worker starts first of all, on `os`, `sys` and `subprocess` only
+        if certain:  # a build for certain: its worker starts first of all, before argparse and the door's process rules
             from trtls.builds.supervisor.worker_launch import start_ahead
 
             start_ahead()

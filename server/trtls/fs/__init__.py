@@ -33,7 +33,7 @@ feature is safe by calling this package, not by remembering a rule. The policy, 
 
 from __future__ import annotations
 
-TYPE_CHECKING = False  # not `typing`'s: a certain build's entry imports this package before it starts its worker
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from trtls.core.paths import UnsafeWrite

@@ -24,8 +24,8 @@ class EventWriter:
 
     `hold` keeps the lines emitted from then on (each stamped when it was emitted) until `release`, which writes the
     events it is given first and the held lines after them: the worker starts TensorRT's builder before its
-    environment record can be made (the CUDA driver's first answer: builds/worker/build.py `_announce_beside`), and
-    the stream still says `environment` and `build_started` before any phase."""
+    environment record can be made (the CUDA driver's first answer: builds/worker/environment.py), and the stream
+    still says `environment` and `build_started` before any phase."""
 
     def __init__(self) -> None:
         out_fd = os.dup(1)
