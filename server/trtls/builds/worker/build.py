@@ -17,7 +17,7 @@ from trtls.builds.artifacts import engine_temp_path, remove_or_quarantine, write
 from trtls.builds.build_facts import build_config_hash, network_types, peak_rss_bytes
 from trtls.builds.worker import cache_step, capability, engine_validity
 from trtls.builds.worker.commit_guard import CommitGate, SupervisorGone, SupervisorWatch
-from trtls.builds.worker.emitter import Emitter, EventWriter
+from trtls.builds.worker.emitter import Emitter, Event, EventWriter
 from trtls.builds.worker.environment import EnvironmentRecord
 from trtls.builds.worker.monitor import make_monitor_class
 from trtls.core.build_target import build_target
@@ -150,7 +150,7 @@ class Worker:
         adapter.add_profiles(bm, builder, config, profiles, network, profiles_held)
         network_record = network_types(bm, network)  # here: the builder owns the network once it runs
 
-        def started(environment: dict[str, Any]) -> tuple[str, int | None, dict[str, Any]]:
+        def started(environment: dict[str, Any]) -> Event:
             target = build_target(environment, effective)
             return (
                 "build_started",

@@ -16,6 +16,7 @@ from trtls.core.protocol import PROTOCOL_VERSION
 from trtls.fs.descriptor import file_of
 
 STEP_INTERVAL_NS = 50_000_000
+Event = tuple[str, "int | None", dict[str, Any]]  # (type, t_ns, fields): what `EventWriter.release` writes first
 
 
 class EventWriter:
@@ -48,7 +49,7 @@ class EventWriter:
             if self.held is None:
                 self.held = []
 
-    def release(self, *first: tuple[str, int | None, dict[str, Any]]) -> None:
+    def release(self, *first: Event) -> None:
         """Write `first` (type, t_ns, fields), then every line held since `hold`, and stop holding; with nothing held,
         `first` is written as `emit` would."""
         lines = [self._line(event_type, t_ns, fields) for event_type, t_ns, fields in first]

@@ -16,14 +16,11 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from trtls.builds.worker.emitter import Event, EventWriter
 from trtls.fs.hold import test_pause
 
-if TYPE_CHECKING:
-    from trtls.builds.worker.emitter import EventWriter
-
-Event = tuple[str, "int | None", dict[str, Any]]  # (type, t_ns, fields): what EventWriter.release writes first
 Then = Callable[[dict[str, Any]], Event]  # the event sent right after the record, made from it
 
 
