@@ -7,6 +7,7 @@ import contextlib
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -65,6 +66,18 @@ def process_gone(pid: int | None) -> bool:
         return True
     with open(f"/proc/{pid}/stat") as fh:
         return fh.read().split(")")[-1].split()[0] == "Z"
+
+
+def process_gone_soon(pid: int | None, timeout: float = 30.0) -> bool:
+    """`process_gone` once the worker has had time to exit: a worker that reported its end is reaped beside the
+    summary, not before it (builds/supervisor/supervisor.py, `reap_beside`), so on a loaded machine it may still be
+    closing when the summary is read. Its exit needs no event loop (the kernel ends it; a zombie counts as gone)."""
+    end = time.monotonic() + timeout
+    while not process_gone(pid):
+        if time.monotonic() > end:
+            return False
+        time.sleep(0.05)
+    return True
 
 
 async def wait_until(predicate, timeout: float = 60.0) -> None:

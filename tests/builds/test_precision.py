@@ -13,7 +13,7 @@ import pytest
 
 from trtls.builds.supervisor.supervisor import Supervisor
 
-from .helpers import cancel_at_phase, loaded, process_gone
+from .helpers import cancel_at_phase, loaded, process_gone_soon
 
 
 def _modelopt_missing() -> bool:
@@ -85,7 +85,7 @@ async def test_stop_during_conversion_kills_the_child_and_caches_nothing(workspa
     assert summary.phaseTree[0]["status"] == "cancelled" and len(summary.phaseTree) == 1
     assert summary.precision is None
     assert [p for p in (workspace / ".trtls" / "precision").glob("*")] == [], "no entry, no temp folder"
-    assert process_gone(build.pid)
+    assert process_gone_soon(build.pid)
     assert not (workspace / "build" / "demo.engine").exists()
 
 
