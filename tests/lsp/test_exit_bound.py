@@ -75,3 +75,39 @@ def test_a_shutdown_while_capability_is_asked_ends_its_child_and_prints_no_trace
         if s.proc.poll() is None:
             s.proc.kill()
     assert b"Traceback" not in s.stderr, s.stderr.decode(errors="replace")[-3000:]
+
+
+def test_a_check_a_keystroke_left_due_is_dropped_at_shutdown_and_nothing_is_published_after_it(
+    workspace: Path,
+) -> None:
+    """Keystrokes right after a check leave a trailing check due (`validate_later`, 0.15 s later); a `shutdown`
+    before it fires drops it (`TrtlsServer.stop_checks`): no diagnostics after the shutdown's reply, and none of the
+    check's work while `exit` unwinds the loop — where, after asyncio had shut its thread pool down, it logged
+    "Executor shutdown has been called" with a traceback (a CI run under a CPU burner, 2026-12-07). The wait after the
+    reply is 10 debounce periods: a server that still checks publishes within it unless the machine stalls longer,
+    which can hide the fault but never fail a correct server."""
+    s = RawServer(cwd=workspace)
+    try:
+        s.initialize(workspace)
+        recipe = workspace / "trtls.toml"
+        uri, text = recipe.as_uri(), recipe.read_text()
+        s.notify(
+            "textDocument/didOpen", {"textDocument": {"uri": uri, "languageId": "toml", "version": 1, "text": text}}
+        )
+        s.wait_for(lambda m: m.get("method") == "textDocument/publishDiagnostics" and m["params"]["uri"] == uri)
+        for version in (2, 3):  # the second within the debounce of the first's check: a trailing check is due
+            s.notify(
+                "textDocument/didChange",
+                {"textDocument": {"uri": uri, "version": version}, "contentChanges": [{"text": text + "\n" * version}]},
+            )
+        reply = s.request("shutdown")
+        assert "result" in reply
+        time.sleep(1.5)
+        after = s.messages[s.messages.index(reply) + 1 :]
+        assert [m for m in after if m.get("method") == "textDocument/publishDiagnostics"] == []
+        s.notify("exit")
+        assert s.wait() == 0
+    finally:
+        if s.proc.poll() is None:
+            s.proc.kill()
+    assert b"Traceback" not in s.stderr, s.stderr.decode(errors="replace")[-3000:]

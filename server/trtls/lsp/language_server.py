@@ -65,6 +65,7 @@ class TrtlsServer(LanguageServer):
         self._validated_at: dict[str, float] = {}  # uri → time.monotonic() of its last check
         self._checking: set[str] = set()  # uris whose check is running in a worker thread
         self._recheck: set[str] = set()  # … and changed since it started
+        self.checks_stopped = False  # after `shutdown` or `exit`: no document is checked or published any more
         self._probe: dict[str, Any] | None = None
         self.recovering: set[Path] = set()  # folders whose orphan recovery is running
 
@@ -110,10 +111,21 @@ class TrtlsServer(LanguageServer):
         while any(r.running for r in runs) and time.monotonic() < end:
             await asyncio.sleep(0.05)
 
+    def stop_checks(self) -> None:
+        """At `shutdown`, `exit` or SIGTERM: no document check starts or publishes from now on, and a trailing check
+        a keystroke left due (`validate_later`) is dropped. A check still due when `exit` unwound the loop ran after
+        asyncio had shut its thread pool down and logged "Executor shutdown has been called" with its traceback (a CI
+        run under a CPU burner, 2026-12-07); and diagnostics after `shutdown` reach a client that asked for none."""
+        self.checks_stopped = True
+        for handle in self._debounce.values():
+            handle.cancel()
+        self._debounce.clear()
+
     async def stop_own_work(self) -> None:
         """At shutdown or SIGTERM, after the builds: the triage runs (each writes its record) and a capability
         question in flight (its child killed and reaped before the loop closes: left to the loop's end, its pipes were
         still connecting when it closed, and asyncio printed a traceback; lsp/capability_diagnostics.py)."""
+        self.stop_checks()
         await self.stop_triage_runs()
         if self._capability is not None:
             await self._capability.aclose()
@@ -223,6 +235,8 @@ class TrtlsServer(LanguageServer):
         """Check the document in a worker thread and publish; one check per uri at a time, and a change during it
         gets one more check after it (on the text as it is then), so the last text is always the one diagnosed.
         `refresh_lenses`: ask the client for new lenses after the check (a file they rest on changed on disk)."""
+        if self.checks_stopped:
+            return
         if refresh_lenses:
             self._lenses_due.add(uri)
         self._validated_at[uri] = time.monotonic()
@@ -256,6 +270,8 @@ class TrtlsServer(LanguageServer):
                 )
 
                 self.store.set(uri, Origin.build, "freshness", await asyncio.to_thread(freshness_findings, loaded))
+                if self.checks_stopped:  # the session ended while this check ran: nothing more is sent
+                    return
                 self.publish(uri)
                 self.capability.schedule(self, uri, loaded)  # TRT130/131: TensorRT asked in a child, debounced
                 if first or uri in self._lenses_due:
@@ -264,7 +280,10 @@ class TrtlsServer(LanguageServer):
                 if uri not in self._recheck:
                     return
         except Exception:
-            log.exception("trtls: checking %s failed", uri)
+            if self.checks_stopped:  # the loop's thread pool may be gone: the session's end, not a bug of the check
+                log.info("trtls: the check of %s ended with the session", uri)
+            else:
+                log.exception("trtls: checking %s failed", uri)
         finally:
             self._checking.discard(uri)
 
@@ -272,7 +291,7 @@ class TrtlsServer(LanguageServer):
         """Throttle, not a plain debounce: a keystroke after a quiet spell is checked at once (a check costs a few
         ms; the ONNX models' inputs come from a cache), while fast typing is checked at most once per DEBOUNCE_S,
         with a trailing check so the last text is always the one diagnosed."""
-        if uri in self._debounce:
+        if uri in self._debounce or self.checks_stopped:
             return  # a trailing check is due; it reads the document as it is then
         since = time.monotonic() - self._validated_at.get(uri, float("-inf"))
         if since >= DEBOUNCE_S:

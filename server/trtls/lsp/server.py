@@ -159,6 +159,7 @@ async def on_shutdown(ls: TrtlsServer, params: None) -> None:
 
 @server.feature(lsp.EXIT)
 def on_exit(ls: TrtlsServer, params: None) -> None:
+    ls.stop_checks()  # an `exit` without `shutdown`: no check starts while pygls unwinds
     wire_guard.exit_no_later_than(0 if ls.protocol._shutdown else 1)  # pygls then unwinds (wire_guard's doc)
 
 
