@@ -5,10 +5,12 @@ non-daemon thread that never returns, as a read of a stdin the client keeps open
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from trtls.builds.farm import proc_tree
@@ -24,6 +26,22 @@ BLOCKED = textwrap.dedent(
     sys.exit(int(sys.argv[1]))
     """
 )
+
+
+@contextlib.contextmanager
+def ended_by_exit(workspace: Path) -> Iterator[RawServer]:
+    """A real server over stdio, initialized on `workspace`; after the body, `exit` (the body sent `shutdown`) ends it
+    with 0, and its stderr holds no traceback."""
+    s = RawServer(cwd=workspace)
+    try:
+        s.initialize(workspace)
+        yield s
+        s.notify("exit")
+        assert s.wait() == 0
+    finally:
+        if s.proc.poll() is None:
+            s.proc.kill()
+    assert b"Traceback" not in s.stderr, s.stderr.decode(errors="replace")[-3000:]
 
 
 def test_a_blocked_unwinding_still_ends_with_exits_code() -> None:
@@ -54,9 +72,7 @@ def test_a_shutdown_while_capability_is_asked_ends_its_child_and_prints_no_trace
     shutdown's reply (`TrtlsServer.stop_own_work`). Left to the loop's end, a child still being started printed
     asyncio's "Event loop is closed" traceback (a CI run, 2026-12-05), and one running outlived the shutdown. Waits on
     processes seen, not on time."""
-    s = RawServer(cwd=workspace)
-    try:
-        s.initialize(workspace)
+    with ended_by_exit(workspace) as s:
         recipe = workspace / "trtls.toml"
         s.notify("textDocument/didOpen", {"textDocument": {"uri": recipe.as_uri(), "languageId": "toml", "version": 1,
                                                             "text": recipe.read_text()}})  # fmt: skip
@@ -69,12 +85,6 @@ def test_a_shutdown_while_capability_is_asked_ends_its_child_and_prints_no_trace
         # ended before the reply: left to the process's end, it was still running here
         again = proc_tree.read(child.pid)
         assert again is None or again.start != child.start, "the capability child outlived the shutdown"
-        s.notify("exit")
-        assert s.wait() == 0
-    finally:
-        if s.proc.poll() is None:
-            s.proc.kill()
-    assert b"Traceback" not in s.stderr, s.stderr.decode(errors="replace")[-3000:]
 
 
 def test_a_check_a_keystroke_left_due_is_dropped_at_shutdown_and_nothing_is_published_after_it(
@@ -86,9 +96,7 @@ def test_a_check_a_keystroke_left_due_is_dropped_at_shutdown_and_nothing_is_publ
     "Executor shutdown has been called" with a traceback (a CI run under a CPU burner, 2026-12-07). The wait after the
     reply is 10 debounce periods: a server that still checks publishes within it unless the machine stalls longer,
     which can hide the fault but never fail a correct server."""
-    s = RawServer(cwd=workspace)
-    try:
-        s.initialize(workspace)
+    with ended_by_exit(workspace) as s:
         recipe = workspace / "trtls.toml"
         uri, text = recipe.as_uri(), recipe.read_text()
         s.notify(
@@ -105,9 +113,3 @@ def test_a_check_a_keystroke_left_due_is_dropped_at_shutdown_and_nothing_is_publ
         time.sleep(1.5)
         after = s.messages[s.messages.index(reply) + 1 :]
         assert [m for m in after if m.get("method") == "textDocument/publishDiagnostics"] == []
-        s.notify("exit")
-        assert s.wait() == 0
-    finally:
-        if s.proc.poll() is None:
-            s.proc.kill()
-    assert b"Traceback" not in s.stderr, s.stderr.decode(errors="replace")[-3000:]
