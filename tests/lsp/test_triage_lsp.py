@@ -57,7 +57,8 @@ async def test_reduce_from_a_tensorrt_failure_to_a_minimal_model_and_build_it(
 
     nodes = len(onnx.load(str(workspace / "models" / "demo.onnx"), load_external_data=False).graph.node)
     assert "tactic_shared_memory_kib = 32" in result.message and f"{nodes} → 1 nodes" in result.message
-    assert any("the settings are the cause" in e.get("message", "") for e in ends.values())
+    # the result is published before the progress ends (finish() in lsp/triage_command.py): wait for the end too
+    await until(lambda: any("the settings are the cause" in e.get("message", "") for e in ends.values()))
     listed = await execute(client, "trtls.listBuilds", {})
     trials = [b for b in listed["builds"] if b.get("buildId", "").startswith(reply["reductionId"] + ".t")]
     assert len(trials) >= 3, "every trial is a build the Builds view lists"
