@@ -81,35 +81,33 @@ def copy_hashing(src: BinaryIO, dst: BinaryIO, point: str) -> tuple[str, int]:
     else:
         dst.seek(0, os.SEEK_END)
         return _hash_clone(dst, size, point)
-    hasher = _BlockHasher() if size >= HASH_BESIDE_FROM else None
-    h = hashlib.sha256()
+    hasher = _BlockHasher(beside=size >= HASH_BESIDE_FROM)
     n = 0
     try:
         while block := _read(src):
-            if hasher is None:
-                h.update(block)
-            else:
-                hasher.feed(block)  # hashed on the hasher's thread while this one writes the same bytes
+            hasher.feed(block)  # beside: hashed on the hasher's thread while this one writes the same bytes
             if point == "publish":
                 _fault(point)
             dst.write(block)
             n += len(block)
             _pause(point, n >= size // 2)
     finally:
-        digest = hasher.close() if hasher is not None else h.hexdigest()
+        digest = hasher.close()
     return digest, n
 
 
 class _BlockHasher:
-    """sha256 of the blocks fed to it, in order, on its own thread. `close` always joins it (after a failed write
-    too), so no thread outlives the copy; at most HASH_AHEAD blocks wait for it."""
+    """sha256 of the blocks fed to it, in order: in line, or `beside` on a thread of its own. `close` always joins
+    that thread (after a failed write too), so none outlives the copy; at most HASH_AHEAD blocks wait for it."""
 
-    def __init__(self) -> None:
+    def __init__(self, beside: bool) -> None:
         self._sha = hashlib.sha256()
-        self._blocks: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
-        self._room = threading.Semaphore(HASH_AHEAD)
-        self._thread = threading.Thread(target=self._run, name="trtls-copy-hash", daemon=True)
-        self._thread.start()
+        self._thread: threading.Thread | None = None
+        if beside:
+            self._blocks: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
+            self._room = threading.Semaphore(HASH_AHEAD)
+            self._thread = threading.Thread(target=self._run, name="trtls-copy-hash", daemon=True)
+            self._thread.start()
 
     def _run(self) -> None:
         while (block := self._blocks.get()) is not None:
@@ -117,12 +115,16 @@ class _BlockHasher:
             self._room.release()
 
     def feed(self, block: bytes) -> None:
+        if self._thread is None:
+            self._sha.update(block)
+            return
         self._room.acquire()
         self._blocks.put(block)
 
     def close(self) -> str:
-        self._blocks.put(None)
-        self._thread.join()
+        if self._thread is not None:
+            self._blocks.put(None)
+            self._thread.join()
         return self._sha.hexdigest()
 
 
