@@ -90,3 +90,82 @@ def test_a_read_error_is_raised_to_the_caller_and_the_reader_ends() -> None:
     with pytest.raises(OSError, match="Input/output error"):
         _hash_read_ahead(FailingReader(), hashlib.sha256(), None, "disk")  # type: ignore[arg-type]
     assert readers() == []
+
+
+# The trial (module doc): a large file measures in line, read ahead, in line on its first blocks, then hashes the rest
+# the faster way. Every byte is hashed once and in order wherever the file's end falls, and one pick is counted per
+# file that got through its trial.
+TRIAL = 2  # blocks for TRIAL_BLOCKS in these tests: the parts are 2, 4 and 2 buffers long
+
+
+@pytest.mark.parametrize(
+    ("size", "through_the_trial"),
+    [
+        (1 * BUF + 7, False),  # ends in the first part (in line)
+        (2 * BUF, False),  # the first part reads exactly its blocks; the read-ahead meets the end
+        (4 * BUF + 3, False),  # ends in the read-ahead part
+        (6 * BUF + 11, False),  # ends in the last in-line part
+        (8 * BUF, False),  # the last in-line part reads its blocks; the rest is empty
+        (13 * BUF + 5, True),  # the rest after the trial, hashed the way it picked
+    ],
+)
+def test_the_trial_hashes_every_byte_once_wherever_the_file_ends(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, size: int, through_the_trial: bool
+) -> None:
+    monkeypatch.setattr(hashing, "TRIAL_FROM", 0)
+    monkeypatch.setattr(hashing, "TRIAL_BLOCKS", TRIAL)
+    path = tmp_path / "weights.bin"
+    path.write_bytes(os.urandom(size))
+    before = sum(hashing.TRIAL_OUTCOMES.values())
+    assert sha256_file(path, read_ahead=True)[0] == hashlib.sha256(path.read_bytes()).hexdigest()
+    picks = sum(hashing.TRIAL_OUTCOMES.values()) - before
+    # 8 blocks exactly: the trial's last part read its blocks and did not meet the end, so it picks for an empty rest
+    assert picks == (1 if through_the_trial or size == 8 * BUF else 0)
+    assert readers() == []
+
+
+def test_a_file_below_the_trial_size_or_hashed_without_spare_cores_makes_no_pick(big: Path) -> None:
+    assert big.stat().st_size < hashing.TRIAL_FROM
+    before = dict(hashing.TRIAL_OUTCOMES)
+    sha256_file(big, read_ahead=True)
+    sha256_file(big, read_ahead=False)
+    assert hashing.TRIAL_OUTCOMES == before
+
+
+def test_a_large_file_hashed_with_cores_to_spare_picks_one_way(tmp_path: Path) -> None:
+    path = tmp_path / "model.onnx.data"
+    path.write_bytes(os.urandom(hashing.TRIAL_FROM + 3 * BUF + 1))
+    before = sum(hashing.TRIAL_OUTCOMES.values())
+    assert sha256_file(path, read_ahead=True)[0] == hashlib.sha256(path.read_bytes()).hexdigest()
+    assert sum(hashing.TRIAL_OUTCOMES.values()) == before + 1
+    assert readers() == []
+
+
+def test_a_read_ahead_of_some_blocks_reads_no_further(big: Path) -> None:
+    data = big.read_bytes()
+    with open(big, "rb") as f:
+        h = hashlib.sha256()
+        assert _hash_read_ahead(f, h, None, big, 2) is False  # type: ignore[arg-type]
+        assert f.tell() == 2 * BUF  # the next part starts where this one stopped: nothing read and dropped
+        assert h.hexdigest() == hashlib.sha256(data[: 2 * BUF]).hexdigest()
+    assert readers() == []
+
+
+def test_a_cancel_during_the_trial_stops_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(hashing, "TRIAL_FROM", 0)
+    monkeypatch.setattr(hashing, "TRIAL_BLOCKS", TRIAL)
+    path = tmp_path / "weights.bin"
+    path.write_bytes(os.urandom(20 * BUF))
+    calls = 0
+
+    def cancel() -> bool:  # the third block: inside the trial's read-ahead part
+        nonlocal calls
+        calls += 1
+        return calls >= 3
+
+    before = dict(hashing.TRIAL_OUTCOMES)
+    with pytest.raises(HashCancelled):
+        sha256_file(path, cancel, read_ahead=True)
+    assert calls == 3
+    assert hashing.TRIAL_OUTCOMES == before
+    assert readers() == []

@@ -4,10 +4,15 @@ Speed: hashlib releases the GIL while it hashes a buffer larger than 2 KiB, so a
 several files at once on several cores. Each file is read with `readinto` into one reused buffer
 per thread (no per-chunk allocation; 1 MiB stays in L2); files are handed out largest first so the pool stays balanced.
 sha256 of one file is sequential by nature: one core's sha256 is the most one file can get. To get that close, a
-file hashed while cores are spare (fewer files left than cores) is read ahead on a thread of its own into a few
+file hashed while cores are spare (fewer files left than cores) may be read ahead on a thread of its own into a few
 rotating buffers, so the copy out of the page cache (or the wait for the disk) runs beside the hash instead of
-between its calls (~18 % of a core here: docs/performance.md). Each file is opened with POSIX_FADV_SEQUENTIAL (the
-kernel reads ahead further). No mmap: a file truncated while mapped kills the process with SIGBUS.
+between its calls (~18 % of a core: docs/performance.md). Whether that pays depends on the CPU, not on anything a
+program can ask it: faster on an AMD EPYC and the 16-core host, slower than none on two Intel Xeon VMs (1.25 against
+1.58 GB/s, whose two vCPUs may be one core's two threads). So a file of `TRIAL_FROM` or more measures both on its
+own first blocks — in line, read ahead, in line again, so the file's first touch is not all on one side — and hashes
+the rest the faster way (`TRIAL_OUTCOMES` counts the picks); a smaller file is read ahead as before (its few ms
+decide nothing). Each file is opened with POSIX_FADV_SEQUENTIAL (the kernel reads ahead further). No mmap: a file
+truncated while mapped kills the process with SIGBUS.
 
 Cache: `.trtls/digests.json` maps a file's absolute path to (size, mtime_ns, inode, sha256). A file whose
 size, mtime_ns and inode are unchanged is not read again. A file modified within `RACY_NS` of the moment it
@@ -33,11 +38,15 @@ from trtls.fs import Kind, atomic_write_text, ensure_folder, open_regular, parse
 
 BUF = 1024 * 1024  # fits L2: the copy out of the page cache stays hot for the hash (8 MiB measured ~35% slower)
 READ_AHEAD = 3  # buffers going round between a file's reader thread and its hasher: one filling, one hashing, a spare
+TRIAL_BLOCKS = 8  # buffers hashed in line before and after the trial's 2 × TRIAL_BLOCKS read ahead (module doc)
+TRIAL_FROM = 64 * BUF  # a file this large measures both ways first: the trial is at most half of it
 CACHE_FORMAT = "trtls.digests/1"
 RACY_NS = 2_000_000_000
 CACHE_LIMIT = 256 * 1024 * 1024  # ~150 bytes an entry: a million files
 
 _local = threading.local()
+TRIAL_OUTCOMES = {"read_ahead": 0, "in_line": 0}  # this process's picks (module doc): what a benchmark reports
+_outcomes_lock = threading.Lock()
 
 
 class HashCancelled(Exception):
@@ -77,38 +86,80 @@ def sha256_file(
         if hasattr(os, "posix_fadvise"):
             os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_SEQUENTIAL)
         reader = cast(io.BufferedReader, f)  # what open_regular opens: readinto a buffer larger than its own
-        if read_ahead and st.st_size > 2 * BUF:
+        if read_ahead and st.st_size >= TRIAL_FROM:
+            _hash_the_faster_way(reader, h, cancel, path)
+        elif read_ahead and st.st_size > 2 * BUF:
             _hash_read_ahead(reader, h, cancel, path)
-            return h.hexdigest(), st
-        buf = _buffer()
-        while True:
-            n = reader.readinto(buf)  # the one reused buffer: no allocation per chunk
-            if not n:
-                break
-            h.update(buf[:n])
-            if cancel is not None and cancel():
-                raise HashCancelled(str(path))
+        else:
+            _hash_in_line(reader, h, cancel, path)
     return h.hexdigest(), st
 
 
-def _hash_read_ahead(reader: io.BufferedReader, h: Any, cancel: Callable[[], bool] | None, path: Any) -> None:
-    """Hash what `reader` reads, the reading on a thread of its own: `READ_AHEAD` buffers go round between the reader
-    (fills a free one) and this thread (hashes a full one, hands it back). Both release the GIL while they work. The
-    reader is joined before returning, whatever happened: the file is never read after its caller closes it."""
+def _hash_in_line(
+    reader: io.BufferedReader, h: Any, cancel: Callable[[], bool] | None, path: Any, blocks: int | None = None
+) -> bool:
+    """Hash what `reader` reads, up to `blocks` buffers (None: all of it), in one reused buffer (no allocation per
+    chunk). True once the file's end was read."""
+    buf = _buffer()
+    done = 0
+    while blocks is None or done < blocks:
+        n = reader.readinto(buf)
+        if not n:
+            return True
+        h.update(buf[:n])
+        done += 1
+        if cancel is not None and cancel():
+            raise HashCancelled(str(path))
+    return False
+
+
+def _hash_the_faster_way(reader: io.BufferedReader, h: Any, cancel: Callable[[], bool] | None, path: Any) -> None:
+    """The module doc's trial: the file's first blocks in line, read ahead, in line (each part's digest work is the
+    file's own, in order), then the rest the way whose blocks went faster."""
+    clock = time.perf_counter
+    t0 = clock()
+    if _hash_in_line(reader, h, cancel, path, TRIAL_BLOCKS):
+        return  # the file ended during the trial (it shrank since its stat): every byte is hashed
+    t1 = clock()
+    if _hash_read_ahead(reader, h, cancel, path, 2 * TRIAL_BLOCKS):
+        return
+    t2 = clock()
+    if _hash_in_line(reader, h, cancel, path, TRIAL_BLOCKS):
+        return
+    ahead = t2 - t1 < (t1 - t0) + (clock() - t2)  # the same number of blocks each way
+    with _outcomes_lock:
+        TRIAL_OUTCOMES["read_ahead" if ahead else "in_line"] += 1
+    (_hash_read_ahead if ahead else _hash_in_line)(reader, h, cancel, path, None)
+
+
+def _hash_read_ahead(
+    reader: io.BufferedReader, h: Any, cancel: Callable[[], bool] | None, path: Any, blocks: int | None = None
+) -> bool:
+    """Hash what `reader` reads, up to `blocks` buffers (None: all of it), the reading on a thread of its own:
+    `READ_AHEAD` buffers go round between the reader (fills a free one) and this thread (hashes a full one, hands it
+    back). Both release the GIL while they work. The reader reads no buffer past `blocks` (the file's position is
+    where the next part of a trial starts) and is joined before returning, whatever happened: the file is never read
+    after its caller closes it. True once the file's end was read."""
     import queue
 
     free: queue.SimpleQueue[memoryview | None] = queue.SimpleQueue()
-    full: queue.SimpleQueue[tuple[memoryview, int] | BaseException] = queue.SimpleQueue()
+    full: queue.SimpleQueue[tuple[memoryview, int] | None | BaseException] = queue.SimpleQueue()
     for _ in range(READ_AHEAD):
         free.put(memoryview(bytearray(BUF)))
 
     def read() -> None:
         try:
-            while (buf := free.get()) is not None:
+            done = 0
+            while blocks is None or done < blocks:
+                buf = free.get()
+                if buf is None:
+                    return
                 n = reader.readinto(buf)
                 full.put((buf, n))
+                done += 1
                 if not n:
                     return
+            full.put(None)  # `blocks` read, the file not yet at its end
         except BaseException as exc:  # handed to the hashing thread, which raises it
             full.put(exc)
 
@@ -119,9 +170,11 @@ def _hash_read_ahead(reader: io.BufferedReader, h: Any, cancel: Callable[[], boo
             got = full.get()
             if isinstance(got, BaseException):
                 raise got
+            if got is None:
+                return False
             buf, n = got
             if not n:
-                return
+                return True
             h.update(buf[:n])
             free.put(buf)
             if cancel is not None and cancel():
