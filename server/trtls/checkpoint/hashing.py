@@ -8,10 +8,11 @@ file hashed while cores are spare (fewer files left than cores) may be read ahea
 rotating buffers, so the copy out of the page cache (or the wait for the disk) runs beside the hash instead of
 between its calls (~18 % of a core: docs/performance.md). Whether that pays depends on the CPU, not on anything a
 program can ask it: faster on an AMD EPYC and the 16-core host, slower than none on two Intel Xeon VMs (1.25 against
-1.58 GB/s, whose two vCPUs may be one core's two threads). So a file of `TRIAL_FROM` or more measures both on its
-own first blocks — in line, read ahead, in line again, so the file's first touch is not all on one side — and hashes
-the rest the faster way (`TRIAL_OUTCOMES` counts the picks); a smaller file is read ahead as before (its few ms
-decide nothing). Each file is opened with POSIX_FADV_SEQUENTIAL (the kernel reads ahead further). No mmap: a file
+1.58 GB/s; their two vCPUs may be one core's two threads). So a file of `TRIAL_FROM` or more measures both on its
+own blocks — after a first few hashed untimed (from a disk the first blocks wait twice as long as the next, which
+made a cold file pick the slower way), in line, read ahead, in line again — and hashes the rest the faster way
+(`TRIAL_OUTCOMES` counts the picks); a smaller file is read ahead as before (its few ms decide nothing). Each file
+is opened with POSIX_FADV_SEQUENTIAL (the kernel reads ahead further). No mmap: a file
 truncated while mapped kills the process with SIGBUS.
 
 Cache: `.trtls/digests.json` maps a file's absolute path to (size, mtime_ns, inode, sha256). A file whose
@@ -39,7 +40,8 @@ from trtls.fs import Kind, atomic_write_text, ensure_folder, open_regular, parse
 BUF = 1024 * 1024  # fits L2: the copy out of the page cache stays hot for the hash (8 MiB measured ~35% slower)
 READ_AHEAD = 3  # buffers going round between a file's reader thread and its hasher: one filling, one hashing, a spare
 TRIAL_BLOCKS = 8  # buffers hashed in line before and after the trial's 2 × TRIAL_BLOCKS read ahead (module doc)
-TRIAL_FROM = 64 * BUF  # a file this large measures both ways first: the trial is at most half of it
+# (the trial starts after a first TRIAL_BLOCKS, hashed in line untimed)
+TRIAL_FROM = 64 * BUF  # a file this large measures both ways first: the trial is 40 of its first blocks
 CACHE_FORMAT = "trtls.digests/1"
 RACY_NS = 2_000_000_000
 CACHE_LIMIT = 256 * 1024 * 1024  # ~150 bytes an entry: a million files
@@ -114,9 +116,11 @@ def _hash_in_line(
 
 
 def _hash_the_faster_way(reader: io.BufferedReader, h: Any, cancel: Callable[[], bool] | None, path: Any) -> None:
-    """The module doc's trial: the file's first blocks in line, read ahead, in line (each part's digest work is the
-    file's own, in order), then the rest the way whose blocks went faster."""
+    """The module doc's trial: after the file's first blocks, the next in line, read ahead, in line (each part's digest
+    work is the file's own, in order), then the rest the way whose blocks went faster."""
     clock = time.perf_counter
+    if _hash_in_line(reader, h, cancel, path, TRIAL_BLOCKS):  # untimed: a file read from the disk waits longest for
+        return  # its first blocks (measured: 2× the next), which would count against whichever way went first
     t0 = clock()
     if _hash_in_line(reader, h, cancel, path, TRIAL_BLOCKS):
         return  # the file ended during the trial (it shrank since its stat): every byte is hashed
@@ -126,7 +130,10 @@ def _hash_the_faster_way(reader: io.BufferedReader, h: Any, cancel: Callable[[],
     t2 = clock()
     if _hash_in_line(reader, h, cancel, path, TRIAL_BLOCKS):
         return
-    ahead = t2 - t1 < (t1 - t0) + (clock() - t2)  # the same number of blocks each way
+    # the same number of blocks each way; in line counted at its better part: one slow part (a cold file's late wait,
+    # a neighbour's burst) must not make the slower way the rest's: read ahead wins by ~5 % where it wins (AMD EPYC),
+    # in line by ~25 % (Intel Xeon)
+    ahead = t2 - t1 < 2 * min(t1 - t0, clock() - t2)
     with _outcomes_lock:
         TRIAL_OUTCOMES["read_ahead" if ahead else "in_line"] += 1
     (_hash_read_ahead if ahead else _hash_in_line)(reader, h, cancel, path, None)
