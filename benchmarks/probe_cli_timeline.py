@@ -1,4 +1,5 @@
-"""Where `trtls build --no-store`'s time before TensorRT is ready goes, process by process, against the bare script.
+"""Where `trtls build`'s time before TensorRT is ready goes, process by process, against the bare script: `--no-store`,
+or (`--store fresh`) with an engine store emptied before each CLI run, so its key, lookup and publish are in the run.
 
 Each timed child (the CLI, its worker, the bare TensorRT-RTX script) runs with a `sitecustomize` this probe writes to
 a temp folder: it stamps, on CLOCK_MONOTONIC (the clock the worker's events and the bare script's stamps use), the
@@ -10,7 +11,8 @@ Printed: each mark's median offset from the launch, over the rounds, and the int
 (`python -c pass`, `python -S -c pass`, the worker's modules alone). Not a `run_all` benchmark: it says where the
 fixed cost `bench_cli_fixed_cost.py` measures goes.
 
-Usage: python benchmarks/probe_cli_timeline.py [--engine demo] [--rounds 7] [--trtls DIR] [--baseline DIR]
+Usage: python benchmarks/probe_cli_timeline.py [--engine demo] [--rounds 7] [--store off|fresh] [--trtls DIR]
+[--baseline DIR]
 (DIR holds a trtls's `server/`, e.g. from `git archive REV server`: `--trtls` the one under test, `--baseline` an
 older one timed in the same rounds.)
 """
@@ -34,6 +36,9 @@ from _common import workspace
 HERE = Path(__file__).resolve().parent
 MARKED = (
     "trtls.cli.entry",
+    "trtls.app.unchanged",
+    "trtls.builds.avoidance.reuse",
+    "trtls.store.publishing",
     "trtls.builds.supervisor.spawn",
     "trtls.cli.main",
     "asyncio",
@@ -111,6 +116,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--engine", default="demo")
     ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--store", choices=("off", "fresh"), default="off")
     ap.add_argument("--trtls", type=Path, help="a folder holding the server/ of the trtls under test")
     ap.add_argument("--baseline", type=Path, help="a folder holding the server/ of an older trtls, timed beside it")
     a = ap.parse_args()
@@ -125,9 +131,14 @@ def main() -> int:
         env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
         env.update(PYTHONPYCACHEPREFIX=str(tmp / "pycache"), TRTLS_STORE="off")
         env["PYTHONPATH"] = os.pathsep.join([str(sc), server])
+        stores = {"cli": tmp / "store", "baseline": tmp / "store-baseline"}  # each emptied before its runs (fresh)
+        if a.store == "fresh":
+            env["TRTLS_STORE"] = str(stores["cli"])
         base_env = {**env, "PYTHONPATH": os.pathsep.join([str(sc), str(a.baseline / "server")])} if a.baseline else None
+        if base_env is not None and a.store == "fresh":
+            base_env["TRTLS_STORE"] = str(stores["baseline"])
         py = sys.executable
-        cli = [py, "-m", "trtls", "build", str(ws), "--engine", a.engine, "--no-store"]
+        cli = [py, "-m", "trtls", "build", str(ws), "--engine", a.engine, *(["--no-store"] if a.store == "off" else [])]
         old_cli = [*cli[:4], str(old_ws), *cli[5:]]
         bare = [py, str(HERE / "_bare_build.py"), str(ws / "models" / f"{a.engine}.onnx"), str(tmp / "bare.engine")]
         log = tmp / "tl.log"
@@ -136,7 +147,8 @@ def main() -> int:
         worker_path = {**plain, "PYTHONPATH": os.pathsep.join([server, *[p for p in sys.path if p]])}
         for argv, e in ((cli, env), (bare, env), *(((old_cli, base_env),) if base_env else ())):  # bytecode, once
             subprocess.run(argv, env={**e, "TRTLS_BENCH_STAMPS": str(stamps)}, check=True, stdout=subprocess.DEVNULL)
-        print(f"== The path to TensorRT ready: `trtls build … --engine {a.engine} --no-store` vs the bare script")
+        how = "--no-store" if a.store == "off" else "(a fresh store each run)"
+        print(f"== The path to TensorRT ready: `trtls build … --engine {a.engine} {how}` vs the bare script")
         when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
         print(f"   {when}, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}")
         starts = {
@@ -153,6 +165,8 @@ def main() -> int:
         for r in range(a.rounds):
             for who, cmd, e in kinds[r % len(kinds) :] + kinds[: r % len(kinds)]:
                 run_env = {**e, "TRTLS_BENCH_STAMPS": str(stamps)}
+                if who in stores and a.store == "fresh":
+                    shutil.rmtree(stores[who], ignore_errors=True)
                 launch, ended, marks = one_run(cmd, run_env, log, who)
                 if who != "bare":
                     folder = (ws if who == "cli" else old_ws) / ".trtls" / "runs"
