@@ -12,8 +12,8 @@ program can ask it: faster on an AMD EPYC and the 16-core host, slower than none
 own blocks — after a first few hashed untimed (from a disk the first blocks wait twice as long as the next, which
 made a cold file pick the slower way), in line, read ahead, in line again — and hashes the rest the faster way
 (`TRIAL_OUTCOMES` counts the picks); a smaller file is read ahead as before (its few ms decide nothing). Each file
-is opened with POSIX_FADV_SEQUENTIAL (the kernel reads ahead further). No mmap: a file
-truncated while mapped kills the process with SIGBUS.
+is opened with POSIX_FADV_SEQUENTIAL (the kernel reads ahead further). No mmap: a file truncated while mapped kills
+the process with SIGBUS.
 
 Cache: `.trtls/digests.json` maps a file's absolute path to (size, mtime_ns, inode, sha256). A file whose
 size, mtime_ns and inode are unchanged is not read again. A file modified within `RACY_NS` of the moment it
@@ -39,8 +39,7 @@ from trtls.fs import Kind, atomic_write_text, ensure_folder, open_regular, parse
 
 BUF = 1024 * 1024  # fits L2: the copy out of the page cache stays hot for the hash (8 MiB measured ~35% slower)
 READ_AHEAD = 3  # buffers going round between a file's reader thread and its hasher: one filling, one hashing, a spare
-TRIAL_BLOCKS = 8  # buffers hashed in line before and after the trial's 2 × TRIAL_BLOCKS read ahead (module doc)
-# (the trial starts after a first TRIAL_BLOCKS, hashed in line untimed)
+TRIAL_BLOCKS = 8  # the trial's parts (module doc): this many untimed, in line; 2 × this read ahead; this in line
 TRIAL_FROM = 64 * BUF  # a file this large measures both ways first: the trial is 40 of its first blocks
 CACHE_FORMAT = "trtls.digests/1"
 RACY_NS = 2_000_000_000
@@ -80,8 +79,8 @@ def sha256_file(
 ) -> tuple[str, os.stat_result]:
     """(hex digest, the stat of the opened file). Reads through one open descriptor (no TOCTOU on the path), a
     regular file only (`fs.open_regular`: a FIFO or a device is refused before a byte is read); a final symlink is
-    refused unless `follow` (a Hugging Face cache's snapshot links into its blobs). `read_ahead`: read on a second
-    thread while this one hashes (for a core that would otherwise be idle)."""
+    refused unless `follow` (a Hugging Face cache's snapshot links into its blobs). `read_ahead`: a core is spare
+    for a reading thread (a file of `TRIAL_FROM` or more then measures whether it pays: the module doc)."""
     h = hashlib.sha256()
     with open_regular(path, limit=None, follow=follow) as f:
         st = os.fstat(f.fileno())
