@@ -16,14 +16,18 @@ while the engine's view of the recipe is the same, so the miss is still known be
 job goes ahead (builds/avoidance/recipe_view.py). `--store retuned`: the engine's own table edited before each run
 (its `cancel_grace_s`, 10 ↔ 11: the same job and key): the key is known only once the recipe is loaded — what a
 first build after an edit to the engine costs. A warm store answers from the fast path and starts no build at all:
-bench_store.py measures that.
+bench_store.py measures that. `--store reexported` (not in `all`): the build a warm store does run — the model
+re-exported before each run (its ONNX `doc_string` changed, outside the timing: the same network, a new key), the
+store kept with every entry the earlier runs published; the inputs changed, so nothing goes ahead of the recipe's
+check (a worker is sent no job for a model nobody has checked yet).
 Every Python child runs with its bytecode cached (PYTHONPYCACHEPREFIX in the run's temp folder, written by the
 warm-up round), as an installed trtls has it: with PYTHONDONTWRITEBYTECODE set, as in this repository's shells,
 each run would compile trtls's ~110 imported modules from source (~0.2 s) and the figure would measure that.
 `--baseline DIR`: also run an older trtls (DIR holds its `server/` folder, e.g. from `git archive REV server`)
 in the same interleaved rounds, so "before" and "after" are measured under the same load. `--trtls DIR`: the CLI
 under test from DIR's `server/` too (a snapshot of a tree other people are editing).
-Usage: python benchmarks/bench_cli_fixed_cost.py [--engine demo|large|both] [--store off|fresh|edited|retuned|both|all]
+Usage: python benchmarks/bench_cli_fixed_cost.py [--engine demo|large|both]
+       [--store off|fresh|edited|retuned|reexported|both|all]
        [--pairs N]
        [--baseline DIR] [--trtls DIR] [--json F]
 """
@@ -48,7 +52,13 @@ HERE = Path(__file__).resolve().parent
 TARGETS = {"demo": 1.10, "large": 1.02}
 TRTLS = [sys.executable, "-m", "trtls", "build"]
 STORE_MODES = ("off", "fresh", "edited", "retuned")
-STORE_CHOICES = {**{m: (m,) for m in STORE_MODES}, "both": ("off", "fresh"), "all": STORE_MODES}
+STORE_CHOICES = {
+    **{m: (m,) for m in STORE_MODES},
+    "reexported": ("reexported",),
+    "both": ("off", "fresh"),
+    "all": STORE_MODES,
+}
+REEXPORTED = "the model"  # `edit`'s second part for --store reexported (the ONNX rewritten, not the recipe)
 
 
 def become_subreaper() -> None:
@@ -89,9 +99,11 @@ def timed(
     error, never a figure. A fresh store is emptied first, and `edit` (the recipe, the engine whose table is edited
     or None: a comment) is made as `_common.edit_recipe` says, outside the timing."""
     store = (env or {}).get("TRTLS_STORE", "off")
-    if store != "off":
+    if store != "off" and (edit is None or edit[1] != REEXPORTED):
         shutil.rmtree(store, ignore_errors=True)
-    if edit is not None:
+    if edit is not None and edit[1] == REEXPORTED:
+        reexport(edit[0])
+    elif edit is not None:
         edit_recipe(*edit)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     launch = time.monotonic_ns()
@@ -105,6 +117,16 @@ def timed(
         raise RuntimeError(f"{' '.join(cmd)} exited {proc.returncode}: {proc.stderr[-1000:]}")
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return wall, cpu, launch, ended
+
+
+def reexport(onnx: Path) -> None:
+    """The model exported again: the same network, its ONNX `doc_string` new (so are its bytes, its digest and the
+    engine's key)."""
+    import onnx as onnx_lib
+
+    model = onnx_lib.load(str(onnx))
+    model.doc_string = f"re-exported {time.time_ns()}"
+    onnx_lib.save(model, str(onnx))
 
 
 def stages(launch: int, ready: int, call: int, returned: int, ended: int) -> dict[str, float]:
@@ -151,12 +173,14 @@ def measure(engine: str, pairs: int, store: str, baseline: Path | None = None, t
     stored = store != "off"
     edit = store in ("edited", "retuned")
     edited = engine if store == "retuned" else None
+    if store == "reexported":
+        edit, edited = True, REEXPORTED
     runs: list[tuple[str, list[str], dict[str, str] | None, tuple[Path, str | None] | None]] = [
         (
             "cli",
             [*TRTLS, str(ws), "--engine", engine, *flags],
             child_env(tmp, trtls / "server" if trtls else None, tmp / "store" if stored else None),
-            (ws / "trtls.toml", edited) if edit else None,
+            ((onnx if edited == REEXPORTED else ws / "trtls.toml"), edited) if edit else None,
         ),
         (
             "bare",
@@ -176,7 +200,9 @@ def measure(engine: str, pairs: int, store: str, baseline: Path | None = None, t
                 "baseline",
                 [*TRTLS, str(old_ws), "--engine", engine, *flags],
                 env,
-                (old_ws / "trtls.toml", edited) if edit else None,
+                ((old_ws / "models" / onnx.name if edited == REEXPORTED else old_ws / "trtls.toml"), edited)
+                if edit
+                else None,
             )
         )
     for _, cmd, env, recipe in runs:  # warm-up: page cache, .pyc files, a previous engine and history (a second build)
@@ -315,7 +341,8 @@ def main() -> int:
                 "the terminal output; with a fresh store also the key, the lookup and the publish; `edited`: the "
                 "same after a comment added to the recipe (the engine's view of it unchanged: the miss known and the "
                 "last job sent before the recipe loads); `retuned`: after an edit to the engine's own table (the key "
-                "known only once the recipe is loaded)",
+                "known only once the recipe is loaded); `reexported`: the model's bytes changed before each run, "
+                "the store kept (a warm store's miss: nothing goes ahead of the check)",
                 "bytecode cached for every child (PYTHONPYCACHEPREFIX), as an installed trtls has it",
             ],
         },
