@@ -43,6 +43,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -58,7 +60,6 @@ STORE_CHOICES = {
     "both": ("off", "fresh"),
     "all": STORE_MODES,
 }
-REEXPORTED = "the model"  # `edit`'s second part for --store reexported (the ONNX rewritten, not the recipe)
 
 
 def become_subreaper() -> None:
@@ -92,19 +93,19 @@ def child_env(tmp: Path, server: Path | None, store: Path | None) -> dict[str, s
     return env
 
 
+Edit = Callable[[], None]  # what a person changes before a run (outside its timing)
+
+
 def timed(
-    cmd: list[str], env: dict[str, str] | None = None, edit: tuple[Path, str | None] | None = None
+    cmd: list[str], env: dict[str, str] | None = None, edit: Edit | None = None, *, keep_store: bool = False
 ) -> tuple[float, float, int, int]:
     """(wall s, CPU s of the process tree, launch and exit on CLOCK_MONOTONIC in ns) of one run; a failed run is an
-    error, never a figure. A fresh store is emptied first, and `edit` (the recipe, the engine whose table is edited
-    or None: a comment) is made as `_common.edit_recipe` says, outside the timing."""
+    error, never a figure. A store is emptied first unless `keep_store`, and `edit` is made, outside the timing."""
     store = (env or {}).get("TRTLS_STORE", "off")
-    if store != "off" and (edit is None or edit[1] != REEXPORTED):
+    if store != "off" and not keep_store:
         shutil.rmtree(store, ignore_errors=True)
-    if edit is not None and edit[1] == REEXPORTED:
-        reexport(edit[0])
-    elif edit is not None:
-        edit_recipe(*edit)
+    if edit is not None:
+        edit()
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     launch = time.monotonic_ns()
     t0 = time.perf_counter()
@@ -171,16 +172,22 @@ def measure(engine: str, pairs: int, store: str, baseline: Path | None = None, t
     onnx = ws / "models" / f"{engine}.onnx"
     flags = ["--no-store"] if store == "off" else []
     stored = store != "off"
-    edit = store in ("edited", "retuned")
-    edited = engine if store == "retuned" else None
-    if store == "reexported":
-        edit, edited = True, REEXPORTED
-    runs: list[tuple[str, list[str], dict[str, str] | None, tuple[Path, str | None] | None]] = [
+    keep = store == "reexported"  # a warm store: every entry the earlier runs published stays
+
+    def edit_of(folder: Path) -> Edit | None:
+        """The edit this mode makes before each run of the workspace `folder` (`_common.edit_recipe`, `reexport`)."""
+        if store == "reexported":
+            return partial(reexport, folder / "models" / onnx.name)
+        if store in ("edited", "retuned"):
+            return partial(edit_recipe, folder / "trtls.toml", engine if store == "retuned" else None)
+        return None
+
+    runs: list[tuple[str, list[str], dict[str, str] | None, Edit | None]] = [
         (
             "cli",
             [*TRTLS, str(ws), "--engine", engine, *flags],
             child_env(tmp, trtls / "server" if trtls else None, tmp / "store" if stored else None),
-            ((onnx if edited == REEXPORTED else ws / "trtls.toml"), edited) if edit else None,
+            edit_of(ws),
         ),
         (
             "bare",
@@ -200,13 +207,11 @@ def measure(engine: str, pairs: int, store: str, baseline: Path | None = None, t
                 "baseline",
                 [*TRTLS, str(old_ws), "--engine", engine, *flags],
                 env,
-                ((old_ws / "models" / onnx.name if edited == REEXPORTED else old_ws / "trtls.toml"), edited)
-                if edit
-                else None,
+                edit_of(old_ws),
             )
         )
-    for _, cmd, env, recipe in runs:  # warm-up: page cache, .pyc files, a previous engine and history (a second build)
-        timed(cmd, env, recipe)
+    for _, cmd, env, edit in runs:  # warm-up: page cache, .pyc files, a previous engine and history (a second build)
+        timed(cmd, env, edit, keep_store=keep)
     rows = []
     for i in range(pairs):
         # rotated so each starts a round in turn; with a baseline, its place and the CLI's swap every other round: in
@@ -217,8 +222,8 @@ def measure(engine: str, pairs: int, store: str, baseline: Path | None = None, t
         base = runs if i % 2 == 0 or baseline is None else [runs[-1], *runs[1:-1], runs[0]]
         order = base[i % len(base) :] + base[: i % len(base)]
         got, staged = {}, {}
-        for name, cmd, env, recipe in order:
-            got[name] = timed(cmd, env, recipe)
+        for name, cmd, env, edit in order:
+            got[name] = timed(cmd, env, edit, keep_store=keep)
             if name == "cli":
                 staged[name] = cli_stages(ws, got[name])
             elif name == "bare":
