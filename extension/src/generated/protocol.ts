@@ -141,6 +141,8 @@ export interface BuildEnvironment {
   device_name?: string | null;
   /** device 0's compute capability ("8.9"); null: none */
   compute_capability?: string | null;
+  /** why the CUDA driver's version and device 0 are unknown: its first call (cuInit) had not returned within the bound the worker waits (builds/cuda.py); absent: the driver answered, or there is none */
+  driver_unanswered?: string | null;
   /** the glibc malloc arena limit the worker set before its first thread; null: left as it was (today's worker builds on its main thread and sets none; the workers of 2026-12-05 set 1, their builder thread then sharing the main arena) */
   malloc_arena_max?: number | null;
   /** the worker's language (an external worker's: cpp); absent: python, the trtls worker */

@@ -8,6 +8,7 @@ import functools
 import os
 import sys
 import threading
+import time
 from typing import Any
 
 NVIDIA_PROC = "/proc/driver/nvidia"  # the kernel driver's own files: readable without initializing CUDA
@@ -69,8 +70,79 @@ def _cuda_version_string(value: int) -> str:
     return f"{value // 1000}.{(value % 1000) // 10}"
 
 
+def _driver_test_bound() -> float | None:
+    """Test hook (`TRTLS_TEST_DRIVER_ANSWER_S`): a shorter bound than `DRIVER_ANSWER_S`, so a test of a driver that
+    never answers ends in seconds; ignored unless a positive number."""
+    try:
+        value = float(os.environ.get("TRTLS_TEST_DRIVER_ANSWER_S", ""))
+    except ValueError:
+        return None
+    return value if 0 < value < DRIVER_ANSWER_S else None
+
+
+# How long anyone waits for the CUDA driver's answer, counted from when it was asked (a process's first cuInit: ~0.2 s
+# on the H200 host, seconds on a many-GPU host without the persistence daemon). A cuInit that never returns — a wedged
+# GPU, a driver mid-upgrade — must not hold a build, its store key or its evidence without end: by then the answer is
+# `unanswered` (builds/worker/environment.py, the store's key) and the caller goes on.
+DRIVER_ANSWER_S = 20.0
+DRIVER_BOUND_S = _driver_test_bound() or DRIVER_ANSWER_S
+
+
+class DriverProbe(threading.Thread):
+    """One asking of the driver (`_ask_driver`), on a thread of its own: ctypes releases the GIL inside the driver,
+    and the thread is a daemon, so one stuck in a cuInit never keeps a process from ending. `settle()` waits for it
+    until its deadline, never longer; `answer` is None until it has answered."""
+
+    def __init__(self, runtime: bool = False):
+        super().__init__(name="trtls-cuda-warm", daemon=True)
+        self.runtime = runtime
+        self.answer: dict[str, Any] | None = None
+        self.deadline = time.monotonic() + DRIVER_BOUND_S
+
+    def run(self) -> None:
+        self.answer = _ask_driver()
+        if self.runtime:
+            cuda_runtime()
+
+    def settle(self) -> None:
+        """Wait for the answer until the deadline (at once when it is past): never inside the driver without end."""
+        self.join(max(0.0, self.deadline - time.monotonic()))
+
+
+_asking: DriverProbe | None = None  # the process's probe still asking, if any: a second caller waits for the same one
+_asking_lock = threading.Lock()
+
+
+def _probe(runtime: bool = False) -> DriverProbe:
+    """The probe asking now, or a new one started: never two threads inside one driver's cuInit."""
+    global _asking
+    with _asking_lock:
+        if _asking is None or not _asking.is_alive():
+            _asking = DriverProbe(runtime)
+            _asking.start()
+        return _asking
+
+
+def unanswered() -> dict[str, Any]:
+    """The device record when the driver had not answered within the bound: nothing of it known, and said."""
+    return {
+        "cuda_driver": None,
+        "device_name": None,
+        "compute_capability": None,
+        "driver_unanswered": f"the CUDA driver had not answered (cuInit) within {DRIVER_BOUND_S:g} s of being asked",
+    }
+
+
 def cuda_driver() -> dict[str, Any]:
-    """Driver version and device 0 through libcuda, when there is one; never raises."""
+    """Driver version and device 0 through libcuda, when there is one; never raises, and never waits past the
+    driver's bound (`DRIVER_ANSWER_S`): a driver that has not answered by then gives `unanswered()` — a record no key
+    or memo of an answered device equals."""
+    probe = _probe()
+    probe.settle()
+    return dict(probe.answer) if probe.answer is not None else unanswered()
+
+
+def _ask_driver() -> dict[str, Any]:
     found: dict[str, Any] = {"cuda_driver": None, "device_name": None, "compute_capability": None}
     lib = _load_first("libcuda.so.1", _find_library("cuda"), "nvcuda.dll")
     if lib is None:
@@ -99,22 +171,15 @@ def cuda_driver() -> dict[str, Any]:
     return found
 
 
-def warm_driver(runtime: bool = False) -> threading.Thread:
+def warm_driver(runtime: bool = False) -> DriverProbe:
     """Probe the driver on a thread of its own, now. A process's first cuInit takes ~0.2 s on a machine with a GPU (an
     H200 host, 2026-12-03) and ctypes releases the GIL while it runs, so a caller with Python work to do first (the CLI
     loading its recipe before the store key's device probe) later finds the driver initialized: its own `cuda_driver()`
-    is then quick, and still measures. Join the thread before the process ends (no thread inside the driver at exit).
-    `runtime`: the CUDA runtime's version too (`cuda_runtime`, remembered: a worker's environment record asks it, and
-    its dlopen took ~20 ms of the 16-core host's build start, 2026-12-03)."""
-
-    def probe() -> None:
-        cuda_driver()
-        if runtime:
-            cuda_runtime()
-
-    thread = threading.Thread(target=probe, name="trtls-cuda-warm", daemon=True)
-    thread.start()
-    return thread
+    is then quick, and still measures. `settle()` it before the process ends (no thread inside the driver at exit,
+    unless the driver is stuck past its bound). `runtime`: the CUDA runtime's version too (`cuda_runtime`, remembered:
+    a worker's environment record asks it, and its dlopen took ~20 ms of the 16-core host's build start,
+    2026-12-03)."""
+    return _probe(runtime)
 
 
 @functools.cache  # one loader, one answer per process: the worker's warm thread asks first (`warm_driver`)

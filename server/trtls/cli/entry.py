@@ -136,7 +136,7 @@ def _command(given: list[str] | None, argv: list[str]) -> int:
 
             drop_ahead()
         if warming is not None:
-            warming.join()
+            warming.settle()  # its answer, or the driver's bound passed (a cuInit that hangs: builds/cuda.py)
 
 
 def _full(given: list[str] | None, argv: list[str], parsed: argparse.Namespace | None = None) -> int:

@@ -100,7 +100,7 @@ async def _build_all(args: argparse.Namespace) -> int:
     finally:
         await discard(early)  # an early worker no build took (a refused recipe): ended at once
         if warming is not None:
-            await asyncio.to_thread(warming.join)  # quick by now: prepare's probe waited for the same cuInit
+            await asyncio.to_thread(warming.settle)  # quick by now: prepare's probe waited for the same cuInit
 
 
 async def _build_one(

@@ -68,6 +68,11 @@ class BuildEnvironment(_GivenKeys):
     cuda_driver: str | None = Field(None, description="the CUDA driver's version; null: no driver")
     device_name: str | None = Field(None, description="device 0's name; null: no device")
     compute_capability: str | None = Field(None, description='device 0\'s compute capability ("8.9"); null: none')
+    driver_unanswered: str | None = Field(
+        None,
+        description="why the CUDA driver's version and device 0 are unknown: its first call (cuInit) had not returned "
+        "within the bound the worker waits (builds/cuda.py); absent: the driver answered, or there is none",
+    )
     malloc_arena_max: int | None = Field(
         None,
         description="the glibc malloc arena limit the worker set before its first thread; null: left as it was "

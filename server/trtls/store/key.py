@@ -241,7 +241,12 @@ def _digests(paths: list[Path], cache: DigestCache | None) -> dict[Path, str]:
 
 def engine_key(job: dict[str, Any], state_dir: Path | None, device: dict[str, Any] | None = None) -> EngineKey:
     """The key of the engine `job` would build. `state_dir` (the recipe's `.trtls`) holds the digest cache;
-    `device` is the CUDA driver's device record (`builds.cuda.cuda_driver()`), when one answered."""
+    `device` is the CUDA driver's device record (`builds.cuda.cuda_driver()`), when one answered; one that says the
+    driver did not answer (`driver_unanswered`) keys nothing (KeyUnavailable)."""
+    if device is not None and device.get("driver_unanswered"):
+        # a device nobody could ask (a cuInit that hangs, builds/cuda.py): an engine keyed without it could be served
+        # where another device answers as none does; nothing is keyed, so nothing is stored or served under it
+        raise KeyUnavailable(str(device["driver_unanswered"]))
     cache = DigestCache(state_dir / "digests.json") if state_dir is not None else None
     externals = ExternalIndex(state_dir / "onnx-external.json" if state_dir is not None else None)
     onnx = Path(job["onnx"]).absolute()

@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from trtls.builds.cuda import DriverProbe
 from trtls.builds.worker.emitter import Event, EventWriter
 from trtls.fs.hold import test_pause
 
@@ -27,7 +28,7 @@ Then = Callable[[dict[str, Any]], Event]  # the event sent right after the recor
 class EnvironmentRecord:
     def __init__(self, writer: EventWriter):
         self.writer = writer
-        self.device_probe: threading.Thread | None = None  # the driver's probe (worker main.py starts it)
+        self.device_probe: DriverProbe | None = None  # the driver's probe (worker main.py starts it)
         self.builder: Any = None  # the builder module (adapter.BuilderModule): the record's other half
         self.t_ready = 0  # when TensorRT was loaded: the `environment` event's stamp
         self.made: dict[str, Any] | None = None
@@ -48,7 +49,7 @@ class EnvironmentRecord:
             from trtls.builds.worker import adapter
 
             if self.device_probe is not None:
-                self.device_probe.join()
+                self.device_probe.settle()  # never past the driver's bound: a cuInit that hangs is said, not waited
             self.made = adapter.environment_record(self.builder)
             first: Event = ("environment", self.t_ready or None, {"environment": self.made})
             self.writer.release(first, *([then(self.made)] if then else []))

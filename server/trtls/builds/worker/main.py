@@ -36,6 +36,7 @@ from typing import Any
 from trtls import fs
 from trtls.builds.artifacts import engine_temp_path
 from trtls.builds.build_facts import build_config_hash as build_config_hash
+from trtls.builds.cuda import DriverProbe
 from trtls.builds.worker.build import Worker
 from trtls.builds.worker.emitter import EventWriter
 from trtls.core.protocol import CANCEL_SOURCES
@@ -69,14 +70,15 @@ def preload(preference: list[str]) -> None:
         pass
 
 
-def main(warming: threading.Thread | None = None, loading: threading.Thread | None = None) -> int:
+def main(warming: DriverProbe | None = None, loading: threading.Thread | None = None) -> int:
     """`warming`: the CUDA driver's probe, when the entry point already started it (`__main__`); `loading`: the
     builder's libraries being loaded (builds/worker/prefetch.py), joined before the interpreter could finalize."""
     if "--probe" in sys.argv[1:]:
         code = probe()
-        for thread in (warming, loading):
-            if thread is not None:
-                thread.join()  # no thread inside the driver or the loader while the interpreter finalizes
+        if warming is not None:
+            warming.settle()  # no thread inside the driver as the interpreter finalizes (unless stuck past its bound)
+        if loading is not None:
+            loading.join()  # nor inside the loader
         return code
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C belongs to the supervisor, which sends a cancel
     if warming is None:
@@ -95,7 +97,7 @@ def main(warming: threading.Thread | None = None, loading: threading.Thread | No
         preload(sys.argv[sys.argv.index("--preload") + 1 :][:1])
     line = sys.stdin.readline()
     if not line:
-        warming.join()  # no thread inside the driver while the interpreter finalizes
+        warming.settle()  # no thread inside the driver as the interpreter finalizes (unless stuck past its bound)
         naming.join()
         if loading is not None:
             loading.join()  # nor inside the loader
@@ -140,7 +142,9 @@ def main(warming: threading.Thread | None = None, loading: threading.Thread | No
     threading.Thread(target=read_control, name="trtls-control", daemon=True).start()
     worker.run()  # on this thread (see the module doc)
     writer.out.flush()
-    warming.join()  # long done (the environment record waited for it): no thread inside the driver at exit
+    # Long done (the environment record waited for it), or stuck in a cuInit past its bound: this process ends with
+    # os._exit below, which runs no driver teardown beside it
+    warming.settle()
     naming.join()
     # Everything is written, fsynced and reported: skip the interpreter's teardown (TensorRT's destructors and
     # module cleanup take 30–100 ms that every build would wait for). Nothing is buffered any more.
