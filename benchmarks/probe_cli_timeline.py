@@ -1,5 +1,7 @@
 """Where `trtls build`'s time before TensorRT is ready goes, process by process, against the bare script: `--no-store`,
-or (`--store fresh`) with an engine store emptied before each CLI run, so its key, lookup and publish are in the run.
+or (`--store fresh`) with an engine store emptied before each CLI run, so its key, lookup and publish are in the run,
+or (`--store retuned`) that and the engine's own table edited before each run (`_common.edit_recipe`): the memo does
+not hold, so the job waits for the recipe's check and key.
 
 Each timed child (the CLI, its worker, the bare TensorRT-RTX script) runs with a `sitecustomize` this probe writes to
 a temp folder: it stamps, on CLOCK_MONOTONIC (the clock the worker's events and the bare script's stamps use), the
@@ -11,7 +13,7 @@ Printed: each mark's median offset from the launch, over the rounds, and the int
 (`python -c pass`, `python -S -c pass`, the worker's modules alone). Not a `run_all` benchmark: it says where the
 fixed cost `bench_cli_fixed_cost.py` measures goes.
 
-Usage: python benchmarks/probe_cli_timeline.py [--engine demo] [--rounds 7] [--store off|fresh] [--trtls DIR]
+Usage: python benchmarks/probe_cli_timeline.py [--engine demo] [--rounds 7] [--store off|fresh|retuned] [--trtls DIR]
 [--baseline DIR]
 (DIR holds a trtls's `server/`, e.g. from `git archive REV server`: `--trtls` the one under test, `--baseline` an
 older one timed in the same rounds.)
@@ -31,7 +33,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import workspace
+from _common import edit_recipe, workspace
 
 HERE = Path(__file__).resolve().parent
 MARKED = (
@@ -43,7 +45,12 @@ MARKED = (
     "trtls.cli.main",
     "asyncio",
     "pydantic",
+    "trtls.core.recipe",
+    "trtls.onnx_files.profile_checks",
+    "trtls.store.key",
     "trtls.app.build",
+    "trtls.builds.supervisor.supervisor",
+    "trtls.core.events",
     "trtls.builds.cuda",
     "trtls.builds.worker.prefetch",
     "trtls.builds.worker.main",
@@ -116,7 +123,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--engine", default="demo")
     ap.add_argument("--rounds", type=int, default=7)
-    ap.add_argument("--store", choices=("off", "fresh"), default="off")
+    ap.add_argument("--store", choices=("off", "fresh", "retuned"), default="off")
     ap.add_argument("--trtls", type=Path, help="a folder holding the server/ of the trtls under test")
     ap.add_argument("--baseline", type=Path, help="a folder holding the server/ of an older trtls, timed beside it")
     a = ap.parse_args()
@@ -132,10 +139,10 @@ def main() -> int:
         env.update(PYTHONPYCACHEPREFIX=str(tmp / "pycache"), TRTLS_STORE="off")
         env["PYTHONPATH"] = os.pathsep.join([str(sc), server])
         stores = {"cli": tmp / "store", "baseline": tmp / "store-baseline"}  # each emptied before its runs (fresh)
-        if a.store == "fresh":
+        if a.store != "off":
             env["TRTLS_STORE"] = str(stores["cli"])
         base_env = {**env, "PYTHONPATH": os.pathsep.join([str(sc), str(a.baseline / "server")])} if a.baseline else None
-        if base_env is not None and a.store == "fresh":
+        if base_env is not None and a.store != "off":
             base_env["TRTLS_STORE"] = str(stores["baseline"])
         py = sys.executable
         cli = [py, "-m", "trtls", "build", str(ws), "--engine", a.engine, *(["--no-store"] if a.store == "off" else [])]
@@ -147,7 +154,9 @@ def main() -> int:
         worker_path = {**plain, "PYTHONPATH": os.pathsep.join([server, *[p for p in sys.path if p]])}
         for argv, e in ((cli, env), (bare, env), *(((old_cli, base_env),) if base_env else ())):  # bytecode, once
             subprocess.run(argv, env={**e, "TRTLS_BENCH_STAMPS": str(stamps)}, check=True, stdout=subprocess.DEVNULL)
-        how = "--no-store" if a.store == "off" else "(a fresh store each run)"
+        how = {"off": "--no-store", "fresh": "(a fresh store each run)"}.get(
+            a.store, "(a fresh store and the engine's table edited before each run)"
+        )
         print(f"== The path to TensorRT ready: `trtls build … --engine {a.engine} {how}` vs the bare script")
         when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
         print(f"   {when}, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}")
@@ -165,8 +174,10 @@ def main() -> int:
         for r in range(a.rounds):
             for who, cmd, e in kinds[r % len(kinds) :] + kinds[: r % len(kinds)]:
                 run_env = {**e, "TRTLS_BENCH_STAMPS": str(stamps)}
-                if who in stores and a.store == "fresh":
+                if who in stores and a.store != "off":
                     shutil.rmtree(stores[who], ignore_errors=True)
+                if who in stores and a.store == "retuned":
+                    edit_recipe((ws if who == "cli" else old_ws) / "trtls.toml", a.engine)
                 launch, ended, marks = one_run(cmd, run_env, log, who)
                 if who != "bare":
                     folder = (ws if who == "cli" else old_ws) / ".trtls" / "runs"
