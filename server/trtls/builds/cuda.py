@@ -138,7 +138,8 @@ def cuda_driver() -> dict[str, Any]:
     driver's bound (`DRIVER_ANSWER_S`): a driver that has not answered by then gives `unanswered()` — a record no key
     or memo of an answered device equals."""
     probe = _probe()
-    probe.settle()
+    if probe.answer is None:  # (answered, it may still be asking the runtime's version: not waited for)
+        probe.settle()
     return dict(probe.answer) if probe.answer is not None else unanswered()
 
 
