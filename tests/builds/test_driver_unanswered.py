@@ -14,6 +14,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -23,9 +24,24 @@ from trtls.core.build_records import BuildEnvironment
 from trtls.store.key import KeyUnavailable, engine_key
 
 HUNG_DRIVER = r"""
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <unistd.h>
 int cuDriverGetVersion(int *version) { *version = 13000; return 0; }
-int cuInit(unsigned int flags) { (void)flags; for (;;) pause(); return 0; }
+int cuInit(unsigned int flags) {
+    /* HUNG_CUINIT_MARKS: a folder where each process that enters leaves a file named by its pid */
+    const char *marks = getenv("HUNG_CUINIT_MARKS");
+    (void)flags;
+    if (marks) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%d", marks, (int)getpid());
+        int fd = open(path, O_CREAT | O_WRONLY, 0644);
+        if (fd >= 0) close(fd);
+    }
+    for (;;) pause();
+    return 0;
+}
 """
 BOUND_S = "2"
 
@@ -82,6 +98,50 @@ def test_a_build_whose_driver_never_answers_ends_built_and_says_the_device_unkno
     # the worker ended too (its probe thread still inside the driver: its exit runs no driver teardown)
     pid = summary["workerPid"]
     assert isinstance(pid, int) and not Path(f"/proc/{pid}").exists()
+
+
+def test_a_stop_while_the_record_waits_for_the_driver_is_not_held_up_by_it(
+    workspace: Path, hung_driver: dict[str, str], tmp_path: Path
+) -> None:
+    """A cancel while the worker's environment record waits for a hung driver (its builder running or about to): the
+    record stops waiting and says why, the held events go out and the build ends cancelled — well inside a
+    supervisor's grace, instead of at the driver's bound, after which a supervisor's escalation would have forced it
+    (the worker driven by hand, as a supervisor drives it: its job line, then a cancel line)."""
+    from trtls.builds.supervisor.job import worker_job
+    from trtls.core.recipe import load_recipe
+
+    marks = tmp_path / "entered-cuinit"
+    marks.mkdir()
+    env = {**hung_driver, "TRTLS_TEST_DRIVER_ANSWER_S": "15", "HUNG_CUINIT_MARKS": str(marks)}
+    job = worker_job(load_recipe(workspace / "trtls.toml"), "large", "large-stopped-1")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "trtls.builds.worker"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    try:
+        proc.stdin.write(json.dumps(job) + "\n")
+        proc.stdin.flush()
+        deadline = time.monotonic() + 120  # a bound for a loaded machine, not a measurement
+        while not any(marks.iterdir()) and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.02)
+        assert [m.name for m in marks.iterdir()] == [str(proc.pid)], "the worker did not ask the driver"
+        proc.stdin.write(json.dumps({"v": 1, "type": "cancel", "source": "api"}) + "\n")
+        proc.stdin.flush()
+        events = [json.loads(line) for line in proc.stdout]
+        proc.wait(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    kinds = [e["type"] for e in events]
+    assert "environment" in kinds and kinds[-1] == "build_finished", kinds
+    said = events[kinds.index("environment")]["environment"]["driver_unanswered"]
+    assert said == "the build was stopped before the CUDA driver answered (cuInit)"  # not the bound's 15 s
+    assert events[-1]["outcome"] == "cancelled" and "cancel_acknowledged" in kinds
 
 
 def test_a_worker_whose_driver_never_answers_ends_when_it_gets_no_job(hung_driver: dict[str, str]) -> None:

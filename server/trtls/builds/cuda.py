@@ -9,6 +9,7 @@ import os
 import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 NVIDIA_PROC = "/proc/driver/nvidia"  # the kernel driver's own files: readable without initializing CUDA
@@ -97,16 +98,35 @@ class DriverProbe(threading.Thread):
         super().__init__(name="trtls-cuda-warm", daemon=True)
         self.runtime = runtime
         self.answer: dict[str, Any] | None = None
+        self.answered = threading.Event()  # set once the driver has answered (or `_ask_driver` failed)
         self.deadline = time.monotonic() + DRIVER_BOUND_S
 
     def run(self) -> None:
-        self.answer = _ask_driver()
+        try:
+            self.answer = _ask_driver()
+        finally:
+            self.answered.set()
         if self.runtime:
             cuda_runtime()
 
-    def settle(self) -> None:
-        """Wait for the answer until the deadline (at once when it is past): never inside the driver without end."""
-        self.join(max(0.0, self.deadline - time.monotonic()))
+    def settle(self, stopped: Callable[[], bool] | None = None) -> None:
+        """Wait for the answer until the deadline (at once when it is past): never inside the driver without end;
+        `stopped`: and no longer once it says so (a worker's build stopped: its stop is not held up by the record)."""
+        if stopped is None:  # the whole probe, the runtime's version included
+            self.join(max(0.0, self.deadline - time.monotonic()))
+            return
+        # the driver's answer, at once when it comes; a stop seen within 10 ms
+        while not self.answered.is_set() and (left := self.deadline - time.monotonic()) > 0 and not stopped():
+            self.answered.wait(min(left, 0.01))
+
+    def record(self, stopped: bool = False) -> dict[str, Any]:
+        """The device record: the driver's answer, or one that says why there is none (`unanswered`). `stopped`: the
+        wait was cut by a stop, not by the bound."""
+        if self.answer is not None:
+            return dict(self.answer)
+        if stopped and time.monotonic() < self.deadline:
+            return unanswered("the build was stopped before the CUDA driver answered (cuInit)")
+        return unanswered()
 
 
 _asking: DriverProbe | None = None  # the process's probe still asking, if any: a second caller waits for the same one
@@ -123,14 +143,11 @@ def _probe(runtime: bool = False) -> DriverProbe:
         return _asking
 
 
-def unanswered() -> dict[str, Any]:
-    """The device record when the driver had not answered within the bound: nothing of it known, and said."""
-    return {
-        "cuda_driver": None,
-        "device_name": None,
-        "compute_capability": None,
-        "driver_unanswered": f"the CUDA driver had not answered (cuInit) within {DRIVER_BOUND_S:g} s of being asked",
-    }
+def unanswered(why: str | None = None) -> dict[str, Any]:
+    """The device record when the driver had not answered within the bound (or `why` it was not waited for):
+    nothing of it known, and said."""
+    why = why or f"the CUDA driver had not answered (cuInit) within {DRIVER_BOUND_S:g} s of being asked"
+    return {"cuda_driver": None, "device_name": None, "compute_capability": None, "driver_unanswered": why}
 
 
 def cuda_driver() -> dict[str, Any]:
@@ -140,7 +157,7 @@ def cuda_driver() -> dict[str, Any]:
     probe = _probe()
     if probe.answer is None:  # (answered, it may still be asking the runtime's version: not waited for)
         probe.settle()
-    return dict(probe.answer) if probe.answer is not None else unanswered()
+    return probe.record()
 
 
 def _ask_driver() -> dict[str, Any]:

@@ -332,8 +332,9 @@ def make_progress_monitor_base(bm: BuilderModule) -> type:
 # ---------------------------------------------------------------- environment and runtime
 
 
-def environment_record(bm: BuilderModule) -> dict[str, Any]:
-    """What built the engine, for the evidence. Works without a GPU (device fields are then None)."""
+def environment_record(bm: BuilderModule, device: dict[str, Any] | None = None) -> dict[str, Any]:
+    """What built the engine, for the evidence. Works without a GPU (device fields are then None). `device`: the
+    driver's record already in hand (the worker's probe, builds/worker/environment.py); None: asked now."""
     trt = bm.trt
     parser_version = None
     if hasattr(trt, "get_nv_onnx_parser_version"):
@@ -352,7 +353,7 @@ def environment_record(bm: BuilderModule) -> dict[str, Any]:
         "machine": platform.machine(),
         "executable": sys.executable,
         "cuda_runtime": cuda_runtime(),
-        **cuda_driver(),
+        **(device if device is not None else cuda_driver()),
         # the builder runs on the worker's main thread, on glibc's own malloc policy (builds/worker/main.py); workers
         # of 2026-12-05 limited it to one arena and said 1 here
         "malloc_arena_max": None,

@@ -43,7 +43,8 @@ class Worker:
         self.done = threading.Event()
         self.exit_code = 1
         self.watch = SupervisorWatch()  # worker.py marks it gone at stdin EOF; checked before the rename
-        self.environment = EnvironmentRecord(writer)  # made once; beside the builder where it can be (`_build`)
+        # made once; beside the builder where it can be (`_build`); a stop no longer waits for the driver's answer
+        self.environment = EnvironmentRecord(writer, lambda: self.cancel.is_set or self.watch.is_gone())
         self.builder_returned = threading.Event()  # TensorRT's builder has returned (or was never called)
         self.capability: dict[str, Any] = {}  # what the parser (and, after a failure, the builder) said: build_finished
         self.gate = CommitGate(bool(job.get("hold_commit")))  # a job sent ahead of the check: commit when told

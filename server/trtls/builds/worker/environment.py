@@ -26,8 +26,9 @@ Then = Callable[[dict[str, Any]], Event]  # the event sent right after the recor
 
 
 class EnvironmentRecord:
-    def __init__(self, writer: EventWriter):
+    def __init__(self, writer: EventWriter, stopped: Callable[[], bool] | None = None):
         self.writer = writer
+        self.stopped = stopped  # the build is stopped: the record no longer waits for the driver
         self.device_probe: DriverProbe | None = None  # the driver's probe (worker main.py starts it)
         self.builder: Any = None  # the builder module (adapter.BuilderModule): the record's other half
         self.t_ready = 0  # when TensorRT was loaded: the `environment` event's stamp
@@ -48,9 +49,13 @@ class EnvironmentRecord:
         if self.made is None:
             from trtls.builds.worker import adapter
 
-            if self.device_probe is not None:
-                self.device_probe.settle()  # never past the driver's bound: a cuInit that hangs is said, not waited
-            self.made = adapter.environment_record(self.builder)
+            device = None  # no probe of the worker's own (a caller of Worker): the record asks the driver itself
+            if (probe := self.device_probe) is not None:
+                # never past the driver's bound (a cuInit that hangs is said, not waited for), nor past a stop: a
+                # stopped build ends within its grace, its record saying the device was not waited for
+                probe.settle(self.stopped)
+                device = probe.record(stopped=self.stopped is not None and self.stopped())
+            self.made = adapter.environment_record(self.builder, device)
             first: Event = ("environment", self.t_ready or None, {"environment": self.made})
             self.writer.release(first, *([then(self.made)] if then else []))
         return self.made
