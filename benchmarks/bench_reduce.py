@@ -65,13 +65,17 @@ def _stop_after(cmd: list[str], marker: str, delay_s: float, ended: str, env: di
     """Start `cmd`, wait for a stdout line containing `marker`, then `delay_s`, SIGINT it. Returns the seconds from
     the SIGINT to the process's exit (`stop`), from the last line starting with `ended` (the line a build or a trial
     prints when it has ended) to the exit (`tail`: what follows the stopped build — the record, the process's own
-    exit; None when none ended after the SIGINT), and the exit code."""
+    exit; None when none ended after the SIGINT), and the exit code. A process that ended before the SIGINT was sent
+    (`missed`) was not stopped: its `stop` is None, never a figure."""
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
     assert proc.stdout is not None
     for line in proc.stdout:
         if marker in line:
             break
     time.sleep(delay_s)
+    if proc.poll() is not None:  # ended on its own before the stop
+        proc.stdout.read()
+        return {"stop": None, "tail": None, "code": proc.returncode, "missed": True}
     t0 = time.monotonic()
     proc.send_signal(signal.SIGINT)
     last = None
@@ -80,7 +84,9 @@ def _stop_after(cmd: list[str], marker: str, delay_s: float, ended: str, env: di
             last = time.monotonic()
     code = proc.wait(timeout=120)
     t1 = time.monotonic()
-    return {"stop": t1 - t0, "tail": None if last is None else t1 - last, "code": code}
+    if code != 130:  # it ended on its own while the signal was on its way: not a stop either
+        return {"stop": None, "tail": None, "code": code, "missed": True}
+    return {"stop": t1 - t0, "tail": None if last is None else t1 - last, "code": code, "missed": False}
 
 
 def _latest_record(ws: Path) -> dict[str, Any]:
@@ -94,42 +100,49 @@ def _med(rounds: list[dict[str, Any]], key: str) -> float | None:
 
 
 def stop_figures(rounds_n: int, baseline: Path | None) -> tuple[list[dict[str, Any]], list[str]]:
-    """SIGINT one second into a bisection trial of `trtls reduce` against SIGINT inside a `trtls build` of the same
-    engine (at its first progress line, + 0.1 s: inside the builder, whatever the host's speed), interleaved."""
+    """SIGINT inside a bisection trial of `trtls reduce` (0.1 s after its first trial's line: inside the second
+    trial's build, whatever the host's speed — a fixed second after the start found the whole reduction done on a
+    quicker CPU, 2026-12-07) against SIGINT inside a `trtls build` of the same engine (at its first progress line,
+    + 0.1 s: inside the builder), interleaved. A round that ended before its stop is counted, never a figure."""
     smem = _smem_ws()
     reduce = ["reduce", "--engine", "demo"]
     runs: list[tuple[str, list[str], str, float, str, dict[str, str], Path]] = [
-        ("reduce", [*TRTLS, *reduce, str(smem)], " outputs ", 1.0, "  trial ", ENV, smem),
+        ("reduce", [*TRTLS, *reduce, str(smem)], "  trial ", 0.1, "  trial ", ENV, smem),
         ("build", [*TRTLS, "build", "--engine", "demo", str(smem)], "▶ Building engine", 0.1, "demo: ", ENV, smem),
     ]
     if baseline is not None:  # an older trtls in the same rounds (its own workspace and evidence)
         old = _smem_ws()
         old_env = {**ENV, "PYTHONPATH": str(baseline / "server")}
-        runs.insert(1, ("baseline reduce", [*TRTLS, *reduce, str(old)], " outputs ", 1.0, "  trial ", old_env, old))
+        runs.insert(1, ("baseline reduce", [*TRTLS, *reduce, str(old)], "  trial ", 0.1, "  trial ", old_env, old))
     got: dict[str, list[dict[str, Any]]] = {name: [] for name, *_ in runs}
     for _ in range(rounds_n):  # interleaved: the same machine state for each
         for name, cmd, marker, delay, ended, env, ws in runs:
             r = _stop_after(cmd, marker, delay, ended, env)
             if "reduce" in name:
                 rec = _latest_record(ws)
-                r["during_trial"] = rec["stoppedDuringTrial"] is not None
+                r["during_trial"] = not r["missed"] and rec["stoppedDuringTrial"] is not None
             got[name].append(r)
     figures, notes = [], []
     build = got["build"]
     for name, rounds in got.items():
-        stops = [round(r["stop"], 3) for r in rounds]
+        stops = [None if r["stop"] is None else round(r["stop"], 3) for r in rounds]
         tails = [None if r["tail"] is None else round(r["tail"], 3) for r in rounds]
         codes = [r["code"] for r in rounds]
         detail = f"SIGINT → exit {stops} s; the stopped build's end → exit {tails} s; exit codes {codes}"
         if "reduce" in name:
             detail += f"; a trial was building at the stop in {sum(r['during_trial'] for r in rounds)}/{len(rounds)}"
+        if missed := sum(r["missed"] for r in rounds):
+            detail += f"; {missed} of {len(rounds)} ended before their stop (not stops: left out)"
         figures.append(figure(f"stop of a {name} → exit (median)", _med(rounds, "stop"), "s", None, None, detail))
     for name in (n for n in got if "reduce" in n):
         red = got[name]
-        ratio = statistics.median(r["stop"] for r in red) / statistics.median(r["stop"] for r in build)
+        red_stops = [r["stop"] for r in red if r["stop"] is not None]
+        build_stops = [r["stop"] for r in build if r["stop"] is not None]
+        # no stop measured on either side: no ratio (n/a), never one made of rounds that were not stops
+        ratio = statistics.median(red_stops) / statistics.median(build_stops) if red_stops and build_stops else None
         red_tail, build_tail = _med(red, "tail"), _med(build, "tail")
         figures.append(figure(
-            f"{name} stop / build stop (ratio of medians)", round(ratio, 2), "",
+            f"{name} stop / build stop (ratio of medians)", None if ratio is None else round(ratio, 2), "",
             "the stop of a build of the same engine + a bounded margin", None,
             f"after the stopped build has ended: {name} {red_tail} s vs build {build_tail} s (medians); "
             f"{rounds_n} interleaved rounds",
