@@ -68,6 +68,19 @@ def hung_driver(tmp_path: Path) -> dict[str, str]:
     }
 
 
+def _worker(env: dict[str, str], *, events: bool) -> subprocess.Popen[str]:
+    """A build worker driven by hand, as a supervisor drives it (its job line, then control lines); `events`: its
+    event stream read back (stdout), else dropped. Its log (stderr) is dropped: an unread pipe could fill, stall it."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "trtls.builds.worker"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE if events else subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env=env,
+    )
+
+
 def test_a_build_whose_driver_never_answers_ends_built_and_says_the_device_unknown(
     workspace: Path, hung_driver: dict[str, str]
 ) -> None:
@@ -114,14 +127,7 @@ def test_a_stop_while_the_record_waits_for_the_driver_is_not_held_up_by_it(
     marks.mkdir()
     env = {**hung_driver, "TRTLS_TEST_DRIVER_ANSWER_S": "15", "HUNG_CUINIT_MARKS": str(marks)}
     job = worker_job(load_recipe(workspace / "trtls.toml"), "large", "large-stopped-1")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "trtls.builds.worker"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
+    proc = _worker(env, events=True)
     assert proc.stdin is not None and proc.stdout is not None
     try:
         proc.stdin.write(json.dumps(job) + "\n")
@@ -146,13 +152,7 @@ def test_a_stop_while_the_record_waits_for_the_driver_is_not_held_up_by_it(
 
 def test_a_worker_whose_driver_never_answers_ends_when_it_gets_no_job(hung_driver: dict[str, str]) -> None:
     """No job (its supervisor gone before sending one): the worker ends with code 2, its driver probe still stuck."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "trtls.builds.worker"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        env=hung_driver,
-    )
+    proc = _worker(hung_driver, events=False)
     assert proc.stdin is not None
     proc.stdin.close()
     try:  # a bound for a hang, not a measurement
