@@ -17,6 +17,8 @@ DEVICE_NODES = "/dev"  # where its device nodes (nvidia0, nvidia1, …) are
 # what chooses and orders CUDA's devices, and which libcuda answers (LD_LIBRARY_PATH: a CUDA forward-compatibility
 # libcuda reports another driver version than the kernel module's)
 CHOOSING_VARIABLES = ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "NVIDIA_VISIBLE_DEVICES", "LD_LIBRARY_PATH")
+# what `cuda_driver()` answers (each None where unknown); an unanswered driver's record adds `driver_unanswered`
+DEVICE_FIELDS = ("cuda_driver", "device_name", "compute_capability")
 
 
 def _load_first(*names: str) -> Any:
@@ -143,11 +145,17 @@ def _probe(runtime: bool = False) -> DriverProbe:
         return _asking
 
 
+def answered(device: Any) -> bool:
+    """Whether `device` is a record of a driver that answered: `DEVICE_FIELDS`, nothing more (the one an account may
+    keep and a later key may reuse: builds/avoidance/memo.py); an `unanswered()` record is not."""
+    return isinstance(device, dict) and set(device) == set(DEVICE_FIELDS)
+
+
 def unanswered(why: str | None = None) -> dict[str, Any]:
     """The device record when the driver had not answered within the bound (or `why` it was not waited for):
     nothing of it known, and said."""
     why = why or f"the CUDA driver had not answered (cuInit) within {DRIVER_BOUND_S:g} s of being asked"
-    return {"cuda_driver": None, "device_name": None, "compute_capability": None, "driver_unanswered": why}
+    return {**dict.fromkeys(DEVICE_FIELDS), "driver_unanswered": why}
 
 
 def cuda_driver() -> dict[str, Any]:
@@ -161,7 +169,7 @@ def cuda_driver() -> dict[str, Any]:
 
 
 def _ask_driver() -> dict[str, Any]:
-    found: dict[str, Any] = {"cuda_driver": None, "device_name": None, "compute_capability": None}
+    found: dict[str, Any] = dict.fromkeys(DEVICE_FIELDS)
     lib = _load_first("libcuda.so.1", _find_library("cuda"), "nvcuda.dll")
     if lib is None:
         return found

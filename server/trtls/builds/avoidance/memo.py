@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from trtls import __version__
+from trtls.builds import cuda
 from trtls.core.paths import real
 from trtls.fs import parse_json, read_text
 
@@ -30,7 +31,6 @@ KEY_CODE = (
 ENV_KEYS = ("TRTLS_STORE", "TRTLS_STORE_TRUST", "TRTLS_STORE_KEY_FILE", "XDG_CACHE_HOME", "HOME")
 MAX_MEMO_BYTES = 1 << 20  # a memo: a few stats and digests
 HEX = frozenset("0123456789abcdef")
-DEVICE_FIELDS = frozenset({"cuda_driver", "device_name", "compute_capability"})  # builds.cuda.cuda_driver's answer
 
 
 def _stat(path: str) -> list[int] | None:
@@ -218,7 +218,7 @@ def remembered_device(state_dir: Path, history: str | None) -> dict[str, Any] | 
         except (OSError, ValueError):
             continue
         device = memo.get("device") if isinstance(memo, dict) else None
-        if memo.get("deviceFingerprint") == fingerprint and isinstance(device, dict) and set(device) == DEVICE_FIELDS:
+        if memo.get("deviceFingerprint") == fingerprint and cuda.answered(device):
             return device
     return None
 
@@ -242,7 +242,7 @@ def key_device(state_dir: Path, history: str) -> dict[str, Any]:
         return remembered
     device = cuda_driver()
     fingerprint = device_fingerprint()  # read after the probe: a driver changed in between is seen next time
-    if fingerprint is not None and set(device) == DEVICE_FIELDS:
+    if fingerprint is not None and cuda.answered(device):
         _remember_for_account({"deviceFingerprint": fingerprint, "device": device})
     return device
 
