@@ -173,9 +173,11 @@ def _start_worker(
     job = job_of()
     if job is not None:
         from trtls.builds.run_ids import new_run_id
-        from trtls.builds.supervisor.speculation import send_ahead
+        from trtls.builds.supervisor.speculation import let_it_start, send_ahead
 
-        _started = (worker, send_ahead(worker, job, engine, new_run_id(engine)))
+        _started = (worker, ahead := send_ahead(worker, job, engine, new_run_id(engine)))
+        if ahead is not None:
+            let_it_start(worker)  # the check runs beside the builder, not its start, where CPUs are scarce
 
 
 def _spawn(preload: str | None) -> Any:

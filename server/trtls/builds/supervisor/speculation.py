@@ -20,6 +20,8 @@ library only: it runs before the recipe models are imported.
 from __future__ import annotations
 
 import json
+import os
+import select
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,6 +38,23 @@ CHECKED_NOTE = (
     "TensorRT started from this build's checked job as soon as the store missed, while the supervisor locked and "
     "probed the output; no engine could be written before the supervisor's commit"
 )
+# A start's runnable threads: this process (the check), the worker's main thread (its modules, then TensorRT's import)
+# and its library loader (builds/worker/prefetch.py). With fewer CPUs than that they take turns.
+START_THREADS = 3
+
+
+def _start_bound() -> float:
+    """How long the check waits for the worker's start (`let_it_start`): ~3× a warm worker's spawn → builder here
+    (~0.1 s); a cold start is slow on its disk, not its CPU, and the check then goes on. A test sets a longer one
+    (`TRTLS_TEST_START_BOUND_S`), so a loaded machine cannot end the wait before the worker's line."""
+    try:
+        value = float(os.environ.get("TRTLS_TEST_START_BOUND_S", ""))
+    except ValueError:
+        return 0.3
+    return value if 0 < value <= 600 else 0.3
+
+
+START_BOUND_S = _start_bound()
 
 
 def _plain(job: dict[str, Any]) -> Any:
@@ -125,3 +144,30 @@ def _send(worker: Any, ahead: JobAhead | None) -> JobAhead | None:
     if flush is not None:
         flush()
     return ahead
+
+
+def let_it_start(worker: Any, bound_s: float = START_BOUND_S) -> str:
+    """After a job went ahead: on a machine whose CPUs this process may run on are fewer than a start's runnable
+    threads (`START_THREADS`), wait until the worker sends its first line (its builder has started: the environment
+    record or the build's first event), ends, or `bound_s` passes, before this process imports and checks the recipe.
+    The check's answer is wanted only at the commit, at the build's end; run beside the worker's start it took CPU from
+    the builder's critical path (2 CPUs, 2026-12-07, `bench_cli_fixed_cost.py --baseline`, 13–15 pairs: `demo`
+    --no-store 1.121 → 1.099 ×, fresh 1.174 → 1.128, edited 1.185 → 1.160), and run beside the builder — one thread:
+    the other CPU is free — it costs it next to nothing. Nothing is read: the supervisor that adopts the worker reads
+    every line. Where CPUs are not scarce it returns at once. Returns what ended the wait: `not_scarce`, `started`
+    (a line, or the worker's end) or `bound`."""
+    if _cpus() >= START_THREADS:
+        return "not_scarce"
+    out = getattr(worker, "stdout", None)
+    if out is None:
+        return "not_scarce"
+    ready, _, _ = select.select([out], [], [], bound_s)
+    return "started" if ready else "bound"
+
+
+def _cpus() -> int:
+    """The CPUs this process may run on (its affinity where the platform says it, else the machine's)."""
+    affinity = getattr(os, "sched_getaffinity", None)
+    if affinity is not None:
+        return len(affinity(0))
+    return os.cpu_count() or 1
