@@ -71,6 +71,17 @@ def test_on_scarce_cpus_a_silent_worker_holds_the_check_no_longer_than_the_bound
         _ended(quiet)
 
 
+def test_on_scarce_cpus_a_worker_with_no_pipe_to_watch_holds_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(speculation, "_cpus", lambda: 2)
+    closed = _child("import sys; sys.stdin.read()")
+    try:
+        assert closed.stdout is not None
+        closed.stdout.close()
+        assert let_it_start(closed, bound_s=600) == "unwatched"
+    finally:
+        _ended(closed)
+
+
 def test_the_bound_a_test_sets_is_taken_only_when_it_is_a_sane_number(monkeypatch: pytest.MonkeyPatch) -> None:
     for given, expected in (("45", 45.0), ("", 0.3), ("x", 0.3), ("-1", 0.3), ("0", 0.3), ("1e9", 0.3)):
         monkeypatch.setenv("TRTLS_TEST_START_BOUND_S", given)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 import os
-import select
+import selectors
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -155,14 +155,18 @@ def let_it_start(worker: Any, bound_s: float = START_BOUND_S) -> str:
     --no-store 1.121 → 1.099 ×, fresh 1.174 → 1.128, edited 1.185 → 1.160), and run beside the builder — one thread:
     the other CPU is free — it costs it next to nothing. Nothing is read: the supervisor that adopts the worker reads
     every line. Where CPUs are not scarce it returns at once. Returns what ended the wait: `not_scarce`, `started`
-    (a line, or the worker's end) or `bound`."""
+    (a line, or the worker's end), `bound`, or `unwatched` (no pipe to watch: the check goes on)."""
     if _cpus() >= START_THREADS:
         return "not_scarce"
     out = getattr(worker, "stdout", None)
     if out is None:
-        return "not_scarce"
-    ready, _, _ = select.select([out], [], [], bound_s)
-    return "started" if ready else "bound"
+        return "unwatched"
+    try:
+        with selectors.DefaultSelector() as watch:  # not select(), which refuses a descriptor past 1023
+            watch.register(out, selectors.EVENT_READ)
+            return "started" if watch.select(bound_s) else "bound"
+    except (OSError, ValueError):  # a pipe already closed
+        return "unwatched"
 
 
 def _cpus() -> int:
