@@ -5,11 +5,13 @@ real pipes; the whole CLI with its affinity cut to two CPUs and a real TensorRT-
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -21,65 +23,52 @@ from trtls.builds.supervisor.speculation import START_THREADS, let_it_start
 NOTE_START = "TensorRT started from the last build's job while the recipe was checked"
 
 
-def _child(code: str) -> subprocess.Popen[bytes]:
-    return subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-
-
-def _ended(proc: subprocess.Popen[bytes]) -> None:
-    if proc.stdin is not None:
-        proc.stdin.close()  # the children below end when their input closes
-    proc.wait(60)
+@contextlib.contextmanager
+def _child(code: str) -> Iterator[subprocess.Popen[bytes]]:
+    """A real child process standing for a worker, ended when its input closes."""
+    proc = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        yield proc
+    finally:
+        if proc.stdin is not None:
+            proc.stdin.close()
+        proc.wait(60)
 
 
 def test_where_cpus_are_not_scarce_the_check_goes_on_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(speculation, "_cpus", lambda: START_THREADS)
-    quiet = _child("import sys; sys.stdin.read()")  # writes nothing until its input closes
-    try:
+    with _child("import sys; sys.stdin.read()") as quiet:  # writes nothing until its input closes
         assert let_it_start(quiet, bound_s=600) == "not_scarce"  # no wait: a bound of 10 minutes was not used
-    finally:
-        _ended(quiet)
 
 
 def test_on_scarce_cpus_the_wait_ends_at_the_first_line_and_reads_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(speculation, "_cpus", lambda: START_THREADS - 1)
-    talker = _child("import sys; print('first', flush=True); sys.stdin.read()")
-    try:
+    with _child("import sys; print('first', flush=True); sys.stdin.read()") as talker:
         assert let_it_start(talker, bound_s=600) == "started"
         assert talker.stdout is not None and talker.stdout.readline() == b"first\n"  # still there for the supervisor
-    finally:
-        _ended(talker)
 
 
 def test_on_scarce_cpus_a_worker_that_ends_silent_ends_the_wait(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(speculation, "_cpus", lambda: 1)
-    gone = _child("pass")
-    try:
+    with _child("pass") as gone:
         assert let_it_start(gone, bound_s=600) == "started"
-    finally:
-        _ended(gone)
 
 
 def test_on_scarce_cpus_a_silent_worker_holds_the_check_no_longer_than_the_bound(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(speculation, "_cpus", lambda: 2)
-    quiet = _child("import sys; sys.stdin.read()")
-    try:
+    with _child("import sys; sys.stdin.read()") as quiet:
         assert let_it_start(quiet, bound_s=0.05) == "bound"
         assert quiet.poll() is None  # the worker is left as it was: the full path adopts it
-    finally:
-        _ended(quiet)
 
 
 def test_on_scarce_cpus_a_worker_with_no_pipe_to_watch_holds_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(speculation, "_cpus", lambda: 2)
-    closed = _child("import sys; sys.stdin.read()")
-    try:
+    with _child("import sys; sys.stdin.read()") as closed:
         assert closed.stdout is not None
         closed.stdout.close()
         assert let_it_start(closed, bound_s=600) == "unwatched"
-    finally:
-        _ended(closed)
 
 
 def test_the_bound_a_test_sets_is_taken_only_when_it_is_a_sane_number(monkeypatch: pytest.MonkeyPatch) -> None:
