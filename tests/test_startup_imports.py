@@ -202,10 +202,11 @@ def test_an_edited_recipe_starts_its_worker_before_the_lookup_and_a_hit_kills_it
     """After an edit to the engine's own table the memo is there but no longer holds: the key is known only once the
     recipe loads, and most lookups after an edit miss, so the worker starts before the recipe models. Here the edit
     is the engine's cancel grace (the supervisor's, not in the job: the same engine key) and the store serves it: the
-    worker, sent nothing, is killed at once (its session's group, SIGKILL) rather than waited for while it imports
-    TensorRT, and nothing else was built. Another such edit with the store emptied builds with the worker started
-    ahead (sent no job before the check: the engine's view changed; its own checked job as soon as the store missed,
-    before the supervisor is made); an edit the recipe's check refuses kills it too."""
+    worker, sent this build's checked job before the lookup (held: it writes nothing before a commit), is killed at
+    once (its session's group, SIGKILL) rather than waited for, and nothing else was built. Another such edit with the
+    store emptied builds with the worker started ahead (sent no job before the check: the engine's view changed; its
+    own checked job as soon as the recipe was checked: tests/builds/test_checked_job_ahead.py); an edit the recipe's
+    check refuses kills it too."""
     store = tmp_path / "store"
     env = {**os.environ, "TRTLS_STORE": str(store)}
     first = build_report(tmp_path, "build", str(workspace), "--engine", "demo", env=env)
@@ -222,8 +223,8 @@ def test_an_edited_recipe_starts_its_worker_before_the_lookup_and_a_hit_kills_it
     recipe.write_text(recipe.read_text().replace(demo_grace.format(11), demo_grace.format(12)))
     summaries = _miss_with_the_store_emptied(workspace, tmp_path, store, env)
     assert NOTE not in summaries[-1]["notes"]  # the engine's own table changed: the last build's job did not go ahead
-    # this build's own checked job did, once the store missed: the worker started ahead got it before the supervisor
-    # existed, held its commit, and wrote the engine only after it (built, published)
+    # this build's own checked job did, once the recipe was checked: the worker started ahead got it before the store
+    # was looked up, held its commit, and wrote the engine only after it (built, published)
     assert CHECKED_NOTE in summaries[-1]["notes"], summaries[-1]["notes"]
     assert summaries[-1]["outcome"] == "built" and summaries[-1]["engineArtifact"]["sha256"]
     # an edit that the recipe's check refuses (an optimization level TensorRT has not): the worker started ahead of

@@ -1,12 +1,12 @@
 """A Ctrl-C that lands while a job has already gone to a worker but the terminal's build is not yet made.
 
-A miss's own checked job goes to the early worker as soon as the store misses (builds/supervisor/speculation.py
-`send_checked`), and an unchanged recipe's last job even before the check (`send_ahead`). The CI of 2026-12-05 caught
-the window: a Ctrl-C there was taken by asyncio's default handler, which tore the event loop down — exit 130 with no
-evidence, and a worker inside TensorRT's builder (SIGSTOPped there, as a long builder call is) left running. Now the
-stop keys are in place before the request (cli/common.StopKeys), on the loop: a press lands either while the
-request still looks up or waits (the request ends, its worker with it, nothing built) or once the build is bound (its
-cooperative stop, with evidence).
+A changed recipe's own checked job goes to the early worker as soon as the recipe is checked (app/request.py,
+`speculation.send_checked`), and an unchanged recipe's last job even before the check (`send_ahead`). The CI of
+2026-12-05 caught the window: a Ctrl-C there was taken by asyncio's default handler, which tore the event loop down —
+exit 130 with no evidence, and a worker inside TensorRT's builder (SIGSTOPped there, as a long builder call is) left
+running. Now the stop keys are in place before the request (cli/common.StopKeys), on the loop: a press lands either
+while the request still looks up or waits (the request ends, its worker with it, nothing built) or once the build is
+bound (its cooperative stop, with evidence).
 
 Real processes: `trtls` run by a small driver that sends its own process the signal at the exact point (a wrapped
 function of the build path), real TensorRT-RTX workers."""

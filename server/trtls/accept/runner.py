@@ -22,7 +22,8 @@ from typing import Any
 
 from trtls.accept.criteria import Observation
 from trtls.accept.scratch import AcceptError, scratch_for
-from trtls.app.build import refused_recipe, request_build
+from trtls.app.build import request_build
+from trtls.app.request import refused_recipe
 from trtls.app.results import Refused, Started
 from trtls.builds.artifacts import sha256_file
 from trtls.builds.supervisor.orphans import process_alive

@@ -10,12 +10,13 @@ import asyncio
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from trtls.app.results import AlreadyBuilding, Refused, Reused, Started, evidence_path, request_error
+from trtls.app.request import refused_recipe, send_job
+from trtls.app.results import AlreadyBuilding, Refused, Reused, Started, evidence_path
 from trtls.builds.avoidance import lookup as avoidance
 from trtls.builds.avoidance.pinned import PinUnavailable, unpinned_line
 from trtls.builds.supervisor.job import new_build_id, worker_job
 from trtls.builds.supervisor.spawn import discard
-from trtls.builds.supervisor.speculation import JobAhead, same_job, send_checked
+from trtls.builds.supervisor.speculation import JobAhead, same_job
 from trtls.core.codes import ERROR
 from trtls.core.findings import Finding
 from trtls.core.recipe import LoadedRecipe
@@ -26,33 +27,6 @@ if TYPE_CHECKING:  # a store hit starts nothing: the build core (its state, even
     from trtls.builds.supervisor.supervisor import Supervisor
 
 Say = Callable[[str], None]
-
-
-def runs_as_matrix(
-    loaded: LoadedRecipe, *, every_engine: bool = False, matrix: bool = False, cell: str | None = None
-) -> bool:
-    """The rule that sends a request down the matrix path (one parent, one child per cell; on a `[cluster]`, a node
-    each): every engine as one run, a matrix, one cell, or any build of a recipe with a `[cluster]` (docs/farm.md)."""
-    return every_engine or matrix or bool(cell) or (loaded.recipe is not None and loaded.recipe.cluster is not None)
-
-
-def refused_recipe(loaded: LoadedRecipe, engines: list[str]) -> Refused | None:
-    """The refusals every request shares: a recipe with errors (its findings), an engine it has no table of (TRT107,
-    in the terminal and in the editor alike)."""
-    if loaded.recipe is None:
-        return Refused("invalid_recipe", list(loaded.errors))
-    known = list(loaded.recipe.engines)
-    if not known:
-        return Refused(
-            "bad_request",
-            [request_error("TRT107", "no [engines.NAME] table: add one to build an engine (see the README)")],
-        )
-    unknown = [e for e in engines if e not in known]
-    if unknown:
-        return Refused(
-            "bad_request", [request_error("TRT107", f"no engine named {unknown[0]} (engines: {', '.join(known)})")]
-        )
-    return None
 
 
 def store_error(loaded: LoadedRecipe, exc: StoreUnusable) -> Finding:
@@ -98,8 +72,10 @@ async def request_build(
     scenario's scratch copy) is neither looked up nor published; `parent_id` names the run it belongs to. `faults`:
     injected into the worker (the acceptance harness); such a build is never stored. `grace_s`, `notes`: how the build
     is run, passed to Supervisor.start (a face never writes them on the Build afterwards). `ahead`: the job `worker`
-    was sent before the recipe was checked (builds/supervisor/speculation.py): this request's job takes its id, and
-    the worker may commit only when the two are the same job; otherwise it is discarded and the build starts anew."""
+    was sent before this request — the last build's, before the recipe was checked (builds/supervisor/speculation.py),
+    or this recipe's checked job (app.request.checked_job_ahead): this request's job takes its id, and the worker may
+    commit only when the two are the same job; otherwise it is discarded and the build starts anew. A worker sent
+    nothing gets this request's job before the store is looked up (app.request.send_job), held like those."""
     refused = refused_recipe(loaded, [engine])
     if refused is None and runs is not None and not scratch:  # one build of an engine's output at a time
         for b in runs.running_builds():
@@ -119,6 +95,8 @@ async def request_build(
         return _start(
             supervisor, loaded, engine, job, overrides, worker, wait_for_output, parent_id, runs, scope, grace_s, notes
         )
+    if ahead is None:  # TensorRT builds while the store is looked up; it commits only once the store missed
+        ahead = send_job(worker, loaded, engine, job)
     try:
         use = await asyncio.to_thread(
             avoidance.prepare,
@@ -136,20 +114,33 @@ async def request_build(
         return Refused("store_error", [store_error(loaded, exc)])
     if say is not None and (lifted := unpinned_line(use)) is not None:
         say(f"{engine}: {lifted}")
+    stopped: list[asyncio.Future[None]] = []
+
+    def waiting(holder: str) -> None:
+        # another process builds this key, most likely to be reused here: the job held here would take that build's
+        # CPU for an engine never committed, so its worker ends now (a miss after the wait starts a new one)
+        if ahead is not None and not stopped:
+            stopped.append(asyncio.ensure_future(discard(worker)))
+        if on_wait is not None:
+            on_wait(holder)
+
     try:
-        reused = await avoidance.reuse_or_lock(use, loaded, job["build_id"], say=say, on_wait=on_wait)
+        reused = await avoidance.reuse_or_lock(use, loaded, job["build_id"], say=say, on_wait=waiting)
     except PinUnavailable as exc:  # nothing is built over a rollback: the user decides (--unpin)
         await discard(worker)
         pinned = Finding(exc.code, ERROR, str(exc), ("engines", engine))  # on the table: a face locates it
         return Refused("pin_unavailable", [pinned], use.all_warnings())
+    finally:
+        if stopped:
+            await stopped[0]
+    if stopped:
+        worker, ahead = None, None
     if reused is not None:
         await discard(worker)
-        from trtls.core.summary_record import Summary  # a reuse's only: a miss's job goes first (send_checked)
+        from trtls.core.summary_record import Summary  # a reuse's only: a miss's job goes first
 
         summary = Summary.written(reused)
         return Reused(summary, evidence_path(loaded.path, str(summary.buildId)), use)
-    if worker is not None and ahead is None and loaded.engine(engine).builds_in_our_worker:
-        ahead = send_checked(worker, job)  # a miss this process builds: the worker need not wait for the supervisor
     started = _start(
         supervisor,
         loaded,

@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from trtls.app.build import Say, refused_recipe
+from trtls.app.build import Say
+from trtls.app.request import refused_recipe
 from trtls.app.results import MatrixStarted, Refused, request_error
 from trtls.builds.avoidance import cells as avoidance
 from trtls.builds.supervisor.matrix import PlannedCell, plan, start_matrix

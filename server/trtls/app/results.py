@@ -9,13 +9,14 @@ from typing import TYPE_CHECKING, Literal
 
 from trtls.core.codes import ERROR
 from trtls.core.findings import Finding, TomlPath
-from trtls.store.use import StoreUse
 
 if TYPE_CHECKING:  # the model's pydantic is loaded where a result is made (the recipe models are by then); a
-    # store hit makes no Build: the build core is loaded where one starts
+    # store hit makes no Build: the build core is loaded where one starts; the store's modules are loaded by the
+    # lookup that makes a StoreUse, not by a refusal the terminal may say before it (app.request, ~10 ms here)
     from trtls.builds.supervisor.build import Build
     from trtls.builds.supervisor.matrix import MatrixBuild, PlannedCell
     from trtls.core.summary_record import Summary
+    from trtls.store.use import StoreUse
 
 # why a request started nothing: the recipe has errors, the request names what the recipe lacks (an engine, a
 # cell), the store cannot serve its mode (TRT330/TRT331), a rollback's pin cannot be served (nothing is built over

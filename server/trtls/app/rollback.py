@@ -52,7 +52,7 @@ def request_rollback(
 ) -> RolledBack | RollbackFailed | Refused:
     """Roll `engine` back to build `to` (default: the newest known-good build older than the engine at the output).
     `via`: who asked (recorded in the pin). Refused when the recipe is invalid or has no such engine table."""
-    from trtls.app.build import refused_recipe
+    from trtls.app.request import refused_recipe
 
     refused = refused_recipe(loaded, [engine])
     if refused is not None:

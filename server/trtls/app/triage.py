@@ -30,7 +30,7 @@ def _bad_request(code: str, message: str) -> Refused:
 def _engine_refused(loaded: LoadedRecipe, engines: list[str]) -> Refused | None:
     """The recipe's errors, or an engine it has no table of (TRT107); a request naming no engine (a route that
     deploys its ONNX) needs no engine table."""
-    from trtls.app.build import refused_recipe
+    from trtls.app.request import refused_recipe
 
     if loaded.recipe is None or engines:
         return refused_recipe(loaded, engines)

@@ -25,16 +25,17 @@ def find_recipe(arg: str | None) -> Path:
     return p / "trtls.toml" if p.is_dir() else p
 
 
-def load_or_report(recipe_arg: str | None) -> Any:
+def load_or_report(recipe_arg: str | None, checked: Any = None) -> Any:
     """Load the recipe and check it against its ONNX models; print every finding as
     `file:line:col: CODE severity: message`, in file order (and, with --json, as JSON lines on stdout).
-    None when anything is an error (so no build starts: exit 2)."""
+    None when anything is an error (so no build starts: exit 2). `checked`: this command's check of the same recipe,
+    made already (cli/store_lookup.py `check_ahead`), said here and not made again."""
     from trtls.onnx_files.profile_checks import check_recipe
 
     path = find_recipe(recipe_arg)
     if not recipe_file_or_report(path):
         return None
-    loaded = check_recipe(path)
+    loaded = checked if checked is not None and checked.path == path.resolve() else check_recipe(path)
     hint = "" if path.suffix == ".toml" else f" ({RECIPE_HINT})"
     for f in loaded.in_file_order(loaded.findings):
         report_finding(loaded, f, hint)
@@ -119,8 +120,8 @@ class StopKeys:
     grace). SIGTERM: a cooperative cancel with source service_shutdown. `--timeout`: `stop("ci_timeout")`.
 
     Installed before its target exists (`bind`), as a build's are: from the moment a job may reach a worker (the
-    request's own job goes to an early worker as soon as the store misses: builds/supervisor/speculation.py) a press is
-    this build's stop, never asyncio's default one (which cancelled the main task at once: the command ended with no
+    request's own job goes to an early worker as soon as the recipe is checked: app/request.py) a press is this
+    build's stop, never asyncio's default one (which cancelled the main task at once: the command ended with no
     evidence and the worker still building). The loop runs these handlers between task steps only, so a press lands
     either while the request waits — it is cancelled (`request_until_stopped` gives None, `source` says why): a lookup,
     a wait for another process's build of the same key, nothing built — or once the target is bound (the request's

@@ -149,7 +149,11 @@ def _full(given: list[str] | None, argv: list[str], parsed: argparse.Namespace |
         return full(given, parsed)  # None: the program's own call (cli.main then ends a build without the teardown)
     except KeyboardInterrupt:
         # Ctrl-C before a command's own stop is in place (importing the command line's modules, making its parser):
-        # nothing was started or written yet. The same line and code as cli.main's net, not a traceback.
+        # nothing was written yet; a worker the fast path started, perhaps sent a job it holds (`check_ahead`), ends
+        # now. The same line and code as cli.main's net, not a traceback.
+        from trtls.cli.store_lookup import drop_started
+
+        drop_started()
         return _interrupted(argv)
 
 

@@ -53,25 +53,23 @@ async def _build_all(args: argparse.Namespace) -> int:
     # (builds/supervisor/speculation.py).
     started, early, ahead = store_lookup.take_started(), None, None
     if started is not None:
-        early, ahead = await adopt_started(started[0]), started[1]
+        early, ahead = await adopt_started(started.worker), started.ahead
     else:
         preload = None if farm or servable else preload_for(find_recipe(args.recipe), args.engine)
         early = await spawn_worker(preload=preload) if preload is not None else None
-    from trtls.builds.avoidance.memo import remembered_device
-    from trtls.builds.cuda import warm_driver
-
-    # The key's device probe (cuInit: ~0.2 s with a GPU), beside the recipe's load — unless the last build's memo, or
-    # this account's last probe on this host, still says the device (the driver's files unchanged): then every key
-    # takes it from there and no cuInit runs here. A matrix (a farm run's included: its cells are keyed here) or every
-    # engine asks the account's probe: a cuInit would also cost the command ~60 ms at its exit on a GPU host.
-    recipe_folder = find_recipe(args.recipe).parent
-    known = remembered_device(recipe_folder / ".trtls", None if farm else args.engine) is not None
-    warming = None if known else warm_driver()
+    # The key's device probe, beside the recipe's load (made by the fast path with its check, if it checked). A matrix
+    # (a farm run's included: its cells are keyed here) or every engine asks the account's probe: a cuInit would also
+    # cost the command ~60 ms at its exit on a GPU host.
+    if started is not None and started.checked is not None:
+        warming = started.warming
+    else:
+        warming = store_lookup.key_device_probe(find_recipe(args.recipe).parent, None if farm else args.engine)
     try:
-        loaded = load_or_report(args.recipe)  # the request's one recipe check
+        # the request's one recipe check: made here, or by the fast path before it sent its job ahead
+        loaded = load_or_report(args.recipe, started.checked if started is not None else None)
         if loaded is None:
             return EXIT_BAD_INPUT
-        from trtls.app.build import refused_recipe, runs_as_matrix
+        from trtls.app.request import refused_recipe, runs_as_matrix
 
         engines = [args.engine] if args.engine and not args.all else list(loaded.recipe.engines)
         if not loaded.recipe.engines and (refused := refused_recipe(loaded, engines)) is not None:
@@ -117,8 +115,8 @@ async def _build_one(
     from trtls.app.results import AlreadyBuilding, Refused, Reused
     from trtls.builds.supervisor.spawn import discard
 
-    # The stop keys first: this request's job may reach `worker` before the request returns (a miss's checked job goes
-    # as soon as the store misses), and from then a Ctrl-C is this build's stop, with its evidence (cli/common.StopKeys)
+    # The stop keys first: this request's job may reach `worker` before the request returns (a checked job goes before
+    # the lookup), and from then a Ctrl-C is this build's stop, with its evidence (cli/common.StopKeys)
     keys = install_stop_keys(None, engine, quiet=args.json)
     try:
         result = await keys.request_until_stopped(

@@ -8,7 +8,8 @@ import argparse
 import json
 import sys
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from trtls.cli.common import find_recipe, report_error, report_finding
 from trtls.cli.exits import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
@@ -125,9 +126,19 @@ def print_reused(engine: str, reused: dict[str, Any], recipe: Any, as_json: bool
     return EXIT_OK
 
 
+class Started(NamedTuple):
+    """What the fast path hands the full path (`take_started`): the worker it started, the job sent to it ahead
+    (`speculation.JobAhead`) or None, and the recipe it checked to make that job (`check_ahead`) or None."""
+
+    worker: Any
+    ahead: Any = None
+    checked: Any = None
+    warming: Any = None  # with `checked`: the key's device probe started beside that check (`key_device_probe`)
+
+
 _declined_by_entry = False  # the program's entry tried this command line and declined: the full path's call skips
 known_miss = False  # the fast path saw the engine's key (its memo held) absent from the store: a build follows
-_started: tuple[Any, Any] | None = None  # (the worker the fast path started, the job it was sent ahead or None)
+_started: Started | None = None
 
 
 def _note_miss(
@@ -169,15 +180,53 @@ def _start_worker(
         worker = _spawn(confirmed)
     if worker is None:
         return
-    _started = (worker, None)  # adopted even if what follows is interrupted
+    _started = Started(worker)  # adopted even if what follows is interrupted
     job = job_of()
     if job is not None:
         from trtls.builds.run_ids import new_run_id
         from trtls.builds.supervisor.speculation import let_it_start, send_ahead
 
-        _started = (worker, ahead := send_ahead(worker, job, engine, new_run_id(engine)))
+        _started = Started(worker, ahead := send_ahead(worker, job, engine, new_run_id(engine)))
         if ahead is not None:
             let_it_start(worker)  # the check runs beside the builder, not its start, where CPUs are scarce
+
+
+def check_ahead(args: argparse.Namespace) -> None:
+    """A worker the fast path started and sent nothing (the engine's view of the recipe changed since its last build
+    here, or a certain build with no job to remember): the recipe is checked now, and its job sent ahead
+    (app.request.checked_job_ahead), before the command line's modules, asyncio and the store's lookup are imported —
+    what the job used to wait for: ~55 ms here, ~80 ms on the 16-core host (`probe_cli_timeline.py --store retuned`,
+    issue 31). The full path takes the checked recipe with the worker (`take_started`) and says its findings as it
+    says any (`cli/common.load_or_report`): this reports nothing. Where CPUs are scarce, as after any job sent ahead,
+    this process then waits for the builder's start (`speculation.let_it_start`)."""
+    global _started
+    if _started is None or _started.ahead is not None:
+        return
+    path = find_recipe(args.recipe)
+    if not path.is_file():
+        return  # the full path says why (TRT104), and ends the worker
+    warming = key_device_probe(path.parent, args.engine)  # before the recipe models' imports (pydantic's)
+    from trtls.app.request import checked_job_ahead
+    from trtls.builds.supervisor.speculation import let_it_start
+    from trtls.onnx_files.profile_checks import check_recipe
+
+    checked = check_recipe(path)
+    worker = _started.worker
+    _started = Started(worker, ahead := checked_job_ahead(worker, checked, args.engine), checked, warming)
+    if ahead is not None:
+        let_it_start(worker)
+
+
+def key_device_probe(recipe_folder: Path, history: str | None) -> Any:
+    """The store key's device probe (cuInit: ~0.2 s with a GPU) started now on a thread of its own, beside the recipe's
+    check — unless the last build's memo of `history` (an engine; None: a matrix, whose cells each have theirs), or
+    this account's last probe on this host, still says the device (the driver's files unchanged): then every key takes
+    it from there and no cuInit runs here. The probe (`builds.cuda.DriverProbe`, settled before the command ends), or
+    None."""
+    from trtls.builds.avoidance.memo import remembered_device
+    from trtls.builds.cuda import warm_driver
+
+    return None if remembered_device(recipe_folder / ".trtls", history) is not None else warm_driver()
 
 
 def _spawn(preload: str | None) -> Any:
@@ -194,8 +243,8 @@ def _spawn(preload: str | None) -> Any:
         return None
 
 
-def take_started() -> tuple[Any, Any] | None:
-    """The worker a known miss started and the job it was sent ahead (once), or None."""
+def take_started() -> Started | None:
+    """The worker the fast path started, the job it was sent ahead and the recipe checked for it (once), or None."""
     global _started
     started, _started = _started, None
     return started
@@ -208,7 +257,7 @@ def drop_started() -> None:
     if started is not None:
         from trtls.builds.supervisor.worker_launch import drop_unadopted
 
-        drop_unadopted(started[0])
+        drop_unadopted(started.worker)
 
 
 def fast_path(args: argparse.Namespace, *, entry: bool = False) -> int | None:
@@ -224,6 +273,12 @@ def fast_path(args: argparse.Namespace, *, entry: bool = False) -> int | None:
     drop_started()
     done = _fast_path(args)
     _declined_by_entry = entry and done is None
+    if done is None:
+        try:
+            check_ahead(args)
+        except BaseException:
+            drop_started()  # it wrote nothing; the full path is not reached
+            raise
     return done
 
 

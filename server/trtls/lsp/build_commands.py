@@ -13,8 +13,9 @@ from lsprotocol import types as lsp
 from pygls.exceptions import JsonRpcInvalidParams
 from pygls.uris import from_fs_path
 
-from trtls.app.build import request_build, runs_as_matrix  # imported by the warm-up, not the first click
+from trtls.app.build import request_build  # imported by the warm-up, not the first click
 from trtls.app.matrix import request_matrix
+from trtls.app.request import runs_as_matrix
 from trtls.app.results import AlreadyBuilding, Refused, Reused
 from trtls.builds.supervisor.retry import retry_overrides
 from trtls.builds.supervisor.runs import RestoredRun

@@ -35,8 +35,9 @@ NOTE = (
     "engine could be written before the checked job matched it"
 )
 CHECKED_NOTE = (
-    "TensorRT started from this build's checked job as soon as the store missed, while the supervisor locked and "
-    "probed the output; no engine could be written before the supervisor's commit"
+    "TensorRT started from this build's checked job as soon as the recipe was checked, while the store was looked up "
+    "and the supervisor locked and probed the output; no engine could be written before the supervisor's commit, "
+    "sent only once the store missed"
 )
 # A start's runnable threads: this process (the check), the worker's main thread (its modules, then TensorRT's import)
 # and its library loader (builds/worker/prefetch.py). With fewer CPUs than that they take turns.
@@ -91,7 +92,7 @@ def job_to_remember(job: dict[str, Any] | None) -> dict[str, Any] | None:
 class JobAhead:
     """A job sent to a worker ahead of the supervisor, and when: the build started then (its evidence's clock).
     `note`: what the evidence says of it — the last build's job sent before the check (`NOTE`), or this build's own
-    checked job sent as soon as the store missed (`CHECKED_NOTE`, `send_checked`)."""
+    checked job sent as soon as the recipe was checked (`CHECKED_NOTE`, `send_checked`)."""
 
     job: dict[str, Any]
     t_sent_ns: int = field(default_factory=time.monotonic_ns)
@@ -127,10 +128,13 @@ def send_ahead(worker: Any, remembered: Any, engine: str, build_id: str) -> JobA
 
 def send_checked(worker: Any, job: dict[str, Any]) -> JobAhead | None:
     """This build's own job, built from the checked recipe, to the early worker that was sent nothing (the recipe
-    changed since the engine's last build here, so no job could go before the check) once the store has missed and
-    this process holds the key: the worker builds while the supervisor is imported and made, locks and probes the
-    output and writes running.json (~30–40 ms here, 2026-12-05), and writes nothing before its `commit`, which the
-    supervisor sends where it would have sent the job. None when such a job may not go ahead (`may_go_ahead`)."""
+    changed since the engine's last build here, so no job could go before the check) as soon as the job exists
+    (app.request): the worker builds while the store is looked up (its key hashes the inputs), the supervisor is
+    imported and made, locks and probes the output and writes running.json — and, in the terminal, while the command
+    line's modules and asyncio are imported (cli/store_lookup.py `check_ahead`) — and writes nothing before its
+    `commit`, which the supervisor sends where it would have sent the job, once the store missed. A hit, a refusal or
+    a wait for another process's build of the key discards it. None when such a job may not go ahead
+    (`may_go_ahead`)."""
     if not may_go_ahead(job):
         return None
     return _send(worker, JobAhead({**job, HOLD: True}, note=CHECKED_NOTE))
