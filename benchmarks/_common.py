@@ -78,9 +78,11 @@ def workspace(parent: Path | None = None, name: str = "ws") -> Path:
 def edit_recipe(recipe: Path, engine: str | None = None) -> None:
     """A person's edit to the recipe before a build. `engine` None: a comment added — the fast path's memo no longer
     holds by the recipe's bytes, while every engine's view of the recipe, so its job and key, is the same
-    (builds/avoidance/recipe_view.py). `engine`: that engine's own `cancel_grace_s` changed (10 ↔ 11) — its view
-    changed, so the key is known only once the recipe loads, though the job (and the key) is the same: the
-    supervisor's grace is not in it."""
+    (builds/avoidance/recipe_view.py). `engine`: that engine's own `output` moved (`build/NAME.engine` ↔
+    `build/NAME-edited.engine`) — its job changed (the output is in it; not in the key, so a store keeps serving it),
+    so no job can go ahead of the recipe's check: the build's work is the same, its job waits for the check. Until
+    2026-12-07 16:00 UTC this edited the engine's `cancel_grace_s`, which no job reads: since then such an edit leaves
+    the engine's view (`recipe_view.NO_JOB_READS`) and the last job goes ahead, as after a comment."""
     if engine is None:
         with open(recipe, "a") as fh:
             fh.write(f"# edited before run {time.time_ns()}\n")
@@ -90,11 +92,11 @@ def edit_recipe(recipe: Path, engine: str | None = None) -> None:
     start = text.index(header) + len(header)
     end = text.find("\n[", start)
     end = len(text) if end < 0 else end
-    grace = re.search(r"^cancel_grace_s = (\d+)$", text[start:end], re.M)
-    if grace is None:
-        raise ValueError(f"{recipe}: [engines.{engine}] has no `cancel_grace_s = N` line to edit")
-    value = "11" if grace.group(1) == "10" else "10"
-    recipe.write_text(text[: start + grace.start(1)] + value + text[start + grace.end(1) :])
+    output = re.search(rf'^output = "build/{re.escape(engine)}(-edited)?\.engine"$', text[start:end], re.M)
+    if output is None:
+        raise ValueError(f'{recipe}: [engines.{engine}] has no `output = "build/{engine}.engine"` line to edit')
+    moved = f'output = "build/{engine}{"" if output.group(1) else "-edited"}.engine"'
+    recipe.write_text(text[: start + output.start()] + moved + text[start + output.end() :])
 
 
 def percentile(values: Iterable[float], p: float) -> float | None:

@@ -7,19 +7,20 @@ runs first, so drift in machine load hits both alike. Figures: the median of the
 wall time (the target) and of CPU time (user+sys of the process and its children; less sensitive to other
 load on the machine, reported beside it).
 
-Targets (issue 31): demo ≤ 1.10 including the store's publish, large ≤ 1.02.
-`--store off`: `trtls build --no-store` (no key lookup, no publish); `--store fresh`: every CLI run starts with an
-empty store folder (TRTLS_STORE), so it looks up, misses, builds and publishes; the fast path's memo still holds
-(nothing the key reads changed), so the miss is known before the recipe loads. `--store edited`: the same, with a
-comment added to the recipe before each run (outside the timing): the memo no longer holds by the recipe's bytes,
-while the engine's view of the recipe is the same, so the miss is still known before the recipe loads and the last
-job goes ahead (builds/avoidance/recipe_view.py). `--store retuned`: the engine's own table edited before each run
-(its `cancel_grace_s`, 10 ↔ 11: the same job and key): the key is known only once the recipe is loaded — what a
-first build after an edit to the engine costs. A warm store answers from the fast path and starts no build at all:
-bench_store.py measures that. `--store reexported` (not in `all`): the build a warm store does run — the model
-re-exported before each run (its ONNX `doc_string` changed, outside the timing: the same network, a new key), the
-store kept with every entry the earlier runs published; the inputs changed, so nothing goes ahead of the recipe's
-check (a worker is sent no job for a model nobody has checked yet).
+Targets (issue 31): demo ≤ 1.10 including the store's publish, large ≤ 1.02. `--store off`: `trtls build --no-store` (no
+key lookup, no publish); `--store fresh`: every CLI run starts with an empty store folder (TRTLS_STORE), so it looks up,
+misses, builds and publishes; the fast path's memo still holds (nothing the key reads changed), so the miss is known
+before the recipe loads. `--store edited`: the same, with a comment added to the recipe before each run (outside the
+timing): the memo no longer holds by the recipe's bytes, while the engine's view of the recipe is the same, so the miss
+is still known before the recipe loads and the last job goes ahead (builds/avoidance/recipe_view.py). `--store retuned`:
+the engine's own table edited before each run (its `output` moved, `_common.edit_recipe`: the same work, a new job, the
+same key): the job exists only once the recipe is checked — what a first build after an edit to the engine's job costs
+(until 2026-12-07 16:00 UTC the edit was its `cancel_grace_s`, which no job reads: now outside the engine's view, as a
+comment is). A warm store answers from the fast path and starts no build at all: bench_store.py measures that. `--store
+reexported` (not in `all`): the build a warm store does run — the model re-exported before each run (its ONNX
+`doc_string` changed, outside the timing: the same network, a new key), the store kept with every entry the earlier runs
+published; the inputs changed, so nothing goes ahead of the recipe's check (a worker is sent no job for a model nobody
+has checked yet).
 Every Python child runs with its bytecode cached (PYTHONPYCACHEPREFIX in the run's temp folder, written by the
 warm-up round), as an installed trtls has it: with PYTHONDONTWRITEBYTECODE set, as in this repository's shells,
 each run would compile trtls's ~110 imported modules from source (~0.2 s) and the figure would measure that.
@@ -345,9 +346,9 @@ def main() -> int:
                 "the CLI run includes the worker process, events, evidence (summary, events, tree), history and "
                 "the terminal output; with a fresh store also the key, the lookup and the publish; `edited`: the "
                 "same after a comment added to the recipe (the engine's view of it unchanged: the miss known and the "
-                "last job sent before the recipe loads); `retuned`: after an edit to the engine's own table (the key "
-                "known only once the recipe is loaded); `reexported`: the model's bytes changed before each run, "
-                "the store kept (a warm store's miss: nothing goes ahead of the check)",
+                "last job sent before the recipe loads); `retuned`: after an edit to the engine's own job (its output "
+                "moved: the job exists only once the recipe is checked); `reexported`: the model's bytes changed "
+                "before each run, the store kept (a warm store's miss: nothing goes ahead of the check)",
                 "bytecode cached for every child (PYTHONPYCACHEPREFIX), as an installed trtls has it",
             ],
         },

@@ -1,7 +1,7 @@
 """Where `trtls build`'s time before TensorRT is ready goes, process by process, against the bare script: `--no-store`,
 or (`--store fresh`) with an engine store emptied before each CLI run, so its key, lookup and publish are in the run,
-or (`--store retuned`) that and the engine's own table edited before each run (`_common.edit_recipe`): the memo does
-not hold, so the job waits for the recipe's check and key.
+or (`--store retuned`) that and the engine's own job edited before each run (`_common.edit_recipe`: its output moved):
+the memo does not hold, so the job waits for the recipe's check.
 
 Each timed child (the CLI, its worker, the bare TensorRT-RTX script) runs with a `sitecustomize` this probe writes to
 a temp folder: it stamps, on CLOCK_MONOTONIC (the clock the worker's events and the bare script's stamps use), the

@@ -1,10 +1,10 @@
 """A build right after an edit to the recipe, this trtls against an older one in the same interleaved rounds, with the
-bare TensorRT-RTX script beside them: `--mode miss` (an empty store: the edit's build) and `--mode hit` (the store
-holds the key). `--edit engine` (the default) edits the engine's own table (its cancel grace: the same key): the fast
-path's memo no longer holds, so the engine key is known only once the recipe is loaded; since 8aea05c the worker
-starts before that and a hit kills it unused. `--edit comment` adds a comment: the engine's view of the recipe is the
-same (builds/avoidance/recipe_view.py), so a miss is known before the recipe loads and the last job goes ahead, and a
-hit starts no worker. This probe says what each gives a miss and costs a hit. Not a `run_all` benchmark:
+bare TensorRT-RTX script beside them: `--mode miss` (an empty store: the edit's build) and `--mode hit` (the store holds
+the key). `--edit engine` (the default) edits the engine's own job (its output: the same key, `_common.edit_recipe`):
+the fast path's memo no longer holds, so the engine key is known only once the recipe is loaded; since 8aea05c the
+worker starts before that and a hit kills it unused. `--edit comment` adds a comment: the engine's view of the recipe is
+the same (builds/avoidance/recipe_view.py), so a miss is known before the recipe loads and the last job goes ahead, and
+a hit starts no worker. This probe says what each gives a miss and costs a hit. Not a `run_all` benchmark:
 `bench_cli_fixed_cost --store retuned|edited` carries the misses' figures; this one adds the hits'.
 
 Usage: python benchmarks/probe_edited_build.py --baseline DIR [--mode hit|miss] [--edit engine|comment] [--rounds N]

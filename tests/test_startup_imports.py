@@ -201,7 +201,7 @@ def test_an_edited_recipe_starts_its_worker_before_the_lookup_and_a_hit_kills_it
 ) -> None:
     """After an edit to the engine's own table the memo is there but no longer holds: the key is known only once the
     recipe loads, and most lookups after an edit miss, so the worker starts before the recipe models. Here the edit
-    is the engine's cancel grace (the supervisor's, not in the job: the same engine key) and the store serves it: the
+    is the engine's output (in its job, not in its key: the same engine key) and the store serves it: the
     worker, sent this build's checked job before the lookup (held: it writes nothing before a commit), is killed at
     once (its session's group, SIGKILL) rather than waited for, and nothing else was built. Another such edit with the
     store emptied builds with the worker started ahead (sent no job before the check: the engine's view changed; its
@@ -212,15 +212,15 @@ def test_an_edited_recipe_starts_its_worker_before_the_lookup_and_a_hit_kills_it
     first = build_report(tmp_path, "build", str(workspace), "--engine", "demo", env=env)
     assert first["code"] == 0 and first["group_kills"] == []
     recipe = workspace / "trtls.toml"
-    demo_grace = "cancel_grace_s = {}\n\n[engines.demo.builder]"
-    recipe.write_text(recipe.read_text().replace(demo_grace.format(10), demo_grace.format(11)))
+    output = 'output = "build/demo{}.engine"'
+    recipe.write_text(recipe.read_text().replace(output.format(""), output.format("-1")))
     hit = build_report(tmp_path, "build", str(workspace), "--engine", "demo", env=env)
     assert hit["code"] == 0
     assert hit["at_spawn"] is not None, "no worker was started ahead of the lookup"
     loaded = [m for m in LATE_FOR_A_BUILD if m in hit["at_spawn"]]
     assert loaded == [], f"imported before an edited recipe's worker started: {loaded}"
     assert [k[1] for k in hit["group_kills"]] == [9], f"the unused worker was not killed: {hit['group_kills']}"
-    recipe.write_text(recipe.read_text().replace(demo_grace.format(11), demo_grace.format(12)))
+    recipe.write_text(recipe.read_text().replace(output.format("-1"), output.format("-2")))
     summaries = _miss_with_the_store_emptied(workspace, tmp_path, store, env)
     assert NOTE not in summaries[-1]["notes"]  # the engine's own table changed: the last build's job did not go ahead
     # this build's own checked job did, once the recipe was checked: the worker started ahead got it before the store
@@ -239,17 +239,19 @@ def test_an_edited_recipe_starts_its_worker_before_the_lookup_and_a_hit_kills_it
 def test_an_edit_outside_the_engines_view_is_a_known_miss_or_a_hit_that_starts_no_worker(
     workspace: Path, tmp_path: Path
 ) -> None:
-    """A comment and another engine's table edited (builds/avoidance/recipe_view.py): the engine's job, so its key,
-    is the memo's. With the key in the store no worker starts at all (the full path checks the edit, then serves
-    it); with the store emptied the miss is known before the recipe models load, and the memo's job goes ahead with
-    the worker, committed after the check found the same job. An edit the check refuses after such a job went ahead
-    kills its worker: nothing is built and nothing written."""
+    """A comment, another engine's table and the engine's own cancel grace (the supervisor's: no job reads it) edited
+    (builds/avoidance/recipe_view.py): the engine's job, so its key, is the memo's. With the key in the store no worker
+    starts at all (the full path checks the edit, then serves it); with the store emptied the miss is known before the
+    recipe models load, and the memo's job goes ahead with the worker, committed after the check found the same job. An
+    edit the check refuses after such a job went ahead kills its worker: nothing is built and nothing written."""
     store = tmp_path / "store"
     env = {**os.environ, "TRTLS_STORE": str(store)}
     assert build_report(tmp_path, "build", str(workspace), "--engine", "demo", env=env)["code"] == 0
     recipe = workspace / "trtls.toml"
     large_grace = "cancel_grace_s = {}\nkeep_evidence = false"
-    recipe.write_text("# a comment\n" + recipe.read_text().replace(large_grace.format(10), large_grace.format(20)))
+    demo_grace = "cancel_grace_s = {}\n\n[engines.demo.builder]"
+    text = recipe.read_text().replace(large_grace.format(10), large_grace.format(20))
+    recipe.write_text("# a comment\n" + text.replace(demo_grace.format(10), demo_grace.format(11)))
     hit = build_report(tmp_path, "build", str(workspace), "--engine", "demo", env=env)
     assert hit["code"] == 0 and hit["at_spawn"] is None and hit["group_kills"] == []
     # the recipe read once for every question asked of it (the early worker, the store's say, the memo's hash, the

@@ -52,15 +52,14 @@ def _build(tmp_path: Path, workspace: Path, env: dict[str, str]) -> dict:
 def test_an_edit_to_the_engines_table_sends_the_checked_job_before_asyncio_and_the_lookup(
     workspace: Path, tmp_path: Path
 ) -> None:
-    """The engine's own table edited (its cancel grace: the memo no longer holds, the job is the same) and the store
-    emptied: the worker started ahead gets this build's checked job while the CLI has imported neither `cli.main`,
-    asyncio nor the store's lookup; the build is committed after the store missed, and published."""
+    """The engine's own table edited (its output: the memo no longer holds, the job differs, the key is the same) and
+    the store emptied: the worker started ahead gets this build's checked job while the CLI has imported neither
+    `cli.main`, asyncio nor the store's lookup; the build is committed after the store missed, and published."""
     store = tmp_path / "store"
     env = {**os.environ, "TRTLS_STORE": str(store)}
     assert _build(tmp_path, workspace, env)["code"] == 0  # the memo
     recipe = workspace / "trtls.toml"
-    grace = "cancel_grace_s = {}\n\n[engines.demo.builder]"
-    recipe.write_text(recipe.read_text().replace(grace.format(10), grace.format(11)))
+    recipe.write_text(recipe.read_text().replace('"build/demo.engine"', '"build/demo-1.engine"'))
     shutil.rmtree(store)
     report = _build(tmp_path, workspace, env)
     assert report["at_send"] is not None, "no job went to the worker before the supervisor"
