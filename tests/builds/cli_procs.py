@@ -109,3 +109,17 @@ def wait_for_file(folder: Path, suffix: str, timeout: float = 300) -> Path:
             return found[0]
         time.sleep(0.02)
     raise AssertionError(f"no {suffix} marker in {folder}")
+
+
+def wait_for_bound(ws: Path, engine: str, build_id: str = "*", timeout: float = 300) -> Path:
+    """The build's `running.json` (its supervisor has it: builds/supervisor/running_record.py): from here a Ctrl-C is
+    the build's own stop, with its evidence. A job can reach its worker before — a changed recipe's checked job goes
+    as soon as the recipe is checked, before the lookup (app/request.py) — and a stop then ends the request with
+    nothing built and nothing written (docs/architecture.md), so a test of a bound build's stop waits for this too."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = sorted((ws / ".trtls" / "runs").glob(f"{build_id if build_id != '*' else engine + '-*'}/running.json"))
+        if found:
+            return found[0]
+        time.sleep(0.02)
+    raise AssertionError(f"no running.json of {engine} {build_id} under {ws}")

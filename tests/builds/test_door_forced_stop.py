@@ -22,7 +22,7 @@ from pathlib import Path
 from trtls.builds.supervisor.orphans import process_alive
 from trtls.core.evidence import record_problems
 
-from .cli_procs import pause_env, wait_for_file
+from .cli_procs import pause_env, wait_for_bound, wait_for_file
 from .helpers import leftovers
 
 
@@ -38,6 +38,7 @@ def test_two_quick_ctrl_c_are_the_users_forced_stop_not_the_builders_fault(works
     try:
         marker = wait_for_file(pause, ".before_build")
         build_id, worker = marker.name.removesuffix(".before_build"), int(marker.read_text())
+        wait_for_bound(workspace, "demo", build_id)  # a job may reach the worker before its build is the supervisor's
         os.kill(worker, signal.SIGSTOP)  # inside the builder: no callback will see the cancel for a while
         cli.send_signal(signal.SIGINT)  # 1: the cooperative cancel
         assert cli.stderr is not None

@@ -19,7 +19,7 @@ from tests.store.conftest import copy_store
 from tests.store.helpers import build_cmd, run_build, with_store
 from trtls.store.lock import KeyLock
 
-from .cli_procs import CliBuild, pause_env, wait_for_file
+from .cli_procs import CliBuild, pause_env, wait_for_bound, wait_for_file
 
 seeded = store_fixtures.seeded  # the store tests' seeded store (one real build of demo, copied per test)
 seed_ws = store_fixtures.seed_ws
@@ -79,6 +79,8 @@ def test_history_is_never_written_through_a_state_folder_swapped_during_the_buil
     pause = tmp_path / "pause"
     cli = CliBuild(workspace, "demo", env=pause_env(pause, "before_build"))
     marker = wait_for_file(pause, ".before_build")
+    # a job may reach the worker before its build is the supervisor's
+    wait_for_bound(workspace, "demo", marker.name.removesuffix(".before_build"))
     elsewhere = tmp_path / "other-project-state"
     shutil.copytree(workspace / ".trtls", elsewhere)  # what the swapped-in folder holds: another project's records
     before = _everything(elsewhere)

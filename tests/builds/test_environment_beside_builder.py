@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.builds.cli_procs import wait_for_bound
+
 
 def _cli(workspace: Path, engine: str, pause: Path) -> subprocess.Popen[str]:
     env = {**os.environ, "TRTLS_TEST_PAUSE": f"device_probe:{pause}", "TRTLS_STORE": "off"}
@@ -70,6 +72,7 @@ def test_a_stop_while_the_driver_has_not_answered_ends_as_a_stop_with_the_record
             proc.kill()
             pytest.fail(f"the record was not made beside the builder: {proc.communicate()[1][-3000:]}")
         time.sleep(0.02)
+    wait_for_bound(workspace, "large")  # the checked job may reach the worker before the build is bound
     os.kill(proc.pid, signal.SIGINT)  # the person's Ctrl-C, while the builder runs without the record
     out, err = proc.communicate(timeout=180)
     assert proc.returncode == 130, (proc.returncode, err[-3000:])

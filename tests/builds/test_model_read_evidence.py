@@ -14,7 +14,7 @@ from pathlib import Path
 
 import onnx
 
-from tests.builds.cli_procs import CliBuild, pause_env, wait_for_file
+from tests.builds.cli_procs import CliBuild, pause_env, wait_for_bound, wait_for_file
 from tests.lsp.test_recorded_answers_lsp import UNKNOWN_ENGINE, _unknown_op_model
 from tests.store.helpers import summaries, with_store
 from trtls.core.summary_record import Summary, read_summary
@@ -62,6 +62,7 @@ def test_a_model_rewritten_while_it_built_is_not_vouched_for(workspace: Path, tm
     pause = tmp_path / "pause"
     cli = CliBuild(workspace, "demo", "--no-store", env=pause_env(pause, "before_build"))
     build_id = wait_for_file(pause, ".before_build").name.removesuffix(".before_build")
+    wait_for_bound(workspace, "demo", build_id)  # the checked job may reach the worker before the build is bound
     demo = workspace / "models" / "demo.onnx"
     model = onnx.load(str(demo))
     model.doc_string = "rewritten while the build held its parse"

@@ -19,7 +19,7 @@ from trtls.builds.supervisor.output_probe import inode_flags
 from trtls.core.display import previous_engine_text
 from trtls.core.summary_record import Summary
 
-from .cli_procs import CliBuild, is_waiting_line, pause_env, sha256_of, wait_for_file
+from .cli_procs import CliBuild, is_waiting_line, pause_env, sha256_of, wait_for_bound, wait_for_file
 from .helpers import leftovers
 
 
@@ -165,6 +165,7 @@ def test_a_build_cancelled_while_it_waits_ends_cancelled_having_built_nothing(wo
     pause = tmp_path / "pause"
     holder = CliBuild(workspace, "demo", env=pause_env(pause, "before_build"))
     wait_for_file(pause, ".before_build")
+    wait_for_bound(workspace, "demo")  # a job may reach the worker before its build is the supervisor's
     waiter = CliBuild(workspace, "demo")
     waiter.wait_for(is_waiting_line)
     waiter.interrupt()  # Ctrl-C while it waits for the output

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .cli_procs import CliBuild, pause_env, wait_for_file
+from .cli_procs import CliBuild, pause_env, wait_for_bound, wait_for_file
 
 
 def test_a_folder_swapped_for_a_symlink_during_the_build_is_refused_at_the_write(
@@ -20,6 +20,7 @@ def test_a_folder_swapped_for_a_symlink_during_the_build_is_refused_at_the_write
     cli = CliBuild(workspace, "demo", env=pause_env(pause, "before_build"))
     marker = wait_for_file(pause, ".before_build")
     build_id = marker.name.removesuffix(".before_build")
+    wait_for_bound(workspace, "demo", build_id)  # a job may reach the worker before its build is the supervisor's
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     out.parent.rename(workspace / "build-was")

@@ -172,11 +172,12 @@ def test_a_build_stopped_after_its_parse_records_the_parsers_answer_and_never_as
 ) -> None:
     # held after the parse (TRTLS_TEST_PAUSE before TensorRT builds), then stopped with Ctrl-C: the parser's answer is
     # sent all the same, and the builder's query is not asked, so nothing delays the stop
-    from tests.builds.cli_procs import CliBuild, pause_env, wait_for_file
+    from tests.builds.cli_procs import CliBuild, pause_env, wait_for_bound, wait_for_file
 
     pause = tmp_path / "pause"
     cli = CliBuild(workspace, "demo", "--no-store", env=pause_env(pause, "before_build"))
     build_id = wait_for_file(pause, ".before_build").name.removesuffix(".before_build")
+    wait_for_bound(workspace, "demo", build_id)  # the checked job may reach the worker before the build is bound
     cli.interrupt()
     assert cli.finish() != 0
     summary = json.loads((workspace / ".trtls" / "runs" / build_id / "summary.json").read_text())
