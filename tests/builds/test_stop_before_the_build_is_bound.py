@@ -155,3 +155,45 @@ def test_a_ctrl_c_after_the_last_job_went_ahead_kills_the_worker_before_the_comm
     assert got["sent"], "the memo's job went ahead (the case under test)"
     assert got["code"] == 130, proc.stderr[-3000:]
     assert got["alive_at_return"] is False, "the worker sent a job was left (stopped) after the command returned"
+
+
+CHECKED_AHEAD_THEN_CTRL_C = """
+import json, os, signal, sys
+from trtls.builds.supervisor import speculation
+send_checked = speculation.send_checked
+seen = {}
+def send_then_stop(worker, job):
+    sent = send_checked(worker, job)
+    seen["worker"], seen["sent"] = worker.pid, sent is not None
+    os.kill(worker.pid, signal.SIGSTOP)  # inside the builder: it would read no EOF for a while
+    if sys.argv[2] == "at_send":
+        raise KeyboardInterrupt  # the person's Ctrl-C as the checked job goes, before the command line's modules
+    return sent
+speculation.send_checked = send_then_stop
+class CtrlCAtImport:  # the person's Ctrl-C while the command line's modules are imported, the checked job sent
+    def find_spec(self, name, path=None, target=None):
+        if name == "trtls.cli.main" and sys.argv[2] == "at_import":
+            raise KeyboardInterrupt
+sys.meta_path.insert(0, CtrlCAtImport())
+from trtls.cli.entry import main
+code = main(["build", sys.argv[1], "--engine", "demo", "--no-store"])
+seen["alive_at_return"] = os.path.exists(f"/proc/{seen['worker']}") if "worker" in seen else None
+open(os.environ["TRTLS_TEST_RESULT"], "w").write(json.dumps({"code": code, **seen}))
+"""
+
+
+def test_a_ctrl_c_after_the_checked_job_went_ahead_kills_the_worker_before_the_command_returns(
+    workspace: Path,
+) -> None:
+    """A `--no-store` build with no job remembered (the first here): the fast path checks the recipe and sends its
+    job before the command line's modules and their stop keys exist (cli/store_lookup.check_ahead). A Ctrl-C then —
+    as the job goes, or while `cli.main` is imported — ends the command as any early Ctrl-C does: exit 130, and the
+    worker (held inside the builder here) is gone before the command returns; it held its commit, so the output and
+    the evidence folder are as they were."""
+    for moment in ("at_send", "at_import"):
+        got, proc = _drive(CHECKED_AHEAD_THEN_CTRL_C, str(workspace), moment)
+        assert got["sent"], f"{moment}: the checked job went ahead (the case under test)"
+        assert got["code"] == 130, proc.stderr[-3000:]
+        assert got["alive_at_return"] is False, f"{moment}: the worker sent a job was left after the command returned"
+        assert not (workspace / "build" / "demo.engine").exists()
+        assert not list((workspace / ".trtls" / "runs").glob("demo-*/summary.json"))
