@@ -155,7 +155,7 @@ def main() -> int:
         for argv, e in ((cli, env), (bare, env), *(((old_cli, base_env),) if base_env else ())):  # bytecode, once
             subprocess.run(argv, env={**e, "TRTLS_BENCH_STAMPS": str(stamps)}, check=True, stdout=subprocess.DEVNULL)
         how = {"off": "--no-store", "fresh": "(a fresh store each run)"}.get(
-            a.store, "(a fresh store and the engine's table edited before each run)"
+            a.store, "(a fresh store and the engine's output moved before each run: a new job)"
         )
         print(f"== The path to TensorRT ready: `trtls build … --engine {a.engine} {how}` vs the bare script")
         when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
