@@ -195,10 +195,11 @@ def check_ahead(args: argparse.Namespace) -> None:
     """A worker the fast path started and sent nothing (the engine's view of the recipe changed since its last build
     here, or a certain build with no job to remember): the recipe is checked now, and its job sent ahead
     (app.request.checked_job_ahead), before the command line's modules, asyncio and the store's lookup are imported —
-    what the job used to wait for: ~55 ms here, ~80 ms on the 16-core host (`probe_cli_timeline.py --store retuned`,
-    issue 31). The full path takes the checked recipe with the worker (`take_started`) and says its findings as it
-    says any (`cli/common.load_or_report`): this reports nothing. Where CPUs are scarce, as after any job sent ahead,
-    this process then waits for the builder's start (`speculation.let_it_start`)."""
+    what the job used to wait for: the builder started ~55 ms sooner here, ~90–140 ms on the 16-core host
+    (`probe_cli_timeline.py --store retuned`, 2026-12-07, docs/performance.md). The full path takes the checked recipe
+    with the worker (`take_started`) and says its findings as it says any (`cli/common.load_or_report`): this reports
+    nothing. Where CPUs are scarce, as after any job sent ahead, this process then waits for the builder's start
+    (`speculation.let_it_start`)."""
     global _started
     if _started is None or _started.ahead is not None:
         return
@@ -258,6 +259,8 @@ def drop_started() -> None:
         from trtls.builds.supervisor.worker_launch import drop_unadopted
 
         drop_unadopted(started.worker)
+        if started.warming is not None:
+            started.warming.settle()  # the key's device probe `check_ahead` started: no thread left in the driver
 
 
 def fast_path(args: argparse.Namespace, *, entry: bool = False) -> int | None:
