@@ -185,12 +185,13 @@ def main() -> int:
                     seen: set[str] = set()
                     for line in runs[-1].read_text().splitlines():
                         ev = json.loads(line)
-                        if ev.get("type") in ("environment", "build_started") and ev["type"] not in seen:
+                        if ev.get("type") not in seen and "t_ns" in ev:  # each kind's first: before and after the build
                             seen.add(ev["type"])
                             marks.append((ev["t_ns"], f"worker event: {ev['type']}"))
                 else:
                     got = json.loads(stamps.read_text())
                     marks += [(got["ready"], "bare: tensorrt_rtx imported"), (got["call"], "bare: the builder's call")]
+                    marks.append((got["return"], "bare: the builder returned"))
                 marks.append((ended, f"{who}: exit seen"))
                 for ns, what in marks:
                     offsets[who].setdefault(what, []).append((ns - launch) / 1e6)

@@ -5,8 +5,11 @@ tried a second time, the fast path holds for the same interpreter by another nam
 `initialize` before the command line's parser or any recipe model is imported (and a shutdown with no build to stop
 imports no build core either).
 
-Each runs real processes: a driver script with an audit hook (a snapshot of `sys.modules` at the worker's spawn, the
-child processes started, the memo reads) or a stdout that snapshots `sys.modules` at the server's first reply."""
+Each runs real processes: a driver script with an audit hook (a snapshot of `sys.modules` at the worker's start, the
+child processes started, the memo reads) or a stdout that snapshots `sys.modules` at the server's first reply. A worker
+the entry starts parked (builds/supervisor/worker_launch.py: the store may still serve the build) loads nothing until
+it is told to start, so its start is that moment (`released`), and one dropped unstarted is listed apart
+(`parked_kills`) from the workers that had started (`group_kills`)."""
 
 from __future__ import annotations
 
@@ -41,22 +44,40 @@ LATE_FOR_INITIALIZE = (
 BUILD_DRIVER = """
 import json, sys, threading
 report = {"at_spawn": None, "children": [], "memo_reads": 0, "recipe_reads": 0, "at_cuda": None, "cuda_thread": None,
-          "group_kills": []}
+          "group_kills": [], "parked": [], "released": [], "parked_kills": []}
 def hook(event, args):
     if event == "ctypes.dlopen" and "cuda" in str(args[0]) and report["at_cuda"] is None:
         report["at_cuda"], report["cuda_thread"] = sorted(sys.modules), threading.current_thread().name
     elif event == "subprocess.Popen":
         argv = [str(a) for a in (args[1] or [])]
         report["children"].append(argv)
-        if report["at_spawn"] is None and "trtls.builds.worker" in argv:
+        # a worker started parked loads nothing until it is told to start: its start is the release (below)
+        if report["at_spawn"] is None and "trtls.builds.worker" in argv and "--parked" not in argv:
             report["at_spawn"] = sorted(sys.modules)
     elif event == "os.killpg":
-        report["group_kills"].append(list(args))
+        parked = args[0] in report["parked"] and args[0] not in report["released"]
+        report["parked_kills" if parked else "group_kills"].append(list(args))
     elif event == "open" and str(args[0]).endswith("demo.hit.json") and not (args[2] or 0) & 0o3:  # O_RDONLY
         report["memo_reads"] += 1
     elif event == "open" and str(args[0]).endswith("trtls.toml") and not (args[2] or 0) & 0o3:
         report["recipe_reads"] += 1
 sys.addaudithook(hook)
+import trtls.builds.supervisor.worker_launch as launch  # the entry's first import anyway
+_start_now, _take_ahead = launch.start_now, launch.take_ahead
+def start_now(preload, parked=False):
+    proc = _start_now(preload, parked=parked)
+    if parked:
+        report["parked"].append(proc.pid)
+    return proc
+def take_ahead(preload):
+    ahead = launch._AHEAD
+    worker = _take_ahead(preload)
+    if worker is not None and ahead is not None and ahead.pid in report["parked"]:
+        report["released"].append(worker.pid)
+        if report["at_spawn"] is None:
+            report["at_spawn"] = sorted(sys.modules)
+    return worker
+launch.start_now, launch.take_ahead = start_now, take_ahead
 from trtls.cli.entry import main
 code = main(sys.argv[2:])
 with open(sys.argv[1], "w") as fh:
@@ -159,9 +180,13 @@ def test_a_build_whose_key_the_fast_path_found_missing_from_the_store_starts_its
     first = build_report(tmp_path, "build", str(workspace), "--engine", "demo", env=env)  # no memo yet
     assert first["code"] == 0 and first["at_spawn"] is not None
     assert "trtls.core.recipe" in first["at_spawn"], "a build the store might serve started its worker before looking"
+    # the worker the entry started parked was dropped unstarted: no memo, the lookup decides (the full path's worker)
+    assert len(first["parked"]) == 1 and first["released"] == [] and len(first["parked_kills"]) == 1, first
     shutil.rmtree(store)  # the same key, an empty store: a known miss
     again = build_report(tmp_path, "build", str(workspace), "--engine", "demo", env=env)
     assert again["code"] == 0 and again["at_spawn"] is not None, "no worker was started"
+    # the known miss started the very worker the entry had started parked: its interpreter's start was behind it
+    assert again["released"] == again["parked"] and len(again["parked"]) == 1, again
     # the store's own modules are loaded by then: the fast path looked the key up with them
     loaded = [m for m in LATE_FOR_A_BUILD if m in again["at_spawn"] and not m.startswith("trtls.store.")]
     assert loaded == [], f"imported before the worker started: {loaded}"
@@ -254,6 +279,9 @@ def test_an_edit_outside_the_engines_view_is_a_known_miss_or_a_hit_that_starts_n
     recipe.write_text("# a comment\n" + text.replace(demo_grace.format(10), demo_grace.format(11)))
     hit = build_report(tmp_path, "build", str(workspace), "--engine", "demo", env=env)
     assert hit["code"] == 0 and hit["at_spawn"] is None and hit["group_kills"] == []
+    # the one worker the entry started parked was never told to start, and was ended before the command returned
+    assert len(hit["parked"]) == 1 and hit["released"] == [], hit
+    assert [k for k, _ in hit["parked_kills"]] == hit["parked"], hit["parked_kills"]
     # the recipe read once for every question asked of it (the early worker, the store's say, the memo's hash, the
     # engine's view, the check, the evidence's retention): core.recipe_file.recipe_snapshot
     assert hit["recipe_reads"] == 1, hit["recipe_reads"]

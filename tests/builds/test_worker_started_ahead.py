@@ -16,6 +16,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 DRIVER = """
 import json, os, subprocess, sys
 spawned = []
@@ -90,22 +92,23 @@ import json, os, subprocess, sys
 from trtls.builds.supervisor import worker_launch
 started = worker_launch.start_ahead
 pid = []
-def ahead_then_ctrl_c():
-    started()
+def ahead_then_ctrl_c(parked=False):
+    started(parked=parked)
     pid.append(worker_launch._AHEAD.pid)
     raise KeyboardInterrupt  # the person's Ctrl-C, just after the worker was started ahead
 worker_launch.start_ahead = ahead_then_ctrl_c
 from trtls.cli.entry import main
-code = main(["build", sys.argv[1], "--engine", "demo", "--no-store"])
+code = main(["build", sys.argv[1], "--engine", "demo", *sys.argv[2:]])
 os.write(1, json.dumps({"code": code, "pid": pid[0]}).encode())
 """
 
 
+@pytest.mark.parametrize("flags", [["--no-store"], []], ids=["certain", "parked"])
 def test_a_ctrl_c_just_after_the_worker_started_ahead_is_the_persons_stop_and_the_worker_ends(
-    workspace: Path,
+    workspace: Path, flags: list[str]
 ) -> None:
     proc = subprocess.run(
-        [sys.executable, "-c", CTRL_C_DRIVER, str(workspace)], capture_output=True, text=True, timeout=120
+        [sys.executable, "-c", CTRL_C_DRIVER, str(workspace), *flags], capture_output=True, text=True, timeout=120
     )
     assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
     assert "trtls build: interrupted by Ctrl-C" in proc.stderr

@@ -1,6 +1,6 @@
 """Helpers for the engine-store tests: `trtls build` as a real child process against a recipe with a `[store]`
 table, and a probe (sitecustomize on PYTHONPATH) that records every process that starts a worker or imports
-TensorRT, so a test can count them."""
+TensorRT, so a test can count them (a worker started parked counts once it is told to start)."""
 
 from __future__ import annotations
 
@@ -15,9 +15,14 @@ PROBE = """
 import os, sys
 _d = os.environ.get("TRTLS_TEST_PROBE_DIR")
 if _d:
-    if "trtls.builds.worker" in getattr(sys, "orig_argv", []):
+    _argv = getattr(sys, "orig_argv", [])
+    # a worker started parked (builds/worker/parked.py) is a worker once it is told to start: it then loads its modules
+    _parked = "trtls.builds.worker" in _argv and "--parked" in _argv
+    if "trtls.builds.worker" in _argv and not _parked:
         open(os.path.join(_d, f"worker-{os.getpid()}"), "w").close()
     def _hook(event, args):
+        if _parked and event == "import" and str(args[0]) == "trtls.builds.worker.main":
+            open(os.path.join(_d, f"worker-{os.getpid()}"), "w").close()
         if event == "import" and str(args[0]).startswith("tensorrt"):
             open(os.path.join(_d, f"tensorrt-{os.getpid()}"), "w").close()
         if event == "import" and str(args[0]) == "pydantic":

@@ -874,6 +874,12 @@ export interface ShowDocumentReply {
   shown: boolean;
 }
 
+/** Supervisor → worker, on stdin: the first line of a worker started `--parked` (a `trtls build` that may still be a store hit starts it before it knows: builds/supervisor/worker_launch.py). The build is certain now: load the builder and wait for the job. A parked worker has loaded no builder and asked no driver; stdin closing, or a SIGKILL of its group, ends it having done nothing. */
+export interface StartControl {
+  type?: 'start';
+  v?: number;
+}
+
 /** Coalesced: the latest step per phase at most every 50 ms; always flushed before that phase's finish. */
 export interface Step {
   v?: number;

@@ -103,10 +103,12 @@ def _command(given: list[str] | None, argv: list[str]) -> int:
         return _full(given, argv)
     certain, warming = bool(words["no_store"] or words["rebuild"]), None
     try:  # from here a Ctrl-C is the person's stop (`_interrupted`), with a worker started ahead dropped
-        if certain:  # a build for certain: its worker starts first of all, before argparse and the door's process rules
-            from trtls.builds.supervisor.worker_launch import start_ahead
+        from trtls.builds.supervisor.worker_launch import drop_ahead, start_ahead
 
-            start_ahead()
+        # Its worker starts first of all, before argparse and the door's process rules: a build for certain starts at
+        # once; one the store may serve starts parked (no builder loaded) until the fast path knows it builds, and is
+        # dropped otherwise (builds/supervisor/worker_launch.py)
+        start_ahead(parked=not certain)
         args = _namespace(words)
         _remember_snapshots(True)
         from trtls.builds.cuda import device_fingerprint, warm_driver
@@ -121,6 +123,7 @@ def _command(given: list[str] | None, argv: list[str]) -> int:
 
         with safe_console() as out:
             done = fast_path(args, entry=True)
+        drop_ahead()  # a worker started ahead that the fast path did not take (a hit, a decline) ends unused now
         return exit_code(out, "build", done) if done is not None else _full(given, argv, args)
     except KeyboardInterrupt:
         # the user's stop, even this early (the fast path's imports, its hashes, a restore): nothing is built, and a
@@ -131,10 +134,9 @@ def _command(given: list[str] | None, argv: list[str]) -> int:
         drop_started()
         return _interrupted(argv)
     finally:
-        if certain:  # a worker started ahead that the fast path did not take ends without building
-            from trtls.builds.supervisor.worker_launch import drop_ahead
+        from trtls.builds.supervisor.worker_launch import drop_ahead  # (again: a Ctrl-C may have cut the first import)
 
-            drop_ahead()
+        drop_ahead()  # a worker started ahead that nobody took (a Ctrl-C, a failure) ends without building
         if warming is not None:
             warming.settle()  # its answer, or the driver's bound passed (a cuInit that hangs: builds/cuda.py)
 

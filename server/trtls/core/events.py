@@ -315,6 +315,17 @@ class CancelControl(BaseModel):
     t_request_ns: int
 
 
+class StartControl(BaseModel):
+    """Supervisor → worker, on stdin: the first line of a worker started `--parked` (a `trtls build` that may still
+    be a store hit starts it before it knows: builds/supervisor/worker_launch.py). The build is certain now: load the
+    builder and wait for the job. A parked worker has loaded no builder and asked no driver; stdin closing, or a
+    SIGKILL of its group, ends it having done nothing."""
+
+    model_config = ConfigDict(extra="forbid")
+    type: Literal["start"] = "start"
+    v: int = PROTOCOL_VERSION
+
+
 class CommitControl(BaseModel):
     """Supervisor → worker, on stdin, only to a worker whose job said `hold_commit`: the job was sent before the
     supervisor had checked the recipe, and the job it checked is the same one, so the engine may now be written."""

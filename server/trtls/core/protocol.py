@@ -14,7 +14,12 @@ from trtls.core.vocabulary import CANCEL_SOURCES  # stdlib only, as this module
 
 PROTOCOL = "trtls.events/1"
 PROTOCOL_VERSION = 1
-__all__ = ["CANCEL_SOURCES", "PROTOCOL", "PROTOCOL_VERSION"]
+# A worker started with this flag waits for START_LINE before it loads its builder (builds/worker/parked.py). The line
+# is `core.events.StartControl` as its model writes it (tests/builds/test_worker_parked.py holds them equal): the CLI
+# sends it before pydantic is imported, which would delay the very start it releases.
+PARKED_FLAG = "--parked"
+START_LINE = (json.dumps({"type": "start", "v": PROTOCOL_VERSION}, separators=(",", ":")) + "\n").encode()
+__all__ = ["CANCEL_SOURCES", "PARKED_FLAG", "PROTOCOL", "PROTOCOL_VERSION", "START_LINE"]
 
 
 def stable_json(obj: Any) -> str:

@@ -120,6 +120,7 @@ def all_models() -> list[type[BaseModel]]:
         *FARM_MODELS,
         events.CancelControl,
         events.CommitControl,
+        events.StartControl,
         *WIRE_MODELS,
     ]
     for m in [*listed, *wire.COMMAND_REPLIES.values(), *COMMAND_ARGS.values()]:
@@ -154,7 +155,11 @@ def build_schema() -> dict[str, Any]:
             "protocolVersion": events.PROTOCOL_VERSION,
             "job": worker_job.WorkerJob.__name__,
             "workerEvents": {t: m.__name__ for t, m in events.EVENT_MODELS.items()},
-            "control": {"cancel": events.CancelControl.__name__, "commit": events.CommitControl.__name__},
+            "control": {
+                "cancel": events.CancelControl.__name__,
+                "commit": events.CommitControl.__name__,
+                "start": events.StartControl.__name__,
+            },
             "notifications": {k: [m.__name__ for m in v] for k, v in wire.NOTIFICATIONS.items()},
             "commands": {
                 c: {"arguments": COMMAND_ARGS[c].__name__, "reply": r.__name__} for c, r in wire.COMMAND_REPLIES.items()
@@ -223,6 +228,7 @@ def doc_tables(schema: dict[str, Any]) -> dict[str, str]:
         "job": "\n\n".join(model_table(schema, m.__name__) for m in JOB_MODELS),
         "control": fields_list(schema, "CancelControl"),
         "commit-control": fields_list(schema, "CommitControl"),
+        "start-control": fields_list(schema, "StartControl"),
         "notifications": "\n\n".join(model_table(schema, m.__name__) for m in WIRE_MODELS),
         "commands": commands_table(schema),
         "verdict": model_table(schema, "GatesVerdict"),

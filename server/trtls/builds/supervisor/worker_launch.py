@@ -11,6 +11,11 @@ the spawn came 8–12 ms sooner than when it waited for them, on the 16-core hos
 Every worker gets a fresh nonce in its environment (`trtls.fs.nonce.NONCE_ENV`), known only to the process that
 started it (`started_nonce`) and to the build's `running.json` (0600): the proof orphan recovery asks of a live pid
 before it kills it, so a planted record cannot aim the kill at anything else.
+
+A worker started before this process knows it builds (`start_ahead(parked=True)`: a build the store may still serve)
+starts `--parked`: its interpreter and its lightest modules start beside the fast path's memo, store and device
+checks, and it waits there — no builder loaded, no driver asked — for `core.protocol.START_LINE` (a known miss, a
+changed engine: `take_ahead`) or its end (a hit, a decline: `drop_ahead`).
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ SITE_ENV = "TRTLS_WORKER_SITE"  # "1": start the built-in worker with `site`, as
 AHEAD_PRELOAD = "auto"  # what a worker started ahead preloads: a recipe's engine that names no builder module
 _STARTED_NONCES: dict[int, str] = {}  # pid → the nonce of a worker `start_now` started, until it is adopted
 _AHEAD: subprocess.Popen[bytes] | None = None  # the worker `start_ahead` started, until it is taken or dropped
+_PARKED: set[int] = set()  # pids of workers started parked and not yet told to start (`take_ahead`)
 
 
 def with_nonce() -> tuple[str, dict[str, str]]:
@@ -72,14 +78,20 @@ def _found_alike(names: tuple[str, ...], path: list[str]) -> bool:
         return False
 
 
-def start_now(preload: str) -> subprocess.Popen[bytes]:
+def start_now(preload: str, parked: bool = False) -> subprocess.Popen[bytes]:
     """Start the built-in worker from plain Python, before any event loop runs (a certain build, or the store's fast
     path found the engine missing: builds/supervisor/adopted_worker.py adopts it once the loop runs). As
     `spawn.spawn_worker` starts one: its own session, the builder preloaded, a nonce only this process and its
-    running.json know (`started_nonce`)."""
+    running.json know (`started_nonce`). `parked`: it waits for its start line before it loads the builder (the
+    module doc)."""
     nonce, env = with_nonce()
+    flags = ["--preload", preload]
+    if parked:
+        from trtls.core.protocol import PARKED_FLAG
+
+        flags.append(PARKED_FLAG)
     proc = subprocess.Popen(
-        launch_argv([*BUILTIN_WORKER, "--preload", preload], env),
+        launch_argv([*BUILTIN_WORKER, *flags], env),
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -87,6 +99,8 @@ def start_now(preload: str) -> subprocess.Popen[bytes]:
         env=env,
     )
     _STARTED_NONCES[proc.pid] = nonce
+    if parked:
+        _PARKED.add(proc.pid)
     return proc
 
 
@@ -96,28 +110,41 @@ def started_nonce(pid: int) -> str | None:
     return _STARTED_NONCES.pop(pid, None)
 
 
-def start_ahead() -> None:
-    """A certain build from the program's entry (`trtls build --engine NAME --no-store` or `--rebuild`, no other
-    flag): its worker starts now, first of all, before this process imports what reads the recipe and hashes its
-    inputs. It preloads what a recipe's engine that names no builder module preloads (`AHEAD_PRELOAD`); the fast path
-    takes it (`take_ahead`) once the raw recipe says the engine wants that, and otherwise it is ended at once
-    (`drop_unadopted`), having built nothing. Nothing is sent to it before the recipe is read. One started ahead
-    before and never taken is ended first."""
+def start_ahead(parked: bool = False) -> None:
+    """A build from the program's entry (`trtls build --engine NAME`, perhaps with `--json`, `--no-store` or
+    `--rebuild`, no other flag): its worker starts now, first of all, before this process imports what reads the
+    recipe and hashes its inputs. It preloads what a recipe's engine that names no builder module preloads
+    (`AHEAD_PRELOAD`); the fast path takes it (`take_ahead`) once the raw recipe says the engine wants that, and
+    otherwise it is ended at once (`drop_unadopted`), having built nothing. Nothing is sent to it before the recipe is
+    read. `parked`: the build is not certain yet (the store may serve it): the worker waits, its builder not loaded,
+    until `take_ahead` starts it (the module doc). One started ahead before and never taken is ended first."""
     global _AHEAD
     drop_ahead()
     try:
-        _AHEAD = start_now(AHEAD_PRELOAD)
+        _AHEAD = start_now(AHEAD_PRELOAD, parked=parked)
     except OSError:
         _AHEAD = None  # the fast path starts its own, and the full path says why it cannot
 
 
 def take_ahead(preload: str) -> subprocess.Popen[bytes] | None:
-    """The worker `start_ahead` started, now the caller's, when `preload` is what it preloads; else None (it is
-    dropped)."""
+    """The worker `start_ahead` started, now the caller's — told to start if it was parked — when `preload` is what it
+    preloads; else None (it is dropped). None too when a parked one cannot be told (it is gone): the caller starts
+    another."""
     global _AHEAD
     if preload != AHEAD_PRELOAD:
         drop_ahead()
     worker, _AHEAD = _AHEAD, None
+    if worker is not None and worker.pid in _PARKED:
+        from trtls.core.protocol import START_LINE
+
+        _PARKED.discard(worker.pid)
+        try:
+            assert worker.stdin is not None
+            worker.stdin.write(START_LINE)
+            worker.stdin.flush()
+        except (OSError, ValueError):
+            drop_unadopted(worker)
+            return None
     return worker
 
 
@@ -139,4 +166,5 @@ def drop_unadopted(worker: subprocess.Popen[bytes]) -> None:
     from trtls.fs.kill import end_child  # the door's end of a child; only once a worker is to be ended
 
     started_nonce(worker.pid)  # forgotten: nobody adopts it
+    _PARKED.discard(worker.pid)
     end_child(worker)
