@@ -59,6 +59,8 @@ def test_a_model_saved_while_its_engine_is_built_is_not_stored_under_the_old_key
         "an engine of other bytes was stored under the key"
     )
     assert any("changed while the engine was built" in w for w in built["store"]["warnings"])
+    # the engine's copy into the store began as the worker wrote it, before the end knew not to publish: removed
+    assert not (store / "tmp").exists() or list((store / "tmp").iterdir()) == []
 
     shutil.copyfile(original, model)  # the bytes the key was computed from, back: built as what they are
     (seed_ws / "build" / "demo.engine").unlink()

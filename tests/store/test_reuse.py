@@ -9,6 +9,7 @@ import os
 import shutil
 import signal
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -155,11 +156,17 @@ def test_sigkill_during_publish_leaves_no_partial_entry(workspace: Path, tmp_pat
     env = probe_env(tmp_path / "probe", TRTLS_STORE_PAUSE="publish", TRTLS_STORE_PAUSE_FILE=str(marker))
     proc = subprocess.Popen(build_cmd(workspace), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     _wait_for(marker, proc)
+    # the copy is held half-way; it began as the worker said the engine was written, beside the build's evidence,
+    # which goes on (store/use.py `stage_engine`) until the publish waits for the copy: killed there
+    _wait_for(workspace / ".trtls" / "runs", proc)
+    while not list((workspace / ".trtls" / "runs").glob("*/summary.json")):
+        assert proc.poll() is None
+        time.sleep(0.02)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     assert entries(store) == []
     assert len(list((store / "tmp").iterdir())) == 1  # the half-written entry, outside entries/
-    (s,) = summaries(workspace)  # the build's own evidence was complete before the publish began
+    (s,) = summaries(workspace)  # the build's own evidence was complete before the publish took the copy
     assert sha(workspace / "build" / "demo.engine") == s["engineArtifact"]["sha256"]
     gc = subprocess.run(
         [*build_cmd(workspace)[:3], "store", "gc", str(workspace)], capture_output=True, text=True, check=True

@@ -10,7 +10,7 @@ import json
 import os
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from trtls import fs
 from trtls.fs import Kind, rename
@@ -24,6 +24,16 @@ from trtls.store.upload_state import UploadState, cut_by_a_stop
 
 if TYPE_CHECKING:
     from trtls.core.cancel import CancelToken
+
+
+class Staged(NamedTuple):
+    """An engine copied into the store's `tmp/` ahead of its publish (`PublishingFolder.stage`): the folder holding
+    it, the file it was copied from, and the sha256 and size of the bytes the copy holds."""
+
+    tmp: Path
+    source: Path
+    sha256: str
+    size: int
 
 
 class PublishingFolder(StoreFolder):
@@ -51,16 +61,37 @@ class PublishingFolder(StoreFolder):
         raise NotImplementedError  # entries.Store.entries
 
     # -- writing -------------------------------------------------------------------------------
-    def publish(
-        self, key: str, parts: dict[str, Any], engine: Path, build: dict[str, Any], sha: str | None, push: bool = True
-    ) -> Entry:
-        """Store `engine` under `key`. A no-op when the key is stored with these bytes; with other bytes (a
-        `--rebuild`) the entry is replaced and `replaced` says what it held. `sha`: the engine's hash as the worker
-        wrote it; a copy that reads other bytes (the output changed meanwhile) is not stored. Raises OSError (a full
-        disk, a read-only store, a store refused by `check`). `push`: send it on to the remote store (False: a farm
-        node sent it already)."""
-        key = self.checked_key(key)
-        self.replaced = None
+    def stage(self, key: str, engine: Path, sha: str | None) -> Staged | None:
+        """Copy `engine` into `tmp/` for its publish, before the build's end has decided to publish it: the copy, its
+        hash and its fsync run beside the build's evidence instead of after it (issue 31). None when nothing was
+        staged (the store cannot be written, the copy failed, or it read other bytes than `sha`): `publish` then copies
+        as it always did and says why it cannot. Whoever stages hands the result to `publish` or `unstage`."""
+        try:
+            key = self.checked_key(key)
+            self._writable()
+        except OSError:
+            return None
+        tmp = self.root / "tmp" / tmp_name("publish", key)
+        try:
+            fs.ensure_folder(tmp, within=self.root)
+            self.fit(tmp, folder=True)
+            got, size = self._copy_engine(engine, tmp)
+        except OSError:
+            if os.path.lexists(tmp):
+                self.discard(tmp)
+            return None
+        staged = Staged(tmp, engine, got, size)
+        if sha is not None and got != sha:
+            self.unstage(staged)
+            return None
+        return staged
+
+    def unstage(self, staged: Staged | None) -> None:
+        """A staged copy no publish took (the build's end did not publish, or published otherwise): removed."""
+        if staged is not None and os.path.lexists(staged.tmp):
+            self.discard(staged.tmp)
+
+    def _writable(self) -> None:
         if self.mode != "read_write":
             raise OSError(errno.EROFS, "the store is read-only (mode = read)")
         try:
@@ -69,6 +100,33 @@ class PublishingFolder(StoreFolder):
             raise OSError(errno.EPERM, f"{exc.code} {exc}") from exc
         if self.unwritable is not None:
             raise OSError(errno.EROFS, self.unwritable)
+
+    def publish(
+        self,
+        key: str,
+        parts: dict[str, Any],
+        engine: Path,
+        build: dict[str, Any],
+        sha: str | None,
+        push: bool = True,
+        staged: Staged | None = None,
+    ) -> Entry:
+        """Store `engine` under `key`. A no-op when the key is stored with these bytes; with other bytes (a
+        `--rebuild`) the entry is replaced and `replaced` says what it held. `sha`: the engine's hash as the worker
+        wrote it; a copy that reads other bytes (the output changed meanwhile) is not stored. Raises OSError (a full
+        disk, a read-only store, a store refused by `check`). `push`: send it on to the remote store (False: a farm
+        node sent it already). `staged`: this engine's copy `stage` made, taken when it is of `engine` and holds `sha`
+        (else removed, and the engine copied here); removed in any case when it is not moved in."""
+        try:
+            key = self.checked_key(key)
+            self.replaced = None
+            self._writable()
+        except BaseException:
+            self.unstage(staged)
+            raise
+        if staged is not None and (staged.source != engine or sha is None or staged.sha256 != sha):
+            self.unstage(staged)  # of other bytes than the build's end verified: copied again below
+            staged = None
         replacing: dict[str, Any] | None = None
         try:
             existing = self.get(key, remote=False)
@@ -76,18 +134,25 @@ class PublishingFolder(StoreFolder):
             existing, replacing = None, {"notUsed": str(exc)}  # whole perhaps, but not ours to trust: replaced
         except Refused as exc:
             existing, replacing = None, {"damaged": str(exc)}  # quarantined already: nothing to move aside
+        except BaseException:
+            self.unstage(staged)
+            raise
         if existing is not None:
             if sha is not None and existing.sha256 == sha:
+                self.unstage(staged)
                 self.mark_used(key)
                 if push:
                     self.upload.skipped("the local store held this engine already: nothing is sent")
                 return existing
             replacing = {"sha256": existing.sha256, "size": existing.size, "buildId": existing.build.get("buildId")}
-        tmp = self.root / "tmp" / tmp_name("publish", key)
-        fs.ensure_folder(tmp, within=self.root)
-        self.fit(tmp, folder=True)  # a team's store: the other accounts may evict or quarantine it later
+        if staged is not None:
+            tmp = staged.tmp
+        else:
+            tmp = self.root / "tmp" / tmp_name("publish", key)
+            fs.ensure_folder(tmp, within=self.root)
+            self.fit(tmp, folder=True)  # a team's store: the other accounts may evict or quarantine it later
         try:
-            record = self._write_entry(tmp, key, parts, engine, build, sha)
+            record = self._write_entry(tmp, key, parts, engine, build, sha, staged)
             if existing is None or existing.sha256 != record["engine"]["sha256"]:
                 self._move_in(tmp, key, replacing)
         finally:
@@ -112,15 +177,31 @@ class PublishingFolder(StoreFolder):
 
         push_entry(self, entry)
 
-    def _write_entry(
-        self, tmp: Path, key: str, parts: dict[str, Any], engine: Path, build: dict[str, Any], sha: str | None
-    ) -> dict[str, Any]:
-        file_mode = shared_modes(self.root)[1]
+    def _copy_engine(self, engine: Path, tmp: Path) -> tuple[str, int]:
+        """`engine` copied to `tmp/engine` (fsynced, atomic): the sha256 and size of the bytes the copy holds."""
         with (
             fs.open_regular(engine, limit=None, follow=False) as src,
-            fs.atomic_writer(tmp / "engine", kind=Kind.store_entry, within=self.root, mode=file_mode) as dst,
+            fs.atomic_writer(
+                tmp / "engine", kind=Kind.store_entry, within=self.root, mode=shared_modes(self.root)[1]
+            ) as dst,
         ):
-            got, size = copy_hashing(src, dst, "publish")
+            return copy_hashing(src, dst, "publish")
+
+    def _write_entry(
+        self,
+        tmp: Path,
+        key: str,
+        parts: dict[str, Any],
+        engine: Path,
+        build: dict[str, Any],
+        sha: str | None,
+        staged: Staged | None = None,
+    ) -> dict[str, Any]:
+        file_mode = shared_modes(self.root)[1]
+        if staged is not None:  # copied, hashed and fsynced already, of these very bytes (`publish` checked)
+            got, size = staged.sha256, staged.size
+        else:
+            got, size = self._copy_engine(engine, tmp)
             if sha is not None and got != sha:
                 raise OSError(errno.EIO, f"the engine changed while it was copied ({got[:12]}… ≠ {sha[:12]}…)")
         record = {

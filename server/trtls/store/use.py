@@ -4,7 +4,9 @@ Store types only (no builds import): the store layer."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -13,6 +15,7 @@ from trtls.store.config import StoreConfig
 from trtls.store.entries import Store
 from trtls.store.key import EngineKey
 from trtls.store.lock import KeyLock
+from trtls.store.publishing import Staged
 
 T = TypeVar("T")
 
@@ -53,10 +56,47 @@ class StoreUse:
     pin_damaged: str | None = None  # why the pin file there is not a pin: nothing is built over it (PinUnavailable)
     # the pin this build lifted (the recipe's key changed) or removed (--unpin): {"pin", "why"} in the evidence
     unpinned: dict[str, Any] | None = None
+    # the built engine's copy into the store, started as the worker said it was written (`stage_engine`)
+    staging: Future[Staged | None] | None = None
 
     def release(self) -> None:
+        self.unstage()
         if self.lock is not None:
             self.lock.release()
+
+    def stage_engine(self, engine: Path, sha: str | None) -> None:
+        """Start copying the built `engine` into the store (`Store.stage`) on a thread of its own, while the build's
+        end writes its evidence: the publish then finds its copy made (`take_staged`). Nothing when the store is not
+        written or a copy is under way already."""
+        store, key = self.store, self.key
+        if store is None or key is None or store.mode != "read_write" or self.staging is not None:
+            return
+        staging: Future[Staged | None] = Future()
+
+        def copy() -> None:
+            try:
+                staging.set_result(store.stage(key.hex, engine, sha))
+            except BaseException as exc:  # a failure is publish's to meet again and say
+                staging.set_exception(exc)
+
+        self.staging = staging
+        threading.Thread(target=copy, name="trtls-store-stage").start()
+
+    def take_staged(self) -> Staged | None:
+        """The copy `stage_engine` made (awaited), now the caller's to publish or unstage; None when none was made."""
+        staging, self.staging = self.staging, None
+        if staging is None:
+            return None
+        try:
+            return staging.result()
+        except Exception:
+            return None
+
+    def unstage(self) -> None:
+        """A copy `stage_engine` made that no publish took: removed (its thread awaited)."""
+        staged = self.take_staged()
+        if staged is not None and self.store is not None:
+            self.store.unstage(staged)
 
     async def looked_up(self, lookup: Callable[[], T]) -> T:
         """`lookup` (the store's `get`: a local miss may ask the remote store, which can take its timeouts) on a

@@ -271,7 +271,7 @@ def _publish(use: StoreUse, engine: Path, record: dict[str, Any], sha: str | Non
         pushed = published_by_node(summary.get("notes") or [], use.key.hex)
         if pushed:
             use.store.upload.skipped("a farm node sent the engine to the remote store already")
-        use.store.publish(use.key.hex, use.key.parts, engine, record, sha, push=not pushed)
+        use.store.publish(use.key.hex, use.key.parts, engine, record, sha, push=not pushed, staged=use.take_staged())
         return True
     except OSError as exc:
         where = f"{exc.filename}: " if exc.filename and exc.strerror else ""  # what refused it (an entry's folder)
@@ -325,6 +325,12 @@ def attach(
                 on_warning(w)
 
     def on_end(b: Any, ev: Any) -> Coroutine[Any, Any, None] | None:
-        return ended(b) if ev is None else None
+        if ev is None:
+            return ended(b)
+        if ev.type == "build_finished" and ev.outcome == "built" and b.remote is None:
+            # the engine is renamed into place: its copy into the store starts now, beside the evidence, and the
+            # publish takes it once the end decides to publish (`after_build`; removed otherwise)
+            use.stage_engine(b.output, ev.engine_sha256)
+        return None
 
     build.listeners.insert(0, on_end)
