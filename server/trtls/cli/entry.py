@@ -2,8 +2,9 @@
 engine store before the command line's parser and its subcommands (argparse, asyncio, every face's module: ~80 ms)
 are imported; anything else — another command, another flag, a miss — goes to `trtls.cli.main`, which parses it
 as always. The fast path's own rules (what must be unchanged, when it declines) are in builds/avoidance/reuse.py
-(`fast_hit`); this module only decides whether a command line is one it may answer. `trtls serve` goes straight to
-the language server, for the same reason (initialize from spawn)."""
+(`fast_hit`); this module only decides whether a command line is one it may answer, and starts such a build's worker
+first of all — parked until the fast path knows it builds (builds/supervisor/worker_launch.py). `trtls serve` goes
+straight to the language server, for the same reason (initialize from spawn)."""
 
 from __future__ import annotations
 
