@@ -39,9 +39,15 @@ PROBE = """
 import os, sys
 _d = os.environ.get("TRTLS_BENCH_PROBE_DIR")
 if _d:
-    if "trtls.builds.worker" in getattr(sys, "orig_argv", []):
+    _argv = getattr(sys, "orig_argv", [])
+    # a worker started parked (builds/worker/parked.py: a build the store may serve) is a worker once it is told to
+    # start: it then imports its modules; one a hit ended unstarted loaded nothing
+    _parked = "trtls.builds.worker" in _argv and "--parked" in _argv
+    if "trtls.builds.worker" in _argv and not _parked:
         open(os.path.join(_d, f"worker-{os.getpid()}"), "w").close()
     def _hook(event, args):
+        if _parked and event == "import" and str(args[0]) == "trtls.builds.worker.main":
+            open(os.path.join(_d, f"worker-{os.getpid()}"), "w").close()
         if event == "import" and str(args[0]).startswith("tensorrt"):
             open(os.path.join(_d, f"tensorrt-{os.getpid()}"), "w").close()
     sys.addaudithook(_hook)
