@@ -73,8 +73,7 @@ class PublishingFolder(StoreFolder):
             return None
         tmp = self.root / "tmp" / tmp_name("publish", key)
         try:
-            fs.ensure_folder(tmp, within=self.root)
-            self.fit(tmp, folder=True)
+            self._make_tmp(tmp)
             got, size = self._copy_engine(engine, tmp)
         except OSError:
             if os.path.lexists(tmp):
@@ -90,6 +89,10 @@ class PublishingFolder(StoreFolder):
         """A staged copy no publish took (the build's end did not publish, or published otherwise): removed."""
         if staged is not None and os.path.lexists(staged.tmp):
             self.discard(staged.tmp)
+
+    def _make_tmp(self, tmp: Path) -> None:
+        fs.ensure_folder(tmp, within=self.root)
+        self.fit(tmp, folder=True)  # a team's store: the other accounts may evict or quarantine it later
 
     def _writable(self) -> None:
         if self.mode != "read_write":
@@ -118,15 +121,25 @@ class PublishingFolder(StoreFolder):
         node sent it already). `staged`: this engine's copy `stage` made, taken when it is of `engine` and holds `sha`
         (else removed, and the engine copied here); removed in any case when it is not moved in."""
         try:
-            key = self.checked_key(key)
-            self.replaced = None
-            self._writable()
-        except BaseException:
-            self.unstage(staged)
-            raise
+            return self._publish(key, parts, engine, build, sha, push, staged)
+        finally:
+            self.unstage(staged)  # moved in: nothing is left of it here
+
+    def _publish(
+        self,
+        key: str,
+        parts: dict[str, Any],
+        engine: Path,
+        build: dict[str, Any],
+        sha: str | None,
+        push: bool,
+        staged: Staged | None,
+    ) -> Entry:
+        key = self.checked_key(key)
+        self.replaced = None
+        self._writable()
         if staged is not None and (staged.source != engine or sha is None or staged.sha256 != sha):
-            self.unstage(staged)  # of other bytes than the build's end verified: copied again below
-            staged = None
+            staged = None  # of other bytes than the build's end verified: copied again below (`publish` removes it)
         replacing: dict[str, Any] | None = None
         try:
             existing = self.get(key, remote=False)
@@ -134,12 +147,8 @@ class PublishingFolder(StoreFolder):
             existing, replacing = None, {"notUsed": str(exc)}  # whole perhaps, but not ours to trust: replaced
         except Refused as exc:
             existing, replacing = None, {"damaged": str(exc)}  # quarantined already: nothing to move aside
-        except BaseException:
-            self.unstage(staged)
-            raise
         if existing is not None:
             if sha is not None and existing.sha256 == sha:
-                self.unstage(staged)
                 self.mark_used(key)
                 if push:
                     self.upload.skipped("the local store held this engine already: nothing is sent")
@@ -149,8 +158,7 @@ class PublishingFolder(StoreFolder):
             tmp = staged.tmp
         else:
             tmp = self.root / "tmp" / tmp_name("publish", key)
-            fs.ensure_folder(tmp, within=self.root)
-            self.fit(tmp, folder=True)  # a team's store: the other accounts may evict or quarantine it later
+            self._make_tmp(tmp)
         try:
             record = self._write_entry(tmp, key, parts, engine, build, sha, staged)
             if existing is None or existing.sha256 != record["engine"]["sha256"]:
