@@ -13,9 +13,13 @@
    command's exit, as a table of when the last cell reached each stage;
 3. warm: the same after `trtls farm up` (the head's processes counted by their CPU delta over the run) — a first
    and a second run on the same farm (`--warm-runs`): the farm's actors and their preloaded workers are kept;
-   With `--bare-beside`, N bare builds run again just before each farm run, and each run's throughput is read
-   against the bare builds beside it (and the spread of all the bare runs is printed): a `large` build's own
-   spread (±5-8 % from one run to the next on the 16-core host) is larger than the gaps the figure is meant to show;
+   With `--bare-beside`, N bare builds run again just before each farm run and once after the last, and each run's
+   throughput is read against the mean of the bare runs on either side of it (and against the one before it alone;
+   the spread of all the bare runs is printed): a `large` build's own spread (±5-8 % from one run to the next on the
+   16-core host) is larger than the gaps the figure is meant to show, and a host whose speed drifts through the
+   benchmark (2026-12-07 21:48, a fresh H100 host: the same 16 bare builds 38.3 → 42.5 → 46.0 s, 578 → 635 → 690
+   CPU-s, two minutes apart) makes a run read against the bare run before it alone look slower than it is — a steady
+   drift cancels in the mean of the runs on either side;
    `--parts cold-ab --baseline DIR`: cold runs of this code and of an older trtls (DIR holds its `server/`, e.g. from
    `git archive REV server`) alternated for `--rounds` rounds: the fixed cost and each stage's median, side by side;
 4. stop: SIGINT to a running matrix (N running + N waiting cells), cold and warm: signal → exit, every cell
@@ -466,7 +470,8 @@ def main() -> int:
     )  # fmt: skip
     ap.add_argument("--baseline", type=Path, help="an older trtls's server/ folder, for the cold-ab part")
     ap.add_argument("--rounds", type=int, default=5, help="cold-ab: rounds of one run each")
-    ap.add_argument("--bare-beside", action="store_true", help="N bare builds again just before each farm run")
+    ap.add_argument("--bare-beside", action="store_true",
+                    help="N bare builds again just before each farm run and after the last")  # fmt: skip
     args = ap.parse_args()
     ensure_models()
     bytecode_as_installed("ray")
@@ -486,7 +491,8 @@ def main() -> int:
     def bare_before(label: str) -> None:
         if args.bare_beside and "bare" in args.parts:
             beside[label] = bare(args.model, n, tmp)
-            print(f"bare before {label}: {beside[label]}", flush=True)
+            print(f"bare {'after the last farm run' if label == 'after' else 'before ' + label}: {beside[label]}",
+                  flush=True)  # fmt: skip
 
     if "cli" in args.parts:
         bare_before("cli")
@@ -526,6 +532,8 @@ def main() -> int:
                 print(f"stop (warm farm): {res['stopWarm']}", flush=True)
         finally:
             subprocess.run(TRTLS + ["farm", "down"], env=env, capture_output=True)
+    if beside:
+        bare_before("after")  # the last farm run's other side
     for label in ["cold", "warm"] + [f"warm{i + 1}" for i in range(1, args.warm_runs)]:
         r = res.get(label)
         if not r:
@@ -552,16 +560,22 @@ def main() -> int:
                               "\n".join(breakdown(label, r))))  # fmt: skip
         if label in beside:
             walls = [res["bare"]["wallS"]] + [b["wallS"] for b in beside.values()]
+            labels = list(beside)  # in the order they ran: before each farm run, then "after"
+            after = beside[labels[labels.index(label) + 1]] if labels.index(label) + 1 < len(labels) else None
+            sides = [beside[label]["wallS"]] + ([after["wallS"]] if after else [])
             figures.append(
                 figure(
-                    f"{label}: {n} cells vs the {n} bare builds just before it, wall",
-                    round(beside[label]["wallS"] / r["wallS"], 3),
+                    f"{label}: {n} cells vs the {n} bare builds on either side of it, wall",
+                    round(sum(sides) / len(sides) / r["wallS"], 3),
                     "× throughput",
                     "≥ 0.9 (on a 16-core host)",
                     None,
-                    f"bare {beside[label]['wallS']} s, this run "
-                    f"{r['wallS']} s; every bare run of this benchmark: {min(walls)}–{max(walls)} s "
-                    f"({walls}); against their mean: {round(sum(walls) / len(walls) / r['wallS'], 3)} ×",
+                    f"bare before {beside[label]['wallS']} s ({beside[label]['cpuS']} CPU-s), after "
+                    f"{after['wallS'] if after else '—'} s ({after['cpuS'] if after else '—'} CPU-s); this run "
+                    f"{r['wallS']} s (its builds {r['cpuByKindS'].get('builds')} CPU-s); against the one before it "
+                    f"alone: {round(beside[label]['wallS'] / r['wallS'], 3)} ×; every bare run of this benchmark: "
+                    f"{min(walls)}–{max(walls)} s ({walls}); against their mean: "
+                    f"{round(sum(walls) / len(walls) / r['wallS'], 3)} ×",
                 )
             )
         elif "bare" in res:
