@@ -18,7 +18,12 @@ from trtls.core.display import rebuilding_text
 from trtls.core.terminal_text import terminal_safe
 
 if TYPE_CHECKING:  # the fast path imports this module before pydantic: types only
+    import subprocess
+
     from trtls.app.matrix import FollowerDone
+    from trtls.builds.cuda import DriverProbe
+    from trtls.builds.supervisor.speculation import JobAhead
+    from trtls.core.recipe import LoadedRecipe
     from trtls.core.summary_record import Summary
 
 
@@ -130,10 +135,10 @@ class Started(NamedTuple):
     """What the fast path hands the full path (`take_started`): the worker it started, the job sent to it ahead
     (`speculation.JobAhead`) or None, and the recipe it checked to make that job (`check_ahead`) or None."""
 
-    worker: Any
-    ahead: Any = None
-    checked: Any = None
-    warming: Any = None  # with `checked`: the key's device probe started beside that check (`key_device_probe`)
+    worker: subprocess.Popen[bytes]
+    ahead: JobAhead | None = None
+    checked: LoadedRecipe | None = None
+    warming: DriverProbe | None = None  # with `checked`: the key's device probe started beside that check
 
 
 _declined_by_entry = False  # the program's entry tried this command line and declined: the full path's call skips
