@@ -13,13 +13,13 @@
    command's exit, as a table of when the last cell reached each stage;
 3. warm: the same after `trtls farm up` (the head's processes counted by their CPU delta over the run) — a first
    and a second run on the same farm (`--warm-runs`): the farm's actors and their preloaded workers are kept;
-   With `--bare-beside`, N bare builds run again just before each farm run and once after the last, and each run's
-   throughput is read against the mean of the bare runs on either side of it (and against the one before it alone;
-   the spread of all the bare runs is printed): a `large` build's own spread (±5-8 % from one run to the next on the
-   16-core host) is larger than the gaps the figure is meant to show, and a host whose speed drifts through the
-   benchmark (2026-12-07 21:48, a fresh H100 host: the same 16 bare builds 38.3 → 42.5 → 46.0 s, 578 → 635 → 690
-   CPU-s, two minutes apart) makes a run read against the bare run before it alone look slower than it is — a steady
-   drift cancels in the mean of the runs on either side;
+   With `--bare-beside`, N bare builds run just before each farm run (the first of them is the bare figure) and once
+   after the last, and each run's throughput is read against the mean of the bare runs on either side of it (and
+   against the one before it alone; the spread of all the bare runs is printed): a `large` build's own spread (±5-8 %
+   from one run to the next on the 16-core host) is larger than the gaps the figure is meant to show, and a host whose
+   speed drifts through the benchmark (2026-12-07 21:48, a fresh H100 host: the same 16 bare builds 38.3 → 42.5 →
+   46.0 s, 578 → 635 → 690 CPU-s, two minutes apart) makes a run read against the bare run before it alone look
+   slower than it is — a steady drift cancels in the mean of the runs on either side;
    `--parts cold-ab --baseline DIR`: cold runs of this code and of an older trtls (DIR holds its `server/`, e.g. from
    `git archive REV server`) alternated for `--rounds` rounds: the fixed cost and each stage's median, side by side;
 4. stop: SIGINT to a running matrix (N running + N waiting cells), cold and warm: signal → exit, every cell
@@ -483,7 +483,7 @@ def main() -> int:
     stop_path = recipe(tmp / "stop", args.model, 2 * n, n)
     res: dict = {"cells": n, "model": args.model, "cpus": os.cpu_count()}
     figures = []
-    if "bare" in args.parts:
+    if "bare" in args.parts and not args.bare_beside:  # with --bare-beside the first of those runs is this one
         res["bare"] = bare(args.model, n, tmp)
         print(f"bare: {n} builds side by side {res['bare']}", flush=True)
     beside: dict[str, dict] = res.setdefault("bareBeside", {})
@@ -491,6 +491,7 @@ def main() -> int:
     def bare_before(label: str) -> None:
         if args.bare_beside and "bare" in args.parts:
             beside[label] = bare(args.model, n, tmp)
+            res.setdefault("bare", beside[label])
             print(f"bare {'after the last farm run' if label == 'after' else 'before ' + label}: {beside[label]}",
                   flush=True)  # fmt: skip
 
@@ -559,7 +560,7 @@ def main() -> int:
                               "≤ 3 s warm" if warm else "stated", (r["fixedCostS"] or 99) <= 3 if warm else None,
                               "\n".join(breakdown(label, r))))  # fmt: skip
         if label in beside:
-            walls = [res["bare"]["wallS"]] + [b["wallS"] for b in beside.values()]
+            walls = [b["wallS"] for b in beside.values()]
             labels = list(beside)  # in the order they ran: before each farm run, then "after"
             after = beside[labels[labels.index(label) + 1]] if labels.index(label) + 1 < len(labels) else None
             sides = [beside[label]["wallS"]] + ([after["wallS"]] if after else [])
