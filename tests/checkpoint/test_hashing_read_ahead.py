@@ -43,13 +43,13 @@ def test_a_file_hashed_with_cores_to_spare_is_read_ahead(big: Path, monkeypatch:
         return real(path, cancel, follow=follow, read_ahead=read_ahead)  # type: ignore[arg-type]
 
     monkeypatch.setattr(hashing, "sha256_file", spy)
-    monkeypatch.setattr(hashing.os, "cpu_count", lambda: 4)
+    monkeypatch.setattr(hashing, "usable_cpus", lambda: 4)
     got = hash_files([big], None)
     assert got[big.absolute()].sha256 == hashlib.sha256(big.read_bytes()).hexdigest()
     assert seen == [True]  # one file, four cores: its reading gets a core of its own
     seen.clear()
     hash_files([big], None, workers=4)
-    monkeypatch.setattr(hashing.os, "cpu_count", lambda: 1)
+    monkeypatch.setattr(hashing, "usable_cpus", lambda: 1)
     hash_files([big], None)
     assert seen == [True, False]  # one core: nothing to read ahead on
 

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
+from trtls.core.cgroups import usable_cpus
 from trtls.fs import Kind, atomic_write_text, ensure_folder, open_regular, parse_json, read_text
 
 BUF = 1024 * 1024  # fits L2: the copy out of the page cache stays hot for the hash (8 MiB measured ~35% slower)
@@ -279,7 +280,7 @@ def hash_files(
             todo.append((path, st))
     todo.sort(key=lambda item: item[1].st_size, reverse=True)
 
-    cores = os.cpu_count() or 1
+    cores = usable_cpus()  # its affinity and CPU quota, not the machine's count (core.cgroups)
     n = max(1, min(workers or cores, len(todo)))
     spare = n < cores  # fewer hashing threads than cores: each file's reading runs on an idle one
 

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from typing import Any
 
 from trtls.cli.exits import EXIT_BAD_INPUT, EXIT_OK
+from trtls.core.cgroups import usable_cpus
 from trtls.core.terminal_text import terminal_safe
 
 EXITS = "exit codes: 0 done (status: running), 1 it failed (status: not running), 2 bad input"
@@ -90,7 +90,7 @@ def cmd_up(args: argparse.Namespace) -> int:
             if head is not None and warm_farm.alive(head):
                 print(f"already running: {head.describe()}")
                 return EXIT_OK
-            head = warm_farm.start(num_cpus or os.cpu_count() or 1, labels, workers=args.workers)
+            head = warm_farm.start(num_cpus or usable_cpus(), labels, workers=args.workers)
     except (RuntimeError, OSError) as exc:  # OSError: a state, token or log file the door refused or could not write
         print(f"trtls farm up: {terminal_safe(str(exc))}", file=sys.stderr)
         return 1

@@ -26,6 +26,7 @@ from trtls import fs
 from trtls.builds.farm import local_guard, proc_tree
 from trtls.builds.farm.lean_node import lean_node
 from trtls.builds.farm.placement import Node
+from trtls.core.cgroups import usable_cpus
 from trtls.core.farm import LOCAL, ClusterTable
 from trtls.fs import Kind, read_bytes
 from trtls.fs.lineage import Witnessed, witness
@@ -181,7 +182,7 @@ def connect(cluster: ClusterTable, while_waiting: Callable[[], None] | None = No
                 _drop_token()
                 raise FarmUnavailable("TRT237", f"cannot write the embedded instance's token file: {exc}") from None
             kwargs["address"] = "local"  # always a new instance: never join someone else's `ray start` by accident
-            kwargs["num_cpus"] = cluster.num_cpus or os.cpu_count() or 1
+            kwargs["num_cpus"] = cluster.num_cpus or usable_cpus()  # what this process may use, not the machine
             if cluster.labels:
                 kwargs["labels"] = dict(cluster.labels)
         else:

@@ -22,9 +22,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from trtls.core.cgroups import cgroup_dirs
 from trtls.fs.read import read_text
 
-CGROUP_ROOT = Path("/sys/fs/cgroup")
 PROC_LIMIT = 1 << 20  # /proc and cgroup files of one process are a few KiB
 GPU_FIRST_S = 1.0  # a worker that ended before this held no GPU memory worth a query
 GPU_MIN_INTERVAL_S = 5.0
@@ -47,23 +47,9 @@ def vm_hwm_bytes(pid: int) -> int | None:
 
 
 def _memory_cgroup_files(pid: int | str = "self") -> list[Path]:
-    try:
-        lines = _proc_text(f"/proc/{pid}/cgroup").splitlines()
-    except OSError:
-        return []
-    files = []
-    for line in lines:
-        parts = line.split(":", 2)
-        if len(parts) != 3:
-            continue
-        _, controllers, path = parts
-        rel = path.lstrip("/")
-        if "memory" in controllers.split(","):
-            files.append(CGROUP_ROOT / "memory" / rel / "memory.oom_control")
-        elif controllers == "":
-            files.append(CGROUP_ROOT / rel / "memory.events")
-            files.append(CGROUP_ROOT / "unified" / rel / "memory.events")
-    return files
+    """The files that may count the OOM killer's kills in `pid`'s memory cgroup: cgroup v1's `memory.oom_control`,
+    v2's `memory.events` (core.cgroups says where the cgroup is)."""
+    return [d / name for d in cgroup_dirs("memory", pid) for name in ("memory.oom_control", "memory.events")]
 
 
 def oom_kill_count(pid: int | str = "self") -> dict[str, Any] | None:

@@ -174,8 +174,7 @@ def let_it_start(worker: Any, bound_s: float = START_BOUND_S) -> str:
 
 
 def _cpus() -> int:
-    """The CPUs this process may run on (its affinity where the platform says it, else the machine's)."""
-    affinity = getattr(os, "sched_getaffinity", None)
-    if affinity is not None:
-        return len(affinity(0))
-    return os.cpu_count() or 1
+    """The CPUs this process may keep busy: its affinity and its cgroup's CPU quota (core.cgroups)."""
+    from trtls.core.cgroups import usable_cpus
+
+    return usable_cpus()
