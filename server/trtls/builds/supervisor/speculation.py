@@ -151,9 +151,10 @@ def _send(worker: Any, ahead: JobAhead | None) -> JobAhead | None:
 
 
 def let_it_start(worker: Any, bound_s: float = START_BOUND_S) -> str:
-    """After a job went ahead: on a machine whose CPUs this process may run on are fewer than a start's runnable
-    threads (`START_THREADS`), wait until the worker sends its first line (its builder has started: the environment
-    record or the build's first event), ends, or `bound_s` passes, before this process imports and checks the recipe.
+    """After a job went ahead: where the CPUs this process may keep busy (core.cgroups) are fewer than a start's
+    runnable threads (`START_THREADS`), wait until the worker sends its first line (its builder has started: the
+    environment record or the build's first event), ends, or `bound_s` passes, before this process imports and checks
+    the recipe.
     The check's answer is wanted only at the commit, at the build's end; run beside the worker's start it took CPU from
     the builder's critical path (2 CPUs, 2026-12-07, `bench_cli_fixed_cost.py --baseline`, 13–15 pairs: `demo`
     --no-store 1.121 → 1.099 ×, fresh 1.174 → 1.128, edited 1.185 → 1.160), and run beside the builder — one thread:
