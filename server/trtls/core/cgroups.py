@@ -59,11 +59,7 @@ def dirs_from_lines(lines: list[str], controller: str, root: Path = CGROUP_ROOT)
 def cpu_quota(pid: int | str = "self", root: Path = CGROUP_ROOT) -> float | None:
     """The CPU quota `pid` runs under, in CPUs (1.5: one and a half CPUs' time per period): the tightest of its cpu
     cgroup and every ancestor up to the root; None when none sets one or none can be read."""
-    try:
-        lines = _kernel_text(f"/proc/{pid}/cgroup").splitlines()
-    except OSError:
-        return None
-    return quota_of_dirs(dirs_from_lines(lines, "cpu", root), root)
+    return quota_of_dirs(cgroup_dirs("cpu", pid, root), root)
 
 
 def quota_of_dirs(dirs: list[Path], root: Path = CGROUP_ROOT) -> float | None:
@@ -71,11 +67,11 @@ def quota_of_dirs(dirs: list[Path], root: Path = CGROUP_ROOT) -> float | None:
     quotas: list[float] = []
     for folder in dirs:
         here = folder
-        while True:
+        while here.is_relative_to(root) and here != root:  # from the group up to its mount, never above the root
             q = _quota_in(here)
             if q is not None:
                 quotas.append(q)
-            if here == root or here.parent == here or not here.is_relative_to(root) or here.parent == root:
+            if here.parent == root:
                 break
             here = here.parent
     return min(quotas) if quotas else None
