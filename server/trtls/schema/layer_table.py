@@ -54,7 +54,8 @@ LAYERS: tuple[Layer, ...] = (
         ("any",),
         "the pure models and tables: recipe, route, their located checks, events, wire and "
         "worker job, phase tree, cancel token, a build's state folded from its events and its view, evidence and "
-        "retry advice, outcome kinds, the vocabularies, the registry of codes, display words",
+        "retry advice, outcome kinds, the vocabularies, the registry of codes, display words, and how many CPUs a "
+        "process may keep busy (its affinity and its cgroup's quota)",
         ("fs",),
         (*EDITOR, *TENSORRT),
         holds=(
@@ -71,6 +72,7 @@ LAYERS: tuple[Layer, ...] = (
             "build_view",
             "evidence",
             "outcome",
+            "cgroups",
         ),
     ),
     # the one door: stdlib and core.paths only, so every process can import it
