@@ -29,7 +29,6 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -38,6 +37,7 @@ from typing import Any
 
 from trtls import fs
 from trtls.builds.farm.builder_env import builder_environment, spawn_worker
+from trtls.builds.farm.node_scratch import node_scratch, scratch_folder
 from trtls.core.cancel import CancelToken
 from trtls.core.paths import UnsafeWrite, inside, real
 from trtls.fs import Kind, parse_json
@@ -48,17 +48,6 @@ BATCH_WAIT_S = 0.005  # after a first line, wait this long for more to share one
 WATCH_DRIVER_S = 0.5  # a farm's node host checks that the driver of a cell still runs this often
 DRIVER_GONE_GRACE_S = 10.0  # its driver gone: the worker cancels itself (stdin closed), or is killed after this
 _onnx_locks: collections.defaultdict[str, threading.Lock] = collections.defaultdict(threading.Lock)
-
-
-def node_scratch(node_id: str) -> Path:
-    """Per node (several test nodes share one /tmp): the ONNX cache and engines on their way back."""
-    return Path(tempfile.gettempdir()) / "trtls-farm" / node_id[:16]
-
-
-def scratch_folder(folder: Path, scratch: Path) -> Path:
-    """`folder` under a node's scratch, created inside the system temp folder (never through a symlink) and marked
-    as trtls's, so a job folder is removed only from a folder trtls made."""
-    return fs.ensure_folder(folder, within=scratch.parents[1], mark="trtls farm node scratch")
 
 
 class Preloaded:

@@ -10,6 +10,7 @@ only reached when a recipe has `[cluster]`.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import gc
 import hashlib
 import logging
@@ -23,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from trtls import fs
-from trtls.builds.farm import local_guard, proc_tree
+from trtls.builds.farm import local_guard, node_scratch, proc_tree
 from trtls.builds.farm.lean_node import lean_node
 from trtls.builds.farm.placement import Node
 from trtls.core.cgroups import usable_cpus
@@ -322,10 +323,15 @@ def disconnect() -> None:
         _onnx_refs.clear()
         _hashed.clear()
         ours = _embedded_processes() if connection.get("warm") is False and _connected == LOCAL else []
+        node = None
+        with contextlib.suppress(Exception):  # the node this driver runs on: the embedded instance's
+            node = str(ray.get_runtime_context().get_node_id()) if ours and ray.is_initialized() else None
         within = True
         if ray.is_initialized():
             within = _bounded_shutdown(ray, SHUTDOWN_BUDGET_S)
         ended = proc_tree.end(ours)
+        if node is not None:  # the node has ended with its processes: its cells' ONNX copies and job folders go
+            node_scratch.remove(node)
         last_shutdown.clear()
         last_shutdown.update(budgetS=SHUTDOWN_BUDGET_S, withinBudget=within, ended=len(ended))
         if not within:

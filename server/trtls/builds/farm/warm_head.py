@@ -19,7 +19,7 @@ import signal
 import threading
 import time
 
-from trtls.builds.farm import local_guard, proc_tree
+from trtls.builds.farm import local_guard, node_scratch, proc_tree
 from trtls.builds.farm.cluster import QUIET_DRIVER
 from trtls.builds.farm.lean_node import lean_node
 from trtls.builds.farm.warm_farm import WarmHead, forget, write_state
@@ -46,8 +46,9 @@ def main() -> int:
         os.environ.setdefault(key, value)
     os.environ.setdefault("RAY_raylet_start_wait_time_s", "180")
     stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    on_stop = lambda *_: stop.set()  # noqa: E731
+    signal.signal(signal.SIGTERM, on_stop)
+    signal.signal(signal.SIGINT, on_stop)
 
     import ray
 
@@ -63,6 +64,9 @@ def main() -> int:
             configure_logging=False,
         ),
     )
+    # ray.init put Ray's own SIGTERM handler in place of ours (absl's failure handler: it logs a stack and the head
+    # died there, so `trtls farm down` ended it before any of its cleanup below ran: its node's scratch was left)
+    signal.signal(signal.SIGTERM, on_stop)
     problem = local_guard.started_problem(ray)
     if problem is not None:
         print(f"trtls farm: TRT237 {problem}", flush=True)
@@ -75,6 +79,7 @@ def main() -> int:
     pool.start()
     ready = pool.wait_ready(READY_WITHIN_S)
     ctx = ray.get_runtime_context()
+    node_id = ctx.get_node_id()  # the head's own node: its scratch goes when the farm stops
     session = getattr(ray._private.worker, "_global_node", None)
     head = WarmHead(
         ctx.gcs_address,
@@ -99,6 +104,7 @@ def main() -> int:
     forget(head)  # the state and token files, while they are this head's
     pool.shutdown()  # the host's preloaded workers live in their own sessions: ended by the host first
     _shut_down(ray)
+    node_scratch.remove(node_id)  # the node has ended: its ONNX copies and job folders go with it
     return 0
 
 
