@@ -16,7 +16,8 @@ feature is safe by calling this package, not by remembering a rule. The policy, 
   `notes.md`); kinds with `replace=False` never replace anything.
 * **Deletes remove only what trtls wrote**: the name must match the kind's name pattern, the folder it is removed
   from must be one trtls made (an `OWNED_MARK` file, or the kind's own known layout), nothing is removed through a
-  link, and trees are removed by descriptor (a symlink inside is unlinked, never followed).
+  link, and trees are removed by descriptor (a symlink inside is unlinked, never followed). A scratch folder's mark
+  names its maker, so one a killed process left is swept later by another (`scratch.sweep_abandoned`).
 * **Reads of untrusted files** (`fs.read`): regular files only (a FIFO, a device, `/dev/zero` refused before a
   byte is read), bounded by an expected size, and for records and store entries never through a final symlink.
 * **Signals go only to our own processes** (`fs.kill`): a child we hold a handle to, or a process that proves to
