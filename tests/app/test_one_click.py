@@ -5,8 +5,10 @@ twice)."""
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -21,6 +23,7 @@ from tests.lsp.conftest import accept_refresh, caps
 from tests.lsp.lsp_helpers import execute, open_recipe, plain, until
 
 COUNT_FILE = Path(tempfile.mkdtemp(prefix="trtls-one-click-")) / "counts"
+atexit.register(shutil.rmtree, COUNT_FILE.parent, True)  # made at import (collection too): gone with the process
 SERVER = [sys.executable, str(Path(__file__).with_name("counted_trtls.py")), "serve"]
 ENV = {**os.environ, "TRTLS_TEST_COUNT_FILE": str(COUNT_FILE)}
 

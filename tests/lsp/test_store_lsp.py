@@ -5,6 +5,7 @@ a matrix built twice unchanged starts no worker the second time (docs/store.md).
 
 from __future__ import annotations
 
+import atexit
 import json
 import shutil
 import subprocess
@@ -23,6 +24,7 @@ from tests.ts_replay import EXTENSION, replay
 from trtls.core import wire
 
 PROBE = Path(tempfile.mkdtemp(prefix="trtls-store-lsp-probe-"))  # every worker the server starts leaves a file here
+atexit.register(shutil.rmtree, PROBE, True)  # made at import (collection too): gone with the process
 
 DEMO_MATRIX = """
 [engines.demo.matrix]
