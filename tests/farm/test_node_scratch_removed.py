@@ -73,3 +73,28 @@ def test_a_warm_farms_node_scratch_stays_while_it_runs_and_goes_with_farm_down(t
         down = run("farm", "down")
     assert down.returncode == 0, down.stdout + down.stderr
     assert node_folders(farm) == []  # … and its scratch goes when the farm stops
+
+
+@pytest.mark.usefixtures("needs_ray")
+def test_a_nodes_scratch_folder_planted_as_a_link_fails_the_cell_with_the_nodes_refusal(tmp_path: Path) -> None:
+    """The node refuses to make its scratch through a link (another account's, on a shared /tmp). Its refusal is
+    the cell's verdict, at once and in words: `failed` with the refusal and both paths — not `killed: the worker
+    died (… RayTaskError(UnsafeWrite))` after 30 s of waiting for a node that never died (node_loss.py). Nothing is
+    written where the link points, and the link is left."""
+    env, farm = temp_env(tmp_path)
+    victim = tmp_path / "someone-elses"
+    victim.mkdir()
+    (victim / "keep.txt").write_text("precious")
+    farm.symlink_to(victim)
+    recipe = embedded_recipe(tmp_path / "ws", cells=1, num_cpus=1)
+    r = subprocess.run(
+        [*TRTLS, "build", str(recipe), "--matrix", "--json"], env=env, capture_output=True, text=True, timeout=600
+    )
+    assert r.returncode == 1, r.stdout[-2000:] + r.stderr[-2000:]
+    summary = json.loads(r.stdout.splitlines()[-1])["summary"]
+    (cell,) = summary["cells"]
+    assert summary["outcome"] == cell["outcome"] == "failed"
+    evidence = json.loads(Path(cell["evidence"]).read_text())
+    assert "UnsafeWrite" in evidence["error"] and str(victim) in evidence["error"], evidence["error"]
+    assert evidence["error"].startswith("the cell failed on ")
+    assert farm.is_symlink() and sorted(p.name for p in victim.iterdir()) == ["keep.txt"]

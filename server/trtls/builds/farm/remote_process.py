@@ -380,5 +380,5 @@ class RemoteProcess:
         from trtls.builds.farm.node_loss import loss_of
 
         node = self.where.get("node_id") or (self._slot.node_id if self._slot is not None else None)
-        self.lost, self._host_dead = await loss_of(exc, node, self.where.get("hostname"))
-        self._end(-int(signal.SIGKILL), [self.lost])
+        self.lost, self._host_dead, code = await loss_of(exc, node, self.where.get("hostname"))
+        self._end(code, [self.lost])

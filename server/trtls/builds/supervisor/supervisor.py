@@ -301,8 +301,8 @@ class Supervisor:
             outcome: BuildOutcome = build.finished.outcome if build.finished else "reused"  # reused: a farm node's hit
         elif build.token.forced:  # the user's forced stop is their cancel; "forced" blames the builder
             outcome = self.stops.forced_outcome(build)
-        elif lost := getattr(proc, "lost", None):  # a remote cell whose node (or actor) died under it
-            outcome = "killed"
+        elif lost := getattr(proc, "lost", None):  # a remote cell whose node (or actor) died under it: killed; or
+            outcome = "failed" if (build.exit_code or 0) > 0 else "killed"  # its actor's method raised: failed there
             build.fold(Erred(lost))
         else:
             outcome = "killed"
