@@ -50,6 +50,7 @@ def ray_cluster():
     from ray.cluster_utils import Cluster
 
     from trtls.builds.farm import cluster as farm_cluster
+    from trtls.builds.farm import node_scratch
 
     # A loaded machine (2 cores shared by many agents) can take longer than Ray's default to register a raylet.
     os.environ.setdefault("RAY_raylet_start_wait_time_s", "180")
@@ -65,7 +66,10 @@ def ray_cluster():
         yield c
     finally:
         farm_cluster.disconnect()
+        ids = [node.node_id for node in c.list_all_nodes()]
         c.shutdown()
+        for node_id in ids:  # the test started these nodes: their scratch goes with them (builds/farm/node_scratch.py)
+            node_scratch.remove(node_id)
 
 
 def gpu_node(cluster) -> None:
