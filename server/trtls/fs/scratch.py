@@ -45,9 +45,18 @@ def scratch_dir(prefix: str = "trtls-", parent: str | os.PathLike[str] | None = 
     if parent is None:
         _sweep_once(tempfile.gettempdir())
     path = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
-    fd = os.open(path / OWNED_MARK, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
-    os.write(fd, _maker().encode())
-    os.close(fd)
+    try:
+        fd = os.open(path / OWNED_MARK, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+        try:
+            os.write(fd, _maker().encode())
+        finally:
+            os.close(fd)
+    except OSError:  # a full disk: no half-made folder is left behind (the folder is new and ours: nothing else in it)
+        with contextlib.suppress(OSError):
+            os.unlink(path / OWNED_MARK)
+        with contextlib.suppress(OSError):
+            os.rmdir(path)
+        raise
     return path
 
 
@@ -65,9 +74,10 @@ def _sweep_once(parent: str) -> None:
             sweep_abandoned(parent)
 
 
-def _abandoned(folder_fd: int) -> bool:
-    """Whether the open folder's mark names a process of this host that no longer runs. A folder without a mark, a
-    mark that is not a regular file, an older mark that names no process, or one /proc cannot judge: kept."""
+def _abandoned(folder_fd: int, here: str) -> bool:
+    """Whether the open folder's mark names a process of this host and pid namespace (`here`, `_where()`) that no
+    longer runs. A folder without a mark, a mark that is not a regular file, an older mark that names no process, or
+    one /proc cannot judge: kept."""
     from trtls.fs.kill import process_start_id
 
     try:
@@ -80,12 +90,12 @@ def _abandoned(folder_fd: int) -> bool:
         found = _MARK.fullmatch(os.read(fd, MARK_LIMIT).decode("utf-8", "replace"))
     finally:
         os.close(fd)
-    if found is None or found[2] == "-" or f"host={found[3]} pidns={found[4]}" != _where() or found[4] == "-":
+    if found is None or found[2] == "-" or f"host={found[3]} pidns={found[4]}" != here:
         return False  # another host's or container's (a shared /tmp): its processes cannot be seen from here
     now = process_start_id(int(found[1]))
-    if now is None and process_start_id(os.getpid()) is not None:  # /proc answers for us: that pid runs nothing
-        return True
-    return now is not None and now != found[2]  # the pid runs another process now (or the boot changed)
+    # None: that pid runs nothing (the sweep runs only where /proc answers for this process); else another process
+    # runs under it now when the start id differs (or the boot changed)
+    return now is None or now != found[2]
 
 
 def sweep_abandoned(parent: str | os.PathLike[str]) -> list[Path]:
@@ -93,10 +103,13 @@ def sweep_abandoned(parent: str | os.PathLike[str]) -> list[Path]:
     `trtls-…`, not a link, this account's, holding its mark (a regular file) that names a process of this host and
     pid namespace gone for good — its pid runs nothing, or another process (the start id differs). Removed through
     the door (`remove_tree`: by descriptor, a link inside unlinked, never followed)."""
+    from trtls.fs.kill import process_start_id
     from trtls.fs.remove import remove_tree
 
     removed: list[Path] = []
-    uid = os.geteuid()
+    uid, here = os.geteuid(), _where()
+    if here.endswith("pidns=-") or process_start_id(os.getpid()) is None:
+        return removed  # /proc cannot tell who runs here: no folder can be judged abandoned
     with os.scandir(parent) as entries:
         candidates = [e.name for e in entries if e.name.startswith(SWEPT_PREFIX)]
     for name in candidates:
@@ -106,7 +119,7 @@ def sweep_abandoned(parent: str | os.PathLike[str]) -> list[Path]:
         except OSError:  # gone, a link, not a folder, not ours to open
             continue
         try:
-            if os.fstat(fd).st_uid != uid or not _abandoned(fd):
+            if os.fstat(fd).st_uid != uid or not _abandoned(fd, here):
                 continue
         finally:
             os.close(fd)
